@@ -1,0 +1,104 @@
+# kiln: plain Makefile, the build path that needs no tool beyond make and a C compiler.
+# Targets: all (libraries + demo), test (plain + ASan/UBSan), bench, install, clean.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+BUILD   ?= build
+AR      ?= ar
+
+WARN    := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wno-unused-parameter
+ifeq ($(CI),true)
+WARN    += -Werror
+endif
+OPT     ?= -O2 -g
+CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -fvisibility=hidden -Icore/include $(EXTRA_CFLAGS)
+LDLIBS_ALL = -lm -lpthread $(EXTRA_LDFLAGS)
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+
+CORE_SRC  := $(wildcard core/src/*.c)
+CORE_OBJ  := $(CORE_SRC:core/src/%.c=$(BUILD)/core/%.o)
+CORE_DEPS := $(CORE_OBJ:.o=.d)
+
+TEST_SRC  := $(wildcard tests/core/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/core/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT := $(wildcard tests/support/*.c)
+
+BENCH_SRC := $(wildcard bench/*.c)
+
+DEMO_BIN  := $(BUILD)/examples/core_demo
+
+VERSION := 0.1.0
+
+.PHONY: all lib test test-plain test-asan bench demo install clean check-deps
+all: lib demo
+
+lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
+
+$(BUILD)/core/%.o: core/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/libkiln.a: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/libkiln.so: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libkiln.so.0 -o $@ $^ $(LDLIBS_ALL)
+
+# Tests link the static library so internal (hidden) symbols stay reachable to white-box
+# suites through tests/support.
+$(BUILD)/tests/%: tests/core/%.c $(TEST_SUPPORT) $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests/support -o $@ $< $(TEST_SUPPORT) \
+	    $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(DEMO_BIN): examples/core_demo.c $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libkiln.a $(LDLIBS_ALL)
+
+demo: $(DEMO_BIN)
+
+# Runs every suite plainly, then the same suites built with AddressSanitizer and
+# UndefinedBehaviorSanitizer in a separate build folder.
+test: test-plain test-asan
+
+test-plain: $(TEST_BIN)
+	@scripts/run-tests.sh $(TEST_BIN)
+
+test-asan:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test-plain
+
+# Benchmarks build the library and the baselines with the same flags, assertions off.
+BENCH_OPT := -O2 -DNDEBUG -falign-loops=64 -march=x86-64-v2
+bench:
+	$(MAKE) --no-print-directory BUILD=build-bench OPT="$(BENCH_OPT)" build-bench/bench/core_bench
+	build-bench/bench/core_bench --json bench/results.jsonl
+
+$(BUILD)/bench/core_bench: $(BENCH_SRC) $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Ibench -o $@ $(BENCH_SRC) $(BUILD)/libkiln.a $(LDLIBS_ALL)
+
+kiln.pc: kiln.pc.in
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+install: lib kiln.pc
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 core/include/kiln.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(VERSION)
+	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkiln.so.0
+	ln -sf libkiln.so.0 $(DESTDIR)$(PREFIX)/lib/libkiln.so
+	install -m 644 kiln.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build build-asan build-bench kiln.pc
+
+-include $(CORE_DEPS)

@@ -1,0 +1,369 @@
+/* kiln.h: the whole public C API of the kiln core (world, entities, components, queries).
+ * Needs only the C standard headers; every function is prefixed kiln_ and every type kiln_. */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Functions in this header:
+ *   kiln_world_create, kiln_world_destroy, kiln_world_error, kiln_world_clear_error,
+ *   kiln_world_stats_get, kiln_world_entities, kiln_result_name, kiln_type_name, kiln_type_size,
+ *   kiln_tick_current, kiln_tick_advance,
+ *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count,
+ *   kiln_entity_format,
+ *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
+ *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
+ *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
+ *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
+ *   kiln_iter_changed_since, kiln_iter_column_tick.
+ */
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------------------------ */
+/* Basic types                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* An entity handle: the low 32 bits are the slot index, the 21 bits above them the slot's
+ * generation (1 .. 2^21-1). Handles are below 2^53, so Lua numbers and doubles carry them
+ * exactly. 0 (KILN_NULL_ENTITY) is never alive. A slot whose generation would wrap is
+ * retired for good, so a stale handle can never come back to life. */
+typedef uint64_t kiln_entity;
+#define KILN_NULL_ENTITY ((kiln_entity)0)
+#define KILN_ENTITY_INDEX_BITS 32
+#define KILN_ENTITY_GENERATION_BITS 21
+#define KILN_ENTITY_GENERATION_MAX ((uint32_t)((1u << KILN_ENTITY_GENERATION_BITS) - 1u))
+#define kiln_entity_index(e) ((uint32_t)((e) & 0xffffffffu))
+#define kiln_entity_generation(e) ((uint32_t)(((e) >> 32) & KILN_ENTITY_GENERATION_MAX))
+#define kiln_entity_make(index, generation) \
+    ((kiln_entity)(((uint64_t)((generation) & KILN_ENTITY_GENERATION_MAX) << 32) | (uint32_t)(index)))
+
+/* A component id: 1 .. kiln_component_count(world). 0 (KILN_NO_COMPONENT) is never a component. */
+typedef uint32_t kiln_component;
+#define KILN_NO_COMPONENT ((kiln_component)0)
+
+/* A change tick. The world tick starts at 1; rows written during tick t carry t. */
+typedef uint32_t kiln_tick;
+
+typedef struct kiln_world kiln_world;
+typedef struct kiln_query kiln_query;
+
+/* Every fallible call returns one of these; on failure the world is unchanged and
+ * kiln_world_error() says what went wrong, naming the call, entity and component. */
+typedef enum kiln_result {
+    KILN_OK = 0,
+    KILN_ERR_INVALID_ARGUMENT, /* a malformed desc or argument */
+    KILN_ERR_DEAD_ENTITY,      /* null, stale or out-of-range entity */
+    KILN_ERR_MISSING_COMPONENT,/* the entity does not have the component */
+    KILN_ERR_UNKNOWN_COMPONENT,/* the id is not a component of this world */
+    KILN_ERR_LAYOUT_MISMATCH,  /* a name registered again with another layout */
+    KILN_ERR_OUT_OF_MEMORY,    /* the allocator hook returned NULL */
+    KILN_ERR_LIMIT             /* a hard limit (entity slots, archetypes) is exhausted */
+} kiln_result;
+
+/* The allocator hook, with the contract of lua_Alloc: nsize == 0 frees ptr (which may be
+ * NULL) and returns NULL; otherwise it returns a block of nsize bytes (or NULL on failure,
+ * leaving ptr untouched) holding the first min(osize, nsize) bytes of ptr. When ptr is NULL,
+ * osize carries no information. The world asks for at most max_align_t alignment and
+ * aligns column storage to 16 bytes itself. */
+typedef void *(*kiln_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/* ------------------------------------------------------------------------------------------ */
+/* World                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct kiln_world_desc {
+    kiln_alloc_fn alloc;   /* NULL: the C library's realloc/free */
+    void *alloc_ud;        /* handed to alloc */
+} kiln_world_desc;
+
+/* Creates a world. desc may be NULL (all defaults). Returns NULL only when the allocator
+ * cannot provide the world itself. Worlds share nothing; several may live in one process. */
+kiln_world *kiln_world_create(const kiln_world_desc *desc);
+
+/* Destroys the world: runs the destroy hook of every live component value, frees every byte
+ * the world allocated, and invalidates every query and pointer. NULL is a no-op. */
+void kiln_world_destroy(kiln_world *world);
+
+/* The message of the last failed call on this world ("" when none). The string is owned by
+ * the world and valid until the next failing call or kiln_world_clear_error. */
+const char *kiln_world_error(const kiln_world *world);
+void kiln_world_clear_error(kiln_world *world);
+
+/* A constant English name for a result code, e.g. "dead entity". */
+const char *kiln_result_name(kiln_result result);
+
+typedef struct kiln_world_stats {
+    int64_t entities;      /* live entities */
+    int64_t entity_slots;  /* slots ever used (live + free + retired) */
+    int32_t archetypes;    /* archetypes created, the empty one included */
+    int32_t components;    /* registered component types */
+    int32_t queries;       /* live queries */
+    int64_t bytes;         /* bytes currently allocated through the allocator hook */
+    int64_t allocations;   /* calls to the allocator hook that allocated or resized */
+} kiln_world_stats;
+
+void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);
+
+/* Lists live entities for tooling: writes up to capacity handles to dest (dest may be NULL
+ * when capacity is 0) and returns the number of live entities, so a first call with
+ * capacity 0 sizes the buffer. Order: by archetype, then row. */
+int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
+
+/* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
+ * new tick. */
+kiln_tick kiln_tick_current(const kiln_world *world);
+kiln_tick kiln_tick_advance(kiln_world *world);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Components                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Field types for reflection. */
+typedef enum kiln_type {
+    KILN_TYPE_NONE = 0,
+    KILN_TYPE_BOOL,
+    KILN_TYPE_INT8, KILN_TYPE_INT16, KILN_TYPE_INT32, KILN_TYPE_INT64,
+    KILN_TYPE_UINT8, KILN_TYPE_UINT16, KILN_TYPE_UINT32, KILN_TYPE_UINT64,
+    KILN_TYPE_FLOAT, KILN_TYPE_DOUBLE,
+    KILN_TYPE_ENTITY,
+    KILN_TYPE_CHAR,   /* a fixed-size char array: count is its length, NUL included */
+    KILN_TYPE_VEC2, KILN_TYPE_VEC3, KILN_TYPE_VEC4, KILN_TYPE_QUAT, KILN_TYPE_MAT4,
+    KILN_TYPE_COUNT
+} kiln_type;
+
+/* The constant name of a type ("float", "vec3", ...) and its size in bytes (0 for NONE). */
+const char *kiln_type_name(kiln_type type);
+size_t kiln_type_size(kiln_type type);
+
+typedef struct kiln_field {
+    const char *name;  /* unique within the component */
+    kiln_type type;
+    uint32_t offset;   /* byte offset in the component */
+    uint32_t count;    /* array length; 0 means 1 */
+} kiln_field;
+
+/* Hooks for components that own resources. ptr points at count consecutive values (stride
+ * apart). destroy releases values; move constructs dst from src, after which src is dead
+ * and its destroy hook is not run. Without a move hook rows are relocated bytewise. */
+typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
+typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
+
+#define KILN_MAX_FIELDS 64
+#define KILN_MAX_NAME 63
+
+typedef struct kiln_component_desc {
+    const char *name;        /* required, 1..63 bytes, unique in the world */
+    size_t size;             /* 0: a tag */
+    size_t align;            /* 0: 1 for tags, else the largest power of two <= 16 dividing size;
+                                must be a power of two and at most 16 */
+    const kiln_field *fields;/* optional reflection, field_count entries, copied */
+    int32_t field_count;
+    kiln_destroy_fn destroy; /* optional */
+    kiln_move_fn move;       /* optional */
+    void *hook_ctx;          /* handed to the hooks */
+} kiln_component_desc;
+
+/* Registers a component type and writes its id to dest. Registering a name again with the
+ * same size, alignment, fields and hooks returns the existing id; anything different is
+ * KILN_ERR_LAYOUT_MISMATCH. The desc (names included) is copied. Fails with
+ * KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above 16 or not a power of two,
+ * a field outside the component or a duplicate field name. */
+kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
+                                    kiln_component *dest);
+
+/* The id registered under name, or KILN_NO_COMPONENT. */
+kiln_component kiln_component_lookup(const kiln_world *world, const char *name);
+
+typedef struct kiln_component_info {
+    kiln_component id;
+    const char *name;
+    size_t size;
+    size_t align;
+    size_t stride;           /* size rounded up to align */
+    const kiln_field *fields;
+    int32_t field_count;
+    bool has_destroy;
+    bool has_move;
+} kiln_component_info;
+
+/* Fills dest with the component's description; pointers in it are owned by the world and
+ * live as long as the world. Returns false (dest untouched) for an unknown id. */
+bool kiln_component_info_get(const kiln_world *world, kiln_component component,
+                             kiln_component_info *dest);
+
+/* Number of registered components; ids run from 1 to this number. */
+int32_t kiln_component_count(const kiln_world *world);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Entities                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Spawns an entity with no components (it lives in the empty archetype). Writes the handle
+ * to dest. Fails only for out of memory or exhausted slots. */
+kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest);
+
+/* Spawns an entity with count components at once (one archetype move, no intermediate
+ * archetypes). values[i] is the initial value of components[i], bitwise copied (the world
+ * takes over whatever it owns); NULL zero-initialises. values may be NULL. Duplicate or
+ * unknown components fail with nothing spawned. Rows are stamped with the current tick. */
+kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
+                            const void *const *values, int32_t count, kiln_entity *dest);
+
+/* Spawns n entities that all have the given components, zero-initialised, sizing storage
+ * once. Writes the n handles to dest (which may be NULL). On failure nothing is spawned.
+ * Fill values afterwards through a query or kiln_get_mut. */
+kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components,
+                             int32_t count, int32_t n, kiln_entity *dest);
+
+/* Despawns a live entity: its components' destroy hooks run and its row is swap-removed.
+ * A dead entity fails with KILN_ERR_DEAD_ENTITY. */
+kiln_result kiln_despawn(kiln_world *world, kiln_entity entity);
+
+/* True for a live entity; false for null, stale and out-of-range handles. Never an error. */
+bool kiln_is_alive(const kiln_world *world, kiln_entity entity);
+
+/* Number of live entities. */
+int64_t kiln_entity_count(const kiln_world *world);
+
+/* Formats a handle as "12v3" (index v generation) into buf (at least 24 bytes is always
+ * enough); returns buf. */
+char *kiln_entity_format(kiln_entity entity, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Component access                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Adds component to entity with a bitwise copy of value (NULL zero-initialises), moving the
+ * entity to the neighbouring archetype. If the entity already has it, the old value is
+ * destroyed and replaced in place (no move). Either way the row is stamped changed. */
+kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
+                     const void *value);
+
+/* Removes component from entity, running its destroy hook. Writes whether it was there to
+ * removed (which may be NULL). Removing an absent component is not an error. Removing the
+ * last component leaves the entity alive in the empty archetype. */
+kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
+                        bool *removed);
+
+/* True when entity is alive and has component. Never an error. */
+bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component component);
+
+/* A read-only pointer to the entity's value, or NULL when the entity is dead or lacks it
+ * (tags have no value: NULL too; use kiln_has). Borrowed: valid until the next structural
+ * change (spawn, despawn, add of a new component, remove) or world destroy. */
+const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component);
+
+/* Like kiln_get but writable; stamps the row changed at the current tick. NULL when absent,
+ * and then kiln_world_error says why. Same lifetime as kiln_get. */
+void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component);
+
+/* Overwrites an existing value (old value destroyed, value bitwise copied) and stamps the
+ * row changed. Fails with KILN_ERR_MISSING_COMPONENT when the entity lacks it. */
+kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
+                     const void *value);
+
+/* The tick at which entity's component was last written, or 0 when absent. */
+kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
+                            kiln_component component);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Queries                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+#define KILN_QUERY_MAX_TERMS 16
+
+/* Terms are zero-terminated lists (unused slots stay KILN_NO_COMPONENT, which designated
+ * initializers give for free). Column order in an iterator: with[] terms first, then
+ * optional[] terms. */
+typedef struct kiln_query_desc {
+    kiln_component with[KILN_QUERY_MAX_TERMS];
+    kiln_component without[KILN_QUERY_MAX_TERMS];
+    kiln_component optional[KILN_QUERY_MAX_TERMS];
+} kiln_query_desc;
+
+/* Creates a cached query and writes it to dest. It matches the existing archetypes once
+ * and then each archetype created later, without rescanning. Fails for unknown or
+ * repeated components and for an empty with[] list. */
+kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc,
+                              kiln_query **dest);
+
+/* Destroys a query. NULL is a no-op. Must not be iterating. */
+void kiln_query_destroy(kiln_query *query);
+
+/* Number of entities the query matches now. Sums rows; allocates nothing. */
+int64_t kiln_query_count(const kiln_query *query);
+
+/* An iterator over one chunk at a time: a run of rows of one archetype. All fields are
+ * read-only for users. columns[i] is the base pointer of term i (NULL for an optional term
+ * the archetype lacks, and for tags); entities[row] is the row's handle. Pointers are
+ * borrowed until the iteration ends. */
+typedef struct kiln_iter {
+    int32_t count;                  /* rows in this chunk */
+    int32_t term_count;             /* with + optional terms */
+    const kiln_entity *entities;    /* count handles */
+    void *columns[KILN_QUERY_MAX_TERMS * 2];
+    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks, or NULL */
+    kiln_tick tick;                 /* the world tick the iteration runs at */
+    /* private */
+    kiln_world *world;
+    const kiln_query *query;
+    void *archetype;
+    int32_t next_index;
+    int32_t offset;
+    uint32_t marked;                /* terms written through kiln_iter_mark_changed */
+    bool active;
+    bool owns_lock;
+} kiln_iter;
+
+/* Starts iterating. While an iteration is active, structural changes on the world are a
+ * programmer error (caught by an assertion in debug builds). Iterate with kiln_query_next
+ * until it returns false, or call kiln_iter_fini to stop early. */
+void kiln_query_iter(const kiln_query *query, kiln_iter *it);
+
+/* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */
+bool kiln_query_next(kiln_iter *it);
+
+/* Finishes an iteration early. Safe to call on a finished iterator. */
+void kiln_iter_fini(kiln_iter *it);
+
+/* Writes to dest a view of rows [begin, end) of the chunk in it, for splitting one
+ * archetype among threads. The view shares the iteration; do not call kiln_query_next on
+ * it. Rows marked through the view update the column's latest tick when the view is
+ * finished with kiln_iter_fini (which for a view ends nothing else). */
+void kiln_iter_range(const kiln_iter *it, int32_t begin, int32_t end, kiln_iter *dest);
+
+/* Base pointer of term's column in the current chunk, or NULL. */
+static inline void *kiln_iter_column(const kiln_iter *it, int32_t term) {
+    return it->columns[term];
+}
+
+/* Stamps row of term changed at the iteration's tick. */
+static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t row) {
+    it->ticks[term][row] = it->tick;
+    it->marked |= 1u << term;
+}
+
+/* True when row of term was written after tick (strictly greater). */
+static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, int32_t row,
+                                           kiln_tick tick) {
+    return it->ticks[term] != NULL && it->ticks[term][row] > tick;
+}
+
+/* The latest tick written anywhere in term's column of the current chunk (0 when the term
+ * is absent), so a system can skip an unchanged chunk without reading its rows. */
+kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

@@ -1,0 +1,308 @@
+/* archetype.c: archetype tables and the graph between them. Invariant: rows [0, count) of
+ * every column hold live values of the entities in entities[0, count), and each of those
+ * entities' records points back at its row. */
+#include "archetype.h"
+
+#include <string.h>
+
+#include "component.h"
+#include "query.h"
+
+int32_t kl_archetype_type_index(const kl_archetype *arch, kiln_component component) {
+    const kiln_component *t = arch->types;
+    int32_t lo = 0, hi = arch->type_count;
+    if (hi <= 8) {
+        for (int32_t i = 0; i < hi; i++)
+            if (t[i] == component) return i;
+        return -1;
+    }
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (t[mid] < component) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < arch->type_count && t[lo] == component) ? lo : -1;
+}
+
+static bool same_types(const kl_archetype *a, const kiln_component *types, int32_t count) {
+    return a->type_count == count && memcmp(a->types, types, sizeof(kiln_component) * (size_t)count) == 0;
+}
+
+static size_t archetype_block_size(int32_t type_count, int32_t column_count) {
+    return sizeof(kl_archetype) + sizeof(kl_column) * (size_t)column_count +
+           sizeof(kiln_component) * (size_t)type_count + sizeof(int32_t) * (size_t)type_count;
+}
+
+static kl_archetype *lookup(const kiln_world *world, const kiln_component *types, int32_t count,
+                            uint32_t hash) {
+    uint32_t cursor = 0, id1;
+    while ((id1 = kl_map_next(&world->archetype_index, hash, &cursor)) != 0) {
+        kl_archetype *a = world->archetypes[id1 - 1];
+        if (same_types(a, types, count)) return a;
+    }
+    return NULL;
+}
+
+kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types, int32_t count,
+                                  const char *call) {
+    uint32_t hash = kl_hash_u32s(types, count);
+    kl_archetype *found = lookup(world, types, count, hash);
+    if (found) return found;
+
+    if (world->archetype_count >= INT32_MAX - 1) {
+        kl_fail(world, KILN_ERR_LIMIT, "%s: too many archetypes", call);
+        return NULL;
+    }
+    int32_t columns = 0;
+    for (int32_t i = 0; i < count; i++)
+        if (kl_component_get(world, types[i])->size > 0) columns++;
+
+    /* Everything that can fail is reserved first, so failure leaves no trace. */
+    size_t block = archetype_block_size(count, columns);
+    kl_archetype *a = NULL;
+    if (!kl_grow(&world->alloc, (void **)&world->archetypes, &world->archetype_cap,
+                 world->archetype_count + 1, sizeof(kl_archetype *), 16) ||
+        !kl_map_reserve(&world->alloc, &world->archetype_index, 1) ||
+        !kl_queries_reserve(world) || (a = kl_alloc(&world->alloc, block)) == NULL) {
+        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory creating an archetype", call);
+        return NULL;
+    }
+    memset(a, 0, block);
+    a->id = (uint32_t)world->archetype_count;
+    a->hash = hash;
+    a->type_count = count;
+    a->column_count = columns;
+    a->columns = (kl_column *)(a + 1);
+    a->types = (kiln_component *)(a->columns + columns);
+    a->column_of = (int32_t *)(a->types + count);
+    if (count) memcpy(a->types, types, sizeof(kiln_component) * (size_t)count);
+    int32_t c = 0;
+    for (int32_t i = 0; i < count; i++) {
+        const kl_component *comp = kl_component_get(world, types[i]);
+        if (comp->size == 0) {
+            a->column_of[i] = -1;
+            continue;
+        }
+        a->column_of[i] = c;
+        a->columns[c].component = comp;
+        a->columns[c].stride = comp->stride;
+        atomic_init(&a->columns[c].latest, 0);
+        c++;
+    }
+    world->archetypes[world->archetype_count++] = a;
+    kl_map_put(&world->alloc, &world->archetype_index, hash, a->id + 1);
+    kl_queries_match(world, a);
+    return a;
+}
+
+/* Builds the sorted type list of arch with component added or removed into buf. */
+static int32_t neighbour_types(const kl_archetype *arch, kiln_component component, bool add,
+                               kiln_component *buf) {
+    int32_t n = 0;
+    bool placed = !add;
+    for (int32_t i = 0; i < arch->type_count; i++) {
+        kiln_component t = arch->types[i];
+        if (!placed && component < t) {
+            buf[n++] = component;
+            placed = true;
+        }
+        if (!add && t == component) continue;
+        buf[n++] = t;
+    }
+    if (!placed) buf[n++] = component;
+    return n;
+}
+
+static kl_archetype *traverse(kiln_world *world, kl_archetype *arch, kiln_component component,
+                              bool add, const char *call) {
+    kl_map *edges = add ? &arch->add_edges : &arch->remove_edges;
+    uint32_t id1 = kl_map_get(edges, component);
+    if (id1) return world->archetypes[id1 - 1];
+
+    kiln_component small[32];
+    kiln_component *buf = small;
+    size_t bytes = sizeof(kiln_component) * (size_t)(arch->type_count + 1);
+    if (arch->type_count + 1 > 32) {
+        buf = kl_alloc(&world->alloc, bytes);
+        if (!buf) {
+            kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+            return NULL;
+        }
+    }
+    int32_t n = neighbour_types(arch, component, add, buf);
+    kl_archetype *dst = kl_archetype_ensure(world, buf, n, call);
+    if (buf != small) kl_free(&world->alloc, buf, bytes);
+    /* Caching the edge is an optimisation: if it cannot be stored, the next move searches. */
+    if (dst) kl_map_put(&world->alloc, edges, component, dst->id + 1);
+    return dst;
+}
+
+kl_archetype *kl_archetype_with(kiln_world *world, kl_archetype *arch, kiln_component component,
+                                const char *call) {
+    return traverse(world, arch, component, true, call);
+}
+
+kl_archetype *kl_archetype_without(kiln_world *world, kl_archetype *arch,
+                                   kiln_component component, const char *call) {
+    return traverse(world, arch, component, false, call);
+}
+
+/* Relocates count values from src to dst (distinct blocks) through the move hook, or bytewise. */
+static void relocate(const kl_component *c, void *dst, void *src, int32_t count) {
+    if (count <= 0) return;
+    if (c->move) c->move(dst, src, count, c->hook_ctx);
+    else memcpy(dst, src, (size_t)c->stride * (size_t)count);
+}
+
+bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
+    int64_t need = (int64_t)arch->count + rows;
+    if (need <= arch->capacity) return true;
+    if (need > INT32_MAX) return false;
+    int64_t ncap = arch->capacity ? (int64_t)arch->capacity * 2 : 8;
+    if (ncap < need) ncap = need;
+    if (ncap > INT32_MAX) ncap = INT32_MAX;
+
+    kl_allocator *al = &world->alloc;
+    enum { STACK = 32 };
+    void *blocks_small[STACK], *ticks_small[STACK];
+    void **blocks = blocks_small, **ticks = ticks_small;
+    size_t list_bytes = sizeof(void *) * (size_t)arch->column_count;
+    bool ok = true;
+    if (arch->column_count > STACK) {
+        blocks = kl_alloc(al, list_bytes);
+        ticks = kl_alloc(al, list_bytes);
+        if (!blocks || !ticks) {
+            kl_free(al, blocks, list_bytes);
+            kl_free(al, ticks, list_bytes);
+            return false;
+        }
+    }
+    int32_t made = 0;
+    for (; made < arch->column_count; made++) {
+        kl_column *col = &arch->columns[made];
+        blocks[made] = kl_alloc(al, kl_mul(col->stride, (size_t)ncap) + 15);
+        ticks[made] = kl_alloc(al, kl_mul(sizeof(kiln_tick), (size_t)ncap));
+        if (!blocks[made] || !ticks[made]) {
+            made++;
+            ok = false;
+            break;
+        }
+    }
+    kiln_entity *entities = ok ? kl_alloc(al, kl_mul(sizeof(kiln_entity), (size_t)ncap)) : NULL;
+    if (!entities) ok = false;
+    if (!ok) {
+        for (int32_t i = 0; i < made; i++) {
+            kl_free(al, blocks[i], blocks[i] ? arch->columns[i].stride * (size_t)ncap + 15 : 0);
+            kl_free(al, ticks[i], sizeof(kiln_tick) * (size_t)ncap);
+        }
+    } else {
+        for (int32_t i = 0; i < arch->column_count; i++) {
+            kl_column *col = &arch->columns[i];
+            uint8_t *data = (uint8_t *)(((uintptr_t)blocks[i] + 15) & ~(uintptr_t)15);
+            relocate(col->component, data, col->data, arch->count);
+            if (arch->count) memcpy(ticks[i], col->ticks, sizeof(kiln_tick) * (size_t)arch->count);
+            kl_free(al, col->block, col->block_size);
+            kl_free(al, col->ticks, sizeof(kiln_tick) * (size_t)arch->capacity);
+            col->block = blocks[i];
+            col->block_size = col->stride * (size_t)ncap + 15;
+            col->data = data;
+            col->ticks = ticks[i];
+        }
+        if (arch->count) memcpy(entities, arch->entities, sizeof(kiln_entity) * (size_t)arch->count);
+        kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
+        arch->entities = entities;
+        arch->capacity = (int32_t)ncap;
+    }
+    if (blocks != blocks_small) {
+        kl_free(al, blocks, list_bytes);
+        kl_free(al, ticks, list_bytes);
+    }
+    return ok;
+}
+
+int32_t kl_archetype_push(kl_archetype *arch, kiln_entity entity) {
+    KILN_ASSERT(arch->count < arch->capacity, "row reserved before push");
+    int32_t row = arch->count++;
+    arch->entities[row] = entity;
+    return row;
+}
+
+void kl_archetype_destroy_row(kl_archetype *arch, int32_t row) {
+    for (int32_t i = 0; i < arch->column_count; i++) {
+        kl_column *col = &arch->columns[i];
+        const kl_component *c = col->component;
+        if (c->destroy) c->destroy(col->data + (size_t)row * col->stride, 1, c->hook_ctx);
+    }
+}
+
+void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row) {
+    int32_t last = arch->count - 1;
+    if (row != last) {
+        for (int32_t i = 0; i < arch->column_count; i++) {
+            kl_column *col = &arch->columns[i];
+            relocate(col->component, col->data + (size_t)row * col->stride,
+                     col->data + (size_t)last * col->stride, 1);
+            col->ticks[row] = col->ticks[last];
+        }
+        kiln_entity moved = arch->entities[last];
+        arch->entities[row] = moved;
+        world->records[kiln_entity_index(moved)].row = (uint32_t)row;
+    }
+    arch->count = last;
+}
+
+int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
+                          kl_archetype *dst) {
+    kiln_entity e = src->entities[src_row];
+    int32_t row = kl_archetype_push(dst, e);
+    /* Both column lists follow the sorted type order, so one merge walk pairs them. */
+    int32_t j = 0;
+    for (int32_t i = 0; i < src->column_count; i++) {
+        kl_column *s = &src->columns[i];
+        kiln_component id = s->component->id;
+        while (j < dst->column_count && dst->columns[j].component->id < id) j++;
+        void *from = s->data + (size_t)src_row * s->stride;
+        if (j < dst->column_count && dst->columns[j].component->id == id) {
+            kl_column *d = &dst->columns[j];
+            relocate(s->component, d->data + (size_t)row * d->stride, from, 1);
+            d->ticks[row] = s->ticks[src_row];
+            kl_column_touch(d, d->ticks[row]);
+        } else if (s->component->destroy) {
+            s->component->destroy(from, 1, s->component->hook_ctx);
+        }
+    }
+    kl_archetype_remove_row(world, src, src_row);
+    kl_record *r = &world->records[kiln_entity_index(e)];
+    r->archetype = dst->id;
+    r->row = (uint32_t)row;
+    return row;
+}
+
+void kl_column_write(kl_column *col, int32_t row, const void *value, kiln_tick tick) {
+    void *dst = col->data + (size_t)row * col->stride;
+    if (value) memcpy(dst, value, col->component->size);
+    else memset(dst, 0, col->stride);
+    if (value && col->stride > col->component->size)
+        memset((uint8_t *)dst + col->component->size, 0, col->stride - col->component->size);
+    col->ticks[row] = tick;
+    kl_column_touch(col, tick);
+}
+
+void kl_archetypes_free(kiln_world *world) {
+    kl_allocator *al = &world->alloc;
+    for (int32_t a = 0; a < world->archetype_count; a++) {
+        kl_archetype *arch = world->archetypes[a];
+        for (int32_t i = 0; i < arch->column_count; i++) {
+            kl_column *col = &arch->columns[i];
+            const kl_component *c = col->component;
+            if (c->destroy && arch->count) c->destroy(col->data, arch->count, c->hook_ctx);
+            kl_free(al, col->block, col->block_size);
+            kl_free(al, col->ticks, sizeof(kiln_tick) * (size_t)arch->capacity);
+        }
+        kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
+        kl_map_free(al, &arch->add_edges);
+        kl_map_free(al, &arch->remove_edges);
+        kl_free(al, arch, archetype_block_size(arch->type_count, arch->column_count));
+    }
+    kl_free(al, world->archetypes, sizeof(kl_archetype *) * (size_t)world->archetype_cap);
+}

@@ -1,0 +1,19 @@
+/* entity.h: the entity slot table: handing out, validating and retiring handles. A slot's
+ * generation only grows; a slot whose generation is exhausted is never handed out again. */
+#ifndef KILN_ENTITY_H
+#define KILN_ENTITY_H
+
+#include "world.h"
+
+/* Makes sure n more slots can be taken without allocating; false when out of memory or the
+ * 2^32 slot limit is reached (the world error is set, naming call). */
+KL_HIDDEN kiln_result kl_entities_reserve(kiln_world *world, int64_t n, const char *call);
+
+/* Takes a slot (room must be reserved) and returns its handle; the record is left for the
+ * caller to point at a row. */
+KL_HIDDEN kiln_entity kl_entity_take(kiln_world *world);
+
+/* Releases the slot of a live entity: bumps its generation (retiring it when exhausted). */
+KL_HIDDEN void kl_entity_release(kiln_world *world, kiln_entity entity);
+
+#endif

@@ -1,0 +1,35 @@
+/* hashmap.h: an open-addressed multimap from nonzero 32-bit keys to nonzero 32-bit values,
+ * used for archetype graph edges, component names and archetype type sets (keyed by hash). */
+#ifndef KILN_HASHMAP_H
+#define KILN_HASHMAP_H
+
+#include <stdint.h>
+
+#include "memory.h"
+
+typedef struct kl_map {
+    uint64_t *slots; /* key << 32 | value; 0 is an empty slot */
+    uint32_t cap;    /* a power of two, or 0 */
+    uint32_t count;
+} kl_map;
+
+/* The first value stored under key, or 0. */
+KL_HIDDEN uint32_t kl_map_get(const kl_map *map, uint32_t key);
+
+/* Walks every value stored under key: start with *cursor = 0; returns 0 when done. */
+KL_HIDDEN uint32_t kl_map_next(const kl_map *map, uint32_t key, uint32_t *cursor);
+
+/* Makes room so that extra more puts cannot fail. False when out of memory. */
+KL_HIDDEN bool kl_map_reserve(kl_allocator *a, kl_map *map, uint32_t extra);
+
+/* Adds key -> value (duplicate keys are allowed). False when out of memory. */
+KL_HIDDEN bool kl_map_put(kl_allocator *a, kl_map *map, uint32_t key, uint32_t value);
+
+KL_HIDDEN void kl_map_free(kl_allocator *a, kl_map *map);
+
+/* Hashes never return 0, so they can be keys. */
+KL_HIDDEN uint32_t kl_hash_u32(uint32_t x);
+KL_HIDDEN uint32_t kl_hash_u32s(const uint32_t *xs, int32_t count);
+KL_HIDDEN uint32_t kl_hash_str(const char *s);
+
+#endif

@@ -1,0 +1,246 @@
+/* query.c: cached queries and chunk iteration. Invariant: a query's match list holds every
+ * archetype of its world that has all with-terms and no without-terms, each exactly once. */
+#include "query.h"
+
+#include <string.h>
+
+#include "archetype.h"
+#include "component.h"
+
+#define KL_MAX_COLUMNS (KILN_QUERY_MAX_TERMS * 2)
+
+typedef struct kl_match {
+    kl_archetype *arch;
+    int16_t column[KL_MAX_COLUMNS]; /* per term: column index in arch, or -1 */
+} kl_match;
+
+struct kiln_query {
+    kiln_world *world;
+    int32_t with_count, without_count, optional_count;
+    kiln_component terms[KL_MAX_COLUMNS]; /* with then optional */
+    kiln_component without[KILN_QUERY_MAX_TERMS];
+    kl_match *matches;
+    int64_t match_cap;
+    int32_t match_count;
+};
+
+static bool matches(const kiln_query *q, const kl_archetype *a) {
+    for (int32_t i = 0; i < q->with_count; i++)
+        if (kl_archetype_type_index(a, q->terms[i]) < 0) return false;
+    for (int32_t i = 0; i < q->without_count; i++)
+        if (kl_archetype_type_index(a, q->without[i]) >= 0) return false;
+    return true;
+}
+
+static void add_match(kiln_query *q, kl_archetype *a) {
+    kl_match *m = &q->matches[q->match_count++];
+    m->arch = a;
+    int32_t terms = q->with_count + q->optional_count;
+    for (int32_t t = 0; t < KL_MAX_COLUMNS; t++) {
+        int32_t ti = t < terms ? kl_archetype_type_index(a, q->terms[t]) : -1;
+        m->column[t] = (int16_t)(ti < 0 ? -1 : a->column_of[ti]);
+    }
+}
+
+bool kl_queries_reserve(kiln_world *world) {
+    for (int32_t i = 0; i < world->query_count; i++) {
+        kiln_query *q = world->queries[i];
+        if (!kl_grow(&world->alloc, (void **)&q->matches, &q->match_cap, q->match_count + 1,
+                     sizeof(kl_match), 8))
+            return false;
+    }
+    return true;
+}
+
+void kl_queries_match(kiln_world *world, kl_archetype *arch) {
+    for (int32_t i = 0; i < world->query_count; i++) {
+        kiln_query *q = world->queries[i];
+        if (matches(q, arch)) add_match(q, arch);
+    }
+}
+
+static void query_free(kiln_world *world, kiln_query *q) {
+    kl_free(&world->alloc, q->matches, sizeof(kl_match) * (size_t)q->match_cap);
+    kl_free(&world->alloc, q, sizeof *q);
+}
+
+void kl_queries_free(kiln_world *world) {
+    for (int32_t i = 0; i < world->query_count; i++) query_free(world, world->queries[i]);
+    kl_free(&world->alloc, world->queries, sizeof(kiln_query *) * (size_t)world->query_cap);
+    world->queries = NULL;
+    world->query_count = 0;
+    world->query_cap = 0;
+}
+
+/* Copies a zero-terminated term list; fails on an unknown or repeated component. */
+static kiln_result copy_terms(kiln_world *world, const kiln_component *src, kiln_component *dst,
+                              int32_t *count, const kiln_component *seen, int32_t seen_count,
+                              const char *list) {
+    int32_t n = 0;
+    char buf[32];
+    for (int32_t i = 0; i < KILN_QUERY_MAX_TERMS && src[i] != KILN_NO_COMPONENT; i++) {
+        if (!kl_component_get(world, src[i]))
+            return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
+                           "query_create: %s term %d is an unknown %s", list, (int)i,
+                           kl_component_name(world, src[i], buf, sizeof buf));
+        for (int32_t j = 0; j < seen_count + n; j++) {
+            kiln_component other = j < seen_count ? seen[j] : dst[j - seen_count];
+            if (other == src[i])
+                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                               "query_create: %s appears twice in the terms",
+                               kl_component_name(world, src[i], buf, sizeof buf));
+        }
+        dst[n++] = src[i];
+    }
+    *count = n;
+    return KILN_OK;
+}
+
+kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, kiln_query **dest) {
+    KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
+    if (desc == NULL)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "query_create: desc is NULL");
+    kiln_query tmp;
+    memset(&tmp, 0, sizeof tmp);
+    kiln_component all[KL_MAX_COLUMNS + KILN_QUERY_MAX_TERMS] = {0};
+    kiln_result r = copy_terms(world, desc->with, tmp.terms, &tmp.with_count, all, 0, "with");
+    if (r != KILN_OK) return r;
+    if (tmp.with_count == 0)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "query_create: no with terms");
+    memcpy(all, tmp.terms, sizeof(kiln_component) * (size_t)tmp.with_count);
+    int32_t seen = tmp.with_count;
+    r = copy_terms(world, desc->optional, tmp.terms + tmp.with_count, &tmp.optional_count, all,
+                   seen, "optional");
+    if (r != KILN_OK) return r;
+    memcpy(all + seen, tmp.terms + tmp.with_count, sizeof(kiln_component) * (size_t)tmp.optional_count);
+    seen += tmp.optional_count;
+    r = copy_terms(world, desc->without, tmp.without, &tmp.without_count, all, seen, "without");
+    if (r != KILN_OK) return r;
+
+    int32_t found = 0;
+    for (int32_t a = 0; a < world->archetype_count; a++)
+        if (matches(&tmp, world->archetypes[a])) found++;
+    kiln_query *q = NULL;
+    if (!kl_grow(&world->alloc, (void **)&world->queries, &world->query_cap,
+                 world->query_count + 1, sizeof(kiln_query *), 8) ||
+        (q = kl_alloc(&world->alloc, sizeof *q)) == NULL)
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "query_create: out of memory");
+    *q = tmp;
+    q->world = world;
+    if (!kl_grow(&world->alloc, (void **)&q->matches, &q->match_cap, found, sizeof(kl_match), 8)) {
+        kl_free(&world->alloc, q, sizeof *q);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "query_create: out of memory");
+    }
+    for (int32_t a = 0; a < world->archetype_count; a++)
+        if (matches(q, world->archetypes[a])) add_match(q, world->archetypes[a]);
+    world->queries[world->query_count++] = q;
+    *dest = q;
+    return KILN_OK;
+}
+
+void kiln_query_destroy(kiln_query *query) {
+    if (query == NULL) return;
+    kiln_world *world = query->world;
+    KILN_ASSERT(world->iterating == 0, "query_destroy while a query iterates");
+    for (int32_t i = 0; i < world->query_count; i++) {
+        if (world->queries[i] == query) {
+            world->queries[i] = world->queries[--world->query_count];
+            break;
+        }
+    }
+    query_free(world, query);
+}
+
+int64_t kiln_query_count(const kiln_query *query) {
+    KILN_ASSERT(query != NULL, "query is NULL");
+    int64_t n = 0;
+    for (int32_t i = 0; i < query->match_count; i++) n += query->matches[i].arch->count;
+    return n;
+}
+
+void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
+    KILN_ASSERT(query != NULL && it != NULL, "query and it are required");
+    memset(it, 0, sizeof *it);
+    it->world = query->world;
+    it->query = query;
+    it->term_count = query->with_count + query->optional_count;
+    it->tick = query->world->tick;
+    it->active = true;
+    it->owns_lock = true;
+    query->world->iterating++;
+}
+
+/* Publishes the latest tick of every column the chunk marked. */
+static void flush_marks(kiln_iter *it) {
+    if (!it->marked || !it->archetype) return;
+    kl_archetype *a = it->archetype;
+    const kl_match *m = &it->query->matches[it->next_index - 1];
+    for (int32_t t = 0; t < it->term_count; t++)
+        if ((it->marked >> t) & 1u && m->column[t] >= 0)
+            kl_column_touch(&a->columns[m->column[t]], it->tick);
+    it->marked = 0;
+}
+
+bool kiln_query_next(kiln_iter *it) {
+    KILN_ASSERT(it != NULL, "it is NULL");
+    if (!it->active) return false;
+    KILN_ASSERT(it->owns_lock, "kiln_query_next on a range view");
+    flush_marks(it);
+    const kiln_query *q = it->query;
+    while (it->next_index < q->match_count) {
+        const kl_match *m = &q->matches[it->next_index++];
+        kl_archetype *a = m->arch;
+        if (a->count == 0) continue;
+        it->archetype = a;
+        it->count = a->count;
+        it->offset = 0;
+        it->entities = a->entities;
+        for (int32_t t = 0; t < it->term_count; t++) {
+            int16_t c = m->column[t];
+            it->columns[t] = c >= 0 ? a->columns[c].data : NULL;
+            it->ticks[t] = c >= 0 ? a->columns[c].ticks : NULL;
+        }
+        return true;
+    }
+    kiln_iter_fini(it);
+    return false;
+}
+
+void kiln_iter_fini(kiln_iter *it) {
+    KILN_ASSERT(it != NULL, "it is NULL");
+    if (!it->active) return;
+    flush_marks(it);
+    if (it->owns_lock) it->world->iterating--;
+    it->active = false;
+    it->archetype = NULL;
+    it->count = 0;
+}
+
+void kiln_iter_range(const kiln_iter *it, int32_t begin, int32_t end, kiln_iter *dest) {
+    KILN_ASSERT(it != NULL && dest != NULL && it->archetype != NULL, "a current chunk is required");
+    KILN_ASSERT(0 <= begin && begin <= end && end <= it->count, "range within the chunk");
+    *dest = *it;
+    dest->owns_lock = false;
+    dest->marked = 0;
+    dest->offset = it->offset + begin;
+    dest->count = end - begin;
+    dest->entities = it->entities + begin;
+    const kl_archetype *a = it->archetype;
+    const kl_match *m = &it->query->matches[it->next_index - 1];
+    for (int32_t t = 0; t < it->term_count; t++) {
+        if (m->column[t] < 0) continue;
+        dest->columns[t] = (uint8_t *)it->columns[t] + (size_t)begin * a->columns[m->column[t]].stride;
+        dest->ticks[t] = it->ticks[t] + begin;
+    }
+}
+
+kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term) {
+    KILN_ASSERT(it != NULL && term >= 0 && term < it->term_count, "term within the query");
+    if (!it->archetype) return 0;
+    const kl_archetype *a = it->archetype;
+    int16_t c = it->query->matches[it->next_index - 1].column[term];
+    if (c < 0) return 0;
+    kiln_tick latest = atomic_load_explicit(&a->columns[c].latest, memory_order_relaxed);
+    if ((it->marked >> term) & 1u && it->tick > latest) latest = it->tick;
+    return latest;
+}

@@ -1,0 +1,17 @@
+/* query.h: what the storage layer tells cached queries: a new archetype exists. Queries keep
+ * their matched archetypes, so iteration never scans archetypes that cannot match. */
+#ifndef KILN_QUERY_H
+#define KILN_QUERY_H
+
+#include "world.h"
+
+/* Makes sure every live query can record one more match without allocating. */
+KL_HIDDEN bool kl_queries_reserve(kiln_world *world);
+
+/* Offers a newly created archetype to every live query (room reserved beforehand). */
+KL_HIDDEN void kl_queries_match(kiln_world *world, kl_archetype *arch);
+
+/* Frees every live query (at world destroy). */
+KL_HIDDEN void kl_queries_free(kiln_world *world);
+
+#endif

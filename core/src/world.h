@@ -1,0 +1,124 @@
+/* world.h: the internal layout of a world: entity slots, component records, archetypes with
+ * their columns, and live queries. Every other core file reads the world through this. */
+#ifndef KILN_WORLD_H
+#define KILN_WORLD_H
+
+#include <stdatomic.h>
+
+#include "hashmap.h"
+#include "memory.h"
+
+#define KL_NONE UINT32_MAX
+#define KL_ERROR_SIZE 256
+#define KL_SPAWN_CACHE 8
+
+/* One entity slot. Alive: archetype/row locate the entity. Dead: archetype is KL_NONE and
+ * row links the free list (KL_NONE ends it). generation is the slot's current generation,
+ * bumped on despawn, so only the newest handle of a slot matches. */
+typedef struct kl_record {
+    uint32_t generation;
+    uint32_t archetype;
+    uint32_t row;
+} kl_record;
+
+typedef struct kl_component {
+    kiln_component id;
+    uint32_t size;
+    uint32_t align;
+    uint32_t stride;
+    kiln_destroy_fn destroy;
+    kiln_move_fn move;
+    void *hook_ctx;
+    int32_t field_count;
+    kiln_field *fields;  /* field names point into names */
+    char *names;         /* the component name, then each field name, NUL-separated */
+    size_t block_size;   /* bytes of this record's single allocation */
+} kl_component;
+
+/* One component's values in one archetype: a contiguous 16-byte-aligned array of
+ * capacity * stride bytes, a parallel per-row tick array, and the column's latest tick. */
+typedef struct kl_column {
+    uint8_t *data;
+    void *block;
+    size_t block_size;
+    kiln_tick *ticks;
+    _Atomic(kiln_tick) latest;
+    uint32_t stride;
+    const kl_component *component;
+} kl_column;
+
+typedef struct kl_archetype {
+    uint32_t id;
+    int32_t type_count;
+    kiln_component *types;  /* sorted ascending; tags included */
+    int32_t *column_of;     /* per type: column index, or -1 for a tag */
+    int32_t column_count;
+    kl_column *columns;
+    kiln_entity *entities;
+    int32_t count;
+    int32_t capacity;
+    kl_map add_edges;       /* component -> archetype id + 1 with it added */
+    kl_map remove_edges;    /* component -> archetype id + 1 with it removed */
+    uint32_t hash;
+} kl_archetype;
+
+struct kiln_world {
+    kl_allocator alloc;
+    kiln_tick tick;
+    int32_t iterating;     /* active query iterations; structural changes assert on it */
+
+    kl_record *records;
+    int64_t record_cap;
+    uint32_t slot_count;   /* slots handed out so far */
+    uint32_t free_head;    /* first dead reusable slot, or KL_NONE */
+    int64_t alive;
+
+    kl_component **components; /* index id - 1 */
+    int64_t component_cap;
+    int32_t component_count;
+    kl_map component_names;    /* name hash -> id */
+
+    kl_archetype **archetypes; /* index id; 0 is the empty archetype */
+    int64_t archetype_cap;
+    int32_t archetype_count;
+    kl_map archetype_index;    /* type-set hash -> id + 1 */
+
+    kiln_query **queries;
+    int64_t query_cap;
+    int32_t query_count;
+
+    /* The last component list kiln_spawn_with saw, so repeated spawns of one shape skip
+     * sorting and the archetype look-up. */
+    kiln_component spawn_key[KL_SPAWN_CACHE];
+    int32_t spawn_column[KL_SPAWN_CACHE]; /* per listed component: column, or -1 for a tag */
+    int32_t spawn_key_count;              /* -1: empty cache */
+    kl_archetype *spawn_arch;
+
+    char error[KL_ERROR_SIZE];
+};
+
+/* Records a failure: formats the message into world->error and returns code. */
+KL_HIDDEN kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* The component record for id, or NULL when id is not a component of world. */
+static inline const kl_component *kl_component_get(const kiln_world *world, kiln_component id) {
+    if (id == 0 || id > (uint32_t)world->component_count) return NULL;
+    return world->components[id - 1];
+}
+
+/* The record of a live entity, or NULL for null, stale and out-of-range handles. */
+static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
+    uint32_t index = kiln_entity_index(e);
+    if (index >= world->slot_count) return NULL;
+    kl_record *r = &world->records[index];
+    if (r->archetype == KL_NONE || r->generation != kiln_entity_generation(e) ||
+        (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+        return NULL;
+    return r;
+}
+
+#endif
