@@ -1,5 +1,5 @@
 # kiln: plain Makefile, the build path that needs no tool beyond make and a C compiler.
-# Targets: all (libraries + demo), test (plain + ASan/UBSan), bench, install, clean.
+# Targets: all (libraries + demo), run, test (plain + ASan/UBSan), bench, install, clean.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -33,7 +33,7 @@ DEMO_BIN  := $(BUILD)/examples/core_demo
 
 VERSION := 0.1.0
 
-.PHONY: all lib test test-plain test-asan bench demo install clean check-deps
+.PHONY: all lib test test-plain test-asan bench demo run install clean
 all: lib demo
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -63,6 +63,10 @@ $(DEMO_BIN): examples/core_demo.c $(BUILD)/libkiln.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libkiln.a $(LDLIBS_ALL)
 
 demo: $(DEMO_BIN)
+
+# The README's first command: build and run the main example.
+run: $(DEMO_BIN)
+	$(DEMO_BIN)
 
 # Runs every suite plainly, then the same suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer in a separate build folder.

@@ -1,0 +1,62 @@
+-- premake5.lua: the same targets as the Makefile, for users of premake 5
+-- (`premake5 gmake2 && make -C build/premake config=release`). The Makefile needs no tool
+-- beyond make and stays the reference build; keep the two in step.
+
+workspace "kiln"
+    configurations { "Debug", "Release" }
+    location "build/premake"
+    language "C"
+    cdialect "C11"
+    warnings "Extra"
+    pic "On"
+    visibility "Hidden"
+    includedirs { "core/include" }
+    defines { "_POSIX_C_SOURCE=200809L" }
+    targetdir "build/premake/%{cfg.buildcfg}"
+    objdir "build/premake/obj/%{cfg.buildcfg}/%{prj.name}"
+
+    filter "configurations:Debug"
+        symbols "On"
+        optimize "Debug"
+
+    filter "configurations:Release"
+        defines { "NDEBUG" }
+        optimize "Speed"
+        symbols "On"
+
+    filter {}
+
+-- The core as a static library (libkiln.a) ...
+project "kiln"
+    kind "StaticLib"
+    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h" }
+
+-- ... and as a shared library (libkiln.so) built from the same sources.
+project "kiln_shared"
+    kind "SharedLib"
+    targetname "kiln"
+    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h" }
+    links { "m", "pthread" }
+
+project "core_demo"
+    kind "ConsoleApp"
+    files { "examples/core_demo.c" }
+    links { "kiln", "m", "pthread" }
+
+-- One executable per Check suite, as in the Makefile.
+for _, path in ipairs(os.matchfiles("tests/core/test_*.c")) do
+    project(path:match("([^/]+)%.c$"))
+        kind "ConsoleApp"
+        files { path, "tests/support/*.c", "tests/support/*.h" }
+        includedirs { "tests/support" }
+        links { "kiln", "check", "subunit", "rt", "m", "pthread" }
+end
+
+project "core_bench"
+    kind "ConsoleApp"
+    files { "bench/*.c", "bench/*.h" }
+    includedirs { "bench" }
+    links { "kiln", "m", "pthread" }
+    filter "configurations:Release"
+        buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
+    filter {}
