@@ -22,7 +22,12 @@ extern "C" {
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
- *   kiln_iter_changed_since, kiln_iter_column_tick.
+ *   kiln_iter_changed_since, kiln_iter_column_tick,
+ *   kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn, kiln_commands_despawn,
+ *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
+ *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
+ *   kiln_commands_error, kiln_is_placeholder,
+ *   kiln_defer_begin, kiln_defer_end, kiln_is_deferred.
  */
 
 #define KILN_VERSION_MAJOR 0
@@ -56,6 +61,7 @@ typedef uint32_t kiln_tick;
 
 typedef struct kiln_world kiln_world;
 typedef struct kiln_query kiln_query;
+typedef struct kiln_commands kiln_commands;
 
 /* Every fallible call returns one of these; on failure the world is unchanged and
  * kiln_world_error() says what went wrong, naming the call, entity and component. */
@@ -325,9 +331,12 @@ typedef struct kiln_iter {
     bool owns_lock;
 } kiln_iter;
 
-/* Starts iterating. While an iteration is active, structural changes on the world are a
- * programmer error (caught by an assertion in debug builds). Iterate with kiln_query_next
- * until it returns false, or call kiln_iter_fini to stop early. */
+/* Starts iterating. The world is deferred while an iteration is active (see
+ * kiln_defer_begin): spawn, despawn, add, remove and set called inside the loop are queued
+ * and land when the outermost iteration ends, so the rows being visited never move.
+ * Applying a command buffer to the world during the iteration is a programmer error caught
+ * by an assertion in debug builds. Iterate with kiln_query_next until it returns false, or
+ * call kiln_iter_fini to stop early (an iteration left unfinished keeps the world deferred). */
 void kiln_query_iter(const kiln_query *query, kiln_iter *it);
 
 /* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */
@@ -362,6 +371,112 @@ static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, in
 /* The latest tick written anywhere in term's column of the current chunk (0 when the term
  * is absent), so a system can skip an unchanged chunk without reading its rows. */
 kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Command buffers                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A command buffer records spawns, despawns, adds, sets and removes and applies them later,
+ * in order. Recording never touches the world: it only reads the component registry (for
+ * value sizes and hooks), so each thread may fill its own buffer while systems iterate, as
+ * long as nobody registers components meanwhile. One buffer is never shared between threads.
+ * A buffer allocates through its world's allocator hook (which must then be thread-safe, as
+ * the default is) but keeps its own accounting, and keeps its memory across applies, so a
+ * buffer reused frame after frame allocates nothing in steady state. */
+
+/* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62
+ * is set, far above any handle) and are accepted by every recording call of the buffer that
+ * made them. */
+#define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
+#define kiln_is_placeholder(e) (((e) & KILN_PLACEHOLDER_BIT) != 0)
+
+/* Creates an empty buffer for world's components. NULL when out of memory. */
+kiln_commands *kiln_commands_create(kiln_world *world);
+
+/* Destroys the buffer; values still in it are destroyed (their destroy hooks run once).
+ * NULL is a no-op. */
+void kiln_commands_destroy(kiln_commands *cmd);
+
+/* Records a spawn and writes a placeholder for the new entity to dest. */
+kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest);
+
+/* Records a despawn of an entity or placeholder. */
+kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity);
+
+/* Records an add (or replace) of component with value; NULL value zero-initialises. The
+ * buffer takes the value over: it is moved in through the component's move hook when there
+ * is one (the caller's object is then moved-from), else copied bytewise; until applied the
+ * buffer owns it and clearing or destroying the buffer runs its destroy hook once.
+ * Fails for a component the world does not know (use kiln_commands_add_sized). */
+kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
+                              void *value);
+
+/* Like kiln_commands_add, with the value's size given, so the component may be registered
+ * only before the apply. An apply fails if the world then does not know the component or
+ * its size differs. */
+kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,
+                                    kiln_component component, void *value, size_t size);
+
+/* Records a set: overwrite an existing component (an apply fails if it is absent). */
+kiln_result kiln_commands_set(kiln_commands *cmd, kiln_entity entity, kiln_component component,
+                              void *value);
+
+/* Records a remove; removing an absent component is a no-op when applied. */
+kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_component component);
+
+/* Applies the commands in order to world (the buffer's world), stamping written rows with
+ * the current tick, and writes how many were applied to applied (may be NULL). A despawn of
+ * an entity already dead is skipped silently (and counted); a remove of an absent component
+ * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, or
+ * an add of a component the world does not know fails with the world error naming the
+ * command, entity and component: the commands before it have taken effect and left the
+ * buffer; the failing one and those after it stay, still owning their values, and a later
+ * apply continues with them (placeholders already spawned keep their entities). Must not be
+ * called while a query of world iterates. */
+kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
+
+/* Discards every pending command, destroying their values once. */
+void kiln_commands_clear(kiln_commands *cmd);
+
+/* Number of pending commands. */
+int64_t kiln_commands_count(const kiln_commands *cmd);
+
+/* The entity a placeholder of this buffer became, or KILN_NULL_ENTITY when its spawn has
+ * not been applied yet or the placeholder is not from this buffer's current batch. A
+ * batch's placeholders resolve until the buffer records again after a complete apply, or
+ * is cleared. */
+kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder);
+
+/* The message of the buffer's last failed recording call ("" when none). */
+const char *kiln_commands_error(const kiln_commands *cmd);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Deferred world                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Between kiln_defer_begin and kiln_defer_end, kiln_spawn*, kiln_despawn, kiln_add,
+ * kiln_remove and kiln_set are checked at once (a dead entity or unknown component still
+ * fails right away) but queued instead of executed; the outermost kiln_defer_end applies the
+ * queue in order. Sections nest. While deferred:
+ *  - spawn returns a real handle at once; the entity is reserved, accepts adds, and becomes
+ *    alive (kiln_is_alive true) when the section ends;
+ *  - reads (kiln_has, kiln_get, kiln_get_mut, kiln_changed_tick) answer the world's current
+ *    state, without the queued changes; kiln_remove reports whether the component is there
+ *    now;
+ *  - a queued add, set or remove whose entity died before the queue is applied is dropped
+ *    (its value destroyed), as is a despawn of an entity already dead.
+ * Iterating a query defers the world for the duration of the iteration, so the plain API
+ * works inside a loop; the changes land when the outermost iteration (or section) ends. */
+void kiln_defer_begin(kiln_world *world);
+
+/* Ends a section; the outermost end applies the queue. Returns KILN_OK, or
+ * KILN_ERR_OUT_OF_MEMORY when the queue could not be fully applied (what was not applied
+ * stays queued and is retried at the next outermost end). */
+kiln_result kiln_defer_end(kiln_world *world);
+
+/* True inside a deferred section (or an iteration). */
+bool kiln_is_deferred(const kiln_world *world);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,13 @@
-/* access.c: spawning, despawning and per-entity component access. Invariant: every call
- * checks all of its inputs and reserves all memory before it changes anything, so a failure
- * leaves the world exactly as it was. */
+/* access.c: spawning, despawning and per-entity component access, immediate or deferred.
+ * Invariant: every call checks all of its inputs and reserves all memory before it changes
+ * anything, so a failure leaves the world exactly as it was. */
+#include "access.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "archetype.h"
+#include "commands.h"
 #include "component.h"
 #include "entity.h"
 
@@ -35,11 +38,15 @@ static kiln_result oom(kiln_world *world, const char *call) {
     return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
 }
 
+/* Immediate structural changes must not run under an active iteration; iteration defers the
+ * world, so reaching this with one active means raw misuse (e.g. a buffer applied in a loop). */
 static void assert_not_iterating(const kiln_world *world) {
-    KILN_ASSERT(world->iterating == 0,
-                "structural change (spawn, despawn, add, remove) while a query iterates");
+    KILN_ASSERT(atomic_load_explicit(&world->iterating, memory_order_relaxed) == 0,
+                "structural change while a query iterates");
     (void)world;
 }
+
+static bool deferred(const kiln_world *world) { return world->defer_depth > 0; }
 
 /* Resolves entity and component for a call, failing with the world error set. */
 static kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
@@ -56,9 +63,7 @@ bool kiln_is_alive(const kiln_world *world, kiln_entity entity) {
     return kl_record_of(world, entity) != NULL;
 }
 
-kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest) {
-    return kiln_spawn_with(world, NULL, NULL, 0, dest);
-}
+/* ---- component lists ------------------------------------------------------------------ */
 
 typedef struct spawn_term {
     kiln_component id;
@@ -70,42 +75,43 @@ static int compare_terms(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Validates a component list and finds (or creates) its archetype; column[i] receives the
- * column of the caller's i-th component (-1 for a tag) when column is not NULL. */
+/* Checks a component list (range, known ids, no repeats) and sorts it into terms. */
+static kiln_result check_list(kiln_world *world, const char *call, const kiln_component *components,
+                              int32_t count, spawn_term *terms) {
+    if (count < 0 || count > KL_SPAWN_MAX || (count > 0 && components == NULL))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "%s: component count %d out of range (0 to %d)", call, (int)count,
+                       KL_SPAWN_MAX);
+    for (int32_t i = 0; i < count; i++) {
+        if (!kl_component_get(world, components[i])) return unknown(world, call, components[i]);
+        terms[i].id = components[i];
+        terms[i].input = i;
+    }
+    qsort(terms, (size_t)count, sizeof terms[0], compare_terms);
+    for (int32_t i = 1; i < count; i++)
+        if (terms[i].id == terms[i - 1].id)
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s is listed twice", call,
+                           kl_component_get(world, terms[i].id)->names);
+    return KILN_OK;
+}
+
+/* Finds (or creates) the archetype of a component list; column[i] receives the column of the
+ * caller's i-th component (-1 for a tag) when column is not NULL. */
 static kl_archetype *archetype_for(kiln_world *world, const char *call,
                                    const kiln_component *components, int32_t count,
                                    int32_t *column, kiln_result *result) {
-    *result = KILN_ERR_INVALID_ARGUMENT;
-    if (count < 0 || count > KL_SPAWN_MAX || (count > 0 && components == NULL)) {
-        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: component count %d out of range (0 to %d)",
-                call, (int)count, KL_SPAWN_MAX);
-        return NULL;
-    }
-    if (count == 0) return world->archetypes[0];
-    if (count <= KL_SPAWN_CACHE && count == world->spawn_key_count &&
+    if (count > 0 && count <= KL_SPAWN_CACHE && count == world->spawn_key_count &&
+        components != NULL &&
         memcmp(components, world->spawn_key, sizeof(kiln_component) * (size_t)count) == 0) {
         if (column) memcpy(column, world->spawn_column, sizeof(int32_t) * (size_t)count);
         return world->spawn_arch;
     }
     spawn_term terms[KL_SPAWN_MAX];
+    *result = check_list(world, call, components, count, terms);
+    if (*result != KILN_OK) return NULL;
+    if (count <= 0) return world->archetypes[0];
     kiln_component types[KL_SPAWN_MAX];
-    for (int32_t i = 0; i < count; i++) {
-        if (!kl_component_get(world, components[i])) {
-            *result = unknown(world, call, components[i]);
-            return NULL;
-        }
-        terms[i].id = components[i];
-        terms[i].input = i;
-    }
-    qsort(terms, (size_t)count, sizeof terms[0], compare_terms);
-    for (int32_t i = 0; i < count; i++) {
-        if (i > 0 && terms[i].id == terms[i - 1].id) {
-            kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s is listed twice", call,
-                    kl_component_get(world, terms[i].id)->names);
-            return NULL;
-        }
-        types[i] = terms[i].id;
-    }
+    for (int32_t i = 0; i < count; i++) types[i] = terms[i].id;
     kl_archetype *arch = kl_archetype_ensure(world, types, count, call);
     if (!arch) {
         *result = KILN_ERR_OUT_OF_MEMORY;
@@ -123,67 +129,47 @@ static kl_archetype *archetype_for(kiln_world *world, const char *call,
     return arch;
 }
 
-kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
-                            const void *const *values, int32_t count, kiln_entity *dest) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    assert_not_iterating(world);
-    int32_t column[KL_SPAWN_MAX];
-    kiln_result r;
-    kl_archetype *arch = archetype_for(world, "spawn", components, count, column, &r);
-    if (!arch) return r;
-    r = kl_entities_reserve(world, 1, "spawn");
-    if (r != KILN_OK) return r;
-    if (!kl_archetype_reserve(world, arch, 1)) return oom(world, "spawn");
-
-    kiln_entity e = kl_entity_take(world);
+/* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
+static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
     int32_t row = kl_archetype_push(arch, e);
-    for (int32_t i = 0; i < count; i++) {
-        if (column[i] < 0) continue;
-        kl_column_write(&arch->columns[column[i]], row, values ? values[i] : NULL, world->tick);
-    }
     kl_record *rec = &world->records[kiln_entity_index(e)];
     rec->archetype = arch->id;
     rec->row = (uint32_t)row;
+    world->alive++;
+    return row;
+}
+
+/* ---- immediate operations -------------------------------------------------------------- */
+
+kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
+                            void *const *values, int32_t count, bool move, kiln_entity reserved,
+                            kiln_entity *dest) {
+    assert_not_iterating(world);
+    int32_t column[KL_SPAWN_MAX];
+    kiln_result r = KILN_OK;
+    kl_archetype *arch = archetype_for(world, call, components, count, column, &r);
+    if (!arch) return r;
+    if (reserved == KILN_NULL_ENTITY) {
+        r = kl_entities_reserve(world, 1, call);
+        if (r != KILN_OK) return r;
+    }
+    if (!kl_archetype_reserve(world, arch, 1)) return oom(world, call);
+
+    kiln_entity e = reserved ? reserved : kl_entity_take(world);
+    int32_t row = place(world, arch, e);
+    for (int32_t i = 0; i < count; i++) {
+        if (column[i] < 0) continue;
+        kl_column_write(&arch->columns[column[i]], row, values ? values[i] : NULL, move,
+                        world->tick);
+    }
     if (dest) *dest = e;
     return KILN_OK;
 }
 
-kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components, int32_t count,
-                             int32_t n, kiln_entity *dest) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    assert_not_iterating(world);
-    if (n < 0)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "spawn_batch: n is negative (%d)", (int)n);
-    kiln_result r;
-    kl_archetype *arch = archetype_for(world, "spawn_batch", components, count, NULL, &r);
-    if (!arch) return r;
-    r = kl_entities_reserve(world, n, "spawn_batch");
-    if (r != KILN_OK) return r;
-    if (!kl_archetype_reserve(world, arch, n)) return oom(world, "spawn_batch");
-
-    int32_t first = arch->count;
-    for (int32_t i = 0; i < n; i++) {
-        kiln_entity e = kl_entity_take(world);
-        int32_t row = kl_archetype_push(arch, e);
-        kl_record *rec = &world->records[kiln_entity_index(e)];
-        rec->archetype = arch->id;
-        rec->row = (uint32_t)row;
-        if (dest) dest[i] = e;
-    }
-    for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
-        kl_column *col = &arch->columns[c];
-        memset(col->data + (size_t)first * col->stride, 0, (size_t)n * col->stride);
-        for (int32_t i = 0; i < n; i++) col->ticks[first + i] = world->tick;
-        kl_column_touch(col, world->tick);
-    }
-    return KILN_OK;
-}
-
-kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
-    KILN_ASSERT(world != NULL, "world is NULL");
+kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {
     assert_not_iterating(world);
     kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return dead(world, "despawn", entity);
+    if (!rec) return dead(world, call, entity);
     kl_archetype *arch = world->archetypes[rec->archetype];
     int32_t row = (int32_t)rec->row;
     kl_archetype_destroy_row(arch, row);
@@ -193,7 +179,7 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
 }
 
 /* Destroys the value in col at row and writes value over it, stamping it changed. */
-static void replace(kiln_world *world, kl_column *col, int32_t row, const void *value) {
+static void replace(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
     const kl_component *c = col->component;
     void *dst = col->data + (size_t)row * col->stride;
     if (value == dst) { /* writing a value onto itself: keep it, just stamp */
@@ -202,39 +188,37 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, const void *
         return;
     }
     if (c->destroy) c->destroy(dst, 1, c->hook_ctx);
-    kl_column_write(col, row, value, world->tick);
+    kl_column_write(col, row, value, move, world->tick);
 }
 
-kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
-                     const void *value) {
-    KILN_ASSERT(world != NULL, "world is NULL");
+kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
+                         kiln_component component, void *value, bool move) {
     kl_record *rec;
     const kl_component *comp;
-    kiln_result r = resolve(world, "add", entity, component, &rec, &comp);
+    kiln_result r = resolve(world, call, entity, component, &rec, &comp);
     if (r != KILN_OK) return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
     int32_t t = kl_archetype_type_index(arch, component);
     if (t >= 0) {
         if (arch->column_of[t] >= 0)
-            replace(world, &arch->columns[arch->column_of[t]], (int32_t)rec->row, value);
+            replace(world, &arch->columns[arch->column_of[t]], (int32_t)rec->row, value, move);
         return KILN_OK;
     }
     assert_not_iterating(world);
-    kl_archetype *dst = kl_archetype_with(world, arch, component, "add");
+    kl_archetype *dst = kl_archetype_with(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, "add");
+    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, call);
     int32_t row = kl_archetype_move(world, arch, (int32_t)rec->row, dst);
     kl_column *col = kl_archetype_column(dst, component);
-    if (col) kl_column_write(col, row, value, world->tick);
+    if (col) kl_column_write(col, row, value, move, world->tick);
     return KILN_OK;
 }
 
-kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
-                        bool *removed) {
-    KILN_ASSERT(world != NULL, "world is NULL");
+kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
+                                kiln_component component, bool *removed) {
     kl_record *rec;
     const kl_component *comp;
-    kiln_result r = resolve(world, "remove", entity, component, &rec, &comp);
+    kiln_result r = resolve(world, call, entity, component, &rec, &comp);
     if (r != KILN_OK) return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
     if (kl_archetype_type_index(arch, component) < 0) {
@@ -242,31 +226,16 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
         return KILN_OK;
     }
     assert_not_iterating(world);
-    kl_archetype *dst = kl_archetype_without(world, arch, component, "remove");
+    kl_archetype *dst = kl_archetype_without(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, "remove");
+    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, call);
     kl_archetype_move(world, arch, (int32_t)rec->row, dst);
     if (removed) *removed = true;
     return KILN_OK;
 }
 
-bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component component) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    const kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return false;
-    return kl_archetype_type_index(world->archetypes[rec->archetype], component) >= 0;
-}
-
-const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    const kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return NULL;
-    const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
-    if (!col) return NULL;
-    return col->data + (size_t)rec->row * col->stride;
-}
-
-/* The column of a live entity's component for a writing call, or NULL with the error set. */
+/* The column of a live entity's component for a writing call, or NULL with the error set
+ * (or *tag true: the component is a tag, present, with no value). */
 static kl_column *writable(kiln_world *world, const char *call, kiln_entity entity,
                            kiln_component component, kiln_result *result, bool *tag) {
     kl_record *rec;
@@ -287,6 +256,171 @@ static kl_column *writable(kiln_world *world, const char *call, kiln_entity enti
     return &arch->columns[arch->column_of[t]];
 }
 
+kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity,
+                         kiln_component component, void *value, bool move) {
+    kiln_result r;
+    bool tag;
+    kl_column *col = writable(world, call, entity, component, &r, &tag);
+    if (!col) return r;
+    replace(world, col, (int32_t)world->records[kiln_entity_index(entity)].row, value, move);
+    return KILN_OK;
+}
+
+/* ---- deferred recording ---------------------------------------------------------------- */
+
+/* A deferred call's entity must be alive, or reserved by a deferred spawn. */
+static kiln_result check_deferred_target(kiln_world *world, const char *call, kiln_entity e) {
+    if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;
+    return dead(world, call, e);
+}
+
+static kiln_result defer_spawn(kiln_world *world, const char *call, const kiln_component *components,
+                               const void *const *values, int32_t count, kiln_entity *dest) {
+    spawn_term terms[KL_SPAWN_MAX];
+    kiln_result r = check_list(world, call, components, count, terms);
+    if (r != KILN_OK) return r;
+    r = kl_entities_reserve(world, 1, call);
+    if (r != KILN_OK) return r;
+    kiln_commands *q = world->deferred;
+    int64_t before = kiln_commands_count(q);
+    kiln_entity e = kl_entity_take(world);
+    r = kl_commands_record(q, KL_OP_MATERIALIZE, e, 0, NULL, false);
+    for (int32_t i = 0; i < count && r == KILN_OK; i++)
+        r = kl_commands_record(q, KL_OP_ADD, e, components[i], values ? values[i] : NULL, false);
+    if (r != KILN_OK) {
+        /* Out of memory part-way: drop what this call queued and give the slot back. */
+        kl_commands_truncate(q, before);
+        kl_entity_release(world, e);
+        return r;
+    }
+    if (dest) *dest = e;
+    return KILN_OK;
+}
+
+/* ---- public calls ---------------------------------------------------------------------- */
+
+kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest) {
+    return kiln_spawn_with(world, NULL, NULL, 0, dest);
+}
+
+kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
+                            const void *const *values, int32_t count, kiln_entity *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (deferred(world)) return defer_spawn(world, "spawn", components, values, count, dest);
+    return kl_spawn_values(world, "spawn", components, (void *const *)values, count, false,
+                           KILN_NULL_ENTITY, dest);
+}
+
+kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components, int32_t count,
+                             int32_t n, kiln_entity *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (n < 0)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "spawn_batch: n is negative (%d)", (int)n);
+    if (deferred(world)) {
+        kiln_commands *q = world->deferred;
+        int64_t before = kiln_commands_count(q);
+        for (int32_t i = 0; i < n; i++) {
+            kiln_result r = defer_spawn(world, "spawn_batch", components, NULL, count,
+                                        dest ? &dest[i] : NULL);
+            if (r != KILN_OK) {
+                /* All or nothing: take back the handles this call reserved. */
+                kl_commands_truncate(q, before);
+                for (int32_t k = 0; k < i && dest; k++) kl_entity_release(world, dest[k]);
+                return r;
+            }
+        }
+        return KILN_OK;
+    }
+    assert_not_iterating(world);
+    kiln_result r = KILN_OK;
+    kl_archetype *arch = archetype_for(world, "spawn_batch", components, count, NULL, &r);
+    if (!arch) return r;
+    r = kl_entities_reserve(world, n, "spawn_batch");
+    if (r != KILN_OK) return r;
+    if (!kl_archetype_reserve(world, arch, n)) return oom(world, "spawn_batch");
+
+    int32_t first = arch->count;
+    for (int32_t i = 0; i < n; i++) {
+        kiln_entity e = kl_entity_take(world);
+        place(world, arch, e);
+        if (dest) dest[i] = e;
+    }
+    for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
+        kl_column *col = &arch->columns[c];
+        memset(col->data + (size_t)first * col->stride, 0, (size_t)n * col->stride);
+        for (int32_t i = 0; i < n; i++) col->ticks[first + i] = world->tick;
+        kl_column_touch(col, world->tick);
+    }
+    return KILN_OK;
+}
+
+kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (deferred(world)) {
+        kiln_result r = check_deferred_target(world, "despawn", entity);
+        if (r != KILN_OK) return r;
+        return kl_commands_record(world->deferred, KL_OP_DESPAWN, entity, 0, NULL, false);
+    }
+    return kl_despawn_entity(world, "despawn", entity);
+}
+
+kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
+                     const void *value) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (deferred(world)) {
+        kiln_result r = check_deferred_target(world, "add", entity);
+        if (r != KILN_OK) return r;
+        if (!kl_component_get(world, component)) return unknown(world, "add", component);
+        return kl_commands_record(world->deferred, KL_OP_ADD, entity, component, value, false);
+    }
+    return kl_add_value(world, "add", entity, component, (void *)(uintptr_t)value, false);
+}
+
+kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
+                        bool *removed) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (deferred(world)) {
+        kiln_result r = check_deferred_target(world, "remove", entity);
+        if (r != KILN_OK) return r;
+        if (!kl_component_get(world, component)) return unknown(world, "remove", component);
+        r = kl_commands_record(world->deferred, KL_OP_REMOVE, entity, component, NULL, false);
+        if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
+        return r;
+    }
+    return kl_remove_component(world, "remove", entity, component, removed);
+}
+
+kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
+                     const void *value) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (deferred(world)) {
+        kiln_result r = check_deferred_target(world, "set", entity);
+        if (r != KILN_OK) return r;
+        const kl_component *comp = kl_component_get(world, component);
+        if (!comp) return unknown(world, "set", component);
+        if (kl_record_of(world, entity) && !kiln_has(world, entity, component))
+            return missing(world, "set", entity, comp);
+        return kl_commands_record(world->deferred, KL_OP_SET, entity, component, value, false);
+    }
+    return kl_set_value(world, "set", entity, component, (void *)(uintptr_t)value, false);
+}
+
+bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component component) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    const kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return false;
+    return kl_archetype_type_index(world->archetypes[rec->archetype], component) >= 0;
+}
+
+const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    const kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return NULL;
+    const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
+    if (!col) return NULL;
+    return col->data + (size_t)rec->row * col->stride;
+}
+
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kiln_result r;
@@ -304,17 +438,6 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
     return col->data + (size_t)row * col->stride;
 }
 
-kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
-                     const void *value) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    kiln_result r;
-    bool tag;
-    kl_column *col = writable(world, "set", entity, component, &r, &tag);
-    if (!col) return r;
-    replace(world, col, (int32_t)world->records[kiln_entity_index(entity)].row, value);
-    return KILN_OK;
-}
-
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
@@ -323,4 +446,24 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
     const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
     if (!col) return 0;
     return col->ticks[rec->row];
+}
+
+/* ---- deferred sections ----------------------------------------------------------------- */
+
+void kiln_defer_begin(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    world->defer_depth++;
+}
+
+kiln_result kiln_defer_end(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(world->defer_depth > 0, "kiln_defer_end without kiln_defer_begin");
+    if (--world->defer_depth > 0) return KILN_OK;
+    if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
+    return kiln_commands_apply(world->deferred, world, NULL);
+}
+
+bool kiln_is_deferred(const kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return world->defer_depth > 0;
 }

@@ -278,9 +278,11 @@ int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
     return row;
 }
 
-void kl_column_write(kl_column *col, int32_t row, const void *value, kiln_tick tick) {
+void kl_column_write(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick) {
     void *dst = col->data + (size_t)row * col->stride;
-    if (value) memcpy(dst, value, col->component->size);
+    const kl_component *c = col->component;
+    if (value && move && c->move) c->move(dst, value, 1, c->hook_ctx);
+    else if (value) memmove(dst, value, c->size);
     else memset(dst, 0, col->stride);
     if (value && col->stride > col->component->size)
         memset((uint8_t *)dst + col->component->size, 0, col->stride - col->component->size);

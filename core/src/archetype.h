@@ -46,8 +46,10 @@ KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, in
 KL_HIDDEN int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
                                     kl_archetype *dst);
 
-/* Writes value (or zeroes) into column at row, destroying nothing; stamps tick. */
-KL_HIDDEN void kl_column_write(kl_column *col, int32_t row, const void *value, kiln_tick tick);
+/* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps tick.
+ * move: relocate value through the component's move hook when it has one, else copy. */
+KL_HIDDEN void kl_column_write(kl_column *col, int32_t row, void *value, bool move,
+                               kiln_tick tick);
 
 /* Records that column was written at tick. */
 static inline void kl_column_touch(kl_column *col, kiln_tick tick) {

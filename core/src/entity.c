@@ -42,17 +42,16 @@ kiln_entity kl_entity_take(kiln_world *world) {
         r = &world->records[index];
         r->generation = 1;
     }
-    r->archetype = KL_NONE;
+    r->archetype = KL_RESERVED;
     r->row = KL_NONE;
-    world->alive++;
     return kiln_entity_make(index, r->generation);
 }
 
 void kl_entity_release(kiln_world *world, kiln_entity entity) {
     uint32_t index = kiln_entity_index(entity);
     kl_record *r = &world->records[index];
+    if (r->archetype != KL_RESERVED) world->alive--;
     r->archetype = KL_NONE;
-    world->alive--;
     if (r->generation >= KILN_ENTITY_GENERATION_MAX) {
         /* Exhausted: retire the slot so no stale handle can ever match again. */
         r->generation = KILN_ENTITY_GENERATION_MAX;

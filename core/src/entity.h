@@ -9,11 +9,11 @@
  * 2^32 slot limit is reached (the world error is set, naming call). */
 KL_HIDDEN kiln_result kl_entities_reserve(kiln_world *world, int64_t n, const char *call);
 
-/* Takes a slot (room must be reserved) and returns its handle; the record is left for the
- * caller to point at a row. */
+/* Takes a slot (room must be reserved) and returns its handle. The slot is reserved (not
+ * alive) until the caller points its record at a row and counts it in world->alive. */
 KL_HIDDEN kiln_entity kl_entity_take(kiln_world *world);
 
-/* Releases the slot of a live entity: bumps its generation (retiring it when exhausted). */
+/* Releases the slot of a live or reserved entity: bumps its generation (retiring it when exhausted). */
 KL_HIDDEN void kl_entity_release(kiln_world *world, kiln_entity entity);
 
 #endif

@@ -167,7 +167,8 @@ void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
     it->tick = query->world->tick;
     it->active = true;
     it->owns_lock = true;
-    query->world->iterating++;
+    atomic_fetch_add_explicit(&query->world->iterating, 1, memory_order_relaxed);
+    kiln_defer_begin(query->world);
 }
 
 /* Publishes the latest tick of every column the chunk marked. */
@@ -210,10 +211,15 @@ void kiln_iter_fini(kiln_iter *it) {
     KILN_ASSERT(it != NULL, "it is NULL");
     if (!it->active) return;
     flush_marks(it);
-    if (it->owns_lock) it->world->iterating--;
     it->active = false;
     it->archetype = NULL;
     it->count = 0;
+    if (it->owns_lock) {
+        atomic_fetch_sub_explicit(&it->world->iterating, 1, memory_order_relaxed);
+        /* The changes the loop made land now (when this is the outermost section); an
+         * out-of-memory failure leaves them queued for the next section's end. */
+        kiln_defer_end(it->world);
+    }
 }
 
 void kiln_iter_range(const kiln_iter *it, int32_t begin, int32_t end, kiln_iter *dest) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "archetype.h"
+#include "commands.h"
 #include "component.h"
 #include "query.h"
 
@@ -46,7 +47,8 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     world->free_head = KL_NONE;
     world->spawn_key_count = -1;
     /* The empty archetype always exists, as id 0, so a bare spawn cannot fail on it later. */
-    if (!kl_archetype_ensure(world, NULL, 0, "world_create")) {
+    world->deferred = kl_commands_create(world, true);
+    if (!world->deferred || !kl_archetype_ensure(world, NULL, 0, "world_create")) {
         kiln_world_destroy(world);
         return NULL;
     }
@@ -56,6 +58,7 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
 void kiln_world_destroy(kiln_world *world) {
     if (world == NULL) return;
     KILN_ASSERT(world->iterating == 0, "world_destroy while a query iterates");
+    kiln_commands_destroy(world->deferred); /* queued values are destroyed with it */
     kl_queries_free(world);
     kl_archetypes_free(world);
     kl_map_free(&world->alloc, &world->archetype_index);

@@ -9,6 +9,8 @@
 #include "memory.h"
 
 #define KL_NONE UINT32_MAX
+/* archetype of a slot whose handle was handed out by a deferred spawn but is not alive yet */
+#define KL_RESERVED (UINT32_MAX - 1)
 #define KL_ERROR_SIZE 256
 #define KL_SPAWN_CACHE 8
 
@@ -65,7 +67,9 @@ typedef struct kl_archetype {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
-    int32_t iterating;     /* active query iterations; structural changes assert on it */
+    atomic_int iterating;  /* active query iterations; structural changes assert on it */
+    int32_t defer_depth;   /* nesting of defer_begin; > 0 queues structural calls */
+    kiln_commands *deferred; /* the queue of a deferred world, created on first use */
 
     kl_record *records;
     int64_t record_cap;
@@ -115,9 +119,18 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
     if (index >= world->slot_count) return NULL;
     kl_record *r = &world->records[index];
-    if (r->archetype == KL_NONE || r->generation != kiln_entity_generation(e) ||
+    if (r->archetype >= KL_RESERVED || r->generation != kiln_entity_generation(e) ||
         (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
         return NULL;
+    return r;
+}
+
+/* The record of an entity handed out by a deferred spawn and not yet alive, or NULL. */
+static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity e) {
+    uint32_t index = kiln_entity_index(e);
+    if (index >= world->slot_count) return NULL;
+    kl_record *r = &world->records[index];
+    if (r->archetype != KL_RESERVED || r->generation != kiln_entity_generation(e)) return NULL;
     return r;
 }
 

@@ -1,0 +1,450 @@
+/* commands.c: command buffers. Invariant: commands [head, count) are pending and each owns
+ * its value (in blocks that never move, so values with move hooks are never relocated
+ * bytewise); commands before head have been applied and own nothing. */
+#include "commands.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "access.h"
+#include "component.h"
+
+#define KL_BLOCK_SIZE (64 * 1024)
+#define KL_MAX_COALESCE 64
+
+typedef struct kl_cmd {
+    uint8_t op;
+    uint8_t has_value;
+    uint8_t hooks_known; /* the component was registered when recorded: hooks apply */
+    kiln_component component;
+    uint32_t size;
+    kiln_entity target;
+    void *value;
+} kl_cmd;
+
+typedef struct kl_block {
+    struct kl_block *next;
+    size_t size; /* bytes of data */
+    size_t used;
+    size_t alloc_size;
+} kl_block;
+
+struct kiln_commands {
+    kiln_world *world;
+    kl_allocator alloc;
+    bool lenient;
+    bool complete; /* the last apply consumed everything: the next record starts a batch */
+    kl_cmd *cmds;
+    int64_t cap, head, count;
+    kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
+    int64_t ph_cap;
+    uint32_t ph_count;
+    uint32_t epoch;
+    kl_block *first, *current;
+    char error[KL_ERROR_SIZE];
+};
+
+static kiln_result record_fail(kiln_commands *cmd, kiln_result code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static kiln_result record_fail(kiln_commands *cmd, kiln_result code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd->error, sizeof cmd->error, fmt, ap);
+    va_end(ap);
+    /* the deferred world's buffer reports through the world */
+    if (cmd->lenient) memcpy(cmd->world->error, cmd->error, sizeof cmd->error);
+    return code;
+}
+
+kiln_commands *kl_commands_create(kiln_world *world, bool lenient) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    kl_allocator alloc = {world->alloc.fn, world->alloc.ud, 0, 0};
+    kiln_commands *cmd = kl_alloc(&alloc, sizeof *cmd);
+    if (!cmd) return NULL;
+    memset(cmd, 0, sizeof *cmd);
+    cmd->alloc = alloc;
+    cmd->world = world;
+    cmd->lenient = lenient;
+    return cmd;
+}
+
+kiln_commands *kiln_commands_create(kiln_world *world) { return kl_commands_create(world, false); }
+
+/* Destroys the values of pending commands whose hooks were known when recorded. */
+static void destroy_pending(kiln_commands *cmd) {
+    for (int64_t i = cmd->head; i < cmd->count; i++) {
+        kl_cmd *c = &cmd->cmds[i];
+        if (!c->has_value || !c->hooks_known) continue;
+        const kl_component *comp = kl_component_get(cmd->world, c->component);
+        if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);
+    }
+}
+
+static void reset_values(kiln_commands *cmd) {
+    for (kl_block *b = cmd->first; b; b = b->next) b->used = 0;
+    cmd->current = cmd->first;
+}
+
+static void reset_batch(kiln_commands *cmd) {
+    cmd->ph_count = 0;
+    cmd->epoch = (cmd->epoch + 1) & 0xffffu;
+    cmd->complete = false;
+}
+
+void kiln_commands_clear(kiln_commands *cmd) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    destroy_pending(cmd);
+    cmd->head = cmd->count = 0;
+    reset_values(cmd);
+    reset_batch(cmd);
+    cmd->error[0] = '\0';
+}
+
+void kiln_commands_destroy(kiln_commands *cmd) {
+    if (cmd == NULL) return;
+    destroy_pending(cmd);
+    kl_allocator alloc = cmd->alloc;
+    for (kl_block *b = cmd->first, *next; b; b = next) {
+        next = b->next;
+        kl_free(&alloc, b, b->alloc_size);
+    }
+    kl_free(&alloc, cmd->cmds, sizeof(kl_cmd) * (size_t)cmd->cap);
+    kl_free(&alloc, cmd->placeholders, sizeof(kiln_entity) * (size_t)cmd->ph_cap);
+    kl_free(&alloc, cmd, sizeof *cmd);
+}
+
+int64_t kiln_commands_count(const kiln_commands *cmd) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    return cmd->count - cmd->head;
+}
+
+const char *kiln_commands_error(const kiln_commands *cmd) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    return cmd->error;
+}
+
+/* 16-byte-aligned room for size bytes in the value blocks, or NULL when out of memory. */
+static void *value_room(kiln_commands *cmd, size_t size) {
+    size_t need = (size + 15) & ~(size_t)15;
+    for (kl_block *b = cmd->current; b; b = b->next) {
+        if (b->size - b->used >= need) {
+            cmd->current = b;
+            uint8_t *data = (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+            void *p = data + b->used;
+            b->used += need;
+            return p;
+        }
+        if (b->next == NULL) break;
+    }
+    size_t data_size = need > KL_BLOCK_SIZE ? need : KL_BLOCK_SIZE;
+    size_t alloc_size = sizeof(kl_block) + 15 + data_size;
+    kl_block *b = kl_alloc(&cmd->alloc, alloc_size);
+    if (!b) return NULL;
+    b->next = NULL;
+    b->size = data_size;
+    b->used = need;
+    b->alloc_size = alloc_size;
+    /* Append at the end of the chain so blocks are reused in order after a reset. */
+    kl_block **link = &cmd->first;
+    while (*link) link = &(*link)->next;
+    *link = b;
+    cmd->current = b;
+    return (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+}
+
+static const char *op_name(uint8_t op) {
+    switch (op) {
+    case KL_OP_SPAWN: return "spawn";
+    case KL_OP_MATERIALIZE: return "spawn";
+    case KL_OP_DESPAWN: return "despawn";
+    case KL_OP_ADD: return "add";
+    case KL_OP_SET: return "set";
+    case KL_OP_REMOVE: return "remove";
+    }
+    return "?";
+}
+
+/* Appends a command; the value (size bytes, or none) is copied or moved in. */
+static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_component component,
+                        const void *value, size_t size, bool move, const kl_component *comp) {
+    if (cmd->complete) reset_batch(cmd);
+    if (cmd->head == cmd->count && cmd->head != 0) {
+        cmd->head = cmd->count = 0;
+        reset_values(cmd);
+    }
+    if (!kl_grow(&cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
+        return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command",
+                           op_name((uint8_t)op));
+    kl_cmd *c = &cmd->cmds[cmd->count];
+    memset(c, 0, sizeof *c);
+    c->op = (uint8_t)op;
+    c->target = target;
+    c->component = component;
+    c->size = (uint32_t)size;
+    c->hooks_known = comp != NULL;
+    if ((op == KL_OP_ADD || op == KL_OP_SET) && size > 0) {
+        void *room = value_room(cmd, size);
+        if (!room)
+            return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value",
+                               op_name((uint8_t)op));
+        if (value == NULL) memset(room, 0, size);
+        else if (move && comp && comp->move) comp->move(room, (void *)(uintptr_t)value, 1, comp->hook_ctx);
+        else memcpy(room, value, size);
+        c->value = room;
+        c->has_value = 1;
+    }
+    cmd->count++;
+    return KILN_OK;
+}
+
+kiln_result kl_commands_record(kiln_commands *cmd, kl_op op, kiln_entity target,
+                               kiln_component component, const void *value, bool move) {
+    const kl_component *comp = component ? kl_component_get(cmd->world, component) : NULL;
+    return push(cmd, op, target, component, value, comp ? comp->size : 0, move, comp);
+}
+
+/* Checks an entity argument of a recording call: a placeholder must be from this batch. */
+static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entity e) {
+    if (!kiln_is_placeholder(e)) {
+        if (e == KILN_NULL_ENTITY)
+            return record_fail(cmd, KILN_ERR_DEAD_ENTITY, "%s: entity is null", call);
+        return KILN_OK; /* liveness is checked when applied */
+    }
+    uint32_t epoch = (uint32_t)((e >> 32) & 0xffffu);
+    uint32_t index = (uint32_t)e;
+    uint32_t current = cmd->complete ? (cmd->epoch + 1) & 0xffffu : cmd->epoch;
+    uint32_t count = cmd->complete ? 0 : cmd->ph_count;
+    if (epoch != current || index >= count || (e & ~(KILN_PLACEHOLDER_BIT | 0xffffffffffffull)))
+        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT,
+                           "%s: placeholder %u is not from this buffer's current batch", call,
+                           (unsigned)index);
+    return KILN_OK;
+}
+
+kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
+    KILN_ASSERT(cmd != NULL && dest != NULL, "cmd and dest are required");
+    if (cmd->complete) reset_batch(cmd);
+    if (cmd->ph_count == UINT32_MAX)
+        return record_fail(cmd, KILN_ERR_LIMIT, "spawn: too many placeholders in one batch");
+    if (!kl_grow(&cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
+                 sizeof(kiln_entity), 64))
+        return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "spawn: out of memory for a placeholder");
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | ((uint64_t)cmd->epoch << 32) | cmd->ph_count;
+    kiln_result r = push(cmd, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
+    if (r != KILN_OK) return r;
+    cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
+    *dest = ph;
+    return KILN_OK;
+}
+
+kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    kiln_result r = check_target(cmd, "despawn", entity);
+    if (r != KILN_OK) return r;
+    return push(cmd, KL_OP_DESPAWN, entity, 0, NULL, 0, false, NULL);
+}
+
+static kiln_result record_value(kiln_commands *cmd, const char *call, kl_op op, kiln_entity e,
+                                kiln_component c, void *value, size_t size, bool sized) {
+    kiln_result r = check_target(cmd, call, e);
+    if (r != KILN_OK) return r;
+    const kl_component *comp = kl_component_get(cmd->world, c);
+    if (!comp && !sized)
+        return record_fail(cmd, KILN_ERR_UNKNOWN_COMPONENT,
+                           "%s: component #%u is not registered (record it with its size "
+                           "through kiln_commands_add_sized)",
+                           call, (unsigned)c);
+    if (c == KILN_NO_COMPONENT)
+        return record_fail(cmd, KILN_ERR_UNKNOWN_COMPONENT, "%s: component is 0", call);
+    if (comp && sized && comp->size != size)
+        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "%s: %s is %u bytes, not %zu", call,
+                           comp->names, (unsigned)comp->size, size);
+    return push(cmd, op, e, c, value, comp ? comp->size : size, true, comp);
+}
+
+kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
+                              void *value) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    return record_value(cmd, "add", KL_OP_ADD, entity, component, value, 0, false);
+}
+
+kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,
+                                    kiln_component component, void *value, size_t size) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    if (size > UINT32_MAX / 2)
+        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "add: size %zu too large", size);
+    return record_value(cmd, "add", KL_OP_ADD, entity, component, value, size, true);
+}
+
+kiln_result kiln_commands_set(kiln_commands *cmd, kiln_entity entity, kiln_component component,
+                              void *value) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    return record_value(cmd, "set", KL_OP_SET, entity, component, value, 0, false);
+}
+
+kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_component component) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    kiln_result r = check_target(cmd, "remove", entity);
+    if (r != KILN_OK) return r;
+    if (!kl_component_get(cmd->world, component))
+        return record_fail(cmd, KILN_ERR_UNKNOWN_COMPONENT, "remove: component #%u is not registered",
+                           (unsigned)component);
+    return push(cmd, KL_OP_REMOVE, entity, component, NULL, 0, false, NULL);
+}
+
+void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
+    if (cmd->head + keep < cmd->count) cmd->count = cmd->head + keep;
+}
+
+kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    if (!kiln_is_placeholder(placeholder)) return KILN_NULL_ENTITY;
+    uint32_t index = (uint32_t)placeholder;
+    if (((placeholder >> 32) & 0xffffu) != cmd->epoch || index >= cmd->ph_count)
+        return KILN_NULL_ENTITY;
+    return cmd->placeholders[index];
+}
+
+/* ---- apply ---------------------------------------------------------------------------- */
+
+static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
+                              kiln_entity e, kiln_result code, const char *why) {
+    char eb[24], cb[32];
+    const char *cname = c->component ? kl_component_name(cmd->world, c->component, cb, sizeof cb) : "";
+    return kl_fail(cmd->world, code, "apply: command %lld (%s%s%s) on entity %s: %s",
+                   (long long)(index - cmd->head), op_name(c->op), c->component ? " " : "", cname,
+                   kiln_entity_format(e, eb, sizeof eb), why);
+}
+
+/* The entity a command targets now (placeholders resolved), or null. */
+static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
+    if (!kiln_is_placeholder(c->target)) return c->target;
+    return cmd->placeholders[(uint32_t)c->target];
+}
+
+/* Destroys the value of a command that is dropped rather than applied. */
+static void drop_value(kiln_commands *cmd, kl_cmd *c) {
+    if (!c->has_value || !c->hooks_known) return;
+    const kl_component *comp = kl_component_get(cmd->world, c->component);
+    if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);
+    c->has_value = 0;
+}
+
+/* Spawns (or materialises) the entity of the command at i together with the adds that
+ * directly follow it for the same target, in one archetype move. Returns how many commands
+ * it consumed, or 0 with *result set on failure. */
+static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
+    kl_cmd *c = &cmd->cmds[i];
+    kiln_component comps[KL_MAX_COALESCE];
+    void *values[KL_MAX_COALESCE];
+    int32_t n = 0;
+    for (int64_t j = i + 1; j < cmd->count && n < KL_MAX_COALESCE; j++) {
+        kl_cmd *a = &cmd->cmds[j];
+        if (a->op != KL_OP_ADD || a->target != c->target) break;
+        const kl_component *comp = kl_component_get(cmd->world, a->component);
+        if (!comp || comp->size != a->size) break;
+        bool repeat = false;
+        for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
+        if (repeat) break;
+        comps[n] = a->component;
+        values[n] = a->has_value ? a->value : NULL;
+        n++;
+    }
+    kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
+    kiln_entity e;
+    *result = kl_spawn_values(cmd->world, "apply", comps, values, n, true, reserved, &e);
+    if (*result != KILN_OK) return 0;
+    if (c->op == KL_OP_SPAWN) cmd->placeholders[(uint32_t)c->target] = e;
+    for (int32_t k = 0; k < n; k++) cmd->cmds[i + 1 + k].has_value = 0;
+    return 1 + n;
+}
+
+/* Applies the command at i; returns the number of commands consumed (0 on failure). */
+static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
+    kiln_world *world = cmd->world;
+    kl_cmd *c = &cmd->cmds[i];
+    *result = KILN_OK;
+    if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
+    kiln_entity e = target_of(cmd, c);
+    bool alive = kl_record_of(world, e) != NULL;
+    if (c->op == KL_OP_DESPAWN) {
+        if (alive) *result = kl_despawn_entity(world, "apply", e);
+        return *result == KILN_OK ? 1 : 0;
+    }
+    if (!alive) {
+        if (cmd->lenient) {
+            drop_value(cmd, c);
+            return 1;
+        }
+        *result = apply_fail(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
+        return 0;
+    }
+    const kl_component *comp = kl_component_get(world, c->component);
+    if (!comp) {
+        *result = apply_fail(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered");
+        return 0;
+    }
+    if (c->op != KL_OP_REMOVE && comp->size != c->size) {
+        char why[96];
+        snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
+                 (unsigned)c->size, (unsigned)comp->size);
+        *result = apply_fail(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why);
+        return 0;
+    }
+    void *value = c->has_value ? c->value : NULL;
+    switch (c->op) {
+    case KL_OP_ADD:
+        *result = kl_add_value(world, "apply", e, c->component, value, true);
+        break;
+    case KL_OP_SET:
+        if (!kiln_has(world, e, c->component)) {
+            if (cmd->lenient) {
+                drop_value(cmd, c);
+                return 1;
+            }
+            char why[96];
+            snprintf(why, sizeof why, "entity has no %s", comp->names);
+            *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
+            return 0;
+        }
+        *result = kl_set_value(world, "apply", e, c->component, value, true);
+        break;
+    case KL_OP_REMOVE:
+        *result = kl_remove_component(world, "apply", e, c->component, NULL);
+        break;
+    default:
+        break;
+    }
+    if (*result != KILN_OK) return 0;
+    c->has_value = 0; /* the world owns it now */
+    return 1;
+}
+
+kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
+    KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
+    if (applied) *applied = 0;
+    if (world != cmd->world)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "apply: the command buffer belongs to another world");
+    KILN_ASSERT(atomic_load(&world->iterating) == 0 || cmd->lenient,
+                "kiln_commands_apply while a query of the world iterates");
+    int64_t n = 0;
+    kiln_result r = KILN_OK;
+    while (cmd->head < cmd->count) {
+        int64_t used = apply_one(cmd, cmd->head, &r);
+        if (used == 0) break;
+        cmd->head += used;
+        n += used;
+    }
+    if (applied) *applied = n;
+    if (r != KILN_OK) return r;
+    cmd->head = cmd->count = 0;
+    reset_values(cmd);
+    cmd->complete = true;
+    return KILN_OK;
+}

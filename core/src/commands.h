@@ -1,0 +1,31 @@
+/* commands.h: command buffers as the deferred world uses them: a lenient mode that drops
+ * commands aimed at entities that died meanwhile, and recording of reserved entities. */
+#ifndef KILN_COMMANDS_H
+#define KILN_COMMANDS_H
+
+#include "world.h"
+
+/* Creates a buffer; lenient buffers drop commands whose entity died before the apply. */
+KL_HIDDEN kiln_commands *kl_commands_create(kiln_world *world, bool lenient);
+
+/* Records op on a real entity (no placeholder check); value is copied bytewise (move false)
+ * or moved in through the component's move hook. Fails only when out of memory, with the
+ * world's error set. */
+typedef enum kl_op {
+    KL_OP_SPAWN,       /* target: a placeholder */
+    KL_OP_MATERIALIZE, /* target: a reserved entity that becomes alive */
+    KL_OP_DESPAWN,
+    KL_OP_ADD,
+    KL_OP_SET,
+    KL_OP_REMOVE
+} kl_op;
+
+KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, kl_op op, kiln_entity target,
+                                         kiln_component component, const void *value,
+                                         bool move);
+
+/* Drops pending commands past the first keep, without destroying their values (they were
+ * the caller's until the recording call succeeded). */
+KL_HIDDEN void kl_commands_truncate(kiln_commands *cmd, int64_t keep);
+
+#endif
