@@ -132,7 +132,7 @@ static kl_archetype *archetype_for(kiln_world *world, const char *call,
 /* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
 static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
     int32_t row = kl_archetype_push(arch, e);
-    kl_record *rec = &world->records[kiln_entity_index(e)];
+    kl_record *rec = kl_record_at(world, kiln_entity_index(e));
     rec->archetype = arch->id;
     rec->row = (uint32_t)row;
     world->alive++;
@@ -262,7 +262,7 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
     bool tag;
     kl_column *col = writable(world, call, entity, component, &r, &tag);
     if (!col) return r;
-    replace(world, col, (int32_t)world->records[kiln_entity_index(entity)].row, value, move);
+    replace(world, col, (int32_t)kl_record_at(world, kiln_entity_index(entity))->row, value, move);
     return KILN_OK;
 }
 
@@ -432,7 +432,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
                     kl_component_get(world, component)->names);
         return NULL;
     }
-    int32_t row = (int32_t)world->records[kiln_entity_index(entity)].row;
+    int32_t row = (int32_t)kl_record_at(world, kiln_entity_index(entity))->row;
     col->ticks[row] = world->tick;
     kl_column_touch(col, world->tick);
     return col->data + (size_t)row * col->stride;

@@ -246,7 +246,7 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
         }
         kiln_entity moved = arch->entities[last];
         arch->entities[row] = moved;
-        world->records[kiln_entity_index(moved)].row = (uint32_t)row;
+        kl_record_at(world, kiln_entity_index(moved))->row = (uint32_t)row;
     }
     arch->count = last;
 }
@@ -272,7 +272,7 @@ int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
         }
     }
     kl_archetype_remove_row(world, src, src_row);
-    kl_record *r = &world->records[kiln_entity_index(e)];
+    kl_record *r = kl_record_at(world, kiln_entity_index(e));
     r->archetype = dst->id;
     r->row = (uint32_t)row;
     return row;

@@ -16,4 +16,7 @@ KL_HIDDEN kiln_entity kl_entity_take(kiln_world *world);
 /* Releases the slot of a live or reserved entity: bumps its generation (retiring it when exhausted). */
 KL_HIDDEN void kl_entity_release(kiln_world *world, kiln_entity entity);
 
+/* Frees every record page and page table (at world destroy). */
+KL_HIDDEN void kl_entities_free(kiln_world *world);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "archetype.h"
 #include "commands.h"
+#include "entity.h"
 #include "component.h"
 #include "query.h"
 
@@ -63,7 +64,7 @@ void kiln_world_destroy(kiln_world *world) {
     kl_archetypes_free(world);
     kl_map_free(&world->alloc, &world->archetype_index);
     kl_components_free(world);
-    kl_free(&world->alloc, world->records, sizeof(kl_record) * (size_t)world->record_cap);
+    kl_entities_free(world);
     kl_allocator alloc = world->alloc;
     kl_free(&alloc, world, sizeof *world);
 }
@@ -91,7 +92,7 @@ kiln_tick kiln_tick_advance(kiln_world *world) {
 void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
     dest->entities = world->alive;
-    dest->entity_slots = world->slot_count;
+    dest->entity_slots = kl_slot_count(world);
     dest->archetypes = world->archetype_count;
     dest->components = world->component_count;
     dest->queries = world->query_count;

@@ -13,6 +13,8 @@
 #define KL_RESERVED (UINT32_MAX - 1)
 #define KL_ERROR_SIZE 256
 #define KL_SPAWN_CACHE 8
+#define KL_PAGE_BITS 12
+#define KL_PAGE_SIZE (1u << KL_PAGE_BITS)
 
 /* One entity slot. Alive: archetype/row locate the entity. Dead: archetype is KL_NONE and
  * row links the free list (KL_NONE ends it). generation is the slot's current generation,
@@ -71,9 +73,15 @@ struct kiln_world {
     int32_t defer_depth;   /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world, created on first use */
 
-    kl_record *records;
-    int64_t record_cap;
-    uint32_t slot_count;   /* slots handed out so far */
+    /* Entity records live in fixed pages that never move, found through a page table that is
+     * replaced (never resized in place) when it fills; replaced tables stay valid until the
+     * world is destroyed, so a worker thread reading records while the main thread reserves
+     * a slot never reads freed memory. */
+    kl_record **_Atomic pages;
+    uint32_t page_count;
+    uint32_t page_cap;
+    struct kl_page_table *tables; /* every page table, newest first */
+    _Atomic(uint32_t) slot_count; /* slots handed out so far */
     uint32_t free_head;    /* first dead reusable slot, or KL_NONE */
     int64_t alive;
 
@@ -114,11 +122,21 @@ static inline const kl_component *kl_component_get(const kiln_world *world, kiln
     return world->components[id - 1];
 }
 
+/* The record of slot index (which must be below slot_count). */
+static inline kl_record *kl_record_at(const kiln_world *world, uint32_t index) {
+    kl_record **pages = atomic_load_explicit(&((kiln_world *)world)->pages, memory_order_acquire);
+    return &pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
+}
+
+static inline uint32_t kl_slot_count(const kiln_world *world) {
+    return atomic_load_explicit(&((kiln_world *)world)->slot_count, memory_order_acquire);
+}
+
 /* The record of a live entity, or NULL for null, stale and out-of-range handles. */
 static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
-    if (index >= world->slot_count) return NULL;
-    kl_record *r = &world->records[index];
+    if (index >= kl_slot_count(world)) return NULL;
+    kl_record *r = kl_record_at(world, index);
     if (r->archetype >= KL_RESERVED || r->generation != kiln_entity_generation(e) ||
         (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
         return NULL;
@@ -128,8 +146,8 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
 /* The record of an entity handed out by a deferred spawn and not yet alive, or NULL. */
 static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
-    if (index >= world->slot_count) return NULL;
-    kl_record *r = &world->records[index];
+    if (index >= kl_slot_count(world)) return NULL;
+    kl_record *r = kl_record_at(world, index);
     if (r->archetype != KL_RESERVED || r->generation != kiln_entity_generation(e)) return NULL;
     return r;
 }
