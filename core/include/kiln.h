@@ -27,7 +27,13 @@ extern "C" {
  *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
  *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
  *   kiln_commands_error, kiln_is_placeholder,
- *   kiln_defer_begin, kiln_defer_end, kiln_is_deferred.
+ *   kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
+ *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
+ *   kiln_jobs_wait, kiln_parallel_for,
+ *   kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_build,
+ *   kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
+ *   kiln_schedule_system_info, kiln_schedule_find, kiln_schedule_enable,
+ *   kiln_schedule_describe.
  */
 
 #define KILN_VERSION_MAJOR 0
@@ -477,6 +483,161 @@ kiln_result kiln_defer_end(kiln_world *world);
 
 /* True inside a deferred section (or an iteration). */
 bool kiln_is_deferred(const kiln_world *world);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Job system                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A pool of worker threads. Jobs are submitted in batches tied to a counter and waited on;
+ * a waiting thread runs queued jobs itself instead of blocking idle, so a job may submit
+ * and wait on jobs of its own. Pools share nothing; several may exist. */
+typedef struct kiln_jobs kiln_jobs;
+
+typedef void (*kiln_job_fn)(void *arg);
+
+typedef struct kiln_job {
+    kiln_job_fn fn;
+    void *arg;
+} kiln_job;
+
+/* Counts the unfinished jobs of a batch. Zero-initialise it; the pool updates it atomically. */
+typedef struct kiln_counter {
+    int32_t pending;
+} kiln_counter;
+
+#define KILN_JOBS_DEFAULT_WORKERS (-1)
+
+typedef struct kiln_jobs_desc {
+    int32_t workers;      /* threads to start: 0 runs every job inline on the waiting thread;
+                             KILN_JOBS_DEFAULT_WORKERS: available cores minus one */
+    kiln_alloc_fn alloc;  /* NULL: realloc/free; must be thread-safe */
+    void *alloc_ud;
+} kiln_jobs_desc;
+
+/* Starts a pool. desc NULL means KILN_JOBS_DEFAULT_WORKERS. Returns NULL when memory or
+ * threads cannot be had (nothing is left running). */
+kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc);
+
+/* Stops and joins the workers after the queued jobs have run, then frees the pool. NULL is
+ * a no-op. No thread may be waiting on the pool. */
+void kiln_jobs_destroy(kiln_jobs *jobs);
+
+/* Number of worker threads (0 for an inline pool). */
+int32_t kiln_jobs_worker_count(const kiln_jobs *jobs);
+
+/* Queues count jobs and adds count to counter. Fails (nothing queued) when out of memory. The
+ * queue keeps its memory, so steady-state submission allocates nothing. */
+kiln_result kiln_jobs_submit(kiln_jobs *jobs, const kiln_job *list, int32_t count,
+                             kiln_counter *counter);
+
+/* Returns once counter reaches zero, running queued jobs meanwhile. */
+void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter);
+
+/* Called on a view of some rows of one chunk (see kiln_iter_range). */
+typedef void (*kiln_chunk_fn)(kiln_iter *view, void *user);
+
+/* Runs fn over every row the query matches, splitting large archetypes into row ranges of at
+ * least min_rows (0: a default of 1024) spread over the pool's threads, and returns when
+ * all ranges are done. jobs NULL runs inline. The world is deferred meanwhile, as in any
+ * iteration; fn may run on any thread, so it must not call the world's structural API
+ * (record into a command buffer of its own thread instead). Rows marked changed through
+ * the views update the columns' latest ticks. Fails only when out of memory (before any
+ * row ran). */
+kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
+                              kiln_chunk_fn fn, void *user);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Schedule                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A schedule runs a frame as systems that declare what they read and write. Staging rule:
+ * a system runs after every earlier-declared system it conflicts with and after every system
+ * it must follow (before/after), and otherwise as early as possible. Two systems conflict
+ * when one writes a component the other reads or writes, or either is exclusive. An explicit
+ * before/after between two conflicting systems decides their order over declaration order.
+ * Within a stage, systems without main_thread run as jobs on the pool while main_thread
+ * systems run on the calling thread in declaration order; exclusive systems run alone with
+ * the world not deferred. Each system records structural changes into its own command
+ * buffer; at the end of each stage the buffers are applied in declaration order, so the
+ * resulting world does not depend on thread timing. */
+typedef struct kiln_schedule kiln_schedule;
+
+typedef struct kiln_system_ctx {
+    kiln_world *world;
+    double dt;                /* the frame's delta time, as given to kiln_schedule_run */
+    kiln_commands *commands;  /* this system's own buffer, applied at the end of its stage */
+    kiln_jobs *jobs;          /* the schedule's pool (NULL when inline), for kiln_parallel_for */
+    void *user;               /* the desc's user pointer */
+    const char *name;
+} kiln_system_ctx;
+
+typedef void (*kiln_system_fn)(const kiln_system_ctx *ctx);
+
+#define KILN_SYSTEM_MAX_ACCESS 32
+#define KILN_SYSTEM_MAX_ORDER 8
+
+typedef struct kiln_system_desc {
+    const char *name;       /* required, unique in the schedule, 1..63 bytes */
+    kiln_system_fn run;     /* required */
+    void *user;
+    kiln_component reads[KILN_SYSTEM_MAX_ACCESS];  /* zero-terminated */
+    kiln_component writes[KILN_SYSTEM_MAX_ACCESS]; /* zero-terminated; writing implies reading */
+    bool exclusive;         /* makes structural changes directly: runs alone, undeferred */
+    bool main_thread;       /* runs on the thread that calls kiln_schedule_run */
+    bool disabled;          /* starts disabled (enable with kiln_schedule_enable) */
+    const char *before[KILN_SYSTEM_MAX_ORDER]; /* names this system must precede; NULL-ended */
+    const char *after[KILN_SYSTEM_MAX_ORDER];  /* names this system must follow; NULL-ended */
+} kiln_system_desc;
+
+typedef struct kiln_schedule_desc {
+    kiln_jobs *jobs;        /* NULL: every system runs inline on the caller */
+} kiln_schedule_desc;
+
+/* Creates an empty schedule for world (desc may be NULL). NULL when out of memory. The
+ * schedule must be destroyed before its world. */
+kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);
+void kiln_schedule_destroy(kiln_schedule *schedule); /* NULL is a no-op */
+
+/* Adds a system (the desc and its strings are copied). Fails for a missing or repeated name,
+ * a missing callback or an unknown component; the schedule is unchanged then. */
+kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *desc);
+
+/* Computes the stages. Fails for a before/after naming no system, or a cycle, with the world
+ * error naming the systems. kiln_schedule_run builds when needed; call this to check early. */
+kiln_result kiln_schedule_build(kiln_schedule *schedule);
+
+/* Runs one frame: advances the world tick, then runs the stages in order and applies each
+ * stage's buffers. Returns once everything is done. Must not be called while a query of the
+ * world iterates. */
+kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
+
+int32_t kiln_schedule_stage_count(kiln_schedule *schedule);  /* builds when needed; 0 on error */
+int32_t kiln_schedule_system_count(const kiln_schedule *schedule);
+
+typedef struct kiln_system_info {
+    const char *name;       /* owned by the schedule, valid while it lives */
+    int32_t index;          /* declaration order */
+    int32_t stage;          /* -1 until built */
+    bool enabled, exclusive, main_thread;
+    int64_t runs;
+    int64_t last_ns;        /* duration of the last run */
+    int64_t total_ns;       /* sum over all runs: average = total_ns / runs */
+} kiln_system_info;
+
+/* Describes the system at index (declaration order); false when out of range. */
+bool kiln_schedule_system_info(const kiln_schedule *schedule, int32_t index,
+                               kiln_system_info *dest);
+
+/* The index of the named system, or -1. */
+int32_t kiln_schedule_find(const kiln_schedule *schedule, const char *name);
+
+/* Enables or disables a system by name without rebuilding; a disabled system is skipped
+ * (its stage stays). Fails for an unknown name. */
+kiln_result kiln_schedule_enable(kiln_schedule *schedule, const char *name, bool enabled);
+
+/* Writes the stages as text ("stage 0: move, spin\nstage 1: collide\n") into buf (truncated
+ * to size, always NUL-terminated) and returns the length the full text needs. */
+size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

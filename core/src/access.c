@@ -46,7 +46,14 @@ static void assert_not_iterating(const kiln_world *world) {
     (void)world;
 }
 
-static bool deferred(const kiln_world *world) { return world->defer_depth > 0; }
+static bool deferred(const kiln_world *world) {
+    return atomic_load_explicit(&((kiln_world *)world)->defer_depth, memory_order_relaxed) > 0;
+}
+
+/* Where deferred calls are queued: the running main-thread system's buffer, or the world's. */
+static kiln_commands *queue_of(const kiln_world *world) {
+    return world->defer_target ? world->defer_target : world->deferred;
+}
 
 /* Resolves entity and component for a call, failing with the world error set. */
 static kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
@@ -268,6 +275,15 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
 
 /* ---- deferred recording ---------------------------------------------------------------- */
 
+/* Queues a command for a deferred world call; a failure (out of memory) is reported through
+ * the world like any other. */
+static kiln_result record(kiln_world *world, kiln_commands *q, kl_op op, kiln_entity e,
+                          kiln_component c, const void *value) {
+    kiln_result r = kl_commands_record(q, op, e, c, value, false);
+    if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(q));
+    return r;
+}
+
 /* A deferred call's entity must be alive, or reserved by a deferred spawn. */
 static kiln_result check_deferred_target(kiln_world *world, const char *call, kiln_entity e) {
     if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;
@@ -281,12 +297,12 @@ static kiln_result defer_spawn(kiln_world *world, const char *call, const kiln_c
     if (r != KILN_OK) return r;
     r = kl_entities_reserve(world, 1, call);
     if (r != KILN_OK) return r;
-    kiln_commands *q = world->deferred;
+    kiln_commands *q = queue_of(world);
     int64_t before = kiln_commands_count(q);
     kiln_entity e = kl_entity_take(world);
-    r = kl_commands_record(q, KL_OP_MATERIALIZE, e, 0, NULL, false);
+    r = record(world, q, KL_OP_MATERIALIZE, e, 0, NULL);
     for (int32_t i = 0; i < count && r == KILN_OK; i++)
-        r = kl_commands_record(q, KL_OP_ADD, e, components[i], values ? values[i] : NULL, false);
+        r = record(world, q, KL_OP_ADD, e, components[i], values ? values[i] : NULL);
     if (r != KILN_OK) {
         /* Out of memory part-way: drop what this call queued and give the slot back. */
         kl_commands_truncate(q, before);
@@ -317,7 +333,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
     if (n < 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "spawn_batch: n is negative (%d)", (int)n);
     if (deferred(world)) {
-        kiln_commands *q = world->deferred;
+        kiln_commands *q = queue_of(world);
         int64_t before = kiln_commands_count(q);
         for (int32_t i = 0; i < n; i++) {
             kiln_result r = defer_spawn(world, "spawn_batch", components, NULL, count,
@@ -359,7 +375,7 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     if (deferred(world)) {
         kiln_result r = check_deferred_target(world, "despawn", entity);
         if (r != KILN_OK) return r;
-        return kl_commands_record(world->deferred, KL_OP_DESPAWN, entity, 0, NULL, false);
+        return record(world, queue_of(world), KL_OP_DESPAWN, entity, 0, NULL);
     }
     return kl_despawn_entity(world, "despawn", entity);
 }
@@ -371,7 +387,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
         kiln_result r = check_deferred_target(world, "add", entity);
         if (r != KILN_OK) return r;
         if (!kl_component_get(world, component)) return unknown(world, "add", component);
-        return kl_commands_record(world->deferred, KL_OP_ADD, entity, component, value, false);
+        return record(world, queue_of(world), KL_OP_ADD, entity, component, value);
     }
     return kl_add_value(world, "add", entity, component, (void *)(uintptr_t)value, false);
 }
@@ -383,7 +399,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
         kiln_result r = check_deferred_target(world, "remove", entity);
         if (r != KILN_OK) return r;
         if (!kl_component_get(world, component)) return unknown(world, "remove", component);
-        r = kl_commands_record(world->deferred, KL_OP_REMOVE, entity, component, NULL, false);
+        r = record(world, queue_of(world), KL_OP_REMOVE, entity, component, NULL);
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
         return r;
     }
@@ -400,7 +416,7 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
         if (!comp) return unknown(world, "set", component);
         if (kl_record_of(world, entity) && !kiln_has(world, entity, component))
             return missing(world, "set", entity, comp);
-        return kl_commands_record(world->deferred, KL_OP_SET, entity, component, value, false);
+        return record(world, queue_of(world), KL_OP_SET, entity, component, value);
     }
     return kl_set_value(world, "set", entity, component, (void *)(uintptr_t)value, false);
 }
@@ -452,18 +468,19 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
 
 void kiln_defer_begin(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    world->defer_depth++;
+    atomic_fetch_add_explicit(&world->defer_depth, 1, memory_order_relaxed);
 }
 
 kiln_result kiln_defer_end(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(world->defer_depth > 0, "kiln_defer_end without kiln_defer_begin");
-    if (--world->defer_depth > 0) return KILN_OK;
+    int depth = atomic_fetch_sub_explicit(&world->defer_depth, 1, memory_order_relaxed);
+    KILN_ASSERT(depth > 0, "kiln_defer_end without kiln_defer_begin");
+    if (depth > 1) return KILN_OK;
     if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
     return kiln_commands_apply(world->deferred, world, NULL);
 }
 
 bool kiln_is_deferred(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return world->defer_depth > 0;
+    return deferred(world);
 }

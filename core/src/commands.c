@@ -56,8 +56,6 @@ static kiln_result record_fail(kiln_commands *cmd, kiln_result code, const char 
     va_start(ap, fmt);
     vsnprintf(cmd->error, sizeof cmd->error, fmt, ap);
     va_end(ap);
-    /* the deferred world's buffer reports through the world */
-    if (cmd->lenient) memcpy(cmd->world->error, cmd->error, sizeof cmd->error);
     return code;
 }
 

@@ -158,6 +158,14 @@ int64_t kiln_query_count(const kiln_query *query) {
     return n;
 }
 
+int32_t kl_query_chunk_count(const kiln_query *query) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < query->match_count; i++) n += query->matches[i].arch->count > 0;
+    return n;
+}
+
+kiln_world *kl_query_world(const kiln_query *query) { return query->world; }
+
 void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
     KILN_ASSERT(query != NULL && it != NULL, "query and it are required");
     memset(it, 0, sizeof *it);

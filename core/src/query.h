@@ -14,4 +14,10 @@ KL_HIDDEN void kl_queries_match(kiln_world *world, kl_archetype *arch);
 /* Frees every live query (at world destroy). */
 KL_HIDDEN void kl_queries_free(kiln_world *world);
 
+/* Number of non-empty archetypes the query matches now (the chunks an iteration visits). */
+KL_HIDDEN int32_t kl_query_chunk_count(const kiln_query *query);
+
+/* The world a query belongs to. */
+KL_HIDDEN kiln_world *kl_query_world(const kiln_query *query);
+
 #endif

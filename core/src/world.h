@@ -70,8 +70,9 @@ struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
-    int32_t defer_depth;   /* nesting of defer_begin; > 0 queues structural calls */
-    kiln_commands *deferred; /* the queue of a deferred world, created on first use */
+    atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
+    kiln_commands *deferred; /* the queue of a deferred world */
+    kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
 
     /* Entity records live in fixed pages that never move, found through a page table that is
      * replaced (never resized in place) when it fills; replaced tables stay valid until the

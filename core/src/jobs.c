@@ -1,0 +1,227 @@
+/* jobs.c: a worker pool over one locked ring queue. Invariant: a counter reaches zero only
+ * after every job submitted with it has returned, and waiters are woken under the lock, so
+ * no wake-up is lost. */
+#include "jobs.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memory.h"
+
+typedef struct kl_queued {
+    kiln_job job;
+    kiln_counter *counter;
+} kl_queued;
+
+/* A scratch block: header, then the usable bytes. */
+typedef struct kl_scratch {
+    struct kl_scratch *next;
+    size_t size;
+} kl_scratch;
+
+struct kiln_jobs {
+    kl_allocator alloc;
+    pthread_mutex_t lock;
+    pthread_cond_t work;   /* signalled when jobs are queued or the pool stops */
+    pthread_cond_t done;   /* broadcast when a counter reaches zero */
+    kl_queued *ring;
+    int64_t cap, head, count;
+    bool stopping;
+    int32_t worker_count;
+    pthread_t *threads;
+    kl_scratch *free_scratch;
+};
+
+static int32_t default_workers(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 256) n = 256;
+    return (int32_t)n - 1;
+}
+
+/* Takes the oldest job; the lock must be held and the queue non-empty. */
+static kl_queued pop(kiln_jobs *jobs) {
+    kl_queued q = jobs->ring[jobs->head];
+    jobs->head = (jobs->head + 1) % jobs->cap;
+    jobs->count--;
+    return q;
+}
+
+static void finish(kiln_jobs *jobs, kiln_counter *counter) {
+    if (__atomic_sub_fetch(&counter->pending, 1, __ATOMIC_ACQ_REL) == 0) {
+        pthread_mutex_lock(&jobs->lock);
+        pthread_cond_broadcast(&jobs->done);
+        pthread_mutex_unlock(&jobs->lock);
+    }
+}
+
+static void *worker_main(void *arg) {
+    kiln_jobs *jobs = arg;
+    pthread_mutex_lock(&jobs->lock);
+    for (;;) {
+        while (jobs->count == 0 && !jobs->stopping) pthread_cond_wait(&jobs->work, &jobs->lock);
+        if (jobs->count == 0) break; /* stopping, and the queue is drained */
+        kl_queued q = pop(jobs);
+        pthread_mutex_unlock(&jobs->lock);
+        q.job.fn(q.job.arg);
+        finish(jobs, q.counter);
+        pthread_mutex_lock(&jobs->lock);
+    }
+    pthread_mutex_unlock(&jobs->lock);
+    return NULL;
+}
+
+kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc) {
+    kl_allocator alloc = {kl_default_alloc, NULL, 0, 0};
+    int32_t workers = KILN_JOBS_DEFAULT_WORKERS;
+    if (desc) {
+        workers = desc->workers;
+        if (desc->alloc) {
+            alloc.fn = desc->alloc;
+            alloc.ud = desc->alloc_ud;
+        }
+    }
+    if (workers < 0) workers = default_workers();
+    kiln_jobs *jobs = kl_alloc(&alloc, sizeof *jobs);
+    if (!jobs) return NULL;
+    memset(jobs, 0, sizeof *jobs);
+    jobs->alloc = alloc;
+    if (pthread_mutex_init(&jobs->lock, NULL) != 0) goto fail_mutex;
+    if (pthread_cond_init(&jobs->work, NULL) != 0) goto fail_work;
+    if (pthread_cond_init(&jobs->done, NULL) != 0) goto fail_done;
+    if (workers > 0) {
+        jobs->threads = kl_alloc(&jobs->alloc, sizeof(pthread_t) * (size_t)workers);
+        if (!jobs->threads) goto fail_threads;
+        for (int32_t i = 0; i < workers; i++) {
+            if (pthread_create(&jobs->threads[i], NULL, worker_main, jobs) != 0) {
+                jobs->worker_count = i;
+                kiln_jobs_destroy(jobs);
+                return NULL;
+            }
+        }
+    }
+    jobs->worker_count = workers;
+    return jobs;
+fail_threads:
+    pthread_cond_destroy(&jobs->done);
+fail_done:
+    pthread_cond_destroy(&jobs->work);
+fail_work:
+    pthread_mutex_destroy(&jobs->lock);
+fail_mutex:
+    kl_free(&alloc, jobs, sizeof *jobs);
+    return NULL;
+}
+
+void kiln_jobs_destroy(kiln_jobs *jobs) {
+    if (jobs == NULL) return;
+    pthread_mutex_lock(&jobs->lock);
+    jobs->stopping = true;
+    pthread_cond_broadcast(&jobs->work);
+    pthread_mutex_unlock(&jobs->lock);
+    for (int32_t i = 0; i < jobs->worker_count; i++) pthread_join(jobs->threads[i], NULL);
+    /* An inline pool may still hold jobs nobody waited for: run them, as a worker would. */
+    while (jobs->count > 0) {
+        kl_queued q = pop(jobs);
+        q.job.fn(q.job.arg);
+        __atomic_sub_fetch(&q.counter->pending, 1, __ATOMIC_ACQ_REL);
+    }
+    kl_allocator alloc = jobs->alloc;
+    for (kl_scratch *s = jobs->free_scratch, *next; s; s = next) {
+        next = s->next;
+        kl_free(&alloc, s, sizeof *s + s->size);
+    }
+    kl_free(&alloc, jobs->threads, sizeof(pthread_t) * (size_t)jobs->worker_count);
+    kl_free(&alloc, jobs->ring, sizeof(kl_queued) * (size_t)jobs->cap);
+    pthread_cond_destroy(&jobs->done);
+    pthread_cond_destroy(&jobs->work);
+    pthread_mutex_destroy(&jobs->lock);
+    kl_free(&alloc, jobs, sizeof *jobs);
+}
+
+int32_t kiln_jobs_worker_count(const kiln_jobs *jobs) {
+    KILN_ASSERT(jobs != NULL, "jobs is NULL");
+    return jobs->worker_count;
+}
+
+/* Grows the ring to hold need jobs, unrolling it; the lock must be held. */
+static bool ring_reserve(kiln_jobs *jobs, int64_t need) {
+    if (need <= jobs->cap) return true;
+    int64_t ncap = jobs->cap ? jobs->cap * 2 : 64;
+    while (ncap < need) ncap *= 2;
+    kl_queued *ring = kl_alloc(&jobs->alloc, kl_mul(sizeof(kl_queued), (size_t)ncap));
+    if (!ring) return false;
+    for (int64_t i = 0; i < jobs->count; i++) ring[i] = jobs->ring[(jobs->head + i) % jobs->cap];
+    kl_free(&jobs->alloc, jobs->ring, sizeof(kl_queued) * (size_t)jobs->cap);
+    jobs->ring = ring;
+    jobs->cap = ncap;
+    jobs->head = 0;
+    return true;
+}
+
+kiln_result kiln_jobs_submit(kiln_jobs *jobs, const kiln_job *list, int32_t count,
+                             kiln_counter *counter) {
+    KILN_ASSERT(jobs != NULL && counter != NULL, "jobs and counter are required");
+    KILN_ASSERT(count >= 0 && (count == 0 || list != NULL), "a list of count jobs");
+    if (count == 0) return KILN_OK;
+    pthread_mutex_lock(&jobs->lock);
+    if (!ring_reserve(jobs, jobs->count + count)) {
+        pthread_mutex_unlock(&jobs->lock);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    __atomic_add_fetch(&counter->pending, count, __ATOMIC_ACQ_REL);
+    for (int32_t i = 0; i < count; i++) {
+        jobs->ring[(jobs->head + jobs->count) % jobs->cap] = (kl_queued){list[i], counter};
+        jobs->count++;
+    }
+    if (count == 1) pthread_cond_signal(&jobs->work);
+    else pthread_cond_broadcast(&jobs->work);
+    pthread_mutex_unlock(&jobs->lock);
+    return KILN_OK;
+}
+
+void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
+    KILN_ASSERT(jobs != NULL && counter != NULL, "jobs and counter are required");
+    if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0) return;
+    pthread_mutex_lock(&jobs->lock);
+    while (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) > 0) {
+        if (jobs->count > 0) {
+            kl_queued q = pop(jobs);
+            pthread_mutex_unlock(&jobs->lock);
+            q.job.fn(q.job.arg);
+            finish(jobs, q.counter);
+            pthread_mutex_lock(&jobs->lock);
+        } else {
+            pthread_cond_wait(&jobs->done, &jobs->lock);
+        }
+    }
+    pthread_mutex_unlock(&jobs->lock);
+}
+
+void *kl_jobs_scratch_acquire(kiln_jobs *jobs, size_t size) {
+    kl_scratch *s = NULL;
+    pthread_mutex_lock(&jobs->lock);
+    for (kl_scratch **link = &jobs->free_scratch; *link; link = &(*link)->next) {
+        if ((*link)->size >= size) {
+            s = *link;
+            *link = s->next;
+            break;
+        }
+    }
+    if (!s) {
+        s = kl_alloc(&jobs->alloc, sizeof *s + size);
+        if (s) s->size = size;
+    }
+    pthread_mutex_unlock(&jobs->lock);
+    return s ? s + 1 : NULL;
+}
+
+void kl_jobs_scratch_release(kiln_jobs *jobs, void *block) {
+    if (!block) return;
+    kl_scratch *s = (kl_scratch *)block - 1;
+    pthread_mutex_lock(&jobs->lock);
+    s->next = jobs->free_scratch;
+    jobs->free_scratch = s;
+    pthread_mutex_unlock(&jobs->lock);
+}
