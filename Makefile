@@ -33,7 +33,7 @@ DEMO_BIN  := $(BUILD)/examples/core_demo
 
 VERSION := 0.1.0
 
-.PHONY: all lib test test-plain test-asan bench demo run install clean
+.PHONY: all lib test test-plain test-asan test-tsan bench demo run install clean
 all: lib demo
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -69,8 +69,9 @@ run: $(DEMO_BIN)
 	$(DEMO_BIN)
 
 # Runs every suite plainly, then the same suites built with AddressSanitizer and
-# UndefinedBehaviorSanitizer in a separate build folder.
-test: test-plain test-asan
+# UndefinedBehaviorSanitizer, then the threaded suites under ThreadSanitizer, each in a
+# separate build folder.
+test: test-plain test-asan test-tsan
 
 test-plain: $(TEST_BIN)
 	@scripts/run-tests.sh $(TEST_BIN)
@@ -79,6 +80,13 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test-plain
+
+TSAN_SUITES := test_jobs test_schedule test_commands
+test-tsan:
+	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
+	    EXTRA_CFLAGS="-fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" \
+	    TEST_BIN="$(addprefix build-tsan/tests/,$(filter $(TSAN_SUITES),$(TEST_BIN:$(BUILD)/tests/%=%)))" \
+	    test-plain
 
 # Benchmarks build the library and the baselines with the same flags, assertions off.
 BENCH_OPT := -O2 -DNDEBUG -falign-loops=64 -march=x86-64-v2
@@ -103,6 +111,6 @@ install: lib kiln.pc
 	install -m 644 kiln.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 clean:
-	rm -rf build build-asan build-bench kiln.pc
+	rm -rf build build-asan build-tsan build-bench kiln.pc
 
 -include $(CORE_DEPS)

@@ -33,7 +33,10 @@ extern "C" {
  *   kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_build,
  *   kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
  *   kiln_schedule_system_info, kiln_schedule_find, kiln_schedule_enable,
- *   kiln_schedule_describe.
+ *   kiln_schedule_describe,
+ *   kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit,
+ *   kiln_event_count, kiln_event_get, kiln_events_update, kiln_commands_emit,
+ *   kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
  */
 
 #define KILN_VERSION_MAJOR 0
@@ -638,6 +641,73 @@ kiln_result kiln_schedule_enable(kiln_schedule *schedule, const char *name, bool
 /* Writes the stages as text ("stage 0: move, spin\nstage 1: collide\n") into buf (truncated
  * to size, always NUL-terminated) and returns the length the full text needs. */
 size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Events are typed messages between systems. Each type keeps two buffers: emit appends to the
+ * current one; readers see the previous buffer, then the current one, in emit order;
+ * kiln_events_update drops the previous buffer and makes the current one previous. So an
+ * event emitted in frame N is readable through frame N+1 and gone in N+2. A schedule run
+ * performs the update once, before its first stage. */
+typedef uint32_t kiln_event_type;
+
+/* Registers an event type from the same desc as a component (name, size, alignment,
+ * reflected fields; hooks are not allowed: events are plain data). Event names have their
+ * own namespace. Same rules for re-registration as components. */
+kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
+                                kiln_event_type *dest);
+
+/* The event type registered under name, or 0. */
+kiln_event_type kiln_event_lookup(const kiln_world *world, const char *name);
+
+/* Describes an event type (fields, size); false for an unknown type. */
+bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_component_info *dest);
+
+/* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a
+ * main-thread system, the emit goes into that system's command buffer instead and lands at
+ * the end of its stage, like its other changes; worker-thread systems emit through
+ * kiln_commands_emit on their own buffer. Fails for an unknown type or out of memory. */
+kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value);
+
+/* Number of readable events of type (previous buffer plus current); 0 for unknown types. */
+int64_t kiln_event_count(const kiln_world *world, kiln_event_type type);
+
+/* The i-th readable event of type (previous buffer first, each in emit order), or NULL when
+ * out of range. Borrowed: valid until the next emit of that type or the next update. */
+const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i);
+
+/* Drops the previous buffers of every type and makes the current ones previous. Keeps the
+ * memory, so steady-state frames allocate nothing. */
+void kiln_events_update(kiln_world *world);
+
+/* Records an emit in a command buffer; it lands when the buffer is applied, in order. */
+kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Resources                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Resources are world-wide singletons keyed by a component type, whose layout, reflected
+ * fields and hooks they use (register a "Score" component, then set the Score resource).
+ * Systems declare resource access in reads/writes with the same component ids, so the
+ * schedule orders them like component access. */
+
+/* Sets the resource of type to a bitwise copy of value (NULL: zeroes); an existing value is
+ * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory. */
+kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
+
+/* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the
+ * resource is set again or removed. Writes through it are allowed. */
+void *kiln_resource_get(const kiln_world *world, kiln_component type);
+
+/* True when the resource is set. */
+bool kiln_resource_has(const kiln_world *world, kiln_component type);
+
+/* Removes the resource, running its destroy hook; writes whether it was set to removed
+ * (may be NULL). Fails only for an unknown type. */
+kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *removed);
 
 #ifdef __cplusplus
 }

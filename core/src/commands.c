@@ -9,6 +9,7 @@
 
 #include "access.h"
 #include "component.h"
+#include "events.h"
 
 #define KL_BLOCK_SIZE (64 * 1024)
 #define KL_MAX_COALESCE 64
@@ -163,6 +164,7 @@ static const char *op_name(uint8_t op) {
     case KL_OP_ADD: return "add";
     case KL_OP_SET: return "set";
     case KL_OP_REMOVE: return "remove";
+    case KL_OP_EMIT: return "emit";
     }
     return "?";
 }
@@ -185,7 +187,7 @@ static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_c
     c->component = component;
     c->size = (uint32_t)size;
     c->hooks_known = comp != NULL;
-    if ((op == KL_OP_ADD || op == KL_OP_SET) && size > 0) {
+    if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0) {
         void *room = value_room(cmd, size);
         if (!room)
             return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value",
@@ -299,6 +301,16 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
     if (cmd->head + keep < cmd->count) cmd->count = cmd->head + keep;
 }
 
+kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    const kl_component *ev = kl_registry_get(&cmd->world->event_types, type);
+    if (!ev)
+        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "emit: event type #%u is not registered",
+                           (unsigned)type);
+    /* Events carry no hooks, so the value is simply copied. */
+    return push(cmd, KL_OP_EMIT, KILN_NULL_ENTITY, type, value, ev->size, false, NULL);
+}
+
 kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (!kiln_is_placeholder(placeholder)) return KILN_NULL_ENTITY;
@@ -368,6 +380,10 @@ static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kl_cmd *c = &cmd->cmds[i];
     *result = KILN_OK;
     if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
+    if (c->op == KL_OP_EMIT) {
+        *result = kl_event_push(world, c->component, c->has_value ? c->value : NULL, "apply");
+        return *result == KILN_OK ? 1 : 0;
+    }
     kiln_entity e = target_of(cmd, c);
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {

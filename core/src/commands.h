@@ -17,7 +17,8 @@ typedef enum kl_op {
     KL_OP_DESPAWN,
     KL_OP_ADD,
     KL_OP_SET,
-    KL_OP_REMOVE
+    KL_OP_REMOVE,
+    KL_OP_EMIT         /* component: the event type */
 } kl_op;
 
 KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, kl_op op, kiln_entity target,

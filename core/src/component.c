@@ -56,55 +56,55 @@ static size_t name_length(const char *name) {
 
 /* Checks the desc; on success writes the resolved alignment and the bytes the names need. */
 static kiln_result validate(kiln_world *world, const kiln_component_desc *d, size_t *align,
-                            size_t *names_size) {
+                            size_t *names_size, const char *call) {
     if (d->name == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "component_register: name is NULL");
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: name is NULL", call);
     size_t len = name_length(d->name);
     if (len == 0 || len > KILN_MAX_NAME)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "component_register: name must be 1 to %d bytes", KILN_MAX_NAME);
+                       "%s: name must be 1 to %d bytes", call, KILN_MAX_NAME);
     const char *n = d->name;
     if (d->size > UINT32_MAX / 2)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "component_register: %s size %zu too large",
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s size %zu too large", call,
                        n, d->size);
     size_t a = d->align ? d->align : default_align(d->size);
     if (!is_pow2(a))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "component_register: %s alignment %zu is not a power of two", n, a);
+                       "%s: %s alignment %zu is not a power of two", call, n, a);
     if (a > 16)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "component_register: %s alignment %zu exceeds 16", n, a);
+                       "%s: %s alignment %zu exceeds 16", call, n, a);
     if (d->field_count < 0 || d->field_count > KILN_MAX_FIELDS ||
         (d->field_count > 0 && d->fields == NULL))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "component_register: %s field_count %d invalid (0 to %d, with fields)", n,
+                       "%s: %s field_count %d invalid (0 to %d, with fields)", call, n,
                        (int)d->field_count, KILN_MAX_FIELDS);
     if (d->size == 0 && (d->field_count > 0 || d->destroy || d->move))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "component_register: %s is a tag (size 0) and cannot have fields or hooks", n);
+                       "%s: %s is a tag (size 0) and cannot have fields or hooks", call, n);
     size_t total = len + 1;
     for (int32_t i = 0; i < d->field_count; i++) {
         const kiln_field *f = &d->fields[i];
         if (f->name == NULL || name_length(f->name) == 0 || name_length(f->name) > KILN_MAX_NAME)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "component_register: %s field %d needs a name of 1 to %d bytes", n,
+                           "%s: %s field %d needs a name of 1 to %d bytes", call, n,
                            (int)i, KILN_MAX_NAME);
         if (f->type <= KILN_TYPE_NONE || f->type >= KILN_TYPE_COUNT)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "component_register: %s field %s has invalid type %d", n, f->name,
+                           "%s: %s field %s has invalid type %d", call, n, f->name,
                            (int)f->type);
         uint64_t count = f->count ? f->count : 1;
         uint64_t end = (uint64_t)f->offset + count * kiln_type_size(f->type);
         if (end > d->size)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "component_register: %s field %s (offset %u, %llu bytes) lies outside "
-                           "its %zu bytes",
+                           "%s: %s field %s (offset %u, %llu bytes) lies outside "
+                           "its %zu bytes", call,
                            n, f->name, (unsigned)f->offset,
                            (unsigned long long)(end - f->offset), d->size);
         for (int32_t j = 0; j < i; j++)
             if (strcmp(d->fields[j].name, f->name) == 0)
                 return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                               "component_register: %s has two fields named %s", n, f->name);
+                               "%s: %s has two fields named %s", call, n, f->name);
         total += name_length(f->name) + 1;
     }
     *align = a;
@@ -125,54 +125,54 @@ static bool same_layout(const kl_component *c, const kiln_component_desc *d, siz
     return true;
 }
 
-kiln_component kiln_component_lookup(const kiln_world *world, const char *name) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    if (name == NULL) return KILN_NO_COMPONENT;
+uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
+    if (name == NULL) return 0;
     uint32_t cursor = 0, id;
     uint32_t h = kl_hash_str(name);
-    while ((id = kl_map_next(&world->component_names, h, &cursor)) != 0)
-        if (strcmp(world->components[id - 1]->names, name) == 0) return id;
-    return KILN_NO_COMPONENT;
+    while ((id = kl_map_next(&reg->names, h, &cursor)) != 0)
+        if (strcmp(reg->items[id - 1]->names, name) == 0) return id;
+    return 0;
 }
 
-kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
-                                    kiln_component *dest) {
+kiln_component kiln_component_lookup(const kiln_world *world, const char *name) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_registry_lookup(&world->components, name);
+}
+
+kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_component_desc *desc,
+                            uint32_t *dest, const char *call) {
     if (desc == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "component_register: desc is NULL");
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: desc is NULL", call);
     size_t align = 1, names_size = 0;
-    kiln_result r = validate(world, desc, &align, &names_size);
+    kiln_result r = validate(world, desc, &align, &names_size, call);
     if (r != KILN_OK) return r;
 
-    kiln_component existing = kiln_component_lookup(world, desc->name);
+    uint32_t existing = kl_registry_lookup(reg, desc->name);
     if (existing) {
-        if (!same_layout(world->components[existing - 1], desc, align))
+        if (!same_layout(reg->items[existing - 1], desc, align))
             return kl_fail(world, KILN_ERR_LAYOUT_MISMATCH,
-                           "component_register: %s is already registered with a different "
-                           "layout or hooks",
-                           desc->name);
+                           "%s: %s is already registered with a different layout or hooks",
+                           call, desc->name);
         if (dest) *dest = existing;
         return KILN_OK;
     }
-    if (world->component_count >= INT32_MAX - 1)
-        return kl_fail(world, KILN_ERR_LIMIT, "component_register: too many components");
+    if (reg->count >= INT32_MAX - 1)
+        return kl_fail(world, KILN_ERR_LIMIT, "%s: too many types", call);
 
     /* Reserve everything before changing anything, so out of memory changes nothing. */
     size_t fields_size = sizeof(kiln_field) * (size_t)desc->field_count;
     size_t block = sizeof(kl_component) + fields_size + names_size;
-    if (!kl_grow(&world->alloc, (void **)&world->components, &world->component_cap,
-                 world->component_count + 1, sizeof(kl_component *), 16) ||
-        !kl_map_reserve(&world->alloc, &world->component_names, 1))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "component_register: out of memory for %s",
-                       desc->name);
+    if (!kl_grow(&world->alloc, (void **)&reg->items, &reg->cap, reg->count + 1,
+                 sizeof(kl_component *), 16) ||
+        !kl_map_reserve(&world->alloc, &reg->names, 1))
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, desc->name);
     kl_component *c = kl_alloc(&world->alloc, block);
     if (!c)
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "component_register: out of memory for %s",
-                       desc->name);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, desc->name);
 
     memset(c, 0, sizeof *c);
     c->block_size = block;
-    c->id = (kiln_component)world->component_count + 1;
+    c->id = (uint32_t)reg->count + 1;
     c->size = (uint32_t)desc->size;
     c->align = (uint32_t)align;
     c->stride = (uint32_t)((desc->size + align - 1) / align * align);
@@ -194,17 +194,19 @@ kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc
         c->fields[i].name = p;
         p += len + 1;
     }
-    world->components[world->component_count++] = c;
-    kl_map_put(&world->alloc, &world->component_names, kl_hash_str(c->names), c->id);
+    reg->items[reg->count++] = c;
+    kl_map_put(&world->alloc, &reg->names, kl_hash_str(c->names), c->id);
     if (dest) *dest = c->id;
     return KILN_OK;
 }
 
-bool kiln_component_info_get(const kiln_world *world, kiln_component component,
-                             kiln_component_info *dest) {
-    KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
-    const kl_component *c = kl_component_get(world, component);
-    if (!c) return false;
+kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
+                                    kiln_component *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_registry_add(world, &world->components, desc, dest, "component_register");
+}
+
+void kl_component_describe(const kl_component *c, kiln_component_info *dest) {
     dest->id = c->id;
     dest->name = c->names;
     dest->size = c->size;
@@ -214,20 +216,26 @@ bool kiln_component_info_get(const kiln_world *world, kiln_component component,
     dest->field_count = c->field_count;
     dest->has_destroy = c->destroy != NULL;
     dest->has_move = c->move != NULL;
+}
+
+bool kiln_component_info_get(const kiln_world *world, kiln_component component,
+                             kiln_component_info *dest) {
+    KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
+    const kl_component *c = kl_component_get(world, component);
+    if (!c) return false;
+    kl_component_describe(c, dest);
     return true;
 }
 
 int32_t kiln_component_count(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return world->component_count;
+    return world->components.count;
 }
 
-void kl_components_free(kiln_world *world) {
-    for (int32_t i = 0; i < world->component_count; i++)
-        kl_free(&world->alloc, world->components[i], world->components[i]->block_size);
-    kl_free(&world->alloc, world->components, sizeof(kl_component *) * (size_t)world->component_cap);
-    kl_map_free(&world->alloc, &world->component_names);
-    world->components = NULL;
-    world->component_count = 0;
-    world->component_cap = 0;
+void kl_registry_free(kiln_world *world, kl_registry *reg) {
+    for (int32_t i = 0; i < reg->count; i++)
+        kl_free(&world->alloc, reg->items[i], reg->items[i]->block_size);
+    kl_free(&world->alloc, reg->items, sizeof(kl_component *) * (size_t)reg->cap);
+    kl_map_free(&world->alloc, &reg->names);
+    memset(reg, 0, sizeof *reg);
 }

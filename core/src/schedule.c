@@ -314,6 +314,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         if (r != KILN_OK) return r;
     }
     kiln_tick_advance(world);
+    kiln_events_update(world);
     kiln_result result = KILN_OK;
     bool parallel = s->jobs != NULL && kiln_jobs_worker_count(s->jobs) > 0;
     kiln_defer_begin(world);

@@ -9,6 +9,7 @@
 #include "archetype.h"
 #include "commands.h"
 #include "entity.h"
+#include "events.h"
 #include "component.h"
 #include "query.h"
 
@@ -63,7 +64,10 @@ void kiln_world_destroy(kiln_world *world) {
     kl_queries_free(world);
     kl_archetypes_free(world);
     kl_map_free(&world->alloc, &world->archetype_index);
-    kl_components_free(world);
+    kl_resources_free(world);
+    kl_events_free(world);
+    kl_registry_free(world, &world->event_types);
+    kl_registry_free(world, &world->components);
     kl_entities_free(world);
     kl_allocator alloc = world->alloc;
     kl_free(&alloc, world, sizeof *world);
@@ -94,7 +98,7 @@ void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest) {
     dest->entities = world->alive;
     dest->entity_slots = kl_slot_count(world);
     dest->archetypes = world->archetype_count;
-    dest->components = world->component_count;
+    dest->components = world->components.count;
     dest->queries = world->query_count;
     dest->bytes = world->alloc.bytes;
     dest->allocations = world->alloc.calls;

@@ -39,6 +39,15 @@ typedef struct kl_component {
     size_t block_size;   /* bytes of this record's single allocation */
 } kl_component;
 
+/* A registry of types described by kiln_component_desc: ids are dense from 1, records
+ * never move once registered. */
+typedef struct kl_registry {
+    kl_component **items;      /* index id - 1 */
+    int64_t cap;
+    int32_t count;
+    kl_map names;              /* name hash -> id */
+} kl_registry;
+
 /* One component's values in one archetype: a contiguous 16-byte-aligned array of
  * capacity * stride bytes, a parallel per-row tick array, and the column's latest tick. */
 typedef struct kl_column {
@@ -86,10 +95,8 @@ struct kiln_world {
     uint32_t free_head;    /* first dead reusable slot, or KL_NONE */
     int64_t alive;
 
-    kl_component **components; /* index id - 1 */
-    int64_t component_cap;
-    int32_t component_count;
-    kl_map component_names;    /* name hash -> id */
+    kl_registry components;    /* component types */
+    kl_registry event_types;   /* event types: the same descriptions, their own names */
 
     kl_archetype **archetypes; /* index id; 0 is the empty archetype */
     int64_t archetype_cap;
@@ -107,6 +114,11 @@ struct kiln_world {
     int32_t spawn_key_count;              /* -1: empty cache */
     kl_archetype *spawn_arch;
 
+    struct kl_event_queue *events; /* per event type (index id - 1) */
+    int64_t event_cap;
+    struct kl_resource *resources; /* per component id (index id - 1), grown on demand */
+    int64_t resource_cap;
+
     char error[KL_ERROR_SIZE];
 };
 
@@ -118,9 +130,13 @@ KL_HIDDEN kiln_result kl_fail(kiln_world *world, kiln_result code, const char *f
     ;
 
 /* The component record for id, or NULL when id is not a component of world. */
+static inline const kl_component *kl_registry_get(const kl_registry *reg, uint32_t id) {
+    if (id == 0 || id > (uint32_t)reg->count) return NULL;
+    return reg->items[id - 1];
+}
+
 static inline const kl_component *kl_component_get(const kiln_world *world, kiln_component id) {
-    if (id == 0 || id > (uint32_t)world->component_count) return NULL;
-    return world->components[id - 1];
+    return kl_registry_get(&world->components, id);
 }
 
 /* The record of slot index (which must be below slot_count). */

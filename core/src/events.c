@@ -1,0 +1,130 @@
+/* events.c: double-buffered event queues, one per event type. Invariant: buffer
+ * [1 - current] holds the previous frame's events and [current] this frame's, each in emit
+ * order; an update empties the previous one and swaps. */
+#include "events.h"
+
+#include <string.h>
+
+#include "commands.h"
+#include "component.h"
+
+typedef struct kl_event_buffer {
+    uint8_t *data;    /* 16-byte aligned, inside block */
+    void *block;
+    size_t block_size;
+    int64_t count, cap;
+} kl_event_buffer;
+
+typedef struct kl_event_queue {
+    kl_event_buffer buf[2];
+    int32_t current;
+} kl_event_queue;
+
+kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
+                                kiln_event_type *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (desc && (desc->destroy || desc->move))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "event_register: %s: events are plain data and take no hooks",
+                       desc->name ? desc->name : "(null)");
+    /* Room for the new type's queue first, so a failure leaves nothing behind. */
+    if (!kl_grow(&world->alloc, (void **)&world->events, &world->event_cap,
+                 world->event_types.count + 1, sizeof(kl_event_queue), 8))
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "event_register: out of memory");
+    int32_t before = world->event_types.count;
+    kiln_result r = kl_registry_add(world, &world->event_types, desc, dest, "event_register");
+    if (r == KILN_OK && world->event_types.count > before)
+        memset(&world->events[before], 0, sizeof(kl_event_queue));
+    return r;
+}
+
+kiln_event_type kiln_event_lookup(const kiln_world *world, const char *name) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_registry_lookup(&world->event_types, name);
+}
+
+bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_component_info *dest) {
+    KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
+    const kl_component *c = kl_registry_get(&world->event_types, type);
+    if (!c) return false;
+    kl_component_describe(c, dest);
+    return true;
+}
+
+kiln_result kl_event_push(kiln_world *world, kiln_event_type type, const void *value,
+                          const char *call) {
+    const kl_component *c = kl_registry_get(&world->event_types, type);
+    kl_event_buffer *b = &world->events[type - 1].buf[world->events[type - 1].current];
+    size_t stride = c->stride ? c->stride : 1;
+    if (b->count == b->cap) {
+        int64_t ncap = b->cap ? b->cap * 2 : 16;
+        size_t size = kl_mul(stride, (size_t)ncap) + 15;
+        void *block = kl_alloc(&world->alloc, size);
+        if (!block) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, c->names);
+        uint8_t *data = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
+        if (b->count) memcpy(data, b->data, stride * (size_t)b->count);
+        kl_free(&world->alloc, b->block, b->block_size);
+        b->block = block;
+        b->block_size = size;
+        b->data = data;
+        b->cap = ncap;
+    }
+    uint8_t *dst = b->data + stride * (size_t)b->count;
+    if (c->size) {
+        if (value) memcpy(dst, value, c->size);
+        else memset(dst, 0, c->size);
+    }
+    b->count++;
+    return KILN_OK;
+}
+
+kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!kl_registry_get(&world->event_types, type))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "event_emit: event type #%u is not registered",
+                       (unsigned)type);
+    if (world->defer_target) {
+        kiln_result r = kiln_commands_emit(world->defer_target, type, value);
+        if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(world->defer_target));
+        return r;
+    }
+    return kl_event_push(world, type, value, "event_emit");
+}
+
+int64_t kiln_event_count(const kiln_world *world, kiln_event_type type) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!kl_registry_get(&world->event_types, type)) return 0;
+    const kl_event_queue *q = &world->events[type - 1];
+    return q->buf[0].count + q->buf[1].count;
+}
+
+const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    const kl_component *c = kl_registry_get(&world->event_types, type);
+    if (!c || i < 0) return NULL;
+    const kl_event_queue *q = &world->events[type - 1];
+    const kl_event_buffer *prev = &q->buf[1 - q->current], *cur = &q->buf[q->current];
+    size_t stride = c->stride ? c->stride : 1;
+    if (i < prev->count) return prev->data + stride * (size_t)i;
+    i -= prev->count;
+    if (i < cur->count) return cur->data + stride * (size_t)i;
+    return NULL;
+}
+
+void kiln_events_update(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    for (int32_t t = 0; t < world->event_types.count; t++) {
+        kl_event_queue *q = &world->events[t];
+        q->current = 1 - q->current;
+        q->buf[q->current].count = 0;
+    }
+}
+
+void kl_events_free(kiln_world *world) {
+    for (int32_t t = 0; t < world->event_types.count; t++)
+        for (int b = 0; b < 2; b++)
+            kl_free(&world->alloc, world->events[t].buf[b].block, world->events[t].buf[b].block_size);
+    kl_free(&world->alloc, world->events, sizeof(kl_event_queue) * (size_t)world->event_cap);
+    world->events = NULL;
+    world->event_cap = 0;
+}

@@ -1,0 +1,15 @@
+/* events.h: event buffers as command buffers and the world's teardown use them. */
+#ifndef KILN_EVENTS_H
+#define KILN_EVENTS_H
+
+#include "world.h"
+
+/* Appends an event (type known, value of the type's size or NULL); fails only when out of
+ * memory, with the world error naming call. */
+KL_HIDDEN kiln_result kl_event_push(kiln_world *world, kiln_event_type type, const void *value,
+                                    const char *call);
+
+/* Frees every event buffer (at world destroy). */
+KL_HIDDEN void kl_events_free(kiln_world *world);
+
+#endif
