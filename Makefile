@@ -103,7 +103,7 @@ kiln.pc: kiln.pc.in
 
 install: lib kiln.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 core/include/kiln.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 core/include/kiln.h core/include/kiln_transform.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(VERSION)
 	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkiln.so.0

@@ -138,7 +138,7 @@ static kl_archetype *archetype_for(kiln_world *world, const char *call,
 
 /* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
 static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
-    int32_t row = kl_archetype_push(arch, e);
+    int32_t row = kl_archetype_push(world, arch, e);
     kl_record *rec = kl_record_at(world, kiln_entity_index(e));
     rec->archetype = arch->id;
     rec->row = (uint32_t)row;

@@ -220,10 +220,11 @@ bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
     return ok;
 }
 
-int32_t kl_archetype_push(kl_archetype *arch, kiln_entity entity) {
+int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity entity) {
     KILN_ASSERT(arch->count < arch->capacity, "row reserved before push");
     int32_t row = arch->count++;
     arch->entities[row] = entity;
+    arch->structure_tick = world->tick;
     return row;
 }
 
@@ -249,12 +250,13 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
         kl_record_at(world, kiln_entity_index(moved))->row = (uint32_t)row;
     }
     arch->count = last;
+    arch->structure_tick = world->tick;
 }
 
 int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
                           kl_archetype *dst) {
     kiln_entity e = src->entities[src_row];
-    int32_t row = kl_archetype_push(dst, e);
+    int32_t row = kl_archetype_push(world, dst, e);
     /* Both column lists follow the sorted type order, so one merge walk pairs them. */
     int32_t j = 0;
     for (int32_t i = 0; i < src->column_count; i++) {

@@ -31,7 +31,7 @@ static inline kl_column *kl_archetype_column(const kl_archetype *arch, kiln_comp
 }
 
 /* Appends a row for entity (room must be reserved); values are left uninitialised. */
-KL_HIDDEN int32_t kl_archetype_push(kl_archetype *arch, kiln_entity entity);
+KL_HIDDEN int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity entity);
 
 /* Runs the destroy hooks of every value in row. */
 KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);

@@ -164,6 +164,25 @@ int32_t kl_query_chunk_count(const kiln_query *query) {
     return n;
 }
 
+kiln_tick kl_query_structure_tick(const kiln_query *query) {
+    kiln_tick t = 0;
+    for (int32_t i = 0; i < query->match_count; i++)
+        if (query->matches[i].arch->structure_tick > t) t = query->matches[i].arch->structure_tick;
+    return t;
+}
+
+kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term) {
+    kiln_tick t = 0;
+    for (int32_t i = 0; i < query->match_count; i++) {
+        int16_t c = query->matches[i].column[term];
+        if (c < 0) continue;
+        kiln_tick latest = atomic_load_explicit(&query->matches[i].arch->columns[c].latest,
+                                                memory_order_relaxed);
+        if (latest > t) t = latest;
+    }
+    return t;
+}
+
 kiln_world *kl_query_world(const kiln_query *query) { return query->world; }
 
 void kiln_query_iter(const kiln_query *query, kiln_iter *it) {

@@ -17,6 +17,11 @@ KL_HIDDEN void kl_queries_free(kiln_world *world);
 /* Number of non-empty archetypes the query matches now (the chunks an iteration visits). */
 KL_HIDDEN int32_t kl_query_chunk_count(const kiln_query *query);
 
+/* The latest structure tick (row added or removed) over the archetypes the query matches,
+ * and the latest tick written in term's column over them. */
+KL_HIDDEN kiln_tick kl_query_structure_tick(const kiln_query *query);
+KL_HIDDEN kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term);
+
 /* The world a query belongs to. */
 KL_HIDDEN kiln_world *kl_query_world(const kiln_query *query);
 

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "entity.h"
 #include "events.h"
+#include "transform.h"
 #include "component.h"
 #include "query.h"
 
@@ -61,6 +62,7 @@ void kiln_world_destroy(kiln_world *world) {
     if (world == NULL) return;
     KILN_ASSERT(world->iterating == 0, "world_destroy while a query iterates");
     kiln_commands_destroy(world->deferred); /* queued values are destroyed with it */
+    kl_transform_free(world);
     kl_queries_free(world);
     kl_archetypes_free(world);
     kl_map_free(&world->alloc, &world->archetype_index);

@@ -73,6 +73,7 @@ typedef struct kl_archetype {
     kl_map add_edges;       /* component -> archetype id + 1 with it added */
     kl_map remove_edges;    /* component -> archetype id + 1 with it removed */
     uint32_t hash;
+    kiln_tick structure_tick; /* the last tick a row was added or removed */
 } kl_archetype;
 
 struct kiln_world {
@@ -118,6 +119,8 @@ struct kiln_world {
     int64_t event_cap;
     struct kl_resource *resources; /* per component id (index id - 1), grown on demand */
     int64_t resource_cap;
+
+    struct kl_transform_state *transform; /* set by kiln_transform_init */
 
     char error[KL_ERROR_SIZE];
 };

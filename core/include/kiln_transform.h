@@ -1,0 +1,123 @@
+/* kiln_transform.h: parent/child hierarchy and transform propagation for kiln worlds; the
+ * only kiln header that includes cglm. Components keep plain float arrays (cglm's element
+ * order), so their layout never depends on the compiler's SIMD alignment settings. */
+#ifndef KILN_TRANSFORM_H
+#define KILN_TRANSFORM_H
+
+#include <string.h>
+
+#include <cglm/cglm.h>
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Functions in this header:
+ *   kiln_transform_init, kiln_transform_ids_get, kiln_propagate_transforms, kiln_set_parent,
+ *   kiln_children, kiln_despawn_recursive, kiln_transform_system_desc,
+ *   kiln_local_transform_identity, kiln_local_transform_to_mat4,
+ *   kiln_world_transform_to_mat4.
+ */
+
+/* "Parent": the entity's parent. A dead parent or a link to itself makes the entity a root. */
+typedef struct kiln_parent {
+    kiln_entity entity;
+} kiln_parent;
+
+/* "LocalTransform": what scripts edit. Relative to the parent (or the world for roots). */
+typedef struct kiln_local_transform {
+    float position[3];
+    float rotation[4]; /* unit quaternion x, y, z, w (cglm versor order) */
+    float scale[3];
+} kiln_local_transform;
+
+/* "WorldTransform": parent's world matrix * local matrix; column-major 4x4 (cglm mat4
+ * element order), right-handed, Y up. Written by propagation. */
+typedef struct kiln_world_transform {
+    float matrix[4][4]; /* matrix[column][row] */
+} kiln_world_transform;
+
+typedef struct kiln_transform_ids {
+    kiln_component parent;
+    kiln_component local;
+    kiln_component world;
+} kiln_transform_ids;
+
+/* Registers Parent, LocalTransform and WorldTransform (with reflected fields) and prepares
+ * propagation state in the world. Idempotent; writes the ids to dest (may be NULL). */
+kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest);
+
+/* The ids, or false when kiln_transform_init has not run on world. */
+bool kiln_transform_ids_get(const kiln_world *world, kiln_transform_ids *dest);
+
+typedef struct kiln_propagate_stats {
+    int64_t updated;   /* WorldTransform values actually rewritten (changed) */
+    int64_t computed;  /* entities whose world matrix was recomputed */
+    int64_t added;     /* WorldTransform components added (or queued, when deferred) */
+} kiln_propagate_stats;
+
+/* Propagates transforms. Every entity with a LocalTransform gets WorldTransform = parent's
+ * world matrix * local matrix, the component being added when missing (queued when the
+ * world is deferred, with its computed value). An entity with a Parent but no LocalTransform
+ * counts as identity for its children and gets no WorldTransform itself. Parents are
+ * resolved recursively with memoisation, so archetype order does not matter and each entity
+ * is computed at most once per call. Only entities whose LocalTransform, Parent or
+ * ancestors changed since the previous call are recomputed (all of them after any entity
+ * gains or loses one of these components), and only values that actually changed are
+ * written, so WorldTransform change ticks are meaningful. Scratch memory lives in the world
+ * and is reused: a steady-state call allocates nothing. A parent chain deeper than 256 (a
+ * cycle) fails with KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are
+ * still updated. dest may be NULL. */
+kiln_result kiln_propagate_transforms(kiln_world *world, kiln_propagate_stats *dest);
+
+/* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
+ * Rejects dead entities, a self link, and a link that would make a cycle. Deferred like any
+ * add when the world is deferred. */
+kiln_result kiln_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
+
+/* The children of parent (entities whose Parent is parent): writes up to capacity of them to
+ * dest, ordered by handle, and returns how many there are. Uses an index kept in the world
+ * (rebuilt only after Parent components changed), so it does not scan the world. */
+int32_t kiln_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
+
+/* Despawns root and all its descendants. Plain kiln_despawn of a parent leaves its children
+ * in place as roots (their Parent link is dead). Deferred like any despawn when the world is
+ * deferred. */
+kiln_result kiln_despawn_recursive(kiln_world *world, kiln_entity root);
+
+/* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
+ * and LocalTransform, writes WorldTransform, runs kiln_propagate_transforms. Needs
+ * kiln_transform_init first. */
+void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest);
+
+static inline kiln_local_transform kiln_local_transform_identity(void) {
+    kiln_local_transform t = {{0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1}};
+    return t;
+}
+
+/* The local matrix translate * rotate * scale. */
+static inline void kiln_local_transform_to_mat4(const kiln_local_transform *t, mat4 dest) {
+    versor q = {t->rotation[0], t->rotation[1], t->rotation[2], t->rotation[3]};
+    glm_quat_mat4(q, dest);
+    for (int r = 0; r < 3; r++) {
+        dest[0][r] *= t->scale[0];
+        dest[1][r] *= t->scale[1];
+        dest[2][r] *= t->scale[2];
+    }
+    dest[3][0] = t->position[0];
+    dest[3][1] = t->position[1];
+    dest[3][2] = t->position[2];
+    dest[3][3] = 1.0f;
+}
+
+static inline void kiln_world_transform_to_mat4(const kiln_world_transform *t, mat4 dest) {
+    memcpy(dest, t->matrix, sizeof(float) * 16);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_TRANSFORM_H */
