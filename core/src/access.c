@@ -27,6 +27,13 @@ static kiln_result unknown(kiln_world *world, const char *call, kiln_component c
                    (unsigned)c);
 }
 
+static kiln_result unknown_on(kiln_world *world, const char *call, kiln_entity e, kiln_component c) {
+    char eb[24];
+    return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
+                   "%s: entity %s: component #%u is not registered", call, ename(e, eb),
+                   (unsigned)c);
+}
+
 static kiln_result missing(kiln_world *world, const char *call, kiln_entity e,
                            const kl_component *c) {
     char eb[24];
@@ -61,7 +68,7 @@ static kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, k
     *rec = kl_record_of(world, e);
     if (!*rec) return dead(world, call, e);
     *comp = kl_component_get(world, c);
-    if (!*comp) return unknown(world, call, c);
+    if (!*comp) return unknown_on(world, call, e, c);
     return KILN_OK;
 }
 
@@ -160,14 +167,15 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
         r = kl_entities_reserve(world, 1, call);
         if (r != KILN_OK) return r;
     }
-    if (!kl_archetype_reserve(world, arch, 1)) return oom(world, call);
+    void *vals[KL_SPAWN_MAX];
+    for (int32_t i = 0; i < count; i++) vals[i] = values ? values[i] : NULL;
+    if (!kl_archetype_reserve_rebase(world, arch, 1, vals, count)) return oom(world, call);
 
     kiln_entity e = reserved ? reserved : kl_entity_take(world);
     int32_t row = place(world, arch, e);
     for (int32_t i = 0; i < count; i++) {
         if (column[i] < 0) continue;
-        kl_column_write(&arch->columns[column[i]], row, values ? values[i] : NULL, move,
-                        world->tick);
+        kl_column_write(&arch->columns[column[i]], row, vals[i], move, world->tick);
     }
     if (dest) *dest = e;
     return KILN_OK;
@@ -214,10 +222,8 @@ kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity
     assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_with(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, call);
-    int32_t row = kl_archetype_move(world, arch, (int32_t)rec->row, dst);
-    kl_column *col = kl_archetype_column(dst, component);
-    if (col) kl_column_write(col, row, value, move, world->tick);
+    if (!kl_archetype_reserve_rebase(world, dst, 1, &value, 1)) return oom(world, call);
+    kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, value, move);
     return KILN_OK;
 }
 
@@ -236,7 +242,7 @@ kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity
     kl_archetype *dst = kl_archetype_without(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
     if (!kl_archetype_reserve(world, dst, 1)) return oom(world, call);
-    kl_archetype_move(world, arch, (int32_t)rec->row, dst);
+    kl_archetype_move(world, arch, (int32_t)rec->row, dst, KILN_NO_COMPONENT, NULL, false);
     if (removed) *removed = true;
     return KILN_OK;
 }
@@ -339,9 +345,8 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
             kiln_result r = defer_spawn(world, "spawn_batch", components, NULL, count,
                                         dest ? &dest[i] : NULL);
             if (r != KILN_OK) {
-                /* All or nothing: take back the handles this call reserved. */
-                kl_commands_truncate(q, before);
-                for (int32_t k = 0; k < i && dest; k++) kl_entity_release(world, dest[k]);
+                /* All or nothing: give back every handle this call reserved. */
+                kl_commands_unreserve_since(q, before);
                 return r;
             }
         }
@@ -386,7 +391,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     if (deferred(world)) {
         kiln_result r = check_deferred_target(world, "add", entity);
         if (r != KILN_OK) return r;
-        if (!kl_component_get(world, component)) return unknown(world, "add", component);
+        if (!kl_component_get(world, component)) return unknown_on(world, "add", entity, component);
         return record(world, queue_of(world), KL_OP_ADD, entity, component, value);
     }
     return kl_add_value(world, "add", entity, component, (void *)(uintptr_t)value, false);
@@ -398,7 +403,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
     if (deferred(world)) {
         kiln_result r = check_deferred_target(world, "remove", entity);
         if (r != KILN_OK) return r;
-        if (!kl_component_get(world, component)) return unknown(world, "remove", component);
+        if (!kl_component_get(world, component)) return unknown_on(world, "remove", entity, component);
         r = record(world, queue_of(world), KL_OP_REMOVE, entity, component, NULL);
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
         return r;
@@ -412,10 +417,9 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
     if (deferred(world)) {
         kiln_result r = check_deferred_target(world, "set", entity);
         if (r != KILN_OK) return r;
-        const kl_component *comp = kl_component_get(world, component);
-        if (!comp) return unknown(world, "set", component);
-        if (kl_record_of(world, entity) && !kiln_has(world, entity, component))
-            return missing(world, "set", entity, comp);
+        /* Presence is not checked here: an add queued earlier in this section may bring the
+         * component; a set whose component is absent when the queue lands is dropped. */
+        if (!kl_component_get(world, component)) return unknown_on(world, "set", entity, component);
         return record(world, queue_of(world), KL_OP_SET, entity, component, value);
     }
     return kl_set_value(world, "set", entity, component, (void *)(uintptr_t)value, false);

@@ -155,6 +155,11 @@ static void relocate(const kl_component *c, void *dst, void *src, int32_t count)
 }
 
 bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
+    return kl_archetype_reserve_rebase(world, arch, rows, NULL, 0);
+}
+
+bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t rows,
+                                 void **ptrs, int32_t ptr_count) {
     int64_t need = (int64_t)arch->count + rows;
     if (need <= arch->capacity) return true;
     if (need > INT32_MAX) return false;
@@ -196,6 +201,19 @@ bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
             kl_free(al, ticks[i], sizeof(kiln_tick) * (size_t)ncap);
         }
     } else {
+        /* Pointers into the old columns (values a caller read from this archetype) follow
+         * their bytes to the new columns. */
+        for (int32_t k = 0; k < ptr_count; k++) {
+            for (int32_t i = 0; i < arch->column_count && ptrs[k]; i++) {
+                kl_column *col = &arch->columns[i];
+                uint8_t *p = ptrs[k];
+                if (col->data && p >= col->data && p < col->data + (size_t)col->stride * (size_t)arch->count) {
+                    uint8_t *data = (uint8_t *)(((uintptr_t)blocks[i] + 15) & ~(uintptr_t)15);
+                    ptrs[k] = data + (p - col->data);
+                    break;
+                }
+            }
+        }
         for (int32_t i = 0; i < arch->column_count; i++) {
             kl_column *col = &arch->columns[i];
             uint8_t *data = (uint8_t *)(((uintptr_t)blocks[i] + 15) & ~(uintptr_t)15);
@@ -254,9 +272,15 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
 }
 
 int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                          kl_archetype *dst) {
+                          kl_archetype *dst, kiln_component added, void *value, bool move) {
     kiln_entity e = src->entities[src_row];
     int32_t row = kl_archetype_push(world, dst, e);
+    /* The added value first: it may point into the row about to be relocated or into the
+     * last row, which the swap-remove below moves. */
+    if (added) {
+        kl_column *col = kl_archetype_column(dst, added);
+        if (col) kl_column_write(col, row, value, move, world->tick);
+    }
     /* Both column lists follow the sorted type order, so one merge walk pairs them. */
     int32_t j = 0;
     for (int32_t i = 0; i < src->column_count; i++) {

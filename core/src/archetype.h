@@ -20,6 +20,11 @@ KL_HIDDEN kl_archetype *kl_archetype_without(kiln_world *world, kl_archetype *ar
 /* Makes room for rows more rows; false when out of memory (arch unchanged). */
 KL_HIDDEN bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows);
 
+/* Like kl_archetype_reserve; each of the ptr_count pointers in ptrs that points into one of
+ * arch's live values is moved along when the columns are reallocated. */
+KL_HIDDEN bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t rows,
+                                           void **ptrs, int32_t ptr_count);
+
 /* Index of component in arch->types, or -1. */
 KL_HIDDEN int32_t kl_archetype_type_index(const kl_archetype *arch, kiln_component component);
 
@@ -40,11 +45,12 @@ KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
  * and its entity's record is updated. */
 KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row);
 
-/* Moves the entity at src_row of src into a new row of dst (room must be reserved): shared
- * components move with their ticks, components dst lacks are destroyed, components src lacks
- * are left uninitialised for the caller. Updates records; returns the new row. */
+/* Moves the entity at src_row of src into a new row of dst (room must be reserved): added
+ * (when not 0) is written from value first (see kl_column_write), shared components move
+ * with their ticks, components dst lacks are destroyed. Updates records; returns the row. */
 KL_HIDDEN int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                                    kl_archetype *dst);
+                                    kl_archetype *dst, kiln_component added, void *value,
+                                    bool move);
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps tick.
  * move: relocate value through the component's move hook when it has one, else copy. */

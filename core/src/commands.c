@@ -9,6 +9,7 @@
 
 #include "access.h"
 #include "component.h"
+#include "entity.h"
 #include "events.h"
 
 #define KL_BLOCK_SIZE (64 * 1024)
@@ -33,7 +34,9 @@ typedef struct kl_block {
 
 struct kiln_commands {
     kiln_world *world;
-    kl_allocator alloc;
+    kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
+    kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
+    uint64_t id;            /* tags this buffer's placeholders (bits 48..61) */
     bool lenient;
     bool complete; /* the last apply consumed everything: the next record starts a batch */
     kl_cmd *cmds;
@@ -60,19 +63,24 @@ static kiln_result record_fail(kiln_commands *cmd, kiln_result code, const char 
     return code;
 }
 
-kiln_commands *kl_commands_create(kiln_world *world, bool lenient) {
+kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_accounting) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    kl_allocator alloc = {world->alloc.fn, world->alloc.ud, 0, 0};
-    kiln_commands *cmd = kl_alloc(&alloc, sizeof *cmd);
+    kl_allocator own = {world->alloc.fn, world->alloc.ud, 0, 0};
+    kl_allocator *alloc = world_accounting ? &world->alloc : &own;
+    kiln_commands *cmd = kl_alloc(alloc, sizeof *cmd);
     if (!cmd) return NULL;
     memset(cmd, 0, sizeof *cmd);
-    cmd->alloc = alloc;
+    cmd->own_alloc = own;
+    cmd->alloc = world_accounting ? &world->alloc : &cmd->own_alloc;
     cmd->world = world;
     cmd->lenient = lenient;
+    cmd->id = (world->next_buffer_id++ & 0x3fffu);
     return cmd;
 }
 
-kiln_commands *kiln_commands_create(kiln_world *world) { return kl_commands_create(world, false); }
+kiln_commands *kiln_commands_create(kiln_world *world) {
+    return kl_commands_create(world, false, false);
+}
 
 /* Destroys the values of pending commands whose hooks were known when recorded. */
 static void destroy_pending(kiln_commands *cmd) {
@@ -107,14 +115,15 @@ void kiln_commands_clear(kiln_commands *cmd) {
 void kiln_commands_destroy(kiln_commands *cmd) {
     if (cmd == NULL) return;
     destroy_pending(cmd);
-    kl_allocator alloc = cmd->alloc;
+    kl_allocator own = cmd->own_alloc;
+    kl_allocator *alloc = cmd->alloc == &cmd->own_alloc ? &own : cmd->alloc;
     for (kl_block *b = cmd->first, *next; b; b = next) {
         next = b->next;
-        kl_free(&alloc, b, b->alloc_size);
+        kl_free(alloc, b, b->alloc_size);
     }
-    kl_free(&alloc, cmd->cmds, sizeof(kl_cmd) * (size_t)cmd->cap);
-    kl_free(&alloc, cmd->placeholders, sizeof(kiln_entity) * (size_t)cmd->ph_cap);
-    kl_free(&alloc, cmd, sizeof *cmd);
+    kl_free(alloc, cmd->cmds, sizeof(kl_cmd) * (size_t)cmd->cap);
+    kl_free(alloc, cmd->placeholders, sizeof(kiln_entity) * (size_t)cmd->ph_cap);
+    kl_free(alloc, cmd, sizeof *cmd);
 }
 
 int64_t kiln_commands_count(const kiln_commands *cmd) {
@@ -142,7 +151,7 @@ static void *value_room(kiln_commands *cmd, size_t size) {
     }
     size_t data_size = need > KL_BLOCK_SIZE ? need : KL_BLOCK_SIZE;
     size_t alloc_size = sizeof(kl_block) + 15 + data_size;
-    kl_block *b = kl_alloc(&cmd->alloc, alloc_size);
+    kl_block *b = kl_alloc(cmd->alloc, alloc_size);
     if (!b) return NULL;
     b->next = NULL;
     b->size = data_size;
@@ -177,7 +186,7 @@ static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_c
         cmd->head = cmd->count = 0;
         reset_values(cmd);
     }
-    if (!kl_grow(&cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
+    if (!kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command",
                            op_name((uint8_t)op));
     kl_cmd *c = &cmd->cmds[cmd->count];
@@ -219,7 +228,8 @@ static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entit
     uint32_t index = (uint32_t)e;
     uint32_t current = cmd->complete ? (cmd->epoch + 1) & 0xffffu : cmd->epoch;
     uint32_t count = cmd->complete ? 0 : cmd->ph_count;
-    if (epoch != current || index >= count || (e & ~(KILN_PLACEHOLDER_BIT | 0xffffffffffffull)))
+    if (epoch != current || index >= count || ((e >> 48) & 0x3fffu) != cmd->id ||
+        (e & ~(KILN_PLACEHOLDER_BIT | 0x3fffffffffffffffull)))
         return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT,
                            "%s: placeholder %u is not from this buffer's current batch", call,
                            (unsigned)index);
@@ -231,10 +241,10 @@ kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     if (cmd->complete) reset_batch(cmd);
     if (cmd->ph_count == UINT32_MAX)
         return record_fail(cmd, KILN_ERR_LIMIT, "spawn: too many placeholders in one batch");
-    if (!kl_grow(&cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
+    if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
                  sizeof(kiln_entity), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "spawn: out of memory for a placeholder");
-    kiln_entity ph = KILN_PLACEHOLDER_BIT | ((uint64_t)cmd->epoch << 32) | cmd->ph_count;
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->id << 48) | ((uint64_t)cmd->epoch << 32) | cmd->ph_count;
     kiln_result r = push(cmd, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
@@ -301,6 +311,12 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
     if (cmd->head + keep < cmd->count) cmd->count = cmd->head + keep;
 }
 
+void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
+    for (int64_t i = cmd->head + keep; i < cmd->count; i++)
+        if (cmd->cmds[i].op == KL_OP_MATERIALIZE) kl_entity_release(cmd->world, cmd->cmds[i].target);
+    kl_commands_truncate(cmd, keep);
+}
+
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     const kl_component *ev = kl_registry_get(&cmd->world->event_types, type);
@@ -315,7 +331,8 @@ kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placehol
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (!kiln_is_placeholder(placeholder)) return KILN_NULL_ENTITY;
     uint32_t index = (uint32_t)placeholder;
-    if (((placeholder >> 32) & 0xffffu) != cmd->epoch || index >= cmd->ph_count)
+    if (((placeholder >> 32) & 0xffffu) != cmd->epoch || ((placeholder >> 48) & 0x3fffu) != cmd->id ||
+        index >= cmd->ph_count)
         return KILN_NULL_ENTITY;
     return cmd->placeholders[index];
 }

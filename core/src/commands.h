@@ -5,8 +5,9 @@
 
 #include "world.h"
 
-/* Creates a buffer; lenient buffers drop commands whose entity died before the apply. */
-KL_HIDDEN kiln_commands *kl_commands_create(kiln_world *world, bool lenient);
+/* Creates a buffer; lenient buffers drop commands whose entity died before the apply.
+ * world_accounting: allocate through the world's own accounting (main-thread buffers only). */
+KL_HIDDEN kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_accounting);
 
 /* Records op on a real entity (no placeholder check); value is copied bytewise (move false)
  * or moved in through the component's move hook. Fails only when out of memory, with the
@@ -28,5 +29,9 @@ KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, kl_op op, kiln_enti
 /* Drops pending commands past the first keep, without destroying their values (they were
  * the caller's until the recording call succeeded). */
 KL_HIDDEN void kl_commands_truncate(kiln_commands *cmd, int64_t keep);
+
+/* Like kl_commands_truncate, and first gives back the entity slots that the dropped
+ * materialise commands reserved. */
+KL_HIDDEN void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep);
 
 #endif

@@ -69,8 +69,11 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     kiln_query_iter(query, &it);
     while (kiln_query_next(&it) && n_chunks < chunks) {
         snapshots[n_chunks] = it;
-        for (int64_t b = 0; b < it.count; b += size) {
-            int64_t e = b + size < it.count ? b + size : it.count;
+        /* k ranges of at least size rows each, the remainder spread over them. */
+        int64_t k = it.count / size;
+        if (k < 1) k = 1;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t b = it.count * j / k, e = it.count * (j + 1) / k;
             ranges[n_ranges] = (range_job){&snapshots[n_chunks], (int32_t)b, (int32_t)e, fn, user};
             list[n_ranges] = (kiln_job){run_range, &ranges[n_ranges]};
             n_ranges++;

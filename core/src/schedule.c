@@ -148,7 +148,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     if (!kl_grow(&world->alloc, (void **)&s->systems, &s->system_cap, s->system_count + 1,
                  sizeof(kl_system *), 16) ||
         (sys = kl_alloc(&world->alloc, sizeof *sys)) == NULL ||
-        (cmd = kl_commands_create(world, true)) == NULL) {
+        (cmd = kl_commands_create(world, true, false)) == NULL) {
         kl_free(&world->alloc, sys, sizeof *sys);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_add: out of memory for %s", desc->name);
     }
@@ -187,7 +187,7 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
     kl_allocator *al = &world->alloc;
     int32_t n = s->system_count;
     /* edge[a * n + b]: a runs before b */
-    size_t matrix = (size_t)n * (size_t)n;
+    size_t matrix = ((size_t)n * (size_t)n + 7) & ~(size_t)7; /* keeps the int arrays aligned */
     uint8_t *edge = n ? kl_alloc(al, matrix + sizeof(int32_t) * (size_t)n * 2) : NULL;
     if (n && !edge) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_build: out of memory");
     if (!kl_grow(al, (void **)&s->order, &s->order_cap, n, sizeof(int32_t), 16) ||

@@ -16,7 +16,8 @@
 
 typedef struct kl_memo {
     uint32_t epoch;
-    uint32_t dirty;        /* the world matrix changed in this call */
+    uint16_t dirty;        /* the world matrix changed in this call */
+    uint16_t depth;        /* ancestors above the entity */
     const float *matrix;   /* 16 floats, column-major */
 } kl_memo;
 
@@ -181,6 +182,14 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
     }
     const float *parent_matrix = top ? top->matrix : identity;
     bool parent_dirty = top ? top->dirty != 0 : false;
+    int32_t depth = top ? top->depth + 1 : 0; /* of chain[n - 1] */
+    if (depth + n - 1 > KL_MAX_DEPTH) {
+        char eb[24];
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "propagate_transforms: entity %s has a parent chain deeper than %d "
+                       "(a cycle?)",
+                       kiln_entity_format(e, eb, sizeof eb), KL_MAX_DEPTH);
+    }
     for (int32_t i = n - 1; i >= 0; i--) {
         kiln_entity x = chain[i];
         const kl_record *rec = kl_record_of(world, x);
@@ -192,6 +201,7 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
                      changed(pc, rec->row, p->since);
         kl_memo *m = &st->memo[kiln_entity_index(x)];
         m->epoch = st->epoch;
+        m->depth = (uint16_t)(depth + (n - 1 - i));
         if (!local) { /* identity for its children */
             m->matrix = parent_matrix;
             m->dirty = dirty;
@@ -273,30 +283,37 @@ static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_propa
         memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
         st->epoch = 1;
     }
+    /* A failing chain (a cycle) is reported, but every other entity is still updated. */
     kiln_result result = KILN_OK;
     kiln_iter it;
     kiln_query_iter(st->compute, &it);
-    while (result == KILN_OK && kiln_query_next(&it)) {
+    while (kiln_query_next(&it)) {
         /* A chunk of roots whose locals did not change needs nothing (children that need
          * these roots resolve them on demand). */
         if (!p.full && it.ticks[2] == NULL && kiln_iter_column_tick(&it, 0) < p.since) continue;
-        for (int32_t r = 0; r < it.count && result == KILN_OK; r++)
-            if (st->memo[kiln_entity_index(it.entities[r])].epoch != st->epoch)
-                result = resolve(&p, it.entities[r]);
+        for (int32_t r = 0; r < it.count; r++) {
+            if (st->memo[kiln_entity_index(it.entities[r])].epoch == st->epoch) continue;
+            kiln_result rr = resolve(&p, it.entities[r]);
+            if (rr != KILN_OK && result == KILN_OK) result = rr;
+        }
     }
     kiln_iter_fini(&it);
-    if (result == KILN_OK && deferred && missing > 0) {
-        for (int64_t i = 0; i < missing && result == KILN_OK; i++) {
+    if (deferred && missing > 0) {
+        for (int64_t i = 0; i < missing; i++) {
             kiln_entity e = st->pending[i];
-            if (st->memo[kiln_entity_index(e)].epoch != st->epoch) result = resolve(&p, e);
-            void *value = (void *)(uintptr_t)st->memo[kiln_entity_index(e)].matrix;
-            if (result == KILN_OK && queue) {
-                result = kiln_commands_add(queue, e, st->ids.world, value);
-                if (result != KILN_OK) kl_fail(world, result, "%s", kiln_commands_error(queue));
-            } else if (result == KILN_OK) {
-                result = kiln_add(world, e, st->ids.world, value);
+            kiln_result rr = KILN_OK;
+            if (st->memo[kiln_entity_index(e)].epoch != st->epoch) rr = resolve(&p, e);
+            if (rr == KILN_OK) {
+                void *value = (void *)(uintptr_t)st->memo[kiln_entity_index(e)].matrix;
+                if (queue) {
+                    rr = kiln_commands_add(queue, e, st->ids.world, value);
+                    if (rr != KILN_OK) kl_fail(world, rr, "%s", kiln_commands_error(queue));
+                } else {
+                    rr = kiln_add(world, e, st->ids.world, value);
+                }
+                if (rr == KILN_OK) p.stats.added++;
             }
-            p.stats.added++;
+            if (rr != KILN_OK && result == KILN_OK) result = rr;
         }
     } else if (!deferred) {
         p.stats.added = missing;
@@ -361,7 +378,7 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st) {
         const kiln_parent *pv = it.columns[0];
         for (int32_t r = 0; r < it.count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, it.entities[r]};
     }
-    qsort(st->pairs, (size_t)k, sizeof(kl_child_pair), compare_pairs);
+    if (k > 1) qsort(st->pairs, (size_t)k, sizeof(kl_child_pair), compare_pairs);
     st->pair_count = k;
     /* A change later in this same tick is stamped with this tick too, so the index is
      * trusted only while every Parent change is older than the tick it was built at. */

@@ -83,6 +83,7 @@ struct kiln_world {
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
+    uint64_t next_buffer_id;     /* numbers command buffers, to tell their placeholders apart */
 
     /* Entity records live in fixed pages that never move, found through a page table that is
      * replaced (never resized in place) when it fills; replaced tables stay valid until the

@@ -1,0 +1,260 @@
+/* test_support.c: the counting allocator and the test components shared by every suite.
+ * Each block carries a header with its size, so a wrong osize from the world is counted. */
+#include "test_support.h"
+
+#include <check.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Allocator                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+#define BLOCK_MAGIC 0x6b696c6e626c6b31ull /* "kilnblk1" */
+#define FRESH_BYTE 0xa5
+#define DEAD_BYTE 0xdd
+
+/* Called through a volatile pointer so the compiler cannot drop the poisoning of a block it
+ * sees freed right after (a dead store to it). */
+static void *(*volatile poison)(void *, int, size_t) = memset;
+
+/* Keeps the user block max_align_t aligned, as the hook contract promises. */
+typedef union block_header {
+    struct {
+        size_t size;
+        uint64_t magic;
+    } info;
+    max_align_t align;
+} block_header;
+
+void test_allocator_init(test_allocator *a) {
+    memset(a, 0, sizeof *a);
+    a->fail_after = -1;
+}
+
+void test_allocator_fail_after(test_allocator *a, int64_t n) {
+    a->fail_after = n;
+}
+
+void test_allocator_fail_never(test_allocator *a) {
+    a->fail_after = -1;
+}
+
+static bool refuse(test_allocator *a) {
+    if (a->fail_after < 0) return false;
+    if (a->fail_after > 0) {
+        a->fail_after--;
+        return false;
+    }
+    a->failures++;
+    return true;
+}
+
+static block_header *header_of(void *ptr) {
+    block_header *h = (block_header *)ptr - 1;
+    ck_assert_msg(h->info.magic == BLOCK_MAGIC,
+                  "allocator hook got a pointer it never handed out (or freed twice)");
+    return h;
+}
+
+void *test_allocator_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
+    test_allocator *a = ud;
+    a->calls++;
+    if (nsize == 0) {
+        if (ptr == NULL) return NULL;
+        block_header *h = header_of(ptr);
+        if (h->info.size != osize) a->bad_osize++;
+        a->frees++;
+        a->live_blocks--;
+        a->live_bytes -= (int64_t)h->info.size;
+        poison(h + 1, DEAD_BYTE, h->info.size);
+        h->info.magic = 0;
+        free(h);
+        return NULL;
+    }
+    if (ptr == NULL) {
+        if (refuse(a)) return NULL;
+        block_header *h = malloc(sizeof *h + nsize);
+        if (h == NULL) return NULL;
+        h->info.size = nsize;
+        h->info.magic = BLOCK_MAGIC;
+        memset(h + 1, FRESH_BYTE, nsize);
+        a->allocations++;
+        a->live_blocks++;
+        a->live_bytes += (int64_t)nsize;
+        if (a->live_bytes > a->peak_bytes) a->peak_bytes = a->live_bytes;
+        return h + 1;
+    }
+    block_header *old = header_of(ptr);
+    size_t old_size = old->info.size;
+    if (old_size != osize) a->bad_osize++;
+    if (nsize > old_size && refuse(a)) return NULL;
+    block_header *h = realloc(old, sizeof *h + nsize);
+    if (h == NULL) return NULL;
+    if (nsize > old_size) memset((unsigned char *)(h + 1) + old_size, FRESH_BYTE, nsize - old_size);
+    h->info.size = nsize;
+    a->allocations++;
+    a->live_bytes += (int64_t)nsize - (int64_t)old_size;
+    if (a->live_bytes > a->peak_bytes) a->peak_bytes = a->live_bytes;
+    return h + 1;
+}
+
+kiln_world *test_world_create(test_allocator *a) {
+    kiln_world_desc desc = {.alloc = test_allocator_fn, .alloc_ud = a};
+    kiln_world *world = kiln_world_create(&desc);
+    ck_assert_ptr_nonnull(world);
+    return world;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Components                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static const kiln_field xy_fields[] = {
+    {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0, .count = 0},
+    {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 4, .count = 0},
+};
+
+static const kiln_field owned_fields[] = {
+    {.name = "id", .type = KILN_TYPE_INT32, .offset = offsetof(test_owned, id), .count = 0},
+};
+
+kiln_component_desc test_position_desc(void) {
+    return (kiln_component_desc){
+        .name = "Position",
+        .size = sizeof(test_position),
+        .align = alignof(test_position),
+        .fields = xy_fields,
+        .field_count = 2,
+    };
+}
+
+kiln_component_desc test_velocity_desc(void) {
+    return (kiln_component_desc){
+        .name = "Velocity",
+        .size = sizeof(test_velocity),
+        .align = alignof(test_velocity),
+        .fields = xy_fields,
+        .field_count = 2,
+    };
+}
+
+static void log_destroyed(test_hook_log *log, int32_t id) {
+    if (log->id_count < TEST_HOOK_LOG_MAX) log->ids[log->id_count++] = id;
+}
+
+static void owned_destroy(void *ptr, int32_t count, void *ctx) {
+    test_hook_log *log = ctx;
+    test_owned *values = ptr;
+    log->destroy_calls++;
+    for (int32_t i = 0; i < count; i++) {
+        test_owned *v = &values[i];
+        if (v->payload != NULL) {
+            if (*v->payload != v->id) log->bad_payload++;
+            free(v->payload);
+        }
+        log_destroyed(log, v->id);
+        log->destroyed++;
+        v->payload = NULL;
+        v->id = -1;
+    }
+}
+
+static void owned_move(void *dst, void *src, int32_t count, void *ctx) {
+    test_hook_log *log = ctx;
+    test_owned *to = dst;
+    test_owned *from = src;
+    log->move_calls++;
+    for (int32_t i = 0; i < count; i++) {
+        to[i] = from[i];
+        from[i].payload = NULL;
+        from[i].id = -2;
+        log->moved++;
+    }
+}
+
+kiln_component_desc test_owned_desc(test_hook_log *log) {
+    return (kiln_component_desc){
+        .name = "Owned",
+        .size = sizeof(test_owned),
+        .align = alignof(test_owned),
+        .fields = owned_fields,
+        .field_count = 1,
+        .destroy = owned_destroy,
+        .move = owned_move,
+        .hook_ctx = log,
+    };
+}
+
+static kiln_component register_or_fail(kiln_world *world, const kiln_component_desc *desc) {
+    kiln_component id = KILN_NO_COMPONENT;
+    kiln_result r = kiln_component_register(world, desc, &id);
+    ck_assert_msg(r == KILN_OK, "registering %s failed: %s", desc->name, kiln_world_error(world));
+    ck_assert_uint_ne(id, KILN_NO_COMPONENT);
+    return id;
+}
+
+kiln_component test_register_position(kiln_world *world) {
+    kiln_component_desc desc = test_position_desc();
+    return register_or_fail(world, &desc);
+}
+
+kiln_component test_register_velocity(kiln_world *world) {
+    kiln_component_desc desc = test_velocity_desc();
+    return register_or_fail(world, &desc);
+}
+
+kiln_component test_register_owned(kiln_world *world, test_hook_log *log) {
+    kiln_component_desc desc = test_owned_desc(log);
+    return register_or_fail(world, &desc);
+}
+
+kiln_component test_register_tag(kiln_world *world, const char *name) {
+    kiln_component_desc desc = {.name = name};
+    return register_or_fail(world, &desc);
+}
+
+test_owned test_owned_make(int32_t id) {
+    test_owned v = {.payload = malloc(sizeof(int32_t)), .id = id};
+    ck_assert_ptr_nonnull(v.payload);
+    *v.payload = id;
+    return v;
+}
+
+void test_owned_release(test_owned *value) {
+    free(value->payload);
+    value->payload = NULL;
+}
+
+int64_t test_hook_log_count(const test_hook_log *log, int32_t id) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < log->id_count; i++) n += log->ids[i] == id;
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Misc                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+const char *test_entity_string(kiln_entity entity, char buf[32]) {
+    return kiln_entity_format(entity, buf, 32);
+}
+
+bool test_contains(const kiln_entity *list, int64_t count, kiln_entity entity) {
+    for (int64_t i = 0; i < count; i++)
+        if (list[i] == entity) return true;
+    return false;
+}
+
+int64_t test_query_collect(const kiln_query *query, kiln_entity *dest, int64_t capacity) {
+    kiln_iter it;
+    int64_t seen = 0;
+    kiln_query_iter(query, &it);
+    while (kiln_query_next(&it)) {
+        ck_assert_int_gt(it.count, 0);
+        for (int32_t row = 0; row < it.count; row++, seen++)
+            if (seen < capacity) dest[seen] = it.entities[row];
+    }
+    return seen;
+}
