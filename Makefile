@@ -13,7 +13,7 @@ WARN    += -Werror
 endif
 OPT     ?= -O2 -g
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L
-CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -fvisibility=hidden -Icore/include $(EXTRA_CFLAGS)
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Icore/include $(EXTRA_CFLAGS)
 LDLIBS_ALL = -lm -lpthread $(EXTRA_LDFLAGS)
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -31,10 +31,15 @@ BENCH_SRC := $(wildcard bench/*.c)
 
 DEMO_BIN  := $(BUILD)/examples/core_demo
 
+LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
+LUA_SRC   := $(wildcard lua/src/*.c)
+LUA_OBJ   := $(LUA_SRC:lua/src/%.c=$(BUILD)/lua/%.o)
+LUA_MOD   := $(BUILD)/lua/kiln.so
+
 VERSION := 0.1.0
 
-.PHONY: all lib test test-plain test-asan test-tsan bench demo run install clean
-all: lib demo
+.PHONY: all lib lua test test-plain test-asan test-tsan bench demo run install clean
+all: lib demo lua
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 
@@ -63,6 +68,16 @@ $(DEMO_BIN): examples/core_demo.c $(BUILD)/libkiln.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libkiln.a $(LDLIBS_ALL)
 
 demo: $(DEMO_BIN)
+
+# The Lua module: `require "kiln"` from the stock lua5.4 with LUA_CPATH pointing here.
+lua: $(LUA_MOD)
+
+$(BUILD)/lua/%.o: lua/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -MMD -MP -c $< -o $@
+
+$(LUA_MOD): $(LUA_OBJ) $(BUILD)/libkiln.a
+	$(CC) -shared -o $@ $(LUA_OBJ) $(BUILD)/libkiln.a $(LDLIBS_ALL)
 
 # The README's first command: build and run the main example.
 run: $(DEMO_BIN)
@@ -113,4 +128,4 @@ install: lib kiln.pc
 clean:
 	rm -rf build build-asan build-tsan build-bench kiln.pc
 
--include $(CORE_DEPS)
+-include $(CORE_DEPS) $(LUA_OBJ:.o=.d)

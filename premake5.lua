@@ -9,7 +9,6 @@ workspace "kiln"
     cdialect "C11"
     warnings "Extra"
     pic "On"
-    visibility "Hidden"
     includedirs { "core/include" }
     defines { "_POSIX_C_SOURCE=200809L" }
     targetdir "build/premake/%{cfg.buildcfg}"
@@ -51,6 +50,15 @@ for _, path in ipairs(os.matchfiles("tests/core/test_*.c")) do
         includedirs { "tests/support" }
         links { "kiln", "check", "subunit", "rt", "m", "pthread" }
 end
+
+-- The Lua module (kiln.so, loaded by `require "kiln"`).
+project "kiln_lua"
+    kind "SharedLib"
+    targetname "kiln"
+    targetprefix ""
+    files { "lua/kiln_lua.h", "lua/src/*.c", "lua/src/*.h" }
+    includedirs { "lua", "/usr/include/lua5.4" }
+    links { "kiln", "m", "pthread" }
 
 project "core_bench"
     kind "ConsoleApp"

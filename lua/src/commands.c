@@ -1,0 +1,257 @@
+/* commands.c: kiln.Commands, a command buffer recorded from Lua and applied to any world:
+ * records keep names and Lua values, so a component may be defined only before the apply.
+ * Invariant: records [head, count) are pending; placeholders are -1, -2, ... in the order
+ * the batch spawned them, and resolve once their spawn has been applied. */
+#include <string.h>
+
+#include "klua.h"
+
+enum { OP_SPAWN = 1, OP_DESPAWN, OP_ADD, OP_SET, OP_REMOVE };
+#define FIELDS 4 /* per record: op, target, name, value */
+
+typedef struct klua_commands {
+    lua_Integer head, count;  /* pending records */
+    lua_Integer spawns;       /* placeholders handed out in this batch */
+    bool complete;            /* the last apply took everything: the next record starts a batch */
+} klua_commands;
+
+/* uservalues: 1 records (flat array), 2 resolved entities by placeholder number */
+
+static klua_commands *check_cmds(lua_State *L) { return luaL_checkudata(L, 1, KLUA_COMMANDS); }
+
+int klua_commands_new(lua_State *L) {
+    klua_commands *c = lua_newuserdatauv(L, sizeof *c, 2);
+    memset(c, 0, sizeof *c);
+    luaL_setmetatable(L, KLUA_COMMANDS);
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, 1);
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, 2);
+    return 1;
+}
+
+static void new_batch(lua_State *L, klua_commands *c) {
+    c->spawns = 0;
+    c->complete = false;
+    lua_newtable(L);
+    lua_setiuservalue(L, 1, 2);
+}
+
+/* Checks an entity or a placeholder of this batch. */
+static lua_Integer check_target(lua_State *L, klua_commands *c, int arg, const char *fname) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, arg, &ok);
+    if (!ok) luaL_error(L, "%s: entity must be an integer or a placeholder, got %s", fname, luaL_typename(L, arg));
+    if (v < 0 && (c->complete || -v > c->spawns))
+        luaL_error(L, "%s: placeholder %I is not from this buffer's current batch", fname, v);
+    if (v == 0) luaL_error(L, "%s: entity is null", fname);
+    return v;
+}
+
+static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer target, int name_idx,
+                        int value_idx) {
+    if (c->complete) new_batch(L, c);
+    if (c->head == c->count) c->head = c->count = 0;
+    lua_getiuservalue(L, 1, 1);
+    lua_Integer base = c->count * FIELDS;
+    lua_pushinteger(L, op);
+    lua_rawseti(L, -2, base + 1);
+    lua_pushinteger(L, target);
+    lua_rawseti(L, -2, base + 2);
+    if (name_idx) lua_pushvalue(L, name_idx);
+    else lua_pushnil(L);
+    lua_rawseti(L, -2, base + 3);
+    if (value_idx) lua_pushvalue(L, value_idx);
+    else lua_pushnil(L);
+    lua_rawseti(L, -2, base + 4);
+    lua_pop(L, 1);
+    c->count++;
+}
+
+static int c_spawn(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+    if (c->complete) new_batch(L, c);
+    c->spawns++;
+    push_record(L, c, OP_SPAWN, -c->spawns, 0, lua_isnoneornil(L, 2) ? 0 : 2);
+    lua_pushinteger(L, -c->spawns);
+    return 1;
+}
+
+static int c_despawn(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_Integer t = check_target(L, c, 2, "commands:despawn");
+    push_record(L, c, OP_DESPAWN, t, 0, 0);
+    return 0;
+}
+
+static void check_name(lua_State *L, int arg, const char *fname) {
+    if (lua_type(L, arg) != LUA_TSTRING)
+        luaL_error(L, "%s: component must be a name, got %s", fname, luaL_typename(L, arg));
+}
+
+static int c_add(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_Integer t = check_target(L, c, 2, "commands:add");
+    check_name(L, 3, "commands:add");
+    push_record(L, c, OP_ADD, t, 3, lua_isnone(L, 4) ? 0 : 4);
+    return 0;
+}
+
+static int c_set(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_Integer t = check_target(L, c, 2, "commands:set");
+    check_name(L, 3, "commands:set");
+    push_record(L, c, OP_SET, t, 3, lua_isnone(L, 4) ? 0 : 4);
+    return 0;
+}
+
+static int c_remove(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_Integer t = check_target(L, c, 2, "commands:remove");
+    check_name(L, 3, "commands:remove");
+    push_record(L, c, OP_REMOVE, t, 3, 0);
+    return 0;
+}
+
+static const char *op_name(int op) {
+    switch (op) {
+    case OP_SPAWN: return "spawn";
+    case OP_DESPAWN: return "despawn";
+    case OP_ADD: return "add";
+    case OP_SET: return "set";
+    default: return "remove";
+    }
+}
+
+/* Applies one record through the world's own methods; errors propagate to the pcall. */
+static int apply_one(lua_State *L) {
+    /* args: world, op, target entity, name, value, placeholder number or 0 */
+    int op = (int)lua_tointeger(L, 2);
+    static const char *const methods[] = {NULL, "spawn", "despawn", "add", "set", "remove"};
+    if (op == OP_DESPAWN) {
+        lua_getfield(L, 1, "is_alive");
+        lua_pushvalue(L, 1);
+        lua_pushvalue(L, 3);
+        lua_call(L, 2, 1);
+        if (!lua_toboolean(L, -1)) return 0; /* died meanwhile: skipped */
+        lua_pop(L, 1);
+    }
+    lua_getfield(L, 1, methods[op]);
+    lua_pushvalue(L, 1);
+    if (op == OP_SPAWN) {
+        lua_pushvalue(L, 5);
+        lua_call(L, 2, 1);
+        return 1;
+    }
+    lua_pushvalue(L, 3);
+    int nargs = 2;
+    if (op != OP_DESPAWN) {
+        lua_pushvalue(L, 4);
+        nargs++;
+    }
+    if (op == OP_ADD || op == OP_SET) {
+        lua_pushvalue(L, 5);
+        nargs++;
+    }
+    lua_call(L, nargs, 0);
+    return 0;
+}
+
+static int c_apply(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    klua_check_world(L, 2);
+    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, 1, 2);
+    int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
+    lua_Integer applied = 0;
+    while (c->head < c->count) {
+        lua_Integer base = c->head * FIELDS;
+        lua_pushcfunction(L, apply_one);
+        lua_pushvalue(L, 2);
+        lua_rawgeti(L, records, base + 1);
+        int op = (int)lua_tointeger(L, -1);
+        lua_rawgeti(L, records, base + 2);
+        lua_Integer target = lua_tointeger(L, -1);
+        if (target < 0 && op != OP_SPAWN) {
+            lua_pop(L, 1);
+            if (lua_rawgeti(L, resolved, -target) == LUA_TNIL) {
+                lua_settop(L, resolved);
+                lua_pushnil(L);
+                lua_pushfstring(L, "apply: command %I (%s) uses placeholder %I whose spawn has not been applied",
+                                applied + 1, op_name(op), target);
+                lua_pushinteger(L, applied);
+                return 3;
+            }
+        }
+        lua_rawgeti(L, records, base + 3);
+        lua_rawgeti(L, records, base + 4);
+        if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
+            /* The failing record and those after it stay; a later apply resumes here. */
+            lua_pushnil(L);
+            lua_pushfstring(L, "apply: command %I (%s): %s", applied + 1, op_name(op), lua_tostring(L, -2));
+            lua_pushinteger(L, applied);
+            return 3;
+        }
+        if (op == OP_SPAWN) lua_rawseti(L, resolved, -target);
+        else lua_pop(L, 1);
+        /* release the record's values */
+        for (int k = 3; k <= 4; k++) {
+            lua_pushnil(L);
+            lua_rawseti(L, records, base + k);
+        }
+        c->head++;
+        applied++;
+    }
+    c->head = c->count = 0;
+    c->complete = true;
+    lua_pushinteger(L, applied);
+    return 1;
+}
+
+static int c_clear(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_newtable(L);
+    lua_setiuservalue(L, 1, 1);
+    c->head = c->count = 0;
+    new_batch(L, c);
+    return 0;
+}
+
+static int c_resolved(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_Integer p = luaL_checkinteger(L, 2);
+    if (p >= 0 || -p > c->spawns) return luaL_error(L, "commands:resolved: %I is not a placeholder of this batch", p);
+    lua_getiuservalue(L, 1, 2);
+    lua_rawgeti(L, -1, -p);
+    return 1;
+}
+
+static int c_count(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_pushinteger(L, c->count - c->head);
+    return 1;
+}
+
+static int c_tostring(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    lua_pushfstring(L, "kiln.Commands (%I pending)", c->count - c->head);
+    return 1;
+}
+
+static const luaL_Reg commands_methods[] = {
+    {"spawn", c_spawn},   {"despawn", c_despawn}, {"add", c_add},
+    {"set", c_set},       {"remove", c_remove},   {"apply", c_apply},
+    {"clear", c_clear},   {"resolved", c_resolved}, {"count", c_count},
+    {NULL, NULL},
+};
+
+int klua_open_commands(lua_State *L) {
+    luaL_newmetatable(L, KLUA_COMMANDS);
+    luaL_newlib(L, commands_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, c_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+    return 0;
+}

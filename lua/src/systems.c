@@ -1,0 +1,343 @@
+/* systems.c: Lua systems in the world's kiln schedule, run on the calling thread beside C
+ * systems on workers, with declared access enforced and failures contained. Invariant: a
+ * Lua system runs under lua_pcall; when it raises, its queued structural changes are
+ * dropped, the frame goes on, and progress() reports the failure. */
+#include <string.h>
+
+#include "klua.h"
+
+#define MAX_ACCESS KILN_SYSTEM_MAX_ACCESS
+
+struct klua_system {
+    klua_world *kw;
+    lua_State *L;
+    char name[KILN_MAX_NAME + 1];
+    int fn_ref;      /* run(world, dt), or each(e, views..., dt) */
+    int query_ref;   /* the query of an each-system, else LUA_NOREF */
+    bool exclusive;
+    kiln_component reads[MAX_ACCESS], writes[MAX_ACCESS];
+    int read_count, write_count;
+    int failures;    /* consecutive */
+};
+
+KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
+KLUA_HIDDEN void klua_query_abort(lua_State *L, int q_idx);
+
+static bool listed(const kiln_component *list, int n, kiln_component c) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == c) return true;
+    return false;
+}
+
+bool klua_system_writes(const klua_world *kw, kiln_component c) {
+    const klua_system *s = kw->current;
+    return !s || s->exclusive || listed(s->writes, s->write_count, c);
+}
+
+void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname) {
+    const klua_system *s = kw->current;
+    if (!s || s->exclusive) return;
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    if (write) {
+        if (!listed(s->writes, s->write_count, c))
+            luaL_error(L, "%s: system '%s' writes %s without declaring it in writes", fname, s->name, info.name);
+    } else if (!listed(s->reads, s->read_count, c) && !listed(s->writes, s->write_count, c)) {
+        luaL_error(L, "%s: system '%s' reads %s without declaring it in reads or writes", fname, s->name,
+                   info.name);
+    }
+}
+
+/* Reads a list of component names at key into dest. */
+static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, kiln_component *dest) {
+    lua_getfield(L, idx, key);
+    int n = 0;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_istable(L, -1)) luaL_error(L, "world:system: %s must be a list of component names", key);
+        int len = (int)lua_rawlen(L, -1);
+        if (len > MAX_ACCESS) luaL_error(L, "world:system: at most %d components in %s", MAX_ACCESS, key);
+        for (int i = 1; i <= len; i++) {
+            lua_rawgeti(L, -1, i);
+            dest[n++] = klua_check_component(L, kw, -1, "world:system");
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+/* Reads a list of system names at key (strings kept alive in the state table). */
+static int order_list(lua_State *L, int idx, const char *key, const char **dest) {
+    lua_getfield(L, idx, key);
+    int n = 0;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_istable(L, -1)) luaL_error(L, "world:system: %s must be a list of system names", key);
+        int len = (int)lua_rawlen(L, -1);
+        if (len > KILN_SYSTEM_MAX_ORDER)
+            luaL_error(L, "world:system: at most %d names in %s", KILN_SYSTEM_MAX_ORDER, key);
+        for (int i = 1; i <= len; i++) {
+            lua_rawgeti(L, -1, i);
+            if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "world:system: %s[%d] must be a system name", key, i);
+            dest[n++] = lua_tostring(L, -1); /* anchored by the desc table at idx */
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+static int traceback(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+static int run_each(lua_State *L) {
+    /* args: query, fn, dt */
+    klua_query_each_call(L, 1, 2, 3);
+    return 0;
+}
+
+/* Appends a failure record to the table at the top of the world state's "failures". */
+static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disabled) {
+    lua_getiuservalue(L, s->kw->progress_idx, 1);
+    if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, "failures");
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, s->name);
+    lua_setfield(L, -2, "system");
+    const char *full = lua_tostring(L, err_idx);
+    const char *tb = full ? strstr(full, "\nstack traceback:") : NULL;
+    if (tb) lua_pushlstring(L, full, (size_t)(tb - full));
+    else lua_pushstring(L, full ? full : "(error)");
+    lua_setfield(L, -2, "message");
+    lua_pushstring(L, tb ? tb + 1 : "");
+    lua_setfield(L, -2, "traceback");
+    lua_pushboolean(L, disabled);
+    lua_setfield(L, -2, "disabled");
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_pop(L, 2);
+}
+
+/* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
+static void trampoline(const kiln_system_ctx *ctx) {
+    klua_system *s = ctx->user;
+    lua_State *L = s->L;
+    klua_world *kw = s->kw;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, traceback);
+    int status;
+    kw->current = s;
+    if (s->query_ref == LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
+        lua_pushvalue(L, kw->progress_idx);
+        lua_pushnumber(L, ctx->dt);
+        status = lua_pcall(L, 2, 0, top + 1);
+    } else {
+        lua_pushcfunction(L, run_each);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
+        lua_pushnumber(L, ctx->dt);
+        status = lua_pcall(L, 3, 0, top + 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
+        klua_query_abort(L, -1); /* ends an iteration the error interrupted */
+        lua_pop(L, 1);
+    }
+    kw->current = NULL;
+    if (status == LUA_OK) {
+        s->failures = 0;
+    } else {
+        /* Documented rule: a failing system's structural changes are dropped (writes it made
+         * in place through views or world:set stay). */
+        kiln_commands_clear(ctx->commands);
+        s->failures++;
+        bool disable = kw->max_failures > 0 && s->failures >= kw->max_failures;
+        if (disable) kiln_schedule_enable(kw->schedule, s->name, false);
+        record_failure(L, s, lua_gettop(L), disable);
+    }
+    lua_settop(L, top);
+}
+
+kiln_schedule *klua_schedule(lua_State *L, klua_world *kw) {
+    if (kw->schedule) return kw->schedule;
+    if (kw->workers > 0 && !kw->jobs) {
+        kw->jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = kw->workers});
+        if (!kw->jobs) luaL_error(L, "kiln: cannot start %d worker threads", (int)kw->workers);
+    }
+    kw->schedule = kiln_schedule_create(kw->world, &(kiln_schedule_desc){.jobs = kw->jobs});
+    if (!kw->schedule) luaL_error(L, "kiln: out of memory creating the schedule");
+    return kw->schedule;
+}
+
+kiln_schedule *kiln_lua_schedule(lua_State *L, int idx) {
+    return klua_schedule(L, klua_check_world(L, idx));
+}
+
+static int s_gc(lua_State *L) {
+    klua_system *s = lua_touserdata(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, s->fn_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, s->query_ref);
+    s->fn_ref = s->query_ref = LUA_NOREF;
+    return 0;
+}
+
+int klua_world_system(lua_State *L) {
+    klua_world *kw = klua_check_world(L, 1);
+    const char *fname = "world:system";
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "name");
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: name must be a string", fname);
+    const char *name = lua_tostring(L, -1);
+    if (strlen(name) == 0 || strlen(name) > KILN_MAX_NAME)
+        luaL_error(L, "%s: name must be 1 to %d bytes", fname, KILN_MAX_NAME);
+    kiln_schedule *sched = klua_schedule(L, kw);
+    if (kiln_schedule_find(sched, name) >= 0) luaL_error(L, "%s: a system named '%s' already exists", fname, name);
+
+    kiln_system_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.main_thread = true;
+    lua_getfield(L, 2, "exclusive");
+    d.exclusive = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    int nr = access_list(L, kw, 2, "reads", d.reads);
+    int nw = access_list(L, kw, 2, "writes", d.writes);
+    order_list(L, 2, "before", d.before);
+    order_list(L, 2, "after", d.after);
+    lua_getfield(L, 2, "run");
+    lua_getfield(L, 2, "each");
+    lua_getfield(L, 2, "query");
+    bool has_run = !lua_isnil(L, -3), has_each = !lua_isnil(L, -2), has_query = !lua_isnil(L, -1);
+    if (has_run == has_each) luaL_error(L, "%s: give exactly one of run = function(world, dt) and each = function(e, ...)", fname);
+    if (has_run && !lua_isfunction(L, -3)) luaL_error(L, "%s: run must be a function", fname);
+    if (has_each && !lua_isfunction(L, -2)) luaL_error(L, "%s: each must be a function", fname);
+    if (has_each && !has_query) luaL_error(L, "%s: an each system needs query = {...}", fname);
+    if (has_run && has_query) luaL_error(L, "%s: query goes with each, not with run", fname);
+    int fn_idx = has_run ? lua_gettop(L) - 2 : lua_gettop(L) - 1;
+    int query_idx = 0;
+    if (has_query) {
+        /* The query's terms count as reads unless the system declared them. */
+        lua_pushcfunction(L, klua_world_query);
+        lua_pushvalue(L, 1);
+        lua_pushvalue(L, -3);
+        lua_call(L, 2, 1);
+        query_idx = lua_gettop(L);
+        lua_getfield(L, query_idx, "terms");
+        lua_pushvalue(L, query_idx);
+        lua_call(L, 1, 1);
+        int len = (int)lua_rawlen(L, -1);
+        for (int i = 1; i <= len; i++) {
+            lua_rawgeti(L, -1, i);
+            kiln_component c = klua_check_component(L, kw, -1, fname);
+            lua_pop(L, 1);
+            if (!listed(d.reads, nr, c) && !listed(d.writes, nw, c)) {
+                if (nr == MAX_ACCESS) luaL_error(L, "%s: too many components", fname);
+                d.reads[nr++] = c;
+            }
+        }
+        lua_pop(L, 1);
+    }
+    klua_system *s = lua_newuserdatauv(L, sizeof *s, 0);
+    memset(s, 0, sizeof *s);
+    s->fn_ref = s->query_ref = LUA_NOREF;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, s_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    s->kw = kw;
+    s->L = L;
+    strcpy(s->name, name);
+    s->exclusive = d.exclusive;
+    memcpy(s->reads, d.reads, sizeof s->reads);
+    memcpy(s->writes, d.writes, sizeof s->writes);
+    s->read_count = nr;
+    s->write_count = nw;
+    d.run = trampoline;
+    d.user = s;
+    if (kiln_schedule_add(sched, &d) != KILN_OK) luaL_error(L, "%s: %s", fname, kiln_world_error(kw->world));
+    lua_pushvalue(L, fn_idx);
+    s->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (query_idx) {
+        lua_pushvalue(L, query_idx);
+        s->query_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    /* The state table anchors the system (and its name) as long as the world lives. */
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "systems");
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, name);
+    lua_settop(L, 1);
+    return 0;
+}
+
+int klua_world_progress(lua_State *L) {
+    klua_world *kw = klua_check_world(L, 1);
+    lua_Number dt = luaL_optnumber(L, 2, 0.0);
+    if (kw->current) luaL_error(L, "world:progress: cannot run the schedule from inside a system");
+    kiln_schedule *sched = klua_schedule(L, kw);
+    lua_settop(L, 1);
+    kw->progress_idx = 1;
+    kiln_result r = kiln_schedule_run(sched, dt);
+    kw->progress_idx = 0;
+    if (r != KILN_OK) luaL_error(L, "world:progress: %s", kiln_world_error(kw->world));
+    lua_getiuservalue(L, 1, 1);
+    if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_setfield(L, -3, "failures");
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
+int klua_world_systems(lua_State *L) {
+    klua_world *kw = klua_check_world(L, 1);
+    kiln_schedule *sched = klua_schedule(L, kw);
+    int32_t n = kiln_schedule_system_count(sched);
+    kiln_schedule_stage_count(sched); /* builds, so stages are known */
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "systems");
+    int lua_systems = lua_gettop(L);
+    lua_createtable(L, n, 0);
+    for (int32_t i = 0; i < n; i++) {
+        kiln_system_info info;
+        kiln_schedule_system_info(sched, i, &info);
+        lua_createtable(L, 0, 8);
+        lua_pushstring(L, info.name);
+        lua_setfield(L, -2, "name");
+        lua_pushinteger(L, info.stage);
+        lua_setfield(L, -2, "stage");
+        lua_getfield(L, lua_systems, info.name);
+        lua_pushstring(L, lua_isnil(L, -1) ? "c" : "lua");
+        lua_setfield(L, -3, "kind");
+        lua_pop(L, 1);
+        lua_pushboolean(L, info.enabled);
+        lua_setfield(L, -2, "enabled");
+        lua_pushinteger(L, info.runs);
+        lua_setfield(L, -2, "runs");
+        lua_pushnumber(L, (lua_Number)info.last_ns / 1e6);
+        lua_setfield(L, -2, "last_ms");
+        lua_pushnumber(L, info.runs ? (lua_Number)info.total_ns / (lua_Number)info.runs / 1e6 : 0.0);
+        lua_setfield(L, -2, "avg_ms");
+        lua_pushboolean(L, info.exclusive);
+        lua_setfield(L, -2, "exclusive");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+int klua_world_enable(lua_State *L) {
+    klua_world *kw = klua_check_world(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3);
+    kiln_schedule *sched = klua_schedule(L, kw);
+    if (kiln_schedule_enable(sched, name, on) != KILN_OK) luaL_error(L, "world:enable: no system named '%s'", name);
+    return 0;
+}

@@ -1,0 +1,285 @@
+/* values.c: conversion between Lua values and component bytes, driven by reflected fields.
+ * Invariant: a conversion that fails leaves the destination bytes as they were. */
+#include <math.h>
+#include <string.h>
+
+#include "klua.h"
+
+static const char *const vec_keys[4] = {"x", "y", "z", "w"};
+
+static int vec_width(kiln_type t) {
+    switch (t) {
+    case KILN_TYPE_VEC2: return 2;
+    case KILN_TYPE_VEC3: return 3;
+    case KILN_TYPE_VEC4:
+    case KILN_TYPE_QUAT: return 4;
+    case KILN_TYPE_MAT4: return 16;
+    default: return 0;
+    }
+}
+
+const kiln_field *klua_find_field(const kiln_component_info *info, const char *name) {
+    for (int32_t i = 0; i < info->field_count; i++)
+        if (strcmp(info->fields[i].name, name) == 0) return &info->fields[i];
+    return NULL;
+}
+
+static void push_scalar(lua_State *L, kiln_type t, const uint8_t *p) {
+    switch (t) {
+    case KILN_TYPE_BOOL: lua_pushboolean(L, *(const bool *)p); break;
+    case KILN_TYPE_INT8: lua_pushinteger(L, *(const int8_t *)p); break;
+    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
+    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
+    case KILN_TYPE_INT64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, (lua_Integer)v); break; }
+    case KILN_TYPE_UINT8: lua_pushinteger(L, *p); break;
+    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
+    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
+    case KILN_TYPE_UINT64:
+    case KILN_TYPE_ENTITY: { uint64_t v; memcpy(&v, p, 8); lua_pushinteger(L, (lua_Integer)v); break; }
+    case KILN_TYPE_FLOAT: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); break; }
+    case KILN_TYPE_DOUBLE: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); break; }
+    default: lua_pushnil(L); break;
+    }
+}
+
+/* Range of each integer type, for messages and checks. */
+static void int_range(kiln_type t, lua_Integer *lo, lua_Integer *hi) {
+    switch (t) {
+    case KILN_TYPE_INT8: *lo = INT8_MIN; *hi = INT8_MAX; break;
+    case KILN_TYPE_INT16: *lo = INT16_MIN; *hi = INT16_MAX; break;
+    case KILN_TYPE_INT32: *lo = INT32_MIN; *hi = INT32_MAX; break;
+    case KILN_TYPE_UINT8: *lo = 0; *hi = UINT8_MAX; break;
+    case KILN_TYPE_UINT16: *lo = 0; *hi = UINT16_MAX; break;
+    case KILN_TYPE_UINT32: *lo = 0; *hi = UINT32_MAX; break;
+    case KILN_TYPE_UINT64:
+    case KILN_TYPE_ENTITY: *lo = 0; *hi = LUA_MAXINTEGER; break;
+    default: *lo = LUA_MININTEGER; *hi = LUA_MAXINTEGER; break;
+    }
+}
+
+/* Converts the value at idx to a scalar of type t into p; NULL or a pushed message. */
+static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p) {
+    switch (t) {
+    case KILN_TYPE_BOOL:
+        if (!lua_isboolean(L, idx))
+            return lua_pushfstring(L, "expected a boolean, got %s", luaL_typename(L, idx));
+        *(bool *)p = lua_toboolean(L, idx);
+        return NULL;
+    case KILN_TYPE_FLOAT:
+    case KILN_TYPE_DOUBLE: {
+        if (lua_type(L, idx) != LUA_TNUMBER)
+            return lua_pushfstring(L, "expected a number, got %s", luaL_typename(L, idx));
+        lua_Number v = lua_tonumber(L, idx);
+        if (t == KILN_TYPE_FLOAT) {
+            if (isfinite(v) && fabs(v) > 3.4028234663852886e38)
+                return lua_pushfstring(L, "number %f is out of range for float", v);
+            float f = (float)v;
+            memcpy(p, &f, 4);
+        } else {
+            memcpy(p, &v, 8);
+        }
+        return NULL;
+    }
+    default: {
+        int ok = 0;
+        lua_Integer v = lua_tointegerx(L, idx, &ok);
+        lua_Integer lo, hi;
+        int_range(t, &lo, &hi);
+        if (!ok) {
+            if (lua_type(L, idx) == LUA_TNUMBER)
+                return lua_pushfstring(L, "expected an integer, got %f", lua_tonumber(L, idx));
+            return lua_pushfstring(L, "expected an integer, got %s", luaL_typename(L, idx));
+        }
+        if (v < lo || v > hi)
+            return lua_pushfstring(L, "%I is out of range for %s [%I, %I]", v, kiln_type_name(t),
+                                   lo, hi);
+        switch (t) {
+        case KILN_TYPE_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
+        case KILN_TYPE_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
+        case KILN_TYPE_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+        case KILN_TYPE_INT64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+        case KILN_TYPE_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+        case KILN_TYPE_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+        case KILN_TYPE_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+        default: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
+        }
+        return NULL;
+    }
+    }
+}
+
+/* One element (a scalar, a vector, a matrix) of a field. */
+static void push_element(lua_State *L, kiln_type t, const uint8_t *p) {
+    int w = vec_width(t);
+    if (w == 0) {
+        push_scalar(L, t, p);
+        return;
+    }
+    lua_createtable(L, t == KILN_TYPE_MAT4 ? 16 : 0, t == KILN_TYPE_MAT4 ? 0 : w);
+    for (int i = 0; i < w; i++) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        lua_pushnumber(L, f);
+        if (t == KILN_TYPE_MAT4) lua_rawseti(L, -2, i + 1);
+        else lua_setfield(L, -2, vec_keys[i]);
+    }
+}
+
+static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
+    int w = vec_width(t);
+    if (w == 0) return to_scalar(L, idx, t, p);
+    if (!lua_istable(L, idx))
+        return lua_pushfstring(L, "expected a table for %s, got %s", kiln_type_name(t),
+                               luaL_typename(L, idx));
+    float tmp[16];
+    memcpy(tmp, p, 4 * (size_t)w);
+    idx = lua_absindex(L, idx);
+    for (int i = 0; i < w; i++) {
+        if (t == KILN_TYPE_MAT4) lua_rawgeti(L, idx, i + 1);
+        else lua_getfield(L, idx, vec_keys[i]);
+        if (!lua_isnil(L, -1)) {
+            if (lua_type(L, -1) != LUA_TNUMBER) {
+                const char *got = luaL_typename(L, -1);
+                lua_pop(L, 1);
+                if (t == KILN_TYPE_MAT4)
+                    return lua_pushfstring(L, "mat4 element %d: expected a number, got %s", i + 1, got);
+                return lua_pushfstring(L, "%s.%s: expected a number, got %s", kiln_type_name(t),
+                                       vec_keys[i], got);
+            }
+            tmp[i] = (float)lua_tonumber(L, -1);
+        }
+        lua_pop(L, 1);
+    }
+    memcpy(p, tmp, 4 * (size_t)w);
+    return NULL;
+}
+
+void klua_push_field(lua_State *L, const kiln_field *f, const uint8_t *base) {
+    const uint8_t *p = base + f->offset;
+    if (f->type == KILN_TYPE_CHAR) {
+        size_t n = strnlen((const char *)p, f->count);
+        lua_pushlstring(L, (const char *)p, n);
+        return;
+    }
+    if (f->count <= 1) {
+        push_element(L, f->type, p);
+        return;
+    }
+    size_t size = kiln_type_size(f->type);
+    lua_createtable(L, (int)f->count, 0);
+    for (uint32_t i = 0; i < f->count; i++) {
+        push_element(L, f->type, p + size * i);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base) {
+    uint8_t *p = base + f->offset;
+    idx = lua_absindex(L, idx);
+    if (f->type == KILN_TYPE_CHAR) {
+        if (lua_type(L, idx) != LUA_TSTRING)
+            return lua_pushfstring(L, "expected a string, got %s", luaL_typename(L, idx));
+        size_t n;
+        const char *s = lua_tolstring(L, idx, &n);
+        if (n >= f->count)
+            return lua_pushfstring(L, "string of %d bytes does not fit char[%d]", (int)n, (int)f->count);
+        memset(p, 0, f->count);
+        memcpy(p, s, n);
+        return NULL;
+    }
+    if (f->count <= 1) return to_element(L, idx, f->type, p);
+    if (!lua_istable(L, idx))
+        return lua_pushfstring(L, "expected an array of %d, got %s", (int)f->count, luaL_typename(L, idx));
+    size_t size = kiln_type_size(f->type);
+    lua_Unsigned len = lua_rawlen(L, idx);
+    if (len > f->count)
+        return lua_pushfstring(L, "array of %d elements does not fit %d", (int)len, (int)f->count);
+    /* Convert into a copy first, so a bad element leaves the field untouched. */
+    uint8_t tmp[1024];
+    uint8_t *work = size * f->count <= sizeof tmp ? tmp : lua_newuserdatauv(L, size * f->count, 0);
+    memcpy(work, p, size * f->count);
+    for (lua_Unsigned i = 0; i < len; i++) {
+        lua_rawgeti(L, idx, (lua_Integer)i + 1);
+        const char *err = to_element(L, -1, f->type, work + size * i);
+        if (err) return lua_pushfstring(L, "element %d: %s", (int)i + 1, err); /* caller raises */
+        lua_pop(L, 1);
+    }
+    memcpy(p, work, size * f->count);
+    if (work != tmp) lua_pop(L, 1);
+    return NULL;
+}
+
+void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, void *buf,
+                      const char *fname, kiln_entity e) {
+    char eb[24];
+    idx = lua_absindex(L, idx);
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: value for %s must be a table of fields, got %s", fname, info->name,
+                   luaL_typename(L, idx));
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "%s: %s fields are named by strings, got a %s key", fname, info->name,
+                       luaL_typename(L, -2));
+        const char *name = lua_tostring(L, -2);
+        const kiln_field *f = klua_find_field(info, name);
+        if (!f)
+            luaL_error(L, "%s: %s has no field '%s'%s%s%s", fname, info->name, name,
+                       e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
+        const char *err = klua_to_field(L, -1, f, buf);
+        if (err)
+            luaL_error(L, "%s: field '%s' of %s%s%s: %s", fname, name, info->name,
+                       e ? " on entity " : "", e ? klua_entity_str(e, eb) : "", err);
+        lua_pop(L, 1);
+    }
+}
+
+void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void *data) {
+    if (klua_is_lua_valued(kw, c)) {
+        int32_t ref;
+        memcpy(&ref, data, sizeof ref);
+        klua_value_push(L, kw, ref);
+        return;
+    }
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    if (info.size == 0 || data == NULL) {
+        lua_pushboolean(L, 1);
+        return;
+    }
+    lua_createtable(L, 0, info.field_count);
+    for (int32_t i = 0; i < info.field_count; i++) {
+        klua_push_field(L, &info.fields[i], data);
+        lua_setfield(L, -2, info.fields[i].name);
+    }
+}
+
+/* ---- Lua-valued components: each value lives in a table of the registry, under a ref ---- */
+
+int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
+    idx = lua_absindex(L, idx);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->shared->values_ref);
+    lua_pushvalue(L, idx);
+    int ref = luaL_ref(L, -2);
+    lua_pop(L, 1);
+    return ref;
+}
+
+void klua_value_push(lua_State *L, klua_world *kw, int ref) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->shared->values_ref);
+    lua_rawgeti(L, -1, ref);
+    lua_remove(L, -2);
+}
+
+void klua_value_hook(void *ptr, int32_t count, void *ctx) {
+    klua_shared *shared = ctx;
+    if (!shared->L) return; /* Lua is gone, and its values with it */
+    lua_State *L = shared->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, shared->values_ref);
+    for (int32_t i = 0; i < count; i++) {
+        int32_t ref;
+        memcpy(&ref, (uint8_t *)ptr + 4 * (size_t)i, sizeof ref);
+        if (ref > 0) luaL_unref(L, -1, ref);
+    }
+    lua_pop(L, 1);
+}
