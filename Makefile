@@ -38,8 +38,8 @@ LUA_MOD   := $(BUILD)/lua/kiln.so
 
 VERSION := 0.1.0
 
-.PHONY: all lib lua test test-plain test-asan test-tsan bench demo run install clean
-all: lib demo lua
+.PHONY: all lib lua repl test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+all: lib demo lua repl
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 
@@ -74,10 +74,35 @@ lua: $(LUA_MOD)
 
 $(BUILD)/lua/%.o: lua/src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -I$(BUILD)/gen -MMD -MP -c $< -o $@
 
 $(LUA_MOD): $(LUA_OBJ) $(BUILD)/libkiln.a
 	$(CC) -shared -o $@ $(LUA_OBJ) $(BUILD)/libkiln.a $(LDLIBS_ALL)
+
+# The binding as a static library, for hosts that embed Lua (the kiln command, the sample
+# game): link it with libkiln.a and -llua5.4.
+$(BUILD)/libkiln_lua.a: $(LUA_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+# The `kiln` command: scripts, REPL, console client.
+EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null || echo -I/usr/include/editline)
+EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null || echo -ledit)
+LUA_LIBS    := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
+KILN_BIN    := $(BUILD)/bin/kiln
+$(KILN_BIN): lua/repl/main.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(EDIT_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a \
+	    $(BUILD)/libkiln.a $(LUA_LIBS) $(EDIT_LIBS) $(LDLIBS_ALL)
+repl: $(KILN_BIN)
+
+# The Lua layer shipped inside the module: scripts/kiln/*.lua as C strings.
+LUA_SCRIPTS := $(sort $(wildcard scripts/kiln/*.lua))
+$(BUILD)/gen/kiln_scripts.h: $(LUA_SCRIPTS) scripts/embed.lua
+	@mkdir -p $(dir $@)
+	lua5.4 scripts/embed.lua $@ $(LUA_SCRIPTS)
+
+$(BUILD)/lua/module.o: $(BUILD)/gen/kiln_scripts.h
 
 # The README's first command: build and run the main example.
 run: $(DEMO_BIN)
@@ -95,6 +120,21 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test-plain
+
+# Lua specs (busted) against the module, run by the stock lua5.4 interpreter.
+BUSTED := lua5.4 /usr/bin/busted
+test-lua: $(LUA_MOD)
+	LUA_CPATH="$(BUILD)/lua/?.so;;" KILN_BUILD="$(BUILD)" $(BUSTED) --pattern=_spec tests/lua
+
+# The same specs against the module built with ASan/UBSan, preloading the sanitizer runtime
+# into the stock interpreter.
+test-lua-asan:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined" build-asan/lua/kiln.so
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0 LUA_CPATH="build-asan/lua/?.so;;" KILN_BUILD=build-asan \
+	    $(BUSTED) --pattern=_spec tests/lua
 
 TSAN_SUITES := test_jobs test_schedule test_commands
 test-tsan:

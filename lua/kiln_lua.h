@@ -13,7 +13,8 @@ extern "C" {
 
 /*
  * Functions in this header:
- *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule.
+ *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule,
+ *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_close.
  */
 
 /* The module loader: `local kiln = require "kiln"`. Pushes the module table. */
@@ -35,6 +36,37 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx);
  * systems added here with kiln_schedule_add run in the same frames as Lua systems, on the
  * world's job pool, by world:progress(dt). NULL when out of memory (raises instead). */
 kiln_schedule *kiln_lua_schedule(lua_State *L, int idx);
+
+/* ---- console: attach a REPL to a running game ------------------------------------------ */
+
+/* A console accepts REPL clients (`kiln --connect 127.0.0.1:PORT`) on a local TCP port and
+ * evaluates their lines in the host's lua_State between frames, answering with what the
+ * REPL would print. Off unless the host opens one. */
+typedef struct kiln_console kiln_console;
+
+typedef struct kiln_console_desc {
+    int port;                 /* 0: any free port (read it with kiln_console_port) */
+    const char *bind_address; /* NULL: "127.0.0.1"; anything else exposes the game */
+    int max_clients;          /* 0: 8 */
+    int64_t budget;           /* instructions one statement may run; 0: 100 million */
+} kiln_console_desc;
+
+/* Starts listening; the globals of L are the console's environment (its `world` global is
+ * what :stats and friends inspect). Returns NULL, with a reason written to err (may be
+ * NULL), when the socket cannot be opened. */
+kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, char *err,
+                                size_t err_size);
+
+/* Serves pending clients without blocking: accepts connections, reads what arrived, runs
+ * each complete line and sends the answer. Call once per frame, when the world is
+ * consistent (not inside a system). Returns the number of lines evaluated. */
+int kiln_console_poll(kiln_console *console);
+
+/* The port the console listens on. */
+int kiln_console_port(const kiln_console *console);
+
+/* Closes every client and the listening socket. NULL is a no-op. */
+void kiln_console_close(kiln_console *console);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@ extern "C" {
  *   kiln_world_stats_get, kiln_world_entities, kiln_result_name, kiln_type_name, kiln_type_size,
  *   kiln_tick_current, kiln_tick_advance,
  *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count,
- *   kiln_entity_format,
+ *   kiln_entity_format, kiln_entity_components,
  *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
@@ -42,6 +42,7 @@ extern "C" {
 #define KILN_VERSION_MAJOR 0
 #define KILN_VERSION_MINOR 1
 #define KILN_VERSION_PATCH 0
+#define KILN_VERSION_STRING "0.1.0"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Basic types                                                                                */
@@ -249,6 +250,11 @@ bool kiln_is_alive(const kiln_world *world, kiln_entity entity);
 
 /* Number of live entities. */
 int64_t kiln_entity_count(const kiln_world *world);
+
+/* Lists the components of a live entity for tooling: writes up to capacity ids (ascending)
+ * to dest and returns how many it has, or -1 when the entity is not alive. */
+int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest,
+                               int32_t capacity);
 
 /* Formats a handle as "12v3" (index v generation) into buf (at least 24 bytes is always
  * enough); returns buf. */

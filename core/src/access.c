@@ -425,6 +425,17 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
     return kl_set_value(world, "set", entity, component, (void *)(uintptr_t)value, false);
 }
 
+int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest,
+                               int32_t capacity) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
+    const kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return -1;
+    const kl_archetype *arch = world->archetypes[rec->archetype];
+    for (int32_t i = 0; i < arch->type_count && i < capacity; i++) dest[i] = arch->types[i];
+    return arch->type_count;
+}
+
 bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_record *rec = kl_record_of(world, entity);

@@ -28,7 +28,8 @@ struct kiln_jobs {
     kl_queued *ring;
     int64_t cap, head, count;
     bool stopping;
-    int32_t worker_count;
+    int32_t worker_count;   /* threads running */
+    int32_t thread_cap;     /* entries allocated in threads */
     pthread_t *threads;
     kl_scratch *free_scratch;
 };
@@ -93,6 +94,7 @@ kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc) {
     if (workers > 0) {
         jobs->threads = kl_alloc(&jobs->alloc, sizeof(pthread_t) * (size_t)workers);
         if (!jobs->threads) goto fail_threads;
+        jobs->thread_cap = workers;
         for (int32_t i = 0; i < workers; i++) {
             if (pthread_create(&jobs->threads[i], NULL, worker_main, jobs) != 0) {
                 jobs->worker_count = i;
@@ -132,7 +134,7 @@ void kiln_jobs_destroy(kiln_jobs *jobs) {
         next = s->next;
         kl_free(&alloc, s, sizeof *s + s->size);
     }
-    kl_free(&alloc, jobs->threads, sizeof(pthread_t) * (size_t)jobs->worker_count);
+    kl_free(&alloc, jobs->threads, sizeof(pthread_t) * (size_t)jobs->thread_cap);
     kl_free(&alloc, jobs->ring, sizeof(kl_queued) * (size_t)jobs->cap);
     pthread_cond_destroy(&jobs->done);
     pthread_cond_destroy(&jobs->work);

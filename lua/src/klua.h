@@ -90,6 +90,11 @@ KLUA_HIDDEN int klua_world_query(lua_State *L);
  * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0). */
 KLUA_HIDDEN void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx);
 
+/* ---- introspection (introspect.c) ---- */
+KLUA_HIDDEN int klua_world_components(lua_State *L);
+KLUA_HIDDEN int klua_world_component_info(lua_State *L);
+KLUA_HIDDEN int klua_world_stats(lua_State *L);
+
 /* ---- commands (commands.c) ---- */
 KLUA_HIDDEN int klua_open_commands(lua_State *L);
 KLUA_HIDDEN int klua_commands_new(lua_State *L);

@@ -1,8 +1,25 @@
 /* module.c: luaopen_kiln and the embedding entry points: one module table over the classes
  * World, Query and Commands. Holds no state of its own; everything lives in the Lua state. */
+#include <string.h>
+
 #include "klua.h"
+#include "kiln_scripts.h"
 
 static int k_commands(lua_State *L) { return klua_commands_new(L); }
+
+/* Feeds an embedded script to lua_load one line at a time. */
+typedef struct script_reader {
+    const char *const *next;
+} script_reader;
+
+static const char *read_lines(lua_State *L, void *data, size_t *size) {
+    (void)L;
+    script_reader *r = data;
+    if (!*r->next) return NULL;
+    const char *line = *r->next++;
+    *size = strlen(line);
+    return line;
+}
 
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
@@ -15,6 +32,20 @@ int luaopen_kiln(lua_State *L) {
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);
     lua_setfield(L, -2, "version");
+    /* The Lua layer (the scripts/kiln directory) extends the module and the classes. */
+    for (int i = 0; kiln_scripts[i].name; i++) {
+        script_reader reader = {kiln_scripts[i].lines};
+        if (lua_load(L, read_lines, &reader, kiln_scripts[i].name, "t") != LUA_OK)
+            return lua_error(L);
+        lua_pushvalue(L, -2);
+        luaL_getmetatable(L, KLUA_WORLD);
+        lua_getfield(L, -1, "__index");
+        lua_remove(L, -2);
+        luaL_getmetatable(L, KLUA_QUERY);
+        lua_getfield(L, -1, "__index");
+        lua_remove(L, -2);
+        lua_call(L, 3, 0);
+    }
     return 1;
 }
 

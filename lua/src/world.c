@@ -624,6 +624,9 @@ static const luaL_Reg world_methods[] = {
     {"emit", w_emit},
     {"events", w_events},
     {"resource", w_resource},
+    {"components", klua_world_components},
+    {"component_info", klua_world_component_info},
+    {"stats", klua_world_stats},
     {NULL, NULL},
 };
 
