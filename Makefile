@@ -38,7 +38,7 @@ LUA_MOD   := $(BUILD)/lua/kiln.so
 
 VERSION := 0.1.0
 
-.PHONY: all lib lua repl test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: all lib lua repl test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -120,6 +120,17 @@ test-asan:
 	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test-plain
+
+# Tool suites (console, REPL): Check programs linked with the binding and Lua.
+TOOL_SRC := $(wildcard tests/tools/test_*.c)
+TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
+$(BUILD)/tests/test_console $(BUILD)/tests/test_repl: $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(LUA_CFLAGS) -Ilua -DKILN_BIN_PATH='"$(abspath $(KILN_BIN))"' \
+	    -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) -lutil $(LDLIBS_ALL)
+
+test-tools: $(TOOL_BIN)
+	@scripts/run-tests.sh $(TOOL_BIN)
 
 # Lua specs (busted) against the module, run by the stock lua5.4 interpreter.
 BUSTED := lua5.4 /usr/bin/busted

@@ -354,12 +354,15 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
-static int run_chunk(lua_State *L, int status) {
+/* Runs the chunk on the stack top (or reports its load error) with nargs arguments pushed
+ * above it. */
+static int run_chunk_args(lua_State *L, int status, int nargs) {
     if (status == LUA_OK) {
+        int base = lua_gettop(L) - nargs; /* the chunk */
         lua_pushcfunction(L, traceback);
-        lua_insert(L, -2);
+        lua_insert(L, base);
         catch_sigint(true);
-        status = lua_pcall(L, 0, LUA_MULTRET, -2);
+        status = lua_pcall(L, nargs, LUA_MULTRET, base);
         catch_sigint(false);
     }
     if (status != LUA_OK) {
@@ -370,6 +373,8 @@ static int run_chunk(lua_State *L, int status) {
     lua_settop(L, 0);
     return 0;
 }
+
+static int run_chunk(lua_State *L, int status) { return run_chunk_args(L, status, 0); }
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -444,7 +449,11 @@ int main(int argc, char **argv) {
             lua_rawseti(L, -2, k - i);
         }
         lua_setglobal(L, "arg");
-        rc = run_chunk(L, luaL_loadfile(L, argv[i]));
+        int status = luaL_loadfile(L, argv[i]);
+        int nargs = 0;
+        if (status == LUA_OK)
+            for (int k = i + 1; k < argc; k++, nargs++) lua_pushstring(L, argv[k]);
+        rc = run_chunk_args(L, status, nargs);
         ran = true;
     }
     if ((rc == 0 || interactive) && (!ran || interactive || connect_spec)) {

@@ -1,0 +1,297 @@
+/* test_console.c: the game console over loopback: answers, multi-line statements, several
+ * commands in flight, garbage, huge lines, dropped clients, budgets, and `kiln --connect`. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kiln_lua.h"
+
+typedef struct game {
+    lua_State *L;
+    kiln_console *console;
+} game;
+
+static game start_game(int64_t budget) {
+    game g;
+    g.L = luaL_newstate();
+    luaL_openlibs(g.L);
+    luaL_requiref(g.L, "kiln", luaopen_kiln, 1);
+    lua_pop(g.L, 1);
+    const char *setup =
+        "world = kiln.world()\n"
+        "world:component('Position', 'float x, y;')\n"
+        "for i = 1, 5 do world:spawn{Position = {x = i, y = 0}} end\n"
+        "frames = 0\n";
+    ck_assert_int_eq(luaL_dostring(g.L, setup), LUA_OK);
+    char err[128];
+    g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = 0, .budget = budget}, err, sizeof err);
+    ck_assert_msg(g.console != NULL, "console_open: %s", err);
+    return g;
+}
+
+static void stop_game(game *g) {
+    kiln_console_close(g->console);
+    lua_close(g->L);
+}
+
+/* One game frame: the world advances, then the console is served. */
+static void frame(game *g) {
+    ck_assert_int_eq(luaL_dostring(g->L, "frames = frames + 1; world:progress(1/60)"), LUA_OK);
+    kiln_console_poll(g->console);
+}
+
+static void pause_ms(int ms) {
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int connect_client(const game *g) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)kiln_console_port(g->console));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+static void send_text(int fd, const char *s) {
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            s += w;
+            n -= (size_t)w;
+        }
+    }
+}
+
+/* Runs frames until count answer frames arrived on fd; returns them concatenated as
+ * "status:text|status:text|". */
+static char *answers(game *g, int fd, int count) {
+    static char out[1 << 16];
+    char buf[1 << 16];
+    size_t have = 0;
+    out[0] = '\0';
+    int got = 0;
+    for (int spin = 0; spin < 2000 && got < count; spin++) {
+        frame(g);
+        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
+        if (r > 0) have += (size_t)r;
+        buf[have] = '\0';
+        /* parse as many frames as are complete */
+        for (;;) {
+            char st[32];
+            size_t len;
+            int head;
+            char *nl = memchr(buf, '\n', have);
+            if (!nl || sscanf(buf, "%31s %zu%n", st, &len, &head) != 2) break;
+            size_t hlen = (size_t)(nl - buf) + 1;
+            if (have < hlen + len) break;
+            size_t o = strlen(out);
+            snprintf(out + o, sizeof out - o, "%s:%.*s|", st, (int)len, buf + hlen);
+            memmove(buf, buf + hlen + len, have - hlen - len);
+            have -= hlen + len;
+            got++;
+        }
+        if (got < count) pause_ms(1);
+    }
+    ck_assert_int_eq(got, count);
+    return out;
+}
+
+START_TEST(a_client_line_is_evaluated_between_frames_and_answered) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    send_text(fd, "world:count()\n");
+    ck_assert_str_eq(answers(&g, fd, 1), "ok:5|");
+    send_text(fd, "world:get(world:entities()[2], 'Position').x\n");
+    ck_assert_str_eq(answers(&g, fd, 1), "ok:2|");
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(several_commands_in_flight_are_answered_in_order) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    send_text(fd, "1 + 1\nprint('hi')\nlocal t = 3\n'x' .. 'y'\n");
+    ck_assert_str_eq(answers(&g, fd, 4), "ok:2|ok:hi|ok:|ok:\"xy\"|");
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(a_statement_over_several_lines_waits_for_its_end) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    send_text(fd, "for i = 1, 2 do\nprint(i)\nend\n");
+    ck_assert_str_eq(answers(&g, fd, 3), "more:|more:|ok:1\n2|");
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(garbage_gets_an_error_and_the_session_goes_on) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    send_text(fd, "\x01\x02 @@@ )(\nworld:count()\n");
+    char *a = answers(&g, fd, 2);
+    ck_assert_msg(strncmp(a, "error:", 6) == 0, "got %s", a);
+    ck_assert_ptr_nonnull(strstr(a, "|ok:5|"));
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(a_huge_line_is_refused_without_dropping_the_client) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    size_t n = 200000;
+    char *big = malloc(n + 2);
+    memset(big, 'a', n);
+    big[n] = '\n';
+    big[n + 1] = '\0';
+    /* send in pieces while the game keeps polling */
+    for (size_t off = 0; off < n + 1; off += 4096) {
+        size_t k = n + 1 - off < 4096 ? n + 1 - off : 4096;
+        char piece[4097];
+        memcpy(piece, big + off, k);
+        piece[k] = '\0';
+        send_text(fd, piece);
+        frame(&g);
+    }
+    free(big);
+    send_text(fd, "world:count()\n");
+    char *a = answers(&g, fd, 2);
+    ck_assert_ptr_nonnull(strstr(a, "longer than 65536 bytes"));
+    ck_assert_ptr_nonnull(strstr(a, "|ok:5|"));
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(a_dropped_client_leaves_the_game_and_other_clients_running) {
+    game g = start_game(0);
+    int a = connect_client(&g);
+    int b = connect_client(&g);
+    send_text(a, "for i = 1, 3 do\n"); /* dropped in the middle of a statement */
+    frame(&g);
+    close(a);
+    for (int i = 0; i < 5; i++) frame(&g);
+    send_text(b, "frames > 5\n");
+    ck_assert_str_eq(answers(&g, b, 1), "ok:true|");
+    int c = connect_client(&g);
+    send_text(c, "world:count()\n");
+    ck_assert_str_eq(answers(&g, c, 1), "ok:5|");
+    close(b);
+    close(c);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(a_runaway_statement_is_stopped_by_its_budget) {
+    game g = start_game(1000000);
+    int fd = connect_client(&g);
+    send_text(fd, "while true do end\nworld:count()\n");
+    char *a = answers(&g, fd, 2);
+    ck_assert_ptr_nonnull(strstr(a, "instruction budget"));
+    ck_assert_ptr_nonnull(strstr(a, "|ok:5|"));
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(stepping_is_refused_remotely_and_completion_works) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    send_text(fd, ":step\n:complete world:cou\n:complete world:get(e, \"Pos\n");
+    char *a = answers(&g, fd, 3);
+    ck_assert_ptr_nonnull(strstr(a, "error::step is not available here"));
+    ck_assert_ptr_nonnull(strstr(a, "ok:world:count|"));
+    ck_assert_ptr_nonnull(strstr(a, "ok:Position|"));
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(the_kiln_command_attaches_to_the_console) {
+    game g = start_game(0);
+    char port[16];
+    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g.console));
+    int in[2], out[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    const char *script = "world:count()\nfor i = 1, 2 do\nprint('line', i)\nend\n:quit\n";
+    ck_assert_int_eq(write(in[1], script, strlen(script)), (ssize_t)strlen(script));
+    close(in[1]);
+    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    char text[4096];
+    size_t have = 0;
+    int status = 0;
+    for (int spin = 0; spin < 5000; spin++) {
+        frame(&g);
+        ssize_t r = read(out[0], text + have, sizeof text - have - 1);
+        if (r > 0) have += (size_t)r;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
+            break;
+        }
+        pause_ms(1);
+    }
+    text[have] = '\0';
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln exited %d: %s", status, text);
+    ck_assert_str_eq(text, "5\nline\t1\nline\t2\n");
+    close(out[0]);
+    stop_game(&g);
+}
+END_TEST
+
+static Suite *console_suite(void) {
+    Suite *s = suite_create("console");
+    TCase *tc = tcase_create("loopback");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, a_client_line_is_evaluated_between_frames_and_answered);
+    tcase_add_test(tc, several_commands_in_flight_are_answered_in_order);
+    tcase_add_test(tc, a_statement_over_several_lines_waits_for_its_end);
+    tcase_add_test(tc, garbage_gets_an_error_and_the_session_goes_on);
+    tcase_add_test(tc, a_huge_line_is_refused_without_dropping_the_client);
+    tcase_add_test(tc, a_dropped_client_leaves_the_game_and_other_clients_running);
+    tcase_add_test(tc, a_runaway_statement_is_stopped_by_its_budget);
+    tcase_add_test(tc, stepping_is_refused_remotely_and_completion_works);
+    tcase_add_test(tc, the_kiln_command_attaches_to_the_console);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(console_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

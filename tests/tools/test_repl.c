@@ -1,0 +1,257 @@
+/* test_repl.c: the `kiln` command end to end: scripts and -e, REPL transcripts through a
+ * pipe (printing, errors, :step, :watch, multi-line input), and completion and Ctrl-C
+ * through a pseudo-terminal. */
+#include <check.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Runs kiln with args, feeding input on stdin; returns stdout+stderr (static buffer). */
+static const char *run(const char *input, const char *const *args, int *exit_code) {
+    static char out[1 << 16];
+    int in[2], o[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(o), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(o[1], 1);
+        dup2(o[1], 2);
+        close(in[1]);
+        close(o[0]);
+        setenv("KILN_HISTORY", "/dev/null", 1);
+        execv(KILN_BIN_PATH, (char *const *)args);
+        _exit(127);
+    }
+    close(in[0]);
+    close(o[1]);
+    if (input) {
+        ssize_t w = write(in[1], input, strlen(input));
+        ck_assert_int_eq(w, (ssize_t)strlen(input));
+    }
+    close(in[1]);
+    size_t have = 0;
+    ssize_t r;
+    while ((r = read(o[0], out + have, sizeof out - have - 1)) > 0) have += (size_t)r;
+    out[have] = '\0';
+    close(o[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+static const char *repl(const char *input) {
+    int code;
+    const char *args[] = {"kiln", NULL};
+    const char *out = run(input, args, &code);
+    ck_assert_msg(code == 0, "kiln exited with %d: %s", code, out);
+    return out;
+}
+
+START_TEST(expressions_print_their_value_and_statements_print_nothing) {
+    ck_assert_str_eq(repl("x = 40 + 2\nx\n'a' .. 'b'\n{1, 2, k = 'v'}\n"), "42\n\"ab\"\n{1, 2, k = \"v\"}\n");
+}
+END_TEST
+
+START_TEST(an_entity_prints_with_its_components) {
+    const char *out = repl("world:component('Position', 'float x, y;')\n"
+                           "world:component('Frozen')\n"
+                           "e = world:spawn{Position = {x = 1.5, y = -2}, Frozen = true}\n"
+                           "e\nworld:despawn(e)\ne\n");
+    ck_assert_str_eq(out, "5\n6\n"
+                          "entity 0v1 (alive, 2 components)\n  Frozen\n  Position { x = 1.5, y = -2 }\n"
+                          "entity 0v1 (dead)\n");
+}
+END_TEST
+
+START_TEST(a_query_prints_as_a_table_capped_with_a_more_line) {
+    const char *out = repl("world:component('P', 'int32 n;')\n"
+                           "for i = 1, 25 do world:spawn{P = {n = i}} end\n"
+                           "world:query{'P'}\n");
+    ck_assert_ptr_nonnull(strstr(out, "entity  P.n\n------  ---\n0v1     1\n"));
+    ck_assert_ptr_nonnull(strstr(out, "19v1    20\n... 5 more\n"));
+}
+END_TEST
+
+START_TEST(a_component_prints_its_schema_and_systems_print_as_a_table) {
+    const char *out = repl("world:component('Health', 'int32 hp, max;')\n"
+                           "world:component_info('Health')\n"
+                           "world:system{name = 'regen', writes = {'Health'}, run = function() end}\n"
+                           ":step 2\n:systems\n");
+    ck_assert_ptr_nonnull(strstr(out, "component Health (8 bytes): int32 hp; int32 max;\n"));
+    ck_assert_ptr_nonnull(strstr(out, "system  stage  kind  enabled  runs"));
+    ck_assert_ptr_nonnull(strstr(out, "regen   0      lua   yes      2"));
+}
+END_TEST
+
+START_TEST(errors_print_a_message_and_traceback_and_the_repl_goes_on) {
+    const char *out = repl("error('boom')\nnil + 1\n1 +\n2\nprint('still here')\n");
+    ck_assert_ptr_nonnull(strstr(out, "stdin:1: boom\nstack traceback:"));
+    ck_assert_ptr_nonnull(strstr(out, "attempt to perform arithmetic on a nil value"));
+    ck_assert_ptr_nonnull(strstr(out, "\n3\nstill here\n"));
+}
+END_TEST
+
+START_TEST(step_runs_the_schedule_and_watch_prints_after_every_step) {
+    const char *out = repl("world:component('C', 'int32 n;')\n"
+                           "e = world:spawn{C = {n = 0}}\n"
+                           "world:system{name = 'inc', writes = {'C'}, query = {'C'}, each = function(e, c) c.n = c.n + 1 end}\n"
+                           ":watch world:get(e, 'C').n\n:step\n:step 3\n:watch\n:unwatch 1\n:step\n");
+    ck_assert_ptr_nonnull(strstr(out, "watching [1] world:get(e, 'C').n\n"));
+    ck_assert_ptr_nonnull(strstr(out, "[1] world:get(e, 'C').n = 1\ntick 2, 1 entities\n"));
+    ck_assert_ptr_nonnull(strstr(out, "[1] world:get(e, 'C').n = 4\ntick 5, 1 entities\n"));
+    ck_assert_ptr_nonnull(strstr(out, "[1] world:get(e, 'C').n\nremoved\ntick 6, 1 entities\n"));
+}
+END_TEST
+
+START_TEST(commands_help_stats_load_and_quit) {
+    char path[] = "/tmp/kiln_load_XXXXXX";
+    int fd = mkstemp(path);
+    const char *code = "loaded = (loaded or 0) + 1\n";
+    ck_assert_int_eq(write(fd, code, strlen(code)), (ssize_t)strlen(code));
+    close(fd);
+    char input[512];
+    snprintf(input, sizeof input, ":help\n:stats\n:load %s\nloaded\n:bogus\n:quit\nprint('not reached')\n", path);
+    const char *out = repl(input);
+    unlink(path);
+    ck_assert_ptr_nonnull(strstr(out, ":step [n]"));
+    ck_assert_ptr_nonnull(strstr(out, "entities   0\n"));
+    ck_assert_ptr_nonnull(strstr(out, "\n1\nunknown command :bogus"));
+    ck_assert_ptr_null(strstr(out, "not reached"));
+}
+END_TEST
+
+START_TEST(scripts_and_e_run_like_lua_and_keep_their_globals_with_i) {
+    char path[] = "/tmp/kiln_script_XXXXXX";
+    int fd = mkstemp(path);
+    const char *code = "print('args', ...)\nw = kiln.world()\nfrom_script = 7\n";
+    ck_assert_int_eq(write(fd, code, strlen(code)), (ssize_t)strlen(code));
+    close(fd);
+    int exit_code;
+    const char *a1[] = {"kiln", path, "one", "two", NULL};
+    ck_assert_str_eq(run(NULL, a1, &exit_code), "args\tone\ttwo\n");
+    ck_assert_int_eq(exit_code, 0);
+    const char *a2[] = {"kiln", "-e", "print(1 + 1)", NULL};
+    ck_assert_str_eq(run(NULL, a2, &exit_code), "2\n");
+    const char *a3[] = {"kiln", "-e", "error('bad')", NULL};
+    ck_assert_ptr_nonnull(strstr(run(NULL, a3, &exit_code), "bad"));
+    ck_assert_int_eq(exit_code, 1);
+    const char *a4[] = {"kiln", "-i", path, NULL};
+    ck_assert_str_eq(run("from_script\nworld:count()\n", a4, &exit_code), "args\n7\n0\n");
+    unlink(path);
+}
+END_TEST
+
+/* ---- through a pseudo-terminal ------------------------------------------------------- */
+
+static pid_t spawn_pty(int *master) {
+    pid_t pid = forkpty(master, NULL, NULL, NULL);
+    if (pid == 0) {
+        setenv("KILN_HISTORY", "/dev/null", 1);
+        setenv("TERM", "dumb", 1);
+        execl(KILN_BIN_PATH, "kiln", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Reads from the pty until want appears (or a timeout); returns whether it did. */
+static bool expect(int fd, const char *want, char *seen, size_t size) {
+    size_t have = strlen(seen);
+    for (int spin = 0; spin < 300; spin++) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 20) > 0) {
+            ssize_t r = read(fd, seen + have, size - have - 1);
+            if (r > 0) {
+                have += (size_t)r;
+                seen[have] = '\0';
+            }
+        }
+        if (strstr(seen, want)) return true;
+    }
+    return false;
+}
+
+START_TEST(tab_completes_methods_and_component_names_in_a_terminal) {
+    int master;
+    pid_t pid = spawn_pty(&master);
+    char seen[1 << 14] = "";
+    ck_assert_msg(expect(master, "> ", seen, sizeof seen), "no prompt: %s", seen);
+    const char *define = "world:component('Velocity', 'float x, y;')\n";
+    ck_assert_int_eq(write(master, define, strlen(define)), (ssize_t)strlen(define));
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    seen[0] = '\0';
+    ck_assert_int_eq(write(master, "world:desp\t", 11), 11);
+    ck_assert_msg(expect(master, "world:despawn", seen, sizeof seen), "method not completed: %s", seen);
+    ck_assert_int_eq(write(master, "\x15", 1), 1); /* clear the line */
+    seen[0] = '\0';
+    const char *partial = "world:has(1, \"Vel\t";
+    ck_assert_int_eq(write(master, partial, strlen(partial)), (ssize_t)strlen(partial));
+    ck_assert_msg(expect(master, "Velocity", seen, sizeof seen), "component not completed: %s", seen);
+    ck_assert_int_eq(write(master, "\x15:quit\n", 7), 7);
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+}
+END_TEST
+
+START_TEST(ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl) {
+    int master;
+    pid_t pid = spawn_pty(&master);
+    char seen[1 << 14] = "";
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    const char *loop = "while true do end\n";
+    ck_assert_int_eq(write(master, loop, strlen(loop)), (ssize_t)strlen(loop));
+    struct timespec ts = {0, 200000000};
+    nanosleep(&ts, NULL);
+    kill(pid, SIGINT);
+    ck_assert_msg(expect(master, "interrupted", seen, sizeof seen), "not interrupted: %s", seen);
+    seen[0] = '\0';
+    const char *after = "print('alive' .. 1)\n";
+    ck_assert_int_eq(write(master, after, strlen(after)), (ssize_t)strlen(after));
+    ck_assert_msg(expect(master, "alive1", seen, sizeof seen), "REPL gone: %s", seen);
+    ck_assert_int_eq(write(master, ":quit\n", 6), 6);
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(master);
+}
+END_TEST
+
+static Suite *repl_suite(void) {
+    Suite *s = suite_create("repl");
+    TCase *pipe_case = tcase_create("transcripts");
+    tcase_set_timeout(pipe_case, 30);
+    tcase_add_test(pipe_case, expressions_print_their_value_and_statements_print_nothing);
+    tcase_add_test(pipe_case, an_entity_prints_with_its_components);
+    tcase_add_test(pipe_case, a_query_prints_as_a_table_capped_with_a_more_line);
+    tcase_add_test(pipe_case, a_component_prints_its_schema_and_systems_print_as_a_table);
+    tcase_add_test(pipe_case, errors_print_a_message_and_traceback_and_the_repl_goes_on);
+    tcase_add_test(pipe_case, step_runs_the_schedule_and_watch_prints_after_every_step);
+    tcase_add_test(pipe_case, commands_help_stats_load_and_quit);
+    tcase_add_test(pipe_case, scripts_and_e_run_like_lua_and_keep_their_globals_with_i);
+    suite_add_tcase(s, pipe_case);
+    TCase *tty_case = tcase_create("terminal");
+    tcase_set_timeout(tty_case, 30);
+    tcase_add_test(tty_case, tab_completes_methods_and_component_names_in_a_terminal);
+    tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
+    suite_add_tcase(s, tty_case);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(repl_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
