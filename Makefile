@@ -111,7 +111,10 @@ run: $(DEMO_BIN)
 # Runs every suite plainly, then the same suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the threaded suites under ThreadSanitizer, each in a
 # separate build folder.
-test: test-plain test-asan test-tsan
+test:
+	@scripts/test-all.sh $(TEST_GROUPS)
+
+TEST_GROUPS := test-plain test-tools test-lua test-docs test-examples test-asan test-lua-asan test-tsan
 
 test-plain: $(TEST_BIN)
 	@scripts/run-tests.sh $(TEST_BIN)
@@ -131,6 +134,10 @@ $(BUILD)/tests/test_console $(BUILD)/tests/test_repl: $(BUILD)/tests/%: tests/to
 
 test-tools: $(TOOL_BIN)
 	@scripts/run-tests.sh $(TOOL_BIN)
+
+# Every ```c and ```lua sample in the docs, compiled or run against this build.
+test-docs: lib lua $(BUILD)/libkiln_lua.a
+	lua5.4 tests/docs/run_samples.lua $(BUILD) README.md docs/*.md
 
 # Lua specs (busted) against the module, run by the stock lua5.4 interpreter.
 BUSTED := lua5.4 /usr/bin/busted

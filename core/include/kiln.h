@@ -615,8 +615,8 @@ kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *d
  * error naming the systems. kiln_schedule_run builds when needed; call this to check early. */
 kiln_result kiln_schedule_build(kiln_schedule *schedule);
 
-/* Runs one frame: advances the world tick, then runs the stages in order and applies each
- * stage's buffers. Returns once everything is done. Must not be called while a query of the
+/* Runs one frame: advances the world tick and swaps the event buffers, then runs the stages
+ * in order and applies each stage's buffers. Returns once everything is done. Must not be called while a query of the
  * world iterates. */
 kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
 
@@ -674,7 +674,8 @@ bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_com
 /* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a
  * main-thread system, the emit goes into that system's command buffer instead and lands at
  * the end of its stage, like its other changes; worker-thread systems emit through
- * kiln_commands_emit on their own buffer. Fails for an unknown type or out of memory. */
+ * kiln_commands_emit on their own buffer. Fails with KILN_ERR_INVALID_ARGUMENT for an
+ * unknown type, or KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value);
 
 /* Number of readable events of type (previous buffer plus current); 0 for unknown types. */
@@ -701,7 +702,8 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
  * schedule orders them like component access. */
 
 /* Sets the resource of type to a bitwise copy of value (NULL: zeroes); an existing value is
- * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory. */
+ * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory; on
+ * failure the caller still owns value and no hook runs. */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the

@@ -65,7 +65,8 @@ typedef struct kiln_propagate_stats {
  * counts as identity for its children and gets no WorldTransform itself. Parents are
  * resolved recursively with memoisation, so archetype order does not matter and each entity
  * is computed at most once per call. Only entities whose LocalTransform, Parent or
- * ancestors changed since the previous call are recomputed (all of them after any entity
+ * ancestors changed since the previous call (at or after its tick: an edit in the same tick
+ * as a propagation is seen again by the next one, though not rewritten) are recomputed (all of them after any entity
  * gains or loses one of these components), and only values that actually changed are
  * written, so WorldTransform change ticks are meaningful. Scratch memory lives in the world
  * and is reused: a steady-state call allocates nothing. A parent chain deeper than 256 (a
@@ -74,7 +75,8 @@ typedef struct kiln_propagate_stats {
 kiln_result kiln_propagate_transforms(kiln_world *world, kiln_propagate_stats *dest);
 
 /* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
- * Rejects dead entities, a self link, and a link that would make a cycle. Deferred like any
+ * Rejects dead entities, a self link, and a link that would make a cycle or a chain deeper
+ * than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any
  * add when the world is deferred. */
 kiln_result kiln_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
