@@ -12,8 +12,15 @@ enum { OP_SPAWN = 1, OP_DESPAWN, OP_ADD, OP_SET, OP_REMOVE };
 typedef struct klua_commands {
     lua_Integer head, count;  /* pending records */
     lua_Integer spawns;       /* placeholders handed out in this batch */
+    lua_Integer batch;        /* numbers batches, so an old placeholder never names a new spawn */
     bool complete;            /* the last apply took everything: the next record starts a batch */
 } klua_commands;
+
+/* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. */
+#define BATCH_SHIFT 24
+static lua_Integer placeholder(const klua_commands *c, lua_Integer k) { return -((c->batch << BATCH_SHIFT) + k); }
+static lua_Integer spawn_number(lua_Integer p) { return (-p) & ((1 << BATCH_SHIFT) - 1); }
+static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 
 /* uservalues: 1 records (flat array), 2 resolved entities by placeholder number */
 
@@ -32,6 +39,7 @@ int klua_commands_new(lua_State *L) {
 
 static void new_batch(lua_State *L, klua_commands *c) {
     c->spawns = 0;
+    c->batch = (c->batch + 1) & ((1 << 28) - 1);
     c->complete = false;
     lua_newtable(L);
     lua_setiuservalue(L, 1, 2);
@@ -42,7 +50,8 @@ static lua_Integer check_target(lua_State *L, klua_commands *c, int arg, const c
     int ok;
     lua_Integer v = lua_tointegerx(L, arg, &ok);
     if (!ok) luaL_error(L, "%s: entity must be an integer or a placeholder, got %s", fname, luaL_typename(L, arg));
-    if (v < 0 && (c->complete || -v > c->spawns))
+    if (v < 0 && (c->complete || batch_of(v) != c->batch || spawn_number(v) == 0 ||
+                  spawn_number(v) > c->spawns))
         luaL_error(L, "%s: placeholder %I is not from this buffer's current batch", fname, v);
     if (v == 0) luaL_error(L, "%s: entity is null", fname);
     return v;
@@ -72,9 +81,10 @@ static int c_spawn(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     if (c->complete) new_batch(L, c);
+    if (c->spawns == (1 << BATCH_SHIFT) - 1) luaL_error(L, "commands:spawn: too many spawns in one batch");
     c->spawns++;
-    push_record(L, c, OP_SPAWN, -c->spawns, 0, lua_isnoneornil(L, 2) ? 0 : 2);
-    lua_pushinteger(L, -c->spawns);
+    push_record(L, c, OP_SPAWN, placeholder(c, c->spawns), 0, lua_isnoneornil(L, 2) ? 0 : 2);
+    lua_pushinteger(L, placeholder(c, c->spawns));
     return 1;
 }
 
@@ -175,7 +185,7 @@ static int c_apply(lua_State *L) {
         lua_Integer target = lua_tointeger(L, -1);
         if (target < 0 && op != OP_SPAWN) {
             lua_pop(L, 1);
-            if (lua_rawgeti(L, resolved, -target) == LUA_TNIL) {
+            if (lua_rawgeti(L, resolved, spawn_number(target)) == LUA_TNIL) {
                 lua_settop(L, resolved);
                 lua_pushnil(L);
                 lua_pushfstring(L, "apply: command %I (%s) uses placeholder %I whose spawn has not been applied",
@@ -186,14 +196,20 @@ static int c_apply(lua_State *L) {
         }
         lua_rawgeti(L, records, base + 3);
         lua_rawgeti(L, records, base + 4);
+        /* Names for a message: the component and the entity the command aims at. */
+        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        lua_Integer who = lua_tointeger(L, -3);
         if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
+            char eb[24];
+            const char *ename = op == OP_SPAWN ? "(new)" : klua_entity_str((kiln_entity)who, eb);
             lua_pushnil(L);
-            lua_pushfstring(L, "apply: command %I (%s): %s", applied + 1, op_name(op), lua_tostring(L, -2));
+            lua_pushfstring(L, "apply: command %I (%s%s%s) on entity %s: %s", applied + 1, op_name(op),
+                            cname ? " " : "", cname ? cname : "", ename, lua_tostring(L, -2));
             lua_pushinteger(L, applied);
             return 3;
         }
-        if (op == OP_SPAWN) lua_rawseti(L, resolved, -target);
+        if (op == OP_SPAWN) lua_rawseti(L, resolved, spawn_number(target));
         else lua_pop(L, 1);
         /* release the record's values */
         for (int k = 3; k <= 4; k++) {
@@ -221,9 +237,10 @@ static int c_clear(lua_State *L) {
 static int c_resolved(lua_State *L) {
     klua_commands *c = check_cmds(L);
     lua_Integer p = luaL_checkinteger(L, 2);
-    if (p >= 0 || -p > c->spawns) return luaL_error(L, "commands:resolved: %I is not a placeholder of this batch", p);
+    if (p >= 0 || batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
+        return luaL_error(L, "commands:resolved: %I is not a placeholder of this batch", p);
     lua_getiuservalue(L, 1, 2);
-    lua_rawgeti(L, -1, -p);
+    lua_rawgeti(L, -1, spawn_number(p));
     return 1;
 }
 

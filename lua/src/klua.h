@@ -104,6 +104,8 @@ KLUA_HIDDEN int klua_world_system(lua_State *L);
 KLUA_HIDDEN int klua_world_progress(lua_State *L);
 KLUA_HIDDEN int klua_world_systems(lua_State *L);
 KLUA_HIDDEN int klua_world_enable(lua_State *L);
+/* The name of the Lua system running now, or NULL. */
+KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
 /* Raises unless the running system (if any) declared access to c (write: in writes). */
 KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write,
                                    const char *fname);

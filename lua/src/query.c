@@ -12,17 +12,19 @@ enum { TERM_DATA, TERM_TAG, TERM_LUA };
 typedef struct klua_query {
     klua_world *kw;
     kiln_query *query;
-    int32_t term_count;
+    int32_t term_count, with_count;
     kiln_component terms[MAX_TERMS];
     uint8_t kind[MAX_TERMS];
     bool writable[MAX_TERMS];
     kiln_component_info info[MAX_TERMS];
+    uint8_t *snap[MAX_TERMS]; /* per data term: the row's bytes when its view was filled */
     kiln_iter it;
     bool active;
     int32_t row;
 } klua_query;
 
-/* uservalues: 1 world, 2 data tables (per term), 3 read-only proxies, 4 guard, 5 bulk arrays */
+/* uservalues: 1 world, 2 data tables (per term), 3 read-only proxies, 4 guard, 5 bulk arrays,
+ * 6 snapshot blocks */
 
 static klua_query *check_query(lua_State *L, int idx) {
     klua_query *kq = luaL_checkudata(L, idx, KLUA_QUERY);
@@ -43,6 +45,9 @@ static int view_readonly(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
     int t = (int)lua_tointeger(L, lua_upvalueindex(2));
     if (!kq->active) return luaL_error(L, "a %s view was used after its loop ended", kq->info[t].name);
+    const char *sys = klua_system_name(kq->kw);
+    if (sys)
+        return luaL_error(L, "system '%s' cannot write %s: it is read-only (declared only in reads)", sys, kq->info[t].name);
     return luaL_error(L, "%s is read-only here (declare it in writes to change it)", kq->info[t].name);
 }
 
@@ -82,7 +87,7 @@ int klua_world_query(lua_State *L) {
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, 5);
+    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, 6);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
     kq->row = -1;
@@ -94,6 +99,7 @@ int klua_world_query(lua_State *L) {
         luaL_error(L, "%s: %s", fname, kiln_world_error(kw->world));
     kq->query = q;
     kq->term_count = with + optional;
+    kq->with_count = with;
     for (int t = 0; t < kq->term_count; t++) {
         kq->terms[t] = t < with ? desc.with[t] : desc.optional[t - with];
         kiln_component_info_get(kw->world, kq->terms[t], &kq->info[t]);
@@ -140,6 +146,13 @@ int klua_world_query(lua_State *L) {
     lua_setiuservalue(L, -2, 4);
     lua_newtable(L);
     lua_setiuservalue(L, -2, 5);
+    lua_createtable(L, kq->term_count, 0);
+    for (int t = 0; t < kq->term_count; t++) {
+        if (kq->kind[t] != TERM_DATA) continue;
+        kq->snap[t] = lua_newuserdatauv(L, kq->info[t].size, 0);
+        lua_rawseti(L, -2, t + 1);
+    }
+    lua_setiuservalue(L, -2, 6);
     return 1;
 }
 
@@ -149,8 +162,9 @@ static void clear_views(lua_State *L, klua_query *kq, int data_idx) {
         if (kq->kind[t] != TERM_DATA) continue;
         lua_rawgeti(L, data_idx, t + 1);
         for (int32_t f = 0; f < kq->info[t].field_count; f++) {
+            lua_pushstring(L, kq->info[t].fields[f].name);
             lua_pushnil(L);
-            lua_setfield(L, -2, kq->info[t].fields[f].name); /* present keys: no metamethod */
+            lua_rawset(L, -3);
         }
         lua_pop(L, 1);
     }
@@ -180,7 +194,9 @@ static void begin(lua_State *L, klua_query *kq, const char *fname) {
     kq->row = -1;
 }
 
-/* Writes the writable views of the current row back, marking changed what differs. */
+/* Writes back the fields the script changed in the writable views of the current row:
+ * each field is compared with what the view was filled with, so a field left alone never
+ * overwrites a change made meanwhile (world:set on the same row), and marks nothing. */
 static void write_back(lua_State *L, klua_query *kq, int data_idx) {
     char eb[24];
     for (int t = 0; t < kq->term_count; t++) {
@@ -190,7 +206,7 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx) {
         uint8_t tmp[256];
         uint8_t *buf = info->size <= sizeof tmp ? tmp : lua_newuserdatauv(L, info->size, 0);
         int pushed = buf != tmp;
-        memcpy(buf, dst, info->size);
+        memcpy(buf, kq->snap[t], info->size);
         lua_rawgeti(L, data_idx, t + 1);
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
@@ -202,11 +218,18 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx) {
                            klua_entity_str(kq->it.entities[kq->row], eb), err);
             lua_pop(L, 1);
         }
-        lua_pop(L, 1 + pushed);
-        if (memcmp(buf, dst, info->size) != 0) {
-            memcpy(dst, buf, info->size);
-            kiln_iter_mark_changed(&kq->it, t, kq->row);
+        lua_pop(L, 1);
+        bool changed = false;
+        for (int32_t f = 0; f < info->field_count; f++) {
+            const kiln_field *fd = &info->fields[f];
+            size_t n = kiln_type_size(fd->type) * fd->count;
+            if (memcmp(buf + fd->offset, kq->snap[t] + fd->offset, n) != 0) {
+                memcpy(dst + fd->offset, buf + fd->offset, n);
+                changed = true;
+            }
         }
+        if (pushed) lua_pop(L, 1);
+        if (changed) kiln_iter_mark_changed(&kq->it, t, kq->row);
     }
 }
 
@@ -217,7 +240,10 @@ static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx) {
         void *col = kq->it.columns[t];
         switch (kq->kind[t]) {
         case TERM_TAG:
-            lua_pushboolean(L, 1);
+            /* a with-term tag is always there; an optional one is asked for */
+            if (t < kq->with_count) lua_pushboolean(L, 1);
+            else if (kiln_has(kq->kw->world, kq->it.entities[kq->row], kq->terms[t])) lua_pushboolean(L, 1);
+            else lua_pushnil(L);
             break;
         case TERM_LUA:
             if (!col) lua_pushnil(L);
@@ -230,6 +256,7 @@ static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx) {
             }
             const kiln_component_info *info = &kq->info[t];
             const uint8_t *src = (const uint8_t *)col + (size_t)kq->row * info->stride;
+            memcpy(kq->snap[t], src, info->size);
             lua_rawgeti(L, data_idx, t + 1);
             for (int32_t f = 0; f < info->field_count; f++) {
                 lua_pushstring(L, info->fields[f].name);
@@ -272,6 +299,12 @@ static int each_step(lua_State *L) {
     return push_row(L, kq, data_idx, proxy_idx);
 }
 
+static int guarded_write_back(lua_State *L) {
+    klua_query *kq = lua_touserdata(L, 1);
+    write_back(L, kq, 2);
+    return 0;
+}
+
 static int q_each(lua_State *L) {
     klua_query *kq = check_query(L, 1);
     begin(L, kq, "each");
@@ -287,7 +320,20 @@ static int guard_close(lua_State *L) {
     klua_query *kq = *guard;
     if (kq && kq->active && !kq->kw->closed) {
         lua_getiuservalue(L, 1, 1);
-        finish(L, kq, lua_gettop(L));
+        int q_idx = lua_gettop(L);
+        /* Left by break or return (no error): the current row's writes still land. A
+         * conversion error here ends the iteration first, then propagates. */
+        if (lua_isnoneornil(L, 2) && kq->row >= 0) {
+            lua_getiuservalue(L, q_idx, 2);
+            lua_pushcfunction(L, guarded_write_back);
+            lua_pushvalue(L, q_idx);
+            lua_pushvalue(L, -3);
+            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+                finish(L, kq, q_idx);
+                return lua_error(L);
+            }
+        }
+        finish(L, kq, q_idx);
     }
     return 0;
 }
@@ -422,9 +468,12 @@ static int bulk_body(lua_State *L) {
 static int q_bulk(lua_State *L) {
     klua_query *kq = check_query(L, 1);
     luaL_checktype(L, 2, LUA_TFUNCTION);
-    for (int t = 0; t < kq->term_count; t++)
+    for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] == TERM_LUA)
             luaL_error(L, "bulk: %s holds Lua values; use each", kq->info[t].name);
+        if (kq->kind[t] == TERM_DATA && kq->info[t].size > 256)
+            luaL_error(L, "bulk: %s is too large for the bulk path (over 256 bytes); use each", kq->info[t].name);
+    }
     begin(L, kq, "bulk");
     lua_pushvalue(L, 1);
     lua_insert(L, 1); /* a copy of the query stays below the call */

@@ -29,6 +29,8 @@ static bool listed(const kiln_component *list, int n, kiln_component c) {
     return false;
 }
 
+const char *klua_system_name(const klua_world *kw) { return kw->current ? kw->current->name : NULL; }
+
 bool klua_system_writes(const klua_world *kw, kiln_component c) {
     const klua_system *s = kw->current;
     return !s || s->exclusive || listed(s->writes, s->write_count, c);
@@ -278,7 +280,8 @@ int klua_world_system(lua_State *L) {
 int klua_world_progress(lua_State *L) {
     klua_world *kw = klua_check_world(L, 1);
     lua_Number dt = luaL_optnumber(L, 2, 0.0);
-    if (kw->current) luaL_error(L, "world:progress: cannot run the schedule from inside a system");
+    if (kw->current || kiln_is_deferred(kw->world))
+        luaL_error(L, "world:progress: cannot run the schedule from inside a system, a query loop or a deferred section");
     kiln_schedule *sched = klua_schedule(L, kw);
     lua_settop(L, 1);
     kw->progress_idx = 1;

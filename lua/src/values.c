@@ -82,7 +82,7 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p) {
     }
     default: {
         int ok = 0;
-        lua_Integer v = lua_tointegerx(L, idx, &ok);
+        lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
         lua_Integer lo, hi;
         int_range(t, &lo, &hi);
         if (!ok) {

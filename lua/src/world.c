@@ -30,7 +30,7 @@ bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
 
 kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname) {
     int ok = 0;
-    lua_Integer v = lua_tointegerx(L, arg, &ok);
+    lua_Integer v = lua_type(L, arg) == LUA_TNUMBER ? lua_tointegerx(L, arg, &ok) : 0;
     if (!ok || v < 0)
         luaL_error(L, "%s: entity must be a non-negative integer, got %s", fname,
                    ok ? "a negative number" : luaL_typename(L, arg));
@@ -88,6 +88,14 @@ static void release(lua_State *L, klua_world *kw) {
 }
 
 static int w_close(lua_State *L) {
+    klua_world *kw = to_world(L, 1);
+    if (!kw->closed && (kw->current || kiln_is_deferred(kw->world)))
+        return luaL_error(L, "world:close: cannot close the world while a query iterates or a system runs");
+    release(L, kw);
+    return 0;
+}
+
+static int w_gc(lua_State *L) {
     klua_world *kw = to_world(L, 1);
     release(L, kw);
     return 0;
@@ -232,11 +240,11 @@ static void build_value(lua_State *L, klua_world *kw, kiln_component c, int idx,
         memcpy(buf, &ref, sizeof ref);
         return;
     }
-    memset(buf, 0, info->size);
+    if (info->size) memset(buf, 0, info->size);
     if (info->size == 0) {
-        if (!lua_isnoneornil(L, idx) && !lua_isboolean(L, idx))
-            luaL_error(L, "%s: %s is a tag; give true or nothing, not a %s", fname, info->name,
-                       luaL_typename(L, idx));
+        if (!lua_isnoneornil(L, idx) && !(lua_isboolean(L, idx) && lua_toboolean(L, idx)))
+            luaL_error(L, "%s: %s is a tag; give true or nothing, not %s", fname, info->name,
+                       lua_isboolean(L, idx) ? "false" : luaL_typename(L, idx));
         return;
     }
     if (lua_isnoneornil(L, idx)) return;
@@ -282,15 +290,21 @@ static int w_spawn(lua_State *L) {
     uint8_t *base = scratch ? (uint8_t *)(((uintptr_t)scratch + 15) & ~(uintptr_t)15) : NULL;
     const void *values[SCRATCH_MAX];
     size_t off = 0;
-    for (int32_t i = 0; i < n; i++) {
-        kiln_component_info info;
-        kiln_component_info_get(kw->world, comps[i], &info);
-        lua_pushstring(L, info.name);
-        lua_rawget(L, 2);
-        values[i] = base + off;
-        build_value(L, kw, comps[i], -1, base + off, &info, fname, 0);
-        lua_pop(L, 1);
-        off += (info.size + 15) & ~(size_t)15;
+    /* Data values first (they may raise); Lua values take refs last, when nothing can fail. */
+    for (int pass = 0; pass < 2; pass++) {
+        off = 0;
+        for (int32_t i = 0; i < n; i++) {
+            kiln_component_info info;
+            kiln_component_info_get(kw->world, comps[i], &info);
+            values[i] = base + off;
+            if (klua_is_lua_valued(kw, comps[i]) == (pass == 1)) {
+                lua_pushstring(L, info.name);
+                lua_rawget(L, 2);
+                build_value(L, kw, comps[i], -1, base + off, &info, fname, 0);
+                lua_pop(L, 1);
+            }
+            off += (info.size + 15) & ~(size_t)15;
+        }
     }
     kiln_entity e;
     kiln_result r = kiln_spawn_with(kw->world, comps, values, n, &e);
@@ -311,8 +325,8 @@ static int w_despawn(lua_State *L) {
 
 static int w_is_alive(lua_State *L) {
     klua_world *kw = klua_check_world(L, 1);
-    int ok;
-    lua_Integer v = lua_tointegerx(L, 2, &ok);
+    int ok = 0;
+    lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
     lua_pushboolean(L, ok && v > 0 && kiln_is_alive(kw->world, (kiln_entity)v));
     return 1;
 }
@@ -339,6 +353,7 @@ static int w_entities(lua_State *L) {
 /* ---- component access ----------------------------------------------------------------- */
 
 static int w_add(lua_State *L) {
+    lua_settop(L, 4); /* an absent value is nil, below any scratch pushed later */
     klua_world *kw = klua_check_world(L, 1);
     const char *fname = "world:add";
     kiln_entity e = klua_check_entity(L, 2, fname);
@@ -372,8 +387,8 @@ static int w_remove(lua_State *L) {
 static int w_has(lua_State *L) {
     klua_world *kw = klua_check_world(L, 1);
     const char *fname = "world:has";
-    int ok;
-    lua_Integer v = lua_tointegerx(L, 2, &ok);
+    int ok = 0;
+    lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
     if (!ok) luaL_error(L, "%s: entity must be an integer, got %s", fname, luaL_typename(L, 2));
     kiln_component c = klua_check_component(L, kw, 3, fname);
     klua_check_access(L, kw, c, false, fname);
@@ -387,6 +402,7 @@ static int w_get(lua_State *L) {
     kiln_entity e = klua_check_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, fname);
     klua_check_access(L, kw, c, false, fname);
+    check_alive(L, kw, e, fname);
     if (!kiln_has(kw->world, e, c)) {
         lua_pushnil(L);
         return 1;
@@ -396,6 +412,7 @@ static int w_get(lua_State *L) {
 }
 
 static int w_set(lua_State *L) {
+    lua_settop(L, 4);
     klua_world *kw = klua_check_world(L, 1);
     const char *fname = "world:set";
     kiln_entity e = klua_check_entity(L, 2, fname);
@@ -451,6 +468,7 @@ static int w_changed_tick(lua_State *L) {
     klua_world *kw = klua_check_world(L, 1);
     kiln_entity e = klua_check_entity(L, 2, "world:changed_tick");
     kiln_component c = klua_check_component(L, kw, 3, "world:changed_tick");
+    check_alive(L, kw, e, "world:changed_tick");
     lua_pushinteger(L, kiln_changed_tick(kw->world, e, c));
     return 1;
 }
@@ -472,6 +490,7 @@ static int w_set_parent(lua_State *L) {
 static int w_children(lua_State *L) {
     klua_world *kw = klua_check_world(L, 1);
     kiln_entity e = klua_check_entity(L, 2, "world:children");
+    check_alive(L, kw, e, "world:children");
     int32_t n = kiln_children(kw->world, e, NULL, 0);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
     kiln_children(kw->world, e, list, n);
@@ -506,6 +525,7 @@ static int w_event(lua_State *L) {
 }
 
 static int w_emit(lua_State *L) {
+    lua_settop(L, 3);
     klua_world *kw = klua_check_world(L, 1);
     const char *fname = "world:emit";
     kiln_event_type t = check_event(L, kw, 2, fname);
@@ -557,6 +577,7 @@ static int w_resource(lua_State *L) {
     const char *fname = "world:resource";
     const char *name = luaL_checkstring(L, 2);
     bool setting = lua_gettop(L) >= 3;
+    lua_settop(L, 3);
     kiln_component c = kiln_component_lookup(kw->world, name);
     if (c && c != kw->shared_type && !klua_is_lua_valued(kw, c)) {
         klua_check_access(L, kw, c, setting, fname);
@@ -634,7 +655,7 @@ int klua_open_world(lua_State *L) {
     luaL_newmetatable(L, KLUA_WORLD);
     luaL_newlib(L, world_methods);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, w_close);
+    lua_pushcfunction(L, w_gc);
     lua_setfield(L, -2, "__gc");
     lua_pushcfunction(L, w_close);
     lua_setfield(L, -2, "__close");

@@ -1,0 +1,143 @@
+-- helpers.lua: fixtures shared by the kiln busted specs: worlds with the usual components,
+-- deterministic world snapshots, error matching, garbage measurement and child interpreters.
+-- Load with dofile (busted's globals such as `it` and `pending` are not visible here).
+local kiln = require "kiln"
+local assert = require "luassert"
+
+local H = {}
+
+-- A world with the components most specs use.
+function H.world(options)
+    local w = kiln.world(options)
+    w:component("Position", "float x, y;")
+    w:component("Velocity", "float x, y;")
+    w:component("Health", "int32_t hp, max;")
+    w:component("Frozen")
+    return w
+end
+
+-- "12v3": how the binding names an entity in messages (slot index v generation).
+function H.entity_str(e)
+    return string.format("%dv%d", e & 0xffffffff, (e >> 32) & 0x1fffff)
+end
+
+-- The float nearest to x, as a float32 field stores it.
+function H.f32(x)
+    return (string.unpack("f", string.pack("f", x)))
+end
+
+-- A deterministic text form of any value (tables with keys in sorted order).
+local function dump(v, out)
+    local t = type(v)
+    if t == "table" then
+        local keys = {}
+        for k in pairs(v) do keys[#keys + 1] = k end
+        table.sort(keys, function(a, b)
+            if type(a) == type(b) and (type(a) == "number" or type(a) == "string") then return a < b end
+            return tostring(a) < tostring(b)
+        end)
+        out[#out + 1] = "{"
+        for _, k in ipairs(keys) do
+            dump(k, out)
+            out[#out + 1] = "="
+            dump(v[k], out)
+            out[#out + 1] = ","
+        end
+        out[#out + 1] = "}"
+    elseif t == "number" then
+        out[#out + 1] = math.type(v) == "integer" and tostring(v) or string.format("%.17g", v)
+    elseif t == "string" then
+        out[#out + 1] = string.format("%q", v)
+    else
+        out[#out + 1] = tostring(v)
+    end
+end
+
+function H.dump(v)
+    local out = {}
+    dump(v, out)
+    return table.concat(out)
+end
+
+-- Everything a failed call could have touched: entity count, tick, and for every live entity
+-- the value and change tick of each named component.
+function H.snapshot(w, names)
+    local parts = {"count=" .. w:count(), "tick=" .. w:tick()}
+    local entities = w:entities()
+    table.sort(entities)
+    for _, e in ipairs(entities) do
+        local row = {H.entity_str(e)}
+        for _, name in ipairs(names) do
+            if w:has(e, name) then
+                row[#row + 1] = name .. "@" .. w:changed_tick(e, name) .. "=" .. H.dump(w:get(e, name))
+            end
+        end
+        parts[#parts + 1] = table.concat(row, " ")
+    end
+    return table.concat(parts, "\n")
+end
+
+H.NAMES = {"Position", "Velocity", "Health", "Frozen"}
+
+-- Calls fn, which must raise; every further argument must appear (plainly) in the message.
+-- Returns the message.
+function H.raises(fn, ...)
+    local ok, err = pcall(fn)
+    assert.is_false(ok, "expected an error, but the call returned normally")
+    local msg = tostring(err)
+    for i = 1, select("#", ...) do
+        local want = select(i, ...)
+        assert.is_truthy(msg:find(want, 1, true),
+                         string.format("error message %q does not mention %q", msg, want))
+    end
+    return msg
+end
+
+-- Like H.raises, and the world (seen through the components in names, H.NAMES when nil)
+-- must be exactly as it was before the call.
+function H.unchanged(w, names, fn, ...)
+    names = names or H.NAMES
+    local before = H.snapshot(w, names)
+    local msg = H.raises(fn, ...)
+    assert.are.equal(before, H.snapshot(w, names), "the failed call changed the world: " .. msg)
+    return msg
+end
+
+-- True when structural changes land at once, i.e. no iteration was left running.
+function H.not_deferred(w)
+    local e = w:spawn()
+    local alive = w:is_alive(e)
+    w:despawn(e)
+    return alive
+end
+
+-- KiB of garbage made by `frames` calls of frame after a warm-up, with the collector stopped.
+function H.garbage_kib(frame, frames)
+    for _ = 1, 10 do frame() end
+    collectgarbage()
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    for _ = 1, frames do frame() end
+    local after = collectgarbage("count")
+    collectgarbage("restart")
+    return after - before
+end
+
+-- Runs a chunk in a separate interpreter (same module path, same environment, so the
+-- sanitizer preload carries over). Returns whether it exited with status 0, and its output.
+-- For behaviour that may abort or crash the process.
+function H.run_isolated(code)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(string.format("package.cpath = %q\n", package.cpath), code)
+    f:close()
+    local lua = os.getenv("KILN_LUA") or "lua5.4"
+    local p = io.popen(lua .. " " .. path .. " 2>&1")
+    local out = p:read("a")
+    local ok = p:close()
+    os.remove(path)
+    return ok == true, out
+end
+
+return H
