@@ -38,8 +38,8 @@ LUA_MOD   := $(BUILD)/lua/kiln.so
 
 VERSION := 0.1.0
 
-.PHONY: all lib lua repl test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
-all: lib demo lua repl
+.PHONY: all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 
@@ -104,9 +104,21 @@ $(BUILD)/gen/kiln_scripts.h: $(LUA_SCRIPTS) scripts/embed.lua
 
 $(BUILD)/lua/module.o: $(BUILD)/gen/kiln_scripts.h
 
-# The README's first command: build and run the main example.
-run: $(DEMO_BIN)
-	$(DEMO_BIN)
+# The sample game: C systems in examples/asteroids, Lua rules beside them, mods in examples/mods.
+ASTEROIDS_BIN := $(BUILD)/examples/asteroids
+ASTEROIDS_SRC := $(wildcard examples/asteroids/*.c)
+$(ASTEROIDS_BIN): $(ASTEROIDS_SRC) $(wildcard examples/asteroids/*.h) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -o $@ $(ASTEROIDS_SRC) $(BUILD)/libkiln_lua.a \
+	    $(BUILD)/libkiln.a $(LUA_LIBS) $(LDLIBS_ALL)
+asteroids: $(ASTEROIDS_BIN)
+
+# The README's first command: build and run the sample game for a few seconds.
+run: $(ASTEROIDS_BIN)
+	$(ASTEROIDS_BIN) --seconds 5
+
+test-examples: $(ASTEROIDS_BIN)
+	@tests/examples/check_game.sh $(ASTEROIDS_BIN)
 
 # Runs every suite plainly, then the same suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the threaded suites under ThreadSanitizer, each in a

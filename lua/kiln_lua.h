@@ -34,7 +34,8 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx);
 
 /* The schedule Lua systems of the kiln.World at idx run in (created on first use). C
  * systems added here with kiln_schedule_add run in the same frames as Lua systems, on the
- * world's job pool, by world:progress(dt). NULL when out of memory (raises instead). */
+ * world's job pool, by world:progress(dt) or by the host's own kiln_schedule_run (then the
+ * failures of Lua systems are read with world:failures()). Raises when out of memory. */
 kiln_schedule *kiln_lua_schedule(lua_State *L, int idx);
 
 /* ---- console: attach a REPL to a running game ------------------------------------------ */

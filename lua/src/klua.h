@@ -56,6 +56,8 @@ KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fna
 KLUA_HIDDEN bool klua_is_lua_valued(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN const char *klua_entity_str(kiln_entity e, char *buf);
 KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
+/* Pushes the kiln.World userdata of kw (also outside world:progress). */
+KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);
 
 /* ---- values (values.c) ---- */
 /* Pushes the component value at data as a new table (or the Lua value / true for tags). */
@@ -104,6 +106,8 @@ KLUA_HIDDEN int klua_world_system(lua_State *L);
 KLUA_HIDDEN int klua_world_progress(lua_State *L);
 KLUA_HIDDEN int klua_world_systems(lua_State *L);
 KLUA_HIDDEN int klua_world_enable(lua_State *L);
+KLUA_HIDDEN int klua_world_failures(lua_State *L);
+KLUA_HIDDEN int klua_world_max_failures(lua_State *L);
 /* The name of the Lua system running now, or NULL. */
 KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
 /* Raises unless the running system (if any) declared access to c (write: in writes). */

@@ -103,7 +103,9 @@ static int run_each(lua_State *L) {
 
 /* Appends a failure record to the table at the top of the world state's "failures". */
 static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disabled) {
-    lua_getiuservalue(L, s->kw->progress_idx, 1);
+    klua_push_self(L, s->kw);
+    lua_getiuservalue(L, -1, 1);
+    lua_remove(L, -2);
     if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
         lua_pop(L, 1);
         lua_newtable(L);
@@ -137,7 +139,7 @@ static void trampoline(const kiln_system_ctx *ctx) {
     kw->current = s;
     if (s->query_ref == LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
-        lua_pushvalue(L, kw->progress_idx);
+        klua_push_self(L, kw);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 2, 0, top + 1);
     } else {
@@ -298,6 +300,29 @@ int klua_world_progress(lua_State *L) {
     lua_pushboolean(L, 0);
     lua_insert(L, -2);
     return 2;
+}
+
+/* world:failures() -> the failures recorded since the last progress() or failures() call
+ * (systems a host ran with kiln_schedule_run report here), or an empty list. */
+int klua_world_failures(lua_State *L) {
+    klua_check_world(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
+        lua_newtable(L);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_setfield(L, -3, "failures");
+    return 1;
+}
+
+/* world:max_failures(n): disable a Lua system after n consecutive failures (0: never). */
+int klua_world_max_failures(lua_State *L) {
+    klua_world *kw = klua_check_world(L, 1);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    if (n < 0 || n > INT32_MAX) luaL_error(L, "world:max_failures: n must be from 0 to %d", INT32_MAX);
+    kw->max_failures = (int32_t)n;
+    return 0;
 }
 
 int klua_world_systems(lua_State *L) {

@@ -146,7 +146,29 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     kw->shared->values_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     kw->shared->L = L;
     kiln_transform_init(world, NULL);
+    /* A weak registry entry finds this userdata from C callbacks (systems run by a host's
+     * kiln_schedule_run) without keeping the world alive. */
+    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, "kiln.worlds") == 0) {
+        lua_createtable(L, 0, 1);
+        lua_pushstring(L, "v");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+    }
+    lua_pushlightuserdata(L, kw);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
     return 1;
+}
+
+void klua_push_self(lua_State *L, klua_world *kw) {
+    if (kw->progress_idx) {
+        lua_pushvalue(L, kw->progress_idx);
+        return;
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, "kiln.worlds");
+    lua_rawgetp(L, -1, kw);
+    lua_remove(L, -2);
 }
 
 static int w_new(lua_State *L) {
@@ -491,6 +513,9 @@ static int w_children(lua_State *L) {
     klua_world *kw = klua_check_world(L, 1);
     kiln_entity e = klua_check_entity(L, 2, "world:children");
     check_alive(L, kw, e, "world:children");
+    kiln_transform_ids ids;
+    kiln_transform_ids_get(kw->world, &ids);
+    klua_check_access(L, kw, ids.parent, false, "world:children");
     int32_t n = kiln_children(kw->world, e, NULL, 0);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
     kiln_children(kw->world, e, list, n);
@@ -638,6 +663,8 @@ static const luaL_Reg world_methods[] = {
     {"progress", klua_world_progress},
     {"systems", klua_world_systems},
     {"enable", klua_world_enable},
+    {"failures", klua_world_failures},
+    {"max_failures", klua_world_max_failures},
     {"set_parent", w_set_parent},
     {"children", w_children},
     {"despawn_recursive", w_despawn_recursive},

@@ -1,0 +1,412 @@
+/* main.c: the asteroid game's host: world, C systems, Lua rules and mods, the frame loop.
+ * Invariant: for a given seed all it prints is deterministic except wall-clock timings. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "components.h"
+#include "kiln_lua.h"
+#include "systems.h"
+
+#define MAX_MODS 16
+#define DEFAULT_RULES "examples/asteroids/rules.lua"
+
+typedef struct options {
+    int64_t frames;     /* 0: until --seconds or Ctrl-C */
+    double seconds;     /* wall-clock limit; 0: none */
+    uint64_t seed;
+    int32_t asteroids, moons, workers;
+    const char *rules;
+    const char *mods[MAX_MODS];
+    int mod_count;
+    int console_port;   /* -1: no console */
+    bool realtime;
+} options;
+
+typedef struct game {
+    options opt;
+    kiln_world *world;
+    game_ids ids;
+    game_systems *systems;
+    kiln_query *count_asteroids, *count_moons, *count_ships;
+    lua_State *L;
+    int world_ref;            /* the kiln.World in the registry, whatever scripts do to globals */
+    kiln_schedule *schedule;
+    int32_t c_systems;        /* systems [0, c_systems) are C; the rest were added from Lua */
+    kiln_console *console;
+} game;
+
+static volatile sig_atomic_t interrupted = 0;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Prints "asteroids: <message>" to stderr and exits 1. */
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("asteroids: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+/* ---- arguments -------------------------------------------------------------------------- */
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: asteroids [options]\n"
+            "  --frames N      run N frames of 1/%d s (default 600; 0: until --seconds or Ctrl-C)\n"
+            "  --seconds S     stop after S seconds of wall-clock time\n"
+            "  --seed N        seed of the field and the waves (default 1)\n"
+            "  --asteroids N   asteroids in the field (default 100000)\n"
+            "  --moons N       moons orbiting the first large asteroids (default 300)\n"
+            "  --workers N     worker threads for C systems (default 1; 0: all inline)\n"
+            "  --rules FILE    the Lua rules (default " DEFAULT_RULES ")\n"
+            "  --mod FILE      load a Lua mod after the rules (repeatable)\n"
+            "  --console PORT  accept `kiln --connect 127.0.0.1:PORT` (0: any free port);\n"
+            "                  implies --realtime\n"
+            "  --realtime      pace frames to %d per second instead of running flat out\n",
+            FRAME_RATE, FRAME_RATE);
+}
+
+/* The integer value of option argv[i + 1] in [lo, hi]; exits with a message otherwise. */
+static int64_t int_arg(int argc, char **argv, int i, int64_t lo, int64_t hi) {
+    char *end = NULL;
+    errno = 0;
+    long long v = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
+    if (i + 1 >= argc || errno || end == argv[i + 1] || *end || v < lo || v > hi) {
+        fprintf(stderr, "asteroids: %s needs an integer from %lld to %lld\n", argv[i],
+                (long long)lo, (long long)hi);
+        exit(2);
+    }
+    return v;
+}
+
+static const char *str_arg(int argc, char **argv, int i) {
+    if (i + 1 >= argc) {
+        fprintf(stderr, "asteroids: %s needs a value\n", argv[i]);
+        exit(2);
+    }
+    return argv[i + 1];
+}
+
+static bool readable(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* The rules next to the sources: in the working directory, or two levels above the binary
+ * (build/examples/asteroids -> examples/asteroids/rules.lua). */
+static const char *find_rules(const char *argv0, char *buf, size_t size) {
+    if (readable(DEFAULT_RULES)) return DEFAULT_RULES;
+    const char *slash = strrchr(argv0, '/');
+    if (slash) {
+        snprintf(buf, size, "%.*s/../../" DEFAULT_RULES, (int)(slash - argv0), argv0);
+        if (readable(buf)) return buf;
+    }
+    return DEFAULT_RULES;
+}
+
+static options parse_options(int argc, char **argv, char *rules_buf, size_t rules_size) {
+    options o = {.frames = 600, .seed = 1, .asteroids = 100000, .moons = 300, .workers = 1,
+                 .console_port = -1};
+    bool frames_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--frames") == 0) {
+            o.frames = int_arg(argc, argv, i++, 0, INT64_MAX);
+            frames_given = true;
+        } else if (strcmp(a, "--seconds") == 0) {
+            o.seconds = (double)int_arg(argc, argv, i++, 1, 86400);
+        } else if (strcmp(a, "--seed") == 0) {
+            o.seed = (uint64_t)int_arg(argc, argv, i++, 0, INT64_MAX);
+        } else if (strcmp(a, "--asteroids") == 0) {
+            o.asteroids = (int32_t)int_arg(argc, argv, i++, 0, 10000000);
+        } else if (strcmp(a, "--moons") == 0) {
+            o.moons = (int32_t)int_arg(argc, argv, i++, 0, 1000000);
+        } else if (strcmp(a, "--workers") == 0) {
+            o.workers = (int32_t)int_arg(argc, argv, i++, 0, 64);
+        } else if (strcmp(a, "--rules") == 0) {
+            o.rules = str_arg(argc, argv, i++);
+        } else if (strcmp(a, "--mod") == 0) {
+            if (o.mod_count == MAX_MODS) die("at most %d mods", MAX_MODS);
+            o.mods[o.mod_count++] = str_arg(argc, argv, i++);
+        } else if (strcmp(a, "--console") == 0) {
+            o.console_port = (int)int_arg(argc, argv, i++, 0, 65535);
+            o.realtime = true;
+        } else if (strcmp(a, "--realtime") == 0) {
+            o.realtime = true;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else {
+            fprintf(stderr, "asteroids: unknown option '%s'\n", a);
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (o.seconds > 0 && !frames_given) o.frames = 0; /* --seconds alone: time decides */
+    if (!o.rules) o.rules = find_rules(argv[0], rules_buf, rules_size);
+    return o;
+}
+
+/* ---- Lua -------------------------------------------------------------------------------- */
+
+static int traceback(lua_State *L) {
+    luaL_traceback(L, L, lua_tostring(L, 1), 1);
+    return 1;
+}
+
+/* Runs a rules or mod file with the globals `world` and `game` in place. */
+static void run_script(game *g, const char *kind, const char *path) {
+    lua_State *L = g->L;
+    int32_t before = kiln_schedule_system_count(g->schedule);
+    lua_pushcfunction(L, traceback);
+    if (luaL_loadfile(L, path) != LUA_OK || lua_pcall(L, 0, 0, -2) != LUA_OK) {
+        fprintf(stderr, "asteroids: cannot load %s %s:\n%s\n", kind, path, lua_tostring(L, -1));
+        exit(1);
+    }
+    lua_pop(L, 1);
+    int32_t added = kiln_schedule_system_count(g->schedule) - before;
+    printf("%s: %s (%d system%s)\n", kind, path, (int)added, added == 1 ? "" : "s");
+}
+
+/* Protected part of the Lua setup (the embedding calls raise on failure). */
+static int setup_lua(lua_State *L) {
+    game *g = lua_touserdata(L, 1);
+    luaL_openlibs(L);
+    kiln_lua_push_world(L, g->world, g->opt.workers);
+    lua_pushvalue(L, -1);
+    lua_setglobal(L, "world"); /* also the console's `world` */
+    g->schedule = kiln_lua_schedule(L, -1);
+    g->world_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+
+    /* `game`: the constants the rules share with C. */
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, (lua_Integer)g->opt.seed);
+    lua_setfield(L, -2, "seed");
+    lua_pushinteger(L, FRAME_RATE);
+    lua_setfield(L, -2, "rate");
+    lua_pushnumber(L, FIELD_SIZE);
+    lua_setfield(L, -2, "field_size");
+    lua_createtable(L, 3, 0);
+    for (int size = 1; size <= 3; size++) {
+        lua_pushnumber(L, game_asteroid_radius(size));
+        lua_rawseti(L, -2, size);
+    }
+    lua_setfield(L, -2, "asteroid_radius");
+    lua_setglobal(L, "game");
+    return 0;
+}
+
+/* Runs one frame through world:progress (so Lua systems have their world at hand). Lua
+ * systems that raised are reported and disabled; the frame itself goes on. */
+static bool step(game *g, int64_t frame) {
+    lua_State *L = g->L;
+    lua_pushcfunction(L, traceback);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->world_ref);
+    lua_getfield(L, -1, "progress");
+    lua_insert(L, -2);
+    lua_pushnumber(L, 1.0 / FRAME_RATE);
+    if (lua_pcall(L, 2, 2, -4) != LUA_OK) {
+        fprintf(stderr, "asteroids: frame %lld: %s\n", (long long)frame, lua_tostring(L, -1));
+        lua_pop(L, 2);
+        return false;
+    }
+    if (!lua_toboolean(L, -2) && lua_istable(L, -1)) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            lua_getfield(L, -1, "system");
+            lua_getfield(L, -2, "message");
+            lua_getfield(L, -3, "traceback");
+            const char *name = lua_tostring(L, -3);
+            fprintf(stderr, "asteroids: frame %lld: Lua system '%s' failed: %s\n%s\n",
+                    (long long)frame, name, lua_tostring(L, -2), lua_tostring(L, -1));
+            if (kiln_schedule_enable(g->schedule, name, false) == KILN_OK)
+                fprintf(stderr, "asteroids: system '%s' disabled\n", name);
+            lua_pop(L, 4);
+        }
+    }
+    lua_pop(L, 3);
+    return true;
+}
+
+/* ---- reports ---------------------------------------------------------------------------- */
+
+static const Score *score_of(const game *g) {
+    static const Score none;
+    const Score *s = kiln_resource_get(g->world, g->ids.score);
+    return s ? s : &none;
+}
+
+/* One line per simulated second; everything before the '|' is deterministic. */
+static void print_summary(const game *g, int64_t frame, double fps) {
+    const Score *s = score_of(g);
+    printf("[%3llds] frame %5lld  entities %6lld  ships %4lld  score %7lld  destroyed %5d"
+           "  damage %6.0f  lost %4d | %5.1f fps\n",
+           (long long)(frame / FRAME_RATE), (long long)frame,
+           (long long)kiln_entity_count(g->world), (long long)kiln_query_count(g->count_ships),
+           (long long)s->points, (int)s->destroyed, s->damage, (int)s->lost, fps);
+    fflush(stdout);
+}
+
+static void print_final(const game *g, int64_t frames, double wall, double frame_seconds) {
+    const Score *s = score_of(g);
+    kiln_world_stats st;
+    kiln_world_stats_get(g->world, &st);
+    printf("final: frame %lld, entities %lld (asteroids %lld, moons %lld, ships %lld), "
+           "archetypes %d\n",
+           (long long)frames, (long long)st.entities,
+           (long long)kiln_query_count(g->count_asteroids),
+           (long long)kiln_query_count(g->count_moons),
+           (long long)kiln_query_count(g->count_ships), (int)st.archetypes);
+    printf("final: score %lld, asteroids destroyed %d, waves %d, ships launched %d, ships lost %d, "
+           "damage %.0f\n",
+           (long long)s->points, (int)s->destroyed, (int)s->wave, (int)s->launched, (int)s->lost,
+           s->damage);
+    if (frames == 0) return;
+
+    double per_frame = frame_seconds / (double)frames * 1e3;
+    printf("\n%lld frames in %.2f s wall (%.1f fps), %.2f ms per frame, %d worker%s, "
+           "memory %.1f MB\n",
+           (long long)frames, wall, (double)frames / wall, per_frame, (int)g->opt.workers,
+           g->opt.workers == 1 ? "" : "s", (double)st.bytes / (1024.0 * 1024.0));
+
+    /* Per system: average over its runs; share: of the time all systems took. */
+    int32_t n = kiln_schedule_system_count(g->schedule);
+    double c_ms = 0, lua_ms = 0; /* per frame */
+    for (int32_t i = 0; i < n; i++) {
+        kiln_system_info info;
+        kiln_schedule_system_info(g->schedule, i, &info);
+        *(i < g->c_systems ? &c_ms : &lua_ms) += (double)info.total_ns / 1e6 / (double)frames;
+    }
+    double all_ms = c_ms + lua_ms > 0 ? c_ms + lua_ms : 1.0;
+    printf("  %-22s %-4s %5s %10s %7s\n", "system", "kind", "stage", "avg ms", "share");
+    for (int32_t i = 0; i < n; i++) {
+        kiln_system_info info;
+        kiln_schedule_system_info(g->schedule, i, &info);
+        double avg = info.runs ? (double)info.total_ns / 1e6 / (double)info.runs : 0.0;
+        double share = (double)info.total_ns / 1e6 / (double)frames / all_ms;
+        printf("  %-22s %-4s %5d %10.3f %6.1f%%%s\n", info.name, i < g->c_systems ? "C" : "Lua",
+               (int)info.stage, avg, 100.0 * share, info.enabled ? "" : "  (disabled)");
+    }
+    /* The rest of a frame: applying buffers, events, the call into Lua. Systems of one stage
+     * may overlap on workers, so this can come out below zero; it is shown as 0 then. */
+    double outside = per_frame - (c_ms + lua_ms);
+    printf("  C systems %.2f ms per frame (%.1f%%), Lua systems %.2f ms (%.1f%%); "
+           "outside systems %.2f ms\n",
+           c_ms, 100.0 * c_ms / all_ms, lua_ms, 100.0 * lua_ms / all_ms, outside > 0 ? outside : 0.0);
+}
+
+/* ---- main ------------------------------------------------------------------------------- */
+
+static kiln_query *count_query(game *g, kiln_component c) {
+    kiln_query *q = NULL;
+    if (kiln_query_create(g->world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK)
+        die("%s", kiln_world_error(g->world));
+    return q;
+}
+
+static void sleep_until(double t) {
+    double left = t - now_seconds();
+    if (left <= 0) return;
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv) {
+    char rules_buf[4096];
+    game g = {.opt = parse_options(argc, argv, rules_buf, sizeof rules_buf)};
+
+    g.world = kiln_world_create(NULL);
+    if (!g.world) die("out of memory");
+    if (game_components_register(g.world, &g.ids) != KILN_OK ||
+        game_field_populate(g.world, &g.ids, g.opt.seed, g.opt.asteroids, g.opt.moons) != KILN_OK ||
+        !(g.systems = game_systems_create(g.world, &g.ids)))
+        die("%s", kiln_world_error(g.world));
+    g.count_asteroids = count_query(&g, g.ids.asteroid);
+    g.count_moons = count_query(&g, g.ids.orbit);
+    g.count_ships = count_query(&g, g.ids.ship);
+
+    g.L = luaL_newstate();
+    if (!g.L) die("cannot create a Lua state");
+    lua_pushcfunction(g.L, setup_lua);
+    lua_pushlightuserdata(g.L, &g);
+    if (lua_pcall(g.L, 1, 0, 0) != LUA_OK) die("%s", lua_tostring(g.L, -1));
+    if (game_systems_add(g.systems, g.schedule) != KILN_OK) die("%s", kiln_world_error(g.world));
+    g.c_systems = kiln_schedule_system_count(g.schedule);
+
+    printf("asteroids: seed %llu, %d asteroids, %lld moons, field %.0fx%.0f, %d worker%s\n",
+           (unsigned long long)g.opt.seed, (int)g.opt.asteroids,
+           (long long)kiln_query_count(g.count_moons), FIELD_SIZE, FIELD_SIZE, (int)g.opt.workers,
+           g.opt.workers == 1 ? "" : "s");
+    run_script(&g, "rules", g.opt.rules);
+    for (int i = 0; i < g.opt.mod_count; i++) run_script(&g, "mod", g.opt.mods[i]);
+    if (kiln_schedule_build(g.schedule) != KILN_OK) die("%s", kiln_world_error(g.world));
+    char stages[1024];
+    kiln_schedule_describe(g.schedule, stages, sizeof stages);
+    printf("schedule:\n%s", stages);
+
+    if (g.opt.console_port >= 0) {
+        char err[256] = "";
+        g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = g.opt.console_port}, err,
+                                      sizeof err);
+        if (!g.console) die("console: %s", err);
+        int port = kiln_console_port(g.console);
+        printf("console: listening on 127.0.0.1:%d (attach: kiln --connect 127.0.0.1:%d)\n", port,
+               port);
+    }
+    fflush(stdout);
+    signal(SIGINT, on_interrupt);
+
+    double start = now_seconds(), mark = start, frame_seconds = 0;
+    int64_t frame = 0;
+    int status = 0;
+    while (!interrupted && (g.opt.frames == 0 || frame < g.opt.frames) &&
+           (g.opt.seconds == 0 || now_seconds() - start < g.opt.seconds)) {
+        double t0 = now_seconds();
+        if (!step(&g, frame + 1)) {
+            status = 1;
+            break;
+        }
+        frame++;
+        frame_seconds += now_seconds() - t0;
+        if (g.console) kiln_console_poll(g.console);
+        if (frame % FRAME_RATE == 0) {
+            double t = now_seconds();
+            print_summary(&g, frame, FRAME_RATE / (t - mark));
+            mark = t;
+        }
+        if (g.opt.realtime) sleep_until(t0 + 1.0 / FRAME_RATE);
+    }
+    print_final(&g, frame, now_seconds() - start, frame_seconds);
+
+    kiln_console_close(g.console);
+    lua_close(g.L); /* detaches Lua from the world and ends the schedule and its workers */
+    game_systems_destroy(g.systems);
+    kiln_query_destroy(g.count_asteroids);
+    kiln_query_destroy(g.count_moons);
+    kiln_query_destroy(g.count_ships);
+    kiln_world_destroy(g.world);
+    return status;
+}

@@ -1,0 +1,139 @@
+-- rules.lua: the asteroid game's rules as Lua systems: waves of mining ships, collision
+-- damage, scoring and wrecks. Changes a system makes land at the end of its stage, in order.
+--
+-- The host (main.c) defines two globals before running this file:
+--   world  the kiln.World; the C systems move, orbit, propagate_transforms and collide
+--          are already in its schedule
+--   game   constants shared with C: seed, rate (frames per second), field_size,
+--          asteroid_radius[size]
+-- Frame order, decided by what each system reads and writes: move, then orbit and collide
+-- (which emits Collision events), propagate_transforms and waves, impacts, hull.
+
+local world, game = world, game
+
+-- A deterministic generator of our own (an LCG), so a mod calling math.random cannot change
+-- the waves.
+local state = game.seed
+local function random()
+    state = (state * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
+    return (state >> 11) / (1 << 52)
+end
+
+local FIELD = game.field_size
+local RADIUS = game.asteroid_radius
+local POINTS = {100, 50, 20}     -- by size: small asteroids are worth more
+local DAMAGE = {5, 10, 18}       -- by size: what hitting one does to a ship's hull
+local HULL = 150
+local SHIP_RADIUS = 2
+local SHIP_SPEED = 45
+local WAVE_EVERY = 2 * game.rate -- frames between waves
+local FRAGMENT_SPEED = 12
+
+local function add_score(changes)
+    local score = world:resource("Score")
+    for k, v in pairs(changes) do score[k] = score[k] + v end
+    world:resource("Score", score)
+end
+
+-- Waves: every two seconds a larger wave of ships warps in at random places.
+local frame = 0
+world:system{
+    name = "waves",
+    writes = {"Position", "Velocity", "Ship", "Score"},
+    run = function(world)
+        frame = frame + 1
+        if frame % WAVE_EVERY ~= 1 then return end
+        local wave = world:resource("Score").wave + 1
+        local count = 20 + 10 * wave
+        for _ = 1, count do
+            local heading = 2 * math.pi * random()
+            -- world:spawn inside a system returns the entity now; it comes alive when the
+            -- stage ends, together with this system's other changes.
+            world:spawn{
+                Position = {x = FIELD * random(), y = FIELD * random()},
+                Velocity = {x = SHIP_SPEED * math.cos(heading), y = SHIP_SPEED * math.sin(heading)},
+                Ship = {radius = SHIP_RADIUS, hull = HULL, incoming = 0, wave = wave},
+            }
+        end
+        add_score{wave = 1, launched = count}
+    end,
+}
+
+-- The shortest way from one coordinate to another across the wrapped edges.
+local function shortest(d)
+    if d > FIELD / 2 then return d - FIELD elseif d < -FIELD / 2 then return d + FIELD end
+    return d
+end
+
+-- Two fragments of the given size flung sideways from the point of impact, clear of the
+-- ship, so it does not plough straight into them.
+local function spawn_fragments(world, ship_pos, rock_pos, rock_vel, size)
+    local dx, dy = shortest(rock_pos.x - ship_pos.x), shortest(rock_pos.y - ship_pos.y)
+    local len = math.sqrt(dx * dx + dy * dy)
+    if len == 0 then dx, dy, len = 1, 0, 1 end
+    local gap = SHIP_RADIUS + RADIUS[size] + 2
+    for side = -1, 1, 2 do
+        local ox, oy = -dy / len * side, dx / len * side
+        local x, y = (ship_pos.x + ox * gap) % FIELD, (ship_pos.y + oy * gap) % FIELD
+        world:spawn{
+            Position = {x = x, y = y},
+            Velocity = {x = rock_vel.x + ox * FRAGMENT_SPEED, y = rock_vel.y + oy * FRAGMENT_SPEED},
+            Asteroid = {radius = RADIUS[size], size = size},
+            LocalTransform = {position = {x = x, y = y, z = 0}, rotation = {x = 0, y = 0, z = 0, w = 1},
+                              scale = {x = 1, y = 1, z = 1}},
+        }
+    end
+end
+
+-- Impacts: each Collision breaks the asteroid (large ones split in two, moons go with their
+-- asteroid) and adds damage to the ship's incoming; hull applies it later in the frame.
+world:system{
+    name = "impacts",
+    writes = {"Ship", "Asteroid", "Position", "Velocity", "LocalTransform", "Score"},
+    run = function(world)
+        -- Events stay readable for two frames; collide ran earlier in this one, so only the
+        -- events stamped with this frame's tick are new.
+        local tick = world:tick()
+        local broken = {}
+        local points, destroyed = 0, 0
+        for hit in world:events("Collision") do
+            if hit.tick == tick and not broken[hit.asteroid] and world:is_alive(hit.ship) then
+                broken[hit.asteroid] = true
+                local rock = world:get(hit.asteroid, "Asteroid")
+                local ship = world:get(hit.ship, "Ship")
+                world:set(hit.ship, "Ship", {incoming = ship.incoming + DAMAGE[rock.size]})
+                if rock.size > 1 then
+                    spawn_fragments(world, world:get(hit.ship, "Position"),
+                                    world:get(hit.asteroid, "Position"),
+                                    world:get(hit.asteroid, "Velocity"), rock.size - 1)
+                end
+                world:despawn_recursive(hit.asteroid) -- deferred, like the spawns above
+                points = points + POINTS[rock.size]
+                destroyed = destroyed + 1
+            end
+        end
+        if destroyed > 0 then add_score{points = points, destroyed = destroyed} end
+    end,
+}
+
+-- Hull: incoming damage comes off the hull; a ship at zero is a wreck and leaves the field.
+local ships = world:query{"Ship"}
+world:system{
+    name = "hull",
+    writes = {"Ship", "Score"},
+    run = function(world)
+        local lost, damage = 0, 0
+        for e, ship in ships:each() do
+            if ship.incoming > 0 then
+                ship.hull = ship.hull - ship.incoming
+                damage = damage + ship.incoming
+                ship.incoming = 0
+                if ship.hull <= 0 then
+                    world:despawn(e) -- deferred: the loop never sees rows move
+                    lost = lost + 1
+                end
+            end
+        end
+        if damage > 0 then add_score{lost = lost, damage = damage} end
+    end,
+}

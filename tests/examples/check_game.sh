@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# check_game.sh: runs the sample game (examples/asteroids) with and without the shield mod
+# for a few simulated seconds and checks what it prints; ends with "N passed, N failed".
+# Usage: tests/examples/check_game.sh [path/to/asteroids]   (default build/examples/asteroids)
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+BIN=${1:-build/examples/asteroids}
+FRAMES=120              # two simulated seconds: two summary lines, the second wave not yet in
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+MOD=examples/mods/shield.lua
+if [ ! -x "$BIN" ]; then
+  echo "check_game: no game binary at $BIN (build it first)"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+passed=0; failed=0
+pass() { passed=$((passed + 1)); echo "ok    $1"; }
+# fail NAME DETAIL...: one line per detail, indented under the failing check.
+fail() {
+  failed=$((failed + 1)); echo "FAIL  $1"; shift
+  for detail in "$@"; do echo "        $detail"; done
+}
+
+# run NAME ARGS...: runs the game; stdout in $TMP/NAME.out, stderr in $TMP/NAME.err,
+# exit status in $TMP/NAME.rc.
+run() {
+  local name=$1; shift
+  timeout "$RUN_TIMEOUT" "$BIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+  echo $? >"$TMP/$name.rc"
+}
+rc() { cat "$TMP/$1.rc"; }
+# The deterministic part of a run: summary lines without their fps, final lines, mod lines.
+deterministic() { grep -E '^(\[|final:)' "$TMP/$1.out" | sed 's/ |.*//'; }
+# final_number NAME KEY: the number after KEY in the run's "final:" lines.
+final_number() { grep '^final:' "$TMP/$1.out" | grep -oE "$2 [0-9]+" | head -n 1 | grep -oE '[0-9]+$'; }
+# expect_line NAME CHECK REGEX: the run printed a line matching REGEX.
+expect_line() {
+  if grep -qE "$3" "$TMP/$1.out"; then pass "$2"
+  else fail "$2" "no line matching /$3/ in the output of '$1':" "$(head -c 2000 "$TMP/$1.out")"; fi
+}
+
+# ---- the game alone -----------------------------------------------------------------------
+run plain --frames $FRAMES
+if [ "$(rc plain)" = 0 ]; then pass "the game runs $FRAMES frames and exits 0"
+else fail "the game runs $FRAMES frames and exits 0" "exit status $(rc plain)" "$(tail -n 20 "$TMP/plain.err")"; fi
+
+n=$(grep -cE '^\[ +[0-9]+s\] frame +[0-9]+ +entities +[0-9]+ +ships +[0-9]+ +score +[0-9]+ +destroyed +[0-9]+ +damage +[0-9]+ +lost +[0-9]+ \| +[0-9.]+ fps$' "$TMP/plain.out")
+if [ "$n" = $((FRAMES / 60)) ]; then pass "one summary line per simulated second"
+else fail "one summary line per simulated second" "expected $((FRAMES / 60)) summary lines, got $n"; fi
+
+expect_line plain "final entity counts" "^final: frame $FRAMES, entities [0-9]+ \(asteroids [0-9]+, moons [0-9]+, ships [0-9]+\), archetypes [0-9]+$"
+expect_line plain "final score line" '^final: score [0-9]+, asteroids destroyed [0-9]+, waves [0-9]+, ships launched [0-9]+, ships lost [0-9]+, damage [0-9]+$'
+
+missing=()
+for row in "move C" "orbit C" "propagate_transforms C" "collide C" "waves Lua" "impacts Lua" "hull Lua"; do
+  set -- $row
+  grep -qE "^  $1 +$2 +[0-9]+ +[0-9.]+ +[0-9.]+%$" "$TMP/plain.out" || missing+=("$1 ($2)")
+done
+if [ ${#missing[@]} = 0 ]; then pass "frame time of every C and Lua system"
+else fail "frame time of every C and Lua system" "no timing row for: ${missing[*]}"; fi
+expect_line plain "Lua vs C share of frame time" '^  C systems [0-9.]+ ms per frame \([0-9.]+%\), Lua systems [0-9.]+ ms \([0-9.]+%\)'
+
+entities=$(grep '^final: frame' "$TMP/plain.out" | grep -oE 'entities [0-9]+' | grep -oE '[0-9]+')
+parts=$(grep '^final: frame' "$TMP/plain.out" | grep -oE '(asteroids|moons|ships) [0-9]+' | awk '{ n += $2 } END { print n }')
+if [ -n "$entities" ] && [ "$entities" = "$parts" ]; then pass "asteroids, moons and ships add up to the entity count"
+else fail "asteroids, moons and ships add up to the entity count" "entities '$entities', sum of parts '$parts'"; fi
+
+score=$(final_number plain score); destroyed=$(final_number plain destroyed); waves=$(final_number plain waves)
+if [ "${score:-0}" -gt 0 ] && [ "${destroyed:-0}" -gt 0 ] && [ "${waves:-0}" -ge 1 ]; then
+  pass "the Lua rules launch waves, break asteroids and score"
+else fail "the Lua rules launch waves, break asteroids and score" "score '$score', destroyed '$destroyed', waves '$waves'"; fi
+
+if [ ! -s "$TMP/plain.err" ]; then pass "no errors on stderr"
+else fail "no errors on stderr" "$(head -n 20 "$TMP/plain.err")"; fi
+
+run workers --frames $FRAMES --workers 3
+if [ "$(rc workers)" = 0 ] && [ ! -s "$TMP/workers.err" ] && diff <(deterministic plain) <(deterministic workers) >"$TMP/diff" &&
+   [ -n "$(deterministic plain)" ]; then
+  pass "same output with 3 workers as with 1 (timings aside)"
+else fail "same output with 3 workers as with 1 (timings aside)" "exit status $(rc workers)" \
+  "$(head -n 10 "$TMP/workers.err")" "$(head -n 20 "$TMP/diff")"; fi
+
+# ---- the shield mod -------------------------------------------------------------------------
+run mod --frames $FRAMES --mod $MOD
+if [ "$(rc mod)" = 0 ] && [ ! -s "$TMP/mod.err" ]; then pass "the game runs with the shield mod"
+else fail "the game runs with the shield mod" "exit status $(rc mod)" "$(head -n 20 "$TMP/mod.err")"; fi
+expect_line mod "the mod is loaded with its one system" "^mod: $MOD \(1 system\)$"
+expect_line mod "the mod announces itself" '^\[shield\] loaded: '
+if grep -qE '^stage [0-9]+: impacts$' "$TMP/mod.out" &&
+   [ "$(grep -E '^stage [0-9]+: (impacts|shields|hull)$' "$TMP/mod.out" | sed 's/.*: //' | paste -sd' ')" = "impacts shields hull" ]; then
+  pass "the mod's system runs between impacts and hull"
+else fail "the mod's system runs between impacts and hull" "$(grep -E '^stage' "$TMP/mod.out")"; fi
+absorbed=$(grep -E '^\[shield\] 2s: ' "$TMP/mod.out" | grep -oE '[0-9]+ hits absorbed' | grep -oE '^[0-9]+')
+if [ "${absorbed:-0}" -gt 0 ]; then pass "shields absorb hits from Collision events"
+else fail "shields absorb hits from Collision events" "no '[shield] 2s: N hits absorbed' line with N > 0"; fi
+plain_damage=$(final_number plain damage); mod_damage=$(final_number mod damage)
+if [ -n "$plain_damage" ] && [ -n "$mod_damage" ] && [ "$mod_damage" -lt "$plain_damage" ]; then
+  pass "the fleet takes less damage with shields ($mod_damage < $plain_damage)"
+else fail "the fleet takes less damage with shields" "damage without the mod '$plain_damage', with it '$mod_damage'"; fi
+
+# ---- mods that go wrong -----------------------------------------------------------------------
+cat >"$TMP/broken.lua" <<'EOF'
+world:system{name = "broken", run = function() error("boom") end}
+EOF
+run broken --frames 60 --asteroids 2000 --mod "$TMP/broken.lua"
+if [ "$(rc broken)" = 0 ] && grep -q "Lua system 'broken' failed: .*boom" "$TMP/broken.err" &&
+   grep -q "system 'broken' disabled" "$TMP/broken.err" && grep -q '^final: score' "$TMP/broken.out" &&
+   [ "$(grep -c "failed" "$TMP/broken.err")" = 1 ]; then
+  pass "a failing mod system is reported once, disabled, and the game goes on"
+else fail "a failing mod system is reported once, disabled, and the game goes on" "exit status $(rc broken)" "$(head -n 10 "$TMP/broken.err")"; fi
+
+echo 'world:system{name = ' >"$TMP/syntax.lua"
+run syntax --frames 10 --asteroids 100 --mod "$TMP/syntax.lua"
+if [ "$(rc syntax)" = 1 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syntax.err"; then
+  pass "a mod that does not compile stops the game with a message"
+else fail "a mod that does not compile stops the game with a message" "exit status $(rc syntax)" "$(head -n 5 "$TMP/syntax.err")"; fi
+
+run badopt --frobnicate
+if [ "$(rc badopt)" = 2 ] && grep -q "unknown option '--frobnicate'" "$TMP/badopt.err"; then
+  pass "an unknown option exits 2 with usage"
+else fail "an unknown option exits 2 with usage" "exit status $(rc badopt)"; fi
+
+# ---- the console -------------------------------------------------------------------------------
+"$BIN" --frames 0 --asteroids 2000 --console 0 >"$TMP/console.out" 2>"$TMP/console.err" &
+game=$!
+port=
+for _ in $(seq 100); do
+  port=$(sed -n 's/^console: listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$TMP/console.out")
+  [ -n "$port" ] && break
+  kill -0 $game 2>/dev/null || break
+  sleep 0.1
+done
+answer=
+if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+  printf 'world:resource("Score").launched > 0\n' >&3
+  # An answer is "<status> <length>\n<text>".
+  if read -r -t 10 status length <&3 && read -r -t 10 -N "$length" text <&3; then answer="$status $text"; fi
+  exec 3<&-
+fi
+kill -INT $game 2>/dev/null
+wait $game; game_rc=$?
+if [ "$answer" = "ok true" ]; then pass "the console evaluates a line in the running game"
+else fail "the console evaluates a line in the running game" "port '$port', answer '$answer'" "$(head -n 5 "$TMP/console.err")"; fi
+if [ $game_rc = 0 ] && grep -q '^final: score' "$TMP/console.out"; then pass "Ctrl-C ends the game with its final stats"
+else fail "Ctrl-C ends the game with its final stats" "exit status $game_rc"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
