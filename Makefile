@@ -186,9 +186,13 @@ $(BUILD)/bench/core_bench: $(BENCH_SRC) $(BUILD)/libkiln.a
 kiln.pc: kiln.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
-install: lib kiln.pc
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 core/include/kiln.h core/include/kiln_transform.h $(DESTDIR)$(PREFIX)/include/
+install: lib lua repl $(BUILD)/libkiln_lua.a kiln.pc
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	install -m 644 core/include/kiln.h core/include/kiln_transform.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(KILN_BIN) $(DESTDIR)$(PREFIX)/bin/kiln
+	install -m 755 $(LUA_MOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/kiln.so
+	install -m 644 $(BUILD)/libkiln_lua.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(VERSION)
 	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkiln.so.0

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# test-all.sh: runs every test group of `make test` in order, shows their output, and ends
+# with one line "N passed, N failed" over all groups; exits non-zero when any group failed.
+# usage: scripts/test-all.sh GROUP... (make targets)
+set -u
+passed=0; failed=0; bad=()
+for group in "$@"; do
+  echo "=== $group"
+  out=$(make --no-print-directory "$group" 2>&1); rc=$?
+  printf '%s\n' "$out"
+  # run-tests.sh and the docs/examples runners end with "N passed, N failed";
+  # busted ends with "N successes / N failures / N errors / N pending".
+  line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+  if [ -n "$line" ]; then
+    p=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  else
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ successes? / [0-9]+ failures? / [0-9]+ errors?' | tail -n 1)
+    if [ -n "$line" ]; then
+      p=$(sed -E 's/^([0-9]+) success.*/\1/' <<<"$line")
+      f=$(( $(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$line") + $(sed -E 's/.* ([0-9]+) errors?.*/\1/' <<<"$line") ))
+    else
+      p=0; f=1
+    fi
+  fi
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ]; then bad+=("$group"); fi
+done
+[ ${#bad[@]} -gt 0 ] && echo "failing groups: ${bad[*]}"
+echo "$passed passed, $failed failed"
+[ ${#bad[@]} -eq 0 ]
