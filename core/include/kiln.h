@@ -225,13 +225,14 @@ int32_t kiln_component_count(const kiln_world *world);
 /* ------------------------------------------------------------------------------------------ */
 
 /* Spawns an entity with no components (it lives in the empty archetype). Writes the handle
- * to dest. Fails only for out of memory or exhausted slots. */
+ * to dest (which may be NULL). Fails only for out of memory or exhausted slots. */
 kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest);
 
 /* Spawns an entity with count components at once (one archetype move, no intermediate
  * archetypes). values[i] is the initial value of components[i], bitwise copied (the world
  * takes over whatever it owns); NULL zero-initialises. values may be NULL. Duplicate or
- * unknown components fail with nothing spawned. Rows are stamped with the current tick. */
+ * unknown components fail with nothing spawned. Rows are stamped with the current tick.
+ * dest may be NULL. */
 kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
                             const void *const *values, int32_t count, kiln_entity *dest);
 

@@ -344,7 +344,7 @@ static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c
     char eb[24], cb[32];
     const char *cname = c->component ? kl_component_name(cmd->world, c->component, cb, sizeof cb) : "";
     return kl_fail(cmd->world, code, "apply: command %lld (%s%s%s) on entity %s: %s",
-                   (long long)(index - cmd->head), op_name(c->op), c->component ? " " : "", cname,
+                   (long long)(index - cmd->head + 1), op_name(c->op), c->component ? " " : "", cname,
                    kiln_entity_format(e, eb, sizeof eb), why);
 }
 

@@ -101,7 +101,7 @@ int klua_world_stats(lua_State *L) {
     lua_setfield(L, -2, "entities");
     lua_pushinteger(L, st.archetypes);
     lua_setfield(L, -2, "archetypes");
-    lua_pushinteger(L, st.components);
+    lua_pushinteger(L, st.components - 1); /* not the binding's internal one */
     lua_setfield(L, -2, "components");
     lua_pushinteger(L, st.queries);
     lua_setfield(L, -2, "queries");

@@ -396,8 +396,13 @@ static int bulk_body(lua_State *L) {
         }
         for (int t = 0; t < kq->term_count; t++) {
             const kiln_component_info *info = &kq->info[t];
-            if (!kq->it.columns[t] || kq->kind[t] == TERM_TAG) {
-                lua_pushboolean(L, kq->it.columns[t] != NULL || kq->kind[t] == TERM_TAG);
+            if (kq->kind[t] == TERM_TAG) {
+                /* every row of a chunk shares its archetype: ask the first */
+                lua_pushboolean(L, t < kq->with_count || kiln_has(kq->kw->world, kq->it.entities[0], kq->terms[t]));
+                continue;
+            }
+            if (!kq->it.columns[t]) {
+                lua_pushboolean(L, 0); /* an optional term this chunk lacks */
                 continue;
             }
             bulk_array(L, arrays_idx, t, 1023); /* the term table */

@@ -367,5 +367,9 @@ int klua_world_enable(lua_State *L) {
     bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3);
     kiln_schedule *sched = klua_schedule(L, kw);
     if (kiln_schedule_enable(sched, name, on) != KILN_OK) luaL_error(L, "world:enable: no system named '%s'", name);
+    /* Enabling a Lua system again gives it a fresh count of consecutive failures. */
+    lua_getiuservalue(L, 1, 1);
+    lua_getfield(L, -1, "systems");
+    if (on && lua_getfield(L, -1, name) == LUA_TUSERDATA) ((klua_system *)lua_touserdata(L, -1))->failures = 0;
     return 0;
 }

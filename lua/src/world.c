@@ -174,6 +174,7 @@ void klua_push_self(lua_State *L, klua_world *kw) {
 static int w_new(lua_State *L) {
     int32_t workers = 0;
     int32_t max_failures = 0;
+    bool transforms = false;
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
         lua_getfield(L, 1, "workers");
@@ -190,12 +191,22 @@ static int w_new(lua_State *L) {
             if (!ok || m < 0) luaL_error(L, "kiln.world: max_failures must be a non-negative integer");
             max_failures = (int32_t)m;
         }
-        lua_pop(L, 2);
+        lua_getfield(L, 1, "transforms");
+        transforms = lua_toboolean(L, -1);
+        lua_pop(L, 3);
     }
     kiln_world *world = kiln_world_create(NULL);
     if (!world) return luaL_error(L, "kiln.world: out of memory");
     klua_new_world(L, world, true, workers);
-    to_world(L, -1)->max_failures = max_failures;
+    klua_world *kw = to_world(L, -1);
+    kw->max_failures = max_failures;
+    if (transforms) {
+        /* the C propagation system, first in the schedule */
+        kiln_system_desc d;
+        kiln_transform_system_desc(world, &d);
+        if (kiln_schedule_add(klua_schedule(L, kw), &d) != KILN_OK)
+            return luaL_error(L, "kiln.world: %s", kiln_world_error(world));
+    }
     return 1;
 }
 

@@ -43,7 +43,9 @@ local function fields_line(world, name, value)
   if info.kind == "lua" then return name .. " = " .. kiln.pretty(value) end
   local parts = {}
   for _, f in ipairs(info.fields) do
-    parts[#parts + 1] = f.name .. " = " .. scalar(value[f.name])
+    local v = value[f.name]
+    local text = (f.type == "entity" and math.type(v) == "integer" and v ~= 0) and handle(v) or scalar(v)
+    parts[#parts + 1] = f.name .. " = " .. text
   end
   return name .. " { " .. table.concat(parts, ", ") .. " }"
 end
@@ -103,7 +105,7 @@ function Query:format(world, limit)
     if info and info.kind == "data" then
       for _, f in ipairs(info.fields) do
         header[#header + 1] = name .. "." .. f.name
-        cols[#cols + 1] = {name, f.name}
+        cols[#cols + 1] = {name, f.name, f.type}
       end
     else
       header[#header + 1] = name
@@ -117,7 +119,8 @@ function Query:format(world, limit)
     for _, c in ipairs(cols) do
       local v = world:get(e, c[1])
       if c[2] then v = v and v[c[2]] end
-      row[#row + 1] = v == nil and "-" or scalar(v)
+      if c[3] == "entity" and math.type(v) == "integer" and v ~= 0 then v = handle(v) end
+      row[#row + 1] = v == nil and "-" or (type(v) == "string" and c[3] == "entity" and v or scalar(v))
     end
     rows[#rows + 1] = row
   end

@@ -1,0 +1,485 @@
+---@meta kiln
+-- kiln.d.lua: Lua language server annotations for the kiln module (`require "kiln"`).
+-- Not loaded at run time. Add this folder to `workspace.library` so editors complete the
+-- API; the reference is docs/lua-api.md.
+
+---An entity handle: a 64-bit integer below 2^53 (32-bit index, 21-bit generation).
+---`kiln.handle(e)` formats it as "12v3".
+---@alias entity integer
+
+---A placeholder a command buffer returned from `cmd:spawn`: a negative integer that
+---stands for the entity the buffer will spawn.
+---@alias kiln.placeholder integer
+
+---A component named by its string, or by the id `world:component` returned.
+---@alias kiln.component string|integer
+
+---A component value as Lua sees it: a table of fields for a data component, `true` for a
+---tag, any Lua value for a script-only ("lua") component.
+---@alias kiln.value table<string, any>|boolean|any
+
+---`vec2`, `vec3` and `vec4` fields; keys left out keep their value when written.
+---@class kiln.Vec
+---@field x number
+---@field y number
+---@field z? number
+---@field w? number
+
+---`quat` fields: x, y, z, w (cglm versor order).
+---@class kiln.Quat
+---@field x number
+---@field y number
+---@field z number
+---@field w number
+
+---`mat4` fields: 16 numbers, column by column (elements 13, 14, 15 are the translation).
+---@alias kiln.Mat4 number[]
+
+---A row view from `q:each()`: a table of the component's fields that reads and writes the
+---current row. Valid only inside its loop.
+---@alias kiln.View table<string, any>
+
+---A term of the bulk path: one array per field (`t.x[i]` is row i's x), `true` for a tag,
+---`false` for an optional term the chunk lacks.
+---@alias kiln.BulkTerm table<string, any[]>|boolean
+
+---@class kiln
+---@field version string The module version, "0.1.0".
+local kiln = {}
+
+---@class kiln.WorldOptions
+---@field workers? integer Threads of the job pool C systems run on (0 to 64; default 0: inline).
+---@field max_failures? integer Disable a Lua system after this many consecutive failures (default 0: never).
+---@field transforms? boolean Add the C transform propagation system to the schedule.
+
+---Creates a world that Lua owns (destroyed by `world:close()`, a `<close>` variable or
+---garbage collection).
+---@param options? kiln.WorldOptions
+---@return kiln.World
+function kiln.world(options) end
+
+---Creates an empty command buffer, not tied to a world.
+---@return kiln.Commands
+function kiln.commands() end
+
+---Formats an entity as "index v generation", e.g. "12v3".
+---@param e entity
+---@return string
+function kiln.handle(e) end
+
+---How the REPL shows a value: entities (with a world) as `world:inspect`, queries as
+---`q:format`, component infos as their schema, system lists as tables, other values on one
+---line.
+---@param value any
+---@param world? kiln.World
+---@return string
+function kiln.pretty(value, world) end
+
+---Lays out rows of strings under a header, columns padded, with "... N more" when `more` > 0.
+---@param header string[]
+---@param rows string[][]
+---@param more? integer
+---@return string
+function kiln.table_text(header, rows, more) end
+
+---Formats a `world:systems()` list as a table.
+---@param list kiln.SystemInfo[]
+---@return string
+function kiln.systems_text(list) end
+
+---@class kiln.SessionOptions
+---@field remote? boolean The session serves a console client: `:step` and `:run` are refused.
+---@field dt? number The dt `:step` passes to `world:progress` (default 1/60).
+
+---Creates a REPL session evaluating in `env` (default `_G`); its world is `env.world`.
+---@param env? table
+---@param opts? kiln.SessionOptions
+---@return kiln.Session
+function kiln.session(env, opts) end
+
+-- ---------------------------------------------------------------------------------------
+-- kiln.World
+-- ---------------------------------------------------------------------------------------
+
+---A kiln world. Methods raise "attempt to use a closed world" after `close`.
+---@class kiln.World
+local World = {}
+
+---Destroys a world Lua owns, or detaches Lua from a host's world. Idempotent. Raises
+---inside a query loop or a system.
+function World:close() end
+
+---Defines a component from a C-style schema ("float x, y; char tag[16];"); nil or "" makes
+---a tag, "lua" a script-only component holding any Lua value. Returns its id; the same
+---name with the same schema returns the same id, another schema raises.
+---@param name string
+---@param schema? string
+---@return integer id
+function World:component(name, schema) end
+
+---Spawns an entity with the components named in `init` (field tables, `true` for tags,
+---any value for script-only components). Inside loops and systems the handle is reserved
+---and becomes alive when the loop or stage ends.
+---@param init? table<string, kiln.value>
+---@return entity
+function World:spawn(init) end
+
+---Despawns a live entity (raises when it is not alive). Deferred inside loops and systems.
+---@param e entity
+function World:despawn(e) end
+
+---True for a live entity; false for anything else. Never raises.
+---@param e any
+---@return boolean
+function World:is_alive(e) end
+
+---The number of live entities.
+---@return integer
+function World:count() end
+
+---Every live entity, by archetype then row.
+---@return entity[]
+function World:entities() end
+
+---Adds a component, or replaces its value. `value`: a table of fields (missing ones
+---zero), `true` or nothing for a tag, any value for a script-only component. Raises when
+---`e` is not alive; deferred inside loops and systems.
+---@param e entity
+---@param name kiln.component
+---@param value? kiln.value
+function World:add(e, name, value) end
+
+---Removes a component; returns whether it was there (now, when deferred). Raises when `e`
+---is not alive.
+---@param e entity
+---@param name kiln.component
+---@return boolean removed
+function World:remove(e, name) end
+
+---True when `e` is alive and has the component.
+---@param e entity
+---@param name kiln.component
+---@return boolean
+function World:has(e, name) end
+
+---A new table copying the component's fields (`true` for a tag, the stored value for a
+---script-only component), or nil when `e` lacks it. Raises when `e` is not alive.
+---@param e entity
+---@param name kiln.component
+---@return kiln.value|nil
+function World:get(e, name) end
+
+---Writes the given fields of an existing component in place, keeping the others (the new
+---value for a script-only component). Immediate, even inside loops and systems.
+---@param e entity
+---@param name kiln.component
+---@param fields kiln.value
+function World:set(e, name, fields) end
+
+---The current world tick (starts at 1).
+---@return integer
+function World:tick() end
+
+---Advances the world tick; returns the new tick.
+---@return integer
+function World:advance_tick() end
+
+---The tick at which `e`'s component was last written, or 0 when it is absent. Raises when
+---`e` is not alive.
+---@param e entity
+---@param name kiln.component
+---@return integer
+function World:changed_tick(e, name) end
+
+---@class kiln.QueryDesc
+---@field [integer] kiln.component Required terms (1 to 16).
+---@field without? kiln.component[] Archetypes with any of these are excluded.
+---@field optional? kiln.component[] Terms that may be absent (their view is nil then).
+
+---Creates a cached query. Views come in the order: required terms, then optional terms.
+---@param desc kiln.QueryDesc
+---@return kiln.Query
+function World:query(desc) end
+
+---@class kiln.SystemDesc
+---@field name string Unique, 1 to 63 bytes.
+---@field reads? kiln.component[] Components and resources read (at most 32).
+---@field writes? kiln.component[] Components and resources written; writing implies reading (at most 32).
+---@field exclusive? boolean Runs alone with the world not deferred; may touch everything.
+---@field before? string[] Systems this one must precede (at most 8).
+---@field after? string[] Systems this one must follow (at most 8).
+---@field run? fun(world: kiln.World, dt: number) Give either `run`, or `query` and `each`.
+---@field query? kiln.QueryDesc The query of an each-system; its terms count as reads unless declared.
+---@field each? fun(e: entity, ...: any) Called as each(e, view1, view2, ..., dt) for every entity of `query`.
+
+---Adds a Lua system to the world's schedule, beside C systems. Declared access is enforced.
+---@param desc kiln.SystemDesc
+function World:system(desc) end
+
+---@class kiln.Failure
+---@field system string The failing system's name.
+---@field message string The error message.
+---@field traceback string "stack traceback: ..."
+---@field disabled boolean True when this failure disabled the system (max_failures).
+
+---Runs one frame of the schedule (tick, events, every stage). Returns true, or false and
+---one entry per failed Lua system. A failing system's structural changes are dropped; its
+---in-place writes stay.
+---@param dt? number Default 0.
+---@return boolean ok
+---@return kiln.Failure[]|nil failures
+function World:progress(dt) end
+
+---@class kiln.SystemInfo
+---@field name string
+---@field stage integer
+---@field kind "lua"|"c"
+---@field enabled boolean
+---@field exclusive boolean
+---@field runs integer
+---@field last_ms number Duration of the last run.
+---@field avg_ms number Average duration.
+
+---Every system (Lua and C) in declaration order, with stage and timings.
+---@return kiln.SystemInfo[]
+function World:systems() end
+
+---Enables (default) or disables a system by name; raises for an unknown name. Enabling
+---resets the system's count of consecutive failures.
+---@param name string
+---@param on? boolean
+function World:enable(name, on) end
+
+---The failures recorded since the last `progress` or `failures` call (and clears them):
+---how a host that runs frames with `kiln_schedule_run` reads them.
+---@return kiln.Failure[]
+function World:failures() end
+
+---Disables a Lua system after `n` consecutive failures (0: never).
+---@param n integer
+function World:max_failures(n) end
+
+---Makes `parent` the parent of `child` (sets Parent); nil removes the link. Raises for dead
+---entities, self links and cycles. Deferred inside loops and systems.
+---@param child entity
+---@param parent entity|nil
+function World:set_parent(child, parent) end
+
+---The children of `e`, ordered by handle. Raises when `e` is not alive.
+---@param e entity
+---@return entity[]
+function World:children(e) end
+
+---Despawns `e` and all its descendants.
+---@param e entity
+function World:despawn_recursive(e) end
+
+---Defines an event type from a schema (not "lua"); returns its type id.
+---@param name string
+---@param schema? string
+---@return integer
+function World:event(name, schema) end
+
+---Emits an event (nil fields for an event without fields). Inside a system it lands at the
+---end of the system's stage.
+---@param name string
+---@param fields? table<string, any>
+function World:emit(name, fields) end
+
+---Iterates the readable events of a type: last frame's, then this frame's, in emit order.
+---@param name string
+---@return fun(): table<string, any>|nil
+function World:events(name) end
+
+---Gets (one argument) or sets (two; nil removes) a resource. A defined component name holds
+---that layout (visible to C, fields merged on set, access-checked); any other name holds a
+---Lua value.
+---@param name string
+---@param value? any
+---@return any
+function World:resource(name, value) end
+
+---@class kiln.FieldInfo
+---@field name string
+---@field type string "float", "vec3", "char", ...
+---@field count integer Array length (1 for a plain field).
+
+---@class kiln.ComponentInfo
+---@field name string
+---@field id integer
+---@field size integer Bytes.
+---@field kind "data"|"tag"|"lua"
+---@field schema string The normalised schema, e.g. "float x; float y;".
+---@field fields kiln.FieldInfo[]
+
+---Every component of the world (no argument), or the names of `e`'s components (nil when
+---`e` is not alive).
+---@param e? entity
+---@return kiln.ComponentInfo[]|string[]|nil
+function World:components(e) end
+
+---Describes a component, or nil for an unknown name.
+---@param name string
+---@return kiln.ComponentInfo|nil
+function World:component_info(name) end
+
+---"component Position (8 bytes): float x; float y;"; raises for an unknown name.
+---@param name string
+---@return string
+function World:schema(name) end
+
+---A multi-line description of an entity and its components.
+---@param e entity
+---@return string
+function World:inspect(e) end
+
+---@class kiln.Stats
+---@field entities integer
+---@field archetypes integer
+---@field components integer
+---@field queries integer
+---@field bytes integer Bytes allocated through the world's allocator.
+---@field tick integer
+
+---World statistics.
+---@return kiln.Stats
+function World:stats() end
+
+-- ---------------------------------------------------------------------------------------
+-- kiln.Query
+-- ---------------------------------------------------------------------------------------
+
+---A cached query from `world:query`.
+---@class kiln.Query
+local Query = {}
+
+---Iterates matching entities: `for e, a, b in q:each() do ... end`. Views read and write
+---the columns; the world is deferred while the loop runs.
+---@return fun(...): entity, ... iterator
+---@return any state
+---@return nil control
+---@return any closing
+function Query:each() end
+
+---The bulk path: calls fn(n, entities, term1, term2, ..., ...) once per chunk; each data
+---term is a table of field arrays written back afterwards. Only indices 1..n are valid.
+---@param fn fun(n: integer, entities: entity[], ...: kiln.BulkTerm|any)
+---@param ... any Extra arguments passed to fn after the terms.
+function Query:bulk(fn, ...) end
+
+---The number of entities the query matches now.
+---@return integer
+function Query:count() end
+
+---The term names: required terms, then optional terms.
+---@return string[]
+function Query:terms() end
+
+---The matched entities as a text table (default limit 20 rows).
+---@param world kiln.World
+---@param limit? integer
+---@return string
+function Query:format(world, limit) end
+
+-- ---------------------------------------------------------------------------------------
+-- kiln.Commands
+-- ---------------------------------------------------------------------------------------
+
+---A command buffer: records changes now and applies them later, in order, to any world.
+---@class kiln.Commands
+local Commands = {}
+
+---Records a spawn; returns a placeholder for the new entity.
+---@param init? table<string, kiln.value>
+---@return kiln.placeholder
+function Commands:spawn(init) end
+
+---Records an add (or replace).
+---@param e entity|kiln.placeholder
+---@param name string
+---@param value? kiln.value
+function Commands:add(e, name, value) end
+
+---Records a set of some fields.
+---@param e entity|kiln.placeholder
+---@param name string
+---@param fields? kiln.value
+function Commands:set(e, name, fields) end
+
+---Records a remove.
+---@param e entity|kiln.placeholder
+---@param name string
+function Commands:remove(e, name) end
+
+---Records a despawn (skipped when the entity has died by the time of the apply).
+---@param e entity|kiln.placeholder
+function Commands:despawn(e) end
+
+---Applies pending records in order. Returns the count, or nil, a message and the number
+---applied when a record fails (it and the rest stay queued; a later apply resumes).
+---@param world kiln.World
+---@return integer|nil applied
+---@return string? message
+---@return integer? applied_before_error
+function Commands:apply(world) end
+
+---Drops every pending record and starts a new batch.
+function Commands:clear() end
+
+---The number of pending records.
+---@return integer
+function Commands:count() end
+
+---The entity a placeholder of the current batch became, or nil before its spawn is applied.
+---@param placeholder kiln.placeholder
+---@return entity|nil
+function Commands:resolved(placeholder) end
+
+-- ---------------------------------------------------------------------------------------
+-- kiln.Session (the REPL)
+-- ---------------------------------------------------------------------------------------
+
+---A REPL session: lines in, text out, no I/O of its own.
+---@class kiln.Session
+---@field env table The environment statements run in.
+---@field watches string[] Expressions printed after every step.
+---@field remote? boolean
+---@field dt number
+local Session = {}
+
+---@alias kiln.SessionStatus "ok"|"more"|"error"|"quit"|"run"|"pause"
+
+---Feeds one line: a statement, an expression (its value is printed) or a ":" command.
+---@param line string
+---@return kiln.SessionStatus status
+---@return string text
+function Session:feed(line) end
+
+---Drops a statement being continued.
+function Session:reset() end
+
+---Completion candidates that replace the last word of `line`.
+---@param line string
+---@return string[]
+function Session:complete(line) end
+
+---Runs the schedule n frames and reports failures, watches, tick and entity count.
+---@param n integer
+---@return kiln.SessionStatus status
+---@return string text
+function Session:step(n) end
+
+---Runs a ":" command (":help", ":step 3", ...).
+---@param line string
+---@return kiln.SessionStatus status
+---@return string text
+function Session:command(line) end
+
+---Runs fn with `print` captured; returns whether it succeeded and the text to show.
+---@param fn function
+---@param ... any
+---@return boolean ok
+---@return string text
+function Session:call(fn, ...) end
+
+return kiln
