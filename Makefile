@@ -38,7 +38,7 @@ LUA_MOD   := $(BUILD)/lua/kiln.so
 
 VERSION := 0.1.0
 
-.PHONY: all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -173,15 +173,33 @@ test-tsan:
 	    TEST_BIN="$(addprefix build-tsan/tests/,$(filter $(TSAN_SUITES),$(TEST_BIN:$(BUILD)/tests/%=%)))" \
 	    test-plain
 
-# Benchmarks build the library and the baselines with the same flags, assertions off.
+# Benchmarks build the library and the baselines with the same flags, assertions off, then
+# run the core cases, the Lua cases and the mixed C+Lua frame, appending to one results file.
 BENCH_OPT := -O2 -DNDEBUG -falign-loops=64 -march=x86-64-v2
+BENCH_BUILD := $(MAKE) --no-print-directory BUILD=build-bench OPT="$(BENCH_OPT)"
 bench:
-	$(MAKE) --no-print-directory BUILD=build-bench OPT="$(BENCH_OPT)" build-bench/bench/core_bench
+	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
 	build-bench/bench/core_bench --json bench/results.jsonl
+	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json bench/results.jsonl
+	build-bench/bench/mixed_host --json bench/results.jsonl
 
-$(BUILD)/bench/core_bench: $(BENCH_SRC) $(BUILD)/libkiln.a
+bench-quick:
+	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so
+	build-bench/bench/core_bench --quick
+	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --quick
+
+bench-callgrind:
+	$(BENCH_BUILD) build-bench/bench/core_bench
+	bench/callgrind_iter2.sh build-bench/bench/core_bench
+
+$(BUILD)/bench/core_bench: $(BENCH_SRC) $(wildcard bench/*.h) $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Ibench -o $@ $(BENCH_SRC) $(BUILD)/libkiln.a $(LDLIBS_ALL)
+
+$(BUILD)/bench/mixed_host: bench/lua/mixed_host.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
+	    $(LUA_LIBS) $(LDLIBS_ALL)
 
 kiln.pc: kiln.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@

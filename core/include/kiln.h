@@ -342,7 +342,9 @@ typedef struct kiln_iter {
     void *archetype;
     int32_t next_index;
     int32_t offset;
-    uint32_t marked;                /* terms written through kiln_iter_mark_changed */
+    uint64_t marked;                /* terms written through kiln_iter_mark_changed (a type
+                                       other than kiln_tick's, so marking in a loop keeps it
+                                       in a register) */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -375,7 +377,7 @@ static inline void *kiln_iter_column(const kiln_iter *it, int32_t term) {
 /* Stamps row of term changed at the iteration's tick. */
 static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t row) {
     it->ticks[term][row] = it->tick;
-    it->marked |= 1u << term;
+    it->marked |= (uint64_t)1 << term;
 }
 
 /* True when row of term was written after tick (strictly greater). */

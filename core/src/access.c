@@ -114,11 +114,14 @@ static kiln_result check_list(kiln_world *world, const char *call, const kiln_co
 static kl_archetype *archetype_for(kiln_world *world, const char *call,
                                    const kiln_component *components, int32_t count,
                                    int32_t *column, kiln_result *result) {
-    if (count > 0 && count <= KL_SPAWN_CACHE && count == world->spawn_key_count &&
-        components != NULL &&
-        memcmp(components, world->spawn_key, sizeof(kiln_component) * (size_t)count) == 0) {
-        if (column) memcpy(column, world->spawn_column, sizeof(int32_t) * (size_t)count);
-        return world->spawn_arch;
+    if (count > 0 && count <= KL_SPAWN_CACHE && count == world->spawn_key_count && components) {
+        int32_t i = 0;
+        while (i < count && components[i] == world->spawn_key[i]) i++;
+        if (i == count) {
+            if (column)
+                for (i = 0; i < count; i++) column[i] = world->spawn_column[i];
+            return world->spawn_arch;
+        }
     }
     spawn_term terms[KL_SPAWN_MAX];
     *result = check_list(world, call, components, count, terms);

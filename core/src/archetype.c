@@ -8,14 +8,9 @@
 #include "component.h"
 #include "query.h"
 
-int32_t kl_archetype_type_index(const kl_archetype *arch, kiln_component component) {
+int32_t kl_archetype_type_index_search(const kl_archetype *arch, kiln_component component) {
     const kiln_component *t = arch->types;
     int32_t lo = 0, hi = arch->type_count;
-    if (hi <= 8) {
-        for (int32_t i = 0; i < hi; i++)
-            if (t[i] == component) return i;
-        return -1;
-    }
     while (lo < hi) {
         int32_t mid = (lo + hi) / 2;
         if (t[mid] < component) lo = mid + 1;
@@ -86,6 +81,9 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         a->column_of[i] = c;
         a->columns[c].component = comp;
         a->columns[c].stride = comp->stride;
+        a->columns[c].id = comp->id;
+        a->columns[c].plain = !comp->destroy && !comp->move;
+        if (comp->destroy) a->has_destroy = true;
         atomic_init(&a->columns[c].latest, 0);
         c++;
     }
@@ -151,6 +149,7 @@ kl_archetype *kl_archetype_without(kiln_world *world, kl_archetype *arch,
 static void relocate(const kl_component *c, void *dst, void *src, int32_t count) {
     if (count <= 0) return;
     if (c->move) c->move(dst, src, count, c->hook_ctx);
+    else if (count == 1) kl_copy_value(dst, src, c->stride);
     else memcpy(dst, src, (size_t)c->stride * (size_t)count);
 }
 
@@ -247,6 +246,7 @@ int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity ent
 }
 
 void kl_archetype_destroy_row(kl_archetype *arch, int32_t row) {
+    if (!arch->has_destroy) return;
     for (int32_t i = 0; i < arch->column_count; i++) {
         kl_column *col = &arch->columns[i];
         const kl_component *c = col->component;
@@ -259,8 +259,10 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
     if (row != last) {
         for (int32_t i = 0; i < arch->column_count; i++) {
             kl_column *col = &arch->columns[i];
-            relocate(col->component, col->data + (size_t)row * col->stride,
-                     col->data + (size_t)last * col->stride, 1);
+            uint8_t *to = col->data + (size_t)row * col->stride;
+            uint8_t *from = col->data + (size_t)last * col->stride;
+            if (col->plain) kl_copy_value(to, from, col->stride);
+            else relocate(col->component, to, from, 1);
             col->ticks[row] = col->ticks[last];
         }
         kiln_entity moved = arch->entities[last];
@@ -285,10 +287,10 @@ int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
     int32_t j = 0;
     for (int32_t i = 0; i < src->column_count; i++) {
         kl_column *s = &src->columns[i];
-        kiln_component id = s->component->id;
-        while (j < dst->column_count && dst->columns[j].component->id < id) j++;
+        kiln_component id = s->id;
+        while (j < dst->column_count && dst->columns[j].id < id) j++;
         void *from = s->data + (size_t)src_row * s->stride;
-        if (j < dst->column_count && dst->columns[j].component->id == id) {
+        if (j < dst->column_count && dst->columns[j].id == id) {
             kl_column *d = &dst->columns[j];
             relocate(s->component, d->data + (size_t)row * d->stride, from, 1);
             d->ticks[row] = s->ticks[src_row];
@@ -305,13 +307,16 @@ int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
 }
 
 void kl_column_write(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick) {
-    void *dst = col->data + (size_t)row * col->stride;
+    uint8_t *dst = col->data + (size_t)row * col->stride;
     const kl_component *c = col->component;
     if (value && move && c->move) c->move(dst, value, 1, c->hook_ctx);
+    else if (value == dst) { /* already in place */
+    } else if (value && c->size == col->stride &&
+               ((const uint8_t *)value + c->size <= dst || dst + c->size <= (const uint8_t *)value))
+        kl_copy_value(dst, value, c->size); /* distinct memory: the usual case */
     else if (value) memmove(dst, value, c->size);
     else memset(dst, 0, col->stride);
-    if (value && col->stride > col->component->size)
-        memset((uint8_t *)dst + col->component->size, 0, col->stride - col->component->size);
+    if (value && col->stride > c->size) memset(dst + c->size, 0, col->stride - c->size);
     col->ticks[row] = tick;
     kl_column_touch(col, tick);
 }

@@ -3,6 +3,8 @@
 #ifndef KILN_ARCHETYPE_H
 #define KILN_ARCHETYPE_H
 
+#include <string.h>
+
 #include "world.h"
 
 /* The archetype with exactly these types (sorted ascending, no duplicates), created when
@@ -25,8 +27,28 @@ KL_HIDDEN bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64
 KL_HIDDEN bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t rows,
                                            void **ptrs, int32_t ptr_count);
 
-/* Index of component in arch->types, or -1. */
-KL_HIDDEN int32_t kl_archetype_type_index(const kl_archetype *arch, kiln_component component);
+/* Index of component in arch->types, or -1 (binary search for large archetypes). */
+KL_HIDDEN int32_t kl_archetype_type_index_search(const kl_archetype *arch, kiln_component component);
+
+static inline int32_t kl_archetype_type_index(const kl_archetype *arch, kiln_component component) {
+    const kiln_component *t = arch->types;
+    int32_t n = arch->type_count;
+    if (n > 8) return kl_archetype_type_index_search(arch, component);
+    for (int32_t i = 0; i < n; i++)
+        if (t[i] == component) return i;
+    return -1;
+}
+
+/* Copies one value of size bytes: the common small sizes without a library call. */
+static inline void kl_copy_value(void *dst, const void *src, size_t size) {
+    switch (size) {
+    case 4: memcpy(dst, src, 4); break;
+    case 8: memcpy(dst, src, 8); break;
+    case 12: memcpy(dst, src, 12); break;
+    case 16: memcpy(dst, src, 16); break;
+    default: memcpy(dst, src, size); break;
+    }
+}
 
 /* The column holding component in arch, or NULL (absent, or a tag). */
 static inline kl_column *kl_archetype_column(const kl_archetype *arch, kiln_component component) {

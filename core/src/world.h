@@ -57,6 +57,8 @@ typedef struct kl_column {
     kiln_tick *ticks;
     _Atomic(kiln_tick) latest;
     uint32_t stride;
+    kiln_component id;            /* component->id, kept here for the move merge walk */
+    bool plain;                   /* no hooks: rows move bytewise and nothing is destroyed */
     const kl_component *component;
 } kl_column;
 
@@ -74,6 +76,7 @@ typedef struct kl_archetype {
     kl_map remove_edges;    /* component -> archetype id + 1 with it removed */
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed */
+    bool has_destroy;         /* some column has a destroy hook */
 } kl_archetype;
 
 struct kiln_world {
