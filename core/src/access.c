@@ -111,9 +111,14 @@ static kiln_result check_list(kiln_world *world, const char *call, const kiln_co
 
 /* Finds (or creates) the archetype of a component list; column[i] receives the column of the
  * caller's i-th component (-1 for a tag) when column is not NULL. */
-static kl_archetype *archetype_for(kiln_world *world, const char *call,
-                                   const kiln_component *components, int32_t count,
-                                   int32_t *column, kiln_result *result) {
+static kl_archetype *archetype_lookup(kiln_world *world, const char *call,
+                                      const kiln_component *components, int32_t count,
+                                      int32_t *column, kiln_result *result);
+
+/* The spawn cache's hit path stays small (no large frame to set up and probe). */
+static inline kl_archetype *archetype_for(kiln_world *world, const char *call,
+                                          const kiln_component *components, int32_t count,
+                                          int32_t *column, kiln_result *result) {
     if (count > 0 && count <= KL_SPAWN_CACHE && count == world->spawn_key_count && components) {
         int32_t i = 0;
         while (i < count && components[i] == world->spawn_key[i]) i++;
@@ -123,6 +128,12 @@ static kl_archetype *archetype_for(kiln_world *world, const char *call,
             return world->spawn_arch;
         }
     }
+    return archetype_lookup(world, call, components, count, column, result);
+}
+
+__attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *world, const char *call,
+                                      const kiln_component *components, int32_t count,
+                                      int32_t *column, kiln_result *result) {
     spawn_term terms[KL_SPAWN_MAX];
     *result = check_list(world, call, components, count, terms);
     if (*result != KILN_OK) return NULL;
@@ -158,11 +169,23 @@ static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
 
 /* ---- immediate operations -------------------------------------------------------------- */
 
-kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
-                            void *const *values, int32_t count, bool move, kiln_entity reserved,
-                            kiln_entity *dest) {
-    assert_not_iterating(world);
-    int32_t column[KL_SPAWN_MAX];
+/* Writes a spawned row's values; the common case (plain bytes into distinct memory) inline. */
+static inline void write_value(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
+    const kl_component *c = col->component;
+    uint8_t *dst = col->data + (size_t)row * col->stride;
+    if (value && col->plain && c->size == col->stride &&
+        ((const uint8_t *)value + c->size <= dst || dst + c->size <= (const uint8_t *)value)) {
+        kl_copy_value(dst, value, c->size);
+        col->ticks[row] = world->tick;
+        kl_column_touch(col, world->tick);
+        return;
+    }
+    kl_column_write(col, row, value, move, world->tick);
+}
+
+static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_component *components,
+                                void *const *values, int32_t count, bool move, kiln_entity reserved,
+                                kiln_entity *dest, int32_t *column, void **vals) {
     kiln_result r = KILN_OK;
     kl_archetype *arch = archetype_for(world, call, components, count, column, &r);
     if (!arch) return r;
@@ -170,18 +193,32 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
         r = kl_entities_reserve(world, 1, call);
         if (r != KILN_OK) return r;
     }
-    void *vals[KL_SPAWN_MAX];
     for (int32_t i = 0; i < count; i++) vals[i] = values ? values[i] : NULL;
-    if (!kl_archetype_reserve_rebase(world, arch, 1, vals, count)) return oom(world, call);
+    if (arch->count == arch->capacity && !kl_archetype_reserve_rebase(world, arch, 1, vals, count))
+        return oom(world, call);
 
     kiln_entity e = reserved ? reserved : kl_entity_take(world);
     int32_t row = place(world, arch, e);
     for (int32_t i = 0; i < count; i++) {
         if (column[i] < 0) continue;
-        kl_column_write(&arch->columns[column[i]], row, vals[i], move, world->tick);
+        write_value(world, &arch->columns[column[i]], row, vals[i], move);
     }
     if (dest) *dest = e;
     return KILN_OK;
+}
+
+kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
+                            void *const *values, int32_t count, bool move, kiln_entity reserved,
+                            kiln_entity *dest) {
+    assert_not_iterating(world);
+    if (count >= 0 && count <= KL_SPAWN_CACHE) { /* small frames for the usual spawn */
+        int32_t column[KL_SPAWN_CACHE];
+        void *vals[KL_SPAWN_CACHE];
+        return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
+    }
+    int32_t column[KL_SPAWN_MAX];
+    void *vals[KL_SPAWN_MAX];
+    return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
 }
 
 kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {

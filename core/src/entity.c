@@ -42,7 +42,7 @@ static bool ensure_pages(kiln_world *world, int64_t need) {
     return true;
 }
 
-kiln_result kl_entities_reserve(kiln_world *world, int64_t n, const char *call) {
+kiln_result kl_entities_reserve_slow(kiln_world *world, int64_t n, const char *call) {
     /* Walk the free list only as far as needed (one step for a single spawn). */
     int64_t fresh_needed = n;
     for (uint32_t i = world->free_head; i != KL_NONE && fresh_needed > 0;

@@ -7,7 +7,15 @@
 
 /* Makes sure n more slots can be taken without allocating; false when out of memory or the
  * 2^32 slot limit is reached (the world error is set, naming call). */
-KL_HIDDEN kiln_result kl_entities_reserve(kiln_world *world, int64_t n, const char *call);
+KL_HIDDEN kiln_result kl_entities_reserve_slow(kiln_world *world, int64_t n, const char *call);
+
+static inline kiln_result kl_entities_reserve(kiln_world *world, int64_t n, const char *call) {
+    /* one slot: a free one, or room left in the last page */
+    if (n == 1 && (world->free_head != KL_NONE ||
+                   (int64_t)kl_slot_count(world) < (int64_t)world->page_count * KL_PAGE_SIZE))
+        return KILN_OK;
+    return kl_entities_reserve_slow(world, n, call);
+}
 
 /* Takes a slot (room must be reserved) and returns its handle. The slot is reserved (not
  * alive) until the caller points its record at a row and counts it in world->alive. */
