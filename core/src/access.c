@@ -401,16 +401,37 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
     if (!kl_archetype_reserve(world, arch, n)) return oom(world, "spawn_batch");
 
     int32_t first = arch->count;
-    for (int32_t i = 0; i < n; i++) {
+    int32_t i = 0;
+    /* Freed slots first, one by one; then fresh slots in one sweep over their records. */
+    for (; i < n && world->free_head != KL_NONE; i++) {
         kiln_entity e = kl_entity_take(world);
         place(world, arch, e);
         if (dest) dest[i] = e;
     }
+    if (i < n) {
+        uint32_t index = kl_slot_count(world);
+        int32_t row = arch->count;
+        for (; i < n; i++, index++, row++) {
+            kl_record *rec = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
+            rec->generation = 1;
+            rec->archetype = arch->id;
+            rec->row = (uint32_t)row;
+            kiln_entity e = kiln_entity_make(index, 1);
+            arch->entities[row] = e;
+            if (dest) dest[i] = e;
+        }
+        world->alive += row - arch->count;
+        arch->count = row;
+        arch->structure_tick = world->tick;
+        atomic_store_explicit(&world->slot_count, index, memory_order_release);
+    }
     for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
         kl_column *col = &arch->columns[c];
         memset(col->data + (size_t)first * col->stride, 0, (size_t)n * col->stride);
-        for (int32_t i = 0; i < n; i++) col->ticks[first + i] = world->tick;
-        kl_column_touch(col, world->tick);
+        kiln_tick tick = world->tick;
+        kiln_tick *ticks = col->ticks + first;
+        for (int32_t k = 0; k < n; k++) ticks[k] = tick;
+        kl_column_touch(col, tick);
     }
     return KILN_OK;
 }
