@@ -93,38 +93,6 @@ static void assert_names(const char *msg, const char *what) {
     ck_assert_msg(strstr(msg, what) != NULL, "message \"%s\" does not name %s", msg, what);
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-/* A hash of every live entity (in kiln_world_entities order) with, per component, whether it
- * has it, its change tick and its value bytes. */
-static uint64_t world_digest(const kiln_world *w) {
-    int64_t n = kiln_world_entities(w, NULL, 0);
-    kiln_entity *list = malloc(sizeof *list * (size_t)(n + 1));
-    ck_assert_ptr_nonnull(list);
-    ck_assert_int_eq(kiln_world_entities(w, list, n), n);
-    uint64_t h = fnv(1469598103934665603ull, &n, sizeof n);
-    int32_t components = kiln_component_count(w);
-    for (int64_t i = 0; i < n; i++) {
-        h = fnv(h, &list[i], sizeof list[i]);
-        for (kiln_component c = 1; c <= (kiln_component)components; c++) {
-            bool has = kiln_has(w, list[i], c);
-            h = fnv(h, &has, sizeof has);
-            if (!has) continue;
-            kiln_tick t = kiln_changed_tick(w, list[i], c);
-            h = fnv(h, &t, sizeof t);
-            kiln_component_info info;
-            ck_assert(kiln_component_info_get(w, c, &info));
-            const void *v = kiln_get(w, list[i], c);
-            if (info.size > 0 && v != NULL) h = fnv(h, v, info.size);
-        }
-    }
-    free(list);
-    return h;
-}
 
 static void assert_same_stats(const kiln_world_stats *a, const kiln_world_stats *b) {
     ck_assert_int_eq(a->entities, b->entities);
@@ -156,7 +124,7 @@ START_TEST(recording_leaves_the_world_untouched_until_apply) {
                               &b));
     kiln_world_stats before, after;
     kiln_world_stats_get(F.w, &before);
-    uint64_t digest = world_digest(F.w);
+    uint64_t digest = test_world_digest(F.w);
     kiln_tick tick = kiln_tick_current(F.w);
 
     kiln_entity p = KILN_NULL_ENTITY;
@@ -172,7 +140,7 @@ START_TEST(recording_leaves_the_world_untouched_until_apply) {
     /* The buffer keeps its own accounting: not even the world's memory counters move. */
     kiln_world_stats_get(F.w, &after);
     assert_same_stats(&before, &after);
-    ck_assert_uint_eq(world_digest(F.w), digest);
+    ck_assert_uint_eq(test_world_digest(F.w), digest);
     ck_assert_uint_eq(kiln_tick_current(F.w), tick);
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
     ck_assert_str_eq(kiln_world_error(F.w), "");
@@ -186,7 +154,7 @@ START_TEST(recording_leaves_the_world_untouched_until_apply) {
     ck_assert(!kiln_has(F.w, b, F.vel));
     ck_assert(kiln_has(F.w, b, F.owned));
     assert_pos(F.w, kiln_commands_resolve(F.cmd, p), F.pos, 7, 8);
-    ck_assert_uint_ne(world_digest(F.w), digest);
+    ck_assert_uint_ne(test_world_digest(F.w), digest);
 }
 END_TEST
 
@@ -338,12 +306,12 @@ START_TEST(apply_empties_the_buffer_and_a_second_apply_changes_nothing) {
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
 
     kiln_tick_advance(F.w);
-    uint64_t digest = world_digest(F.w);
+    uint64_t digest = test_world_digest(F.w);
     int64_t applied = -1;
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
     ck_assert_int_eq(applied, 0);
     ck_assert_int_eq(kiln_commands_count(F.cmd), 0);
-    ck_assert_uint_eq(world_digest(F.w), digest);
+    ck_assert_uint_eq(test_world_digest(F.w), digest);
 }
 END_TEST
 
@@ -629,7 +597,7 @@ START_TEST(apply_to_another_world_fails_with_invalid_argument) {
     ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
     ASSERT_OK(kiln_commands_add(F.cmd, p, F.pos, NULL));
     ASSERT_OK(kiln_commands_add(F.cmd, a, F.vel, NULL));
-    uint64_t mine = world_digest(F.w), theirs = world_digest(other);
+    uint64_t mine = test_world_digest(F.w), theirs = test_world_digest(other);
 
     int64_t applied = -1;
     ck_assert_int_eq(kiln_commands_apply(F.cmd, other, &applied), KILN_ERR_INVALID_ARGUMENT);
@@ -637,8 +605,8 @@ START_TEST(apply_to_another_world_fails_with_invalid_argument) {
     ck_assert_int_eq(kiln_commands_count(F.cmd), 3);
     ck_assert_str_ne(kiln_world_error(other), "");
     ck_assert_int_eq(kiln_entity_count(other), 0);
-    ck_assert_uint_eq(world_digest(other), theirs);
-    ck_assert_uint_eq(world_digest(F.w), mine);
+    ck_assert_uint_eq(test_world_digest(other), theirs);
+    ck_assert_uint_eq(test_world_digest(F.w), mine);
 
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
     ck_assert_int_eq(applied, 3);
@@ -1063,7 +1031,7 @@ static uint64_t run_two_recorders(bool threaded, int64_t *entities) {
     ck_assert_ptr_nonnull(hp);
     ck_assert_int_eq(*hp, -1); /* side 1 applied after side 0 */
     *entities = kiln_entity_count(w);
-    uint64_t digest = world_digest(w);
+    uint64_t digest = test_world_digest(w);
     for (int s = 0; s < 2; s++) kiln_commands_destroy(rec[s].cmd);
     kiln_world_destroy(w);
     return digest;

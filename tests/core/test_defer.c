@@ -98,37 +98,6 @@ static kiln_query *make_query(kiln_query_desc desc) {
     return q;
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-/* A hash of every live entity with, per component, whether it has it, its tick and bytes. */
-static uint64_t world_digest(const kiln_world *w) {
-    int64_t n = kiln_world_entities(w, NULL, 0);
-    kiln_entity *list = malloc(sizeof *list * (size_t)(n + 1));
-    ck_assert_ptr_nonnull(list);
-    ck_assert_int_eq(kiln_world_entities(w, list, n), n);
-    uint64_t h = fnv(1469598103934665603ull, &n, sizeof n);
-    int32_t components = kiln_component_count(w);
-    for (int64_t i = 0; i < n; i++) {
-        h = fnv(h, &list[i], sizeof list[i]);
-        for (kiln_component c = 1; c <= (kiln_component)components; c++) {
-            bool has = kiln_has(w, list[i], c);
-            h = fnv(h, &has, sizeof has);
-            if (!has) continue;
-            kiln_tick t = kiln_changed_tick(w, list[i], c);
-            h = fnv(h, &t, sizeof t);
-            kiln_component_info info;
-            ck_assert(kiln_component_info_get(w, c, &info));
-            const void *v = kiln_get(w, list[i], c);
-            if (info.size > 0 && v != NULL) h = fnv(h, v, info.size);
-        }
-    }
-    free(list);
-    return h;
-}
 
 static int64_t entity_slots(const kiln_world *w) {
     kiln_world_stats stats;
@@ -144,7 +113,7 @@ START_TEST(calls_in_a_section_are_queued_and_land_in_order_at_the_end) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity b = spawn_pos_vel(0, 0);
     kiln_entity c = spawn_pos(0, 0);
-    uint64_t digest = world_digest(F.w);
+    uint64_t digest = test_world_digest(F.w);
 
     kiln_defer_begin(F.w);
     ASSERT_OK(kiln_add(F.w, a, F.vel, &(test_velocity){1, 1}));
@@ -161,7 +130,7 @@ START_TEST(calls_in_a_section_are_queued_and_land_in_order_at_the_end) {
     ASSERT_OK(kiln_add(F.w, e, F.pos, &(test_position){7, 7}));
     ASSERT_OK(kiln_remove(F.w, e, F.pos, NULL));
     ASSERT_OK(kiln_add(F.w, e, F.vel, &(test_velocity){8, 8}));      /* spawn, add, remove, add */
-    ck_assert_uint_eq(world_digest(F.w), digest);
+    ck_assert_uint_eq(test_world_digest(F.w), digest);
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
     ASSERT_OK(kiln_defer_end(F.w));
 
@@ -292,7 +261,7 @@ START_TEST(a_dead_entity_or_unknown_component_fails_at_once_in_a_section) {
     kiln_entity d = spawn_pos(2, 2);
     ASSERT_OK(kiln_despawn(F.w, d));
     kiln_component unknown = (kiln_component)kiln_component_count(F.w) + 1;
-    uint64_t digest = world_digest(F.w);
+    uint64_t digest = test_world_digest(F.w);
     int64_t slots = entity_slots(F.w);
     char buf[32];
     test_entity_string(d, buf);
@@ -320,10 +289,10 @@ START_TEST(a_dead_entity_or_unknown_component_fails_at_once_in_a_section) {
     ck_assert_int_ne(kiln_spawn_with(F.w, (kiln_component[]){F.pos, F.pos}, NULL, 2, &e),
                      KILN_OK); /* a duplicate */
     ck_assert_uint_eq(e, (kiln_entity)12345);
-    ck_assert_uint_eq(world_digest(F.w), digest);
+    ck_assert_uint_eq(test_world_digest(F.w), digest);
     ASSERT_OK(kiln_defer_end(F.w));
 
-    ck_assert_uint_eq(world_digest(F.w), digest);
+    ck_assert_uint_eq(test_world_digest(F.w), digest);
     ck_assert_int_eq(entity_slots(F.w), slots);
     /* nothing was reserved: the next spawn takes the dead slot with the next generation */
     kiln_entity next = KILN_NULL_ENTITY;

@@ -3,15 +3,6 @@
 local kiln = require "kiln"
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
--- A spec for a reported binding bug: pending while the bug is there, failing once it is
--- fixed (then make it a plain `it`).
-local function known_bug(name, fn)
-    it(name .. " [known bug]", function()
-        local ok, err = pcall(fn)
-        if ok then error("this known bug looks fixed: turn the spec into a plain it()", 0) end
-        pending("known bug: " .. (type(err) == "table" and tostring(err.message) or tostring(err)))
-    end)
-end
 
 local function by_name(w)
     local out = {}

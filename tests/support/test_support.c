@@ -258,3 +258,36 @@ int64_t test_query_collect(const kiln_query *query, kiln_entity *dest, int64_t c
     }
     return seen;
 }
+
+static uint64_t digest_bytes(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A hash of every live entity (in kiln_world_entities order) with, per component, whether it
+ * has it, its change tick and its value bytes. */
+uint64_t test_world_digest(const kiln_world *w) {
+    int64_t n = kiln_world_entities(w, NULL, 0);
+    kiln_entity *list = malloc(sizeof *list * (size_t)(n + 1));
+    ck_assert_ptr_nonnull(list);
+    ck_assert_int_eq(kiln_world_entities(w, list, n), n);
+    uint64_t h = digest_bytes(1469598103934665603ull, &n, sizeof n);
+    int32_t components = kiln_component_count(w);
+    for (int64_t i = 0; i < n; i++) {
+        h = digest_bytes(h, &list[i], sizeof list[i]);
+        for (kiln_component c = 1; c <= (kiln_component)components; c++) {
+            bool has = kiln_has(w, list[i], c);
+            h = digest_bytes(h, &has, sizeof has);
+            if (!has) continue;
+            kiln_tick t = kiln_changed_tick(w, list[i], c);
+            h = digest_bytes(h, &t, sizeof t);
+            kiln_component_info info;
+            ck_assert(kiln_component_info_get(w, c, &info));
+            const void *v = kiln_get(w, list[i], c);
+            if (info.size > 0 && v != NULL) h = digest_bytes(h, v, info.size);
+        }
+    }
+    free(list);
+    return h;
+}
