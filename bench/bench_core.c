@@ -2,6 +2,7 @@
  * Each side of a case does the same work on the same values, and the case checks that kiln
  * ended with the same data as the baseline, so a fast but wrong core cannot pass. */
 #include "bench_core.h"
+#include "bench_systems.h"
 
 #include "bench_util.h"
 #include "kiln.h"
@@ -1105,6 +1106,22 @@ static const bench_case cases[] = {
      "kiln_despawn in spawn order vs swap-remove with index fix-up", run_despawn},
     {"bytes_per_entity", BENCH_BYTES_PER_ENTITY, 44.0, true,
      "RSS delta per Position+Velocity entity (empty world -> n) vs 16 bytes of data", run_bytes_per_entity},
+    {"cmd_spawn", BENCH_NS_PER_ENTITY, 1.5, false,
+     "record + apply spawn with Position, Velocity (100k) vs kiln_spawn_with", run_cmd_spawn},
+    {"cmd_add_remove", BENCH_NS_PER_OP, 1.5, false,
+     "record + apply add+remove Mass (100k pairs) vs kiln_add + kiln_remove", run_cmd_add_remove},
+    {"sched_overhead", BENCH_NS_PER_OP, 1000.0, false,
+     "ns per trivial system per frame, 100 systems, inline vs calling them directly", run_sched_overhead},
+    {"sched_parallel", BENCH_NS_PER_OP, 0.59, false,
+     "two independent heavy systems on 2 threads (1 worker + caller) vs the same run inline",
+     run_sched_parallel},
+    {"parallel_for", BENCH_NS_PER_ENTITY, 0.59, false,
+     "one heavy loop over 1M rows split across 2 threads vs inline", run_parallel_for},
+    {"propagate_changed", BENCH_NS_PER_ENTITY, 1.5, false,
+     "propagation, 100k in trees 4 deep, every local changed vs a plain recursive recompute",
+     run_propagate_changed},
+    {"propagate_unchanged", BENCH_NS_PER_ENTITY, 0.3, false,
+     "propagation with nothing changed vs the plain recursive recompute", run_propagate_unchanged},
 };
 
 const bench_case *bench_cases(int *count) {

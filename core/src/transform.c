@@ -18,6 +18,7 @@ typedef struct kl_memo {
     uint32_t epoch;
     uint16_t dirty;        /* the world matrix changed in this call */
     uint16_t depth;        /* ancestors above the entity */
+    kiln_entity entity;    /* whose entry this is (a slot may be reused by another entity) */
     const float *matrix;   /* 16 floats, column-major */
 } kl_memo;
 
@@ -180,6 +181,7 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
         if (!parent) break;
         cur = parent;
     }
+    if (top && top->entity != cur) top = NULL; /* the slot's entry is another entity's */
     const float *parent_matrix = top ? top->matrix : identity;
     bool parent_dirty = top ? top->dirty != 0 : false;
     int32_t depth = top ? top->depth + 1 : 0; /* of chain[n - 1] */
@@ -201,6 +203,7 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
                      changed(pc, rec->row, p->since);
         kl_memo *m = &st->memo[kiln_entity_index(x)];
         m->epoch = st->epoch;
+        m->entity = x;
         m->depth = (uint16_t)(depth + (n - 1 - i));
         if (!local) { /* identity for its children */
             m->matrix = parent_matrix;
@@ -236,6 +239,47 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
         parent_dirty = m->dirty != 0;
     }
     return KILN_OK;
+}
+
+/* The common case straight from the chunk's columns: a root, or a child whose live parent
+ * was already resolved in this call. Returns false to leave the row to resolve(). */
+static bool row_fast(propagation *p, kiln_iter *it, int32_t r) {
+    kl_transform_state *st = p->st;
+    kiln_entity e = it->entities[r];
+    const kl_memo *pm = NULL;
+    if (it->columns[2]) {
+        kiln_entity parent = ((const kiln_parent *)it->columns[2])[r].entity;
+        if (parent == e || parent == KILN_NULL_ENTITY) return false;
+        uint32_t pi = kiln_entity_index(parent);
+        if (pi >= (uint32_t)st->memo_cap) return false;
+        pm = &st->memo[pi];
+        if (pm->epoch != st->epoch || pm->entity != parent) return false;
+        if (pm->depth >= KL_MAX_DEPTH) return false; /* resolve reports the depth error */
+    }
+    bool dirty = p->full || (pm && pm->dirty) || it->ticks[0][r] >= p->since ||
+                 (it->ticks[2] && it->ticks[2][r] >= p->since);
+    float *out = (float *)((uint8_t *)it->columns[1] + (size_t)r * sizeof(kiln_world_transform));
+    bool wrote = false;
+    if (dirty) {
+        mat4 parent_m, local_m, world_m;
+        memcpy(parent_m, pm ? pm->matrix : identity, sizeof parent_m);
+        kiln_local_transform_to_mat4(&((const kiln_local_transform *)it->columns[0])[r], local_m);
+        glm_mat4_mul(parent_m, local_m, world_m);
+        p->stats.computed++;
+        if (memcmp(out, world_m, sizeof world_m) != 0) {
+            memcpy(out, world_m, sizeof world_m);
+            kiln_iter_mark_changed(it, 1, r);
+            p->stats.updated++;
+            wrote = true;
+        }
+    }
+    kl_memo *m = &st->memo[kiln_entity_index(e)];
+    m->epoch = st->epoch;
+    m->entity = e;
+    m->dirty = wrote;
+    m->depth = (uint16_t)(pm ? pm->depth + 1 : 0);
+    m->matrix = out;
+    return true;
 }
 
 /* Grows an array of the transform state to hold need items (no shrink). */
@@ -279,6 +323,16 @@ static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_propa
     if (!p.full && (kl_query_structure_tick(st->compute) >= p.since ||
                     kl_query_structure_tick(st->linked) >= p.since))
         p.full = true;
+    /* Nothing to do when no LocalTransform or Parent was written since the last call (a
+     * dying parent shows as a structure change above, unless it had neither component and
+     * so counted as identity, alive or dead). */
+    if (!p.full && kl_query_column_tick(st->compute, 0) < p.since &&
+        kl_query_column_tick(st->compute, 2) < p.since && kl_query_column_tick(st->linked, 0) < p.since &&
+        !(deferred && missing > 0)) {
+        st->last_tick = world->tick;
+        if (dest) *dest = p.stats;
+        return KILN_OK;
+    }
     if (++st->epoch == 0) { /* wrapped: forget every old mark */
         memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
         st->epoch = 1;
@@ -292,9 +346,12 @@ static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_propa
          * these roots resolve them on demand). */
         if (!p.full && it.ticks[2] == NULL && kiln_iter_column_tick(&it, 0) < p.since) continue;
         for (int32_t r = 0; r < it.count; r++) {
-            if (st->memo[kiln_entity_index(it.entities[r])].epoch == st->epoch) continue;
-            kiln_result rr = resolve(&p, it.entities[r]);
-            if (rr != KILN_OK && result == KILN_OK) result = rr;
+            kiln_entity e = it.entities[r];
+            if (st->memo[kiln_entity_index(e)].epoch == st->epoch) continue;
+            if (!row_fast(&p, &it, r)) {
+                kiln_result rr = resolve(&p, e);
+                if (rr != KILN_OK && result == KILN_OK) result = rr;
+            }
         }
     }
     kiln_iter_fini(&it);
