@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "access.h"
+#include "archetype.h"
 #include "component.h"
 #include "entity.h"
 #include "events.h"
@@ -186,16 +187,13 @@ static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_c
         cmd->head = cmd->count = 0;
         reset_values(cmd);
     }
-    if (!kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
+    if (cmd->count == cmd->cap &&
+        !kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command",
                            op_name((uint8_t)op));
     kl_cmd *c = &cmd->cmds[cmd->count];
-    memset(c, 0, sizeof *c);
-    c->op = (uint8_t)op;
-    c->target = target;
-    c->component = component;
-    c->size = (uint32_t)size;
-    c->hooks_known = comp != NULL;
+    *c = (kl_cmd){.op = (uint8_t)op, .hooks_known = comp != NULL, .component = component,
+                  .size = (uint32_t)size, .target = target};
     if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0) {
         void *room = value_room(cmd, size);
         if (!room)
@@ -203,7 +201,7 @@ static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_c
                                op_name((uint8_t)op));
         if (value == NULL) memset(room, 0, size);
         else if (move && comp && comp->move) comp->move(room, (void *)(uintptr_t)value, 1, comp->hook_ctx);
-        else memcpy(room, value, size);
+        else kl_copy_value(room, value, size);
         c->value = room;
         c->has_value = 1;
     }
