@@ -51,20 +51,64 @@ for _, path in ipairs(os.matchfiles("tests/core/test_*.c")) do
         links { "kiln", "check", "subunit", "rt", "m", "pthread" }
 end
 
+-- The Lua layer (scripts/kiln/*.lua) is compiled into the binding as C strings.
+local embed = "lua5.4 %{wks.location}/../../scripts/embed.lua %{wks.location}/../gen/kiln_scripts.h "
+    .. table.concat(os.matchfiles("scripts/kiln/*.lua"), " ")
+
+-- The binding as a static library for hosts (the kiln command, the sample game).
+project "kiln_lua_static"
+    kind "StaticLib"
+    targetname "kiln_lua"
+    files { "lua/kiln_lua.h", "lua/src/*.c", "lua/src/*.h" }
+    includedirs { "lua", "/usr/include/lua5.4", "build/gen" }
+    prebuildcommands { "{MKDIR} %{wks.location}/../gen", embed }
+
 -- The Lua module (kiln.so, loaded by `require "kiln"`).
 project "kiln_lua"
     kind "SharedLib"
     targetname "kiln"
     targetprefix ""
     files { "lua/kiln_lua.h", "lua/src/*.c", "lua/src/*.h" }
-    includedirs { "lua", "/usr/include/lua5.4" }
+    includedirs { "lua", "/usr/include/lua5.4", "build/gen" }
+    prebuildcommands { "{MKDIR} %{wks.location}/../gen", embed }
     links { "kiln", "m", "pthread" }
+
+-- The kiln command: scripts, the REPL (libedit), the console client.
+project "kiln_cmd"
+    kind "ConsoleApp"
+    targetname "kiln"
+    files { "lua/repl/main.c" }
+    includedirs { "lua", "/usr/include/lua5.4", "/usr/include/editline" }
+    links { "kiln_lua_static", "kiln", "lua5.4", "edit", "m", "pthread" }
+
+-- The sample game.
+project "asteroids"
+    kind "ConsoleApp"
+    files { "examples/asteroids/*.c", "examples/asteroids/*.h" }
+    includedirs { "lua", "/usr/include/lua5.4" }
+    links { "kiln_lua_static", "kiln", "lua5.4", "m", "pthread" }
+
+-- The console and REPL suites.
+for _, path in ipairs(os.matchfiles("tests/tools/test_*.c")) do
+    project(path:match("([^/]+)%.c$"))
+        kind "ConsoleApp"
+        files { path }
+        includedirs { "lua", "/usr/include/lua5.4" }
+        defines { 'KILN_BIN_PATH="%{cfg.targetdir}/kiln"' }
+        links { "kiln_lua_static", "kiln", "lua5.4", "check", "subunit", "rt", "util", "m", "pthread" }
+end
 
 project "core_bench"
     kind "ConsoleApp"
     files { "bench/*.c", "bench/*.h" }
     includedirs { "bench" }
     links { "kiln", "m", "pthread" }
+
+project "mixed_host"
+    kind "ConsoleApp"
+    files { "bench/lua/mixed_host.c" }
+    includedirs { "lua", "/usr/include/lua5.4" }
+    links { "kiln_lua_static", "kiln", "lua5.4", "m", "pthread" }
     filter "configurations:Release"
         buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
     filter {}
