@@ -104,11 +104,12 @@ project "core_bench"
     includedirs { "bench" }
     links { "kiln", "m", "pthread" }
 
+    filter "configurations:Release"
+        buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
+    filter {}
+
 project "mixed_host"
     kind "ConsoleApp"
     files { "bench/lua/mixed_host.c" }
     includedirs { "lua", "/usr/include/lua5.4" }
     links { "kiln_lua_static", "kiln", "lua5.4", "m", "pthread" }
-    filter "configurations:Release"
-        buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
-    filter {}
