@@ -319,7 +319,7 @@ typedef struct kiln_query_desc {
 kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc,
                               kiln_query **dest);
 
-/* Destroys a query. NULL is a no-op. Must not be iterating. */
+/* Destroys a query. NULL is a no-op. The query must not be iterating (others may be). */
 void kiln_query_destroy(kiln_query *query);
 
 /* Number of entities the query matches now. Sums rows; allocates nothing. */

@@ -16,6 +16,7 @@ typedef struct kl_match {
 
 struct kiln_query {
     kiln_world *world;
+    atomic_int iterating; /* active iterations of this query */
     int32_t with_count, without_count, optional_count;
     kiln_component terms[KL_MAX_COLUMNS]; /* with then optional */
     kiln_component without[KILN_QUERY_MAX_TERMS];
@@ -141,7 +142,7 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
 void kiln_query_destroy(kiln_query *query) {
     if (query == NULL) return;
     kiln_world *world = query->world;
-    KILN_ASSERT(world->iterating == 0, "query_destroy while a query iterates");
+    KILN_ASSERT(atomic_load(&query->iterating) == 0, "query_destroy while the query iterates");
     for (int32_t i = 0; i < world->query_count; i++) {
         if (world->queries[i] == query) {
             world->queries[i] = world->queries[--world->query_count];
@@ -195,6 +196,7 @@ void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
     it->active = true;
     it->owns_lock = true;
     atomic_fetch_add_explicit(&query->world->iterating, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&((kiln_query *)query)->iterating, 1, memory_order_relaxed);
     kiln_defer_begin(query->world);
 }
 
@@ -243,6 +245,7 @@ void kiln_iter_fini(kiln_iter *it) {
     it->count = 0;
     if (it->owns_lock) {
         atomic_fetch_sub_explicit(&it->world->iterating, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&((kiln_query *)it->query)->iterating, 1, memory_order_relaxed);
         /* The changes the loop made land now (when this is the outermost section); an
          * out-of-memory failure leaves them queued for the next section's end. */
         kiln_defer_end(it->world);

@@ -22,6 +22,7 @@ typedef struct kl_system {
     char after[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
     int32_t before_count, after_count;
     bool exclusive, main_thread, enabled;
+    bool run_now; /* enabled when its stage started: a toggle mid-stage counts next frame */
     int32_t index, stage;
     kiln_commands *commands;
     kiln_system_ctx ctx;
@@ -323,8 +324,9 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         int32_t workers = 0, enabled = 0;
         for (int32_t k = first; k < end; k++) {
             kl_system *sys = s->systems[s->order[k]];
-            if (!sys->enabled) continue;
             prepare(s, sys, dt);
+            sys->run_now = sys->enabled;
+            if (!sys->run_now) continue;
             enabled++;
             if (!sys->main_thread && !sys->exclusive) workers++;
         }
@@ -332,6 +334,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         if (end - first == 1 && s->systems[s->order[first]]->exclusive) {
             /* An exclusive system runs alone on an undeferred world. */
             kl_system *sys = s->systems[s->order[first]];
+            if (!sys->run_now) continue;
             kiln_result r = kiln_defer_end(world);
             if (r != KILN_OK && result == KILN_OK) result = r;
             run_system(sys);
@@ -340,7 +343,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             int32_t jobs = 0;
             for (int32_t k = first; k < end; k++) {
                 kl_system *sys = s->systems[s->order[k]];
-                if (sys->enabled && !sys->main_thread)
+                if (sys->run_now && !sys->main_thread)
                     s->job_list[jobs++] = (kiln_job){run_system, sys};
             }
             kiln_counter counter = {0};
@@ -351,13 +354,13 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             }
             for (int32_t k = first; k < end; k++) {
                 kl_system *sys = s->systems[s->order[k]];
-                if (sys->enabled && sys->main_thread) run_here(world, sys);
+                if (sys->run_now && sys->main_thread) run_here(world, sys);
             }
             if (r == KILN_OK) kiln_jobs_wait(s->jobs, &counter);
         } else {
             for (int32_t k = first; k < end; k++) {
                 kl_system *sys = s->systems[s->order[k]];
-                if (sys->enabled) run_here(world, sys);
+                if (sys->run_now) run_here(world, sys);
             }
         }
         /* Buffers land in declaration order, whatever thread finished first. */

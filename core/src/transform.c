@@ -475,12 +475,22 @@ kiln_result kiln_despawn_recursive(kiln_world *world, kiln_entity root) {
     if (!st) return kiln_despawn(world, root);
     kiln_result r = refresh_children(world, st);
     if (r != KILN_OK) return r;
-    /* Breadth-first over the index into pending: root, its children, theirs, ... */
+    /* Breadth-first over the index into pending: root, its children, theirs, ... each entity
+     * once, even when Parent links (written directly) form a cycle. */
     int64_t total = st->pair_count + 1;
-    if (!reserve(world, (void **)&st->pending, &st->pending_cap, total, sizeof(kiln_entity)))
+    int64_t memo_before = st->memo_cap;
+    if (!reserve(world, (void **)&st->pending, &st->pending_cap, total, sizeof(kiln_entity)) ||
+        !reserve(world, (void **)&st->memo, &st->memo_cap, kl_slot_count(world), sizeof(kl_memo)))
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "despawn_recursive: out of memory");
+    if (st->memo_cap > memo_before)
+        memset(st->memo + memo_before, 0, sizeof(kl_memo) * (size_t)(st->memo_cap - memo_before));
+    if (++st->epoch == 0) {
+        memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
+        st->epoch = 1;
+    }
     int64_t head = 0, n = 0;
     st->pending[n++] = root;
+    st->memo[kiln_entity_index(root)] = (kl_memo){.epoch = st->epoch, .entity = root};
     while (head < n) {
         kiln_entity e = st->pending[head++];
         int64_t lo = 0, hi = st->pair_count;
@@ -489,8 +499,13 @@ kiln_result kiln_despawn_recursive(kiln_world *world, kiln_entity root) {
             if (st->pairs[mid].parent < e) lo = mid + 1;
             else hi = mid;
         }
-        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++)
-            st->pending[n++] = st->pairs[i].child;
+        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++) {
+            kiln_entity child = st->pairs[i].child;
+            kl_memo *m = &st->memo[kiln_entity_index(child)];
+            if (m->epoch == st->epoch && m->entity == child) continue; /* seen: a cycle */
+            *m = (kl_memo){.epoch = st->epoch, .entity = child};
+            st->pending[n++] = child;
+        }
     }
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive. */
     for (int64_t i = n - 1; i >= 0; i--) {

@@ -50,6 +50,7 @@ static lua_Integer check_target(lua_State *L, klua_commands *c, int arg, const c
     int ok;
     lua_Integer v = lua_tointegerx(L, arg, &ok);
     if (!ok) luaL_error(L, "%s: entity must be an integer or a placeholder, got %s", fname, luaL_typename(L, arg));
+    if (v == LUA_MININTEGER) luaL_error(L, "%s: %I is neither an entity nor a placeholder", fname, v);
     if (v < 0 && (c->complete || batch_of(v) != c->batch || spawn_number(v) == 0 ||
                   spawn_number(v) > c->spawns))
         luaL_error(L, "%s: placeholder %I is not from this buffer's current batch", fname, v);
@@ -237,7 +238,7 @@ static int c_clear(lua_State *L) {
 static int c_resolved(lua_State *L) {
     klua_commands *c = check_cmds(L);
     lua_Integer p = luaL_checkinteger(L, 2);
-    if (p >= 0 || batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
+    if (p >= 0 || p == LUA_MININTEGER || batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
         return luaL_error(L, "commands:resolved: %I is not a placeholder of this batch", p);
     lua_getiuservalue(L, 1, 2);
     lua_rawgeti(L, -1, spawn_number(p));

@@ -53,7 +53,7 @@ static void push_component(lua_State *L, klua_world *kw, kiln_component c) {
  * (nil when e is not alive). */
 KLUA_HIDDEN int klua_world_components(lua_State *L);
 int klua_world_components(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     if (lua_isnoneornil(L, 2)) {
         int32_t n = kiln_component_count(kw->world);
         lua_createtable(L, n, 0);
@@ -83,7 +83,7 @@ int klua_world_components(lua_State *L) {
 /* world:component_info(name) -> the table push_component makes, or nil. */
 KLUA_HIDDEN int klua_world_component_info(lua_State *L);
 int klua_world_component_info(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_component c = kiln_component_lookup(kw->world, luaL_checkstring(L, 2));
     if (!c || c == kw->shared_type) return 0;
     push_component(L, kw, c);
@@ -93,7 +93,7 @@ int klua_world_component_info(lua_State *L) {
 /* world:stats() -> {entities=, archetypes=, components=, queries=, bytes=, tick=} */
 KLUA_HIDDEN int klua_world_stats(lua_State *L);
 int klua_world_stats(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_world_stats st;
     kiln_world_stats_get(kw->world, &st);
     lua_createtable(L, 0, 6);

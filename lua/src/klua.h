@@ -43,10 +43,20 @@ typedef struct klua_world {
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
     int progress_idx;          /* stack index of the world while world:progress runs */
+    lua_State *run_L;          /* the thread running world:progress (systems run on it) */
+    int names_ref;             /* registry ref: component name (interned) -> id */
+    uint8_t *scratch;          /* value conversion buffer (Lua allocator), 16-byte aligned */
+    size_t scratch_size;
 } klua_world;
 
 /* ---- world (world.c) ---- */
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
+/* The World a method was called on (argument 1), checked against the metatable the method
+ * holds as upvalue 1: no registry look-up. Raises when closed. */
+KLUA_HIDDEN klua_world *klua_self(lua_State *L);
+/* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
+ * Valid until the next call that asks for scratch; conversions into it run no Lua code. */
+KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);
 KLUA_HIDDEN int klua_open_world(lua_State *L);  /* pushes the World metatable setup */
 KLUA_HIDDEN int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers);
 /* Component by name (argument arg of function fname); raises naming both when unknown. */
@@ -55,6 +65,8 @@ KLUA_HIDDEN kiln_component klua_check_component(lua_State *L, klua_world *kw, in
 KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname);
 KLUA_HIDDEN bool klua_is_lua_valued(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN const char *klua_entity_str(kiln_entity e, char *buf);
+/* The main thread of L's state: what outlives any coroutine. */
+KLUA_HIDDEN lua_State *klua_main_thread(lua_State *L);
 KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
 /* Pushes the kiln.World userdata of kw (also outside world:progress). */
 KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);

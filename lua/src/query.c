@@ -1,6 +1,7 @@
 /* query.c: the kiln.Query class: cached queries from Lua, row views for `for e, a, b in
  * q:each()`, and the column-array bulk path. Invariant: a query has at most one iteration
  * running; while it runs the world is deferred, and its views belong to the current row. */
+#include <math.h>
 #include <string.h>
 
 #include "klua.h"
@@ -24,7 +25,10 @@ typedef struct klua_query {
 } klua_query;
 
 /* uservalues: 1 world, 2 data tables (per term), 3 read-only proxies, 4 guard, 5 bulk arrays,
- * 6 snapshot blocks */
+ * 6 snapshot blocks, 7 the each-iterator closure, 8 field-name keys (index t * 64 + f + 1) */
+#define KEY(t, f) ((lua_Integer)(t) * KILN_MAX_FIELDS + (f) + 1)
+
+static int each_step(lua_State *L);
 
 static klua_query *check_query(lua_State *L, int idx) {
     klua_query *kq = luaL_checkudata(L, idx, KLUA_QUERY);
@@ -54,7 +58,8 @@ static int view_readonly(lua_State *L) {
 /* Reads a zero-terminated list of names at field key of the table at idx. */
 static int read_terms(lua_State *L, klua_world *kw, int idx, const char *key, kiln_component *dest,
                       int max, const char *fname) {
-    lua_getfield(L, idx, key);
+    lua_pushstring(L, key);
+    lua_rawget(L, idx); /* raw: a desc table's metamethods never run mid-call */
     int n = 0;
     if (!lua_isnil(L, -1)) {
         if (!lua_istable(L, -1)) luaL_error(L, "%s: %s must be a list of component names", fname, key);
@@ -71,7 +76,7 @@ static int read_terms(lua_State *L, klua_world *kw, int idx, const char *key, ki
 }
 
 int klua_world_query(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:query";
     luaL_checktype(L, 2, LUA_TTABLE);
     kiln_query_desc desc;
@@ -87,7 +92,7 @@ int klua_world_query(lua_State *L) {
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, 6);
+    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, 8);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
     kq->row = -1;
@@ -153,6 +158,22 @@ int klua_world_query(lua_State *L) {
         lua_rawseti(L, -2, t + 1);
     }
     lua_setiuservalue(L, -2, 6);
+    /* Interned field names, so filling a view never hashes a C string. */
+    lua_createtable(L, 0, 0);
+    for (int t = 0; t < kq->term_count; t++)
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
+            lua_pushstring(L, kq->info[t].fields[f].name);
+            lua_rawseti(L, -2, KEY(t, f));
+        }
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, -3, 8);
+    /* The iterator q:each() hands out: one closure per query, so loops make no garbage. */
+    lua_pushvalue(L, -2);
+    lua_getiuservalue(L, -3, 2);
+    lua_getiuservalue(L, -4, 3);
+    lua_rotate(L, -4, -1); /* query, data, proxies, keys */
+    lua_pushcclosure(L, each_step, 4);
+    lua_setiuservalue(L, -2, 7);
     return 1;
 }
 
@@ -197,44 +218,67 @@ static void begin(lua_State *L, klua_query *kq, const char *fname) {
 /* Writes back the fields the script changed in the writable views of the current row:
  * each field is compared with what the view was filled with, so a field left alone never
  * overwrites a change made meanwhile (world:set on the same row), and marks nothing. */
-static void write_back(lua_State *L, klua_query *kq, int data_idx) {
+static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx) {
     char eb[24];
     for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
         const kiln_component_info *info = &kq->info[t];
         uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
+        const uint8_t *snap = kq->snap[t];
         uint8_t tmp[256];
-        uint8_t *buf = info->size <= sizeof tmp ? tmp : lua_newuserdatauv(L, info->size, 0);
-        int pushed = buf != tmp;
-        memcpy(buf, kq->snap[t], info->size);
+        uint8_t *buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
+        memcpy(buf, snap, info->size);
+        /* Convert every field first: a bad value raises before anything is written. */
         lua_rawgeti(L, data_idx, t + 1);
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
-            lua_pushstring(L, fd->name);
+            lua_rawgeti(L, keys_idx, KEY(t, f));
             lua_rawget(L, -2);
-            const char *err = klua_to_field(L, -1, fd, buf);
-            if (err)
-                luaL_error(L, "each: field '%s' of %s on entity %s: %s", fd->name, info->name,
-                           klua_entity_str(kq->it.entities[kq->row], eb), err);
+            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
+                lua_Number n = lua_tonumber(L, -1);
+                if (n == n && (n > 3.4028234663852886e38 || n < -3.4028234663852886e38) &&
+                    n != (lua_Number)HUGE_VAL && n != -(lua_Number)HUGE_VAL)
+                    luaL_error(L, "each: field '%s' of %s on entity %s: number %f is out of range for float",
+                               fd->name, info->name, klua_entity_str(kq->it.entities[kq->row], eb), n);
+                float v = (float)n;
+                memcpy(buf + fd->offset, &v, 4);
+            } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
+                /* unchanged text keeps its bytes, even those past its NUL */
+                size_t len;
+                const char *str = lua_tolstring(L, -1, &len);
+                size_t was = strnlen((const char *)snap + fd->offset, fd->count);
+                if (len != was || memcmp(str, snap + fd->offset, len) != 0) {
+                    const char *err = klua_to_field(L, -1, fd, buf);
+                    if (err)
+                        luaL_error(L, "each: field '%s' of %s on entity %s: %s", fd->name, info->name,
+                                   klua_entity_str(kq->it.entities[kq->row], eb), err);
+                }
+            } else {
+                const char *err = klua_to_field(L, -1, fd, buf);
+                if (err)
+                    luaL_error(L, "each: field '%s' of %s on entity %s: %s", fd->name, info->name,
+                               klua_entity_str(kq->it.entities[kq->row], eb), err);
+            }
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
+        /* Then write the fields the script changed. */
         bool changed = false;
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             size_t n = kiln_type_size(fd->type) * fd->count;
-            if (memcmp(buf + fd->offset, kq->snap[t] + fd->offset, n) != 0) {
+            if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) {
                 memcpy(dst + fd->offset, buf + fd->offset, n);
                 changed = true;
             }
         }
-        if (pushed) lua_pop(L, 1);
         if (changed) kiln_iter_mark_changed(&kq->it, t, kq->row);
     }
 }
 
 /* Pushes the entity of the current row and its views; returns the number pushed. */
-static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx) {
+static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx, int keys_idx) {
+    luaL_checkstack(L, kq->term_count + 8, "each: too many terms");
     lua_pushinteger(L, (lua_Integer)kq->it.entities[kq->row]);
     for (int t = 0; t < kq->term_count; t++) {
         void *col = kq->it.columns[t];
@@ -259,8 +303,15 @@ static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx) {
             memcpy(kq->snap[t], src, info->size);
             lua_rawgeti(L, data_idx, t + 1);
             for (int32_t f = 0; f < info->field_count; f++) {
-                lua_pushstring(L, info->fields[f].name);
-                klua_push_field(L, &info->fields[f], src);
+                const kiln_field *fd = &info->fields[f];
+                lua_rawgeti(L, keys_idx, KEY(t, f));
+                if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+                    float v;
+                    memcpy(&v, src + fd->offset, 4);
+                    lua_pushnumber(L, v);
+                } else {
+                    klua_push_field(L, fd, src);
+                }
                 lua_rawset(L, -3);
             }
             if (!kq->writable[t]) {
@@ -288,28 +339,28 @@ static bool advance(lua_State *L, klua_query *kq, int q_idx) {
     return true;
 }
 
+/* The generic-for step: upvalues 1 the query, 2 data tables, 3 proxies, 4 field keys. */
 static int each_step(lua_State *L) {
-    klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
-    if (!kq->active) return 0;
-    lua_getiuservalue(L, 1, 2);
-    lua_getiuservalue(L, 1, 3);
-    int data_idx = lua_gettop(L) - 1, proxy_idx = lua_gettop(L);
-    if (kq->row >= 0) write_back(L, kq, data_idx);
-    if (!advance(L, kq, 1)) return 0;
-    return push_row(L, kq, data_idx, proxy_idx);
+    klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
+    if (!kq->active || kq->kw->closed) return 0;
+    if (kq->row >= 0) write_back(L, kq, lua_upvalueindex(2), lua_upvalueindex(4));
+    lua_pushvalue(L, lua_upvalueindex(1));
+    if (!advance(L, kq, lua_gettop(L))) return 0;
+    lua_pop(L, 1);
+    return push_row(L, kq, lua_upvalueindex(2), lua_upvalueindex(3), lua_upvalueindex(4));
 }
 
 static int guarded_write_back(lua_State *L) {
     klua_query *kq = lua_touserdata(L, 1);
-    write_back(L, kq, 2);
+    write_back(L, kq, 2, 3);
     return 0;
 }
 
 static int q_each(lua_State *L) {
     klua_query *kq = check_query(L, 1);
     begin(L, kq, "each");
-    lua_pushcfunction(L, each_step);
-    lua_pushvalue(L, 1);
+    lua_getiuservalue(L, 1, 7);
+    lua_pushnil(L);
     lua_pushnil(L);
     lua_getiuservalue(L, 1, 4); /* closes the iteration on break or error */
     return 4;
@@ -324,11 +375,11 @@ static int guard_close(lua_State *L) {
         /* Left by break or return (no error): the current row's writes still land. A
          * conversion error here ends the iteration first, then propagates. */
         if (lua_isnoneornil(L, 2) && kq->row >= 0) {
-            lua_getiuservalue(L, q_idx, 2);
             lua_pushcfunction(L, guarded_write_back);
             lua_pushvalue(L, q_idx);
-            lua_pushvalue(L, -3);
-            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+            lua_getiuservalue(L, q_idx, 2);
+            lua_getiuservalue(L, q_idx, 8);
+            if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
                 finish(L, kq, q_idx);
                 return lua_error(L);
             }
@@ -346,15 +397,17 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
     begin(L, kq, "each");
     lua_getiuservalue(L, q_idx, 2);
     lua_getiuservalue(L, q_idx, 3);
-    int data_idx = lua_gettop(L) - 1, proxy_idx = lua_gettop(L);
+    lua_getiuservalue(L, q_idx, 8);
+    int data_idx = lua_gettop(L) - 2, proxy_idx = lua_gettop(L) - 1, keys_idx = lua_gettop(L);
+    luaL_checkstack(L, kq->term_count + 8, "each: too many terms");
     while (advance(L, kq, q_idx)) {
         lua_pushvalue(L, fn_idx);
-        int n = push_row(L, kq, data_idx, proxy_idx);
+        int n = push_row(L, kq, data_idx, proxy_idx, keys_idx);
         if (extra_idx) lua_pushvalue(L, extra_idx);
         lua_call(L, n + (extra_idx ? 1 : 0), 0); /* an error unwinds to the system runner */
-        write_back(L, kq, data_idx);
+        write_back(L, kq, data_idx, keys_idx);
     }
-    lua_pop(L, 2);
+    lua_pop(L, 3);
 }
 
 /* Called by the system runner after an each-system, whether it raised or not. */
@@ -382,6 +435,7 @@ static void bulk_array(lua_State *L, int arrays_idx, int t, int f) {
 static int bulk_body(lua_State *L) {
     klua_query *kq = lua_touserdata(L, 1);
     int nextra = lua_gettop(L) - 2;
+    luaL_checkstack(L, nextra + kq->term_count + 16, "bulk: too many arguments");
     lua_getiuservalue(L, 1, 5);
     int arrays_idx = lua_gettop(L);
     char eb[24];

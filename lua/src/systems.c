@@ -52,7 +52,8 @@ void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool writ
 
 /* Reads a list of component names at key into dest. */
 static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, kiln_component *dest) {
-    lua_getfield(L, idx, key);
+    lua_pushstring(L, key);
+    lua_rawget(L, idx); /* raw: no metamethod runs mid-call */
     int n = 0;
     if (!lua_isnil(L, -1)) {
         if (!lua_istable(L, -1)) luaL_error(L, "world:system: %s must be a list of component names", key);
@@ -70,7 +71,8 @@ static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, k
 
 /* Reads a list of system names at key (strings kept alive in the state table). */
 static int order_list(lua_State *L, int idx, const char *key, const char **dest) {
-    lua_getfield(L, idx, key);
+    lua_pushstring(L, key);
+    lua_rawget(L, idx); /* raw: no metamethod runs mid-call */
     int n = 0;
     if (!lua_isnil(L, -1)) {
         if (!lua_istable(L, -1)) luaL_error(L, "world:system: %s must be a list of system names", key);
@@ -131,8 +133,9 @@ static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disab
 /* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
 static void trampoline(const kiln_system_ctx *ctx) {
     klua_system *s = ctx->user;
-    lua_State *L = s->L;
     klua_world *kw = s->kw;
+    /* On the thread running world:progress (a coroutine, maybe), else the main thread. */
+    lua_State *L = kw->run_L ? kw->run_L : s->L;
     int top = lua_gettop(L);
     lua_pushcfunction(L, traceback);
     int status;
@@ -191,10 +194,11 @@ static int s_gc(lua_State *L) {
 }
 
 int klua_world_system(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:system";
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_getfield(L, 2, "name");
+    lua_pushstring(L, "name");
+    lua_rawget(L, 2);
     if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: name must be a string", fname);
     const char *name = lua_tostring(L, -1);
     if (strlen(name) == 0 || strlen(name) > KILN_MAX_NAME)
@@ -206,16 +210,20 @@ int klua_world_system(lua_State *L) {
     memset(&d, 0, sizeof d);
     d.name = name;
     d.main_thread = true;
-    lua_getfield(L, 2, "exclusive");
+    lua_pushstring(L, "exclusive");
+    lua_rawget(L, 2);
     d.exclusive = lua_toboolean(L, -1);
     lua_pop(L, 1);
     int nr = access_list(L, kw, 2, "reads", d.reads);
     int nw = access_list(L, kw, 2, "writes", d.writes);
     order_list(L, 2, "before", d.before);
     order_list(L, 2, "after", d.after);
-    lua_getfield(L, 2, "run");
-    lua_getfield(L, 2, "each");
-    lua_getfield(L, 2, "query");
+    lua_pushstring(L, "run");
+    lua_rawget(L, 2);
+    lua_pushstring(L, "each");
+    lua_rawget(L, 2);
+    lua_pushstring(L, "query");
+    lua_rawget(L, 2);
     bool has_run = !lua_isnil(L, -3), has_each = !lua_isnil(L, -2), has_query = !lua_isnil(L, -1);
     if (has_run == has_each) luaL_error(L, "%s: give exactly one of run = function(world, dt) and each = function(e, ...)", fname);
     if (has_run && !lua_isfunction(L, -3)) luaL_error(L, "%s: run must be a function", fname);
@@ -229,7 +237,10 @@ int klua_world_system(lua_State *L) {
         lua_pushcfunction(L, klua_world_query);
         lua_pushvalue(L, 1);
         lua_pushvalue(L, -3);
-        lua_call(L, 2, 1);
+        if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+            const char *msg = lua_tostring(L, -1);
+            luaL_error(L, "%s: query: %s", fname, msg ? msg : "error");
+        }
         query_idx = lua_gettop(L);
         lua_getfield(L, query_idx, "terms");
         lua_pushvalue(L, query_idx);
@@ -254,7 +265,7 @@ int klua_world_system(lua_State *L) {
     lua_setfield(L, -2, "__gc");
     lua_setmetatable(L, -2);
     s->kw = kw;
-    s->L = L;
+    s->L = klua_main_thread(L); /* never the coroutine that happened to define it */
     strcpy(s->name, name);
     s->exclusive = d.exclusive;
     memcpy(s->reads, d.reads, sizeof s->reads);
@@ -280,15 +291,17 @@ int klua_world_system(lua_State *L) {
 }
 
 int klua_world_progress(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_Number dt = luaL_optnumber(L, 2, 0.0);
     if (kw->current || kiln_is_deferred(kw->world))
         luaL_error(L, "world:progress: cannot run the schedule from inside a system, a query loop or a deferred section");
     kiln_schedule *sched = klua_schedule(L, kw);
     lua_settop(L, 1);
     kw->progress_idx = 1;
+    kw->run_L = L;
     kiln_result r = kiln_schedule_run(sched, dt);
     kw->progress_idx = 0;
+    kw->run_L = NULL;
     if (r != KILN_OK) luaL_error(L, "world:progress: %s", kiln_world_error(kw->world));
     lua_getiuservalue(L, 1, 1);
     if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
@@ -305,7 +318,7 @@ int klua_world_progress(lua_State *L) {
 /* world:failures() -> the failures recorded since the last progress() or failures() call
  * (systems a host ran with kiln_schedule_run report here), or an empty list. */
 int klua_world_failures(lua_State *L) {
-    klua_check_world(L, 1);
+    klua_self(L);
     lua_getiuservalue(L, 1, 1);
     if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
         lua_newtable(L);
@@ -318,7 +331,7 @@ int klua_world_failures(lua_State *L) {
 
 /* world:max_failures(n): disable a Lua system after n consecutive failures (0: never). */
 int klua_world_max_failures(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_Integer n = luaL_checkinteger(L, 2);
     if (n < 0 || n > INT32_MAX) luaL_error(L, "world:max_failures: n must be from 0 to %d", INT32_MAX);
     kw->max_failures = (int32_t)n;
@@ -326,7 +339,7 @@ int klua_world_max_failures(lua_State *L) {
 }
 
 int klua_world_systems(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_schedule *sched = klua_schedule(L, kw);
     int32_t n = kiln_schedule_system_count(sched);
     kiln_schedule_stage_count(sched); /* builds, so stages are known */
@@ -362,7 +375,7 @@ int klua_world_systems(lua_State *L) {
 }
 
 int klua_world_enable(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *name = luaL_checkstring(L, 2);
     bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3);
     kiln_schedule *sched = klua_schedule(L, kw);

@@ -135,8 +135,12 @@ static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
     memcpy(tmp, p, 4 * (size_t)w);
     idx = lua_absindex(L, idx);
     for (int i = 0; i < w; i++) {
+        /* raw reads: a conversion never runs Lua code (values go to shared scratch) */
         if (t == KILN_TYPE_MAT4) lua_rawgeti(L, idx, i + 1);
-        else lua_getfield(L, idx, vec_keys[i]);
+        else {
+            lua_pushstring(L, vec_keys[i]);
+            lua_rawget(L, idx);
+        }
         if (!lua_isnil(L, -1)) {
             if (lua_type(L, -1) != LUA_TNUMBER) {
                 const char *got = luaL_typename(L, -1);

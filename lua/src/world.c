@@ -12,6 +12,13 @@
 
 const char *klua_entity_str(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
+lua_State *klua_main_thread(lua_State *L) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    return main;
+}
+
 static klua_world *to_world(lua_State *L, int idx) {
     return luaL_checkudata(L, idx, KLUA_WORLD);
 }
@@ -23,6 +30,29 @@ klua_world *klua_check_world(lua_State *L, int idx) {
 }
 
 kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_world(L, idx)->world; }
+
+klua_world *klua_self(lua_State *L) {
+    klua_world *kw = lua_touserdata(L, 1);
+    if (!kw || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
+        return klua_check_world(L, 1); /* raises the usual type error */
+    lua_pop(L, 1);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    return kw;
+}
+
+uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size) {
+    if (size + 16 > kw->scratch_size) {
+        size_t n = kw->scratch_size ? kw->scratch_size : 256;
+        while (n < size + 16) n *= 2;
+        void *ud;
+        lua_Alloc fa = lua_getallocf(L, &ud);
+        uint8_t *p = fa(ud, kw->scratch, kw->scratch_size, n);
+        if (!p) luaL_error(L, "out of memory");
+        kw->scratch = p;
+        kw->scratch_size = n;
+    }
+    return (uint8_t *)(((uintptr_t)kw->scratch + 15) & ~(uintptr_t)15);
+}
 
 bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
     return c < (kiln_component)kw->lua_valued_cap && kw->lua_valued[c];
@@ -40,8 +70,22 @@ kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname) {
 kiln_component klua_check_component(lua_State *L, klua_world *kw, int arg, const char *fname) {
     kiln_component c = KILN_NO_COMPONENT;
     if (lua_type(L, arg) == LUA_TSTRING) {
-        c = kiln_component_lookup(kw->world, lua_tostring(L, arg));
-        if (!c) luaL_error(L, "%s: unknown component '%s'", fname, lua_tostring(L, arg));
+        /* interned name -> id, cached per world (ids never change) */
+        arg = lua_absindex(L, arg);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
+        lua_pushvalue(L, arg);
+        if (lua_rawget(L, -2) == LUA_TNUMBER) {
+            c = (kiln_component)lua_tointeger(L, -1);
+            lua_pop(L, 2);
+        } else {
+            lua_pop(L, 1);
+            c = kiln_component_lookup(kw->world, lua_tostring(L, arg));
+            if (!c) luaL_error(L, "%s: unknown component '%s'", fname, lua_tostring(L, arg));
+            lua_pushvalue(L, arg);
+            lua_pushinteger(L, c);
+            lua_rawset(L, -3);
+            lua_pop(L, 1);
+        }
     } else if (lua_isinteger(L, arg)) {
         lua_Integer v = lua_tointeger(L, arg);
         if (v <= 0 || v > kiln_component_count(kw->world))
@@ -77,12 +121,19 @@ static void release(lua_State *L, klua_world *kw) {
     }
     kiln_jobs_destroy(kw->jobs);
     kw->jobs = NULL;
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
     if (kw->lua_valued) {
-        void *ud;
-        lua_Alloc fa = lua_getallocf(L, &ud);
         fa(ud, kw->lua_valued, (size_t)kw->lua_valued_cap, 0);
         kw->lua_valued = NULL;
     }
+    if (kw->scratch) {
+        fa(ud, kw->scratch, kw->scratch_size, 0);
+        kw->scratch = NULL;
+        kw->scratch_size = 0;
+    }
+    luaL_unref(L, LUA_REGISTRYINDEX, kw->names_ref);
+    kw->names_ref = LUA_NOREF;
     kw->world = NULL;
     kw->closed = true;
 }
@@ -144,7 +195,9 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     kw->shared = kiln_resource_get(world, kw->shared_type);
     lua_newtable(L);
     kw->shared->values_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    kw->shared->L = L;
+    kw->shared->L = klua_main_thread(L); /* a coroutine that made the world may die first */
+    lua_newtable(L);
+    kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     kiln_transform_init(world, NULL);
     /* A weak registry entry finds this userdata from C callbacks (systems run by a host's
      * kiln_schedule_run) without keeping the world alive. */
@@ -177,21 +230,24 @@ static int w_new(lua_State *L) {
     bool transforms = false;
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
-        lua_getfield(L, 1, "workers");
+        lua_pushstring(L, "workers");
+        lua_rawget(L, 1);
         if (!lua_isnil(L, -1)) {
             int ok;
             lua_Integer w = lua_tointegerx(L, -1, &ok);
             if (!ok || w < 0 || w > 64) luaL_error(L, "kiln.world: workers must be an integer from 0 to 64");
             workers = (int32_t)w;
         }
-        lua_getfield(L, 1, "max_failures");
+        lua_pushstring(L, "max_failures");
+        lua_rawget(L, 1);
         if (!lua_isnil(L, -1)) {
             int ok;
             lua_Integer m = lua_tointegerx(L, -1, &ok);
             if (!ok || m < 0) luaL_error(L, "kiln.world: max_failures must be a non-negative integer");
             max_failures = (int32_t)m;
         }
-        lua_getfield(L, 1, "transforms");
+        lua_pushstring(L, "transforms");
+        lua_rawget(L, 1);
         transforms = lua_toboolean(L, -1);
         lua_pop(L, 3);
     }
@@ -259,7 +315,7 @@ static uint32_t define(lua_State *L, klua_world *kw, bool event, const char *fna
 }
 
 static int w_component(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_pushinteger(L, define(L, kw, false, "world:component"));
     return 1;
 }
@@ -298,7 +354,7 @@ static void unref_value(lua_State *L, klua_world *kw, kiln_component c, const vo
 /* ---- entities ---------------------------------------------------------------------------- */
 
 static int w_spawn(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:spawn";
     kiln_component comps[SCRATCH_MAX];
     int32_t n = 0;
@@ -319,8 +375,7 @@ static int w_spawn(lua_State *L) {
         }
     }
     /* Values: converted into one scratch block (a userdata, so an error frees it). */
-    uint8_t *scratch = total ? lua_newuserdatauv(L, total + 16, 0) : NULL;
-    uint8_t *base = scratch ? (uint8_t *)(((uintptr_t)scratch + 15) & ~(uintptr_t)15) : NULL;
+    uint8_t *base = total ? klua_scratch(L, kw, total) : NULL;
     const void *values[SCRATCH_MAX];
     size_t off = 0;
     /* Data values first (they may raise); Lua values take refs last, when nothing can fail. */
@@ -350,14 +405,14 @@ static int w_spawn(lua_State *L) {
 }
 
 static int w_despawn(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_entity e = klua_check_entity(L, 2, "world:despawn");
     if (kiln_despawn(kw->world, e) != KILN_OK) raise_world(L, kw, "world:despawn");
     return 0;
 }
 
 static int w_is_alive(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
     lua_pushboolean(L, ok && v > 0 && kiln_is_alive(kw->world, (kiln_entity)v));
@@ -365,13 +420,13 @@ static int w_is_alive(lua_State *L) {
 }
 
 static int w_count(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_pushinteger(L, (lua_Integer)kiln_entity_count(kw->world));
     return 1;
 }
 
 static int w_entities(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     int64_t n = kiln_world_entities(kw->world, NULL, 0);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
     kiln_world_entities(kw->world, list, n);
@@ -387,7 +442,7 @@ static int w_entities(lua_State *L) {
 
 static int w_add(lua_State *L) {
     lua_settop(L, 4); /* an absent value is nil, below any scratch pushed later */
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:add";
     kiln_entity e = klua_check_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, fname);
@@ -395,8 +450,7 @@ static int w_add(lua_State *L) {
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) check_alive(L, kw, e, fname);
     kiln_component_info info;
     kiln_component_info_get(kw->world, c, &info);
-    uint8_t *buf = lua_newuserdatauv(L, info.size + 16, 0);
-    uint8_t *val = (uint8_t *)(((uintptr_t)buf + 15) & ~(uintptr_t)15);
+    uint8_t *val = klua_scratch(L, kw, info.size);
     build_value(L, kw, c, 4, val, &info, fname, e);
     if (kiln_add(kw->world, e, c, info.size ? val : NULL) != KILN_OK) {
         unref_value(L, kw, c, val);
@@ -406,7 +460,7 @@ static int w_add(lua_State *L) {
 }
 
 static int w_remove(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:remove";
     kiln_entity e = klua_check_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, fname);
@@ -418,7 +472,7 @@ static int w_remove(lua_State *L) {
 }
 
 static int w_has(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:has";
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
@@ -430,7 +484,7 @@ static int w_has(lua_State *L) {
 }
 
 static int w_get(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:get";
     kiln_entity e = klua_check_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, fname);
@@ -446,7 +500,7 @@ static int w_get(lua_State *L) {
 
 static int w_set(lua_State *L) {
     lua_settop(L, 4);
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:set";
     kiln_entity e = klua_check_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, fname);
@@ -470,8 +524,7 @@ static int w_set(lua_State *L) {
     if (info.field_count == 0) luaL_error(L, "%s: %s has no reflected fields to set from Lua", fname, info.name);
     /* Convert into a copy, then write only the reflected fields in place: owned memory
      * behind unreflected bytes is never duplicated or destroyed. */
-    uint8_t *buf = lua_newuserdatauv(L, info.size + 16, 0);
-    uint8_t *val = (uint8_t *)(((uintptr_t)buf + 15) & ~(uintptr_t)15);
+    uint8_t *val = klua_scratch(L, kw, info.size);
     memcpy(val, kiln_get(kw->world, e, c), info.size);
     klua_read_fields(L, 4, &info, val, fname, e);
     uint8_t *dst = kiln_get_mut(kw->world, e, c);
@@ -486,19 +539,19 @@ static int w_set(lua_State *L) {
 }
 
 static int w_tick(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_pushinteger(L, kiln_tick_current(kw->world));
     return 1;
 }
 
 static int w_advance_tick(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_pushinteger(L, kiln_tick_advance(kw->world));
     return 1;
 }
 
 static int w_changed_tick(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_entity e = klua_check_entity(L, 2, "world:changed_tick");
     kiln_component c = klua_check_component(L, kw, 3, "world:changed_tick");
     check_alive(L, kw, e, "world:changed_tick");
@@ -509,7 +562,7 @@ static int w_changed_tick(lua_State *L) {
 /* ---- hierarchy -------------------------------------------------------------------------- */
 
 static int w_set_parent(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:set_parent";
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
@@ -521,7 +574,7 @@ static int w_set_parent(lua_State *L) {
 }
 
 static int w_children(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_entity e = klua_check_entity(L, 2, "world:children");
     check_alive(L, kw, e, "world:children");
     kiln_transform_ids ids;
@@ -539,7 +592,7 @@ static int w_children(lua_State *L) {
 }
 
 static int w_despawn_recursive(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_entity e = klua_check_entity(L, 2, "world:despawn_recursive");
     if (kiln_despawn_recursive(kw->world, e) != KILN_OK) raise_world(L, kw, "world:despawn_recursive");
     return 0;
@@ -555,20 +608,19 @@ static kiln_event_type check_event(lua_State *L, klua_world *kw, int arg, const 
 }
 
 static int w_event(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     lua_pushinteger(L, define(L, kw, true, "world:event"));
     return 1;
 }
 
 static int w_emit(lua_State *L) {
     lua_settop(L, 3);
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:emit";
     kiln_event_type t = check_event(L, kw, 2, fname);
     kiln_component_info info;
     kiln_event_info_get(kw->world, t, &info);
-    uint8_t *buf = lua_newuserdatauv(L, info.size + 16, 0);
-    uint8_t *val = (uint8_t *)(((uintptr_t)buf + 15) & ~(uintptr_t)15);
+    uint8_t *val = klua_scratch(L, kw, info.size);
     memset(val, 0, info.size);
     if (!lua_isnoneornil(L, 3)) {
         if (info.size == 0) luaL_error(L, "%s: event %s carries no fields", fname, info.name);
@@ -597,7 +649,7 @@ static int events_step(lua_State *L) {
 }
 
 static int w_events(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     kiln_event_type t = check_event(L, kw, 2, "world:events");
     lua_pushvalue(L, 1);
     lua_pushinteger(L, t);
@@ -609,7 +661,7 @@ static int w_events(lua_State *L) {
 /* ---- resources ------------------------------------------------------------------------- */
 
 static int w_resource(lua_State *L) {
-    klua_world *kw = klua_check_world(L, 1);
+    klua_world *kw = klua_self(L);
     const char *fname = "world:resource";
     const char *name = luaL_checkstring(L, 2);
     bool setting = lua_gettop(L) >= 3;
@@ -628,8 +680,7 @@ static int w_resource(lua_State *L) {
         }
         kiln_component_info info;
         kiln_component_info_get(kw->world, c, &info);
-        uint8_t *buf = lua_newuserdatauv(L, info.size + 16, 0);
-        uint8_t *val = (uint8_t *)(((uintptr_t)buf + 15) & ~(uintptr_t)15);
+        uint8_t *val = klua_scratch(L, kw, info.size);
         const void *cur = kiln_resource_get(kw->world, c);
         if (cur) memcpy(val, cur, info.size);
         else memset(val, 0, info.size);
@@ -691,7 +742,9 @@ static const luaL_Reg world_methods[] = {
 
 int klua_open_world(lua_State *L) {
     luaL_newmetatable(L, KLUA_WORLD);
-    luaL_newlib(L, world_methods);
+    luaL_newlibtable(L, world_methods);
+    lua_pushvalue(L, -2);
+    luaL_setfuncs(L, world_methods, 1); /* each method holds the metatable: see klua_self */
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, w_gc);
     lua_setfield(L, -2, "__gc");
