@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# median_runs.sh: runs the whole benchmark N times (default 3) and writes, per case, the run
+# whose ratio is the median of the N, to bench/results.jsonl; the machines are shared and
+# noisy, so one run's medians still move between runs.
+set -euo pipefail
+runs=${1:-3}
+tmp=$(mktemp -d)
+for i in $(seq 1 "$runs"); do
+  build-bench/bench/core_bench --json "$tmp/run$i.jsonl" > /dev/null
+  LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json "$tmp/run$i.jsonl" > /dev/null
+  build-bench/bench/mixed_host --json "$tmp/run$i.jsonl" > /dev/null
+done
+lua5.4 - "$tmp" "$runs" > bench/results.jsonl <<'LUA'
+local dir, runs = arg[1], tonumber(arg[2])
+local order, by = {}, {}
+for i = 1, runs do
+  for line in io.lines(dir .. "/run" .. i .. ".jsonl") do
+    local name = line:match('"case": "([^"]+)"')
+    local ratio = tonumber(line:match('"ratio": ([%d%.eE+-]+)'))
+    if not by[name] then by[name] = {}; order[#order + 1] = name end
+    table.insert(by[name], {ratio = ratio, line = line})
+  end
+end
+for _, name in ipairs(order) do
+  local list = by[name]
+  table.sort(list, function(a, b) return a.ratio < b.ratio end)
+  print(list[(#list + 1) // 2].line)
+end
+LUA
+rm -rf "$tmp"
+cat bench/results.jsonl
