@@ -170,13 +170,6 @@ function M.copy(v)
     return c
 end
 
--- Indexing that may run a metamethod; an error there makes the conversion fail.
-local function index(t, k)
-    local ok, v = pcall(function() return t[k] end)
-    if not ok then return nil, true end
-    return v
-end
-
 local function convert_element(t, v, old)
     local kind = t.kind
     if kind == "bool" then
@@ -198,8 +191,7 @@ local function convert_element(t, v, old)
         if type(v) ~= "table" then return false end
         local out = M.copy(old)
         for _, k in ipairs(t.keys) do
-            local x, raised = index(v, k)
-            if raised then return false end
+            local x = rawget(v, k) -- raw: a conversion never runs Lua code
             if x ~= nil then
                 if type(x) ~= "number" then return false end
                 out[k] = f32(x)
@@ -224,9 +216,9 @@ end
 -- Converts v into field f whose current value is old: true, new value | false.
 function M.convert_field(f, v, old)
     if f.type.kind == "char" then
+        -- stored whole (bytes after a NUL included); reads stop at the first NUL
         if type(v) ~= "string" or #v >= f.count then return false end
-        local nul = v:find("\0", 1, true)
-        return true, nul and v:sub(1, nul - 1) or v
+        return true, v
     end
     if f.count == 1 then return convert_element(f.type, v, old) end
     if type(v) ~= "table" then return false end
@@ -298,6 +290,27 @@ function M.same(a, b)
         if rawget(a, k) == nil then return false end
     end
     return true
+end
+
+-- What reading a stored value gives: char fields stop at their first NUL.
+function M.visible_field(f, v)
+    if f.type.kind == "char" and type(v) == "string" then
+        local nul = v:find("\0", 1, true)
+        return nul and v:sub(1, nul - 1) or v
+    end
+    return v
+end
+
+function M.visible(comp, v)
+    if type(v) ~= "table" or v == M.NIL or comp.kind == "lua" or not comp.fields then return v end
+    local out
+    for _, f in ipairs(comp.fields) do
+        if f.type.kind == "char" then
+            out = out or M.copy(v)
+            out[f.name] = M.visible_field(f, v[f.name])
+        end
+    end
+    return out or v
 end
 
 -- Where two values first differ, as "path: a vs b" (for messages).
@@ -508,8 +521,8 @@ function M:children(e)
     return out
 end
 
--- The entities despawn_recursive(root) removes, or nil when the walk meets an entity twice
--- (a cycle made by writing Parent directly; see the report).
+-- The entities despawn_recursive(root) removes: root and everything below it, each once
+-- (Parent links written directly may form a cycle).
 function M:descendants(root)
     local order, seen, head = {root}, {[root] = true}, 1
     local kids = {}
@@ -524,9 +537,10 @@ function M:descendants(root)
         local e = order[head]
         head = head + 1
         for _, c in ipairs(kids[e] or {}) do
-            if seen[c] then return nil end
-            seen[c] = true
-            order[#order + 1] = c
+            if not seen[c] then
+                seen[c] = true
+                order[#order + 1] = c
+            end
         end
     end
     return order
