@@ -83,10 +83,13 @@ kiln_commands *kiln_commands_create(kiln_world *world) {
     return kl_commands_create(world, false, false);
 }
 
-/* Destroys the values of pending commands whose hooks were known when recorded. */
+/* Destroys the values of pending commands whose hooks were known when recorded, and gives
+ * back the entity slots that pending materialisations reserved. */
 static void destroy_pending(kiln_commands *cmd) {
     for (int64_t i = cmd->head; i < cmd->count; i++) {
         kl_cmd *c = &cmd->cmds[i];
+        if (c->op == KL_OP_MATERIALIZE && kl_record_reserved(cmd->world, c->target))
+            kl_entity_release(cmd->world, c->target);
         if (!c->has_value || !c->hooks_known) continue;
         const kl_component *comp = kl_component_get(cmd->world, c->component);
         if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);

@@ -45,6 +45,8 @@ typedef struct klua_world {
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id */
+    int gc_guard_ref;          /* registry ref: the guard that restarts the collector */
+    bool gc_held;              /* a method stopped the collector (see klua_self) */
     uint8_t *scratch;          /* value conversion buffer (Lua allocator), 16-byte aligned */
     size_t scratch_size;
 } klua_world;
@@ -52,8 +54,14 @@ typedef struct klua_world {
 /* ---- world (world.c) ---- */
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
 /* The World a method was called on (argument 1), checked against the metatable the method
- * holds as upvalue 1: no registry look-up. Raises when closed. */
+ * holds as upvalue 1: no registry look-up. Raises when closed. It also stops the collector
+ * until the method returns or raises (a to-be-closed guard restarts it), so no __gc
+ * finalizer can change the world while the method holds pointers into it or its scratch. */
 KLUA_HIDDEN klua_world *klua_self(lua_State *L);
+/* klua_self without holding the collector: for methods that run Lua code (progress). */
+KLUA_HIDDEN klua_world *klua_self_plain(lua_State *L);
+/* Holds the collector for the rest of the running C function (see klua_self). */
+KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
 /* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
  * Valid until the next call that asks for scratch; conversions into it run no Lua code. */
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);

@@ -41,6 +41,11 @@ static int view_missing(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
     int t = (int)lua_tointeger(L, lua_upvalueindex(2));
     if (!kq->active) return luaL_error(L, "a %s view was used after its loop ended", kq->info[t].name);
+    if (lua_gettop(L) == 3 && lua_type(L, 2) == LUA_TSTRING &&
+        klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
+        lua_rawset(L, 1); /* a field set to nil earlier in the row, set again */
+        return 0;
+    }
     return luaL_error(L, "%s has no field '%s'", kq->info[t].name,
                       lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
@@ -481,42 +486,74 @@ static int bulk_body(lua_State *L) {
             }
         }
         for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
+        /* What the arrays were filled with, so only what fn changed is written back (a
+         * world:set inside fn stays) and the checks compare against it. */
+        size_t snap_bytes = 0;
+        for (int t = 0; t < kq->term_count; t++)
+            if (kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t])
+                snap_bytes += (size_t)n * kq->info[t].stride;
+        /* the query's own block: fn may use the world's scratch */
+        uint8_t *snap = NULL;
+        if (lua_rawgeti(L, arrays_idx, -1) == LUA_TUSERDATA && lua_rawlen(L, -1) >= snap_bytes) {
+            snap = lua_touserdata(L, -1);
+            lua_pop(L, 1);
+        } else {
+            lua_pop(L, 1);
+            snap = lua_newuserdatauv(L, snap_bytes ? snap_bytes : 1, 0);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, arrays_idx, -1); /* key -1: keys from 0 up name arrays */
+            lua_pop(L, 1);
+        }
+        size_t snap_off = 0;
+        for (int t = 0; t < kq->term_count; t++)
+            if (kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t]) {
+                memcpy(snap + snap_off, kq->it.columns[t], (size_t)n * kq->info[t].stride);
+                snap_off += (size_t)n * kq->info[t].stride;
+            }
         lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
-        /* write back */
-        for (int t = 0; t < kq->term_count; t++) {
-            const kiln_component_info *info = &kq->info[t];
-            if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
-            uint8_t *base = kq->it.columns[t];
-            for (int32_t f = 0; f < info->field_count; f++) {
-                const kiln_field *fd = &info->fields[f];
-                bulk_array(L, arrays_idx, t, f);
-                for (int32_t r = 0; r < n; r++) {
-                    uint8_t *row = base + (size_t)r * info->stride;
-                    lua_rawgeti(L, -1, r + 1);
-                    if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
-                        float v = (float)lua_tonumber(L, -1), old;
-                        memcpy(&old, row + fd->offset, 4);
-                        if (memcmp(&v, &old, 4) != 0) {
-                            memcpy(row + fd->offset, &v, 4);
-                            kiln_iter_mark_changed(&kq->it, t, r);
-                        }
-                    } else {
+        /* convert everything first (a bad value raises before any write), then write */
+        snap_off = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            snap_off = 0;
+            for (int t = 0; t < kq->term_count; t++) {
+                const kiln_component_info *info = &kq->info[t];
+                if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
+                uint8_t *base = kq->it.columns[t];
+                const uint8_t *tsnap = snap + snap_off;
+                snap_off += (size_t)n * info->stride;
+                for (int32_t f = 0; f < info->field_count; f++) {
+                    const kiln_field *fd = &info->fields[f];
+                    size_t fbytes = kiln_type_size(fd->type) * fd->count;
+                    bulk_array(L, arrays_idx, t, f);
+                    for (int32_t r = 0; r < n; r++) {
+                        const uint8_t *was = tsnap + (size_t)r * info->stride;
                         uint8_t tmp[256];
-                        if (info->size > sizeof tmp)
-                            luaL_error(L, "bulk: %s is too large for the bulk path; use each", info->name);
-                        memcpy(tmp, row, info->size);
-                        const char *err = klua_to_field(L, -1, fd, tmp);
+                        memcpy(tmp, was, info->size);
+                        lua_rawgeti(L, -1, r + 1);
+                        const char *err = NULL;
+                        if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
+                            float v = (float)lua_tonumber(L, -1); /* the bulk path stores as C casts */
+                            memcpy(tmp + fd->offset, &v, 4);
+                        } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
+                            size_t len;
+                            const char *str = lua_tolstring(L, -1, &len);
+                            size_t old = strnlen((const char *)was + fd->offset, fd->count);
+                            if (len != old || memcmp(str, was + fd->offset, len) != 0)
+                                err = klua_to_field(L, -1, fd, tmp);
+                        } else {
+                            err = klua_to_field(L, -1, fd, tmp);
+                        }
                         if (err)
                             luaL_error(L, "bulk: %s.%s[%d] (entity %s): %s", info->name, fd->name,
                                        (int)r + 1, klua_entity_str(kq->it.entities[r], eb), err);
-                        if (memcmp(tmp, row, info->size) != 0) {
-                            memcpy(row, tmp, info->size);
+                        lua_pop(L, 1);
+                        if (pass == 1 && memcmp(tmp + fd->offset, was + fd->offset, fbytes) != 0) {
+                            memcpy(base + (size_t)r * info->stride + fd->offset, tmp + fd->offset, fbytes);
                             kiln_iter_mark_changed(&kq->it, t, r);
                         }
                     }
                     lua_pop(L, 1);
                 }
-                lua_pop(L, 1);
             }
         }
     }

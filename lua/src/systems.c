@@ -286,12 +286,13 @@ int klua_world_system(lua_State *L) {
     lua_getfield(L, -1, "systems");
     lua_pushvalue(L, -3);
     lua_setfield(L, -2, name);
-    lua_settop(L, 1);
+    /* no lua_settop below the collector guard here: Lua 5.4.4's lua_settop can use a stale
+     * stack pointer after closing a to-be-closed slot; returning closes it safely */
     return 0;
 }
 
 int klua_world_progress(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
     lua_Number dt = luaL_optnumber(L, 2, 0.0);
     if (kw->current || kiln_is_deferred(kw->world))
         luaL_error(L, "world:progress: cannot run the schedule from inside a system, a query loop or a deferred section");
@@ -375,9 +376,9 @@ int klua_world_systems(lua_State *L) {
 }
 
 int klua_world_enable(lua_State *L) {
+    bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3); /* before klua_self pads */
     klua_world *kw = klua_self(L);
     const char *name = luaL_checkstring(L, 2);
-    bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3);
     kiln_schedule *sched = klua_schedule(L, kw);
     if (kiln_schedule_enable(sched, name, on) != KILN_OK) luaL_error(L, "world:enable: no system named '%s'", name);
     /* Enabling a Lua system again gives it a fresh count of consecutive failures. */

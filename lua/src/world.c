@@ -31,12 +31,37 @@ klua_world *klua_check_world(lua_State *L, int idx) {
 
 kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_world(L, idx)->world; }
 
-klua_world *klua_self(lua_State *L) {
+klua_world *klua_self_plain(lua_State *L) {
     klua_world *kw = lua_touserdata(L, 1);
     if (!kw || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
         return klua_check_world(L, 1); /* raises the usual type error */
     lua_pop(L, 1);
     if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    return kw;
+}
+
+static int gc_guard_close(lua_State *L) {
+    klua_world *kw = *(klua_world **)lua_touserdata(L, 1);
+    if (kw && kw->gc_held) {
+        kw->gc_held = false;
+        lua_gc(L, LUA_GCRESTART);
+    }
+    return 0;
+}
+
+void klua_hold_gc(lua_State *L, klua_world *kw) {
+    if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    lua_toclose(L, -1);
+    lua_gc(L, LUA_GCSTOP);
+    kw->gc_held = true;
+}
+
+klua_world *klua_self(lua_State *L) {
+    klua_world *kw = klua_self_plain(L);
+    /* Absent arguments read as nil, never as the guard pushed above them. */
+    if (lua_gettop(L) < 6) lua_settop(L, 6);
+    klua_hold_gc(L, kw);
     return kw;
 }
 
@@ -114,11 +139,13 @@ static void release(lua_State *L, klua_world *kw) {
     if (kw->closed) return;
     kiln_schedule_destroy(kw->schedule);
     kw->schedule = NULL;
+    int values_ref = kw->shared ? kw->shared->values_ref : LUA_NOREF;
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
     } else if (kw->shared) {
         kw->shared->L = NULL; /* the host keeps the world; its Lua values die with us */
     }
+    luaL_unref(L, LUA_REGISTRYINDEX, values_ref);
     kiln_jobs_destroy(kw->jobs);
     kw->jobs = NULL;
     void *ud;
@@ -134,6 +161,16 @@ static void release(lua_State *L, klua_world *kw) {
     }
     luaL_unref(L, LUA_REGISTRYINDEX, kw->names_ref);
     kw->names_ref = LUA_NOREF;
+    /* the guard may still sit in a closing slot: it must not point at a dead world */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    *(klua_world **)lua_touserdata(L, -1) = NULL;
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    kw->gc_guard_ref = LUA_NOREF;
+    if (kw->gc_held) {
+        kw->gc_held = false;
+        lua_gc(L, LUA_GCRESTART);
+    }
     kw->world = NULL;
     kw->closed = true;
 }
@@ -198,6 +235,13 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     kw->shared->L = klua_main_thread(L); /* a coroutine that made the world may die first */
     lua_newtable(L);
     kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    klua_world **guard = lua_newuserdatauv(L, sizeof *guard, 0);
+    *guard = kw;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, gc_guard_close);
+    lua_setfield(L, -2, "__close");
+    lua_setmetatable(L, -2);
+    kw->gc_guard_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     kiln_transform_init(world, NULL);
     /* A weak registry entry finds this userdata from C callbacks (systems run by a host's
      * kiln_schedule_run) without keeping the world alive. */
@@ -632,6 +676,7 @@ static int w_emit(lua_State *L) {
 
 static int events_step(lua_State *L) {
     klua_world *kw = klua_check_world(L, lua_upvalueindex(1));
+    klua_hold_gc(L, kw);
     kiln_event_type t = (kiln_event_type)lua_tointeger(L, lua_upvalueindex(2));
     lua_Integer i = lua_tointeger(L, lua_upvalueindex(3));
     const void *ev = kiln_event_get(kw->world, t, i);
@@ -661,11 +706,10 @@ static int w_events(lua_State *L) {
 /* ---- resources ------------------------------------------------------------------------- */
 
 static int w_resource(lua_State *L) {
+    bool setting = lua_gettop(L) >= 3; /* counted before klua_self pads the arguments */
     klua_world *kw = klua_self(L);
     const char *fname = "world:resource";
     const char *name = luaL_checkstring(L, 2);
-    bool setting = lua_gettop(L) >= 3;
-    lua_settop(L, 3);
     kiln_component c = kiln_component_lookup(kw->world, name);
     if (c && c != kw->shared_type && !klua_is_lua_valued(kw, c)) {
         klua_check_access(L, kw, c, setting, fname);

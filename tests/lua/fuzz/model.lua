@@ -406,7 +406,7 @@ function M.new(world, label)
     m.alive_pos = {}
     m.dead = {}           -- recently despawned handles (ring)
     m.reserved = {}       -- deferred spawns not landed yet
-    m.zombies = {}        -- reservations of dropped system buffers (see the report)
+    m.zombies = {}        -- handles a failing system spawned (its buffer dropped), see below
     m.tick = 1
     m.defer_depth = 0
     m.world_queue = {}
@@ -610,12 +610,12 @@ function M:leave_loop()
     end
 end
 
--- A system buffer that will never land: its reserved handles become zombies.
+-- A system buffer that will never land: the slots its spawns reserved are given back, so
+-- their handles are dead (a later call on one raises).
 function M:drop_queue(q)
     for _, op in ipairs(q) do
         if op.op == "spawn" and self.reserved[op.e] then
             self.reserved[op.e] = nil
-            self.zombies[op.e] = true
         end
     end
 end

@@ -1,0 +1,640 @@
+-- fuzz/ops_loops.lua: queries and iteration: q:each loops (views checked and scribbled on,
+-- break, raise, nesting), q:bulk chunks, hand-stepped iterators, and loops in coroutines.
+local X = require "fuzz.context"
+local gen = require "fuzz.gen"
+local M = require "fuzz.model"
+
+local R = math.random
+local chance, pick = gen.chance, gen.pick
+local S, ops = X.S, X.ops
+local UNSAFE, TRACE = X.UNSAFE, X.TRACE
+local fail, known, note, call, expect, ccall = X.fail, X.known, X.note, X.call, X.expect, X.ccall
+local W = require "fuzz.worlds"
+local pick_entity, pick_comp, pick_fields, user_comp_names = W.pick_entity, W.pick_comp, W.pick_fields, W.user_comp_names
+local valid_field_value, invalid_field_value, random_float = W.valid_field_value, W.invalid_field_value, W.random_float
+local extras, other_world, access_ok, wcall = W.extras, W.other_world, W.access_ok, W.wcall
+local C = require "fuzz.check"
+local after_error, same_list = C.after_error, C.same_list
+
+local L = {}
+
+-- Queries ----------------------------------------------------------------------------------
+
+local MAX_ITER_TERMS = 32
+
+local function random_query_desc(m)
+    local names = user_comp_names(m)
+    local desc = {}
+    local k = R(100)
+    local nwith = k <= 90 and R(1, 3) or R(0, 18)
+    for i = 1, nwith do desc[i] = R(100) <= 93 and pick(names) or pick_comp(m) end
+    if chance(0.3) then
+        desc.optional = {}
+        for i = 1, R(1, k <= 95 and 2 or 18) do desc.optional[i] = R(100) <= 93 and pick(names) or pick_comp(m) end
+    end
+    if chance(0.3) then
+        desc.without = {}
+        for i = 1, R(1, 2) do desc.without[i] = R(100) <= 93 and pick(names) or pick_comp(m) end
+    end
+    if chance(0.03) then desc.optional = gen.garbage() end
+    if chance(0.03) then desc = gen.garbage(extras()) end
+    return desc
+end
+
+-- Predicts world:query(desc): the term lists, or nil when it must raise.
+local function predict_query(m, desc)
+    if type(desc) ~= "table" then return nil end
+    local with, optional, without = {}, {}, {}
+    local n = rawlen(desc)
+    if n == 0 or n > 16 then return nil end
+    local used = {}
+    for i = 1, n do
+        local comp = m:resolve(rawget(desc, i))
+        if not comp then return nil end
+        with[i] = comp
+    end
+    for _, key in ipairs({"optional", "without"}) do
+        local list = rawget(desc, key) -- read raw: no metamethod runs
+        local out = key == "optional" and optional or without
+        if list ~= nil then
+            if type(list) ~= "table" then return nil end
+            if rawlen(list) > 16 then return nil end
+            for i = 1, rawlen(list) do
+                local comp = m:resolve(rawget(list, i))
+                if not comp then return nil end
+                out[i] = comp
+            end
+        end
+    end
+    -- the core rejects a component listed twice anywhere in the desc
+    for _, list in ipairs({with, optional, without}) do
+        for _, comp in ipairs(list) do
+            if used[comp.id] then return "either" end
+            used[comp.id] = true
+        end
+    end
+    return {with = with, optional = optional, without = without}
+end
+
+function ops.query(m)
+    local desc = random_query_desc(m)
+    local want = predict_query(m, desc)
+    local r = wcall(m, "query", desc)
+    if want ~= "either" then expect("world:query", want ~= nil, r, M.describe(desc)) end
+    if r[1] and type(want) == "table" then
+        local terms = {}
+        for _, c in ipairs(want.with) do terms[#terms + 1] = c end
+        for _, c in ipairs(want.optional) do terms[#terms + 1] = c end
+        local entry = {q = r[2], with = want.with, optional = want.optional, without = want.without, terms = terms}
+        -- most queries are kept for later loops; the rest become garbage at once, and are
+        -- collected whenever (also while another query iterates)
+        if chance(0.8) then m.queries[#m.queries + 1] = entry end
+        local qc = call("q:count", S.QM.count, r[2])
+        local expect_n = 0
+        for _, e in ipairs(m.alive_list) do
+            local rec = m.alive[e]
+            local match = true
+            for _, c in ipairs(want.with) do if rec.comps[c.name] == nil then match = false end end
+            for _, c in ipairs(want.without) do if rec.comps[c.name] ~= nil then match = false end end
+            if match then expect_n = expect_n + 1 end
+        end
+        if qc[1] and qc[2] ~= expect_n then fail("query %s count() = %s, model %d", M.describe(desc), tostring(qc[2]), expect_n) end
+        local tr = call("q:terms", S.QM.terms, r[2])
+        if tr[1] then
+            for i, c in ipairs(terms) do
+                if tr[2][i] ~= c.name then fail("q:terms()[%d] = %s, expected %s", i, tostring(tr[2][i]), c.name) end
+            end
+        end
+    elseif r[1] then
+        m.queries[#m.queries + 1] = {q = r[2], unknown = true}
+    end
+    if not r[1] then after_error(m, {}, "query") end
+end
+
+local function matches(m, entry, e)
+    local rec = m.alive[e]
+    if not rec then return false end
+    for _, c in ipairs(entry.with) do if rec.comps[c.name] == nil then return false end end
+    for _, c in ipairs(entry.without) do if rec.comps[c.name] ~= nil then return false end end
+    return true
+end
+
+local function iterable_queries(m)
+    local list = {}
+    for _, entry in ipairs(m.queries) do
+        if not entry.unknown and #entry.terms <= MAX_ITER_TERMS and not entry.active then list[#list + 1] = entry end
+    end
+    return list
+end
+
+function ops.qcount(m)
+    if #m.queries == 0 then return ops.query(m) end
+    local entry = pick(m.queries)
+    local r = call("q:count", S.QM.count, entry.q)
+    expect("q:count", true, r)
+    if r[1] and not entry.unknown then
+        local n = 0
+        for _, e in ipairs(m.alive_list) do if matches(m, entry, e) then n = n + 1 end end
+        if r[2] ~= n then fail("q:count() = %s, model %d", tostring(r[2]), n) end
+    end
+end
+
+-- Row views: check what they show, then scribble on them.
+local function check_view(m, comp, present, view, e, where)
+    if not present then
+        if view ~= nil then fail("%s: optional %s absent from %s but its view is %s", where, comp.name, e, tostring(view)) end
+        return
+    end
+    local want = m.alive[e].comps[comp.name]
+    if comp.kind == "tag" then
+        if view ~= true then fail("%s: tag view of %s for %s is %s", where, comp.name, e, tostring(view)) end
+        return
+    end
+    if comp.kind == "lua" then
+        local expected = want
+        if want == M.NIL then expected = nil end
+        if not rawequal(view, expected) and not (view ~= view and expected ~= expected) then
+            fail("%s: Lua-valued view of %s on %s is %s, model %s", where, comp.name, e, M.describe(view), M.describe(expected))
+        end
+        return
+    end
+    if type(view) ~= "table" then return fail("%s: view of %s on %s is a %s", where, comp.name, e, type(view)) end
+    for _, f in ipairs(comp.fields) do
+        local ok, v = pcall(function() return view[f.name] end)
+        if not ok then
+            fail("%s: reading %s.%s of %s raised %s", where, comp.name, f.name, e, tostring(v))
+        elseif not M.same(v, M.visible_field(f, want[f.name])) then
+            fail("%s: view %s.%s of %s = %s, model %s", where, comp.name, f.name, e, M.describe(v), M.describe(want[f.name]))
+        end
+    end
+end
+
+-- Writes random values into a writable view; returns nothing. Errors are expected only for
+-- unknown field names and read-only views.
+local function scribble_view(m, comp, view, writable)
+    if comp.kind ~= "data" or type(view) ~= "table" then return end
+    for _ = 1, R(0, 2) do
+        local f = pick(comp.fields)
+        local k = R(100)
+        local key, value = f.name, nil
+        if k <= 75 then
+            value = valid_field_value(f)
+            if f.type.kind == "vec" and f.count == 1 and chance(0.3) then
+                -- in place, through the table the view handed out
+                local cur = rawget(view, f.name)
+                if type(cur) == "table" then
+                    cur[pick(f.type.keys)] = random_float()
+                    value = cur
+                end
+            end
+        elseif k <= 88 then
+            value = invalid_field_value(f)
+        elseif k <= 94 then
+            key = pick({"nope", "X", 1})
+            value = 1
+        else
+            value = nil
+        end
+        local unknown = M.field_named(comp, key) == nil
+        local r = call("view write", function(_, k, v) view[k] = v end, comp.name, key, value)
+        local ok = writable and not unknown
+        expect("view write", ok, r, comp.name .. "." .. tostring(key))
+        -- a field assigned nil is gone from the view: writing it again raises "has no field"
+        if not ok or value == nil then return end
+    end
+end
+
+-- Predicts the write-back of one row's writable views (query.c write_back): every field of a
+-- term is converted over the value the view was filled with (snap) before any is written;
+-- fields that differ from it are stored over the row's current value; a bad value raises,
+-- after the terms before it were written and before anything of its own term is.
+local function predict_write_back(m, e, terms, views, present, writable, snaps)
+    local out = {e = e, terms = {}, fails = false}
+    for t, comp in ipairs(terms) do
+        if comp.kind == "data" and writable[t] and present[t] and type(views[t]) == "table" then
+            local snap = snaps[t]
+            local changed = {}
+            for _, f in ipairs(comp.fields) do
+                local v = rawget(views[t], f.name)
+                local fok, x
+                if f.type.kind == "char" and type(v) == "string" and v == M.visible_field(f, snap[f.name]) then
+                    fok, x = true, snap[f.name] -- unchanged text keeps its bytes, even past a NUL
+                else
+                    fok, x = M.convert_field(f, v, snap[f.name])
+                end
+                if not fok then
+                    out.fails = true
+                    out.bad = comp.name .. "." .. f.name .. "=" .. M.describe(v) .. " snap " .. M.describe(snap[f.name])
+                    return out
+                end
+                if M.field_bytes(f, x) ~= M.field_bytes(f, snap[f.name]) then changed[f.name] = x end
+            end
+            if next(changed) then out.terms[#out.terms + 1] = {comp = comp, changed = changed} end
+        end
+    end
+    return out
+end
+
+local function commit_write_back(m, wb)
+    if TRACE and wb then
+        local parts = {}
+        for _, t in ipairs(wb.terms) do
+            local keys = {}
+            for k in pairs(t.changed) do keys[#keys + 1] = k end
+            table.sort(keys)
+            parts[#parts + 1] = t.comp.name .. "{" .. table.concat(keys, ",") .. "}"
+        end
+        io.stderr:write(string.format("  write-back %s %s: %s%s\n", m.label, tostring(wb.e), table.concat(parts, " "),
+                                      wb.fails and " (fails)" or ""))
+    end
+    if not wb or not m.alive[wb.e] then return end
+    for _, t in ipairs(wb.terms) do
+        local cur = m.alive[wb.e].comps[t.comp.name]
+        if cur ~= nil then
+            local value = M.copy(cur)
+            for k, v in pairs(t.changed) do value[k] = v end
+            m:set_value(wb.e, t.comp.name, value, true)
+        end
+    end
+end
+
+
+local function loop_body(m, entry, e, views, writable, where, state)
+    local present, snaps = {}, {}
+    for t, comp in ipairs(entry.terms) do
+        present[t] = m.alive[e] ~= nil and m.alive[e].comps[comp.name] ~= nil
+        snaps[t] = present[t] and comp.kind == "data" and M.copy(m.alive[e].comps[comp.name]) or nil
+        check_view(m, comp, present[t], views[t], e, where)
+    end
+    if state.loop then state.loop.cur = {e = e, views = views, present = present, snaps = snaps} end
+    if not matches(m, entry, e) then fail("%s: visits %s which does not match (model)", where, tostring(e)) end
+    if state.seen[e] then fail("%s: visits %s twice", where, tostring(e)) end
+    state.seen[e] = true
+    for t, comp in ipairs(entry.terms) do
+        if chance(0.5) then scribble_view(m, comp, views[t], writable[t]) end
+    end
+    if chance(0.3) and S.depth < 3 then
+        note(m.cur_sys and "calls inside an each system" or "calls inside q:each")
+        X.run_nested(m, R(1, 3))
+    end
+    return present, snaps
+end
+
+-- for e, ... in q:each() with checks, scribbles, nested calls, break and raise.
+function ops.each(m)
+    local list = iterable_queries(m)
+    if #list == 0 then return ops.query(m) end
+    local entry = pick(list)
+    local q = entry.q
+    local writable, access = {}, true
+    for t, comp in ipairs(entry.terms) do
+        writable[t] = m.cur_sys == nil or m.cur_sys.exclusive or m.cur_sys.writes_set[comp.name] == true
+        if not access_ok(m, comp, false) then access = false end
+    end
+    local expected = {}
+    for _, e in ipairs(m.alive_list) do if matches(m, entry, e) then expected[e] = true end end
+    local state = {seen = {}, raised = false, broke = false}
+    local pending -- the write-back of the row the loop is on
+    local mode = R(100)
+    local began = false
+    local depth = S.depth
+    S.depth = S.depth + 1
+    -- what a coroutine.close of a suspended coroutine needs to finish this loop's bookkeeping
+    local loop = {m = m, entry = entry, writable = writable}
+    state.loop = loop
+    local body = function()
+        local f, s, c, guard = S.QM.each(q)
+        began = true
+        entry.active = true
+        m.iterating = m.iterating + 1
+        m:enter_loop()
+        S.loops[#S.loops + 1] = loop
+        -- the generic for closes the guard on break and error
+        for e, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12 in f, s, c, guard do
+            commit_write_back(m, pending)
+            pending = nil
+            S.calls = S.calls + 1
+            local views = {v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12}
+            local present, snaps = loop_body(m, entry, e, views, writable, "each", state)
+            local wb = predict_write_back(m, e, entry.terms, views, present, writable, snaps)
+            if mode <= 8 and chance(0.3) then
+                pending = wb -- break writes the row back
+                state.broke = true
+                note("break out of q:each")
+                break
+            end
+            if mode > 8 and mode <= 14 and chance(0.3) then
+                state.raised = true -- an error does not
+                note("raise inside q:each")
+                error("fuzz-raise in each", 0)
+            end
+            pending = wb
+            X.maybe_yield()
+        end
+    end
+    S.calls = S.calls + 1
+    S.by_method["q:each"] = (S.by_method["q:each"] or 0) + 1
+    local ok, err = pcall(body)
+    if not ok then S.errors = S.errors + 1 end
+    S.depth = depth
+    if began then
+        assert(S.loops[#S.loops] == loop, "loop stack out of order")
+        S.loops[#S.loops] = nil
+        entry.active = false
+        m.iterating = m.iterating - 1
+        local bad = pending and pending.fails
+        if ok then
+            commit_write_back(m, pending)
+            if bad then fail("each: a bad view value should have raised") end
+        elseif state.raised then
+            -- the row the body raised on is not written back
+        elseif bad then
+            note("bad view value ends q:each")
+            commit_write_back(m, pending) -- the terms before the bad one were written
+        else
+            fail("each loop raised unexpectedly: %s", tostring(err))
+        end
+        m:leave_loop()
+        if ok and not state.broke then
+            for e in pairs(expected) do
+                if not state.seen[e] then fail("each missed %s", e) end
+            end
+        end
+    else
+        -- raised before the loop began: access, or the query is already iterating
+        if access and not entry.active then fail("q:each raised at start: %s", tostring(err)) end
+    end
+    if not ok then after_error(m, {}, "each") end
+end
+
+-- The write-back of one bulk chunk, as bulk_body does it: every element is converted first
+-- (the first bad one raises and nothing is written), then each field the arrays changed
+-- against what they were filled with is written (a world:set inside fn stays otherwise).
+local function bulk_write_back(m, entry, writable, chunk)
+    local plans = {}
+    for t, comp in ipairs(entry.terms) do
+        local tt = chunk.args[t]
+        if comp.kind == "data" and writable[t] and type(tt) == "table" then
+            for ri = 1, chunk.n do
+                local e = chunk.rows[ri]
+                local filled = chunk.snap[t] and chunk.snap[t][ri]
+                if not m.alive[e] or not filled then
+                    fail("bulk write-back: %s is not alive in the model", tostring(e))
+                    return true
+                end
+                local writes = {}
+                for _, f in ipairs(comp.fields) do
+                    local v = tt[f.name][ri]
+                    local x
+                    if f.type.kind == "f32" and f.count == 1 and type(v) == "number" then
+                        x = M.f32(v) -- no range check on this fast path
+                    else
+                        local fok
+                        fok, x = M.convert_field(f, v, filled[f.name])
+                        if not fok then return false end
+                    end
+                    local probe_old, probe_new = M.copy(filled), M.copy(filled)
+                    probe_new[f.name] = x
+                    if M.value_bytes(comp, probe_old) ~= M.value_bytes(comp, probe_new) then
+                        writes[#writes + 1] = {f.name, x}
+                    end
+                end
+                plans[#plans + 1] = {e = e, comp = comp, writes = writes}
+            end
+        end
+    end
+    for _, p in ipairs(plans) do
+        if #p.writes > 0 then
+            local nv = M.copy(m.alive[p.e].comps[p.comp.name])
+            for _, w in ipairs(p.writes) do nv[w[1]] = w[2] end
+            m:set_value(p.e, p.comp.name, nv, true)
+        end
+    end
+    return true
+end
+
+-- q:bulk(fn, ...) with array checks and writes.
+function ops.bulk(m)
+    local list = iterable_queries(m)
+    if #list == 0 then return ops.query(m) end
+    local entry = pick(list)
+
+    local lua_term, access = false, true
+    local writable = {}
+    for t, comp in ipairs(entry.terms) do
+        if comp.kind == "lua" then lua_term = true end
+        if comp.kind == "data" and comp.layout and comp.layout.size > 256 then lua_term = true end -- too large
+        if not access_ok(m, comp, false) then access = false end
+        writable[t] = m.cur_sys == nil or m.cur_sys.exclusive or m.cur_sys.writes_set[comp.name] == true
+    end
+    -- extra arguments to q:bulk: a few, now and then hundreds (more than the Lua stack
+    -- guarantees a C function)
+    local nextra = chance(0.02) and R(100, 400) or R(0, 3)
+    local extra_args = {}
+    for i = 1, nextra do extra_args[i] = i end
+    local state = {seen = {}, raised = false, failed = false}
+    local pending -- the previous chunk, written back by now
+    local mode = R(100)
+    local fn = function(n, ents, ...)
+        if pending then
+            bulk_write_back(m, entry, writable, pending)
+            pending = nil
+        end
+        local args = table.pack(...)
+        if math.type(n) ~= "integer" or type(ents) ~= "table" then
+            fail("bulk: fn got n=%s ents=%s", tostring(n), type(ents))
+            return
+        end
+        local chunk = {n = n, rows = {}, args = args, snap = {}}
+        for i = 1, nextra do
+            if args[#entry.terms + i] ~= i then fail("bulk: extra argument %d is %s", i, tostring(args[#entry.terms + i])) end
+        end
+        for r = 1, n do
+            local e = ents[r]
+            chunk.rows[r] = e
+            if not matches(m, entry, e) then fail("bulk visits %s which does not match", tostring(e)) end
+            if state.seen[e] then fail("bulk visits %s twice", tostring(e)) end
+            state.seen[e] = true
+            for t, comp in ipairs(entry.terms) do
+                local tt = args[t]
+                local has = m.alive[e] ~= nil and m.alive[e].comps[comp.name] ~= nil
+                if has and comp.kind == "data" then
+                    chunk.snap[t] = chunk.snap[t] or {}
+                    chunk.snap[t][r] = M.copy(m.alive[e].comps[comp.name])
+                end
+                if comp.kind == "data" then
+                    if has and type(tt) == "table" then
+                        for _, f in ipairs(comp.fields) do
+                            local arr = tt[f.name]
+                            local want = M.visible_field(f, m.alive[e].comps[comp.name][f.name])
+                            if type(arr) ~= "table" or not M.same(arr[r], want) then
+                                fail("bulk: %s.%s[%d] of %s = %s, model %s", comp.name, f.name, r, e,
+                                     M.describe(type(arr) == "table" and arr[r]), M.describe(want))
+                            end
+                        end
+                    elseif has ~= (tt ~= false) then
+                        fail("bulk: term %s for %s is %s, model has=%s", comp.name, e, tostring(tt), tostring(has))
+                    end
+                end
+            end
+        end
+        for t, comp in ipairs(entry.terms) do
+            local tt = args[t]
+            if comp.kind == "data" and type(tt) == "table" and n > 0 and chance(0.5) then
+                for _ = 1, R(1, 3) do
+                    local f = pick(comp.fields)
+                    tt[f.name][R(1, n)] = chance(0.85) and valid_field_value(f) or invalid_field_value(f)
+                end
+            end
+        end
+        if chance(0.2) and S.depth < 3 then X.run_nested(m, R(1, 2)) end
+        if mode <= 10 and chance(0.4) then
+            state.raised = true
+            note("raise inside q:bulk")
+            error("fuzz-raise in bulk", 0)
+        end
+        -- the arrays are reused for the next chunk: keep what this one holds now
+        local saved = {}
+        for t, comp in ipairs(entry.terms) do
+            local tt = args[t]
+            if comp.kind == "data" and type(tt) == "table" then
+                saved[t] = {}
+                for _, f in ipairs(comp.fields) do
+                    local arr, copy = tt[f.name], {}
+                    for r = 1, n do copy[r] = arr[r] end
+                    saved[t][f.name] = copy
+                end
+            else
+                saved[t] = tt
+            end
+        end
+        chunk.args = saved
+        pending = chunk
+    end
+    local passed = fn
+    if chance(0.03) then passed = pick({"fn", 5, nil, {}}) end
+    local began = access and not lua_term and type(passed) == "function"
+    if began then
+        entry.active = true
+        m.iterating = m.iterating + 1
+        m:enter_loop()
+    end
+    local depth = S.depth
+    S.depth = S.depth + 1
+    local r = call("q:bulk", S.QM.bulk, entry.q, passed, table.unpack(extra_args, 1, nextra))
+    S.depth = depth
+    if began then
+        entry.active = false
+        m.iterating = m.iterating - 1
+        local wrote = true
+        if pending then wrote = bulk_write_back(m, entry, writable, pending) end
+        if r[1] and (not wrote or state.raised) then fail("bulk should have raised (bad element=%s)", tostring(not wrote)) end
+        if not r[1] and wrote and not state.raised then fail("bulk raised unexpectedly: %s", tostring(r[2])) end
+        m:leave_loop()
+    elseif r[1] then
+        fail("bulk should have raised (access %s, lua term %s, fn %s)", tostring(access), tostring(lua_term), type(passed))
+    end
+    if not r[1] then after_error(m, {}, "bulk") end
+end
+
+-- Manual stepping of an each iterator, with garbage thrown at the step function.
+function ops.manual_each(m)
+    local list = iterable_queries(m)
+    if #list == 0 then return end
+    local entry = pick(list)
+    local access = true
+    for _, comp in ipairs(entry.terms) do if not access_ok(m, comp, false) then access = false end end
+    local r = call("q:each", S.QM.each, entry.q)
+    if not r[1] then
+        if access then fail("q:each raised: %s", tostring(r[2])) end
+        return after_error(m, {}, "manual each")
+    end
+    local f, s, guard = r[2], r[3], r[5]
+    entry.active = true
+    m.iterating = m.iterating + 1
+    m:enter_loop()
+    for _ = 1, R(0, 3) do
+        local arg = pick({gen.garbage(extras()), S.closed_query, m.check_queries.Pos})
+        if arg ~= s then call("each step", f, arg) end
+    end
+    -- step without touching views: no write-back differs from the row
+    for _ = 1, R(0, 4) do
+        local sr = call("each step", f, s)
+        if not sr[1] then fail("each step raised: %s", tostring(sr[2])) end
+        if sr[2] == nil then break end
+    end
+    local cr = call("guard __close", getmetatable(guard).__close, guard)
+    expect("guard __close", true, cr)
+    call("guard __close", getmetatable(guard).__close, guard) -- twice is harmless
+    call("guard __close", getmetatable(guard).__close, gen.garbage())
+    entry.active = false
+    m.iterating = m.iterating - 1
+    m:leave_loop()
+end
+
+
+-- Inside ops.coroutine: yields now and then, where Lua allows it (not across a C call such
+-- as a bulk fn or a system). The coroutine may be closed while suspended here.
+local function maybe_yield()
+    if not S.in_co or not coroutine.isyieldable() or not chance(0.25) then return end
+    coroutine.yield()
+end
+
+-- Runs a few operations in a coroutine that yields inside loops, then resumes it to the end
+-- or closes it while suspended (closing the loops, which write their current rows back).
+function ops.coroutine(m)
+    if S.in_co then return ops.spawn(m) end
+    S.in_co, S.co_base = true, #S.loops
+    local depth = S.depth
+    local co = coroutine.create(function() X.run_nested(m, R(2, 8)) end)
+    local closed = false
+    while coroutine.status(co) == "suspended" do
+        if closed then break end
+        if chance(0.25) and #S.loops > S.co_base then
+            closed = true
+            -- predict before closing: closing ends the loops, which empties their views
+            local wbs = {}
+            for i = S.co_base + 1, #S.loops do
+                local l = S.loops[i]
+                wbs[i] = l.cur and predict_write_back(l.m, l.cur.e, l.entry.terms, l.cur.views, l.cur.present, l.writable, l.cur.snaps)
+            end
+            note("coroutine closed inside a loop")
+            local ok, err = coroutine.close(co)
+            -- innermost first: a failing write-back raises, and the loops outside it then see
+            -- an error and do not write back
+            local raised = false
+            for i = #S.loops, S.co_base + 1, -1 do
+                local l = S.loops[i]
+                S.loops[i] = nil
+                local wb = wbs[i]
+                if TRACE then
+                    io.stderr:write(string.format("  close loop %d (%s): row %s fails=%s %s\n", i, l.m.label,
+                                                  tostring(l.cur and l.cur.e), tostring(wb and wb.fails), tostring(wb and wb.bad)))
+                end
+                if not raised and wb then
+                    commit_write_back(l.m, wb)
+                    if wb.fails then raised = true end
+                end
+                l.entry.active = false
+                l.m.iterating = l.m.iterating - 1
+                l.m:leave_loop()
+            end
+            if ok == raised then
+                fail("coroutine.close returned %s (%s), the model expected %s", tostring(ok), tostring(err),
+                     raised and "an error" or "success")
+            end
+        else
+            local ok, err = coroutine.resume(co)
+            if not ok then fail("harness error in a coroutine: %s", tostring(err)) end
+        end
+    end
+    S.depth = depth
+    S.in_co = false
+end
+
+
+X.maybe_yield = maybe_yield
+L.random_query_desc, L.predict_query, L.matches, L.loop_body = random_query_desc, predict_query, matches, loop_body
+L.predict_write_back, L.commit_write_back = predict_write_back, commit_write_back
+L.MAX_ITER_TERMS = MAX_ITER_TERMS
+return L
