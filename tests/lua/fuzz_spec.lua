@@ -84,12 +84,3 @@ describe("random calls across the whole Lua API (seed " .. SEED .. ")", function
         assert.are.same({}, s.unfuzzed, "methods the fuzzer does not call yet")
     end)
 end)
-
--- Reported bugs the fuzzer steers around today (the report that came with this test has a
--- reproducer; fuzz/ marks the steering). Drop the steering when the bug is fixed.
-describe("bugs the fuzzer steers around", function()
-    pending("a __gc finalizer that writes to a world while a call of that world converts a value "
-            .. "(world:set of a large array) crashes it: a despawn leaves it a NULL row, a conversion "
-            .. "reuses (or frees) its scratch. Finalizers only read here (ops.gc_bomb; "
-            .. "KILN_FUZZ_UNSAFE=1 lets them write)")
-end)

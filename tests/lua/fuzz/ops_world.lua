@@ -629,8 +629,8 @@ end
 -- Leaves garbage whose finalizers call the world: the collector runs them at its own
 -- moments, often inside another binding call that allocates (converting Big, say). They
 -- only read here, so the model needs no news of them and the call sequence stays the same.
--- With KILN_FUZZ_UNSAFE=1 they also write (the volatile entity's Scratch, the Huge resource):
--- the pending bug of fuzz_spec.lua, the interrupted call's conversion scratch reused.
+-- They also write (the volatile entity's Scratch, the Huge resource): World methods hold the
+-- collector while they run, so these finalizers run between calls, never inside one.
 function ops.gc_bomb(m)
     local WM, world, v = S.WM, m.world, m.volatile
     for _ = 1, R(1, 4) do
