@@ -483,7 +483,9 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *    state, without the queued changes; kiln_remove reports whether the component is there
  *    now;
  *  - a queued add, set or remove whose entity died before the queue is applied is dropped
- *    (its value destroyed), as is a despawn of an entity already dead.
+ *    (its value destroyed), as is a despawn of an entity already dead;
+ *  - kiln_set does not check presence (an add queued earlier in the section may bring the
+ *    component); a queued set whose component is absent when the queue lands is dropped.
  * Iterating a query defers the world for the duration of the iteration, so the plain API
  * works inside a loop; the changes land when the outermost iteration (or section) ends. */
 void kiln_defer_begin(kiln_world *world);

@@ -75,24 +75,6 @@ static kiln_entity spawn_owned(int32_t id) {
     return e;
 }
 
-static void assert_pos(kiln_world *w, kiln_entity e, kiln_component pos, float x, float y) {
-    const test_position *p = kiln_get(w, e, pos);
-    ck_assert_msg(p != NULL, "entity has no Position");
-    ck_assert_msg(p->x == x && p->y == y, "Position is (%g, %g), expected (%g, %g)", p->x, p->y,
-                  x, y);
-}
-
-static void assert_vel(kiln_world *w, kiln_entity e, kiln_component vel, float x, float y) {
-    const test_velocity *v = kiln_get(w, e, vel);
-    ck_assert_msg(v != NULL, "entity has no Velocity");
-    ck_assert_msg(v->x == x && v->y == y, "Velocity is (%g, %g), expected (%g, %g)", v->x, v->y,
-                  x, y);
-}
-
-static void assert_names(const char *msg, const char *what) {
-    ck_assert_msg(strstr(msg, what) != NULL, "message \"%s\" does not name %s", msg, what);
-}
-
 
 static void assert_same_stats(const kiln_world_stats *a, const kiln_world_stats *b) {
     ck_assert_int_eq(a->entities, b->entities);
@@ -150,10 +132,10 @@ START_TEST(recording_leaves_the_world_untouched_until_apply) {
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
     ck_assert_int_eq(applied, 7);
     ck_assert(!kiln_is_alive(F.w, a));
-    assert_pos(F.w, b, F.pos, 0, 0);
+    test_assert_position(F.w, b, F.pos, 0, 0);
     ck_assert(!kiln_has(F.w, b, F.vel));
     ck_assert(kiln_has(F.w, b, F.owned));
-    assert_pos(F.w, kiln_commands_resolve(F.cmd, p), F.pos, 7, 8);
+    test_assert_position(F.w, kiln_commands_resolve(F.cmd, p), F.pos, 7, 8);
     ck_assert_uint_ne(test_world_digest(F.w), digest);
 }
 END_TEST
@@ -195,9 +177,9 @@ START_TEST(resolve_after_apply_gives_the_live_entity_with_its_values) {
     ck_assert(!kiln_is_placeholder(e));
     ck_assert(kiln_is_alive(F.w, e));
     ck_assert(kiln_is_alive(F.w, f));
-    assert_pos(F.w, e, F.pos, 1, 2);
-    assert_vel(F.w, e, F.vel, 3, 4);
-    assert_vel(F.w, f, F.vel, 5, 6);
+    test_assert_position(F.w, e, F.pos, 1, 2);
+    test_assert_velocity(F.w, e, F.vel, 3, 4);
+    test_assert_velocity(F.w, f, F.vel, 5, 6);
     ck_assert(!kiln_has(F.w, f, F.pos));
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
 }
@@ -225,7 +207,7 @@ START_TEST(recording_while_a_query_iterates_is_allowed_and_applies_after_the_loo
     for (int i = 0; i < 4; i++) {
         const test_position *p = kiln_get(F.w, list[i], F.pos);
         ck_assert_ptr_nonnull(p);
-        assert_vel(F.w, list[i], F.vel, p->x, -p->x);
+        test_assert_velocity(F.w, list[i], F.vel, p->x, -p->x);
     }
     kiln_query_destroy(q);
 }
@@ -258,12 +240,12 @@ START_TEST(apply_runs_commands_in_recording_order_and_counts_them) {
     int64_t applied = -1;
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
     ck_assert_int_eq(applied, 13);
-    assert_pos(F.w, a, F.pos, 2, 2);
+    test_assert_position(F.w, a, F.pos, 2, 2);
     ck_assert(!kiln_has(F.w, a, F.vel));
-    assert_vel(F.w, b, F.vel, 3, 3);
+    test_assert_velocity(F.w, b, F.vel, 3, 3);
     kiln_entity e = kiln_commands_resolve(F.cmd, p);
-    assert_pos(F.w, e, F.pos, 6, 6);
-    assert_vel(F.w, e, F.vel, 8, 8);
+    test_assert_position(F.w, e, F.pos, 6, 6);
+    test_assert_velocity(F.w, e, F.vel, 8, 8);
     kiln_entity f = kiln_commands_resolve(F.cmd, q);
     ck_assert_uint_ne(f, KILN_NULL_ENTITY);
     ck_assert(!kiln_is_alive(F.w, f));
@@ -351,7 +333,7 @@ START_TEST(remove_of_an_absent_component_is_a_no_op) {
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
     ck_assert_int_eq(applied, 2);
     ck_assert(kiln_is_alive(F.w, a));
-    assert_pos(F.w, a, F.pos, 1, 2);
+    test_assert_position(F.w, a, F.pos, 1, 2);
     ck_assert_uint_eq(kiln_changed_tick(F.w, a, F.pos), before_tick);
     ck_assert(!kiln_has(F.w, a, F.vel));
     kiln_world_stats_get(F.w, &after);
@@ -385,19 +367,19 @@ START_TEST(add_set_or_remove_on_a_dead_entity_fails_naming_command_entity_and_co
     ck_assert_int_eq(kiln_commands_apply(F.cmd, F.w, &applied), KILN_ERR_DEAD_ENTITY);
     ck_assert_int_eq(applied, 1);
     ck_assert_int_eq(kiln_commands_count(F.cmd), 2);
-    assert_vel(F.w, e[0], F.vel, 1, 1);   /* before the failure: applied */
+    test_assert_velocity(F.w, e[0], F.vel, 1, 1);   /* before the failure: applied */
     ck_assert(!kiln_has(F.w, e[1], F.vel)); /* after it: still pending */
     const char *msg = kiln_world_error(F.w);
-    assert_names(msg, command_kinds[_i]);
-    assert_names(msg, "5v1");
-    assert_names(msg, "Position");
+    test_assert_names(msg, command_kinds[_i]);
+    test_assert_names(msg, "5v1");
+    test_assert_names(msg, "Position");
 
     /* the failing command stays at the front */
     kiln_world_clear_error(F.w);
     ck_assert_int_eq(kiln_commands_apply(F.cmd, F.w, &applied), KILN_ERR_DEAD_ENTITY);
     ck_assert_int_eq(applied, 0);
     ck_assert_int_eq(kiln_commands_count(F.cmd), 2);
-    assert_names(kiln_world_error(F.w), "5v1");
+    test_assert_names(kiln_world_error(F.w), "5v1");
     ck_assert(!kiln_has(F.w, e[1], F.vel));
 }
 END_TEST
@@ -414,15 +396,15 @@ START_TEST(set_of_an_absent_component_fails_and_a_later_apply_resumes_with_it) {
     ck_assert(!kiln_has(F.w, a, F.pos));
     ck_assert(!kiln_has(F.w, a, F.vel));
     const char *msg = kiln_world_error(F.w);
-    assert_names(msg, "set");
-    assert_names(msg, test_entity_string(a, buf));
-    assert_names(msg, "Position");
+    test_assert_names(msg, "set");
+    test_assert_names(msg, test_entity_string(a, buf));
+    test_assert_names(msg, "Position");
 
     ASSERT_OK(kiln_add(F.w, a, F.pos, NULL));
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
     ck_assert_int_eq(applied, 2);
-    assert_pos(F.w, a, F.pos, 1, 1);
-    assert_vel(F.w, a, F.vel, 2, 2);
+    test_assert_position(F.w, a, F.pos, 1, 1);
+    test_assert_velocity(F.w, a, F.vel, 2, 2);
 }
 END_TEST
 
@@ -447,11 +429,11 @@ START_TEST(add_of_a_component_registered_after_recording_fails_then_resumes_ther
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
     kiln_entity e = kiln_commands_resolve(F.cmd, p);
     ck_assert(kiln_is_alive(F.w, e));
-    assert_pos(F.w, e, F.pos, 1, 1);
-    assert_vel(F.w, a, F.vel, 2, 2);
+    test_assert_position(F.w, e, F.pos, 1, 1);
+    test_assert_velocity(F.w, a, F.vel, 2, 2);
     ck_assert_uint_eq(kiln_commands_resolve(F.cmd, q), KILN_NULL_ENTITY);
-    assert_names(kiln_world_error(F.w), "add");
-    assert_names(kiln_world_error(F.w), test_entity_string(e, buf));
+    test_assert_names(kiln_world_error(F.w), "add");
+    test_assert_names(kiln_world_error(F.w), test_entity_string(e, buf));
 
     /* the batch goes on: its placeholders are still accepted */
     ASSERT_OK(kiln_commands_add(F.cmd, p, F.vel, &(test_velocity){4, 4}));
@@ -469,10 +451,10 @@ START_TEST(add_of_a_component_registered_after_recording_fails_then_resumes_ther
     const int32_t *got = kiln_get(F.w, e, health);
     ck_assert_ptr_nonnull(got);
     ck_assert_int_eq(*got, 42);
-    assert_vel(F.w, e, F.vel, 4, 4);
+    test_assert_velocity(F.w, e, F.vel, 4, 4);
     kiln_entity f = kiln_commands_resolve(F.cmd, q);
     ck_assert(kiln_is_alive(F.w, f));
-    assert_pos(F.w, f, F.pos, 3, 3);
+    test_assert_position(F.w, f, F.pos, 3, 3);
 }
 END_TEST
 
@@ -498,7 +480,7 @@ START_TEST(add_of_an_unregistered_component_fails_when_recorded) {
     ck_assert_int_eq(kiln_commands_add(F.cmd, a, unknown, &(test_velocity){1, 1}),
                      KILN_ERR_UNKNOWN_COMPONENT);
     ck_assert_int_eq(kiln_commands_count(F.cmd), 0);
-    assert_names(kiln_commands_error(F.cmd), "add");
+    test_assert_names(kiln_commands_error(F.cmd), "add");
     ck_assert_str_eq(kiln_world_error(F.w), ""); /* recording never touches the world */
 
     kiln_entity p;
@@ -761,7 +743,7 @@ START_TEST(values_with_a_move_hook_are_moved_into_the_buffer_and_then_the_world)
     ck_assert_ptr_nonnull(got);
     ck_assert_int_eq(got->id, 7);
     ck_assert_ptr_eq(got->payload, payload);
-    assert_pos(F.w, a, F.pos, 1, 2);
+    test_assert_position(F.w, a, F.pos, 1, 2);
 }
 END_TEST
 
@@ -824,9 +806,9 @@ START_TEST(out_of_memory_while_recording_records_nothing_of_the_failing_call) {
         ck_assert_int_eq(applied, ok);
         ck_assert_int_eq(kiln_entity_count(w), ok >= 1 ? 2 : 1);
         if (ok >= 1) ck_assert(kiln_is_alive(w, kiln_commands_resolve(cmd, p)));
-        if (ok >= 2) assert_pos(w, kiln_commands_resolve(cmd, p), pos, 1, 2);
+        if (ok >= 2) test_assert_position(w, kiln_commands_resolve(cmd, p), pos, 1, 2);
         if (ok == 1) ck_assert(!kiln_has(w, kiln_commands_resolve(cmd, p), pos));
-        if (ok == 3) assert_vel(w, live, vel, 3, 4);
+        if (ok == 3) test_assert_velocity(w, live, vel, 3, 4);
         else ck_assert(!kiln_has(w, live, vel));
         oom_world_destroy(&a, w, cmd);
         if (ok == 3) break;
@@ -866,9 +848,9 @@ START_TEST(out_of_memory_during_apply_keeps_the_failing_command_for_the_next_app
         /* everything landed exactly once */
         ck_assert_int_eq(kiln_commands_count(cmd), 0);
         ck_assert_int_eq(kiln_entity_count(w), 2);
-        assert_pos(w, kiln_commands_resolve(cmd, p), pos, 1, 2);
-        assert_vel(w, live, vel, 3, 4);
-        assert_pos(w, live, pos, 5, 6);
+        test_assert_position(w, kiln_commands_resolve(cmd, p), pos, 1, 2);
+        test_assert_velocity(w, live, vel, 3, 4);
+        test_assert_position(w, live, pos, 5, 6);
         oom_world_destroy(&a, w, cmd);
         if (r == KILN_OK) break;
     }
@@ -917,7 +899,7 @@ START_TEST(a_buffer_reused_every_frame_stops_allocating_after_the_first_frames) 
     for (; frame < 53; frame++) run_frame(live, frame);
     ck_assert_int_eq(F.alloc.calls, calls);
     ck_assert_int_eq(kiln_entity_count(F.w), FRAME_ENTITIES);
-    assert_vel(F.w, live[FRAME_ENTITIES - 1], F.vel, 0, (float)(FRAME_ENTITIES - 1));
+    test_assert_velocity(F.w, live[FRAME_ENTITIES - 1], F.vel, 0, (float)(FRAME_ENTITIES - 1));
 }
 END_TEST
 

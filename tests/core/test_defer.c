@@ -74,24 +74,6 @@ static kiln_entity spawn_owned(int32_t id) {
     return e;
 }
 
-static void assert_pos(kiln_world *w, kiln_entity e, kiln_component pos, float x, float y) {
-    const test_position *p = kiln_get(w, e, pos);
-    ck_assert_msg(p != NULL, "entity has no Position");
-    ck_assert_msg(p->x == x && p->y == y, "Position is (%g, %g), expected (%g, %g)", p->x, p->y,
-                  x, y);
-}
-
-static void assert_vel(kiln_world *w, kiln_entity e, kiln_component vel, float x, float y) {
-    const test_velocity *v = kiln_get(w, e, vel);
-    ck_assert_msg(v != NULL, "entity has no Velocity");
-    ck_assert_msg(v->x == x && v->y == y, "Velocity is (%g, %g), expected (%g, %g)", v->x, v->y,
-                  x, y);
-}
-
-static void assert_names(const char *msg, const char *what) {
-    ck_assert_msg(strstr(msg, what) != NULL, "message \"%s\" does not name %s", msg, what);
-}
-
 static kiln_query *make_query(kiln_query_desc desc) {
     kiln_query *q = NULL;
     ASSERT_OK(kiln_query_create(F.w, &desc, &q));
@@ -134,14 +116,14 @@ START_TEST(calls_in_a_section_are_queued_and_land_in_order_at_the_end) {
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
     ASSERT_OK(kiln_defer_end(F.w));
 
-    assert_vel(F.w, a, F.vel, 2, 2);
-    assert_pos(F.w, a, F.pos, 4, 4);
-    assert_vel(F.w, b, F.vel, 5, 5);
+    test_assert_velocity(F.w, a, F.vel, 2, 2);
+    test_assert_position(F.w, a, F.pos, 4, 4);
+    test_assert_velocity(F.w, b, F.vel, 5, 5);
     ck_assert(!kiln_has(F.w, b, F.pos));
     ck_assert(!kiln_is_alive(F.w, c));
     ck_assert(kiln_is_alive(F.w, e));
     ck_assert(!kiln_has(F.w, e, F.pos));
-    assert_vel(F.w, e, F.vel, 8, 8);
+    test_assert_velocity(F.w, e, F.vel, 8, 8);
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
 }
 END_TEST
@@ -171,10 +153,10 @@ START_TEST(a_deferred_spawn_returns_a_real_handle_that_comes_alive_at_the_end) {
 
     ck_assert(kiln_is_alive(F.w, e));
     ck_assert(kiln_is_alive(F.w, f));
-    assert_pos(F.w, e, F.pos, 1, 2);
+    test_assert_position(F.w, e, F.pos, 1, 2);
     ck_assert(!kiln_has(F.w, e, F.vel));
-    assert_pos(F.w, f, F.pos, 5, 6);
-    assert_vel(F.w, f, F.vel, 3, 4);
+    test_assert_position(F.w, f, F.pos, 5, 6);
+    test_assert_velocity(F.w, f, F.vel, 3, 4);
     ck_assert_uint_eq(kiln_changed_tick(F.w, f, F.pos), kiln_tick_current(F.w));
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
     kiln_entity list[3];
@@ -193,7 +175,7 @@ START_TEST(reads_in_a_section_answer_the_current_state) {
 
     kiln_defer_begin(F.w);
     ASSERT_OK(kiln_set(F.w, a, F.pos, &(test_position){9, 9}));
-    assert_pos(F.w, a, F.pos, 1, 1);
+    test_assert_position(F.w, a, F.pos, 1, 1);
     ck_assert_uint_eq(kiln_changed_tick(F.w, a, F.pos), spawned);
     ASSERT_OK(kiln_add(F.w, a, F.vel, &(test_velocity){3, 3}));
     ck_assert(!kiln_has(F.w, a, F.vel));
@@ -213,7 +195,7 @@ START_TEST(reads_in_a_section_answer_the_current_state) {
 
     ASSERT_OK(kiln_despawn(F.w, b));
     ck_assert(kiln_is_alive(F.w, b));
-    assert_pos(F.w, b, F.pos, 2, 2);
+    test_assert_position(F.w, b, F.pos, 2, 2);
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
     ck_assert_int_eq(kiln_query_count(q), 2);
     test_position *p = kiln_get_mut(F.w, a, F.pos);
@@ -221,7 +203,7 @@ START_TEST(reads_in_a_section_answer_the_current_state) {
     ck_assert(p->x == 1 && p->y == 1);
     ASSERT_OK(kiln_defer_end(F.w));
 
-    assert_pos(F.w, a, F.pos, 9, 9);
+    test_assert_position(F.w, a, F.pos, 9, 9);
     ck_assert_uint_eq(kiln_changed_tick(F.w, a, F.pos), kiln_tick_current(F.w));
     ck_assert(!kiln_has(F.w, a, F.vel)); /* add, then remove */
     ck_assert(!kiln_is_alive(F.w, b));
@@ -268,14 +250,14 @@ START_TEST(a_dead_entity_or_unknown_component_fails_at_once_in_a_section) {
 
     kiln_defer_begin(F.w);
     ck_assert_int_eq(kiln_add(F.w, d, F.pos, &(test_position){9, 9}), KILN_ERR_DEAD_ENTITY);
-    assert_names(kiln_world_error(F.w), "add");
-    assert_names(kiln_world_error(F.w), buf);
+    test_assert_names(kiln_world_error(F.w), "add");
+    test_assert_names(kiln_world_error(F.w), buf);
     ck_assert_int_eq(kiln_set(F.w, d, F.pos, &(test_position){9, 9}), KILN_ERR_DEAD_ENTITY);
-    assert_names(kiln_world_error(F.w), "set");
+    test_assert_names(kiln_world_error(F.w), "set");
     ck_assert_int_eq(kiln_remove(F.w, d, F.pos, NULL), KILN_ERR_DEAD_ENTITY);
-    assert_names(kiln_world_error(F.w), "remove");
+    test_assert_names(kiln_world_error(F.w), "remove");
     ck_assert_int_eq(kiln_despawn(F.w, d), KILN_ERR_DEAD_ENTITY);
-    assert_names(kiln_world_error(F.w), "despawn");
+    test_assert_names(kiln_world_error(F.w), "despawn");
     ck_assert_int_eq(kiln_add(F.w, KILN_NULL_ENTITY, F.pos, NULL), KILN_ERR_DEAD_ENTITY);
     ck_assert_int_eq(kiln_add(F.w, a, unknown, NULL), KILN_ERR_UNKNOWN_COMPONENT);
     ck_assert_int_eq(kiln_set(F.w, a, unknown, NULL), KILN_ERR_UNKNOWN_COMPONENT);
@@ -323,7 +305,7 @@ START_TEST(a_queued_add_to_an_entity_despawned_earlier_in_the_section_is_dropped
     ck_assert_int_eq(test_hook_log_count(&F.log, 2), 1); /* dropped */
     ck_assert_int_eq(test_hook_log_count(&F.log, 3), 1); /* dropped */
     ck_assert_int_eq(F.log.destroyed, 3);
-    assert_vel(F.w, keep, F.vel, 4, 4);
+    test_assert_velocity(F.w, keep, F.vel, 4, 4);
     ck_assert_int_eq(kiln_entity_count(F.w), 1);
     kiln_world_destroy(F.w);
     F.w = NULL;
@@ -359,9 +341,9 @@ START_TEST(values_passed_in_a_section_are_copied_when_the_call_is_made) {
     p = (test_position){-1, -1};
     v = (test_velocity){-1, -1};
     ASSERT_OK(kiln_defer_end(F.w));
-    assert_pos(F.w, a, F.pos, 1, 2);
-    assert_vel(F.w, a, F.vel, 3, 4);
-    assert_pos(F.w, e, F.pos, 1, 2);
+    test_assert_position(F.w, a, F.pos, 1, 2);
+    test_assert_velocity(F.w, a, F.vel, 3, 4);
+    test_assert_position(F.w, e, F.pos, 1, 2);
 }
 END_TEST
 
@@ -383,9 +365,9 @@ START_TEST(spawn_batch_in_a_section_reserves_handles_that_come_alive_zeroed_at_t
     ck_assert_int_eq(kiln_entity_count(F.w), 8);
     for (int i = 0; i < 5; i++) {
         ck_assert(kiln_is_alive(F.w, e[i]));
-        if (i == 1) assert_pos(F.w, e[i], F.pos, 3, 4);
-        else assert_pos(F.w, e[i], F.pos, 0, 0);
-        assert_vel(F.w, e[i], F.vel, 0, 0);
+        if (i == 1) test_assert_position(F.w, e[i], F.pos, 3, 4);
+        else test_assert_position(F.w, e[i], F.pos, 0, 0);
+        test_assert_velocity(F.w, e[i], F.vel, 0, 0);
         ck_assert_uint_eq(kiln_changed_tick(F.w, e[i], F.vel), kiln_tick_current(F.w));
     }
     kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}, .without = {F.vel}});
@@ -493,8 +475,8 @@ START_TEST(adding_components_in_a_loop_moves_entities_after_the_loop) {
     ck_assert_int_eq(kiln_query_count(all), LOOP_ENTITIES);
     for (int i = 0; i < LOOP_ENTITIES; i++) {
         ck_assert(kiln_has(F.w, spawned[i], F.owned));
-        assert_pos(F.w, spawned[i], F.pos, (float)i, 0);
-        assert_vel(F.w, spawned[i], F.vel, (float)i, (float)-i);
+        test_assert_position(F.w, spawned[i], F.pos, (float)i, 0);
+        test_assert_velocity(F.w, spawned[i], F.vel, (float)i, (float)-i);
     }
     kiln_query_destroy(all);
     kiln_query_destroy(without);
@@ -612,8 +594,8 @@ START_TEST(out_of_memory_in_a_deferred_spawn_reserves_nothing) {
         if (r == KILN_OK) {
             ASSERT_OK_IN(w, kiln_defer_end(w));
             ck_assert(kiln_is_alive(w, e));
-            assert_pos(w, e, pos, 1, 2);
-            assert_vel(w, e, vel, 3, 4);
+            test_assert_position(w, e, pos, 1, 2);
+            test_assert_velocity(w, e, vel, 3, 4);
             oom_world_destroy(&a, w);
             break;
         }
@@ -650,7 +632,7 @@ START_TEST(out_of_memory_in_a_deferred_add_queues_nothing) {
         test_allocator_fail_never(&a);
         if (r == KILN_OK) {
             ASSERT_OK_IN(w, kiln_defer_end(w));
-            assert_vel(w, live, vel, 1, 1);
+            test_assert_velocity(w, live, vel, 1, 1);
             oom_world_destroy(&a, w);
             break;
         }
@@ -737,9 +719,9 @@ START_TEST(out_of_memory_at_the_end_of_a_section_keeps_the_rest_queued_for_the_n
         /* everything landed exactly once */
         ck_assert_int_eq(kiln_entity_count(w), 2);
         ck_assert(kiln_is_alive(w, e));
-        assert_vel(w, e, vel, 1, 2);
-        assert_vel(w, live, vel, 3, 4);
-        assert_pos(w, live, pos, 5, 6);
+        test_assert_velocity(w, e, vel, 1, 2);
+        test_assert_velocity(w, live, vel, 3, 4);
+        test_assert_position(w, live, pos, 5, 6);
         oom_world_destroy(&a, w);
         if (r == KILN_OK) break;
     }

@@ -291,3 +291,21 @@ uint64_t test_world_digest(const kiln_world *w) {
     free(list);
     return h;
 }
+
+void test_assert_position(kiln_world *w, kiln_entity e, kiln_component pos, float x, float y) {
+    const test_position *p = kiln_get(w, e, pos);
+    ck_assert_msg(p != NULL, "entity has no Position");
+    ck_assert_msg(p->x == x && p->y == y, "Position is (%g, %g), expected (%g, %g)", p->x, p->y,
+                  x, y);
+}
+
+void test_assert_velocity(kiln_world *w, kiln_entity e, kiln_component vel, float x, float y) {
+    const test_velocity *v = kiln_get(w, e, vel);
+    ck_assert_msg(v != NULL, "entity has no Velocity");
+    ck_assert_msg(v->x == x && v->y == y, "Velocity is (%g, %g), expected (%g, %g)", v->x, v->y,
+                  x, y);
+}
+
+void test_assert_names(const char *msg, const char *what) {
+    ck_assert_msg(strstr(msg, what) != NULL, "message \"%s\" does not name %s", msg, what);
+}

@@ -108,6 +108,11 @@ bool test_contains(const kiln_entity *list, int64_t count, kiln_entity entity);
  * number of rows seen. Asserts every chunk is non-empty. */
 int64_t test_query_collect(const kiln_query *query, kiln_entity *dest, int64_t capacity);
 
+/* Check assertions: the entity's Position / Velocity equal (x, y); msg contains what. */
+void test_assert_position(kiln_world *w, kiln_entity e, kiln_component pos, float x, float y);
+void test_assert_velocity(kiln_world *w, kiln_entity e, kiln_component vel, float x, float y);
+void test_assert_names(const char *msg, const char *what);
+
 /* A hash of every live entity (in kiln_world_entities order) with, per component, whether
  * it has it, its change tick and its value bytes: equal worlds hash equal. */
 uint64_t test_world_digest(const kiln_world *w);
