@@ -13,14 +13,17 @@ WARN    += -Werror
 endif
 OPT     ?= -O2 -g
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L
-CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Icore/include $(EXTRA_CFLAGS)
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Icore/include -Iaddons/transform/include $(EXTRA_CFLAGS)
 LDLIBS_ALL = -lm -lpthread $(EXTRA_LDFLAGS)
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
+# The core, then the addons (optional layers built on the public core API, each in
+# addons/NAME with its own include/ and src/; built into the same libraries).
 CORE_SRC  := $(wildcard core/src/*.c)
-CORE_OBJ  := $(CORE_SRC:core/src/%.c=$(BUILD)/core/%.o)
+ADDON_SRC := $(wildcard addons/*/src/*.c)
+CORE_OBJ  := $(CORE_SRC:core/src/%.c=$(BUILD)/core/%.o) $(ADDON_SRC:addons/%.c=$(BUILD)/addons/%.o)
 CORE_DEPS := $(CORE_OBJ:.o=.d)
 
 TEST_SRC  := $(wildcard tests/core/test_*.c)
@@ -46,6 +49,10 @@ lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
 $(BUILD)/core/%.o: core/src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/addons/%.o: addons/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Icore/src -MMD -MP -c $< -o $@
 
 $(BUILD)/libkiln.a: $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -96,11 +103,11 @@ $(KILN_BIN): lua/repl/main.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	    $(BUILD)/libkiln.a $(LUA_LIBS) $(EDIT_LIBS) $(LDLIBS_ALL)
 repl: $(KILN_BIN)
 
-# The Lua layer shipped inside the module: scripts/kiln/*.lua as C strings.
-LUA_SCRIPTS := $(sort $(wildcard scripts/kiln/*.lua))
-$(BUILD)/gen/kiln_scripts.h: $(LUA_SCRIPTS) scripts/embed.lua
+# The Lua layer shipped inside the module: lua/kiln/*.lua as C strings.
+LUA_SCRIPTS := $(sort $(wildcard lua/kiln/*.lua))
+$(BUILD)/gen/kiln_scripts.h: $(LUA_SCRIPTS) tools/embed.lua
 	@mkdir -p $(dir $@)
-	lua5.4 scripts/embed.lua $@ $(LUA_SCRIPTS)
+	lua5.4 tools/embed.lua $@ $(LUA_SCRIPTS)
 
 $(BUILD)/lua/module.o: $(BUILD)/gen/kiln_scripts.h
 
@@ -212,7 +219,7 @@ kiln.pc: kiln.pc.in
 install: lib lua repl $(BUILD)/libkiln_lua.a kiln.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/5.4
-	install -m 644 core/include/kiln.h core/include/kiln_transform.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(KILN_BIN) $(DESTDIR)$(PREFIX)/bin/kiln
 	install -m 755 $(LUA_MOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/kiln.so
 	install -m 644 $(BUILD)/libkiln_lua.a $(DESTDIR)$(PREFIX)/lib/

@@ -9,7 +9,7 @@ workspace "kiln"
     cdialect "C11"
     warnings "Extra"
     pic "On"
-    includedirs { "core/include" }
+    includedirs { "core/include", "addons/transform/include" }
     defines { "_POSIX_C_SOURCE=200809L" }
     targetdir "build/premake/%{cfg.buildcfg}"
     objdir "build/premake/obj/%{cfg.buildcfg}/%{prj.name}"
@@ -28,13 +28,15 @@ workspace "kiln"
 -- The core as a static library (libkiln.a) ...
 project "kiln"
     kind "StaticLib"
-    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h" }
+    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h", "addons/*/include/*.h", "addons/*/src/*.c", "addons/*/src/*.h" }
+    includedirs { "core/src" }
 
 -- ... and as a shared library (libkiln.so) built from the same sources.
 project "kiln_shared"
     kind "SharedLib"
     targetname "kiln"
-    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h" }
+    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h", "addons/*/include/*.h", "addons/*/src/*.c", "addons/*/src/*.h" }
+    includedirs { "core/src" }
     links { "m", "pthread" }
 
 project "core_demo"
@@ -51,9 +53,9 @@ for _, path in ipairs(os.matchfiles("tests/core/test_*.c")) do
         links { "kiln", "check", "subunit", "rt", "m", "pthread" }
 end
 
--- The Lua layer (scripts/kiln/*.lua) is compiled into the binding as C strings.
-local embed = "lua5.4 %{wks.location}/../../scripts/embed.lua %{wks.location}/../gen/kiln_scripts.h "
-    .. table.concat(os.matchfiles("scripts/kiln/*.lua"), " ")
+-- The Lua layer (lua/kiln/*.lua) is compiled into the binding as C strings.
+local embed = "lua5.4 %{wks.location}/../../tools/embed.lua %{wks.location}/../gen/kiln_scripts.h "
+    .. table.concat(os.matchfiles("lua/kiln/*.lua"), " ")
 
 -- The binding as a static library for hosts (the kiln command, the sample game).
 project "kiln_lua_static"

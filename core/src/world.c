@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "entity.h"
 #include "events.h"
-#include "transform.h"
+#include "../../addons/transform/src/transform.h" /* removed by the addon teardown hook */
 #include "component.h"
 #include "query.h"
 

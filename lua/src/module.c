@@ -32,7 +32,7 @@ int luaopen_kiln(lua_State *L) {
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);
     lua_setfield(L, -2, "version");
-    /* The Lua layer (the scripts/kiln directory) extends the module and the classes. */
+    /* The Lua layer (the lua/kiln directory) extends the module and the classes. */
     for (int i = 0; kiln_scripts[i].name; i++) {
         script_reader reader = {kiln_scripts[i].lines};
         if (lua_load(L, read_lines, &reader, kiln_scripts[i].name, "t") != LUA_OK)

@@ -32,7 +32,7 @@ local function known(id)
     S.known[id] = (S.known[id] or 0) + 1
 end
 
--- The Lua layer's tools (scripts/kiln): their messages are collected apart.
+-- The Lua layer's tools (lua/kiln): their messages are collected apart.
 local TOOLS = {["kiln.handle"] = true, ["kiln.pretty"] = true, ["kiln.table_text"] = true,
                ["kiln.systems_text"] = true, ["q:format"] = true, ["world:inspect"] = true,
                ["world:schema"] = true}
