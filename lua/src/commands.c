@@ -22,18 +22,16 @@ static lua_Integer placeholder(const klua_commands *c, lua_Integer k) { return -
 static lua_Integer spawn_number(lua_Integer p) { return (-p) & ((1 << BATCH_SHIFT) - 1); }
 static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 
-/* uservalues: 1 records (flat array), 2 resolved entities by placeholder number */
-
-static klua_commands *check_cmds(lua_State *L) { return luaL_checkudata(L, 1, KLUA_COMMANDS); }
+static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
 int klua_commands_new(lua_State *L) {
-    klua_commands *c = lua_newuserdatauv(L, sizeof *c, 2);
+    klua_commands *c = lua_newuserdatauv(L, sizeof *c, KLUA_COMMANDS_UV_COUNT);
     memset(c, 0, sizeof *c);
     luaL_setmetatable(L, KLUA_COMMANDS);
     lua_newtable(L);
-    lua_setiuservalue(L, -2, 1);
+    lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RECORDS);
     lua_newtable(L);
-    lua_setiuservalue(L, -2, 2);
+    lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RESOLVED);
     return 1;
 }
 
@@ -42,19 +40,19 @@ static void new_batch(lua_State *L, klua_commands *c) {
     c->batch = (c->batch + 1) & ((1 << 28) - 1);
     c->complete = false;
     lua_newtable(L);
-    lua_setiuservalue(L, 1, 2);
+    lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
 }
 
 /* Checks an entity or a placeholder of this batch. */
 static lua_Integer check_target(lua_State *L, klua_commands *c, int arg, const char *fname) {
-    int ok;
-    lua_Integer v = lua_tointegerx(L, arg, &ok);
-    if (!ok) luaL_error(L, "%s: entity must be an integer or a placeholder, got %s", fname, luaL_typename(L, arg));
-    if (v == LUA_MININTEGER) luaL_error(L, "%s: %I is neither an entity nor a placeholder", fname, v);
+    int ok = 0;
+    lua_Integer v = lua_type(L, arg) == LUA_TNUMBER ? lua_tointegerx(L, arg, &ok) : 0;
+    if (!ok) klua_typeerror(L, arg, fname, "entity or placeholder");
+    if (v == LUA_MININTEGER) klua_argerror(L, arg, fname, "%I is neither an entity nor a placeholder", v);
     if (v < 0 && (c->complete || batch_of(v) != c->batch || spawn_number(v) == 0 ||
                   spawn_number(v) > c->spawns))
-        luaL_error(L, "%s: placeholder %I is not from this buffer's current batch", fname, v);
-    if (v == 0) luaL_error(L, "%s: entity is null", fname);
+        klua_argerror(L, arg, fname, "placeholder %I is not from this buffer's current batch", v);
+    if (v == 0) klua_argerror(L, arg, fname, "entity is null");
     return v;
 }
 
@@ -62,7 +60,7 @@ static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer targ
                         int value_idx) {
     if (c->complete) new_batch(L, c);
     if (c->head == c->count) c->head = c->count = 0;
-    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
     lua_Integer base = c->count * FIELDS;
     lua_pushinteger(L, op);
     lua_rawseti(L, -2, base + 1);
@@ -80,9 +78,9 @@ static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer targ
 
 static int c_spawn(lua_State *L) {
     klua_commands *c = check_cmds(L);
-    if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2)) klua_typeerror(L, 2, "commands:spawn", "table");
     if (c->complete) new_batch(L, c);
-    if (c->spawns == (1 << BATCH_SHIFT) - 1) luaL_error(L, "commands:spawn: too many spawns in one batch");
+    if (c->spawns == (1 << BATCH_SHIFT) - 1) klua_fail(L, "commands:spawn", "too many spawns in one batch");
     c->spawns++;
     push_record(L, c, OP_SPAWN, placeholder(c, c->spawns), 0, lua_isnoneornil(L, 2) ? 0 : 2);
     lua_pushinteger(L, placeholder(c, c->spawns));
@@ -97,8 +95,7 @@ static int c_despawn(lua_State *L) {
 }
 
 static void check_name(lua_State *L, int arg, const char *fname) {
-    if (lua_type(L, arg) != LUA_TSTRING)
-        luaL_error(L, "%s: component must be a name, got %s", fname, luaL_typename(L, arg));
+    if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "component name");
 }
 
 static int c_add(lua_State *L) {
@@ -171,9 +168,10 @@ static int apply_one(lua_State *L) {
 
 static int c_apply(lua_State *L) {
     klua_commands *c = check_cmds(L);
+    if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
     klua_check_world(L, 2);
-    lua_getiuservalue(L, 1, 1);
-    lua_getiuservalue(L, 1, 2);
+    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
+    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
     lua_Integer applied = 0;
     while (c->head < c->count) {
@@ -189,7 +187,7 @@ static int c_apply(lua_State *L) {
             if (lua_rawgeti(L, resolved, spawn_number(target)) == LUA_TNIL) {
                 lua_settop(L, resolved);
                 lua_pushnil(L);
-                lua_pushfstring(L, "apply: command %I (%s) uses placeholder %I whose spawn has not been applied",
+                lua_pushfstring(L, "commands:apply: command %I (%s) uses placeholder %I whose spawn has not been applied",
                                 applied + 1, op_name(op), target);
                 lua_pushinteger(L, applied);
                 return 3;
@@ -205,7 +203,7 @@ static int c_apply(lua_State *L) {
             char eb[24];
             const char *ename = op == OP_SPAWN ? "(new)" : klua_entity_str((kiln_entity)who, eb);
             lua_pushnil(L);
-            lua_pushfstring(L, "apply: command %I (%s%s%s) on entity %s: %s", applied + 1, op_name(op),
+            lua_pushfstring(L, "commands:apply: command %I (%s%s%s) on entity %s: %s", applied + 1, op_name(op),
                             cname ? " " : "", cname ? cname : "", ename, lua_tostring(L, -2));
             lua_pushinteger(L, applied);
             return 3;
@@ -229,7 +227,7 @@ static int c_apply(lua_State *L) {
 static int c_clear(lua_State *L) {
     klua_commands *c = check_cmds(L);
     lua_newtable(L);
-    lua_setiuservalue(L, 1, 1);
+    lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
     c->head = c->count = 0;
     new_batch(L, c);
     return 0;
@@ -237,10 +235,12 @@ static int c_clear(lua_State *L) {
 
 static int c_resolved(lua_State *L) {
     klua_commands *c = check_cmds(L);
-    lua_Integer p = luaL_checkinteger(L, 2);
+    int ok = 0;
+    lua_Integer p = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
+    if (!ok) klua_typeerror(L, 2, "commands:resolved", "placeholder");
     if (p >= 0 || p == LUA_MININTEGER || batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
-        return luaL_error(L, "commands:resolved: %I is not a placeholder of this batch", p);
-    lua_getiuservalue(L, 1, 2);
+        klua_argerror(L, 2, "commands:resolved", "%I is not a placeholder of this batch", p);
+    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
     lua_rawgeti(L, -1, spawn_number(p));
     return 1;
 }
@@ -264,12 +264,9 @@ static const luaL_Reg commands_methods[] = {
     {NULL, NULL},
 };
 
-int klua_open_commands(lua_State *L) {
-    luaL_newmetatable(L, KLUA_COMMANDS);
-    luaL_newlib(L, commands_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, c_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-    return 0;
-}
+static const luaL_Reg commands_meta[] = {
+    {"__tostring", c_tostring},
+    {NULL, NULL},
+};
+
+void klua_open_commands(lua_State *L) { klua_createmeta(L, KLUA_COMMANDS, commands_methods, commands_meta); }

@@ -51,8 +51,7 @@ static void push_component(lua_State *L, klua_world *kw, kiln_component c) {
 
 /* world:components() -> every component; world:components(e) -> names of e's components
  * (nil when e is not alive). */
-KLUA_HIDDEN int klua_world_components(lua_State *L);
-int klua_world_components(lua_State *L) {
+static int w_components(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (lua_isnoneornil(L, 2)) {
         int32_t n = kiln_component_count(kw->world);
@@ -81,18 +80,17 @@ int klua_world_components(lua_State *L) {
 }
 
 /* world:component_info(name) -> the table push_component makes, or nil. */
-KLUA_HIDDEN int klua_world_component_info(lua_State *L);
-int klua_world_component_info(lua_State *L) {
+static int w_component_info(lua_State *L) {
     klua_world *kw = klua_self(L);
-    kiln_component c = kiln_component_lookup(kw->world, luaL_checkstring(L, 2));
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:component_info", "component name");
+    kiln_component c = kiln_component_lookup(kw->world, lua_tostring(L, 2));
     if (!c || c == kw->shared_type) return 0;
     push_component(L, kw, c);
     return 1;
 }
 
 /* world:stats() -> {entities=, archetypes=, components=, queries=, bytes=, tick=} */
-KLUA_HIDDEN int klua_world_stats(lua_State *L);
-int klua_world_stats(lua_State *L) {
+static int w_stats(lua_State *L) {
     klua_world *kw = klua_self(L);
     kiln_world_stats st;
     kiln_world_stats_get(kw->world, &st);
@@ -111,3 +109,12 @@ int klua_world_stats(lua_State *L) {
     lua_setfield(L, -2, "tick");
     return 1;
 }
+
+static const luaL_Reg introspect_methods[] = {
+    {"components", w_components},
+    {"component_info", w_component_info},
+    {"stats", w_stats},
+    {NULL, NULL},
+};
+
+void klua_open_introspect(lua_State *L) { klua_addmethods(L, KLUA_WORLD, introspect_methods); }

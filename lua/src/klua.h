@@ -1,5 +1,5 @@
-/* klua.h: what the files of the Lua binding share: the state kept per kiln.World, value
- * conversion between Lua and component bytes, and access checks for running systems. */
+/* klua.h: every internal name the files of the Lua binding share, grouped by the file that
+ * defines it. Files depend downwards only: support <- values, schema, access <- class files. */
 #ifndef KLUA_H
 #define KLUA_H
 
@@ -11,14 +11,68 @@
 
 #if defined(__GNUC__)
 #define KLUA_HIDDEN __attribute__((visibility("hidden")))
+#define KLUA_NORETURN __attribute__((noreturn))
 #else
 #define KLUA_HIDDEN
+#define KLUA_NORETURN
 #endif
+
+/* ---- The binding's stack rules ---------------------------------------------------------
+ * 1. A method's argument 1 is its object. World methods hold the World metatable as upvalue
+ *    KLUA_UPV_META and check argument 1 against it (klua_self), with no registry look-up.
+ * 2. Every argument is checked and every value converted before the world is touched, so a
+ *    raised error leaves nothing half-done. Conversions read tables raw (no metamethod runs
+ *    mid-call) and write into the world's scratch, which no Lua code can reach.
+ * 3. klua_self pads the arguments to KLUA_ARG_PAD slots (absent ones read as nil) and then
+ *    pushes a to-be-closed guard that holds the collector: a method must read its arguments
+ *    by absolute index and must not lua_settop below the guard (it returns instead).
+ * 4. Objects keep their Lua-side state in numbered user values (the *_UV enums below), never
+ *    in raw numbers; registry entries are named by KLUA_REG_* keys.
+ * 5. Errors (formats are lua_pushfstring's: %s %d %I %f %p %c %U %%): misuse of an argument raises "bad argument #N to 'world:get' (detail)" (N
+ *    counts from the first argument after self, as Lua does for methods); a runtime failure
+ *    raises "world:get: detail" (core messages lose their "kiln_xxx: " prefix, so each call
+ *    is named once). Text quoted from the user is bounded by KLUA_QUOTE_MAX.
+ * 6. The core calls Lua only through lua_pcall (systems, hooks); nothing here calls Lua from
+ *    a worker thread. */
 
 #define KLUA_WORLD "kiln.World"
 #define KLUA_QUERY "kiln.Query"
 #define KLUA_COMMANDS "kiln.Commands"
 #define KLUA_GUARD "kiln.IterGuard"
+
+#define KLUA_ARG_PAD 6         /* klua_self pads the arguments to this many */
+#define KLUA_QUOTE_MAX 64      /* bytes of user text quoted in a message */
+#define KLUA_UPV_META 1        /* a World method's upvalue: the World metatable */
+#define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
+
+/* User values of a kiln.World. */
+enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
+/* Keys of the World state table. */
+#define KLUA_STATE_RESOURCES "resources" /* Lua-valued resources by name */
+#define KLUA_STATE_SYSTEMS "systems"     /* Lua systems by name (anchors them) */
+#define KLUA_STATE_FAILURES "failures"   /* failures since the last report, or nil */
+
+/* User values of a kiln.Query. */
+enum klua_query_uv {
+    KLUA_QUERY_UV_WORLD = 1, /* the World (keeps it alive) */
+    KLUA_QUERY_UV_DATA,      /* per term: the view's data table */
+    KLUA_QUERY_UV_PROXIES,   /* per term: a read-only proxy over the data table */
+    KLUA_QUERY_UV_GUARD,     /* the to-be-closed guard q:each hands out */
+    KLUA_QUERY_UV_BULK,      /* the bulk path's reusable arrays and snapshot block */
+    KLUA_QUERY_UV_SNAPSHOTS, /* per data term: a block holding the row's bytes */
+    KLUA_QUERY_UV_EACH,      /* the generic-for step closure */
+    KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
+    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_KEYS
+};
+#define KLUA_FIELD_KEY(t, f) ((lua_Integer)(t) * KILN_MAX_FIELDS + (f) + 1)
+/* User values of the iteration guard. */
+enum klua_guard_uv { KLUA_GUARD_UV_QUERY = 1, KLUA_GUARD_UV_COUNT = KLUA_GUARD_UV_QUERY };
+/* User values of a kiln.Commands. */
+enum klua_commands_uv {
+    KLUA_COMMANDS_UV_RECORDS = 1, /* flat array of pending records */
+    KLUA_COMMANDS_UV_RESOLVED,    /* entities by placeholder number */
+    KLUA_COMMANDS_UV_COUNT = KLUA_COMMANDS_UV_RESOLVED
+};
 
 typedef struct klua_system klua_system;
 
@@ -51,46 +105,112 @@ typedef struct klua_world {
     size_t scratch_size;
 } klua_world;
 
-/* ---- world (world.c) ---- */
+/* A Lua system: what access checks need to know of the one running. */
+struct klua_system {
+    klua_world *kw;
+    lua_State *L;
+    char name[KILN_MAX_NAME + 1];
+    int fn_ref;      /* run(world, dt), or each(e, views..., dt) */
+    int query_ref;   /* the query of an each-system, else LUA_NOREF */
+    bool exclusive;
+    kiln_component reads[KILN_SYSTEM_MAX_ACCESS], writes[KILN_SYSTEM_MAX_ACCESS];
+    int read_count, write_count;
+    int failures;    /* consecutive */
+};
+
+/* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */
+/* Raises "bad argument #N to 'fname' (detail)"; arg is the stack index (methods: self is 1). */
+KLUA_HIDDEN KLUA_NORETURN void klua_argerror(lua_State *L, int arg, const char *fname,
+                                             const char *fmt, ...);
+/* Raises "bad argument ... (expected expected, got <type>)". */
+KLUA_HIDDEN KLUA_NORETURN void klua_typeerror(lua_State *L, int arg, const char *fname,
+                                              const char *expected);
+/* Raises "fname: detail". */
+KLUA_HIDDEN KLUA_NORETURN void klua_fail(lua_State *L, const char *fname, const char *fmt, ...);
+/* Raises "fname: <the world's last error, without the core's call-name prefix>". */
+KLUA_HIDDEN KLUA_NORETURN void klua_fail_world(lua_State *L, const kiln_world *world, const char *fname);
+/* The detail of a core message: msg without its leading "kiln_xxx: ". */
+KLUA_HIDDEN const char *klua_core_detail(const char *msg);
+/* Pushes s quoted for a message: at most KLUA_QUOTE_MAX bytes, then "..."; returns it. */
+KLUA_HIDDEN const char *klua_quote(lua_State *L, const char *s, size_t len);
+/* Raises unless every key of the table at idx is a positive integer (when allow_list) or
+ * one of the names in keys (NULL-terminated): unknown options never pass silently. */
+KLUA_HIDDEN void klua_check_keys(lua_State *L, int idx, int arg, const char *fname,
+                                 const char *const *keys, bool allow_list);
+/* Creates the metatable tname with methods in __index (each method gets the metatable as
+ * upvalue KLUA_UPV_META) and the metamethods; leaves nothing on the stack. */
+KLUA_HIDDEN void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
+                                 const luaL_Reg *metamethods);
+/* Adds methods to the __index table of the existing class tname (same upvalue rule). */
+KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods);
+
+/* The userdata of class tname at argument 1 (self), or raises "bad self to 'class:method'". */
+KLUA_HIDDEN void *klua_check_self(lua_State *L, const char *tname, const char *class);
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
 /* The World a method was called on (argument 1), checked against the metatable the method
- * holds as upvalue 1: no registry look-up. Raises when closed. It also stops the collector
- * until the method returns or raises (a to-be-closed guard restarts it), so no __gc
- * finalizer can change the world while the method holds pointers into it or its scratch. */
+ * holds as upvalue KLUA_UPV_META. Raises when closed. Also holds the collector until the
+ * method returns or raises (rule 3), so no __gc finalizer can change the world while the
+ * method holds pointers into it or its scratch. */
 KLUA_HIDDEN klua_world *klua_self(lua_State *L);
 /* klua_self without holding the collector: for methods that run Lua code (progress). */
 KLUA_HIDDEN klua_world *klua_self_plain(lua_State *L);
+/* A registry ref to a new to-be-closed guard that restarts the collector held for kw. */
+KLUA_HIDDEN int klua_new_gc_guard(lua_State *L, klua_world *kw);
 /* Holds the collector for the rest of the running C function (see klua_self). */
 KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
 /* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
  * Valid until the next call that asks for scratch; conversions into it run no Lua code. */
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);
-KLUA_HIDDEN int klua_open_world(lua_State *L);  /* pushes the World metatable setup */
-KLUA_HIDDEN int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers);
-/* Component by name (argument arg of function fname); raises naming both when unknown. */
-KLUA_HIDDEN kiln_component klua_check_component(lua_State *L, klua_world *kw, int arg,
-                                                const char *fname);
-KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname);
-KLUA_HIDDEN bool klua_is_lua_valued(const klua_world *kw, kiln_component c);
-KLUA_HIDDEN const char *klua_entity_str(kiln_entity e, char *buf);
-/* The main thread of L's state: what outlives any coroutine. */
-KLUA_HIDDEN lua_State *klua_main_thread(lua_State *L);
-KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
 /* Pushes the kiln.World userdata of kw (also outside world:progress). */
 KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);
+/* The main thread of L's state: what outlives any coroutine. */
+KLUA_HIDDEN lua_State *klua_main_thread(lua_State *L);
+/* The world's schedule, created (with its job pool) on first use. */
+KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
+/* Component by name (or id) at stack index idx; an unknown one raises an argument error
+ * naming argument arg of fname. */
+KLUA_HIDDEN kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg,
+                                                const char *fname);
+/* An entity handle at arg: a non-negative integer. */
+KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname);
+/* Raises "fname: entity 12v3 is not alive" unless e is alive. */
+KLUA_HIDDEN void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *fname);
+KLUA_HIDDEN const char *klua_entity_str(kiln_entity e, char *buf); /* buf of 24 bytes */
+KLUA_HIDDEN bool klua_is_lua_valued(const klua_world *kw, kiln_component c);
+KLUA_HIDDEN void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c);
 
-/* ---- values (values.c) ---- */
+/* ---- access.c: declared access of the running Lua system ---- */
+/* The name of the Lua system running now, or NULL. */
+KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
+/* True unless a system runs that did not declare c in writes. */
+KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
+/* Raises unless the running system (if any) declared access to c (write: in writes). */
+KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write,
+                                   const char *fname);
+
+/* ---- values.c: Lua values <-> component bytes ---- */
 /* Pushes the component value at data as a new table (or the Lua value / true for tags). */
 KLUA_HIDDEN void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void *data);
 /* Writes the fields of the table at idx into buf (a full value of c); missing fields keep
  * buf's bytes. Raises, naming fname, the entity and the component, on a bad field. */
 KLUA_HIDDEN void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info,
                                   void *buf, const char *fname, kiln_entity e);
+/* Converts the value at idx for component c into buf (starting from its defaults); for
+ * Lua-valued components takes a ref (written to buf) that the caller releases with
+ * klua_unref_value if it does not hand buf to the world. */
+KLUA_HIDDEN void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx,
+                                  void *buf, const kiln_component_info *info, const char *fname,
+                                  kiln_entity e);
+KLUA_HIDDEN void klua_unref_value(lua_State *L, klua_world *kw, kiln_component c, const void *buf);
+/* Fills buf with the value a component starts from when none is given: its defaults. */
+KLUA_HIDDEN void klua_default_value(const kiln_component_info *info, void *buf);
 /* Pushes one field's value. */
 KLUA_HIDDEN void klua_push_field(lua_State *L, const kiln_field *f, const uint8_t *base);
 /* Converts the Lua value at idx into the field's bytes at base; returns NULL on success or
  * a message (pushed on the stack) describing what is wrong. */
 KLUA_HIDDEN const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base);
+/* A float field's value from a Lua number: NULL, or a pushed message when out of range. */
+KLUA_HIDDEN const char *klua_to_float(lua_State *L, lua_Number n, float *dest);
 /* The field of info named name, or NULL. */
 KLUA_HIDDEN const kiln_field *klua_find_field(const kiln_component_info *info, const char *name);
 /* Lua-valued components: store / fetch / release the value behind a ref. */
@@ -98,40 +218,33 @@ KLUA_HIDDEN int klua_value_ref(lua_State *L, klua_world *kw, int idx);
 KLUA_HIDDEN void klua_value_push(lua_State *L, klua_world *kw, int ref);
 KLUA_HIDDEN void klua_value_hook(void *ptr, int32_t count, void *ctx);
 
-/* ---- schema (schema.c) ---- */
+/* ---- schema.c: components and event types from C-style schemas ---- */
 /* Parses a C-style schema into fields (names copied into names_buf). Returns the field
  * count and fills size/align, or -1 with a message pushed. */
 KLUA_HIDDEN int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields,
                                   char *names_buf, size_t names_size, size_t *size,
                                   size_t *align);
+/* Registers the name (argument 2) and schema (argument 3: a C schema, nil for a tag, "lua"
+ * for Lua values) as a component or an event type; returns its id. */
+KLUA_HIDDEN uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname);
 
-/* ---- queries (query.c) ---- */
-KLUA_HIDDEN int klua_open_query(lua_State *L);
-KLUA_HIDDEN int klua_world_query(lua_State *L);
+/* ---- the classes: each opens itself and adds its World methods ---- */
+KLUA_HIDDEN int klua_open_world(lua_State *L);   /* world.c: pushes kiln.world */
+KLUA_HIDDEN int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers);
+KLUA_HIDDEN void klua_open_entities(lua_State *L);  /* entities.c */
+KLUA_HIDDEN void klua_open_hierarchy(lua_State *L); /* hierarchy.c */
+KLUA_HIDDEN void klua_open_events(lua_State *L);    /* events.c */
+KLUA_HIDDEN void klua_open_resources(lua_State *L); /* resources.c */
+KLUA_HIDDEN void klua_open_introspect(lua_State *L);/* introspect.c */
+KLUA_HIDDEN void klua_open_query(lua_State *L);     /* query.c */
+KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
 /* Runs fn (at stack index fn_idx) for every entity of the Query at q_idx, passing
  * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0). */
 KLUA_HIDDEN void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx);
-
-/* ---- introspection (introspect.c) ---- */
-KLUA_HIDDEN int klua_world_components(lua_State *L);
-KLUA_HIDDEN int klua_world_component_info(lua_State *L);
-KLUA_HIDDEN int klua_world_stats(lua_State *L);
-
-/* ---- commands (commands.c) ---- */
-KLUA_HIDDEN int klua_open_commands(lua_State *L);
-KLUA_HIDDEN int klua_commands_new(lua_State *L);
-
-/* ---- systems (systems.c) ---- */
-KLUA_HIDDEN int klua_world_system(lua_State *L);
-KLUA_HIDDEN int klua_world_progress(lua_State *L);
-KLUA_HIDDEN int klua_world_systems(lua_State *L);
-KLUA_HIDDEN int klua_world_enable(lua_State *L);
-KLUA_HIDDEN int klua_world_failures(lua_State *L);
-KLUA_HIDDEN int klua_world_max_failures(lua_State *L);
-/* The name of the Lua system running now, or NULL. */
-KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
-/* Raises unless the running system (if any) declared access to c (write: in writes). */
-KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write,
-                                   const char *fname);
+/* Ends an iteration of the Query at q_idx that an error interrupted. */
+KLUA_HIDDEN void klua_query_abort(lua_State *L, int q_idx);
+KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
+KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
+KLUA_HIDDEN void klua_open_systems(lua_State *L);   /* systems.c */
 
 #endif

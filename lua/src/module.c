@@ -5,8 +5,6 @@
 #include "klua.h"
 #include "kiln_scripts.h"
 
-static int k_commands(lua_State *L) { return klua_commands_new(L); }
-
 /* Feeds an embedded script to lua_load one line at a time. */
 typedef struct script_reader {
     const char *const *next;
@@ -24,11 +22,17 @@ static const char *read_lines(lua_State *L, void *data, size_t *size) {
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     lua_newtable(L);
-    klua_open_world(L); /* pushes kiln.world */
+    klua_open_world(L); /* the World class first: the others add their methods to it */
     lua_setfield(L, -2, "world");
+    klua_open_entities(L);
+    klua_open_hierarchy(L);
+    klua_open_events(L);
+    klua_open_resources(L);
+    klua_open_introspect(L);
     klua_open_query(L);
+    klua_open_systems(L);
     klua_open_commands(L);
-    lua_pushcfunction(L, k_commands);
+    lua_pushcfunction(L, klua_commands_new);
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);
     lua_setfield(L, -2, "version");

@@ -1,7 +1,7 @@
 /* query.c: the kiln.Query class: cached queries from Lua, row views for `for e, a, b in
  * q:each()`, and the column-array bulk path. Invariant: a query has at most one iteration
  * running; while it runs the world is deferred, and its views belong to the current row. */
-#include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "klua.h"
@@ -24,40 +24,60 @@ typedef struct klua_query {
     int32_t row;
 } klua_query;
 
-/* uservalues: 1 world, 2 data tables (per term), 3 read-only proxies, 4 guard, 5 bulk arrays,
- * 6 snapshot blocks, 7 the each-iterator closure, 8 field-name keys (index t * 64 + f + 1) */
-#define KEY(t, f) ((lua_Integer)(t) * KILN_MAX_FIELDS + (f) + 1)
+#define KEY KLUA_FIELD_KEY
+/* Upvalues of the generic-for step closure and of the view metamethods. */
+enum { EACH_UPV_QUERY = 1, EACH_UPV_DATA, EACH_UPV_PROXIES, EACH_UPV_KEYS, EACH_UPV_COUNT = EACH_UPV_KEYS };
+enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_COUNT = VIEW_UPV_TERM };
+/* Keys of the bulk table (KLUA_QUERY_UV_BULK): arrays by (term, field), the snapshot block. */
+#define BULK_KEY(t, f) ((lua_Integer)((t) + 1) * 1024 + (f))
+#define BULK_TERM_TABLE 1023 /* f of the table handed to fn for term t */
+#define BULK_SNAPSHOT (-1)
 
 static int each_step(lua_State *L);
 
 static klua_query *check_query(lua_State *L, int idx) {
-    klua_query *kq = luaL_checkudata(L, idx, KLUA_QUERY);
+    klua_query *kq = idx == 1 ? klua_check_self(L, KLUA_QUERY, "query") : luaL_testudata(L, idx, KLUA_QUERY);
+    if (!kq) luaL_typeerror(L, idx, KLUA_QUERY);
     if (!kq->query || kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world");
     return kq;
 }
 
-/* Errors from view metamethods: upvalue 1 the query, 2 the term index. */
+/* Raises from a view metamethod, at the line of the script that used the view. */
+static int view_error(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    luaL_where(L, 2);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+/* Errors from view metamethods (upvalues: VIEW_UPV_*). */
 static int view_missing(lua_State *L) {
-    klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
-    int t = (int)lua_tointeger(L, lua_upvalueindex(2));
-    if (!kq->active) return luaL_error(L, "a %s view was used after its loop ended", kq->info[t].name);
+    klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
+    int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
+    if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
     if (lua_gettop(L) == 3 && lua_type(L, 2) == LUA_TSTRING &&
         klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
         lua_rawset(L, 1); /* a field set to nil earlier in the row, set again */
         return 0;
     }
-    return luaL_error(L, "%s has no field '%s'", kq->info[t].name,
-                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2));
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return view_error(L, "%s fields are named by strings, got a %s key", kq->info[t].name, luaL_typename(L, 2));
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n);
+    return view_error(L, "%s has no field '%s'", kq->info[t].name, klua_quote(L, name, n));
 }
 
 static int view_readonly(lua_State *L) {
-    klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
-    int t = (int)lua_tointeger(L, lua_upvalueindex(2));
-    if (!kq->active) return luaL_error(L, "a %s view was used after its loop ended", kq->info[t].name);
+    klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
+    int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
+    if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
     const char *sys = klua_system_name(kq->kw);
     if (sys)
-        return luaL_error(L, "system '%s' cannot write %s: it is read-only (declared only in reads)", sys, kq->info[t].name);
-    return luaL_error(L, "%s is read-only here (declare it in writes to change it)", kq->info[t].name);
+        return view_error(L, "system '%s' cannot write %s: it is read-only (declared only in reads)", sys, kq->info[t].name);
+    return view_error(L, "%s is read-only here (declare it in writes to change it)", kq->info[t].name);
 }
 
 /* Reads a zero-terminated list of names at field key of the table at idx. */
@@ -67,12 +87,14 @@ static int read_terms(lua_State *L, klua_world *kw, int idx, const char *key, ki
     lua_rawget(L, idx); /* raw: a desc table's metamethods never run mid-call */
     int n = 0;
     if (!lua_isnil(L, -1)) {
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: %s must be a list of component names", fname, key);
+        static const char *const no_keys[] = {NULL};
+        if (!lua_istable(L, -1)) klua_argerror(L, idx, fname, "%s must be a list of component names", key);
+        klua_check_keys(L, -1, idx, fname, no_keys, true);
         int len = (int)lua_rawlen(L, -1);
-        if (len > max) luaL_error(L, "%s: at most %d %s terms", fname, max, key);
+        if (len > max) klua_argerror(L, idx, fname, "at most %d %s terms", max, key);
         for (int i = 1; i <= len; i++) {
             lua_rawgeti(L, -1, i);
-            dest[n++] = klua_check_component(L, kw, -1, fname);
+            dest[n++] = klua_check_component(L, kw, -1, idx, fname);
             lua_pop(L, 1);
         }
     }
@@ -80,33 +102,35 @@ static int read_terms(lua_State *L, klua_world *kw, int idx, const char *key, ki
     return n;
 }
 
+/* world:query{"A", "B", optional = {...}, without = {...}} */
 int klua_world_query(lua_State *L) {
+    static const char *const keys[] = {"optional", "without", NULL};
     klua_world *kw = klua_self(L);
     const char *fname = "world:query";
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
+    klua_check_keys(L, 2, 2, fname, keys, true);
     kiln_query_desc desc;
     memset(&desc, 0, sizeof desc);
     int with = (int)lua_rawlen(L, 2);
-    if (with == 0) luaL_error(L, "%s: list at least one component, as in world:query{\"Position\"}", fname);
-    if (with > KILN_QUERY_MAX_TERMS) luaL_error(L, "%s: at most %d terms", fname, KILN_QUERY_MAX_TERMS);
+    if (with == 0) klua_argerror(L, 2, fname, "list at least one component, as in world:query{\"Position\"}");
+    if (with > KILN_QUERY_MAX_TERMS) klua_argerror(L, 2, fname, "at most %d terms", KILN_QUERY_MAX_TERMS);
     for (int i = 1; i <= with; i++) {
         lua_rawgeti(L, 2, i);
-        desc.with[i - 1] = klua_check_component(L, kw, -1, fname);
+        desc.with[i - 1] = klua_check_component(L, kw, -1, 2, fname);
         lua_pop(L, 1);
     }
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, 8);
+    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, KLUA_QUERY_UV_COUNT);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
     kq->row = -1;
     luaL_setmetatable(L, KLUA_QUERY);
     lua_pushvalue(L, 1);
-    lua_setiuservalue(L, -2, 1);
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_WORLD);
     kiln_query *q;
-    if (kiln_query_create(kw->world, &desc, &q) != KILN_OK)
-        luaL_error(L, "%s: %s", fname, kiln_world_error(kw->world));
+    if (kiln_query_create(kw->world, &desc, &q) != KILN_OK) klua_fail_world(L, kw->world, fname);
     kq->query = q;
     kq->term_count = with + optional;
     kq->with_count = with;
@@ -125,7 +149,7 @@ int klua_world_query(lua_State *L) {
         lua_createtable(L, 0, 2);                        /* its metatable */
         lua_pushlightuserdata(L, kq);
         lua_pushinteger(L, t);
-        lua_pushcclosure(L, view_missing, 2);
+        lua_pushcclosure(L, view_missing, VIEW_UPV_COUNT);
         lua_pushvalue(L, -1);
         lua_setfield(L, -3, "__index");
         lua_setfield(L, -2, "__newindex");
@@ -138,31 +162,29 @@ int klua_world_query(lua_State *L) {
         lua_setfield(L, -2, "__index");
         lua_pushlightuserdata(L, kq);
         lua_pushinteger(L, t);
-        lua_pushcclosure(L, view_readonly, 2);
+        lua_pushcclosure(L, view_readonly, VIEW_UPV_COUNT);
         lua_setfield(L, -2, "__newindex");
         lua_setmetatable(L, -2);
         lua_rawseti(L, -3, t + 1);                       /* proxies */
         lua_pop(L, 1);
     }
-    lua_setiuservalue(L, -3, 3);
-    lua_setiuservalue(L, -2, 2);
-    luaL_newmetatable(L, KLUA_GUARD); /* exists: opened with the module */
-    lua_pop(L, 1);
-    klua_query **guard = lua_newuserdatauv(L, sizeof *guard, 1);
+    lua_setiuservalue(L, -3, KLUA_QUERY_UV_PROXIES);
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_DATA);
+    klua_query **guard = lua_newuserdatauv(L, sizeof *guard, KLUA_GUARD_UV_COUNT);
     *guard = kq;
     luaL_setmetatable(L, KLUA_GUARD);
     lua_pushvalue(L, -2);
-    lua_setiuservalue(L, -2, 1); /* the guard keeps its query alive */
-    lua_setiuservalue(L, -2, 4);
+    lua_setiuservalue(L, -2, KLUA_GUARD_UV_QUERY); /* the guard keeps its query alive */
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_GUARD);
     lua_newtable(L);
-    lua_setiuservalue(L, -2, 5);
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_BULK);
     lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] != TERM_DATA) continue;
         kq->snap[t] = lua_newuserdatauv(L, kq->info[t].size, 0);
         lua_rawseti(L, -2, t + 1);
     }
-    lua_setiuservalue(L, -2, 6);
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_SNAPSHOTS);
     /* Interned field names, so filling a view never hashes a C string. */
     lua_createtable(L, 0, 0);
     for (int t = 0; t < kq->term_count; t++)
@@ -171,14 +193,14 @@ int klua_world_query(lua_State *L) {
             lua_rawseti(L, -2, KEY(t, f));
         }
     lua_pushvalue(L, -1);
-    lua_setiuservalue(L, -3, 8);
+    lua_setiuservalue(L, -3, KLUA_QUERY_UV_KEYS);
     /* The iterator q:each() hands out: one closure per query, so loops make no garbage. */
     lua_pushvalue(L, -2);
-    lua_getiuservalue(L, -3, 2);
-    lua_getiuservalue(L, -4, 3);
-    lua_rotate(L, -4, -1); /* query, data, proxies, keys */
-    lua_pushcclosure(L, each_step, 4);
-    lua_setiuservalue(L, -2, 7);
+    lua_getiuservalue(L, -3, KLUA_QUERY_UV_DATA);
+    lua_getiuservalue(L, -4, KLUA_QUERY_UV_PROXIES);
+    lua_rotate(L, -4, -1); /* query, data, proxies, keys: the EACH_UPV_* order */
+    lua_pushcclosure(L, each_step, EACH_UPV_COUNT);
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_EACH);
     return 1;
 }
 
@@ -201,16 +223,14 @@ static void finish(lua_State *L, klua_query *kq, int q_idx) {
     kq->active = false;
     kq->row = -1;
     kiln_iter_fini(&kq->it);
-    lua_getiuservalue(L, q_idx, 2);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
     clear_views(L, kq, lua_gettop(L));
     lua_pop(L, 1);
 }
 
-KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
-
 static void begin(lua_State *L, klua_query *kq, const char *fname) {
     if (kq->active)
-        luaL_error(L, "%s: this query is already being iterated (use a second query for a nested loop)", fname);
+        klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
     for (int t = 0; t < kq->term_count; t++) {
         klua_check_access(L, kq->kw, kq->terms[t], false, fname);
         kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
@@ -240,12 +260,11 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx)
             lua_rawgeti(L, keys_idx, KEY(t, f));
             lua_rawget(L, -2);
             if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
-                lua_Number n = lua_tonumber(L, -1);
-                if (n == n && (n > 3.4028234663852886e38 || n < -3.4028234663852886e38) &&
-                    n != (lua_Number)HUGE_VAL && n != -(lua_Number)HUGE_VAL)
-                    luaL_error(L, "each: field '%s' of %s on entity %s: number %f is out of range for float",
-                               fd->name, info->name, klua_entity_str(kq->it.entities[kq->row], eb), n);
-                float v = (float)n;
+                float v;
+                const char *err = klua_to_float(L, lua_tonumber(L, -1), &v);
+                if (err)
+                    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, info->name,
+                              klua_entity_str(kq->it.entities[kq->row], eb), err);
                 memcpy(buf + fd->offset, &v, 4);
             } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
                 /* unchanged text keeps its bytes, even those past its NUL */
@@ -255,14 +274,14 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx)
                 if (len != was || memcmp(str, snap + fd->offset, len) != 0) {
                     const char *err = klua_to_field(L, -1, fd, buf);
                     if (err)
-                        luaL_error(L, "each: field '%s' of %s on entity %s: %s", fd->name, info->name,
-                                   klua_entity_str(kq->it.entities[kq->row], eb), err);
+                        klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, info->name,
+                                  klua_entity_str(kq->it.entities[kq->row], eb), err);
                 }
             } else {
                 const char *err = klua_to_field(L, -1, fd, buf);
                 if (err)
-                    luaL_error(L, "each: field '%s' of %s on entity %s: %s", fd->name, info->name,
-                               klua_entity_str(kq->it.entities[kq->row], eb), err);
+                    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, info->name,
+                              klua_entity_str(kq->it.entities[kq->row], eb), err);
             }
             lua_pop(L, 1);
         }
@@ -283,7 +302,7 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx)
 
 /* Pushes the entity of the current row and its views; returns the number pushed. */
 static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx, int keys_idx) {
-    luaL_checkstack(L, kq->term_count + 8, "each: too many terms");
+    luaL_checkstack(L, kq->term_count + 8, "too many terms");
     lua_pushinteger(L, (lua_Integer)kq->it.entities[kq->row]);
     for (int t = 0; t < kq->term_count; t++) {
         void *col = kq->it.columns[t];
@@ -344,15 +363,16 @@ static bool advance(lua_State *L, klua_query *kq, int q_idx) {
     return true;
 }
 
-/* The generic-for step: upvalues 1 the query, 2 data tables, 3 proxies, 4 field keys. */
+/* The generic-for step (upvalues: EACH_UPV_*). */
 static int each_step(lua_State *L) {
-    klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
+    klua_query *kq = lua_touserdata(L, lua_upvalueindex(EACH_UPV_QUERY));
     if (!kq->active || kq->kw->closed) return 0;
-    if (kq->row >= 0) write_back(L, kq, lua_upvalueindex(2), lua_upvalueindex(4));
-    lua_pushvalue(L, lua_upvalueindex(1));
+    if (kq->row >= 0) write_back(L, kq, lua_upvalueindex(EACH_UPV_DATA), lua_upvalueindex(EACH_UPV_KEYS));
+    lua_pushvalue(L, lua_upvalueindex(EACH_UPV_QUERY));
     if (!advance(L, kq, lua_gettop(L))) return 0;
     lua_pop(L, 1);
-    return push_row(L, kq, lua_upvalueindex(2), lua_upvalueindex(3), lua_upvalueindex(4));
+    return push_row(L, kq, lua_upvalueindex(EACH_UPV_DATA), lua_upvalueindex(EACH_UPV_PROXIES),
+                    lua_upvalueindex(EACH_UPV_KEYS));
 }
 
 static int guarded_write_back(lua_State *L) {
@@ -363,11 +383,11 @@ static int guarded_write_back(lua_State *L) {
 
 static int q_each(lua_State *L) {
     klua_query *kq = check_query(L, 1);
-    begin(L, kq, "each");
-    lua_getiuservalue(L, 1, 7);
+    begin(L, kq, "query:each");
+    lua_getiuservalue(L, 1, KLUA_QUERY_UV_EACH);
     lua_pushnil(L);
     lua_pushnil(L);
-    lua_getiuservalue(L, 1, 4); /* closes the iteration on break or error */
+    lua_getiuservalue(L, 1, KLUA_QUERY_UV_GUARD); /* closes the iteration on break or error */
     return 4;
 }
 
@@ -375,15 +395,15 @@ static int guard_close(lua_State *L) {
     klua_query **guard = luaL_checkudata(L, 1, KLUA_GUARD);
     klua_query *kq = *guard;
     if (kq && kq->active && !kq->kw->closed) {
-        lua_getiuservalue(L, 1, 1);
+        lua_getiuservalue(L, 1, KLUA_GUARD_UV_QUERY);
         int q_idx = lua_gettop(L);
         /* Left by break or return (no error): the current row's writes still land. A
          * conversion error here ends the iteration first, then propagates. */
         if (lua_isnoneornil(L, 2) && kq->row >= 0) {
             lua_pushcfunction(L, guarded_write_back);
             lua_pushvalue(L, q_idx);
-            lua_getiuservalue(L, q_idx, 2);
-            lua_getiuservalue(L, q_idx, 8);
+            lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
+            lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
             if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
                 finish(L, kq, q_idx);
                 return lua_error(L);
@@ -399,12 +419,12 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
     fn_idx = lua_absindex(L, fn_idx);
     if (extra_idx) extra_idx = lua_absindex(L, extra_idx);
     klua_query *kq = check_query(L, q_idx);
-    begin(L, kq, "each");
-    lua_getiuservalue(L, q_idx, 2);
-    lua_getiuservalue(L, q_idx, 3);
-    lua_getiuservalue(L, q_idx, 8);
+    begin(L, kq, "query:each");
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
     int data_idx = lua_gettop(L) - 2, proxy_idx = lua_gettop(L) - 1, keys_idx = lua_gettop(L);
-    luaL_checkstack(L, kq->term_count + 8, "each: too many terms");
+    luaL_checkstack(L, kq->term_count + 8, "too many terms");
     while (advance(L, kq, q_idx)) {
         lua_pushvalue(L, fn_idx);
         int n = push_row(L, kq, data_idx, proxy_idx, keys_idx);
@@ -416,7 +436,6 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
 }
 
 /* Called by the system runner after an each-system, whether it raised or not. */
-KLUA_HIDDEN void klua_query_abort(lua_State *L, int q_idx);
 void klua_query_abort(lua_State *L, int q_idx) {
     klua_query *kq = luaL_checkudata(L, q_idx, KLUA_QUERY);
     finish(L, kq, lua_absindex(L, q_idx));
@@ -424,153 +443,197 @@ void klua_query_abort(lua_State *L, int q_idx) {
 
 /* ---- bulk path ---------------------------------------------------------------------------- */
 
-/* Pushes the reusable array table for (term, field) (or entities when term is -1). */
-static void bulk_array(lua_State *L, int arrays_idx, int t, int f) {
-    lua_Integer key = (lua_Integer)(t + 1) * 1024 + f;
-    if (lua_rawgeti(L, arrays_idx, key) == LUA_TNIL) {
+/* Pushes the reusable table under key of the bulk table at bulk_idx, creating it. */
+static void bulk_table(lua_State *L, int bulk_idx, lua_Integer key) {
+    if (lua_rawgeti(L, bulk_idx, key) == LUA_TNIL) {
         lua_pop(L, 1);
         lua_newtable(L);
         lua_pushvalue(L, -1);
-        lua_rawseti(L, arrays_idx, key);
+        lua_rawseti(L, bulk_idx, key);
+    }
+}
+
+static bool bulk_writes(const klua_query *kq, int t) {
+    return kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t];
+}
+
+/* Phase 1: pushes fn's arguments for the current chunk after fn: n, the entities, then per
+ * term a table of field arrays (term.x[i]), true/false for tags and absent optional terms. */
+static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx) {
+    int32_t n = kq->it.count;
+    lua_pushinteger(L, n);
+    bulk_table(L, bulk_idx, BULK_KEY(-1, 0));
+    for (int32_t r = 0; r < n; r++) {
+        lua_pushinteger(L, (lua_Integer)kq->it.entities[r]);
+        lua_rawseti(L, -2, r + 1);
+    }
+    for (int t = 0; t < kq->term_count; t++) {
+        const kiln_component_info *info = &kq->info[t];
+        if (kq->kind[t] == TERM_TAG) {
+            /* every row of a chunk shares its archetype: ask the first */
+            lua_pushboolean(L, t < kq->with_count || kiln_has(kq->kw->world, kq->it.entities[0], kq->terms[t]));
+            continue;
+        }
+        if (!kq->it.columns[t]) {
+            lua_pushboolean(L, 0); /* an optional term this chunk lacks */
+            continue;
+        }
+        bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        const uint8_t *base = kq->it.columns[t];
+        for (int32_t f = 0; f < info->field_count; f++) {
+            const kiln_field *fd = &info->fields[f];
+            bulk_table(L, bulk_idx, BULK_KEY(t, f));
+            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+                for (int32_t r = 0; r < n; r++) {
+                    float v;
+                    memcpy(&v, base + (size_t)r * info->stride + fd->offset, 4);
+                    lua_pushnumber(L, v);
+                    lua_rawseti(L, -2, r + 1);
+                }
+            } else {
+                for (int32_t r = 0; r < n; r++) {
+                    klua_push_field(L, fd, base + (size_t)r * info->stride);
+                    lua_rawseti(L, -2, r + 1);
+                }
+            }
+            lua_setfield(L, -2, fd->name);
+        }
+    }
+}
+
+/* Phase 2: copies the writable columns of the chunk into the query's own snapshot block
+ * (fn may use the world's scratch), so only what fn changed is written back and a
+ * world:set inside fn stays. Returns the block. */
+static uint8_t *bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx) {
+    size_t bytes = 0;
+    for (int t = 0; t < kq->term_count; t++)
+        if (bulk_writes(kq, t)) bytes += (size_t)kq->it.count * kq->info[t].stride;
+    uint8_t *snap;
+    if (lua_rawgeti(L, bulk_idx, BULK_SNAPSHOT) == LUA_TUSERDATA && lua_rawlen(L, -1) >= bytes) {
+        snap = lua_touserdata(L, -1);
+    } else {
+        snap = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+        lua_rawseti(L, bulk_idx, BULK_SNAPSHOT);
+    }
+    lua_pop(L, 1);
+    size_t off = 0;
+    for (int t = 0; t < kq->term_count; t++)
+        if (bulk_writes(kq, t)) {
+            memcpy(snap + off, kq->it.columns[t], (size_t)kq->it.count * kq->info[t].stride);
+            off += (size_t)kq->it.count * kq->info[t].stride;
+        }
+    return snap;
+}
+
+/* Raises unless every key of a writable term table is one of the component's fields: a
+ * misspelt term.vx = {...} must not pass silently. */
+static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx) {
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!bulk_writes(kq, t)) continue;
+        bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            lua_pop(L, 1);
+            if (lua_type(L, -1) != LUA_TSTRING || !klua_find_field(&kq->info[t], lua_tostring(L, -1))) {
+                const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
+                klua_fail(L, "query:bulk", "%s has no field '%s'", kq->info[t].name,
+                          klua_quote(L, key, strlen(key)));
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Converts row r of field fd from the array at the top into tmp (a copy of the row's
+ * snapshot was); returns NULL or a pushed message. Unchanged text keeps its bytes. */
+static const char *bulk_convert(lua_State *L, const kiln_field *fd, int32_t r, const uint8_t *was,
+                                uint8_t *tmp) {
+    lua_rawgeti(L, -1, r + 1);
+    const char *err = NULL;
+    if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
+        float v;
+        err = klua_to_float(L, lua_tonumber(L, -1), &v);
+        if (!err) memcpy(tmp + fd->offset, &v, 4);
+    } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
+        size_t len;
+        const char *str = lua_tolstring(L, -1, &len);
+        size_t old = strnlen((const char *)was + fd->offset, fd->count);
+        if (len != old || memcmp(str, was + fd->offset, len) != 0) err = klua_to_field(L, -1, fd, tmp);
+    } else {
+        err = klua_to_field(L, -1, fd, tmp);
+    }
+    if (!err) lua_pop(L, 1);
+    return err;
+}
+
+/* Phase 3: converts every writable array (pass 0: a bad value raises before anything is
+ * written), then writes and marks the fields fn changed (pass 1). */
+static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, const uint8_t *snap) {
+    char eb[24];
+    int32_t n = kq->it.count;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t snap_off = 0;
+        for (int t = 0; t < kq->term_count; t++) {
+            if (!bulk_writes(kq, t)) continue;
+            const kiln_component_info *info = &kq->info[t];
+            uint8_t *base = kq->it.columns[t];
+            const uint8_t *tsnap = snap + snap_off;
+            snap_off += (size_t)n * info->stride;
+            for (int32_t f = 0; f < info->field_count; f++) {
+                const kiln_field *fd = &info->fields[f];
+                size_t fbytes = kiln_type_size(fd->type) * fd->count;
+                bulk_table(L, bulk_idx, BULK_KEY(t, f));
+                for (int32_t r = 0; r < n; r++) {
+                    const uint8_t *was = tsnap + (size_t)r * info->stride;
+                    uint8_t tmp[256];
+                    memcpy(tmp, was, info->size);
+                    const char *err = bulk_convert(L, fd, r, was, tmp);
+                    if (err)
+                        klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", info->name, fd->name,
+                                  (int)r + 1, klua_entity_str(kq->it.entities[r], eb), err);
+                    if (pass == 1 && memcmp(tmp + fd->offset, was + fd->offset, fbytes) != 0) {
+                        memcpy(base + (size_t)r * info->stride + fd->offset, tmp + fd->offset, fbytes);
+                        kiln_iter_mark_changed(&kq->it, t, r);
+                    }
+                }
+                lua_pop(L, 1);
+            }
+        }
     }
 }
 
 /* q:bulk(fn, ...): for each chunk, fn(n, entities, term1, term2, ..., ...) where each term
- * is a table of field arrays (term.x[i]); writable arrays are written back afterwards. */
+ * is a table of field arrays (term.x[i]); writable arrays are written back afterwards.
+ * Runs under q_bulk's pcall: arguments are the query, fn, then the extra values. */
 static int bulk_body(lua_State *L) {
     klua_query *kq = lua_touserdata(L, 1);
     int nextra = lua_gettop(L) - 2;
-    luaL_checkstack(L, nextra + kq->term_count + 16, "bulk: too many arguments");
-    lua_getiuservalue(L, 1, 5);
-    int arrays_idx = lua_gettop(L);
-    char eb[24];
+    luaL_checkstack(L, nextra + kq->term_count + 16, "too many arguments");
+    lua_getiuservalue(L, 1, KLUA_QUERY_UV_BULK);
+    int bulk_idx = lua_gettop(L);
     while (kiln_query_next(&kq->it)) {
-        int32_t n = kq->it.count;
         lua_pushvalue(L, 2);
-        lua_pushinteger(L, n);
-        bulk_array(L, arrays_idx, -1, 0);
-        for (int32_t r = 0; r < n; r++) {
-            lua_pushinteger(L, (lua_Integer)kq->it.entities[r]);
-            lua_rawseti(L, -2, r + 1);
-        }
-        for (int t = 0; t < kq->term_count; t++) {
-            const kiln_component_info *info = &kq->info[t];
-            if (kq->kind[t] == TERM_TAG) {
-                /* every row of a chunk shares its archetype: ask the first */
-                lua_pushboolean(L, t < kq->with_count || kiln_has(kq->kw->world, kq->it.entities[0], kq->terms[t]));
-                continue;
-            }
-            if (!kq->it.columns[t]) {
-                lua_pushboolean(L, 0); /* an optional term this chunk lacks */
-                continue;
-            }
-            bulk_array(L, arrays_idx, t, 1023); /* the term table */
-            for (int32_t f = 0; f < info->field_count; f++) {
-                const kiln_field *fd = &info->fields[f];
-                bulk_array(L, arrays_idx, t, f);
-                const uint8_t *base = kq->it.columns[t];
-                if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                    for (int32_t r = 0; r < n; r++) {
-                        float v;
-                        memcpy(&v, base + (size_t)r * info->stride + fd->offset, 4);
-                        lua_pushnumber(L, v);
-                        lua_rawseti(L, -2, r + 1);
-                    }
-                } else {
-                    for (int32_t r = 0; r < n; r++) {
-                        klua_push_field(L, fd, base + (size_t)r * info->stride);
-                        lua_rawseti(L, -2, r + 1);
-                    }
-                }
-                lua_setfield(L, -2, fd->name);
-            }
-        }
+        bulk_fill(L, kq, bulk_idx);
         for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
-        /* What the arrays were filled with, so only what fn changed is written back (a
-         * world:set inside fn stays) and the checks compare against it. */
-        size_t snap_bytes = 0;
-        for (int t = 0; t < kq->term_count; t++)
-            if (kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t])
-                snap_bytes += (size_t)n * kq->info[t].stride;
-        /* the query's own block: fn may use the world's scratch */
-        uint8_t *snap = NULL;
-        if (lua_rawgeti(L, arrays_idx, -1) == LUA_TUSERDATA && lua_rawlen(L, -1) >= snap_bytes) {
-            snap = lua_touserdata(L, -1);
-            lua_pop(L, 1);
-        } else {
-            lua_pop(L, 1);
-            snap = lua_newuserdatauv(L, snap_bytes ? snap_bytes : 1, 0);
-            lua_pushvalue(L, -1);
-            lua_rawseti(L, arrays_idx, -1); /* key -1: keys from 0 up name arrays */
-            lua_pop(L, 1);
-        }
-        size_t snap_off = 0;
-        for (int t = 0; t < kq->term_count; t++)
-            if (kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t]) {
-                memcpy(snap + snap_off, kq->it.columns[t], (size_t)n * kq->info[t].stride);
-                snap_off += (size_t)n * kq->info[t].stride;
-            }
+        const uint8_t *snap = bulk_snapshot(L, kq, bulk_idx);
         lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
-        /* convert everything first (a bad value raises before any write), then write */
-        snap_off = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            snap_off = 0;
-            for (int t = 0; t < kq->term_count; t++) {
-                const kiln_component_info *info = &kq->info[t];
-                if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
-                uint8_t *base = kq->it.columns[t];
-                const uint8_t *tsnap = snap + snap_off;
-                snap_off += (size_t)n * info->stride;
-                for (int32_t f = 0; f < info->field_count; f++) {
-                    const kiln_field *fd = &info->fields[f];
-                    size_t fbytes = kiln_type_size(fd->type) * fd->count;
-                    bulk_array(L, arrays_idx, t, f);
-                    for (int32_t r = 0; r < n; r++) {
-                        const uint8_t *was = tsnap + (size_t)r * info->stride;
-                        uint8_t tmp[256];
-                        memcpy(tmp, was, info->size);
-                        lua_rawgeti(L, -1, r + 1);
-                        const char *err = NULL;
-                        if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
-                            float v = (float)lua_tonumber(L, -1); /* the bulk path stores as C casts */
-                            memcpy(tmp + fd->offset, &v, 4);
-                        } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
-                            size_t len;
-                            const char *str = lua_tolstring(L, -1, &len);
-                            size_t old = strnlen((const char *)was + fd->offset, fd->count);
-                            if (len != old || memcmp(str, was + fd->offset, len) != 0)
-                                err = klua_to_field(L, -1, fd, tmp);
-                        } else {
-                            err = klua_to_field(L, -1, fd, tmp);
-                        }
-                        if (err)
-                            luaL_error(L, "bulk: %s.%s[%d] (entity %s): %s", info->name, fd->name,
-                                       (int)r + 1, klua_entity_str(kq->it.entities[r], eb), err);
-                        lua_pop(L, 1);
-                        if (pass == 1 && memcmp(tmp + fd->offset, was + fd->offset, fbytes) != 0) {
-                            memcpy(base + (size_t)r * info->stride + fd->offset, tmp + fd->offset, fbytes);
-                            kiln_iter_mark_changed(&kq->it, t, r);
-                        }
-                    }
-                    lua_pop(L, 1);
-                }
-            }
-        }
+        bulk_check_terms(L, kq, bulk_idx);
+        bulk_write_back(L, kq, bulk_idx, snap);
     }
     kq->active = false; /* kiln_query_next finished the iteration */
     return 0;
 }
 
 static int q_bulk(lua_State *L) {
+    const char *fname = "query:bulk";
     klua_query *kq = check_query(L, 1);
-    luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (!lua_isfunction(L, 2)) klua_typeerror(L, 2, fname, "function");
     for (int t = 0; t < kq->term_count; t++) {
-        if (kq->kind[t] == TERM_LUA)
-            luaL_error(L, "bulk: %s holds Lua values; use each", kq->info[t].name);
+        if (kq->kind[t] == TERM_LUA) klua_fail(L, fname, "%s holds Lua values; use each", kq->info[t].name);
         if (kq->kind[t] == TERM_DATA && kq->info[t].size > 256)
-            luaL_error(L, "bulk: %s is too large for the bulk path (over 256 bytes); use each", kq->info[t].name);
+            klua_fail(L, fname, "%s is too large for the bulk path (over 256 bytes); use each", kq->info[t].name);
     }
-    begin(L, kq, "bulk");
+    begin(L, kq, fname);
     lua_pushvalue(L, 1);
     lua_insert(L, 1); /* a copy of the query stays below the call */
     lua_pushcfunction(L, bulk_body);
@@ -637,18 +700,24 @@ static const luaL_Reg query_methods[] = {
     {NULL, NULL},
 };
 
-int klua_open_query(lua_State *L) {
-    luaL_newmetatable(L, KLUA_QUERY);
-    luaL_newlib(L, query_methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, q_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, q_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-    luaL_newmetatable(L, KLUA_GUARD);
-    lua_pushcfunction(L, guard_close);
-    lua_setfield(L, -2, "__close");
-    lua_pop(L, 1);
-    return 0;
+static const luaL_Reg query_meta[] = {
+    {"__gc", q_gc},
+    {"__tostring", q_tostring},
+    {NULL, NULL},
+};
+
+static const luaL_Reg guard_meta[] = {
+    {"__close", guard_close},
+    {NULL, NULL},
+};
+
+static const luaL_Reg query_world_methods[] = {
+    {"query", klua_world_query},
+    {NULL, NULL},
+};
+
+void klua_open_query(lua_State *L) {
+    klua_createmeta(L, KLUA_QUERY, query_methods, query_meta);
+    klua_createmeta(L, KLUA_GUARD, NULL, guard_meta);
+    klua_addmethods(L, KLUA_WORLD, query_world_methods);
 }

@@ -49,9 +49,14 @@ static bool read_ident(cursor *c, char *buf, size_t size) {
     return true;
 }
 
+/* Pushes "what at position N of schema "..."", quoting at most KLUA_QUOTE_MAX bytes of the
+ * schema from a little before the position, so a huge schema gives a short message. */
 static int fail(lua_State *L, const char *schema, const cursor *c, const char *what) {
-    lua_pushfstring(L, "%s at position %d of schema \"%s\"", what, (int)(c->p - schema) + 1,
-                    schema);
+    size_t pos = (size_t)(c->p - schema), len = strlen(schema);
+    size_t from = pos > KLUA_QUOTE_MAX / 2 ? pos - KLUA_QUOTE_MAX / 2 : 0;
+    const char *text = klua_quote(L, schema + from, len - from);
+    lua_pushfstring(L, "%s at position %d of schema \"%s%s\"", what, (int)pos + 1,
+                    from ? "..." : "", text);
     return -1;
 }
 
@@ -124,4 +129,44 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
     *align = max_align;
     *size = (offset + max_align - 1) / max_align * max_align;
     return n;
+}
+
+/* Registers from a schema string (or nil: a tag, "lua": Lua values) under name; used for
+ * components and event types. Returns the id. */
+uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname) {
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "name");
+    size_t name_len;
+    const char *name = lua_tolstring(L, 2, &name_len);
+    if (strlen(name) != name_len) klua_argerror(L, 2, fname, "name contains a zero byte");
+    if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "schema string");
+    size_t schema_len = 0;
+    const char *schema = lua_isnoneornil(L, 3) ? "" : lua_tolstring(L, 3, &schema_len);
+    if (strlen(schema) != schema_len) klua_argerror(L, 3, fname, "schema contains a zero byte");
+    kiln_field fields[KILN_MAX_FIELDS];
+    char names[KILN_MAX_FIELDS * (KILN_MAX_NAME + 1)];
+    kiln_component_desc d = {.name = name};
+    bool lua_valued = strcmp(schema, "lua") == 0;
+    if (lua_valued) {
+        if (event) klua_argerror(L, 3, fname, "event %s cannot hold Lua values; give it a C schema", klua_quote(L, name, strlen(name)));
+        d.size = sizeof(int32_t);
+        d.destroy = klua_value_hook;
+        d.hook_ctx = kw->shared;
+    } else {
+        size_t size, align;
+        int n = klua_parse_schema(L, schema, fields, names, sizeof names, &size, &align);
+        if (n < 0) {
+            const char *why = lua_tostring(L, -1);
+            klua_argerror(L, 3, fname, "%s: %s", klua_quote(L, name, strlen(name)), why);
+        }
+        d.size = size;
+        d.align = size ? align : 0;
+        d.fields = fields;
+        d.field_count = n;
+    }
+    uint32_t id;
+    kiln_result r = event ? kiln_event_register(kw->world, &d, &id)
+                          : kiln_component_register(kw->world, &d, &id);
+    if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (lua_valued) klua_mark_lua_valued(L, kw, id);
+    return id;
 }

@@ -8,47 +8,14 @@
 
 #define MAX_ACCESS KILN_SYSTEM_MAX_ACCESS
 
-struct klua_system {
-    klua_world *kw;
-    lua_State *L;
-    char name[KILN_MAX_NAME + 1];
-    int fn_ref;      /* run(world, dt), or each(e, views..., dt) */
-    int query_ref;   /* the query of an each-system, else LUA_NOREF */
-    bool exclusive;
-    kiln_component reads[MAX_ACCESS], writes[MAX_ACCESS];
-    int read_count, write_count;
-    int failures;    /* consecutive */
-};
-
-KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
-KLUA_HIDDEN void klua_query_abort(lua_State *L, int q_idx);
-
 static bool listed(const kiln_component *list, int n, kiln_component c) {
     for (int i = 0; i < n; i++)
         if (list[i] == c) return true;
     return false;
 }
 
-const char *klua_system_name(const klua_world *kw) { return kw->current ? kw->current->name : NULL; }
-
-bool klua_system_writes(const klua_world *kw, kiln_component c) {
-    const klua_system *s = kw->current;
-    return !s || s->exclusive || listed(s->writes, s->write_count, c);
-}
-
-void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname) {
-    const klua_system *s = kw->current;
-    if (!s || s->exclusive) return;
-    kiln_component_info info;
-    kiln_component_info_get(kw->world, c, &info);
-    if (write) {
-        if (!listed(s->writes, s->write_count, c))
-            luaL_error(L, "%s: system '%s' writes %s without declaring it in writes", fname, s->name, info.name);
-    } else if (!listed(s->reads, s->read_count, c) && !listed(s->writes, s->write_count, c)) {
-        luaL_error(L, "%s: system '%s' reads %s without declaring it in reads or writes", fname, s->name,
-                   info.name);
-    }
-}
+#define FNAME "world:system"
+static const char *const no_keys[] = {NULL};
 
 /* Reads a list of component names at key into dest. */
 static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, kiln_component *dest) {
@@ -56,12 +23,13 @@ static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, k
     lua_rawget(L, idx); /* raw: no metamethod runs mid-call */
     int n = 0;
     if (!lua_isnil(L, -1)) {
-        if (!lua_istable(L, -1)) luaL_error(L, "world:system: %s must be a list of component names", key);
+        if (!lua_istable(L, -1)) klua_argerror(L, idx, FNAME, "%s must be a list of component names", key);
+        klua_check_keys(L, -1, idx, FNAME, no_keys, true);
         int len = (int)lua_rawlen(L, -1);
-        if (len > MAX_ACCESS) luaL_error(L, "world:system: at most %d components in %s", MAX_ACCESS, key);
+        if (len > MAX_ACCESS) klua_argerror(L, idx, FNAME, "at most %d components in %s", MAX_ACCESS, key);
         for (int i = 1; i <= len; i++) {
             lua_rawgeti(L, -1, i);
-            dest[n++] = klua_check_component(L, kw, -1, "world:system");
+            dest[n++] = klua_check_component(L, kw, -1, idx, FNAME);
             lua_pop(L, 1);
         }
     }
@@ -75,13 +43,14 @@ static int order_list(lua_State *L, int idx, const char *key, const char **dest)
     lua_rawget(L, idx); /* raw: no metamethod runs mid-call */
     int n = 0;
     if (!lua_isnil(L, -1)) {
-        if (!lua_istable(L, -1)) luaL_error(L, "world:system: %s must be a list of system names", key);
+        if (!lua_istable(L, -1)) klua_argerror(L, idx, FNAME, "%s must be a list of system names", key);
+        klua_check_keys(L, -1, idx, FNAME, no_keys, true);
         int len = (int)lua_rawlen(L, -1);
         if (len > KILN_SYSTEM_MAX_ORDER)
-            luaL_error(L, "world:system: at most %d names in %s", KILN_SYSTEM_MAX_ORDER, key);
+            klua_argerror(L, idx, FNAME, "at most %d names in %s", KILN_SYSTEM_MAX_ORDER, key);
         for (int i = 1; i <= len; i++) {
             lua_rawgeti(L, -1, i);
-            if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "world:system: %s[%d] must be a system name", key, i);
+            if (lua_type(L, -1) != LUA_TSTRING) klua_argerror(L, idx, FNAME, "%s[%d] must be a system name", key, i);
             dest[n++] = lua_tostring(L, -1); /* anchored by the desc table at idx */
             lua_pop(L, 1);
         }
@@ -106,13 +75,13 @@ static int run_each(lua_State *L) {
 /* Appends a failure record to the table at the top of the world state's "failures". */
 static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disabled) {
     klua_push_self(L, s->kw);
-    lua_getiuservalue(L, -1, 1);
+    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
     lua_remove(L, -2);
-    if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
+    if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pop(L, 1);
         lua_newtable(L);
         lua_pushvalue(L, -1);
-        lua_setfield(L, -3, "failures");
+        lua_setfield(L, -3, KLUA_STATE_FAILURES);
     }
     lua_createtable(L, 0, 4);
     lua_pushstring(L, s->name);
@@ -170,21 +139,6 @@ static void trampoline(const kiln_system_ctx *ctx) {
     lua_settop(L, top);
 }
 
-kiln_schedule *klua_schedule(lua_State *L, klua_world *kw) {
-    if (kw->schedule) return kw->schedule;
-    if (kw->workers > 0 && !kw->jobs) {
-        kw->jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = kw->workers});
-        if (!kw->jobs) luaL_error(L, "kiln: cannot start %d worker threads", (int)kw->workers);
-    }
-    kw->schedule = kiln_schedule_create(kw->world, &(kiln_schedule_desc){.jobs = kw->jobs});
-    if (!kw->schedule) luaL_error(L, "kiln: out of memory creating the schedule");
-    return kw->schedule;
-}
-
-kiln_schedule *kiln_lua_schedule(lua_State *L, int idx) {
-    return klua_schedule(L, klua_check_world(L, idx));
-}
-
 static int s_gc(lua_State *L) {
     klua_system *s = lua_touserdata(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, s->fn_ref);
@@ -193,31 +147,46 @@ static int s_gc(lua_State *L) {
     return 0;
 }
 
-int klua_world_system(lua_State *L) {
-    klua_world *kw = klua_self(L);
-    const char *fname = "world:system";
-    luaL_checktype(L, 2, LUA_TTABLE);
+/* Checks the descriptor of world:system and fills d (names anchored by the table at 2). */
+static void read_system_desc(lua_State *L, klua_world *kw, kiln_system_desc *d, int *nr, int *nw) {
+    static const char *const keys[] = {"name", "reads", "writes", "before", "after", "exclusive",
+                                       "run", "each", "query", NULL};
+    if (!lua_istable(L, 2)) klua_typeerror(L, 2, FNAME, "table");
+    klua_check_keys(L, 2, 2, FNAME, keys, false);
     lua_pushstring(L, "name");
     lua_rawget(L, 2);
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: name must be a string", fname);
-    const char *name = lua_tostring(L, -1);
-    if (strlen(name) == 0 || strlen(name) > KILN_MAX_NAME)
-        luaL_error(L, "%s: name must be 1 to %d bytes", fname, KILN_MAX_NAME);
-    kiln_schedule *sched = klua_schedule(L, kw);
-    if (kiln_schedule_find(sched, name) >= 0) luaL_error(L, "%s: a system named '%s' already exists", fname, name);
-
-    kiln_system_desc d;
-    memset(&d, 0, sizeof d);
-    d.name = name;
-    d.main_thread = true;
+    if (lua_type(L, -1) != LUA_TSTRING) klua_argerror(L, 2, FNAME, "name must be a string");
+    size_t len;
+    const char *name = lua_tolstring(L, -1, &len);
+    lua_pop(L, 1); /* anchored by the desc table */
+    if (len == 0 || len > KILN_MAX_NAME || strlen(name) != len)
+        klua_argerror(L, 2, FNAME, "name must be 1 to %d bytes without zero bytes", KILN_MAX_NAME);
+    memset(d, 0, sizeof *d);
+    d->name = name;
+    d->main_thread = true;
     lua_pushstring(L, "exclusive");
     lua_rawget(L, 2);
-    d.exclusive = lua_toboolean(L, -1);
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 2, FNAME, "exclusive must be a boolean");
+    d->exclusive = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    int nr = access_list(L, kw, 2, "reads", d.reads);
-    int nw = access_list(L, kw, 2, "writes", d.writes);
-    order_list(L, 2, "before", d.before);
-    order_list(L, 2, "after", d.after);
+    *nr = access_list(L, kw, 2, "reads", d->reads);
+    *nw = access_list(L, kw, 2, "writes", d->writes);
+    order_list(L, 2, "before", d->before);
+    order_list(L, 2, "after", d->after);
+}
+
+/* world:system{name =, reads =, writes =, before =, after =, exclusive =, run = | each =
+ * with query =}: adds a Lua system to the world's schedule. */
+static int w_system(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = FNAME;
+    kiln_system_desc d;
+    int nr, nw;
+    read_system_desc(L, kw, &d, &nr, &nw);
+    const char *name = d.name;
+    kiln_schedule *sched = klua_schedule(L, kw);
+    if (kiln_schedule_find(sched, name) >= 0)
+        klua_fail(L, fname, "a system named '%s' already exists", name);
     lua_pushstring(L, "run");
     lua_rawget(L, 2);
     lua_pushstring(L, "each");
@@ -225,21 +194,23 @@ int klua_world_system(lua_State *L) {
     lua_pushstring(L, "query");
     lua_rawget(L, 2);
     bool has_run = !lua_isnil(L, -3), has_each = !lua_isnil(L, -2), has_query = !lua_isnil(L, -1);
-    if (has_run == has_each) luaL_error(L, "%s: give exactly one of run = function(world, dt) and each = function(e, ...)", fname);
-    if (has_run && !lua_isfunction(L, -3)) luaL_error(L, "%s: run must be a function", fname);
-    if (has_each && !lua_isfunction(L, -2)) luaL_error(L, "%s: each must be a function", fname);
-    if (has_each && !has_query) luaL_error(L, "%s: an each system needs query = {...}", fname);
-    if (has_run && has_query) luaL_error(L, "%s: query goes with each, not with run", fname);
+    if (has_run == has_each)
+        klua_argerror(L, 2, fname, "give exactly one of run = function(world, dt) and each = function(e, ...)");
+    if (has_run && !lua_isfunction(L, -3)) klua_argerror(L, 2, fname, "run must be a function");
+    if (has_each && !lua_isfunction(L, -2)) klua_argerror(L, 2, fname, "each must be a function");
+    if (has_each && !has_query) klua_argerror(L, 2, fname, "an each system needs query = {...}");
+    if (has_run && has_query) klua_argerror(L, 2, fname, "query goes with each, not with run");
     int fn_idx = has_run ? lua_gettop(L) - 2 : lua_gettop(L) - 1;
     int query_idx = 0;
     if (has_query) {
         /* The query's terms count as reads unless the system declared them. */
-        lua_pushcfunction(L, klua_world_query);
+        luaL_getmetatable(L, KLUA_WORLD); /* world:query's upvalue: see klua_self */
+        lua_pushcclosure(L, klua_world_query, 1);
         lua_pushvalue(L, 1);
         lua_pushvalue(L, -3);
         if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
             const char *msg = lua_tostring(L, -1);
-            luaL_error(L, "%s: query: %s", fname, msg ? msg : "error");
+            klua_argerror(L, 2, fname, "query: %s", msg ? msg : "error");
         }
         query_idx = lua_gettop(L);
         lua_getfield(L, query_idx, "terms");
@@ -248,10 +219,10 @@ int klua_world_system(lua_State *L) {
         int len = (int)lua_rawlen(L, -1);
         for (int i = 1; i <= len; i++) {
             lua_rawgeti(L, -1, i);
-            kiln_component c = klua_check_component(L, kw, -1, fname);
+            kiln_component c = klua_check_component(L, kw, -1, 2, fname);
             lua_pop(L, 1);
             if (!listed(d.reads, nr, c) && !listed(d.writes, nw, c)) {
-                if (nr == MAX_ACCESS) luaL_error(L, "%s: too many components", fname);
+                if (nr == MAX_ACCESS) klua_argerror(L, 2, fname, "too many components");
                 d.reads[nr++] = c;
             }
         }
@@ -274,7 +245,7 @@ int klua_world_system(lua_State *L) {
     s->write_count = nw;
     d.run = trampoline;
     d.user = s;
-    if (kiln_schedule_add(sched, &d) != KILN_OK) luaL_error(L, "%s: %s", fname, kiln_world_error(kw->world));
+    if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushvalue(L, fn_idx);
     s->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (query_idx) {
@@ -282,8 +253,8 @@ int klua_world_system(lua_State *L) {
         s->query_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
     /* The state table anchors the system (and its name) as long as the world lives. */
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, "systems");
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
     lua_pushvalue(L, -3);
     lua_setfield(L, -2, name);
     /* no lua_settop below the collector guard here: Lua 5.4.4's lua_settop can use a stale
@@ -291,11 +262,11 @@ int klua_world_system(lua_State *L) {
     return 0;
 }
 
-int klua_world_progress(lua_State *L) {
+static int w_progress(lua_State *L) {
     klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
     lua_Number dt = luaL_optnumber(L, 2, 0.0);
     if (kw->current || kiln_is_deferred(kw->world))
-        luaL_error(L, "world:progress: cannot run the schedule from inside a system, a query loop or a deferred section");
+        klua_fail(L, "world:progress", "cannot run the schedule from inside a system, a query loop or a deferred section");
     kiln_schedule *sched = klua_schedule(L, kw);
     lua_settop(L, 1);
     kw->progress_idx = 1;
@@ -303,14 +274,14 @@ int klua_world_progress(lua_State *L) {
     kiln_result r = kiln_schedule_run(sched, dt);
     kw->progress_idx = 0;
     kw->run_L = NULL;
-    if (r != KILN_OK) luaL_error(L, "world:progress: %s", kiln_world_error(kw->world));
-    lua_getiuservalue(L, 1, 1);
-    if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
+    if (r != KILN_OK) klua_fail_world(L, kw->world, "world:progress");
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pushboolean(L, 1);
         return 1;
     }
     lua_pushnil(L);
-    lua_setfield(L, -3, "failures");
+    lua_setfield(L, -3, KLUA_STATE_FAILURES);
     lua_pushboolean(L, 0);
     lua_insert(L, -2);
     return 2;
@@ -318,34 +289,36 @@ int klua_world_progress(lua_State *L) {
 
 /* world:failures() -> the failures recorded since the last progress() or failures() call
  * (systems a host ran with kiln_schedule_run report here), or an empty list. */
-int klua_world_failures(lua_State *L) {
+static int w_failures(lua_State *L) {
     klua_self(L);
-    lua_getiuservalue(L, 1, 1);
-    if (lua_getfield(L, -1, "failures") == LUA_TNIL) {
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_newtable(L);
         return 1;
     }
     lua_pushnil(L);
-    lua_setfield(L, -3, "failures");
+    lua_setfield(L, -3, KLUA_STATE_FAILURES);
     return 1;
 }
 
 /* world:max_failures(n): disable a Lua system after n consecutive failures (0: never). */
-int klua_world_max_failures(lua_State *L) {
+static int w_max_failures(lua_State *L) {
     klua_world *kw = klua_self(L);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    if (n < 0 || n > INT32_MAX) luaL_error(L, "world:max_failures: n must be from 0 to %d", INT32_MAX);
+    int ok = 0;
+    lua_Integer n = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, "world:max_failures", "integer");
+    if (n < 0 || n > INT32_MAX) klua_argerror(L, 2, "world:max_failures", "n must be from 0 to %d", INT32_MAX);
     kw->max_failures = (int32_t)n;
     return 0;
 }
 
-int klua_world_systems(lua_State *L) {
+static int w_systems(lua_State *L) {
     klua_world *kw = klua_self(L);
     kiln_schedule *sched = klua_schedule(L, kw);
     int32_t n = kiln_schedule_system_count(sched);
     kiln_schedule_stage_count(sched); /* builds, so stages are known */
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, "systems");
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
     int lua_systems = lua_gettop(L);
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
@@ -375,15 +348,30 @@ int klua_world_systems(lua_State *L) {
     return 1;
 }
 
-int klua_world_enable(lua_State *L) {
+static int w_enable(lua_State *L) {
     bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3); /* before klua_self pads */
     klua_world *kw = klua_self(L);
-    const char *name = luaL_checkstring(L, 2);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:enable", "system name");
+    size_t len;
+    const char *name = lua_tolstring(L, 2, &len);
     kiln_schedule *sched = klua_schedule(L, kw);
-    if (kiln_schedule_enable(sched, name, on) != KILN_OK) luaL_error(L, "world:enable: no system named '%s'", name);
+    if (strlen(name) != len || kiln_schedule_enable(sched, name, on) != KILN_OK)
+        klua_argerror(L, 2, "world:enable", "no system named '%s'", klua_quote(L, name, len));
     /* Enabling a Lua system again gives it a fresh count of consecutive failures. */
-    lua_getiuservalue(L, 1, 1);
-    lua_getfield(L, -1, "systems");
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
     if (on && lua_getfield(L, -1, name) == LUA_TUSERDATA) ((klua_system *)lua_touserdata(L, -1))->failures = 0;
     return 0;
 }
+
+static const luaL_Reg system_methods[] = {
+    {"system", w_system},
+    {"progress", w_progress},
+    {"systems", w_systems},
+    {"enable", w_enable},
+    {"failures", w_failures},
+    {"max_failures", w_max_failures},
+    {NULL, NULL},
+};
+
+void klua_open_systems(lua_State *L) { klua_addmethods(L, KLUA_WORLD, system_methods); }

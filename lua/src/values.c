@@ -57,6 +57,13 @@ static void int_range(kiln_type t, lua_Integer *lo, lua_Integer *hi) {
     }
 }
 
+const char *klua_to_float(lua_State *L, lua_Number n, float *dest) {
+    if (isfinite(n) && fabs(n) > 3.4028234663852886e38)
+        return lua_pushfstring(L, "number %f is out of range for float", n);
+    *dest = (float)n; /* in range, infinite or NaN: exact or as C converts it */
+    return NULL;
+}
+
 /* Converts the value at idx to a scalar of type t into p; NULL or a pushed message. */
 static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p) {
     switch (t) {
@@ -71,9 +78,9 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p) {
             return lua_pushfstring(L, "expected a number, got %s", luaL_typename(L, idx));
         lua_Number v = lua_tonumber(L, idx);
         if (t == KILN_TYPE_FLOAT) {
-            if (isfinite(v) && fabs(v) > 3.4028234663852886e38)
-                return lua_pushfstring(L, "number %f is out of range for float", v);
-            float f = (float)v;
+            float f = 0;
+            const char *err = klua_to_float(L, v, &f);
+            if (err) return err;
             memcpy(p, &f, 4);
         } else {
             memcpy(p, &v, 8);
@@ -125,6 +132,21 @@ static void push_element(lua_State *L, kiln_type t, const uint8_t *p) {
     }
 }
 
+/* The element index a key of a vector, quaternion or matrix table names, or -1. Vectors
+ * and quaternions take {x =, y =, ...} or the array form {1, 2, ...}; a mat4 takes 16
+ * numbers in column-major order. */
+static int element_index(lua_State *L, int key_idx, kiln_type t, int w) {
+    if (lua_isinteger(L, key_idx)) {
+        lua_Integer k = lua_tointeger(L, key_idx);
+        return k >= 1 && k <= w ? (int)k - 1 : -1;
+    }
+    if (t == KILN_TYPE_MAT4 || lua_type(L, key_idx) != LUA_TSTRING) return -1;
+    const char *k = lua_tostring(L, key_idx);
+    for (int i = 0; i < w; i++)
+        if (strcmp(k, vec_keys[i]) == 0) return i;
+    return -1;
+}
+
 static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
     int w = vec_width(t);
     if (w == 0) return to_scalar(L, idx, t, p);
@@ -132,26 +154,35 @@ static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
         return lua_pushfstring(L, "expected a table for %s, got %s", kiln_type_name(t),
                                luaL_typename(L, idx));
     float tmp[16];
+    bool seen[16] = {false};
     memcpy(tmp, p, 4 * (size_t)w);
     idx = lua_absindex(L, idx);
-    for (int i = 0; i < w; i++) {
-        /* raw reads: a conversion never runs Lua code (values go to shared scratch) */
-        if (t == KILN_TYPE_MAT4) lua_rawgeti(L, idx, i + 1);
-        else {
-            lua_pushstring(L, vec_keys[i]);
-            lua_rawget(L, idx);
+    /* raw traversal: a conversion never runs Lua code (values go to shared scratch) */
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        int i = element_index(L, -2, t, w);
+        if (i < 0) {
+            const char *got = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -2))
+                              : lua_type(L, -2) == LUA_TNUMBER ? lua_pushfstring(L, "[%s]", lua_tostring(L, -2))
+                                                               : lua_pushfstring(L, "a %s key", luaL_typename(L, -2));
+            if (t == KILN_TYPE_MAT4)
+                return lua_pushfstring(L, "mat4 takes 16 numbers [1] to [16], got %s", got);
+            return lua_pushfstring(L, "%s takes %s or [1] to [%d], got %s", kiln_type_name(t),
+                                   w == 2 ? "x, y" : w == 3 ? "x, y, z" : "x, y, z, w", w, got);
         }
-        if (!lua_isnil(L, -1)) {
-            if (lua_type(L, -1) != LUA_TNUMBER) {
-                const char *got = luaL_typename(L, -1);
-                lua_pop(L, 1);
-                if (t == KILN_TYPE_MAT4)
-                    return lua_pushfstring(L, "mat4 element %d: expected a number, got %s", i + 1, got);
-                return lua_pushfstring(L, "%s.%s: expected a number, got %s", kiln_type_name(t),
-                                       vec_keys[i], got);
-            }
-            tmp[i] = (float)lua_tonumber(L, -1);
+        if (seen[i])
+            return lua_pushfstring(L, "%s element %d given twice (by name and by position)",
+                                   kiln_type_name(t), i + 1);
+        seen[i] = true;
+        if (lua_type(L, -1) != LUA_TNUMBER) {
+            if (t == KILN_TYPE_MAT4)
+                return lua_pushfstring(L, "mat4 element %d: expected a number, got %s", i + 1,
+                                       luaL_typename(L, -1));
+            return lua_pushfstring(L, "%s.%s: expected a number, got %s", kiln_type_name(t),
+                                   vec_keys[i], luaL_typename(L, -1));
         }
+        const char *err = klua_to_float(L, lua_tonumber(L, -1), &tmp[i]);
+        if (err) return lua_pushfstring(L, "%s element %d: %s", kiln_type_name(t), i + 1, err);
         lua_pop(L, 1);
     }
     memcpy(p, tmp, 4 * (size_t)w);
@@ -195,17 +226,36 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
     if (!lua_istable(L, idx))
         return lua_pushfstring(L, "expected an array of %d, got %s", (int)f->count, luaL_typename(L, idx));
     size_t size = kiln_type_size(f->type);
-    lua_Unsigned len = lua_rawlen(L, idx);
-    if (len > f->count)
-        return lua_pushfstring(L, "array of %d elements does not fit %d", (int)len, (int)f->count);
+    /* Every key must be a position of the array: [1] to [count]. */
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_isinteger(L, -2)) {
+            lua_Integer k = lua_tointeger(L, -2);
+            if (k > (lua_Integer)f->count)
+                return lua_pushfstring(L, "array of %I elements does not fit %d",
+                                       (lua_Integer)lua_rawlen(L, idx) > k ? (lua_Integer)lua_rawlen(L, idx) : k,
+                                       (int)f->count);
+            if (k < 1)
+                return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got [%I]",
+                                       (int)f->count, (int)f->count, k);
+        } else if (lua_type(L, -2) == LUA_TSTRING) {
+            return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got key '%s'",
+                                   (int)f->count, (int)f->count, lua_tostring(L, -2));
+        } else {
+            return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got a %s key",
+                                   (int)f->count, (int)f->count, luaL_typename(L, -2));
+        }
+        lua_pop(L, 1);
+    }
     /* Convert into a copy first, so a bad element leaves the field untouched. */
     uint8_t tmp[1024];
     uint8_t *work = size * f->count <= sizeof tmp ? tmp : lua_newuserdatauv(L, size * f->count, 0);
     memcpy(work, p, size * f->count);
-    for (lua_Unsigned i = 0; i < len; i++) {
-        lua_rawgeti(L, idx, (lua_Integer)i + 1);
-        const char *err = to_element(L, -1, f->type, work + size * i);
-        if (err) return lua_pushfstring(L, "element %d: %s", (int)i + 1, err); /* caller raises */
+    for (uint32_t i = 0; i < f->count; i++) {
+        if (lua_rawgeti(L, idx, (lua_Integer)i + 1) != LUA_TNIL) {
+            const char *err = to_element(L, -1, f->type, work + size * i);
+            if (err) return lua_pushfstring(L, "element %d: %s", (int)i + 1, err); /* caller raises */
+        }
         lua_pop(L, 1);
     }
     memcpy(p, work, size * f->count);
@@ -218,22 +268,23 @@ void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, vo
     char eb[24];
     idx = lua_absindex(L, idx);
     if (!lua_istable(L, idx))
-        luaL_error(L, "%s: value for %s must be a table of fields, got %s", fname, info->name,
-                   luaL_typename(L, idx));
+        klua_fail(L, fname, "value for %s must be a table of fields, got %s", info->name,
+                  luaL_typename(L, idx));
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "%s: %s fields are named by strings, got a %s key", fname, info->name,
-                       luaL_typename(L, -2));
-        const char *name = lua_tostring(L, -2);
+            klua_fail(L, fname, "%s fields are named by strings, got a %s key", info->name,
+                      luaL_typename(L, -2));
+        size_t len;
+        const char *name = lua_tolstring(L, -2, &len);
         const kiln_field *f = klua_find_field(info, name);
         if (!f)
-            luaL_error(L, "%s: %s has no field '%s'%s%s%s", fname, info->name, name,
-                       e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
+            klua_fail(L, fname, "%s has no field '%s'%s%s%s", info->name, klua_quote(L, name, len),
+                      e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
         const char *err = klua_to_field(L, -1, f, buf);
         if (err)
-            luaL_error(L, "%s: field '%s' of %s%s%s: %s", fname, name, info->name,
-                       e ? " on entity " : "", e ? klua_entity_str(e, eb) : "", err);
+            klua_fail(L, fname, "field '%s' of %s%s%s: %s", name, info->name,
+                      e ? " on entity " : "", e ? klua_entity_str(e, eb) : "", err);
         lua_pop(L, 1);
     }
 }
@@ -256,6 +307,39 @@ void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void 
         klua_push_field(L, &info.fields[i], data);
         lua_setfield(L, -2, info.fields[i].name);
     }
+}
+
+void klua_default_value(const kiln_component_info *info, void *buf) {
+    if (info->size == 0) return;
+    memset(buf, 0, info->size);
+}
+
+void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx, void *buf,
+                      const kiln_component_info *info, const char *fname, kiln_entity e) {
+    if (klua_is_lua_valued(kw, c)) {
+        int32_t ref = klua_value_ref(L, kw, idx);
+        memcpy(buf, &ref, sizeof ref);
+        return;
+    }
+    klua_default_value(info, buf);
+    if (info->size == 0) {
+        if (!lua_isnoneornil(L, idx) && !(lua_isboolean(L, idx) && lua_toboolean(L, idx)))
+            klua_fail(L, fname, "%s is a tag: give true or nothing, not %s", info->name,
+                      lua_isboolean(L, idx) ? "false" : luaL_typename(L, idx));
+        return;
+    }
+    if (lua_isnoneornil(L, idx)) return;
+    if (info->field_count == 0) klua_fail(L, fname, "%s has no reflected fields to set from Lua", info->name);
+    klua_read_fields(L, idx, info, buf, fname, e);
+}
+
+void klua_unref_value(lua_State *L, klua_world *kw, kiln_component c, const void *buf) {
+    if (!klua_is_lua_valued(kw, c)) return;
+    int32_t ref;
+    memcpy(&ref, buf, sizeof ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->shared->values_ref);
+    luaL_unref(L, -1, ref);
+    lua_pop(L, 1);
 }
 
 /* ---- Lua-valued components: each value lives in a table of the registry, under a ref ---- */

@@ -187,26 +187,23 @@ local function convert_element(t, v, old)
         local i = type(v) == "number" and math.tointeger(v) or nil
         if i == nil or i < t.lo or i > t.hi then return false end
         return true, i
-    elseif kind == "vec" then
+    elseif kind == "vec" or kind == "mat" then
+        -- vectors take {x =, y =, ...} or {1, 2, ...}; a mat4 16 positions; any other key,
+        -- or one element given both ways, is an error (klua: to_element)
         if type(v) ~= "table" then return false end
-        local out = M.copy(old)
-        for _, k in ipairs(t.keys) do
-            local x = rawget(v, k) -- raw: a conversion never runs Lua code
-            if x ~= nil then
-                if type(x) ~= "number" then return false end
-                out[k] = f32(x)
+        local width = kind == "mat" and 16 or #t.keys
+        local out, seen = M.copy(old), {}
+        for k, x in next, v do
+            local i
+            if math.type(k) == "integer" and k >= 1 and k <= width then i = k
+            elseif kind == "vec" and type(k) == "string" then
+                for j, name in ipairs(t.keys) do if name == k then i = j end end
             end
-        end
-        return true, out
-    elseif kind == "mat" then
-        if type(v) ~= "table" then return false end
-        local out = M.copy(old)
-        for i = 1, 16 do
-            local x = rawget(v, i)
-            if x ~= nil then
-                if type(x) ~= "number" then return false end
-                out[i] = f32(x)
-            end
+            if not i or seen[i] then return false end
+            seen[i] = true
+            if type(x) ~= "number" then return false end
+            if x == x and x ~= INF and x ~= -INF and math.abs(x) > FLT_MAX then return false end
+            if kind == "mat" then out[i] = f32(x) else out[t.keys[i]] = f32(x) end
         end
         return true, out
     end
@@ -222,13 +219,17 @@ function M.convert_field(f, v, old)
     end
     if f.count == 1 then return convert_element(f.type, v, old) end
     if type(v) ~= "table" then return false end
-    local len = rawlen(v)
-    if len > f.count then return false end
+    for k in next, v do -- every key a position [1] to [count] (klua_to_field)
+        if math.type(k) ~= "integer" or k < 1 or k > f.count then return false end
+    end
     local out = M.copy(old)
-    for i = 1, len do
-        local ok, x = convert_element(f.type, rawget(v, i), old[i])
-        if not ok then return false end
-        out[i] = x
+    for i = 1, f.count do
+        local e = rawget(v, i)
+        if e ~= nil then
+            local ok, x = convert_element(f.type, e, old[i])
+            if not ok then return false end
+            out[i] = x
+        end
     end
     return true, out
 end
@@ -442,7 +443,8 @@ end
 -- Resolves a component argument like klua_check_component: comp | nil (an error).
 function M:resolve(arg)
     if type(arg) == "string" then
-        local c = self.comps[M.cname(arg)]
+        if arg:find("\0", 1, true) then return nil end -- names never hold zero bytes
+        local c = self.comps[arg]
         if not c or c.internal then return nil end
         return c
     elseif math.type(arg) == "integer" then

@@ -34,7 +34,7 @@ end
 
 -- check_target: an entity, or a placeholder of the current batch.
 local function target_ok(c, v)
-    local i = (type(v) == "number" or type(v) == "string") and math.tointeger(v) or nil
+    local i = type(v) == "number" and math.tointeger(v) or nil -- numbers only, never strings
     if i == nil or i == 0 then return nil end
     if i < 0 and (c.complete or batch_of(i) ~= c.batch or spawn_number(i) == 0 or spawn_number(i) > c.spawns) then
         return nil
@@ -71,7 +71,7 @@ local function predict_record(tm, c, rec)
                     break
                 end
                 ids[comp.id] = true
-                local bok, v = M.build(comp, rawget(init, comp.name))
+                local bok, v = M.build(comp, rawget(init, key)) -- by name or by id, as keyed
                 if not bok then
                     ok = false
                     break
@@ -235,7 +235,7 @@ function ops.commands(m)
         elseif j <= 70 then p = -1
         else p = pick({0, 1, 2.5, "x", math.maxinteger, "-1", -1.0, -(2 ^ 40)}) end
         if chance(0.05) then p = math.mininteger end
-        local pi = (type(p) == "number" or type(p) == "string") and math.tointeger(p) or nil
+        local pi = type(p) == "number" and math.tointeger(p) or nil
         local ok = pi ~= nil and pi < 0 and batch_of(pi) == c.batch and spawn_number(pi) ~= 0
             and spawn_number(pi) <= c.spawns
         local r = call("commands:resolved", S.CM.resolved, buf, p)

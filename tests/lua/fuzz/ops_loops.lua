@@ -47,6 +47,19 @@ local function predict_query(m, desc)
     local with, optional, without = {}, {}, {}
     local n = rawlen(desc)
     if n == 0 or n > 16 then return nil end
+    -- only a list and the keys optional and without (klua_check_keys); in those, only a list
+    local function list_only(t, extra)
+        local len = rawlen(t)
+        for k in next, t do
+            if not (math.type(k) == "integer" and k >= 1 and k <= len) and not (extra and extra[k]) then return false end
+        end
+        return true
+    end
+    if not list_only(desc, {optional = true, without = true}) then return nil end
+    for _, key in ipairs({"optional", "without"}) do
+        local list = rawget(desc, key)
+        if type(list) == "table" and not list_only(list) then return nil end
+    end
     local used = {}
     for i = 1, n do
         local comp = m:resolve(rawget(desc, i))
@@ -387,7 +400,11 @@ local function bulk_write_back(m, entry, writable, chunk)
                     local v = tt[f.name][ri]
                     local x
                     if f.type.kind == "f32" and f.count == 1 and type(v) == "number" then
-                        x = M.f32(v) -- no range check on this fast path
+                        -- the fast path checks the float range as every other path does
+                        if v == v and math.abs(v) ~= math.huge and math.abs(v) > 3.4028234663852886e38 then
+                            return false
+                        end
+                        x = M.f32(v)
                     else
                         local fok
                         fok, x = M.convert_field(f, v, filled[f.name])

@@ -367,7 +367,7 @@ function ops.enable(m)
     local name = #m.systems > 0 and chance(0.85) and m.systems[R(#m.systems)].name or pick({"nope", 3, {}, nil})
     local with_flag = chance(0.8)
     local on = pick({true, false, nil, 0, "off"})
-    local s = type(name) == "string" and m.system_by_name[M.cname(name)]
+    local s = type(name) == "string" and not name:find("\0", 1, true) and m.system_by_name[name]
     local r = with_flag and wcall(m, "enable", name, on) or wcall(m, "enable", name)
     local ok = s and true or false
     if type(name) == "number" then ok = m.system_by_name[tostring(name)] ~= nil end

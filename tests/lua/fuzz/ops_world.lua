@@ -54,7 +54,7 @@ function ops.spawn(m)
             if not access_ok(m, comp, true) then ok, why = false, "no access to " .. comp.name end
             if ids[comp.id] then ok, why = false, "twice: " .. comp.name end
             ids[comp.id] = true
-            local vok, v = M.build(comp, rawget(init, comp.name))
+            local vok, v = M.build(comp, rawget(init, key)) -- by name or by id, as keyed
             if not vok then ok, why = false, "bad value for " .. comp.name end
             comps[comp.name] = v
         end
@@ -260,7 +260,8 @@ function ops.changed_tick(m)
     local e, c = pick_entity(m), pick_comp(m)
     local comp = m:resolve(c)
     local ei = m:entity_arg(e)
-    local ok = ei ~= nil and comp ~= nil and m.alive[ei] ~= nil
+    -- a read: a running system must have declared it
+    local ok = ei ~= nil and comp ~= nil and access_ok(m, comp, false) and m.alive[ei] ~= nil
     local r = wcall(m, "changed_tick", e, c)
     expect("world:changed_tick", ok, r, tostring(e) .. " " .. tostring(c))
     if r[1] and ok and comp then
@@ -374,8 +375,9 @@ function ops.define_event(m)
     end
     local r = wcall(m, "event", name, schema)
     -- names: checkstring; schemas: optstring
-    local nm = (type(name) == "string" or type(name) == "number") and M.cname(tostring(name))
-    local sc = schema == nil and "" or ((type(schema) == "string" or type(schema) == "number") and M.cname(tostring(schema)))
+    -- names and schemas are strings without zero bytes
+    local nm = type(name) == "string" and not name:find("\0", 1, true) and name
+    local sc = schema == nil and "" or (type(schema) == "string" and not schema:find("\0", 1, true) and schema)
     local ok, layout = false, nil
     if nm and sc and sc ~= "lua" and #nm >= 1 and #nm <= 63 then
         layout = M.parse_schema(sc)
@@ -448,16 +450,18 @@ function ops.resource(m)
     else name = pick({5, {}, nil, true}) end
     local setting = chance(0.5)
     local value
-    local nm = (type(name) == "string" or type(name) == "number") and M.cname(tostring(name))
-    local comp = nm and m.comps[nm]
+    local nm = type(name) == "string" and name
+    local comp = nm and not nm:find("\0", 1, true) and m.comps[nm]
     if comp and (comp.internal or comp.kind == "lua") then comp = nil end
     if setting then
         if comp and comp.kind == "data" and chance(0.85) then value = pick_fields(comp, m) else value = gen.garbage(extras()) end
         if chance(0.1) then value = nil end
     end
-    local ok, v = nm ~= nil and nm ~= false, nil
+    local ok, v = type(name) == "string", nil -- a resource is named by a string
     if ok and comp then
         ok = access_ok(m, comp, setting)
+        -- a tag resource is set to true (or removed with nil), nothing else
+        if ok and setting and comp.kind == "tag" and value ~= nil and value ~= true then ok = false end
         if ok and setting and value ~= nil and comp.kind == "data" then
             ok, v = M.read_fields(comp, value, m.comp_resources[nm] or M.zero_value(comp))
         elseif setting and value ~= nil then
@@ -506,8 +510,9 @@ function ops.component(m)
         name = pick({"", string.rep("L", 64), string.rep("L", 63), 12, {}, nil, "Pos\0tail", "Hit"})
         schema = chance(0.5) and random_schema(true) or gen.garbage()
     end
-    local nm = (type(name) == "string" or type(name) == "number") and M.cname(tostring(name))
-    local sc = schema == nil and "" or ((type(schema) == "string" or type(schema) == "number") and M.cname(tostring(schema)))
+    -- names and schemas are strings without zero bytes
+    local nm = type(name) == "string" and not name:find("\0", 1, true) and name
+    local sc = schema == nil and "" or (type(schema) == "string" and not schema:find("\0", 1, true) and schema)
     local ok, layout, sig, kind = false, nil, nil, nil
     if nm and sc and #nm >= 1 and #nm <= 63 then
         if sc == "lua" then

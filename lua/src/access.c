@@ -1,0 +1,31 @@
+/* access.c: the declared access of the Lua system running now. A system may read what it
+ * lists in reads or writes and write what it lists in writes; exclusive systems and code
+ * outside any system may do anything. */
+#include "klua.h"
+
+static bool listed(const kiln_component *list, int n, kiln_component c) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == c) return true;
+    return false;
+}
+
+const char *klua_system_name(const klua_world *kw) { return kw->current ? kw->current->name : NULL; }
+
+bool klua_system_writes(const klua_world *kw, kiln_component c) {
+    const klua_system *s = kw->current;
+    return !s || s->exclusive || listed(s->writes, s->write_count, c);
+}
+
+void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname) {
+    const klua_system *s = kw->current;
+    if (!s || s->exclusive) return;
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    if (write) {
+        if (!listed(s->writes, s->write_count, c))
+            klua_fail(L, fname, "system '%s' writes %s without declaring it in writes", s->name, info.name);
+    } else if (!listed(s->reads, s->read_count, c) && !listed(s->writes, s->write_count, c)) {
+        klua_fail(L, fname, "system '%s' reads %s without declaring it in reads or writes", s->name,
+                  info.name);
+    }
+}

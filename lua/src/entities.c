@@ -1,0 +1,228 @@
+/* entities.c: World methods over entities and their components: spawn, despawn, add, remove,
+ * has, get, set, changed_tick. Every method checks all of its arguments and converts every
+ * value before it touches the world, so an error leaves nothing half-done. */
+#include <string.h>
+
+#include "klua.h"
+
+#define SPAWN_MAX 64 /* components in one spawn */
+
+static int w_spawn(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:spawn";
+    kiln_component comps[SPAWN_MAX];
+    bool by_id[SPAWN_MAX]; /* keyed by component id rather than by name */
+    int32_t n = 0;
+    size_t total = 0;
+    if (!lua_isnoneornil(L, 2)) {
+        if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
+        lua_pushnil(L);
+        while (lua_next(L, 2)) {
+            if (n == SPAWN_MAX) klua_argerror(L, 2, fname, "at most %d components at once", SPAWN_MAX);
+            by_id[n] = lua_type(L, -2) != LUA_TSTRING;
+            comps[n] = klua_check_component(L, kw, -2, 2, fname);
+            lua_pop(L, 1);
+            klua_check_access(L, kw, comps[n], true, fname);
+            kiln_component_info info;
+            kiln_component_info_get(kw->world, comps[n], &info);
+            total += (info.size + 15) & ~(size_t)15;
+            n++;
+        }
+    }
+    /* Values: converted into the world's scratch, one 16-byte-aligned slot each. */
+    uint8_t *base = total ? klua_scratch(L, kw, total) : NULL;
+    const void *values[SPAWN_MAX];
+    /* Data values first (they may raise); Lua values take refs last, when nothing can fail. */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 0;
+        for (int32_t i = 0; i < n; i++) {
+            kiln_component_info info;
+            kiln_component_info_get(kw->world, comps[i], &info);
+            values[i] = base + off;
+            if (klua_is_lua_valued(kw, comps[i]) == (pass == 1)) {
+                if (by_id[i]) {
+                    lua_rawgeti(L, 2, comps[i]);
+                } else {
+                    lua_pushstring(L, info.name);
+                    lua_rawget(L, 2);
+                }
+                klua_build_value(L, kw, comps[i], -1, base + off, &info, fname, 0);
+                lua_pop(L, 1);
+            }
+            off += (info.size + 15) & ~(size_t)15;
+        }
+    }
+    kiln_entity e;
+    if (kiln_spawn_with(kw->world, comps, values, n, &e) != KILN_OK) {
+        for (int32_t i = 0; i < n; i++) klua_unref_value(L, kw, comps[i], values[i]);
+        klua_fail_world(L, kw->world, fname);
+    }
+    lua_pushinteger(L, (lua_Integer)e);
+    return 1;
+}
+
+static int w_despawn(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    kiln_entity e = klua_check_entity(L, 2, "world:despawn");
+    if (kiln_despawn(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
+    return 0;
+}
+
+/* world:is_alive(x): false for anything that is not a live entity, never an error. */
+static int w_is_alive(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    int ok = 0;
+    lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
+    lua_pushboolean(L, ok && v > 0 && kiln_is_alive(kw->world, (kiln_entity)v));
+    return 1;
+}
+
+static int w_count(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    lua_pushinteger(L, (lua_Integer)kiln_entity_count(kw->world));
+    return 1;
+}
+
+static int w_entities(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    int64_t n = kiln_world_entities(kw->world, NULL, 0);
+    kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
+    kiln_world_entities(kw->world, list, n);
+    lua_createtable(L, (int)n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)list[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int w_add(lua_State *L) {
+    lua_settop(L, 4); /* an absent value is nil, below any scratch pushed later */
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:add";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, true, fname);
+    if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    uint8_t *val = klua_scratch(L, kw, info.size);
+    klua_build_value(L, kw, c, 4, val, &info, fname, e);
+    if (kiln_add(kw->world, e, c, info.size ? val : NULL) != KILN_OK) {
+        klua_unref_value(L, kw, c, val);
+        klua_fail_world(L, kw->world, fname);
+    }
+    return 0;
+}
+
+static int w_remove(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:remove";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, true, fname);
+    bool removed = false;
+    if (kiln_remove(kw->world, e, c, &removed) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    lua_pushboolean(L, removed);
+    return 1;
+}
+
+/* world:has(e, c): false for a dead or unknown entity (any integer is accepted). */
+static int w_has(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:has";
+    int ok = 0;
+    lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
+    if (!ok) klua_typeerror(L, 2, fname, "entity");
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, false, fname);
+    lua_pushboolean(L, v > 0 && kiln_has(kw->world, (kiln_entity)v, c));
+    return 1;
+}
+
+static int w_get(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:get";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, false, fname);
+    klua_check_alive(L, kw, e, fname);
+    if (!kiln_has(kw->world, e, c)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    klua_push_value(L, kw, c, kiln_get(kw->world, e, c));
+    return 1;
+}
+
+/* Writes the reflected fields named in the table at idx from val into dst, in place: owned
+ * memory behind unreflected bytes is never duplicated or destroyed. */
+static void write_named_fields(lua_State *L, int idx, const kiln_component_info *info,
+                               const uint8_t *val, uint8_t *dst) {
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const kiln_field *f = klua_find_field(info, lua_tostring(L, -2));
+        size_t bytes = kiln_type_size(f->type) * f->count;
+        memcpy(dst + f->offset, val + f->offset, bytes);
+        lua_pop(L, 1);
+    }
+}
+
+static int w_set(lua_State *L) {
+    lua_settop(L, 4);
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:set";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, true, fname);
+    klua_check_alive(L, kw, e, fname);
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    char eb[24];
+    if (!kiln_has(kw->world, e, c)) klua_fail(L, fname, "entity %s has no %s", klua_entity_str(e, eb), info.name);
+    if (klua_is_lua_valued(kw, c)) {
+        /* Replace the Lua value: a new ref, then the old one released. */
+        int32_t *slot = kiln_get_mut(kw->world, e, c);
+        int32_t ref = klua_value_ref(L, kw, 4);
+        int32_t old = *slot;
+        *slot = ref;
+        klua_unref_value(L, kw, c, &old);
+        return 0;
+    }
+    if (info.size == 0) return 0;
+    if (info.field_count == 0) klua_fail(L, fname, "%s has no reflected fields to set from Lua", info.name);
+    /* Convert into a copy (every field checked), then write only the fields named. */
+    uint8_t *val = klua_scratch(L, kw, info.size);
+    memcpy(val, kiln_get(kw->world, e, c), info.size);
+    klua_read_fields(L, 4, &info, val, fname, e);
+    write_named_fields(L, 4, &info, val, kiln_get_mut(kw->world, e, c));
+    return 0;
+}
+
+static int w_changed_tick(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:changed_tick";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, false, fname);
+    klua_check_alive(L, kw, e, fname);
+    lua_pushinteger(L, kiln_changed_tick(kw->world, e, c));
+    return 1;
+}
+
+static const luaL_Reg entity_methods[] = {
+    {"spawn", w_spawn},
+    {"despawn", w_despawn},
+    {"is_alive", w_is_alive},
+    {"count", w_count},
+    {"entities", w_entities},
+    {"add", w_add},
+    {"remove", w_remove},
+    {"has", w_has},
+    {"get", w_get},
+    {"set", w_set},
+    {"changed_tick", w_changed_tick},
+    {NULL, NULL},
+};
+
+void klua_open_entities(lua_State *L) { klua_addmethods(L, KLUA_WORLD, entity_methods); }

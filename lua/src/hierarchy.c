@@ -1,0 +1,54 @@
+/* hierarchy.c: World methods over the transform addon's hierarchy: set_parent, children,
+ * despawn_recursive. Parent links are checked by the addon (no cycles, live parents). */
+#include "kiln_transform.h"
+#include "klua.h"
+
+static kiln_component parent_component(const klua_world *kw) {
+    kiln_transform_ids ids;
+    kiln_transform_ids_get(kw->world, &ids);
+    return ids.parent;
+}
+
+static int w_set_parent(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:set_parent";
+    kiln_entity child = klua_check_entity(L, 2, fname);
+    kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
+    klua_check_access(L, kw, parent_component(kw), true, fname);
+    if (kiln_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return 0;
+}
+
+static int w_children(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:children";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    klua_check_alive(L, kw, e, fname);
+    klua_check_access(L, kw, parent_component(kw), false, fname);
+    int32_t n = kiln_children(kw->world, e, NULL, 0);
+    kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
+    kiln_children(kw->world, e, list, n);
+    lua_createtable(L, n, 0);
+    for (int32_t i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)list[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int w_despawn_recursive(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:despawn_recursive";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    if (kiln_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return 0;
+}
+
+static const luaL_Reg hierarchy_methods[] = {
+    {"set_parent", w_set_parent},
+    {"children", w_children},
+    {"despawn_recursive", w_despawn_recursive},
+    {NULL, NULL},
+};
+
+void klua_open_hierarchy(lua_State *L) { klua_addmethods(L, KLUA_WORLD, hierarchy_methods); }

@@ -1,0 +1,61 @@
+/* resources.c: world:resource, one value per world and name: a registered data component
+ * (stored in the core, visible to C systems) or, for any other name, a Lua value. */
+#include <string.h>
+
+#include "klua.h"
+
+/* Sets or reads the core resource c (a data component or a tag). */
+static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool setting) {
+    const char *fname = "world:resource";
+    klua_check_access(L, kw, c, setting, fname);
+    if (!setting) {
+        if (!kiln_resource_has(kw->world, c)) return 0;
+        klua_push_value(L, kw, c, kiln_resource_get(kw->world, c));
+        return 1;
+    }
+    if (lua_isnil(L, 3)) {
+        kiln_resource_remove(kw->world, c, NULL);
+        return 0;
+    }
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    if (info.size == 0 && !(lua_isboolean(L, 3) && lua_toboolean(L, 3)))
+        klua_argerror(L, 3, fname, "%s is a tag: give true or nil, not %s", info.name,
+                      lua_isboolean(L, 3) ? "false" : luaL_typename(L, 3));
+    uint8_t *val = klua_scratch(L, kw, info.size);
+    const void *cur = kiln_resource_get(kw->world, c);
+    if (cur) memcpy(val, cur, info.size);
+    else klua_default_value(&info, val);
+    if (info.size) klua_read_fields(L, 3, &info, val, fname, 0);
+    if (cur) memcpy((void *)cur, val, info.size); /* in place, as world:set does */
+    else if (kiln_resource_set(kw->world, c, val) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return 0;
+}
+
+static int w_resource(lua_State *L) {
+    bool setting = lua_gettop(L) >= 3; /* counted before klua_self pads the arguments */
+    klua_world *kw = klua_self(L);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:resource", "resource name");
+    size_t len;
+    const char *name = lua_tolstring(L, 2, &len);
+    kiln_component c = strlen(name) == len ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
+    if (c && c != kw->shared_type && !klua_is_lua_valued(kw, c)) return core_resource(L, kw, c, setting);
+    /* Any other name holds a Lua value, keyed by the whole string. */
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_RESOURCES);
+    lua_pushvalue(L, 2);
+    if (!setting) {
+        lua_rawget(L, -2);
+        return 1;
+    }
+    lua_pushvalue(L, 3);
+    lua_rawset(L, -3);
+    return 0;
+}
+
+static const luaL_Reg resource_methods[] = {
+    {"resource", w_resource},
+    {NULL, NULL},
+};
+
+void klua_open_resources(lua_State *L) { klua_addmethods(L, KLUA_WORLD, resource_methods); }

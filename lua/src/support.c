@@ -1,0 +1,307 @@
+/* support.c: what every file of the binding shares: the error shapes, class metatables, the
+ * World behind a method, scratch memory and name look-ups. Calls nothing else of the binding. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "klua.h"
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* Methods ("world:get") count arguments after self, as Lua's own messages do. */
+void klua_argerror(lua_State *L, int arg, const char *fname, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    bool method = strchr(fname, ':') != NULL;
+    if (method && arg == 1) lua_pushfstring(L, "bad self to '%s' (%s)", fname, lua_tostring(L, -1));
+    else lua_pushfstring(L, "bad argument #%d to '%s' (%s)", method ? arg - 1 : arg, fname, lua_tostring(L, -1));
+    lua_error(L);
+    for (;;) {} /* not reached: lua_error does not return */
+}
+
+void klua_typeerror(lua_State *L, int arg, const char *fname, const char *expected) {
+    const char *got = luaL_typename(L, arg);
+    if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+    klua_argerror(L, arg, fname, "%s expected, got %s", expected, got);
+}
+
+void klua_fail(lua_State *L, const char *fname, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_pushfstring(L, "%s: %s", fname, lua_tostring(L, -1));
+    lua_error(L);
+    for (;;) {}
+}
+
+const char *klua_core_detail(const char *msg) {
+    if (strncmp(msg, "kiln_", 5) != 0) return msg;
+    const char *p = msg + 5;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_') p++;
+    return p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
+}
+
+void klua_fail_world(lua_State *L, const kiln_world *world, const char *fname) {
+    klua_fail(L, fname, "%s", klua_core_detail(kiln_world_error(world)));
+}
+
+const char *klua_quote(lua_State *L, const char *s, size_t len) {
+    if (len <= KLUA_QUOTE_MAX) return lua_pushlstring(L, s, len);
+    lua_pushlstring(L, s, KLUA_QUOTE_MAX);
+    lua_pushliteral(L, "...");
+    lua_concat(L, 2);
+    return lua_tostring(L, -1);
+}
+
+void klua_check_keys(lua_State *L, int idx, int arg, const char *fname, const char *const *keys,
+                     bool allow_list) {
+    idx = lua_absindex(L, idx);
+    lua_Unsigned len = allow_list ? lua_rawlen(L, idx) : 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        int kt = lua_type(L, -1);
+        if (kt == LUA_TSTRING) {
+            const char *k = lua_tostring(L, -1);
+            bool known = false;
+            for (int i = 0; keys[i] && !known; i++) known = strcmp(keys[i], k) == 0;
+            if (known) continue;
+        } else if (allow_list && lua_isinteger(L, -1)) {
+            lua_Integer i = lua_tointeger(L, -1);
+            if (i >= 1 && (lua_Unsigned)i <= len) continue;
+        }
+        /* What would have been accepted, then what was given (the key is not converted in
+         * place: the traversal ends here anyway). */
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (int i = 0; keys[i]; i++) {
+            luaL_addstring(&b, i ? ", " : "");
+            luaL_addstring(&b, keys[i]);
+        }
+        if (allow_list) luaL_addstring(&b, keys[0] ? " and a list" : "a list");
+        luaL_pushresult(&b);
+        const char *expected = lua_tostring(L, -1);
+        const char *given;
+        if (kt == LUA_TSTRING) {
+            size_t n;
+            const char *s = lua_tolstring(L, -2, &n);
+            given = lua_pushfstring(L, "key '%s'", klua_quote(L, s, n));
+        } else if (kt == LUA_TNUMBER) {
+            lua_pushvalue(L, -2);
+            given = lua_pushfstring(L, "key [%s]", lua_tostring(L, -1));
+        } else {
+            given = lua_pushfstring(L, "a %s key", lua_typename(L, kt));
+        }
+        klua_argerror(L, arg, fname, "unknown %s (expected %s)", given, expected);
+    }
+}
+
+/* ---- classes --------------------------------------------------------------------------- */
+
+void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
+                     const luaL_Reg *metamethods) {
+    luaL_newmetatable(L, tname);
+    if (metamethods) luaL_setfuncs(L, metamethods, 0);
+    lua_newtable(L);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    if (methods) klua_addmethods(L, tname, methods);
+}
+
+void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
+    luaL_getmetatable(L, tname);
+    lua_getfield(L, -1, "__index");
+    lua_pushvalue(L, -2);
+    luaL_setfuncs(L, methods, 1); /* upvalue KLUA_UPV_META: see klua_self */
+    lua_pop(L, 2);
+}
+
+/* ---- the World behind a method --------------------------------------------------------- */
+
+lua_State *klua_main_thread(lua_State *L) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    return main;
+}
+
+klua_world *klua_check_world(lua_State *L, int idx) {
+    klua_world *kw = luaL_testudata(L, idx, KLUA_WORLD);
+    if (!kw) klua_typeerror(L, idx, "kiln", KLUA_WORLD);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    return kw;
+}
+
+kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_world(L, idx)->world; }
+
+/* Raises "bad self to 'class:method' (tname expected, got ...)", the method named as the
+ * caller called it. */
+static void self_error(lua_State *L, const char *tname, const char *class) {
+    lua_Debug ar;
+    const char *name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
+    lua_pushfstring(L, "%s:%s", class, name);
+    klua_typeerror(L, 1, lua_tostring(L, -1), tname);
+}
+
+void *klua_check_self(lua_State *L, const char *tname, const char *class) {
+    void *p = luaL_testudata(L, 1, tname);
+    if (!p) self_error(L, tname, class);
+    return p;
+}
+
+klua_world *klua_self_plain(lua_State *L) {
+    klua_world *kw = lua_touserdata(L, 1);
+    if (!kw || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(KLUA_UPV_META)))
+        self_error(L, KLUA_WORLD, "world");
+    lua_pop(L, 1);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    return kw;
+}
+
+static int gc_guard_close(lua_State *L) {
+    klua_world *kw = *(klua_world **)lua_touserdata(L, 1);
+    if (kw && kw->gc_held) {
+        kw->gc_held = false;
+        lua_gc(L, LUA_GCRESTART);
+    }
+    return 0;
+}
+
+int klua_new_gc_guard(lua_State *L, klua_world *kw) {
+    klua_world **guard = lua_newuserdatauv(L, sizeof *guard, 0);
+    *guard = kw;
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, gc_guard_close);
+    lua_setfield(L, -2, "__close");
+    lua_setmetatable(L, -2);
+    return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+void klua_hold_gc(lua_State *L, klua_world *kw) {
+    if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    lua_toclose(L, -1);
+    lua_gc(L, LUA_GCSTOP);
+    kw->gc_held = true;
+}
+
+klua_world *klua_self(lua_State *L) {
+    klua_world *kw = klua_self_plain(L);
+    /* Absent arguments read as nil, never as the guard pushed above them. */
+    if (lua_gettop(L) < KLUA_ARG_PAD) lua_settop(L, KLUA_ARG_PAD);
+    klua_hold_gc(L, kw);
+    return kw;
+}
+
+uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size) {
+    if (size + 16 > kw->scratch_size) {
+        size_t n = kw->scratch_size ? kw->scratch_size : 256;
+        while (n < size + 16) n *= 2;
+        void *ud;
+        lua_Alloc fa = lua_getallocf(L, &ud);
+        uint8_t *p = fa(ud, kw->scratch, kw->scratch_size, n);
+        if (!p) luaL_error(L, "not enough memory");
+        kw->scratch = p;
+        kw->scratch_size = n;
+    }
+    return (uint8_t *)(((uintptr_t)kw->scratch + 15) & ~(uintptr_t)15);
+}
+
+void klua_push_self(lua_State *L, klua_world *kw) {
+    if (kw->progress_idx) {
+        lua_pushvalue(L, kw->progress_idx);
+        return;
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS);
+    lua_rawgetp(L, -1, kw);
+    lua_remove(L, -2);
+}
+
+kiln_schedule *klua_schedule(lua_State *L, klua_world *kw) {
+    if (kw->schedule) return kw->schedule;
+    if (kw->workers > 0 && !kw->jobs) {
+        kw->jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = kw->workers});
+        if (!kw->jobs) luaL_error(L, "kiln: cannot start %d worker threads", (int)kw->workers);
+    }
+    kw->schedule = kiln_schedule_create(kw->world, &(kiln_schedule_desc){.jobs = kw->jobs});
+    if (!kw->schedule) luaL_error(L, "not enough memory");
+    return kw->schedule;
+}
+
+kiln_schedule *kiln_lua_schedule(lua_State *L, int idx) {
+    return klua_schedule(L, klua_check_world(L, idx));
+}
+
+/* ---- look-ups ------------------------------------------------------------------------------ */
+
+const char *klua_entity_str(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
+
+bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
+    return c < (kiln_component)kw->lua_valued_cap && kw->lua_valued[c];
+}
+
+void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c) {
+    if (c >= (kiln_component)kw->lua_valued_cap) {
+        int32_t ncap = kw->lua_valued_cap ? kw->lua_valued_cap : 64;
+        while ((kiln_component)ncap <= c) ncap *= 2;
+        void *ud;
+        lua_Alloc fa = lua_getallocf(L, &ud);
+        uint8_t *p = fa(ud, kw->lua_valued, (size_t)kw->lua_valued_cap, (size_t)ncap);
+        if (!p) luaL_error(L, "not enough memory");
+        memset(p + kw->lua_valued_cap, 0, (size_t)(ncap - kw->lua_valued_cap));
+        kw->lua_valued = p;
+        kw->lua_valued_cap = ncap;
+    }
+    kw->lua_valued[c] = 1;
+}
+
+kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname) {
+    int ok = 0;
+    lua_Integer v = lua_type(L, arg) == LUA_TNUMBER ? lua_tointegerx(L, arg, &ok) : 0;
+    if (!ok) klua_typeerror(L, arg, fname, "entity");
+    if (v < 0) klua_argerror(L, arg, fname, "entity expected, got a negative number");
+    return (kiln_entity)v;
+}
+
+void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *fname) {
+    char eb[24];
+    if (!kiln_is_alive(kw->world, e)) klua_fail(L, fname, "entity %s is not alive", klua_entity_str(e, eb));
+}
+
+kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg, const char *fname) {
+    kiln_component c = KILN_NO_COMPONENT;
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        /* interned name -> id, cached per world (ids never change) */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, -2) == LUA_TNUMBER) {
+            c = (kiln_component)lua_tointeger(L, -1);
+            lua_pop(L, 2);
+        } else {
+            lua_pop(L, 1);
+            size_t n;
+            const char *s = lua_tolstring(L, idx, &n);
+            c = strlen(s) == n ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
+            if (!c || c == kw->shared_type) {
+                klua_argerror(L, arg, fname, "unknown component '%s'", klua_quote(L, s, n));
+            }
+            lua_pushvalue(L, idx);
+            lua_pushinteger(L, c);
+            lua_rawset(L, -3);
+            lua_pop(L, 1);
+        }
+    } else if (lua_isinteger(L, idx)) {
+        lua_Integer v = lua_tointeger(L, idx);
+        if (v <= 0 || v > kiln_component_count(kw->world) || (kiln_component)v == kw->shared_type)
+            klua_argerror(L, arg, fname, "unknown component #%I", v);
+        c = (kiln_component)v;
+    } else {
+        if (idx == arg) klua_typeerror(L, arg, fname, "component name");
+        klua_argerror(L, arg, fname, "component name expected, got %s", luaL_typename(L, idx));
+    }
+    return c;
+}
