@@ -371,7 +371,7 @@ int main(int argc, char **argv) {
         char err[256] = "";
         g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = g.opt.console_port}, err,
                                       sizeof err);
-        if (!g.console) die("console: %s", err);
+        if (!g.console) die("%s", err);
         int port = kiln_console_port(g.console);
         printf("console: listening on 127.0.0.1:%d (attach: kiln --connect 127.0.0.1:%d)\n", port,
                port);

@@ -36,8 +36,9 @@ struct kiln_console {
     int client_count;
 };
 
-static void set_err(char *err, size_t size, const char *what) {
-    if (err && size) snprintf(err, size, "%s: %s", what, strerror(errno));
+/* Messages follow the core's shape: "kiln_console_open: detail". */
+static void set_err(char *err, size_t size, const char *what, const char *addr, int port) {
+    if (err && size) snprintf(err, size, "kiln_console_open: %s %s:%d: %s", what, addr, port, strerror(errno));
 }
 
 kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, char *err, size_t err_size) {
@@ -46,7 +47,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     if (d.max_clients <= 0) d.max_clients = 8;
     if (d.budget <= 0) d.budget = 100000000;
     if (d.port < 0 || d.port > 65535) {
-        if (err && err_size) snprintf(err, err_size, "console: port %d out of range", d.port);
+        if (err && err_size) snprintf(err, err_size, "kiln_console_open: port %d is out of range 0-65535", d.port);
         return NULL;
     }
     struct sockaddr_in addr;
@@ -54,19 +55,19 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)d.port);
     if (inet_pton(AF_INET, d.bind_address, &addr.sin_addr) != 1) {
-        if (err && err_size) snprintf(err, err_size, "console: bad address %s", d.bind_address);
+        if (err && err_size) snprintf(err, err_size, "kiln_console_open: '%.64s' is not an IPv4 address", d.bind_address);
         return NULL;
     }
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) {
-        set_err(err, err_size, "console: socket");
+        set_err(err, err_size, "cannot open a socket for", d.bind_address, d.port);
         return NULL;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 8) != 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-        set_err(err, err_size, "console: bind/listen");
+        set_err(err, err_size, "cannot listen on", d.bind_address, d.port);
         close(fd);
         return NULL;
     }
@@ -78,7 +79,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
         free(c);
         free(clients);
         close(fd);
-        if (err && err_size) snprintf(err, err_size, "console: out of memory");
+        if (err && err_size) snprintf(err, err_size, "kiln_console_open: out of memory");
         return NULL;
     }
     c->L = L;

@@ -140,10 +140,12 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_worl
 /* Raises "bad self to 'class:method' (tname expected, got ...)", the method named as the
  * caller called it. */
 static void self_error(lua_State *L, const char *tname, const char *class) {
+    const char *got = luaL_typename(L, 1);
+    if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
     lua_Debug ar;
     const char *name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
-    lua_pushfstring(L, "%s:%s", class, name);
-    klua_typeerror(L, 1, lua_tostring(L, -1), tname);
+    const char *fname = lua_pushfstring(L, "%s:%s", class, name);
+    klua_argerror(L, 1, fname, "%s expected, got %s", tname, got);
 }
 
 void *klua_check_self(lua_State *L, const char *tname, const char *class) {

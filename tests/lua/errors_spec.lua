@@ -1,0 +1,178 @@
+-- errors_spec.lua: the two message shapes of the binding (argument errors and runtime
+-- failures), each naming its call once, bounded quotes, and the exact input rules for
+-- vectors, quaternions, matrices, arrays and descriptors, in values, views and bulk.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+-- The message of fn's error, which must match the Lua pattern exactly (anchored).
+local function shape(pattern, fn)
+    local msg = H.raises(fn)
+    assert.is_truthy(msg:find("^" .. pattern .. "$"), string.format("%q does not have the shape %q", msg, pattern))
+    return msg
+end
+
+-- No call name appears twice ("world:despawn: despawn: ...") and no C name leaks through.
+local function named_once(msg, call)
+    local short = call:match("[:.](.*)$")
+    local _, n = msg:gsub(short:gsub("%p", "%%%0"), "")
+    assert.are.equal(1, n, string.format("%q names %s more than once", msg, short))
+    assert.is_falsy(msg:find("kiln_", 1, true), msg)
+end
+
+describe("argument errors", function()
+    it("take Lua's shape with the Lua call name, counting arguments after self", function()
+        local w = H.world()
+        shape("bad argument #1 to 'world:despawn' %(entity expected, got string%)", function() w:despawn("x") end)
+        shape("bad argument #1 to 'world:despawn' %(entity expected, got a negative number%)", function() w:despawn(-1) end)
+        shape("bad argument #2 to 'world:get' %(unknown component 'Velocityy'%)", function() w:get(w:spawn(), "Velocityy") end)
+        shape("bad argument #2 to 'world:get' %(component name expected, got boolean%)", function() w:get(w:spawn(), true) end)
+        shape("bad argument #1 to 'world:query' %(table expected, got number%)", function() w:query(5) end)
+        shape("bad argument #1 to 'world:spawn' %(unknown component 'Nope'%)", function() w:spawn{Nope = {}} end)
+        shape("bad argument #1 to 'world:emit' %(unknown event 'Boom'%)", function() w:emit("Boom") end)
+        shape("bad argument #1 to 'kiln.world' %(table expected, got string%)", function() kiln.world("x") end)
+        shape("bad argument #1 to 'commands:despawn' %(entity or placeholder expected, got string%)",
+              function() kiln.commands():despawn("7") end)
+    end)
+
+    it("name the method when self is not the object", function()
+        local w = H.world()
+        shape("bad self to 'world:count' %(kiln.World expected, got table%)", function() w.count({}) end)
+        shape("bad self to 'world:spawn' %(kiln.World expected, got no value%)", function() w.spawn() end)
+        local q = w:query{"Position"}
+        shape("bad self to 'query:count' %(kiln.Query expected, got kiln.World%)", function() q.count(w) end)
+        local c = kiln.commands()
+        shape("bad self to 'commands:apply' %(kiln.Commands expected, got number%)", function() c.apply(1, w) end)
+    end)
+
+    it("reject unknown keys in descriptors instead of ignoring them", function()
+        local w = H.world()
+        shape("bad argument #1 to 'world:query' %(unknown key 'exclude' %(expected optional, without and a list%)%)",
+              function() w:query{"Position", exclude = {"Velocity"}} end)
+        shape("bad argument #1 to 'world:query' %(unknown key 'x' %(expected a list%)%)",
+              function() w:query{"Position", optional = {x = "Velocity"}} end)
+        shape("bad argument #1 to 'world:system' %(unknown key 'read' %(expected name, reads, writes, before, after, " ..
+              "exclusive, run, each, query%)%)", function() w:system{name = "s", read = {"Position"}, run = print} end)
+        shape("bad argument #1 to 'world:system' %(unknown key %[7%] %(expected a list%)%)",
+              function() w:system{name = "s", reads = {[7] = "Position"}, run = print} end)
+        shape("bad argument #1 to 'kiln.world' %(unknown key 'worker' %(expected workers, max_failures, transforms%)%)",
+              function() kiln.world{worker = 2} end)
+        shape("bad argument #1 to 'kiln.world' %(unknown a boolean key %(expected workers, max_failures, transforms%)%)",
+              function() kiln.world{[true] = 1} end)
+        assert.are.equal(0, #w:systems())
+    end)
+end)
+
+describe("runtime failures", function()
+    it("read 'call: detail', naming the call once even when the core failed", function()
+        local w = H.world({transforms = true})
+        local e = w:spawn()
+        w:despawn(e)
+        local msg = shape("world:despawn: entity 0v1 is not alive", function() w:despawn(e) end)
+        named_once(msg, "world:despawn")
+        msg = shape("world:component: .+", function() w:component("Position", "int32_t a;") end)
+        named_once(msg, "world:component")
+        local a, b = w:spawn(), w:spawn()
+        w:set_parent(b, a)
+        msg = shape("world:set_parent: .+", function() w:set_parent(a, b) end)
+        named_once(msg, "world:set_parent")
+        msg = shape("world:set: entity %d+v%d+ has no Health", function() w:set(a, "Health", {hp = 1}) end)
+        named_once(msg, "world:set")
+    end)
+
+    it("name the query method, the component and the field in loops", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        shape("query:each: field 'x' of Position on entity 0v1: expected a number, got string", function()
+            for _, p in q:each() do p.x = "left" end
+        end)
+        shape("query:bulk: Position.x%[1%] %(entity 0v1%): expected a number, got boolean", function()
+            q:bulk(function(n, ents, p) p.x[1] = true end)
+        end)
+        shape("query:each: this query is already being iterated %(use a second query for a nested loop%)", function()
+            for _ in q:each() do for _ in q:each() do end end
+        end)
+        assert.is_true(H.not_deferred(w))
+    end)
+
+    it("are bounded when they quote what the caller gave", function()
+        local w = H.world()
+        local huge = string.rep("f", 10 * 1024 * 1024)
+        local msg = H.unchanged(w, nil, function() w:component("Big", huge .. " x;") end, "world:component", "Big")
+        assert.is_true(#msg < 400, "a 10 MB schema gave a message of " .. #msg .. " bytes")
+        msg = H.raises(function() w:get(w:spawn(), huge) end, "unknown component", "...")
+        assert.is_true(#msg < 400)
+        msg = H.raises(function() w:query{"Position", [huge] = 1} end, "unknown key", "...")
+        assert.is_true(#msg < 400)
+        msg = H.raises(function() w:spawn{Position = {[huge] = 1}} end, "has no field", "...")
+        assert.is_true(#msg < 400)
+        assert.is_nil(w:component_info("Big"))
+    end)
+end)
+
+describe("exact input rules", function()
+    local function world()
+        local w = kiln.world()
+        w:component("Body", "vec3 dir; quat rot; mat4 m; int32_t ids[3]; vec2 path[2];")
+        return w
+    end
+
+    it("accept vectors and quaternions as {x =, ...} or as arrays", function()
+        local w = world()
+        local e = w:spawn{Body = {dir = {1, 2, 3}, rot = {0, 0, 0, 1}}}
+        local b = w:get(e, "Body")
+        assert.are.same({x = 1, y = 2, z = 3}, b.dir)
+        assert.are.same({x = 0, y = 0, z = 0, w = 1}, b.rot)
+        w:set(e, "Body", {dir = {z = 9}, path = {{5, 6}, {x = 7}}})
+        b = w:get(e, "Body")
+        assert.are.same({x = 1, y = 2, z = 9}, b.dir)
+        assert.are.same({{x = 5, y = 6}, {x = 7, y = 0}}, b.path)
+    end)
+
+    it("raise for every key that is not a field or an element, at every depth, changing nothing", function()
+        local w = world()
+        local e = w:spawn{Body = {dir = {1, 2, 3}}}
+        local names = {"Body"}
+        H.unchanged(w, names, function() w:set(e, "Body", {dir = {x = 1, bogus = 9}}) end, "world:set", "'bogus'", "vec3")
+        H.unchanged(w, names, function() w:set(e, "Body", {dir = {1, 2, 3, 4}}) end, "vec3", "[4]")
+        H.unchanged(w, names, function() w:set(e, "Body", {dir = {1, x = 2}}) end, "given twice")
+        H.unchanged(w, names, function() w:set(e, "Body", {rot = {0, 0, 0, 1, 0}}) end, "quat", "[5]")
+        local seventeen = {}
+        for i = 1, 17 do seventeen[i] = i end
+        H.unchanged(w, names, function() w:set(e, "Body", {m = seventeen}) end, "mat4", "[17]")
+        H.unchanged(w, names, function() w:set(e, "Body", {m = {x = 1}}) end, "mat4", "'x'")
+        H.unchanged(w, names, function() w:set(e, "Body", {ids = {1, 2, 3, 4}}) end, "does not fit 3")
+        H.unchanged(w, names, function() w:set(e, "Body", {ids = {1, n = 2}}) end, "key 'n'")
+        H.unchanged(w, names, function() w:set(e, "Body", {path = {{1, 2}, {1, 2, 3}}}) end, "element 2", "[3]")
+        H.unchanged(w, names, function() w:set(e, "Body", {dirr = {}}) end, "has no field 'dirr'")
+        H.unchanged(w, names, function() w:spawn{Body = {dir = {x = 1, q = 2}}} end, "world:spawn", "'q'")
+        H.unchanged(w, names, function() w:add(e, "Body", {rot = {a = 1}}) end, "world:add", "'a'")
+    end)
+
+    it("raise for numbers beyond float range in vectors, views and the bulk path", function()
+        local w = world()
+        w:component("P", "float x;")
+        local e = w:spawn{Body = {}, P = {x = 1}}
+        local names = {"Body", "P"}
+        H.unchanged(w, names, function() w:set(e, "Body", {dir = {x = 1e39}}) end, "out of range for float")
+        H.unchanged(w, names, function() w:set(e, "Body", {m = {1e300}}) end, "out of range for float")
+        local q = w:query{"P"}
+        H.unchanged(w, names, function() for _, p in q:each() do p.x = -1e39 end end, "query:each", "out of range")
+        H.unchanged(w, names, function() q:bulk(function(n, ents, p) p.x[1] = 1e39 end) end, "query:bulk",
+                    "out of range")
+        -- infinities are values a float holds: they pass on every path
+        q:bulk(function(n, ents, p) p.x[1] = math.huge end)
+        assert.are.equal(math.huge, w:get(e, "P").x)
+    end)
+
+    it("raise in views and bulk term tables for keys that are not fields", function()
+        local w = world()
+        w:component("P", "float x, y;")
+        w:spawn{P = {x = 1}}
+        local q = w:query{"P"}
+        H.unchanged(w, {"P"}, function() for _, p in q:each() do p.z = 1 end end, "P has no field 'z'")
+        H.unchanged(w, {"P"}, function() q:bulk(function(n, ents, p) p.vx = {5} end) end, "query:bulk",
+                    "P has no field 'vx'")
+        assert.is_true(H.not_deferred(w))
+    end)
+end)
