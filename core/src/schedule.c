@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "component.h"
+#include "defer.h"
 #include "world.h"
 
 #define KL_NAME_SIZE (KILN_MAX_NAME + 1)
@@ -55,7 +56,7 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
     KILN_ASSERT(world != NULL, "world is NULL");
     kiln_schedule *s = kl_alloc(&world->alloc, sizeof *s);
     if (!s) {
-        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_create: out of memory");
+        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_create: out of memory");
         return NULL;
     }
     memset(s, 0, sizeof *s);
@@ -100,7 +101,7 @@ static kiln_result copy_access(kiln_world *world, const char *sys, const char *l
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ACCESS && src[i] != KILN_NO_COMPONENT; i++) {
         if (!kl_component_get(world, src[i]))
             return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
-                           "schedule_add: system %s %s component #%u is not registered", sys, list,
+                           "kiln_schedule_add: system %s %s component #%u is not registered", sys, list,
                            (unsigned)src[i]);
         dst[n++] = src[i];
     }
@@ -114,7 +115,7 @@ static kiln_result copy_names(kiln_world *world, const char *sys, const char *li
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ORDER && src[i] != NULL; i++) {
         if (!valid_name(src[i]))
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "schedule_add: system %s %s[%d] must be a name of 1 to %d bytes", sys,
+                           "kiln_schedule_add: system %s %s[%d] must be a name of 1 to %d bytes", sys,
                            list, (int)i, KILN_MAX_NAME);
         strcpy(dst[n++], src[i]);
     }
@@ -125,15 +126,15 @@ static kiln_result copy_names(kiln_world *world, const char *sys, const char *li
 kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
-    if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule_add: desc is NULL");
+    if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: desc is NULL");
     if (!valid_name(desc->name))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
+                       "kiln_schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
     if (kiln_schedule_find(s, desc->name) >= 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "schedule_add: a system named %s already exists", desc->name);
+                       "kiln_schedule_add: a system named %s already exists", desc->name);
     if (desc->run == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule_add: system %s has no run callback",
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: system %s has no run callback",
                        desc->name);
     kl_system tmp;
     memset(&tmp, 0, sizeof tmp);
@@ -151,7 +152,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
         (sys = kl_alloc(&world->alloc, sizeof *sys)) == NULL ||
         (cmd = kl_commands_create(world, true, false)) == NULL) {
         kl_free(&world->alloc, sys, sizeof *sys);
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_add: out of memory for %s", desc->name);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
     }
     *sys = tmp;
     strcpy(sys->name, desc->name);
@@ -190,12 +191,12 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
     /* edge[a * n + b]: a runs before b */
     size_t matrix = ((size_t)n * (size_t)n + 7) & ~(size_t)7; /* keeps the int arrays aligned */
     uint8_t *edge = n ? kl_alloc(al, matrix + sizeof(int32_t) * (size_t)n * 2) : NULL;
-    if (n && !edge) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_build: out of memory");
+    if (n && !edge) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_build: out of memory");
     if (!kl_grow(al, (void **)&s->order, &s->order_cap, n, sizeof(int32_t), 16) ||
         !kl_grow(al, (void **)&s->stage_start, &s->stage_cap, n + 1, sizeof(int32_t), 16) ||
         !kl_grow(al, (void **)&s->job_list, &s->job_cap, n, sizeof(kiln_job), 16)) {
         kl_free(al, edge, matrix + sizeof(int32_t) * (size_t)n * 2);
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_build: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_build: out of memory");
     }
     kiln_result r = KILN_OK;
     int32_t *indegree = n ? (int32_t *)(edge + matrix) : NULL;
@@ -208,9 +209,9 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
             int32_t x = kiln_schedule_find(s, sys->after[k]);
             if (x < 0)
                 r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                            "schedule: system %s runs after unknown system %s", sys->name, sys->after[k]);
+                            "kiln_schedule_build: system %s runs after unknown system %s", sys->name, sys->after[k]);
             else if (x == i)
-                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule: system %s runs after itself",
+                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_build: system %s runs after itself",
                             sys->name);
             else edge[(size_t)x * n + i] = 1;
         }
@@ -218,9 +219,9 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
             int32_t y = kiln_schedule_find(s, sys->before[k]);
             if (y < 0)
                 r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                            "schedule: system %s runs before unknown system %s", sys->name, sys->before[k]);
+                            "kiln_schedule_build: system %s runs before unknown system %s", sys->name, sys->before[k]);
             else if (y == i)
-                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule: system %s runs before itself",
+                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_build: system %s runs before itself",
                             sys->name);
             else edge[(size_t)i * n + y] = 1;
         }
@@ -262,7 +263,7 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
                     len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
                                             s->systems[a]->name);
             r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                        "schedule: before/after cycle among systems %s", names);
+                        "kiln_schedule_build: before/after cycle among systems %s", names);
         }
     }
     if (r == KILN_OK) {
@@ -335,7 +336,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             /* An exclusive system runs alone on an undeferred world. */
             kl_system *sys = s->systems[s->order[first]];
             if (!sys->run_now) continue;
-            kiln_result r = kiln_defer_end(world);
+            kiln_result r = kl_defer_end(world, "kiln_schedule_run");
             if (r != KILN_OK && result == KILN_OK) result = r;
             run_system(sys);
             kiln_defer_begin(world);
@@ -367,11 +368,11 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         for (int32_t k = first; k < end; k++) {
             kl_system *sys = s->systems[s->order[k]];
             if (kiln_commands_count(sys->commands) == 0) continue;
-            kiln_result r = kiln_commands_apply(sys->commands, world, NULL);
+            kiln_result r = kl_commands_apply(sys->commands, world, NULL, "kiln_schedule_run");
             if (r != KILN_OK && result == KILN_OK) result = r;
         }
     }
-    kiln_result r = kiln_defer_end(world);
+    kiln_result r = kl_defer_end(world, "kiln_schedule_run");
     return result != KILN_OK ? result : r;
 }
 
@@ -386,7 +387,7 @@ int32_t kiln_schedule_system_count(const kiln_schedule *s) {
     return s->system_count;
 }
 
-bool kiln_schedule_system_info(const kiln_schedule *s, int32_t index, kiln_system_info *dest) {
+bool kiln_schedule_system_info_get(const kiln_schedule *s, int32_t index, kiln_system_info *dest) {
     KILN_ASSERT(s != NULL && dest != NULL, "schedule and dest are required");
     if (index < 0 || index >= s->system_count) return false;
     const kl_system *sys = s->systems[index];
@@ -406,7 +407,7 @@ kiln_result kiln_schedule_enable(kiln_schedule *s, const char *name, bool enable
     KILN_ASSERT(s != NULL, "schedule is NULL");
     int32_t i = kiln_schedule_find(s, name);
     if (i < 0)
-        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "schedule_enable: no system named %s",
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_enable: no system named %s",
                        name ? name : "(null)");
     s->systems[i]->enabled = enabled;
     return KILN_OK;

@@ -351,8 +351,10 @@ static uint32_t define(lua_State *L, klua_world *kw, bool event, const char *fna
         d.field_count = n;
     }
     uint32_t id;
-    kiln_result r = event ? kiln_event_register(kw->world, &d, &id)
+    kiln_event_type type = {0};
+    kiln_result r = event ? kiln_event_register(kw->world, &d, &type)
                           : kiln_component_register(kw->world, &d, &id);
+    if (event) id = type.id;
     if (r != KILN_OK) raise_world(L, kw, fname);
     if (lua_valued) mark_lua_valued(L, kw, id);
     return id;
@@ -613,7 +615,7 @@ static int w_set_parent(lua_State *L) {
     kiln_transform_ids ids;
     kiln_transform_ids_get(kw->world, &ids);
     klua_check_access(L, kw, ids.parent, true, fname);
-    if (kiln_set_parent(kw->world, child, parent) != KILN_OK) raise_world(L, kw, fname);
+    if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) raise_world(L, kw, fname);
     return 0;
 }
 
@@ -624,9 +626,9 @@ static int w_children(lua_State *L) {
     kiln_transform_ids ids;
     kiln_transform_ids_get(kw->world, &ids);
     klua_check_access(L, kw, ids.parent, false, "world:children");
-    int32_t n = kiln_children(kw->world, e, NULL, 0);
+    int32_t n = kiln_transform_children(kw->world, e, NULL, 0);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
-    kiln_children(kw->world, e, list, n);
+    kiln_transform_children(kw->world, e, list, n);
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)list[i]);
@@ -638,7 +640,7 @@ static int w_children(lua_State *L) {
 static int w_despawn_recursive(lua_State *L) {
     klua_world *kw = klua_self(L);
     kiln_entity e = klua_check_entity(L, 2, "world:despawn_recursive");
-    if (kiln_despawn_recursive(kw->world, e) != KILN_OK) raise_world(L, kw, "world:despawn_recursive");
+    if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) raise_world(L, kw, "world:despawn_recursive");
     return 0;
 }
 
@@ -647,7 +649,7 @@ static int w_despawn_recursive(lua_State *L) {
 static kiln_event_type check_event(lua_State *L, klua_world *kw, int arg, const char *fname) {
     const char *name = luaL_checkstring(L, arg);
     kiln_event_type t = kiln_event_lookup(kw->world, name);
-    if (!t) luaL_error(L, "%s: unknown event '%s'", fname, name);
+    if (!t.id) luaL_error(L, "%s: unknown event '%s'", fname, name);
     return t;
 }
 
@@ -677,7 +679,7 @@ static int w_emit(lua_State *L) {
 static int events_step(lua_State *L) {
     klua_world *kw = klua_check_world(L, lua_upvalueindex(1));
     klua_hold_gc(L, kw);
-    kiln_event_type t = (kiln_event_type)lua_tointeger(L, lua_upvalueindex(2));
+    kiln_event_type t = {(uint32_t)lua_tointeger(L, lua_upvalueindex(2))};
     lua_Integer i = lua_tointeger(L, lua_upvalueindex(3));
     const void *ev = kiln_event_get(kw->world, t, i);
     if (!ev) return 0;
@@ -697,7 +699,7 @@ static int w_events(lua_State *L) {
     klua_world *kw = klua_self(L);
     kiln_event_type t = check_event(L, kw, 2, "world:events");
     lua_pushvalue(L, 1);
-    lua_pushinteger(L, t);
+    lua_pushinteger(L, t.id);
     lua_pushinteger(L, 0);
     lua_pushcclosure(L, events_step, 3);
     return 1;
