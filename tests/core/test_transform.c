@@ -1230,6 +1230,115 @@ START_TEST(transform_system_in_a_schedule_matches_a_direct_call_with_two_workers
 }
 END_TEST
 
+/* Writes x into an entity's LocalTransform position in place, the way a binding fills only
+ * the fields a script gave over the value the component started with. */
+static void place_at_x(scene *s, kiln_entity e, float x) {
+    kiln_local_transform *l = kiln_get_mut(s->world, e, s->ids.local);
+    ck_assert_ptr_nonnull(l);
+    l->position[0] = x;
+}
+
+START_TEST(local_transforms_added_without_a_value_start_as_the_identity) {
+    scene s;
+    scene_open(&s);
+    kiln_component_info info;
+    ck_assert(kiln_component_info_get(s.world, s.ids.local, &info));
+    ck_assert_ptr_nonnull(info.defaults);
+    kiln_local_transform identity = kiln_transform_local_identity();
+    ck_assert_int_eq(memcmp(info.defaults, &identity, sizeof identity), 0);
+    /* a parent at x = 10 and a child at local x = 1, both given only a position */
+    kiln_entity parent, child;
+    ck_assert_int_eq(kiln_spawn(s.world, &parent), KILN_OK);
+    ck_assert_int_eq(kiln_add(s.world, parent, s.ids.local, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(s.world, &s.ids.local, NULL, 1, &child), KILN_OK);
+    place_at_x(&s, parent, 10.0f);
+    place_at_x(&s, child, 1.0f);
+    ck_assert_int_eq(kiln_transform_set_parent(s.world, child, parent), KILN_OK);
+    propagate_ok(&s, NULL);
+    const float *m = world_matrix(&s, child);
+    ck_assert_float_eq_tol(m[12], 11.0f, 1e-5f); /* column 3, row 0: x */
+    ck_assert_float_eq_tol(m[0], 1.0f, 1e-5f);   /* unit scale, no rotation */
+    ck_assert_float_eq_tol(m[5], 1.0f, 1e-5f);
+    ck_assert_float_eq_tol(m[10], 1.0f, 1e-5f);
+    scene_close(&s);
+}
+END_TEST
+
+/* Expects call to have been refused with a message naming it and the link. */
+static void assert_refused(scene *s, kiln_result r, const char *call, const char *what) {
+    ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+    const char *msg = kiln_world_error(s->world);
+    ck_assert_msg(strncmp(msg, call, strlen(call)) == 0 && strstr(msg, what) != NULL,
+                  "message \"%s\" is not \"%s ... %s ...\"", msg, call, what);
+}
+
+START_TEST(parent_written_through_add_set_spawn_or_commands_follows_set_parent_rules) {
+    scene s;
+    scene_open(&s);
+    kiln_local_transform l = sample_local(4);
+    kiln_entity a = spawn_node(&s, KILN_NULL_ENTITY, &l);
+    kiln_entity b = spawn_node(&s, a, &l);
+    kiln_entity c = spawn_node(&s, b, &l);
+    propagate_ok(&s, NULL);
+    uint64_t before = test_world_digest(s.world);
+
+    assert_refused(&s, kiln_add(s.world, a, s.ids.parent, &(kiln_parent){a}), "kiln_add: ",
+                   "cannot be its own parent");
+    assert_refused(&s, kiln_add(s.world, a, s.ids.parent, &(kiln_parent){c}), "kiln_add: ",
+                   "would create a cycle");
+    assert_refused(&s, kiln_set(s.world, b, s.ids.parent, &(kiln_parent){c}), "kiln_set: ",
+                   "would create a cycle");
+    assert_refused(&s, kiln_set(s.world, b, s.ids.parent, &(kiln_parent){b}), "kiln_set: ",
+                   "cannot be its own parent");
+    /* deferred: refused when called */
+    kiln_defer_begin(s.world);
+    assert_refused(&s, kiln_add(s.world, a, s.ids.parent, &(kiln_parent){b}), "kiln_add: ",
+                   "would create a cycle");
+    ck_assert_int_eq(kiln_defer_end(s.world), KILN_OK);
+    /* a command buffer: refused when applied, the command kept */
+    kiln_commands *cmd = kiln_commands_create(s.world);
+    ck_assert_int_eq(kiln_commands_add(cmd, a, s.ids.parent, &(kiln_parent){c}), KILN_OK);
+    assert_refused(&s, kiln_commands_apply(cmd, s.world, NULL), "kiln_commands_apply: ",
+                   "would create a cycle");
+    ck_assert_int_eq(kiln_commands_count(cmd), 1);
+    kiln_commands_destroy(cmd);
+    ck_assert_uint_eq(test_world_digest(s.world), before);
+
+    /* links that close no cycle still go through every path, a dead parent makes a root */
+    kiln_entity d;
+    ck_assert_int_eq(kiln_spawn_with(s.world, (kiln_component[]){s.ids.local, s.ids.parent},
+                                     (const void *[]){&l, &(kiln_parent){c}}, 2, &d),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_set(s.world, c, s.ids.parent, &(kiln_parent){a}), KILN_OK);
+    kiln_entity gone;
+    ck_assert_int_eq(kiln_spawn(s.world, &gone), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(s.world, gone), KILN_OK);
+    ck_assert_int_eq(kiln_add(s.world, a, s.ids.parent, &(kiln_parent){gone}), KILN_OK);
+    ck_assert_int_eq(kiln_set(s.world, a, s.ids.parent, &(kiln_parent){KILN_NULL_ENTITY}), KILN_OK);
+    propagate_ok(&s, NULL);
+    scene_close(&s);
+}
+END_TEST
+
+START_TEST(a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_there) {
+    scene s;
+    scene_open(&s);
+    kiln_local_transform l = sample_local(6);
+    kiln_entity x = spawn_node(&s, KILN_NULL_ENTITY, &l);
+    kiln_entity y = spawn_node(&s, KILN_NULL_ENTITY, &l);
+    kiln_defer_begin(s.world);
+    /* each link is fine against the world as it is now; together they close a loop */
+    ck_assert_int_eq(kiln_add(s.world, x, s.ids.parent, &(kiln_parent){y}), KILN_OK);
+    ck_assert_int_eq(kiln_add(s.world, y, s.ids.parent, &(kiln_parent){x}), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(s.world), KILN_OK);
+    ck_assert_uint_eq(((const kiln_parent *)kiln_get(s.world, x, s.ids.parent))->entity, y);
+    ck_assert(!kiln_has(s.world, y, s.ids.parent));
+    ck_assert_int_eq(kiln_is_deferred(s.world), false);
+    propagate_ok(&s, NULL);
+    scene_close(&s);
+}
+END_TEST
+
 static Suite *transform_suite(void) {
     Suite *s = suite_create("transform");
     TCase *tc = tcase_create("propagation");
@@ -1266,6 +1375,9 @@ static Suite *transform_suite(void) {
     tcase_add_test(tc, despawn_recursive_despawns_the_subtree_and_nothing_else);
     tcase_add_test(tc, set_parent_and_despawn_recursive_are_deferred_inside_a_deferred_section);
     tcase_add_test(tc, plain_despawn_of_a_parent_leaves_the_children_alive_as_roots);
+    tcase_add_test(tc, local_transforms_added_without_a_value_start_as_the_identity);
+    tcase_add_test(tc, parent_written_through_add_set_spawn_or_commands_follows_set_parent_rules);
+    tcase_add_test(tc, a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_there);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("schedule");
