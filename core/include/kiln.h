@@ -253,10 +253,12 @@ typedef struct kiln_component_desc {
 } kiln_component_desc;
 
 /* Registers a component type and writes its id to dest. Registering a name again with the
- * same size, alignment, fields, hooks and defaults returns the existing id; anything different is
- * KILN_ERR_LAYOUT_MISMATCH. The desc (names included) is copied. Fails with
- * KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above 16 or not a power of two,
- * a field outside the component or a duplicate field name. */
+ * same size, alignment, fields, destroy and move hooks and hook_ctx returns the existing id
+ * when check and defaults are the registered ones or left NULL (NULL takes what is
+ * registered); anything different is KILN_ERR_LAYOUT_MISMATCH. The desc (names and
+ * defaults included) is copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an
+ * alignment above 16 or not a power of two, a field outside the component, a duplicate
+ * field name, or a tag (size 0) with fields, hooks or defaults. */
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest);
 
@@ -527,9 +529,9 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
 /* Applies the commands in order to world (the buffer's world), stamping written rows with
  * the current tick, and writes how many were applied to applied (may be NULL). A despawn of
  * an entity already dead is skipped silently (and counted); a remove of an absent component
- * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, or
- * an add of a component the world does not know fails with the world error naming the
- * command, entity and component: the commands before it have taken effect and left the
+ * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an
+ * add of a component the world does not know, or a value its component's check hook
+ * refuses fails with the world error naming the command, entity and component: the commands before it have taken effect and left the
  * buffer; the failing one and those after it stay, still owning their values, and a later
  * apply continues with them (placeholders already spawned keep their entities). Must not be
  * called while a query of world iterates. */
@@ -567,7 +569,9 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *  - a queued add, set or remove whose entity died before the queue is applied is dropped
  *    (its value destroyed), as is a despawn of an entity already dead;
  *  - kiln_set does not check presence (an add queued earlier in the section may bring the
- *    component); a queued set whose component is absent when the queue lands is dropped.
+ *    component); a queued set whose component is absent when the queue lands is dropped;
+ *  - a component's check hook runs when the call is made and again when the queue lands
+ *    (the world may have moved on); a value refused then is dropped.
  * Iterating a query defers the world for the duration of the iteration, so the plain API
  * works inside a loop; the changes land when the outermost iteration (or section) ends. */
 void kiln_defer_begin(kiln_world *world);

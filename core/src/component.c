@@ -115,9 +115,12 @@ static kiln_result validate(kiln_world *world, const kiln_component_desc *d, siz
 
 static bool same_layout(const kl_component *c, const kiln_component_desc *d, size_t align) {
     if (c->size != d->size || c->align != align || c->field_count != d->field_count ||
-        c->destroy != d->destroy || c->move != d->move || c->check != d->check ||
-        c->hook_ctx != d->hook_ctx || (c->defaults == NULL) != (d->defaults == NULL) ||
-        (c->defaults && memcmp(c->defaults, d->defaults, c->size) != 0))
+        c->destroy != d->destroy || c->move != d->move || c->hook_ctx != d->hook_ctx)
+        return false;
+    /* A check or defaults left NULL takes what is registered (a binding declaring a layout
+     * again knows nothing of an addon's hook); one given must be the same. */
+    if (d->check && c->check != d->check) return false;
+    if (d->defaults && (!c->defaults || memcmp(c->defaults, d->defaults, c->size) != 0))
         return false;
     for (int32_t i = 0; i < d->field_count; i++) {
         const kiln_field *a = &c->fields[i], *b = &d->fields[i];

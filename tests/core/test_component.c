@@ -731,7 +731,12 @@ START_TEST(a_component_without_a_value_gets_its_registered_defaults_everywhere) 
 }
 END_TEST
 
-START_TEST(registering_again_with_other_defaults_is_a_layout_mismatch) {
+static kiln_result health_check_other(const kiln_world *world, kiln_entity entity,
+                                      const void *value, void *ctx, char *why, size_t why_size) {
+    return health_check(world, entity, value, ctx, why, why_size);
+}
+
+START_TEST(registering_again_with_other_defaults_or_check_is_a_layout_mismatch) {
     kiln_world *w = kiln_world_create(NULL);
     int calls = 0;
     kiln_component c = register_health(w, &calls), again;
@@ -741,11 +746,19 @@ START_TEST(registering_again_with_other_defaults_is_a_layout_mismatch) {
                              .field_count = 2, .defaults = &other, .check = health_check,
                              .hook_ctx = &calls};
     ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_ERR_LAYOUT_MISMATCH);
-    d.defaults = NULL;
-    ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_ERR_LAYOUT_MISMATCH);
     d.defaults = &full_health;
-    d.check = NULL;
+    d.check = health_check_other;
     ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_ERR_LAYOUT_MISMATCH);
+    /* left NULL, check and defaults take what is registered (a binding declaring the layout
+     * again knows nothing of them) */
+    d.defaults = NULL;
+    d.check = NULL;
+    ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_OK);
+    ck_assert_uint_eq(again, c);
+    kiln_component_info info;
+    ck_assert(kiln_component_info_get(w, c, &info));
+    ck_assert(info.has_check);
+    ck_assert_ptr_nonnull(info.defaults);
     /* a tag has no value, so neither defaults nor a check */
     ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "T",
                                                  .defaults = &full_health}, &again),
@@ -847,7 +860,7 @@ static Suite *component_suite(void) {
 
     tc = tcase_create("defaults_and_checks");
     tcase_add_test(tc, a_component_without_a_value_gets_its_registered_defaults_everywhere);
-    tcase_add_test(tc, registering_again_with_other_defaults_is_a_layout_mismatch);
+    tcase_add_test(tc, registering_again_with_other_defaults_or_check_is_a_layout_mismatch);
     tcase_add_test(tc, a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_unchanged);
     suite_add_tcase(s, tc);
 
