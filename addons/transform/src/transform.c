@@ -1,8 +1,6 @@
-/* transform.c: the transform addon: hierarchy and transform propagation. Invariant: within
- * one propagation call an entity's memo entry is written once (epoch), and after it every
- * WorldTransform equals parent world * local for each entity whose inputs changed since the
- * previous call. Its per-world state is the context of its teardown hook (kiln_world_atfini),
- * so the core never names it. */
+/* transform.c: the transform addon (hierarchy, propagation; state behind kiln_world_atfini).
+ * Invariant: within one propagation an entity's memo entry is written once (epoch), and after
+ * it every WorldTransform whose inputs changed equals parent world * local. */
 #include "kiln_transform.h"
 
 #include <stdio.h>
