@@ -222,8 +222,8 @@ typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 /* A check hook: decides whether value may become entity's value of the component. It
  * returns KILN_OK to accept; anything else refuses, and the calling function fails with that
  * code, the world unchanged and the message "kiln_<function>: <why>" (write why, a
- * NUL-terminated sentence of at most why_size bytes). value is NULL for a value of all
- * zeroes. entity is KILN_NULL_ENTITY when a spawn creates the entity (no entity can refer
+ * NUL-terminated sentence of at most why_size bytes). value is the value given, else the
+ * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY when a spawn creates the entity (no entity can refer
  * to it yet). The hook reads the world but must not change it.
  * It runs in kiln_add, kiln_set, kiln_spawn_with, kiln_spawn_batch and kiln_commands_apply
  * (so in deferred sections both when a call is queued and when the queue lands: a queued
@@ -287,7 +287,7 @@ bool kiln_component_info_get(const kiln_world *world, kiln_component component,
 /* Number of registered components; ids run from 1 to this number. */
 int32_t kiln_component_count(const kiln_world *world);
 
-/* Runs component's check hook on value (NULL: zeroes) for entity, as kiln_add and kiln_set
+/* Runs component's check hook on value (NULL: the defaults) for entity, as kiln_add and kiln_set
  * do, for code that writes values in place (a binding filling kiln_get_mut's pointer).
  * KILN_OK when the component has no hook or the hook accepts; otherwise the hook's code,
  * with the message "kiln_component_check: <why>". KILN_ERR_UNKNOWN_COMPONENT for an unknown
