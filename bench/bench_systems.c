@@ -318,7 +318,7 @@ typedef struct prop_ctx {
 static void plain_resolve(prop_ctx *c, int32_t i) {
     if (c->done[i]) return;
     mat4 m;
-    kiln_local_transform_to_mat4(&c->local[i], m);
+    kiln_transform_local_to_mat4(&c->local[i], m);
     if (c->parent[i] >= 0) {
         plain_resolve(c, c->parent[i]);
         glm_mat4_mul(c->out[c->parent[i]], m, c->out[i]);
@@ -358,9 +358,9 @@ static double prop_kiln(void *ctx) {
         }
         kiln_query_destroy(q);
     }
-    kiln_propagate_stats stats;
+    kiln_transform_propagate_stats stats;
     double t = bench_now_ns();
-    if (kiln_propagate_transforms(c->world, &stats) != KILN_OK) c->ok = false;
+    if (kiln_transform_propagate(c->world, &stats) != KILN_OK) c->ok = false;
     t = bench_now_ns() - t;
     if (c->change && stats.updated != c->n) c->ok = false;
     if (!c->change && stats.computed != 0) c->ok = false;
@@ -378,20 +378,20 @@ static void run_propagate(const bench_config *config, bench_result *dest, bool c
     c.done = malloc((size_t)c.n);
     /* Trees four deep: entity i's parent is i - 1 unless i starts a tree. */
     for (int64_t i = 0; i < c.n; i++) {
-        kiln_local_transform t = kiln_local_transform_identity();
+        kiln_local_transform t = kiln_transform_local_identity();
         t.position[0] = (float)(i % 7);
         t.position[1] = 1.0f;
         c.local[i] = t;
         c.parent[i] = i % DEPTH == 0 ? -1 : (int32_t)(i - 1);
         kiln_spawn_with(c.world, &c.ids.local, (const void *[]){&t}, 1, &c.ents[i]);
-        if (c.parent[i] >= 0) kiln_set_parent(c.world, c.ents[i], c.ents[i - 1]);
+        if (c.parent[i] >= 0) kiln_transform_set_parent(c.world, c.ents[i], c.ents[i - 1]);
     }
-    kiln_propagate_transforms(c.world, NULL); /* adds WorldTransform everywhere */
+    kiln_transform_propagate(c.world, NULL); /* adds WorldTransform everywhere */
     kiln_tick_advance(c.world);
-    kiln_propagate_transforms(c.world, NULL);
+    kiln_transform_propagate(c.world, NULL);
     if (!change) { /* settle: nothing changed for two ticks */
         kiln_tick_advance(c.world);
-        kiln_propagate_transforms(c.world, NULL);
+        kiln_transform_propagate(c.world, NULL);
     }
     alternate(config, &c, prop_kiln, prop_plain, (double)c.n, dest);
     if (!c.ok) failed(dest, change ? "propagate_changed: not every entity was rewritten"

@@ -148,7 +148,7 @@ static void system_totals(kiln_schedule *sched, const char *name, int64_t *runs,
     kiln_system_info info;
     int32_t i = kiln_schedule_find(sched, name);
     *runs = *total_ns = 0;
-    if (i >= 0 && kiln_schedule_system_info(sched, i, &info)) {
+    if (i >= 0 && kiln_schedule_system_info_get(sched, i, &info)) {
         *runs = info.runs;
         *total_ns = info.total_ns;
     }

@@ -13,30 +13,43 @@ extern "C" {
 
 /*
  * Functions in this header:
- *   kiln_world_create, kiln_world_destroy, kiln_world_error, kiln_world_clear_error,
- *   kiln_world_stats_get, kiln_world_entities, kiln_result_name, kiln_type_name, kiln_type_size,
- *   kiln_tick_current, kiln_tick_advance,
+ *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get,
+ *   kiln_world_error, kiln_world_clear_error, kiln_world_stats_get, kiln_world_entities,
+ *   kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance,
+ *   kiln_entity_index, kiln_entity_generation, kiln_entity_make,
  *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count,
  *   kiln_entity_format, kiln_entity_components,
  *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
+ *   kiln_component_check,
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
  *   kiln_iter_changed_since, kiln_iter_column_tick,
  *   kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn, kiln_commands_despawn,
  *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
- *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
- *   kiln_commands_error, kiln_is_placeholder,
+ *   kiln_commands_emit, kiln_commands_apply, kiln_commands_clear, kiln_commands_count,
+ *   kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder,
  *   kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
  *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
  *   kiln_jobs_wait, kiln_parallel_for,
  *   kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_build,
  *   kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
- *   kiln_schedule_system_info, kiln_schedule_find, kiln_schedule_enable,
+ *   kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable,
  *   kiln_schedule_describe,
  *   kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit,
- *   kiln_event_count, kiln_event_get, kiln_events_update, kiln_commands_emit,
+ *   kiln_event_count, kiln_event_get, kiln_events_update,
  *   kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
+ *
+ * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
+ * (kiln_add, kiln_get). Getters: a function that copies something out of an object ends in
+ * _get, whether it returns a borrowed pointer to a stored value (kiln_get, kiln_resource_get,
+ * kiln_event_get) or fills a caller's struct (kiln_world_stats_get, kiln_component_info_get,
+ * kiln_event_info_get, kiln_schedule_system_info_get); a function that returns a plain
+ * property is named by it alone (kiln_world_error, kiln_entity_count, kiln_tick_current).
+ *
+ * Messages: every failing call on a world leaves "kiln_<function>: <detail>" in
+ * kiln_world_error, naming the public function called, e.g.
+ * "kiln_despawn: entity 0v1 is not alive"; entities print as index v generation ("12v3").
  */
 
 #define KILN_VERSION_MAJOR 0
@@ -57,14 +70,28 @@ typedef uint64_t kiln_entity;
 #define KILN_ENTITY_INDEX_BITS 32
 #define KILN_ENTITY_GENERATION_BITS 21
 #define KILN_ENTITY_GENERATION_MAX ((uint32_t)((1u << KILN_ENTITY_GENERATION_BITS) - 1u))
-#define kiln_entity_index(e) ((uint32_t)((e) & 0xffffffffu))
-#define kiln_entity_generation(e) ((uint32_t)(((e) >> 32) & KILN_ENTITY_GENERATION_MAX))
-#define kiln_entity_make(index, generation) \
-    ((kiln_entity)(((uint64_t)((generation) & KILN_ENTITY_GENERATION_MAX) << 32) | (uint32_t)(index)))
+
+/* The slot index, the generation and the handle of a slot index and generation. */
+static inline uint32_t kiln_entity_index(kiln_entity entity) {
+    return (uint32_t)(entity & 0xffffffffu);
+}
+static inline uint32_t kiln_entity_generation(kiln_entity entity) {
+    return (uint32_t)((entity >> 32) & KILN_ENTITY_GENERATION_MAX);
+}
+static inline kiln_entity kiln_entity_make(uint32_t index, uint32_t generation) {
+    return ((uint64_t)(generation & KILN_ENTITY_GENERATION_MAX) << 32) | index;
+}
 
 /* A component id: 1 .. kiln_component_count(world). 0 (KILN_NO_COMPONENT) is never a component. */
 typedef uint32_t kiln_component;
 #define KILN_NO_COMPONENT ((kiln_component)0)
+
+/* An event type: a handle of its own type, so an event type cannot be passed where a
+ * component is expected or the other way round (the compiler refuses it). id runs from 1 to
+ * the number of registered event types; {0} is never an event type. */
+typedef struct kiln_event_type {
+    uint32_t id;
+} kiln_event_type;
 
 /* A change tick. The world tick starts at 1; rows written during tick t carry t. */
 typedef uint32_t kiln_tick;
@@ -83,7 +110,8 @@ typedef enum kiln_result {
     KILN_ERR_UNKNOWN_COMPONENT,/* the id is not a component of this world */
     KILN_ERR_LAYOUT_MISMATCH,  /* a name registered again with another layout */
     KILN_ERR_OUT_OF_MEMORY,    /* the allocator hook returned NULL */
-    KILN_ERR_LIMIT             /* a hard limit (entity slots, archetypes) is exhausted */
+    KILN_ERR_LIMIT,            /* a hard limit (entity slots, archetypes) is exhausted */
+    KILN_ERR_UNKNOWN_EVENT     /* the event type is not registered in this world */
 } kiln_result;
 
 /* The allocator hook, with the contract of lua_Alloc: nsize == 0 frees ptr (which may be
@@ -106,9 +134,26 @@ typedef struct kiln_world_desc {
  * cannot provide the world itself. Worlds share nothing; several may live in one process. */
 kiln_world *kiln_world_create(const kiln_world_desc *desc);
 
-/* Destroys the world: runs the destroy hook of every live component value, frees every byte
- * the world allocated, and invalidates every query and pointer. NULL is a no-op. */
+/* Destroys the world. In order: runs the teardown hooks registered with kiln_world_atfini
+ * (last registered first, with the world still whole), detaches every command buffer still
+ * recorded against it (their pending values are destroyed; the buffers themselves stay
+ * valid for kiln_commands_destroy, and any other use of them fails), runs the destroy hook
+ * of every resource and live component value, frees every byte the world allocated, and
+ * invalidates every query and pointer. Schedules must be destroyed before their world.
+ * NULL is a no-op. */
 void kiln_world_destroy(kiln_world *world);
+
+/* A teardown hook: runs once when its world is destroyed, before anything is freed. */
+typedef void (*kiln_fini_fn)(kiln_world *world, void *ctx);
+
+/* Registers fn to run with ctx when world is destroyed (as flecs' ecs_atfini). Optional
+ * layers (addons) own their teardown this way, so the core never names them: an addon keeps
+ * its per-world state as ctx and finds it again with kiln_world_atfini_get. Registering the
+ * same fn twice is KILN_ERR_INVALID_ARGUMENT; out of memory is KILN_ERR_OUT_OF_MEMORY. */
+kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx);
+
+/* The ctx registered with fn, or NULL when fn is not registered on world. */
+void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn);
 
 /* The message of the last failed call on this world ("" when none). The string is owned by
  * the world and valid until the next failing call or kiln_world_clear_error. */
@@ -174,6 +219,19 @@ typedef struct kiln_field {
 typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
 typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 
+/* A check hook: decides whether value may become entity's value of the component. It
+ * returns KILN_OK to accept; anything else refuses, and the calling function fails with that
+ * code, the world unchanged and the message "kiln_<function>: <why>" (write why, a
+ * NUL-terminated sentence of at most why_size bytes). value is the value given, else the
+ * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY when a spawn creates the entity (no entity can refer
+ * to it yet). The hook reads the world but must not change it.
+ * It runs in kiln_add, kiln_set, kiln_spawn_with, kiln_spawn_batch and kiln_commands_apply
+ * (so in deferred sections both when a call is queued and when the queue lands: a queued
+ * change refused then is dropped); values written through pointers (kiln_get_mut, query
+ * columns) and resources are not checked (kiln_component_check runs it on demand). */
+typedef kiln_result (*kiln_check_fn)(const kiln_world *world, kiln_entity entity,
+                                     const void *value, void *ctx, char *why, size_t why_size);
+
 #define KILN_MAX_FIELDS 64
 #define KILN_MAX_NAME 63
 
@@ -186,14 +244,21 @@ typedef struct kiln_component_desc {
     int32_t field_count;
     kiln_destroy_fn destroy; /* optional */
     kiln_move_fn move;       /* optional */
+    kiln_check_fn check;     /* optional: refuses values (see kiln_check_fn) */
     void *hook_ctx;          /* handed to the hooks */
+    const void *defaults;    /* optional, size bytes, copied: the value a component gets when
+                                none is given (kiln_add or kiln_set with NULL, kiln_spawn_with
+                                without a value, kiln_spawn_batch, command buffers, resources,
+                                events); NULL: zeroes. Bitwise copied, so it must own nothing. */
 } kiln_component_desc;
 
 /* Registers a component type and writes its id to dest. Registering a name again with the
- * same size, alignment, fields and hooks returns the existing id; anything different is
- * KILN_ERR_LAYOUT_MISMATCH. The desc (names included) is copied. Fails with
- * KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above 16 or not a power of two,
- * a field outside the component or a duplicate field name. */
+ * same size, alignment, fields, destroy and move hooks and hook_ctx returns the existing id
+ * when check and defaults are the registered ones or left NULL (NULL takes what is
+ * registered); anything different is KILN_ERR_LAYOUT_MISMATCH. The desc (names and
+ * defaults included) is copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an
+ * alignment above 16 or not a power of two, a field outside the component, a duplicate
+ * field name, or a tag (size 0) with fields, hooks or defaults. */
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest);
 
@@ -210,6 +275,8 @@ typedef struct kiln_component_info {
     int32_t field_count;
     bool has_destroy;
     bool has_move;
+    bool has_check;
+    const void *defaults;    /* size bytes, or NULL when the defaults are zeroes */
 } kiln_component_info;
 
 /* Fills dest with the component's description; pointers in it are owned by the world and
@@ -219,6 +286,14 @@ bool kiln_component_info_get(const kiln_world *world, kiln_component component,
 
 /* Number of registered components; ids run from 1 to this number. */
 int32_t kiln_component_count(const kiln_world *world);
+
+/* Runs component's check hook on value (NULL: the defaults) for entity, as kiln_add and kiln_set
+ * do, for code that writes values in place (a binding filling kiln_get_mut's pointer).
+ * KILN_OK when the component has no hook or the hook accepts; otherwise the hook's code,
+ * with the message "kiln_component_check: <why>". KILN_ERR_UNKNOWN_COMPONENT for an unknown
+ * id. Changes nothing. */
+kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_component component,
+                                 const void *value);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Entities                                                                                   */
@@ -230,13 +305,13 @@ kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest);
 
 /* Spawns an entity with count components at once (one archetype move, no intermediate
  * archetypes). values[i] is the initial value of components[i], bitwise copied (the world
- * takes over whatever it owns); NULL zero-initialises. values may be NULL. Duplicate or
+ * takes over whatever it owns); NULL gives the component's defaults. values may be NULL. Duplicate or
  * unknown components fail with nothing spawned. Rows are stamped with the current tick.
  * dest may be NULL. */
 kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
                             const void *const *values, int32_t count, kiln_entity *dest);
 
-/* Spawns n entities that all have the given components, zero-initialised, sizing storage
+/* Spawns n entities that all have the given components with their defaults, sizing storage
  * once. Writes the n handles to dest (which may be NULL). On failure nothing is spawned.
  * Fill values afterwards through a query or kiln_get_mut. */
 kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components,
@@ -265,8 +340,8 @@ char *kiln_entity_format(kiln_entity entity, char *buf, size_t size);
 /* Component access                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Adds component to entity with a bitwise copy of value (NULL zero-initialises), moving the
- * entity to the neighbouring archetype. If the entity already has it, the old value is
+/* Adds component to entity with a bitwise copy of value (NULL: the component's defaults),
+ * moving the entity to the neighbouring archetype. If the entity already has it, the old value is
  * destroyed and replaced in place (no move). Either way the row is stamped changed. */
 kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value);
@@ -289,8 +364,8 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
  * and then kiln_world_error says why. Same lifetime as kiln_get. */
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component);
 
-/* Overwrites an existing value (old value destroyed, value bitwise copied) and stamps the
- * row changed. Fails with KILN_ERR_MISSING_COMPONENT when the entity lacks it. */
+/* Overwrites an existing value (old value destroyed, value bitwise copied; NULL: the
+ * component's defaults) and stamps the row changed. Fails with KILN_ERR_MISSING_COMPONENT when the entity lacks it. */
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value);
 
@@ -407,13 +482,17 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * is set, far above any handle) and are accepted by every recording call of the buffer that
  * made them. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
-#define kiln_is_placeholder(e) (((e) & KILN_PLACEHOLDER_BIT) != 0)
+static inline bool kiln_is_placeholder(kiln_entity entity) {
+    return (entity & KILN_PLACEHOLDER_BIT) != 0;
+}
 
-/* Creates an empty buffer for world's components. NULL when out of memory. */
+/* Creates an empty buffer for world's components. NULL when out of memory. Create and
+ * destroy buffers on the thread that owns the world (the world keeps a list of them). */
 kiln_commands *kiln_commands_create(kiln_world *world);
 
 /* Destroys the buffer; values still in it are destroyed (their destroy hooks run once).
- * NULL is a no-op. */
+ * NULL is a no-op. Either order of destruction is safe: a buffer destroyed after its world
+ * (which detached it) only frees itself. */
 void kiln_commands_destroy(kiln_commands *cmd);
 
 /* Records a spawn and writes a placeholder for the new entity to dest. */
@@ -443,12 +522,16 @@ kiln_result kiln_commands_set(kiln_commands *cmd, kiln_entity entity, kiln_compo
 /* Records a remove; removing an absent component is a no-op when applied. */
 kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_component component);
 
+/* Records an event emit (value copied; NULL: the type's defaults); it lands when the buffer
+ * is applied, in order. KILN_ERR_UNKNOWN_EVENT for a type the world does not know. */
+kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value);
+
 /* Applies the commands in order to world (the buffer's world), stamping written rows with
  * the current tick, and writes how many were applied to applied (may be NULL). A despawn of
  * an entity already dead is skipped silently (and counted); a remove of an absent component
- * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, or
- * an add of a component the world does not know fails with the world error naming the
- * command, entity and component: the commands before it have taken effect and left the
+ * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an
+ * add of a component the world does not know, or a value its component's check hook
+ * refuses fails with the world error naming the command, entity and component: the commands before it have taken effect and left the
  * buffer; the failing one and those after it stay, still owning their values, and a later
  * apply continues with them (placeholders already spawned keep their entities). Must not be
  * called while a query of world iterates. */
@@ -466,7 +549,8 @@ int64_t kiln_commands_count(const kiln_commands *cmd);
  * is cleared. */
 kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder);
 
-/* The message of the buffer's last failed recording call ("" when none). */
+/* The message of the buffer's last failed recording call ("" when none), named like world
+ * messages ("kiln_commands_add: ..."). */
 const char *kiln_commands_error(const kiln_commands *cmd);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -485,7 +569,9 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *  - a queued add, set or remove whose entity died before the queue is applied is dropped
  *    (its value destroyed), as is a despawn of an entity already dead;
  *  - kiln_set does not check presence (an add queued earlier in the section may bring the
- *    component); a queued set whose component is absent when the queue lands is dropped.
+ *    component); a queued set whose component is absent when the queue lands is dropped;
+ *  - a component's check hook runs when the call is made and again when the queue lands
+ *    (the world may have moved on); a value refused then is dropped.
  * Iterating a query defers the world for the duration of the iteration, so the plain API
  * works inside a loop; the changes land when the outermost iteration (or section) ends. */
 void kiln_defer_begin(kiln_world *world);
@@ -519,17 +605,21 @@ typedef struct kiln_counter {
     int32_t pending;
 } kiln_counter;
 
-#define KILN_JOBS_DEFAULT_WORKERS (-1)
+/* kiln_jobs_desc.workers: 0 (the default) starts available cores minus one threads;
+ * KILN_JOBS_INLINE starts none, so every job runs on the thread that waits. */
+#define KILN_JOBS_DEFAULT 0
+#define KILN_JOBS_INLINE (-1)
 
 typedef struct kiln_jobs_desc {
-    int32_t workers;      /* threads to start: 0 runs every job inline on the waiting thread;
-                             KILN_JOBS_DEFAULT_WORKERS: available cores minus one */
+    int32_t workers;      /* threads to start (at most 256); KILN_JOBS_DEFAULT (0): available
+                             cores minus one; KILN_JOBS_INLINE: none */
     kiln_alloc_fn alloc;  /* NULL: realloc/free; must be thread-safe */
     void *alloc_ud;
 } kiln_jobs_desc;
 
-/* Starts a pool. desc NULL means KILN_JOBS_DEFAULT_WORKERS. Returns NULL when memory or
- * threads cannot be had (nothing is left running). */
+/* Starts a pool. desc NULL or zero-filled means the defaults. Returns NULL when memory or
+ * threads cannot be had, or for workers below KILN_JOBS_INLINE or above 256 (nothing is left
+ * running). */
 kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc);
 
 /* Stops and joins the workers after the queued jobs have run, then frees the pool. NULL is
@@ -639,8 +729,8 @@ typedef struct kiln_system_info {
 } kiln_system_info;
 
 /* Describes the system at index (declaration order); false when out of range. */
-bool kiln_schedule_system_info(const kiln_schedule *schedule, int32_t index,
-                               kiln_system_info *dest);
+bool kiln_schedule_system_info_get(const kiln_schedule *schedule, int32_t index,
+                                   kiln_system_info *dest);
 
 /* The index of the named system, or -1. */
 int32_t kiln_schedule_find(const kiln_schedule *schedule, const char *name);
@@ -661,16 +751,16 @@ size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
  * current one; readers see the previous buffer, then the current one, in emit order;
  * kiln_events_update drops the previous buffer and makes the current one previous. So an
  * event emitted in frame N is readable through frame N+1 and gone in N+2. A schedule run
- * performs the update once, before its first stage. */
-typedef uint32_t kiln_event_type;
+ * performs the update once, before its first stage. Event types are kiln_event_type handles
+ * (see Basic types). */
 
 /* Registers an event type from the same desc as a component (name, size, alignment,
- * reflected fields; hooks are not allowed: events are plain data). Event names have their
+ * reflected fields, defaults; hooks are not allowed: events are plain data). Event names have their
  * own namespace. Same rules for re-registration as components. */
 kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
                                 kiln_event_type *dest);
 
-/* The event type registered under name, or 0. */
+/* The event type registered under name, or {0}. */
 kiln_event_type kiln_event_lookup(const kiln_world *world, const char *name);
 
 /* Describes an event type (fields, size); false for an unknown type. */
@@ -679,8 +769,8 @@ bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_com
 /* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a
  * main-thread system, the emit goes into that system's command buffer instead and lands at
  * the end of its stage, like its other changes; worker-thread systems emit through
- * kiln_commands_emit on their own buffer. Fails with KILN_ERR_INVALID_ARGUMENT for an
- * unknown type, or KILN_ERR_OUT_OF_MEMORY. */
+ * kiln_commands_emit on their own buffer. value NULL emits the type's defaults. Fails with
+ * KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value);
 
 /* Number of readable events of type (previous buffer plus current); 0 for unknown types. */
@@ -694,9 +784,6 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
  * memory, so steady-state frames allocate nothing. */
 void kiln_events_update(kiln_world *world);
 
-/* Records an emit in a command buffer; it lands when the buffer is applied, in order. */
-kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value);
-
 /* ------------------------------------------------------------------------------------------ */
 /* Resources                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
@@ -706,7 +793,7 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
  * Systems declare resource access in reads/writes with the same component ids, so the
  * schedule orders them like component access. */
 
-/* Sets the resource of type to a bitwise copy of value (NULL: zeroes); an existing value is
+/* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults); an existing value is
  * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory; on
  * failure the caller still owns value and no hook runs. */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);

@@ -1,21 +1,19 @@
-/* access.c: spawning, despawning and per-entity component access, immediate or deferred.
- * Invariant: every call checks all of its inputs and reserves all memory before it changes
- * anything, so a failure leaves the world exactly as it was. */
+/* access.c: spawning, despawning and per-entity component access (deferred calls are
+ * handed to defer.c). Invariant: every call checks all of its inputs and reserves all memory
+ * before it changes anything, so a failure leaves the world exactly as it was. */
 #include "access.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "archetype.h"
-#include "commands.h"
 #include "component.h"
+#include "defer.h"
 #include "entity.h"
-
-#define KL_SPAWN_MAX 256
 
 static const char *ename(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
-static kiln_result dead(kiln_world *world, const char *call, kiln_entity e) {
+kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e) {
     char eb[24];
     if (e == KILN_NULL_ENTITY)
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: entity is null", call);
@@ -27,7 +25,8 @@ static kiln_result unknown(kiln_world *world, const char *call, kiln_component c
                    (unsigned)c);
 }
 
-static kiln_result unknown_on(kiln_world *world, const char *call, kiln_entity e, kiln_component c) {
+kiln_result kl_fail_unknown_on(kiln_world *world, const char *call, kiln_entity e,
+                               kiln_component c) {
     char eb[24];
     return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
                    "%s: entity %s: component #%u is not registered", call, ename(e, eb),
@@ -53,22 +52,13 @@ static void assert_not_iterating(const kiln_world *world) {
     (void)world;
 }
 
-static bool deferred(const kiln_world *world) {
-    return atomic_load_explicit(&((kiln_world *)world)->defer_depth, memory_order_relaxed) > 0;
-}
-
-/* Where deferred calls are queued: the running main-thread system's buffer, or the world's. */
-static kiln_commands *queue_of(const kiln_world *world) {
-    return world->defer_target ? world->defer_target : world->deferred;
-}
-
 /* Resolves entity and component for a call, failing with the world error set. */
 static kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
                            kl_record **rec, const kl_component **comp) {
     *rec = kl_record_of(world, e);
-    if (!*rec) return dead(world, call, e);
+    if (!*rec) return kl_fail_dead(world, call, e);
     *comp = kl_component_get(world, c);
-    if (!*comp) return unknown_on(world, call, e, c);
+    if (!*comp) return kl_fail_unknown_on(world, call, e, c);
     return KILN_OK;
 }
 
@@ -157,6 +147,26 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
     return arch;
 }
 
+/* Runs the check hooks of a component list's values for a spawn of entity (null: fresh). */
+static kiln_result check_values(kiln_world *world, const char *call, const kiln_component *components,
+                                void *const *values, int32_t count, kiln_entity entity) {
+    for (int32_t i = 0; i < count; i++) {
+        const kl_component *c = kl_component_get(world, components[i]);
+        if (!c->check) continue;
+        kiln_result r = kl_component_check(world, c, entity, values ? values[i] : NULL, call);
+        if (r != KILN_OK) return r;
+    }
+    return KILN_OK;
+}
+
+kiln_result kl_spawn_check(kiln_world *world, const char *call, const kiln_component *components,
+                           const void *const *values, int32_t count, kiln_entity entity) {
+    spawn_term terms[KL_SPAWN_MAX];
+    kiln_result r = check_list(world, call, components, count, terms);
+    if (r != KILN_OK) return r;
+    return check_values(world, call, components, (void *const *)values, count, entity);
+}
+
 /* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
 static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
     int32_t row = kl_archetype_push(world, arch, e);
@@ -189,6 +199,8 @@ static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_
     kiln_result r = KILN_OK;
     kl_archetype *arch = archetype_for(world, call, components, count, column, &r);
     if (!arch) return r;
+    if (arch->has_check && (r = check_values(world, call, components, values, count, reserved)) != KILN_OK)
+        return r;
     if (reserved == KILN_NULL_ENTITY) {
         r = kl_entities_reserve(world, 1, call);
         if (r != KILN_OK) return r;
@@ -224,7 +236,7 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
 kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {
     assert_not_iterating(world);
     kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return dead(world, call, entity);
+    if (!rec) return kl_fail_dead(world, call, entity);
     kl_archetype *arch = world->archetypes[rec->archetype];
     int32_t row = (int32_t)rec->row;
     kl_archetype_destroy_row(arch, row);
@@ -252,6 +264,8 @@ kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity
     const kl_component *comp;
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
     if (r != KILN_OK) return r;
+    if (comp->check && (r = kl_component_check(world, comp, entity, value, call)) != KILN_OK)
+        return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
     int32_t t = kl_archetype_type_index(arch, component);
     if (t >= 0) {
@@ -314,91 +328,74 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
     kiln_result r;
     bool tag;
     kl_column *col = writable(world, call, entity, component, &r, &tag);
-    if (!col) return r;
-    replace(world, col, (int32_t)kl_record_at(world, kiln_entity_index(entity))->row, value, move);
-    return KILN_OK;
-}
-
-/* ---- deferred recording ---------------------------------------------------------------- */
-
-/* Queues a command for a deferred world call; a failure (out of memory) is reported through
- * the world like any other. */
-static kiln_result record(kiln_world *world, kiln_commands *q, kl_op op, kiln_entity e,
-                          kiln_component c, const void *value) {
-    kiln_result r = kl_commands_record(q, op, e, c, value, false);
-    if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(q));
-    return r;
-}
-
-/* A deferred call's entity must be alive, or reserved by a deferred spawn. */
-static kiln_result check_deferred_target(kiln_world *world, const char *call, kiln_entity e) {
-    if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;
-    return dead(world, call, e);
-}
-
-static kiln_result defer_spawn(kiln_world *world, const char *call, const kiln_component *components,
-                               const void *const *values, int32_t count, kiln_entity *dest) {
-    spawn_term terms[KL_SPAWN_MAX];
-    kiln_result r = check_list(world, call, components, count, terms);
-    if (r != KILN_OK) return r;
-    r = kl_entities_reserve(world, 1, call);
-    if (r != KILN_OK) return r;
-    kiln_commands *q = queue_of(world);
-    int64_t before = kiln_commands_count(q);
-    kiln_entity e = kl_entity_take(world);
-    r = record(world, q, KL_OP_MATERIALIZE, e, 0, NULL);
-    for (int32_t i = 0; i < count && r == KILN_OK; i++)
-        r = record(world, q, KL_OP_ADD, e, components[i], values ? values[i] : NULL);
-    if (r != KILN_OK) {
-        /* Out of memory part-way: drop what this call queued and give the slot back. */
-        kl_commands_truncate(q, before);
-        kl_entity_release(world, e);
+    if (!col) return r; /* absent, or a tag: nothing to write */
+    if (col->component->check &&
+        (r = kl_component_check(world, col->component, entity, value, call)) != KILN_OK)
         return r;
-    }
-    if (dest) *dest = e;
+    replace(world, col, (int32_t)kl_record_at(world, kiln_entity_index(entity))->row, value, move);
     return KILN_OK;
 }
 
 /* ---- public calls ---------------------------------------------------------------------- */
 
+static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_component *components,
+                              const void *const *values, int32_t count, kiln_entity *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
+    return kl_spawn_values(world, call, components, (void *const *)values, count, false,
+                           KILN_NULL_ENTITY, dest);
+}
+
 kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest) {
-    return kiln_spawn_with(world, NULL, NULL, 0, dest);
+    return spawn_with(world, "kiln_spawn", NULL, NULL, 0, dest);
 }
 
 kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
                             const void *const *values, int32_t count, kiln_entity *dest) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    if (deferred(world)) return defer_spawn(world, "spawn", components, values, count, dest);
-    return kl_spawn_values(world, "spawn", components, (void *const *)values, count, false,
-                           KILN_NULL_ENTITY, dest);
+    return spawn_with(world, "kiln_spawn_with", components, values, count, dest);
+}
+
+/* Fills rows [first, first + n) of every column of arch with the defaults (or zeroes),
+ * stamped with the current tick. */
+static void fill_defaults(kiln_world *world, kl_archetype *arch, int32_t first, int32_t n) {
+    kiln_tick tick = world->tick;
+    for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
+        kl_column *col = &arch->columns[c];
+        uint8_t *data = col->data + (size_t)first * col->stride;
+        const void *defaults = kl_component_initial(col->component);
+        if (!defaults) {
+            memset(data, 0, (size_t)n * col->stride);
+        } else {
+            size_t size = col->component->size;
+            for (int32_t k = 0; k < n; k++) {
+                memcpy(data + (size_t)k * col->stride, defaults, size);
+                memset(data + (size_t)k * col->stride + size, 0, col->stride - size);
+            }
+        }
+        kiln_tick *ticks = col->ticks + first;
+        for (int32_t k = 0; k < n; k++) ticks[k] = tick;
+        kl_column_touch(col, tick);
+    }
 }
 
 kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components, int32_t count,
                              int32_t n, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    const char *call = "kiln_spawn_batch";
     if (n < 0)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "spawn_batch: n is negative (%d)", (int)n);
-    if (deferred(world)) {
-        kiln_commands *q = queue_of(world);
-        int64_t before = kiln_commands_count(q);
-        for (int32_t i = 0; i < n; i++) {
-            kiln_result r = defer_spawn(world, "spawn_batch", components, NULL, count,
-                                        dest ? &dest[i] : NULL);
-            if (r != KILN_OK) {
-                /* All or nothing: give back every handle this call reserved. */
-                kl_commands_unreserve_since(q, before);
-                return r;
-            }
-        }
-        return KILN_OK;
-    }
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: n is negative (%d)", call, (int)n);
+    if (kl_deferred(world)) return kl_defer_spawn_batch(world, call, components, count, n, dest);
     assert_not_iterating(world);
     kiln_result r = KILN_OK;
-    kl_archetype *arch = archetype_for(world, "spawn_batch", components, count, NULL, &r);
+    kl_archetype *arch = archetype_for(world, call, components, count, NULL, &r);
     if (!arch) return r;
-    r = kl_entities_reserve(world, n, "spawn_batch");
+    /* Every entity gets the same (default) values: one check each covers them all. */
+    if (arch->has_check && n > 0 &&
+        (r = check_values(world, call, components, NULL, count, KILN_NULL_ENTITY)) != KILN_OK)
+        return r;
+    r = kl_entities_reserve(world, n, call);
     if (r != KILN_OK) return r;
-    if (!kl_archetype_reserve(world, arch, n)) return oom(world, "spawn_batch");
+    if (!kl_archetype_reserve(world, arch, n)) return oom(world, call);
 
     int32_t first = arch->count;
     int32_t i = 0;
@@ -425,65 +422,39 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
         arch->structure_tick = world->tick;
         atomic_store_explicit(&world->slot_count, index, memory_order_release);
     }
-    for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
-        kl_column *col = &arch->columns[c];
-        memset(col->data + (size_t)first * col->stride, 0, (size_t)n * col->stride);
-        kiln_tick tick = world->tick;
-        kiln_tick *ticks = col->ticks + first;
-        for (int32_t k = 0; k < n; k++) ticks[k] = tick;
-        kl_column_touch(col, tick);
-    }
+    fill_defaults(world, arch, first, n);
     return KILN_OK;
 }
 
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (deferred(world)) {
-        kiln_result r = check_deferred_target(world, "despawn", entity);
-        if (r != KILN_OK) return r;
-        return record(world, queue_of(world), KL_OP_DESPAWN, entity, 0, NULL);
-    }
-    return kl_despawn_entity(world, "despawn", entity);
+    if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_despawn", entity);
+    return kl_despawn_entity(world, "kiln_despawn", entity);
 }
 
 kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (deferred(world)) {
-        kiln_result r = check_deferred_target(world, "add", entity);
-        if (r != KILN_OK) return r;
-        if (!kl_component_get(world, component)) return unknown_on(world, "add", entity, component);
-        return record(world, queue_of(world), KL_OP_ADD, entity, component, value);
-    }
-    return kl_add_value(world, "add", entity, component, (void *)(uintptr_t)value, false);
+    if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
+    return kl_add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
 
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
                         bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (deferred(world)) {
-        kiln_result r = check_deferred_target(world, "remove", entity);
-        if (r != KILN_OK) return r;
-        if (!kl_component_get(world, component)) return unknown_on(world, "remove", entity, component);
-        r = record(world, queue_of(world), KL_OP_REMOVE, entity, component, NULL);
+    if (kl_deferred(world)) {
+        kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
         return r;
     }
-    return kl_remove_component(world, "remove", entity, component, removed);
+    return kl_remove_component(world, "kiln_remove", entity, component, removed);
 }
 
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (deferred(world)) {
-        kiln_result r = check_deferred_target(world, "set", entity);
-        if (r != KILN_OK) return r;
-        /* Presence is not checked here: an add queued earlier in this section may bring the
-         * component; a set whose component is absent when the queue lands is dropped. */
-        if (!kl_component_get(world, component)) return unknown_on(world, "set", entity, component);
-        return record(world, queue_of(world), KL_OP_SET, entity, component, value);
-    }
-    return kl_set_value(world, "set", entity, component, (void *)(uintptr_t)value, false);
+    if (kl_deferred(world)) return kl_defer_write(world, "kiln_set", KL_OP_SET, entity, component, value);
+    return kl_set_value(world, "kiln_set", entity, component, (void *)(uintptr_t)value, false);
 }
 
 int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest,
@@ -517,10 +488,10 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
     KILN_ASSERT(world != NULL, "world is NULL");
     kiln_result r;
     bool tag;
-    kl_column *col = writable(world, "get_mut", entity, component, &r, &tag);
+    kl_column *col = writable(world, "kiln_get_mut", entity, component, &r, &tag);
     if (!col) {
         if (tag)
-            kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "get_mut: %s is a tag and has no value",
+            kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_get_mut: %s is a tag and has no value",
                     kl_component_get(world, component)->names);
         return NULL;
     }
@@ -538,25 +509,4 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
     const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
     if (!col) return 0;
     return col->ticks[rec->row];
-}
-
-/* ---- deferred sections ----------------------------------------------------------------- */
-
-void kiln_defer_begin(kiln_world *world) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    atomic_fetch_add_explicit(&world->defer_depth, 1, memory_order_relaxed);
-}
-
-kiln_result kiln_defer_end(kiln_world *world) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    int depth = atomic_fetch_sub_explicit(&world->defer_depth, 1, memory_order_relaxed);
-    KILN_ASSERT(depth > 0, "kiln_defer_end without kiln_defer_begin");
-    if (depth > 1) return KILN_OK;
-    if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
-    return kiln_commands_apply(world->deferred, world, NULL);
-}
-
-bool kiln_is_deferred(const kiln_world *world) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    return deferred(world);
 }

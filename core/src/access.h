@@ -1,11 +1,27 @@
 /* access.h: the immediate structural operations behind the public calls, shared with command
- * buffers and the deferred world. Each checks its inputs, reserves memory first and changes
+ * buffers and the deferred world (defer.c). Each checks its inputs, reserves memory first and changes
  * nothing on failure. move: relocate values through the component's move hook (values that
  * a buffer owns) instead of copying them bytewise (values the caller keeps). */
 #ifndef KILN_ACCESS_H
 #define KILN_ACCESS_H
 
 #include "world.h"
+
+/* The most components one spawn may list. */
+#define KL_SPAWN_MAX 256
+
+/* "call: entity 5v1 is not alive" (or "entity is null"); returns KILN_ERR_DEAD_ENTITY. */
+KL_HIDDEN kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e);
+
+/* "call: entity 5v1: component #9 is not registered"; returns KILN_ERR_UNKNOWN_COMPONENT. */
+KL_HIDDEN kiln_result kl_fail_unknown_on(kiln_world *world, const char *call, kiln_entity e,
+                                         kiln_component c);
+
+/* Checks a spawn's component list (range, known ids, no repeats) and runs the check hooks of
+ * its values (values may be NULL) for entity (null: a fresh one). Changes nothing. */
+KL_HIDDEN kiln_result kl_spawn_check(kiln_world *world, const char *call,
+                                     const kiln_component *components, const void *const *values,
+                                     int32_t count, kiln_entity entity);
 
 /* Spawns an entity with count components; reserved, when not null, is a handle handed out
  * by a deferred spawn that becomes alive here instead of a fresh slot. */
@@ -14,6 +30,7 @@ KL_HIDDEN kiln_result kl_spawn_values(kiln_world *world, const char *call,
                                       int32_t count, bool move, kiln_entity reserved,
                                       kiln_entity *dest);
 KL_HIDDEN kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity e);
+/* add and set run the component's check hook on value before anything changes. */
 KL_HIDDEN kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity e,
                                    kiln_component c, void *value, bool move);
 KL_HIDDEN kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity e,

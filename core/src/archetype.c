@@ -84,6 +84,7 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         a->columns[c].id = comp->id;
         a->columns[c].plain = !comp->destroy && !comp->move;
         if (comp->destroy) a->has_destroy = true;
+        if (comp->check) a->has_check = true;
         atomic_init(&a->columns[c].latest, 0);
         c++;
     }
@@ -315,7 +316,10 @@ void kl_column_write(kl_column *col, int32_t row, void *value, bool move, kiln_t
                ((const uint8_t *)value + c->size <= dst || dst + c->size <= (const uint8_t *)value))
         kl_copy_value(dst, value, c->size); /* distinct memory: the usual case */
     else if (value) memmove(dst, value, c->size);
-    else memset(dst, 0, col->stride);
+    else if (c->defaults) {
+        memcpy(dst, c->defaults, c->size);
+        value = dst; /* for the padding below */
+    } else memset(dst, 0, col->stride);
     if (value && col->stride > c->size) memset(dst + c->size, 0, col->stride - c->size);
     col->ticks[row] = tick;
     kl_column_touch(col, tick);

@@ -34,7 +34,10 @@ typedef struct kl_block {
 } kl_block;
 
 struct kiln_commands {
-    kiln_world *world;
+    kiln_world *world;      /* NULL once the world was destroyed (the buffer is detached) */
+    kiln_commands *next, *prev; /* the world's list of user buffers */
+    bool listed;            /* in that list (internal queues are not) */
+    const char *call;       /* the public function applying the buffer, for messages */
     kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
     kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
     uint64_t id;            /* tags this buffer's placeholders (bits 48..61) */
@@ -80,12 +83,30 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
 }
 
 kiln_commands *kiln_commands_create(kiln_world *world) {
-    return kl_commands_create(world, false, false);
+    kiln_commands *cmd = kl_commands_create(world, false, false);
+    if (!cmd) return NULL;
+    /* Listed, so a world destroyed first can detach the buffer instead of leaving it a
+     * dangling world pointer. */
+    cmd->listed = true;
+    cmd->next = world->buffers;
+    if (world->buffers) world->buffers->prev = cmd;
+    world->buffers = cmd;
+    return cmd;
+}
+
+static void unlist(kiln_commands *cmd) {
+    if (!cmd->listed) return;
+    if (cmd->prev) cmd->prev->next = cmd->next;
+    else cmd->world->buffers = cmd->next;
+    if (cmd->next) cmd->next->prev = cmd->prev;
+    cmd->next = cmd->prev = NULL;
+    cmd->listed = false;
 }
 
 /* Destroys the values of pending commands whose hooks were known when recorded, and gives
  * back the entity slots that pending materialisations reserved. */
 static void destroy_pending(kiln_commands *cmd) {
+    if (!cmd->world) return; /* detached: nothing is pending any more */
     for (int64_t i = cmd->head; i < cmd->count; i++) {
         kl_cmd *c = &cmd->cmds[i];
         if (c->op == KL_OP_MATERIALIZE && kl_record_reserved(cmd->world, c->target))
@@ -116,19 +137,40 @@ void kiln_commands_clear(kiln_commands *cmd) {
     cmd->error[0] = '\0';
 }
 
-void kiln_commands_destroy(kiln_commands *cmd) {
-    if (cmd == NULL) return;
-    destroy_pending(cmd);
-    kl_allocator own = cmd->own_alloc;
-    kl_allocator *alloc = cmd->alloc == &cmd->own_alloc ? &own : cmd->alloc;
+/* Frees what the buffer holds (not the buffer itself). */
+static void free_contents(kiln_commands *cmd, kl_allocator *alloc) {
     for (kl_block *b = cmd->first, *next; b; b = next) {
         next = b->next;
         kl_free(alloc, b, b->alloc_size);
     }
     kl_free(alloc, cmd->cmds, sizeof(kl_cmd) * (size_t)cmd->cap);
     kl_free(alloc, cmd->placeholders, sizeof(kiln_entity) * (size_t)cmd->ph_cap);
+    cmd->first = cmd->current = NULL;
+    cmd->cmds = NULL;
+    cmd->placeholders = NULL;
+    cmd->cap = cmd->head = cmd->count = cmd->ph_cap = 0;
+    cmd->ph_count = 0;
+}
+
+void kl_commands_detach(kiln_commands *cmd) {
+    destroy_pending(cmd);
+    unlist(cmd);
+    free_contents(cmd, cmd->alloc); /* listed buffers keep their own accounting */
+    cmd->world = NULL;
+}
+
+void kiln_commands_destroy(kiln_commands *cmd) {
+    if (cmd == NULL) return;
+    destroy_pending(cmd);
+    if (cmd->world) unlist(cmd);
+    kl_allocator own = cmd->own_alloc;
+    kl_allocator *alloc = cmd->alloc == &cmd->own_alloc ? &own : cmd->alloc;
+    free_contents(cmd, alloc);
     kl_free(alloc, cmd, sizeof *cmd);
 }
+
+/* Recording into a buffer whose world was destroyed fails (the registry is gone). */
+static kiln_result check_world(kiln_commands *cmd, const char *call);
 
 int64_t kiln_commands_count(const kiln_commands *cmd) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
@@ -183,8 +225,9 @@ static const char *op_name(uint8_t op) {
 }
 
 /* Appends a command; the value (size bytes, or none) is copied or moved in. */
-static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_component component,
-                        const void *value, size_t size, bool move, const kl_component *comp) {
+static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_entity target,
+                        kiln_component component, const void *value, size_t size, bool move,
+                        const kl_component *comp) {
     if (cmd->complete) reset_batch(cmd);
     if (cmd->head == cmd->count && cmd->head != 0) {
         cmd->head = cmd->count = 0;
@@ -193,17 +236,16 @@ static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_c
     if (cmd->count == cmd->cap &&
         !kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command",
-                           op_name((uint8_t)op));
+                           call);
     kl_cmd *c = &cmd->cmds[cmd->count];
     *c = (kl_cmd){.op = (uint8_t)op, .hooks_known = comp != NULL, .component = component,
                   .size = (uint32_t)size, .target = target};
-    if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0) {
+    /* No value: none is stored, and the apply gives the defaults the world has then. */
+    if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
         void *room = value_room(cmd, size);
         if (!room)
-            return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value",
-                               op_name((uint8_t)op));
-        if (value == NULL) memset(room, 0, size);
-        else if (move && comp && comp->move) comp->move(room, (void *)(uintptr_t)value, 1, comp->hook_ctx);
+            return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value", call);
+        if (move && comp && comp->move) comp->move(room, (void *)(uintptr_t)value, 1, comp->hook_ctx);
         else kl_copy_value(room, value, size);
         c->value = room;
         c->has_value = 1;
@@ -212,14 +254,21 @@ static kiln_result push(kiln_commands *cmd, kl_op op, kiln_entity target, kiln_c
     return KILN_OK;
 }
 
-kiln_result kl_commands_record(kiln_commands *cmd, kl_op op, kiln_entity target,
+kiln_result kl_commands_record(kiln_commands *cmd, const char *call, kl_op op, kiln_entity target,
                                kiln_component component, const void *value, bool move) {
     const kl_component *comp = component ? kl_component_get(cmd->world, component) : NULL;
-    return push(cmd, op, target, component, value, comp ? comp->size : 0, move, comp);
+    return push(cmd, call, op, target, component, value, comp ? comp->size : 0, move, comp);
+}
+
+static kiln_result check_world(kiln_commands *cmd, const char *call) {
+    if (cmd->world) return KILN_OK;
+    return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "%s: the buffer's world was destroyed", call);
 }
 
 /* Checks an entity argument of a recording call: a placeholder must be from this batch. */
 static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entity e) {
+    kiln_result r = check_world(cmd, call);
+    if (r != KILN_OK) return r;
     if (!kiln_is_placeholder(e)) {
         if (e == KILN_NULL_ENTITY)
             return record_fail(cmd, KILN_ERR_DEAD_ENTITY, "%s: entity is null", call);
@@ -239,14 +288,17 @@ static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entit
 
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     KILN_ASSERT(cmd != NULL && dest != NULL, "cmd and dest are required");
+    const char *call = "kiln_commands_spawn";
+    kiln_result r = check_world(cmd, call);
+    if (r != KILN_OK) return r;
     if (cmd->complete) reset_batch(cmd);
     if (cmd->ph_count == UINT32_MAX)
-        return record_fail(cmd, KILN_ERR_LIMIT, "spawn: too many placeholders in one batch");
+        return record_fail(cmd, KILN_ERR_LIMIT, "%s: too many placeholders in one batch", call);
     if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
                  sizeof(kiln_entity), 64))
-        return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "spawn: out of memory for a placeholder");
+        return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a placeholder", call);
     kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->id << 48) | ((uint64_t)cmd->epoch << 32) | cmd->ph_count;
-    kiln_result r = push(cmd, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
+    r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
     *dest = ph;
@@ -255,9 +307,9 @@ kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
 
 kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    kiln_result r = check_target(cmd, "despawn", entity);
+    kiln_result r = check_target(cmd, "kiln_commands_despawn", entity);
     if (r != KILN_OK) return r;
-    return push(cmd, KL_OP_DESPAWN, entity, 0, NULL, 0, false, NULL);
+    return push(cmd, "kiln_commands_despawn", KL_OP_DESPAWN, entity, 0, NULL, 0, false, NULL);
 }
 
 static kiln_result record_value(kiln_commands *cmd, const char *call, kl_op op, kiln_entity e,
@@ -275,37 +327,39 @@ static kiln_result record_value(kiln_commands *cmd, const char *call, kl_op op, 
     if (comp && sized && comp->size != size)
         return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "%s: %s is %u bytes, not %zu", call,
                            comp->names, (unsigned)comp->size, size);
-    return push(cmd, op, e, c, value, comp ? comp->size : size, true, comp);
+    return push(cmd, call, op, e, c, value, comp ? comp->size : size, true, comp);
 }
 
 kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    return record_value(cmd, "add", KL_OP_ADD, entity, component, value, 0, false);
+    return record_value(cmd, "kiln_commands_add", KL_OP_ADD, entity, component, value, 0, false);
 }
 
 kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,
                                     kiln_component component, void *value, size_t size) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (size > UINT32_MAX / 2)
-        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "add: size %zu too large", size);
-    return record_value(cmd, "add", KL_OP_ADD, entity, component, value, size, true);
+        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "kiln_commands_add_sized: size %zu too large",
+                           size);
+    return record_value(cmd, "kiln_commands_add_sized", KL_OP_ADD, entity, component, value, size, true);
 }
 
 kiln_result kiln_commands_set(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    return record_value(cmd, "set", KL_OP_SET, entity, component, value, 0, false);
+    return record_value(cmd, "kiln_commands_set", KL_OP_SET, entity, component, value, 0, false);
 }
 
 kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    kiln_result r = check_target(cmd, "remove", entity);
+    const char *call = "kiln_commands_remove";
+    kiln_result r = check_target(cmd, call, entity);
     if (r != KILN_OK) return r;
     if (!kl_component_get(cmd->world, component))
-        return record_fail(cmd, KILN_ERR_UNKNOWN_COMPONENT, "remove: component #%u is not registered",
-                           (unsigned)component);
-    return push(cmd, KL_OP_REMOVE, entity, component, NULL, 0, false, NULL);
+        return record_fail(cmd, KILN_ERR_UNKNOWN_COMPONENT, "%s: component #%u is not registered",
+                           call, (unsigned)component);
+    return push(cmd, call, KL_OP_REMOVE, entity, component, NULL, 0, false, NULL);
 }
 
 void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
@@ -320,12 +374,15 @@ void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
 
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    const kl_component *ev = kl_registry_get(&cmd->world->event_types, type);
+    const char *call = "kiln_commands_emit";
+    kiln_result r = check_world(cmd, call);
+    if (r != KILN_OK) return r;
+    const kl_component *ev = kl_registry_get(&cmd->world->event_types, type.id);
     if (!ev)
-        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "emit: event type #%u is not registered",
-                           (unsigned)type);
+        return record_fail(cmd, KILN_ERR_UNKNOWN_EVENT, "%s: event type #%u is not registered", call,
+                           (unsigned)type.id);
     /* Events carry no hooks, so the value is simply copied. */
-    return push(cmd, KL_OP_EMIT, KILN_NULL_ENTITY, type, value, ev->size, false, NULL);
+    return push(cmd, call, KL_OP_EMIT, KILN_NULL_ENTITY, type.id, value, ev->size, false, NULL);
 }
 
 kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder) {
@@ -344,7 +401,7 @@ static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c
                               kiln_entity e, kiln_result code, const char *why) {
     char eb[24], cb[32];
     const char *cname = c->component ? kl_component_name(cmd->world, c->component, cb, sizeof cb) : "";
-    return kl_fail(cmd->world, code, "apply: command %lld (%s%s%s) on entity %s: %s",
+    return kl_fail(cmd->world, code, "%s: command %lld (%s%s%s) on entity %s: %s", cmd->call,
                    (long long)(index - cmd->head + 1), op_name(c->op), c->component ? " " : "", cname,
                    kiln_entity_format(e, eb, sizeof eb), why);
 }
@@ -376,6 +433,12 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         if (a->op != KL_OP_ADD || a->target != c->target) break;
         const kl_component *comp = kl_component_get(cmd->world, a->component);
         if (!comp || comp->size != a->size) break;
+        /* A value the component refuses is left to apply_one, which reports or drops it. */
+        char why[2];
+        if (comp->check && comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
+                                       a->has_value ? a->value : comp->defaults, comp->hook_ctx,
+                                       why, sizeof why) != KILN_OK)
+            break;
         bool repeat = false;
         for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
         if (repeat) break;
@@ -385,7 +448,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     }
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
     kiln_entity e;
-    *result = kl_spawn_values(cmd->world, "apply", comps, values, n, true, reserved, &e);
+    *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
     if (*result != KILN_OK) return 0;
     if (c->op == KL_OP_SPAWN) cmd->placeholders[(uint32_t)c->target] = e;
     for (int32_t k = 0; k < n; k++) cmd->cmds[i + 1 + k].has_value = 0;
@@ -399,13 +462,13 @@ static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
     *result = KILN_OK;
     if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
     if (c->op == KL_OP_EMIT) {
-        *result = kl_event_push(world, c->component, c->has_value ? c->value : NULL, "apply");
+        *result = kl_event_push(world, c->component, c->has_value ? c->value : NULL, cmd->call);
         return *result == KILN_OK ? 1 : 0;
     }
     kiln_entity e = target_of(cmd, c);
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {
-        if (alive) *result = kl_despawn_entity(world, "apply", e);
+        if (alive) *result = kl_despawn_entity(world, cmd->call, e);
         return *result == KILN_OK ? 1 : 0;
     }
     if (!alive) {
@@ -421,6 +484,13 @@ static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
         *result = apply_fail(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered");
         return 0;
     }
+    /* A lenient queue drops a value the component's check refuses now (the world moved on
+     * since the call was queued); a buffer reports it. */
+    if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
+        kl_component_check(world, comp, e, c->has_value ? c->value : NULL, cmd->call) != KILN_OK) {
+        drop_value(cmd, c);
+        return 1;
+    }
     if (c->op != KL_OP_REMOVE && comp->size != c->size) {
         char why[96];
         snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
@@ -431,7 +501,7 @@ static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
     void *value = c->has_value ? c->value : NULL;
     switch (c->op) {
     case KL_OP_ADD:
-        *result = kl_add_value(world, "apply", e, c->component, value, true);
+        *result = kl_add_value(world, cmd->call, e, c->component, value, true);
         break;
     case KL_OP_SET:
         if (!kiln_has(world, e, c->component)) {
@@ -444,10 +514,10 @@ static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
             *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
             return 0;
         }
-        *result = kl_set_value(world, "apply", e, c->component, value, true);
+        *result = kl_set_value(world, cmd->call, e, c->component, value, true);
         break;
     case KL_OP_REMOVE:
-        *result = kl_remove_component(world, "apply", e, c->component, NULL);
+        *result = kl_remove_component(world, cmd->call, e, c->component, NULL);
         break;
     default:
         break;
@@ -459,12 +529,19 @@ static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
 
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
     KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
+    return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
+}
+
+kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied,
+                              const char *call) {
     if (applied) *applied = 0;
     if (world != cmd->world)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "apply: the command buffer belongs to another world");
+                       "%s: the command buffer belongs to another world%s", call,
+                       cmd->world ? "" : " (destroyed)");
     KILN_ASSERT(atomic_load(&world->iterating) == 0 || cmd->lenient,
                 "kiln_commands_apply while a query of the world iterates");
+    cmd->call = call;
     int64_t n = 0;
     kiln_result r = KILN_OK;
     while (cmd->head < cmd->count) {

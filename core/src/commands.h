@@ -10,8 +10,8 @@
 KL_HIDDEN kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_accounting);
 
 /* Records op on a real entity (no placeholder check); value is copied bytewise (move false)
- * or moved in through the component's move hook. Fails only when out of memory, with the
- * world's error set. */
+ * or moved in through the component's move hook (NULL: none stored, the apply gives the
+ * defaults). Fails only when out of memory, with the buffer's error naming call. */
 typedef enum kl_op {
     KL_OP_SPAWN,       /* target: a placeholder */
     KL_OP_MATERIALIZE, /* target: a reserved entity that becomes alive */
@@ -22,9 +22,17 @@ typedef enum kl_op {
     KL_OP_EMIT         /* component: the event type */
 } kl_op;
 
-KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, kl_op op, kiln_entity target,
-                                         kiln_component component, const void *value,
-                                         bool move);
+KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, const char *call, kl_op op,
+                                         kiln_entity target, kiln_component component,
+                                         const void *value, bool move);
+
+/* kiln_commands_apply with call naming the public function in messages. */
+KL_HIDDEN kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied,
+                                        const char *call);
+
+/* Detaches a user buffer from its dying world: destroys its pending values, frees what it
+ * holds and forgets the world; the buffer itself stays for kiln_commands_destroy. */
+KL_HIDDEN void kl_commands_detach(kiln_commands *cmd);
 
 /* Drops pending commands past the first keep, without destroying their values (they were
  * the caller's until the recording call succeeded). */

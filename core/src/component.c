@@ -79,9 +79,10 @@ static kiln_result validate(kiln_world *world, const kiln_component_desc *d, siz
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s field_count %d invalid (0 to %d, with fields)", call, n,
                        (int)d->field_count, KILN_MAX_FIELDS);
-    if (d->size == 0 && (d->field_count > 0 || d->destroy || d->move))
+    if (d->size == 0 && (d->field_count > 0 || d->destroy || d->move || d->check || d->defaults))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "%s: %s is a tag (size 0) and cannot have fields or hooks", call, n);
+                       "%s: %s is a tag (size 0) and cannot have fields, hooks or defaults",
+                       call, n);
     size_t total = len + 1;
     for (int32_t i = 0; i < d->field_count; i++) {
         const kiln_field *f = &d->fields[i];
@@ -115,6 +116,11 @@ static kiln_result validate(kiln_world *world, const kiln_component_desc *d, siz
 static bool same_layout(const kl_component *c, const kiln_component_desc *d, size_t align) {
     if (c->size != d->size || c->align != align || c->field_count != d->field_count ||
         c->destroy != d->destroy || c->move != d->move || c->hook_ctx != d->hook_ctx)
+        return false;
+    /* A check or defaults left NULL takes what is registered (a binding declaring a layout
+     * again knows nothing of an addon's hook); one given must be the same. */
+    if (d->check && c->check != d->check) return false;
+    if (d->defaults && (!c->defaults || memcmp(c->defaults, d->defaults, c->size) != 0))
         return false;
     for (int32_t i = 0; i < d->field_count; i++) {
         const kiln_field *a = &c->fields[i], *b = &d->fields[i];
@@ -160,8 +166,11 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
         return kl_fail(world, KILN_ERR_LIMIT, "%s: too many types", call);
 
     /* Reserve everything before changing anything, so out of memory changes nothing. */
+    /* One block: the record, its fields, its defaults (16-byte aligned), then the names. */
     size_t fields_size = sizeof(kiln_field) * (size_t)desc->field_count;
-    size_t block = sizeof(kl_component) + fields_size + names_size;
+    size_t defaults_at = (sizeof(kl_component) + fields_size + 15) & ~(size_t)15;
+    size_t defaults_size = desc->defaults ? (desc->size + 15) & ~(size_t)15 : 0;
+    size_t block = defaults_at + 15 + defaults_size + names_size;
     if (!kl_grow(&world->alloc, (void **)&reg->items, &reg->cap, reg->count + 1,
                  sizeof(kl_component *), 16) ||
         !kl_map_reserve(&world->alloc, &reg->names, 1))
@@ -178,10 +187,16 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     c->stride = (uint32_t)((desc->size + align - 1) / align * align);
     c->destroy = desc->destroy;
     c->move = desc->move;
+    c->check = desc->check;
     c->hook_ctx = desc->hook_ctx;
     c->field_count = desc->field_count;
     c->fields = (kiln_field *)(c + 1);
-    c->names = (char *)c->fields + fields_size;
+    uint8_t *defaults = (uint8_t *)(((uintptr_t)c + defaults_at + 15) & ~(uintptr_t)15);
+    if (desc->defaults) {
+        memcpy(defaults, desc->defaults, desc->size);
+        c->defaults = defaults;
+    }
+    c->names = (char *)defaults + defaults_size;
     char *p = c->names;
     size_t len = strlen(desc->name);
     memcpy(p, desc->name, len + 1);
@@ -203,7 +218,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return kl_registry_add(world, &world->components, desc, dest, "component_register");
+    return kl_registry_add(world, &world->components, desc, dest, "kiln_component_register");
 }
 
 void kl_component_describe(const kl_component *c, kiln_component_info *dest) {
@@ -216,6 +231,32 @@ void kl_component_describe(const kl_component *c, kiln_component_info *dest) {
     dest->field_count = c->field_count;
     dest->has_destroy = c->destroy != NULL;
     dest->has_move = c->move != NULL;
+    dest->has_check = c->check != NULL;
+    dest->defaults = c->defaults;
+}
+
+kiln_result kl_component_check(kiln_world *world, const kl_component *c, kiln_entity entity,
+                               const void *value, const char *call) {
+    if (!c->check) return KILN_OK;
+    char why[KL_ERROR_SIZE - 64];
+    why[0] = '\0';
+    kiln_result r = c->check(world, entity, value ? value : c->defaults, c->hook_ctx, why, sizeof why);
+    if (r == KILN_OK) return KILN_OK;
+    why[sizeof why - 1] = '\0';
+    if (why[0]) return kl_fail(world, r, "%s: %s", call, why);
+    char eb[24];
+    return kl_fail(world, r, "%s: %s refuses the value for entity %s", call, c->names,
+                   kiln_entity_format(entity, eb, sizeof eb));
+}
+
+kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_component component,
+                                 const void *value) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    const kl_component *c = kl_component_get(world, component);
+    if (!c)
+        return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
+                       "kiln_component_check: component #%u is not registered", (unsigned)component);
+    return kl_component_check(world, c, entity, value, "kiln_component_check");
 }
 
 bool kiln_component_info_get(const kiln_world *world, kiln_component component,

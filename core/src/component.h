@@ -23,7 +23,12 @@ KL_HIDDEN void kl_component_describe(const kl_component *c, kiln_component_info 
 KL_HIDDEN const char *kl_component_name(const kiln_world *world, kiln_component id, char *buf,
                                         size_t size);
 
-/* Frees every resource, running destroy hooks (at world destroy; components still live). */
-KL_HIDDEN void kl_resources_free(kiln_world *world);
+/* Runs c's check hook (if any) on value (NULL: the defaults) for entity; on refusal fails
+ * with the hook's code and "call: why". */
+KL_HIDDEN kiln_result kl_component_check(kiln_world *world, const kl_component *c,
+                                         kiln_entity entity, const void *value, const char *call);
+
+/* The value a component gets when none is given: its defaults, or NULL for zeroes. */
+static inline const void *kl_component_initial(const kl_component *c) { return c->defaults; }
 
 #endif

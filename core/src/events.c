@@ -23,16 +23,19 @@ typedef struct kl_event_queue {
 kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
                                 kiln_event_type *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (desc && (desc->destroy || desc->move))
+    const char *call = "kiln_event_register";
+    if (desc && (desc->destroy || desc->move || desc->check))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "event_register: %s: events are plain data and take no hooks",
+                       "%s: %s: events are plain data and take no hooks", call,
                        desc->name ? desc->name : "(null)");
     /* Room for the new type's queue first, so a failure leaves nothing behind. */
     if (!kl_grow(&world->alloc, (void **)&world->events, &world->event_cap,
                  world->event_types.count + 1, sizeof(kl_event_queue), 8))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "event_register: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     int32_t before = world->event_types.count;
-    kiln_result r = kl_registry_add(world, &world->event_types, desc, dest, "event_register");
+    uint32_t id = 0;
+    kiln_result r = kl_registry_add(world, &world->event_types, desc, &id, call);
+    if (r == KILN_OK && dest) dest->id = id;
     if (r == KILN_OK && world->event_types.count > before)
         memset(&world->events[before], 0, sizeof(kl_event_queue));
     return r;
@@ -40,19 +43,18 @@ kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *de
 
 kiln_event_type kiln_event_lookup(const kiln_world *world, const char *name) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return kl_registry_lookup(&world->event_types, name);
+    return (kiln_event_type){kl_registry_lookup(&world->event_types, name)};
 }
 
 bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_component_info *dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
-    const kl_component *c = kl_registry_get(&world->event_types, type);
+    const kl_component *c = kl_registry_get(&world->event_types, type.id);
     if (!c) return false;
     kl_component_describe(c, dest);
     return true;
 }
 
-kiln_result kl_event_push(kiln_world *world, kiln_event_type type, const void *value,
-                          const char *call) {
+kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, const char *call) {
     const kl_component *c = kl_registry_get(&world->event_types, type);
     kl_event_buffer *b = &world->events[type - 1].buf[world->events[type - 1].current];
     size_t stride = c->stride ? c->stride : 1;
@@ -70,6 +72,7 @@ kiln_result kl_event_push(kiln_world *world, kiln_event_type type, const void *v
         b->cap = ncap;
     }
     uint8_t *dst = b->data + stride * (size_t)b->count;
+    if (!value) value = kl_component_initial(c);
     if (c->size) {
         if (value) memcpy(dst, value, c->size);
         else memset(dst, 0, c->size);
@@ -80,29 +83,29 @@ kiln_result kl_event_push(kiln_world *world, kiln_event_type type, const void *v
 
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (!kl_registry_get(&world->event_types, type))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "event_emit: event type #%u is not registered",
-                       (unsigned)type);
+    if (!kl_registry_get(&world->event_types, type.id))
+        return kl_fail(world, KILN_ERR_UNKNOWN_EVENT, "kiln_event_emit: event type #%u is not registered",
+                       (unsigned)type.id);
     if (world->defer_target) {
         kiln_result r = kiln_commands_emit(world->defer_target, type, value);
         if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(world->defer_target));
         return r;
     }
-    return kl_event_push(world, type, value, "event_emit");
+    return kl_event_push(world, type.id, value, "kiln_event_emit");
 }
 
 int64_t kiln_event_count(const kiln_world *world, kiln_event_type type) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (!kl_registry_get(&world->event_types, type)) return 0;
-    const kl_event_queue *q = &world->events[type - 1];
+    if (!kl_registry_get(&world->event_types, type.id)) return 0;
+    const kl_event_queue *q = &world->events[type.id - 1];
     return q->buf[0].count + q->buf[1].count;
 }
 
 const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    const kl_component *c = kl_registry_get(&world->event_types, type);
+    const kl_component *c = kl_registry_get(&world->event_types, type.id);
     if (!c || i < 0) return NULL;
-    const kl_event_queue *q = &world->events[type - 1];
+    const kl_event_queue *q = &world->events[type.id - 1];
     const kl_event_buffer *prev = &q->buf[1 - q->current], *cur = &q->buf[q->current];
     size_t stride = c->stride ? c->stride : 1;
     if (i < prev->count) return prev->data + stride * (size_t)i;

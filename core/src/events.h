@@ -4,9 +4,9 @@
 
 #include "world.h"
 
-/* Appends an event (type known, value of the type's size or NULL); fails only when out of
+/* Appends an event (type: a known id; value of the type's size, or NULL for the defaults); fails only when out of
  * memory, with the world error naming call. */
-KL_HIDDEN kiln_result kl_event_push(kiln_world *world, kiln_event_type type, const void *value,
+KL_HIDDEN kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value,
                                     const char *call);
 
 /* Frees every event buffer (at world destroy). */

@@ -34,10 +34,12 @@ struct kiln_jobs {
     kl_scratch *free_scratch;
 };
 
+#define KL_MAX_WORKERS 256
+
 static int32_t default_workers(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1) n = 1;
-    if (n > 256) n = 256;
+    if (n > KL_MAX_WORKERS) n = KL_MAX_WORKERS;
     return (int32_t)n - 1;
 }
 
@@ -75,7 +77,7 @@ static void *worker_main(void *arg) {
 
 kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc) {
     kl_allocator alloc = {kl_default_alloc, NULL, 0, 0};
-    int32_t workers = KILN_JOBS_DEFAULT_WORKERS;
+    int32_t workers = KILN_JOBS_DEFAULT;
     if (desc) {
         workers = desc->workers;
         if (desc->alloc) {
@@ -83,7 +85,9 @@ kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc) {
             alloc.ud = desc->alloc_ud;
         }
     }
-    if (workers < 0) workers = default_workers();
+    if (workers < KILN_JOBS_INLINE || workers > KL_MAX_WORKERS) return NULL;
+    if (workers == KILN_JOBS_DEFAULT) workers = default_workers();
+    else if (workers == KILN_JOBS_INLINE) workers = 0;
     kiln_jobs *jobs = kl_alloc(&alloc, sizeof *jobs);
     if (!jobs) return NULL;
     memset(jobs, 0, sizeof *jobs);

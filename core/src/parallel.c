@@ -3,6 +3,7 @@
  * after the last one ends, so no row moves underneath a job. */
 #include <string.h>
 
+#include "defer.h"
 #include "jobs.h"
 #include "query.h"
 #include "world.h"
@@ -55,7 +56,7 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     size_t bytes = sizeof(kiln_iter) * (size_t)chunks + (sizeof(range_job) + sizeof(kiln_job)) *
                                                            (size_t)max_ranges;
     uint8_t *scratch = kl_jobs_scratch_acquire(jobs, bytes);
-    if (!scratch) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "parallel_for: out of memory");
+    if (!scratch) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_parallel_for: out of memory");
     kiln_iter *snapshots = (kiln_iter *)scratch;
     range_job *ranges = (range_job *)(snapshots + chunks);
     kiln_job *list = (kiln_job *)(ranges + max_ranges);
@@ -84,9 +85,9 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     kiln_counter counter = {0};
     kiln_result r = kiln_jobs_submit(jobs, list, n_ranges, &counter);
     if (r == KILN_OK) kiln_jobs_wait(jobs, &counter);
-    else kl_fail(world, r, "parallel_for: out of memory queueing jobs");
+    else kl_fail(world, r, "kiln_parallel_for: out of memory queueing jobs");
     atomic_fetch_sub_explicit(&world->iterating, 1, memory_order_relaxed);
     kl_jobs_scratch_release(jobs, scratch);
-    kiln_result end = kiln_defer_end(world);
+    kiln_result end = kl_defer_end(world, "kiln_parallel_for");
     return r != KILN_OK ? r : end;
 }

@@ -6,6 +6,7 @@
 
 #include "archetype.h"
 #include "component.h"
+#include "defer.h"
 
 #define KL_MAX_COLUMNS (KILN_QUERY_MAX_TERMS * 2)
 
@@ -82,13 +83,13 @@ static kiln_result copy_terms(kiln_world *world, const kiln_component *src, kiln
     for (int32_t i = 0; i < KILN_QUERY_MAX_TERMS && src[i] != KILN_NO_COMPONENT; i++) {
         if (!kl_component_get(world, src[i]))
             return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
-                           "query_create: %s term %d is an unknown %s", list, (int)i,
+                           "kiln_query_create: %s term %d is an unknown %s", list, (int)i,
                            kl_component_name(world, src[i], buf, sizeof buf));
         for (int32_t j = 0; j < seen_count + n; j++) {
             kiln_component other = j < seen_count ? seen[j] : dst[j - seen_count];
             if (other == src[i])
                 return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                               "query_create: %s appears twice in the terms",
+                               "kiln_query_create: %s appears twice in the terms",
                                kl_component_name(world, src[i], buf, sizeof buf));
         }
         dst[n++] = src[i];
@@ -100,14 +101,14 @@ static kiln_result copy_terms(kiln_world *world, const kiln_component *src, kiln
 kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, kiln_query **dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
     if (desc == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "query_create: desc is NULL");
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_query_create: desc is NULL");
     kiln_query tmp;
     memset(&tmp, 0, sizeof tmp);
     kiln_component all[KL_MAX_COLUMNS + KILN_QUERY_MAX_TERMS] = {0};
     kiln_result r = copy_terms(world, desc->with, tmp.terms, &tmp.with_count, all, 0, "with");
     if (r != KILN_OK) return r;
     if (tmp.with_count == 0)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "query_create: no with terms");
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_query_create: no with terms");
     memcpy(all, tmp.terms, sizeof(kiln_component) * (size_t)tmp.with_count);
     int32_t seen = tmp.with_count;
     r = copy_terms(world, desc->optional, tmp.terms + tmp.with_count, &tmp.optional_count, all,
@@ -125,12 +126,12 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
     if (!kl_grow(&world->alloc, (void **)&world->queries, &world->query_cap,
                  world->query_count + 1, sizeof(kiln_query *), 8) ||
         (q = kl_alloc(&world->alloc, sizeof *q)) == NULL)
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "query_create: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_query_create: out of memory");
     *q = tmp;
     q->world = world;
     if (!kl_grow(&world->alloc, (void **)&q->matches, &q->match_cap, found, sizeof(kl_match), 8)) {
         kl_free(&world->alloc, q, sizeof *q);
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "query_create: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_query_create: out of memory");
     }
     for (int32_t a = 0; a < world->archetype_count; a++)
         if (matches(q, world->archetypes[a])) add_match(q, world->archetypes[a]);
@@ -248,7 +249,7 @@ void kiln_iter_fini(kiln_iter *it) {
         atomic_fetch_sub_explicit(&((kiln_query *)it->query)->iterating, 1, memory_order_relaxed);
         /* The changes the loop made land now (when this is the outermost section); an
          * out-of-memory failure leaves them queued for the next section's end. */
-        kiln_defer_end(it->world);
+        kl_defer_end(it->world, "kiln_iter_fini");
     }
 }
 

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "component.h"
+#include "defer.h"
 #include "world.h"
 
 #define KL_NAME_SIZE (KILN_MAX_NAME + 1)
@@ -55,7 +56,7 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
     KILN_ASSERT(world != NULL, "world is NULL");
     kiln_schedule *s = kl_alloc(&world->alloc, sizeof *s);
     if (!s) {
-        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_create: out of memory");
+        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_create: out of memory");
         return NULL;
     }
     memset(s, 0, sizeof *s);
@@ -100,7 +101,7 @@ static kiln_result copy_access(kiln_world *world, const char *sys, const char *l
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ACCESS && src[i] != KILN_NO_COMPONENT; i++) {
         if (!kl_component_get(world, src[i]))
             return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
-                           "schedule_add: system %s %s component #%u is not registered", sys, list,
+                           "kiln_schedule_add: system %s %s component #%u is not registered", sys, list,
                            (unsigned)src[i]);
         dst[n++] = src[i];
     }
@@ -114,7 +115,7 @@ static kiln_result copy_names(kiln_world *world, const char *sys, const char *li
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ORDER && src[i] != NULL; i++) {
         if (!valid_name(src[i]))
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "schedule_add: system %s %s[%d] must be a name of 1 to %d bytes", sys,
+                           "kiln_schedule_add: system %s %s[%d] must be a name of 1 to %d bytes", sys,
                            list, (int)i, KILN_MAX_NAME);
         strcpy(dst[n++], src[i]);
     }
@@ -125,15 +126,15 @@ static kiln_result copy_names(kiln_world *world, const char *sys, const char *li
 kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
-    if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule_add: desc is NULL");
+    if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: desc is NULL");
     if (!valid_name(desc->name))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
+                       "kiln_schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
     if (kiln_schedule_find(s, desc->name) >= 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "schedule_add: a system named %s already exists", desc->name);
+                       "kiln_schedule_add: a system named %s already exists", desc->name);
     if (desc->run == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule_add: system %s has no run callback",
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: system %s has no run callback",
                        desc->name);
     kl_system tmp;
     memset(&tmp, 0, sizeof tmp);
@@ -151,7 +152,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
         (sys = kl_alloc(&world->alloc, sizeof *sys)) == NULL ||
         (cmd = kl_commands_create(world, true, false)) == NULL) {
         kl_free(&world->alloc, sys, sizeof *sys);
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_add: out of memory for %s", desc->name);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
     }
     *sys = tmp;
     strcpy(sys->name, desc->name);
@@ -182,106 +183,146 @@ static bool conflict(const kl_system *a, const kl_system *b) {
            shares(b->writes, b->write_count, a->reads, a->read_count);
 }
 
-kiln_result kiln_schedule_build(kiln_schedule *s) {
-    KILN_ASSERT(s != NULL, "schedule is NULL");
-    kiln_world *world = s->world;
-    kl_allocator *al = &world->alloc;
+/* The ordering graph of one build: edge[a * n + b] means a runs before b. */
+typedef struct build_graph {
+    int32_t n;
+    size_t matrix;     /* bytes of edge, rounded up so the int arrays after it stay aligned */
+    uint8_t *edge;
+    int32_t *indegree; /* per system: unprocessed predecessors, -1 once processed */
+    int32_t *stage;    /* per system: its stage */
+} build_graph;
+
+static size_t graph_bytes(const build_graph *g) {
+    return g->matrix + sizeof(int32_t) * (size_t)g->n * 2;
+}
+
+/* Phase 1: memory for the graph and for the schedule's stage tables, all or nothing. */
+static kiln_result reserve_build(kiln_schedule *s, build_graph *g) {
+    kl_allocator *al = &s->world->alloc;
     int32_t n = s->system_count;
-    /* edge[a * n + b]: a runs before b */
-    size_t matrix = ((size_t)n * (size_t)n + 7) & ~(size_t)7; /* keeps the int arrays aligned */
-    uint8_t *edge = n ? kl_alloc(al, matrix + sizeof(int32_t) * (size_t)n * 2) : NULL;
-    if (n && !edge) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_build: out of memory");
-    if (!kl_grow(al, (void **)&s->order, &s->order_cap, n, sizeof(int32_t), 16) ||
+    *g = (build_graph){.n = n, .matrix = ((size_t)n * (size_t)n + 7) & ~(size_t)7};
+    if (n > 0) g->edge = kl_alloc(al, graph_bytes(g));
+    if ((n > 0 && !g->edge) ||
+        !kl_grow(al, (void **)&s->order, &s->order_cap, n, sizeof(int32_t), 16) ||
         !kl_grow(al, (void **)&s->stage_start, &s->stage_cap, n + 1, sizeof(int32_t), 16) ||
         !kl_grow(al, (void **)&s->job_list, &s->job_cap, n, sizeof(kiln_job), 16)) {
-        kl_free(al, edge, matrix + sizeof(int32_t) * (size_t)n * 2);
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "schedule_build: out of memory");
+        if (g->edge) kl_free(al, g->edge, graph_bytes(g));
+        g->edge = NULL;
+        return kl_fail(s->world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_build: out of memory");
     }
-    kiln_result r = KILN_OK;
-    int32_t *indegree = n ? (int32_t *)(edge + matrix) : NULL;
-    int32_t *stage = n ? indegree + n : NULL;
-    if (n) memset(edge, 0, matrix);
+    if (n == 0) return KILN_OK;
+    memset(g->edge, 0, g->matrix);
+    g->indegree = (int32_t *)(g->edge + g->matrix);
+    g->stage = g->indegree + n;
+    return KILN_OK;
+}
 
-    for (int32_t i = 0; i < n && r == KILN_OK; i++) {
-        kl_system *sys = s->systems[i];
-        for (int32_t k = 0; k < sys->after_count && r == KILN_OK; k++) {
-            int32_t x = kiln_schedule_find(s, sys->after[k]);
-            if (x < 0)
-                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                            "schedule: system %s runs after unknown system %s", sys->name, sys->after[k]);
-            else if (x == i)
-                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule: system %s runs after itself",
-                            sys->name);
-            else edge[(size_t)x * n + i] = 1;
+/* Resolves one before/after name of system i into an edge; after: the named system first. */
+static kiln_result link_named(kiln_schedule *s, build_graph *g, int32_t i, const char *name,
+                              bool after) {
+    const char *how = after ? "after" : "before";
+    int32_t x = kiln_schedule_find(s, name);
+    if (x < 0)
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_build: system %s runs %s unknown system %s",
+                       s->systems[i]->name, how, name);
+    if (x == i)
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_build: system %s runs %s itself", s->systems[i]->name, how);
+    if (after) g->edge[(size_t)x * g->n + i] = 1;
+    else g->edge[(size_t)i * g->n + x] = 1;
+    return KILN_OK;
+}
+
+/* Phase 2: the explicit before/after edges. */
+static kiln_result link_explicit(kiln_schedule *s, build_graph *g) {
+    for (int32_t i = 0; i < g->n; i++) {
+        const kl_system *sys = s->systems[i];
+        for (int32_t k = 0; k < sys->after_count; k++) {
+            kiln_result r = link_named(s, g, i, sys->after[k], true);
+            if (r != KILN_OK) return r;
         }
-        for (int32_t k = 0; k < sys->before_count && r == KILN_OK; k++) {
-            int32_t y = kiln_schedule_find(s, sys->before[k]);
-            if (y < 0)
-                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                            "schedule: system %s runs before unknown system %s", sys->name, sys->before[k]);
-            else if (y == i)
-                r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "schedule: system %s runs before itself",
-                            sys->name);
-            else edge[(size_t)i * n + y] = 1;
+        for (int32_t k = 0; k < sys->before_count; k++) {
+            kiln_result r = link_named(s, g, i, sys->before[k], false);
+            if (r != KILN_OK) return r;
         }
     }
-    if (r == KILN_OK) {
-        /* Conflicting pairs follow declaration order unless an explicit edge orders them. */
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t j = i + 1; j < n; j++)
-                if (conflict(s->systems[i], s->systems[j]) && !edge[(size_t)j * n + i])
-                    edge[(size_t)i * n + j] = 1;
-        /* Longest path by Kahn's algorithm: a system's stage is one past its latest predecessor. */
-        for (int32_t b = 0; b < n; b++) {
-            indegree[b] = 0;
-            stage[b] = 0;
-            for (int32_t a = 0; a < n; a++) indegree[b] += edge[(size_t)a * n + b];
-        }
-        int32_t done = 0;
-        bool progress = true;
-        while (progress) {
-            progress = false;
-            for (int32_t a = 0; a < n; a++) {
-                if (indegree[a] != 0) continue;
-                indegree[a] = -1; /* processed */
-                done++;
-                progress = true;
-                for (int32_t b = 0; b < n; b++) {
-                    if (!edge[(size_t)a * n + b]) continue;
-                    if (stage[b] < stage[a] + 1) stage[b] = stage[a] + 1;
-                    indegree[b]--;
-                }
+    return KILN_OK;
+}
+
+/* Phase 3: conflicting pairs follow declaration order unless an explicit edge orders them. */
+static void link_conflicts(kiln_schedule *s, build_graph *g) {
+    for (int32_t i = 0; i < g->n; i++)
+        for (int32_t j = i + 1; j < g->n; j++)
+            if (conflict(s->systems[i], s->systems[j]) && !g->edge[(size_t)j * g->n + i])
+                g->edge[(size_t)i * g->n + j] = 1;
+}
+
+/* Phase 4: stages as longest paths, by Kahn's algorithm (a system's stage is one past its
+ * latest predecessor); systems left unprocessed sit on a cycle, which is reported. */
+static kiln_result assign_stages(kiln_schedule *s, build_graph *g) {
+    int32_t n = g->n;
+    for (int32_t b = 0; b < n; b++) {
+        g->indegree[b] = 0;
+        g->stage[b] = 0;
+        for (int32_t a = 0; a < n; a++) g->indegree[b] += g->edge[(size_t)a * n + b];
+    }
+    int32_t done = 0;
+    bool progress = true;
+    while (progress) {
+        progress = false;
+        for (int32_t a = 0; a < n; a++) {
+            if (g->indegree[a] != 0) continue;
+            g->indegree[a] = -1;
+            done++;
+            progress = true;
+            for (int32_t b = 0; b < n; b++) {
+                if (!g->edge[(size_t)a * n + b]) continue;
+                if (g->stage[b] < g->stage[a] + 1) g->stage[b] = g->stage[a] + 1;
+                g->indegree[b]--;
             }
         }
-        if (done < n) {
-            char names[200];
-            size_t len = 0;
-            names[0] = '\0';
-            for (int32_t a = 0; a < n && len < sizeof names - 1; a++)
-                if (indegree[a] > 0)
-                    len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
-                                            s->systems[a]->name);
-            r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                        "schedule: before/after cycle among systems %s", names);
-        }
     }
-    if (r == KILN_OK) {
-        int32_t stages = 0;
-        for (int32_t i = 0; i < n; i++) {
-            s->systems[i]->stage = stage[i];
-            if (stage[i] + 1 > stages) stages = stage[i] + 1;
-        }
-        int32_t k = 0;
-        for (int32_t st = 0; st < stages; st++) {
-            s->stage_start[st] = k;
-            for (int32_t i = 0; i < n; i++)
-                if (stage[i] == st) s->order[k++] = i;
-        }
-        s->stage_start[stages] = k;
-        s->stage_count = stages;
-        s->built = true;
+    if (done == n) return KILN_OK;
+    char names[200];
+    size_t len = 0;
+    names[0] = '\0';
+    for (int32_t a = 0; a < n && len < sizeof names - 1; a++)
+        if (g->indegree[a] > 0)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
+                                    s->systems[a]->name);
+    return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_schedule_build: before/after cycle among systems %s", names);
+}
+
+/* Phase 5: the run order, stage by stage and by declaration within a stage. */
+static void lay_out(kiln_schedule *s, const build_graph *g) {
+    int32_t stages = 0;
+    for (int32_t i = 0; i < g->n; i++) {
+        s->systems[i]->stage = g->stage[i];
+        if (g->stage[i] + 1 > stages) stages = g->stage[i] + 1;
     }
-    kl_free(al, edge, matrix + sizeof(int32_t) * (size_t)n * 2);
+    int32_t k = 0;
+    for (int32_t st = 0; st < stages; st++) {
+        s->stage_start[st] = k;
+        for (int32_t i = 0; i < g->n; i++)
+            if (g->stage[i] == st) s->order[k++] = i;
+    }
+    s->stage_start[stages] = k;
+    s->stage_count = stages;
+    s->built = true;
+}
+
+kiln_result kiln_schedule_build(kiln_schedule *s) {
+    KILN_ASSERT(s != NULL, "schedule is NULL");
+    build_graph g;
+    kiln_result r = reserve_build(s, &g);
+    if (r != KILN_OK) return r;
+    if ((r = link_explicit(s, &g)) == KILN_OK) {
+        link_conflicts(s, &g);
+        if ((r = assign_stages(s, &g)) == KILN_OK) lay_out(s, &g);
+    }
+    if (g.edge) kl_free(&s->world->alloc, g.edge, graph_bytes(&g));
     return r;
 }
 
@@ -335,7 +376,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             /* An exclusive system runs alone on an undeferred world. */
             kl_system *sys = s->systems[s->order[first]];
             if (!sys->run_now) continue;
-            kiln_result r = kiln_defer_end(world);
+            kiln_result r = kl_defer_end(world, "kiln_schedule_run");
             if (r != KILN_OK && result == KILN_OK) result = r;
             run_system(sys);
             kiln_defer_begin(world);
@@ -367,11 +408,11 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         for (int32_t k = first; k < end; k++) {
             kl_system *sys = s->systems[s->order[k]];
             if (kiln_commands_count(sys->commands) == 0) continue;
-            kiln_result r = kiln_commands_apply(sys->commands, world, NULL);
+            kiln_result r = kl_commands_apply(sys->commands, world, NULL, "kiln_schedule_run");
             if (r != KILN_OK && result == KILN_OK) result = r;
         }
     }
-    kiln_result r = kiln_defer_end(world);
+    kiln_result r = kl_defer_end(world, "kiln_schedule_run");
     return result != KILN_OK ? result : r;
 }
 
@@ -386,7 +427,7 @@ int32_t kiln_schedule_system_count(const kiln_schedule *s) {
     return s->system_count;
 }
 
-bool kiln_schedule_system_info(const kiln_schedule *s, int32_t index, kiln_system_info *dest) {
+bool kiln_schedule_system_info_get(const kiln_schedule *s, int32_t index, kiln_system_info *dest) {
     KILN_ASSERT(s != NULL && dest != NULL, "schedule and dest are required");
     if (index < 0 || index >= s->system_count) return false;
     const kl_system *sys = s->systems[index];
@@ -406,7 +447,7 @@ kiln_result kiln_schedule_enable(kiln_schedule *s, const char *name, bool enable
     KILN_ASSERT(s != NULL, "schedule is NULL");
     int32_t i = kiln_schedule_find(s, name);
     if (i < 0)
-        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "schedule_enable: no system named %s",
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_enable: no system named %s",
                        name ? name : "(null)");
     s->systems[i]->enabled = enabled;
     return KILN_OK;

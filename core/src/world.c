@@ -9,10 +9,10 @@
 #include "archetype.h"
 #include "commands.h"
 #include "entity.h"
-#include "events.h"
-#include "../../addons/transform/src/transform.h" /* removed by the addon teardown hook */
 #include "component.h"
+#include "events.h"
 #include "query.h"
+#include "resource.h"
 
 kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...) {
     va_list ap;
@@ -32,6 +32,7 @@ const char *kiln_result_name(kiln_result result) {
     case KILN_ERR_LAYOUT_MISMATCH: return "layout mismatch";
     case KILN_ERR_OUT_OF_MEMORY: return "out of memory";
     case KILN_ERR_LIMIT: return "limit reached";
+    case KILN_ERR_UNKNOWN_EVENT: return "unknown event type";
     }
     return "unknown result";
 }
@@ -51,7 +52,7 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     world->spawn_key_count = -1;
     /* The empty archetype always exists, as id 0, so a bare spawn cannot fail on it later. */
     world->deferred = kl_commands_create(world, true, true);
-    if (!world->deferred || !kl_archetype_ensure(world, NULL, 0, "world_create")) {
+    if (!world->deferred || !kl_archetype_ensure(world, NULL, 0, "kiln_world_create")) {
         kiln_world_destroy(world);
         return NULL;
     }
@@ -60,9 +61,13 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
 
 void kiln_world_destroy(kiln_world *world) {
     if (world == NULL) return;
-    KILN_ASSERT(world->iterating == 0, "world_destroy while a query iterates");
+    KILN_ASSERT(world->iterating == 0, "kiln_world_destroy while a query iterates");
+    /* Addons first, with the world whole: they may destroy their queries and read values. */
+    for (int32_t i = world->fini_count - 1; i >= 0; i--)
+        world->finis[i].fn(world, world->finis[i].ctx);
+    kl_free(&world->alloc, world->finis, sizeof(kl_fini) * (size_t)world->fini_cap);
     kiln_commands_destroy(world->deferred); /* queued values are destroyed with it */
-    kl_transform_free(world);
+    while (world->buffers) kl_commands_detach(world->buffers);
     kl_queries_free(world);
     kl_archetypes_free(world);
     kl_map_free(&world->alloc, &world->archetype_index);
@@ -73,6 +78,26 @@ void kiln_world_destroy(kiln_world *world) {
     kl_entities_free(world);
     kl_allocator alloc = world->alloc;
     kl_free(&alloc, world, sizeof *world);
+}
+
+kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx) {
+    KILN_ASSERT(world != NULL && fn != NULL, "world and fn are required");
+    for (int32_t i = 0; i < world->fini_count; i++)
+        if (world->finis[i].fn == fn)
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                           "kiln_world_atfini: this teardown hook is already registered");
+    if (!kl_grow(&world->alloc, (void **)&world->finis, &world->fini_cap, world->fini_count + 1,
+                 sizeof(kl_fini), 4))
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_world_atfini: out of memory");
+    world->finis[world->fini_count++] = (kl_fini){fn, ctx};
+    return KILN_OK;
+}
+
+void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    for (int32_t i = 0; i < world->fini_count; i++)
+        if (world->finis[i].fn == fn) return world->finis[i].ctx;
+    return NULL;
 }
 
 const char *kiln_world_error(const kiln_world *world) {

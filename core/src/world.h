@@ -32,7 +32,9 @@ typedef struct kl_component {
     uint32_t stride;
     kiln_destroy_fn destroy;
     kiln_move_fn move;
+    kiln_check_fn check;
     void *hook_ctx;
+    const void *defaults; /* size bytes inside this record's block, or NULL for zeroes */
     int32_t field_count;
     kiln_field *fields;  /* field names point into names */
     char *names;         /* the component name, then each field name, NUL-separated */
@@ -77,7 +79,14 @@ typedef struct kl_archetype {
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed */
     bool has_destroy;         /* some column has a destroy hook */
+    bool has_check;           /* some type has a check hook */
 } kl_archetype;
+
+/* A teardown hook registered with kiln_world_atfini. */
+typedef struct kl_fini {
+    kiln_fini_fn fn;
+    void *ctx;
+} kl_fini;
 
 struct kiln_world {
     kl_allocator alloc;
@@ -87,6 +96,7 @@ struct kiln_world {
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
     uint64_t next_buffer_id;     /* numbers command buffers, to tell their placeholders apart */
+    kiln_commands *buffers;      /* the user's buffers, linked, detached when the world dies */
 
     /* Entity records live in fixed pages that never move, found through a page table that is
      * replaced (never resized in place) when it fills; replaced tables stay valid until the
@@ -124,7 +134,9 @@ struct kiln_world {
     struct kl_resource *resources; /* per component id (index id - 1), grown on demand */
     int64_t resource_cap;
 
-    struct kl_transform_state *transform; /* set by kiln_transform_init */
+    kl_fini *finis;                /* teardown hooks, in registration order */
+    int64_t fini_cap;
+    int32_t fini_count;
 
     char error[KL_ERROR_SIZE];
 };

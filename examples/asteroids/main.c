@@ -297,14 +297,14 @@ static void print_final(const game *g, int64_t frames, double wall, double frame
     double c_ms = 0, lua_ms = 0; /* per frame */
     for (int32_t i = 0; i < n; i++) {
         kiln_system_info info;
-        kiln_schedule_system_info(g->schedule, i, &info);
+        kiln_schedule_system_info_get(g->schedule, i, &info);
         *(i < g->c_systems ? &c_ms : &lua_ms) += (double)info.total_ns / 1e6 / (double)frames;
     }
     double all_ms = c_ms + lua_ms > 0 ? c_ms + lua_ms : 1.0;
     printf("  %-22s %-4s %5s %10s %7s\n", "system", "kind", "stage", "avg ms", "share");
     for (int32_t i = 0; i < n; i++) {
         kiln_system_info info;
-        kiln_schedule_system_info(g->schedule, i, &info);
+        kiln_schedule_system_info_get(g->schedule, i, &info);
         double avg = info.runs ? (double)info.total_ns / 1e6 / (double)info.runs : 0.0;
         double share = (double)info.total_ns / 1e6 / (double)frames / all_ms;
         printf("  %-22s %-4s %5d %10.3f %6.1f%%%s\n", info.name, i < g->c_systems ? "C" : "Lua",

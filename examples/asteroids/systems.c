@@ -33,7 +33,7 @@ float game_asteroid_radius(int32_t size) {
 static kiln_result spawn_moon(kiln_world *world, const game_ids *ids, kiln_entity parent,
                               float parent_radius, uint64_t *rng) {
     kiln_parent link = {parent};
-    kiln_local_transform local = kiln_local_transform_identity();
+    kiln_local_transform local = kiln_transform_local_identity();
     Orbit orbit = {
         .radius = parent_radius + 2.0f + 6.0f * random_unit(rng),
         .speed = (0.5f + 1.5f * random_unit(rng)) * (random_unit(rng) < 0.5f ? -1.0f : 1.0f),
@@ -65,7 +65,7 @@ kiln_result game_field_populate(kiln_world *world, const game_ids *ids, uint64_t
         *(Asteroid *)kiln_get_mut(world, rocks[i], ids->asteroid) =
             (Asteroid){game_asteroid_radius(size), size};
         kiln_local_transform *local = kiln_get_mut(world, rocks[i], ids->transform.local);
-        *local = kiln_local_transform_identity();
+        *local = kiln_transform_local_identity();
         local->position[0] = x;
         local->position[1] = y;
         /* Spawning the moon is a structural change: the pointers above are dead after it. */

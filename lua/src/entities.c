@@ -195,6 +195,9 @@ static int w_set(lua_State *L) {
     uint8_t *val = klua_scratch(L, kw, info.size);
     memcpy(val, kiln_get(kw->world, e, c), info.size);
     klua_read_fields(L, 4, &info, val, fname, e);
+    /* In-place writes skip the core's check hook: ask it first (Parent refuses cycles). */
+    if (info.has_check && kiln_component_check(kw->world, e, c, val) != KILN_OK)
+        klua_fail_world(L, kw->world, fname);
     write_named_fields(L, 4, &info, val, kiln_get_mut(kw->world, e, c));
     return 0;
 }

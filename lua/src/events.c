@@ -12,7 +12,7 @@ static kiln_event_type check_event(lua_State *L, klua_world *kw, int arg, const 
     size_t n;
     const char *name = lua_tolstring(L, arg, &n);
     kiln_event_type t = kiln_event_lookup(kw->world, name);
-    if (!t) klua_argerror(L, arg, fname, "unknown event '%s'", klua_quote(L, name, n));
+    if (!t.id) klua_argerror(L, arg, fname, "unknown event '%s'", klua_quote(L, name, n));
     return t;
 }
 
@@ -42,7 +42,7 @@ static int w_emit(lua_State *L) {
 static int events_step(lua_State *L) {
     klua_world *kw = klua_check_world(L, lua_upvalueindex(EVENTS_UPV_WORLD));
     klua_hold_gc(L, kw);
-    kiln_event_type t = (kiln_event_type)lua_tointeger(L, lua_upvalueindex(EVENTS_UPV_TYPE));
+    kiln_event_type t = {(uint32_t)lua_tointeger(L, lua_upvalueindex(EVENTS_UPV_TYPE))};
     lua_Integer i = lua_tointeger(L, lua_upvalueindex(EVENTS_UPV_NEXT));
     const void *ev = kiln_event_get(kw->world, t, i);
     if (!ev) return 0;
@@ -62,7 +62,7 @@ static int w_events(lua_State *L) {
     klua_world *kw = klua_self(L);
     kiln_event_type t = check_event(L, kw, 2, "world:events");
     lua_pushvalue(L, 1);
-    lua_pushinteger(L, t);
+    lua_pushinteger(L, t.id);
     lua_pushinteger(L, 0);
     lua_pushcclosure(L, events_step, EVENTS_UPV_NEXT);
     return 1;

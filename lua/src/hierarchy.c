@@ -15,7 +15,7 @@ static int w_set_parent(lua_State *L) {
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
     klua_check_access(L, kw, parent_component(kw), true, fname);
-    if (kiln_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
 
@@ -25,9 +25,9 @@ static int w_children(lua_State *L) {
     kiln_entity e = klua_check_entity(L, 2, fname);
     klua_check_alive(L, kw, e, fname);
     klua_check_access(L, kw, parent_component(kw), false, fname);
-    int32_t n = kiln_children(kw->world, e, NULL, 0);
+    int32_t n = kiln_transform_children(kw->world, e, NULL, 0);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
-    kiln_children(kw->world, e, list, n);
+    kiln_transform_children(kw->world, e, list, n);
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)list[i]);
@@ -40,7 +40,7 @@ static int w_despawn_recursive(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:despawn_recursive";
     kiln_entity e = klua_check_entity(L, 2, fname);
-    if (kiln_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
 

@@ -286,6 +286,10 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx)
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
+        /* A component with a check hook (Parent) is asked before anything is written. */
+        if (info->has_check && memcmp(buf, snap, info->size) != 0 &&
+            kiln_component_check(kq->kw->world, kq->it.entities[kq->row], kq->terms[t], buf) != KILN_OK)
+            klua_fail_world(L, kq->kw->world, "query:each");
         /* Then write the fields the script changed. */
         bool changed = false;
         for (int32_t f = 0; f < info->field_count; f++) {
@@ -566,12 +570,39 @@ static const char *bulk_convert(lua_State *L, const kiln_field *fd, int32_t r, c
     return err;
 }
 
+/* Asks the check hook of each checked writable term (Parent) about every row fn changed,
+ * before anything is written: the row as it would be after the write-back. */
+static void bulk_check_rows(lua_State *L, klua_query *kq, int bulk_idx, const uint8_t *snap) {
+    size_t snap_off = 0;
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!bulk_writes(kq, t)) continue;
+        const kiln_component_info *info = &kq->info[t];
+        const uint8_t *tsnap = snap + snap_off;
+        snap_off += (size_t)kq->it.count * info->stride;
+        if (!info->has_check) continue;
+        for (int32_t r = 0; r < kq->it.count; r++) {
+            const uint8_t *was = tsnap + (size_t)r * info->stride;
+            uint8_t row[256];
+            memcpy(row, was, info->size);
+            for (int32_t f = 0; f < info->field_count; f++) {
+                bulk_table(L, bulk_idx, BULK_KEY(t, f));
+                if (bulk_convert(L, &info->fields[f], r, was, row)) return; /* raised by the caller */
+                lua_pop(L, 1);
+            }
+            if (memcmp(row, was, info->size) != 0 &&
+                kiln_component_check(kq->kw->world, kq->it.entities[r], kq->terms[t], row) != KILN_OK)
+                klua_fail_world(L, kq->kw->world, "query:bulk");
+        }
+    }
+}
+
 /* Phase 3: converts every writable array (pass 0: a bad value raises before anything is
- * written), then writes and marks the fields fn changed (pass 1). */
+ * written), asks the check hooks, then writes and marks the fields fn changed (pass 1). */
 static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, const uint8_t *snap) {
     char eb[24];
     int32_t n = kq->it.count;
     for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) bulk_check_rows(L, kq, bulk_idx, snap);
         size_t snap_off = 0;
         for (int t = 0; t < kq->term_count; t++) {
             if (!bulk_writes(kq, t)) continue;

@@ -164,8 +164,14 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
         d.field_count = n;
     }
     uint32_t id;
-    kiln_result r = event ? kiln_event_register(kw->world, &d, &id)
-                          : kiln_component_register(kw->world, &d, &id);
+    kiln_result r;
+    if (event) {
+        kiln_event_type type = {0};
+        r = kiln_event_register(kw->world, &d, &type);
+        id = type.id;
+    } else {
+        r = kiln_component_register(kw->world, &d, &id);
+    }
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (lua_valued) klua_mark_lua_valued(L, kw, id);
     return id;

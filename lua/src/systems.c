@@ -323,7 +323,7 @@ static int w_systems(lua_State *L) {
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
         kiln_system_info info;
-        kiln_schedule_system_info(sched, i, &info);
+        kiln_schedule_system_info_get(sched, i, &info);
         lua_createtable(L, 0, 8);
         lua_pushstring(L, info.name);
         lua_setfield(L, -2, "name");

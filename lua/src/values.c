@@ -311,7 +311,8 @@ void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void 
 
 void klua_default_value(const kiln_component_info *info, void *buf) {
     if (info->size == 0) return;
-    memset(buf, 0, info->size);
+    if (info->defaults) memcpy(buf, info->defaults, info->size);
+    else memset(buf, 0, info->size);
 }
 
 void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx, void *buf,

@@ -36,8 +36,10 @@ static void assert_message_names(kiln_world *world, const char *call, kiln_entit
                                  const char *component) {
     char name[32];
     const char *msg = kiln_world_error(world);
-    ck_assert_msg(strstr(msg, call) != NULL, "message \"%s\" does not name the call %s", msg,
-                  call);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "kiln_%s: ", call); /* the exact public function, once */
+    ck_assert_msg(strncmp(msg, prefix, strlen(prefix)) == 0,
+                  "message \"%s\" does not start with \"%s\"", msg, prefix);
     if (e != KILN_NULL_ENTITY)
         ck_assert_msg(strstr(msg, test_entity_string(e, name)) != NULL,
                       "message \"%s\" does not name entity %s", msg, name);
@@ -547,7 +549,7 @@ START_TEST(set_of_an_absent_component_fails_with_an_exact_message) {
     take_snapshot(w, &e, 1, comps, 2, &before);
     ck_assert_int_eq(kiln_set(w, e, pos, &(test_position){3.0f, 3.0f}), KILN_ERR_MISSING_COMPONENT);
     char name[32], expected[96];
-    snprintf(expected, sizeof expected, "set: entity %s has no Position",
+    snprintf(expected, sizeof expected, "kiln_set: entity %s has no Position",
              test_entity_string(e, name));
     ck_assert_str_eq(kiln_world_error(w), expected);
     assert_unchanged(w, &e, 1, comps, 2, &before);

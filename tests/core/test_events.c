@@ -11,6 +11,15 @@
 #include "kiln.h"
 #include "test_support.h"
 
+/* An event type handle from a raw number, to probe ids that are not registered. */
+#define EV(n) ((kiln_event_type){(uint32_t)(n)})
+
+/* Event types and component ids are distinct types: passing one where the other is expected
+ * does not compile. _Generic picks the kiln_component branch only if the types were the same
+ * (as they were when kiln_event_type was a uint32_t typedef), failing this build. */
+_Static_assert(_Generic((kiln_event_type){0}, kiln_component: 0, default: 1),
+               "an event type must not be a component id");
+
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -34,15 +43,15 @@ static kiln_component_desc hit_desc(void) {
 
 static kiln_event_type register_hit(kiln_world *world) {
     kiln_component_desc desc = hit_desc();
-    kiln_event_type type = 0;
+    kiln_event_type type = {0};
     kiln_result r = kiln_event_register(world, &desc, &type);
     ck_assert_msg(r == KILN_OK, "registering Hit: %s", kiln_world_error(world));
-    ck_assert_uint_ne(type, 0);
+    ck_assert_uint_ne(type.id, 0);
     return type;
 }
 
 static kiln_event_type register_plain_event(kiln_world *world, const char *name, size_t size) {
-    kiln_event_type type = 0;
+    kiln_event_type type = {0};
     kiln_result r = kiln_event_register(world, &(kiln_component_desc){.name = name, .size = size}, &type);
     ck_assert_msg(r == KILN_OK, "registering %s: %s", name, kiln_world_error(world));
     return type;
@@ -106,18 +115,18 @@ START_TEST(event_register_copies_the_name_size_and_fields) {
         {.name = "amount", .type = KILN_TYPE_FLOAT, .offset = 0},
         {.name = "target", .type = KILN_TYPE_ENTITY, .offset = 8},
     };
-    kiln_event_type type = 0;
+    kiln_event_type type = {0};
     ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = name, .size = 16,
                                                                       .fields = fields,
                                                                       .field_count = 2},
                                          &type),
                      KILN_OK);
-    ck_assert_uint_ne(type, 0);
+    ck_assert_uint_ne(type.id, 0);
     /* the world kept copies */
     strcpy(name, "Garbage");
     fields[0].name = "nothing";
-    ck_assert_uint_eq(kiln_event_lookup(world, "Damage"), type);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Garbage"), 0);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Damage").id, type.id);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Garbage").id, 0);
     kiln_component_info info;
     ck_assert(kiln_event_info_get(world, type, &info));
     ck_assert_str_eq(info.name, "Damage");
@@ -128,9 +137,9 @@ START_TEST(event_register_copies_the_name_size_and_fields) {
     ck_assert_int_eq(info.fields[1].type, KILN_TYPE_ENTITY);
     ck_assert_uint_eq(info.fields[1].offset, 8);
     ck_assert(!info.has_destroy && !info.has_move);
-    ck_assert(!kiln_event_info_get(world, type + 1, &info));
-    ck_assert(!kiln_event_info_get(world, 0, &info));
-    ck_assert_uint_eq(kiln_event_lookup(world, NULL), 0);
+    ck_assert(!kiln_event_info_get(world, EV(type.id + 1), &info));
+    ck_assert(!kiln_event_info_get(world, EV(0), &info));
+    ck_assert_uint_eq(kiln_event_lookup(world, NULL).id, 0);
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
@@ -149,7 +158,7 @@ static void noop_move(void *dst, void *src, int32_t count, void *ctx) {
 
 START_TEST(event_register_rejects_hooks) {
     kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = 77;
+    kiln_event_type type = {77};
     ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Owning", .size = 8,
                                                                       .destroy = noop_destroy},
                                          &type),
@@ -159,13 +168,13 @@ START_TEST(event_register_rejects_hooks) {
                                                                       .move = noop_move},
                                          &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Owning"), 0);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Owning").id, 0);
     kiln_component_info info;
-    ck_assert(!kiln_event_info_get(world, 1, &info));
+    ck_assert(!kiln_event_info_get(world, EV(1), &info));
     /* the same desc without hooks is fine */
     ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Owning", .size = 8}, &type),
                      KILN_OK);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Owning"), type);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Owning").id, type.id);
     kiln_world_destroy(world);
 }
 END_TEST
@@ -191,10 +200,10 @@ START_TEST(event_register_rejects_bad_descs_like_component_register) {
                                                                       .field_count = 1},
                                          &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Odd"), 0);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Far"), 0);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Odd").id, 0);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Far").id, 0);
     kiln_component_info info;
-    ck_assert(!kiln_event_info_get(world, 1, &info));
+    ck_assert(!kiln_event_info_get(world, EV(1), &info));
     kiln_world_destroy(world);
 }
 END_TEST
@@ -203,11 +212,11 @@ START_TEST(registering_an_event_again_with_the_same_layout_returns_the_same_id) 
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type first = register_hit(world);
     kiln_event_type other = register_plain_event(world, "Other", 4);
-    ck_assert_uint_ne(first, other);
-    kiln_event_type again = 0;
+    ck_assert_uint_ne(first.id, other.id);
+    kiln_event_type again = {0};
     kiln_component_desc desc = hit_desc();
     ck_assert_int_eq(kiln_event_register(world, &desc, &again), KILN_OK);
-    ck_assert_uint_eq(again, first);
+    ck_assert_uint_eq(again.id, first.id);
     /* events emitted before the re-registration are still there */
     emit_hit(world, first, 1, 2, 3);
     ck_assert_int_eq(kiln_event_register(world, &desc, &again), KILN_OK);
@@ -235,7 +244,7 @@ START_TEST(registering_an_event_again_with_another_layout_fails) {
     ck_assert(kiln_event_info_get(world, type, &info));
     ck_assert_uint_eq(info.size, sizeof(hit));
     ck_assert_int_eq(info.field_count, 3);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Hit"), type);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Hit").id, type.id);
     kiln_world_destroy(world);
 }
 END_TEST
@@ -252,11 +261,11 @@ START_TEST(event_names_live_apart_from_component_names) {
     kiln_event_type ev_pos = register_plain_event(world, "Position", 24);
     kiln_event_type ev_only = register_plain_event(world, "OnlyAnEvent", 4);
     ck_assert_uint_eq(kiln_component_lookup(world, "Hit"), comp_hit);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Hit"), ev_hit);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Hit").id, ev_hit.id);
     ck_assert_uint_eq(kiln_component_lookup(world, "Position"), pos);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Position"), ev_pos);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Position").id, ev_pos.id);
     ck_assert_uint_eq(kiln_component_lookup(world, "OnlyAnEvent"), KILN_NO_COMPONENT);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Velocity"), 0);
+    ck_assert_uint_eq(kiln_event_lookup(world, "Velocity").id, 0);
     ck_assert_int_eq(kiln_component_count(world), 2);
     kiln_component_info info;
     ck_assert(kiln_component_info_get(world, comp_hit, &info));
@@ -266,7 +275,7 @@ START_TEST(event_names_live_apart_from_component_names) {
     /* a component registered after the events still registers */
     kiln_component late = test_register_tag(world, "OnlyAnEvent");
     ck_assert_uint_eq(kiln_component_lookup(world, "OnlyAnEvent"), late);
-    ck_assert_uint_eq(kiln_event_lookup(world, "OnlyAnEvent"), ev_only);
+    ck_assert_uint_eq(kiln_event_lookup(world, "OnlyAnEvent").id, ev_only.id);
     kiln_world_destroy(world);
 }
 END_TEST
@@ -405,24 +414,24 @@ START_TEST(emit_of_an_unknown_type_fails_and_records_nothing) {
     kiln_world *world = test_world_create(&alloc);
     kiln_component pos = test_register_position(world);
     hit h = {1, 2, 3};
-    /* no event type at all yet: neither 0, 1 nor a component id is one */
-    ck_assert_int_ne(kiln_event_emit(world, 0, &h), KILN_OK);
-    ck_assert_int_ne(kiln_event_emit(world, 1, &h), KILN_OK);
-    ck_assert_int_ne(kiln_event_emit(world, pos, &h), KILN_OK);
+    /* no event type at all yet: neither 0, 1 nor a component's number is one */
+    ck_assert_int_eq(kiln_event_emit(world, EV(0), &h), KILN_ERR_UNKNOWN_EVENT);
+    ck_assert_int_eq(kiln_event_emit(world, EV(1), &h), KILN_ERR_UNKNOWN_EVENT);
+    ck_assert_int_eq(kiln_event_emit(world, EV(pos), &h), KILN_ERR_UNKNOWN_EVENT);
     ck_assert_str_ne(kiln_world_error(world), "");
     kiln_event_type type = register_hit(world);
     int64_t bytes = alloc.live_bytes;
-    ck_assert_int_ne(kiln_event_emit(world, type + 1, &h), KILN_OK);
-    ck_assert_int_ne(kiln_event_emit(world, 0xffffffffu, &h), KILN_OK);
+    ck_assert_int_ne(kiln_event_emit(world, EV(type.id + 1), &h), KILN_OK);
+    ck_assert_int_ne(kiln_event_emit(world, EV(0xffffffffu), &h), KILN_OK);
     ck_assert_int_eq(alloc.live_bytes, bytes);
-    ck_assert_int_eq(kiln_event_count(world, type + 1), 0);
-    ck_assert_int_eq(kiln_event_count(world, 0), 0);
-    ck_assert_ptr_null(kiln_event_get(world, type + 1, 0));
+    ck_assert_int_eq(kiln_event_count(world, EV(type.id + 1)), 0);
+    ck_assert_int_eq(kiln_event_count(world, EV(0)), 0);
+    ck_assert_ptr_null(kiln_event_get(world, EV(type.id + 1), 0));
     ck_assert_int_eq(kiln_event_count(world, type), 0);
     /* through a command buffer as well */
     kiln_commands *cmd = kiln_commands_create(world);
     ck_assert_ptr_nonnull(cmd);
-    ck_assert_int_ne(kiln_commands_emit(cmd, type + 1, &h), KILN_OK);
+    ck_assert_int_ne(kiln_commands_emit(cmd, EV(type.id + 1), &h), KILN_OK);
     ck_assert_str_ne(kiln_commands_error(cmd), "");
     ck_assert_int_eq(kiln_commands_count(cmd), 0);
     ck_assert_int_eq(kiln_commands_apply(cmd, world, NULL), KILN_OK);
@@ -653,13 +662,14 @@ typedef struct order_run {
 } order_run;
 
 /* Runs FRAMES frames of one stage of alternating worker (commands) and main-thread
- * (kiln_event_emit) emitters, with a pool of workers (workers < 0: no pool), and logs what
+ * (kiln_event_emit) emitters, with a pool of workers (NO_POOL: none), and logs what
  * is readable after each run. */
+#define NO_POOL (-100)
 static void run_emitters(int workers, order_run *out) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     kiln_jobs *jobs = NULL;
-    if (workers >= 0) {
+    if (workers != NO_POOL) {
         jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = workers});
         ck_assert_ptr_nonnull(jobs);
     }
@@ -693,7 +703,7 @@ static void run_emitters(int workers, order_run *out) {
 
 START_TEST(events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers) {
     static order_run runs[3];
-    int pools[3] = {-1, 0, 2};
+    int pools[3] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) run_emitters(pools[k], &runs[k]);
     for (int32_t frame = 0; frame < FRAMES; frame++) {
         /* the expected log: last frame's events, then this one's, each by declaration order */

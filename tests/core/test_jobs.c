@@ -143,12 +143,12 @@ static int32_t expected_default_workers(void) {
 /* ------------------------------------------------------------------------------------------ */
 
 START_TEST(create_starts_the_requested_workers_and_destroy_frees_every_byte) {
-    const int32_t counts[] = {0, 1, 3};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 1, 3};
     for (int k = 0; k < 3; k++) {
         locked_allocator l;
         locked_init(&l);
         kiln_jobs *jobs = pool_create(counts[k], &l);
-        ck_assert_int_eq(kiln_jobs_worker_count(jobs), counts[k]);
+        ck_assert_int_eq(kiln_jobs_worker_count(jobs), counts[k] == KILN_JOBS_INLINE ? 0 : counts[k]);
         job_slot slots[16];
         kiln_job list[16];
         fill_slots(slots, list, 16, 0, NULL);
@@ -181,10 +181,20 @@ START_TEST(a_null_desc_starts_one_worker_per_core_but_one) {
     ck_assert_int_eq(loaded(&total), 32);
     kiln_jobs_destroy(jobs);
 
-    jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_DEFAULT_WORKERS});
+    jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_DEFAULT});
     ck_assert_ptr_nonnull(jobs);
     ck_assert_int_eq(kiln_jobs_worker_count(jobs), expected_default_workers());
     kiln_jobs_destroy(jobs);
+
+    /* a zero-filled desc is the default too, not an inline pool */
+    jobs = kiln_jobs_create(&(kiln_jobs_desc){0});
+    ck_assert_ptr_nonnull(jobs);
+    ck_assert_int_eq(kiln_jobs_worker_count(jobs), expected_default_workers());
+    kiln_jobs_destroy(jobs);
+
+    /* counts below KILN_JOBS_INLINE or above 256 start nothing */
+    ck_assert_ptr_null(kiln_jobs_create(&(kiln_jobs_desc){.workers = -2}));
+    ck_assert_ptr_null(kiln_jobs_create(&(kiln_jobs_desc){.workers = 257}));
 }
 END_TEST
 
@@ -247,7 +257,7 @@ START_TEST(create_returns_null_when_threads_cannot_be_had_and_frees_what_it_took
 END_TEST
 
 START_TEST(destroy_runs_the_jobs_still_queued) {
-    const int32_t counts[] = {0, 2};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 2; k++) {
         kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
         ck_assert_ptr_nonnull(jobs);
@@ -272,7 +282,7 @@ END_TEST
 #define BIG_BATCH 5000
 
 START_TEST(every_job_of_a_large_batch_runs_exactly_once) {
-    const int32_t counts[] = {0, 1, 3};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 1, 3};
     job_slot *slots = malloc(sizeof *slots * BIG_BATCH);
     kiln_job *list = malloc(sizeof *list * BIG_BATCH);
     ck_assert_ptr_nonnull(slots);
@@ -325,7 +335,7 @@ START_TEST(separate_counters_each_wait_for_their_own_batch) {
 END_TEST
 
 START_TEST(an_inline_pool_runs_every_job_on_the_waiting_thread) {
-    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 0});
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
     ck_assert_ptr_nonnull(jobs);
     ck_assert_int_eq(kiln_jobs_worker_count(jobs), 0);
     job_slot slots[200];
@@ -400,7 +410,7 @@ static void nested_run(void *arg) {
 }
 
 START_TEST(a_job_may_submit_and_wait_on_nested_jobs_without_deadlock) {
-    const int32_t counts[] = {0, 1, 2};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 1, 2};
     for (int k = 0; k < 3; k++) {
         kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
         ck_assert_ptr_nonnull(jobs);
@@ -428,7 +438,7 @@ END_TEST
 START_TEST(several_pools_coexist_without_sharing_workers) {
     kiln_jobs *a = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_jobs *b = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
-    kiln_jobs *c = kiln_jobs_create(&(kiln_jobs_desc){.workers = 0});
+    kiln_jobs *c = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
     ck_assert_ptr_nonnull(c);
@@ -478,7 +488,7 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 
 START_TEST(steady_state_submission_allocates_nothing) {
-    const int32_t counts[] = {0, 2};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 2};
     enum { N = 300 };
     job_slot slots[N];
     kiln_job list[N];
@@ -699,7 +709,7 @@ END_TEST
 
 START_TEST(parallel_for_with_an_inline_pool_visits_every_matching_row_once) {
     kiln_world *world = kiln_world_create(NULL);
-    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 0});
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
     pfor_world p;
     pfor_setup(&p, world);
     check_visits_once(&p, jobs, 0);
@@ -822,7 +832,7 @@ static column_tick column_ticks(const kiln_query *q) {
 }
 
 START_TEST(rows_marked_through_views_update_column_and_row_ticks) {
-    const int32_t counts[] = {NO_POOL, 0, 2};
+    const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) {
         kiln_world *world = kiln_world_create(NULL);
         kiln_jobs *jobs = pool_or_none(counts[k]);
@@ -895,7 +905,7 @@ static void spawn_inside(kiln_iter *view, void *user) {
 }
 
 START_TEST(structural_calls_in_a_callback_on_the_calling_thread_land_after_the_loop) {
-    const int32_t counts[] = {NO_POOL, 0};
+    const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE};
     for (int k = 0; k < 2; k++) {
         kiln_world *world = kiln_world_create(NULL);
         kiln_jobs *jobs = pool_or_none(counts[k]);

@@ -58,7 +58,7 @@ static int32_t stage_of(kiln_schedule *s, const char *name) {
     int32_t i = kiln_schedule_find(s, name);
     ck_assert_msg(i >= 0, "no system %s", name);
     kiln_system_info info;
-    ck_assert(kiln_schedule_system_info(s, i, &info));
+    ck_assert(kiln_schedule_system_info_get(s, i, &info));
     return info.stage;
 }
 
@@ -66,7 +66,7 @@ static int64_t runs_of(kiln_schedule *s, const char *name) {
     int32_t i = kiln_schedule_find(s, name);
     ck_assert_msg(i >= 0, "no system %s", name);
     kiln_system_info info;
-    ck_assert(kiln_schedule_system_info(s, i, &info));
+    ck_assert(kiln_schedule_system_info_get(s, i, &info));
     return info.runs;
 }
 
@@ -231,7 +231,7 @@ START_TEST(an_exclusive_system_runs_alone_and_changes_the_world_directly) {
     ck_assert(kiln_is_alive(f.world, x.spawned));
     ck_assert(!kiln_is_alive(f.world, x.victim));
     kiln_system_info info;
-    ck_assert(kiln_schedule_system_info(s, kiln_schedule_find(s, "x"), &info));
+    ck_assert(kiln_schedule_system_info_get(s, kiln_schedule_find(s, "x"), &info));
     ck_assert(info.exclusive);
     ck_assert_int_eq(info.runs, 1);
     kiln_schedule_destroy(s);
@@ -295,7 +295,7 @@ START_TEST(a_before_after_cycle_is_an_error_naming_the_systems) {
     ck_assert_msg(!strstr(err, "bystander"), "error: %s", err);
     ck_assert_int_eq(kiln_schedule_stage_count(s), 0);
     kiln_system_info info;
-    ck_assert(kiln_schedule_system_info(s, 0, &info));
+    ck_assert(kiln_schedule_system_info_get(s, 0, &info));
     ck_assert_int_eq(info.stage, -1);
     kiln_schedule_destroy(s);
 
@@ -542,7 +542,7 @@ START_TEST(disabled_systems_are_skipped_and_enable_toggles_without_rebuilding) {
     const char *stages = "stage 0: x, z\nstage 1: y\n";
     ck_assert_str_eq(describe(s), stages);
     kiln_system_info info;
-    ck_assert(kiln_schedule_system_info(s, 0, &info));
+    ck_assert(kiln_schedule_system_info_get(s, 0, &info));
     ck_assert(!info.enabled);
     for (int i = 0; i < 3; i++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(x_runs, 0);
@@ -556,7 +556,7 @@ START_TEST(disabled_systems_are_skipped_and_enable_toggles_without_rebuilding) {
     ck_assert_str_eq(describe(s), stages);
     ck_assert_int_eq(stage_of(s, "x"), 0);
     ck_assert_int_eq(alloc.calls, calls); /* nothing was rebuilt */
-    ck_assert(kiln_schedule_system_info(s, 0, &info));
+    ck_assert(kiln_schedule_system_info_get(s, 0, &info));
     ck_assert(info.enabled);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(x_runs, 1);
@@ -598,11 +598,11 @@ START_TEST(system_info_reports_declaration_stage_flags_and_timings) {
     add_system(s, (kiln_system_desc){.name = "off", .run = spin_300us, .disabled = true});
     ck_assert_int_eq(kiln_schedule_system_count(s), 4);
     kiln_system_info info;
-    ck_assert(kiln_schedule_system_info(s, 0, &info));
+    ck_assert(kiln_schedule_system_info_get(s, 0, &info));
     ck_assert_int_eq(info.stage, -1); /* not built yet */
     ck_assert_int_eq(info.runs, 0);
-    ck_assert(!kiln_schedule_system_info(s, -1, &info));
-    ck_assert(!kiln_schedule_system_info(s, 4, &info));
+    ck_assert(!kiln_schedule_system_info_get(s, -1, &info));
+    ck_assert(!kiln_schedule_system_info_get(s, 4, &info));
     for (int i = 0; i < 3; i++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
 
     const struct {
@@ -617,7 +617,7 @@ START_TEST(system_info_reports_declaration_stage_flags_and_timings) {
         {"off", 3, false, false, false, 0},
     };
     for (int32_t i = 0; i < 4; i++) {
-        ck_assert(kiln_schedule_system_info(s, i, &info));
+        ck_assert(kiln_schedule_system_info_get(s, i, &info));
         ck_assert_str_eq(info.name, want[i].name);
         ck_assert_int_eq(info.index, i);
         ck_assert_int_eq(info.stage, want[i].stage);
@@ -848,7 +848,7 @@ static void race_check(const kiln_system_ctx *ctx) {
 }
 
 START_TEST(buffers_apply_at_stage_end_in_declaration_order_whatever_finishes_first) {
-    const int32_t counts[] = {0, 2, 3};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 2, 3};
     for (int k = 0; k < 3; k++) {
         fixture f = fixture_make();
         kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
@@ -923,7 +923,7 @@ static void chain_find(const kiln_system_ctx *ctx) {
 }
 
 START_TEST(a_system_sees_entities_spawned_through_buffers_in_an_earlier_stage) {
-    const int32_t counts[] = {0, 2};
+    const int32_t counts[] = {KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 2; k++) {
         fixture f = fixture_make();
         kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
@@ -984,11 +984,12 @@ static void plain_later(const kiln_system_ctx *ctx) {
 }
 
 START_TEST(main_thread_systems_using_the_plain_world_api_are_deferred_into_their_own_buffer) {
-    const int32_t counts[] = {-1, 0, 2}; /* -1: a schedule without a pool */
+    enum { NO_POOL = -100 };
+    const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) {
         fixture f = fixture_make();
         kiln_jobs *jobs =
-            counts[k] < 0 ? NULL : kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
+            counts[k] == NO_POOL ? NULL : kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
         kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
         plain_probe pp = {.p = f.p, .q = f.q};
         ck_assert_int_eq(kiln_spawn(f.world, &pp.existing), KILN_OK);

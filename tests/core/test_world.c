@@ -205,7 +205,8 @@ START_TEST(result_names_are_distinct_english_phrases) {
                          KILN_ERR_UNKNOWN_COMPONENT,
                          KILN_ERR_LAYOUT_MISMATCH,
                          KILN_ERR_OUT_OF_MEMORY,
-                         KILN_ERR_LIMIT};
+                         KILN_ERR_LIMIT,
+                         KILN_ERR_UNKNOWN_EVENT};
     int n = (int)(sizeof all / sizeof all[0]);
     for (int i = 0; i < n; i++) {
         const char *name = kiln_result_name(all[i]);
@@ -700,6 +701,69 @@ START_TEST(a_steady_frame_of_queries_and_writes_allocates_nothing) {
 }
 END_TEST
 
+/* What the teardown hooks saw, in order. */
+typedef struct fini_log {
+    int order[4];
+    int count;
+    int64_t entities_seen; /* the world was still whole when the first hook ran */
+} fini_log;
+
+typedef struct fini_ctx {
+    fini_log *log;
+    int id;
+} fini_ctx;
+
+static void fini_one(kiln_world *world, void *ctx) {
+    fini_ctx *f = ctx;
+    f->log->order[f->log->count++] = f->id;
+    f->log->entities_seen = kiln_entity_count(world);
+}
+
+static void fini_two(kiln_world *world, void *ctx) { fini_one(world, ctx); }
+
+START_TEST(teardown_hooks_run_last_registered_first_with_the_world_still_whole) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    fini_log log = {{0}, 0, 0};
+    fini_ctx one = {&log, 1}, two = {&log, 2};
+    ck_assert_ptr_null(kiln_world_atfini_get(world, fini_one));
+    ck_assert_int_eq(kiln_world_atfini(world, fini_one, &one), KILN_OK);
+    ck_assert_int_eq(kiln_world_atfini(world, fini_two, &two), KILN_OK);
+    ck_assert_ptr_eq(kiln_world_atfini_get(world, fini_one), &one);
+    ck_assert_ptr_eq(kiln_world_atfini_get(world, fini_two), &two);
+    /* one registration per hook: the hook is the key an addon finds its state by */
+    ck_assert_int_eq(kiln_world_atfini(world, fini_one, &two), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(world),
+                     "kiln_world_atfini: this teardown hook is already registered");
+    ck_assert_ptr_eq(kiln_world_atfini_get(world, fini_one), &one);
+    ck_assert_int_eq(kiln_spawn(world, NULL), KILN_OK);
+    ck_assert_int_eq(log.count, 0);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(log.count, 2);
+    ck_assert_int_eq(log.order[0], 2);
+    ck_assert_int_eq(log.order[1], 1);
+    ck_assert_int_eq(log.entities_seen, 1);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+END_TEST
+
+START_TEST(teardown_hook_registration_out_of_memory_registers_nothing) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    fini_log log = {{0}, 0, 0};
+    fini_ctx one = {&log, 1};
+    test_allocator_fail_after(&alloc, 0);
+    ck_assert_int_eq(kiln_world_atfini(world, fini_one, &one), KILN_ERR_OUT_OF_MEMORY);
+    test_allocator_fail_never(&alloc);
+    ck_assert_ptr_null(kiln_world_atfini_get(world, fini_one));
+    kiln_world_destroy(world);
+    ck_assert_int_eq(log.count, 0);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+END_TEST
+
 static Suite *world_suite(void) {
     Suite *s = suite_create("world");
     TCase *tc = tcase_create("lifetime");
@@ -711,6 +775,8 @@ static Suite *world_suite(void) {
     tcase_add_test(tc, stats_describe_the_world);
     tcase_add_test(tc, result_names_are_distinct_english_phrases);
     tcase_add_test(tc, world_error_is_empty_until_a_call_fails_and_clears_on_request);
+    tcase_add_test(tc, teardown_hooks_run_last_registered_first_with_the_world_still_whole);
+    tcase_add_test(tc, teardown_hook_registration_out_of_memory_registers_nothing);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("out_of_memory");

@@ -1,6 +1,6 @@
-/* kiln_transform.h: parent/child hierarchy and transform propagation for kiln worlds; the
- * only kiln header that includes cglm. Components keep plain float arrays (cglm's element
- * order), so their layout never depends on the compiler's SIMD alignment settings. */
+/* kiln_transform.h: the transform addon (parent/child hierarchy and transform propagation),
+ * built on kiln.h alone and the only kiln header that includes cglm. Every function starts
+ * with kiln_transform_; the state lives behind the world's teardown hook (kiln_world_atfini). */
 #ifndef KILN_TRANSFORM_H
 #define KILN_TRANSFORM_H
 
@@ -16,18 +16,26 @@ extern "C" {
 
 /*
  * Functions in this header:
- *   kiln_transform_init, kiln_transform_ids_get, kiln_propagate_transforms, kiln_set_parent,
- *   kiln_children, kiln_despawn_recursive, kiln_transform_system_desc,
- *   kiln_local_transform_identity, kiln_local_transform_to_mat4,
- *   kiln_world_transform_to_mat4.
+ *   kiln_transform_init, kiln_transform_ids_get, kiln_transform_propagate,
+ *   kiln_transform_set_parent, kiln_transform_children, kiln_transform_despawn_recursive,
+ *   kiln_transform_system_desc, kiln_transform_local_identity, kiln_transform_local_to_mat4,
+ *   kiln_transform_world_to_mat4.
+ * Components keep plain float arrays (cglm's element order), so their layout never depends
+ * on the compiler's SIMD alignment settings.
  */
 
-/* "Parent": the entity's parent. A dead parent or a link to itself makes the entity a root. */
+/* "Parent": the entity's parent. A null or dead parent makes the entity a root. Every write
+ * of a Parent value (kiln_add, kiln_set, spawns, command buffers) goes through a check hook
+ * with kiln_transform_set_parent's rules: a link to itself or one that would close a cycle
+ * (or make a chain deeper than 256) is refused with KILN_ERR_INVALID_ARGUMENT, the world
+ * unchanged. Writes through pointers (kiln_get_mut, query columns) are not checked. */
 typedef struct kiln_parent {
     kiln_entity entity;
 } kiln_parent;
 
-/* "LocalTransform": what scripts edit. Relative to the parent (or the world for roots). */
+/* "LocalTransform": what scripts edit. Relative to the parent (or the world for roots). Its
+ * registered defaults are the identity (rotation (0, 0, 0, 1), scale (1, 1, 1)), so a value
+ * added without one, or from a partial value a binding fills over the defaults, is sane. */
 typedef struct kiln_local_transform {
     float position[3];
     float rotation[4]; /* unit quaternion x, y, z, w (cglm versor order) */
@@ -46,18 +54,20 @@ typedef struct kiln_transform_ids {
     kiln_component world;
 } kiln_transform_ids;
 
-/* Registers Parent, LocalTransform and WorldTransform (with reflected fields) and prepares
- * propagation state in the world. Idempotent; writes the ids to dest (may be NULL). */
+/* Registers Parent (with its check hook), LocalTransform (with identity defaults) and
+ * WorldTransform, all with reflected fields, and keeps the propagation state as the context
+ * of a teardown hook registered with kiln_world_atfini (freed with the world). Idempotent;
+ * writes the ids to dest (may be NULL). */
 kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest);
 
 /* The ids, or false when kiln_transform_init has not run on world. */
 bool kiln_transform_ids_get(const kiln_world *world, kiln_transform_ids *dest);
 
-typedef struct kiln_propagate_stats {
+typedef struct kiln_transform_propagate_stats {
     int64_t updated;   /* WorldTransform values actually rewritten (changed) */
     int64_t computed;  /* entities whose world matrix was recomputed */
     int64_t added;     /* WorldTransform components added (or queued, when deferred) */
-} kiln_propagate_stats;
+} kiln_transform_propagate_stats;
 
 /* Propagates transforms. Every entity with a LocalTransform gets WorldTransform = parent's
  * world matrix * local matrix, the component being added when missing (queued when the
@@ -72,36 +82,36 @@ typedef struct kiln_propagate_stats {
  * and is reused: a steady-state call allocates nothing. A parent chain deeper than 256 (a
  * cycle) fails with KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are
  * still updated. dest may be NULL. */
-kiln_result kiln_propagate_transforms(kiln_world *world, kiln_propagate_stats *dest);
+kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest);
 
 /* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
  * Rejects dead entities, a self link, and a link that would make a cycle or a chain deeper
  * than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any
  * add when the world is deferred. */
-kiln_result kiln_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
+kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
 /* The children of parent (entities whose Parent is parent): writes up to capacity of them to
  * dest, ordered by handle, and returns how many there are. Uses an index kept in the world
  * (rebuilt only after Parent components changed), so it does not scan the world. */
-int32_t kiln_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
+int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
 /* Despawns root and all its descendants. Plain kiln_despawn of a parent leaves its children
  * in place as roots (their Parent link is dead). Deferred like any despawn when the world is
  * deferred. */
-kiln_result kiln_despawn_recursive(kiln_world *world, kiln_entity root);
+kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root);
 
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
- * and LocalTransform, writes WorldTransform, runs kiln_propagate_transforms. Needs
+ * and LocalTransform, writes WorldTransform, runs kiln_transform_propagate. Needs
  * kiln_transform_init first. */
 void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest);
 
-static inline kiln_local_transform kiln_local_transform_identity(void) {
+static inline kiln_local_transform kiln_transform_local_identity(void) {
     kiln_local_transform t = {{0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1}};
     return t;
 }
 
 /* The local matrix translate * rotate * scale. */
-static inline void kiln_local_transform_to_mat4(const kiln_local_transform *t, mat4 dest) {
+static inline void kiln_transform_local_to_mat4(const kiln_local_transform *t, mat4 dest) {
     versor q = {t->rotation[0], t->rotation[1], t->rotation[2], t->rotation[3]};
     glm_quat_mat4(q, dest);
     for (int r = 0; r < 3; r++) {
@@ -115,7 +125,7 @@ static inline void kiln_local_transform_to_mat4(const kiln_local_transform *t, m
     dest[3][3] = 1.0f;
 }
 
-static inline void kiln_world_transform_to_mat4(const kiln_world_transform *t, mat4 dest) {
+static inline void kiln_transform_world_to_mat4(const kiln_world_transform *t, mat4 dest) {
     memcpy(dest, t->matrix, sizeof(float) * 16);
 }
 

@@ -1,15 +1,15 @@
-/* transform.c: hierarchy and transform propagation. Invariant: within one propagation call
- * an entity's memo entry is written once (epoch), and after it every WorldTransform equals
- * parent world * local for each entity whose inputs changed since the previous call. */
+/* transform.c: the transform addon (hierarchy, propagation; state behind kiln_world_atfini).
+ * Invariant: within one propagation an entity's memo entry is written once (epoch), and after
+ * it every WorldTransform whose inputs changed equals parent world * local. */
 #include "kiln_transform.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Core internals (the addon is built with -Icore/src): records, archetypes, query ticks. */
 #include "archetype.h"
 #include "query.h"
-#include "transform.h"
 #include "world.h"
 
 #define KL_MAX_DEPTH 256
@@ -60,9 +60,9 @@ static const kiln_field world_fields[] = {
     {.name = "matrix", .type = KILN_TYPE_MAT4, .offset = offsetof(kiln_world_transform, matrix)},
 };
 
-void kl_transform_free(kiln_world *world) {
-    kl_transform_state *st = world->transform;
-    if (!st) return;
+/* The teardown hook; also the key under which the state is found again. */
+static void transform_fini(kiln_world *world, void *ctx) {
+    kl_transform_state *st = ctx;
     kl_allocator *a = &world->alloc;
     kiln_query_destroy(st->compute);
     kiln_query_destroy(st->missing);
@@ -72,29 +72,72 @@ void kl_transform_free(kiln_world *world) {
     kl_free(a, st->pending, sizeof(kiln_entity) * (size_t)st->pending_cap);
     kl_free(a, st->pairs, sizeof(kl_child_pair) * (size_t)st->pair_cap);
     kl_free(a, st, sizeof *st);
-    world->transform = NULL;
+}
+
+/* The world's transform state, or NULL before kiln_transform_init. */
+static kl_transform_state *state_of(const kiln_world *world) {
+    return kiln_world_atfini_get(world, transform_fini);
+}
+
+static kiln_entity parent_of(const kiln_world *world, const kl_transform_state *st, kiln_entity e,
+                             const kl_record *rec, bool *link_dead);
+
+/* The Parent check hook: the rules of kiln_transform_set_parent for every way a Parent value
+ * is written (kiln_add, kiln_set, spawns, command buffers). A null or dead parent is a root
+ * (a parent may still be a handle reserved by a deferred spawn). */
+static kiln_result check_parent(const kiln_world *world, kiln_entity entity, const void *value,
+                                void *ctx, char *why, size_t why_size) {
+    (void)ctx;
+    const kl_transform_state *st = state_of(world);
+    kiln_entity parent = value ? ((const kiln_parent *)value)->entity : KILN_NULL_ENTITY;
+    if (!st || parent == KILN_NULL_ENTITY || entity == KILN_NULL_ENTITY) return KILN_OK;
+    char cb[24], pb[24];
+    if (parent == entity) {
+        snprintf(why, why_size, "entity %s cannot be its own parent",
+                 kiln_entity_format(entity, cb, sizeof cb));
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
+    /* Walk up from the new parent: meeting entity means the link would close a cycle. */
+    kiln_entity cur = parent;
+    for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {
+        if (cur == entity || depth > KL_MAX_DEPTH) {
+            snprintf(why, why_size, "making %s a child of %s would create a %s",
+                     kiln_entity_format(entity, cb, sizeof cb),
+                     kiln_entity_format(parent, pb, sizeof pb),
+                     cur == entity ? "cycle" : "parent chain deeper than 256");
+            return KILN_ERR_INVALID_ARGUMENT;
+        }
+        const kl_record *rec = kl_record_of(world, cur);
+        if (!rec) break;
+        bool dead;
+        cur = parent_of(world, st, cur, rec, &dead);
+    }
+    return KILN_OK;
 }
 
 kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (world->transform) {
-        if (dest) *dest = world->transform->ids;
+    kl_transform_state *found = state_of(world);
+    if (found) {
+        if (dest) *dest = found->ids;
         return KILN_OK;
     }
     kiln_transform_ids ids;
     kiln_result r;
+    static const kiln_local_transform identity_local = {{0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1}};
     if ((r = kiln_component_register(world, &(kiln_component_desc){
              .name = "Parent", .size = sizeof(kiln_parent), .fields = parent_fields,
-             .field_count = 1}, &ids.parent)) != KILN_OK ||
+             .field_count = 1, .check = check_parent}, &ids.parent)) != KILN_OK ||
         (r = kiln_component_register(world, &(kiln_component_desc){
              .name = "LocalTransform", .size = sizeof(kiln_local_transform),
-             .fields = local_fields, .field_count = 3}, &ids.local)) != KILN_OK ||
+             .fields = local_fields, .field_count = 3, .defaults = &identity_local},
+             &ids.local)) != KILN_OK ||
         (r = kiln_component_register(world, &(kiln_component_desc){
              .name = "WorldTransform", .size = sizeof(kiln_world_transform), .align = 16,
              .fields = world_fields, .field_count = 1}, &ids.world)) != KILN_OK)
         return r;
     kl_transform_state *st = kl_alloc(&world->alloc, sizeof *st);
-    if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "transform_init: out of memory");
+    if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_init: out of memory");
     memset(st, 0, sizeof *st);
     st->ids = ids;
     if ((r = kiln_query_create(world, &(kiln_query_desc){.with = {ids.local, ids.world},
@@ -103,20 +146,20 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
         (r = kiln_query_create(world, &(kiln_query_desc){.with = {ids.local}, .without = {ids.world}},
                                &st->missing)) != KILN_OK ||
         (r = kiln_query_create(world, &(kiln_query_desc){.with = {ids.parent}}, &st->linked)) !=
-            KILN_OK) {
-        world->transform = st;
-        kl_transform_free(world);
+            KILN_OK ||
+        (r = kiln_world_atfini(world, transform_fini, st)) != KILN_OK) {
+        transform_fini(world, st);
         return r;
     }
-    world->transform = st;
     if (dest) *dest = ids;
     return KILN_OK;
 }
 
 bool kiln_transform_ids_get(const kiln_world *world, kiln_transform_ids *dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
-    if (!world->transform) return false;
-    *dest = world->transform->ids;
+    const kl_transform_state *st = state_of(world);
+    if (!st) return false;
+    *dest = st->ids;
     return true;
 }
 
@@ -145,7 +188,7 @@ typedef struct propagation {
     kiln_tick since;
     bool full;
     int64_t scratch_used;
-    kiln_propagate_stats stats;
+    kiln_transform_propagate_stats stats;
 } propagation;
 
 static bool changed(const kl_column *col, uint32_t row, kiln_tick since) {
@@ -170,7 +213,7 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
         if (n == KL_MAX_DEPTH + 1) {
             char eb[24];
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "propagate_transforms: entity %s has a parent chain deeper than %d "
+                           "kiln_transform_propagate: entity %s has a parent chain deeper than %d "
                            "(a cycle?)",
                            kiln_entity_format(e, eb, sizeof eb), KL_MAX_DEPTH);
         }
@@ -188,7 +231,7 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
     if (depth + n - 1 > KL_MAX_DEPTH) {
         char eb[24];
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "propagate_transforms: entity %s has a parent chain deeper than %d "
+                       "kiln_transform_propagate: entity %s has a parent chain deeper than %d "
                        "(a cycle?)",
                        kiln_entity_format(e, eb, sizeof eb), KL_MAX_DEPTH);
     }
@@ -216,7 +259,7 @@ static kiln_result resolve(propagation *p, kiln_entity e) {
             if (dirty || !wt) {
                 mat4 parent_m, local_m, world_m;
                 memcpy(parent_m, parent_matrix, sizeof parent_m);
-                kiln_local_transform_to_mat4(
+                kiln_transform_local_to_mat4(
                     (const kiln_local_transform *)(local->data + (size_t)rec->row * local->stride),
                     local_m);
                 glm_mat4_mul(parent_m, local_m, world_m);
@@ -263,7 +306,7 @@ static bool row_fast(propagation *p, kiln_iter *it, int32_t r) {
     if (dirty) {
         mat4 parent_m, local_m, world_m;
         memcpy(parent_m, pm ? pm->matrix : identity, sizeof parent_m);
-        kiln_local_transform_to_mat4(&((const kiln_local_transform *)it->columns[0])[r], local_m);
+        kiln_transform_local_to_mat4(&((const kiln_local_transform *)it->columns[0])[r], local_m);
         glm_mat4_mul(parent_m, local_m, world_m);
         p->stats.computed++;
         if (memcmp(out, world_m, sizeof world_m) != 0) {
@@ -289,10 +332,10 @@ static bool reserve(kiln_world *world, void **ptr, int64_t *cap, int64_t need, s
 
 /* Propagates; missing WorldTransforms go into queue when given (a system's own buffer, on
  * any thread), else through kiln_add (queued by a deferred world, immediate otherwise). */
-static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_propagate_stats *dest) {
-    kl_transform_state *st = world->transform;
+static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_transform_propagate_stats *dest) {
+    kl_transform_state *st = state_of(world);
     if (dest) memset(dest, 0, sizeof *dest);
-    if (!st) return need_init(world, "propagate_transforms");
+    if (!st) return need_init(world, "kiln_transform_propagate");
     propagation p = {world, st, st->last_tick, st->last_tick == 0, 0, {0, 0, 0}};
     bool deferred = queue != NULL || kiln_is_deferred(world);
 
@@ -303,7 +346,7 @@ static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_propa
     if (!reserve(world, (void **)&st->pending, &st->pending_cap, missing, sizeof(kiln_entity)) ||
         !reserve(world, (void **)&st->memo, &st->memo_cap, kl_slot_count(world), sizeof(kl_memo)) ||
         (deferred && !reserve(world, (void **)&st->scratch, &st->scratch_cap, missing, sizeof(float[16]))))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "propagate_transforms: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
     if (st->memo_cap > memo_before)
         memset(st->memo + memo_before, 0, sizeof(kl_memo) * (size_t)(st->memo_cap - memo_before));
     if (missing > 0) {
@@ -380,31 +423,31 @@ static kiln_result propagate(kiln_world *world, kiln_commands *queue, kiln_propa
     return result;
 }
 
-kiln_result kiln_propagate_transforms(kiln_world *world, kiln_propagate_stats *dest) {
+kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     return propagate(world, NULL, dest);
 }
 
 /* ---- hierarchy ------------------------------------------------------------------------- */
 
-kiln_result kiln_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent) {
+kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    kl_transform_state *st = world->transform;
-    if (!st) return need_init(world, "set_parent");
+    kl_transform_state *st = state_of(world);
+    if (!st) return need_init(world, "kiln_transform_set_parent");
     char cb[24], pb[24];
     if (!kl_record_of(world, child))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "set_parent: child %s is not alive",
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: child %s is not alive",
                        kiln_entity_format(child, cb, sizeof cb));
     if (parent == KILN_NULL_ENTITY) return kiln_remove(world, child, st->ids.parent, NULL);
     if (!kl_record_of(world, parent))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "set_parent: parent %s is not alive",
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: parent %s is not alive",
                        kiln_entity_format(parent, pb, sizeof pb));
     /* Walk up from the new parent: meeting child means the link would close a cycle. */
     kiln_entity cur = parent;
     for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {
         if (cur == child || depth > KL_MAX_DEPTH)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "set_parent: making %s a child of %s would create a cycle",
+                           "kiln_transform_set_parent: making %s a child of %s would create a cycle",
                            kiln_entity_format(child, cb, sizeof cb),
                            kiln_entity_format(parent, pb, sizeof pb));
         bool dead;
@@ -421,13 +464,13 @@ static int compare_pairs(const void *a, const void *b) {
 }
 
 /* Rebuilds the children index when Parent components changed since it was built. */
-static kiln_result refresh_children(kiln_world *world, kl_transform_state *st) {
+static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call) {
     if (st->pairs_built && kl_query_structure_tick(st->linked) < st->pairs_tick &&
         kl_query_column_tick(st->linked, 0) < st->pairs_tick)
         return KILN_OK;
     int64_t n = kiln_query_count(st->linked);
     if (!reserve(world, (void **)&st->pairs, &st->pair_cap, n, sizeof(kl_child_pair)))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "children: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     int64_t k = 0;
     kiln_iter it;
     kiln_query_iter(st->linked, &it);
@@ -444,12 +487,12 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st) {
     return KILN_OK;
 }
 
-int32_t kiln_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {
+int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
-    kl_transform_state *st = world->transform;
+    kl_transform_state *st = state_of(world);
     if (!st || !kl_record_of(world, parent)) return 0;
-    if (refresh_children(world, st) != KILN_OK) return 0;
+    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return 0;
     /* lower bound of parent */
     int64_t lo = 0, hi = st->pair_count;
     while (lo < hi) {
@@ -464,16 +507,16 @@ int32_t kiln_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, 
     return n;
 }
 
-kiln_result kiln_despawn_recursive(kiln_world *world, kiln_entity root) {
+kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    kl_transform_state *st = world->transform;
+    kl_transform_state *st = state_of(world);
     if (!kl_record_of(world, root)) {
         char eb[24];
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "despawn_recursive: entity %s is not alive",
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_despawn_recursive: entity %s is not alive",
                        kiln_entity_format(root, eb, sizeof eb));
     }
     if (!st) return kiln_despawn(world, root);
-    kiln_result r = refresh_children(world, st);
+    kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive");
     if (r != KILN_OK) return r;
     /* Breadth-first over the index into pending: root, its children, theirs, ... each entity
      * once, even when Parent links (written directly) form a cycle. */
@@ -481,7 +524,7 @@ kiln_result kiln_despawn_recursive(kiln_world *world, kiln_entity root) {
     int64_t memo_before = st->memo_cap;
     if (!reserve(world, (void **)&st->pending, &st->pending_cap, total, sizeof(kiln_entity)) ||
         !reserve(world, (void **)&st->memo, &st->memo_cap, kl_slot_count(world), sizeof(kl_memo)))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "despawn_recursive: out of memory");
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
     if (st->memo_cap > memo_before)
         memset(st->memo + memo_before, 0, sizeof(kl_memo) * (size_t)(st->memo_cap - memo_before));
     if (++st->epoch == 0) {
@@ -522,11 +565,12 @@ static void propagate_system(const kiln_system_ctx *ctx) {
 
 void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
-    KILN_ASSERT(world->transform != NULL, "kiln_transform_init first");
+    const kl_transform_state *st = state_of(world);
+    KILN_ASSERT(st != NULL, "kiln_transform_init first");
     memset(dest, 0, sizeof *dest);
     dest->name = "propagate_transforms";
     dest->run = propagate_system;
-    dest->reads[0] = world->transform->ids.parent;
-    dest->reads[1] = world->transform->ids.local;
-    dest->writes[0] = world->transform->ids.world;
+    dest->reads[0] = st->ids.parent;
+    dest->reads[1] = st->ids.local;
+    dest->writes[0] = st->ids.world;
 }

@@ -256,11 +256,18 @@ function M.read_fields(comp, t, base)
     return true, out
 end
 
+-- Components registered with defaults (kiln_component_desc.defaults): what a value starts
+-- from when none is given. LocalTransform starts as the identity.
+local DEFAULTS = {
+    LocalTransform = {rotation = {x = 0.0, y = 0.0, z = 0.0, w = 1.0}, scale = {x = 1.0, y = 1.0, z = 1.0}},
+}
+
 function M.zero_value(comp)
     if comp.kind == "tag" then return true end
     if comp.kind == "lua" then return M.NIL end
     local v = {}
     for _, f in ipairs(comp.fields) do v[f.name] = M.zero_field(f) end
+    for k, d in pairs(DEFAULTS[comp.name] or {}) do v[k] = M.copy(d) end
     return v
 end
 
@@ -548,6 +555,15 @@ function M:descendants(root)
     return order
 end
 
+-- The Parent check hook (transform addon): a value linking e to itself or into a cycle
+-- through e is refused; any other value, and any other component, passes.
+function M:value_ok(e, comp, v)
+    if comp.name ~= "Parent" or type(v) ~= "table" or e == nil or e == 0 then return true end
+    local p = v.entity
+    if p == nil or p == 0 then return true end
+    return self:parent_ok(e, p)
+end
+
 -- kiln_set_parent's cycle walk, on the model: true when child may take parent.
 function M:parent_ok(child, parent)
     local cur, depth = parent, 0
@@ -591,7 +607,10 @@ function M:apply_queue(q)
         elseif k == "despawn" then
             if self.alive[op.e] then self:kill(op.e) end
         elseif k == "add" then
-            if self.alive[op.e] then self:set_value(op.e, op.name, op.value, true) end
+            -- the check hook runs again when the queue lands: a refused value is dropped
+            if self.alive[op.e] and self:value_ok(op.e, self.comps[op.name], op.value) then
+                self:set_value(op.e, op.name, op.value, true)
+            end
         elseif k == "remove" then
             if self.alive[op.e] then self:remove_value(op.e, op.name) end
         elseif k == "emit" then

@@ -132,7 +132,7 @@ local function predict_add(m, ei, comp, value, present)
         return false
     end
     local ok, v = M.build(comp, value)
-    if not ok then return false end
+    if not ok or not m:value_ok(ei, comp, v) then return false end
     return true, v
 end
 
@@ -233,6 +233,7 @@ function ops.set(m)
             v = true
         else
             ok, v = M.read_fields(comp, fields, m.alive[ei].comps[comp.name])
+            if ok then ok = m:value_ok(ei, comp, v) end
         end
     end
     local r = wcall(m, "set", e, c, fields)

@@ -1,0 +1,110 @@
+/* defer.c: deferred sections. Invariant: a deferred call is checked like an immediate one
+ * before anything is queued, and a failing call leaves neither commands nor reserved handles
+ * behind; the outermost end applies the queue in order. */
+#include "defer.h"
+
+#include "access.h"
+#include "component.h"
+#include "entity.h"
+
+/* Where deferred calls are queued: the running main-thread system's buffer, or the world's. */
+static kiln_commands *queue_of(const kiln_world *world) {
+    return world->defer_target ? world->defer_target : world->deferred;
+}
+
+/* Queues a command; a failure (out of memory) is reported through the world like any other. */
+static kiln_result record(kiln_world *world, const char *call, kiln_commands *q, kl_op op,
+                          kiln_entity e, kiln_component c, const void *value) {
+    kiln_result r = kl_commands_record(q, call, op, e, c, value, false);
+    if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(q));
+    return r;
+}
+
+/* A deferred call's entity must be alive, or reserved by a deferred spawn. */
+static kiln_result check_target(kiln_world *world, const char *call, kiln_entity e) {
+    if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;
+    return kl_fail_dead(world, call, e);
+}
+
+kiln_result kl_defer_spawn(kiln_world *world, const char *call, const kiln_component *components,
+                           const void *const *values, int32_t count, kiln_entity *dest) {
+    kiln_result r = kl_spawn_check(world, call, components, values, count, KILN_NULL_ENTITY);
+    if (r != KILN_OK) return r;
+    r = kl_entities_reserve(world, 1, call);
+    if (r != KILN_OK) return r;
+    kiln_commands *q = queue_of(world);
+    int64_t before = kiln_commands_count(q);
+    kiln_entity e = kl_entity_take(world);
+    r = record(world, call, q, KL_OP_MATERIALIZE, e, 0, NULL);
+    for (int32_t i = 0; i < count && r == KILN_OK; i++)
+        r = record(world, call, q, KL_OP_ADD, e, components[i], values ? values[i] : NULL);
+    if (r != KILN_OK) {
+        /* Out of memory part-way: drop what this call queued and give the slot back. */
+        kl_commands_truncate(q, before);
+        kl_entity_release(world, e);
+        return r;
+    }
+    if (dest) *dest = e;
+    return KILN_OK;
+}
+
+kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
+                                 const kiln_component *components, int32_t count, int32_t n,
+                                 kiln_entity *dest) {
+    kiln_commands *q = queue_of(world);
+    int64_t before = kiln_commands_count(q);
+    for (int32_t i = 0; i < n; i++) {
+        kiln_result r = kl_defer_spawn(world, call, components, NULL, count, dest ? &dest[i] : NULL);
+        if (r != KILN_OK) {
+            /* All or nothing: give back every handle this call reserved. */
+            kl_commands_unreserve_since(q, before);
+            return r;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln_entity e) {
+    kiln_result r = check_target(world, call, e);
+    if (r != KILN_OK) return r;
+    return record(world, call, queue_of(world), KL_OP_DESPAWN, e, 0, NULL);
+}
+
+kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_entity e,
+                           kiln_component c, const void *value) {
+    kiln_result r = check_target(world, call, e);
+    if (r != KILN_OK) return r;
+    const kl_component *comp = kl_component_get(world, c);
+    if (!comp) return kl_fail_unknown_on(world, call, e, c);
+    /* A set does not check presence here: an add queued earlier in this section may bring
+     * the component; a set whose component is absent when the queue lands is dropped. */
+    if (op != KL_OP_REMOVE && comp->check &&
+        (r = kl_component_check(world, comp, e, value, call)) != KILN_OK)
+        return r;
+    return record(world, call, queue_of(world), op, e, c, value);
+}
+
+/* ---- sections ------------------------------------------------------------------------- */
+
+void kiln_defer_begin(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    atomic_fetch_add_explicit(&world->defer_depth, 1, memory_order_relaxed);
+}
+
+kiln_result kiln_defer_end(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_defer_end(world, "kiln_defer_end");
+}
+
+kiln_result kl_defer_end(kiln_world *world, const char *call) {
+    int depth = atomic_fetch_sub_explicit(&world->defer_depth, 1, memory_order_relaxed);
+    KILN_ASSERT(depth > 0, "kiln_defer_end without kiln_defer_begin");
+    if (depth > 1) return KILN_OK;
+    if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
+    return kl_commands_apply(world->deferred, world, NULL, call);
+}
+
+bool kiln_is_deferred(const kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_deferred(world);
+}

@@ -1,0 +1,36 @@
+/* defer.h: the deferred world as access.c uses it: while a section (or an iteration) is
+ * open, structural calls are checked at once and queued, to be applied at the outermost end. */
+#ifndef KILN_DEFER_H
+#define KILN_DEFER_H
+
+#include "commands.h"
+#include "world.h"
+
+/* True inside a deferred section or an iteration. */
+static inline bool kl_deferred(const kiln_world *world) {
+    return atomic_load_explicit(&((kiln_world *)world)->defer_depth, memory_order_relaxed) > 0;
+}
+
+/* Queues a spawn: checks the list and values, reserves a handle (written to dest, may be
+ * NULL) that becomes alive when the queue lands. */
+KL_HIDDEN kiln_result kl_defer_spawn(kiln_world *world, const char *call,
+                                     const kiln_component *components, const void *const *values,
+                                     int32_t count, kiln_entity *dest);
+
+/* Queues n spawns with the components' defaults, all or nothing. */
+KL_HIDDEN kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
+                                           const kiln_component *components, int32_t count,
+                                           int32_t n, kiln_entity *dest);
+
+/* kiln_defer_end with call naming the public function in messages. */
+KL_HIDDEN kiln_result kl_defer_end(kiln_world *world, const char *call);
+
+/* Queues a despawn of a live or reserved entity. */
+KL_HIDDEN kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln_entity e);
+
+/* Queues an add, set or remove (op) on a live or reserved entity; add and set run the
+ * component's check hook on value now (and again when the queue lands). */
+KL_HIDDEN kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_entity e,
+                                     kiln_component c, const void *value);
+
+#endif

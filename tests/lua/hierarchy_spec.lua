@@ -1,0 +1,99 @@
+-- hierarchy_spec.lua: world:set_parent, children and despawn_recursive from Lua, and the
+-- transform rules they follow (cycles refused, identity defaults, propagation).
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+describe("hierarchy", function()
+    it("set_parent links, children lists by handle, nil unlinks", function()
+        local w = H.world()
+        local p = w:spawn()
+        local a, b = w:spawn(), w:spawn()
+        w:set_parent(b, p)
+        w:set_parent(a, p)
+        assert.are.same({a, b}, w:children(p))
+        assert.are.same({}, w:children(a))
+        w:set_parent(a, nil)
+        assert.are.same({b}, w:children(p))
+        w:set_parent(b, a) -- moving a child
+        assert.are.same({}, w:children(p))
+        assert.are.same({b}, w:children(a))
+    end)
+
+    it("rejects cycles and self links, naming the entities, and changes nothing", function()
+        local w = H.world()
+        local root, mid, leaf = w:spawn(), w:spawn(), w:spawn()
+        w:set_parent(mid, root)
+        w:set_parent(leaf, mid)
+        local names = {"Parent"}
+        H.unchanged(w, names, function() w:set_parent(root, leaf) end, "world:set_parent", "cycle",
+                    H.entity_str(root), H.entity_str(leaf))
+        H.unchanged(w, names, function() w:set_parent(mid, mid) end, "world:set_parent", H.entity_str(mid))
+        assert.are.same({mid}, w:children(root))
+        assert.are.same({}, w:children(leaf))
+    end)
+
+    it("dead entities in set_parent raise naming them", function()
+        local w = H.world()
+        local a, dead = w:spawn(), w:spawn()
+        w:despawn(dead)
+        H.unchanged(w, {"Parent"}, function() w:set_parent(a, dead) end, "world:set_parent", H.entity_str(dead))
+        H.unchanged(w, {"Parent"}, function() w:set_parent(dead, a) end, "world:set_parent", H.entity_str(dead))
+        H.unchanged(w, {"Parent"}, function() w:set_parent("a", a) end, "world:set_parent", "entity")
+    end)
+
+    it("despawn_recursive removes a subtree and nothing else; despawn leaves children", function()
+        local w = H.world()
+        local root, a, b, aa, other = w:spawn(), w:spawn(), w:spawn(), w:spawn(), w:spawn()
+        w:set_parent(a, root)
+        w:set_parent(b, root)
+        w:set_parent(aa, a)
+        w:despawn_recursive(a)
+        assert.is_false(w:is_alive(a))
+        assert.is_false(w:is_alive(aa))
+        assert.is_true(w:is_alive(root))
+        assert.is_true(w:is_alive(b))
+        assert.is_true(w:is_alive(other))
+        assert.are.same({b}, w:children(root))
+        w:despawn(root)
+        assert.is_true(w:is_alive(b))
+        H.unchanged(w, nil, function() w:despawn_recursive(root) end, "world:despawn_recursive", H.entity_str(root))
+    end)
+
+    it("gives a LocalTransform with fields left out the identity rotation and scale", function()
+        local w = kiln.world{transforms = true}
+        local parent = w:spawn{LocalTransform = {position = {x = 10}}}
+        local child = w:spawn{LocalTransform = {position = {x = 1}}}
+        w:set_parent(child, parent)
+        local l = w:get(child, "LocalTransform")
+        assert.are.same({x = 0, y = 0, z = 0, w = 1}, l.rotation)
+        assert.are.same({x = 1, y = 1, z = 1}, l.scale)
+        w:progress(0)
+        assert.are.equal(11, w:get(child, "WorldTransform").matrix[13])
+        local e = w:spawn()
+        w:add(e, "LocalTransform")
+        assert.are.equal(1, w:get(e, "LocalTransform").rotation.w)
+    end)
+
+    it("refuses self links and cycles made through add, set, views and bulk, changing nothing", function()
+        local w = H.world()
+        local root, mid, leaf = w:spawn(), w:spawn(), w:spawn()
+        w:set_parent(mid, root)
+        w:set_parent(leaf, mid)
+        local names = {"Parent"}
+        H.unchanged(w, names, function() w:add(root, "Parent", {entity = root}) end, "world:add", "own parent")
+        H.unchanged(w, names, function() w:add(root, "Parent", {entity = leaf}) end, "world:add", "cycle")
+        H.unchanged(w, names, function() w:set(mid, "Parent", {entity = leaf}) end, "world:set", "cycle")
+        local q = w:query{"Parent"}
+        H.unchanged(w, names, function()
+            for e, p in q:each() do if e == mid then p.entity = leaf end end
+        end, "query:each", "cycle")
+        H.unchanged(w, names, function()
+            q:bulk(function(n, ents, p)
+                for i = 1, n do if ents[i] == mid then p.entity[i] = mid end end
+            end)
+        end, "query:bulk", "own parent")
+        assert.is_true(H.not_deferred(w))
+        w:set(leaf, "Parent", {entity = root}) -- a legal move still works
+        assert.are.same({mid, leaf}, w:children(root))
+    end)
+end)
