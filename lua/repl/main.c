@@ -225,7 +225,7 @@ static void reset_statement(lua_State *L) {
 
 /* ---- reading lines: libedit in a terminal, plain reads otherwise ---------------------- */
 
-typedef enum read_status { READ_LINE, READ_CANCELLED, READ_END } read_status;
+typedef enum read_status { READ_LINE, READ_CANCELLED, READ_END, READ_CLOSED } read_status;
 
 /* Lines from a pipe or file, read with read(2) so waiting can time out and be interrupted. */
 static struct {
@@ -265,7 +265,7 @@ static bool fill_pending(void) {
     return true;
 }
 
-static void show_watches(lua_State *L, bool tty);
+static bool show_watches(lua_State *L, bool tty);
 
 /* The line libedit hands over in callback mode. */
 static char *accepted;
@@ -304,7 +304,10 @@ static read_status read_line(lua_State *L, const char *prompt, bool tty, bool po
             return READ_CANCELLED;
         }
         if (r == 0 && poll_watches) {
-            show_watches(L, tty);
+            if (!show_watches(L, tty)) {
+                if (tty) rl_callback_handler_remove();
+                return READ_CLOSED;
+            }
             next_poll = now_seconds() + POLL_SECONDS;
             continue;
         }
@@ -323,14 +326,15 @@ static read_status read_line(lua_State *L, const char *prompt, bool tty, bool po
     }
 }
 
-/* Asks the console for the watches (":poll") and prints them above the prompt. */
-static void show_watches(lua_State *L, bool tty) {
+/* Asks the console for the watches (":poll") and prints them above the prompt; false when
+ * the connection is gone. */
+static bool show_watches(lua_State *L, bool tty) {
     answer a;
-    if (!ask(L, ":poll", &a)) return;
+    if (!ask(L, ":poll", &a)) return false;
     if (strcmp(a.status, "ok") == 0 && a.text[0]) {
         if (tty) {
-            /* over an empty prompt, or below a line being typed; then the prompt again */
-            printf(rl_end == 0 ? "\r%s\n" : "\r\n%s\n", a.text);
+            /* below the prompt and what is typed, which then show again */
+            printf("\r\n%s\n", a.text);
             fflush(stdout);
             rl_forced_update_display();
         } else {
@@ -339,6 +343,7 @@ static void show_watches(lua_State *L, bool tty) {
         }
     }
     free(a.text);
+    return true;
 }
 
 /* :run: step the world at fps until :pause, an empty line, the end of input or Ctrl-C. */
@@ -601,6 +606,11 @@ static int repl(lua_State *L, const char *world_line) {
         char *line;
         read_status rs = read_line(L, more ? ">> " : "> ", tty, remote_fd >= 0 && !more, &line);
         if (rs == READ_END) break;
+        if (rs == READ_CLOSED) {
+            printf("console connection closed\n");
+            rc = 1;
+            break;
+        }
         if (rs == READ_CANCELLED) {
             if (more) reset_statement(L);
             more = false;

@@ -322,6 +322,41 @@ START_TEST(ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued) {
 }
 END_TEST
 
+START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
+    game g = start_game(0);
+    char port[32];
+    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g.console));
+    int in[2], out[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    for (int i = 0; i < 300; i++) {
+        frame(&g);
+        pause_ms(1);
+    }
+    stop_game(&g); /* the client types nothing: only its watch poll can notice */
+    int status = 0;
+    for (int spin = 0; spin < 3000 && waitpid(pid, &status, WNOHANG) != pid; spin++) pause_ms(1);
+    char text[256];
+    ssize_t n = read(out[0], text, sizeof text - 1);
+    text[n > 0 ? n : 0] = '\0';
+    close(in[1]);
+    close(out[0]);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "kiln exited %d: %s", status, text);
+    ck_assert_str_eq(text, "console connection closed\n");
+}
+END_TEST
+
 START_TEST(the_kiln_command_attaches_to_the_console) {
     game g = start_game(0);
     char port[16];
@@ -381,6 +416,7 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, help_over_the_console_lists_only_what_works_there);
     tcase_add_test(tc, watches_print_while_the_attached_prompt_waits);
     tcase_add_test(tc, ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued);
+    tcase_add_test(tc, an_idle_attached_prompt_notices_when_the_game_goes);
     suite_add_tcase(s, tc);
     return s;
 }
