@@ -1,148 +1,192 @@
 -- inspect.lua: pretty printing for kiln values, shared by scripts (world:inspect) and the
--- REPL: entities with their components, queries as tables, schemas, system lists.
+-- REPL. Invariant: a number prints so it reads back as the same value, and an integer prints
+-- as an entity ("12v3") only where it is known to be one: a live entity or an entity field.
 local kiln, World, Query = ...
 
-local ENTITY_MIN, ENTITY_MAX = 1 << 32, 1 << 53
+local ENTITY_LIMIT = 1 << 53          -- handles are below 2^53 (kiln.h)
+local INDEX_MAX, GENERATION_MAX = 0xffffffff, (1 << 21) - 1
+local QUOTE_MAX = 200                 -- user text quoted in a message is cut here
 
-local function handle(e)
-  return string.format("%dv%d", e & 0xffffffff, (e >> 32) & 0x1fffff)
+-- ---- argument checks, in the binding's words ------------------------------------------
+
+-- The type name luaL_typeerror would use: a class's __name, else the Lua type.
+local function typename(v)
+  local mt = getmetatable(v)
+  local name = type(mt) == "table" and rawget(mt, "__name") or nil
+  return type(name) == "string" and name or type(v)
 end
-kiln.handle = handle
 
-local function is_entity_like(v)
-  return math.type(v) == "integer" and v >= ENTITY_MIN and v < ENTITY_MAX
+-- At most QUOTE_MAX bytes of s, cut before a UTF-8 character, with "..." when cut.
+local function bounded(s)
+  s = tostring(s)
+  if #s <= QUOTE_MAX then return s end
+  local cut = QUOTE_MAX + 1
+  while cut > 1 and (s:byte(cut) & 0xc0) == 0x80 do cut = cut - 1 end
+  return s:sub(1, cut - 1) .. "..."
 end
 
--- A value on one line: numbers trimmed, strings quoted, vectors {x, y, z}.
-local function scalar(v)
+local function bad_argument(n, fname, detail)
+  return string.format("bad argument #%d to '%s' (%s)", n, fname, detail)
+end
+
+local function bad_self(fname, class, v)
+  return string.format("calling '%s' on bad self (%s expected, got %s)", fname, class, typename(v))
+end
+
+-- Calls fn(...) for the function named fname; a runtime error of the binding calls inside
+-- (a closed world, an undeclared read in a system) is raised again as "fname: message" at
+-- the caller of fname, without the position in this file or the inner method's name.
+local function calling(fname, fn, ...)
+  local ok, result = pcall(fn, ...)
+  if ok then return result end
+  if type(result) ~= "string" then error(result, 0) end
+  local msg = result:gsub('^%[string "[^"]*"%]:%d+: ', "")
+  if msg:find("^bad argument") or msg:find("^calling '") then error(msg, 3) end
+  error(fname .. ": " .. msg:gsub("^[%a_][%w_.:]*: ", "", 1), 3)
+end
+
+-- An entity handle given as a number (integer-valued, 0 <= e < 2^53), or nil.
+local function entity_of(v)
+  if type(v) ~= "number" then return nil end
+  local e = math.tointeger(v)
+  if e and e >= 0 and e < ENTITY_LIMIT then return e end
+  return nil
+end
+
+local function is_world(v) return typename(v) == "kiln.World" end
+
+-- A world that still answers (not closed).
+local function usable(w) return is_world(w) and pcall(World.count, w) end
+
+-- ---- numbers -------------------------------------------------------------------------
+
+-- The shortest "%.Ng" text of x that reads back as x; with f32, that reads back into a
+-- float field as the same float. Integral floats keep a ".0" unless as_field, so 2.0
+-- prints as 2.0 in a value and as 2 in a float field (whose type already says float).
+local function float_text(x, f32, as_field)
+  if x ~= x then return "0/0" end
+  if x == math.huge then return "math.huge" end
+  if x == -math.huge then return "-math.huge" end
+  local text
+  local first, last = 15, 17
+  if f32 then first, last = 6, 9 end
+  for digits = first, last do
+    local s = string.format("%." .. digits .. "g", x)
+    local back = tonumber(s)
+    if f32 then back = string.unpack("f", string.pack("f", back)) end
+    if back == x then
+      text = s
+      break
+    end
+  end
+  text = text or string.format("%.17g", x)
+  if not as_field and text:match("^%-?%d+$") then text = text .. ".0" end
+  return text
+end
+
+local function number_text(v, f32, as_field)
+  if math.type(v) == "integer" then
+    -- the one integer whose decimal text reads back as a float
+    if v == math.mininteger then return "math.mininteger" end
+    return string.format("%d", v)
+  end
+  return float_text(v, f32, as_field)
+end
+
+-- ---- entities ------------------------------------------------------------------------
+
+local function handle_text(e)
+  return string.format("%dv%d", e & INDEX_MAX, (e >> 32) & GENERATION_MAX)
+end
+
+--- kiln.handle(e) -> "12v3" (index v generation).
+function kiln.handle(e)
+  local id = entity_of(e)
+  if not id then
+    local got = type(e) == "number" and number_text(e) or typename(e)
+    error(bad_argument(1, "kiln.handle", "entity expected, got " .. got), 2)
+  end
+  return handle_text(id)
+end
+
+--- kiln.entity(text or e) -> the handle "12v3" names (or the handle given).
+function kiln.entity(v)
+  if type(v) == "number" then
+    local id = entity_of(v)
+    if not id then error(bad_argument(1, "kiln.entity", "entity expected, got " .. number_text(v)), 2) end
+    return id
+  end
+  if type(v) ~= "string" then
+    error(bad_argument(1, "kiln.entity", "entity or handle text expected, got " .. typename(v)), 2)
+  end
+  local index, generation = v:match("^(%d+)v(%d+)$")
+  if not index then
+    error(bad_argument(1, "kiln.entity", string.format('handle text like "12v3" expected, got %q', bounded(v))), 2)
+  end
+  index = #index <= 10 and math.tointeger(tonumber(index))
+  generation = #generation <= 7 and math.tointeger(tonumber(generation))
+  if not (index and generation and index <= INDEX_MAX and generation <= GENERATION_MAX) then
+    error(bad_argument(1, "kiln.entity", string.format(
+      "handle %q out of range (index up to %d, generation up to %d)", bounded(v), INDEX_MAX, GENERATION_MAX)), 2)
+  end
+  return (generation << 32) | index
+end
+
+-- A live entity of world (the only integers that print as entities in a value).
+local function is_live(world, v)
+  if not world or math.type(v) ~= "integer" or v <= 0 or v >= ENTITY_LIMIT then return false end
+  local ok, alive = pcall(World.is_alive, world, v)
+  return ok and alive
+end
+
+-- An entity field: its handle, marked when it no longer names a live entity.
+local function entity_field_text(v, world)
+  if v == 0 then return "0" end
+  local id = entity_of(v)
+  if not id then return number_text(v) end
+  if world and not is_live(world, id) then return handle_text(id) .. " (dead)" end
+  return handle_text(id)
+end
+
+-- ---- values --------------------------------------------------------------------------
+
+-- How one field shows: kind "f32" (float, vectors, quat, mat4), "entity", or nil.
+local function field_text(v, kind, world)
   local t = type(v)
   if t == "number" then
-    if math.type(v) == "integer" then return tostring(v) end
-    return (string.format("%.4g", v))
+    if kind == "entity" then return entity_field_text(v, world) end
+    return number_text(v, kind == "f32", true)
   elseif t == "string" then
     return string.format("%q", v)
   elseif t == "table" then
-    if v.x ~= nil and type(v.x) == "number" then
+    if type(v.x) == "number" then
       local parts = {}
       for _, k in ipairs{"x", "y", "z", "w"} do
-        if v[k] ~= nil then parts[#parts + 1] = scalar(v[k]) end
+        if v[k] ~= nil then parts[#parts + 1] = field_text(v[k], kind, world) end
       end
       return "(" .. table.concat(parts, ", ") .. ")"
     end
     local parts = {}
-    for i = 1, math.min(#v, 16) do parts[i] = scalar(v[i]) end
+    for i = 1, math.min(#v, 16) do parts[i] = field_text(v[i], kind, world) end
     if #v > 16 then parts[#parts + 1] = "..." end
     return "[" .. table.concat(parts, ", ") .. "]"
   end
   return tostring(v)
 end
 
-local function fields_line(world, name, value)
-  local info = world:component_info(name)
-  if not info or info.kind == "tag" then return name end
-  if info.kind == "lua" then return name .. " = " .. kiln.pretty(value) end
-  local parts = {}
-  for _, f in ipairs(info.fields) do
-    local v = value[f.name]
-    local text = (f.type == "entity" and math.type(v) == "integer" and v ~= 0) and handle(v) or scalar(v)
-    parts[#parts + 1] = f.name .. " = " .. text
+-- A value on one line: numbers as they read back, live entities as handles.
+local function scalar(v, world)
+  if type(v) == "number" then
+    if is_live(world, v) then return handle_text(v) end
+    return number_text(v)
+  elseif type(v) == "string" then
+    return string.format("%q", v)
   end
-  return name .. " { " .. table.concat(parts, ", ") .. " }"
+  return tostring(v)
 end
 
---- world:inspect(e) -> a multi-line description of an entity and its components.
-function World:inspect(e)
-  if math.type(e) ~= "integer" then error("world:inspect: entity must be an integer, got " .. type(e), 2) end
-  if not self:is_alive(e) then return string.format("entity %s (dead)", handle(e)) end
-  local names = self:components(e)
-  table.sort(names)
-  local lines = {string.format("entity %s (alive, %d components)", handle(e), #names)}
-  for _, name in ipairs(names) do
-    lines[#lines + 1] = "  " .. fields_line(self, name, self:get(e, name))
-  end
-  return table.concat(lines, "\n")
-end
-
---- world:schema(name) -> "component Position (8 bytes): float x; float y;"
-function World:schema(name)
-  local info = self:component_info(name)
-  if not info then error("world:schema: unknown component '" .. tostring(name) .. "'", 2) end
-  if info.kind == "tag" then return string.format("component %s (tag)", info.name) end
-  if info.kind == "lua" then return string.format("component %s (Lua values)", info.name) end
-  return string.format("component %s (%d bytes): %s", info.name, info.size, info.schema)
-end
-
--- Lays out rows (lists of strings) under a header, columns padded to their widths.
-local function table_text(header, rows, more)
-  local widths = {}
-  for i, h in ipairs(header) do widths[i] = #h end
-  for _, r in ipairs(rows) do
-    for i, c in ipairs(r) do widths[i] = math.max(widths[i] or 0, #c) end
-  end
-  local function line(cells)
-    local out = {}
-    for i, c in ipairs(cells) do out[i] = c .. string.rep(" ", widths[i] - #c) end
-    return (table.concat(out, "  "):gsub("%s+$", ""))
-  end
-  local lines = {line(header)}
-  local rule = {}
-  for i = 1, #header do rule[i] = string.rep("-", widths[i]) end
-  lines[#lines + 1] = line(rule)
-  for _, r in ipairs(rows) do lines[#lines + 1] = line(r) end
-  if more and more > 0 then lines[#lines + 1] = string.format("... %d more", more) end
-  return table.concat(lines, "\n")
-end
-kiln.table_text = table_text
-
---- query:rows(world, limit) -> the matched entities as a table, one column per field.
-function Query:format(world, limit)
-  limit = limit or 20
-  local terms = self:terms()
-  local header = {"entity"}
-  local cols = {}
-  for _, name in ipairs(terms) do
-    local info = world:component_info(name)
-    if info and info.kind == "data" then
-      for _, f in ipairs(info.fields) do
-        header[#header + 1] = name .. "." .. f.name
-        cols[#cols + 1] = {name, f.name, f.type}
-      end
-    else
-      header[#header + 1] = name
-      cols[#cols + 1] = {name}
-    end
-  end
-  local rows, total = {}, self:count()
-  for e in self:each() do
-    if #rows >= limit then break end
-    local row = {handle(e)}
-    for _, c in ipairs(cols) do
-      local v = world:get(e, c[1])
-      if c[2] then v = v and v[c[2]] end
-      if c[3] == "entity" and math.type(v) == "integer" and v ~= 0 then v = handle(v) end
-      row[#row + 1] = v == nil and "-" or (type(v) == "string" and c[3] == "entity" and v or scalar(v))
-    end
-    rows[#rows + 1] = row
-  end
-  return table_text(header, rows, total - #rows)
-end
-
-local function systems_text(list)
-  local rows = {}
-  for _, s in ipairs(list) do
-    rows[#rows + 1] = {s.name, tostring(s.stage), s.kind, s.enabled and "yes" or "no", tostring(s.runs),
-      string.format("%.3f", s.last_ms or 0), string.format("%.3f", s.avg_ms or 0)}
-  end
-  return table_text({"system", "stage", "kind", "enabled", "runs", "last ms", "avg ms"}, rows)
-end
-kiln.systems_text = systems_text
-
-local function is_system_list(v)
-  return type(v) == "table" and #v > 0 and type(v[1]) == "table" and v[1].stage ~= nil and v[1].kind ~= nil
-end
-
-local function generic(v, depth, seen)
-  if type(v) ~= "table" then return scalar(v) end
+local function generic(v, depth, seen, world)
+  if type(v) ~= "table" then return scalar(v, world) end
   if seen[v] then return "<cycle>" end
   if depth > 2 then return "{...}" end
   seen[v] = true
@@ -158,32 +202,256 @@ local function generic(v, depth, seen)
   for _, k in ipairs(keys) do
     n = n + 1
     if n > 30 then parts[#parts + 1] = "..."; break end
-    local key = (type(k) == "string" and k:match("^[%a_][%w_]*$")) and k or ("[" .. scalar(k) .. "]")
+    local key = (type(k) == "string" and k:match("^[%a_][%w_]*$")) and k or ("[" .. scalar(k, world) .. "]")
     if math.type(k) == "integer" and k == n then key = nil end
-    parts[#parts + 1] = (key and (key .. " = ") or "") .. generic(v[k], depth + 1, seen)
+    parts[#parts + 1] = (key and (key .. " = ") or "") .. generic(v[k], depth + 1, seen, world)
   end
   seen[v] = nil
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
---- kiln.pretty(value, world) -> how the REPL shows a value.
-function kiln.pretty(v, world)
-  local mt = getmetatable(v)
-  local name = type(mt) == "table" and rawget(mt, "__name") or nil
-  if name == "kiln.Query" and world then return v:format(world) end
+local FLOAT_TYPES = {float = true, vec2 = true, vec3 = true, vec4 = true, quat = true, mat4 = true}
+
+local function field_kind(ftype)
+  if ftype == "entity" then return "entity" end
+  if FLOAT_TYPES[ftype] then return "f32" end
+  return nil
+end
+
+local function fields_line(world, name, value)
+  local info = world:component_info(name)
+  if not info or info.kind == "tag" then return name end
+  if info.kind == "lua" then return name .. " = " .. generic(value, 0, {}, world) end
+  local parts = {}
+  for _, f in ipairs(info.fields) do
+    parts[#parts + 1] = f.name .. " = " .. field_text(value[f.name], field_kind(f.type), world)
+  end
+  return name .. " { " .. table.concat(parts, ", ") .. " }"
+end
+
+local function inspect_text(world, id)
+  if not world:is_alive(id) then return string.format("entity %s (dead)", handle_text(id)) end
+  local names = world:components(id)
+  table.sort(names)
+  local lines = {string.format("entity %s (alive, %d components)", handle_text(id), #names)}
+  for _, name in ipairs(names) do
+    lines[#lines + 1] = "  " .. fields_line(world, name, world:get(id, name))
+  end
+  return table.concat(lines, "\n")
+end
+
+--- world:inspect(e) -> a multi-line description of an entity and its components.
+function World:inspect(e)
+  if not is_world(self) then error(bad_self("world:inspect", "kiln.World", self), 2) end
+  local id = entity_of(e)
+  if not id then
+    local got = type(e) == "number" and number_text(e) or typename(e)
+    error(bad_argument(1, "world:inspect", "entity expected, got " .. got), 2)
+  end
+  local text = calling("world:inspect", inspect_text, self, id)
+  return text
+end
+
+--- world:schema(name) -> "component Position (8 bytes): float x; float y;"
+function World:schema(name)
+  if not is_world(self) then error(bad_self("world:schema", "kiln.World", self), 2) end
+  if type(name) ~= "string" then
+    error(bad_argument(1, "world:schema", "component name expected, got " .. typename(name)), 2)
+  end
+  local info = calling("world:schema", World.component_info, self, name)
+  if not info then error(string.format("world:schema: unknown component '%s'", bounded(name)), 2) end
+  if info.kind == "tag" then return string.format("component %s (tag)", info.name) end
+  if info.kind == "lua" then return string.format("component %s (Lua values)", info.name) end
+  return string.format("component %s (%d bytes): %s", info.name, info.size, info.schema)
+end
+
+-- ---- tables of text ------------------------------------------------------------------
+
+-- A cell as text: strings as they are, numbers as they read back; nil when neither.
+local function cell_text(c)
+  if type(c) == "string" then return c end
+  if type(c) == "number" then return number_text(c) end
+  return nil
+end
+
+-- Lays out rows (lists of strings) under a header, columns padded to their widths.
+-- Checks every argument first, so a bad one is reported by the caller's name.
+local function table_text(header, rows, more, fname)
+  if type(header) ~= "table" then
+    return nil, bad_argument(1, fname, "table expected, got " .. typename(header))
+  end
+  if type(rows) ~= "table" then
+    return nil, bad_argument(2, fname, "table expected, got " .. typename(rows))
+  end
+  if more ~= nil and math.type(more) ~= "integer" then
+    return nil, bad_argument(3, fname, "integer expected, got " .. typename(more))
+  end
+  local head = {}
+  for i, h in ipairs(header) do
+    head[i] = cell_text(h)
+    if not head[i] then
+      return nil, bad_argument(1, fname, string.format("header cell %d: string expected, got %s", i, typename(h)))
+    end
+  end
+  local body = {}
+  for r, row in ipairs(rows) do
+    if type(row) ~= "table" then
+      return nil, bad_argument(2, fname, string.format("row %d: table expected, got %s", r, typename(row)))
+    end
+    local cells = {}
+    for i, c in ipairs(row) do
+      cells[i] = cell_text(c)
+      if not cells[i] then
+        return nil, bad_argument(2, fname, string.format("row %d, cell %d: string expected, got %s", r, i, typename(c)))
+      end
+    end
+    body[r] = cells
+  end
+  local widths = {}
+  for i, h in ipairs(head) do widths[i] = #h end
+  for _, cells in ipairs(body) do
+    for i, c in ipairs(cells) do widths[i] = math.max(widths[i] or 0, #c) end
+  end
+  local function line(cells)
+    local out = {}
+    for i, c in ipairs(cells) do out[i] = c .. string.rep(" ", widths[i] - #c) end
+    return (table.concat(out, "  "):gsub("%s+$", ""))
+  end
+  local lines = {line(head)}
+  local rule = {}
+  for i = 1, #head do rule[i] = string.rep("-", widths[i]) end
+  lines[#lines + 1] = line(rule)
+  for _, cells in ipairs(body) do lines[#lines + 1] = line(cells) end
+  if more and more > 0 then lines[#lines + 1] = string.format("... %d more", more) end
+  return table.concat(lines, "\n")
+end
+
+--- kiln.table_text(header, rows [, more]) -> rows laid out under a header.
+function kiln.table_text(header, rows, more)
+  local text, err = table_text(header, rows, more, "kiln.table_text")
+  if not text then error(err, 2) end
+  return text
+end
+
+-- The rows of query (checked arguments) as a text table.
+local function format_text(query, world, limit)
+  local header = {"entity"}
+  local cols = {}
+  local wrong_world = bad_argument(1, "query:format", "the world of the query expected")
+  for _, name in ipairs(query:terms()) do
+    local info = world:component_info(name)
+    if not info then error(wrong_world, 0) end
+    if info.kind == "data" then
+      for _, f in ipairs(info.fields) do
+        header[#header + 1] = name .. "." .. f.name
+        cols[#cols + 1] = {name, f.name, field_kind(f.type)}
+      end
+    else
+      header[#header + 1] = name
+      cols[#cols + 1] = {name}
+    end
+  end
+  local rows, total = {}, query:count()
+  for e in query:each() do
+    if #rows >= limit then break end
+    if not world:is_alive(e) then error(wrong_world, 0) end
+    local row = {handle_text(e)}
+    for _, c in ipairs(cols) do
+      local v = world:get(e, c[1])
+      if c[2] then v = v and v[c[2]] end
+      row[#row + 1] = v == nil and "-" or (c[2] and field_text(v, c[3], world) or generic(v, 0, {}, world))
+    end
+    rows[#rows + 1] = row
+  end
+  return (table_text(header, rows, total - #rows))
+end
+
+--- query:format(world [, limit]) -> the matched entities as a table, one column per field.
+function Query:format(world, limit)
+  if typename(self) ~= "kiln.Query" then error(bad_self("query:format", "kiln.Query", self), 2) end
+  if not is_world(world) then
+    error(bad_argument(1, "query:format", "kiln.World expected, got " .. typename(world)), 2)
+  end
+  if limit ~= nil and (math.type(limit) ~= "integer" or limit < 0) then
+    local got = type(limit) == "number" and number_text(limit) or typename(limit)
+    error(bad_argument(2, "query:format", "row limit (integer >= 0) expected, got " .. got), 2)
+  end
+  local text = calling("query:format", format_text, self, world, limit or 20)
+  return text
+end
+
+-- ---- system lists --------------------------------------------------------------------
+
+-- nil when list looks like world:systems(), else what is wrong with it.
+local function systems_problem(list)
+  if type(list) ~= "table" then return "table expected, got " .. typename(list) end
+  for i, s in ipairs(list) do
+    if type(s) ~= "table" then return string.format("entry %d: table expected, got %s", i, typename(s)) end
+    if type(s.name) ~= "string" or type(s.kind) ~= "string" or math.type(s.stage) ~= "integer"
+        or math.type(s.runs) ~= "integer" then
+      return string.format("entry %d: a world:systems() entry expected (name, kind, stage, runs)", i)
+    end
+    for _, k in ipairs{"last_ms", "avg_ms"} do
+      if s[k] ~= nil and type(s[k]) ~= "number" then
+        return string.format("entry %d: %s: number expected, got %s", i, k, typename(s[k]))
+      end
+    end
+  end
+  return nil
+end
+
+local function systems_text(list)
+  local rows = {}
+  for _, s in ipairs(list) do
+    rows[#rows + 1] = {s.name, tostring(s.stage), s.kind, s.enabled and "yes" or "no", tostring(s.runs),
+      string.format("%.3f", s.last_ms or 0), string.format("%.3f", s.avg_ms or 0)}
+  end
+  return (table_text({"system", "stage", "kind", "enabled", "runs", "last ms", "avg ms"}, rows))
+end
+
+--- kiln.systems_text(list) -> a world:systems() list as a table.
+function kiln.systems_text(list)
+  local problem = systems_problem(list)
+  if problem then error(bad_argument(1, "kiln.systems_text", problem), 2) end
+  return systems_text(list)
+end
+
+-- ---- any value -----------------------------------------------------------------------
+
+local function is_component_info(v)
+  return type(v) == "table" and type(v.name) == "string" and v.schema ~= nil and v.kind ~= nil and v.fields ~= nil
+end
+
+local function pretty_text(v, world)
+  local name = typename(v)
+  if name == "kiln.Query" then
+    if world then
+      local ok, text = pcall(Query.format, v, world)
+      if ok then return text end
+    end
+    return tostring(v)
+  end
   if name == "kiln.World" then
-    local ok, st = pcall(v.stats, v)
+    local ok, st = pcall(World.stats, v)
     if not ok then return tostring(v) end
     return string.format("kiln.World (%d entities, %d archetypes, %d components, tick %d)",
       st.entities, st.archetypes, st.components, st.tick)
   end
-  if is_entity_like(v) and world then
-    local ok, text = pcall(world.inspect, world, v)
+  if is_live(world, v) then return inspect_text(world, v) end
+  if world and is_component_info(v) then
+    local ok, text = pcall(World.schema, world, v.name)
     if ok then return text end
   end
-  if type(v) == "table" and v.schema ~= nil and v.kind ~= nil and v.fields ~= nil and world then
-    return world:schema(v.name)
+  if type(v) == "table" and #v > 0 and not systems_problem(v) then return systems_text(v) end
+  return generic(v, 0, {}, world)
+end
+
+--- kiln.pretty(value [, world]) -> how the REPL shows a value.
+function kiln.pretty(v, world)
+  if world ~= nil and not is_world(world) then
+    error(bad_argument(2, "kiln.pretty", "kiln.World expected, got " .. typename(world)), 2)
   end
-  if is_system_list(v) then return systems_text(v) end
-  return generic(v, 0, {})
+  if world ~= nil and not usable(world) then world = nil end
+  local text = calling("kiln.pretty", pretty_text, v, world)
+  return text
 end

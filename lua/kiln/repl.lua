@@ -1,12 +1,15 @@
 -- repl.lua: the REPL session behind both the `kiln` command and the console of a running
 -- game: it turns lines into statements, evaluates them in an environment, and answers with
 -- the text to show. It does no I/O of its own, so a terminal and a socket drive it alike.
-local kiln, World, Query = ...
+local kiln, World = ...
 
 local Session = {}
 Session.__index = Session
+Session.__name = "kiln.Session"
 
-local HELP = [[
+local QUOTE_MAX = 200 -- user text quoted in a message is cut here
+
+local HELP_LOCAL = [[
 Enter Lua statements or expressions (expressions print their value).
   :help            this text
   :step [n]        run the schedule n frames (default 1) with world:progress
@@ -19,23 +22,130 @@ Enter Lua statements or expressions (expressions print their value).
   :quit            leave
 Values: entities print with their components; queries print as tables.]]
 
---- kiln.session(env, opts) -> a REPL session evaluating in env (default _G).
+local HELP_REMOTE = [[
+Enter Lua statements or expressions (expressions print their value); they run in the
+game between its frames.
+  :help            this text
+  :systems         the schedule's systems with stage, kind, enabled and timings
+  :stats           entities, archetypes, memory and frame time
+  :load file       run a Lua file (a path on the game's machine) in this session
+  :watch expr      print expr every second while the prompt waits (:watch alone lists,
+                   :unwatch n drops)
+  :quit            leave (the game goes on)
+Values: entities print with their components; queries print as tables.]]
+
+-- ---- argument checks -------------------------------------------------------------------
+
+local function typename(v)
+  local mt = getmetatable(v)
+  local name = type(mt) == "table" and rawget(mt, "__name") or nil
+  return type(name) == "string" and name or type(v)
+end
+
+local function bounded(s)
+  s = tostring(s)
+  if #s <= QUOTE_MAX then return s end
+  local cut = QUOTE_MAX + 1
+  while cut > 1 and (s:byte(cut) & 0xc0) == 0x80 do cut = cut - 1 end
+  return s:sub(1, cut - 1) .. "..."
+end
+
+local function bad_argument(n, fname, detail)
+  return string.format("bad argument #%d to '%s' (%s)", n, fname, detail)
+end
+
+-- Raises (at the caller of the method) unless self is a session.
+local function check_self(self, fname)
+  if getmetatable(self) ~= Session then
+    error(string.format("calling '%s' on bad self (kiln.Session expected, got %s)", fname, typename(self)), 3)
+  end
+end
+
+local function check_string(v, n, fname)
+  if type(v) ~= "string" then error(bad_argument(n, fname, "string expected, got " .. typename(v)), 3) end
+end
+
+local function usable_world(v)
+  return typename(v) == "kiln.World" and pcall(World.count, v)
+end
+
+-- ---- sessions ----------------------------------------------------------------------------
+
+--- kiln.session([env [, opts]]) -> a REPL session evaluating in env (default _G).
 -- opts.remote: the session serves a console client (the host runs the frames).
+-- opts.dt: the dt of :step (default 1/60).
 function kiln.session(env, opts)
+  if env ~= nil and type(env) ~= "table" then
+    error(bad_argument(1, "kiln.session", "table expected, got " .. typename(env)), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error(bad_argument(2, "kiln.session", "table expected, got " .. typename(opts)), 2)
+  end
   opts = opts or {}
-  return setmetatable({env = env or _G, buffer = nil, watches = {}, remote = opts.remote,
-    dt = opts.dt or 1 / 60}, Session)
+  for k in pairs(opts) do
+    if k ~= "remote" and k ~= "dt" then
+      error(bad_argument(2, "kiln.session", string.format("unknown option '%s'", bounded(k))), 2)
+    end
+  end
+  local dt = opts.dt
+  if dt ~= nil and (type(dt) ~= "number" or not (dt >= 0 and dt < math.huge)) then
+    error(bad_argument(2, "kiln.session", "dt: a finite number >= 0 expected, got " ..
+      (type(dt) == "number" and tostring(dt) or typename(dt))), 2)
+  end
+  return setmetatable({env = env or _G, buffer = nil, watches = {}, remote = opts.remote and true or false,
+    dt = dt or 1 / 60}, Session)
 end
 
 local function world_of(self)
   local w = rawget(self.env, "world")
-  if w == nil then return nil end
-  local ok = pcall(World.count, w)
-  return ok and w or nil
+  return usable_world(w) and w or nil
+end
+
+local function world_summary(w)
+  return string.format("%d entities", w:count())
+end
+
+--- session:open_world([value]) -> a line saying which world the session works on.
+-- Keeps a `world` global; else takes value (what a script returned) when it is a world,
+-- else the one global that holds a world; else makes a fresh one.
+function Session:open_world(value)
+  check_self(self, "session:open_world")
+  local env = self.env
+  local current = rawget(env, "world")
+  if current ~= nil then
+    if usable_world(current) then return "world: the global `world` (" .. world_summary(current) .. ")" end
+    return string.format("world: the global `world` holds a %s, not an open kiln.World: " ..
+      ":step, :run, :systems and :stats need one", typename(current))
+  end
+  if usable_world(value) then
+    rawset(env, "world", value)
+    return "world: the one the script returned (" .. world_summary(value) .. ")"
+  end
+  local names = {}
+  for k, v in next, env do
+    if type(k) == "string" and usable_world(v) then names[#names + 1] = k end
+  end
+  table.sort(names)
+  if #names == 1 then
+    local w = rawget(env, names[1])
+    rawset(env, "world", w)
+    return string.format("world: the global `%s` (%s)", bounded(names[1]), world_summary(w))
+  end
+  rawset(env, "world", kiln.world())
+  if #names > 1 then
+    for i, n in ipairs(names) do names[i] = "`" .. bounded(n) .. "`" end
+    return "world: a new, empty one (" .. table.concat(names, ", ") ..
+      " hold worlds: set `world` to the one you want)"
+  end
+  return "world: a new, empty one"
 end
 
 -- Runs fn with print captured; returns ok, text.
 function Session:call(fn, ...)
+  check_self(self, "session:call")
+  if type(fn) ~= "function" then
+    error(bad_argument(1, "session:call", "function expected, got " .. typename(fn)), 2)
+  end
   local out = {}
   local env = self.env
   local saved = rawget(env, "print")
@@ -63,6 +173,15 @@ end
 --- session:feed(line) -> status, text. status: "ok", "more" (statement incomplete),
 -- "error", "quit", "run" (text is the frame rate), "pause".
 function Session:feed(line)
+  check_self(self, "session:feed")
+  check_string(line, 1, "session:feed")
+  -- The driver's own requests (completion, watches, dropping a statement) come between the
+  -- lines of a statement too, and leave it as it is.
+  if line == ":reset" then
+    self.buffer = nil
+    return "ok", ""
+  end
+  if line == ":poll" or line:match("^:complete ") then return self:command(line) end
   if not self.buffer and line:match("^%s*:") then return self:command(line) end
   local code = self.buffer and (self.buffer .. "\n" .. line) or line
   local fn, experr = load("return " .. code, "=stdin", "t", self.env)
@@ -84,20 +203,13 @@ function Session:feed(line)
 end
 
 --- session:reset() drops a statement being continued.
-function Session:reset() self.buffer = nil end
+function Session:reset()
+  check_self(self, "session:reset")
+  self.buffer = nil
+end
 
-function Session:step(n)
-  local w = world_of(self)
-  if not w then return "error", "no world: set the global `world` first" end
-  local lines = {}
-  for _ = 1, n do
-    local ok, failures = w:progress(self.dt)
-    if not ok then
-      for _, f in ipairs(failures) do
-        lines[#lines + 1] = string.format("system %s failed: %s", f.system, f.message)
-      end
-    end
-  end
+-- One line per watch: "[i] expr = value".
+local function watch_lines(self, lines)
   for i, expr in ipairs(self.watches) do
     local fn, err = load("return " .. expr, "=watch", "t", self.env)
     local text
@@ -109,8 +221,39 @@ function Session:step(n)
     end
     lines[#lines + 1] = string.format("[%d] %s = %s", i, expr, text)
   end
-  lines[#lines + 1] = string.format("tick %d, %d entities", w:tick(), w:count())
+  return lines
+end
+
+--- session:step(n) -> status, text: n frames, then failures, watches and the tick.
+function Session:step(n)
+  check_self(self, "session:step")
+  if math.type(n) ~= "integer" or n < 1 then
+    error(bad_argument(1, "session:step", "frame count (integer >= 1) expected, got " ..
+      (type(n) == "number" and tostring(n) or typename(n))), 2)
+  end
+  local w = world_of(self)
+  if not w then return "error", "no world: set the global `world` first" end
+  local lines = {}
+  for _ = 1, n do
+    local ok, failures = w:progress(self.dt)
+    if not ok then
+      for _, f in ipairs(failures) do
+        lines[#lines + 1] = string.format("system %s failed: %s", f.system, f.message)
+      end
+    end
+  end
+  watch_lines(self, lines)
+  lines[#lines + 1] = string.format("tick %d, %s", w:tick(), world_summary(w))
   return "ok", table.concat(lines, "\n")
+end
+
+-- Bytes in the largest unit that keeps the number at or above 1 (B, KiB, MiB, GiB).
+local function bytes_text(n)
+  if n < 1024 then return string.format("%d B", n) end
+  local units = {"KiB", "MiB", "GiB", "TiB"}
+  local v, i = n / 1024, 1
+  while v >= 1023.95 and i < #units do v, i = v / 1024, i + 1 end
+  return string.format("%.1f %s", v, units[i])
 end
 
 local function stats_text(w)
@@ -121,29 +264,43 @@ local function stats_text(w)
     if s.kind == "lua" then lua_ms = lua_ms + (s.last_ms or 0) end
   end
   return string.format(
-    "entities   %d\narchetypes %d\ncomponents %d\nqueries    %d\nmemory     %.1f KiB\ntick       %d\nframe      %.3f ms (Lua %.3f ms)",
-    st.entities, st.archetypes, st.components, st.queries, st.bytes / 1024, st.tick, frame, lua_ms)
+    "entities   %d\narchetypes %d\ncomponents %d\nqueries    %d\nmemory     %s\ntick       %d\nframe      %.3f ms (Lua %.3f ms)",
+    st.entities, st.archetypes, st.components, st.queries, bytes_text(st.bytes), st.tick, frame, lua_ms)
 end
 
+local function not_here(cmd)
+  return "error", ":" .. cmd .. " is not available here: the game runs its own frames"
+end
+
+--- session:command(line) -> status, text for a ":" command.
 function Session:command(line)
+  check_self(self, "session:command")
+  check_string(line, 1, "session:command")
   local cmd, rest = line:match("^%s*:(%a+)%s*(.-)%s*$")
   if not cmd then return "error", "unknown command (try :help)" end
-  if cmd == "help" then return "ok", HELP end
+  if cmd == "help" then return "ok", self.remote and HELP_REMOTE or HELP_LOCAL end
   if cmd == "quit" or cmd == "q" or cmd == "exit" then return "quit", "" end
   if cmd == "complete" then return "ok", table.concat(self:complete(rest), "\n") end
+  if cmd == "poll" then
+    -- what a console client shows while its prompt waits: the watches, if any
+    return "ok", table.concat(watch_lines(self, {}), "\n")
+  end
   local w = world_of(self)
   if cmd == "step" then
-    if self.remote then return "error", ":step is not available here: the game runs its own frames" end
+    if self.remote then return not_here(cmd) end
     local n = rest == "" and 1 or math.tointeger(tonumber(rest))
     if not n or n < 1 then return "error", ":step takes a positive number of frames" end
     return self:step(n)
   elseif cmd == "run" then
-    if self.remote then return "error", ":run is not available here: the game runs its own frames" end
+    if self.remote then return not_here(cmd) end
     local fps = rest == "" and 60 or tonumber(rest)
-    if not fps or fps <= 0 or fps > 1000 then return "error", ":run takes a rate from 1 to 1000 frames per second" end
+    if not fps or not (fps > 0 and fps <= 1000) then
+      return "error", ":run takes a rate above 0 and up to 1000 frames per second"
+    end
     if not w then return "error", "no world: set the global `world` first" end
     return "run", tostring(fps)
   elseif cmd == "pause" then
+    if self.remote then return not_here(cmd) end
     return "pause", "paused"
   elseif cmd == "systems" then
     if not w then return "error", "no world" end
@@ -175,7 +332,7 @@ function Session:command(line)
     table.remove(self.watches, i)
     return "ok", "removed"
   end
-  return "error", "unknown command :" .. cmd .. " (try :help)"
+  return "error", "unknown command :" .. bounded(cmd) .. " (try :help)"
 end
 
 -- ---- completion ------------------------------------------------------------------------
@@ -197,31 +354,90 @@ local function keys_of(v, out, seen)
   end
 end
 
+-- Reads line as Lua far enough to say where its end is: the brackets still open (each
+-- {char=, at=}) and, when the end is inside a string, where that string starts.
+local function scan(line)
+  local open, quote, quote_at = {}, nil, nil
+  local i, n = 1, #line
+  while i <= n do
+    local c = line:sub(i, i)
+    if quote then
+      if c == "\\" then i = i + 1 elseif c == quote then quote = nil end
+    elseif c == '"' or c == "'" then
+      quote, quote_at = c, i
+    elseif c == "-" and line:sub(i + 1, i + 1) == "-" then
+      return open, nil, true -- a comment: nothing to complete
+    elseif c == "{" or c == "(" or c == "[" then
+      open[#open + 1] = {char = c, at = i}
+    elseif c == "}" or c == ")" or c == "]" then
+      open[#open] = nil
+    end
+    i = i + 1
+  end
+  return open, quote and quote_at or nil, false
+end
+
+local function matching(names, partial)
+  local out = {}
+  for _, name in ipairs(names) do
+    if name:sub(1, #partial) == partial then out[#out + 1] = name end
+  end
+  table.sort(out)
+  return out
+end
+
+local function component_names(w)
+  local names = {}
+  for _, c in ipairs(w:components()) do names[#names + 1] = c.name end
+  return names
+end
+
+local function field_names(w, component)
+  local info = w:component_info(component)
+  if not info or type(info.fields) ~= "table" then return nil end
+  local names = {}
+  for _, f in ipairs(info.fields) do names[#names + 1] = f.name end
+  return names
+end
+
+-- Candidates for a key of the innermost open table constructor: component names in
+-- spawn{...}, field names in a component's value (spawn{Name = {...}}, add(e, "Name", {...})).
+local function table_key_candidates(w, line, open)
+  local inner = open[#open]
+  if not inner or inner.char ~= "{" then return nil end
+  local partial = line:sub(inner.at + 1):match("^%s*([%w_]*)$") or line:sub(inner.at + 1):match("[,;]%s*([%w_]*)$")
+  if not partial then return nil end
+  local before = line:sub(1, inner.at - 1)
+  if before:match("spawn%s*%(?%s*$") then return matching(component_names(w), partial) end
+  local quoted = before:match("[\"']([%w_]+)[\"']%s*,%s*$")
+  local key = before:match("([%a_][%w_]*)%s*=%s*$")
+  local outer = open[#open - 1]
+  if not quoted and key and outer and outer.char == "{" and line:sub(1, outer.at - 1):match("spawn%s*%(?%s*$") then
+    quoted = key
+  end
+  if not quoted then return nil end
+  local names = field_names(w, quoted)
+  return names and matching(names, partial) or nil
+end
+
 --- session:complete(line) -> candidates that replace the last word of line.
 function Session:complete(line)
+  check_self(self, "session:complete")
+  check_string(line, 1, "session:complete")
   local w = world_of(self)
+  local open, string_at, comment = scan(line)
+  if comment then return {} end
+  -- Inside a string: component names.
+  if string_at then
+    local partial = line:sub(string_at + 1)
+    if not w or not partial:match("^[%w_%.]*$") then return {} end
+    return matching(component_names(w), partial)
+  end
+  if w then
+    local out = table_key_candidates(w, line, open)
+    if out then return out end
+  end
   local out = {}
-  -- Inside a string: component (and event-free) names, or field names after a component.
-  local before, partial = line:match('^(.*)["\']([%w_%.]*)$')
-  if before and select(2, before:gsub('["\']', "")) % 2 == 0 and w then
-    for _, c in ipairs(w:components()) do
-      if c.name:sub(1, #partial) == partial then out[#out + 1] = c.name end
-    end
-    table.sort(out)
-    return out
-  end
-  -- A field name inside a table after a component string: world:set(e, "Position", {x
-  local comp, field = line:match('["\']([%w_]+)["\']%s*,%s*{[^}]-([%w_]*)$')
-  if comp and w then
-    local info = w:component_info(comp)
-    if info and info.fields then
-      for _, f in ipairs(info.fields) do
-        if f.name:sub(1, #field) == field then out[#out + 1] = f.name end
-      end
-      table.sort(out)
-      return out
-    end
-  end
   -- a.b.c / a:b
   local path, sep, last = line:match("([%w_%.:]-)([%.:])([%w_]*)$")
   if path and path ~= "" then

@@ -118,7 +118,7 @@ START_TEST(a_client_line_is_evaluated_between_frames_and_answered) {
     send_text(fd, "world:count()\n");
     ck_assert_str_eq(answers(&g, fd, 1), "ok:5|");
     send_text(fd, "world:get(world:entities()[2], 'Position').x\n");
-    ck_assert_str_eq(answers(&g, fd, 1), "ok:2|");
+    ck_assert_str_eq(answers(&g, fd, 1), "ok:2.0|"); /* a float field reads as a float */
     close(fd);
     stop_game(&g);
 }
@@ -227,6 +227,136 @@ START_TEST(stepping_is_refused_remotely_and_completion_works) {
 }
 END_TEST
 
+START_TEST(help_over_the_console_lists_only_what_works_there) {
+    game g = start_game(0);
+    int fd = connect_client(&g);
+    send_text(fd, ":help\n");
+    char *a = answers(&g, fd, 1);
+    ck_assert_ptr_nonnull(strstr(a, ":watch expr"));
+    ck_assert_ptr_nonnull(strstr(a, ":stats"));
+    ck_assert_ptr_null(strstr(a, ":step"));
+    ck_assert_ptr_null(strstr(a, ":run"));
+    ck_assert_ptr_null(strstr(a, ":pause"));
+    close(fd);
+    stop_game(&g);
+}
+END_TEST
+
+/* A `kiln --connect` client fed by steps: each waits (while the game runs frames), then
+ * signals the client and/or writes its input. */
+typedef struct client_step {
+    int wait_ms;
+    int signal;
+    const char *input;
+} client_step;
+
+/* Runs `kiln --connect` against the game through steps; returns its output after it exits
+ * (static buffer) and checks that it exited with 0. */
+static const char *attach(game *g, const client_step *steps, int count) {
+    static char text[1 << 14];
+    char port[32];
+    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
+    int in[2], out[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    size_t have = 0;
+    int status = 0, next = 0;
+    bool exited = false;
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int due = count ? steps[0].wait_ms : 0;
+    for (int spin = 0; spin < 20000 && !exited; spin++) {
+        frame(g);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int elapsed = (int)((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
+        while (next < count && elapsed >= due) {
+            if (steps[next].signal) kill(pid, steps[next].signal);
+            if (steps[next].input) {
+                size_t n = strlen(steps[next].input);
+                ck_assert_int_eq(write(in[1], steps[next].input, n), (ssize_t)n);
+            }
+            if (++next == count) close(in[1]);
+            else due += steps[next].wait_ms;
+        }
+        ssize_t r = read(out[0], text + have, sizeof text - have - 1);
+        if (r > 0) have += (size_t)r;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            exited = true;
+            while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
+        }
+        pause_ms(1);
+    }
+    text[have] = '\0';
+    close(out[0]);
+    ck_assert_msg(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln exited %d: %s", status, text);
+    return text;
+}
+
+START_TEST(watches_print_while_the_attached_prompt_waits) {
+    game g = start_game(0);
+    client_step steps[] = {{0, 0, ":watch frames > 0\n:watch world:count()\n"}, {1600, 0, ":quit\n"}};
+    const char *out = attach(&g, steps, 2);
+    ck_assert_ptr_nonnull(strstr(out, "watching [1] frames > 0\nwatching [2] world:count()\n"));
+    ck_assert_msg(strstr(out, "[1] frames > 0 = true\n[2] world:count() = 5\n") != NULL, "no watches: %s", out);
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued) {
+    game g = start_game(0);
+    client_step steps[] = {{0, 0, "for i = 1, 2 do\n"}, {300, SIGINT, NULL}, {300, 0, "print('fresh')\n:quit\n"}};
+    ck_assert_str_eq(attach(&g, steps, 3), "fresh\n");
+    stop_game(&g);
+}
+END_TEST
+
+START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
+    game g = start_game(0);
+    char port[32];
+    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g.console));
+    int in[2], out[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(out), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    for (int i = 0; i < 300; i++) {
+        frame(&g);
+        pause_ms(1);
+    }
+    stop_game(&g); /* the client types nothing: only its watch poll can notice */
+    int status = 0;
+    for (int spin = 0; spin < 3000 && waitpid(pid, &status, WNOHANG) != pid; spin++) pause_ms(1);
+    char text[256];
+    ssize_t n = read(out[0], text, sizeof text - 1);
+    text[n > 0 ? n : 0] = '\0';
+    close(in[1]);
+    close(out[0]);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "kiln exited %d: %s", status, text);
+    ck_assert_str_eq(text, "console connection closed\n");
+}
+END_TEST
+
 START_TEST(the_kiln_command_attaches_to_the_console) {
     game g = start_game(0);
     char port[16];
@@ -283,6 +413,10 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, a_runaway_statement_is_stopped_by_its_budget);
     tcase_add_test(tc, stepping_is_refused_remotely_and_completion_works);
     tcase_add_test(tc, the_kiln_command_attaches_to_the_console);
+    tcase_add_test(tc, help_over_the_console_lists_only_what_works_there);
+    tcase_add_test(tc, watches_print_while_the_attached_prompt_waits);
+    tcase_add_test(tc, ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued);
+    tcase_add_test(tc, an_idle_attached_prompt_notices_when_the_game_goes);
     suite_add_tcase(s, tc);
     return s;
 }

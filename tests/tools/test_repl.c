@@ -14,8 +14,21 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Runs kiln with args, feeding input on stdin; returns stdout+stderr (static buffer). */
-static const char *run(const char *input, const char *const *args, int *exit_code) {
+/* One step of a timed transcript: wait, then signal and/or write input. */
+typedef struct step {
+    int wait_ms;
+    int signal; /* sent before the input, 0 for none */
+    const char *input;
+} step;
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs kiln with args, going through steps on its stdin; returns stdout+stderr (static
+ * buffer). */
+static const char *run_steps(const step *steps, int count, const char *const *args, int *exit_code) {
     static char out[1 << 16];
     int in[2], o[2];
     ck_assert_int_eq(pipe(in), 0);
@@ -33,9 +46,13 @@ static const char *run(const char *input, const char *const *args, int *exit_cod
     }
     close(in[0]);
     close(o[1]);
-    if (input) {
-        ssize_t w = write(in[1], input, strlen(input));
-        ck_assert_int_eq(w, (ssize_t)strlen(input));
+    for (int i = 0; i < count; i++) {
+        sleep_ms(steps[i].wait_ms);
+        if (steps[i].signal) kill(pid, steps[i].signal);
+        if (steps[i].input) {
+            ssize_t w = write(in[1], steps[i].input, strlen(steps[i].input));
+            ck_assert_int_eq(w, (ssize_t)strlen(steps[i].input));
+        }
     }
     close(in[1]);
     size_t have = 0;
@@ -47,6 +64,12 @@ static const char *run(const char *input, const char *const *args, int *exit_cod
     waitpid(pid, &status, 0);
     *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return out;
+}
+
+/* Runs kiln with args, feeding input on stdin; returns stdout+stderr (static buffer). */
+static const char *run(const char *input, const char *const *args, int *exit_code) {
+    step one = {0, 0, input};
+    return run_steps(&one, 1, args, exit_code);
 }
 
 static const char *repl(const char *input) {
@@ -69,7 +92,27 @@ START_TEST(an_entity_prints_with_its_components) {
                            "e\nworld:despawn(e)\ne\n");
     ck_assert_str_eq(out, "5\n6\n"
                           "entity 0v1 (alive, 2 components)\n  Frozen\n  Position { x = 1.5, y = -2 }\n"
-                          "entity 0v1 (dead)\n");
+                          "4294967296\n");
+}
+END_TEST
+
+START_TEST(numbers_print_so_they_read_back_exactly) {
+    ck_assert_str_eq(repl("12345.678\n2^53\n0.1 + 0.2\n10 / 2\n1 / 0\n-1 / 0\nmath.mininteger\n5000000000\n"),
+                     "12345.678\n9007199254740992.0\n0.30000000000000004\n5.0\n"
+                     "math.huge\n-math.huge\nmath.mininteger\n5000000000\n");
+}
+END_TEST
+
+START_TEST(only_live_entities_print_as_handles_and_handles_read_back) {
+    const char *out = repl("world:component('Link', 'entity to;')\n"
+                           "a = world:spawn{}\nb = world:spawn{Link = {to = a}}\n"
+                           "world:entities()\n{first = a, n = 5000000000}\n"
+                           "kiln.entity('1v1') == b\n"
+                           "world:despawn(a)\nb\nworld:entities()\n"
+                           "kiln.entity('1 v1')\n");
+    ck_assert_ptr_nonnull(strstr(out, "{0v1, 1v1}\n{first = 0v1, n = 5000000000}\ntrue\n"));
+    ck_assert_ptr_nonnull(strstr(out, "entity 1v1 (alive, 1 components)\n  Link { to = 0v1 (dead) }\n{1v1}\n"));
+    ck_assert_ptr_nonnull(strstr(out, "bad argument #1 to 'kiln.entity' (handle text like \"12v3\" expected, got \"1 v1\")"));
 }
 END_TEST
 
@@ -120,11 +163,26 @@ START_TEST(commands_help_stats_load_and_quit) {
     ck_assert_int_eq(write(fd, code, strlen(code)), (ssize_t)strlen(code));
     close(fd);
     char input[512];
-    snprintf(input, sizeof input, ":help\n:stats\n:load %s\nloaded\n:bogus\n:quit\nprint('not reached')\n", path);
+    snprintf(input, sizeof input,
+             ":help\n:stats\n:load %s\nloaded\n:bogus\n"
+             "world:component('Big', 'float v[64];')\nfor i = 1, 20000 do world:spawn{Big = {}} end\n:stats\n"
+             ":quit\nprint('not reached')\n", path);
     const char *out = repl(input);
     unlink(path);
     ck_assert_ptr_nonnull(strstr(out, ":step [n]"));
     ck_assert_ptr_nonnull(strstr(out, "entities   0\n"));
+    const char *memory = strstr(out, "\nmemory     ");
+    ck_assert_ptr_nonnull(memory);
+    double amount;
+    char unit[8];
+    ck_assert_int_eq(sscanf(memory, "\nmemory %lf %7s", &amount, unit), 2);
+    ck_assert_str_eq(unit, "KiB");
+    ck_assert(amount >= 1 && amount < 1024);
+    memory = strstr(memory + 1, "\nmemory     "); /* 20000 entities of 256 bytes */
+    ck_assert_ptr_nonnull(memory);
+    ck_assert_int_eq(sscanf(memory, "\nmemory %lf %7s", &amount, unit), 2);
+    ck_assert_str_eq(unit, "MiB");
+    ck_assert(amount >= 4.8 && amount < 1024);
     ck_assert_ptr_nonnull(strstr(out, "\n1\nunknown command :bogus"));
     ck_assert_ptr_null(strstr(out, "not reached"));
 }
@@ -146,22 +204,85 @@ START_TEST(scripts_and_e_run_like_lua_and_keep_their_globals_with_i) {
     ck_assert_ptr_nonnull(strstr(run(NULL, a3, &exit_code), "bad"));
     ck_assert_int_eq(exit_code, 1);
     const char *a4[] = {"kiln", "-i", path, NULL};
-    ck_assert_str_eq(run("from_script\nworld:count()\n", a4, &exit_code), "args\n7\n0\n");
+    ck_assert_str_eq(run("from_script\nworld == w\n", a4, &exit_code),
+                     "args\nworld: the global `w` (0 entities)\n7\ntrue\n");
     unlink(path);
+}
+END_TEST
+
+/* Writes code to a temporary script; returns its path (static buffer). */
+static const char *script(const char *code) {
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/kiln_script_XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, code, strlen(code)), (ssize_t)strlen(code));
+    close(fd);
+    return path;
+}
+
+START_TEST(i_opens_on_the_world_the_script_made_and_says_which) {
+    int exit_code;
+    const char *returned = script("local w = kiln.world()\nw:spawn()\nw:spawn()\nreturn w\n");
+    const char *a1[] = {"kiln", "-i", returned, NULL};
+    ck_assert_str_eq(run("world:count()\n", a1, &exit_code), "world: the one the script returned (2 entities)\n2\n");
+    unlink(returned);
+    const char *own = script("world = kiln.world()\nworld:spawn()\nother = kiln.world()\n");
+    const char *a2[] = {"kiln", "-i", own, NULL};
+    ck_assert_str_eq(run("world:count()\n", a2, &exit_code), "world: the global `world` (1 entities)\n1\n");
+    unlink(own);
+    const char *two = script("a = kiln.world()\nb = kiln.world()\na:spawn()\n");
+    const char *a3[] = {"kiln", "-i", two, NULL};
+    ck_assert_str_eq(run("world:count()\n", a3, &exit_code),
+                     "world: a new, empty one (`a`, `b` hold worlds: set `world` to the one you want)\n0\n");
+    unlink(two);
+    const char *a4[] = {"kiln", "-e", "return kiln.world()", "-i", NULL};
+    ck_assert_str_eq(run("world:count()\n", a4, &exit_code), "world: the one the script returned (0 entities)\n0\n");
+}
+END_TEST
+
+START_TEST(run_steps_at_the_rate_it_is_given) {
+    int exit_code;
+    const char *args[] = {"kiln", NULL};
+    step steps[] = {{0, 0, ":run 20\n"}, {1000, 0, "\nworld:tick()\n"}};
+    const char *out = run_steps(steps, 2, args, &exit_code);
+    ck_assert_ptr_nonnull(strstr(out, "running at 20 frames per second"));
+    const char *after = strstr(out, "paused\n");
+    ck_assert_ptr_nonnull(after);
+    int tick = 0;
+    ck_assert_int_eq(sscanf(after, "paused\n%d", &tick), 1);
+    /* one second at 20 frames per second (60 would be the default rate) */
+    ck_assert_msg(tick >= 5 && tick <= 36, "tick %d after one second at 20 fps", tick);
+}
+END_TEST
+
+START_TEST(ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on) {
+    int exit_code;
+    const char *args[] = {"kiln", NULL};
+    step steps[] = {{0, 0, "for i = 1, 2 do\n"}, {300, SIGINT, NULL}, {300, 0, "print('fresh')\n"}};
+    const char *out = run_steps(steps, 3, args, &exit_code);
+    ck_assert_int_eq(exit_code, 0);
+    ck_assert_str_eq(out, "fresh\n");
 }
 END_TEST
 
 /* ---- through a pseudo-terminal ------------------------------------------------------- */
 
-static pid_t spawn_pty(int *master) {
+static pid_t spawn_pty_history(int *master, const char *history) {
     pid_t pid = forkpty(master, NULL, NULL, NULL);
     if (pid == 0) {
-        setenv("KILN_HISTORY", "/dev/null", 1);
+        setenv("KILN_HISTORY", history, 1);
         setenv("TERM", "dumb", 1);
         execl(KILN_BIN_PATH, "kiln", (char *)NULL);
         _exit(127);
     }
     return pid;
+}
+
+static pid_t spawn_pty(int *master) { return spawn_pty_history(master, "/dev/null"); }
+
+static void type_text(int fd, const char *text) {
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 }
 
 /* Reads from the pty until want appears (or a timeout); returns whether it did. */
@@ -227,6 +348,98 @@ START_TEST(ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl) {
 }
 END_TEST
 
+START_TEST(ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl) {
+    int master;
+    pid_t pid = spawn_pty(&master);
+    char seen[1 << 14] = "";
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    type_text(master, "half typed");
+    ck_assert(expect(master, "half typed", seen, sizeof seen));
+    kill(pid, SIGINT);
+    ck_assert_msg(expect(master, "^C\r\n> ", seen, sizeof seen), "line not cleared: %s", seen);
+    type_text(master, "for i = 1, 2 do\n");
+    ck_assert(expect(master, ">> ", seen, sizeof seen));
+    kill(pid, SIGINT); /* drops the statement being continued */
+    seen[0] = '\0';
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    type_text(master, "print('alive' .. 2)\n");
+    ck_assert_msg(expect(master, "alive2", seen, sizeof seen), "REPL gone: %s", seen);
+    ck_assert_ptr_null(strstr(seen, "half typed"));
+    type_text(master, ":quit\n");
+    int status;
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(master);
+}
+END_TEST
+
+START_TEST(tab_completes_component_names_inside_a_spawn_table) {
+    int master;
+    pid_t pid = spawn_pty(&master);
+    char seen[1 << 14] = "";
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    type_text(master, "world:component('Health', 'int32 hp, max;')\n");
+    ck_assert(expect(master, "\n> ", seen, sizeof seen));
+    seen[0] = '\0';
+    type_text(master, "world:spawn{Hea\t");
+    ck_assert_msg(expect(master, "world:spawn{Health", seen, sizeof seen), "not completed: %s", seen);
+    type_text(master, " = {m\t");
+    ck_assert_msg(expect(master, "{Health = {max", seen, sizeof seen), "field not completed: %s", seen);
+    type_text(master, " = 3}}\nworld:get(world:entities()[1], 'Health').max\n");
+    ck_assert_msg(expect(master, "\n3\r\n", seen, sizeof seen), "spawn failed: %s", seen);
+    type_text(master, ":quit\n");
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+}
+END_TEST
+
+/* Runs a terminal session that types lines, then quits or is killed. */
+static void history_session(const char *path, const char *const *lines, bool killed) {
+    int master;
+    pid_t pid = spawn_pty_history(&master, path);
+    char seen[1 << 14] = "";
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    for (int i = 0; lines[i]; i++) {
+        seen[0] = '\0';
+        type_text(master, lines[i]);
+        type_text(master, "\n");
+        ck_assert(expect(master, "> ", seen, sizeof seen));
+    }
+    if (killed) kill(pid, SIGKILL);
+    else type_text(master, ":quit\n");
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+}
+
+static const char *file_text(const char *path) {
+    static char text[4096];
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+START_TEST(history_keeps_each_entry_once_even_after_a_killed_session) {
+    char path[] = "/tmp/kiln_history_XXXXXX";
+    int fd = mkstemp(path);
+    /* a file an older kiln wrote through libedit, with a repeat */
+    const char *legacy = "_HiStOrY_V2_\nx\\040=\\0401\nold\nx\\040=\\0401\n";
+    ck_assert_int_eq(write(fd, legacy, strlen(legacy)), (ssize_t)strlen(legacy));
+    close(fd);
+    const char *first[] = {"a = 1", "b = 2", "a = 1", NULL};
+    history_session(path, first, true);
+    ck_assert_str_eq(file_text(path), "old\nx = 1\nb = 2\na = 1\n");
+    const char *second[] = {"b = 2", "c = 3", NULL};
+    history_session(path, second, false);
+    ck_assert_str_eq(file_text(path), "old\nx = 1\na = 1\nb = 2\nc = 3\n:quit\n");
+    unlink(path);
+}
+END_TEST
+
 static Suite *repl_suite(void) {
     Suite *s = suite_create("repl");
     TCase *pipe_case = tcase_create("transcripts");
@@ -239,16 +452,25 @@ static Suite *repl_suite(void) {
     tcase_add_test(pipe_case, step_runs_the_schedule_and_watch_prints_after_every_step);
     tcase_add_test(pipe_case, commands_help_stats_load_and_quit);
     tcase_add_test(pipe_case, scripts_and_e_run_like_lua_and_keep_their_globals_with_i);
+    tcase_add_test(pipe_case, numbers_print_so_they_read_back_exactly);
+    tcase_add_test(pipe_case, only_live_entities_print_as_handles_and_handles_read_back);
+    tcase_add_test(pipe_case, i_opens_on_the_world_the_script_made_and_says_which);
+    tcase_add_test(pipe_case, run_steps_at_the_rate_it_is_given);
+    tcase_add_test(pipe_case, ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on);
     suite_add_tcase(s, pipe_case);
     TCase *tty_case = tcase_create("terminal");
     tcase_set_timeout(tty_case, 30);
     tcase_add_test(tty_case, tab_completes_methods_and_component_names_in_a_terminal);
     tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
+    tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
+    tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
+    tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
     suite_add_tcase(s, tty_case);
     return s;
 }
 
 int main(void) {
+    signal(SIGPIPE, SIG_IGN); /* a kiln that died must fail a check, not end the suite */
     SRunner *sr = srunner_create(repl_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -1,0 +1,221 @@
+-- inspect_spec.lua: how kiln shows values (kiln.pretty, world:inspect, query:format, the
+-- table helpers): numbers that read back exactly, entities only where they are entities,
+-- handles that parse back, and argument errors that name the function.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+-- The message of a failed call.
+local function message(f, ...)
+    local ok, err = pcall(f, ...)
+    assert.is_false(ok, "expected an error")
+    return err
+end
+
+-- Calls f from a Lua function of this file, so a level-2 error names this file's line.
+local function raised_here(f, ...)
+    local args = table.pack(...)
+    local ok, err = pcall(function()
+        local r = f(table.unpack(args, 1, args.n)) -- not a tail call: this line is the caller
+        return r
+    end)
+    assert.is_false(ok, "expected an error")
+    return err
+end
+
+describe("kiln.pretty numbers", function()
+    it("print the shortest text that reads back as the same value", function()
+        for _, x in ipairs{12345.678, 0.1, 0.1 + 0.2, 1 / 3, 2 ^ 53, 2 ^ 53 + 2, 1e300, 5e-324, -1.5e-7,
+                           123456789.123, 2 ^ 63, -0.0} do
+            local text = kiln.pretty(x)
+            assert.are.equal(x, load("return " .. text)(), text)
+        end
+        assert.are.equal("12345.678", kiln.pretty(12345.678))
+        assert.are.equal("0.30000000000000004", kiln.pretty(0.1 + 0.2))
+    end)
+
+    it("keep integers integers and mark integral floats with .0, as Lua does", function()
+        assert.are.equal("5000000000", kiln.pretty(5000000000))
+        assert.are.equal("9007199254740992.0", kiln.pretty(2 ^ 53))
+        assert.are.equal("5.0", kiln.pretty(10 / 2))
+        assert.are.equal("-0.0", kiln.pretty(-0.0))
+        assert.are.equal("math.mininteger", kiln.pretty(math.mininteger))
+        assert.are.equal(math.mininteger, load("return " .. kiln.pretty(math.mininteger), "=t", "t", {math = math})())
+        assert.are.equal(math.type(2 ^ 53), math.type(load("return " .. kiln.pretty(2 ^ 53))()))
+    end)
+
+    it("show infinities and NaN as Lua expressions for them", function()
+        assert.are.equal("math.huge", kiln.pretty(1 / 0))
+        assert.are.equal("-math.huge", kiln.pretty(-1 / 0))
+        assert.are.equal("0/0", kiln.pretty(0 / 0))
+        assert.are.equal("{math.huge, 1}", kiln.pretty({1 / 0, 1}))
+    end)
+
+    it("show float fields with the digits that read back into the float", function()
+        local w = H.world()
+        w:component("Body", "float mass; double exact; vec3 dir;")
+        local e = w:spawn{Body = {mass = 1.1, exact = 0.1, dir = {x = 0.3, y = 2, z = -1e-3}}}
+        assert.are.equal("entity " .. H.entity_str(e) .. " (alive, 1 components)\n" ..
+                         "  Body { mass = 1.1, exact = 0.1, dir = (0.3, 2, -0.001) }", w:inspect(e))
+        local mass = w:get(e, "Body").mass
+        assert.are.equal(H.f32(1.1), mass)
+        assert.are.equal(mass, H.f32(tonumber("1.1")))
+    end)
+end)
+
+describe("entities in printed values", function()
+    it("print as 12v3 only when they are live entities of the world", function()
+        local w = H.world()
+        local a = w:spawn{Frozen = true}
+        local b = w:spawn{Frozen = true}
+        local ha, hb = H.entity_str(a), H.entity_str(b)
+        assert.are.equal("{" .. ha .. ", " .. hb .. "}", kiln.pretty(w:entities(), w))
+        assert.are.equal("{target = " .. hb .. "}", kiln.pretty({target = b}, w))
+        assert.are.equal("5000000000", kiln.pretty(5000000000, w))
+        assert.are.equal(w:inspect(a), kiln.pretty(a, w))
+        w:despawn(a)
+        assert.are.equal(tostring(a), kiln.pretty(a, w))
+        assert.are.equal(tostring(b), kiln.pretty(b)) -- no world: no entity
+    end)
+
+    it("in entity fields print as handles, marked when dead, and 0 as 0", function()
+        local w = H.world()
+        w:component("Link", "entity to; entity none;")
+        local target = w:spawn{Frozen = true}
+        local e = w:spawn{Link = {to = target}}
+        local want = "  Link { to = " .. H.entity_str(target) .. ", none = 0 }"
+        assert.truthy(w:inspect(e):find(want, 1, true))
+        w:despawn(target)
+        assert.truthy(w:inspect(e):find(H.entity_str(target) .. " (dead)", 1, true))
+        assert.truthy(w:query{"Link"}:format(w):find(H.entity_str(target) .. " (dead)", 1, true))
+    end)
+
+    it("read back with kiln.entity, which also takes a handle", function()
+        local w = H.world()
+        w:spawn()
+        w:despawn(w:spawn())
+        local e = w:spawn()
+        assert.are.equal(e, kiln.entity(kiln.handle(e)))
+        assert.are.equal(e, kiln.entity(e))
+        assert.are.equal((3 << 32) | 12, kiln.entity("12v3"))
+        assert.are.equal("12v3", kiln.handle(kiln.entity("12v3")))
+        assert.are.equal(0, kiln.entity("0v0"))
+        assert.are.equal(4294967296, kiln.entity(4294967296.0))
+    end)
+
+    it("that do not parse raise bad argument #1 to 'kiln.entity'", function()
+        assert.are.equal([[bad argument #1 to 'kiln.entity' (handle text like "12v3" expected, got "12 v3")]],
+                         message(kiln.entity, "12 v3"))
+        assert.are.equal("bad argument #1 to 'kiln.entity' (handle \"4294967296v1\" out of range " ..
+                         "(index up to 4294967295, generation up to 2097151))", message(kiln.entity, "4294967296v1"))
+        assert.truthy(message(kiln.entity, "1v2097152"):find("out of range", 1, true))
+        assert.are.equal("bad argument #1 to 'kiln.entity' (entity or handle text expected, got table)",
+                         message(kiln.entity, {}))
+        assert.are.equal("bad argument #1 to 'kiln.entity' (entity expected, got -1)", message(kiln.entity, -1))
+        assert.are.equal("bad argument #1 to 'kiln.entity' (entity expected, got 1.5)", message(kiln.entity, 1.5))
+        assert.truthy(message(kiln.entity, 2 ^ 53):find("entity expected", 1, true))
+        local long = message(kiln.entity, string.rep("7", 10 * 1024 * 1024))
+        assert.is_true(#long < 300, #long)
+        assert.truthy(long:find('777..."', 1, true))
+    end)
+end)
+
+describe("the Lua layer's errors", function()
+    it("name the function and the argument, as the binding does", function()
+        local w = H.world()
+        local q = w:query{"Position"}
+        local cases = {
+            {"bad argument #1 to 'kiln.handle' (entity expected, got string)", kiln.handle, "1v1"},
+            {"bad argument #1 to 'kiln.handle' (entity expected, got -3)", kiln.handle, -3},
+            {"bad argument #1 to 'kiln.table_text' (table expected, got nil)", kiln.table_text},
+            {"bad argument #2 to 'kiln.table_text' (table expected, got string)", kiln.table_text, {"a"}, "rows"},
+            {"bad argument #2 to 'kiln.table_text' (row 2: table expected, got number)", kiln.table_text, {"a"}, {{"x"}, 5}},
+            {"bad argument #2 to 'kiln.table_text' (row 1, cell 2: string expected, got table)",
+             kiln.table_text, {"a", "b"}, {{"x", {}}}},
+            {"bad argument #1 to 'kiln.table_text' (header cell 1: string expected, got boolean)", kiln.table_text, {true}, {}},
+            {"bad argument #3 to 'kiln.table_text' (integer expected, got string)", kiln.table_text, {"a"}, {}, "3"},
+            {"bad argument #1 to 'kiln.systems_text' (table expected, got nil)", kiln.systems_text},
+            {"bad argument #1 to 'kiln.systems_text' (entry 1: a world:systems() entry expected (name, kind, stage, runs))",
+             kiln.systems_text, {{name = "x"}}},
+            {"bad argument #2 to 'kiln.pretty' (kiln.World expected, got number)", kiln.pretty, 1, 2},
+            {"bad argument #1 to 'world:inspect' (entity expected, got string)", w.inspect, w, "0v1"},
+            {"calling 'world:inspect' on bad self (kiln.World expected, got kiln.Query)", w.inspect, q, 1},
+            {"bad argument #1 to 'world:schema' (component name expected, got nil)", w.schema, w},
+            {"world:schema: unknown component 'Nope'", w.schema, w, "Nope"},
+            {"bad argument #1 to 'query:format' (kiln.World expected, got nil)", q.format, q},
+            {"bad argument #2 to 'query:format' (row limit (integer >= 0) expected, got -1)", q.format, q, w, -1},
+            {"calling 'query:format' on bad self (kiln.Query expected, got kiln.World)", q.format, w, w},
+        }
+        for _, c in ipairs(cases) do
+            assert.are.equal(c[1], message(c[2], table.unpack(c, 3, 5)))
+        end
+    end)
+
+    it("point at the caller's line, not into the embedded code", function()
+        local w = H.world()
+        for _, err in ipairs{raised_here(kiln.handle, {}), raised_here(kiln.table_text, nil),
+                             raised_here(w.inspect, w, "x"), raised_here(w.schema, w, "Nope"),
+                             raised_here(w:query{"Position"}.format, w:query{"Position"}, 7),
+                             raised_here(kiln.entity, "x")} do
+            assert.truthy(err:find("^[^:]*inspect_spec%.lua:%d+: "), err)
+            assert.falsy(err:find('[string "inspect"]', 1, true), err)
+        end
+    end)
+
+    it("report the binding's runtime failures under their own name", function()
+        local w = H.world()
+        local e = w:spawn{Health = {hp = 1, max = 2}}
+        local q = w:query{"Health"}
+        local got = {}
+        w:system{name = "blind", run = function()
+            got[1] = message(q.format, q, w)
+            got[2] = message(w.inspect, w, e)
+            got[3] = message(kiln.pretty, e, w)
+        end}
+        w:progress(1 / 60)
+        -- the binding's own words after the tool's name, said once
+        for i, name in ipairs{"query:format", "world:inspect", "kiln.pretty"} do
+            assert.are.equal(name .. ": ", got[i]:sub(1, #name + 2), got[i])
+            assert.truthy(got[i]:find("system 'blind' reads Health", 1, true), got[i])
+            assert.falsy(got[i]:sub(#name + 3):find("^[%w_.:]+: "), got[i])
+        end
+        w:close()
+        assert.are.equal("query:format: attempt to use a query of a closed world", message(q.format, q, w))
+        assert.are.equal("world:schema: attempt to use a closed world", message(w.schema, w, "Health"))
+    end)
+
+    it("quote user text at most 200 bytes long", function()
+        local w = H.world()
+        local huge = string.rep("x", 10 * 1024 * 1024)
+        local err = message(w.schema, w, huge)
+        assert.is_true(#err < 300, #err)
+        assert.truthy(err:find("^world:schema: unknown component 'x+%.%.%.'$"))
+    end)
+
+    it("leave the world as it was", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1, y = 2}}
+        local before = H.snapshot(w, H.NAMES)
+        pcall(w.inspect, w, {})
+        pcall(w:query{"Position"}.format, w:query{"Position"}, w, "many")
+        pcall(kiln.pretty, e, "not a world")
+        assert.are.same(before, H.snapshot(w, H.NAMES))
+    end)
+end)
+
+describe("query:format", function()
+    it("lays out rows with handles and fields, capped with a more line", function()
+        local w = H.world()
+        for i = 1, 5 do w:spawn{Health = {hp = i, max = 10}} end
+        local text = w:query{"Health"}:format(w, 2)
+        assert.are.equal("entity  Health.hp  Health.max\n------  ---------  ----------\n" ..
+                         "0v1     1          10\n1v1     2          10\n... 3 more", text)
+        assert.are.equal(w:query{"Health"}:format(w), kiln.pretty(w:query{"Health"}, w))
+    end)
+end)
+
+describe("kiln.table_text", function()
+    it("pads columns and takes numbers as cells", function()
+        assert.are.equal("a    b\n---  ---\n1    2.5\nxyz\n... 4 more",
+                         kiln.table_text({"a", "b"}, {{1, 2.5}, {"xyz"}}, 4))
+    end)
+end)

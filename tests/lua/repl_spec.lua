@@ -1,0 +1,212 @@
+-- repl_spec.lua: kiln.session, the REPL engine of the `kiln` command and the game console:
+-- statements and commands, what a remote session offers, the world it opens on, completion
+-- inside table constructors, and argument errors that name the session function.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+-- A session over a fresh environment whose `world` has the usual components.
+local function session(opts)
+    local env = setmetatable({kiln = kiln}, {__index = _G})
+    env.world = H.world()
+    return kiln.session(env, opts), env
+end
+
+local function message(f, ...)
+    local ok, err = pcall(f, ...)
+    assert.is_false(ok, "expected an error")
+    return err
+end
+
+describe("a session", function()
+    it("prints values so they read back, and entities by handle", function()
+        local s = session()
+        assert.are.same({"ok", "12345.678"}, {s:feed("12345.678")})
+        assert.are.same({"ok", "9007199254740992.0"}, {s:feed("2^53")})
+        assert.are.same({"ok", "5000000000"}, {s:feed("5000000000")})
+        s:feed("a = world:spawn{Frozen = true}; b = world:spawn{Frozen = true}")
+        assert.are.same({"ok", "{0v1, 1v1}"}, {s:feed("world:entities()")})
+        assert.are.same({"ok", "true"}, {s:feed("kiln.entity('1v1') == b")})
+        s:feed("world:despawn(a)")
+        assert.are.same({"ok", "4294967296"}, {s:feed("a")})
+    end)
+
+    it("says :run's frame rate back to the driver, and refuses rates it cannot keep", function()
+        local s = session()
+        assert.are.same({"run", "60"}, {s:feed(":run")})
+        assert.are.same({"run", "20"}, {s:feed(":run 20")})
+        assert.are.same({"run", "0.5"}, {s:feed(":run 0.5")})
+        for _, bad in ipairs{":run 0", ":run -5", ":run 1001", ":run fast", ":run 1e400"} do
+            local status, text = s:feed(bad)
+            assert.are.equal("error", status, bad)
+            assert.truthy(text:find("above 0 and up to 1000", 1, true), text)
+        end
+    end)
+
+    it("prints memory in :stats in B, KiB or MiB", function()
+        local s, env = session()
+        local _, text = s:feed(":stats")
+        assert.truthy(text:find("\nmemory     %d+%.%d KiB\n"), text)
+        for i = 1, 60000 do env.world:spawn{Health = {hp = i, max = i}, Position = {x = i, y = i}} end
+        _, text = s:feed(":stats")
+        assert.truthy(text:find("\nmemory     %d+%.%d MiB\n"), text)
+    end)
+
+    it("drops a statement being continued on :reset, and answers :poll and :complete between its lines", function()
+        local s = session()
+        assert.are.equal("more", s:feed("for i = 1, 2 do"))
+        assert.are.same({"ok", "world:count"}, {s:feed(":complete world:cou")})
+        assert.are.same({"ok", ""}, {s:feed(":poll")})
+        assert.are.same({"ok", "1\n2"}, {s:feed("print(i) end")})
+        assert.are.equal("more", s:feed("if true then"))
+        assert.are.same({"ok", ""}, {s:feed(":reset")})
+        assert.are.same({"ok", "3"}, {s:feed("1 + 2")})
+    end)
+
+    it("answers :poll with its watches", function()
+        local s = session()
+        s:feed(":watch world:count()")
+        s:feed(":watch 1 + 1")
+        assert.are.same({"ok", "[1] world:count() = 0\n[2] 1 + 1 = 2"}, {s:feed(":poll")})
+    end)
+
+    it("bounds the unknown command it quotes", function()
+        local s = session()
+        local status, text = s:feed(":" .. string.rep("z", 100000))
+        assert.are.equal("error", status)
+        assert.is_true(#text < 300, #text)
+    end)
+end)
+
+describe("a remote session", function()
+    it("lists in :help only the commands that work over the console", function()
+        local local_help = select(2, session():feed(":help"))
+        local s = session{remote = true}
+        local _, help = s:feed(":help")
+        for _, cmd in ipairs{":step", ":run", ":pause"} do
+            assert.truthy(local_help:find(cmd, 1, true), cmd)
+            assert.falsy(help:find(cmd, 1, true), cmd)
+            assert.are.equal("error", (s:feed(cmd)))
+        end
+        for _, cmd in ipairs{":help", ":systems", ":stats", ":load", ":watch", ":unwatch", ":quit"} do
+            assert.truthy(help:find(cmd, 1, true), cmd)
+        end
+        assert.are.equal("ok", (s:feed(":stats")))
+        assert.are.equal("ok", (s:feed(":watch 1")))
+        assert.are.same({"ok", "[1] 1 = 1"}, {s:feed(":poll")})
+    end)
+end)
+
+describe("session:open_world", function()
+    local function bare_session(env)
+        return kiln.session(setmetatable(env, {__index = _G}))
+    end
+
+    it("keeps a `world` global", function()
+        local w = kiln.world()
+        w:spawn()
+        local env = {world = w}
+        assert.are.equal("world: the global `world` (1 entities)", bare_session(env):open_world(kiln.world()))
+        assert.are.equal(w, env.world)
+    end)
+
+    it("takes the world a script returned", function()
+        local w = kiln.world()
+        local env = {}
+        assert.are.equal("world: the one the script returned (0 entities)", bare_session(env):open_world(w))
+        assert.are.equal(w, env.world)
+    end)
+
+    it("takes the one global that holds a world", function()
+        local w = kiln.world()
+        w:spawn()
+        w:spawn()
+        local env = {level = w, other = 5}
+        assert.are.equal("world: the global `level` (2 entities)", bare_session(env):open_world())
+        assert.are.equal(w, env.world)
+    end)
+
+    it("makes a fresh world and names the candidates when several globals hold worlds", function()
+        local env = {b = kiln.world(), a = kiln.world()}
+        local text = bare_session(env):open_world()
+        assert.are.equal("world: a new, empty one (`a`, `b` hold worlds: set `world` to the one you want)", text)
+        assert.are_not.equal(env.a, env.world)
+        assert.are_not.equal(env.b, env.world)
+        assert.are.equal(0, env.world:count())
+    end)
+
+    it("skips closed worlds and says when `world` is not a world", function()
+        local closed = kiln.world()
+        closed:close()
+        local env = {old = closed}
+        assert.are.equal("world: a new, empty one", bare_session(env):open_world(closed))
+        env = {world = 42}
+        assert.are.equal("world: the global `world` holds a number, not an open kiln.World: " ..
+                         ":step, :run, :systems and :stats need one", bare_session(env):open_world())
+        assert.are.equal(42, env.world)
+    end)
+end)
+
+describe("completion", function()
+    local s
+    before_each(function()
+        s = session()
+        s.env.world:component("Heat", "float t;")
+    end)
+
+    it("offers component names for the keys of spawn{...}", function()
+        assert.are.same({"Health", "Heat"}, s:complete("world:spawn{He"))
+        assert.are.same({"Health", "Heat"}, s:complete("e = world:spawn({Position = {x = 1}, He"))
+        assert.are.same({"Health", "Heat"}, s:complete("cmd:spawn{ He"))
+    end)
+
+    it("offers field names inside a component's value", function()
+        assert.are.same({"x"}, s:complete("world:spawn{Position = {x"))
+        assert.are.same({"y"}, s:complete("world:spawn{Position = {x = 1, y"))
+        assert.are.same({"hp"}, s:complete("world:set(e, 'Health', {h"))
+        assert.are.same({"max"}, s:complete("world:add(e, \"Health\", {hp = 1, m"))
+    end)
+
+    it("offers globals where a value goes, and nothing inside a comment", function()
+        local got = s:complete("world:spawn{Position = {x = wor")
+        assert.truthy(#got > 0 and got[1] == "world", table.concat(got, " "))
+        assert.are.same({}, s:complete("x = 1 -- world:spawn{He"))
+    end)
+
+    it("still offers component names inside strings and methods after a colon", function()
+        assert.are.same({"Health", "Heat"}, s:complete("world:get(e, 'He"))
+        assert.are.same({"world:spawn"}, s:complete("world:spaw"))
+    end)
+end)
+
+describe("the session functions", function()
+    it("raise argument errors that name the function", function()
+        local s = session()
+        local cases = {
+            {"bad argument #1 to 'kiln.session' (table expected, got number)", kiln.session, 5},
+            {"bad argument #2 to 'kiln.session' (table expected, got string)", kiln.session, {}, "remote"},
+            {"bad argument #2 to 'kiln.session' (unknown option 'remtoe')", kiln.session, {}, {remtoe = true}},
+            {"bad argument #2 to 'kiln.session' (dt: a finite number >= 0 expected, got string)",
+             kiln.session, {}, {dt = "fast"}},
+            {"bad argument #1 to 'session:feed' (string expected, got nil)", s.feed, s},
+            {"bad argument #1 to 'session:complete' (string expected, got number)", s.complete, s, 3},
+            {"bad argument #1 to 'session:command' (string expected, got table)", s.command, s, {}},
+            {"bad argument #1 to 'session:step' (frame count (integer >= 1) expected, got 0)", s.step, s, 0},
+            {"bad argument #1 to 'session:call' (function expected, got string)", s.call, s, "print(1)"},
+            {"calling 'session:feed' on bad self (kiln.Session expected, got string)", s.feed, "1 + 1"},
+            {"calling 'session:open_world' on bad self (kiln.Session expected, got nil)", s.open_world},
+        }
+        for _, c in ipairs(cases) do
+            assert.are.equal(c[1], message(c[2], table.unpack(c, 3, 5)))
+        end
+    end)
+
+    it("point at the caller's line", function()
+        local s = session()
+        local ok, err = pcall(function()
+            local r = s:feed(nil)
+            return r
+        end)
+        assert.is_false(ok)
+        assert.truthy(err:find("^[^:]*repl_spec%.lua:%d+: bad argument #1 to 'session:feed'"), err)
+    end)
+end)
