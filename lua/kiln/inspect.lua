@@ -40,7 +40,7 @@ local function calling(fname, fn, ...)
   local ok, result = pcall(fn, ...)
   if ok then return result end
   if type(result) ~= "string" then error(result, 0) end
-  local msg = result:gsub('^%[string "[^"]*"%]:%d+: ', "")
+  local msg = result:gsub("^lua/kiln/[%w_]+%.lua:%d+: ", "")
   if msg:find("^bad argument") or msg:find("^calling '") then error(msg, 3) end
   error(fname .. ": " .. msg:gsub("^[%a_][%w_.:]*: ", "", 1), 3)
 end

@@ -144,7 +144,8 @@ KLUA_HIDDEN void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg
 /* Adds methods to the __index table of the existing class tname (same upvalue rule). */
 KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods);
 
-/* The userdata of class tname at argument 1 (self), or raises "bad self to 'class:method'". */
+/* The userdata of class tname at argument 1 (self), or raises "calling 'class:method' on bad
+ * self (tname expected, got ...)", as Lua's own checks do. */
 KLUA_HIDDEN void *klua_check_self(lua_State *L, const char *tname, const char *class);
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
 /* The World a method was called on (argument 1), checked against the metatable the method

@@ -39,8 +39,11 @@ int luaopen_kiln(lua_State *L) {
     /* The Lua layer (the lua/kiln directory) extends the module and the classes. */
     for (int i = 0; kiln_scripts[i].name; i++) {
         script_reader reader = {kiln_scripts[i].lines};
-        if (lua_load(L, read_lines, &reader, kiln_scripts[i].name, "t") != LUA_OK)
-            return lua_error(L);
+        /* "=" names the chunk verbatim: tracebacks say lua/kiln/inspect.lua:12 */
+        const char *chunk = lua_pushfstring(L, "=lua/kiln/%s.lua", kiln_scripts[i].name);
+        int status = lua_load(L, read_lines, &reader, chunk, "t");
+        lua_remove(L, -2);
+        if (status != LUA_OK) return lua_error(L);
         lua_pushvalue(L, -2);
         luaL_getmetatable(L, KLUA_WORLD);
         lua_getfield(L, -1, "__index");

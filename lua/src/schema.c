@@ -74,8 +74,7 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
         for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
             if (strcmp(type_names[i].name, word) == 0) t = (int)i;
         if (t < 0) {
-            lua_pushfstring(L, "unknown type '%s' in schema \"%s\"", word, schema);
-            return -1;
+            return fail(L, schema, &c, lua_pushfstring(L, "unknown type '%s'", word));
         }
         for (;;) {
             char name[KILN_MAX_NAME + 1];
@@ -99,8 +98,7 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
             if (n == KILN_MAX_FIELDS) return fail(L, schema, &c, "too many fields");
             for (int i = 0; i < n; i++)
                 if (strcmp(fields[i].name, name) == 0) {
-                    lua_pushfstring(L, "field '%s' declared twice in schema \"%s\"", name, schema);
-                    return -1;
+                    return fail(L, schema, &c, lua_pushfstring(L, "field '%s' declared twice", name));
                 }
             size_t a = type_names[t].align;
             size_t len = strlen(name) + 1;

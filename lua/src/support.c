@@ -15,7 +15,7 @@ void klua_argerror(lua_State *L, int arg, const char *fname, const char *fmt, ..
     lua_pushvfstring(L, fmt, ap);
     va_end(ap);
     bool method = strchr(fname, ':') != NULL;
-    if (method && arg == 1) lua_pushfstring(L, "bad self to '%s' (%s)", fname, lua_tostring(L, -1));
+    if (method && arg == 1) lua_pushfstring(L, "calling '%s' on bad self (%s)", fname, lua_tostring(L, -1));
     else lua_pushfstring(L, "bad argument #%d to '%s' (%s)", method ? arg - 1 : arg, fname, lua_tostring(L, -1));
     lua_error(L);
     for (;;) {} /* not reached: lua_error does not return */
@@ -137,7 +137,7 @@ klua_world *klua_check_world(lua_State *L, int idx) {
 
 kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_world(L, idx)->world; }
 
-/* Raises "bad self to 'class:method' (tname expected, got ...)", the method named as the
+/* Raises "calling 'class:method' on bad self (tname expected, got ...)", the method named as the
  * caller called it. */
 static void self_error(lua_State *L, const char *tname, const char *class) {
     const char *got = luaL_typename(L, 1);

@@ -36,12 +36,12 @@ describe("argument errors", function()
 
     it("name the method when self is not the object", function()
         local w = H.world()
-        shape("bad self to 'world:count' %(kiln.World expected, got table%)", function() w.count({}) end)
-        shape("bad self to 'world:spawn' %(kiln.World expected, got no value%)", function() w.spawn() end)
+        shape("calling 'world:count' on bad self %(kiln.World expected, got table%)", function() w.count({}) end)
+        shape("calling 'world:spawn' on bad self %(kiln.World expected, got no value%)", function() w.spawn() end)
         local q = w:query{"Position"}
-        shape("bad self to 'query:count' %(kiln.Query expected, got kiln.World%)", function() q.count(w) end)
+        shape("calling 'query:count' on bad self %(kiln.Query expected, got kiln.World%)", function() q.count(w) end)
         local c = kiln.commands()
-        shape("bad self to 'commands:apply' %(kiln.Commands expected, got number%)", function() c.apply(1, w) end)
+        shape("calling 'commands:apply' on bad self %(kiln.Commands expected, got number%)", function() c.apply(1, w) end)
     end)
 
     it("reject unknown keys in descriptors instead of ignoring them", function()

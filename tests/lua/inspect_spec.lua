@@ -157,7 +157,7 @@ describe("the Lua layer's errors", function()
                              raised_here(w:query{"Position"}.format, w:query{"Position"}, 7),
                              raised_here(kiln.entity, "x")} do
             assert.truthy(err:find("^[^:]*inspect_spec%.lua:%d+: "), err)
-            assert.falsy(err:find('[string "inspect"]', 1, true), err)
+            assert.falsy(err:find('lua/kiln/inspect.lua', 1, true), err)
         end
     end)
 

@@ -33,7 +33,7 @@ local function known(id)
 end
 
 -- The Lua layer's tools (lua/kiln): their messages are collected apart.
-local TOOLS = {["kiln.handle"] = true, ["kiln.pretty"] = true, ["kiln.table_text"] = true,
+local TOOLS = {["kiln.handle"] = true, ["kiln.entity"] = true, ["kiln.pretty"] = true, ["kiln.table_text"] = true,
                ["kiln.systems_text"] = true, ["q:format"] = true, ["world:inspect"] = true,
                ["world:schema"] = true}
 

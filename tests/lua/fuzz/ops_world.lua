@@ -587,7 +587,7 @@ end
 -- Read-only tool methods (introspection) and the module's helper functions: any arguments,
 -- and the world must be unchanged, whether they raise or not.
 local READ_ONLY_WORLD = {"components", "component_info", "stats", "inspect", "schema"}
-local MODULE_FUNCS = {"handle", "pretty", "table_text", "systems_text"}
+local MODULE_FUNCS = {"handle", "pretty", "table_text", "systems_text", "entity"}
 
 function ops.tools(m)
     local args = {}
