@@ -181,7 +181,7 @@ static void run_script(game *g, const char *kind, const char *path) {
     lua_State *L = g->L;
     int32_t before = kiln_schedule_system_count(g->schedule);
     lua_pushcfunction(L, traceback);
-    if (luaL_loadfile(L, path) != LUA_OK || lua_pcall(L, 0, 0, -2) != LUA_OK) {
+    if (luaL_loadfilex(L, path, "t") != LUA_OK || lua_pcall(L, 0, 0, -2) != LUA_OK) {
         fprintf(stderr, "asteroids: cannot load %s %s:\n%s\n", kind, path, lua_tostring(L, -1));
         exit(1);
     }

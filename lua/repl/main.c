@@ -762,7 +762,7 @@ int main(int argc, char **argv) {
             lua_rawseti(L, -2, k - i);
         }
         lua_setglobal(L, "arg");
-        int status = luaL_loadfile(L, argv[i]);
+        int status = luaL_loadfilex(L, argv[i], "t"); /* source only: no binary chunks */
         int nargs = 0;
         if (status == LUA_OK)
             for (int k = i + 1; k < argc; k++, nargs++) lua_pushstring(L, argv[k]);

@@ -118,6 +118,13 @@ if [ "$(rc syntax)" = 1 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syn
   pass "a mod that does not compile stops the game with a message"
 else fail "a mod that does not compile stops the game with a message" "exit status $(rc syntax)" "$(head -n 5 "$TMP/syntax.err")"; fi
 
+# A precompiled (binary) chunk is refused: bytecode can crash the VM it is loaded into.
+BINARY="$TMP/binary.lua" lua5.4 -e 'local f = assert(io.open(os.getenv("BINARY"), "wb")); f:write(string.dump(load("x = 1"))); f:close()'
+run binary --frames 10 --asteroids 100 --mod "$TMP/binary.lua"
+if [ "$(rc binary)" = 1 ] && grep -q "attempt to load a binary chunk" "$TMP/binary.err"; then
+  pass "a binary (bytecode) mod is refused at load"
+else fail "a binary (bytecode) mod is refused at load" "exit status $(rc binary)" "$(head -n 5 "$TMP/binary.err")"; fi
+
 run badopt --frobnicate
 if [ "$(rc badopt)" = 2 ] && grep -q "unknown option '--frobnicate'" "$TMP/badopt.err"; then
   pass "an unknown option exits 2 with usage"

@@ -221,6 +221,26 @@ static const char *script(const char *code) {
     return path;
 }
 
+START_TEST(a_binary_chunk_is_refused_as_a_script) {
+    /* string.dump output: bytecode is never loaded from a file (it can crash the VM) */
+    const char *dump = script("local f = assert(io.open(arg[1], 'wb'))\n"
+                              "f:write(string.dump(load('print(\"ran\")')))\nf:close()\n");
+    char dumped[64];
+    snprintf(dumped, sizeof dumped, "%s.out", dump);
+    int exit_code;
+    const char *a1[] = {"kiln", dump, dumped, NULL};
+    run(NULL, a1, &exit_code);
+    ck_assert_int_eq(exit_code, 0);
+    const char *a2[] = {"kiln", dumped, NULL};
+    const char *out = run(NULL, a2, &exit_code);
+    ck_assert_ptr_nonnull(strstr(out, "attempt to load a binary chunk"));
+    ck_assert_ptr_null(strstr(out, "ran"));
+    ck_assert_int_eq(exit_code, 1);
+    unlink(dumped);
+    unlink(dump);
+}
+END_TEST
+
 START_TEST(i_opens_on_the_world_the_script_made_and_says_which) {
     int exit_code;
     const char *returned = script("local w = kiln.world()\nw:spawn()\nw:spawn()\nreturn w\n");
@@ -455,6 +475,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(pipe_case, numbers_print_so_they_read_back_exactly);
     tcase_add_test(pipe_case, only_live_entities_print_as_handles_and_handles_read_back);
     tcase_add_test(pipe_case, i_opens_on_the_world_the_script_made_and_says_which);
+    tcase_add_test(pipe_case, a_binary_chunk_is_refused_as_a_script);
     tcase_add_test(pipe_case, run_steps_at_the_rate_it_is_given);
     tcase_add_test(pipe_case, ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on);
     suite_add_tcase(s, pipe_case);
