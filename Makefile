@@ -1,5 +1,6 @@
 # kiln: plain Makefile, the build path that needs no tool beyond make and a C compiler.
 # Targets: all (libraries + demo), run, test (plain + ASan/UBSan), bench, install, clean.
+# Run it from the repository root, or from anywhere with `make -C PATH`.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -39,7 +40,14 @@ LUA_SRC   := $(wildcard lua/src/*.c)
 LUA_OBJ   := $(LUA_SRC:lua/src/%.c=$(BUILD)/lua/%.o)
 LUA_MOD   := $(BUILD)/lua/kiln.so
 
-VERSION := 0.1.0
+# The version is written once, in kiln.h; the soname carries the major number.
+version_part = $(shell sed -n 's/^\#define KILN_VERSION_$(1) \([0-9][0-9]*\).*/\1/p' core/include/kiln.h)
+VERSION_MAJOR := $(call version_part,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+SONAME  := libkiln.so.$(VERSION_MAJOR)
+ifeq ($(VERSION_MAJOR),)
+$(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
+endif
 
 .PHONY: bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
@@ -61,7 +69,7 @@ $(BUILD)/libkiln.a: $(CORE_OBJ)
 
 $(BUILD)/libkiln.so: $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libkiln.so.0 -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
 
 # Tests link the static library so internal (hidden) symbols stay reachable to white-box
 # suites through tests/support.
@@ -133,15 +141,19 @@ test-examples: $(ASTEROIDS_BIN)
 test:
 	@scripts/test-all.sh $(TEST_GROUPS)
 
-TEST_GROUPS := test-plain test-tools test-lua test-docs test-examples test-asan test-lua-asan test-tsan
+TEST_GROUPS := test-plain test-tools test-lua test-docs test-examples test-install test-premake \
+               test-asan test-lua-asan test-tsan
 
 test-plain: $(TEST_BIN)
 	@scripts/run-tests.sh $(TEST_BIN)
 
-test-asan:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+# The sanitizer build, shared by test-asan and test-lua-asan (one folder, build-asan).
+SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test-plain
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined"
+
+test-asan:
+	$(SAN_BUILD) test-plain
 
 # Tool suites (console, REPL): Check programs linked with the binding and Lua.
 TOOL_SRC := $(wildcard tests/tools/test_*.c)
@@ -158,6 +170,12 @@ test-tools: $(TOOL_BIN)
 test-docs: lib lua $(BUILD)/libkiln_lua.a
 	lua5.4 tests/docs/run_samples.lua $(BUILD) README.md docs/*.md
 
+# premake5.lua really builds: the C suites and the Lua specs again, against what premake
+# built, run from a scratch directory. Skipped, and said so, where no premake5 exists (on
+# PATH or at ../shared/tools/premake5); PREMAKE5=path picks one.
+test-premake:
+	@scripts/test-premake.sh $(PREMAKE5)
+
 # Lua specs (busted) against the module, run by the stock lua5.4 interpreter.
 BUSTED := lua5.4 /usr/bin/busted
 test-lua: $(LUA_MOD)
@@ -166,9 +184,7 @@ test-lua: $(LUA_MOD)
 # The same specs against the module built with ASan/UBSan, preloading the sanitizer runtime
 # into the stock interpreter.
 test-lua-asan:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	    EXTRA_LDFLAGS="-fsanitize=address,undefined" build-asan/lua/kiln.so
+	$(SAN_BUILD) build-asan/lua/kiln.so
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0 LUA_CPATH="build-asan/lua/?.so;;" KILN_BUILD=build-asan \
 	    $(BUSTED) --pattern=_spec tests/lua
@@ -181,19 +197,22 @@ test-tsan:
 	    test-plain
 
 # Benchmarks build the library and the baselines with the same flags, assertions off, then
-# run the core cases, the Lua cases and the mixed C+Lua frame, appending to one results file.
+# run the core cases, the Lua cases and the mixed C+Lua frame into one results file in the
+# (untracked) bench build folder: the core bench starts the file, the others append.
 BENCH_OPT := -O2 -DNDEBUG -falign-loops=64 -march=x86-64-v2
 BENCH_BUILD := $(MAKE) --no-print-directory BUILD=build-bench OPT="$(BENCH_OPT)"
+BENCH_RESULTS := build-bench/results.jsonl
 bench:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
-	build-bench/bench/core_bench --json bench/results.jsonl
-	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json bench/results.jsonl
-	build-bench/bench/mixed_host --json bench/results.jsonl
+	build-bench/bench/core_bench --json $(BENCH_RESULTS)
+	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json $(BENCH_RESULTS)
+	build-bench/bench/mixed_host --json $(BENCH_RESULTS)
+	@echo "results: $(BENCH_RESULTS)"
 
 # The whole benchmark three times; per case the run with the median ratio goes to the file.
 bench-median:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
-	bench/median_runs.sh 3
+	bench/median_runs.sh 3 $(BENCH_RESULTS)
 
 bench-quick:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so
