@@ -49,7 +49,7 @@ ifeq ($(VERSION_MAJOR),)
 $(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
 endif
 
-.PHONY: bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: FORCE test-install test-premake bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -232,23 +232,37 @@ $(BUILD)/bench/mixed_host: bench/lua/mixed_host.c $(BUILD)/libkiln_lua.a $(BUILD
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
 	    $(LUA_LIBS) $(LDLIBS_ALL)
 
-kiln.pc: kiln.pc.in
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+# Installing: headers, libraries, pkg-config data (kiln.pc for C hosts, kiln-lua.pc for
+# hosts that embed the binding), the Lua module and the kiln command. The module goes to
+# LUA_CMOD_DIR, which the stock lua5.4 searches when PREFIX is /usr/local; elsewhere, add it
+# to LUA_CPATH. The .pc files are written for this PREFIX on every install.
+LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
+PC_FILES := $(BUILD)/pkgconfig/kiln.pc $(BUILD)/pkgconfig/kiln-lua.pc
+$(PC_FILES): $(BUILD)/pkgconfig/%.pc: %.pc.in FORCE
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@LUA_CMOD_DIR@|$(LUA_CMOD_DIR)|g' $< > $@
+FORCE:
 
-install: lib lua repl $(BUILD)/libkiln_lua.a kiln.pc
+install: lib lua repl $(BUILD)/libkiln_lua.a $(PC_FILES)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LUA_CMOD_DIR)
 	install -m 644 core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(KILN_BIN) $(DESTDIR)$(PREFIX)/bin/kiln
-	install -m 755 $(LUA_MOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/kiln.so
+	install -m 755 $(LUA_MOD) $(DESTDIR)$(LUA_CMOD_DIR)/kiln.so
 	install -m 644 $(BUILD)/libkiln_lua.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(VERSION)
-	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkiln.so.0
-	ln -sf libkiln.so.0 $(DESTDIR)$(PREFIX)/lib/libkiln.so
-	install -m 644 kiln.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libkiln.so
+	install -m 644 $(PC_FILES) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+# What `make install` puts where, checked from outside: a staged install (DESTDIR), then a
+# C host and an embedding host built only through pkg-config, and `require "kiln"`.
+test-install: lib lua repl $(BUILD)/libkiln_lua.a
+	@scripts/test-install.sh $(BUILD)
 
 clean:
-	rm -rf build build-asan build-tsan build-bench kiln.pc
+	rm -rf build build-asan build-tsan build-bench
 
 -include $(CORE_DEPS) $(LUA_OBJ:.o=.d)
