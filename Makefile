@@ -49,7 +49,7 @@ ifeq ($(VERSION_MAJOR),)
 $(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
 endif
 
-.PHONY: FORCE test-install test-premake bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: FORCE docs test-install test-premake bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -166,8 +166,17 @@ $(BUILD)/tests/test_console $(BUILD)/tests/test_repl: $(BUILD)/tests/%: tests/to
 test-tools: $(TOOL_BIN)
 	@scripts/run-tests.sh $(TOOL_BIN)
 
-# Every ```c and ```lua sample in the docs, compiled or run against this build.
+# docs/c-api.md carries the headers' declarations and comments, copied by tools/apidoc.lua:
+# `make docs` rewrites them, test-docs fails while they are stale.
+API_HEADERS := core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h
+APIDOC := lua5.4 tools/apidoc.lua docs/c-api.md $(API_HEADERS)
+docs:
+	@$(APIDOC)
+
+# The C API page is current, then every ```c and ```lua sample in the docs, compiled or run
+# against this build.
 test-docs: lib lua $(BUILD)/libkiln_lua.a
+	@$(APIDOC) --check
 	lua5.4 tests/docs/run_samples.lua $(BUILD) README.md docs/*.md
 
 # premake5.lua really builds: the C suites and the Lua specs again, against what premake
