@@ -65,6 +65,7 @@ workspace "kiln"
     warnings "Extra"
     buildoptions { "-Wpedantic", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
         "-Wno-unused-parameter" }
+    if os.getenv("CI") == "true" then buildoptions { "-Werror" } end -- as the Makefile in CI
     pic "On"
     includedirs { root .. "/core/include", root .. "/addons/transform/include" }
     externalincludedirs(cglm_includes)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-premake.sh: builds kiln with premake5.lua and runs the C suites and the Lua specs against
 # that build from a scratch directory; ends "N passed, N failed", or "skipped: why" without premake.
-# usage: scripts/test-premake.sh [PREMAKE5]   (default: premake5 on PATH, else ../shared/tools/premake5)
+# usage: scripts/test-premake.sh [PREMAKE5]   (default: premake5 on PATH, else ../shared/tools/premake5;
+#        with PREMAKE_REQUIRED set, as in CI, a missing premake5 fails instead of skipping)
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 premake=${1:-}
@@ -10,8 +11,12 @@ if [ -z "$premake" ]; then
   [ -z "$premake" ] && [ -x "$root/../shared/tools/premake5" ] && premake="$root/../shared/tools/premake5"
 fi
 if [ -z "$premake" ] || [ ! -x "$premake" ]; then
-  if [ -n "${1:-}" ]; then echo "skipped: no premake5 at $1"
-  else echo "skipped: no premake5 on PATH or at ../shared/tools/premake5 (the Makefile build is tested as usual)"; fi
+  where=${1:-"on PATH or at ../shared/tools/premake5"}
+  [ -n "${1:-}" ] && where="at $1"
+  if [ -n "${PREMAKE_REQUIRED:-}" ]; then  # CI: a missing premake must not pass unseen
+    echo "no premake5 $where, and PREMAKE_REQUIRED is set"; echo "0 passed, 1 failed"; exit 1
+  fi
+  echo "skipped: no premake5 $where (the Makefile build is tested as usual)"
   exit 0
 fi
 
