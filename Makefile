@@ -148,9 +148,9 @@ test-plain: $(TEST_BIN)
 	@scripts/run-tests.sh $(TEST_BIN)
 
 # The sanitizer build, shared by test-asan and test-lua-asan (one folder, build-asan).
+SAN_FLAGS := -fsanitize=address,undefined
 SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	    EXTRA_LDFLAGS="-fsanitize=address,undefined"
+	    EXTRA_CFLAGS="$(SAN_FLAGS) -fno-sanitize-recover=all" EXTRA_LDFLAGS="$(SAN_FLAGS)"
 
 test-asan:
 	$(SAN_BUILD) test-plain
