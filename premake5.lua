@@ -124,17 +124,21 @@ end
 
 -- The Lua layer (lua/kiln/*.lua) compiled into the binding as C strings. tools/embed.lua
 -- rewrites the header only when its text changes, so a rebuild recompiles nothing.
+local function quoted(list)
+    local out = {}
+    for i, p in ipairs(list) do out[i] = '"' .. p .. '"' end
+    return table.concat(out, " ")
+end
+local scripts = os.matchfiles(root .. "/lua/kiln/*.lua")
+table.sort(scripts)
+local embed = "lua5.4 " .. quoted({ root .. "/tools/embed.lua", gen .. "/kiln_scripts.h" })
+    .. " " .. quoted(scripts)
+
 project "kiln_scripts"
     kind "Makefile"
-    local scripts = os.matchfiles(root .. "/lua/kiln/*.lua")
-    table.sort(scripts)
-    buildcommands {
-        "{MKDIR} " .. gen,
-        "lua5.4 " .. root .. "/tools/embed.lua " .. gen .. "/kiln_scripts.h " .. table.concat(scripts, " "),
-    }
-    rebuildcommands { "{DELETE} " .. gen .. "/kiln_scripts.h", "{MKDIR} " .. gen,
-        "lua5.4 " .. root .. "/tools/embed.lua " .. gen .. "/kiln_scripts.h " .. table.concat(scripts, " ") }
-    cleancommands { "{DELETE} " .. gen .. "/kiln_scripts.h" }
+    buildcommands { "{MKDIR} " .. quoted({ gen }), embed }
+    rebuildcommands { "{DELETE} " .. quoted({ gen .. "/kiln_scripts.h" }), "{MKDIR} " .. quoted({ gen }), embed }
+    cleancommands { "{DELETE} " .. quoted({ gen .. "/kiln_scripts.h" }) }
 
 local binding_files = { root .. "/lua/kiln_lua.h", root .. "/lua/src/*.c", root .. "/lua/src/*.h" }
 
