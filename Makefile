@@ -1,5 +1,6 @@
 # kiln: plain Makefile, the build path that needs no tool beyond make and a C compiler.
-# Targets: all (libraries + demo), run, test (plain + ASan/UBSan), bench, install, clean.
+# Targets: all (libraries, module, kiln command, examples), run, test (every group, see
+# TEST_GROUPS), docs (the C API page from the headers), bench, install, clean.
 # Run it from the repository root, or from anywhere with `make -C PATH`.
 
 CC      ?= cc
