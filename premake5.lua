@@ -77,13 +77,14 @@ workspace "kiln"
         symbols "On"
         optimize "Debug"
 
+    -- optimize "On" is -O2, the Makefile's OPT and BENCH_OPT level.
     filter "configurations:Release"
-        optimize "Speed"
+        optimize "On"
         symbols "On"
 
     filter "configurations:Bench"
         defines { "NDEBUG" }
-        optimize "Speed"
+        optimize "On"
         buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
 
     filter {}
