@@ -298,6 +298,57 @@ for _, header in ipairs(headers) do
 end
 if count == 0 then problems[#problems + 1] = page_path .. ": no <!-- apidoc ... --> block" end
 
+-- The hand-written prose must not drift either: every lowercase kiln_ name it quotes is
+-- declared by a header given, and every #anchor link lands on a heading or a declaration.
+-- (Read from the page as it is on disk, so line numbers match; only blocks are rewritten.)
+local known, anchors = {}, {}
+for _, header in ipairs(headers) do
+  for _, s in ipairs(parsed[header].sections) do
+    for _, e in ipairs(s.entries) do
+      for _, n in ipairs(declared_names(e.code)) do known[n] = true; anchors[n] = true end
+    end
+  end
+end
+local in_block, in_fence, lineno = false, false, 0
+for line in (page .. "\n"):gmatch("(.-)\n") do
+  lineno = lineno + 1
+  if line:match("^<!%-%- apidoc ") then in_block = true
+  elseif line:match("^<!%-%- /apidoc %-%->") then in_block = false
+  elseif not in_block then
+    if line:match("^%s*```") or line:match("^%s*~~~") then in_fence = not in_fence
+    elseif not in_fence then
+      local heading = line:match("^#+%s+(.-)%s*$")
+      if heading then
+        anchors[heading:lower():gsub("[^%w%s_%-]", ""):gsub("%s", "-")] = true
+      end
+    end
+  end
+end
+in_block, in_fence, lineno = false, false, 0
+for line in (page .. "\n"):gmatch("(.-)\n") do
+  lineno = lineno + 1
+  if line:match("^<!%-%- apidoc ") then in_block = true
+  elseif line:match("^<!%-%- /apidoc %-%->") then in_block = false
+  elseif line:match("^%s*```") or line:match("^%s*~~~") then in_fence = not in_fence
+  elseif not in_block and not in_fence then
+    local text = line:gsub("%]%([^)]*%)", "]")  -- link targets are checked below, not as names
+    for name, after in text:gmatch("%f[%w_](kiln_[%w_]*%w)(%.?%a?)") do
+      if after ~= ".h" and not known[name] then
+        problems[#problems + 1] = string.format(
+          "%s:%d: names %s, which none of the headers declares (renamed or removed?)",
+          page_path, lineno, name)
+      end
+    end
+    for target in line:gmatch("%]%(#([^)%s]+)%)") do
+      if not anchors[target] then
+        problems[#problems + 1] = string.format(
+          "%s:%d: links to #%s, which is neither a heading nor a declaration of the page",
+          page_path, lineno, target)
+      end
+    end
+  end
+end
+
 if #problems > 0 then
   table.sort(problems)
   fail(table.concat(problems, "\napidoc: "))

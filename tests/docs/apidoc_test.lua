@@ -197,6 +197,24 @@ test("a function missing from the header's own index fails, and so does a listed
   expect(out:find("lists kiln_demo_gone", 1, true), "the stray name is not named: " .. out)
 end)
 
+test("prose that names a function no header declares fails at its line", function()
+  local page = fresh_page(page_text .. "\nCall `kiln_demo_open`, then `kiln_demo_shut` (see kiln_demo.h).\n")
+  local ok, out = apidoc(page, header)
+  expect(not ok, "a renamed function in the prose was accepted")
+  local line = select(2, page_text:gsub("\n", "")) + 2
+  expect(out:find(":" .. line .. ": names kiln_demo_shut", 1, true), "the name and line are not given: " .. out)
+  expect(not out:find("kiln_demo_open,", 1, true) and not out:find("names kiln_demo\n", 1, true),
+    "a declared name or a file name was reported: " .. out)
+end)
+
+test("a link to an anchor the page does not have fails; headings and declarations are anchors", function()
+  local page = fresh_page(page_text .. "\nSee [open](#kiln_demo_open), [demo](#demo) and [gone](#kiln_demo_gone).\n")
+  local ok, out = apidoc(page, header)
+  expect(not ok and out:find("links to #kiln_demo_gone", 1, true), "a dead link was accepted: " .. out)
+  expect(not out:find("#kiln_demo_open,", 1, true) and not out:find("links to #demo,", 1, true)
+    and not out:find("links to #demo\n", 1, true), "a good link was reported: " .. out)
+end)
+
 test("a header without an extern \"C\" block is refused with the reason", function()
   local bare = write("bare.h", "int f(void);\n")
   local page = write("page.md", "<!-- apidoc " .. bare .. " -->\n<!-- /apidoc -->\n")
