@@ -1,7 +1,7 @@
 -- premake5.lua: the Makefile's targets for premake 5 users; `make test-premake` builds with it
 -- and runs the suites against the result. Every path is absolute, so it builds from any directory.
 --
---   premake5 --file=PATH/premake5.lua gmake       (writes PATH/build/premake; `gmake2` before beta 8)
+--   premake5 --file=PATH/premake5.lua gmake       (writes PATH/build/premake; older premake 5: gmake2)
 --   make -C PATH/build/premake config=release     (or debug; bench for the benchmark flags)
 --
 -- The Makefile needs no tool beyond make and a C compiler and stays the reference build; the
