@@ -7,8 +7,13 @@
 -- The Makefile needs no tool beyond make and a C compiler and stays the reference build; the
 -- version comes from core/include/kiln.h in both.
 
+newoption {
+    trigger = "builddir",
+    value = "DIR",
+    description = "Where the makefiles, objects and binaries go (default: build/premake)",
+}
 local root = _MAIN_SCRIPT_DIR
-local out = root .. "/build/premake"
+local out = _OPTIONS["builddir"] and path.getabsolute(_OPTIONS["builddir"]) or root .. "/build/premake"
 local gen = out .. "/gen"
 
 -- The version, read from the one place it is written.
