@@ -1,5 +1,7 @@
 # kiln: plain Makefile, the build path that needs no tool beyond make and a C compiler.
-# Targets: all (libraries + demo), run, test (plain + ASan/UBSan), bench, install, clean.
+# Targets: all (libraries, module, kiln command, examples), run, test (every group, see
+# TEST_GROUPS), docs (the C API page from the headers), bench, install, clean.
+# Run it from the repository root, or from anywhere with `make -C PATH`.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
@@ -39,9 +41,16 @@ LUA_SRC   := $(wildcard lua/src/*.c)
 LUA_OBJ   := $(LUA_SRC:lua/src/%.c=$(BUILD)/lua/%.o)
 LUA_MOD   := $(BUILD)/lua/kiln.so
 
-VERSION := 0.1.0
+# The version is written once, in kiln.h; the soname carries the major number.
+version_part = $(shell sed -n 's/^\#define KILN_VERSION_$(1) \([0-9][0-9]*\).*/\1/p' core/include/kiln.h)
+VERSION_MAJOR := $(call version_part,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+SONAME  := libkiln.so.$(VERSION_MAJOR)
+ifeq ($(VERSION_MAJOR),)
+$(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
+endif
 
-.PHONY: bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: test-layout FORCE docs test-install test-premake bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -61,7 +70,7 @@ $(BUILD)/libkiln.a: $(CORE_OBJ)
 
 $(BUILD)/libkiln.so: $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libkiln.so.0 -o $@ $^ $(LDLIBS_ALL)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
 
 # Tests link the static library so internal (hidden) symbols stay reachable to white-box
 # suites through tests/support.
@@ -133,15 +142,24 @@ test-examples: $(ASTEROIDS_BIN)
 test:
 	@scripts/test-all.sh $(TEST_GROUPS)
 
-TEST_GROUPS := test-plain test-tools test-lua test-docs test-examples test-asan test-lua-asan test-tsan
+TEST_GROUPS := test-layout test-plain test-tools test-lua test-docs test-examples test-install \
+               test-premake test-asan test-lua-asan test-tsan
+
+# The layering the folders promise: the core never names an addon, the binding's files call
+# each other without a circle, prototypes live in headers, no source file is too long.
+test-layout:
+	@lua5.4 tools/check_layout.lua .
 
 test-plain: $(TEST_BIN)
 	@scripts/run-tests.sh $(TEST_BIN)
 
+# The sanitizer build, shared by test-asan and test-lua-asan (one folder, build-asan).
+SAN_FLAGS := -fsanitize=address,undefined
+SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    EXTRA_CFLAGS="$(SAN_FLAGS) -fno-sanitize-recover=all" EXTRA_LDFLAGS="$(SAN_FLAGS)"
+
 test-asan:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	    EXTRA_LDFLAGS="-fsanitize=address,undefined" test-plain
+	$(SAN_BUILD) test-plain
 
 # Tool suites (console, REPL): Check programs linked with the binding and Lua.
 TOOL_SRC := $(wildcard tests/tools/test_*.c)
@@ -154,9 +172,23 @@ $(BUILD)/tests/test_console $(BUILD)/tests/test_repl: $(BUILD)/tests/%: tests/to
 test-tools: $(TOOL_BIN)
 	@scripts/run-tests.sh $(TOOL_BIN)
 
-# Every ```c and ```lua sample in the docs, compiled or run against this build.
+# docs/c-api.md carries the headers' declarations and comments, copied by tools/apidoc.lua:
+# `make docs` rewrites them, test-docs fails while they are stale.
+API_HEADERS := core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h
+APIDOC := lua5.4 tools/apidoc.lua docs/c-api.md $(API_HEADERS)
+docs:
+	@$(APIDOC)
+
+# The C API page is current (and the tool's own tests pass), then every ```c and ```lua
+# sample in the docs, compiled or run against this build.
 test-docs: lib lua $(BUILD)/libkiln_lua.a
-	lua5.4 tests/docs/run_samples.lua $(BUILD) README.md docs/*.md
+	@scripts/test-docs.sh $(BUILD) docs/c-api.md $(API_HEADERS)
+
+# premake5.lua really builds: the C suites and the Lua specs again, against what premake
+# built, run from a scratch directory. Skipped, and said so, where no premake5 exists (on
+# PATH or at ../shared/tools/premake5); PREMAKE5=path picks one.
+test-premake:
+	@scripts/test-premake.sh $(PREMAKE5)
 
 # Lua specs (busted) against the module, run by the stock lua5.4 interpreter.
 BUSTED := lua5.4 /usr/bin/busted
@@ -166,9 +198,7 @@ test-lua: $(LUA_MOD)
 # The same specs against the module built with ASan/UBSan, preloading the sanitizer runtime
 # into the stock interpreter.
 test-lua-asan:
-	$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-	    EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	    EXTRA_LDFLAGS="-fsanitize=address,undefined" build-asan/lua/kiln.so
+	$(SAN_BUILD) build-asan/lua/kiln.so
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0 LUA_CPATH="build-asan/lua/?.so;;" KILN_BUILD=build-asan \
 	    $(BUSTED) --pattern=_spec tests/lua
@@ -181,19 +211,22 @@ test-tsan:
 	    test-plain
 
 # Benchmarks build the library and the baselines with the same flags, assertions off, then
-# run the core cases, the Lua cases and the mixed C+Lua frame, appending to one results file.
+# run the core cases, the Lua cases and the mixed C+Lua frame into one results file in the
+# (untracked) bench build folder: the core bench starts the file, the others append.
 BENCH_OPT := -O2 -DNDEBUG -falign-loops=64 -march=x86-64-v2
 BENCH_BUILD := $(MAKE) --no-print-directory BUILD=build-bench OPT="$(BENCH_OPT)"
+BENCH_RESULTS := build-bench/results.jsonl
 bench:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
-	build-bench/bench/core_bench --json bench/results.jsonl
-	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json bench/results.jsonl
-	build-bench/bench/mixed_host --json bench/results.jsonl
+	build-bench/bench/core_bench --json $(BENCH_RESULTS)
+	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json $(BENCH_RESULTS)
+	build-bench/bench/mixed_host --json $(BENCH_RESULTS)
+	@echo "results: $(BENCH_RESULTS)"
 
 # The whole benchmark three times; per case the run with the median ratio goes to the file.
 bench-median:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
-	bench/median_runs.sh 3
+	bench/median_runs.sh 3 $(BENCH_RESULTS)
 
 bench-quick:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so
@@ -213,23 +246,37 @@ $(BUILD)/bench/mixed_host: bench/lua/mixed_host.c $(BUILD)/libkiln_lua.a $(BUILD
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
 	    $(LUA_LIBS) $(LDLIBS_ALL)
 
-kiln.pc: kiln.pc.in
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+# Installing: headers, libraries, pkg-config data (kiln.pc for C hosts, kiln-lua.pc for
+# hosts that embed the binding), the Lua module and the kiln command. The module goes to
+# LUA_CMOD_DIR, which the stock lua5.4 searches when PREFIX is /usr/local; elsewhere, add it
+# to LUA_CPATH. The .pc files are written for this PREFIX on every install.
+LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
+PC_FILES := $(BUILD)/pkgconfig/kiln.pc $(BUILD)/pkgconfig/kiln-lua.pc
+$(PC_FILES): $(BUILD)/pkgconfig/%.pc: %.pc.in FORCE
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@LUA_CMOD_DIR@|$(LUA_CMOD_DIR)|g' $< > $@
+FORCE:
 
-install: lib lua repl $(BUILD)/libkiln_lua.a kiln.pc
+install: lib lua repl $(BUILD)/libkiln_lua.a $(PC_FILES)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LUA_CMOD_DIR)
 	install -m 644 core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(KILN_BIN) $(DESTDIR)$(PREFIX)/bin/kiln
-	install -m 755 $(LUA_MOD) $(DESTDIR)$(PREFIX)/lib/lua/5.4/kiln.so
+	install -m 755 $(LUA_MOD) $(DESTDIR)$(LUA_CMOD_DIR)/kiln.so
 	install -m 644 $(BUILD)/libkiln_lua.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libkiln.so $(DESTDIR)$(PREFIX)/lib/libkiln.so.$(VERSION)
-	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkiln.so.0
-	ln -sf libkiln.so.0 $(DESTDIR)$(PREFIX)/lib/libkiln.so
-	install -m 644 kiln.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	ln -sf libkiln.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libkiln.so
+	install -m 644 $(PC_FILES) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+# What `make install` puts where, checked from outside: a staged install (DESTDIR), then a
+# C host and an embedding host built only through pkg-config, and `require "kiln"`.
+test-install: lib lua repl $(BUILD)/libkiln_lua.a
+	@scripts/test-install.sh $(BUILD)
 
 clean:
-	rm -rf build build-asan build-tsan build-bench kiln.pc
+	rm -rf build build-asan build-tsan build-bench
 
 -include $(CORE_DEPS) $(LUA_OBJ:.o=.d)

@@ -1,117 +1,212 @@
--- premake5.lua: the same targets as the Makefile, for users of premake 5
--- (`premake5 gmake2 && make -C build/premake config=release`). The Makefile needs no tool
--- beyond make and stays the reference build; keep the two in step.
+-- premake5.lua: the Makefile's targets for premake 5 users; `make test-premake` builds with it
+-- and runs the suites against the result. Every path is absolute, so it builds from any directory.
+--
+--   premake5 --file=PATH/premake5.lua gmake       (writes PATH/build/premake; older premake 5: gmake2)
+--   make -C PATH/build/premake config=release     (or debug; bench for the benchmark flags)
+--
+-- The Makefile needs no tool beyond make and a C compiler and stays the reference build; the
+-- version comes from core/include/kiln.h in both.
+
+newoption {
+    trigger = "builddir",
+    value = "DIR",
+    description = "Where the makefiles, objects and binaries go (default: build/premake)",
+}
+local root = _MAIN_SCRIPT_DIR
+local out = _OPTIONS["builddir"] and path.getabsolute(_OPTIONS["builddir"]) or root .. "/build/premake"
+local gen = out .. "/gen"
+
+-- The version, read from the one place it is written.
+local function version_part(name)
+    local header = io.readfile(root .. "/core/include/kiln.h") or ""
+    return header:match("#define KILN_VERSION_" .. name .. " (%d+)")
+        or error("premake5.lua: KILN_VERSION_" .. name .. " not found in core/include/kiln.h")
+end
+local major = version_part("MAJOR")
+
+-- Include directories and libraries of a Debian package, from pkg-config, with fallbacks
+-- for a machine without the .pc file.
+local function pkg_includes(package, fallback)
+    local text, code = os.outputof("pkg-config --cflags-only-I " .. package .. " 2>/dev/null")
+    local dirs = {}
+    if code == 0 and text then
+        for dir in text:gmatch("%-I(%S+)") do dirs[#dirs + 1] = dir end
+        return dirs
+    end
+    return fallback
+end
+local function pkg_links(package, fallback)
+    local text, code = os.outputof("pkg-config --libs-only-l " .. package .. " 2>/dev/null")
+    local libs = {}
+    if code == 0 and text then
+        for lib in text:gmatch("%-l(%S+)") do libs[#libs + 1] = lib end
+        return libs
+    end
+    return fallback
+end
+
+local lua_includes = pkg_includes("lua5.4", { "/usr/include/lua5.4" })
+local cglm_includes = pkg_includes("cglm", {})
+local edit_includes = pkg_includes("libedit", { "/usr/include/editline" })
+local lua_links = pkg_links("lua5.4", { "lua5.4" })
+local check_links = pkg_links("check", { "check", "subunit", "rt", "m" })
+local edit_links = pkg_links("libedit", { "edit" })
+
+local function concat(...)
+    local list = {}
+    for _, part in ipairs({ ... }) do
+        for _, item in ipairs(part) do list[#list + 1] = item end
+    end
+    return list
+end
 
 workspace "kiln"
-    configurations { "Debug", "Release" }
-    location "build/premake"
+    -- Debug and Release keep kiln's assertions (the abort tests rely on them), as the
+    -- Makefile does; Bench turns them off and adds the benchmark flags of `make bench`.
+    configurations { "Debug", "Release", "Bench" }
+    location(out)
     language "C"
     cdialect "C11"
     warnings "Extra"
+    buildoptions { "-Wpedantic", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
+        "-Wno-unused-parameter" }
+    if os.getenv("CI") == "true" then buildoptions { "-Werror" } end -- as the Makefile in CI
     pic "On"
-    includedirs { "core/include", "addons/transform/include" }
+    includedirs { root .. "/core/include", root .. "/addons/transform/include" }
+    externalincludedirs(cglm_includes)
     defines { "_POSIX_C_SOURCE=200809L" }
-    targetdir "build/premake/%{cfg.buildcfg}"
-    objdir "build/premake/obj/%{cfg.buildcfg}/%{prj.name}"
+    targetdir(out .. "/%{cfg.buildcfg}")
+    objdir(out .. "/obj/%{cfg.buildcfg}/%{prj.name}")
 
     filter "configurations:Debug"
         symbols "On"
         optimize "Debug"
 
+    -- optimize "On" is -O2, the Makefile's OPT and BENCH_OPT level.
     filter "configurations:Release"
-        defines { "NDEBUG" }
-        optimize "Speed"
+        optimize "On"
         symbols "On"
+
+    filter "configurations:Bench"
+        defines { "NDEBUG" }
+        optimize "On"
+        buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
 
     filter {}
 
--- The core as a static library (libkiln.a) ...
+local core_files = {
+    root .. "/core/include/kiln.h", root .. "/core/src/*.c", root .. "/core/src/*.h",
+    root .. "/addons/*/include/*.h", root .. "/addons/*/src/*.c", root .. "/addons/*/src/*.h",
+}
+
+-- The core and the addons as a static library (libkiln.a) ...
 project "kiln"
     kind "StaticLib"
-    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h", "addons/*/include/*.h", "addons/*/src/*.c", "addons/*/src/*.h" }
-    includedirs { "core/src" }
+    files(core_files)
+    includedirs { root .. "/core/src" }
 
--- ... and as a shared library (libkiln.so) built from the same sources.
+-- ... and as a shared library, with the Makefile's soname (libkiln.so.MAJOR).
 project "kiln_shared"
     kind "SharedLib"
     targetname "kiln"
-    files { "core/include/kiln.h", "core/src/*.c", "core/src/*.h", "addons/*/include/*.h", "addons/*/src/*.c", "addons/*/src/*.h" }
-    includedirs { "core/src" }
+    files(core_files)
+    includedirs { root .. "/core/src" }
+    linkoptions { "-Wl,-soname,libkiln.so." .. major }
     links { "m", "pthread" }
 
 project "core_demo"
     kind "ConsoleApp"
-    files { "examples/core_demo.c" }
+    files { root .. "/examples/core_demo.c" }
     links { "kiln", "m", "pthread" }
 
 -- One executable per Check suite, as in the Makefile.
-for _, path in ipairs(os.matchfiles("tests/core/test_*.c")) do
-    project(path:match("([^/]+)%.c$"))
+for _, file in ipairs(os.matchfiles(root .. "/tests/core/test_*.c")) do
+    project(path.getbasename(file))
         kind "ConsoleApp"
-        files { path, "tests/support/*.c", "tests/support/*.h" }
-        includedirs { "tests/support" }
-        links { "kiln", "check", "subunit", "rt", "m", "pthread" }
+        files { file, root .. "/tests/support/*.c", root .. "/tests/support/*.h" }
+        includedirs { root .. "/tests/support" }
+        links(concat({ "kiln" }, check_links, { "m", "pthread" }))
 end
 
--- The Lua layer (lua/kiln/*.lua) is compiled into the binding as C strings.
-local embed = "lua5.4 %{wks.location}/../../tools/embed.lua %{wks.location}/../gen/kiln_scripts.h "
-    .. table.concat(os.matchfiles("lua/kiln/*.lua"), " ")
+-- The Lua layer (lua/kiln/*.lua) compiled into the binding as C strings. tools/embed.lua
+-- rewrites the header only when its text changes, so a rebuild recompiles nothing.
+local function quoted(list)
+    local out = {}
+    for i, p in ipairs(list) do out[i] = '"' .. p .. '"' end
+    return table.concat(out, " ")
+end
+local scripts = os.matchfiles(root .. "/lua/kiln/*.lua")
+table.sort(scripts)
+local embed = "lua5.4 " .. quoted({ root .. "/tools/embed.lua", gen .. "/kiln_scripts.h" })
+    .. " " .. quoted(scripts)
 
--- The binding as a static library for hosts (the kiln command, the sample game).
+project "kiln_scripts"
+    kind "Makefile"
+    buildcommands { "{MKDIR} " .. quoted({ gen }), embed }
+    rebuildcommands { "{DELETE} " .. quoted({ gen .. "/kiln_scripts.h" }), "{MKDIR} " .. quoted({ gen }), embed }
+    cleancommands { "{DELETE} " .. quoted({ gen .. "/kiln_scripts.h" }) }
+
+local binding_files = { root .. "/lua/kiln_lua.h", root .. "/lua/src/*.c", root .. "/lua/src/*.h" }
+
+-- The binding as a static library (libkiln_lua.a) for hosts: the kiln command, the game.
 project "kiln_lua_static"
     kind "StaticLib"
     targetname "kiln_lua"
-    files { "lua/kiln_lua.h", "lua/src/*.c", "lua/src/*.h" }
-    includedirs { "lua", "/usr/include/lua5.4", "build/gen" }
-    prebuildcommands { "{MKDIR} %{wks.location}/../gen", embed }
+    dependson { "kiln_scripts" }
+    files(binding_files)
+    includedirs { root .. "/lua", gen }
+    externalincludedirs(lua_includes)
 
 -- The Lua module (kiln.so, loaded by `require "kiln"`).
-project "kiln_lua"
+project "kiln_module"
     kind "SharedLib"
     targetname "kiln"
     targetprefix ""
-    files { "lua/kiln_lua.h", "lua/src/*.c", "lua/src/*.h" }
-    includedirs { "lua", "/usr/include/lua5.4", "build/gen" }
-    prebuildcommands { "{MKDIR} %{wks.location}/../gen", embed }
+    targetdir(out .. "/%{cfg.buildcfg}/lua")
+    dependson { "kiln_scripts" }
+    files(binding_files)
+    includedirs { root .. "/lua", gen }
+    externalincludedirs(lua_includes)
     links { "kiln", "m", "pthread" }
 
 -- The kiln command: scripts, the REPL (libedit), the console client.
 project "kiln_cmd"
     kind "ConsoleApp"
     targetname "kiln"
-    files { "lua/repl/main.c" }
-    includedirs { "lua", "/usr/include/lua5.4", "/usr/include/editline" }
-    links { "kiln_lua_static", "kiln", "lua5.4", "edit", "m", "pthread" }
+    files { root .. "/lua/repl/main.c" }
+    includedirs { root .. "/lua" }
+    externalincludedirs(concat(lua_includes, edit_includes))
+    links(concat({ "kiln_lua_static", "kiln" }, lua_links, edit_links, { "m", "pthread" }))
 
 -- The sample game.
 project "asteroids"
     kind "ConsoleApp"
-    files { "examples/asteroids/*.c", "examples/asteroids/*.h" }
-    includedirs { "lua", "/usr/include/lua5.4" }
-    links { "kiln_lua_static", "kiln", "lua5.4", "m", "pthread" }
+    files { root .. "/examples/asteroids/*.c", root .. "/examples/asteroids/*.h" }
+    includedirs { root .. "/lua" }
+    externalincludedirs(lua_includes)
+    links(concat({ "kiln_lua_static", "kiln" }, lua_links, { "m", "pthread" }))
 
--- The console and REPL suites.
-for _, path in ipairs(os.matchfiles("tests/tools/test_*.c")) do
-    project(path:match("([^/]+)%.c$"))
+-- The console and REPL suites; they start the kiln command by its absolute path.
+for _, file in ipairs(os.matchfiles(root .. "/tests/tools/test_*.c")) do
+    project(path.getbasename(file))
         kind "ConsoleApp"
-        files { path }
-        includedirs { "lua", "/usr/include/lua5.4" }
-        defines { 'KILN_BIN_PATH="%{cfg.targetdir}/kiln"' }
-        links { "kiln_lua_static", "kiln", "lua5.4", "check", "subunit", "rt", "util", "m", "pthread" }
+        dependson { "kiln_cmd" }
+        files { file }
+        includedirs { root .. "/lua" }
+        externalincludedirs(lua_includes)
+        defines { 'KILN_BIN_PATH="' .. out .. '/%{cfg.buildcfg}/kiln"' }
+        links(concat({ "kiln_lua_static", "kiln" }, lua_links, check_links, { "util", "m", "pthread" }))
 end
 
 project "core_bench"
     kind "ConsoleApp"
-    files { "bench/*.c", "bench/*.h" }
-    includedirs { "bench" }
+    files { root .. "/bench/*.c", root .. "/bench/*.h" }
+    includedirs { root .. "/bench" }
     links { "kiln", "m", "pthread" }
-
-    filter "configurations:Release"
-        buildoptions { "-falign-loops=64", "-march=x86-64-v2" }
-    filter {}
 
 project "mixed_host"
     kind "ConsoleApp"
-    files { "bench/lua/mixed_host.c" }
-    includedirs { "lua", "/usr/include/lua5.4" }
-    links { "kiln_lua_static", "kiln", "lua5.4", "m", "pthread" }
+    files { root .. "/bench/lua/mixed_host.c" }
+    includedirs { root .. "/lua" }
+    externalincludedirs(lua_includes)
+    links(concat({ "kiln_lua_static", "kiln" }, lua_links, { "m", "pthread" }))

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # median_runs.sh: runs the whole benchmark N times (default 3) and writes, per case, the run
-# whose ratio is the median of the N, to bench/results.jsonl; the machines are shared and
-# noisy, so one run's medians still move between runs.
+# whose ratio is the median of the N, to OUT; the machines are shared and noisy, so one run's
+# medians still move between runs.
+# usage: bench/median_runs.sh [N] [OUT]   (from the repository root; OUT: build-bench/results.jsonl)
 set -euo pipefail
 runs=${1:-3}
+results=${2:-build-bench/results.jsonl}
+mkdir -p "$(dirname "$results")"
 tmp=$(mktemp -d)
 for i in $(seq 1 "$runs"); do
   build-bench/bench/core_bench --json "$tmp/run$i.jsonl" > /dev/null
   LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json "$tmp/run$i.jsonl" > /dev/null
   build-bench/bench/mixed_host --json "$tmp/run$i.jsonl" > /dev/null
 done
-lua5.4 - "$tmp" "$runs" > bench/results.jsonl <<'LUA'
+lua5.4 - "$tmp" "$runs" > "$results" <<'LUA'
 local dir, runs = arg[1], tonumber(arg[2])
 local order, by = {}, {}
 for i = 1, runs do
@@ -28,4 +31,4 @@ for _, name in ipairs(order) do
 end
 LUA
 rm -rf "$tmp"
-cat bench/results.jsonl
+cat "$results"

@@ -57,9 +57,7 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_STRING "0.1.0"
 
-/* ------------------------------------------------------------------------------------------ */
-/* Basic types                                                                                */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Basic types ------------------------------------------------------------------------ */
 
 /* An entity handle: the low 32 bits are the slot index, the 21 bits above them the slot's
  * generation (1 .. 2^21-1). Handles are below 2^53, so Lua numbers and doubles carry them
@@ -71,13 +69,17 @@ typedef uint64_t kiln_entity;
 #define KILN_ENTITY_GENERATION_BITS 21
 #define KILN_ENTITY_GENERATION_MAX ((uint32_t)((1u << KILN_ENTITY_GENERATION_BITS) - 1u))
 
-/* The slot index, the generation and the handle of a slot index and generation. */
+/* The slot index of an entity handle (its low 32 bits). */
 static inline uint32_t kiln_entity_index(kiln_entity entity) {
     return (uint32_t)(entity & 0xffffffffu);
 }
+
+/* The generation of an entity handle (21 bits above the index). */
 static inline uint32_t kiln_entity_generation(kiln_entity entity) {
     return (uint32_t)((entity >> 32) & KILN_ENTITY_GENERATION_MAX);
 }
+
+/* The handle of a slot index and generation. */
 static inline kiln_entity kiln_entity_make(uint32_t index, uint32_t generation) {
     return ((uint64_t)(generation & KILN_ENTITY_GENERATION_MAX) << 32) | index;
 }
@@ -121,9 +123,7 @@ typedef enum kiln_result {
  * aligns column storage to 16 bytes itself. */
 typedef void *(*kiln_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
 
-/* ------------------------------------------------------------------------------------------ */
-/* World                                                                                      */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- World ------------------------------------------------------------------------------ */
 
 typedef struct kiln_world_desc {
     kiln_alloc_fn alloc;   /* NULL: the C library's realloc/free */
@@ -185,9 +185,7 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Components                                                                                 */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Components ------------------------------------------------------------------------- */
 
 /* Field types for reflection. */
 typedef enum kiln_type {
@@ -295,9 +293,7 @@ int32_t kiln_component_count(const kiln_world *world);
 kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_component component,
                                  const void *value);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Entities                                                                                   */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Entities --------------------------------------------------------------------------- */
 
 /* Spawns an entity with no components (it lives in the empty archetype). Writes the handle
  * to dest (which may be NULL). Fails only for out of memory or exhausted slots. */
@@ -336,9 +332,7 @@ int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln
  * enough); returns buf. */
 char *kiln_entity_format(kiln_entity entity, char *buf, size_t size);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Component access                                                                           */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Component access ------------------------------------------------------------------- */
 
 /* Adds component to entity with a bitwise copy of value (NULL: the component's defaults),
  * moving the entity to the neighbouring archetype. If the entity already has it, the old value is
@@ -373,9 +367,7 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Queries                                                                                    */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Queries ---------------------------------------------------------------------------- */
 
 #define KILN_QUERY_MAX_TERMS 16
 
@@ -466,9 +458,7 @@ static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, in
 kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 
 
-/* ------------------------------------------------------------------------------------------ */
-/* Command buffers                                                                            */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Command buffers -------------------------------------------------------------------- */
 
 /* A command buffer records spawns, despawns, adds, sets and removes and applies them later,
  * in order. Recording never touches the world: it only reads the component registry (for
@@ -553,9 +543,7 @@ kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placehol
  * messages ("kiln_commands_add: ..."). */
 const char *kiln_commands_error(const kiln_commands *cmd);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Deferred world                                                                             */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Deferred world --------------------------------------------------------------------- */
 
 /* Between kiln_defer_begin and kiln_defer_end, kiln_spawn*, kiln_despawn, kiln_add,
  * kiln_remove and kiln_set are checked at once (a dead entity or unknown component still
@@ -584,9 +572,7 @@ kiln_result kiln_defer_end(kiln_world *world);
 /* True inside a deferred section (or an iteration). */
 bool kiln_is_deferred(const kiln_world *world);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Job system                                                                                 */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Job system ------------------------------------------------------------------------- */
 
 /* A pool of worker threads. Jobs are submitted in batches tied to a counter and waited on;
  * a waiting thread runs queued jobs itself instead of blocking idle, so a job may submit
@@ -650,9 +636,7 @@ typedef void (*kiln_chunk_fn)(kiln_iter *view, void *user);
 kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
                               kiln_chunk_fn fn, void *user);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Schedule                                                                                   */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Schedule --------------------------------------------------------------------------- */
 
 /* A schedule runs a frame as systems that declare what they read and write. Staging rule:
  * a system runs after every earlier-declared system it conflicts with and after every system
@@ -743,9 +727,7 @@ kiln_result kiln_schedule_enable(kiln_schedule *schedule, const char *name, bool
  * to size, always NUL-terminated) and returns the length the full text needs. */
 size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Events                                                                                     */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Events ----------------------------------------------------------------------------- */
 
 /* Events are typed messages between systems. Each type keeps two buffers: emit appends to the
  * current one; readers see the previous buffer, then the current one, in emit order;
@@ -784,9 +766,7 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
  * memory, so steady-state frames allocate nothing. */
 void kiln_events_update(kiln_world *world);
 
-/* ------------------------------------------------------------------------------------------ */
-/* Resources                                                                                  */
-/* ------------------------------------------------------------------------------------------ */
+/* ---- Resources -------------------------------------------------------------------------- */
 
 /* Resources are world-wide singletons keyed by a component type, whose layout, reflected
  * fields and hooks they use (register a "Score" component, then set the Score resource).
