@@ -67,6 +67,12 @@ function kiln.commands() end
 ---@return string
 function kiln.handle(e) end
 
+---Reads a handle back from its text ("12v3"); an integer handle is returned as it is.
+---Raises `bad argument #1 to 'kiln.entity' (...)` for anything else.
+---@param text string|entity
+---@return entity
+function kiln.entity(text) end
+
 ---How the REPL shows a value: entities (with a world) as `world:inspect`, queries as
 ---`q:format`, component infos as their schema, system lists as tables, other values on one
 ---line.
