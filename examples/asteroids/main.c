@@ -220,12 +220,20 @@ static int setup_lua(lua_State *L) {
 
 /* Runs one frame through world:progress (so Lua systems have their world at hand). Lua
  * systems that raised are reported and disabled; the frame itself goes on. */
+/* world:progress(dt) looked up and called inside the protected call: nothing a script did
+ * to the world can raise outside a pcall (a Lua PANIC). Arguments: world, dt. */
+static int progress_frame(lua_State *L) {
+    lua_getfield(L, 1, "progress");
+    lua_insert(L, 1);
+    lua_call(L, 2, 2);
+    return 2;
+}
+
 static bool step(game *g, int64_t frame) {
     lua_State *L = g->L;
     lua_pushcfunction(L, traceback);
+    lua_pushcfunction(L, progress_frame);
     lua_rawgeti(L, LUA_REGISTRYINDEX, g->world_ref);
-    lua_getfield(L, -1, "progress");
-    lua_insert(L, -2);
     lua_pushnumber(L, 1.0 / FRAME_RATE);
     if (lua_pcall(L, 2, 2, -4) != LUA_OK) {
         fprintf(stderr, "asteroids: frame %lld: %s\n", (long long)frame, lua_tostring(L, -1));

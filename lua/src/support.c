@@ -101,13 +101,59 @@ void klua_check_keys(lua_State *L, int idx, int arg, const char *fname, const ch
 
 /* ---- classes --------------------------------------------------------------------------- */
 
+static int readonly_newindex(lua_State *L) {
+    return luaL_error(L, "the methods of %s cannot be changed",
+                      lua_tostring(L, lua_upvalueindex(1)));
+}
+
+static int readonly_next(lua_State *L) {
+    lua_settop(L, 2);
+    return lua_next(L, lua_upvalueindex(1)) ? 2 : (lua_pushnil(L), 1);
+}
+
+static int readonly_pairs(lua_State *L) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushcclosure(L, readonly_next, 1);
+    lua_pushnil(L);
+    lua_pushnil(L);
+    return 3;
+}
+
+/* Pushes what getmetatable(obj) shows scripts: {__name =, __index = a read-only view of the
+ * methods}. The real metatable (and its __gc, __close) stays out of reach (setmetatable is
+ * refused too), so no script can collect an object early or change a class's methods for
+ * everyone; only code holding the debug library sees the real one. */
+static void push_public_meta(lua_State *L, const char *tname, int methods_idx) {
+    methods_idx = lua_absindex(L, methods_idx);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, tname);
+    lua_setfield(L, -2, "__name");
+    lua_newtable(L); /* the view: empty, reads and iteration reach the methods */
+    lua_createtable(L, 0, 4);
+    lua_pushvalue(L, methods_idx);
+    lua_setfield(L, -2, "__index");
+    lua_pushstring(L, tname);
+    lua_pushcclosure(L, readonly_newindex, 1);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushvalue(L, methods_idx);
+    lua_pushcclosure(L, readonly_pairs, 1);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, -2, "__index");
+}
+
 void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
                      const luaL_Reg *metamethods) {
     luaL_newmetatable(L, tname);
     if (metamethods) luaL_setfuncs(L, metamethods, 0);
     lua_newtable(L);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+    push_public_meta(L, tname, -1);
+    lua_setfield(L, -3, "__metatable");
+    lua_pop(L, 2);
     if (methods) klua_addmethods(L, tname, methods);
 }
 

@@ -56,6 +56,8 @@ static klua_world *to_world(lua_State *L, int idx) {
 
 static int w_close(lua_State *L) {
     klua_world *kw = to_world(L, 1);
+    if (!kw->closed && !kw->owned)
+        klua_fail(L, "world:close", "this world belongs to the host, which closes it");
     if (!kw->closed && (kw->current || kiln_is_deferred(kw->world)))
         klua_fail(L, "world:close", "cannot close the world while a query iterates or a system runs");
     release(L, kw);

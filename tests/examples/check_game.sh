@@ -118,6 +118,22 @@ if [ "$(rc syntax)" = 1 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syn
   pass "a mod that does not compile stops the game with a message"
 else fail "a mod that does not compile stops the game with a message" "exit status $(rc syntax)" "$(head -n 5 "$TMP/syntax.err")"; fi
 
+# A mod cannot close the host's world, collect it early or change its methods for the host.
+cat >"$TMP/tamper.lua" <<'EOF2'
+print("close:", pcall(world.close, world))
+local mt = getmetatable(world)
+print("gc:", mt.__gc, mt.__close)
+print("replace:", pcall(function() mt.__index.progress = function() error("hijacked") end end))
+mt.__index = {progress = function() error("hijacked") end} -- the public view only
+EOF2
+run tamper --frames 60 --asteroids 500 --mod "$TMP/tamper.lua"
+if [ "$(rc tamper)" = 0 ] && grep -q "^close:	false	world:close: this world belongs to the host" "$TMP/tamper.out" &&
+   grep -q "^gc:	nil	nil" "$TMP/tamper.out" && grep -q "^replace:	false	.*cannot be changed" "$TMP/tamper.out" &&
+   grep -q '^final: score' "$TMP/tamper.out" && ! grep -q hijacked "$TMP/tamper.err"; then
+  pass "a mod cannot close the host's world, reach __gc or replace its methods"
+else fail "a mod cannot close the host's world, reach __gc or replace its methods" "exit status $(rc tamper)" \
+  "$(grep -E '^(close|gc|replace):' "$TMP/tamper.out")" "$(head -n 5 "$TMP/tamper.err")"; fi
+
 # A precompiled (binary) chunk is refused: bytecode can crash the VM it is loaded into.
 BINARY="$TMP/binary.lua" lua5.4 -e 'local f = assert(io.open(os.getenv("BINARY"), "wb")); f:write(string.dump(load("x = 1"))); f:close()'
 run binary --frames 10 --asteroids 100 --mod "$TMP/binary.lua"

@@ -16,6 +16,26 @@ describe("kiln.world", function()
         assert.are.equal("kiln.World (closed)", tostring(w))
     end)
 
+    it("shows scripts a public, read-only view of its class, never __gc or __close", function()
+        local w = H.world()
+        local q, c = w:query{"Position"}, kiln.commands()
+        for obj, name in pairs{[w] = "kiln.World", [q] = "kiln.Query", [c] = "kiln.Commands"} do
+            local mt = getmetatable(obj)
+            assert.are.equal(name, mt.__name)
+            assert.is_nil(rawget(mt, "__gc"))
+            assert.is_nil(rawget(mt, "__close"))
+            H.raises(function() mt.__index.count = function() return -1 end end, "cannot be changed", name)
+            H.raises(function() setmetatable(obj, {}) end, "table expected")
+        end
+        local seen = {}
+        for k, f in pairs(getmetatable(w).__index) do seen[k] = type(f) end
+        assert.are.equal("function", seen.spawn)
+        assert.are.equal("function", seen.query)
+        getmetatable(w).__index = {count = function() return -1 end} -- the view, not the class
+        assert.are.equal(0, w:count())
+        assert.are.equal(0, q:count())
+    end)
+
     it("raises 'attempt to use a closed world' from every method after close", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1}}

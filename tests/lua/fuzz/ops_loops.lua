@@ -580,10 +580,10 @@ function ops.manual_each(m)
         if not sr[1] then fail("each step raised: %s", tostring(sr[2])) end
         if sr[2] == nil then break end
     end
-    local cr = call("guard __close", getmetatable(guard).__close, guard)
+    local cr = call("guard __close", debug.getmetatable(guard).__close, guard)
     expect("guard __close", true, cr)
-    call("guard __close", getmetatable(guard).__close, guard) -- twice is harmless
-    call("guard __close", getmetatable(guard).__close, gen.garbage())
+    call("guard __close", debug.getmetatable(guard).__close, guard) -- twice is harmless
+    call("guard __close", debug.getmetatable(guard).__close, gen.garbage())
     entry.active = false
     m.iterating = m.iterating - 1
     m:leave_loop()

@@ -563,7 +563,7 @@ function ops.confused(m)
     local self = selfs[R(#selfs)]
     -- only wrong selves here: the right one is what the other operations do
     if t[1] == "world:" and (self == m.world or self == other_world(m).world) then self = S.commands end
-    if t[1] == "q:" and type(self) == "userdata" and getmetatable(self) == S.Qmt and self ~= S.closed_query then self = m.world end
+    if t[1] == "q:" and type(self) == "userdata" and debug.getmetatable(self) == S.Qmt and self ~= S.closed_query then self = m.world end
     if t[1] == "commands:" and self == S.commands then self = m.world end
     local allowed = (t[1] == "world:" and method == "close" and self == S.closed_world)
     local args = {}

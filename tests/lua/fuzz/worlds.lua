@@ -60,8 +60,11 @@ local function method_tables(w)
     w:component("Pos", "float x, y;")
     local q = w:query{"Pos"}
     local c = kiln.commands()
-    local mt = getmetatable(w)
-    return mt.__index, getmetatable(q).__index, getmetatable(c).__index, mt, getmetatable(q), getmetatable(c), q
+    -- the real metatables (scripts see a public view without __gc/__close): the fuzzer
+    -- calls raw metamethods with garbage on purpose
+    local gm = debug.getmetatable
+    local mt = gm(w)
+    return mt.__index, gm(q).__index, gm(c).__index, mt, gm(q), gm(c), q
 end
 
 local function new_world(label, opts)
