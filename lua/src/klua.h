@@ -51,6 +51,7 @@ enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_U
 #define KLUA_STATE_RESOURCES "resources" /* Lua-valued resources by name */
 #define KLUA_STATE_SYSTEMS "systems"     /* Lua systems by name (anchors them) */
 #define KLUA_STATE_FAILURES "failures"   /* failures since the last report, or nil */
+#define KLUA_STATE_LOOPS "loops"         /* open iterations: Query -> the thread that began it */
 
 /* User values of a kiln.Query. */
 enum klua_query_uv {
@@ -244,6 +245,11 @@ KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by
 KLUA_HIDDEN void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx);
 /* Ends an iteration of the Query at q_idx that an error interrupted. */
 KLUA_HIDDEN void klua_query_abort(lua_State *L, int q_idx);
+/* Ends the iterations of kw left open: those begun by system owner (when its run ends), or,
+ * with stuck_only, those whose thread can no longer end them (suspended in a coroutine or
+ * dead). Their views stop working; their deferred changes land. */
+KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner,
+                                        bool stuck_only);
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
 KLUA_HIDDEN void klua_open_systems(lua_State *L);   /* systems.c */

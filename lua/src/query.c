@@ -22,6 +22,7 @@ typedef struct klua_query {
     kiln_iter it;
     bool active;
     int32_t row;
+    klua_system *owner; /* the Lua system that began the running iteration, or NULL */
 } klua_query;
 
 #define KEY KLUA_FIELD_KEY
@@ -218,26 +219,76 @@ static void clear_views(lua_State *L, klua_query *kq, int data_idx) {
     }
 }
 
+/* Records (thread: the running one) or forgets (thread false) the open iteration of the
+ * Query at q_idx in its world's KLUA_STATE_LOOPS table, so loops left open can be found. */
+static void track_loop(lua_State *L, int q_idx, bool open) {
+    q_idx = lua_absindex(L, q_idx);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_WORLD);
+    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
+    if (lua_getfield(L, -1, KLUA_STATE_LOOPS) == LUA_TTABLE) {
+        lua_pushvalue(L, q_idx);
+        if (open) lua_pushthread(L);
+        else lua_pushnil(L);
+        lua_rawset(L, -3);
+    }
+    lua_pop(L, 3);
+}
+
 static void finish(lua_State *L, klua_query *kq, int q_idx) {
     if (!kq->active) return;
     kq->active = false;
     kq->row = -1;
+    kq->owner = NULL;
     kiln_iter_fini(&kq->it);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
     clear_views(L, kq, lua_gettop(L));
     lua_pop(L, 1);
+    track_loop(L, q_idx, false);
 }
 
-static void begin(lua_State *L, klua_query *kq, const char *fname) {
+static void begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
     if (kq->active)
         klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
     for (int t = 0; t < kq->term_count; t++) {
         klua_check_access(L, kq->kw, kq->terms[t], false, fname);
         kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
     }
+    track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
     kiln_query_iter(kq->query, &kq->it);
     kq->active = true;
     kq->row = -1;
+    kq->owner = kq->kw->current;
+}
+
+/* True when the thread that began a loop can no longer end it: suspended in a coroutine,
+ * finished, or dead by an error (a running thread, L or one that resumed L, is left alone). */
+static bool thread_stuck(lua_State *L, lua_State *co) {
+    if (co == L) return false;
+    int status = lua_status(co);
+    if (status == LUA_YIELD) return true;
+    if (status != LUA_OK) return true;
+    lua_Debug ar;
+    return lua_getstack(co, 0, &ar) == 0 && lua_gettop(co) == 0;
+}
+
+void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bool stuck_only) {
+    klua_push_self(L, kw);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_LOOPS);
+    int loops = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, loops)) {
+        klua_query *kq = luaL_testudata(L, -2, KLUA_QUERY);
+        bool close = kq && kq->active &&
+                     (stuck_only ? thread_stuck(L, lua_tothread(L, -1)) : kq->owner == owner);
+        lua_pop(L, 1);
+        if (close) finish(L, kq, lua_gettop(L)); /* sets an existing field to nil: the traversal goes on */
+    }
+    lua_pop(L, 3);
 }
 
 /* Writes back the fields the script changed in the writable views of the current row:
@@ -371,6 +422,10 @@ static bool advance(lua_State *L, klua_query *kq, int q_idx) {
 static int each_step(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(EACH_UPV_QUERY));
     if (!kq->active || kq->kw->closed) return 0;
+    if (kq->owner != kq->kw->current) /* resumed from a coroutine by another system */
+        klua_fail(L, "query:each", "this loop belongs to %s%s%s; it cannot go on here",
+                  kq->owner ? "system '" : "code outside systems", kq->owner ? kq->owner->name : "",
+                  kq->owner ? "'" : "");
     if (kq->row >= 0) write_back(L, kq, lua_upvalueindex(EACH_UPV_DATA), lua_upvalueindex(EACH_UPV_KEYS));
     lua_pushvalue(L, lua_upvalueindex(EACH_UPV_QUERY));
     if (!advance(L, kq, lua_gettop(L))) return 0;
@@ -387,7 +442,7 @@ static int guarded_write_back(lua_State *L) {
 
 static int q_each(lua_State *L) {
     klua_query *kq = check_query(L, 1);
-    begin(L, kq, "query:each");
+    begin(L, kq, 1, "query:each");
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_EACH);
     lua_pushnil(L);
     lua_pushnil(L);
@@ -423,7 +478,7 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
     fn_idx = lua_absindex(L, fn_idx);
     if (extra_idx) extra_idx = lua_absindex(L, extra_idx);
     klua_query *kq = check_query(L, q_idx);
-    begin(L, kq, "query:each");
+    begin(L, kq, q_idx, "query:each");
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
@@ -664,7 +719,7 @@ static int q_bulk(lua_State *L) {
         if (kq->kind[t] == TERM_DATA && kq->info[t].size > 256)
             klua_fail(L, fname, "%s is too large for the bulk path (over 256 bytes); use each", kq->info[t].name);
     }
-    begin(L, kq, fname);
+    begin(L, kq, 1, fname);
     lua_pushvalue(L, 1);
     lua_insert(L, 1); /* a copy of the query stays below the call */
     lua_pushcfunction(L, bulk_body);

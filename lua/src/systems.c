@@ -124,6 +124,9 @@ static void trampoline(const kiln_system_ctx *ctx) {
         klua_query_abort(L, -1); /* ends an iteration the error interrupted */
         lua_pop(L, 1);
     }
+    /* Documented rule: loops the system left open (suspended in a coroutine) end with its
+     * run, so none can keep the world deferred or be resumed by another system. */
+    klua_query_close_loops(L, kw, s, false);
     kw->current = NULL;
     if (status == LUA_OK) {
         s->failures = 0;
@@ -265,6 +268,8 @@ static int w_system(lua_State *L) {
 static int w_progress(lua_State *L) {
     klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
     lua_Number dt = luaL_optnumber(L, 2, 0.0);
+    /* Loops no thread can end any more (left suspended in a coroutine) end here. */
+    if (!kw->current) klua_query_close_loops(L, kw, NULL, true);
     if (kw->current || kiln_is_deferred(kw->world))
         klua_fail(L, "world:progress", "cannot run the schedule from inside a system, a query loop or a deferred section");
     kiln_schedule *sched = klua_schedule(L, kw);

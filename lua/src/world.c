@@ -96,6 +96,8 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     lua_setfield(L, -2, KLUA_STATE_RESOURCES);
     lua_newtable(L);
     lua_setfield(L, -2, KLUA_STATE_SYSTEMS);
+    lua_newtable(L);
+    lua_setfield(L, -2, KLUA_STATE_LOOPS);
     lua_setiuservalue(L, -2, KLUA_WORLD_UV_STATE);
 
     /* The shared block lives in the world as a resource, so hooks can outlive Lua. */

@@ -305,6 +305,44 @@ describe("structural changes inside q:each()", function()
     end)
 end)
 
+describe("loops left open", function()
+    it("a loop left suspended in a coroutine ends at the next progress, and the world is not deferred", function()
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        local view
+        local co = coroutine.wrap(function()
+            for _, p in q:each() do view = p; coroutine.yield() end
+        end)
+        co()
+        assert.is_false(H.not_deferred(w)) -- the suspended loop holds the world deferred
+        assert.is_true(w:progress(0))
+        assert.is_true(H.not_deferred(w))
+        H.raises(function() return view.x end, "used after its loop ended")
+        co() -- resuming it finds the loop ended: no more rows, no error
+        for _ in q:each() do end -- the query can iterate again
+    end)
+
+    it("a loop a system leaves open ends with that system's run; another system cannot go on with it", function()
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        local held, rows = nil, 0
+        w:system{name = "opens", writes = {"Position"}, run = function()
+            held = coroutine.create(function()
+                for _, p in q:each() do rows = rows + 1; coroutine.yield() end
+            end)
+            coroutine.resume(held)
+        end}
+        w:system{name = "resumes", after = {"opens"}, run = function()
+            assert(coroutine.resume(held))
+        end}
+        assert.is_true(w:progress(0))
+        assert.are.equal(1, rows) -- the second system got no row of the first one's loop
+        assert.is_true(H.not_deferred(w))
+    end)
+end)
+
 describe("nested loops", function()
     it("over the same query raise, and end the outer iteration", function()
         local w = movers(2)
