@@ -106,10 +106,16 @@ EDIT_CFLAGS := $(shell pkg-config --cflags libedit 2>/dev/null || echo -I/usr/in
 EDIT_LIBS   := $(shell pkg-config --libs libedit 2>/dev/null || echo -ledit)
 LUA_LIBS    := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 KILN_BIN    := $(BUILD)/bin/kiln
-$(KILN_BIN): lua/repl/main.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+KILN_SRC    := $(wildcard lua/repl/*.c)
+KILN_OBJ    := $(KILN_SRC:lua/repl/%.c=$(BUILD)/repl/%.o)
+$(BUILD)/repl/%.o: lua/repl/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(EDIT_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a \
-	    $(BUILD)/libkiln.a $(LUA_LIBS) $(EDIT_LIBS) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(EDIT_CFLAGS) -Ilua -MMD -MP -c $< -o $@
+$(KILN_BIN): $(KILN_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $(KILN_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
+	    $(LUA_LIBS) $(EDIT_LIBS) $(LDLIBS_ALL)
+-include $(KILN_OBJ:.o=.d)
 repl: $(KILN_BIN)
 
 # The Lua layer shipped inside the module: lua/kiln/*.lua as C strings.

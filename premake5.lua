@@ -173,7 +173,7 @@ project "kiln_module"
 project "kiln_cmd"
     kind "ConsoleApp"
     targetname "kiln"
-    files { root .. "/lua/repl/main.c" }
+    files { root .. "/lua/repl/*.c", root .. "/lua/repl/*.h" }
     includedirs { root .. "/lua" }
     externalincludedirs(concat(lua_includes, edit_includes))
     links(concat({ "kiln_lua_static", "kiln" }, lua_links, edit_links, { "m", "pthread" }))

@@ -1,0 +1,85 @@
+/* remote.c: the console client: connects by "HOST:PORT" and trades a line for an answer frame,
+ * read whole and bounded (64 MiB); a short or malformed frame counts as a closed connection. */
+#include "remote.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int kcmd_remote_connect(const char *spec) {
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || (size_t)(colon - spec) >= sizeof host) return -1;
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    struct addrinfo hints = {0}, *res;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0) return -1;
+    int fd = -1;
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+static bool send_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Reads one answer frame "<status> <len>\n<text>"; status and text are malloc'd. */
+static bool read_frame(int fd, char **status, char **text) {
+    char head[64];
+    size_t h = 0;
+    while (h < sizeof head - 1) {
+        ssize_t r = recv(fd, head + h, 1, 0);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR) continue;
+            return false;
+        }
+        if (head[h] == '\n') break;
+        h++;
+    }
+    head[h] = '\0';
+    char st[32];
+    size_t len;
+    if (sscanf(head, "%31s %zu", st, &len) != 2 || len > (64u << 20)) return false;
+    char *body = malloc(len + 1);
+    if (!body) return false;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = recv(fd, body + got, len - got, 0);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR) continue;
+            free(body);
+            return false;
+        }
+        got += (size_t)r;
+    }
+    body[len] = '\0';
+    *status = strdup(st);
+    *text = body;
+    return true;
+}
+
+bool kcmd_remote_ask(int fd, const char *line, char **status, char **text) {
+    return send_all(fd, line, strlen(line)) && send_all(fd, "\n", 1) && read_frame(fd, status, text);
+}
