@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 static kiln_entity spawn_one(kiln_world *world) {
@@ -107,7 +108,9 @@ static void assert_unchanged(kiln_world *w, const kiln_entity *e, int ne, const 
 /* add                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(add_stores_a_copy_of_the_value) {
+KILN_TEST_GROUP(add);
+
+KILN_TEST(add, add_stores_a_copy_of_the_value) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -123,9 +126,8 @@ START_TEST(add_stores_a_copy_of_the_value) {
     ck_assert_ptr_null(kiln_get(w, e, vel));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(add_with_null_value_zero_initialises) {
+KILN_TEST(add, add_with_null_value_zero_initialises) {
     test_allocator a;
     test_allocator_init(&a); /* fills fresh memory with garbage */
     kiln_world *w = test_world_create(&a);
@@ -153,9 +155,8 @@ START_TEST(add_with_null_value_zero_initialises) {
     ck_assert_int_eq(log.destroyed, 30);
     ck_assert_int_eq(test_hook_log_count(&log, 0), 30);
 }
-END_TEST
 
-START_TEST(add_of_a_new_component_keeps_the_other_values) {
+KILN_TEST(add, add_of_a_new_component_keeps_the_other_values) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component pos = test_register_position(w);
@@ -182,9 +183,8 @@ START_TEST(add_of_a_new_component_keeps_the_other_values) {
     kiln_world_destroy(w);
     ck_assert_int_eq(test_hook_log_count(&log, 11), 1);
 }
-END_TEST
 
-START_TEST(add_of_a_present_component_replaces_it_in_place) {
+KILN_TEST(add, add_of_a_present_component_replaces_it_in_place) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -215,9 +215,8 @@ START_TEST(add_of_a_present_component_replaces_it_in_place) {
     ck_assert_float_eq(p.x, 0.0f);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(add_of_a_present_component_destroys_the_old_value_once) {
+KILN_TEST(add, add_of_a_present_component_destroys_the_old_value_once) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -237,9 +236,8 @@ START_TEST(add_of_a_present_component_destroys_the_old_value_once) {
     ck_assert_int_eq(test_hook_log_count(&log, 2), 1);
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(add_to_a_dead_entity_fails_and_changes_nothing) {
+KILN_TEST(add, add_to_a_dead_entity_fails_and_changes_nothing) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component pos = test_register_position(w);
@@ -264,9 +262,8 @@ START_TEST(add_to_a_dead_entity_fails_and_changes_nothing) {
     test_owned_release(&o);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(add_of_an_unknown_component_fails_and_changes_nothing) {
+KILN_TEST(add, add_of_an_unknown_component_fails_and_changes_nothing) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e = spawn_at(w, pos, 1.0f, 2.0f);
@@ -282,9 +279,8 @@ START_TEST(add_of_an_unknown_component_fails_and_changes_nothing) {
     assert_unchanged(w, &e, 1, comps, 1, &before);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(unknown_component_errors_name_the_call_entity_and_component_id) {
+KILN_TEST(add, unknown_component_errors_name_the_call_entity_and_component_id) {
     /* "kiln_world_error() says what went wrong, naming the call, entity and component" */
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
@@ -298,13 +294,14 @@ START_TEST(unknown_component_errors_name_the_call_entity_and_component_id) {
     assert_message_names(w, "set", e, "4321");
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* remove                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(remove_reports_whether_the_component_was_there) {
+KILN_TEST_GROUP(remove);
+
+KILN_TEST(remove, remove_reports_whether_the_component_was_there) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -323,9 +320,8 @@ START_TEST(remove_reports_whether_the_component_was_there) {
     ck_assert(!kiln_has(w, e, vel));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(remove_of_an_absent_component_changes_nothing) {
+KILN_TEST(remove, remove_of_an_absent_component_changes_nothing) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -339,9 +335,8 @@ START_TEST(remove_of_an_absent_component_changes_nothing) {
     assert_unchanged(w, &e, 1, comps, 2, &before);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(removing_the_last_component_keeps_the_entity_alive) {
+KILN_TEST(remove, removing_the_last_component_keeps_the_entity_alive) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e = spawn_at(w, pos, 1.0f, 2.0f);
@@ -355,9 +350,8 @@ START_TEST(removing_the_last_component_keeps_the_entity_alive) {
     ck_assert_float_eq(position_of(w, e, pos).x, 4.0f);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(remove_runs_the_destroy_hook_once) {
+KILN_TEST(remove, remove_runs_the_destroy_hook_once) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -374,9 +368,8 @@ START_TEST(remove_runs_the_destroy_hook_once) {
     ck_assert_int_eq(log.destroyed, 1);
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(remove_from_a_dead_entity_or_of_an_unknown_component_fails) {
+KILN_TEST(remove, remove_from_a_dead_entity_or_of_an_unknown_component_fails) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e = spawn_at(w, pos, 1.0f, 2.0f);
@@ -393,13 +386,14 @@ START_TEST(remove_from_a_dead_entity_or_of_an_unknown_component_fails) {
     assert_unchanged(w, &e, 1, comps, 1, &before);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* has / get / get_mut                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(has_is_false_for_dead_entities_and_unknown_components) {
+KILN_TEST_GROUP(get);
+
+KILN_TEST(get, has_is_false_for_dead_entities_and_unknown_components) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e = spawn_at(w, pos, 1.0f, 2.0f);
@@ -417,9 +411,8 @@ START_TEST(has_is_false_for_dead_entities_and_unknown_components) {
     ck_assert_str_eq(kiln_world_error(w), ""); /* absence is not an error */
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(get_returns_null_when_absent_dead_or_unknown) {
+KILN_TEST(get, get_returns_null_when_absent_dead_or_unknown) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -438,9 +431,8 @@ START_TEST(get_returns_null_when_absent_dead_or_unknown) {
     ck_assert_ptr_null(kiln_get(w, e, pos));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(get_mut_writes_persist_and_stamp_the_row) {
+KILN_TEST(get, get_mut_writes_persist_and_stamp_the_row) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -460,9 +452,8 @@ START_TEST(get_mut_writes_persist_and_stamp_the_row) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, vel), 1);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(get_mut_of_an_absent_component_returns_null_and_says_why) {
+KILN_TEST(get, get_mut_of_an_absent_component_returns_null_and_says_why) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -482,9 +473,8 @@ START_TEST(get_mut_of_an_absent_component_returns_null_and_says_why) {
     ck_assert_int_eq(kiln_entity_count(w), 1);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(pointers_stay_valid_until_a_structural_change) {
+KILN_TEST(get, pointers_stay_valid_until_a_structural_change) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -513,13 +503,14 @@ START_TEST(pointers_stay_valid_until_a_structural_change) {
     kiln_query_destroy(q);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* set                                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(set_overwrites_an_existing_value_and_stamps_it) {
+KILN_TEST_GROUP(set);
+
+KILN_TEST(set, set_overwrites_an_existing_value_and_stamps_it) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e = spawn_at(w, pos, 1.0f, 2.0f);
@@ -534,9 +525,8 @@ START_TEST(set_overwrites_an_existing_value_and_stamps_it) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, pos), now);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(set_of_an_absent_component_fails_with_an_exact_message) {
+KILN_TEST(set, set_of_an_absent_component_fails_with_an_exact_message) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -555,9 +545,8 @@ START_TEST(set_of_an_absent_component_fails_with_an_exact_message) {
     assert_unchanged(w, &e, 1, comps, 2, &before);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(set_destroys_the_old_value_once_and_takes_the_new_one) {
+KILN_TEST(set, set_destroys_the_old_value_once_and_takes_the_new_one) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -575,9 +564,8 @@ START_TEST(set_destroys_the_old_value_once_and_takes_the_new_one) {
     ck_assert_int_eq(test_hook_log_count(&log, 2), 1);
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(set_on_a_dead_entity_or_unknown_component_fails_and_destroys_nothing) {
+KILN_TEST(set, set_on_a_dead_entity_or_unknown_component_fails_and_destroys_nothing) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -601,13 +589,14 @@ START_TEST(set_on_a_dead_entity_or_unknown_component_fails_and_destroys_nothing)
     kiln_world_destroy(w);
     ck_assert_int_eq(test_hook_log_count(&log, 1), 1);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* ticks                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(world_tick_starts_at_one_and_advance_increments_it) {
+KILN_TEST_GROUP(ticks);
+
+KILN_TEST(ticks, world_tick_starts_at_one_and_advance_increments_it) {
     kiln_world *w = kiln_world_create(NULL);
     ck_assert_uint_eq(kiln_tick_current(w), 1);
     ck_assert_uint_eq(kiln_tick_advance(w), 2);
@@ -616,9 +605,8 @@ START_TEST(world_tick_starts_at_one_and_advance_increments_it) {
     ck_assert_uint_eq(kiln_tick_current(w), 99);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(add_stamps_the_current_tick) {
+KILN_TEST(ticks, add_stamps_the_current_tick) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -630,9 +618,8 @@ START_TEST(add_stamps_the_current_tick) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, vel), now);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(moved_components_keep_their_ticks_across_archetype_moves) {
+KILN_TEST(ticks, moved_components_keep_their_ticks_across_archetype_moves) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -652,9 +639,8 @@ START_TEST(moved_components_keep_their_ticks_across_archetype_moves) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, vel), 2);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(set_and_add_replace_stamp_the_current_tick_and_get_does_not) {
+KILN_TEST(ticks, set_and_add_replace_stamp_the_current_tick_and_get_does_not) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e = spawn_at(w, pos, 0.0f, 0.0f);
@@ -672,9 +658,8 @@ START_TEST(set_and_add_replace_stamp_the_current_tick_and_get_does_not) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, pos), t);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(changed_tick_is_zero_when_absent_dead_or_unknown) {
+KILN_TEST(ticks, changed_tick_is_zero_when_absent_dead_or_unknown) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -687,9 +672,8 @@ START_TEST(changed_tick_is_zero_when_absent_dead_or_unknown) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, pos), 0);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(swap_removed_rows_keep_their_values_and_ticks) {
+KILN_TEST(ticks, swap_removed_rows_keep_their_values_and_ticks) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -712,13 +696,14 @@ START_TEST(swap_removed_rows_keep_their_values_and_ticks) {
     ck_assert(!kiln_has(w, e[1], pos));
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* hooks                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(despawn_destroys_each_value_once) {
+KILN_TEST_GROUP(hooks);
+
+KILN_TEST(hooks, despawn_destroys_each_value_once) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -747,9 +732,8 @@ START_TEST(despawn_destroys_each_value_once) {
     for (int i = 1; i <= 4; i++) ck_assert_int_eq(test_hook_log_count(&log, i), 1);
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(world_destroy_destroys_every_live_value_once) {
+KILN_TEST(hooks, world_destroy_destroys_every_live_value_once) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -779,9 +763,8 @@ START_TEST(world_destroy_destroys_every_live_value_once) {
     ck_assert_int_eq(log.bad_payload, 0);
     ck_assert_int_eq(a.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(archetype_moves_use_the_move_hook_instead_of_destroy) {
+KILN_TEST(hooks, archetype_moves_use_the_move_hook_instead_of_destroy) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -806,9 +789,8 @@ START_TEST(archetype_moves_use_the_move_hook_instead_of_destroy) {
     ck_assert_int_eq(log.destroyed, 1);
     ck_assert_int_eq(test_hook_log_count(&log, 7), 1);
 }
-END_TEST
 
-START_TEST(swap_remove_relocates_the_last_row_with_the_move_hook) {
+KILN_TEST(hooks, swap_remove_relocates_the_last_row_with_the_move_hook) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -829,9 +811,8 @@ START_TEST(swap_remove_relocates_the_last_row_with_the_move_hook) {
     ck_assert_int_eq(log.destroyed, 3);
     ck_assert_int_eq(test_hook_log_count(&log, -2), 0);
 }
-END_TEST
 
-START_TEST(components_without_a_move_hook_relocate_bytewise) {
+KILN_TEST(hooks, components_without_a_move_hook_relocate_bytewise) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -848,13 +829,14 @@ START_TEST(components_without_a_move_hook_relocate_bytewise) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* spawn_with / spawn_batch                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(spawn_with_sets_every_value_in_one_archetype_move) {
+KILN_TEST_GROUP(spawn_with);
+
+KILN_TEST(spawn_with, spawn_with_sets_every_value_in_one_archetype_move) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -877,9 +859,8 @@ START_TEST(spawn_with_sets_every_value_in_one_archetype_move) {
     ck_assert_uint_eq(kiln_changed_tick(w, e, vel), now);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawn_with_pairs_values_with_components_in_any_order) {
+KILN_TEST(spawn_with, spawn_with_pairs_values_with_components_in_any_order) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -900,9 +881,8 @@ START_TEST(spawn_with_pairs_values_with_components_in_any_order) {
     ck_assert_float_eq(((const test_velocity *)kiln_get(w, b, vel))->x, 4.0f);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawn_with_null_values_zero_initialise) {
+KILN_TEST(spawn_with, spawn_with_null_values_zero_initialise) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -924,9 +904,8 @@ START_TEST(spawn_with_null_values_zero_initialise) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawn_with_duplicate_or_unknown_components_spawns_nothing) {
+KILN_TEST(spawn_with, spawn_with_duplicate_or_unknown_components_spawns_nothing) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component pos = test_register_position(w);
@@ -951,9 +930,8 @@ START_TEST(spawn_with_duplicate_or_unknown_components_spawns_nothing) {
     test_owned_release(&o);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawn_with_takes_over_owned_values) {
+KILN_TEST(spawn_with, spawn_with_takes_over_owned_values) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -966,9 +944,8 @@ START_TEST(spawn_with_takes_over_owned_values) {
     kiln_world_destroy(w);
     ck_assert_int_eq(log.destroyed, 1);
 }
-END_TEST
 
-START_TEST(spawn_batch_spawns_n_zeroed_entities_at_the_current_tick) {
+KILN_TEST(spawn_with, spawn_batch_spawns_n_zeroed_entities_at_the_current_tick) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -998,9 +975,8 @@ START_TEST(spawn_batch_spawns_n_zeroed_entities_at_the_current_tick) {
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(spawn_batch_accepts_a_null_dest) {
+KILN_TEST(spawn_with, spawn_batch_accepts_a_null_dest) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     ck_assert_int_eq(kiln_spawn_batch(w, &pos, 1, 64, NULL), KILN_OK);
@@ -1010,9 +986,8 @@ START_TEST(spawn_batch_accepts_a_null_dest) {
     for (int i = 0; i < 64; i++) ck_assert(kiln_has(w, list[i], pos));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawn_batch_with_duplicate_or_unknown_components_spawns_nothing) {
+KILN_TEST(spawn_with, spawn_batch_with_duplicate_or_unknown_components_spawns_nothing) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -1029,7 +1004,6 @@ START_TEST(spawn_batch_with_duplicate_or_unknown_components_spawns_nothing) {
     assert_unchanged(w, &existing, 1, comps, 2, &before);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* values that point into the world                                                           */
@@ -1038,7 +1012,9 @@ END_TEST
 /* A value is read as of the call: a pointer the world handed out (valid until this call's own
  * structural change) must be copied before the call moves or regrows anything. */
 
-START_TEST(spawn_with_copies_values_read_from_an_entity_of_the_same_archetype) {
+KILN_TEST_GROUP(aliasing);
+
+KILN_TEST(aliasing, spawn_with_copies_values_read_from_an_entity_of_the_same_archetype) {
     test_allocator a;
     test_allocator_init(&a); /* freed blocks are poisoned, so a read after free shows */
     kiln_world *w = test_world_create(&a);
@@ -1065,9 +1041,8 @@ START_TEST(spawn_with_copies_values_read_from_an_entity_of_the_same_archetype) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(add_copies_a_value_read_from_an_entity_of_the_target_archetype) {
+KILN_TEST(aliasing, add_copies_a_value_read_from_an_entity_of_the_target_archetype) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -1087,9 +1062,8 @@ START_TEST(add_copies_a_value_read_from_an_entity_of_the_target_archetype) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(add_copies_a_value_read_from_the_entitys_own_component) {
+KILN_TEST(aliasing, add_copies_a_value_read_from_the_entitys_own_component) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -1103,9 +1077,8 @@ START_TEST(add_copies_a_value_read_from_the_entitys_own_component) {
     ck_assert_float_eq(position_of(w, other, pos).x, 2.0f);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(set_and_add_of_a_value_onto_itself_keep_it) {
+KILN_TEST(aliasing, set_and_add_of_a_value_onto_itself_keep_it) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component owned = test_register_owned(w, &log);
@@ -1123,9 +1096,8 @@ START_TEST(set_and_add_of_a_value_onto_itself_keep_it) {
     kiln_world_destroy(w);
     ck_assert_int_eq(test_hook_log_count(&log, 3), 1);
 }
-END_TEST
 
-START_TEST(spawn_with_maps_many_components_in_any_order) {
+KILN_TEST(spawn_with, spawn_with_maps_many_components_in_any_order) {
     kiln_world *w = kiln_world_create(NULL);
     enum { N = 12 };
     kiln_component ids[N];
@@ -1159,9 +1131,8 @@ START_TEST(spawn_with_maps_many_components_in_any_order) {
     ck_assert_int_eq(s.archetypes, 2);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(an_entity_keeps_its_values_through_many_components) {
+KILN_TEST(spawn_with, an_entity_keeps_its_values_through_many_components) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -1211,88 +1182,4 @@ START_TEST(an_entity_keeps_its_values_through_many_components) {
     kiln_query_destroy(q);
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
-}
-END_TEST
-
-static Suite *access_suite(void) {
-    Suite *s = suite_create("access");
-    TCase *tc = tcase_create("add");
-    tcase_add_test(tc, add_stores_a_copy_of_the_value);
-    tcase_add_test(tc, add_with_null_value_zero_initialises);
-    tcase_add_test(tc, add_of_a_new_component_keeps_the_other_values);
-    tcase_add_test(tc, add_of_a_present_component_replaces_it_in_place);
-    tcase_add_test(tc, add_of_a_present_component_destroys_the_old_value_once);
-    tcase_add_test(tc, add_to_a_dead_entity_fails_and_changes_nothing);
-    tcase_add_test(tc, add_of_an_unknown_component_fails_and_changes_nothing);
-    tcase_add_test(tc, unknown_component_errors_name_the_call_entity_and_component_id);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("remove");
-    tcase_add_test(tc, remove_reports_whether_the_component_was_there);
-    tcase_add_test(tc, remove_of_an_absent_component_changes_nothing);
-    tcase_add_test(tc, removing_the_last_component_keeps_the_entity_alive);
-    tcase_add_test(tc, remove_runs_the_destroy_hook_once);
-    tcase_add_test(tc, remove_from_a_dead_entity_or_of_an_unknown_component_fails);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("get");
-    tcase_add_test(tc, has_is_false_for_dead_entities_and_unknown_components);
-    tcase_add_test(tc, get_returns_null_when_absent_dead_or_unknown);
-    tcase_add_test(tc, get_mut_writes_persist_and_stamp_the_row);
-    tcase_add_test(tc, get_mut_of_an_absent_component_returns_null_and_says_why);
-    tcase_add_test(tc, pointers_stay_valid_until_a_structural_change);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("set");
-    tcase_add_test(tc, set_overwrites_an_existing_value_and_stamps_it);
-    tcase_add_test(tc, set_of_an_absent_component_fails_with_an_exact_message);
-    tcase_add_test(tc, set_destroys_the_old_value_once_and_takes_the_new_one);
-    tcase_add_test(tc, set_on_a_dead_entity_or_unknown_component_fails_and_destroys_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ticks");
-    tcase_add_test(tc, world_tick_starts_at_one_and_advance_increments_it);
-    tcase_add_test(tc, add_stamps_the_current_tick);
-    tcase_add_test(tc, moved_components_keep_their_ticks_across_archetype_moves);
-    tcase_add_test(tc, set_and_add_replace_stamp_the_current_tick_and_get_does_not);
-    tcase_add_test(tc, changed_tick_is_zero_when_absent_dead_or_unknown);
-    tcase_add_test(tc, swap_removed_rows_keep_their_values_and_ticks);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("hooks");
-    tcase_add_test(tc, despawn_destroys_each_value_once);
-    tcase_add_test(tc, world_destroy_destroys_every_live_value_once);
-    tcase_add_test(tc, archetype_moves_use_the_move_hook_instead_of_destroy);
-    tcase_add_test(tc, swap_remove_relocates_the_last_row_with_the_move_hook);
-    tcase_add_test(tc, components_without_a_move_hook_relocate_bytewise);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("spawn_with");
-    tcase_add_test(tc, spawn_with_sets_every_value_in_one_archetype_move);
-    tcase_add_test(tc, spawn_with_pairs_values_with_components_in_any_order);
-    tcase_add_test(tc, spawn_with_null_values_zero_initialise);
-    tcase_add_test(tc, spawn_with_duplicate_or_unknown_components_spawns_nothing);
-    tcase_add_test(tc, spawn_with_takes_over_owned_values);
-    tcase_add_test(tc, spawn_batch_spawns_n_zeroed_entities_at_the_current_tick);
-    tcase_add_test(tc, spawn_batch_accepts_a_null_dest);
-    tcase_add_test(tc, spawn_batch_with_duplicate_or_unknown_components_spawns_nothing);
-    tcase_add_test(tc, spawn_with_maps_many_components_in_any_order);
-    tcase_add_test(tc, an_entity_keeps_its_values_through_many_components);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("aliasing");
-    tcase_add_test(tc, spawn_with_copies_values_read_from_an_entity_of_the_same_archetype);
-    tcase_add_test(tc, add_copies_a_value_read_from_an_entity_of_the_target_archetype);
-    tcase_add_test(tc, add_copies_a_value_read_from_the_entitys_own_component);
-    tcase_add_test(tc, set_and_add_of_a_value_onto_itself_keep_it);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(access_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

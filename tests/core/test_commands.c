@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -98,7 +99,9 @@ static kiln_component register_health(kiln_world *w) {
 /* recording                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(recording_leaves_the_world_untouched_until_apply) {
+KILN_TEST_GROUP_WITH(record, .setup = setup, .teardown = teardown);
+
+KILN_TEST(record, recording_leaves_the_world_untouched_until_apply) {
     kiln_entity a = spawn_pos(1, 2);
     kiln_entity b = KILN_NULL_ENTITY;
     ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){F.pos, F.vel},
@@ -138,9 +141,8 @@ START_TEST(recording_leaves_the_world_untouched_until_apply) {
     test_assert_position(F.w, kiln_commands_resolve(F.cmd, p), F.pos, 7, 8);
     ck_assert_uint_ne(test_world_digest(F.w), digest);
 }
-END_TEST
 
-START_TEST(spawn_records_a_placeholder_that_is_never_alive_and_accepts_adds) {
+KILN_TEST(record, spawn_records_a_placeholder_that_is_never_alive_and_accepts_adds) {
     kiln_entity p = KILN_NULL_ENTITY, q = KILN_NULL_ENTITY;
     ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
     ASSERT_OK(kiln_commands_spawn(F.cmd, &q));
@@ -158,9 +160,8 @@ START_TEST(spawn_records_a_placeholder_that_is_never_alive_and_accepts_adds) {
     ck_assert(!kiln_is_alive(F.w, p));
     ck_assert_int_eq(kiln_entity_count(F.w), 0);
 }
-END_TEST
 
-START_TEST(resolve_after_apply_gives_the_live_entity_with_its_values) {
+KILN_TEST(record, resolve_after_apply_gives_the_live_entity_with_its_values) {
     kiln_entity p, q;
     ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
     ASSERT_OK(kiln_commands_add(F.cmd, p, F.pos, &(test_position){1, 2}));
@@ -183,9 +184,8 @@ START_TEST(resolve_after_apply_gives_the_live_entity_with_its_values) {
     ck_assert(!kiln_has(F.w, f, F.pos));
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
 }
-END_TEST
 
-START_TEST(recording_while_a_query_iterates_is_allowed_and_applies_after_the_loop) {
+KILN_TEST(record, recording_while_a_query_iterates_is_allowed_and_applies_after_the_loop) {
     for (int i = 0; i < 4; i++) spawn_pos((float)i, 0);
     kiln_query *q = NULL;
     ASSERT_OK(kiln_query_create(F.w, &(kiln_query_desc){.with = {F.pos}}, &q));
@@ -211,13 +211,14 @@ START_TEST(recording_while_a_query_iterates_is_allowed_and_applies_after_the_loo
     }
     kiln_query_destroy(q);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* apply                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(apply_runs_commands_in_recording_order_and_counts_them) {
+KILN_TEST_GROUP_WITH(apply, .setup = setup, .teardown = teardown);
+
+KILN_TEST(apply, apply_runs_commands_in_recording_order_and_counts_them) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity b = KILN_NULL_ENTITY;
     ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){F.pos, F.vel}, NULL, 2, &b));
@@ -251,9 +252,8 @@ START_TEST(apply_runs_commands_in_recording_order_and_counts_them) {
     ck_assert(!kiln_is_alive(F.w, f));
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
 }
-END_TEST
 
-START_TEST(apply_stamps_written_rows_with_the_tick_current_at_apply) {
+KILN_TEST(apply, apply_stamps_written_rows_with_the_tick_current_at_apply) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity b = spawn_pos(0, 0);
     kiln_tick recorded = kiln_tick_current(F.w);
@@ -274,9 +274,8 @@ START_TEST(apply_stamps_written_rows_with_the_tick_current_at_apply) {
     /* rows the buffer did not write keep their tick */
     ck_assert_uint_eq(kiln_changed_tick(F.w, a, F.pos), recorded);
 }
-END_TEST
 
-START_TEST(apply_empties_the_buffer_and_a_second_apply_changes_nothing) {
+KILN_TEST(apply, apply_empties_the_buffer_and_a_second_apply_changes_nothing) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity p;
     ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
@@ -295,9 +294,8 @@ START_TEST(apply_empties_the_buffer_and_a_second_apply_changes_nothing) {
     ck_assert_int_eq(kiln_commands_count(F.cmd), 0);
     ck_assert_uint_eq(test_world_digest(F.w), digest);
 }
-END_TEST
 
-START_TEST(despawn_of_an_entity_that_died_meanwhile_is_skipped_silently) {
+KILN_TEST(apply, despawn_of_an_entity_that_died_meanwhile_is_skipped_silently) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity b = spawn_pos(0, 0);
     ASSERT_OK(kiln_commands_despawn(F.cmd, a));
@@ -319,9 +317,8 @@ START_TEST(despawn_of_an_entity_that_died_meanwhile_is_skipped_silently) {
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
     ck_assert_int_eq(kiln_commands_count(F.cmd), 0);
 }
-END_TEST
 
-START_TEST(remove_of_an_absent_component_is_a_no_op) {
+KILN_TEST(apply, remove_of_an_absent_component_is_a_no_op) {
     kiln_entity a = spawn_pos(1, 2);
     kiln_tick before_tick = kiln_changed_tick(F.w, a, F.pos);
     kiln_tick_advance(F.w);
@@ -340,7 +337,6 @@ START_TEST(remove_of_an_absent_component_is_a_no_op) {
     ck_assert_int_eq(after.archetypes, before.archetypes);
     ck_assert_int_eq(after.entities, before.entities);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* failures                                                                                   */
@@ -348,7 +344,9 @@ END_TEST
 
 static const char *const command_kinds[] = {"add", "set", "remove"};
 
-START_TEST(add_set_or_remove_on_a_dead_entity_fails_naming_command_entity_and_component) {
+KILN_TEST_GROUP_WITH(failures, .setup = setup, .teardown = teardown);
+
+KILN_TEST_LOOP(failures, add_set_or_remove_on_a_dead_entity_fails_naming_command_entity_and_component, 0, 3) {
     kiln_entity e[6];
     char buf[32];
     for (int i = 0; i < 6; i++) e[i] = spawn_pos((float)i, 0);
@@ -382,9 +380,8 @@ START_TEST(add_set_or_remove_on_a_dead_entity_fails_naming_command_entity_and_co
     test_assert_names(kiln_world_error(F.w), "5v1");
     ck_assert(!kiln_has(F.w, e[1], F.vel));
 }
-END_TEST
 
-START_TEST(set_of_an_absent_component_fails_and_a_later_apply_resumes_with_it) {
+KILN_TEST(failures, set_of_an_absent_component_fails_and_a_later_apply_resumes_with_it) {
     kiln_entity a = spawn_bare();
     char buf[32];
     ASSERT_OK(kiln_commands_set(F.cmd, a, F.pos, &(test_position){1, 1}));
@@ -406,9 +403,8 @@ START_TEST(set_of_an_absent_component_fails_and_a_later_apply_resumes_with_it) {
     test_assert_position(F.w, a, F.pos, 1, 1);
     test_assert_velocity(F.w, a, F.vel, 2, 2);
 }
-END_TEST
 
-START_TEST(add_of_a_component_registered_after_recording_fails_then_resumes_there) {
+KILN_TEST(failures, add_of_a_component_registered_after_recording_fails_then_resumes_there) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_component health = (kiln_component)kiln_component_count(F.w) + 1;
     int32_t hp = 42;
@@ -456,9 +452,8 @@ START_TEST(add_of_a_component_registered_after_recording_fails_then_resumes_ther
     ck_assert(kiln_is_alive(F.w, f));
     test_assert_position(F.w, f, F.pos, 3, 3);
 }
-END_TEST
 
-START_TEST(add_sized_with_a_size_the_world_disagrees_with_fails_at_apply) {
+KILN_TEST(failures, add_sized_with_a_size_the_world_disagrees_with_fails_at_apply) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_component health = (kiln_component)kiln_component_count(F.w) + 1;
     int64_t wide = 7;
@@ -471,9 +466,8 @@ START_TEST(add_sized_with_a_size_the_world_disagrees_with_fails_at_apply) {
     ck_assert(!kiln_has(F.w, a, health));
     ck_assert_str_ne(kiln_world_error(F.w), "");
 }
-END_TEST
 
-START_TEST(add_of_an_unregistered_component_fails_when_recorded) {
+KILN_TEST(failures, add_of_an_unregistered_component_fails_when_recorded) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_component unknown = (kiln_component)kiln_component_count(F.w) + 1;
     ck_assert_str_eq(kiln_commands_error(F.cmd), "");
@@ -496,7 +490,6 @@ START_TEST(add_of_an_unregistered_component_fails_when_recorded) {
     ck_assert(!kiln_has(F.w, a, unknown));
     ck_assert(!kiln_has(F.w, kiln_commands_resolve(F.cmd, p), unknown));
 }
-END_TEST
 
 static void assert_placeholder_rejected(kiln_commands *cmd, kiln_entity ph, kiln_component pos) {
     int64_t count = kiln_commands_count(cmd);
@@ -510,7 +503,7 @@ static void assert_placeholder_rejected(kiln_commands *cmd, kiln_entity ph, kiln
     ck_assert_int_eq(kiln_commands_count(cmd), count);
 }
 
-START_TEST(a_placeholder_of_another_buffer_is_rejected) {
+KILN_TEST(failures, a_placeholder_of_another_buffer_is_rejected) {
     kiln_commands *other = kiln_commands_create(F.w);
     ck_assert_ptr_nonnull(other);
     kiln_entity pa;
@@ -523,10 +516,9 @@ START_TEST(a_placeholder_of_another_buffer_is_rejected) {
     ck_assert_int_eq(kiln_entity_count(F.w), 1);
     kiln_commands_destroy(other);
 }
-END_TEST
 
 /* The usual case: both buffers spawn, so the other buffer has placeholders of its own. */
-START_TEST(a_placeholder_of_another_buffer_is_rejected_when_that_buffer_spawns_too) {
+KILN_TEST(failures, a_placeholder_of_another_buffer_is_rejected_when_that_buffer_spawns_too) {
     kiln_commands *other = kiln_commands_create(F.w);
     ck_assert_ptr_nonnull(other);
     kiln_entity pa, pb;
@@ -540,9 +532,8 @@ START_TEST(a_placeholder_of_another_buffer_is_rejected_when_that_buffer_spawns_t
     ck_assert_uint_ne(kiln_commands_resolve(F.cmd, pa), kiln_commands_resolve(other, pb));
     kiln_commands_destroy(other);
 }
-END_TEST
 
-START_TEST(placeholders_of_a_previous_batch_are_rejected_and_stop_resolving) {
+KILN_TEST(failures, placeholders_of_a_previous_batch_are_rejected_and_stop_resolving) {
     kiln_entity p, q, r;
     ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
     ASSERT_OK(kiln_commands_add(F.cmd, p, F.pos, &(test_position){1, 1}));
@@ -567,9 +558,8 @@ START_TEST(placeholders_of_a_previous_batch_are_rejected_and_stop_resolving) {
     ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
 }
-END_TEST
 
-START_TEST(apply_to_another_world_fails_with_invalid_argument) {
+KILN_TEST(failures, apply_to_another_world_fails_with_invalid_argument) {
     kiln_world *other = kiln_world_create(NULL);
     ck_assert_ptr_nonnull(other);
     ck_assert_uint_eq(test_register_position(other), F.pos);
@@ -595,14 +585,15 @@ START_TEST(apply_to_another_world_fails_with_invalid_argument) {
     ck_assert(kiln_has(F.w, a, F.vel));
     kiln_world_destroy(other);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* value ownership                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
+KILN_TEST_GROUP_WITH(ownership, .setup = setup, .teardown = teardown);
+
 /* _i == 0: the buffer is cleared; _i == 1: it is destroyed. */
-START_TEST(clearing_or_destroying_destroys_each_pending_value_once) {
+KILN_TEST_LOOP(ownership, clearing_or_destroying_destroys_each_pending_value_once, 0, 2) {
     kiln_entity a = spawn_owned(10);
     kiln_entity b = spawn_bare();
     test_owned v1 = test_owned_make(1), v2 = test_owned_make(2), v3 = test_owned_make(3);
@@ -645,9 +636,8 @@ START_TEST(clearing_or_destroying_destroys_each_pending_value_once) {
     ck_assert_int_eq(F.log.destroyed, 4);
     ck_assert_int_eq(test_hook_log_count(&F.log, 10), 1);
 }
-END_TEST
 
-START_TEST(applied_values_are_destroyed_by_the_world_once_and_never_by_the_buffer) {
+KILN_TEST(ownership, applied_values_are_destroyed_by_the_world_once_and_never_by_the_buffer) {
     kiln_entity a = spawn_owned(10);
     kiln_entity b = spawn_bare();
     test_owned v1 = test_owned_make(1), v2 = test_owned_make(2), v3 = test_owned_make(3);
@@ -677,9 +667,8 @@ START_TEST(applied_values_are_destroyed_by_the_world_once_and_never_by_the_buffe
     ck_assert_int_eq(test_hook_log_count(&F.log, 10), 1);
     ck_assert_int_eq(F.log.destroyed, 4);
 }
-END_TEST
 
-START_TEST(clearing_after_a_failed_apply_destroys_only_the_values_still_pending) {
+KILN_TEST(ownership, clearing_after_a_failed_apply_destroys_only_the_values_still_pending) {
     kiln_entity a = spawn_bare();
     kiln_entity b = spawn_bare();
     kiln_entity d = spawn_bare();
@@ -701,9 +690,8 @@ START_TEST(clearing_after_a_failed_apply_destroys_only_the_values_still_pending)
     ck_assert_int_eq(test_hook_log_count(&F.log, 1), 1);
     ck_assert_int_eq(F.log.destroyed, 3);
 }
-END_TEST
 
-START_TEST(a_value_that_failed_to_apply_lands_intact_when_a_later_apply_succeeds) {
+KILN_TEST(ownership, a_value_that_failed_to_apply_lands_intact_when_a_later_apply_succeeds) {
     kiln_entity a = spawn_bare();
     test_owned v = test_owned_make(5);
     ASSERT_OK(kiln_commands_set(F.cmd, a, F.owned, &v));
@@ -721,9 +709,8 @@ START_TEST(a_value_that_failed_to_apply_lands_intact_when_a_later_apply_succeeds
     F.w = NULL;
     ck_assert_int_eq(test_hook_log_count(&F.log, 5), 1);
 }
-END_TEST
 
-START_TEST(values_with_a_move_hook_are_moved_into_the_buffer_and_then_the_world) {
+KILN_TEST(ownership, values_with_a_move_hook_are_moved_into_the_buffer_and_then_the_world) {
     kiln_entity a = spawn_bare();
     test_position pv = {1, 2}; /* no move hook: copied, the caller's value untouched */
     ASSERT_OK(kiln_commands_add(F.cmd, a, F.pos, &pv));
@@ -746,11 +733,10 @@ START_TEST(values_with_a_move_hook_are_moved_into_the_buffer_and_then_the_world)
     ck_assert_ptr_eq(got->payload, payload);
     test_assert_position(F.w, a, F.pos, 1, 2);
 }
-END_TEST
 
 /* The world goes first here: the buffer must not read the freed world (AddressSanitizer
  * reported exactly that before buffers were detached). */
-START_TEST(a_buffer_outliving_its_world_is_detached_and_still_destroys_cleanly) {
+KILN_TEST(ownership, a_buffer_outliving_its_world_is_detached_and_still_destroys_cleanly) {
     kiln_entity e = spawn_pos(1.0f, 2.0f);
     test_owned v = test_owned_make(7);
     ASSERT_OK(kiln_commands_add(F.cmd, e, F.owned, &v));
@@ -774,13 +760,11 @@ START_TEST(a_buffer_outliving_its_world_is_detached_and_still_destroys_cleanly) 
     kiln_commands_destroy(second);
     /* F.cmd is destroyed by the teardown, after its world, which must free every byte */
 }
-END_TEST
 
-START_TEST(destroying_a_null_buffer_does_nothing) {
+KILN_TEST(ownership, destroying_a_null_buffer_does_nothing) {
     kiln_commands_destroy(NULL);
     ck_assert_int_eq(kiln_entity_count(F.w), 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* out of memory                                                                              */
@@ -804,8 +788,10 @@ static void oom_world_destroy(test_allocator *a, kiln_world *w, kiln_commands *c
     ck_assert_int_eq(a->bad_osize, 0);
 }
 
+KILN_TEST_GROUP(out_of_memory);
+
 /* Records spawn, add, add until the first failure, then applies what was recorded. */
-START_TEST(out_of_memory_while_recording_records_nothing_of_the_failing_call) {
+KILN_TEST(out_of_memory, out_of_memory_while_recording_records_nothing_of_the_failing_call) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
@@ -844,9 +830,8 @@ START_TEST(out_of_memory_while_recording_records_nothing_of_the_failing_call) {
     }
     ck_assert_int_ge(failures, 3); /* placeholders, commands, value storage */
 }
-END_TEST
 
-START_TEST(out_of_memory_during_apply_keeps_the_failing_command_for_the_next_apply) {
+KILN_TEST(out_of_memory, out_of_memory_during_apply_keeps_the_failing_command_for_the_next_apply) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
@@ -885,7 +870,6 @@ START_TEST(out_of_memory_during_apply_keeps_the_failing_command_for_the_next_app
     }
     ck_assert_int_ge(failures, 1);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* steady state                                                                               */
@@ -917,7 +901,9 @@ static void run_frame(kiln_entity *live, int frame) {
     kiln_tick_advance(F.w);
 }
 
-START_TEST(a_buffer_reused_every_frame_stops_allocating_after_the_first_frames) {
+KILN_TEST_GROUP_WITH(memory, .setup = setup, .teardown = teardown);
+
+KILN_TEST(memory, a_buffer_reused_every_frame_stops_allocating_after_the_first_frames) {
     kiln_entity live[FRAME_ENTITIES];
     for (int i = 0; i < FRAME_ENTITIES; i++) {
         ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){F.pos, F.vel}, NULL, 2, &live[i]));
@@ -930,7 +916,6 @@ START_TEST(a_buffer_reused_every_frame_stops_allocating_after_the_first_frames) 
     ck_assert_int_eq(kiln_entity_count(F.w), FRAME_ENTITIES);
     test_assert_velocity(F.w, live[FRAME_ENTITIES - 1], F.vel, 0, (float)(FRAME_ENTITIES - 1));
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* determinism across threads                                                                 */
@@ -1048,7 +1033,9 @@ static uint64_t run_two_recorders(bool threaded, int64_t *entities) {
     return digest;
 }
 
-START_TEST(buffers_recorded_on_two_threads_apply_to_identical_worlds) {
+KILN_TEST_GROUP_WITH(threads, .timeout = 30);
+
+KILN_TEST(threads, buffers_recorded_on_two_threads_apply_to_identical_worlds) {
     int64_t expected_entities = 0, entities = 0;
     uint64_t reference = run_two_recorders(false, &expected_entities);
     /* 40 existing - 5 despawned + 1000 spawned - 143 despawned again + 800 spawned */
@@ -1059,75 +1046,5 @@ START_TEST(buffers_recorded_on_two_threads_apply_to_identical_worlds) {
         ck_assert_msg(digest == reference, "run %d produced a different world", run);
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
-
-static Suite *commands_suite(void) {
-    Suite *s = suite_create("commands");
-    TCase *tc = tcase_create("record");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, recording_leaves_the_world_untouched_until_apply);
-    tcase_add_test(tc, spawn_records_a_placeholder_that_is_never_alive_and_accepts_adds);
-    tcase_add_test(tc, resolve_after_apply_gives_the_live_entity_with_its_values);
-    tcase_add_test(tc, recording_while_a_query_iterates_is_allowed_and_applies_after_the_loop);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("apply");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, apply_runs_commands_in_recording_order_and_counts_them);
-    tcase_add_test(tc, apply_stamps_written_rows_with_the_tick_current_at_apply);
-    tcase_add_test(tc, apply_empties_the_buffer_and_a_second_apply_changes_nothing);
-    tcase_add_test(tc, despawn_of_an_entity_that_died_meanwhile_is_skipped_silently);
-    tcase_add_test(tc, remove_of_an_absent_component_is_a_no_op);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("failures");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_loop_test(
-        tc, add_set_or_remove_on_a_dead_entity_fails_naming_command_entity_and_component, 0, 3);
-    tcase_add_test(tc, set_of_an_absent_component_fails_and_a_later_apply_resumes_with_it);
-    tcase_add_test(tc, add_of_a_component_registered_after_recording_fails_then_resumes_there);
-    tcase_add_test(tc, add_sized_with_a_size_the_world_disagrees_with_fails_at_apply);
-    tcase_add_test(tc, add_of_an_unregistered_component_fails_when_recorded);
-    tcase_add_test(tc, a_placeholder_of_another_buffer_is_rejected);
-    tcase_add_test(tc, a_placeholder_of_another_buffer_is_rejected_when_that_buffer_spawns_too);
-    tcase_add_test(tc, placeholders_of_a_previous_batch_are_rejected_and_stop_resolving);
-    tcase_add_test(tc, apply_to_another_world_fails_with_invalid_argument);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ownership");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_loop_test(tc, clearing_or_destroying_destroys_each_pending_value_once, 0, 2);
-    tcase_add_test(tc, applied_values_are_destroyed_by_the_world_once_and_never_by_the_buffer);
-    tcase_add_test(tc, clearing_after_a_failed_apply_destroys_only_the_values_still_pending);
-    tcase_add_test(tc, a_value_that_failed_to_apply_lands_intact_when_a_later_apply_succeeds);
-    tcase_add_test(tc, values_with_a_move_hook_are_moved_into_the_buffer_and_then_the_world);
-    tcase_add_test(tc, destroying_a_null_buffer_does_nothing);
-    tcase_add_test(tc, a_buffer_outliving_its_world_is_detached_and_still_destroys_cleanly);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("out_of_memory");
-    tcase_add_test(tc, out_of_memory_while_recording_records_nothing_of_the_failing_call);
-    tcase_add_test(tc, out_of_memory_during_apply_keeps_the_failing_command_for_the_next_apply);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("memory");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, a_buffer_reused_every_frame_stops_allocating_after_the_first_frames);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("threads");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, buffers_recorded_on_two_threads_apply_to_identical_worlds);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(commands_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 static bool contains_ignoring_case(const char *haystack, const char *needle) {
@@ -47,7 +48,9 @@ static void expect_register_fails(kiln_world *world, kiln_component_desc desc,
 /* register / lookup / info                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(register_hands_out_ids_from_one_upward) {
+KILN_TEST_GROUP(register);
+
+KILN_TEST(register, register_hands_out_ids_from_one_upward) {
     kiln_world *w = kiln_world_create(NULL);
     ck_assert_int_eq(kiln_component_count(w), 0);
     kiln_component pos = test_register_position(w);
@@ -59,9 +62,8 @@ START_TEST(register_hands_out_ids_from_one_upward) {
     ck_assert_int_eq(kiln_component_count(w), 3);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(lookup_finds_a_registered_name_and_nothing_else) {
+KILN_TEST(register, lookup_finds_a_registered_name_and_nothing_else) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -72,9 +74,8 @@ START_TEST(lookup_finds_a_registered_name_and_nothing_else) {
     ck_assert_uint_eq(kiln_component_lookup(w, ""), KILN_NO_COMPONENT);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(info_describes_the_registered_component) {
+KILN_TEST(register, info_describes_the_registered_component) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component pos = test_register_position(w);
@@ -95,9 +96,8 @@ START_TEST(info_describes_the_registered_component) {
     ck_assert(info.has_move);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(info_of_unknown_id_returns_false_and_leaves_dest_alone) {
+KILN_TEST(register, info_of_unknown_id_returns_false_and_leaves_dest_alone) {
     kiln_world *w = kiln_world_create(NULL);
     test_register_position(w);
     kiln_component_info info, untouched;
@@ -109,9 +109,8 @@ START_TEST(info_of_unknown_id_returns_false_and_leaves_dest_alone) {
     ck_assert_mem_eq(&info, &untouched, sizeof info);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(stride_is_size_rounded_up_to_alignment) {
+KILN_TEST(register, stride_is_size_rounded_up_to_alignment) {
     static const struct {
         size_t size, align, want_align, want_stride;
     } cases[] = {
@@ -139,9 +138,8 @@ START_TEST(stride_is_size_rounded_up_to_alignment) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(registering_an_identical_desc_again_returns_the_same_id) {
+KILN_TEST(register, registering_an_identical_desc_again_returns_the_same_id) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     kiln_component pos = test_register_position(w);
@@ -154,9 +152,8 @@ START_TEST(registering_an_identical_desc_again_returns_the_same_id) {
     ck_assert_int_eq(kiln_component_count(w), 2);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(identical_fields_match_by_content_not_by_pointer) {
+KILN_TEST(register, identical_fields_match_by_content_not_by_pointer) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     char x[] = "x", y[] = "y";
@@ -171,7 +168,6 @@ START_TEST(identical_fields_match_by_content_not_by_pointer) {
     ck_assert_uint_eq(again, pos);
     kiln_world_destroy(w);
 }
-END_TEST
 
 static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
     kiln_component_info before, after;
@@ -191,7 +187,7 @@ static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
     ck_assert_int_eq(after.has_destroy, before.has_destroy);
 }
 
-START_TEST(registering_a_name_with_another_layout_is_a_layout_mismatch) {
+KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch) {
     kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
     test_register_position(w);
@@ -249,9 +245,8 @@ START_TEST(registering_a_name_with_another_layout_is_a_layout_mismatch) {
     ck_assert_int_eq(kiln_component_count(w), 2);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
+KILN_TEST(register, a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
     kiln_world *w = kiln_world_create(NULL);
     test_register_tag(w, "Frozen");
     kiln_component id;
@@ -259,13 +254,14 @@ START_TEST(a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
     expect_mismatch(w, (kiln_component_desc){.name = "Frozen", .size = 4});
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* invalid descs                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(names_must_have_one_to_63_bytes) {
+KILN_TEST_GROUP(invalid);
+
+KILN_TEST(invalid, names_must_have_one_to_63_bytes) {
     kiln_world *w = kiln_world_create(NULL);
     char name[KILN_MAX_NAME + 2];
     memset(name, 'n', KILN_MAX_NAME + 1);
@@ -283,9 +279,8 @@ START_TEST(names_must_have_one_to_63_bytes) {
     ck_assert_uint_eq(kiln_component_lookup(w, name), id);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(alignment_above_16_or_not_a_power_of_two_is_rejected) {
+KILN_TEST(invalid, alignment_above_16_or_not_a_power_of_two_is_rejected) {
     kiln_world *w = kiln_world_create(NULL);
     static const size_t bad[] = {3, 5, 6, 12, 24, 32, 64, 17};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -305,9 +300,8 @@ START_TEST(alignment_above_16_or_not_a_power_of_two_is_rejected) {
     ck_assert_int_eq(kiln_component_count(w), 5);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(fields_outside_the_component_are_rejected) {
+KILN_TEST(invalid, fields_outside_the_component_are_rejected) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_field past_end[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 8}};
     expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = past_end,
@@ -346,9 +340,8 @@ START_TEST(fields_outside_the_component_are_rejected) {
                      KILN_OK);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(duplicate_field_names_are_rejected) {
+KILN_TEST(invalid, duplicate_field_names_are_rejected) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_field dup[] = {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -368,9 +361,8 @@ START_TEST(duplicate_field_names_are_rejected) {
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(fields_with_a_bad_type_or_count_are_rejected) {
+KILN_TEST(invalid, fields_with_a_bad_type_or_count_are_rejected) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_field bad_type[] = {{.name = "x", .type = KILN_TYPE_COUNT, .offset = 0}};
     expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = bad_type,
@@ -393,9 +385,8 @@ START_TEST(fields_with_a_bad_type_or_count_are_rejected) {
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(more_than_max_fields_are_rejected) {
+KILN_TEST(invalid, more_than_max_fields_are_rejected) {
     kiln_world *w = kiln_world_create(NULL);
     enum { N = KILN_MAX_FIELDS + 1 };
     kiln_field fields[N];
@@ -418,9 +409,8 @@ START_TEST(more_than_max_fields_are_rejected) {
     ck_assert_int_eq(info.field_count, KILN_MAX_FIELDS);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(a_failed_registration_leaves_the_name_free) {
+KILN_TEST(invalid, a_failed_registration_leaves_the_name_free) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_field bad[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 6}};
     expect_register_fails(w, (kiln_component_desc){.name = "Position", .size = 8, .fields = bad,
@@ -434,13 +424,14 @@ START_TEST(a_failed_registration_leaves_the_name_free) {
     ck_assert_int_eq(info.field_count, 2);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* tags and reflection                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(a_tag_has_size_zero_and_no_value) {
+KILN_TEST_GROUP(reflection);
+
+KILN_TEST(reflection, a_tag_has_size_zero_and_no_value) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component tag = test_register_tag(w, "Frozen");
     kiln_component_info info;
@@ -455,9 +446,8 @@ START_TEST(a_tag_has_size_zero_and_no_value) {
     ck_assert_ptr_null(kiln_get(w, e, tag));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(reflection_fields_are_copied_names_and_all) {
+KILN_TEST(reflection, reflection_fields_are_copied_names_and_all) {
     kiln_world *w = kiln_world_create(NULL);
     const char *names[] = {"mass", "tint", "label", "owner", "basis"};
     kiln_field *fields = malloc(5 * sizeof *fields);
@@ -511,9 +501,8 @@ START_TEST(reflection_fields_are_copied_names_and_all) {
     ck_assert_uint_le(info.fields[0].count, 1);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(type_names_and_sizes_match_their_c_types) {
+KILN_TEST(reflection, type_names_and_sizes_match_their_c_types) {
     ck_assert_str_eq(kiln_type_name(KILN_TYPE_FLOAT), "float");
     ck_assert_str_eq(kiln_type_name(KILN_TYPE_VEC3), "vec3");
     ck_assert_uint_eq(kiln_type_size(KILN_TYPE_NONE), 0);
@@ -543,13 +532,14 @@ START_TEST(type_names_and_sizes_match_their_c_types) {
             ck_assert_str_ne(name, kiln_type_name((kiln_type)u));
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* scale and storage                                                                          */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(a_world_holds_at_least_1024_component_types) {
+KILN_TEST_GROUP_WITH(storage, .timeout = 30);
+
+KILN_TEST(storage, a_world_holds_at_least_1024_component_types) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -584,9 +574,8 @@ START_TEST(a_world_holds_at_least_1024_component_types) {
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(query_column_base_pointers_are_16_byte_aligned) {
+KILN_TEST(storage, query_column_base_pointers_are_16_byte_aligned) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -638,7 +627,6 @@ START_TEST(query_column_base_pointers_are_16_byte_aligned) {
     ck_assert_uint_eq((uintptr_t)kiln_get(w, e, wide) % 16, 0);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* defaults and check hooks                                                                   */
@@ -686,7 +674,9 @@ static void assert_health(kiln_world *w, kiln_entity e, kiln_component c, int hp
     ck_assert_int_eq(h->max, max);
 }
 
-START_TEST(a_component_without_a_value_gets_its_registered_defaults_everywhere) {
+KILN_TEST_GROUP(defaults_and_checks);
+
+KILN_TEST(defaults_and_checks, a_component_without_a_value_gets_its_registered_defaults_everywhere) {
     kiln_world *w = kiln_world_create(NULL);
     int calls = 0;
     kiln_component c = register_health(w, &calls);
@@ -729,14 +719,13 @@ START_TEST(a_component_without_a_value_gets_its_registered_defaults_everywhere) 
     ck_assert_ptr_null(info.defaults);
     kiln_world_destroy(w);
 }
-END_TEST
 
 static kiln_result health_check_other(const kiln_world *world, kiln_entity entity,
                                       const void *value, void *ctx, char *why, size_t why_size) {
     return health_check(world, entity, value, ctx, why, why_size);
 }
 
-START_TEST(registering_again_with_other_defaults_or_check_is_a_layout_mismatch) {
+KILN_TEST(defaults_and_checks, registering_again_with_other_defaults_or_check_is_a_layout_mismatch) {
     kiln_world *w = kiln_world_create(NULL);
     int calls = 0;
     kiln_component c = register_health(w, &calls), again;
@@ -768,9 +757,8 @@ START_TEST(registering_again_with_other_defaults_or_check_is_a_layout_mismatch) 
                      KILN_ERR_INVALID_ARGUMENT);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_unchanged) {
+KILN_TEST(defaults_and_checks, a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_unchanged) {
     kiln_world *w = kiln_world_create(NULL);
     int calls = 0;
     kiln_component c = register_health(w, &calls);
@@ -825,57 +813,4 @@ START_TEST(a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_
     ck_assert_int_eq(kiln_component_check(w, e, 999, &bad), KILN_ERR_UNKNOWN_COMPONENT);
     ck_assert_int_gt(calls, 8);
     kiln_world_destroy(w);
-}
-END_TEST
-
-static Suite *component_suite(void) {
-    Suite *s = suite_create("component");
-    TCase *tc = tcase_create("register");
-    tcase_add_test(tc, register_hands_out_ids_from_one_upward);
-    tcase_add_test(tc, lookup_finds_a_registered_name_and_nothing_else);
-    tcase_add_test(tc, info_describes_the_registered_component);
-    tcase_add_test(tc, info_of_unknown_id_returns_false_and_leaves_dest_alone);
-    tcase_add_test(tc, stride_is_size_rounded_up_to_alignment);
-    tcase_add_test(tc, registering_an_identical_desc_again_returns_the_same_id);
-    tcase_add_test(tc, identical_fields_match_by_content_not_by_pointer);
-    tcase_add_test(tc, registering_a_name_with_another_layout_is_a_layout_mismatch);
-    tcase_add_test(tc, a_tag_registered_again_with_a_size_is_a_layout_mismatch);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("invalid");
-    tcase_add_test(tc, names_must_have_one_to_63_bytes);
-    tcase_add_test(tc, alignment_above_16_or_not_a_power_of_two_is_rejected);
-    tcase_add_test(tc, fields_outside_the_component_are_rejected);
-    tcase_add_test(tc, duplicate_field_names_are_rejected);
-    tcase_add_test(tc, fields_with_a_bad_type_or_count_are_rejected);
-    tcase_add_test(tc, more_than_max_fields_are_rejected);
-    tcase_add_test(tc, a_failed_registration_leaves_the_name_free);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("reflection");
-    tcase_add_test(tc, a_tag_has_size_zero_and_no_value);
-    tcase_add_test(tc, reflection_fields_are_copied_names_and_all);
-    tcase_add_test(tc, type_names_and_sizes_match_their_c_types);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("defaults_and_checks");
-    tcase_add_test(tc, a_component_without_a_value_gets_its_registered_defaults_everywhere);
-    tcase_add_test(tc, registering_again_with_other_defaults_or_check_is_a_layout_mismatch);
-    tcase_add_test(tc, a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_unchanged);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("storage");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, a_world_holds_at_least_1024_component_types);
-    tcase_add_test(tc, query_column_base_pointers_are_16_byte_aligned);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(component_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

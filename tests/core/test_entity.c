@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 static kiln_entity spawn_one(kiln_world *world) {
@@ -19,16 +20,17 @@ static kiln_entity spawn_one(kiln_world *world) {
 /* spawn / despawn                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(new_world_has_no_entities) {
+KILN_TEST_GROUP(lifecycle);
+
+KILN_TEST(lifecycle, new_world_has_no_entities) {
     kiln_world *w = kiln_world_create(NULL);
     ck_assert_ptr_nonnull(w);
     ck_assert_int_eq(kiln_entity_count(w), 0);
     ck_assert_int_eq(kiln_world_entities(w, NULL, 0), 0);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawn_returns_distinct_live_handles) {
+KILN_TEST(lifecycle, spawn_returns_distinct_live_handles) {
     kiln_world *w = kiln_world_create(NULL);
     enum { N = 200 };
     kiln_entity e[N];
@@ -41,9 +43,8 @@ START_TEST(spawn_returns_distinct_live_handles) {
     for (int i = 0; i < N; i++) ck_assert(kiln_is_alive(w, e[i]));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(spawned_handles_carry_a_generation_of_at_least_one) {
+KILN_TEST(lifecycle, spawned_handles_carry_a_generation_of_at_least_one) {
     kiln_world *w = kiln_world_create(NULL);
     for (int i = 0; i < 50; i++) {
         kiln_entity e = spawn_one(w);
@@ -52,9 +53,8 @@ START_TEST(spawned_handles_carry_a_generation_of_at_least_one) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(handles_stay_below_two_to_the_53) {
+KILN_TEST(lifecycle, handles_stay_below_two_to_the_53) {
     kiln_world *w = kiln_world_create(NULL);
     for (int i = 0; i < 1000; i++) {
         kiln_entity e = spawn_one(w);
@@ -66,9 +66,8 @@ START_TEST(handles_stay_below_two_to_the_53) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(despawn_makes_entity_dead_and_lowers_count) {
+KILN_TEST(lifecycle, despawn_makes_entity_dead_and_lowers_count) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity a = spawn_one(w);
     kiln_entity b = spawn_one(w);
@@ -81,9 +80,8 @@ START_TEST(despawn_makes_entity_dead_and_lowers_count) {
     ck_assert_int_eq(kiln_entity_count(w), 0);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(despawn_reuses_index_with_new_generation) {
+KILN_TEST(lifecycle, despawn_reuses_index_with_new_generation) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity keep = spawn_one(w);
     kiln_entity e = spawn_one(w);
@@ -99,9 +97,8 @@ START_TEST(despawn_reuses_index_with_new_generation) {
     ck_assert_int_eq(stats.entity_slots, 2);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(stale_handle_stays_dead_after_its_slot_is_reused) {
+KILN_TEST(lifecycle, stale_handle_stays_dead_after_its_slot_is_reused) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e = spawn_one(w);
     ck_assert_int_eq(kiln_despawn(w, e), KILN_OK);
@@ -118,9 +115,8 @@ START_TEST(stale_handle_stays_dead_after_its_slot_is_reused) {
     ck_assert(!kiln_is_alive(w, kiln_entity_make(index, KILN_ENTITY_GENERATION_MAX)));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(null_entity_is_never_alive) {
+KILN_TEST(lifecycle, null_entity_is_never_alive) {
     kiln_world *w = kiln_world_create(NULL);
     ck_assert(!kiln_is_alive(w, KILN_NULL_ENTITY));
     for (int i = 0; i < 10; i++) spawn_one(w);
@@ -129,9 +125,8 @@ START_TEST(null_entity_is_never_alive) {
     ck_assert_int_eq(kiln_entity_count(w), 10);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(generation_zero_of_a_live_slot_is_not_alive) {
+KILN_TEST(lifecycle, generation_zero_of_a_live_slot_is_not_alive) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e = spawn_one(w);
     ck_assert(!kiln_is_alive(w, kiln_entity_make(kiln_entity_index(e), 0)));
@@ -139,9 +134,8 @@ START_TEST(generation_zero_of_a_live_slot_is_not_alive) {
                                                  kiln_entity_generation(e) + 1)));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(out_of_range_handles_are_not_alive) {
+KILN_TEST(lifecycle, out_of_range_handles_are_not_alive) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e = spawn_one(w);
     uint32_t index = kiln_entity_index(e);
@@ -156,9 +150,8 @@ START_TEST(out_of_range_handles_are_not_alive) {
     ck_assert_int_eq(kiln_entity_count(w), 1);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(handles_with_bits_above_53_are_not_alive) {
+KILN_TEST(lifecycle, handles_with_bits_above_53_are_not_alive) {
     /* No handle the world issues has them, so such a number is not a live entity even when
      * its low 53 bits name one. */
     kiln_world *w = kiln_world_create(NULL);
@@ -169,9 +162,8 @@ START_TEST(handles_with_bits_above_53_are_not_alive) {
     ck_assert(kiln_is_alive(w, e));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(despawn_of_dead_entity_fails_with_a_message_naming_it) {
+KILN_TEST(lifecycle, despawn_of_dead_entity_fails_with_a_message_naming_it) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity keep = spawn_one(w);
     kiln_entity e = spawn_one(w);
@@ -190,9 +182,8 @@ START_TEST(despawn_of_dead_entity_fails_with_a_message_naming_it) {
     ck_assert_str_eq(kiln_world_error(w), "");
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(despawn_swap_removes_the_row) {
+KILN_TEST(lifecycle, despawn_swap_removes_the_row) {
     /* The last row of the archetype fills the hole, so the listing order changes predictably. */
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e[4];
@@ -207,13 +198,14 @@ START_TEST(despawn_swap_removes_the_row) {
     ck_assert_uint_eq(list[2], e[2]);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* generation wrap                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(slot_whose_generation_would_wrap_is_retired) {
+KILN_TEST_GROUP_WITH(generation_wrap, .timeout = 120);
+
+KILN_TEST(generation_wrap, slot_whose_generation_would_wrap_is_retired) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity other = spawn_one(w);
     kiln_entity e = spawn_one(w);
@@ -257,13 +249,14 @@ START_TEST(slot_whose_generation_would_wrap_is_retired) {
     ck_assert_int_ge(stats.entity_slots, 3); /* the retired slot still counts */
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* format                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(entity_format_writes_index_v_generation) {
+KILN_TEST_GROUP(format);
+
+KILN_TEST(format, entity_format_writes_index_v_generation) {
     char buf[24];
     ck_assert_ptr_eq(kiln_entity_format(kiln_entity_make(12, 3), buf, sizeof buf), buf);
     ck_assert_str_eq(buf, "12v3");
@@ -274,9 +267,8 @@ START_TEST(entity_format_writes_index_v_generation) {
     kiln_entity_format(kiln_entity_make(UINT32_MAX, KILN_ENTITY_GENERATION_MAX), buf, sizeof buf);
     ck_assert_str_eq(buf, "4294967295v2097151");
 }
-END_TEST
 
-START_TEST(entity_format_formats_a_spawned_handle) {
+KILN_TEST(format, entity_format_formats_a_spawned_handle) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e = spawn_one(w);
     char buf[24], expected[48];
@@ -285,9 +277,8 @@ START_TEST(entity_format_formats_a_spawned_handle) {
     ck_assert_str_eq(kiln_entity_format(e, buf, sizeof buf), expected);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(entity_format_never_writes_past_size) {
+KILN_TEST(format, entity_format_never_writes_past_size) {
     char buf[16];
     memset(buf, '#', sizeof buf);
     kiln_entity_format(kiln_entity_make(123456, 789), buf, 5);
@@ -295,13 +286,14 @@ START_TEST(entity_format_never_writes_past_size) {
     ck_assert_ptr_nonnull(memchr(buf, '\0', 5));
     ck_assert_int_eq(strncmp(buf, "123456v789", strlen(buf)), 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* listing                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(world_entities_lists_exactly_the_live_entities) {
+KILN_TEST_GROUP(listing);
+
+KILN_TEST(listing, world_entities_lists_exactly_the_live_entities) {
     kiln_world *w = kiln_world_create(NULL);
     enum { N = 10 };
     kiln_entity e[N];
@@ -318,9 +310,8 @@ START_TEST(world_entities_lists_exactly_the_live_entities) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(world_entities_writes_no_more_than_capacity) {
+KILN_TEST(listing, world_entities_writes_no_more_than_capacity) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e[6];
     for (int i = 0; i < 6; i++) e[i] = spawn_one(w);
@@ -333,9 +324,8 @@ START_TEST(world_entities_writes_no_more_than_capacity) {
     ck_assert_uint_eq(list[5], 77);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(world_entities_groups_by_archetype_in_row_order) {
+KILN_TEST(listing, world_entities_groups_by_archetype_in_row_order) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -368,9 +358,8 @@ START_TEST(world_entities_groups_by_archetype_in_row_order) {
     ck_assert_int_eq(groups_seen, 3);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(entity_slots_count_live_and_free_slots) {
+KILN_TEST(lifecycle, entity_slots_count_live_and_free_slots) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e[5];
     for (int i = 0; i < 5; i++) e[i] = spawn_one(w);
@@ -390,9 +379,8 @@ START_TEST(entity_slots_count_live_and_free_slots) {
     ck_assert_int_eq(stats.entity_slots, 6);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(many_spawns_and_despawns_keep_the_count_right) {
+KILN_TEST(lifecycle, many_spawns_and_despawns_keep_the_count_right) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -413,52 +401,4 @@ START_TEST(many_spawns_and_despawns_keep_the_count_right) {
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
     ck_assert_int_eq(a.bad_osize, 0);
-}
-END_TEST
-
-static Suite *entity_suite(void) {
-    Suite *s = suite_create("entity");
-    TCase *tc = tcase_create("lifecycle");
-    tcase_add_test(tc, new_world_has_no_entities);
-    tcase_add_test(tc, spawn_returns_distinct_live_handles);
-    tcase_add_test(tc, spawned_handles_carry_a_generation_of_at_least_one);
-    tcase_add_test(tc, handles_stay_below_two_to_the_53);
-    tcase_add_test(tc, despawn_makes_entity_dead_and_lowers_count);
-    tcase_add_test(tc, despawn_reuses_index_with_new_generation);
-    tcase_add_test(tc, stale_handle_stays_dead_after_its_slot_is_reused);
-    tcase_add_test(tc, null_entity_is_never_alive);
-    tcase_add_test(tc, generation_zero_of_a_live_slot_is_not_alive);
-    tcase_add_test(tc, out_of_range_handles_are_not_alive);
-    tcase_add_test(tc, handles_with_bits_above_53_are_not_alive);
-    tcase_add_test(tc, despawn_of_dead_entity_fails_with_a_message_naming_it);
-    tcase_add_test(tc, despawn_swap_removes_the_row);
-    tcase_add_test(tc, entity_slots_count_live_and_free_slots);
-    tcase_add_test(tc, many_spawns_and_despawns_keep_the_count_right);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("generation_wrap");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, slot_whose_generation_would_wrap_is_retired);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("format");
-    tcase_add_test(tc, entity_format_writes_index_v_generation);
-    tcase_add_test(tc, entity_format_formats_a_spawned_handle);
-    tcase_add_test(tc, entity_format_never_writes_past_size);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("listing");
-    tcase_add_test(tc, world_entities_lists_exactly_the_live_entities);
-    tcase_add_test(tc, world_entities_writes_no_more_than_capacity);
-    tcase_add_test(tc, world_entities_groups_by_archetype_in_row_order);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(entity_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* An event type handle from a raw number, to probe ids that are not registered. */
@@ -106,7 +107,9 @@ static kiln_world *locked_world_create(locked_allocator *a) {
 /* registration                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(event_register_copies_the_name_size_and_fields) {
+KILN_TEST_GROUP(registration);
+
+KILN_TEST(registration, event_register_copies_the_name_size_and_fields) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -143,7 +146,6 @@ START_TEST(event_register_copies_the_name_size_and_fields) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 static void noop_destroy(void *ptr, int32_t count, void *ctx) {
     (void)ptr;
@@ -156,7 +158,7 @@ static void noop_move(void *dst, void *src, int32_t count, void *ctx) {
     (void)ctx;
 }
 
-START_TEST(event_register_rejects_hooks) {
+KILN_TEST(registration, event_register_rejects_hooks) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = {77};
     ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Owning", .size = 8,
@@ -177,9 +179,8 @@ START_TEST(event_register_rejects_hooks) {
     ck_assert_uint_eq(kiln_event_lookup(world, "Owning").id, type.id);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(event_register_rejects_bad_descs_like_component_register) {
+KILN_TEST(registration, event_register_rejects_bad_descs_like_component_register) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type;
     char long_name[KILN_MAX_NAME + 2];
@@ -206,9 +207,8 @@ START_TEST(event_register_rejects_bad_descs_like_component_register) {
     ck_assert(!kiln_event_info_get(world, EV(1), &info));
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(registering_an_event_again_with_the_same_layout_returns_the_same_id) {
+KILN_TEST(registration, registering_an_event_again_with_the_same_layout_returns_the_same_id) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type first = register_hit(world);
     kiln_event_type other = register_plain_event(world, "Other", 4);
@@ -224,9 +224,8 @@ START_TEST(registering_an_event_again_with_the_same_layout_returns_the_same_id) 
     assert_hit(world, first, 0, 1, 2, 3);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(registering_an_event_again_with_another_layout_fails) {
+KILN_TEST(registration, registering_an_event_again_with_another_layout_fails) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     kiln_event_type out;
@@ -247,9 +246,8 @@ START_TEST(registering_an_event_again_with_another_layout_fails) {
     ck_assert_uint_eq(kiln_event_lookup(world, "Hit").id, type.id);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(event_names_live_apart_from_component_names) {
+KILN_TEST(registration, event_names_live_apart_from_component_names) {
     kiln_world *world = kiln_world_create(NULL);
     /* a component "Hit" of another layout does not stop an event "Hit", nor the reverse */
     kiln_component pos = test_register_position(world);
@@ -278,13 +276,14 @@ START_TEST(event_names_live_apart_from_component_names) {
     ck_assert_uint_eq(kiln_event_lookup(world, "OnlyAnEvent").id, ev_only.id);
     kiln_world_destroy(world);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* emitting and reading                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(emitted_events_read_back_in_emit_order) {
+KILN_TEST_GROUP(reading);
+
+KILN_TEST(reading, emitted_events_read_back_in_emit_order) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -302,9 +301,8 @@ START_TEST(emitted_events_read_back_in_emit_order) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(event_types_keep_separate_queues) {
+KILN_TEST(reading, event_types_keep_separate_queues) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type a = register_hit(world);
     kiln_event_type b = register_plain_event(world, "Tick", sizeof(int64_t));
@@ -327,9 +325,8 @@ START_TEST(event_types_keep_separate_queues) {
     ck_assert_int_eq(kiln_event_count(world, b), 0);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(readers_see_the_previous_buffer_then_the_current_one) {
+KILN_TEST(reading, readers_see_the_previous_buffer_then_the_current_one) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     for (int32_t i = 0; i < 3; i++) emit_hit(world, type, 1, i, 1);
@@ -347,9 +344,8 @@ START_TEST(readers_see_the_previous_buffer_then_the_current_one) {
     assert_hit(world, type, 20, 3, 0, 3);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(an_event_is_readable_through_the_next_frame_and_gone_the_one_after) {
+KILN_TEST(reading, an_event_is_readable_through_the_next_frame_and_gone_the_one_after) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     for (int32_t frame = 0; frame < 12; frame++) {
@@ -365,9 +361,8 @@ START_TEST(an_event_is_readable_through_the_next_frame_and_gone_the_one_after) {
     }
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(event_values_are_aligned_for_their_type) {
+KILN_TEST(reading, event_values_are_aligned_for_their_type) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type wide, byte;
     ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Wide", .size = 32, .align = 16},
@@ -392,9 +387,8 @@ START_TEST(event_values_are_aligned_for_their_type) {
     }
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(zero_sized_events_are_counted) {
+KILN_TEST(reading, zero_sized_events_are_counted) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type ping = register_plain_event(world, "Ping", 0);
     for (int i = 0; i < 30; i++) ck_assert_int_eq(kiln_event_emit(world, ping, NULL), KILN_OK);
@@ -406,9 +400,8 @@ START_TEST(zero_sized_events_are_counted) {
     ck_assert_int_eq(kiln_event_count(world, ping), 1);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(emit_of_an_unknown_type_fails_and_records_nothing) {
+KILN_TEST(reading, emit_of_an_unknown_type_fails_and_records_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -440,9 +433,8 @@ START_TEST(emit_of_an_unknown_type_fails_and_records_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(emit_out_of_memory_fails_and_keeps_the_earlier_events) {
+KILN_TEST(reading, emit_out_of_memory_fails_and_keeps_the_earlier_events) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -478,13 +470,14 @@ START_TEST(emit_out_of_memory_fails_and_keeps_the_earlier_events) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* command buffers                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(commands_emit_lands_at_apply_in_order) {
+KILN_TEST_GROUP(commands);
+
+KILN_TEST(commands, commands_emit_lands_at_apply_in_order) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     kiln_event_type other = register_plain_event(world, "Other", 4);
@@ -535,9 +528,8 @@ START_TEST(commands_emit_lands_at_apply_in_order) {
     kiln_commands_destroy(cmd);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing) {
+KILN_TEST(commands, commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -554,7 +546,6 @@ START_TEST(commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* schedule                                                                                   */
@@ -586,7 +577,9 @@ static void probe_system(const kiln_system_ctx *ctx) {
     p->runs++;
 }
 
-START_TEST(schedule_run_updates_the_events_once_per_run_before_the_first_stage) {
+KILN_TEST_GROUP_WITH(schedule, .timeout = 60);
+
+KILN_TEST(schedule, schedule_run_updates_the_events_once_per_run_before_the_first_stage) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     kiln_schedule *s = kiln_schedule_create(world, NULL);
@@ -624,9 +617,8 @@ START_TEST(schedule_run_updates_the_events_once_per_run_before_the_first_stage) 
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(a_main_thread_system_emit_lands_at_the_end_of_its_stage) {
+KILN_TEST(schedule, a_main_thread_system_emit_lands_at_the_end_of_its_stage) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
     kiln_schedule *s = kiln_schedule_create(world, NULL);
@@ -651,7 +643,6 @@ START_TEST(a_main_thread_system_emit_lands_at_the_end_of_its_stage) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
 }
-END_TEST
 
 #define SOURCES 6
 #define FRAMES 6
@@ -701,7 +692,7 @@ static void run_emitters(int workers, order_run *out) {
     kiln_world_destroy(world);
 }
 
-START_TEST(events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers) {
+KILN_TEST(schedule, events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers) {
     static order_run runs[3];
     int pools[3] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) run_emitters(pools[k], &runs[k]);
@@ -724,13 +715,14 @@ START_TEST(events_from_parallel_systems_land_in_declaration_order_with_0_and_2_w
         }
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* memory                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(steady_state_emits_and_updates_allocate_nothing) {
+KILN_TEST_GROUP_WITH(memory, .timeout = 60);
+
+KILN_TEST(memory, steady_state_emits_and_updates_allocate_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -756,9 +748,8 @@ START_TEST(steady_state_emits_and_updates_allocate_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(steady_state_schedule_frames_with_events_allocate_nothing) {
+KILN_TEST(memory, steady_state_schedule_frames_with_events_allocate_nothing) {
     locked_allocator alloc;
     kiln_world *world = locked_world_create(&alloc);
     kiln_event_type type = register_hit(world);
@@ -788,55 +779,4 @@ START_TEST(steady_state_schedule_frames_with_events_allocate_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.inner.live_bytes, 0);
     pthread_mutex_destroy(&alloc.lock);
-}
-END_TEST
-
-static Suite *events_suite(void) {
-    Suite *s = suite_create("events");
-    TCase *tc = tcase_create("registration");
-    tcase_add_test(tc, event_register_copies_the_name_size_and_fields);
-    tcase_add_test(tc, event_register_rejects_hooks);
-    tcase_add_test(tc, event_register_rejects_bad_descs_like_component_register);
-    tcase_add_test(tc, registering_an_event_again_with_the_same_layout_returns_the_same_id);
-    tcase_add_test(tc, registering_an_event_again_with_another_layout_fails);
-    tcase_add_test(tc, event_names_live_apart_from_component_names);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("reading");
-    tcase_add_test(tc, emitted_events_read_back_in_emit_order);
-    tcase_add_test(tc, event_types_keep_separate_queues);
-    tcase_add_test(tc, readers_see_the_previous_buffer_then_the_current_one);
-    tcase_add_test(tc, an_event_is_readable_through_the_next_frame_and_gone_the_one_after);
-    tcase_add_test(tc, event_values_are_aligned_for_their_type);
-    tcase_add_test(tc, zero_sized_events_are_counted);
-    tcase_add_test(tc, emit_of_an_unknown_type_fails_and_records_nothing);
-    tcase_add_test(tc, emit_out_of_memory_fails_and_keeps_the_earlier_events);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("commands");
-    tcase_add_test(tc, commands_emit_lands_at_apply_in_order);
-    tcase_add_test(tc, commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("schedule");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, schedule_run_updates_the_events_once_per_run_before_the_first_stage);
-    tcase_add_test(tc, a_main_thread_system_emit_lands_at_the_end_of_its_stage);
-    tcase_add_test(tc, events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("memory");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, steady_state_emits_and_updates_allocate_nothing);
-    tcase_add_test(tc, steady_state_schedule_frames_with_events_allocate_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(events_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

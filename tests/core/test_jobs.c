@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -142,7 +143,9 @@ static int32_t expected_default_workers(void) {
 /* lifetime                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(create_starts_the_requested_workers_and_destroy_frees_every_byte) {
+KILN_TEST_GROUP_WITH(lifetime, .timeout = 30);
+
+KILN_TEST(lifetime, create_starts_the_requested_workers_and_destroy_frees_every_byte) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 1, 3};
     for (int k = 0; k < 3; k++) {
         locked_allocator l;
@@ -165,9 +168,8 @@ START_TEST(create_starts_the_requested_workers_and_destroy_frees_every_byte) {
         locked_fini(&l);
     }
 }
-END_TEST
 
-START_TEST(a_null_desc_starts_one_worker_per_core_but_one) {
+KILN_TEST(lifetime, a_null_desc_starts_one_worker_per_core_but_one) {
     kiln_jobs *jobs = kiln_jobs_create(NULL);
     ck_assert_ptr_nonnull(jobs);
     ck_assert_int_eq(kiln_jobs_worker_count(jobs), expected_default_workers());
@@ -196,14 +198,12 @@ START_TEST(a_null_desc_starts_one_worker_per_core_but_one) {
     ck_assert_ptr_null(kiln_jobs_create(&(kiln_jobs_desc){.workers = -2}));
     ck_assert_ptr_null(kiln_jobs_create(&(kiln_jobs_desc){.workers = 257}));
 }
-END_TEST
 
-START_TEST(destroying_null_is_a_noop) {
+KILN_TEST(lifetime, destroying_null_is_a_noop) {
     kiln_jobs_destroy(NULL);
 }
-END_TEST
 
-START_TEST(create_returns_null_when_memory_runs_out_and_leaves_nothing_behind) {
+KILN_TEST(lifetime, create_returns_null_when_memory_runs_out_and_leaves_nothing_behind) {
     for (int64_t k = 0;; k++) {
         ck_assert_int_lt(k, 100);
         locked_allocator l;
@@ -229,9 +229,8 @@ START_TEST(create_returns_null_when_memory_runs_out_and_leaves_nothing_behind) {
         break;
     }
 }
-END_TEST
 
-START_TEST(create_returns_null_when_threads_cannot_be_had_and_frees_what_it_took) {
+KILN_TEST(lifetime, create_returns_null_when_threads_cannot_be_had_and_frees_what_it_took) {
     /* A default thread stack larger than any address space makes pthread_create fail. */
     pthread_attr_t saved, huge;
     ck_assert_int_eq(pthread_getattr_default_np(&saved), 0);
@@ -254,9 +253,8 @@ START_TEST(create_returns_null_when_threads_cannot_be_had_and_frees_what_it_took
     ck_assert_int_eq(snap.bad_osize, 0); /* every block freed with the size it was given */
     locked_fini(&l);
 }
-END_TEST
 
-START_TEST(destroy_runs_the_jobs_still_queued) {
+KILN_TEST(lifetime, destroy_runs_the_jobs_still_queued) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 2; k++) {
         kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
@@ -273,7 +271,6 @@ START_TEST(destroy_runs_the_jobs_still_queued) {
         ck_assert_int_eq(__atomic_load_n(&counter.pending, __ATOMIC_ACQUIRE), 0);
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* batches                                                                                    */
@@ -281,7 +278,9 @@ END_TEST
 
 #define BIG_BATCH 5000
 
-START_TEST(every_job_of_a_large_batch_runs_exactly_once) {
+KILN_TEST_GROUP_WITH(batches, .timeout = 30);
+
+KILN_TEST(batches, every_job_of_a_large_batch_runs_exactly_once) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 1, 3};
     job_slot *slots = malloc(sizeof *slots * BIG_BATCH);
     kiln_job *list = malloc(sizeof *list * BIG_BATCH);
@@ -313,9 +312,8 @@ START_TEST(every_job_of_a_large_batch_runs_exactly_once) {
     free(slots);
     free(list);
 }
-END_TEST
 
-START_TEST(separate_counters_each_wait_for_their_own_batch) {
+KILN_TEST(batches, separate_counters_each_wait_for_their_own_batch) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     ck_assert_ptr_nonnull(jobs);
     atomic_int fast_total = 0, slow_total = 0;
@@ -332,9 +330,8 @@ START_TEST(separate_counters_each_wait_for_their_own_batch) {
     ck_assert_int_eq(loaded(&slow_total), 8);
     kiln_jobs_destroy(jobs);
 }
-END_TEST
 
-START_TEST(an_inline_pool_runs_every_job_on_the_waiting_thread) {
+KILN_TEST(batches, an_inline_pool_runs_every_job_on_the_waiting_thread) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
     ck_assert_ptr_nonnull(jobs);
     ck_assert_int_eq(kiln_jobs_worker_count(jobs), 0);
@@ -352,9 +349,8 @@ START_TEST(an_inline_pool_runs_every_job_on_the_waiting_thread) {
     }
     kiln_jobs_destroy(jobs);
 }
-END_TEST
 
-START_TEST(workers_share_a_batch_of_slow_jobs) {
+KILN_TEST(batches, workers_share_a_batch_of_slow_jobs) {
     /* Three workers plus the waiting thread; even on two cores the jobs spread. */
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 3});
     ck_assert_ptr_nonnull(jobs);
@@ -373,7 +369,6 @@ START_TEST(workers_share_a_batch_of_slow_jobs) {
     ck_assert_int_ge(count_distinct_threads(threads, N), 2);
     kiln_jobs_destroy(jobs);
 }
-END_TEST
 
 /* A job that, above the last level, submits fanout children to its own pool and waits. */
 typedef struct nested_job {
@@ -409,7 +404,7 @@ static void nested_run(void *arg) {
     if (__atomic_load_n(&counter.pending, __ATOMIC_ACQUIRE) != 0) atomic_fetch_add(self->errors, 1);
 }
 
-START_TEST(a_job_may_submit_and_wait_on_nested_jobs_without_deadlock) {
+KILN_TEST(batches, a_job_may_submit_and_wait_on_nested_jobs_without_deadlock) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 1, 2};
     for (int k = 0; k < 3; k++) {
         kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = counts[k]});
@@ -433,9 +428,8 @@ START_TEST(a_job_may_submit_and_wait_on_nested_jobs_without_deadlock) {
         kiln_jobs_destroy(jobs);
     }
 }
-END_TEST
 
-START_TEST(several_pools_coexist_without_sharing_workers) {
+KILN_TEST(batches, several_pools_coexist_without_sharing_workers) {
     kiln_jobs *a = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_jobs *b = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
     kiln_jobs *c = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
@@ -481,13 +475,14 @@ START_TEST(several_pools_coexist_without_sharing_workers) {
     kiln_jobs_destroy(b);
     kiln_jobs_destroy(c);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* memory                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(steady_state_submission_allocates_nothing) {
+KILN_TEST_GROUP_WITH(memory, .timeout = 30);
+
+KILN_TEST(memory, steady_state_submission_allocates_nothing) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 2};
     enum { N = 300 };
     job_slot slots[N];
@@ -521,9 +516,8 @@ START_TEST(steady_state_submission_allocates_nothing) {
         locked_fini(&l);
     }
 }
-END_TEST
 
-START_TEST(submit_out_of_memory_queues_nothing) {
+KILN_TEST(memory, submit_out_of_memory_queues_nothing) {
     locked_allocator l;
     locked_init(&l);
     kiln_jobs *jobs = pool_create(0, &l);
@@ -547,7 +541,6 @@ START_TEST(submit_out_of_memory_queues_nothing) {
     ck_assert_int_eq(locked_snapshot(&l).live_bytes, 0);
     locked_fini(&l);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* parallel_for                                                                               */
@@ -695,7 +688,9 @@ static int check_visits_once(pfor_world *p, kiln_jobs *jobs, int32_t min_rows) {
     return first_calls;
 }
 
-START_TEST(parallel_for_without_a_pool_visits_every_matching_row_once_inline) {
+KILN_TEST_GROUP_WITH(parallel_for, .timeout = 60);
+
+KILN_TEST(parallel_for, parallel_for_without_a_pool_visits_every_matching_row_once_inline) {
     kiln_world *world = kiln_world_create(NULL);
     pfor_world p;
     pfor_setup(&p, world);
@@ -705,9 +700,8 @@ START_TEST(parallel_for_without_a_pool_visits_every_matching_row_once_inline) {
     pfor_teardown(&p);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(parallel_for_with_an_inline_pool_visits_every_matching_row_once) {
+KILN_TEST(parallel_for, parallel_for_with_an_inline_pool_visits_every_matching_row_once) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
     pfor_world p;
@@ -718,9 +712,8 @@ START_TEST(parallel_for_with_an_inline_pool_visits_every_matching_row_once) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(parallel_for_with_workers_splits_a_large_archetype_and_visits_every_row_once) {
+KILN_TEST(parallel_for, parallel_for_with_workers_splits_a_large_archetype_and_visits_every_row_once) {
     kiln_world *world = kiln_world_create(NULL);
     pfor_world p;
     pfor_setup(&p, world);
@@ -738,7 +731,6 @@ START_TEST(parallel_for_with_workers_splits_a_large_archetype_and_visits_every_r
     pfor_teardown(&p);
     kiln_world_destroy(world);
 }
-END_TEST
 
 static void smallest_view(kiln_iter *view, void *user) {
     atomic_int *smallest = user;
@@ -747,7 +739,7 @@ static void smallest_view(kiln_iter *view, void *user) {
     }
 }
 
-START_TEST(parallel_for_ranges_hold_at_least_min_rows_of_a_larger_chunk) {
+KILN_TEST(parallel_for, parallel_for_ranges_hold_at_least_min_rows_of_a_larger_chunk) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 3});
     kiln_component v = register_visits(world);
@@ -772,14 +764,13 @@ START_TEST(parallel_for_ranges_hold_at_least_min_rows_of_a_larger_chunk) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(world);
 }
-END_TEST
 
 static void count_calls(kiln_iter *view, void *user) {
     (void)view;
     atomic_fetch_add((atomic_int *)user, 1);
 }
 
-START_TEST(parallel_for_over_an_empty_query_calls_nothing) {
+KILN_TEST(parallel_for, parallel_for_over_an_empty_query_calls_nothing) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_component pos = test_register_position(world);
@@ -802,7 +793,6 @@ START_TEST(parallel_for_over_an_empty_query_calls_nothing) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(world);
 }
-END_TEST
 
 /* Marks rows of term 0 changed (and moves them), for chunks whose optional term 1 is present. */
 static void mark_moving(kiln_iter *view, void *user) {
@@ -831,7 +821,7 @@ static column_tick column_ticks(const kiln_query *q) {
     return ct;
 }
 
-START_TEST(rows_marked_through_views_update_column_and_row_ticks) {
+KILN_TEST(parallel_for, rows_marked_through_views_update_column_and_row_ticks) {
     const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) {
         kiln_world *world = kiln_world_create(NULL);
@@ -872,7 +862,6 @@ START_TEST(rows_marked_through_views_update_column_and_row_ticks) {
         kiln_world_destroy(world);
     }
 }
-END_TEST
 
 /* Inside the callback (on the calling thread): spawns one entity and adds a tag per row, and
  * checks the world is deferred and unchanged meanwhile. */
@@ -904,7 +893,7 @@ static void spawn_inside(kiln_iter *view, void *user) {
     }
 }
 
-START_TEST(structural_calls_in_a_callback_on_the_calling_thread_land_after_the_loop) {
+KILN_TEST(parallel_for, structural_calls_in_a_callback_on_the_calling_thread_land_after_the_loop) {
     const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE};
     for (int k = 0; k < 2; k++) {
         kiln_world *world = kiln_world_create(NULL);
@@ -947,9 +936,8 @@ START_TEST(structural_calls_in_a_callback_on_the_calling_thread_land_after_the_l
         kiln_world_destroy(world);
     }
 }
-END_TEST
 
-START_TEST(parallel_for_out_of_memory_fails_before_any_row_runs) {
+KILN_TEST(parallel_for, parallel_for_out_of_memory_fails_before_any_row_runs) {
     kiln_world *world = kiln_world_create(NULL);
     pfor_world p;
     pfor_setup(&p, world);
@@ -989,9 +977,8 @@ START_TEST(parallel_for_out_of_memory_fails_before_any_row_runs) {
     pfor_teardown(&p);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(parallel_for_allocates_nothing_in_steady_state) {
+KILN_TEST(parallel_for, parallel_for_allocates_nothing_in_steady_state) {
     locked_allocator l;
     locked_init(&l);
     kiln_jobs *jobs = pool_create(2, &l);
@@ -1015,60 +1002,7 @@ START_TEST(parallel_for_allocates_nothing_in_steady_state) {
     ck_assert_int_eq(locked_snapshot(&l).live_bytes, 0);
     locked_fini(&l);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* runner                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-
-static Suite *jobs_suite(void) {
-    Suite *s = suite_create("jobs");
-
-    TCase *tc = tcase_create("lifetime");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, create_starts_the_requested_workers_and_destroy_frees_every_byte);
-    tcase_add_test(tc, a_null_desc_starts_one_worker_per_core_but_one);
-    tcase_add_test(tc, destroying_null_is_a_noop);
-    tcase_add_test(tc, create_returns_null_when_memory_runs_out_and_leaves_nothing_behind);
-    tcase_add_test(tc, create_returns_null_when_threads_cannot_be_had_and_frees_what_it_took);
-    tcase_add_test(tc, destroy_runs_the_jobs_still_queued);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("batches");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, every_job_of_a_large_batch_runs_exactly_once);
-    tcase_add_test(tc, separate_counters_each_wait_for_their_own_batch);
-    tcase_add_test(tc, an_inline_pool_runs_every_job_on_the_waiting_thread);
-    tcase_add_test(tc, workers_share_a_batch_of_slow_jobs);
-    tcase_add_test(tc, a_job_may_submit_and_wait_on_nested_jobs_without_deadlock);
-    tcase_add_test(tc, several_pools_coexist_without_sharing_workers);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("memory");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, steady_state_submission_allocates_nothing);
-    tcase_add_test(tc, submit_out_of_memory_queues_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("parallel_for");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, parallel_for_without_a_pool_visits_every_matching_row_once_inline);
-    tcase_add_test(tc, parallel_for_with_an_inline_pool_visits_every_matching_row_once);
-    tcase_add_test(tc, parallel_for_with_workers_splits_a_large_archetype_and_visits_every_row_once);
-    tcase_add_test(tc, parallel_for_ranges_hold_at_least_min_rows_of_a_larger_chunk);
-    tcase_add_test(tc, parallel_for_over_an_empty_query_calls_nothing);
-    tcase_add_test(tc, rows_marked_through_views_update_column_and_row_ticks);
-    tcase_add_test(tc, structural_calls_in_a_callback_on_the_calling_thread_land_after_the_loop);
-    tcase_add_test(tc, parallel_for_out_of_memory_fails_before_any_row_runs);
-    tcase_add_test(tc, parallel_for_allocates_nothing_in_steady_state);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(jobs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 typedef struct fixture {
@@ -74,7 +75,9 @@ static bool same_set(const kiln_entity *got, int64_t n, const kiln_entity *want,
 /* matching                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(with_terms_match_entities_having_all_of_them) {
+KILN_TEST_GROUP(matching);
+
+KILN_TEST(matching, with_terms_match_entities_having_all_of_them) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos, f.vel}});
@@ -89,9 +92,8 @@ START_TEST(with_terms_match_entities_having_all_of_them) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(without_terms_exclude_entities) {
+KILN_TEST(matching, without_terms_exclude_entities) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}, .without = {f.vel}});
@@ -106,9 +108,8 @@ START_TEST(without_terms_exclude_entities) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(optional_terms_give_null_columns_where_absent) {
+KILN_TEST(matching, optional_terms_give_null_columns_where_absent) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}, .optional = {f.vel}});
@@ -140,9 +141,8 @@ START_TEST(optional_terms_give_null_columns_where_absent) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(tag_terms_match_but_have_null_columns) {
+KILN_TEST(matching, tag_terms_match_but_have_null_columns) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.tag, f.pos}});
@@ -158,9 +158,8 @@ START_TEST(tag_terms_match_but_have_null_columns) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(chunk_entities_line_up_with_column_rows) {
+KILN_TEST(matching, chunk_entities_line_up_with_column_rows) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.vel, f.pos}});
@@ -184,9 +183,8 @@ START_TEST(chunk_entities_line_up_with_column_rows) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(writes_through_columns_are_visible_to_get) {
+KILN_TEST(matching, writes_through_columns_are_visible_to_get) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos, f.vel}});
@@ -205,9 +203,8 @@ START_TEST(writes_through_columns_are_visible_to_get) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(query_created_before_an_archetype_sees_it_afterwards) {
+KILN_TEST(matching, query_created_before_an_archetype_sees_it_afterwards) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.vel}, .without = {f.pos}});
@@ -235,9 +232,8 @@ START_TEST(query_created_before_an_archetype_sees_it_afterwards) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(empty_archetypes_are_skipped) {
+KILN_TEST(matching, empty_archetypes_are_skipped) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}});
@@ -265,9 +261,8 @@ START_TEST(empty_archetypes_are_skipped) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(query_count_and_iteration_allocate_nothing) {
+KILN_TEST(matching, query_count_and_iteration_allocate_nothing) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}, .optional = {f.vel}});
@@ -283,9 +278,8 @@ START_TEST(query_count_and_iteration_allocate_nothing) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(many_archetypes_are_all_matched) {
+KILN_TEST(matching, many_archetypes_are_all_matched) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -311,13 +305,14 @@ START_TEST(many_archetypes_are_all_matched) {
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* range views                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(iter_range_views_a_slice_of_the_chunk) {
+KILN_TEST_GROUP(range);
+
+KILN_TEST(range, iter_range_views_a_slice_of_the_chunk) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_component vel = test_register_velocity(w);
@@ -355,9 +350,8 @@ START_TEST(iter_range_views_a_slice_of_the_chunk) {
     kiln_query_destroy(q);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(marks_through_a_range_view_reach_the_column_tick_when_it_finishes) {
+KILN_TEST(range, marks_through_a_range_view_reach_the_column_tick_when_it_finishes) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component pos = test_register_position(w);
     kiln_entity e[8];
@@ -387,13 +381,14 @@ START_TEST(marks_through_a_range_view_reach_the_column_tick_when_it_finishes) {
     kiln_query_destroy(q);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* change ticks                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(mark_changed_stamps_the_row_at_the_iteration_tick) {
+KILN_TEST_GROUP(ticks);
+
+KILN_TEST(ticks, mark_changed_stamps_the_row_at_the_iteration_tick) {
     fixture f;
     fixture_setup(&f);
     kiln_tick_advance(f.world);
@@ -418,9 +413,8 @@ START_TEST(mark_changed_stamps_the_row_at_the_iteration_tick) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(changed_since_is_strictly_greater) {
+KILN_TEST(ticks, changed_since_is_strictly_greater) {
     fixture f;
     fixture_setup(&f);
     for (int i = 0; i < 4; i++) kiln_tick_advance(f.world); /* tick 5 */
@@ -439,7 +433,6 @@ START_TEST(changed_since_is_strictly_greater) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
 static kiln_tick column_tick_of(const kiln_query *q, int32_t term) {
     kiln_iter it;
@@ -452,7 +445,7 @@ static kiln_tick column_tick_of(const kiln_query *q, int32_t term) {
     return latest;
 }
 
-START_TEST(column_tick_tracks_the_latest_write_in_the_column) {
+KILN_TEST(ticks, column_tick_tracks_the_latest_write_in_the_column) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}, .without = {f.vel}});
@@ -480,9 +473,8 @@ START_TEST(column_tick_tracks_the_latest_write_in_the_column) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(column_tick_of_other_archetypes_is_untouched_by_a_write) {
+KILN_TEST(ticks, column_tick_of_other_archetypes_is_untouched_by_a_write) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}});
@@ -507,13 +499,14 @@ START_TEST(column_tick_of_other_archetypes_is_untouched_by_a_write) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* iteration lifetime and the structural lock                                                 */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(iter_fini_ends_an_iteration_early) {
+KILN_TEST_GROUP(lifetime);
+
+KILN_TEST(lifetime, iter_fini_ends_an_iteration_early) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}});
@@ -529,9 +522,8 @@ START_TEST(iter_fini_ends_an_iteration_early) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(a_finished_iteration_releases_the_world) {
+KILN_TEST(lifetime, a_finished_iteration_releases_the_world) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.pos}});
@@ -555,9 +547,8 @@ START_TEST(a_finished_iteration_releases_the_world) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(nested_iterations_are_allowed) {
+KILN_TEST(lifetime, nested_iterations_are_allowed) {
     fixture f;
     fixture_setup(&f);
     kiln_query *outer = make_query(f.world, (kiln_query_desc){.with = {f.pos}});
@@ -578,9 +569,10 @@ START_TEST(nested_iterations_are_allowed) {
     kiln_query_destroy(outer);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(iteration_defers_the_world_until_it_ends) {
+KILN_TEST_GROUP(deferred);
+
+KILN_TEST(deferred, iteration_defers_the_world_until_it_ends) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -613,9 +605,8 @@ START_TEST(iteration_defers_the_world_until_it_ends) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(rows_being_visited_never_move_during_iteration) {
+KILN_TEST(deferred, rows_being_visited_never_move_during_iteration) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -650,9 +641,8 @@ START_TEST(rows_being_visited_never_move_during_iteration) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(reads_inside_a_loop_see_the_world_without_queued_changes) {
+KILN_TEST(deferred, reads_inside_a_loop_see_the_world_without_queued_changes) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -679,9 +669,8 @@ START_TEST(reads_inside_a_loop_see_the_world_without_queued_changes) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(dead_entities_and_unknown_components_fail_at_once_inside_a_loop) {
+KILN_TEST(deferred, dead_entities_and_unknown_components_fail_at_once_inside_a_loop) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -721,9 +710,8 @@ START_TEST(dead_entities_and_unknown_components_fail_at_once_inside_a_loop) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(changes_land_when_the_outermost_iteration_ends) {
+KILN_TEST(deferred, changes_land_when_the_outermost_iteration_ends) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -753,9 +741,8 @@ START_TEST(changes_land_when_the_outermost_iteration_ends) {
     kiln_query_destroy(outer);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(finishing_a_range_view_does_not_end_the_iteration) {
+KILN_TEST(deferred, finishing_a_range_view_does_not_end_the_iteration) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -775,9 +762,8 @@ START_TEST(finishing_a_range_view_does_not_end_the_iteration) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(a_queued_change_to_an_entity_that_died_first_is_dropped) {
+KILN_TEST(deferred, a_queued_change_to_an_entity_that_died_first_is_dropped) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -805,9 +791,8 @@ START_TEST(a_queued_change_to_an_entity_that_died_first_is_dropped) {
     ck_assert_int_eq(log.destroyed, 1);
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(values_queued_inside_a_loop_are_copied_at_the_call) {
+KILN_TEST(deferred, values_queued_inside_a_loop_are_copied_at_the_call) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -830,9 +815,8 @@ START_TEST(values_queued_inside_a_loop_are_copied_at_the_call) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(entities_spawned_inside_a_loop_accept_adds_and_come_alive_after) {
+KILN_TEST(deferred, entities_spawned_inside_a_loop_accept_adds_and_come_alive_after) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -870,9 +854,8 @@ START_TEST(entities_spawned_inside_a_loop_accept_adds_and_come_alive_after) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(set_get_mut_and_add_inside_a_loop_keep_call_order) {
+KILN_TEST(deferred, set_get_mut_and_add_inside_a_loop_keep_call_order) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -895,7 +878,6 @@ START_TEST(set_get_mut_and_add_inside_a_loop_keep_call_order) {
     kiln_query_destroy(q);
     fixture_teardown(&f);
 }
-END_TEST
 
 /* What stays a programmer error during iteration dies of SIGABRT (assertions are on in test
  * builds). */
@@ -907,7 +889,9 @@ static void start_iterating(fixture *f, kiln_iter *it) {
     ck_assert(kiln_query_next(it));
 }
 
-START_TEST(applying_a_command_buffer_during_iteration_aborts) {
+KILN_TEST_GROUP(misuse);
+
+KILN_TEST_SIGNAL(misuse, applying_a_command_buffer_during_iteration_aborts, SIGABRT) {
     fixture f;
     kiln_iter it;
     fixture_setup(&f);
@@ -920,15 +904,13 @@ START_TEST(applying_a_command_buffer_during_iteration_aborts) {
     ck_assert(kiln_query_next(&it));
     kiln_commands_apply(cmd, f.world, NULL);
 }
-END_TEST
 
-START_TEST(destroying_the_query_during_iteration_aborts) {
+KILN_TEST_SIGNAL(misuse, destroying_the_query_during_iteration_aborts, SIGABRT) {
     fixture f;
     kiln_iter it;
     start_iterating(&f, &it);
     kiln_query_destroy((kiln_query *)it.query);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* create / destroy                                                                           */
@@ -945,7 +927,7 @@ static void expect_create_fails(kiln_world *w, kiln_query_desc desc, kiln_result
     ck_assert_int_eq(after.queries, before.queries);
 }
 
-START_TEST(query_create_rejects_unknown_repeated_or_missing_terms) {
+KILN_TEST(lifetime, query_create_rejects_unknown_repeated_or_missing_terms) {
     fixture f;
     fixture_setup(&f);
     kiln_world *w = f.world;
@@ -967,9 +949,8 @@ START_TEST(query_create_rejects_unknown_repeated_or_missing_terms) {
                         KILN_ERR_INVALID_ARGUMENT);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(query_stats_count_live_queries_and_destroy_null_is_a_noop) {
+KILN_TEST(lifetime, query_stats_count_live_queries_and_destroy_null_is_a_noop) {
     fixture f;
     fixture_setup(&f);
     kiln_world_stats stats;
@@ -988,9 +969,8 @@ START_TEST(query_stats_count_live_queries_and_destroy_null_is_a_noop) {
     kiln_query_destroy(b);
     fixture_teardown(&f);
 }
-END_TEST
 
-START_TEST(term_count_counts_with_and_optional_terms_in_order) {
+KILN_TEST(matching, term_count_counts_with_and_optional_terms_in_order) {
     fixture f;
     fixture_setup(&f);
     kiln_query *q = make_query(f.world, (kiln_query_desc){.with = {f.vel, f.tag},
@@ -1005,69 +985,4 @@ START_TEST(term_count_counts_with_and_optional_terms_in_order) {
     kiln_iter_fini(&it);
     kiln_query_destroy(q);
     fixture_teardown(&f);
-}
-END_TEST
-
-static Suite *query_suite(void) {
-    Suite *s = suite_create("query");
-    TCase *tc = tcase_create("matching");
-    tcase_add_test(tc, with_terms_match_entities_having_all_of_them);
-    tcase_add_test(tc, without_terms_exclude_entities);
-    tcase_add_test(tc, optional_terms_give_null_columns_where_absent);
-    tcase_add_test(tc, tag_terms_match_but_have_null_columns);
-    tcase_add_test(tc, chunk_entities_line_up_with_column_rows);
-    tcase_add_test(tc, writes_through_columns_are_visible_to_get);
-    tcase_add_test(tc, query_created_before_an_archetype_sees_it_afterwards);
-    tcase_add_test(tc, empty_archetypes_are_skipped);
-    tcase_add_test(tc, query_count_and_iteration_allocate_nothing);
-    tcase_add_test(tc, many_archetypes_are_all_matched);
-    tcase_add_test(tc, term_count_counts_with_and_optional_terms_in_order);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("range");
-    tcase_add_test(tc, iter_range_views_a_slice_of_the_chunk);
-    tcase_add_test(tc, marks_through_a_range_view_reach_the_column_tick_when_it_finishes);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ticks");
-    tcase_add_test(tc, mark_changed_stamps_the_row_at_the_iteration_tick);
-    tcase_add_test(tc, changed_since_is_strictly_greater);
-    tcase_add_test(tc, column_tick_tracks_the_latest_write_in_the_column);
-    tcase_add_test(tc, column_tick_of_other_archetypes_is_untouched_by_a_write);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("lifetime");
-    tcase_add_test(tc, iter_fini_ends_an_iteration_early);
-    tcase_add_test(tc, a_finished_iteration_releases_the_world);
-    tcase_add_test(tc, nested_iterations_are_allowed);
-    tcase_add_test(tc, query_create_rejects_unknown_repeated_or_missing_terms);
-    tcase_add_test(tc, query_stats_count_live_queries_and_destroy_null_is_a_noop);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("deferred");
-    tcase_add_test(tc, iteration_defers_the_world_until_it_ends);
-    tcase_add_test(tc, rows_being_visited_never_move_during_iteration);
-    tcase_add_test(tc, reads_inside_a_loop_see_the_world_without_queued_changes);
-    tcase_add_test(tc, dead_entities_and_unknown_components_fail_at_once_inside_a_loop);
-    tcase_add_test(tc, changes_land_when_the_outermost_iteration_ends);
-    tcase_add_test(tc, finishing_a_range_view_does_not_end_the_iteration);
-    tcase_add_test(tc, a_queued_change_to_an_entity_that_died_first_is_dropped);
-    tcase_add_test(tc, values_queued_inside_a_loop_are_copied_at_the_call);
-    tcase_add_test(tc, entities_spawned_inside_a_loop_accept_adds_and_come_alive_after);
-    tcase_add_test(tc, set_get_mut_and_add_inside_a_loop_keep_call_order);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("misuse");
-    tcase_add_test_raise_signal(tc, applying_a_command_buffer_during_iteration_aborts, SIGABRT);
-    tcase_add_test_raise_signal(tc, destroying_the_query_during_iteration_aborts, SIGABRT);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(query_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

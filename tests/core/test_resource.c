@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -44,7 +45,9 @@ static const test_owned *owned_resource(kiln_world *world, kiln_component type) 
 /* set, get, has, remove                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(resource_set_stores_a_copy_that_get_returns) {
+KILN_TEST_GROUP(values);
+
+KILN_TEST(values, resource_set_stores_a_copy_that_get_returns) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -61,9 +64,8 @@ START_TEST(resource_set_stores_a_copy_that_get_returns) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(resource_get_is_null_and_has_is_false_when_not_set) {
+KILN_TEST(values, resource_get_is_null_and_has_is_false_when_not_set) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component type = register_score(world);
     kiln_component other = test_register_position(world);
@@ -81,9 +83,8 @@ START_TEST(resource_get_is_null_and_has_is_false_when_not_set) {
     ck_assert(!kiln_resource_has(world, 999));
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(resource_set_with_a_null_value_zeroes_it) {
+KILN_TEST(values, resource_set_with_a_null_value_zeroes_it) {
     test_allocator alloc; /* fills fresh memory with garbage, so zeroes are really written */
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -100,9 +101,8 @@ START_TEST(resource_set_with_a_null_value_zeroes_it) {
     ck_assert_int_eq(got->points, 0);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(writes_through_resource_get_persist) {
+KILN_TEST(values, writes_through_resource_get_persist) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component type = register_score(world);
     ck_assert_int_eq(kiln_resource_set(world, type, &(score){1, 1.0}), KILN_OK);
@@ -118,9 +118,8 @@ START_TEST(writes_through_resource_get_persist) {
     ck_assert_int_eq(again->points, 100);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(resource_values_are_aligned_for_their_type) {
+KILN_TEST(values, resource_values_are_aligned_for_their_type) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component wide, byte;
     ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "Wide", .size = 48,
@@ -135,9 +134,8 @@ START_TEST(resource_values_are_aligned_for_their_type) {
     ck_assert_uint_eq(*(const unsigned char *)kiln_resource_get(world, byte), 9);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(a_tag_resource_is_set_but_has_no_value) {
+KILN_TEST(values, a_tag_resource_is_set_but_has_no_value) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component paused = test_register_tag(world, "Paused");
     ck_assert(!kiln_resource_has(world, paused));
@@ -152,9 +150,8 @@ START_TEST(a_tag_resource_is_set_but_has_no_value) {
     ck_assert(!kiln_resource_has(world, paused));
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(resources_are_separate_from_component_values) {
+KILN_TEST(values, resources_are_separate_from_component_values) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component pos = test_register_position(world);
     kiln_entity e;
@@ -172,9 +169,8 @@ START_TEST(resources_are_separate_from_component_values) {
     kiln_query_destroy(q);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(resource_remove_reports_whether_it_was_set) {
+KILN_TEST(values, resource_remove_reports_whether_it_was_set) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component type = register_score(world);
     bool removed = true;
@@ -191,13 +187,14 @@ START_TEST(resource_remove_reports_whether_it_was_set) {
     ck_assert_int_eq(((const score *)kiln_resource_get(world, type))->points, 4);
     kiln_world_destroy(world);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* destroy hooks                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(resource_set_replaces_and_destroys_the_old_value_exactly_once) {
+KILN_TEST_GROUP(hooks);
+
+KILN_TEST(hooks, resource_set_replaces_and_destroys_the_old_value_exactly_once) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -233,9 +230,8 @@ START_TEST(resource_set_replaces_and_destroys_the_old_value_exactly_once) {
     ck_assert_int_eq(test_hook_log_count(&log, -2), 0); /* no destroy of a moved-from value */
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(resource_remove_destroys_the_value_exactly_once) {
+KILN_TEST(hooks, resource_remove_destroys_the_value_exactly_once) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     kiln_world *world = kiln_world_create(NULL);
@@ -254,9 +250,8 @@ START_TEST(resource_remove_destroys_the_value_exactly_once) {
     ck_assert_int_eq(log.destroyed, 1); /* nothing left to destroy at world end */
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(world_destroy_destroys_each_remaining_resource_exactly_once) {
+KILN_TEST(hooks, world_destroy_destroys_each_remaining_resource_exactly_once) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -287,13 +282,14 @@ START_TEST(world_destroy_destroys_each_remaining_resource_exactly_once) {
     ck_assert_int_eq(log.bad_payload, 0);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* failures                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(an_unknown_component_id_fails_with_the_world_unchanged) {
+KILN_TEST_GROUP(failures);
+
+KILN_TEST(failures, an_unknown_component_id_fails_with_the_world_unchanged) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -329,9 +325,8 @@ START_TEST(an_unknown_component_id_fails_with_the_world_unchanged) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(resource_set_out_of_memory_leaves_the_resource_absent) {
+KILN_TEST(failures, resource_set_out_of_memory_leaves_the_resource_absent) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -386,9 +381,8 @@ START_TEST(resource_set_out_of_memory_leaves_the_resource_absent) {
     ck_assert_int_eq(alloc.live_bytes, 0);
     ck_assert_int_eq(alloc.bad_osize, 0);
 }
-END_TEST
 
-START_TEST(replacing_and_removing_a_resource_need_no_memory) {
+KILN_TEST(failures, replacing_and_removing_a_resource_need_no_memory) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -409,7 +403,6 @@ START_TEST(replacing_and_removing_a_resource_need_no_memory) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* schedule                                                                                   */
@@ -425,7 +418,9 @@ static void read_score(const kiln_system_ctx *ctx) {
     (void)ctx;
 }
 
-START_TEST(systems_declaring_resource_access_are_staged_like_component_access) {
+KILN_TEST_GROUP(schedule);
+
+KILN_TEST(schedule, systems_declaring_resource_access_are_staged_like_component_access) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component score_id = register_score(world);
     kiln_component config = test_register_tag(world, "Config");
@@ -462,9 +457,8 @@ START_TEST(systems_declaring_resource_access_are_staged_like_component_access) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(two_writers_of_one_resource_never_share_a_stage) {
+KILN_TEST(schedule, two_writers_of_one_resource_never_share_a_stage) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_component score_id = register_score(world);
     kiln_component pos = test_register_position(world);
@@ -483,45 +477,4 @@ START_TEST(two_writers_of_one_resource_never_share_a_stage) {
     ck_assert_str_eq(text, "stage 0: a, move\nstage 1: b\n");
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
-}
-END_TEST
-
-static Suite *resource_suite(void) {
-    Suite *s = suite_create("resource");
-    TCase *tc = tcase_create("values");
-    tcase_add_test(tc, resource_set_stores_a_copy_that_get_returns);
-    tcase_add_test(tc, resource_get_is_null_and_has_is_false_when_not_set);
-    tcase_add_test(tc, resource_set_with_a_null_value_zeroes_it);
-    tcase_add_test(tc, writes_through_resource_get_persist);
-    tcase_add_test(tc, resource_values_are_aligned_for_their_type);
-    tcase_add_test(tc, a_tag_resource_is_set_but_has_no_value);
-    tcase_add_test(tc, resources_are_separate_from_component_values);
-    tcase_add_test(tc, resource_remove_reports_whether_it_was_set);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("hooks");
-    tcase_add_test(tc, resource_set_replaces_and_destroys_the_old_value_exactly_once);
-    tcase_add_test(tc, resource_remove_destroys_the_value_exactly_once);
-    tcase_add_test(tc, world_destroy_destroys_each_remaining_resource_exactly_once);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("failures");
-    tcase_add_test(tc, an_unknown_component_id_fails_with_the_world_unchanged);
-    tcase_add_test(tc, resource_set_out_of_memory_leaves_the_resource_absent);
-    tcase_add_test(tc, replacing_and_removing_a_resource_need_no_memory);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("schedule");
-    tcase_add_test(tc, systems_declaring_resource_access_are_staged_like_component_access);
-    tcase_add_test(tc, two_writers_of_one_resource_never_share_a_stage);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(resource_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -92,7 +93,9 @@ static fixture fixture_make(void) {
 /* staging                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(systems_that_only_read_share_a_stage) {
+KILN_TEST_GROUP(staging);
+
+KILN_TEST(staging, systems_that_only_read_share_a_stage) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     ck_assert_ptr_nonnull(s);
@@ -106,9 +109,8 @@ START_TEST(systems_that_only_read_share_a_stage) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(a_writer_and_a_reader_run_in_declaration_order) {
+KILN_TEST(staging, a_writer_and_a_reader_run_in_declaration_order) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     /* reader declared first runs first */
@@ -129,9 +131,8 @@ START_TEST(a_writer_and_a_reader_run_in_declaration_order) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(the_staging_rule_saves_a_stage_over_joining_the_last_stage) {
+KILN_TEST(staging, the_staging_rule_saves_a_stage_over_joining_the_last_stage) {
     /* "Join the last stage unless conflicting" would give A | B, C | D: three stages. */
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
@@ -144,9 +145,8 @@ START_TEST(the_staging_rule_saves_a_stage_over_joining_the_last_stage) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(describe_truncates_and_returns_the_full_length) {
+KILN_TEST(staging, describe_truncates_and_returns_the_full_length) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     add_system(s, (kiln_system_desc){.name = "move", .run = noop, .writes = {f.p}});
@@ -169,7 +169,6 @@ START_TEST(describe_truncates_and_returns_the_full_length) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
 /* What an exclusive system saw of the world. */
 typedef struct exclusive_probe {
@@ -203,7 +202,7 @@ static void after_exclusive_run(const kiln_system_ctx *ctx) {
     if (p && p->x == 5.0f) x->seen_by_later++;
 }
 
-START_TEST(an_exclusive_system_runs_alone_and_changes_the_world_directly) {
+KILN_TEST(staging, an_exclusive_system_runs_alone_and_changes_the_world_directly) {
     fixture f = fixture_make();
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
@@ -238,9 +237,8 @@ START_TEST(an_exclusive_system_runs_alone_and_changes_the_world_directly) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(before_and_after_place_systems_even_relative_to_later_declared_ones) {
+KILN_TEST(staging, before_and_after_place_systems_even_relative_to_later_declared_ones) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     add_system(s, (kiln_system_desc){.name = "a", .run = noop, .after = {"c"}});
@@ -261,9 +259,8 @@ START_TEST(before_and_after_place_systems_even_relative_to_later_declared_ones) 
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(an_explicit_order_between_conflicting_systems_overrides_declaration_order) {
+KILN_TEST(staging, an_explicit_order_between_conflicting_systems_overrides_declaration_order) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     add_system(s, (kiln_system_desc){.name = "writer", .run = noop, .writes = {f.p}});
@@ -281,9 +278,8 @@ START_TEST(an_explicit_order_between_conflicting_systems_overrides_declaration_o
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(a_before_after_cycle_is_an_error_naming_the_systems) {
+KILN_TEST(staging, a_before_after_cycle_is_an_error_naming_the_systems) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     add_system(s, (kiln_system_desc){.name = "bystander", .run = noop});
@@ -320,9 +316,8 @@ START_TEST(a_before_after_cycle_is_an_error_naming_the_systems) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(an_unknown_name_in_before_or_after_is_an_error_naming_both) {
+KILN_TEST(staging, an_unknown_name_in_before_or_after_is_an_error_naming_both) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     add_system(s, (kiln_system_desc){.name = "mover", .run = noop, .after = {"ghost"}});
@@ -347,9 +342,8 @@ START_TEST(an_unknown_name_in_before_or_after_is_an_error_naming_both) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(add_rejects_bad_systems_and_leaves_the_schedule_unchanged) {
+KILN_TEST(staging, add_rejects_bad_systems_and_leaves_the_schedule_unchanged) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     add_system(s, (kiln_system_desc){.name = "writer", .run = noop, .writes = {f.p}});
@@ -397,11 +391,10 @@ START_TEST(add_rejects_bad_systems_and_leaves_the_schedule_unchanged) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
 static void count_run(const kiln_system_ctx *ctx) { (*(int *)ctx->user)++; }
 
-START_TEST(run_after_a_failed_build_returns_the_error_and_runs_nothing) {
+KILN_TEST(staging, run_after_a_failed_build_returns_the_error_and_runs_nothing) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     int ran = 0;
@@ -430,12 +423,10 @@ START_TEST(run_after_a_failed_build_returns_the_error_and_runs_nothing) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(destroying_null_is_a_noop) {
+KILN_TEST(staging, destroying_null_is_a_noop) {
     kiln_schedule_destroy(NULL);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* running                                                                                    */
@@ -473,7 +464,9 @@ static void *run_on_thread(void *arg) {
     return NULL;
 }
 
-START_TEST(main_thread_systems_run_on_the_calling_thread_even_with_workers) {
+KILN_TEST_GROUP_WITH(running, .timeout = 30);
+
+KILN_TEST(running, main_thread_systems_run_on_the_calling_thread_even_with_workers) {
     fixture f = fixture_make();
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
@@ -521,9 +514,8 @@ START_TEST(main_thread_systems_run_on_the_calling_thread_even_with_workers) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(disabled_systems_are_skipped_and_enable_toggles_without_rebuilding) {
+KILN_TEST(running, disabled_systems_are_skipped_and_enable_toggles_without_rebuilding) {
     /* single-threaded with a counting allocator, to see that toggling builds nothing */
     test_allocator alloc;
     test_allocator_init(&alloc);
@@ -580,14 +572,13 @@ START_TEST(disabled_systems_are_skipped_and_enable_toggles_without_rebuilding) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 static void spin_300us(const kiln_system_ctx *ctx) {
     (void)ctx;
     spin_ns(300000);
 }
 
-START_TEST(system_info_reports_declaration_stage_flags_and_timings) {
+KILN_TEST(running, system_info_reports_declaration_stage_flags_and_timings) {
     fixture f = fixture_make();
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
@@ -639,9 +630,8 @@ START_TEST(system_info_reports_declaration_stage_flags_and_timings) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(adding_a_system_after_a_run_rebuilds_the_stages_on_the_next_run) {
+KILN_TEST(running, adding_a_system_after_a_run_rebuilds_the_stages_on_the_next_run) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     int a_runs = 0, b_runs = 0;
@@ -662,9 +652,8 @@ START_TEST(adding_a_system_after_a_run_rebuilds_the_stages_on_the_next_run) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(find_returns_the_declaration_index_or_minus_one) {
+KILN_TEST(running, find_returns_the_declaration_index_or_minus_one) {
     fixture f = fixture_make();
     kiln_schedule *s = kiln_schedule_create(f.world, NULL);
     ck_assert_int_eq(kiln_schedule_find(s, "a"), -1);
@@ -687,7 +676,6 @@ START_TEST(find_returns_the_declaration_index_or_minus_one) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
 typedef struct tick_probe {
     kiln_tick seen;
@@ -700,7 +688,7 @@ static void record_tick(const kiln_system_ctx *ctx) {
     t->runs++;
 }
 
-START_TEST(the_world_tick_advances_once_per_run_before_the_first_stage) {
+KILN_TEST(running, the_world_tick_advances_once_per_run_before_the_first_stage) {
     fixture f = fixture_make();
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
@@ -734,7 +722,6 @@ START_TEST(the_world_tick_advances_once_per_run_before_the_first_stage) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
 typedef struct ctx_probe {
     kiln_world *world;
@@ -757,7 +744,7 @@ static void record_ctx(const kiln_system_ctx *ctx) {
     c->runs++;
 }
 
-START_TEST(the_system_context_carries_world_dt_user_name_buffer_and_pool) {
+KILN_TEST(running, the_system_context_carries_world_dt_user_name_buffer_and_pool) {
     fixture f = fixture_make();
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     kiln_schedule *pooled = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
@@ -799,7 +786,6 @@ START_TEST(the_system_context_carries_world_dt_user_name_buffer_and_pool) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
-END_TEST
 
 /* Two worker systems and a main-thread system of one stage write the same values; the buffers
  * land in declaration order whatever finishes first. */
@@ -847,7 +833,7 @@ static void race_check(const kiln_system_ctx *ctx) {
     if (!holds(ctx->world, r->e2, r->p, 3.0f, frame)) r->wrong_seen++;
 }
 
-START_TEST(buffers_apply_at_stage_end_in_declaration_order_whatever_finishes_first) {
+KILN_TEST(running, buffers_apply_at_stage_end_in_declaration_order_whatever_finishes_first) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 2, 3};
     for (int k = 0; k < 3; k++) {
         fixture f = fixture_make();
@@ -885,7 +871,6 @@ START_TEST(buffers_apply_at_stage_end_in_declaration_order_whatever_finishes_fir
         kiln_world_destroy(f.world);
     }
 }
-END_TEST
 
 /* A worker system spawns through its buffer; a later stage finds the entity. */
 typedef struct spawn_chain {
@@ -922,7 +907,7 @@ static void chain_find(const kiln_system_ctx *ctx) {
     c->resolved_alive[c->frame] = holds(ctx->world, e, c->p, 7.0f, (float)c->frame);
 }
 
-START_TEST(a_system_sees_entities_spawned_through_buffers_in_an_earlier_stage) {
+KILN_TEST(running, a_system_sees_entities_spawned_through_buffers_in_an_earlier_stage) {
     const int32_t counts[] = {KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 2; k++) {
         fixture f = fixture_make();
@@ -950,7 +935,6 @@ START_TEST(a_system_sees_entities_spawned_through_buffers_in_an_earlier_stage) {
         kiln_world_destroy(f.world);
     }
 }
-END_TEST
 
 /* A main-thread system that uses the plain world API inside a schedule. */
 typedef struct plain_probe {
@@ -983,7 +967,7 @@ static void plain_later(const kiln_system_ctx *ctx) {
     pp->later_sees_despawn = !kiln_is_alive(ctx->world, pp->doomed);
 }
 
-START_TEST(main_thread_systems_using_the_plain_world_api_are_deferred_into_their_own_buffer) {
+KILN_TEST(running, main_thread_systems_using_the_plain_world_api_are_deferred_into_their_own_buffer) {
     enum { NO_POOL = -100 };
     const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) {
@@ -1023,7 +1007,6 @@ START_TEST(main_thread_systems_using_the_plain_world_api_are_deferred_into_their
         kiln_world_destroy(f.world);
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* determinism                                                                                */
@@ -1359,7 +1342,9 @@ static void simulate(int32_t workers, sim_result *out) {
     free(m.scratch);
 }
 
-START_TEST(a_schedule_gives_byte_identical_worlds_whatever_the_worker_count) {
+KILN_TEST_GROUP_WITH(determinism, .timeout = 120);
+
+KILN_TEST(determinism, a_schedule_gives_byte_identical_worlds_whatever_the_worker_count) {
     static sim_result base, other;
     simulate(0, &base);
     /* the run did real work: spawns, despawns, far trips, several multi-system stages */
@@ -1381,55 +1366,7 @@ START_TEST(a_schedule_gives_byte_identical_worlds_whatever_the_worker_count) {
         ck_assert_int_eq(other.despawned, base.despawned);
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* runner                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
-
-static Suite *schedule_suite(void) {
-    Suite *s = suite_create("schedule");
-
-    TCase *tc = tcase_create("staging");
-    tcase_add_test(tc, systems_that_only_read_share_a_stage);
-    tcase_add_test(tc, a_writer_and_a_reader_run_in_declaration_order);
-    tcase_add_test(tc, the_staging_rule_saves_a_stage_over_joining_the_last_stage);
-    tcase_add_test(tc, describe_truncates_and_returns_the_full_length);
-    tcase_add_test(tc, an_exclusive_system_runs_alone_and_changes_the_world_directly);
-    tcase_add_test(tc, before_and_after_place_systems_even_relative_to_later_declared_ones);
-    tcase_add_test(tc, an_explicit_order_between_conflicting_systems_overrides_declaration_order);
-    tcase_add_test(tc, a_before_after_cycle_is_an_error_naming_the_systems);
-    tcase_add_test(tc, an_unknown_name_in_before_or_after_is_an_error_naming_both);
-    tcase_add_test(tc, add_rejects_bad_systems_and_leaves_the_schedule_unchanged);
-    tcase_add_test(tc, run_after_a_failed_build_returns_the_error_and_runs_nothing);
-    tcase_add_test(tc, destroying_null_is_a_noop);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("running");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, main_thread_systems_run_on_the_calling_thread_even_with_workers);
-    tcase_add_test(tc, disabled_systems_are_skipped_and_enable_toggles_without_rebuilding);
-    tcase_add_test(tc, system_info_reports_declaration_stage_flags_and_timings);
-    tcase_add_test(tc, adding_a_system_after_a_run_rebuilds_the_stages_on_the_next_run);
-    tcase_add_test(tc, find_returns_the_declaration_index_or_minus_one);
-    tcase_add_test(tc, the_world_tick_advances_once_per_run_before_the_first_stage);
-    tcase_add_test(tc, the_system_context_carries_world_dt_user_name_buffer_and_pool);
-    tcase_add_test(tc, buffers_apply_at_stage_end_in_declaration_order_whatever_finishes_first);
-    tcase_add_test(tc, a_system_sees_entities_spawned_through_buffers_in_an_earlier_stage);
-    tcase_add_test(tc, main_thread_systems_using_the_plain_world_api_are_deferred_into_their_own_buffer);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("determinism");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, a_schedule_gives_byte_identical_worlds_whatever_the_worker_count);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(schedule_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}

@@ -8,6 +8,7 @@
 
 #include "kiln.h"
 #include "kiln_transform.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -278,7 +279,9 @@ static kiln_entity parent_link(const scene *s, kiln_entity child) {
 /* setup                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(transform_init_is_idempotent_and_registers_the_three_components) {
+KILN_TEST_GROUP_WITH(propagation, .timeout = 60);
+
+KILN_TEST(propagation, transform_init_is_idempotent_and_registers_the_three_components) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -305,13 +308,12 @@ START_TEST(transform_init_is_idempotent_and_registers_the_three_components) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* propagation                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(world_matrix_is_parent_world_times_local_through_five_levels) {
+KILN_TEST(propagation, world_matrix_is_parent_world_times_local_through_five_levels) {
     scene s;
     scene_open(&s);
     /* root -> a -> b -> c -> d, plus a sibling branch at each level */
@@ -335,9 +337,8 @@ START_TEST(world_matrix_is_parent_world_times_local_through_five_levels) {
     assert_matrix_near(world_matrix(&s, h[4]), expected, "deepest");
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(a_random_forest_matches_the_cglm_model) {
+KILN_TEST(propagation, a_random_forest_matches_the_cglm_model) {
     scene s;
     scene_open(&s);
     static node nodes[120];
@@ -350,9 +351,8 @@ START_TEST(a_random_forest_matches_the_cglm_model) {
     assert_scene_matches_model(&s, nodes, 120, h);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(a_parent_without_local_transform_passes_identity_and_gets_no_world_transform) {
+KILN_TEST(propagation, a_parent_without_local_transform_passes_identity_and_gets_no_world_transform) {
     scene s;
     scene_open(&s);
     kiln_local_transform root_local = sample_local(1), child_local = sample_local(2);
@@ -401,9 +401,8 @@ START_TEST(a_parent_without_local_transform_passes_identity_and_gets_no_world_tr
     assert_matrix_near(world_matrix(&s, child), expected, "child after the pivot moved");
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(a_parent_losing_its_local_transform_becomes_identity_for_its_children) {
+KILN_TEST(propagation, a_parent_losing_its_local_transform_becomes_identity_for_its_children) {
     scene s;
     scene_open(&s);
     kiln_local_transform gl = sample_local(1), pl = sample_local(2), cl = sample_local(3);
@@ -433,9 +432,8 @@ START_TEST(a_parent_losing_its_local_transform_becomes_identity_for_its_children
     assert_matrix_near(world_matrix(&s, child), expected, "child of a linked parent without local");
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(missing_world_transforms_are_added_and_counted) {
+KILN_TEST(propagation, missing_world_transforms_are_added_and_counted) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(3);
@@ -457,9 +455,8 @@ START_TEST(missing_world_transforms_are_added_and_counted) {
     ck_assert_int_eq(stats.added, 0);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(spawn_order_and_archetype_order_do_not_change_the_matrices) {
+KILN_TEST(propagation, spawn_order_and_archetype_order_do_not_change_the_matrices) {
     static node nodes[150];
     kiln_entity ref_h[150], h[150];
     make_tree(nodes, 150, 42u);
@@ -489,9 +486,8 @@ START_TEST(spawn_order_and_archetype_order_do_not_change_the_matrices) {
     }
     scene_close(&ref);
 }
-END_TEST
 
-START_TEST(each_entity_is_computed_once_per_full_recompute) {
+KILN_TEST(propagation, each_entity_is_computed_once_per_full_recompute) {
     scene s;
     scene_open(&s);
     static node nodes[200];
@@ -514,9 +510,8 @@ START_TEST(each_entity_is_computed_once_per_full_recompute) {
     assert_scene_matches_model(&s, nodes, 200, h);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(a_dead_parent_makes_the_child_a_root) {
+KILN_TEST(propagation, a_dead_parent_makes_the_child_a_root) {
     scene s;
     scene_open(&s);
     kiln_local_transform pl = sample_local(4), cl = sample_local(5), gl = sample_local(6);
@@ -540,7 +535,6 @@ START_TEST(a_dead_parent_makes_the_child_a_root) {
     assert_matrix_near(world_matrix(&s, adopted), c, "linked to a stale handle");
     scene_close(&s);
 }
-END_TEST
 
 /* Writes a Parent link through kiln_get_mut, the one path the Parent check does not guard,
  * to build the self links and cycles that propagation must survive. */
@@ -552,7 +546,7 @@ static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
     link->entity = parent;
 }
 
-START_TEST(a_parent_link_to_itself_makes_the_entity_a_root) {
+KILN_TEST(propagation, a_parent_link_to_itself_makes_the_entity_a_root) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(7), cl = sample_local(8);
@@ -568,7 +562,6 @@ START_TEST(a_parent_link_to_itself_makes_the_entity_a_root) {
     assert_matrix_near(world_matrix(&s, child), expected, "its child");
     scene_close(&s);
 }
-END_TEST
 
 /* A chain of n entities linked by writing Parent directly. root_first: handles and rows run
  * from the root down; otherwise from the leaf up. Returns the chain root first. */
@@ -588,7 +581,7 @@ static void build_chain(scene *s, kiln_entity *chain, int n, bool root_first) {
     }
 }
 
-START_TEST(a_chain_256_links_deep_propagates) {
+KILN_TEST(propagation, a_chain_256_links_deep_propagates) {
     for (int order = 0; order < 2; order++) {
         scene s;
         scene_open(&s);
@@ -600,9 +593,8 @@ START_TEST(a_chain_256_links_deep_propagates) {
         scene_close(&s);
     }
 }
-END_TEST
 
-START_TEST(a_chain_deeper_than_256_fails_naming_an_entity_whatever_the_spawn_order) {
+KILN_TEST(propagation, a_chain_deeper_than_256_fails_naming_an_entity_whatever_the_spawn_order) {
     /* Both orders are checked before failing, so the message tells which ones broke. */
     char problems[512] = "";
     for (int order = 0; order < 2; order++) {
@@ -627,9 +619,8 @@ START_TEST(a_chain_deeper_than_256_fails_naming_an_entity_whatever_the_spawn_ord
     }
     ck_assert_msg(problems[0] == '\0', "%s", problems);
 }
-END_TEST
 
-START_TEST(a_parent_cycle_written_directly_fails_naming_an_entity_in_it) {
+KILN_TEST(propagation, a_parent_cycle_written_directly_fails_naming_an_entity_in_it) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(2);
@@ -662,9 +653,8 @@ START_TEST(a_parent_cycle_written_directly_fails_naming_an_entity_in_it) {
     assert_matrix_near(world_matrix(&s, c), expected, "c after the cycle broke");
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(entities_outside_a_cycle_are_still_updated) {
+KILN_TEST(propagation, entities_outside_a_cycle_are_still_updated) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(3);
@@ -692,9 +682,8 @@ START_TEST(entities_outside_a_cycle_are_still_updated) {
     for (int i = 0; i < 4; i++) assert_matrix_near(world_matrix(&s, kids[i]), expected, "child outside the cycle");
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(entities_outside_a_cycle_still_get_their_world_transform_when_deferred) {
+KILN_TEST(propagation, entities_outside_a_cycle_still_get_their_world_transform_when_deferred) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(5);
@@ -715,9 +704,8 @@ START_TEST(entities_outside_a_cycle_still_get_their_world_transform_when_deferre
     assert_matrix_near(world_matrix(&s, kid), expected, "child outside the cycle");
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(unchanged_inputs_write_nothing_and_keep_change_ticks) {
+KILN_TEST(propagation, unchanged_inputs_write_nothing_and_keep_change_ticks) {
     scene s;
     scene_open(&s);
     static node nodes[60];
@@ -749,7 +737,6 @@ START_TEST(unchanged_inputs_write_nothing_and_keep_change_ticks) {
     ck_assert_uint_eq(kiln_changed_tick(s.world, h[0], s.ids.world), before[0]);
     scene_close(&s);
 }
-END_TEST
 
 /* Whether node i descends from (or is) node top. */
 static bool in_subtree(const node *nodes, int i, int top) {
@@ -758,7 +745,7 @@ static bool in_subtree(const node *nodes, int i, int top) {
     return false;
 }
 
-START_TEST(changing_one_local_updates_exactly_that_entity_and_its_descendants) {
+KILN_TEST(propagation, changing_one_local_updates_exactly_that_entity_and_its_descendants) {
     scene s;
     scene_open(&s);
     static node nodes[80];
@@ -794,9 +781,8 @@ START_TEST(changing_one_local_updates_exactly_that_entity_and_its_descendants) {
     }
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(reparenting_moves_the_subtree_into_the_new_parents_space) {
+KILN_TEST(propagation, reparenting_moves_the_subtree_into_the_new_parents_space) {
     scene s;
     scene_open(&s);
     static node nodes[40];
@@ -823,9 +809,8 @@ START_TEST(reparenting_moves_the_subtree_into_the_new_parents_space) {
     assert_scene_matches_model(&s, nodes, 40, h);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(steady_state_propagation_allocates_nothing) {
+KILN_TEST(propagation, steady_state_propagation_allocates_nothing) {
     scene s;
     scene_open(&s);
     static node nodes[300];
@@ -855,9 +840,8 @@ START_TEST(steady_state_propagation_allocates_nothing) {
     ck_assert_int_eq(s.alloc.allocations, allocations);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(propagation_in_a_deferred_world_queues_the_missing_world_transforms_with_their_values) {
+KILN_TEST(propagation, propagation_in_a_deferred_world_queues_the_missing_world_transforms_with_their_values) {
     scene s;
     scene_open(&s);
     static node nodes[50];
@@ -878,13 +862,14 @@ START_TEST(propagation_in_a_deferred_world_queues_the_missing_world_transforms_w
     assert_scene_matches_model(&s, nodes, 50, h);
     scene_close(&s);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* hierarchy                                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(set_parent_rejects_dead_entities_and_leaves_the_world_unchanged) {
+KILN_TEST_GROUP(hierarchy);
+
+KILN_TEST(hierarchy, set_parent_rejects_dead_entities_and_leaves_the_world_unchanged) {
     scene s;
     scene_open(&s);
     kiln_entity a, b, dead;
@@ -909,9 +894,8 @@ START_TEST(set_parent_rejects_dead_entities_and_leaves_the_world_unchanged) {
     assert_children(&s, b, &a, 1);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(set_parent_rejects_a_self_link) {
+KILN_TEST(hierarchy, set_parent_rejects_a_self_link) {
     scene s;
     scene_open(&s);
     kiln_entity a, b;
@@ -925,9 +909,8 @@ START_TEST(set_parent_rejects_a_self_link) {
     ck_assert_int_eq(kiln_transform_children(s.world, a, NULL, 0), 0);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(set_parent_rejects_a_link_that_would_close_a_cycle) {
+KILN_TEST(hierarchy, set_parent_rejects_a_link_that_would_close_a_cycle) {
     scene s;
     scene_open(&s);
     kiln_entity e[5];
@@ -949,9 +932,8 @@ START_TEST(set_parent_rejects_a_link_that_would_close_a_cycle) {
     assert_children(&s, e[1], (kiln_entity[]){e[2], e[4]}, 2);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(set_parent_with_a_null_parent_removes_the_link) {
+KILN_TEST(hierarchy, set_parent_with_a_null_parent_removes_the_link) {
     scene s;
     scene_open(&s);
     kiln_local_transform pl = sample_local(1), cl = sample_local(2);
@@ -971,9 +953,8 @@ START_TEST(set_parent_with_a_null_parent_removes_the_link) {
     ck_assert_int_eq(kiln_transform_set_parent(s.world, c, KILN_NULL_ENTITY), KILN_OK);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(children_lists_exactly_the_children_in_handle_order) {
+KILN_TEST(hierarchy, children_lists_exactly_the_children_in_handle_order) {
     scene s;
     scene_open(&s);
     kiln_entity p, q, kids[6], scratch[4];
@@ -1013,9 +994,8 @@ START_TEST(children_lists_exactly_the_children_in_handle_order) {
     ck_assert_int_eq(kiln_transform_children(s.world, q, NULL, 0), 0);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(children_with_a_small_capacity_writes_that_many_and_returns_the_full_count) {
+KILN_TEST(hierarchy, children_with_a_small_capacity_writes_that_many_and_returns_the_full_count) {
     scene s;
     scene_open(&s);
     kiln_entity p, kids[10];
@@ -1036,9 +1016,8 @@ START_TEST(children_with_a_small_capacity_writes_that_many_and_returns_the_full_
     for (int i = 3; i < 10; i++) ck_assert_uint_eq(out[i], sentinel);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(despawn_recursive_despawns_the_subtree_and_nothing_else) {
+KILN_TEST(hierarchy, despawn_recursive_despawns_the_subtree_and_nothing_else) {
     scene s;
     scene_open(&s);
     static node nodes[100];
@@ -1070,9 +1049,8 @@ START_TEST(despawn_recursive_despawns_the_subtree_and_nothing_else) {
     propagate_ok(&s, NULL);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(set_parent_and_despawn_recursive_are_deferred_inside_a_deferred_section) {
+KILN_TEST(hierarchy, set_parent_and_despawn_recursive_are_deferred_inside_a_deferred_section) {
     scene s;
     scene_open(&s);
     kiln_entity p, c, g, other;
@@ -1097,9 +1075,8 @@ START_TEST(set_parent_and_despawn_recursive_are_deferred_inside_a_deferred_secti
     ck_assert(kiln_is_alive(s.world, other));
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(plain_despawn_of_a_parent_leaves_the_children_alive_as_roots) {
+KILN_TEST(hierarchy, plain_despawn_of_a_parent_leaves_the_children_alive_as_roots) {
     scene s;
     scene_open(&s);
     kiln_local_transform pl = sample_local(1), cl = sample_local(2);
@@ -1122,7 +1099,6 @@ START_TEST(plain_despawn_of_a_parent_leaves_the_children_alive_as_roots) {
     assert_matrix_near(world_matrix(&s, grandchild), expected, "grandchild of an orphan");
     scene_close(&s);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* schedule                                                                                   */
@@ -1133,7 +1109,9 @@ static void idle_system(const kiln_system_ctx *ctx) {
     (*runs)++;
 }
 
-START_TEST(transform_system_desc_declares_its_access) {
+KILN_TEST_GROUP_WITH(schedule, .timeout = 60);
+
+KILN_TEST(schedule, transform_system_desc_declares_its_access) {
     scene s;
     scene_open(&s);
     kiln_system_desc desc;
@@ -1155,7 +1133,6 @@ START_TEST(transform_system_desc_declares_its_access) {
     ck_assert_ptr_null(desc.after[0]);
     scene_close(&s);
 }
-END_TEST
 
 /* pool_workers < 0: no pool; else a kiln_jobs pool of that many workers. */
 static void check_schedule_matches_direct(int pool_workers) {
@@ -1220,15 +1197,13 @@ static void check_schedule_matches_direct(int pool_workers) {
     scene_close(&sched);
 }
 
-START_TEST(transform_system_in_a_schedule_matches_a_direct_call_without_a_pool) {
+KILN_TEST(schedule, transform_system_in_a_schedule_matches_a_direct_call_without_a_pool) {
     check_schedule_matches_direct(-1);
 }
-END_TEST
 
-START_TEST(transform_system_in_a_schedule_matches_a_direct_call_with_two_workers) {
+KILN_TEST(schedule, transform_system_in_a_schedule_matches_a_direct_call_with_two_workers) {
     check_schedule_matches_direct(2);
 }
-END_TEST
 
 /* Writes x into an entity's LocalTransform position in place, the way a binding fills only
  * the fields a script gave over the value the component started with. */
@@ -1238,7 +1213,7 @@ static void place_at_x(scene *s, kiln_entity e, float x) {
     l->position[0] = x;
 }
 
-START_TEST(local_transforms_added_without_a_value_start_as_the_identity) {
+KILN_TEST(hierarchy, local_transforms_added_without_a_value_start_as_the_identity) {
     scene s;
     scene_open(&s);
     kiln_component_info info;
@@ -1262,7 +1237,6 @@ START_TEST(local_transforms_added_without_a_value_start_as_the_identity) {
     ck_assert_float_eq_tol(m[10], 1.0f, 1e-5f);
     scene_close(&s);
 }
-END_TEST
 
 /* Expects call to have been refused with a message naming it and the link. */
 static void assert_refused(scene *s, kiln_result r, const char *call, const char *what) {
@@ -1272,7 +1246,7 @@ static void assert_refused(scene *s, kiln_result r, const char *call, const char
                   "message \"%s\" is not \"%s ... %s ...\"", msg, call, what);
 }
 
-START_TEST(parent_written_through_add_set_spawn_or_commands_follows_set_parent_rules) {
+KILN_TEST(hierarchy, parent_written_through_add_set_spawn_or_commands_follows_set_parent_rules) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(4);
@@ -1318,9 +1292,8 @@ START_TEST(parent_written_through_add_set_spawn_or_commands_follows_set_parent_r
     propagate_ok(&s, NULL);
     scene_close(&s);
 }
-END_TEST
 
-START_TEST(a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_there) {
+KILN_TEST(hierarchy, a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_there) {
     scene s;
     scene_open(&s);
     kiln_local_transform l = sample_local(6);
@@ -1336,63 +1309,4 @@ START_TEST(a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_ther
     ck_assert_int_eq(kiln_is_deferred(s.world), false);
     propagate_ok(&s, NULL);
     scene_close(&s);
-}
-END_TEST
-
-static Suite *transform_suite(void) {
-    Suite *s = suite_create("transform");
-    TCase *tc = tcase_create("propagation");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, transform_init_is_idempotent_and_registers_the_three_components);
-    tcase_add_test(tc, world_matrix_is_parent_world_times_local_through_five_levels);
-    tcase_add_test(tc, a_random_forest_matches_the_cglm_model);
-    tcase_add_test(tc, a_parent_without_local_transform_passes_identity_and_gets_no_world_transform);
-    tcase_add_test(tc, a_parent_losing_its_local_transform_becomes_identity_for_its_children);
-    tcase_add_test(tc, missing_world_transforms_are_added_and_counted);
-    tcase_add_test(tc, spawn_order_and_archetype_order_do_not_change_the_matrices);
-    tcase_add_test(tc, each_entity_is_computed_once_per_full_recompute);
-    tcase_add_test(tc, a_dead_parent_makes_the_child_a_root);
-    tcase_add_test(tc, a_parent_link_to_itself_makes_the_entity_a_root);
-    tcase_add_test(tc, a_chain_256_links_deep_propagates);
-    tcase_add_test(tc, a_chain_deeper_than_256_fails_naming_an_entity_whatever_the_spawn_order);
-    tcase_add_test(tc, a_parent_cycle_written_directly_fails_naming_an_entity_in_it);
-    tcase_add_test(tc, entities_outside_a_cycle_are_still_updated);
-    tcase_add_test(tc, entities_outside_a_cycle_still_get_their_world_transform_when_deferred);
-    tcase_add_test(tc, unchanged_inputs_write_nothing_and_keep_change_ticks);
-    tcase_add_test(tc, changing_one_local_updates_exactly_that_entity_and_its_descendants);
-    tcase_add_test(tc, reparenting_moves_the_subtree_into_the_new_parents_space);
-    tcase_add_test(tc, steady_state_propagation_allocates_nothing);
-    tcase_add_test(tc, propagation_in_a_deferred_world_queues_the_missing_world_transforms_with_their_values);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("hierarchy");
-    tcase_add_test(tc, set_parent_rejects_dead_entities_and_leaves_the_world_unchanged);
-    tcase_add_test(tc, set_parent_rejects_a_self_link);
-    tcase_add_test(tc, set_parent_rejects_a_link_that_would_close_a_cycle);
-    tcase_add_test(tc, set_parent_with_a_null_parent_removes_the_link);
-    tcase_add_test(tc, children_lists_exactly_the_children_in_handle_order);
-    tcase_add_test(tc, children_with_a_small_capacity_writes_that_many_and_returns_the_full_count);
-    tcase_add_test(tc, despawn_recursive_despawns_the_subtree_and_nothing_else);
-    tcase_add_test(tc, set_parent_and_despawn_recursive_are_deferred_inside_a_deferred_section);
-    tcase_add_test(tc, plain_despawn_of_a_parent_leaves_the_children_alive_as_roots);
-    tcase_add_test(tc, local_transforms_added_without_a_value_start_as_the_identity);
-    tcase_add_test(tc, parent_written_through_add_set_spawn_or_commands_follows_set_parent_rules);
-    tcase_add_test(tc, a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_there);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("schedule");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, transform_system_desc_declares_its_access);
-    tcase_add_test(tc, transform_system_in_a_schedule_matches_a_direct_call_without_a_pool);
-    tcase_add_test(tc, transform_system_in_a_schedule_matches_a_direct_call_with_two_workers);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(transform_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
