@@ -6,6 +6,7 @@
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Allocator                                                                                  */
@@ -308,4 +309,16 @@ void test_assert_velocity(kiln_world *w, kiln_entity e, kiln_component vel, floa
 
 void test_assert_names(const char *msg, const char *what) {
     ck_assert_msg(strstr(msg, what) != NULL, "message \"%s\" does not name %s", msg, what);
+}
+
+int64_t test_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void test_spin_ns(int64_t ns) {
+    int64_t end = test_now_ns() + ns;
+    while (test_now_ns() < end) {
+    }
 }
