@@ -12,6 +12,14 @@
 #include "test_registry.h"
 #include "test_support.h"
 
+/* An empty world on the counting allocator (test_support.h), made afresh around every test of a
+ * group using it; teardown asserts every byte came back. */
+static test_world_fixture F;
+
+static void setup(void) { test_world_fixture_setup(&F); }
+
+static void teardown(void) { test_world_fixture_teardown(&F); }
+
 static bool contains_ignoring_case(const char *haystack, const char *needle) {
     size_t n = strlen(needle);
     for (const char *p = haystack; *p != '\0'; p++) {
@@ -48,40 +56,35 @@ static void expect_register_fails(kiln_world *world, kiln_component_desc desc,
 /* register / lookup / info                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-KILN_TEST_GROUP(register);
+KILN_TEST_GROUP_WITH(register, .setup = setup, .teardown = teardown);
 
 KILN_TEST(register, register_hands_out_ids_from_one_upward) {
-    kiln_world *w = kiln_world_create(NULL);
-    ck_assert_int_eq(kiln_component_count(w), 0);
-    kiln_component pos = test_register_position(w);
-    kiln_component vel = test_register_velocity(w);
-    kiln_component tag = test_register_tag(w, "Frozen");
+    ck_assert_int_eq(kiln_component_count(F.w), 0);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component vel = test_register_velocity(F.w);
+    kiln_component tag = test_register_tag(F.w, "Frozen");
     ck_assert_uint_eq(pos, 1);
     ck_assert_uint_eq(vel, 2);
     ck_assert_uint_eq(tag, 3);
-    ck_assert_int_eq(kiln_component_count(w), 3);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 3);
 }
 
 KILN_TEST(register, lookup_finds_a_registered_name_and_nothing_else) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component pos = test_register_position(w);
-    kiln_component vel = test_register_velocity(w);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Position"), pos);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Velocity"), vel);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Pos"), KILN_NO_COMPONENT);
-    ck_assert_uint_eq(kiln_component_lookup(w, "PositionX"), KILN_NO_COMPONENT);
-    ck_assert_uint_eq(kiln_component_lookup(w, ""), KILN_NO_COMPONENT);
-    kiln_world_destroy(w);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component vel = test_register_velocity(F.w);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Position"), pos);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Velocity"), vel);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Pos"), KILN_NO_COMPONENT);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "PositionX"), KILN_NO_COMPONENT);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, ""), KILN_NO_COMPONENT);
 }
 
 KILN_TEST(register, info_describes_the_registered_component) {
-    kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
-    kiln_component pos = test_register_position(w);
-    kiln_component owned = test_register_owned(w, &log);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component owned = test_register_owned(F.w, &log);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, pos, &info));
+    ck_assert(kiln_component_info_get(F.w, pos, &info));
     ck_assert_uint_eq(info.id, pos);
     ck_assert_str_eq(info.name, "Position");
     ck_assert_uint_eq(info.size, sizeof(test_position));
@@ -90,24 +93,21 @@ KILN_TEST(register, info_describes_the_registered_component) {
     ck_assert_int_eq(info.field_count, 2);
     ck_assert(!info.has_destroy);
     ck_assert(!info.has_move);
-    ck_assert(kiln_component_info_get(w, owned, &info));
+    ck_assert(kiln_component_info_get(F.w, owned, &info));
     ck_assert_str_eq(info.name, "Owned");
     ck_assert(info.has_destroy);
     ck_assert(info.has_move);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(register, info_of_unknown_id_returns_false_and_leaves_dest_alone) {
-    kiln_world *w = kiln_world_create(NULL);
-    test_register_position(w);
+    test_register_position(F.w);
     kiln_component_info info, untouched;
     memset(&info, 0x5a, sizeof info);
     memcpy(&untouched, &info, sizeof info);
-    ck_assert(!kiln_component_info_get(w, KILN_NO_COMPONENT, &info));
-    ck_assert(!kiln_component_info_get(w, 2, &info));
-    ck_assert(!kiln_component_info_get(w, 100000, &info));
+    ck_assert(!kiln_component_info_get(F.w, KILN_NO_COMPONENT, &info));
+    ck_assert(!kiln_component_info_get(F.w, 2, &info));
+    ck_assert(!kiln_component_info_get(F.w, 100000, &info));
     ck_assert_mem_eq(&info, &untouched, sizeof info);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(register, stride_is_size_rounded_up_to_alignment) {
@@ -140,22 +140,19 @@ KILN_TEST(register, stride_is_size_rounded_up_to_alignment) {
 }
 
 KILN_TEST(register, registering_an_identical_desc_again_returns_the_same_id) {
-    kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
-    kiln_component pos = test_register_position(w);
-    kiln_component owned = test_register_owned(w, &log);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component owned = test_register_owned(F.w, &log);
     kiln_component again;
-    ck_assert_int_eq(register_desc(w, test_position_desc(), &again), KILN_OK);
+    ck_assert_int_eq(register_desc(F.w, test_position_desc(), &again), KILN_OK);
     ck_assert_uint_eq(again, pos);
-    ck_assert_int_eq(register_desc(w, test_owned_desc(&log), &again), KILN_OK);
+    ck_assert_int_eq(register_desc(F.w, test_owned_desc(&log), &again), KILN_OK);
     ck_assert_uint_eq(again, owned);
-    ck_assert_int_eq(kiln_component_count(w), 2);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 2);
 }
 
 KILN_TEST(register, identical_fields_match_by_content_not_by_pointer) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component pos = test_register_position(w);
+    kiln_component pos = test_register_position(F.w);
     char x[] = "x", y[] = "y";
     kiln_field fields[2] = {
         {.name = x, .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -164,9 +161,8 @@ KILN_TEST(register, identical_fields_match_by_content_not_by_pointer) {
     kiln_component_desc desc = test_position_desc();
     desc.fields = fields;
     kiln_component again;
-    ck_assert_int_eq(kiln_component_register(w, &desc, &again), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(F.w, &desc, &again), KILN_OK);
     ck_assert_uint_eq(again, pos);
-    kiln_world_destroy(w);
 }
 
 static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
@@ -188,27 +184,26 @@ static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
 }
 
 KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch) {
-    kiln_world *w = kiln_world_create(NULL);
     test_hook_log log = {0};
-    test_register_position(w);
-    test_register_owned(w, &log);
+    test_register_position(F.w);
+    test_register_owned(F.w, &log);
 
     kiln_component_desc d = test_position_desc();
     d.size = 12;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_position_desc();
     d.align = 8;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_position_desc();
     d.field_count = 1;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_position_desc();
     d.fields = NULL;
     d.field_count = 0;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     kiln_field swapped[2] = {
         {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -216,7 +211,7 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
     };
     d = test_position_desc();
     d.fields = swapped;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     kiln_field ints[2] = {
         {.name = "x", .type = KILN_TYPE_INT32, .offset = 0},
@@ -224,7 +219,7 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
     };
     d = test_position_desc();
     d.fields = ints;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     kiln_field renamed[2] = {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -232,59 +227,53 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
     };
     d = test_position_desc();
     d.fields = renamed;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_owned_desc(&log);
     d.move = NULL;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_owned_desc(&log);
     d.destroy = NULL;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
-    ck_assert_int_eq(kiln_component_count(w), 2);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 2);
 }
 
 KILN_TEST(register, a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
-    kiln_world *w = kiln_world_create(NULL);
-    test_register_tag(w, "Frozen");
+    test_register_tag(F.w, "Frozen");
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = "Frozen"}, &id), KILN_OK);
-    expect_mismatch(w, (kiln_component_desc){.name = "Frozen", .size = 4});
-    kiln_world_destroy(w);
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "Frozen"}, &id), KILN_OK);
+    expect_mismatch(F.w, (kiln_component_desc){.name = "Frozen", .size = 4});
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* invalid descs                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-KILN_TEST_GROUP(invalid);
+KILN_TEST_GROUP_WITH(invalid, .setup = setup, .teardown = teardown);
 
 KILN_TEST(invalid, names_must_have_one_to_63_bytes) {
-    kiln_world *w = kiln_world_create(NULL);
     char name[KILN_MAX_NAME + 2];
     memset(name, 'n', KILN_MAX_NAME + 1);
     name[KILN_MAX_NAME + 1] = '\0';
-    expect_register_fails(w, (kiln_component_desc){.name = name, .size = 4},
+    expect_register_fails(F.w, (kiln_component_desc){.name = name, .size = 4},
                           KILN_ERR_INVALID_ARGUMENT);
-    expect_register_fails(w, (kiln_component_desc){.name = "", .size = 4},
+    expect_register_fails(F.w, (kiln_component_desc){.name = "", .size = 4},
                           KILN_ERR_INVALID_ARGUMENT);
-    expect_register_fails(w, (kiln_component_desc){.name = NULL, .size = 4},
+    expect_register_fails(F.w, (kiln_component_desc){.name = NULL, .size = 4},
                           KILN_ERR_INVALID_ARGUMENT);
     name[KILN_MAX_NAME] = '\0';
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = name, .size = 4}, &id),
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = name, .size = 4}, &id),
                      KILN_OK);
-    ck_assert_uint_eq(kiln_component_lookup(w, name), id);
-    kiln_world_destroy(w);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, name), id);
 }
 
 KILN_TEST(invalid, alignment_above_16_or_not_a_power_of_two_is_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
     static const size_t bad[] = {3, 5, 6, 12, 24, 32, 64, 17};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        expect_register_fails(w, (kiln_component_desc){.name = "Aligned", .size = 64,
+        expect_register_fails(F.w, (kiln_component_desc){.name = "Aligned", .size = 64,
                                                        .align = bad[i]},
                               KILN_ERR_INVALID_ARGUMENT);
     static const size_t good[] = {1, 2, 4, 8, 16};
@@ -292,63 +281,59 @@ KILN_TEST(invalid, alignment_above_16_or_not_a_power_of_two_is_rejected) {
         char name[32];
         snprintf(name, sizeof name, "Aligned%zu", good[i]);
         kiln_component id;
-        ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = name, .size = 64,
+        ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = name, .size = 64,
                                                                 .align = good[i]},
                                        &id),
                          KILN_OK);
     }
-    ck_assert_int_eq(kiln_component_count(w), 5);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 5);
 }
 
 KILN_TEST(invalid, fields_outside_the_component_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
     kiln_field past_end[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 8}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = past_end,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = past_end,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field straddles[] = {{.name = "x", .type = KILN_TYPE_DOUBLE, .offset = 4}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = straddles,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = straddles,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field array[] = {{.name = "v", .type = KILN_TYPE_FLOAT, .offset = 0, .count = 3}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = array,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = array,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field chars[] = {{.name = "s", .type = KILN_TYPE_CHAR, .offset = 0, .count = 17}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 16, .fields = chars,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 16, .fields = chars,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field huge[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = UINT32_MAX - 1}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = huge,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = huge,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field wrap[] = {{.name = "m", .type = KILN_TYPE_MAT4, .offset = 0, .count = UINT32_MAX}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 64, .fields = wrap,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 64, .fields = wrap,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field on_tag[] = {{.name = "b", .type = KILN_TYPE_BOOL, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 0, .fields = on_tag,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 0, .fields = on_tag,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     /* exactly filling the component is fine */
     kiln_field fits[] = {{.name = "s", .type = KILN_TYPE_CHAR, .offset = 0, .count = 16}};
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = "C", .size = 16,
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "C", .size = 16,
                                                             .fields = fits, .field_count = 1},
                                    &id),
                      KILN_OK);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(invalid, duplicate_field_names_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
     kiln_field dup[] = {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
         {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 4},
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 8},
     };
-    expect_register_fails(w, (kiln_component_desc){.name = "V3", .size = 12, .fields = dup,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "V3", .size = 12, .fields = dup,
                                                    .field_count = 3},
                           KILN_ERR_INVALID_ARGUMENT);
     char other_x[] = "x";
@@ -356,38 +341,34 @@ KILN_TEST(invalid, duplicate_field_names_are_rejected) {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
         {.name = other_x, .type = KILN_TYPE_FLOAT, .offset = 4},
     };
-    expect_register_fails(w, (kiln_component_desc){.name = "V2", .size = 8,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "V2", .size = 8,
                                                    .fields = dup_by_content, .field_count = 2},
                           KILN_ERR_INVALID_ARGUMENT);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(invalid, fields_with_a_bad_type_or_count_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
     kiln_field bad_type[] = {{.name = "x", .type = KILN_TYPE_COUNT, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = bad_type,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = bad_type,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field wild_type[] = {{.name = "x", .type = (kiln_type)200, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = wild_type,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = wild_type,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field no_name[] = {{.name = NULL, .type = KILN_TYPE_FLOAT, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = no_name,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = no_name,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = NULL,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = NULL,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field one[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = one,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = one,
                                                    .field_count = -1},
                           KILN_ERR_INVALID_ARGUMENT);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(invalid, more_than_max_fields_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
     enum { N = KILN_MAX_FIELDS + 1 };
     kiln_field fields[N];
     char names[N][16];
@@ -395,60 +376,54 @@ KILN_TEST(invalid, more_than_max_fields_are_rejected) {
         snprintf(names[i], sizeof names[i], "f%d", i);
         fields[i] = (kiln_field){.name = names[i], .type = KILN_TYPE_UINT8, .offset = (uint32_t)i};
     }
-    expect_register_fails(w, (kiln_component_desc){.name = "Wide", .size = N, .fields = fields,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "Wide", .size = N, .fields = fields,
                                                    .field_count = N},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = "Wide", .size = N,
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "Wide", .size = N,
                                                             .fields = fields,
                                                             .field_count = KILN_MAX_FIELDS},
                                    &id),
                      KILN_OK);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, id, &info));
+    ck_assert(kiln_component_info_get(F.w, id, &info));
     ck_assert_int_eq(info.field_count, KILN_MAX_FIELDS);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(invalid, a_failed_registration_leaves_the_name_free) {
-    kiln_world *w = kiln_world_create(NULL);
     kiln_field bad[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 6}};
-    expect_register_fails(w, (kiln_component_desc){.name = "Position", .size = 8, .fields = bad,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "Position", .size = 8, .fields = bad,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Position"), KILN_NO_COMPONENT);
-    kiln_component pos = test_register_position(w);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Position"), KILN_NO_COMPONENT);
+    kiln_component pos = test_register_position(F.w);
     ck_assert_uint_eq(pos, 1);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, pos, &info));
+    ck_assert(kiln_component_info_get(F.w, pos, &info));
     ck_assert_int_eq(info.field_count, 2);
-    kiln_world_destroy(w);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* tags and reflection                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-KILN_TEST_GROUP(reflection);
+KILN_TEST_GROUP_WITH(reflection, .setup = setup, .teardown = teardown);
 
 KILN_TEST(reflection, a_tag_has_size_zero_and_no_value) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component tag = test_register_tag(w, "Frozen");
+    kiln_component tag = test_register_tag(F.w, "Frozen");
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, tag, &info));
+    ck_assert(kiln_component_info_get(F.w, tag, &info));
     ck_assert_uint_eq(info.size, 0);
     ck_assert_uint_eq(info.stride, 0);
     ck_assert_uint_eq(info.align, 1);
     kiln_entity e;
-    ck_assert_int_eq(kiln_spawn(w, &e), KILN_OK);
-    ck_assert_int_eq(kiln_add(w, e, tag, NULL), KILN_OK);
-    ck_assert(kiln_has(w, e, tag));
-    ck_assert_ptr_null(kiln_get(w, e, tag));
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_spawn(F.w, &e), KILN_OK);
+    ck_assert_int_eq(kiln_add(F.w, e, tag, NULL), KILN_OK);
+    ck_assert(kiln_has(F.w, e, tag));
+    ck_assert_ptr_null(kiln_get(F.w, e, tag));
 }
 
 KILN_TEST(reflection, reflection_fields_are_copied_names_and_all) {
-    kiln_world *w = kiln_world_create(NULL);
     const char *names[] = {"mass", "tint", "label", "owner", "basis"};
     kiln_field *fields = malloc(5 * sizeof *fields);
     char **copies = malloc(5 * sizeof *copies);
@@ -468,7 +443,7 @@ KILN_TEST(reflection, reflection_fields_are_copied_names_and_all) {
     ck_assert_ptr_nonnull(comp_name);
     strcpy(comp_name, "Body");
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = comp_name, .size = 112,
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = comp_name, .size = 112,
                                                             .fields = fields, .field_count = 5},
                                    &id),
                      KILN_OK);
@@ -483,9 +458,9 @@ KILN_TEST(reflection, reflection_fields_are_copied_names_and_all) {
     strcpy(comp_name, "Xyzw");
     free(comp_name);
 
-    ck_assert_uint_eq(kiln_component_lookup(w, "Body"), id);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Body"), id);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, id, &info));
+    ck_assert(kiln_component_info_get(F.w, id, &info));
     ck_assert_str_eq(info.name, "Body");
     ck_assert_int_eq(info.field_count, 5);
     ck_assert_ptr_nonnull(info.fields);
@@ -499,7 +474,6 @@ KILN_TEST(reflection, reflection_fields_are_copied_names_and_all) {
     }
     ck_assert_uint_eq(info.fields[2].count, 16);
     ck_assert_uint_le(info.fields[0].count, 1);
-    kiln_world_destroy(w);
 }
 
 KILN_TEST(reflection, type_names_and_sizes_match_their_c_types) {

@@ -108,6 +108,19 @@ kiln_world *test_world_create(test_allocator *a) {
     return world;
 }
 
+void test_world_fixture_setup(test_world_fixture *f) {
+    test_allocator_init(&f->alloc);
+    f->w = test_world_create(&f->alloc);
+}
+
+void test_world_fixture_teardown(test_world_fixture *f) {
+    kiln_world_destroy(f->w);
+    f->w = NULL;
+    ck_assert_int_eq(f->alloc.live_blocks, 0);
+    ck_assert_int_eq(f->alloc.live_bytes, 0);
+    ck_assert_int_eq(f->alloc.bad_osize, 0);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Components                                                                                 */
 /* ------------------------------------------------------------------------------------------ */

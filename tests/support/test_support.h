@@ -12,7 +12,7 @@
 /*
  * Functions in this header:
  *   test_allocator_init, test_allocator_fn, test_allocator_fail_after, test_allocator_fail_never,
- *   test_world_create,
+ *   test_world_create, test_world_fixture_setup, test_world_fixture_teardown,
  *   test_position_desc, test_velocity_desc, test_owned_desc,
  *   test_register_position, test_register_velocity, test_register_owned, test_register_tag,
  *   test_owned_make, test_owned_release, test_hook_log_count,
@@ -50,6 +50,17 @@ void test_allocator_fail_never(test_allocator *a);
 
 /* A world whose every byte goes through a (asserted non-NULL). */
 kiln_world *test_world_create(test_allocator *a);
+
+/* The plainest fixture: an empty world on its own counting allocator. Teardown destroys the
+ * world (unless a test already did and set w NULL) and asserts every byte came back through
+ * the right sizes. */
+typedef struct test_world_fixture {
+    test_allocator alloc;
+    kiln_world *w;
+} test_world_fixture;
+
+void test_world_fixture_setup(test_world_fixture *f);
+void test_world_fixture_teardown(test_world_fixture *f);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Components                                                                                 */
