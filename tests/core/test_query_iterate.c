@@ -369,7 +369,9 @@ static void start_iterating(kiln_iter *it) {
     ck_assert(kiln_query_next(it));
 }
 
-KILN_TEST_GROUP_WITH(misuse, .setup = setup, .teardown = teardown);
+/* Setup only: these tests end by dying, and a teardown that destroys the world mid-iteration
+ * would die of the same signal, passing a test whose own call failed to abort. */
+KILN_TEST_GROUP_WITH(misuse, .setup = setup);
 
 KILN_TEST_SIGNAL(misuse, applying_a_command_buffer_during_iteration_aborts, SIGABRT) {
     kiln_iter it;
