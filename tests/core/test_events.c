@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs_fixture.h"
 #include "kiln.h"
 #include "test_registry.h"
 #include "test_support.h"
@@ -88,25 +89,12 @@ static void assert_hit(kiln_world *world, kiln_event_type type, int64_t i, int32
                   h.seq, h.frame, source, seq, frame);
 }
 
-/* The counting allocator behind a lock: worker systems record into their command buffers,
- * which allocate through the world's hook from several threads at once. */
-typedef struct locked_allocator {
-    pthread_mutex_t lock;
-    test_allocator inner;
-} locked_allocator;
-
-static void *locked_alloc_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
-    locked_allocator *a = ud;
-    pthread_mutex_lock(&a->lock);
-    void *result = test_allocator_fn(&a->inner, ptr, osize, nsize);
-    pthread_mutex_unlock(&a->lock);
-    return result;
-}
-
+/* A world on the locked counting allocator (jobs_fixture.h): worker systems record into their
+ * command buffers, which allocate through the world's hook from several threads at once. */
 static kiln_world *locked_world_create(locked_allocator *a) {
-    pthread_mutex_init(&a->lock, NULL);
-    test_allocator_init(&a->inner);
-    kiln_world *world = kiln_world_create(&(kiln_world_desc){.alloc = locked_alloc_fn, .alloc_ud = a});
+    locked_init(a);
+    kiln_world *world =
+        kiln_world_create(&(kiln_world_desc){.alloc = locked_alloc_fn, .alloc_ud = a});
     ck_assert_ptr_nonnull(world);
     return world;
 }
@@ -637,7 +625,6 @@ typedef struct order_run {
 /* Runs FRAMES frames of one stage of alternating worker (commands) and main-thread
  * (kiln_event_emit) emitters, with a pool of workers (NO_POOL: none), and logs what
  * is readable after each run. */
-#define NO_POOL (-100)
 static void run_emitters(int workers, order_run *out) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
@@ -760,5 +747,5 @@ KILN_TEST(memory, steady_state_schedule_frames_with_events_allocate_nothing) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.inner.live_bytes, 0);
-    pthread_mutex_destroy(&alloc.lock);
+    locked_fini(&alloc);
 }
