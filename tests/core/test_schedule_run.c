@@ -7,13 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs_fixture.h"
 #include "kiln.h"
 #include "schedule_fixture.h"
 #include "test_registry.h"
 #include "test_support.h"
-
-/* An atomic read as a plain call, so failed assertions print readably. */
-static int loaded(atomic_int *value) { return atomic_load(value); }
 
 /* The fixture world (schedule_fixture.h), made afresh around every test of a group using it. */
 static schedule_fixture F;
@@ -552,7 +550,6 @@ static void plain_later(const kiln_system_ctx *ctx) {
 }
 
 KILN_TEST(running, main_thread_systems_using_the_plain_world_api_are_deferred_into_their_own_buffer) {
-    enum { NO_POOL = -100 };
     const int32_t counts[] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) {
         schedule_fixture f;
