@@ -9,7 +9,16 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
+
+/* An empty world on the counting allocator (test_support.h), made afresh around every test of a
+ * group using it; teardown asserts every byte came back. */
+static test_world_fixture F;
+
+static void setup(void) { test_world_fixture_setup(&F); }
+
+static void teardown(void) { test_world_fixture_teardown(&F); }
 
 static bool contains_ignoring_case(const char *haystack, const char *needle) {
     size_t n = strlen(needle);
@@ -47,40 +56,35 @@ static void expect_register_fails(kiln_world *world, kiln_component_desc desc,
 /* register / lookup / info                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(register_hands_out_ids_from_one_upward) {
-    kiln_world *w = kiln_world_create(NULL);
-    ck_assert_int_eq(kiln_component_count(w), 0);
-    kiln_component pos = test_register_position(w);
-    kiln_component vel = test_register_velocity(w);
-    kiln_component tag = test_register_tag(w, "Frozen");
+KILN_TEST_GROUP_WITH(register, .setup = setup, .teardown = teardown);
+
+KILN_TEST(register, register_hands_out_ids_from_one_upward) {
+    ck_assert_int_eq(kiln_component_count(F.w), 0);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component vel = test_register_velocity(F.w);
+    kiln_component tag = test_register_tag(F.w, "Frozen");
     ck_assert_uint_eq(pos, 1);
     ck_assert_uint_eq(vel, 2);
     ck_assert_uint_eq(tag, 3);
-    ck_assert_int_eq(kiln_component_count(w), 3);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 3);
 }
-END_TEST
 
-START_TEST(lookup_finds_a_registered_name_and_nothing_else) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component pos = test_register_position(w);
-    kiln_component vel = test_register_velocity(w);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Position"), pos);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Velocity"), vel);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Pos"), KILN_NO_COMPONENT);
-    ck_assert_uint_eq(kiln_component_lookup(w, "PositionX"), KILN_NO_COMPONENT);
-    ck_assert_uint_eq(kiln_component_lookup(w, ""), KILN_NO_COMPONENT);
-    kiln_world_destroy(w);
+KILN_TEST(register, lookup_finds_a_registered_name_and_nothing_else) {
+    kiln_component pos = test_register_position(F.w);
+    kiln_component vel = test_register_velocity(F.w);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Position"), pos);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Velocity"), vel);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Pos"), KILN_NO_COMPONENT);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "PositionX"), KILN_NO_COMPONENT);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, ""), KILN_NO_COMPONENT);
 }
-END_TEST
 
-START_TEST(info_describes_the_registered_component) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(register, info_describes_the_registered_component) {
     test_hook_log log = {0};
-    kiln_component pos = test_register_position(w);
-    kiln_component owned = test_register_owned(w, &log);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component owned = test_register_owned(F.w, &log);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, pos, &info));
+    ck_assert(kiln_component_info_get(F.w, pos, &info));
     ck_assert_uint_eq(info.id, pos);
     ck_assert_str_eq(info.name, "Position");
     ck_assert_uint_eq(info.size, sizeof(test_position));
@@ -89,29 +93,24 @@ START_TEST(info_describes_the_registered_component) {
     ck_assert_int_eq(info.field_count, 2);
     ck_assert(!info.has_destroy);
     ck_assert(!info.has_move);
-    ck_assert(kiln_component_info_get(w, owned, &info));
+    ck_assert(kiln_component_info_get(F.w, owned, &info));
     ck_assert_str_eq(info.name, "Owned");
     ck_assert(info.has_destroy);
     ck_assert(info.has_move);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(info_of_unknown_id_returns_false_and_leaves_dest_alone) {
-    kiln_world *w = kiln_world_create(NULL);
-    test_register_position(w);
+KILN_TEST(register, info_of_unknown_id_returns_false_and_leaves_dest_alone) {
+    test_register_position(F.w);
     kiln_component_info info, untouched;
     memset(&info, 0x5a, sizeof info);
     memcpy(&untouched, &info, sizeof info);
-    ck_assert(!kiln_component_info_get(w, KILN_NO_COMPONENT, &info));
-    ck_assert(!kiln_component_info_get(w, 2, &info));
-    ck_assert(!kiln_component_info_get(w, 100000, &info));
+    ck_assert(!kiln_component_info_get(F.w, KILN_NO_COMPONENT, &info));
+    ck_assert(!kiln_component_info_get(F.w, 2, &info));
+    ck_assert(!kiln_component_info_get(F.w, 100000, &info));
     ck_assert_mem_eq(&info, &untouched, sizeof info);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(stride_is_size_rounded_up_to_alignment) {
+KILN_TEST(register, stride_is_size_rounded_up_to_alignment) {
     static const struct {
         size_t size, align, want_align, want_stride;
     } cases[] = {
@@ -139,26 +138,21 @@ START_TEST(stride_is_size_rounded_up_to_alignment) {
     }
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(registering_an_identical_desc_again_returns_the_same_id) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(register, registering_an_identical_desc_again_returns_the_same_id) {
     test_hook_log log = {0};
-    kiln_component pos = test_register_position(w);
-    kiln_component owned = test_register_owned(w, &log);
+    kiln_component pos = test_register_position(F.w);
+    kiln_component owned = test_register_owned(F.w, &log);
     kiln_component again;
-    ck_assert_int_eq(register_desc(w, test_position_desc(), &again), KILN_OK);
+    ck_assert_int_eq(register_desc(F.w, test_position_desc(), &again), KILN_OK);
     ck_assert_uint_eq(again, pos);
-    ck_assert_int_eq(register_desc(w, test_owned_desc(&log), &again), KILN_OK);
+    ck_assert_int_eq(register_desc(F.w, test_owned_desc(&log), &again), KILN_OK);
     ck_assert_uint_eq(again, owned);
-    ck_assert_int_eq(kiln_component_count(w), 2);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 2);
 }
-END_TEST
 
-START_TEST(identical_fields_match_by_content_not_by_pointer) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component pos = test_register_position(w);
+KILN_TEST(register, identical_fields_match_by_content_not_by_pointer) {
+    kiln_component pos = test_register_position(F.w);
     char x[] = "x", y[] = "y";
     kiln_field fields[2] = {
         {.name = x, .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -167,11 +161,9 @@ START_TEST(identical_fields_match_by_content_not_by_pointer) {
     kiln_component_desc desc = test_position_desc();
     desc.fields = fields;
     kiln_component again;
-    ck_assert_int_eq(kiln_component_register(w, &desc, &again), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(F.w, &desc, &again), KILN_OK);
     ck_assert_uint_eq(again, pos);
-    kiln_world_destroy(w);
 }
-END_TEST
 
 static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
     kiln_component_info before, after;
@@ -191,28 +183,27 @@ static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
     ck_assert_int_eq(after.has_destroy, before.has_destroy);
 }
 
-START_TEST(registering_a_name_with_another_layout_is_a_layout_mismatch) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch) {
     test_hook_log log = {0};
-    test_register_position(w);
-    test_register_owned(w, &log);
+    test_register_position(F.w);
+    test_register_owned(F.w, &log);
 
     kiln_component_desc d = test_position_desc();
     d.size = 12;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_position_desc();
     d.align = 8;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_position_desc();
     d.field_count = 1;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_position_desc();
     d.fields = NULL;
     d.field_count = 0;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     kiln_field swapped[2] = {
         {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -220,7 +211,7 @@ START_TEST(registering_a_name_with_another_layout_is_a_layout_mismatch) {
     };
     d = test_position_desc();
     d.fields = swapped;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     kiln_field ints[2] = {
         {.name = "x", .type = KILN_TYPE_INT32, .offset = 0},
@@ -228,7 +219,7 @@ START_TEST(registering_a_name_with_another_layout_is_a_layout_mismatch) {
     };
     d = test_position_desc();
     d.fields = ints;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     kiln_field renamed[2] = {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -236,60 +227,53 @@ START_TEST(registering_a_name_with_another_layout_is_a_layout_mismatch) {
     };
     d = test_position_desc();
     d.fields = renamed;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_owned_desc(&log);
     d.move = NULL;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
     d = test_owned_desc(&log);
     d.destroy = NULL;
-    expect_mismatch(w, d);
+    expect_mismatch(F.w, d);
 
-    ck_assert_int_eq(kiln_component_count(w), 2);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 2);
 }
-END_TEST
 
-START_TEST(a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
-    kiln_world *w = kiln_world_create(NULL);
-    test_register_tag(w, "Frozen");
+KILN_TEST(register, a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
+    test_register_tag(F.w, "Frozen");
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = "Frozen"}, &id), KILN_OK);
-    expect_mismatch(w, (kiln_component_desc){.name = "Frozen", .size = 4});
-    kiln_world_destroy(w);
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "Frozen"}, &id), KILN_OK);
+    expect_mismatch(F.w, (kiln_component_desc){.name = "Frozen", .size = 4});
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* invalid descs                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(names_must_have_one_to_63_bytes) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST_GROUP_WITH(invalid, .setup = setup, .teardown = teardown);
+
+KILN_TEST(invalid, names_must_have_one_to_63_bytes) {
     char name[KILN_MAX_NAME + 2];
     memset(name, 'n', KILN_MAX_NAME + 1);
     name[KILN_MAX_NAME + 1] = '\0';
-    expect_register_fails(w, (kiln_component_desc){.name = name, .size = 4},
+    expect_register_fails(F.w, (kiln_component_desc){.name = name, .size = 4},
                           KILN_ERR_INVALID_ARGUMENT);
-    expect_register_fails(w, (kiln_component_desc){.name = "", .size = 4},
+    expect_register_fails(F.w, (kiln_component_desc){.name = "", .size = 4},
                           KILN_ERR_INVALID_ARGUMENT);
-    expect_register_fails(w, (kiln_component_desc){.name = NULL, .size = 4},
+    expect_register_fails(F.w, (kiln_component_desc){.name = NULL, .size = 4},
                           KILN_ERR_INVALID_ARGUMENT);
     name[KILN_MAX_NAME] = '\0';
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = name, .size = 4}, &id),
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = name, .size = 4}, &id),
                      KILN_OK);
-    ck_assert_uint_eq(kiln_component_lookup(w, name), id);
-    kiln_world_destroy(w);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, name), id);
 }
-END_TEST
 
-START_TEST(alignment_above_16_or_not_a_power_of_two_is_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(invalid, alignment_above_16_or_not_a_power_of_two_is_rejected) {
     static const size_t bad[] = {3, 5, 6, 12, 24, 32, 64, 17};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        expect_register_fails(w, (kiln_component_desc){.name = "Aligned", .size = 64,
+        expect_register_fails(F.w, (kiln_component_desc){.name = "Aligned", .size = 64,
                                                        .align = bad[i]},
                               KILN_ERR_INVALID_ARGUMENT);
     static const size_t good[] = {1, 2, 4, 8, 16};
@@ -297,65 +281,59 @@ START_TEST(alignment_above_16_or_not_a_power_of_two_is_rejected) {
         char name[32];
         snprintf(name, sizeof name, "Aligned%zu", good[i]);
         kiln_component id;
-        ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = name, .size = 64,
+        ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = name, .size = 64,
                                                                 .align = good[i]},
                                        &id),
                          KILN_OK);
     }
-    ck_assert_int_eq(kiln_component_count(w), 5);
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_component_count(F.w), 5);
 }
-END_TEST
 
-START_TEST(fields_outside_the_component_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(invalid, fields_outside_the_component_are_rejected) {
     kiln_field past_end[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 8}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = past_end,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = past_end,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field straddles[] = {{.name = "x", .type = KILN_TYPE_DOUBLE, .offset = 4}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = straddles,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = straddles,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field array[] = {{.name = "v", .type = KILN_TYPE_FLOAT, .offset = 0, .count = 3}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = array,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = array,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field chars[] = {{.name = "s", .type = KILN_TYPE_CHAR, .offset = 0, .count = 17}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 16, .fields = chars,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 16, .fields = chars,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field huge[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = UINT32_MAX - 1}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = huge,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = huge,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field wrap[] = {{.name = "m", .type = KILN_TYPE_MAT4, .offset = 0, .count = UINT32_MAX}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 64, .fields = wrap,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 64, .fields = wrap,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field on_tag[] = {{.name = "b", .type = KILN_TYPE_BOOL, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 0, .fields = on_tag,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 0, .fields = on_tag,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     /* exactly filling the component is fine */
     kiln_field fits[] = {{.name = "s", .type = KILN_TYPE_CHAR, .offset = 0, .count = 16}};
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = "C", .size = 16,
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "C", .size = 16,
                                                             .fields = fits, .field_count = 1},
                                    &id),
                      KILN_OK);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(duplicate_field_names_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(invalid, duplicate_field_names_are_rejected) {
     kiln_field dup[] = {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
         {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 4},
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 8},
     };
-    expect_register_fails(w, (kiln_component_desc){.name = "V3", .size = 12, .fields = dup,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "V3", .size = 12, .fields = dup,
                                                    .field_count = 3},
                           KILN_ERR_INVALID_ARGUMENT);
     char other_x[] = "x";
@@ -363,40 +341,34 @@ START_TEST(duplicate_field_names_are_rejected) {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
         {.name = other_x, .type = KILN_TYPE_FLOAT, .offset = 4},
     };
-    expect_register_fails(w, (kiln_component_desc){.name = "V2", .size = 8,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "V2", .size = 8,
                                                    .fields = dup_by_content, .field_count = 2},
                           KILN_ERR_INVALID_ARGUMENT);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(fields_with_a_bad_type_or_count_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(invalid, fields_with_a_bad_type_or_count_are_rejected) {
     kiln_field bad_type[] = {{.name = "x", .type = KILN_TYPE_COUNT, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = bad_type,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = bad_type,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field wild_type[] = {{.name = "x", .type = (kiln_type)200, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = wild_type,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = wild_type,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field no_name[] = {{.name = NULL, .type = KILN_TYPE_FLOAT, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = no_name,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = no_name,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = NULL,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = NULL,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_field one[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0}};
-    expect_register_fails(w, (kiln_component_desc){.name = "C", .size = 8, .fields = one,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "C", .size = 8, .fields = one,
                                                    .field_count = -1},
                           KILN_ERR_INVALID_ARGUMENT);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(more_than_max_fields_are_rejected) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(invalid, more_than_max_fields_are_rejected) {
     enum { N = KILN_MAX_FIELDS + 1 };
     kiln_field fields[N];
     char names[N][16];
@@ -404,61 +376,54 @@ START_TEST(more_than_max_fields_are_rejected) {
         snprintf(names[i], sizeof names[i], "f%d", i);
         fields[i] = (kiln_field){.name = names[i], .type = KILN_TYPE_UINT8, .offset = (uint32_t)i};
     }
-    expect_register_fails(w, (kiln_component_desc){.name = "Wide", .size = N, .fields = fields,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "Wide", .size = N, .fields = fields,
                                                    .field_count = N},
                           KILN_ERR_INVALID_ARGUMENT);
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = "Wide", .size = N,
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "Wide", .size = N,
                                                             .fields = fields,
                                                             .field_count = KILN_MAX_FIELDS},
                                    &id),
                      KILN_OK);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, id, &info));
+    ck_assert(kiln_component_info_get(F.w, id, &info));
     ck_assert_int_eq(info.field_count, KILN_MAX_FIELDS);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(a_failed_registration_leaves_the_name_free) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(invalid, a_failed_registration_leaves_the_name_free) {
     kiln_field bad[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 6}};
-    expect_register_fails(w, (kiln_component_desc){.name = "Position", .size = 8, .fields = bad,
+    expect_register_fails(F.w, (kiln_component_desc){.name = "Position", .size = 8, .fields = bad,
                                                    .field_count = 1},
                           KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_uint_eq(kiln_component_lookup(w, "Position"), KILN_NO_COMPONENT);
-    kiln_component pos = test_register_position(w);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Position"), KILN_NO_COMPONENT);
+    kiln_component pos = test_register_position(F.w);
     ck_assert_uint_eq(pos, 1);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, pos, &info));
+    ck_assert(kiln_component_info_get(F.w, pos, &info));
     ck_assert_int_eq(info.field_count, 2);
-    kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* tags and reflection                                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(a_tag_has_size_zero_and_no_value) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component tag = test_register_tag(w, "Frozen");
+KILN_TEST_GROUP_WITH(reflection, .setup = setup, .teardown = teardown);
+
+KILN_TEST(reflection, a_tag_has_size_zero_and_no_value) {
+    kiln_component tag = test_register_tag(F.w, "Frozen");
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, tag, &info));
+    ck_assert(kiln_component_info_get(F.w, tag, &info));
     ck_assert_uint_eq(info.size, 0);
     ck_assert_uint_eq(info.stride, 0);
     ck_assert_uint_eq(info.align, 1);
     kiln_entity e;
-    ck_assert_int_eq(kiln_spawn(w, &e), KILN_OK);
-    ck_assert_int_eq(kiln_add(w, e, tag, NULL), KILN_OK);
-    ck_assert(kiln_has(w, e, tag));
-    ck_assert_ptr_null(kiln_get(w, e, tag));
-    kiln_world_destroy(w);
+    ck_assert_int_eq(kiln_spawn(F.w, &e), KILN_OK);
+    ck_assert_int_eq(kiln_add(F.w, e, tag, NULL), KILN_OK);
+    ck_assert(kiln_has(F.w, e, tag));
+    ck_assert_ptr_null(kiln_get(F.w, e, tag));
 }
-END_TEST
 
-START_TEST(reflection_fields_are_copied_names_and_all) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(reflection, reflection_fields_are_copied_names_and_all) {
     const char *names[] = {"mass", "tint", "label", "owner", "basis"};
     kiln_field *fields = malloc(5 * sizeof *fields);
     char **copies = malloc(5 * sizeof *copies);
@@ -478,7 +443,7 @@ START_TEST(reflection_fields_are_copied_names_and_all) {
     ck_assert_ptr_nonnull(comp_name);
     strcpy(comp_name, "Body");
     kiln_component id;
-    ck_assert_int_eq(register_desc(w, (kiln_component_desc){.name = comp_name, .size = 112,
+    ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = comp_name, .size = 112,
                                                             .fields = fields, .field_count = 5},
                                    &id),
                      KILN_OK);
@@ -493,9 +458,9 @@ START_TEST(reflection_fields_are_copied_names_and_all) {
     strcpy(comp_name, "Xyzw");
     free(comp_name);
 
-    ck_assert_uint_eq(kiln_component_lookup(w, "Body"), id);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Body"), id);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, id, &info));
+    ck_assert(kiln_component_info_get(F.w, id, &info));
     ck_assert_str_eq(info.name, "Body");
     ck_assert_int_eq(info.field_count, 5);
     ck_assert_ptr_nonnull(info.fields);
@@ -509,11 +474,9 @@ START_TEST(reflection_fields_are_copied_names_and_all) {
     }
     ck_assert_uint_eq(info.fields[2].count, 16);
     ck_assert_uint_le(info.fields[0].count, 1);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(type_names_and_sizes_match_their_c_types) {
+KILN_TEST(reflection, type_names_and_sizes_match_their_c_types) {
     ck_assert_str_eq(kiln_type_name(KILN_TYPE_FLOAT), "float");
     ck_assert_str_eq(kiln_type_name(KILN_TYPE_VEC3), "vec3");
     ck_assert_uint_eq(kiln_type_size(KILN_TYPE_NONE), 0);
@@ -543,13 +506,14 @@ START_TEST(type_names_and_sizes_match_their_c_types) {
             ck_assert_str_ne(name, kiln_type_name((kiln_type)u));
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* scale and storage                                                                          */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(a_world_holds_at_least_1024_component_types) {
+KILN_TEST_GROUP_WITH(storage, .timeout = 30);
+
+KILN_TEST(storage, a_world_holds_at_least_1024_component_types) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -584,9 +548,8 @@ START_TEST(a_world_holds_at_least_1024_component_types) {
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(query_column_base_pointers_are_16_byte_aligned) {
+KILN_TEST(storage, query_column_base_pointers_are_16_byte_aligned) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -637,245 +600,4 @@ START_TEST(query_column_base_pointers_are_16_byte_aligned) {
     ck_assert_int_eq(kiln_spawn_with(w, (kiln_component[]){odd, wide}, NULL, 2, &e), KILN_OK);
     ck_assert_uint_eq((uintptr_t)kiln_get(w, e, wide) % 16, 0);
     kiln_world_destroy(w);
-}
-END_TEST
-
-/* ------------------------------------------------------------------------------------------ */
-/* defaults and check hooks                                                                   */
-/* ------------------------------------------------------------------------------------------ */
-
-typedef struct health {
-    int32_t hp, max;
-} health;
-
-static const kiln_field health_fields[] = {
-    {.name = "hp", .type = KILN_TYPE_INT32, .offset = offsetof(health, hp)},
-    {.name = "max", .type = KILN_TYPE_INT32, .offset = offsetof(health, max)},
-};
-
-static const health full_health = {100, 100};
-
-/* Refuses an hp above max or below zero, naming the entity. */
-static kiln_result health_check(const kiln_world *world, kiln_entity entity, const void *value,
-                                void *ctx, char *why, size_t why_size) {
-    (void)world;
-    int *calls = ctx;
-    (*calls)++;
-    health h = value ? *(const health *)value : (health){0, 0};
-    if (h.hp >= 0 && h.hp <= h.max) return KILN_OK;
-    char eb[32];
-    snprintf(why, why_size, "entity %s: hp %d is outside 0 to %d", test_entity_string(entity, eb),
-             (int)h.hp, (int)h.max);
-    return KILN_ERR_INVALID_ARGUMENT;
-}
-
-static kiln_component register_health(kiln_world *w, int *calls) {
-    kiln_component id;
-    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){
-                         .name = "Health", .size = sizeof(health), .fields = health_fields,
-                         .field_count = 2, .defaults = &full_health, .check = health_check,
-                         .hook_ctx = calls}, &id),
-                     KILN_OK);
-    return id;
-}
-
-static void assert_health(kiln_world *w, kiln_entity e, kiln_component c, int hp, int max) {
-    const health *h = kiln_get(w, e, c);
-    ck_assert_ptr_nonnull(h);
-    ck_assert_int_eq(h->hp, hp);
-    ck_assert_int_eq(h->max, max);
-}
-
-START_TEST(a_component_without_a_value_gets_its_registered_defaults_everywhere) {
-    kiln_world *w = kiln_world_create(NULL);
-    int calls = 0;
-    kiln_component c = register_health(w, &calls);
-    kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, c, &info));
-    ck_assert_ptr_nonnull(info.defaults);
-    ck_assert_int_eq(memcmp(info.defaults, &full_health, sizeof full_health), 0);
-    ck_assert(info.has_check);
-
-    kiln_entity a, b, batch[3], d, p;
-    ck_assert_int_eq(kiln_spawn(w, &a), KILN_OK);
-    ck_assert_int_eq(kiln_add(w, a, c, NULL), KILN_OK);
-    assert_health(w, a, c, 100, 100);
-    ck_assert_int_eq(kiln_spawn_with(w, &c, NULL, 1, &b), KILN_OK);
-    assert_health(w, b, c, 100, 100);
-    ck_assert_int_eq(kiln_spawn_batch(w, &c, 1, 3, batch), KILN_OK);
-    for (int i = 0; i < 3; i++) assert_health(w, batch[i], c, 100, 100);
-    ck_assert_int_eq(kiln_set(w, a, c, &(health){5, 10}), KILN_OK);
-    ck_assert_int_eq(kiln_set(w, a, c, NULL), KILN_OK); /* back to the defaults */
-    assert_health(w, a, c, 100, 100);
-    /* deferred, through a command buffer, and as a resource */
-    kiln_defer_begin(w);
-    ck_assert_int_eq(kiln_spawn_with(w, &c, (const void *[]){NULL}, 1, &d), KILN_OK);
-    ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
-    assert_health(w, d, c, 100, 100);
-    kiln_commands *cmd = kiln_commands_create(w);
-    ck_assert_int_eq(kiln_commands_spawn(cmd, &p), KILN_OK);
-    ck_assert_int_eq(kiln_commands_add(cmd, p, c, NULL), KILN_OK);
-    ck_assert_int_eq(kiln_commands_apply(cmd, w, NULL), KILN_OK);
-    assert_health(w, kiln_commands_resolve(cmd, p), c, 100, 100);
-    kiln_commands_destroy(cmd);
-    ck_assert_int_eq(kiln_resource_set(w, c, NULL), KILN_OK);
-    const health *r = kiln_resource_get(w, c);
-    ck_assert_int_eq(r->hp, 100);
-    /* a component without defaults still starts at zero */
-    kiln_component pos = test_register_position(w);
-    ck_assert_int_eq(kiln_add(w, a, pos, NULL), KILN_OK);
-    test_assert_position(w, a, pos, 0.0f, 0.0f);
-    ck_assert(kiln_component_info_get(w, pos, &info));
-    ck_assert_ptr_null(info.defaults);
-    kiln_world_destroy(w);
-}
-END_TEST
-
-static kiln_result health_check_other(const kiln_world *world, kiln_entity entity,
-                                      const void *value, void *ctx, char *why, size_t why_size) {
-    return health_check(world, entity, value, ctx, why, why_size);
-}
-
-START_TEST(registering_again_with_other_defaults_or_check_is_a_layout_mismatch) {
-    kiln_world *w = kiln_world_create(NULL);
-    int calls = 0;
-    kiln_component c = register_health(w, &calls), again;
-    ck_assert_uint_eq(register_health(w, &calls), c);
-    health other = {1, 1};
-    kiln_component_desc d = {.name = "Health", .size = sizeof(health), .fields = health_fields,
-                             .field_count = 2, .defaults = &other, .check = health_check,
-                             .hook_ctx = &calls};
-    ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_ERR_LAYOUT_MISMATCH);
-    d.defaults = &full_health;
-    d.check = health_check_other;
-    ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_ERR_LAYOUT_MISMATCH);
-    /* left NULL, check and defaults take what is registered (a binding declaring the layout
-     * again knows nothing of them) */
-    d.defaults = NULL;
-    d.check = NULL;
-    ck_assert_int_eq(kiln_component_register(w, &d, &again), KILN_OK);
-    ck_assert_uint_eq(again, c);
-    kiln_component_info info;
-    ck_assert(kiln_component_info_get(w, c, &info));
-    ck_assert(info.has_check);
-    ck_assert_ptr_nonnull(info.defaults);
-    /* a tag has no value, so neither defaults nor a check */
-    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "T",
-                                                 .defaults = &full_health}, &again),
-                     KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "T",
-                                                 .check = health_check}, &again),
-                     KILN_ERR_INVALID_ARGUMENT);
-    kiln_world_destroy(w);
-}
-END_TEST
-
-START_TEST(a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_unchanged) {
-    kiln_world *w = kiln_world_create(NULL);
-    int calls = 0;
-    kiln_component c = register_health(w, &calls);
-    kiln_component pos = test_register_position(w);
-    kiln_entity e;
-    ck_assert_int_eq(kiln_spawn_with(w, &pos, NULL, 1, &e), KILN_OK);
-    health bad = {150, 100};
-    char eb[32], expected[128];
-    test_entity_string(e, eb);
-
-    ck_assert_int_eq(kiln_add(w, e, c, &bad), KILN_ERR_INVALID_ARGUMENT);
-    snprintf(expected, sizeof expected, "kiln_add: entity %s: hp 150 is outside 0 to 100", eb);
-    ck_assert_str_eq(kiln_world_error(w), expected);
-    ck_assert(!kiln_has(w, e, c));
-    ck_assert_int_eq(kiln_add(w, e, c, &(health){50, 100}), KILN_OK);
-    ck_assert_int_eq(kiln_set(w, e, c, &bad), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strncmp(kiln_world_error(w), "kiln_set: ", 10) == 0, "%s", kiln_world_error(w));
-    assert_health(w, e, c, 50, 100);
-    ck_assert_int_eq(kiln_add(w, e, c, &bad), KILN_ERR_INVALID_ARGUMENT); /* replace in place */
-    assert_health(w, e, c, 50, 100);
-
-    int64_t before = kiln_entity_count(w);
-    kiln_entity f;
-    ck_assert_int_eq(kiln_spawn_with(w, &c, (const void *[]){&bad}, 1, &f), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strncmp(kiln_world_error(w), "kiln_spawn_with: ", 17) == 0, "%s",
-                  kiln_world_error(w));
-    ck_assert_int_eq(kiln_entity_count(w), before);
-
-    /* deferred: refused when called, nothing queued */
-    kiln_defer_begin(w);
-    ck_assert_int_eq(kiln_set(w, e, c, &bad), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kiln_spawn_with(w, &c, (const void *[]){&bad}, 1, &f), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
-    assert_health(w, e, c, 50, 100);
-    ck_assert_int_eq(kiln_entity_count(w), before);
-
-    /* a command buffer records without the world and is refused when applied */
-    kiln_commands *cmd = kiln_commands_create(w);
-    ck_assert_int_eq(kiln_commands_set(cmd, e, c, &bad), KILN_OK);
-    ck_assert_int_eq(kiln_commands_apply(cmd, w, NULL), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strncmp(kiln_world_error(w), "kiln_commands_apply: ", 21) == 0, "%s",
-                  kiln_world_error(w));
-    assert_health(w, e, c, 50, 100);
-    kiln_commands_destroy(cmd);
-
-    /* on demand, for values written in place */
-    ck_assert_int_eq(kiln_component_check(w, e, c, &bad), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strncmp(kiln_world_error(w), "kiln_component_check: ", 22) == 0, "%s",
-                  kiln_world_error(w));
-    ck_assert_int_eq(kiln_component_check(w, e, c, &(health){1, 2}), KILN_OK);
-    ck_assert_int_eq(kiln_component_check(w, e, pos, &bad), KILN_OK); /* no hook */
-    ck_assert_int_eq(kiln_component_check(w, e, 999, &bad), KILN_ERR_UNKNOWN_COMPONENT);
-    ck_assert_int_gt(calls, 8);
-    kiln_world_destroy(w);
-}
-END_TEST
-
-static Suite *component_suite(void) {
-    Suite *s = suite_create("component");
-    TCase *tc = tcase_create("register");
-    tcase_add_test(tc, register_hands_out_ids_from_one_upward);
-    tcase_add_test(tc, lookup_finds_a_registered_name_and_nothing_else);
-    tcase_add_test(tc, info_describes_the_registered_component);
-    tcase_add_test(tc, info_of_unknown_id_returns_false_and_leaves_dest_alone);
-    tcase_add_test(tc, stride_is_size_rounded_up_to_alignment);
-    tcase_add_test(tc, registering_an_identical_desc_again_returns_the_same_id);
-    tcase_add_test(tc, identical_fields_match_by_content_not_by_pointer);
-    tcase_add_test(tc, registering_a_name_with_another_layout_is_a_layout_mismatch);
-    tcase_add_test(tc, a_tag_registered_again_with_a_size_is_a_layout_mismatch);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("invalid");
-    tcase_add_test(tc, names_must_have_one_to_63_bytes);
-    tcase_add_test(tc, alignment_above_16_or_not_a_power_of_two_is_rejected);
-    tcase_add_test(tc, fields_outside_the_component_are_rejected);
-    tcase_add_test(tc, duplicate_field_names_are_rejected);
-    tcase_add_test(tc, fields_with_a_bad_type_or_count_are_rejected);
-    tcase_add_test(tc, more_than_max_fields_are_rejected);
-    tcase_add_test(tc, a_failed_registration_leaves_the_name_free);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("reflection");
-    tcase_add_test(tc, a_tag_has_size_zero_and_no_value);
-    tcase_add_test(tc, reflection_fields_are_copied_names_and_all);
-    tcase_add_test(tc, type_names_and_sizes_match_their_c_types);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("defaults_and_checks");
-    tcase_add_test(tc, a_component_without_a_value_gets_its_registered_defaults_everywhere);
-    tcase_add_test(tc, registering_again_with_other_defaults_or_check_is_a_layout_mismatch);
-    tcase_add_test(tc, a_check_hook_refuses_values_on_every_write_path_and_leaves_the_world_unchanged);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("storage");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, a_world_holds_at_least_1024_component_types);
-    tcase_add_test(tc, query_column_base_pointers_are_16_byte_aligned);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(component_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

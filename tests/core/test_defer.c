@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -91,7 +92,9 @@ static int64_t entity_slots(const kiln_world *w) {
 /* sections                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(calls_in_a_section_are_queued_and_land_in_order_at_the_end) {
+KILN_TEST_GROUP_WITH(section, .setup = setup, .teardown = teardown);
+
+KILN_TEST(section, calls_in_a_section_are_queued_and_land_in_order_at_the_end) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity b = spawn_pos_vel(0, 0);
     kiln_entity c = spawn_pos(0, 0);
@@ -126,9 +129,8 @@ START_TEST(calls_in_a_section_are_queued_and_land_in_order_at_the_end) {
     test_assert_velocity(F.w, e, F.vel, 8, 8);
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
 }
-END_TEST
 
-START_TEST(a_deferred_spawn_returns_a_real_handle_that_comes_alive_at_the_end) {
+KILN_TEST(section, a_deferred_spawn_returns_a_real_handle_that_comes_alive_at_the_end) {
     kiln_entity before = spawn_pos(0, 0);
     kiln_defer_begin(F.w);
     kiln_entity e = KILN_NULL_ENTITY, f = KILN_NULL_ENTITY;
@@ -164,9 +166,8 @@ START_TEST(a_deferred_spawn_returns_a_real_handle_that_comes_alive_at_the_end) {
     ck_assert(test_contains(list, 3, e));
     ck_assert(test_contains(list, 3, f));
 }
-END_TEST
 
-START_TEST(reads_in_a_section_answer_the_current_state) {
+KILN_TEST(section, reads_in_a_section_answer_the_current_state) {
     kiln_entity a = spawn_pos(1, 1);
     kiln_entity b = spawn_pos_vel(2, 2);
     kiln_tick spawned = kiln_tick_current(F.w);
@@ -210,9 +211,8 @@ START_TEST(reads_in_a_section_answer_the_current_state) {
     ck_assert_int_eq(kiln_query_count(q), 1);
     kiln_query_destroy(q);
 }
-END_TEST
 
-START_TEST(nested_sections_apply_only_at_the_outermost_end) {
+KILN_TEST(section, nested_sections_apply_only_at_the_outermost_end) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity e = KILN_NULL_ENTITY;
     ck_assert(!kiln_is_deferred(F.w));
@@ -236,9 +236,8 @@ START_TEST(nested_sections_apply_only_at_the_outermost_end) {
     ck_assert(kiln_is_alive(F.w, e));
     ck_assert_int_eq(kiln_entity_count(F.w), 1);
 }
-END_TEST
 
-START_TEST(a_dead_entity_or_unknown_component_fails_at_once_in_a_section) {
+KILN_TEST(section, a_dead_entity_or_unknown_component_fails_at_once_in_a_section) {
     kiln_entity a = spawn_pos(1, 1);
     kiln_entity d = spawn_pos(2, 2);
     ASSERT_OK(kiln_despawn(F.w, d));
@@ -282,9 +281,8 @@ START_TEST(a_dead_entity_or_unknown_component_fails_at_once_in_a_section) {
     ck_assert_uint_eq(kiln_entity_index(next), kiln_entity_index(d));
     ck_assert_uint_eq(kiln_entity_generation(next), kiln_entity_generation(d) + 1);
 }
-END_TEST
 
-START_TEST(a_queued_add_to_an_entity_despawned_earlier_in_the_section_is_dropped) {
+KILN_TEST(section, a_queued_add_to_an_entity_despawned_earlier_in_the_section_is_dropped) {
     kiln_entity a = spawn_owned(1);
     kiln_entity keep = spawn_pos(0, 0);
     test_owned v2 = test_owned_make(2), v3 = test_owned_make(3);
@@ -311,9 +309,8 @@ START_TEST(a_queued_add_to_an_entity_despawned_earlier_in_the_section_is_dropped
     F.w = NULL;
     ck_assert_int_eq(F.log.destroyed, 3);
 }
-END_TEST
 
-START_TEST(a_deferred_spawn_can_be_despawned_in_the_same_section) {
+KILN_TEST(section, a_deferred_spawn_can_be_despawned_in_the_same_section) {
     kiln_defer_begin(F.w);
     kiln_entity e = KILN_NULL_ENTITY;
     test_owned v = test_owned_make(1);
@@ -327,9 +324,8 @@ START_TEST(a_deferred_spawn_can_be_despawned_in_the_same_section) {
     ck_assert_int_eq(test_hook_log_count(&F.log, 1), 1);
     ck_assert_int_eq(F.log.destroyed, 1);
 }
-END_TEST
 
-START_TEST(values_passed_in_a_section_are_copied_when_the_call_is_made) {
+KILN_TEST(section, values_passed_in_a_section_are_copied_when_the_call_is_made) {
     kiln_entity a = spawn_pos(0, 0);
     kiln_entity e = KILN_NULL_ENTITY;
     test_position p = {1, 2};
@@ -345,9 +341,8 @@ START_TEST(values_passed_in_a_section_are_copied_when_the_call_is_made) {
     test_assert_velocity(F.w, a, F.vel, 3, 4);
     test_assert_position(F.w, e, F.pos, 1, 2);
 }
-END_TEST
 
-START_TEST(spawn_batch_in_a_section_reserves_handles_that_come_alive_zeroed_at_the_end) {
+KILN_TEST(section, spawn_batch_in_a_section_reserves_handles_that_come_alive_zeroed_at_the_end) {
     kiln_entity e[5];
     kiln_defer_begin(F.w);
     ASSERT_OK(kiln_spawn_batch(F.w, (kiln_component[]){F.pos, F.vel}, 2, 5, e));
@@ -374,13 +369,14 @@ START_TEST(spawn_batch_in_a_section_reserves_handles_that_come_alive_zeroed_at_t
     ck_assert_int_eq(kiln_query_count(q), 3);
     kiln_query_destroy(q);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* query loops                                                                                */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(is_deferred_is_true_inside_a_section_or_a_query_loop) {
+KILN_TEST_GROUP_WITH(loops, .setup = setup, .teardown = teardown);
+
+KILN_TEST(loops, is_deferred_is_true_inside_a_section_or_a_query_loop) {
     spawn_pos(0, 0);
     kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}});
     kiln_iter it;
@@ -413,7 +409,6 @@ START_TEST(is_deferred_is_true_inside_a_section_or_a_query_loop) {
     ck_assert(!kiln_is_deferred(F.w));
     kiln_query_destroy(q);
 }
-END_TEST
 
 #define LOOP_ENTITIES 24
 
@@ -423,7 +418,7 @@ static void spawn_loop_entities(kiln_entity *dest) {
         dest[i] = i % 2 ? spawn_pos_vel((float)i, 0) : spawn_pos((float)i, 0);
 }
 
-START_TEST(despawning_every_entity_a_query_finds_lands_after_the_loop) {
+KILN_TEST(loops, despawning_every_entity_a_query_finds_lands_after_the_loop) {
     kiln_entity spawned[LOOP_ENTITIES], seen[LOOP_ENTITIES];
     spawn_loop_entities(spawned);
     kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}});
@@ -448,9 +443,8 @@ START_TEST(despawning_every_entity_a_query_finds_lands_after_the_loop) {
     for (int i = 0; i < LOOP_ENTITIES; i++) ck_assert(!kiln_is_alive(F.w, spawned[i]));
     kiln_query_destroy(q);
 }
-END_TEST
 
-START_TEST(adding_components_in_a_loop_moves_entities_after_the_loop) {
+KILN_TEST(loops, adding_components_in_a_loop_moves_entities_after_the_loop) {
     kiln_entity spawned[LOOP_ENTITIES];
     spawn_loop_entities(spawned);
     kiln_query *all = make_query((kiln_query_desc){.with = {F.pos}});
@@ -482,9 +476,8 @@ START_TEST(adding_components_in_a_loop_moves_entities_after_the_loop) {
     kiln_query_destroy(without);
     kiln_query_destroy(with);
 }
-END_TEST
 
-START_TEST(stopping_a_loop_early_lands_its_changes) {
+KILN_TEST(loops, stopping_a_loop_early_lands_its_changes) {
     kiln_entity spawned[LOOP_ENTITIES];
     spawn_loop_entities(spawned);
     kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}});
@@ -501,9 +494,8 @@ START_TEST(stopping_a_loop_early_lands_its_changes) {
     ck_assert_int_eq(kiln_entity_count(F.w), LOOP_ENTITIES - 1);
     kiln_query_destroy(q);
 }
-END_TEST
 
-START_TEST(a_loop_inside_a_section_lands_at_the_section_end) {
+KILN_TEST(loops, a_loop_inside_a_section_lands_at_the_section_end) {
     kiln_entity spawned[LOOP_ENTITIES];
     spawn_loop_entities(spawned);
     kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}});
@@ -517,9 +509,8 @@ START_TEST(a_loop_inside_a_section_lands_at_the_section_end) {
     ck_assert_int_eq(kiln_entity_count(F.w), 0);
     kiln_query_destroy(q);
 }
-END_TEST
 
-START_TEST(nested_loops_land_when_the_outermost_loop_ends) {
+KILN_TEST(loops, nested_loops_land_when_the_outermost_loop_ends) {
     kiln_entity spawned[LOOP_ENTITIES];
     spawn_loop_entities(spawned);
     kiln_query *outer_q = make_query((kiln_query_desc){.with = {F.pos}, .without = {F.vel}});
@@ -542,7 +533,6 @@ START_TEST(nested_loops_land_when_the_outermost_loop_ends) {
     kiln_query_destroy(outer_q);
     kiln_query_destroy(inner_q);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* out of memory                                                                              */
@@ -566,8 +556,10 @@ static void oom_world_destroy(test_allocator *a, kiln_world *w) {
     ck_assert_int_eq(a->bad_osize, 0);
 }
 
+KILN_TEST_GROUP(out_of_memory);
+
 /* _i == 0: the next slot is a fresh one; _i == 1: it is a dead slot on the free list. */
-START_TEST(out_of_memory_in_a_deferred_spawn_reserves_nothing) {
+KILN_TEST_LOOP(out_of_memory, out_of_memory_in_a_deferred_spawn_reserves_nothing, 0, 2) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
@@ -616,9 +608,8 @@ START_TEST(out_of_memory_in_a_deferred_spawn_reserves_nothing) {
     }
     ck_assert_int_ge(failures, 2); /* the queue's command array and its value storage */
 }
-END_TEST
 
-START_TEST(out_of_memory_in_a_deferred_add_queues_nothing) {
+KILN_TEST(out_of_memory, out_of_memory_in_a_deferred_add_queues_nothing) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
@@ -646,14 +637,13 @@ START_TEST(out_of_memory_in_a_deferred_add_queues_nothing) {
     }
     ck_assert_int_ge(failures, 1);
 }
-END_TEST
 
 #define OOM_BATCH 40
 
 /* _i == 0: with dest; _i == 1: dest NULL. Every slot the failed batch took must be free
  * again: a batch of the same size spawned afterwards fits in the slots a world that never
  * saw the failure would use. */
-START_TEST(out_of_memory_in_a_deferred_spawn_batch_reserves_nothing) {
+KILN_TEST_LOOP(out_of_memory, out_of_memory_in_a_deferred_spawn_batch_reserves_nothing, 0, 2) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
@@ -690,9 +680,8 @@ START_TEST(out_of_memory_in_a_deferred_spawn_batch_reserves_nothing) {
     }
     ck_assert_int_ge(failures, 2);
 }
-END_TEST
 
-START_TEST(out_of_memory_at_the_end_of_a_section_keeps_the_rest_queued_for_the_next_end) {
+KILN_TEST(out_of_memory, out_of_memory_at_the_end_of_a_section_keeps_the_rest_queued_for_the_next_end) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
@@ -727,9 +716,8 @@ START_TEST(out_of_memory_at_the_end_of_a_section_keeps_the_rest_queued_for_the_n
     }
     ck_assert_int_ge(failures, 1);
 }
-END_TEST
 
-START_TEST(values_left_queued_by_a_failed_end_are_destroyed_once_with_the_world) {
+KILN_TEST(out_of_memory, values_left_queued_by_a_failed_end_are_destroyed_once_with_the_world) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator a;
@@ -753,15 +741,16 @@ START_TEST(values_left_queued_by_a_failed_end_are_destroyed_once_with_the_world)
     ck_assert_int_eq(log.destroyed, 2);
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* misuse                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
+KILN_TEST_GROUP_WITH(misuse, .setup = setup, .teardown = teardown);
+
 /* The deferred world covers the plain API in a loop; applying a raw buffer there is still a
  * programmer error, caught by the debug assertion (tests build with assertions on). */
-START_TEST(applying_a_buffer_while_a_query_iterates_aborts) {
+KILN_TEST_SIGNAL(misuse, applying_a_buffer_while_a_query_iterates_aborts, SIGABRT) {
     spawn_pos(0, 0);
     kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}});
     kiln_commands *cmd = kiln_commands_create(F.w);
@@ -776,55 +765,5 @@ START_TEST(applying_a_buffer_while_a_query_iterates_aborts) {
     kiln_commands_destroy(cmd);
     kiln_query_destroy(q);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
-
-static Suite *defer_suite(void) {
-    Suite *s = suite_create("defer");
-    TCase *tc = tcase_create("section");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, calls_in_a_section_are_queued_and_land_in_order_at_the_end);
-    tcase_add_test(tc, a_deferred_spawn_returns_a_real_handle_that_comes_alive_at_the_end);
-    tcase_add_test(tc, reads_in_a_section_answer_the_current_state);
-    tcase_add_test(tc, nested_sections_apply_only_at_the_outermost_end);
-    tcase_add_test(tc, a_dead_entity_or_unknown_component_fails_at_once_in_a_section);
-    tcase_add_test(tc, a_queued_add_to_an_entity_despawned_earlier_in_the_section_is_dropped);
-    tcase_add_test(tc, a_deferred_spawn_can_be_despawned_in_the_same_section);
-    tcase_add_test(tc, values_passed_in_a_section_are_copied_when_the_call_is_made);
-    tcase_add_test(tc, spawn_batch_in_a_section_reserves_handles_that_come_alive_zeroed_at_the_end);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("loops");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, is_deferred_is_true_inside_a_section_or_a_query_loop);
-    tcase_add_test(tc, despawning_every_entity_a_query_finds_lands_after_the_loop);
-    tcase_add_test(tc, adding_components_in_a_loop_moves_entities_after_the_loop);
-    tcase_add_test(tc, stopping_a_loop_early_lands_its_changes);
-    tcase_add_test(tc, a_loop_inside_a_section_lands_at_the_section_end);
-    tcase_add_test(tc, nested_loops_land_when_the_outermost_loop_ends);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("out_of_memory");
-    tcase_add_loop_test(tc, out_of_memory_in_a_deferred_spawn_reserves_nothing, 0, 2);
-    tcase_add_test(tc, out_of_memory_in_a_deferred_add_queues_nothing);
-    tcase_add_loop_test(tc, out_of_memory_in_a_deferred_spawn_batch_reserves_nothing, 0, 2);
-    tcase_add_test(tc,
-                   out_of_memory_at_the_end_of_a_section_keeps_the_rest_queued_for_the_next_end);
-    tcase_add_test(tc, values_left_queued_by_a_failed_end_are_destroyed_once_with_the_world);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("misuse");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test_raise_signal(tc, applying_a_buffer_while_a_query_iterates_aborts, SIGABRT);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(defer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}

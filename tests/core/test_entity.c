@@ -6,7 +6,16 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
+
+/* An empty world on the counting allocator (test_support.h), made afresh around every test of a
+ * group using it; teardown asserts every byte came back. */
+static test_world_fixture F;
+
+static void setup(void) { test_world_fixture_setup(&F); }
+
+static void teardown(void) { test_world_fixture_teardown(&F); }
 
 static kiln_entity spawn_one(kiln_world *world) {
     kiln_entity e = KILN_NULL_ENTITY;
@@ -19,146 +28,118 @@ static kiln_entity spawn_one(kiln_world *world) {
 /* spawn / despawn                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(new_world_has_no_entities) {
-    kiln_world *w = kiln_world_create(NULL);
-    ck_assert_ptr_nonnull(w);
-    ck_assert_int_eq(kiln_entity_count(w), 0);
-    ck_assert_int_eq(kiln_world_entities(w, NULL, 0), 0);
-    kiln_world_destroy(w);
-}
-END_TEST
+KILN_TEST_GROUP_WITH(lifecycle, .setup = setup, .teardown = teardown);
 
-START_TEST(spawn_returns_distinct_live_handles) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(lifecycle, new_world_has_no_entities) {
+    ck_assert_ptr_nonnull(F.w);
+    ck_assert_int_eq(kiln_entity_count(F.w), 0);
+    ck_assert_int_eq(kiln_world_entities(F.w, NULL, 0), 0);
+}
+
+KILN_TEST(lifecycle, spawn_returns_distinct_live_handles) {
     enum { N = 200 };
     kiln_entity e[N];
     for (int i = 0; i < N; i++) {
-        e[i] = spawn_one(w);
-        ck_assert(kiln_is_alive(w, e[i]));
-        ck_assert_int_eq(kiln_entity_count(w), i + 1);
+        e[i] = spawn_one(F.w);
+        ck_assert(kiln_is_alive(F.w, e[i]));
+        ck_assert_int_eq(kiln_entity_count(F.w), i + 1);
         ck_assert(!test_contains(e, i, e[i]));
     }
-    for (int i = 0; i < N; i++) ck_assert(kiln_is_alive(w, e[i]));
-    kiln_world_destroy(w);
+    for (int i = 0; i < N; i++) ck_assert(kiln_is_alive(F.w, e[i]));
 }
-END_TEST
 
-START_TEST(spawned_handles_carry_a_generation_of_at_least_one) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(lifecycle, spawned_handles_carry_a_generation_of_at_least_one) {
     for (int i = 0; i < 50; i++) {
-        kiln_entity e = spawn_one(w);
+        kiln_entity e = spawn_one(F.w);
         ck_assert_uint_ge(kiln_entity_generation(e), 1);
         ck_assert_uint_le(kiln_entity_generation(e), KILN_ENTITY_GENERATION_MAX);
     }
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(handles_stay_below_two_to_the_53) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(lifecycle, handles_stay_below_two_to_the_53) {
     for (int i = 0; i < 1000; i++) {
-        kiln_entity e = spawn_one(w);
+        kiln_entity e = spawn_one(F.w);
         ck_assert_uint_lt(e, (uint64_t)1 << 53);
         /* nothing but index and generation is encoded */
         ck_assert_uint_eq(kiln_entity_make(kiln_entity_index(e), kiln_entity_generation(e)), e);
-        ck_assert(kiln_is_alive(w, (kiln_entity)(double)e));
-        if (i % 3 == 0) ck_assert_int_eq(kiln_despawn(w, e), KILN_OK);
+        ck_assert(kiln_is_alive(F.w, (kiln_entity)(double)e));
+        if (i % 3 == 0) ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
     }
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(despawn_makes_entity_dead_and_lowers_count) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity a = spawn_one(w);
-    kiln_entity b = spawn_one(w);
-    ck_assert_int_eq(kiln_despawn(w, a), KILN_OK);
-    ck_assert(!kiln_is_alive(w, a));
-    ck_assert(kiln_is_alive(w, b));
-    ck_assert_int_eq(kiln_entity_count(w), 1);
-    ck_assert_int_eq(kiln_despawn(w, b), KILN_OK);
-    ck_assert(!kiln_is_alive(w, b));
-    ck_assert_int_eq(kiln_entity_count(w), 0);
-    kiln_world_destroy(w);
+KILN_TEST(lifecycle, despawn_makes_entity_dead_and_lowers_count) {
+    kiln_entity a = spawn_one(F.w);
+    kiln_entity b = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, a), KILN_OK);
+    ck_assert(!kiln_is_alive(F.w, a));
+    ck_assert(kiln_is_alive(F.w, b));
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
+    ck_assert_int_eq(kiln_despawn(F.w, b), KILN_OK);
+    ck_assert(!kiln_is_alive(F.w, b));
+    ck_assert_int_eq(kiln_entity_count(F.w), 0);
 }
-END_TEST
 
-START_TEST(despawn_reuses_index_with_new_generation) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity keep = spawn_one(w);
-    kiln_entity e = spawn_one(w);
-    ck_assert_int_eq(kiln_despawn(w, e), KILN_OK);
-    kiln_entity f = spawn_one(w);
+KILN_TEST(lifecycle, despawn_reuses_index_with_new_generation) {
+    kiln_entity keep = spawn_one(F.w);
+    kiln_entity e = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    kiln_entity f = spawn_one(F.w);
     ck_assert_uint_eq(kiln_entity_index(f), kiln_entity_index(e));
     ck_assert_uint_eq(kiln_entity_generation(f), kiln_entity_generation(e) + 1);
     ck_assert_uint_ne(f, e);
-    ck_assert(kiln_is_alive(w, f));
-    ck_assert(kiln_is_alive(w, keep));
+    ck_assert(kiln_is_alive(F.w, f));
+    ck_assert(kiln_is_alive(F.w, keep));
     kiln_world_stats stats;
-    kiln_world_stats_get(w, &stats);
+    kiln_world_stats_get(F.w, &stats);
     ck_assert_int_eq(stats.entity_slots, 2);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(stale_handle_stays_dead_after_its_slot_is_reused) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity e = spawn_one(w);
-    ck_assert_int_eq(kiln_despawn(w, e), KILN_OK);
-    kiln_entity f = spawn_one(w);
+KILN_TEST(lifecycle, stale_handle_stays_dead_after_its_slot_is_reused) {
+    kiln_entity e = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    kiln_entity f = spawn_one(F.w);
     ck_assert_uint_eq(kiln_entity_index(f), kiln_entity_index(e));
-    ck_assert(!kiln_is_alive(w, e));
-    ck_assert_int_eq(kiln_despawn(w, e), KILN_ERR_DEAD_ENTITY);
-    ck_assert(kiln_is_alive(w, f));
-    ck_assert_int_eq(kiln_entity_count(w), 1);
+    ck_assert(!kiln_is_alive(F.w, e));
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_ERR_DEAD_ENTITY);
+    ck_assert(kiln_is_alive(F.w, f));
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
     /* and so does every older or never-issued generation of that slot */
     uint32_t index = kiln_entity_index(f);
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(index, 0)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(index, kiln_entity_generation(f) + 1)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(index, KILN_ENTITY_GENERATION_MAX)));
-    kiln_world_destroy(w);
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(index, 0)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(index, kiln_entity_generation(f) + 1)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(index, KILN_ENTITY_GENERATION_MAX)));
 }
-END_TEST
 
-START_TEST(null_entity_is_never_alive) {
-    kiln_world *w = kiln_world_create(NULL);
-    ck_assert(!kiln_is_alive(w, KILN_NULL_ENTITY));
-    for (int i = 0; i < 10; i++) spawn_one(w);
-    ck_assert(!kiln_is_alive(w, KILN_NULL_ENTITY));
-    ck_assert_int_eq(kiln_despawn(w, KILN_NULL_ENTITY), KILN_ERR_DEAD_ENTITY);
-    ck_assert_int_eq(kiln_entity_count(w), 10);
-    kiln_world_destroy(w);
+KILN_TEST(lifecycle, null_entity_is_never_alive) {
+    ck_assert(!kiln_is_alive(F.w, KILN_NULL_ENTITY));
+    for (int i = 0; i < 10; i++) spawn_one(F.w);
+    ck_assert(!kiln_is_alive(F.w, KILN_NULL_ENTITY));
+    ck_assert_int_eq(kiln_despawn(F.w, KILN_NULL_ENTITY), KILN_ERR_DEAD_ENTITY);
+    ck_assert_int_eq(kiln_entity_count(F.w), 10);
 }
-END_TEST
 
-START_TEST(generation_zero_of_a_live_slot_is_not_alive) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity e = spawn_one(w);
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(kiln_entity_index(e), 0)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(kiln_entity_index(e),
+KILN_TEST(lifecycle, generation_zero_of_a_live_slot_is_not_alive) {
+    kiln_entity e = spawn_one(F.w);
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(kiln_entity_index(e), 0)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(kiln_entity_index(e),
                                                  kiln_entity_generation(e) + 1)));
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(out_of_range_handles_are_not_alive) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity e = spawn_one(w);
+KILN_TEST(lifecycle, out_of_range_handles_are_not_alive) {
+    kiln_entity e = spawn_one(F.w);
     uint32_t index = kiln_entity_index(e);
     uint32_t gen = kiln_entity_generation(e);
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(index + 1, gen)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(index + 1000, gen)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(1000000, 1)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(UINT32_MAX, 1)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(UINT32_MAX, KILN_ENTITY_GENERATION_MAX)));
-    ck_assert(!kiln_is_alive(w, UINT64_MAX));
-    ck_assert_int_eq(kiln_despawn(w, kiln_entity_make(UINT32_MAX, 1)), KILN_ERR_DEAD_ENTITY);
-    ck_assert_int_eq(kiln_entity_count(w), 1);
-    kiln_world_destroy(w);
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(index + 1, gen)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(index + 1000, gen)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(1000000, 1)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(UINT32_MAX, 1)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(UINT32_MAX, KILN_ENTITY_GENERATION_MAX)));
+    ck_assert(!kiln_is_alive(F.w, UINT64_MAX));
+    ck_assert_int_eq(kiln_despawn(F.w, kiln_entity_make(UINT32_MAX, 1)), KILN_ERR_DEAD_ENTITY);
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
 }
-END_TEST
 
-START_TEST(handles_with_bits_above_53_are_not_alive) {
+KILN_TEST(lifecycle, handles_with_bits_above_53_are_not_alive) {
     /* No handle the world issues has them, so such a number is not a live entity even when
      * its low 53 bits name one. */
     kiln_world *w = kiln_world_create(NULL);
@@ -169,30 +150,26 @@ START_TEST(handles_with_bits_above_53_are_not_alive) {
     ck_assert(kiln_is_alive(w, e));
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(despawn_of_dead_entity_fails_with_a_message_naming_it) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity keep = spawn_one(w);
-    kiln_entity e = spawn_one(w);
-    ck_assert_str_eq(kiln_world_error(w), "");
-    ck_assert_int_eq(kiln_despawn(w, e), KILN_OK);
-    ck_assert_int_eq(kiln_despawn(w, e), KILN_ERR_DEAD_ENTITY);
+KILN_TEST(lifecycle, despawn_of_dead_entity_fails_with_a_message_naming_it) {
+    kiln_entity keep = spawn_one(F.w);
+    kiln_entity e = spawn_one(F.w);
+    ck_assert_str_eq(kiln_world_error(F.w), "");
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_ERR_DEAD_ENTITY);
     char name[32];
-    const char *msg = kiln_world_error(w);
+    const char *msg = kiln_world_error(F.w);
     ck_assert_msg(strstr(msg, test_entity_string(e, name)) != NULL,
                   "message \"%s\" does not name entity %s", msg, name);
     ck_assert_msg(strncmp(msg, "kiln_despawn: ", 14) == 0, "message \"%s\" does not name the call",
                   msg);
-    ck_assert(kiln_is_alive(w, keep));
-    ck_assert_int_eq(kiln_entity_count(w), 1);
-    kiln_world_clear_error(w);
-    ck_assert_str_eq(kiln_world_error(w), "");
-    kiln_world_destroy(w);
+    ck_assert(kiln_is_alive(F.w, keep));
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
+    kiln_world_clear_error(F.w);
+    ck_assert_str_eq(kiln_world_error(F.w), "");
 }
-END_TEST
 
-START_TEST(despawn_swap_removes_the_row) {
+KILN_TEST(lifecycle, despawn_swap_removes_the_row) {
     /* The last row of the archetype fills the hole, so the listing order changes predictably. */
     kiln_world *w = kiln_world_create(NULL);
     kiln_entity e[4];
@@ -207,24 +184,24 @@ START_TEST(despawn_swap_removes_the_row) {
     ck_assert_uint_eq(list[2], e[2]);
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* generation wrap                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(slot_whose_generation_would_wrap_is_retired) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity other = spawn_one(w);
-    kiln_entity e = spawn_one(w);
+KILN_TEST_GROUP_WITH(generation_wrap, .setup = setup, .teardown = teardown, .timeout = 120);
+
+KILN_TEST(generation_wrap, slot_whose_generation_would_wrap_is_retired) {
+    kiln_entity other = spawn_one(F.w);
+    kiln_entity e = spawn_one(F.w);
     uint32_t slot = kiln_entity_index(e);
     uint32_t last_gen = kiln_entity_generation(e);
     int64_t cycles = 0;
     /* plain checks in the loop: a Check assertion per cycle would dominate the run time */
     for (;;) {
-        if (kiln_despawn(w, e) != KILN_OK)
+        if (kiln_despawn(F.w, e) != KILN_OK)
             ck_abort_msg("despawn failed at cycle %lld", (long long)cycles);
-        if (kiln_spawn(w, &e) != KILN_OK)
+        if (kiln_spawn(F.w, &e) != KILN_OK)
             ck_abort_msg("spawn failed at cycle %lld", (long long)cycles);
         cycles++;
         if (kiln_entity_index(e) != slot) break;
@@ -237,33 +214,33 @@ START_TEST(slot_whose_generation_would_wrap_is_retired) {
     }
     /* the slot lived through every generation before it was retired */
     ck_assert_uint_eq(last_gen, KILN_ENTITY_GENERATION_MAX);
-    ck_assert(kiln_is_alive(w, e));
-    ck_assert(kiln_is_alive(w, other));
-    ck_assert_int_eq(kiln_entity_count(w), 2);
+    ck_assert(kiln_is_alive(F.w, e));
+    ck_assert(kiln_is_alive(F.w, other));
+    ck_assert_int_eq(kiln_entity_count(F.w), 2);
     for (uint32_t g = 0; g <= KILN_ENTITY_GENERATION_MAX; g += 4093)
-        ck_assert(!kiln_is_alive(w, kiln_entity_make(slot, g)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(slot, 1)));
-    ck_assert(!kiln_is_alive(w, kiln_entity_make(slot, KILN_ENTITY_GENERATION_MAX)));
-    ck_assert_int_eq(kiln_despawn(w, kiln_entity_make(slot, KILN_ENTITY_GENERATION_MAX)),
+        ck_assert(!kiln_is_alive(F.w, kiln_entity_make(slot, g)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(slot, 1)));
+    ck_assert(!kiln_is_alive(F.w, kiln_entity_make(slot, KILN_ENTITY_GENERATION_MAX)));
+    ck_assert_int_eq(kiln_despawn(F.w, kiln_entity_make(slot, KILN_ENTITY_GENERATION_MAX)),
                      KILN_ERR_DEAD_ENTITY);
     /* and it is never handed out again */
     for (int i = 0; i < 100; i++) {
-        kiln_entity f = spawn_one(w);
+        kiln_entity f = spawn_one(F.w);
         ck_assert_uint_ne(kiln_entity_index(f), slot);
-        if (i % 2 == 0) ck_assert_int_eq(kiln_despawn(w, f), KILN_OK);
+        if (i % 2 == 0) ck_assert_int_eq(kiln_despawn(F.w, f), KILN_OK);
     }
     kiln_world_stats stats;
-    kiln_world_stats_get(w, &stats);
+    kiln_world_stats_get(F.w, &stats);
     ck_assert_int_ge(stats.entity_slots, 3); /* the retired slot still counts */
-    kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* format                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(entity_format_writes_index_v_generation) {
+KILN_TEST_GROUP_WITH(format, .setup = setup, .teardown = teardown);
+
+KILN_TEST(format, entity_format_writes_index_v_generation) {
     char buf[24];
     ck_assert_ptr_eq(kiln_entity_format(kiln_entity_make(12, 3), buf, sizeof buf), buf);
     ck_assert_str_eq(buf, "12v3");
@@ -274,20 +251,16 @@ START_TEST(entity_format_writes_index_v_generation) {
     kiln_entity_format(kiln_entity_make(UINT32_MAX, KILN_ENTITY_GENERATION_MAX), buf, sizeof buf);
     ck_assert_str_eq(buf, "4294967295v2097151");
 }
-END_TEST
 
-START_TEST(entity_format_formats_a_spawned_handle) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_entity e = spawn_one(w);
+KILN_TEST(format, entity_format_formats_a_spawned_handle) {
+    kiln_entity e = spawn_one(F.w);
     char buf[24], expected[48];
     snprintf(expected, sizeof expected, "%uv%u", (unsigned)kiln_entity_index(e),
              (unsigned)kiln_entity_generation(e));
     ck_assert_str_eq(kiln_entity_format(e, buf, sizeof buf), expected);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(entity_format_never_writes_past_size) {
+KILN_TEST(format, entity_format_never_writes_past_size) {
     char buf[16];
     memset(buf, '#', sizeof buf);
     kiln_entity_format(kiln_entity_make(123456, 789), buf, 5);
@@ -295,59 +268,53 @@ START_TEST(entity_format_never_writes_past_size) {
     ck_assert_ptr_nonnull(memchr(buf, '\0', 5));
     ck_assert_int_eq(strncmp(buf, "123456v789", strlen(buf)), 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* listing                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(world_entities_lists_exactly_the_live_entities) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST_GROUP_WITH(listing, .setup = setup, .teardown = teardown);
+
+KILN_TEST(listing, world_entities_lists_exactly_the_live_entities) {
     enum { N = 10 };
     kiln_entity e[N];
-    for (int i = 0; i < N; i++) e[i] = spawn_one(w);
-    ck_assert_int_eq(kiln_despawn(w, e[2]), KILN_OK);
-    ck_assert_int_eq(kiln_despawn(w, e[5]), KILN_OK);
-    ck_assert_int_eq(kiln_despawn(w, e[9]), KILN_OK);
-    ck_assert_int_eq(kiln_world_entities(w, NULL, 0), 7);
+    for (int i = 0; i < N; i++) e[i] = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e[2]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, e[5]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, e[9]), KILN_OK);
+    ck_assert_int_eq(kiln_world_entities(F.w, NULL, 0), 7);
     kiln_entity list[N];
-    ck_assert_int_eq(kiln_world_entities(w, list, N), 7);
+    ck_assert_int_eq(kiln_world_entities(F.w, list, N), 7);
     for (int i = 0; i < N; i++) {
         bool dead = i == 2 || i == 5 || i == 9;
         ck_assert_int_eq(test_contains(list, 7, e[i]), !dead);
     }
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(world_entities_writes_no_more_than_capacity) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(listing, world_entities_writes_no_more_than_capacity) {
     kiln_entity e[6];
-    for (int i = 0; i < 6; i++) e[i] = spawn_one(w);
+    for (int i = 0; i < 6; i++) e[i] = spawn_one(F.w);
     kiln_entity list[6] = {0};
     list[3] = list[4] = list[5] = 77;
-    ck_assert_int_eq(kiln_world_entities(w, list, 3), 6);
+    ck_assert_int_eq(kiln_world_entities(F.w, list, 3), 6);
     for (int i = 0; i < 3; i++) ck_assert(test_contains(e, 6, list[i]));
     ck_assert_uint_eq(list[3], 77);
     ck_assert_uint_eq(list[4], 77);
     ck_assert_uint_eq(list[5], 77);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(world_entities_groups_by_archetype_in_row_order) {
-    kiln_world *w = kiln_world_create(NULL);
-    kiln_component pos = test_register_position(w);
-    kiln_component vel = test_register_velocity(w);
+KILN_TEST(listing, world_entities_groups_by_archetype_in_row_order) {
+    kiln_component pos = test_register_position(F.w);
+    kiln_component vel = test_register_velocity(F.w);
     enum { N = 12 };
     kiln_entity e[N];
     for (int i = 0; i < N; i++) {
         kiln_component c = i % 3 == 0 ? pos : vel;
-        if (i % 3 == 2) e[i] = spawn_one(w);
-        else ck_assert_int_eq(kiln_spawn_with(w, &c, NULL, 1, &e[i]), KILN_OK);
+        if (i % 3 == 2) e[i] = spawn_one(F.w);
+        else ck_assert_int_eq(kiln_spawn_with(F.w, &c, NULL, 1, &e[i]), KILN_OK);
     }
     kiln_entity list[N];
-    ck_assert_int_eq(kiln_world_entities(w, list, N), N);
+    ck_assert_int_eq(kiln_world_entities(F.w, list, N), N);
     /* within each archetype, rows keep spawn order; archetypes do not interleave */
     int32_t last_group = -1, groups_seen = 0;
     int64_t last_pos_in_group[3] = {-1, -1, -1};
@@ -366,33 +333,28 @@ START_TEST(world_entities_groups_by_archetype_in_row_order) {
         last_pos_in_group[group] = i;
     }
     ck_assert_int_eq(groups_seen, 3);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(entity_slots_count_live_and_free_slots) {
-    kiln_world *w = kiln_world_create(NULL);
+KILN_TEST(lifecycle, entity_slots_count_live_and_free_slots) {
     kiln_entity e[5];
-    for (int i = 0; i < 5; i++) e[i] = spawn_one(w);
-    ck_assert_int_eq(kiln_despawn(w, e[1]), KILN_OK);
-    ck_assert_int_eq(kiln_despawn(w, e[3]), KILN_OK);
+    for (int i = 0; i < 5; i++) e[i] = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e[1]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, e[3]), KILN_OK);
     kiln_world_stats stats;
-    kiln_world_stats_get(w, &stats);
+    kiln_world_stats_get(F.w, &stats);
     ck_assert_int_eq(stats.entities, 3);
     ck_assert_int_eq(stats.entity_slots, 5);
-    spawn_one(w);
-    spawn_one(w);
-    kiln_world_stats_get(w, &stats);
+    spawn_one(F.w);
+    spawn_one(F.w);
+    kiln_world_stats_get(F.w, &stats);
     ck_assert_int_eq(stats.entities, 5);
     ck_assert_int_eq(stats.entity_slots, 5);
-    spawn_one(w);
-    kiln_world_stats_get(w, &stats);
+    spawn_one(F.w);
+    kiln_world_stats_get(F.w, &stats);
     ck_assert_int_eq(stats.entity_slots, 6);
-    kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(many_spawns_and_despawns_keep_the_count_right) {
+KILN_TEST(lifecycle, many_spawns_and_despawns_keep_the_count_right) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -413,52 +375,4 @@ START_TEST(many_spawns_and_despawns_keep_the_count_right) {
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live_bytes, 0);
     ck_assert_int_eq(a.bad_osize, 0);
-}
-END_TEST
-
-static Suite *entity_suite(void) {
-    Suite *s = suite_create("entity");
-    TCase *tc = tcase_create("lifecycle");
-    tcase_add_test(tc, new_world_has_no_entities);
-    tcase_add_test(tc, spawn_returns_distinct_live_handles);
-    tcase_add_test(tc, spawned_handles_carry_a_generation_of_at_least_one);
-    tcase_add_test(tc, handles_stay_below_two_to_the_53);
-    tcase_add_test(tc, despawn_makes_entity_dead_and_lowers_count);
-    tcase_add_test(tc, despawn_reuses_index_with_new_generation);
-    tcase_add_test(tc, stale_handle_stays_dead_after_its_slot_is_reused);
-    tcase_add_test(tc, null_entity_is_never_alive);
-    tcase_add_test(tc, generation_zero_of_a_live_slot_is_not_alive);
-    tcase_add_test(tc, out_of_range_handles_are_not_alive);
-    tcase_add_test(tc, handles_with_bits_above_53_are_not_alive);
-    tcase_add_test(tc, despawn_of_dead_entity_fails_with_a_message_naming_it);
-    tcase_add_test(tc, despawn_swap_removes_the_row);
-    tcase_add_test(tc, entity_slots_count_live_and_free_slots);
-    tcase_add_test(tc, many_spawns_and_despawns_keep_the_count_right);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("generation_wrap");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, slot_whose_generation_would_wrap_is_retired);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("format");
-    tcase_add_test(tc, entity_format_writes_index_v_generation);
-    tcase_add_test(tc, entity_format_formats_a_spawned_handle);
-    tcase_add_test(tc, entity_format_never_writes_past_size);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("listing");
-    tcase_add_test(tc, world_entities_lists_exactly_the_live_entities);
-    tcase_add_test(tc, world_entities_writes_no_more_than_capacity);
-    tcase_add_test(tc, world_entities_groups_by_archetype_in_row_order);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(entity_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -8,8 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs_fixture.h"
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
+
+/* An empty world on the counting allocator (test_support.h), made afresh around every test of a
+ * group using it; teardown asserts every byte came back. */
+static test_world_fixture F;
+
+static void setup(void) { test_world_fixture_setup(&F); }
+
+static void teardown(void) { test_world_fixture_teardown(&F); }
 
 /* An event type handle from a raw number, to probe ids that are not registered. */
 #define EV(n) ((kiln_event_type){(uint32_t)(n)})
@@ -79,25 +89,12 @@ static void assert_hit(kiln_world *world, kiln_event_type type, int64_t i, int32
                   h.seq, h.frame, source, seq, frame);
 }
 
-/* The counting allocator behind a lock: worker systems record into their command buffers,
- * which allocate through the world's hook from several threads at once. */
-typedef struct locked_allocator {
-    pthread_mutex_t lock;
-    test_allocator inner;
-} locked_allocator;
-
-static void *locked_alloc_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
-    locked_allocator *a = ud;
-    pthread_mutex_lock(&a->lock);
-    void *result = test_allocator_fn(&a->inner, ptr, osize, nsize);
-    pthread_mutex_unlock(&a->lock);
-    return result;
-}
-
+/* A world on the locked counting allocator (jobs_fixture.h): worker systems record into their
+ * command buffers, which allocate through the world's hook from several threads at once. */
 static kiln_world *locked_world_create(locked_allocator *a) {
-    pthread_mutex_init(&a->lock, NULL);
-    test_allocator_init(&a->inner);
-    kiln_world *world = kiln_world_create(&(kiln_world_desc){.alloc = locked_alloc_fn, .alloc_ud = a});
+    locked_init(a);
+    kiln_world *world =
+        kiln_world_create(&(kiln_world_desc){.alloc = locked_alloc_fn, .alloc_ud = a});
     ck_assert_ptr_nonnull(world);
     return world;
 }
@@ -106,7 +103,9 @@ static kiln_world *locked_world_create(locked_allocator *a) {
 /* registration                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(event_register_copies_the_name_size_and_fields) {
+KILN_TEST_GROUP_WITH(registration, .setup = setup, .teardown = teardown);
+
+KILN_TEST(registration, event_register_copies_the_name_size_and_fields) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -143,7 +142,6 @@ START_TEST(event_register_copies_the_name_size_and_fields) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 static void noop_destroy(void *ptr, int32_t count, void *ctx) {
     (void)ptr;
@@ -156,135 +154,122 @@ static void noop_move(void *dst, void *src, int32_t count, void *ctx) {
     (void)ctx;
 }
 
-START_TEST(event_register_rejects_hooks) {
-    kiln_world *world = kiln_world_create(NULL);
+KILN_TEST(registration, event_register_rejects_hooks) {
     kiln_event_type type = {77};
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Owning", .size = 8,
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Owning", .size = 8,
                                                                       .destroy = noop_destroy},
                                          &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_ne(kiln_world_error(world), "");
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Owning", .size = 8,
+    ck_assert_str_ne(kiln_world_error(F.w), "");
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Owning", .size = 8,
                                                                       .move = noop_move},
                                          &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Owning").id, 0);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Owning").id, 0);
     kiln_component_info info;
-    ck_assert(!kiln_event_info_get(world, EV(1), &info));
+    ck_assert(!kiln_event_info_get(F.w, EV(1), &info));
     /* the same desc without hooks is fine */
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Owning", .size = 8}, &type),
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Owning", .size = 8}, &type),
                      KILN_OK);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Owning").id, type.id);
-    kiln_world_destroy(world);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Owning").id, type.id);
 }
-END_TEST
 
-START_TEST(event_register_rejects_bad_descs_like_component_register) {
-    kiln_world *world = kiln_world_create(NULL);
+KILN_TEST(registration, event_register_rejects_bad_descs_like_component_register) {
     kiln_event_type type;
     char long_name[KILN_MAX_NAME + 2];
     memset(long_name, 'x', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = '\0';
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = NULL, .size = 4}, &type),
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = NULL, .size = 4}, &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "", .size = 4}, &type),
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "", .size = 4}, &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = long_name, .size = 4}, &type),
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = long_name, .size = 4}, &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Odd", .size = 8, .align = 3},
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Odd", .size = 8, .align = 3},
                                          &type),
                      KILN_ERR_INVALID_ARGUMENT);
     kiln_field outside = {.name = "far", .type = KILN_TYPE_FLOAT, .offset = 8};
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Far", .size = 8,
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Far", .size = 8,
                                                                       .fields = &outside,
                                                                       .field_count = 1},
                                          &type),
                      KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Odd").id, 0);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Far").id, 0);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Odd").id, 0);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Far").id, 0);
     kiln_component_info info;
-    ck_assert(!kiln_event_info_get(world, EV(1), &info));
-    kiln_world_destroy(world);
+    ck_assert(!kiln_event_info_get(F.w, EV(1), &info));
 }
-END_TEST
 
-START_TEST(registering_an_event_again_with_the_same_layout_returns_the_same_id) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type first = register_hit(world);
-    kiln_event_type other = register_plain_event(world, "Other", 4);
+KILN_TEST(registration, registering_an_event_again_with_the_same_layout_returns_the_same_id) {
+    kiln_event_type first = register_hit(F.w);
+    kiln_event_type other = register_plain_event(F.w, "Other", 4);
     ck_assert_uint_ne(first.id, other.id);
     kiln_event_type again = {0};
     kiln_component_desc desc = hit_desc();
-    ck_assert_int_eq(kiln_event_register(world, &desc, &again), KILN_OK);
+    ck_assert_int_eq(kiln_event_register(F.w, &desc, &again), KILN_OK);
     ck_assert_uint_eq(again.id, first.id);
     /* events emitted before the re-registration are still there */
-    emit_hit(world, first, 1, 2, 3);
-    ck_assert_int_eq(kiln_event_register(world, &desc, &again), KILN_OK);
-    ck_assert_int_eq(kiln_event_count(world, first), 1);
-    assert_hit(world, first, 0, 1, 2, 3);
-    kiln_world_destroy(world);
+    emit_hit(F.w, first, 1, 2, 3);
+    ck_assert_int_eq(kiln_event_register(F.w, &desc, &again), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(F.w, first), 1);
+    assert_hit(F.w, first, 0, 1, 2, 3);
 }
-END_TEST
 
-START_TEST(registering_an_event_again_with_another_layout_fails) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = register_hit(world);
+KILN_TEST(registration, registering_an_event_again_with_another_layout_fails) {
+    kiln_event_type type = register_hit(F.w);
     kiln_event_type out;
     kiln_component_desc bigger = hit_desc();
     bigger.size = sizeof(hit) + 4;
-    ck_assert_int_eq(kiln_event_register(world, &bigger, &out), KILN_ERR_LAYOUT_MISMATCH);
-    ck_assert_str_ne(kiln_world_error(world), "");
+    ck_assert_int_eq(kiln_event_register(F.w, &bigger, &out), KILN_ERR_LAYOUT_MISMATCH);
+    ck_assert_str_ne(kiln_world_error(F.w), "");
     kiln_component_desc fewer = hit_desc();
     fewer.field_count = 2;
-    ck_assert_int_eq(kiln_event_register(world, &fewer, &out), KILN_ERR_LAYOUT_MISMATCH);
+    ck_assert_int_eq(kiln_event_register(F.w, &fewer, &out), KILN_ERR_LAYOUT_MISMATCH);
     kiln_component_desc aligned = hit_desc();
     aligned.align = 16;
-    ck_assert_int_eq(kiln_event_register(world, &aligned, &out), KILN_ERR_LAYOUT_MISMATCH);
+    ck_assert_int_eq(kiln_event_register(F.w, &aligned, &out), KILN_ERR_LAYOUT_MISMATCH);
     kiln_component_info info;
-    ck_assert(kiln_event_info_get(world, type, &info));
+    ck_assert(kiln_event_info_get(F.w, type, &info));
     ck_assert_uint_eq(info.size, sizeof(hit));
     ck_assert_int_eq(info.field_count, 3);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Hit").id, type.id);
-    kiln_world_destroy(world);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Hit").id, type.id);
 }
-END_TEST
 
-START_TEST(event_names_live_apart_from_component_names) {
-    kiln_world *world = kiln_world_create(NULL);
+KILN_TEST(registration, event_names_live_apart_from_component_names) {
     /* a component "Hit" of another layout does not stop an event "Hit", nor the reverse */
-    kiln_component pos = test_register_position(world);
+    kiln_component pos = test_register_position(F.w);
     kiln_component_desc comp = test_velocity_desc();
     comp.name = "Hit";
     kiln_component comp_hit;
-    ck_assert_int_eq(kiln_component_register(world, &comp, &comp_hit), KILN_OK);
-    kiln_event_type ev_hit = register_hit(world);
-    kiln_event_type ev_pos = register_plain_event(world, "Position", 24);
-    kiln_event_type ev_only = register_plain_event(world, "OnlyAnEvent", 4);
-    ck_assert_uint_eq(kiln_component_lookup(world, "Hit"), comp_hit);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Hit").id, ev_hit.id);
-    ck_assert_uint_eq(kiln_component_lookup(world, "Position"), pos);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Position").id, ev_pos.id);
-    ck_assert_uint_eq(kiln_component_lookup(world, "OnlyAnEvent"), KILN_NO_COMPONENT);
-    ck_assert_uint_eq(kiln_event_lookup(world, "Velocity").id, 0);
-    ck_assert_int_eq(kiln_component_count(world), 2);
+    ck_assert_int_eq(kiln_component_register(F.w, &comp, &comp_hit), KILN_OK);
+    kiln_event_type ev_hit = register_hit(F.w);
+    kiln_event_type ev_pos = register_plain_event(F.w, "Position", 24);
+    kiln_event_type ev_only = register_plain_event(F.w, "OnlyAnEvent", 4);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Hit"), comp_hit);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Hit").id, ev_hit.id);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "Position"), pos);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Position").id, ev_pos.id);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "OnlyAnEvent"), KILN_NO_COMPONENT);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "Velocity").id, 0);
+    ck_assert_int_eq(kiln_component_count(F.w), 2);
     kiln_component_info info;
-    ck_assert(kiln_component_info_get(world, comp_hit, &info));
+    ck_assert(kiln_component_info_get(F.w, comp_hit, &info));
     ck_assert_uint_eq(info.size, sizeof(test_velocity));
-    ck_assert(kiln_event_info_get(world, ev_hit, &info));
+    ck_assert(kiln_event_info_get(F.w, ev_hit, &info));
     ck_assert_uint_eq(info.size, sizeof(hit));
     /* a component registered after the events still registers */
-    kiln_component late = test_register_tag(world, "OnlyAnEvent");
-    ck_assert_uint_eq(kiln_component_lookup(world, "OnlyAnEvent"), late);
-    ck_assert_uint_eq(kiln_event_lookup(world, "OnlyAnEvent").id, ev_only.id);
-    kiln_world_destroy(world);
+    kiln_component late = test_register_tag(F.w, "OnlyAnEvent");
+    ck_assert_uint_eq(kiln_component_lookup(F.w, "OnlyAnEvent"), late);
+    ck_assert_uint_eq(kiln_event_lookup(F.w, "OnlyAnEvent").id, ev_only.id);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* emitting and reading                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(emitted_events_read_back_in_emit_order) {
+KILN_TEST_GROUP_WITH(reading, .setup = setup, .teardown = teardown);
+
+KILN_TEST(reading, emitted_events_read_back_in_emit_order) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -302,113 +287,97 @@ START_TEST(emitted_events_read_back_in_emit_order) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(event_types_keep_separate_queues) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type a = register_hit(world);
-    kiln_event_type b = register_plain_event(world, "Tick", sizeof(int64_t));
+KILN_TEST(reading, event_types_keep_separate_queues) {
+    kiln_event_type a = register_hit(F.w);
+    kiln_event_type b = register_plain_event(F.w, "Tick", sizeof(int64_t));
     for (int32_t i = 0; i < 5; i++) {
-        emit_hit(world, a, 1, i, 0);
+        emit_hit(F.w, a, 1, i, 0);
         int64_t v = 1000 + i;
-        ck_assert_int_eq(kiln_event_emit(world, b, &v), KILN_OK);
+        ck_assert_int_eq(kiln_event_emit(F.w, b, &v), KILN_OK);
     }
-    emit_hit(world, a, 1, 5, 0);
-    ck_assert_int_eq(kiln_event_count(world, a), 6);
-    ck_assert_int_eq(kiln_event_count(world, b), 5);
+    emit_hit(F.w, a, 1, 5, 0);
+    ck_assert_int_eq(kiln_event_count(F.w, a), 6);
+    ck_assert_int_eq(kiln_event_count(F.w, b), 5);
     for (int32_t i = 0; i < 5; i++) {
-        assert_hit(world, a, i, 1, i, 0);
-        ck_assert_int_eq(*(const int64_t *)kiln_event_get(world, b, i), 1000 + i);
+        assert_hit(F.w, a, i, 1, i, 0);
+        ck_assert_int_eq(*(const int64_t *)kiln_event_get(F.w, b, i), 1000 + i);
     }
     /* one update moves every type on */
-    kiln_events_update(world);
-    kiln_events_update(world);
-    ck_assert_int_eq(kiln_event_count(world, a), 0);
-    ck_assert_int_eq(kiln_event_count(world, b), 0);
-    kiln_world_destroy(world);
+    kiln_events_update(F.w);
+    kiln_events_update(F.w);
+    ck_assert_int_eq(kiln_event_count(F.w, a), 0);
+    ck_assert_int_eq(kiln_event_count(F.w, b), 0);
 }
-END_TEST
 
-START_TEST(readers_see_the_previous_buffer_then_the_current_one) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = register_hit(world);
-    for (int32_t i = 0; i < 3; i++) emit_hit(world, type, 1, i, 1);
-    kiln_events_update(world);
-    for (int32_t i = 0; i < 20; i++) emit_hit(world, type, 2, i, 2);
-    ck_assert_int_eq(kiln_event_count(world, type), 23);
-    for (int32_t i = 0; i < 3; i++) assert_hit(world, type, i, 1, i, 1);
-    for (int32_t i = 0; i < 20; i++) assert_hit(world, type, 3 + i, 2, i, 2);
-    ck_assert_ptr_null(kiln_event_get(world, type, 23));
-    kiln_events_update(world);
-    emit_hit(world, type, 3, 0, 3);
-    ck_assert_int_eq(kiln_event_count(world, type), 21);
-    assert_hit(world, type, 0, 2, 0, 2);
-    assert_hit(world, type, 19, 2, 19, 2);
-    assert_hit(world, type, 20, 3, 0, 3);
-    kiln_world_destroy(world);
+KILN_TEST(reading, readers_see_the_previous_buffer_then_the_current_one) {
+    kiln_event_type type = register_hit(F.w);
+    for (int32_t i = 0; i < 3; i++) emit_hit(F.w, type, 1, i, 1);
+    kiln_events_update(F.w);
+    for (int32_t i = 0; i < 20; i++) emit_hit(F.w, type, 2, i, 2);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 23);
+    for (int32_t i = 0; i < 3; i++) assert_hit(F.w, type, i, 1, i, 1);
+    for (int32_t i = 0; i < 20; i++) assert_hit(F.w, type, 3 + i, 2, i, 2);
+    ck_assert_ptr_null(kiln_event_get(F.w, type, 23));
+    kiln_events_update(F.w);
+    emit_hit(F.w, type, 3, 0, 3);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 21);
+    assert_hit(F.w, type, 0, 2, 0, 2);
+    assert_hit(F.w, type, 19, 2, 19, 2);
+    assert_hit(F.w, type, 20, 3, 0, 3);
 }
-END_TEST
 
-START_TEST(an_event_is_readable_through_the_next_frame_and_gone_the_one_after) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = register_hit(world);
+KILN_TEST(reading, an_event_is_readable_through_the_next_frame_and_gone_the_one_after) {
+    kiln_event_type type = register_hit(F.w);
     for (int32_t frame = 0; frame < 12; frame++) {
-        kiln_events_update(world);
+        kiln_events_update(F.w);
         /* what frame - 1 emitted is still readable, frame - 2's is gone */
         int64_t expected_prev = frame > 0 ? ((frame - 1) % 4) + 1 : 0;
-        ck_assert_int_eq(kiln_event_count(world, type), expected_prev);
-        for (int64_t i = 0; i < expected_prev; i++) assert_hit(world, type, i, 0, (int32_t)i, frame - 1);
+        ck_assert_int_eq(kiln_event_count(F.w, type), expected_prev);
+        for (int64_t i = 0; i < expected_prev; i++) assert_hit(F.w, type, i, 0, (int32_t)i, frame - 1);
         int32_t n = frame % 4 + 1; /* 1, 2, 3, 4, 1, ... events per frame */
-        for (int32_t i = 0; i < n; i++) emit_hit(world, type, 0, i, frame);
-        ck_assert_int_eq(kiln_event_count(world, type), expected_prev + n);
-        assert_hit(world, type, expected_prev + n - 1, 0, n - 1, frame);
+        for (int32_t i = 0; i < n; i++) emit_hit(F.w, type, 0, i, frame);
+        ck_assert_int_eq(kiln_event_count(F.w, type), expected_prev + n);
+        assert_hit(F.w, type, expected_prev + n - 1, 0, n - 1, frame);
     }
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(event_values_are_aligned_for_their_type) {
-    kiln_world *world = kiln_world_create(NULL);
+KILN_TEST(reading, event_values_are_aligned_for_their_type) {
     kiln_event_type wide, byte;
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Wide", .size = 32, .align = 16},
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Wide", .size = 32, .align = 16},
                                          &wide),
                      KILN_OK);
-    ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Byte", .size = 1}, &byte),
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Byte", .size = 1}, &byte),
                      KILN_OK);
     unsigned char value[32];
     for (int i = 0; i < 40; i++) {
         memset(value, i, sizeof value);
-        ck_assert_int_eq(kiln_event_emit(world, byte, value), KILN_OK);
-        ck_assert_int_eq(kiln_event_emit(world, wide, value), KILN_OK);
-        if (i == 19) kiln_events_update(world);
+        ck_assert_int_eq(kiln_event_emit(F.w, byte, value), KILN_OK);
+        ck_assert_int_eq(kiln_event_emit(F.w, wide, value), KILN_OK);
+        if (i == 19) kiln_events_update(F.w);
     }
     for (int64_t i = 0; i < 40; i++) {
-        const unsigned char *p = kiln_event_get(world, wide, i);
+        const unsigned char *p = kiln_event_get(F.w, wide, i);
         ck_assert_ptr_nonnull(p);
         ck_assert_uint_eq((uintptr_t)p % 16, 0);
         ck_assert_uint_eq(p[0], (unsigned)i);
         ck_assert_uint_eq(p[31], (unsigned)i);
-        ck_assert_uint_eq(*(const unsigned char *)kiln_event_get(world, byte, i), (unsigned)i);
+        ck_assert_uint_eq(*(const unsigned char *)kiln_event_get(F.w, byte, i), (unsigned)i);
     }
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(zero_sized_events_are_counted) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type ping = register_plain_event(world, "Ping", 0);
-    for (int i = 0; i < 30; i++) ck_assert_int_eq(kiln_event_emit(world, ping, NULL), KILN_OK);
-    ck_assert_int_eq(kiln_event_count(world, ping), 30);
-    kiln_events_update(world);
-    ck_assert_int_eq(kiln_event_emit(world, ping, NULL), KILN_OK);
-    ck_assert_int_eq(kiln_event_count(world, ping), 31);
-    kiln_events_update(world);
-    ck_assert_int_eq(kiln_event_count(world, ping), 1);
-    kiln_world_destroy(world);
+KILN_TEST(reading, zero_sized_events_are_counted) {
+    kiln_event_type ping = register_plain_event(F.w, "Ping", 0);
+    for (int i = 0; i < 30; i++) ck_assert_int_eq(kiln_event_emit(F.w, ping, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(F.w, ping), 30);
+    kiln_events_update(F.w);
+    ck_assert_int_eq(kiln_event_emit(F.w, ping, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(F.w, ping), 31);
+    kiln_events_update(F.w);
+    ck_assert_int_eq(kiln_event_count(F.w, ping), 1);
 }
-END_TEST
 
-START_TEST(emit_of_an_unknown_type_fails_and_records_nothing) {
+KILN_TEST(reading, emit_of_an_unknown_type_fails_and_records_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -440,9 +409,8 @@ START_TEST(emit_of_an_unknown_type_fails_and_records_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(emit_out_of_memory_fails_and_keeps_the_earlier_events) {
+KILN_TEST(reading, emit_out_of_memory_fails_and_keeps_the_earlier_events) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -478,18 +446,18 @@ START_TEST(emit_out_of_memory_fails_and_keeps_the_earlier_events) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* command buffers                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(commands_emit_lands_at_apply_in_order) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = register_hit(world);
-    kiln_event_type other = register_plain_event(world, "Other", 4);
-    kiln_component pos = test_register_position(world);
-    kiln_commands *cmd = kiln_commands_create(world);
+KILN_TEST_GROUP_WITH(commands, .setup = setup, .teardown = teardown);
+
+KILN_TEST(commands, commands_emit_lands_at_apply_in_order) {
+    kiln_event_type type = register_hit(F.w);
+    kiln_event_type other = register_plain_event(F.w, "Other", 4);
+    kiln_component pos = test_register_position(F.w);
+    kiln_commands *cmd = kiln_commands_create(F.w);
     ck_assert_ptr_nonnull(cmd);
     kiln_entity placeholder;
     for (int32_t i = 0; i < 40; i++) {
@@ -507,37 +475,35 @@ START_TEST(commands_emit_lands_at_apply_in_order) {
     }
     ck_assert_int_eq(kiln_commands_emit(cmd, type, NULL), KILN_OK);
     /* nothing lands before the apply; direct emits meanwhile land at once */
-    ck_assert_int_eq(kiln_event_count(world, type), 0);
-    emit_hit(world, type, 4, 0, 0);
-    emit_hit(world, type, 4, 1, 0);
-    ck_assert_int_eq(kiln_event_count(world, type), 2);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 0);
+    emit_hit(F.w, type, 4, 0, 0);
+    emit_hit(F.w, type, 4, 1, 0);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 2);
     int64_t applied = 0;
-    ck_assert_int_eq(kiln_commands_apply(cmd, world, &applied), KILN_OK);
+    ck_assert_int_eq(kiln_commands_apply(cmd, F.w, &applied), KILN_OK);
     ck_assert_int_eq(applied, 41 + 14 + 2);
     ck_assert_int_eq(kiln_commands_count(cmd), 0);
-    ck_assert_int_eq(kiln_event_count(world, type), 43);
-    assert_hit(world, type, 0, 4, 0, 0);
-    assert_hit(world, type, 1, 4, 1, 0);
-    for (int32_t i = 0; i < 40; i++) assert_hit(world, type, 2 + i, 5, i, 0);
-    assert_hit(world, type, 42, 0, 0, 0); /* the NULL value: zeroes */
-    ck_assert_int_eq(kiln_event_count(world, other), 14);
-    for (int32_t i = 0; i < 14; i++) ck_assert_int_eq(*(const int32_t *)kiln_event_get(world, other, i), i * 3);
-    ck_assert(kiln_has(world, kiln_commands_resolve(cmd, placeholder), pos));
+    ck_assert_int_eq(kiln_event_count(F.w, type), 43);
+    assert_hit(F.w, type, 0, 4, 0, 0);
+    assert_hit(F.w, type, 1, 4, 1, 0);
+    for (int32_t i = 0; i < 40; i++) assert_hit(F.w, type, 2 + i, 5, i, 0);
+    assert_hit(F.w, type, 42, 0, 0, 0); /* the NULL value: zeroes */
+    ck_assert_int_eq(kiln_event_count(F.w, other), 14);
+    for (int32_t i = 0; i < 14; i++) ck_assert_int_eq(*(const int32_t *)kiln_event_get(F.w, other, i), i * 3);
+    ck_assert(kiln_has(F.w, kiln_commands_resolve(cmd, placeholder), pos));
     /* a second batch applies after the first, and a cleared batch never lands */
     hit late = {6, 0, 0};
     ck_assert_int_eq(kiln_commands_emit(cmd, type, &late), KILN_OK);
-    ck_assert_int_eq(kiln_commands_apply(cmd, world, NULL), KILN_OK);
-    assert_hit(world, type, 43, 6, 0, 0);
+    ck_assert_int_eq(kiln_commands_apply(cmd, F.w, NULL), KILN_OK);
+    assert_hit(F.w, type, 43, 6, 0, 0);
     ck_assert_int_eq(kiln_commands_emit(cmd, type, &late), KILN_OK);
     kiln_commands_clear(cmd);
-    ck_assert_int_eq(kiln_commands_apply(cmd, world, NULL), KILN_OK);
-    ck_assert_int_eq(kiln_event_count(world, type), 44);
+    ck_assert_int_eq(kiln_commands_apply(cmd, F.w, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 44);
     kiln_commands_destroy(cmd);
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing) {
+KILN_TEST(commands, commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -554,7 +520,6 @@ START_TEST(commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* schedule                                                                                   */
@@ -586,10 +551,11 @@ static void probe_system(const kiln_system_ctx *ctx) {
     p->runs++;
 }
 
-START_TEST(schedule_run_updates_the_events_once_per_run_before_the_first_stage) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = register_hit(world);
-    kiln_schedule *s = kiln_schedule_create(world, NULL);
+KILN_TEST_GROUP_WITH(schedule, .setup = setup, .teardown = teardown, .timeout = 60);
+
+KILN_TEST(schedule, schedule_run_updates_the_events_once_per_run_before_the_first_stage) {
+    kiln_event_type type = register_hit(F.w);
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
     ck_assert_ptr_nonnull(s);
     probe first = {.type = type}, second = {.type = type}, third = {.type = type};
     ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "first", .run = probe_system,
@@ -602,34 +568,31 @@ START_TEST(schedule_run_updates_the_events_once_per_run_before_the_first_stage) 
                                                                .user = &third, .after = {"second"}}),
                      KILN_OK);
     ck_assert_int_eq(kiln_schedule_stage_count(s), 3);
-    emit_hit(world, type, 1, 0, 0); /* before run 1 */
+    emit_hit(F.w, type, 1, 0, 0); /* before run 1 */
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     /* run 1 updated once: the event moved to the previous buffer, still readable in every
      * stage (an update per stage would have dropped it by the third) */
     ck_assert_int_eq(first.seen[0], 1);
     ck_assert_int_eq(second.seen[0], 1);
     ck_assert_int_eq(third.seen[0], 1);
-    ck_assert_int_eq(kiln_event_count(world, type), 1);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 1);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     /* run 2 updated again: gone */
     ck_assert_int_eq(first.seen[1], 0);
     ck_assert_int_eq(third.seen[1], 0);
-    ck_assert_int_eq(kiln_event_count(world, type), 0);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 0);
     /* an emit between runs is seen by run 3 and run 4's first update drops it */
-    emit_hit(world, type, 2, 0, 0);
+    emit_hit(F.w, type, 2, 0, 0);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(first.seen[2], 1);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(first.seen[3], 0);
     kiln_schedule_destroy(s);
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(a_main_thread_system_emit_lands_at_the_end_of_its_stage) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_event_type type = register_hit(world);
-    kiln_schedule *s = kiln_schedule_create(world, NULL);
+KILN_TEST(schedule, a_main_thread_system_emit_lands_at_the_end_of_its_stage) {
+    kiln_event_type type = register_hit(F.w);
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
     probe emitter = {.type = type, .emit = 3, .source = 1};
     probe reader = {.type = type};
     ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "emitter", .run = probe_system,
@@ -644,14 +607,12 @@ START_TEST(a_main_thread_system_emit_lands_at_the_end_of_its_stage) {
     ck_assert_int_eq(emitter.seen_after_emit[0], 0);
     /* the next stage sees them */
     ck_assert_int_eq(reader.seen[0], 3);
-    ck_assert_int_eq(kiln_event_count(world, type), 3);
+    ck_assert_int_eq(kiln_event_count(F.w, type), 3);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(emitter.seen[1], 3);    /* last frame's, now previous */
     ck_assert_int_eq(reader.seen[1], 6);     /* plus this frame's */
     kiln_schedule_destroy(s);
-    kiln_world_destroy(world);
 }
-END_TEST
 
 #define SOURCES 6
 #define FRAMES 6
@@ -664,7 +625,6 @@ typedef struct order_run {
 /* Runs FRAMES frames of one stage of alternating worker (commands) and main-thread
  * (kiln_event_emit) emitters, with a pool of workers (NO_POOL: none), and logs what
  * is readable after each run. */
-#define NO_POOL (-100)
 static void run_emitters(int workers, order_run *out) {
     kiln_world *world = kiln_world_create(NULL);
     kiln_event_type type = register_hit(world);
@@ -701,7 +661,7 @@ static void run_emitters(int workers, order_run *out) {
     kiln_world_destroy(world);
 }
 
-START_TEST(events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers) {
+KILN_TEST(schedule, events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers) {
     static order_run runs[3];
     int pools[3] = {NO_POOL, KILN_JOBS_INLINE, 2};
     for (int k = 0; k < 3; k++) run_emitters(pools[k], &runs[k]);
@@ -724,13 +684,14 @@ START_TEST(events_from_parallel_systems_land_in_declaration_order_with_0_and_2_w
         }
     }
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* memory                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(steady_state_emits_and_updates_allocate_nothing) {
+KILN_TEST_GROUP_WITH(memory, .timeout = 60);
+
+KILN_TEST(memory, steady_state_emits_and_updates_allocate_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -756,9 +717,8 @@ START_TEST(steady_state_emits_and_updates_allocate_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(steady_state_schedule_frames_with_events_allocate_nothing) {
+KILN_TEST(memory, steady_state_schedule_frames_with_events_allocate_nothing) {
     locked_allocator alloc;
     kiln_world *world = locked_world_create(&alloc);
     kiln_event_type type = register_hit(world);
@@ -787,56 +747,5 @@ START_TEST(steady_state_schedule_frames_with_events_allocate_nothing) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.inner.live_bytes, 0);
-    pthread_mutex_destroy(&alloc.lock);
-}
-END_TEST
-
-static Suite *events_suite(void) {
-    Suite *s = suite_create("events");
-    TCase *tc = tcase_create("registration");
-    tcase_add_test(tc, event_register_copies_the_name_size_and_fields);
-    tcase_add_test(tc, event_register_rejects_hooks);
-    tcase_add_test(tc, event_register_rejects_bad_descs_like_component_register);
-    tcase_add_test(tc, registering_an_event_again_with_the_same_layout_returns_the_same_id);
-    tcase_add_test(tc, registering_an_event_again_with_another_layout_fails);
-    tcase_add_test(tc, event_names_live_apart_from_component_names);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("reading");
-    tcase_add_test(tc, emitted_events_read_back_in_emit_order);
-    tcase_add_test(tc, event_types_keep_separate_queues);
-    tcase_add_test(tc, readers_see_the_previous_buffer_then_the_current_one);
-    tcase_add_test(tc, an_event_is_readable_through_the_next_frame_and_gone_the_one_after);
-    tcase_add_test(tc, event_values_are_aligned_for_their_type);
-    tcase_add_test(tc, zero_sized_events_are_counted);
-    tcase_add_test(tc, emit_of_an_unknown_type_fails_and_records_nothing);
-    tcase_add_test(tc, emit_out_of_memory_fails_and_keeps_the_earlier_events);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("commands");
-    tcase_add_test(tc, commands_emit_lands_at_apply_in_order);
-    tcase_add_test(tc, commands_emit_into_a_buffer_destroyed_unapplied_leaks_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("schedule");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, schedule_run_updates_the_events_once_per_run_before_the_first_stage);
-    tcase_add_test(tc, a_main_thread_system_emit_lands_at_the_end_of_its_stage);
-    tcase_add_test(tc, events_from_parallel_systems_land_in_declaration_order_with_0_and_2_workers);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("memory");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, steady_state_emits_and_updates_allocate_nothing);
-    tcase_add_test(tc, steady_state_schedule_frames_with_events_allocate_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(events_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    locked_fini(&alloc);
 }

@@ -7,7 +7,16 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
+
+/* An empty world on the counting allocator (test_support.h), made afresh around every test of a
+ * group using it; teardown asserts every byte came back. */
+static test_world_fixture F;
+
+static void setup(void) { test_world_fixture_setup(&F); }
+
+static void teardown(void) { test_world_fixture_teardown(&F); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
@@ -44,7 +53,9 @@ static const test_owned *owned_resource(kiln_world *world, kiln_component type) 
 /* set, get, has, remove                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(resource_set_stores_a_copy_that_get_returns) {
+KILN_TEST_GROUP_WITH(values, .setup = setup, .teardown = teardown);
+
+KILN_TEST(values, resource_set_stores_a_copy_that_get_returns) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -61,29 +72,25 @@ START_TEST(resource_set_stores_a_copy_that_get_returns) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(resource_get_is_null_and_has_is_false_when_not_set) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component type = register_score(world);
-    kiln_component other = test_register_position(world);
-    ck_assert_ptr_null(kiln_resource_get(world, type));
-    ck_assert(!kiln_resource_has(world, type));
-    ck_assert_str_eq(kiln_world_error(world), ""); /* absence is not an error */
+KILN_TEST(values, resource_get_is_null_and_has_is_false_when_not_set) {
+    kiln_component type = register_score(F.w);
+    kiln_component other = test_register_position(F.w);
+    ck_assert_ptr_null(kiln_resource_get(F.w, type));
+    ck_assert(!kiln_resource_has(F.w, type));
+    ck_assert_str_eq(kiln_world_error(F.w), ""); /* absence is not an error */
     /* setting one resource does not set the others */
-    ck_assert_int_eq(kiln_resource_set(world, other, &(test_position){1, 2}), KILN_OK);
-    ck_assert_ptr_null(kiln_resource_get(world, type));
-    ck_assert(!kiln_resource_has(world, type));
+    ck_assert_int_eq(kiln_resource_set(F.w, other, &(test_position){1, 2}), KILN_OK);
+    ck_assert_ptr_null(kiln_resource_get(F.w, type));
+    ck_assert(!kiln_resource_has(F.w, type));
     /* nor do unknown ids answer */
-    ck_assert_ptr_null(kiln_resource_get(world, KILN_NO_COMPONENT));
-    ck_assert(!kiln_resource_has(world, KILN_NO_COMPONENT));
-    ck_assert_ptr_null(kiln_resource_get(world, 999));
-    ck_assert(!kiln_resource_has(world, 999));
-    kiln_world_destroy(world);
+    ck_assert_ptr_null(kiln_resource_get(F.w, KILN_NO_COMPONENT));
+    ck_assert(!kiln_resource_has(F.w, KILN_NO_COMPONENT));
+    ck_assert_ptr_null(kiln_resource_get(F.w, 999));
+    ck_assert(!kiln_resource_has(F.w, 999));
 }
-END_TEST
 
-START_TEST(resource_set_with_a_null_value_zeroes_it) {
+KILN_TEST(values, resource_set_with_a_null_value_zeroes_it) {
     test_allocator alloc; /* fills fresh memory with garbage, so zeroes are really written */
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -100,104 +107,90 @@ START_TEST(resource_set_with_a_null_value_zeroes_it) {
     ck_assert_int_eq(got->points, 0);
     kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(writes_through_resource_get_persist) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component type = register_score(world);
-    ck_assert_int_eq(kiln_resource_set(world, type, &(score){1, 1.0}), KILN_OK);
-    score *s = kiln_resource_get(world, type);
+KILN_TEST(values, writes_through_resource_get_persist) {
+    kiln_component type = register_score(F.w);
+    ck_assert_int_eq(kiln_resource_set(F.w, type, &(score){1, 1.0}), KILN_OK);
+    score *s = kiln_resource_get(F.w, type);
     s->points += 99;
     /* unrelated world activity does not disturb it */
-    kiln_component pos = test_register_position(world);
+    kiln_component pos = test_register_position(F.w);
     for (int i = 0; i < 100; i++) {
         kiln_entity e;
-        ck_assert_int_eq(kiln_spawn_with(world, &pos, NULL, 1, &e), KILN_OK);
+        ck_assert_int_eq(kiln_spawn_with(F.w, &pos, NULL, 1, &e), KILN_OK);
     }
-    const score *again = kiln_resource_get(world, type);
+    const score *again = kiln_resource_get(F.w, type);
     ck_assert_int_eq(again->points, 100);
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(resource_values_are_aligned_for_their_type) {
-    kiln_world *world = kiln_world_create(NULL);
+KILN_TEST(values, resource_values_are_aligned_for_their_type) {
     kiln_component wide, byte;
-    ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "Wide", .size = 48,
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Wide", .size = 48,
                                                                            .align = 16},
                                              &wide),
                      KILN_OK);
-    ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "Byte", .size = 1}, &byte),
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Byte", .size = 1}, &byte),
                      KILN_OK);
-    ck_assert_int_eq(kiln_resource_set(world, byte, &(unsigned char){9}), KILN_OK);
-    ck_assert_int_eq(kiln_resource_set(world, wide, NULL), KILN_OK);
-    ck_assert_uint_eq((uintptr_t)kiln_resource_get(world, wide) % 16, 0);
-    ck_assert_uint_eq(*(const unsigned char *)kiln_resource_get(world, byte), 9);
-    kiln_world_destroy(world);
+    ck_assert_int_eq(kiln_resource_set(F.w, byte, &(unsigned char){9}), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(F.w, wide, NULL), KILN_OK);
+    ck_assert_uint_eq((uintptr_t)kiln_resource_get(F.w, wide) % 16, 0);
+    ck_assert_uint_eq(*(const unsigned char *)kiln_resource_get(F.w, byte), 9);
 }
-END_TEST
 
-START_TEST(a_tag_resource_is_set_but_has_no_value) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component paused = test_register_tag(world, "Paused");
-    ck_assert(!kiln_resource_has(world, paused));
-    ck_assert_int_eq(kiln_resource_set(world, paused, NULL), KILN_OK);
-    ck_assert(kiln_resource_has(world, paused));
-    ck_assert_ptr_null(kiln_resource_get(world, paused));
-    ck_assert_int_eq(kiln_resource_set(world, paused, NULL), KILN_OK);
-    ck_assert(kiln_resource_has(world, paused));
+KILN_TEST(values, a_tag_resource_is_set_but_has_no_value) {
+    kiln_component paused = test_register_tag(F.w, "Paused");
+    ck_assert(!kiln_resource_has(F.w, paused));
+    ck_assert_int_eq(kiln_resource_set(F.w, paused, NULL), KILN_OK);
+    ck_assert(kiln_resource_has(F.w, paused));
+    ck_assert_ptr_null(kiln_resource_get(F.w, paused));
+    ck_assert_int_eq(kiln_resource_set(F.w, paused, NULL), KILN_OK);
+    ck_assert(kiln_resource_has(F.w, paused));
     bool removed = false;
-    ck_assert_int_eq(kiln_resource_remove(world, paused, &removed), KILN_OK);
+    ck_assert_int_eq(kiln_resource_remove(F.w, paused, &removed), KILN_OK);
     ck_assert(removed);
-    ck_assert(!kiln_resource_has(world, paused));
-    kiln_world_destroy(world);
+    ck_assert(!kiln_resource_has(F.w, paused));
 }
-END_TEST
 
-START_TEST(resources_are_separate_from_component_values) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component pos = test_register_position(world);
+KILN_TEST(values, resources_are_separate_from_component_values) {
+    kiln_component pos = test_register_position(F.w);
     kiln_entity e;
-    ck_assert_int_eq(kiln_spawn_with(world, &pos, (const void *[]){&(test_position){1, 1}}, 1, &e), KILN_OK);
-    ck_assert_int_eq(kiln_resource_set(world, pos, &(test_position){5, 5}), KILN_OK);
-    ck_assert_float_eq(((const test_position *)kiln_get(world, e, pos))->x, 1.0f);
-    ck_assert_float_eq(((const test_position *)kiln_resource_get(world, pos))->x, 5.0f);
+    ck_assert_int_eq(kiln_spawn_with(F.w, &pos, (const void *[]){&(test_position){1, 1}}, 1, &e), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(F.w, pos, &(test_position){5, 5}), KILN_OK);
+    ck_assert_float_eq(((const test_position *)kiln_get(F.w, e, pos))->x, 1.0f);
+    ck_assert_float_eq(((const test_position *)kiln_resource_get(F.w, pos))->x, 5.0f);
     /* the resource is no entity: queries do not see it */
     kiln_query *q;
-    ck_assert_int_eq(kiln_query_create(world, &(kiln_query_desc){.with = {pos}}, &q), KILN_OK);
+    ck_assert_int_eq(kiln_query_create(F.w, &(kiln_query_desc){.with = {pos}}, &q), KILN_OK);
     ck_assert_int_eq(kiln_query_count(q), 1);
-    ck_assert_int_eq(kiln_entity_count(world), 1);
-    ck_assert_int_eq(kiln_despawn(world, e), KILN_OK);
-    ck_assert_float_eq(((const test_position *)kiln_resource_get(world, pos))->y, 5.0f);
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    ck_assert_float_eq(((const test_position *)kiln_resource_get(F.w, pos))->y, 5.0f);
     kiln_query_destroy(q);
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(resource_remove_reports_whether_it_was_set) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component type = register_score(world);
+KILN_TEST(values, resource_remove_reports_whether_it_was_set) {
+    kiln_component type = register_score(F.w);
     bool removed = true;
-    ck_assert_int_eq(kiln_resource_remove(world, type, &removed), KILN_OK);
+    ck_assert_int_eq(kiln_resource_remove(F.w, type, &removed), KILN_OK);
     ck_assert(!removed);
-    ck_assert_int_eq(kiln_resource_set(world, type, &(score){3, 0}), KILN_OK);
-    ck_assert_int_eq(kiln_resource_remove(world, type, &removed), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(F.w, type, &(score){3, 0}), KILN_OK);
+    ck_assert_int_eq(kiln_resource_remove(F.w, type, &removed), KILN_OK);
     ck_assert(removed);
-    ck_assert(!kiln_resource_has(world, type));
-    ck_assert_ptr_null(kiln_resource_get(world, type));
-    ck_assert_int_eq(kiln_resource_remove(world, type, NULL), KILN_OK);
+    ck_assert(!kiln_resource_has(F.w, type));
+    ck_assert_ptr_null(kiln_resource_get(F.w, type));
+    ck_assert_int_eq(kiln_resource_remove(F.w, type, NULL), KILN_OK);
     /* it can be set again after a remove */
-    ck_assert_int_eq(kiln_resource_set(world, type, &(score){4, 0}), KILN_OK);
-    ck_assert_int_eq(((const score *)kiln_resource_get(world, type))->points, 4);
-    kiln_world_destroy(world);
+    ck_assert_int_eq(kiln_resource_set(F.w, type, &(score){4, 0}), KILN_OK);
+    ck_assert_int_eq(((const score *)kiln_resource_get(F.w, type))->points, 4);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* destroy hooks                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(resource_set_replaces_and_destroys_the_old_value_exactly_once) {
+KILN_TEST_GROUP(hooks);
+
+KILN_TEST(hooks, resource_set_replaces_and_destroys_the_old_value_exactly_once) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -233,9 +226,8 @@ START_TEST(resource_set_replaces_and_destroys_the_old_value_exactly_once) {
     ck_assert_int_eq(test_hook_log_count(&log, -2), 0); /* no destroy of a moved-from value */
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(resource_remove_destroys_the_value_exactly_once) {
+KILN_TEST(hooks, resource_remove_destroys_the_value_exactly_once) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     kiln_world *world = kiln_world_create(NULL);
@@ -254,9 +246,8 @@ START_TEST(resource_remove_destroys_the_value_exactly_once) {
     ck_assert_int_eq(log.destroyed, 1); /* nothing left to destroy at world end */
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
-START_TEST(world_destroy_destroys_each_remaining_resource_exactly_once) {
+KILN_TEST(hooks, world_destroy_destroys_each_remaining_resource_exactly_once) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -287,13 +278,14 @@ START_TEST(world_destroy_destroys_each_remaining_resource_exactly_once) {
     ck_assert_int_eq(log.bad_payload, 0);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* failures                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(an_unknown_component_id_fails_with_the_world_unchanged) {
+KILN_TEST_GROUP(failures);
+
+KILN_TEST(failures, an_unknown_component_id_fails_with_the_world_unchanged) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -329,9 +321,8 @@ START_TEST(an_unknown_component_id_fails_with_the_world_unchanged) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(resource_set_out_of_memory_leaves_the_resource_absent) {
+KILN_TEST(failures, resource_set_out_of_memory_leaves_the_resource_absent) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -386,9 +377,8 @@ START_TEST(resource_set_out_of_memory_leaves_the_resource_absent) {
     ck_assert_int_eq(alloc.live_bytes, 0);
     ck_assert_int_eq(alloc.bad_osize, 0);
 }
-END_TEST
 
-START_TEST(replacing_and_removing_a_resource_need_no_memory) {
+KILN_TEST(failures, replacing_and_removing_a_resource_need_no_memory) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
     test_allocator alloc;
@@ -409,7 +399,6 @@ START_TEST(replacing_and_removing_a_resource_need_no_memory) {
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* schedule                                                                                   */
@@ -425,13 +414,14 @@ static void read_score(const kiln_system_ctx *ctx) {
     (void)ctx;
 }
 
-START_TEST(systems_declaring_resource_access_are_staged_like_component_access) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component score_id = register_score(world);
-    kiln_component config = test_register_tag(world, "Config");
-    ck_assert_int_eq(kiln_resource_set(world, score_id, &(score){0, 1}), KILN_OK);
-    ck_assert_int_eq(kiln_resource_set(world, config, NULL), KILN_OK);
-    kiln_schedule *s = kiln_schedule_create(world, NULL);
+KILN_TEST_GROUP_WITH(schedule, .setup = setup, .teardown = teardown);
+
+KILN_TEST(schedule, systems_declaring_resource_access_are_staged_like_component_access) {
+    kiln_component score_id = register_score(F.w);
+    kiln_component config = test_register_tag(F.w, "Config");
+    ck_assert_int_eq(kiln_resource_set(F.w, score_id, &(score){0, 1}), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(F.w, config, NULL), KILN_OK);
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
     ck_assert_ptr_nonnull(s);
     /* two readers share a stage; the writer declared after them waits for them, and the
      * reader declared after the writer waits for it; the Config writer waits only for the
@@ -458,17 +448,14 @@ START_TEST(systems_declaring_resource_access_are_staged_like_component_access) {
     ck_assert_str_eq(text, "stage 0: hud, log\nstage 1: scoring, tweak\nstage 2: save\n");
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
-    ck_assert_int_eq(((const score *)kiln_resource_get(world, score_id))->points, 2);
+    ck_assert_int_eq(((const score *)kiln_resource_get(F.w, score_id))->points, 2);
     kiln_schedule_destroy(s);
-    kiln_world_destroy(world);
 }
-END_TEST
 
-START_TEST(two_writers_of_one_resource_never_share_a_stage) {
-    kiln_world *world = kiln_world_create(NULL);
-    kiln_component score_id = register_score(world);
-    kiln_component pos = test_register_position(world);
-    kiln_schedule *s = kiln_schedule_create(world, NULL);
+KILN_TEST(schedule, two_writers_of_one_resource_never_share_a_stage) {
+    kiln_component score_id = register_score(F.w);
+    kiln_component pos = test_register_position(F.w);
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
     ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "a", .run = add_score,
                                                                .user = &score_id, .writes = {score_id}}),
                      KILN_OK);
@@ -482,46 +469,4 @@ START_TEST(two_writers_of_one_resource_never_share_a_stage) {
     kiln_schedule_describe(s, text, sizeof text);
     ck_assert_str_eq(text, "stage 0: a, move\nstage 1: b\n");
     kiln_schedule_destroy(s);
-    kiln_world_destroy(world);
-}
-END_TEST
-
-static Suite *resource_suite(void) {
-    Suite *s = suite_create("resource");
-    TCase *tc = tcase_create("values");
-    tcase_add_test(tc, resource_set_stores_a_copy_that_get_returns);
-    tcase_add_test(tc, resource_get_is_null_and_has_is_false_when_not_set);
-    tcase_add_test(tc, resource_set_with_a_null_value_zeroes_it);
-    tcase_add_test(tc, writes_through_resource_get_persist);
-    tcase_add_test(tc, resource_values_are_aligned_for_their_type);
-    tcase_add_test(tc, a_tag_resource_is_set_but_has_no_value);
-    tcase_add_test(tc, resources_are_separate_from_component_values);
-    tcase_add_test(tc, resource_remove_reports_whether_it_was_set);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("hooks");
-    tcase_add_test(tc, resource_set_replaces_and_destroys_the_old_value_exactly_once);
-    tcase_add_test(tc, resource_remove_destroys_the_value_exactly_once);
-    tcase_add_test(tc, world_destroy_destroys_each_remaining_resource_exactly_once);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("failures");
-    tcase_add_test(tc, an_unknown_component_id_fails_with_the_world_unchanged);
-    tcase_add_test(tc, resource_set_out_of_memory_leaves_the_resource_absent);
-    tcase_add_test(tc, replacing_and_removing_a_resource_need_no_memory);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("schedule");
-    tcase_add_test(tc, systems_declaring_resource_access_are_staged_like_component_access);
-    tcase_add_test(tc, two_writers_of_one_resource_never_share_a_stage);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(resource_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -6,13 +6,16 @@
 #include <string.h>
 
 #include "kiln.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* isolation and lifetime                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(two_worlds_do_not_interfere) {
+KILN_TEST_GROUP(lifetime);
+
+KILN_TEST(lifetime, two_worlds_do_not_interfere) {
     kiln_world *a = kiln_world_create(NULL);
     kiln_world *b = kiln_world_create(&(kiln_world_desc){0});
     ck_assert_ptr_nonnull(a);
@@ -47,15 +50,13 @@ START_TEST(two_worlds_do_not_interfere) {
     ck_assert_float_eq(((const test_velocity *)kiln_get(b, eb, vel))->y, 2.0f);
     kiln_world_destroy(b);
 }
-END_TEST
 
-START_TEST(destroying_null_is_a_noop) {
+KILN_TEST(lifetime, destroying_null_is_a_noop) {
     kiln_world_destroy(NULL);
     kiln_query_destroy(NULL);
 }
-END_TEST
 
-START_TEST(world_create_returns_null_only_when_memory_runs_out_and_leaks_nothing) {
+KILN_TEST(lifetime, world_create_returns_null_only_when_memory_runs_out_and_leaks_nothing) {
     for (int64_t k = 0;; k++) {
         ck_assert_int_lt(k, 1000);
         test_allocator a;
@@ -78,9 +79,8 @@ START_TEST(world_create_returns_null_only_when_memory_runs_out_and_leaks_nothing
         break;
     }
 }
-END_TEST
 
-START_TEST(destroying_a_world_frees_every_byte) {
+KILN_TEST(lifetime, destroying_a_world_frees_every_byte) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -116,9 +116,8 @@ START_TEST(destroying_a_world_frees_every_byte) {
     ck_assert_int_eq(log.bad_payload, 0);
     ck_assert_int_eq(test_hook_log_count(&log, -1), 0);
 }
-END_TEST
 
-START_TEST(destroying_a_world_frees_its_resources_and_events_too) {
+KILN_TEST(lifetime, destroying_a_world_frees_its_resources_and_events_too) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -144,13 +143,12 @@ START_TEST(destroying_a_world_frees_its_resources_and_events_too) {
     ck_assert_int_eq(a.live_bytes, 0);
     ck_assert_int_eq(a.bad_osize, 0);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* stats, names, errors                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(stats_describe_the_world) {
+KILN_TEST(lifetime, stats_describe_the_world) {
     test_allocator a;
     test_allocator_init(&a);
     kiln_world *w = test_world_create(&a);
@@ -194,9 +192,8 @@ START_TEST(stats_describe_the_world) {
     ck_assert_int_eq(s.bytes, a.live_bytes);
     kiln_world_destroy(w);
 }
-END_TEST
 
-START_TEST(result_names_are_distinct_english_phrases) {
+KILN_TEST(lifetime, result_names_are_distinct_english_phrases) {
     ck_assert_str_eq(kiln_result_name(KILN_ERR_DEAD_ENTITY), "dead entity");
     kiln_result all[] = {KILN_OK,
                          KILN_ERR_INVALID_ARGUMENT,
@@ -215,9 +212,8 @@ START_TEST(result_names_are_distinct_english_phrases) {
         for (int j = 0; j < i; j++) ck_assert_str_ne(name, kiln_result_name(all[j]));
     }
 }
-END_TEST
 
-START_TEST(world_error_is_empty_until_a_call_fails_and_clears_on_request) {
+KILN_TEST(lifetime, world_error_is_empty_until_a_call_fails_and_clears_on_request) {
     kiln_world *w = kiln_world_create(NULL);
     ck_assert_str_eq(kiln_world_error(w), "");
     kiln_entity e;
@@ -229,7 +225,6 @@ START_TEST(world_error_is_empty_until_a_call_fails_and_clears_on_request) {
     ck_assert_str_eq(kiln_world_error(w), "");
     kiln_world_destroy(w);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* out of memory                                                                              */
@@ -522,12 +517,13 @@ static void check_add_to_wide(oom_fixture *f) {
     ck_assert_int_eq(kiln_query_count(f->query), 4);
 }
 
-START_TEST(register_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST_GROUP_WITH(out_of_memory, .timeout = 60);
+
+KILN_TEST(out_of_memory, register_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_register, check_register, 0, false), 1);
 }
-END_TEST
 
-START_TEST(spawn_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST(out_of_memory, spawn_out_of_memory_leaves_the_world_unchanged) {
     /* find a spawn that has to grow storage, then fail it */
     oom_fixture *probe = malloc(sizeof *probe);
     ck_assert_ptr_nonnull(probe);
@@ -544,41 +540,34 @@ START_TEST(spawn_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(filler, 0);
     ck_assert_int_ge(run_out_of_memory(op_spawn, check_spawn, filler, false), 1);
 }
-END_TEST
 
-START_TEST(spawn_with_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST(out_of_memory, spawn_with_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_spawn_with, check_spawn_with, 0, true), 1);
 }
-END_TEST
 
-START_TEST(add_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST(out_of_memory, add_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_add, check_add, 0, false), 1);
     ck_assert_int_ge(run_out_of_memory(op_add_tag, check_add_tag, 0, false), 1);
 }
-END_TEST
 
-START_TEST(remove_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST(out_of_memory, remove_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_remove, check_remove, 0, false), 1);
 }
-END_TEST
 
-START_TEST(query_create_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST(out_of_memory, query_create_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_query_create, check_query_create, 0, false), 1);
 }
-END_TEST
 
-START_TEST(spawn_batch_out_of_memory_leaves_the_world_unchanged) {
+KILN_TEST(out_of_memory, spawn_batch_out_of_memory_leaves_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_spawn_batch, check_spawn_batch, 0, false), 1);
 }
-END_TEST
 
-START_TEST(wide_archetypes_out_of_memory_leave_the_world_unchanged) {
+KILN_TEST(out_of_memory, wide_archetypes_out_of_memory_leave_the_world_unchanged) {
     ck_assert_int_ge(run_out_of_memory(op_spawn_batch_wide, check_spawn_batch_wide, 0, false), 1);
     ck_assert_int_ge(run_out_of_memory(op_add_to_wide, check_add_to_wide, 0, false), 1);
 }
-END_TEST
 
-START_TEST(despawn_and_set_need_no_memory) {
+KILN_TEST(out_of_memory, despawn_and_set_need_no_memory) {
     /* Releasing things must work when the allocator has nothing left to give. */
     oom_fixture *f = malloc(sizeof *f);
     ck_assert_ptr_nonnull(f);
@@ -595,7 +584,6 @@ START_TEST(despawn_and_set_need_no_memory) {
     oom_teardown(f, false);
     free(f);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* steady state                                                                               */
@@ -665,7 +653,9 @@ static void run_frame(frame_world *fw) {
     kiln_tick_advance(w);
 }
 
-START_TEST(a_steady_frame_of_queries_and_writes_allocates_nothing) {
+KILN_TEST_GROUP(steady_state);
+
+KILN_TEST(steady_state, a_steady_frame_of_queries_and_writes_allocates_nothing) {
     test_allocator a;
     test_allocator_init(&a);
     test_hook_log log = {0};
@@ -699,7 +689,6 @@ START_TEST(a_steady_frame_of_queries_and_writes_allocates_nothing) {
     ck_assert_int_eq(log.destroyed, 200 + (fw.next_id - 1000));
     ck_assert_int_eq(log.bad_payload, 0);
 }
-END_TEST
 
 /* What the teardown hooks saw, in order. */
 typedef struct fini_log {
@@ -721,7 +710,7 @@ static void fini_one(kiln_world *world, void *ctx) {
 
 static void fini_two(kiln_world *world, void *ctx) { fini_one(world, ctx); }
 
-START_TEST(teardown_hooks_run_last_registered_first_with_the_world_still_whole) {
+KILN_TEST(lifetime, teardown_hooks_run_last_registered_first_with_the_world_still_whole) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -746,9 +735,8 @@ START_TEST(teardown_hooks_run_last_registered_first_with_the_world_still_whole) 
     ck_assert_int_eq(log.entities_seen, 1);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
-END_TEST
 
-START_TEST(teardown_hook_registration_out_of_memory_registers_nothing) {
+KILN_TEST(lifetime, teardown_hook_registration_out_of_memory_registers_nothing) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -761,47 +749,4 @@ START_TEST(teardown_hook_registration_out_of_memory_registers_nothing) {
     kiln_world_destroy(world);
     ck_assert_int_eq(log.count, 0);
     ck_assert_int_eq(alloc.live_bytes, 0);
-}
-END_TEST
-
-static Suite *world_suite(void) {
-    Suite *s = suite_create("world");
-    TCase *tc = tcase_create("lifetime");
-    tcase_add_test(tc, two_worlds_do_not_interfere);
-    tcase_add_test(tc, destroying_null_is_a_noop);
-    tcase_add_test(tc, world_create_returns_null_only_when_memory_runs_out_and_leaks_nothing);
-    tcase_add_test(tc, destroying_a_world_frees_every_byte);
-    tcase_add_test(tc, destroying_a_world_frees_its_resources_and_events_too);
-    tcase_add_test(tc, stats_describe_the_world);
-    tcase_add_test(tc, result_names_are_distinct_english_phrases);
-    tcase_add_test(tc, world_error_is_empty_until_a_call_fails_and_clears_on_request);
-    tcase_add_test(tc, teardown_hooks_run_last_registered_first_with_the_world_still_whole);
-    tcase_add_test(tc, teardown_hook_registration_out_of_memory_registers_nothing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("out_of_memory");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, register_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, spawn_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, spawn_with_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, add_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, remove_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, query_create_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, spawn_batch_out_of_memory_leaves_the_world_unchanged);
-    tcase_add_test(tc, wide_archetypes_out_of_memory_leave_the_world_unchanged);
-    tcase_add_test(tc, despawn_and_set_need_no_memory);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("steady_state");
-    tcase_add_test(tc, a_steady_frame_of_queries_and_writes_allocates_nothing);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(world_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -6,6 +6,7 @@
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Allocator                                                                                  */
@@ -105,6 +106,19 @@ kiln_world *test_world_create(test_allocator *a) {
     kiln_world *world = kiln_world_create(&desc);
     ck_assert_ptr_nonnull(world);
     return world;
+}
+
+void test_world_fixture_setup(test_world_fixture *f) {
+    test_allocator_init(&f->alloc);
+    f->w = test_world_create(&f->alloc);
+}
+
+void test_world_fixture_teardown(test_world_fixture *f) {
+    kiln_world_destroy(f->w);
+    f->w = NULL;
+    ck_assert_int_eq(f->alloc.live_blocks, 0);
+    ck_assert_int_eq(f->alloc.live_bytes, 0);
+    ck_assert_int_eq(f->alloc.bad_osize, 0);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -308,4 +322,16 @@ void test_assert_velocity(kiln_world *w, kiln_entity e, kiln_component vel, floa
 
 void test_assert_names(const char *msg, const char *what) {
     ck_assert_msg(strstr(msg, what) != NULL, "message \"%s\" does not name %s", msg, what);
+}
+
+int64_t test_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void test_spin_ns(int64_t ns) {
+    int64_t end = test_now_ns() + ns;
+    while (test_now_ns() < end) {
+    }
 }

@@ -12,11 +12,12 @@
 /*
  * Functions in this header:
  *   test_allocator_init, test_allocator_fn, test_allocator_fail_after, test_allocator_fail_never,
- *   test_world_create,
+ *   test_world_create, test_world_fixture_setup, test_world_fixture_teardown,
  *   test_position_desc, test_velocity_desc, test_owned_desc,
  *   test_register_position, test_register_velocity, test_register_owned, test_register_tag,
  *   test_owned_make, test_owned_release, test_hook_log_count,
- *   test_entity_string, test_contains, test_query_collect.
+ *   test_entity_string, test_contains, test_query_collect, test_assert_position,
+ *   test_assert_velocity, test_assert_names, test_world_digest, test_now_ns, test_spin_ns.
  */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -49,6 +50,17 @@ void test_allocator_fail_never(test_allocator *a);
 
 /* A world whose every byte goes through a (asserted non-NULL). */
 kiln_world *test_world_create(test_allocator *a);
+
+/* The plainest fixture: an empty world on its own counting allocator. Teardown destroys the
+ * world (unless a test already did and set w NULL) and asserts every byte came back through
+ * the right sizes. */
+typedef struct test_world_fixture {
+    test_allocator alloc;
+    kiln_world *w;
+} test_world_fixture;
+
+void test_world_fixture_setup(test_world_fixture *f);
+void test_world_fixture_teardown(test_world_fixture *f);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Components                                                                                 */
@@ -116,5 +128,10 @@ void test_assert_names(const char *msg, const char *what);
 /* A hash of every live entity (in kiln_world_entities order) with, per component, whether
  * it has it, its change tick and its value bytes: equal worlds hash equal. */
 uint64_t test_world_digest(const kiln_world *w);
+
+/* The monotonic clock in nanoseconds, and a busy wait of ns on it (a job or system that takes
+ * time without sleeping, so the scheduler cannot tell it from work). */
+int64_t test_now_ns(void);
+void test_spin_ns(int64_t ns);
 
 #endif /* KILN_TEST_SUPPORT_H */

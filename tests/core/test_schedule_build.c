@@ -1,0 +1,335 @@
+/* test_schedule_build.c: Check suite for building a schedule: staging by declared access,
+ * before/after ordering and the build errors that name the systems. Built schedules run. */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "schedule_fixture.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* The fixture world (schedule_fixture.h), made afresh around every test of a group using it. */
+static schedule_fixture F;
+
+static void setup(void) { schedule_fixture_setup(&F); }
+
+static void teardown(void) { schedule_fixture_teardown(&F); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* staging                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(staging, .setup = setup, .teardown = teardown);
+
+KILN_TEST(staging, systems_that_only_read_share_a_stage) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    ck_assert_ptr_nonnull(s);
+    add_system(s, (kiln_system_desc){.name = "a", .run = noop, .reads = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = noop, .reads = {F.p, F.q}});
+    add_system(s, (kiln_system_desc){.name = "c", .run = noop, .reads = {F.q, F.p}});
+    add_system(s, (kiln_system_desc){.name = "d", .run = noop});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    ck_assert_str_eq(describe(s), "stage 0: a, b, c, d\n");
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, a_writer_and_a_reader_run_in_declaration_order) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    /* reader declared first runs first */
+    add_system(s, (kiln_system_desc){.name = "read_p", .run = noop, .reads = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "write_p", .run = noop, .writes = {F.p}});
+    /* writer declared first runs first; writing implies reading */
+    add_system(s, (kiln_system_desc){.name = "write_q", .run = noop, .writes = {F.q}});
+    add_system(s, (kiln_system_desc){.name = "read_q", .run = noop, .reads = {F.q}});
+    add_system(s, (kiln_system_desc){.name = "write_q_again", .run = noop, .writes = {F.q}});
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 3);
+    ck_assert_str_eq(describe(s),
+                     "stage 0: read_p, write_q\n"
+                     "stage 1: write_p, read_q\n"
+                     "stage 2: write_q_again\n");
+    ck_assert_int_eq(stage_of(s, "read_p"), 0);
+    ck_assert_int_eq(stage_of(s, "write_p"), 1);
+    ck_assert_int_eq(stage_of(s, "write_q_again"), 2);
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, the_staging_rule_saves_a_stage_over_joining_the_last_stage) {
+    /* "Join the last stage unless conflicting" would give A | B, C | D: three stages. */
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "A", .run = noop, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "B", .run = noop, .reads = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "C", .run = noop, .writes = {F.q}});
+    add_system(s, (kiln_system_desc){.name = "D", .run = noop, .reads = {F.q}});
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 2);
+    ck_assert_str_eq(describe(s), "stage 0: A, C\nstage 1: B, D\n");
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, describe_truncates_and_returns_the_full_length) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "move", .run = noop, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "spin", .run = noop, .writes = {F.q}});
+    add_system(s, (kiln_system_desc){.name = "collide", .run = noop, .reads = {F.p, F.q}});
+    const char *full = "stage 0: move, spin\nstage 1: collide\n";
+    char buf[64];
+    ck_assert_uint_eq(kiln_schedule_describe(s, buf, sizeof buf), strlen(full));
+    ck_assert_str_eq(buf, full);
+    char small[10];
+    memset(small, 'x', sizeof small);
+    ck_assert_uint_eq(kiln_schedule_describe(s, small, sizeof small), strlen(full));
+    ck_assert_str_eq(small, "stage 0: ");
+    ck_assert_uint_eq(kiln_schedule_describe(s, NULL, 0), strlen(full));
+    kiln_schedule *empty = kiln_schedule_create(F.world, NULL);
+    ck_assert_uint_eq(kiln_schedule_describe(empty, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "");
+    ck_assert_int_eq(kiln_schedule_stage_count(empty), 0);
+    kiln_schedule_destroy(empty);
+    kiln_schedule_destroy(s);
+}
+
+/* What an exclusive system saw of the world. */
+typedef struct exclusive_probe {
+    kiln_component p;
+    kiln_entity victim;
+    kiln_entity spawned;
+    bool deferred;
+    bool spawned_alive_at_once;
+    bool victim_dead_at_once;
+    bool added_at_once;
+    int64_t seen_by_later;
+} exclusive_probe;
+
+static void exclusive_run(const kiln_system_ctx *ctx) {
+    exclusive_probe *x = ctx->user;
+    kiln_world *w = ctx->world;
+    x->deferred = kiln_is_deferred(w);
+    ck_assert_int_eq(kiln_spawn(w, &x->spawned), KILN_OK);
+    x->spawned_alive_at_once = kiln_is_alive(w, x->spawned);
+    ck_assert_int_eq(kiln_add(w, x->spawned, x->p, &(test_position){5.0f, 6.0f}), KILN_OK);
+    x->added_at_once = kiln_has(w, x->spawned, x->p);
+    if (kiln_is_alive(w, x->victim)) {
+        ck_assert_int_eq(kiln_despawn(w, x->victim), KILN_OK);
+        x->victim_dead_at_once = !kiln_is_alive(w, x->victim);
+    }
+}
+
+static void after_exclusive_run(const kiln_system_ctx *ctx) {
+    exclusive_probe *x = ctx->user;
+    const test_position *p = kiln_get(ctx->world, x->spawned, x->p);
+    if (p && p->x == 5.0f) x->seen_by_later++;
+}
+
+KILN_TEST(staging, an_exclusive_system_runs_alone_and_changes_the_world_directly) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    exclusive_probe x = {.p = F.p};
+    ck_assert_int_eq(kiln_spawn(F.world, &x.victim), KILN_OK);
+    add_system(s, (kiln_system_desc){.name = "a", .run = noop, .reads = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = noop, .reads = {F.q}});
+    add_system(s, (kiln_system_desc){.name = "x", .run = exclusive_run, .user = &x,
+                                     .exclusive = true});
+    add_system(s, (kiln_system_desc){.name = "c", .run = after_exclusive_run, .user = &x,
+                                     .reads = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "d", .run = noop});
+    add_system(s, (kiln_system_desc){.name = "y", .run = noop, .exclusive = true});
+    add_system(s, (kiln_system_desc){.name = "z", .run = noop, .exclusive = true});
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 5);
+    ck_assert_str_eq(describe(s),
+                     "stage 0: a, b\nstage 1: x\nstage 2: c, d\nstage 3: y\nstage 4: z\n");
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert(!x.deferred);
+    ck_assert(x.spawned_alive_at_once);
+    ck_assert(x.added_at_once);
+    ck_assert(x.victim_dead_at_once);
+    ck_assert_int_eq(x.seen_by_later, 1);
+    ck_assert(!kiln_is_deferred(F.world));
+    ck_assert(kiln_is_alive(F.world, x.spawned));
+    ck_assert(!kiln_is_alive(F.world, x.victim));
+    kiln_system_info info;
+    ck_assert(kiln_schedule_system_info_get(s, kiln_schedule_find(s, "x"), &info));
+    ck_assert(info.exclusive);
+    ck_assert_int_eq(info.runs, 1);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+}
+
+KILN_TEST(staging, before_and_after_place_systems_even_relative_to_later_declared_ones) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "a", .run = noop, .after = {"c"}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = noop});
+    add_system(s, (kiln_system_desc){.name = "c", .run = noop});
+    ck_assert_str_eq(describe(s), "stage 0: b, c\nstage 1: a\n");
+    ck_assert_int_eq(stage_of(s, "a"), 1);
+    ck_assert_int_eq(stage_of(s, "c"), 0);
+    kiln_schedule_destroy(s);
+
+    s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "a", .run = noop, .after = {"c"}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = noop, .before = {"c"}});
+    add_system(s, (kiln_system_desc){.name = "c", .run = noop});
+    add_system(s, (kiln_system_desc){.name = "d", .run = noop, .before = {"b", "a"}});
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 4);
+    ck_assert_str_eq(describe(s), "stage 0: d\nstage 1: b\nstage 2: c\nstage 3: a\n");
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, an_explicit_order_between_conflicting_systems_overrides_declaration_order) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "writer", .run = noop, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "reader", .run = noop, .reads = {F.p},
+                                     .before = {"writer"}});
+    ck_assert_str_eq(describe(s), "stage 0: reader\nstage 1: writer\n");
+    kiln_schedule_destroy(s);
+
+    s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "first", .run = noop, .writes = {F.p},
+                                     .after = {"second"}});
+    add_system(s, (kiln_system_desc){.name = "second", .run = noop, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "third", .run = noop, .reads = {F.p}});
+    ck_assert_str_eq(describe(s), "stage 0: second\nstage 1: first\nstage 2: third\n");
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, a_before_after_cycle_is_an_error_naming_the_systems) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "bystander", .run = noop});
+    add_system(s, (kiln_system_desc){.name = "alpha", .run = noop, .after = {"beta"}});
+    add_system(s, (kiln_system_desc){.name = "beta", .run = noop, .after = {"alpha"}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_ERR_INVALID_ARGUMENT);
+    const char *err = kiln_world_error(F.world);
+    ck_assert_msg(strstr(err, "alpha") && strstr(err, "beta"), "error: %s", err);
+    ck_assert_msg(!strstr(err, "bystander"), "error: %s", err);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 0);
+    kiln_system_info info;
+    ck_assert(kiln_schedule_system_info_get(s, 0, &info));
+    ck_assert_int_eq(info.stage, -1);
+    kiln_schedule_destroy(s);
+
+    /* a three-system cycle through before */
+    kiln_world_clear_error(F.world);
+    s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "one", .run = noop, .before = {"two"}});
+    add_system(s, (kiln_system_desc){.name = "two", .run = noop, .before = {"three"}});
+    add_system(s, (kiln_system_desc){.name = "three", .run = noop, .before = {"one"}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_ERR_INVALID_ARGUMENT);
+    err = kiln_world_error(F.world);
+    ck_assert_msg(strstr(err, "one") && strstr(err, "two") && strstr(err, "three"), "error: %s",
+                  err);
+    kiln_schedule_destroy(s);
+
+    /* a system ordered after itself */
+    kiln_world_clear_error(F.world);
+    s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "ouroboros", .run = noop, .after = {"ouroboros"}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(F.world), "ouroboros"));
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, an_unknown_name_in_before_or_after_is_an_error_naming_both) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "mover", .run = noop, .after = {"ghost"}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_ERR_INVALID_ARGUMENT);
+    const char *err = kiln_world_error(F.world);
+    ck_assert_msg(strstr(err, "mover") && strstr(err, "ghost"), "error: %s", err);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 0);
+    /* declaring the missing system mends it */
+    add_system(s, (kiln_system_desc){.name = "ghost", .run = noop});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: ghost\nstage 1: mover\n");
+    kiln_schedule_destroy(s);
+
+    kiln_world_clear_error(F.world);
+    s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "spinner", .run = noop});
+    add_system(s, (kiln_system_desc){.name = "painter", .run = noop,
+                                     .before = {"spinner", "phantom"}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_ERR_INVALID_ARGUMENT);
+    err = kiln_world_error(F.world);
+    ck_assert_msg(strstr(err, "painter") && strstr(err, "phantom"), "error: %s", err);
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, add_rejects_bad_systems_and_leaves_the_schedule_unchanged) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "writer", .run = noop, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "reader", .run = noop, .reads = {F.p}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    const char *before = "stage 0: writer\nstage 1: reader\n";
+    ck_assert_str_eq(describe(s), before);
+
+    char long_name[KILN_MAX_NAME + 2];
+    memset(long_name, 'n', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    const struct {
+        kiln_system_desc desc;
+        kiln_result code;
+        const char *mentions; /* the message names this */
+    } bad[] = {
+        {{.name = "writer", .run = noop, .reads = {F.q}}, KILN_ERR_INVALID_ARGUMENT, "writer"},
+        {{.name = "lazy", .run = NULL}, KILN_ERR_INVALID_ARGUMENT, "lazy"},
+        {{.name = "stranger", .run = noop, .reads = {F.p, 99}}, KILN_ERR_UNKNOWN_COMPONENT,
+         "stranger"},
+        {{.name = "stranger", .run = noop, .writes = {F.r + 1}}, KILN_ERR_UNKNOWN_COMPONENT,
+         "stranger"},
+        {{.name = NULL, .run = noop}, KILN_ERR_INVALID_ARGUMENT, NULL},
+        {{.name = "", .run = noop}, KILN_ERR_INVALID_ARGUMENT, NULL},
+        {{.name = long_name, .run = noop}, KILN_ERR_INVALID_ARGUMENT, NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kiln_world_clear_error(F.world);
+        ck_assert_int_eq(kiln_schedule_add(s, &bad[i].desc), bad[i].code);
+        ck_assert_str_ne(kiln_world_error(F.world), "");
+        if (bad[i].mentions)
+            ck_assert_msg(strstr(kiln_world_error(F.world), bad[i].mentions), "case %zu: %s", i,
+                          kiln_world_error(F.world));
+        ck_assert_int_eq(kiln_schedule_system_count(s), 2);
+        ck_assert_int_eq(kiln_schedule_find(s, "lazy"), -1);
+        ck_assert_int_eq(kiln_schedule_find(s, "stranger"), -1);
+        /* still built: the stages are as they were */
+        ck_assert_int_eq(stage_of(s, "reader"), 1);
+        ck_assert_str_eq(describe(s), before);
+    }
+    ck_assert_int_eq(kiln_schedule_add(s, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_schedule_system_count(s), 2);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(runs_of(s, "writer"), 1);
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, run_after_a_failed_build_returns_the_error_and_runs_nothing) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    int ran = 0;
+    add_system(s, (kiln_system_desc){.name = "fine", .run = count_run, .user = &ran});
+    add_system(s, (kiln_system_desc){.name = "lost", .run = count_run, .user = &ran,
+                                     .after = {"nowhere"}});
+    kiln_tick tick = kiln_tick_current(F.world);
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_ERR_INVALID_ARGUMENT);
+    kiln_world_clear_error(F.world);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(F.world), "nowhere"));
+    ck_assert_int_eq(ran, 0);
+    ck_assert_uint_eq(kiln_tick_current(F.world), tick);
+    ck_assert(!kiln_is_deferred(F.world));
+    ck_assert_int_eq(runs_of(s, "fine"), 0);
+    /* a run that builds by itself fails the same way */
+    kiln_schedule *t = kiln_schedule_create(F.world, NULL);
+    add_system(t, (kiln_system_desc){.name = "x", .run = count_run, .user = &ran,
+                                     .before = {"y"}});
+    add_system(t, (kiln_system_desc){.name = "y", .run = count_run, .user = &ran,
+                                     .before = {"x"}});
+    ck_assert_int_eq(kiln_schedule_run(t, 0.0), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(ran, 0);
+    ck_assert_uint_eq(kiln_tick_current(F.world), tick);
+    kiln_schedule_destroy(t);
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(staging, destroying_null_is_a_noop) {
+    kiln_schedule_destroy(NULL);
+}

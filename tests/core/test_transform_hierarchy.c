@@ -1,0 +1,455 @@
+/* test_transform_hierarchy.c: Check suite for the hierarchy (set_parent, children, recursive
+ * despawn) and the transform system in a schedule. A parent link never closes a cycle. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "kiln_transform.h"
+#include "test_registry.h"
+#include "test_support.h"
+#include "transform_fixture.h"
+
+/* The scene (transform_fixture.h) opened afresh around every test of a group using it. */
+static scene F;
+
+static void setup(void) { scene_open(&F); }
+
+static void teardown(void) { scene_close(&F); }
+
+static int compare_handles(const void *a, const void *b) {
+    kiln_entity x = *(const kiln_entity *)a, y = *(const kiln_entity *)b;
+    return (x > y) - (x < y);
+}
+
+/* kiln_transform_children equals exactly the expected set, in handle order. */
+static void assert_children(scene *s, kiln_entity parent, const kiln_entity *expected, int n) {
+    kiln_entity sorted[64], got[64];
+    ck_assert_int_le(n, 64);
+    if (n > 0) memcpy(sorted, expected, sizeof(kiln_entity) * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof(kiln_entity), compare_handles);
+    memset(got, 0, sizeof got);
+    int32_t count = kiln_transform_children(s->world, parent, got, 64);
+    ck_assert_int_eq(count, n);
+    for (int i = 0; i < n; i++) {
+        char a[32], b[32];
+        ck_assert_msg(got[i] == sorted[i], "child %d is %s, expected %s", i,
+                      test_entity_string(got[i], a), test_entity_string(sorted[i], b));
+    }
+}
+
+static kiln_entity parent_link(const scene *s, kiln_entity child) {
+    const kiln_parent *p = kiln_get(s->world, child, s->ids.parent);
+    return p ? p->entity : KILN_NULL_ENTITY;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* hierarchy                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(hierarchy, .setup = setup, .teardown = teardown);
+
+KILN_TEST(hierarchy, set_parent_rejects_dead_entities_and_leaves_the_world_unchanged) {
+    kiln_entity a, b, dead;
+    ck_assert_int_eq(kiln_spawn(F.world, &a), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &b), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &dead), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.world, dead), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, b), KILN_OK);
+    kiln_tick tick = kiln_changed_tick(F.world, a, F.ids.parent);
+    kiln_tick_advance(F.world);
+
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, dead, a), KILN_ERR_DEAD_ENTITY);
+    ck_assert(!kiln_is_alive(F.world, dead));
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, dead), KILN_ERR_DEAD_ENTITY);
+    ck_assert_str_ne(kiln_world_error(F.world), "");
+    ck_assert_uint_eq(parent_link(&F, a), b);
+    ck_assert_uint_eq(kiln_changed_tick(F.world, a, F.ids.parent), tick);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, b, dead), KILN_ERR_DEAD_ENTITY);
+    ck_assert(!kiln_has(F.world, b, F.ids.parent));
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, KILN_NULL_ENTITY, a), KILN_ERR_DEAD_ENTITY);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, dead, KILN_NULL_ENTITY), KILN_ERR_DEAD_ENTITY);
+    assert_children(&F, b, &a, 1);
+}
+
+KILN_TEST(hierarchy, set_parent_rejects_a_self_link) {
+    kiln_entity a, b;
+    ck_assert_int_eq(kiln_spawn(F.world, &a), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &b), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, a), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert(!kiln_has(F.world, a, F.ids.parent));
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, b), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, a), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(parent_link(&F, a), b);
+    ck_assert_int_eq(kiln_transform_children(F.world, a, NULL, 0), 0);
+}
+
+KILN_TEST(hierarchy, set_parent_rejects_a_link_that_would_close_a_cycle) {
+    kiln_entity e[5];
+    for (int i = 0; i < 5; i++) ck_assert_int_eq(kiln_spawn(F.world, &e[i]), KILN_OK);
+    for (int i = 1; i < 5; i++) ck_assert_int_eq(kiln_transform_set_parent(F.world, e[i], e[i - 1]), KILN_OK);
+    for (int i = 1; i < 5; i++) {
+        ck_assert_int_eq(kiln_transform_set_parent(F.world, e[0], e[i]), KILN_ERR_INVALID_ARGUMENT);
+        ck_assert_str_ne(kiln_world_error(F.world), "");
+        ck_assert(!kiln_has(F.world, e[0], F.ids.parent));
+    }
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, e[1], e[4]), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(parent_link(&F, e[1]), e[0]);
+    /* re-parenting within the tree is fine as long as no loop forms */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, e[4], e[1]), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, e[2], e[3]), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, e[1], e[4]), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(parent_link(&F, e[2]), e[1]);
+    ck_assert_uint_eq(parent_link(&F, e[1]), e[0]);
+    assert_children(&F, e[1], (kiln_entity[]){e[2], e[4]}, 2);
+}
+
+KILN_TEST(hierarchy, set_parent_with_a_null_parent_removes_the_link) {
+    kiln_local_transform pl = sample_local(1), cl = sample_local(2);
+    kiln_entity p = spawn_node(&F, KILN_NULL_ENTITY, &pl);
+    kiln_entity c = spawn_node(&F, KILN_NULL_ENTITY, &cl);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, c, p), KILN_OK);
+    ck_assert_uint_eq(parent_link(&F, c), p);
+    propagate_ok(&F, NULL);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, c, KILN_NULL_ENTITY), KILN_OK);
+    ck_assert(!kiln_has(F.world, c, F.ids.parent));
+    ck_assert_int_eq(kiln_transform_children(F.world, p, NULL, 0), 0);
+    propagate_ok(&F, NULL);
+    mat4 m;
+    reference_local(&cl, m);
+    assert_matrix_near(world_matrix(&F, c), m, "unlinked child");
+    /* removing a link that is not there is fine too */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, c, KILN_NULL_ENTITY), KILN_OK);
+}
+
+KILN_TEST(hierarchy, children_lists_exactly_the_children_in_handle_order) {
+    kiln_entity p, q, kids[6], scratch[4];
+    ck_assert_int_eq(kiln_spawn(F.world, &p), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &q), KILN_OK);
+    /* freed slots are reused with a higher generation, so handle order differs from index
+     * and spawn order */
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(kiln_spawn(F.world, &scratch[i]), KILN_OK);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(kiln_despawn(F.world, scratch[i]), KILN_OK);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(kiln_spawn(F.world, &kids[i]), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, p, NULL, 0), 0);
+    for (int i = 5; i >= 0; i--) ck_assert_int_eq(kiln_transform_set_parent(F.world, kids[i], p), KILN_OK);
+    assert_children(&F, p, kids, 6);
+    assert_children(&F, q, NULL, 0);
+
+    /* re-parenting moves a child from one list to the other */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, kids[2], q), KILN_OK);
+    assert_children(&F, p, (kiln_entity[]){kids[0], kids[1], kids[3], kids[4], kids[5]}, 5);
+    assert_children(&F, q, &kids[2], 1);
+
+    /* a despawned child leaves the list, in a later tick as in the same one */
+    kiln_tick_advance(F.world);
+    ck_assert_int_eq(kiln_despawn(F.world, kids[4]), KILN_OK);
+    assert_children(&F, p, (kiln_entity[]){kids[0], kids[1], kids[3], kids[5]}, 4);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, kids[1], KILN_NULL_ENTITY), KILN_OK);
+    assert_children(&F, p, (kiln_entity[]){kids[0], kids[3], kids[5]}, 3);
+    /* a Parent written directly counts too */
+    ck_assert_int_eq(kiln_set(F.world, kids[0], F.ids.parent, &(kiln_parent){q}), KILN_OK);
+    assert_children(&F, p, (kiln_entity[]){kids[3], kids[5]}, 2);
+    assert_children(&F, q, (kiln_entity[]){kids[0], kids[2]}, 2);
+    /* grandchildren are not children */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, kids[1], kids[3]), KILN_OK);
+    assert_children(&F, p, (kiln_entity[]){kids[3], kids[5]}, 2);
+    assert_children(&F, kids[3], &kids[1], 1);
+    /* a dead parent has none */
+    ck_assert_int_eq(kiln_despawn(F.world, q), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, q, NULL, 0), 0);
+}
+
+KILN_TEST(hierarchy, children_with_a_small_capacity_writes_that_many_and_returns_the_full_count) {
+    kiln_entity p, kids[10];
+    ck_assert_int_eq(kiln_spawn(F.world, &p), KILN_OK);
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(kiln_spawn(F.world, &kids[i]), KILN_OK);
+        ck_assert_int_eq(kiln_transform_set_parent(F.world, kids[i], p), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_transform_children(F.world, p, NULL, 0), 10);
+    kiln_entity out[10];
+    kiln_entity sentinel = kiln_entity_make(12345, 7);
+    for (int i = 0; i < 10; i++) out[i] = sentinel;
+    ck_assert_int_eq(kiln_transform_children(F.world, p, out, 3), 10);
+    kiln_entity sorted[10];
+    memcpy(sorted, kids, sizeof sorted);
+    qsort(sorted, 10, sizeof(kiln_entity), compare_handles);
+    for (int i = 0; i < 3; i++) ck_assert_uint_eq(out[i], sorted[i]);
+    for (int i = 3; i < 10; i++) ck_assert_uint_eq(out[i], sentinel);
+}
+
+KILN_TEST(hierarchy, despawn_recursive_despawns_the_subtree_and_nothing_else) {
+    static node nodes[100];
+    kiln_entity h[100];
+    make_tree(nodes, 100, 31u);
+    build_shuffled(&F, nodes, 100, h, 8u);
+    kiln_entity outsider;
+    ck_assert_int_eq(kiln_spawn(F.world, &outsider), KILN_OK);
+    /* the first node heading a subtree of a fair size */
+    int top = -1, inside = 0;
+    for (int t = 1; t < 100 && top < 0; t++) {
+        inside = 0;
+        for (int i = 0; i < 100; i++) inside += in_subtree(nodes, i, t);
+        if (inside > 5 && inside < 90) top = t;
+    }
+    ck_assert_int_ge(top, 1);
+    ck_assert_int_gt(inside, 5);
+    ck_assert_int_lt(inside, 90);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, h[top]), KILN_OK);
+    for (int i = 0; i < 100; i++)
+        ck_assert_msg(kiln_is_alive(F.world, h[i]) == !in_subtree(nodes, i, top),
+                      "node %d is %s", i, kiln_is_alive(F.world, h[i]) ? "alive" : "dead");
+    ck_assert(kiln_is_alive(F.world, outsider));
+    ck_assert_int_eq(kiln_entity_count(F.world), 101 - inside);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, h[top]), KILN_ERR_DEAD_ENTITY);
+    /* a leaf goes alone */
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, outsider), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(F.world), 100 - inside);
+    propagate_ok(&F, NULL);
+}
+
+KILN_TEST(hierarchy, set_parent_and_despawn_recursive_are_deferred_inside_a_deferred_section) {
+    kiln_entity p, c, g, other;
+    ck_assert_int_eq(kiln_spawn(F.world, &p), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &c), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &g), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &other), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, g, c), KILN_OK);
+    kiln_defer_begin(F.world);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, c, p), KILN_OK);
+    ck_assert(!kiln_has(F.world, c, F.ids.parent));
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert_uint_eq(parent_link(&F, c), p);
+    assert_children(&F, p, &c, 1);
+    kiln_defer_begin(F.world);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, p), KILN_OK);
+    ck_assert(kiln_is_alive(F.world, p) && kiln_is_alive(F.world, c) && kiln_is_alive(F.world, g));
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert(!kiln_is_alive(F.world, p));
+    ck_assert(!kiln_is_alive(F.world, c));
+    ck_assert(!kiln_is_alive(F.world, g));
+    ck_assert(kiln_is_alive(F.world, other));
+}
+
+KILN_TEST(hierarchy, plain_despawn_of_a_parent_leaves_the_children_alive_as_roots) {
+    kiln_local_transform pl = sample_local(1), cl = sample_local(2);
+    kiln_entity p = spawn_node(&F, KILN_NULL_ENTITY, &pl);
+    kiln_entity kids[3];
+    for (int i = 0; i < 3; i++) kids[i] = spawn_node(&F, p, &cl);
+    kiln_entity grandchild = spawn_node(&F, kids[0], &cl);
+    propagate_ok(&F, NULL);
+    kiln_tick_advance(F.world);
+    ck_assert_int_eq(kiln_despawn(F.world, p), KILN_OK);
+    for (int i = 0; i < 3; i++) ck_assert(kiln_is_alive(F.world, kids[i]));
+    ck_assert(kiln_is_alive(F.world, grandchild));
+    ck_assert_int_eq(kiln_transform_children(F.world, p, NULL, 0), 0);
+    assert_children(&F, kids[0], &grandchild, 1);
+    propagate_ok(&F, NULL);
+    mat4 c, expected;
+    reference_local(&cl, c);
+    glm_mat4_mul(c, c, expected);
+    for (int i = 0; i < 3; i++) assert_matrix_near(world_matrix(&F, kids[i]), c, "orphaned child");
+    assert_matrix_near(world_matrix(&F, grandchild), expected, "grandchild of an orphan");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* schedule                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+static void idle_system(const kiln_system_ctx *ctx) {
+    int *runs = ctx->user;
+    (*runs)++;
+}
+
+KILN_TEST_GROUP_WITH(schedule, .setup = setup, .teardown = teardown, .timeout = 60);
+
+KILN_TEST(schedule, transform_system_desc_declares_its_access) {
+    kiln_system_desc desc;
+    memset(&desc, 0x5a, sizeof desc);
+    kiln_transform_system_desc(F.world, &desc);
+    ck_assert_str_eq(desc.name, "propagate_transforms");
+    ck_assert(desc.run != NULL);
+    ck_assert(!desc.exclusive);
+    ck_assert(!desc.disabled);
+    bool reads_parent = false, reads_local = false, writes_world = false;
+    for (int i = 0; i < KILN_SYSTEM_MAX_ACCESS && desc.reads[i]; i++) {
+        reads_parent = reads_parent || desc.reads[i] == F.ids.parent;
+        reads_local = reads_local || desc.reads[i] == F.ids.local;
+    }
+    for (int i = 0; i < KILN_SYSTEM_MAX_ACCESS && desc.writes[i]; i++)
+        writes_world = writes_world || desc.writes[i] == F.ids.world;
+    ck_assert(reads_parent && reads_local && writes_world);
+    ck_assert_ptr_null(desc.before[0]);
+    ck_assert_ptr_null(desc.after[0]);
+}
+
+/* pool_workers < 0: no pool; else a kiln_jobs pool of that many workers. */
+static void check_schedule_matches_direct(int pool_workers) {
+    static node nodes[150];
+    kiln_entity direct_h[150], sched_h[150];
+    make_tree(nodes, 150, 1234u);
+    scene direct, sched;
+    scene_open(&direct);
+    scene_open(&sched);
+    build_shuffled(&direct, nodes, 150, direct_h, 3u);
+    build_shuffled(&sched, nodes, 150, sched_h, 3u);
+    kiln_jobs *jobs = NULL;
+    if (pool_workers >= 0) {
+        jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = pool_workers});
+        ck_assert_ptr_nonnull(jobs);
+    }
+    kiln_schedule *schedule = kiln_schedule_create(sched.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_ptr_nonnull(schedule);
+    kiln_system_desc desc;
+    kiln_transform_system_desc(sched.world, &desc);
+    ck_assert_int_eq(kiln_schedule_add(schedule, &desc), KILN_OK);
+    /* a second system in the same stage, so a pool really runs the propagation as a job */
+    int idle_runs = 0;
+    ck_assert_int_eq(kiln_schedule_add(schedule, &(kiln_system_desc){.name = "idle", .run = idle_system,
+                                                                      .user = &idle_runs,
+                                                                      .reads = {sched.tags[0]}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(schedule), 1);
+
+    for (int frame = 0; frame < 4; frame++) {
+        if (frame == 2) { /* move a few locals in both worlds */
+            for (int i = 5; i < 150; i += 17) {
+                if (!nodes[i].has_local) continue;
+                nodes[i].local.position[2] -= 1.0f;
+                ck_assert_int_eq(kiln_set(direct.world, direct_h[i], direct.ids.local, &nodes[i].local), KILN_OK);
+                ck_assert_int_eq(kiln_set(sched.world, sched_h[i], sched.ids.local, &nodes[i].local), KILN_OK);
+            }
+        }
+        kiln_tick_advance(direct.world);
+        propagate_ok(&direct, NULL);
+        ck_assert_msg(kiln_schedule_run(schedule, 1.0 / 60.0) == KILN_OK, "schedule_run: %s",
+                      kiln_world_error(sched.world));
+        for (int i = 0; i < 150; i++) {
+            if (!nodes[i].has_local) {
+                ck_assert(!kiln_has(sched.world, sched_h[i], sched.ids.world));
+                continue;
+            }
+            /* the added ones too: they land with their computed value at the stage end */
+            ck_assert_msg(kiln_has(sched.world, sched_h[i], sched.ids.world),
+                          "frame %d: node %d got no WorldTransform from the system", frame, i);
+            ck_assert_msg(memcmp(world_matrix(&sched, sched_h[i]), world_matrix(&direct, direct_h[i]),
+                                 sizeof(float) * 16) == 0,
+                          "frame %d, %d workers: node %d differs from a direct call", frame,
+                          pool_workers, i);
+        }
+        assert_scene_matches_model(&sched, nodes, 150, sched_h);
+    }
+    ck_assert_int_eq(idle_runs, 4);
+    kiln_schedule_destroy(schedule);
+    kiln_jobs_destroy(jobs);
+    scene_close(&direct);
+    scene_close(&sched);
+}
+
+KILN_TEST(schedule, transform_system_in_a_schedule_matches_a_direct_call_without_a_pool) {
+    check_schedule_matches_direct(-1);
+}
+
+KILN_TEST(schedule, transform_system_in_a_schedule_matches_a_direct_call_with_two_workers) {
+    check_schedule_matches_direct(2);
+}
+
+/* Writes x into an entity's LocalTransform position in place, the way a binding fills only
+ * the fields a script gave over the value the component started with. */
+static void place_at_x(scene *s, kiln_entity e, float x) {
+    kiln_local_transform *l = kiln_get_mut(s->world, e, s->ids.local);
+    ck_assert_ptr_nonnull(l);
+    l->position[0] = x;
+}
+
+KILN_TEST(hierarchy, local_transforms_added_without_a_value_start_as_the_identity) {
+    kiln_component_info info;
+    ck_assert(kiln_component_info_get(F.world, F.ids.local, &info));
+    ck_assert_ptr_nonnull(info.defaults);
+    kiln_local_transform identity = kiln_transform_local_identity();
+    ck_assert_int_eq(memcmp(info.defaults, &identity, sizeof identity), 0);
+    /* a parent at x = 10 and a child at local x = 1, both given only a position */
+    kiln_entity parent, child;
+    ck_assert_int_eq(kiln_spawn(F.world, &parent), KILN_OK);
+    ck_assert_int_eq(kiln_add(F.world, parent, F.ids.local, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, NULL, 1, &child), KILN_OK);
+    place_at_x(&F, parent, 10.0f);
+    place_at_x(&F, child, 1.0f);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, child, parent), KILN_OK);
+    propagate_ok(&F, NULL);
+    const float *m = world_matrix(&F, child);
+    ck_assert_float_eq_tol(m[12], 11.0f, 1e-5f); /* column 3, row 0: x */
+    ck_assert_float_eq_tol(m[0], 1.0f, 1e-5f);   /* unit scale, no rotation */
+    ck_assert_float_eq_tol(m[5], 1.0f, 1e-5f);
+    ck_assert_float_eq_tol(m[10], 1.0f, 1e-5f);
+}
+
+/* Expects call to have been refused with a message naming it and the link. */
+static void assert_refused(scene *s, kiln_result r, const char *call, const char *what) {
+    ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+    const char *msg = kiln_world_error(s->world);
+    ck_assert_msg(strncmp(msg, call, strlen(call)) == 0 && strstr(msg, what) != NULL,
+                  "message \"%s\" is not \"%s ... %s ...\"", msg, call, what);
+}
+
+KILN_TEST(hierarchy, parent_written_through_add_set_spawn_or_commands_follows_set_parent_rules) {
+    kiln_local_transform l = sample_local(4);
+    kiln_entity a = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity b = spawn_node(&F, a, &l);
+    kiln_entity c = spawn_node(&F, b, &l);
+    propagate_ok(&F, NULL);
+    uint64_t before = test_world_digest(F.world);
+
+    assert_refused(&F, kiln_add(F.world, a, F.ids.parent, &(kiln_parent){a}), "kiln_add: ",
+                   "cannot be its own parent");
+    assert_refused(&F, kiln_add(F.world, a, F.ids.parent, &(kiln_parent){c}), "kiln_add: ",
+                   "would create a cycle");
+    assert_refused(&F, kiln_set(F.world, b, F.ids.parent, &(kiln_parent){c}), "kiln_set: ",
+                   "would create a cycle");
+    assert_refused(&F, kiln_set(F.world, b, F.ids.parent, &(kiln_parent){b}), "kiln_set: ",
+                   "cannot be its own parent");
+    /* deferred: refused when called */
+    kiln_defer_begin(F.world);
+    assert_refused(&F, kiln_add(F.world, a, F.ids.parent, &(kiln_parent){b}), "kiln_add: ",
+                   "would create a cycle");
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    /* a command buffer: refused when applied, the command kept */
+    kiln_commands *cmd = kiln_commands_create(F.world);
+    ck_assert_int_eq(kiln_commands_add(cmd, a, F.ids.parent, &(kiln_parent){c}), KILN_OK);
+    assert_refused(&F, kiln_commands_apply(cmd, F.world, NULL), "kiln_commands_apply: ",
+                   "would create a cycle");
+    ck_assert_int_eq(kiln_commands_count(cmd), 1);
+    kiln_commands_destroy(cmd);
+    ck_assert_uint_eq(test_world_digest(F.world), before);
+
+    /* links that close no cycle still go through every path, a dead parent makes a root */
+    kiln_entity d;
+    ck_assert_int_eq(kiln_spawn_with(F.world, (kiln_component[]){F.ids.local, F.ids.parent},
+                                     (const void *[]){&l, &(kiln_parent){c}}, 2, &d),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_set(F.world, c, F.ids.parent, &(kiln_parent){a}), KILN_OK);
+    kiln_entity gone;
+    ck_assert_int_eq(kiln_spawn(F.world, &gone), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.world, gone), KILN_OK);
+    ck_assert_int_eq(kiln_add(F.world, a, F.ids.parent, &(kiln_parent){gone}), KILN_OK);
+    ck_assert_int_eq(kiln_set(F.world, a, F.ids.parent, &(kiln_parent){KILN_NULL_ENTITY}), KILN_OK);
+    propagate_ok(&F, NULL);
+}
+
+KILN_TEST(hierarchy, a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dropped_there) {
+    kiln_local_transform l = sample_local(6);
+    kiln_entity x = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity y = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_defer_begin(F.world);
+    /* each link is fine against the world as it is now; together they close a loop */
+    ck_assert_int_eq(kiln_add(F.world, x, F.ids.parent, &(kiln_parent){y}), KILN_OK);
+    ck_assert_int_eq(kiln_add(F.world, y, F.ids.parent, &(kiln_parent){x}), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert_uint_eq(((const kiln_parent *)kiln_get(F.world, x, F.ids.parent))->entity, y);
+    ck_assert(!kiln_has(F.world, y, F.ids.parent));
+    ck_assert_int_eq(kiln_is_deferred(F.world), false);
+    propagate_ok(&F, NULL);
+}
