@@ -119,6 +119,26 @@ struct klua_system {
     int failures;    /* consecutive */
 };
 
+#define KLUA_MAX_TERMS 32
+
+enum klua_term_kind { TERM_DATA, TERM_TAG, TERM_LUA }; /* a term's values: fields, none, Lua */
+
+/* A kiln.Query: the core query, its terms, and the one iteration it may run. */
+typedef struct klua_query {
+    klua_world *kw;
+    kiln_query *query;
+    int32_t term_count, with_count;
+    kiln_component terms[KLUA_MAX_TERMS];
+    uint8_t kind[KLUA_MAX_TERMS];
+    bool writable[KLUA_MAX_TERMS];
+    kiln_component_info info[KLUA_MAX_TERMS];
+    uint8_t *snap[KLUA_MAX_TERMS]; /* per data term: the row's bytes when its view was filled */
+    kiln_iter it;
+    bool active;
+    int32_t row;
+    klua_system *owner; /* the Lua system that began the running iteration, or NULL */
+} klua_query;
+
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */
 /* Raises "bad argument #N to 'fname' (detail)"; arg is the stack index (methods: self is 1). */
 KLUA_HIDDEN KLUA_NORETURN void klua_argerror(lua_State *L, int arg, const char *fname,
@@ -239,6 +259,13 @@ KLUA_HIDDEN void klua_open_events(lua_State *L);    /* events.c */
 KLUA_HIDDEN void klua_open_resources(lua_State *L); /* resources.c */
 KLUA_HIDDEN void klua_open_introspect(lua_State *L);/* introspect.c */
 KLUA_HIDDEN void klua_open_query(lua_State *L);     /* query.c */
+KLUA_HIDDEN void klua_open_bulk(lua_State *L);      /* bulk.c: q:bulk, after klua_open_query */
+/* The Query at idx (self when idx is 1), raising when it is not one or its world closed. */
+KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
+/* Starts the query's one iteration (access checked, recorded as an open loop) / ends it
+ * (views cleared, deferred changes land); q_idx is the Query's stack index. */
+KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
+KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
 /* Runs fn (at stack index fn_idx) for every entity of the Query at q_idx, passing
  * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0). */

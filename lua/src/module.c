@@ -30,6 +30,7 @@ int luaopen_kiln(lua_State *L) {
     klua_open_resources(L);
     klua_open_introspect(L);
     klua_open_query(L);
+    klua_open_bulk(L);
     klua_open_systems(L);
     klua_open_commands(L);
     lua_pushcfunction(L, klua_commands_new);
