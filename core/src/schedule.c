@@ -8,49 +8,35 @@
 #include "commands.h"
 #include "component.h"
 #include "defer.h"
+#include "schedule_order.h"
 #include "world.h"
-
-#define KL_NAME_SIZE (KILN_MAX_NAME + 1)
-
-typedef struct kl_system {
-    char name[KL_NAME_SIZE];
-    kiln_system_fn run;
-    void *user;
-    kiln_component reads[KILN_SYSTEM_MAX_ACCESS];
-    kiln_component writes[KILN_SYSTEM_MAX_ACCESS];
-    int32_t read_count, write_count;
-    char before[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
-    char after[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
-    int32_t before_count, after_count;
-    bool exclusive, main_thread, enabled;
-    bool run_now; /* enabled when its stage started: a toggle mid-stage counts next frame */
-    int32_t index, stage;
-    kiln_commands *commands;
-    kiln_system_ctx ctx;
-    int64_t runs, last_ns, total_ns;
-} kl_system;
-
-struct kiln_schedule {
-    kiln_world *world;
-    kiln_jobs *jobs;
-    kl_system **systems;
-    int64_t system_cap;
-    int32_t system_count;
-    bool built;
-    int32_t stage_count;
-    int32_t *order;        /* system indices sorted by (stage, declaration) */
-    int64_t order_cap;
-    int32_t *stage_start;  /* stage s runs order[stage_start[s] .. stage_start[s + 1]) */
-    int64_t stage_cap;
-    kiln_job *job_list;
-    int64_t job_cap;
-};
 
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+/* The lock is held only for short walks and edits of the system list: a worker system may
+ * remove, enable or find systems while the running thread adds one. */
+static void lock(const kiln_schedule *s) {
+    atomic_flag *flag = (atomic_flag *)&s->lock;
+    while (atomic_flag_test_and_set_explicit(flag, memory_order_acquire)) {
+    }
+}
+
+static void unlock(const kiln_schedule *s) {
+    atomic_flag_clear_explicit((atomic_flag *)&s->lock, memory_order_release);
+}
+
+/* A name for a message: at most KILN_MAX_NAME bytes, then "..." (see quoted()). */
+static int quote_len(const char *name) {
+    int n = 0;
+    while (n <= KILN_MAX_NAME && name[n] != '\0') n++;
+    return n > KILN_MAX_NAME ? KILN_MAX_NAME : n;
+}
+
+static const char *quote_tail(const char *name) { return name[quote_len(name)] ? "..." : ""; }
 
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc) {
     KILN_ASSERT(world != NULL, "world is NULL");
@@ -60,31 +46,56 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
         return NULL;
     }
     memset(s, 0, sizeof *s);
+    atomic_flag_clear(&s->lock);
     s->world = world;
     s->jobs = desc ? desc->jobs : NULL;
     return s;
 }
 
+static void free_record(kiln_schedule *s, kl_system *sys) {
+    kiln_commands_destroy(sys->commands);
+    kl_free(&s->world->alloc, sys, sizeof *sys);
+}
+
+/* A system has left the list: its fini runs (outside the lock, so it may use the schedule),
+ * then its record and emptied buffer wait for the next add. */
+static void release(kiln_schedule *s, kl_system *sys) {
+    if (sys->fini) sys->fini(s->world, sys->user);
+    kiln_commands_clear(sys->commands);
+    lock(s);
+    sys->next_spare = s->spares;
+    s->spares = sys;
+    unlock(s);
+}
+
 void kiln_schedule_destroy(kiln_schedule *s) {
     if (s == NULL) return;
+    KILN_ASSERT(!s->running, "kiln_schedule_destroy while the schedule runs");
     kl_allocator *a = &s->world->alloc;
     for (int32_t i = 0; i < s->system_count; i++) {
-        kiln_commands_destroy(s->systems[i]->commands);
-        kl_free(a, s->systems[i], sizeof(kl_system));
+        kl_system *sys = s->systems[i];
+        if (sys->fini) sys->fini(s->world, sys->user);
+        free_record(s, sys);
+    }
+    while (s->spares) {
+        kl_system *next = s->spares->next_spare;
+        free_record(s, s->spares);
+        s->spares = next;
     }
     kl_free(a, s->systems, sizeof(kl_system *) * (size_t)s->system_cap);
     kl_free(a, s->order, sizeof(int32_t) * (size_t)s->order_cap);
     kl_free(a, s->stage_start, sizeof(int32_t) * (size_t)s->stage_cap);
     kl_free(a, s->job_list, sizeof(kiln_job) * (size_t)s->job_cap);
+    kl_free(a, s->scratch, s->scratch_size);
     kl_free(a, s, sizeof *s);
 }
 
 int32_t kiln_schedule_find(const kiln_schedule *s, const char *name) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
-    if (name == NULL) return -1;
-    for (int32_t i = 0; i < s->system_count; i++)
-        if (strcmp(s->systems[i]->name, name) == 0) return i;
-    return -1;
+    lock(s);
+    int32_t i = kl_schedule_lookup(s, name, s->system_count);
+    unlock(s);
+    return i;
 }
 
 static bool valid_name(const char *name) {
@@ -123,10 +134,33 @@ static kiln_result copy_names(kiln_world *world, const char *sys, const char *li
     return KILN_OK;
 }
 
+/* A record for a new system: a spare one (its buffer empty) or a fresh one (*fresh). */
+static kl_system *take_record(kiln_schedule *s, bool *fresh) {
+    kl_system *sys = s->spares;
+    *fresh = sys == NULL;
+    if (sys) {
+        s->spares = sys->next_spare;
+        return sys;
+    }
+    kiln_commands *cmd = kl_commands_create(s->world, true, false);
+    if (cmd == NULL) return NULL;
+    sys = kl_alloc(&s->world->alloc, sizeof *sys);
+    if (sys == NULL) {
+        kiln_commands_destroy(cmd);
+        return NULL;
+    }
+    sys->commands = cmd;
+    return sys;
+}
+
 kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
     if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: desc is NULL");
+    if (s->running && !pthread_equal(pthread_self(), s->run_thread))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_add: a system may add systems during a run only from the thread "
+                       "running the schedule (a main_thread or exclusive system)");
     if (!valid_name(desc->name))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
@@ -145,185 +179,103 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
         (r = copy_names(world, desc->name, "after", desc->after, tmp.after, &tmp.after_count)))
         return r;
 
+    lock(s);
     kl_system *sys = NULL;
-    kiln_commands *cmd = NULL;
+    bool fresh = false;
     if (!kl_grow(&world->alloc, (void **)&s->systems, &s->system_cap, s->system_count + 1,
                  sizeof(kl_system *), 16) ||
-        (sys = kl_alloc(&world->alloc, sizeof *sys)) == NULL ||
-        (cmd = kl_commands_create(world, true, false)) == NULL) {
-        kl_free(&world->alloc, sys, sizeof *sys);
+        (sys = take_record(s, &fresh)) == NULL) {
+        unlock(s);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
     }
+    kiln_commands *cmd = sys->commands;
     *sys = tmp;
     strcpy(sys->name, desc->name);
     sys->run = desc->run;
+    sys->fini = desc->fini;
     sys->user = desc->user;
     sys->exclusive = desc->exclusive;
     sys->main_thread = desc->main_thread;
     sys->enabled = !desc->disabled;
-    sys->index = s->system_count;
+    atomic_init(&sys->removing, false);
     sys->stage = -1;
     sys->commands = cmd;
-    s->systems[s->system_count++] = sys;
+    /* Stored past the end, uncounted, while the constraints are checked for a cycle. */
+    s->systems[s->system_count] = sys;
+    r = kl_schedule_check_cycle(s, s->system_count + 1);
+    if (r != KILN_OK && fresh) {
+        free_record(s, sys);
+    } else if (r != KILN_OK) {
+        sys->next_spare = s->spares;
+        s->spares = sys;
+    } else {
+        s->system_count++;
+        s->built = false;
+    }
+    unlock(s);
+    return r;
+}
+
+kiln_result kiln_schedule_remove(kiln_schedule *s, const char *name) {
+    KILN_ASSERT(s != NULL, "schedule is NULL");
+    if (name == NULL)
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_remove: name is NULL");
+    lock(s);
+    int32_t i = kl_schedule_lookup(s, name, s->system_count);
+    if (i < 0) {
+        unlock(s);
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_remove: no system named '%.*s%s'",
+                       quote_len(name), name, quote_tail(name));
+    }
+    kl_system *sys = s->systems[i];
+    if (s->running) {
+        /* Deferred: the running stage layout keeps its indices until the frame ends. */
+        atomic_store(&sys->removing, true);
+        s->removals++;
+        unlock(s);
+        return KILN_OK;
+    }
+    memmove(s->systems + i, s->systems + i + 1, sizeof(kl_system *) * (size_t)(s->system_count - i - 1));
+    s->system_count--;
     s->built = false;
+    unlock(s);
+    release(s, sys);
     return KILN_OK;
 }
 
-static bool shares(const kiln_component *a, int32_t na, const kiln_component *b, int32_t nb) {
-    for (int32_t i = 0; i < na; i++)
-        for (int32_t j = 0; j < nb; j++)
-            if (a[i] == b[j]) return true;
-    return false;
-}
-
-static bool conflict(const kl_system *a, const kl_system *b) {
-    if (a->exclusive || b->exclusive) return true;
-    return shares(a->writes, a->write_count, b->writes, b->write_count) ||
-           shares(a->writes, a->write_count, b->reads, b->read_count) ||
-           shares(b->writes, b->write_count, a->reads, a->read_count);
-}
-
-/* The ordering graph of one build: edge[a * n + b] means a runs before b. */
-typedef struct build_graph {
-    int32_t n;
-    size_t matrix;     /* bytes of edge, rounded up so the int arrays after it stay aligned */
-    uint8_t *edge;
-    int32_t *indegree; /* per system: unprocessed predecessors, -1 once processed */
-    int32_t *stage;    /* per system: its stage */
-} build_graph;
-
-static size_t graph_bytes(const build_graph *g) {
-    return g->matrix + sizeof(int32_t) * (size_t)g->n * 2;
-}
-
-/* Phase 1: memory for the graph and for the schedule's stage tables, all or nothing. */
-static kiln_result reserve_build(kiln_schedule *s, build_graph *g) {
-    kl_allocator *al = &s->world->alloc;
-    int32_t n = s->system_count;
-    *g = (build_graph){.n = n, .matrix = ((size_t)n * (size_t)n + 7) & ~(size_t)7};
-    if (n > 0) g->edge = kl_alloc(al, graph_bytes(g));
-    if ((n > 0 && !g->edge) ||
-        !kl_grow(al, (void **)&s->order, &s->order_cap, n, sizeof(int32_t), 16) ||
-        !kl_grow(al, (void **)&s->stage_start, &s->stage_cap, n + 1, sizeof(int32_t), 16) ||
-        !kl_grow(al, (void **)&s->job_list, &s->job_cap, n, sizeof(kiln_job), 16)) {
-        if (g->edge) kl_free(al, g->edge, graph_bytes(g));
-        g->edge = NULL;
-        return kl_fail(s->world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_build: out of memory");
-    }
-    if (n == 0) return KILN_OK;
-    memset(g->edge, 0, g->matrix);
-    g->indegree = (int32_t *)(g->edge + g->matrix);
-    g->stage = g->indegree + n;
-    return KILN_OK;
-}
-
-/* Resolves one before/after name of system i into an edge; after: the named system first. */
-static kiln_result link_named(kiln_schedule *s, build_graph *g, int32_t i, const char *name,
-                              bool after) {
-    const char *how = after ? "after" : "before";
-    int32_t x = kiln_schedule_find(s, name);
-    if (x < 0)
-        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_build: system %s runs %s unknown system %s",
-                       s->systems[i]->name, how, name);
-    if (x == i)
-        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_build: system %s runs %s itself", s->systems[i]->name, how);
-    if (after) g->edge[(size_t)x * g->n + i] = 1;
-    else g->edge[(size_t)i * g->n + x] = 1;
-    return KILN_OK;
-}
-
-/* Phase 2: the explicit before/after edges. */
-static kiln_result link_explicit(kiln_schedule *s, build_graph *g) {
-    for (int32_t i = 0; i < g->n; i++) {
-        const kl_system *sys = s->systems[i];
-        for (int32_t k = 0; k < sys->after_count; k++) {
-            kiln_result r = link_named(s, g, i, sys->after[k], true);
-            if (r != KILN_OK) return r;
-        }
-        for (int32_t k = 0; k < sys->before_count; k++) {
-            kiln_result r = link_named(s, g, i, sys->before[k], false);
-            if (r != KILN_OK) return r;
+/* After a run: the systems removed during it leave, in declaration order. */
+static void sweep_removed(kiln_schedule *s) {
+    kl_system *gone = NULL, **tail = &gone;
+    lock(s);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < s->system_count; i++) {
+        kl_system *sys = s->systems[i];
+        if (atomic_load(&sys->removing)) {
+            sys->next_spare = NULL;
+            *tail = sys;
+            tail = &sys->next_spare;
+        } else {
+            s->systems[kept++] = sys;
         }
     }
-    return KILN_OK;
-}
-
-/* Phase 3: conflicting pairs follow declaration order unless an explicit edge orders them. */
-static void link_conflicts(kiln_schedule *s, build_graph *g) {
-    for (int32_t i = 0; i < g->n; i++)
-        for (int32_t j = i + 1; j < g->n; j++)
-            if (conflict(s->systems[i], s->systems[j]) && !g->edge[(size_t)j * g->n + i])
-                g->edge[(size_t)i * g->n + j] = 1;
-}
-
-/* Phase 4: stages as longest paths, by Kahn's algorithm (a system's stage is one past its
- * latest predecessor); systems left unprocessed sit on a cycle, which is reported. */
-static kiln_result assign_stages(kiln_schedule *s, build_graph *g) {
-    int32_t n = g->n;
-    for (int32_t b = 0; b < n; b++) {
-        g->indegree[b] = 0;
-        g->stage[b] = 0;
-        for (int32_t a = 0; a < n; a++) g->indegree[b] += g->edge[(size_t)a * n + b];
+    s->system_count = kept;
+    s->removals = 0;
+    s->built = false;
+    unlock(s);
+    while (gone) {
+        kl_system *next = gone->next_spare;
+        release(s, gone);
+        gone = next;
     }
-    int32_t done = 0;
-    bool progress = true;
-    while (progress) {
-        progress = false;
-        for (int32_t a = 0; a < n; a++) {
-            if (g->indegree[a] != 0) continue;
-            g->indegree[a] = -1;
-            done++;
-            progress = true;
-            for (int32_t b = 0; b < n; b++) {
-                if (!g->edge[(size_t)a * n + b]) continue;
-                if (g->stage[b] < g->stage[a] + 1) g->stage[b] = g->stage[a] + 1;
-                g->indegree[b]--;
-            }
-        }
-    }
-    if (done == n) return KILN_OK;
-    char names[200];
-    size_t len = 0;
-    names[0] = '\0';
-    for (int32_t a = 0; a < n && len < sizeof names - 1; a++)
-        if (g->indegree[a] > 0)
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
-                                    s->systems[a]->name);
-    return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
-                   "kiln_schedule_build: before/after cycle among systems %s", names);
-}
-
-/* Phase 5: the run order, stage by stage and by declaration within a stage. */
-static void lay_out(kiln_schedule *s, const build_graph *g) {
-    int32_t stages = 0;
-    for (int32_t i = 0; i < g->n; i++) {
-        s->systems[i]->stage = g->stage[i];
-        if (g->stage[i] + 1 > stages) stages = g->stage[i] + 1;
-    }
-    int32_t k = 0;
-    for (int32_t st = 0; st < stages; st++) {
-        s->stage_start[st] = k;
-        for (int32_t i = 0; i < g->n; i++)
-            if (g->stage[i] == st) s->order[k++] = i;
-    }
-    s->stage_start[stages] = k;
-    s->stage_count = stages;
-    s->built = true;
 }
 
 kiln_result kiln_schedule_build(kiln_schedule *s) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
-    build_graph g;
-    kiln_result r = reserve_build(s, &g);
-    if (r != KILN_OK) return r;
-    if ((r = link_explicit(s, &g)) == KILN_OK) {
-        link_conflicts(s, &g);
-        if ((r = assign_stages(s, &g)) == KILN_OK) lay_out(s, &g);
-    }
-    if (g.edge) kl_free(&s->world->alloc, g.edge, graph_bytes(&g));
-    return r;
+    if (s->running)
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_build: the schedule is running; changes made during a run "
+                       "take effect from the next run");
+    return kl_schedule_order(s);
 }
 
 static void run_system(void *arg) {
@@ -351,10 +303,15 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
     KILN_ASSERT(atomic_load(&world->iterating) == 0, "schedule_run while a query iterates");
+    if (s->running)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_run: the schedule is already running (called from one of its systems)");
     if (!s->built) {
         kiln_result r = kiln_schedule_build(s);
         if (r != KILN_OK) return r;
     }
+    s->running = true;
+    s->run_thread = pthread_self();
     kiln_tick_advance(world);
     kiln_events_update(world);
     kiln_result result = KILN_OK;
@@ -366,7 +323,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         for (int32_t k = first; k < end; k++) {
             kl_system *sys = s->systems[s->order[k]];
             prepare(s, sys, dt);
-            sys->run_now = sys->enabled;
+            sys->run_now = sys->enabled && !atomic_load(&sys->removing);
             if (!sys->run_now) continue;
             enabled++;
             if (!sys->main_thread && !sys->exclusive) workers++;
@@ -413,43 +370,75 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         }
     }
     kiln_result r = kl_defer_end(world, "kiln_schedule_run");
+    s->running = false;
+    if (s->removals > 0) sweep_removed(s);
     return result != KILN_OK ? result : r;
 }
 
 int32_t kiln_schedule_stage_count(kiln_schedule *s) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
+    /* During a run: the stages being run (a change made meanwhile counts from the next). */
+    if (s->running) return s->stage_count;
     if (!s->built && kiln_schedule_build(s) != KILN_OK) return 0;
     return s->stage_count;
 }
 
 int32_t kiln_schedule_system_count(const kiln_schedule *s) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
-    return s->system_count;
+    lock(s);
+    int32_t n = s->system_count;
+    unlock(s);
+    return n;
+}
+
+/* Copies a system's before or after names into dest; counts those naming no live system. */
+static int32_t list_names(const kiln_schedule *s, const char (*names)[KL_NAME_SIZE], int32_t count,
+                          const char **dest) {
+    int32_t unresolved = 0;
+    for (int32_t k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
+        dest[k] = k < count ? names[k] : NULL;
+        if (k < count && kl_schedule_lookup(s, names[k], s->system_count) < 0) unresolved++;
+    }
+    return unresolved;
 }
 
 bool kiln_schedule_system_info_get(const kiln_schedule *s, int32_t index, kiln_system_info *dest) {
     KILN_ASSERT(s != NULL && dest != NULL, "schedule and dest are required");
-    if (index < 0 || index >= s->system_count) return false;
+    lock(s);
+    if (index < 0 || index >= s->system_count) {
+        unlock(s);
+        return false;
+    }
     const kl_system *sys = s->systems[index];
     dest->name = sys->name;
     dest->index = index;
-    dest->stage = s->built ? sys->stage : -1;
+    dest->stage = s->built || s->running ? sys->stage : -1;
     dest->enabled = sys->enabled;
     dest->exclusive = sys->exclusive;
     dest->main_thread = sys->main_thread;
+    dest->removing = atomic_load(&sys->removing);
     dest->runs = sys->runs;
     dest->last_ns = sys->last_ns;
     dest->total_ns = sys->total_ns;
+    dest->before_count = sys->before_count;
+    dest->after_count = sys->after_count;
+    dest->unresolved = list_names(s, sys->before, sys->before_count, dest->before) +
+                       list_names(s, sys->after, sys->after_count, dest->after);
+    unlock(s);
     return true;
 }
 
 kiln_result kiln_schedule_enable(kiln_schedule *s, const char *name, bool enabled) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
-    int32_t i = kiln_schedule_find(s, name);
+    if (name == NULL)
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_enable: name is NULL");
+    lock(s);
+    int32_t i = kl_schedule_lookup(s, name, s->system_count);
+    if (i >= 0) s->systems[i]->enabled = enabled;
+    unlock(s);
     if (i < 0)
-        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_enable: no system named %s",
-                       name ? name : "(null)");
-    s->systems[i]->enabled = enabled;
+        return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_enable: no system named '%.*s%s'",
+                       quote_len(name), name, quote_tail(name));
     return KILN_OK;
 }
 

@@ -1,0 +1,71 @@
+/* schedule_order.h: a schedule's stored systems and how they are ordered into stages.
+ * Invariant: the before/after constraints between live systems never form a cycle. */
+#ifndef KILN_SCHEDULE_ORDER_H
+#define KILN_SCHEDULE_ORDER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+
+#define KL_NAME_SIZE (KILN_MAX_NAME + 1)
+
+typedef struct kl_system {
+    char name[KL_NAME_SIZE];
+    kiln_system_fn run;
+    kiln_fini_fn fini;      /* called with (world, user) once the system has left */
+    void *user;
+    kiln_component reads[KILN_SYSTEM_MAX_ACCESS];
+    kiln_component writes[KILN_SYSTEM_MAX_ACCESS];
+    int32_t read_count, write_count;
+    char before[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
+    char after[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
+    int32_t before_count, after_count;
+    bool exclusive, main_thread, enabled;
+    bool run_now;           /* enabled when its stage started: a toggle mid-stage counts next frame */
+    atomic_bool removing;   /* removed during a run: skipped, unfindable, gone when the run ends */
+    int32_t stage;
+    kiln_commands *commands;
+    kiln_system_ctx ctx;
+    int64_t runs, last_ns, total_ns;
+    struct kl_system *next_spare; /* the schedule's list of records kept for reuse */
+} kl_system;
+
+struct kiln_schedule {
+    kiln_world *world;
+    kiln_jobs *jobs;
+    kl_system **systems;   /* declaration order */
+    int64_t system_cap;
+    int32_t system_count;
+    kl_system *spares;     /* removed records (with their empty buffers), reused by add */
+    atomic_flag lock;      /* guards systems against calls from worker systems during a run */
+    bool running;          /* inside kiln_schedule_run */
+    pthread_t run_thread;  /* the thread running it, while running */
+    int32_t removals;      /* systems marked removing during this run */
+    bool built;
+    int32_t stage_count;
+    int32_t *order;        /* system indices sorted by (stage, declaration) */
+    int64_t order_cap;
+    int32_t *stage_start;  /* stage s runs order[stage_start[s] .. stage_start[s + 1]) */
+    int64_t stage_cap;
+    kiln_job *job_list;
+    int64_t job_cap;
+    void *scratch;         /* graph memory of builds and cycle checks, kept for the next one */
+    size_t scratch_size;
+};
+
+/* The index of the live (not removing) system named name among the first count, or -1. */
+KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count);
+
+/* With a candidate system stored at systems[count - 1] (not yet counted), fails with
+ * KILN_ERR_INVALID_ARGUMENT when the before/after constraints among the first count live
+ * systems form a cycle, naming the shortest cycle through the candidate as
+ * "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle" (-> reads "runs before");
+ * KILN_ERR_OUT_OF_MEMORY when scratch memory could not grow. Changes nothing else. */
+KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count);
+
+/* Computes every system's stage and the run order; on failure (out of memory) the previous
+ * layout is kept and the world error names kiln_schedule_build. */
+KL_HIDDEN kiln_result kl_schedule_order(kiln_schedule *s);
+
+#endif
