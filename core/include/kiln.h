@@ -703,8 +703,9 @@ void kiln_schedule_destroy(kiln_schedule *schedule);
  * (shortest) cycle in run order from the new one, e.g. "kiln_schedule_add: 'a' -> 'b' ->
  * 'a' would form a cycle" (x -> y: x runs before y); KILN_ERR_UNKNOWN_COMPONENT for an
  * unknown component; KILN_ERR_OUT_OF_MEMORY. The schedule is unchanged on failure.
- * During kiln_schedule_run, only a system running on the thread that runs the schedule (a
- * main_thread or exclusive one) may add; the new system runs from the next frame. */
+ * During kiln_schedule_run only a main_thread or exclusive system may add (any other gets
+ * KILN_ERR_INVALID_ARGUMENT, whatever thread it happens to run on); the new system runs
+ * from the next frame. */
 kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *desc);
 
 /* Removes the named system. Outside kiln_schedule_run it leaves at once: the systems

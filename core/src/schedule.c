@@ -157,10 +157,11 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
     if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: desc is NULL");
-    if (s->running && !pthread_equal(pthread_self(), s->run_thread))
+    /* may_add is only written on the running thread: read it only there. */
+    if (s->running && (!pthread_equal(pthread_self(), s->run_thread) || !s->may_add))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_add: a system may add systems during a run only from the thread "
-                       "running the schedule (a main_thread or exclusive system)");
+                       "kiln_schedule_add: during a run only a main_thread or exclusive system may add "
+                       "systems");
     if (!valid_name(desc->name))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
@@ -289,10 +290,12 @@ static void run_system(void *arg) {
 }
 
 /* Runs a system on the calling thread with the world's deferred calls going to its buffer. */
-static void run_here(kiln_world *world, kl_system *sys) {
-    world->defer_target = sys->commands;
+static void run_here(kiln_schedule *s, kl_system *sys) {
+    s->world->defer_target = sys->commands;
+    s->may_add = sys->main_thread;
     run_system(sys);
-    world->defer_target = NULL;
+    s->may_add = false;
+    s->world->defer_target = NULL;
 }
 
 static void prepare(kiln_schedule *s, kl_system *sys, double dt) {
@@ -335,7 +338,9 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             if (!sys->run_now) continue;
             kiln_result r = kl_defer_end(world, "kiln_schedule_run");
             if (r != KILN_OK && result == KILN_OK) result = r;
+            s->may_add = true;
             run_system(sys);
+            s->may_add = false;
             kiln_defer_begin(world);
         } else if (parallel && workers > 0 && enabled > 1) {
             int32_t jobs = 0;
@@ -348,17 +353,17 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             kiln_result r = kiln_jobs_submit(s->jobs, s->job_list, jobs, &counter);
             if (r != KILN_OK) {
                 /* No room to queue: run this stage's worker systems here instead. */
-                for (int32_t j = 0; j < jobs; j++) run_here(world, s->job_list[j].arg);
+                for (int32_t j = 0; j < jobs; j++) run_here(s, s->job_list[j].arg);
             }
             for (int32_t k = first; k < end; k++) {
                 kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now && sys->main_thread) run_here(world, sys);
+                if (sys->run_now && sys->main_thread) run_here(s, sys);
             }
             if (r == KILN_OK) kiln_jobs_wait(s->jobs, &counter);
         } else {
             for (int32_t k = first; k < end; k++) {
                 kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now) run_here(world, sys);
+                if (sys->run_now) run_here(s, sys);
             }
         }
         /* Buffers land in declaration order, whatever thread finished first. */

@@ -41,6 +41,7 @@ struct kiln_schedule {
     atomic_flag lock;      /* guards systems against calls from worker systems during a run */
     bool running;          /* inside kiln_schedule_run */
     pthread_t run_thread;  /* the thread running it, while running */
+    bool may_add;          /* a main_thread or exclusive system runs on run_thread */
     int32_t removals;      /* systems marked removing during this run */
     bool built;
     int32_t stage_count;

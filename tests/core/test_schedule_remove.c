@@ -1,0 +1,775 @@
+/* test_schedule_remove.c: Check suite for removing systems (at once, or deferred when a run is
+ * under way), before/after names that wait for their system, and cycles refused at add. */
+#include <check.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "test_support.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* helpers                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static void noop(const kiln_system_ctx *ctx) { (void)ctx; }
+
+/* What a counted system saw: its runs, and its fini calls (once it left the schedule). */
+typedef struct counter {
+    atomic_int runs;
+    atomic_int fini;
+} counter;
+
+static void count_run(const kiln_system_ctx *ctx) { atomic_fetch_add(&((counter *)ctx->user)->runs, 1); }
+
+static void count_fini(kiln_world *world, void *user) {
+    (void)world;
+    atomic_fetch_add(&((counter *)user)->fini, 1);
+}
+
+static void add_system(kiln_schedule *s, kiln_system_desc desc) {
+    kiln_result r = kiln_schedule_add(s, &desc);
+    ck_assert_msg(r == KILN_OK, "adding %s: %s", desc.name ? desc.name : "(null)",
+                  kiln_result_name(r));
+}
+
+/* The schedule's describe text (static storage: one at a time). */
+static const char *describe(kiln_schedule *s) {
+    static char buf[1024];
+    size_t n = kiln_schedule_describe(s, buf, sizeof buf);
+    ck_assert_uint_lt(n, sizeof buf);
+    return buf;
+}
+
+static kiln_system_info info_of(kiln_schedule *s, const char *name) {
+    int32_t i = kiln_schedule_find(s, name);
+    ck_assert_msg(i >= 0, "no system %s", name);
+    kiln_system_info info;
+    ck_assert(kiln_schedule_system_info_get(s, i, &info));
+    return info;
+}
+
+/* The names of the systems in declaration order, comma-separated (static storage). */
+static const char *names(kiln_schedule *s) {
+    static char buf[512];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < kiln_schedule_system_count(s); i++) {
+        kiln_system_info info;
+        ck_assert(kiln_schedule_system_info_get(s, i, &info));
+        ck_assert_int_eq(info.index, i);
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? "," : "", info.name);
+    }
+    return buf;
+}
+
+/* Systems append their letter to a shared log, to see the order they ran in. */
+typedef struct run_log {
+    char text[64];
+    int len;
+} run_log;
+
+typedef struct logged {
+    run_log *log;
+    char letter;
+} logged;
+
+static void log_run(const kiln_system_ctx *ctx) {
+    logged *l = ctx->user;
+    if (l->log->len < (int)sizeof l->log->text - 1) l->log->text[l->log->len++] = l->letter;
+}
+
+typedef struct fixture {
+    kiln_world *world;
+    kiln_component p, q;
+} fixture;
+
+static fixture fixture_make(void) {
+    fixture f;
+    f.world = kiln_world_create(NULL);
+    ck_assert_ptr_nonnull(f.world);
+    f.p = test_register_position(f.world);
+    f.q = test_register_velocity(f.world);
+    return f;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* removing between runs                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+START_TEST(removing_c_and_main_thread_systems_keeps_the_others_in_declaration_order) {
+    fixture f = fixture_make();
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+    counter a = {0}, b = {0}, c = {0}, d = {0};
+    add_system(s, (kiln_system_desc){.name = "a", .run = count_run, .user = &a, .writes = {f.p},
+                                     .fini = count_fini});
+    add_system(s, (kiln_system_desc){.name = "b", .run = count_run, .user = &b, .reads = {f.p},
+                                     .fini = count_fini});
+    add_system(s, (kiln_system_desc){.name = "c", .run = count_run, .user = &c, .reads = {f.p},
+                                     .main_thread = true, .fini = count_fini});
+    add_system(s, (kiln_system_desc){.name = "d", .run = count_run, .user = &d, .reads = {f.q}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: a, d\nstage 1: b, c\n");
+    int64_t a_runs = info_of(s, "a").runs;
+
+    ck_assert_int_eq(kiln_schedule_remove(s, "b"), KILN_OK); /* a worker system */
+    ck_assert_int_eq(atomic_load(&b.fini), 1);
+    ck_assert_int_eq(kiln_schedule_system_count(s), 3);
+    ck_assert_int_eq(kiln_schedule_find(s, "b"), -1);
+    ck_assert_str_eq(names(s), "a,c,d");
+    ck_assert_int_eq(kiln_schedule_find(s, "c"), 1);
+    ck_assert_int_eq(info_of(s, "c").stage, -1); /* stages wait for the next build */
+
+    ck_assert_int_eq(kiln_schedule_remove(s, "c"), KILN_OK); /* a main-thread system */
+    ck_assert_int_eq(atomic_load(&c.fini), 1);
+    ck_assert_str_eq(names(s), "a,d");
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: a, d\n");
+    /* the others keep their statistics; the removed ran no more */
+    ck_assert_int_eq(info_of(s, "a").runs, a_runs + 1);
+    ck_assert_int_eq(atomic_load(&a.runs), 2);
+    ck_assert_int_eq(atomic_load(&d.runs), 2);
+    ck_assert_int_eq(atomic_load(&b.runs), 1);
+    ck_assert_int_eq(atomic_load(&c.runs), 1);
+    ck_assert_int_eq(atomic_load(&b.fini), 1);
+    ck_assert_int_eq(atomic_load(&c.fini), 1);
+
+    /* removing every system leaves an empty schedule that still runs */
+    ck_assert_int_eq(kiln_schedule_remove(s, "a"), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_remove(s, "d"), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_system_count(s), 0);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 0);
+    ck_assert_int_eq(atomic_load(&a.runs), 2);
+    ck_assert_int_eq(atomic_load(&a.fini), 1);
+    kiln_schedule_destroy(s);
+    ck_assert_int_eq(atomic_load(&a.fini), 1); /* gone already: not called again */
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    counter old_x = {0}, new_x = {0};
+    add_system(s, (kiln_system_desc){.name = "x", .run = count_run, .user = &old_x,
+                                     .writes = {f.p}, .fini = count_fini});
+    add_system(s, (kiln_system_desc){.name = "y", .run = noop, .reads = {f.p}});
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: x\nstage 1: y\n");
+    ck_assert_int_eq(kiln_schedule_remove(s, "x"), KILN_OK);
+    add_system(s, (kiln_system_desc){.name = "x", .run = count_run, .user = &new_x,
+                                     .writes = {f.p}, .fini = count_fini});
+    ck_assert_str_eq(names(s), "y,x");
+    kiln_system_info info = info_of(s, "x");
+    ck_assert_int_eq(info.runs, 0);
+    ck_assert_int_eq(info.total_ns, 0);
+    ck_assert(info.enabled);
+    ck_assert(!info.removing);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    /* declaration order now puts y first */
+    ck_assert_str_eq(describe(s), "stage 0: y\nstage 1: x\n");
+    ck_assert_int_eq(atomic_load(&old_x.runs), 3);
+    ck_assert_int_eq(atomic_load(&new_x.runs), 1);
+    ck_assert_int_eq(info_of(s, "x").runs, 1);
+    ck_assert_int_eq(atomic_load(&old_x.fini), 1);
+    ck_assert_int_eq(atomic_load(&new_x.fini), 0);
+    /* destroying the schedule is how the new x leaves: its fini runs once */
+    kiln_schedule_destroy(s);
+    ck_assert_int_eq(atomic_load(&new_x.fini), 1);
+    ck_assert_int_eq(atomic_load(&old_x.fini), 1);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(removing_a_system_others_are_ordered_against_recomputes_the_stages) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    run_log log = {0};
+    logged la = {&log, 'a'}, lb = {&log, 'b'}, lc = {&log, 'c'}, lm = {&log, 'm'};
+    add_system(s, (kiln_system_desc){.name = "after_m", .run = log_run, .user = &la, .after = {"m"}});
+    add_system(s, (kiln_system_desc){.name = "before_m", .run = log_run, .user = &lb, .before = {"m"}});
+    add_system(s, (kiln_system_desc){.name = "m", .run = log_run, .user = &lm});
+    add_system(s, (kiln_system_desc){.name = "free", .run = log_run, .user = &lc});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: before_m, free\nstage 1: m\nstage 2: after_m\n");
+    ck_assert_str_eq(log.text, "bcma");
+
+    ck_assert_int_eq(kiln_schedule_remove(s, "m"), KILN_OK);
+    log = (run_log){0};
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: after_m, before_m, free\n");
+    ck_assert_str_eq(log.text, "abc");
+    /* the constraints naming m stay, waiting for a system called m */
+    kiln_system_info info = info_of(s, "after_m");
+    ck_assert_int_eq(info.after_count, 1);
+    ck_assert_str_eq(info.after[0], "m");
+    ck_assert_int_eq(info.unresolved, 1);
+    ck_assert_int_eq(info_of(s, "before_m").unresolved, 1);
+    ck_assert_int_eq(info_of(s, "free").unresolved, 0);
+
+    /* a new m puts them back in force */
+    add_system(s, (kiln_system_desc){.name = "m", .run = log_run, .user = &lm});
+    log = (run_log){0};
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: before_m, free\nstage 1: m\nstage 2: after_m\n");
+    ck_assert_str_eq(log.text, "bcma");
+    ck_assert_int_eq(info_of(s, "after_m").unresolved, 0);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(removing_an_unknown_name_fails_and_changes_nothing) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "w", .run = noop, .writes = {f.p}});
+    add_system(s, (kiln_system_desc){.name = "r", .run = noop, .reads = {f.p}});
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    const char *stages = "stage 0: w\nstage 1: r\n";
+
+    ck_assert_int_eq(kiln_schedule_remove(s, "ghost"), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(f.world), "kiln_schedule_remove: no system named 'ghost'");
+    ck_assert_int_eq(kiln_schedule_remove(s, ""), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_schedule_remove(s, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(f.world), "kiln_schedule_remove: name is NULL");
+    /* a name quoted back is bounded */
+    char long_name[300];
+    memset(long_name, 'z', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    ck_assert_int_eq(kiln_schedule_remove(s, long_name), KILN_ERR_INVALID_ARGUMENT);
+    const char *err = kiln_world_error(f.world);
+    ck_assert_uint_eq(strlen(err), strlen("kiln_schedule_remove: no system named '...'") + KILN_MAX_NAME);
+    ck_assert_str_eq(err + strlen(err) - 5, "z...'");
+
+    /* removing twice: the second finds nothing */
+    ck_assert_int_eq(kiln_schedule_remove(s, "r"), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_remove(s, "r"), KILN_ERR_INVALID_ARGUMENT);
+    add_system(s, (kiln_system_desc){.name = "r", .run = noop, .reads = {f.p}});
+    ck_assert_int_eq(kiln_schedule_system_count(s), 2);
+    ck_assert_str_eq(names(s), "w,r");
+    ck_assert_str_eq(describe(s), stages);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* removing during a run                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct frame_probe {
+    kiln_schedule *schedule;
+    kiln_component spawn_with;
+    atomic_int runs;
+    atomic_int fini;
+    kiln_result first, second;   /* the self-removal, then removing again */
+    int32_t found_after;         /* kiln_schedule_find of itself after removing */
+    int32_t count_during;        /* kiln_schedule_system_count seen by the observer */
+    bool saw_removing;           /* the observer saw "self" with removing set */
+    kiln_result nested_run, nested_build;
+} frame_probe;
+
+static void probe_fini(kiln_world *world, void *user) {
+    (void)world;
+    atomic_fetch_add(&((frame_probe *)user)->fini, 1);
+}
+
+/* Records a spawn into its buffer, then removes itself. */
+static void remove_self(const kiln_system_ctx *ctx) {
+    frame_probe *p = ctx->user;
+    atomic_fetch_add(&p->runs, 1);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_commands_spawn(ctx->commands, &e), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(ctx->commands, e, p->spawn_with, NULL), KILN_OK);
+    p->first = kiln_schedule_remove(p->schedule, ctx->name);
+    p->second = kiln_schedule_remove(p->schedule, ctx->name);
+    p->found_after = kiln_schedule_find(p->schedule, ctx->name);
+}
+
+static void remove_late(const kiln_system_ctx *ctx) {
+    frame_probe *p = ctx->user;
+    atomic_fetch_add(&p->runs, 1);
+    p->first = kiln_schedule_remove(p->schedule, "late");
+}
+
+static void observe(const kiln_system_ctx *ctx) {
+    frame_probe *p = ctx->user;
+    atomic_fetch_add(&p->runs, 1);
+    p->count_during = kiln_schedule_system_count(p->schedule);
+    for (int32_t i = 0; i < p->count_during; i++) {
+        kiln_system_info info;
+        ck_assert(kiln_schedule_system_info_get(p->schedule, i, &info));
+        if (strcmp(info.name, "self") == 0) p->saw_removing = info.removing;
+    }
+    p->nested_run = kiln_schedule_run(p->schedule, 0.0);
+    p->nested_build = kiln_schedule_build(p->schedule);
+}
+
+START_TEST(a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_at_its_end) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    frame_probe self = {.schedule = s, .spawn_with = f.q}, killer = {.schedule = s},
+                observer = {.schedule = s};
+    counter late = {0};
+    add_system(s, (kiln_system_desc){.name = "self", .run = remove_self, .user = &self,
+                                     .writes = {f.p}, .fini = probe_fini});
+    add_system(s, (kiln_system_desc){.name = "killer", .run = remove_late, .user = &killer,
+                                     .reads = {f.q}, .fini = probe_fini});
+    add_system(s, (kiln_system_desc){.name = "late", .run = count_run, .user = &late,
+                                     .reads = {f.p}, .fini = count_fini});
+    add_system(s, (kiln_system_desc){.name = "observer", .run = observe, .user = &observer,
+                                     .after = {"late"}, .main_thread = true});
+    ck_assert_str_eq(describe(s), "stage 0: self, killer\nstage 1: late\nstage 2: observer\n");
+
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    /* self ran once; removing returned at once; the second removal found no such system */
+    ck_assert_int_eq(atomic_load(&self.runs), 1);
+    ck_assert_int_eq(self.first, KILN_OK);
+    ck_assert_int_eq(self.second, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(self.found_after, -1);
+    /* during the frame both were still listed, with removing set */
+    ck_assert_int_eq(observer.count_during, 4);
+    ck_assert(observer.saw_removing);
+    ck_assert_int_eq(observer.nested_run, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(observer.nested_build, KILN_ERR_INVALID_ARGUMENT);
+    /* late was removed before its stage started: it never ran */
+    ck_assert_int_eq(killer.first, KILN_OK);
+    ck_assert_int_eq(atomic_load(&late.runs), 0);
+    /* what self recorded before removing itself was applied */
+    ck_assert_int_eq(kiln_entity_count(f.world), 1);
+    /* both left when the run ended, each fini once */
+    ck_assert_int_eq(atomic_load(&self.fini), 1);
+    ck_assert_int_eq(atomic_load(&late.fini), 1);
+    ck_assert_str_eq(names(s), "killer,observer");
+    ck_assert_int_eq(info_of(s, "observer").unresolved, 1);
+
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(atomic_load(&self.runs), 1);
+    ck_assert_int_eq(atomic_load(&observer.runs), 2);
+    ck_assert_int_eq(killer.first, KILN_ERR_INVALID_ARGUMENT); /* late is gone */
+    ck_assert_int_eq(kiln_entity_count(f.world), 1);
+    ck_assert_str_eq(describe(s), "stage 0: killer, observer\n");
+    kiln_schedule_destroy(s);
+    ck_assert_int_eq(atomic_load(&self.fini), 1);
+    ck_assert_int_eq(atomic_load(&killer.fini), 1);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+typedef struct reloader {
+    kiln_schedule *schedule;
+    counter *new_target;
+    kiln_component reads;
+    int calls;
+    kiln_result removed, added;
+    int32_t index_of_new;
+} reloader;
+
+/* On its first run, replaces "target" by a system of the same name with another callback. */
+static void reload_target(const kiln_system_ctx *ctx) {
+    reloader *r = ctx->user;
+    if (r->calls++) return;
+    r->removed = kiln_schedule_remove(r->schedule, "target");
+    kiln_system_desc d = {.name = "target", .run = count_run, .user = r->new_target,
+                          .reads = {r->reads}};
+    r->added = kiln_schedule_add(r->schedule, &d);
+    r->index_of_new = kiln_schedule_find(r->schedule, "target");
+}
+
+START_TEST(a_system_can_replace_another_by_name_during_a_run_for_the_next_frame) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    counter old_target = {0}, new_target = {0};
+    reloader r = {.schedule = s, .new_target = &new_target, .reads = f.p};
+    add_system(s, (kiln_system_desc){.name = "reloader", .run = reload_target, .user = &r,
+                                     .writes = {f.p}, .main_thread = true});
+    add_system(s, (kiln_system_desc){.name = "target", .run = count_run, .user = &old_target,
+                                     .reads = {f.p}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(r.removed, KILN_OK);
+    ck_assert_int_eq(r.added, KILN_OK);
+    ck_assert_int_eq(r.index_of_new, 2); /* after the old one, still listed during the run */
+    ck_assert_int_eq(atomic_load(&old_target.runs), 0);
+    ck_assert_int_eq(atomic_load(&new_target.runs), 0);
+    ck_assert_str_eq(names(s), "reloader,target");
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(atomic_load(&old_target.runs), 0);
+    ck_assert_int_eq(atomic_load(&new_target.runs), 1);
+    ck_assert_str_eq(describe(s), "stage 0: reloader\nstage 1: target\n");
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+typedef struct worker_case {
+    kiln_schedule *schedule;
+    atomic_int runs;
+    atomic_int failures;
+    kiln_result worker_add;
+} worker_case;
+
+/* A worker system that removes itself on its first run. */
+static void worker_once(const kiln_system_ctx *ctx) {
+    worker_case *w = ctx->user;
+    atomic_fetch_add(&w->runs, 1);
+    if (kiln_schedule_remove(w->schedule, ctx->name) != KILN_OK) atomic_fetch_add(&w->failures, 1);
+}
+
+/* A worker system that may not add (it is not on the schedule's thread). */
+static void worker_adds(const kiln_system_ctx *ctx) {
+    worker_case *w = ctx->user;
+    atomic_fetch_add(&w->runs, 1);
+    kiln_system_desc d = {.name = "from_worker", .run = noop};
+    w->worker_add = kiln_schedule_add(w->schedule, &d);
+    if (kiln_schedule_remove(w->schedule, ctx->name) != KILN_OK) atomic_fetch_add(&w->failures, 1);
+}
+
+/* A main-thread system adding systems while workers remove theirs. */
+static void main_adds(const kiln_system_ctx *ctx) {
+    worker_case *w = ctx->user;
+    int n = atomic_fetch_add(&w->runs, 1);
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "added_%d_%d", n, i);
+        kiln_system_desc d = {.name = name, .run = noop};
+        if (kiln_schedule_add(w->schedule, &d) != KILN_OK) atomic_fetch_add(&w->failures, 1);
+        if (kiln_schedule_find(w->schedule, name) < 0) atomic_fetch_add(&w->failures, 1);
+    }
+}
+
+START_TEST(worker_systems_remove_themselves_while_the_main_thread_adds) {
+    fixture f = fixture_make();
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+    worker_case once = {.schedule = s}, adder = {.schedule = s}, main = {.schedule = s};
+    for (int i = 0; i < 6; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "once_%d", i);
+        add_system(s, (kiln_system_desc){.name = name, .run = worker_once, .user = &once,
+                                         .reads = {f.p}});
+    }
+    add_system(s, (kiln_system_desc){.name = "adder", .run = worker_adds, .user = &adder});
+    add_system(s, (kiln_system_desc){.name = "main", .run = main_adds, .user = &main,
+                                     .main_thread = true});
+    for (int frame = 0; frame < 3; frame++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(atomic_load(&once.runs), 6);
+    ck_assert_int_eq(atomic_load(&once.failures), 0);
+    ck_assert_int_eq(atomic_load(&adder.runs), 1);
+    ck_assert_int_eq(adder.worker_add, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(atomic_load(&adder.failures), 0);
+    ck_assert_int_eq(atomic_load(&main.runs), 3);
+    ck_assert_int_eq(atomic_load(&main.failures), 0);
+    ck_assert_int_eq(kiln_schedule_find(s, "from_worker"), -1);
+    ck_assert_int_eq(kiln_schedule_find(s, "once_0"), -1);
+    ck_assert_int_eq(kiln_schedule_system_count(s), 1 + 3 * 20);
+    ck_assert_int_eq(kiln_schedule_find(s, "main"), 0);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* before/after names and cycles                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+START_TEST(unknown_before_and_after_names_are_honoured_once_the_named_system_arrives) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    run_log log = {0};
+    logged la = {&log, 'a'}, lb = {&log, 'b'}, lg = {&log, 'g'};
+    /* a mod loaded before the one it orders itself against */
+    add_system(s, (kiln_system_desc){.name = "after_ghost", .run = log_run, .user = &la,
+                                     .after = {"ghost", "nobody"}});
+    add_system(s, (kiln_system_desc){.name = "before_ghost", .run = log_run, .user = &lb,
+                                     .before = {"ghost"}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(log.text, "ab");
+    ck_assert_int_eq(info_of(s, "after_ghost").unresolved, 2);
+    ck_assert_int_eq(info_of(s, "before_ghost").unresolved, 1);
+    kiln_system_info info = info_of(s, "after_ghost");
+    ck_assert_int_eq(info.after_count, 2);
+    ck_assert_str_eq(info.after[0], "ghost");
+    ck_assert_str_eq(info.after[1], "nobody");
+    ck_assert_ptr_null(info.after[2]);
+    ck_assert_int_eq(info.before_count, 0);
+    ck_assert_ptr_null(info.before[0]);
+
+    add_system(s, (kiln_system_desc){.name = "ghost", .run = log_run, .user = &lg});
+    log = (run_log){0};
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(log.text, "bga");
+    ck_assert_str_eq(describe(s), "stage 0: before_ghost\nstage 1: ghost\nstage 2: after_ghost\n");
+    ck_assert_int_eq(info_of(s, "after_ghost").unresolved, 1); /* nobody is still missing */
+    ck_assert_int_eq(info_of(s, "before_ghost").unresolved, 0);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    run_log log = {0};
+    logged lx = {&log, 'x'}, la = {&log, 'a'}, lb = {&log, 'b'}, ly = {&log, 'y'};
+    add_system(s, (kiln_system_desc){.name = "x", .run = log_run, .user = &lx});
+    add_system(s, (kiln_system_desc){.name = "a", .run = log_run, .user = &la, .before = {"b"}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = log_run, .user = &lb, .after = {"x"}});
+    add_system(s, (kiln_system_desc){.name = "y", .run = log_run, .user = &ly, .after = {"b"}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    const char *stages = "stage 0: x, a\nstage 1: b\nstage 2: y\n";
+    ck_assert_str_eq(describe(s), stages);
+    ck_assert_str_eq(log.text, "xaby");
+
+    const struct {
+        kiln_system_desc desc;
+        const char *message;
+    } bad[] = {
+        /* two systems: c before a and c after a */
+        {{.name = "c", .run = noop, .before = {"a"}, .after = {"a"}},
+         "kiln_schedule_add: 'c' -> 'a' -> 'c' would form a cycle"},
+        /* three systems: b -> c -> a -> b */
+        {{.name = "c", .run = noop, .after = {"b"}, .before = {"a"}},
+         "kiln_schedule_add: 'c' -> 'a' -> 'b' -> 'c' would form a cycle"},
+        /* through others' constraints naming the newcomer: y -> c -> x -> b -> y */
+        {{.name = "c", .run = noop, .after = {"y"}, .before = {"x"}},
+         "kiln_schedule_add: 'c' -> 'x' -> 'b' -> 'y' -> 'c' would form a cycle"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kiln_world_clear_error(f.world);
+        ck_assert_int_eq(kiln_schedule_add(s, &bad[i].desc), KILN_ERR_INVALID_ARGUMENT);
+        ck_assert_str_eq(kiln_world_error(f.world), bad[i].message);
+        /* the schedule is as it was, and runs as before */
+        ck_assert_int_eq(kiln_schedule_system_count(s), 4);
+        ck_assert_int_eq(kiln_schedule_find(s, "c"), -1);
+        ck_assert_str_eq(names(s), "x,a,b,y");
+        log = (run_log){0};
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert_str_eq(describe(s), stages);
+        ck_assert_str_eq(log.text, "xaby");
+    }
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(the_add_that_closes_a_cycle_through_waiting_names_is_the_one_refused) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    /* p after r and q after p wait for r; r after q would close r -> p -> q -> r */
+    add_system(s, (kiln_system_desc){.name = "p", .run = noop, .after = {"r"}});
+    add_system(s, (kiln_system_desc){.name = "q", .run = noop, .after = {"p"}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    kiln_system_desc r = {.name = "r", .run = noop, .after = {"q"}};
+    ck_assert_int_eq(kiln_schedule_add(s, &r), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(f.world),
+                     "kiln_schedule_add: 'r' -> 'p' -> 'q' -> 'r' would form a cycle");
+    ck_assert_str_eq(names(s), "p,q");
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: p\nstage 1: q\n");
+    /* without the closing constraint r is welcome */
+    r.after[0] = NULL;
+    ck_assert_int_eq(kiln_schedule_add(s, &r), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: r\nstage 1: p\nstage 2: q\n");
+    /* removing r and re-adding it with the closing constraint is still refused */
+    ck_assert_int_eq(kiln_schedule_remove(s, "r"), KILN_OK);
+    r.after[0] = "q";
+    ck_assert_int_eq(kiln_schedule_add(s, &r), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(names(s), "p,q");
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(a_long_cycle_is_named_within_the_message_bound) {
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    char name[8][KILN_MAX_NAME + 1];
+    for (int i = 0; i < 8; i++) {
+        memset(name[i], 'a' + i, KILN_MAX_NAME);
+        name[i][KILN_MAX_NAME] = '\0';
+    }
+    /* a chain 0 -> 1 -> ... -> 7; then 7 before 0 closes it */
+    for (int i = 0; i < 7; i++)
+        add_system(s, (kiln_system_desc){.name = name[i], .run = noop, .before = {name[i + 1]}});
+    kiln_system_desc last = {.name = name[7], .run = noop, .before = {name[0]}};
+    ck_assert_int_eq(kiln_schedule_add(s, &last), KILN_ERR_INVALID_ARGUMENT);
+    const char *err = kiln_world_error(f.world);
+    char want_start[256], want_end[256];
+    snprintf(want_start, sizeof want_start, "kiln_schedule_add: '%s' -> '%s'", name[7], name[0]);
+    snprintf(want_end, sizeof want_end, " -> ... -> '%s' would form a cycle", name[7]);
+    ck_assert_msg(strncmp(err, want_start, strlen(want_start)) == 0, "error: %s", err);
+    ck_assert_msg(strlen(err) > strlen(want_end) &&
+                      strcmp(err + strlen(err) - strlen(want_end), want_end) == 0,
+                  "error: %s", err);
+    ck_assert_int_eq(kiln_schedule_system_count(s), 7);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+START_TEST(conflicting_systems_ordered_through_a_chain_of_constraints_never_form_a_cycle) {
+    /* Declaration order alone would give a -> d (a conflicts with d) and b -> c, while the
+     * constraints give d -> b and c -> a: the chains win and the schedule runs. */
+    fixture f = fixture_make();
+    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    run_log log = {0};
+    logged la = {&log, 'a'}, lb = {&log, 'b'}, lc = {&log, 'c'}, ld = {&log, 'd'};
+    add_system(s, (kiln_system_desc){.name = "a", .run = log_run, .user = &la, .writes = {f.p}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = log_run, .user = &lb, .writes = {f.q}});
+    add_system(s, (kiln_system_desc){.name = "c", .run = log_run, .user = &lc, .reads = {f.q},
+                                     .before = {"a"}});
+    add_system(s, (kiln_system_desc){.name = "d", .run = log_run, .user = &ld, .reads = {f.p},
+                                     .before = {"b"}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: d\nstage 1: b\nstage 2: c\nstage 3: a\n");
+    ck_assert_str_eq(log.text, "dbca");
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(f.world);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* memory                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct churn {
+    kiln_schedule *schedule;
+    int frame;
+    int failures;
+} churn;
+
+/* Every other frame, replaces "victim" from inside the run. */
+static void churn_victim(const kiln_system_ctx *ctx) {
+    churn *c = ctx->user;
+    if (c->frame++ % 2) return;
+    kiln_system_desc d = {.name = "victim", .run = noop, .after = {"churn"}};
+    if (kiln_schedule_remove(c->schedule, "victim") != KILN_OK) c->failures++;
+    if (kiln_schedule_add(c->schedule, &d) != KILN_OK) c->failures++;
+}
+
+START_TEST(a_thousand_add_remove_cycles_neither_leak_nor_grow) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    kiln_component p = test_register_position(world);
+    kiln_schedule *s = kiln_schedule_create(world, NULL);
+    churn c = {.schedule = s};
+    add_system(s, (kiln_system_desc){.name = "churn", .run = churn_victim, .user = &c,
+                                     .main_thread = true});
+    add_system(s, (kiln_system_desc){.name = "victim", .run = noop, .after = {"churn"}});
+    add_system(s, (kiln_system_desc){.name = "reader", .run = noop, .reads = {p},
+                                     .after = {"mover"}});
+    kiln_system_desc mover = {.name = "mover", .run = noop, .writes = {p}};
+    /* warm up: every record, buffer and table reaches its steady size */
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(kiln_schedule_add(s, &mover), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_remove(s, "mover"), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    }
+    int64_t calls = alloc.calls, live = alloc.live_bytes;
+    kiln_world_stats stats, after;
+    kiln_world_stats_get(world, &stats);
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_int_eq(kiln_schedule_add(s, &mover), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_remove(s, "mover"), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    }
+    ck_assert_int_eq(c.failures, 0);
+    ck_assert_int_eq(c.frame, 8 + 2000);
+    ck_assert_str_eq(names(s), "churn,reader,victim");
+    ck_assert_int_eq(alloc.live_bytes, live);
+    ck_assert_int_eq(alloc.calls, calls); /* nothing allocated in the steady state */
+    kiln_world_stats_get(world, &after);
+    ck_assert_int_eq(after.bytes, stats.bytes);
+    ck_assert_int_eq(after.allocations, stats.allocations);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+    ck_assert_int_eq(alloc.bad_osize, 0);
+}
+END_TEST
+
+START_TEST(an_add_refused_for_lack_of_memory_leaves_the_schedule_unchanged) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    kiln_schedule *s = kiln_schedule_create(world, NULL);
+    add_system(s, (kiln_system_desc){.name = "one", .run = noop});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    kiln_system_desc two = {.name = "two", .run = noop, .after = {"one"}};
+    bool added = false;
+    for (int64_t grant = 0; !added && grant < 20; grant++) {
+        test_allocator_fail_after(&alloc, grant);
+        kiln_result r = kiln_schedule_add(s, &two);
+        test_allocator_fail_never(&alloc);
+        if (r == KILN_OK) {
+            added = true;
+            break;
+        }
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        ck_assert_str_eq(names(s), "one");
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert_str_eq(describe(s), "stage 0: one\n");
+    }
+    ck_assert(added);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: one\nstage 1: two\n");
+    /* removing never needs memory */
+    test_allocator_fail_after(&alloc, 0);
+    ck_assert_int_eq(kiln_schedule_remove(s, "two"), KILN_OK);
+    test_allocator_fail_never(&alloc);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* runner                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static Suite *schedule_remove_suite(void) {
+    Suite *s = suite_create("schedule_remove");
+
+    TCase *tc = tcase_create("removing");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, removing_c_and_main_thread_systems_keeps_the_others_in_declaration_order);
+    tcase_add_test(tc, a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end);
+    tcase_add_test(tc, removing_a_system_others_are_ordered_against_recomputes_the_stages);
+    tcase_add_test(tc, removing_an_unknown_name_fails_and_changes_nothing);
+    tcase_add_test(tc, a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_at_its_end);
+    tcase_add_test(tc, a_system_can_replace_another_by_name_during_a_run_for_the_next_frame);
+    tcase_add_test(tc, worker_systems_remove_themselves_while_the_main_thread_adds);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("ordering");
+    tcase_add_test(tc, unknown_before_and_after_names_are_honoured_once_the_named_system_arrives);
+    tcase_add_test(tc, cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle);
+    tcase_add_test(tc, the_add_that_closes_a_cycle_through_waiting_names_is_the_one_refused);
+    tcase_add_test(tc, a_long_cycle_is_named_within_the_message_bound);
+    tcase_add_test(tc, conflicting_systems_ordered_through_a_chain_of_constraints_never_form_a_cycle);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_thousand_add_remove_cycles_neither_leak_nor_grow);
+    tcase_add_test(tc, an_add_refused_for_lack_of_memory_leaves_the_schedule_unchanged);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(schedule_remove_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
