@@ -15,6 +15,9 @@
 
 static void noop(const kiln_system_ctx *ctx) { (void)ctx; }
 
+/* An atomic read as a plain call, so failed assertions print readably. */
+static int loaded(atomic_int *value) { return atomic_load(value); }
+
 /* What a counted system saw: its runs, and its fini calls (once it left the schedule). */
 typedef struct counter {
     atomic_int runs;
@@ -115,7 +118,7 @@ START_TEST(removing_c_and_main_thread_systems_keeps_the_others_in_declaration_or
     int64_t a_runs = info_of(s, "a").runs;
 
     ck_assert_int_eq(kiln_schedule_remove(s, "b"), KILN_OK); /* a worker system */
-    ck_assert_int_eq(atomic_load(&b.fini), 1);
+    ck_assert_int_eq(loaded(&b.fini), 1);
     ck_assert_int_eq(kiln_schedule_system_count(s), 3);
     ck_assert_int_eq(kiln_schedule_find(s, "b"), -1);
     ck_assert_str_eq(names(s), "a,c,d");
@@ -123,18 +126,18 @@ START_TEST(removing_c_and_main_thread_systems_keeps_the_others_in_declaration_or
     ck_assert_int_eq(info_of(s, "c").stage, -1); /* stages wait for the next build */
 
     ck_assert_int_eq(kiln_schedule_remove(s, "c"), KILN_OK); /* a main-thread system */
-    ck_assert_int_eq(atomic_load(&c.fini), 1);
+    ck_assert_int_eq(loaded(&c.fini), 1);
     ck_assert_str_eq(names(s), "a,d");
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_str_eq(describe(s), "stage 0: a, d\n");
     /* the others keep their statistics; the removed ran no more */
     ck_assert_int_eq(info_of(s, "a").runs, a_runs + 1);
-    ck_assert_int_eq(atomic_load(&a.runs), 2);
-    ck_assert_int_eq(atomic_load(&d.runs), 2);
-    ck_assert_int_eq(atomic_load(&b.runs), 1);
-    ck_assert_int_eq(atomic_load(&c.runs), 1);
-    ck_assert_int_eq(atomic_load(&b.fini), 1);
-    ck_assert_int_eq(atomic_load(&c.fini), 1);
+    ck_assert_int_eq(loaded(&a.runs), 2);
+    ck_assert_int_eq(loaded(&d.runs), 2);
+    ck_assert_int_eq(loaded(&b.runs), 1);
+    ck_assert_int_eq(loaded(&c.runs), 1);
+    ck_assert_int_eq(loaded(&b.fini), 1);
+    ck_assert_int_eq(loaded(&c.fini), 1);
 
     /* removing every system leaves an empty schedule that still runs */
     ck_assert_int_eq(kiln_schedule_remove(s, "a"), KILN_OK);
@@ -142,10 +145,10 @@ START_TEST(removing_c_and_main_thread_systems_keeps_the_others_in_declaration_or
     ck_assert_int_eq(kiln_schedule_system_count(s), 0);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(kiln_schedule_stage_count(s), 0);
-    ck_assert_int_eq(atomic_load(&a.runs), 2);
-    ck_assert_int_eq(atomic_load(&a.fini), 1);
+    ck_assert_int_eq(loaded(&a.runs), 2);
+    ck_assert_int_eq(loaded(&a.fini), 1);
     kiln_schedule_destroy(s);
-    ck_assert_int_eq(atomic_load(&a.fini), 1); /* gone already: not called again */
+    ck_assert_int_eq(loaded(&a.fini), 1); /* gone already: not called again */
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
@@ -172,15 +175,15 @@ START_TEST(a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end) {
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     /* declaration order now puts y first */
     ck_assert_str_eq(describe(s), "stage 0: y\nstage 1: x\n");
-    ck_assert_int_eq(atomic_load(&old_x.runs), 3);
-    ck_assert_int_eq(atomic_load(&new_x.runs), 1);
+    ck_assert_int_eq(loaded(&old_x.runs), 3);
+    ck_assert_int_eq(loaded(&new_x.runs), 1);
     ck_assert_int_eq(info_of(s, "x").runs, 1);
-    ck_assert_int_eq(atomic_load(&old_x.fini), 1);
-    ck_assert_int_eq(atomic_load(&new_x.fini), 0);
+    ck_assert_int_eq(loaded(&old_x.fini), 1);
+    ck_assert_int_eq(loaded(&new_x.fini), 0);
     /* destroying the schedule is how the new x leaves: its fini runs once */
     kiln_schedule_destroy(s);
-    ck_assert_int_eq(atomic_load(&new_x.fini), 1);
-    ck_assert_int_eq(atomic_load(&old_x.fini), 1);
+    ck_assert_int_eq(loaded(&new_x.fini), 1);
+    ck_assert_int_eq(loaded(&old_x.fini), 1);
     kiln_world_destroy(f.world);
 }
 END_TEST
@@ -328,7 +331,7 @@ START_TEST(a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_a
 
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     /* self ran once; removing returned at once; the second removal found no such system */
-    ck_assert_int_eq(atomic_load(&self.runs), 1);
+    ck_assert_int_eq(loaded(&self.runs), 1);
     ck_assert_int_eq(self.first, KILN_OK);
     ck_assert_int_eq(self.second, KILN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(self.found_after, -1);
@@ -339,24 +342,24 @@ START_TEST(a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_a
     ck_assert_int_eq(observer.nested_build, KILN_ERR_INVALID_ARGUMENT);
     /* late was removed before its stage started: it never ran */
     ck_assert_int_eq(killer.first, KILN_OK);
-    ck_assert_int_eq(atomic_load(&late.runs), 0);
+    ck_assert_int_eq(loaded(&late.runs), 0);
     /* what self recorded before removing itself was applied */
     ck_assert_int_eq(kiln_entity_count(f.world), 1);
     /* both left when the run ended, each fini once */
-    ck_assert_int_eq(atomic_load(&self.fini), 1);
-    ck_assert_int_eq(atomic_load(&late.fini), 1);
+    ck_assert_int_eq(loaded(&self.fini), 1);
+    ck_assert_int_eq(loaded(&late.fini), 1);
     ck_assert_str_eq(names(s), "killer,observer");
     ck_assert_int_eq(info_of(s, "observer").unresolved, 1);
 
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
-    ck_assert_int_eq(atomic_load(&self.runs), 1);
-    ck_assert_int_eq(atomic_load(&observer.runs), 2);
+    ck_assert_int_eq(loaded(&self.runs), 1);
+    ck_assert_int_eq(loaded(&observer.runs), 2);
     ck_assert_int_eq(killer.first, KILN_ERR_INVALID_ARGUMENT); /* late is gone */
     ck_assert_int_eq(kiln_entity_count(f.world), 1);
     ck_assert_str_eq(describe(s), "stage 0: killer, observer\n");
     kiln_schedule_destroy(s);
-    ck_assert_int_eq(atomic_load(&self.fini), 1);
-    ck_assert_int_eq(atomic_load(&killer.fini), 1);
+    ck_assert_int_eq(loaded(&self.fini), 1);
+    ck_assert_int_eq(loaded(&killer.fini), 1);
     kiln_world_destroy(f.world);
 }
 END_TEST
@@ -394,12 +397,12 @@ START_TEST(a_system_can_replace_another_by_name_during_a_run_for_the_next_frame)
     ck_assert_int_eq(r.removed, KILN_OK);
     ck_assert_int_eq(r.added, KILN_OK);
     ck_assert_int_eq(r.index_of_new, 2); /* after the old one, still listed during the run */
-    ck_assert_int_eq(atomic_load(&old_target.runs), 0);
-    ck_assert_int_eq(atomic_load(&new_target.runs), 0);
+    ck_assert_int_eq(loaded(&old_target.runs), 0);
+    ck_assert_int_eq(loaded(&new_target.runs), 0);
     ck_assert_str_eq(names(s), "reloader,target");
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
-    ck_assert_int_eq(atomic_load(&old_target.runs), 0);
-    ck_assert_int_eq(atomic_load(&new_target.runs), 1);
+    ck_assert_int_eq(loaded(&old_target.runs), 0);
+    ck_assert_int_eq(loaded(&new_target.runs), 1);
     ck_assert_str_eq(describe(s), "stage 0: reloader\nstage 1: target\n");
     kiln_schedule_destroy(s);
     kiln_world_destroy(f.world);
@@ -457,13 +460,13 @@ START_TEST(worker_systems_remove_themselves_while_the_main_thread_adds) {
     add_system(s, (kiln_system_desc){.name = "main", .run = main_adds, .user = &main,
                                      .main_thread = true});
     for (int frame = 0; frame < 3; frame++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
-    ck_assert_int_eq(atomic_load(&once.runs), 6);
-    ck_assert_int_eq(atomic_load(&once.failures), 0);
-    ck_assert_int_eq(atomic_load(&adder.runs), 1);
+    ck_assert_int_eq(loaded(&once.runs), 6);
+    ck_assert_int_eq(loaded(&once.failures), 0);
+    ck_assert_int_eq(loaded(&adder.runs), 1);
     ck_assert_int_eq(adder.worker_add, KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_int_eq(atomic_load(&adder.failures), 0);
-    ck_assert_int_eq(atomic_load(&main.runs), 3);
-    ck_assert_int_eq(atomic_load(&main.failures), 0);
+    ck_assert_int_eq(loaded(&adder.failures), 0);
+    ck_assert_int_eq(loaded(&main.runs), 3);
+    ck_assert_int_eq(loaded(&main.failures), 0);
     ck_assert_int_eq(kiln_schedule_find(s, "from_worker"), -1);
     ck_assert_int_eq(kiln_schedule_find(s, "once_0"), -1);
     ck_assert_int_eq(kiln_schedule_system_count(s), 1 + 3 * 20);
