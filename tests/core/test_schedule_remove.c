@@ -6,17 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs_fixture.h"
 #include "kiln.h"
+#include "schedule_fixture.h"
+#include "test_registry.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
-
-static void noop(const kiln_system_ctx *ctx) { (void)ctx; }
-
-/* An atomic read as a plain call, so failed assertions print readably. */
-static int loaded(atomic_int *value) { return atomic_load(value); }
 
 /* What a counted system saw: its runs, and its fini calls (once it left the schedule). */
 typedef struct counter {
@@ -24,25 +22,11 @@ typedef struct counter {
     atomic_int fini;
 } counter;
 
-static void count_run(const kiln_system_ctx *ctx) { atomic_fetch_add(&((counter *)ctx->user)->runs, 1); }
+static void counted_run(const kiln_system_ctx *ctx) { atomic_fetch_add(&((counter *)ctx->user)->runs, 1); }
 
-static void count_fini(kiln_world *world, void *user) {
+static void counted_fini(kiln_world *world, void *user) {
     (void)world;
     atomic_fetch_add(&((counter *)user)->fini, 1);
-}
-
-static void add_system(kiln_schedule *s, kiln_system_desc desc) {
-    kiln_result r = kiln_schedule_add(s, &desc);
-    ck_assert_msg(r == KILN_OK, "adding %s: %s", desc.name ? desc.name : "(null)",
-                  kiln_result_name(r));
-}
-
-/* The schedule's describe text (static storage: one at a time). */
-static const char *describe(kiln_schedule *s) {
-    static char buf[1024];
-    size_t n = kiln_schedule_describe(s, buf, sizeof buf);
-    ck_assert_uint_lt(n, sizeof buf);
-    return buf;
 }
 
 static kiln_system_info info_of(kiln_schedule *s, const char *name) {
@@ -83,36 +67,32 @@ static void log_run(const kiln_system_ctx *ctx) {
     if (l->log->len < (int)sizeof l->log->text - 1) l->log->text[l->log->len++] = l->letter;
 }
 
-typedef struct fixture {
-    kiln_world *world;
-    kiln_component p, q;
-} fixture;
+/* The fixture world (schedule_fixture.h), made afresh around every test of a group using it. */
+static schedule_fixture F;
 
-static fixture fixture_make(void) {
-    fixture f;
-    f.world = kiln_world_create(NULL);
-    ck_assert_ptr_nonnull(f.world);
-    f.p = test_register_position(f.world);
-    f.q = test_register_velocity(f.world);
-    return f;
-}
+static void setup(void) { schedule_fixture_setup(&F); }
+
+static void teardown(void) { schedule_fixture_teardown(&F); }
+
+KILN_TEST_GROUP_WITH(removing, .setup = setup, .teardown = teardown, .timeout = 30);
+KILN_TEST_GROUP_WITH(ordering, .setup = setup, .teardown = teardown);
+KILN_TEST_GROUP_WITH(memory, .timeout = 60);
 
 /* ------------------------------------------------------------------------------------------ */
 /* removing between runs                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(removing_c_and_main_thread_systems_keeps_the_others_in_declaration_order) {
-    fixture f = fixture_make();
+KILN_TEST(removing, removing_c_and_main_thread_systems_keeps_the_others_in_declaration_order) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
-    kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
     counter a = {0}, b = {0}, c = {0}, d = {0};
-    add_system(s, (kiln_system_desc){.name = "a", .run = count_run, .user = &a, .writes = {f.p},
-                                     .fini = count_fini});
-    add_system(s, (kiln_system_desc){.name = "b", .run = count_run, .user = &b, .reads = {f.p},
-                                     .fini = count_fini});
-    add_system(s, (kiln_system_desc){.name = "c", .run = count_run, .user = &c, .reads = {f.p},
-                                     .main_thread = true, .fini = count_fini});
-    add_system(s, (kiln_system_desc){.name = "d", .run = count_run, .user = &d, .reads = {f.q}});
+    add_system(s, (kiln_system_desc){.name = "a", .run = counted_run, .user = &a, .writes = {F.p},
+                                     .fini = counted_fini});
+    add_system(s, (kiln_system_desc){.name = "b", .run = counted_run, .user = &b, .reads = {F.p},
+                                     .fini = counted_fini});
+    add_system(s, (kiln_system_desc){.name = "c", .run = counted_run, .user = &c, .reads = {F.p},
+                                     .main_thread = true, .fini = counted_fini});
+    add_system(s, (kiln_system_desc){.name = "d", .run = counted_run, .user = &d, .reads = {F.q}});
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_str_eq(describe(s), "stage 0: a, d\nstage 1: b, c\n");
     int64_t a_runs = info_of(s, "a").runs;
@@ -150,22 +130,19 @@ START_TEST(removing_c_and_main_thread_systems_keeps_the_others_in_declaration_or
     kiln_schedule_destroy(s);
     ck_assert_int_eq(loaded(&a.fini), 1); /* gone already: not called again */
     kiln_jobs_destroy(jobs);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(removing, a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     counter old_x = {0}, new_x = {0};
-    add_system(s, (kiln_system_desc){.name = "x", .run = count_run, .user = &old_x,
-                                     .writes = {f.p}, .fini = count_fini});
-    add_system(s, (kiln_system_desc){.name = "y", .run = noop, .reads = {f.p}});
+    add_system(s, (kiln_system_desc){.name = "x", .run = counted_run, .user = &old_x,
+                                     .writes = {F.p}, .fini = counted_fini});
+    add_system(s, (kiln_system_desc){.name = "y", .run = noop, .reads = {F.p}});
     for (int i = 0; i < 3; i++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_str_eq(describe(s), "stage 0: x\nstage 1: y\n");
     ck_assert_int_eq(kiln_schedule_remove(s, "x"), KILN_OK);
-    add_system(s, (kiln_system_desc){.name = "x", .run = count_run, .user = &new_x,
-                                     .writes = {f.p}, .fini = count_fini});
+    add_system(s, (kiln_system_desc){.name = "x", .run = counted_run, .user = &new_x,
+                                     .writes = {F.p}, .fini = counted_fini});
     ck_assert_str_eq(names(s), "y,x");
     kiln_system_info info = info_of(s, "x");
     ck_assert_int_eq(info.runs, 0);
@@ -184,13 +161,10 @@ START_TEST(a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end) {
     kiln_schedule_destroy(s);
     ck_assert_int_eq(loaded(&new_x.fini), 1);
     ck_assert_int_eq(loaded(&old_x.fini), 1);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(removing_a_system_others_are_ordered_against_recomputes_the_stages) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(removing, removing_a_system_others_are_ordered_against_recomputes_the_stages) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     run_log log = {0};
     logged la = {&log, 'a'}, lb = {&log, 'b'}, lc = {&log, 'c'}, lm = {&log, 'm'};
     add_system(s, (kiln_system_desc){.name = "after_m", .run = log_run, .user = &la, .after = {"m"}});
@@ -222,44 +196,39 @@ START_TEST(removing_a_system_others_are_ordered_against_recomputes_the_stages) {
     ck_assert_str_eq(log.text, "bcma");
     ck_assert_int_eq(info_of(s, "after_m").unresolved, 0);
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(removing_an_unknown_name_fails_and_changes_nothing) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
-    add_system(s, (kiln_system_desc){.name = "w", .run = noop, .writes = {f.p}});
-    add_system(s, (kiln_system_desc){.name = "r", .run = noop, .reads = {f.p}});
+KILN_TEST(removing, removing_an_unknown_name_fails_and_changes_nothing) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "w", .run = noop, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "r", .run = noop, .reads = {F.p}});
     ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
     const char *stages = "stage 0: w\nstage 1: r\n";
 
     ck_assert_int_eq(kiln_schedule_remove(s, "ghost"), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(kiln_world_error(f.world), "kiln_schedule_remove: no system named 'ghost'");
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_schedule_remove: no system named 'ghost'");
     ck_assert_int_eq(kiln_schedule_remove(s, ""), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(kiln_schedule_remove(s, NULL), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(kiln_world_error(f.world), "kiln_schedule_remove: name is NULL");
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_schedule_remove: name is NULL");
     /* a name quoted back is bounded */
     char long_name[300];
     memset(long_name, 'z', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = '\0';
     ck_assert_int_eq(kiln_schedule_remove(s, long_name), KILN_ERR_INVALID_ARGUMENT);
-    const char *err = kiln_world_error(f.world);
+    const char *err = kiln_world_error(F.world);
     ck_assert_uint_eq(strlen(err), strlen("kiln_schedule_remove: no system named '...'") + KILN_MAX_NAME);
     ck_assert_str_eq(err + strlen(err) - 5, "z...'");
 
     /* removing twice: the second finds nothing */
     ck_assert_int_eq(kiln_schedule_remove(s, "r"), KILN_OK);
     ck_assert_int_eq(kiln_schedule_remove(s, "r"), KILN_ERR_INVALID_ARGUMENT);
-    add_system(s, (kiln_system_desc){.name = "r", .run = noop, .reads = {f.p}});
+    add_system(s, (kiln_system_desc){.name = "r", .run = noop, .reads = {F.p}});
     ck_assert_int_eq(kiln_schedule_system_count(s), 2);
     ck_assert_str_eq(names(s), "w,r");
     ck_assert_str_eq(describe(s), stages);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* removing during a run                                                                      */
@@ -313,18 +282,17 @@ static void observe(const kiln_system_ctx *ctx) {
     p->nested_build = kiln_schedule_build(p->schedule);
 }
 
-START_TEST(a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_at_its_end) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
-    frame_probe self = {.schedule = s, .spawn_with = f.q}, killer = {.schedule = s},
+KILN_TEST(removing, a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_at_its_end) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    frame_probe self = {.schedule = s, .spawn_with = F.q}, killer = {.schedule = s},
                 observer = {.schedule = s};
     counter late = {0};
     add_system(s, (kiln_system_desc){.name = "self", .run = remove_self, .user = &self,
-                                     .writes = {f.p}, .fini = probe_fini});
+                                     .writes = {F.p}, .fini = probe_fini});
     add_system(s, (kiln_system_desc){.name = "killer", .run = remove_late, .user = &killer,
-                                     .reads = {f.q}, .fini = probe_fini});
-    add_system(s, (kiln_system_desc){.name = "late", .run = count_run, .user = &late,
-                                     .reads = {f.p}, .fini = count_fini});
+                                     .reads = {F.q}, .fini = probe_fini});
+    add_system(s, (kiln_system_desc){.name = "late", .run = counted_run, .user = &late,
+                                     .reads = {F.p}, .fini = counted_fini});
     add_system(s, (kiln_system_desc){.name = "observer", .run = observe, .user = &observer,
                                      .after = {"late"}, .main_thread = true});
     ck_assert_str_eq(describe(s), "stage 0: self, killer\nstage 1: late\nstage 2: observer\n");
@@ -344,7 +312,7 @@ START_TEST(a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_a
     ck_assert_int_eq(killer.first, KILN_OK);
     ck_assert_int_eq(loaded(&late.runs), 0);
     /* what self recorded before removing itself was applied */
-    ck_assert_int_eq(kiln_entity_count(f.world), 1);
+    ck_assert_int_eq(kiln_entity_count(F.world), 1);
     /* both left when the run ended, each fini once */
     ck_assert_int_eq(loaded(&self.fini), 1);
     ck_assert_int_eq(loaded(&late.fini), 1);
@@ -355,14 +323,12 @@ START_TEST(a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_a
     ck_assert_int_eq(loaded(&self.runs), 1);
     ck_assert_int_eq(loaded(&observer.runs), 2);
     ck_assert_int_eq(killer.first, KILN_ERR_INVALID_ARGUMENT); /* late is gone */
-    ck_assert_int_eq(kiln_entity_count(f.world), 1);
+    ck_assert_int_eq(kiln_entity_count(F.world), 1);
     ck_assert_str_eq(describe(s), "stage 0: killer, observer\n");
     kiln_schedule_destroy(s);
     ck_assert_int_eq(loaded(&self.fini), 1);
     ck_assert_int_eq(loaded(&killer.fini), 1);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
 typedef struct reloader {
     kiln_schedule *schedule;
@@ -378,21 +344,20 @@ static void reload_target(const kiln_system_ctx *ctx) {
     reloader *r = ctx->user;
     if (r->calls++) return;
     r->removed = kiln_schedule_remove(r->schedule, "target");
-    kiln_system_desc d = {.name = "target", .run = count_run, .user = r->new_target,
+    kiln_system_desc d = {.name = "target", .run = counted_run, .user = r->new_target,
                           .reads = {r->reads}};
     r->added = kiln_schedule_add(r->schedule, &d);
     r->index_of_new = kiln_schedule_find(r->schedule, "target");
 }
 
-START_TEST(a_system_can_replace_another_by_name_during_a_run_for_the_next_frame) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(removing, a_system_can_replace_another_by_name_during_a_run_for_the_next_frame) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     counter old_target = {0}, new_target = {0};
-    reloader r = {.schedule = s, .new_target = &new_target, .reads = f.p};
+    reloader r = {.schedule = s, .new_target = &new_target, .reads = F.p};
     add_system(s, (kiln_system_desc){.name = "reloader", .run = reload_target, .user = &r,
-                                     .writes = {f.p}, .main_thread = true});
-    add_system(s, (kiln_system_desc){.name = "target", .run = count_run, .user = &old_target,
-                                     .reads = {f.p}});
+                                     .writes = {F.p}, .main_thread = true});
+    add_system(s, (kiln_system_desc){.name = "target", .run = counted_run, .user = &old_target,
+                                     .reads = {F.p}});
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(r.removed, KILN_OK);
     ck_assert_int_eq(r.added, KILN_OK);
@@ -405,9 +370,7 @@ START_TEST(a_system_can_replace_another_by_name_during_a_run_for_the_next_frame)
     ck_assert_int_eq(loaded(&new_target.runs), 1);
     ck_assert_str_eq(describe(s), "stage 0: reloader\nstage 1: target\n");
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
 typedef struct worker_case {
     kiln_schedule *schedule;
@@ -445,19 +408,18 @@ static void main_adds(const kiln_system_ctx *ctx) {
     }
 }
 
-START_TEST(worker_systems_remove_themselves_while_the_main_thread_adds) {
-    fixture f = fixture_make();
+KILN_TEST(removing, worker_systems_remove_themselves_while_the_main_thread_adds) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
-    kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
-    worker_case once = {.schedule = s}, adder = {.schedule = s}, main = {.schedule = s};
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    worker_case once = {.schedule = s}, adder = {.schedule = s}, on_main = {.schedule = s};
     for (int i = 0; i < 6; i++) {
         char name[16];
         snprintf(name, sizeof name, "once_%d", i);
         add_system(s, (kiln_system_desc){.name = name, .run = worker_once, .user = &once,
-                                         .reads = {f.p}});
+                                         .reads = {F.p}});
     }
     add_system(s, (kiln_system_desc){.name = "adder", .run = worker_adds, .user = &adder});
-    add_system(s, (kiln_system_desc){.name = "main", .run = main_adds, .user = &main,
+    add_system(s, (kiln_system_desc){.name = "main", .run = main_adds, .user = &on_main,
                                      .main_thread = true});
     for (int frame = 0; frame < 3; frame++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_int_eq(loaded(&once.runs), 6);
@@ -465,25 +427,22 @@ START_TEST(worker_systems_remove_themselves_while_the_main_thread_adds) {
     ck_assert_int_eq(loaded(&adder.runs), 1);
     ck_assert_int_eq(adder.worker_add, KILN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(loaded(&adder.failures), 0);
-    ck_assert_int_eq(loaded(&main.runs), 3);
-    ck_assert_int_eq(loaded(&main.failures), 0);
+    ck_assert_int_eq(loaded(&on_main.runs), 3);
+    ck_assert_int_eq(loaded(&on_main.failures), 0);
     ck_assert_int_eq(kiln_schedule_find(s, "from_worker"), -1);
     ck_assert_int_eq(kiln_schedule_find(s, "once_0"), -1);
     ck_assert_int_eq(kiln_schedule_system_count(s), 1 + 3 * 20);
     ck_assert_int_eq(kiln_schedule_find(s, "main"), 0);
     kiln_schedule_destroy(s);
     kiln_jobs_destroy(jobs);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* before/after names and cycles                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(unknown_before_and_after_names_are_honoured_once_the_named_system_arrives) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(ordering, unknown_before_and_after_names_are_honoured_once_the_named_system_arrives) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     run_log log = {0};
     logged la = {&log, 'a'}, lb = {&log, 'b'}, lg = {&log, 'g'};
     /* a mod loaded before the one it orders itself against */
@@ -511,13 +470,10 @@ START_TEST(unknown_before_and_after_names_are_honoured_once_the_named_system_arr
     ck_assert_int_eq(info_of(s, "after_ghost").unresolved, 1); /* nobody is still missing */
     ck_assert_int_eq(info_of(s, "before_ghost").unresolved, 0);
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(ordering, cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     run_log log = {0};
     logged lx = {&log, 'x'}, la = {&log, 'a'}, lb = {&log, 'b'}, ly = {&log, 'y'};
     add_system(s, (kiln_system_desc){.name = "x", .run = log_run, .user = &lx});
@@ -544,9 +500,9 @@ START_TEST(cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle) {
          "kiln_schedule_add: 'c' -> 'x' -> 'b' -> 'y' -> 'c' would form a cycle"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        kiln_world_clear_error(f.world);
+        kiln_world_clear_error(F.world);
         ck_assert_int_eq(kiln_schedule_add(s, &bad[i].desc), KILN_ERR_INVALID_ARGUMENT);
-        ck_assert_str_eq(kiln_world_error(f.world), bad[i].message);
+        ck_assert_str_eq(kiln_world_error(F.world), bad[i].message);
         /* the schedule is as it was, and runs as before */
         ck_assert_int_eq(kiln_schedule_system_count(s), 4);
         ck_assert_int_eq(kiln_schedule_find(s, "c"), -1);
@@ -557,20 +513,17 @@ START_TEST(cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle) {
         ck_assert_str_eq(log.text, "xaby");
     }
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(the_add_that_closes_a_cycle_through_waiting_names_is_the_one_refused) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(ordering, the_add_that_closes_a_cycle_through_waiting_names_is_the_one_refused) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     /* p after r and q after p wait for r; r after q would close r -> p -> q -> r */
     add_system(s, (kiln_system_desc){.name = "p", .run = noop, .after = {"r"}});
     add_system(s, (kiln_system_desc){.name = "q", .run = noop, .after = {"p"}});
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     kiln_system_desc r = {.name = "r", .run = noop, .after = {"q"}};
     ck_assert_int_eq(kiln_schedule_add(s, &r), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(kiln_world_error(f.world),
+    ck_assert_str_eq(kiln_world_error(F.world),
                      "kiln_schedule_add: 'r' -> 'p' -> 'q' -> 'r' would form a cycle");
     ck_assert_str_eq(names(s), "p,q");
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
@@ -585,13 +538,10 @@ START_TEST(the_add_that_closes_a_cycle_through_waiting_names_is_the_one_refused)
     ck_assert_int_eq(kiln_schedule_add(s, &r), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(names(s), "p,q");
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(a_long_cycle_is_named_within_the_message_bound) {
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+KILN_TEST(ordering, a_long_cycle_is_named_within_the_message_bound) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     char name[8][KILN_MAX_NAME + 1];
     for (int i = 0; i < 8; i++) {
         memset(name[i], 'a' + i, KILN_MAX_NAME);
@@ -602,7 +552,7 @@ START_TEST(a_long_cycle_is_named_within_the_message_bound) {
         add_system(s, (kiln_system_desc){.name = name[i], .run = noop, .before = {name[i + 1]}});
     kiln_system_desc last = {.name = name[7], .run = noop, .before = {name[0]}};
     ck_assert_int_eq(kiln_schedule_add(s, &last), KILN_ERR_INVALID_ARGUMENT);
-    const char *err = kiln_world_error(f.world);
+    const char *err = kiln_world_error(F.world);
     char want_start[256], want_end[256];
     snprintf(want_start, sizeof want_start, "kiln_schedule_add: '%s' -> '%s'", name[7], name[0]);
     snprintf(want_end, sizeof want_end, " -> ... -> '%s' would form a cycle", name[7]);
@@ -612,30 +562,25 @@ START_TEST(a_long_cycle_is_named_within_the_message_bound) {
                   "error: %s", err);
     ck_assert_int_eq(kiln_schedule_system_count(s), 7);
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
-START_TEST(conflicting_systems_ordered_through_a_chain_of_constraints_never_form_a_cycle) {
+KILN_TEST(ordering, conflicting_systems_ordered_through_a_chain_of_constraints_never_form_a_cycle) {
     /* Declaration order alone would give a -> d (a conflicts with d) and b -> c, while the
      * constraints give d -> b and c -> a: the chains win and the schedule runs. */
-    fixture f = fixture_make();
-    kiln_schedule *s = kiln_schedule_create(f.world, NULL);
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     run_log log = {0};
     logged la = {&log, 'a'}, lb = {&log, 'b'}, lc = {&log, 'c'}, ld = {&log, 'd'};
-    add_system(s, (kiln_system_desc){.name = "a", .run = log_run, .user = &la, .writes = {f.p}});
-    add_system(s, (kiln_system_desc){.name = "b", .run = log_run, .user = &lb, .writes = {f.q}});
-    add_system(s, (kiln_system_desc){.name = "c", .run = log_run, .user = &lc, .reads = {f.q},
+    add_system(s, (kiln_system_desc){.name = "a", .run = log_run, .user = &la, .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = log_run, .user = &lb, .writes = {F.q}});
+    add_system(s, (kiln_system_desc){.name = "c", .run = log_run, .user = &lc, .reads = {F.q},
                                      .before = {"a"}});
-    add_system(s, (kiln_system_desc){.name = "d", .run = log_run, .user = &ld, .reads = {f.p},
+    add_system(s, (kiln_system_desc){.name = "d", .run = log_run, .user = &ld, .reads = {F.p},
                                      .before = {"b"}});
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_str_eq(describe(s), "stage 0: d\nstage 1: b\nstage 2: c\nstage 3: a\n");
     ck_assert_str_eq(log.text, "dbca");
     kiln_schedule_destroy(s);
-    kiln_world_destroy(f.world);
 }
-END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 /* memory                                                                                     */
@@ -656,7 +601,7 @@ static void churn_victim(const kiln_system_ctx *ctx) {
     if (kiln_schedule_add(c->schedule, &d) != KILN_OK) c->failures++;
 }
 
-START_TEST(a_thousand_add_remove_cycles_neither_leak_nor_grow) {
+KILN_TEST(memory, a_thousand_add_remove_cycles_neither_leak_nor_grow) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -698,9 +643,8 @@ START_TEST(a_thousand_add_remove_cycles_neither_leak_nor_grow) {
     ck_assert_int_eq(alloc.live_bytes, 0);
     ck_assert_int_eq(alloc.bad_osize, 0);
 }
-END_TEST
 
-START_TEST(an_add_refused_for_lack_of_memory_leaves_the_schedule_unchanged) {
+KILN_TEST(memory, an_add_refused_for_lack_of_memory_leaves_the_schedule_unchanged) {
     test_allocator alloc;
     test_allocator_init(&alloc);
     kiln_world *world = test_world_create(&alloc);
@@ -732,47 +676,4 @@ START_TEST(an_add_refused_for_lack_of_memory_leaves_the_schedule_unchanged) {
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
-}
-END_TEST
-
-/* ------------------------------------------------------------------------------------------ */
-/* runner                                                                                     */
-/* ------------------------------------------------------------------------------------------ */
-
-static Suite *schedule_remove_suite(void) {
-    Suite *s = suite_create("schedule_remove");
-
-    TCase *tc = tcase_create("removing");
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, removing_c_and_main_thread_systems_keeps_the_others_in_declaration_order);
-    tcase_add_test(tc, a_removed_name_can_be_added_again_as_a_fresh_system_at_the_end);
-    tcase_add_test(tc, removing_a_system_others_are_ordered_against_recomputes_the_stages);
-    tcase_add_test(tc, removing_an_unknown_name_fails_and_changes_nothing);
-    tcase_add_test(tc, a_system_removing_itself_during_a_run_finishes_the_frame_and_leaves_at_its_end);
-    tcase_add_test(tc, a_system_can_replace_another_by_name_during_a_run_for_the_next_frame);
-    tcase_add_test(tc, worker_systems_remove_themselves_while_the_main_thread_adds);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ordering");
-    tcase_add_test(tc, unknown_before_and_after_names_are_honoured_once_the_named_system_arrives);
-    tcase_add_test(tc, cycles_of_two_and_three_systems_are_refused_naming_only_the_cycle);
-    tcase_add_test(tc, the_add_that_closes_a_cycle_through_waiting_names_is_the_one_refused);
-    tcase_add_test(tc, a_long_cycle_is_named_within_the_message_bound);
-    tcase_add_test(tc, conflicting_systems_ordered_through_a_chain_of_constraints_never_form_a_cycle);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("memory");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, a_thousand_add_remove_cycles_neither_leak_nor_grow);
-    tcase_add_test(tc, an_add_refused_for_lack_of_memory_leaves_the_schedule_unchanged);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(schedule_remove_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
