@@ -639,20 +639,14 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
 /* ---- Schedule --------------------------------------------------------------------------- */
 
 /* A schedule runs a frame as systems that declare what they read and write. Staging rule:
- * a system runs after every earlier-declared system it conflicts with and after every system
- * it must follow (before/after), and otherwise as early as possible. Two systems conflict
- * when one writes a component the other reads or writes, or either is exclusive. Before/after
- * constraints, directly or through a chain of them, decide the order of two conflicting
- * systems over declaration order.
- * Before/after names: a name that no system of the schedule has is kept and ignored until a
- * system of that name is added (so mods can load in any order); kiln_system_info's
- * unresolved counts such names. A cycle of constraints is refused by the kiln_schedule_add
- * that would close it, so building and running never fail because of names.
- * Within a stage, systems without main_thread run as jobs on the pool while main_thread
- * systems run on the calling thread in declaration order; exclusive systems run alone with
- * the world not deferred. Each system records structural changes into its own command
- * buffer; at the end of each stage the buffers are applied in declaration order, so the
- * resulting world does not depend on thread timing. */
+ * a system runs after every earlier-declared system it conflicts with (one writes what the
+ * other reads or writes, or either is exclusive) and after every system it must follow
+ * (before/after, directly or through a chain; they win over declaration order), otherwise as
+ * early as possible. A before/after name no system has is ignored until one is added; a cycle
+ * is refused by the add closing it. Within a stage, systems run as jobs on the pool, those
+ * with main_thread on the calling thread in declaration order; exclusive ones run alone, the
+ * world not deferred. Each system records structural changes into its own buffer, applied at
+ * the end of its stage in declaration order, so the world does not depend on thread timing. */
 typedef struct kiln_schedule kiln_schedule;
 
 typedef struct kiln_system_ctx {
@@ -680,10 +674,7 @@ typedef struct kiln_system_desc {
     bool disabled;          /* starts disabled (enable with kiln_schedule_enable) */
     const char *before[KILN_SYSTEM_MAX_ORDER]; /* names this system must precede; NULL-ended */
     const char *after[KILN_SYSTEM_MAX_ORDER];  /* names this system must follow; NULL-ended */
-    kiln_fini_fn fini;      /* optional: called once with (world, user) when the system has
-                             * left the schedule (removed, or the schedule destroyed), on the
-                             * thread that removed it or ran the frame; never when the add
-                             * failed. Where user is freed or a script's callback released. */
+    kiln_fini_fn fini;      /* optional: called (world, user) once it is removed or destroyed */
 } kiln_system_desc;
 
 typedef struct kiln_schedule_desc {
@@ -693,79 +684,55 @@ typedef struct kiln_schedule_desc {
 /* Creates an empty schedule for world (desc may be NULL). NULL when out of memory. The
  * schedule must be destroyed before its world. */
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);
-/* Destroys the schedule, calling each system's fini in declaration order (a fini must not
- * use the schedule then). Not from inside kiln_schedule_run. NULL is a no-op. */
-void kiln_schedule_destroy(kiln_schedule *schedule);
+void kiln_schedule_destroy(kiln_schedule *schedule); /* runs each fini; not in a run; NULL: no-op */
 
-/* Adds a system (the desc and its strings are copied) at the end of declaration order. Fails
- * with KILN_ERR_INVALID_ARGUMENT for a missing or repeated name, a missing callback or a
- * before/after that would close a cycle, the message naming only the systems on the
- * (shortest) cycle in run order from the new one, e.g. "kiln_schedule_add: 'a' -> 'b' ->
- * 'a' would form a cycle" (x -> y: x runs before y); KILN_ERR_UNKNOWN_COMPONENT for an
- * unknown component; KILN_ERR_OUT_OF_MEMORY. The schedule is unchanged on failure.
- * During kiln_schedule_run only a main_thread or exclusive system may add (any other gets
- * KILN_ERR_INVALID_ARGUMENT, whatever thread it happens to run on); the new system runs
- * from the next frame. */
+/* Adds a system at the end of declaration order (desc and strings copied). Fails, changing
+ * nothing, for a missing or repeated name, no callback, an unknown component, out of memory,
+ * or a before/after closing a cycle: "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a
+ * cycle" names only the cycle (x -> y: x runs before y). In a run, only main_thread or
+ * exclusive systems may add; the new system runs from the next frame. */
 kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *desc);
 
-/* Removes the named system. Outside kiln_schedule_run it leaves at once: the systems
- * declared after it move down one index (order kept), kiln_schedule_find no longer finds it,
- * its statistics go, its fini runs, and the stages are recomputed by the next build or run.
- * Its command buffer is empty between runs (anything left is dropped). Other systems'
- * before/after naming it stay as written and wait, like any unknown name, until a system of
- * that name is added again, which restores the order.
- * During kiln_schedule_run (from any system's callback, itself included, on any thread) the
- * removal is deferred to the end of the frame and the call returns KILN_OK at once:
- * kiln_schedule_find stops finding it (so a system of the same name may be added, running
- * from the next frame); it does not start in a later stage of this frame, but a stage that
- * already started finishes and what it recorded is applied at that stage's end as usual;
- * its index and kiln_system_info (with removing set) stay valid until the run ends, when it
- * leaves as above, after the last stage's buffers, before kiln_schedule_run returns.
- * Fails with KILN_ERR_INVALID_ARGUMENT for NULL or a name no system has (a system already
- * being removed included). Never allocates: removed records are reused by later adds. */
+/* Removes the named system; others' before/after naming it wait for a new one. Between runs
+ * it leaves at once (later ones move down an index, its fini runs). During a run, from any
+ * system (itself too) on any thread, it is deferred to the end of kiln_schedule_run: find
+ * stops finding it, it starts no more (a started stage finishes, its buffer applied) and keeps
+ * its index with info.removing set. KILN_ERR_INVALID_ARGUMENT for an unknown name. */
 kiln_result kiln_schedule_remove(kiln_schedule *schedule, const char *name);
 
 /* Computes the stages (kiln_schedule_run builds when needed). Fails only when out of memory
- * (the previous stages stay) or when called during kiln_schedule_run
- * (KILN_ERR_INVALID_ARGUMENT: changes made during a run count from the next one). */
+ * (the previous stages stay) or during a run (KILN_ERR_INVALID_ARGUMENT). */
 kiln_result kiln_schedule_build(kiln_schedule *schedule);
 
-/* Runs one frame: advances the world tick and swaps the event buffers, then runs the stages
- * in order and applies each stage's buffers; then systems removed meanwhile leave. Returns
- * once everything is done. Must not be called while a query of the world iterates; called
- * again from inside one of its systems it fails with KILN_ERR_INVALID_ARGUMENT. */
+/* Runs one frame: advances the world tick, swaps the event buffers, runs the stages and
+ * applies each stage's buffers, then systems removed meanwhile leave. Not while a query of
+ * the world iterates; from inside one of its own systems: KILN_ERR_INVALID_ARGUMENT. */
 kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
 
-/* Builds when needed; 0 on error. During a run: the stages being run. */
-int32_t kiln_schedule_stage_count(kiln_schedule *schedule);
-/* Systems in the schedule, those being removed during a run included until it ends. */
+int32_t kiln_schedule_stage_count(kiln_schedule *schedule);  /* builds when needed; 0 on error */
 int32_t kiln_schedule_system_count(const kiln_schedule *schedule);
 
 typedef struct kiln_system_info {
     const char *name;       /* owned by the schedule, valid until the system leaves */
     int32_t index;          /* declaration order */
     int32_t stage;          /* -1 until built */
-    bool enabled, exclusive, main_thread;
-    bool removing;          /* removed during the running frame; leaves when the run ends */
+    bool enabled, exclusive, main_thread, removing; /* removing: leaves when the run ends */
     int64_t runs;
     int64_t last_ns;        /* duration of the last run */
     int64_t total_ns;       /* sum over all runs: average = total_ns / runs */
-    int32_t before_count, after_count;
-    const char *before[KILN_SYSTEM_MAX_ORDER]; /* the names given, NULL-ended, owned as name */
-    const char *after[KILN_SYSTEM_MAX_ORDER];
-    int32_t unresolved;     /* how many of those name no system now (ignored until one does) */
+    const char *before[KILN_SYSTEM_MAX_ORDER], *after[KILN_SYSTEM_MAX_ORDER]; /* as given */
+    int32_t before_count, after_count, unresolved; /* unresolved: names no system has now */
 } kiln_system_info;
 
 /* Describes the system at index (declaration order); false when out of range. */
 bool kiln_schedule_system_info_get(const kiln_schedule *schedule, int32_t index,
                                    kiln_system_info *dest);
 
-/* The index of the named system, or -1 (also for a system being removed during a run). */
+/* The index of the named system, or -1 (also for one being removed). */
 int32_t kiln_schedule_find(const kiln_schedule *schedule, const char *name);
 
 /* Enables or disables a system by name without rebuilding; a disabled system is skipped
- * (its stage stays). Fails for an unknown name. Like kiln_schedule_remove and
- * kiln_schedule_find, callable from a system running on a worker thread. */
+ * (its stage stays). Fails for an unknown name. Like remove and find, fine from workers. */
 kiln_result kiln_schedule_enable(kiln_schedule *schedule, const char *name, bool enabled);
 
 /* Writes the stages as text ("stage 0: move, spin\nstage 1: collide\n") into buf (truncated
