@@ -256,6 +256,11 @@ function World:systems() end
 ---@param on? boolean
 function World:enable(name, on) end
 
+---Takes a system (Lua or C) out of the schedule; during a frame, at the frame's end. The
+---name is free again at once. Raises for a name no system has.
+---@param name string
+function World:remove_system(name) end
+
 ---The failures recorded since the last `progress` or `failures` call (and clears them):
 ---how a host that runs frames with `kiln_schedule_run` reads them.
 ---@return kiln.Failure[]

@@ -150,6 +150,33 @@ static int s_gc(lua_State *L) {
     return 0;
 }
 
+/* The system's kiln_fini_fn: it has left the schedule (removed, or the schedule destroyed).
+ * Releases its function and query, and its anchor in the world's systems table unless a
+ * system of the same name has taken that place meanwhile. Runs on the thread that owns Lua
+ * (Lua systems are main-thread systems). */
+static void system_fini(kiln_world *world, void *user) {
+    (void)world;
+    klua_system *s = user;
+    klua_world *kw = s->kw;
+    lua_State *L = kw->run_L ? kw->run_L : s->L;
+    if (!lua_checkstack(L, 4)) return; /* the anchor and __gc release it later */
+    luaL_unref(L, LUA_REGISTRYINDEX, s->fn_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, s->query_ref);
+    s->fn_ref = s->query_ref = LUA_NOREF;
+    if (kw->closed) return;
+    klua_push_self(L, kw);
+    if (lua_type(L, -1) == LUA_TUSERDATA) {
+        lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
+        lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
+        if (lua_getfield(L, -1, s->name) == LUA_TUSERDATA && lua_touserdata(L, -1) == s) {
+            lua_pushnil(L);
+            lua_setfield(L, -3, s->name);
+        }
+        lua_pop(L, 3);
+    }
+    lua_pop(L, 1);
+}
+
 /* Checks the descriptor of world:system and fills d (names anchored by the table at 2). */
 static void read_system_desc(lua_State *L, klua_world *kw, kiln_system_desc *d, int *nr, int *nw) {
     static const char *const keys[] = {"name", "reads", "writes", "before", "after", "exclusive",
@@ -247,6 +274,7 @@ static int w_system(lua_State *L) {
     s->read_count = nr;
     s->write_count = nw;
     d.run = trampoline;
+    d.fini = system_fini;
     d.user = s;
     if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushvalue(L, fn_idx);
@@ -329,7 +357,7 @@ static int w_systems(lua_State *L) {
     for (int32_t i = 0; i < n; i++) {
         kiln_system_info info;
         kiln_schedule_system_info_get(sched, i, &info);
-        lua_createtable(L, 0, 8);
+        lua_createtable(L, 0, 12);
         lua_pushstring(L, info.name);
         lua_setfield(L, -2, "name");
         lua_pushinteger(L, info.stage);
@@ -348,6 +376,19 @@ static int w_systems(lua_State *L) {
         lua_setfield(L, -2, "avg_ms");
         lua_pushboolean(L, info.exclusive);
         lua_setfield(L, -2, "exclusive");
+        lua_pushboolean(L, info.removing);
+        lua_setfield(L, -2, "removing");
+        lua_pushinteger(L, info.unresolved);
+        lua_setfield(L, -2, "unresolved");
+        for (int k = 0; k < 2; k++) {
+            int32_t count = k ? info.after_count : info.before_count;
+            lua_createtable(L, count, 0);
+            for (int32_t j = 0; j < count; j++) {
+                lua_pushstring(L, k ? info.after[j] : info.before[j]);
+                lua_rawseti(L, -2, j + 1);
+            }
+            lua_setfield(L, -2, k ? "after" : "before");
+        }
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
@@ -369,8 +410,23 @@ static int w_enable(lua_State *L) {
     return 0;
 }
 
+/* world:remove_system(name): the system leaves the schedule (at the end of the frame when
+ * called while the schedule runs); its name may be used again at once. */
+static int w_remove_system(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:remove_system";
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "system name");
+    size_t len;
+    const char *name = lua_tolstring(L, 2, &len);
+    kiln_schedule *sched = klua_schedule(L, kw);
+    if (strlen(name) != len || kiln_schedule_remove(sched, name) != KILN_OK)
+        klua_argerror(L, 2, fname, "no system named '%s'", klua_quote(L, name, len));
+    return 0;
+}
+
 static const luaL_Reg system_methods[] = {
     {"system", w_system},
+    {"remove_system", w_remove_system},
     {"progress", w_progress},
     {"systems", w_systems},
     {"enable", w_enable},

@@ -116,6 +116,67 @@ describe("world:systems and world:enable", function()
     end)
 end)
 
+describe("world:remove_system and waiting names", function()
+    it("removes a system between frames; the name is free again and runs from then on", function()
+        local w = H.world()
+        local ran = {}
+        w:system{name = "a", run = function() ran[#ran + 1] = "a" end}
+        w:system{name = "b", run = function() ran[#ran + 1] = "b" end}
+        w:remove_system("a")
+        assert.are.same({"b"}, (function() local n = {} for _, s in ipairs(w:systems()) do n[#n + 1] = s.name end return n end)())
+        w:progress(0)
+        assert.are.same({"b"}, ran)
+        w:system{name = "a", run = function() ran[#ran + 1] = "a2" end}
+        w:progress(0)
+        assert.are.same({"b", "b", "a2"}, ran)
+        H.raises(function() w:remove_system("zz") end, "bad argument #1 to 'world:remove_system' (no system named 'zz')")
+        H.raises(function() w:remove_system(7) end, "bad argument #1 to 'world:remove_system' (system name expected, got number)")
+    end)
+
+    it("a system removed during a frame (itself included) leaves at the frame's end, its queued work lands", function()
+        local w = H.world()
+        local runs = 0
+        w:system{name = "once", writes = {"Position"}, run = function(world)
+            runs = runs + 1
+            world:spawn{Position = {x = 1}}
+            world:remove_system("once")
+            -- the name is free at once: a replacement runs from the next frame
+            world:system{name = "once", run = function() runs = runs + 100 end}
+        end}
+        assert.is_true(w:progress(0))
+        assert.are.equal(1, runs)
+        assert.are.equal(1, w:count()) -- the spawn it queued landed
+        assert.is_true(w:progress(0))
+        assert.are.equal(101, runs)
+        assert.are.equal(1, #w:systems())
+        collectgarbage()
+        assert.is_true(w:progress(0))
+        assert.are.equal(201, runs)
+    end)
+
+    it("a before/after naming no system waits for it, and a cycle is refused naming only the cycle", function()
+        local w = H.world()
+        local order = {}
+        w:system{name = "late", after = {"early"}, run = function() order[#order + 1] = "late" end}
+        assert.is_true(w:progress(0)) -- an unknown name never stops the frame
+        assert.are.equal(1, w:systems()[1].unresolved)
+        assert.are.same({"early"}, w:systems()[1].after)
+        w:system{name = "early", run = function() order[#order + 1] = "early" end}
+        order = {}
+        assert.is_true(w:progress(0))
+        assert.are.same({"early", "late"}, order)
+        assert.are.equal(0, w:systems()[1].unresolved)
+        w:system{name = "x", run = function() end}
+        local msg = H.raises(function()
+            w:system{name = "y", after = {"late"}, before = {"early"}, run = function() end}
+        end, "world:system: ", "would form a cycle")
+        assert.is_truthy(msg:find("'y' -> 'early' -> 'late' -> 'y'", 1, true), msg)
+        assert.is_falsy(msg:find("'x'", 1, true), msg) -- systems off the cycle are not named
+        assert.are.equal(3, #w:systems()) -- the refused system was not added
+        assert.is_true(w:progress(0))
+    end)
+end)
+
 describe("ordering", function()
     it("before and after override declaration order", function()
         local w = H.world()

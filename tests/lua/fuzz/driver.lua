@@ -36,6 +36,7 @@ local NESTED_OPS = {
     children = 1, despawn_recursive = 1, emit = 2, events = 1, resource = 2, commands = 4,
     systems = 0.3, enable = 0.3, progress = 0.5, confused = 1, other_world = 2, system = 0.2,
     failures = 0.2, max_failures = 0.1, tools = 0.3, close_busy = 0.3, gc_bomb = 1,
+    remove_system = 0.1,
 }
 
 local function run_nested(m, n)
@@ -69,6 +70,7 @@ local TOP_OPS = {
     set_parent = 3, children = 2, despawn_recursive = 1.5, define_event = 0.5, emit = 2,
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
+    remove_system = 0.4,
 }
 
 local function closed_world_round(m)
@@ -119,7 +121,8 @@ function D.run(opts)
                            "remove", "has", "get", "set", "tick", "advance_tick", "changed_tick", "query",
                            "system", "progress", "systems", "enable", "set_parent", "children",
                            "despawn_recursive", "event", "emit", "events", "resource", "failures",
-                           "max_failures", "components", "component_info", "stats", "inspect", "schema"}) do
+                           "max_failures", "components", "component_info", "stats", "inspect", "schema",
+                           "remove_system"}) do
         S.known_world_methods[name] = true
     end
     -- methods added after this test was written are reported, not called

@@ -399,7 +399,11 @@ local function bulk_write_back(m, entry, writable, chunk)
                 for _, f in ipairs(comp.fields) do
                     local v = tt[f.name][ri]
                     local x
-                    if f.type.kind == "f32" and f.count == 1 and type(v) == "number" then
+                    local old_text = f.type.kind == "char" and type(filled[f.name]) == "string" and filled[f.name]
+                    if old_text and type(v) == "string" and v == (old_text:match("^[^%z]*")) then
+                        -- unchanged text keeps its bytes, even those past its NUL (as in each)
+                        x = filled[f.name]
+                    elseif f.type.kind == "f32" and f.count == 1 and type(v) == "number" then
                         -- the fast path checks the float range as every other path does
                         if v == v and math.abs(v) ~= math.huge and math.abs(v) > 3.4028234663852886e38 then
                             return false

@@ -380,6 +380,25 @@ function ops.enable(m)
 end
 
 
+-- world:remove_system between frames: the system leaves at once, later ones move down one
+-- index. Inside a frame only a name no system has is tried (it must raise); removals during
+-- a frame are pinned by systems_spec.lua.
+function ops.remove_system(m)
+    local inside = m.cur_sys ~= nil or m.in_progress
+    local name
+    if not inside and #m.systems > 0 and chance(0.8) then name = m.systems[R(#m.systems)].name
+    else name = pick({"nope", "x\0y", 3, {}, nil}) end
+    local s = type(name) == "string" and not name:find("\0", 1, true) and m.system_by_name[name]
+    local r = wcall(m, "remove_system", name)
+    expect("world:remove_system", s and true or false, r, tostring(name))
+    if r[1] and s then
+        table.remove(m.systems, s.index)
+        for i, other in ipairs(m.systems) do other.index = i end
+        m.system_by_name[name] = nil
+    end
+    if not r[1] then after_error(m, {}, "remove_system") end
+end
+
 function ops.failures(m)
     local r = wcall(m, "failures")
     if expect("world:failures", true, r) then
