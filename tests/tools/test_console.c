@@ -2,6 +2,7 @@
  * commands in flight, garbage, huge lines, dropped clients, budgets, and `kiln --connect`. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,29 +22,42 @@
 typedef struct game {
     lua_State *L;
     kiln_console *console;
+    char log[4096]; /* what the console reported, one line each */
 } game;
 
-static game start_game(int64_t budget) {
-    game g;
-    g.L = luaL_newstate();
-    luaL_openlibs(g.L);
-    luaL_requiref(g.L, "kiln", luaopen_kiln, 1);
-    lua_pop(g.L, 1);
+static void keep_log(void *user, const char *message) {
+    game *g = user;
+    size_t o = strlen(g->log);
+    snprintf(g->log + o, sizeof g->log - o, "%s\n", message);
+}
+
+/* A game with a world of 5 entities and a console opened with desc (the log is the game's). */
+static game *start_game_with(kiln_console_desc desc) {
+    game *g = calloc(1, sizeof *g);
+    g->L = luaL_newstate();
+    luaL_openlibs(g->L);
+    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
+    lua_pop(g->L, 1);
     const char *setup =
         "world = kiln.world()\n"
         "world:component('Position', 'float x, y;')\n"
         "for i = 1, 5 do world:spawn{Position = {x = i, y = 0}} end\n"
         "frames = 0\n";
-    ck_assert_int_eq(luaL_dostring(g.L, setup), LUA_OK);
-    char err[128];
-    g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = 0, .budget = budget}, err, sizeof err);
-    ck_assert_msg(g.console != NULL, "console_open: %s", err);
+    ck_assert_int_eq(luaL_dostring(g->L, setup), LUA_OK);
+    char err[256];
+    desc.log = keep_log;
+    desc.log_user = g;
+    g->console = kiln_console_open(g->L, &desc, err, sizeof err);
+    ck_assert_msg(g->console != NULL, "console_open: %s", err);
     return g;
 }
+
+static game *start_game(int64_t budget) { return start_game_with((kiln_console_desc){.budget = budget}); }
 
 static void stop_game(game *g) {
     kiln_console_close(g->console);
     lua_close(g->L);
+    free(g);
 }
 
 /* One game frame: the world advances, then the console is served. */
@@ -56,7 +71,14 @@ static void pause_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static int connect_client(const game *g) {
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A connection that has sent nothing yet. */
+static int connect_raw(const game *g) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
@@ -74,12 +96,26 @@ static void send_text(int fd, const char *s) {
         if (w > 0) {
             s += w;
             n -= (size_t)w;
+        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return; /* the console closed the connection */
         }
     }
 }
 
+static char *answers(game *g, int fd, int count);
+
+/* A connection that has sent the token and had it accepted. */
+static int connect_client(game *g) {
+    int fd = connect_raw(g);
+    char line[300];
+    snprintf(line, sizeof line, "token %s\n", kiln_console_token(g->console));
+    send_text(fd, line);
+    ck_assert_str_eq(answers(g, fd, 1), "ok:|");
+    return fd;
+}
+
 /* Runs frames until count answer frames arrived on fd; returns them concatenated as
- * "status:text|status:text|". */
+ * "status:text|status:text|". A frame whose length header disagrees with its text fails. */
 static char *answers(game *g, int fd, int count) {
     static char out[1 << 16];
     char buf[1 << 16];
@@ -108,137 +144,151 @@ static char *answers(game *g, int fd, int count) {
         }
         if (got < count) pause_ms(1);
     }
-    ck_assert_int_eq(got, count);
+    ck_assert_msg(got == count, "%d of %d answers: %s", got, count, out);
+    ck_assert_msg(have == 0, "bytes after the last frame: %.*s", (int)have, buf);
     return out;
 }
 
+/* Runs frames until the console closes fd (fails when it stays open for 2 s). */
+static void wait_closed(game *g, int fd) {
+    char buf[4096];
+    double until = now_ms() + 2000;
+    while (now_ms() < until) {
+        frame(g);
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            close(fd);
+            return;
+        }
+        pause_ms(1);
+    }
+    ck_abort_msg("the console kept the connection open");
+}
+
+/* The global name is unset in the game. */
+static bool unset(game *g, const char *name) {
+    bool is_nil = lua_getglobal(g->L, name) == LUA_TNIL;
+    lua_pop(g->L, 1);
+    return is_nil;
+}
+
 START_TEST(a_client_line_is_evaluated_between_frames_and_answered) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
+    game *g = start_game(0);
+    int fd = connect_client(g);
     send_text(fd, "world:count()\n");
-    ck_assert_str_eq(answers(&g, fd, 1), "ok:5|");
+    ck_assert_str_eq(answers(g, fd, 1), "ok:5|");
     send_text(fd, "world:get(world:entities()[2], 'Position').x\n");
-    ck_assert_str_eq(answers(&g, fd, 1), "ok:2.0|"); /* a float field reads as a float */
+    ck_assert_str_eq(answers(g, fd, 1), "ok:2.0|"); /* a float field reads as a float */
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(several_commands_in_flight_are_answered_in_order) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
+    game *g = start_game(0);
+    int fd = connect_client(g);
     send_text(fd, "1 + 1\nprint('hi')\nlocal t = 3\n'x' .. 'y'\n");
-    ck_assert_str_eq(answers(&g, fd, 4), "ok:2|ok:hi|ok:|ok:\"xy\"|");
+    ck_assert_str_eq(answers(g, fd, 4), "ok:2|ok:hi|ok:|ok:\"xy\"|");
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(a_statement_over_several_lines_waits_for_its_end) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
+    game *g = start_game(0);
+    int fd = connect_client(g);
     send_text(fd, "for i = 1, 2 do\nprint(i)\nend\n");
-    ck_assert_str_eq(answers(&g, fd, 3), "more:|more:|ok:1\n2|");
+    ck_assert_str_eq(answers(g, fd, 3), "more:|more:|ok:1\n2|");
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(garbage_gets_an_error_and_the_session_goes_on) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
+    game *g = start_game(0);
+    int fd = connect_client(g);
     send_text(fd, "\x01\x02 @@@ )(\nworld:count()\n");
-    char *a = answers(&g, fd, 2);
+    char *a = answers(g, fd, 2);
     ck_assert_msg(strncmp(a, "error:", 6) == 0, "got %s", a);
     ck_assert_ptr_nonnull(strstr(a, "|ok:5|"));
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
-START_TEST(a_huge_line_is_refused_without_dropping_the_client) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
-    size_t n = 200000;
-    char *big = malloc(n + 2);
-    memset(big, 'a', n);
-    big[n] = '\n';
-    big[n + 1] = '\0';
-    /* send in pieces while the game keeps polling */
-    for (size_t off = 0; off < n + 1; off += 4096) {
-        size_t k = n + 1 - off < 4096 ? n + 1 - off : 4096;
-        char piece[4097];
-        memcpy(piece, big + off, k);
-        piece[k] = '\0';
-        send_text(fd, piece);
-        frame(&g);
-    }
-    free(big);
-    send_text(fd, "world:count()\n");
-    char *a = answers(&g, fd, 2);
-    ck_assert_ptr_nonnull(strstr(a, "longer than 65536 bytes"));
-    ck_assert_ptr_nonnull(strstr(a, "|ok:5|"));
-    close(fd);
-    stop_game(&g);
+START_TEST(a_line_past_the_longest_drops_its_client_with_the_reason) {
+    game *g = start_game_with((kiln_console_desc){.max_line = 1000});
+    int fd = connect_client(g), other = connect_client(g);
+    char big[1501];
+    memset(big, 'a', 1500);
+    big[1500] = '\0';
+    send_text(fd, big);
+    ck_assert_str_eq(answers(g, fd, 1), "error:console: a line longer than 1000 bytes|");
+    wait_closed(g, fd);
+    send_text(other, "world:count()\n");
+    ck_assert_str_eq(answers(g, other, 1), "ok:5|");
+    ck_assert_ptr_nonnull(strstr(g->log, "a line longer than 1000 bytes; closed"));
+    close(other);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(a_dropped_client_leaves_the_game_and_other_clients_running) {
-    game g = start_game(0);
-    int a = connect_client(&g);
-    int b = connect_client(&g);
+    game *g = start_game(0);
+    int a = connect_client(g);
+    int b = connect_client(g);
     send_text(a, "for i = 1, 3 do\n"); /* dropped in the middle of a statement */
-    frame(&g);
+    frame(g);
     close(a);
-    for (int i = 0; i < 5; i++) frame(&g);
+    for (int i = 0; i < 5; i++) frame(g);
     send_text(b, "frames > 5\n");
-    ck_assert_str_eq(answers(&g, b, 1), "ok:true|");
-    int c = connect_client(&g);
+    ck_assert_str_eq(answers(g, b, 1), "ok:true|");
+    int c = connect_client(g);
     send_text(c, "world:count()\n");
-    ck_assert_str_eq(answers(&g, c, 1), "ok:5|");
+    ck_assert_str_eq(answers(g, c, 1), "ok:5|");
     close(b);
     close(c);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(a_runaway_statement_is_stopped_by_its_budget) {
-    game g = start_game(1000000);
-    int fd = connect_client(&g);
+    game *g = start_game(1000000);
+    int fd = connect_client(g);
     send_text(fd, "while true do end\nworld:count()\n");
-    char *a = answers(&g, fd, 2);
-    ck_assert_ptr_nonnull(strstr(a, "instruction budget"));
+    char *a = answers(g, fd, 2);
+    ck_assert_msg(strstr(a, "instruction budget") != NULL, "%s", a);
     ck_assert_ptr_nonnull(strstr(a, "|ok:5|"));
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(stepping_is_refused_remotely_and_completion_works) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
+    game *g = start_game(0);
+    int fd = connect_client(g);
     send_text(fd, ":step\n:complete world:cou\n:complete world:get(e, \"Pos\n");
-    char *a = answers(&g, fd, 3);
+    char *a = answers(g, fd, 3);
     ck_assert_ptr_nonnull(strstr(a, "error::step is not available here"));
     ck_assert_ptr_nonnull(strstr(a, "ok:world:count|"));
-    ck_assert_ptr_nonnull(strstr(a, "ok:Position|"));
+    ck_assert_msg(strstr(a, "ok:Position|") != NULL, "%s", a);
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(help_over_the_console_lists_only_what_works_there) {
-    game g = start_game(0);
-    int fd = connect_client(&g);
+    game *g = start_game(0);
+    int fd = connect_client(g);
     send_text(fd, ":help\n");
-    char *a = answers(&g, fd, 1);
+    char *a = answers(g, fd, 1);
     ck_assert_ptr_nonnull(strstr(a, ":watch expr"));
     ck_assert_ptr_nonnull(strstr(a, ":stats"));
     ck_assert_ptr_null(strstr(a, ":step"));
     ck_assert_ptr_null(strstr(a, ":run"));
     ck_assert_ptr_null(strstr(a, ":pause"));
     close(fd);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
@@ -249,6 +299,13 @@ typedef struct client_step {
     int signal;
     const char *input;
 } client_step;
+
+/* Writes the console's first line, "token HEX", to a `kiln --connect` client's input. */
+static void send_token_line(game *g, int fd) {
+    char line[300];
+    int n = snprintf(line, sizeof line, "token %s\n", kiln_console_token(g->console));
+    ck_assert_int_eq(write(fd, line, (size_t)n), n);
+}
 
 /* Runs `kiln --connect` against the game through steps; returns its output after it exits
  * (static buffer) and checks that it exited with 0. */
@@ -270,6 +327,7 @@ static const char *attach(game *g, const client_step *steps, int count) {
     }
     close(in[0]);
     close(out[1]);
+    send_token_line(g, in[1]);
     fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
     size_t have = 0;
     int status = 0, next = 0;
@@ -305,27 +363,27 @@ static const char *attach(game *g, const client_step *steps, int count) {
 }
 
 START_TEST(watches_print_while_the_attached_prompt_waits) {
-    game g = start_game(0);
+    game *g = start_game(0);
     client_step steps[] = {{0, 0, ":watch frames > 0\n:watch world:count()\n"}, {1600, 0, ":quit\n"}};
-    const char *out = attach(&g, steps, 2);
+    const char *out = attach(g, steps, 2);
     ck_assert_ptr_nonnull(strstr(out, "watching [1] frames > 0\nwatching [2] world:count()\n"));
     ck_assert_msg(strstr(out, "[1] frames > 0 = true\n[2] world:count() = 5\n") != NULL, "no watches: %s", out);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued) {
-    game g = start_game(0);
+    game *g = start_game(0);
     client_step steps[] = {{0, 0, "for i = 1, 2 do\n"}, {300, SIGINT, NULL}, {300, 0, "print('fresh')\n:quit\n"}};
-    ck_assert_str_eq(attach(&g, steps, 3), "fresh\n");
-    stop_game(&g);
+    ck_assert_str_eq(attach(g, steps, 3), "fresh\n");
+    stop_game(g);
 }
 END_TEST
 
 START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
-    game g = start_game(0);
+    game *g = start_game(0);
     char port[32];
-    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g.console));
+    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
     int in[2], out[2];
     ck_assert_int_eq(pipe(in), 0);
     ck_assert_int_eq(pipe(out), 0);
@@ -340,11 +398,12 @@ START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
     }
     close(in[0]);
     close(out[1]);
+    send_token_line(g, in[1]);
     for (int i = 0; i < 300; i++) {
-        frame(&g);
+        frame(g);
         pause_ms(1);
     }
-    stop_game(&g); /* the client types nothing: only its watch poll can notice */
+    stop_game(g); /* the client types nothing: only its watch poll can notice */
     int status = 0;
     for (int spin = 0; spin < 3000 && waitpid(pid, &status, WNOHANG) != pid; spin++) pause_ms(1);
     char text[256];
@@ -358,9 +417,9 @@ START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
 END_TEST
 
 START_TEST(the_kiln_command_attaches_to_the_console) {
-    game g = start_game(0);
+    game *g = start_game(0);
     char port[16];
-    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g.console));
+    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
     int in[2], out[2];
     ck_assert_int_eq(pipe(in), 0);
     ck_assert_int_eq(pipe(out), 0);
@@ -375,6 +434,7 @@ START_TEST(the_kiln_command_attaches_to_the_console) {
     }
     close(in[0]);
     close(out[1]);
+    send_token_line(g, in[1]);
     const char *script = "world:count()\nfor i = 1, 2 do\nprint('line', i)\nend\n:quit\n";
     ck_assert_int_eq(write(in[1], script, strlen(script)), (ssize_t)strlen(script));
     close(in[1]);
@@ -383,7 +443,7 @@ START_TEST(the_kiln_command_attaches_to_the_console) {
     size_t have = 0;
     int status = 0;
     for (int spin = 0; spin < 5000; spin++) {
-        frame(&g);
+        frame(g);
         ssize_t r = read(out[0], text + have, sizeof text - have - 1);
         if (r > 0) have += (size_t)r;
         if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -396,7 +456,7 @@ START_TEST(the_kiln_command_attaches_to_the_console) {
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln exited %d: %s", status, text);
     ck_assert_str_eq(text, "5\nline\t1\nline\t2\n");
     close(out[0]);
-    stop_game(&g);
+    stop_game(g);
 }
 END_TEST
 
@@ -408,7 +468,7 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, several_commands_in_flight_are_answered_in_order);
     tcase_add_test(tc, a_statement_over_several_lines_waits_for_its_end);
     tcase_add_test(tc, garbage_gets_an_error_and_the_session_goes_on);
-    tcase_add_test(tc, a_huge_line_is_refused_without_dropping_the_client);
+    tcase_add_test(tc, a_line_past_the_longest_drops_its_client_with_the_reason);
     tcase_add_test(tc, a_dropped_client_leaves_the_game_and_other_clients_running);
     tcase_add_test(tc, a_runaway_statement_is_stopped_by_its_budget);
     tcase_add_test(tc, stepping_is_refused_remotely_and_completion_works);
