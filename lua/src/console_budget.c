@@ -187,7 +187,8 @@ typedef struct item {
     bool opaque; /* %b, %f, a back reference: charged as an overlapping run */
 } item;
 
-static double pattern_cost(const char *p, size_t m, size_t n, bool may_anchor, bool plain) {
+static double pattern_cost(const char *p, size_t m, const char *subject, size_t n, bool may_anchor,
+                           bool plain) {
     double starts = (double)n + 1, run = (double)n + 1;
     if (plain) return starts * ((double)m + 1);
     size_t i = 0;
@@ -222,6 +223,15 @@ static double pattern_cost(const char *p, size_t m, size_t n, bool may_anchor, b
         }
         items[count++] = it;
     }
+    if (starts > 1 && count > 0 && !items[0].opaque && (items[0].quant == 0 || items[0].quant == '+')) {
+        /* a search gets past its first item only where that item matches: count those */
+        double hits = 1;
+        for (size_t k = 0; k < n; k++) {
+            unsigned char ch = (unsigned char)subject[k];
+            if (items[0].cs.bits[ch >> 6] >> (ch & 63) & 1) hits++;
+        }
+        starts = hits;
+    }
     for (int k = 0; k < count; k++) {
         const item *it = &items[k];
         if (it->quant == '?') {
@@ -235,7 +245,7 @@ static double pattern_cost(const char *p, size_t m, size_t n, bool may_anchor, b
         }
         if (ways > 1e30) break;
     }
-    return starts * ways * added * ((double)m + 1);
+    return (double)n + starts * ways * (added + (double)m + 1);
 }
 
 static bool has_specials(const char *p, size_t m) {
@@ -287,17 +297,17 @@ static void worst_case(lua_State *L, klua_budget *b, wrapped kind, double *steps
         break;
     }
     case W_FIND:
-        if (s && p) *steps = pattern_cost(p, m, n, true, lua_toboolean(L, 4) || !has_specials(p, m));
+        if (s && p) *steps = pattern_cost(p, m, s, n, true, lua_toboolean(L, 4) || !has_specials(p, m));
         break;
     case W_MATCH:
-        if (s && p) *steps = pattern_cost(p, m, n, true, false);
+        if (s && p) *steps = pattern_cost(p, m, s, n, true, false);
         break;
     case W_GMATCH:
-        if (s && p) *steps = pattern_cost(p, m, n, false, false);
+        if (s && p) *steps = pattern_cost(p, m, s, n, false, false);
         break;
     case W_GSUB:
         if (s && p) {
-            *steps = pattern_cost(p, m, n, true, false);
+            *steps = pattern_cost(p, m, s, n, true, false);
             if (lua_type(L, 3) == LUA_TSTRING) {
                 size_t r;
                 const char *repl = lua_tolstring(L, 3, &r);

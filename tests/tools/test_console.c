@@ -292,6 +292,315 @@ START_TEST(help_over_the_console_lists_only_what_works_there) {
 }
 END_TEST
 
+/* ---- who may talk to the console --------------------------------------------------------- */
+
+/* Lua's answer to expr in the game, as text (static buffer). */
+static const char *game_eval(game *g, const char *expr) {
+    static char text[256];
+    char code[512];
+    snprintf(code, sizeof code, "return tostring(%s)", expr);
+    ck_assert_int_eq(luaL_dostring(g->L, code), LUA_OK);
+    snprintf(text, sizeof text, "%s", lua_tostring(g->L, -1));
+    lua_pop(g->L, 1);
+    return text;
+}
+
+START_TEST(a_client_without_the_token_runs_nothing) {
+    game *g = start_game(0);
+    int fd = connect_raw(g);
+    send_text(fd, "hacked = true\nworld:spawn{}\n");
+    ck_assert_str_eq(answers(g, fd, 1),
+                     "error:console: send \"token HEX\" first (the token is in the game's token file)|");
+    wait_closed(g, fd);
+    ck_assert(unset(g, "hacked"));
+    ck_assert_str_eq(game_eval(g, "world:count()"), "5");
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_wrong_token_closes_the_connection_and_is_logged) {
+    game *g = start_game(0);
+    char wrong[300];
+    snprintf(wrong, sizeof wrong, "token %s\nhacked = true\n", kiln_console_token(g->console));
+    char *last = strchr(wrong, '\n') - 1;
+    *last = *last == '0' ? '1' : '0'; /* one digit off */
+    int fd = connect_raw(g);
+    send_text(fd, wrong);
+    ck_assert_str_eq(answers(g, fd, 1), "error:console: wrong token|");
+    wait_closed(g, fd);
+    ck_assert(unset(g, "hacked"));
+    ck_assert_msg(strstr(g->log, "127.0.0.1:") && strstr(g->log, ": console: wrong token; closed\n"), "%s", g->log);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(input_that_looks_like_http_runs_nothing) {
+    game *g = start_game(0);
+    int browser = connect_raw(g);
+    send_text(browser, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 14\r\n\r\nhacked = true\n");
+    ck_assert_str_eq(answers(g, browser, 1), "error:console: this is not an HTTP server|");
+    wait_closed(g, browser);
+    int signed_in = connect_client(g); /* even after the token, a header line ends the connection */
+    send_text(signed_in, "Content-Type: text/plain\nhacked = true\n");
+    ck_assert_str_eq(answers(g, signed_in, 1), "error:console: this is not an HTTP server|");
+    wait_closed(g, signed_in);
+    ck_assert(unset(g, "hacked"));
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(the_token_file_is_the_users_alone_and_signs_a_client_in) {
+    char dir[] = "/tmp/kiln-console-test-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/token", dir);
+    FILE *f = fopen(path, "w"); /* a file already there is replaced, not written into */
+    fputs("stale\n", f);
+    fclose(f);
+    chmod(path, 0644);
+    game *g = start_game_with((kiln_console_desc){.token_path = path});
+    ck_assert_str_eq(kiln_console_token_path(g->console), path);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0600);
+    ck_assert_int_eq(st.st_uid, getuid());
+    char token[300] = "", line[320];
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(fgets(token, sizeof token, f));
+    fclose(f);
+    ck_assert_int_eq(strlen(token), 33); /* 128 bits in hex, and a newline */
+    token[32] = '\0';
+    ck_assert_str_eq(token, kiln_console_token(g->console));
+    int fd = connect_raw(g);
+    snprintf(line, sizeof line, "token %s\r\nworld:count()\n", token);
+    send_text(fd, line);
+    ck_assert_str_eq(answers(g, fd, 2), "ok:|ok:5|");
+    close(fd);
+    stop_game(g);
+    ck_assert_int_ne(access(path, F_OK), 0); /* closing the console removes it */
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(a_reachable_address_needs_a_token_given_by_the_host) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256] = "";
+    ck_assert_ptr_null(kiln_console_open(L, &(kiln_console_desc){.bind_address = "0.0.0.0"}, err, sizeof err));
+    ck_assert_str_eq(err, "kiln_console_open: 0.0.0.0 is reachable from other machines: give the console "
+                          "a token in its desc to bind it");
+    ck_assert_ptr_null(kiln_console_open(L, &(kiln_console_desc){.token = "short"}, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "the token must be 16 to 256 printable characters"));
+    kiln_console *c = kiln_console_open(
+        L, &(kiln_console_desc){.bind_address = "0.0.0.0", .token = "a-host-given-secret"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "%s", err);
+    ck_assert_str_eq(kiln_console_token(c), "a-host-given-secret");
+    ck_assert_ptr_null(kiln_console_token_path(c));
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* ---- fairness ----------------------------------------------------------------------------- */
+
+/* Polls while hostile pushes payload (len bytes, as fast as the socket takes it) and a
+ * signed-in client asks for world:count(); returns the longest poll in ms. The honest
+ * client must be answered. */
+static double poll_under_attack(game *g, int hostile, const char *payload, size_t len) {
+    int honest = connect_client(g);
+    send_text(honest, "world:count()\n");
+    char sink[1 << 16], reply[64] = "";
+    size_t sent = 0, got = 0;
+    double worst = 0;
+    for (int f = 0; f < 3000 && (sent < len || got < 6); f++) {
+        ssize_t w = send(hostile, payload + sent, len - sent, MSG_NOSIGNAL);
+        if (w > 0) sent += (size_t)w;
+        else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) sent = len; /* dropped */
+        while (recv(hostile, sink, sizeof sink, 0) > 0) {}
+        double t0 = now_ms();
+        kiln_console_poll(g->console);
+        double t = now_ms() - t0;
+        if (t > worst) worst = t;
+        ssize_t r = recv(honest, reply + got, sizeof reply - 1 - got, 0);
+        if (r > 0) got += (size_t)r;
+    }
+    reply[got] = '\0';
+    ck_assert_str_eq(reply, "ok 1\n5");
+    close(honest);
+    return worst;
+}
+
+enum { SLACK_MS = 60 }; /* a noisy shared machine may deschedule a poll; an unbounded one takes seconds */
+
+START_TEST(a_flood_of_lines_cannot_hold_a_poll_past_its_budget) {
+    game *g = start_game_with((kiln_console_desc){.frame_us = 2000});
+    int hostile = connect_client(g);
+    size_t len = 3 << 20;
+    char *flood = malloc(len);
+    for (size_t i = 0; i < len; i += 6) memcpy(flood + i, "x = 1\n", 6);
+    double worst = poll_under_attack(g, hostile, flood, len);
+    ck_assert_msg(worst < 2 + SLACK_MS, "a poll took %.1f ms", worst);
+    free(flood);
+    close(hostile);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(an_endless_line_cannot_hold_a_poll_and_drops_its_client) {
+    game *g = start_game_with((kiln_console_desc){.frame_us = 2000, .frame_bytes = 16384});
+    int hostile = connect_client(g);
+    size_t len = 8 << 20;
+    char *line = malloc(len);
+    memset(line, 'a', len);
+    double worst = poll_under_attack(g, hostile, line, len);
+    ck_assert_msg(worst < 2 + SLACK_MS, "a poll took %.1f ms", worst);
+    ck_assert_ptr_nonnull(strstr(g->log, "a line longer than 65536 bytes; closed"));
+    free(line);
+    close(hostile);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(idle_clients_are_dropped_and_busy_ones_stay) {
+    game *g = start_game_with((kiln_console_desc){.idle_ms = 300, .auth_ms = 150});
+    int idle = connect_client(g), silent = connect_raw(g), busy = connect_client(g);
+    for (int i = 0; i < 8; i++) {
+        send_text(busy, "frames\n");
+        answers(g, busy, 1);
+        pause_ms(60);
+    }
+    ck_assert_str_eq(answers(g, silent, 1), "error:console: idle for 150 ms without a token|");
+    wait_closed(g, silent);
+    ck_assert_str_eq(answers(g, idle, 1), "error:console: idle for 300 ms|");
+    wait_closed(g, idle);
+    send_text(busy, "world:count()\n");
+    ck_assert_str_eq(answers(g, busy, 1), "ok:5|");
+    close(busy);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_ninth_client_is_refused_with_a_framed_reason) {
+    game *g = start_game(0);
+    int eight[8];
+    for (int i = 0; i < 8; i++) eight[i] = connect_client(g);
+    int ninth = connect_raw(g);
+    ck_assert_str_eq(answers(g, ninth, 1), "error:console: too many clients (8)|");
+    wait_closed(g, ninth);
+    close(eight[0]);
+    for (int i = 0; i < 5; i++) frame(g);
+    int next = connect_client(g); /* a freed place is taken again */
+    send_text(next, "world:count()\n");
+    ck_assert_str_eq(answers(g, next, 1), "ok:5|");
+    close(next);
+    for (int i = 1; i < 8; i++) close(eight[i]);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_half_closed_client_gets_its_answers) {
+    game *g = start_game(0);
+    int fd = connect_raw(g);
+    char text[300];
+    snprintf(text, sizeof text, "token %s\n1 + 1\nworld:count()\n", kiln_console_token(g->console));
+    send_text(fd, text);
+    shutdown(fd, SHUT_WR);
+    ck_assert_str_eq(answers(g, fd, 3), "ok:|ok:2|ok:5|");
+    wait_closed(g, fd);
+    stop_game(g);
+}
+END_TEST
+
+/* ---- the statement budget ----------------------------------------------------------------- */
+
+START_TEST(no_escape_from_the_statement_budget) {
+    game *g = start_game(1000000);
+    lua_getglobal(g->L, "print");
+    const void *print = lua_topointer(g->L, -1);
+    lua_pop(g->L, 1);
+    int fd = connect_client(g);
+    static const char *const escapes[] = {
+        "while true do pcall(function() while true do end end) end",
+        "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+        "pcall(debug.sethook); while true do end",
+        "t = {} for i = 1, 100 do t[i] = i end table.sort(t, function(a, b) while true do end end)",
+    };
+    for (size_t i = 0; i < sizeof escapes / sizeof *escapes; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "%s\nworld:count()\nprint('on')\n", escapes[i]);
+        send_text(fd, line);
+        char *a = answers(g, fd, 3);
+        ck_assert_msg(strstr(a, "error:console: the statement ran past its instruction budget|ok:5|ok:on|") == a,
+                      "%s: %s", escapes[i], a);
+    }
+    send_text(fd, "debug.sethook()\n");
+    char *a = answers(g, fd, 1);
+    ck_assert_msg(strstr(a, "debug.sethook is not available in the console"), "%s", a);
+    lua_getglobal(g->L, "print");
+    ck_assert_ptr_eq(lua_topointer(g->L, -1), print); /* the session's captured print is gone */
+    lua_pop(g->L, 1);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(c_functions_are_charged_their_worst_case) {
+    game *g = start_game(1000000);
+    int fd = connect_client(g);
+    static const struct {
+        const char *line, *answer;
+    } cases[] = {
+        {"s = ('a'):rep(3000); return s:find('a*a*a*c')", "string.find could take"},
+        {"return (('a'):rep(5000)):gsub('.-.-.-b', '')", "string.gsub could take"},
+        {"return ('x'):rep(1e9)", "string.rep could build 1e+09 bytes"},
+        {"s = ('y'):rep(1e6) t = {} for i = 1, 100 do t[i] = s end return #table.concat(t)", "table.concat could build"},
+        {"t = {} for i = 1, 1e5 do t[i] = -i end table.sort(t)", "table.sort could take"},
+        {"table.move({}, 1, 1e12, 2)", "table.move could take"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "%s\n(\"ab\"):rep(3) .. table.concat({1, 2}, ',')\n", cases[i].line);
+        send_text(fd, line);
+        char *a = answers(g, fd, 2);
+        ck_assert_msg(strncmp(a, "error:", 6) == 0 && strstr(a, cases[i].answer) && strstr(a, "|ok:\"ababab1,2\"|"),
+                      "%s: %s", cases[i].line, a);
+    }
+    ck_assert_str_eq(game_eval(g, "string.rep == select(2, pcall(require, 'string')).rep"), "true");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_statement_stops_at_its_time_limit) {
+    game *g = start_game_with((kiln_console_desc){.statement_ms = 200});
+    int fd = connect_client(g);
+    send_text(fd, "local s = ('x'):rep(1 << 24) while true do local t = s .. 'y' end\n");
+    double t0 = now_ms();
+    ck_assert_str_eq(answers(g, fd, 1), "error:console: the statement ran past its time limit (200 ms)|");
+    ck_assert_msg(now_ms() - t0 < 2000, "took %.0f ms", now_ms() - t0);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(tampering_with_sessions_cannot_stop_the_game) {
+    game *g = start_game(1000000);
+    int fd = connect_client(g);
+    send_text(fd, "S = getmetatable(kiln.session()); S.__newindex = function() while true do end end; "
+                  "S.feed = nil; kiln.session = nil\n"
+                  "for i = 1, 2 do\n"
+                  "while true do end\n");
+    answers(g, fd, 3);
+    send_text(fd, "S.__index = function() error('tampered') end\nworld:count()\n");
+    answers(g, fd, 2); /* answered, whatever the answers */
+    frame(g);
+    int next = connect_client(g); /* kiln.session was taken at open */
+    close(next);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 /* A `kiln --connect` client fed by steps: each waits (while the game runs frames), then
  * signals the client and/or writes its input. */
 typedef struct client_step {
@@ -477,6 +786,20 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, watches_print_while_the_attached_prompt_waits);
     tcase_add_test(tc, ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued);
     tcase_add_test(tc, an_idle_attached_prompt_notices_when_the_game_goes);
+    tcase_add_test(tc, a_client_without_the_token_runs_nothing);
+    tcase_add_test(tc, a_wrong_token_closes_the_connection_and_is_logged);
+    tcase_add_test(tc, input_that_looks_like_http_runs_nothing);
+    tcase_add_test(tc, the_token_file_is_the_users_alone_and_signs_a_client_in);
+    tcase_add_test(tc, a_reachable_address_needs_a_token_given_by_the_host);
+    tcase_add_test(tc, a_flood_of_lines_cannot_hold_a_poll_past_its_budget);
+    tcase_add_test(tc, an_endless_line_cannot_hold_a_poll_and_drops_its_client);
+    tcase_add_test(tc, idle_clients_are_dropped_and_busy_ones_stay);
+    tcase_add_test(tc, a_ninth_client_is_refused_with_a_framed_reason);
+    tcase_add_test(tc, a_half_closed_client_gets_its_answers);
+    tcase_add_test(tc, no_escape_from_the_statement_budget);
+    tcase_add_test(tc, c_functions_are_charged_their_worst_case);
+    tcase_add_test(tc, a_statement_stops_at_its_time_limit);
+    tcase_add_test(tc, tampering_with_sessions_cannot_stop_the_game);
     suite_add_tcase(s, tc);
     return s;
 }
