@@ -264,7 +264,8 @@ static bool answer(client *cl, const char *status, const char *text, size_t n) {
 /* Queues the reason and closes the client once it is sent. */
 static void close_with(kiln_console *c, client *cl, const char *reason) {
     answer(cl, "error", reason, strlen(reason));
-    report(c, "console: %s: %s; closed", cl->peer, reason);
+    const char *why = strncmp(reason, "console: ", 9) == 0 ? reason + 9 : reason;
+    report(c, "console: %s: %s; closed", cl->peer, why);
     cl->closing = true;
     cl->closing_at = klua_console_now();
 }
