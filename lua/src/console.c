@@ -505,10 +505,10 @@ static bool finished(kiln_console *c, client *cl, double now) {
     if (cl->eof) {
         /* half-closed: every complete line gets its answer before the close */
         char *rest = cl->in ? memchr(cl->in, '\n', cl->in_len) : NULL;
-        return !rest && cl->out_len == 0;
+        if (!rest && cl->out_len == 0) return true;
     }
     double limit = (cl->authed ? c->idle_ms : c->auth_ms) / 1000.0;
-    if (now - cl->last_line > limit) {
+    if (now - cl->last_line > limit) { /* also a half-closed client that never reads */
         char reason[96];
         snprintf(reason, sizeof reason, "console: idle for %d ms%s", cl->authed ? c->idle_ms : c->auth_ms,
                  cl->authed ? "" : " without a token");

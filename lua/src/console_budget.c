@@ -340,9 +340,14 @@ static void worst_case(lua_State *L, klua_budget *b, wrapped kind, double *steps
     }
 }
 
-/* The wrapper: upvalue 1 the function it stands for, upvalue 2 its kind. */
+/* The wrapper: upvalue 1 a userdata holding the C function it stands for (so that
+ * debug.getupvalue hands out nothing callable), upvalue 2 its kind. */
 static int wrapper(lua_State *L) {
-    wrapped kind = (wrapped)lua_tointeger(L, lua_upvalueindex(2));
+    lua_Integer k = lua_tointeger(L, lua_upvalueindex(2));
+    lua_CFunction *original = lua_touserdata(L, lua_upvalueindex(1));
+    if (k < 0 || k >= WRAPPED_COUNT || !original || lua_rawlen(L, lua_upvalueindex(1)) != sizeof *original)
+        return luaL_error(L, "console: a wrapped library function was tampered with");
+    wrapped kind = (wrapped)k;
     klua_budget *b = current(L);
     const char *name = WRAPPED[kind].name;
     const char *lib = WRAPPED[kind].lib;
@@ -366,7 +371,7 @@ static int wrapper(lua_State *L) {
         }
         b->left -= (int64_t)cost;
     }
-    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushcfunction(L, *original);
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
     return lua_gettop(L);
@@ -380,20 +385,24 @@ enum { ARG_FEED = 1, ARG_SESSION, ARG_LINE, ARG_LENGTH, ARG_BUDGET, SLOT_PRINT, 
  * k, 2k-1 the original and 2k the wrapper. */
 static void swap_in(lua_State *L, int saved) {
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    int top = lua_gettop(L) + 1; /* where each library table goes */
     for (int k = 0; k < WRAPPED_COUNT; k++) {
+        lua_settop(L, top - 1);
         lua_pushstring(L, WRAPPED[k].lib);
-        if (lua_rawget(L, -2) != LUA_TTABLE) {
-            lua_pop(L, 1);
-            continue;
-        }
+        if (lua_rawget(L, -2) != LUA_TTABLE) continue;
         lua_pushstring(L, WRAPPED[k].name);
         lua_rawget(L, -2);
-        if (!lua_iscfunction(L, -1) || lua_tocfunction(L, -1) == wrapper) {
-            lua_pop(L, 2);
+        /* only a C function without upvalues (the standard ones) can be called from its pointer */
+        if (!lua_iscfunction(L, -1) || lua_tocfunction(L, -1) == wrapper || lua_getupvalue(L, -1, 1)) {
+            lua_settop(L, top);
             continue;
         }
         lua_pushvalue(L, -1);
         lua_rawseti(L, saved, 2 * k + 1);
+        lua_CFunction fn = lua_tocfunction(L, -1);
+        lua_pop(L, 1);
+        lua_CFunction *box = lua_newuserdatauv(L, sizeof *box, 0);
+        *box = fn;
         lua_pushinteger(L, k);
         lua_pushcclosure(L, wrapper, 2);
         lua_pushvalue(L, -1);
@@ -401,9 +410,8 @@ static void swap_in(lua_State *L, int saved) {
         lua_pushstring(L, WRAPPED[k].name);
         lua_insert(L, -2);
         lua_rawset(L, -3);
-        lua_pop(L, 1);
     }
-    lua_pop(L, 1);
+    lua_settop(L, top - 2);
 }
 
 /* Puts back each original whose wrapper is still in place (a statement that replaced the

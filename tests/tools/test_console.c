@@ -518,6 +518,10 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
     send_text(fd, "debug.sethook()\n");
     char *a = answers(g, fd, 1);
     ck_assert_msg(strstr(a, "debug.sethook is not available in the console"), "%s", a);
+    send_text(fd, "local _, f = debug.getupvalue(debug.sethook, 1) return type(f)\n"
+                  "debug.setupvalue(string.rep, 2, 99) return string.rep('a', 2)\n");
+    a = answers(g, fd, 2);
+    ck_assert_msg(strstr(a, "ok:\"userdata\"|error:") == a && strstr(a, "was tampered with"), "%s", a);
     lua_getglobal(g->L, "print");
     ck_assert_ptr_eq(lua_topointer(g->L, -1), print); /* the session's captured print is gone */
     lua_pop(g->L, 1);
