@@ -497,8 +497,8 @@ static bool finished(kiln_console *c, client *cl, double now) {
             cl->shut = true;
         }
         char sink[READ_CHUNK];
-        ssize_t n;
-        while ((n = recv(cl->fd, sink, sizeof sink, 0)) > 0) {}
+        ssize_t n = 0;
+        for (int k = 0; k < 16 && (n = recv(cl->fd, sink, sizeof sink, 0)) > 0; k++) {}
         return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
                now - cl->closing_at > LINGER_SECONDS;
     }
