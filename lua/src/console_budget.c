@@ -269,7 +269,7 @@ static double int_arg(lua_State *L, int idx, double dflt) {
 static double concat_bytes(lua_State *L, klua_budget *b) {
     if (lua_type(L, 1) != LUA_TTABLE) return 0;
     double i = int_arg(L, 3, 1), j = int_arg(L, 4, raw_len(L, 1));
-    if (!(j >= i)) return 0;
+    if (!(j >= i) || i < -9e15 || j > 9e15) return 0; /* the original refuses what is no integer */
     double count = j - i + 1;
     if (count > (double)b->left) return count * BYTES_PER_STEP; /* refused before a loop */
     size_t sep = lua_type(L, 2) == LUA_TSTRING ? lua_rawlen(L, 2) : 0;
@@ -278,6 +278,7 @@ static double concat_bytes(lua_State *L, klua_budget *b) {
         if (lua_rawgeti(L, 1, k) == LUA_TSTRING) bytes += (double)lua_rawlen(L, -1);
         else bytes += 24; /* a number's text */
         lua_pop(L, 1);
+        if (bytes > RESULT_MAX) break;
     }
     return bytes;
 }
@@ -320,6 +321,10 @@ static void worst_case(lua_State *L, klua_budget *b, wrapped kind, double *steps
         break;
     case W_CONCAT:
         *bytes = concat_bytes(L, b);
+        if (lua_type(L, 1) == LUA_TTABLE) {
+            double i = int_arg(L, 3, 1), j = int_arg(L, 4, raw_len(L, 1));
+            if (j >= i) *steps = j - i + 1; /* elements visited */
+        }
         break;
     case W_SORT: {
         double len = raw_len(L, 1);
