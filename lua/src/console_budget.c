@@ -75,7 +75,8 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 /* ---- wrapped library functions ---------------------------------------------------------- */
 
 typedef enum wrapped {
-    W_REP, W_FIND, W_MATCH, W_GMATCH, W_GSUB, W_CONCAT, W_SORT, W_MOVE, W_INSERT, W_REMOVE, W_SETHOOK
+    W_REP, W_FIND, W_MATCH, W_GMATCH, W_GSUB, W_CONCAT, W_SORT, W_MOVE, W_INSERT, W_REMOVE,
+    W_SETHOOK, W_SETMETATABLE, W_DEBUG_SETMETATABLE, W_RESUME
 } wrapped;
 
 static const struct {
@@ -87,7 +88,8 @@ static const struct {
     {LUA_STRLIBNAME, "gsub", W_GSUB},     {LUA_TABLIBNAME, "concat", W_CONCAT},
     {LUA_TABLIBNAME, "sort", W_SORT},     {LUA_TABLIBNAME, "move", W_MOVE},
     {LUA_TABLIBNAME, "insert", W_INSERT}, {LUA_TABLIBNAME, "remove", W_REMOVE},
-    {LUA_DBLIBNAME, "sethook", W_SETHOOK},
+    {LUA_DBLIBNAME, "sethook", W_SETHOOK},   {LUA_GNAME, "setmetatable", W_SETMETATABLE},
+    {LUA_DBLIBNAME, "setmetatable", W_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", W_RESUME},
 };
 enum { WRAPPED_COUNT = sizeof WRAPPED / sizeof WRAPPED[0] };
 
@@ -340,8 +342,28 @@ static void worst_case(lua_State *L, klua_budget *b, wrapped kind, double *steps
     case W_REMOVE:
         *steps = raw_len(L, 1) + 1;
         break;
-    case W_SETHOOK:
+    default:
         break;
+    }
+}
+
+/* The calls that would take the statement out of its budget: changing the hook; a __gc
+ * finalizer (Lua runs finalizers with hooks off); resuming a coroutine made before the
+ * statement, which has no hook yet (it gets the budget's). */
+static void guard(lua_State *L, klua_budget *b, wrapped kind) {
+    if (kind == W_SETHOOK)
+        luaL_error(L, "debug.sethook is not available in the console (the statement budget owns the hook)");
+    if ((kind == W_SETMETATABLE || kind == W_DEBUG_SETMETATABLE) && lua_type(L, 2) == LUA_TTABLE) {
+        lua_pushstring(L, "__gc");
+        bool gc = lua_rawget(L, 2) != LUA_TNIL;
+        lua_pop(L, 1);
+        if (gc)
+            luaL_error(L, "console: a statement cannot set a __gc finalizer (Lua runs finalizers outside "
+                          "the statement budget)");
+    }
+    if (kind == W_RESUME && lua_type(L, 1) == LUA_TTHREAD) {
+        lua_State *co = lua_tothread(L, 1);
+        if (lua_gethook(co) == NULL) lua_sethook(co, budget_hook, LUA_MASKCOUNT, b->spent ? 1 : HOOK_COUNT);
     }
 }
 
@@ -357,9 +379,7 @@ static int wrapper(lua_State *L) {
     const char *name = WRAPPED[kind].name;
     const char *lib = WRAPPED[kind].lib;
     if (b) {
-        if (kind == W_SETHOOK)
-            return luaL_error(L, "debug.sethook is not available in the console (the statement budget "
-                                 "owns the hook)");
+        guard(L, b, kind);
         double steps, bytes;
         worst_case(L, b, kind, &steps, &bytes);
         char why[160];
@@ -386,8 +406,8 @@ static int wrapper(lua_State *L) {
 
 enum { ARG_FEED = 1, ARG_SESSION, ARG_LINE, ARG_LENGTH, ARG_BUDGET, SLOT_PRINT, SLOT_SAVED };
 
-/* Swaps each library function (a C function) for a wrapper; the saved table holds, per entry
- * k, 2k-1 the original and 2k the wrapper. */
+/* Swaps each library function (a C function) for a wrapper; the saved table holds, for entry
+ * k of WRAPPED, the original at 2k+1 and the wrapper at 2k+2. */
 static void swap_in(lua_State *L, int saved) {
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     int top = lua_gettop(L) + 1; /* where each library table goes */

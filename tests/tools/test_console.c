@@ -506,7 +506,10 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
         "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
         "pcall(debug.sethook); while true do end",
         "t = {} for i = 1, 100 do t[i] = i end table.sort(t, function(a, b) while true do end end)",
+        "coroutine.resume(made_by_the_game)",
     };
+    ck_assert_int_eq(luaL_dostring(g->L, "made_by_the_game = coroutine.create(function() while true do end end)"),
+                     LUA_OK);
     for (size_t i = 0; i < sizeof escapes / sizeof *escapes; i++) {
         char line[256];
         snprintf(line, sizeof line, "%s\nworld:count()\nprint('on')\n", escapes[i]);
@@ -519,9 +522,11 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
     char *a = answers(g, fd, 1);
     ck_assert_msg(strstr(a, "debug.sethook is not available in the console"), "%s", a);
     send_text(fd, "local _, f = debug.getupvalue(debug.sethook, 1) return type(f)\n"
-                  "debug.setupvalue(string.rep, 2, 99) return string.rep('a', 2)\n");
-    a = answers(g, fd, 2);
-    ck_assert_msg(strstr(a, "ok:\"userdata\"|error:") == a && strstr(a, "was tampered with"), "%s", a);
+                  "debug.setupvalue(string.rep, 2, 99) return string.rep('a', 2)\n"
+                  "setmetatable({}, {__gc = function() while true do end end}) collectgarbage()\n");
+    a = answers(g, fd, 3);
+    ck_assert_msg(strstr(a, "ok:\"userdata\"|error:") == a && strstr(a, "was tampered with") &&
+                  strstr(a, "cannot set a __gc finalizer"), "%s", a);
     lua_getglobal(g->L, "print");
     ck_assert_ptr_eq(lua_topointer(g->L, -1), print); /* the session's captured print is gone */
     lua_pop(g->L, 1);
@@ -595,20 +600,11 @@ typedef struct client_step {
     const char *input;
 } client_step;
 
-/* Writes the console's first line, "token HEX", to a `kiln --connect` client's input. */
-static void send_token_line(game *g, int fd) {
-    char line[300];
-    int n = snprintf(line, sizeof line, "token %s\n", kiln_console_token(g->console));
-    ck_assert_int_eq(write(fd, line, (size_t)n), n);
-}
-
-/* Runs `kiln --connect` against the game through steps; returns its output after it exits
- * (static buffer) and checks that it exited with 0. */
-static const char *attach(game *g, const client_step *steps, int count) {
-    static char text[1 << 14];
-    char port[32];
+/* Starts `kiln --connect` on the game's console: in[1] writes its input, out[0] reads its
+ * output. Its first input line is the console's token line, "token HEX". */
+static pid_t start_client(game *g, int in[2], int out[2]) {
+    char port[32], line[300];
     snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
-    int in[2], out[2];
     ck_assert_int_eq(pipe(in), 0);
     ck_assert_int_eq(pipe(out), 0);
     pid_t pid = fork();
@@ -622,7 +618,17 @@ static const char *attach(game *g, const client_step *steps, int count) {
     }
     close(in[0]);
     close(out[1]);
-    send_token_line(g, in[1]);
+    int n = snprintf(line, sizeof line, "token %s\n", kiln_console_token(g->console));
+    ck_assert_int_eq(write(in[1], line, (size_t)n), n);
+    return pid;
+}
+
+/* Runs `kiln --connect` against the game through steps; returns its output after it exits
+ * (static buffer) and checks that it exited with 0. */
+static const char *attach(game *g, const client_step *steps, int count) {
+    static char text[1 << 14];
+    int in[2], out[2];
+    pid_t pid = start_client(g, in, out);
     fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
     size_t have = 0;
     int status = 0, next = 0;
@@ -677,23 +683,8 @@ END_TEST
 
 START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
     game *g = start_game(0);
-    char port[32];
-    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
     int in[2], out[2];
-    ck_assert_int_eq(pipe(in), 0);
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    send_token_line(g, in[1]);
+    pid_t pid = start_client(g, in, out);
     for (int i = 0; i < 300; i++) {
         frame(g);
         pause_ms(1);
@@ -713,23 +704,8 @@ END_TEST
 
 START_TEST(the_kiln_command_attaches_to_the_console) {
     game *g = start_game(0);
-    char port[16];
-    snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
     int in[2], out[2];
-    ck_assert_int_eq(pipe(in), 0);
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    send_token_line(g, in[1]);
+    pid_t pid = start_client(g, in, out);
     const char *script = "world:count()\nfor i = 1, 2 do\nprint('line', i)\nend\n:quit\n";
     ck_assert_int_eq(write(in[1], script, strlen(script)), (ssize_t)strlen(script));
     close(in[1]);
