@@ -104,8 +104,8 @@ const char *kiln_console_token(const kiln_console *console);
  * console removes the file when it closes. */
 const char *kiln_console_token_path(const kiln_console *console);
 
-/* Closes every client and the listening socket and removes the token file. NULL is a
- * no-op. */
+/* Closes every client and the listening socket and removes the token file; call it before
+ * lua_close of the console's state. NULL is a no-op. */
 void kiln_console_close(kiln_console *console);
 
 #ifdef __cplusplus
