@@ -411,6 +411,10 @@ static void accept_clients(kiln_console *c) {
             char reason[80];
             int r = snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
             int f = snprintf(frame, sizeof frame, "error %d\n%s", r, reason);
+            /* what the client already sent is read first: unread input makes the close a
+             * reset, which can destroy the reason before the client reads it */
+            char sink[READ_CHUNK];
+            for (int drained = 0; drained < 16 && recv(fd, sink, sizeof sink, 0) > 0; drained++) {}
             ssize_t w = send(fd, frame, (size_t)f, MSG_NOSIGNAL);
             (void)w;
             shutdown(fd, SHUT_WR);
