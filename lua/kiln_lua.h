@@ -14,7 +14,8 @@ extern "C" {
 /*
  * Functions in this header:
  *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule,
- *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_close.
+ *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_token,
+ *   kiln_console_token_path, kiln_console_close.
  */
 
 /* The module loader: `local kiln = require "kiln"`. Pushes the module table. */
@@ -40,33 +41,71 @@ kiln_schedule *kiln_lua_schedule(lua_State *L, int idx);
 
 /* ---- console: attach a REPL to a running game ------------------------------------------ */
 
-/* A console accepts REPL clients (`kiln --connect 127.0.0.1:PORT`) on a local TCP port and
+/* A console accepts REPL clients (`kiln --connect 127.0.0.1:PORT`) on a TCP port and
  * evaluates their lines in the host's lua_State between frames, answering with what the
- * REPL would print. Off unless the host opens one. */
+ * REPL would print. Off unless the host opens one.
+ *
+ * Protocol. A client sends lines ending in "\n" ("\r\n" is accepted). Its first line must
+ * be "token HEX" (the word token, one space, the token; nothing else): the console answers
+ * "ok 0\n" and serves the client; a missing or wrong token is answered with an error frame
+ * and the connection is closed, with nothing run. Every later line gets one answer frame
+ * "STATUS LENGTH\n" followed by LENGTH bytes of text; STATUS is ok, more (the statement
+ * goes on over the next line), error or quit. A line that looks like HTTP (a request line
+ * or a browser header) closes the connection unrun. The console closes a client with an
+ * error frame naming the reason (too many clients, line too long, idle, bad token). */
 typedef struct kiln_console kiln_console;
+
+/* What the console reports (bad tokens, HTTP input, dropped clients): one line of text,
+ * without a newline, valid during the call. The library never prints. */
+typedef void (*kiln_console_log_fn)(void *user, const char *message);
 
 typedef struct kiln_console_desc {
     int port;                 /* 0: any free port (read it with kiln_console_port) */
-    const char *bind_address; /* NULL: "127.0.0.1"; anything else exposes the game */
+    const char *bind_address; /* NULL: "127.0.0.1"; an address outside 127/8 needs a token */
     int max_clients;          /* 0: 8 */
     int64_t budget;           /* instructions one statement may run; 0: 100 million */
+    int statement_ms;         /* wall-clock limit of one statement; 0: 1000 */
+    const char *token;        /* NULL: a random 128-bit token (32 hex digits) made at open
+                               * and written to token_path; else 16 to 256 printable
+                               * characters without spaces, copied, written nowhere */
+    const char *token_path;   /* file for a made token, created 0600 and replaced
+                               * atomically; NULL: $XDG_RUNTIME_DIR/kiln-console-PORT.token,
+                               * or /tmp/kiln-console-PORT-UID.token without that variable */
+    int frame_bytes;          /* bytes one kiln_console_poll reads at most; 0: 65536 */
+    int frame_us;             /* microseconds one poll serves clients at most; 0: 2000 */
+    int max_line;             /* longest line; a longer one drops the client; 0: 65536 */
+    int idle_ms;              /* a client with no complete line for this long is dropped;
+                               * 0: 1800000 (30 minutes) */
+    int auth_ms;              /* time a new client has to send its token; 0: 5000 */
+    kiln_console_log_fn log;  /* NULL: events are not reported */
+    void *log_user;
 } kiln_console_desc;
 
 /* Starts listening; the globals of L are the console's environment (its `world` global is
  * what :stats and friends inspect). Returns NULL, with a reason written to err (may be
- * NULL), when the socket cannot be opened. */
+ * NULL), when the socket cannot be opened, the token is unusable, a non-loopback address
+ * has no token, or the token file cannot be written. */
 kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, char *err,
                                 size_t err_size);
 
 /* Serves pending clients without blocking: accepts connections, reads what arrived, runs
- * each complete line and sends the answer. Call once per frame, when the world is
- * consistent (not inside a system). Returns the number of lines evaluated. */
+ * complete lines and sends the answers, within the desc's per-poll bytes and time (a
+ * statement that started runs to its end or its budget). Call once per frame, when the
+ * world is consistent (not inside a system). Returns the number of lines evaluated. */
 int kiln_console_poll(kiln_console *console);
 
 /* The port the console listens on. */
 int kiln_console_port(const kiln_console *console);
 
-/* Closes every client and the listening socket. NULL is a no-op. */
+/* The token clients must send (owned by the console, valid until it closes). */
+const char *kiln_console_token(const kiln_console *console);
+
+/* The file the made token was written to, or NULL when the host gave the token. The
+ * console removes the file when it closes. */
+const char *kiln_console_token_path(const kiln_console *console);
+
+/* Closes every client and the listening socket and removes the token file; call it before
+ * lua_close of the console's state. NULL is a no-op. */
 void kiln_console_close(kiln_console *console);
 
 #ifdef __cplusplus

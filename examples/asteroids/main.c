@@ -57,6 +57,12 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* What the console reports (bad tokens, HTTP input, dropped clients) goes to stderr. */
+static void console_log(void *user, const char *message) {
+    (void)user;
+    fprintf(stderr, "%s\n", message);
+}
+
 /* Prints "asteroids: <message>" to stderr and exits 1. */
 static void die(const char *fmt, ...) {
     va_list ap;
@@ -376,13 +382,15 @@ int main(int argc, char **argv) {
     printf("schedule:\n%s", stages);
 
     if (g.opt.console_port >= 0) {
-        char err[256] = "";
-        g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = g.opt.console_port}, err,
-                                      sizeof err);
+        char err[512] = "";
+        g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = g.opt.console_port, .log = console_log},
+                                      err, sizeof err);
         if (!g.console) die("%s", err);
         int port = kiln_console_port(g.console);
         printf("console: listening on 127.0.0.1:%d (attach: kiln --connect 127.0.0.1:%d)\n", port,
                port);
+        printf("console: token in %s (readable by you only; a client sends \"token HEX\" first)\n",
+               kiln_console_token_path(g.console));
     }
     fflush(stdout);
     signal(SIGINT, on_interrupt);

@@ -1,29 +1,39 @@
-/* console.c: a REPL console inside a running game: non-blocking TCP clients whose lines are
- * evaluated by kiln.session between frames. Invariant: nothing here blocks; a client that
- * misbehaves (garbage, huge lines, vanishing) is answered or dropped, never the game. */
+/* console.c: a REPL console inside a running game: non-blocking TCP clients that prove the
+ * token, then have their lines evaluated by kiln.session between frames. Invariant: a poll
+ * never blocks and never serves past its bytes and time; every call into Lua is protected. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "klua.h"
+#include "console.h"
 
-#define LINE_MAX_BYTES 65536
-#define OUT_MAX_BYTES (16 << 20)
+#define OUT_MAX_BYTES (16 << 20) /* answers queued for one client; past it the client goes */
+#define OUT_PAUSE_BYTES (1 << 20) /* a client this far behind reading gets no new answers */
+#define READ_CHUNK 4096
+#define ACCEPT_PER_POLL 64
+#define LINGER_SECONDS 1.0 /* a closing client's input is drained this long, so it reads why */
 
 typedef struct client {
     int fd;
-    int session_ref;
+    int session_ref;  /* LUA_NOREF until the token was sent */
+    bool authed;
+    bool eof;         /* the client shut its side: answer what came, then close */
+    bool closing;     /* answer queued last; close once it is sent */
+    bool shut;        /* our side is shut: draining until the client closes */
+    double last_line; /* when it connected or sent its last complete line */
+    double closing_at;
     char *in;
-    size_t in_len, in_cap;
-    bool discarding;     /* skipping the rest of an over-long line */
+    size_t in_len, scanned; /* in[0..scanned) holds no newline */
     char *out;
     size_t out_len, out_cap;
+    char peer[64];
 } client;
 
 struct kiln_console {
@@ -31,14 +41,104 @@ struct kiln_console {
     int fd;
     int port;
     int max_clients;
-    int64_t budget;
+    int frame_bytes, frame_us, max_line, idle_ms, auth_ms;
+    kiln_console_log_fn log;
+    void *log_user;
+    klua_budget budget;
+    int session_fn_ref, feed_ref;
+    char token[KLUA_TOKEN_MAX + 1];
+    char *token_path; /* NULL when the host gave the token */
     client *clients;
     int client_count;
+    int next_first; /* the client served first in the next poll (round robin) */
 };
 
-/* Messages follow the core's shape: "kiln_console_open: detail". */
-static void set_err(char *err, size_t size, const char *what, const char *addr, int port) {
-    if (err && size) snprintf(err, size, "kiln_console_open: %s %s:%d: %s", what, addr, port, strerror(errno));
+static void report(kiln_console *c, const char *fmt, ...) {
+    if (!c->log) return;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->log(c->log_user, msg);
+}
+
+/* ---- opening ------------------------------------------------------------------------------ */
+
+/* Protected: registers the budget, finds kiln.session and the feed method of its sessions. */
+static int setup(lua_State *L) {
+    kiln_console *c = lua_touserdata(L, 1);
+    lua_pushcfunction(L, klua_budget_register);
+    lua_pushlightuserdata(L, &c->budget);
+    lua_call(L, 1, 0);
+    luaL_requiref(L, "kiln", luaopen_kiln, 0);
+    lua_getfield(L, -1, "session");
+    lua_pushvalue(L, -1);
+    lua_pushglobaltable(L);
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "feed");
+    luaL_checktype(L, -1, LUA_TFUNCTION);
+    c->feed_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pop(L, 1);
+    c->session_fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+static kiln_console *fail(char *err, size_t size, const char *fmt, ...) {
+    if (err && size) {
+        int n = snprintf(err, size, "kiln_console_open: ");
+        va_list ap;
+        va_start(ap, fmt);
+        if (n > 0 && (size_t)n < size) vsnprintf(err + n, size - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return NULL;
+}
+
+static int listen_on(const kiln_console_desc *d, struct sockaddr_in *addr, char *err, size_t size) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fail(err, size, "cannot open a socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, 16) != 0 ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+        fail(err, size, "cannot listen on %s:%d: %s", d->bind_address, d->port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    socklen_t len = sizeof *addr;
+    getsockname(fd, (struct sockaddr *)addr, &len);
+    return fd;
+}
+
+/* Makes or copies the token; writes a made one to its file. */
+static bool take_token(kiln_console *c, const kiln_console_desc *d, char *err, size_t size) {
+    if (d->token) {
+        snprintf(c->token, sizeof c->token, "%s", d->token);
+        return true;
+    }
+    if (!klua_token_make(c->token)) {
+        fail(err, size, "no randomness to make a token from: %s", strerror(errno));
+        return false;
+    }
+    char path[4096];
+    if (d->token_path) snprintf(path, sizeof path, "%s", d->token_path);
+    else klua_token_default_path(path, sizeof path, c->port);
+    int e = klua_token_write(path, c->token);
+    if (e) {
+        fail(err, size, "cannot write the token file %.200s: %s", path, strerror(e));
+        return false;
+    }
+    c->token_path = strdup(path);
+    if (!c->token_path) {
+        unlink(path);
+        fail(err, size, "out of memory");
+        return false;
+    }
+    return true;
 }
 
 kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, char *err, size_t err_size) {
@@ -46,57 +146,74 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     if (!d.bind_address) d.bind_address = "127.0.0.1";
     if (d.max_clients <= 0) d.max_clients = 8;
     if (d.budget <= 0) d.budget = 100000000;
-    if (d.port < 0 || d.port > 65535) {
-        if (err && err_size) snprintf(err, err_size, "kiln_console_open: port %d is out of range 0-65535", d.port);
-        return NULL;
-    }
+    if (d.statement_ms <= 0) d.statement_ms = 1000;
+    if (d.frame_bytes <= 0) d.frame_bytes = 65536;
+    if (d.frame_us <= 0) d.frame_us = 2000;
+    if (d.max_line <= 0) d.max_line = 65536;
+    if (d.idle_ms <= 0) d.idle_ms = 1800000;
+    if (d.auth_ms <= 0) d.auth_ms = 5000;
+    if (d.port < 0 || d.port > 65535) return fail(err, err_size, "port %d is out of range 0-65535", d.port);
+    if (d.token && !klua_token_valid(d.token))
+        return fail(err, err_size, "the token must be 16 to %d printable characters without spaces",
+                    KLUA_TOKEN_MAX);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)d.port);
-    if (inet_pton(AF_INET, d.bind_address, &addr.sin_addr) != 1) {
-        if (err && err_size) snprintf(err, err_size, "kiln_console_open: '%.64s' is not an IPv4 address", d.bind_address);
-        return NULL;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-        set_err(err, err_size, "cannot open a socket for", d.bind_address, d.port);
-        return NULL;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 8) != 0 ||
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-        set_err(err, err_size, "cannot listen on", d.bind_address, d.port);
-        close(fd);
-        return NULL;
-    }
-    socklen_t len = sizeof addr;
-    getsockname(fd, (struct sockaddr *)&addr, &len);
+    if (inet_pton(AF_INET, d.bind_address, &addr.sin_addr) != 1)
+        return fail(err, err_size, "'%.64s' is not an IPv4 address", d.bind_address);
+    if ((ntohl(addr.sin_addr.s_addr) >> 24) != 127 && !d.token)
+        return fail(err, err_size, "%.64s is reachable from other machines: give the console a token "
+                    "in its desc to bind it", d.bind_address);
     kiln_console *c = calloc(1, sizeof *c);
     client *clients = calloc((size_t)d.max_clients, sizeof *clients);
     if (!c || !clients) {
         free(c);
         free(clients);
-        close(fd);
-        if (err && err_size) snprintf(err, err_size, "kiln_console_open: out of memory");
+        return fail(err, err_size, "out of memory");
+    }
+    c->fd = listen_on(&d, &addr, err, err_size);
+    if (c->fd < 0 || (c->port = ntohs(addr.sin_port), !take_token(c, &d, err, err_size))) {
+        if (c->fd >= 0) close(c->fd);
+        free(c);
+        free(clients);
         return NULL;
     }
     c->L = L;
-    c->fd = fd;
-    c->port = ntohs(addr.sin_port);
     c->max_clients = d.max_clients;
-    c->budget = d.budget;
+    c->frame_bytes = d.frame_bytes;
+    c->frame_us = d.frame_us;
+    c->max_line = d.max_line;
+    c->idle_ms = d.idle_ms;
+    c->auth_ms = d.auth_ms;
+    c->log = d.log;
+    c->log_user = d.log_user;
+    c->budget.limit = d.budget;
+    c->budget.statement_ms = d.statement_ms;
     c->clients = clients;
+    c->session_fn_ref = c->feed_ref = LUA_NOREF;
+    lua_pushcfunction(L, setup);
+    lua_pushlightuserdata(L, c);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        fail(err, err_size, "cannot make a kiln.session: %.200s",
+             lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error");
+        lua_pop(L, 1);
+        kiln_console_close(c);
+        return NULL;
+    }
     return c;
 }
 
 int kiln_console_port(const kiln_console *c) { return c->port; }
 
+const char *kiln_console_token(const kiln_console *c) { return c->token; }
+
+const char *kiln_console_token_path(const kiln_console *c) { return c->token_path; }
+
 static void drop(kiln_console *c, int i) {
     client *cl = &c->clients[i];
     close(cl->fd);
-    luaL_unref(c->L, LUA_REGISTRYINDEX, cl->session_ref);
+    luaL_unref(c->L, LUA_REGISTRYINDEX, cl->session_ref); /* existing keys: cannot raise */
     free(cl->in);
     free(cl->out);
     c->clients[i] = c->clients[--c->client_count];
@@ -106,22 +223,33 @@ static void drop(kiln_console *c, int i) {
 void kiln_console_close(kiln_console *c) {
     if (!c) return;
     while (c->client_count > 0) drop(c, c->client_count - 1);
-    close(c->fd);
+    if (c->fd >= 0) close(c->fd);
+    if (c->L) {
+        luaL_unref(c->L, LUA_REGISTRYINDEX, c->session_fn_ref);
+        luaL_unref(c->L, LUA_REGISTRYINDEX, c->feed_ref);
+        lua_pushcfunction(c->L, klua_budget_register);
+        lua_pcall(c->L, 0, 0, 0); /* no budget: hooks left in coroutines remove themselves */
+    }
+    if (c->token_path) unlink(c->token_path);
+    free(c->token_path);
+    memset(c->token, 0, sizeof c->token);
     free(c->clients);
     free(c);
 }
 
-static bool append(char **buf, size_t *len, size_t *cap, const char *data, size_t n) {
-    if (*len + n > *cap) {
-        size_t ncap = *cap ? *cap : 1024;
-        while (ncap < *len + n) ncap *= 2;
-        char *p = realloc(*buf, ncap);
+/* ---- answers ------------------------------------------------------------------------------ */
+
+static bool append(client *cl, const char *data, size_t n) {
+    if (cl->out_len + n > cl->out_cap) {
+        size_t ncap = cl->out_cap ? cl->out_cap : 1024;
+        while (ncap < cl->out_len + n) ncap *= 2;
+        char *p = realloc(cl->out, ncap);
         if (!p) return false;
-        *buf = p;
-        *cap = ncap;
+        cl->out = p;
+        cl->out_cap = ncap;
     }
-    memcpy(*buf + *len, data, n);
-    *len += n;
+    memcpy(cl->out + cl->out_len, data, n);
+    cl->out_len += n;
     return true;
 }
 
@@ -130,135 +258,228 @@ static bool answer(client *cl, const char *status, const char *text, size_t n) {
     char head[64];
     int h = snprintf(head, sizeof head, "%s %zu\n", status, n);
     if (cl->out_len + (size_t)h + n > OUT_MAX_BYTES) return false;
-    return append(&cl->out, &cl->out_len, &cl->out_cap, head, (size_t)h) &&
-           append(&cl->out, &cl->out_len, &cl->out_cap, text, n);
+    return append(cl, head, (size_t)h) && append(cl, text, n);
 }
 
-static const char BUDGET_KEY = 0;
+/* Queues the reason and closes the client once it is sent. */
+static void close_with(kiln_console *c, client *cl, const char *reason) {
+    answer(cl, "error", reason, strlen(reason));
+    const char *why = strncmp(reason, "console: ", 9) == 0 ? reason + 9 : reason;
+    report(c, "console: %s: %s; closed", cl->peer, why);
+    cl->closing = true;
+    cl->closing_at = klua_console_now();
+}
 
-static void budget_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
-    lua_Integer left = lua_tointeger(L, -1) - 1000;
+/* ---- lines --------------------------------------------------------------------------------- */
+
+static bool starts_with(const char *s, size_t n, const char *prefix) {
+    size_t k = strlen(prefix);
+    return n >= k && memcmp(s, prefix, k) == 0;
+}
+
+/* A request line ("GET /x HTTP/1.1") or a header a browser sends. Lua code is neither: a
+ * request line is never a Lua statement, and the headers are matched with their exact
+ * spelling and the space after the colon. */
+static bool looks_like_http(const char *s, size_t n) {
+    static const char *const methods[] = {"GET ", "POST ", "PUT ", "HEAD ", "OPTIONS ", "DELETE ",
+                                          "PATCH ", "CONNECT ", "TRACE "};
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
+        if (!starts_with(s, n, methods[i])) continue;
+        for (size_t k = 0; k + 6 <= n; k++)
+            if (memcmp(s + k, " HTTP/", 6) == 0) return true;
+    }
+    static const char *const headers[] = {"Host: ", "User-Agent: ", "Accept: ", "Accept-", "Content-Type: ",
+                                          "Content-Length: ", "Origin: ", "Referer: ", "Connection: ",
+                                          "Cookie: ", "Upgrade: ", "Sec-Fetch-", "Transfer-Encoding: "};
+    for (size_t i = 0; i < sizeof headers / sizeof *headers; i++)
+        if (starts_with(s, n, headers[i])) return true;
+    return false;
+}
+
+/* Protected: a new session for an authenticated client; returns its registry reference. */
+static int new_session(lua_State *L) {
+    kiln_console *c = lua_touserdata(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->session_fn_ref);
+    lua_pushglobaltable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "remote");
+    lua_call(L, 2, 1);
+    lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
+    return 1;
+}
+
+static void authenticate(kiln_console *c, client *cl, const char *line, size_t n) {
+    if (!starts_with(line, n, "token ")) {
+        close_with(c, cl, "console: send \"token HEX\" first (the token is in the game's token file)");
+        return;
+    }
+    if (!klua_token_equal(line + 6, n - 6, c->token)) {
+        close_with(c, cl, "console: wrong token");
+        return;
+    }
+    lua_State *L = c->L;
+    lua_pushcfunction(L, new_session);
+    lua_pushlightuserdata(L, c);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_pop(L, 1);
+        close_with(c, cl, "console: the game cannot make a session (kiln.session failed)");
+        return;
+    }
+    cl->session_ref = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
-    lua_pushinteger(L, left);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
-    if (left <= 0) luaL_error(L, "console: the statement ran past its instruction budget");
+    cl->authed = true;
+    report(c, "console: %s: signed in", cl->peer);
+    answer(cl, "ok", "", 0);
 }
 
-/* Evaluates one line in the client's session; queues the answer. */
+/* A status word fit for a frame header, or "error". */
+static const char *frame_status(const char *s, size_t n) {
+    if (!s || n == 0 || n > 16) return "error";
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 'a' || s[i] > 'z') return "error";
+    return s;
+}
+
+/* Evaluates one line in the client's session under the statement budget. */
 static bool evaluate(kiln_console *c, client *cl, const char *line, size_t n) {
     lua_State *L = c->L;
     int top = lua_gettop(L);
-    lua_Hook old_hook = lua_gethook(L);
-    int old_mask = lua_gethookmask(L), old_count = lua_gethookcount(L);
-    lua_pushinteger(L, c->budget);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1000);
+    lua_pushcfunction(L, klua_budget_feed);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->feed_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, cl->session_ref);
-    lua_getfield(L, -1, "feed");
-    lua_insert(L, -2);
-    lua_pushlstring(L, line, n);
-    int status = lua_pcall(L, 2, 2, 0);
-    lua_sethook(L, old_hook, old_mask, old_count);
+    lua_pushlightuserdata(L, (void *)line);
+    lua_pushinteger(L, (lua_Integer)n);
+    lua_pushlightuserdata(L, &c->budget);
     bool ok;
-    if (status != LUA_OK) {
-        size_t len;
-        const char *msg = lua_tolstring(L, -1, &len);
-        ok = answer(cl, "error", msg ? msg : "error", msg ? len : 5);
-        /* an interrupted statement must not leave a half-typed one behind */
-        lua_rawgeti(L, LUA_REGISTRYINDEX, cl->session_ref);
-        lua_getfield(L, -1, "reset");
-        lua_insert(L, -2);
-        lua_pcall(L, 1, 0, 0);
+    if (lua_pcall(L, 5, 2, 0) != LUA_OK) {
+        const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "console: error";
+        ok = answer(cl, "error", msg, strlen(msg));
     } else {
-        size_t len;
-        const char *st = lua_tostring(L, -2);
-        const char *text = lua_tolstring(L, -1, &len);
-        ok = answer(cl, st ? st : "error", text ? text : "", text ? len : 0);
+        size_t sn, tn;
+        const char *st = lua_tolstring(L, -2, &sn);
+        const char *text = lua_tolstring(L, -1, &tn);
+        ok = answer(cl, frame_status(st, sn), text ? text : "", text ? tn : 0);
     }
     lua_settop(L, top);
     return ok;
 }
 
+/* Handles the complete line at the front of the client's input; false when nothing was. */
+static bool take_line(kiln_console *c, client *cl, int *evaluated) {
+    char *nl = cl->in_len > cl->scanned ? memchr(cl->in + cl->scanned, '\n', cl->in_len - cl->scanned) : NULL;
+    if (!nl) {
+        cl->scanned = cl->in_len;
+        return false;
+    }
+    size_t used = (size_t)(nl - cl->in) + 1, n = used - 1;
+    if (n && cl->in[n - 1] == '\r') n--;
+    cl->last_line = klua_console_now();
+    if (looks_like_http(cl->in, n)) {
+        close_with(c, cl, "console: this is not an HTTP server");
+    } else if (!cl->authed) {
+        authenticate(c, cl, cl->in, n);
+    } else {
+        if (!evaluate(c, cl, cl->in, n)) {
+            close_with(c, cl, "console: too many answers waiting to be read");
+        }
+        (*evaluated)++;
+    }
+    memmove(cl->in, cl->in + used, cl->in_len - used);
+    cl->in_len -= used;
+    cl->scanned = 0;
+    return true;
+}
+
+/* ---- serving ------------------------------------------------------------------------------ */
+
 static void accept_clients(kiln_console *c) {
-    for (;;) {
-        int fd = accept(c->fd, NULL, NULL);
+    for (int k = 0; k < ACCEPT_PER_POLL; k++) {
+        struct sockaddr_in peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept(c->fd, (struct sockaddr *)&peer, &plen);
         if (fd < 0) return;
-        if (c->client_count == c->max_clients ||
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-            static const char busy[] = "error 28\nconsole: too many clients\n";
-            ssize_t w = send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL);
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+            close(fd);
+            continue;
+        }
+        char name[64], ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+        snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));
+        if (c->client_count == c->max_clients) {
+            char frame[128];
+            char reason[80];
+            int r = snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
+            int f = snprintf(frame, sizeof frame, "error %d\n%s", r, reason);
+            /* what the client already sent is read first: unread input makes the close a
+             * reset, which can destroy the reason before the client reads it */
+            char sink[READ_CHUNK];
+            for (int drained = 0; drained < 16 && recv(fd, sink, sizeof sink, 0) > 0; drained++) {}
+            ssize_t w = send(fd, frame, (size_t)f, MSG_NOSIGNAL);
             (void)w;
+            shutdown(fd, SHUT_WR);
             close(fd);
-            continue;
-        }
-        lua_State *L = c->L;
-        lua_getglobal(L, "require");
-        lua_pushstring(L, "kiln");
-        if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-            lua_pop(L, 1);
-            close(fd);
-            continue;
-        }
-        lua_getfield(L, -1, "session");
-        lua_remove(L, -2);
-        lua_pushglobaltable(L);
-        lua_createtable(L, 0, 1);
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "remote");
-        if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-            lua_pop(L, 1);
-            close(fd);
+            report(c, "console: %s: refused: too many clients (%d)", name, c->max_clients);
             continue;
         }
         client *cl = &c->clients[c->client_count++];
         memset(cl, 0, sizeof *cl);
         cl->fd = fd;
-        cl->session_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        cl->session_ref = LUA_NOREF;
+        cl->last_line = klua_console_now();
+        snprintf(cl->peer, sizeof cl->peer, "%s", name);
     }
 }
 
-/* Reads what arrived and evaluates complete lines; false when the client must go. */
-static bool serve(kiln_console *c, client *cl, int *evaluated) {
-    char buf[4096];
-    for (;;) {
-        ssize_t n = read(cl->fd, buf, sizeof buf);
-        if (n == 0) return false;
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            if (errno == EINTR) continue;
-            return false;
-        }
-        for (ssize_t i = 0; i < n; i++) {
-            char ch = buf[i];
-            if (ch == '\n') {
-                if (cl->discarding) {
-                    cl->discarding = false;
-                } else {
-                    size_t len = cl->in_len;
-                    if (len && cl->in[len - 1] == '\r') len--;
-                    if (!evaluate(c, cl, cl->in ? cl->in : "", len)) return false;
-                    (*evaluated)++;
-                }
-                cl->in_len = 0;
-                continue;
-            }
-            if (cl->discarding) continue;
-            if (cl->in_len == LINE_MAX_BYTES) {
-                static const char msg[] = "console: line longer than 65536 bytes dropped";
-                if (!answer(cl, "error", msg, sizeof msg - 1)) return false;
-                cl->discarding = true;
-                cl->in_len = 0;
-                continue;
-            }
-            if (!append(&cl->in, &cl->in_len, &cl->in_cap, &ch, 1)) return false;
-        }
+/* Reads one chunk, at most *budget bytes; false when nothing came. */
+static bool read_some(kiln_console *c, client *cl, long *budget) {
+    size_t cap = (size_t)c->max_line + 2 + READ_CHUNK;
+    if (!cl->in && !(cl->in = malloc(cap))) {
+        close_with(c, cl, "console: out of memory");
+        return false;
     }
+    size_t want = READ_CHUNK;
+    if ((long)want > *budget) want = (size_t)*budget;
+    if (want > cap - cl->in_len) want = cap - cl->in_len;
+    if (want == 0) return false;
+    ssize_t n = recv(cl->fd, cl->in + cl->in_len, want, 0);
+    if (n == 0) {
+        cl->eof = true;
+        return true;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            cl->eof = true;
+            cl->closing = true; /* the connection is gone: nothing can be answered */
+            cl->out_len = 0;
+        }
+        return false;
+    }
+    cl->in_len += (size_t)n;
+    *budget -= n;
+    if (!memchr(cl->in + cl->scanned, '\n', cl->in_len - cl->scanned) &&
+        cl->in_len > (size_t)c->max_line + 1) {
+        char reason[96];
+        snprintf(reason, sizeof reason, "console: a line longer than %d bytes", c->max_line);
+        close_with(c, cl, reason);
+    }
+    return true;
+}
+
+/* One turn of a client: one line if one is complete, else one read. */
+static bool serve_turn(kiln_console *c, client *cl, long *budget, int *evaluated) {
+    if (cl->closing || cl->out_len > OUT_PAUSE_BYTES) return false;
+    if (take_line(c, cl, evaluated)) return true;
+    if (cl->eof || *budget <= 0) return false;
+    return read_some(c, cl, budget);
+}
+
+/* Sends what is queued; false when the connection broke. */
+static bool flush(client *cl) {
     while (cl->out_len > 0) {
         ssize_t w = send(cl->fd, cl->out, cl->out_len, MSG_NOSIGNAL);
         if (w < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
             if (errno == EINTR) continue;
             return false;
         }
@@ -268,12 +489,60 @@ static bool serve(kiln_console *c, client *cl, int *evaluated) {
     return true;
 }
 
+/* After the frame's turns: send, time out, and say whether the client is done. */
+static bool finished(kiln_console *c, client *cl, double now) {
+    if (!flush(cl)) return true;
+    if (cl->closing) {
+        if (cl->out_len > 0) return now - cl->closing_at > LINGER_SECONDS;
+        /* the reason is sent: shut our side and read until the client closes, so unread
+         * input does not turn the close into a reset that loses the reason */
+        if (!cl->shut) {
+            shutdown(cl->fd, SHUT_WR);
+            cl->shut = true;
+        }
+        char sink[READ_CHUNK];
+        ssize_t n = 0;
+        for (int k = 0; k < 16 && (n = recv(cl->fd, sink, sizeof sink, 0)) > 0; k++) {}
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+               now - cl->closing_at > LINGER_SECONDS;
+    }
+    if (cl->eof) {
+        /* half-closed: every complete line gets its answer before the close */
+        char *rest = cl->in ? memchr(cl->in, '\n', cl->in_len) : NULL;
+        if (!rest && cl->out_len == 0) return true;
+    }
+    double limit = (cl->authed ? c->idle_ms : c->auth_ms) / 1000.0;
+    if (now - cl->last_line > limit) { /* also a half-closed client that never reads */
+        char reason[96];
+        snprintf(reason, sizeof reason, "console: idle for %d ms%s", cl->authed ? c->idle_ms : c->auth_ms,
+                 cl->authed ? "" : " without a token");
+        close_with(c, cl, reason);
+        flush(cl);
+    }
+    return false;
+}
+
 int kiln_console_poll(kiln_console *c) {
     if (!c) return 0;
+    double deadline = klua_console_now() + c->frame_us / 1e6;
     accept_clients(c);
+    long budget = c->frame_bytes;
     int evaluated = 0;
+    int count = c->client_count;
+    bool progress = count > 0;
+    /* round robin, one line or one read per client per turn, until the frame's bytes and
+     * time are spent or nobody has anything */
+    while (progress && klua_console_now() < deadline) {
+        progress = false;
+        for (int k = 0; k < count && klua_console_now() < deadline; k++) {
+            client *cl = &c->clients[(c->next_first + k) % count];
+            if (serve_turn(c, cl, &budget, &evaluated)) progress = true;
+        }
+    }
+    if (count) c->next_first = (c->next_first + 1) % count;
+    double now = klua_console_now();
     for (int i = 0; i < c->client_count;) {
-        if (!serve(c, &c->clients[i], &evaluated)) drop(c, i);
+        if (finished(c, &c->clients[i], now)) drop(c, i);
         else i++;
     }
     return evaluated;

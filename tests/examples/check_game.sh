@@ -156,17 +156,31 @@ for _ in $(seq 100); do
   kill -0 $game 2>/dev/null || break
   sleep 0.1
 done
-answer=
-if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; then
-  printf 'world:resource("Score").launched > 0\n' >&3
-  # An answer is "<status> <length>\n<text>".
-  if read -r -t 10 status length <&3 && read -r -t 10 -N "$length" text <&3; then answer="$status $text"; fi
+token_file=$(sed -n 's/^console: token in \([^ ]*\) .*/\1/p' "$TMP/console.out")
+mode=$(stat -c %a "$token_file" 2>/dev/null)
+# An answer is "<status> <length>\n<text>"; the first line a client sends is "token HEX".
+ask() { # ask FIRST_LINE LINE: the answer to LINE (after FIRST_LINE's), or the first one's
+  local status length text
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return
+  printf '%s\n%s\n' "$1" "$2" >&3
+  read -r -t 10 status length <&3 && read -r -t 10 -N "$length" text <&3 || { exec 3<&-; return; }
+  if [ "$status" = ok ] && read -r -t 10 status length <&3 && read -r -t 10 -N "$length" text <&3; then :; fi
+  echo "$status $text"
   exec 3<&-
+}
+answer= refused=
+if [ -n "$port" ] && [ -r "$token_file" ]; then
+  refused=$(ask 'hacked = true' 'hacked')
+  answer=$(ask "token $(cat "$token_file")" 'world:resource("Score").launched > 0 and hacked == nil')
 fi
 kill -INT $game 2>/dev/null
 wait $game; game_rc=$?
 if [ "$answer" = "ok true" ]; then pass "the console evaluates a line in the running game"
 else fail "the console evaluates a line in the running game" "port '$port', answer '$answer'" "$(head -n 5 "$TMP/console.err")"; fi
+if [ "$mode" = 600 ] && case "$refused" in "error console: send \"token HEX\" first"*) true;; *) false;; esac &&
+   grep -q 'token HEX.* first.*; closed' "$TMP/console.err"; then
+  pass "the console's token file is the user's alone, and a client without the token is refused and logged"
+else fail "the console's token file is the user's alone, and a client without the token is refused and logged" "mode '$mode', answer '$refused'" "$(head -n 5 "$TMP/console.err")"; fi
 if [ $game_rc = 0 ] && grep -q '^final: score' "$TMP/console.out"; then pass "Ctrl-C ends the game with its final stats"
 else fail "Ctrl-C ends the game with its final stats" "exit status $game_rc"; fi
 

@@ -1,0 +1,64 @@
+/* console.h: what the console's files share: the statement budget (console_budget.c) and
+ * the token (console_token.c). Invariant: nothing here prints or calls Lua unprotected. */
+#ifndef KLUA_CONSOLE_H
+#define KLUA_CONSOLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "klua.h"
+
+/* ---- console_budget.c: one statement's budget ------------------------------------------
+ * While a statement runs, a count hook charges its instructions and a wall clock; the C
+ * functions that can run long on one call (string.rep, the pattern functions, table.concat,
+ * sort, move, insert, remove) are swapped for wrappers that charge their worst case before
+ * they run, and debug.sethook is refused. Once spent, the budget stays spent: the hook fires
+ * at every instruction and raises until control is back in the console. */
+typedef struct klua_budget {
+    int64_t limit;    /* instructions per statement */
+    int64_t left;     /* instructions (or charged C steps) still allowed */
+    double deadline;  /* monotonic seconds after which the statement is stopped */
+    int statement_ms; /* wall-clock limit per statement */
+    bool active;      /* a statement is running under this budget */
+    bool spent;
+    char reason[160]; /* why it was spent: every raise after the first repeats it */
+} klua_budget;
+
+/* Runs feed(session, line) under a budget: the arguments are the feed function, the
+ * session, the line's bytes (a light userdata) and length, and the klua_budget (a light
+ * userdata); leaves status and text strings (always strings) on the stack.
+ * Call with lua_pcall (allocates, may raise out of memory); the hook and the library
+ * functions are back as they were when it returns or raises. */
+KLUA_HIDDEN int klua_budget_feed(lua_State *L);
+
+/* Registers the klua_budget at argument 1 (a light userdata) as the console budget of L
+ * (the hook finds it there); nil unregisters. Call with lua_pcall (it may allocate). */
+KLUA_HIDDEN int klua_budget_register(lua_State *L);
+
+/* Monotonic seconds. */
+KLUA_HIDDEN double klua_console_now(void);
+
+/* ---- console_token.c: the console's secret ---------------------------------------------- */
+
+enum { KLUA_TOKEN_MAX = 256 };
+
+/* Fills hex (33 bytes) with 128 random bits as 32 hex digits; false when the system has no
+ * randomness to give. */
+KLUA_HIDDEN bool klua_token_make(char *hex);
+
+/* Checks a host-given token: 16 to KLUA_TOKEN_MAX printable characters, no spaces. */
+KLUA_HIDDEN bool klua_token_valid(const char *token);
+
+/* Writes token to path as a file only the user can read, replacing any file there
+ * atomically (a fresh file renamed over it). Returns 0 or an errno value. */
+KLUA_HIDDEN int klua_token_write(const char *path, const char *token);
+
+/* The default token file for port: $XDG_RUNTIME_DIR/kiln-console-PORT.token when that
+ * variable names an absolute folder, else /tmp/kiln-console-PORT-UID.token. */
+KLUA_HIDDEN void klua_token_default_path(char *path, size_t size, int port);
+
+/* True when given (n bytes) equals token; takes the same time for every given of a length. */
+KLUA_HIDDEN bool klua_token_equal(const char *given, size_t n, const char *token);
+
+#endif /* KLUA_CONSOLE_H */
