@@ -11,6 +11,7 @@
 
 #include "kiln.h"
 #include "kiln_transform.h"
+#include "test_registry.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
@@ -234,123 +235,150 @@ static void registrar(const kiln_system_ctx *ctx) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* tests                                                                                      */
+/* the scenario                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-START_TEST(a_main_thread_system_registers_types_while_worker_systems_read_them) {
-    static shared s; /* large: keep it off the stack */
-    memset(&s, 0, sizeof s);
-    counting_allocator alloc = {0};
-    kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = counting_alloc, .alloc_ud = &alloc});
+static shared S; /* large: kept off the stack; each test runs in its own process */
+static counting_allocator A;
+static int32_t components_before;
+
+/* Builds the world and a schedule of emitter (stage 0), then reader and propagation on
+ * workers beside the registrar on the main thread (stage 1), and runs FRAMES frames. The
+ * schedule and pool are gone afterwards; the world stays for the test to inspect. */
+static kiln_world *run_scenario(void) {
+    memset(&S, 0, sizeof S);
+    atomic_store(&A.live_bytes, 0);
+    kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = counting_alloc, .alloc_ud = &A});
     ck_assert_ptr_nonnull(w);
-    s.world = w;
+    S.world = w;
     kiln_transform_ids tids;
     ck_assert_int_eq(kiln_transform_init(w, &tids), KILN_OK);
-    s.local = tids.local;
+    S.local = tids.local;
     kiln_field pos_fields[] = {{.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
                                {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 4}};
     ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Position",
                          .size = sizeof(position), .fields = pos_fields, .field_count = 2},
-                                             &s.pos), KILN_OK);
+                                             &S.pos), KILN_OK);
     ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Gravity",
-                         .size = sizeof(float)}, &s.gravity), KILN_OK);
+                         .size = sizeof(float)}, &S.gravity), KILN_OK);
     float g = 9.81f;
-    ck_assert_int_eq(kiln_resource_set(w, s.gravity, &g), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(w, S.gravity, &g), KILN_OK);
     kiln_field hit_field = {.name = "v", .type = KILN_TYPE_INT32, .offset = 0};
     ck_assert_int_eq(kiln_event_register(w, &(kiln_component_desc){.name = "Hit",
                          .size = sizeof(hit), .fields = &hit_field, .field_count = 1},
-                                         &s.hit), KILN_OK);
+                                         &S.hit), KILN_OK);
     for (int32_t i = 0; i < BASE_ENTITIES; i++) {
         position p = {(float)i, (float)-i};
-        ck_assert_int_eq(kiln_spawn(w, &s.base[i]), KILN_OK);
-        ck_assert_int_eq(kiln_add(w, s.base[i], s.pos, &p), KILN_OK);
+        ck_assert_int_eq(kiln_spawn(w, &S.base[i]), KILN_OK);
+        ck_assert_int_eq(kiln_add(w, S.base[i], S.pos, &p), KILN_OK);
     }
-    int32_t components_before = kiln_component_count(w);
-    s.dyn[0] = (kiln_component)components_before;
+    components_before = kiln_component_count(w);
+    S.dyn[0] = (kiln_component)components_before;
 
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     ck_assert_ptr_nonnull(jobs);
     kiln_schedule *sched = kiln_schedule_create(w, &(kiln_schedule_desc){.jobs = jobs});
     ck_assert_ptr_nonnull(sched);
     ck_assert_int_eq(kiln_schedule_add(sched, &(kiln_system_desc){.name = "emitter",
-                         .run = emitter, .user = &s, .main_thread = true}), KILN_OK);
+                         .run = emitter, .user = &S, .main_thread = true}), KILN_OK);
     ck_assert_int_eq(kiln_schedule_add(sched, &(kiln_system_desc){.name = "reader",
-                         .run = reader, .user = &s, .reads = {s.pos, s.gravity},
+                         .run = reader, .user = &S, .reads = {S.pos, S.gravity},
                          .after = {"emitter"}}), KILN_OK);
     kiln_system_desc propagate;
     kiln_transform_system_desc(w, &propagate);
     propagate.after[0] = "emitter";
     ck_assert_int_eq(kiln_schedule_add(sched, &propagate), KILN_OK);
     ck_assert_int_eq(kiln_schedule_add(sched, &(kiln_system_desc){.name = "registrar",
-                         .run = registrar, .user = &s, .main_thread = true,
+                         .run = registrar, .user = &S, .main_thread = true,
                          .after = {"emitter"}}), KILN_OK);
     ck_assert_int_eq(kiln_schedule_stage_count(sched), 2);
 
     for (int32_t f = 1; f <= FRAMES; f++) {
-        s.frame = f;
-        atomic_store(&s.started, 0);
-        atomic_store(&s.done, 0);
+        S.frame = f;
+        atomic_store(&S.started, 0);
+        atomic_store(&S.done, 0);
         kiln_result r = kiln_schedule_run(sched, 1.0 / 60);
         ck_assert_msg(r == KILN_OK, "frame %d: %s", (int)f, kiln_world_error(w));
     }
-    ck_assert_msg(atomic_load(&s.errors) == 0, "%d failed reads, first: %s",
-                  atomic_load(&s.errors), s.first_error);
-    ck_assert_int_ge(atomic_load(&s.reads), FRAMES * 50);
-    ck_assert_int_gt(atomic_load(&s.overlaps), 0);
+    kiln_schedule_destroy(sched);
+    kiln_jobs_destroy(jobs);
+    return w;
+}
 
-    /* Everything registered mid-frame is there, whole, after the frames. */
-    ck_assert_int_eq(atomic_load(&s.published), MAX_TYPES);
+static void end_scenario(kiln_world *w) {
+    for (int32_t n = 1; n <= MAX_TYPES; n++) kiln_query_destroy(S.dyn_query[n]);
+    kiln_world_destroy(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* tests                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(registration, .timeout = 120);
+
+KILN_TEST(registration, worker_systems_read_right_values_while_a_main_thread_system_registers) {
+    kiln_world *w = run_scenario();
+    ck_assert_msg(atomic_load(&S.errors) == 0, "%d failed reads, first: %s",
+                  atomic_load(&S.errors), S.first_error);
+    ck_assert_int_ge(atomic_load(&S.reads), FRAMES * 50);
+    /* the reads really overlapped registrations */
+    ck_assert_int_gt(atomic_load(&S.overlaps), 0);
+    end_scenario(w);
+}
+
+KILN_TEST(registration, every_type_registered_mid_frame_is_whole_after_the_frames) {
+    kiln_world *w = run_scenario();
+    ck_assert_int_eq(atomic_load(&S.published), MAX_TYPES);
     ck_assert_int_eq(kiln_component_count(w), components_before + MAX_TYPES);
     for (int32_t n = 1; n <= MAX_TYPES; n++) {
         char name[32];
         dyn_name(name, sizeof name, "Dyn", n);
-        ck_assert_uint_eq(kiln_component_lookup(w, name), s.dyn[n]);
-        ck_assert_uint_eq(s.dyn[n], (kiln_component)(components_before + n));
-        const int32_t *value = kiln_resource_get(w, s.dyn[n]);
+        ck_assert_uint_eq(S.dyn[n], (kiln_component)(components_before + n));
+        ck_assert_uint_eq(kiln_component_lookup(w, name), S.dyn[n]);
+        kiln_component_info info;
+        ck_assert(kiln_component_info_get(w, S.dyn[n], &info));
+        ck_assert_str_eq(info.name, name);
+        ck_assert_uint_eq(info.size, dyn_size(n));
+        const int32_t *value = kiln_resource_get(w, S.dyn[n]);
         ck_assert_ptr_nonnull(value);
         ck_assert_int_eq(*value, n);
         dyn_name(name, sizeof name, "Ev", n);
-        ck_assert_uint_eq(kiln_event_lookup(w, name).id, s.dyn_event[n].id);
-        /* A query made mid-frame matches the archetype the worker's add created later. */
+        ck_assert_uint_eq(kiln_event_lookup(w, name).id, S.dyn_event[n].id);
+        ck_assert(kiln_event_info_get(w, S.dyn_event[n], &info));
+        ck_assert_str_eq(info.name, name);
+    }
+    /* names registered before the frames still resolve */
+    ck_assert_uint_eq(kiln_component_lookup(w, "Position"), S.pos);
+    ck_assert_uint_eq(kiln_event_lookup(w, "Hit").id, S.hit.id);
+    end_scenario(w);
+}
+
+KILN_TEST(registration, a_query_made_mid_frame_matches_what_a_worker_buffer_adds_later) {
+    kiln_world *w = run_scenario();
+    for (int32_t f = 1; f <= FRAMES; f++) {
+        ck_assert_int_ne(S.added[f], 0);
+        const int32_t *v = kiln_get(w, S.base[f % BASE_ENTITIES], S.dyn[S.added[f]]);
+        ck_assert_ptr_nonnull(v);
+        ck_assert_int_eq(*v, S.added[f]);
+    }
+    for (int32_t n = 1; n <= MAX_TYPES; n++) {
         int64_t expected = 0;
         for (int32_t f = 1; f <= FRAMES; f++)
-            if (s.added[f] == n) expected++;
-        ck_assert_msg(kiln_query_count(s.dyn_query[n]) == expected, "query of Dyn%d", (int)n);
+            if (S.added[f] == n) expected++;
+        ck_assert_msg(kiln_query_count(S.dyn_query[n]) == expected, "query of Dyn%d", (int)n);
     }
-    for (int32_t f = 1; f <= FRAMES; f++) {
-        ck_assert_int_ne(s.added[f], 0);
-        const int32_t *v = kiln_get(w, s.base[f % BASE_ENTITIES], s.dyn[s.added[f]]);
-        ck_assert_ptr_nonnull(v);
-        ck_assert_int_eq(*v, s.added[f]);
-    }
+    /* and the registrar's spawns all landed */
     ck_assert_int_eq(kiln_entity_count(w), BASE_ENTITIES + FRAMES * SPAWNS_PER_FRAME);
+    end_scenario(w);
+}
 
-    /* The world's byte count, kept by main and worker threads together, lost no update
-     * (system buffers keep their own count: compare once they are gone). */
-    kiln_schedule_destroy(sched);
-    kiln_jobs_destroy(jobs);
+KILN_TEST(registration, the_world_byte_count_loses_no_update_made_on_worker_threads) {
+    kiln_world *w = run_scenario();
+    /* Propagation allocated through the world on a worker while the registrar did on the
+     * main thread. (System buffers keep their own count; they are gone by now.) */
     kiln_world_stats stats;
     kiln_world_stats_get(w, &stats);
-    ck_assert_int_eq(stats.bytes, atomic_load(&alloc.live_bytes));
-    for (int32_t n = 1; n <= MAX_TYPES; n++) kiln_query_destroy(s.dyn_query[n]);
-    kiln_world_destroy(w);
-    ck_assert_int_eq(atomic_load(&alloc.live_bytes), 0);
-}
-END_TEST
-
-static Suite *threads_registration_suite(void) {
-    Suite *s = suite_create("threads_registration");
-    TCase *tc = tcase_create("registration");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, a_main_thread_system_registers_types_while_worker_systems_read_them);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) {
-    SRunner *sr = srunner_create(threads_registration_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    ck_assert_int_eq(stats.bytes, atomic_load(&A.live_bytes));
+    end_scenario(w);
+    ck_assert_int_eq(atomic_load(&A.live_bytes), 0);
 }
