@@ -190,7 +190,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     }
     /* Only this thread writes reg, so relaxed loads see its own latest values. */
     int32_t count = atomic_load_explicit(&reg->count, memory_order_relaxed);
-    if (count >= INT32_MAX / 4)
+    if (count >= INT32_MAX - 1)
         return kl_fail(world, KILN_ERR_LIMIT, "%s: too many types", call);
 
     /* Reserve everything before changing anything, so out of memory changes nothing. */
