@@ -1,6 +1,5 @@
-/* test_threads_registration.c: Check suite for registering types while worker systems run: a
- * main-thread system registers components, event types and queries and sets resources while a
- * C system on a worker reads; run it under ThreadSanitizer (make test-tsan) to prove no race. */
+/* test_threads_registration.c: Check suite for a main-thread system registering types while worker
+ * systems read them (run it under ThreadSanitizer), and for registry growth out of memory. */
 #include <check.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -12,6 +11,7 @@
 #include "kiln.h"
 #include "kiln_transform.h"
 #include "test_registry.h"
+#include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
@@ -381,4 +381,73 @@ KILN_TEST(registration, the_world_byte_count_loses_no_update_made_on_worker_thre
     ck_assert_int_eq(stats.bytes, atomic_load(&A.live_bytes));
     end_scenario(w);
     ck_assert_int_eq(atomic_load(&A.live_bytes), 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* memory: the tables registration grows are replaced, not resized; out of memory at any step  */
+/* of that leaves the world as it was                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP(memory);
+
+/* Registers name as a component (or an event type), refusing memory after 0, 1, 2, ...
+ * grants until it succeeds; every refusal must change nothing and keep no byte. */
+static uint32_t register_under_failures(kiln_world *w, test_allocator *alloc, const char *name,
+                                        bool event) {
+    kiln_field field = {.name = "v", .type = KILN_TYPE_INT32, .offset = 0};
+    kiln_component_desc desc = {.name = name, .size = 8, .fields = &field, .field_count = 1};
+    int32_t components = kiln_component_count(w);
+    for (int64_t k = 0;; k++) {
+        ck_assert_int_lt(k, 20);
+        int64_t live = alloc->live_bytes;
+        test_allocator_fail_after(alloc, k);
+        uint32_t id = 0;
+        kiln_event_type type = {0};
+        kiln_result r = event ? kiln_event_register(w, &desc, &type)
+                              : kiln_component_register(w, &desc, &id);
+        test_allocator_fail_never(alloc);
+        if (r == KILN_OK) return event ? type.id : id;
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        ck_assert_int_eq(kiln_component_count(w), components);
+        if (event) {
+            ck_assert_uint_eq(kiln_event_lookup(w, name).id, 0);
+            /* an event type's queue table may have grown: capacity only, kept for later */
+            ck_assert_int_ge(alloc->live_bytes, live);
+        } else {
+            ck_assert_uint_eq(kiln_component_lookup(w, name), 0);
+            ck_assert_int_eq(alloc->live_bytes, live);
+        }
+    }
+}
+
+KILN_TEST(memory, registration_out_of_memory_at_any_step_changes_nothing_across_table_growth) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *w = test_world_create(&alloc);
+    enum { TYPES = 70 }; /* crosses several growths of the record and name tables */
+    uint32_t ids[TYPES + 1], events[TYPES + 1];
+    for (int32_t n = 1; n <= TYPES; n++) {
+        char name[32];
+        dyn_name(name, sizeof name, "T", n);
+        ids[n] = register_under_failures(w, &alloc, name, false);
+        events[n] = register_under_failures(w, &alloc, name, true);
+        ck_assert_uint_eq(ids[n], (uint32_t)n);
+        ck_assert_uint_eq(events[n], (uint32_t)n);
+    }
+    ck_assert_int_gt(alloc.failures, 0);
+    for (int32_t n = 1; n <= TYPES; n++) {
+        char name[32];
+        dyn_name(name, sizeof name, "T", n);
+        ck_assert_uint_eq(kiln_component_lookup(w, name), ids[n]);
+        ck_assert_uint_eq(kiln_event_lookup(w, name).id, events[n]);
+        kiln_component_info info;
+        ck_assert(kiln_component_info_get(w, ids[n], &info));
+        ck_assert_str_eq(info.name, name);
+    }
+    kiln_world_stats stats;
+    kiln_world_stats_get(w, &stats);
+    ck_assert_int_eq(stats.bytes, alloc.live_bytes);
+    kiln_world_destroy(w);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+    ck_assert_int_eq(alloc.bad_osize, 0);
 }
