@@ -256,7 +256,8 @@ typedef struct kiln_component_desc {
  * registered); anything different is KILN_ERR_LAYOUT_MISMATCH. The desc (names and
  * defaults included) is copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an
  * alignment above 16 or not a power of two, a field outside the component, a duplicate
- * field name, or a tag (size 0) with fields, hooks or defaults. */
+ * field name, or a tag (size 0) with fields, hooks or defaults. A main-thread system may
+ * register while worker systems run: they see a new type either unknown or whole. */
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest);
 
@@ -750,7 +751,8 @@ size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
 
 /* Registers an event type from the same desc as a component (name, size, alignment,
  * reflected fields, defaults; hooks are not allowed: events are plain data). Event names have their
- * own namespace. Same rules for re-registration as components. */
+ * own namespace. Same rules for re-registration as components. A main-thread system may
+ * register while worker systems run and read events (they see a new type unknown or whole). */
 kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
                                 kiln_event_type *dest);
 
@@ -787,7 +789,8 @@ void kiln_events_update(kiln_world *world);
 
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults); an existing value is
  * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory; on
- * failure the caller still owns value and no hook runs. */
+ * failure the caller still owns value and no hook runs. A main-thread system may set one while
+ * worker systems run and get others (a resource set for the first time: unset or whole). */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the

@@ -131,13 +131,39 @@ static bool same_layout(const kl_component *c, const kiln_component_desc *d, siz
     return true;
 }
 
+static _Atomic(uint64_t) *name_slots(const kl_table *t) {
+    return (_Atomic(uint64_t) *)kl_table_entries(t);
+}
+
 uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
     if (name == NULL) return 0;
-    uint32_t cursor = 0, id;
-    uint32_t h = kl_hash_str(name);
-    while ((id = kl_map_next(&reg->names, h, &cursor)) != 0)
-        if (strcmp(reg->items[id - 1]->names, name) == 0) return id;
-    return 0;
+    kl_table *t = atomic_load_explicit(&((kl_registry *)reg)->names, memory_order_acquire);
+    if (!t) return 0;
+    _Atomic(uint64_t) *slots = name_slots(t);
+    uint32_t h = kl_hash_str(name), mask = (uint32_t)t->cap - 1;
+    /* The index is at most half full, so the walk meets an empty slot. */
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t slot = atomic_load_explicit(&slots[i], memory_order_acquire);
+        if (slot == 0) return 0;
+        if ((uint32_t)(slot >> 32) != h) continue;
+        const kl_component *c = kl_registry_get(reg, (uint32_t)slot);
+        if (c && strcmp(c->names, name) == 0) return c->id;
+    }
+}
+
+/* Stores c's name in the index t (which has room); readers may be walking t. */
+static void index_name(kl_table *t, const kl_component *c) {
+    _Atomic(uint64_t) *slots = name_slots(t);
+    uint32_t h = kl_hash_str(c->names), mask = (uint32_t)t->cap - 1, i = h & mask;
+    while (atomic_load_explicit(&slots[i], memory_order_relaxed) != 0) i = (i + 1) & mask;
+    atomic_store_explicit(&slots[i], (uint64_t)h << 32 | c->id, memory_order_release);
+}
+
+/* Frees a table made for a registration that failed (nobody has seen it). */
+static void discard(kl_allocator *a, kl_table *t, const kl_table *current, size_t elem) {
+    if (t == NULL || t == current) return;
+    t->older = NULL;
+    kl_table_free(a, t, elem);
 }
 
 kiln_component kiln_component_lookup(const kiln_world *world, const char *name) {
@@ -155,14 +181,16 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
 
     uint32_t existing = kl_registry_lookup(reg, desc->name);
     if (existing) {
-        if (!same_layout(reg->items[existing - 1], desc, align))
+        if (!same_layout(kl_registry_get(reg, existing), desc, align))
             return kl_fail(world, KILN_ERR_LAYOUT_MISMATCH,
                            "%s: %s is already registered with a different layout or hooks",
                            call, desc->name);
         if (dest) *dest = existing;
         return KILN_OK;
     }
-    if (reg->count >= INT32_MAX - 1)
+    /* Only this thread writes reg, so relaxed loads see its own latest values. */
+    int32_t count = atomic_load_explicit(&reg->count, memory_order_relaxed);
+    if (count >= INT32_MAX - 1)
         return kl_fail(world, KILN_ERR_LIMIT, "%s: too many types", call);
 
     /* Reserve everything before changing anything, so out of memory changes nothing. */
@@ -171,17 +199,25 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     size_t defaults_at = (sizeof(kl_component) + fields_size + 15) & ~(size_t)15;
     size_t defaults_size = desc->defaults ? (desc->size + 15) & ~(size_t)15 : 0;
     size_t block = defaults_at + 15 + defaults_size + names_size;
-    if (!kl_grow(&world->alloc, (void **)&reg->items, &reg->cap, reg->count + 1,
-                 sizeof(kl_component *), 16) ||
-        !kl_map_reserve(&world->alloc, &reg->names, 1))
+    kl_allocator *a = &world->alloc;
+    kl_table *items = atomic_load_explicit(&reg->items, memory_order_relaxed);
+    kl_table *names = atomic_load_explicit(&reg->names, memory_order_relaxed);
+    kl_table *new_items = kl_table_reserve(a, items, count + 1, sizeof(kl_component *), 16);
+    /* A new index is built empty and filled after the record is published. */
+    kl_table *new_names = names && (int64_t)(count + 1) * 2 <= names->cap
+                              ? names
+                              : kl_table_reserve(a, NULL, names ? names->cap * 2 : 32,
+                                                 sizeof(uint64_t), 32);
+    kl_component *c = new_items && new_names ? kl_alloc(a, block) : NULL;
+    if (!c) {
+        discard(a, new_items, items, sizeof(kl_component *));
+        discard(a, new_names, names, sizeof(uint64_t));
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, desc->name);
-    kl_component *c = kl_alloc(&world->alloc, block);
-    if (!c)
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, desc->name);
+    }
 
     memset(c, 0, sizeof *c);
     c->block_size = block;
-    c->id = (uint32_t)reg->count + 1;
+    c->id = (uint32_t)count + 1;
     c->size = (uint32_t)desc->size;
     c->align = (uint32_t)align;
     c->stride = (uint32_t)((desc->size + align - 1) / align * align);
@@ -209,8 +245,21 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
         c->fields[i].name = p;
         p += len + 1;
     }
-    reg->items[reg->count++] = c;
-    kl_map_put(&world->alloc, &reg->names, kl_hash_str(c->names), c->id);
+
+    /* Publish in the order readers rely on: the record in its table, the table, the count
+     * (a reader seeing the count sees both), then the name (a reader finding the name finds
+     * an id already counted). */
+    ((kl_component **)kl_table_entries(new_items))[count] = c;
+    if (new_items != items) atomic_store_explicit(&reg->items, new_items, memory_order_release);
+    atomic_store_explicit(&reg->count, count + 1, memory_order_release);
+    if (new_names != names) {
+        new_names->older = names;
+        kl_component *const *all = kl_table_entries(new_items);
+        for (int32_t i = 0; i <= count; i++) index_name(new_names, all[i]);
+        atomic_store_explicit(&reg->names, new_names, memory_order_release);
+    } else {
+        index_name(names, c);
+    }
     if (dest) *dest = c->id;
     return KILN_OK;
 }
@@ -270,13 +319,20 @@ bool kiln_component_info_get(const kiln_world *world, kiln_component component,
 
 int32_t kiln_component_count(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return world->components.count;
+    return kl_registry_count(&world->components);
 }
 
 void kl_registry_free(kiln_world *world, kl_registry *reg) {
-    for (int32_t i = 0; i < reg->count; i++)
-        kl_free(&world->alloc, reg->items[i], reg->items[i]->block_size);
-    kl_free(&world->alloc, reg->items, sizeof(kl_component *) * (size_t)reg->cap);
-    kl_map_free(&world->alloc, &reg->names);
-    memset(reg, 0, sizeof *reg);
+    kl_table *items = atomic_load_explicit(&reg->items, memory_order_relaxed);
+    int32_t count = atomic_load_explicit(&reg->count, memory_order_relaxed);
+    for (int32_t i = 0; i < count; i++) {
+        kl_component *c = ((kl_component **)kl_table_entries(items))[i];
+        kl_free(&world->alloc, c, c->block_size);
+    }
+    kl_table_free(&world->alloc, items, sizeof(kl_component *));
+    kl_table_free(&world->alloc, atomic_load_explicit(&reg->names, memory_order_relaxed),
+                  sizeof(uint64_t));
+    atomic_store_explicit(&reg->items, NULL, memory_order_relaxed);
+    atomic_store_explicit(&reg->names, NULL, memory_order_relaxed);
+    atomic_store_explicit(&reg->count, 0, memory_order_relaxed);
 }

@@ -20,6 +20,14 @@ typedef struct kl_event_queue {
     int32_t current;
 } kl_event_queue;
 
+/* The queue of a registered type. Queues change only on the main thread outside stages (emits
+ * land through command buffers there), so a worker reading a replaced table's copy reads the
+ * same values as the newest table holds. */
+static kl_event_queue *queue(const kiln_world *world, uint32_t type) {
+    kl_table *t = atomic_load_explicit(&((kiln_world *)world)->events, memory_order_acquire);
+    return (kl_event_queue *)kl_table_entries(t) + (type - 1);
+}
+
 kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
                                 kiln_event_type *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
@@ -28,16 +36,17 @@ kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *de
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s: events are plain data and take no hooks", call,
                        desc->name ? desc->name : "(null)");
-    /* Room for the new type's queue first, so a failure leaves nothing behind. */
-    if (!kl_grow(&world->alloc, (void **)&world->events, &world->event_cap,
-                 world->event_types.count + 1, sizeof(kl_event_queue), 8))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
-    int32_t before = world->event_types.count;
+    /* Room for the new type's queue first (zeroed, published before the type is counted, so
+     * a worker that sees the type sees its queue), so a failure leaves nothing behind. */
+    kl_table *events = atomic_load_explicit(&world->events, memory_order_relaxed);
+    kl_table *grown = kl_table_reserve(&world->alloc, events,
+                                       kl_registry_count(&world->event_types) + 1,
+                                       sizeof(kl_event_queue), 8);
+    if (!grown) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+    if (grown != events) atomic_store_explicit(&world->events, grown, memory_order_release);
     uint32_t id = 0;
     kiln_result r = kl_registry_add(world, &world->event_types, desc, &id, call);
     if (r == KILN_OK && dest) dest->id = id;
-    if (r == KILN_OK && world->event_types.count > before)
-        memset(&world->events[before], 0, sizeof(kl_event_queue));
     return r;
 }
 
@@ -56,7 +65,8 @@ bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_com
 
 kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, const char *call) {
     const kl_component *c = kl_registry_get(&world->event_types, type);
-    kl_event_buffer *b = &world->events[type - 1].buf[world->events[type - 1].current];
+    kl_event_queue *q = queue(world, type);
+    kl_event_buffer *b = &q->buf[q->current];
     size_t stride = c->stride ? c->stride : 1;
     if (b->count == b->cap) {
         int64_t ncap = b->cap ? b->cap * 2 : 16;
@@ -97,7 +107,7 @@ kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void 
 int64_t kiln_event_count(const kiln_world *world, kiln_event_type type) {
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!kl_registry_get(&world->event_types, type.id)) return 0;
-    const kl_event_queue *q = &world->events[type.id - 1];
+    const kl_event_queue *q = queue(world, type.id);
     return q->buf[0].count + q->buf[1].count;
 }
 
@@ -105,7 +115,7 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_component *c = kl_registry_get(&world->event_types, type.id);
     if (!c || i < 0) return NULL;
-    const kl_event_queue *q = &world->events[type.id - 1];
+    const kl_event_queue *q = queue(world, type.id);
     const kl_event_buffer *prev = &q->buf[1 - q->current], *cur = &q->buf[q->current];
     size_t stride = c->stride ? c->stride : 1;
     if (i < prev->count) return prev->data + stride * (size_t)i;
@@ -116,18 +126,22 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
 
 void kiln_events_update(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    for (int32_t t = 0; t < world->event_types.count; t++) {
-        kl_event_queue *q = &world->events[t];
+    int32_t types = kl_registry_count(&world->event_types);
+    for (int32_t t = 1; t <= types; t++) {
+        kl_event_queue *q = queue(world, (uint32_t)t);
         q->current = 1 - q->current;
         q->buf[q->current].count = 0;
     }
 }
 
 void kl_events_free(kiln_world *world) {
-    for (int32_t t = 0; t < world->event_types.count; t++)
-        for (int b = 0; b < 2; b++)
-            kl_free(&world->alloc, world->events[t].buf[b].block, world->events[t].buf[b].block_size);
-    kl_free(&world->alloc, world->events, sizeof(kl_event_queue) * (size_t)world->event_cap);
-    world->events = NULL;
-    world->event_cap = 0;
+    int32_t types = kl_registry_count(&world->event_types);
+    for (int32_t t = 1; t <= types; t++)
+        for (int b = 0; b < 2; b++) {
+            kl_event_buffer *buf = &queue(world, (uint32_t)t)->buf[b];
+            kl_free(&world->alloc, buf->block, buf->block_size);
+        }
+    kl_table_free(&world->alloc, atomic_load_explicit(&world->events, memory_order_relaxed),
+                  sizeof(kl_event_queue));
+    atomic_store_explicit(&world->events, NULL, memory_order_relaxed);
 }

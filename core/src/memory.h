@@ -3,15 +3,18 @@
 #ifndef KILN_MEMORY_H
 #define KILN_MEMORY_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "internal.h"
 
+/* The counts are relaxed atomics: a worker thread filling a command buffer allocates through
+ * the world's allocator while the main thread does too. */
 typedef struct kl_allocator {
     kiln_alloc_fn fn;
     void *ud;
-    int64_t bytes;
-    int64_t calls;
+    _Atomic(int64_t) bytes;
+    _Atomic(int64_t) calls;
 } kl_allocator;
 
 /* The default hook: realloc/free from the C library. */
@@ -31,5 +34,31 @@ KL_HIDDEN bool kl_grow(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, 
 
 /* size * count, or SIZE_MAX on overflow (which every allocation then refuses). */
 KL_HIDDEN size_t kl_mul(size_t size, size_t count);
+
+/* A table is an array that other threads may read while its owner grows it. Growing copies
+ * the entries into a new table that the owner publishes with a release store; the old table
+ * stays allocated, linked from the new one, until the owner frees the whole chain (at world
+ * destroy), so a reader holding an old table never reads freed memory. Only the owner writes
+ * entries, and only in the newest table. Replaced tables sum to less than the newest one. */
+typedef struct kl_table {
+    struct kl_table *older; /* the table this one replaced, or NULL */
+    int64_t cap;            /* entries; never changes */
+} kl_table;
+
+#define KL_TABLE_HEADER ((sizeof(kl_table) + 15) & ~(size_t)15)
+
+/* The entries of t (16-byte aligned after the header). */
+static inline void *kl_table_entries(const kl_table *t) {
+    return (char *)(uintptr_t)t + KL_TABLE_HEADER;
+}
+
+/* t itself when it holds at least need entries of elem bytes; otherwise a new table with
+ * t's entries copied, zeroes after them, and t linked as older, for the caller to publish.
+ * NULL when out of memory (t unchanged). t may be NULL. */
+KL_HIDDEN kl_table *kl_table_reserve(kl_allocator *a, kl_table *t, int64_t need, size_t elem,
+                                     int64_t min);
+
+/* Frees t and every table it replaced. NULL is a no-op. */
+KL_HIDDEN void kl_table_free(kl_allocator *a, kl_table *t, size_t elem);
 
 #endif

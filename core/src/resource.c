@@ -6,9 +6,11 @@
 
 #include "component.h"
 
+/* value is published (release) after the block is filled, so a worker system reading a
+ * resource that a main-thread system sets for the first time sees NULL or the whole value. */
 typedef struct kl_resource {
-    void *block;      /* NULL when the resource is not set */
-    uint8_t *value;   /* 16-byte aligned inside block */
+    _Atomic(uint8_t *) value; /* 16-byte aligned inside block; NULL when not set */
+    void *block;
     size_t block_size;
 } kl_resource;
 
@@ -26,77 +28,94 @@ static void write_value(uint8_t *dst, const kl_component *c, const void *value, 
     else memcpy(dst, value, c->size);
 }
 
-static kl_resource *slot(const kiln_world *world, kiln_component type) {
-    if (type == 0 || type > (uint64_t)world->resource_cap) return NULL;
-    kl_resource *r = &world->resources[type - 1];
-    return r->block ? r : NULL;
+/* The entry of type in the newest table, or NULL when the table does not reach it. */
+static kl_resource *entry(const kiln_world *world, kiln_component type) {
+    kl_table *t = atomic_load_explicit(&((kiln_world *)world)->resources, memory_order_acquire);
+    if (!t || type == 0 || type > (uint64_t)t->cap) return NULL;
+    return (kl_resource *)kl_table_entries(t) + (type - 1);
+}
+
+/* The set resource of type with its value, or NULL. */
+static kl_resource *slot(const kiln_world *world, kiln_component type, uint8_t **value) {
+    kl_resource *r = entry(world, type);
+    if (!r) return NULL;
+    *value = atomic_load_explicit(&r->value, memory_order_acquire);
+    return *value ? r : NULL;
 }
 
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_set", type);
-    kl_resource *r = slot(world, type);
+    uint8_t *current;
+    kl_resource *r = slot(world, type, &current);
     if (r) {
         if (c->size == 0) return KILN_OK;
-        if (r->value == value) return KILN_OK;
-        if (c->destroy) c->destroy(r->value, 1, c->hook_ctx);
-        write_value(r->value, c, value, true);
+        if (current == value) return KILN_OK;
+        if (c->destroy) c->destroy(current, 1, c->hook_ctx);
+        write_value(current, c, value, true);
         return KILN_OK;
     }
-    int64_t old_cap = world->resource_cap;
-    if (!kl_grow(&world->alloc, (void **)&world->resources, &world->resource_cap, type,
-                 sizeof(kl_resource), 16))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_resource_set: out of memory for %s", c->names);
-    if (world->resource_cap > old_cap)
-        memset(&world->resources[old_cap], 0, sizeof(kl_resource) * (size_t)(world->resource_cap - old_cap));
+    kl_table *table = atomic_load_explicit(&world->resources, memory_order_relaxed);
+    kl_table *grown = kl_table_reserve(&world->alloc, table, type, sizeof(kl_resource), 16);
     size_t size = (c->size ? c->size : 1) + 15;
-    void *block = kl_alloc(&world->alloc, size);
-    if (!block)
+    void *block = grown ? kl_alloc(&world->alloc, size) : NULL;
+    if (!block) {
+        if (grown && grown != table) {
+            grown->older = NULL;
+            kl_table_free(&world->alloc, grown, sizeof(kl_resource));
+        }
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_resource_set: out of memory for %s", c->names);
-    r = &world->resources[type - 1];
+    }
+    if (grown != table) atomic_store_explicit(&world->resources, grown, memory_order_release);
+    r = entry(world, type);
+    uint8_t *dst = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
+    if (c->size) write_value(dst, c, value, false);
     r->block = block;
     r->block_size = size;
-    r->value = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
-    if (c->size) write_value(r->value, c, value, false);
+    atomic_store_explicit(&r->value, dst, memory_order_release);
     return KILN_OK;
 }
 
 void *kiln_resource_get(const kiln_world *world, kiln_component type) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_component *c = kl_component_get(world, type);
-    kl_resource *r = slot(world, type);
-    if (!c || !r || c->size == 0) return NULL;
-    return r->value;
+    uint8_t *value = NULL;
+    if (!c || c->size == 0 || !slot(world, type, &value)) return NULL;
+    return value;
 }
 
 bool kiln_resource_has(const kiln_world *world, kiln_component type) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return kl_component_get(world, type) && slot(world, type) != NULL;
+    uint8_t *value;
+    return kl_component_get(world, type) && slot(world, type, &value) != NULL;
 }
 
-static void release(kiln_world *world, const kl_component *c, kl_resource *r) {
-    if (c->destroy && c->size) c->destroy(r->value, 1, c->hook_ctx);
+static void release(kiln_world *world, const kl_component *c, kl_resource *r, uint8_t *value) {
+    atomic_store_explicit(&r->value, NULL, memory_order_relaxed);
+    if (c->destroy && c->size) c->destroy(value, 1, c->hook_ctx);
     kl_free(&world->alloc, r->block, r->block_size);
     r->block = NULL;
-    r->value = NULL;
 }
 
 kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_remove", type);
-    kl_resource *r = slot(world, type);
+    uint8_t *value;
+    kl_resource *r = slot(world, type, &value);
     if (removed) *removed = r != NULL;
-    if (r) release(world, c, r);
+    if (r) release(world, c, r, value);
     return KILN_OK;
 }
 
 void kl_resources_free(kiln_world *world) {
-    for (int64_t i = 0; i < world->resource_cap; i++)
-        if (world->resources[i].block)
-            release(world, kl_component_get(world, (kiln_component)(i + 1)), &world->resources[i]);
-    kl_free(&world->alloc, world->resources, sizeof(kl_resource) * (size_t)world->resource_cap);
-    world->resources = NULL;
-    world->resource_cap = 0;
+    kl_table *t = atomic_load_explicit(&world->resources, memory_order_relaxed);
+    for (int64_t i = 1; t && i <= t->cap; i++) {
+        uint8_t *value;
+        kl_resource *r = slot(world, (kiln_component)i, &value);
+        if (r) release(world, kl_component_get(world, (kiln_component)i), r, value);
+    }
+    kl_table_free(&world->alloc, t, sizeof(kl_resource));
+    atomic_store_explicit(&world->resources, NULL, memory_order_relaxed);
 }

@@ -125,10 +125,11 @@ void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest) {
     dest->entities = world->alive;
     dest->entity_slots = kl_slot_count(world);
     dest->archetypes = world->archetype_count;
-    dest->components = world->components.count;
+    dest->components = kl_registry_count(&world->components);
     dest->queries = world->query_count;
-    dest->bytes = world->alloc.bytes;
-    dest->allocations = world->alloc.calls;
+    dest->bytes = atomic_load_explicit(&((kiln_world *)world)->alloc.bytes, memory_order_relaxed);
+    dest->allocations =
+        atomic_load_explicit(&((kiln_world *)world)->alloc.calls, memory_order_relaxed);
 }
 
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity) {

@@ -42,12 +42,14 @@ typedef struct kl_component {
 } kl_component;
 
 /* A registry of types described by kiln_component_desc: ids are dense from 1, records
- * never move once registered. */
+ * never move once registered. Only the main thread registers, while worker systems may read:
+ * a record is complete before its table is published (release) and count is published
+ * (release) after both, so a reader that sees id <= count (acquire) sees the whole record. */
 typedef struct kl_registry {
-    kl_component **items;      /* index id - 1 */
-    int64_t cap;
-    int32_t count;
-    kl_map names;              /* name hash -> id */
+    _Atomic(kl_table *) items;  /* kl_component * entries, index id - 1 */
+    _Atomic(int32_t) count;
+    _Atomic(kl_table *) names;  /* open-addressed name index: _Atomic uint64_t slots of
+                                 * name hash << 32 | id, at most half full, 0 empty */
 } kl_registry;
 
 /* One component's values in one archetype: a contiguous 16-byte-aligned array of
@@ -129,10 +131,10 @@ struct kiln_world {
     int32_t spawn_key_count;              /* -1: empty cache */
     kl_archetype *spawn_arch;
 
-    struct kl_event_queue *events; /* per event type (index id - 1) */
-    int64_t event_cap;
-    struct kl_resource *resources; /* per component id (index id - 1), grown on demand */
-    int64_t resource_cap;
+    /* Event queues and resources are tables (see memory.h): a main-thread system may
+     * register an event type or set a new resource while worker systems read others. */
+    _Atomic(kl_table *) events;    /* kl_event_queue per event type (index id - 1) */
+    _Atomic(kl_table *) resources; /* kl_resource per component id (index id - 1), on demand */
 
     kl_fini *finis;                /* teardown hooks, in registration order */
     int64_t fini_cap;
@@ -148,10 +150,16 @@ KL_HIDDEN kiln_result kl_fail(kiln_world *world, kiln_result code, const char *f
 #endif
     ;
 
-/* The component record for id, or NULL when id is not a component of world. */
+/* Number of types registered in reg; safe on any thread. */
+static inline int32_t kl_registry_count(const kl_registry *reg) {
+    return atomic_load_explicit(&((kl_registry *)reg)->count, memory_order_acquire);
+}
+
+/* The record for id, or NULL when id is not registered in reg; safe on any thread. */
 static inline const kl_component *kl_registry_get(const kl_registry *reg, uint32_t id) {
-    if (id == 0 || id > (uint32_t)reg->count) return NULL;
-    return reg->items[id - 1];
+    if (id == 0 || id > (uint32_t)kl_registry_count(reg)) return NULL;
+    kl_table *t = atomic_load_explicit(&((kl_registry *)reg)->items, memory_order_acquire);
+    return ((kl_component *const *)kl_table_entries(t))[id - 1];
 }
 
 static inline const kl_component *kl_component_get(const kiln_world *world, kiln_component id) {
