@@ -15,7 +15,7 @@ extern "C" {
  * Functions in this header:
  *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule,
  *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_token,
- *   kiln_console_token_path, kiln_console_close.
+ *   kiln_console_token_path, kiln_console_default_token_path, kiln_console_close.
  */
 
 /* The module loader: `local kiln = require "kiln"`. Pushes the module table. */
@@ -103,6 +103,11 @@ const char *kiln_console_token(const kiln_console *console);
 /* The file the made token was written to, or NULL when the host gave the token. The
  * console removes the file when it closes. */
 const char *kiln_console_token_path(const kiln_console *console);
+
+/* Writes to dest (size bytes) the file a console on port writes its made token to when the
+ * desc names none: $XDG_RUNTIME_DIR/kiln-console-PORT.token when that is a folder of the
+ * user's, else /tmp/kiln-console-PORT-UID.token. Clients (kiln --connect) read it there. */
+void kiln_console_default_token_path(int port, char *dest, size_t size);
 
 /* Closes every client and the listening socket and removes the token file; call it before
  * lua_close of the console's state. NULL is a no-op. */

@@ -463,8 +463,8 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 
 /* A command buffer records spawns, despawns, adds, sets and removes and applies them later,
  * in order. Recording never touches the world: it only reads the component registry (for
- * value sizes and hooks), so each thread may fill its own buffer while systems iterate, as
- * long as nobody registers components meanwhile. One buffer is never shared between threads.
+ * value sizes and hooks), so each thread may fill its own buffer while systems iterate, even
+ * while a main-thread system registers components. One buffer is never shared between threads.
  * A buffer allocates through its world's allocator hook (which must then be thread-safe, as
  * the default is) but keeps its own accounting, and keeps its memory across applies, so a
  * buffer reused frame after frame allocates nothing in steady state. */

@@ -1,5 +1,5 @@
 /* hashmap.h: an open-addressed multimap from nonzero 32-bit keys to nonzero 32-bit values,
- * used for archetype graph edges, component names and archetype type sets (keyed by hash). */
+ * used for archetype graph edges and archetype type sets (keyed by hash). */
 #ifndef KILN_HASHMAP_H
 #define KILN_HASHMAP_H
 

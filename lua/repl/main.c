@@ -149,6 +149,8 @@ static void usage(FILE *out) {
             "  -e code         run code\n"
             "  -i              enter the REPL after running the script or code\n"
             "  --connect H:P   attach the REPL to a game's console (e.g. 127.0.0.1:7777)\n"
+            "  --token T       the console's token (default: read from the file the game\n"
+            "                  printed, which only its user can read)\n"
             "  -v, --version   print the version\n"
             "  -h, --help      this text\n"
             "With no script and no -e, kiln opens the REPL with a fresh `world`.\n");
@@ -190,7 +192,7 @@ int main(int argc, char **argv) {
     lua_pop(L, 1);
 
     bool interactive = false, ran = false;
-    const char *connect_spec = NULL;
+    const char *connect_spec = NULL, *token = NULL;
     int i = 1, rc = 0;
     for (; i < argc; i++) {
         if (strcmp(argv[i], "-e") == 0) {
@@ -209,6 +211,12 @@ int main(int argc, char **argv) {
                 return 1;
             }
             connect_spec = argv[i];
+        } else if (strcmp(argv[i], "--token") == 0) {
+            if (++i >= argc) {
+                usage(stderr);
+                return 1;
+            }
+            token = argv[i];
         } else if (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--version") == 0) {
             printf("kiln %s (%s)\n", KILN_VERSION_STRING, LUA_RELEASE);
             return 0;
@@ -247,6 +255,18 @@ int main(int argc, char **argv) {
                 lua_close(L);
                 return 1;
             }
+            char why[640];
+            char *secret = kcmd_remote_token(connect_spec, token, why, sizeof why);
+            char *refused = NULL;
+            if (!secret || !kcmd_remote_login(session.remote_fd, secret, &refused)) {
+                fprintf(stderr, "kiln: %s: %s\n", connect_spec, secret ? refused : why);
+                free(refused);
+                free(secret);
+                close(session.remote_fd);
+                lua_close(L);
+                return 1;
+            }
+            free(secret);
             if (isatty(STDIN_FILENO)) printf("connected to %s\n", connect_spec);
         }
         char *world_line;

@@ -2,6 +2,8 @@
  * read whole and bounded (64 MiB); a short or malformed frame counts as a closed connection. */
 #include "remote.h"
 
+#include "kiln_lua.h"
+
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -82,4 +84,41 @@ static bool read_frame(int fd, char **status, char **text) {
 
 bool kcmd_remote_ask(int fd, const char *line, char **status, char **text) {
     return send_all(fd, line, strlen(line)) && send_all(fd, "\n", 1) && read_frame(fd, status, text);
+}
+
+bool kcmd_remote_login(int fd, const char *token, char **why) {
+    char *status = NULL, *text = NULL;
+    bool sent = send_all(fd, "token ", 6) && send_all(fd, token, strlen(token)) && send_all(fd, "\n", 1);
+    if (!sent || !read_frame(fd, &status, &text)) {
+        *why = strdup("the console closed the connection");
+        return false;
+    }
+    bool ok = strcmp(status, "ok") == 0;
+    free(status);
+    if (ok) free(text);
+    else *why = text;
+    return ok;
+}
+
+char *kcmd_remote_token(const char *spec, const char *given, char *why, size_t size) {
+    if (given) return strdup(given);
+    const char *colon = strrchr(spec, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    char path[512];
+    kiln_console_default_token_path(port, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(why, size, "no token: pass --token, or run as the game's user on its machine (%s: %s)", path,
+                 strerror(errno));
+        return NULL;
+    }
+    char line[300];
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    if (!got) {
+        snprintf(why, size, "no token in %s", path);
+        return NULL;
+    }
+    line[strcspn(line, "\r\n")] = '\0';
+    return strdup(line);
 }

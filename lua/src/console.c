@@ -210,6 +210,10 @@ const char *kiln_console_token(const kiln_console *c) { return c->token; }
 
 const char *kiln_console_token_path(const kiln_console *c) { return c->token_path; }
 
+void kiln_console_default_token_path(int port, char *dest, size_t size) {
+    if (dest && size) klua_token_default_path(dest, size, port);
+}
+
 static void drop(kiln_console *c, int i) {
     client *cl = &c->clients[i];
     close(cl->fd);

@@ -601,9 +601,9 @@ typedef struct client_step {
 } client_step;
 
 /* Starts `kiln --connect` on the game's console: in[1] writes its input, out[0] reads its
- * output. Its first input line is the console's token line, "token HEX". */
-static pid_t start_client(game *g, int in[2], int out[2]) {
-    char port[32], line[300];
+ * output. It signs in with --token, or (token NULL) with the token file the console wrote. */
+static pid_t start_client_with(game *g, int in[2], int out[2], const char *token) {
+    char port[32];
     snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
     ck_assert_int_eq(pipe(in), 0);
     ck_assert_int_eq(pipe(out), 0);
@@ -611,16 +611,20 @@ static pid_t start_client(game *g, int in[2], int out[2]) {
     if (pid == 0) {
         dup2(in[0], 0);
         dup2(out[1], 1);
+        dup2(out[1], 2);
         close(in[1]);
         close(out[0]);
-        execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
+        if (token) execl(KILN_BIN_PATH, "kiln", "--connect", port, "--token", token, (char *)NULL);
+        else execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
     close(out[1]);
-    int n = snprintf(line, sizeof line, "token %s\n", kiln_console_token(g->console));
-    ck_assert_int_eq(write(in[1], line, (size_t)n), n);
     return pid;
+}
+
+static pid_t start_client(game *g, int in[2], int out[2]) {
+    return start_client_with(g, in, out, kiln_console_token(g->console));
 }
 
 /* Runs `kiln --connect` against the game through steps; returns its output after it exits
@@ -702,6 +706,48 @@ START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
 }
 END_TEST
 
+/* Runs a short session through `kiln --connect` signed in with token (NULL: the token
+ * file); returns its output and exit status (static buffer). */
+static const char *attached_session(game *g, const char *token, int *status_out) {
+    static char text[4096];
+    int in[2], out[2];
+    pid_t pid = start_client_with(g, in, out, token);
+    const char *script = "world:count()\nfor i = 1, 2 do\nprint('line', i)\nend\n:quit\n";
+    ck_assert_int_eq(write(in[1], script, strlen(script)), (ssize_t)strlen(script));
+    close(in[1]);
+    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    size_t have = 0;
+    int status = 0;
+    for (int spin = 0; spin < 5000; spin++) {
+        frame(g);
+        ssize_t r = read(out[0], text + have, sizeof text - have - 1);
+        if (r > 0) have += (size_t)r;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
+            break;
+        }
+        pause_ms(1);
+    }
+    text[have] = '\0';
+    close(out[0]);
+    *status_out = status;
+    return text;
+}
+
+START_TEST(the_kiln_command_signs_in_from_the_token_file_or_with_token) {
+    game *g = start_game(0);
+    int status;
+    const char *text = attached_session(g, NULL, &status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln exited %d: %s", status, text);
+    ck_assert_str_eq(text, "5\nline\t1\nline\t2\n");
+    text = attached_session(g, "0123456789abcdef0123456789abcdef", &status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "kiln exited %d: %s", status, text);
+    ck_assert_ptr_nonnull(strstr(text, "wrong token"));
+    ck_assert_ptr_null(strstr(text, "5\n"));
+    stop_game(g);
+}
+END_TEST
+
 START_TEST(the_kiln_command_attaches_to_the_console) {
     game *g = start_game(0);
     int in[2], out[2];
@@ -743,6 +789,7 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, a_dropped_client_leaves_the_game_and_other_clients_running);
     tcase_add_test(tc, stepping_is_refused_remotely_and_completion_works);
     tcase_add_test(tc, the_kiln_command_attaches_to_the_console);
+    tcase_add_test(tc, the_kiln_command_signs_in_from_the_token_file_or_with_token);
     tcase_add_test(tc, help_over_the_console_lists_only_what_works_there);
     tcase_add_test(tc, watches_print_while_the_attached_prompt_waits);
     tcase_add_test(tc, ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued);
