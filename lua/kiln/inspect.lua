@@ -1,7 +1,7 @@
 -- inspect.lua: pretty printing for kiln values, shared by scripts (world:inspect) and the
 -- REPL. Invariant: a number prints so it reads back as the same value, and an integer prints
 -- as an entity ("12v3") only where it is known to be one: a live entity or an entity field.
-local kiln, World, Query = ...
+local kiln, World, Query, layer = ...
 
 local ENTITY_LIMIT = 1 << 53          -- handles are below 2^53 (kiln.h)
 local INDEX_MAX, GENERATION_MAX = 0xffffffff, (1 << 21) - 1
@@ -455,3 +455,6 @@ function kiln.pretty(v, world)
   local text = calling("kiln.pretty", pretty_text, v, world)
   return text
 end
+
+-- Helpers the layer's later files (repl.lua) share instead of repeating.
+layer.typename, layer.bounded, layer.bad_argument, layer.QUOTE_MAX = typename, bounded, bad_argument, QUOTE_MAX

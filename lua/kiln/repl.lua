@@ -1,13 +1,12 @@
 -- repl.lua: the REPL session behind both the `kiln` command and the console of a running
 -- game: it turns lines into statements, evaluates them in an environment, and answers with
 -- the text to show. It does no I/O of its own, so a terminal and a socket drive it alike.
-local kiln, World = ...
+local kiln, World, _, layer = ...
 
 local Session = {}
 Session.__index = Session
 Session.__name = "kiln.Session"
 
-local QUOTE_MAX = 200 -- user text quoted in a message is cut here
 
 local HELP_LOCAL = [[
 Enter Lua statements or expressions (expressions print their value).
@@ -36,23 +35,7 @@ Values: entities print with their components; queries print as tables.]]
 
 -- ---- argument checks -------------------------------------------------------------------
 
-local function typename(v)
-  local mt = getmetatable(v)
-  local name = type(mt) == "table" and rawget(mt, "__name") or nil
-  return type(name) == "string" and name or type(v)
-end
-
-local function bounded(s)
-  s = tostring(s)
-  if #s <= QUOTE_MAX then return s end
-  local cut = QUOTE_MAX + 1
-  while cut > 1 and (s:byte(cut) & 0xc0) == 0x80 do cut = cut - 1 end
-  return s:sub(1, cut - 1) .. "..."
-end
-
-local function bad_argument(n, fname, detail)
-  return string.format("bad argument #%d to '%s' (%s)", n, fname, detail)
-end
+local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument -- inspect.lua
 
 -- Raises (at the caller of the method) unless self is a session.
 local function check_self(self, fname)

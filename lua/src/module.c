@@ -37,7 +37,11 @@ int luaopen_kiln(lua_State *L) {
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);
     lua_setfield(L, -2, "version");
-    /* The Lua layer (the lua/kiln directory) extends the module and the classes. */
+    /* The Lua layer (the lua/kiln directory) extends the module and the classes. Each file
+     * gets (kiln, World methods, Query methods, layer): layer is a table private to the
+     * layer's files, where one file leaves helpers for the ones loaded after it. */
+    lua_newtable(L);
+    int layer = lua_gettop(L);
     for (int i = 0; kiln_scripts[i].name; i++) {
         script_reader reader = {kiln_scripts[i].lines};
         /* "=" names the chunk verbatim: tracebacks say lua/kiln/inspect.lua:12 */
@@ -45,15 +49,17 @@ int luaopen_kiln(lua_State *L) {
         int status = lua_load(L, read_lines, &reader, chunk, "t");
         lua_remove(L, -2);
         if (status != LUA_OK) return lua_error(L);
-        lua_pushvalue(L, -2);
+        lua_pushvalue(L, layer - 1);
         luaL_getmetatable(L, KLUA_WORLD);
         lua_getfield(L, -1, "__index");
         lua_remove(L, -2);
         luaL_getmetatable(L, KLUA_QUERY);
         lua_getfield(L, -1, "__index");
         lua_remove(L, -2);
-        lua_call(L, 3, 0);
+        lua_pushvalue(L, layer);
+        lua_call(L, 4, 0);
     }
+    lua_pop(L, 1); /* the layer table */
     return 1;
 }
 

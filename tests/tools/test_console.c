@@ -750,29 +750,10 @@ END_TEST
 
 START_TEST(the_kiln_command_attaches_to_the_console) {
     game *g = start_game(0);
-    int in[2], out[2];
-    pid_t pid = start_client(g, in, out);
-    const char *script = "world:count()\nfor i = 1, 2 do\nprint('line', i)\nend\n:quit\n";
-    ck_assert_int_eq(write(in[1], script, strlen(script)), (ssize_t)strlen(script));
-    close(in[1]);
-    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
-    char text[4096];
-    size_t have = 0;
-    int status = 0;
-    for (int spin = 0; spin < 5000; spin++) {
-        frame(g);
-        ssize_t r = read(out[0], text + have, sizeof text - have - 1);
-        if (r > 0) have += (size_t)r;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
-            break;
-        }
-        pause_ms(1);
-    }
-    text[have] = '\0';
+    int status;
+    const char *text = attached_session(g, kiln_console_token(g->console), &status);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln exited %d: %s", status, text);
     ck_assert_str_eq(text, "5\nline\t1\nline\t2\n");
-    close(out[0]);
     stop_game(g);
 }
 END_TEST
