@@ -413,7 +413,7 @@ KILN_TEST(removing, worker_systems_remove_themselves_while_the_main_thread_adds)
     kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
     worker_case once = {.schedule = s}, adder = {.schedule = s}, on_main = {.schedule = s};
     for (int i = 0; i < 6; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "once_%d", i);
         add_system(s, (kiln_system_desc){.name = name, .run = worker_once, .user = &once,
                                          .reads = {F.p}});
