@@ -1,0 +1,414 @@
+/* propagate.c: transform propagation: roots chunk by chunk straight from their columns, then
+ * entities with a Parent level by level from a cached schedule, both split over a job pool.
+ * Invariant: a node's parent is a root or a node of an earlier level, so a level reads only
+ * finished matrices and the result does not depend on how the work is split. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transform_state.h"
+
+#define KL_ROOT_RANGE 4096  /* least rows of roots per job */
+#define KL_LEVEL_RANGE 2048 /* least nodes of one level per job */
+#define KL_RANGES_PER_THREAD 4
+
+typedef struct pass {
+    kiln_world *world;
+    kl_transform_state *st;
+    kiln_tick since;          /* inputs written at or after it changed */
+    kiln_tick now;
+    bool full;                /* recompute every entity */
+    _Atomic int64_t computed;
+    _Atomic int64_t updated;
+} pass;
+
+typedef struct level_job {
+    pass *p;
+    int32_t begin, end;
+} level_job;
+
+/* Bitwise equality of two matrices (a -0.0 written over 0.0 is a change, as memcmp says). */
+static inline bool same_matrix(const float *a, const float *b) {
+    uint64_t x[8], y[8], d = 0;
+    memcpy(x, a, sizeof x);
+    memcpy(y, b, sizeof y);
+    for (int i = 0; i < 8; i++) d |= x[i] ^ y[i];
+    return d == 0;
+}
+
+/* parent * local, or local alone for a root (parent NULL): no multiply by the identity, so
+ * a root's matrix is exactly kiln_transform_local_to_mat4's. */
+static inline void compose(const float *parent, const kiln_local_transform *local, mat4 dest) {
+    if (!parent) {
+        kiln_transform_local_to_mat4(local, dest);
+        return;
+    }
+    mat4 p, l;
+    memcpy(p, parent, sizeof p);
+    kiln_transform_local_to_mat4(local, l);
+    glm_mat4_mul(p, l, dest);
+}
+
+/* ---- roots ------------------------------------------------------------------------------ */
+
+/* Rows of roots (LocalTransform + WorldTransform, no Parent): a plain loop over the columns;
+ * a chunk whose locals did not change is skipped without reading its rows. */
+static void root_rows(kiln_iter *view, void *user) {
+    pass *p = user;
+    if (!p->full && kiln_iter_column_tick(view, 0) < p->since) return;
+    const kiln_local_transform *local = view->columns[0];
+    kiln_world_transform *out = view->columns[1];
+    const kiln_tick *local_tick = view->ticks[0];
+    kiln_tick since = p->full ? 0 : p->since;
+    int64_t computed = 0, updated = 0;
+    for (int32_t r = 0; r < view->count; r++) {
+        if (local_tick[r] < since) continue;
+        mat4 m;
+        kiln_transform_local_to_mat4(&local[r], m);
+        computed++;
+        if (!same_matrix(out[r].matrix[0], m[0])) {
+            memcpy(out[r].matrix, m, sizeof m);
+            kiln_iter_mark_changed(view, 1, r);
+            updated++;
+        }
+    }
+    atomic_fetch_add_explicit(&p->computed, computed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->updated, updated, memory_order_relaxed);
+}
+
+/* ---- levels ----------------------------------------------------------------------------- */
+
+static void level_rows(pass *p, int32_t begin, int32_t end) {
+    const kl_node *nodes = p->st->nodes;
+    uint8_t *dirty = p->st->node_dirty;
+    kiln_tick since = p->since, now = p->now;
+    bool full = p->full;
+    int64_t computed = 0, updated = 0;
+    for (int32_t i = begin; i < end; i++) {
+        const kl_node *n = &nodes[i];
+        bool changed = full || (n->parent_node >= 0 && dirty[n->parent_node]) ||
+                       (n->parent_out_tick && *n->parent_out_tick == now) ||
+                       (n->link_tick && *n->link_tick >= since) ||
+                       (n->local_tick && *n->local_tick >= since) || (n->local && !n->out_tick);
+        if (!n->local) { /* identity: relays its parent's matrix and changes */
+            dirty[i] = changed;
+            continue;
+        }
+        bool wrote = false;
+        if (changed) {
+            mat4 m;
+            compose(n->parent, n->local, m);
+            computed++;
+            if (!n->out_tick) { /* a scratch slot, queued with its value */
+                memcpy(n->out, m, sizeof m);
+                wrote = true;
+            } else if (!same_matrix(n->out, m[0])) {
+                memcpy(n->out, m, sizeof m);
+                *n->out_tick = now;
+                kl_column_touch(n->out_column, now);
+                updated++;
+                wrote = true;
+            }
+        }
+        dirty[i] = wrote;
+    }
+    atomic_fetch_add_explicit(&p->computed, computed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->updated, updated, memory_order_relaxed);
+}
+
+static void level_job_run(void *arg) {
+    level_job *j = arg;
+    level_rows(j->p, j->begin, j->end);
+}
+
+/* Runs every level in order, each split over the pool when it is large enough; a level
+ * starts once the one above it is done. */
+static void run_levels(pass *p, kiln_jobs *jobs, int32_t threads) {
+    kl_transform_state *st = p->st;
+    level_job *ranges = st->jobs_mem;
+    kiln_job *list = (kiln_job *)(ranges + (size_t)threads * KL_RANGES_PER_THREAD);
+    for (int32_t d = 0; d < st->level_count; d++) {
+        int32_t begin = st->level_start[d], end = st->level_start[d + 1];
+        int32_t count = end - begin;
+        int32_t k = threads > 1 ? count / KL_LEVEL_RANGE : 1;
+        if (k > threads * KL_RANGES_PER_THREAD) k = threads * KL_RANGES_PER_THREAD;
+        if (k <= 1) {
+            level_rows(p, begin, end);
+            continue;
+        }
+        for (int32_t j = 0; j < k; j++) {
+            ranges[j] = (level_job){p, begin + (int32_t)((int64_t)count * j / k),
+                                    begin + (int32_t)((int64_t)count * (j + 1) / k)};
+            list[j] = (kiln_job){level_job_run, &ranges[j]};
+        }
+        kiln_counter counter = {0};
+        if (kiln_jobs_submit(jobs, list, k, &counter) != KILN_OK) {
+            level_rows(p, begin, end); /* no room to queue: the same work inline */
+            continue;
+        }
+        kiln_jobs_wait(jobs, &counter);
+    }
+}
+
+/* ---- the level schedule ----------------------------------------------------------------- */
+
+static bool is_node(const kl_transform_state *st, const kl_archetype *arch) {
+    if (kl_archetype_column(arch, st->ids.parent)) return true;
+    return kl_archetype_column(arch, st->ids.local) && !kl_archetype_column(arch, st->ids.world);
+}
+
+static kiln_result chain_error(kiln_world *world, kiln_entity e) {
+    char eb[24];
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_transform_propagate: entity %s has a parent chain deeper than %d (a cycle?)",
+                   kiln_entity_format(e, eb, sizeof eb), KL_MAX_DEPTH);
+}
+
+/* Walks up from e to an entity seen in this build or to the top of its chain, giving each
+ * entity on the way its depth; nodes among them join st->order. A chain deeper than the
+ * limit (a cycle) marks its entities failed and reports the first such entity. */
+static void place_chain(kiln_world *world, kl_transform_state *st, kiln_entity e, int64_t *order_count,
+                        kiln_result *result) {
+    kiln_entity chain[KL_MAX_DEPTH + 1];
+    int32_t n = 0;
+    kiln_entity cur = e;
+    const kl_memo *top = NULL;
+    bool overflow = false;
+    for (;;) {
+        const kl_memo *m = &st->memo[kiln_entity_index(cur)];
+        if (m->epoch == st->epoch && m->entity == cur) {
+            top = m;
+            break;
+        }
+        if (n == KL_MAX_DEPTH + 1) {
+            overflow = true;
+            break;
+        }
+        chain[n++] = cur;
+        bool dead;
+        kiln_entity parent = kl_transform_parent_of(world, st, cur, kl_record_of(world, cur), &dead);
+        if (!parent) break;
+        cur = parent;
+    }
+    int32_t base = top ? (top->depth < 0 ? -1 : top->depth + 1) : 0; /* depth of chain[n - 1] */
+    if (overflow || base < 0 || base + n - 1 > KL_MAX_DEPTH) {
+        if (overflow || base >= 0) {
+            /* In a cycle, the walk ends going round it: name an entity of the cycle then. */
+            kiln_entity named = e;
+            for (int32_t i = 0; overflow && i < n - 1; i++)
+                if (chain[i] == chain[n - 1]) named = chain[n - 1];
+            if (*result == KILN_OK) *result = chain_error(world, named);
+        }
+    }
+    for (int32_t i = n - 1; i >= 0; i--) {
+        int32_t depth = overflow || base < 0 ? -1 : base + (n - 1 - i);
+        if (depth > KL_MAX_DEPTH) depth = -1;
+        kiln_entity x = chain[i];
+        kl_memo *m = &st->memo[kiln_entity_index(x)];
+        *m = (kl_memo){.epoch = st->epoch, .depth = depth, .entity = x, .node = -1};
+        const kl_record *rec = kl_record_of(world, x);
+        if (depth >= 0 && is_node(st, world->archetypes[rec->archetype])) {
+            st->order[*order_count] = x;
+            st->order_depth[*order_count] = depth;
+            (*order_count)++;
+        }
+    }
+}
+
+/* Fills node i for entity e; its parent's node, if any, is filled already. */
+static void fill_node(kiln_world *world, kl_transform_state *st, kiln_entity e, int32_t i) {
+    const kl_record *rec = kl_record_of(world, e);
+    const kl_archetype *arch = world->archetypes[rec->archetype];
+    size_t row = rec->row;
+    kl_column *lc = kl_archetype_column(arch, st->ids.local);
+    kl_column *wc = kl_archetype_column(arch, st->ids.world);
+    kl_column *pc = kl_archetype_column(arch, st->ids.parent);
+    kl_node n = {.parent_node = -1};
+    n.link_tick = pc ? &pc->ticks[row] : NULL;
+    if (lc) {
+        n.local = (const kiln_local_transform *)(lc->data + row * lc->stride);
+        n.local_tick = &lc->ticks[row];
+        if (wc) {
+            n.out = (float *)(wc->data + row * wc->stride);
+            n.out_tick = &wc->ticks[row];
+            n.out_column = wc;
+        } else { /* lacking WorldTransform in a deferred world: computed into scratch */
+            n.out = st->scratch[st->pending_count];
+            st->pending[st->pending_count++] = e;
+        }
+    }
+    bool dead;
+    kiln_entity parent = kl_transform_parent_of(world, st, e, rec, &dead);
+    if (parent) {
+        const kl_memo *pm = &st->memo[kiln_entity_index(parent)];
+        if (pm->node >= 0) {
+            const kl_node *pn = &st->nodes[pm->node];
+            n.parent_node = pm->node;
+            n.parent = pn->out ? pn->out : pn->parent;
+        } else { /* a root, or an entity without LocalTransform (identity) */
+            const kl_record *prec = kl_record_of(world, parent);
+            const kl_archetype *parch = world->archetypes[prec->archetype];
+            kl_column *plc = kl_archetype_column(parch, st->ids.local);
+            kl_column *pwc = kl_archetype_column(parch, st->ids.world);
+            if (plc && pwc) {
+                n.parent = (const float *)(pwc->data + (size_t)prec->row * pwc->stride);
+                n.parent_out_tick = &pwc->ticks[prec->row];
+            }
+        }
+    }
+    st->nodes[i] = n;
+}
+
+/* Rebuilds the level schedule: every entity with a Parent, and (deferred) every entity
+ * lacking its WorldTransform, sorted by depth. Entities of a failing chain are left out. */
+static kiln_result build_levels(kiln_world *world, kl_transform_state *st, bool deferred) {
+    st->nodes_valid = false;
+    st->pending_count = 0;
+    int64_t linked = kiln_query_count(st->linked);
+    int64_t missing = deferred ? kiln_query_count(st->missing) : 0;
+    int64_t total = linked + missing;
+    if (!kl_transform_reserve(world, (void **)&st->order, &st->order_cap, total * 2, sizeof(kiln_entity)) ||
+        !kl_transform_reserve(world, (void **)&st->order_depth, &st->order_depth_cap, total,
+                              sizeof(int32_t)) ||
+        !kl_transform_reserve(world, (void **)&st->nodes, &st->node_cap, total, sizeof(kl_node)) ||
+        !kl_transform_reserve(world, (void **)&st->node_dirty, &st->dirty_cap, total, 1))
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
+    if (++st->epoch == 0) { /* wrapped: forget every old mark */
+        memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
+        st->epoch = 1;
+    }
+    kiln_result result = KILN_OK;
+    int64_t count = 0;
+    kiln_query *sources[2] = {st->linked, deferred ? st->missing : NULL};
+    for (int s = 0; s < 2 && sources[s]; s++) {
+        kiln_iter it;
+        kiln_query_iter(sources[s], &it);
+        while (kiln_query_next(&it))
+            for (int32_t r = 0; r < it.count; r++) {
+                kiln_entity e = it.entities[r];
+                const kl_memo *m = &st->memo[kiln_entity_index(e)];
+                if (m->epoch != st->epoch || m->entity != e) place_chain(world, st, e, &count, &result);
+            }
+    }
+    /* Counting sort by depth, keeping gather order within a level (deterministic). */
+    int32_t levels = 0;
+    memset(st->level_start, 0, sizeof st->level_start);
+    for (int64_t k = 0; k < count; k++) {
+        int32_t d = st->order_depth[k];
+        st->level_start[d + 1]++;
+        if (d + 1 > levels) levels = d + 1;
+    }
+    for (int32_t d = 0; d < levels; d++) st->level_start[d + 1] += st->level_start[d];
+    kiln_entity *sorted = st->order + total;
+    int32_t cursor[KL_MAX_DEPTH + 1];
+    memcpy(cursor, st->level_start, sizeof(int32_t) * (size_t)(levels > 0 ? levels : 1));
+    for (int64_t k = 0; k < count; k++) {
+        int32_t idx = cursor[st->order_depth[k]]++;
+        sorted[idx] = st->order[k];
+        st->memo[kiln_entity_index(st->order[k])].node = idx;
+    }
+    for (int64_t k = 0; k < count; k++) fill_node(world, st, sorted[k], (int32_t)k);
+    st->node_count = count;
+    st->level_count = levels;
+    st->nodes_valid = result == KILN_OK;
+    return result;
+}
+
+/* ---- one propagation -------------------------------------------------------------------- */
+
+kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln_jobs *jobs,
+                                   kiln_transform_propagate_stats *dest) {
+    kl_transform_state *st = kl_transform_state_of(world);
+    if (dest) memset(dest, 0, sizeof *dest);
+    if (!st)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_transform_propagate: call kiln_transform_init first");
+    pass p = {.world = world, .st = st, .since = st->last_tick, .now = world->tick,
+              .full = st->last_tick == 0};
+    bool deferred = queue != NULL || kiln_is_deferred(world);
+    int32_t threads = jobs ? kiln_jobs_worker_count(jobs) + 1 : 1;
+    kiln_transform_propagate_stats stats = {0, 0, 0};
+
+    /* Entities lacking WorldTransform: added now (undeferred) or computed into scratch and
+     * queued with their value (deferred). */
+    int64_t missing = kiln_query_count(st->missing);
+    int64_t memo_before = st->memo_cap;
+    size_t job_bytes = (sizeof(level_job) + sizeof(kiln_job)) * (size_t)threads * KL_RANGES_PER_THREAD;
+    if (!kl_transform_reserve(world, (void **)&st->pending, &st->pending_cap, missing, sizeof(kiln_entity)) ||
+        !kl_transform_reserve(world, (void **)&st->memo, &st->memo_cap, kl_slot_count(world), sizeof(kl_memo)) ||
+        !kl_transform_reserve(world, &st->jobs_mem, &st->jobs_mem_cap, (int64_t)job_bytes, 1) ||
+        (deferred && !kl_transform_reserve(world, (void **)&st->scratch, &st->scratch_cap, missing,
+                                           sizeof(float[16]))))
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
+    if (st->memo_cap > memo_before)
+        memset(st->memo + memo_before, 0, sizeof(kl_memo) * (size_t)(st->memo_cap - memo_before));
+    if (missing > 0 && !deferred) {
+        int64_t n = 0;
+        kiln_iter it;
+        kiln_query_iter(st->missing, &it);
+        while (kiln_query_next(&it))
+            for (int32_t r = 0; r < it.count; r++) st->pending[n++] = it.entities[r];
+        static const float identity[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+        for (int64_t i = 0; i < n; i++) {
+            kiln_result r = kiln_add(world, st->pending[i], st->ids.world, identity);
+            if (r != KILN_OK) return r;
+        }
+        stats.added = n;
+        p.full = true;
+    }
+    if (!p.full && (kl_query_structure_tick(st->compute) >= p.since ||
+                    kl_query_structure_tick(st->linked) >= p.since))
+        p.full = true;
+    /* Nothing to do when no LocalTransform or Parent was written since the last call (a
+     * dying parent shows as a structure change above, unless it had neither component and
+     * so counted as identity, alive or dead). */
+    bool links_changed = kl_query_column_tick(st->linked, 0) >= p.since;
+    if (!p.full && !links_changed && kl_query_column_tick(st->compute, 0) < p.since &&
+        kl_query_column_tick(st->compute, 2) < p.since && !(deferred && missing > 0)) {
+        st->last_tick = world->tick;
+        if (dest) *dest = stats;
+        return KILN_OK;
+    }
+    /* A failing chain (a cycle) is reported, but every other entity is still updated. */
+    kiln_result result = KILN_OK;
+    if (!st->nodes_valid || p.full || links_changed || (deferred && missing > 0))
+        result = build_levels(world, st, deferred && missing > 0);
+    if (result == KILN_ERR_OUT_OF_MEMORY) return result;
+    if (p.full || kl_query_column_tick(st->roots, 0) >= p.since) {
+        kiln_result r = kiln_parallel_for(threads > 1 ? jobs : NULL, st->roots, KL_ROOT_RANGE, root_rows, &p);
+        if (r != KILN_OK) return r;
+    }
+    run_levels(&p, jobs, threads);
+    stats.computed = atomic_load_explicit(&p.computed, memory_order_relaxed);
+    stats.updated = atomic_load_explicit(&p.updated, memory_order_relaxed);
+    if (deferred) {
+        for (int64_t i = 0; i < st->pending_count; i++) {
+            kiln_entity e = st->pending[i];
+            void *value = st->scratch[i];
+            kiln_result rr;
+            if (queue) {
+                rr = kiln_commands_add(queue, e, st->ids.world, value);
+                if (rr != KILN_OK) kl_fail(world, rr, "%s", kiln_commands_error(queue));
+            } else {
+                rr = kiln_add(world, e, st->ids.world, value);
+            }
+            if (rr == KILN_OK) stats.added++;
+            else if (result == KILN_OK) result = rr;
+        }
+        st->pending_count = 0;
+    }
+    if (result == KILN_OK) st->last_tick = world->tick;
+    if (dest) *dest = stats;
+    return result;
+}
+
+kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_transform_propagate(world, NULL, NULL, dest);
+}
+
+kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs,
+                                              kiln_transform_propagate_stats *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return kl_transform_propagate(world, NULL, jobs, dest);
+}
