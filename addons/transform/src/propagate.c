@@ -27,26 +27,111 @@ typedef struct level_job {
     int32_t begin, end;
 } level_job;
 
-/* Bitwise equality of two matrices (a -0.0 written over 0.0 is a change, as memcmp says). */
-static inline bool same_matrix(const float *a, const float *b) {
-    uint64_t x[8], y[8], d = 0;
-    memcpy(x, a, sizeof x);
-    memcpy(y, b, sizeof y);
-    for (int i = 0; i < 8; i++) d |= x[i] ^ y[i];
-    return d == 0;
+/* A matrix in four column registers (SSE), or 16 floats elsewhere. Composing in registers
+ * keeps the value off the stack: reading back a matrix just stored float by float stalls on
+ * store forwarding, which is most of a naive loop's cost. Every path does the same IEEE
+ * operations in the same order, so a matrix never depends on which thread made it. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+typedef struct cols {
+    __m128 c[4];
+} cols;
+
+static inline cols cols_load(const float *m) {
+    return (cols){{_mm_loadu_ps(m), _mm_loadu_ps(m + 4), _mm_loadu_ps(m + 8), _mm_loadu_ps(m + 12)}};
 }
 
-/* parent * local, or local alone for a root (parent NULL): no multiply by the identity, so
- * a root's matrix is exactly kiln_transform_local_to_mat4's. */
-static inline void compose(const float *parent, const kiln_local_transform *local, mat4 dest) {
-    if (!parent) {
-        kiln_transform_local_to_mat4(local, dest);
-        return;
+static inline void cols_store(float *m, cols v) {
+    _mm_storeu_ps(m, v.c[0]);
+    _mm_storeu_ps(m + 4, v.c[1]);
+    _mm_storeu_ps(m + 8, v.c[2]);
+    _mm_storeu_ps(m + 12, v.c[3]);
+}
+
+/* Bitwise equality (a -0.0 written over 0.0 is a change, as memcmp says). */
+static inline bool cols_same(cols v, const float *m) {
+    __m128i e0 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[0]), _mm_loadu_si128((const __m128i *)m));
+    __m128i e1 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[1]), _mm_loadu_si128((const __m128i *)(m + 4)));
+    __m128i e2 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[2]), _mm_loadu_si128((const __m128i *)(m + 8)));
+    __m128i e3 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[3]), _mm_loadu_si128((const __m128i *)(m + 12)));
+    __m128i all = _mm_and_si128(_mm_and_si128(e0, e1), _mm_and_si128(e2, e3));
+    return _mm_movemask_epi8(all) == 0xFFFF;
+}
+
+static inline cols cols_make(const float v[16]) {
+    return (cols){{_mm_set_ps(v[3], v[2], v[1], v[0]), _mm_set_ps(v[7], v[6], v[5], v[4]),
+                   _mm_set_ps(v[11], v[10], v[9], v[8]), _mm_set_ps(v[15], v[14], v[13], v[12])}};
+}
+
+#define SPLAT(v, i) _mm_shuffle_ps((v), (v), _MM_SHUFFLE(i, i, i, i))
+/* p * l, column by column: ((p0 l.x + p1 l.y) + p2 l.z) + p3 l.w. */
+static inline cols cols_mul(cols p, cols l) {
+    cols r;
+    for (int j = 0; j < 4; j++) {
+        __m128 v = _mm_mul_ps(p.c[0], SPLAT(l.c[j], 0));
+        v = _mm_add_ps(v, _mm_mul_ps(p.c[1], SPLAT(l.c[j], 1)));
+        v = _mm_add_ps(v, _mm_mul_ps(p.c[2], SPLAT(l.c[j], 2)));
+        v = _mm_add_ps(v, _mm_mul_ps(p.c[3], SPLAT(l.c[j], 3)));
+        r.c[j] = v;
     }
-    mat4 p, l;
-    memcpy(p, parent, sizeof p);
-    kiln_transform_local_to_mat4(local, l);
-    glm_mat4_mul(p, l, dest);
+    return r;
+}
+#undef SPLAT
+#else
+typedef struct cols {
+    float v[16];
+} cols;
+
+static inline cols cols_load(const float *m) {
+    cols r;
+    memcpy(r.v, m, sizeof r.v);
+    return r;
+}
+
+static inline void cols_store(float *m, cols v) { memcpy(m, v.v, sizeof v.v); }
+
+static inline bool cols_same(cols v, const float *m) { return memcmp(v.v, m, sizeof v.v) == 0; }
+
+static inline cols cols_make(const float v[16]) { return cols_load(v); }
+
+static inline cols cols_mul(cols p, cols l) {
+    cols r;
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 4; i++) {
+            float v = p.v[i] * l.v[4 * j];
+            v = v + p.v[4 + i] * l.v[4 * j + 1];
+            v = v + p.v[8 + i] * l.v[4 * j + 2];
+            v = v + p.v[12 + i] * l.v[4 * j + 3];
+            r.v[4 * j + i] = v;
+        }
+    return r;
+}
+#endif
+
+/* The local matrix translate * rotate * scale: the arithmetic of glm_quat_mat4 and of
+ * kiln_transform_local_to_mat4, element by element, kept in registers. */
+static inline cols local_cols(const kiln_local_transform *t) {
+    versor q = {t->rotation[0], t->rotation[1], t->rotation[2], t->rotation[3]};
+    float norm = glm_quat_norm(q);
+    float s = norm > 0.0f ? 2.0f / norm : 0.0f;
+    float x = q[0], y = q[1], z = q[2], w = q[3];
+    float xx = s * x * x, xy = s * x * y, wx = s * w * x;
+    float yy = s * y * y, yz = s * y * z, wy = s * w * y;
+    float zz = s * z * z, xz = s * x * z, wz = s * w * z;
+    float sx = t->scale[0], sy = t->scale[1], sz = t->scale[2];
+    const float v[16] = {
+        (1.0f - yy - zz) * sx, (xy + wz) * sx, (xz - wy) * sx, 0.0f,
+        (xy - wz) * sy, (1.0f - xx - zz) * sy, (yz + wx) * sy, 0.0f,
+        (xz + wy) * sz, (yz - wx) * sz, (1.0f - xx - yy) * sz, 0.0f,
+        t->position[0], t->position[1], t->position[2], 1.0f,
+    };
+    return cols_make(v);
+}
+
+/* parent * local, or local alone for a root (parent NULL): no multiply by the identity. */
+static inline cols compose(const float *parent, const kiln_local_transform *local) {
+    cols l = local_cols(local);
+    return parent ? cols_mul(cols_load(parent), l) : l;
 }
 
 /* ---- roots ------------------------------------------------------------------------------ */
@@ -63,11 +148,10 @@ static void root_rows(kiln_iter *view, void *user) {
     int64_t computed = 0, updated = 0;
     for (int32_t r = 0; r < view->count; r++) {
         if (local_tick[r] < since) continue;
-        mat4 m;
-        kiln_transform_local_to_mat4(&local[r], m);
+        cols m = local_cols(&local[r]);
         computed++;
-        if (!same_matrix(out[r].matrix[0], m[0])) {
-            memcpy(out[r].matrix, m, sizeof m);
+        if (!cols_same(m, out[r].matrix[0])) {
+            cols_store(out[r].matrix[0], m);
             kiln_iter_mark_changed(view, 1, r);
             updated++;
         }
@@ -96,14 +180,13 @@ static void level_rows(pass *p, int32_t begin, int32_t end) {
         }
         bool wrote = false;
         if (changed) {
-            mat4 m;
-            compose(n->parent, n->local, m);
+            cols m = compose(n->parent, n->local);
             computed++;
             if (!n->out_tick) { /* a scratch slot, queued with its value */
-                memcpy(n->out, m, sizeof m);
+                cols_store(n->out, m);
                 wrote = true;
-            } else if (!same_matrix(n->out, m[0])) {
-                memcpy(n->out, m, sizeof m);
+            } else if (!cols_same(m, n->out)) {
+                cols_store(n->out, m);
                 *n->out_tick = now;
                 kl_column_touch(n->out_column, now);
                 updated++;
