@@ -2,11 +2,20 @@
  * entities with a Parent level by level from a cached schedule, both split over a job pool.
  * Invariant: a node's parent is a root or a node of an earlier level, so a level reads only
  * finished matrices and the result does not depend on how the work is split. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "transform_state.h"
+
+/* The per-entity kernels must inline into their loops: a call per group passes the four
+ * matrices through memory, which is what they are written to avoid. */
+#if defined(__GNUC__)
+#define KL_KERNEL static inline __attribute__((always_inline))
+#else
+#define KL_KERNEL static inline
+#endif
 
 #define KL_ROOT_RANGE 4096  /* least rows of roots per job */
 #define KL_LEVEL_RANGE 2048 /* least nodes of one level per job */
@@ -27,21 +36,23 @@ typedef struct level_job {
     int32_t begin, end;
 } level_job;
 
-/* A matrix in four column registers (SSE), or 16 floats elsewhere. Composing in registers
- * keeps the value off the stack: reading back a matrix just stored float by float stalls on
- * store forwarding, which is most of a naive loop's cost. Every path does the same IEEE
- * operations in the same order, so a matrix never depends on which thread made it. */
+/* Four local matrices at a time: the quaternion arithmetic of glm_quat_mat4 (then the
+ * scale, then the translation) runs once for four entities in SSE lanes, and each matrix
+ * comes out as four column registers, never stored and read back (a matrix stored float by
+ * float and reloaded stalls on store forwarding). Fewer than four entities fill the spare
+ * lanes with copies of the last one, so an entity's matrix is the same bits whichever
+ * group, range or thread computes it. Without SSE2, the same operations one lane at a time. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
 typedef struct cols {
     __m128 c[4];
 } cols;
 
-static inline cols cols_load(const float *m) {
+KL_KERNEL cols cols_load(const float *m) {
     return (cols){{_mm_loadu_ps(m), _mm_loadu_ps(m + 4), _mm_loadu_ps(m + 8), _mm_loadu_ps(m + 12)}};
 }
 
-static inline void cols_store(float *m, cols v) {
+KL_KERNEL void cols_store(float *m, cols v) {
     _mm_storeu_ps(m, v.c[0]);
     _mm_storeu_ps(m + 4, v.c[1]);
     _mm_storeu_ps(m + 8, v.c[2]);
@@ -49,7 +60,7 @@ static inline void cols_store(float *m, cols v) {
 }
 
 /* Bitwise equality (a -0.0 written over 0.0 is a change, as memcmp says). */
-static inline bool cols_same(cols v, const float *m) {
+KL_KERNEL bool cols_same(cols v, const float *m) {
     __m128i e0 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[0]), _mm_loadu_si128((const __m128i *)m));
     __m128i e1 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[1]), _mm_loadu_si128((const __m128i *)(m + 4)));
     __m128i e2 = _mm_cmpeq_epi32(_mm_castps_si128(v.c[2]), _mm_loadu_si128((const __m128i *)(m + 8)));
@@ -58,14 +69,9 @@ static inline bool cols_same(cols v, const float *m) {
     return _mm_movemask_epi8(all) == 0xFFFF;
 }
 
-static inline cols cols_make(const float v[16]) {
-    return (cols){{_mm_set_ps(v[3], v[2], v[1], v[0]), _mm_set_ps(v[7], v[6], v[5], v[4]),
-                   _mm_set_ps(v[11], v[10], v[9], v[8]), _mm_set_ps(v[15], v[14], v[13], v[12])}};
-}
-
 #define SPLAT(v, i) _mm_shuffle_ps((v), (v), _MM_SHUFFLE(i, i, i, i))
 /* p * l, column by column: ((p0 l.x + p1 l.y) + p2 l.z) + p3 l.w. */
-static inline cols cols_mul(cols p, cols l) {
+KL_KERNEL cols cols_mul(cols p, cols l) {
     cols r;
     for (int j = 0; j < 4; j++) {
         __m128 v = _mm_mul_ps(p.c[0], SPLAT(l.c[j], 0));
@@ -77,24 +83,64 @@ static inline cols cols_mul(cols p, cols l) {
     return r;
 }
 #undef SPLAT
+
+KL_KERNEL void local4(const kiln_local_transform *const t[4], cols dest[4]) {
+    /* rotation x y z w at offset 12, then w sx sy sz at offset 24: two loads inside each value */
+    __m128 x = _mm_loadu_ps(t[0]->rotation), y = _mm_loadu_ps(t[1]->rotation);
+    __m128 z = _mm_loadu_ps(t[2]->rotation), w = _mm_loadu_ps(t[3]->rotation);
+    _MM_TRANSPOSE4_PS(x, y, z, w);
+    __m128 w2 = _mm_loadu_ps(&t[0]->rotation[3]), sx = _mm_loadu_ps(&t[1]->rotation[3]);
+    __m128 sy = _mm_loadu_ps(&t[2]->rotation[3]), sz = _mm_loadu_ps(&t[3]->rotation[3]);
+    _MM_TRANSPOSE4_PS(w2, sx, sy, sz);
+    const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+    __m128 dot = _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_mul_ps(x, x), _mm_mul_ps(y, y)), _mm_mul_ps(z, z)),
+                            _mm_mul_ps(w, w));
+    __m128 norm = _mm_sqrt_ps(dot);
+    __m128 s = _mm_and_ps(_mm_cmpgt_ps(norm, zero), _mm_div_ps(_mm_set1_ps(2.0f), norm));
+    __m128 sxq = _mm_mul_ps(s, x), syq = _mm_mul_ps(s, y), szq = _mm_mul_ps(s, z), swq = _mm_mul_ps(s, w);
+    __m128 xx = _mm_mul_ps(sxq, x), xy = _mm_mul_ps(sxq, y), wx = _mm_mul_ps(swq, x);
+    __m128 yy = _mm_mul_ps(syq, y), yz = _mm_mul_ps(syq, z), wy = _mm_mul_ps(swq, y);
+    __m128 zz = _mm_mul_ps(szq, z), xz = _mm_mul_ps(sxq, z), wz = _mm_mul_ps(swq, z);
+    __m128 a0 = _mm_mul_ps(_mm_sub_ps(_mm_sub_ps(one, yy), zz), sx);
+    __m128 a1 = _mm_mul_ps(_mm_add_ps(xy, wz), sx);
+    __m128 a2 = _mm_mul_ps(_mm_sub_ps(xz, wy), sx);
+    __m128 a3 = zero;
+    __m128 b0 = _mm_mul_ps(_mm_sub_ps(xy, wz), sy);
+    __m128 b1 = _mm_mul_ps(_mm_sub_ps(_mm_sub_ps(one, xx), zz), sy);
+    __m128 b2 = _mm_mul_ps(_mm_add_ps(yz, wx), sy);
+    __m128 b3 = zero;
+    __m128 c0 = _mm_mul_ps(_mm_add_ps(xz, wy), sz);
+    __m128 c1 = _mm_mul_ps(_mm_sub_ps(yz, wx), sz);
+    __m128 c2 = _mm_mul_ps(_mm_sub_ps(_mm_sub_ps(one, xx), yy), sz);
+    __m128 c3 = zero;
+    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+    _MM_TRANSPOSE4_PS(b0, b1, b2, b3);
+    _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+    /* the translation column: position x y z, then 1 where rotation x sits in memory */
+    const __m128 keep = _mm_castsi128_ps(_mm_set_epi32(0, -1, -1, -1));
+    const __m128 w_one = _mm_set_ps(1.0f, 0.0f, 0.0f, 0.0f);
+    __m128 cols_a[4] = {a0, a1, a2, a3}, cols_b[4] = {b0, b1, b2, b3}, cols_c[4] = {c0, c1, c2, c3};
+    for (int k = 0; k < 4; k++) {
+        __m128 pos = _mm_or_ps(_mm_and_ps(_mm_loadu_ps(t[k]->position), keep), w_one);
+        dest[k] = (cols){{cols_a[k], cols_b[k], cols_c[k], pos}};
+    }
+}
 #else
 typedef struct cols {
     float v[16];
 } cols;
 
-static inline cols cols_load(const float *m) {
+KL_KERNEL cols cols_load(const float *m) {
     cols r;
     memcpy(r.v, m, sizeof r.v);
     return r;
 }
 
-static inline void cols_store(float *m, cols v) { memcpy(m, v.v, sizeof v.v); }
+KL_KERNEL void cols_store(float *m, cols v) { memcpy(m, v.v, sizeof v.v); }
 
-static inline bool cols_same(cols v, const float *m) { return memcmp(v.v, m, sizeof v.v) == 0; }
+KL_KERNEL bool cols_same(cols v, const float *m) { return memcmp(v.v, m, sizeof v.v) == 0; }
 
-static inline cols cols_make(const float v[16]) { return cols_load(v); }
-
-static inline cols cols_mul(cols p, cols l) {
+KL_KERNEL cols cols_mul(cols p, cols l) {
     cols r;
     for (int j = 0; j < 4; j++)
         for (int i = 0; i < 4; i++) {
@@ -106,55 +152,73 @@ static inline cols cols_mul(cols p, cols l) {
         }
     return r;
 }
+
+KL_KERNEL void local4(const kiln_local_transform *const t[4], cols dest[4]) {
+    for (int k = 0; k < 4; k++) {
+        const kiln_local_transform *l = t[k];
+        float x = l->rotation[0], y = l->rotation[1], z = l->rotation[2], w = l->rotation[3];
+        float norm = sqrtf(((x * x + y * y) + z * z) + w * w);
+        float s = norm > 0.0f ? 2.0f / norm : 0.0f;
+        float sxq = s * x, syq = s * y, szq = s * z, swq = s * w;
+        float xx = sxq * x, xy = sxq * y, wx = swq * x;
+        float yy = syq * y, yz = syq * z, wy = swq * y;
+        float zz = szq * z, xz = sxq * z, wz = swq * z;
+        float sx = l->scale[0], sy = l->scale[1], sz = l->scale[2];
+        const float v[16] = {
+            ((1.0f - yy) - zz) * sx, (xy + wz) * sx, (xz - wy) * sx, 0.0f,
+            (xy - wz) * sy, ((1.0f - xx) - zz) * sy, (yz + wx) * sy, 0.0f,
+            (xz + wy) * sz, (yz - wx) * sz, ((1.0f - xx) - yy) * sz, 0.0f,
+            l->position[0], l->position[1], l->position[2], 1.0f,
+        };
+        memcpy(dest[k].v, v, sizeof v);
+    }
+}
 #endif
 
-/* The local matrix translate * rotate * scale: the arithmetic of glm_quat_mat4 and of
- * kiln_transform_local_to_mat4, element by element, kept in registers. */
-static inline cols local_cols(const kiln_local_transform *t) {
-    versor q = {t->rotation[0], t->rotation[1], t->rotation[2], t->rotation[3]};
-    float norm = glm_quat_norm(q);
-    float s = norm > 0.0f ? 2.0f / norm : 0.0f;
-    float x = q[0], y = q[1], z = q[2], w = q[3];
-    float xx = s * x * x, xy = s * x * y, wx = s * w * x;
-    float yy = s * y * y, yz = s * y * z, wy = s * w * y;
-    float zz = s * z * z, xz = s * x * z, wz = s * w * z;
-    float sx = t->scale[0], sy = t->scale[1], sz = t->scale[2];
-    const float v[16] = {
-        (1.0f - yy - zz) * sx, (xy + wz) * sx, (xz - wy) * sx, 0.0f,
-        (xy - wz) * sy, (1.0f - xx - zz) * sy, (yz + wx) * sy, 0.0f,
-        (xz + wy) * sz, (yz - wx) * sz, (1.0f - xx - yy) * sz, 0.0f,
-        t->position[0], t->position[1], t->position[2], 1.0f,
-    };
-    return cols_make(v);
-}
-
-/* parent * local, or local alone for a root (parent NULL): no multiply by the identity. */
-static inline cols compose(const float *parent, const kiln_local_transform *local) {
-    cols l = local_cols(local);
-    return parent ? cols_mul(cols_load(parent), l) : l;
-}
-
 /* ---- roots ------------------------------------------------------------------------------ */
+
+/* Composes the n (1..4) gathered rows and writes those whose matrix changed. */
+KL_KERNEL int64_t root_group(kiln_iter *view, const int32_t *rows, int n) {
+    const kiln_local_transform *local = view->columns[0];
+    kiln_world_transform *out = view->columns[1];
+    const kiln_local_transform *t[4];
+    for (int k = 0; k < 4; k++) t[k] = &local[rows[k < n ? k : n - 1]];
+    cols m[4];
+    local4(t, m);
+    int64_t updated = 0;
+    for (int k = 0; k < n; k++) {
+        float *o = out[rows[k]].matrix[0];
+        if (!cols_same(m[k], o)) {
+            cols_store(o, m[k]);
+            kiln_iter_mark_changed(view, 1, rows[k]);
+            updated++;
+        }
+    }
+    return updated;
+}
 
 /* Rows of roots (LocalTransform + WorldTransform, no Parent): a plain loop over the columns;
  * a chunk whose locals did not change is skipped without reading its rows. */
 static void root_rows(kiln_iter *view, void *user) {
     pass *p = user;
     if (!p->full && kiln_iter_column_tick(view, 0) < p->since) return;
-    const kiln_local_transform *local = view->columns[0];
-    kiln_world_transform *out = view->columns[1];
     const kiln_tick *local_tick = view->ticks[0];
     kiln_tick since = p->full ? 0 : p->since;
     int64_t computed = 0, updated = 0;
+    int32_t rows[4];
+    int n = 0;
     for (int32_t r = 0; r < view->count; r++) {
         if (local_tick[r] < since) continue;
-        cols m = local_cols(&local[r]);
-        computed++;
-        if (!cols_same(m, out[r].matrix[0])) {
-            cols_store(out[r].matrix[0], m);
-            kiln_iter_mark_changed(view, 1, r);
-            updated++;
+        rows[n++] = r;
+        if (n == 4) {
+            updated += root_group(view, rows, 4);
+            computed += 4;
+            n = 0;
         }
+    }
+    if (n > 0) {
+        updated += root_group(view, rows, n);
+        computed += n;
     }
     atomic_fetch_add_explicit(&p->computed, computed, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->updated, updated, memory_order_relaxed);
@@ -162,38 +226,62 @@ static void root_rows(kiln_iter *view, void *user) {
 
 /* ---- levels ----------------------------------------------------------------------------- */
 
+/* Composes the n (1..4) gathered nodes with their parents and writes those that changed. */
+KL_KERNEL int64_t level_group(pass *p, const int32_t *idx, int n) {
+    const kl_node *nodes = p->st->nodes;
+    uint8_t *dirty = p->st->node_dirty;
+    const kiln_local_transform *t[4];
+    for (int k = 0; k < 4; k++) t[k] = nodes[idx[k < n ? k : n - 1]].local;
+    cols m[4];
+    local4(t, m);
+    int64_t updated = 0;
+    for (int k = 0; k < n; k++) {
+        const kl_node *nd = &nodes[idx[k]];
+        cols w = nd->parent ? cols_mul(cols_load(nd->parent), m[k]) : m[k];
+        bool wrote = false;
+        if (!nd->out_tick) { /* a scratch slot, queued with its value */
+            cols_store(nd->out, w);
+            wrote = true;
+        } else if (!cols_same(w, nd->out)) {
+            cols_store(nd->out, w);
+            *nd->out_tick = p->now;
+            kl_column_touch(nd->out_column, p->now);
+            updated++;
+            wrote = true;
+        }
+        dirty[idx[k]] = wrote;
+    }
+    return updated;
+}
+
 static void level_rows(pass *p, int32_t begin, int32_t end) {
     const kl_node *nodes = p->st->nodes;
     uint8_t *dirty = p->st->node_dirty;
     kiln_tick since = p->since, now = p->now;
     bool full = p->full;
     int64_t computed = 0, updated = 0;
+    int32_t idx[4];
+    int n = 0;
     for (int32_t i = begin; i < end; i++) {
-        const kl_node *n = &nodes[i];
-        bool changed = full || (n->parent_node >= 0 && dirty[n->parent_node]) ||
-                       (n->parent_out_tick && *n->parent_out_tick == now) ||
-                       (n->link_tick && *n->link_tick >= since) ||
-                       (n->local_tick && *n->local_tick >= since) || (n->local && !n->out_tick);
-        if (!n->local) { /* identity: relays its parent's matrix and changes */
-            dirty[i] = changed;
+        const kl_node *nd = &nodes[i];
+        bool changed = full || (nd->parent_node >= 0 && dirty[nd->parent_node]) ||
+                       (nd->parent_out_tick && *nd->parent_out_tick == now) ||
+                       (nd->link_tick && *nd->link_tick >= since) ||
+                       (nd->local_tick && *nd->local_tick >= since) || (nd->local && !nd->out_tick);
+        if (!nd->local || !changed) { /* no local: identity, relaying its parent's changes */
+            dirty[i] = nd->local ? 0 : changed;
             continue;
         }
-        bool wrote = false;
-        if (changed) {
-            cols m = compose(n->parent, n->local);
-            computed++;
-            if (!n->out_tick) { /* a scratch slot, queued with its value */
-                cols_store(n->out, m);
-                wrote = true;
-            } else if (!cols_same(m, n->out)) {
-                cols_store(n->out, m);
-                *n->out_tick = now;
-                kl_column_touch(n->out_column, now);
-                updated++;
-                wrote = true;
-            }
+        idx[n++] = i;
+        if (n == 4) {
+            updated += level_group(p, idx, 4);
+            computed += 4;
+            n = 0;
         }
-        dirty[i] = wrote;
+    }
+    if (n > 0) {
+        updated += level_group(p, idx, n);
+        computed += n;
     }
     atomic_fetch_add_explicit(&p->computed, computed, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->updated, updated, memory_order_relaxed);
