@@ -179,7 +179,7 @@ KILN_TEST(parallel, three_workers_write_the_serial_matrices_bit_for_bit_over_cha
     run_lockstep(3, 12345u);
 }
 
-KILN_TEST(parallel, an_unchanged_world_computes_and_writes_nothing_on_a_pool) {
+KILN_TEST(parallel, an_unchanged_world_computes_and_writes_nothing_on_a_pool_and_moving_frames_allocate_nothing) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
     ck_assert_ptr_nonnull(jobs);
     twin t;
@@ -217,6 +217,21 @@ KILN_TEST(parallel, an_unchanged_world_computes_and_writes_nothing_on_a_pool) {
     ck_assert_int_eq(stats.updated, 0);
     for (int i = 0; i < FOREST; i++)
         ck_assert_uint_eq(kiln_changed_tick(t.s.world, t.h[i], t.s.ids.world), before[i]);
+    /* frames that move locals (no structural change) allocate nothing once warmed up */
+    for (int frame = 0; frame < 4; frame++) {
+        kiln_tick_advance(t.s.world);
+        int64_t allocations = t.s.alloc.allocations;
+        for (int i = frame; i < FOREST; i += 7) {
+            const kiln_local_transform *l = kiln_get(t.s.world, t.h[i], t.s.ids.local);
+            if (!l) continue;
+            kiln_local_transform moved = *l;
+            moved.position[1] += 1.0f;
+            ck_assert_int_eq(kiln_set(t.s.world, t.h[i], t.s.ids.local, &moved), KILN_OK);
+        }
+        ck_assert_int_eq(kiln_transform_propagate_parallel(t.s.world, jobs, &stats), KILN_OK);
+        ck_assert_int_gt(stats.updated, FOREST / 7);
+        if (frame > 0) ck_assert_int_eq(t.s.alloc.allocations, allocations);
+    }
     free(before);
     forest_free(&t);
     kiln_jobs_destroy(jobs);
