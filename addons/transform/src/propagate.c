@@ -9,8 +9,7 @@
 
 #include "transform_state.h"
 
-/* The per-entity kernels must inline into their loops: a call per group passes the four
- * matrices through memory, which is what they are written to avoid. */
+/* The small per-matrix helpers (load, compare, store, multiply) inline into their loops. */
 #if defined(__GNUC__)
 #define KL_KERNEL static inline __attribute__((always_inline))
 #else
@@ -18,8 +17,7 @@
 #endif
 
 /* The four-matrix kernel stays out of line: inlined into the loops it leaves too few
- * registers and ran about 10% slower in the game's SSE2 build; its result goes through
- * 16-byte stores and loads of the same size, which forward without a stall. */
+ * registers and ran about 10% slower in the game's SSE2 build. */
 #if defined(__GNUC__)
 #define KL_GROUP static __attribute__((noinline))
 #else
@@ -46,11 +44,13 @@ typedef struct level_job {
 } level_job;
 
 /* Four local matrices at a time: the quaternion arithmetic of glm_quat_mat4 (then the
- * scale, then the translation) runs once for four entities in SSE lanes, and each matrix
- * comes out as four column registers, never stored and read back (a matrix stored float by
- * float and reloaded stalls on store forwarding). Fewer than four entities fill the spare
- * lanes with copies of the last one, so an entity's matrix is the same bits whichever
- * group, range or thread computes it. Without SSE2, the same operations one lane at a time. */
+ * scale, then the translation) runs once for four entities in SSE lanes, and the matrices
+ * come out column by column through 4x4 transposes, as 16-byte stores the caller reloads
+ * at the same size (a matrix stored float by float and reloaded as vectors stalls on store
+ * forwarding: that stall cost a one-entity version more than the arithmetic). Fewer than
+ * four entities fill the spare lanes with copies of the last one, so an entity's matrix is
+ * the same bits whichever group, range or thread computes it. Without SSE2, the same
+ * operations one lane at a time. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
 typedef struct cols {
