@@ -4,6 +4,7 @@
 #include "bench_core.h"
 #include "bench_access.h"
 #include "bench_systems.h"
+#include "bench_transform.h"
 
 #include "bench_fixture.h"
 #include "bench_measure.h"
@@ -564,11 +565,18 @@ static const bench_case cases[] = {
      run_sched_parallel},
     {"parallel_for", BENCH_NS_PER_ENTITY, 0.59, false,
      "one heavy loop over 1M rows split across 2 threads vs inline", run_parallel_for},
+    {"propagate_roots", BENCH_NS_PER_ENTITY, 1.3, false,
+     "propagation, 100k moving roots vs a plain cglm compose loop (quat_mat4, scale, translation)",
+     run_propagate_roots},
     {"propagate_changed", BENCH_NS_PER_ENTITY, 1.5, false,
-     "propagation, 100k in trees 4 deep, every local changed vs a plain recursive recompute",
+     "propagation, 100k in trees 4 deep, every local changed vs the compose loop level by level",
      run_propagate_changed},
+    {"propagate_parallel", BENCH_NS_PER_ENTITY, 0.6, false,
+     "propagate_roots on 2 threads (1 worker + the caller) vs the same propagation inline",
+     run_propagate_parallel},
     {"propagate_unchanged", BENCH_NS_PER_ENTITY, 0.3, false,
-     "propagation with nothing changed vs the plain recursive recompute", run_propagate_unchanged},
+     "propagation with nothing changed vs the compose loop level by level over 100k",
+     run_propagate_unchanged},
 };
 
 const bench_case *bench_cases(int *count) {

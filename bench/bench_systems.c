@@ -1,5 +1,5 @@
-/* bench_systems.c: command buffers vs direct calls, the schedule vs plain calls and inline
- * runs, and transform propagation vs a plain recursive recompute over arrays. Every sample
+/* bench_systems.c: command buffers vs direct calls, and the schedule and job pool vs plain
+ * calls and inline runs (propagation is bench_transform.c). Every sample
  * alternates kiln and baseline; results are medians per entity, pair, system or frame. */
 #include "bench_systems.h"
 
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "kiln_transform.h"
+#include "kiln.h"
 
 typedef struct { float x, y; } vec2f;
 
@@ -295,114 +295,3 @@ void run_parallel_for(const bench_config *config, bench_result *dest) {
     kiln_jobs_destroy(c.jobs);
     kiln_world_destroy(world);
 }
-
-/* ---- transform propagation --------------------------------------------------------------- */
-
-#define DEPTH 4
-
-typedef struct prop_ctx {
-    int64_t n;
-    kiln_world *world;
-    kiln_transform_ids ids;
-    kiln_entity *ents;
-    /* the plain side: locals, parent indices (-1: root), world matrices, done marks */
-    kiln_local_transform *local;
-    int32_t *parent;
-    mat4 *out;
-    uint8_t *done;
-    bool change;
-    float wobble;
-    bool ok;
-} prop_ctx;
-
-static void plain_resolve(prop_ctx *c, int32_t i) {
-    if (c->done[i]) return;
-    mat4 m;
-    kiln_transform_local_to_mat4(&c->local[i], m);
-    if (c->parent[i] >= 0) {
-        plain_resolve(c, c->parent[i]);
-        glm_mat4_mul(c->out[c->parent[i]], m, c->out[i]);
-    } else {
-        glm_mat4_copy(m, c->out[i]);
-    }
-    c->done[i] = 1;
-}
-
-static double prop_plain(void *ctx) {
-    prop_ctx *c = ctx;
-    if (c->change)
-        for (int64_t i = 0; i < c->n; i++) c->local[i].position[0] += c->wobble;
-    double t = bench_now_ns();
-    memset(c->done, 0, (size_t)c->n);
-    for (int64_t i = 0; i < c->n; i++) plain_resolve(c, (int32_t)i);
-    t = bench_now_ns() - t;
-    bench_consume((uint64_t)c->out[c->n - 1][3][0]);
-    return t;
-}
-
-static double prop_kiln(void *ctx) {
-    prop_ctx *c = ctx;
-    kiln_tick_advance(c->world);
-    if (c->change) {
-        c->wobble = -c->wobble; /* a real change every time, back and forth */
-        kiln_query *q;
-        kiln_query_create(c->world, &(kiln_query_desc){.with = {c->ids.local}}, &q);
-        kiln_iter it;
-        kiln_query_iter(q, &it);
-        while (kiln_query_next(&it)) {
-            kiln_local_transform *l = it.columns[0];
-            for (int32_t r = 0; r < it.count; r++) {
-                l[r].position[0] += c->wobble;
-                kiln_iter_mark_changed(&it, 0, r);
-            }
-        }
-        kiln_query_destroy(q);
-    }
-    kiln_transform_propagate_stats stats;
-    double t = bench_now_ns();
-    if (kiln_transform_propagate(c->world, &stats) != KILN_OK) c->ok = false;
-    t = bench_now_ns() - t;
-    if (c->change && stats.updated != c->n) c->ok = false;
-    if (!c->change && stats.computed != 0) c->ok = false;
-    return t;
-}
-
-static void run_propagate(const bench_config *config, bench_result *dest, bool change) {
-    prop_ctx c = {.n = config->small_entities, .change = change, .wobble = 0.5f, .ok = true};
-    c.world = kiln_world_create(NULL);
-    kiln_transform_init(c.world, &c.ids);
-    c.ents = malloc(sizeof(kiln_entity) * (size_t)c.n);
-    c.local = malloc(sizeof *c.local * (size_t)c.n);
-    c.parent = malloc(sizeof *c.parent * (size_t)c.n);
-    c.out = aligned_alloc(32, sizeof(mat4) * (size_t)c.n);
-    c.done = malloc((size_t)c.n);
-    /* Trees four deep: entity i's parent is i - 1 unless i starts a tree. */
-    for (int64_t i = 0; i < c.n; i++) {
-        kiln_local_transform t = kiln_transform_local_identity();
-        t.position[0] = (float)(i % 7);
-        t.position[1] = 1.0f;
-        c.local[i] = t;
-        c.parent[i] = i % DEPTH == 0 ? -1 : (int32_t)(i - 1);
-        kiln_spawn_with(c.world, &c.ids.local, (const void *[]){&t}, 1, &c.ents[i]);
-        if (c.parent[i] >= 0) kiln_transform_set_parent(c.world, c.ents[i], c.ents[i - 1]);
-    }
-    kiln_transform_propagate(c.world, NULL); /* adds WorldTransform everywhere */
-    kiln_tick_advance(c.world);
-    kiln_transform_propagate(c.world, NULL);
-    if (!change) { /* settle: nothing changed for two ticks */
-        kiln_tick_advance(c.world);
-        kiln_transform_propagate(c.world, NULL);
-    }
-    alternate(config, &c, prop_kiln, prop_plain, (double)c.n, dest);
-    if (!c.ok) failed(dest, change ? "propagate_changed: not every entity was rewritten"
-                                   : "propagate_unchanged: entities were recomputed", c.world);
-    free(c.ents);
-    free(c.local);
-    free(c.parent);
-    free(c.out);
-    free(c.done);
-    kiln_world_destroy(c.world);
-}
-
-void run_propagate_changed(const bench_config *config, bench_result *dest) { run_propagate(config, dest, true); }
-void run_propagate_unchanged(const bench_config *config, bench_result *dest) { run_propagate(config, dest, false); }

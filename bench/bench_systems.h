@@ -1,9 +1,9 @@
 /* bench_systems.h: benchmark cases for the layers above storage: command buffers, the
- * schedule and job pool, and transform propagation, each against its plain counterpart.
+ * schedule and job pool, each against its plain counterpart (propagation: bench_transform.h).
  *
  * Functions in this header:
  *   run_cmd_spawn, run_cmd_add_remove, run_sched_overhead, run_sched_parallel,
- *   run_parallel_for, run_propagate_changed, run_propagate_unchanged.
+ *   run_parallel_for.
  */
 #ifndef BENCH_SYSTEMS_H
 #define BENCH_SYSTEMS_H
@@ -15,7 +15,5 @@ void run_cmd_add_remove(const bench_config *config, bench_result *dest);
 void run_sched_overhead(const bench_config *config, bench_result *dest);
 void run_sched_parallel(const bench_config *config, bench_result *dest);
 void run_parallel_for(const bench_config *config, bench_result *dest);
-void run_propagate_changed(const bench_config *config, bench_result *dest);
-void run_propagate_unchanged(const bench_config *config, bench_result *dest);
 
 #endif /* BENCH_SYSTEMS_H */

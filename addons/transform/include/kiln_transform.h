@@ -17,7 +17,7 @@ extern "C" {
 /*
  * Functions in this header:
  *   kiln_transform_init, kiln_transform_ids_get, kiln_transform_propagate,
- *   kiln_transform_set_parent, kiln_transform_children, kiln_transform_despawn_recursive,
+ *   kiln_transform_propagate_parallel, kiln_transform_set_parent, kiln_transform_children, kiln_transform_despawn_recursive,
  *   kiln_transform_system_desc, kiln_transform_local_identity, kiln_transform_local_to_mat4,
  *   kiln_transform_world_to_mat4.
  * Components keep plain float arrays (cglm's element order), so their layout never depends
@@ -70,19 +70,29 @@ typedef struct kiln_transform_propagate_stats {
 } kiln_transform_propagate_stats;
 
 /* Propagates transforms. Every entity with a LocalTransform gets WorldTransform = parent's
- * world matrix * local matrix, the component being added when missing (queued when the
- * world is deferred, with its computed value). An entity with a Parent but no LocalTransform
- * counts as identity for its children and gets no WorldTransform itself. Parents are
- * resolved recursively with memoisation, so archetype order does not matter and each entity
- * is computed at most once per call. Only entities whose LocalTransform, Parent or
- * ancestors changed since the previous call (at or after its tick: an edit in the same tick
- * as a propagation is seen again by the next one, though not rewritten) are recomputed (all of them after any entity
- * gains or loses one of these components), and only values that actually changed are
- * written, so WorldTransform change ticks are meaningful. Scratch memory lives in the world
- * and is reused: a steady-state call allocates nothing. A parent chain deeper than 256 (a
- * cycle) fails with KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are
- * still updated. dest may be NULL. */
+ * world matrix * local matrix (a root's is its local matrix), the component being added when
+ * missing (queued when the world is deferred, with its computed value). An entity with a
+ * Parent but no LocalTransform counts as identity for its children and gets no
+ * WorldTransform itself. Roots are composed chunk by chunk straight from their columns;
+ * entities with a Parent level by level (depth 1, 2, ...) from a schedule kept in the world
+ * and rebuilt only after a structural change or a Parent write, so archetype order does not
+ * matter and each entity is computed at most once per call. Only entities whose
+ * LocalTransform, Parent or ancestors changed since the previous call (at or after its tick:
+ * an edit in the same tick as a propagation is seen again by the next one, though not
+ * rewritten) are recomputed (all of them after any entity gains or loses one of these
+ * components), and only values that actually changed are written, so WorldTransform change
+ * ticks are meaningful. Scratch memory lives in the world and is reused: a steady-state call
+ * allocates nothing. A parent chain deeper than 256 (a cycle) fails with
+ * KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are still updated. dest
+ * may be NULL. */
 kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest);
+
+/* kiln_transform_propagate with the work split over jobs (roots by row ranges, then each
+ * level), the calling thread taking part: the same matrices, bit for bit, the same ticks and
+ * stats. jobs NULL or without workers runs inline. The world is deferred while the jobs run;
+ * call it where kiln_parallel_for may be called. */
+kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs,
+                                              kiln_transform_propagate_stats *dest);
 
 /* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
  * Rejects dead entities, a self link, and a link that would make a cycle or a chain deeper
@@ -101,7 +111,8 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root);
 
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
- * and LocalTransform, writes WorldTransform, runs kiln_transform_propagate. Needs
+ * and LocalTransform, writes WorldTransform, runs kiln_transform_propagate_parallel on the
+ * schedule's pool (missing WorldTransforms queued into the system's own buffer). Needs
  * kiln_transform_init first. */
 void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest);
 

@@ -1,0 +1,96 @@
+/* transform_state.h: the transform addon's state, shared by the hierarchy (transform.c) and
+ * propagation (propagate.c). Invariant: nodes[] is valid only while nodes_valid is set. */
+#ifndef KILN_TRANSFORM_STATE_H
+#define KILN_TRANSFORM_STATE_H
+
+#include "kiln_transform.h"
+
+/* Core internals (the addon is built with -Icore/src): records, archetypes, query ticks. */
+#include "archetype.h"
+#include "query.h"
+#include "world.h"
+
+#define KL_MAX_DEPTH 256
+
+/* Per entity slot, valid while epoch matches the state's: a walk's bookkeeping (the levels
+ * build and despawn_recursive), never touched by a steady-state propagation. */
+typedef struct kl_memo {
+    uint32_t epoch;
+    int32_t depth;         /* links above the entity; -1: its chain failed (cycle, too deep) */
+    kiln_entity entity;    /* whose entry this is (a slot may be reused by another entity) */
+    int32_t node;          /* its index in nodes[], or -1 when it is not a node */
+} kl_memo;
+
+/* One entity of the level schedule: an entity with a Parent, or (deferred) one lacking its
+ * WorldTransform. Pointers go into columns, so the schedule is rebuilt after any structural
+ * change or Parent write. */
+typedef struct kl_node {
+    float *out;                        /* WorldTransform row, scratch slot, or NULL (no local) */
+    const float *parent;               /* the parent's world matrix; NULL: identity */
+    const kiln_local_transform *local; /* NULL: identity (a Parent without LocalTransform) */
+    const kiln_tick *local_tick;
+    const kiln_tick *link_tick;        /* the Parent row's tick, or NULL */
+    kiln_tick *out_tick;               /* NULL for a scratch slot (always recomputed) */
+    kl_column *out_column;
+    const kiln_tick *parent_out_tick;  /* a root parent's WorldTransform tick, or NULL */
+    int32_t parent_node;               /* index of the parent's node, or -1 */
+} kl_node;
+
+typedef struct kl_child_pair {
+    kiln_entity parent;
+    kiln_entity child;
+} kl_child_pair;
+
+typedef struct kl_transform_state {
+    kiln_transform_ids ids;
+    kiln_query *compute;   /* LocalTransform + WorldTransform, optional Parent */
+    kiln_query *roots;     /* LocalTransform + WorldTransform without Parent */
+    kiln_query *missing;   /* LocalTransform without WorldTransform */
+    kiln_query *linked;    /* Parent */
+    kiln_tick last_tick;   /* tick of the previous propagation, 0 before the first */
+    uint32_t epoch;
+    kl_memo *memo;         /* per entity slot */
+    int64_t memo_cap;
+    float (*scratch)[16];  /* world matrices of entities still lacking WorldTransform */
+    int64_t scratch_cap;
+    kiln_entity *pending;  /* entities lacking WorldTransform (scratch[i] is pending[i]'s) */
+    int64_t pending_cap, pending_count;
+    /* the level schedule: nodes sorted by depth, level d is [level_start[d], level_start[d+1]) */
+    kl_node *nodes;
+    int64_t node_count, node_cap;
+    uint8_t *node_dirty;   /* per node: its matrix changed in this call */
+    int64_t dirty_cap;
+    kiln_entity *order;    /* scratch of the build: node entities, then their depths */
+    int32_t *order_depth;
+    int64_t order_cap, order_depth_cap;
+    int32_t level_start[KL_MAX_DEPTH + 2];
+    int32_t level_count;
+    bool nodes_valid;
+    void *jobs_mem;        /* job descriptions for the levels, reused */
+    int64_t jobs_mem_cap;
+    kl_child_pair *pairs;  /* children index, sorted by (parent, child) */
+    int64_t pair_count, pair_cap;
+    kiln_tick pairs_tick;  /* tick the index was built at, 0 when never */
+    bool pairs_built;
+} kl_transform_state;
+
+/* The world's transform state, or NULL before kiln_transform_init. */
+KL_HIDDEN kl_transform_state *kl_transform_state_of(const kiln_world *world);
+
+/* The live parent of a live entity's record, or null (no Parent, dead parent, self link);
+ * *link_dead is set when a Parent exists but does not lead to a live parent. */
+KL_HIDDEN kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
+                                             kiln_entity e, const kl_record *rec, bool *link_dead);
+
+/* Grows one of the state's arrays to hold need items (no shrink); false when out of memory. */
+static inline bool kl_transform_reserve(kiln_world *world, void **ptr, int64_t *cap, int64_t need,
+                                        size_t elem) {
+    return kl_grow(&world->alloc, ptr, cap, need, elem, 64);
+}
+
+/* Propagation with missing WorldTransforms queued into queue when given (else through
+ * kiln_add), the work split over jobs when it has workers. */
+KL_HIDDEN kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln_jobs *jobs,
+                                             kiln_transform_propagate_stats *dest);
+
+#endif /* KILN_TRANSFORM_STATE_H */
