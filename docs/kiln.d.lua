@@ -50,6 +50,7 @@ local kiln = {}
 ---@class kiln.WorldOptions
 ---@field workers? integer Threads of the job pool C systems run on (0 to 64; default 0: inline).
 ---@field max_failures? integer Disable a Lua system after this many consecutive failures (default 0: never).
+---@field instructions? integer The instruction budget of one Lua system run (default 0: none).
 ---@field transforms? boolean Add the C transform propagation system to the schedule.
 
 ---Creates a world that Lua owns (destroyed by `world:close()`, a `<close>` variable or
@@ -269,6 +270,12 @@ function World:failures() end
 ---Disables a Lua system after `n` consecutive failures (0: never).
 ---@param n integer
 function World:max_failures(n) end
+
+---The instruction budget of one Lua system run (0: none); sets it when n is given. A system
+---past it fails like a system that raised.
+---@param n? integer
+---@return integer
+function World:instructions(n) end
 
 ---Makes `parent` the parent of `child` (sets Parent); nil removes the link. Raises for dead
 ---entities, self links and cycles. Deferred inside loops and systems.

@@ -28,6 +28,7 @@ typedef struct options {
     const char *mods[MAX_MODS];
     int mod_count;
     int console_port;   /* -1: no console */
+    int64_t budget;     /* instructions per Lua system run; 0: none */
     bool realtime;
 } options;
 
@@ -87,6 +88,8 @@ static void usage(FILE *out) {
             "  --workers N     worker threads for C systems (default 1; 0: all inline)\n"
             "  --rules FILE    the Lua rules (default " DEFAULT_RULES ")\n"
             "  --mod FILE      load a Lua mod after the rules (repeatable)\n"
+            "  --budget N      instructions one Lua system run may take before it fails\n"
+            "                  (default 50000000; 0: no budget)\n"
             "  --console PORT  accept `kiln --connect 127.0.0.1:PORT` (0: any free port);\n"
             "                  implies --realtime\n"
             "  --realtime      pace frames to %d per second instead of running flat out\n",
@@ -134,7 +137,7 @@ static const char *find_rules(const char *argv0, char *buf, size_t size) {
 
 static options parse_options(int argc, char **argv, char *rules_buf, size_t rules_size) {
     options o = {.frames = 600, .seed = 1, .asteroids = 100000, .moons = 300, .workers = 1,
-                 .console_port = -1};
+                 .console_port = -1, .budget = 50000000};
     bool frames_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -151,6 +154,8 @@ static options parse_options(int argc, char **argv, char *rules_buf, size_t rule
             o.moons = (int32_t)int_arg(argc, argv, i++, 0, 1000000);
         } else if (strcmp(a, "--workers") == 0) {
             o.workers = (int32_t)int_arg(argc, argv, i++, 0, 64);
+        } else if (strcmp(a, "--budget") == 0) {
+            o.budget = int_arg(argc, argv, i++, 0, INT64_MAX);
         } else if (strcmp(a, "--rules") == 0) {
             o.rules = str_arg(argc, argv, i++);
         } else if (strcmp(a, "--mod") == 0) {
@@ -201,6 +206,11 @@ static int setup_lua(lua_State *L) {
     game *g = lua_touserdata(L, 1);
     luaL_openlibs(L);
     kiln_lua_push_world(L, g->world, g->opt.workers);
+    /* world:instructions(budget): a Lua system stuck in a loop fails instead of freezing */
+    lua_getfield(L, -1, "instructions");
+    lua_pushvalue(L, -2);
+    lua_pushinteger(L, (lua_Integer)g->opt.budget);
+    lua_call(L, 2, 0);
     lua_pushvalue(L, -1);
     lua_setglobal(L, "world"); /* also the console's `world` */
     g->schedule = kiln_lua_schedule(L, -1);

@@ -97,6 +97,8 @@ typedef struct klua_world {
     uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values */
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
+    int64_t instructions;      /* budget of one Lua system run (0: none) */
+    int64_t budget_used;       /* of the system running now */
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id */

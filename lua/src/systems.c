@@ -99,6 +99,54 @@ static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disab
     lua_pop(L, 2);
 }
 
+/* ---- the instruction budget of a system run ------------------------------------------
+ * While a budgeted system runs, a count hook charges its instructions to the world that runs
+ * it (found through the registry, so coroutines the system creates, which inherit the hook,
+ * are charged too). Once the budget is spent the hook raises at every instruction until the
+ * run is over, so a pcall inside the system cannot swallow it. */
+#define BUDGET_STEP 1000 /* instructions between two charges */
+static const char budget_key = 'b'; /* registry key (its address): the world being charged */
+
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
+    klua_world *kw = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!kw || !kw->current) return;
+    if (kw->budget_used <= kw->instructions) {
+        kw->budget_used += lua_gethookcount(L);
+        if (kw->budget_used <= kw->instructions) return;
+        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1); /* spent: raise at every instruction */
+    }
+    luaL_error(L, "system '%s' ran past its budget of %I instructions", kw->current->name,
+               (lua_Integer)kw->instructions);
+}
+
+/* Arms the budget on L for the run of a system; saves the hook it replaces into saved. */
+typedef struct saved_hook {
+    lua_Hook hook;
+    int mask, count;
+} saved_hook;
+
+static void budget_arm(lua_State *L, klua_world *kw, saved_hook *saved) {
+    saved->hook = lua_gethook(L);
+    saved->mask = lua_gethookmask(L);
+    saved->count = lua_gethookcount(L);
+    if (kw->instructions <= 0) return;
+    kw->budget_used = 0;
+    lua_pushlightuserdata(L, kw);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT,
+                kw->instructions < BUDGET_STEP ? (int)kw->instructions + 1 : BUDGET_STEP);
+}
+
+static void budget_disarm(lua_State *L, klua_world *kw, const saved_hook *saved) {
+    if (kw->instructions <= 0) return;
+    lua_sethook(L, saved->hook, saved->mask, saved->count);
+    lua_pushnil(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+}
+
 /* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
 static void trampoline(const kiln_system_ctx *ctx) {
     klua_system *s = ctx->user;
@@ -109,17 +157,21 @@ static void trampoline(const kiln_system_ctx *ctx) {
     lua_pushcfunction(L, traceback);
     int status;
     kw->current = s;
+    saved_hook saved;
+    budget_arm(L, kw, &saved);
     if (s->query_ref == LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
         klua_push_self(L, kw);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 2, 0, top + 1);
+        budget_disarm(L, kw, &saved);
     } else {
         lua_pushcfunction(L, run_each);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 3, 0, top + 1);
+        budget_disarm(L, kw, &saved);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
         klua_query_abort(L, -1); /* ends an iteration the error interrupted */
         lua_pop(L, 1);
@@ -410,6 +462,22 @@ static int w_enable(lua_State *L) {
     return 0;
 }
 
+/* world:instructions([n]): the budget of one Lua system run in instructions (0: none);
+ * sets it when n is given, and returns the budget in force. */
+static int w_instructions(lua_State *L) {
+    bool setting = !lua_isnoneornil(L, 2); /* before klua_self pads */
+    klua_world *kw = klua_self(L);
+    if (setting) {
+        int ok = 0;
+        lua_Integer n = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
+        if (!ok) klua_typeerror(L, 2, "world:instructions", "integer");
+        if (n < 0) klua_argerror(L, 2, "world:instructions", "the budget must be 0 (none) or more");
+        kw->instructions = n;
+    }
+    lua_pushinteger(L, (lua_Integer)kw->instructions);
+    return 1;
+}
+
 /* world:remove_system(name): the system leaves the schedule (at the end of the frame when
  * called while the schedule runs); its name may be used again at once. */
 static int w_remove_system(lua_State *L) {
@@ -427,6 +495,7 @@ static int w_remove_system(lua_State *L) {
 static const luaL_Reg system_methods[] = {
     {"system", w_system},
     {"remove_system", w_remove_system},
+    {"instructions", w_instructions},
     {"progress", w_progress},
     {"systems", w_systems},
     {"enable", w_enable},

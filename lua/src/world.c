@@ -135,12 +135,14 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     return 1;
 }
 
-/* kiln.world([opts]): opts are workers (0-64), max_failures (>= 0) and transforms. */
+/* kiln.world([opts]): opts are workers (0-64), max_failures (>= 0), instructions (>= 0) and
+ * transforms. */
 static int w_new(lua_State *L) {
-    static const char *const keys[] = {"workers", "max_failures", "transforms", NULL};
+    static const char *const keys[] = {"workers", "max_failures", "instructions", "transforms", NULL};
     const char *fname = "kiln.world";
     int32_t workers = 0;
     int32_t max_failures = 0;
+    int64_t instructions = 0;
     bool transforms = false;
     if (!lua_isnoneornil(L, 1)) {
         if (!lua_istable(L, 1)) klua_typeerror(L, 1, fname, "table");
@@ -159,17 +161,24 @@ static int w_new(lua_State *L) {
                 klua_argerror(L, 1, fname, "max_failures must be a non-negative integer");
             max_failures = (int32_t)m;
         }
+        lua_pushstring(L, "instructions");
+        if (lua_rawget(L, 1) != LUA_TNIL) {
+            lua_Integer n = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : (ok = 0);
+            if (!ok || n < 0) klua_argerror(L, 1, fname, "instructions must be a non-negative integer");
+            instructions = n;
+        }
         lua_pushstring(L, "transforms");
         lua_rawget(L, 1);
         if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 1, fname, "transforms must be a boolean");
         transforms = lua_toboolean(L, -1);
-        lua_pop(L, 3);
+        lua_pop(L, 4);
     }
     kiln_world *world = kiln_world_create(NULL);
     if (!world) return luaL_error(L, "not enough memory");
     klua_new_world(L, world, true, workers);
     klua_world *kw = lua_touserdata(L, -1);
     kw->max_failures = max_failures;
+    kw->instructions = instructions;
     if (transforms) {
         /* the C propagation system, first in the schedule */
         kiln_system_desc d;

@@ -118,6 +118,17 @@ if [ "$(rc syntax)" = 1 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syn
   pass "a mod that does not compile stops the game with a message"
 else fail "a mod that does not compile stops the game with a message" "exit status $(rc syntax)" "$(head -n 5 "$TMP/syntax.err")"; fi
 
+# A mod system stuck in an endless loop (pcall cannot hide it) fails against its budget.
+cat >"$TMP/stuck.lua" <<'EOF2'
+world:system{name = "stuck", run = function() while true do pcall(function() while true do end end) end end}
+EOF2
+run stuck --frames 60 --asteroids 500 --budget 2000000 --mod "$TMP/stuck.lua"
+if [ "$(rc stuck)" = 0 ] && grep -q "Lua system 'stuck' failed: .*ran past its budget of 2000000 instructions" "$TMP/stuck.err" &&
+   grep -q "system 'stuck' disabled" "$TMP/stuck.err" && grep -q '^final: score' "$TMP/stuck.out"; then
+  pass "a mod system stuck in a loop fails against its instruction budget and the game goes on"
+else fail "a mod system stuck in a loop fails against its instruction budget and the game goes on" \
+  "exit status $(rc stuck)" "$(head -n 5 "$TMP/stuck.err")"; fi
+
 # A mod cannot close the host's world, collect it early or change its methods for the host.
 cat >"$TMP/tamper.lua" <<'EOF2'
 print("close:", pcall(world.close, world))

@@ -177,6 +177,56 @@ describe("world:remove_system and waiting names", function()
     end)
 end)
 
+describe("instruction budgets", function()
+    it("a system past its budget fails under the failing-system rule, and pcall cannot swallow it", function()
+        local w = H.world({instructions = 200000, max_failures = 2})
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        local fine = 0
+        w:system{name = "loop", run = function() while true do end end}
+        w:system{name = "sneaky", run = function()
+            while true do pcall(function() while true do end end) end
+        end}
+        w:system{name = "nested", run = function()
+            local co = coroutine.wrap(function() while true do end end)
+            pcall(co)
+            while true do end
+        end}
+        w:system{name = "each", query = {"Position"}, each = function() while true do end end}
+        w:system{name = "fine", run = function() fine = fine + 1 end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.are.equal(1, fine) -- the frame went on
+        local names = {}
+        for _, f in ipairs(failures) do
+            names[#names + 1] = f.system
+            assert.are.equal("system '" .. f.system .. "' ran past its budget of 200000 instructions", f.message)
+        end
+        assert.are.same({"loop", "sneaky", "nested", "each"}, names)
+        assert.is_true(H.not_deferred(w))
+        w:progress(0)
+        local _, again = w:progress(0) -- disabled after two consecutive failures
+        assert.is_true(again == nil or #again == 0)
+        assert.are.equal(3, fine)
+    end)
+
+    it("is read and set with world:instructions; 0 means none", function()
+        local w = H.world()
+        assert.are.equal(0, w:instructions())
+        local n = 0
+        w:system{name = "busy", run = function() for i = 1, 300000 do n = n + 1 end end}
+        assert.is_true(w:progress(0))
+        assert.are.equal(1000, w:instructions(1000))
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.is_truthy(failures[1].message:find("budget of 1000 instructions", 1, true))
+        w:instructions(0)
+        assert.is_true(w:progress(0))
+        H.raises(function() w:instructions(-1) end, "bad argument #1 to 'world:instructions'")
+        H.raises(function() w:instructions("5") end, "integer expected, got string")
+        H.raises(function() kiln.world{instructions = -5} end, "instructions must be a non-negative integer")
+    end)
+end)
+
 describe("ordering", function()
     it("before and after override declaration order", function()
         local w = H.world()

@@ -70,7 +70,7 @@ local TOP_OPS = {
     set_parent = 3, children = 2, despawn_recursive = 1.5, define_event = 0.5, emit = 2,
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
-    remove_system = 0.4,
+    remove_system = 0.4, instructions = 0.2,
 }
 
 local function closed_world_round(m)
@@ -122,7 +122,7 @@ function D.run(opts)
                            "system", "progress", "systems", "enable", "set_parent", "children",
                            "despawn_recursive", "event", "emit", "events", "resource", "failures",
                            "max_failures", "components", "component_info", "stats", "inspect", "schema",
-                           "remove_system"}) do
+                           "remove_system", "instructions"}) do
         S.known_world_methods[name] = true
     end
     -- methods added after this test was written are reported, not called

@@ -399,6 +399,17 @@ function ops.remove_system(m)
     if not r[1] then after_error(m, {}, "remove_system") end
 end
 
+-- world:instructions([n]): read, or set to 0 (no budget, as the fuzz worlds run); anything
+-- but a non-negative integer raises.
+function ops.instructions(m)
+    local n = pick({nil, 0, 0.0, -1, 1.5, "0", {}, true})
+    local r = wcall(m, "instructions", n)
+    local ok = n == nil or n == 0
+    expect("world:instructions", ok, r, tostring(n))
+    if r[1] and ok and r[2] ~= 0 then fail("instructions() = %s, model 0", tostring(r[2])) end
+    if not r[1] then after_error(m, {}, "instructions") end
+end
+
 function ops.failures(m)
     local r = wcall(m, "failures")
     if expect("world:failures", true, r) then
