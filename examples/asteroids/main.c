@@ -39,6 +39,7 @@ typedef struct game {
     game_systems *systems;
     kiln_query *count_asteroids, *count_moons, *count_ships;
     lua_State *L;
+    int64_t load_used;  /* instructions charged to the file being loaded */
     int world_ref;            /* the kiln.World in the registry, whatever scripts do to globals */
     kiln_schedule *schedule;
     int32_t c_systems;        /* systems [0, c_systems) are C; the rest were added from Lua */
@@ -188,13 +189,57 @@ static int traceback(lua_State *L) {
 }
 
 /* Runs a rules or mod file with the globals `world` and `game` in place. */
+/* The instruction budget of a rules or mod file's top level: the same --budget as systems.
+ * Once spent it raises at every instruction, so a pcall in the file cannot hide it. */
+static const char load_budget_key = 'l'; /* registry key (its address): the game loading */
+
+static void load_budget_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &load_budget_key);
+    game *g = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!g) return;
+    g->load_used += lua_gethookcount(L);
+    if (g->load_used <= g->opt.budget) return;
+    lua_sethook(L, load_budget_hook, LUA_MASKCOUNT, 1);
+    luaL_error(L, "its top level ran past the budget of %I instructions", (lua_Integer)g->opt.budget);
+}
+
+/* Runs a rules or mod file with the globals `world` and `game` in place. Rules that fail stop
+ * the game; a mod that fails is reported, the systems it had added are removed, and the game
+ * plays on without it. */
 static void run_script(game *g, const char *kind, const char *path) {
     lua_State *L = g->L;
     int32_t before = kiln_schedule_system_count(g->schedule);
     lua_pushcfunction(L, traceback);
-    if (luaL_loadfilex(L, path, "t") != LUA_OK || lua_pcall(L, 0, 0, -2) != LUA_OK) {
+    if (g->opt.budget > 0) {
+        g->load_used = 0;
+        lua_pushlightuserdata(L, g);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &load_budget_key);
+        lua_sethook(L, load_budget_hook, LUA_MASKCOUNT, 1000);
+    }
+    int status = luaL_loadfilex(L, path, "t");
+    if (status == LUA_OK) status = lua_pcall(L, 0, 0, -2);
+    if (g->opt.budget > 0) {
+        lua_sethook(L, NULL, 0, 0);
+        lua_pushnil(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &load_budget_key);
+    }
+    if (status != LUA_OK) {
         fprintf(stderr, "asteroids: cannot load %s %s:\n%s\n", kind, path, lua_tostring(L, -1));
-        exit(1);
+        if (strcmp(kind, "mod") != 0) exit(1);
+        /* what the mod added before it failed leaves with it (last added first) */
+        for (int32_t i = kiln_schedule_system_count(g->schedule) - 1; i >= before; i--) {
+            kiln_system_info info;
+            char name[KILN_MAX_NAME + 1];
+            if (!kiln_schedule_system_info_get(g->schedule, i, &info)) continue;
+            snprintf(name, sizeof name, "%s", info.name);
+            if (kiln_schedule_remove(g->schedule, name) == KILN_OK)
+                fprintf(stderr, "asteroids: removed system '%s' of the failed mod\n", name);
+        }
+        fprintf(stderr, "asteroids: playing on without mod %s\n", path);
+        lua_pop(L, 2);
+        return;
     }
     lua_pop(L, 1);
     int32_t added = kiln_schedule_system_count(g->schedule) - before;

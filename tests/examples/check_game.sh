@@ -114,9 +114,26 @@ else fail "a failing mod system is reported once, disabled, and the game goes on
 
 echo 'world:system{name = ' >"$TMP/syntax.lua"
 run syntax --frames 10 --asteroids 100 --mod "$TMP/syntax.lua"
-if [ "$(rc syntax)" = 1 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syntax.err"; then
-  pass "a mod that does not compile stops the game with a message"
-else fail "a mod that does not compile stops the game with a message" "exit status $(rc syntax)" "$(head -n 5 "$TMP/syntax.err")"; fi
+if [ "$(rc syntax)" = 0 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syntax.err" &&
+   grep -q "playing on without mod $TMP/syntax.lua" "$TMP/syntax.err" && grep -q '^final: score' "$TMP/syntax.out"; then
+  pass "a mod that does not compile is reported and the game plays on"
+else fail "a mod that does not compile is reported and the game plays on" "exit status $(rc syntax)" "$(head -n 5 "$TMP/syntax.err")"; fi
+
+# A mod whose top level fails after adding a system, or never ends: reported, its systems
+# removed, the game plays on without it.
+cat >"$TMP/half.lua" <<'EOF2'
+world:system{name = "half_done", run = function() error("must never run") end}
+error("the mod gives up")
+EOF2
+printf 'while true do pcall(function() while true do end end) end\n' >"$TMP/endless.lua"
+run half --frames 30 --asteroids 300 --budget 2000000 --mod "$TMP/half.lua" --mod "$TMP/endless.lua"
+if [ "$(rc half)" = 0 ] && grep -q "the mod gives up" "$TMP/half.err" &&
+   grep -q "removed system 'half_done' of the failed mod" "$TMP/half.err" && ! grep -q "must never run" "$TMP/half.err" &&
+   grep -q "cannot load mod $TMP/endless.lua" "$TMP/half.err" && grep -q "ran past the budget of 2000000 instructions" "$TMP/half.err" &&
+   grep -q '^final: score' "$TMP/half.out"; then
+  pass "a mod failing or looping at its top level leaves, with the systems it added, and the game plays on"
+else fail "a mod failing or looping at its top level leaves, with the systems it added, and the game plays on" \
+  "exit status $(rc half)" "$(head -n 8 "$TMP/half.err")"; fi
 
 # A mod system stuck in an endless loop (pcall cannot hide it) fails against its budget.
 cat >"$TMP/stuck.lua" <<'EOF2'
@@ -148,7 +165,8 @@ else fail "a mod cannot close the host's world, reach __gc or replace its method
 # A precompiled (binary) chunk is refused: bytecode can crash the VM it is loaded into.
 BINARY="$TMP/binary.lua" lua5.4 -e 'local f = assert(io.open(os.getenv("BINARY"), "wb")); f:write(string.dump(load("x = 1"))); f:close()'
 run binary --frames 10 --asteroids 100 --mod "$TMP/binary.lua"
-if [ "$(rc binary)" = 1 ] && grep -q "attempt to load a binary chunk" "$TMP/binary.err"; then
+if [ "$(rc binary)" = 0 ] && grep -q "attempt to load a binary chunk" "$TMP/binary.err" &&
+   grep -q '^final: score' "$TMP/binary.out"; then
   pass "a binary (bytecode) mod is refused at load"
 else fail "a binary (bytecode) mod is refused at load" "exit status $(rc binary)" "$(head -n 5 "$TMP/binary.err")"; fi
 
