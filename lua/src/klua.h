@@ -104,6 +104,8 @@ typedef struct klua_world {
     int names_ref;             /* registry ref: component name (interned) -> id */
     int gc_guard_ref;          /* registry ref: the guard that restarts the collector */
     bool gc_held;              /* a method stopped the collector (see klua_self) */
+    int64_t gc_held_bytes;     /* Lua's heap when the collector was stopped */
+    int64_t gc_owed_bytes;     /* allocated while held, not yet paid back in collector steps */
     uint8_t *scratch;          /* value conversion buffer (Lua allocator), 16-byte aligned */
     size_t scratch_size;
 } klua_world;
@@ -180,8 +182,11 @@ KLUA_HIDDEN klua_world *klua_self(lua_State *L);
 KLUA_HIDDEN klua_world *klua_self_plain(lua_State *L);
 /* A registry ref to a new to-be-closed guard that restarts the collector held for kw. */
 KLUA_HIDDEN int klua_new_gc_guard(lua_State *L, klua_world *kw);
-/* Holds the collector for the rest of the running C function (see klua_self). */
+/* Holds the collector for the rest of the running C function (see klua_self). Restarting it
+ * resets the collector's debt, so what the method allocated is paid back in explicit steps
+ * (klua_release_gc); without that a loop of method calls would never collect its garbage. */
 KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
+KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
 /* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
  * Valid until the next call that asks for scratch; conversions into it run no Lua code. */
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);

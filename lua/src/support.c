@@ -209,12 +209,31 @@ klua_world *klua_self_plain(lua_State *L) {
     return kw;
 }
 
+#define GC_PAYBACK (64 * 1024)
+
+static int64_t heap_bytes(lua_State *L) {
+    return (int64_t)lua_gc(L, LUA_GCCOUNT) * 1024 + lua_gc(L, LUA_GCCOUNTB);
+}
+
+void klua_release_gc(lua_State *L, klua_world *kw) {
+    if (!kw->gc_held) return;
+    kw->gc_held = false;
+    int64_t grown = heap_bytes(L) - kw->gc_held_bytes;
+    lua_gc(L, LUA_GCRESTART);
+    if (grown > 0) kw->gc_owed_bytes += grown;
+    /* Paid back in steps of at least GC_PAYBACK: an incremental step does a fixed amount of
+     * work (about its step size, 8 KiB by default), so smaller steps would overpay. */
+    if (kw->gc_owed_bytes >= GC_PAYBACK) {
+        /* the work the collector would have done for these allocations */
+        int kib = kw->gc_owed_bytes > (int64_t)1 << 40 ? 1 << 30 : (int)(kw->gc_owed_bytes / 1024);
+        kw->gc_owed_bytes -= (int64_t)kib * 1024;
+        lua_gc(L, LUA_GCSTEP, kib);
+    }
+}
+
 static int gc_guard_close(lua_State *L) {
     klua_world *kw = *(klua_world **)lua_touserdata(L, 1);
-    if (kw && kw->gc_held) {
-        kw->gc_held = false;
-        lua_gc(L, LUA_GCRESTART);
-    }
+    if (kw) klua_release_gc(L, kw);
     return 0;
 }
 
@@ -234,6 +253,7 @@ void klua_hold_gc(lua_State *L, klua_world *kw) {
     lua_toclose(L, -1);
     lua_gc(L, LUA_GCSTOP);
     kw->gc_held = true;
+    kw->gc_held_bytes = heap_bytes(L);
 }
 
 klua_world *klua_self(lua_State *L) {

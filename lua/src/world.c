@@ -40,7 +40,7 @@ static void release(lua_State *L, klua_world *kw) {
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     kw->gc_guard_ref = LUA_NOREF;
-    if (kw->gc_held) {
+    if (kw->gc_held) { /* no step here: the world is being released */
         kw->gc_held = false;
         lua_gc(L, LUA_GCRESTART);
     }

@@ -514,6 +514,28 @@ describe("garbage", function()
         return w, w:query{"Position", "Velocity"}
     end
 
+    it("garbage World methods make is collected while the collector runs (a get loop stays small)", function()
+        local mode = collectgarbage("incremental") -- busted runs generational; test both
+        finally(function() collectgarbage(mode) end)
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1, y = 2}}
+        collectgarbage()
+        collectgarbage()
+        local before = collectgarbage("count")
+        local sum = 0
+        for _ = 1, 200000 do sum = sum + w:get(e, "Position").x end -- a new table per call
+        assert.are.equal(200000, sum)
+        local grown = collectgarbage("count") - before
+        -- 200k results of ~100 bytes are ~20 MiB if nothing is collected
+        assert.is_true(grown < 4096, string.format("the heap grew by %.0f KiB (incremental)", grown))
+        collectgarbage("generational")
+        collectgarbage()
+        before = collectgarbage("count")
+        for _ = 1, 200000 do sum = sum + w:get(e, "Position").x end
+        grown = collectgarbage("count") - before
+        assert.is_true(grown < 4096, string.format("the heap grew by %.0f KiB (generational)", grown))
+    end)
+
     it("100 frames of q:each() with view writes make no garbage", function()
         local _, q = world_of(500)
         local function frame()
