@@ -14,6 +14,7 @@ extern "C" {
 /*
  * Functions in this header:
  *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule,
+ *   kiln_lua_set_instructions,
  *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_token,
  *   kiln_console_token_path, kiln_console_default_token_path, kiln_console_close.
  */
@@ -38,6 +39,11 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx);
  * world's job pool, by world:progress(dt) or by the host's own kiln_schedule_run (then the
  * failures of Lua systems are read with world:failures()). Raises when out of memory. */
 kiln_schedule *kiln_lua_schedule(lua_State *L, int idx);
+
+/* Sets the instruction budget of one Lua system run (0: none) of the kiln.World at idx. For
+ * a world the host pushed only the host can set it: world:instructions(n) raises there, so
+ * a script cannot lift the budget it runs under. Raises like kiln_lua_check_world. */
+void kiln_lua_set_instructions(lua_State *L, int idx, int64_t instructions);
 
 /* ---- console: attach a REPL to a running game ------------------------------------------ */
 

@@ -251,11 +251,8 @@ static int setup_lua(lua_State *L) {
     game *g = lua_touserdata(L, 1);
     luaL_openlibs(L);
     kiln_lua_push_world(L, g->world, g->opt.workers);
-    /* world:instructions(budget): a Lua system stuck in a loop fails instead of freezing */
-    lua_getfield(L, -1, "instructions");
-    lua_pushvalue(L, -2);
-    lua_pushinteger(L, (lua_Integer)g->opt.budget);
-    lua_call(L, 2, 0);
+    /* a Lua system stuck in a loop fails instead of freezing; mods cannot lift it */
+    kiln_lua_set_instructions(L, -1, g->opt.budget);
     lua_pushvalue(L, -1);
     lua_setglobal(L, "world"); /* also the console's `world` */
     g->schedule = kiln_lua_schedule(L, -1);

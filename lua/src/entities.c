@@ -96,13 +96,22 @@ static int w_entities(lua_State *L) {
     return 1;
 }
 
+/* Arguments 2 and 3 of a method on one entity's component: the entity and the component,
+ * with the running system's access to it checked (write or read). */
+static kiln_component entity_component(lua_State *L, klua_world *kw, const char *fname, bool write,
+                                       kiln_entity *e) {
+    *e = klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    klua_check_access(L, kw, c, write, fname);
+    return c;
+}
+
 static int w_add(lua_State *L) {
     lua_settop(L, 4); /* an absent value is nil, below any scratch pushed later */
     klua_world *kw = klua_self(L);
     const char *fname = "world:add";
-    kiln_entity e = klua_check_entity(L, 2, fname);
-    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, true, fname);
+    kiln_entity e;
+    kiln_component c = entity_component(L, kw, fname, true, &e);
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
     kiln_component_info info;
     kiln_component_info_get(kw->world, c, &info);
@@ -118,9 +127,8 @@ static int w_add(lua_State *L) {
 static int w_remove(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:remove";
-    kiln_entity e = klua_check_entity(L, 2, fname);
-    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, true, fname);
+    kiln_entity e;
+    kiln_component c = entity_component(L, kw, fname, true, &e);
     bool removed = false;
     if (kiln_remove(kw->world, e, c, &removed) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushboolean(L, removed);
@@ -143,9 +151,8 @@ static int w_has(lua_State *L) {
 static int w_get(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:get";
-    kiln_entity e = klua_check_entity(L, 2, fname);
-    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, false, fname);
+    kiln_entity e;
+    kiln_component c = entity_component(L, kw, fname, false, &e);
     klua_check_alive(L, kw, e, fname);
     if (!kiln_has(kw->world, e, c)) {
         lua_pushnil(L);
@@ -172,9 +179,8 @@ static int w_set(lua_State *L) {
     lua_settop(L, 4);
     klua_world *kw = klua_self(L);
     const char *fname = "world:set";
-    kiln_entity e = klua_check_entity(L, 2, fname);
-    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, true, fname);
+    kiln_entity e;
+    kiln_component c = entity_component(L, kw, fname, true, &e);
     klua_check_alive(L, kw, e, fname);
     kiln_component_info info;
     kiln_component_info_get(kw->world, c, &info);
@@ -205,9 +211,8 @@ static int w_set(lua_State *L) {
 static int w_changed_tick(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:changed_tick";
-    kiln_entity e = klua_check_entity(L, 2, fname);
-    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, false, fname);
+    kiln_entity e;
+    kiln_component c = entity_component(L, kw, fname, false, &e);
     klua_check_alive(L, kw, e, fname);
     lua_pushinteger(L, kiln_changed_tick(kw->world, e, c));
     return 1;

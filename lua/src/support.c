@@ -93,7 +93,7 @@ void klua_check_keys(lua_State *L, int idx, int arg, const char *fname, const ch
             lua_pushvalue(L, -2);
             given = lua_pushfstring(L, "key [%s]", lua_tostring(L, -1));
         } else {
-            given = lua_pushfstring(L, "a %s key", lua_typename(L, kt));
+            given = lua_pushfstring(L, "%s key", lua_typename(L, kt));
         }
         klua_argerror(L, arg, fname, "unknown %s (expected %s)", given, expected);
     }

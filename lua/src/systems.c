@@ -472,10 +472,16 @@ static int w_instructions(lua_State *L) {
         lua_Integer n = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
         if (!ok) klua_typeerror(L, 2, "world:instructions", "integer");
         if (n < 0) klua_argerror(L, 2, "world:instructions", "the budget must be 0 (none) or more");
+        if (!kw->owned) klua_fail(L, "world:instructions", "the host sets the budget of its world");
         kw->instructions = n;
     }
     lua_pushinteger(L, (lua_Integer)kw->instructions);
     return 1;
+}
+
+void kiln_lua_set_instructions(lua_State *L, int idx, int64_t instructions) {
+    klua_world *kw = klua_check_world(L, idx);
+    kw->instructions = instructions > 0 ? instructions : 0;
 }
 
 /* world:remove_system(name): the system leaves the schedule (at the end of the frame when

@@ -137,11 +137,13 @@ else fail "a mod failing or looping at its top level leaves, with the systems it
 
 # A mod system stuck in an endless loop (pcall cannot hide it) fails against its budget.
 cat >"$TMP/stuck.lua" <<'EOF2'
+print("lift:", pcall(world.instructions, world, 0))
 world:system{name = "stuck", run = function() while true do pcall(function() while true do end end) end end}
 EOF2
 run stuck --frames 60 --asteroids 500 --budget 2000000 --mod "$TMP/stuck.lua"
 if [ "$(rc stuck)" = 0 ] && grep -q "Lua system 'stuck' failed: .*ran past its budget of 2000000 instructions" "$TMP/stuck.err" &&
-   grep -q "system 'stuck' disabled" "$TMP/stuck.err" && grep -q '^final: score' "$TMP/stuck.out"; then
+   grep -q "system 'stuck' disabled" "$TMP/stuck.err" && grep -q '^final: score' "$TMP/stuck.out" &&
+   grep -q "^lift:	false	world:instructions: the host sets the budget of its world" "$TMP/stuck.out"; then
   pass "a mod system stuck in a loop fails against its instruction budget and the game goes on"
 else fail "a mod system stuck in a loop fails against its instruction budget and the game goes on" \
   "exit status $(rc stuck)" "$(head -n 5 "$TMP/stuck.err")"; fi

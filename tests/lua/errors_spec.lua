@@ -56,7 +56,7 @@ describe("argument errors", function()
               function() w:system{name = "s", reads = {[7] = "Position"}, run = print} end)
         shape("bad argument #1 to 'kiln.world' %(unknown key 'worker' %(expected workers, max_failures, instructions, transforms%)%)",
               function() kiln.world{worker = 2} end)
-        shape("bad argument #1 to 'kiln.world' %(unknown a boolean key %(expected workers, max_failures, instructions, transforms%)%)",
+        shape("bad argument #1 to 'kiln.world' %(unknown boolean key %(expected workers, max_failures, instructions, transforms%)%)",
               function() kiln.world{[true] = 1} end)
         assert.are.equal(0, #w:systems())
     end)
