@@ -33,6 +33,7 @@ extern "C" {
  *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
  *   kiln_jobs_wait, kiln_parallel_for,
  *   kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
+ *   kiln_schedule_replace,
  *   kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
  *   kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable,
  *   kiln_schedule_describe,
@@ -700,6 +701,12 @@ kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *d
  * stops finding it, it starts no more (a started stage finishes, its buffer applied) and keeps
  * its index with info.removing set. KILN_ERR_INVALID_ARGUMENT for an unknown name. */
 kiln_result kiln_schedule_remove(kiln_schedule *schedule, const char *name);
+
+/* Replaces the named system by desc (same name) in its place of declaration order: its
+ * access, order, callbacks and enabled state become desc's, its run counts restart, the old
+ * fini runs. For reloading code without moving it. Between runs only; fails, changing
+ * nothing, for an unknown name, a bad desc or a cycle (KILN_ERR_INVALID_ARGUMENT). */
+kiln_result kiln_schedule_replace(kiln_schedule *schedule, const kiln_system_desc *desc);
 
 /* Computes the stages (kiln_schedule_run builds when needed). Fails only when out of memory
  * (the previous stages stay) or during a run (KILN_ERR_INVALID_ARGUMENT). */

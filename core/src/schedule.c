@@ -106,13 +106,13 @@ static bool valid_name(const char *name) {
 }
 
 /* Copies a zero-terminated component list, checking each id. */
-static kiln_result copy_access(kiln_world *world, const char *sys, const char *list,
+static kiln_result copy_access(kiln_world *world, const char *fn, const char *sys, const char *list,
                                const kiln_component *src, kiln_component *dst, int32_t *count) {
     int32_t n = 0;
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ACCESS && src[i] != KILN_NO_COMPONENT; i++) {
         if (!kl_component_get(world, src[i]))
             return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
-                           "kiln_schedule_add: system %s %s component #%u is not registered", sys, list,
+                           "%s: system %s %s component #%u is not registered", fn, sys, list,
                            (unsigned)src[i]);
         dst[n++] = src[i];
     }
@@ -120,14 +120,14 @@ static kiln_result copy_access(kiln_world *world, const char *sys, const char *l
     return KILN_OK;
 }
 
-static kiln_result copy_names(kiln_world *world, const char *sys, const char *list,
+static kiln_result copy_names(kiln_world *world, const char *fn, const char *sys, const char *list,
                               const char *const *src, char (*dst)[KL_NAME_SIZE], int32_t *count) {
     int32_t n = 0;
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ORDER && src[i] != NULL; i++) {
         if (!valid_name(src[i]))
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "kiln_schedule_add: system %s %s[%d] must be a name of 1 to %d bytes", sys,
-                           list, (int)i, KILN_MAX_NAME);
+                           "%s: system %s %s[%d] must be a name of 1 to %d bytes", fn, sys, list,
+                           (int)i, KILN_MAX_NAME);
         strcpy(dst[n++], src[i]);
     }
     *count = n;
@@ -153,44 +153,29 @@ static kl_system *take_record(kiln_schedule *s, bool *fresh) {
     return sys;
 }
 
-kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
-    KILN_ASSERT(s != NULL, "schedule is NULL");
+/* Checks desc (all but the name's uniqueness) and copies its lists into tmp. */
+static kiln_result check_desc(kiln_schedule *s, const kiln_system_desc *desc, const char *fn, kl_system *tmp) {
     kiln_world *world = s->world;
-    if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: desc is NULL");
-    /* may_add is only written on the running thread: read it only there. */
-    if (s->running && (!pthread_equal(pthread_self(), s->run_thread) || !s->may_add))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_add: during a run only a main_thread or exclusive system may add "
-                       "systems");
+    if (desc == NULL) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: desc is NULL", fn);
     if (!valid_name(desc->name))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_add: a system needs a name of 1 to %d bytes", KILN_MAX_NAME);
-    if (kiln_schedule_find(s, desc->name) >= 0)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_add: a system named %s already exists", desc->name);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: a system needs a name of 1 to %d bytes", fn,
+                       KILN_MAX_NAME);
     if (desc->run == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: system %s has no run callback",
-                       desc->name);
-    kl_system tmp;
-    memset(&tmp, 0, sizeof tmp);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: system %s has no run callback", fn, desc->name);
+    memset(tmp, 0, sizeof *tmp);
     kiln_result r;
-    if ((r = copy_access(world, desc->name, "reads", desc->reads, tmp.reads, &tmp.read_count)) ||
-        (r = copy_access(world, desc->name, "writes", desc->writes, tmp.writes, &tmp.write_count)) ||
-        (r = copy_names(world, desc->name, "before", desc->before, tmp.before, &tmp.before_count)) ||
-        (r = copy_names(world, desc->name, "after", desc->after, tmp.after, &tmp.after_count)))
+    if ((r = copy_access(world, fn, desc->name, "reads", desc->reads, tmp->reads, &tmp->read_count)) ||
+        (r = copy_access(world, fn, desc->name, "writes", desc->writes, tmp->writes, &tmp->write_count)) ||
+        (r = copy_names(world, fn, desc->name, "before", desc->before, tmp->before, &tmp->before_count)) ||
+        (r = copy_names(world, fn, desc->name, "after", desc->after, tmp->after, &tmp->after_count)))
         return r;
+    return KILN_OK;
+}
 
-    lock(s);
-    kl_system *sys = NULL;
-    bool fresh = false;
-    if (!kl_grow(&world->alloc, (void **)&s->systems, &s->system_cap, s->system_count + 1,
-                 sizeof(kl_system *), 16) ||
-        (sys = take_record(s, &fresh)) == NULL) {
-        unlock(s);
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
-    }
+/* Fills a taken record from the checked tmp and desc. */
+static void fill_record(kl_system *sys, const kl_system *tmp, const kiln_system_desc *desc) {
     kiln_commands *cmd = sys->commands;
-    *sys = tmp;
+    *sys = *tmp;
     strcpy(sys->name, desc->name);
     sys->run = desc->run;
     sys->fini = desc->fini;
@@ -201,20 +186,96 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     atomic_init(&sys->removing, false);
     sys->stage = -1;
     sys->commands = cmd;
-    /* Stored past the end, uncounted, while the constraints are checked for a cycle. */
-    s->systems[s->system_count] = sys;
-    r = kl_schedule_check_cycle(s, s->system_count + 1);
-    if (r != KILN_OK && fresh) {
+}
+
+/* Gives back a record that never joined the list. */
+static void drop_record(kiln_schedule *s, kl_system *sys, bool fresh) {
+    if (fresh) {
         free_record(s, sys);
-    } else if (r != KILN_OK) {
+    } else {
         sys->next_spare = s->spares;
         s->spares = sys;
+    }
+}
+
+kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
+    KILN_ASSERT(s != NULL, "schedule is NULL");
+    kiln_world *world = s->world;
+    /* may_add is only written on the running thread: read it only there. */
+    if (s->running && (!pthread_equal(pthread_self(), s->run_thread) || !s->may_add))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_add: during a run only a main_thread or exclusive system may add "
+                       "systems");
+    kl_system tmp;
+    kiln_result r = check_desc(s, desc, "kiln_schedule_add", &tmp);
+    if (r != KILN_OK) return r;
+    if (kiln_schedule_find(s, desc->name) >= 0)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_add: a system named %s already exists", desc->name);
+
+    lock(s);
+    kl_system *sys = NULL;
+    bool fresh = false;
+    if (!kl_grow(&world->alloc, (void **)&s->systems, &s->system_cap, s->system_count + 1,
+                 sizeof(kl_system *), 16) ||
+        (sys = take_record(s, &fresh)) == NULL) {
+        unlock(s);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
+    }
+    fill_record(sys, &tmp, desc);
+    /* Stored past the end, uncounted, while the constraints are checked for a cycle. */
+    s->systems[s->system_count] = sys;
+    r = kl_schedule_check_cycle(s, s->system_count + 1, "kiln_schedule_add");
+    if (r != KILN_OK) {
+        drop_record(s, sys, fresh);
     } else {
         s->system_count++;
         s->built = false;
     }
     unlock(s);
     return r;
+}
+
+kiln_result kiln_schedule_replace(kiln_schedule *s, const kiln_system_desc *desc) {
+    KILN_ASSERT(s != NULL, "schedule is NULL");
+    kiln_world *world = s->world;
+    if (s->running)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_replace: the schedule is running; replace systems between runs");
+    kl_system tmp;
+    kiln_result r = check_desc(s, desc, "kiln_schedule_replace", &tmp);
+    if (r != KILN_OK) return r;
+    lock(s);
+    int32_t i = kl_schedule_lookup(s, desc->name, s->system_count);
+    if (i < 0) {
+        unlock(s);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_replace: no system named '%.*s%s'",
+                       quote_len(desc->name), desc->name, quote_tail(desc->name));
+    }
+    bool fresh = false;
+    kl_system *sys = take_record(s, &fresh);
+    if (sys == NULL) {
+        unlock(s);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_replace: out of memory for %s", desc->name);
+    }
+    fill_record(sys, &tmp, desc);
+    kl_system *old = s->systems[i];
+    /* The check takes the last system as the candidate: the new one goes there meanwhile. */
+    int32_t last = s->system_count - 1;
+    s->systems[i] = s->systems[last];
+    s->systems[last] = sys;
+    r = kl_schedule_check_cycle(s, s->system_count, "kiln_schedule_replace");
+    s->systems[last] = s->systems[i];
+    s->systems[i] = r == KILN_OK ? sys : old;
+    if (r != KILN_OK) {
+        drop_record(s, sys, fresh);
+        unlock(s);
+        return r;
+    }
+    s->built = false;
+    unlock(s);
+    release(s, old);
+    return KILN_OK;
 }
 
 kiln_result kiln_schedule_remove(kiln_schedule *s, const char *name) {

@@ -94,7 +94,8 @@ static bool append_name(char *buf, size_t size, size_t *len, const char *name, c
 }
 
 /* Writes the cycle c -> path... -> c into the world error, eliding the middle when long. */
-static kiln_result report_cycle(kiln_schedule *s, int32_t c, const int32_t *path, int32_t length) {
+static kiln_result report_cycle(kiln_schedule *s, const char *fn, int32_t c, const int32_t *path,
+                                int32_t length) {
     char text[KL_ERROR_SIZE - 40]; /* with the call's name and " would form a cycle" */
     size_t len = 0, room = sizeof text - (KILN_MAX_NAME + 6) - 8; /* keeps " -> ... -> 'c'" */
     text[0] = '\0';
@@ -104,13 +105,13 @@ static kiln_result report_cycle(kiln_schedule *s, int32_t c, const int32_t *path
         if (!append_name(text, room, &len, s->systems[path[k]]->name, " -> ")) break;
     if (k < length) len += (size_t)snprintf(text + len, sizeof text - len, " -> ...");
     append_name(text, sizeof text, &len, s->systems[c]->name, " -> ");
-    return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add: %s would form a cycle", text);
+    return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "%s: %s would form a cycle", fn, text);
 }
 
-kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count) {
+kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, const char *fn) {
     bit_matrix m;
     int32_t *ints;
-    kiln_result r = reserve(s, &m, count, 2, &ints, "kiln_schedule_add");
+    kiln_result r = reserve(s, &m, count, 2, &ints, fn);
     if (r != KILN_OK) return r;
     link_explicit(s, &m);
     /* Breadth first from the candidate: the first edge back to it closes a shortest cycle. */
@@ -129,7 +130,7 @@ kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count) {
                 for (int32_t x = u; x != c; x = parent[x]) length++;
                 int32_t k = length;
                 for (int32_t x = u; x != c; x = parent[x]) queue[--k] = x;
-                return report_cycle(s, c, queue, length);
+                return report_cycle(s, fn, c, queue, length);
             }
             if (parent[v] != -2) continue;
             parent[v] = u;

@@ -63,7 +63,7 @@ KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, i
  * systems form a cycle, naming the shortest cycle through the candidate as
  * "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle" (-> reads "runs before");
  * KILN_ERR_OUT_OF_MEMORY when scratch memory could not grow. Changes nothing else. */
-KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count);
+KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, const char *fn);
 
 /* Computes every system's stage and the run order; on failure (out of memory) the previous
  * layout is kept and the world error names kiln_schedule_build. */

@@ -677,3 +677,48 @@ KILN_TEST(memory, an_add_refused_for_lack_of_memory_leaves_the_schedule_unchange
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* replacing a system in its place                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST(ordering, a_replaced_system_keeps_its_place_and_takes_the_new_access_and_callback) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    run_log log = {0};
+    logged la = {&log, 'a'}, lc = {&log, 'c'}, lB = {&log, 'B'};
+    counter old_b = {0};
+    add_system(s, (kiln_system_desc){.name = "a", .run = log_run, .user = &la});
+    add_system(s, (kiln_system_desc){.name = "b", .run = counted_run, .user = &old_b, .fini = counted_fini,
+                                     .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "c", .run = log_run, .user = &lc, .after = {"b"}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_replace(s, &(kiln_system_desc){.name = "b", .run = log_run, .user = &lB,
+                                                                   .reads = {F.q}}),
+                     KILN_OK);
+    ck_assert_int_eq(loaded(&old_b.fini), 1); /* the old one left */
+    ck_assert_str_eq(names(s), "a,b,c");     /* in its place */
+    ck_assert_int_eq(info_of(s, "b").runs, 0);
+    log = (run_log){0};
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(log.text, "aBc");
+    ck_assert_int_eq(loaded(&old_b.runs), 1);
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(ordering, a_replace_that_is_unknown_or_closes_a_cycle_changes_nothing) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    run_log log = {0};
+    logged la = {&log, 'a'}, lb = {&log, 'b'};
+    add_system(s, (kiln_system_desc){.name = "a", .run = log_run, .user = &la, .before = {"b"}});
+    add_system(s, (kiln_system_desc){.name = "b", .run = log_run, .user = &lb});
+    ck_assert_int_eq(kiln_schedule_replace(s, &(kiln_system_desc){.name = "zz", .run = noop}),
+                     KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_schedule_replace: no system named 'zz'");
+    ck_assert_int_eq(kiln_schedule_replace(s, &(kiln_system_desc){.name = "b", .run = noop, .before = {"a"}}),
+                     KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_schedule_replace: 'b' -> 'a' -> 'b' would form a cycle");
+    ck_assert_str_eq(names(s), "a,b");
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(log.text, "ab"); /* the old b still runs */
+    kiln_schedule_destroy(s);
+}
