@@ -15,6 +15,8 @@ extern "C" {
  * Functions in this header:
  *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule,
  *   kiln_lua_set_instructions,
+ *   kiln_lua_mods_push, kiln_lua_mods_load, kiln_lua_mods_load_dir, kiln_lua_mods_unload,
+ *   kiln_lua_mods_reload, kiln_lua_mods_poll,
  *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_token,
  *   kiln_console_token_path, kiln_console_default_token_path, kiln_console_close.
  */
@@ -44,6 +46,38 @@ kiln_schedule *kiln_lua_schedule(lua_State *L, int idx);
  * a world the host pushed only the host can set it: world:instructions(n) raises there, so
  * a script cannot lift the budget it runs under. Raises like kiln_lua_check_world. */
 void kiln_lua_set_instructions(lua_State *L, int idx, int64_t instructions);
+
+/* ---- mods: sandboxed, budgeted third-party Lua ----------------------------------------- */
+
+/* A mod manager loads mods into Lua states of their own that share the host's world and
+ * schedule (docs/modding.md): kiln.mods(world, opts) in Lua, kiln_lua_mods_push in C. */
+
+/* Receives each line a mod prints (without newline, valid during the call). */
+typedef void (*kiln_lua_mods_log_fn)(void *user, const char *mod, const char *line);
+
+typedef struct kiln_lua_mods_desc {
+    size_t memory;          /* bytes of Lua memory per mod; 0: 64 MiB */
+    int64_t instructions;   /* per entry into a mod's code; 0: 10 million */
+    int64_t entities;       /* live entities one mod may have spawned; 0: 1 million */
+    uint64_t seed;          /* seeds each mod's math.random (with its name) */
+    kiln_lua_mods_log_fn log; /* NULL: lines are kept in each mod's log only */
+    void *log_user;
+} kiln_lua_mods_desc;
+
+/* Pushes a mod manager (a kiln.Mods, as kiln.mods returns) for the kiln.World at world_idx.
+ * Raises a Lua error for a bad world or out of memory. Returns 1. */
+int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc);
+
+/* The manager's methods from C, each run protected on the kiln.Mods at mods_idx: true when
+ * it succeeded; false with the reason in err (size bytes, may be NULL). load_dir's err lists
+ * the mods that failed, one per line, and it returns false when any did (the others load). */
+bool kiln_lua_mods_load(lua_State *L, int mods_idx, const char *path, char *err, size_t size);
+bool kiln_lua_mods_load_dir(lua_State *L, int mods_idx, const char *dir, char *err, size_t size);
+bool kiln_lua_mods_unload(lua_State *L, int mods_idx, const char *name, bool keep, char *err, size_t size);
+bool kiln_lua_mods_reload(lua_State *L, int mods_idx, const char *name, char *err, size_t size);
+/* Reloads the mods whose files changed and releases disabled mods' states; returns the
+ * number reloaded, or -1 with err set when a reload failed (the old version runs on). */
+int kiln_lua_mods_poll(lua_State *L, int mods_idx, char *err, size_t size);
 
 /* ---- console: attach a REPL to a running game ------------------------------------------ */
 

@@ -12,9 +12,7 @@
 
 enum {
     HOOK_COUNT = 100,             /* instructions between two checks of the budget */
-    BYTES_PER_STEP = 8,           /* bytes a C loop copies in the time of one instruction */
 };
-#define RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
 
 static const char BUDGET_KEY = 0; /* registry: light userdata of the klua_budget */
 
@@ -74,286 +72,29 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 
 /* ---- wrapped library functions ---------------------------------------------------------- */
 
-typedef enum wrapped {
-    W_REP, W_FIND, W_MATCH, W_GMATCH, W_GSUB, W_CONCAT, W_SORT, W_MOVE, W_INSERT, W_REMOVE,
-    W_SETHOOK, W_SETMETATABLE, W_DEBUG_SETMETATABLE, W_RESUME
-} wrapped;
+typedef klua_costly wrapped;
 
 static const struct {
     const char *lib, *name;
     wrapped kind;
 } WRAPPED[] = {
-    {LUA_STRLIBNAME, "rep", W_REP},       {LUA_STRLIBNAME, "find", W_FIND},
-    {LUA_STRLIBNAME, "match", W_MATCH},   {LUA_STRLIBNAME, "gmatch", W_GMATCH},
-    {LUA_STRLIBNAME, "gsub", W_GSUB},     {LUA_TABLIBNAME, "concat", W_CONCAT},
-    {LUA_TABLIBNAME, "sort", W_SORT},     {LUA_TABLIBNAME, "move", W_MOVE},
-    {LUA_TABLIBNAME, "insert", W_INSERT}, {LUA_TABLIBNAME, "remove", W_REMOVE},
-    {LUA_DBLIBNAME, "sethook", W_SETHOOK},   {LUA_GNAME, "setmetatable", W_SETMETATABLE},
-    {LUA_DBLIBNAME, "setmetatable", W_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", W_RESUME},
+    {LUA_STRLIBNAME, "rep", KLUA_COST_REP},       {LUA_STRLIBNAME, "find", KLUA_COST_FIND},
+    {LUA_STRLIBNAME, "match", KLUA_COST_MATCH},   {LUA_STRLIBNAME, "gmatch", KLUA_COST_GMATCH},
+    {LUA_STRLIBNAME, "gsub", KLUA_COST_GSUB},     {LUA_TABLIBNAME, "concat", KLUA_COST_CONCAT},
+    {LUA_TABLIBNAME, "sort", KLUA_COST_SORT},     {LUA_TABLIBNAME, "move", KLUA_COST_MOVE},
+    {LUA_TABLIBNAME, "insert", KLUA_COST_INSERT}, {LUA_TABLIBNAME, "remove", KLUA_COST_REMOVE},
+    {LUA_DBLIBNAME, "sethook", KLUA_COST_SETHOOK},   {LUA_GNAME, "setmetatable", KLUA_COST_SETMETATABLE},
+    {LUA_DBLIBNAME, "setmetatable", KLUA_COST_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", KLUA_COST_RESUME},
 };
 enum { WRAPPED_COUNT = sizeof WRAPPED / sizeof WRAPPED[0] };
-
-/* ---- the worst case of a Lua pattern ------------------------------------------------------
- * The matcher tries, for a quantified item (`*`, `+`, `-`), every length of its run, and for
- * each the rest of the pattern. When the item after it cannot match a character the run
- * took (their classes are disjoint), all but one of those tries fail at once: the run costs
- * its length, added. When they overlap, each length can go on matching: the run multiplies.
- * A `?` doubles, `%b` and back references are charged as overlapping runs, and an
- * unanchored search starts at every position. The estimate is an upper bound, reached by
- * patterns like "a*a*a*b" on "aaaa...". */
-
-typedef struct charset {
-    uint64_t bits[4];
-} charset;
-
-static void set_add(charset *cs, unsigned char ch) { cs->bits[ch >> 6] |= (uint64_t)1 << (ch & 63); }
-
-static bool class_has(char cls, int ch) {
-    switch (cls | 0x20) {
-    case 'a': return isalpha(ch);
-    case 'c': return iscntrl(ch);
-    case 'd': return isdigit(ch);
-    case 'g': return isgraph(ch);
-    case 'l': return islower(ch);
-    case 'p': return ispunct(ch);
-    case 's': return isspace(ch);
-    case 'u': return isupper(ch);
-    case 'w': return isalnum(ch);
-    case 'x': return isxdigit(ch);
-    default: return ch == (unsigned char)cls;
-    }
-}
-
-/* Adds the escape %cls to cs (an upper-case class letter is the complement). */
-static void set_class(charset *cs, char cls) {
-    bool letter = strchr("acdglpsuwxACDGLPSUWX", cls) && cls;
-    for (int ch = 0; ch < 256; ch++) {
-        bool in = class_has(cls, ch);
-        if (letter && isupper((unsigned char)cls)) in = !in;
-        if (in) set_add(cs, (unsigned char)ch);
-    }
-}
-
-/* Reads one single-character item at p[*i] into cs; false for what is not one (%b, %f, a
- * back reference, a capture bracket). */
-static bool read_item(const char *p, size_t m, size_t *i, charset *cs) {
-    memset(cs, 0, sizeof *cs);
-    char ch = p[*i];
-    if (ch == '.') {
-        memset(cs, 0xff, sizeof *cs);
-        (*i)++;
-    } else if (ch == '%' && *i + 1 < m) {
-        char e = p[*i + 1];
-        if (e == 'b' || e == 'f' || (e >= '0' && e <= '9')) return false;
-        set_class(cs, e);
-        *i += 2;
-    } else if (ch == '[') {
-        size_t k = *i + 1;
-        bool negate = k < m && p[k] == '^';
-        if (negate) k++;
-        do {
-            if (k >= m) break;
-            if (p[k] == '%' && k + 1 < m) {
-                set_class(cs, p[k + 1]);
-                k += 2;
-            } else if (k + 2 < m && p[k + 1] == '-' && p[k + 2] != ']') {
-                for (int c = (unsigned char)p[k]; c <= (unsigned char)p[k + 2]; c++) set_add(cs, (unsigned char)c);
-                k += 3;
-            } else {
-                set_add(cs, (unsigned char)p[k++]);
-            }
-        } while (k < m && p[k] != ']');
-        if (negate)
-            for (int w = 0; w < 4; w++) cs->bits[w] = ~cs->bits[w];
-        *i = k + 1;
-    } else if (ch == '(' || ch == ')') {
-        return false;
-    } else {
-        set_add(cs, (unsigned char)ch);
-        (*i)++;
-    }
-    return true;
-}
-
-static bool overlap(const charset *a, const charset *b) {
-    for (int w = 0; w < 4; w++)
-        if (a->bits[w] & b->bits[w]) return true;
-    return false;
-}
-
-enum { ITEMS_MAX = 64 };
-
-typedef struct item {
-    charset cs;
-    char quant;  /* 0, '*', '+', '-', '?' */
-    bool opaque; /* %b, %f, a back reference: charged as an overlapping run */
-} item;
-
-static double pattern_cost(const char *p, size_t m, const char *subject, size_t n, bool may_anchor,
-                           bool plain) {
-    double starts = (double)n + 1, run = (double)n + 1;
-    if (plain) return starts * ((double)m + 1);
-    size_t i = 0;
-    if (may_anchor && m > 0 && p[0] == '^') {
-        starts = 1;
-        i = 1;
-    }
-    item items[ITEMS_MAX];
-    int count = 0;
-    double ways = 1, added = 1;
-    while (i < m) {
-        if (p[i] == '(' || p[i] == ')') {
-            i++;
-            continue;
-        }
-        if (p[i] == '$' && i + 1 == m) break;
-        item it = {0};
-        size_t at = i;
-        if (!read_item(p, m, &i, &it.cs)) {
-            i = at + 2 + (p[at + 1] == 'b' ? 2 : 0);
-            if (p[at + 1] == 'f') {
-                /* a frontier is a zero-width test: no run of its own */
-                if (i < m) read_item(p, m, &i, &it.cs);
-                continue;
-            }
-            it.opaque = true;
-        }
-        if (i < m && strchr("*+-?", p[i])) it.quant = p[i++];
-        if (count == ITEMS_MAX) {
-            ways *= run; /* past what is looked at closely: every further item multiplies */
-            continue;
-        }
-        items[count++] = it;
-    }
-    if (starts > 1 && count > 0 && !items[0].opaque && (items[0].quant == 0 || items[0].quant == '+')) {
-        /* a search gets past its first item only where that item matches: count those */
-        double hits = 1;
-        for (size_t k = 0; k < n; k++) {
-            unsigned char ch = (unsigned char)subject[k];
-            if (items[0].cs.bits[ch >> 6] >> (ch & 63) & 1) hits++;
-        }
-        starts = hits;
-    }
-    for (int k = 0; k < count; k++) {
-        const item *it = &items[k];
-        if (it->quant == '?') {
-            ways *= 2;
-        } else if (it->opaque) {
-            ways *= run;
-        } else if (it->quant) {
-            bool overlapping = k + 1 < count && (items[k + 1].opaque || overlap(&it->cs, &items[k + 1].cs));
-            if (overlapping) ways *= run;
-            else added += run;
-        }
-        if (ways > 1e30) break;
-    }
-    return (double)n + starts * ways * (added + (double)m + 1);
-}
-
-static bool has_specials(const char *p, size_t m) {
-    for (size_t i = 0; i < m; i++)
-        if (strchr("^$*+?.([%-", p[i])) return true;
-    return false;
-}
-
-/* Length of what #t gives without running a metamethod (0 for a non-table). */
-static double raw_len(lua_State *L, int idx) {
-    return lua_type(L, idx) == LUA_TTABLE ? (double)lua_rawlen(L, idx) : 0;
-}
-
-static double int_arg(lua_State *L, int idx, double dflt) {
-    if (lua_type(L, idx) != LUA_TNUMBER) return dflt;
-    return lua_tonumber(L, idx);
-}
-
-/* Bytes table.concat(t, sep, i, j) would build, counting raw entries (a value behind a
- * metamethod is charged when its Lua code runs). */
-static double concat_bytes(lua_State *L, klua_budget *b) {
-    if (lua_type(L, 1) != LUA_TTABLE) return 0;
-    double i = int_arg(L, 3, 1), j = int_arg(L, 4, raw_len(L, 1));
-    if (!(j >= i) || i < -9e15 || j > 9e15) return 0; /* the original refuses what is no integer */
-    double count = j - i + 1;
-    if (count > (double)b->left) return count * BYTES_PER_STEP; /* refused before a loop */
-    size_t sep = lua_type(L, 2) == LUA_TSTRING ? lua_rawlen(L, 2) : 0;
-    double bytes = count * (double)sep;
-    for (lua_Integer k = (lua_Integer)i; k <= (lua_Integer)j; k++) {
-        if (lua_rawgeti(L, 1, k) == LUA_TSTRING) bytes += (double)lua_rawlen(L, -1);
-        else bytes += 24; /* a number's text */
-        lua_pop(L, 1);
-        if (bytes > RESULT_MAX) break;
-    }
-    return bytes;
-}
-
-/* Steps and bytes the call at hand (arguments from 1) may take at worst. */
-static void worst_case(lua_State *L, klua_budget *b, wrapped kind, double *steps, double *bytes) {
-    *steps = 0;
-    *bytes = 0;
-    size_t n = 0, m = 0;
-    const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &n) : NULL;
-    const char *p = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &m) : NULL;
-    switch (kind) {
-    case W_REP: {
-        double count = int_arg(L, 2, 0);
-        size_t sep = lua_type(L, 3) == LUA_TSTRING ? lua_rawlen(L, 3) : 0;
-        if (s && count > 0) *bytes = count * ((double)n + (double)sep);
-        break;
-    }
-    case W_FIND:
-        if (s && p) *steps = pattern_cost(p, m, s, n, true, lua_toboolean(L, 4) || !has_specials(p, m));
-        break;
-    case W_MATCH:
-        if (s && p) *steps = pattern_cost(p, m, s, n, true, false);
-        break;
-    case W_GMATCH:
-        if (s && p) *steps = pattern_cost(p, m, s, n, false, false);
-        break;
-    case W_GSUB:
-        if (s && p) {
-            *steps = pattern_cost(p, m, s, n, true, false);
-            if (lua_type(L, 3) == LUA_TSTRING) {
-                size_t r;
-                const char *repl = lua_tolstring(L, 3, &r);
-                double refs = 0;
-                for (size_t i = 0; i < r; i++)
-                    if (repl[i] == '%') refs++;
-                *bytes = (double)n + ((double)n + 1) * ((double)r + refs * (double)n);
-            }
-        }
-        break;
-    case W_CONCAT:
-        *bytes = concat_bytes(L, b);
-        if (lua_type(L, 1) == LUA_TTABLE) {
-            double i = int_arg(L, 3, 1), j = int_arg(L, 4, raw_len(L, 1));
-            if (j >= i) *steps = j - i + 1; /* elements visited */
-        }
-        break;
-    case W_SORT: {
-        double len = raw_len(L, 1);
-        *steps = len * (log2(len + 1) + 1) * 4;
-        break;
-    }
-    case W_MOVE: {
-        double f = int_arg(L, 2, 0), e = int_arg(L, 3, 0);
-        if (e >= f) *steps = e - f + 1;
-        break;
-    }
-    case W_INSERT:
-    case W_REMOVE:
-        *steps = raw_len(L, 1) + 1;
-        break;
-    default:
-        break;
-    }
-}
 
 /* The calls that would take the statement out of its budget: changing the hook; a __gc
  * finalizer (Lua runs finalizers with hooks off); resuming a coroutine made before the
  * statement, which has no hook yet (it gets the budget's). */
 static void guard(lua_State *L, klua_budget *b, wrapped kind) {
-    if (kind == W_SETHOOK)
+    if (kind == KLUA_COST_SETHOOK)
         luaL_error(L, "debug.sethook is not available in the console (the statement budget owns the hook)");
-    if ((kind == W_SETMETATABLE || kind == W_DEBUG_SETMETATABLE) && lua_type(L, 2) == LUA_TTABLE) {
+    if ((kind == KLUA_COST_SETMETATABLE || kind == KLUA_COST_DEBUG_SETMETATABLE) && lua_type(L, 2) == LUA_TTABLE) {
         lua_pushstring(L, "__gc");
         bool gc = lua_rawget(L, 2) != LUA_TNIL;
         lua_pop(L, 1);
@@ -361,7 +102,7 @@ static void guard(lua_State *L, klua_budget *b, wrapped kind) {
             luaL_error(L, "console: a statement cannot set a __gc finalizer (Lua runs finalizers outside "
                           "the statement budget)");
     }
-    if (kind == W_RESUME && lua_type(L, 1) == LUA_TTHREAD) {
+    if (kind == KLUA_COST_RESUME && lua_type(L, 1) == LUA_TTHREAD) {
         lua_State *co = lua_tothread(L, 1);
         if (lua_gethook(co) == NULL) lua_sethook(co, budget_hook, LUA_MASKCOUNT, b->spent ? 1 : HOOK_COUNT);
     }
@@ -381,14 +122,14 @@ static int wrapper(lua_State *L) {
     if (b) {
         guard(L, b, kind);
         double steps, bytes;
-        worst_case(L, b, kind, &steps, &bytes);
+        klua_cost(L, kind, (double)b->left, &steps, &bytes);
         char why[160];
-        if (bytes > RESULT_MAX) {
+        if (bytes > KLUA_COST_RESULT_MAX) {
             snprintf(why, sizeof why, "console: %s.%s could build %.3g bytes, more than one call may in the "
-                     "console (%.0f)", lib, name, bytes, RESULT_MAX);
+                     "console (%.0f)", lib, name, bytes, KLUA_COST_RESULT_MAX);
             return luaL_error(L, "%s", why);
         }
-        double cost = steps + bytes / BYTES_PER_STEP;
+        double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
         if (cost > (double)b->left) {
             snprintf(why, sizeof why, "console: %s.%s could take %.3g steps, past what is left of the "
                      "statement's instruction budget", lib, name, cost);

@@ -10,7 +10,7 @@
 static int w_spawn(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:spawn";
-    kiln_component comps[SPAWN_MAX];
+    kiln_component comps[SPAWN_MAX + 1]; /* + a mod's tag */
     bool by_id[SPAWN_MAX]; /* keyed by component id rather than by name */
     int32_t n = 0;
     size_t total = 0;
@@ -29,9 +29,11 @@ static int w_spawn(lua_State *L) {
             n++;
         }
     }
+    /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
+    kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw) : KILN_NO_COMPONENT;
     /* Values: converted into the world's scratch, one 16-byte-aligned slot each. */
     uint8_t *base = total ? klua_scratch(L, kw, total) : NULL;
-    const void *values[SPAWN_MAX];
+    const void *values[SPAWN_MAX + 1];
     /* Data values first (they may raise); Lua values take refs last, when nothing can fail. */
     for (int pass = 0; pass < 2; pass++) {
         size_t off = 0;
@@ -53,10 +55,20 @@ static int w_spawn(lua_State *L) {
         }
     }
     kiln_entity e;
-    if (kiln_spawn_with(kw->world, comps, values, n, &e) != KILN_OK) {
+    int32_t with_tag = n;
+    if (tag != KILN_NO_COMPONENT) {
+        bool listed = false;
+        for (int32_t i = 0; i < n; i++) listed = listed || comps[i] == tag;
+        if (!listed) {
+            comps[with_tag] = tag;
+            values[with_tag++] = NULL;
+        }
+    }
+    if (kiln_spawn_with(kw->world, comps, values, with_tag, &e) != KILN_OK) {
         for (int32_t i = 0; i < n; i++) klua_unref_value(L, kw, comps[i], values[i]);
         klua_fail_world(L, kw->world, fname);
     }
+    if (tag != KILN_NO_COMPONENT) kw->mod_hooks->after_spawn(L, kw, e);
     lua_pushinteger(L, (lua_Integer)e);
     return 1;
 }

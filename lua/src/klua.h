@@ -76,6 +76,26 @@ enum klua_commands_uv {
 };
 
 typedef struct klua_system klua_system;
+typedef struct klua_world klua_world;
+
+/* What a mod's view of the world asks of the mod manager (mods.c), which lives above the
+ * class files: the calls go through these pointers, never by name. */
+typedef struct klua_mod_hooks {
+    /* Before the view spawns: raises when the mod may spawn no more; returns the tag every
+     * entity the mod spawns carries. after_spawn records the new entity. */
+    kiln_component (*before_spawn)(lua_State *L, klua_world *kw);
+    void (*after_spawn)(lua_State *L, klua_world *kw, kiln_entity e);
+    /* A component or event type the view declared (existed: it was there already). */
+    void (*declared)(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed);
+    /* Who declared component (or event type) id first: "the host" or "mod 'name'" (into
+     * buf); id 0 names the view's own mod. */
+    const char *(*owner)(klua_world *kw, uint32_t id, bool event, char *buf, size_t size);
+    /* world:system of the view: adds the system, or stages it while the mod loads; raises
+     * (naming the owner) for a name another mod or the host uses. */
+    void (*add_system)(lua_State *L, klua_world *kw, const kiln_system_desc *d);
+    /* A system of the mod failed (message without traceback); disabled: it was stopped. */
+    void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled);
+} klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it
  * lives exactly as long as the world, even when the world outlives its Lua state. */
@@ -84,7 +104,7 @@ typedef struct klua_shared {
     int values_ref; /* registry ref of the table holding Lua-valued components' values */
 } klua_shared;
 
-typedef struct klua_world {
+struct klua_world {
     kiln_world *world;
     bool owned;                /* Lua destroys the world on close/collect */
     bool closed;
@@ -98,7 +118,9 @@ typedef struct klua_world {
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
     int64_t instructions;      /* budget of one Lua system run (0: none) */
-    int64_t budget_used;       /* of the system running now */
+    int64_t budget_used;       /* of the entry armed now (budget.c) */
+    int64_t budget_limit;      /* of the entry armed now; 0: none armed */
+    char budget_what[KILN_MAX_NAME + 24]; /* "system 'name'", for the message */
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id */
@@ -108,7 +130,14 @@ typedef struct klua_world {
     int64_t gc_owed_bytes;     /* allocated while held, not yet paid back in collector steps */
     uint8_t *scratch;          /* value conversion buffer (Lua allocator), 16-byte aligned */
     size_t scratch_size;
-} klua_world;
+    /* A mod's view of the host's world (klua_new_world_view), else all NULL. */
+    klua_world *host;          /* the host's World (lives longer than the view) */
+    const klua_mod_hooks *mod_hooks;
+    void *mod;                 /* the klua_mod, for the hooks */
+    int *entry_depth;          /* counts entries into the mod's code (budget.c) */
+    void (*on_release)(void *); /* called first when the world is released (mod manager) */
+    void *on_release_ud;
+};
 
 /* A Lua system: what access checks need to know of the one running. */
 struct klua_system {
@@ -257,9 +286,49 @@ KLUA_HIDDEN int klua_parse_schema(lua_State *L, const char *schema, kiln_field *
  * for Lua values) as a component or an event type; returns its id. */
 KLUA_HIDDEN uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname);
 
+/* ---- cost.c: the worst case of a long-running C library call ---- */
+typedef enum klua_costly {
+    KLUA_COST_REP, KLUA_COST_FIND, KLUA_COST_MATCH, KLUA_COST_GMATCH, KLUA_COST_GSUB,
+    KLUA_COST_CONCAT, KLUA_COST_SORT, KLUA_COST_MOVE, KLUA_COST_INSERT, KLUA_COST_REMOVE,
+    /* no cost of their own: the console guards them otherwise */
+    KLUA_COST_SETHOOK, KLUA_COST_SETMETATABLE, KLUA_COST_DEBUG_SETMETATABLE, KLUA_COST_RESUME
+} klua_costly;
+#define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
+#define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
+/* The steps and bytes the call of kind at hand (its arguments from stack index 1) may take
+ * at worst; left is what the caller's budget has left (a long concat is refused early). */
+KLUA_HIDDEN void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, double *bytes);
+
+/* ---- budget.c: the instruction budget of one entry into Lua code ----
+ * While armed on a state, a count hook charges the instructions of every thread of that
+ * state to kw; once spent it raises at every instruction until disarmed, so a pcall cannot
+ * swallow it. Wrapped library calls charge their worst case with klua_budget_charge. */
+typedef struct klua_armed {
+    lua_Hook hook;
+    int mask, count;
+    bool armed;
+} klua_armed;
+/* Arms limit instructions (<= 0: none) for the entry what ("system 'move'", bounded) on
+ * L's state; saved receives what to put back. Allocates nothing once the state has been
+ * armed before (klua_budget_prepare). */
+KLUA_HIDDEN void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *what,
+                                 klua_armed *saved);
+KLUA_HIDDEN void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved);
+/* Makes the registry slot the hook reads (call once, protected, when a state is made). */
+KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
+/* Charges steps to the budget armed on L's state (none armed: nothing); raises when they
+ * would pass it, naming what the charge is for. */
+KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
+/* Instructions left to the budget armed on L's state, or -1 when none is armed. */
+KLUA_HIDDEN double klua_budget_left(lua_State *L);
+
 /* ---- the classes: each opens itself and adds its World methods ---- */
 KLUA_HIDDEN int klua_open_world(lua_State *L);   /* world.c: pushes kiln.world */
 KLUA_HIDDEN int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers);
+/* Pushes a mod's view of the host's World host onto L (another state): the same world and
+ * schedule, which the view never closes, runs or reconfigures. */
+KLUA_HIDDEN void klua_new_world_view(lua_State *L, klua_world *host, const klua_mod_hooks *hooks,
+                                     void *mod, int *entry_depth);
 KLUA_HIDDEN void klua_open_entities(lua_State *L);  /* entities.c */
 KLUA_HIDDEN void klua_open_hierarchy(lua_State *L); /* hierarchy.c */
 KLUA_HIDDEN void klua_open_events(lua_State *L);    /* events.c */

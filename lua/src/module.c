@@ -4,6 +4,7 @@
 
 #include "klua.h"
 #include "kiln_scripts.h"
+#include "mods.h"
 
 /* Feeds an embedded script to lua_load one line at a time. */
 typedef struct script_reader {
@@ -33,6 +34,7 @@ int luaopen_kiln(lua_State *L) {
     klua_open_bulk(L);
     klua_open_systems(L);
     klua_open_commands(L);
+    klua_open_mods(L); /* kiln.mods */
     lua_pushcfunction(L, klua_commands_new);
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);

@@ -144,6 +144,11 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     char names[KILN_MAX_FIELDS * (KILN_MAX_NAME + 1)];
     kiln_component_desc d = {.name = name};
     bool lua_valued = strcmp(schema, "lua") == 0;
+    if (kw->host && lua_valued)
+        klua_argerror(L, 3, fname, "a mod cannot define Lua-valued components (each mod has its own Lua state); give %s a C schema",
+                      klua_quote(L, name, strlen(name)));
+    if (kw->host && strncmp(name, "kiln.", 5) == 0)
+        klua_argerror(L, 2, fname, "names starting 'kiln.' are kiln's own");
     if (lua_valued) {
         if (event) klua_argerror(L, 3, fname, "event %s cannot hold Lua values; give it a C schema", klua_quote(L, name, strlen(name)));
         d.size = sizeof(int32_t);
@@ -163,6 +168,7 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     }
     uint32_t id;
     kiln_result r;
+    bool existed = event ? kiln_event_lookup(kw->world, name).id != 0 : kiln_component_lookup(kw->world, name) != 0;
     if (event) {
         kiln_event_type type = {0};
         r = kiln_event_register(kw->world, &d, &type);
@@ -170,7 +176,17 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     } else {
         r = kiln_component_register(kw->world, &d, &id);
     }
+    if (r != KILN_OK && kw->mod_hooks && existed) {
+        /* the same name with another schema: say whose it is */
+        char owner[KILN_MAX_NAME + 16], self[KILN_MAX_NAME + 16];
+        uint32_t other = event ? kiln_event_lookup(kw->world, name).id : kiln_component_lookup(kw->world, name);
+        klua_fail(L, fname, "%s '%s' is defined by %s with another schema; %s cannot redefine it",
+                  event ? "event type" : "component", klua_quote(L, name, strlen(name)),
+                  kw->mod_hooks->owner(kw, other, event, owner, sizeof owner),
+                  kw->mod_hooks->owner(kw, 0, event, self, sizeof self));
+    }
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (lua_valued) klua_mark_lua_valued(L, kw, id);
+    if (kw->mod_hooks) kw->mod_hooks->declared(L, kw, id, event, existed);
     return id;
 }

@@ -307,8 +307,25 @@ kiln_schedule *kiln_lua_schedule(lua_State *L, int idx) {
 
 const char *klua_entity_str(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
-bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
+static bool own_lua_valued(const klua_world *kw, kiln_component c) {
     return c < (kiln_component)kw->lua_valued_cap && kw->lua_valued[c];
+}
+
+bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
+    return own_lua_valued(kw, c) || (kw->host && own_lua_valued(kw->host, c));
+}
+
+/* What a mod's view may not name: the host's Lua-valued components (their values live in
+ * the host's state) and kiln's own bookkeeping components (names starting "kiln."). */
+static void check_reachable(lua_State *L, klua_world *kw, kiln_component c, int arg, const char *fname) {
+    if (!kw->host) return;
+    kiln_component_info info;
+    if (!kiln_component_info_get(kw->world, c, &info)) return;
+    if (strncmp(info.name, "kiln.", 5) == 0)
+        klua_argerror(L, arg, fname, "component '%s' is kiln's own; mods cannot use it", info.name);
+    if (own_lua_valued(kw->host, c))
+        klua_argerror(L, arg, fname, "component '%s' holds Lua values of the host, which mods cannot reach",
+                      info.name);
 }
 
 void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c) {
@@ -357,6 +374,7 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
             if (!c || c == kw->shared_type) {
                 klua_argerror(L, arg, fname, "unknown component '%s'", klua_quote(L, s, n));
             }
+            check_reachable(L, kw, c, arg, fname);
             lua_pushvalue(L, idx);
             lua_pushinteger(L, c);
             lua_rawset(L, -3);
@@ -367,6 +385,7 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
         if (v <= 0 || v > kiln_component_count(kw->world) || (kiln_component)v == kw->shared_type)
             klua_argerror(L, arg, fname, "unknown component #%I", v);
         c = (kiln_component)v;
+        check_reachable(L, kw, c, arg, fname);
     } else {
         if (idx == arg) klua_typeerror(L, arg, fname, "component name");
         klua_argerror(L, arg, fname, "component name expected, got %s", luaL_typename(L, idx));

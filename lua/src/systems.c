@@ -2,6 +2,7 @@
  * systems on workers, with declared access enforced and failures contained. Invariant: a
  * Lua system runs under lua_pcall; when it raises, its queued structural changes are
  * dropped, the frame goes on, and progress() reports the failure. */
+#include <stdio.h>
 #include <string.h>
 
 #include "klua.h"
@@ -99,54 +100,6 @@ static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disab
     lua_pop(L, 2);
 }
 
-/* ---- the instruction budget of a system run ------------------------------------------
- * While a budgeted system runs, a count hook charges its instructions to the world that runs
- * it (found through the registry, so coroutines the system creates, which inherit the hook,
- * are charged too). Once the budget is spent the hook raises at every instruction until the
- * run is over, so a pcall inside the system cannot swallow it. */
-#define BUDGET_STEP 1000 /* instructions between two charges */
-static const char budget_key = 'b'; /* registry key (its address): the world being charged */
-
-static void budget_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
-    klua_world *kw = lua_touserdata(L, -1);
-    lua_pop(L, 1);
-    if (!kw || !kw->current) return;
-    if (kw->budget_used <= kw->instructions) {
-        kw->budget_used += lua_gethookcount(L);
-        if (kw->budget_used <= kw->instructions) return;
-        lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1); /* spent: raise at every instruction */
-    }
-    luaL_error(L, "system '%s' ran past its budget of %I instructions", kw->current->name,
-               (lua_Integer)kw->instructions);
-}
-
-/* Arms the budget on L for the run of a system; saves the hook it replaces into saved. */
-typedef struct saved_hook {
-    lua_Hook hook;
-    int mask, count;
-} saved_hook;
-
-static void budget_arm(lua_State *L, klua_world *kw, saved_hook *saved) {
-    saved->hook = lua_gethook(L);
-    saved->mask = lua_gethookmask(L);
-    saved->count = lua_gethookcount(L);
-    if (kw->instructions <= 0) return;
-    kw->budget_used = 0;
-    lua_pushlightuserdata(L, kw);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT,
-                kw->instructions < BUDGET_STEP ? (int)kw->instructions + 1 : BUDGET_STEP);
-}
-
-static void budget_disarm(lua_State *L, klua_world *kw, const saved_hook *saved) {
-    if (kw->instructions <= 0) return;
-    lua_sethook(L, saved->hook, saved->mask, saved->count);
-    lua_pushnil(L);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
-}
-
 /* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
 static void trampoline(const kiln_system_ctx *ctx) {
     klua_system *s = ctx->user;
@@ -157,21 +110,23 @@ static void trampoline(const kiln_system_ctx *ctx) {
     lua_pushcfunction(L, traceback);
     int status;
     kw->current = s;
-    saved_hook saved;
-    budget_arm(L, kw, &saved);
+    klua_armed saved;
+    char what[KILN_MAX_NAME + 16];
+    snprintf(what, sizeof what, "system '%s'", s->name);
+    klua_budget_arm(L, kw, kw->instructions, what, &saved);
     if (s->query_ref == LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
         klua_push_self(L, kw);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 2, 0, top + 1);
-        budget_disarm(L, kw, &saved);
+        klua_budget_disarm(L, kw, &saved);
     } else {
         lua_pushcfunction(L, run_each);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 3, 0, top + 1);
-        budget_disarm(L, kw, &saved);
+        klua_budget_disarm(L, kw, &saved);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
         klua_query_abort(L, -1); /* ends an iteration the error interrupted */
         lua_pop(L, 1);
@@ -187,9 +142,18 @@ static void trampoline(const kiln_system_ctx *ctx) {
          * in place through views or world:set stay). */
         kiln_commands_clear(ctx->commands);
         s->failures++;
-        bool disable = kw->max_failures > 0 && s->failures >= kw->max_failures;
+        int32_t max_failures = kw->host ? kw->host->max_failures : kw->max_failures;
+        bool disable = max_failures > 0 && s->failures >= max_failures;
         if (disable) kiln_schedule_enable(kw->schedule, s->name, false);
-        record_failure(L, s, lua_gettop(L), disable);
+        if (kw->mod_hooks) {
+            /* a mod's failures go to the manager and the host's list, not to the mod's state */
+            const char *full = lua_tostring(L, -1);
+            const char *tb = full ? strstr(full, "\nstack traceback:") : NULL;
+            if (full && tb) lua_pushlstring(L, full, (size_t)(tb - full));
+            kw->mod_hooks->failed(kw, s->name, full ? lua_tostring(L, -1) : "(error)", disable);
+        } else {
+            record_failure(L, s, lua_gettop(L), disable);
+        }
     }
     lua_settop(L, top);
 }
@@ -267,7 +231,7 @@ static int w_system(lua_State *L) {
     read_system_desc(L, kw, &d, &nr, &nw);
     const char *name = d.name;
     kiln_schedule *sched = klua_schedule(L, kw);
-    if (kiln_schedule_find(sched, name) >= 0)
+    if (!kw->mod_hooks && kiln_schedule_find(sched, name) >= 0)
         klua_fail(L, fname, "a system named '%s' already exists", name);
     lua_pushstring(L, "run");
     lua_rawget(L, 2);
@@ -328,7 +292,8 @@ static int w_system(lua_State *L) {
     d.run = trampoline;
     d.fini = system_fini;
     d.user = s;
-    if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, &d); /* raises when refused */
+    else if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushvalue(L, fn_idx);
     s->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (query_idx) {
@@ -348,6 +313,7 @@ static int w_system(lua_State *L) {
 static int w_progress(lua_State *L) {
     klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
     lua_Number dt = luaL_optnumber(L, 2, 0.0);
+    if (kw->host) klua_fail(L, "world:progress", "a mod cannot run the schedule; the host runs the frames");
     /* Loops no thread can end any more (left suspended in a coroutine) end here. */
     if (!kw->current) klua_query_close_loops(L, kw, NULL, true);
     if (kw->current || kiln_is_deferred(kw->world))
@@ -393,6 +359,7 @@ static int w_max_failures(lua_State *L) {
     lua_Integer n = lua_tointegerx(L, 2, &ok);
     if (!ok) klua_typeerror(L, 2, "world:max_failures", "integer");
     if (n < 0 || n > INT32_MAX) klua_argerror(L, 2, "world:max_failures", "n must be from 0 to %d", INT32_MAX);
+    if (kw->host) klua_fail(L, "world:max_failures", "the host sets how many failures stop a system");
     kw->max_failures = (int32_t)n;
     return 0;
 }
@@ -446,6 +413,16 @@ static int w_systems(lua_State *L) {
     return 1;
 }
 
+/* A mod's view may enable, disable or remove only the mod's own systems. */
+static void check_own(lua_State *L, klua_world *kw, const char *name, const char *fname) {
+    if (!kw->host) return;
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
+    bool own = lua_getfield(L, -1, name) == LUA_TUSERDATA;
+    lua_pop(L, 3);
+    if (!own) klua_argerror(L, 2, fname, "'%s' is not a system of this mod", klua_quote(L, name, strlen(name)));
+}
+
 static int w_enable(lua_State *L) {
     bool on = lua_isnone(L, 3) ? true : lua_toboolean(L, 3); /* before klua_self pads */
     klua_world *kw = klua_self(L);
@@ -453,6 +430,7 @@ static int w_enable(lua_State *L) {
     size_t len;
     const char *name = lua_tolstring(L, 2, &len);
     kiln_schedule *sched = klua_schedule(L, kw);
+    if (strlen(name) == len) check_own(L, kw, name, "world:enable");
     if (strlen(name) != len || kiln_schedule_enable(sched, name, on) != KILN_OK)
         klua_argerror(L, 2, "world:enable", "no system named '%s'", klua_quote(L, name, len));
     /* Enabling a Lua system again gives it a fresh count of consecutive failures. */
@@ -493,6 +471,7 @@ static int w_remove_system(lua_State *L) {
     size_t len;
     const char *name = lua_tolstring(L, 2, &len);
     kiln_schedule *sched = klua_schedule(L, kw);
+    if (strlen(name) == len) check_own(L, kw, name, fname);
     if (strlen(name) != len || kiln_schedule_remove(sched, name) != KILN_OK)
         klua_argerror(L, 2, fname, "no system named '%s'", klua_quote(L, name, len));
     return 0;

@@ -10,7 +10,12 @@
 
 static void release(lua_State *L, klua_world *kw) {
     if (kw->closed) return;
-    kiln_schedule_destroy(kw->schedule);
+    if (kw->on_release) { /* the mod manager closes the mods' states while the world lives */
+        void (*fn)(void *) = kw->on_release;
+        kw->on_release = NULL;
+        fn(kw->on_release_ud);
+    }
+    if (!kw->host) kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
     kw->schedule = NULL;
     int values_ref = kw->shared ? kw->shared->values_ref : LUA_NOREF;
     if (kw->owned) {
@@ -36,7 +41,8 @@ static void release(lua_State *L, klua_world *kw) {
     kw->names_ref = LUA_NOREF;
     /* the guard may still sit in a closing slot: it must not point at a dead world */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
-    *(klua_world **)lua_touserdata(L, -1) = NULL;
+    klua_world **guard = lua_touserdata(L, -1);
+    if (guard) *guard = NULL;
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     kw->gc_guard_ref = LUA_NOREF;
@@ -56,6 +62,7 @@ static klua_world *to_world(lua_State *L, int idx) {
 
 static int w_close(lua_State *L) {
     klua_world *kw = to_world(L, 1);
+    if (!kw->closed && kw->host) klua_fail(L, "world:close", "a mod cannot close the world");
     if (!kw->closed && !kw->owned)
         klua_fail(L, "world:close", "this world belongs to the host, which closes it");
     if (!kw->closed && (kw->current || kiln_is_deferred(kw->world)))
@@ -83,13 +90,26 @@ static void shared_destroy(void *ptr, int32_t count, void *ctx) {
     (void)ctx; /* the registry table itself is collected with the Lua state */
 }
 
-int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers) {
+/* A weak registry entry finds the userdata at the top from C callbacks (systems run by a
+ * host's kiln_schedule_run) without keeping the world alive. */
+static void register_weak(lua_State *L, klua_world *kw) {
+    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS) == 0) {
+        lua_createtable(L, 0, 1);
+        lua_pushstring(L, "v");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+    }
+    lua_pushlightuserdata(L, kw);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+/* A zeroed kiln.World userdata with its state table. */
+static klua_world *new_userdata(lua_State *L) {
     klua_world *kw = lua_newuserdatauv(L, sizeof *kw, KLUA_WORLD_UV_COUNT);
     memset(kw, 0, sizeof *kw);
-    kw->world = world;
-    kw->owned = owned;
-    kw->workers = workers;
-    kw->max_failures = 0;
+    kw->names_ref = kw->gc_guard_ref = LUA_NOREF;
     luaL_setmetatable(L, KLUA_WORLD);
     lua_newtable(L);
     lua_newtable(L);
@@ -99,6 +119,15 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     lua_newtable(L);
     lua_setfield(L, -2, KLUA_STATE_LOOPS);
     lua_setiuservalue(L, -2, KLUA_WORLD_UV_STATE);
+    return kw;
+}
+
+int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers) {
+    klua_world *kw = new_userdata(L);
+    kw->world = world;
+    kw->owned = owned;
+    kw->workers = workers;
+    kw->max_failures = 0;
 
     /* The shared block lives in the world as a resource, so hooks can outlive Lua. */
     kiln_component_desc sd = {.name = "kiln.lua", .size = sizeof(klua_shared),
@@ -120,19 +149,27 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     kw->gc_guard_ref = klua_new_gc_guard(L, kw);
     kiln_transform_init(world, NULL);
-    /* A weak registry entry finds this userdata from C callbacks (systems run by a host's
-     * kiln_schedule_run) without keeping the world alive. */
-    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS) == 0) {
-        lua_createtable(L, 0, 1);
-        lua_pushstring(L, "v");
-        lua_setfield(L, -2, "__mode");
-        lua_setmetatable(L, -2);
-    }
-    lua_pushlightuserdata(L, kw);
-    lua_pushvalue(L, -3);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
+    register_weak(L, kw);
     return 1;
+}
+
+void klua_new_world_view(lua_State *L, klua_world *host, const klua_mod_hooks *hooks, void *mod,
+                         int *entry_depth) {
+    klua_world *kw = new_userdata(L);
+    kw->world = host->world;
+    kw->owned = false;
+    kw->host = host;
+    kw->mod_hooks = hooks;
+    kw->mod = mod;
+    kw->entry_depth = entry_depth;
+    kw->shared_type = host->shared_type;
+    kw->shared = NULL; /* Lua-valued components are the host state's alone */
+    kw->schedule = klua_schedule(L, host);
+    kw->max_failures = host->max_failures;
+    lua_newtable(L);
+    kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    kw->gc_guard_ref = klua_new_gc_guard(L, kw);
+    register_weak(L, kw);
 }
 
 /* kiln.world([opts]): opts are workers (0-64), max_failures (>= 0), instructions (>= 0) and

@@ -1,0 +1,83 @@
+/* budget.c: the instruction budget of one entry into Lua code (a system run, a mod's top
+ * level, a call into a mod). Invariant: once spent, it raises at every instruction until the
+ * entry is disarmed, so no pcall inside the entry can swallow it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "klua.h"
+
+#define BUDGET_STEP 1000 /* instructions between two charges */
+static const char budget_key = 'b'; /* registry key (its address): the world being charged */
+
+static klua_world *armed_world(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
+    klua_world *kw = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return kw && kw->budget_limit > 0 ? kw : NULL;
+}
+
+static KLUA_NORETURN void spent(lua_State *L, klua_world *kw) {
+    kw->budget_used = kw->budget_limit + 1;
+    lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1); /* raise at every instruction from now */
+    luaL_error(L, "%s ran past its budget of %I instructions", kw->budget_what, (lua_Integer)kw->budget_limit);
+    for (;;) {
+    }
+}
+
+/* Coroutines the entry creates inherit the hook, so their instructions are charged too. */
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    klua_world *kw = armed_world(L);
+    if (!kw) return;
+    if (kw->budget_used <= kw->budget_limit) {
+        kw->budget_used += lua_gethookcount(L);
+        if (kw->budget_used <= kw->budget_limit) return;
+    }
+    spent(L, kw);
+}
+
+void klua_budget_prepare(lua_State *L) {
+    lua_pushboolean(L, 0);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+}
+
+void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *what, klua_armed *saved) {
+    saved->hook = lua_gethook(L);
+    saved->mask = lua_gethookmask(L);
+    saved->count = lua_gethookcount(L);
+    saved->armed = limit > 0;
+    if (kw->entry_depth) (*kw->entry_depth)++;
+    if (limit <= 0) return;
+    kw->budget_used = 0;
+    kw->budget_limit = limit;
+    snprintf(kw->budget_what, sizeof kw->budget_what, "%s", what);
+    lua_pushlightuserdata(L, kw);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, limit < BUDGET_STEP ? (int)limit + 1 : BUDGET_STEP);
+}
+
+void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
+    if (kw->entry_depth) (*kw->entry_depth)--;
+    if (!saved->armed) return;
+    lua_sethook(L, saved->hook, saved->mask, saved->count);
+    kw->budget_limit = 0;
+    lua_pushboolean(L, 0); /* false, not nil: the slot stays, so arming again allocates nothing */
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+}
+
+double klua_budget_left(lua_State *L) {
+    klua_world *kw = armed_world(L);
+    if (!kw) return -1;
+    return kw->budget_used > kw->budget_limit ? 0 : (double)(kw->budget_limit - kw->budget_used);
+}
+
+void klua_budget_charge(lua_State *L, double steps, const char *what) {
+    klua_world *kw = armed_world(L);
+    if (!kw) return;
+    if (kw->budget_used > kw->budget_limit) spent(L, kw);
+    double left = (double)(kw->budget_limit - kw->budget_used);
+    if (steps > left)
+        luaL_error(L, "%s could take %.3g steps, past what is left of the budget of %s", what, steps,
+                   kw->budget_what);
+    kw->budget_used += (int64_t)steps;
+}

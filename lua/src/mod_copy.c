@@ -1,0 +1,226 @@
+/* mod_copy.c: values crossing from one Lua state to another (a mod's exports, what the host
+ * grants): plain data is copied, functions become proxies that call into their own state
+ * under its budget. Invariant: no error ever unwinds a state other than the one raising. */
+#include <stdio.h>
+#include <string.h>
+
+#include "mods.h"
+
+#define COPY_DEPTH 32           /* tables nested deeper are refused (cycles end here too) */
+#define COPY_ITEMS 1000000      /* values one copy may make */
+
+static const char proxied_key = 'p'; /* registry of a state: functions proxies call, by ref */
+
+typedef struct copy_ctx {
+    lua_State *from, *to;
+    klua_mods *mods;
+    klua_mod *callee; /* the mod owning from, or NULL for the host */
+    const char *what;
+    int idx;          /* absolute, in from */
+    int64_t items;
+    bool functions;   /* functions become proxies (else they are refused) */
+} copy_ctx;
+
+/* ---- proxies ------------------------------------------------------------------------------ */
+
+typedef struct call_ctx {
+    lua_State *caller;
+    klua_mods *mods;
+    klua_mod *callee;
+    int ref, nargs;
+} call_ctx;
+
+static void copy_value(copy_ctx *c, int idx, int depth);
+
+/* Keeps the function at the top of F in F's registry; returns its ref (protected in F). */
+static int keep_function(lua_State *F) {
+    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &proxied_key) != LUA_TTABLE) {
+        lua_pop(F, 1);
+        lua_newtable(F);
+        lua_pushvalue(F, -1);
+        lua_rawsetp(F, LUA_REGISTRYINDEX, &proxied_key);
+    }
+    /* the table maps refs to functions and functions to refs: one ref per function, however
+     * often it is handed out */
+    lua_pushvalue(F, 1);
+    if (lua_rawget(F, 2) == LUA_TNUMBER) return 1;
+    lua_pop(F, 1);
+    lua_pushvalue(F, 1);
+    int ref = luaL_ref(F, 2);
+    lua_pushvalue(F, 1);
+    lua_pushinteger(F, ref);
+    lua_rawset(F, 2);
+    lua_pushinteger(F, ref);
+    return 1;
+}
+
+/* Runs in the callee's state, protected: the function, the arguments copied in, the call. */
+static int call_thunk(lua_State *T) {
+    call_ctx *cc = lua_touserdata(T, 1);
+    lua_settop(T, 0);
+    lua_rawgetp(T, LUA_REGISTRYINDEX, &proxied_key);
+    lua_rawgeti(T, -1, cc->ref);
+    lua_remove(T, -2);
+    if (!lua_isfunction(T, -1)) return luaL_error(T, "the exported function is gone");
+    copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, false};
+    luaL_checkstack(T, cc->nargs + 4, "too many arguments");
+    for (int i = 1; i <= cc->nargs; i++) copy_value(&c, i, 0);
+    lua_call(T, cc->nargs, LUA_MULTRET);
+    return lua_gettop(T);
+}
+
+static int close_thunk(lua_State *T) {
+    klua_world *kw = lua_touserdata(T, 1);
+    klua_query_close_loops(T, kw, kw->current, false);
+    return 0;
+}
+
+/* The proxy: upvalues the manager, the callee's generation (0: the host), the ref, and the
+ * callee's name for messages. Arguments and results are copied; an error comes back as an
+ * error of the caller's, naming the callee. */
+static int proxy(lua_State *L) {
+    klua_mods *mods = lua_touserdata(L, lua_upvalueindex(1));
+    lua_Integer gen = lua_tointeger(L, lua_upvalueindex(2));
+    int ref = (int)lua_tointeger(L, lua_upvalueindex(3));
+    const char *callee_name = lua_tostring(L, lua_upvalueindex(4));
+    if (!mods || mods->closed) return luaL_error(L, "%s: the mod manager is closed", callee_name);
+    klua_mod *callee = NULL;
+    lua_State *T;
+    if (gen == 0) {
+        T = klua_mods_host_thread(mods);
+    } else {
+        for (int i = 0; i < mods->count && !callee; i++)
+            if (mods->list[i]->generation == (uint32_t)gen) callee = mods->list[i];
+        if (!callee || !callee->L) return luaL_error(L, "%s is no longer loaded", callee_name);
+        if (callee->mem.depth > 0) return luaL_error(L, "cannot call into %s while its own code runs", callee_name);
+        T = callee->L;
+    }
+    if (T == L) return luaL_error(L, "%s: a proxy cannot call into its own state", callee_name);
+    int base = lua_gettop(T);
+    if (!lua_checkstack(T, 8)) return luaL_error(L, "%s: out of stack", callee_name);
+    call_ctx cc = {L, mods, callee, ref, lua_gettop(L)};
+    klua_system *borrowed = NULL;
+    klua_armed saved;
+    if (callee) {
+        /* the callee's code is checked against the access of the system calling it */
+        klua_world *ckw = NULL;
+        for (int i = 0; i < mods->count && !ckw; i++)
+            if (mods->list[i]->L == klua_main_thread(L)) ckw = mods->list[i]->kw;
+        borrowed = ckw ? ckw->current : NULL;
+        callee->kw->current = borrowed;
+        char what[KILN_MAX_NAME + 40];
+        snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
+        klua_budget_arm(T, callee->kw, mods->instructions, what, &saved);
+    }
+    lua_pushcfunction(T, call_thunk);
+    lua_pushlightuserdata(T, &cc);
+    int status = lua_pcall(T, 1, LUA_MULTRET, 0);
+    if (callee) {
+        klua_budget_disarm(T, callee->kw, &saved);
+        int top = lua_gettop(T);
+        lua_pushcfunction(T, close_thunk);
+        lua_pushlightuserdata(T, callee->kw);
+        if (lua_pcall(T, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
+        lua_settop(T, top);
+        callee->kw->current = NULL;
+    }
+    if (status != LUA_OK) {
+        char msg[KLUA_MOD_ERROR];
+        const char *m = lua_tostring(T, -1);
+        snprintf(msg, sizeof msg, "%s", m ? m : "(error object is not a string)");
+        lua_settop(T, base);
+        return luaL_error(L, "%s: %s", callee_name, msg);
+    }
+    int nres = lua_gettop(T) - base;
+    luaL_checkstack(L, nres + 4, "too many results");
+    int first = base + 1;
+    for (int i = 0; i < nres; i++) klua_mod_copy(T, first + i, L, mods, callee, "a result");
+    lua_settop(T, base);
+    return nres;
+}
+
+/* Pushes into c->to a proxy of the function at idx of c->from. */
+static void push_proxy(copy_ctx *c, int idx) {
+    lua_State *F = c->from;
+    if (!lua_checkstack(F, 4)) luaL_error(c->to, "%s: out of stack", c->what);
+    lua_pushcfunction(F, keep_function);
+    lua_pushvalue(F, idx);
+    if (lua_pcall(F, 1, 1, 0) != LUA_OK) {
+        lua_pop(F, 1);
+        luaL_error(c->to, "%s: out of memory keeping a function", c->what);
+    }
+    int ref = (int)lua_tointeger(F, -1);
+    lua_pop(F, 1);
+    lua_pushlightuserdata(c->to, c->mods);
+    lua_pushinteger(c->to, c->callee ? (lua_Integer)c->callee->generation : 0);
+    lua_pushinteger(c->to, ref);
+    if (c->callee) lua_pushfstring(c->to, "mod '%s'", c->callee->name);
+    else lua_pushliteral(c->to, "the host");
+    lua_pushcclosure(c->to, proxy, 4);
+}
+
+/* ---- copying ----------------------------------------------------------------------------- */
+
+static void copy_value(copy_ctx *c, int idx, int depth) {
+    lua_State *F = c->from, *T = c->to;
+    idx = lua_absindex(F, idx);
+    if (++c->items > COPY_ITEMS) luaL_error(T, "%s holds more than %d values", c->what, COPY_ITEMS);
+    luaL_checkstack(T, 4, "nested too deep");
+    switch (lua_type(F, idx)) {
+    case LUA_TNIL: lua_pushnil(T); break;
+    case LUA_TBOOLEAN: lua_pushboolean(T, lua_toboolean(F, idx)); break;
+    case LUA_TNUMBER:
+        if (lua_isinteger(F, idx)) lua_pushinteger(T, lua_tointeger(F, idx));
+        else lua_pushnumber(T, lua_tonumber(F, idx));
+        break;
+    case LUA_TSTRING: {
+        size_t len;
+        const char *s = lua_tolstring(F, idx, &len);
+        lua_pushlstring(T, s, len);
+        break;
+    }
+    case LUA_TTABLE: {
+        if (depth >= COPY_DEPTH)
+            luaL_error(T, "%s nests tables deeper than %d (a cycle?)", c->what, COPY_DEPTH);
+        if (lua_getmetatable(F, idx)) {
+            lua_pop(F, 1);
+            luaL_error(T, "%s holds a table with a metatable, which cannot be copied", c->what);
+        }
+        if (!lua_checkstack(F, 4)) luaL_error(T, "%s: out of stack", c->what);
+        lua_newtable(T);
+        lua_pushnil(F);
+        while (lua_next(F, idx)) {
+            copy_value(c, -2, depth + 1);
+            copy_value(c, -1, depth + 1);
+            lua_rawset(T, -3);
+            lua_pop(F, 1);
+        }
+        break;
+    }
+    case LUA_TFUNCTION:
+        if (!c->functions) luaL_error(T, "%s is a function, which cannot be passed between mods", c->what);
+        push_proxy(c, idx);
+        break;
+    default:
+        luaL_error(T, "%s holds a %s, which cannot leave its Lua state", c->what, luaL_typename(F, idx));
+    }
+}
+
+static int copy_thunk(lua_State *T) {
+    copy_ctx *c = lua_touserdata(T, 1);
+    lua_pop(T, 1);
+    copy_value(c, c->idx, 0);
+    return 1;
+}
+
+void klua_mod_copy(lua_State *from, int idx, lua_State *to, klua_mods *mods, klua_mod *callee,
+                   const char *what) {
+    copy_ctx c = {from, to, mods, callee, what, lua_absindex(from, idx), 0, true};
+    int from_top = lua_gettop(from);
+    luaL_checkstack(to, 4, "out of stack");
+    lua_pushcfunction(to, copy_thunk);
+    lua_pushlightuserdata(to, &c);
+    int status = lua_pcall(to, 1, 1, 0);
+    lua_settop(from, from_top);
+    if (status != LUA_OK) lua_error(to);
+}

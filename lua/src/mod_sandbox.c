@@ -1,0 +1,466 @@
+/* mod_sandbox.c: a mod's own Lua state: its counted allocator, the safe library it gets, and
+ * its top level run under budget. Invariant: nothing in a mod's globals reaches files,
+ * processes, the debug library, bytecode, finalizers or another state except through kiln. */
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mods.h"
+
+static const char self_key = 's';   /* registry: light userdata of the klua_mod */
+static const char loaded_key = 'l'; /* registry: modules its require loaded, by name */
+static const char modtab_key = 'm'; /* registry: its `mod` table (exports live there) */
+
+static klua_mod *mod_of(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &self_key);
+    klua_mod *mod = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return mod;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+/* Counts every byte of the state. While mod code runs the limit holds; between entries,
+ * kiln's own bookkeeping may pass it by up to a slack rather than fail unprotected. */
+static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    klua_mod_mem *m = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        m->used -= old;
+        return NULL;
+    }
+    if (nsize > old) {
+        size_t limit = m->depth > 0 ? m->limit : m->limit + m->limit / 2 + (1 << 20);
+        if (m->used - old + nsize > limit) {
+            m->refused++;
+            return NULL;
+        }
+    }
+    void *p = realloc(ptr, nsize);
+    if (!p) {
+        m->refused++;
+        return NULL;
+    }
+    m->used = m->used - old + nsize;
+    if (m->used > m->peak) m->peak = m->used;
+    return p;
+}
+
+/* ---- the library it gets ------------------------------------------------------------------ */
+
+/* math.random and math.randomseed over the mod's own xoshiro256** state, seeded from the
+ * manager's seed and the mod's name, so a replay draws the same numbers. */
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_random(uint64_t *s) {
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static void seed_random(uint64_t *s, uint64_t seed, const char *name) {
+    uint64_t x = seed;
+    for (const char *p = name; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3u;
+    for (int i = 0; i < 4; i++) s[i] = splitmix(&x);
+}
+
+/* An integer in [0, n] without bias (n + 1 may be 2^64). */
+static uint64_t random_upto(uint64_t *s, uint64_t n) {
+    if (n == UINT64_MAX) return next_random(s);
+    uint64_t span = n + 1, limit = UINT64_MAX - UINT64_MAX % span;
+    uint64_t r;
+    do r = next_random(s);
+    while (r >= limit);
+    return r % span;
+}
+
+static int m_random(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    lua_Integer low, up;
+    switch (lua_gettop(L)) {
+    case 0:
+        lua_pushnumber(L, (lua_Number)(next_random(mod->random) >> 11) * 0x1.0p-53);
+        return 1;
+    case 1:
+        low = 1;
+        up = luaL_checkinteger(L, 1);
+        if (up == 0) { /* math.random(0): all bits */
+            lua_pushinteger(L, (lua_Integer)next_random(mod->random));
+            return 1;
+        }
+        break;
+    case 2:
+        low = luaL_checkinteger(L, 1);
+        up = luaL_checkinteger(L, 2);
+        break;
+    default:
+        return luaL_error(L, "wrong number of arguments");
+    }
+    luaL_argcheck(L, low <= up, lua_gettop(L), "interval is empty");
+    uint64_t r = random_upto(mod->random, (uint64_t)up - (uint64_t)low);
+    lua_pushinteger(L, (lua_Integer)(r + (uint64_t)low));
+    return 1;
+}
+
+static int m_randomseed(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    lua_Integer n = luaL_checkinteger(L, 1);
+    seed_random(mod->random, (uint64_t)n, mod->name);
+    return 0;
+}
+
+/* A wrapped library function: upvalue 1 the original, upvalue 2 its klua_costly kind, 3 its
+ * name. The worst case is charged to the mod's budget before the original runs. */
+static int costly(lua_State *L) {
+    klua_costly kind = (klua_costly)lua_tointeger(L, lua_upvalueindex(2));
+    const char *name = lua_tostring(L, lua_upvalueindex(3));
+    double steps, bytes, left = klua_budget_left(L);
+    klua_cost(L, kind, left < 0 ? 1e7 : left, &steps, &bytes);
+    if (bytes > KLUA_COST_RESULT_MAX)
+        return luaL_error(L, "%s could build %.3g bytes, more than one call may in a mod (%.0f)", name, bytes,
+                          KLUA_COST_RESULT_MAX);
+    klua_budget_charge(L, steps + bytes / KLUA_COST_BYTES_PER_STEP, name);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void wrap(lua_State *L, const char *lib, const char *fn, klua_costly kind) {
+    lua_getglobal(L, lib);
+    lua_getfield(L, -1, fn);
+    lua_pushinteger(L, kind);
+    lua_pushfstring(L, "%s.%s", lib, fn);
+    lua_pushcclosure(L, costly, 3);
+    lua_setfield(L, -2, fn);
+    lua_pop(L, 1);
+}
+
+/* setmetatable without __gc: Lua runs finalizers with hooks off, outside any budget. */
+static int m_setmetatable(lua_State *L) {
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_pushstring(L, "__gc");
+        bool gc = lua_rawget(L, 2) != LUA_TNIL;
+        lua_pop(L, 1);
+        if (gc) return luaL_error(L, "a mod cannot set a __gc finalizer (finalizers run outside its budget)");
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+static int m_collectgarbage(lua_State *L) {
+    static const char *const allowed[] = {"collect", "step", "count", "isrunning", NULL};
+    const char *opt = luaL_optstring(L, 1, "collect");
+    for (int i = 0; allowed[i]; i++)
+        if (strcmp(opt, allowed[i]) == 0) {
+            lua_pushvalue(L, lua_upvalueindex(1));
+            lua_insert(L, 1);
+            lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+            return lua_gettop(L);
+        }
+    return luaL_error(L, "collectgarbage('%s') is not available to mods", opt);
+}
+
+/* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's. */
+static int m_load(lua_State *L) {
+    lua_settop(L, 4);
+    if (!lua_isnil(L, 3)) {
+        const char *mode = luaL_checkstring(L, 3);
+        if (!strchr(mode, 't')) return luaL_error(L, "mods load text chunks only (mode '%s' refused)", mode);
+    }
+    lua_pushliteral(L, "t");
+    lua_replace(L, 3);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    int n = lua_isnil(L, 5) ? 3 : 4;
+    lua_settop(L, 1 + n);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int m_print(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    int n = lua_gettop(L);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 1; i <= n; i++) {
+        size_t len;
+        const char *s = luaL_tolstring(L, i, &len);
+        if (i > 1) luaL_addchar(&b, '\t');
+        luaL_addlstring(&b, s, len > 4096 ? 4096 : len);
+        lua_pop(L, 1);
+    }
+    luaL_pushresult(&b);
+    size_t len;
+    const char *line = lua_tolstring(L, -1, &len);
+    klua_mod_log(mod, line, len);
+    return 0;
+}
+
+/* require(name): a text file name.lua (dots become folders) inside the mod's own folder,
+ * run once in the mod's globals; its result is kept for later calls. */
+static int m_require(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    size_t len;
+    const char *name = luaL_checklstring(L, 1, &len);
+    lua_settop(L, 1);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &loaded_key);
+    lua_pushvalue(L, 1);
+    if (lua_rawget(L, 2) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+    if (!mod->dir[0]) return luaL_error(L, "require '%s': a single-file mod has no folder to require from", name);
+    bool ok = len > 0 && len <= 128 && name[0] != '.' && name[len - 1] != '.' && !strstr(name, "..");
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+             (name[i] >= '0' && name[i] <= '9') || name[i] == '_' || name[i] == '.' || name[i] == '-';
+    if (!ok) return luaL_error(L, "require: bad module name (letters, digits, _ - and dots only)");
+    char path[KLUA_MOD_PATH], resolved[PATH_MAX];
+    int n = snprintf(path, sizeof path, "%s/%s.lua", mod->dir, name);
+    for (char *p = path + strlen(mod->dir) + 1; *p; p++)
+        if (*p == '.' && strcmp(p, ".lua") != 0) *p = '/';
+    if (n < 0 || (size_t)n >= sizeof path || !klua_mod_inside(mod->dir, path, resolved))
+        return luaL_error(L, "require '%s': no file %s.lua in the mod's folder", name, name);
+    if (luaL_loadfilex(L, resolved, "t") != LUA_OK) return lua_error(L);
+    klua_mod_watch(mod, resolved);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, 2);
+    return 1;
+}
+
+/* mod.import(name): a copy of the exports of a mod this one depends on. */
+static int m_import(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    bool listed = false;
+    for (int i = 0; i < mod->depend_count; i++) listed = listed || strcmp(mod->depends[i], name) == 0;
+    if (!listed) return luaL_error(L, "mod.import: '%s' is not among the depends of mod '%s'", name, mod->name);
+    klua_mod *dep = klua_mods_find(mod->mods, name);
+    if (!dep || !dep->L) return luaL_error(L, "mod.import: mod '%s' is not running", name);
+    klua_mod_push_exports(L, mod, dep);
+    return 1;
+}
+
+void klua_mod_push_exports(lua_State *L, klua_mod *mod, klua_mod *dep) {
+    (void)mod;
+    lua_State *D = dep->L;
+    if (!lua_checkstack(D, 4)) luaL_error(L, "mod.import: out of stack");
+    lua_rawgetp(D, LUA_REGISTRYINDEX, &modtab_key);
+    lua_pushstring(D, "exports"); /* interned already: the mod table has the key */
+    lua_rawget(D, -2);
+    /* the copy raises in L (we are in L's call): D's stack is set back first on error */
+    int top = lua_gettop(D) - 2;
+    lua_pushvalue(D, -1);
+    lua_replace(D, top + 1);
+    lua_settop(D, top + 1);
+    klua_mod_copy(D, top + 1, L, mod->mods, dep, "exports");
+    lua_settop(D, top);
+}
+
+/* Removes what a mod must not have and wraps what must be charged. Runs protected in L. */
+static int build_globals(lua_State *L) {
+    klua_mod *mod = lua_touserdata(L, 1);
+    klua_mods *mods = mod->mods;
+    lua_pushlightuserdata(L, mod);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &self_key);
+    klua_budget_prepare(L);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &loaded_key);
+    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+                                    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+                                    {LUA_UTF8LIBNAME, luaopen_utf8}, {LUA_COLIBNAME, luaopen_coroutine},
+                                    {NULL, NULL}};
+    for (const luaL_Reg *lib = libs; lib->name; lib++) {
+        luaL_requiref(L, lib->name, lib->func, 1);
+        lua_pop(L, 1);
+    }
+    /* os: the clock and the calendar only */
+    luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
+    lua_createtable(L, 0, 3);
+    static const char *const os_keep[] = {"time", "clock", "date", NULL};
+    for (int i = 0; os_keep[i]; i++) {
+        lua_getfield(L, -2, os_keep[i]);
+        lua_setfield(L, -2, os_keep[i]);
+    }
+    lua_setglobal(L, LUA_OSLIBNAME);
+    lua_pop(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushnil(L);
+    lua_setfield(L, -2, LUA_OSLIBNAME);
+    lua_pop(L, 1);
+    static const char *const drop[] = {"dofile", "loadfile", "warn", NULL};
+    for (int i = 0; drop[i]; i++) {
+        lua_pushnil(L);
+        lua_setglobal(L, drop[i]);
+    }
+    lua_getglobal(L, LUA_STRLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "dump");
+    lua_pop(L, 1);
+    /* the string metatable is protected like kiln's */
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    lua_pushliteral(L, "string");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 2);
+    static const struct {
+        const char *lib, *fn;
+        klua_costly kind;
+    } wrapped[] = {
+        {"string", "rep", KLUA_COST_REP},      {"string", "find", KLUA_COST_FIND},
+        {"string", "match", KLUA_COST_MATCH},  {"string", "gmatch", KLUA_COST_GMATCH},
+        {"string", "gsub", KLUA_COST_GSUB},    {"table", "concat", KLUA_COST_CONCAT},
+        {"table", "sort", KLUA_COST_SORT},     {"table", "move", KLUA_COST_MOVE},
+        {"table", "insert", KLUA_COST_INSERT}, {"table", "remove", KLUA_COST_REMOVE},
+    };
+    for (size_t i = 0; i < sizeof wrapped / sizeof wrapped[0]; i++) wrap(L, wrapped[i].lib, wrapped[i].fn, wrapped[i].kind);
+    static const struct {
+        const char *name;
+        lua_CFunction fn;
+    } replaced[] = {{"setmetatable", m_setmetatable}, {"collectgarbage", m_collectgarbage}, {"load", m_load}};
+    for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++) {
+        lua_getglobal(L, replaced[i].name);
+        lua_pushcclosure(L, replaced[i].fn, 1);
+        lua_setglobal(L, replaced[i].name);
+    }
+    lua_register(L, "print", m_print);
+    lua_register(L, "require", m_require);
+    lua_getglobal(L, LUA_MATHLIBNAME);
+    lua_pushcfunction(L, m_random);
+    lua_setfield(L, -2, "random");
+    lua_pushcfunction(L, m_randomseed);
+    lua_setfield(L, -2, "randomseed");
+    lua_pop(L, 1);
+    seed_random(mod->random, mods->seed, mod->name);
+    /* kiln: what a mod may use of the module (no worlds of its own, no managers) */
+    luaL_requiref(L, "kiln", luaopen_kiln, 0);
+    lua_createtable(L, 0, 2);
+    lua_getfield(L, -2, "commands");
+    lua_setfield(L, -2, "commands");
+    lua_getfield(L, -2, "version");
+    lua_setfield(L, -2, "version");
+    lua_setglobal(L, "kiln");
+    lua_pop(L, 1);
+    klua_new_world_view(L, mods->kw, NULL, NULL, NULL); /* hooks set by the manager */
+    mod->kw = lua_touserdata(L, -1);
+    lua_setglobal(L, "world");
+    /* mod: its name, version, exports and import */
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, mod->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, mod->version);
+    lua_setfield(L, -2, "version");
+    lua_newtable(L);
+    lua_setfield(L, -2, "exports");
+    lua_pushcfunction(L, m_import);
+    lua_setfield(L, -2, "import");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &modtab_key);
+    lua_setglobal(L, "mod");
+    /* what the host grants: copies of its values, proxies of its functions */
+    if (mods->allow_ref != LUA_NOREF) {
+        lua_State *H = mods->host;
+        if (!lua_checkstack(H, 4)) return luaL_error(L, "out of stack");
+        lua_rawgeti(H, LUA_REGISTRYINDEX, mods->allow_ref);
+        int t = lua_gettop(H);
+        lua_pushglobaltable(L);
+        lua_pushnil(H);
+        while (lua_next(H, t)) {
+            klua_mod_copy(H, -2, L, mods, NULL, "allow"); /* the name */
+            klua_mod_copy(H, -1, L, mods, NULL, "allow"); /* the value */
+            lua_rawset(L, -3);
+            lua_pop(H, 1);
+        }
+        lua_pop(L, 1);
+        lua_settop(H, t - 1);
+    }
+    return 0;
+}
+
+lua_State *klua_mod_state(klua_mod *mod) {
+    mod->mem.limit = mod->mods->memory;
+    lua_State *L = lua_newstate(mod_alloc, &mod->mem);
+    if (!L) {
+        snprintf(mod->error, sizeof mod->error, "out of memory making its Lua state");
+        return NULL;
+    }
+    lua_pushcfunction(L, build_globals);
+    lua_pushlightuserdata(L, mod);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        snprintf(mod->error, sizeof mod->error, "cannot make its Lua state: %s",
+                 lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+        lua_close(L);
+        return NULL;
+    }
+    return L;
+}
+
+static int traceback(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+bool klua_mod_run_file(klua_mod *mod, const char *path) {
+    lua_State *L = mod->L;
+    lua_settop(L, 0);
+    lua_pushcfunction(L, traceback);
+    int status = luaL_loadfilex(L, path, "t");
+    if (status == LUA_OK) {
+        klua_armed saved;
+        char what[KILN_MAX_NAME + 40];
+        snprintf(what, sizeof what, "the top level of mod '%s'", mod->name);
+        klua_budget_arm(L, mod->kw, mod->mods->instructions, what, &saved);
+        mod->mem.refused = 0;
+        status = lua_pcall(L, 0, 0, 1);
+        klua_budget_disarm(L, mod->kw, &saved);
+    }
+    bool ok = status == LUA_OK;
+    if (!ok) {
+        const char *msg = lua_tostring(L, -1);
+        if (!msg) msg = "(error object is not a string)";
+        const char *tb = strstr(msg, "\nstack traceback:");
+        int len = tb ? (int)(tb - msg) : (int)strlen(msg);
+        snprintf(mod->error, sizeof mod->error, "%.*s", len, msg);
+    }
+    lua_settop(L, 0);
+    return ok;
+}
+
+void klua_mod_log(klua_mod *mod, const char *line, size_t len) {
+    char *slot = mod->log[mod->log_next];
+    if (len >= KLUA_MOD_LOG_LINE) {
+        memcpy(slot, line, KLUA_MOD_LOG_LINE - 4);
+        memcpy(slot + KLUA_MOD_LOG_LINE - 4, "...", 4);
+    } else {
+        memcpy(slot, line, len);
+        slot[len] = '\0';
+    }
+    mod->log_next = (mod->log_next + 1) % KLUA_MOD_LOG_LINES;
+    mod->log_total++;
+    klua_mods *mods = mod->mods;
+    if (mods->log_fn) mods->log_fn(mods->log_user, mod->name, slot);
+}

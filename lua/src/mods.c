@@ -1,0 +1,531 @@
+/* mods.c: the mod manager (kiln.mods): loading mods into states of their own, their books
+ * (systems, components, entities, failures), reload in place, unload, poll. Invariant: no
+ * lifecycle change happens while a frame runs or a mod's code is on the C stack. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mods.h"
+
+#define DEFAULT_MEMORY ((size_t)64 << 20)
+#define DEFAULT_INSTRUCTIONS 10000000
+#define DEFAULT_ENTITIES 1000000
+#define MAX_MODS 256
+
+enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
+
+/* ---- memory of the manager's own books (the host's allocator) ---------------------------- */
+
+void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size) {
+    void *ud;
+    lua_Alloc fa = lua_getallocf(mods->host, &ud);
+    return fa(ud, p, old, size);
+}
+
+bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item) {
+    if (need <= *cap) return true;
+    int ncap = *cap ? *cap * 2 : 8;
+    while (ncap < need) ncap *= 2;
+    void *q = klua_mods_alloc(mods, *p, (size_t)*cap * item, (size_t)ncap * item);
+    if (!q) return false;
+    *p = q;
+    *cap = ncap;
+    return true;
+}
+
+klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
+    for (int i = 0; i < mods->count; i++)
+        if (strcmp(mods->list[i]->name, name) == 0) return mods->list[i];
+    return NULL;
+}
+
+lua_State *klua_mods_host_thread(klua_mods *mods) {
+    if (mods->caller) return mods->caller;
+    if (mods->kw->run_L) return mods->kw->run_L;
+    return mods->host;
+}
+
+/* A frame runs, or some mod's code is on the C stack: no lifecycle change now. */
+const char *klua_mods_busy(klua_mods *mods) {
+    if (mods->kw->closed) return "the world is closed";
+    if (mods->kw->run_L || mods->kw->current || kiln_is_deferred(mods->kw->world))
+        return "not during a frame or a query loop; call it between frames";
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i]->mem.depth > 0) return "not while a mod's code runs";
+    return NULL;
+}
+
+/* ---- what a mod's view of the world asks of the manager ---------------------------------- */
+
+static kiln_component hook_before_spawn(lua_State *L, klua_world *kw) {
+    klua_mod *mod = kw->mod;
+    if (mod->spawned && kiln_query_count(mod->spawned) >= mod->mods->entities)
+        luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
+    return mod->tag;
+}
+
+static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
+    klua_mod *mod = kw->mod;
+    if (!mod->loading) return;
+    if (mod->load_spawn_count == mod->load_spawn_cap) {
+        int64_t ncap = mod->load_spawn_cap ? mod->load_spawn_cap * 2 : 64;
+        void *p = klua_mods_alloc(mod->mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity),
+                              (size_t)ncap * sizeof(kiln_entity));
+        if (!p) {
+            kiln_despawn(kw->world, e);
+            luaL_error(L, "not enough memory");
+        }
+        mod->load_spawns = p;
+        mod->load_spawn_cap = ncap;
+    }
+    mod->load_spawns[mod->load_spawn_count++] = e;
+}
+
+static int declared_index(const klua_mod *mod, uint32_t id, bool event) {
+    for (int i = 0; i < mod->declared_count; i++)
+        if (mod->declared[i] == id && mod->declared_event[i] == event) return i;
+    return -1;
+}
+
+static void hook_declared(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed) {
+    klua_mod *mod = kw->mod;
+    if (declared_index(mod, id, event) >= 0) return;
+    if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
+        luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
+                   KLUA_MOD_MAX_COMPONENTS);
+    mod->declared[mod->declared_count] = id;
+    mod->declared_event[mod->declared_count] = event;
+    mod->declared_first[mod->declared_count++] = !existed;
+}
+
+static const char *hook_owner(klua_world *kw, uint32_t id, bool event, char *buf, size_t size) {
+    klua_mod *self = kw->mod;
+    if (id == 0) {
+        snprintf(buf, size, "mod '%s'", self->name);
+        return buf;
+    }
+    klua_mods *mods = self->mods;
+    for (int i = 0; i < mods->count; i++) {
+        klua_mod *m = mods->list[i];
+        int k = declared_index(m, id, event);
+        if (k >= 0 && m->declared_first[k]) {
+            snprintf(buf, size, "mod '%s'", m->name);
+            return buf;
+        }
+    }
+    snprintf(buf, size, "the host");
+    return buf;
+}
+
+/* The owner of the system called name: a mod's name, or NULL for the host's. */
+static const char *system_owner(klua_mods *mods, const char *name, const klua_mod *skip) {
+    for (int i = 0; i < mods->count; i++) {
+        klua_mod *m = mods->list[i];
+        if (m == skip) continue;
+        for (int k = 0; k < m->system_count; k++)
+            if (strcmp(m->systems[k], name) == 0) return m->name;
+    }
+    return NULL;
+}
+
+static bool remember_system(klua_mod *mod, const char *name) {
+    for (int k = 0; k < mod->system_count; k++)
+        if (strcmp(mod->systems[k], name) == 0) return true;
+    if (!klua_mods_grow(mod->mods, (void **)&mod->systems, &mod->system_cap, mod->system_count + 1, sizeof *mod->systems))
+        return false;
+    strcpy(mod->systems[mod->system_count++], name);
+    return true;
+}
+
+static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc *d) {
+    klua_mod *mod = kw->mod;
+    klua_mods *mods = mod->mods;
+    const char *fname = "world:system";
+    bool ours_before = mod->previous && system_owner(mods, d->name, NULL) == mod->previous->name;
+    if (kiln_schedule_find(kw->schedule, d->name) >= 0 && !ours_before) {
+        const char *owner = system_owner(mods, d->name, NULL);
+        if (owner) klua_fail(L, fname, "a system named '%s' already exists (of mod '%s')", d->name, owner);
+        klua_fail(L, fname, "a system named '%s' already exists (of the host)", d->name);
+    }
+    if (!mod->loading) {
+        if (!remember_system(mod, d->name)) luaL_error(L, "not enough memory");
+        if (kiln_schedule_add(kw->schedule, d) != KILN_OK) klua_fail_world(L, kw->world, fname);
+        return;
+    }
+    for (int i = 0; i < mod->staged_count; i++)
+        if (strcmp(mod->staged[i].name, d->name) == 0)
+            klua_fail(L, fname, "a system named '%s' already exists", d->name);
+    if (!klua_mods_grow(mods, (void **)&mod->staged, &mod->staged_cap, mod->staged_count + 1, sizeof *mod->staged))
+        luaL_error(L, "not enough memory");
+    klua_mod_staged *st = &mod->staged[mod->staged_count];
+    memset(st, 0, sizeof *st);
+    st->desc = *d;
+    strcpy(st->name, d->name);
+    st->desc.name = st->name;
+    for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
+        if (d->before[k]) {
+            snprintf(st->before[k], sizeof st->before[k], "%s", d->before[k]);
+            st->desc.before[k] = st->before[k];
+        }
+        if (d->after[k]) {
+            snprintf(st->after[k], sizeof st->after[k], "%s", d->after[k]);
+            st->desc.after[k] = st->after[k];
+        }
+    }
+    mod->staged_count++;
+}
+
+/* Appends a failure to the host world's list (world:progress returns it); protected. */
+typedef struct failure_args {
+    klua_mods *mods;
+    const char *mod, *system, *message;
+    bool disabled;
+} failure_args;
+
+static int push_failure(lua_State *H) {
+    failure_args *a = lua_touserdata(H, 1);
+    klua_push_self(H, a->mods->kw);
+    if (lua_isnil(H, -1)) return 0;
+    lua_getiuservalue(H, -1, KLUA_WORLD_UV_STATE);
+    if (lua_getfield(H, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
+        lua_pop(H, 1);
+        lua_newtable(H);
+        lua_pushvalue(H, -1);
+        lua_setfield(H, -3, KLUA_STATE_FAILURES);
+    }
+    lua_createtable(H, 0, 5);
+    lua_pushstring(H, a->system);
+    lua_setfield(H, -2, "system");
+    lua_pushstring(H, a->mod);
+    lua_setfield(H, -2, "mod");
+    lua_pushfstring(H, "mod '%s': %s", a->mod, a->message);
+    lua_setfield(H, -2, "message");
+    lua_pushliteral(H, "");
+    lua_setfield(H, -2, "traceback");
+    lua_pushboolean(H, a->disabled);
+    lua_setfield(H, -2, "disabled");
+    lua_rawseti(H, -2, (lua_Integer)lua_rawlen(H, -2) + 1);
+    return 0;
+}
+
+static void remove_systems(klua_mod *mod);
+
+static void hook_failed(klua_world *kw, const char *system, const char *message, bool disabled) {
+    klua_mod *mod = kw->mod;
+    klua_mods *mods = mod->mods;
+    mod->failures++;
+    snprintf(mod->error, sizeof mod->error, "system '%s': %s", system, message);
+    /* a mod that keeps running out of memory is stopped; its state goes at the next sweep */
+    mod->mem_strikes = mod->mem.refused > 0 ? mod->mem_strikes + 1 : 0;
+    mod->mem.refused = 0;
+    if (mod->mem_strikes >= KLUA_MOD_MEM_STRIKES && mod->status == KLUA_MOD_RUNNING) {
+        mod->status = KLUA_MOD_DISABLED;
+        snprintf(mod->error, sizeof mod->error,
+                 "disabled: its code ran out of its %zu bytes of memory %d times in a row (last in system '%s')",
+                 mods->memory, KLUA_MOD_MEM_STRIKES, system);
+        remove_systems(mod);
+        disabled = true;
+    }
+    lua_State *H = klua_mods_host_thread(mods);
+    if (!lua_checkstack(H, 4)) return;
+    failure_args a = {mods, mod->name, system, mod->status == KLUA_MOD_DISABLED ? mod->error : message, disabled};
+    lua_pushcfunction(H, push_failure);
+    lua_pushlightuserdata(H, &a);
+    if (lua_pcall(H, 1, 0, 0) != LUA_OK) lua_pop(H, 1);
+}
+
+static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_declared, hook_owner,
+                                     hook_add_system, hook_failed};
+
+/* ---- lifecycle ----------------------------------------------------------------------------- */
+
+static void remove_systems(klua_mod *mod) {
+    for (int k = 0; k < mod->system_count; k++)
+        if (kiln_schedule_find(mod->kw ? mod->kw->schedule : mod->mods->kw->schedule, mod->systems[k]) >= 0)
+            kiln_schedule_remove(mod->mods->kw->schedule, mod->systems[k]);
+}
+
+/* Closes the mod's state once none of its systems is left in the schedule. */
+static bool close_state(klua_mod *mod) {
+    if (!mod->L) return true;
+    kiln_schedule *sched = mod->mods->kw->schedule;
+    for (int k = 0; k < mod->system_count; k++)
+        if (sched && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
+            kiln_schedule_remove(sched, mod->systems[k]);
+            if (kiln_schedule_find(sched, mod->systems[k]) >= 0) return false; /* leaves at frame end */
+        }
+    lua_close(mod->L);
+    mod->L = NULL;
+    mod->kw = NULL;
+    return true;
+}
+
+static void free_mod(klua_mods *mods, klua_mod *mod) {
+    klua_mods_alloc(mods, mod->staged, (size_t)mod->staged_cap * sizeof *mod->staged, 0);
+    klua_mods_alloc(mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity), 0);
+    klua_mods_alloc(mods, mod->systems, (size_t)mod->system_cap * sizeof *mod->systems, 0);
+    klua_mods_alloc(mods, mod, sizeof *mod, 0);
+}
+
+/* Despawns every live entity the mod spawned (its tag). */
+static void despawn_tagged(kiln_world *world, kiln_query *q) {
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    while (kiln_query_next(&it)) /* the world is deferred: despawns land when the loop ends */
+        for (int32_t r = 0; r < it.count; r++) kiln_despawn(world, it.entities[r]);
+}
+
+static void remove_component_everywhere(kiln_world *world, kiln_component c) {
+    kiln_query *q = NULL;
+    if (kiln_query_create(world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK) return;
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    while (kiln_query_next(&it))
+        for (int32_t r = 0; r < it.count; r++) kiln_remove(world, it.entities[r], c, NULL);
+    kiln_query_destroy(q);
+}
+
+static int close_loops_thunk(lua_State *L) {
+    klua_world *kw = lua_touserdata(L, 1);
+    klua_query_close_loops(L, kw, NULL, false);
+    return 0;
+}
+
+/* Adds the staged systems (replacing the previous version's of the same name in place) and
+ * removes the previous version's others. New names go first, so a refusal among them undoes
+ * cleanly; a replace refused (a cycle through changed before/after) leaves the previous
+ * version without systems, which the caller reports. */
+typedef enum commit_result { COMMIT_OK, COMMIT_UNDONE, COMMIT_BROKEN } commit_result;
+
+static commit_result commit_systems(klua_mod *mod) {
+    kiln_schedule *sched = mod->kw->schedule;
+    kiln_world *world = mod->kw->world;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < mod->staged_count; i++) {
+            klua_mod_staged *st = &mod->staged[i];
+            bool replace = mod->previous && kiln_schedule_find(sched, st->name) >= 0;
+            if (replace != (pass == 1)) continue;
+            kiln_result r = replace ? kiln_schedule_replace(sched, &st->desc) : kiln_schedule_add(sched, &st->desc);
+            if (r == KILN_OK && !remember_system(mod, st->name)) {
+                kiln_schedule_remove(sched, st->name);
+                r = KILN_ERR_OUT_OF_MEMORY;
+            }
+            if (r != KILN_OK) {
+                snprintf(mod->error, sizeof mod->error, "its system '%s' was refused: %s", st->name,
+                         klua_core_detail(kiln_world_error(world)));
+                remove_systems(mod); /* the new version's, added or replaced so far */
+                if (pass == 0) return COMMIT_UNDONE;
+                remove_systems(mod->previous);
+                return COMMIT_BROKEN;
+            }
+        }
+    if (mod->previous)
+        for (int k = 0; k < mod->previous->system_count; k++) {
+            const char *name = mod->previous->systems[k];
+            bool kept = false;
+            for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
+            if (!kept && kiln_schedule_find(sched, name) >= 0) kiln_schedule_remove(sched, name);
+        }
+    return COMMIT_OK;
+}
+
+/* Loads the mod at path (a new one, or the next version of previous). On failure returns
+ * NULL with the reason in err, and the world as it was (entities its top level spawned are
+ * despawned; values it set stay). */
+klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, char *err, size_t size) {
+    kiln_world *world = mods->kw->world;
+    klua_mod *mod = klua_mods_alloc(mods, NULL, 0, sizeof *mod);
+    if (!mod) {
+        snprintf(err, size, "not enough memory");
+        return NULL;
+    }
+    memset(mod, 0, sizeof *mod);
+    mod->mods = mods;
+    mod->status = KLUA_MOD_RUNNING;
+    if (!klua_mod_describe(mod, path)) goto fail;
+    if (previous && strcmp(previous->name, mod->name) != 0) {
+        snprintf(mod->error, sizeof mod->error, "its name changed to '%s'; unload and load it instead", mod->name);
+        goto fail;
+    }
+    if (!previous && klua_mods_find(mods, mod->name)) {
+        snprintf(mod->error, sizeof mod->error, "a mod named '%s' is already loaded", mod->name);
+        goto fail;
+    }
+    if (!previous && mods->count >= MAX_MODS) {
+        snprintf(mod->error, sizeof mod->error, "at most %d mods", MAX_MODS);
+        goto fail;
+    }
+    for (int i = 0; i < mod->depend_count; i++) {
+        klua_mod *dep = klua_mods_find(mods, mod->depends[i]);
+        if (!dep || !dep->L) {
+            snprintf(mod->error, sizeof mod->error, "it depends on '%s', which is not %s", mod->depends[i],
+                     dep ? "running" : "loaded");
+            goto fail;
+        }
+    }
+    if (previous) {
+        mod->tag = previous->tag;
+    } else {
+        char tag_name[KILN_MAX_NAME + 1];
+        snprintf(tag_name, sizeof tag_name, "kiln.mod.%.*s", KLUA_MOD_NAME_MAX, mod->name);
+        if (kiln_component_register(world, &(kiln_component_desc){.name = tag_name}, &mod->tag) != KILN_OK ||
+            kiln_query_create(world, &(kiln_query_desc){.with = {mod->tag}}, &mod->spawned) != KILN_OK) {
+            snprintf(mod->error, sizeof mod->error, "%s", klua_core_detail(kiln_world_error(world)));
+            goto fail;
+        }
+    }
+    mod->generation = ++mods->generations;
+    mod->L = klua_mod_state(mod);
+    if (!mod->L) goto fail;
+    mod->kw->mod_hooks = &hooks;
+    mod->kw->mod = mod;
+    mod->kw->entry_depth = &mod->mem.depth;
+    mod->kw->instructions = mods->instructions;
+    mod->previous = previous;
+    if (previous) {
+        /* the components it declared stay its own */
+        memcpy(mod->declared, previous->declared, sizeof mod->declared);
+        memcpy(mod->declared_event, previous->declared_event, sizeof mod->declared_event);
+        memcpy(mod->declared_first, previous->declared_first, sizeof mod->declared_first);
+        mod->declared_count = previous->declared_count;
+    }
+    klua_mod_watch(mod, mod->entry);
+    mod->loading = true;
+    bool ok = klua_mod_run_file(mod, mod->entry);
+    mod->loading = false;
+    lua_pushcfunction(mod->L, close_loops_thunk); /* loops its top level left open end here */
+    lua_pushlightuserdata(mod->L, mod->kw);
+    if (lua_pcall(mod->L, 1, 0, 0) != LUA_OK) lua_pop(mod->L, 1);
+    if (ok && mod->mem.refused > 0 && mod->mem.used > mod->mem.limit) {
+        snprintf(mod->error, sizeof mod->error, "its top level ran out of memory");
+        ok = false;
+    }
+    commit_result committed = ok ? commit_systems(mod) : COMMIT_UNDONE;
+    if (!ok || committed != COMMIT_OK) {
+        for (int64_t i = 0; i < mod->load_spawn_count; i++) kiln_despawn(world, mod->load_spawns[i]);
+        if (committed == COMMIT_BROKEN) {
+            previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */
+            snprintf(previous->error, sizeof previous->error, "stopped: the reload's %.500s", mod->error);
+        }
+        goto fail;
+    }
+    mod->previous = NULL;
+    mod->staged_count = 0;
+    mod->load_spawn_count = 0;
+    if (previous) mod->spawned = previous->spawned;
+    return mod;
+fail:
+    snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : path, mod->error);
+    if (mod->L) lua_close(mod->L); /* none of its systems is in the schedule */
+    if (!previous && mod->spawned) kiln_query_destroy(mod->spawned);
+    free_mod(mods, mod);
+    return NULL;
+}
+
+static void list_remove(klua_mods *mods, klua_mod *mod) {
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i] == mod) {
+            memmove(mods->list + i, mods->list + i + 1, sizeof *mods->list * (size_t)(mods->count - i - 1));
+            mods->count--;
+            return;
+        }
+}
+
+/* Unloads mod: its systems leave, its entities go, its components leave every entity
+ * (unless keep, or another running mod declared them too), its state closes. */
+void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
+    kiln_world *world = mods->kw->world;
+    remove_systems(mod);
+    if (!keep && mod->spawned) despawn_tagged(world, mod->spawned);
+    if (!keep)
+        for (int i = 0; i < mod->declared_count; i++) {
+            if (mod->declared_event[i] || !mod->declared_first[i]) continue;
+            bool shared = false;
+            for (int k = 0; k < mods->count && !shared; k++)
+                shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
+            if (!shared) remove_component_everywhere(world, mod->declared[i]);
+        }
+    close_state(mod);
+    if (mod->spawned) kiln_query_destroy(mod->spawned);
+    list_remove(mods, mod);
+    free_mod(mods, mod);
+}
+
+/* Releases the states of disabled mods whose systems have left. */
+void klua_mods_sweep(klua_mods *mods) {
+    if (klua_mods_busy(mods)) return;
+    for (int i = 0; i < mods->count; i++) {
+        klua_mod *mod = mods->list[i];
+        if (mod->status == KLUA_MOD_DISABLED && mod->L) close_state(mod);
+    }
+}
+
+/* Reloads mod in place, then the running mods that depend on it (their imports point into
+ * the old version). true, or false with err. */
+bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+    if (old->L && old->status == KLUA_MOD_RUNNING) {
+        klua_mod *mod = klua_mods_load(mods, old->path, old, err, size);
+        if (!mod) {
+            if (old->status == KLUA_MOD_RUNNING)
+                snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
+            return false;
+        }
+        mod->failures = old->failures;
+        memcpy(mod->log, old->log, sizeof mod->log);
+        mod->log_next = old->log_next;
+        mod->log_total = old->log_total;
+        for (int i = 0; i < mods->count; i++)
+            if (mods->list[i] == old) mods->list[i] = mod;
+        old->system_count = 0; /* replaced or removed by the commit */
+        close_state(old);
+        free_mod(mods, old);
+        old = mod;
+    } else {
+        /* disabled: its state is gone; load it afresh under the same books */
+        char path[KLUA_MOD_PATH];
+        strcpy(path, old->path);
+        close_state(old);
+        klua_mod *mod = klua_mods_load(mods, path, old, err, size);
+        if (!mod) return false;
+        for (int i = 0; i < mods->count; i++)
+            if (mods->list[i] == old) mods->list[i] = mod;
+        old->system_count = 0;
+        free_mod(mods, old);
+        old = mod;
+    }
+    for (int i = 0; i < mods->count; i++) {
+        klua_mod *m = mods->list[i];
+        for (int d = 0; d < m->depend_count; d++)
+            if (strcmp(m->depends[d], old->name) == 0) {
+                char sub[KLUA_MOD_ERROR];
+                if (!klua_mods_reload(mods, m, sub, sizeof sub)) snprintf(err, size, "%s", sub);
+                break;
+            }
+    }
+    return true;
+}
+
+/* Closes every mod's state (their systems leave; entities and components stay). */
+void klua_mods_close_all(void *ud) {
+    klua_mods *mods = ud;
+    if (mods->closed) return;
+    mods->closed = true;
+    for (int i = mods->count - 1; i >= 0; i--) {
+        klua_mod *mod = mods->list[i];
+        remove_systems(mod);
+        if (mod->L) {
+            lua_close(mod->L); /* not running: closing comes from the host, between frames */
+            mod->L = NULL;
+        }
+        if (mod->spawned && !mods->kw->closed) kiln_query_destroy(mod->spawned);
+        free_mod(mods, mod);
+    }
+    mods->count = 0;
+    klua_mods_alloc(mods, mods->list, (size_t)mods->cap * sizeof *mods->list, 0);
+    mods->list = NULL;
+    mods->cap = 0;
+    if (mods->kw->on_release_ud == mods) mods->kw->on_release = NULL;
+}
+

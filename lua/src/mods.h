@@ -1,0 +1,168 @@
+/* mods.h: what the mod manager's files share: a mod, its own Lua state and its books.
+ * Invariant: a mod's lua_State is only closed when none of its code is on the C stack. */
+#ifndef KLUA_MODS_H
+#define KLUA_MODS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "klua.h"
+
+#define KLUA_MODS "kiln.Mods"
+#define KLUA_MOD_PATH 1024         /* longest path a mod may live at */
+#define KLUA_MOD_MAX_DEPS 16
+#define KLUA_MOD_MAX_COMPONENTS 256 /* components and event types one mod may declare */
+#define KLUA_MOD_MAX_FILES 64       /* files watched per mod (entry, manifest, required) */
+#define KLUA_MOD_LOG_LINES 64
+#define KLUA_MOD_LOG_LINE 240
+#define KLUA_MOD_ERROR 600
+#define KLUA_MOD_MEM_STRIKES 3      /* entries failing for memory in a row before disabling */
+#define KLUA_MOD_NAME_MAX (KILN_MAX_NAME - 9) /* its tag component is "kiln.mod.NAME" */
+
+typedef enum klua_mod_status {
+    KLUA_MOD_RUNNING,  /* loaded, its systems in the schedule */
+    KLUA_MOD_DISABLED, /* stopped for good (memory); its state is released */
+} klua_mod_status;
+
+typedef struct klua_mods klua_mods;
+
+/* The memory of one mod's Lua state. The limit holds while mod code runs (depth > 0); kiln's
+ * own bookkeeping between entries may pass it by a little rather than fail unprotected. */
+typedef struct klua_mod_mem {
+    size_t used, peak, limit;
+    int depth;     /* entries into the mod's code under way (budget.c counts them) */
+    int refused;   /* allocations refused since the last look */
+} klua_mod_mem;
+
+typedef struct klua_mod_file {
+    char path[KLUA_MOD_PATH];
+    time_t mtime;
+    long mtime_ns;
+    long long size;
+} klua_mod_file;
+
+typedef struct klua_mod {
+    klua_mods *mods;
+    char name[KILN_MAX_NAME + 1];
+    char version[32];
+    char path[KLUA_MOD_PATH];  /* what was loaded: the folder or the .lua file */
+    char dir[KLUA_MOD_PATH];   /* the folder require searches ("" for a single file) */
+    char entry[KLUA_MOD_PATH]; /* the entry file */
+    char depends[KLUA_MOD_MAX_DEPS][KILN_MAX_NAME + 1];
+    int depend_count;
+    klua_mod_status status;
+    lua_State *L;              /* the mod's own state; NULL once released */
+    klua_world *kw;            /* its view of the world, in L */
+    klua_mod_mem mem;
+    uint64_t random[4];        /* math.random's state */
+    kiln_component tag;        /* on every entity it spawned */
+    kiln_query *spawned;       /* over tag */
+    kiln_component declared[KLUA_MOD_MAX_COMPONENTS];
+    bool declared_event[KLUA_MOD_MAX_COMPONENTS];
+    bool declared_first[KLUA_MOD_MAX_COMPONENTS]; /* it registered it (else it was there) */
+    int declared_count;
+    char (*systems)[KILN_MAX_NAME + 1]; /* systems it added (some may have left since) */
+    int system_count, system_cap;
+    int64_t failures;          /* system runs that failed, over its life */
+    int mem_strikes;
+    char error[KLUA_MOD_ERROR];
+    klua_mod_file files[KLUA_MOD_MAX_FILES];
+    int file_count;
+    char log[KLUA_MOD_LOG_LINES][KLUA_MOD_LOG_LINE];
+    int log_next;              /* ring position */
+    int64_t log_total;         /* lines printed over its life */
+    /* while its top level runs: systems staged until it succeeds */
+    bool loading;
+    struct klua_mod_staged *staged;
+    int staged_count, staged_cap;
+    kiln_entity *load_spawns;  /* entities spawned by the top level (despawned if it fails) */
+    int64_t load_spawn_count, load_spawn_cap;
+    struct klua_mod *previous; /* while reloading: the version still running */
+    uint32_t generation;       /* proxies into this mod hold it */
+} klua_mod;
+
+/* A system a loading top level declared, copied until the load succeeds. */
+typedef struct klua_mod_staged {
+    kiln_system_desc desc;
+    char name[KILN_MAX_NAME + 1];
+    char before[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
+    char after[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
+} klua_mod_staged;
+
+struct klua_mods {
+    klua_world *kw;           /* the host's world */
+    lua_State *host;          /* the host's main thread */
+    size_t memory;            /* bytes per mod */
+    int64_t instructions;     /* per entry into mod code */
+    int64_t entities;         /* live entities one mod may have spawned */
+    uint64_t seed;
+    int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
+    int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */
+    kiln_lua_mods_log_fn log_fn; /* a C host's log */
+    void *log_user;
+    lua_State *caller;        /* the host thread in a manager call, else NULL */
+    klua_mod **list;          /* loaded mods, in load order */
+    int count, cap;
+    uint32_t generations;
+    bool closed;
+};
+
+/* ---- mod_sandbox.c: a mod's own state and globals ---- */
+/* Makes mod->L with its allocator and its sandboxed globals (world, kiln, mod, the safe
+ * library); NULL with a message in mod->error when out of memory. */
+KLUA_HIDDEN lua_State *klua_mod_state(klua_mod *mod);
+/* Runs the chunk file at path (text only) in the mod's globals under its budget; false
+ * with mod->error set when it fails to load or run. */
+KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
+/* Appends a line to the mod's log and hands it to the host's log. */
+KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
+
+/* ---- mod_copy.c: values between states ---- */
+/* Copies the value at idx of from onto to's stack: nil, booleans, numbers, strings and
+ * tables of those (no cycles, bounded depth and size); functions become proxies calling
+ * into their state (callee: the mod that owns from, or NULL for the host). Call under a
+ * pcall of to; raises there with a message naming what cannot be copied. */
+KLUA_HIDDEN void klua_mod_copy(lua_State *from, int idx, lua_State *to, klua_mods *mods,
+                               klua_mod *callee, const char *what);
+/* Pushes onto L a copy of the exports of dependency dep, for mod (protected by caller). */
+KLUA_HIDDEN void klua_mod_push_exports(lua_State *L, klua_mod *mod, klua_mod *dep);
+
+/* ---- mod_files.c: manifests, folders, order, stamps ---- */
+/* Reads what path is (a folder with mod.lua, or a single name.lua) into mod's name,
+ * version, depends, dir and entry; false with mod->error set. */
+KLUA_HIDDEN bool klua_mod_describe(klua_mod *mod, const char *path);
+/* Records the stamp of a file the mod loaded (for poll). */
+KLUA_HIDDEN void klua_mod_watch(klua_mod *mod, const char *path);
+/* True when a watched file changed since it was stamped. */
+KLUA_HIDDEN bool klua_mod_changed(const klua_mod *mod);
+/* True when path, resolved, lies inside folder dir (both resolved; no symlink escapes). */
+KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
+
+/* ---- mods.c: the lifecycle ---- */
+KLUA_HIDDEN klua_mod *klua_mods_find(klua_mods *mods, const char *name);
+/* The manager's books, in the host state's allocator. */
+KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
+KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);
+/* Why no lifecycle change can happen now (a frame runs, mod code runs), or NULL. */
+KLUA_HIDDEN const char *klua_mods_busy(klua_mods *mods);
+/* Loads the mod at path, or the next version of previous (not yet in the list); NULL with
+ * the reason in err, the world as it was. */
+KLUA_HIDDEN klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, char *err,
+                                     size_t size);
+/* Its systems leave, its entities go, its components leave every entity (unless keep or
+ * another mod uses them), its state closes, it leaves the list. */
+KLUA_HIDDEN void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep);
+/* Reloads in place (and the mods depending on it); false with err, the old version on. */
+KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size);
+/* Releases the states of disabled mods whose systems have left. */
+KLUA_HIDDEN void klua_mods_sweep(klua_mods *mods);
+/* Closes every mod's state (the world's on_release, and mods:close). */
+KLUA_HIDDEN void klua_mods_close_all(void *mods);
+/* The host thread to call into now: the one calling the manager, or the one running the
+ * frame, or the main thread. */
+KLUA_HIDDEN lua_State *klua_mods_host_thread(klua_mods *mods);
+KLUA_HIDDEN void klua_open_mods(lua_State *L); /* adds kiln.mods */
+
+#endif /* KLUA_MODS_H */

@@ -1,0 +1,613 @@
+/* mods_class.c: the kiln.Mods class (kiln.mods(world, opts)) and its C embedding calls.
+ * Invariant: every lifecycle method runs between frames, with the caller as the host thread. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mods.h"
+
+#define DEFAULT_MEMORY ((size_t)64 << 20)
+#define DEFAULT_INSTRUCTIONS 10000000
+#define DEFAULT_ENTITIES 1000000
+
+enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
+
+/* ---- the kiln.Mods class ----------------------------------------------------------------- */
+
+static klua_mods *check_mods(lua_State *L, const char *fname) {
+    klua_mods *mods = klua_check_self(L, KLUA_MODS, "mods");
+    if (mods->closed) klua_fail(L, fname, "the mod manager is closed");
+    if (mods->kw->closed) klua_fail(L, fname, "the world is closed");
+    return mods;
+}
+
+static const char *check_name(lua_State *L, int arg, const char *fname) {
+    if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "mod name");
+    return lua_tostring(L, arg);
+}
+
+/* Pushes what mods:list() shows of one mod. */
+static void push_info(lua_State *L, klua_mod *mod) {
+    kiln_world *world = mod->mods->kw->world;
+    lua_createtable(L, 0, 12);
+    lua_pushstring(L, mod->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, mod->version);
+    lua_setfield(L, -2, "version");
+    lua_pushstring(L, mod->path);
+    lua_setfield(L, -2, "path");
+    lua_pushstring(L, mod->status == KLUA_MOD_RUNNING ? "running" : "disabled");
+    lua_setfield(L, -2, "state");
+    lua_pushinteger(L, (lua_Integer)mod->mem.used);
+    lua_setfield(L, -2, "memory");
+    lua_pushinteger(L, (lua_Integer)mod->mem.peak);
+    lua_setfield(L, -2, "memory_peak");
+    lua_newtable(L);
+    kiln_schedule *sched = mod->mods->kw->schedule;
+    for (int k = 0, n = 0; k < mod->system_count; k++)
+        if (mod->L && sched && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
+            lua_pushstring(L, mod->systems[k]);
+            lua_rawseti(L, -2, ++n);
+        }
+    lua_setfield(L, -2, "systems");
+    lua_newtable(L);
+    for (int k = 0, n = 0; k < mod->declared_count; k++) {
+        const char *name = NULL;
+        if (mod->declared_event[k]) {
+            kiln_component_info ei;
+            if (kiln_event_info_get(world, (kiln_event_type){mod->declared[k]}, &ei)) name = ei.name;
+        } else {
+            kiln_component_info ci;
+            if (kiln_component_info_get(world, mod->declared[k], &ci)) name = ci.name;
+        }
+        if (name) {
+            lua_pushstring(L, name);
+            lua_rawseti(L, -2, ++n);
+        }
+    }
+    lua_setfield(L, -2, "components");
+    lua_pushinteger(L, mod->spawned ? (lua_Integer)kiln_query_count(mod->spawned) : 0);
+    lua_setfield(L, -2, "entities");
+    lua_pushinteger(L, (lua_Integer)mod->failures);
+    lua_setfield(L, -2, "failures");
+    lua_newtable(L);
+    for (int i = 0; i < mod->depend_count; i++) {
+        lua_pushstring(L, mod->depends[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "depends");
+    if (mod->error[0]) {
+        lua_pushstring(L, mod->error);
+        lua_setfield(L, -2, "error");
+    }
+}
+
+/* Runs a lifecycle operation with the caller as the host thread. */
+static const char *begin(lua_State *L, klua_mods *mods) {
+    const char *why = klua_mods_busy(mods);
+    if (!why) mods->caller = L;
+    return why;
+}
+
+static int md_load(lua_State *L) {
+    const char *fname = "mods:load";
+    klua_mods *mods = check_mods(L, fname);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "path");
+    const char *path = lua_tostring(L, 2);
+    if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list))
+        return luaL_error(L, "not enough memory");
+    const char *why = begin(L, mods);
+    if (why) klua_fail(L, fname, "%s", why);
+    char err[KLUA_MOD_ERROR + 128];
+    klua_mod *mod = klua_mods_load(mods, path, NULL, err, sizeof err);
+    mods->caller = NULL;
+    if (!mod) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    mods->list[mods->count++] = mod;
+    push_info(L, mod);
+    return 1;
+}
+
+/* A mod found in a folder by load_dir, with its manifest read. */
+typedef struct found {
+    char path[KLUA_MOD_PATH];
+    struct {
+        char name[KILN_MAX_NAME + 1];
+        char depends[KLUA_MOD_MAX_DEPS][KILN_MAX_NAME + 1];
+        int depend_count;
+    } desc;
+    int state; /* 0 waiting, 2 done */
+    bool ok;
+} found;
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int md_load_dir(lua_State *L) {
+    const char *fname = "mods:load_dir";
+    klua_mods *mods = check_mods(L, fname);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "folder");
+    const char *dir = lua_tostring(L, 2);
+    DIR *d = opendir(dir);
+    if (!d) klua_fail(L, fname, "cannot open folder %s", klua_quote(L, dir, strlen(dir)));
+    /* names sorted, so the order among independent mods does not depend on the file system */
+    lua_newtable(L);
+    int names = lua_gettop(L), n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        if (e->d_name[0] == '.') continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, names, ++n);
+    }
+    closedir(d);
+    found *list = lua_newuserdatauv(L, sizeof(found) * (size_t)(n ? n : 1), 0);
+    memset(list, 0, sizeof(found) * (size_t)(n ? n : 1));
+    const char **sorted = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n ? n : 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, names, i + 1);
+        sorted[i] = lua_tostring(L, -1);
+        lua_pop(L, 1); /* anchored by the names table */
+    }
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_names);
+    klua_mod *probe = lua_newuserdatauv(L, sizeof *probe, 0); /* for reading manifests */
+    lua_newtable(L); /* loaded names, in order */
+    int loaded = lua_gettop(L);
+    lua_newtable(L); /* failures by name */
+    int failed = lua_gettop(L);
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        found *f = &list[count];
+        snprintf(f->path, sizeof f->path, "%s/%s", dir, sorted[i]);
+        struct stat st;
+        if (stat(f->path, &st) != 0) continue;
+        size_t len = strlen(sorted[i]);
+        if (!S_ISDIR(st.st_mode) && !(len > 4 && strcmp(sorted[i] + len - 4, ".lua") == 0)) continue;
+        memset(probe, 0, sizeof *probe);
+        probe->mods = mods;
+        if (!klua_mod_describe(probe, f->path)) {
+            lua_pushstring(L, probe->error);
+            lua_setfield(L, failed, sorted[i]);
+            continue;
+        }
+        memcpy(f->desc.name, probe->name, sizeof f->desc.name);
+        memcpy(f->desc.depends, probe->depends, sizeof f->desc.depends);
+        f->desc.depend_count = probe->depend_count;
+        count++;
+    }
+    const char *why = begin(L, mods);
+    if (why) klua_fail(L, fname, "%s", why);
+    /* depth first over depends: a missing one or a cycle fails the mod (and its dependents) */
+    for (int pass = 0; pass < count; pass++) {
+        for (int i = 0; i < count; i++) {
+            found *f = &list[i];
+            if (f->state == 2) continue;
+            bool ready = true;
+            const char *problem = NULL;
+            for (int k = 0; k < f->desc.depend_count && !problem; k++) {
+                const char *dep = f->desc.depends[k];
+                int j = -1;
+                for (int x = 0; x < count; x++)
+                    if (strcmp(list[x].desc.name, dep) == 0) j = x;
+                klua_mod *running = klua_mods_find(mods, dep);
+                if (j < 0 && !running) problem = lua_pushfstring(L, "mod '%s': it depends on '%s', which is not there", f->desc.name, dep);
+                else if (j >= 0 && list[j].state == 2 && !list[j].ok && !running)
+                    problem = lua_pushfstring(L, "mod '%s': it depends on '%s', which failed to load", f->desc.name, dep);
+                else if (j >= 0 && list[j].state != 2 && !running) ready = false;
+            }
+            if (problem) {
+                f->state = 2;
+                lua_setfield(L, failed, f->desc.name);
+                continue;
+            }
+            if (!ready) continue;
+            f->state = 2;
+            char err[KLUA_MOD_ERROR + 128];
+            if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list)) {
+                mods->caller = NULL;
+                return luaL_error(L, "not enough memory");
+            }
+            klua_mod *mod = klua_mods_load(mods, f->path, NULL, err, sizeof err);
+            if (mod) {
+                f->ok = true;
+                mods->list[mods->count++] = mod;
+                lua_pushstring(L, mod->name);
+                lua_rawseti(L, loaded, (lua_Integer)lua_rawlen(L, loaded) + 1);
+            } else {
+                lua_pushstring(L, err);
+                lua_setfield(L, failed, f->desc.name);
+            }
+        }
+    }
+    /* what is left waits on itself: a cycle */
+    for (int i = 0; i < count; i++)
+        if (list[i].state != 2) {
+            lua_pushfstring(L, "mod '%s': its depends form a cycle", list[i].desc.name);
+            lua_setfield(L, failed, list[i].desc.name);
+        }
+    mods->caller = NULL;
+    lua_pushvalue(L, loaded);
+    lua_pushvalue(L, failed);
+    return 2;
+}
+
+static int md_unload(lua_State *L) {
+    const char *fname = "mods:unload";
+    klua_mods *mods = check_mods(L, fname);
+    const char *name = check_name(L, 2, fname);
+    bool keep = false;
+    if (!lua_isnoneornil(L, 3)) {
+        static const char *const keys[] = {"keep", NULL};
+        if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
+        klua_check_keys(L, 3, 3, fname, keys, false);
+        lua_getfield(L, 3, "keep");
+        keep = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    klua_mod *mod = klua_mods_find(mods, name);
+    if (!mod) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "no mod named '%s' is loaded", name);
+        return 2;
+    }
+    for (int i = 0; i < mods->count; i++)
+        for (int d = 0; d < mods->list[i]->depend_count; d++)
+            if (strcmp(mods->list[i]->depends[d], name) == 0) {
+                lua_pushnil(L);
+                lua_pushfstring(L, "mod '%s' depends on '%s'; unload it first", mods->list[i]->name, name);
+                return 2;
+            }
+    const char *why = begin(L, mods);
+    if (why) klua_fail(L, fname, "%s", why);
+    klua_mods_unload(mods, mod, keep);
+    mods->caller = NULL;
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int md_reload(lua_State *L) {
+    const char *fname = "mods:reload";
+    klua_mods *mods = check_mods(L, fname);
+    const char *name = check_name(L, 2, fname);
+    klua_mod *mod = klua_mods_find(mods, name);
+    if (!mod) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "no mod named '%s' is loaded", name);
+        return 2;
+    }
+    const char *why = begin(L, mods);
+    if (why) klua_fail(L, fname, "%s", why);
+    char err[KLUA_MOD_ERROR + 128];
+    bool ok = klua_mods_reload(mods, mod, err, sizeof err);
+    mods->caller = NULL;
+    if (!ok) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    push_info(L, klua_mods_find(mods, name));
+    return 1;
+}
+
+static int md_list(lua_State *L) {
+    klua_mods *mods = check_mods(L, "mods:list");
+    klua_mods_sweep(mods);
+    lua_createtable(L, mods->count, 0);
+    for (int i = 0; i < mods->count; i++) {
+        push_info(L, mods->list[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+/* mods:poll() -> the names reloaded, and failures by name (reloads that failed). */
+static int md_poll(lua_State *L) {
+    const char *fname = "mods:poll";
+    klua_mods *mods = check_mods(L, fname);
+    lua_newtable(L);
+    lua_newtable(L);
+    if (klua_mods_busy(mods)) return 2; /* nothing now; the next poll between frames does it */
+    klua_mods_sweep(mods);
+    for (int i = 0; i < mods->count; i++) {
+        klua_mod *mod = mods->list[i];
+        if (mod->status != KLUA_MOD_RUNNING || !klua_mod_changed(mod)) continue;
+        char name[KILN_MAX_NAME + 1];
+        strcpy(name, mod->name);
+        begin(L, mods);
+        char err[KLUA_MOD_ERROR + 128];
+        bool ok = klua_mods_reload(mods, mod, err, sizeof err);
+        mods->caller = NULL;
+        if (ok) {
+            lua_pushstring(L, name);
+            lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
+        } else {
+            lua_pushstring(L, err);
+            lua_setfield(L, -2, name);
+            /* stamp the files as they are now, so a broken save is not retried every poll */
+            klua_mod *still = klua_mods_find(mods, name);
+            if (still) {
+                int files = still->file_count;
+                still->file_count = 0;
+                for (int k = 0; k < files; k++) {
+                    char path[KLUA_MOD_PATH];
+                    strcpy(path, still->files[k].path);
+                    klua_mod_watch(still, path);
+                }
+            }
+        }
+    }
+    return 2;
+}
+
+/* mods:log(name [, n]) -> the last n (all kept when absent) lines the mod printed. */
+static int md_log(lua_State *L) {
+    const char *fname = "mods:log";
+    klua_mods *mods = check_mods(L, fname);
+    const char *name = check_name(L, 2, fname);
+    klua_mod *mod = klua_mods_find(mods, name);
+    if (!mod) klua_argerror(L, 2, fname, "no mod named '%s' is loaded", klua_quote(L, name, strlen(name)));
+    int64_t kept = mod->log_total < KLUA_MOD_LOG_LINES ? mod->log_total : KLUA_MOD_LOG_LINES;
+    int64_t want = kept;
+    if (!lua_isnoneornil(L, 3)) {
+        lua_Integer n = luaL_checkinteger(L, 3);
+        if (n < 0) klua_argerror(L, 3, fname, "n must not be negative");
+        if (n < want) want = n;
+    }
+    lua_createtable(L, (int)want, 0);
+    for (int64_t i = 0; i < want; i++) {
+        int slot = (int)((mod->log_next - want + i + 2 * KLUA_MOD_LOG_LINES) % KLUA_MOD_LOG_LINES);
+        lua_pushstring(L, mod->log[slot]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int md_close(lua_State *L) {
+    klua_mods *mods = klua_check_self(L, KLUA_MODS, "mods");
+    if (mods->closed) return 0;
+    const char *why = klua_mods_busy(mods);
+    if (why && !mods->kw->closed) klua_fail(L, "mods:close", "%s", why);
+    klua_mods_close_all(mods);
+    luaL_unref(L, LUA_REGISTRYINDEX, mods->allow_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, mods->log_ref);
+    mods->allow_ref = mods->log_ref = LUA_NOREF;
+    return 0;
+}
+
+static int md_gc(lua_State *L) {
+    klua_mods *mods = lua_touserdata(L, 1);
+    if (!mods->closed) klua_mods_close_all(mods);
+    return 0;
+}
+
+static int md_tostring(lua_State *L) {
+    klua_mods *mods = klua_check_self(L, KLUA_MODS, "mods");
+    lua_pushfstring(L, "kiln.Mods (%d mods%s)", mods->count, mods->closed ? ", closed" : "");
+    return 1;
+}
+
+/* A Lua host's log(mod, line), called protected on the host thread. */
+typedef struct log_args {
+    klua_mods *mods;
+    const char *mod, *line;
+} log_args;
+
+static int call_log(lua_State *H) {
+    log_args *a = lua_touserdata(H, 1);
+    lua_rawgeti(H, LUA_REGISTRYINDEX, a->mods->log_ref);
+    lua_pushstring(H, a->mod);
+    lua_pushstring(H, a->line);
+    lua_call(H, 2, 0);
+    return 0;
+}
+
+static void lua_log(void *user, const char *mod, const char *line) {
+    klua_mods *mods = user;
+    lua_State *H = klua_mods_host_thread(mods);
+    if (!lua_checkstack(H, 4)) return;
+    log_args a = {mods, mod, line};
+    lua_pushcfunction(H, call_log);
+    lua_pushlightuserdata(H, &a);
+    if (lua_pcall(H, 1, 0, 0) != LUA_OK) lua_pop(H, 1); /* a failing log loses the line */
+}
+
+static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {
+    klua_world *kw = klua_check_world(L, world_idx);
+    if (kw->host) luaL_error(L, "kiln.mods: a mod cannot manage mods");
+    if (kw->on_release) luaL_error(L, "kiln.mods: the world has a mod manager already");
+    world_idx = lua_absindex(L, world_idx);
+    klua_mods *mods = lua_newuserdatauv(L, sizeof *mods, MODS_UV_COUNT);
+    memset(mods, 0, sizeof *mods);
+    mods->allow_ref = mods->log_ref = LUA_NOREF;
+    mods->closed = true; /* until set up */
+    luaL_setmetatable(L, KLUA_MODS);
+    lua_pushvalue(L, world_idx);
+    lua_setiuservalue(L, -2, MODS_UV_WORLD);
+    mods->kw = kw;
+    mods->host = klua_main_thread(L);
+    mods->memory = desc->memory ? desc->memory : DEFAULT_MEMORY;
+    mods->instructions = desc->instructions ? desc->instructions : DEFAULT_INSTRUCTIONS;
+    mods->entities = desc->entities ? desc->entities : DEFAULT_ENTITIES;
+    mods->seed = desc->seed;
+    mods->log_fn = desc->log;
+    mods->log_user = desc->log_user;
+    klua_schedule(L, kw);
+    mods->closed = false;
+    kw->on_release = klua_mods_close_all;
+    kw->on_release_ud = mods;
+    return mods;
+}
+
+static int64_t int_option(lua_State *L, int t, const char *key, int64_t min, const char *fname) {
+    int64_t v = 0;
+    if (lua_getfield(L, t, key) != LUA_TNIL) {
+        int ok = 0;
+        lua_Integer n = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : 0;
+        if (!ok || n < min) klua_argerror(L, t, fname, "%s must be an integer of at least %I", key, (lua_Integer)min);
+        v = n;
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* kiln.mods(world [, {memory =, instructions =, entities =, allow =, seed =, log =}]) */
+static int md_new(lua_State *L) {
+    const char *fname = "kiln.mods";
+    if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
+    kiln_lua_mods_desc desc = {0};
+    if (!lua_isnoneornil(L, 2)) {
+        static const char *const keys[] = {"memory", "instructions", "entities", "allow", "seed", "log", NULL};
+        if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
+        klua_check_keys(L, 2, 2, fname, keys, false);
+        desc.memory = (size_t)int_option(L, 2, "memory", 256 * 1024, fname);
+        desc.instructions = int_option(L, 2, "instructions", 1000, fname);
+        desc.entities = int_option(L, 2, "entities", 1, fname);
+        if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
+            if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
+            desc.seed = (uint64_t)lua_tointeger(L, -1);
+        }
+        lua_pop(L, 1);
+        if (lua_getfield(L, 2, "allow") != LUA_TNIL && !lua_istable(L, -1))
+            klua_argerror(L, 2, fname, "allow must be a table of globals to grant");
+        if (lua_getfield(L, 2, "log") != LUA_TNIL && !lua_isfunction(L, -1))
+            klua_argerror(L, 2, fname, "log must be a function(mod, line)");
+    } else {
+        lua_settop(L, 1);
+        lua_pushnil(L);
+        lua_pushnil(L);
+        lua_pushnil(L);
+    }
+    /* stack: world, opts, allow, log */
+    klua_mods *mods = new_mods(L, 1, &desc);
+    if (!lua_isnil(L, 4)) {
+        lua_pushvalue(L, 4);
+        mods->log_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        mods->log_fn = lua_log;
+        mods->log_user = mods;
+    }
+    if (!lua_isnil(L, 3)) {
+        lua_pushvalue(L, 3);
+        mods->allow_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    return 1;
+}
+
+int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {
+    luaL_requiref(L, "kiln", luaopen_kiln, 0);
+    lua_pop(L, 1);
+    kiln_lua_mods_desc none = {0};
+    new_mods(L, world_idx, desc ? desc : &none);
+    return 1;
+}
+
+static const luaL_Reg mods_methods[] = {
+    {"load", md_load},     {"load_dir", md_load_dir}, {"unload", md_unload}, {"reload", md_reload},
+    {"list", md_list},     {"poll", md_poll},         {"log", md_log},       {"close", md_close},
+    {NULL, NULL},
+};
+
+static const luaL_Reg mods_meta[] = {
+    {"__gc", md_gc},
+    {"__close", md_close},
+    {"__tostring", md_tostring},
+    {NULL, NULL},
+};
+
+void klua_open_mods(lua_State *L) {
+    klua_createmeta(L, KLUA_MODS, mods_methods, mods_meta);
+    lua_pushcfunction(L, md_new);
+    lua_setfield(L, -2, "mods");
+}
+
+/* ---- the C embedding: the methods, run protected ---------------------------------------- */
+
+/* Calls mods:method(arg [, extra]) protected; true when it returned a true first value,
+ * else false with the message (or, for load_dir, the failures) in err. */
+static bool call_method(lua_State *L, int mods_idx, const char *method, const char *arg, int extra,
+                        char *err, size_t size) {
+    mods_idx = lua_absindex(L, mods_idx);
+    int top = lua_gettop(L);
+    if (err && size) err[0] = '\0';
+    if (!lua_checkstack(L, 6) || !luaL_testudata(L, mods_idx, KLUA_MODS)) {
+        if (err && size) snprintf(err, size, "kiln.Mods expected");
+        return false;
+    }
+    luaL_getmetatable(L, KLUA_MODS);
+    lua_getfield(L, -1, "__index");
+    lua_getfield(L, -1, method);
+    lua_pushvalue(L, mods_idx);
+    lua_pushstring(L, arg);
+    int nargs = 2;
+    if (extra) {
+        lua_createtable(L, 0, 1);
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "keep");
+        nargs++;
+    }
+    bool ok = false;
+    if (lua_pcall(L, nargs, 2, 0) != LUA_OK) {
+        if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    } else if (strcmp(method, "load_dir") == 0) {
+        ok = true;
+        size_t used = 0;
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            ok = false;
+            if (err && size > used)
+                used += (size_t)snprintf(err + used, size - used, "%s%s", used ? "\n" : "", lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+    } else if (lua_toboolean(L, -2)) {
+        ok = true;
+    } else if (err && size) {
+        snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "failed");
+    }
+    lua_settop(L, top);
+    return ok;
+}
+
+bool kiln_lua_mods_load(lua_State *L, int mods_idx, const char *path, char *err, size_t size) {
+    return call_method(L, mods_idx, "load", path, 0, err, size);
+}
+
+bool kiln_lua_mods_load_dir(lua_State *L, int mods_idx, const char *dir, char *err, size_t size) {
+    return call_method(L, mods_idx, "load_dir", dir, 0, err, size);
+}
+
+bool kiln_lua_mods_unload(lua_State *L, int mods_idx, const char *name, bool keep, char *err, size_t size) {
+    return call_method(L, mods_idx, "unload", name, keep, err, size);
+}
+
+bool kiln_lua_mods_reload(lua_State *L, int mods_idx, const char *name, char *err, size_t size) {
+    return call_method(L, mods_idx, "reload", name, 0, err, size);
+}
+
+int kiln_lua_mods_poll(lua_State *L, int mods_idx, char *err, size_t size) {
+    mods_idx = lua_absindex(L, mods_idx);
+    int top = lua_gettop(L);
+    if (err && size) err[0] = '\0';
+    if (!lua_checkstack(L, 6) || !luaL_testudata(L, mods_idx, KLUA_MODS)) {
+        if (err && size) snprintf(err, size, "kiln.Mods expected");
+        return -1;
+    }
+    luaL_getmetatable(L, KLUA_MODS);
+    lua_getfield(L, -1, "__index");
+    lua_getfield(L, -1, "poll");
+    lua_pushvalue(L, mods_idx);
+    int result = -1;
+    if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
+        if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
+    } else {
+        result = (int)lua_rawlen(L, -2);
+        lua_pushnil(L);
+        if (lua_next(L, -2)) {
+            if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1));
+            result = -1;
+        }
+    }
+    lua_settop(L, top);
+    return result;
+}
