@@ -21,6 +21,20 @@ typedef struct copy_ctx {
     bool functions;   /* functions become proxies (else they are refused) */
 } copy_ctx;
 
+/* ---- finding a mod and the host's thread ---------------------------------------------- */
+
+klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
+    for (int i = 0; i < mods->count; i++)
+        if (strcmp(mods->list[i]->name, name) == 0) return mods->list[i];
+    return NULL;
+}
+
+lua_State *klua_mods_host_thread(klua_mods *mods) {
+    if (mods->caller) return mods->caller;
+    if (mods->kw->run_L) return mods->kw->run_L;
+    return mods->host;
+}
+
 /* ---- proxies ------------------------------------------------------------------------------ */
 
 typedef struct call_ctx {

@@ -120,6 +120,10 @@ KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
 KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
 
 /* ---- mod_copy.c: values between states ---- */
+KLUA_HIDDEN klua_mod *klua_mods_find(klua_mods *mods, const char *name);
+/* The host thread to call into now: the one calling the manager, or the one running the
+ * frame, or the main thread. */
+KLUA_HIDDEN lua_State *klua_mods_host_thread(klua_mods *mods);
 /* Copies the value at idx of from onto to's stack: nil, booleans, numbers, strings and
  * tables of those (no cycles, bounded depth and size); functions become proxies calling
  * into their state (callee: the mod that owns from, or NULL for the host). Call under a
@@ -141,7 +145,6 @@ KLUA_HIDDEN bool klua_mod_changed(const klua_mod *mod);
 KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
 
 /* ---- mods.c: the lifecycle ---- */
-KLUA_HIDDEN klua_mod *klua_mods_find(klua_mods *mods, const char *name);
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
 KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);
@@ -160,9 +163,7 @@ KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, siz
 KLUA_HIDDEN void klua_mods_sweep(klua_mods *mods);
 /* Closes every mod's state (the world's on_release, and mods:close). */
 KLUA_HIDDEN void klua_mods_close_all(void *mods);
-/* The host thread to call into now: the one calling the manager, or the one running the
- * frame, or the main thread. */
-KLUA_HIDDEN lua_State *klua_mods_host_thread(klua_mods *mods);
+
 KLUA_HIDDEN void klua_open_mods(lua_State *L); /* adds kiln.mods */
 
 #endif /* KLUA_MODS_H */
