@@ -27,6 +27,7 @@ typedef struct options {
     const char *rules;
     const char *mods[MAX_MODS];
     int mod_count;
+    const char *mods_dir; /* --mods DIR */
     int console_port;   /* -1: no console */
     int64_t budget;     /* instructions per Lua system run; 0: none */
     bool realtime;
@@ -41,6 +42,8 @@ typedef struct game {
     lua_State *L;
     int64_t load_used;  /* instructions charged to the file being loaded */
     int world_ref;            /* the kiln.World in the registry, whatever scripts do to globals */
+    int mods_ref;             /* the mod manager (kiln.Mods) in the registry */
+    int failures_ref;         /* the failures log consoles show (also the global `failures`) */
     kiln_schedule *schedule;
     int32_t c_systems;        /* systems [0, c_systems) are C; the rest were added from Lua */
     kiln_console *console;
@@ -88,8 +91,11 @@ static void usage(FILE *out) {
             "  --moons N       moons orbiting the first large asteroids (default 300)\n"
             "  --workers N     worker threads for C systems (default 1; 0: all inline)\n"
             "  --rules FILE    the Lua rules (default " DEFAULT_RULES ")\n"
-            "  --mod FILE      load a Lua mod after the rules (repeatable)\n"
-            "  --budget N      instructions one Lua system run may take before it fails\n"
+            "  --mod PATH      load a mod (a NAME.lua file or a folder with manifest.lua)\n"
+            "                  after the rules, in a sandbox of its own (repeatable)\n"
+            "  --mods DIR      load every mod in DIR, in the order their depends ask\n"
+            "  --budget N      instructions one Lua system run (or a mod's top level) may\n"
+            "                  take before it fails\n"
             "                  (default 50000000; 0: no budget)\n"
             "  --console PORT  accept `kiln --connect 127.0.0.1:PORT` (0: any free port);\n"
             "                  implies --realtime\n"
@@ -162,6 +168,8 @@ static options parse_options(int argc, char **argv, char *rules_buf, size_t rule
         } else if (strcmp(a, "--mod") == 0) {
             if (o.mod_count == MAX_MODS) die("at most %d mods", MAX_MODS);
             o.mods[o.mod_count++] = str_arg(argc, argv, i++);
+        } else if (strcmp(a, "--mods") == 0) {
+            o.mods_dir = str_arg(argc, argv, i++);
         } else if (strcmp(a, "--console") == 0) {
             o.console_port = (int)int_arg(argc, argv, i++, 0, 65535);
             o.realtime = true;
@@ -188,9 +196,8 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
-/* Runs a rules or mod file with the globals `world` and `game` in place. */
-/* The instruction budget of a rules or mod file's top level: the same --budget as systems.
- * Once spent it raises at every instruction, so a pcall in the file cannot hide it. */
+/* The instruction budget of the rules' top level: the same --budget as systems. Once spent
+ * it raises at every instruction, so a pcall in the file cannot hide it. */
 static const char load_budget_key = 'l'; /* registry key (its address): the game loading */
 
 static void load_budget_hook(lua_State *L, lua_Debug *ar) {
@@ -205,10 +212,9 @@ static void load_budget_hook(lua_State *L, lua_Debug *ar) {
     luaL_error(L, "its top level ran past the budget of %I instructions", (lua_Integer)g->opt.budget);
 }
 
-/* Runs a rules or mod file with the globals `world` and `game` in place. Rules that fail stop
- * the game; a mod that fails is reported, the systems it had added are removed, and the game
- * plays on without it. */
-static void run_script(game *g, const char *kind, const char *path) {
+/* Runs the rules file with the globals `world` and `game` in place; rules that fail stop
+ * the game. (Mods go through the mod manager, each in a sandbox of its own.) */
+static void run_rules(game *g, const char *path) {
     lua_State *L = g->L;
     int32_t before = kiln_schedule_system_count(g->schedule);
     lua_pushcfunction(L, traceback);
@@ -225,25 +231,97 @@ static void run_script(game *g, const char *kind, const char *path) {
         lua_pushnil(L);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &load_budget_key);
     }
-    if (status != LUA_OK) {
-        fprintf(stderr, "asteroids: cannot load %s %s:\n%s\n", kind, path, lua_tostring(L, -1));
-        if (strcmp(kind, "mod") != 0) exit(1);
-        /* what the mod added before it failed leaves with it (last added first) */
-        for (int32_t i = kiln_schedule_system_count(g->schedule) - 1; i >= before; i--) {
-            kiln_system_info info;
-            char name[KILN_MAX_NAME + 1];
-            if (!kiln_schedule_system_info_get(g->schedule, i, &info)) continue;
-            snprintf(name, sizeof name, "%s", info.name);
-            if (kiln_schedule_remove(g->schedule, name) == KILN_OK)
-                fprintf(stderr, "asteroids: removed system '%s' of the failed mod\n", name);
-        }
-        fprintf(stderr, "asteroids: playing on without mod %s\n", path);
-        lua_pop(L, 2);
-        return;
-    }
+    if (status != LUA_OK) die("cannot load rules %s:\n%s", path, lua_tostring(L, -1));
     lua_pop(L, 1);
     int32_t added = kiln_schedule_system_count(g->schedule) - before;
-    printf("%s: %s (%d system%s)\n", kind, path, (int)added, added == 1 ? "" : "s");
+    printf("rules: %s (%d system%s)\n", path, (int)added, added == 1 ? "" : "s");
+}
+
+/* mods:METHOD(arg), protected: leaves its two results. Arguments: mods, method, arg. */
+static int call_mods(lua_State *L) {
+    lua_getfield(L, 1, lua_tostring(L, 2));
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 3);
+    lua_call(L, 2, 2);
+    return 2;
+}
+
+/* Calls mods:method(arg) protected; leaves two results (or nil and the error). */
+static void mods_call(game *g, const char *method, const char *arg) {
+    lua_State *L = g->L;
+    lua_pushcfunction(L, call_mods);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->mods_ref);
+    lua_pushstring(L, method);
+    if (arg) lua_pushstring(L, arg);
+    else lua_pushnil(L);
+    if (lua_pcall(L, 3, 2, 0) != LUA_OK) {
+        lua_pushnil(L);
+        lua_insert(L, -2);
+    }
+}
+
+/* Loads the --mod and --mods mods through the manager; a mod that fails is reported with
+ * why, and the game plays on without it. */
+static void load_mods(game *g) {
+    lua_State *L = g->L;
+    for (int i = 0; i < g->opt.mod_count; i++) {
+        const char *path = g->opt.mods[i];
+        mods_call(g, "load", path);
+        if (lua_istable(L, -2)) {
+            lua_getfield(L, -2, "systems");
+            lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+            printf("mod: %s (%d system%s)\n", path, (int)n, n == 1 ? "" : "s");
+            lua_pop(L, 1);
+        } else {
+            fprintf(stderr, "asteroids: cannot load mod %s: %s\n", path, lua_tostring(L, -1));
+            fprintf(stderr, "asteroids: playing on without mod %s\n", path);
+        }
+        lua_pop(L, 2);
+    }
+    if (!g->opt.mods_dir) return;
+    mods_call(g, "load_dir", g->opt.mods_dir);
+    if (lua_isnil(L, -2)) die("--mods %s: %s", g->opt.mods_dir, lua_tostring(L, -1));
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -2);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -2, i);
+        printf("mod: %s (from %s)\n", lua_tostring(L, -1), g->opt.mods_dir);
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        fprintf(stderr, "asteroids: cannot load mod %s: %s\n", lua_tostring(L, -2), lua_tostring(L, -1));
+        fprintf(stderr, "asteroids: playing on without mod %s\n", lua_tostring(L, -2));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+}
+
+/* Once a second: mods whose files changed are reloaded (for development), disabled mods'
+ * states are released. */
+static void poll_mods(game *g) {
+    lua_State *L = g->L;
+    mods_call(g, "poll", NULL);
+    if (lua_istable(L, -2)) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -2);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, -2, i);
+            printf("mod: reloaded %s\n", lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            fprintf(stderr, "asteroids: reloading mod %s failed, the old version plays on: %s\n",
+                    lua_tostring(L, -2), lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 2);
+}
+
+/* What mods print goes to stdout, line by line. */
+static int print_mod_line(lua_State *L) {
+    printf("%s\n", luaL_checkstring(L, 2));
+    return 0;
 }
 
 /* Protected part of the Lua setup (the embedding calls raise on failure). */
@@ -272,8 +350,55 @@ static int setup_lua(lua_State *L) {
         lua_rawseti(L, -2, size);
     }
     lua_setfield(L, -2, "asteroid_radius");
+    lua_pushvalue(L, -1);
     lua_setglobal(L, "game");
+
+    /* The mod manager: each mod in a sandbox of its own, granted a copy of `game`, under the
+     * same budget as the rules' systems; the global `mods` lets consoles see and reload. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "kiln");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "mods");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->world_ref);
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, g->opt.budget > 0 ? (lua_Integer)g->opt.budget : (lua_Integer)1 << 60);
+    lua_setfield(L, -2, "instructions");
+    lua_pushinteger(L, (lua_Integer)g->opt.seed);
+    lua_setfield(L, -2, "seed");
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, -6); /* game */
+    lua_setfield(L, -2, "game");
+    lua_setfield(L, -2, "allow");
+    lua_pushcfunction(L, print_mod_line);
+    lua_setfield(L, -2, "log");
+    lua_call(L, 2, 1);
+    lua_pushvalue(L, -1);
+    lua_setglobal(L, "mods");
+    g->mods_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_createtable(L, 100, 1);
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "n");
+    lua_pushvalue(L, -1);
+    lua_setglobal(L, "failures");
+    g->failures_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     return 0;
+}
+
+/* Appends a line to the failures log attached consoles show (the last 100 are kept). */
+static void log_failure(game *g, const char *text) {
+    lua_State *L = g->L;
+    if (!lua_checkstack(L, 4)) return;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->failures_ref);
+    lua_getfield(L, -1, "n");
+    lua_Integer n = lua_tointeger(L, -1) + 1;
+    lua_pop(L, 1);
+    lua_pushstring(L, text);
+    lua_rawseti(L, -2, n);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, n - 100);
+    lua_pushinteger(L, n);
+    lua_setfield(L, -2, "n");
+    lua_pop(L, 1);
 }
 
 /* Runs one frame through world:progress (so Lua systems have their world at hand). Lua
@@ -308,6 +433,10 @@ static bool step(game *g, int64_t frame) {
             const char *name = lua_tostring(L, -3);
             fprintf(stderr, "asteroids: frame %lld: Lua system '%s' failed: %s\n%s\n",
                     (long long)frame, name, lua_tostring(L, -2), lua_tostring(L, -1));
+            char text[600];
+            snprintf(text, sizeof text, "frame %lld: Lua system '%s' failed: %s", (long long)frame, name,
+                     lua_tostring(L, -2));
+            log_failure(g, text);
             if (kiln_schedule_enable(g->schedule, name, false) == KILN_OK)
                 fprintf(stderr, "asteroids: system '%s' disabled\n", name);
             lua_pop(L, 4);
@@ -426,8 +555,8 @@ int main(int argc, char **argv) {
            (unsigned long long)g.opt.seed, (int)g.opt.asteroids,
            (long long)kiln_query_count(g.count_moons), FIELD_SIZE, FIELD_SIZE, (int)g.opt.workers,
            g.opt.workers == 1 ? "" : "s");
-    run_script(&g, "rules", g.opt.rules);
-    for (int i = 0; i < g.opt.mod_count; i++) run_script(&g, "mod", g.opt.mods[i]);
+    run_rules(&g, g.opt.rules);
+    load_mods(&g);
     if (kiln_schedule_build(g.schedule) != KILN_OK) die("%s", kiln_world_error(g.world));
     char stages[1024];
     kiln_schedule_describe(g.schedule, stages, sizeof stages);
@@ -460,6 +589,7 @@ int main(int argc, char **argv) {
         frame++;
         frame_seconds += now_seconds() - t0;
         if (g.console) kiln_console_poll(g.console);
+        if (frame % FRAME_RATE == 0) poll_mods(&g);
         if (frame % FRAME_RATE == 0) {
             double t = now_seconds();
             print_summary(&g, frame, FRAME_RATE / (t - mark));

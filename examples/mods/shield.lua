@@ -1,9 +1,11 @@
 -- shield.lua: a mod for the asteroid game: every ship gets an energy shield that absorbs the
 -- damage of its collisions until drained, then recharges. Uses only the public Lua API.
 --
--- Load it with `asteroids --mod examples/mods/shield.lua`. It brings its own component
--- (Shield) and one system, ordered by name between the rules' impacts (which turns Collision
--- events into Ship.incoming damage) and hull (which takes incoming off the hull).
+-- Load it with `asteroids --mod examples/mods/shield.lua` (or all of examples/mods with
+-- --mods). It runs in a sandbox of its own (docs/modding.md); the game grants it a copy of
+-- `game`. It brings its own component (Shield) and one system, ordered by name between the
+-- rules' impacts (which turns Collision events into Ship.incoming damage) and hull (which
+-- takes incoming off the hull). Other mods that depend on it read mod.exports.
 
 local world = world
 
@@ -57,6 +59,12 @@ world:system{
         end
     end,
 }
+
+-- What mods depending on this one can read (mod.import "shield"): plain values are copied,
+-- functions are called across, in this mod's state and under its budget.
+mod.exports.capacity = CAPACITY
+mod.exports.recharge = RECHARGE
+function mod.exports.stats() return {hits = hits, absorbed = absorbed} end
 
 print(string.format("[shield] loaded: ships get shields of %d that recharge %d per second",
                     CAPACITY, RECHARGE))

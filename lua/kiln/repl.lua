@@ -18,6 +18,8 @@ Enter Lua statements or expressions (expressions print their value).
   :stats           entities, archetypes, memory and frame time
   :load file       run a Lua file in this session
   :watch expr      print expr after every step (:watch alone lists, :unwatch n drops)
+  :mods            the mods of the global `mods` (a kiln.mods manager): state, memory, errors
+  :reload name     reload a mod in place (:unload name [keep] unloads, :log name shows its log)
   :quit            leave
 Values: entities print with their components; queries print as tables.]]
 
@@ -29,7 +31,9 @@ game between its frames.
   :stats           entities, archetypes, memory and frame time
   :load file       run a Lua file (a path on the game's machine) in this session
   :watch expr      print expr every second while the prompt waits (:watch alone lists,
-                   :unwatch n drops)
+                   :unwatch n drops); system failures show there as they happen
+  :mods            the game's mods: state, memory, systems, failures, last error
+  :reload name     reload a mod in place (:unload name [keep] unloads, :log name shows its log)
   :quit            leave (the game goes on)
 Values: entities print with their components; queries print as tables.]]
 
@@ -191,6 +195,14 @@ function Session:reset()
   self.buffer = nil
 end
 
+local failure_lines -- below
+
+-- At most n bytes of s, with "..." when cut.
+local function clip(s, n)
+  if #s <= n then return s end
+  return s:sub(1, n) .. "..."
+end
+
 -- One line per watch: "[i] expr = value".
 local function watch_lines(self, lines)
   for i, expr in ipairs(self.watches) do
@@ -255,6 +267,67 @@ local function not_here(cmd)
   return "error", ":" .. cmd .. " is not available here: the game runs its own frames"
 end
 
+-- Failures the host logged since this session last looked: a host keeps them in a global
+-- `failures` table with n, the count so far, and the last lines at [n - 99 .. n].
+failure_lines = function(self, lines)
+  local log = rawget(self.env, "failures")
+  if type(log) ~= "table" then return lines end
+  local n = rawget(log, "n")
+  if math.type(n) ~= "integer" then return lines end
+  local seen = self.failures_seen or n -- a new session starts from now
+  for i = math.max(seen + 1, n - 99), n do
+    local line = rawget(log, i)
+    if line ~= nil then lines[#lines + 1] = clip(tostring(line), 400) end
+  end
+  self.failures_seen = n
+  return lines
+end
+
+-- The kiln.Mods in the global `mods`, or nil and why not.
+local function mods_of(self)
+  local m = rawget(self.env, "mods")
+  if m == nil then return nil, "no mods: the global `mods` holds no mod manager (kiln.mods(world))" end
+  if not tostring(m):match("^kiln%.Mods") then return nil, "the global `mods` is a " .. typename(m) .. ", not a kiln.Mods" end
+  return m
+end
+
+local function mods_text(list)
+  if #list == 0 then return "no mods loaded" end
+  local lines = {}
+  for _, m in ipairs(list) do
+    lines[#lines + 1] = string.format("%-16s %-8s %-8s %7.1f KiB  %d systems  %d entities  %d failures",
+      m.name, m.version, m.state, m.memory / 1024, #m.systems, m.entities, m.failures)
+    if m.error then lines[#lines + 1] = "    last error: " .. clip(m.error, 300) end
+  end
+  return table.concat(lines, "\n")
+end
+
+-- :mods, :reload, :unload, :log against the global `mods`.
+local function mods_command(self, cmd, rest)
+  local mods, why = mods_of(self)
+  if not mods then return "error", why end
+  local ok, a = pcall(function()
+    if cmd == "mods" then return mods_text(mods:list()) end
+    local name, opt = rest:match("^(%S+)%s*(%S*)$")
+    if not name then error(":" .. cmd .. " takes a mod name", 0) end
+    if cmd == "log" then
+      local lines = mods:log(name)
+      return #lines > 0 and table.concat(lines, "\n") or "(nothing printed)"
+    elseif cmd == "reload" then
+      local info, err = mods:reload(name)
+      if not info then error(err, 0) end
+      return string.format("reloaded %s (%d systems)", info.name, #info.systems)
+    else
+      if opt ~= "" and opt ~= "keep" then error(":unload takes a mod name and, optionally, keep", 0) end
+      local done, err = mods:unload(name, opt == "keep" and {keep = true} or nil)
+      if not done then error(err, 0) end
+      return "unloaded " .. name .. (opt == "keep" and " (its entities and components kept)" or "")
+    end
+  end)
+  if not ok then return "error", tostring(a) end
+  return "ok", a
+end
+
 --- session:command(line) -> status, text for a ":" command.
 function Session:command(line)
   check_self(self, "session:command")
@@ -265,8 +338,8 @@ function Session:command(line)
   if cmd == "quit" or cmd == "q" or cmd == "exit" then return "quit", "" end
   if cmd == "complete" then return "ok", table.concat(self:complete(rest), "\n") end
   if cmd == "poll" then
-    -- what a console client shows while its prompt waits: the watches, if any
-    return "ok", table.concat(watch_lines(self, {}), "\n")
+    -- what a console client shows while its prompt waits: new failures, then the watches
+    return "ok", table.concat(watch_lines(self, failure_lines(self, {})), "\n")
   end
   local w = world_of(self)
   if cmd == "step" then
@@ -299,6 +372,8 @@ function Session:command(line)
     if not fn then return "error", err end
     local ok, text = self:call(fn)
     return ok and "ok" or "error", text
+  elseif cmd == "mods" or cmd == "reload" or cmd == "unload" or cmd == "log" then
+    return mods_command(self, cmd, rest)
   elseif cmd == "watch" then
     if rest == "" then
       local lines = {}

@@ -174,7 +174,9 @@ typedef struct failure_args {
 
 static int push_failure(lua_State *H) {
     failure_args *a = lua_touserdata(H, 1);
-    klua_push_self(H, a->mods->kw);
+    /* by the registry: klua_push_self's progress slot belongs to world:progress's frame */
+    lua_getfield(H, LUA_REGISTRYINDEX, KLUA_REG_WORLDS);
+    lua_rawgetp(H, -1, a->mods->kw);
     if (lua_isnil(H, -1)) return 0;
     lua_getiuservalue(H, -1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(H, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {

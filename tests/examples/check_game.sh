@@ -127,9 +127,9 @@ error("the mod gives up")
 EOF2
 printf 'while true do pcall(function() while true do end end) end\n' >"$TMP/endless.lua"
 run half --frames 30 --asteroids 300 --budget 2000000 --mod "$TMP/half.lua" --mod "$TMP/endless.lua"
-if [ "$(rc half)" = 0 ] && grep -q "the mod gives up" "$TMP/half.err" &&
-   grep -q "removed system 'half_done' of the failed mod" "$TMP/half.err" && ! grep -q "must never run" "$TMP/half.err" &&
-   grep -q "cannot load mod $TMP/endless.lua" "$TMP/half.err" && grep -q "ran past the budget of 2000000 instructions" "$TMP/half.err" &&
+if [ "$(rc half)" = 0 ] && grep -q "cannot load mod $TMP/half.lua: mod 'half': .*the mod gives up" "$TMP/half.err" &&
+   ! grep -q "must never run" "$TMP/half.err" && ! grep -q "half_done" "$TMP/half.out" &&
+   grep -q "cannot load mod $TMP/endless.lua: mod 'endless': the top level of mod 'endless' ran past its budget of 2000000 instructions" "$TMP/half.err" &&
    grep -q '^final: score' "$TMP/half.out"; then
   pass "a mod failing or looping at its top level leaves, with the systems it added, and the game plays on"
 else fail "a mod failing or looping at its top level leaves, with the systems it added, and the game plays on" \
@@ -157,7 +157,7 @@ print("replace:", pcall(function() mt.__index.progress = function() error("hijac
 mt.__index = {progress = function() error("hijacked") end} -- the public view only
 EOF2
 run tamper --frames 60 --asteroids 500 --mod "$TMP/tamper.lua"
-if [ "$(rc tamper)" = 0 ] && grep -q "^close:	false	world:close: this world belongs to the host" "$TMP/tamper.out" &&
+if [ "$(rc tamper)" = 0 ] && grep -q "^close:	false	world:close: a mod cannot close the world" "$TMP/tamper.out" &&
    grep -q "^gc:	nil	nil" "$TMP/tamper.out" && grep -q "^replace:	false	.*cannot be changed" "$TMP/tamper.out" &&
    grep -q '^final: score' "$TMP/tamper.out" && ! grep -q hijacked "$TMP/tamper.err"; then
   pass "a mod cannot close the host's world, reach __gc or replace its methods"
@@ -171,6 +171,30 @@ if [ "$(rc binary)" = 0 ] && grep -q "attempt to load a binary chunk" "$TMP/bina
    grep -q '^final: score' "$TMP/binary.out"; then
   pass "a binary (bytecode) mod is refused at load"
 else fail "a binary (bytecode) mod is refused at load" "exit status $(rc binary)" "$(head -n 5 "$TMP/binary.err")"; fi
+
+# ---- every mod of examples/mods, through the mod manager ------------------------------------
+run mods --frames 200 --asteroids 3000 --mods examples/mods
+if [ "$(rc mods)" = 0 ] && [ ! -s "$TMP/mods.err" ] &&
+   [ "$(grep -E '^mod: [a-z_]+ \(from examples/mods\)$' "$TMP/mods.out" | sed 's/mod: //; s/ .*//' | paste -sd' ')" = "beacons shield shield_hud" ]; then
+  pass "--mods loads every example mod, each after the mods it depends on"
+else fail "--mods loads every example mod, each after the mods it depends on" "exit status $(rc mods)" \
+  "$(grep -E '^mod:' "$TMP/mods.out")" "$(head -n 5 "$TMP/mods.err")"; fi
+expect_line mods "a mod calls the exports of the mod it depends on" '^\[shield_hud\] 3s: [0-9]+ hits absorbed, [0-9]+ damage'
+expect_line mods "a mod spawns entities of its own" '^\[beacons\] loaded: 24 beacons$'
+if grep -qE '^stage [0-9]+: .*beacons_pulse' "$TMP/mods.out" && grep -qE '^stage [0-9]+: .*shield_hud' "$TMP/mods.out"; then
+  pass "mod systems join the one schedule"
+else fail "mod systems join the one schedule" "$(grep -E '^stage' "$TMP/mods.out")"; fi
+
+# A mod that keeps allocating is stopped and its memory released; the game plays on.
+cat >"$TMP/hog.lua" <<'EOF2'
+local hoard = {}
+world:system{name = "hog", run = function() for i = 1, 1e9 do hoard[#hoard + 1] = string.rep("x", 1000) .. i end end}
+EOF2
+run hog --frames 240 --asteroids 500 --budget 100000000 --mod "$TMP/hog.lua"
+if [ "$(rc hog)" = 0 ] && grep -q "Lua system 'hog' failed: mod 'hog': .*not enough memory" "$TMP/hog.err" &&
+   grep -q '^final: score' "$TMP/hog.out"; then
+  pass "a mod that runs out of its memory fails, and the game plays on"
+else fail "a mod that runs out of its memory fails, and the game plays on" "exit status $(rc hog)" "$(head -n 5 "$TMP/hog.err")"; fi
 
 run badopt --frobnicate
 if [ "$(rc badopt)" = 2 ] && grep -q "unknown option '--frobnicate'" "$TMP/badopt.err"; then

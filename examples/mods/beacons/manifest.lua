@@ -1,0 +1,2 @@
+-- manifest.lua: the beacons mod: no dependencies.
+return { name = "beacons", version = "1.0" }
