@@ -164,13 +164,15 @@ SAN_FLAGS := -fsanitize=address,undefined
 SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    EXTRA_CFLAGS="$(SAN_FLAGS) -fno-sanitize-recover=all" EXTRA_LDFLAGS="$(SAN_FLAGS)"
 
+ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed
 test-asan:
-	$(SAN_BUILD) test-plain
+	$(SAN_BUILD) $(ASAN_BIN)
+	@scripts/run-tests.sh $(ASAN_BIN)
 
 # Tool suites (console, REPL): Check programs linked with the binding and Lua.
 TOOL_SRC := $(wildcard tests/tools/test_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
-$(BUILD)/tests/test_console $(BUILD)/tests/test_repl: $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
+$(BUILD)/tests/test_console $(BUILD)/tests/test_repl $(BUILD)/tests/test_mods_embed: $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(LUA_CFLAGS) -Ilua -DKILN_BIN_PATH='"$(abspath $(KILN_BIN))"' \
 	    -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) -lutil $(LDLIBS_ALL)

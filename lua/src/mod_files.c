@@ -118,7 +118,7 @@ static int read_manifest(lua_State *L) {
 
 static bool describe_folder(klua_mod *mod, const char *dir) {
     char manifest[KLUA_MOD_PATH];
-    snprintf(manifest, sizeof manifest, "%s/%s", dir, MANIFEST);
+    snprintf(manifest, sizeof manifest, "%.900s/%s", dir, MANIFEST);
     struct stat st;
     if (stat(manifest, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(mod->error, sizeof mod->error, "%.200s has no %s", dir, MANIFEST);

@@ -1,0 +1,193 @@
+/* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
+ * mod system in the host's own kiln_schedule_run, reload, unload, load_dir and teardown. */
+#include <check.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kiln_lua.h"
+
+typedef struct host {
+    lua_State *L;
+    kiln_world *world;
+    int world_idx, mods_idx;
+    char dir[64];
+    char log[4096]; /* "mod: line\n" per printed line */
+} host;
+
+static void keep_line(void *user, const char *mod, const char *line) {
+    host *h = user;
+    size_t o = strlen(h->log);
+    snprintf(h->log + o, sizeof h->log - o, "%s: %s\n", mod, line);
+}
+
+static void write_file(const host *h, const char *name, const char *text) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", h->dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const char *path_of(const host *h, const char *name) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", h->dir, name);
+    return path;
+}
+
+/* A host world with one C component and a mod manager over it (at h->mods_idx). */
+static void start(host *h, const kiln_lua_mods_desc *desc) {
+    memset(h, 0, sizeof *h);
+    strcpy(h->dir, "/tmp/kiln-mods-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(h->dir));
+    h->world = kiln_world_create(NULL);
+    kiln_component hp;
+    kiln_field f[] = {{.name = "hp", .type = KILN_TYPE_INT32, .offset = 0}};
+    ck_assert_int_eq(kiln_component_register(h->world, &(kiln_component_desc){.name = "Health", .size = 4,
+                                                                            .fields = f, .field_count = 1},
+                                             &hp),
+                     KILN_OK);
+    h->L = luaL_newstate();
+    luaL_openlibs(h->L);
+    kiln_lua_push_world(h->L, h->world, 0);
+    h->world_idx = lua_gettop(h->L);
+    kiln_lua_mods_desc d = desc ? *desc : (kiln_lua_mods_desc){0};
+    d.log = keep_line;
+    d.log_user = h;
+    kiln_lua_mods_push(h->L, h->world_idx, &d);
+    h->mods_idx = lua_gettop(h->L);
+}
+
+static void stop(host *h) {
+    lua_close(h->L); /* closes the mods' states first, then lets go of the world */
+    kiln_world_destroy(h->world);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", h->dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(a_c_host_loads_a_mod_hears_its_prints_and_runs_its_systems) {
+    host h;
+    start(&h, NULL);
+    write_file(&h, "healer.lua",
+               "print('healer here', mod.name)\n"
+               "world:system{name = 'heal', writes = {'Health'}, query = {'Health'},\n"
+               "  each = function(e, hp) hp.hp = hp.hp + 1 end}\n"
+               "world:spawn{Health = {hp = 10}}\n");
+    char err[512];
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "healer.lua"), err, sizeof err), "%s", err);
+    ck_assert_str_eq(h.log, "healer: healer here\thealer\n");
+    kiln_schedule *s = kiln_lua_schedule(h.L, h.world_idx);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.1), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.1), KILN_OK);
+    kiln_component hp = kiln_component_lookup(h.world, "Health");
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(h.world, &(kiln_query_desc){.with = {hp}}, &q), KILN_OK);
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    ck_assert_int_eq(it.count, 1);
+    ck_assert_int_eq(*(int32_t *)it.columns[0], 12);
+    kiln_iter_fini(&it);
+    kiln_query_destroy(q);
+    /* unloading despawns what the mod spawned */
+    ck_assert_msg(kiln_lua_mods_unload(h.L, h.mods_idx, "healer", false, err, sizeof err), "%s", err);
+    ck_assert_int_eq(kiln_entity_count(h.world), 0);
+    ck_assert_int_eq(kiln_schedule_find(s, "heal"), -1);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(a_failing_mod_system_in_the_hosts_own_run_is_reported_to_the_host) {
+    host h;
+    start(&h, &(kiln_lua_mods_desc){.instructions = 100000});
+    write_file(&h, "spin.lua", "world:system{name = 'spin', run = function() while true do end end}\n");
+    char err[512];
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "spin.lua"), err, sizeof err), "%s", err);
+    kiln_schedule *s = kiln_lua_schedule(h.L, h.world_idx);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.1), KILN_OK); /* returns: the budget stops the loop */
+    lua_getfield(h.L, h.world_idx, "failures");
+    lua_pushvalue(h.L, h.world_idx);
+    lua_call(h.L, 1, 1);
+    ck_assert_int_eq((int)lua_rawlen(h.L, -1), 1);
+    lua_rawgeti(h.L, -1, 1);
+    lua_getfield(h.L, -1, "message");
+    ck_assert_msg(strstr(lua_tostring(h.L, -1), "mod 'spin': ") &&
+                      strstr(lua_tostring(h.L, -1), "system 'spin' ran past its budget of 100000 instructions"),
+                  "%s", lua_tostring(h.L, -1));
+    lua_pop(h.L, 3);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(reload_unload_and_load_dir_report_their_failures_in_err) {
+    host h;
+    start(&h, NULL);
+    char err[1024];
+    ck_assert(!kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "missing.lua"), err, sizeof err));
+    ck_assert_msg(strstr(err, "cannot open") != NULL, "%s", err);
+    write_file(&h, "a.lua", "world:system{name = 'a_sys', run = function() end}\n");
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "a.lua"), err, sizeof err), "%s", err);
+    write_file(&h, "a.lua", "error('broken on purpose')\n");
+    ck_assert(!kiln_lua_mods_reload(h.L, h.mods_idx, "a", err, sizeof err));
+    ck_assert_msg(strstr(err, "broken on purpose") != NULL, "%s", err);
+    kiln_schedule *s = kiln_lua_schedule(h.L, h.world_idx);
+    ck_assert_int_ge(kiln_schedule_find(s, "a_sys"), 0); /* the old version runs on */
+    ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.mods_idx, err, sizeof err), -1); /* the change is seen... */
+    ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.mods_idx, err, sizeof err), 0);  /* ...and not retried */
+    ck_assert(!kiln_lua_mods_unload(h.L, h.mods_idx, "nobody", false, err, sizeof err));
+    ck_assert_str_eq(err, "no mod named 'nobody' is loaded");
+    ck_assert_msg(kiln_lua_mods_unload(h.L, h.mods_idx, "a", true, err, sizeof err), "%s", err);
+    /* load_dir: b depends on a missing mod, the others load */
+    write_file(&h, "a.lua", "mod.exports.n = 7\n");
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/b", h.dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    write_file(&h, "b/manifest.lua", "return {name = 'b', depends = {'zzz'}}\n");
+    write_file(&h, "b/init.lua", "\n");
+    ck_assert(!kiln_lua_mods_load_dir(h.L, h.mods_idx, h.dir, err, sizeof err));
+    ck_assert_msg(strstr(err, "mod 'b': it depends on 'zzz', which is not there") != NULL, "%s", err);
+    ck_assert(!kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "a.lua"), err, sizeof err)); /* loaded */
+    ck_assert_msg(strstr(err, "a mod named 'a' is already loaded") != NULL, "%s", err);
+    stop(&h);
+}
+END_TEST
+
+START_TEST(closing_the_host_state_with_mods_loaded_releases_everything) {
+    host h;
+    start(&h, NULL);
+    write_file(&h, "m.lua",
+               "local q = world:query{'Health'}\n"
+               "for i = 1, 100 do world:spawn{Health = {hp = i}} end\n"
+               "world:system{name = 'm_sys', reads = {'Health'}, run = function() for e in q:each() do end end}\n");
+    char err[512];
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "m.lua"), err, sizeof err), "%s", err);
+    ck_assert_int_eq(kiln_schedule_run(kiln_lua_schedule(h.L, h.world_idx), 0.1), KILN_OK);
+    stop(&h); /* ASan: no leak, no use after free; the entities stay the host's */
+}
+END_TEST
+
+static Suite *mods_suite(void) {
+    Suite *s = suite_create("mods_embed");
+    TCase *tc = tcase_create("host");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, a_c_host_loads_a_mod_hears_its_prints_and_runs_its_systems);
+    tcase_add_test(tc, a_failing_mod_system_in_the_hosts_own_run_is_reported_to_the_host);
+    tcase_add_test(tc, reload_unload_and_load_dir_report_their_failures_in_err);
+    tcase_add_test(tc, closing_the_host_state_with_mods_loaded_releases_everything);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(mods_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
