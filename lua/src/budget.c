@@ -47,6 +47,7 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
     saved->count = lua_gethookcount(L);
     saved->armed = limit > 0;
     if (kw->entry_depth) (*kw->entry_depth)++;
+    if (kw->host) kw->host->guest_depth++;
     if (limit <= 0) return;
     kw->budget_used = 0;
     kw->budget_limit = limit;
@@ -58,6 +59,7 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
 
 void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
     if (kw->entry_depth) (*kw->entry_depth)--;
+    if (kw->host) kw->host->guest_depth--;
     if (!saved->armed) return;
     lua_sethook(L, saved->hook, saved->mask, saved->count);
     kw->budget_limit = 0;

@@ -135,6 +135,7 @@ struct klua_world {
     const klua_mod_hooks *mod_hooks;
     void *mod;                 /* the klua_mod, for the hooks */
     int *entry_depth;          /* counts entries into the mod's code (budget.c) */
+    int guest_depth;           /* of a host's World: entries into mods' code under way */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
 };

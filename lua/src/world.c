@@ -65,7 +65,9 @@ static int w_close(lua_State *L) {
     if (!kw->closed && kw->host) klua_fail(L, "world:close", "a mod cannot close the world");
     if (!kw->closed && !kw->owned)
         klua_fail(L, "world:close", "this world belongs to the host, which closes it");
-    if (!kw->closed && (kw->current || kiln_is_deferred(kw->world)))
+    if (!kw->closed && kw->guest_depth > 0)
+        klua_fail(L, "world:close", "cannot close the world while a mod's code runs");
+    if (!kw->closed && (kw->current || kw->run_L || kiln_is_deferred(kw->world)))
         klua_fail(L, "world:close", "cannot close the world while a query iterates or a system runs");
     release(L, kw);
     return 0;
