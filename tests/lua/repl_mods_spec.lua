@@ -1,0 +1,91 @@
+-- repl_mods_spec.lua: the REPL's mod commands (:mods, :reload, :unload, :log) over the global
+-- `mods`, and the host's failures log shown on :poll as failures happen.
+local kiln = require "kiln"
+
+local function tmpdir()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    return dir
+end
+
+local function write(path, text)
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+end
+
+describe("the REPL's mod commands", function()
+    local dir, env, s
+    before_each(function()
+        dir = tmpdir()
+        env = setmetatable({}, {__index = _G})
+        env.world = kiln.world()
+        env.mods = kiln.mods(env.world, {instructions = 100000})
+        s = kiln.session(env, {remote = true})
+    end)
+    after_each(function()
+        os.execute("rm -rf " .. dir)
+    end)
+
+    it("list the mods with their state, systems, entities and last error", function()
+        assert.are.same({"ok", "no mods loaded"}, {s:feed(":mods")})
+        write(dir .. "/spinner.lua", [[
+world:component("Spin", "float a")
+for i = 1, 3 do world:spawn{Spin = {a = i}} end
+world:system{name = "spin", run = function() while true do end end}
+print("spinner ready")
+]])
+        assert(env.mods:load(dir .. "/spinner.lua"))
+        env.world:progress(0.1) -- spin runs past its budget
+        local status, text = s:feed(":mods")
+        assert.are.equal("ok", status)
+        assert.truthy(text:find("^spinner +0 +running +[%d.]+ KiB  1 systems  3 entities  1 failures"), text)
+        assert.truthy(text:find("last error: system 'spin': .*ran past its budget of 100000 instructions"), text)
+        assert.are.same({"ok", "spinner ready"}, {s:feed(":log spinner")})
+    end)
+
+    it("reload a mod in place and unload it, with or without its data", function()
+        write(dir .. "/keeper.lua", [[
+world:component("Kept", "int32_t n")
+if world:query{"Kept"}:count() == 0 then world:spawn{Kept = {n = 1}} end
+world:system{name = "keep", writes = {"Kept"}, query = {"Kept"}, each = function(e, k) k.n = k.n + 1 end}
+]])
+        assert(env.mods:load(dir .. "/keeper.lua"))
+        assert.are.same({"ok", "reloaded keeper (1 systems)"}, {s:feed(":reload keeper")})
+        assert.are.equal(1, env.world:count())
+        assert.are.same({"ok", "unloaded keeper (its entities and components kept)"}, {s:feed(":unload keeper keep")})
+        assert.are.equal(1, env.world:count())
+        assert(env.mods:load(dir .. "/keeper.lua"))
+        assert.are.same({"ok", "unloaded keeper"}, {s:feed(":unload keeper")})
+        assert.are.equal(0, env.world:count())
+    end)
+
+    it("say what went wrong", function()
+        assert.are.same({"error", "no mod named 'ghost' is loaded"}, {s:feed(":reload ghost")})
+        assert.are.same({"error", ":unload takes a mod name and, optionally, keep"}, {s:feed(":unload ghost please")})
+        assert.are.same({"error", ":log takes a mod name"}, {s:feed(":log")})
+        write(dir .. "/broken.lua", "world:system{name = 'b', run = function() end}\n")
+        assert(env.mods:load(dir .. "/broken.lua"))
+        write(dir .. "/broken.lua", "error('not today')\n")
+        local status, text = s:feed(":reload broken")
+        assert.are.equal("error", status)
+        assert.truthy(text:find("mod 'broken': .*not today"), text)
+        env.mods = 42
+        assert.are.same({"error", "the global `mods` is a number, not a kiln.Mods"}, {s:feed(":mods")})
+        env.mods = nil
+        assert.are.same({"error", "no mods: the global `mods` holds no mod manager (kiln.mods(world))"}, {s:feed(":mods")})
+    end)
+
+    it("show the host's new failures on :poll, once each", function()
+        env.failures = {n = 0}
+        assert.are.same({"ok", ""}, {s:feed(":poll")})
+        env.failures[1], env.failures.n = "frame 3: Lua system 'x' failed: boom", 1
+        env.failures[2], env.failures.n = "frame 4: Lua system 'y' failed: bang", 2
+        assert.are.same({"ok", "frame 3: Lua system 'x' failed: boom\nframe 4: Lua system 'y' failed: bang"}, {s:feed(":poll")})
+        assert.are.same({"ok", ""}, {s:feed(":poll")})
+        -- a session attached later starts from then, not from the game's start
+        local late = kiln.session(env, {remote = true})
+        assert.are.same({"ok", ""}, {late:feed(":poll")})
+    end)
+end)
