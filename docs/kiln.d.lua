@@ -104,6 +104,21 @@ function kiln.systems_text(list) end
 ---@return kiln.Session
 function kiln.session(env, opts) end
 
+
+---@class kiln.ModsOptions
+---@field memory? integer Bytes of Lua memory per mod (default 64 MiB, at least 256 KiB).
+---@field instructions? integer Instructions per entry into a mod's code (default 10 million).
+---@field entities? integer Live entities one mod may have spawned (default 1 million).
+---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
+---@field allow? table Extra globals granted to every mod: values copied, functions proxied.
+---@field log? fun(mod: string, line: string) Receives every line a mod prints.
+
+---Creates the mod manager of a world (one per world). See docs/modding.md.
+---@param world kiln.World
+---@param opts? kiln.ModsOptions
+---@return kiln.Mods
+function kiln.mods(world, opts) end
+
 -- ---------------------------------------------------------------------------------------
 -- kiln.World
 -- ---------------------------------------------------------------------------------------
@@ -499,5 +514,70 @@ function Session:command(line) end
 ---@return boolean ok
 ---@return string text
 function Session:call(fn, ...) end
+
+-- ---------------------------------------------------------------------------------------
+-- kiln.Mods
+-- ---------------------------------------------------------------------------------------
+
+---What `mods:list()` shows of a mod.
+---@class kiln.ModInfo
+---@field name string
+---@field version string
+---@field path string The folder or file it was loaded from.
+---@field state "running"|"disabled"
+---@field memory integer Bytes its Lua state uses now.
+---@field memory_peak integer
+---@field systems string[] Its systems in the schedule.
+---@field components string[] Components and event types it declared.
+---@field entities integer Live entities it spawned.
+---@field failures integer System runs of it that failed.
+---@field depends string[]
+---@field error? string Its last error.
+
+---A mod manager: each mod in a sandboxed Lua state of its own, sharing the world.
+---@class kiln.Mods
+local Mods = {}
+
+---Loads a mod folder (with manifest.lua) or a NAME.lua file.
+---@param path string
+---@return kiln.ModInfo|nil info
+---@return string? message
+function Mods:load(path) end
+
+---Loads every mod of a folder in dependency order.
+---@param dir string
+---@return string[] loaded Names, in load order.
+---@return table<string, string> failures Messages by mod name.
+function Mods:load_dir(dir) end
+
+---Reloads a mod in place (and the mods depending on it); the old version runs on if the new fails.
+---@param name string
+---@return kiln.ModInfo|nil info
+---@return string? message
+function Mods:reload(name) end
+
+---Unloads a mod: its systems leave, its entities and components go unless opts.keep.
+---@param name string
+---@param opts? {keep: boolean}
+---@return true|nil ok
+---@return string? message
+function Mods:unload(name, opts) end
+
+---@return kiln.ModInfo[]
+function Mods:list() end
+
+---Reloads the mods whose files changed; releases disabled mods' states.
+---@return string[] reloaded
+---@return table<string, string> failures
+function Mods:poll() end
+
+---The last lines a mod printed.
+---@param name string
+---@param n? integer
+---@return string[]
+function Mods:log(name, n) end
+
+---Closes every mod's state (their systems leave; entities and data stay).
+function Mods:close() end
 
 return kiln
