@@ -3,7 +3,6 @@
  * statement's budget is spent, every instruction it runs raises until the console has it back. */
 #include <lualib.h>
 #include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

@@ -1,7 +1,6 @@
 /* cost.c: the worst case of the C library calls that can run long on one call (string.rep,
  * the pattern functions, table.concat, sort, move, insert, remove), charged before they run. */
 #include <ctype.h>
-#include <math.h>
 #include <string.h>
 
 #include "klua.h"
@@ -243,7 +242,9 @@ void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, doubl
         break;
     case KLUA_COST_SORT: {
         double len = raw_len(L, 1);
-        *steps = len * (log2(len + 1) + 1) * 4;
+        double bits = 1; /* about log2(len + 1), without libm for a static archive's users */
+        for (double rest = len + 1; rest >= 2; rest /= 2) bits++;
+        *steps = len * bits * 4;
         break;
     }
     case KLUA_COST_MOVE: {
