@@ -130,9 +130,12 @@ static int costly(lua_State *L) {
     const char *name = lua_tostring(L, lua_upvalueindex(3));
     double steps, bytes, left = klua_budget_left(L);
     klua_cost(L, kind, left < 0 ? 1e7 : left, &steps, &bytes);
-    if (bytes > KLUA_COST_RESULT_MAX)
-        return luaL_error(L, "%s could build %.3g bytes, more than one call may in a mod (%.0f)", name, bytes,
-                          KLUA_COST_RESULT_MAX);
+    if (bytes > KLUA_COST_RESULT_MAX) { /* lua_pushfstring knows no %g: format here */
+        char msg[160];
+        snprintf(msg, sizeof msg, "%.40s could build %.3g bytes, more than one call may in a mod (%.0f)", name,
+                 bytes, (double)KLUA_COST_RESULT_MAX);
+        return luaL_error(L, "%s", msg);
+    }
     klua_budget_charge(L, steps + bytes / KLUA_COST_BYTES_PER_STEP, name);
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
