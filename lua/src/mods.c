@@ -478,6 +478,23 @@ void klua_mods_sweep(klua_mods *mods) {
     }
 }
 
+/* The log of a reloaded mod: the old version's lines, then what the new top level printed. */
+static void carry_log(klua_mod *mod, const klua_mod *old) {
+    char fresh[KLUA_MOD_LOG_LINES][KLUA_MOD_LOG_LINE];
+    int64_t n = mod->log_total < KLUA_MOD_LOG_LINES ? mod->log_total : KLUA_MOD_LOG_LINES;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(fresh[i], mod->log[(mod->log_next - n + i + KLUA_MOD_LOG_LINES) % KLUA_MOD_LOG_LINES],
+               KLUA_MOD_LOG_LINE);
+    int64_t total = old->log_total + mod->log_total;
+    memcpy(mod->log, old->log, sizeof mod->log);
+    mod->log_next = old->log_next;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(mod->log[mod->log_next], fresh[i], KLUA_MOD_LOG_LINE);
+        mod->log_next = (mod->log_next + 1) % KLUA_MOD_LOG_LINES;
+    }
+    mod->log_total = total;
+}
+
 /* Reloads mod in place, then the running mods that depend on it (their imports point into
  * the old version). true, or false with err. */
 bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
@@ -489,9 +506,7 @@ bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
             return false;
         }
         mod->failures = old->failures;
-        memcpy(mod->log, old->log, sizeof mod->log);
-        mod->log_next = old->log_next;
-        mod->log_total = old->log_total;
+        carry_log(mod, old);
         for (int i = 0; i < mods->count; i++)
             if (mods->list[i] == old) mods->list[i] = mod;
         old->system_count = 0; /* replaced or removed by the commit */
