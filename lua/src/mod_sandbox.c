@@ -2,6 +2,7 @@
  * its top level run under budget. Invariant: nothing in a mod's globals reaches files,
  * processes, the debug library, bytecode, finalizers or another state except through kiln. */
 #include <lualib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,22 @@ static klua_mod *mod_of(lua_State *L) {
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
+
+/* While mod code runs, every byte it allocates is charged to the entry's budget too: one
+ * instruction can copy a string of megabytes (.., upper, format, sub), so counting only
+ * instructions would leave that C work unbounded. Past the budget, the main thread's hook is
+ * made to fire at the next instruction (as lua.c's signal handler does). */
+static void charge_bytes(klua_mod_mem *m, size_t bytes) {
+    klua_mod *mod = (klua_mod *)(void *)((char *)m - offsetof(klua_mod, mem));
+    klua_world *kw = mod->kw;
+    if (!kw || kw->budget_limit <= 0 || !mod->L) return;
+    kw->budget_used += (int64_t)(bytes / KLUA_COST_BYTES_PER_STEP);
+    if (kw->budget_used > kw->budget_limit) {
+        /* the only hook a mod's state has is the budget's (it has no debug library) */
+        lua_Hook hook = lua_gethook(mod->L);
+        if (hook && (lua_gethookmask(mod->L) & LUA_MASKCOUNT)) lua_sethook(mod->L, hook, LUA_MASKCOUNT, 1);
+    }
+}
 
 /* Counts every byte of the state. While mod code runs the limit holds; between entries,
  * kiln's own bookkeeping may pass it by up to a slack rather than fail unprotected. */
@@ -45,6 +62,7 @@ static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     m->used = m->used - old + nsize;
     if (m->used > m->peak) m->peak = m->used;
+    if (m->depth > 0 && nsize > old) charge_bytes(m, nsize - old);
     return p;
 }
 
