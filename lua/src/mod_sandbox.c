@@ -198,6 +198,31 @@ static int m_collectgarbage(lua_State *L) {
     return luaL_error(L, "collectgarbage('%s') is not available to mods", opt);
 }
 
+/* xpcall(f, handler, ...): the handler is skipped once the budget is spent. The budget's
+ * error is raised from inside its count hook, and Lua runs a message handler before it
+ * unwinds, with hooks still off: the mod's handler would run unbudgeted, so a looping one
+ * would never stop. Other errors reach the handler, which runs under the budget. */
+static int m_handler(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    klua_world *kw = mod ? mod->kw : NULL;
+    if (!kw || (kw->budget_limit > 0 && kw->budget_used > kw->budget_limit)) return 1; /* the message */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+static int m_xpcall(lua_State *L) {
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_pushcclosure(L, m_handler, 1);
+    lua_replace(L, 2);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 /* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's. */
 static int m_load(lua_State *L) {
     lua_settop(L, 4);
@@ -360,7 +385,8 @@ static int build_globals(lua_State *L) {
     static const struct {
         const char *name;
         lua_CFunction fn;
-    } replaced[] = {{"setmetatable", m_setmetatable}, {"collectgarbage", m_collectgarbage}, {"load", m_load}};
+    } replaced[] = {{"setmetatable", m_setmetatable}, {"collectgarbage", m_collectgarbage}, {"load", m_load},
+                  {"xpcall", m_xpcall}};
     for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++) {
         lua_getglobal(L, replaced[i].name);
         lua_pushcclosure(L, replaced[i].fn, 1);
