@@ -12,6 +12,7 @@
 static const char self_key = 's';   /* registry: light userdata of the klua_mod */
 static const char loaded_key = 'l'; /* registry: modules its require loaded, by name */
 static const char modtab_key = 'm'; /* registry: its `mod` table (exports live there) */
+static const char view_key = 'v';   /* registry: its view of the world (mod->kw) */
 
 static klua_mod *mod_of(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &self_key);
@@ -412,6 +413,9 @@ static int build_globals(lua_State *L) {
     lua_pop(L, 1);
     klua_new_world_view(L, mods->kw, NULL, NULL, NULL); /* hooks set by the manager */
     mod->kw = lua_touserdata(L, -1);
+    /* anchored for the state's life: the mod may drop its global, and kiln keeps mod->kw */
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &view_key);
     lua_setglobal(L, "world");
     /* mod: its name, version, exports and import */
     lua_createtable(L, 0, 4);
