@@ -457,6 +457,9 @@ lua_State *klua_mod_state(klua_mod *mod) {
         snprintf(mod->error, sizeof mod->error, "out of memory making its Lua state");
         return NULL;
     }
+    /* generational, as the stock interpreter runs its state: a mod's per-frame garbage dies
+     * young, and its long-lived tables are not traversed again at every cycle */
+    lua_gc(L, LUA_GCGEN, 0, 0);
     lua_pushcfunction(L, build_globals);
     lua_pushlightuserdata(L, mod);
     if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
