@@ -229,12 +229,14 @@ bench:
 	build-bench/bench/core_bench --json $(BENCH_RESULTS)
 	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json $(BENCH_RESULTS)
 	build-bench/bench/mixed_host --json $(BENCH_RESULTS)
+	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/mods_bench.lua --json $(BENCH_RESULTS)
 	@echo "results: $(BENCH_RESULTS)"
 
 # The whole benchmark three times; per case the run with the median ratio goes to the file.
 bench-median:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
 	bench/median_runs.sh 3 $(BENCH_RESULTS)
+	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/mods_bench.lua --runs 3 --json $(BENCH_RESULTS)
 
 bench-quick:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so

@@ -78,9 +78,9 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     if (!kw) return;
     if (kw->budget_used > kw->budget_limit) spent(L, kw);
     double left = (double)(kw->budget_limit - kw->budget_used);
-    if (steps > left) {
-        char msg[KILN_MAX_NAME + 160]; /* lua_pushfstring has no %g */
-        snprintf(msg, sizeof msg, "%s could take %.3g steps, past what is left of the budget of %s", what, steps,
+    if (steps > left) { /* lua_pushfstring knows no %g: format here */
+        char msg[200];
+        snprintf(msg, sizeof msg, "%.40s could take %.3g steps, past what is left of the budget of %s", what, steps,
                  kw->budget_what);
         luaL_error(L, "%s", msg);
     }

@@ -201,7 +201,9 @@ static void copy_value(copy_ctx *c, int idx, int depth) {
             luaL_error(T, "%s holds a table with a metatable, which cannot be copied", c->what);
         }
         if (!lua_checkstack(F, 4)) luaL_error(T, "%s: out of stack", c->what);
-        lua_newtable(T);
+        /* sized like the original's sequence, so a list stays a list (array part) */
+        lua_Unsigned n = lua_rawlen(F, idx);
+        lua_createtable(T, n < COPY_ITEMS ? (int)n : 0, 0);
         lua_pushnil(F);
         while (lua_next(F, idx)) {
             copy_value(c, -2, depth + 1);

@@ -2,6 +2,7 @@
  * its top level run under budget. Invariant: nothing in a mod's globals reaches files,
  * processes, the debug library, bytecode, finalizers or another state except through kiln. */
 #include <lualib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 static const char self_key = 's';   /* registry: light userdata of the klua_mod */
 static const char loaded_key = 'l'; /* registry: modules its require loaded, by name */
 static const char modtab_key = 'm'; /* registry: its `mod` table (exports live there) */
+static const char view_key = 'v';   /* registry: its view of the world (mod->kw) */
 
 static klua_mod *mod_of(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &self_key);
@@ -20,6 +22,22 @@ static klua_mod *mod_of(lua_State *L) {
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
+
+/* While mod code runs, every byte it allocates is charged to the entry's budget too: one
+ * instruction can copy a string of megabytes (.., upper, format, sub), so counting only
+ * instructions would leave that C work unbounded. Past the budget, the main thread's hook is
+ * made to fire at the next instruction (as lua.c's signal handler does). */
+static void charge_bytes(klua_mod_mem *m, size_t bytes) {
+    klua_mod *mod = (klua_mod *)(void *)((char *)m - offsetof(klua_mod, mem));
+    klua_world *kw = mod->kw;
+    if (!kw || kw->budget_limit <= 0 || !mod->L) return;
+    kw->budget_used += (int64_t)(bytes / KLUA_COST_BYTES_PER_STEP);
+    if (kw->budget_used > kw->budget_limit) {
+        /* the only hook a mod's state has is the budget's (it has no debug library) */
+        lua_Hook hook = lua_gethook(mod->L);
+        if (hook && (lua_gethookmask(mod->L) & LUA_MASKCOUNT)) lua_sethook(mod->L, hook, LUA_MASKCOUNT, 1);
+    }
+}
 
 /* Counts every byte of the state. While mod code runs the limit holds; between entries,
  * kiln's own bookkeeping may pass it by up to a slack rather than fail unprotected. */
@@ -45,6 +63,7 @@ static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     m->used = m->used - old + nsize;
     if (m->used > m->peak) m->peak = m->used;
+    if (m->depth > 0 && nsize > old) charge_bytes(m, nsize - old);
     return p;
 }
 
@@ -130,10 +149,10 @@ static int costly(lua_State *L) {
     const char *name = lua_tostring(L, lua_upvalueindex(3));
     double steps, bytes, left = klua_budget_left(L);
     klua_cost(L, kind, left < 0 ? 1e7 : left, &steps, &bytes);
-    if (bytes > KLUA_COST_RESULT_MAX) {
-        char msg[160]; /* lua_pushfstring has no %g */
-        snprintf(msg, sizeof msg, "%s could build %.3g bytes, more than one call may in a mod (%.0f)", name, bytes,
-                 KLUA_COST_RESULT_MAX);
+    if (bytes > KLUA_COST_RESULT_MAX) { /* lua_pushfstring knows no %g: format here */
+        char msg[160];
+        snprintf(msg, sizeof msg, "%.40s could build %.3g bytes, more than one call may in a mod (%.0f)", name,
+                 bytes, (double)KLUA_COST_RESULT_MAX);
         return luaL_error(L, "%s", msg);
     }
     klua_budget_charge(L, steps + bytes / KLUA_COST_BYTES_PER_STEP, name);
@@ -178,6 +197,31 @@ static int m_collectgarbage(lua_State *L) {
             return lua_gettop(L);
         }
     return luaL_error(L, "collectgarbage('%s') is not available to mods", opt);
+}
+
+/* xpcall(f, handler, ...): the handler is skipped once the budget is spent. The budget's
+ * error is raised from inside its count hook, and Lua runs a message handler before it
+ * unwinds, with hooks still off: the mod's handler would run unbudgeted, so a looping one
+ * would never stop. Other errors reach the handler, which runs under the budget. */
+static int m_handler(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    klua_world *kw = mod ? mod->kw : NULL;
+    if (!kw || (kw->budget_limit > 0 && kw->budget_used > kw->budget_limit)) return 1; /* the message */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
+static int m_xpcall(lua_State *L) {
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_pushcclosure(L, m_handler, 1);
+    lua_replace(L, 2);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
 }
 
 /* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's. */
@@ -342,7 +386,8 @@ static int build_globals(lua_State *L) {
     static const struct {
         const char *name;
         lua_CFunction fn;
-    } replaced[] = {{"setmetatable", m_setmetatable}, {"collectgarbage", m_collectgarbage}, {"load", m_load}};
+    } replaced[] = {{"setmetatable", m_setmetatable}, {"collectgarbage", m_collectgarbage}, {"load", m_load},
+                  {"xpcall", m_xpcall}};
     for (size_t i = 0; i < sizeof replaced / sizeof replaced[0]; i++) {
         lua_getglobal(L, replaced[i].name);
         lua_pushcclosure(L, replaced[i].fn, 1);
@@ -368,6 +413,9 @@ static int build_globals(lua_State *L) {
     lua_pop(L, 1);
     klua_new_world_view(L, mods->kw, NULL, NULL, NULL); /* hooks set by the manager */
     mod->kw = lua_touserdata(L, -1);
+    /* anchored for the state's life: the mod may drop its global, and kiln keeps mod->kw */
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &view_key);
     lua_setglobal(L, "world");
     /* mod: its name, version, exports and import */
     lua_createtable(L, 0, 4);
@@ -409,6 +457,9 @@ lua_State *klua_mod_state(klua_mod *mod) {
         snprintf(mod->error, sizeof mod->error, "out of memory making its Lua state");
         return NULL;
     }
+    /* generational, as the stock interpreter runs its state: a mod's per-frame garbage dies
+     * young, and its long-lived tables are not traversed again at every cycle */
+    lua_gc(L, LUA_GCGEN, 0, 0);
     lua_pushcfunction(L, build_globals);
     lua_pushlightuserdata(L, mod);
     if (lua_pcall(L, 1, 0, 0) != LUA_OK) {

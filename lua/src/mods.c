@@ -47,15 +47,29 @@ const char *klua_mods_busy(klua_mods *mods) {
 
 /* ---- what a mod's view of the world asks of the manager ---------------------------------- */
 
+/* Spawns made while the world is deferred (a frame, a query loop) land only when the section
+ * ends, so the tag query does not count them yet: they are counted as pending until the tick
+ * changes or the world is seen undeferred (a frame is one deferred section, its tick one). */
+static int64_t pending_spawns(klua_mod *mod, kiln_world *world) {
+    kiln_tick now = kiln_tick_current(world);
+    if (!kiln_is_deferred(world) || mod->pending_tick != now) {
+        mod->pending_spawns = 0;
+        mod->pending_tick = now;
+    }
+    return mod->pending_spawns;
+}
+
 static kiln_component hook_before_spawn(lua_State *L, klua_world *kw) {
     klua_mod *mod = kw->mod;
-    if (mod->spawned && kiln_query_count(mod->spawned) >= mod->mods->entities)
+    int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
+    if (live + pending_spawns(mod, kw->world) >= mod->mods->entities)
         luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
     return mod->tag;
 }
 
 static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
     klua_mod *mod = kw->mod;
+    if (kiln_is_deferred(kw->world)) mod->pending_spawns++;
     if (!mod->loading) return;
     if (mod->load_spawn_count == mod->load_spawn_cap) {
         int64_t ncap = mod->load_spawn_cap ? mod->load_spawn_cap * 2 : 64;
@@ -172,13 +186,12 @@ typedef struct failure_args {
     bool disabled;
 } failure_args;
 
+/* Runs protected on the host thread with the args and the host's World (pushed by the
+ * caller: inside this call, klua_push_self's progress_idx would name this frame's slots). */
 static int push_failure(lua_State *H) {
     failure_args *a = lua_touserdata(H, 1);
-    /* by the registry: klua_push_self's progress slot belongs to world:progress's frame */
-    lua_getfield(H, LUA_REGISTRYINDEX, KLUA_REG_WORLDS);
-    lua_rawgetp(H, -1, a->mods->kw);
-    if (lua_isnil(H, -1)) return 0;
-    lua_getiuservalue(H, -1, KLUA_WORLD_UV_STATE);
+    if (lua_type(H, 2) != LUA_TUSERDATA) return 0;
+    lua_getiuservalue(H, 2, KLUA_WORLD_UV_STATE);
     if (lua_getfield(H, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pop(H, 1);
         lua_newtable(H);
@@ -219,11 +232,12 @@ static void hook_failed(klua_world *kw, const char *system, const char *message,
         disabled = true;
     }
     lua_State *H = klua_mods_host_thread(mods);
-    if (!lua_checkstack(H, 4)) return;
+    if (!lua_checkstack(H, 6)) return;
     failure_args a = {mods, mod->name, system, mod->status == KLUA_MOD_DISABLED ? mod->error : message, disabled};
     lua_pushcfunction(H, push_failure);
     lua_pushlightuserdata(H, &a);
-    if (lua_pcall(H, 1, 0, 0) != LUA_OK) lua_pop(H, 1);
+    klua_push_self(H, mods->kw);
+    if (lua_pcall(H, 2, 0, 0) != LUA_OK) lua_pop(H, 1);
 }
 
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_declared, hook_owner,
@@ -452,6 +466,23 @@ void klua_mods_sweep(klua_mods *mods) {
     }
 }
 
+/* The log of a reloaded mod: the old version's lines, then what the new top level printed. */
+static void carry_log(klua_mod *mod, const klua_mod *old) {
+    char fresh[KLUA_MOD_LOG_LINES][KLUA_MOD_LOG_LINE];
+    int64_t n = mod->log_total < KLUA_MOD_LOG_LINES ? mod->log_total : KLUA_MOD_LOG_LINES;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(fresh[i], mod->log[(mod->log_next - n + i + KLUA_MOD_LOG_LINES) % KLUA_MOD_LOG_LINES],
+               KLUA_MOD_LOG_LINE);
+    int64_t total = old->log_total + mod->log_total;
+    memcpy(mod->log, old->log, sizeof mod->log);
+    mod->log_next = old->log_next;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(mod->log[mod->log_next], fresh[i], KLUA_MOD_LOG_LINE);
+        mod->log_next = (mod->log_next + 1) % KLUA_MOD_LOG_LINES;
+    }
+    mod->log_total = total;
+}
+
 /* Reloads mod in place, then the running mods that depend on it (their imports point into
  * the old version). true, or false with err. */
 bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
@@ -463,9 +494,7 @@ bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
             return false;
         }
         mod->failures = old->failures;
-        memcpy(mod->log, old->log, sizeof mod->log);
-        mod->log_next = old->log_next;
-        mod->log_total = old->log_total;
+        carry_log(mod, old);
         for (int i = 0; i < mods->count; i++)
             if (mods->list[i] == old) mods->list[i] = mod;
         old->system_count = 0; /* replaced or removed by the commit */

@@ -78,6 +78,8 @@ typedef struct klua_mod {
     struct klua_mod_staged *staged;
     int staged_count, staged_cap;
     kiln_entity *load_spawns;  /* entities spawned by the top level (despawned if it fails) */
+    int64_t pending_spawns;    /* spawned in the deferred section of tick pending_tick, not landed */
+    kiln_tick pending_tick;
     int64_t load_spawn_count, load_spawn_cap;
     struct klua_mod *previous; /* while reloading: the version still running */
     uint32_t generation;       /* proxies into this mod hold it */
