@@ -85,6 +85,9 @@ typedef struct klua_mod_hooks {
      * entity the mod spawns carries. after_spawn records the new entity. */
     kiln_component (*before_spawn)(lua_State *L, klua_world *kw);
     void (*after_spawn)(lua_State *L, klua_world *kw, kiln_entity e);
+    /* Before the view declares a component or event type: raises when the mod may declare
+     * no more. */
+    void (*before_declare)(lua_State *L, klua_world *kw);
     /* A component or event type the view declared (existed: it was there already). */
     void (*declared)(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed);
     /* Who declared component (or event type) id first: "the host" or "mod 'name'" (into

@@ -115,12 +115,15 @@ static int proxy(lua_State *L) {
     call_ctx cc = {L, mods, callee, ref, lua_gettop(L)};
     klua_system *borrowed = NULL;
     klua_armed saved;
+    /* the callee's code (a mod's, or a host function granted to mods) is checked against the
+     * access of the system calling it */
+    klua_world *ckw = NULL;
+    for (int i = 0; i < mods->count && !ckw; i++)
+        if (mods->list[i]->L == klua_main_thread(L)) ckw = mods->list[i]->kw;
+    borrowed = ckw ? ckw->current : NULL;
+    klua_system *host_current = mods->kw->current;
+    if (!callee) mods->kw->current = borrowed;
     if (callee) {
-        /* the callee's code is checked against the access of the system calling it */
-        klua_world *ckw = NULL;
-        for (int i = 0; i < mods->count && !ckw; i++)
-            if (mods->list[i]->L == klua_main_thread(L)) ckw = mods->list[i]->kw;
-        borrowed = ckw ? ckw->current : NULL;
         callee->kw->current = borrowed;
         char what[KILN_MAX_NAME + 40];
         snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
@@ -137,6 +140,16 @@ static int proxy(lua_State *L) {
         if (lua_pcall(T, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
         lua_settop(T, top);
         callee->kw->current = NULL;
+    } else {
+        /* loops the host function left open under the borrowed system end with the call */
+        int top = lua_gettop(T);
+        if (borrowed && !mods->kw->closed) {
+            lua_pushcfunction(T, close_thunk);
+            lua_pushlightuserdata(T, mods->kw);
+            if (lua_pcall(T, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
+        }
+        lua_settop(T, top);
+        mods->kw->current = host_current;
     }
     if (status != LUA_OK) {
         char msg[KLUA_MOD_ERROR];

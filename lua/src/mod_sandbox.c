@@ -189,6 +189,15 @@ static int m_setmetatable(lua_State *L) {
 static int m_collectgarbage(lua_State *L) {
     static const char *const allowed[] = {"collect", "step", "count", "isrunning", NULL};
     const char *opt = luaL_optstring(L, 1, "collect");
+    /* a full collection walks the whole heap in one call: charged by the heap's size */
+    klua_mod *mod = mod_of(L);
+    if (strcmp(opt, "collect") == 0) klua_budget_charge(L, (double)mod->mem.used / KLUA_COST_BYTES_PER_STEP, "collectgarbage");
+    if (strcmp(opt, "step") == 0) {
+        lua_Integer kib = luaL_optinteger(L, 2, 0);
+        double bytes = kib > 0 ? (double)kib * 1024 : 8192;
+        if (bytes > (double)mod->mem.used) bytes = (double)mod->mem.used;
+        klua_budget_charge(L, bytes / KLUA_COST_BYTES_PER_STEP, "collectgarbage");
+    }
     for (int i = 0; allowed[i]; i++)
         if (strcmp(opt, allowed[i]) == 0) {
             lua_pushvalue(L, lua_upvalueindex(1));

@@ -91,6 +91,13 @@ static int declared_index(const klua_mod *mod, uint32_t id, bool event) {
     return -1;
 }
 
+static void hook_before_declare(lua_State *L, klua_world *kw) {
+    klua_mod *mod = kw->mod;
+    if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
+        luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
+                   KLUA_MOD_MAX_COMPONENTS);
+}
+
 static void hook_declared(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed) {
     klua_mod *mod = kw->mod;
     if (declared_index(mod, id, event) >= 0) return;
@@ -151,6 +158,10 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
         if (owner) klua_fail(L, fname, "a system named '%s' already exists (of mod '%s')", d->name, owner);
         klua_fail(L, fname, "a system named '%s' already exists (of the host)", d->name);
     }
+    int live = mod->staged_count;
+    for (int k = 0; k < mod->system_count; k++) live += kiln_schedule_find(kw->schedule, mod->systems[k]) >= 0;
+    if (live >= KLUA_MOD_MAX_SYSTEMS)
+        klua_fail(L, fname, "mod '%s' has %d systems, its limit", mod->name, KLUA_MOD_MAX_SYSTEMS);
     if (!mod->loading) {
         if (!remember_system(mod, d->name)) luaL_error(L, "not enough memory");
         if (kiln_schedule_add(kw->schedule, d) != KILN_OK) klua_fail_world(L, kw->world, fname);
@@ -240,8 +251,8 @@ static void hook_failed(klua_world *kw, const char *system, const char *message,
     if (lua_pcall(H, 2, 0, 0) != LUA_OK) lua_pop(H, 1);
 }
 
-static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_declared, hook_owner,
-                                     hook_add_system, hook_failed};
+static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,
+                                     hook_owner, hook_add_system, hook_failed};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #define KLUA_MOD_PATH 1024         /* longest path a mod may live at */
 #define KLUA_MOD_MAX_DEPS 16
 #define KLUA_MOD_MAX_COMPONENTS 256 /* components and event types one mod may declare */
+#define KLUA_MOD_MAX_SYSTEMS 256    /* systems one mod may have in the schedule */
 #define KLUA_MOD_MAX_FILES 64       /* files watched per mod (entry, manifest, required) */
 #define KLUA_MOD_LOG_LINES 64
 #define KLUA_MOD_LOG_LINE 240

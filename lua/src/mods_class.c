@@ -438,6 +438,12 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->closed = false;
     kw->on_release = klua_mods_close_all;
     kw->on_release_ud = mods;
+    /* the world keeps its manager: collecting the manager mid-frame would close mod states
+     * whose systems the running schedule still holds */
+    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "mods");
+    lua_pop(L, 1);
     return mods;
 }
 

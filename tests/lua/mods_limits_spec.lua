@@ -1,0 +1,85 @@
+-- mods_limits_spec.lua: the limits a mod runs into besides instructions and memory (component
+-- and system counts, full collections charged), host functions granted to mods running under
+-- the calling system's declared access, and a manager the host dropped mid-frame.
+local kiln = require "kiln"
+local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+
+describe("a mod's limits", function()
+    after_each(M.cleanup)
+
+    it("stop a mod declaring component after component before the registry grows", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        local before = #w:components()
+        local info, err = mods:load(M.write(dir, "hoarder.lua",
+            "for i = 1, 100000 do world:component('C' .. i, 'int32_t v') end\n"))
+        assert.is_nil(info)
+        assert.truthy(err:find("mod 'hoarder': .*declares more than 256 components and event types"), err)
+        assert.are.equal(256 + 1, #w:components() - before) -- and its tag, kiln.mod.hoarder
+    end)
+
+    it("stop a mod adding system after system", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        local info, err = mods:load(M.write(dir, "swarm.lua",
+            "for i = 1, 100000 do world:system{name = 'swarm' .. i, run = function() end} end\n"))
+        assert.is_nil(info)
+        assert.truthy(err:find("mod 'swarm': .*has 256 systems, its limit"), err)
+        assert.are.equal(1, #w:systems()) -- none joined: the load failed as a whole
+    end)
+
+    it("charge a full collection by the size of the mod's heap", function()
+        local dir = M.folder()
+        local w, mods = M.host({instructions = 2000000})
+        local info, err = mods:load(M.write(dir, "collector.lua", [[
+local keep = {}
+for i = 1, 20000 do keep[i] = {i} end
+for i = 1, 1e9 do collectgarbage() end
+]]))
+        assert.is_nil(info)
+        assert.truthy(err:find("collectgarbage could take .* steps, past what is left of the budget"), err)
+    end)
+end)
+
+describe("a host function granted to mods", function()
+    after_each(M.cleanup)
+
+    it("runs under the declared access of the mod system calling it", function()
+        local dir = M.folder()
+        local w = kiln.world()
+        w:component("Secret", "int32_t v")
+        local e = w:spawn{Secret = {v = 1}}
+        local results = {}
+        local mods = kiln.mods(w, {allow = {poke = function(n) w:set(e, "Secret", {v = n}) return n end}})
+        assert(mods:load(M.write(dir, "poker.lua", [[
+world:system{name = "poker", run = function() poke(7) end}
+world:system{name = "poker_ok", writes = {"Secret"}, after = {"poker"}, run = function() poke(9) end}
+]])))
+        local ok, failures = w:progress(0.1)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.are.equal("poker", failures[1].system)
+        assert.truthy(failures[1].message:find("Secret"), failures[1].message)
+        assert.are.equal(9, w:get(e, "Secret").v) -- the system that declared it wrote it
+    end)
+end)
+
+describe("a manager the host lets go of", function()
+    after_each(M.cleanup)
+
+    it("lives as long as its world, even when collected in the middle of a frame", function()
+        local dir = M.folder()
+        local w = kiln.world()
+        local runs = 0
+        w:system{name = "dropper", run = function() collectgarbage() collectgarbage() end}
+        local mods = kiln.mods(w)
+        assert(mods:load(M.write(dir, "late.lua",
+            "world:system{name = 'late', after = {'dropper'}, run = function() count = (count or 0) + 1 end}\n")))
+        mods = nil
+        for _ = 1, 3 do assert.is_true((w:progress(0.1))) end
+        assert.are.equal(3, (function()
+            for _, s in ipairs(w:systems()) do if s.name == "late" then return s.runs end end
+        end)())
+        w:close() -- closes the mods' states first
+    end)
+end)
