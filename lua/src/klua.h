@@ -145,6 +145,9 @@ typedef struct klua_query {
     bool writable[KLUA_MAX_TERMS];
     kiln_component_info info[KLUA_MAX_TERMS];
     uint8_t *snap[KLUA_MAX_TERMS]; /* per data term: the row's bytes when its view was filled */
+    int16_t key_off[KLUA_MAX_TERMS]; /* per term: its first field in the flat list of field keys */
+    int16_t key_count;               /* field keys of all terms */
+    bool upv_rows;                   /* the step closure holds views and keys as upvalues */
     kiln_iter it;
     bool active;
     int32_t row;
