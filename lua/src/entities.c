@@ -237,6 +237,7 @@ static int w_changed_tick(lua_State *L) {
 /* ---- world:getter(name, field): a closure reading one field, for hot loops ---- */
 
 typedef struct getter_state {
+    klua_world *kw;                      /* kept alive by upvalue GETTER_UPV_WORLD */
     kiln_component c;
     kiln_field field;                    /* name and layout: owned by the world */
     char fname[2 * KILN_MAX_NAME + 8];   /* "get Position.x", the name errors give */
@@ -248,10 +249,11 @@ enum { GETTER_UPV_WORLD = 1, GETTER_UPV_STATE };
  * Unheld (rule 3a): a scalar is pushed straight from the column, a vector, matrix or array
  * is copied out first. */
 static int getter_call(lua_State *L) {
-    klua_world *kw = lua_touserdata(L, lua_upvalueindex(GETTER_UPV_WORLD));
     const getter_state *g = lua_touserdata(L, lua_upvalueindex(GETTER_UPV_STATE));
+    klua_world *kw = g->kw;
     if (kw->closed) return luaL_error(L, "attempt to use a closed world");
-    kiln_entity e = klua_check_entity(L, 1, g->fname);
+    lua_Integer v = lua_isinteger(L, 1) ? lua_tointeger(L, 1) : -1;
+    kiln_entity e = v >= 0 ? (kiln_entity)v : klua_check_entity(L, 1, g->fname); /* a float, or raises */
     if (kw->current) klua_check_access(L, kw, g->c, false, g->fname);
     const uint8_t *data = kiln_get(kw->world, e, g->c);
     if (!data) {
@@ -260,6 +262,12 @@ static int getter_call(lua_State *L) {
         return 1;
     }
     const kiln_field *f = &g->field;
+    if (f->type == KILN_TYPE_FLOAT && f->count <= 1) {
+        float v;
+        memcpy(&v, data + f->offset, 4);
+        lua_pushnumber(L, v);
+        return 1;
+    }
     bool scalar = f->count <= 1 && f->type != KILN_TYPE_CHAR && f->type != KILN_TYPE_VEC2 &&
                   f->type != KILN_TYPE_VEC3 && f->type != KILN_TYPE_VEC4 &&
                   f->type != KILN_TYPE_QUAT && f->type != KILN_TYPE_MAT4;
@@ -295,6 +303,7 @@ static int w_getter(lua_State *L) {
         klua_argerror(L, 3, fname, "%s has no field '%s'", info.name, klua_quote(L, name, len));
     lua_pushvalue(L, 1);
     getter_state *g = lua_newuserdatauv(L, sizeof *g, 0);
+    g->kw = kw;
     g->c = c;
     g->field = *f;
     snprintf(g->fname, sizeof g->fname, "get %s.%s", info.name, f->name);
