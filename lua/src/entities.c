@@ -252,8 +252,8 @@ static int getter_call(lua_State *L) {
     const getter_state *g = lua_touserdata(L, lua_upvalueindex(GETTER_UPV_STATE));
     klua_world *kw = g->kw;
     if (kw->closed) return luaL_error(L, "attempt to use a closed world");
-    lua_Integer v = lua_isinteger(L, 1) ? lua_tointeger(L, 1) : -1;
-    kiln_entity e = v >= 0 ? (kiln_entity)v : klua_check_entity(L, 1, g->fname); /* a float, or raises */
+    lua_Integer id = lua_isinteger(L, 1) ? lua_tointeger(L, 1) : -1;
+    kiln_entity e = id >= 0 ? (kiln_entity)id : klua_check_entity(L, 1, g->fname); /* a float, or raises */
     if (kw->current) klua_check_access(L, kw, g->c, false, g->fname);
     const uint8_t *data = kiln_get(kw->world, e, g->c);
     if (!data) {

@@ -218,7 +218,9 @@ int klua_world_query(lua_State *L) {
 /* Pushes the views and field keys of the Query at q_idx as consecutive stack slots and
  * describes them in rs (for loops run from C, and queries too wide for upvalues). */
 static void push_row_slots(lua_State *L, klua_query *kq, int q_idx, row_slots *rs) {
-    luaL_checkstack(L, 2 * kq->term_count + kq->key_count + 8, "too many terms");
+    /* room for the slots, then for a row (push_row, write_back) and a call's arguments */
+    luaL_checkstack(L, 3 * kq->term_count + kq->key_count + KILN_MAX_FIELDS + LUA_MINSTACK,
+                    "too many terms");
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
@@ -347,7 +349,7 @@ static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
         uint8_t tmp[256];
         uint8_t *buf = NULL; /* a copy of snap, made when a field needs converting */
         int view = VIEW_AT(rs, t), top = lua_gettop(L);
-        luaL_checkstack(L, info->field_count + 4, "too many fields");
+        if (info->field_count + 4 > LUA_MINSTACK) luaL_checkstack(L, info->field_count + 4, "too many fields");
         /* Convert every field first: a bad value raises before anything is written. */
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
@@ -406,7 +408,7 @@ static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
 
 /* Pushes the entity of the current row and its views; returns the number pushed. */
 static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
-    luaL_checkstack(L, kq->term_count + 8, "too many terms");
+    if (kq->term_count + 8 > LUA_MINSTACK) luaL_checkstack(L, kq->term_count + 8, "too many terms");
     lua_pushinteger(L, (lua_Integer)kq->it.entities[kq->row]);
     for (int t = 0; t < kq->term_count; t++) {
         void *col = kq->it.columns[t];
