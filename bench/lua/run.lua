@@ -436,7 +436,8 @@ local function case_get()
         for i = 1, OPS do sum = sum + w:get(ents[order[i]], "Position", into).x end
         return sum
     end
-    local getx = w:getter("Position", "x")
+    -- (a build from before world:getter times world:get instead, for before/after tables)
+    local getx = w.getter and w:getter("Position", "x") or function(e) return w:get(e, "Position").x end
     local function by_getter()
         local sum = 0
         for i = 1, OPS do sum = sum + getx(ents[order[i]]) end

@@ -100,7 +100,7 @@ static kiln_component entity_component(lua_State *L, klua_world *kw, const char 
 }
 
 static int w_add(lua_State *L) {
-    lua_settop(L, 4); /* an absent value is nil, below any scratch pushed later */
+    /* klua_self_unheld pads the arguments: an absent value reads as nil */
     klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:add";
     kiln_entity e;
@@ -192,7 +192,7 @@ static void write_named_fields(lua_State *L, int idx, const kiln_component_info 
 }
 
 static int w_set(lua_State *L) {
-    lua_settop(L, 4);
+    /* an absent value reads as nil (klua_self_unheld pads the arguments) */
     klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:set";
     kiln_entity e;
