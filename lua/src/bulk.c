@@ -86,9 +86,10 @@ typedef struct bulk_work {
  * stays. */
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
-    size_t bytes = 0;
+    /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
+    size_t flags = ((size_t)n + 15) & ~(size_t)15, bytes = 0;
     for (int t = 0; t < kq->term_count; t++)
-        if (bulk_writes(kq, t)) bytes += 2 * (size_t)n * kq->info[t].stride + (size_t)n;
+        if (bulk_writes(kq, t)) bytes += 2 * (((size_t)n * kq->info[t].stride + 15) & ~(size_t)15) + flags;
     uint8_t *block;
     if (lua_rawgeti(L, bulk_idx, BULK_WORK) == LUA_TUSERDATA && lua_rawlen(L, -1) >= bytes) {
         block = lua_touserdata(L, -1);
@@ -99,11 +100,11 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     lua_pop(L, 1);
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
-        size_t rows = (size_t)n * kq->info[t].stride;
+        size_t rows = (size_t)n * kq->info[t].stride, part = (rows + 15) & ~(size_t)15;
         w->snap[t] = block;
-        w->stage[t] = block + rows;
-        w->changed[t] = block + 2 * rows;
-        block += 2 * rows + (size_t)n;
+        w->stage[t] = block + part;
+        w->changed[t] = block + 2 * part;
+        block += 2 * part + flags;
         memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
     }
 }

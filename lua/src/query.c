@@ -346,7 +346,7 @@ static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
         const kiln_component_info *info = &kq->info[t];
         uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
         const uint8_t *snap = kq->snap[t];
-        uint8_t tmp[256];
+        _Alignas(16) uint8_t tmp[256]; /* a check hook reads it as its C type */
         uint8_t *buf = NULL; /* a copy of snap, made when a field needs converting */
         int view = VIEW_AT(rs, t), top = lua_gettop(L);
         if (info->field_count + 4 > LUA_MINSTACK) luaL_checkstack(L, info->field_count + 4, "too many fields");
