@@ -185,11 +185,22 @@ function World:remove(e, name) end
 function World:has(e, name) end
 
 ---A new table copying the component's fields (`true` for a tag, the stored value for a
----script-only component), or nil when `e` lacks it. Raises when `e` is not alive.
+---script-only component), or nil when `e` lacks it. Raises when `e` is not alive. With
+---`into`, the fields are written into that table (nested tables refilled in place) and it is
+---returned: a table reused call after call makes no garbage.
 ---@param e entity
 ---@param name kiln.component
+---@param into? table
 ---@return kiln.value|nil
-function World:get(e, name) end
+function World:get(e, name, into) end
+
+---A function reading one field of any entity: `get(e)` returns the field's value, nil when
+---`e` lacks the component, and raises when `e` is not alive or a running system did not
+---declare the component. Reading a number makes no garbage.
+---@param name kiln.component
+---@param field string
+---@return fun(e: entity): any
+function World:getter(name, field) end
 
 ---Writes the given fields of an existing component in place, keeping the others (the new
 ---value for a script-only component). Immediate, even inside loops and systems.
@@ -394,8 +405,9 @@ local Query = {}
 ---@return any closing
 function Query:each() end
 
----The bulk path: calls fn(n, entities, term1, term2, ..., ...) once per chunk; each data
----term is a table of field arrays written back afterwards. Only indices 1..n are valid.
+---The bulk path: calls fn(n, entities, term1, term2, ..., ...) once per chunk (at most 512
+---rows of one archetype); each data term is a table of field arrays written back afterwards.
+---Only indices 1..n are valid.
 ---@param fn fun(n: integer, entities: entity[], ...: kiln.BulkTerm|any)
 ---@param ... any Extra arguments passed to fn after the terms.
 function Query:bulk(fn, ...) end

@@ -6,16 +6,18 @@
 --   --json FILE     append one {"case", "ns", "baseline_ns", "ratio"} object per line to FILE
 --   --quick         fewer repeats (a smoke run; the figures are noisier)
 --   --case NAME     run only that case (lua_bulk, lua_each, lua_spawn, lua_add_remove,
---                   lua_garbage)
+--                   lua_garbage, lua_get, lua_get_heap)
 --   --profile NAME  run only one loop for --frames iterations, with no table and no JSON, for
 --                   perf or callgrind: bulk, each, each_system, spawn, add_remove (subjects) or
---                   arrays, tables (the baselines of bulk and each)
+--                   arrays, tables (the baselines of bulk and each); get, get_into, getter,
+--                   get_plain (N random reads per frame)
+--   KILN_BENCH_ENTITIES=N in the environment runs every case on N entities instead of 100k
 --
 -- Times come from os.clock (process CPU time): every case here runs on one thread (the
 -- worlds have no workers), and a sample lasts milliseconds, far above the clock's 1 us step.
 local kiln = require "kiln"
 
-local N = 100000
+local N = tonumber(os.getenv("KILN_BENCH_ENTITIES") or "") or 100000 -- fewer for callgrind
 local DT = 1 / 60
 
 -- ---- arguments ----------------------------------------------------------------------------
@@ -398,6 +400,95 @@ local function case_garbage()
     w2:close()
 end
 
+-- A random order of OPS rows out of n, the same for subject and baseline.
+local function random_order(n)
+    reset_rand()
+    local order = {}
+    for i = 1, OPS do order[i] = math.floor(rand() * n) + 1 end
+    return order
+end
+
+local function case_get()
+    local w, ents, data = populate(N)
+    local P = data.P
+    local order = random_order(N)
+    local sink = 0
+    local function sample(read)
+        local t0 = clock()
+        local sum = read()
+        local t1 = clock()
+        sink = sum
+        return t1 - t0
+    end
+    local function plain()
+        local sum = 0
+        for i = 1, OPS do sum = sum + P[order[i]].x end
+        return sum
+    end
+    local function by_get()
+        local sum = 0
+        for i = 1, OPS do sum = sum + w:get(ents[order[i]], "Position").x end
+        return sum
+    end
+    local into = {}
+    local function by_into()
+        local sum = 0
+        for i = 1, OPS do sum = sum + w:get(ents[order[i]], "Position", into).x end
+        return sum
+    end
+    -- (a build from before world:getter times world:get instead, for before/after tables)
+    local getx = w.getter and w:getter("Position", "x") or function(e) return w:get(e, "Position").x end
+    local function by_getter()
+        local sum = 0
+        for i = 1, OPS do sum = sum + getx(ents[order[i]]) end
+        return sum
+    end
+    -- every form reads the same values as the baseline
+    local want = plain()
+    assert(by_get() == want and by_into() == want and by_getter() == want, "lua_get: sums differ")
+    -- The case times the field getter, the form made for hot reads; the two world:get forms
+    -- follow as information.
+    local s, b = compare(function() return sample(by_getter) end, function() return sample(plain) end, 1e9 / OPS)
+    record(results, { case = "lua_get", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/read",
+        goal = "ratio <= 1.5", pass = s / b <= 1.5, note = "world:getter(name, field)" })
+    local s2, b2 = compare(function() return sample(by_get) end, function() return sample(plain) end, 1e9 / OPS)
+    record(infos, { case = "lua_get, world:get(e, name).x", ns = s2, baseline_ns = b2, ratio = s2 / b2,
+        unit = "ns/read", goal = "ratio <= 1.5", pass = s2 / b2 <= 1.5 })
+    local s3, b3 = compare(function() return sample(by_into) end, function() return sample(plain) end, 1e9 / OPS)
+    record(infos, { case = "lua_get, world:get(e, name, into).x", ns = s3, baseline_ns = b3, ratio = s3 / b3,
+        unit = "ns/read", goal = "ratio <= 1.5", pass = s3 / b3 <= 1.5 })
+    assert(sink ~= nil)
+    w:close()
+end
+
+-- Heap growth (MiB) over 200k world:get calls, the collector running as it normally does;
+-- the baseline makes the same garbage in plain Lua (a two-field table per read).
+local function case_get_heap()
+    local calls = 200000
+    local w, ents = populate(1000)
+    local order = {}
+    reset_rand()
+    for i = 1, calls do order[i] = math.floor(rand() * #ents) + 1 end
+    local sink
+    local function growth(read)
+        collectgarbage("collect")
+        collectgarbage("restart")
+        local before = collectgarbage("count")
+        read()
+        return (collectgarbage("count") - before) / 1024
+    end
+    local s = growth(function()
+        for i = 1, calls do sink = w:get(ents[order[i]], "Position").x end
+    end)
+    local b = growth(function()
+        for i = 1, calls do sink = ({ x = i, y = -i }).x end
+    end)
+    assert(sink)
+    record(results, { case = "lua_get_heap", ns = s, baseline_ns = b, ratio = s, unit = "MiB",
+        goal = "<= 1 MiB", pass = s <= 1 })
+    w:close()
+end
+
 -- ---- profiling mode -------------------------------------------------------------------------
 
 local function profile(name, frames)
@@ -418,6 +509,24 @@ local function profile(name, frames)
             else w:progress(DT) end
         end
         io.stderr:write(string.format("%s: %.3f ms/frame\n", name, (clock() - t0) * 1e3 / frames))
+        w:close()
+    elseif name == "get" or name == "get_into" or name == "getter" or name == "get_plain" then
+        local w, ents, d = populate(N)
+        local order = {}
+        reset_rand()
+        for i = 1, N do order[i] = math.floor(rand() * N) + 1 end
+        local into, getx, P, sum = {}, w:getter("Position", "x"), d.P, 0
+        for _ = 1, frames do
+            if name == "get" then
+                for i = 1, N do sum = sum + w:get(ents[order[i]], "Position").x end
+            elseif name == "get_into" then
+                for i = 1, N do sum = sum + w:get(ents[order[i]], "Position", into).x end
+            elseif name == "getter" then
+                for i = 1, N do sum = sum + getx(ents[order[i]]) end
+            else
+                for i = 1, N do sum = sum + P[order[i]].x end
+            end
+        end
         w:close()
     elseif name == "spawn" then
         for _ = 1, frames do
@@ -452,6 +561,8 @@ local cases = {
     { "lua_spawn", case_spawn },
     { "lua_add_remove", case_add_remove },
     { "lua_garbage", case_garbage },
+    { "lua_get", case_get },
+    { "lua_get_heap", case_get_heap },
 }
 local ran = false
 for _, c in ipairs(cases) do

@@ -1,14 +1,19 @@
-/* bulk.c: q:bulk, the column-array path over a query: per chunk, fn gets a table of field
- * arrays per term; writable arrays are checked, then written back where fn changed them.
- * Invariant: nothing is written back unless every array of the chunk converted. */
+/* bulk.c: q:bulk, the column-array path over a query: per block of rows, fn gets a table of
+ * field arrays per term; writable arrays are converted, checked, then written back where fn
+ * changed them. Invariant: nothing of a block is written back unless all of it converted. */
 #include <string.h>
 
 #include "klua.h"
 
-/* Keys of the bulk table (KLUA_QUERY_UV_BULK): arrays by (term, field), the snapshot block. */
+/* Keys of the bulk table (KLUA_QUERY_UV_BULK): arrays by (term, field), the work block. */
 #define BULK_KEY(t, f) ((lua_Integer)((t) + 1) * 1024 + (f))
 #define BULK_TERM_TABLE 1023 /* f of the table handed to fn for term t */
-#define BULK_SNAPSHOT (-1)
+#define BULK_WORK (-1)
+/* Rows handed to fn at once: a chunk is cut into blocks so that the arrays, the snapshot and
+ * the stage of a block stay in cache between filling, fn and the write-back. */
+#define BULK_BLOCK 512
+/* Values read from an array before they are popped together. */
+#define BULK_BATCH 32
 
 /* Pushes the reusable table under key of the bulk table at bulk_idx, creating it. */
 static void bulk_table(lua_State *L, int bulk_idx, lua_Integer key) {
@@ -24,21 +29,22 @@ static bool bulk_writes(const klua_query *kq, int t) {
     return kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t];
 }
 
-/* Phase 1: pushes fn's arguments for the current chunk after fn: n, the entities, then per
- * term a table of field arrays (term.x[i]), true/false for tags and absent optional terms. */
-static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx) {
-    int32_t n = kq->it.count;
+/* Phase 1: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
+ * entities, then per term a table of field arrays (term.x[i]), true/false for tags and
+ * absent optional terms. */
+static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n) {
     lua_pushinteger(L, n);
     bulk_table(L, bulk_idx, BULK_KEY(-1, 0));
+    const kiln_entity *ents = kq->it.entities + b0;
     for (int32_t r = 0; r < n; r++) {
-        lua_pushinteger(L, (lua_Integer)kq->it.entities[r]);
+        lua_pushinteger(L, (lua_Integer)ents[r]);
         lua_rawseti(L, -2, r + 1);
     }
     for (int t = 0; t < kq->term_count; t++) {
         const kiln_component_info *info = &kq->info[t];
         if (kq->kind[t] == TERM_TAG) {
             /* every row of a chunk shares its archetype: ask the first */
-            lua_pushboolean(L, t < kq->with_count || kiln_has(kq->kw->world, kq->it.entities[0], kq->terms[t]));
+            lua_pushboolean(L, t < kq->with_count || kiln_has(kq->kw->world, ents[0], kq->terms[t]));
             continue;
         }
         if (!kq->it.columns[t]) {
@@ -46,7 +52,7 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx) {
             continue;
         }
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
-        const uint8_t *base = kq->it.columns[t];
+        const uint8_t *base = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
@@ -68,28 +74,39 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx) {
     }
 }
 
-/* Phase 2: copies the writable columns of the chunk into the query's own snapshot block
- * (fn may use the world's scratch), so only what fn changed is written back and a
- * world:set inside fn stays. Returns the block. */
-static uint8_t *bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx) {
-    size_t bytes = 0;
+/* The work block of one call: per writable term, the snapshot of the block's rows (what the
+ * arrays were filled with), their stage (what the write-back makes of them) and a changed
+ * flag per row. */
+typedef struct bulk_work {
+    uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS], *changed[KLUA_MAX_TERMS];
+} bulk_work;
+
+/* Phase 2: copies the writable rows of the block into the query's own work block (fn may use
+ * the world's scratch), so only what fn changed is written back and a world:set inside fn
+ * stays. */
+static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
+                          bulk_work *w) {
+    /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
+    size_t flags = ((size_t)n + 15) & ~(size_t)15, bytes = 0;
     for (int t = 0; t < kq->term_count; t++)
-        if (bulk_writes(kq, t)) bytes += (size_t)kq->it.count * kq->info[t].stride;
-    uint8_t *snap;
-    if (lua_rawgeti(L, bulk_idx, BULK_SNAPSHOT) == LUA_TUSERDATA && lua_rawlen(L, -1) >= bytes) {
-        snap = lua_touserdata(L, -1);
+        if (bulk_writes(kq, t)) bytes += 2 * (((size_t)n * kq->info[t].stride + 15) & ~(size_t)15) + flags;
+    uint8_t *block;
+    if (lua_rawgeti(L, bulk_idx, BULK_WORK) == LUA_TUSERDATA && lua_rawlen(L, -1) >= bytes) {
+        block = lua_touserdata(L, -1);
     } else {
-        snap = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
-        lua_rawseti(L, bulk_idx, BULK_SNAPSHOT);
+        block = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+        lua_rawseti(L, bulk_idx, BULK_WORK);
     }
     lua_pop(L, 1);
-    size_t off = 0;
-    for (int t = 0; t < kq->term_count; t++)
-        if (bulk_writes(kq, t)) {
-            memcpy(snap + off, kq->it.columns[t], (size_t)kq->it.count * kq->info[t].stride);
-            off += (size_t)kq->it.count * kq->info[t].stride;
-        }
-    return snap;
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!bulk_writes(kq, t)) continue;
+        size_t rows = (size_t)n * kq->info[t].stride, part = (rows + 15) & ~(size_t)15;
+        w->snap[t] = block;
+        w->stage[t] = block + part;
+        w->changed[t] = block + 2 * part;
+        block += 2 * part + flags;
+        memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
+    }
 }
 
 /* Raises unless every key of a writable term table is one of the component's fields: a
@@ -111,87 +128,100 @@ static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx) {
     }
 }
 
-/* Converts row r of field fd from the array at the top into tmp (a copy of the row's
- * snapshot was); returns NULL or a pushed message. Unchanged text keeps its bytes. */
-static const char *bulk_convert(lua_State *L, const kiln_field *fd, int32_t r, const uint8_t *was,
-                                uint8_t *tmp) {
-    lua_rawgeti(L, -1, r + 1);
-    const char *err = NULL;
-    if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
-        float v;
-        err = klua_to_float(L, lua_tonumber(L, -1), &v);
-        if (!err) memcpy(tmp + fd->offset, &v, 4);
-    } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
+/* Converts the value at idx for field fd into the staged row (was: the row's snapshot);
+ * returns NULL or a pushed message. Unchanged text keeps its bytes. */
+static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, const uint8_t *was,
+                                uint8_t *row) {
+    if (fd->type == KILN_TYPE_CHAR && lua_type(L, idx) == LUA_TSTRING) {
         size_t len;
-        const char *str = lua_tolstring(L, -1, &len);
+        const char *str = lua_tolstring(L, idx, &len);
         size_t old = strnlen((const char *)was + fd->offset, fd->count);
-        if (len != old || memcmp(str, was + fd->offset, len) != 0) err = klua_to_field(L, -1, fd, tmp);
-    } else {
-        err = klua_to_field(L, -1, fd, tmp);
+        if (len == old && memcmp(str, was + fd->offset, len) == 0) return NULL;
     }
-    if (!err) lua_pop(L, 1);
-    return err;
+    return klua_to_field(L, idx, fd, row);
 }
 
-/* Asks the check hook of each checked writable term (Parent) about every row fn changed,
- * before anything is written: the row as it would be after the write-back. */
-static void bulk_check_rows(lua_State *L, klua_query *kq, int bulk_idx, const uint8_t *snap) {
-    size_t snap_off = 0;
+/* Phase 3: converts every writable array into the stage, one read per value (a float still
+ * equal to what it was filled with costs one comparison); a bad value raises before anything
+ * is written. Then the check hooks see every changed row, and only then are the changed
+ * fields written and their rows marked. */
+static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
+                            const bulk_work *w) {
+    char eb[24];
+    const kiln_entity *ents = kq->it.entities + b0;
+    luaL_checkstack(L, BULK_BATCH + 8, "too many values");
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
         const kiln_component_info *info = &kq->info[t];
-        const uint8_t *tsnap = snap + snap_off;
-        snap_off += (size_t)kq->it.count * info->stride;
-        if (!info->has_check) continue;
-        for (int32_t r = 0; r < kq->it.count; r++) {
-            const uint8_t *was = tsnap + (size_t)r * info->stride;
-            uint8_t row[256];
-            memcpy(row, was, info->size);
-            for (int32_t f = 0; f < info->field_count; f++) {
-                bulk_table(L, bulk_idx, BULK_KEY(t, f));
-                if (bulk_convert(L, &info->fields[f], r, was, row)) return; /* raised by the caller */
-                lua_pop(L, 1);
+        size_t stride = info->stride;
+        memcpy(w->stage[t], w->snap[t], (size_t)n * stride);
+        memset(w->changed[t], 0, (size_t)n);
+        for (int32_t f = 0; f < info->field_count; f++) {
+            const kiln_field *fd = &info->fields[f];
+            bool single_float = fd->type == KILN_TYPE_FLOAT && fd->count == 1;
+            bulk_table(L, bulk_idx, BULK_KEY(t, f));
+            int arr = lua_gettop(L);
+            for (int32_t r0 = 0; r0 < n; r0 += BULK_BATCH) {
+                int32_t m = n - r0 < BULK_BATCH ? n - r0 : BULK_BATCH;
+                for (int32_t k = 0; k < m; k++) lua_rawgeti(L, arr, r0 + k + 1);
+                for (int32_t k = 0; k < m; k++) {
+                    int32_t r = r0 + k;
+                    int idx = arr + 1 + k;
+                    const uint8_t *was = w->snap[t] + (size_t)r * stride;
+                    uint8_t *row = w->stage[t] + (size_t)r * stride;
+                    const char *err = NULL;
+                    if (single_float && lua_type(L, idx) == LUA_TNUMBER) {
+                        lua_Number v = lua_tonumber(L, idx);
+                        float old;
+                        memcpy(&old, was + fd->offset, 4);
+                        if (v == (lua_Number)old) continue; /* as filled */
+                        float nf;
+                        err = klua_to_float(L, v, &nf);
+                        if (!err) memcpy(row + fd->offset, &nf, 4);
+                    } else {
+                        err = bulk_convert(L, idx, fd, was, row);
+                    }
+                    if (err)
+                        klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", info->name, fd->name,
+                                  (int)r + 1, klua_entity_str(ents[r], eb), err);
+                    lua_settop(L, arr + m); /* what the conversion pushed */
+                    w->changed[t][r] = 1;
+                }
+                lua_settop(L, arr);
             }
-            if (memcmp(row, was, info->size) != 0 &&
-                kiln_component_check(kq->kw->world, kq->it.entities[r], kq->terms[t], row) != KILN_OK)
+            lua_pop(L, 1);
+        }
+    }
+    /* The check hooks (Parent) see every changed row as it would be after the write-back. */
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!bulk_writes(kq, t) || !kq->info[t].has_check) continue;
+        size_t stride = kq->info[t].stride;
+        for (int32_t r = 0; r < n; r++) {
+            const uint8_t *row = w->stage[t] + (size_t)r * stride;
+            if (w->changed[t][r] && memcmp(row, w->snap[t] + (size_t)r * stride, kq->info[t].size) != 0 &&
+                kiln_component_check(kq->kw->world, ents[r], kq->terms[t], row) != KILN_OK)
                 klua_fail_world(L, kq->kw->world, "query:bulk");
         }
     }
-}
-
-/* Phase 3: converts every writable array (pass 0: a bad value raises before anything is
- * written), asks the check hooks, then writes and marks the fields fn changed (pass 1). */
-static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, const uint8_t *snap) {
-    char eb[24];
-    int32_t n = kq->it.count;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) bulk_check_rows(L, kq, bulk_idx, snap);
-        size_t snap_off = 0;
-        for (int t = 0; t < kq->term_count; t++) {
-            if (!bulk_writes(kq, t)) continue;
-            const kiln_component_info *info = &kq->info[t];
-            uint8_t *base = kq->it.columns[t];
-            const uint8_t *tsnap = snap + snap_off;
-            snap_off += (size_t)n * info->stride;
+    /* Write the fields fn changed, and mark their rows. */
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!bulk_writes(kq, t)) continue;
+        const kiln_component_info *info = &kq->info[t];
+        size_t stride = info->stride;
+        uint8_t *base = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
+        for (int32_t r = 0; r < n; r++) {
+            if (!w->changed[t][r]) continue;
+            const uint8_t *was = w->snap[t] + (size_t)r * stride, *row = w->stage[t] + (size_t)r * stride;
+            bool marked = false;
             for (int32_t f = 0; f < info->field_count; f++) {
                 const kiln_field *fd = &info->fields[f];
                 size_t fbytes = kiln_type_size(fd->type) * fd->count;
-                bulk_table(L, bulk_idx, BULK_KEY(t, f));
-                for (int32_t r = 0; r < n; r++) {
-                    const uint8_t *was = tsnap + (size_t)r * info->stride;
-                    uint8_t tmp[256];
-                    memcpy(tmp, was, info->size);
-                    const char *err = bulk_convert(L, fd, r, was, tmp);
-                    if (err)
-                        klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", info->name, fd->name,
-                                  (int)r + 1, klua_entity_str(kq->it.entities[r], eb), err);
-                    if (pass == 1 && memcmp(tmp + fd->offset, was + fd->offset, fbytes) != 0) {
-                        memcpy(base + (size_t)r * info->stride + fd->offset, tmp + fd->offset, fbytes);
-                        kiln_iter_mark_changed(&kq->it, t, r);
-                    }
+                if (memcmp(row + fd->offset, was + fd->offset, fbytes) != 0) {
+                    memcpy(base + (size_t)r * stride + fd->offset, row + fd->offset, fbytes);
+                    marked = true;
                 }
-                lua_pop(L, 1);
             }
+            if (marked) kiln_iter_mark_changed(&kq->it, t, b0 + r);
         }
     }
 }
@@ -206,13 +236,17 @@ static int bulk_body(lua_State *L) {
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_BULK);
     int bulk_idx = lua_gettop(L);
     while (kiln_query_next(&kq->it)) {
-        lua_pushvalue(L, 2);
-        bulk_fill(L, kq, bulk_idx);
-        for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
-        const uint8_t *snap = bulk_snapshot(L, kq, bulk_idx);
-        lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
-        bulk_check_terms(L, kq, bulk_idx);
-        bulk_write_back(L, kq, bulk_idx, snap);
+        for (int32_t b0 = 0; b0 < kq->it.count; b0 += BULK_BLOCK) {
+            int32_t n = kq->it.count - b0 < BULK_BLOCK ? kq->it.count - b0 : BULK_BLOCK;
+            lua_pushvalue(L, 2);
+            bulk_fill(L, kq, bulk_idx, b0, n);
+            for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
+            bulk_work w;
+            bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
+            lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
+            bulk_check_terms(L, kq, bulk_idx);
+            bulk_write_back(L, kq, bulk_idx, b0, n, &w);
+        }
     }
     kq->active = false; /* kiln_query_next finished the iteration */
     return 0;

@@ -1,32 +1,35 @@
 /* entities.c: World methods over entities and their components: spawn, despawn, add, remove,
  * has, get, set, changed_tick. Every method checks all of its arguments and converts every
  * value before it touches the world, so an error leaves nothing half-done. */
+#include <stdio.h>
 #include <string.h>
 
 #include "klua.h"
 
 #define SPAWN_MAX 64 /* components in one spawn */
 
+/* world:spawn{Name = value, ...}. Unheld (klua.h, rule 3a): the values are copied onto the
+ * stack while the table is traversed, so converting them into the scratch creates nothing. */
 static int w_spawn(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:spawn";
     kiln_component comps[SPAWN_MAX + 1]; /* + a mod's tag */
-    bool by_id[SPAWN_MAX]; /* keyed by component id rather than by name */
+    kiln_component_info infos[SPAWN_MAX];
     int32_t n = 0;
     size_t total = 0;
+    int vbase = lua_gettop(L) + 1; /* value i sits at vbase + i */
     if (!lua_isnoneornil(L, 2)) {
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
+        luaL_checkstack(L, SPAWN_MAX + 8, "too many components");
         lua_pushnil(L);
         while (lua_next(L, 2)) {
             if (n == SPAWN_MAX) klua_argerror(L, 2, fname, "at most %d components at once", SPAWN_MAX);
-            by_id[n] = lua_type(L, -2) != LUA_TSTRING;
             comps[n] = klua_check_component(L, kw, -2, 2, fname);
-            lua_pop(L, 1);
             klua_check_access(L, kw, comps[n], true, fname);
-            kiln_component_info info;
-            kiln_component_info_get(kw->world, comps[n], &info);
-            total += (info.size + 15) & ~(size_t)15;
+            kiln_component_info_get(kw->world, comps[n], &infos[n]);
+            total += (infos[n].size + 15) & ~(size_t)15;
             n++;
+            lua_insert(L, -2); /* the value stays, below the key */
         }
     }
     /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
@@ -38,20 +41,10 @@ static int w_spawn(lua_State *L) {
     for (int pass = 0; pass < 2; pass++) {
         size_t off = 0;
         for (int32_t i = 0; i < n; i++) {
-            kiln_component_info info;
-            kiln_component_info_get(kw->world, comps[i], &info);
             values[i] = base + off;
-            if (klua_is_lua_valued(kw, comps[i]) == (pass == 1)) {
-                if (by_id[i]) {
-                    lua_rawgeti(L, 2, comps[i]);
-                } else {
-                    lua_pushstring(L, info.name);
-                    lua_rawget(L, 2);
-                }
-                klua_build_value(L, kw, comps[i], -1, base + off, &info, fname, 0);
-                lua_pop(L, 1);
-            }
-            off += (info.size + 15) & ~(size_t)15;
+            if (klua_is_lua_valued(kw, comps[i]) == (pass == 1))
+                klua_build_value(L, kw, comps[i], vbase + i, base + off, &infos[i], fname, 0);
+            off += (infos[i].size + 15) & ~(size_t)15;
         }
     }
     kiln_entity e;
@@ -74,7 +67,7 @@ static int w_spawn(lua_State *L) {
 }
 
 static int w_despawn(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     kiln_entity e = klua_check_entity(L, 2, "world:despawn");
     if (kiln_despawn(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
     return 0;
@@ -82,7 +75,7 @@ static int w_despawn(lua_State *L) {
 
 /* world:is_alive(x): false for anything that is not a live entity, never an error. */
 static int w_is_alive(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
     lua_pushboolean(L, ok && v > 0 && kiln_is_alive(kw->world, (kiln_entity)v));
@@ -90,13 +83,13 @@ static int w_is_alive(lua_State *L) {
 }
 
 static int w_count(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     lua_pushinteger(L, (lua_Integer)kiln_entity_count(kw->world));
     return 1;
 }
 
 static int w_entities(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     int64_t n = kiln_world_entities(kw->world, NULL, 0);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
     kiln_world_entities(kw->world, list, n);
@@ -119,8 +112,8 @@ static kiln_component entity_component(lua_State *L, klua_world *kw, const char 
 }
 
 static int w_add(lua_State *L) {
-    lua_settop(L, 4); /* an absent value is nil, below any scratch pushed later */
-    klua_world *kw = klua_self(L);
+    /* klua_self_unheld pads the arguments: an absent value reads as nil */
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:add";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -137,7 +130,7 @@ static int w_add(lua_State *L) {
 }
 
 static int w_remove(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:remove";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -149,7 +142,7 @@ static int w_remove(lua_State *L) {
 
 /* world:has(e, c): false for a dead or unknown entity (any integer is accepted). */
 static int w_has(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:has";
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
@@ -160,17 +153,40 @@ static int w_has(lua_State *L) {
     return 1;
 }
 
+/* world:get(e, name [, into]): a new table, or the fields written into the table into.
+ * Unheld (rule 3a): the component's bytes are copied out of the world before any table or
+ * string is made from them. */
 static int w_get(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:get";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, false, &e);
-    klua_check_alive(L, kw, e, fname);
-    if (!kiln_has(kw->world, e, c)) {
-        lua_pushnil(L);
+    bool into = !lua_isnil(L, 4);
+    if (into && !lua_istable(L, 4)) klua_typeerror(L, 4, fname, "table or nil");
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    uint8_t local[512];
+    uint8_t *copy = info.size > sizeof local ? lua_newuserdatauv(L, info.size, 0) : local;
+    const void *data = kiln_get(kw->world, e, c);
+    if (!data) {
+        klua_check_alive(L, kw, e, fname);
+        if (!kiln_has(kw->world, e, c)) {
+            lua_pushnil(L);
+            return 1;
+        }
+    }
+    if (klua_is_lua_valued(kw, c) || info.size == 0 || !data) {
+        klua_push_value(L, kw, c, data); /* creates nothing from the world's bytes */
         return 1;
     }
-    klua_push_value(L, kw, c, kiln_get(kw->world, e, c));
+    memcpy(copy, data, info.size);
+    if (into) {
+        klua_fill_fields(L, 4, &info, copy);
+        lua_pushvalue(L, 4);
+    } else {
+        lua_createtable(L, 0, info.field_count);
+        klua_fill_fields(L, -1, &info, copy);
+    }
     return 1;
 }
 
@@ -188,8 +204,8 @@ static void write_named_fields(lua_State *L, int idx, const kiln_component_info 
 }
 
 static int w_set(lua_State *L) {
-    lua_settop(L, 4);
-    klua_world *kw = klua_self(L);
+    /* an absent value reads as nil (klua_self_unheld pads the arguments) */
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:set";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -221,12 +237,89 @@ static int w_set(lua_State *L) {
 }
 
 static int w_changed_tick(lua_State *L) {
-    klua_world *kw = klua_self(L);
+    klua_world *kw = klua_self_unheld(L);
     const char *fname = "world:changed_tick";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, false, &e);
     klua_check_alive(L, kw, e, fname);
     lua_pushinteger(L, kiln_changed_tick(kw->world, e, c));
+    return 1;
+}
+
+/* ---- world:getter(name, field): a closure reading one field, for hot loops ---- */
+
+typedef struct getter_state {
+    klua_world *kw;                      /* kept alive by upvalue GETTER_UPV_WORLD */
+    kiln_component c;
+    kiln_field field;                    /* name and layout: owned by the world */
+    char fname[2 * KILN_MAX_NAME + 8];   /* "get Position.x", the name errors give */
+} getter_state;
+
+enum { GETTER_UPV_WORLD = 1, GETTER_UPV_STATE };
+
+/* get(e) -> the field's value, nil when e lacks the component; raises when e is not alive.
+ * Unheld (rule 3a): a scalar is pushed straight from the column, a vector, matrix or array
+ * is copied out first. */
+static int getter_call(lua_State *L) {
+    const getter_state *g = lua_touserdata(L, lua_upvalueindex(GETTER_UPV_STATE));
+    klua_world *kw = g->kw;
+    if (kw->closed) return luaL_error(L, "attempt to use a closed world");
+    lua_Integer id = lua_isinteger(L, 1) ? lua_tointeger(L, 1) : -1;
+    kiln_entity e = id >= 0 ? (kiln_entity)id : klua_check_entity(L, 1, g->fname); /* a float, or raises */
+    if (kw->current) klua_check_access(L, kw, g->c, false, g->fname);
+    const uint8_t *data = kiln_get(kw->world, e, g->c);
+    if (!data) {
+        klua_check_alive(L, kw, e, g->fname);
+        lua_pushnil(L);
+        return 1;
+    }
+    const kiln_field *f = &g->field;
+    if (f->type == KILN_TYPE_FLOAT && f->count <= 1) {
+        float v;
+        memcpy(&v, data + f->offset, 4);
+        lua_pushnumber(L, v);
+        return 1;
+    }
+    bool scalar = f->count <= 1 && f->type != KILN_TYPE_CHAR && f->type != KILN_TYPE_VEC2 &&
+                  f->type != KILN_TYPE_VEC3 && f->type != KILN_TYPE_VEC4 &&
+                  f->type != KILN_TYPE_QUAT && f->type != KILN_TYPE_MAT4;
+    if (scalar || f->type == KILN_TYPE_CHAR) { /* a string is copied as it is made */
+        klua_push_field(L, f, data);
+        return 1;
+    }
+    size_t bytes = kiln_type_size(f->type) * f->count;
+    uint8_t local[1024];
+    kiln_field moved = *f;
+    moved.offset = 0;
+    if (bytes > sizeof local) {
+        klua_hold_gc(L, kw);
+        klua_push_field(L, f, data);
+        return 1;
+    }
+    memcpy(local, data + f->offset, bytes);
+    klua_push_field(L, &moved, local);
+    return 1;
+}
+
+static int w_getter(lua_State *L) {
+    klua_world *kw = klua_self_unheld(L);
+    const char *fname = "world:getter";
+    kiln_component c = klua_check_component(L, kw, 2, 2, fname);
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    if (lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "field name");
+    size_t len;
+    const char *name = lua_tolstring(L, 3, &len);
+    const kiln_field *f = klua_is_lua_valued(kw, c) ? NULL : klua_find_field(&info, name);
+    if (!f)
+        klua_argerror(L, 3, fname, "%s has no field '%s'", info.name, klua_quote(L, name, len));
+    lua_pushvalue(L, 1);
+    getter_state *g = lua_newuserdatauv(L, sizeof *g, 0);
+    g->kw = kw;
+    g->c = c;
+    g->field = *f;
+    snprintf(g->fname, sizeof g->fname, "get %s.%s", info.name, f->name);
+    lua_pushcclosure(L, getter_call, GETTER_UPV_STATE);
     return 1;
 }
 
@@ -242,6 +335,7 @@ static const luaL_Reg entity_methods[] = {
     {"get", w_get},
     {"set", w_set},
     {"changed_tick", w_changed_tick},
+    {"getter", w_getter},
     {NULL, NULL},
 };
 

@@ -26,6 +26,14 @@
  * 3. klua_self pads the arguments to KLUA_ARG_PAD slots (absent ones read as nil) and then
  *    pushes a to-be-closed guard that holds the collector: a method must read its arguments
  *    by absolute index and must not lua_settop below the guard (it returns instead).
+ *    Hot methods use klua_self_unheld (the padding, no hold), so what they allocate is
+ *    collected as any other garbage, and keep rule 3a instead.
+ * 3a. Only a Lua call that creates an object (a table, string, userdata or closure) can run
+ *    the collector, and with it a finalizer that may call back into the world. An unheld
+ *    method holds no pointer into the world or its scratch across such a call: it creates
+ *    its objects first, or copies the bytes it reads into its own memory before it converts
+ *    them (raising is exempt: nothing is used after it). Where that is not possible it calls
+ *    klua_hold_gc on that path only.
  * 4. Objects keep their Lua-side state in numbered user values (the *_UV enums below), never
  *    in raw numbers; registry entries are named by KLUA_REG_* keys.
  * 5. Errors (formats are lua_pushfstring's: %s %d %I %f %p %c %U %%): misuse of an argument raises "bad argument #N to 'world:get' (detail)" (N
@@ -170,6 +178,9 @@ typedef struct klua_query {
     bool writable[KLUA_MAX_TERMS];
     kiln_component_info info[KLUA_MAX_TERMS];
     uint8_t *snap[KLUA_MAX_TERMS]; /* per data term: the row's bytes when its view was filled */
+    int16_t key_off[KLUA_MAX_TERMS]; /* per term: its first field in the flat list of field keys */
+    int16_t key_count;               /* field keys of all terms */
+    bool upv_rows;                   /* the step closure holds views and keys as upvalues */
     kiln_iter it;
     bool active;
     int32_t row;
@@ -211,6 +222,8 @@ KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when 
  * method returns or raises (rule 3), so no __gc finalizer can change the world while the
  * method holds pointers into it or its scratch. */
 KLUA_HIDDEN klua_world *klua_self(lua_State *L);
+/* klua_self without holding the collector, arguments padded: for hot methods (rule 3a). */
+KLUA_HIDDEN klua_world *klua_self_unheld(lua_State *L);
 /* klua_self without holding the collector: for methods that run Lua code (progress). */
 KLUA_HIDDEN klua_world *klua_self_plain(lua_State *L);
 /* A registry ref to a new to-be-closed guard that restarts the collector held for kw. */
@@ -253,6 +266,11 @@ KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component 
 /* ---- values.c: Lua values <-> component bytes ---- */
 /* Pushes the component value at data as a new table (or the Lua value / true for tags). */
 KLUA_HIDDEN void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void *data);
+/* Writes every field of the value at data into the table at idx (raw sets); a vector,
+ * matrix or array field that already holds a table there is refilled in place, so a table
+ * reused call after call makes no garbage. data must be memory no Lua code can change. */
+KLUA_HIDDEN void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info,
+                                  const void *data);
 /* Writes the fields of the table at idx into buf (a full value of c); missing fields keep
  * buf's bytes. Raises, naming fname, the entity and the component, on a bad field. */
 KLUA_HIDDEN void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info,

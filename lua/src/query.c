@@ -9,6 +9,20 @@
 #define KEY KLUA_FIELD_KEY
 /* Upvalues of the generic-for step closure and of the view metamethods. */
 enum { EACH_UPV_QUERY = 1, EACH_UPV_DATA, EACH_UPV_PROXIES, EACH_UPV_KEYS, EACH_UPV_COUNT = EACH_UPV_KEYS };
+/* When they fit (kq->upv_rows), the step closure also holds, after EACH_UPV_COUNT, the data
+ * view of each term, the proxy of each term, then every field key: a row is filled and read
+ * back through upvalues, with no table look-up to find a view or a key. */
+#define EACH_MAX_UPVALUES 255
+
+/* Where the views and field keys of a row live: consecutive upvalues (dir -1, as
+ * lua_upvalueindex counts down) or consecutive stack slots (dir 1). */
+typedef struct row_slots {
+    int view0, proxy0, key0, dir;
+} row_slots;
+
+#define VIEW_AT(rs, t) ((rs)->view0 + (rs)->dir * (t))
+#define PROXY_AT(rs, t) ((rs)->proxy0 + (rs)->dir * (t))
+#define KEY_AT(rs, kq, t, f) ((rs)->key0 + (rs)->dir * ((kq)->key_off[t] + (f)))
 enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_COUNT = VIEW_UPV_TERM };
 /* Keys of the bulk table (KLUA_QUERY_UV_BULK): arrays by (term, field), the snapshot block. */
 
@@ -166,21 +180,67 @@ int klua_world_query(lua_State *L) {
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_SNAPSHOTS);
     /* Interned field names, so filling a view never hashes a C string. */
     lua_createtable(L, 0, 0);
-    for (int t = 0; t < kq->term_count; t++)
+    int nkeys = 0;
+    for (int t = 0; t < kq->term_count; t++) {
+        kq->key_off[t] = (int16_t)nkeys;
         for (int32_t f = 0; f < kq->info[t].field_count; f++) {
             lua_pushstring(L, kq->info[t].fields[f].name);
             lua_rawseti(L, -2, KEY(t, f));
+            nkeys++;
         }
+    }
+    kq->key_count = (int16_t)nkeys;
+    kq->upv_rows = EACH_UPV_COUNT + 2 * kq->term_count + nkeys <= EACH_MAX_UPVALUES;
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, -3, KLUA_QUERY_UV_KEYS);
     /* The iterator q:each() hands out: one closure per query, so loops make no garbage. */
-    lua_pushvalue(L, -2);
-    lua_getiuservalue(L, -3, KLUA_QUERY_UV_DATA);
-    lua_getiuservalue(L, -4, KLUA_QUERY_UV_PROXIES);
-    lua_rotate(L, -4, -1); /* query, data, proxies, keys: the EACH_UPV_* order */
-    lua_pushcclosure(L, each_step, EACH_UPV_COUNT);
-    lua_setiuservalue(L, -2, KLUA_QUERY_UV_EACH);
+    int q_idx = lua_gettop(L) - 1, keys_idx = lua_gettop(L);
+    luaL_checkstack(L, EACH_MAX_UPVALUES + 4, "too many terms");
+    lua_pushvalue(L, q_idx);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    lua_pushvalue(L, keys_idx); /* query, data, proxies, keys: the EACH_UPV_* order */
+    int n = EACH_UPV_COUNT;
+    if (kq->upv_rows) {
+        int data_idx = q_idx + 3, proxies_idx = q_idx + 4;
+        for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, data_idx, t + 1);
+        for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
+        for (int t = 0; t < kq->term_count; t++)
+            for (int32_t f = 0; f < kq->info[t].field_count; f++) lua_rawgeti(L, keys_idx, KEY(t, f));
+        n += 2 * kq->term_count + nkeys;
+    }
+    lua_pushcclosure(L, each_step, n);
+    lua_setiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
+    lua_settop(L, q_idx);
     return 1;
+}
+
+/* Pushes the views and field keys of the Query at q_idx as consecutive stack slots and
+ * describes them in rs (for loops run from C, and queries too wide for upvalues). */
+static void push_row_slots(lua_State *L, klua_query *kq, int q_idx, row_slots *rs) {
+    /* room for the slots, then for a row (push_row, write_back) and a call's arguments */
+    luaL_checkstack(L, 3 * kq->term_count + kq->key_count + KILN_MAX_FIELDS + LUA_MINSTACK,
+                    "too many terms");
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
+    int data_idx = lua_gettop(L) - 2, proxies_idx = data_idx + 1, keys_idx = data_idx + 2;
+    rs->dir = 1;
+    rs->view0 = lua_gettop(L) + 1;
+    for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, data_idx, t + 1);
+    rs->proxy0 = lua_gettop(L) + 1;
+    for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
+    rs->key0 = lua_gettop(L) + 1;
+    for (int t = 0; t < kq->term_count; t++)
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) lua_rawgeti(L, keys_idx, KEY(t, f));
+}
+
+/* The slots of the step closure's upvalues (kq->upv_rows). */
+static void upvalue_row_slots(const klua_query *kq, row_slots *rs) {
+    rs->dir = -1;
+    rs->view0 = lua_upvalueindex(EACH_UPV_COUNT + 1);
+    rs->proxy0 = lua_upvalueindex(EACH_UPV_COUNT + 1 + kq->term_count);
+    rs->key0 = lua_upvalueindex(EACH_UPV_COUNT + 1 + 2 * kq->term_count);
 }
 
 /* Empties the views so that a view kept past its loop raises instead of reading a row. */
@@ -269,52 +329,65 @@ void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bo
     lua_pop(L, 3);
 }
 
+/* Raises for field fd of the current row (query:each naming field, component, entity). */
+static void field_error(lua_State *L, klua_query *kq, int t, const kiln_field *fd, const char *err) {
+    char eb[24];
+    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, kq->info[t].name,
+              klua_entity_str(kq->it.entities[kq->row], eb), err);
+}
+
 /* Writes back the fields the script changed in the writable views of the current row:
  * each field is compared with what the view was filled with, so a field left alone never
- * overwrites a change made meanwhile (world:set on the same row), and marks nothing. */
-static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx) {
-    char eb[24];
+ * overwrites a change made meanwhile (world:set on the same row), and marks nothing. A
+ * single float still equal to the number it was filled with costs one comparison. */
+static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
     for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
         const kiln_component_info *info = &kq->info[t];
         uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
         const uint8_t *snap = kq->snap[t];
-        uint8_t tmp[256];
-        uint8_t *buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
-        memcpy(buf, snap, info->size);
+        _Alignas(16) uint8_t tmp[256]; /* a check hook reads it as its C type */
+        uint8_t *buf = NULL; /* a copy of snap, made when a field needs converting */
+        int view = VIEW_AT(rs, t), top = lua_gettop(L);
+        if (info->field_count + 4 > LUA_MINSTACK) luaL_checkstack(L, info->field_count + 4, "too many fields");
         /* Convert every field first: a bad value raises before anything is written. */
-        lua_rawgeti(L, data_idx, t + 1);
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
-            lua_rawgeti(L, keys_idx, KEY(t, f));
-            lua_rawget(L, -2);
-            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
+            lua_pushvalue(L, KEY_AT(rs, kq, t, f));
+            lua_rawget(L, view);
+            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+                int isnum = lua_type(L, -1) == LUA_TNUMBER; /* never a numeric string */
+                lua_Number n = isnum ? lua_tonumber(L, -1) : 0;
+                float was;
+                memcpy(&was, snap + fd->offset, 4);
+                if (isnum && n == (lua_Number)was) continue; /* unchanged */
+                if (!buf) {
+                    buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
+                    memcpy(buf, snap, info->size);
+                }
                 float v;
-                const char *err = klua_to_float(L, lua_tonumber(L, -1), &v);
-                if (err)
-                    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, info->name,
-                              klua_entity_str(kq->it.entities[kq->row], eb), err);
-                memcpy(buf + fd->offset, &v, 4);
-            } else if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
+                const char *err = isnum ? klua_to_float(L, n, &v) : klua_to_field(L, -1, fd, buf);
+                if (err) field_error(L, kq, t, fd, err);
+                if (isnum) memcpy(buf + fd->offset, &v, 4);
+                continue;
+            }
+            if (!buf) {
+                buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
+                memcpy(buf, snap, info->size);
+            }
+            if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
                 /* unchanged text keeps its bytes, even those past its NUL */
                 size_t len;
                 const char *str = lua_tolstring(L, -1, &len);
                 size_t was = strnlen((const char *)snap + fd->offset, fd->count);
-                if (len != was || memcmp(str, snap + fd->offset, len) != 0) {
-                    const char *err = klua_to_field(L, -1, fd, buf);
-                    if (err)
-                        klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, info->name,
-                                  klua_entity_str(kq->it.entities[kq->row], eb), err);
-                }
-            } else {
-                const char *err = klua_to_field(L, -1, fd, buf);
-                if (err)
-                    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, info->name,
-                              klua_entity_str(kq->it.entities[kq->row], eb), err);
+                if (len == was && memcmp(str, snap + fd->offset, len) == 0) continue;
             }
-            lua_pop(L, 1);
+            const char *err = klua_to_field(L, -1, fd, buf);
+            if (err) field_error(L, kq, t, fd, err);
+            lua_settop(L, top + f + 1); /* the converted value stays, one slot per field */
         }
-        lua_pop(L, 1);
+        lua_settop(L, top);
+        if (!buf) continue; /* every field as it was filled */
         /* A component with a check hook (Parent) is asked before anything is written. */
         if (info->has_check && memcmp(buf, snap, info->size) != 0 &&
             kiln_component_check(kq->kw->world, kq->it.entities[kq->row], kq->terms[t], buf) != KILN_OK)
@@ -334,8 +407,8 @@ static void write_back(lua_State *L, klua_query *kq, int data_idx, int keys_idx)
 }
 
 /* Pushes the entity of the current row and its views; returns the number pushed. */
-static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx, int keys_idx) {
-    luaL_checkstack(L, kq->term_count + 8, "too many terms");
+static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
+    if (kq->term_count + 8 > LUA_MINSTACK) luaL_checkstack(L, kq->term_count + 8, "too many terms");
     lua_pushinteger(L, (lua_Integer)kq->it.entities[kq->row]);
     for (int t = 0; t < kq->term_count; t++) {
         void *col = kq->it.columns[t];
@@ -358,10 +431,11 @@ static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx, i
             const kiln_component_info *info = &kq->info[t];
             const uint8_t *src = (const uint8_t *)col + (size_t)kq->row * info->stride;
             memcpy(kq->snap[t], src, info->size);
-            lua_rawgeti(L, data_idx, t + 1);
+            src = kq->snap[t]; /* the query's own copy: fills run no risk from the collector */
+            int view = VIEW_AT(rs, t);
             for (int32_t f = 0; f < info->field_count; f++) {
                 const kiln_field *fd = &info->fields[f];
-                lua_rawgeti(L, keys_idx, KEY(t, f));
+                lua_pushvalue(L, KEY_AT(rs, kq, t, f));
                 if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
                     float v;
                     memcpy(&v, src + fd->offset, 4);
@@ -369,12 +443,9 @@ static int push_row(lua_State *L, klua_query *kq, int data_idx, int proxy_idx, i
                 } else {
                     klua_push_field(L, fd, src);
                 }
-                lua_rawset(L, -3);
+                lua_rawset(L, view);
             }
-            if (!kq->writable[t]) {
-                lua_pop(L, 1);
-                lua_rawgeti(L, proxy_idx, t + 1);
-            }
+            lua_pushvalue(L, kq->writable[t] ? view : PROXY_AT(rs, t));
             break;
         }
         }
@@ -396,7 +467,7 @@ static bool advance(lua_State *L, klua_query *kq, int q_idx) {
     return true;
 }
 
-/* The generic-for step (upvalues: EACH_UPV_*). */
+/* The generic-for step (upvalues: EACH_UPV_*, then the row's slots when kq->upv_rows). */
 static int each_step(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(EACH_UPV_QUERY));
     if (!kq->active || kq->kw->closed) return 0;
@@ -404,17 +475,19 @@ static int each_step(lua_State *L) {
         klua_fail(L, "query:each", "this loop belongs to %s%s%s; it cannot go on here",
                   kq->owner ? "system '" : "code outside systems", kq->owner ? kq->owner->name : "",
                   kq->owner ? "'" : "");
-    if (kq->row >= 0) write_back(L, kq, lua_upvalueindex(EACH_UPV_DATA), lua_upvalueindex(EACH_UPV_KEYS));
-    lua_pushvalue(L, lua_upvalueindex(EACH_UPV_QUERY));
-    if (!advance(L, kq, lua_gettop(L))) return 0;
-    lua_pop(L, 1);
-    return push_row(L, kq, lua_upvalueindex(EACH_UPV_DATA), lua_upvalueindex(EACH_UPV_PROXIES),
-                    lua_upvalueindex(EACH_UPV_KEYS));
+    row_slots rs;
+    if (kq->upv_rows) upvalue_row_slots(kq, &rs);
+    else push_row_slots(L, kq, lua_upvalueindex(EACH_UPV_QUERY), &rs); /* below the results */
+    if (kq->row >= 0) write_back(L, kq, &rs);
+    if (!advance(L, kq, lua_upvalueindex(EACH_UPV_QUERY))) return 0;
+    return push_row(L, kq, &rs);
 }
 
 static int guarded_write_back(lua_State *L) {
     klua_query *kq = lua_touserdata(L, 1);
-    write_back(L, kq, 2, 3);
+    row_slots rs;
+    push_row_slots(L, kq, 2, &rs);
+    write_back(L, kq, &rs);
     return 0;
 }
 
@@ -438,10 +511,9 @@ static int guard_close(lua_State *L) {
          * conversion error here ends the iteration first, then propagates. */
         if (lua_isnoneornil(L, 2) && kq->row >= 0) {
             lua_pushcfunction(L, guarded_write_back);
+            lua_pushlightuserdata(L, kq);
             lua_pushvalue(L, q_idx);
-            lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
-            lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
-            if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
                 klua_query_finish(L, kq, q_idx);
                 return lua_error(L);
             }
@@ -457,19 +529,17 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
     if (extra_idx) extra_idx = lua_absindex(L, extra_idx);
     klua_query *kq = klua_query_check(L, q_idx);
     klua_query_begin(L, kq, q_idx, "query:each");
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
-    int data_idx = lua_gettop(L) - 2, proxy_idx = lua_gettop(L) - 1, keys_idx = lua_gettop(L);
-    luaL_checkstack(L, kq->term_count + 8, "too many terms");
+    int top = lua_gettop(L);
+    row_slots rs;
+    push_row_slots(L, kq, q_idx, &rs);
     while (advance(L, kq, q_idx)) {
         lua_pushvalue(L, fn_idx);
-        int n = push_row(L, kq, data_idx, proxy_idx, keys_idx);
+        int n = push_row(L, kq, &rs);
         if (extra_idx) lua_pushvalue(L, extra_idx);
         lua_call(L, n + (extra_idx ? 1 : 0), 0); /* an error unwinds to the system runner */
-        write_back(L, kq, data_idx, keys_idx);
+        write_back(L, kq, &rs);
     }
-    lua_pop(L, 3);
+    lua_settop(L, top);
 }
 
 /* Called by the system runner after an each-system, whether it raised or not. */

@@ -264,6 +264,12 @@ klua_world *klua_self(lua_State *L) {
     return kw;
 }
 
+klua_world *klua_self_unheld(lua_State *L) {
+    klua_world *kw = klua_self_plain(L);
+    if (lua_gettop(L) < KLUA_ARG_PAD) lua_settop(L, KLUA_ARG_PAD);
+    return kw;
+}
+
 uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size) {
     if (size + 16 > kw->scratch_size) {
         size_t n = kw->scratch_size ? kw->scratch_size : 256;

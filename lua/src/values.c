@@ -247,19 +247,26 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
         }
         lua_pop(L, 1);
     }
-    /* Convert into a copy first, so a bad element leaves the field untouched. */
+    /* Convert into a copy first, so a bad element leaves the field untouched. A large array
+     * is checked element by element first and then converted in place: no object is created
+     * on the way (klua.h, rule 3a). */
     uint8_t tmp[1024];
-    uint8_t *work = size * f->count <= sizeof tmp ? tmp : lua_newuserdatauv(L, size * f->count, 0);
-    memcpy(work, p, size * f->count);
-    for (uint32_t i = 0; i < f->count; i++) {
-        if (lua_rawgeti(L, idx, (lua_Integer)i + 1) != LUA_TNIL) {
-            const char *err = to_element(L, -1, f->type, work + size * i);
-            if (err) return lua_pushfstring(L, "element %d: %s", (int)i + 1, err); /* caller raises */
+    bool small = size * f->count <= sizeof tmp;
+    for (int pass = small ? 1 : 0; pass < 2; pass++) {
+        uint8_t *work = small ? tmp : p;
+        if (small) memcpy(tmp, p, size * f->count);
+        for (uint32_t i = 0; i < f->count; i++) {
+            if (lua_rawgeti(L, idx, (lua_Integer)i + 1) != LUA_TNIL) {
+                uint8_t one[64]; /* the largest element: a mat4 */
+                uint8_t *dest = pass == 0 ? one : work + size * i;
+                if (pass == 0) memcpy(one, p + size * i, size);
+                const char *err = to_element(L, -1, f->type, dest);
+                if (err) return lua_pushfstring(L, "element %d: %s", (int)i + 1, err); /* caller raises */
+            }
+            lua_pop(L, 1);
         }
-        lua_pop(L, 1);
     }
-    memcpy(p, work, size * f->count);
-    if (work != tmp) lua_pop(L, 1);
+    if (small) memcpy(p, tmp, size * f->count);
     return NULL;
 }
 
@@ -303,9 +310,64 @@ void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void 
         return;
     }
     lua_createtable(L, 0, info.field_count);
-    for (int32_t i = 0; i < info.field_count; i++) {
-        klua_push_field(L, &info.fields[i], data);
-        lua_setfield(L, -2, info.fields[i].name);
+    klua_fill_fields(L, -1, &info, data);
+}
+
+/* Writes element e of type t at p into the table at idx in place (raw sets): x, y, z, w for
+ * vectors and quaternions, [1] to [16] for a mat4. */
+static void fill_element(lua_State *L, int idx, kiln_type t, const uint8_t *p) {
+    int w = vec_width(t);
+    for (int i = 0; i < w; i++) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        lua_pushnumber(L, f);
+        if (t == KILN_TYPE_MAT4) {
+            lua_rawseti(L, idx, i + 1);
+        } else {
+            lua_pushstring(L, vec_keys[i]);
+            lua_insert(L, -2);
+            lua_rawset(L, idx);
+        }
+    }
+}
+
+/* Refills the table at idx (the field's current value in a caller's table) in place. */
+static void fill_nested(lua_State *L, int idx, const kiln_field *f, const uint8_t *base) {
+    const uint8_t *p = base + f->offset;
+    idx = lua_absindex(L, idx);
+    if (f->count <= 1) {
+        fill_element(L, idx, f->type, p);
+        return;
+    }
+    size_t size = kiln_type_size(f->type);
+    for (uint32_t i = 0; i < f->count; i++) {
+        if (vec_width(f->type) && lua_rawgeti(L, idx, (lua_Integer)i + 1) == LUA_TTABLE) {
+            fill_element(L, lua_gettop(L), f->type, p + size * i);
+            lua_pop(L, 1);
+            continue;
+        }
+        if (vec_width(f->type)) lua_pop(L, 1);
+        push_element(L, f->type, p + size * i);
+        lua_rawseti(L, idx, (lua_Integer)i + 1);
+    }
+}
+
+void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info, const void *data) {
+    idx = lua_absindex(L, idx);
+    for (int32_t i = 0; i < info->field_count; i++) {
+        const kiln_field *f = &info->fields[i];
+        lua_pushstring(L, f->name);
+        if (f->type != KILN_TYPE_CHAR && (vec_width(f->type) || f->count > 1)) {
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, idx) == LUA_TTABLE) { /* the caller's table: refilled in place */
+                fill_nested(L, -1, f, data);
+                lua_pop(L, 2);
+                continue;
+            }
+            lua_pop(L, 1);
+        }
+        klua_push_field(L, f, data);
+        lua_rawset(L, idx);
     }
 }
 

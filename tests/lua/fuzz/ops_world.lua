@@ -196,12 +196,52 @@ function ops.has(m)
     end
 end
 
+-- world:getter(name, field): a closure that must read what world:get reads.
+function ops.getter(m)
+    local e, c = pick_entity(m), pick_comp(m)
+    local comp = m:resolve(c)
+    local field = comp and comp.fields and #comp.fields > 0 and gen.pick(comp.fields).name or gen.pick({"x", "nope"})
+    local r = wcall(m, "getter", c, field)
+    local known = comp and comp.kind == "data" and comp.fields
+    local has_field = false
+    for _, f in ipairs(known or {}) do has_field = has_field or f.name == field end
+    expect("world:getter", comp ~= nil and has_field, r, tostring(c) .. "." .. tostring(field))
+    if not r[1] then return end
+    local ei = m:entity_arg(e)
+    local ok = ei ~= nil and access_ok(m, comp, false) and m.alive[ei] ~= nil
+    local got = table.pack(pcall(r[2], e))
+    if got[1] ~= (ok and true or false) then
+        fail("getter %s.%s(%s): %s, expected %s", comp.name, field, tostring(e), tostring(got[2]),
+            ok and "a value" or "an error")
+    end
+    if got[1] then
+        local rec = m.alive[ei]
+        local want = rec and rec.comps[comp.name]
+        if want == M.NIL then want = nil end
+        want = M.visible(comp, want)
+        if not M.same(got[2], want and want[field]) then
+            fail("getter %s.%s(%s) = %s, model has %s", comp.name, field, ei, M.describe(got[2]),
+                M.describe(want and want[field]))
+        end
+    end
+end
+
 function ops.get(m)
     local e, c = pick_entity(m), pick_comp(m)
     local comp = m:resolve(c)
     local ei = m:entity_arg(e)
     local ok = ei ~= nil and comp and access_ok(m, comp, false) and m.alive[ei] ~= nil
-    local r = wcall(m, "get", e, c)
+    -- now and then into a table kept per component name (refilled in place, no garbage)
+    local into = comp and comp.kind == "data" and gen.chance(0.3) or nil
+    if into then
+        m.intos = m.intos or {}
+        m.intos[comp.name] = m.intos[comp.name] or {}
+        into = m.intos[comp.name]
+    end
+    local r = wcall(m, "get", e, c, into)
+    if into and r[1] and r[2] ~= nil and r[2] ~= into then
+        fail("get(%s, %s, into) returned another table than into", tostring(e), comp.name)
+    end
     expect("world:get", ok, r, tostring(e) .. " " .. tostring(c))
     if r[1] and ok then
         local rec = m.alive[ei]
@@ -212,7 +252,7 @@ function ops.get(m)
             fail("get(%s, %s) = %s, model has %s", ei, comp.name, M.describe(r[2]), M.describe(want))
         end
         -- a copy: changing it changes nothing
-        if type(r[2]) == "table" and comp.kind == "data" then
+        if type(r[2]) == "table" and comp.kind == "data" and not into then
             for k in pairs(r[2]) do r[2][k] = "scribble" end
         end
     end

@@ -1,0 +1,283 @@
+-- reads_spec.lua: the garbage-free reads (world:get into a caller's table, world:getter), the
+-- collector running normally across World methods, and q:bulk's blocks of rows.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+local function body_world()
+    local w = H.world()
+    w:component("Body", "vec3 dir; int32_t hits[3]; char name[8]; mat4 m; float mass;")
+    return w
+end
+
+describe("world:get(e, name, into)", function()
+    it("fills the caller's table and returns it, leaving other keys alone", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1, y = 2}}
+        local into = {note = "kept"}
+        assert.are.equal(into, w:get(e, "Position", into))
+        assert.are.same({x = 1.0, y = 2.0, note = "kept"}, into)
+        w:set(e, "Position", {x = 5})
+        w:get(e, "Position", into)
+        assert.are.equal(5.0, into.x)
+    end)
+
+    it("refills vector, matrix and array fields in place, so the same tables come back", function()
+        local w = body_world()
+        local e = w:spawn{Body = {dir = {x = 1, y = 2, z = 3}, hits = {4, 5, 6}, name = "ab"}}
+        local into = w:get(e, "Body", {})
+        local dir, hits, m = into.dir, into.hits, into.m
+        w:set(e, "Body", {dir = {y = 9}, hits = {[3] = 7}, name = "cd", m = {[16] = 2}})
+        w:get(e, "Body", into)
+        assert.are.equal(dir, into.dir)
+        assert.are.equal(hits, into.hits)
+        assert.are.equal(m, into.m)
+        assert.are.same({x = 1.0, y = 9.0, z = 3.0}, dir)
+        assert.are.same({4, 5, 7}, hits)
+        assert.are.equal(2.0, m[16])
+        assert.are.equal("cd", into.name)
+    end)
+
+    it("makes no garbage when the same table is reused", function()
+        local w = body_world()
+        local es = {}
+        for i = 1, 50 do es[i] = w:spawn{Position = {x = i}, Body = {dir = {x = i}, name = "rock"}} end
+        local into, body = {}, {}
+        local kib = H.garbage_kib(function()
+            for i = 1, #es do
+                w:get(es[i], "Position", into)
+                w:get(es[i], "Body", body)
+            end
+        end, 20)
+        assert.are.equal(0, kib)
+    end)
+
+    it("returns nil for a component the entity lacks, true for a tag, and raises for a bad into", function()
+        local w = H.world()
+        local e = w:spawn{Frozen = true}
+        local into = {}
+        assert.is_nil(w:get(e, "Position", into))
+        assert.are.same({}, into)
+        assert.is_true(w:get(e, "Frozen", into))
+        H.unchanged(w, nil, function() w:get(e, "Position", 5) end,
+            "bad argument #3 to 'world:get' (table or nil expected, got number)")
+    end)
+end)
+
+describe("world:getter(name, field)", function()
+    it("returns a function reading one field of any entity, nil when it lacks the component", function()
+        local w = body_world()
+        local a = w:spawn{Position = {x = 1.5, y = 2}, Body = {dir = {z = 3}, hits = {1, 2, 3}, name = "ab"}}
+        local b = w:spawn{Velocity = {}}
+        local x = w:getter("Position", "x")
+        assert.are.equal(1.5, x(a))
+        assert.is_nil(x(b))
+        w:set(a, "Position", {x = -4})
+        assert.are.equal(-4.0, x(a))
+        assert.are.same({x = 0.0, y = 0.0, z = 3.0}, w:getter("Body", "dir")(a))
+        assert.are.same({1, 2, 3}, w:getter("Body", "hits")(a))
+        assert.are.equal("ab", w:getter("Body", "name")(a))
+        assert.are.equal(0.0, w:getter("Body", "mass")(a))
+    end)
+
+    it("makes no garbage reading a number", function()
+        local w = H.world()
+        local es = {}
+        for i = 1, 100 do es[i] = w:spawn{Position = {x = i}} end
+        local x, sum = w:getter("Position", "x"), 0
+        local kib = H.garbage_kib(function()
+            for i = 1, #es do sum = sum + x(es[i]) end
+        end, 20)
+        assert.are.equal(0, kib)
+        assert.is_true(sum > 0)
+    end)
+
+    it("refuses an unknown component or field, and a bad or dead entity, in the established shapes", function()
+        local w = H.world()
+        w:component("Script", "lua")
+        H.unchanged(w, nil, function() w:getter("Nope", "x") end,
+            "bad argument #1 to 'world:getter' (unknown component 'Nope')")
+        H.unchanged(w, nil, function() w:getter("Position", "z") end,
+            "bad argument #2 to 'world:getter' (Position has no field 'z')")
+        H.unchanged(w, nil, function() w:getter("Position", 1) end,
+            "bad argument #2 to 'world:getter' (field name expected, got number)")
+        H.unchanged(w, nil, function() w:getter("Script", "x") end, "Script has no field 'x'")
+        local x = w:getter("Position", "x")
+        local e = w:spawn{Position = {}}
+        w:despawn(e)
+        assert.are.equal("get Position.x: entity " .. H.entity_str(e) .. " is not alive", H.raises(function() x(e) end))
+        assert.are.equal("bad argument #1 to 'get Position.x' (entity expected, got string)", H.raises(function() x("1") end))
+        assert.are.equal("bad argument #1 to 'get Position.x' (entity expected, got a negative number)",
+            H.raises(function() x(-1) end))
+    end)
+
+    it("keeps its world alive and raises once the world is closed", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 3}}
+        local x = w:getter("Position", "x")
+        w = nil
+        collectgarbage()
+        assert.are.equal(3.0, x(e))
+        local w2 = H.world()
+        local x2 = w2:getter("Position", "x")
+        w2:close()
+        assert.is_truthy(H.raises(function() x2(e) end):find("closed world", 1, true))
+    end)
+
+    it("checks the running system's declared reads", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1}, Velocity = {}}
+        local x = w:getter("Position", "x")
+        local got
+        w:system{name = "peek", reads = {"Velocity"}, run = function() got = H.raises(function() x(e) end) end}
+        assert(w:progress(0))
+        assert.are.equal("get Position.x: system 'peek' reads Position without declaring it in reads or writes", got)
+        w:remove_system("peek")
+        w:system{name = "ok", reads = {"Position"}, run = function() got = x(e) end}
+        assert(w:progress(0))
+        assert.are.equal(1.0, got)
+    end)
+end)
+
+describe("the collector across World methods", function()
+    it("collects what world:get makes while a loop of calls runs", function()
+        local w = H.world()
+        local es = {}
+        for i = 1, 1000 do es[i] = w:spawn{Position = {x = i}} end
+        collectgarbage()
+        collectgarbage("restart")
+        local before = collectgarbage("count")
+        local sink
+        for i = 1, 100000 do sink = w:get(es[i % #es + 1], "Position").x end
+        -- 100k reads make about 10 MiB of tables; a collector left running keeps a fraction
+        local grown = (collectgarbage("count") - before) / 1024
+        assert.is_true(grown < 2, string.format("the heap grew by %.1f MiB", grown))
+        assert.is_true(sink > 0)
+    end)
+
+    it("keeps running through add, remove, spawn and despawn", function()
+        local w = H.world()
+        collectgarbage()
+        collectgarbage("restart")
+        for i = 1, 20000 do
+            local e = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1}}
+            w:add(e, "Frozen")
+            w:remove(e, "Frozen")
+            w:despawn(e)
+        end
+        assert.is_true(collectgarbage("isrunning"))
+        local before = collectgarbage("count")
+        for i = 1, 20000 do w:despawn(w:spawn{Position = {x = i, y = -i}}) end
+        assert.is_true((collectgarbage("count") - before) / 1024 < 2)
+    end)
+
+    it("lets a finalizer that changes the world run between method calls without harm", function()
+        local w = H.world()
+        local es = {}
+        for i = 1, 200 do es[i] = w:spawn{Position = {x = i}} end
+        local spawned = 0
+        local function bomb()
+            setmetatable({}, {__gc = function()
+                spawned = spawned + 1
+                w:spawn{Position = {x = -1}, Velocity = {}}
+                w:despawn(w:spawn{Velocity = {}})
+            end})
+        end
+        for round = 1, 2000 do
+            bomb()
+            local i = round % #es + 1
+            local p = w:get(es[i], "Position")
+            assert.are.equal(i * 1.0, p.x)
+            w:set(es[i], "Position", {y = round})
+            w:add(es[i], "Velocity", {x = round})
+            assert.are.equal(round * 1.0, w:get(es[i], "Velocity", {}).x)
+            w:remove(es[i], "Velocity")
+        end
+        collectgarbage()
+        assert.is_true(spawned > 0)
+    end)
+end)
+
+describe("q:bulk() blocks", function()
+    it("hands a large chunk to fn in blocks of at most 512 rows, each written back", function()
+        local w = H.world()
+        local es = {}
+        for i = 1, 1300 do es[i] = w:spawn{Position = {x = i}, Velocity = {x = 1}} end
+        local q = w:query{"Position", "Velocity"}
+        local sizes, seen = {}, 0
+        q:bulk(function(n, entities, p, v)
+            sizes[#sizes + 1] = n
+            for i = 1, n do
+                seen = seen + 1
+                p.x[i] = p.x[i] + v.x[i]
+            end
+        end)
+        assert.are.same({512, 512, 276}, sizes)
+        assert.are.equal(1300, seen)
+        for i = 1, #es, 97 do assert.are.equal(i + 1.0, w:get(es[i], "Position").x) end
+    end)
+
+    it("writes nothing of a block with a bad value, and keeps the blocks before it", function()
+        local w = H.world()
+        local es = {}
+        for i = 1, 600 do es[i] = w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        local calls = 0
+        local msg = H.raises(function()
+            q:bulk(function(n, entities, p)
+                calls = calls + 1
+                for i = 1, n do p.x[i] = p.x[i] + 1000 end
+                if calls == 2 then p.x[n] = "bad" end
+            end)
+        end)
+        assert.is_truthy(msg:find("query:bulk: Position.x[88] (entity " .. H.entity_str(es[600]) .. ")", 1, true), msg)
+        assert.are.equal(1001.0, w:get(es[1], "Position").x)
+        assert.are.equal(1512.0, w:get(es[512], "Position").x)
+        assert.are.equal(513.0, w:get(es[513], "Position").x)
+        assert.are.equal(600.0, w:get(es[600], "Position").x)
+    end)
+
+    it("treats a number equal to what was filled as unchanged, and refuses a numeric string", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 0.1}}
+        local q = w:query{"Position"}
+        w:advance_tick()
+        q:bulk(function(n, entities, p) p.x[1] = p.x[1] + 0 end)
+        assert.are.equal(1, w:changed_tick(e, "Position"))
+        local x = w:get(e, "Position").x
+        H.unchanged(w, nil, function() q:bulk(function(n, entities, p) p.x[1] = tostring(x) end) end,
+            "expected a number, got string")
+    end)
+end)
+
+describe("q:each() views", function()
+    it("refuse a numeric string even when it equals the value read", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 2}}
+        local q = w:query{"Position"}
+        H.unchanged(w, nil, function()
+            for _, p in q:each() do p.x = tostring(p.x) end
+        end, "query:each: field 'x' of Position on entity " .. H.entity_str(e) .. ": expected a number, got string")
+    end)
+
+    it("work the same for a query with more fields than the step closure's upvalues hold", function()
+        local w = H.world()
+        local decl = {}
+        for i = 1, 60 do decl[#decl + 1] = "float f" .. i .. ";" end
+        local names = {}
+        for c = 1, 5 do
+            names[c] = "Wide" .. c
+            w:component(names[c], table.concat(decl, " "))
+        end
+        local init = {}
+        for c = 1, 5 do init[names[c]] = {f60 = c} end
+        local e = w:spawn(init)
+        local q = w:query(names)
+        for _, a, b, c, d, last in q:each() do
+            a.f1 = a.f60 + last.f60
+            last.f2 = 7
+        end
+        assert.are.equal(6.0, w:get(e, "Wide1").f1)
+        assert.are.equal(7.0, w:get(e, "Wide5").f2)
+        assert.are.equal(5.0, w:get(e, "Wide5").f60)
+    end)
+end)
