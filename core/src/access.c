@@ -179,17 +179,7 @@ static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
 
 /* ---- immediate operations -------------------------------------------------------------- */
 
-/* Writes a spawned row's values; the common case (plain bytes into distinct memory) inline. */
 static inline void write_value(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
-    const kl_component *c = col->component;
-    uint8_t *dst = col->data + (size_t)row * col->stride;
-    if (value && col->plain && c->size == col->stride &&
-        ((const uint8_t *)value + c->size <= dst || dst + c->size <= (const uint8_t *)value)) {
-        kl_copy_value(dst, value, c->size);
-        col->ticks[row] = world->tick;
-        kl_column_touch(col, world->tick);
-        return;
-    }
     kl_column_write(col, row, value, move, world->tick);
 }
 
@@ -267,16 +257,16 @@ kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity
     if (comp->check && (r = kl_component_check(world, comp, entity, value, call)) != KILN_OK)
         return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
-    int32_t t = kl_archetype_type_index(arch, component);
-    if (t >= 0) {
-        if (arch->column_of[t] >= 0)
-            replace(world, &arch->columns[arch->column_of[t]], (int32_t)rec->row, value, move);
+    int32_t slot = kl_archetype_slot(arch, component);
+    if (slot != KL_SLOT_ABSENT) {
+        if (slot >= 0) replace(world, &arch->columns[slot], (int32_t)rec->row, value, move);
         return KILN_OK;
     }
     assert_not_iterating(world);
-    kl_archetype *dst = kl_archetype_with(world, arch, component, call);
+    kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve_rebase(world, dst, 1, &value, 1)) return oom(world, call);
+    if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
+        return oom(world, call);
     kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, value, move);
     return KILN_OK;
 }
@@ -288,15 +278,15 @@ kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
     if (r != KILN_OK) return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
-    if (kl_archetype_type_index(arch, component) < 0) {
+    if (!kl_archetype_has(arch, component)) {
         if (removed) *removed = false;
         return KILN_OK;
     }
     assert_not_iterating(world);
-    kl_archetype *dst = kl_archetype_without(world, arch, component, call);
+    kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, call);
-    kl_archetype_move(world, arch, (int32_t)rec->row, dst, KILN_NO_COMPONENT, NULL, false);
+    if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1)) return oom(world, call);
+    kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, NULL, false);
     if (removed) *removed = true;
     return KILN_OK;
 }
@@ -311,16 +301,16 @@ static kl_column *writable(kiln_world *world, const char *call, kiln_entity enti
     *result = resolve(world, call, entity, component, &rec, &comp);
     if (*result != KILN_OK) return NULL;
     kl_archetype *arch = world->archetypes[rec->archetype];
-    int32_t t = kl_archetype_type_index(arch, component);
-    if (t < 0) {
+    int32_t slot = kl_archetype_slot(arch, component);
+    if (slot == KL_SLOT_ABSENT) {
         *result = missing(world, call, entity, comp);
         return NULL;
     }
-    if (arch->column_of[t] < 0) {
+    if (slot == KL_SLOT_TAG) {
         *tag = true;
         return NULL;
     }
-    return &arch->columns[arch->column_of[t]];
+    return &arch->columns[slot];
 }
 
 kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity,
@@ -472,7 +462,7 @@ bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component compon
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return false;
-    return kl_archetype_type_index(world->archetypes[rec->archetype], component) >= 0;
+    return kl_archetype_has(world->archetypes[rec->archetype], component);
 }
 
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {

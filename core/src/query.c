@@ -28,9 +28,9 @@ struct kiln_query {
 
 static bool matches(const kiln_query *q, const kl_archetype *a) {
     for (int32_t i = 0; i < q->with_count; i++)
-        if (kl_archetype_type_index(a, q->terms[i]) < 0) return false;
+        if (!kl_archetype_has(a, q->terms[i])) return false;
     for (int32_t i = 0; i < q->without_count; i++)
-        if (kl_archetype_type_index(a, q->without[i]) >= 0) return false;
+        if (kl_archetype_has(a, q->without[i])) return false;
     return true;
 }
 

@@ -66,18 +66,33 @@ typedef struct kl_column {
     const kl_component *component;
 } kl_column;
 
+/* What an archetype knows of one component id: where its value lives (a column index >= 0,
+ * KL_SLOT_TAG, or KL_SLOT_ABSENT) and the cached graph edge along it: the id + 1 of the
+ * archetype with the component removed (when present) or added (when absent), 0 unknown. */
+typedef struct kl_slot {
+    int32_t column;
+    uint32_t edge;
+} kl_slot;
+
+#define KL_SLOT_ABSENT (-1)
+#define KL_SLOT_TAG (-2)
+/* Component ids below this get a direct slot in every archetype that meets them; ids at or
+ * above it are found by binary search and their edges in a hash map. */
+#define KL_SLOTS_MAX 1024u
+
 typedef struct kl_archetype {
     uint32_t id;
-    int32_t type_count;
-    kiln_component *types;  /* sorted ascending; tags included */
-    int32_t *column_of;     /* per type: column index, or -1 for a tag */
-    int32_t column_count;
+    uint32_t slot_count;    /* slots[0, slot_count) are valid, slot_count <= KL_SLOTS_MAX */
+    kl_slot *slots;         /* indexed by component id: the hot path of get, add, remove */
     kl_column *columns;
     kiln_entity *entities;
     int32_t count;
     int32_t capacity;
-    kl_map add_edges;       /* component -> archetype id + 1 with it added */
-    kl_map remove_edges;    /* component -> archetype id + 1 with it removed */
+    int32_t column_count;
+    int32_t type_count;
+    kiln_component *types;  /* sorted ascending; tags included */
+    int32_t *column_of;     /* per type: column index, or -1 for a tag */
+    kl_map edges;           /* ids >= slot_count: component -> neighbour id + 1 (see kl_slot) */
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed */
     bool has_destroy;         /* some column has a destroy hook */
