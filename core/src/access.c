@@ -53,7 +53,7 @@ static void assert_not_iterating(const kiln_world *world) {
 }
 
 /* Resolves entity and component for a call, failing with the world error set. */
-static kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
+static inline __attribute__((always_inline)) kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
                            kl_record **rec, const kl_component **comp) {
     *rec = kl_record_of(world, e);
     if (!*rec) return kl_fail_dead(world, call, e);
