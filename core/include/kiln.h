@@ -471,7 +471,10 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 
 /* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62
  * is set, far above any handle) and are accepted by every recording call of the buffer that
- * made them. */
+ * made them, in the batch that made them. Each batch that spawns takes a tag no other batch
+ * of any buffer of the world ever gets, so a placeholder kept past its batch or handed to
+ * another buffer is always rejected. A batch holds at most 2^24 spawns; a world hands out
+ * 2^38 tags, then kiln_commands_spawn fails with KILN_ERR_LIMIT. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) {
     return (entity & KILN_PLACEHOLDER_BIT) != 0;

@@ -112,7 +112,7 @@ struct kiln_world {
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
-    uint64_t next_buffer_id;     /* numbers command buffers, to tell their placeholders apart */
+    _Atomic(uint64_t) placeholder_tags; /* batch tags handed out so far (see commands.c) */
     kiln_commands *buffers;      /* the user's buffers, linked, detached when the world dies */
 
     /* Entity records live in fixed pages that never move, found through a page table that is
