@@ -650,7 +650,17 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
  * is refused by the add closing it. Within a stage, systems run as jobs on the pool, those
  * with main_thread on the calling thread in declaration order; exclusive ones run alone, the
  * world not deferred. Each system records structural changes into its own buffer, applied at
- * the end of its stage in declaration order, so the world does not depend on thread timing. */
+ * the end of its stage in declaration order, so the world does not depend on thread timing.
+ * Debug builds check that a running system keeps to its declaration: kiln_get,
+ * kiln_changed_tick, kiln_resource_get and kiln_query_iter (valued terms) need the component
+ * in reads or writes; kiln_get_mut, kiln_resource_set/remove and an undeferred kiln_set need
+ * it in writes; and a system that is neither main_thread nor exclusive may not spawn,
+ * despawn, add, remove, set or emit through the world (only through ctx->commands). A breach
+ * aborts with a message naming the call, the system and the component (or entity), e.g.
+ * "kiln_get: system 'move' reads Health without declaring it in reads or writes", also kept
+ * as the world error; build kiln with KILN_PANIC(msg) defined to route it elsewhere.
+ * Exclusive systems, code outside systems and components registered after the system was
+ * added are not checked. With NDEBUG (or KILN_ACCESS_CHECKS 0) the checks compile away. */
 typedef struct kiln_schedule kiln_schedule;
 
 typedef struct kiln_system_ctx {

@@ -10,6 +10,7 @@
 #include "component.h"
 #include "defer.h"
 #include "entity.h"
+#include "guard.h"
 
 static const char *ename(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
@@ -331,6 +332,7 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
 static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_component *components,
                               const void *const *values, int32_t count, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
     return kl_spawn_values(world, call, components, (void *const *)values, count, false,
                            KILN_NULL_ENTITY, dest);
@@ -372,6 +374,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
                              int32_t n, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_spawn_batch";
+    kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (n < 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: n is negative (%d)", call, (int)n);
     if (kl_deferred(world)) return kl_defer_spawn_batch(world, call, components, count, n, dest);
@@ -418,6 +421,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
 
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_despawn", KL_STRUCTURAL, 0, entity);
     if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_despawn", entity);
     return kl_despawn_entity(world, "kiln_despawn", entity);
 }
@@ -425,6 +429,7 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
 kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
     return kl_add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
@@ -432,6 +437,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
                         bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_remove", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) {
         kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
@@ -443,7 +449,12 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (kl_deferred(world)) return kl_defer_write(world, "kiln_set", KL_OP_SET, entity, component, value);
+    if (kl_deferred(world)) {
+        /* queued like a command (a worker has no queue of its own), not written in place */
+        kl_guard_check(world, "kiln_set", KL_STRUCTURAL, component, 0);
+        return kl_defer_write(world, "kiln_set", KL_OP_SET, entity, component, value);
+    }
+    kl_guard_check(world, "kiln_set", KL_WRITE, component, 0);
     return kl_set_value(world, "kiln_set", entity, component, (void *)(uintptr_t)value, false);
 }
 
@@ -467,6 +478,7 @@ bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component compon
 
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_get", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return NULL;
     const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
@@ -476,6 +488,7 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
 
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_get_mut", KL_WRITE, component, 0);
     kiln_result r;
     bool tag;
     kl_column *col = writable(world, "kiln_get_mut", entity, component, &r, &tag);
@@ -494,6 +507,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_changed_tick", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return 0;
     const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);

@@ -151,6 +151,9 @@ struct kiln_world {
     _Atomic(kl_table *) events;    /* kl_event_queue per event type (index id - 1) */
     _Atomic(kl_table *) resources; /* kl_resource per component id (index id - 1), on demand */
 
+    /* The thread slots of the schedule running now, for the debug checks of guard.c. */
+    _Atomic(struct kl_guard_slot *) guard;
+
     kl_fini *finis;                /* teardown hooks, in registration order */
     int64_t fini_cap;
     int32_t fini_count;
