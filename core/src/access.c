@@ -403,7 +403,6 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
         int32_t row = arch->count;
         for (; i < n; i++, index++, row++) {
             kl_record *rec = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-            rec->generation = 1;
             rec->archetype = arch->id;
             rec->row = (uint32_t)row;
             kiln_entity e = kiln_entity_make(index, 1);

@@ -9,21 +9,37 @@
 #include "memory.h"
 
 #define KL_NONE UINT32_MAX
-/* archetype of a slot whose handle was handed out by a deferred spawn but is not alive yet */
-#define KL_RESERVED (UINT32_MAX - 1)
+/* A record's archetype field when its slot is not alive: KL_DEAD or KL_RESERVED (a handle
+ * handed out by a deferred spawn, not alive yet), or-ed with the slot's generation. */
+#define KL_DEAD 0x80000000u
+#define KL_RESERVED 0xC0000000u
+#define KL_RECORD_STATE 0xC0000000u
 #define KL_ERROR_SIZE 256
 #define KL_SPAWN_CACHE 8
 #define KL_PAGE_BITS 12
 #define KL_PAGE_SIZE (1u << KL_PAGE_BITS)
 
-/* One entity slot. Alive: archetype/row locate the entity. Dead: archetype is KL_NONE and
- * row links the free list (KL_NONE ends it). generation is the slot's current generation,
- * bumped on despawn, so only the newest handle of a slot matches. */
+/* One entity slot, 8 bytes. Alive: archetype (an id, below KL_DEAD) and row locate the
+ * entity, and the row's handle in the archetype's entities carries the generation, so only
+ * the newest handle of a slot matches. Not alive: archetype is KL_DEAD or KL_RESERVED or-ed
+ * with the slot's current generation (bumped on despawn); a dead slot's row links the free
+ * list (KL_NONE ends it). */
 typedef struct kl_record {
-    uint32_t generation;
     uint32_t archetype;
     uint32_t row;
 } kl_record;
+
+static inline bool kl_record_alive(const kl_record *r) { return r->archetype < KL_DEAD; }
+
+/* Marks a slot dead (or reserved: state KL_RESERVED) at generation; row is left as is. */
+static inline void kl_record_set_state(kl_record *r, uint32_t state, uint32_t generation) {
+    r->archetype = state | generation;
+}
+
+/* The generation of a slot that is not alive. */
+static inline uint32_t kl_record_generation(const kl_record *r) {
+    return r->archetype & ~KL_RECORD_STATE;
+}
 
 typedef struct kl_component {
     kiln_component id;
@@ -199,8 +215,8 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    if (r->archetype >= KL_RESERVED || r->generation != kiln_entity_generation(e) ||
-        (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+    /* the row's handle is exact: it settles generation and stray high bits at once */
+    if (!kl_record_alive(r) || world->archetypes[r->archetype]->entities[r->row] != e)
         return NULL;
     return r;
 }
@@ -210,7 +226,9 @@ static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    if (r->archetype != KL_RESERVED || r->generation != kiln_entity_generation(e)) return NULL;
+    if (r->archetype != (KL_RESERVED | kiln_entity_generation(e)) ||
+        (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+        return NULL;
     return r;
 }
 
