@@ -22,6 +22,7 @@ extern "C" {
  *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
  *   kiln_component_check,
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
+ *   kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
  *   kiln_iter_changed_since, kiln_iter_column_tick,
@@ -367,6 +368,57 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
 /* The tick at which entity's component was last written, or 0 when absent. */
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component);
+
+/* A prepared getter: where one component's values live, read with kiln_getter_get inline,
+ * without a call, the component registry or a type search. Make it with kiln_getter_init
+ * after the structural changes and use it until the next one (spawn, despawn, add of a new
+ * component, remove), like a pointer from kiln_get: debug builds assert on a stale getter,
+ * release builds read freed memory. Finish it with kiln_getter_fini. Fields are private. */
+#define KILN_GETTER_PAGE_BITS 12
+typedef struct kiln_getter_archetype {
+    const kiln_entity *entities; /* the archetype's row handles */
+    const uint8_t *data;         /* the component's column, or NULL when it has none */
+    size_t stride;
+} kiln_getter_archetype;
+
+typedef struct kiln_getter {
+    const uint32_t *const *pages; /* the world's entity records: (archetype, row) pairs */
+    uint32_t slot_count;
+    uint32_t archetype_count;
+    const kiln_getter_archetype *archetypes;
+    kiln_world *world;
+    kiln_component component;
+    uint64_t version;             /* the world's structure when made */
+} kiln_getter;
+
+/* Prepares dest for reading component (a value component or a tag) of world's entities.
+ * Fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no
+ * fini). Allocates through the world's allocator hook, so like a command buffer it may be
+ * made on a worker system's thread. */
+kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest);
+
+/* Frees what the getter holds. A zeroed or finished getter is a no-op. */
+void kiln_getter_fini(kiln_getter *getter);
+
+/* Debug builds: asserts the world's structure has not changed since getter was made. */
+void kiln_getter_check(const kiln_getter *getter);
+
+/* What kiln_get answers for (getter's world, entity, getter's component): a read-only
+ * pointer to the value, or NULL for a dead, stale or null handle or an entity without it. */
+static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity entity) {
+#ifndef NDEBUG
+    kiln_getter_check(getter);
+#endif
+    uint32_t index = (uint32_t)entity;
+    if (index >= getter->slot_count) return NULL;
+    const uint32_t *record = getter->pages[index >> KILN_GETTER_PAGE_BITS] +
+                             2 * (index & ((1u << KILN_GETTER_PAGE_BITS) - 1u));
+    uint32_t archetype = record[0], row = record[1];
+    if (archetype >= getter->archetype_count) return NULL; /* dead or not yet alive */
+    const kiln_getter_archetype *a = &getter->archetypes[archetype];
+    if (a->data == NULL || a->entities[row] != entity) return NULL;
+    return a->data + (size_t)row * a->stride;
+}
 
 /* ---- Queries ---------------------------------------------------------------------------- */
 

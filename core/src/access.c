@@ -412,6 +412,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
         world->alive += row - arch->count;
         arch->count = row;
         arch->structure_tick = world->tick;
+        world->structure_version++;
         atomic_store_explicit(&world->slot_count, index, memory_order_release);
     }
     fill_defaults(world, arch, first, n);

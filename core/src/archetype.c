@@ -278,6 +278,7 @@ int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity ent
     int32_t row = arch->count++;
     arch->entities[row] = entity;
     arch->structure_tick = world->tick;
+    world->structure_version++;
     return row;
 }
 
@@ -307,6 +308,7 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
     }
     arch->count = last;
     arch->structure_tick = world->tick;
+    world->structure_version++;
 }
 
 /* Moves one value of column s at from into column d at to (distinct archetypes). */

@@ -124,6 +124,7 @@ typedef struct kl_fini {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
+    uint64_t structure_version; /* bumped by every row added or removed (kiln_getter) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world */
