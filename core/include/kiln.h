@@ -369,55 +369,32 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component);
 
-/* A prepared getter: where one component's values live, read with kiln_getter_get inline,
- * without a call, the component registry or a type search. Make it with kiln_getter_init
- * after the structural changes and use it until the next one (spawn, despawn, add of a new
- * component, remove), like a pointer from kiln_get: debug builds assert on a stale getter,
- * release builds read freed memory. Finish it with kiln_getter_fini. Fields are private. */
-#define KILN_GETTER_PAGE_BITS 12
-typedef struct kiln_getter_archetype {
-    const kiln_entity *entities; /* the archetype's row handles */
-    const uint8_t *data;         /* the component's column, or NULL when it has none */
-    size_t stride;
-} kiln_getter_archetype;
-
-typedef struct kiln_getter {
-    const uint32_t *const *pages; /* the world's entity records: (archetype, row) pairs */
-    uint32_t slot_count;
-    uint32_t archetype_count;
-    const kiln_getter_archetype *archetypes;
-    kiln_world *world;
-    kiln_component component;
-    uint64_t version;             /* the world's structure when made */
+/* A prepared getter (fields private): kiln_getter_get answers kiln_get inline, until the
+ * next structural change (debug builds assert). See "Prepared getters" in docs/c-api.md. */
+typedef struct kiln_getter_archetype { /* data NULL: the archetype lacks the component */
+    const kiln_entity *entities; const uint8_t *data; size_t stride; } kiln_getter_archetype;
+typedef struct kiln_getter { /* pages: the world's records, (archetype, row), 4096 a page */
+    const uint32_t *const *pages; uint32_t slot_count, archetype_count;
+    const kiln_getter_archetype *archetypes; kiln_world *world; kiln_component component;
+    uint64_t version;
 } kiln_getter;
-
-/* Prepares dest for reading component (a value component or a tag) of world's entities.
- * Fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no
- * fini). Allocates through the world's allocator hook, so like a command buffer it may be
- * made on a worker system's thread. */
+/* Init fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no
+ * fini); fini on a zeroed or finished getter is a no-op; check asserts it is not stale. */
 kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest);
-
-/* Frees what the getter holds. A zeroed or finished getter is a no-op. */
 void kiln_getter_fini(kiln_getter *getter);
-
-/* Debug builds: asserts the world's structure has not changed since getter was made. */
 void kiln_getter_check(const kiln_getter *getter);
-
-/* What kiln_get answers for (getter's world, entity, getter's component): a read-only
- * pointer to the value, or NULL for a dead, stale or null handle or an entity without it. */
+/* What kiln_get(world, entity, component) answers (tags: NULL). */
 static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity entity) {
 #ifndef NDEBUG
     kiln_getter_check(getter);
 #endif
     uint32_t index = (uint32_t)entity;
     if (index >= getter->slot_count) return NULL;
-    const uint32_t *record = getter->pages[index >> KILN_GETTER_PAGE_BITS] +
-                             2 * (index & ((1u << KILN_GETTER_PAGE_BITS) - 1u));
-    uint32_t archetype = record[0], row = record[1];
-    if (archetype >= getter->archetype_count) return NULL; /* dead or not yet alive */
-    const kiln_getter_archetype *a = &getter->archetypes[archetype];
-    if (a->data == NULL || a->entities[row] != entity) return NULL;
-    return a->data + (size_t)row * a->stride;
+    const uint32_t *record = getter->pages[index >> 12] + 2 * (index & 4095u);
+    if (record[0] >= getter->archetype_count) return NULL; /* dead or not yet alive */
+    const kiln_getter_archetype *a = &getter->archetypes[record[0]];
+    if (a->data == NULL || a->entities[record[1]] != entity) return NULL;
+    return a->data + (size_t)record[1] * a->stride;
 }
 
 /* ---- Queries ---------------------------------------------------------------------------- */
@@ -462,9 +439,8 @@ typedef struct kiln_iter {
     void *archetype;
     int32_t next_index;
     int32_t offset;
-    uint64_t marked;                /* terms written through kiln_iter_mark_changed (a type
-                                       other than kiln_tick's, so marking in a loop keeps it
-                                       in a register) */
+    uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
+                                       marking loop keeps it in a register) */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -522,11 +498,8 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * buffer reused frame after frame allocates nothing in steady state. */
 
 /* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62
- * is set, far above any handle) and are accepted by every recording call of the buffer that
- * made them, in the batch that made them. Each batch that spawns takes a tag no other batch
- * of any buffer of the world ever gets, so a placeholder kept past its batch or handed to
- * another buffer is always rejected. A batch holds at most 2^24 spawns; a world hands out
- * 2^38 tags, then kiln_commands_spawn fails with KILN_ERR_LIMIT. */
+ * is set, far above any handle), and only the batch that made them accepts them: its tag is
+ * never reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch). */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) {
     return (entity & KILN_PLACEHOLDER_BIT) != 0;
@@ -703,16 +676,8 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
  * with main_thread on the calling thread in declaration order; exclusive ones run alone, the
  * world not deferred. Each system records structural changes into its own buffer, applied at
  * the end of its stage in declaration order, so the world does not depend on thread timing.
- * Debug builds check that a running system keeps to its declaration: kiln_get,
- * kiln_changed_tick, kiln_resource_get and kiln_query_iter (valued terms) need the component
- * in reads or writes; kiln_get_mut, kiln_resource_set/remove and an undeferred kiln_set need
- * it in writes; and a system that is neither main_thread nor exclusive may not spawn,
- * despawn, add, remove, set or emit through the world (only through ctx->commands). A breach
- * aborts with a message naming the call, the system and the component (or entity), e.g.
- * "kiln_get: system 'move' reads Health without declaring it in reads or writes", also kept
- * as the world error; build kiln with KILN_PANIC(msg) defined to route it elsewhere.
- * Exclusive systems, code outside systems and components registered after the system was
- * added are not checked. With NDEBUG (or KILN_ACCESS_CHECKS 0) the checks compile away. */
+ * Debug builds abort when a system reads or writes a component it did not declare, or
+ * changes the world from a worker thread (see "Declared access" in docs/c-api.md). */
 typedef struct kiln_schedule kiln_schedule;
 
 typedef struct kiln_system_ctx {

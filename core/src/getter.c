@@ -11,7 +11,7 @@
 _Static_assert(sizeof(kl_record) == 2 * sizeof(uint32_t) && offsetof(kl_record, archetype) == 0 &&
                    offsetof(kl_record, row) == sizeof(uint32_t),
                "kiln_getter_get reads a record as (archetype, row)");
-_Static_assert(KILN_GETTER_PAGE_BITS == KL_PAGE_BITS, "kiln_getter_get pages records like entity.c");
+_Static_assert(KL_PAGE_BITS == 12, "kiln_getter_get (kiln.h) pages records 4096 at a time");
 _Static_assert(KL_DEAD > INT32_MAX, "a slot that is not alive reads as an archetype beyond any count");
 
 kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest) {
