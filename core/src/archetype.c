@@ -317,49 +317,54 @@ static inline void move_value(const kl_column *s, uint8_t *to, uint8_t *from) {
     else relocate(s->component, to, from, 1);
 }
 
+/* Moves row at of the n columns s[i] to row to of d[i] (the same components), with their
+ * ticks, and fills the hole from row tail of s when it is not the last row. */
+static inline __attribute__((always_inline)) void move_run(kl_column *s, kl_column *d, int32_t n,
+                                                           size_t at, size_t to, size_t tail) {
+    for (int32_t i = 0; i < n; i++) {
+        size_t stride = s[i].stride;
+        uint8_t *from = s[i].data + at * stride;
+        move_value(&s[i], d[i].data + to * stride, from);
+        kiln_tick tick = s[i].ticks[at];
+        d[i].ticks[to] = tick;
+        kl_column_touch(&d[i], tick);
+        if (at != tail) {
+            move_value(&s[i], from, s[i].data + tail * stride);
+            s[i].ticks[at] = s[i].ticks[tail];
+        }
+    }
+}
+
 int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
                           kl_archetype *dst, kiln_component changed, void *value, bool move) {
     kiln_entity e = src->entities[src_row];
     int32_t row = kl_archetype_push(world, dst, e);
-    /* The columns of src and dst follow one sorted order and differ at most by changed's
-     * column: inserted at dst column ins, or dropped at src column drop. */
-    int32_t ins = INT32_MAX, drop = INT32_MAX;
-    int32_t slot = kl_archetype_slot(dst, changed);
-    if (slot != KL_SLOT_ABSENT) {
-        /* The added value first: it may point into the row about to be relocated or into
-         * the last row, which the swap-remove below moves. */
-        if (slot >= 0) {
-            ins = slot;
-            kl_column_write(&dst->columns[slot], row, value, move, world->tick);
-        }
-    } else if ((slot = kl_archetype_slot(src, changed)) >= 0) {
-        drop = slot;
-    }
-    int32_t last = src->count - 1;
+    int32_t last = src->count - 1, n = src->column_count;
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
-    kl_column *d = dst->columns;
-    const kl_column *skip = ins != INT32_MAX ? &dst->columns[ins] : NULL;
-    const kl_column *gone = drop != INT32_MAX ? &src->columns[drop] : NULL;
-    for (kl_column *s = src->columns, *end = s + src->column_count; s < end; s++) {
-        size_t stride = s->stride;
-        uint8_t *from = s->data + at * stride;
-        if (s == gone) {
-            if (s->component->destroy) s->component->destroy(from, 1, s->component->hook_ctx);
-        } else {
-            if (d == skip) d++;
-            move_value(s, d->data + to * stride, from);
-            kiln_tick tick = s->ticks[at];
-            d->ticks[to] = tick;
-            kl_column_touch(d, tick);
-            d++;
-        }
-        /* the swap-remove of src, fused: the last row fills the hole */
+    /* The columns of src and dst follow one sorted order and differ at most by changed's
+     * column k: inserted into dst, or dropped from src. */
+    int32_t k = kl_archetype_slot(dst, changed);
+    if (k >= 0) {
+        /* The added value first: it may point into the row about to be relocated or into
+         * the last row, which the swap-remove moves. */
+        kl_column_write(&dst->columns[k], row, value, move, world->tick);
+        move_run(src->columns, dst->columns, k, at, to, tail);
+        move_run(src->columns + k, dst->columns + k + 1, n - k, at, to, tail);
+    } else if (k == KL_SLOT_ABSENT && (k = kl_archetype_slot(src, changed)) >= 0) {
+        kl_column *gone = &src->columns[k];
+        uint8_t *from = gone->data + at * gone->stride;
+        const kl_component *c = gone->component;
+        if (c->destroy) c->destroy(from, 1, c->hook_ctx);
         if (at != tail) {
-            move_value(s, from, s->data + tail * stride);
-            s->ticks[at] = s->ticks[tail];
+            move_value(gone, from, gone->data + tail * gone->stride);
+            gone->ticks[at] = gone->ticks[tail];
         }
+        move_run(src->columns, dst->columns, k, at, to, tail);
+        move_run(src->columns + k + 1, dst->columns + k, n - k - 1, at, to, tail);
+    } else {
+        move_run(src->columns, dst->columns, n, at, to, tail); /* a tag changed */
     }
-    if (src_row != last) {
+    if (at != tail) {
         kiln_entity moved = src->entities[last];
         src->entities[src_row] = moved;
         kl_record_at(world, kiln_entity_index(moved))->row = (uint32_t)src_row;
