@@ -530,7 +530,7 @@ static void run_add_remove(const bench_config *config, bench_result *dest) {
 /* ------------------------------------------------------------------------------------------ */
 
 static const bench_case cases[] = {
-    {"spawn_one", BENCH_NS_PER_ENTITY, 6.0, false,
+    {"spawn_one", BENCH_NS_PER_ENTITY, 11.0, false,
      "kiln_spawn_with(Position, Velocity) one at a time vs malloc + fill of presized arrays",
      run_spawn_one},
     {"spawn_batch", BENCH_NS_PER_ENTITY, 3.0, false,
@@ -545,14 +545,17 @@ static const bench_case cases[] = {
     {"iter2_mark", BENCH_NS_PER_ENTITY, 1.25, false,
      "iter2 + kiln_iter_mark_changed per row vs the plain loop without tick stores",
      run_iter2_mark},
-    {"add_remove", BENCH_NS_PER_OP, 2.0, false,
+    {"add_remove", BENCH_NS_PER_OP, 3.0, false,
      "kiln_add then kiln_remove Mass vs a row move between two SoA tables and back",
      run_add_remove},
     {"get_random", BENCH_NS_PER_ENTITY, 1.5, false,
      "kiln_get Position in shuffled order vs sparse index -> dense array", run_get_random},
+    {"get_prepared", BENCH_NS_PER_ENTITY, 1.2, false,
+     "get_random through a prepared kiln_getter (inline) vs sparse index -> dense array",
+     run_get_prepared},
     {"despawn", BENCH_NS_PER_ENTITY, 5.0, false,
      "kiln_despawn in spawn order vs swap-remove with index fix-up", run_despawn},
-    {"bytes_per_entity", BENCH_BYTES_PER_ENTITY, 44.0, true,
+    {"bytes_per_entity", BENCH_BYTES_PER_ENTITY, 40.0, true,
      "RSS delta per Position+Velocity entity (empty world -> n) vs 16 bytes of data", run_bytes_per_entity},
     {"cmd_spawn", BENCH_NS_PER_ENTITY, 1.5, false,
      "record + apply spawn with Position, Velocity (100k) vs kiln_spawn_with", run_cmd_spawn},

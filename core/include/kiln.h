@@ -22,6 +22,7 @@ extern "C" {
  *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
  *   kiln_component_check,
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
+ *   kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
  *   kiln_iter_changed_since, kiln_iter_column_tick,
@@ -369,6 +370,34 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component);
 
+/* A prepared getter (fields private): kiln_getter_get answers kiln_get inline, until the
+ * next structural change (debug builds assert). See "Prepared getters" in docs/c-api.md. */
+typedef struct kiln_getter_archetype { /* data NULL: the archetype lacks the component */
+    const kiln_entity *entities; const uint8_t *data; size_t stride; } kiln_getter_archetype;
+typedef struct kiln_getter { /* pages: the world's records, (archetype, row), 4096 a page */
+    const uint32_t *const *pages; uint32_t slot_count, archetype_count;
+    const kiln_getter_archetype *archetypes; kiln_world *world; kiln_component component;
+    uint64_t version;
+} kiln_getter;
+/* Init fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no
+ * fini); fini on a zeroed or finished getter is a no-op; check asserts it is not stale. */
+kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest);
+void kiln_getter_fini(kiln_getter *getter);
+void kiln_getter_check(const kiln_getter *getter);
+/* What kiln_get(world, entity, component) answers (tags: NULL). */
+static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity entity) {
+#ifndef NDEBUG
+    kiln_getter_check(getter);
+#endif
+    uint32_t index = (uint32_t)entity;
+    if (index >= getter->slot_count) return NULL;
+    const uint32_t *record = getter->pages[index >> 12] + 2 * (index & 4095u);
+    if (record[0] >= getter->archetype_count) return NULL; /* dead or not yet alive */
+    const kiln_getter_archetype *a = &getter->archetypes[record[0]];
+    if (a->data == NULL || a->entities[record[1]] != entity) return NULL;
+    return a->data + (size_t)record[1] * a->stride;
+}
+
 /* ---- Queries ---------------------------------------------------------------------------- */
 
 #define KILN_QUERY_MAX_TERMS 16
@@ -411,9 +440,8 @@ typedef struct kiln_iter {
     void *archetype;
     int32_t next_index;
     int32_t offset;
-    uint64_t marked;                /* terms written through kiln_iter_mark_changed (a type
-                                       other than kiln_tick's, so marking in a loop keeps it
-                                       in a register) */
+    uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
+                                       marking loop keeps it in a register) */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -471,8 +499,8 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * buffer reused frame after frame allocates nothing in steady state. */
 
 /* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62
- * is set, far above any handle) and are accepted by every recording call of the buffer that
- * made them. */
+ * is set, far above any handle), and only the batch that made them accepts them: its tag is
+ * never reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch). */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) {
     return (entity & KILN_PLACEHOLDER_BIT) != 0;
@@ -648,7 +676,9 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
  * is refused by the add closing it. Within a stage, systems run as jobs on the pool, those
  * with main_thread on the calling thread in declaration order; exclusive ones run alone, the
  * world not deferred. Each system records structural changes into its own buffer, applied at
- * the end of its stage in declaration order, so the world does not depend on thread timing. */
+ * the end of its stage in declaration order, so the world does not depend on thread timing.
+ * Debug builds abort when a system reads or writes a component it did not declare, or
+ * changes the world from a worker thread (see "Declared access" in docs/c-api.md). */
 typedef struct kiln_schedule kiln_schedule;
 
 typedef struct kiln_system_ctx {

@@ -10,6 +10,7 @@
 #include "component.h"
 #include "defer.h"
 #include "entity.h"
+#include "guard.h"
 
 static const char *ename(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
@@ -53,7 +54,7 @@ static void assert_not_iterating(const kiln_world *world) {
 }
 
 /* Resolves entity and component for a call, failing with the world error set. */
-static kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
+static inline __attribute__((always_inline)) kiln_result resolve(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
                            kl_record **rec, const kl_component **comp) {
     *rec = kl_record_of(world, e);
     if (!*rec) return kl_fail_dead(world, call, e);
@@ -179,17 +180,7 @@ static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
 
 /* ---- immediate operations -------------------------------------------------------------- */
 
-/* Writes a spawned row's values; the common case (plain bytes into distinct memory) inline. */
 static inline void write_value(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
-    const kl_component *c = col->component;
-    uint8_t *dst = col->data + (size_t)row * col->stride;
-    if (value && col->plain && c->size == col->stride &&
-        ((const uint8_t *)value + c->size <= dst || dst + c->size <= (const uint8_t *)value)) {
-        kl_copy_value(dst, value, c->size);
-        col->ticks[row] = world->tick;
-        kl_column_touch(col, world->tick);
-        return;
-    }
     kl_column_write(col, row, value, move, world->tick);
 }
 
@@ -267,16 +258,16 @@ kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity
     if (comp->check && (r = kl_component_check(world, comp, entity, value, call)) != KILN_OK)
         return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
-    int32_t t = kl_archetype_type_index(arch, component);
-    if (t >= 0) {
-        if (arch->column_of[t] >= 0)
-            replace(world, &arch->columns[arch->column_of[t]], (int32_t)rec->row, value, move);
+    int32_t slot = kl_archetype_slot(arch, component);
+    if (slot != KL_SLOT_ABSENT) {
+        if (slot >= 0) replace(world, &arch->columns[slot], (int32_t)rec->row, value, move);
         return KILN_OK;
     }
     assert_not_iterating(world);
-    kl_archetype *dst = kl_archetype_with(world, arch, component, call);
+    kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve_rebase(world, dst, 1, &value, 1)) return oom(world, call);
+    if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
+        return oom(world, call);
     kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, value, move);
     return KILN_OK;
 }
@@ -288,15 +279,15 @@ kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
     if (r != KILN_OK) return r;
     kl_archetype *arch = world->archetypes[rec->archetype];
-    if (kl_archetype_type_index(arch, component) < 0) {
+    if (!kl_archetype_has(arch, component)) {
         if (removed) *removed = false;
         return KILN_OK;
     }
     assert_not_iterating(world);
-    kl_archetype *dst = kl_archetype_without(world, arch, component, call);
+    kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
     if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (!kl_archetype_reserve(world, dst, 1)) return oom(world, call);
-    kl_archetype_move(world, arch, (int32_t)rec->row, dst, KILN_NO_COMPONENT, NULL, false);
+    if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1)) return oom(world, call);
+    kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, NULL, false);
     if (removed) *removed = true;
     return KILN_OK;
 }
@@ -311,16 +302,16 @@ static kl_column *writable(kiln_world *world, const char *call, kiln_entity enti
     *result = resolve(world, call, entity, component, &rec, &comp);
     if (*result != KILN_OK) return NULL;
     kl_archetype *arch = world->archetypes[rec->archetype];
-    int32_t t = kl_archetype_type_index(arch, component);
-    if (t < 0) {
+    int32_t slot = kl_archetype_slot(arch, component);
+    if (slot == KL_SLOT_ABSENT) {
         *result = missing(world, call, entity, comp);
         return NULL;
     }
-    if (arch->column_of[t] < 0) {
+    if (slot == KL_SLOT_TAG) {
         *tag = true;
         return NULL;
     }
-    return &arch->columns[arch->column_of[t]];
+    return &arch->columns[slot];
 }
 
 kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity,
@@ -341,6 +332,7 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
 static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_component *components,
                               const void *const *values, int32_t count, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
     return kl_spawn_values(world, call, components, (void *const *)values, count, false,
                            KILN_NULL_ENTITY, dest);
@@ -382,6 +374,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
                              int32_t n, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_spawn_batch";
+    kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (n < 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: n is negative (%d)", call, (int)n);
     if (kl_deferred(world)) return kl_defer_spawn_batch(world, call, components, count, n, dest);
@@ -410,7 +403,6 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
         int32_t row = arch->count;
         for (; i < n; i++, index++, row++) {
             kl_record *rec = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-            rec->generation = 1;
             rec->archetype = arch->id;
             rec->row = (uint32_t)row;
             kiln_entity e = kiln_entity_make(index, 1);
@@ -420,6 +412,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
         world->alive += row - arch->count;
         arch->count = row;
         arch->structure_tick = world->tick;
+        world->structure_version++;
         atomic_store_explicit(&world->slot_count, index, memory_order_release);
     }
     fill_defaults(world, arch, first, n);
@@ -428,6 +421,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
 
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_despawn", KL_STRUCTURAL, 0, entity);
     if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_despawn", entity);
     return kl_despawn_entity(world, "kiln_despawn", entity);
 }
@@ -435,6 +429,7 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
 kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
     return kl_add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
@@ -442,6 +437,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
                         bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_remove", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) {
         kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
@@ -453,7 +449,12 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (kl_deferred(world)) return kl_defer_write(world, "kiln_set", KL_OP_SET, entity, component, value);
+    if (kl_deferred(world)) {
+        /* queued like a command (a worker has no queue of its own), not written in place */
+        kl_guard_check(world, "kiln_set", KL_STRUCTURAL, component, 0);
+        return kl_defer_write(world, "kiln_set", KL_OP_SET, entity, component, value);
+    }
+    kl_guard_check(world, "kiln_set", KL_WRITE, component, 0);
     return kl_set_value(world, "kiln_set", entity, component, (void *)(uintptr_t)value, false);
 }
 
@@ -472,11 +473,12 @@ bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component compon
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return false;
-    return kl_archetype_type_index(world->archetypes[rec->archetype], component) >= 0;
+    return kl_archetype_has(world->archetypes[rec->archetype], component);
 }
 
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_get", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return NULL;
     const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
@@ -486,6 +488,7 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
 
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_get_mut", KL_WRITE, component, 0);
     kiln_result r;
     bool tag;
     kl_column *col = writable(world, "kiln_get_mut", entity, component, &r, &tag);
@@ -504,6 +507,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_changed_tick", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return 0;
     const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);

@@ -8,7 +8,7 @@
 #include "component.h"
 #include "query.h"
 
-int32_t kl_archetype_type_index_search(const kl_archetype *arch, kiln_component component) {
+int32_t kl_archetype_type_index(const kl_archetype *arch, kiln_component component) {
     const kiln_component *t = arch->types;
     int32_t lo = 0, hi = arch->type_count;
     while (lo < hi) {
@@ -17,6 +17,31 @@ int32_t kl_archetype_type_index_search(const kl_archetype *arch, kiln_component 
         else hi = mid;
     }
     return (lo < arch->type_count && t[lo] == component) ? lo : -1;
+}
+
+int32_t kl_archetype_slot_search(const kl_archetype *arch, kiln_component component) {
+    int32_t t = kl_archetype_type_index(arch, component);
+    if (t < 0) return KL_SLOT_ABSENT;
+    return arch->column_of[t] >= 0 ? arch->column_of[t] : KL_SLOT_TAG;
+}
+
+/* Grows arch's direct slots to cover component ids below need (at most KL_SLOTS_MAX); new
+ * slots are filled from the type list. False when out of memory (arch unchanged). */
+static bool cover_slots(kl_allocator *al, kl_archetype *arch, uint32_t need) {
+    if (need <= arch->slot_count) return true;
+    uint32_t cap = arch->slot_count ? arch->slot_count : 8;
+    while (cap < need) cap *= 2;
+    if (cap > KL_SLOTS_MAX) cap = KL_SLOTS_MAX;
+    kl_slot *slots = kl_realloc(al, arch->slots, sizeof(kl_slot) * arch->slot_count,
+                                sizeof(kl_slot) * cap);
+    if (!slots) return false;
+    for (uint32_t c = arch->slot_count; c < cap; c++) {
+        slots[c].column = kl_archetype_slot_search(arch, c);
+        slots[c].edge = 0;
+    }
+    arch->slots = slots;
+    arch->slot_count = cap;
+    return true;
 }
 
 static bool same_types(const kl_archetype *a, const kiln_component *types, int32_t count) {
@@ -63,22 +88,28 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         return NULL;
     }
     memset(a, 0, block);
-    a->id = (uint32_t)world->archetype_count;
-    a->hash = hash;
-    a->type_count = count;
+    /* direct slots for every type it holds (so its remove edges never hash) */
+    uint32_t need = count ? types[count - 1] + 1 : 0;
+    if (need > KL_SLOTS_MAX) need = KL_SLOTS_MAX;
     a->column_count = columns;
+    a->type_count = count;
     a->columns = (kl_column *)(a + 1);
     a->types = (kiln_component *)(a->columns + columns);
     a->column_of = (int32_t *)(a->types + count);
     if (count) memcpy(a->types, types, sizeof(kiln_component) * (size_t)count);
+    for (int32_t i = 0, c = 0; i < count; i++)
+        a->column_of[i] = kl_component_get(world, types[i])->size > 0 ? c++ : -1;
+    if (!cover_slots(&world->alloc, a, need)) {
+        kl_free(&world->alloc, a, block);
+        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory creating an archetype", call);
+        return NULL;
+    }
+    a->id = (uint32_t)world->archetype_count;
+    a->hash = hash;
     int32_t c = 0;
     for (int32_t i = 0; i < count; i++) {
         const kl_component *comp = kl_component_get(world, types[i]);
-        if (comp->size == 0) {
-            a->column_of[i] = -1;
-            continue;
-        }
-        a->column_of[i] = c;
+        if (comp->size == 0) continue;
         a->columns[c].component = comp;
         a->columns[c].stride = comp->stride;
         a->columns[c].id = comp->id;
@@ -112,12 +143,24 @@ static int32_t neighbour_types(const kl_archetype *arch, kiln_component componen
     return n;
 }
 
-static kl_archetype *traverse(kiln_world *world, kl_archetype *arch, kiln_component component,
-                              bool add, const char *call) {
-    kl_map *edges = add ? &arch->add_edges : &arch->remove_edges;
-    uint32_t id1 = kl_map_get(edges, component);
+/* Remembers that arch's neighbour along component is dst (and dst's is arch): in the
+ * direct slots for small ids, else in the edge map. Caching is an optimisation: when it
+ * cannot be stored, the next move searches again. */
+static void cache_edge(kiln_world *world, kl_archetype *arch, kiln_component component,
+                       kl_archetype *dst) {
+    if (component < KL_SLOTS_MAX && cover_slots(&world->alloc, arch, component + 1))
+        arch->slots[component].edge = dst->id + 1;
+    else if (component >= KL_SLOTS_MAX && kl_map_get(&arch->edges, component) == 0)
+        kl_map_put(&world->alloc, &arch->edges, component, dst->id + 1);
+}
+
+kl_archetype *kl_archetype_traverse(kiln_world *world, kl_archetype *arch,
+                                    kiln_component component, const char *call) {
+    uint32_t id1 = component < arch->slot_count ? arch->slots[component].edge
+                                                : kl_map_get(&arch->edges, component);
     if (id1) return world->archetypes[id1 - 1];
 
+    bool add = !kl_archetype_has(arch, component);
     kiln_component small[32];
     kiln_component *buf = small;
     size_t bytes = sizeof(kiln_component) * (size_t)(arch->type_count + 1);
@@ -131,19 +174,11 @@ static kl_archetype *traverse(kiln_world *world, kl_archetype *arch, kiln_compon
     int32_t n = neighbour_types(arch, component, add, buf);
     kl_archetype *dst = kl_archetype_ensure(world, buf, n, call);
     if (buf != small) kl_free(&world->alloc, buf, bytes);
-    /* Caching the edge is an optimisation: if it cannot be stored, the next move searches. */
-    if (dst) kl_map_put(&world->alloc, edges, component, dst->id + 1);
+    if (dst) {
+        cache_edge(world, arch, component, dst);
+        cache_edge(world, dst, component, arch);
+    }
     return dst;
-}
-
-kl_archetype *kl_archetype_with(kiln_world *world, kl_archetype *arch, kiln_component component,
-                                const char *call) {
-    return traverse(world, arch, component, true, call);
-}
-
-kl_archetype *kl_archetype_without(kiln_world *world, kl_archetype *arch,
-                                   kiln_component component, const char *call) {
-    return traverse(world, arch, component, false, call);
 }
 
 /* Relocates count values from src to dst (distinct blocks) through the move hook, or bytewise. */
@@ -243,6 +278,7 @@ int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity ent
     int32_t row = arch->count++;
     arch->entities[row] = entity;
     arch->structure_tick = world->tick;
+    world->structure_version++;
     return row;
 }
 
@@ -272,42 +308,76 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
     }
     arch->count = last;
     arch->structure_tick = world->tick;
+    world->structure_version++;
+}
+
+/* Moves one value of column s at from into column d at to (distinct archetypes). */
+static inline void move_value(const kl_column *s, uint8_t *to, uint8_t *from) {
+    if (KL_LIKELY(s->plain)) kl_copy_value(to, from, s->stride);
+    else relocate(s->component, to, from, 1);
+}
+
+/* Moves row at of the n columns s[i] to row to of d[i] (the same components), with their
+ * ticks, and fills the hole from row tail of s when it is not the last row. */
+static inline __attribute__((always_inline)) void move_run(kl_column *s, kl_column *d, int32_t n,
+                                                           size_t at, size_t to, size_t tail) {
+    for (int32_t i = 0; i < n; i++) {
+        size_t stride = s[i].stride;
+        uint8_t *from = s[i].data + at * stride;
+        move_value(&s[i], d[i].data + to * stride, from);
+        kiln_tick tick = s[i].ticks[at];
+        d[i].ticks[to] = tick;
+        kl_column_touch(&d[i], tick);
+        if (at != tail) {
+            move_value(&s[i], from, s[i].data + tail * stride);
+            s[i].ticks[at] = s[i].ticks[tail];
+        }
+    }
 }
 
 int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                          kl_archetype *dst, kiln_component added, void *value, bool move) {
+                          kl_archetype *dst, kiln_component changed, void *value, bool move) {
     kiln_entity e = src->entities[src_row];
     int32_t row = kl_archetype_push(world, dst, e);
-    /* The added value first: it may point into the row about to be relocated or into the
-     * last row, which the swap-remove below moves. */
-    if (added) {
-        kl_column *col = kl_archetype_column(dst, added);
-        if (col) kl_column_write(col, row, value, move, world->tick);
-    }
-    /* Both column lists follow the sorted type order, so one merge walk pairs them. */
-    int32_t j = 0;
-    for (int32_t i = 0; i < src->column_count; i++) {
-        kl_column *s = &src->columns[i];
-        kiln_component id = s->id;
-        while (j < dst->column_count && dst->columns[j].id < id) j++;
-        void *from = s->data + (size_t)src_row * s->stride;
-        if (j < dst->column_count && dst->columns[j].id == id) {
-            kl_column *d = &dst->columns[j];
-            relocate(s->component, d->data + (size_t)row * d->stride, from, 1);
-            d->ticks[row] = s->ticks[src_row];
-            kl_column_touch(d, d->ticks[row]);
-        } else if (s->component->destroy) {
-            s->component->destroy(from, 1, s->component->hook_ctx);
+    int32_t last = src->count - 1, n = src->column_count;
+    size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
+    /* The columns of src and dst follow one sorted order and differ at most by changed's
+     * column k: inserted into dst, or dropped from src. */
+    int32_t k = kl_archetype_slot(dst, changed);
+    if (k >= 0) {
+        /* The added value first: it may point into the row about to be relocated or into
+         * the last row, which the swap-remove moves. */
+        kl_column_write(&dst->columns[k], row, value, move, world->tick);
+        move_run(src->columns, dst->columns, k, at, to, tail);
+        move_run(src->columns + k, dst->columns + k + 1, n - k, at, to, tail);
+    } else if (k == KL_SLOT_ABSENT && (k = kl_archetype_slot(src, changed)) >= 0) {
+        kl_column *gone = &src->columns[k];
+        uint8_t *from = gone->data + at * gone->stride;
+        const kl_component *c = gone->component;
+        if (c->destroy) c->destroy(from, 1, c->hook_ctx);
+        if (at != tail) {
+            move_value(gone, from, gone->data + tail * gone->stride);
+            gone->ticks[at] = gone->ticks[tail];
         }
+        move_run(src->columns, dst->columns, k, at, to, tail);
+        move_run(src->columns + k + 1, dst->columns + k, n - k - 1, at, to, tail);
+    } else {
+        move_run(src->columns, dst->columns, n, at, to, tail); /* a tag changed */
     }
-    kl_archetype_remove_row(world, src, src_row);
+    if (at != tail) {
+        kiln_entity moved = src->entities[last];
+        src->entities[src_row] = moved;
+        kl_record_at(world, kiln_entity_index(moved))->row = (uint32_t)src_row;
+    }
+    src->count = last;
+    src->structure_tick = world->tick;
     kl_record *r = kl_record_at(world, kiln_entity_index(e));
     r->archetype = dst->id;
     r->row = (uint32_t)row;
     return row;
 }
 
-void kl_column_write(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick) {
+void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick) {
     uint8_t *dst = col->data + (size_t)row * col->stride;
     const kl_component *c = col->component;
     if (value && move && c->move) c->move(dst, value, 1, c->hook_ctx);
@@ -337,8 +407,8 @@ void kl_archetypes_free(kiln_world *world) {
             kl_free(al, col->ticks, sizeof(kiln_tick) * (size_t)arch->capacity);
         }
         kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
-        kl_map_free(al, &arch->add_edges);
-        kl_map_free(al, &arch->remove_edges);
+        kl_map_free(al, &arch->edges);
+        kl_free(al, arch->slots, sizeof(kl_slot) * arch->slot_count);
         kl_free(al, arch, archetype_block_size(arch->type_count, arch->column_count));
     }
     kl_free(al, world->archetypes, sizeof(kl_archetype *) * (size_t)world->archetype_cap);

@@ -40,7 +40,7 @@ struct kiln_commands {
     const char *call;       /* the public function applying the buffer, for messages */
     kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
     kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
-    uint64_t id;            /* tags this buffer's placeholders (bits 48..61) */
+    uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */
     bool lenient;
     bool complete; /* the last apply consumed everything: the next record starts a batch */
     kl_cmd *cmds;
@@ -48,7 +48,6 @@ struct kiln_commands {
     kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
     int64_t ph_cap;
     uint32_t ph_count;
-    uint32_t epoch;
     kl_block *first, *current;
     char error[KL_ERROR_SIZE];
 };
@@ -78,7 +77,6 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
     cmd->alloc = world_accounting ? &world->alloc : &cmd->own_alloc;
     cmd->world = world;
     cmd->lenient = lenient;
-    cmd->id = (world->next_buffer_id++ & 0x3fffu);
     return cmd;
 }
 
@@ -124,7 +122,7 @@ static void reset_values(kiln_commands *cmd) {
 
 static void reset_batch(kiln_commands *cmd) {
     cmd->ph_count = 0;
-    cmd->epoch = (cmd->epoch + 1) & 0xffffu;
+    cmd->tag = 0;
     cmd->complete = false;
 }
 
@@ -265,6 +263,21 @@ static kiln_result check_world(kiln_commands *cmd, const char *call) {
     return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "%s: the buffer's world was destroyed", call);
 }
 
+/* Placeholders: bit 62, a batch tag in bits 24..61 and the spawn's index in the batch in
+ * bits 0..23. A batch takes its tag from the world's counter when it first spawns, so no
+ * two batches of any buffers of one world ever share a tag: a placeholder can only name a
+ * spawn of the batch that made it. When the tags run out, spawning fails instead. */
+#define KL_PH_INDEX_BITS 24
+#define KL_PH_INDEX_MASK ((UINT64_C(1) << KL_PH_INDEX_BITS) - 1)
+#define KL_PH_TAG_LIMIT (UINT64_C(1) << (62 - KL_PH_INDEX_BITS))
+
+/* Whether e is a placeholder of the batch cmd holds now (applied or not). */
+static bool is_current(const kiln_commands *cmd, kiln_entity e) {
+    if ((e & ~(KILN_PLACEHOLDER_BIT | (KILN_PLACEHOLDER_BIT - 1))) != 0) return false;
+    uint64_t tag = (e & (KILN_PLACEHOLDER_BIT - 1)) >> KL_PH_INDEX_BITS;
+    return cmd->tag != 0 && tag == cmd->tag && (e & KL_PH_INDEX_MASK) < cmd->ph_count;
+}
+
 /* Checks an entity argument of a recording call: a placeholder must be from this batch. */
 static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entity e) {
     kiln_result r = check_world(cmd, call);
@@ -274,15 +287,10 @@ static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entit
             return record_fail(cmd, KILN_ERR_DEAD_ENTITY, "%s: entity is null", call);
         return KILN_OK; /* liveness is checked when applied */
     }
-    uint32_t epoch = (uint32_t)((e >> 32) & 0xffffu);
-    uint32_t index = (uint32_t)e;
-    uint32_t current = cmd->complete ? (cmd->epoch + 1) & 0xffffu : cmd->epoch;
-    uint32_t count = cmd->complete ? 0 : cmd->ph_count;
-    if (epoch != current || index >= count || ((e >> 48) & 0x3fffu) != cmd->id ||
-        (e & ~(KILN_PLACEHOLDER_BIT | 0x3fffffffffffffffull)))
+    if (cmd->complete || !is_current(cmd, e))
         return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT,
                            "%s: placeholder %u is not from this buffer's current batch", call,
-                           (unsigned)index);
+                           (unsigned)(e & KL_PH_INDEX_MASK));
     return KILN_OK;
 }
 
@@ -292,12 +300,23 @@ kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
     if (cmd->complete) reset_batch(cmd);
-    if (cmd->ph_count == UINT32_MAX)
-        return record_fail(cmd, KILN_ERR_LIMIT, "%s: too many placeholders in one batch", call);
+    if (cmd->ph_count >= KL_PH_INDEX_MASK + 1)
+        return record_fail(cmd, KILN_ERR_LIMIT,
+                           "%s: too many placeholders in one batch (at most %llu)", call,
+                           (unsigned long long)(KL_PH_INDEX_MASK + 1));
+    if (cmd->tag == 0) {
+        uint64_t tag = atomic_fetch_add_explicit(&cmd->world->placeholder_tags, 1,
+                                                 memory_order_relaxed) + 1;
+        if (tag >= KL_PH_TAG_LIMIT)
+            return record_fail(cmd, KILN_ERR_LIMIT,
+                               "%s: the world's placeholder tags are used up (2^%d batches)",
+                               call, 62 - KL_PH_INDEX_BITS);
+        cmd->tag = tag;
+    }
     if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
                  sizeof(kiln_entity), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a placeholder", call);
-    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->id << 48) | ((uint64_t)cmd->epoch << 32) | cmd->ph_count;
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS) | cmd->ph_count;
     r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
@@ -388,11 +407,8 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
 kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (!kiln_is_placeholder(placeholder)) return KILN_NULL_ENTITY;
-    uint32_t index = (uint32_t)placeholder;
-    if (((placeholder >> 32) & 0xffffu) != cmd->epoch || ((placeholder >> 48) & 0x3fffu) != cmd->id ||
-        index >= cmd->ph_count)
-        return KILN_NULL_ENTITY;
-    return cmd->placeholders[index];
+    if (!is_current(cmd, placeholder)) return KILN_NULL_ENTITY;
+    return cmd->placeholders[placeholder & KL_PH_INDEX_MASK];
 }
 
 /* ---- apply ---------------------------------------------------------------------------- */
@@ -409,7 +425,7 @@ static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c
 /* The entity a command targets now (placeholders resolved), or null. */
 static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
     if (!kiln_is_placeholder(c->target)) return c->target;
-    return cmd->placeholders[(uint32_t)c->target];
+    return cmd->placeholders[c->target & KL_PH_INDEX_MASK];
 }
 
 /* Destroys the value of a command that is dropped rather than applied. */
@@ -450,7 +466,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kiln_entity e;
     *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
     if (*result != KILN_OK) return 0;
-    if (c->op == KL_OP_SPAWN) cmd->placeholders[(uint32_t)c->target] = e;
+    if (c->op == KL_OP_SPAWN) cmd->placeholders[c->target & KL_PH_INDEX_MASK] = e;
     for (int32_t k = 0; k < n; k++) cmd->cmds[i + 1 + k].has_value = 0;
     return 1 + n;
 }

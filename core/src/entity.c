@@ -67,27 +67,27 @@ kiln_entity kl_entity_take(kiln_world *world) {
     } else {
         index = kl_slot_count(world);
         r = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-        r->generation = 1;
-        r->archetype = KL_RESERVED;
+        kl_record_set_state(r, KL_DEAD, 1);
         atomic_store_explicit(&world->slot_count, index + 1, memory_order_release);
     }
-    r->archetype = KL_RESERVED;
+    uint32_t generation = kl_record_generation(r);
+    kl_record_set_state(r, KL_RESERVED, generation);
     r->row = KL_NONE;
-    return kiln_entity_make(index, r->generation);
+    return kiln_entity_make(index, generation);
 }
 
 void kl_entity_release(kiln_world *world, kiln_entity entity) {
     uint32_t index = kiln_entity_index(entity);
     kl_record *r = kl_record_at(world, index);
-    if (r->archetype != KL_RESERVED) world->alive--;
-    r->archetype = KL_NONE;
-    if (r->generation >= KILN_ENTITY_GENERATION_MAX) {
+    if (kl_record_alive(r)) world->alive--;
+    uint32_t generation = kiln_entity_generation(entity);
+    if (generation >= KILN_ENTITY_GENERATION_MAX) {
         /* Exhausted: retire the slot so no stale handle can ever match again. */
-        r->generation = KILN_ENTITY_GENERATION_MAX;
+        kl_record_set_state(r, KL_DEAD, KILN_ENTITY_GENERATION_MAX);
         r->row = KL_NONE;
         return;
     }
-    r->generation++;
+    kl_record_set_state(r, KL_DEAD, generation + 1);
     r->row = world->free_head;
     world->free_head = index;
 }

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "component.h"
+#include "guard.h"
 
 typedef struct kl_event_buffer {
     uint8_t *data;    /* 16-byte aligned, inside block */
@@ -93,6 +94,7 @@ kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, c
 
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_event_emit", KL_EMIT, type.id, 0);
     if (!kl_registry_get(&world->event_types, type.id))
         return kl_fail(world, KILN_ERR_UNKNOWN_EVENT, "kiln_event_emit: event type #%u is not registered",
                        (unsigned)type.id);

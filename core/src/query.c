@@ -7,6 +7,7 @@
 #include "archetype.h"
 #include "component.h"
 #include "defer.h"
+#include "guard.h"
 
 #define KL_MAX_COLUMNS (KILN_QUERY_MAX_TERMS * 2)
 
@@ -28,9 +29,9 @@ struct kiln_query {
 
 static bool matches(const kiln_query *q, const kl_archetype *a) {
     for (int32_t i = 0; i < q->with_count; i++)
-        if (kl_archetype_type_index(a, q->terms[i]) < 0) return false;
+        if (!kl_archetype_has(a, q->terms[i])) return false;
     for (int32_t i = 0; i < q->without_count; i++)
-        if (kl_archetype_type_index(a, q->without[i]) >= 0) return false;
+        if (kl_archetype_has(a, q->without[i])) return false;
     return true;
 }
 
@@ -188,6 +189,18 @@ kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term) {
 kiln_world *kl_query_world(const kiln_query *query) { return query->world; }
 
 void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
+    KILN_ASSERT(query != NULL && it != NULL, "query and it are required");
+#if KILN_ACCESS_CHECKS
+    /* Each valued term is read (or written: the iterator cannot tell); tags hold no values. */
+    for (int32_t t = 0; t < query->with_count + query->optional_count; t++) {
+        const kl_component *c = kl_component_get(query->world, query->terms[t]);
+        if (c && c->size > 0) kl_guard_check(query->world, "kiln_query_iter", KL_READ, c->id, 0);
+    }
+#endif
+    kl_query_iter_unchecked(query, it);
+}
+
+void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     KILN_ASSERT(query != NULL && it != NULL, "query and it are required");
     memset(it, 0, sizeof *it);
     it->world = query->world;

@@ -22,6 +22,10 @@ KL_HIDDEN int32_t kl_query_chunk_count(const kiln_query *query);
 KL_HIDDEN kiln_tick kl_query_structure_tick(const kiln_query *query);
 KL_HIDDEN kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term);
 
+/* kiln_query_iter without the debug check of the running system's declared access: for
+ * layers whose helpers read on the caller's behalf (an addon's own indexes). */
+KL_HIDDEN void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it);
+
 /* The world a query belongs to. */
 KL_HIDDEN kiln_world *kl_query_world(const kiln_query *query);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "component.h"
+#include "guard.h"
 
 /* value is published (release) after the block is filled, so a worker system reading a
  * resource that a main-thread system sets for the first time sees NULL or the whole value. */
@@ -45,6 +46,7 @@ static kl_resource *slot(const kiln_world *world, kiln_component type, uint8_t *
 
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_resource_set", KL_WRITE, type, 0);
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_set", type);
     uint8_t *current;
@@ -79,6 +81,7 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
 
 void *kiln_resource_get(const kiln_world *world, kiln_component type) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_resource_get", KL_READ, type, 0);
     const kl_component *c = kl_component_get(world, type);
     uint8_t *value = NULL;
     if (!c || c->size == 0 || !slot(world, type, &value)) return NULL;
@@ -100,6 +103,7 @@ static void release(kiln_world *world, const kl_component *c, kl_resource *r, ui
 
 kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_resource_remove", KL_WRITE, type, 0);
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_remove", type);
     uint8_t *value;

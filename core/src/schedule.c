@@ -163,6 +163,7 @@ static kiln_result check_desc(kiln_schedule *s, const kiln_system_desc *desc, co
     if (desc->run == NULL)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: system %s has no run callback", fn, desc->name);
     memset(tmp, 0, sizeof *tmp);
+    tmp->known_components = (uint32_t)kl_registry_count(&world->components);
     kiln_result r;
     if ((r = copy_access(world, fn, desc->name, "reads", desc->reads, tmp->reads, &tmp->read_count)) ||
         (r = copy_access(world, fn, desc->name, "writes", desc->writes, tmp->writes, &tmp->write_count)) ||
@@ -342,9 +343,12 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
 
 static void run_system(void *arg) {
     kl_system *sys = arg;
+    kl_guard_frame frame;
+    kl_guard_enter(sys->ctx.world, sys, &frame);
     int64_t t0 = now_ns();
     sys->run(&sys->ctx);
     int64_t dt = now_ns() - t0;
+    kl_guard_leave(&frame);
     sys->last_ns = dt;
     sys->total_ns += dt;
     sys->runs++;
@@ -376,6 +380,9 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     }
     s->running = true;
     s->run_thread = pthread_self();
+#if KILN_ACCESS_CHECKS
+    kl_guard_slot *outer_guard = atomic_exchange(&world->guard, s->guard_slots);
+#endif
     kiln_tick_advance(world);
     kiln_events_update(world);
     kiln_result result = KILN_OK;
@@ -436,6 +443,9 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         }
     }
     kiln_result r = kl_defer_end(world, "kiln_schedule_run");
+#if KILN_ACCESS_CHECKS
+    atomic_store(&world->guard, outer_guard);
+#endif
     s->running = false;
     if (s->removals > 0) sweep_removed(s);
     return result != KILN_OK ? result : r;

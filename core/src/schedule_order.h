@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "guard.h"
 #include "internal.h"
 
 #define KL_NAME_SIZE (KILN_MAX_NAME + 1)
@@ -18,6 +19,7 @@ typedef struct kl_system {
     kiln_component reads[KILN_SYSTEM_MAX_ACCESS];
     kiln_component writes[KILN_SYSTEM_MAX_ACCESS];
     int32_t read_count, write_count;
+    uint32_t known_components; /* registered when it was added: the ones it could declare */
     char before[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
     char after[KILN_SYSTEM_MAX_ORDER][KL_NAME_SIZE];
     int32_t before_count, after_count;
@@ -53,6 +55,9 @@ struct kiln_schedule {
     int64_t job_cap;
     void *scratch;         /* graph memory of builds and cycle checks, kept for the next one */
     size_t scratch_size;
+#if KILN_ACCESS_CHECKS
+    kl_guard_slot guard_slots[KL_GUARD_SLOTS]; /* threads running its systems (guard.c) */
+#endif
 };
 
 /* The index of the live (not removing) system named name among the first count, or -1. */

@@ -9,21 +9,37 @@
 #include "memory.h"
 
 #define KL_NONE UINT32_MAX
-/* archetype of a slot whose handle was handed out by a deferred spawn but is not alive yet */
-#define KL_RESERVED (UINT32_MAX - 1)
+/* A record's archetype field when its slot is not alive: KL_DEAD or KL_RESERVED (a handle
+ * handed out by a deferred spawn, not alive yet), or-ed with the slot's generation. */
+#define KL_DEAD 0x80000000u
+#define KL_RESERVED 0xC0000000u
+#define KL_RECORD_STATE 0xC0000000u
 #define KL_ERROR_SIZE 256
 #define KL_SPAWN_CACHE 8
 #define KL_PAGE_BITS 12
 #define KL_PAGE_SIZE (1u << KL_PAGE_BITS)
 
-/* One entity slot. Alive: archetype/row locate the entity. Dead: archetype is KL_NONE and
- * row links the free list (KL_NONE ends it). generation is the slot's current generation,
- * bumped on despawn, so only the newest handle of a slot matches. */
+/* One entity slot, 8 bytes. Alive: archetype (an id, below KL_DEAD) and row locate the
+ * entity, and the row's handle in the archetype's entities carries the generation, so only
+ * the newest handle of a slot matches. Not alive: archetype is KL_DEAD or KL_RESERVED or-ed
+ * with the slot's current generation (bumped on despawn); a dead slot's row links the free
+ * list (KL_NONE ends it). */
 typedef struct kl_record {
-    uint32_t generation;
     uint32_t archetype;
     uint32_t row;
 } kl_record;
+
+static inline bool kl_record_alive(const kl_record *r) { return r->archetype < KL_DEAD; }
+
+/* Marks a slot dead (or reserved: state KL_RESERVED) at generation; row is left as is. */
+static inline void kl_record_set_state(kl_record *r, uint32_t state, uint32_t generation) {
+    r->archetype = state | generation;
+}
+
+/* The generation of a slot that is not alive. */
+static inline uint32_t kl_record_generation(const kl_record *r) {
+    return r->archetype & ~KL_RECORD_STATE;
+}
 
 typedef struct kl_component {
     kiln_component id;
@@ -66,18 +82,33 @@ typedef struct kl_column {
     const kl_component *component;
 } kl_column;
 
+/* What an archetype knows of one component id: where its value lives (a column index >= 0,
+ * KL_SLOT_TAG, or KL_SLOT_ABSENT) and the cached graph edge along it: the id + 1 of the
+ * archetype with the component removed (when present) or added (when absent), 0 unknown. */
+typedef struct kl_slot {
+    int32_t column;
+    uint32_t edge;
+} kl_slot;
+
+#define KL_SLOT_ABSENT (-1)
+#define KL_SLOT_TAG (-2)
+/* Component ids below this get a direct slot in every archetype that meets them; ids at or
+ * above it are found by binary search and their edges in a hash map. */
+#define KL_SLOTS_MAX 1024u
+
 typedef struct kl_archetype {
     uint32_t id;
-    int32_t type_count;
-    kiln_component *types;  /* sorted ascending; tags included */
-    int32_t *column_of;     /* per type: column index, or -1 for a tag */
-    int32_t column_count;
+    uint32_t slot_count;    /* slots[0, slot_count) are valid, slot_count <= KL_SLOTS_MAX */
+    kl_slot *slots;         /* indexed by component id: the hot path of get, add, remove */
     kl_column *columns;
     kiln_entity *entities;
     int32_t count;
     int32_t capacity;
-    kl_map add_edges;       /* component -> archetype id + 1 with it added */
-    kl_map remove_edges;    /* component -> archetype id + 1 with it removed */
+    int32_t column_count;
+    int32_t type_count;
+    kiln_component *types;  /* sorted ascending; tags included */
+    int32_t *column_of;     /* per type: column index, or -1 for a tag */
+    kl_map edges;           /* ids >= slot_count: component -> neighbour id + 1 (see kl_slot) */
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed */
     bool has_destroy;         /* some column has a destroy hook */
@@ -93,11 +124,12 @@ typedef struct kl_fini {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
+    uint64_t structure_version; /* bumped by every row added or removed (kiln_getter) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
-    uint64_t next_buffer_id;     /* numbers command buffers, to tell their placeholders apart */
+    _Atomic(uint64_t) placeholder_tags; /* batch tags handed out so far (see commands.c) */
     kiln_commands *buffers;      /* the user's buffers, linked, detached when the world dies */
 
     /* Entity records live in fixed pages that never move, found through a page table that is
@@ -135,6 +167,9 @@ struct kiln_world {
      * register an event type or set a new resource while worker systems read others. */
     _Atomic(kl_table *) events;    /* kl_event_queue per event type (index id - 1) */
     _Atomic(kl_table *) resources; /* kl_resource per component id (index id - 1), on demand */
+
+    /* The thread slots of the schedule running now, for the debug checks of guard.c. */
+    _Atomic(struct kl_guard_slot *) guard;
 
     kl_fini *finis;                /* teardown hooks, in registration order */
     int64_t fini_cap;
@@ -181,8 +216,8 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    if (r->archetype >= KL_RESERVED || r->generation != kiln_entity_generation(e) ||
-        (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+    /* the row's handle is exact: it settles generation and stray high bits at once */
+    if (!kl_record_alive(r) || world->archetypes[r->archetype]->entities[r->row] != e)
         return NULL;
     return r;
 }
@@ -192,7 +227,9 @@ static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    if (r->archetype != KL_RESERVED || r->generation != kiln_entity_generation(e)) return NULL;
+    if (r->archetype != (KL_RESERVED | kiln_entity_generation(e)) ||
+        (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+        return NULL;
     return r;
 }
 

@@ -493,6 +493,44 @@ KILN_TEST(failures, placeholders_of_a_previous_batch_are_rejected_and_stop_resol
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
 }
 
+/* Before batch tags were unique per world, a placeholder's buffer id wrapped after 16,384
+ * buffers and its batch number after 65,536 batches, so an old placeholder could name a
+ * spawn of a later batch. */
+KILN_TEST(failures, a_placeholder_kept_past_65536_batches_is_still_rejected) {
+    kiln_entity old, now = KILN_NULL_ENTITY;
+    ASSERT_OK(kiln_commands_spawn(F.cmd, &old));
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    kiln_entity first = kiln_commands_resolve(F.cmd, old);
+    for (int i = 0; i < 65536 + 3; i++) {
+        ASSERT_OK(kiln_commands_spawn(F.cmd, &now));
+        ck_assert_uint_ne(now, old);
+        ASSERT_OK(kiln_commands_despawn(F.cmd, now)); /* keeps the world small */
+        ck_assert_uint_eq(kiln_commands_resolve(F.cmd, old), KILN_NULL_ENTITY);
+        if (i % 4096 == 0 || i >= 65536 - 1) assert_placeholder_rejected(F.cmd, old, F.pos);
+        ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    }
+    ck_assert(kiln_is_alive(F.w, first));
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
+}
+
+KILN_TEST(failures, a_placeholder_is_rejected_by_every_later_buffer_past_16384_of_them) {
+    kiln_entity mine;
+    ASSERT_OK(kiln_commands_spawn(F.cmd, &mine));
+    for (int i = 0; i < 16384 + 3; i++) {
+        kiln_commands *other = kiln_commands_create(F.w);
+        ck_assert_ptr_nonnull(other);
+        kiln_entity theirs;
+        ASSERT_OK(kiln_commands_spawn(other, &theirs));
+        ck_assert_uint_ne(theirs, mine);
+        if (i % 4096 == 0 || i >= 16384 - 1) assert_placeholder_rejected(other, mine, F.pos);
+        ck_assert_uint_eq(kiln_commands_resolve(other, mine), KILN_NULL_ENTITY);
+        kiln_commands_destroy(other);
+    }
+    ASSERT_OK(kiln_commands_add(F.cmd, mine, F.pos, &(test_position){4, 2}));
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    test_assert_position(F.w, kiln_commands_resolve(F.cmd, mine), F.pos, 4, 2);
+}
+
 KILN_TEST(failures, apply_to_another_world_fails_with_invalid_argument) {
     kiln_world *other = kiln_world_create(NULL);
     ck_assert_ptr_nonnull(other);

@@ -432,10 +432,13 @@ KILN_TEST(running, buffers_apply_at_stage_end_in_declaration_order_whatever_fini
         /* declared: one (e1), two (e1, e2), three (main thread, e2); later declared wins */
         racer one = {&r, 1.0f, true, false}, two = {&r, 2.0f, false, false},
               three = {&r, 3.0f, true, true};
-        add_system(s, (kiln_system_desc){.name = "one", .run = racer_run, .user = &one});
-        add_system(s, (kiln_system_desc){.name = "two", .run = racer_run, .user = &two});
+        /* each reads Position (checked in debug builds); writes go through buffers */
+        add_system(s, (kiln_system_desc){.name = "one", .run = racer_run, .user = &one,
+                                         .reads = {f.p}});
+        add_system(s, (kiln_system_desc){.name = "two", .run = racer_run, .user = &two,
+                                         .reads = {f.p}});
         add_system(s, (kiln_system_desc){.name = "three", .run = racer_run, .user = &three,
-                                         .main_thread = true});
+                                         .reads = {f.p}, .main_thread = true});
         add_system(s, (kiln_system_desc){.name = "check", .run = race_check, .user = &r,
                                          .reads = {f.p}, .after = {"one", "two", "three"}});
         ck_assert_str_eq(describe(s), "stage 0: one, two, three\nstage 1: check\n");
@@ -564,7 +567,8 @@ KILN_TEST(running, main_thread_systems_using_the_plain_world_api_are_deferred_in
                                          .main_thread = true});
         add_system(s, (kiln_system_desc){.name = "worker", .run = spin_300us});
         add_system(s, (kiln_system_desc){.name = "later", .run = plain_later, .user = &pp,
-                                         .after = {"plain"}, .main_thread = true});
+                                         .reads = {f.p}, .after = {"plain"},
+                                         .main_thread = true});
         ck_assert_int_eq(kiln_schedule_stage_count(s), 2);
         ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
         ck_assert(pp.deferred);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "query.h"
 #include "transform_state.h"
 
 static const kiln_field parent_fields[] = {
@@ -185,7 +186,7 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, c
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     int64_t k = 0;
     kiln_iter it;
-    kiln_query_iter(st->linked, &it);
+    kl_query_iter_unchecked(st->linked, &it); /* read for the caller: kiln_transform_children */
     while (kiln_query_next(&it)) {
         const kiln_parent *pv = it.columns[0];
         for (int32_t r = 0; r < it.count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, it.entities[r]};

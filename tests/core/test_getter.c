@@ -1,0 +1,101 @@
+/* test_getter.c: Check suite for prepared getters: they answer exactly what kiln_get answers,
+ * for live, dead, stale, reserved and malformed handles, and die when used after a change. */
+#include <check.h>
+#include <signal.h>
+#include <string.h>
+
+#include "access_fixture.h"
+#include "kiln.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+static access_fixture F;
+
+static void setup(void) { access_fixture_setup(&F); }
+
+static void teardown(void) { access_fixture_teardown(&F); }
+
+KILN_TEST_GROUP_WITH(getter, .setup = setup, .teardown = teardown);
+
+/* Handles of every kind: with and without Position, in several archetypes, despawned (stale),
+ * reserved by a deferred spawn, null, out of range, with stray high bits, a placeholder. */
+static int32_t every_kind_of_handle(kiln_component tag, kiln_entity *dest) {
+    int32_t n = 0;
+    for (int i = 0; i < 40; i++) dest[n++] = spawn_at(F.w, F.pos, (float)i, (float)-i);
+    for (int i = 0; i < 5; i++) dest[n++] = spawn_one(F.w);
+    for (int i = 0; i < 5; i++) {
+        kiln_entity e = spawn_at(F.w, F.pos, 100.0f + (float)i, 0);
+        ck_assert_int_eq(kiln_add(F.w, e, F.vel, &(test_velocity){1, 1}), KILN_OK);
+        ck_assert_int_eq(kiln_add(F.w, e, tag, NULL), KILN_OK);
+        dest[n++] = e;
+    }
+    for (int i = 0; i < 40; i += 7) {
+        ck_assert_int_eq(kiln_despawn(F.w, dest[i]), KILN_OK); /* dest[i] is stale now */
+        dest[n++] = spawn_at(F.w, F.pos, 7, 7);                  /* reuses its slot */
+    }
+    kiln_defer_begin(F.w);
+    ck_assert_int_eq(kiln_spawn(F.w, &dest[n]), KILN_OK); /* reserved, not alive */
+    n++;
+    dest[n++] = KILN_NULL_ENTITY;
+    dest[n++] = kiln_entity_make(1u << 20, 1);
+    dest[n++] = dest[1] | ((kiln_entity)1 << 60);
+    dest[n++] = kiln_entity_make(kiln_entity_index(dest[2]), kiln_entity_generation(dest[2]) + 1);
+    dest[n++] = KILN_PLACEHOLDER_BIT | 3;
+    return n;
+}
+
+KILN_TEST(getter, answers_exactly_what_kiln_get_answers_for_every_kind_of_handle) {
+    kiln_component tag = test_register_tag(F.w, "Marked");
+    kiln_entity handles[80];
+    int32_t n = every_kind_of_handle(tag, handles);
+    kiln_getter pos, vel, marked;
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &pos), KILN_OK);
+    ck_assert_int_eq(kiln_getter_init(F.w, F.vel, &vel), KILN_OK);
+    ck_assert_int_eq(kiln_getter_init(F.w, tag, &marked), KILN_OK);
+    int found = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ck_assert_ptr_eq(kiln_getter_get(&pos, handles[i]), kiln_get(F.w, handles[i], F.pos));
+        ck_assert_ptr_eq(kiln_getter_get(&vel, handles[i]), kiln_get(F.w, handles[i], F.vel));
+        ck_assert_ptr_null(kiln_getter_get(&marked, handles[i])); /* tags have no value */
+        found += kiln_getter_get(&pos, handles[i]) != NULL;
+    }
+    ck_assert_int_eq(found, 40 - 6 + 5 + 6); /* live ones with Position */
+    const test_position *p = kiln_getter_get(&pos, handles[3]);
+    ck_assert(p && p->x == 3.0f && p->y == -3.0f);
+    ck_assert_ptr_null(kiln_getter_get(&pos, handles[0])); /* despawned */
+    kiln_getter_fini(&pos);
+    kiln_getter_fini(&vel);
+    kiln_getter_fini(&marked);
+    kiln_getter_fini(&marked); /* finished twice: a no-op */
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+}
+
+KILN_TEST(getter, an_unknown_component_fails_and_leaves_nothing_to_finish) {
+    kiln_getter g;
+    memset(&g, 0xab, sizeof g);
+    ck_assert_int_eq(kiln_getter_init(F.w, 999, &g), KILN_ERR_UNKNOWN_COMPONENT);
+    ck_assert_str_eq(kiln_world_error(F.w), "kiln_getter_init: component #999 is not registered");
+    kiln_getter_fini(&g);
+}
+
+KILN_TEST(getter, out_of_memory_fails_cleanly_and_a_later_init_works) {
+    spawn_at(F.w, F.pos, 1, 2);
+    kiln_getter g;
+    test_allocator_fail_after(&F.alloc, 0);
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_ERR_OUT_OF_MEMORY);
+    ck_assert_str_eq(kiln_world_error(F.w), "kiln_getter_init: out of memory");
+    kiln_getter_fini(&g);
+    test_allocator_fail_never(&F.alloc);
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_OK);
+    kiln_getter_fini(&g);
+}
+
+/* Assertions are on in the test builds: a getter read after the world changed is caught. */
+KILN_TEST_SIGNAL(getter, reading_through_a_getter_after_a_structural_change_aborts, SIGABRT) {
+    kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
+    kiln_getter g;
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_OK);
+    ck_assert_ptr_nonnull(kiln_getter_get(&g, e));
+    spawn_at(F.w, F.pos, 3, 4);
+    kiln_getter_get(&g, e);
+}
