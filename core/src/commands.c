@@ -228,7 +228,6 @@ static const char *op_name(uint8_t op) {
 static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_entity target,
                         kiln_component component, const void *value, size_t size, bool move,
                         const kl_component *comp) {
-    if (cmd->complete) reset_batch(cmd);
     if (cmd->head == cmd->count && cmd->head != 0) {
         cmd->head = cmd->count = 0;
         reset_values(cmd);
@@ -250,6 +249,9 @@ static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_ent
         c->value = room;
         c->has_value = 1;
     }
+    /* Only a record that succeeds starts a new batch: a failed one leaves the last batch's
+     * placeholders resolving. */
+    if (cmd->complete) reset_batch(cmd);
     cmd->count++;
     return KILN_OK;
 }
@@ -291,13 +293,16 @@ kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     const char *call = "kiln_commands_spawn";
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
-    if (cmd->complete) reset_batch(cmd);
-    if (cmd->ph_count == UINT32_MAX)
+    /* The placeholder of the batch this spawn lands in: a new one after a complete apply
+     * (push starts it only once the record succeeded). */
+    uint32_t index = cmd->complete ? 0 : cmd->ph_count;
+    uint32_t epoch = cmd->complete ? (cmd->epoch + 1) & 0xffffu : cmd->epoch;
+    if (index == UINT32_MAX)
         return record_fail(cmd, KILN_ERR_LIMIT, "%s: too many placeholders in one batch", call);
-    if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
+    if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)index + 1,
                  sizeof(kiln_entity), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a placeholder", call);
-    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->id << 48) | ((uint64_t)cmd->epoch << 32) | cmd->ph_count;
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->id << 48) | ((uint64_t)epoch << 32) | index;
     r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;

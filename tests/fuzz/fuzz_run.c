@@ -262,6 +262,10 @@ int64_t fuzz_run(const uint8_t *data, size_t size, int64_t fail_at, bool persist
         fuzz_compare(c);
         if (c->m.defer_depth == 0 && c->queue.count > 0) retry_queue(c);
     }
+    if (getenv("KILN_FUZZ_VERBOSE"))
+        fprintf(stderr, "  %lld ops, %d entities (%lld alive), %lld allocation requests\n",
+                (long long)c->op_index, c->m.n_ents, (long long)kiln_entity_count(c->w),
+                (long long)inject.requests);
     c->op_name = "teardown";
     pthread_mutex_lock(&inject.lock);
     inject.armed = false;
