@@ -182,9 +182,10 @@ $(BUILD)/tests/fuzz_replay: $(FUZZ_DIR)/fuzz_replay.c $(FUZZ_DEPS)
 	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK)
 
 # Built only through FUZZ_BUILD (CC is clang there).
-$(BUILD)/tests/kiln_fuzzer: $(FUZZ_DIR)/fuzz_target.c $(FUZZ_DEPS)
+$(BUILD)/tests/kiln_fuzzer: $(FUZZ_DIR)/fuzz_target.c $(FUZZ_DEPS) $(FUZZ_DIR)/coverage-ignore.txt
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LINK)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer \
+	    -fsanitize-coverage-ignorelist=$(FUZZ_DIR)/coverage-ignore.txt -o $@ $< $(FUZZ_LINK)
 
 test-fuzz:
 	@scripts/fuzz.sh run $(FUZZ_SECONDS) "$(FUZZ_CC)" '$(FUZZ_BUILD)'

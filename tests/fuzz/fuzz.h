@@ -72,6 +72,7 @@ typedef struct fz_cmd {
     uint8_t op;
     uint8_t comp;
     bool has_value;
+    uint32_t group;     /* nonzero: queued by one propagation, in an order the model cannot know */
     kiln_entity target; /* a handle, or a placeholder of the buffer */
     unsigned char value[FZ_VAL];
 } fz_cmd;
@@ -138,6 +139,7 @@ typedef struct fz_ctx {
     bool inject;           /* allocation failures are being injected in this run */
     int32_t next_owned_id;
     int32_t next_b;
+    uint32_t groups;       /* propagations that queued WorldTransform adds */
 } fz_ctx;
 
 /* ---- the run ---------------------------------------------------------------------------- */

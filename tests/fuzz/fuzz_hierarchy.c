@@ -162,6 +162,7 @@ void model_propagate(fz_ctx *c, bool deferred) {
     fz_model *m = &c->m;
     /* Every live entity with a LocalTransform gets its matrix (queued when deferred). */
     static mat4 mats[FZ_MAX_ENT];
+    uint32_t group = ++c->groups;
     for (int32_t i = 0; i < m->n_ents; i++)
         if (m->ents[i].state == FZ_ALIVE) model_world_matrix(c, &m->ents[i], mats[i], 0);
     for (int32_t i = 0; i < m->n_ents; i++) {
@@ -173,7 +174,7 @@ void model_propagate(fz_ctx *c, bool deferred) {
             memcpy(e->val[FZ_WORLD], v, sizeof(float) * 16);
             e->tick_unknown[FZ_WORLD] = true;
         } else if (deferred) {
-            fz_queue_push(c, &c->queue, OP_ADD, e->h, FZ_WORLD, v);
+            fz_queue_push(c, &c->queue, OP_ADD, e->h, FZ_WORLD, v)->group = group;
         } else {
             model_write(m, e, FZ_WORLD, v);
             e->tick_unknown[FZ_WORLD] = true;

@@ -2,6 +2,7 @@
  * buffers, resources and events. Each predicts its result from the model, calls the world,
  * compares, and applies itself to the model only when the world says it took effect. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_ops.h"
@@ -157,6 +158,29 @@ static bool room(const fz_ctx *c, int n) {
     return c->m.n_ents + n <= FZ_MAX_ENT && c->queue.count + n + 8 <= c->queue.cap;
 }
 
+/* A propagation queues its WorldTransform adds in an order of its own. When the world stopped
+ * (out of memory) inside such a group, the ones it applied are those whose target gained a
+ * WorldTransform: move them to the front of the group so the model applies the same. */
+static void order_split_group(fz_ctx *c, int32_t n) {
+    fz_buf *q = &c->queue;
+    if (n <= 0 || n >= q->count || q->cmds[n].group == 0 || q->cmds[n - 1].group != q->cmds[n].group) return;
+    uint32_t g = q->cmds[n].group;
+    int32_t begin = n, end = n;
+    while (begin > 0 && q->cmds[begin - 1].group == g) begin--;
+    while (end < q->count && q->cmds[end].group == g) end++;
+    int32_t front = begin;
+    for (int32_t i = begin; i < end; i++) {
+        fz_cmd *cmd = &q->cmds[i];
+        fz_ent *e = model_find(&c->m, cmd->target);
+        bool applied = e && e->state == FZ_ALIVE && !(e->mask & (1u << FZ_WORLD)) &&
+                       kiln_has(c->w, cmd->target, c->id[FZ_WORLD]);
+        if (!applied) continue;
+        fz_cmd tmp = *cmd;
+        memmove(&q->cmds[front + 1], &q->cmds[front], sizeof(fz_cmd) * (size_t)(i - front));
+        q->cmds[front++] = tmp;
+    }
+}
+
 void fz_defer_end_model(fz_ctx *c, bool oom) {
     if (!oom) {
         int32_t consumed;
@@ -165,8 +189,17 @@ void fz_defer_end_model(fz_ctx *c, bool oom) {
         return;
     }
     int64_t pending = fuzz_deferred_pending(c->w);
+    if (getenv("KILN_FUZZ_VERBOSE")) {
+        fprintf(stderr, "  out of memory applying the queue: %lld of %d left:", (long long)pending, c->queue.count);
+        for (int32_t i = 0; i < c->queue.count; i++)
+            fprintf(stderr, " %d:%llx/%d", c->queue.cmds[i].op, (unsigned long long)c->queue.cmds[i].target,
+                    c->queue.cmds[i].comp);
+        fprintf(stderr, "\n");
+    }
     if (pending > c->queue.count) fuzz_fail(c, "the deferred queue grew while applying");
-    model_apply_queue(c, &c->queue, c->queue.count - (int32_t)pending, NULL);
+    int32_t n = c->queue.count - (int32_t)pending;
+    order_split_group(c, n);
+    model_apply_queue(c, &c->queue, n, NULL);
 }
 
 /* ---- entities --------------------------------------------------------------------------- */
