@@ -17,7 +17,8 @@
  *   model_apply_queue, model_write, model_remove, model_despawn, model_default,
  *   fuzz_compare, fuzz_check_query, fuzz_op_query_iterate, fuzz_op_query,
  *   fuzz_schedule_setup, fuzz_schedule_teardown, fuzz_op_schedule,
- *   fuzz_op_hierarchy, fuzz_hierarchy_check, fuzz_deferred_pending.
+ *   fuzz_op_hierarchy, fuzz_hierarchy_check, fuzz_op_register, fuzz_op_event_register,
+ *   fuzz_deferred_pending.
  *
  * An input is a byte string: a header byte (flags), then operations, each an opcode byte and
  * its argument bytes; running out of bytes reads zeroes and ends the run. Every operation is
@@ -140,6 +141,7 @@ typedef struct fz_ctx {
     int32_t next_owned_id;
     int32_t next_b;
     uint32_t groups;       /* propagations that queued WorldTransform adds */
+    int32_t fresh;         /* components registered by the fuzzed registration op */
 } fz_ctx;
 
 /* ---- the run ---------------------------------------------------------------------------- */
@@ -218,6 +220,8 @@ void fuzz_schedule_setup(fz_ctx *c);
 void fuzz_schedule_teardown(fz_ctx *c);
 void fuzz_op_schedule(fz_ctx *c, uint8_t sub);
 void fuzz_op_hierarchy(fz_ctx *c, uint8_t sub);
+void fuzz_op_register(fz_ctx *c, uint8_t sub);
+void fuzz_op_event_register(fz_ctx *c, uint8_t sub);
 void fuzz_hierarchy_check(fz_ctx *c);
 
 /* The fuzzed components' values for the world from model bytes (owned payloads made here). */

@@ -15,6 +15,7 @@ struct fz_sched {
     kiln_schedule *s;
     kiln_query *with_a, *with_b, *with_k, *with_ub;
     bool enabled[SYS_COUNT];
+    bool note_present;   /* note can leave the schedule and come back */
     int32_t next_b;      /* the B value grow's next spawn gets (only grow writes it) */
     int32_t note_runs;   /* runs of note (only note writes it) */
     fz_ctx *c;
@@ -117,6 +118,7 @@ void fuzz_schedule_setup(fz_ctx *c) {
         if (kiln_schedule_add(s->s, &d[i]) != KILN_OK) fuzz_fail(c, "setup: kiln_schedule_add %s", sys_names[i]);
         s->enabled[i] = true;
     }
+    s->note_present = true;
 }
 
 void fuzz_schedule_teardown(fz_ctx *c) {
@@ -164,7 +166,7 @@ static void model_frame(fz_ctx *c, fz_sched *s, int32_t new_b[2], int32_t *n_new
         for (int32_t k = 0; k < nt; k++) model_write(m, &m->ents[tagged[k]], FZ_T, tag);
         new_b[(*n_new)++] = s->next_b - 1; /* the system already ran */
     }
-    if (s->enabled[SYS_NOTE]) m->ev_cur[m->n_cur++] = (fz_event){s->note_runs, with_k};
+    if (s->enabled[SYS_NOTE] && s->note_present) m->ev_cur[m->n_cur++] = (fz_event){s->note_runs, with_k};
 }
 
 /* Learns the entity grow spawned: the one live entity the model does not know. */
@@ -186,6 +188,32 @@ static void learn_spawned(fz_ctx *c, int32_t n_new, const int32_t *new_b) {
     if (found != n_new) fuzz_fail(c, "a frame spawned %d entities, the model expects %d", found, n_new);
 }
 
+static void fz_sched_toggle_note(fz_ctx *c, fz_sched *s, bool twice) {
+    if (s->note_present) {
+        c->op_name = "kiln_schedule_remove";
+        fz_expect(c, kiln_schedule_remove(s->s, "note"), KILN_OK, "kiln_schedule_remove");
+        s->note_present = false;
+        if (kiln_schedule_find(s->s, "note") != -1) fuzz_fail(c, "a removed system is still found");
+        if (twice) fz_expect(c, kiln_schedule_remove(s->s, "note"), KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_remove");
+        return;
+    }
+    c->op_name = "kiln_schedule_add";
+    kiln_system_desc d = {.name = "note", .run = sys_note, .reads = {c->id[FZ_K]}, .main_thread = true, .user = s};
+    int32_t before = kiln_schedule_system_count(s->s);
+    int64_t f0 = fuzz_alloc_failures();
+    kiln_result r = kiln_schedule_add(s->s, &d);
+    if (fz_oom_ok(c, r, f0)) {
+        if (kiln_schedule_system_count(s->s) != before || kiln_schedule_find(s->s, "note") != -1)
+            fuzz_fail(c, "a failed kiln_schedule_add left the system behind");
+        return;
+    }
+    fz_expect(c, r, KILN_OK, "kiln_schedule_add");
+    s->note_present = true;
+    s->enabled[SYS_NOTE] = true;
+    if (twice) fz_expect(c, kiln_schedule_add(s->s, &d), KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_add");
+    if (kiln_schedule_system_count(s->s) != before + 1) fuzz_fail(c, "kiln_schedule_add did not add one system");
+}
+
 void fuzz_op_schedule(fz_ctx *c, uint8_t sub) {
     fz_sched *s = c->sched;
     if (!s) return;
@@ -193,8 +221,14 @@ void fuzz_op_schedule(fz_ctx *c, uint8_t sub) {
         c->op_name = "kiln_schedule_enable";
         int i = (sub >> 2) % SYS_COUNT;
         bool on = (sub >> 5) & 1;
-        fz_expect(c, kiln_schedule_enable(s->s, sys_names[i], on), KILN_OK, "kiln_schedule_enable");
-        s->enabled[i] = on;
+        bool known = i != SYS_NOTE || s->note_present;
+        fz_expect(c, kiln_schedule_enable(s->s, sys_names[i], on), known ? KILN_OK : KILN_ERR_INVALID_ARGUMENT,
+                  "kiln_schedule_enable");
+        if (known) s->enabled[i] = on;
+        return;
+    }
+    if (sub % 8 == 3) { /* note leaves, or comes back (declared last: it then runs later) */
+        fz_sched_toggle_note(c, s, (sub >> 3) & 1);
         return;
     }
     if (sub % 4 == 2) {
