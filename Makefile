@@ -163,7 +163,7 @@ FUZZ_DEPS    := $(FUZZ_LIB_SRC) $(wildcard $(FUZZ_DIR)/*.h) tests/support/test_s
 FUZZ_CFLAGS   = $(CHECK_CFLAGS) -Itests/support -Icore/src -DKILN_FUZZ_DIR='"$(abspath $(FUZZ_DIR))"'
 FUZZ_LINK     = $(FUZZ_LIB_SRC) tests/support/test_support.c $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
 FUZZ_CC      ?= clang
-FUZZ_SECONDS ?= 55
+FUZZ_SECONDS ?= 45
 FUZZ_LONG_SECONDS ?= 1800
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_BUILD   := $(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) \

@@ -86,6 +86,14 @@ kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_e
     return record(world, call, queue_of(world), op, e, c, value);
 }
 
+int64_t kl_defer_mark(const kiln_world *world) {
+    return kiln_commands_count(queue_of(world));
+}
+
+void kl_defer_rollback(kiln_world *world, int64_t mark) {
+    kl_commands_truncate(queue_of(world), mark);
+}
+
 /* ---- sections ------------------------------------------------------------------------- */
 
 void kiln_defer_begin(kiln_world *world) {

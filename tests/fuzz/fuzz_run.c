@@ -251,6 +251,8 @@ int64_t fuzz_run(const uint8_t *data, size_t size, int64_t fail_at, bool persist
     inject.armed = true;
     pthread_mutex_unlock(&inject.lock);
 
+    const char *env = getenv("KILN_FUZZ_VERBOSE");
+    int verbose = env ? atoi(env) : 0;
     fuzz_compare(c);
     while (c->pos < c->size && c->op_index < 4096) {
         c->op_index++;
@@ -260,9 +262,13 @@ int64_t fuzz_run(const uint8_t *data, size_t size, int64_t fail_at, bool persist
         inject.failing = false; /* a persistent failure ends with its operation */
         pthread_mutex_unlock(&inject.lock);
         fuzz_compare(c);
+        if (verbose > 1)
+            fprintf(stderr, "    op %lld %s: %lld alive, depth %d, queue %d, error '%s'\n", (long long)c->op_index,
+                    c->op_name ? c->op_name : "-", (long long)kiln_entity_count(c->w), c->m.defer_depth,
+                    c->queue.count, kiln_world_error(c->w));
         if (c->m.defer_depth == 0 && c->queue.count > 0) retry_queue(c);
     }
-    if (getenv("KILN_FUZZ_VERBOSE"))
+    if (verbose)
         fprintf(stderr, "  %lld ops, %d entities (%lld alive), %lld allocation requests\n",
                 (long long)c->op_index, c->m.n_ents, (long long)kiln_entity_count(c->w),
                 (long long)inject.requests);
