@@ -15,7 +15,7 @@
  *   fuzz_run, fuzz_replay_path, fuzz_set_input_name, fuzz_fail, fuzz_alloc_failures, fz_byte, fz_u32,
  *   model_find, model_add_entity, model_pending_owned, model_expected_owned,
  *   model_apply_queue, model_write, model_remove, model_despawn, model_default,
- *   fuzz_compare, fuzz_check_query, fuzz_op_query_iterate, fuzz_op_query,
+ *   fuzz_compare, fuzz_check_query, fuzz_op_query_iterate, fuzz_op_query, fuzz_op_parallel_for,
  *   fuzz_schedule_setup, fuzz_schedule_teardown, fuzz_op_schedule,
  *   fuzz_op_hierarchy, fuzz_hierarchy_check, fuzz_op_register, fuzz_op_event_register,
  *   fuzz_deferred_pending.
@@ -213,6 +213,7 @@ void fuzz_compare(fz_ctx *c);
 void fuzz_check_query(fz_ctx *c, fz_query *q);
 void fuzz_op_query_iterate(fz_ctx *c);
 void fuzz_op_query(fz_ctx *c, uint8_t sub);
+void fuzz_op_parallel_for(fz_ctx *c);
 
 /* ---- schedule and hierarchy ------------------------------------------------------------- */
 

@@ -340,3 +340,53 @@ void fuzz_op_query_iterate(fz_ctx *c) {
     if (oom && fuzz_alloc_failures() == f0) fuzz_fail(c, "the queue was left unapplied without a failure");
     fz_defer_end_model(c, oom);
 }
+
+/* kiln_parallel_for on the shared pool: every row's first term gets its first int32 bumped
+ * (plain values) and is marked changed, from whichever thread runs its range. */
+typedef struct bump_job {
+    size_t stride;
+    bool bump;
+} bump_job;
+
+static void bump_rows(kiln_iter *view, void *user) {
+    const bump_job *job = user;
+    if (!view->columns[0]) return;
+    for (int32_t r = 0; r < view->count; r++) {
+        if (job->bump) {
+            int32_t v;
+            unsigned char *p = (unsigned char *)view->columns[0] + (size_t)r * job->stride;
+            memcpy(&v, p, sizeof v);
+            v += 1;
+            memcpy(p, &v, sizeof v);
+        }
+        kiln_iter_mark_changed(view, 0, r);
+    }
+}
+
+void fuzz_op_parallel_for(fz_ctx *c) {
+    c->op_name = "kiln_parallel_for";
+    fz_query *q = &c->queries[fz_byte(c) % FZ_MAX_QUERIES];
+    int32_t min_rows = fz_byte(c) % 4;
+    if (!q->q) return;
+    int slot = q->with[0];
+    kiln_component_info info;
+    kiln_component_info_get(c->w, c->id[slot], &info);
+    bump_job job = {.stride = info.stride, .bump = slot != FZ_O && slot != FZ_PARENT && model_size(slot) >= 4};
+    int64_t f0 = fuzz_alloc_failures();
+    kiln_result r = kiln_parallel_for(fuzz_jobs(), q->q, min_rows, bump_rows, &job);
+    if (fz_oom_ok(c, r, f0)) return;
+    fz_expect(c, r, KILN_OK, "kiln_parallel_for");
+    if (model_size(slot) == 0) return;
+    for (int32_t i = 0; i < c->m.n_ents; i++) {
+        fz_ent *e = &c->m.ents[i];
+        if (!query_matches(q, e)) continue;
+        if (job.bump) {
+            int32_t v;
+            memcpy(&v, e->val[slot], sizeof v);
+            v += 1;
+            memcpy(e->val[slot], &v, sizeof v);
+        }
+        e->tick[slot] = c->m.tick;
+        e->tick_unknown[slot] = false;
+    }
+}

@@ -637,8 +637,9 @@ static void op_event(fz_ctx *c) {
 /* ---- the decoder ------------------------------------------------------------------------ */
 
 void fuzz_op(fz_ctx *c, uint8_t opcode) {
-    if (opcode >= 248) { /* the top opcodes, so older inputs keep their meaning */
-        if (opcode < 253) fuzz_op_register(c, fz_byte(c));
+    if (opcode >= 244) { /* the top opcodes, so older inputs keep their meaning */
+        if (opcode < 248) fuzz_op_parallel_for(c);
+        else if (opcode < 253) fuzz_op_register(c, fz_byte(c));
         else fuzz_op_event_register(c, fz_byte(c));
         return;
     }

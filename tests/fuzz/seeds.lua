@@ -2,13 +2,15 @@
 -- format, each stressing one area of the API. Deterministic; run: lua5.4 tests/fuzz/seeds.lua DIR
 local dir = assert(arg[1], "usage: lua5.4 seeds.lua DIR")
 
--- opcode (value mod 24, or 248+ for registration) and how many argument bytes the op reads at most (about)
+-- opcode (value mod 24; 244 and up: parallel_for, registration) and about how many
+-- argument bytes the op reads
 local ops = {
   spawn = {0, 0}, spawn_with = {2, 12}, spawn_batch = {3, 4}, despawn = {4, 1},
   add = {5, 7}, remove = {7, 2}, set = {8, 7}, get_mut = {9, 6}, tick = {10, 0},
   defer = {11, 1}, record = {12, 9}, apply = {14, 1}, clear = {15, 1},
   resource = {16, 3}, event = {17, 3}, iterate = {18, 12}, query = {20, 8},
   schedule = {21, 1}, hierarchy = {22, 3}, register = {248, 1}, event_register = {253, 1},
+  parallel = {244, 2},
 }
 
 local areas = {
@@ -16,7 +18,7 @@ local areas = {
   spawns = {"spawn_with", "spawn_batch", "despawn", "add", "tick"},
   deferred = {"spawn", "defer", "defer", "add", "remove", "set", "despawn", "spawn_with", "spawn_batch"},
   commands = {"spawn", "record", "record", "record", "apply", "clear", "despawn", "tick"},
-  queries = {"spawn_with", "spawn_batch", "query", "iterate", "iterate", "add", "remove", "tick"},
+  queries = {"spawn_with", "spawn_batch", "query", "iterate", "iterate", "add", "remove", "tick", "parallel"},
   resources = {"resource", "resource", "event", "event", "record", "apply", "tick"},
   registry = {"register", "register", "event_register", "spawn_with", "record", "apply", "query"},
   hierarchy = {"spawn", "spawn_with", "hierarchy", "hierarchy", "hierarchy", "add", "despawn", "defer", "tick"},
