@@ -271,6 +271,22 @@ static void visit_row(fz_ctx *c, fz_query *q, kiln_iter *it, int32_t row, uint8_
     }
 }
 
+/* A chunk's column tick is at least the latest tick of any of its rows (the model's). */
+static void check_column_ticks(fz_ctx *c, fz_query *q, kiln_iter *it) {
+    for (int32_t t = 0; t < it->term_count; t++) {
+        if (!it->columns[t]) continue;
+        int slot = t < q->nwith ? q->with[t] : q->optional[t - q->nwith];
+        kiln_tick latest = 0;
+        for (int32_t r = 0; r < it->count; r++) {
+            const fz_ent *e = model_find(&c->m, it->entities[r]);
+            if (e && !e->tick_unknown[slot] && e->tick[slot] > latest) latest = e->tick[slot];
+        }
+        if (kiln_iter_column_tick(it, t) < latest)
+            fuzz_fail(c, "term %d: kiln_iter_column_tick %u is older than a row's tick %u", t,
+                      kiln_iter_column_tick(it, t), latest);
+    }
+}
+
 void fuzz_op_query_iterate(fz_ctx *c) {
     c->op_name = "kiln_query_iter";
     fz_query *q = &c->queries[fz_byte(c) % FZ_MAX_QUERIES];
@@ -303,6 +319,7 @@ void fuzz_op_query_iterate(fz_ctx *c) {
             for (int32_t r = 0; r < it.count; r++) visit_row(c, q, &it, r, how);
         }
         seen += it.count;
+        check_column_ticks(c, q, &it);
         /* A change made inside the loop is queued and lands when the iteration ends. */
         if (how & 2) {
             kiln_entity e = it.entities[fz_byte(c) % it.count];
