@@ -151,6 +151,53 @@ test:
 TEST_GROUPS := test-layout test-plain test-tools test-lua test-docs test-examples test-install \
                test-premake test-asan test-lua-asan test-tsan
 
+# ---- Fuzzing (tests/fuzz): the whole core C API driven against a reference model ----------
+# test_fuzz_corpus joins the C suites (so test-plain and test-asan replay the seed corpus and
+# the regression inputs, with an allocation failure injected at every allocation index);
+# test-fuzz runs libFuzzer (clang, ASan+UBSan, build-fuzz/) from the corpus for FUZZ_SECONDS;
+# fuzz-long for FUZZ_LONG_SECONDS; fuzz-replay FILES=... replays inputs (a crash) plainly.
+FUZZ_DIR     := tests/fuzz
+FUZZ_LIB_SRC := $(filter-out $(FUZZ_DIR)/fuzz_target.c $(FUZZ_DIR)/fuzz_replay.c $(FUZZ_DIR)/test_%.c,\
+                $(wildcard $(FUZZ_DIR)/*.c))
+FUZZ_DEPS    := $(FUZZ_LIB_SRC) $(wildcard $(FUZZ_DIR)/*.h) tests/support/test_support.c $(BUILD)/libkiln.a
+FUZZ_CFLAGS   = $(CHECK_CFLAGS) -Itests/support -Icore/src -DKILN_FUZZ_DIR='"$(abspath $(FUZZ_DIR))"'
+FUZZ_LINK     = $(FUZZ_LIB_SRC) tests/support/test_support.c $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 45
+FUZZ_LONG_SECONDS ?= 1800
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_BUILD   := $(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) \
+                OPT="-O1 -g -fno-omit-frame-pointer" EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+                EXTRA_LDFLAGS="$(FUZZ_SAN)"
+TEST_BIN     += $(BUILD)/tests/test_fuzz_corpus
+TEST_GROUPS  += test-fuzz
+
+$(BUILD)/tests/test_fuzz_corpus: $(FUZZ_DIR)/test_fuzz_corpus.c $(FUZZ_DEPS) $(TEST_SUPPORT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< $(filter-out tests/support/test_support.c,$(TEST_SUPPORT)) \
+	    $(FUZZ_LINK)
+
+$(BUILD)/tests/fuzz_replay: $(FUZZ_DIR)/fuzz_replay.c $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LINK)
+
+# Built only through FUZZ_BUILD (CC is clang there).
+$(BUILD)/tests/kiln_fuzzer: $(FUZZ_DIR)/fuzz_target.c $(FUZZ_DEPS) $(FUZZ_DIR)/coverage-ignore.txt
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer \
+	    -fsanitize-coverage-ignorelist=$(FUZZ_DIR)/coverage-ignore.txt -o $@ $< $(FUZZ_LINK)
+
+test-fuzz:
+	@scripts/fuzz.sh run $(FUZZ_SECONDS) "$(FUZZ_CC)" '$(FUZZ_BUILD)'
+
+fuzz-long:
+	@scripts/fuzz.sh long $(FUZZ_LONG_SECONDS) "$(FUZZ_CC)" '$(FUZZ_BUILD)'
+
+fuzz-replay: $(BUILD)/tests/fuzz_replay
+	$(BUILD)/tests/fuzz_replay $(FILES)
+.PHONY: test-fuzz fuzz-long fuzz-replay
+# ---- end of fuzzing ---------------------------------------------------------------------
+
 # The layering the folders promise: the core never names an addon, the binding's files call
 # each other without a circle, prototypes live in headers, no source file is too long.
 test-layout:
@@ -287,6 +334,6 @@ test-install: lib lua repl $(BUILD)/libkiln_lua.a
 	@scripts/test-install.sh $(BUILD)
 
 clean:
-	rm -rf build build-asan build-tsan build-bench
+	rm -rf build build-asan build-tsan build-bench build-fuzz
 
 -include $(CORE_DEPS) $(LUA_OBJ:.o=.d)

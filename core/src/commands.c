@@ -226,7 +226,6 @@ static const char *op_name(uint8_t op) {
 static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_entity target,
                         kiln_component component, const void *value, size_t size, bool move,
                         const kl_component *comp) {
-    if (cmd->complete) reset_batch(cmd);
     if (cmd->head == cmd->count && cmd->head != 0) {
         cmd->head = cmd->count = 0;
         reset_values(cmd);
@@ -248,6 +247,9 @@ static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_ent
         c->value = room;
         c->has_value = 1;
     }
+    /* Only a record that succeeds starts a new batch: a failed one leaves the last batch's
+     * placeholders resolving. */
+    if (cmd->complete) reset_batch(cmd);
     cmd->count++;
     return KILN_OK;
 }
@@ -299,26 +301,30 @@ kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     const char *call = "kiln_commands_spawn";
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
-    if (cmd->complete) reset_batch(cmd);
-    if (cmd->ph_count >= KL_PH_INDEX_MASK + 1)
+    /* The placeholder of the batch this spawn lands in: a new batch after a complete apply,
+     * which push starts only once the record succeeded (a failed record leaves the last
+     * batch's placeholders resolving). A batch takes its tag at its first spawn. */
+    bool fresh = cmd->complete;
+    uint32_t index = fresh ? 0 : cmd->ph_count;
+    if (index >= KL_PH_INDEX_MASK + 1)
         return record_fail(cmd, KILN_ERR_LIMIT,
                            "%s: too many placeholders in one batch (at most %llu)", call,
                            (unsigned long long)(KL_PH_INDEX_MASK + 1));
-    if (cmd->tag == 0) {
-        uint64_t tag = atomic_fetch_add_explicit(&cmd->world->placeholder_tags, 1,
-                                                 memory_order_relaxed) + 1;
+    uint64_t tag = fresh ? 0 : cmd->tag;
+    if (tag == 0) {
+        tag = atomic_fetch_add_explicit(&cmd->world->placeholder_tags, 1, memory_order_relaxed) + 1;
         if (tag >= KL_PH_TAG_LIMIT)
             return record_fail(cmd, KILN_ERR_LIMIT,
                                "%s: the world's placeholder tags are used up (2^%d batches)",
                                call, 62 - KL_PH_INDEX_BITS);
-        cmd->tag = tag;
     }
-    if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)cmd->ph_count + 1,
+    if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)index + 1,
                  sizeof(kiln_entity), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a placeholder", call);
-    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS) | cmd->ph_count;
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | (tag << KL_PH_INDEX_BITS) | index;
     r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
+    cmd->tag = tag;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
     *dest = ph;
     return KILN_OK;

@@ -51,6 +51,8 @@ kiln_result kl_defer_spawn(kiln_world *world, const char *call, const kiln_compo
 kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
                                  const kiln_component *components, int32_t count, int32_t n,
                                  kiln_entity *dest) {
+    /* Nothing to queue, but the list is checked as the immediate call checks it. */
+    if (n == 0) return kl_spawn_check(world, call, components, NULL, count, KILN_NULL_ENTITY);
     kiln_commands *q = queue_of(world);
     int64_t before = kiln_commands_count(q);
     for (int32_t i = 0; i < n; i++) {
@@ -82,6 +84,14 @@ kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_e
         (r = kl_component_check(world, comp, e, value, call)) != KILN_OK)
         return r;
     return record(world, call, queue_of(world), op, e, c, value);
+}
+
+int64_t kl_defer_mark(const kiln_world *world) {
+    return kiln_commands_count(queue_of(world));
+}
+
+void kl_defer_rollback(kiln_world *world, int64_t mark) {
+    kl_commands_truncate(queue_of(world), mark);
 }
 
 /* ---- sections ------------------------------------------------------------------------- */

@@ -33,4 +33,9 @@ KL_HIDDEN kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln
 KL_HIDDEN kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_entity e,
                                      kiln_component c, const void *value);
 
+/* The length of the queue deferred calls go to, and dropping what was queued after such a
+ * mark: for a call that queues several despawns and must leave nothing when one fails. */
+KL_HIDDEN int64_t kl_defer_mark(const kiln_world *world);
+KL_HIDDEN void kl_defer_rollback(kiln_world *world, int64_t mark);
+
 #endif

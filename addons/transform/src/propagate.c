@@ -496,7 +496,8 @@ static kiln_result build_levels(kiln_world *world, kl_transform_state *st, bool 
         if (d + 1 > levels) levels = d + 1;
     }
     for (int32_t d = 0; d < levels; d++) st->level_start[d + 1] += st->level_start[d];
-    kiln_entity *sorted = st->order + total;
+    /* order is still NULL while no entity ever needed a level (offsetting NULL is undefined). */
+    kiln_entity *sorted = count > 0 ? st->order + total : NULL;
     int32_t cursor[KL_MAX_DEPTH + 1];
     memcpy(cursor, st->level_start, sizeof(int32_t) * (size_t)(levels > 0 ? levels : 1));
     for (int64_t k = 0; k < count; k++) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "defer.h"
 #include "query.h"
 #include "transform_state.h"
 
@@ -263,10 +264,18 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
             st->pending[n++] = child;
         }
     }
-    /* Deepest first, so no child ever sees a dead parent while its subtree is still alive. */
+    /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
+     * Deferred, the despawns are queued: one that runs out of memory takes back those queued
+     * before it, so the call leaves nothing behind. */
+    bool deferred = kiln_is_deferred(world);
+    int64_t mark = deferred ? kl_defer_mark(world) : 0;
     for (int64_t i = n - 1; i >= 0; i--) {
-        r = kiln_despawn(world, st->pending[i]);
-        if (r != KILN_OK) return r;
+        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", st->pending[i])
+                     : kiln_despawn(world, st->pending[i]);
+        if (r != KILN_OK) {
+            if (deferred) kl_defer_rollback(world, mark);
+            return r;
+        }
     }
     return KILN_OK;
 }

@@ -1,0 +1,55 @@
+-- seeds.lua: writes the seed corpus (tests/fuzz/corpus): byte strings in the harness's input
+-- format, each stressing one area of the API. Deterministic; run: lua5.4 tests/fuzz/seeds.lua DIR
+local dir = assert(arg[1], "usage: lua5.4 seeds.lua DIR")
+
+-- opcode (value mod 24; 244 and up: parallel_for, registration) and about how many
+-- argument bytes the op reads
+local ops = {
+  spawn = {0, 0}, spawn_with = {2, 12}, spawn_batch = {3, 4}, despawn = {4, 1},
+  add = {5, 7}, remove = {7, 2}, set = {8, 7}, get_mut = {9, 6}, tick = {10, 0},
+  defer = {11, 1}, record = {12, 9}, apply = {14, 1}, clear = {15, 1},
+  resource = {16, 3}, event = {17, 3}, iterate = {18, 12}, query = {20, 8},
+  schedule = {21, 1}, hierarchy = {22, 3}, register = {248, 1}, event_register = {253, 1},
+  parallel = {244, 2},
+}
+
+local areas = {
+  entities = {"spawn", "spawn", "despawn", "add", "add", "remove", "set", "get_mut", "tick"},
+  spawns = {"spawn_with", "spawn_batch", "despawn", "add", "tick"},
+  deferred = {"spawn", "defer", "defer", "add", "remove", "set", "despawn", "spawn_with", "spawn_batch"},
+  commands = {"spawn", "record", "record", "record", "apply", "clear", "despawn", "tick"},
+  queries = {"spawn_with", "spawn_batch", "query", "iterate", "iterate", "add", "remove", "tick", "parallel"},
+  resources = {"resource", "resource", "event", "event", "record", "apply", "tick"},
+  registry = {"register", "register", "event_register", "spawn_with", "record", "apply", "query"},
+  hierarchy = {"spawn", "spawn_with", "hierarchy", "hierarchy", "hierarchy", "add", "despawn", "defer", "tick"},
+  schedule = {"spawn_with", "spawn_batch", "schedule", "schedule", "add", "hierarchy", "event", "tick"},
+}
+
+local function seed(name, area, flags, count, rng)
+  local bytes = {flags}
+  local pool = area and areas[area]
+  local names = {}
+  for k in pairs(ops) do names[#names + 1] = k end
+  table.sort(names)
+  for _ = 1, count do
+    local op = pool and pool[rng(#pool)] or names[rng(#names)]
+    local code, arity = ops[op][1], ops[op][2]
+    if code < 24 then code = code + 24 * (rng(10) - 1) end -- same op, other high bits
+    bytes[#bytes + 1] = code
+    for _ = 1, arity do bytes[#bytes + 1] = rng(256) - 1 end
+  end
+  local f = assert(io.open(dir .. "/" .. name, "wb"))
+  f:write(string.char(table.unpack(bytes)))
+  f:close()
+end
+
+math.randomseed(14)
+local rng = math.random
+for _, area in ipairs({"entities", "spawns", "deferred", "commands", "queries", "resources", "hierarchy",
+                       "registry"}) do
+  seed(area .. "-short", area, 0, 12, rng)
+  seed(area .. "-long", area, 0, 80, rng)
+end
+seed("schedule-short", "schedule", 1, 12, rng)
+seed("schedule-long", "schedule", 1, 60, rng)
+for i = 1, 4 do seed("mixed-" .. i, nil, i % 2, 40 * i, rng) end
