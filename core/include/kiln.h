@@ -34,10 +34,9 @@ extern "C" {
  *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
  *   kiln_jobs_wait, kiln_parallel_for,
  *   kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
- *   kiln_schedule_replace,
- *   kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
- *   kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable,
- *   kiln_schedule_describe,
+ *   kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count,
+ *   kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find,
+ *   kiln_schedule_enable, kiln_schedule_describe,
  *   kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit,
  *   kiln_event_count, kiln_event_get, kiln_events_update,
  *   kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
@@ -732,10 +731,8 @@ kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *d
  * its index with info.removing set. KILN_ERR_INVALID_ARGUMENT for an unknown name. */
 kiln_result kiln_schedule_remove(kiln_schedule *schedule, const char *name);
 
-/* Replaces the named system by desc (same name) in its place of declaration order: its
- * access, order, callbacks and enabled state become desc's, its run counts restart, the old
- * fini runs. For reloading code without moving it. Between runs only; fails, changing
- * nothing, for an unknown name, a bad desc or a cycle (KILN_ERR_INVALID_ARGUMENT). */
+/* Replaces the system named desc->name by desc in its place (the old fini runs, counts
+ * restart); between runs only. Fails, changing nothing, for an unknown name, bad desc, cycle. */
 kiln_result kiln_schedule_replace(kiln_schedule *schedule, const kiln_system_desc *desc);
 
 /* Computes the stages (kiln_schedule_run builds when needed). Fails only when out of memory
