@@ -51,8 +51,8 @@ static int view_missing(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
     int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
     if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
-    if (lua_type(L, 2) == LUA_TSTRING && klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
-        if (lua_gettop(L) == 2) return 0; /* a field the script set to nil reads as nil */
+    if (lua_gettop(L) == 3 && lua_type(L, 2) == LUA_TSTRING &&
+        klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
         lua_rawset(L, 1); /* a field set to nil earlier in the row, set again */
         return 0;
     }
@@ -357,9 +357,9 @@ static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
         /* Convert every field first: a bad value raises before anything is written. */
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
+            lua_pushvalue(L, KEY_AT(rs, kq, t, f));
+            lua_rawget(L, view);
             if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                /* a key the script set to nil reads as nil through view_missing */
-                lua_getfield(L, view, fd->name);
                 int isnum = lua_type(L, -1) == LUA_TNUMBER; /* never a numeric string */
                 lua_Number n = isnum ? lua_tonumber(L, -1) : 0;
                 float was;
@@ -375,8 +375,6 @@ static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
                 if (isnum) memcpy(buf + fd->offset, &v, 4);
                 continue;
             }
-            lua_pushvalue(L, KEY_AT(rs, kq, t, f));
-            lua_rawget(L, view);
             if (!buf) {
                 buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
                 memcpy(buf, snap, info->size);

@@ -269,21 +269,6 @@ describe("q:each() views", function()
         assert.are.equal(2.0, w:get(w:entities()[1], "Position").x)
     end)
 
-    it("read a field the script set to nil as nil, and refuse it when the row is written back", function()
-        local w = H.world()
-        local e = w:spawn{Position = {x = 2, y = 3}}
-        local q = w:query{"Position"}
-        local seen
-        H.unchanged(w, nil, function()
-            for _, p in q:each() do
-                p.x = nil
-                seen = p.x
-            end
-        end, "query:each: field 'x' of Position on entity " .. H.entity_str(e) .. ": expected a number, got nil")
-        assert.is_nil(seen)
-        H.raises(function() for _, p in q:each() do local _ = p.z end end, "Position has no field 'z'")
-    end)
-
     it("refuse a numeric string even when it equals the value read", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 2}}
