@@ -33,7 +33,8 @@
  *    method holds no pointer into the world or its scratch across such a call: it creates
  *    its objects first, or copies the bytes it reads into its own memory before it converts
  *    them (raising is exempt: nothing is used after it). Where that is not possible it calls
- *    klua_hold_gc on that path only.
+ *    klua_hold_gc on that path only. (An emergency collection, on a failed allocation,
+ *    runs no finalizers.)
  * 4. Objects keep their Lua-side state in numbered user values (the *_UV enums below), never
  *    in raw numbers; registry entries are named by KLUA_REG_* keys.
  * 5. Errors (formats are lua_pushfstring's: %s %d %I %f %p %c %U %%): misuse of an argument raises "bad argument #N to 'world:get' (detail)" (N

@@ -139,7 +139,9 @@ int klua_world_query(lua_State *L) {
     lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
         lua_createtable(L, 0, kq->info[t].field_count); /* data */
-        lua_createtable(L, 0, 2);                        /* its metatable */
+        lua_createtable(L, 0, 3);                        /* its metatable, protected: */
+        lua_pushliteral(L, "kiln.View");                 /* filling a row may run __newindex */
+        lua_setfield(L, -2, "__metatable");
         lua_pushlightuserdata(L, kq);
         lua_pushinteger(L, t);
         lua_pushcclosure(L, view_missing, VIEW_UPV_COUNT);
@@ -150,7 +152,9 @@ int klua_world_query(lua_State *L) {
         lua_pushvalue(L, -1);
         lua_rawseti(L, -4, t + 1);                       /* data tables */
         lua_createtable(L, 0, 0);                        /* proxy */
-        lua_createtable(L, 0, 2);
+        lua_createtable(L, 0, 3);
+        lua_pushliteral(L, "kiln.View");
+        lua_setfield(L, -2, "__metatable");
         lua_pushvalue(L, -3);
         lua_setfield(L, -2, "__index");
         lua_pushlightuserdata(L, kq);
@@ -435,14 +439,17 @@ static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
             int view = VIEW_AT(rs, t);
             for (int32_t f = 0; f < info->field_count; f++) {
                 const kiln_field *fd = &info->fields[f];
-                lua_pushvalue(L, KEY_AT(rs, kq, t, f));
                 if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+                    /* the key is there except on a loop's first row, where the view's own
+                     * __newindex (view_missing) stores it: no script code runs */
                     float v;
                     memcpy(&v, src + fd->offset, 4);
                     lua_pushnumber(L, v);
-                } else {
-                    klua_push_field(L, fd, src);
+                    lua_setfield(L, view, fd->name);
+                    continue;
                 }
+                lua_pushvalue(L, KEY_AT(rs, kq, t, f));
+                klua_push_field(L, fd, src);
                 lua_rawset(L, view);
             }
             lua_pushvalue(L, kq->writable[t] ? view : PROXY_AT(rs, t));

@@ -250,6 +250,25 @@ describe("q:bulk() blocks", function()
 end)
 
 describe("q:each() views", function()
+    it("have protected metatables, so no script code runs while a row is filled", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1}, Velocity = {}}
+        local q = w:query{"Position", "Velocity"}
+        w:system{name = "watch", reads = {"Velocity"}, writes = {"Position"}, query = {"Position", "Velocity"},
+            each = function(_, p, v)
+                assert.are.equal("kiln.View", getmetatable(p))
+                assert.are.equal("kiln.View", getmetatable(v))
+            end}
+        assert(w:progress(0))
+        for _, p, v in q:each() do
+            assert.are.equal("kiln.View", getmetatable(p))
+            H.raises(function() setmetatable(p, {__newindex = print}) end, "protected metatable")
+            H.raises(function() setmetatable(v, {}) end, "protected metatable")
+        end
+        for _, p in q:each() do p.x = p.x + 1 end
+        assert.are.equal(2.0, w:get(w:entities()[1], "Position").x)
+    end)
+
     it("refuse a numeric string even when it equals the value read", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 2}}
