@@ -446,14 +446,14 @@ local function case_get()
     -- every form reads the same values as the baseline
     local want = plain()
     assert(by_get() == want and by_into() == want and by_getter() == want, "lua_get: sums differ")
-    -- The case times the field getter, the form made for hot reads; the two world:get forms
-    -- follow as information.
-    local s, b = compare(function() return sample(by_getter) end, function() return sample(plain) end, 1e9 / OPS)
-    record(results, { case = "lua_get", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/read",
-        goal = "ratio <= 1.5", pass = s / b <= 1.5, note = "world:getter(name, field)" })
+    -- lua_get is what the issue names, world:get(e, name).x; the forms made for hot reads
+    -- follow: the field getter as its own case (lua_get_getter), get-into as information.
     local s2, b2 = compare(function() return sample(by_get) end, function() return sample(plain) end, 1e9 / OPS)
-    record(infos, { case = "lua_get, world:get(e, name).x", ns = s2, baseline_ns = b2, ratio = s2 / b2,
-        unit = "ns/read", goal = "ratio <= 1.5", pass = s2 / b2 <= 1.5 })
+    record(results, { case = "lua_get", ns = s2, baseline_ns = b2, ratio = s2 / b2, unit = "ns/read",
+        goal = "ratio <= 1.5", pass = s2 / b2 <= 1.5, note = "world:get(e, name).x" })
+    local s, b = compare(function() return sample(by_getter) end, function() return sample(plain) end, 1e9 / OPS)
+    record(results, { case = "lua_get_getter", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/read",
+        goal = "ratio <= 1.5", pass = s / b <= 1.5, note = "world:getter(name, field)" })
     local s3, b3 = compare(function() return sample(by_into) end, function() return sample(plain) end, 1e9 / OPS)
     record(infos, { case = "lua_get, world:get(e, name, into).x", ns = s3, baseline_ns = b3, ratio = s3 / b3,
         unit = "ns/read", goal = "ratio <= 1.5", pass = s3 / b3 <= 1.5 })
