@@ -177,18 +177,22 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
     memset(st, 0, sizeof *st);
     st->desc = *d;
     strcpy(st->name, d->name);
-    st->desc.name = st->name;
     for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
-        if (d->before[k]) {
-            snprintf(st->before[k], sizeof st->before[k], "%s", d->before[k]);
-            st->desc.before[k] = st->before[k];
-        }
-        if (d->after[k]) {
-            snprintf(st->after[k], sizeof st->after[k], "%s", d->after[k]);
-            st->desc.after[k] = st->after[k];
-        }
+        if (d->before[k]) snprintf(st->before[k], sizeof st->before[k], "%s", d->before[k]);
+        if (d->after[k]) snprintf(st->after[k], sizeof st->after[k], "%s", d->after[k]);
     }
     mod->staged_count++;
+}
+
+/* Points a staged desc's names at its own copies. Done when it is used, not when staged: the
+ * staged array moves when it grows, and pointers into it would dangle. */
+static const kiln_system_desc *staged_desc(klua_mod_staged *st) {
+    st->desc.name = st->name;
+    for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
+        st->desc.before[k] = st->before[k][0] ? st->before[k] : NULL;
+        st->desc.after[k] = st->after[k][0] ? st->after[k] : NULL;
+    }
+    return &st->desc;
 }
 
 /* Appends a failure to the host world's list (world:progress returns it); protected. */
@@ -323,7 +327,7 @@ static commit_result commit_systems(klua_mod *mod) {
             klua_mod_staged *st = &mod->staged[i];
             bool replace = mod->previous && kiln_schedule_find(sched, st->name) >= 0;
             if (replace != (pass == 1)) continue;
-            kiln_result r = replace ? kiln_schedule_replace(sched, &st->desc) : kiln_schedule_add(sched, &st->desc);
+            kiln_result r = replace ? kiln_schedule_replace(sched, staged_desc(st)) : kiln_schedule_add(sched, staged_desc(st));
             if (r == KILN_OK && !remember_system(mod, st->name)) {
                 kiln_schedule_remove(sched, st->name);
                 r = KILN_ERR_OUT_OF_MEMORY;

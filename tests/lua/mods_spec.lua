@@ -50,6 +50,23 @@ describe("kiln.mods", function()
         assert.are.same({"42\ttrue"}, mods:log("tools"))
     end)
 
+    it("adds every system its top level declares, however many, in their order", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        M.write(dir, "many.lua", [[
+            world:system{name = "many_1", run = function() end}
+            for i = 2, 40 do
+                world:system{name = "many_" .. i, after = {"many_" .. (i - 1)}, run = function() end}
+            end
+        ]])
+        local info = assert(mods:load(dir .. "/many.lua"))
+        assert.are.equal(40, #info.systems)
+        local names = M.system_names(w)
+        assert.are.equal(41, #names)
+        for i = 1, 40 do assert.are.equal("many_" .. i, names[i + 1]) end
+        assert.are.same({}, M.frames(w, 1))
+    end)
+
     it("refuses a second mod of the same name, naming it", function()
         local dir = M.folder()
         local _, mods = M.host()
