@@ -75,6 +75,17 @@ static int close_thunk(lua_State *T) {
     return 0;
 }
 
+/* Charges steps to the budget armed on the caller's view (none armed: nothing). Past it,
+ * the caller's count hook fires at its next instruction and raises there (nothing raises
+ * here: the callee's stack may still need cleaning). */
+static void spend(lua_State *L, klua_world *ckw, int64_t steps) {
+    if (ckw->budget_limit <= 0) return;
+    ckw->budget_used += steps;
+    if (ckw->budget_used <= ckw->budget_limit) return;
+    lua_Hook hook = lua_gethook(L);
+    if (hook && (lua_gethookmask(L) & LUA_MASKCOUNT)) lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+}
+
 /* The proxy: upvalues the manager, the callee's generation (0: the host), the ref, and the
  * callee's name for messages. Arguments and results are copied; an error comes back as an
  * error of the caller's, naming the callee. */
@@ -101,22 +112,34 @@ static int proxy(lua_State *L) {
     call_ctx cc = {L, mods, callee, ref, lua_gettop(L)};
     klua_system *borrowed = NULL;
     klua_armed saved;
+    klua_world *ckw = NULL; /* the calling mod's view, whose budget pays for the call */
     if (callee) {
         /* the callee's code is checked against the access of the system calling it */
-        klua_world *ckw = NULL;
-        for (int i = 0; i < mods->count && !ckw; i++)
-            if (mods->list[i]->L == klua_main_thread(L)) ckw = mods->list[i]->kw;
+        klua_mod *caller = klua_mod_of(L); /* found while it loads too (not yet listed) */
+        ckw = caller ? caller->kw : NULL;
         borrowed = ckw ? ckw->current : NULL;
+        /* the callee runs on what is left of the caller's budget, and its instructions are
+         * charged back: a caller looping over pcall(proxy) cannot buy a fresh budget a call */
+        int64_t limit = mods->instructions;
+        if (ckw && ckw->budget_limit > 0) {
+            int64_t left = ckw->budget_limit - ckw->budget_used;
+            if (left <= 0) {
+                spend(L, ckw, 1);
+                return luaL_error(L, "%s: the caller's budget is spent", callee_name);
+            }
+            if (left < limit) limit = left;
+        }
         callee->kw->current = borrowed;
         char what[KILN_MAX_NAME + 40];
         snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
-        klua_budget_arm(T, callee->kw, mods->instructions, what, &saved);
+        klua_budget_arm(T, callee->kw, limit, what, &saved);
     }
     lua_pushcfunction(T, call_thunk);
     lua_pushlightuserdata(T, &cc);
     int status = lua_pcall(T, 1, LUA_MULTRET, 0);
     if (callee) {
         klua_budget_disarm(T, callee->kw, &saved);
+        if (ckw) spend(L, ckw, callee->kw->budget_used);
         int top = lua_gettop(T);
         lua_pushcfunction(T, close_thunk);
         lua_pushlightuserdata(T, callee->kw);

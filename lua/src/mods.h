@@ -118,6 +118,8 @@ KLUA_HIDDEN lua_State *klua_mod_state(klua_mod *mod);
 /* Runs the chunk file at path (text only) in the mod's globals under its budget; false
  * with mod->error set when it fails to load or run. */
 KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
+/* The mod whose state thread L belongs to (while it loads too), or NULL for the host's. */
+KLUA_HIDDEN klua_mod *klua_mod_of(lua_State *L);
 /* Appends a line to the mod's log and hands it to the host's log. */
 KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
 

@@ -274,10 +274,48 @@ describe("a hostile mod", function()
             ]]})
             assert(a.mods:load(a.dir .. "/trap"))
             assert(a.mods:load(a.dir .. "/victim"))
-            survives(a, 2)
-            local log = a.mods:log("victim")
-            assert.are.equal(2, #log)
-            assert.matches("^false\tmod 'trap': a call into mod 'trap' ran past its budget", log[1])
+            -- the call ran on the caller's budget: spent, the caller fails right after it
+            local mine = survives(a, 2, "victim")
+            assert.are.equal(2, #mine)
+            assert.matches("system 'victim_sys' ran past its budget", mine[1].message, 1, true)
+            assert.are.same({}, a.mods:log("victim"))
+            assert.are.equal(0, M.info(a.mods, "trap").failures)
+        end)
+
+        it("in a function another mod's top level calls: the call spends the top level's budget", function()
+            local a = arena()
+            M.folder_mod(a.dir, "trap", {name = "trap"},
+                         {["init.lua"] = "mod.exports.spin = function() while true do end end"})
+            M.folder_mod(a.dir, "careful", {name = "careful", depends = {"trap"}}, {["init.lua"] = [[
+                local spin = mod.import("trap").spin
+                while true do pcall(spin) end
+            ]]})
+            assert(a.mods:load(a.dir .. "/trap"))
+            local t0 = os.clock()
+            refused("careful", {a.mods:load(a.dir .. "/careful")}, "the top level of mod 'careful' ran past its budget")
+            assert.is_true(os.clock() - t0 < 2, "the load took " .. (os.clock() - t0) .. " s")
+            survives(a)
+        end)
+
+        it("by calling another mod's function in a pcall loop: each call spends the caller's budget", function()
+            local a = arena()
+            M.folder_mod(a.dir, "trap", {name = "trap"},
+                         {["init.lua"] = "mod.exports.spin = function() while true do end end"})
+            M.folder_mod(a.dir, "looper", {name = "looper", depends = {"trap"}}, {["init.lua"] = [[
+                local spin = mod.import("trap").spin
+                CALLS = 0
+                world:system{name = "looper_sys", run = function()
+                    while true do CALLS = CALLS + 1; pcall(spin) end
+                end}
+                mod.exports.calls = function() return CALLS end
+            ]]})
+            assert(a.mods:load(a.dir .. "/trap"))
+            assert(a.mods:load(a.dir .. "/looper"))
+            local t0 = os.clock()
+            local mine = survives(a, 2, "looper")
+            assert.is_true(os.clock() - t0 < 2, "two frames took " .. (os.clock() - t0) .. " s")
+            assert.are.equal(2, #mine)
+            assert.matches("system 'looper_sys' ran past its budget", mine[1].message, 1, true)
         end)
 
         it("by disabling the budget it runs under: there is no hook to change", function()
