@@ -344,6 +344,10 @@ describe("a hostile mod", function()
             sort_big = 'local t = {}; for i = 1, 50000 do t[i] = -i end; table.sort(t, function(x, y) return x < y end)',
             move_big = 'local t = table.move({1}, 1, 1 << 40, 2)',
             insert_loop = 'local t = {}; for i = 1, 1e6 do table.insert(t, 1, i) end',
+            unpack_loop = 'local t = {}; for i = 1, 30000 do t[i] = i end; while true do local n = select("#", table.unpack(t)) end',
+            unpack_range = 'local n = select("#", table.unpack({}, 1, 1 << 40))',
+            byte_loop = 'local s = string.rep("x", 30000); while true do local n = select("#", s:byte(1, -1)) end',
+            codepoint_loop = 'local s = string.rep("x", 30000); while true do local n = select("#", utf8.codepoint(s, 1, -1)) end',
         }
         local names = {}
         for k in pairs(attacks) do names[#names + 1] = k end
