@@ -115,7 +115,7 @@ static int proxy(lua_State *L) {
     klua_world *ckw = NULL; /* the calling mod's view, whose budget pays for the call */
     if (callee) {
         /* the callee's code is checked against the access of the system calling it */
-        klua_mod *caller = klua_mod_of(L); /* found while it loads too (not yet listed) */
+        klua_mod *caller = klua_mods_of_thread(mods, L); /* found while it loads too */
         ckw = caller ? caller->kw : NULL;
         borrowed = ckw ? ckw->current : NULL;
         /* the callee runs on what is left of the caller's budget, and its instructions are

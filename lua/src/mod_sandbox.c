@@ -21,8 +21,6 @@ static klua_mod *mod_of(lua_State *L) {
     return mod;
 }
 
-klua_mod *klua_mod_of(lua_State *L) { return mod_of(L); }
-
 /* ---- memory ------------------------------------------------------------------------------ */
 
 /* While mod code runs, every byte it allocates is charged to the entry's budget too: one

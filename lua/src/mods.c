@@ -35,17 +35,6 @@ bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item) 
     return true;
 }
 
-klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
-    for (int i = 0; i < mods->count; i++)
-        if (strcmp(mods->list[i]->name, name) == 0) return mods->list[i];
-    return NULL;
-}
-
-lua_State *klua_mods_host_thread(klua_mods *mods) {
-    if (mods->caller) return mods->caller;
-    if (mods->kw->run_L) return mods->kw->run_L;
-    return mods->host;
-}
 
 /* A frame runs, or some mod's code is on the C stack: no lifecycle change now. */
 const char *klua_mods_busy(klua_mods *mods) {
@@ -413,7 +402,9 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     klua_mod_watch(mod, mod->entry);
     mod->loading = true;
+    mods->loading = mod;
     bool ok = klua_mod_run_file(mod, mod->entry);
+    mods->loading = NULL;
     mod->loading = false;
     lua_pushcfunction(mod->L, close_loops_thunk); /* loops its top level left open end here */
     lua_pushlightuserdata(mod->L, mod->kw);

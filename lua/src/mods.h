@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "klua.h"
@@ -108,8 +109,34 @@ struct klua_mods {
     klua_mod **list;          /* loaded mods, in load order */
     int count, cap;
     uint32_t generations;
+    klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
     bool closed;
 };
+
+/* The files below mods.c (the sandbox, copies) find mods with these, so that no file calls
+ * back into the one that calls it. */
+static inline klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
+    for (int i = 0; i < mods->count; i++)
+        if (strcmp(mods->list[i]->name, name) == 0) return mods->list[i];
+    return NULL;
+}
+
+/* The host thread to call into now: the one calling the manager, or the one running the
+ * frame, or the main thread. */
+static inline lua_State *klua_mods_host_thread(klua_mods *mods) {
+    if (mods->caller) return mods->caller;
+    if (mods->kw->run_L) return mods->kw->run_L;
+    return mods->host;
+}
+
+/* The mod whose state thread L belongs to (listed, or loading), or NULL for the host's. */
+static inline klua_mod *klua_mods_of_thread(klua_mods *mods, lua_State *L) {
+    lua_State *main = klua_main_thread(L);
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i]->L == main) return mods->list[i];
+    if (mods->loading && mods->loading->L == main) return mods->loading;
+    return NULL;
+}
 
 /* ---- mod_sandbox.c: a mod's own state and globals ---- */
 /* Makes mod->L with its allocator and its sandboxed globals (world, kiln, mod, the safe
@@ -118,8 +145,6 @@ KLUA_HIDDEN lua_State *klua_mod_state(klua_mod *mod);
 /* Runs the chunk file at path (text only) in the mod's globals under its budget; false
  * with mod->error set when it fails to load or run. */
 KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
-/* The mod whose state thread L belongs to (while it loads too), or NULL for the host's. */
-KLUA_HIDDEN klua_mod *klua_mod_of(lua_State *L);
 /* Appends a line to the mod's log and hands it to the host's log. */
 KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
 
@@ -145,7 +170,6 @@ KLUA_HIDDEN bool klua_mod_changed(const klua_mod *mod);
 KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
 
 /* ---- mods.c: the lifecycle ---- */
-KLUA_HIDDEN klua_mod *klua_mods_find(klua_mods *mods, const char *name);
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
 KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);
@@ -164,9 +188,6 @@ KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, siz
 KLUA_HIDDEN void klua_mods_sweep(klua_mods *mods);
 /* Closes every mod's state (the world's on_release, and mods:close). */
 KLUA_HIDDEN void klua_mods_close_all(void *mods);
-/* The host thread to call into now: the one calling the manager, or the one running the
- * frame, or the main thread. */
-KLUA_HIDDEN lua_State *klua_mods_host_thread(klua_mods *mods);
 KLUA_HIDDEN void klua_open_mods(lua_State *L); /* adds kiln.mods */
 
 #endif /* KLUA_MODS_H */
