@@ -285,6 +285,8 @@ static int m_load(lua_State *L) {
     return lua_gettop(L);
 }
 
+#define PRINT_STEPS 500 /* instructions one printed line costs, besides its bytes */
+
 static int m_print(lua_State *L) {
     klua_mod *mod = mod_of(L);
     int n = lua_gettop(L);
@@ -300,6 +302,9 @@ static int m_print(lua_State *L) {
     luaL_pushresult(&b);
     size_t len;
     const char *line = lua_tolstring(L, -1, &len);
+    /* each line reaches the host's log (a Lua call, a file write): priced so that one entry
+     * cannot hand the host millions of them */
+    klua_budget_charge(L, PRINT_STEPS + (double)len / KLUA_COST_BYTES_PER_STEP, "print");
     klua_mod_log(mod, line, len);
     return 0;
 }

@@ -363,6 +363,18 @@ describe("a hostile mod", function()
             end)
         end
 
+        it("print floods reach the host's log a bounded number of times per entry", function()
+            local lines = 0
+            local a = arena{log = function() lines = lines + 1 end}
+            assert(attack(a, "chatter", [[world:system{name = "chatter", run = function()
+                while true do pcall(print, "spam") end
+            end}]]))
+            local mine = survives(a, 2, "chatter")
+            assert.are.equal(2, #mine)
+            assert.is_true(lines > 0 and lines <= 2 * BUDGET / 500, lines .. " lines reached the host")
+            assert.are.equal(64, #a.mods:log("chatter"))
+        end)
+
         it("and a pcall around a refused call does not lift the budget", function()
             local a = arena()
             assert(attack(a, "retry", [[world:system{name = "retry", run = function()
