@@ -311,10 +311,13 @@ typedef enum commit_result { COMMIT_OK, COMMIT_UNDONE, COMMIT_BROKEN } commit_re
 static commit_result commit_systems(klua_mod *mod) {
     kiln_schedule *sched = mod->kw->schedule;
     kiln_world *world = mod->kw->world;
+    /* decided before the first pass adds anything: a name pass 0 added is no replace */
+    for (int i = 0; i < mod->staged_count; i++)
+        mod->staged[i].replace = mod->previous && kiln_schedule_find(sched, mod->staged[i].name) >= 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < mod->staged_count; i++) {
             klua_mod_staged *st = &mod->staged[i];
-            bool replace = mod->previous && kiln_schedule_find(sched, st->name) >= 0;
+            bool replace = st->replace;
             if (replace != (pass == 1)) continue;
             kiln_result r = replace ? kiln_schedule_replace(sched, staged_desc(st)) : kiln_schedule_add(sched, staged_desc(st));
             if (r == KILN_OK && !remember_system(mod, st->name)) {

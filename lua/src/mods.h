@@ -92,6 +92,7 @@ typedef struct klua_mod_staged {
     char name[KILN_MAX_NAME + 1];
     char before[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
     char after[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
+    bool replace; /* the previous version has it: replaced in place (decided before adding) */
 } klua_mod_staged;
 
 struct klua_mods {
