@@ -208,7 +208,12 @@ static int push_failure(lua_State *H) {
     lua_setfield(H, -2, "system");
     lua_pushstring(H, a->mod);
     lua_setfield(H, -2, "mod");
-    lua_pushfstring(H, "mod '%s': %s", a->mod, a->message);
+    /* the mod chose the message (error(string.rep(...))): the host's list gets it bounded */
+    size_t len = strlen(a->message);
+    lua_pushfstring(H, "mod '%s': ", a->mod);
+    lua_pushlstring(H, a->message, len > KLUA_MOD_ERROR ? KLUA_MOD_ERROR : len);
+    lua_pushstring(H, len > KLUA_MOD_ERROR ? "..." : "");
+    lua_concat(H, 3);
     lua_setfield(H, -2, "message");
     lua_pushliteral(H, "");
     lua_setfield(H, -2, "traceback");

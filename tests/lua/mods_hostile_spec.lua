@@ -375,6 +375,17 @@ describe("a hostile mod", function()
             assert.are.equal(64, #a.mods:log("chatter"))
         end)
 
+        it("a huge error message reaches the host's failures bounded", function()
+            local a = arena{memory = 8 << 20}
+            assert(attack(a, "shouter", [[world:system{name = "shouter", run = function()
+                error(string.rep("A", 1 << 16))
+            end}]]))
+            local mine = survives(a, 1, "shouter")
+            assert.are.equal(1, #mine)
+            assert.is_true(#mine[1].message < 1000, #mine[1].message .. " bytes")
+            assert.matches("AAA%.%.%.$", mine[1].message)
+        end)
+
         it("and a pcall around a refused call does not lift the budget", function()
             local a = arena()
             assert(attack(a, "retry", [[world:system{name = "retry", run = function()
