@@ -436,7 +436,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     if (previous) mod->spawned = previous->spawned;
     return mod;
 fail:
-    snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : path, mod->error);
+    snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);
     if (mod->L) lua_close(mod->L); /* none of its systems is in the schedule */
     if (!previous && mod->spawned) kiln_query_destroy(mod->spawned);
     free_mod(mods, mod);
