@@ -21,20 +21,6 @@ typedef struct copy_ctx {
     bool functions;   /* functions become proxies (else they are refused) */
 } copy_ctx;
 
-/* ---- finding a mod and the host's thread ---------------------------------------------- */
-
-klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
-    for (int i = 0; i < mods->count; i++)
-        if (strcmp(mods->list[i]->name, name) == 0) return mods->list[i];
-    return NULL;
-}
-
-lua_State *klua_mods_host_thread(klua_mods *mods) {
-    if (mods->caller) return mods->caller;
-    if (mods->kw->run_L) return mods->kw->run_L;
-    return mods->host;
-}
-
 /* ---- proxies ------------------------------------------------------------------------------ */
 
 typedef struct call_ctx {
@@ -89,6 +75,17 @@ static int close_thunk(lua_State *T) {
     return 0;
 }
 
+/* Charges steps to the budget armed on the caller's view (none armed: nothing). Past it,
+ * the caller's count hook fires at its next instruction and raises there (nothing raises
+ * here: the callee's stack may still need cleaning). */
+static void spend(lua_State *L, klua_world *ckw, int64_t steps) {
+    if (ckw->budget_limit <= 0) return;
+    ckw->budget_used += steps;
+    if (ckw->budget_used <= ckw->budget_limit) return;
+    lua_Hook hook = lua_gethook(L);
+    if (hook && (lua_gethookmask(L) & LUA_MASKCOUNT)) lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+}
+
 /* The proxy: upvalues the manager, the callee's generation (0: the host), the ref, and the
  * callee's name for messages. Arguments and results are copied; an error comes back as an
  * error of the caller's, naming the callee. */
@@ -117,23 +114,34 @@ static int proxy(lua_State *L) {
     klua_armed saved;
     /* the callee's code (a mod's, or a host function granted to mods) is checked against the
      * access of the system calling it */
-    klua_world *ckw = NULL;
-    for (int i = 0; i < mods->count && !ckw; i++)
-        if (mods->list[i]->L == klua_main_thread(L)) ckw = mods->list[i]->kw;
+    klua_mod *caller = klua_mods_of_thread(mods, L); /* found while it loads too */
+    klua_world *ckw = caller ? caller->kw : NULL; /* the calling mod's view, whose budget pays */
     borrowed = ckw ? ckw->current : NULL;
     klua_system *host_current = mods->kw->current;
     if (!callee) mods->kw->current = borrowed;
     if (callee) {
+        /* the callee runs on what is left of the caller's budget, and its instructions are
+         * charged back: a caller looping over pcall(proxy) cannot buy a fresh budget a call */
+        int64_t limit = mods->instructions;
+        if (ckw && ckw->budget_limit > 0) {
+            int64_t left = ckw->budget_limit - ckw->budget_used;
+            if (left <= 0) {
+                spend(L, ckw, 1);
+                return luaL_error(L, "%s: the caller's budget is spent", callee_name);
+            }
+            if (left < limit) limit = left;
+        }
         callee->kw->current = borrowed;
         char what[KILN_MAX_NAME + 40];
         snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
-        klua_budget_arm(T, callee->kw, mods->instructions, what, &saved);
+        klua_budget_arm(T, callee->kw, limit, what, &saved);
     }
     lua_pushcfunction(T, call_thunk);
     lua_pushlightuserdata(T, &cc);
     int status = lua_pcall(T, 1, LUA_MULTRET, 0);
     if (callee) {
         klua_budget_disarm(T, callee->kw, &saved);
+        if (ckw) spend(L, ckw, callee->kw->budget_used);
         int top = lua_gettop(T);
         lua_pushcfunction(T, close_thunk);
         lua_pushlightuserdata(T, callee->kw);

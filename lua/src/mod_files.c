@@ -199,16 +199,25 @@ void klua_mod_watch(klua_mod *mod, const char *path) {
     for (int i = 0; i < mod->file_count; i++)
         if (strcmp(mod->files[i].path, path) == 0) return;
     if (mod->file_count == KLUA_MOD_MAX_FILES) return;
-    klua_mod_file *f = &mod->files[mod->file_count];
+    klua_mod_file *f = &mod->files[mod->file_count++];
     strcpy(f->path, path);
-    if (stamp(path, f)) mod->file_count++;
+    /* a file missing now (an editor's save renames over it) stays watched, stamped missing,
+     * so poll sees it come back */
+    if (!stamp(path, f)) {
+        f->mtime = 0;
+        f->mtime_ns = 0;
+        f->size = -1;
+    }
 }
 
 bool klua_mod_changed(const klua_mod *mod) {
     for (int i = 0; i < mod->file_count; i++) {
         klua_mod_file now;
-        if (!stamp(mod->files[i].path, &now)) return true;
         const klua_mod_file *was = &mod->files[i];
+        if (!stamp(was->path, &now)) {
+            if (was->size != -1) return true;
+            continue;
+        }
         if (now.mtime != was->mtime || now.mtime_ns != was->mtime_ns || now.size != was->size) return true;
     }
     return false;

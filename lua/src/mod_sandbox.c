@@ -172,6 +172,50 @@ static void wrap(lua_State *L, const char *lib, const char *fn, klua_costly kind
     lua_pop(L, 1);
 }
 
+/* Functions returning as many values as asked (up to the stack's million): each value costs
+ * a step, charged before the call, so a loop over one call cannot push millions per
+ * instruction. Upvalue 1 the original, 2 its name, 3 the kind below. */
+enum { COUNT_UNPACK, COUNT_RANGE };
+
+static lua_Integer relative(lua_Integer pos, lua_Integer len) { /* as string.byte reads i, j */
+    if (pos >= 0) return pos;
+    if (-pos > len) return 0;
+    return len + pos + 1;
+}
+
+static int counted(lua_State *L) {
+    const char *name = lua_tostring(L, lua_upvalueindex(2));
+    double n = 0;
+    if (lua_tointeger(L, lua_upvalueindex(3)) == COUNT_UNPACK) {
+        lua_Integer i = luaL_optinteger(L, 2, 1);
+        lua_Integer j = lua_isnoneornil(L, 3) ? luaL_len(L, 1) : luaL_checkinteger(L, 3);
+        n = (double)j - (double)i + 1;
+    } else { /* string.byte, utf8.codepoint: (s [, i [, j]]) */
+        size_t len;
+        luaL_checklstring(L, 1, &len);
+        lua_Integer i = relative(luaL_optinteger(L, 2, 1), (lua_Integer)len);
+        lua_Integer j = relative(luaL_optinteger(L, 3, i), (lua_Integer)len);
+        if (i < 1) i = 1;
+        if (j > (lua_Integer)len) j = (lua_Integer)len;
+        n = (double)j - (double)i + 1;
+    }
+    if (n > 0) klua_budget_charge(L, n, name);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void wrap_counted(lua_State *L, const char *lib, const char *fn, int kind) {
+    lua_getglobal(L, lib);
+    lua_getfield(L, -1, fn);
+    lua_pushfstring(L, "%s.%s", lib, fn);
+    lua_pushinteger(L, kind);
+    lua_pushcclosure(L, counted, 3);
+    lua_setfield(L, -2, fn);
+    lua_pop(L, 1);
+}
+
 /* setmetatable without __gc: Lua runs finalizers with hooks off, outside any budget. */
 static int m_setmetatable(lua_State *L) {
     if (lua_type(L, 2) == LUA_TTABLE) {
@@ -250,6 +294,8 @@ static int m_load(lua_State *L) {
     return lua_gettop(L);
 }
 
+#define PRINT_STEPS 500 /* instructions one printed line costs, besides its bytes */
+
 static int m_print(lua_State *L) {
     klua_mod *mod = mod_of(L);
     int n = lua_gettop(L);
@@ -265,6 +311,9 @@ static int m_print(lua_State *L) {
     luaL_pushresult(&b);
     size_t len;
     const char *line = lua_tolstring(L, -1, &len);
+    /* each line reaches the host's log (a Lua call, a file write): priced so that one entry
+     * cannot hand the host millions of them */
+    klua_budget_charge(L, PRINT_STEPS + (double)len / KLUA_COST_BYTES_PER_STEP, "print");
     klua_mod_log(mod, line, len);
     return 0;
 }
@@ -392,6 +441,9 @@ static int build_globals(lua_State *L) {
         {"table", "insert", KLUA_COST_INSERT}, {"table", "remove", KLUA_COST_REMOVE},
     };
     for (size_t i = 0; i < sizeof wrapped / sizeof wrapped[0]; i++) wrap(L, wrapped[i].lib, wrapped[i].fn, wrapped[i].kind);
+    wrap_counted(L, "table", "unpack", COUNT_UNPACK);
+    wrap_counted(L, "string", "byte", COUNT_RANGE);
+    wrap_counted(L, "utf8", "codepoint", COUNT_RANGE);
     static const struct {
         const char *name;
         lua_CFunction fn;

@@ -35,6 +35,7 @@ bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item) 
     return true;
 }
 
+
 /* A frame runs, or some mod's code is on the C stack: no lifecycle change now. */
 const char *klua_mods_busy(klua_mods *mods) {
     if (mods->kw->closed) return "the world is closed";
@@ -176,18 +177,22 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
     memset(st, 0, sizeof *st);
     st->desc = *d;
     strcpy(st->name, d->name);
-    st->desc.name = st->name;
     for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
-        if (d->before[k]) {
-            snprintf(st->before[k], sizeof st->before[k], "%s", d->before[k]);
-            st->desc.before[k] = st->before[k];
-        }
-        if (d->after[k]) {
-            snprintf(st->after[k], sizeof st->after[k], "%s", d->after[k]);
-            st->desc.after[k] = st->after[k];
-        }
+        if (d->before[k]) snprintf(st->before[k], sizeof st->before[k], "%s", d->before[k]);
+        if (d->after[k]) snprintf(st->after[k], sizeof st->after[k], "%s", d->after[k]);
     }
     mod->staged_count++;
+}
+
+/* Points a staged desc's names at its own copies. Done when it is used, not when staged: the
+ * staged array moves when it grows, and pointers into it would dangle. */
+static const kiln_system_desc *staged_desc(klua_mod_staged *st) {
+    st->desc.name = st->name;
+    for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
+        st->desc.before[k] = st->before[k][0] ? st->before[k] : NULL;
+        st->desc.after[k] = st->after[k][0] ? st->after[k] : NULL;
+    }
+    return &st->desc;
 }
 
 /* Appends a failure to the host world's list (world:progress returns it); protected. */
@@ -214,7 +219,12 @@ static int push_failure(lua_State *H) {
     lua_setfield(H, -2, "system");
     lua_pushstring(H, a->mod);
     lua_setfield(H, -2, "mod");
-    lua_pushfstring(H, "mod '%s': %s", a->mod, a->message);
+    /* the mod chose the message (error(string.rep(...))): the host's list gets it bounded */
+    size_t len = strlen(a->message);
+    lua_pushfstring(H, "mod '%s': ", a->mod);
+    lua_pushlstring(H, a->message, len > KLUA_MOD_ERROR ? KLUA_MOD_ERROR : len);
+    lua_pushstring(H, len > KLUA_MOD_ERROR ? "..." : "");
+    lua_concat(H, 3);
     lua_setfield(H, -2, "message");
     lua_pushliteral(H, "");
     lua_setfield(H, -2, "traceback");
@@ -317,12 +327,15 @@ typedef enum commit_result { COMMIT_OK, COMMIT_UNDONE, COMMIT_BROKEN } commit_re
 static commit_result commit_systems(klua_mod *mod) {
     kiln_schedule *sched = mod->kw->schedule;
     kiln_world *world = mod->kw->world;
+    /* decided before the first pass adds anything: a name pass 0 added is no replace */
+    for (int i = 0; i < mod->staged_count; i++)
+        mod->staged[i].replace = mod->previous && kiln_schedule_find(sched, mod->staged[i].name) >= 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < mod->staged_count; i++) {
             klua_mod_staged *st = &mod->staged[i];
-            bool replace = mod->previous && kiln_schedule_find(sched, st->name) >= 0;
+            bool replace = st->replace;
             if (replace != (pass == 1)) continue;
-            kiln_result r = replace ? kiln_schedule_replace(sched, &st->desc) : kiln_schedule_add(sched, &st->desc);
+            kiln_result r = replace ? kiln_schedule_replace(sched, staged_desc(st)) : kiln_schedule_add(sched, staged_desc(st));
             if (r == KILN_OK && !remember_system(mod, st->name)) {
                 kiln_schedule_remove(sched, st->name);
                 r = KILN_ERR_OUT_OF_MEMORY;
@@ -408,7 +421,9 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     klua_mod_watch(mod, mod->entry);
     mod->loading = true;
+    mods->loading = mod;
     bool ok = klua_mod_run_file(mod, mod->entry);
+    mods->loading = NULL;
     mod->loading = false;
     lua_pushcfunction(mod->L, close_loops_thunk); /* loops its top level left open end here */
     lua_pushlightuserdata(mod->L, mod->kw);
@@ -432,7 +447,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     if (previous) mod->spawned = previous->spawned;
     return mod;
 fail:
-    snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : path, mod->error);
+    snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);
     if (mod->L) lua_close(mod->L); /* none of its systems is in the schedule */
     if (!previous && mod->spawned) kiln_query_destroy(mod->spawned);
     free_mod(mods, mod);

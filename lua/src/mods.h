@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "klua.h"
@@ -92,6 +93,7 @@ typedef struct klua_mod_staged {
     char name[KILN_MAX_NAME + 1];
     char before[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
     char after[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
+    bool replace; /* the previous version has it: replaced in place (decided before adding) */
 } klua_mod_staged;
 
 struct klua_mods {
@@ -109,8 +111,34 @@ struct klua_mods {
     klua_mod **list;          /* loaded mods, in load order */
     int count, cap;
     uint32_t generations;
+    klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
     bool closed;
 };
+
+/* The files below mods.c (the sandbox, copies) find mods with these, so that no file calls
+ * back into the one that calls it. */
+static inline klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
+    for (int i = 0; i < mods->count; i++)
+        if (strcmp(mods->list[i]->name, name) == 0) return mods->list[i];
+    return NULL;
+}
+
+/* The host thread to call into now: the one calling the manager, or the one running the
+ * frame, or the main thread. */
+static inline lua_State *klua_mods_host_thread(klua_mods *mods) {
+    if (mods->caller) return mods->caller;
+    if (mods->kw->run_L) return mods->kw->run_L;
+    return mods->host;
+}
+
+/* The mod whose state thread L belongs to (listed, or loading), or NULL for the host's. */
+static inline klua_mod *klua_mods_of_thread(klua_mods *mods, lua_State *L) {
+    lua_State *main = klua_main_thread(L);
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i]->L == main) return mods->list[i];
+    if (mods->loading && mods->loading->L == main) return mods->loading;
+    return NULL;
+}
 
 /* ---- mod_sandbox.c: a mod's own state and globals ---- */
 /* Makes mod->L with its allocator and its sandboxed globals (world, kiln, mod, the safe
@@ -123,10 +151,7 @@ KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
 KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
 
 /* ---- mod_copy.c: values between states ---- */
-KLUA_HIDDEN klua_mod *klua_mods_find(klua_mods *mods, const char *name);
-/* The host thread to call into now: the one calling the manager, or the one running the
- * frame, or the main thread. */
-KLUA_HIDDEN lua_State *klua_mods_host_thread(klua_mods *mods);
+
 /* Copies the value at idx of from onto to's stack: nil, booleans, numbers, strings and
  * tables of those (no cycles, bounded depth and size); functions become proxies calling
  * into their state (callee: the mod that owns from, or NULL for the host). Call under a

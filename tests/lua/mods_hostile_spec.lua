@@ -274,10 +274,48 @@ describe("a hostile mod", function()
             ]]})
             assert(a.mods:load(a.dir .. "/trap"))
             assert(a.mods:load(a.dir .. "/victim"))
-            survives(a, 2)
-            local log = a.mods:log("victim")
-            assert.are.equal(2, #log)
-            assert.matches("^false\tmod 'trap': a call into mod 'trap' ran past its budget", log[1])
+            -- the call ran on the caller's budget: spent, the caller fails right after it
+            local mine = survives(a, 2, "victim")
+            assert.are.equal(2, #mine)
+            assert.matches("system 'victim_sys' ran past its budget", mine[1].message, 1, true)
+            assert.are.same({}, a.mods:log("victim"))
+            assert.are.equal(0, M.info(a.mods, "trap").failures)
+        end)
+
+        it("in a function another mod's top level calls: the call spends the top level's budget", function()
+            local a = arena()
+            M.folder_mod(a.dir, "trap", {name = "trap"},
+                         {["init.lua"] = "mod.exports.spin = function() while true do end end"})
+            M.folder_mod(a.dir, "careful", {name = "careful", depends = {"trap"}}, {["init.lua"] = [[
+                local spin = mod.import("trap").spin
+                while true do pcall(spin) end
+            ]]})
+            assert(a.mods:load(a.dir .. "/trap"))
+            local t0 = os.clock()
+            refused("careful", {a.mods:load(a.dir .. "/careful")}, "the top level of mod 'careful' ran past its budget")
+            assert.is_true(os.clock() - t0 < 2, "the load took " .. (os.clock() - t0) .. " s")
+            survives(a)
+        end)
+
+        it("by calling another mod's function in a pcall loop: each call spends the caller's budget", function()
+            local a = arena()
+            M.folder_mod(a.dir, "trap", {name = "trap"},
+                         {["init.lua"] = "mod.exports.spin = function() while true do end end"})
+            M.folder_mod(a.dir, "looper", {name = "looper", depends = {"trap"}}, {["init.lua"] = [[
+                local spin = mod.import("trap").spin
+                CALLS = 0
+                world:system{name = "looper_sys", run = function()
+                    while true do CALLS = CALLS + 1; pcall(spin) end
+                end}
+                mod.exports.calls = function() return CALLS end
+            ]]})
+            assert(a.mods:load(a.dir .. "/trap"))
+            assert(a.mods:load(a.dir .. "/looper"))
+            local t0 = os.clock()
+            local mine = survives(a, 2, "looper")
+            assert.is_true(os.clock() - t0 < 2, "two frames took " .. (os.clock() - t0) .. " s")
+            assert.are.equal(2, #mine)
+            assert.matches("system 'looper_sys' ran past its budget", mine[1].message, 1, true)
         end)
 
         it("by disabling the budget it runs under: there is no hook to change", function()
@@ -306,6 +344,10 @@ describe("a hostile mod", function()
             sort_big = 'local t = {}; for i = 1, 50000 do t[i] = -i end; table.sort(t, function(x, y) return x < y end)',
             move_big = 'local t = table.move({1}, 1, 1 << 40, 2)',
             insert_loop = 'local t = {}; for i = 1, 1e6 do table.insert(t, 1, i) end',
+            unpack_loop = 'local t = {}; for i = 1, 30000 do t[i] = i end; while true do local n = select("#", table.unpack(t)) end',
+            unpack_range = 'local n = select("#", table.unpack({}, 1, 1 << 40))',
+            byte_loop = 'local s = string.rep("x", 30000); while true do local n = select("#", s:byte(1, -1)) end',
+            codepoint_loop = 'local s = string.rep("x", 30000); while true do local n = select("#", utf8.codepoint(s, 1, -1)) end',
         }
         local names = {}
         for k in pairs(attacks) do names[#names + 1] = k end
@@ -320,6 +362,29 @@ describe("a hostile mod", function()
                 assert.are.equal(2, #mine)
             end)
         end
+
+        it("print floods reach the host's log a bounded number of times per entry", function()
+            local lines = 0
+            local a = arena{log = function() lines = lines + 1 end}
+            assert(attack(a, "chatter", [[world:system{name = "chatter", run = function()
+                while true do pcall(print, "spam") end
+            end}]]))
+            local mine = survives(a, 2, "chatter")
+            assert.are.equal(2, #mine)
+            assert.is_true(lines > 0 and lines <= 2 * BUDGET / 500, lines .. " lines reached the host")
+            assert.are.equal(64, #a.mods:log("chatter"))
+        end)
+
+        it("a huge error message reaches the host's failures bounded", function()
+            local a = arena{memory = 8 << 20}
+            assert(attack(a, "shouter", [[world:system{name = "shouter", run = function()
+                error(string.rep("A", 1 << 16))
+            end}]]))
+            local mine = survives(a, 1, "shouter")
+            assert.are.equal(1, #mine)
+            assert.is_true(#mine[1].message < 1000, #mine[1].message .. " bytes")
+            assert.matches("AAA%.%.%.$", mine[1].message)
+        end)
 
         it("and a pcall around a refused call does not lift the budget", function()
             local a = arena()
