@@ -108,6 +108,8 @@ function kiln.session(env, opts) end
 ---@class kiln.ModsOptions
 ---@field memory? integer Bytes of Lua memory per mod (default 64 MiB, at least 256 KiB).
 ---@field instructions? integer Instructions per entry into a mod's code (default 10 million).
+---@field frame_instructions? integer All of one mod's system runs in a frame (default 4 x instructions).
+---@field milliseconds? integer Wall-clock backstop per entry (default 1000; -1: none).
 ---@field entities? integer Live entities one mod may have spawned (default 1 million).
 ---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
 ---@field allow? table Extra globals granted to every mod: values copied, functions proxied.

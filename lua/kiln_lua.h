@@ -58,6 +58,8 @@ typedef void (*kiln_lua_mods_log_fn)(void *user, const char *mod, const char *li
 typedef struct kiln_lua_mods_desc {
     size_t memory;          /* bytes of Lua memory per mod; 0: 64 MiB */
     int64_t instructions;   /* per entry into a mod's code; 0: 10 million */
+    int64_t frame_instructions; /* all of one mod's system runs in one frame; 0: 4 x instructions */
+    int32_t milliseconds;   /* wall-clock backstop per entry; 0: 1000; -1: none */
     int64_t entities;       /* live entities one mod may have spawned; 0: 1 million */
     uint64_t seed;          /* seeds each mod's math.random (with its name) */
     kiln_lua_mods_log_fn log; /* NULL: lines are kept in each mod's log only */

@@ -3,6 +3,7 @@
  * entry is disarmed, so no pcall inside the entry can swallow it. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "klua.h"
 
@@ -16,9 +17,21 @@ static klua_world *armed_world(lua_State *L) {
     return kw && kw->budget_limit > 0 ? kw : NULL;
 }
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static KLUA_NORETURN void spent(lua_State *L, klua_world *kw) {
+    bool late = kw->deadline > 0 && now_seconds() > kw->deadline;
     kw->budget_used = kw->budget_limit + 1;
     lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1); /* raise at every instruction from now */
+    if (late)
+        luaL_error(L, "%s ran past its time limit of %d ms", kw->budget_what, (int)kw->time_limit_ms);
+    if (kw->frame_capped)
+        luaL_error(L, "%s ran past what was left of its mod's %I instructions for this frame", kw->budget_what,
+                   (lua_Integer)kw->frame_limit);
     luaL_error(L, "%s ran past its budget of %I instructions", kw->budget_what, (lua_Integer)kw->budget_limit);
     for (;;) {
     }
@@ -31,7 +44,11 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     if (!kw) return;
     if (kw->budget_used <= kw->budget_limit) {
         kw->budget_used += lua_gethookcount(L);
-        if (kw->budget_used <= kw->budget_limit) return;
+        /* the wall clock backs the count up: some single instructions (comparing long
+         * strings, calls with huge argument lists) cost far more than others */
+        bool late = kw->deadline > 0 && now_seconds() > kw->deadline;
+        if (kw->budget_used <= kw->budget_limit && !late) return;
+        if (late) kw->budget_used = kw->budget_limit + 1;
     }
     spent(L, kw);
 }
@@ -46,9 +63,26 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
     saved->mask = lua_gethookmask(L);
     saved->count = lua_gethookcount(L);
     saved->armed = limit > 0;
+    saved->framed = false;
     if (kw->entry_depth) (*kw->entry_depth)++;
     if (kw->host) kw->host->guest_depth++;
     if (limit <= 0) return;
+    /* a mod's system runs share one budget per frame, so many systems cannot add up */
+    kw->frame_capped = false;
+    if (kw->frame_limit > 0 && kw->current) {
+        kiln_tick tick = kiln_tick_current(kw->world);
+        if (tick != kw->frame_tick) {
+            kw->frame_tick = tick;
+            kw->frame_used = 0;
+        }
+        int64_t left = kw->frame_limit - kw->frame_used;
+        if (left < limit) {
+            limit = left > 0 ? left : 1;
+            kw->frame_capped = true;
+        }
+    }
+    kw->deadline = kw->time_limit_ms > 0 ? now_seconds() + kw->time_limit_ms / 1000.0 : 0;
+    saved->framed = kw->frame_limit > 0 && kw->current;
     kw->budget_used = 0;
     kw->budget_limit = limit;
     snprintf(kw->budget_what, sizeof kw->budget_what, "%s", what);
@@ -62,7 +96,9 @@ void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
     if (kw->host) kw->host->guest_depth--;
     if (!saved->armed) return;
     lua_sethook(L, saved->hook, saved->mask, saved->count);
+    if (saved->framed) kw->frame_used += kw->budget_used < kw->budget_limit ? kw->budget_used : kw->budget_limit;
     kw->budget_limit = 0;
+    kw->deadline = 0;
     lua_pushboolean(L, 0); /* false, not nil: the slot stays, so arming again allocates nothing */
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
 }

@@ -133,6 +133,13 @@ struct klua_world {
     int64_t budget_used;       /* of the entry armed now (budget.c) */
     int64_t budget_limit;      /* of the entry armed now; 0: none armed */
     char budget_what[KILN_MAX_NAME + 24]; /* "system 'name'", for the message */
+    int64_t frame_limit;       /* a mod's view: instructions all its system runs of one frame
+                                * may take together (0: no such limit) */
+    int64_t frame_used;        /* of the frame at frame_tick */
+    kiln_tick frame_tick;
+    bool frame_capped;         /* the entry armed now got what was left of the frame's */
+    int32_t time_limit_ms;     /* wall-clock backstop of one entry (0: none) */
+    double deadline;           /* monotonic seconds, while an entry with a time limit runs */
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id */
@@ -330,6 +337,7 @@ typedef struct klua_armed {
     lua_Hook hook;
     int mask, count;
     bool armed;
+    bool framed; /* charged to the frame's budget of a mod's view */
 } klua_armed;
 /* Arms limit instructions (<= 0: none) for the entry what ("system 'move'", bounded) on
  * L's state; saved receives what to put back. Allocates nothing once the state has been

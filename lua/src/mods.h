@@ -101,6 +101,8 @@ struct klua_mods {
     lua_State *host;          /* the host's main thread */
     size_t memory;            /* bytes per mod */
     int64_t instructions;     /* per entry into mod code */
+    int64_t frame_instructions; /* per mod, all its system runs of one frame */
+    int32_t milliseconds;     /* wall-clock backstop per entry (0: none) */
     int64_t entities;         /* live entities one mod may have spawned */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */

@@ -430,6 +430,9 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->host = klua_main_thread(L);
     mods->memory = desc->memory ? desc->memory : DEFAULT_MEMORY;
     mods->instructions = desc->instructions ? desc->instructions : DEFAULT_INSTRUCTIONS;
+    mods->frame_instructions = desc->frame_instructions ? desc->frame_instructions
+                               : mods->instructions > INT64_MAX / 4 ? INT64_MAX : 4 * mods->instructions;
+    mods->milliseconds = desc->milliseconds > 0 ? desc->milliseconds : desc->milliseconds < 0 ? 0 : 1000;
     mods->entities = desc->entities ? desc->entities : DEFAULT_ENTITIES;
     mods->seed = desc->seed;
     mods->log_fn = desc->log;
@@ -465,11 +468,16 @@ static int md_new(lua_State *L) {
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};
     if (!lua_isnoneornil(L, 2)) {
-        static const char *const keys[] = {"memory", "instructions", "entities", "allow", "seed", "log", NULL};
+        static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
+                                           "entities", "allow", "seed", "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
         desc.memory = (size_t)int_option(L, 2, "memory", 256 * 1024, fname);
         desc.instructions = int_option(L, 2, "instructions", 1000, fname);
+        desc.frame_instructions = int_option(L, 2, "frame_instructions", 1000, fname);
+        int64_t ms = int_option(L, 2, "milliseconds", -1, fname);
+        if (ms > INT32_MAX) klua_argerror(L, 2, fname, "milliseconds must be at most %d", INT32_MAX);
+        desc.milliseconds = (int32_t)ms;
         desc.entities = int_option(L, 2, "entities", 1, fname);
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");

@@ -83,3 +83,45 @@ describe("a manager the host lets go of", function()
         w:close() -- closes the mods' states first
     end)
 end)
+
+describe("a mod's budget for a frame", function()
+    after_each(M.cleanup)
+
+    it("is shared by all its system runs, so many systems cannot add up", function()
+        local dir = M.folder()
+        local w, mods = M.host({instructions = 100000, frame_instructions = 250000})
+        assert(mods:load(M.write(dir, "crowd.lua", [[
+for i = 1, 5 do
+    world:system{name = "crowd" .. i, run = function() while true do end end}
+end
+]])))
+        local ok, failures = w:progress(0.1)
+        assert.is_false(ok)
+        assert.are.equal(5, #failures)
+        -- two runs spend 100000 each, the third what is left of 250000, the others nothing
+        for i = 1, 2 do
+            assert.truthy(failures[i].message:find("system 'crowd" .. i .. "' ran past its budget of 100000 instructions"),
+                          failures[i].message)
+        end
+        for i = 3, 5 do
+            assert.truthy(failures[i].message:find("ran past what was left of its mod's 250000 instructions for this frame"),
+                          failures[i].message)
+        end
+        -- the next frame starts with a full budget again
+        local _, again = w:progress(0.1)
+        assert.truthy(again[1].message:find("ran past its budget of 100000 instructions"), again[1].message)
+    end)
+
+    it("has a wall-clock backstop for instructions that cost far more than others", function()
+        local dir = M.folder()
+        local w, mods = M.host({instructions = 1e12, frame_instructions = 1e12, milliseconds = 50,
+                                memory = 64 << 20})
+        assert(mods:load(M.write(dir, "slow.lua", [[
+local a, b = string.rep("x", 4000000), string.rep("x", 4000000) .. "y"
+world:system{name = "slow", run = function() while true do local _ = a < b end end}
+]])))
+        local ok, failures = w:progress(0.1)
+        assert.is_false(ok)
+        assert.truthy(failures[1].message:find("system 'slow' ran past its time limit of 50 ms"), failures[1].message)
+    end)
+end)
