@@ -13,6 +13,7 @@
 #define DEFAULT_ENTITIES 1000000
 
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
+#define MAX_DIR_ENTRIES 256 /* entries load_dir looks at */
 
 /* ---- the kiln.Mods class ----------------------------------------------------------------- */
 
@@ -138,12 +139,20 @@ static int md_load_dir(lua_State *L) {
     lua_newtable(L);
     int names = lua_gettop(L), n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < 256) {
+    bool more = false;
+    while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
+        if (n == MAX_DIR_ENTRIES) {
+            more = true;
+            break;
+        }
         lua_pushstring(L, e->d_name);
         lua_rawseti(L, names, ++n);
     }
     closedir(d);
+    if (more)
+        klua_fail(L, fname, "%s holds more than %d entries; keep mods in a folder of their own",
+                  klua_quote(L, dir, strlen(dir)), MAX_DIR_ENTRIES);
     found *list = lua_newuserdatauv(L, sizeof(found) * (size_t)(n ? n : 1), 0);
     memset(list, 0, sizeof(found) * (size_t)(n ? n : 1));
     const char **sorted = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n ? n : 1), 0);
@@ -462,6 +471,26 @@ static int64_t int_option(lua_State *L, int t, const char *key, int64_t min, con
     return v;
 }
 
+/* Raises unless the value at idx can be granted to mods: nil, booleans, numbers, strings,
+ * functions (proxied), and tables of those without metatables, nested at most 32 deep. */
+static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
+    idx = lua_absindex(L, idx);
+    int t = lua_type(L, idx);
+    if (t == LUA_TTABLE) {
+        if (depth >= 32) klua_argerror(L, 2, fname, "allow nests tables deeper than 32 (a cycle?)");
+        if (lua_getmetatable(L, idx)) klua_argerror(L, 2, fname, "allow holds a table with a metatable");
+        luaL_checkstack(L, 4, "allow nests too deep");
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            check_grant(L, -2, depth + 1, fname);
+            check_grant(L, -1, depth + 1, fname);
+            lua_pop(L, 1);
+        }
+    } else if (t == LUA_TUSERDATA || t == LUA_TLIGHTUSERDATA || t == LUA_TTHREAD) {
+        klua_argerror(L, 2, fname, "allow holds a %s, which cannot be granted to mods", luaL_typename(L, idx));
+    }
+}
+
 /* kiln.mods(world [, {memory =, instructions =, entities =, allow =, seed =, log =}]) */
 static int md_new(lua_State *L) {
     const char *fname = "kiln.mods";
@@ -486,6 +515,14 @@ static int md_new(lua_State *L) {
         lua_pop(L, 1);
         if (lua_getfield(L, 2, "allow") != LUA_TNIL && !lua_istable(L, -1))
             klua_argerror(L, 2, fname, "allow must be a table of globals to grant");
+        if (lua_istable(L, -1)) {
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                if (lua_type(L, -2) != LUA_TSTRING) klua_argerror(L, 2, fname, "allow's keys must be global names");
+                lua_pop(L, 1);
+            }
+            check_grant(L, -1, 0, fname);
+        }
         if (lua_getfield(L, 2, "log") != LUA_TNIL && !lua_isfunction(L, -1))
             klua_argerror(L, 2, fname, "log must be a function(mod, line)");
     } else {

@@ -125,3 +125,34 @@ world:system{name = "slow", run = function() while true do local _ = a < b end e
         assert.truthy(failures[1].message:find("system 'slow' ran past its time limit of 50 ms"), failures[1].message)
     end)
 end)
+
+describe("the manager's own inputs", function()
+    after_each(M.cleanup)
+
+    it("refuse what cannot be granted to mods when the manager is made, not at every load", function()
+        local w = kiln.world()
+        local cyclic = {}
+        cyclic.self = cyclic
+        for _, case in ipairs{
+            {{x = io.stdout}, "allow holds a userdata, which cannot be granted to mods"},
+            {{x = coroutine.create(print)}, "allow holds a thread, which cannot be granted to mods"},
+            {{x = cyclic}, "allow nests tables deeper than 32 %(a cycle%?%)"},
+            {{x = setmetatable({}, {})}, "allow holds a table with a metatable"},
+            {{[1] = true}, "allow's keys must be global names"},
+        } do
+            local ok, err = pcall(kiln.mods, w, {allow = case[1]})
+            assert.is_false(ok)
+            assert.truthy(err:find("bad argument #2 to 'kiln.mods' %(" .. case[2]), err)
+        end
+    end)
+
+    it("refuse a folder with more entries than load_dir looks at, loading none of it", function()
+        local dir = M.folder()
+        for i = 1, 257 do M.write(dir, string.format("m%03d.lua", i), "\n") end
+        local w, mods = M.host()
+        local ok, err = pcall(mods.load_dir, mods, dir)
+        assert.is_false(ok)
+        assert.truthy(err:find("holds more than 256 entries; keep mods in a folder of their own"), err)
+        assert.are.equal(0, #mods:list())
+    end)
+end)
