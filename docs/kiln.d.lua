@@ -544,6 +544,7 @@ function Session:call(fn, ...) end
 ---@field systems string[] Its systems in the schedule.
 ---@field components string[] Components and event types it declared.
 ---@field entities integer Live entities it spawned.
+---@field queries integer Live queries it made.
 ---@field failures integer System runs of it that failed.
 ---@field depends string[]
 ---@field error? string Its last error.

@@ -155,6 +155,7 @@ struct klua_world {
     void *mod;                 /* the klua_mod, for the hooks */
     int *entry_depth;          /* counts entries into the mod's code (budget.c) */
     int guest_depth;           /* of a host's World: entries into mods' code under way */
+    int32_t query_count;       /* live queries made through this World (mods:list shows a mod's) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
 };

@@ -71,6 +71,8 @@ static void push_info(lua_State *L, klua_mod *mod) {
     lua_setfield(L, -2, "components");
     lua_pushinteger(L, mod->spawned ? (lua_Integer)kiln_query_count(mod->spawned) : 0);
     lua_setfield(L, -2, "entities");
+    lua_pushinteger(L, mod->L && mod->kw ? mod->kw->query_count : 0);
+    lua_setfield(L, -2, "queries");
     lua_pushinteger(L, (lua_Integer)mod->failures);
     lua_setfield(L, -2, "failures");
     lua_newtable(L);

@@ -125,6 +125,7 @@ int klua_world_query(lua_State *L) {
     kiln_query *q;
     if (kiln_query_create(kw->world, &desc, &q) != KILN_OK) klua_fail_world(L, kw->world, fname);
     kq->query = q;
+    kw->query_count++;
     kq->term_count = with + optional;
     kq->with_count = with;
     for (int t = 0; t < kq->term_count; t++) {
@@ -566,6 +567,7 @@ static int q_gc(lua_State *L) {
     if (kq->query && !kq->kw->closed) {
         if (kq->active) klua_query_finish(L, kq, 1);
         kiln_query_destroy(kq->query);
+        kq->kw->query_count--;
     }
     kq->query = NULL;
     return 0;

@@ -156,3 +156,21 @@ describe("the manager's own inputs", function()
         assert.are.equal(0, #mods:list())
     end)
 end)
+
+describe("a mod's provenance", function()
+    after_each(M.cleanup)
+
+    it("counts the queries it made, which leave with its state", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        local before = w:stats().queries
+        assert(mods:load(M.write(dir, "asker.lua",
+            "world:component('Position2', 'float z')\n" ..
+            "kept = {world:query{'Position'}, world:query{'Position', without = {'Position2'}}}\n")))
+        local info = mods:list()[1]
+        assert.are.equal(2, info.queries)
+        assert.are.equal(before + 2, w:stats().queries - 1) -- and the query over its tag
+        assert(mods:unload("asker"))
+        assert.are.equal(before, w:stats().queries)
+    end)
+end)
