@@ -286,3 +286,8 @@ clean:
 	rm -rf build build-asan build-tsan build-bench
 
 -include $(CORE_DEPS) $(LUA_OBJ:.o=.d)
+
+# ---- persistence addon (issue 13): save/load, snapshots, world hash; jansson and xxHash ----
+PERSIST_LIBS := -ljansson -lxxhash
+CFLAGS_ALL += -Iaddons/persist/include
+LDLIBS_ALL += $(PERSIST_LIBS)

@@ -2,7 +2,7 @@
 # deps.sh: installs the Debian packages kiln builds and tests with, only those missing.
 # Safe to run repeatedly; needs root (or sudo) only when something is missing.
 set -eu
-PACKAGES="make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev"
+PACKAGES="make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev"
 missing=""
 for p in $PACKAGES; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
