@@ -67,10 +67,6 @@ KILN_TEST_LOOP(round_trip, saving_a_loaded_world_again_gives_identical_bytes, 0,
     pf_open(&b, true); /* registered in the other order: ids differ, the file does not */
     load_ok(b.world, &first, NULL);
     pf_save(b.world, formats[_i], &second);
-    if (getenv("PF_DUMP")) {
-        FILE *f = fopen("/tmp/s1.bin", "wb"); fwrite(first.data, 1, first.size, f); fclose(f);
-        f = fopen("/tmp/s2.bin", "wb"); fwrite(second.data, 1, second.size, f); fclose(f);
-    }
     ck_assert_uint_eq(first.size, second.size);
     ck_assert(memcmp(first.data, second.data, first.size) == 0);
     pf_bytes_free(&first);

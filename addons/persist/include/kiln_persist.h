@@ -12,7 +12,8 @@ extern "C" {
 /*
  * Functions in this header:
  *   kiln_save, kiln_save_file, kiln_load, kiln_load_file,
- *   kiln_snapshot_create, kiln_snapshot_restore, kiln_snapshot_destroy, kiln_snapshot_bytes,
+ *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
+ *   kiln_snapshot_bytes,
  *   kiln_world_hash.
  *
  * What a save holds: every component schema by name (fields with types, counts and offsets,
@@ -120,19 +121,28 @@ kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_
 typedef struct kiln_snapshot kiln_snapshot;
 
 /* Copies every entity slot (handles, generations, the free list), every row with its change
- * ticks, every resource and the tick into a new snapshot written to dest. Fails with
- * KILN_ERR_INVALID_ARGUMENT naming the component when a live value or resource has destroy
- * or move hooks (it cannot be copied bytewise), or when the world is deferred or iterating. */
+ * ticks, every resource without hooks and the tick into a new snapshot written to dest (one
+ * block from the world's allocator hook). Resources with hooks (they own something) are not
+ * part of it: a restore leaves them as they are. Fails with KILN_ERR_INVALID_ARGUMENT naming
+ * the entity and component when a live value has destroy or move hooks (it cannot be copied
+ * bytewise), or when the world is deferred or iterating; KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_snapshot_create(kiln_world *world, kiln_snapshot **dest);
 
+/* kiln_snapshot_create into an existing snapshot of the same world, reusing its memory when it
+ * is large enough (a rollback loop that snapshots every frame allocates nothing). On failure
+ * snap still holds what it held. */
+kiln_result kiln_snapshot_update(kiln_world *world, kiln_snapshot *snap);
+
 /* Puts the world back as it was when snap was taken: the same live entities with the same
- * handles, the same future handles, values, change ticks, resources and tick. Entities spawned
- * since are gone (their destroy hooks run). Fails, the world unchanged, when snap comes from
- * another world, a component in it was registered since with another layout, a resource or
- * value to drop or overwrite has hooks, or memory runs out. */
+ * handles (and the same handles for entities spawned next), values, change ticks, resources
+ * and tick. Entities spawned since are gone (their destroy hooks run), resources set since and
+ * without hooks are removed. Archetypes record the restore as a structural change at the tick
+ * the world had before it, so incremental caches (transform propagation) recompute. Fails,
+ * the world unchanged, when snap comes from another world, or memory runs out (for archetype
+ * rows or resources that must be re-created). Not while deferred or iterating. */
 kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap);
 
-/* Frees a snapshot (NULL: no-op). It may outlive its world. */
+/* Frees a snapshot (NULL: no-op). It may outlive its world (its allocator hook must not). */
 void kiln_snapshot_destroy(kiln_snapshot *snap);
 
 /* Bytes the snapshot holds. */
@@ -142,8 +152,8 @@ size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
 
 /* A 64-bit XXH3 hash of the world's logical content: every live entity's handle with its
  * components (by name) and their value bytes, every resource, and the tick. Archetype and row
- * order, component ids and registration order do not change it. Values of components with
- * hooks count by presence only. */
+ * order, component ids and registration order do not change it. Values of components and
+ * resources with hooks count by presence only (their bytes are handles to what they own). */
 uint64_t kiln_world_hash(const kiln_world *world);
 
 #ifdef __cplusplus
