@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_support.h"
+
 static const kiln_field pos_fields[] = {
     {"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0}, {"z", KILN_TYPE_FLOAT, 8, 0}};
 static const kiln_field vel_fields[] = {{"dx", KILN_TYPE_DOUBLE, 0, 0}, {"dy", KILN_TYPE_DOUBLE, 8, 0}};
@@ -22,9 +24,11 @@ static kiln_component reg(kiln_world *world, const char *name, size_t size, cons
     return id;
 }
 
-void pf_open(pf_world *w, bool reversed) {
+void pf_open(pf_world *w, bool reversed) { pf_open_on(w, reversed, NULL); }
+
+void pf_open_on(pf_world *w, bool reversed, test_allocator *alloc) {
     memset(w, 0, sizeof *w);
-    w->world = kiln_world_create(NULL);
+    w->world = alloc ? test_world_create(alloc) : kiln_world_create(NULL);
     ck_assert_ptr_nonnull(w->world);
     if (reversed) {
         w->score = reg(w->world, "Score", sizeof(pf_score), score_fields, 2);

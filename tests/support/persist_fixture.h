@@ -10,7 +10,7 @@
 
 /*
  * Functions in this header:
- *   pf_open, pf_close, pf_populate, pf_save, pf_bytes_free, pf_bytes_write.
+ *   pf_open, pf_open_on, pf_close, pf_populate, pf_save, pf_bytes_free, pf_bytes_write.
  */
 
 typedef struct pf_pos { float x, y, z; } pf_pos;
@@ -26,8 +26,11 @@ typedef struct pf_world {
     kiln_entity e[8];      /* what pf_populate spawned */
 } pf_world;
 
-/* Opens a world with the components (reversed: registered in the opposite order). */
+/* Opens a world with the components (reversed: registered in the opposite order), on the
+ * C library's allocator or (pf_open_on) on a test allocator (test_support.h). */
 void pf_open(pf_world *w, bool reversed);
+struct test_allocator;
+void pf_open_on(pf_world *w, bool reversed, struct test_allocator *alloc);
 void pf_close(pf_world *w);
 /* Spawns a small scene: values, a tree of Parent links, entity fields, a despawned target,
  * the Score resource, and advances the tick to 7. */

@@ -202,7 +202,7 @@ static bool rd_schema(reader *rd, pz_schema *s) {
     const uint8_t *p = rdn(rd, 2, "a schema");
     if (p) memcpy(&fc, p, 2);
     if (rd->r != KILN_OK) return false;
-    if (codec > 1) return fail(rd, KILN_ERR_INVALID_ARGUMENT, "schema '%s' has an unknown kind %lld", s->name, codec);
+    if (codec > 1 || (codec && s->size == 0)) return fail(rd, KILN_ERR_INVALID_ARGUMENT, "schema '%s' has an unknown kind %lld", s->name, codec);
     if (s->size > (1u << 24)) return fail(rd, KILN_ERR_LIMIT, "schema '%s' has an absurd size %lld", s->name, s->size);
     if (fc > KILN_MAX_FIELDS) return fail(rd, KILN_ERR_LIMIT, "schema '%s' has %lld fields (at most 64)", s->name, fc);
     s->codec = codec == 1;

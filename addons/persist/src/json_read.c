@@ -178,6 +178,7 @@ static bool field(jr *j, const json_t *v, const pz_field *f, uint8_t *value) {
 
 /* A value of schema s into value (s->size zeroed bytes) or blob. */
 static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_blob *blob) {
+    if (j->r != KILN_OK) return false; /* an allocation for out or blob failed */
     if (s->size == 0) return expect(j, v, json_is_true(v), "true (a tag)");
     if (s->codec) return hex_blob(j, v, blob, SIZE_MAX);
     if (s->field_count == 0) {
@@ -261,6 +262,7 @@ static bool schema(jr *j, const json_t *v, pz_schema *s) {
     const json_t *codec = json_object_get(v, "codec");
     mark = push_key(j, "codec");
     if (codec && expect(j, codec, json_is_boolean(codec), "a boolean")) s->codec = json_is_true(codec);
+    if (s->codec && s->size == 0) fail(j, KILN_ERR_INVALID_ARGUMENT, "a tag cannot have a codec");
     pop(j, mark);
     const json_t *fields = json_object_get(v, "fields");
     if (j->r != KILN_OK || !fields) return j->r == KILN_OK;

@@ -266,7 +266,7 @@ static kiln_result decode_all(kiln_world *world, pz_doc *doc, const kiln_load_de
         const pz_group *gr = &doc->groups[g];
         for (int32_t t = 0; t < gr->type_count && r == KILN_OK; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
-            if (!s->codec || !s->id) continue;
+            if (!s->codec || !s->id || !s->size || !desc->codec) continue;
             decoded_column *dc = &dec->groups[g][t];
             dc->values = pz_alloc(&doc->arena, s->info.size * (size_t)gr->count);
             if (!dc->values) { r = oom(world); break; }
@@ -278,7 +278,7 @@ static kiln_result decode_all(kiln_world *world, pz_doc *doc, const kiln_load_de
     }
     for (uint32_t k = 0; k < doc->resource_count && r == KILN_OK; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
-        if (!s->codec || !s->id) continue;
+        if (!s->codec || !s->id || !s->size || !desc->codec) continue;
         decoded_column *dc = &dec->resources[k];
         dc->values = pz_alloc(&doc->arena, s->info.size);
         if (!dc->values) { r = oom(world); break; }
