@@ -81,3 +81,14 @@ void pz_bytes_free(pz_bytes *b) {
     b->data = NULL;
     b->size = b->cap = 0;
 }
+
+uint8_t *pz_scratch(pz_bytes *b, size_t size) {
+    b->size = 0;
+    if (size > b->cap) {
+        uint8_t *p = kl_realloc(b->alloc, b->data, b->cap, size);
+        if (!p) return NULL;
+        b->data = p;
+        b->cap = size;
+    }
+    return b->data ? b->data : (uint8_t *)b; /* size 0: any non-NULL pointer */
+}

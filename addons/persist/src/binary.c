@@ -65,16 +65,12 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
             }
         } else if (pz_has_entity_fields(info)) {
             /* references to entities the save does not hold are written as null */
-            uint8_t tmp[4096];
-            size_t per = info->size <= sizeof tmp ? sizeof tmp / info->size : 0;
-            for (int32_t row = 0; row < arch->count;) {
-                if (per == 0) return kl_fail(world, KILN_ERR_LIMIT, "kiln_save: component '%s' is too large", info->name);
-                size_t n = 0;
-                for (; n < per && row < arch->count; n++, row++) {
-                    memcpy(tmp + n * info->size, col->data + (size_t)row * col->stride, info->size);
-                    pz_null_dead(world, info, tmp + n * info->size);
-                }
-                pz_put(out, tmp, n * info->size);
+            for (int32_t row = 0; row < arch->count; row++) {
+                uint8_t *v = pz_scratch(bytes, info->size);
+                if (!v) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
+                memcpy(v, col->data + (size_t)row * col->stride, info->size);
+                pz_null_dead(world, info, v);
+                pz_put(out, v, info->size);
             }
         } else if (col->stride == info->size) {
             pz_put(out, col->data, info->size * (size_t)arch->count);
@@ -109,13 +105,15 @@ kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const 
         if (info->size == 0) continue;
         if (plan->codec[i]) {
             r = put_blob(world, desc, out, &bytes, info->id, KILN_NULL_ENTITY, value);
-        } else if (info->size <= 4096) {
-            uint8_t tmp[4096];
-            memcpy(tmp, value, info->size);
-            pz_null_dead(world, info, tmp);
-            pz_put(out, tmp, info->size);
         } else {
-            r = kl_fail(world, KILN_ERR_LIMIT, "kiln_save: resource '%s' is too large", info->name);
+            uint8_t *v = pz_scratch(&bytes, info->size);
+            if (!v) {
+                r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
+                break;
+            }
+            memcpy(v, value, info->size);
+            pz_null_dead(world, info, v);
+            pz_put(out, v, info->size);
         }
     }
     pz_bytes_free(&bytes);

@@ -44,7 +44,10 @@ static uint32_t field_ranges(hash_column *hc) {
         if (!covered[i]) { i++; continue; }
         uint32_t j = i;
         while (j < hc->size && covered[j]) j++;
-        if (n == 8) return hc->size; /* too scattered: the whole value */
+        if (n == 8) { /* too scattered: the whole value */
+            hc->range_count = 1, hc->range_at[0] = 0, hc->range_len[0] = hc->size;
+            return hc->size;
+        }
         hc->range_at[n] = i, hc->range_len[n] = j - i, n++;
         total += j - i;
         i = j;
@@ -108,6 +111,7 @@ static uint64_t hash_archetype(const kiln_world *world, const kl_archetype *arch
     }
     /* rows too large for the buffer: streamed, value by value (entity fields through buf) */
     XXH3_state_t st;
+    XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
     for (int32_t r = 0; r < arch->count; r++) {
         XXH3_64bits_reset_withSeed(&st, signature);
         XXH3_64bits_update(&st, &arch->entities[r], 8);
@@ -163,6 +167,7 @@ uint64_t kiln_world_hash(const kiln_world *world) {
         hash_column hc = {.size = c->size, .info = info};
         field_ranges(&hc);
         XXH3_state_t st;
+        XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
         XXH3_64bits_reset_withSeed(&st, seed);
         for (int32_t k = 0; k < hc.range_count; k++) XXH3_64bits_update(&st, v + hc.range_at[k], hc.range_len[k]);
         resources += XXH3_64bits_digest(&st);

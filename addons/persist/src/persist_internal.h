@@ -44,6 +44,8 @@ typedef struct pz_bytes {
 } pz_bytes;
 KL_HIDDEN bool pz_bytes_write(void *ud, const void *data, size_t size); /* a kiln_write_fn */
 KL_HIDDEN void pz_bytes_free(pz_bytes *b);
+/* size bytes of b's storage (its contents dropped), or NULL when out of memory. */
+KL_HIDDEN uint8_t *pz_scratch(pz_bytes *b, size_t size);
 
 /* ---- plan.c: what a save holds, in canonical order ---- */
 typedef struct pz_plan {
