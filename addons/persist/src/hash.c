@@ -23,6 +23,10 @@ typedef struct hash_column {
     uint32_t range_at[8], range_len[8];
 } hash_column;
 
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const hash_column *)a)->name, ((const hash_column *)b)->name);
+}
+
 /* The byte ranges of a value its fields cover, merged; the whole value when it has no fields
  * or more than 8 separate ranges. Returns the bytes covered. */
 static uint32_t field_ranges(hash_column *hc) {
@@ -56,11 +60,43 @@ static uint32_t field_ranges(hash_column *hc) {
     return total;
 }
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(((const hash_column *)a)->name, ((const hash_column *)b)->name);
+/* Writes null over the references of value (in info's layout) to entities not alive; the
+ * record check inlined, as this runs for every entity field of every row. */
+static void null_dead(const kiln_world *world, const kiln_component_info *info, uint8_t *value) {
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        if (fd->type != KILN_TYPE_ENTITY) continue;
+        for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
+            kiln_entity e;
+            memcpy(&e, value + fd->offset + 8 * (size_t)k, 8);
+            if (e && !kl_record_of(world, e)) memset(value + fd->offset + 8 * (size_t)k, 0, 8);
+        }
+    }
 }
 
-/* The sum of the row hashes of one archetype. */
+/* Appends one value to buf at *at: padding skipped, dead references as null. */
+static void gather(const kiln_world *world, const hash_column *hc, const uint8_t *v, uint8_t *buf, size_t *at) {
+    bool whole = hc->range_count == 1 && hc->range_len[0] == hc->size;
+    if (whole) {
+        memcpy(buf + *at, v, hc->size);
+        if (hc->entities) null_dead(world, &hc->info, buf + *at);
+        *at += hc->size;
+        return;
+    }
+    uint8_t value[ROW_BUFFER];
+    if (hc->entities) {
+        memcpy(value, v, hc->size);
+        null_dead(world, &hc->info, value);
+        v = value;
+    }
+    for (int32_t k = 0; k < hc->range_count; k++) {
+        memcpy(buf + *at, v + hc->range_at[k], hc->range_len[k]);
+        *at += hc->range_len[k];
+    }
+}
+
+/* The sum of the hashes of one archetype's rows: each row's handle and values (padding
+ * skipped, dead references as null) in component name order, seeded by the archetype's names. */
 static uint64_t hash_archetype(const kiln_world *world, const kl_archetype *arch, hash_column *cols) {
     int32_t n = arch->type_count;
     for (int32_t t = 0; t < n; t++) {
@@ -74,57 +110,37 @@ static uint64_t hash_archetype(const kiln_world *world, const kl_archetype *arch
         cols[t].entities = plain && pz_has_entity_fields(&cols[t].info);
     }
     qsort(cols, (size_t)n, sizeof *cols, by_name);
-    uint64_t signature = 0x6b696c6eull, row_bytes = 0;
+    uint64_t signature = 0x6b696c6eull, row_bytes = 8;
     for (int32_t t = 0; t < n; t++) {
         signature = XXH3_64bits_withSeed(&cols[t].name_hash, 8, signature);
         row_bytes += field_ranges(&cols[t]);
     }
     uint64_t sum = 0;
     uint8_t buf[ROW_BUFFER];
-    uint8_t value[ROW_BUFFER];
-    if (row_bytes + 8 <= ROW_BUFFER) {
+    if (row_bytes <= ROW_BUFFER) {
         for (int32_t r = 0; r < arch->count; r++) {
             memcpy(buf, &arch->entities[r], 8);
             size_t at = 8;
-            for (int32_t t = 0; t < n; t++) {
-                const hash_column *hc = &cols[t];
-                if (!hc->size) continue;
-                const uint8_t *v = hc->col->data + (size_t)r * hc->col->stride;
-                if (hc->entities) {
-                    memcpy(value, v, hc->size);
-                    pz_null_dead(world, &hc->info, value);
-                    v = value;
-                }
-                if (hc->range_count == 1 && hc->range_len[0] == hc->size) {
-                    memcpy(buf + at, v, hc->size);
-                    at += hc->size;
-                    continue;
-                }
-                for (int32_t k = 0; k < hc->range_count; k++) {
-                    memcpy(buf + at, v + hc->range_at[k], hc->range_len[k]);
-                    at += hc->range_len[k];
-                }
-            }
+            for (int32_t t = 0; t < n; t++)
+                if (cols[t].size) gather(world, &cols[t], cols[t].col->data + (size_t)r * cols[t].col->stride, buf, &at);
             sum += XXH3_64bits_withSeed(buf, at, signature);
         }
         return sum;
     }
-    /* rows too large for the buffer: streamed, value by value (entity fields through buf) */
+    /* rows too large for the buffer: streamed value by value */
     XXH3_state_t st;
     XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
     for (int32_t r = 0; r < arch->count; r++) {
         XXH3_64bits_reset_withSeed(&st, signature);
         XXH3_64bits_update(&st, &arch->entities[r], 8);
         for (int32_t t = 0; t < n; t++) {
-            if (!cols[t].size) continue;
-            const uint8_t *v = cols[t].col->data + (size_t)r * cols[t].col->stride;
-            if (cols[t].entities && cols[t].size <= ROW_BUFFER) {
-                memcpy(buf, v, cols[t].size);
-                pz_null_dead(world, &cols[t].info, buf);
-                v = buf;
-            }
-            for (int32_t k = 0; k < cols[t].range_count; k++)
-                XXH3_64bits_update(&st, v + cols[t].range_at[k], cols[t].range_len[k]);
+            const hash_column *hc = &cols[t];
+            if (!hc->size) continue;
+            const uint8_t *v = hc->col->data + (size_t)r * hc->col->stride;
+            size_t at = 0;
+            if (hc->size <= ROW_BUFFER) gather(world, hc, v, buf, &at), v = buf;
+            else at = hc->size; /* a huge value: raw */
+            XXH3_64bits_update(&st, v, at);
         }
         sum += XXH3_64bits_digest(&st);
     }
@@ -157,7 +173,7 @@ uint64_t kiln_world_hash(const kiln_world *world) {
         kiln_component_info_get(world, id, &info);
         if (v && c->size <= ROW_BUFFER && pz_has_entity_fields(&info)) {
             memcpy(buf, v, c->size);
-            pz_null_dead(world, &info, buf);
+            null_dead(world, &info, buf);
             v = buf;
         }
         if (!v) {
