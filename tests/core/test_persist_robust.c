@@ -156,7 +156,7 @@ static const struct {
     {"{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Position\",\"size\":12,\"fields\":[{\"name\":\"x\",\"type\":\"float\",\"offset\":10,\"count\":1}]}],\"entities\":[]}",
      "kiln_load: at components[0].fields[0]: field 'x' lies outside its component"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{}},{\"id\":4294967296,\"components\":{}}]}",
-     "kiln_load: entity 0v1 appears twice"},
+     "kiln_load: entity 0v1 appears twice (or shares its slot)"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1e300}}}]}",
      "kiln_load: at entities[0].components.Position.x: 1e+300 is out of range for a float"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1}}}", 

@@ -64,13 +64,17 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
                 if (r != KILN_OK) return r;
             }
         } else if (pz_has_entity_fields(info)) {
-            /* references to entities the save does not hold are written as null */
-            for (int32_t row = 0; row < arch->count; row++) {
-                uint8_t *v = pz_scratch(bytes, info->size);
+            /* references to entities the save does not hold are written as null, in chunks */
+            int32_t chunk = info->size <= 4096 ? 256 : 1;
+            for (int32_t row = 0; row < arch->count; row += chunk) {
+                int32_t m = arch->count - row < chunk ? arch->count - row : chunk;
+                uint8_t *v = pz_scratch(bytes, info->size * (size_t)m);
                 if (!v) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
-                memcpy(v, col->data + (size_t)row * col->stride, info->size);
-                pz_null_dead(world, info, v);
-                pz_put(out, v, info->size);
+                for (int32_t i = 0; i < m; i++) {
+                    memcpy(v + (size_t)i * info->size, col->data + (size_t)(row + i) * col->stride, info->size);
+                    pz_null_dead(world, info, v + (size_t)i * info->size);
+                }
+                pz_put(out, v, info->size * (size_t)m);
             }
         } else if (col->stride == info->size) {
             pz_put(out, col->data, info->size * (size_t)arch->count);

@@ -60,33 +60,19 @@ static uint32_t field_ranges(hash_column *hc) {
     return total;
 }
 
-/* Writes null over the references of value (in info's layout) to entities not alive; the
- * record check inlined, as this runs for every entity field of every row. */
-static void null_dead(const kiln_world *world, const kiln_component_info *info, uint8_t *value) {
-    for (int32_t f = 0; f < info->field_count; f++) {
-        const kiln_field *fd = &info->fields[f];
-        if (fd->type != KILN_TYPE_ENTITY) continue;
-        for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
-            kiln_entity e;
-            memcpy(&e, value + fd->offset + 8 * (size_t)k, 8);
-            if (e && !kl_record_of(world, e)) memset(value + fd->offset + 8 * (size_t)k, 0, 8);
-        }
-    }
-}
-
 /* Appends one value to buf at *at: padding skipped, dead references as null. */
 static void gather(const kiln_world *world, const hash_column *hc, const uint8_t *v, uint8_t *buf, size_t *at) {
     bool whole = hc->range_count == 1 && hc->range_len[0] == hc->size;
     if (whole) {
         memcpy(buf + *at, v, hc->size);
-        if (hc->entities) null_dead(world, &hc->info, buf + *at);
+        if (hc->entities) pz_null_dead(world, &hc->info, buf + *at);
         *at += hc->size;
         return;
     }
     uint8_t value[ROW_BUFFER];
     if (hc->entities) {
         memcpy(value, v, hc->size);
-        null_dead(world, &hc->info, value);
+        pz_null_dead(world, &hc->info, value);
         v = value;
     }
     for (int32_t k = 0; k < hc->range_count; k++) {
@@ -173,7 +159,7 @@ uint64_t kiln_world_hash(const kiln_world *world) {
         kiln_component_info_get(world, id, &info);
         if (v && c->size <= ROW_BUFFER && pz_has_entity_fields(&info)) {
             memcpy(buf, v, c->size);
-            null_dead(world, &info, buf);
+            pz_null_dead(world, &info, buf);
             v = buf;
         }
         if (!v) {

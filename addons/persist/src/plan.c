@@ -150,7 +150,7 @@ void pz_null_dead(const kiln_world *world, const kiln_component_info *info, uint
         for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
             kiln_entity e;
             memcpy(&e, value + fd->offset + 8 * (size_t)k, 8);
-            if (e && !kiln_is_alive(world, e)) memset(value + fd->offset + 8 * (size_t)k, 0, 8);
+            if (e && !kl_record_of(world, e)) memset(value + fd->offset + 8 * (size_t)k, 0, 8);
         }
     }
 }

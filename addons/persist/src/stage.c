@@ -13,6 +13,10 @@ static kiln_result fail(kiln_world *world, kiln_result code, const char *fmt, co
     return kl_fail(world, code, "kiln_load: %s", detail);
 }
 
+static kiln_result oom(kiln_world *world) {
+    return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+}
+
 /* ---- types ---- */
 
 static int rank_signed(kiln_type t) {
@@ -153,12 +157,15 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     return KILN_OK;
 }
 
-/* ---- the handle map: saved handle -> new handle, open addressing ---- */
+/* ---- the handle map: saved handle -> new handle ---- */
 
+/* Indexed by slot when the saved indices are dense (the usual case: a direct array), else
+ * open addressing on the handle. */
 typedef struct handle_map {
-    kiln_entity *keys;
+    kiln_entity *keys;      /* hashed: saved handles; direct: NULL */
     kiln_entity *values;
-    uint64_t mask;
+    uint32_t *generation;   /* direct: the saved generation per slot index, 0 for none */
+    uint64_t mask;          /* hashed: capacity - 1; direct: slot count */
 } handle_map;
 
 static uint64_t slot_of(const handle_map *m, kiln_entity e) {
@@ -167,34 +174,69 @@ static uint64_t slot_of(const handle_map *m, kiln_entity e) {
 
 static kiln_entity map_get(const handle_map *m, kiln_entity e) {
     if (e == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
+    if (m->generation) {
+        uint32_t idx = kiln_entity_index(e);
+        if (idx >= m->mask || m->generation[idx] != kiln_entity_generation(e) ||
+            (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+            return KILN_NULL_ENTITY;
+        return m->values[idx];
+    }
     for (uint64_t i = slot_of(m, e);; i = (i + 1) & m->mask) {
         if (m->keys[i] == e) return m->values[i];
         if (m->keys[i] == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
     }
 }
 
+static kiln_result bad_handle(kiln_world *world, uint32_t g, int64_t r, kiln_entity e) {
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: group %u row %lld holds an invalid handle %llx",
+                   (unsigned)g, (long long)r, (unsigned long long)e);
+}
+
+static kiln_result twice(kiln_world *world, kiln_entity e) {
+    char buf[24];
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: entity %s appears twice (or shares its slot)",
+                   kiln_entity_format(e, buf, sizeof buf));
+}
+
+static bool valid_handle(kiln_entity e) {
+    return e != KILN_NULL_ENTITY && kiln_entity_generation(e) != 0 &&
+           (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0;
+}
+
 static kiln_result build_map(kiln_world *world, pz_doc *doc, handle_map *m) {
+    uint64_t max = 0;
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int64_t r = 0; r < doc->groups[g].count; r++)
+            if (kiln_entity_index(doc->groups[g].handles[r]) > max) max = kiln_entity_index(doc->groups[g].handles[r]);
+    if (max < 2 * (uint64_t)doc->entity_count + 4096) {
+        m->mask = max + 1;
+        m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * m->mask);
+        m->values = pz_alloc(&doc->arena, sizeof(kiln_entity) * m->mask);
+        if (!m->generation || !m->values) return oom(world);
+        for (uint32_t g = 0; g < doc->group_count; g++)
+            for (int64_t r = 0; r < doc->groups[g].count; r++) {
+                kiln_entity e = doc->groups[g].handles[r];
+                if (!valid_handle(e)) return bad_handle(world, g, r, e);
+                uint32_t idx = kiln_entity_index(e);
+                if (m->generation[idx]) return twice(world, e);
+                m->generation[idx] = kiln_entity_generation(e);
+            }
+        return KILN_OK;
+    }
     uint64_t cap = 16;
     while (cap < (uint64_t)doc->entity_count * 2) cap *= 2;
     m->mask = cap - 1;
     m->keys = pz_alloc(&doc->arena, sizeof(kiln_entity) * cap);
     m->values = pz_alloc(&doc->arena, sizeof(kiln_entity) * cap);
-    if (!m->keys || !m->values) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    if (!m->keys || !m->values) return oom(world);
     for (uint32_t g = 0; g < doc->group_count; g++) {
         const pz_group *gr = &doc->groups[g];
         for (int64_t r = 0; r < gr->count; r++) {
             kiln_entity e = gr->handles[r];
-            char buf[24];
-            if (e == KILN_NULL_ENTITY || kiln_entity_generation(e) == 0 ||
-                (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
-                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                               "kiln_load: group %u row %lld holds an invalid handle %llx", (unsigned)g,
-                               (long long)r, (unsigned long long)e);
+            if (!valid_handle(e)) return bad_handle(world, g, r, e);
             uint64_t i = slot_of(m, e);
             while (m->keys[i] != KILN_NULL_ENTITY && m->keys[i] != e) i = (i + 1) & m->mask;
-            if (m->keys[i] == e)
-                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: entity %s appears twice",
-                               kiln_entity_format(e, buf, sizeof buf));
+            if (m->keys[i] == e) return twice(world, e);
             m->keys[i] = e;
         }
     }
@@ -202,6 +244,10 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, handle_map *m) {
 }
 
 static void map_set(handle_map *m, kiln_entity old_e, kiln_entity new_e) {
+    if (m->generation) {
+        m->values[kiln_entity_index(old_e)] = new_e;
+        return;
+    }
     uint64_t i = slot_of(m, old_e);
     while (m->keys[i] != old_e) i = (i + 1) & m->mask;
     m->values[i] = new_e;
@@ -249,9 +295,6 @@ static kiln_result decode_one(kiln_world *world, const kiln_load_desc *desc, con
     return kl_fail(world, r, "kiln_load: resource '%s': %s", s->name, why[0] ? why : "refused");
 }
 
-static kiln_result oom(kiln_world *world) {
-    return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
-}
 
 static kiln_result decode_all(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc, decoded *dec) {
     dec->groups = pz_alloc(&doc->arena, sizeof(decoded_column *) * ((size_t)doc->group_count + 1));
