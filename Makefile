@@ -180,7 +180,7 @@ test-tools: $(TOOL_BIN)
 
 # docs/c-api.md carries the headers' declarations and comments, copied by tools/apidoc.lua:
 # `make docs` rewrites them, test-docs fails while they are stale.
-API_HEADERS := core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h
+API_HEADERS := core/include/kiln.h addons/transform/include/kiln_transform.h addons/persist/include/kiln_persist.h lua/kiln_lua.h
 APIDOC := lua5.4 tools/apidoc.lua docs/c-api.md $(API_HEADERS)
 docs:
 	@$(APIDOC)

@@ -317,6 +317,39 @@ function World:events(name) end
 ---@return any
 function World:resource(name, value) end
 
+---Saves the world (entities, components, Parent links, resources, tick, schemas by name)
+---to path, or returns the data when no path is given. "lua" values must be plain data.
+---@param path? string
+---@param options? {format?: "binary"|"json"}
+---@return string?
+function World:save(path, options) end
+
+---Loads saved data or a file into the world and returns the map from saved handles to new
+---ones; raises with the reason (and where) on any error, the world untouched.
+---@param path_or_data string
+---@param options? {skip_unknown?: boolean}
+---@return table<entity, entity>
+function World:load(path_or_data, options) end
+
+---A 64-bit XXH3 hash of the world's content, independent of storage order.
+---@return integer
+function World:hash() end
+
+---Copies the whole world in memory (no "lua"-valued component values allowed).
+---@return kiln.Snapshot
+function World:snapshot() end
+
+---Puts the world back exactly as the snapshot holds it (same handles, values, ticks).
+---@param snapshot kiln.Snapshot
+function World:restore(snapshot) end
+
+---@class kiln.Snapshot
+local Snapshot = {}
+
+---Bytes the snapshot holds.
+---@return integer
+function Snapshot:bytes() end
+
 ---@class kiln.FieldInfo
 ---@field name string
 ---@field type string "float", "vec3", "char", ...
