@@ -473,7 +473,65 @@ static int snapshot_bytes(lua_State *L) {
     return 1;
 }
 
+/* ---- names, clone ---- */
+
+static int w_name(lua_State *L) {
+    bool setting = lua_gettop(L) >= 3; /* counted before klua_self pads the arguments */
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:name";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    if (!setting) {
+        klua_check_alive(L, kw, e, fname);
+        const char *name = kiln_name_get(kw->world, e);
+        if (name) lua_pushstring(L, name);
+        else lua_pushnil(L);
+        return 1;
+    }
+    if (!lua_isnil(L, 3) && lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "string or nil");
+    size_t n = 0;
+    const char *name = lua_isnil(L, 3) ? NULL : lua_tolstring(L, 3, &n);
+    if (name && strlen(name) != n) klua_argerror(L, 3, fname, "a name cannot hold a NUL byte");
+    kiln_component id;
+    if (kiln_name_init(kw->world, &id) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    klua_check_access(L, kw, id, true, fname);
+    if (kiln_name_set(kw->world, e, name) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return 0;
+}
+
+static int w_lookup(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:lookup", "string");
+    kiln_entity e = kiln_name_lookup(kw->world, lua_tostring(L, 2));
+    if (e) lua_pushinteger(L, (lua_Integer)e);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int w_clone(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:clone";
+    static const char *const keys[] = {"tree", NULL};
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_clone_desc d = {false};
+    if (!lua_isnoneornil(L, 3)) {
+        if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
+        klua_check_keys(L, 3, 3, fname, keys, false);
+        lua_getfield(L, 3, "tree");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "tree must be a boolean");
+        d.tree = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    klua_check_alive(L, kw, e, fname);
+    kiln_entity copy;
+    if (kiln_clone(kw->world, e, &d, &copy) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    lua_pushinteger(L, (lua_Integer)copy);
+    return 1;
+}
+
 static const luaL_Reg persist_methods[] = {
+    {"name", w_name},
+    {"lookup", w_lookup},
+    {"clone", w_clone},
     {"save", w_save},
     {"load", w_load},
     {"hash", w_hash},

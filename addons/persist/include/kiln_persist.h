@@ -14,7 +14,7 @@ extern "C" {
  *   kiln_save, kiln_save_file, kiln_load, kiln_load_file,
  *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
  *   kiln_snapshot_bytes,
- *   kiln_world_hash.
+ *   kiln_world_hash, kiln_name_init, kiln_name_set, kiln_name_get, kiln_name_lookup, kiln_clone.
  *
  * What a save holds: every component schema by name (fields with types, counts and offsets,
  * sorted by name), every live entity with its components (Parent links of the transform
@@ -108,7 +108,8 @@ typedef struct kiln_load_desc {
  * then pass their components' check hooks (the transform addon refuses Parent cycles).
  * All or nothing: on any failure the world holds the same entities, values and resources as
  * before (slots of entities spawned and taken back keep a bumped generation). Not while
- * deferred or iterating. desc may be NULL. */
+ * deferred or iterating. desc may be NULL. Names (kiln_name_init) are registered when a save
+ * holds some and the world does not know them yet. */
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 
@@ -155,6 +156,50 @@ size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
  * order, component ids and registration order do not change it. Values of components and
  * resources with hooks count by presence only (their bytes are handles to what they own). */
 uint64_t kiln_world_hash(const kiln_world *world);
+
+/* ---- Names ------------------------------------------------------------------------------- */
+
+/* "Name": an entity's unique name, a plain component (saved, loaded and snapshot like any
+ * other) with a check hook that refuses a name another live entity holds. */
+#define KILN_NAME_MAX 63
+typedef struct kiln_name {
+    char text[KILN_NAME_MAX + 1]; /* NUL-terminated; "" means no name */
+} kiln_name;
+
+/* Registers Name (idempotent) and the name index, kept as the context of a teardown hook;
+ * writes the component to dest (may be NULL). */
+kiln_result kiln_name_init(kiln_world *world, kiln_component *dest);
+
+/* Names entity (adds or sets its Name); NULL or "" removes the name. Fails with
+ * KILN_ERR_INVALID_ARGUMENT for a name over 63 bytes or one another live entity holds
+ * ("kiln_name_set: name 'hero' is taken by entity 3v1"), KILN_ERR_DEAD_ENTITY for a dead
+ * entity. Runs kiln_name_init when needed. Deferred like any add when the world is. */
+kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *name);
+
+/* The entity's name, or NULL when it has none (or is dead). Borrowed: valid until the
+ * entity's next structural change. */
+const char *kiln_name_get(const kiln_world *world, kiln_entity entity);
+
+/* The live entity named name, or KILN_NULL_ENTITY; constant time on average through an index
+ * kept in the world. The index follows kiln_name_set, kiln_load and snapshot restores at
+ * once; a Name written another way (kiln_set, kiln_get_mut) is seen after the next structural
+ * change of named entities or from the next tick on. */
+kiln_entity kiln_name_lookup(kiln_world *world, const char *name);
+
+/* ---- Clone -------------------------------------------------------------------------------- */
+
+typedef struct kiln_clone_desc {
+    bool tree; /* copy the descendants too (transform Parent links), keeping their shape */
+} kiln_clone_desc;
+
+/* Spawns a copy of entity with copies of its components, under the same parent, and writes it
+ * to dest (may be NULL). With tree, every descendant is copied under its copied parent, and
+ * entity fields in the copies that point inside the copied tree point to the copies. Names
+ * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
+ * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. desc may
+ * be NULL. Not while deferred. */
+kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc,
+                       kiln_entity *dest);
 
 #ifdef __cplusplus
 }

@@ -153,6 +153,9 @@ KL_HIDDEN bool pz_widens(kiln_type from, kiln_type to);
 /* Reads element i of a field of type at base as a double / int64 / uint64 (for conversion). */
 KL_HIDDEN void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint8_t *dst);
 
+/* names.c: the name index must be rebuilt (a load or a restore changed Names). */
+KL_HIDDEN void pz_names_invalidate(kiln_world *world);
+
 /* slots.c: entity slots re-labelled to saved handles in a world that never held entities. */
 KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc);
 KL_HIDDEN kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc);

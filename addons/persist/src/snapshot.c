@@ -269,5 +269,6 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
         if (snap->resources[k].size)
             memcpy(kiln_resource_get(world, snap->resources[k].id), snap->resources[k].value, snap->resources[k].size);
     world->tick = snap->tick;
+    pz_names_invalidate(world);
     return KILN_OK;
 }

@@ -128,6 +128,8 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     for (uint32_t i = 0; i < doc->schema_count; i++) {
         pz_schema *s = &doc->schemas[i];
         s->id = kiln_component_lookup(world, s->name);
+        if (!s->id && strcmp(s->name, "Name") == 0 && kiln_name_init(world, &s->id) != KILN_OK)
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
         if (!s->id) {
             if (desc->skip_unknown) continue;
             return fail(world, KILN_ERR_UNKNOWN_COMPONENT,
@@ -516,6 +518,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         return r;
     }
     if (doc->tick > world->tick) world->tick = doc->tick;
+    pz_names_invalidate(world);
     for (uint32_t g = 0; g < doc->group_count && desc->mapped; g++)
         for (int64_t i = 0; i < doc->groups[g].count; i++)
             desc->mapped(desc->ud, doc->groups[g].handles[i], doc->groups[g].spawned[i]);
