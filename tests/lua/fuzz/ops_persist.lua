@@ -99,3 +99,26 @@ function ops.snapshot_restore(m)
     expect("world:restore", false, bad, "not a snapshot")
     note("snapshots restored")
 end
+
+-- Names and clones change what the model tracks, so the fuzzer only reads names and misuses
+-- both: a name read on a live entity is nil (the model gives none), look-ups find nothing,
+-- and clones of dead or malformed handles raise.
+function ops.names_and_clone(m)
+    local e = W.pick_entity(m)
+    local i = type(e) == "number" and math.tointeger(e)
+    local alive = i and i > 0 and m.alive[i] ~= nil
+    local r = wcall(m, "name", e)
+    if alive then
+        if expect("world:name", true, r) and r[2] ~= nil then fail("world:name(%s) = %s", tostring(e), tostring(r[2])) end
+    else
+        expect("world:name", false, r, "not a live entity")
+    end
+    local l = wcall(m, "lookup", pick({"ship", "", gen.garbage(extras())}))
+    if l[1] and l[2] ~= nil then fail("world:lookup found %s in a world without names", tostring(l[2])) end
+    if not alive then
+        expect("world:clone", false, wcall(m, "clone", e), "not a live entity")
+    elseif chance(0.5) then
+        expect("world:clone", false, wcall(m, "clone", e, pick({5, {tree = 1}, {deep = true}})), "bad options")
+    end
+    note("names read, clones misused")
+end
