@@ -121,6 +121,8 @@ struct klua_system {
     kiln_component reads[KILN_SYSTEM_MAX_ACCESS], writes[KILN_SYSTEM_MAX_ACCESS];
     int read_count, write_count;
     int failures;    /* consecutive */
+    uint64_t random[4];     /* persist.c: world:random's stream in this system (a kiln_random) */
+    kiln_tick random_tick;  /* the tick it was forked for; 0: not yet */
 };
 
 #define KLUA_MAX_TERMS 32

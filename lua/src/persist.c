@@ -528,7 +528,65 @@ static int w_clone(lua_State *L) {
     return 1;
 }
 
+/* ---- seeded random ---- */
+
+static int w_seed(lua_State *L) {
+    bool setting = lua_gettop(L) >= 2;
+    klua_world *kw = klua_self(L);
+    if (!setting) {
+        kiln_component id = kiln_component_lookup(kw->world, "RandomSeed");
+        const uint64_t *seed = id ? kiln_resource_get(kw->world, id) : NULL;
+        lua_pushinteger(L, seed ? (lua_Integer)*seed : 0);
+        return 1;
+    }
+    int ok;
+    lua_Integer seed = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, "world:seed", "integer");
+    if (kiln_random_seed(kw->world, (uint64_t)seed) != KILN_OK) klua_fail_world(L, kw->world, "world:seed");
+    return 0;
+}
+
+/* math.random's contract over the world's streams: inside a Lua system, a stream forked from
+ * (seed, system, tick); elsewhere the world's main stream. */
+static int w_random(lua_State *L) {
+    int nargs = lua_gettop(L) - 1; /* counted before klua_self pads the arguments */
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:random";
+    lua_Integer lo = 1, hi = 0;
+    int ok = 1;
+    if (nargs >= 1) hi = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, fname, "integer");
+    if (nargs >= 2) {
+        lo = hi;
+        hi = lua_tointegerx(L, 3, &ok);
+        if (!ok) klua_typeerror(L, 3, fname, "integer");
+    }
+    if (nargs > 2) klua_argerror(L, 4, fname, "at most two arguments expected");
+    if (nargs >= 1 && lo > hi) klua_argerror(L, nargs >= 2 ? 3 : 2, fname, "interval is empty");
+    kiln_random *r;
+    kiln_random local;
+    klua_system *sys = kw->current;
+    if (sys) {
+        kiln_tick tick = kiln_tick_current(kw->world);
+        if (sys->random_tick != tick) {
+            local = kiln_random_fork(kw->world, sys->name, tick);
+            memcpy(sys->random, local.s, sizeof local.s);
+            sys->random_tick = tick;
+        }
+        memcpy(local.s, sys->random, sizeof local.s);
+        r = &local;
+    } else if (!(r = kiln_random_world(kw->world))) {
+        klua_fail_world(L, kw->world, fname);
+    }
+    if (nargs == 0) lua_pushnumber(L, kiln_random_double(r));
+    else lua_pushinteger(L, (lua_Integer)kiln_random_range(r, lo, hi));
+    if (sys) memcpy(sys->random, local.s, sizeof local.s);
+    return 1;
+}
+
 static const luaL_Reg persist_methods[] = {
+    {"seed", w_seed},
+    {"random", w_random},
     {"name", w_name},
     {"lookup", w_lookup},
     {"clone", w_clone},

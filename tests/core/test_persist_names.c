@@ -1,5 +1,5 @@
-/* test_persist_names.c: Check suite for unique entity names (set, get, look-up, uniqueness,
- * through saves, loads and restores) and for clone of an entity or a tree. */
+/* test_persist_names.c: Check suite for the persistence addon's world helpers: unique names
+ * (through saves, loads and restores), clone of an entity or a tree, and seeded randomness. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,4 +141,57 @@ KILN_TEST(clone, values_with_hooks_are_refused_and_nothing_is_spawned) {
     ck_assert_msg(strstr(kiln_world_error(w), "component 'Owned' has hooks") != NULL, "%s", kiln_world_error(w));
     ck_assert_int_eq(kiln_clone(w, KILN_NULL_ENTITY, NULL, &copy), KILN_ERR_DEAD_ENTITY);
     kiln_world_destroy(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(random);
+
+KILN_TEST(random, a_seed_gives_the_same_values_and_forks_depend_on_stream_and_tick_only) {
+    kiln_world *a = kiln_world_create(NULL), *b = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_random_seed(a, 42), KILN_OK);
+    ck_assert_int_eq(kiln_random_seed(b, 42), KILN_OK);
+    for (int i = 0; i < 100; i++) ck_assert_uint_eq(kiln_random_next(kiln_random_world(a)), kiln_random_next(kiln_random_world(b)));
+    kiln_random f1 = kiln_random_fork(a, "move", 5), f2 = kiln_random_fork(b, "move", 5);
+    kiln_random other = kiln_random_fork(a, "spawn", 5), later = kiln_random_fork(a, "move", 6);
+    uint64_t x = kiln_random_next(&f1);
+    ck_assert_uint_eq(x, kiln_random_next(&f2));
+    ck_assert_uint_ne(x, kiln_random_next(&other));
+    ck_assert_uint_ne(x, kiln_random_next(&later));
+    ck_assert_int_eq(kiln_random_seed(b, 43), KILN_OK);
+    kiln_random f3 = kiln_random_fork(b, "move", 5);
+    ck_assert_uint_ne(x, kiln_random_next(&f3));
+    /* ranges stay inside their bounds and reach both ends */
+    bool low = false, high = false;
+    for (int i = 0; i < 2000; i++) {
+        int64_t v = kiln_random_range(&f1, -3, 3);
+        ck_assert(v >= -3 && v <= 3);
+        low |= v == -3, high |= v == 3;
+        double d = kiln_random_double(&f1);
+        ck_assert(d >= 0.0 && d < 1.0);
+    }
+    ck_assert(low && high);
+    ck_assert_int_eq(kiln_random_range(&f1, 5, 5), 5);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}
+
+KILN_TEST(random, the_main_stream_travels_with_saves_and_snapshots) {
+    kiln_world *a = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_random_seed(a, 7), KILN_OK);
+    kiln_random_next(kiln_random_world(a));
+    kiln_snapshot *snap;
+    ck_assert_int_eq(kiln_snapshot_create(a, &snap), KILN_OK);
+    pf_bytes saved;
+    pf_save(a, KILN_PERSIST_BINARY, &saved);
+    uint64_t next = kiln_random_next(kiln_random_world(a));
+    ck_assert_int_eq(kiln_snapshot_restore(a, snap), KILN_OK);
+    ck_assert_uint_eq(kiln_random_next(kiln_random_world(a)), next);
+    kiln_world *b = kiln_world_create(NULL); /* knows nothing of RandomState: the load registers it */
+    ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_random_next(kiln_random_world(b)), next);
+    ck_assert_uint_eq(kiln_world_hash(a), kiln_world_hash(b));
+    pf_bytes_free(&saved);
+    kiln_snapshot_destroy(snap);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
 }

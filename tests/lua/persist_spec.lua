@@ -165,4 +165,31 @@ describe("persist", function()
         assert.is_nil(w:lookup("ship"))
         H.raises(function() w:clone(ship, {deep = true}) end, "bad argument #2 to 'world:clone'")
     end)
+
+    it("world:random follows math.random's contract over seeded, per-system streams", function()
+        local a, b = H.world(), H.world()
+        a:seed(99) b:seed(99)
+        assert.are.equal(99, a:seed())
+        for _ = 1, 20 do assert.are.equal(a:random(1, 6), b:random(1, 6)) end
+        local f = a:random()
+        assert.truthy(f >= 0 and f < 1 and math.type(f) == "float")
+        for _ = 1, 200 do
+            local v = a:random(3)
+            assert.truthy(v >= 1 and v <= 3 and math.type(v) == "integer")
+        end
+        H.raises(function() a:random(0) end, "bad argument #1 to 'world:random' (interval is empty)")
+        H.raises(function() a:random(5, 1) end, "bad argument #2 to 'world:random' (interval is empty)")
+        H.raises(function() a:random("x") end, "bad argument #1 to 'world:random'")
+        -- a system's stream depends on (seed, system, tick), not on what ran before it
+        local function run(w, extra)
+            local seen = {}
+            w:system{name = "roll", run = function(world) seen[#seen + 1] = world:random(1000000) end}
+            if extra then w:random() end
+            w:progress(0.1) w:progress(0.1)
+            return seen
+        end
+        local c, d = H.world(), H.world()
+        c:seed(5) d:seed(5)
+        assert.are.same(run(c, false), run(d, true))
+    end)
 end)

@@ -14,7 +14,9 @@ extern "C" {
  *   kiln_save, kiln_save_file, kiln_load, kiln_load_file,
  *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
  *   kiln_snapshot_bytes,
- *   kiln_world_hash, kiln_name_init, kiln_name_set, kiln_name_get, kiln_name_lookup, kiln_clone.
+ *   kiln_world_hash, kiln_name_init, kiln_name_set, kiln_name_get, kiln_name_lookup, kiln_clone,
+ *   kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system, kiln_random_next,
+ *   kiln_random_double, kiln_random_range.
  *
  * What a save holds: every component schema by name (fields with types, counts and offsets,
  * sorted by name), every live entity with its components (Parent links of the transform
@@ -108,8 +110,8 @@ typedef struct kiln_load_desc {
  * then pass their components' check hooks (the transform addon refuses Parent cycles).
  * All or nothing: on any failure the world holds the same entities, values and resources as
  * before (slots of entities spawned and taken back keep a bumped generation). Not while
- * deferred or iterating. desc may be NULL. Names (kiln_name_init) are registered when a save
- * holds some and the world does not know them yet. */
+ * deferred or iterating. desc may be NULL. The addon's own components (Name, RandomSeed,
+ * RandomState) are registered when a save holds them and the world does not know them yet. */
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 
@@ -200,6 +202,41 @@ typedef struct kiln_clone_desc {
  * be NULL. Not while deferred. */
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc,
                        kiln_entity *dest);
+
+/* ---- Seeded random ----------------------------------------------------------------------- */
+
+/* A xoshiro256** generator (our own code; 256 bits of state, period 2^256 - 1). Plain data:
+ * copy it to fork a stream, store it to replay one. */
+typedef struct kiln_random {
+    uint64_t s[4];
+} kiln_random;
+
+/* Seeds the world: its main stream (the "RandomState" resource, so saves, loads, snapshots
+ * and the hash carry it) restarts from seed, and every fork depends on it. A world that was
+ * never seeded has seed 0. */
+kiln_result kiln_random_seed(kiln_world *world, uint64_t seed);
+
+/* The world's main stream, for code outside systems: a pointer into the RandomState resource
+ * (created with seed 0 when missing; NULL only when out of memory). Borrowed like any
+ * resource value. */
+kiln_random *kiln_random_world(kiln_world *world);
+
+/* A stream that depends only on the world's seed, stream (a name, e.g. a system's) and tick:
+ * the same three give the same values on any thread, in any order. */
+kiln_random kiln_random_fork(const kiln_world *world, const char *stream, kiln_tick tick);
+
+/* kiln_random_fork for a running system: (seed, ctx->name, current tick). Call it once per
+ * run and draw from the copy, so a system's values do not depend on thread timing. */
+kiln_random kiln_random_system(const kiln_system_ctx *ctx);
+
+/* The next 64 random bits. */
+uint64_t kiln_random_next(kiln_random *random);
+
+/* A double in [0, 1) with 53 random bits. */
+double kiln_random_double(kiln_random *random);
+
+/* An integer in [lo, hi] (both included), without modulo bias; lo when hi < lo. */
+int64_t kiln_random_range(kiln_random *random, int64_t lo, int64_t hi);
 
 #ifdef __cplusplus
 }

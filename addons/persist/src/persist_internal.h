@@ -156,6 +156,9 @@ KL_HIDDEN void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint
 /* names.c: the name index must be rebuilt (a load or a restore changed Names). */
 KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 
+/* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
+KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
+
 /* slots.c: entity slots re-labelled to saved handles in a world that never held entities. */
 KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc);
 KL_HIDDEN kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc);

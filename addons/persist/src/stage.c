@@ -128,7 +128,11 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     for (uint32_t i = 0; i < doc->schema_count; i++) {
         pz_schema *s = &doc->schemas[i];
         s->id = kiln_component_lookup(world, s->name);
+        /* the addon's own components are registered on demand */
         if (!s->id && strcmp(s->name, "Name") == 0 && kiln_name_init(world, &s->id) != KILN_OK)
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        if (!s->id && (strcmp(s->name, "RandomSeed") == 0 || strcmp(s->name, "RandomState") == 0) &&
+            !(s->id = pz_random_register(world, s->name)))
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
         if (!s->id) {
             if (desc->skip_unknown) continue;

@@ -122,3 +122,12 @@ function ops.names_and_clone(m)
     end
     note("names read, clones misused")
 end
+
+-- world:random and world:seed register the RandomSeed/RandomState resources, which the model
+-- does not track: the fuzzer only misuses them (each raises before touching the world).
+function ops.random_misuse(m)
+    expect("world:random", false, wcall(m, "random", pick({0, -5, "x", {}, 2.5})), "bad bounds")
+    expect("world:random", false, wcall(m, "random", 5, pick({1, "y", 4.5})), "bad interval")
+    expect("world:seed", false, wcall(m, "seed", pick({"x", {}, 1.5, true})), "not an integer")
+    note("random misused")
+end
