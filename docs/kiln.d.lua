@@ -343,6 +343,34 @@ function World:snapshot() end
 ---@param snapshot kiln.Snapshot
 function World:restore(snapshot) end
 
+---Gets (one argument) or sets (two; nil removes) the entity's unique name.
+---@param e entity
+---@param name? string
+---@return string?
+function World:name(e, name) end
+
+---The live entity with this name, or nil (constant time).
+---@param name string
+---@return entity?
+function World:lookup(name) end
+
+---A copy of `e` (with `tree`, of its descendants too) under the same parent.
+---@param e entity
+---@param options? {tree?: boolean}
+---@return entity
+function World:clone(e, options) end
+
+---Gets (no argument) or sets the world's random seed.
+---@param n? integer
+---@return integer?
+function World:seed(n) end
+
+---As math.random, from the world's seeded streams (per system inside a Lua system).
+---@param m? integer
+---@param n? integer
+---@return number
+function World:random(m, n) end
+
 ---@class kiln.Snapshot
 local Snapshot = {}
 
