@@ -210,8 +210,12 @@ static kiln_result prepare(kiln_world *world, const kiln_snapshot *s) {
     for (int32_t k = 0; k < s->resource_count; k++) {
         const snap_resource *r = &s->resources[k];
         if (kiln_resource_has(world, r->id)) continue;
-        if (made == 64 || kiln_resource_set(world, r->id, r->size ? r->value : NULL) != KILN_OK) {
+        bool full = made == 64;
+        if (full || kiln_resource_set(world, r->id, r->size ? r->value : NULL) != KILN_OK) {
             for (int32_t i = 0; i < made; i++) kiln_resource_remove(world, made_ids[i], NULL);
+            if (full)
+                return kl_fail(world, KILN_ERR_LIMIT, "%s: more than 64 resources were removed since the "
+                               "snapshot (re-create some first)", call);
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for resources", call);
         }
         made_ids[made++] = r->id;
