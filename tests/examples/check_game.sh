@@ -172,6 +172,14 @@ if [ "$(rc binary)" = 0 ] && grep -q "attempt to load a binary chunk" "$TMP/bina
   pass "a binary (bytecode) mod is refused at load"
 else fail "a binary (bytecode) mod is refused at load" "exit status $(rc binary)" "$(head -n 5 "$TMP/binary.err")"; fi
 
+# --check-determinism: the same seed serially and on workers, hashes compared every frame.
+run determinism --check-determinism --frames 120 --asteroids 3000 --workers 2 --mod $MOD
+if [ "$(rc determinism)" = 0 ] &&
+   grep -qE '^determinism: 120 frames, serial and 2 workers agree every frame \(hash [0-9a-f]{16}\)$' "$TMP/determinism.out"; then
+  pass "--check-determinism: serial and 2 workers agree on the world hash every frame"
+else fail "--check-determinism: serial and 2 workers agree on the world hash every frame" \
+  "exit status $(rc determinism)" "$(tail -n 3 "$TMP/determinism.out")" "$(head -n 5 "$TMP/determinism.err")"; fi
+
 run badopt --frobnicate
 if [ "$(rc badopt)" = 2 ] && grep -q "unknown option '--frobnicate'" "$TMP/badopt.err"; then
   pass "an unknown option exits 2 with usage"
