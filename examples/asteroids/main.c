@@ -279,6 +279,13 @@ static int setup_lua(lua_State *L) {
     }
     lua_setfield(L, -2, "asteroid_radius");
     lua_setglobal(L, "game");
+    /* Scripts' math.random draws from the world's seeded streams (world:random: per system
+     * inside a Lua system), so a mod cannot make two runs of one seed differ; the seed is
+     * the game's. */
+    if (luaL_dostring(L, "local w = world\n"
+                         "math.random = function(...) return w:random(...) end\n"
+                         "math.randomseed = function() error('math.randomseed: the game seeds (--seed)', 2) end"))
+        return lua_error(L);
     return 0;
 }
 
@@ -411,7 +418,8 @@ static void sleep_until(double t) {
 static void game_open(game *g) {
     g->world = kiln_world_create(NULL);
     if (!g->world) die("out of memory");
-    if (game_components_register(g->world, &g->ids) != KILN_OK ||
+    if (kiln_random_seed(g->world, g->opt.seed) != KILN_OK ||
+        game_components_register(g->world, &g->ids) != KILN_OK ||
         game_field_populate(g->world, &g->ids, g->opt.seed, g->opt.asteroids, g->opt.moons) != KILN_OK ||
         !(g->systems = game_systems_create(g->world, &g->ids)))
         die("%s", kiln_world_error(g->world));

@@ -172,6 +172,19 @@ if [ "$(rc binary)" = 0 ] && grep -q "attempt to load a binary chunk" "$TMP/bina
   pass "a binary (bytecode) mod is refused at load"
 else fail "a binary (bytecode) mod is refused at load" "exit status $(rc binary)" "$(head -n 5 "$TMP/binary.err")"; fi
 
+# A mod's math.random draws from the world's seeded streams: the same seed rolls the same.
+cat > "$TMP/dice.lua" <<'LUA'
+world:system{name = "dice", run = function(w) assert(math.random(6) <= 6) end}
+print("[dice] roll " .. math.random(1, 1000000))
+LUA
+run dice1 --frames 10 --asteroids 100 --seed 7 --mod "$TMP/dice.lua"
+run dice2 --frames 10 --asteroids 100 --seed 7 --mod "$TMP/dice.lua"
+run dice3 --frames 10 --asteroids 100 --seed 8 --mod "$TMP/dice.lua"
+r1=$(grep '^\[dice\]' "$TMP/dice1.out"); r2=$(grep '^\[dice\]' "$TMP/dice2.out"); r3=$(grep '^\[dice\]' "$TMP/dice3.out")
+if [ -n "$r1" ] && [ "$r1" = "$r2" ] && [ "$r1" != "$r3" ]; then
+  pass "a mod's math.random follows the game seed"
+else fail "a mod's math.random follows the game seed" "seed 7: '$r1' / '$r2', seed 8: '$r3'"; fi
+
 # --check-determinism: the same seed serially and on workers, hashes compared every frame.
 run determinism --check-determinism --frames 120 --asteroids 3000 --workers 2 --mod $MOD
 if [ "$(rc determinism)" = 0 ] &&
