@@ -371,6 +371,19 @@ function World:seed(n) end
 ---@return number
 function World:random(m, n) end
 
+---A reusable tree: {components = {Name = fields}, children = {def, ...}}, checked now.
+---@param def table
+---@return kiln.Prefab
+function World:prefab(def) end
+
+---@class kiln.Prefab
+local Prefab = {}
+
+---Spawns the tree: the root, or a list of `count` roots.
+---@param count? integer
+---@return entity|entity[]
+function Prefab:spawn(count) end
+
 ---@class kiln.Snapshot
 local Snapshot = {}
 

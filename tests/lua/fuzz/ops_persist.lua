@@ -131,3 +131,13 @@ function ops.random_misuse(m)
     expect("world:seed", false, wcall(m, "seed", pick({"x", {}, 1.5, true})), "not an integer")
     note("random misused")
 end
+
+-- world:prefab checks a def without spawning: garbage raises, a def of known components
+-- makes a prefab (spawning it would change what the model tracks, so it is not spawned here).
+function ops.prefab_defs(m)
+    local r = wcall(m, "prefab", pick({5, "x", {comps = {}}, {components = {NoSuch = {}}}, {children = {3}}}))
+    expect("world:prefab", false, r, "a bad def")
+    local ok = wcall(m, "prefab", {components = {}, children = {{components = {}}}})
+    expect("world:prefab", true, ok, "an empty def")
+    note("prefab defs checked")
+end
