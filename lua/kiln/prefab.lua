@@ -43,6 +43,8 @@ function World:prefab(def)
     error(string.format("calling 'world:prefab' on bad self (kiln.World expected, got %s)", typename(self)), 2)
   end
   if type(def) ~= "table" then error(bad_argument(1, "world:prefab", "table expected, got " .. typename(def)), 2) end
+  local open, why = pcall(World.count, self) -- a closed world raises here, as every method does
+  if not open then error("world:prefab: " .. tostring(why):gsub("^[%a_][%w_.:]*: ", "", 1), 2) end
   local ok, checked = pcall(check_def, self, def, "def", 1)
   if not ok then error("world:prefab: " .. tostring(checked), 2) end
   return setmetatable({world = self, def = checked}, Prefab)
