@@ -306,16 +306,19 @@ build-fuzz/fuzz_load_binary build-fuzz/fuzz_load_json: build-fuzz/fuzz_load_%: t
 	clang $(CSTD) -O1 -g -fsanitize=fuzzer,address -Icore/include -Iaddons/transform/include \
 	    -Iaddons/persist/include $(if $(filter json,$*),-DFUZZ_JSON) -o $@ $< build-fuzz/libkiln.a \
 	    $(PERSIST_LIBS) -lm -lpthread
-test-fuzz-persist: $(FUZZ_LOADERS:%=build-fuzz/fuzz_load_%)
-	@for l in $(FUZZ_LOADERS); do \
+test-fuzz-persist:
+	@if ! command -v clang >/dev/null 2>&1; then echo "skipped: clang is not installed (scripts/deps.sh)"; exit 0; fi; \
+	mkdir -p build-fuzz; $(MAKE) --no-print-directory $(FUZZ_LOADERS:%=build-fuzz/fuzz_load_%) > build-fuzz/build.log 2>&1 || \
+	  { tail -n 20 build-fuzz/build.log; echo "0 passed, 1 failed"; exit 1; }; \
+	p=0; f=0; for l in $(FUZZ_LOADERS); do \
 	  rm -rf build-fuzz/corpus-$$l && mkdir -p build-fuzz/corpus-$$l && \
 	  cp tests/persist/corpus/$$l/* build-fuzz/corpus-$$l/ && \
 	  if build-fuzz/fuzz_load_$$l -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	      -print_final_stats=1 build-fuzz/corpus-$$l > build-fuzz/fuzz-$$l.log 2>&1; then \
-	    echo "fuzz $$l: $$(grep -E '^stat::number_of_executed_units' build-fuzz/fuzz-$$l.log | \
-	      sed 's/.*: *//') runs, no failure"; \
-	  else tail -n 40 build-fuzz/fuzz-$$l.log; echo "fuzz $$l: FAILED (build-fuzz/fuzz-$$l.log)"; exit 1; fi; \
-	done
+	    p=$$((p + 1)); echo "ok: fuzz $$l loader, $$(grep -E '^stat::number_of_executed_units' \
+	      build-fuzz/fuzz-$$l.log | sed 's/.*: *//') runs for $(FUZZ_SECONDS) s, no failure"; \
+	  else f=$$((f + 1)); tail -n 40 build-fuzz/fuzz-$$l.log; echo "FAILED: fuzz $$l loader (build-fuzz/fuzz-$$l.log)"; fi; \
+	done; echo "$$p passed, $$f failed"; [ $$f -eq 0 ]
 
 # The seed corpus, written again from tests/persist/make_corpus.lua.
 persist-corpus: $(LUA_MOD)
