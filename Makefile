@@ -229,7 +229,7 @@ test-tools: $(TOOL_BIN)
 
 # docs/c-api.md carries the headers' declarations and comments, copied by tools/apidoc.lua:
 # `make docs` rewrites them, test-docs fails while they are stale.
-API_HEADERS := core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h
+API_HEADERS := core/include/kiln.h addons/transform/include/kiln_transform.h addons/persist/include/kiln_persist.h lua/kiln_lua.h
 APIDOC := lua5.4 tools/apidoc.lua docs/c-api.md $(API_HEADERS)
 docs:
 	@$(APIDOC)
@@ -318,7 +318,7 @@ FORCE:
 install: lib lua repl $(BUILD)/libkiln_lua.a $(PC_FILES)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LUA_CMOD_DIR)
-	install -m 644 core/include/kiln.h addons/transform/include/kiln_transform.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 core/include/kiln.h addons/transform/include/kiln_transform.h addons/persist/include/kiln_persist.h lua/kiln_lua.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(KILN_BIN) $(DESTDIR)$(PREFIX)/bin/kiln
 	install -m 755 $(LUA_MOD) $(DESTDIR)$(LUA_CMOD_DIR)/kiln.so
 	install -m 644 $(BUILD)/libkiln_lua.a $(DESTDIR)$(PREFIX)/lib/
@@ -337,3 +337,44 @@ clean:
 	rm -rf build build-asan build-tsan build-bench build-fuzz
 
 -include $(CORE_DEPS) $(LUA_OBJ:.o=.d)
+
+# ---- persistence addon (issue 13): save/load, snapshots, world hash; jansson and xxHash ----
+# xxHash is used header-only (XXH_INLINE_ALL), so only jansson is linked.
+PERSIST_LIBS := -ljansson
+CFLAGS_ALL += -Iaddons/persist/include
+LDLIBS_ALL += $(PERSIST_LIBS)
+TEST_GROUPS += test-fuzz-persist
+
+# A libFuzzer harness per loader (clang, AddressSanitizer), each run FUZZ_SECONDS from the seed
+# corpus in tests/persist/corpus (copied, so new finds stay in build-fuzz). A crash, a leak or
+# a refused load that changed the world fails the target.
+FUZZ_SECONDS ?= 20
+FUZZ_BUILD := $(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT="-O1 -g -fno-omit-frame-pointer" \
+	    EXTRA_CFLAGS="-fsanitize=address,fuzzer-no-link" EXTRA_LDFLAGS="-fsanitize=address"
+FUZZ_LOADERS := binary json
+build-fuzz/fuzz_load_binary build-fuzz/fuzz_load_json: build-fuzz/fuzz_load_%: tests/persist/fuzz_load.c FORCE
+	$(FUZZ_BUILD) build-fuzz/libkiln.a
+	clang $(CSTD) -O1 -g -fsanitize=fuzzer,address -Icore/include -Iaddons/transform/include \
+	    -Iaddons/persist/include $(if $(filter json,$*),-DFUZZ_JSON) -o $@ $< build-fuzz/libkiln.a \
+	    $(PERSIST_LIBS) -lm -lpthread
+test-fuzz-persist:
+	@if ! command -v clang >/dev/null 2>&1; then echo "skipped: clang is not installed (scripts/deps.sh)"; exit 0; fi; \
+	mkdir -p build-fuzz; $(MAKE) --no-print-directory $(FUZZ_LOADERS:%=build-fuzz/fuzz_load_%) > build-fuzz/build.log 2>&1 || \
+	  { tail -n 20 build-fuzz/build.log; echo "0 passed, 1 failed"; exit 1; }; \
+	p=0; f=0; for l in $(FUZZ_LOADERS); do \
+	  rm -rf build-fuzz/corpus-$$l && mkdir -p build-fuzz/corpus-$$l && \
+	  cp tests/persist/corpus/$$l/* build-fuzz/corpus-$$l/ && \
+	  if build-fuzz/fuzz_load_$$l -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	      -print_final_stats=1 build-fuzz/corpus-$$l > build-fuzz/fuzz-$$l.log 2>&1; then \
+	    p=$$((p + 1)); echo "ok: fuzz $$l loader, $$(grep -E '^stat::number_of_executed_units' \
+	      build-fuzz/fuzz-$$l.log | sed 's/.*: *//') runs for $(FUZZ_SECONDS) s, no failure"; \
+	  else f=$$((f + 1)); tail -n 40 build-fuzz/fuzz-$$l.log; echo "FAILED: fuzz $$l loader (build-fuzz/fuzz-$$l.log)"; fi; \
+	done; echo "$$p passed, $$f failed"; [ $$f -eq 0 ]
+
+# The seed corpus, written again from tests/persist/make_corpus.lua.
+persist-corpus: $(LUA_MOD)
+	LUA_CPATH="$(BUILD)/lua/?.so;;" lua5.4 tests/persist/make_corpus.lua tests/persist/corpus
+.PHONY: test-fuzz-persist persist-corpus clean-persist
+clean: clean-persist
+clean-persist:
+	rm -rf build-fuzz

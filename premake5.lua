@@ -72,7 +72,8 @@ workspace "kiln"
         "-Wno-unused-parameter" }
     if os.getenv("CI") == "true" then buildoptions { "-Werror" } end -- as the Makefile in CI
     pic "On"
-    includedirs { root .. "/core/include", root .. "/addons/transform/include" }
+    includedirs { root .. "/core/include", root .. "/addons/transform/include",
+        root .. "/addons/persist/include" } -- persist: jansson links below, xxHash is header-only
     externalincludedirs(cglm_includes)
     defines { "_POSIX_C_SOURCE=200809L" }
     targetdir(out .. "/%{cfg.buildcfg}")
@@ -112,12 +113,12 @@ project "kiln_shared"
     files(core_files)
     includedirs { root .. "/core/src" }
     linkoptions { "-Wl,-soname,libkiln.so." .. major }
-    links { "m", "pthread" }
+    links { "m", "pthread", "jansson" }
 
 project "core_demo"
     kind "ConsoleApp"
     files { root .. "/examples/core_demo.c" }
-    links { "kiln", "m", "pthread" }
+    links { "kiln", "m", "pthread", "jansson" }
 
 -- One executable per Check suite, as in the Makefile.
 for _, file in ipairs(os.matchfiles(root .. "/tests/core/test_*.c")) do
@@ -125,7 +126,7 @@ for _, file in ipairs(os.matchfiles(root .. "/tests/core/test_*.c")) do
         kind "ConsoleApp"
         files { file, root .. "/tests/support/*.c", root .. "/tests/support/*.h" }
         includedirs { root .. "/tests/support" }
-        links(concat({ "kiln" }, check_links, { "m", "pthread" }))
+        links(concat({ "kiln" }, check_links, { "m", "pthread", "jansson" }))
 end
 
 -- The Lua layer (lua/kiln/*.lua) compiled into the binding as C strings. tools/embed.lua
@@ -167,7 +168,7 @@ project "kiln_module"
     files(binding_files)
     includedirs { root .. "/lua", gen }
     externalincludedirs(lua_includes)
-    links { "kiln", "m", "pthread" }
+    links { "kiln", "m", "pthread", "jansson" }
 
 -- The kiln command: scripts, the REPL (libedit), the console client.
 project "kiln_cmd"
@@ -176,7 +177,7 @@ project "kiln_cmd"
     files { root .. "/lua/repl/*.c", root .. "/lua/repl/*.h" }
     includedirs { root .. "/lua" }
     externalincludedirs(concat(lua_includes, edit_includes))
-    links(concat({ "kiln_lua_static", "kiln" }, lua_links, edit_links, { "m", "pthread" }))
+    links(concat({ "kiln_lua_static", "kiln" }, lua_links, edit_links, { "m", "pthread", "jansson" }))
 
 -- The sample game.
 project "asteroids"
@@ -184,7 +185,7 @@ project "asteroids"
     files { root .. "/examples/asteroids/*.c", root .. "/examples/asteroids/*.h" }
     includedirs { root .. "/lua" }
     externalincludedirs(lua_includes)
-    links(concat({ "kiln_lua_static", "kiln" }, lua_links, { "m", "pthread" }))
+    links(concat({ "kiln_lua_static", "kiln" }, lua_links, { "m", "pthread", "jansson" }))
 
 -- The console and REPL suites; they start the kiln command by its absolute path.
 for _, file in ipairs(os.matchfiles(root .. "/tests/tools/test_*.c")) do
@@ -195,18 +196,18 @@ for _, file in ipairs(os.matchfiles(root .. "/tests/tools/test_*.c")) do
         includedirs { root .. "/lua" }
         externalincludedirs(lua_includes)
         defines { 'KILN_BIN_PATH="' .. out .. '/%{cfg.buildcfg}/kiln"' }
-        links(concat({ "kiln_lua_static", "kiln" }, lua_links, check_links, { "util", "m", "pthread" }))
+        links(concat({ "kiln_lua_static", "kiln" }, lua_links, check_links, { "util", "m", "pthread", "jansson" }))
 end
 
 project "core_bench"
     kind "ConsoleApp"
     files { root .. "/bench/*.c", root .. "/bench/*.h" }
     includedirs { root .. "/bench" }
-    links { "kiln", "m", "pthread" }
+    links { "kiln", "m", "pthread", "jansson" }
 
 project "mixed_host"
     kind "ConsoleApp"
     files { root .. "/bench/lua/mixed_host.c" }
     includedirs { root .. "/lua" }
     externalincludedirs(lua_includes)
-    links(concat({ "kiln_lua_static", "kiln" }, lua_links, { "m", "pthread" }))
+    links(concat({ "kiln_lua_static", "kiln" }, lua_links, { "m", "pthread", "jansson" }))

@@ -5,6 +5,7 @@
 #include "bench_access.h"
 #include "bench_systems.h"
 #include "bench_transform.h"
+#include "bench_persist.h"
 
 #include "bench_fixture.h"
 #include "bench_measure.h"
@@ -580,6 +581,22 @@ static const bench_case cases[] = {
     {"propagate_unchanged", BENCH_NS_PER_ENTITY, 0.3, false,
      "propagation with nothing changed vs the compose loop level by level over 100k",
      run_propagate_unchanged},
+    {"save_binary", BENCH_NS_PER_ENTITY, 3.0, false,
+     "kiln_save binary, 100k entities (4 components, entity field, Parents) vs memcpy of their bytes",
+     run_save_binary},
+    {"load_binary", BENCH_NS_PER_ENTITY, 3.0, false,
+     "kiln_load of that save into a fresh world vs memcpy of the same bytes", run_load_binary},
+    {"save_json", BENCH_NS_PER_ENTITY, 1.5, false,
+     "kiln_save JSON vs the same values from plain arrays through jansson", run_save_json},
+    {"load_json", BENCH_NS_PER_ENTITY, 1.5, false,
+     "kiln_load JSON into a fresh world vs jansson parsing it into plain arrays", run_load_json},
+    {"snapshot", BENCH_NS_PER_ENTITY, 2.0, false,
+     "kiln_snapshot_update of that world vs memcpy of the snapshot's bytes", run_snapshot},
+    {"restore", BENCH_NS_PER_ENTITY, 2.0, false,
+     "kiln_snapshot_restore vs memcpy of the snapshot's bytes", run_restore},
+    {"world_hash", BENCH_NS_PER_ENTITY, 2.0, false,
+     "kiln_world_hash vs XXH3 over the same component bytes and handles laid out contiguously",
+     run_world_hash},
 };
 
 const bench_case *bench_cases(int *count) {

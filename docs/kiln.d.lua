@@ -345,6 +345,80 @@ function World:events(name) end
 ---@return any
 function World:resource(name, value) end
 
+---Saves the world (entities, components, Parent links, resources, tick, schemas by name)
+---to path, or returns the data when no path is given. "lua" values must be plain data.
+---@param path? string
+---@param options? {format?: "binary"|"json"}
+---@return string?
+function World:save(path, options) end
+
+---Loads saved data or a file into the world and returns the map from saved handles to new
+---ones; raises with the reason (and where) on any error, the world untouched.
+---@param path_or_data string
+---@param options? {skip_unknown?: boolean}
+---@return table<entity, entity>
+function World:load(path_or_data, options) end
+
+---A 64-bit XXH3 hash of the world's content, independent of storage order.
+---@return integer
+function World:hash() end
+
+---Copies the whole world in memory (no "lua"-valued component values allowed).
+---@return kiln.Snapshot
+function World:snapshot() end
+
+---Puts the world back exactly as the snapshot holds it (same handles, values, ticks).
+---@param snapshot kiln.Snapshot
+function World:restore(snapshot) end
+
+---Gets (one argument) or sets (two; nil removes) the entity's unique name.
+---@param e entity
+---@param name? string
+---@return string?
+function World:name(e, name) end
+
+---The live entity with this name, or nil (constant time).
+---@param name string
+---@return entity?
+function World:lookup(name) end
+
+---A copy of `e` (with `tree`, of its descendants too) under the same parent.
+---@param e entity
+---@param options? {tree?: boolean}
+---@return entity
+function World:clone(e, options) end
+
+---Gets (no argument) or sets the world's random seed.
+---@param n? integer
+---@return integer?
+function World:seed(n) end
+
+---As math.random, from the world's seeded streams (per system inside a Lua system).
+---@param m? integer
+---@param n? integer
+---@return number
+function World:random(m, n) end
+
+---A reusable tree: {components = {Name = fields}, children = {def, ...}}, checked now.
+---@param def table
+---@return kiln.Prefab
+function World:prefab(def) end
+
+---@class kiln.Prefab
+local Prefab = {}
+
+---Spawns the tree: the root, or a list of `count` roots.
+---@param count? integer
+---@return entity|entity[]
+function Prefab:spawn(count) end
+
+---@class kiln.Snapshot
+local Snapshot = {}
+
+---Bytes the snapshot holds.
+---@return integer
+function Snapshot:bytes() end
+
 ---@class kiln.FieldInfo
 ---@field name string
 ---@field type string "float", "vec3", "char", ...

@@ -2,8 +2,8 @@
 # deps.sh: installs the Debian packages kiln builds and tests with, only those missing.
 # Safe to run repeatedly; needs root (or sudo) only when something is missing.
 set -eu
-# clang and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) serve `make test-fuzz` only.
-PACKAGES="make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev clang libclang-rt-14-dev"
+# clang and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) serve the fuzz groups only.
+PACKAGES="make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev"
 missing=""
 for p in $PACKAGES; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -14,6 +14,7 @@
 
 #include "components.h"
 #include "kiln_lua.h"
+#include "kiln_persist.h"
 #include "systems.h"
 
 #define MAX_MODS 16
@@ -31,6 +32,7 @@ typedef struct options {
     int console_port;   /* -1: no console */
     int64_t budget;     /* instructions per Lua system run; 0: none */
     bool realtime;
+    bool check_determinism; /* run serially and on workers side by side, comparing hashes */
 } options;
 
 typedef struct game {
@@ -99,7 +101,9 @@ static void usage(FILE *out) {
             "                  (default 50000000; 0: no budget)\n"
             "  --console PORT  accept `kiln --connect 127.0.0.1:PORT` (0: any free port);\n"
             "                  implies --realtime\n"
-            "  --realtime      pace frames to %d per second instead of running flat out\n",
+            "  --realtime      pace frames to %d per second instead of running flat out\n"
+            "  --check-determinism  run the same seed serially and on --workers workers (at\n"
+            "                  least 1) side by side, comparing the world hash every frame\n",
             FRAME_RATE, FRAME_RATE);
 }
 
@@ -175,6 +179,8 @@ static options parse_options(int argc, char **argv, char *rules_buf, size_t rule
             o.realtime = true;
         } else if (strcmp(a, "--realtime") == 0) {
             o.realtime = true;
+        } else if (strcmp(a, "--check-determinism") == 0) {
+            o.check_determinism = true;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -381,6 +387,13 @@ static int setup_lua(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_setglobal(L, "failures");
     g->failures_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    /* Scripts' math.random draws from the world's seeded streams (world:random: per system
+     * inside a Lua system), so a mod cannot make two runs of one seed differ; the seed is
+     * the game's. */
+    if (luaL_dostring(L, "local w = world\n"
+                         "math.random = function(...) return w:random(...) end\n"
+                         "math.randomseed = function() error('math.randomseed: the game seeds (--seed)', 2) end"))
+        return lua_error(L);
     return 0;
 }
 
@@ -529,39 +542,97 @@ static void sleep_until(double t) {
     nanosleep(&ts, NULL);
 }
 
+/* Builds a game: the world and its field, the C systems, Lua with the rules and mods, the
+ * schedule. Exits with a message when any of it fails. */
+static void game_open(game *g) {
+    g->world = kiln_world_create(NULL);
+    if (!g->world) die("out of memory");
+    if (kiln_random_seed(g->world, g->opt.seed) != KILN_OK ||
+        game_components_register(g->world, &g->ids) != KILN_OK ||
+        game_field_populate(g->world, &g->ids, g->opt.seed, g->opt.asteroids, g->opt.moons) != KILN_OK ||
+        !(g->systems = game_systems_create(g->world, &g->ids)))
+        die("%s", kiln_world_error(g->world));
+    g->count_asteroids = count_query(g, g->ids.asteroid);
+    g->count_moons = count_query(g, g->ids.orbit);
+    g->count_ships = count_query(g, g->ids.ship);
+
+    g->L = luaL_newstate();
+    if (!g->L) die("cannot create a Lua state");
+    lua_pushcfunction(g->L, setup_lua);
+    lua_pushlightuserdata(g->L, g);
+    if (lua_pcall(g->L, 1, 0, 0) != LUA_OK) die("%s", lua_tostring(g->L, -1));
+    if (game_systems_add(g->systems, g->schedule) != KILN_OK) die("%s", kiln_world_error(g->world));
+    g->c_systems = kiln_schedule_system_count(g->schedule);
+}
+
+static void game_load_scripts(game *g) {
+    run_rules(g, g->opt.rules);
+    load_mods(g);
+    if (kiln_schedule_build(g->schedule) != KILN_OK) die("%s", kiln_world_error(g->world));
+}
+
+static void game_close(game *g) {
+    kiln_console_close(g->console);
+    lua_close(g->L); /* detaches Lua from the world and ends the schedule and its workers */
+    game_systems_destroy(g->systems);
+    kiln_query_destroy(g->count_asteroids);
+    kiln_query_destroy(g->count_moons);
+    kiln_query_destroy(g->count_ships);
+    kiln_world_destroy(g->world);
+}
+
+/* --check-determinism: the same seed run serially and on workers, frame by frame; the world
+ * hashes (kiln_world_hash) must agree after every frame. */
+static int check_determinism(const options *opt) {
+    game serial = {.opt = *opt}, parallel = {.opt = *opt};
+    serial.opt.workers = 0;
+    if (parallel.opt.workers < 1) parallel.opt.workers = 1;
+    int64_t frames = opt->frames ? opt->frames : 600;
+    game_open(&serial);
+    game_open(&parallel);
+    game_load_scripts(&serial);
+    game_load_scripts(&parallel);
+    uint64_t hs = kiln_world_hash(serial.world), hp = kiln_world_hash(parallel.world);
+    int64_t frame = 0;
+    while (hs == hp && frame < frames && !interrupted) {
+        frame++;
+        if (!step(&serial, frame) || !step(&parallel, frame)) break;
+        hs = kiln_world_hash(serial.world);
+        hp = kiln_world_hash(parallel.world);
+    }
+    int status = 0;
+    if (hs != hp) {
+        printf("determinism: frame %lld differs: serial %016llx, %d worker%s %016llx\n", (long long)frame,
+               (unsigned long long)hs, (int)parallel.opt.workers, parallel.opt.workers == 1 ? "" : "s",
+               (unsigned long long)hp);
+        status = 1;
+    } else if (frame < frames && !interrupted) {
+        status = 1; /* a frame failed: step printed why */
+    } else {
+        printf("determinism: %lld frames, serial and %d worker%s agree every frame (hash %016llx)\n",
+               (long long)frame, (int)parallel.opt.workers, parallel.opt.workers == 1 ? "" : "s",
+               (unsigned long long)hs);
+    }
+    game_close(&serial);
+    game_close(&parallel);
+    return status;
+}
+
 int main(int argc, char **argv) {
     char rules_buf[4096];
     game g = {.opt = parse_options(argc, argv, rules_buf, sizeof rules_buf)};
+    signal(SIGINT, on_interrupt);
+    if (g.opt.check_determinism) return check_determinism(&g.opt);
 
-    g.world = kiln_world_create(NULL);
-    if (!g.world) die("out of memory");
-    if (game_components_register(g.world, &g.ids) != KILN_OK ||
-        game_field_populate(g.world, &g.ids, g.opt.seed, g.opt.asteroids, g.opt.moons) != KILN_OK ||
-        !(g.systems = game_systems_create(g.world, &g.ids)))
-        die("%s", kiln_world_error(g.world));
-    g.count_asteroids = count_query(&g, g.ids.asteroid);
-    g.count_moons = count_query(&g, g.ids.orbit);
-    g.count_ships = count_query(&g, g.ids.ship);
-
-    g.L = luaL_newstate();
-    if (!g.L) die("cannot create a Lua state");
-    lua_pushcfunction(g.L, setup_lua);
-    lua_pushlightuserdata(g.L, &g);
-    if (lua_pcall(g.L, 1, 0, 0) != LUA_OK) die("%s", lua_tostring(g.L, -1));
-    if (game_systems_add(g.systems, g.schedule) != KILN_OK) die("%s", kiln_world_error(g.world));
-    g.c_systems = kiln_schedule_system_count(g.schedule);
-
+    game_open(&g);
     printf("asteroids: seed %llu, %d asteroids, %lld moons, field %.0fx%.0f, %d worker%s\n",
            (unsigned long long)g.opt.seed, (int)g.opt.asteroids,
            (long long)kiln_query_count(g.count_moons), FIELD_SIZE, FIELD_SIZE, (int)g.opt.workers,
            g.opt.workers == 1 ? "" : "s");
-    run_rules(&g, g.opt.rules);
-    load_mods(&g);
-    if (kiln_schedule_build(g.schedule) != KILN_OK) die("%s", kiln_world_error(g.world));
+    game_load_scripts(&g);
     char stages[1024];
     kiln_schedule_describe(g.schedule, stages, sizeof stages);
     printf("schedule:\n%s", stages);
-
     if (g.opt.console_port >= 0) {
         char err[512] = "";
         g.console = kiln_console_open(g.L, &(kiln_console_desc){.port = g.opt.console_port, .log = console_log},
@@ -574,7 +645,6 @@ int main(int argc, char **argv) {
                kiln_console_token_path(g.console));
     }
     fflush(stdout);
-    signal(SIGINT, on_interrupt);
 
     double start = now_seconds(), mark = start, frame_seconds = 0;
     int64_t frame = 0;
@@ -599,12 +669,6 @@ int main(int argc, char **argv) {
     }
     print_final(&g, frame, now_seconds() - start, frame_seconds);
 
-    kiln_console_close(g.console);
-    lua_close(g.L); /* detaches Lua from the world and ends the schedule and its workers */
-    game_systems_destroy(g.systems);
-    kiln_query_destroy(g.count_asteroids);
-    kiln_query_destroy(g.count_moons);
-    kiln_query_destroy(g.count_ships);
-    kiln_world_destroy(g.world);
+    game_close(&g);
     return status;
 }

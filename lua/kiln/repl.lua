@@ -16,7 +16,9 @@ Enter Lua statements or expressions (expressions print their value).
   :pause           stop a :run
   :systems         the schedule's systems with stage, kind, enabled and timings
   :stats           entities, archetypes, memory and frame time
-  :load file       run a Lua file in this session
+  :load file       run a Lua file in this session, or load a world save into the world
+  :save file       save the world (JSON when file ends in .json, else binary)
+  :hash            the world's content hash (world:hash)
   :watch expr      print expr after every step (:watch alone lists, :unwatch n drops)
   :mods            the mods of the global `mods` (a kiln.mods manager): state, memory, errors
   :reload name     reload a mod in place (:unload name [keep] unloads, :log name shows its log)
@@ -29,7 +31,10 @@ game between its frames.
   :help            this text
   :systems         the schedule's systems with stage, kind, enabled and timings
   :stats           entities, archetypes, memory and frame time
-  :load file       run a Lua file (a path on the game's machine) in this session
+  :load file       run a Lua file (a path on the game's machine) in this session, or load
+                   a world save into the world
+  :save file       save the world (JSON when file ends in .json, else binary)
+  :hash            the world's content hash (world:hash)
   :watch expr      print expr every second while the prompt waits (:watch alone lists,
                    :unwatch n drops); system failures show there as they happen
   :mods            the game's mods: state, memory, systems, failures, last error
@@ -366,8 +371,27 @@ function Session:command(line)
   elseif cmd == "stats" then
     if not w then return "error", "no world" end
     return "ok", stats_text(w)
+  elseif cmd == "save" then
+    if rest == "" then return "error", ":save takes a file name" end
+    if not w then return "error", "no world" end
+    local ok, err = pcall(w.save, w, rest, {format = rest:match("%.json$") and "json" or "binary"})
+    if not ok then return "error", tostring(err) end
+    return "ok", string.format("saved %d entities to %s", w:count(), rest)
+  elseif cmd == "hash" then
+    if not w then return "error", "no world" end
+    return "ok", string.format("%016x", w:hash())
   elseif cmd == "load" then
     if rest == "" then return "error", ":load takes a file name" end
+    local f = io.open(rest, "rb")
+    local head = f and f:read(64) or ""
+    if f then f:close() end
+    if w and (head:sub(1, 8) == "KILNSAVE" or head:match('^%s*{%s*"kiln"')) then
+      local ok, map = pcall(w.load, w, rest)
+      if not ok then return "error", tostring(map) end
+      local n = 0
+      for _ in pairs(map) do n = n + 1 end
+      return "ok", string.format("loaded %d entities from %s", n, rest)
+    end
     local fn, err = loadfile(rest, "t", self.env)
     if not fn then return "error", err end
     local ok, text = self:call(fn)

@@ -171,6 +171,8 @@ struct klua_system {
     kiln_component reads[KILN_SYSTEM_MAX_ACCESS], writes[KILN_SYSTEM_MAX_ACCESS];
     int read_count, write_count;
     int failures;    /* consecutive */
+    uint64_t random[4];     /* persist.c: world:random's stream in this system (a kiln_random) */
+    kiln_tick random_tick;  /* the tick it was forked for; 0: not yet */
 };
 
 #define KLUA_MAX_TERMS 32
@@ -388,5 +390,6 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
 KLUA_HIDDEN void klua_open_systems(lua_State *L);   /* systems.c */
+KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, hash, snapshots */
 
 #endif

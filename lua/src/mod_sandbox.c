@@ -107,8 +107,36 @@ static uint64_t random_upto(uint64_t *s, uint64_t n) {
     return r % span;
 }
 
+/* math.random: inside one of the mod's systems, world:random (the system's stream, forked
+ * from the world's seed, the system and the tick: the same in every run of a seed, whatever
+ * the threads do); at its top level, the mod's own stream, so its rolls there do not depend
+ * on which mods loaded before it. */
 static int m_random(lua_State *L) {
     klua_mod *mod = mod_of(L);
+    if (mod->kw && mod->kw->current && lua_gettop(L) != 1) {
+        int n = lua_gettop(L);
+        luaL_getmetatable(L, KLUA_WORLD);
+        lua_getfield(L, -1, "__index");
+        lua_getfield(L, -1, "random");
+        lua_replace(L, -3);
+        lua_pop(L, 1);
+        klua_push_self(L, mod->kw);
+        lua_rotate(L, 1, 2); /* random, world, args... */
+        lua_call(L, n + 1, 1);
+        return 1;
+    }
+    if (mod->kw && mod->kw->current) { /* math.random(m): world:random(m), and (0): all bits */
+        lua_Integer m = luaL_checkinteger(L, 1);
+        if (m != 0) {
+            luaL_getmetatable(L, KLUA_WORLD);
+            lua_getfield(L, -1, "__index");
+            lua_getfield(L, -1, "random");
+            klua_push_self(L, mod->kw);
+            lua_pushinteger(L, m);
+            lua_call(L, 2, 1);
+            return 1;
+        }
+    }
     lua_Integer low, up;
     switch (lua_gettop(L)) {
     case 0:
@@ -135,6 +163,7 @@ static int m_random(lua_State *L) {
     return 1;
 }
 
+/* math.randomseed(n): reseeds the mod's own top-level stream (the world's are the host's). */
 static int m_randomseed(lua_State *L) {
     klua_mod *mod = mod_of(L);
     lua_Integer n = luaL_checkinteger(L, 1);

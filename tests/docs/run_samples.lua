@@ -115,8 +115,9 @@ local function run_c(code, id)
   write_file(src, code)
   local cmd = table.concat({
     "cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Werror",
-    "-I" .. quote(root .. "/core/include"), "-I" .. quote(root .. "/addons/transform/include"), "-I" .. quote(root .. "/lua"), lua_cflags,
-    quote(src), quote(lib_lua), quote(lib_kiln), "-llua5.4 -lm -lpthread", "-o", quote(exe),
+    "-I" .. quote(root .. "/core/include"), "-I" .. quote(root .. "/addons/transform/include"),
+    "-I" .. quote(root .. "/addons/persist/include"), "-I" .. quote(root .. "/lua"), lua_cflags,
+    quote(src), quote(lib_lua), quote(lib_kiln), "-llua5.4 -ljansson -lm -lpthread", "-o", quote(exe),
   }, " ")
   local ok, out = run(cmd)
   if not ok then return false, "compile failed:\n" .. out end

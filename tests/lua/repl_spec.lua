@@ -87,12 +87,36 @@ describe("a remote session", function()
             assert.falsy(help:find(cmd, 1, true), cmd)
             assert.are.equal("error", (s:feed(cmd)))
         end
-        for _, cmd in ipairs{":help", ":systems", ":stats", ":load", ":watch", ":unwatch", ":quit"} do
+        for _, cmd in ipairs{":help", ":systems", ":stats", ":load", ":save", ":hash", ":watch", ":unwatch", ":quit"} do
             assert.truthy(help:find(cmd, 1, true), cmd)
         end
         assert.are.equal("ok", (s:feed(":stats")))
         assert.are.equal("ok", (s:feed(":watch 1")))
         assert.are.same({"ok", "[1] 1 = 1"}, {s:feed(":poll")})
+    end)
+end)
+
+describe("world saves in the session", function()
+    it(":save, :hash and :load of a save restore the world; :load still runs Lua files", function()
+        local s = session()
+        assert.are.equal("ok", (s:feed('world:component("Hp", "int32_t hp;")')))
+        assert.are.equal("ok", (s:feed('e = world:spawn{Hp = {hp = 7}}')))
+        local _, h = s:feed(":hash")
+        assert.truthy(h:match("^%x+$"))
+        for _, name in ipairs{os.tmpname(), os.tmpname() .. ".json"} do
+            assert.are.same({"ok", "saved 1 entities to " .. name}, {s:feed(":save " .. name)})
+            assert.are.equal("ok", (s:feed("world:despawn(e)")))
+            assert.are.same({"ok", "loaded 1 entities from " .. name}, {s:feed(":load " .. name)})
+            -- a load adds to the world, with new handles: the value came back
+            assert.are.equal("ok", (s:feed("e = world:entities()[1]")))
+            assert.are.same({"ok", "7"}, {s:feed("world:get(e, 'Hp').hp")})
+            assert.are_not.same({"ok", h}, {s:feed(":hash")})
+            os.remove(name)
+        end
+        local status, err = s:feed(":load /nonexistent/save")
+        assert.are.equal("error", status)
+        assert.truthy(err:find("nonexistent", 1, true))
+        assert.are.equal("error", (s:feed(":save")))
     end)
 end)
 

@@ -21,6 +21,7 @@ require "fuzz.ops_world"
 require "fuzz.ops_loops"
 require "fuzz.ops_systems"
 require "fuzz.ops_commands"
+require "fuzz.ops_persist"
 
 local PARANOID = X.PARANOID
 local new_world, method_tables = W.new_world, W.method_tables
@@ -70,7 +71,7 @@ local TOP_OPS = {
     set_parent = 3, children = 2, despawn_recursive = 1.5, define_event = 0.5, emit = 2,
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
-    remove_system = 0.4, instructions = 0.2,
+    remove_system = 0.4, instructions = 0.2, hash = 0.3, save_load = 0.4, snapshot_restore = 0.4, names_and_clone = 0.3, random_misuse = 0.2, prefab_defs = 0.2,
 }
 
 local function closed_world_round(m)
@@ -122,7 +123,8 @@ function D.run(opts)
                            "system", "progress", "systems", "enable", "set_parent", "children",
                            "despawn_recursive", "event", "emit", "events", "resource", "failures",
                            "max_failures", "components", "component_info", "stats", "inspect", "schema",
-                           "remove_system", "instructions"}) do
+                           "remove_system", "instructions", "save", "load", "hash", "snapshot",
+                           "restore", "name", "lookup", "clone", "seed", "random", "prefab"}) do
         S.known_world_methods[name] = true
     end
     -- methods added after this test was written are reported, not called

@@ -1,0 +1,167 @@
+/* json.c: the JSON format (jansson): the same content as the binary one, values by field
+ * name. Invariant: the loader checks every JSON type before reading it and names the path
+ * ("entities[3].components.Position.x") of the first value it cannot take. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "persist_internal.h"
+
+/* ---- writing ---- */
+
+static json_t *hex(kiln_world *world, const uint8_t *data, size_t size) {
+    static const char digits[] = "0123456789abcdef";
+    char *s = kl_alloc(&world->alloc, size * 2 + 1);
+    if (!s) return NULL;
+    for (size_t i = 0; i < size; i++) s[2 * i] = digits[data[i] >> 4], s[2 * i + 1] = digits[data[i] & 15];
+    json_t *j = json_stringn(s, size * 2);
+    kl_free(&world->alloc, s, size * 2 + 1);
+    return j;
+}
+
+static json_t *real(double d) {
+    if (isnan(d)) return json_string("nan");
+    if (isinf(d)) return json_string(d > 0 ? "inf" : "-inf");
+    return json_real(d);
+}
+
+/* One element of a field (a scalar type, or a vector type as an array of floats). */
+static json_t *element(const kiln_world *world, kiln_type type, const uint8_t *p) {
+    switch (type) {
+    case KILN_TYPE_BOOL: return json_boolean(*p != 0);
+    case KILN_TYPE_INT8: { int8_t v; memcpy(&v, p, 1); return json_integer(v); }
+    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); return json_integer(v); }
+    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); return json_integer(v); }
+    case KILN_TYPE_INT64: { int64_t v; memcpy(&v, p, 8); return json_integer(v); }
+    case KILN_TYPE_UINT8: return json_integer(*p);
+    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); return json_integer(v); }
+    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); return json_integer(v); }
+    case KILN_TYPE_UINT64:
+    case KILN_TYPE_ENTITY: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        if (type == KILN_TYPE_ENTITY && !kiln_is_alive(world, v)) v = 0; /* not saved: null */
+        if (v <= INT64_MAX) return json_integer((json_int_t)v);
+        char buf[24];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+        return json_string(buf);
+    }
+    case KILN_TYPE_FLOAT: { float v; memcpy(&v, p, 4); return real(v); }
+    case KILN_TYPE_DOUBLE: { double v; memcpy(&v, p, 8); return real(v); }
+    default: {
+        size_t n = kiln_type_size(type) / 4;
+        json_t *a = json_array();
+        for (size_t i = 0; i < n && a; i++) {
+            float v;
+            memcpy(&v, p + 4 * i, 4);
+            json_array_append_new(a, real(v));
+        }
+        return a;
+    }
+    }
+}
+
+static json_t *field_value(const kiln_world *world, const kiln_field *f, const uint8_t *value) {
+    uint32_t n = f->count ? f->count : 1;
+    const uint8_t *p = value + f->offset;
+    if (f->type == KILN_TYPE_CHAR) return json_stringn((const char *)p, strnlen((const char *)p, n));
+    if (n == 1) return element(world, f->type, p);
+    json_t *a = json_array();
+    for (uint32_t k = 0; k < n && a; k++) json_array_append_new(a, element(world, f->type, p + k * kiln_type_size(f->type)));
+    return a;
+}
+
+static json_t *value_json(kiln_world *world, const kiln_save_desc *desc, const kiln_component_info *info,
+                          bool codec, kiln_entity e, const void *value, pz_bytes *bytes, kiln_result *r) {
+    if (info->size == 0) return json_true();
+    if (codec) {
+        *r = pz_encode(world, desc, info->id, e, value, bytes, "kiln_save");
+        return *r == KILN_OK ? hex(world, bytes->data, bytes->size) : NULL;
+    }
+    if (info->field_count == 0) return hex(world, value, info->size);
+    json_t *o = json_object();
+    for (int32_t f = 0; f < info->field_count && o; f++)
+        json_object_set_new(o, info->fields[f].name, field_value(world, &info->fields[f], value));
+    return o;
+}
+
+static json_t *schema_json(const kiln_component_info *info, bool codec) {
+    json_t *s = json_pack("{s:s, s:I}", "name", info->name, "size", (json_int_t)info->size);
+    if (codec) {
+        json_object_set_new(s, "codec", json_true());
+        return s;
+    }
+    json_t *fields = json_array();
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        json_array_append_new(fields, json_pack("{s:s, s:s, s:I, s:I}", "name", fd->name, "type",
+                                                kiln_type_name(fd->type), "offset", (json_int_t)fd->offset,
+                                                "count", (json_int_t)(fd->count ? fd->count : 1)));
+    }
+    json_object_set_new(s, "fields", fields);
+    return s;
+}
+
+static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
+                         json_t *root, pz_bytes *bytes) {
+    kiln_result r = KILN_OK;
+    json_object_set_new(root, "kiln", json_integer(KILN_PERSIST_VERSION));
+    json_object_set_new(root, "tick", json_integer(world->tick));
+    json_t *schemas = json_array();
+    json_object_set_new(root, "components", schemas);
+    for (int32_t i = 0; i < plan->count; i++) json_array_append_new(schemas, schema_json(&plan->info[i], plan->codec[i]));
+    json_t *entities = json_array();
+    json_object_set_new(root, "entities", entities);
+    for (int32_t g = 0; g < plan->group_count && r == KILN_OK; g++) {
+        const kl_archetype *arch = plan->groups[g];
+        const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
+        const kl_column *cols[KILN_MAX_FIELDS * 4];
+        int32_t tc = plan->group_type_count[g];
+        for (int32_t t = 0; t < tc && t < KILN_MAX_FIELDS * 4; t++)
+            cols[t] = plan->info[types[t]].size ? kl_archetype_column(arch, plan->info[types[t]].id) : NULL;
+        for (int32_t row = 0; row < arch->count && r == KILN_OK; row++) {
+            kiln_entity e = arch->entities[row];
+            json_t *comps = json_object();
+            for (int32_t t = 0; t < tc && r == KILN_OK; t++) {
+                const kiln_component_info *info = &plan->info[types[t]];
+                const void *v = cols[t] ? cols[t]->data + (size_t)row * cols[t]->stride : NULL;
+                json_t *jv = value_json(world, desc, info, plan->codec[types[t]], e, v, bytes, &r);
+                if (jv) json_object_set_new(comps, info->name, jv);
+            }
+            json_array_append_new(entities, json_pack("{s:I, s:o}", "id", (json_int_t)e, "components", comps));
+        }
+    }
+    json_t *resources = json_object();
+    json_object_set_new(root, "resources", resources);
+    for (int32_t k = 0; k < plan->resource_count && r == KILN_OK; k++) {
+        const kiln_component_info *info = &plan->info[plan->resources[k]];
+        json_t *jv = value_json(world, desc, info, plan->codec[plan->resources[k]], KILN_NULL_ENTITY,
+                                kiln_resource_get(world, info->id), bytes, &r);
+        if (jv) json_object_set_new(resources, info->name, jv);
+    }
+    if (r == KILN_OK && desc->host_data)
+        json_object_set_new(root, "host", hex(world, desc->host_data, desc->host_size));
+    return r;
+}
+
+static int dump_cb(const char *buffer, size_t size, void *data) {
+    pz_put(data, buffer, size);
+    return ((pz_out *)data)->failed ? -1 : 0;
+}
+
+kiln_result pz_save_json(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan, pz_out *out) {
+    json_t *root = json_object();
+    if (!root) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
+    pz_bytes bytes = {.alloc = &world->alloc};
+    kiln_result r = build(world, desc, plan, root, &bytes);
+    pz_bytes_free(&bytes);
+    if (r == KILN_OK && json_dump_callback(root, dump_cb, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0)
+        r = out->failed ? KILN_OK /* reported by the caller's flush */
+                        : kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory writing JSON");
+    json_decref(root);
+    if (r == KILN_OK) pz_put(out, "\n", 1);
+    return r;
+}
+

@@ -1,0 +1,212 @@
+/* names.c: unique entity names: the Name component, its check hook, and a hash index from name
+ * to entity. Invariant: the index is trusted only while the Name query looks as it did when
+ * the index was last brought up to date; otherwise a look-up rebuilds it first. */
+#include <stdio.h>
+#include <string.h>
+
+#include "persist_internal.h"
+#include "query.h"
+
+typedef struct name_slot {
+    uint64_t hash;       /* 0: empty */
+    kiln_entity entity;
+} name_slot;
+
+typedef struct name_state {
+    kiln_world *world;
+    kiln_component id;
+    kiln_query *query;      /* entities with a Name */
+    name_slot *slots;
+    int64_t cap, used;      /* cap: a power of two, at most half used */
+    /* what the query looked like when the index was last brought up to date */
+    int64_t seen_count;
+    kiln_tick seen_structure, seen_column;
+    bool valid;
+} name_state;
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, never 0 below */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h | 1;
+}
+
+static void names_fini(kiln_world *world, void *ctx) {
+    name_state *st = ctx;
+    kiln_query_destroy(st->query);
+    kl_free(&world->alloc, st->slots, sizeof(name_slot) * (size_t)st->cap);
+    kl_free(&world->alloc, st, sizeof *st);
+}
+
+static name_state *state_of(const kiln_world *world) {
+    return kiln_world_atfini_get(world, names_fini);
+}
+
+static const char *name_of(const kiln_world *world, const name_state *st, kiln_entity e) {
+    const kiln_name *n = kiln_get(world, e, st->id);
+    return n && n->text[0] ? n->text : NULL;
+}
+
+static void remember(name_state *st) {
+    st->seen_count = kiln_query_count(st->query);
+    st->seen_structure = kl_query_structure_tick(st->query);
+    st->seen_column = kl_query_column_tick(st->query, 0);
+}
+
+static bool changed_since_seen(const name_state *st) {
+    return st->seen_count != kiln_query_count(st->query) ||
+           st->seen_structure != kl_query_structure_tick(st->query) ||
+           st->seen_column != kl_query_column_tick(st->query, 0);
+}
+
+/* Inserts (hash, e); the table must have room. */
+static void insert(name_state *st, uint64_t h, kiln_entity e) {
+    uint64_t i = h & (uint64_t)(st->cap - 1);
+    while (st->slots[i].hash) i = (i + 1) & (uint64_t)(st->cap - 1);
+    st->slots[i] = (name_slot){h, e};
+    st->used++;
+}
+
+/* Makes room for need entries at half load; false when out of memory (index invalid). */
+static bool reserve(name_state *st, int64_t need) {
+    if (need * 2 <= st->cap) return true;
+    int64_t cap = 64;
+    while (cap < need * 2) cap *= 2;
+    name_slot *slots = kl_alloc(&st->world->alloc, sizeof(name_slot) * (size_t)cap);
+    if (!slots) return false;
+    memset(slots, 0, sizeof(name_slot) * (size_t)cap);
+    name_slot *old = st->slots;
+    int64_t old_cap = st->cap;
+    st->slots = slots, st->cap = cap, st->used = 0;
+    for (int64_t i = 0; i < old_cap; i++)
+        if (old[i].hash) insert(st, old[i].hash, old[i].entity);
+    kl_free(&st->world->alloc, old, sizeof(name_slot) * (size_t)old_cap);
+    return true;
+}
+
+static bool rebuild(name_state *st) {
+    st->valid = false;
+    if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
+    if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
+    st->used = 0;
+    kiln_iter it;
+    kiln_query_iter(st->query, &it);
+    while (kiln_query_next(&it)) {
+        const kiln_name *names = it.columns[0];
+        for (int32_t r = 0; r < it.count; r++) {
+            char text[KILN_NAME_MAX + 1];
+            memcpy(text, names[r].text, KILN_NAME_MAX);
+            text[KILN_NAME_MAX] = 0;
+            if (text[0]) insert(st, hash_name(text), it.entities[r]);
+        }
+    }
+    remember(st);
+    st->valid = true;
+    return true;
+}
+
+/* The live entity other than self named name, or KILN_NULL_ENTITY; rebuilds when the index
+ * may be stale. */
+static kiln_entity find(kiln_world *world, name_state *st, const char *name, kiln_entity self) {
+    if ((!st->valid || changed_since_seen(st)) && !rebuild(st)) return KILN_NULL_ENTITY;
+    uint64_t h = hash_name(name);
+    for (uint64_t i = h & (uint64_t)(st->cap - 1); st->cap && st->slots[i].hash; i = (i + 1) & (uint64_t)(st->cap - 1)) {
+        if (st->slots[i].hash != h || st->slots[i].entity == self) continue;
+        const char *have = name_of(world, st, st->slots[i].entity); /* stale entries fail here */
+        if (have && strcmp(have, name) == 0) return st->slots[i].entity;
+    }
+    return KILN_NULL_ENTITY;
+}
+
+static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, const void *value, void *ctx,
+                              char *why, size_t why_size) {
+    name_state *st = ctx;
+    kiln_world *world = st->world;
+    (void)cworld;
+    if (!value) return KILN_OK;
+    char text[KILN_NAME_MAX + 1];
+    memcpy(text, ((const kiln_name *)value)->text, KILN_NAME_MAX);
+    text[KILN_NAME_MAX] = 0;
+    if (!text[0]) return KILN_OK;
+    kiln_entity other = find(world, st, text, entity);
+    if (!other) return KILN_OK;
+    char buf[24];
+    snprintf(why, why_size, "name '%s' is taken by entity %s", text, kiln_entity_format(other, buf, sizeof buf));
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    name_state *st = state_of(world);
+    if (st) {
+        if (dest) *dest = st->id;
+        return KILN_OK;
+    }
+    st = kl_alloc(&world->alloc, sizeof *st);
+    if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_name_init: out of memory");
+    memset(st, 0, sizeof *st);
+    st->world = world;
+    static const kiln_field fields[] = {{"text", KILN_TYPE_CHAR, 0, KILN_NAME_MAX + 1}};
+    kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = fields, .field_count = 1,
+                             .check = check_name, .hook_ctx = st};
+    kiln_result r = kiln_component_register(world, &d, &st->id);
+    if (r == KILN_OK) r = kiln_query_create(world, &(kiln_query_desc){.with = {st->id}}, &st->query);
+    if (r == KILN_OK) r = kiln_world_atfini(world, names_fini, st);
+    if (r != KILN_OK) {
+        kiln_query_destroy(st->query);
+        kl_free(&world->alloc, st, sizeof *st);
+        return r;
+    }
+    if (dest) *dest = st->id;
+    return KILN_OK;
+}
+
+kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *name) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    kiln_result r = kiln_name_init(world, NULL);
+    if (r != KILN_OK) return r;
+    name_state *st = state_of(world);
+    char buf[24];
+    if (!kiln_is_alive(world, entity))
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_name_set: entity %s is not alive",
+                       kiln_entity_format(entity, buf, sizeof buf));
+    if (!name || !name[0]) return kiln_remove(world, entity, st->id, NULL);
+    size_t n = strlen(name);
+    if (n > KILN_NAME_MAX)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_name_set: a name has at most 63 bytes (got %zu)", n);
+    kiln_name value;
+    memset(&value, 0, sizeof value);
+    memcpy(value.text, name, n);
+    r = kiln_add(world, entity, st->id, &value);
+    if (r != KILN_OK) {
+        /* the check hook's message names kiln_add: name this call instead */
+        char msg[KL_ERROR_SIZE];
+        snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
+        const char *detail = strstr(msg, ": ");
+        return kl_fail(world, r, "kiln_name_set: %s", detail ? detail + 2 : msg);
+    }
+    /* The check hook brought the index up to date just before the add landed: this write is
+     * the only change since, so the index follows it (unless the add was queued). */
+    if (!kiln_is_deferred(world) && st->valid && reserve(st, st->used + 1)) {
+        insert(st, hash_name(name), entity);
+        remember(st);
+    }
+    return KILN_OK;
+}
+
+void pz_names_invalidate(kiln_world *world) {
+    name_state *st = state_of(world);
+    if (st) st->valid = false;
+}
+
+const char *kiln_name_get(const kiln_world *world, kiln_entity entity) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    const name_state *st = state_of(world);
+    return st ? name_of(world, st, entity) : NULL;
+}
+
+kiln_entity kiln_name_lookup(kiln_world *world, const char *name) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    name_state *st = state_of(world);
+    if (!st || !name || !name[0] || strlen(name) > KILN_NAME_MAX) return KILN_NULL_ENTITY;
+    return find(world, st, name, KILN_NULL_ENTITY);
+}

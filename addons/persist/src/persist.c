@@ -1,0 +1,124 @@
+/* persist.c: the addon's entry points: kiln_save / kiln_load and their file forms pick the
+ * format, run the plan or the parser, and own every byte they allocate for the call. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "persist_internal.h"
+
+static const kiln_save_desc default_save;
+static const kiln_load_desc default_load;
+
+static bool busy(kiln_world *world) { return kiln_is_deferred(world); }
+
+kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_fn write, void *ud) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!desc) desc = &default_save;
+    if (!write) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: write is NULL");
+    if (busy(world))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: the world is deferred or iterating");
+    if (desc->format != KILN_PERSIST_BINARY && desc->format != KILN_PERSIST_JSON)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: unknown format %d", (int)desc->format);
+    pz_plan plan;
+    kiln_result r = pz_plan_build(world, desc, &plan, "kiln_save");
+    if (r != KILN_OK) return r;
+    pz_out *out = kl_alloc(&world->alloc, sizeof *out);
+    if (!out) {
+        pz_plan_free(&plan);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
+    }
+    out->write = write;
+    out->ud = ud;
+    out->failed = false;
+    out->used = 0;
+    r = desc->format == KILN_PERSIST_JSON ? pz_save_json(world, desc, &plan, out)
+                                          : pz_save_binary(world, desc, &plan, out);
+    if (r == KILN_OK && !pz_flush(out))
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: the writer refused the data");
+    kl_free(&world->alloc, out, sizeof *out);
+    pz_plan_free(&plan);
+    return r;
+}
+
+/* Renames a message's "kiln_save: " / "kiln_load: " prefix to the _file function's name. */
+static kiln_result renamed(kiln_world *world, kiln_result r, const char *from, const char *to) {
+    const char *msg = kiln_world_error(world);
+    size_t n = strlen(from);
+    if (r != KILN_OK && strncmp(msg, from, n) == 0 && msg[n] == ':') {
+        char copy[KL_ERROR_SIZE];
+        snprintf(copy, sizeof copy, "%s", msg + n);
+        kl_fail(world, r, "%s%s", to, copy);
+    }
+    return r;
+}
+
+static bool file_write(void *ud, const void *data, size_t size) {
+    return fwrite(data, 1, size, (FILE *)ud) == size;
+}
+
+kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_desc *desc) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: path is NULL");
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: path is too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot write %.200s: %s", tmp,
+                       strerror(errno));
+    kiln_result r = renamed(world, kiln_save(world, desc, file_write, f), "kiln_save", "kiln_save_file");
+    if (fclose(f) != 0 && r == KILN_OK)
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed", tmp);
+    if (r == KILN_OK && rename(tmp, path) != 0)
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot rename to %.200s: %s", path,
+                    strerror(errno));
+    if (r != KILN_OK) remove(tmp);
+    return r;
+}
+
+kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const kiln_load_desc *desc) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!desc) desc = &default_load;
+    if (!data && size) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: data is NULL");
+    if (busy(world))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: the world is deferred or iterating");
+    const uint8_t *p = data;
+    size_t lead = 0;
+    while (lead < size && (p[lead] == ' ' || p[lead] == '\t' || p[lead] == '\n' || p[lead] == '\r')) lead++;
+    pz_doc doc;
+    memset(&doc, 0, sizeof doc);
+    doc.arena.alloc = &world->alloc;
+    kiln_result r;
+    if (size >= PZ_MAGIC_SIZE && memcmp(p, PZ_MAGIC, PZ_MAGIC_SIZE) == 0)
+        r = pz_parse_binary(world, p, size, &doc);
+    else if (lead < size && p[lead] == '{')
+        r = pz_parse_json(world, p, size, &doc);
+    else
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                    "kiln_load: at byte 0: neither a kiln save nor a JSON document");
+    if (r == KILN_OK) r = pz_commit(world, &doc, desc);
+    pz_arena_free(&doc.arena);
+    return r;
+}
+
+kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load_file: path is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load_file: cannot open %.200s: %s", path,
+                       strerror(errno));
+    pz_bytes bytes = {.alloc = &world->alloc};
+    uint8_t chunk[1 << 14];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (!pz_bytes_write(&bytes, chunk, n)) break;
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    kiln_result r;
+    if (bytes.failed) r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load_file: out of memory");
+    else if (bad) r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load_file: reading %.200s failed", path);
+    else r = renamed(world, kiln_load(world, bytes.data, bytes.size, desc), "kiln_load", "kiln_load_file");
+    pz_bytes_free(&bytes);
+    return r;
+}

@@ -1,0 +1,178 @@
+/* persist_internal.h: what the persistence addon's files share: an arena, a buffered writer,
+ * the save plan (what a save holds) and the staged document both loaders parse into. */
+#ifndef KILN_PERSIST_INTERNAL_H
+#define KILN_PERSIST_INTERNAL_H
+
+#include "kiln_persist.h"
+
+/* Core internals (addons are built with -Icore/src): archetypes, records, the allocator. */
+#include "archetype.h"
+#include "world.h"
+
+#define PZ_MAGIC "KILNSAVE"
+#define PZ_MAGIC_SIZE 8
+#define PZ_MAX_COUNT ((int64_t)1 << 31) /* schemas, groups, entities per group, resources */
+
+/* ---- arena.c: an arena on the world's allocator, and a buffered writer ---- */
+typedef struct pz_chunk pz_chunk;
+typedef struct pz_arena {
+    kl_allocator *alloc;
+    pz_chunk *chunks;
+} pz_arena;
+
+/* size zeroed bytes, 16-byte aligned, freed with the arena; NULL when out of memory. */
+KL_HIDDEN void *pz_alloc(pz_arena *arena, size_t size);
+KL_HIDDEN void pz_arena_free(pz_arena *arena);
+
+typedef struct pz_out {
+    kiln_write_fn write;
+    void *ud;
+    bool failed;
+    size_t used;
+    uint8_t buf[1 << 16];
+} pz_out;
+
+KL_HIDDEN void pz_put(pz_out *out, const void *data, size_t size);
+KL_HIDDEN bool pz_flush(pz_out *out);
+
+/* A growable byte buffer on the world's allocator. */
+typedef struct pz_bytes {
+    kl_allocator *alloc;
+    uint8_t *data;
+    size_t size, cap;
+    bool failed;
+} pz_bytes;
+KL_HIDDEN bool pz_bytes_write(void *ud, const void *data, size_t size); /* a kiln_write_fn */
+KL_HIDDEN void pz_bytes_free(pz_bytes *b);
+/* size bytes of b's storage (its contents dropped), or NULL when out of memory. */
+KL_HIDDEN uint8_t *pz_scratch(pz_bytes *b, size_t size);
+
+/* ---- plan.c: what a save holds, in canonical order ---- */
+typedef struct pz_plan {
+    pz_arena arena;
+    int32_t count;               /* schemas saved, sorted by name */
+    kiln_component *order;       /* schema index -> component */
+    kiln_component_info *info;   /* schema index -> its description */
+    bool *codec;                 /* schema index -> saved through the codec (has hooks) */
+    uint32_t *index_of;          /* component id -> schema index + 1, or 0 (not saved) */
+    int32_t group_count;
+    kl_archetype **groups;       /* non-empty archetypes, by id */
+    int32_t *group_types;        /* per group: schema indices of its saved types, ascending */
+    int32_t *group_type_count;
+    int32_t max_types;
+    int32_t resource_count;
+    int32_t *resources;          /* schema indices of set resources, ascending */
+} pz_plan;
+
+/* Builds the plan of world for desc; fails (world error set, naming call) on out of memory, or
+ * when a component with hooks must be saved and desc has no codec. */
+KL_HIDDEN kiln_result pz_plan_build(kiln_world *world, const kiln_save_desc *desc, pz_plan *plan,
+                                    const char *call);
+KL_HIDDEN void pz_plan_free(pz_plan *plan);
+/* Runs the codec on one value into bytes (reset first); fails naming entity and component. */
+KL_HIDDEN kiln_result pz_encode(kiln_world *world, const kiln_save_desc *desc, kiln_component c,
+                                kiln_entity e, const void *value, pz_bytes *bytes,
+                                const char *call);
+
+/* True when info has a field of type entity. */
+KL_HIDDEN bool pz_has_entity_fields(const kiln_component_info *info);
+/* Writes null over the entity fields of value that name no live entity (saves hold only live
+ * entities, so a reference to another would dangle). */
+KL_HIDDEN void pz_null_dead(const kiln_world *world, const kiln_component_info *info, uint8_t *value);
+
+/* ---- the staged document both loaders fill ---- */
+typedef struct pz_field {
+    const char *name;
+    kiln_type type;
+    uint32_t count;             /* 1 and up */
+    uint32_t offset;            /* in the file's layout */
+    const kiln_field *target;   /* the world's field of that name, or NULL (skipped) */
+} pz_field;
+
+typedef struct pz_blob {
+    const uint8_t *data;
+    uint32_t size;
+} pz_blob;
+
+typedef struct pz_schema {
+    const char *name;
+    uint32_t size;              /* bytes of a value in the file's layout (0: a tag) */
+    bool codec;                 /* values are codec blobs */
+    int32_t field_count;
+    pz_field *fields;
+    /* resolved against the world */
+    kiln_component id;          /* 0: skipped */
+    kiln_component_info info;
+    bool same;                  /* the file's layout is the world's: values copy as they are */
+} pz_schema;
+
+typedef struct pz_group {
+    int32_t type_count;
+    uint32_t *types;            /* schema indices */
+    int64_t count;
+    kiln_entity *handles;       /* count saved handles */
+    const uint8_t **values;     /* per type: count values of the schema's size (plain) */
+    pz_blob **blobs;            /* per type: count blobs (codec) */
+    kiln_entity *spawned;       /* count new handles, during commit */
+} pz_group;
+
+typedef struct pz_resource {
+    uint32_t schema;
+    const uint8_t *value;       /* plain */
+    pz_blob blob;               /* codec */
+} pz_resource;
+
+typedef struct pz_doc {
+    pz_arena arena;
+    kiln_tick tick;
+    uint32_t schema_count;
+    pz_schema *schemas;
+    uint32_t group_count;
+    pz_group *groups;
+    uint32_t resource_count;
+    pz_resource *resources;
+    int64_t entity_count;
+    pz_blob host;
+    bool has_host;
+} pz_doc;
+
+/* ---- binary.c / json.c: the two formats ---- */
+KL_HIDDEN kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc,
+                                     const pz_plan *plan, pz_out *out);
+KL_HIDDEN kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size,
+                                      pz_doc *doc);
+KL_HIDDEN kiln_result pz_save_json(kiln_world *world, const kiln_save_desc *desc,
+                                   const pz_plan *plan, pz_out *out);
+KL_HIDDEN kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size,
+                                    pz_doc *doc);
+
+/* ---- stage.c: resolving a staged document against the world and committing it ---- */
+KL_HIDDEN kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc);
+/* True when a value of type from can become one of type to without losing anything. */
+KL_HIDDEN bool pz_widens(kiln_type from, kiln_type to);
+/* Reads element i of a field of type at base as a double / int64 / uint64 (for conversion). */
+KL_HIDDEN void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint8_t *dst);
+
+/* names.c: the name index must be rebuilt (a load or a restore changed Names). */
+KL_HIDDEN void pz_names_invalidate(kiln_world *world);
+
+/* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
+KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
+
+/* slots.c: entity slots re-labelled to saved handles in a world that never held entities. */
+KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc);
+KL_HIDDEN kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc);
+
+/* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
+static inline uint32_t pz_rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t pz_rd64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+#endif

@@ -1,0 +1,530 @@
+/* stage.c: a parsed save, checked against the world and committed: schemas matched by name,
+ * handles mapped, values converted and re-pointed, then check hooks. Invariant: every
+ * failure after the first spawn is undone, so a load lands whole or not at all. */
+#include <stdio.h>
+#include <string.h>
+
+#include "persist_internal.h"
+
+static kiln_result fail(kiln_world *world, kiln_result code, const char *fmt, const char *a,
+                        const char *b, const char *c) {
+    char detail[200];
+    snprintf(detail, sizeof detail, fmt, a, b, c);
+    return kl_fail(world, code, "kiln_load: %s", detail);
+}
+
+static kiln_result oom(kiln_world *world) {
+    return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+}
+
+/* ---- types ---- */
+
+static int rank_signed(kiln_type t) {
+    switch (t) {
+    case KILN_TYPE_INT8: return 1;
+    case KILN_TYPE_INT16: return 2;
+    case KILN_TYPE_INT32: return 3;
+    case KILN_TYPE_INT64: return 4;
+    default: return 0;
+    }
+}
+static int rank_unsigned(kiln_type t) {
+    switch (t) {
+    case KILN_TYPE_UINT8: return 1;
+    case KILN_TYPE_UINT16: return 2;
+    case KILN_TYPE_UINT32: return 3;
+    case KILN_TYPE_UINT64: return 4;
+    default: return 0;
+    }
+}
+
+bool pz_widens(kiln_type from, kiln_type to) {
+    if (from == to) return true;
+    int fs = rank_signed(from), fu = rank_unsigned(from);
+    int ts = rank_signed(to), tu = rank_unsigned(to);
+    if (fs && ts) return ts > fs;
+    if (fu && tu) return tu > fu;
+    if (fu && ts) return ts > fu;
+    if (to == KILN_TYPE_FLOAT) return fs == 1 || fs == 2 || fu == 1 || fu == 2;
+    if (to == KILN_TYPE_DOUBLE) return (fs && fs <= 3) || (fu && fu <= 3) || from == KILN_TYPE_FLOAT;
+    return false;
+}
+
+void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint8_t *dst) {
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d = 0;
+    bool is_float = false, is_unsigned = false;
+    switch (from) {
+    case KILN_TYPE_INT8: { int8_t v; memcpy(&v, src, 1); i = v; break; }
+    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, src, 2); i = v; break; }
+    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, src, 4); i = v; break; }
+    case KILN_TYPE_INT64: memcpy(&i, src, 8); break;
+    case KILN_TYPE_UINT8: { uint8_t v; memcpy(&v, src, 1); u = v; is_unsigned = true; break; }
+    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, src, 2); u = v; is_unsigned = true; break; }
+    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, src, 4); u = v; is_unsigned = true; break; }
+    case KILN_TYPE_UINT64: memcpy(&u, src, 8); is_unsigned = true; break;
+    case KILN_TYPE_FLOAT: { float v; memcpy(&v, src, 4); d = v; is_float = true; break; }
+    default: memcpy(dst, src, kiln_type_size(from)); return; /* same type */
+    }
+    if (!is_float) d = is_unsigned ? (double)u : (double)i;
+    if (is_unsigned) i = (int64_t)u;
+    switch (to) {
+    case KILN_TYPE_INT16: { int16_t v = (int16_t)i; memcpy(dst, &v, 2); break; }
+    case KILN_TYPE_INT32: { int32_t v = (int32_t)i; memcpy(dst, &v, 4); break; }
+    case KILN_TYPE_INT64: memcpy(dst, &i, 8); break;
+    case KILN_TYPE_UINT16: { uint16_t v = (uint16_t)i; memcpy(dst, &v, 2); break; }
+    case KILN_TYPE_UINT32: { uint32_t v = (uint32_t)i; memcpy(dst, &v, 4); break; }
+    case KILN_TYPE_UINT64: { uint64_t v = (uint64_t)i; memcpy(dst, &v, 8); break; }
+    case KILN_TYPE_FLOAT: { float v = (float)d; memcpy(dst, &v, 4); break; }
+    case KILN_TYPE_DOUBLE: memcpy(dst, &d, 8); break;
+    default: memcpy(dst, src, kiln_type_size(to)); break;
+    }
+}
+
+/* ---- resolving schemas ---- */
+
+static const kiln_field *world_field(const kiln_component_info *info, const char *name) {
+    for (int32_t f = 0; f < info->field_count; f++)
+        if (strcmp(info->fields[f].name, name) == 0) return &info->fields[f];
+    return NULL;
+}
+
+static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
+    const kiln_component_info *info = &s->info;
+    if (info->field_count == 0 || s->field_count == 0) {
+        /* raw bytes: only the very same size can be taken as it is */
+        if (s->field_count == 0 && info->field_count == 0 && s->size == info->size) return s->same = true, KILN_OK;
+        return fail(world, KILN_ERR_LAYOUT_MISMATCH,
+                    "component '%s' has no reflected fields on one side and a different layout%s%s",
+                    s->name, "", "");
+    }
+    bool same = s->size == info->size && s->field_count == info->field_count;
+    for (int32_t f = 0; f < s->field_count; f++) {
+        pz_field *fd = &s->fields[f];
+        const kiln_field *t = world_field(info, fd->name);
+        fd->target = t;
+        if (!t) {
+            same = false;
+            if (skip) continue;
+            return fail(world, KILN_ERR_UNKNOWN_COMPONENT,
+                        "field '%s.%s' is not in this world's component%s", s->name, fd->name, "");
+        }
+        uint32_t tcount = t->count ? t->count : 1;
+        if (!pz_widens(fd->type, t->type) || fd->count > tcount ||
+            (fd->type != t->type && fd->count != tcount && t->type != KILN_TYPE_CHAR)) {
+            char detail[120];
+            snprintf(detail, sizeof detail, "was %s[%u] in the file and is %s[%u] now (it would lose data)",
+                     kiln_type_name(fd->type), (unsigned)fd->count, kiln_type_name(t->type), (unsigned)tcount);
+            return fail(world, KILN_ERR_LAYOUT_MISMATCH, "field '%s.%s' %s", s->name, fd->name, detail);
+        }
+        if (fd->type != t->type || fd->count != tcount || fd->offset != t->offset) same = false;
+    }
+    s->same = same;
+    return KILN_OK;
+}
+
+static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
+    for (uint32_t i = 0; i < doc->schema_count; i++) {
+        pz_schema *s = &doc->schemas[i];
+        s->id = kiln_component_lookup(world, s->name);
+        /* the addon's own components are registered on demand */
+        if (!s->id && strcmp(s->name, "Name") == 0 && kiln_name_init(world, &s->id) != KILN_OK)
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        if (!s->id && (strcmp(s->name, "RandomSeed") == 0 || strcmp(s->name, "RandomState") == 0) &&
+            !(s->id = pz_random_register(world, s->name)))
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        if (!s->id) {
+            if (desc->skip_unknown) continue;
+            return fail(world, KILN_ERR_UNKNOWN_COMPONENT,
+                        "component '%s' is not registered in this world (skip_unknown skips it)%s%s",
+                        s->name, "", "");
+        }
+        kiln_component_info_get(world, s->id, &s->info);
+        bool hooks = s->info.size > 0 && (s->info.has_destroy || s->info.has_move);
+        if ((s->size == 0) != (s->info.size == 0))
+            return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' is a tag on one side only%s%s",
+                        s->name, "", "");
+        if (s->size == 0) continue;
+        if (s->codec != hooks)
+            return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' %s%s", s->name,
+                        s->codec ? "was saved through a codec and is plain data now"
+                                 : "was saved as plain data and owns something now (it has hooks)", "");
+        if (s->codec) {
+            if (!desc->codec)
+                return fail(world, KILN_ERR_INVALID_ARGUMENT,
+                            "component '%s' was saved through a codec and no codec was given%s%s",
+                            s->name, "", "");
+            continue;
+        }
+        kiln_result r = resolve_fields(world, s, desc->skip_unknown);
+        if (r != KILN_OK) return r;
+    }
+    return KILN_OK;
+}
+
+/* ---- the handle map: saved handle -> new handle ---- */
+
+/* Indexed by slot when the saved indices are dense (the usual case: a direct array), else
+ * open addressing on the handle. */
+typedef struct handle_map {
+    kiln_entity *keys;      /* hashed: saved handles; direct: NULL */
+    kiln_entity *values;
+    uint32_t *generation;   /* direct: the saved generation per slot index, 0 for none */
+    uint64_t mask;          /* hashed: capacity - 1; direct: slot count */
+} handle_map;
+
+static uint64_t slot_of(const handle_map *m, kiln_entity e) {
+    return (e * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
+}
+
+static kiln_entity map_get(const handle_map *m, kiln_entity e) {
+    if (e == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
+    if (m->generation) {
+        uint32_t idx = kiln_entity_index(e);
+        if (idx >= m->mask || m->generation[idx] != kiln_entity_generation(e) ||
+            (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+            return KILN_NULL_ENTITY;
+        return m->values[idx];
+    }
+    for (uint64_t i = slot_of(m, e);; i = (i + 1) & m->mask) {
+        if (m->keys[i] == e) return m->values[i];
+        if (m->keys[i] == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
+    }
+}
+
+static kiln_result bad_handle(kiln_world *world, uint32_t g, int64_t r, kiln_entity e) {
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: group %u row %lld holds an invalid handle %llx",
+                   (unsigned)g, (long long)r, (unsigned long long)e);
+}
+
+static kiln_result twice(kiln_world *world, kiln_entity e) {
+    char buf[24];
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: entity %s appears twice (or shares its slot)",
+                   kiln_entity_format(e, buf, sizeof buf));
+}
+
+static bool valid_handle(kiln_entity e) {
+    return e != KILN_NULL_ENTITY && kiln_entity_generation(e) != 0 &&
+           (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0;
+}
+
+static kiln_result build_map(kiln_world *world, pz_doc *doc, handle_map *m) {
+    uint64_t max = 0;
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int64_t r = 0; r < doc->groups[g].count; r++)
+            if (kiln_entity_index(doc->groups[g].handles[r]) > max) max = kiln_entity_index(doc->groups[g].handles[r]);
+    if (max < 2 * (uint64_t)doc->entity_count + 4096) {
+        m->mask = max + 1;
+        m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * m->mask);
+        m->values = pz_alloc(&doc->arena, sizeof(kiln_entity) * m->mask);
+        if (!m->generation || !m->values) return oom(world);
+        for (uint32_t g = 0; g < doc->group_count; g++)
+            for (int64_t r = 0; r < doc->groups[g].count; r++) {
+                kiln_entity e = doc->groups[g].handles[r];
+                if (!valid_handle(e)) return bad_handle(world, g, r, e);
+                uint32_t idx = kiln_entity_index(e);
+                if (m->generation[idx]) return twice(world, e);
+                m->generation[idx] = kiln_entity_generation(e);
+            }
+        return KILN_OK;
+    }
+    uint64_t cap = 16;
+    while (cap < (uint64_t)doc->entity_count * 2) cap *= 2;
+    m->mask = cap - 1;
+    m->keys = pz_alloc(&doc->arena, sizeof(kiln_entity) * cap);
+    m->values = pz_alloc(&doc->arena, sizeof(kiln_entity) * cap);
+    if (!m->keys || !m->values) return oom(world);
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        const pz_group *gr = &doc->groups[g];
+        for (int64_t r = 0; r < gr->count; r++) {
+            kiln_entity e = gr->handles[r];
+            if (!valid_handle(e)) return bad_handle(world, g, r, e);
+            uint64_t i = slot_of(m, e);
+            while (m->keys[i] != KILN_NULL_ENTITY && m->keys[i] != e) i = (i + 1) & m->mask;
+            if (m->keys[i] == e) return twice(world, e);
+            m->keys[i] = e;
+        }
+    }
+    return KILN_OK;
+}
+
+static void map_set(handle_map *m, kiln_entity old_e, kiln_entity new_e) {
+    if (m->generation) {
+        m->values[kiln_entity_index(old_e)] = new_e;
+        return;
+    }
+    uint64_t i = slot_of(m, old_e);
+    while (m->keys[i] != old_e) i = (i + 1) & m->mask;
+    m->values[i] = new_e;
+}
+
+/* ---- codec values ---- */
+
+typedef struct decoded_column {
+    uint8_t *values;   /* rows values of the world's layout */
+    int64_t rows;      /* decoded so far (to discard on failure) */
+} decoded_column;
+
+typedef struct decoded {
+    decoded_column **groups;    /* per group, per type */
+    decoded_column *resources;  /* per resource */
+} decoded;
+
+static void discard_all(pz_doc *doc, const kiln_load_desc *desc, decoded *dec) {
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        const pz_group *gr = &doc->groups[g];
+        for (int32_t t = 0; t < gr->type_count; t++) {
+            decoded_column *dc = &dec->groups[g][t];
+            const pz_schema *s = &doc->schemas[gr->types[t]];
+            for (int64_t r = 0; r < dc->rows; r++)
+                desc->codec->discard(desc->codec->ud, s->id, dc->values + (size_t)r * s->info.size);
+            dc->rows = 0;
+        }
+    }
+    for (uint32_t k = 0; k < doc->resource_count; k++) {
+        decoded_column *dc = &dec->resources[k];
+        if (dc->rows) desc->codec->discard(desc->codec->ud, doc->schemas[doc->resources[k].schema].id, dc->values);
+        dc->rows = 0;
+    }
+}
+
+static kiln_result decode_one(kiln_world *world, const kiln_load_desc *desc, const pz_schema *s,
+                              const pz_blob *b, uint8_t *dest, kiln_entity e) {
+    char why[160] = "";
+    kiln_result r = desc->codec->decode(desc->codec->ud, s->id, b->data, b->size, dest, why, sizeof why);
+    if (r == KILN_OK) return KILN_OK;
+    char buf[24];
+    if (e)
+        return kl_fail(world, r, "kiln_load: entity %s component '%s': %s",
+                       kiln_entity_format(e, buf, sizeof buf), s->name, why[0] ? why : "refused");
+    return kl_fail(world, r, "kiln_load: resource '%s': %s", s->name, why[0] ? why : "refused");
+}
+
+
+static kiln_result decode_all(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc, decoded *dec) {
+    dec->groups = pz_alloc(&doc->arena, sizeof(decoded_column *) * ((size_t)doc->group_count + 1));
+    dec->resources = pz_alloc(&doc->arena, sizeof(decoded_column) * ((size_t)doc->resource_count + 1));
+    if (!dec->groups || !dec->resources) return oom(world);
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        dec->groups[g] = pz_alloc(&doc->arena, sizeof(decoded_column) * ((size_t)doc->groups[g].type_count + 1));
+        if (!dec->groups[g]) return oom(world);
+    }
+    kiln_result r = KILN_OK;
+    for (uint32_t g = 0; g < doc->group_count && r == KILN_OK; g++) {
+        const pz_group *gr = &doc->groups[g];
+        for (int32_t t = 0; t < gr->type_count && r == KILN_OK; t++) {
+            const pz_schema *s = &doc->schemas[gr->types[t]];
+            if (!s->codec || !s->id || !s->size || !desc->codec) continue;
+            decoded_column *dc = &dec->groups[g][t];
+            dc->values = pz_alloc(&doc->arena, s->info.size * (size_t)gr->count);
+            if (!dc->values) { r = oom(world); break; }
+            for (int64_t row = 0; row < gr->count && r == KILN_OK; row++) {
+                r = decode_one(world, desc, s, &gr->blobs[t][row], dc->values + (size_t)row * s->info.size, gr->handles[row]);
+                if (r == KILN_OK) dc->rows++;
+            }
+        }
+    }
+    for (uint32_t k = 0; k < doc->resource_count && r == KILN_OK; k++) {
+        const pz_schema *s = &doc->schemas[doc->resources[k].schema];
+        if (!s->codec || !s->id || !s->size || !desc->codec) continue;
+        decoded_column *dc = &dec->resources[k];
+        dc->values = pz_alloc(&doc->arena, s->info.size);
+        if (!dc->values) { r = oom(world); break; }
+        r = decode_one(world, desc, s, &doc->resources[k].blob, dc->values, KILN_NULL_ENTITY);
+        if (r == KILN_OK) dc->rows = 1;
+    }
+    if (r != KILN_OK && desc->codec) discard_all(doc, desc, dec);
+    return r;
+}
+
+/* ---- committing ---- */
+
+static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
+    memset(dst, 0, s->info.size);
+    for (int32_t f = 0; f < s->field_count; f++) {
+        const pz_field *fd = &s->fields[f];
+        const kiln_field *t = fd->target;
+        if (!t) continue;
+        size_t fsz = kiln_type_size(fd->type), tsz = kiln_type_size(t->type);
+        if (fd->type == t->type) {
+            memcpy(dst + t->offset, src + fd->offset, fsz * fd->count);
+            continue;
+        }
+        for (uint32_t k = 0; k < fd->count; k++)
+            pz_convert(fd->type, src + fd->offset + k * fsz, t->type, dst + t->offset + k * tsz);
+    }
+}
+
+/* Rewrites the entity fields of one value through the map. */
+static void remap_value(const kiln_component_info *info, const handle_map *m, uint8_t *value) {
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        if (fd->type != KILN_TYPE_ENTITY) continue;
+        uint32_t n = fd->count ? fd->count : 1;
+        for (uint32_t k = 0; k < n; k++) {
+            uint8_t *p = value + fd->offset + 8 * (size_t)k;
+            kiln_entity e;
+            memcpy(&e, p, 8);
+            e = map_get(m, e);
+            memcpy(p, &e, 8);
+        }
+    }
+}
+
+
+static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_column *col,
+                         int32_t first, decoded_column *dc, const handle_map *m) {
+    uint8_t *base = col->data + (size_t)first * col->stride;
+    size_t size = s->info.size;
+    size_t count = (size_t)gr->count;
+    if (s->codec) {
+        for (size_t r = 0; r < count; r++) memcpy(base + r * col->stride, dc->values + r * size, size);
+        dc->rows = 0; /* the world owns them now */
+        return;
+    }
+    const uint8_t *src = gr->values[t];
+    if (s->same && col->stride == size) memcpy(base, src, size * count);
+    else if (s->same)
+        for (size_t r = 0; r < count; r++) memcpy(base + r * col->stride, src + r * size, size);
+    else
+        for (size_t r = 0; r < count; r++) convert_row(s, src + r * s->size, base + r * col->stride);
+    if (!pz_has_entity_fields(&s->info)) return;
+    for (size_t r = 0; r < count; r++) remap_value(&s->info, m, base + r * col->stride);
+}
+
+static kiln_result check_values(kiln_world *world, pz_doc *doc) {
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        const pz_group *gr = &doc->groups[g];
+        for (int32_t t = 0; t < gr->type_count; t++) {
+            const pz_schema *s = &doc->schemas[gr->types[t]];
+            if (!s->id || !s->info.has_check) continue;
+            for (int64_t r = 0; r < gr->count; r++) {
+                kiln_entity e = gr->spawned[r];
+                kiln_result rc = kiln_component_check(world, e, s->id, kiln_get(world, e, s->id));
+                if (rc == KILN_OK) continue;
+                char why[KL_ERROR_SIZE], buf[24], old[24];
+                snprintf(why, sizeof why, "%s", kiln_world_error(world));
+                const char *detail = strstr(why, ": ");
+                return kl_fail(world, rc, "kiln_load: entity %s (%s in the file) component '%s': %s",
+                               kiln_entity_format(e, buf, sizeof buf),
+                               kiln_entity_format(gr->handles[r], old, sizeof old), s->name,
+                               detail ? detail + 2 : why);
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_result set_resources(kiln_world *world, pz_doc *doc, decoded *dec, const handle_map *m) {
+    for (uint32_t k = 0; k < doc->resource_count; k++) {
+        const pz_schema *s = &doc->schemas[doc->resources[k].schema];
+        if (!s->id || s->size == 0) continue;
+        if (s->codec) {
+            kiln_resource_set(world, s->id, dec->resources[k].values);
+            dec->resources[k].rows = 0;
+            continue;
+        }
+        uint8_t *v = pz_alloc(&doc->arena, s->info.size);
+        if (!v) return oom(world);
+        if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
+        else convert_row(s, doc->resources[k].value, v);
+        remap_value(&s->info, m, v);
+        if (kiln_resource_set(world, s->id, v) != KILN_OK) return oom(world);
+    }
+    return KILN_OK;
+}
+
+/* Spawns every group (rows land contiguously, see kiln_spawn_batch); writes how many groups
+ * spawned to done. */
+static kiln_result spawn_groups(kiln_world *world, pz_doc *doc, uint32_t *done) {
+    kiln_component *comps = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->schema_count + 1));
+    if (!comps) return oom(world);
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        pz_group *gr = &doc->groups[g];
+        int32_t m = 0;
+        for (int32_t t = 0; t < gr->type_count; t++)
+            if (doc->schemas[gr->types[t]].id) comps[m++] = doc->schemas[gr->types[t]].id;
+        gr->spawned = pz_alloc(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
+        if (!gr->spawned) return oom(world);
+        if (gr->count > INT32_MAX)
+            return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
+        kiln_result r = kiln_spawn_batch(world, comps, m, (int32_t)gr->count, gr->spawned);
+        if (r != KILN_OK) {
+            char why[KL_ERROR_SIZE];
+            snprintf(why, sizeof why, "%s", kiln_world_error(world));
+            const char *detail = strstr(why, ": ");
+            return kl_fail(world, r, "kiln_load: %s", detail ? detail + 2 : why);
+        }
+        *done = g + 1;
+    }
+    return KILN_OK;
+}
+
+static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const handle_map *m) {
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        pz_group *gr = &doc->groups[g];
+        const kl_record *rec = kl_record_of(world, gr->spawned[0]);
+        kl_archetype *arch = world->archetypes[rec->archetype];
+        for (int32_t t = 0; t < gr->type_count; t++) {
+            const pz_schema *s = &doc->schemas[gr->types[t]];
+            if (!s->id || s->size == 0) continue;
+            write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)rec->row,
+                         &dec->groups[g][t], m);
+        }
+    }
+}
+
+kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
+    kiln_result r = resolve(world, doc, desc);
+    handle_map map = {0};
+    if (r == KILN_OK) r = build_map(world, doc, &map);
+    decoded dec = {0};
+    if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
+    if (r != KILN_OK) return r;
+    if (doc->has_host && desc->host) {
+        char why[160] = "";
+        if (!desc->host(desc->ud, doc->host.data, doc->host.size, why, sizeof why)) {
+            if (desc->codec) discard_all(doc, desc, &dec);
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: host data: %s", why[0] ? why : "refused");
+        }
+    }
+    /* Resources the world lacks are made first, so setting them later cannot fail. */
+    kiln_component *created = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->resource_count + 1));
+    uint32_t created_count = 0, spawned_groups = 0;
+    if (!created) r = oom(world);
+    for (uint32_t k = 0; k < doc->resource_count && r == KILN_OK; k++) {
+        kiln_component id = doc->schemas[doc->resources[k].schema].id;
+        if (!id || kiln_resource_has(world, id)) continue;
+        r = kiln_resource_set(world, id, NULL);
+        if (r == KILN_OK) created[created_count++] = id;
+        else r = oom(world);
+    }
+    bool keep = r == KILN_OK && pz_slots_can_keep(world, doc);
+    if (r == KILN_OK) r = spawn_groups(world, doc, &spawned_groups);
+    if (r == KILN_OK && keep) r = pz_slots_keep(world, doc);
+    if (r == KILN_OK) {
+        for (uint32_t g = 0; g < doc->group_count; g++)
+            for (int64_t i = 0; i < doc->groups[g].count; i++)
+                map_set(&map, doc->groups[g].handles[i], doc->groups[g].spawned[i]);
+        write_groups(world, doc, &dec, &map);
+        r = check_values(world, doc);
+    }
+    if (r == KILN_OK) r = set_resources(world, doc, &dec, &map);
+    if (r != KILN_OK) {
+        char msg[KL_ERROR_SIZE];
+        snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
+        for (uint32_t g = 0; g < spawned_groups; g++)
+            for (int64_t i = 0; i < doc->groups[g].count; i++) kiln_despawn(world, doc->groups[g].spawned[i]);
+        if (desc->codec && dec.groups) discard_all(doc, desc, &dec);
+        for (uint32_t k = 0; k < created_count; k++) kiln_resource_remove(world, created[k], NULL);
+        kl_fail(world, r, "%s", msg);
+        return r;
+    }
+    if (doc->tick > world->tick) world->tick = doc->tick;
+    pz_names_invalidate(world);
+    for (uint32_t g = 0; g < doc->group_count && desc->mapped; g++)
+        for (int64_t i = 0; i < doc->groups[g].count; i++)
+            desc->mapped(desc->ud, doc->groups[g].handles[i], doc->groups[g].spawned[i]);
+    return KILN_OK;
+}

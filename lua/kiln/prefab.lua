@@ -1,0 +1,78 @@
+-- prefab.lua: world:prefab(def) and prefab:spawn([count]): a reusable tree of entities given as
+-- {components = {Name = fields, ...}, children = {def, ...}}. Invariant: a def is checked whole
+-- before anything spawns, and a spawn that fails midway takes back what it spawned.
+local kiln, World, Query, layer = ...
+local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument
+
+local MAX_DEPTH = 64
+
+local Prefab = {__name = "kiln.Prefab"}
+Prefab.__index = Prefab
+
+-- Checks def (at path) against world w; returns a copy the caller cannot change afterwards.
+local function check_def(w, def, path, depth)
+  if type(def) ~= "table" then
+    error(string.format("%s: a table expected, got %s", path, typename(def)), 0)
+  end
+  if depth > MAX_DEPTH then error(path .. ": prefabs nest at most 64 deep", 0) end
+  for k in pairs(def) do
+    if k ~= "components" and k ~= "children" then
+      error(string.format("%s: unknown key '%s' (expected components, children)", path, bounded(tostring(k))), 0)
+    end
+  end
+  local copy = {components = {}, children = {}}
+  local comps = def.components or {}
+  if type(comps) ~= "table" then error(path .. ".components: a table expected, got " .. typename(comps), 0) end
+  for name, fields in pairs(comps) do
+    if type(name) ~= "string" or not w:component_info(name) then
+      error(string.format("%s.components: unknown component '%s'", path, bounded(tostring(name))), 0)
+    end
+    copy.components[name] = fields
+  end
+  local kids = def.children or {}
+  if type(kids) ~= "table" then error(path .. ".children: a list expected, got " .. typename(kids), 0) end
+  for i, child in ipairs(kids) do
+    copy.children[i] = check_def(w, child, string.format("%s.children[%d]", path, i), depth + 1)
+  end
+  return copy
+end
+
+--- world:prefab(def) -> prefab: def = {components = {Name = fields}, children = {def, ...}}.
+function World:prefab(def)
+  if typename(self) ~= "kiln.World" then
+    error(string.format("calling 'world:prefab' on bad self (kiln.World expected, got %s)", typename(self)), 2)
+  end
+  if type(def) ~= "table" then error(bad_argument(1, "world:prefab", "table expected, got " .. typename(def)), 2) end
+  local open, why = pcall(World.count, self) -- a closed world raises here, as every method does
+  if not open then error("world:prefab: " .. tostring(why):gsub("^[%a_][%w_.:]*: ", "", 1), 2) end
+  local ok, checked = pcall(check_def, self, def, "def", 1)
+  if not ok then error("world:prefab: " .. tostring(checked), 2) end
+  return setmetatable({world = self, def = checked}, Prefab)
+end
+
+local function spawn_tree(w, def, parent, spawned)
+  local e = w:spawn(def.components)
+  spawned[#spawned + 1] = e
+  if parent then w:set_parent(e, parent) end
+  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned) end
+  return e
+end
+
+--- prefab:spawn([count]) -> the root (count nil) or a list of count roots.
+function Prefab:spawn(count)
+  if getmetatable(self) ~= Prefab then
+    error(string.format("calling 'prefab:spawn' on bad self (kiln.Prefab expected, got %s)", typename(self)), 2)
+  end
+  local n = count == nil and 1 or math.tointeger(count)
+  if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
+  local roots, spawned = {}, {}
+  local ok, err = pcall(function()
+    for i = 1, n do roots[i] = spawn_tree(self.world, self.def, nil, spawned) end
+  end)
+  if not ok then
+    for i = #spawned, 1, -1 do pcall(self.world.despawn, self.world, spawned[i]) end
+    error("prefab:spawn: " .. tostring(err):gsub("^[%a_][%w_.:]*: ", "", 1), 2)
+  end
+  if count == nil then return roots[1] end
+  return roots
+end

@@ -1,0 +1,613 @@
+/* persist.c: World methods over the persistence addon: save, load, hash, snapshot, restore.
+ * "lua"-valued components and resources travel as plain data (nil, booleans, numbers, strings,
+ * tables of those without cycles) in a tagged byte form; anything else fails naming it. */
+#include <string.h>
+
+#include "kiln_persist.h"
+#include "klua.h"
+
+#define KLUA_SNAPSHOT "kiln.Snapshot"
+#define MAX_DEPTH 100
+
+enum { TAG_NIL, TAG_FALSE, TAG_TRUE, TAG_INT, TAG_FLOAT, TAG_STRING, TAG_TABLE };
+
+/* User values of a kiln.Snapshot. */
+enum klua_snapshot_uv { SNAPSHOT_UV_WORLD = 1, SNAPSHOT_UV_COUNT = SNAPSHOT_UV_WORLD };
+
+typedef struct klua_snapshot {
+    kiln_snapshot *snap;
+    klua_world *kw;
+} klua_snapshot;
+
+/* ---- plain Lua data <-> bytes ---- */
+
+typedef struct encoder {
+    lua_State *L;
+    kiln_write_fn write;
+    void *ud;
+    int seen;        /* stack index of a table of the tables being written (cycles) */
+    char *why;
+    size_t why_size;
+    bool ok;
+} encoder;
+
+static void emit(encoder *en, const void *p, size_t n) {
+    if (en->ok && !en->write(en->ud, p, n)) {
+        snprintf(en->why, en->why_size, "out of memory");
+        en->ok = false;
+    }
+}
+
+static void refuse(encoder *en, const char *what) {
+    if (!en->ok) return;
+    snprintf(en->why, en->why_size, "%s cannot be saved (only nil, booleans, numbers, strings "
+             "and tables of them without cycles)", what);
+    en->ok = false;
+}
+
+/* Orders keys: booleans, then numbers, then strings (bytewise, not by locale). */
+static bool key_less(lua_State *L, int a, int b) {
+    int ta = lua_type(L, a), tb = lua_type(L, b);
+    if (ta != tb) return ta < tb; /* LUA_TBOOLEAN < LUA_TNUMBER < LUA_TSTRING */
+    if (ta == LUA_TBOOLEAN) return !lua_toboolean(L, a) && lua_toboolean(L, b);
+    if (ta == LUA_TNUMBER) {
+        if (lua_isinteger(L, a) && lua_isinteger(L, b)) return lua_tointeger(L, a) < lua_tointeger(L, b);
+        return lua_tonumber(L, a) < lua_tonumber(L, b);
+    }
+    size_t na, nb;
+    const char *sa = lua_tolstring(L, a, &na), *sb = lua_tolstring(L, b, &nb);
+    int c = memcmp(sa, sb, na < nb ? na : nb);
+    return c < 0 || (c == 0 && na < nb);
+}
+
+/* Writes the value at the top of the stack (left there). */
+static void encode_value(encoder *en, int depth) {
+    lua_State *L = en->L;
+    uint8_t tag;
+    switch (lua_type(L, -1)) {
+    case LUA_TNIL: tag = TAG_NIL; emit(en, &tag, 1); return;
+    case LUA_TBOOLEAN: tag = lua_toboolean(L, -1) ? TAG_TRUE : TAG_FALSE; emit(en, &tag, 1); return;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) {
+            lua_Integer i = lua_tointeger(L, -1);
+            tag = TAG_INT;
+            emit(en, &tag, 1);
+            emit(en, &i, 8);
+        } else {
+            lua_Number d = lua_tonumber(L, -1);
+            tag = TAG_FLOAT;
+            emit(en, &tag, 1);
+            emit(en, &d, 8);
+        }
+        return;
+    case LUA_TSTRING: {
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        if (n > UINT32_MAX) {
+            refuse(en, "a string over 4 GiB");
+            return;
+        }
+        uint32_t n32 = (uint32_t)n;
+        tag = TAG_STRING;
+        emit(en, &tag, 1);
+        emit(en, &n32, 4);
+        emit(en, s, n);
+        return;
+    }
+    case LUA_TTABLE: break;
+    default: refuse(en, lua_typename(L, lua_type(L, -1))); return;
+    }
+    if (depth >= MAX_DEPTH) {
+        refuse(en, "a table nested more than 100 deep");
+        return;
+    }
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, en->seen) != LUA_TNIL) {
+        lua_pop(L, 1);
+        refuse(en, "a table that contains itself");
+        return;
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, en->seen);
+    /* keys in a canonical order, so the same table always saves to the same bytes */
+    int t = lua_gettop(L);
+    lua_newtable(L);
+    int keys = t + 1;
+    uint32_t count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, keys, (lua_Integer)++count);
+        for (uint32_t i = count; i > 1; i--) { /* insertion: keys is sorted after each key */
+            lua_rawgeti(L, keys, (lua_Integer)i - 1);
+            lua_rawgeti(L, keys, (lua_Integer)i);
+            bool swap = key_less(L, -1, -2);
+            if (swap) {
+                lua_rawseti(L, keys, (lua_Integer)i - 1);
+                lua_rawseti(L, keys, (lua_Integer)i);
+            } else {
+                lua_pop(L, 2);
+                break;
+            }
+        }
+    }
+    tag = TAG_TABLE;
+    emit(en, &tag, 1);
+    emit(en, &count, 4);
+    for (uint32_t i = 1; i <= count && en->ok; i++) {
+        lua_rawgeti(L, keys, (lua_Integer)i);
+        encode_value(en, depth + 1); /* key */
+        lua_rawget(L, t);
+        encode_value(en, depth + 1); /* value */
+        lua_pop(L, 1);
+    }
+    lua_settop(L, t);
+    lua_pushvalue(L, -1);
+    lua_pushnil(L);
+    lua_rawset(L, en->seen);
+}
+
+/* Encodes the value at idx; false with why written when it is not plain data. */
+static bool encode(lua_State *L, int idx, kiln_write_fn write, void *ud, char *why, size_t why_size) {
+    idx = lua_absindex(L, idx);
+    lua_newtable(L);
+    encoder en = {L, write, ud, lua_gettop(L), why, why_size, true};
+    lua_pushvalue(L, idx);
+    encode_value(&en, 0);
+    lua_settop(L, en.seen - 1);
+    return en.ok;
+}
+
+typedef struct decoder {
+    lua_State *L;
+    const uint8_t *p;
+    size_t size, pos;
+} decoder;
+
+/* Pushes the next value; false (nothing pushed) when the bytes are not a valid encoding. */
+static bool decode_value(decoder *de, int depth) {
+    lua_State *L = de->L;
+    if (de->pos >= de->size || depth > MAX_DEPTH || !lua_checkstack(L, 4)) return false;
+    uint8_t tag = de->p[de->pos++];
+    uint64_t v;
+    uint32_t n;
+    switch (tag) {
+    case TAG_NIL: lua_pushnil(L); return true;
+    case TAG_FALSE: case TAG_TRUE: lua_pushboolean(L, tag == TAG_TRUE); return true;
+    case TAG_INT: case TAG_FLOAT:
+        if (de->size - de->pos < 8) return false;
+        memcpy(&v, de->p + de->pos, 8);
+        de->pos += 8;
+        if (tag == TAG_INT) lua_pushinteger(L, (lua_Integer)v);
+        else {
+            lua_Number d;
+            memcpy(&d, &v, 8);
+            lua_pushnumber(L, d);
+        }
+        return true;
+    case TAG_STRING:
+        if (de->size - de->pos < 4) return false;
+        memcpy(&n, de->p + de->pos, 4);
+        de->pos += 4;
+        if (de->size - de->pos < n) return false;
+        lua_pushlstring(L, (const char *)de->p + de->pos, n);
+        de->pos += n;
+        return true;
+    case TAG_TABLE:
+        if (de->size - de->pos < 4) return false;
+        memcpy(&n, de->p + de->pos, 4);
+        de->pos += 4;
+        if (n > (de->size - de->pos) / 2) return false; /* each pair takes two bytes at least */
+        lua_createtable(L, 0, (int)n);
+        for (uint32_t i = 0; i < n; i++) {
+            if (!decode_value(de, depth + 1)) return lua_pop(L, 1), false;
+            if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) ||
+                !decode_value(de, depth + 1))
+                return lua_pop(L, 2), false;
+            lua_rawset(L, -3);
+        }
+        return true;
+    default: return false;
+    }
+}
+
+static bool decode(lua_State *L, const void *data, size_t size) {
+    decoder de = {L, data, size, 0};
+    if (!decode_value(&de, 0)) return false;
+    if (de.pos != size) return lua_pop(L, 1), false;
+    return true;
+}
+
+/* ---- the codec for "lua"-valued components ---- */
+
+typedef struct codec_ctx {
+    klua_world *kw;
+    lua_State *L; /* the thread running the method */
+} codec_ctx;
+
+static kiln_result codec_encode(void *ud, kiln_component c, kiln_entity e, const void *value,
+                                kiln_write_fn write, void *write_ud, char *why, size_t why_size) {
+    codec_ctx *cx = ud;
+    klua_world *kw = cx->kw;
+    lua_State *L = cx->L;
+    int32_t ref;
+    memcpy(&ref, value, sizeof ref);
+    if (ref > 0) klua_value_push(L, kw, ref);
+    else lua_pushnil(L);
+    bool ok = encode(L, -1, write, write_ud, why, why_size);
+    lua_pop(L, 1);
+    (void)c, (void)e;
+    return ok ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
+}
+
+static kiln_result codec_decode(void *ud, kiln_component c, const void *data, size_t size, void *dest,
+                                char *why, size_t why_size) {
+    codec_ctx *cx = ud;
+    klua_world *kw = cx->kw;
+    lua_State *L = cx->L;
+    (void)c;
+    if (!decode(L, data, size)) {
+        snprintf(why, why_size, "its Lua value is corrupt");
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
+    int32_t ref = lua_isnil(L, -1) ? 0 : klua_value_ref(L, kw, -1);
+    lua_pop(L, 1);
+    memcpy(dest, &ref, sizeof ref);
+    return KILN_OK;
+}
+
+static void codec_discard(void *ud, kiln_component c, void *value) {
+    codec_ctx *cx = ud;
+    (void)c;
+    klua_value_hook(value, 1, cx->kw->shared);
+}
+
+
+/* ---- world:save / world:load ---- */
+
+/* A kiln_write_fn collecting into a userdata-backed byte buffer (no Lua stack use). */
+typedef struct byte_sink {
+    lua_State *L;
+    uint8_t *data;
+    size_t size, cap;
+} byte_sink;
+
+static bool sink_write(void *ud, const void *data, size_t size) {
+    byte_sink *s = ud;
+    if (size > s->cap - s->size) {
+        size_t ncap = s->cap ? s->cap : 4096;
+        while (ncap - s->size < size) {
+            if (ncap > SIZE_MAX / 2) return false;
+            ncap *= 2;
+        }
+        void *aud;
+        lua_Alloc fa = lua_getallocf(s->L, &aud);
+        uint8_t *p = fa(aud, s->data, s->data ? s->cap : 0, ncap);
+        if (!p) return false;
+        s->data = p;
+        s->cap = ncap;
+    }
+    memcpy(s->data + s->size, data, size);
+    s->size += size;
+    return true;
+}
+
+static void sink_free(byte_sink *s) {
+    void *aud;
+    lua_Alloc fa = lua_getallocf(s->L, &aud);
+    if (s->data) fa(aud, s->data, s->cap, 0);
+    s->data = NULL;
+}
+
+/* The format named by opts.format (argument arg), binary by default. */
+static kiln_persist_format check_format(lua_State *L, int arg, const char *fname) {
+    static const char *const keys[] = {"format", NULL};
+    if (lua_isnoneornil(L, arg)) return KILN_PERSIST_BINARY;
+    if (!lua_istable(L, arg)) klua_typeerror(L, arg, fname, "table");
+    klua_check_keys(L, arg, arg, fname, keys, false);
+    lua_getfield(L, arg, "format");
+    const char *f = lua_tostring(L, -1);
+    kiln_persist_format format = KILN_PERSIST_BINARY;
+    if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TSTRING && strcmp(f, "binary") == 0)) format = KILN_PERSIST_BINARY;
+    else if (lua_type(L, -1) == LUA_TSTRING && strcmp(f, "json") == 0) format = KILN_PERSIST_JSON;
+    else klua_argerror(L, arg, fname, "format must be \"binary\" or \"json\"");
+    lua_pop(L, 1);
+    return format;
+}
+
+/* Pushes the table of Lua-valued resources (state.resources). */
+static void push_lua_resources(lua_State *L) {
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_RESOURCES);
+    lua_remove(L, -2);
+}
+
+static int w_save(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:save";
+    int opts = 3;
+    bool to_file = lua_type(L, 2) == LUA_TSTRING;
+    if (kw->host && to_file) klua_fail(L, fname, "a mod cannot write files; save without a path to get the data");
+    if (!to_file && lua_istable(L, 2) && lua_isnoneornil(L, 3)) opts = 2;
+    else if (!to_file && !lua_isnil(L, 2)) klua_typeerror(L, 2, fname, "path (string) or options (table)");
+    kiln_persist_format format = check_format(L, opts, fname);
+    /* Lua-valued resources go along as host data, encoded first (nothing written yet). */
+    byte_sink host = {L, NULL, 0, 0};
+    char why[200];
+    push_lua_resources(L);
+    if (!encode(L, -1, sink_write, &host, why, sizeof why)) {
+        sink_free(&host);
+        klua_fail(L, fname, "Lua resource: %s", why);
+    }
+    lua_pop(L, 1);
+    codec_ctx cx = {kw, L};
+    kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
+    kiln_save_desc d = {.format = format, .codec = &codec, .exclude = {kw->shared_type},
+                        .host_data = host.data ? host.data : (const void *)"", .host_size = host.size};
+    kiln_result r;
+    byte_sink out = {L, NULL, 0, 0};
+    if (to_file) r = kiln_save_file(kw->world, lua_tostring(L, 2), &d);
+    else r = kiln_save(kw->world, &d, sink_write, &out);
+    sink_free(&host);
+    if (r != KILN_OK) {
+        sink_free(&out);
+        klua_fail_world(L, kw->world, fname);
+    }
+    if (to_file) return 0;
+    lua_pushlstring(L, out.data ? (const char *)out.data : "", out.size);
+    sink_free(&out);
+    return 1;
+}
+
+typedef struct load_ctx {
+    lua_State *L;
+    int map;        /* stack index of the old -> new table */
+    int host;       /* stack index where the host table goes (nil until decoded) */
+} load_ctx;
+
+static void on_mapped(void *ud, kiln_entity old_e, kiln_entity new_e) {
+    load_ctx *lc = ud;
+    lua_pushinteger(lc->L, (lua_Integer)new_e);
+    lua_rawseti(lc->L, lc->map, (lua_Integer)old_e);
+}
+
+static bool on_host(void *ud, const void *data, size_t size, char *why, size_t why_size) {
+    load_ctx *lc = ud;
+    if (size == 0) return true;
+    if (!decode(lc->L, data, size) || !lua_istable(lc->L, -1)) {
+        if (lua_gettop(lc->L) > lc->host) lua_pop(lc->L, 1);
+        snprintf(why, why_size, "the Lua resources are corrupt");
+        return false;
+    }
+    lua_replace(lc->L, lc->host);
+    return true;
+}
+
+static bool looks_like_data(const char *s, size_t n) {
+    if (n >= 8 && memcmp(s, "KILNSAVE", 8) == 0) return true;
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i < n && s[i] == '{';
+}
+
+static int w_load(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:load";
+    if (kw->host) klua_fail(L, fname, "a mod cannot load into the host's world");
+    static const char *const keys[] = {"skip_unknown", NULL};
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "path or saved data (string)");
+    bool skip = false;
+    if (!lua_isnoneornil(L, 3)) {
+        if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
+        klua_check_keys(L, 3, 3, fname, keys, false);
+        lua_getfield(L, 3, "skip_unknown");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "skip_unknown must be a boolean");
+        skip = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    size_t n;
+    const char *s = lua_tolstring(L, 2, &n);
+    lua_newtable(L);
+    lua_pushnil(L);
+    load_ctx lc = {L, lua_gettop(L) - 1, lua_gettop(L)};
+    codec_ctx cx = {kw, L};
+    kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
+    kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host, .ud = &lc};
+    kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
+    if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (lua_istable(L, lc.host)) { /* the saved Lua resources join the world's */
+        push_lua_resources(L);
+        lua_pushnil(L);
+        while (lua_next(L, lc.host)) {
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, -4);
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, lc.map);
+    return 1;
+}
+
+/* ---- hash, snapshots ---- */
+
+static int w_hash(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    lua_pushinteger(L, (lua_Integer)kiln_world_hash(kw->world));
+    return 1;
+}
+
+static int w_snapshot(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (kw->host) klua_fail(L, "world:snapshot", "snapshots of the world are the host's");
+    klua_snapshot *ks = lua_newuserdatauv(L, sizeof *ks, SNAPSHOT_UV_COUNT);
+    ks->snap = NULL;
+    ks->kw = kw;
+    luaL_setmetatable(L, KLUA_SNAPSHOT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, SNAPSHOT_UV_WORLD);
+    if (kiln_snapshot_create(kw->world, &ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:snapshot");
+    return 1;
+}
+
+static int w_restore(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (kw->host) klua_fail(L, "world:restore", "snapshots of the world are the host's");
+    klua_snapshot *ks = luaL_testudata(L, 2, KLUA_SNAPSHOT);
+    if (!ks) klua_typeerror(L, 2, "world:restore", "snapshot");
+    if (!ks->snap) klua_argerror(L, 2, "world:restore", "the snapshot was freed");
+    if (ks->kw != kw) klua_argerror(L, 2, "world:restore", "the snapshot is of another world");
+    if (kiln_snapshot_restore(kw->world, ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:restore");
+    return 0;
+}
+
+static int snapshot_gc(lua_State *L) {
+    klua_snapshot *ks = luaL_checkudata(L, 1, KLUA_SNAPSHOT);
+    kiln_snapshot_destroy(ks->snap);
+    ks->snap = NULL;
+    return 0;
+}
+
+static int snapshot_bytes(lua_State *L) {
+    klua_snapshot *ks = luaL_checkudata(L, 1, KLUA_SNAPSHOT);
+    lua_pushinteger(L, (lua_Integer)kiln_snapshot_bytes(ks->snap));
+    return 1;
+}
+
+/* ---- names, clone ---- */
+
+static int w_name(lua_State *L) {
+    bool setting = lua_gettop(L) >= 3; /* counted before klua_self pads the arguments */
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:name";
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    if (!setting) {
+        klua_check_alive(L, kw, e, fname);
+        const char *name = kiln_name_get(kw->world, e);
+        if (name) lua_pushstring(L, name);
+        else lua_pushnil(L);
+        return 1;
+    }
+    if (!lua_isnil(L, 3) && lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "string or nil");
+    size_t n = 0;
+    const char *name = lua_isnil(L, 3) ? NULL : lua_tolstring(L, 3, &n);
+    if (name && strlen(name) != n) klua_argerror(L, 3, fname, "a name cannot hold a NUL byte");
+    kiln_component id;
+    if (kiln_name_init(kw->world, &id) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    klua_check_access(L, kw, id, true, fname);
+    if (kiln_name_set(kw->world, e, name) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return 0;
+}
+
+static int w_lookup(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:lookup", "string");
+    kiln_entity e = kiln_name_lookup(kw->world, lua_tostring(L, 2));
+    if (e) lua_pushinteger(L, (lua_Integer)e);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int w_clone(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:clone";
+    if (kw->host) klua_fail(L, fname, "a mod spawns with world:spawn or a prefab (its entities carry its tag)");
+    static const char *const keys[] = {"tree", NULL};
+    kiln_entity e = klua_check_entity(L, 2, fname);
+    kiln_clone_desc d = {false};
+    if (!lua_isnoneornil(L, 3)) {
+        if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
+        klua_check_keys(L, 3, 3, fname, keys, false);
+        lua_getfield(L, 3, "tree");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "tree must be a boolean");
+        d.tree = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    klua_check_alive(L, kw, e, fname);
+    kiln_entity copy;
+    if (kiln_clone(kw->world, e, &d, &copy) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    lua_pushinteger(L, (lua_Integer)copy);
+    return 1;
+}
+
+/* ---- seeded random ---- */
+
+static int w_seed(lua_State *L) {
+    bool setting = lua_gettop(L) >= 2;
+    klua_world *kw = klua_self(L);
+    if (!setting) {
+        kiln_component id = kiln_component_lookup(kw->world, "RandomSeed");
+        const uint64_t *seed = id ? kiln_resource_get(kw->world, id) : NULL;
+        lua_pushinteger(L, seed ? (lua_Integer)*seed : 0);
+        return 1;
+    }
+    int ok;
+    lua_Integer seed = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, "world:seed", "integer");
+    if (kw->host) klua_fail(L, "world:seed", "the host seeds the world");
+    if (kiln_random_seed(kw->world, (uint64_t)seed) != KILN_OK) klua_fail_world(L, kw->world, "world:seed");
+    return 0;
+}
+
+/* math.random's contract over the world's streams: inside a Lua system, a stream forked from
+ * (seed, system, tick); elsewhere the world's main stream. */
+static int w_random(lua_State *L) {
+    int nargs = lua_gettop(L) - 1; /* counted before klua_self pads the arguments */
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:random";
+    lua_Integer lo = 1, hi = 0;
+    int ok = 1;
+    if (nargs >= 1) hi = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, fname, "integer");
+    if (nargs >= 2) {
+        lo = hi;
+        hi = lua_tointegerx(L, 3, &ok);
+        if (!ok) klua_typeerror(L, 3, fname, "integer");
+    }
+    if (nargs > 2) klua_argerror(L, 4, fname, "at most two arguments expected");
+    if (nargs >= 1 && lo > hi) klua_argerror(L, nargs >= 2 ? 3 : 2, fname, "interval is empty");
+    kiln_random *r;
+    kiln_random local;
+    klua_system *sys = kw->current;
+    if (sys) {
+        kiln_tick tick = kiln_tick_current(kw->world);
+        if (sys->random_tick != tick) {
+            local = kiln_random_fork(kw->world, sys->name, tick);
+            memcpy(sys->random, local.s, sizeof local.s);
+            sys->random_tick = tick;
+        }
+        memcpy(local.s, sys->random, sizeof local.s);
+        r = &local;
+    } else if (!(r = kiln_random_world(kw->world))) {
+        klua_fail_world(L, kw->world, fname);
+    }
+    if (nargs == 0) lua_pushnumber(L, kiln_random_double(r));
+    else lua_pushinteger(L, (lua_Integer)kiln_random_range(r, lo, hi));
+    if (sys) memcpy(sys->random, local.s, sizeof local.s);
+    return 1;
+}
+
+static const luaL_Reg persist_methods[] = {
+    {"seed", w_seed},
+    {"random", w_random},
+    {"name", w_name},
+    {"lookup", w_lookup},
+    {"clone", w_clone},
+    {"save", w_save},
+    {"load", w_load},
+    {"hash", w_hash},
+    {"snapshot", w_snapshot},
+    {"restore", w_restore},
+    {NULL, NULL},
+};
+
+static const luaL_Reg snapshot_methods[] = {{"bytes", snapshot_bytes}, {NULL, NULL}};
+static const luaL_Reg snapshot_meta[] = {{"__gc", snapshot_gc}, {"__close", snapshot_gc}, {NULL, NULL}};
+
+void klua_open_persist(lua_State *L) {
+    klua_addmethods(L, KLUA_WORLD, persist_methods);
+    klua_createmeta(L, KLUA_SNAPSHOT, snapshot_methods, snapshot_meta);
+}

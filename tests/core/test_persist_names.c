@@ -1,0 +1,197 @@
+/* test_persist_names.c: Check suite for the persistence addon's world helpers: unique names
+ * (through saves, loads and restores), clone of an entity or a tree, and seeded randomness. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "persist_fixture.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(names);
+
+KILN_TEST(names, a_name_is_found_in_constant_time_and_follows_renames_and_despawns) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[0], "ship"), KILN_OK);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[1], "turret"), KILN_OK);
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "ship"), w.e[0]);
+    ck_assert_str_eq(kiln_name_get(w.world, w.e[1]), "turret");
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[0], "hull"), KILN_OK);
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "ship"), KILN_NULL_ENTITY);
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "hull"), w.e[0]);
+    ck_assert_int_eq(kiln_despawn(w.world, w.e[1]), KILN_OK);
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "turret"), KILN_NULL_ENTITY);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[0], NULL), KILN_OK);
+    ck_assert_ptr_null(kiln_name_get(w.world, w.e[0]));
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "hull"), KILN_NULL_ENTITY);
+    /* a thousand names in one tick, each found */
+    for (int i = 0; i < 1000; i++) {
+        kiln_entity e;
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        ck_assert_int_eq(kiln_spawn(w.world, &e), KILN_OK);
+        ck_assert_int_eq(kiln_name_set(w.world, e, name), KILN_OK);
+        ck_assert_uint_eq(kiln_name_lookup(w.world, name), e);
+    }
+    pf_close(&w);
+}
+
+KILN_TEST(names, a_taken_name_is_refused_whichever_way_it_is_written) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    kiln_component name_id;
+    ck_assert_int_eq(kiln_name_init(w.world, &name_id), KILN_OK);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[0], "ship"), KILN_OK);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[1], "ship"), KILN_ERR_INVALID_ARGUMENT);
+    char expected[96], buf[24];
+    snprintf(expected, sizeof expected, "kiln_name_set: name 'ship' is taken by entity %s",
+             kiln_entity_format(w.e[0], buf, sizeof buf));
+    ck_assert_str_eq(kiln_world_error(w.world), expected);
+    kiln_name n = {"ship"};
+    ck_assert_int_eq(kiln_add(w.world, w.e[2], name_id, &n), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert(!kiln_has(w.world, w.e[2], name_id));
+    char long_name[80];
+    memset(long_name, 'x', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = 0;
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[2], long_name), KILN_ERR_INVALID_ARGUMENT);
+    pf_close(&w);
+}
+
+KILN_TEST(names, names_are_saved_loaded_and_a_load_that_would_repeat_one_is_refused) {
+    pf_world a, b;
+    pf_open(&a, false);
+    pf_populate(&a);
+    ck_assert_int_eq(kiln_name_set(a.world, a.e[3], "pilot"), KILN_OK);
+    pf_bytes saved;
+    pf_save(a.world, KILN_PERSIST_JSON, &saved);
+    pf_open(&b, false); /* no Name registered: the load registers it */
+    ck_assert_int_eq(kiln_load(b.world, saved.data, saved.size, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_name_lookup(b.world, "pilot"), a.e[3]);
+    uint64_t h = kiln_world_hash(b.world);
+    ck_assert_int_eq(kiln_load(b.world, saved.data, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kiln_world_error(b.world), "name 'pilot' is taken") != NULL, "%s", kiln_world_error(b.world));
+    ck_assert_uint_eq(kiln_world_hash(b.world), h);
+    ck_assert_uint_eq(kiln_name_lookup(b.world, "pilot"), a.e[3]);
+    pf_bytes_free(&saved);
+    pf_close(&a);
+    pf_close(&b);
+}
+
+KILN_TEST(names, a_restore_brings_names_back_to_the_index) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[0], "ship"), KILN_OK);
+    kiln_snapshot *snap;
+    ck_assert_int_eq(kiln_snapshot_create(w.world, &snap), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(w.world, w.e[0]), KILN_OK);
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "ship"), KILN_NULL_ENTITY);
+    ck_assert_int_eq(kiln_snapshot_restore(w.world, snap), KILN_OK);
+    ck_assert_uint_eq(kiln_name_lookup(w.world, "ship"), w.e[0]);
+    kiln_snapshot_destroy(snap);
+    pf_close(&w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(clone);
+
+KILN_TEST(clone, a_tree_clone_copies_values_and_points_inner_references_at_the_copies) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    ck_assert_int_eq(kiln_name_set(w.world, w.e[0], "root"), KILN_OK);
+    int64_t before = kiln_entity_count(w.world);
+    kiln_entity copy;
+    kiln_clone_desc d = {.tree = true};
+    ck_assert_int_eq(kiln_clone(w.world, w.e[0], &d, &copy), KILN_OK);
+    /* e0 has children e1 and e5; e1 has e2 */
+    ck_assert_int_eq(kiln_entity_count(w.world), before + 4);
+    ck_assert_ptr_null(kiln_name_get(w.world, copy)); /* names are unique: not copied */
+    kiln_entity kids[4];
+    ck_assert_int_eq(kiln_transform_children(w.world, copy, kids, 4), 2);
+    kiln_entity copy_e1 = kiln_has(w.world, kids[0], w.vel) ? kids[0] : kids[1];
+    kiln_entity grand[2];
+    ck_assert_int_eq(kiln_transform_children(w.world, copy_e1, grand, 2), 1);
+    const pf_target *t = kiln_get(w.world, grand[0], w.target);
+    ck_assert_uint_eq(t->target, copy);          /* pointed at e0: now at its copy */
+    ck_assert_uint_eq(t->pair[0], w.e[3]);       /* e3 is outside the tree: unchanged */
+    ck_assert(((const pf_pos *)kiln_get(w.world, grand[0], w.pos))->x == 2.5f);
+    /* a single clone stays under the same parent */
+    kiln_entity single;
+    ck_assert_int_eq(kiln_clone(w.world, w.e[2], NULL, &single), KILN_OK);
+    ck_assert_uint_eq(((const kiln_parent *)kiln_get(w.world, single, w.tf.parent))->entity, w.e[1]);
+    ck_assert_int_eq(kiln_transform_children(w.world, single, NULL, 0), 0);
+    pf_close(&w);
+}
+
+KILN_TEST(clone, values_with_hooks_are_refused_and_nothing_is_spawned) {
+    kiln_world *w = kiln_world_create(NULL);
+    test_hook_log log;
+    memset(&log, 0, sizeof log);
+    kiln_component owned = test_register_owned(w, &log);
+    kiln_entity e, copy = KILN_NULL_ENTITY;
+    ck_assert_int_eq(kiln_spawn(w, &e), KILN_OK);
+    ck_assert_int_eq(kiln_add(w, e, owned, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_clone(w, e, NULL, &copy), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_entity_count(w), 1);
+    ck_assert_msg(strstr(kiln_world_error(w), "component 'Owned' has hooks") != NULL, "%s", kiln_world_error(w));
+    ck_assert_int_eq(kiln_clone(w, KILN_NULL_ENTITY, NULL, &copy), KILN_ERR_DEAD_ENTITY);
+    kiln_world_destroy(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(random);
+
+KILN_TEST(random, a_seed_gives_the_same_values_and_forks_depend_on_stream_and_tick_only) {
+    kiln_world *a = kiln_world_create(NULL), *b = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_random_seed(a, 42), KILN_OK);
+    ck_assert_int_eq(kiln_random_seed(b, 42), KILN_OK);
+    for (int i = 0; i < 100; i++) ck_assert_uint_eq(kiln_random_next(kiln_random_world(a)), kiln_random_next(kiln_random_world(b)));
+    kiln_random f1 = kiln_random_fork(a, "move", 5), f2 = kiln_random_fork(b, "move", 5);
+    kiln_random other = kiln_random_fork(a, "spawn", 5), later = kiln_random_fork(a, "move", 6);
+    uint64_t x = kiln_random_next(&f1);
+    ck_assert_uint_eq(x, kiln_random_next(&f2));
+    ck_assert_uint_ne(x, kiln_random_next(&other));
+    ck_assert_uint_ne(x, kiln_random_next(&later));
+    ck_assert_int_eq(kiln_random_seed(b, 43), KILN_OK);
+    kiln_random f3 = kiln_random_fork(b, "move", 5);
+    ck_assert_uint_ne(x, kiln_random_next(&f3));
+    /* ranges stay inside their bounds and reach both ends */
+    bool low = false, high = false;
+    for (int i = 0; i < 2000; i++) {
+        int64_t v = kiln_random_range(&f1, -3, 3);
+        ck_assert(v >= -3 && v <= 3);
+        low |= v == -3, high |= v == 3;
+        double d = kiln_random_double(&f1);
+        ck_assert(d >= 0.0 && d < 1.0);
+    }
+    ck_assert(low && high);
+    ck_assert_int_eq(kiln_random_range(&f1, 5, 5), 5);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}
+
+KILN_TEST(random, the_main_stream_travels_with_saves_and_snapshots) {
+    kiln_world *a = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_random_seed(a, 7), KILN_OK);
+    kiln_random_next(kiln_random_world(a));
+    kiln_snapshot *snap;
+    ck_assert_int_eq(kiln_snapshot_create(a, &snap), KILN_OK);
+    pf_bytes saved;
+    pf_save(a, KILN_PERSIST_BINARY, &saved);
+    uint64_t next = kiln_random_next(kiln_random_world(a));
+    ck_assert_int_eq(kiln_snapshot_restore(a, snap), KILN_OK);
+    ck_assert_uint_eq(kiln_random_next(kiln_random_world(a)), next);
+    kiln_world *b = kiln_world_create(NULL); /* knows nothing of RandomState: the load registers it */
+    ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_random_next(kiln_random_world(b)), next);
+    ck_assert_uint_eq(kiln_world_hash(a), kiln_world_hash(b));
+    pf_bytes_free(&saved);
+    kiln_snapshot_destroy(snap);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}

@@ -1,0 +1,233 @@
+/* test_persist_robust.c: Check suite for hostile input to the loaders: truncation at every
+ * byte, bit flips, absurd counts, wrong versions and JSON of the wrong types, out of memory.
+ * Every refused load leaves the world exactly as it was and says where the input is bad. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "persist_fixture.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* A target world that already holds a scene, and its fingerprint. */
+typedef struct target {
+    pf_world w;
+    uint64_t hash;
+    int64_t count;
+} target;
+
+static void target_open(target *t) {
+    pf_open(&t->w, true);
+    pf_populate(&t->w);
+    t->hash = kiln_world_hash(t->w.world);
+    t->count = kiln_entity_count(t->w.world);
+}
+
+static void assert_untouched(const target *t, const char *context) {
+    ck_assert_msg(kiln_world_hash(t->w.world) == t->hash, "%s: the world changed", context);
+    ck_assert_int_eq(kiln_entity_count(t->w.world), t->count);
+}
+
+static void scene(kiln_persist_format f, pf_bytes *dest) {
+    pf_world a;
+    pf_open(&a, false);
+    pf_populate(&a);
+    pf_save(a.world, f, dest);
+    pf_close(&a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP_WITH(hostile, .timeout = 60);
+
+KILN_TEST_LOOP(hostile, a_save_cut_at_any_byte_is_refused_and_the_world_is_untouched, 0, 2) {
+    pf_bytes saved;
+    scene(_i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    target t;
+    target_open(&t);
+    /* the JSON text is whole without its final newline */
+    size_t end = _i ? saved.size - 1 : saved.size;
+    for (size_t len = 0; len < end; len++) {
+        kiln_result r = kiln_load(t.w.world, saved.data, len, NULL);
+        ck_assert_msg(r != KILN_OK, "a save cut to %zu of %zu bytes loaded", len, saved.size);
+        ck_assert_msg(strncmp(kiln_world_error(t.w.world), "kiln_load: at ", 14) == 0,
+                      "cut at %zu: '%s' does not say where", len, kiln_world_error(t.w.world));
+        char context[32];
+        snprintf(context, sizeof context, "cut at %zu", len);
+        assert_untouched(&t, context);
+    }
+    ck_assert_int_eq(kiln_load(t.w.world, saved.data, saved.size, NULL), KILN_OK);
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}
+
+KILN_TEST_LOOP(hostile, flipped_bits_load_or_are_refused_leaving_the_world_untouched, 0, 2) {
+    pf_bytes saved;
+    scene(_i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    target t;
+    target_open(&t);
+    kiln_snapshot *snap = NULL;
+    ck_assert_int_eq(kiln_snapshot_create(t.w.world, &snap), KILN_OK);
+    unsigned char *copy = malloc(saved.size);
+    uint64_t state = 0x5eed + (uint64_t)_i;
+    int refused = 0, loaded = 0;
+    for (int round = 0; round < 1500; round++) {
+        memcpy(copy, saved.data, saved.size);
+        int flips = 1 + round % 3;
+        for (int f = 0; f < flips; f++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            size_t bit = (size_t)(state >> 33) % (saved.size * 8);
+            copy[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        }
+        kiln_result r = kiln_load(t.w.world, copy, saved.size, NULL);
+        if (r != KILN_OK) {
+            refused++;
+            ck_assert_msg(strncmp(kiln_world_error(t.w.world), "kiln_load: ", 11) == 0, "%s",
+                          kiln_world_error(t.w.world));
+            assert_untouched(&t, "a refused flip");
+        } else {
+            loaded++;
+            ck_assert_int_le(kiln_entity_count(t.w.world), t.count + 7);
+            (void)kiln_world_hash(t.w.world); /* whatever landed is readable */
+            ck_assert_int_eq(kiln_snapshot_restore(t.w.world, snap), KILN_OK);
+        }
+    }
+    ck_assert_int_gt(refused, 0);
+    free(copy);
+    kiln_snapshot_destroy(snap);
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}
+
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
+    pf_bytes saved;
+    scene(KILN_PERSIST_BINARY, &saved);
+    target t;
+    target_open(&t);
+    unsigned char *copy = malloc(saved.size);
+    memcpy(copy, saved.data, saved.size);
+    put32(copy + 8, 2);
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(t.w.world),
+                     "kiln_load: at byte 12: version 2 is not supported (this build reads version 1)");
+    memcpy(copy, saved.data, saved.size);
+    put64(copy + 32, (uint64_t)1 << 40); /* entities */
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(t.w.world),
+                     "kiln_load: at byte 40: the header's counts are larger than the input");
+    memcpy(copy, saved.data, saved.size);
+    put32(copy + 20, 0x7fffffff); /* schemas */
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
+    memcpy(copy, saved.data, saved.size);
+    memcpy(copy, "KILNSAVX", 8);
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_load: at byte 0: neither a kiln save nor a JSON document");
+    assert_untouched(&t, "absurd");
+    free(copy);
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}
+
+#define POS_SCHEMA "\"components\":[{\"name\":\"Position\",\"size\":12,\"fields\":[{\"name\":\"x\",\"type\":\"float\",\"offset\":0,\"count\":1}]}]"
+
+static const struct {
+    const char *doc, *message;
+} bad_json[] = {
+    {"{\"kiln\":2,\"tick\":1," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at kiln: version 2 is not supported (this build reads version 1)"},
+    {"{\"kiln\":1,\"tick\":\"one\"," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at tick: an integer expected, got a string"},
+    {"{\"kiln\":1,\"tick\":1,\"components\":{},\"entities\":[]}",
+     "kiln_load: at components: an array of components expected, got an object"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":\"fast\"}}}]}",
+     "kiln_load: at entities[0].components.Position.x: a number expected, got a string"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":\"e1\",\"components\":{}}]}",
+     "kiln_load: at entities[0].id: an integer expected, got a string"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Speed\":{}}}]}",
+     "kiln_load: at entities[0].components: 'Speed' is not in the components list"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"w\":1}}}]}",
+     "kiln_load: at entities[0].components.Position.w: 'Position' has no such field"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[],\"extra\":1}", "kiln_load: at extra: unknown key"},
+    {"{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Position\",\"size\":12,\"fields\":[{\"name\":\"x\",\"type\":\"quad\",\"offset\":0,\"count\":1}]}],\"entities\":[]}",
+     "kiln_load: at components[0].fields[0].type: unknown type 'quad'"},
+    {"{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Position\",\"size\":12,\"fields\":[{\"name\":\"x\",\"type\":\"float\",\"offset\":10,\"count\":1}]}],\"entities\":[]}",
+     "kiln_load: at components[0].fields[0]: field 'x' lies outside its component"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{}},{\"id\":4294967296,\"components\":{}}]}",
+     "kiln_load: entity 0v1 appears twice (or shares its slot)"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1e300}}}]}",
+     "kiln_load: at entities[0].components.Position.x: 1e+300 is out of range for a float"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1}}}", 
+     "kiln_load: at line 1 column 187 (byte 187): ']' expected near end of file"},
+};
+
+KILN_TEST(hostile, json_of_the_wrong_shape_is_refused_naming_the_path) {
+    target t;
+    target_open(&t);
+    for (size_t i = 0; i < sizeof bad_json / sizeof bad_json[0]; i++) {
+        kiln_result r = kiln_load(t.w.world, bad_json[i].doc, strlen(bad_json[i].doc), NULL);
+        ck_assert_msg(r != KILN_OK, "document %zu loaded", i);
+        ck_assert_str_eq(kiln_world_error(t.w.world), bad_json[i].message);
+        assert_untouched(&t, bad_json[i].doc);
+    }
+    pf_close(&t.w);
+}
+
+KILN_TEST(hostile, a_parent_cycle_in_the_file_is_refused_by_the_parent_check) {
+    static const char doc[] =
+        "{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Parent\",\"size\":8,\"fields\":[{\"name\":"
+        "\"entity\",\"type\":\"entity\",\"offset\":0,\"count\":1}]}],\"entities\":["
+        "{\"id\":4294967296,\"components\":{\"Parent\":{\"entity\":4294967297}}},"
+        "{\"id\":4294967297,\"components\":{\"Parent\":{\"entity\":4294967296}}}]}";
+    target t;
+    target_open(&t);
+    ck_assert_int_eq(kiln_load(t.w.world, doc, sizeof doc - 1, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kiln_world_error(t.w.world), "component 'Parent'") != NULL, "%s",
+                  kiln_world_error(t.w.world));
+    assert_untouched(&t, "cycle");
+    pf_close(&t.w);
+}
+
+KILN_TEST_LOOP(hostile, running_out_of_memory_anywhere_in_a_load_leaves_the_world_untouched, 0, 2) {
+    pf_bytes saved;
+    scene(_i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    target t;
+    pf_open_on(&t.w, true, &alloc);
+    pf_populate(&t.w);
+    t.hash = kiln_world_hash(t.w.world);
+    t.count = kiln_entity_count(t.w.world);
+    int64_t n = 0;
+    for (;; n++) {
+        test_allocator_fail_after(&alloc, n);
+        kiln_result r = kiln_load(t.w.world, saved.data, saved.size, NULL);
+        test_allocator_fail_never(&alloc);
+        if (r == KILN_OK) break;
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        assert_untouched(&t, kiln_world_error(t.w.world));
+    }
+    ck_assert_int_gt(n, 3);
+    ck_assert_int_eq(kiln_entity_count(t.w.world), t.count + 7);
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
+KILN_TEST(hostile, saving_a_value_with_hooks_without_a_codec_names_entity_and_component) {
+    kiln_world *w = kiln_world_create(NULL);
+    test_hook_log log;
+    memset(&log, 0, sizeof log);
+    kiln_component owned = test_register_owned(w, &log);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn(w, &e), KILN_OK);
+    ck_assert_int_eq(kiln_add(w, e, owned, NULL), KILN_OK);
+    pf_bytes out = {0};
+    ck_assert_int_eq(kiln_save(w, NULL, pf_bytes_write, &out), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_save: entity 0v1 component 'Owned' has hooks (it owns "
+                                          "something) and no codec was given to save it");
+    pf_bytes_free(&out);
+    kiln_world_destroy(w);
+}

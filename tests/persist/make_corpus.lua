@@ -1,0 +1,44 @@
+-- make_corpus.lua: writes the seed corpus of the loader fuzz harnesses (tests/persist/corpus),
+-- saves of small worlds with the components fuzz_load.c registers. Run: make persist-corpus.
+local kiln = require "kiln"
+local dir = assert(arg[1], "usage: make_corpus.lua DIR")
+
+local function world()
+    local w = kiln.world()
+    w:component("Position", "float x, y;")
+    w:component("Velocity", "float x, y;")
+    w:component("Health", "int32_t hp, max;")
+    w:component("Frozen")
+    w:component("Link", "entity target; entity pair[2];")
+    return w
+end
+
+local scenes = {
+    function(w) w:spawn{Position = {x = 1, y = 2}} end,
+    function(w)
+        local a = w:spawn{Position = {x = 1}, Velocity = {y = -1}}
+        local b = w:spawn{Health = {hp = 3, max = 5}, Frozen = true}
+        w:spawn{Link = {target = a, pair = {b, a}}}
+        w:set_parent(b, a)
+        w:resource("Health", {hp = 9, max = 9})
+    end,
+    function(w)
+        local prev
+        for i = 1, 20 do
+            local e = w:spawn{Position = {x = i, y = -i}}
+            if prev then w:set_parent(e, prev) end
+            if i % 3 == 0 then w:despawn(e) else prev = e end
+        end
+    end,
+}
+
+for i, make in ipairs(scenes) do
+    local w = world()
+    make(w)
+    w:progress(0)
+    for _, format in ipairs{"binary", "json"} do
+        local f = assert(io.open(string.format("%s/%s/seed%d", dir, format, i), "wb"))
+        f:write(w:save{format = format})
+        f:close()
+    end
+end
