@@ -476,13 +476,24 @@ bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component compon
     return kl_archetype_has(world->archetypes[rec->archetype], component);
 }
 
+/* kiln_get of a component id beyond arch's direct slots. */
+__attribute__((noinline)) static const void *get_searched(const kl_archetype *arch, uint32_t row,
+                                                          kiln_component component) {
+    const kl_column *col = kl_archetype_column(arch, component);
+    return col ? col->data + (size_t)row * col->stride : NULL;
+}
+
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_get", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return NULL;
-    const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
-    if (!col) return NULL;
+    const kl_archetype *arch = world->archetypes[rec->archetype];
+    /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
+    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, rec->row, component);
+    int32_t c = arch->slots[component].column;
+    if (c < 0) return NULL;
+    const kl_column *col = &arch->columns[c];
     return col->data + (size_t)rec->row * col->stride;
 }
 
