@@ -249,8 +249,12 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
-kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
-                         kiln_component component, void *value, bool move) {
+/* kl_add_value's body, inlined into kiln_add too: the public call pays one frame. */
+static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *world,
+                                                                   const char *call,
+                                                                   kiln_entity entity,
+                                                                   kiln_component component,
+                                                                   void *value, bool move) {
     kl_record *rec;
     const kl_component *comp;
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
@@ -272,8 +276,16 @@ kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity
     return KILN_OK;
 }
 
-kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
-                                kiln_component component, bool *removed) {
+kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
+                         kiln_component component, void *value, bool move) {
+    return add_value(world, call, entity, component, value, move);
+}
+
+static inline __attribute__((always_inline)) kiln_result remove_component(kiln_world *world,
+                                                                          const char *call,
+                                                                          kiln_entity entity,
+                                                                          kiln_component component,
+                                                                          bool *removed) {
     kl_record *rec;
     const kl_component *comp;
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
@@ -290,6 +302,11 @@ kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity
     kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, NULL, false);
     if (removed) *removed = true;
     return KILN_OK;
+}
+
+kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
+                                kiln_component component, bool *removed) {
+    return remove_component(world, call, entity, component, removed);
 }
 
 /* The column of a live entity's component for a writing call, or NULL with the error set
@@ -431,7 +448,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
-    return kl_add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
+    return add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
 
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
@@ -443,7 +460,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
         return r;
     }
-    return kl_remove_component(world, "kiln_remove", entity, component, removed);
+    return remove_component(world, "kiln_remove", entity, component, removed);
 }
 
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
