@@ -249,8 +249,12 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
-kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
-                         kiln_component component, void *value, bool move) {
+/* kl_add_value's body, inlined into kiln_add too: the public call pays one frame. */
+static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *world,
+                                                                   const char *call,
+                                                                   kiln_entity entity,
+                                                                   kiln_component component,
+                                                                   void *value, bool move) {
     kl_record *rec;
     const kl_component *comp;
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
@@ -272,8 +276,16 @@ kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity
     return KILN_OK;
 }
 
-kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
-                                kiln_component component, bool *removed) {
+kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
+                         kiln_component component, void *value, bool move) {
+    return add_value(world, call, entity, component, value, move);
+}
+
+static inline __attribute__((always_inline)) kiln_result remove_component(kiln_world *world,
+                                                                          const char *call,
+                                                                          kiln_entity entity,
+                                                                          kiln_component component,
+                                                                          bool *removed) {
     kl_record *rec;
     const kl_component *comp;
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
@@ -290,6 +302,11 @@ kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity
     kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, NULL, false);
     if (removed) *removed = true;
     return KILN_OK;
+}
+
+kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
+                                kiln_component component, bool *removed) {
+    return remove_component(world, call, entity, component, removed);
 }
 
 /* The column of a live entity's component for a writing call, or NULL with the error set
@@ -431,7 +448,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
-    return kl_add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
+    return add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
 
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
@@ -443,7 +460,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
         if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
         return r;
     }
-    return kl_remove_component(world, "kiln_remove", entity, component, removed);
+    return remove_component(world, "kiln_remove", entity, component, removed);
 }
 
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
@@ -476,13 +493,24 @@ bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component compon
     return kl_archetype_has(world->archetypes[rec->archetype], component);
 }
 
+/* kiln_get of a component id beyond arch's direct slots. */
+__attribute__((noinline)) static const void *get_searched(const kl_archetype *arch, uint32_t row,
+                                                          kiln_component component) {
+    const kl_column *col = kl_archetype_column(arch, component);
+    return col ? col->data + (size_t)row * col->stride : NULL;
+}
+
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_get", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return NULL;
-    const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
-    if (!col) return NULL;
+    const kl_archetype *arch = world->archetypes[rec->archetype];
+    /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
+    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, rec->row, component);
+    int32_t c = arch->slots[component].column;
+    if (c < 0) return NULL;
+    const kl_column *col = &arch->columns[c];
     return col->data + (size_t)rec->row * col->stride;
 }
 

@@ -265,6 +265,7 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
         kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
         arch->entities = entities;
         arch->capacity = (int32_t)ncap;
+        world->structure_version++; /* the columns moved: getters made before are stale */
     }
     if (blocks != blocks_small) {
         kl_free(al, blocks, list_bytes);

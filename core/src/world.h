@@ -108,7 +108,7 @@ typedef struct kl_archetype {
     int32_t type_count;
     kiln_component *types;  /* sorted ascending; tags included */
     int32_t *column_of;     /* per type: column index, or -1 for a tag */
-    kl_map edges;           /* ids >= slot_count: component -> neighbour id + 1 (see kl_slot) */
+    kl_map edges;           /* ids >= KL_SLOTS_MAX: component -> neighbour id + 1 (see kl_slot) */
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed */
     bool has_destroy;         /* some column has a destroy hook */
@@ -124,7 +124,7 @@ typedef struct kl_fini {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
-    uint64_t structure_version; /* bumped by every row added or removed (kiln_getter) */
+    uint64_t structure_version; /* bumped by rows added or removed, columns moved (getters) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world */

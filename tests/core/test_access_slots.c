@@ -1,0 +1,156 @@
+/* test_access_slots.c: Check suite for the archetype slots behind get, has, add and remove:
+ * component ids past the direct slots, the changed column at every position of a move, and
+ * edges that once cached are reused in both directions. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "access_fixture.h"
+#include "kiln.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+static access_fixture F;
+
+static void setup(void) { access_fixture_setup(&F); }
+
+static void teardown(void) { access_fixture_teardown(&F); }
+
+KILN_TEST_GROUP_WITH(slots, .setup = setup, .teardown = teardown, .timeout = 30);
+
+/* Registers "Fill<i>" 4-byte components until the registry holds count ids. */
+static void register_until(kiln_component count) {
+    char name[32];
+    while ((kiln_component)kiln_component_count(F.w) < count) {
+        snprintf(name, sizeof name, "Fill%d", kiln_component_count(F.w));
+        kiln_component id;
+        ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = name,
+                                                     .size = sizeof(int32_t)}, &id),
+                         KILN_OK);
+    }
+}
+
+/* Entities carry their index as every component's value; each add and remove is checked
+ * against what the entity should hold afterwards. */
+static void assert_holds(kiln_entity e, const kiln_component *ids, const bool *has, int n,
+                         int32_t value) {
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(kiln_has(F.w, e, ids[i]) == has[i], "component %u", (unsigned)ids[i]);
+        const int32_t *v = kiln_get(F.w, e, ids[i]);
+        if (!has[i]) {
+            ck_assert_ptr_null(v);
+            continue;
+        }
+        ck_assert_ptr_nonnull(v);
+        ck_assert_int_eq(*v, value);
+    }
+}
+
+KILN_TEST(slots, ids_past_the_direct_slots_add_remove_and_read_like_low_ones) {
+    register_until(1100);
+    kiln_component ids[] = {3, 700, 1023, 1024, 1025, 1090};
+    enum { N = sizeof ids / sizeof ids[0], E = 6 };
+    kiln_entity es[E];
+    bool has[E][N];
+    memset(has, 0, sizeof has);
+    for (int k = 0; k < E; k++) es[k] = spawn_one(F.w);
+    /* adds in a different order for each entity, then removes from the middle out */
+    for (int step = 0; step < N; step++)
+        for (int k = 0; k < E; k++) {
+            int i = (step + k) % N;
+            ck_assert_int_eq(kiln_add(F.w, es[k], ids[i], &(int32_t){k}), KILN_OK);
+            has[k][i] = true;
+            for (int j = 0; j < E; j++) assert_holds(es[j], ids, has[j], N, j);
+        }
+    for (int step = 0; step < N; step++)
+        for (int k = 0; k < E; k++) {
+            int i = (N / 2 + step * (k % 2 ? 1 : N - 1)) % N;
+            bool removed = false;
+            ck_assert_int_eq(kiln_remove(F.w, es[k], ids[i], &removed), KILN_OK);
+            ck_assert(removed);
+            has[k][i] = false;
+            for (int j = 0; j < E; j++) assert_holds(es[j], ids, has[j], N, j);
+        }
+    /* all back in the empty archetype; adding the first id again reuses its archetype */
+    int32_t archetypes = archetype_count(F.w);
+    for (int k = 0; k < E; k++) {
+        ck_assert_int_eq(kiln_entity_components(F.w, es[k], NULL, 0), 0);
+        ck_assert_int_eq(kiln_add(F.w, es[k], ids[0], &(int32_t){k}), KILN_OK);
+        ck_assert_int_eq(*(const int32_t *)kiln_get(F.w, es[k], ids[0]), k);
+    }
+    ck_assert_int_eq(archetype_count(F.w), archetypes);
+}
+
+KILN_TEST(slots, a_round_trip_along_one_edge_creates_no_archetype_the_second_time) {
+    register_until(1500);
+    kiln_component ids[] = {F.vel, 1200, 1499};
+    for (int i = 0; i < 3; i++) {
+        kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
+        ck_assert_int_eq(kiln_add(F.w, e, ids[i], NULL), KILN_OK);
+        ck_assert_int_eq(kiln_remove(F.w, e, ids[i], NULL), KILN_OK);
+        int32_t seen = archetype_count(F.w);
+        for (int round = 0; round < 3; round++) {
+            ck_assert_int_eq(kiln_add(F.w, e, ids[i], NULL), KILN_OK);
+            ck_assert_int_eq(kiln_remove(F.w, e, ids[i], NULL), KILN_OK);
+        }
+        ck_assert_int_eq(archetype_count(F.w), seen);
+        test_assert_position(F.w, e, F.pos, 1, 2);
+    }
+}
+
+/* The changed column first, in the middle and last among owned (hooked) and plain columns:
+ * every other value moves with its tick, and each owned value is destroyed exactly once. */
+static test_hook_log hook_log; /* static: large */
+
+KILN_TEST(slots, the_changed_column_at_every_position_moves_the_others_intact) {
+    memset(&hook_log, 0, sizeof hook_log);
+    kiln_component owned = test_register_owned(F.w, &hook_log);
+    kiln_component late;
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Late",
+                                                 .size = sizeof(double)}, &late),
+                     KILN_OK);
+    /* ids ascending: pos < vel < owned < late; each in turn is the one added and removed */
+    kiln_component order[] = {F.pos, F.vel, owned, late};
+    for (int changed = 0; changed < 4; changed++) {
+        kiln_entity es[3];
+        for (int k = 0; k < 3; k++) {
+            test_owned o = test_owned_make(100 + k);
+            ck_assert_int_eq(kiln_spawn_with(F.w, (kiln_component[]){F.pos, F.vel, owned, late},
+                                             (const void *[]){&(test_position){(float)k, 1},
+                                                              &(test_velocity){2, (float)k}, &o,
+                                                              &(double){k * 0.5}},
+                                             4, &es[k]),
+                             KILN_OK);
+        }
+        kiln_tick_advance(F.w);
+        kiln_tick before = kiln_changed_tick(F.w, es[0], order[(changed + 1) % 4]);
+        bool removed = false;
+        ck_assert_int_eq(kiln_remove(F.w, es[0], order[changed], &removed), KILN_OK);
+        ck_assert(removed && !kiln_has(F.w, es[0], order[changed]));
+        ck_assert_uint_eq(kiln_changed_tick(F.w, es[0], order[(changed + 1) % 4]), before);
+        for (int k = 0; k < 3; k++) {
+            bool lost = k == 0;
+            if (!(lost && changed == 0)) test_assert_position(F.w, es[k], F.pos, (float)k, 1);
+            if (!(lost && changed == 1)) test_assert_velocity(F.w, es[k], F.vel, 2, (float)k);
+            if (!(lost && changed == 2))
+                ck_assert_int_eq(((const test_owned *)kiln_get(F.w, es[k], owned))->id, 100 + k);
+            if (!(lost && changed == 3))
+                ck_assert(*(const double *)kiln_get(F.w, es[k], late) == k * 0.5);
+        }
+        /* and back: the added value lands in its column, the others stay */
+        test_owned again = changed == 2 ? test_owned_make(200) : (test_owned){0};
+        const void *value = changed == 0   ? (const void *)&(test_position){9, 9}
+                            : changed == 1 ? (const void *)&(test_velocity){9, 9}
+                            : changed == 2 ? (const void *)&again
+                                           : (const void *)&(double){9.0};
+        ck_assert_int_eq(kiln_add(F.w, es[0], order[changed], value), KILN_OK);
+        if (changed == 2) ck_assert_int_eq(((const test_owned *)kiln_get(F.w, es[0], owned))->id, 200);
+        if (changed != 2) ck_assert_ptr_nonnull(kiln_get(F.w, es[0], order[changed]));
+        for (int k = 0; k < 3; k++) ck_assert_int_eq(kiln_despawn(F.w, es[k]), KILN_OK);
+    }
+    for (int32_t id = 100; id < 103; id++) ck_assert_int_eq(test_hook_log_count(&hook_log, id), 4);
+    ck_assert_int_eq(test_hook_log_count(&hook_log, 200), 1);
+    ck_assert_int_eq(test_hook_log_count(&hook_log, -1), 0); /* destroyed twice */
+    ck_assert_int_eq(test_hook_log_count(&hook_log, -2), 0); /* destroyed after a move */
+    ck_assert_int_eq(hook_log.bad_payload, 0);
+}
