@@ -88,6 +88,13 @@ void *kiln_resource_get(const kiln_world *world, kiln_component type) {
     return value;
 }
 
+void *kl_resource_peek(const kiln_world *world, kiln_component type) {
+    const kl_component *c = kl_component_get(world, type);
+    uint8_t *value = NULL;
+    if (!c || c->size == 0 || !slot(world, type, &value)) return NULL;
+    return value;
+}
+
 bool kiln_resource_has(const kiln_world *world, kiln_component type) {
     KILN_ASSERT(world != NULL, "world is NULL");
     uint8_t *value;

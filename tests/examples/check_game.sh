@@ -205,9 +205,10 @@ run dice1 --frames 10 --asteroids 100 --seed 7 --mod "$TMP/dice.lua"
 run dice2 --frames 10 --asteroids 100 --seed 7 --mod "$TMP/dice.lua"
 run dice3 --frames 10 --asteroids 100 --seed 8 --mod "$TMP/dice.lua"
 r1=$(grep '^\[dice\]' "$TMP/dice1.out"); r2=$(grep '^\[dice\]' "$TMP/dice2.out"); r3=$(grep '^\[dice\]' "$TMP/dice3.out")
-if [ -n "$r1" ] && [ "$r1" = "$r2" ] && [ "$r1" != "$r3" ]; then
+if [ "$(rc dice1)$(rc dice2)$(rc dice3)" = 000 ] && [ -n "$r1" ] && [ "$r1" = "$r2" ] && [ "$r1" != "$r3" ]; then
   pass "a mod's math.random follows the game seed"
-else fail "a mod's math.random follows the game seed" "seed 7: '$r1' / '$r2', seed 8: '$r3'"; fi
+else fail "a mod's math.random follows the game seed" "seed 7: '$r1' / '$r2', seed 8: '$r3'" \
+  "exit statuses $(rc dice1) $(rc dice2) $(rc dice3)" "$(tail -n 3 "$TMP/dice1.err")"; fi
 
 # --check-determinism: the same seed serially and on workers, hashes compared every frame.
 run determinism --check-determinism --frames 120 --asteroids 3000 --workers 2 --mod $MOD

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "persist_internal.h"
+#include "resource.h"
 
 typedef struct random_seed {
     uint64_t seed;
@@ -100,7 +101,8 @@ kiln_random *kiln_random_world(kiln_world *world) {
 kiln_random kiln_random_fork(const kiln_world *world, const char *stream, kiln_tick tick) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kiln_component seed_id = kiln_component_lookup(world, "RandomSeed");
-    const random_seed *sv = seed_id ? kiln_resource_get(world, seed_id) : NULL;
+    /* unchecked: a system forking its stream reads the seed without declaring it */
+    const random_seed *sv = seed_id ? kl_resource_peek(world, seed_id) : NULL;
     uint64_t x = sv ? sv->seed : 0;
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the stream name */
     for (const char *p = stream ? stream : ""; *p; p++) h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
