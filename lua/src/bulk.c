@@ -174,7 +174,7 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
                         lua_Number v = lua_tonumber(L, idx);
                         float old;
                         memcpy(&old, was + fd->offset, 4);
-                        if (v == (lua_Number)old) continue; /* as filled */
+                        if (klua_same_float(v, old)) continue; /* as filled */
                         float nf;
                         err = klua_to_float(L, v, &nf);
                         if (!err) memcpy(row + fd->offset, &nf, 4);

@@ -4,6 +4,7 @@
 #define KLUA_H
 
 #include <lauxlib.h>
+#include <math.h>
 #include <lua.h>
 
 #include "kiln.h"
@@ -275,6 +276,13 @@ KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component 
                                    const char *fname);
 
 /* ---- values.c: Lua values <-> component bytes ---- */
+/* Whether the number n read back from a view is the float was it was filled with: equal with
+ * the same sign (-0.0 is a change from 0.0), or both NaN. Writes that change nothing are
+ * skipped, so the comparison must see every change a byte would. */
+static inline bool klua_same_float(lua_Number n, float was) {
+    if (n == (lua_Number)was) return n != 0 || signbit(n) == signbit(was);
+    return n != n && was != was;
+}
 /* Pushes the component value at data as a new table (or the Lua value / true for tags). */
 KLUA_HIDDEN void klua_push_value(lua_State *L, klua_world *kw, kiln_component c, const void *data);
 /* Writes every field of the value at data into the table at idx (raw sets); a vector,

@@ -365,7 +365,7 @@ static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
                 lua_Number n = isnum ? lua_tonumber(L, -1) : 0;
                 float was;
                 memcpy(&was, snap + fd->offset, 4);
-                if (isnum && n == (lua_Number)was) continue; /* unchanged */
+                if (isnum && klua_same_float(n, was)) continue; /* unchanged */
                 if (!buf) {
                     buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
                     memcpy(buf, snap, info->size);

@@ -300,3 +300,37 @@ describe("q:each() views", function()
         assert.are.equal(5.0, w:get(e, "Wide5").f60)
     end)
 end)
+
+describe("a float written back through a view or a bulk array", function()
+    -- a write that changes nothing is skipped, so "nothing" must mean the same bits
+    local function sign_of(x) return 1 / x end
+
+    it("is a change from 0.0 to -0.0, and marks its row", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 0.0, y = 0.0}}
+        local q = w:query{"Position"}
+        w:advance_tick()
+        local before = w:changed_tick(e, "Position")
+        w:advance_tick()
+        for _, p in q:each() do p.x = -0.0 end
+        assert.are.equal(-math.huge, sign_of(w:get(e, "Position").x))
+        assert.is_true(w:changed_tick(e, "Position") > before)
+        w:advance_tick()
+        local after_each = w:changed_tick(e, "Position")
+        q:bulk(function(n, ents, pos) for i = 1, n do pos.y[i] = -0.0 end end)
+        assert.are.equal(-math.huge, sign_of(w:get(e, "Position").y))
+        assert.is_true(w:changed_tick(e, "Position") > after_each)
+    end)
+
+    it("is no change when a NaN is left as it was", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 0 / 0, y = 1}}
+        local q = w:query{"Position"}
+        w:advance_tick()
+        local before = w:changed_tick(e, "Position")
+        w:advance_tick()
+        for _, p in q:each() do local _ = p.x end
+        q:bulk(function(n, ents, pos) for i = 1, n do local _ = pos.x[i] end end)
+        assert.are.equal(before, w:changed_tick(e, "Position"))
+    end)
+end)
