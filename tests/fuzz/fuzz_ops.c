@@ -131,6 +131,19 @@ static const void *make_value(fz_ctx *c, int comp, bool given, fz_value *v, unsi
     return v->bytes;
 }
 
+/* A value borrowed from the world itself (kiln_get of another live entity, or the same one):
+ * the call must read it before any storage it lives in moves. NULL when none is at hand. */
+static const void *borrowed_value(fz_ctx *c, int slot, uint8_t pick, unsigned char model[FZ_VAL]) {
+    if (slot < 0 || slot == FZ_O || model_size(slot) == 0 || c->m.n_ents == 0) return NULL;
+    for (int32_t k = 0; k < c->m.n_ents; k++) {
+        fz_ent *e = &c->m.ents[(pick + k) % c->m.n_ents];
+        if (e->state != FZ_ALIVE || !((e->mask >> slot) & 1u)) continue;
+        memcpy(model, e->val[slot], FZ_VAL);
+        return kiln_get(c->w, e->h, c->id[slot]);
+    }
+    return NULL;
+}
+
 /* Gives back an owned payload the world did not take. */
 static void release_value(fz_value *v) {
     if (v->given && v->comp == FZ_O) fuzz_owned_release((fz_owned *)(void *)v->bytes);
@@ -244,7 +257,10 @@ static void op_spawn_with(fz_ctx *c) {
     for (int i = 0; i < n; i++) {
         slots[i] = fz_pick_comp(c, FZ_GENERIC);
         ids[i] = fz_comp_id(c, slots[i]);
-        ptrs[i] = make_value(c, slots[i], fz_byte(c) & 1, &vals[i], model[i]);
+        uint8_t how = fz_byte(c);
+        vals[i].given = false;
+        ptrs[i] = (how & 6) == 6 ? borrowed_value(c, slots[i], fz_byte(c), model[i]) : NULL;
+        if (!ptrs[i]) ptrs[i] = make_value(c, slots[i], how & 1, &vals[i], model[i]);
         any_value |= ptrs[i] != NULL;
     }
     want = list_check(c, slots, n);
@@ -337,7 +353,10 @@ static void op_write(fz_ctx *c, uint8_t op) {
     kiln_component id = fz_comp_id(c, slot);
     fz_value v = {0};
     unsigned char model[FZ_VAL];
-    const void *value = op == OP_REMOVE ? NULL : make_value(c, slot, fz_byte(c) & 1, &v, model);
+    uint8_t how = op == OP_REMOVE ? 0 : fz_byte(c);
+    const void *value = NULL;
+    if (op != OP_REMOVE && (how & 6) == 6) value = borrowed_value(c, slot, fz_byte(c), model);
+    if (op != OP_REMOVE && !value) value = make_value(c, slot, how & 1, &v, model);
     fz_ent *e = model_find(&c->m, h);
     bool has = e && e->state == FZ_ALIVE && slot >= 0 && ((e->mask >> slot) & 1u);
     kiln_result want = KILN_OK;
