@@ -234,7 +234,6 @@ void fuzz_op_query(fz_ctx *c, uint8_t sub) {
     fz_expect(c, r, want, "kiln_query_create");
     if (r != KILN_OK) return;
     q->q = made;
-    q->desc = desc;
     q->nwith = nw;
     q->noptional = no;
     q->nwithout = nx;

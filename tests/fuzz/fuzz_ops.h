@@ -7,8 +7,8 @@
 
 /*
  * Functions in this header:
- *   fuzz_op, fuzz_jobs, fuzz_alloc_pause, model_propagate, fuzz_live_payloads, fz_oom_ok, fz_expect, fz_pick_comp,
- *   fz_world_value, fz_queue_push, fz_defer_end_model.
+ *   fuzz_op, fuzz_jobs, fuzz_alloc_pause, model_propagate, fuzz_live_payloads, fz_oom_ok,
+ *   fz_expect, fz_pick_comp, fz_comp_id, fz_queue_push, fz_defer_end_model.
  */
 
 /* Runs the operation opcode selects (its arguments follow in the input). */

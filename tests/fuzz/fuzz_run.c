@@ -154,12 +154,6 @@ uint8_t fz_byte(fz_ctx *c) {
     return c->data[c->pos++];
 }
 
-uint32_t fz_u32(fz_ctx *c) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)fz_byte(c) << (8 * i);
-    return v;
-}
-
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static void must(fz_ctx *c, kiln_result r, const char *what) {
