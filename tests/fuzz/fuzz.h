@@ -140,6 +140,7 @@ typedef struct fz_ctx {
     int32_t next_owned_id;
     uint32_t groups;       /* propagations that queued WorldTransform adds */
     int32_t fresh;         /* components registered by the fuzzed registration op */
+    kiln_world_stats before; /* the world's stats when the current operation started */
 } fz_ctx;
 
 /* ---- the run ---------------------------------------------------------------------------- */

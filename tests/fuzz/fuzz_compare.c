@@ -211,6 +211,7 @@ void fuzz_op_query(fz_ctx *c, uint8_t sub) {
         kiln_query_destroy(q->q);
         memset(q, 0, sizeof *q);
         if (sub & 0x80) return;
+        kiln_world_stats_get(c->w, &c->before);
     }
     c->op_name = "kiln_query_create";
     uint8_t b = fz_byte(c);

@@ -9,10 +9,25 @@
 
 /* ---- shared helpers --------------------------------------------------------------------- */
 
-bool fz_oom_ok(fz_ctx *c, kiln_result r, int64_t failures0) {
+bool fz_oom_partial_ok(fz_ctx *c, kiln_result r, int64_t failures0) {
     if (r != KILN_ERR_OUT_OF_MEMORY) return false;
     if (fuzz_alloc_failures() == failures0)
         fuzz_fail(c, "out of memory reported without any refused allocation");
+    return true;
+}
+
+bool fz_oom_ok(fz_ctx *c, kiln_result r, int64_t failures0) {
+    if (!fz_oom_partial_ok(c, r, failures0)) return false;
+    /* No trace in the world's counts either (a slot taken and not given back, ...). */
+    kiln_world_stats now;
+    kiln_world_stats_get(c->w, &now);
+    if (now.entities != c->before.entities || now.entity_slots != c->before.entity_slots ||
+        now.components != c->before.components || now.queries != c->before.queries)
+        fuzz_fail(c, "a call that ran out of memory changed the world's counts (entities %lld -> %lld, "
+                  "slots %lld -> %lld, components %d -> %d, queries %d -> %d)",
+                  (long long)c->before.entities, (long long)now.entities, (long long)c->before.entity_slots,
+                  (long long)now.entity_slots, c->before.components, now.components, c->before.queries,
+                  now.queries);
     return true;
 }
 
@@ -431,7 +446,7 @@ static void op_defer(fz_ctx *c, uint8_t b) {
         fz_expect(c, r, KILN_OK, "kiln_defer_end");
         return;
     }
-    bool oom = fz_oom_ok(c, r, f0);
+    bool oom = fz_oom_partial_ok(c, r, f0);
     if (!oom) fz_expect(c, r, KILN_OK, "kiln_defer_end");
     fz_defer_end_model(c, oom);
 }
@@ -565,7 +580,7 @@ static void op_apply(fz_ctx *c) {
     int64_t applied = -1;
     int64_t f0 = fuzz_alloc_failures();
     kiln_result r = kiln_commands_apply(buf->cmd, c->w, &applied);
-    if (fz_oom_ok(c, r, f0)) {
+    if (fz_oom_partial_ok(c, r, f0)) {
         model_apply_queue(c, buf, (int32_t)applied, NULL);
         if (kiln_commands_count(buf->cmd) != buf->count)
             fuzz_fail(c, "after a failed apply the buffer holds %lld commands, the model %d",

@@ -250,6 +250,7 @@ int64_t fuzz_run(const uint8_t *data, size_t size, int64_t fail_at, bool persist
     fuzz_compare(c);
     while (c->pos < c->size && c->op_index < 4096) {
         c->op_index++;
+        kiln_world_stats_get(c->w, &c->before);
         fuzz_op(c, fz_byte(c));
         if (fuzz_sabotage) c->m.tick++;
         pthread_mutex_lock(&inject.lock);
