@@ -403,7 +403,7 @@ static void op_write(fz_ctx *c, uint8_t op) {
 static void op_get_mut(fz_ctx *c) {
     c->op_name = "kiln_get_mut";
     kiln_entity h = fz_pick_entity(c);
-    int slot = fz_pick_comp(c, FZ_GENERIC);
+    int slot = fz_pick_comp(c, FZ_GENERIC + 1);
     uint8_t how = fz_byte(c);
     fz_ent *e = model_find(&c->m, h);
     bool has = e && e->state == FZ_ALIVE && slot >= 0 && ((e->mask >> slot) & 1u);
@@ -419,6 +419,14 @@ static void op_get_mut(fz_ctx *c) {
     if (slot == FZ_O || !(how & 1)) return;
     unsigned char model[FZ_VAL];
     fz_model_value(c, slot, model); /* written in place: no check hook (documented) */
+    if (slot == FZ_PARENT) {
+        /* Unlinked through the pointer (null, or a dead handle: a root either way, no cycle
+         * possible); the children index must notice. */
+        kiln_parent none = {KILN_NULL_ENTITY};
+        for (int32_t k = 0; k < c->m.n_ents && (how & 2); k++)
+            if (c->m.ents[k].state == FZ_DEAD) none.entity = c->m.ents[k].h;
+        memcpy(model, &none, sizeof none);
+    }
     memcpy(p, model, model_size(slot));
     memcpy(e->val[slot], model, model_size(slot));
 }
