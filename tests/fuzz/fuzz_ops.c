@@ -186,27 +186,55 @@ static bool room(const fz_ctx *c, int n) {
     return c->m.n_ents + n <= FZ_MAX_ENT && c->queue.count + n + 8 <= c->queue.cap;
 }
 
-/* A propagation queues its WorldTransform adds in an order of its own. When the world stopped
- * (out of memory) inside such a group, the ones it applied are those whose target gained a
- * WorldTransform: move them to the front of the group so the model applies the same. */
-static void order_split_group(fz_ctx *c, int32_t n) {
+/* Applies the first n commands of the queue to the model. A propagation queues its
+ * WorldTransform adds in an order of its own: when the world stopped (out of memory) inside
+ * such a group, the ones it applied are those whose target now holds the queued value, then
+ * any that change nothing; they move to the front of the group so the model applies the
+ * same. */
+static void apply_split(fz_ctx *c, int32_t n) {
     fz_buf *q = &c->queue;
-    if (n <= 0 || n >= q->count || q->cmds[n].group == 0 || q->cmds[n - 1].group != q->cmds[n].group) return;
+    if (n <= 0 || n >= q->count || q->cmds[n].group == 0 || q->cmds[n - 1].group != q->cmds[n].group) {
+        model_apply_queue(c, q, n, NULL);
+        return;
+    }
     uint32_t g = q->cmds[n].group;
     int32_t begin = n, end = n;
     while (begin > 0 && q->cmds[begin - 1].group == g) begin--;
     while (end < q->count && q->cmds[end].group == g) end++;
+    /* What comes before the group first, so the model's state is the one the group met. */
+    model_apply_queue(c, q, begin, NULL);
+    n -= begin;
+    end -= begin;
+    begin = 0;
     int32_t front = begin;
     for (int32_t i = begin; i < end; i++) {
         fz_cmd *cmd = &q->cmds[i];
         fz_ent *e = model_find(&c->m, cmd->target);
-        bool applied = e && e->state == FZ_ALIVE && !(e->mask & (1u << FZ_WORLD)) &&
-                       kiln_has(c->w, cmd->target, c->id[FZ_WORLD]);
+        const void *now = kiln_get(c->w, cmd->target, c->id[FZ_WORLD]);
+        size_t size = sizeof(kiln_world_transform);
+        /* Applied: the world holds the queued value where the model holds none or another
+         * (one the model already holds is the same either way). */
+        bool applied = e && e->state == FZ_ALIVE && now && memcmp(now, cmd->value, size) == 0 &&
+                       (!(e->mask & (1u << FZ_WORLD)) || memcmp(e->val[FZ_WORLD], cmd->value, size) != 0);
         if (!applied) continue;
         fz_cmd tmp = *cmd;
         memmove(&q->cmds[front + 1], &q->cmds[front], sizeof(fz_cmd) * (size_t)(i - front));
         q->cmds[front++] = tmp;
     }
+    /* Then the ones that change nothing (a dead target: dropped; the value already held):
+     * the world may have spent its count on those. */
+    for (int32_t i = front; i < end; i++) {
+        fz_cmd *cmd = &q->cmds[i];
+        fz_ent *e = model_find(&c->m, cmd->target);
+        bool inert = !e || e->state != FZ_ALIVE ||
+                     ((e->mask & (1u << FZ_WORLD)) &&
+                      memcmp(e->val[FZ_WORLD], cmd->value, sizeof(kiln_world_transform)) == 0);
+        if (!inert) continue;
+        fz_cmd tmp = *cmd;
+        memmove(&q->cmds[front + 1], &q->cmds[front], sizeof(fz_cmd) * (size_t)(i - front));
+        q->cmds[front++] = tmp;
+    }
+    model_apply_queue(c, q, n, NULL);
 }
 
 void fz_defer_end_model(fz_ctx *c, bool oom) {
@@ -225,9 +253,7 @@ void fz_defer_end_model(fz_ctx *c, bool oom) {
         fprintf(stderr, "\n");
     }
     if (pending > c->queue.count) fuzz_fail(c, "the deferred queue grew while applying");
-    int32_t n = c->queue.count - (int32_t)pending;
-    order_split_group(c, n);
-    model_apply_queue(c, &c->queue, n, NULL);
+    apply_split(c, c->queue.count - (int32_t)pending);
 }
 
 /* ---- entities --------------------------------------------------------------------------- */
