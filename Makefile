@@ -155,7 +155,7 @@ TEST_GROUPS := test-layout test-plain test-tools test-lua test-docs test-example
 # test_fuzz_corpus joins the C suites (so test-plain and test-asan replay the seed corpus and
 # the regression inputs, with an allocation failure injected at every allocation index);
 # test-fuzz runs libFuzzer (clang, ASan+UBSan, build-fuzz/) from the corpus for FUZZ_SECONDS;
-# fuzz-long for FUZZ_LONG_SECONDS; fuzz-replay FILES=... replays inputs (a crash) plainly.
+# fuzz-long for FUZZ_LONG_SECONDS; fuzz-replay [FILES=...] replays inputs (a crash) plainly.
 FUZZ_DIR     := tests/fuzz
 FUZZ_LIB_SRC := $(filter-out $(FUZZ_DIR)/fuzz_target.c $(FUZZ_DIR)/fuzz_replay.c $(FUZZ_DIR)/test_%.c,\
                 $(wildcard $(FUZZ_DIR)/*.c))
@@ -193,6 +193,7 @@ test-fuzz:
 fuzz-long:
 	@scripts/fuzz.sh long $(FUZZ_LONG_SECONDS) "$(FUZZ_CC)" '$(FUZZ_BUILD)'
 
+FILES ?= $(FUZZ_DIR)/corpus $(FUZZ_DIR)/regressions
 fuzz-replay: $(BUILD)/tests/fuzz_replay
 	$(BUILD)/tests/fuzz_replay $(FILES)
 .PHONY: test-fuzz fuzz-long fuzz-replay

@@ -392,8 +392,9 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
 }
 
 void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
-    for (int64_t i = cmd->head + keep; i < cmd->count; i++)
-        if (cmd->cmds[i].op == KL_OP_MATERIALIZE) kl_entity_release(cmd->world, cmd->cmds[i].target);
+    /* Latest first, so every slot goes back exactly as it was taken. */
+    for (int64_t i = cmd->count - 1; i >= cmd->head + keep; i--)
+        if (cmd->cmds[i].op == KL_OP_MATERIALIZE) kl_entity_untake(cmd->world, cmd->cmds[i].target);
     kl_commands_truncate(cmd, keep);
 }
 

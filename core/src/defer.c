@@ -39,9 +39,10 @@ kiln_result kl_defer_spawn(kiln_world *world, const char *call, const kiln_compo
     for (int32_t i = 0; i < count && r == KILN_OK; i++)
         r = record(world, call, q, KL_OP_ADD, e, components[i], values ? values[i] : NULL);
     if (r != KILN_OK) {
-        /* Out of memory part-way: drop what this call queued and give the slot back. */
+        /* Out of memory part-way: drop what this call queued and give the slot back as it
+         * was (its generation unspent), so the call leaves no trace. */
         kl_commands_truncate(q, before);
-        kl_entity_release(world, e);
+        kl_entity_untake(world, e);
         return r;
     }
     if (dest) *dest = e;

@@ -92,6 +92,20 @@ void kl_entity_release(kiln_world *world, kiln_entity entity) {
     world->free_head = index;
 }
 
+void kl_entity_untake(kiln_world *world, kiln_entity entity) {
+    uint32_t index = kiln_entity_index(entity);
+    kl_record *r = kl_record_at(world, index);
+    uint32_t generation = kiln_entity_generation(entity);
+    kl_record_set_state(r, KL_DEAD, generation); /* no generation spent */
+    if (generation == 1 && index + 1 == kl_slot_count(world)) {
+        /* A fresh slot (a released one has a later generation): the slot count goes back. */
+        atomic_store_explicit(&world->slot_count, index, memory_order_release);
+        return;
+    }
+    r->row = world->free_head;
+    world->free_head = index;
+}
+
 void kl_entities_free(kiln_world *world) {
     for (uint32_t p = 0; p < world->page_count; p++)
         kl_free(&world->alloc, world->pages[p], sizeof(kl_record) * KL_PAGE_SIZE);

@@ -24,6 +24,11 @@ KL_HIDDEN kiln_entity kl_entity_take(kiln_world *world);
 /* Releases the slot of a live or reserved entity: bumps its generation (retiring it when exhausted). */
 KL_HIDDEN void kl_entity_release(kiln_world *world, kiln_entity entity);
 
+/* Undoes the latest kl_entity_take of entity exactly (slot count, free list, generation), for
+ * a call that fails after taking it: the world is left as it was. Undo several takes latest
+ * first. */
+KL_HIDDEN void kl_entity_untake(kiln_world *world, kiln_entity entity);
+
 /* Frees every record page and page table (at world destroy). */
 KL_HIDDEN void kl_entities_free(kiln_world *world);
 

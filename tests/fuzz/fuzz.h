@@ -12,13 +12,13 @@
 
 /*
  * Functions in this header:
- *   fuzz_run, fuzz_replay_path, fuzz_set_input_name, fuzz_fail, fuzz_alloc_failures, fz_byte, fz_u32,
- *   model_find, model_add_entity, model_pending_owned, model_expected_owned,
- *   model_apply_queue, model_write, model_remove, model_despawn, model_default,
- *   fuzz_compare, fuzz_check_query, fuzz_op_query_iterate, fuzz_op_query, fuzz_op_parallel_for,
- *   fuzz_schedule_setup, fuzz_schedule_teardown, fuzz_op_schedule,
- *   fuzz_op_hierarchy, fuzz_hierarchy_check, fuzz_op_register, fuzz_op_event_register,
- *   fuzz_deferred_pending.
+ *   fuzz_run, fuzz_replay_path, fuzz_set_input_name, fuzz_fail, fuzz_alloc_failures, fz_byte,
+ *   model_find, model_add_entity, model_default, model_write, model_remove, model_despawn,
+ *   model_size, model_check_accepts, model_parent_of, model_expected_owned, model_apply_queue,
+ *   fuzz_deferred_pending, fuzz_compare, fuzz_check_query, fuzz_op_query_iterate, fuzz_op_query,
+ *   fuzz_op_parallel_for, fuzz_schedule_setup, fuzz_schedule_teardown, fuzz_op_schedule,
+ *   fuzz_op_hierarchy, fuzz_op_register, fuzz_op_event_register, fuzz_hierarchy_check,
+ *   fuzz_value_from_model, fuzz_owned_release, fz_pick_entity, fz_model_value.
  *
  * An input is a byte string: a header byte (flags), then operations, each an opcode byte and
  * its argument bytes; running out of bytes reads zeroes and ends the run. Every operation is
@@ -103,7 +103,6 @@ typedef struct fz_event {
 
 typedef struct fz_query {
     kiln_query *q;
-    kiln_query_desc desc;
     uint8_t with[8], without[8], optional[8]; /* model slots */
     int32_t nwith, nwithout, noptional;
 } fz_query;
@@ -139,9 +138,9 @@ typedef struct fz_ctx {
     const char *op_name;
     bool inject;           /* allocation failures are being injected in this run */
     int32_t next_owned_id;
-    int32_t next_b;
     uint32_t groups;       /* propagations that queued WorldTransform adds */
     int32_t fresh;         /* components registered by the fuzzed registration op */
+    kiln_world_stats before; /* the world's stats when the current operation started */
 } fz_ctx;
 
 /* ---- the run ---------------------------------------------------------------------------- */
@@ -179,7 +178,6 @@ int64_t fuzz_alloc_failures(void);
 
 /* Input bytes (zeroes once the input is used up). */
 uint8_t fz_byte(fz_ctx *c);
-uint32_t fz_u32(fz_ctx *c);
 
 /* ---- model (fuzz_model.c) ----------------------------------------------------------------- */
 

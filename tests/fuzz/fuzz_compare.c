@@ -211,6 +211,7 @@ void fuzz_op_query(fz_ctx *c, uint8_t sub) {
         kiln_query_destroy(q->q);
         memset(q, 0, sizeof *q);
         if (sub & 0x80) return;
+        kiln_world_stats_get(c->w, &c->before);
     }
     c->op_name = "kiln_query_create";
     uint8_t b = fz_byte(c);
@@ -234,7 +235,6 @@ void fuzz_op_query(fz_ctx *c, uint8_t sub) {
     fz_expect(c, r, want, "kiln_query_create");
     if (r != KILN_OK) return;
     q->q = made;
-    q->desc = desc;
     q->nwith = nw;
     q->noptional = no;
     q->nwithout = nx;
@@ -262,6 +262,9 @@ static void visit_row(fz_ctx *c, fz_query *q, kiln_iter *it, int32_t row, uint8_
             fuzz_fail(c, "term %d row %d: the column points elsewhere than kiln_get", t, row);
         if (!e->tick_unknown[slot] && it->ticks[t][row] != e->tick[slot])
             fuzz_fail(c, "term %d row %d: tick %u, the model %u", t, row, it->ticks[t][row], e->tick[slot]);
+        if (!e->tick_unknown[slot] && (!kiln_iter_changed_since(it, t, row, e->tick[slot] - 1) ||
+                                       kiln_iter_changed_since(it, t, row, e->tick[slot])))
+            fuzz_fail(c, "term %d row %d: kiln_iter_changed_since disagrees with tick %u", t, row, e->tick[slot]);
         check_value(c, e, slot, value);
         if ((how & 1) && it->ticks[t]) {
             kiln_iter_mark_changed(it, t, row);

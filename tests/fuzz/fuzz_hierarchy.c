@@ -135,7 +135,7 @@ static void op_propagate(fz_ctx *c, bool parallel) {
     kiln_result r = parallel ? kiln_transform_propagate_parallel(c->w, fuzz_jobs(), &stats)
                              : kiln_transform_propagate(c->w, &stats);
     if (paused) fuzz_alloc_pause(false);
-    bool oom = fz_oom_ok(c, r, f0);
+    bool oom = fz_oom_partial_ok(c, r, f0);
     if (!oom) fz_expect(c, r, KILN_OK, "kiln_transform_propagate");
     fz_model *m = &c->m;
     if (oom) {

@@ -9,10 +9,25 @@
 
 /* ---- shared helpers --------------------------------------------------------------------- */
 
-bool fz_oom_ok(fz_ctx *c, kiln_result r, int64_t failures0) {
+bool fz_oom_partial_ok(fz_ctx *c, kiln_result r, int64_t failures0) {
     if (r != KILN_ERR_OUT_OF_MEMORY) return false;
     if (fuzz_alloc_failures() == failures0)
         fuzz_fail(c, "out of memory reported without any refused allocation");
+    return true;
+}
+
+bool fz_oom_ok(fz_ctx *c, kiln_result r, int64_t failures0) {
+    if (!fz_oom_partial_ok(c, r, failures0)) return false;
+    /* No trace in the world's counts either (a slot taken and not given back, ...). */
+    kiln_world_stats now;
+    kiln_world_stats_get(c->w, &now);
+    if (now.entities != c->before.entities || now.entity_slots != c->before.entity_slots ||
+        now.components != c->before.components || now.queries != c->before.queries)
+        fuzz_fail(c, "a call that ran out of memory changed the world's counts (entities %lld -> %lld, "
+                  "slots %lld -> %lld, components %d -> %d, queries %d -> %d)",
+                  (long long)c->before.entities, (long long)now.entities, (long long)c->before.entity_slots,
+                  (long long)now.entity_slots, c->before.components, now.components, c->before.queries,
+                  now.queries);
     return true;
 }
 
@@ -131,6 +146,19 @@ static const void *make_value(fz_ctx *c, int comp, bool given, fz_value *v, unsi
     return v->bytes;
 }
 
+/* A value borrowed from the world itself (kiln_get of another live entity, or the same one):
+ * the call must read it before any storage it lives in moves. NULL when none is at hand. */
+static const void *borrowed_value(fz_ctx *c, int slot, uint8_t pick, unsigned char model[FZ_VAL]) {
+    if (slot < 0 || slot == FZ_O || model_size(slot) == 0 || c->m.n_ents == 0) return NULL;
+    for (int32_t k = 0; k < c->m.n_ents; k++) {
+        fz_ent *e = &c->m.ents[(pick + k) % c->m.n_ents];
+        if (e->state != FZ_ALIVE || !((e->mask >> slot) & 1u)) continue;
+        memcpy(model, e->val[slot], FZ_VAL);
+        return kiln_get(c->w, e->h, c->id[slot]);
+    }
+    return NULL;
+}
+
 /* Gives back an owned payload the world did not take. */
 static void release_value(fz_value *v) {
     if (v->given && v->comp == FZ_O) fuzz_owned_release((fz_owned *)(void *)v->bytes);
@@ -158,27 +186,55 @@ static bool room(const fz_ctx *c, int n) {
     return c->m.n_ents + n <= FZ_MAX_ENT && c->queue.count + n + 8 <= c->queue.cap;
 }
 
-/* A propagation queues its WorldTransform adds in an order of its own. When the world stopped
- * (out of memory) inside such a group, the ones it applied are those whose target gained a
- * WorldTransform: move them to the front of the group so the model applies the same. */
-static void order_split_group(fz_ctx *c, int32_t n) {
+/* Applies the first n commands of the queue to the model. A propagation queues its
+ * WorldTransform adds in an order of its own: when the world stopped (out of memory) inside
+ * such a group, the ones it applied are those whose target now holds the queued value, then
+ * any that change nothing; they move to the front of the group so the model applies the
+ * same. */
+static void apply_split(fz_ctx *c, int32_t n) {
     fz_buf *q = &c->queue;
-    if (n <= 0 || n >= q->count || q->cmds[n].group == 0 || q->cmds[n - 1].group != q->cmds[n].group) return;
+    if (n <= 0 || n >= q->count || q->cmds[n].group == 0 || q->cmds[n - 1].group != q->cmds[n].group) {
+        model_apply_queue(c, q, n, NULL);
+        return;
+    }
     uint32_t g = q->cmds[n].group;
     int32_t begin = n, end = n;
     while (begin > 0 && q->cmds[begin - 1].group == g) begin--;
     while (end < q->count && q->cmds[end].group == g) end++;
+    /* What comes before the group first, so the model's state is the one the group met. */
+    model_apply_queue(c, q, begin, NULL);
+    n -= begin;
+    end -= begin;
+    begin = 0;
     int32_t front = begin;
     for (int32_t i = begin; i < end; i++) {
         fz_cmd *cmd = &q->cmds[i];
         fz_ent *e = model_find(&c->m, cmd->target);
-        bool applied = e && e->state == FZ_ALIVE && !(e->mask & (1u << FZ_WORLD)) &&
-                       kiln_has(c->w, cmd->target, c->id[FZ_WORLD]);
+        const void *now = kiln_get(c->w, cmd->target, c->id[FZ_WORLD]);
+        size_t size = sizeof(kiln_world_transform);
+        /* Applied: the world holds the queued value where the model holds none or another
+         * (one the model already holds is the same either way). */
+        bool applied = e && e->state == FZ_ALIVE && now && memcmp(now, cmd->value, size) == 0 &&
+                       (!(e->mask & (1u << FZ_WORLD)) || memcmp(e->val[FZ_WORLD], cmd->value, size) != 0);
         if (!applied) continue;
         fz_cmd tmp = *cmd;
         memmove(&q->cmds[front + 1], &q->cmds[front], sizeof(fz_cmd) * (size_t)(i - front));
         q->cmds[front++] = tmp;
     }
+    /* Then the ones that change nothing (a dead target: dropped; the value already held):
+     * the world may have spent its count on those. */
+    for (int32_t i = front; i < end; i++) {
+        fz_cmd *cmd = &q->cmds[i];
+        fz_ent *e = model_find(&c->m, cmd->target);
+        bool inert = !e || e->state != FZ_ALIVE ||
+                     ((e->mask & (1u << FZ_WORLD)) &&
+                      memcmp(e->val[FZ_WORLD], cmd->value, sizeof(kiln_world_transform)) == 0);
+        if (!inert) continue;
+        fz_cmd tmp = *cmd;
+        memmove(&q->cmds[front + 1], &q->cmds[front], sizeof(fz_cmd) * (size_t)(i - front));
+        q->cmds[front++] = tmp;
+    }
+    model_apply_queue(c, q, n, NULL);
 }
 
 void fz_defer_end_model(fz_ctx *c, bool oom) {
@@ -197,9 +253,7 @@ void fz_defer_end_model(fz_ctx *c, bool oom) {
         fprintf(stderr, "\n");
     }
     if (pending > c->queue.count) fuzz_fail(c, "the deferred queue grew while applying");
-    int32_t n = c->queue.count - (int32_t)pending;
-    order_split_group(c, n);
-    model_apply_queue(c, &c->queue, n, NULL);
+    apply_split(c, c->queue.count - (int32_t)pending);
 }
 
 /* ---- entities --------------------------------------------------------------------------- */
@@ -244,7 +298,10 @@ static void op_spawn_with(fz_ctx *c) {
     for (int i = 0; i < n; i++) {
         slots[i] = fz_pick_comp(c, FZ_GENERIC);
         ids[i] = fz_comp_id(c, slots[i]);
-        ptrs[i] = make_value(c, slots[i], fz_byte(c) & 1, &vals[i], model[i]);
+        uint8_t how = fz_byte(c);
+        vals[i].given = false;
+        ptrs[i] = (how & 6) == 6 ? borrowed_value(c, slots[i], fz_byte(c), model[i]) : NULL;
+        if (!ptrs[i]) ptrs[i] = make_value(c, slots[i], how & 1, &vals[i], model[i]);
         any_value |= ptrs[i] != NULL;
     }
     want = list_check(c, slots, n);
@@ -337,7 +394,10 @@ static void op_write(fz_ctx *c, uint8_t op) {
     kiln_component id = fz_comp_id(c, slot);
     fz_value v = {0};
     unsigned char model[FZ_VAL];
-    const void *value = op == OP_REMOVE ? NULL : make_value(c, slot, fz_byte(c) & 1, &v, model);
+    uint8_t how = op == OP_REMOVE ? 0 : fz_byte(c);
+    const void *value = NULL;
+    if (op != OP_REMOVE && (how & 6) == 6) value = borrowed_value(c, slot, fz_byte(c), model);
+    if (op != OP_REMOVE && !value) value = make_value(c, slot, how & 1, &v, model);
     fz_ent *e = model_find(&c->m, h);
     bool has = e && e->state == FZ_ALIVE && slot >= 0 && ((e->mask >> slot) & 1u);
     kiln_result want = KILN_OK;
@@ -369,7 +429,7 @@ static void op_write(fz_ctx *c, uint8_t op) {
 static void op_get_mut(fz_ctx *c) {
     c->op_name = "kiln_get_mut";
     kiln_entity h = fz_pick_entity(c);
-    int slot = fz_pick_comp(c, FZ_GENERIC);
+    int slot = fz_pick_comp(c, FZ_GENERIC + 1);
     uint8_t how = fz_byte(c);
     fz_ent *e = model_find(&c->m, h);
     bool has = e && e->state == FZ_ALIVE && slot >= 0 && ((e->mask >> slot) & 1u);
@@ -385,6 +445,14 @@ static void op_get_mut(fz_ctx *c) {
     if (slot == FZ_O || !(how & 1)) return;
     unsigned char model[FZ_VAL];
     fz_model_value(c, slot, model); /* written in place: no check hook (documented) */
+    if (slot == FZ_PARENT) {
+        /* Unlinked through the pointer (null, or a dead handle: a root either way, no cycle
+         * possible); the children index must notice. */
+        kiln_parent none = {KILN_NULL_ENTITY};
+        for (int32_t k = 0; k < c->m.n_ents && (how & 2); k++)
+            if (c->m.ents[k].state == FZ_DEAD) none.entity = c->m.ents[k].h;
+        memcpy(model, &none, sizeof none);
+    }
     memcpy(p, model, model_size(slot));
     memcpy(e->val[slot], model, model_size(slot));
 }
@@ -412,7 +480,7 @@ static void op_defer(fz_ctx *c, uint8_t b) {
         fz_expect(c, r, KILN_OK, "kiln_defer_end");
         return;
     }
-    bool oom = fz_oom_ok(c, r, f0);
+    bool oom = fz_oom_partial_ok(c, r, f0);
     if (!oom) fz_expect(c, r, KILN_OK, "kiln_defer_end");
     fz_defer_end_model(c, oom);
 }
@@ -546,7 +614,7 @@ static void op_apply(fz_ctx *c) {
     int64_t applied = -1;
     int64_t f0 = fuzz_alloc_failures();
     kiln_result r = kiln_commands_apply(buf->cmd, c->w, &applied);
-    if (fz_oom_ok(c, r, f0)) {
+    if (fz_oom_partial_ok(c, r, f0)) {
         model_apply_queue(c, buf, (int32_t)applied, NULL);
         if (kiln_commands_count(buf->cmd) != buf->count)
             fuzz_fail(c, "after a failed apply the buffer holds %lld commands, the model %d",

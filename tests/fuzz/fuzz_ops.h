@@ -7,8 +7,8 @@
 
 /*
  * Functions in this header:
- *   fuzz_op, fuzz_jobs, fuzz_alloc_pause, model_propagate, fuzz_live_payloads, fz_oom_ok, fz_expect, fz_pick_comp,
- *   fz_world_value, fz_queue_push, fz_defer_end_model.
+ *   fuzz_op, fuzz_jobs, fuzz_alloc_pause, model_propagate, fuzz_live_payloads, fz_oom_ok, fz_oom_partial_ok,
+ *   fz_expect, fz_pick_comp, fz_comp_id, fz_queue_push, fz_defer_end_model.
  */
 
 /* Runs the operation opcode selects (its arguments follow in the input). */
@@ -24,8 +24,13 @@ void fuzz_alloc_pause(bool paused);
 int64_t fuzz_live_payloads(void);
 
 /* True when r is an out-of-memory failure caused by an injected refusal since failures0
- * (the operation then must have had no effect); false otherwise. */
+ * (the operation then must have had no effect: the world's counts are checked here, the rest
+ * by the comparison that follows); false otherwise. */
 bool fz_oom_ok(fz_ctx *c, kiln_result r, int64_t failures0);
+
+/* The same for the calls documented to stop part-way (an apply, a section's end, a
+ * propagation): their counts may change. */
+bool fz_oom_partial_ok(fz_ctx *c, kiln_result r, int64_t failures0);
 
 /* Fails unless got == want; a failure must leave a message naming call. */
 void fz_expect(fz_ctx *c, kiln_result got, kiln_result want, const char *call);

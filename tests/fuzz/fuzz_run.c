@@ -154,12 +154,6 @@ uint8_t fz_byte(fz_ctx *c) {
     return c->data[c->pos++];
 }
 
-uint32_t fz_u32(fz_ctx *c) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)fz_byte(c) << (8 * i);
-    return v;
-}
-
 /* ---- setup ------------------------------------------------------------------------------ */
 
 static void must(fz_ctx *c, kiln_result r, const char *what) {
@@ -256,6 +250,7 @@ int64_t fuzz_run(const uint8_t *data, size_t size, int64_t fail_at, bool persist
     fuzz_compare(c);
     while (c->pos < c->size && c->op_index < 4096) {
         c->op_index++;
+        kiln_world_stats_get(c->w, &c->before);
         fuzz_op(c, fz_byte(c));
         if (fuzz_sabotage) c->m.tick++;
         pthread_mutex_lock(&inject.lock);
