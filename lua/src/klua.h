@@ -397,7 +397,11 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
                                         bool stuck_only);
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
-KLUA_HIDDEN void klua_open_systems(lua_State *L);   /* systems.c */
+KLUA_HIDDEN void klua_open_systems(lua_State *L);
+/* Appends a failure {system, message (len bytes), traceback, disabled[, mod]} to the failures
+ * of the World at world_idx, which world:progress and world:failures hand out. Allocates. */
+KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message,
+                                   size_t len, const char *traceback, bool disabled, const char *mod);   /* systems.c */
 KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, hash, snapshots */
 
 #endif

@@ -207,30 +207,15 @@ typedef struct failure_args {
 static int push_failure(lua_State *H) {
     failure_args *a = lua_touserdata(H, 1);
     if (lua_type(H, 2) != LUA_TUSERDATA) return 0;
-    lua_getiuservalue(H, 2, KLUA_WORLD_UV_STATE);
-    if (lua_getfield(H, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
-        lua_pop(H, 1);
-        lua_newtable(H);
-        lua_pushvalue(H, -1);
-        lua_setfield(H, -3, KLUA_STATE_FAILURES);
-    }
-    lua_createtable(H, 0, 5);
-    lua_pushstring(H, a->system);
-    lua_setfield(H, -2, "system");
-    lua_pushstring(H, a->mod);
-    lua_setfield(H, -2, "mod");
     /* the mod chose the message (error(string.rep(...))): the host's list gets it bounded */
     size_t len = strlen(a->message);
     lua_pushfstring(H, "mod '%s': ", a->mod);
     lua_pushlstring(H, a->message, len > KLUA_MOD_ERROR ? KLUA_MOD_ERROR : len);
     lua_pushstring(H, len > KLUA_MOD_ERROR ? "..." : "");
     lua_concat(H, 3);
-    lua_setfield(H, -2, "message");
-    lua_pushliteral(H, "");
-    lua_setfield(H, -2, "traceback");
-    lua_pushboolean(H, a->disabled);
-    lua_setfield(H, -2, "disabled");
-    lua_rawseti(H, -2, (lua_Integer)lua_rawlen(H, -2) + 1);
+    size_t n;
+    const char *message = lua_tolstring(H, -1, &n);
+    klua_push_failure(H, 2, a->system, message, n, "", a->disabled, a->mod);
     return 0;
 }
 

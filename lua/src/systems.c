@@ -73,31 +73,42 @@ static int run_each(lua_State *L) {
     return 0;
 }
 
-/* Appends a failure record to the table at the top of the world state's "failures". */
-static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disabled) {
-    klua_push_self(L, s->kw);
-    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-    lua_remove(L, -2);
+void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message, size_t len,
+                       const char *traceback, bool disabled, const char *mod) {
+    world_idx = lua_absindex(L, world_idx);
+    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pop(L, 1);
         lua_newtable(L);
         lua_pushvalue(L, -1);
         lua_setfield(L, -3, KLUA_STATE_FAILURES);
     }
-    lua_createtable(L, 0, 4);
-    lua_pushstring(L, s->name);
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, system);
     lua_setfield(L, -2, "system");
-    const char *full = lua_tostring(L, err_idx);
-    const char *tb = full ? strstr(full, "\nstack traceback:") : NULL;
-    if (tb) lua_pushlstring(L, full, (size_t)(tb - full));
-    else lua_pushstring(L, full ? full : "(error)");
+    lua_pushlstring(L, message, len);
     lua_setfield(L, -2, "message");
-    lua_pushstring(L, tb ? tb + 1 : "");
+    lua_pushstring(L, traceback);
     lua_setfield(L, -2, "traceback");
     lua_pushboolean(L, disabled);
     lua_setfield(L, -2, "disabled");
+    if (mod) {
+        lua_pushstring(L, mod);
+        lua_setfield(L, -2, "mod");
+    }
     lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
     lua_pop(L, 2);
+}
+
+/* Records the failure of s, whose error (with its traceback) is at err_idx. */
+static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disabled) {
+    const char *full = lua_tostring(L, err_idx);
+    if (!full) full = "(error)";
+    const char *tb = strstr(full, "\nstack traceback:");
+    klua_push_self(L, s->kw);
+    klua_push_failure(L, -1, s->name, full, tb ? (size_t)(tb - full) : strlen(full), tb ? tb + 1 : "", disabled,
+                      NULL);
+    lua_pop(L, 1);
 }
 
 /* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
