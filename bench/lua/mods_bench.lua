@@ -18,37 +18,9 @@ local DT = 1 / 60
 
 -- ---- arguments ----------------------------------------------------------------------------
 
-local opts = { quick = false, runs = 1 }
-do
-    local i = 1
-    while i <= #arg do
-        local a = arg[i]
-        if a == "--json" then
-            i = i + 1
-            opts.json = arg[i]
-        elseif a == "--quick" then
-            opts.quick = true
-        elseif a == "--runs" then
-            i = i + 1
-            opts.runs = tonumber(arg[i])
-            if arg[i] ~= nil and (not opts.runs or opts.runs < 1) then
-                io.stderr:write("mods_bench.lua: --runs needs a positive number\n")
-                os.exit(2)
-            end
-        elseif a == "--case" then
-            i = i + 1
-            opts.case = arg[i]
-        else
-            io.stderr:write("mods_bench.lua: unknown argument '", tostring(a), "'\n")
-            os.exit(2)
-        end
-        if arg[i] == nil then
-            io.stderr:write("mods_bench.lua: ", a, " needs a value\n")
-            os.exit(2)
-        end
-        i = i + 1
-    end
-end
+local measure = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "measure.lua")
+local opts = measure.args("mods_bench.lua", {["--json"] = "value", ["--quick"] = "flag", ["--runs"] = "number",
+                                            ["--case"] = "value"}, {quick = false, runs = 1})
 
 local REPEATS = opts.quick and 5 or 21   -- samples per side, alternating subject / baseline
 local FRAMES = opts.quick and 2 or 5     -- frames per sample
@@ -58,29 +30,9 @@ local RELOADS = opts.quick and 5 or 21   -- reloads timed (one sample each)
 
 local clock = os.clock
 
-local function median(list)
-    local s = {}
-    for i = 1, #list do s[i] = list[i] end
-    table.sort(s)
-    local n = #s
-    if n % 2 == 1 then return s[(n + 1) // 2] end
-    return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = measure.median
 
--- Runs subject and baseline REPEATS times each, alternating; each returns the seconds of one
--- sample and scale turns seconds into the unit reported.
-local function compare(subject, baseline, scale)
-    local s, b = {}, {}
-    subject()
-    baseline() -- first-use growth and allocator warm-up stay out of the samples
-    for r = 1, REPEATS do
-        collectgarbage("collect")
-        s[r] = subject() * scale
-        collectgarbage("collect")
-        b[r] = baseline() * scale
-    end
-    return median(s), median(b)
-end
+local function compare(subject, baseline, scale) return measure.compare(REPEATS, subject, baseline, scale) end
 
 -- A scratch folder for the mods' files, removed at exit.
 local scratch = os.tmpname()
@@ -267,11 +219,4 @@ for _, r in ipairs(results) do
         string.format("%.3f", r.ratio), r.unit, r.goal, r.pass and "PASS" or "MISS"))
 end
 
-if opts.json then
-    local f = assert(io.open(opts.json, "a"))
-    for _, r in ipairs(results) do
-        f:write(string.format('{"case": "%s", "ns": %.4f, "baseline_ns": %.4f, "ratio": %.4f}\n', r.case,
-            r.ns, r.baseline_ns, r.ratio))
-    end
-    f:close()
-end
+if opts.json then measure.write_json(opts.json, results) end

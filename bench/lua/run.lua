@@ -22,36 +22,9 @@ local DT = 1 / 60
 
 -- ---- arguments ----------------------------------------------------------------------------
 
-local opts = { quick = false, frames = 200 }
-do
-    local i = 1
-    while i <= #arg do
-        local a = arg[i]
-        if a == "--json" then
-            i = i + 1
-            opts.json = arg[i]
-        elseif a == "--quick" then
-            opts.quick = true
-        elseif a == "--case" then
-            i = i + 1
-            opts.case = arg[i]
-        elseif a == "--profile" then
-            i = i + 1
-            opts.profile = arg[i]
-        elseif a == "--frames" then
-            i = i + 1
-            opts.frames = tonumber(arg[i])
-        else
-            io.stderr:write("run.lua: unknown argument '", tostring(a), "'\n")
-            os.exit(2)
-        end
-        if arg[i] == nil then
-            io.stderr:write("run.lua: ", a, " needs a value\n")
-            os.exit(2)
-        end
-        i = i + 1
-    end
-end
+local measure = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "measure.lua")
+local opts = measure.args("run.lua", {["--json"] = "value", ["--quick"] = "flag", ["--case"] = "value",
+                                      ["--profile"] = "value", ["--frames"] = "number"}, {quick = false, frames = 200})
 
 local REPEATS = opts.quick and 5 or 21   -- samples per side, alternating subject / baseline
 local FRAMES = opts.quick and 2 or 5     -- frames per sample for the per-frame cases
@@ -61,14 +34,7 @@ local OPS = opts.quick and 20000 or N    -- operations per sample for the per-op
 
 local clock = os.clock
 
-local function median(list)
-    local s = {}
-    for i = 1, #list do s[i] = list[i] end
-    table.sort(s)
-    local n = #s
-    if n % 2 == 1 then return s[(n + 1) // 2] end
-    return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = measure.median
 
 -- Deterministic values, the same for the kiln world and the plain-Lua baselines.
 local seed = 12345
@@ -113,18 +79,7 @@ end
 
 -- Runs subject and baseline REPEATS times each, alternating; each returns the seconds of one
 -- sample and scale turns seconds into the unit reported (ns per frame, ns per op).
-local function compare(subject, baseline, scale)
-    local s, b = {}, {}
-    subject()
-    baseline() -- first-use array growth and allocator warm-up stay out of the samples
-    for r = 1, REPEATS do
-        collectgarbage("collect")
-        s[r] = subject() * scale
-        collectgarbage("collect")
-        b[r] = baseline() * scale
-    end
-    return median(s), median(b)
-end
+local function compare(subject, baseline, scale) return measure.compare(REPEATS, subject, baseline, scale) end
 
 -- ---- kernels --------------------------------------------------------------------------------
 
@@ -598,11 +553,4 @@ if #infos > 0 then
     for _, r in ipairs(infos) do print_row(r) end
 end
 
-if opts.json then
-    local f = assert(io.open(opts.json, "a"))
-    for _, r in ipairs(results) do
-        f:write(string.format('{"case": "%s", "ns": %.4f, "baseline_ns": %.4f, "ratio": %.4f}\n', r.case,
-            r.ns, r.baseline_ns, r.ratio))
-    end
-    f:close()
-end
+if opts.json then measure.write_json(opts.json, results) end
