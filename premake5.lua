@@ -26,24 +26,15 @@ local major = version_part("MAJOR")
 
 -- Include directories and libraries of a Debian package, from pkg-config, with fallbacks
 -- for a machine without the .pc file.
-local function pkg_includes(package, fallback)
-    local text, code = os.outputof("pkg-config --cflags-only-I " .. package .. " 2>/dev/null")
-    local dirs = {}
-    if code == 0 and text then
-        for dir in text:gmatch("%-I(%S+)") do dirs[#dirs + 1] = dir end
-        return dirs
-    end
-    return fallback
+local function pkg_values(package, option, pattern, fallback)
+    local text, code = os.outputof("pkg-config " .. option .. " " .. package .. " 2>/dev/null")
+    if code ~= 0 or not text then return fallback end
+    local values = {}
+    for v in text:gmatch(pattern) do values[#values + 1] = v end
+    return values
 end
-local function pkg_links(package, fallback)
-    local text, code = os.outputof("pkg-config --libs-only-l " .. package .. " 2>/dev/null")
-    local libs = {}
-    if code == 0 and text then
-        for lib in text:gmatch("%-l(%S+)") do libs[#libs + 1] = lib end
-        return libs
-    end
-    return fallback
-end
+local function pkg_includes(package, fallback) return pkg_values(package, "--cflags-only-I", "%-I(%S+)", fallback) end
+local function pkg_links(package, fallback) return pkg_values(package, "--libs-only-l", "%-l(%S+)", fallback) end
 
 local lua_includes = pkg_includes("lua5.4", { "/usr/include/lua5.4" })
 local cglm_includes = pkg_includes("cglm", {})
