@@ -174,3 +174,37 @@ describe("a mod's provenance", function()
         assert.are.equal(before, w:stats().queries)
     end)
 end)
+
+describe("a hostile manifest", function()
+    after_each(M.cleanup)
+
+    local function refused(manifest, pattern)
+        local dir = M.folder()
+        local w, mods = M.host()
+        M.write(dir, "m/manifest.lua", manifest)
+        M.write(dir, "m/init.lua", "world:system{name = 'never', run = function() end}\n")
+        local before = #w:systems()
+        local info, err = mods:load(dir .. "/m")
+        assert.is_nil(info)
+        assert.truthy(err:find(pattern), err)
+        assert.are.equal(before, #w:systems())
+        assert.are.equal(0, #mods:list())
+    end
+
+    it("that loops is stopped by its instruction limit", function()
+        refused("while true do end", "bad manifest: the manifest ran past 100000 instructions")
+    end)
+
+    it("that fills memory is stopped by its memory limit", function()
+        refused("local t = {} for i = 1, 1e7 do t[i] = {i} end return t", "bad manifest: .*not enough memory")
+    end)
+
+    it("that is huge is refused without reading it all into the host", function()
+        refused("return {name = '" .. string.rep("x", 1 << 20) .. "'}", "bad manifest: .*not enough memory")
+    end)
+
+    it("that reaches for the library finds none", function()
+        refused("return {name = string.rep('a', 3)}", "bad manifest: .*attempt to index a nil value")
+        refused("return {name = 'ok', depends = {" .. string.rep("'d', ", 17) .. "}}", "more than 16 depends")
+    end)
+end)

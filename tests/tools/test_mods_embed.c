@@ -71,6 +71,11 @@ static void stop(host *h) {
     ck_assert_int_eq(system(cmd), 0);
 }
 
+static int push_again(lua_State *L) {
+    kiln_lua_mods_push(L, 1, NULL);
+    return 1;
+}
+
 START_TEST(a_c_host_loads_a_mod_hears_its_prints_and_runs_its_systems) {
     host h;
     start(&h, NULL);
@@ -172,6 +177,24 @@ START_TEST(closing_the_host_state_with_mods_loaded_releases_everything) {
 }
 END_TEST
 
+START_TEST(the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_second_manager) {
+    host h;
+    start(&h, NULL);
+    char err[256];
+    ck_assert(!kiln_lua_mods_load(h.L, h.world_idx, "/nowhere.lua", err, sizeof err));
+    ck_assert_str_eq(err, "kiln.Mods expected");
+    ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.world_idx, err, sizeof err), -1);
+    ck_assert_str_eq(err, "kiln.Mods expected");
+    int top = lua_gettop(h.L);
+    lua_pushcfunction(h.L, push_again);
+    lua_pushvalue(h.L, h.world_idx);
+    ck_assert_int_ne(lua_pcall(h.L, 1, 0, 0), LUA_OK);
+    ck_assert_str_eq(lua_tostring(h.L, -1), "kiln.mods: the world has a mod manager already");
+    lua_settop(h.L, top);
+    stop(&h);
+}
+END_TEST
+
 static Suite *mods_suite(void) {
     Suite *s = suite_create("mods_embed");
     TCase *tc = tcase_create("host");
@@ -180,6 +203,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, a_failing_mod_system_in_the_hosts_own_run_is_reported_to_the_host);
     tcase_add_test(tc, reload_unload_and_load_dir_report_their_failures_in_err);
     tcase_add_test(tc, closing_the_host_state_with_mods_loaded_releases_everything);
+    tcase_add_test(tc, the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_second_manager);
     suite_add_tcase(s, tc);
     return s;
 }
