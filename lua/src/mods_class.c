@@ -24,9 +24,17 @@ static klua_mods *check_mods(lua_State *L, const char *fname) {
     return mods;
 }
 
+/* The string at arg, refused when it holds a zero byte (a C call would see another name). */
+static const char *check_text(lua_State *L, int arg, const char *fname, const char *what) {
+    if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, what);
+    size_t len;
+    const char *s = lua_tolstring(L, arg, &len);
+    if (strlen(s) != len) klua_argerror(L, arg, fname, "%s contains a zero byte", what);
+    return s;
+}
+
 static const char *check_name(lua_State *L, int arg, const char *fname) {
-    if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "mod name");
-    return lua_tostring(L, arg);
+    return check_text(L, arg, fname, "mod name");
 }
 
 /* Pushes what mods:list() shows of one mod. */
@@ -97,8 +105,7 @@ static const char *begin(lua_State *L, klua_mods *mods) {
 static int md_load(lua_State *L) {
     const char *fname = "mods:load";
     klua_mods *mods = check_mods(L, fname);
-    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "path");
-    const char *path = lua_tostring(L, 2);
+    const char *path = check_text(L, 2, fname, "path");
     if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list))
         return luaL_error(L, "not enough memory");
     const char *why = begin(L, mods);
@@ -133,8 +140,7 @@ static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const
 static int md_load_dir(lua_State *L) {
     const char *fname = "mods:load_dir";
     klua_mods *mods = check_mods(L, fname);
-    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "folder");
-    const char *dir = lua_tostring(L, 2);
+    const char *dir = check_text(L, 2, fname, "folder");
     DIR *d = opendir(dir);
     if (!d) klua_fail(L, fname, "cannot open folder %s", klua_quote(L, dir, strlen(dir)));
     /* names sorted, so the order among independent mods does not depend on the file system */

@@ -208,3 +208,23 @@ describe("a hostile manifest", function()
         refused("return {name = 'ok', depends = {" .. string.rep("'d', ", 17) .. "}}", "more than 16 depends")
     end)
 end)
+
+describe("the manager's paths and names", function()
+    after_each(M.cleanup)
+
+    it("refuse a zero byte, which would make a C call see another file", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        M.write(dir, "good.lua", "\n")
+        for _, call in ipairs{
+            {"load", dir .. "/good.lua\0/../evil.lua", "bad argument #1 to 'mods:load' %(path contains a zero byte%)"},
+            {"load_dir", dir .. "\0x", "bad argument #1 to 'mods:load_dir' %(folder contains a zero byte%)"},
+            {"reload", "good\0x", "bad argument #1 to 'mods:reload' %(mod name contains a zero byte%)"},
+        } do
+            local ok, err = pcall(mods[call[1]], mods, call[2])
+            assert.is_false(ok)
+            assert.truthy(err:find(call[3]), err)
+        end
+        assert.are.equal(0, #mods:list())
+    end)
+end)
