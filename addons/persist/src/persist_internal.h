@@ -80,6 +80,30 @@ KL_HIDDEN bool pz_has_entity_fields(const kiln_component_info *info);
  * entities, so a reference to another would dangle). */
 KL_HIDDEN void pz_null_dead(const kiln_world *world, const kiln_component_info *info, uint8_t *value);
 
+/* ---- live.c: which references name live entities, column by column ---- */
+typedef struct pz_live {
+    const kiln_world *world;
+    kl_record *const *pages;
+    kl_archetype *const *archetypes;
+    uint32_t slots;
+    kiln_entity *handles;  /* by slot: its live handle, or null (and null past the end); or
+                              NULL: the records answer */
+    kl_allocator *alloc;
+    size_t bytes;
+} pz_live;
+
+/* Prepares for about references look-ups (a table of live generations when they are many). */
+KL_HIDDEN void pz_live_open(pz_live *live, const kiln_world *world, int64_t references);
+KL_HIDDEN void pz_live_close(pz_live *live);
+/* True when every entity field of rows values stride bytes apart is null or live. */
+KL_HIDDEN bool pz_live_rows(const pz_live *live, const kiln_component_info *info,
+                            const uint8_t *base, size_t stride, size_t rows);
+/* Writes null over the entity fields of those rows that name no live entity. */
+KL_HIDDEN void pz_null_dead_rows(const pz_live *live, const kiln_component_info *info,
+                                 uint8_t *base, size_t stride, size_t rows);
+/* Entity references in one value of info (entity fields, arrays counted whole). */
+KL_HIDDEN int64_t pz_entity_slots(const kiln_component_info *info);
+
 /* ---- the staged document both loaders fill ---- */
 typedef struct pz_field {
     const char *name;
