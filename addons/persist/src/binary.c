@@ -212,6 +212,12 @@ static void *arena(reader *rd, uint64_t size) {
     return p;
 }
 
+static void *arena_raw(reader *rd, uint64_t size) {
+    void *p = size < SIZE_MAX / 2 ? pz_alloc_raw(&rd->doc->arena, (size_t)size) : NULL;
+    if (!p && rd->r == KILN_OK) rd->r = kl_fail(rd->world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    return p;
+}
+
 static const char *rd_name(reader *rd, const char *what) {
     uint8_t n = rd8(rd, what);
     if (rd->r != KILN_OK) return NULL;
@@ -288,7 +294,7 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
     *entities_left -= (int64_t)count;
     g->count = (int64_t)count;
     const uint8_t *handles = rdn(rd, count * 8, "a group's entity handles");
-    g->handles = handles ? arena(rd, count * 8) : NULL;
+    g->handles = handles ? arena_raw(rd, count * 8) : NULL;
     if (!g->handles) return false;
     memcpy(g->handles, handles, count * 8);
     for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) {

@@ -22,6 +22,8 @@ typedef struct pz_arena {
 
 /* size zeroed bytes, 16-byte aligned, freed with the arena; NULL when out of memory. */
 KL_HIDDEN void *pz_alloc(pz_arena *arena, size_t size);
+/* pz_alloc without the zeroing, for blocks the caller fills whole. */
+KL_HIDDEN void *pz_alloc_raw(pz_arena *arena, size_t size);
 KL_HIDDEN void pz_arena_free(pz_arena *arena);
 
 typedef struct pz_out {
@@ -183,9 +185,13 @@ KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
 
-/* slots.c: entity slots re-labelled to saved handles in a world that never held entities. */
-KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc);
-KL_HIDDEN kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc);
+/* slots.c: a world that never held entities gets the saved handles (max_index: the highest
+ * saved slot index). */
+KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_index);
+/* Places every group at its saved handles (archs receives each group's archetype); all or
+ * nothing. The rows' values are left for the caller to write, their ticks are stamped. */
+KL_HIDDEN kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index,
+                                     kl_archetype **archs);
 
 /* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
 static inline uint32_t pz_rd32(const uint8_t *p) {
