@@ -467,7 +467,14 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
             if (!s->id || !s->info.has_check) continue;
             const kl_component *c = kl_component_get(world, s->id);
             const kl_column *col = kl_archetype_column(arch, s->id);
-            for (int64_t r = 0; r < gr->count; r++) {
+            int64_t r = 0;
+            /* the check over all rows at once when the component has one: only a refused row
+             * (or no memory for it) goes through the hook itself, for its message */
+            if (c->check_rows && col)
+                r = c->check_rows(world, gr->spawned, col->data + (size_t)rec->row * col->stride, col->stride,
+                                  gr->count, c->hook_ctx);
+            if (r < 0) r = 0;
+            for (; r < gr->count; r++) {
                 kiln_entity e = gr->spawned[r];
                 const void *value = col ? col->data + (size_t)(rec->row + r) * col->stride : NULL;
                 char why[KL_ERROR_SIZE - 64];

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "component.h"
 #include "defer.h"
 #include "query.h"
 #include "transform_state.h"
@@ -77,6 +78,71 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
     return KILN_OK;
 }
 
+/* ---- the Parent check over many stored links at once (bulk loads) ---- */
+
+#define CHAIN_CAP (KL_MAX_DEPTH + 2)     /* a chain this long (or a cycle) is refused */
+#define IN_PROGRESS UINT16_MAX
+
+/* Nodes in the chain from x (x itself, then its live parents), CHAIN_CAP for CHAIN_CAP or
+ * more, or for a chain that runs into a cycle; 0 when x is not alive. memo holds the chain
+ * length of each slot seen (0: not yet); path has room for CHAIN_CAP slots. */
+static uint32_t chain_length(const kiln_world *world, const kl_transform_state *st, uint16_t *memo,
+                             uint32_t *path, kiln_entity x) {
+    uint32_t depth = 0, base = 0;
+    kiln_entity cur = x;
+    /* kl_transform_parent_of's walk, each record read once: a dead or self link ends it */
+    for (const kl_record *rec; (rec = kl_record_of(world, cur)) != NULL;) {
+        uint32_t idx = kiln_entity_index(cur);
+        if (memo[idx] == IN_PROGRESS || depth == CHAIN_CAP) return CHAIN_CAP; /* a cycle, or too deep */
+        if (memo[idx]) {
+            base = memo[idx];
+            break;
+        }
+        memo[idx] = IN_PROGRESS;
+        path[depth++] = idx;
+        const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
+        if (!pc) break;
+        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+        if (next == cur) break;
+        cur = next;
+    }
+    for (uint32_t k = depth; k-- > 0;) {
+        base = base + 1 < CHAIN_CAP ? base + 1 : CHAIN_CAP;
+        memo[path[k]] = (uint16_t)base;
+    }
+    return base;
+}
+
+/* check_parent over stored links: the walk up from each parent is remembered per slot, so
+ * every chain is walked once. check_parent refuses a link exactly when the chain from the
+ * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH + 1 nodes; a chain through
+ * the entity is a cycle, so both come down to the chain's length. */
+static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *entities,
+                                 const uint8_t *values, size_t stride, int64_t count, void *ctx) {
+    (void)ctx;
+    const kl_transform_state *st = kl_transform_state_of(world);
+    if (!st) return count;
+    kl_allocator *alloc = &((kiln_world *)(uintptr_t)world)->alloc; /* counted, not a change */
+    size_t bytes = sizeof(uint16_t) * ((size_t)kl_slot_count(world) + 1);
+    uint16_t *memo = kl_alloc(alloc, bytes);
+    if (!memo) return -1;
+    memset(memo, 0, bytes);
+    uint32_t path[CHAIN_CAP];
+    int64_t i = 0;
+    for (; i < count; i++) {
+        kiln_entity e = entities[i], parent;
+        memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
+        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) continue;
+        if (parent == e) break;
+        uint32_t above = chain_length(world, st, memo, path, parent);
+        if (above >= CHAIN_CAP) break;
+        /* e's own chain is one longer: a child checked next stops at e */
+        memo[kiln_entity_index(e)] = (uint16_t)(above + 1);
+    }
+    kl_free(alloc, memo, bytes);
+    return i;
+}
+
 kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_transform_state *found = kl_transform_state_of(world);
@@ -98,6 +164,7 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
              .name = "WorldTransform", .size = sizeof(kiln_world_transform), .align = 16,
              .fields = world_fields, .field_count = 1}, &ids.world)) != KILN_OK)
         return r;
+    kl_component_set_check_rows(world, ids.parent, check_parent_rows);
     kl_transform_state *st = kl_alloc(&world->alloc, sizeof *st);
     if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_init: out of memory");
     memset(st, 0, sizeof *st);
