@@ -188,10 +188,11 @@ KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name)
 /* slots.c: a world that never held entities gets the saved handles (max_index: the highest
  * saved slot index). */
 KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_index);
-/* Places every group at its saved handles (archs receives each group's archetype); all or
- * nothing. The rows' values are left for the caller to write, their ticks are stamped. */
+/* Places every group at its saved handles (saved: non-zero for the slot indices the file
+ * holds, max_index + 1 of them; archs receives each group's archetype); all or nothing. The
+ * rows' values are left for the caller to write, their ticks are stamped. */
 KL_HIDDEN kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index,
-                                     kl_archetype **archs);
+                                     const uint32_t *saved, kl_archetype **archs);
 
 /* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
 static inline uint32_t pz_rd32(const uint8_t *p) {

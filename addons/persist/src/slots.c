@@ -2,6 +2,8 @@
  * loaded into a fresh world is the same world (same hash, same bytes when saved again): rows
  * are placed straight at the saved handles. Invariant: everything that can fail (archetypes,
  * slot pages, rows) is reserved before the first record changes. */
+#include <string.h>
+
 #include "access.h"
 #include "entity.h"
 #include "persist_internal.h"
@@ -10,6 +12,14 @@ bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_
     /* a save with few entities at huge indices would cost memory for nothing */
     return kl_slot_count(world) == 0 && world->free_head == KL_NONE && doc->entity_count > 0 &&
            max_index < 2 * (uint64_t)doc->entity_count + 4096;
+}
+
+/* ticks[0, n) = tick, by doubling copies (a plain loop stays scalar at -O2). */
+static void fill_ticks(kiln_tick *ticks, int32_t n, kiln_tick tick) {
+    if (n <= 0) return;
+    ticks[0] = tick;
+    for (int32_t done = 1; done < n; done *= 2)
+        memcpy(ticks + done, ticks, sizeof(kiln_tick) * (size_t)(n - done < done ? n - done : done));
 }
 
 /* The archetype of a group's resolved components (created when missing), written to dest. */
@@ -32,7 +42,8 @@ static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const p
     return *dest ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
 }
 
-kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, kl_archetype **archs) {
+kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, const uint32_t *saved,
+                           kl_archetype **archs) {
     uint32_t slots = (uint32_t)max_index + 1;
     kiln_component *types = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->schema_count + 1));
     if (!types) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
@@ -57,11 +68,14 @@ kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, k
     kiln_result r = kl_entities_reserve(world, (int64_t)slots, "kiln_load");
     if (r != KILN_OK) return r;
 
-    /* Nothing fails from here on. Slots start dead (generation 1); the saved ones come alive. */
+    /* Nothing fails from here on. The slots no saved entity holds become free (generation 1),
+     * lowest first; the saved ones come alive below. */
     kl_record *const *pages = atomic_load_explicit(&world->pages, memory_order_acquire);
-    for (uint32_t p = 0; p <= (slots - 1) >> KL_PAGE_BITS; p++) {
-        uint32_t n = slots - (p << KL_PAGE_BITS) < KL_PAGE_SIZE ? slots - (p << KL_PAGE_BITS) : KL_PAGE_SIZE;
-        for (uint32_t i = 0; i < n; i++) pages[p][i] = (kl_record){KL_DEAD | 1, KL_NONE};
+    world->free_head = KL_NONE;
+    for (uint32_t i = slots; i-- > 0;) {
+        if (saved[i]) continue;
+        pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)] = (kl_record){KL_DEAD | 1, world->free_head};
+        world->free_head = i;
     }
     kiln_tick tick = world->tick;
     for (uint32_t g = 0; g < doc->group_count; g++) {
@@ -81,22 +95,13 @@ kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, k
         /* every column is written by the caller; the rows' ticks are stamped here */
         for (int32_t c = 0; c < arch->column_count; c++) {
             kl_column *col = &arch->columns[c];
-            kiln_tick *ticks = col->ticks + first;
-            for (int32_t i = 0; i < n; i++) ticks[i] = tick;
+            fill_ticks(col->ticks + first, n, tick);
             kl_column_touch(col, tick);
         }
         gr->spawned = gr->handles;
         world->alive += n;
     }
     world->structure_version++;
-    /* The slots no saved entity holds become free, lowest first. */
-    world->free_head = KL_NONE;
-    for (uint32_t i = slots; i-- > 0;) {
-        kl_record *rec = &pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)];
-        if (kl_record_alive(rec)) continue;
-        rec->row = world->free_head;
-        world->free_head = i;
-    }
     atomic_store_explicit(&world->slot_count, slots, memory_order_release);
     return KILN_OK;
 }

@@ -442,6 +442,17 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
         return;
     }
     const uint8_t *src = gr->values[t];
+    bool refs = pz_has_entity_fields(&s->info);
+    if (s->same && col->stride == size && refs) {
+        /* copied and remapped a run at a time, so the remap reads what is still in cache */
+        size_t run = size <= 4096 ? 16384 / size : 1;
+        for (size_t r = 0; r < count; r += run) {
+            size_t m_rows = count - r < run ? count - r : run;
+            memcpy(base + r * size, src + r * size, size * m_rows);
+            remap_rows(&s->info, m, base + r * size, size, m_rows);
+        }
+        return;
+    }
     if (s->same && col->stride == size) memcpy(base, src, size * count);
     else if (s->same)
         for (size_t r = 0; r < count; r++) {
@@ -453,7 +464,7 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
             convert_row(s, src + r * s->size, base + r * col->stride);
             memset(base + r * col->stride + size, 0, col->stride - size);
         }
-    if (pz_has_entity_fields(&s->info)) remap_rows(&s->info, m, base, col->stride, count);
+    if (refs) remap_rows(&s->info, m, base, col->stride, count);
 }
 
 /* Runs the check hooks of every loaded value, straight on the rows. */
@@ -562,7 +573,7 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t keep_ma
     if (keep_max != UINT64_MAX) {
         kl_archetype **archs = pz_alloc(&doc->arena, sizeof(kl_archetype *) * ((size_t)doc->group_count + 1));
         if (!archs) return oom(world);
-        if ((r = pz_slots_place(world, doc, keep_max, archs)) != KILN_OK) return r;
+        if ((r = pz_slots_place(world, doc, keep_max, m->generation, archs)) != KILN_OK) return r;
         *done = doc->group_count;
         return KILN_OK;
     }

@@ -81,25 +81,42 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
 /* ---- the Parent check over many stored links at once (bulk loads) ---- */
 
 #define CHAIN_CAP (KL_MAX_DEPTH + 2)     /* a chain this long (or a cycle) is refused */
-#define IN_PROGRESS UINT16_MAX
+#define MEMO_GENERATION ((1u << KILN_ENTITY_GENERATION_BITS) - 1u)
+#define MEMO_IN_PROGRESS 511u            /* the length part of a slot on the walk now */
 
-/* Nodes in the chain from x (x itself, then its live parents), CHAIN_CAP for CHAIN_CAP or
- * more, or for a chain that runs into a cycle; 0 when x is not alive. memo holds the chain
- * length of each slot seen (0: not yet); path has room for CHAIN_CAP slots. */
-static uint32_t chain_length(const kiln_world *world, const kl_transform_state *st, uint16_t *memo,
-                             uint32_t *path, kiln_entity x) {
+/* A slot's memo: the generation of the live entity it was seen with, and the length of that
+ * entity's chain (1..CHAIN_CAP) above it; 0: not seen. The generation lets a memo answer for
+ * a handle without reading its record. */
+static inline uint32_t memo_make(kiln_entity e, uint32_t length) {
+    return kiln_entity_generation(e) | length << KILN_ENTITY_GENERATION_BITS;
+}
+
+/* The memo of e's slot when it was seen as e, else 0. */
+static inline uint32_t memo_of(const uint32_t *memo, uint32_t slots, kiln_entity e) {
+    uint32_t idx = kiln_entity_index(e);
+    uint32_t m = idx < slots ? memo[idx] : 0;
+    return (m & MEMO_GENERATION) == (uint32_t)(e >> 32) ? m >> KILN_ENTITY_GENERATION_BITS : 0;
+}
+
+/* Nodes in the chain from x (x itself, then its live parents, as kl_transform_parent_of walks
+ * them: a dead or self link ends it), CHAIN_CAP for CHAIN_CAP or more or for a chain that runs
+ * into a cycle; 0 when x is not alive. path has room for CHAIN_CAP slots. */
+static uint32_t chain_length(const kiln_world *world, const kl_transform_state *st, uint32_t *memo,
+                             uint32_t slots, uint32_t *path, kiln_entity x) {
     uint32_t depth = 0, base = 0;
     kiln_entity cur = x;
-    /* kl_transform_parent_of's walk, each record read once: a dead or self link ends it */
-    for (const kl_record *rec; (rec = kl_record_of(world, cur)) != NULL;) {
-        uint32_t idx = kiln_entity_index(cur);
-        if (memo[idx] == IN_PROGRESS || depth == CHAIN_CAP) return CHAIN_CAP; /* a cycle, or too deep */
-        if (memo[idx]) {
-            base = memo[idx];
+    for (;;) {
+        uint32_t known = memo_of(memo, slots, cur);
+        if (known == MEMO_IN_PROGRESS) return CHAIN_CAP; /* a cycle */
+        if (known) {
+            base = known;
             break;
         }
-        memo[idx] = IN_PROGRESS;
-        path[depth++] = idx;
+        const kl_record *rec = kl_record_of(world, cur);
+        if (!rec) break;
+        if (depth == CHAIN_CAP) return CHAIN_CAP; /* too deep */
+        memo[kiln_entity_index(cur)] = memo_make(cur, MEMO_IN_PROGRESS);
+        path[depth++] = kiln_entity_index(cur);
         const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
         if (!pc) break;
         kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
@@ -108,7 +125,7 @@ static uint32_t chain_length(const kiln_world *world, const kl_transform_state *
     }
     for (uint32_t k = depth; k-- > 0;) {
         base = base + 1 < CHAIN_CAP ? base + 1 : CHAIN_CAP;
-        memo[path[k]] = (uint16_t)base;
+        memo[path[k]] = (memo[path[k]] & MEMO_GENERATION) | base << KILN_ENTITY_GENERATION_BITS;
     }
     return base;
 }
@@ -123,8 +140,9 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
     const kl_transform_state *st = kl_transform_state_of(world);
     if (!st) return count;
     kl_allocator *alloc = &((kiln_world *)(uintptr_t)world)->alloc; /* counted, not a change */
-    size_t bytes = sizeof(uint16_t) * ((size_t)kl_slot_count(world) + 1);
-    uint16_t *memo = kl_alloc(alloc, bytes);
+    uint32_t slots = kl_slot_count(world);
+    size_t bytes = sizeof(uint32_t) * ((size_t)slots + 1);
+    uint32_t *memo = kl_alloc(alloc, bytes);
     if (!memo) return -1;
     memset(memo, 0, bytes);
     uint32_t path[CHAIN_CAP];
@@ -134,10 +152,10 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
         memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
         if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) continue;
         if (parent == e) break;
-        uint32_t above = chain_length(world, st, memo, path, parent);
+        uint32_t above = chain_length(world, st, memo, slots, path, parent);
         if (above >= CHAIN_CAP) break;
-        /* e's own chain is one longer: a child checked next stops at e */
-        memo[kiln_entity_index(e)] = (uint16_t)(above + 1);
+        /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
+        if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
     }
     kl_free(alloc, memo, bytes);
     return i;
