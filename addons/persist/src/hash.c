@@ -114,11 +114,12 @@ static void radix_sort(uint64_t *keys, uint64_t *tmp, size_t n, uint32_t max_ind
     if (src != keys) memcpy(keys, src, n * sizeof *keys);
 }
 
-static void order_open(row_order *o, const kiln_world *world, const kl_archetype *arch) {
+static void order_open(row_order *o, const pz_live *live, const kl_archetype *arch) {
+    const kiln_world *world = live->world;
     memset(o, 0, sizeof *o);
     o->world = world;
     o->arch = arch;
-    o->sorted = ascending(arch);
+    o->sorted = live->ascending ? live->ascending[arch->id] != 0 : ascending(arch);
     if (o->sorted) return;
     size_t n = (size_t)arch->count;
     uint64_t small_keys[2 * SMALL_SORT];
@@ -265,7 +266,7 @@ static uint64_t hash_archetype(const pz_live *live, const kl_archetype *arch, ha
         cols[t].bytes = field_ranges(&cols[t]);
     }
     row_order order;
-    order_open(&order, world, arch);
+    order_open(&order, live, arch);
     XXH3_state_t st;
     XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
     XXH3_64bits_reset_withSeed(&st, signature);

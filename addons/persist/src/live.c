@@ -14,19 +14,30 @@ void pz_live_open(pz_live *live, const kiln_world *world, int64_t references) {
      * so each reference costs one load instead of a record and a row handle. */
     if (references < 1024 || references * 4 < world->alive) return;
     live->alloc = &((kiln_world *)(uintptr_t)world)->alloc; /* counted, not a change */
-    live->bytes = sizeof(kiln_entity) * ((size_t)live->slots + 1);
+    size_t table = sizeof(kiln_entity) * ((size_t)live->slots + 1);
+    live->bytes = table + (size_t)world->archetype_count;
     live->handles = kl_alloc(live->alloc, live->bytes);
     if (!live->handles) return; /* no memory: the records answer, only slower */
-    memset(live->handles, 0, live->bytes);
+    memset(live->handles, 0, table);
+    live->ascending = (uint8_t *)live->handles + table;
     for (int32_t a = 0; a < world->archetype_count; a++) {
         const kl_archetype *arch = world->archetypes[a];
-        for (int32_t r = 0; r < arch->count; r++) live->handles[kiln_entity_index(arch->entities[r])] = arch->entities[r];
+        uint32_t last = 0, down = 0;
+        for (int32_t r = 0; r < arch->count; r++) {
+            kiln_entity e = arch->entities[r];
+            uint32_t index = kiln_entity_index(e);
+            live->handles[index] = e;
+            down |= index < last;
+            last = index;
+        }
+        live->ascending[a] = down == 0;
     }
 }
 
 void pz_live_close(pz_live *live) {
     if (live->handles) kl_free(live->alloc, live->handles, live->bytes);
     live->handles = NULL;
+    live->ascending = NULL;
 }
 
 /* True for null and for a live entity. */

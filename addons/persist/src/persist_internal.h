@@ -90,6 +90,8 @@ typedef struct pz_live {
     uint32_t slots;
     kiln_entity *handles;  /* by slot: its live handle, or null (and null past the end); or
                               NULL: the records answer */
+    uint8_t *ascending;    /* with the table: per archetype (by id), 1 when its rows are in
+                              ascending slot order (found on the same sweep); else NULL */
     kl_allocator *alloc;
     size_t bytes;
 } pz_live;
