@@ -220,19 +220,28 @@ static bool valid_handle(kiln_entity e) {
 
 /* Checks every saved handle (valid, no slot twice) into the map; keep: the loaded entities
  * keep their handles, so the direct map needs no new handles. */
-static uint64_t max_index(const pz_doc *doc) {
-    uint32_t max = 0;
+/* The highest saved slot index; *bad is set when some handle is invalid (null, generation 0,
+ * stray high bits), which build_map then names. One branch-free pass. */
+static uint64_t max_index(const pz_doc *doc, bool *bad) {
+    uint32_t max = 0, wrong = 0;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         const kiln_entity *h = doc->groups[g].handles;
         for (int64_t r = 0; r < doc->groups[g].count; r++) {
             uint32_t idx = kiln_entity_index(h[r]);
+            uint64_t high = h[r] >> 32; /* the generation, 1 and up, and nothing above it */
             max = idx > max ? idx : max;
+            wrong |= high - 1 >= KILN_ENTITY_GENERATION_MAX;
         }
     }
+    *bad = wrong != 0;
     return max;
 }
 
-static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool keep, handle_map *m) {
+static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool bad, bool keep,
+                             handle_map *m) {
+    for (uint32_t g = 0; bad && g < doc->group_count; g++)
+        for (int64_t r = 0; r < doc->groups[g].count; r++)
+            if (!valid_handle(doc->groups[g].handles[r])) return bad_handle(world, g, r, doc->groups[g].handles[r]);
     if (max < 2 * (uint64_t)doc->entity_count + 4096) {
         m->mask = max + 1;
         m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * (m->mask + 1));
@@ -242,7 +251,6 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool 
             const kiln_entity *h = doc->groups[g].handles;
             for (int64_t r = 0; r < doc->groups[g].count; r++) {
                 kiln_entity e = h[r];
-                if (!valid_handle(e)) return bad_handle(world, g, r, e);
                 uint32_t idx = kiln_entity_index(e);
                 if (m->generation[idx]) return twice(world, e);
                 m->generation[idx] = kiln_entity_generation(e);
@@ -260,7 +268,6 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool 
         const pz_group *gr = &doc->groups[g];
         for (int64_t r = 0; r < gr->count; r++) {
             kiln_entity e = gr->handles[r];
-            if (!valid_handle(e)) return bad_handle(world, g, r, e);
             uint64_t i = slot_of(m, e);
             while (m->keys[i] != KILN_NULL_ENTITY && m->keys[i] != e) i = (i + 1) & m->mask;
             if (m->keys[i] == e) return twice(world, e);
@@ -585,9 +592,10 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t keep_ma
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     kiln_result r = resolve(world, doc, desc);
     handle_map map = {0};
-    uint64_t max = r == KILN_OK ? max_index(doc) : 0;
-    bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, max);
-    if (r == KILN_OK) r = build_map(world, doc, max, keep, &map);
+    bool bad = false;
+    uint64_t max = r == KILN_OK ? max_index(doc, &bad) : 0;
+    bool keep = r == KILN_OK && !bad && pz_slots_can_keep(world, doc, max);
+    if (r == KILN_OK) r = build_map(world, doc, max, bad, keep, &map);
     decoded dec = {0};
     if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
     if (r != KILN_OK) return r;
