@@ -218,8 +218,6 @@ static bool valid_handle(kiln_entity e) {
            (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0;
 }
 
-/* Checks every saved handle (valid, no slot twice) into the map; keep: the loaded entities
- * keep their handles, so the direct map needs no new handles. */
 /* The highest saved slot index; *bad is set when some handle is invalid (null, generation 0,
  * stray high bits), which build_map then names. One branch-free pass. */
 static uint64_t max_index(const pz_doc *doc, bool *bad) {
@@ -237,6 +235,8 @@ static uint64_t max_index(const pz_doc *doc, bool *bad) {
     return max;
 }
 
+/* Checks every saved handle (valid, no slot twice) into the map; keep: the loaded entities
+ * keep their handles, so the direct map needs no new handles. */
 static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool bad, bool keep,
                              handle_map *m) {
     for (uint32_t g = 0; bad && g < doc->group_count; g++)
