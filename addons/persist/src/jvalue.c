@@ -16,7 +16,9 @@ bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    if (j->path[0]) j->r = kl_fail(j->world, code, "%s: at %s: %s", j->call, j->path, detail);
+    size_t n = strlen(j->path);
+    if (n > 120) j->r = kl_fail(j->world, code, "%s: at ...%s: %s", j->call, j->path + n - 100, detail);
+    else if (n) j->r = kl_fail(j->world, code, "%s: at %s: %s", j->call, j->path, detail);
     else j->r = kl_fail(j->world, code, "%s: %s", j->call, detail);
     return false;
 }
@@ -240,6 +242,10 @@ bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node
     json_object_foreach((json_t *)v, key, cv) {
         size_t mark = pz_json_key(j, key);
         kiln_component id = kiln_component_lookup(j->world, key);
+        if (!id && strcmp(key, "Name") == 0 && kiln_name_init(j->world, &id) != KILN_OK) { /* the addon's own */
+            pz_json_pop(j, mark);
+            return pz_json_fail(j, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+        }
         kiln_component_info info;
         const char *why = NULL;
         bool ok;
