@@ -585,3 +585,45 @@ KILN_TEST(export, export_refuses_values_with_hooks_dead_roots_and_roots_given_tw
     pf_bytes_free(&out);
     pf_close(&w);
 }
+
+KILN_TEST(export, running_out_of_memory_in_a_prefab_load_spawn_or_export_fails_cleanly) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    pf_world w;
+    pf_open_on(&w, false, &alloc);
+    pf_populate(&w);
+    fingerprint f = take(w.world);
+    kiln_prefab *p = NULL;
+    int64_t n = 0;
+    for (;; n++) {
+        test_allocator_fail_after(&alloc, n);
+        kiln_result r = kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &p);
+        test_allocator_fail_never(&alloc);
+        if (r == KILN_OK) break;
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        ck_assert_ptr_null(p);
+    }
+    ck_assert_int_gt(n, 2);
+    for (n = 0;; n++) {
+        kiln_entity roots[2];
+        test_allocator_fail_after(&alloc, n);
+        kiln_result r = kiln_prefab_spawn(w.world, p, 2, roots);
+        test_allocator_fail_never(&alloc);
+        if (r == KILN_OK) break;
+        ck_assert_msg(r == KILN_ERR_OUT_OF_MEMORY, "%s", kiln_world_error(w.world));
+        assert_same(w.world, f, kiln_world_error(w.world));
+    }
+    for (n = 0;; n++) {
+        pf_bytes out = {0};
+        test_allocator_fail_after(&alloc, n);
+        kiln_result r = kiln_export(w.world, NULL, pf_bytes_write, &out);
+        test_allocator_fail_never(&alloc);
+        pf_bytes_free(&out);
+        if (r == KILN_OK) break;
+        ck_assert_msg(r == KILN_ERR_OUT_OF_MEMORY, "%s", kiln_world_error(w.world));
+    }
+    ck_assert_int_gt(n, 2);
+    kiln_prefab_destroy(p);
+    pf_close(&w);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
