@@ -627,3 +627,22 @@ KILN_TEST(export, running_out_of_memory_in_a_prefab_load_spawn_or_export_fails_c
     pf_close(&w);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
+
+KILN_TEST(scene, instantiate_and_spawn_refuse_a_deferred_world_changing_nothing) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    kiln_prefab *ship;
+    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &ship), KILN_OK);
+    fingerprint f = take(w.world);
+    kiln_defer_begin(w.world);
+    static const char doc[] = ENTS("{}");
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_instantiate(w.world, doc, sizeof doc - 1, NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w.world), "kiln_instantiate: the world is deferred or iterating");
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, ship, 1, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_defer_end(w.world), KILN_OK);
+    assert_same(w.world, f, "deferred");
+    kiln_prefab_destroy(ship);
+    pf_close(&w);
+}

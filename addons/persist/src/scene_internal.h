@@ -13,6 +13,7 @@
 
 typedef struct pz_value {
     kiln_component id;
+    uint32_t size;              /* the component's size when the value was made */
     uint8_t *bytes;             /* the world's layout; NULL for a tag */
 } pz_value;
 

@@ -39,6 +39,7 @@ pz_value *pz_node_value(pz_tree *tree, pz_node *node, const kiln_component_info 
     }
     pz_value *v = &node->values[node->count];
     v->id = info->id;
+    v->size = (uint32_t)info->size;
     v->bytes = NULL;
     if (info->size) {
         v->bytes = pz_alloc(tree->arena, info->size);
@@ -181,6 +182,16 @@ kiln_result pz_tree_spawn(kiln_world *world, const pz_tree *tree, kiln_entity pa
     if (parent && !kiln_is_alive(world, parent))
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: parent %s is not alive", call,
                        kiln_entity_format(parent, buf, sizeof buf));
+    /* A prefab outliving its world can meet another world at the same address. */
+    for (int64_t i = 0; i < tree->count; i++)
+        for (int32_t k = 0; k < tree->nodes[i].count; k++) {
+            kiln_component_info info;
+            const pz_value *v = &tree->nodes[i].values[k];
+            if (!kiln_component_info_get(world, v->id, &info) || info.size != v->size || pz_tree_refuses(&info))
+                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                               "%s: node %lld holds a value of a component this world does not have as it was",
+                               call, (long long)(i + 1));
+        }
     bool links = parent != KILN_NULL_ENTITY;
     for (int64_t i = 0; i < tree->count && !links; i++) links = tree->nodes[i].parent >= 0;
     if (links && kiln_transform_init(world, NULL) != KILN_OK) return failed(world, KILN_ERR_OUT_OF_MEMORY, call);
