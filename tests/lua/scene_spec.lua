@@ -148,6 +148,9 @@ describe("scenes", function()
         w:component("Script", "lua")
         w:spawn{Script = {}}
         H.raises(function() w:export() end, "component 'Script' has hooks")
+        local w4 = world()
+        w4:spawn{Label = {text = "\xff"}}
+        H.raises(function() w4:export() end, "world:export: entity 0v1 component 'Label' field 'text' is not UTF-8 text")
     end)
 
     it("reads scenes and prefabs from files", function()

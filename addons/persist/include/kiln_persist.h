@@ -370,9 +370,10 @@ typedef struct kiln_export_desc {
  * pre-order (children by handle), through write(ud, ...): parents as entity numbers, names
  * from Name components (as "name" and the Name component), every other component with its
  * fields; entity fields that point outside the scene become null. kiln_instantiate reads it
- * back. Fails naming the entity and component for a value with hooks, naming the root for a
- * dead root or one given twice (or under another root), and when write returns false. The
- * world is not changed. desc may be NULL. */
+ * back. Fails naming the entity and component for a value with hooks or a char array that is
+ * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
+ * (or under another root), and when write returns false. The world is not changed. desc may
+ * be NULL. */
 kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,
                         void *ud);
 

@@ -142,12 +142,28 @@ static kiln_result entity_json(exporter *x, int64_t n, json_t *out) {
     qsort(infos, (size_t)kept, sizeof *infos, by_name);
     json_t *ent = json_object(), *comps = json_object();
     bool ok = ent && comps;
-    const char *name = x->name_id ? kiln_name_get(world, e) : NULL;
-    if (ok && name) ok = json_object_set_new(ent, "name", json_string(name)) == 0;
+    const char *name = x->name_id ? kiln_name_get(world, e) : NULL, *bad = NULL;
+    const kiln_component_info *bad_info = NULL;
+    if (ok && name) {
+        json_t *text = json_string(name);
+        if (!text) { /* not UTF-8: the Name component below says so */
+            for (int32_t i = 0; i < kept && !bad_info; i++)
+                if (infos[i].id == x->name_id) bad_info = &infos[i], bad = "text";
+            ok = false;
+        }
+        ok = ok && json_object_set_new(ent, "name", text) == 0;
+    }
     if (ok && x->parent[n]) ok = json_object_set_new(ent, "parent", json_integer(x->parent[n])) == 0;
     for (int32_t i = 0; ok && i < kept; i++) {
-        json_t *v = pz_json_write_value(world, &infos[i], kiln_get(world, e, infos[i].id), number_of, x);
+        json_t *v = pz_json_write_value(world, &infos[i], kiln_get(world, e, infos[i].id), number_of, x, &bad);
+        if (bad) bad_info = &infos[i];
         ok = v && json_object_set_new(comps, infos[i].name, v) == 0;
+    }
+    if (!ok && bad_info) {
+        json_decref(comps);
+        json_decref(ent);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s component '%s' field '%s' is not UTF-8 text",
+                       call, kiln_entity_format(e, buf, sizeof buf), bad_info->name, bad);
     }
     if (ok) ok = json_object_set_new(ent, "components", comps) == 0;
     else json_decref(comps);

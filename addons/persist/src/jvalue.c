@@ -312,7 +312,7 @@ static json_t *write_element(kiln_type type, const uint8_t *p, pz_number_fn numb
 }
 
 json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, const uint8_t *value,
-                            pz_number_fn number, void *ud) {
+                            pz_number_fn number, void *ud, const char **bad_text) {
     if (info->size == 0) return json_true();
     if (info->field_count == 0) {
         static const char digits[] = "0123456789abcdef";
@@ -329,7 +329,10 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
         uint32_t n = fd->count ? fd->count : 1;
         const uint8_t *p = value + fd->offset;
         json_t *fv;
-        if (fd->type == KILN_TYPE_CHAR) fv = json_stringn((const char *)p, strnlen((const char *)p, n));
+        if (fd->type == KILN_TYPE_CHAR) {
+            fv = json_stringn((const char *)p, strnlen((const char *)p, n));
+            if (!fv && bad_text) *bad_text = fd->name; /* JSON holds UTF-8 only */
+        }
         else if (n == 1) fv = write_element(fd->type, p, number, ud);
         else {
             fv = json_array();

@@ -78,10 +78,13 @@ KL_HIDDEN bool pz_json_read_value(pz_json *j, const json_t *v, const kiln_compon
                                   uint8_t *dest);
 /* Reads an object of components into node: each known to the world, none refused. */
 KL_HIDDEN bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node *node);
-/* Writes a value as JSON; entity fields through number (a handle -> its number, 0: null). */
+/* Writes a value as JSON; entity fields through number (a handle -> its number, 0: null).
+ * NULL when out of memory, or (bad_text set to the field's name) for a char array that is not
+ * UTF-8. */
 typedef int64_t (*pz_number_fn)(void *ud, kiln_entity e);
 KL_HIDDEN json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info,
-                                      const uint8_t *value, pz_number_fn number, void *ud);
+                                      const uint8_t *value, pz_number_fn number, void *ud,
+                                      const char **bad_text);
 
 /* Reads the whole file at path into bytes (on the world's allocator); fails naming call. */
 KL_HIDDEN kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes);
