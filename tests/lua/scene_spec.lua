@@ -153,6 +153,24 @@ describe("scenes", function()
         H.raises(function() w4:export() end, "world:export: entity 0v1 component 'Label' field 'text' is not UTF-8 text")
     end)
 
+    it("a large forest built in one tick exports in order and round-trips, in linear time", function()
+        local w = world()
+        local prev
+        for i = 1, 5000 do
+            local e = w:spawn{Position = {x = i}, Link = {target = prev or 0}}
+            if prev and i % 10 ~= 0 then w:set_parent(e, prev) end
+            prev = e
+        end
+        local t = os.clock()
+        local text = w:export()
+        assert.truthy(os.clock() - t < 2, "a 5000-entity export took over 2 s")
+        local w2 = world()
+        local inst = w2:instantiate(text)
+        assert.are.equal(5000, #inst.spawned)
+        assert.are.equal(500, #inst.roots)
+        assert.are.equal(text, w2:export())
+    end)
+
     it("reads scenes and prefabs from files", function()
         local w = world()
         local dir = os.tmpname()

@@ -361,7 +361,8 @@ kiln_result kiln_instance_despawn(kiln_world *world, kiln_instance *instance);
 void kiln_instance_destroy(kiln_instance *instance);
 
 typedef struct kiln_export_desc {
-    const kiln_entity *roots;  /* root_count live entities; 0: every entity without a parent */
+    const kiln_entity *roots;  /* root_count live entities; 0: every entity without a (live)
+                                  parent, by handle */
     int32_t root_count;
     const char *name;          /* the scene's name; NULL: none */
 } kiln_export_desc;

@@ -20,7 +20,28 @@ typedef struct exporter {
     kiln_entity *keys;          /* handle -> number: open addressing */
     int64_t *numbers;
     int64_t mask;
+    kiln_entity *all;           /* every live entity, by handle */
+    int64_t all_count;
+    struct link *links;         /* (parent, child) of every live Parent link, sorted */
+    int64_t link_count;
 } exporter;
+
+/* The export's own children index: kiln_transform_children rebuilds the addon's after any
+ * Parent change in the current tick, which would make a large export quadratic. */
+typedef struct link {
+    kiln_entity parent, child;
+} link;
+
+static int by_handle(const void *a, const void *b) {
+    kiln_entity x = *(const kiln_entity *)a, y = *(const kiln_entity *)b;
+    return (x > y) - (x < y);
+}
+
+static int by_link(const void *a, const void *b) {
+    const link *x = a, *y = b;
+    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
+    return (x->child > y->child) - (x->child < y->child);
+}
 
 static const char *call = "kiln_export";
 
@@ -72,14 +93,14 @@ static kiln_result add(exporter *x, kiln_entity e, int64_t parent) {
     while (x->keys[i]) i = (i + 1) & x->mask;
     x->keys[i] = e;
     x->numbers[i] = n + 1;
-    if (!x->has_tf) return KILN_OK;
-    int32_t kids = kiln_transform_children(x->world, e, NULL, 0);
-    if (kids <= 0) return KILN_OK;
-    kiln_entity *buf_kids = pz_alloc(&x->arena, sizeof(kiln_entity) * (size_t)kids);
-    if (!buf_kids) return oom(x);
-    kiln_transform_children(x->world, e, buf_kids, kids);
-    for (int32_t k = 0; k < kids; k++) {
-        kiln_result r = add(x, buf_kids[k], n + 1);
+    int64_t lo = 0, hi = x->link_count;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (x->links[mid].parent < e) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int64_t k = lo; k < x->link_count && x->links[k].parent == e; k++) {
+        kiln_result r = add(x, x->links[k].child, n + 1);
         if (r != KILN_OK) return r;
     }
     return KILN_OK;
@@ -91,29 +112,39 @@ static bool is_root(exporter *x, kiln_entity e) {
     return !p || !kiln_is_alive(x->world, p->entity);
 }
 
+/* Every live entity (by handle) and every live Parent link (sorted). */
+static kiln_result index_world(exporter *x) {
+    int64_t n = kiln_entity_count(x->world);
+    x->all = pz_alloc(&x->arena, sizeof(kiln_entity) * ((size_t)n + 1));
+    x->links = pz_alloc(&x->arena, sizeof(link) * ((size_t)n + 1));
+    if (!x->all || !x->links) return oom(x);
+    x->all_count = kiln_world_entities(x->world, x->all, n);
+    qsort(x->all, (size_t)x->all_count, sizeof(kiln_entity), by_handle);
+    for (int64_t i = 0; x->has_tf && i < x->all_count; i++) {
+        const kiln_parent *p = kiln_get(x->world, x->all[i], x->tf.parent);
+        if (p && kiln_is_alive(x->world, p->entity)) x->links[x->link_count++] = (link){p->entity, x->all[i]};
+    }
+    qsort(x->links, (size_t)x->link_count, sizeof(link), by_link);
+    return KILN_OK;
+}
+
 static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
     char buf[24];
+    kiln_result r = index_world(x);
+    if (r != KILN_OK) return r;
     if (desc && desc->root_count > 0) {
         if (!desc->roots) return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: roots is NULL", call);
-        for (int32_t i = 0; i < desc->root_count; i++) {
+        for (int32_t i = 0; i < desc->root_count && r == KILN_OK; i++) {
             if (!kiln_is_alive(x->world, desc->roots[i]))
                 return kl_fail(x->world, KILN_ERR_DEAD_ENTITY, "%s: root %s is not alive", call,
                                kiln_entity_format(desc->roots[i], buf, sizeof buf));
-            kiln_result r = add(x, desc->roots[i], 0);
-            if (r != KILN_OK) return r;
+            r = add(x, desc->roots[i], 0);
         }
-        return KILN_OK;
+        return r;
     }
-    int64_t n = kiln_entity_count(x->world);
-    kiln_entity *all = pz_alloc(&x->arena, sizeof(kiln_entity) * ((size_t)n + 1));
-    if (!all) return oom(x);
-    n = kiln_world_entities(x->world, all, n);
-    for (int64_t i = 0; i < n; i++) {
-        if (!is_root(x, all[i])) continue;
-        kiln_result r = add(x, all[i], 0);
-        if (r != KILN_OK) return r;
-    }
-    return KILN_OK;
+    for (int64_t i = 0; i < x->all_count && r == KILN_OK; i++)
+        if (is_root(x, x->all[i])) r = add(x, x->all[i], 0);
+    return r;
 }
 
 static int by_name(const void *a, const void *b) {
