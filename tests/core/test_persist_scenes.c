@@ -646,3 +646,26 @@ KILN_TEST(scene, instantiate_and_spawn_refuse_a_deferred_world_changing_nothing)
     kiln_prefab_destroy(ship);
     pf_close(&w);
 }
+
+KILN_TEST(scene, a_prefab_of_another_world_is_refused_by_name) {
+    pf_world w, other;
+    pf_open(&w, false);
+    pf_open(&other, false);
+    kiln_prefab *ship;
+    ck_assert_int_eq(kiln_prefab_load(other.world, ship_json, sizeof ship_json - 1, &ship), KILN_OK);
+    const char *names[] = {"ship"};
+    const kiln_prefab *prefabs[] = {ship};
+    kiln_instantiate_desc d = {.prefab_names = names, .prefabs = prefabs, .prefab_count = 1};
+    static const char doc[] = ENTS("{\"prefab\": \"ship\"}");
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_instantiate(w.world, doc, sizeof doc - 1, &d, &inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w.world),
+                     "kiln_instantiate: at entities[0].prefab: prefab 'ship' was made for another world (or is NULL)");
+    ck_assert_int_eq(kiln_instantiate_file(w.world, "/no/such/scene.json", &d, &inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w.world),
+                     "kiln_instantiate_file: cannot open /no/such/scene.json: No such file or directory");
+    ck_assert_int_eq(kiln_entity_count(w.world), 0);
+    kiln_prefab_destroy(ship);
+    pf_close(&other);
+    pf_close(&w);
+}

@@ -1,6 +1,7 @@
 /* jvalue.c: component values as JSON for prefabs and scenes, in the world's layout: fields by
  * name, entity fields as node or scene numbers. Invariant: every JSON type is checked before
  * it is read, and a refusal names the path of the value ("entities[2].components.Pos.x"). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -352,7 +353,7 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
 kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes) {
     if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: path is NULL", call);
     FILE *f = fopen(path, "rb");
-    if (!f) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s", call, path);
+    if (!f) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(errno));
     uint8_t chunk[1 << 14];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)

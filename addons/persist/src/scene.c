@@ -134,11 +134,16 @@ static bool header(reading *rd, const json_t *root) {
     return j->r == KILN_OK;
 }
 
+/* The tree of the prefab given as name; NULL (the error set) when there is none usable. */
 static const pz_tree *find_prefab(reading *rd, const char *name) {
     const kiln_instantiate_desc *d = rd->desc;
-    for (int32_t i = 0; d && i < d->prefab_count; i++)
-        if (d->prefab_names && d->prefab_names[i] && strcmp(d->prefab_names[i], name) == 0)
-            return d->prefabs ? pz_prefab_tree(d->prefabs[i], rd->j.world) : NULL;
+    for (int32_t i = 0; d && i < d->prefab_count; i++) {
+        if (!d->prefab_names || !d->prefab_names[i] || strcmp(d->prefab_names[i], name) != 0) continue;
+        const pz_tree *t = d->prefabs ? pz_prefab_tree(d->prefabs[i], rd->j.world) : NULL;
+        if (!t) pz_json_fail(&rd->j, KILN_ERR_INVALID_ARGUMENT, "prefab '%.60s' was made for another world (or is NULL)", name);
+        return t;
+    }
+    pz_json_fail(&rd->j, KILN_ERR_INVALID_ARGUMENT, "unknown prefab '%.60s'", name);
     return NULL;
 }
 
@@ -177,9 +182,8 @@ static bool entity_keys(reading *rd, int64_t i, const json_t *e) {
     pz_json_pop(j, mark);
     v = json_object_get(e, "prefab");
     mark = pz_json_key(j, "prefab");
-    if (v && pz_json_expect(j, v, json_is_string(v), "a prefab name (string)") &&
-        !(rd->prefab[i] = find_prefab(rd, json_string_value(v))))
-        pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "unknown prefab '%.60s'", json_string_value(v));
+    if (v && pz_json_expect(j, v, json_is_string(v), "a prefab name (string)"))
+        rd->prefab[i] = find_prefab(rd, json_string_value(v));
     pz_json_pop(j, mark);
     if (j->r != KILN_OK) return false;
     rd->base[i] = rd->nodes;
