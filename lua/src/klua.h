@@ -73,7 +73,8 @@ enum klua_query_uv {
     KLUA_QUERY_UV_SNAPSHOTS, /* per data term: a block holding the row's bytes */
     KLUA_QUERY_UV_EACH,      /* the generic-for step closure */
     KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
-    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_KEYS
+    KLUA_QUERY_UV_INERT,     /* an empty table: the Lua step's views between loops */
+    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_INERT
 };
 #define KLUA_FIELD_KEY(t, f) ((lua_Integer)(t) * KILN_MAX_FIELDS + (f) + 1)
 /* User values of the iteration guard. */
@@ -193,6 +194,10 @@ typedef struct klua_query {
     int16_t key_off[KLUA_MAX_TERMS]; /* per term: its first field in the flat list of field keys */
     int16_t key_count;               /* field keys of all terms */
     bool upv_rows;                   /* the step closure holds views and keys as upvalues */
+    bool all_floats[KLUA_MAX_TERMS]; /* per term: every field a single float, no check hook */
+    bool lstep;                      /* q:each() hands out the Lua step (query.c), not the C one */
+    uint8_t lstep_upv[KLUA_MAX_TERMS]; /* per data term: the Lua step's upvalue D<k>, or 0 */
+    int16_t data_fields;             /* fields of the data terms: the Lua step's arguments */
     kiln_iter it;
     bool active;
     int32_t row;
