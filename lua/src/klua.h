@@ -197,6 +197,7 @@ typedef struct klua_query {
     bool all_floats[KLUA_MAX_TERMS]; /* per term: every field a single float, no check hook */
     bool lstep;                      /* q:each() hands out the Lua step (query.c), not the C one */
     uint8_t lstep_upv[KLUA_MAX_TERMS]; /* per data term: the Lua step's upvalue D<k>, or 0 */
+    uint8_t lstep_vupv[KLUA_MAX_TERMS]; /* per data with-term: its upvalue V<k>, or 0 */
     int16_t data_fields;             /* fields of the data terms: the Lua step's arguments */
     kiln_iter it;
     bool active;

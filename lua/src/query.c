@@ -571,13 +571,18 @@ enum { LSTEP_UPV_QUERY = 1, LSTEP_UPV_VIEWS }; /* then the data views, then the 
 static void swap_views(lua_State *L, klua_query *kq, int q_idx, bool in) {
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
     lua_getiuservalue(L, q_idx, in ? KLUA_QUERY_UV_DATA : KLUA_QUERY_UV_INERT);
+    if (in) lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    int fn = in ? -3 : -2;
     for (int t = 0; t < kq->term_count; t++) {
         if (!kq->lstep_upv[t]) continue;
-        if (in) lua_rawgeti(L, -1, t + 1);
+        if (in) lua_rawgeti(L, -2, t + 1);
         else lua_pushvalue(L, -1);
-        if (!lua_setupvalue(L, -3, kq->lstep_upv[t])) lua_pop(L, 1);
+        if (!lua_setupvalue(L, fn - 1, kq->lstep_upv[t])) lua_pop(L, 1);
+        if (!in || !kq->lstep_vupv[t]) continue;
+        lua_rawgeti(L, kq->writable[t] ? -2 : -1, t + 1); /* what the loop gets */
+        if (!lua_setupvalue(L, fn - 1, kq->lstep_vupv[t])) lua_pop(L, 1);
     }
-    lua_pop(L, 2);
+    lua_pop(L, in ? 3 : 2);
 }
 
 static int lua_step_c(lua_State *L) {
@@ -585,7 +590,8 @@ static int lua_step_c(lua_State *L) {
     if (!kq->active || kq->kw->closed) return 0;
     check_owner(L, kq);
     if (kq->row >= 0) {
-        luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
+        if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
+            luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
         lua_settop(L, kq->data_fields); /* one argument per field of the data terms */
         int arg = 1;
         for (int t = 0; t < kq->term_count; t++) {
@@ -598,7 +604,8 @@ static int lua_step_c(lua_State *L) {
     }
     lua_settop(L, 0);
     if (!advance(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
-    luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
+    if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
+        luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
     kiln_entity e = kq->it.entities[kq->row];
     lua_pushinteger(L, (lua_Integer)e);
     for (int t = 0; t < kq->term_count; t++) {
@@ -612,7 +619,8 @@ static int lua_step_c(lua_State *L) {
             if (!col) lua_pushnil(L);
             else klua_value_push(L, kq->kw, ((const int32_t *)col)[kq->row]);
             break;
-        default:
+        default: /* a with-term's view is the step's V<k> */
+            if (t < kq->with_count) break;
             if (!col) lua_pushnil(L);
             else lua_pushvalue(L, lua_upvalueindex(LSTEP_UPV_VIEWS + (kq->writable[t] ? 0 : kq->term_count) + t));
         }
@@ -656,7 +664,7 @@ static bool lua_step_fits(klua_query *kq) {
     for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] != TERM_DATA) continue;
         values += kq->info[t].field_count;
-        upvalues += t < kq->with_count ? 1 : 2;
+        upvalues += 2; /* D<k>, and V<k> or p<k> */
         for (int32_t f = 0; f < kq->info[t].field_count; f++)
             if (!plain_name(kq->info[t].fields[f].name)) return false;
     }
@@ -679,11 +687,14 @@ static void lua_step_source(lua_State *L, const klua_query *kq, luaL_Buffer *b) 
     for (int t = 0; t < n; t++)
         if (kq->kind[t] == TERM_DATA) add_fmt(L, b, ", D%d", t + 1);
     luaL_addstring(b, " = ...\nlocal p0");
+    for (int t = 0; t < kq->with_count; t++)
+        if (kq->kind[t] == TERM_DATA) add_fmt(L, b, ", V%d", t + 1);
     for (int t = kq->with_count; t < n; t++)
         if (kq->kind[t] == TERM_DATA) add_fmt(L, b, ", p%d", t + 1);
-    /* the results: e, then t<k> per term, then a<k>_<f> per field of the data terms */
+    /* the results: e, t<k> per term but the data with-terms (V<k>), a<k>_<f> per data field */
     luaL_addstring(b, "\nreturn function()\nlocal e");
-    for (int t = 0; t < n; t++) add_fmt(L, b, ", t%d", t + 1);
+    for (int t = 0; t < n; t++)
+        if (kq->kind[t] != TERM_DATA || t >= kq->with_count) add_fmt(L, b, ", t%d", t + 1);
     for (int t = 0; t < n; t++)
         for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++)
             add_fmt(L, b, ", a%d_%d", t + 1, (int)f + 1);
@@ -706,7 +717,8 @@ static void lua_step_source(lua_State *L, const klua_query *kq, luaL_Buffer *b) 
         if (optional) luaL_addstring(b, "end\n");
     }
     luaL_addstring(b, "return e");
-    for (int t = 0; t < n; t++) add_fmt(L, b, ", t%d", t + 1);
+    for (int t = 0; t < n; t++)
+        add_fmt(L, b, kq->kind[t] == TERM_DATA && t < kq->with_count ? ", V%d" : ", t%d", t + 1);
     luaL_addstring(b, "\nend\n");
 }
 
@@ -744,8 +756,9 @@ static void make_lua_step(lua_State *L, klua_query *kq, int q_idx) {
         if (!name) break;
         lua_pop(L, 1);
         int t;
-        if (name[0] == 'D' && sscanf(name + 1, "%d", &t) == 1 && t >= 1 && t <= kq->term_count)
-            kq->lstep_upv[t - 1] = (uint8_t)i;
+        if ((name[0] == 'D' || name[0] == 'V') && sscanf(name + 1, "%d", &t) == 1 && t >= 1 &&
+            t <= kq->term_count)
+            (name[0] == 'D' ? kq->lstep_upv : kq->lstep_vupv)[t - 1] = (uint8_t)i;
     }
     lua_setiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
     lua_settop(L, top);
