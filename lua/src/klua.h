@@ -50,6 +50,10 @@
 #define KLUA_COMMANDS "kiln.Commands"
 #define KLUA_GUARD "kiln.IterGuard"
 
+#define KLUA_NAME_CACHE 32     /* component names klua_check_component remembers by address */
+/* Strings up to this length are interned (LUAI_MAXSHORTLEN of Lua 5.2-5.4; LuaJIT interns
+ * all), so one content has one address while it lives. */
+#define KLUA_SHORT_STRING 40
 #define KLUA_ARG_PAD 6         /* klua_self pads the arguments to this many */
 #define KLUA_QUOTE_MAX 64      /* bytes of user text quoted in a message */
 #define KLUA_UPV_META 1        /* a World method's upvalue: the World metatable */
@@ -145,6 +149,10 @@ struct klua_world {
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id */
+    /* klua_check_component's cache: a name's bytes (a key of the names table, so alive
+     * and interned) -> its id */
+    const char *name_ptr[KLUA_NAME_CACHE];
+    kiln_component name_id[KLUA_NAME_CACHE];
     int gc_guard_ref;          /* registry ref: the guard that restarts the collector */
     bool gc_held;              /* a method stopped the collector (see klua_self) */
     int64_t gc_held_bytes;     /* Lua's heap when the collector was stopped */

@@ -354,8 +354,18 @@ static void fill_nested(lua_State *L, int idx, const kiln_field *f, const uint8_
 
 void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info, const void *data) {
     idx = lua_absindex(L, idx);
+    /* lua_setfield is a raw set on a table without a metatable */
+    bool plain = !lua_getmetatable(L, idx);
+    if (!plain) lua_pop(L, 1);
     for (int32_t i = 0; i < info->field_count; i++) {
         const kiln_field *f = &info->fields[i];
+        if (plain && f->type == KILN_TYPE_FLOAT && f->count == 1) { /* the common case */
+            float v;
+            memcpy(&v, (const uint8_t *)data + f->offset, 4);
+            lua_pushnumber(L, v);
+            lua_setfield(L, idx, f->name);
+            continue;
+        }
         lua_pushstring(L, f->name);
         if (f->type != KILN_TYPE_CHAR && (vec_width(f->type) || f->count > 1)) {
             lua_pushvalue(L, -1);
