@@ -288,7 +288,18 @@ void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, vo
         if (!f)
             klua_fail(L, fname, "%s has no field '%s'%s%s%s", info->name, klua_quote(L, name, len),
                       e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
-        const char *err = klua_to_field(L, -1, f, buf);
+        const char *err;
+        if (f->type == KILN_TYPE_FLOAT && f->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
+            float v = 0; /* the common case, without the general conversion's calls */
+            err = klua_to_float(L, lua_tonumber(L, -1), &v);
+            if (!err) {
+                memcpy((uint8_t *)buf + f->offset, &v, 4);
+                lua_pop(L, 1);
+                continue;
+            }
+        } else {
+            err = klua_to_field(L, -1, f, buf);
+        }
         if (err)
             klua_fail(L, fname, "field '%s' of %s%s%s: %s", name, info->name,
                       e ? " on entity " : "", e ? klua_entity_str(e, eb) : "", err);
