@@ -399,6 +399,17 @@ KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
 KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
 KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
+/* iteration.c: moves the running iteration of the Query at q_idx to its next row; false (the
+ * iteration finished) when there is none. */
+KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);
+/* Raises unless the running system is the one that began the loop. */
+KLUA_HIDDEN void klua_query_check_owner(lua_State *L, const klua_query *kq);
+/* Writes data term t of the current row back from one value per field at stack slots
+ * first.. (only the fields that changed; all converted before any is written). */
+KLUA_HIDDEN void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first);
+/* Makes the generated Lua step what q:each() hands out for the Query at q_idx, when it fits
+ * (else the C step stays). */
+KLUA_HIDDEN void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx);
 /* Runs fn (at stack index fn_idx) for every entity of the Query at q_idx, passing
  * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0). */
 KLUA_HIDDEN void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx);
