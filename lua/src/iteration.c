@@ -262,7 +262,7 @@ static int lua_step_c(lua_State *L) {
     if (kq->row >= 0) {
         if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
             luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
-        lua_settop(L, kq->data_fields); /* one argument per field of the data terms */
+        if (lua_gettop(L) < kq->data_fields) lua_settop(L, kq->data_fields); /* one per field */
         int arg = 1;
         for (int t = 0; t < kq->term_count; t++) {
             if (kq->kind[t] != TERM_DATA) continue;
@@ -272,7 +272,7 @@ static int lua_step_c(lua_State *L) {
     } else {
         swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true); /* a loop's first row */
     }
-    lua_settop(L, 0);
+    int base = lua_gettop(L); /* the results go above the arguments */
     if (!klua_query_advance(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
     if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
         luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
@@ -303,8 +303,18 @@ static int lua_step_c(lua_State *L) {
             lua_settop(L, lua_gettop(L) + info->field_count);
             continue;
         }
+        const uint8_t *row = (const uint8_t *)col + (size_t)kq->row * info->stride;
+        if (kq->all_floats[t]) { /* pushing a number makes no object: read the column */
+            for (int32_t f = 0; f < info->field_count; f++) {
+                float v;
+                memcpy(&v, row + info->fields[f].offset, 4);
+                memcpy(kq->snap[t] + info->fields[f].offset, &v, 4);
+                lua_pushnumber(L, v);
+            }
+            continue;
+        }
         /* the query's own copy: what write_term compares with, safe from the collector */
-        memcpy(kq->snap[t], (const uint8_t *)col + (size_t)kq->row * info->stride, info->size);
+        memcpy(kq->snap[t], row, info->size);
         const uint8_t *src = kq->snap[t];
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
@@ -317,7 +327,7 @@ static int lua_step_c(lua_State *L) {
             }
         }
     }
-    return lua_gettop(L);
+    return lua_gettop(L) - base;
 }
 
 /* True when a field name can stand in generated code as a quoted key. */
