@@ -27,6 +27,7 @@
 enum { LSTEP_UPV_QUERY = 1, LSTEP_UPV_VIEWS }; /* then the data views, then the proxies */
 #define LSTEP_MAX_UPVALUES 60 /* LuaJIT's limit, so the same code runs there */
 #define LSTEP_MAX_VALUES 120  /* values step takes or returns */
+#define STEPS_CACHED 256      /* compiled shapes kept per Lua state */
 
 /* Sets the Lua step's D<k> upvalues of the Query at q_idx to its data views (in) or to the
  * inert table. */
@@ -332,7 +333,7 @@ static int lua_step_c(lua_State *L) {
 
 /* True when a field name can stand in generated code as a quoted key. */
 static bool plain_name(const char *s) {
-    if (!*s) return false;
+    if (!*s || strlen(s) > 100) return false;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
             return false;
@@ -352,12 +353,26 @@ static bool lua_step_fits(klua_query *kq) {
     return upvalues <= LSTEP_MAX_UPVALUES && values <= LSTEP_MAX_VALUES;
 }
 
-static void add_fmt(lua_State *L, luaL_Buffer *b, const char *fmt, ...) {
+/* Adds fmt to b with each %d replaced by an int and each %s by a string: a formatter of our
+ * own, as vsnprintf or a Lua string per piece made world:query several times slower. */
+static void add_fmt(luaL_Buffer *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    lua_pushvfstring(L, fmt, ap);
+    for (const char *p = fmt; *p; p++) {
+        if (p[0] != '%' || (p[1] != 'd' && p[1] != 's')) {
+            luaL_addchar(b, *p);
+            continue;
+        }
+        if (*++p == 's') {
+            luaL_addstring(b, va_arg(ap, const char *));
+            continue;
+        }
+        char digits[12];
+        int n = va_arg(ap, int), len = 0; /* never negative here */
+        do digits[len++] = (char)('0' + n % 10); while ((n /= 10) > 0);
+        while (len > 0) luaL_addchar(b, digits[--len]);
+    }
     va_end(ap);
-    luaL_addvalue(b);
 }
 
 /* The generated step's source (see above). */
@@ -365,40 +380,40 @@ static void lua_step_source(lua_State *L, const klua_query *kq, luaL_Buffer *b) 
     int n = kq->term_count;
     luaL_addstring(b, "local step");
     for (int t = 0; t < n; t++)
-        if (kq->kind[t] == TERM_DATA) add_fmt(L, b, ", D%d", t + 1);
+        if (kq->kind[t] == TERM_DATA) add_fmt(b, ", D%d", t + 1);
     luaL_addstring(b, " = ...\nlocal p0");
     for (int t = 0; t < kq->with_count; t++)
-        if (kq->kind[t] == TERM_DATA) add_fmt(L, b, ", V%d", t + 1);
+        if (kq->kind[t] == TERM_DATA) add_fmt(b, ", V%d", t + 1);
     for (int t = kq->with_count; t < n; t++)
-        if (kq->kind[t] == TERM_DATA) add_fmt(L, b, ", p%d", t + 1);
+        if (kq->kind[t] == TERM_DATA) add_fmt(b, ", p%d", t + 1);
     /* the results: e, t<k> per term but the data with-terms (V<k>), a<k>_<f> per data field */
     luaL_addstring(b, "\nreturn function()\nlocal e");
     for (int t = 0; t < n; t++)
-        if (kq->kind[t] != TERM_DATA || t >= kq->with_count) add_fmt(L, b, ", t%d", t + 1);
+        if (kq->kind[t] != TERM_DATA || t >= kq->with_count) add_fmt(b, ", t%d", t + 1);
     for (int t = 0; t < n; t++)
         for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++)
-            add_fmt(L, b, ", a%d_%d", t + 1, (int)f + 1);
+            add_fmt(b, ", a%d_%d", t + 1, (int)f + 1);
     luaL_addstring(b, " = step(");
     bool first = true;
     for (int t = 0; t < n; t++)
         for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++) {
             const char *name = kq->info[t].fields[f].name;
-            if (t < kq->with_count) add_fmt(L, b, "%sD%d[\"%s\"]", first ? "" : ", ", t + 1, name);
-            else add_fmt(L, b, "%s(p%d and D%d[\"%s\"])", first ? "" : ", ", t + 1, t + 1, name);
+            if (t < kq->with_count) add_fmt(b, "%sD%d[\"%s\"]", first ? "" : ", ", t + 1, name);
+            else add_fmt(b, "%s(p%d and D%d[\"%s\"])", first ? "" : ", ", t + 1, t + 1, name);
             first = false;
         }
     luaL_addstring(b, ")\nif e == nil then return nil end\n");
     for (int t = 0; t < n; t++) {
         if (kq->kind[t] != TERM_DATA) continue;
         bool optional = t >= kq->with_count;
-        if (optional) add_fmt(L, b, "p%d = t%d\nif t%d then\n", t + 1, t + 1, t + 1);
+        if (optional) add_fmt(b, "p%d = t%d\nif t%d then\n", t + 1, t + 1, t + 1);
         for (int32_t f = 0; f < kq->info[t].field_count; f++)
-            add_fmt(L, b, "D%d[\"%s\"] = a%d_%d\n", t + 1, kq->info[t].fields[f].name, t + 1, (int)f + 1);
+            add_fmt(b, "D%d[\"%s\"] = a%d_%d\n", t + 1, kq->info[t].fields[f].name, t + 1, (int)f + 1);
         if (optional) luaL_addstring(b, "end\n");
     }
     luaL_addstring(b, "return e");
     for (int t = 0; t < n; t++)
-        add_fmt(L, b, kq->kind[t] == TERM_DATA && t < kq->with_count ? ", V%d" : ", t%d", t + 1);
+        add_fmt(b, kq->kind[t] == TERM_DATA && t < kq->with_count ? ", V%d" : ", t%d", t + 1);
     luaL_addstring(b, "\nend\n");
 }
 
@@ -413,9 +428,36 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
     luaL_buffinit(L, &b);
     lua_step_source(L, kq, &b);
     luaL_pushresult(&b);
-    size_t len;
-    const char *src = lua_tolstring(L, -1, &len);
-    if (luaL_loadbuffer(L, src, len, "=(kiln each)") != LUA_OK) lua_error(L); /* a bug of ours */
+    /* Queries of one shape share the compiled chunk, so world:query stays cheap. The cache
+     * (registry: source -> chunk, its size at [1]) starts over past STEPS_CACHED shapes. */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, 1, 8);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS);
+    }
+    lua_pushvalue(L, -2);
+    if (lua_rawget(L, -2) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, -1, 1);
+        lua_Integer cached = lua_tointeger(L, -1) + 1;
+        lua_pop(L, 1);
+        if (cached > STEPS_CACHED) {
+            lua_pop(L, 1);
+            lua_createtable(L, 1, 8);
+            lua_pushvalue(L, -1);
+            lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS);
+            cached = 1;
+        }
+        lua_pushinteger(L, cached);
+        lua_rawseti(L, -2, 1);
+        size_t len;
+        const char *src = lua_tolstring(L, -2, &len);
+        if (luaL_loadbuffer(L, src, len, "=(kiln each)") != LUA_OK) lua_error(L); /* a bug of ours */
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4);
+    }
     /* its arguments: step (a C closure over the query and its views), then the inert table
      * for each D<k> (swap_views puts the views in when a loop starts) */
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);

@@ -58,6 +58,7 @@
 #define KLUA_QUOTE_MAX 64      /* bytes of user text quoted in a message */
 #define KLUA_UPV_META 1        /* a World method's upvalue: the World metatable */
 #define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
+#define KLUA_REG_STEPS "kiln.steps"   /* registry: generated step source -> its compiled chunk */
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
