@@ -205,6 +205,7 @@ typedef struct klua_query {
     bool upv_rows;                   /* the step closure holds views and keys as upvalues */
     bool all_floats[KLUA_MAX_TERMS]; /* per term: every field a single float, no check hook */
     bool lstep;                      /* q:each() hands out the Lua step (query.c), not the C one */
+    bool step_made;                  /* the first q:each() made (or declined) the Lua step */
     uint8_t lstep_upv[KLUA_MAX_TERMS]; /* per data term: the Lua step's upvalue D<k>, or 0 */
     uint8_t lstep_vupv[KLUA_MAX_TERMS]; /* per data with-term: its upvalue V<k>, or 0 */
     int16_t data_fields;             /* fields of the data terms: the Lua step's arguments */

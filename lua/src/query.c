@@ -224,7 +224,6 @@ int klua_world_query(lua_State *L) {
     lua_pushcclosure(L, each_step, n);
     lua_setiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
     lua_settop(L, q_idx);
-    klua_query_make_step(L, kq, q_idx);
     return 1;
 }
 
@@ -346,6 +345,10 @@ static int guarded_write_back(lua_State *L) {
 
 static int q_each(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
+    if (!kq->step_made && !kq->active) { /* on first use: queries never looped this way pay nothing */
+        klua_query_make_step(L, kq, 1);
+        kq->step_made = true;
+    }
     klua_query_begin(L, kq, 1, "query:each");
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_EACH);
     lua_pushnil(L);
