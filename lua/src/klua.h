@@ -76,7 +76,7 @@ enum klua_query_uv {
     KLUA_QUERY_UV_GUARD,     /* the to-be-closed guard q:each hands out */
     KLUA_QUERY_UV_BULK,      /* the bulk path's reusable arrays and snapshot block */
     KLUA_QUERY_UV_SNAPSHOTS, /* per data term: a block holding the row's bytes */
-    KLUA_QUERY_UV_EACH,      /* the generic-for step closure */
+    KLUA_QUERY_UV_EACH,      /* the generic-for step: the C one, or the generated Lua one (iteration.c) */
     KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
     KLUA_QUERY_UV_INERT,     /* an empty table: the Lua step's views between loops */
     KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_INERT

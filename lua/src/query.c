@@ -1,9 +1,7 @@
-/* query.c: the kiln.Query class: cached queries from Lua, row views for `for e, a, b in
- * q:each()`, and the column-array bulk path. Invariant: a query has at most one iteration
- * running; while it runs the world is deferred, and its views belong to the current row. */
-#include <math.h>
+/* query.c: the kiln.Query class: cached queries from Lua, their row views, and the C step of
+ * `for e, a, b in q:each()` (iteration.c runs the rows). Invariant: a query has at most one
+ * iteration running; while it runs the world is deferred, and its views belong to the current row. */
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "klua.h"
