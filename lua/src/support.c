@@ -362,10 +362,18 @@ void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *f
     if (!kiln_is_alive(kw->world, e)) klua_fail(L, fname, "entity %s is not alive", klua_entity_str(e, eb));
 }
 
+#define NAME_SLOT(p) ((unsigned)(((uintptr_t)(p) >> 4) ^ ((uintptr_t)(p) >> 10)) % KLUA_NAME_CACHE)
+
 kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg, const char *fname) {
     kiln_component c = KILN_NO_COMPONENT;
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
+        /* A short string is interned: its bytes' address names it while it lives, and once
+         * it is a key of the names table below it lives as long as the world. */
+        size_t len;
+        const char *str = lua_tolstring(L, idx, &len);
+        unsigned slot = NAME_SLOT(str);
+        if (kw->name_ptr[slot] == str) return kw->name_id[slot];
         /* interned name -> id, cached per world (ids never change) */
         lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
         lua_pushvalue(L, idx);
@@ -385,6 +393,10 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
             lua_pushinteger(L, c);
             lua_rawset(L, -3);
             lua_pop(L, 1);
+        }
+        if (len <= KLUA_SHORT_STRING) {
+            kw->name_ptr[slot] = str;
+            kw->name_id[slot] = c;
         }
     } else if (lua_isinteger(L, idx)) {
         lua_Integer v = lua_tointeger(L, idx);

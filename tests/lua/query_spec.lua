@@ -224,6 +224,69 @@ describe("q:each()", function()
         assert.are.equal(43.0, w:get(es[1], "Position").x)
     end)
 
+    it("a write a float cannot tell from the old value stamps nothing; -0.0 over 0.0 lands", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 0.1, y = 0}}
+        local q = w:query{"Position"}
+        w:advance_tick()
+        for _, p in q:each() do p.x = 0.1 end -- the double 0.1 is the float 0.1f again
+        assert.are.equal(1, w:changed_tick(e, "Position"))
+        for _, p in q:each() do p.y = -0.0 end
+        assert.are.equal(-math.huge, 1 / w:get(e, "Position").y)
+        assert.are.equal(w:tick(), w:changed_tick(e, "Position"))
+    end)
+
+    it("a field set to nil reads nil in the row and raises at its end, naming field and entity", function()
+        local w, es = movers(1)
+        local q = w:query{"Position", "Velocity", without = {"Frozen"}}
+        local seen = "unset"
+        local msg = H.unchanged(w, nil, function()
+            for _, p in q:each() do
+                p.x = nil
+                seen = p.x
+            end
+        end, "query:each", "'x'", "Position", H.entity_str(es[1]), "number")
+        assert.is_nil(seen, msg)
+    end)
+
+    it("views of optional terms write back where the entity has them", function()
+        local w, es, _, still = movers(2)
+        local q = w:query{"Position", optional = {"Velocity"}}
+        for e, p, v in q:each() do
+            if v then v.y = v.y + e % 7 else p.y = 5 end
+        end
+        assert.are.equal(2 + es[1] % 7, w:get(es[1], "Velocity").y)
+        assert.are.equal(2 + es[2] % 7, w:get(es[2], "Velocity").y)
+        assert.are.equal(5, w:get(still, "Position").y)
+    end)
+
+    it("components with fields named like Lua keywords, and too wide for the generated step, iterate alike", function()
+        local w = H.world()
+        w:component("Span", "float end; int32 local; bool nil;")
+        local wide = {}
+        for i = 1, 64 do wide[i] = "float f" .. i .. ";" end
+        w:component("WideA", table.concat(wide, " "))
+        w:component("WideB", table.concat(wide, " "))
+        local e = w:spawn{Span = {["end"] = 1, ["local"] = 2}, WideA = {f1 = 1, f64 = 64}, WideB = {f2 = 2}}
+        for _, s in w:query{"Span"}:each() do
+            s["end"] = s["end"] + 1
+            s["local"] = s["local"] * 10
+            s["nil"] = true
+        end
+        assert.are.same({["end"] = 2.0, ["local"] = 20, ["nil"] = true}, w:get(e, "Span"))
+        for _, a, b in w:query{"WideA", "WideB"}:each() do
+            a.f64 = a.f64 + b.f2
+            b.f63 = a.f1
+        end
+        assert.are.equal(66.0, w:get(e, "WideA").f64)
+        assert.are.equal(1.0, w:get(e, "WideB").f63)
+        local ok, err = pcall(function()
+            for _, a in w:query{"WideA", "WideB"}:each() do a.f3 = "no" end
+        end)
+        assert.is_false(ok)
+        assert.is_truthy(tostring(err):find("'f3' of WideA", 1, true), err)
+    end)
+
     it("world:set on the current row inside a loop is not undone by the view", function()
         local w, es = movers(1)
         local q = w:query{"Position", "Velocity", without = {"Frozen"}}

@@ -234,6 +234,26 @@ describe("entities", function()
 end)
 
 describe("components", function()
+    it("names find their own component among many, long or short, made fresh or collected", function()
+        local w = kiln.world()
+        local long = string.rep("L", 50)
+        for i = 1, 80 do w:component("C" .. i, "int32 v;") end
+        w:component(long, "int32 v;")
+        local e = w:spawn()
+        for round = 1, 3 do
+            for i = 1, 80 do
+                local name = "C" .. i -- a fresh string each time, the old one garbage
+                w:add(e, name, {v = i * round})
+                assert.are.equal(i * round, w:get(e, name).v)
+            end
+            w:add(e, long, {v = round})
+            assert.are.equal(round, w:get(e, string.rep("L", 50)).v)
+            collectgarbage()
+            H.raises(function() w:get(e, "C" .. 81) end, "unknown component 'C81'")
+        end
+        w:close()
+    end)
+
     it("define from a schema; the same schema gives the same id", function()
         local w = kiln.world()
         local id = w:component("Position", "float x, y;")
