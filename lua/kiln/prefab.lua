@@ -2,6 +2,7 @@
 -- {components = {Name = fields, ...}, children = {def, ...}}. Invariant: a def is checked whole
 -- before anything spawns, and a spawn that fails midway takes back what it spawned.
 local kiln, World, Query, layer = ...
+local tointeger = layer.tointeger
 local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument
 
 local MAX_DEPTH = 64
@@ -63,7 +64,7 @@ function Prefab:spawn(count)
   if getmetatable(self) ~= Prefab then
     error(string.format("calling 'prefab:spawn' on bad self (kiln.Prefab expected, got %s)", typename(self)), 2)
   end
-  local n = count == nil and 1 or math.tointeger(count)
+  local n = count == nil and 1 or tointeger(count)
   if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
   local roots, spawned = {}, {}
   local ok, err = pcall(function()

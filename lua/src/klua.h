@@ -7,6 +7,8 @@
 #include <math.h>
 #include <lua.h>
 
+#include "compat.h" /* the 5.4 API over LuaJIT, when built against it */
+
 #include "kiln.h"
 #include "kiln_lua.h"
 
@@ -197,6 +199,7 @@ typedef struct klua_query {
     bool active;
     int32_t row;
     klua_system *owner; /* the Lua system that began the running iteration, or NULL */
+    int jit_height;     /* LuaJIT (compat.c): stack height of the frame whose loop runs */
 } klua_query;
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */

@@ -22,6 +22,7 @@ static const char *read_lines(lua_State *L, void *data, size_t *size) {
 
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
+    klua_compat_remember_main(L);
     lua_newtable(L);
     klua_open_world(L); /* the World class first: the others add their methods to it */
     lua_setfield(L, -2, "world");

@@ -161,6 +161,11 @@ void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
     luaL_getmetatable(L, tname);
     lua_getfield(L, -1, "__index");
     lua_pushvalue(L, -2);
+#if KLUA_LUAJIT
+    if (strcmp(tname, KLUA_WORLD) == 0) klua_compat_setmethods(L, methods); /* ends holds */
+    else if (strcmp(tname, KLUA_QUERY) == 0) klua_compat_setquerymethods(L, methods); /* loops */
+    else
+#endif
     luaL_setfuncs(L, methods, 1); /* upvalue KLUA_UPV_META: see klua_self */
     lua_pop(L, 2);
 }
@@ -168,6 +173,7 @@ void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
 /* ---- the World behind a method --------------------------------------------------------- */
 
 lua_State *klua_main_thread(lua_State *L) {
+    /* under LuaJIT, the slot luaopen_kiln filled (compat.h) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
@@ -249,8 +255,10 @@ int klua_new_gc_guard(lua_State *L, klua_world *kw) {
 
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
+#if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (klua_compat_setmethods) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     lua_toclose(L, -1);
+#endif
     lua_gc(L, LUA_GCSTOP);
     kw->gc_held = true;
     kw->gc_held_bytes = heap_bytes(L);

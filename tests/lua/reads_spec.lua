@@ -176,11 +176,11 @@ describe("the collector across World methods", function()
         for i = 1, 200 do es[i] = w:spawn{Position = {x = i}} end
         local spawned = 0
         local function bomb()
-            setmetatable({}, {__gc = function()
+            H.finalizer(function()
                 spawned = spawned + 1
                 w:spawn{Position = {x = -1}, Velocity = {}}
                 w:despawn(w:spawn{Velocity = {}})
-            end})
+            end)
         end
         for round = 1, 2000 do
             bomb()

@@ -87,7 +87,7 @@ describe("world:systems and world:enable", function()
             assert.are.equal("lua", s.kind)
             assert.is_true(s.enabled)
             assert.are.equal(0, s.runs)
-            assert.are.equal("integer", math.type(s.stage))
+            assert.are.equal("integer", H.number_type(s.stage))
         end
         w:progress(0)
         w:progress(0)
