@@ -208,15 +208,13 @@ KLUA_COMPAT_HIDDEN void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, 
  * module and the global unpack, and adds table.unpack (so it can be wrapped and charged). */
 KLUA_COMPAT_HIDDEN void klua_compat_sandbox_base(lua_State *L);
 
-/* ---- World methods: the collector hold ends when the method returns or raises ----------- */
-/* Registers methods (each with the value on top as upvalue 1) as closures that run them
- * and then release the collector hold they took on the World at argument 1; pops that
- * value. Stands in for a to-be-closed guard, which LuaJIT does not have. */
-KLUA_COMPAT_HIDDEN void klua_compat_setmethods(lua_State *L, const luaL_Reg *methods);
-/* Registers Query methods (the value on top as upvalue 1, popped) as closures that first end
- * the query's loop when it was left (break, return, error: LuaJIT's generic for closes
- * nothing), and note where a loop q:each begins runs. */
-KLUA_COMPAT_HIDDEN void klua_compat_setquerymethods(lua_State *L, const luaL_Reg *methods);
+/* ---- jit_methods.c: what to-be-closed variables do under 5.4 ----------------------------- */
+/* Wraps the C methods of World and Query (luaopen_kiln, before the Lua layer loads) in
+ * closures that run them and then: World, release the collector hold the method took on
+ * the World at argument 1, also when it raises; Query, first end the query's loop when it
+ * was left (break, return, error: LuaJIT's generic for closes nothing), and note the frame
+ * where a loop q:each begins runs. */
+KLUA_COMPAT_HIDDEN void klua_jit_wrap_methods(lua_State *L);
 /* lua_pushcclosure for a closure whose upvalue 1 is a World and that may hold the
  * collector (klua_hold_gc): the hold ends when the closure returns or raises. */
 KLUA_COMPAT_HIDDEN void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, int n);
@@ -224,6 +222,7 @@ KLUA_COMPAT_HIDDEN void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, 
 #else /* Lua 5.4 */
 
 #define klua_compat_remember_main(L) ((void)(L))
+#define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 
 #endif

@@ -161,11 +161,6 @@ void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
     luaL_getmetatable(L, tname);
     lua_getfield(L, -1, "__index");
     lua_pushvalue(L, -2);
-#if KLUA_LUAJIT
-    if (strcmp(tname, KLUA_WORLD) == 0) klua_compat_setmethods(L, methods); /* ends holds */
-    else if (strcmp(tname, KLUA_QUERY) == 0) klua_compat_setquerymethods(L, methods); /* loops */
-    else
-#endif
     luaL_setfuncs(L, methods, 1); /* upvalue KLUA_UPV_META: see klua_self */
     lua_pop(L, 2);
 }
@@ -255,7 +250,7 @@ int klua_new_gc_guard(lua_State *L, klua_world *kw) {
 
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
-#if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (klua_compat_setmethods) */
+#if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (jit_methods.c) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     lua_toclose(L, -1);
 #endif
