@@ -96,6 +96,22 @@ describe("a hostile mod", function()
             survives(a)
         end)
 
+        it("has none of LuaJIT's extra loaders, finalizers and environment functions", function()
+            local a = arena()
+            assert(attack(a, "extras", [[
+                local found = {}
+                for _, name in ipairs{"loadstring", "newproxy", "getfenv", "setfenv", "gcinfo", "module",
+                                      "unpack", "jit", "ffi", "bit", "require"} do
+                    if rawget(_G, name) ~= nil and name ~= "require" then found[#found + 1] = name end
+                end
+                local ok = pcall(require, "ffi")
+                if ok then found[#found + 1] = "require 'ffi'" end
+                print(#found == 0 and "none" or table.concat(found, ","))
+            ]]))
+            assert.are.equal("none", said(a, "extras"))
+            survives(a)
+        end)
+
         it("cannot set a __gc finalizer, which would run outside its budget", function()
             local a = arena()
             assert(attack(a, "finalizer", [[
