@@ -556,7 +556,12 @@ lua_State *klua_mod_state(klua_mod *mod) {
     mod->mem.limit = mod->mods->memory;
     lua_State *L = lua_newstate(mod_alloc, &mod->mem);
     if (!L) {
+#if KLUA_LUAJIT /* a LuaJIT built without GC64 refuses custom allocators on 64-bit targets */
+        snprintf(mod->error, sizeof mod->error, "cannot make its Lua state: out of memory, or this LuaJIT "
+                 "refuses custom allocators (mods need a 64-bit LuaJIT built with GC64)");
+#else
         snprintf(mod->error, sizeof mod->error, "out of memory making its Lua state");
+#endif
         return NULL;
     }
     /* generational, as the stock interpreter runs its state: a mod's per-frame garbage dies
