@@ -392,8 +392,15 @@ lua-jit:
 	$(JIT_BUILD) build-jit/lua/kiln.so
 test-jit: lua-jit
 	@scripts/test-jit.sh build-jit
-TEST_GROUPS += test-jit
-.PHONY: lua-jit test-jit
+# The same specs against the LuaJIT build made with ASan/UBSan (sanitizers preloaded).
+test-jit-asan:
+	$(MAKE) --no-print-directory BUILD=build-jit-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    EXTRA_CFLAGS="$(SAN_FLAGS) -fno-sanitize-recover=all" EXTRA_LDFLAGS="$(SAN_FLAGS)" \
+	    LUA_CFLAGS="$(JIT_CFLAGS)" LUA_LIBS="$(JIT_LIBS)" build-jit-asan/lua/kiln.so
+	@LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0 scripts/test-jit.sh build-jit-asan
+TEST_GROUPS += test-jit test-jit-asan
+.PHONY: lua-jit test-jit test-jit-asan clean-jit
 clean: clean-jit
 clean-jit:
-	rm -rf build-jit
+	rm -rf build-jit build-jit-asan
