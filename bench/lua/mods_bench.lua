@@ -7,7 +7,8 @@
 --   --quick      fewer repeats (a smoke run; the figures are noisier)
 --   --runs N     run every case N times and keep, per case, the run with the median ratio
 --                (the machines are shared and noisy; bench-median passes 3)
---   --case NAME  run only that case (mod_budget_overhead, mod_call_overhead, mod_reload)
+--   --case NAME  run only that case (mod_budget_overhead, host_budget_overhead, mod_call_overhead,
+--                mod_reload)
 --
 -- Times come from os.clock (process CPU time): everything here runs on one thread, and a
 -- sample lasts milliseconds. Subject and baseline samples alternate; medians are reported.
@@ -74,15 +75,50 @@ end
 
 -- ---- cases ----------------------------------------------------------------------------------
 
--- An each-system over N entities with the instruction budget armed (a budget it never
--- reaches), against the same system with none.
+-- The movement each-system as a mod defines it (its budget armed on every run, a budget it
+-- never reaches) against the same system defined by the host, unbudgeted; one of the two is
+-- enabled at a time.
+local MOVE = [[
+world:component("Position", "float x, y;")
+world:component("Velocity", "float x, y;")
+world:system { name = "%s", query = { "Position", "Velocity" }, writes = { "Position" },
+    each = function(_, p, v, dt)
+        p.x = p.x + v.x * dt
+        p.y = p.y + v.y * dt
+    end }
+]]
+
+local function toggled_frames(w, on, off)
+    w:enable(on, true)
+    w:enable(off, false)
+    local t0 = clock()
+    for _ = 1, FRAMES do assert(w:progress(DT)) end
+    return clock() - t0
+end
+
 local function case_budget()
     local w, ents = populate(N)
-    w:system { name = "move", query = { "Position", "Velocity" }, writes = { "Position" },
-        each = function(_, p, v, dt)
-            p.x = p.x + v.x * dt
-            p.y = p.y + v.y * dt
-        end }
+    local mods = kiln.mods(w, { instructions = 1 << 40 })
+    write("mover.lua", MOVE:format("mod_move"))
+    assert(mods:load(scratch .. "/mover.lua"))
+    assert(load(MOVE:format("host_move"), "host_move", "t", { world = w }))()
+    toggled_frames(w, "mod_move", "host_move")
+    check_moves(w, ents, "mod_budget_overhead", function() assert(w:progress(DT)) end)
+    local s, b = compare(function() return toggled_frames(w, "mod_move", "host_move") end,
+        function() return toggled_frames(w, "host_move", "mod_move") end, 1e9 / FRAMES)
+    local info = mods:list()[1]
+    assert(info.failures == 0, "mod_budget_overhead: the mod's system failed: " .. tostring(info.error))
+    mods:close()
+    w:close()
+    return { case = "mod_budget_overhead", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/frame",
+        goal = "ratio <= 1.10", pass = s / b <= 1.10 }
+end
+
+-- The same each-system in the host's own world with a budget armed (world:instructions)
+-- against none: the host's state is not kiln's, so its rows take the slower check (budget.c).
+local function case_host_budget()
+    local w, ents = populate(N)
+    assert(load(MOVE:format("move"), "move", "t", { world = w }))()
     local function frames(budget)
         w:instructions(budget)
         local t0 = clock()
@@ -90,11 +126,11 @@ local function case_budget()
         return clock() - t0
     end
     w:instructions(1 << 40)
-    check_moves(w, ents, "mod_budget_overhead", function() assert(w:progress(DT)) end)
+    check_moves(w, ents, "host_budget_overhead", function() assert(w:progress(DT)) end)
     local s, b = compare(function() return frames(1 << 40) end, function() return frames(0) end, 1e9 / FRAMES)
     w:close()
-    return { case = "mod_budget_overhead", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/frame",
-        goal = "ratio <= 1.10", pass = s / b <= 1.10 }
+    return { case = "host_budget_overhead", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/frame",
+        goal = "ratio <= 1.10 (the mods' goal, on a host world)", pass = s / b <= 1.10 }
 end
 
 -- A mod's system calling world:get for N entities, against the same loop as a host system
@@ -117,13 +153,7 @@ local function case_call()
     local env = setmetatable({ ENTS = ents }, { __index = _G })
     local host_loop = assert(load("local world = ...\n" .. LOOP, "host_get", "t", env))
     w:system { name = "host_get", reads = { "Position" }, run = function(world) host_loop(world) end }
-    local function frames(on, off)
-        w:enable(on, true)
-        w:enable(off, false)
-        local t0 = clock()
-        for _ = 1, FRAMES do assert(w:progress(DT)) end
-        return clock() - t0
-    end
+    local function frames(on, off) return toggled_frames(w, on, off) end
     frames("host_get", "mod_get")
     local expected = 0
     for i = 1, N do expected = expected + w:get(ents[i], "Position").x end
@@ -181,6 +211,7 @@ end
 
 local cases = {
     { "mod_budget_overhead", case_budget },
+    { "host_budget_overhead", case_host_budget },
     { "mod_call_overhead", case_call },
     { "mod_reload", case_reload },
 }

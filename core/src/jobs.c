@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memory.h"
@@ -187,10 +188,33 @@ kiln_result kiln_jobs_submit(kiln_jobs *jobs, const kiln_job *list, int32_t coun
     return KILN_OK;
 }
 
+#define KL_WAIT_SPIN_NS 50000 /* a waiter with nothing left to take spins this long first */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* True when counter reached zero within KL_WAIT_SPIN_NS. The jobs still running are the last
+ * ones, often almost done: a sleep on the condition would add a wake-up (tens of
+ * microseconds on a virtual machine) to every parallel section's end. */
+static bool spin_until_done(kiln_counter *counter) {
+    int64_t start = now_ns();
+    for (int i = 1;; i++) {
+        if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0) return true;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (i % 64 == 0 && now_ns() - start > KL_WAIT_SPIN_NS) return false;
+    }
+}
+
 void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     KILN_ASSERT(jobs != NULL && counter != NULL, "jobs and counter are required");
     if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0) return;
     pthread_mutex_lock(&jobs->lock);
+    bool spun = false;
     while (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) > 0) {
         if (jobs->count > 0) {
             kl_queued q = pop(jobs);
@@ -198,6 +222,12 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
             q.job.fn(q.job.arg);
             finish(jobs, q.counter);
             pthread_mutex_lock(&jobs->lock);
+        } else if (!spun) {
+            spun = true;
+            pthread_mutex_unlock(&jobs->lock);
+            bool done = spin_until_done(counter);
+            pthread_mutex_lock(&jobs->lock);
+            if (done) break;
         } else {
             pthread_cond_wait(&jobs->done, &jobs->lock);
         }

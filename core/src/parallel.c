@@ -48,9 +48,10 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     int64_t rows = kiln_query_count(query);
     int32_t chunks = kl_query_chunk_count(query);
     if (rows == 0) return KILN_OK;
-    /* Aim for a few ranges per thread so uneven ranges even out. */
+    /* Aim for many ranges per thread: the queue hands them out as threads free up, so the
+     * last one to finish (and a worker that woke late) costs at most one small range. */
     int64_t threads = kiln_jobs_worker_count(jobs) + 1;
-    int64_t size = (rows + threads * 4 - 1) / (threads * 4);
+    int64_t size = (rows + threads * 16 - 1) / (threads * 16);
     if (size < min_rows) size = min_rows;
     int64_t max_ranges = chunks + rows / size + 1;
     size_t bytes = sizeof(kiln_iter) * (size_t)chunks + (sizeof(range_job) + sizeof(kiln_job)) *

@@ -53,6 +53,87 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     spent(L, kw);
 }
 
+static void count_again(lua_State *L, klua_world *kw) {
+    int64_t left = kw->budget_limit - kw->budget_used;
+    kw->row_cost = 0;
+    kw->row_expected = false;
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, left < BUDGET_STEP ? (int)(left > 0 ? left : 0) + 1 : BUDGET_STEP);
+}
+
+/* Row mode's hook must tell the callback's own call from a call out of it (a metamethod, an
+ * __index function, the error handler), whose instructions must be counted, and do it on
+ * every row at a small fraction of the row's cost. Two ways:
+ * - a mod's state is kiln's own (mod_sandbox.c made it), so its threads' extra space
+ *   (lua_getextraspace) holds the armed world, whose row_expected flag is set right before
+ *   each row's call;
+ * - a host's state and its extra space are the host's: there the hook's count (unused by a
+ *   call hook) holds how many frames lie below the rows loop, and a call whose frame lies
+ *   deeper than the callback's is a call out of it (a walk down the stack on every row). */
+#define ROWS_MAX_DEPTH 200 /* deeper host stacks keep counting every instruction */
+
+static void row_hook_mod(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    klua_world *kw;
+    memcpy(&kw, lua_getextraspace(L), sizeof kw);
+    if (kw->row_expected) {
+        kw->row_expected = false;
+        return;
+    }
+    count_again(L, kw);
+}
+
+static void row_hook_host(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_Debug below;
+    if (!lua_getstack(L, lua_gethookcount(L) + 1, &below)) return;
+    klua_world *kw = armed_world(L);
+    if (kw) count_again(L, kw);
+    else lua_sethook(L, budget_hook, LUA_MASKCOUNT, BUDGET_STEP);
+}
+
+static bool in_rows(lua_State *L) {
+    lua_Hook h = lua_gethook(L);
+    return h == row_hook_mod || h == row_hook_host;
+}
+
+void klua_budget_rows_begin(lua_State *L, klua_world *kw, int64_t cost) {
+    if (cost <= 0 || kw->row_cost > 0 || armed_world(L) != kw || kw->budget_used > kw->budget_limit) return;
+    if (lua_gethook(L) != budget_hook) return; /* a host's own hook stays as it is */
+    kw->rows_charged = 0;
+    kw->row_expected = false;
+    if (kw->host) { /* a mod's view: see above */
+        memcpy(lua_getextraspace(L), &kw, sizeof kw);
+        kw->row_cost = cost;
+        lua_sethook(L, row_hook_mod, LUA_MASKCALL, 0);
+        return;
+    }
+    lua_Debug ar;
+    int depth = 0; /* frames from the running C function (the rows loop's) down */
+    while (lua_getstack(L, depth, &ar))
+        if (++depth > ROWS_MAX_DEPTH) return;
+    kw->row_cost = cost;
+    lua_sethook(L, row_hook_host, LUA_MASKCALL, depth);
+}
+
+/* Called only while kw->row_cost > 0: a call out of a row, which counts again, zeroes it. */
+void klua_budget_row_charge(lua_State *L, klua_world *kw) {
+    kw->budget_used += kw->row_cost;
+    bool late = ++kw->rows_charged == 256 && kw->deadline > 0 && now_seconds() > kw->deadline;
+    if (kw->rows_charged == 256) kw->rows_charged = 0;
+    if (kw->budget_used > kw->budget_limit || late) {
+        kw->row_cost = 0;
+        spent(L, kw);
+    }
+    kw->row_expected = true;
+}
+
+void klua_budget_rows_end(lua_State *L, klua_world *kw) {
+    if (kw->row_cost <= 0) return;
+    if (in_rows(L)) count_again(L, kw);
+    kw->row_cost = 0;
+    kw->row_expected = false;
+}
+
 void klua_budget_prepare(lua_State *L) {
     lua_pushboolean(L, 0);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
@@ -95,6 +176,8 @@ void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
     if (kw->entry_depth) (*kw->entry_depth)--;
     if (kw->host) kw->host->guest_depth--;
     if (!saved->armed) return;
+    kw->row_cost = 0;
+    kw->row_expected = false;
     lua_sethook(L, saved->hook, saved->mask, saved->count);
     if (saved->framed) kw->frame_used += kw->budget_used < kw->budget_limit ? kw->budget_used : kw->budget_limit;
     kw->budget_limit = 0;

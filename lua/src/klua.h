@@ -141,6 +141,10 @@ struct klua_world {
     int64_t frame_used;        /* of the frame at frame_tick */
     kiln_tick frame_tick;
     bool frame_capped;         /* the entry armed now got what was left of the frame's */
+    int64_t row_cost;          /* while each-rows of a bounded callback run: charged per row
+                                * (klua_budget_rows_begin), else 0 */
+    uint32_t rows_charged;     /* rows charged since the clock was last read */
+    bool row_expected;         /* a mod's rows: the next call is the callback's own */
     int32_t time_limit_ms;     /* wall-clock backstop of one entry (0: none) */
     double deadline;           /* monotonic seconds, while an entry with a time limit runs */
     int progress_idx;          /* stack index of the world while world:progress runs */
@@ -174,6 +178,7 @@ struct klua_system {
     kiln_component reads[KILN_SYSTEM_MAX_ACCESS], writes[KILN_SYSTEM_MAX_ACCESS];
     int read_count, write_count;
     int failures;    /* consecutive */
+    int64_t each_cost; /* instructions an each callback runs at most (klua_bounded_cost), or -1 */
     uint64_t random[4];     /* persist.c: world:random's stream in this system (a kiln_random) */
     kiln_tick random_tick;  /* the tick it was forked for; 0: not yet */
 };
@@ -366,6 +371,21 @@ KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
+/* The rows of an each-system whose callback runs at most cost instructions (cost < 0: not
+ * known to be bounded). While they run, the hook watches calls only and each row is charged
+ * cost before the callback is called (klua_budget_row, right before lua_call); a call out of
+ * the callback (a metamethod) counts every instruction again for the rest of the entry. */
+KLUA_HIDDEN void klua_budget_rows_begin(lua_State *L, klua_world *kw, int64_t cost);
+KLUA_HIDDEN void klua_budget_rows_end(lua_State *L, klua_world *kw);
+KLUA_HIDDEN void klua_budget_row_charge(lua_State *L, klua_world *kw);
+static inline void klua_budget_row(lua_State *L, klua_world *kw) {
+    if (kw->row_cost > 0) klua_budget_row_charge(L, kw);
+}
+
+/* ---- bounded.c: Lua functions whose calls run a bounded number of instructions ---- */
+/* The number of instructions of the Lua function at idx when it has no loop and calls
+ * nothing itself (each runs at most once a call), else -1 (C functions, loops, calls). */
+KLUA_HIDDEN int64_t klua_bounded_cost(lua_State *L, int idx);
 
 /* ---- the classes: each opens itself and adds its World methods ---- */
 KLUA_HIDDEN int klua_open_world(lua_State *L);   /* world.c: pushes kiln.world */
@@ -389,8 +409,9 @@ KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const
 KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
 /* Runs fn (at stack index fn_idx) for every entity of the Query at q_idx, passing
- * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0). */
-KLUA_HIDDEN void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx);
+ * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0); fn_cost is
+ * klua_bounded_cost of fn (or -1), so an armed budget can charge its rows whole. */
+KLUA_HIDDEN void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx, int64_t fn_cost);
 /* Ends an iteration of the Query at q_idx that an error interrupted. */
 KLUA_HIDDEN void klua_query_abort(lua_State *L, int q_idx);
 /* Ends the iterations of kw left open: those begun by system owner (when its run ends), or,

@@ -554,6 +554,8 @@ static int build_globals(lua_State *L) {
 
 lua_State *klua_mod_state(klua_mod *mod) {
     mod->mem.limit = mod->mods->memory;
+    /* kiln made this state, so its threads' extra space is kiln's: budget.c keeps the armed
+     * world there while an each-system's rows run */
     lua_State *L = lua_newstate(mod_alloc, &mod->mem);
     if (!L) {
 #if KLUA_LUAJIT /* a LuaJIT built without GC64 refuses custom allocators on 64-bit targets */

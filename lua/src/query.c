@@ -531,7 +531,7 @@ static int guard_close(lua_State *L) {
     return 0;
 }
 
-void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
+void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx, int64_t fn_cost) {
     q_idx = lua_absindex(L, q_idx);
     fn_idx = lua_absindex(L, fn_idx);
     if (extra_idx) extra_idx = lua_absindex(L, extra_idx);
@@ -540,13 +540,21 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx) {
     int top = lua_gettop(L);
     row_slots rs;
     push_row_slots(L, kq, q_idx, &rs);
+    bool rows_begun = false;
     while (advance(L, kq, q_idx)) {
         lua_pushvalue(L, fn_idx);
         int n = push_row(L, kq, &rs);
         if (extra_idx) lua_pushvalue(L, extra_idx);
+        if (!rows_begun) { /* after the first push, which stores the views' keys through their
+                            * own metamethods (calls the row mode would take for fn's) */
+            klua_budget_rows_begin(L, kq->kw, fn_cost);
+            rows_begun = true;
+        }
+        klua_budget_row(L, kq->kw);
         lua_call(L, n + (extra_idx ? 1 : 0), 0); /* an error unwinds to the system runner */
         write_back(L, kq, &rs);
     }
+    klua_budget_rows_end(L, kq->kw);
     lua_settop(L, top);
 }
 

@@ -69,7 +69,9 @@ static int traceback(lua_State *L) {
 
 static int run_each(lua_State *L) {
     /* args: query, fn, dt */
-    klua_query_each_call(L, 1, 2, 3);
+    klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
+    klua_system *s = kq->kw->current;
+    klua_query_each_call(L, 1, 2, 3, s ? s->each_cost : -1);
     return 0;
 }
 
@@ -288,6 +290,7 @@ static int w_system(lua_State *L) {
     klua_system *s = lua_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
     s->fn_ref = s->query_ref = LUA_NOREF;
+    s->each_cost = has_each ? klua_bounded_cost(L, fn_idx) : -1;
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, s_gc);
     lua_setfield(L, -2, "__gc");

@@ -261,10 +261,34 @@ describe("a hostile mod", function()
                               local t = {3, 1, 2}
                               table.sort(t, function() while true do end end)
                           end}]],
+            -- each callbacks with no loop and no call of their own, which the budget charges
+            -- whole per row: a call out of them is counted instruction by instruction
+            each_metamethod = [[local t = setmetatable({}, {__index = function() while true do end end})
+                          world:system{name = 'NAME', reads = {'Tally'}, query = {'Tally'},
+                                       each = function(_, c) local x = t.y end}]],
+            each_environment = [[local env = setmetatable({}, {__index = function() while true do end end})
+                          local f = load("return function(_, c) local x = missing end", "f", "t", env)()
+                          world:system{name = 'NAME', reads = {'Tally'}, query = {'Tally'}, each = f}]],
+            each_arithmetic = [[local t = setmetatable({}, {__add = function() while true do end end})
+                          world:system{name = 'NAME', reads = {'Tally'}, query = {'Tally'},
+                                       each = function(_, c) local x = t + c.n end}]],
             tostring_error = [[world:system{name = 'NAME', run = function()
                               error(setmetatable({}, {__tostring = function() while true do end end}))
                           end}]],
         }
+        it("in a loop-free each over many rows: every row is charged", function()
+            local a = arena{instructions = 20000}
+            assert(attack(a, "rows", [[
+                world:component("Crate", "float x;")
+                world:system{name = "rows_sys", writes = {"Crate"}, query = {"Crate"},
+                             each = function(_, c) c.x = c.x + 1 end}
+            ]]))
+            for i = 1, 6000 do a.w:spawn{Crate = {x = i}} end -- 4 instructions a row run, 5 charged
+            local mine = survives(a, 2, "rows")
+            assert.are.equal(2, #mine)
+            assert.matches("system 'rows_sys' ran past its budget of 20000 instructions", mine[1].message, 1, true)
+        end)
+
         local names = {}
         for k in pairs(loops) do names[#names + 1] = k end
         table.sort(names)

@@ -227,6 +227,82 @@ describe("instruction budgets", function()
     end)
 end)
 
+describe("instruction budgets of each-systems whose callback has no loop and no call", function()
+    -- Such a callback is charged its instruction count per row (budget.c's row mode) instead
+    -- of being counted instruction by instruction; these are the rules that must still hold.
+    local function movers(n, budget)
+        local w = H.world({instructions = budget})
+        for i = 1, n do w:spawn{Position = {x = i}} end
+        return w
+    end
+
+    it("charges every row, so many rows still pass a budget", function()
+        local w = movers(1000, 3000) -- 4 instructions run a row, 5 charged
+        w:system{name = "shift", query = {"Position"}, writes = {"Position"}, each = function(_, p) p.x = p.x + 1 end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.are.equal("system 'shift' ran past its budget of 3000 instructions", failures[1].message)
+        w:instructions(20000)
+        assert.is_true(w:progress(0))
+    end)
+
+    it("counts every instruction of a metamethod the callback runs, however it gets there", function()
+        local spin = function() while true do end end
+        local escapes = {
+            index = function(t) return function(_, p) p.x = t.y end end,
+            newindex = function(t) return function(_, p) t.y = p.x end end,
+            add = function(t) return function(_, p) p.x = t + 1 end end,
+            concat = function(t) return function(_, p) local s = t .. "x" end end,
+            len = function(t) return function(_, p) p.x = #t end end,
+            lt = function(t) return function(_, p) local b = t < t end end,
+            unm = function(t) return function(_, p) local v = -t end end,
+        }
+        for kind, make in pairs(escapes) do
+            local w = movers(3, 200000)
+            local t = setmetatable({}, {["__" .. kind] = spin})
+            w:system{name = "escape", query = {"Position"}, writes = {"Position"}, each = make(t)}
+            w:system{name = "after", run = function() while true do end end}
+            local ok, failures = w:progress(0)
+            assert.is_false(ok, kind)
+            assert.are.equal(2, #failures, kind)
+            assert.matches("system 'escape' ran past its budget of 200000 instructions", failures[1].message, 1, true)
+            assert.matches("system 'after' ran past its budget of 200000 instructions", failures[2].message, 1, true)
+        end
+    end)
+
+    it("counts a global read through an environment whose __index loops", function()
+        local w = movers(3, 200000)
+        local env = setmetatable({}, {__index = function() while true do end end})
+        local each = load("return function(_, p) p.x = missing end", "env", "t", env)()
+        w:system{name = "env", query = {"Position"}, writes = {"Position"}, each = each}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.matches("system 'env' ran past its budget of 200000 instructions", failures[1].message, 1, true)
+    end)
+
+    it("leaves the budget armed for the next system after a callback's error", function()
+        local w = movers(3, 200000)
+        w:system{name = "bad", query = {"Position"}, writes = {"Position"}, each = function(_, p) p.x = p.x + nil end}
+        w:system{name = "loop", run = function() while true do end end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.matches("arithmetic on a nil value", failures[1].message)
+        assert.are.equal("system 'loop' ran past its budget of 200000 instructions", failures[2].message)
+        assert.is_true(H.not_deferred(w))
+    end)
+
+    it("is charged the same when the schedule runs deep in the host's stack", function()
+        local w = movers(1000, 3000)
+        w:system{name = "shift", query = {"Position"}, writes = {"Position"}, each = function(_, p) p.x = p.x + 1 end}
+        local function deep(n) if n == 0 then return w:progress(0) end return (deep(n - 1)) end
+        local ok = deep(300) -- deeper than row mode walks: every instruction is counted instead
+        assert.is_false(ok)
+        w:instructions(20000)
+        assert.is_true((deep(300)))
+        assert.is_true(w:progress(0))
+    end)
+end)
+
 describe("ordering", function()
     it("before and after override declaration order", function()
         local w = H.world()

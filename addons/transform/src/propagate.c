@@ -24,7 +24,7 @@
 #define KL_GROUP static
 #endif
 
-#define KL_ROOT_RANGE 4096  /* least rows of roots per job */
+#define KL_ROOT_RANGE 2048  /* least rows of roots per job */
 #define KL_LEVEL_RANGE 2048 /* least nodes of one level per job */
 #define KL_RANGES_PER_THREAD 4
 
