@@ -28,6 +28,21 @@ lua_Integer klua_compat_optinteger(lua_State *L, int arg, lua_Integer def) {
     return lua_isnoneornil(L, arg) ? def : klua_compat_checkinteger(L, arg);
 }
 
+/* ---- the extra space ---------------------------------------------------------------------- */
+
+static const char extraspace_key = 0;
+
+void *klua_compat_extraspace(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &extraspace_key);
+    void *p = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (p) return p;
+    p = lua_newuserdata(L, sizeof(void *));
+    memset(p, 0, sizeof(void *));
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &extraspace_key);
+    return p;
+}
+
 /* ---- C functions ------------------------------------------------------------------------- */
 
 void klua_compat_pushcfunction(lua_State *L, lua_CFunction fn) {

@@ -48,6 +48,14 @@ typedef uint64_t lua_Unsigned;
 #define lua_pushglobaltable(L) lua_pushvalue((L), LUA_GLOBALSINDEX)
 #define luaL_checkversion(L) ((void)(L))
 #define lua_load(L, reader, data, chunk, mode) lua_loadx((L), (reader), (data), (chunk), (mode))
+/* LuaJIT's dump has no strip flag; what it writes is LuaJIT bytecode, which bounded.c does
+ * not recognise (so no callback is charged whole: every row's instructions are counted). */
+#define lua_dump(L, writer, data, strip) (lua_dump)((L), (writer), (data))
+/* A pointer-sized slot per state (5.4 gives one per thread, LuaJIT none): a userdata held by
+ * the registry, made on first use. Reached only once bounded.c charges a callback whole,
+ * which it never does under LuaJIT. */
+KLUA_COMPAT_HIDDEN void *klua_compat_extraspace(lua_State *L);
+#define lua_getextraspace(L) klua_compat_extraspace(L)
 
 static inline int lua_absindex(lua_State *L, int i) {
     return i > 0 || i <= LUA_REGISTRYINDEX ? i : lua_gettop(L) + i + 1;

@@ -257,6 +257,7 @@ describe("instruction budgets of each-systems whose callback has no loop and no 
             lt = function(t) return function(_, p) local b = t < t end end,
             unm = function(t) return function(_, p) local v = -t end end,
         }
+        if H.luajit then escapes.len = nil end -- LuaJIT calls no __len for tables: no way out there
         for kind, make in pairs(escapes) do
             local w = movers(3, 200000)
             local t = setmetatable({}, {["__" .. kind] = spin})
