@@ -10,44 +10,52 @@
 enum { METHOD_UPV_META = KLUA_UPV_META, METHOD_UPV_FN };
 
 /* ---- loops left without closing ---------------------------------------------------------------
- * Lua 5.4 closes q:each's guard when a loop is left; LuaJIT's generic for does not. So a
- * loop's frame is noted when it begins (its height: frames below it), and a loop still open
- * when its query or its world is used again is checked: it still runs when the frame at that
- * height holds the query's step function in a live "(for generator)" slot. A left loop is
- * closed as the guard would be on break: its current row is written back (a value that
- * cannot be converted is dropped), its deferred changes land. */
+ * Lua 5.4 closes q:each's guard when a loop is left; LuaJIT's generic for does not. So the
+ * frame running a loop is noted when it begins (its slot in the Lua stack), and a loop still
+ * open when its query or its world is used again is checked: it still runs when the frame
+ * at that slot holds the query's step function in a live "(for generator)" variable. A left
+ * loop is closed as the guard would be on break: its current row is written back (a value
+ * that cannot be converted is dropped), its deferred changes land. */
 
-/* The number of frames on L's stack (probing doubles, then halves: lua_getstack is linear). */
-static int stack_frames(lua_State *L) {
+/* The stack slot of the frame lua_getstack found: LuaJIT leaves it in the low 16 bits of
+ * i_ci (the frame's size above them). A LuaJIT stack holds at most 65500 slots. */
+#define FRAME_SLOT(ar) ((ar).i_ci & 0xffff)
+
+/* The slot of the frame level levels down (1: the caller of the running C function), or -1. */
+static int frame_slot(lua_State *L, int level) {
     lua_Debug ar;
-    int lo = 0, hi = 1; /* level lo exists; hi is the next to try */
-    if (!lua_getstack(L, 0, &ar)) return 0;
-    while (lua_getstack(L, hi, &ar)) {
-        lo = hi;
-        hi *= 2;
-    }
-    while (hi - lo > 1) { /* level lo exists, level hi does not */
-        int mid = lo + (hi - lo) / 2;
-        if (lua_getstack(L, mid, &ar)) lo = mid;
-        else hi = mid;
-    }
-    return lo + 1;
+    return lua_getstack(L, level, &ar) ? FRAME_SLOT(ar) : -1;
+}
+
+/* Whether local i of the frame ar is a live "(for generator)" holding the step function. */
+static bool is_generator(lua_State *L, lua_Debug *ar, int i, int step_idx) {
+    const char *name = lua_getlocal(L, ar, i);
+    if (!name) return false;
+    bool found = strcmp(name, "(for generator)") == 0 && lua_rawequal(L, -1, step_idx);
+    lua_pop(L, 1);
+    return found;
 }
 
 /* Whether the loop of kq (begun on L, its step function at step_idx) still runs. Without
  * debug information to tell, it is taken to run. */
 static bool loop_runs(lua_State *L, klua_query *kq, int step_idx) {
     if (kq->jit_height < 0) return true; /* q:bulk's, inside the call that runs it */
-    int level = stack_frames(L) - 1 - kq->jit_height;
     lua_Debug ar;
-    if (level < 0 || !lua_getstack(L, level, &ar)) return false;
-    if (!lua_getinfo(L, "Sl", &ar)) return true;
-    if (ar.currentline < 0) return strcmp(ar.what, "C") != 0; /* stripped: cannot tell */
-    const char *name;
-    for (int i = 1; (name = lua_getlocal(L, &ar, i)) != NULL; i++) {
-        bool found = strcmp(name, "(for generator)") == 0 && lua_rawequal(L, -1, step_idx);
+    for (int level = 1;; level++) { /* down from the caller: frames lie at falling slots */
+        if (!lua_getstack(L, level, &ar) || FRAME_SLOT(ar) < kq->jit_height) return false;
+        if (FRAME_SLOT(ar) == kq->jit_height) break;
+    }
+    /* where the generator was found last time: lua_getlocal reads the names from the start */
+    if (kq->jit_local > 0 && is_generator(L, &ar, kq->jit_local, step_idx)) return true;
+    if (!lua_getinfo(L, "l", &ar)) return true;
+    if (ar.currentline < 0) /* a C function, or a stripped chunk: then it cannot tell */
+        return lua_getinfo(L, "S", &ar) && strcmp(ar.what, "C") != 0;
+    for (int i = 1; lua_getlocal(L, &ar, i) != NULL; i++) {
         lua_pop(L, 1);
-        if (found) return true;
+        if (i != kq->jit_local && is_generator(L, &ar, i, step_idx)) {
+            kq->jit_local = i;
+            return true;
+        }
     }
     return false;
 }
@@ -89,23 +97,22 @@ static void settle_world(lua_State *L, int w_idx) {
         return;
     }
     int loops = lua_gettop(L);
-    lua_newtable(L); /* the queries to check: closing one changes the loops table */
+    /* The queries to check go on the stack above the loops table (closing one changes the
+     * table; a table of them would be garbage on every call made inside a loop). */
     int n = 0;
     lua_pushnil(L);
     while (lua_next(L, loops)) {
         bool mine = lua_tothread(L, -1) == L;
         lua_pop(L, 1);
-        if (!mine) continue;
+        if (!mine || !lua_checkstack(L, 8)) continue;
         lua_pushvalue(L, -1);
-        lua_rawseti(L, loops + 1, ++n);
+        lua_insert(L, loops + 1 + n++); /* below the traversal's key */
     }
     for (int i = 1; i <= n; i++) {
-        lua_rawgeti(L, loops + 1, i);
-        klua_query *kq = luaL_testudata(L, -1, KLUA_QUERY);
-        if (kq) settle_query(L, kq, lua_gettop(L));
-        lua_pop(L, 1);
+        klua_query *kq = luaL_testudata(L, loops + i, KLUA_QUERY);
+        if (kq) settle_query(L, kq, loops + i);
     }
-    lua_pop(L, 3);
+    lua_settop(L, loops - 2);
 }
 
 typedef struct height_scope {
@@ -127,7 +134,10 @@ static int query_method(lua_State *L) {
     if (kq) kq->jit_height = -1;
     int n = fn(L);
     /* q:each began a loop: it runs in the caller's frame, one below this function */
-    if (kq && kq->active && !was_active) kq->jit_height = stack_frames(L) - 2;
+    if (kq && kq->active && !was_active) {
+        kq->jit_height = frame_slot(L, 1);
+        kq->jit_local = 0;
+    }
     return n;
 }
 
