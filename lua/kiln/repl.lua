@@ -3,6 +3,7 @@
 -- the text to show. It does no I/O of its own, so a terminal and a socket drive it alike.
 local kiln, World, Query, layer = ...
 local math_type, tointeger = layer.math_type, layer.tointeger
+local pack = table.pack or function(...) return {n = select("#", ...), ...} end -- LuaJIT has none
 
 local Session = {}
 Session.__index = Session
@@ -143,11 +144,11 @@ function Session:call(fn, ...)
   local env = self.env
   local saved = rawget(env, "print")
   rawset(env, "print", function(...)
-    local parts = table.pack(...)
+    local parts = pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
     out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
   end)
-  local results = table.pack(xpcall(fn, debug.traceback, ...))
+  local results = pack(xpcall(fn, debug.traceback, ...))
   rawset(env, "print", saved)
   if not results[1] then
     -- The traceback down to the statement; the REPL's own frames say nothing useful.
