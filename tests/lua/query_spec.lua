@@ -185,6 +185,31 @@ describe("q:each()", function()
         for _ in q:each() do end -- and the query can run again
     end)
 
+    it("a break out of an inner loop ends that loop only; the outer one runs on", function()
+        local w, es = movers(3)
+        local outer, inner = w:query{"Position", without = {"Frozen"}}, w:query{"Velocity"}
+        local rows, first_seen = 0, nil
+        for e, p in outer:each() do
+            for e2 in inner:each() do first_seen = e2 break end
+            w:get(e, "Position") -- a World call between: the outer loop stays open
+            p.x = 7
+            rows = rows + 1
+        end
+        assert.are.equal(4, rows) -- the three movers and the one without Velocity
+        assert.truthy(first_seen)
+        for _, e in ipairs(es) do assert.are.equal(7.0, w:get(e, "Position").x) end
+        assert.is_true(H.not_deferred(w))
+    end)
+
+    it("a function that returns from its loop can run it again at once", function()
+        local w = movers(3)
+        local q = w:query{"Position"}
+        local function first() for e in q:each() do return e end end
+        local a, b = first(), first() -- the second call's frame lies where the first one's did
+        assert.are.equal(a, b)
+        assert.is_true(H.not_deferred(w))
+    end)
+
     it("an error inside the loop ends the iteration", function()
         local w = movers(3)
         local q = w:query{"Position"}
