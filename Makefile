@@ -358,6 +358,13 @@ build-fuzz/fuzz_load_binary build-fuzz/fuzz_load_json: build-fuzz/fuzz_load_%: t
 	clang $(CSTD) -O1 -g -fsanitize=fuzzer,address -Icore/include -Iaddons/transform/include \
 	    -Iaddons/persist/include $(if $(filter json,$*),-DFUZZ_JSON) -o $@ $< build-fuzz/libkiln.a \
 	    $(PERSIST_LIBS) -lm -lpthread
+# The prefab and scene loaders: tests/persist/fuzz_scene.c (FUZZ_PREFAB picks prefabs).
+FUZZ_LOADERS += prefab scene
+build-fuzz/fuzz_load_prefab build-fuzz/fuzz_load_scene: build-fuzz/fuzz_load_%: tests/persist/fuzz_scene.c FORCE
+	$(FUZZ_BUILD) build-fuzz/libkiln.a
+	clang $(CSTD) -O1 -g -fsanitize=fuzzer,address -Icore/include -Iaddons/transform/include \
+	    -Iaddons/persist/include $(if $(filter prefab,$*),-DFUZZ_PREFAB) -o $@ $< build-fuzz/libkiln.a \
+	    $(PERSIST_LIBS) -lm -lpthread
 test-fuzz-persist:
 	@if ! command -v clang >/dev/null 2>&1; then echo "skipped: clang is not installed (scripts/deps.sh)"; exit 0; fi; \
 	mkdir -p build-fuzz; $(MAKE) --no-print-directory $(FUZZ_LOADERS:%=build-fuzz/fuzz_load_%) > build-fuzz/build.log 2>&1 || \

@@ -399,10 +399,38 @@ function World:seed(n) end
 ---@return number
 function World:random(m, n) end
 
----A reusable tree: {components = {Name = fields}, children = {def, ...}}, checked now.
----@param def table
+---A reusable tree: {components = {Name = fields}, children = {def, ...}}, checked now; or
+---JSON text of that shape, or a path to a JSON file.
+---@param def table|string
 ---@return kiln.Prefab
 function World:prefab(def) end
+
+---Spawns a scene (JSON text or a path) with named prefabs, its roots under parent.
+---@param scene string
+---@param options? {prefabs?: table<string, kiln.Prefab>, parent?: entity}
+---@return kiln.Instance
+function World:instantiate(scene, options) end
+
+---The scene (JSON text) of roots and their descendants, or of every parentless entity.
+---@param roots? entity[]
+---@param options? {name?: string}
+---@return string
+function World:export(roots, options) end
+
+---@class kiln.Instance
+---@field roots entity[]
+---@field spawned entity[]
+---@field name string
+---@field properties table
+local Instance = {}
+
+---The entity the scene named name, or nil.
+---@param name string
+---@return entity|nil
+function Instance:entity(name) end
+
+---Despawns the entities the instance spawned that are still alive.
+function Instance:despawn() end
 
 ---@class kiln.Prefab
 local Prefab = {}

@@ -284,6 +284,11 @@ void kl_component_describe(const kl_component *c, kiln_component_info *dest) {
     dest->defaults = c->defaults;
 }
 
+void kl_component_set_check_rows(kiln_world *world, kiln_component id, kl_check_rows_fn fn) {
+    kl_component *c = (kl_component *)(uintptr_t)kl_component_get(world, id); /* ours to set */
+    if (c && c->check) c->check_rows = fn;
+}
+
 kiln_result kl_component_check(kiln_world *world, const kl_component *c, kiln_entity entity,
                                const void *value, const char *call) {
     if (!c->check) return KILN_OK;

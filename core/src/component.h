@@ -28,6 +28,10 @@ KL_HIDDEN const char *kl_component_name(const kiln_world *world, kiln_component 
 KL_HIDDEN kiln_result kl_component_check(kiln_world *world, const kl_component *c,
                                          kiln_entity entity, const void *value, const char *call);
 
+/* Gives component id (registered with its check hook) a check over many stored values that
+ * refuses exactly the values check refuses (see kl_check_rows_fn). Main thread, at setup. */
+KL_HIDDEN void kl_component_set_check_rows(kiln_world *world, kiln_component id, kl_check_rows_fn fn);
+
 /* The value a component gets when none is given: its defaults, or NULL for zeroes. */
 static inline const void *kl_component_initial(const kl_component *c) { return c->defaults; }
 

@@ -41,6 +41,13 @@ static inline uint32_t kl_record_generation(const kl_record *r) {
     return r->archetype & ~KL_RECORD_STATE;
 }
 
+/* A check hook over many values at once (internal, set by the addon that registered the
+ * component, see kl_component_set_check_rows): the values of count entities, stride bytes
+ * apart, already stored. Returns the index of the first value check would refuse, count when
+ * it refuses none, or -1 when it could not run (out of memory: check them one by one). */
+typedef int64_t (*kl_check_rows_fn)(const kiln_world *world, const kiln_entity *entities,
+                                    const uint8_t *values, size_t stride, int64_t count, void *ctx);
+
 typedef struct kl_component {
     kiln_component id;
     uint32_t size;
@@ -49,6 +56,7 @@ typedef struct kl_component {
     kiln_destroy_fn destroy;
     kiln_move_fn move;
     kiln_check_fn check;
+    kl_check_rows_fn check_rows; /* optional: check over many stored values (bulk loads) */
     void *hook_ctx;
     const void *defaults; /* size bytes inside this record's block, or NULL for zeroes */
     int32_t field_count;

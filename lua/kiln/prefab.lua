@@ -1,9 +1,11 @@
 -- prefab.lua: world:prefab(def) and prefab:spawn([count]): a reusable tree of entities given as
--- {components = {Name = fields, ...}, children = {def, ...}}. Invariant: a def is checked whole
+-- {components = {Name = fields, ...}, children = {def, ...}}, or as JSON text or a JSON file of
+-- the same shape (read by the C addon: lua/src/scene.c). Invariant: a def is checked whole
 -- before anything spawns, and a spawn that fails midway takes back what it spawned.
 local kiln, World, Query, layer = ...
 local tointeger = layer.tointeger
 local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument
+local prefab_json = World.prefab -- the C half: JSON text or a path -> a kiln.PrefabTree
 
 local MAX_DEPTH = 64
 
@@ -38,12 +40,20 @@ local function check_def(w, def, path, depth)
   return copy
 end
 
---- world:prefab(def) -> prefab: def = {components = {Name = fields}, children = {def, ...}}.
+--- world:prefab(def) -> prefab: def = {components = {Name = fields}, children = {def, ...}}, or
+--- JSON text or a path to a JSON file of the same shape.
 function World:prefab(def)
   if typename(self) ~= "kiln.World" then
     error(string.format("calling 'world:prefab' on bad self (kiln.World expected, got %s)", typename(self)), 2)
   end
-  if type(def) ~= "table" then error(bad_argument(1, "world:prefab", "table expected, got " .. typename(def)), 2) end
+  if type(def) == "string" then
+    local ok, tree = pcall(prefab_json, self, def)
+    if not ok then error(tree, 2) end
+    return setmetatable({world = self, native = tree}, Prefab)
+  end
+  if type(def) ~= "table" then
+    error(bad_argument(1, "world:prefab", "table, JSON text or path expected, got " .. typename(def)), 2)
+  end
   local open, why = pcall(World.count, self) -- a closed world raises here, as every method does
   if not open then error("world:prefab: " .. tostring(why):gsub("^[%a_][%w_.:]*: ", "", 1), 2) end
   local ok, checked = pcall(check_def, self, def, "def", 1)
@@ -66,6 +76,12 @@ function Prefab:spawn(count)
   end
   local n = count == nil and 1 or tointeger(count)
   if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
+  if self.native then
+    local ok, roots = pcall(self.native.spawn, self.native, n)
+    if not ok then error(roots, 2) end
+    if count == nil then return roots[1] end
+    return roots
+  end
   local roots, spawned = {}, {}
   local ok, err = pcall(function()
     for i = 1, n do roots[i] = spawn_tree(self.world, self.def, nil, spawned) end

@@ -428,5 +428,6 @@ KLUA_HIDDEN void klua_open_systems(lua_State *L);
 KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message,
                                    size_t len, const char *traceback, bool disabled, const char *mod);   /* systems.c */
 KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, hash, snapshots */
+KLUA_HIDDEN void klua_open_scene(lua_State *L);     /* scene.c: JSON prefabs, instantiate, export */
 
 #endif

@@ -37,7 +37,8 @@ int luaopen_kiln(lua_State *L) {
     klua_open_commands(L);
     klua_open_mods(L); /* kiln.mods */
     klua_open_persist(L);
-    klua_jit_wrap_methods(L); /* LuaJIT only (compat.h); before the Lua layer takes methods */
+    klua_open_scene(L);
+    klua_jit_wrap_methods(L); /* LuaJIT only (compat.h); after every class, before the Lua layer */
     lua_pushcfunction(L, klua_commands_new);
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);

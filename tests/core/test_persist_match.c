@@ -144,3 +144,38 @@ KILN_TEST_LOOP(match, a_tag_that_became_data_is_a_layout_mismatch, 0, 2) {
     pf_bytes_free(&saved);
     kiln_world_destroy(w);
 }
+
+KILN_TEST_LOOP(match, groups_that_differ_only_by_a_skipped_component_share_one_archetype, 0, 2) {
+    static const kiln_field f[] = {{"v", KILN_TYPE_INT32, 0, 0}, {"to", KILN_TYPE_ENTITY, 8, 0}};
+    typedef struct { int32_t v; kiln_entity to; } val;
+    kiln_world *a = kiln_world_create(NULL);
+    kiln_component va = reg(a, "Value", sizeof(val), f, 2), extra = reg(a, "Extra", sizeof(val), f, 2);
+    kiln_entity e[6];
+    for (int i = 0; i < 6; i++) {
+        val v = {i * 10, i ? e[i - 1] : KILN_NULL_ENTITY};
+        kiln_component both[2] = {va, extra};
+        ck_assert_int_eq(kiln_spawn_with(a, both, (const void *[]){&v, &v}, i % 2 ? 1 : 2, &e[i]), KILN_OK);
+    }
+    pf_bytes saved;
+    pf_save(a, formats[_i], &saved);
+    kiln_world *b = kiln_world_create(NULL);
+    kiln_component vb = reg(b, "Value", sizeof(val), f, 2);
+    kiln_load_desc d = {.skip_unknown = true};
+    ck_assert_int_eq(kiln_load(b, saved.data, saved.size, &d), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(b), 6);
+    for (int i = 0; i < 6; i++) {
+        const val *v = kiln_get(b, e[i], vb);
+        ck_assert_ptr_nonnull(v);
+        ck_assert_int_eq(v->v, i * 10);
+        ck_assert(v->to == (i ? e[i - 1] : KILN_NULL_ENTITY));
+    }
+    /* the records follow the rows: despawning moves rows and the rest stay readable */
+    ck_assert_int_eq(kiln_despawn(b, e[0]), KILN_OK);
+    ck_assert_int_eq(((const val *)kiln_get(b, e[5], vb))->v, 50);
+    kiln_entity fresh;
+    ck_assert_int_eq(kiln_spawn(b, &fresh), KILN_OK);
+    ck_assert(!kiln_is_alive(b, e[0]) && kiln_is_alive(b, fresh));
+    pf_bytes_free(&saved);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}

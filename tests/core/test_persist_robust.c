@@ -157,6 +157,12 @@ static const struct {
      "kiln_load: at components[0].fields[0]: field 'x' lies outside its component"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{}},{\"id\":4294967296,\"components\":{}}]}",
      "kiln_load: entity 0v1 appears twice (or shares its slot)"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{}},{\"id\":5,\"components\":{}}]}",
+     "kiln_load: group 0 row 1 holds an invalid handle 5"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{}},{\"id\":0,\"components\":{}}]}",
+     "kiln_load: at entities[1].id: 0 is out of range"},
+    {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":9007199254740993,\"components\":{}}]}",
+     "kiln_load: at entities[0].id: 9007199254740993 is out of range"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1e300}}}]}",
      "kiln_load: at entities[0].components.Position.x: 1e+300 is out of range for a float"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1}}}", 
@@ -230,4 +236,99 @@ KILN_TEST(hostile, saving_a_value_with_hooks_without_a_codec_names_entity_and_co
                                           "something) and no codec was given to save it");
     pf_bytes_free(&out);
     kiln_world_destroy(w);
+}
+
+KILN_TEST_LOOP(hostile, running_out_of_memory_in_a_load_into_a_fresh_world_leaves_it_empty, 0, 2) {
+    pf_bytes saved;
+    scene(_i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    pf_world w;
+    pf_open_on(&w, true, &alloc);
+    uint64_t empty = kiln_world_hash(w.world);
+    int64_t n = 0;
+    for (;; n++) {
+        test_allocator_fail_after(&alloc, n);
+        kiln_result r = kiln_load(w.world, saved.data, saved.size, NULL);
+        test_allocator_fail_never(&alloc);
+        if (r == KILN_OK) break;
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        ck_assert_int_eq(kiln_entity_count(w.world), 0);
+        ck_assert_uint_eq(kiln_world_hash(w.world), empty);
+    }
+    ck_assert_int_gt(n, 3);
+    ck_assert_int_eq(kiln_entity_count(w.world), 7);
+    pf_bytes_free(&saved);
+    pf_close(&w);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
+/* A JSON save of n entities whose only component is Parent: entity i (slot i) links to
+ * link[i] (-1: no parent). */
+static char *links_doc(const int *link, int n) {
+    size_t cap = 256 + (size_t)n * 96, at = 0;
+    char *doc = malloc(cap);
+    at += (size_t)snprintf(doc + at, cap - at,
+                           "{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Parent\",\"size\":8,\"fields\":"
+                           "[{\"name\":\"entity\",\"type\":\"entity\",\"offset\":0,\"count\":1}]}],\"entities\":[");
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(doc + at, cap - at, "%s{\"id\":%llu,\"components\":{\"Parent\":{\"entity\":%llu}}}",
+                               i ? "," : "", (unsigned long long)kiln_entity_make((uint32_t)i, 1),
+                               link[i] < 0 ? 0ull : (unsigned long long)kiln_entity_make((uint32_t)link[i], 1));
+    snprintf(doc + at, cap - at, "]}");
+    return doc;
+}
+
+/* The first entity the Parent check refuses when the links are checked one by one in file
+ * order (a parent chain that holds the entity or has more than 257 nodes), or -1. */
+static int first_refused(const int *link, int n) {
+    for (int i = 0; i < n; i++) {
+        if (link[i] < 0) continue;
+        if (link[i] == i) return i;
+        int cur = link[i], depth = 0;
+        for (; cur >= 0; depth++, cur = link[cur] == cur ? -1 : link[cur])
+            if (cur == i || depth > 256) return i;
+    }
+    return -1;
+}
+
+KILN_TEST(hostile, a_load_refuses_parent_links_exactly_where_checking_them_one_by_one_does) {
+    enum { N = 700 };
+    int link[N];
+    uint64_t state = 0x9a7e47;
+    int loaded = 0, refused = 0;
+    for (int round = 0; round < 40; round++) {
+        /* chains around the depth limit, then random links (cycles among them) in later rounds */
+        int chain = 250 + round % 12;
+        for (int i = 0; i < N; i++) link[i] = i % chain ? i - 1 : -1;
+        for (int k = 0; k < round / 4; k++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            int from = (int)((state >> 33) % N);
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            link[from] = (int)((state >> 33) % (N + 1)) - 1;
+        }
+        char *doc = links_doc(link, N);
+        target t;
+        pf_open(&t.w, false); /* a fresh world: the handles are kept, entity i stays slot i */
+        t.hash = kiln_world_hash(t.w.world);
+        t.count = 0;
+        int want = first_refused(link, N);
+        kiln_result r = kiln_load(t.w.world, doc, strlen(doc), NULL);
+        if (want < 0) {
+            ck_assert_msg(r == KILN_OK, "round %d: %s", round, kiln_world_error(t.w.world));
+            loaded++;
+        } else {
+            refused++;
+            char name[64];
+            snprintf(name, sizeof name, "kiln_load: entity %dv1 (%dv1 in the file) component 'Parent'", want, want);
+            ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+            ck_assert_msg(strncmp(kiln_world_error(t.w.world), name, strlen(name)) == 0, "round %d: wanted %s, got %s",
+                          round, name, kiln_world_error(t.w.world));
+            assert_untouched(&t, "refused links");
+        }
+        free(doc);
+        pf_close(&t.w);
+    }
+    ck_assert_int_gt(loaded, 5);
+    ck_assert_int_gt(refused, 5);
 }

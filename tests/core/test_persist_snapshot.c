@@ -44,6 +44,61 @@ KILN_TEST(hash, storage_order_and_registration_order_do_not_change_the_hash) {
     pf_close(&b);
 }
 
+/* n entities with Position and Score (whose best names another entity, some of them
+ * despawned); with shuffled, the Score rows are moved into reverse order afterwards. */
+static void hash_world(pf_world *w, test_allocator *alloc, int n, bool shuffled) {
+    if (alloc) pf_open_on(w, false, alloc);
+    else pf_open(w, false);
+    kiln_entity *e = malloc(sizeof *e * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        pf_pos p = {(float)i, 1, 2};
+        ck_assert_int_eq(kiln_spawn_with(w->world, &w->pos, (const void *[]){&p}, 1, &e[i]), KILN_OK);
+    }
+    for (int i = 0; i < n; i++) {
+        pf_score s = {i, e[(i * 7 + 3) % n]};
+        ck_assert_int_eq(kiln_add(w->world, e[i], w->score, &s), KILN_OK);
+    }
+    for (int i = 0; i < n; i += 10) ck_assert_int_eq(kiln_despawn(w->world, e[i]), KILN_OK);
+    for (int i = n - 1; shuffled && i >= 0; i--) {
+        if (i % 10 == 0) continue;
+        pf_score s = *(const pf_score *)kiln_get(w->world, e[i], w->score);
+        ck_assert_int_eq(kiln_remove(w->world, e[i], w->score, NULL), KILN_OK);
+        ck_assert_int_eq(kiln_add(w->world, e[i], w->score, &s), KILN_OK);
+    }
+    free(e);
+}
+
+KILN_TEST(hash, rows_in_any_order_and_dead_references_hash_as_in_slot_order_even_without_memory) {
+    for (int n = 20; n <= 5000; n += 4980) {
+        pf_world a, b, c;
+        hash_world(&a, NULL, n, false);
+        hash_world(&b, NULL, n, true);
+        test_allocator alloc;
+        test_allocator_init(&alloc);
+        hash_world(&c, &alloc, n, true);
+        uint64_t h = kiln_world_hash(a.world);
+        ck_assert_uint_eq(kiln_world_hash(b.world), h);
+        test_allocator_fail_after(&alloc, 0); /* no permutation, no table: the slow paths */
+        ck_assert_uint_eq(kiln_world_hash(c.world), h);
+        test_allocator_fail_never(&alloc);
+        ck_assert_uint_eq(kiln_world_hash(c.world), h);
+        /* a dead reference counts as null: nulling it by hand changes nothing */
+        pf_score *s = NULL;
+        for (uint32_t i = 1; !s && i < (uint32_t)n; i++) {
+            pf_score *v = kiln_get_mut(a.world, kiln_entity_make(i, 1), a.score);
+            if (v && !kiln_is_alive(a.world, v->best)) s = v;
+        }
+        ck_assert_ptr_nonnull(s);
+        s->best = KILN_NULL_ENTITY;
+        ck_assert_uint_eq(kiln_world_hash(a.world), h);
+        s->points++;
+        ck_assert_uint_ne(kiln_world_hash(a.world), h);
+        pf_close(&a);
+        pf_close(&b);
+        pf_close(&c);
+    }
+}
+
 KILN_TEST(hash, a_save_loaded_into_a_fresh_world_hashes_the_same) {
     for (int f = 0; f < 2; f++) {
         pf_world a, b;

@@ -545,6 +545,26 @@ describe("a hostile mod", function()
             survives(a)
         end)
 
+        it("cannot instantiate scenes, read JSON prefabs or export the host's world", function()
+            local a = arena()
+            local before = a.w:count()
+            assert(attack(a, "scener", [[
+                local out = {}
+                for _, call in ipairs{
+                    function() world:instantiate('{"version": 1, "entities": [{}]}') end,
+                    function() world:prefab('{"components": {}}') end,
+                    function() world:export() end,
+                } do
+                    local ok, err = pcall(call)
+                    out[#out + 1] = ok and "ALLOWED" or err:match("world:[%a_]+")
+                end
+                print(table.concat(out, " "))
+            ]]))
+            assert.are.equal("world:instantiate world:prefab world:export", said(a, "scener"))
+            assert.are.equal(before, a.w:count())
+            survives(a)
+        end)
+
         it("cannot close it or run progress from a system", function()
             local a = arena()
             assert(attack(a, "usurper", [[world:system{name = "usurper", run = function(w)

@@ -16,7 +16,11 @@ extern "C" {
  *   kiln_snapshot_bytes,
  *   kiln_world_hash, kiln_name_init, kiln_name_set, kiln_name_get, kiln_name_lookup, kiln_clone,
  *   kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system, kiln_random_next,
- *   kiln_random_double, kiln_random_range.
+ *   kiln_random_double, kiln_random_range,
+ *   kiln_prefab_create, kiln_prefab_load, kiln_prefab_load_file, kiln_prefab_spawn,
+ *   kiln_prefab_nodes, kiln_prefab_destroy, kiln_instantiate, kiln_instantiate_file,
+ *   kiln_instance_roots, kiln_instance_spawned, kiln_instance_entity, kiln_instance_name,
+ *   kiln_instance_properties, kiln_instance_despawn, kiln_instance_destroy, kiln_export.
  *
  * What a save holds: every component schema by name (fields with types, counts and offsets,
  * sorted by name), every live entity with its components (Parent links of the transform
@@ -237,6 +241,142 @@ double kiln_random_double(kiln_random *random);
 
 /* An integer in [lo, hi] (both included), without modulo bias; lo when hi < lo. */
 int64_t kiln_random_range(kiln_random *random, int64_t lo, int64_t hi);
+
+/* ---- Prefabs ------------------------------------------------------------------------------ */
+
+/* A reusable tree of entities: a root node with component values and child nodes, spawned as
+ * many times as needed (children linked to their parents with the transform addon's Parent).
+ * Nodes are numbered from 1 in pre-order (the root is 1, then its first child and that
+ * child's subtree, ...). An entity field of a node's value holding a node number (1 .. 2^32-1:
+ * no live handle is that small) points at that node's entity in each spawned copy; 0 is null,
+ * any other value (a live handle) is kept. Made for one world (its component ids). */
+typedef struct kiln_prefab kiln_prefab;
+
+#define KILN_PREFAB_MAX_NODES (1 << 20)
+#define KILN_PREFAB_MAX_DEPTH 64
+
+typedef struct kiln_prefab_desc {
+    const kiln_component *components;    /* component_count distinct components */
+    const void *const *values;           /* per component, copied; NULL (or an entry NULL):
+                                            the component's defaults */
+    int32_t component_count;
+    const struct kiln_prefab_desc *children;
+    int32_t child_count;
+} kiln_prefab_desc;
+
+/* Checks desc whole (known components, no duplicates, no values with hooks, no Parent: the tree
+ * gives links; at most KILN_PREFAB_MAX_NODES nodes, KILN_PREFAB_MAX_DEPTH deep), copies every
+ * value and writes a new prefab to dest. Failures name the node ("kiln_prefab_create: node 3
+ * component 'Script' has hooks ..."); nothing is kept. The prefab owns its memory (the world's
+ * allocator hook) and is freed with kiln_prefab_destroy. */
+kiln_result kiln_prefab_create(kiln_world *world, const kiln_prefab_desc *desc, kiln_prefab **dest);
+
+/* A prefab from size bytes of JSON of the shape {"components": {Name: {field: value, ...}},
+ * "children": [prefab, ...]} (both optional, no other key): fields by name (numbers, booleans,
+ * strings for char arrays, arrays for vectors and array fields, "nan", "inf", "-inf"), a tag as
+ * true, a component without reflected fields as a hex string, entity fields as node numbers
+ * or null. A field left out takes the component's default. Any error names where
+ * ("kiln_prefab_load: at children[0].components.Position.x: a number expected, got a string"):
+ * KILN_ERR_INVALID_ARGUMENT for malformed or truncated JSON, wrong types and refs to no node,
+ * KILN_ERR_UNKNOWN_COMPONENT for a component or field the world does not know,
+ * KILN_ERR_LIMIT beyond the node or depth limits. */
+kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size, kiln_prefab **dest);
+
+/* kiln_prefab_load of the file at path ("kiln_prefab_load_file: cannot open ..."). */
+kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, kiln_prefab **dest);
+
+/* Spawns count copies of the prefab's tree and writes the count roots to dest (may be NULL).
+ * Node references point inside each copy; values pass their check hooks (a Name that another
+ * entity holds is refused). All or nothing: on failure every entity spawned by the call is
+ * despawned. Registers the transform components when the tree has links. Fails for a prefab
+ * made for another world, a negative count or a count whose
+ * nodes exceed INT32_MAX (KILN_ERR_LIMIT), while the world is deferred or iterating. */
+kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count,
+                              kiln_entity *dest);
+
+/* Number of nodes of the prefab (the entities one spawn makes). */
+int64_t kiln_prefab_nodes(const kiln_prefab *prefab);
+
+/* Frees a prefab (NULL: no-op). It may outlive its world (its allocator hook must not). */
+void kiln_prefab_destroy(kiln_prefab *prefab);
+
+/* ---- Scenes ------------------------------------------------------------------------------- */
+
+/* A scene is a versioned JSON document:
+ *   {"version": 1, "name": "level 1", "properties": {...any JSON...},
+ *    "entities": [{"name": "ship", "parent": 2, "prefab": "fighter",
+ *                  "components": {"Position": {"x": 1}, "Target": {"entity": 3}}}, ...]}
+ * Entities are numbered from 1 in list order. Every key of an entity is optional: name (unique
+ * in the scene, 1..63 bytes; found with kiln_instance_entity, not a world Name), parent (an
+ * entity number), prefab (a name given to kiln_instantiate: the entity is the prefab's root,
+ * its children come along) and components (values as in kiln_prefab_load, merged field by
+ * field over the prefab root's values). Entity fields hold entity numbers or null. */
+#define KILN_SCENE_VERSION 1
+#define KILN_SCENE_MAX_ENTITIES (1 << 20) /* entities an instance spawns, prefab nodes included */
+
+/* The entities one kiln_instantiate spawned; several instances of one scene coexist. */
+typedef struct kiln_instance kiln_instance;
+
+typedef struct kiln_instantiate_desc {
+    const char *const *prefab_names;     /* prefab_count names, for the scene's "prefab" keys */
+    const kiln_prefab *const *prefabs;   /* made for this world */
+    int32_t prefab_count;
+    kiln_entity parent;                  /* not null: the scene's roots become its children */
+} kiln_instantiate_desc;
+
+/* Spawns the scene in size bytes of JSON and writes its instance to dest. Everything is read
+ * and checked before the first spawn: the version, the keys and types of every value,
+ * component and field names, prefab names, entity numbers (parent and entity fields name an
+ * entity of the scene), parent cycles, the entity limit. Errors say where ("kiln_instantiate:
+ * at entities[2].parent: entity 7 is not in the scene (1..3)"); codes as kiln_prefab_load, and
+ * KILN_ERR_DEAD_ENTITY for a dead desc->parent. All or nothing: a failure while spawning (a
+ * check hook, out of memory) takes back every entity, the world as before. Not while deferred or
+ * iterating. desc may be NULL. */
+kiln_result kiln_instantiate(kiln_world *world, const void *data, size_t size,
+                             const kiln_instantiate_desc *desc, kiln_instance **dest);
+
+/* kiln_instantiate of the file at path. */
+kiln_result kiln_instantiate_file(kiln_world *world, const char *path,
+                                  const kiln_instantiate_desc *desc, kiln_instance **dest);
+
+/* The instance's roots (its scene entities without a parent, in scene order) / every entity
+ * it spawned (scene order, each followed by its prefab's other nodes): writes up to capacity
+ * handles to dest and returns how many there are. */
+int64_t kiln_instance_roots(const kiln_instance *instance, kiln_entity *dest, int64_t capacity);
+int64_t kiln_instance_spawned(const kiln_instance *instance, kiln_entity *dest, int64_t capacity);
+
+/* The entity the scene named name, or KILN_NULL_ENTITY (no such name). It may have died since. */
+kiln_entity kiln_instance_entity(const kiln_instance *instance, const char *name);
+
+/* The scene's name ("" when it has none) and its properties as compact JSON text ("{}" when
+ * it has none). Borrowed: valid until kiln_instance_destroy. */
+const char *kiln_instance_name(const kiln_instance *instance);
+const char *kiln_instance_properties(const kiln_instance *instance);
+
+/* Despawns the instance's entities that are still alive (not others parented to them since).
+ * Not while deferred. */
+kiln_result kiln_instance_despawn(kiln_world *world, kiln_instance *instance);
+
+/* Frees an instance (NULL: no-op); its entities stay. */
+void kiln_instance_destroy(kiln_instance *instance);
+
+typedef struct kiln_export_desc {
+    const kiln_entity *roots;  /* root_count live entities; 0: every entity without a (live)
+                                  parent, by handle */
+    int32_t root_count;
+    const char *name;          /* the scene's name; NULL: none */
+} kiln_export_desc;
+
+/* Writes a scene (version KILN_SCENE_VERSION, JSON) of the roots and all their descendants in
+ * pre-order (children by handle), through write(ud, ...): parents as entity numbers, names
+ * from Name components (as "name" and the Name component), every other component with its
+ * fields; entity fields that point outside the scene become null. kiln_instantiate reads it
+ * back. Fails naming the entity and component for a value with hooks or a char array that is
+ * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
+ * (or under another root), and when write returns false. The world is not changed. desc may
+ * be NULL. */
+kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,
+                        void *ud);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,7 @@ struct pz_chunk {
 
 #define PZ_CHUNK_HEADER ((sizeof(pz_chunk) + 15) & ~(size_t)15)
 
-void *pz_alloc(pz_arena *arena, size_t size) {
+void *pz_alloc_raw(pz_arena *arena, size_t size) {
     if (size > SIZE_MAX - PZ_CHUNK_HEADER - 16) return NULL;
     size_t total = PZ_CHUNK_HEADER + size;
     pz_chunk *c = kl_alloc(arena->alloc, total);
@@ -19,8 +19,12 @@ void *pz_alloc(pz_arena *arena, size_t size) {
     c->next = arena->chunks;
     c->size = total;
     arena->chunks = c;
-    uint8_t *p = (uint8_t *)c + PZ_CHUNK_HEADER;
-    memset(p, 0, size);
+    return (uint8_t *)c + PZ_CHUNK_HEADER;
+}
+
+void *pz_alloc(pz_arena *arena, size_t size) {
+    void *p = pz_alloc_raw(arena, size);
+    if (p) memset(p, 0, size);
     return p;
 }
 

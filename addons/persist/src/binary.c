@@ -44,8 +44,32 @@ static kiln_result put_blob(kiln_world *world, const kiln_save_desc *desc, pz_ou
     return KILN_OK;
 }
 
+/* A column whose values hold entity fields: runs of rows go out as they are when every
+ * reference in them is live (the usual case), else through a copy with the dead ones nulled. */
+static kiln_result put_references(kiln_world *world, const pz_live *live, const kiln_component_info *info,
+                                  const kl_column *col, int32_t count, pz_out *out, pz_bytes *bytes) {
+    size_t size = info->size;
+    int32_t chunk = size <= 8192 ? (int32_t)(65536 / size) : 1;
+    for (int32_t row = 0; row < count; row += chunk) {
+        int32_t m = count - row < chunk ? count - row : chunk;
+        const uint8_t *src = col->data + (size_t)row * col->stride;
+        if (col->stride == size && pz_live_rows(live, info, src, size, (size_t)m)) {
+            pz_put(out, src, size * (size_t)m);
+            continue;
+        }
+        uint8_t *v = pz_scratch(bytes, size * (size_t)m);
+        if (!v) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
+        if (col->stride == size) memcpy(v, src, size * (size_t)m);
+        else
+            for (int32_t i = 0; i < m; i++) memcpy(v + (size_t)i * size, src + (size_t)i * col->stride, size);
+        pz_null_dead_rows(live, info, v, size, (size_t)m);
+        pz_put(out, v, size * (size_t)m);
+    }
+    return KILN_OK;
+}
+
 static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
-                             int32_t g, pz_out *out, pz_bytes *bytes) {
+                             const pz_live *live, int32_t g, pz_out *out, pz_bytes *bytes) {
     const kl_archetype *arch = plan->groups[g];
     const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
     int32_t tc = plan->group_type_count[g];
@@ -64,18 +88,8 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
                 if (r != KILN_OK) return r;
             }
         } else if (pz_has_entity_fields(info)) {
-            /* references to entities the save does not hold are written as null, in chunks */
-            int32_t chunk = info->size <= 4096 ? 256 : 1;
-            for (int32_t row = 0; row < arch->count; row += chunk) {
-                int32_t m = arch->count - row < chunk ? arch->count - row : chunk;
-                uint8_t *v = pz_scratch(bytes, info->size * (size_t)m);
-                if (!v) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory");
-                for (int32_t i = 0; i < m; i++) {
-                    memcpy(v + (size_t)i * info->size, col->data + (size_t)(row + i) * col->stride, info->size);
-                    pz_null_dead(world, info, v + (size_t)i * info->size);
-                }
-                pz_put(out, v, info->size * (size_t)m);
-            }
+            kiln_result r = put_references(world, live, info, col, arch->count, out, bytes);
+            if (r != KILN_OK) return r;
         } else if (col->stride == info->size) {
             pz_put(out, col->data, info->size * (size_t)arch->count);
         } else {
@@ -84,6 +98,17 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
         }
     }
     return KILN_OK;
+}
+
+/* The references a save checks (entity fields of plain components). */
+static int64_t references(const pz_plan *plan) {
+    int64_t n = 0;
+    for (int32_t g = 0; g < plan->group_count; g++) {
+        const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
+        for (int32_t t = 0; t < plan->group_type_count[g]; t++)
+            if (!plan->codec[types[t]]) n += plan->groups[g]->count * pz_entity_slots(&plan->info[types[t]]);
+    }
+    return n;
 }
 
 kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
@@ -99,8 +124,11 @@ kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const 
     for (int32_t i = 0; i < plan->count; i++) put_schema(out, &plan->info[i], plan->codec[i]);
     pz_bytes bytes = {.alloc = &world->alloc};
     kiln_result r = KILN_OK;
+    pz_live live;
+    pz_live_open(&live, world, references(plan));
     for (int32_t g = 0; g < plan->group_count && r == KILN_OK; g++)
-        r = put_group(world, desc, plan, g, out, &bytes);
+        r = put_group(world, desc, plan, &live, g, out, &bytes);
+    pz_live_close(&live);
     for (int32_t k = 0; k < plan->resource_count && r == KILN_OK; k++) {
         int32_t i = plan->resources[k];
         const kiln_component_info *info = &plan->info[i];
@@ -184,6 +212,12 @@ static void *arena(reader *rd, uint64_t size) {
     return p;
 }
 
+static void *arena_raw(reader *rd, uint64_t size) {
+    void *p = size < SIZE_MAX / 2 ? pz_alloc_raw(&rd->doc->arena, (size_t)size) : NULL;
+    if (!p && rd->r == KILN_OK) rd->r = kl_fail(rd->world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    return p;
+}
+
 static const char *rd_name(reader *rd, const char *what) {
     uint8_t n = rd8(rd, what);
     if (rd->r != KILN_OK) return NULL;
@@ -260,7 +294,7 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
     *entities_left -= (int64_t)count;
     g->count = (int64_t)count;
     const uint8_t *handles = rdn(rd, count * 8, "a group's entity handles");
-    g->handles = handles ? arena(rd, count * 8) : NULL;
+    g->handles = handles ? arena_raw(rd, count * 8) : NULL;
     if (!g->handles) return false;
     memcpy(g->handles, handles, count * 8);
     for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) {

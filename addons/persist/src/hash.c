@@ -1,16 +1,19 @@
-/* hash.c: kiln_world_hash: XXH3 over each entity's handle and component bytes, summed over
- * entities so archetype and row order do not matter. Invariant: components enter every hash
- * in name order and by name, never by id. */
+/* hash.c: kiln_world_hash: per archetype one XXH3 stream over its handles, then each
+ * component's values column by column, rows in ascending slot order; archetype hashes summed.
+ * Invariant: components enter in name order and by name, never by id, and rows in slot order,
+ * so archetype order, row order and registration order never change the hash. */
 #include <stdlib.h>
 #include <string.h>
 
-/* The header-only form: XXH3 inlined into the row loop (small inputs are most of the work). */
+/* The header-only form: XXH3 inlined into the column loops. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "persist_internal.h"
 
-#define ROW_BUFFER 1024
+#define CHUNK 8192      /* bytes gathered at a time (on the stack) before they are streamed */
+#define VALUE_MAX 4096  /* larger values with entity fields stream raw (their references as is) */
+#define SMALL_SORT 32   /* archetypes up to this many unsorted rows sort on the stack */
 
 typedef struct hash_column {
     const char *name;
@@ -21,6 +24,7 @@ typedef struct hash_column {
     kiln_component_info info;
     int32_t range_count;   /* byte ranges the fields cover (padding never enters a hash) */
     uint32_t range_at[8], range_len[8];
+    uint32_t bytes;        /* bytes of one value that enter the hash */
 } hash_column;
 
 static int by_name(const void *a, const void *b) {
@@ -60,30 +64,190 @@ static uint32_t field_ranges(hash_column *hc) {
     return total;
 }
 
-/* Appends one value to buf at *at: padding skipped, dead references as null. */
-static void gather(const kiln_world *world, const hash_column *hc, const uint8_t *v, uint8_t *buf, size_t *at) {
-    bool whole = hc->range_count == 1 && hc->range_len[0] == hc->size;
-    if (whole) {
-        memcpy(buf + *at, v, hc->size);
-        if (hc->entities) pz_null_dead(world, &hc->info, buf + *at);
-        *at += hc->size;
-        return;
+/* ---- the canonical row order of an archetype ---- */
+
+/* Rows in ascending slot order: the rows themselves when they already are (the usual case:
+ * entities spawned or loaded in order), a sorted permutation, or, when no memory can be had
+ * for one, a walk over the slot records (one per column, slower but allocation-free). */
+typedef struct row_order {
+    const kiln_world *world;
+    const kl_archetype *arch;
+    bool sorted;
+    uint32_t *perm;        /* count rows, or NULL (sorted, or walking the records) */
+    uint32_t small[SMALL_SORT];
+    uint64_t *keys;        /* the permutation's allocation: keys then scratch */
+    size_t keys_bytes;
+    int64_t at;            /* next position (sorted, perm) or slot index (walk) */
+} row_order;
+
+static bool ascending(const kl_archetype *arch) {
+    const kiln_entity *e = arch->entities;
+    int32_t n = arch->count, r = 1;
+    uint32_t bad = 0;
+    for (; r + 4 <= n; r += 4) /* four independent compares a step */
+        bad |= (uint32_t)(kiln_entity_index(e[r]) < kiln_entity_index(e[r - 1])) |
+               (uint32_t)(kiln_entity_index(e[r + 1]) < kiln_entity_index(e[r])) |
+               (uint32_t)(kiln_entity_index(e[r + 2]) < kiln_entity_index(e[r + 1])) |
+               (uint32_t)(kiln_entity_index(e[r + 3]) < kiln_entity_index(e[r + 2]));
+    for (; r < n; r++) bad |= kiln_entity_index(e[r]) < kiln_entity_index(e[r - 1]);
+    return bad == 0;
+}
+
+/* Sorts keys (slot index << 32 | row) by their slot index: LSD radix, 11 bits a pass, through
+ * tmp (as large as keys). */
+static void radix_sort(uint64_t *keys, uint64_t *tmp, size_t n, uint32_t max_index) {
+    uint32_t counts[2048];
+    uint64_t *src = keys, *dst = tmp;
+    for (int shift = 0; shift < 32 && (shift == 0 || (max_index >> shift) != 0); shift += 11) {
+        memset(counts, 0, sizeof counts);
+        for (size_t i = 0; i < n; i++) counts[(src[i] >> (32 + shift)) & 2047]++;
+        uint32_t sum = 0;
+        for (int d = 0; d < 2048; d++) {
+            uint32_t c = counts[d];
+            counts[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[counts[(src[i] >> (32 + shift)) & 2047]++] = src[i];
+        uint64_t *swap = src;
+        src = dst, dst = swap;
     }
-    uint8_t value[ROW_BUFFER];
-    if (hc->entities) {
+    if (src != keys) memcpy(keys, src, n * sizeof *keys);
+}
+
+static void order_open(row_order *o, const pz_live *live, const kl_archetype *arch) {
+    const kiln_world *world = live->world;
+    memset(o, 0, sizeof *o);
+    o->world = world;
+    o->arch = arch;
+    o->sorted = live->ascending ? live->ascending[arch->id] != 0 : ascending(arch);
+    if (o->sorted) return;
+    size_t n = (size_t)arch->count;
+    uint64_t small_keys[2 * SMALL_SORT];
+    uint64_t *keys = small_keys;
+    if (n > SMALL_SORT) {
+        kl_allocator *alloc = &((kiln_world *)(uintptr_t)world)->alloc; /* counted, not a change */
+        o->keys_bytes = n * 2 * sizeof(uint64_t) + n * sizeof(uint32_t);
+        keys = kl_alloc(alloc, o->keys_bytes);
+        if (!keys) return; /* no permutation: walk the records */
+        o->keys = keys;
+    }
+    uint32_t max_index = 0;
+    for (size_t r = 0; r < n; r++) {
+        uint32_t idx = kiln_entity_index(arch->entities[r]);
+        if (idx > max_index) max_index = idx;
+        keys[r] = (uint64_t)idx << 32 | r;
+    }
+    radix_sort(keys, keys + n, n, max_index);
+    o->perm = n > SMALL_SORT ? (uint32_t *)(keys + 2 * n) : o->small;
+    for (size_t r = 0; r < n; r++) o->perm[r] = (uint32_t)keys[r];
+}
+
+static void order_close(row_order *o) {
+    if (o->keys) kl_free(&((kiln_world *)(uintptr_t)o->world)->alloc, o->keys, o->keys_bytes);
+}
+
+static void order_rewind(row_order *o) { o->at = 0; }
+
+/* The next rows in canonical order, up to max of them; 0 at the end. */
+static int32_t order_next(row_order *o, uint32_t *rows, int32_t max) {
+    const kl_archetype *arch = o->arch;
+    int32_t n = 0;
+    if (o->sorted || o->perm) {
+        for (; n < max && o->at < arch->count; n++, o->at++)
+            rows[n] = o->sorted ? (uint32_t)o->at : o->perm[o->at];
+        return n;
+    }
+    uint32_t slots = kl_slot_count(o->world);
+    for (; n < max && o->at < (int64_t)slots; o->at++) {
+        const kl_record *rec = kl_record_at(o->world, (uint32_t)o->at);
+        if (rec->archetype == arch->id) rows[n++] = rec->row;
+    }
+    return n;
+}
+
+/* ---- streaming ---- */
+
+/* Writes the hashed bytes of one value (padding skipped, dead references as null) to dst. */
+static void gather_value(const pz_live *live, const hash_column *hc, const uint8_t *v, uint8_t *dst) {
+    uint8_t value[VALUE_MAX];
+    if (hc->entities && hc->size <= VALUE_MAX) {
         memcpy(value, v, hc->size);
-        pz_null_dead(world, &hc->info, value);
+        pz_null_dead_rows(live, &hc->info, value, hc->size, 1);
         v = value;
     }
     for (int32_t k = 0; k < hc->range_count; k++) {
-        memcpy(buf + *at, v + hc->range_at[k], hc->range_len[k]);
-        *at += hc->range_len[k];
+        memcpy(dst, v + hc->range_at[k], hc->range_len[k]);
+        dst += hc->range_len[k];
     }
 }
 
-/* The sum of the hashes of one archetype's rows: each row's handle and values (padding
- * skipped, dead references as null) in component name order, seeded by the archetype's names. */
-static uint64_t hash_archetype(const kiln_world *world, const kl_archetype *arch, hash_column *cols) {
+/* The handles, in canonical order. */
+static void stream_handles(XXH3_state_t *st, row_order *o, uint8_t *buf) {
+    const kl_archetype *arch = o->arch;
+    if (o->sorted) {
+        XXH3_64bits_update(st, arch->entities, sizeof(kiln_entity) * (size_t)arch->count);
+        return;
+    }
+    uint32_t rows[256];
+    kiln_entity *out = (kiln_entity *)(void *)buf;
+    order_rewind(o);
+    for (int32_t n; (n = order_next(o, rows, 256)) > 0;) {
+        for (int32_t i = 0; i < n; i++) out[i] = arch->entities[rows[i]];
+        XXH3_64bits_update(st, out, sizeof(kiln_entity) * (size_t)n);
+    }
+}
+
+/* One column's values, in canonical order. */
+static void stream_column(const pz_live *live, XXH3_state_t *st, row_order *o, const hash_column *hc,
+                          uint8_t *buf) {
+    const kl_column *col = hc->col;
+    int32_t count = o->arch->count;
+    bool whole = hc->bytes == hc->size;
+    if (o->sorted && whole && col->stride == hc->size) {
+        if (!hc->entities) {
+            XXH3_64bits_update(st, col->data, (size_t)hc->size * (size_t)count);
+            return;
+        }
+        /* contiguous values with references: copied a chunk at a time, dead ones nulled */
+        int32_t per = hc->size <= CHUNK ? (int32_t)(CHUNK / hc->size) : 0;
+        for (int32_t r = 0; per && r < count; r += per) {
+            int32_t m = count - r < per ? count - r : per;
+            const uint8_t *src = col->data + (size_t)r * hc->size;
+            if (!pz_live_rows(live, &hc->info, src, hc->size, (size_t)m)) {
+                memcpy(buf, src, (size_t)m * hc->size);
+                pz_null_dead_rows(live, &hc->info, buf, hc->size, (size_t)m);
+                src = buf;
+            }
+            XXH3_64bits_update(st, src, (size_t)m * hc->size);
+        }
+        if (per) return;
+    }
+    /* any other layout: value by value through the canonical order */
+    uint32_t rows[256];
+    order_rewind(o);
+    if (hc->bytes > CHUNK) { /* a huge value: its ranges straight from the column */
+        for (int32_t n; (n = order_next(o, rows, 256)) > 0;)
+            for (int32_t i = 0; i < n; i++) {
+                const uint8_t *v = col->data + (size_t)rows[i] * col->stride;
+                for (int32_t k = 0; k < hc->range_count; k++)
+                    XXH3_64bits_update(st, v + hc->range_at[k], hc->range_len[k]);
+            }
+        return;
+    }
+    int32_t per = (int32_t)(CHUNK / hc->bytes);
+    if (per > 256) per = 256;
+    for (int32_t n; (n = order_next(o, rows, per)) > 0;) {
+        for (int32_t i = 0; i < n; i++)
+            gather_value(live, hc, col->data + (size_t)rows[i] * col->stride, buf + (size_t)i * hc->bytes);
+        XXH3_64bits_update(st, buf, (size_t)n * hc->bytes);
+    }
+}
+
+/* The hash of one archetype: seeded by its component names, its handles then each value
+ * column (in name order), rows in slot order. */
+static uint64_t hash_archetype(const pz_live *live, const kl_archetype *arch, hash_column *cols,
+                               uint8_t *buf) {
+    const kiln_world *world = live->world;
     int32_t n = arch->type_count;
     for (int32_t t = 0; t < n; t++) {
         const kl_component *c = kl_component_get(world, arch->types[t]);
@@ -96,41 +260,69 @@ static uint64_t hash_archetype(const kiln_world *world, const kl_archetype *arch
         cols[t].entities = plain && pz_has_entity_fields(&cols[t].info);
     }
     qsort(cols, (size_t)n, sizeof *cols, by_name);
-    uint64_t signature = 0x6b696c6eull, row_bytes = 8;
+    uint64_t signature = 0x6b696c6eull;
     for (int32_t t = 0; t < n; t++) {
         signature = XXH3_64bits_withSeed(&cols[t].name_hash, 8, signature);
-        row_bytes += field_ranges(&cols[t]);
+        cols[t].bytes = field_ranges(&cols[t]);
     }
-    uint64_t sum = 0;
-    uint8_t buf[ROW_BUFFER];
-    if (row_bytes <= ROW_BUFFER) {
-        for (int32_t r = 0; r < arch->count; r++) {
-            memcpy(buf, &arch->entities[r], 8);
-            size_t at = 8;
-            for (int32_t t = 0; t < n; t++)
-                if (cols[t].size) gather(world, &cols[t], cols[t].col->data + (size_t)r * cols[t].col->stride, buf, &at);
-            sum += XXH3_64bits_withSeed(buf, at, signature);
-        }
-        return sum;
-    }
-    /* rows too large for the buffer: streamed value by value */
+    row_order order;
+    order_open(&order, live, arch);
     XXH3_state_t st;
     XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
-    for (int32_t r = 0; r < arch->count; r++) {
-        XXH3_64bits_reset_withSeed(&st, signature);
-        XXH3_64bits_update(&st, &arch->entities[r], 8);
-        for (int32_t t = 0; t < n; t++) {
-            const hash_column *hc = &cols[t];
-            if (!hc->size) continue;
-            const uint8_t *v = hc->col->data + (size_t)r * hc->col->stride;
-            size_t at = 0;
-            if (hc->size <= ROW_BUFFER) gather(world, hc, v, buf, &at), v = buf;
-            else at = hc->size; /* a huge value: raw */
-            XXH3_64bits_update(&st, v, at);
+    XXH3_64bits_reset_withSeed(&st, signature);
+    stream_handles(&st, &order, buf);
+    for (int32_t t = 0; t < n; t++)
+        if (cols[t].size) stream_column(live, &st, &order, &cols[t], buf);
+    order_close(&order);
+    return XXH3_64bits_digest(&st);
+}
+
+static uint64_t hash_resources(const pz_live *live) {
+    const kiln_world *world = live->world;
+    uint64_t resources = 0;
+    int32_t count = kiln_component_count(world);
+    for (kiln_component id = 1; id <= (kiln_component)count; id++) {
+        if (!kiln_resource_has(world, id)) continue;
+        const kl_component *c = kl_component_get(world, id);
+        uint64_t seed = XXH3_64bits(c->names, strlen(c->names));
+        bool plain = c->size > 0 && !c->destroy && !c->move;
+        const uint8_t *v = plain ? kiln_resource_get(world, id) : NULL;
+        if (!v) {
+            resources += seed;
+            continue;
         }
-        sum += XXH3_64bits_digest(&st);
+        hash_column hc = {.size = c->size};
+        kiln_component_info_get(world, id, &hc.info);
+        hc.entities = pz_has_entity_fields(&hc.info);
+        hc.bytes = field_ranges(&hc);
+        XXH3_state_t st;
+        XXH3_INITSTATE(&st);
+        XXH3_64bits_reset_withSeed(&st, seed);
+        if (hc.bytes <= VALUE_MAX) {
+            uint8_t buf[VALUE_MAX];
+            gather_value(live, &hc, v, buf);
+            XXH3_64bits_update(&st, buf, hc.bytes);
+        } else {
+            for (int32_t k = 0; k < hc.range_count; k++) XXH3_64bits_update(&st, v + hc.range_at[k], hc.range_len[k]);
+        }
+        resources += XXH3_64bits_digest(&st);
     }
-    return sum;
+    return resources;
+}
+
+/* The entity references the hash will check. */
+static int64_t references(const kiln_world *world) {
+    int64_t n = 0;
+    for (int32_t a = 0; a < world->archetype_count; a++) {
+        const kl_archetype *arch = world->archetypes[a];
+        for (int32_t c = 0; c < arch->column_count && arch->count > 0; c++) {
+            const kl_component *comp = arch->columns[c].component;
+            for (int32_t f = 0; f < comp->field_count; f++)
+                if (comp->fields[f].type == KILN_TYPE_ENTITY)
+                    n += (int64_t)arch->count * (comp->fields[f].count ? comp->fields[f].count : 1);
+        }
+    }
+    return n;
 }
 
 uint64_t kiln_world_hash(const kiln_world *world) {
@@ -142,38 +334,14 @@ uint64_t kiln_world_hash(const kiln_world *world) {
     kl_allocator *alloc = &((kiln_world *)(uintptr_t)world)->alloc; /* counted, not a change */
     size_t bytes = sizeof(hash_column) * (size_t)max_types;
     hash_column *cols = max_types <= 64 ? small : kl_alloc(alloc, bytes);
+    _Alignas(16) uint8_t buf[CHUNK];
+    pz_live live;
+    pz_live_open(&live, world, references(world));
     uint64_t entities = 0;
     for (int32_t a = 0; a < world->archetype_count && cols; a++)
-        if (world->archetypes[a]->count > 0) entities += hash_archetype(world, world->archetypes[a], cols);
+        if (world->archetypes[a]->count > 0) entities += hash_archetype(&live, world->archetypes[a], cols, buf);
     if (cols != small) kl_free(alloc, cols, bytes);
-    uint64_t resources = 0;
-    int32_t count = kiln_component_count(world);
-    for (kiln_component id = 1; id <= (kiln_component)count; id++) {
-        if (!kiln_resource_has(world, id)) continue;
-        const kl_component *c = kl_component_get(world, id);
-        uint64_t seed = XXH3_64bits(c->names, strlen(c->names));
-        bool plain = c->size > 0 && !c->destroy && !c->move;
-        const uint8_t *v = plain ? kiln_resource_get(world, id) : NULL;
-        uint8_t buf[ROW_BUFFER];
-        kiln_component_info info;
-        kiln_component_info_get(world, id, &info);
-        if (v && c->size <= ROW_BUFFER && pz_has_entity_fields(&info)) {
-            memcpy(buf, v, c->size);
-            pz_null_dead(world, &info, buf);
-            v = buf;
-        }
-        if (!v) {
-            resources += seed;
-            continue;
-        }
-        hash_column hc = {.size = c->size, .info = info};
-        field_ranges(&hc);
-        XXH3_state_t st;
-        XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
-        XXH3_64bits_reset_withSeed(&st, seed);
-        for (int32_t k = 0; k < hc.range_count; k++) XXH3_64bits_update(&st, v + hc.range_at[k], hc.range_len[k]);
-        resources += XXH3_64bits_digest(&st);
-    }
-    uint64_t total[4] = {entities, resources, world->tick, (uint64_t)world->alive};
+    uint64_t total[4] = {entities, hash_resources(&live), world->tick, (uint64_t)world->alive};
+    pz_live_close(&live);
     return XXH3_64bits(total, sizeof total);
 }

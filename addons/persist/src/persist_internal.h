@@ -22,6 +22,8 @@ typedef struct pz_arena {
 
 /* size zeroed bytes, 16-byte aligned, freed with the arena; NULL when out of memory. */
 KL_HIDDEN void *pz_alloc(pz_arena *arena, size_t size);
+/* pz_alloc without the zeroing, for blocks the caller fills whole. */
+KL_HIDDEN void *pz_alloc_raw(pz_arena *arena, size_t size);
 KL_HIDDEN void pz_arena_free(pz_arena *arena);
 
 typedef struct pz_out {
@@ -79,6 +81,32 @@ KL_HIDDEN bool pz_has_entity_fields(const kiln_component_info *info);
 /* Writes null over the entity fields of value that name no live entity (saves hold only live
  * entities, so a reference to another would dangle). */
 KL_HIDDEN void pz_null_dead(const kiln_world *world, const kiln_component_info *info, uint8_t *value);
+
+/* ---- live.c: which references name live entities, column by column ---- */
+typedef struct pz_live {
+    const kiln_world *world;
+    kl_record *const *pages;
+    kl_archetype *const *archetypes;
+    uint32_t slots;
+    kiln_entity *handles;  /* by slot: its live handle, or null (and null past the end); or
+                              NULL: the records answer */
+    uint8_t *ascending;    /* with the table: per archetype (by id), 1 when its rows are in
+                              ascending slot order (found on the same sweep); else NULL */
+    kl_allocator *alloc;
+    size_t bytes;
+} pz_live;
+
+/* Prepares for about references look-ups (a table of live generations when they are many). */
+KL_HIDDEN void pz_live_open(pz_live *live, const kiln_world *world, int64_t references);
+KL_HIDDEN void pz_live_close(pz_live *live);
+/* True when every entity field of rows values stride bytes apart is null or live. */
+KL_HIDDEN bool pz_live_rows(const pz_live *live, const kiln_component_info *info,
+                            const uint8_t *base, size_t stride, size_t rows);
+/* Writes null over the entity fields of those rows that name no live entity. */
+KL_HIDDEN void pz_null_dead_rows(const pz_live *live, const kiln_component_info *info,
+                                 uint8_t *base, size_t stride, size_t rows);
+/* Entity references in one value of info (entity fields, arrays counted whole). */
+KL_HIDDEN int64_t pz_entity_slots(const kiln_component_info *info);
 
 /* ---- the staged document both loaders fill ---- */
 typedef struct pz_field {
@@ -159,9 +187,14 @@ KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
 
-/* slots.c: entity slots re-labelled to saved handles in a world that never held entities. */
-KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc);
-KL_HIDDEN kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc);
+/* slots.c: a world that never held entities gets the saved handles (max_index: the highest
+ * saved slot index). */
+KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_index);
+/* Places every group at its saved handles (saved: non-zero for the slot indices the file
+ * holds, max_index + 1 of them; archs receives each group's archetype); all or nothing. The
+ * rows' values are left for the caller to write, their ticks are stamped. */
+KL_HIDDEN kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index,
+                                     const uint32_t *saved, kl_archetype **archs);
 
 /* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
 static inline uint32_t pz_rd32(const uint8_t *p) {

@@ -1,68 +1,107 @@
 /* slots.c: a load into a world that never held an entity keeps the saved handles, so a save
- * loaded into a fresh world is the same world (same hash, same bytes when saved again).
- * Invariant: only runs right after the groups were spawned into fresh slots 0..n-1. */
+ * loaded into a fresh world is the same world (same hash, same bytes when saved again): rows
+ * are placed straight at the saved handles. Invariant: everything that can fail (archetypes,
+ * slot pages, rows) is reserved before the first record changes. */
+#include <string.h>
+
+#include "access.h"
 #include "entity.h"
 #include "persist_internal.h"
 
-/* The highest saved slot index, or -1 when the handles are too sparse to keep. */
-static int64_t max_index(const pz_doc *doc) {
-    int64_t max = -1;
-    for (uint32_t g = 0; g < doc->group_count; g++)
-        for (int64_t i = 0; i < doc->groups[g].count; i++) {
-            int64_t idx = kiln_entity_index(doc->groups[g].handles[i]);
-            if (idx > max) max = idx;
-        }
+bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_index) {
     /* a save with few entities at huge indices would cost memory for nothing */
-    return max < 2 * doc->entity_count + 4096 ? max : -1;
-}
-
-bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc) {
     return kl_slot_count(world) == 0 && world->free_head == KL_NONE && doc->entity_count > 0 &&
-           max_index(doc) >= 0;
+           max_index < 2 * (uint64_t)doc->entity_count + 4096;
 }
 
-kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc) {
-    uint32_t slots = (uint32_t)max_index(doc) + 1;
-    uint32_t have = kl_slot_count(world);
-    if (slots > have) {
-        kiln_result r = kl_entities_reserve(world, (int64_t)(slots - have), "kiln_load");
+/* ticks[0, n) = tick, by doubling copies (a plain loop stays scalar at -O2). */
+static void fill_ticks(kiln_tick *ticks, int32_t n, kiln_tick tick) {
+    if (n <= 0) return;
+    ticks[0] = tick;
+    for (int32_t done = 1; done < n; done *= 2)
+        memcpy(ticks + done, ticks, sizeof(kiln_tick) * (size_t)(n - done < done ? n - done : done));
+}
+
+/* The archetype of a group's resolved components (created when missing), written to dest. */
+static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const pz_group *gr,
+                                   kiln_component *types, kl_archetype **dest) {
+    int32_t m = 0;
+    for (int32_t t = 0; t < gr->type_count; t++) {
+        kiln_component id = doc->schemas[gr->types[t]].id;
+        if (!id) continue;
+        int32_t j = m++; /* insertion keeps them ascending (ids are distinct: names are) */
+        while (j > 0 && types[j - 1] > id) types[j] = types[j - 1], j--;
+        types[j] = id;
+    }
+    if (m > KL_SPAWN_MAX)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: component count %d out of range (0 to %d)",
+                       (int)m, KL_SPAWN_MAX);
+    if (world->archetype_count >= INT32_MAX - 1)
+        return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: too many archetypes");
+    *dest = kl_archetype_ensure(world, types, m, "kiln_load");
+    return *dest ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+}
+
+kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, const uint32_t *saved,
+                           kl_archetype **archs) {
+    uint32_t slots = (uint32_t)max_index + 1;
+    kiln_component *types = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->schema_count + 1));
+    if (!types) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        if (doc->groups[g].count > INT32_MAX)
+            return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
+        kiln_result r = group_archetype(world, doc, &doc->groups[g], types, &archs[g]);
         if (r != KILN_OK) return r;
     }
-    /* Where each group's rows are, read before any record changes. */
-    uint32_t *arch_of = pz_alloc(&doc->arena, sizeof(uint32_t) * ((size_t)doc->group_count + 1));
-    uint32_t *first = pz_alloc(&doc->arena, sizeof(uint32_t) * ((size_t)doc->group_count + 1));
-    if (!arch_of || !first) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    /* Rows per archetype (two groups may land in one when skipped components set them apart). */
+    int64_t *rows = pz_alloc(&doc->arena, sizeof(int64_t) * ((size_t)world->archetype_count + 1));
+    if (!rows) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    for (uint32_t g = 0; g < doc->group_count; g++) rows[archs[g]->id] += doc->groups[g].count;
     for (uint32_t g = 0; g < doc->group_count; g++) {
-        const kl_record *rec = kl_record_of(world, doc->groups[g].spawned[0]);
-        arch_of[g] = rec->archetype;
-        first[g] = rec->row;
+        int64_t need = rows[archs[g]->id];
+        if (need > INT32_MAX - (int64_t)archs[g]->count)
+            return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
+        if (need && !kl_archetype_reserve(world, archs[g], need))
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        rows[archs[g]->id] = 0;
     }
-    for (uint32_t i = 0; i < slots; i++) {
-        kl_record *rec = &world->pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)];
-        kl_record_set_state(rec, KL_DEAD, 1);
-        rec->row = KL_NONE;
-    }
-    for (uint32_t g = 0; g < doc->group_count; g++) {
-        pz_group *gr = &doc->groups[g];
-        kl_archetype *arch = world->archetypes[arch_of[g]];
-        for (int64_t i = 0; i < gr->count; i++) {
-            kiln_entity h = gr->handles[i];
-            uint32_t row = first[g] + (uint32_t)i;
-            kl_record *rec = kl_record_at(world, kiln_entity_index(h));
-            rec->archetype = arch_of[g]; /* alive: the generation is the row's handle's */
-            rec->row = row;
-            arch->entities[row] = h;
-            gr->spawned[i] = h;
-        }
-    }
-    /* The slots no saved entity holds become free, lowest first. */
+    kiln_result r = kl_entities_reserve(world, (int64_t)slots, "kiln_load");
+    if (r != KILN_OK) return r;
+
+    /* Nothing fails from here on. The slots no saved entity holds become free (generation 1),
+     * lowest first; the saved ones come alive below. */
+    kl_record *const *pages = atomic_load_explicit(&world->pages, memory_order_acquire);
     world->free_head = KL_NONE;
     for (uint32_t i = slots; i-- > 0;) {
-        kl_record *rec = kl_record_at(world, i);
-        if (kl_record_alive(rec)) continue;
-        rec->row = world->free_head;
+        if (saved[i]) continue;
+        pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)] = (kl_record){KL_DEAD | 1, world->free_head};
         world->free_head = i;
     }
+    kiln_tick tick = world->tick;
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        pz_group *gr = &doc->groups[g];
+        kl_archetype *arch = archs[g];
+        int32_t first = arch->count;
+        int32_t n = (int32_t)gr->count;
+        const kiln_entity *h = gr->handles;
+        memcpy(arch->entities + first, h, sizeof(kiln_entity) * (size_t)n);
+        for (int32_t i = 0; i < n; i++) {
+            uint32_t index = kiln_entity_index(h[i]);
+            /* alive: the generation is the row's handle's */
+            pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)] = (kl_record){arch->id, (uint32_t)(first + i)};
+        }
+        arch->count = first + n;
+        arch->structure_tick = tick;
+        /* every column is written by the caller; the rows' ticks are stamped here */
+        for (int32_t c = 0; c < arch->column_count; c++) {
+            kl_column *col = &arch->columns[c];
+            fill_ticks(col->ticks + first, n, tick);
+            kl_column_touch(col, tick);
+        }
+        gr->spawned = gr->handles;
+        world->alive += n;
+    }
+    world->structure_version++;
     atomic_store_explicit(&world->slot_count, slots, memory_order_release);
     return KILN_OK;
 }

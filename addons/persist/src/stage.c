@@ -169,8 +169,9 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
  * open addressing on the handle. */
 typedef struct handle_map {
     kiln_entity *keys;      /* hashed: saved handles; direct: NULL */
-    kiln_entity *values;
-    uint32_t *generation;   /* direct: the saved generation per slot index, 0 for none */
+    kiln_entity *values;    /* direct: NULL while the new handles are the saved ones */
+    uint32_t *generation;   /* direct: the saved generation per slot index, 0 for none, and a
+                               0 past the end */
     uint64_t mask;          /* hashed: capacity - 1; direct: slot count */
 } handle_map;
 
@@ -178,14 +179,22 @@ static uint64_t slot_of(const handle_map *m, kiln_entity e) {
     return (e * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
 }
 
+/* Direct: whether e is a handle of the file, and the slot to read (mask when it is not). */
+static inline uint32_t direct_slot(const handle_map *m, kiln_entity e, bool *found) {
+    uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
+    uint32_t at = idx < m->mask ? idx : (uint32_t)m->mask;
+    /* the high word holds the generation and must hold nothing else */
+    *found = (high != 0) & (m->generation[at] == high);
+    return at;
+}
+
 static kiln_entity map_get(const handle_map *m, kiln_entity e) {
     if (e == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
     if (m->generation) {
-        uint32_t idx = kiln_entity_index(e);
-        if (idx >= m->mask || m->generation[idx] != kiln_entity_generation(e) ||
-            (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
-            return KILN_NULL_ENTITY;
-        return m->values[idx];
+        bool found;
+        uint32_t at = direct_slot(m, e, &found);
+        if (!found) return KILN_NULL_ENTITY;
+        return m->values ? m->values[at] : e;
     }
     for (uint64_t i = slot_of(m, e);; i = (i + 1) & m->mask) {
         if (m->keys[i] == e) return m->values[i];
@@ -209,24 +218,44 @@ static bool valid_handle(kiln_entity e) {
            (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0;
 }
 
-static kiln_result build_map(kiln_world *world, pz_doc *doc, handle_map *m) {
-    uint64_t max = 0;
-    for (uint32_t g = 0; g < doc->group_count; g++)
+/* The highest saved slot index; *bad is set when some handle is invalid (null, generation 0,
+ * stray high bits), which build_map then names. One branch-free pass. */
+static uint64_t max_index(const pz_doc *doc, bool *bad) {
+    uint32_t max = 0, wrong = 0;
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        const kiln_entity *h = doc->groups[g].handles;
+        for (int64_t r = 0; r < doc->groups[g].count; r++) {
+            uint32_t idx = kiln_entity_index(h[r]);
+            uint64_t high = h[r] >> 32; /* the generation, 1 and up, and nothing above it */
+            max = idx > max ? idx : max;
+            wrong |= high - 1 >= KILN_ENTITY_GENERATION_MAX;
+        }
+    }
+    *bad = wrong != 0;
+    return max;
+}
+
+/* Checks every saved handle (valid, no slot twice) into the map; keep: the loaded entities
+ * keep their handles, so the direct map needs no new handles. */
+static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool bad, bool keep,
+                             handle_map *m) {
+    for (uint32_t g = 0; bad && g < doc->group_count; g++)
         for (int64_t r = 0; r < doc->groups[g].count; r++)
-            if (kiln_entity_index(doc->groups[g].handles[r]) > max) max = kiln_entity_index(doc->groups[g].handles[r]);
+            if (!valid_handle(doc->groups[g].handles[r])) return bad_handle(world, g, r, doc->groups[g].handles[r]);
     if (max < 2 * (uint64_t)doc->entity_count + 4096) {
         m->mask = max + 1;
-        m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * m->mask);
-        m->values = pz_alloc(&doc->arena, sizeof(kiln_entity) * m->mask);
-        if (!m->generation || !m->values) return oom(world);
-        for (uint32_t g = 0; g < doc->group_count; g++)
+        m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * (m->mask + 1));
+        m->values = keep ? NULL : pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * m->mask);
+        if (!m->generation || (!keep && !m->values)) return oom(world);
+        for (uint32_t g = 0; g < doc->group_count; g++) {
+            const kiln_entity *h = doc->groups[g].handles;
             for (int64_t r = 0; r < doc->groups[g].count; r++) {
-                kiln_entity e = doc->groups[g].handles[r];
-                if (!valid_handle(e)) return bad_handle(world, g, r, e);
+                kiln_entity e = h[r];
                 uint32_t idx = kiln_entity_index(e);
                 if (m->generation[idx]) return twice(world, e);
                 m->generation[idx] = kiln_entity_generation(e);
             }
+        }
         return KILN_OK;
     }
     uint64_t cap = 16;
@@ -239,7 +268,6 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, handle_map *m) {
         const pz_group *gr = &doc->groups[g];
         for (int64_t r = 0; r < gr->count; r++) {
             kiln_entity e = gr->handles[r];
-            if (!valid_handle(e)) return bad_handle(world, g, r, e);
             uint64_t i = slot_of(m, e);
             while (m->keys[i] != KILN_NULL_ENTITY && m->keys[i] != e) i = (i + 1) & m->mask;
             if (m->keys[i] == e) return twice(world, e);
@@ -249,14 +277,19 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, handle_map *m) {
     return KILN_OK;
 }
 
-static void map_set(handle_map *m, kiln_entity old_e, kiln_entity new_e) {
+/* Records the new handles of group gr (nothing to do when they are the saved ones). */
+static void map_group(handle_map *m, const pz_group *gr) {
     if (m->generation) {
-        m->values[kiln_entity_index(old_e)] = new_e;
+        if (!m->values) return;
+        for (int64_t i = 0; i < gr->count; i++) m->values[kiln_entity_index(gr->handles[i])] = gr->spawned[i];
         return;
     }
-    uint64_t i = slot_of(m, old_e);
-    while (m->keys[i] != old_e) i = (i + 1) & m->mask;
-    m->values[i] = new_e;
+    for (int64_t r = 0; r < gr->count; r++) {
+        kiln_entity old_e = gr->handles[r];
+        uint64_t i = slot_of(m, old_e);
+        while (m->keys[i] != old_e) i = (i + 1) & m->mask;
+        m->values[i] = gr->spawned[r];
+    }
 }
 
 /* ---- codec values ---- */
@@ -356,22 +389,51 @@ static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-/* Rewrites the entity fields of one value through the map. */
-static void remap_value(const kiln_component_info *info, const handle_map *m, uint8_t *value) {
+/* Rewrites n references stride bytes apart through the map. */
+static void remap_run(const handle_map *m, uint8_t *p, size_t stride, size_t n) {
+    if (m->generation) { /* the direct map in a loop of its own: one load per reference */
+        const uint32_t *gen = m->generation;
+        uint32_t limit = (uint32_t)m->mask;
+        const kiln_entity *values = m->values;
+        if (!values) { /* the handles stay: a reference the file does not hold becomes null */
+            for (size_t r = 0; r < n; r++, p += stride) {
+                kiln_entity e;
+                memcpy(&e, p, 8);
+                uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
+                uint32_t at = idx < limit ? idx : limit;
+                e = (high != 0) & (gen[at] == high) ? e : KILN_NULL_ENTITY;
+                memcpy(p, &e, 8);
+            }
+            return;
+        }
+        for (size_t r = 0; r < n; r++, p += stride) {
+            kiln_entity e;
+            memcpy(&e, p, 8);
+            uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
+            uint32_t at = idx < limit ? idx : limit;
+            e = (high != 0) & (gen[at] == high) ? values[at] : KILN_NULL_ENTITY;
+            memcpy(p, &e, 8);
+        }
+        return;
+    }
+    for (size_t r = 0; r < n; r++, p += stride) {
+        kiln_entity e;
+        memcpy(&e, p, 8);
+        e = map_get(m, e);
+        memcpy(p, &e, 8);
+    }
+}
+
+/* Rewrites the entity fields of rows values stride bytes apart through the map. */
+static void remap_rows(const kiln_component_info *info, const handle_map *m, uint8_t *base,
+                       size_t stride, size_t rows) {
     for (int32_t f = 0; f < info->field_count; f++) {
         const kiln_field *fd = &info->fields[f];
         if (fd->type != KILN_TYPE_ENTITY) continue;
         uint32_t n = fd->count ? fd->count : 1;
-        for (uint32_t k = 0; k < n; k++) {
-            uint8_t *p = value + fd->offset + 8 * (size_t)k;
-            kiln_entity e;
-            memcpy(&e, p, 8);
-            e = map_get(m, e);
-            memcpy(p, &e, 8);
-        }
+        for (uint32_t k = 0; k < n; k++) remap_run(m, base + fd->offset + 8 * (size_t)k, stride, rows);
     }
 }
-
 
 static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_column *col,
                          int32_t first, decoded_column *dc, const handle_map *m) {
@@ -379,37 +441,71 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
     size_t size = s->info.size;
     size_t count = (size_t)gr->count;
     if (s->codec) {
-        for (size_t r = 0; r < count; r++) memcpy(base + r * col->stride, dc->values + r * size, size);
+        for (size_t r = 0; r < count; r++) {
+            memcpy(base + r * col->stride, dc->values + r * size, size);
+            memset(base + r * col->stride + size, 0, col->stride - size);
+        }
         dc->rows = 0; /* the world owns them now */
         return;
     }
     const uint8_t *src = gr->values[t];
+    bool refs = pz_has_entity_fields(&s->info);
+    if (s->same && col->stride == size && refs) {
+        /* copied and remapped a run at a time, so the remap reads what is still in cache */
+        size_t run = size <= 4096 ? 16384 / size : 1;
+        for (size_t r = 0; r < count; r += run) {
+            size_t m_rows = count - r < run ? count - r : run;
+            memcpy(base + r * size, src + r * size, size * m_rows);
+            remap_rows(&s->info, m, base + r * size, size, m_rows);
+        }
+        return;
+    }
     if (s->same && col->stride == size) memcpy(base, src, size * count);
     else if (s->same)
-        for (size_t r = 0; r < count; r++) memcpy(base + r * col->stride, src + r * size, size);
+        for (size_t r = 0; r < count; r++) {
+            memcpy(base + r * col->stride, src + r * size, size);
+            memset(base + r * col->stride + size, 0, col->stride - size);
+        }
     else
-        for (size_t r = 0; r < count; r++) convert_row(s, src + r * s->size, base + r * col->stride);
-    if (!pz_has_entity_fields(&s->info)) return;
-    for (size_t r = 0; r < count; r++) remap_value(&s->info, m, base + r * col->stride);
+        for (size_t r = 0; r < count; r++) {
+            convert_row(s, src + r * s->size, base + r * col->stride);
+            memset(base + r * col->stride + size, 0, col->stride - size);
+        }
+    if (refs) remap_rows(&s->info, m, base, col->stride, count);
 }
 
+/* Runs the check hooks of every loaded value, straight on the rows. */
 static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     for (uint32_t g = 0; g < doc->group_count; g++) {
         const pz_group *gr = &doc->groups[g];
+        const kl_record *rec = kl_record_of(world, gr->spawned[0]);
+        const kl_archetype *arch = world->archetypes[rec->archetype];
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
             if (!s->id || !s->info.has_check) continue;
-            for (int64_t r = 0; r < gr->count; r++) {
+            const kl_component *c = kl_component_get(world, s->id);
+            const kl_column *col = kl_archetype_column(arch, s->id);
+            int64_t r = 0;
+            /* the check over all rows at once when the component has one: only a refused row
+             * (or no memory for it) goes through the hook itself, for its message */
+            if (c->check_rows && col)
+                r = c->check_rows(world, gr->spawned, col->data + (size_t)rec->row * col->stride, col->stride,
+                                  gr->count, c->hook_ctx);
+            if (r < 0) r = 0;
+            for (; r < gr->count; r++) {
                 kiln_entity e = gr->spawned[r];
-                kiln_result rc = kiln_component_check(world, e, s->id, kiln_get(world, e, s->id));
+                const void *value = col ? col->data + (size_t)(rec->row + r) * col->stride : NULL;
+                char why[KL_ERROR_SIZE - 64];
+                why[0] = '\0';
+                kiln_result rc = c->check(world, e, value, c->hook_ctx, why, sizeof why);
                 if (rc == KILN_OK) continue;
-                char why[KL_ERROR_SIZE], buf[24], old[24];
-                snprintf(why, sizeof why, "%s", kiln_world_error(world));
-                const char *detail = strstr(why, ": ");
+                why[sizeof why - 1] = '\0';
+                char buf[24], old[24];
+                if (!why[0]) snprintf(why, sizeof why, "%s refuses the value for entity %s", c->names,
+                                      kiln_entity_format(e, buf, sizeof buf));
                 return kl_fail(world, rc, "kiln_load: entity %s (%s in the file) component '%s': %s",
                                kiln_entity_format(e, buf, sizeof buf),
-                               kiln_entity_format(gr->handles[r], old, sizeof old), s->name,
-                               detail ? detail + 2 : why);
+                               kiln_entity_format(gr->handles[r], old, sizeof old), s->name, why);
             }
         }
     }
@@ -429,7 +525,7 @@ static kiln_result set_resources(kiln_world *world, pz_doc *doc, decoded *dec, c
         if (!v) return oom(world);
         if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
         else convert_row(s, doc->resources[k].value, v);
-        remap_value(&s->info, m, v);
+        remap_rows(&s->info, m, v, 0, 1);
         if (kiln_resource_set(world, s->id, v) != KILN_OK) return oom(world);
     }
     return KILN_OK;
@@ -445,7 +541,7 @@ static kiln_result spawn_groups(kiln_world *world, pz_doc *doc, uint32_t *done) 
         int32_t m = 0;
         for (int32_t t = 0; t < gr->type_count; t++)
             if (doc->schemas[gr->types[t]].id) comps[m++] = doc->schemas[gr->types[t]].id;
-        gr->spawned = pz_alloc(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
+        gr->spawned = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
         if (!gr->spawned) return oom(world);
         if (gr->count > INT32_MAX)
             return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
@@ -475,10 +571,31 @@ static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const han
     }
 }
 
+/* Spawns every group: at the saved handles (keep_max: the highest saved index) in a world
+ * that never held an entity, else in fresh slots (kiln_spawn_batch; keep_max UINT64_MAX).
+ * Writes how many groups spawned to done. */
+static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t keep_max, handle_map *m,
+                                uint32_t *done) {
+    kiln_result r;
+    if (keep_max != UINT64_MAX) {
+        kl_archetype **archs = pz_alloc(&doc->arena, sizeof(kl_archetype *) * ((size_t)doc->group_count + 1));
+        if (!archs) return oom(world);
+        if ((r = pz_slots_place(world, doc, keep_max, m->generation, archs)) != KILN_OK) return r;
+        *done = doc->group_count;
+        return KILN_OK;
+    }
+    if ((r = spawn_groups(world, doc, done)) != KILN_OK) return r;
+    for (uint32_t g = 0; g < doc->group_count; g++) map_group(m, &doc->groups[g]);
+    return KILN_OK;
+}
+
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     kiln_result r = resolve(world, doc, desc);
     handle_map map = {0};
-    if (r == KILN_OK) r = build_map(world, doc, &map);
+    bool bad = false;
+    uint64_t max = r == KILN_OK ? max_index(doc, &bad) : 0;
+    bool keep = r == KILN_OK && !bad && pz_slots_can_keep(world, doc, max);
+    if (r == KILN_OK) r = build_map(world, doc, max, bad, keep, &map);
     decoded dec = {0};
     if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
     if (r != KILN_OK) return r;
@@ -500,13 +617,14 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         if (r == KILN_OK) created[created_count++] = id;
         else r = oom(world);
     }
-    bool keep = r == KILN_OK && pz_slots_can_keep(world, doc);
-    if (r == KILN_OK) r = spawn_groups(world, doc, &spawned_groups);
-    if (r == KILN_OK && keep) r = pz_slots_keep(world, doc);
+    if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, max)) {
+        /* a host or codec callback spawned meanwhile: fresh slots after all */
+        keep = false;
+        map.values = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * map.mask);
+        if (!map.values) r = oom(world);
+    }
+    if (r == KILN_OK) r = place_groups(world, doc, keep ? max : UINT64_MAX, &map, &spawned_groups);
     if (r == KILN_OK) {
-        for (uint32_t g = 0; g < doc->group_count; g++)
-            for (int64_t i = 0; i < doc->groups[g].count; i++)
-                map_set(&map, doc->groups[g].handles[i], doc->groups[g].spawned[i]);
         write_groups(world, doc, &dec, &map);
         r = check_values(world, doc);
     }

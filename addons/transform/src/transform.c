@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "component.h"
 #include "defer.h"
 #include "query.h"
 #include "transform_state.h"
@@ -77,6 +78,89 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
     return KILN_OK;
 }
 
+/* ---- the Parent check over many stored links at once (bulk loads) ---- */
+
+#define CHAIN_CAP (KL_MAX_DEPTH + 2)     /* a chain this long (or a cycle) is refused */
+#define MEMO_GENERATION ((1u << KILN_ENTITY_GENERATION_BITS) - 1u)
+#define MEMO_IN_PROGRESS 511u            /* the length part of a slot on the walk now */
+
+/* A slot's memo: the generation of the live entity it was seen with, and the length of that
+ * entity's chain (1..CHAIN_CAP) above it; 0: not seen. The generation lets a memo answer for
+ * a handle without reading its record. */
+static inline uint32_t memo_make(kiln_entity e, uint32_t length) {
+    return kiln_entity_generation(e) | length << KILN_ENTITY_GENERATION_BITS;
+}
+
+/* The memo of e's slot when it was seen as e, else 0. */
+static inline uint32_t memo_of(const uint32_t *memo, uint32_t slots, kiln_entity e) {
+    uint32_t idx = kiln_entity_index(e);
+    uint32_t m = idx < slots ? memo[idx] : 0;
+    return (m & MEMO_GENERATION) == (uint32_t)(e >> 32) ? m >> KILN_ENTITY_GENERATION_BITS : 0;
+}
+
+/* Nodes in the chain from x (x itself, then its live parents, as kl_transform_parent_of walks
+ * them: a dead or self link ends it), CHAIN_CAP for CHAIN_CAP or more or for a chain that runs
+ * into a cycle; 0 when x is not alive. path has room for CHAIN_CAP slots. */
+static uint32_t chain_length(const kiln_world *world, const kl_transform_state *st, uint32_t *memo,
+                             uint32_t slots, uint32_t *path, kiln_entity x) {
+    uint32_t depth = 0, base = 0;
+    kiln_entity cur = x;
+    for (;;) {
+        uint32_t known = memo_of(memo, slots, cur);
+        if (known == MEMO_IN_PROGRESS) return CHAIN_CAP; /* a cycle */
+        if (known) {
+            base = known;
+            break;
+        }
+        const kl_record *rec = kl_record_of(world, cur);
+        if (!rec) break;
+        if (depth == CHAIN_CAP) return CHAIN_CAP; /* too deep */
+        memo[kiln_entity_index(cur)] = memo_make(cur, MEMO_IN_PROGRESS);
+        path[depth++] = kiln_entity_index(cur);
+        const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
+        if (!pc) break;
+        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+        if (next == cur) break;
+        cur = next;
+    }
+    for (uint32_t k = depth; k-- > 0;) {
+        base = base + 1 < CHAIN_CAP ? base + 1 : CHAIN_CAP;
+        memo[path[k]] = (memo[path[k]] & MEMO_GENERATION) | base << KILN_ENTITY_GENERATION_BITS;
+    }
+    return base;
+}
+
+/* check_parent over stored links: the walk up from each parent is remembered per slot, so
+ * every chain is walked once. check_parent refuses a link exactly when the chain from the
+ * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH + 1 nodes; a chain through
+ * the entity is a cycle, so both come down to the chain's length. */
+static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *entities,
+                                 const uint8_t *values, size_t stride, int64_t count, void *ctx) {
+    (void)ctx;
+    const kl_transform_state *st = kl_transform_state_of(world);
+    if (!st) return count;
+    kl_allocator *alloc = &((kiln_world *)(uintptr_t)world)->alloc; /* counted, not a change */
+    uint32_t slots = kl_slot_count(world);
+    size_t bytes = sizeof(uint32_t) * ((size_t)slots + 1);
+    uint32_t *memo = kl_alloc(alloc, bytes);
+    if (!memo) return -1;
+    memset(memo, 0, bytes);
+    uint32_t path[CHAIN_CAP];
+    int64_t i = 0;
+    for (; i < count; i++) {
+        kiln_entity e = entities[i], parent;
+        memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
+        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) continue;
+        if (parent == e) break;
+        uint32_t above = chain_length(world, st, memo, slots, path, parent);
+        if (above >= CHAIN_CAP) break;
+        /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
+        if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
+    }
+    kl_free(alloc, memo, bytes);
+    return i;
+}
+
 kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_transform_state *found = kl_transform_state_of(world);
@@ -98,6 +182,7 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
              .name = "WorldTransform", .size = sizeof(kiln_world_transform), .align = 16,
              .fields = world_fields, .field_count = 1}, &ids.world)) != KILN_OK)
         return r;
+    kl_component_set_check_rows(world, ids.parent, check_parent_rows);
     kl_transform_state *st = kl_alloc(&world->alloc, sizeof *st);
     if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_init: out of memory");
     memset(st, 0, sizeof *st);

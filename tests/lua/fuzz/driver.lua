@@ -72,6 +72,7 @@ local TOP_OPS = {
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
     remove_system = 0.4, instructions = 0.2, hash = 0.3, save_load = 0.4, snapshot_restore = 0.4, names_and_clone = 0.3, random_misuse = 0.2, prefab_defs = 0.2,
+    scenes = 0.2,
 }
 
 local function closed_world_round(m)
@@ -124,7 +125,8 @@ function D.run(opts)
                            "despawn_recursive", "event", "emit", "events", "resource", "failures",
                            "max_failures", "components", "component_info", "stats", "inspect", "schema",
                            "remove_system", "instructions", "save", "load", "hash", "snapshot",
-                           "restore", "name", "lookup", "clone", "seed", "random", "prefab"}) do
+                           "restore", "name", "lookup", "clone", "seed", "random", "prefab", "instantiate",
+                           "export"}) do
         S.known_world_methods[name] = true
     end
     -- methods added after this test was written are reported, not called

@@ -141,3 +141,18 @@ function ops.prefab_defs(m)
     expect("world:prefab", true, ok, "an empty def")
     note("prefab defs checked")
 end
+
+-- world:instantiate of hostile scenes raises, the world untouched (a scene that lands would
+-- change what the model tracks); world:export only reads, and refuses "lua" values.
+function ops.scenes(m)
+    local bad = pick({'{"version": 2, "entities": []}', '{"version": 1, "entities": [{"parent": 1}]}',
+                      '{"version": 1, "entities": [{"prefab": "none"}]}', '{"version": 1, "entities": [{"parent": 2}, {"parent": 1}]}',
+                      '{"version": 1, "entities": [{"components": {"NoSuch": {}}}]}', '{"version": 1, "entities": [{}',
+                      5, {}, gen.garbage(extras())})
+    expect("world:instantiate", false, wcall(m, "instantiate", bad, chance(0.3) and {prefabs = {none = 5}} or nil), "a bad scene")
+    if busy(m) then return end
+    local r = wcall(m, "export", chance(0.2) and pick({5, {"x"}, {0}}) or nil)
+    if r[1] and type(r[2]) ~= "string" then fail("world:export returned %s", type(r[2])) end
+    if r[1] and holds_lua_values(m) then fail("world:export wrote \"lua\" values") end
+    note("scenes refused, exports written")
+end

@@ -1,0 +1,246 @@
+/* export.c: kiln_export: a scene (the JSON kiln_instantiate reads) of some roots and their
+ * descendants, numbered in pre-order. Invariant: the world is only read, and every reference
+ * in the output is an entity number of the same document or null. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_transform.h"
+#include "scene_internal.h"
+
+typedef struct exporter {
+    kiln_world *world;
+    pz_arena arena;
+    bool has_tf;
+    kiln_transform_ids tf;
+    kiln_component name_id;
+    kiln_entity *list;          /* entities in pre-order; number = index + 1 */
+    int64_t *parent;            /* per entity: the parent's number, 0 for a root */
+    int64_t count, cap;
+    kiln_entity *keys;          /* handle -> number: open addressing */
+    int64_t *numbers;
+    int64_t mask;
+    kiln_entity *all;           /* every live entity, by handle */
+    int64_t all_count;
+    struct link *links;         /* (parent, child) of every live Parent link, sorted */
+    int64_t link_count;
+} exporter;
+
+/* The export's own children index: kiln_transform_children rebuilds the addon's after any
+ * Parent change in the current tick, which would make a large export quadratic. */
+typedef struct link {
+    kiln_entity parent, child;
+} link;
+
+static int by_handle(const void *a, const void *b) {
+    kiln_entity x = *(const kiln_entity *)a, y = *(const kiln_entity *)b;
+    return (x > y) - (x < y);
+}
+
+static int by_link(const void *a, const void *b) {
+    const link *x = a, *y = b;
+    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
+    return (x->child > y->child) - (x->child < y->child);
+}
+
+static const char *call = "kiln_export";
+
+static kiln_result oom(exporter *x) { return kl_fail(x->world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call); }
+
+static int64_t number_of(void *ud, kiln_entity e) {
+    const exporter *x = ud;
+    if (!x->keys) return 0;
+    for (int64_t i = (int64_t)((e * 0x9E3779B97F4A7C15ull) >> 20) & x->mask;; i = (i + 1) & x->mask) {
+        if (x->keys[i] == e) return x->numbers[i];
+        if (!x->keys[i]) return 0;
+    }
+}
+
+static kiln_result grow(exporter *x) {
+    int64_t cap = x->cap ? x->cap * 2 : 64;
+    kiln_entity *list = pz_alloc(&x->arena, sizeof(kiln_entity) * (size_t)cap);
+    int64_t *parent = pz_alloc(&x->arena, sizeof(int64_t) * (size_t)cap);
+    kiln_entity *keys = pz_alloc(&x->arena, sizeof(kiln_entity) * (size_t)cap * 2);
+    int64_t *numbers = pz_alloc(&x->arena, sizeof(int64_t) * (size_t)cap * 2);
+    if (!list || !parent || !keys || !numbers) return oom(x);
+    if (x->count) {
+        memcpy(list, x->list, sizeof(kiln_entity) * (size_t)x->count);
+        memcpy(parent, x->parent, sizeof(int64_t) * (size_t)x->count);
+    }
+    x->list = list, x->parent = parent, x->keys = keys, x->numbers = numbers;
+    x->cap = cap;
+    x->mask = cap * 2 - 1;
+    for (int64_t n = 0; n < x->count; n++) {
+        int64_t i = (int64_t)((x->list[n] * 0x9E3779B97F4A7C15ull) >> 20) & x->mask;
+        while (x->keys[i]) i = (i + 1) & x->mask;
+        x->keys[i] = x->list[n];
+        x->numbers[i] = n + 1;
+    }
+    return KILN_OK;
+}
+
+/* Adds e (under the entity numbered parent) and its descendants. */
+static kiln_result add(exporter *x, kiln_entity e, int64_t parent) {
+    char buf[24];
+    if (number_of(x, e))
+        return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s is given twice (or is under another root)",
+                       call, kiln_entity_format(e, buf, sizeof buf));
+    if (x->count == x->cap && grow(x) != KILN_OK) return KILN_ERR_OUT_OF_MEMORY;
+    int64_t n = x->count++;
+    x->list[n] = e;
+    x->parent[n] = parent;
+    int64_t i = (int64_t)((e * 0x9E3779B97F4A7C15ull) >> 20) & x->mask;
+    while (x->keys[i]) i = (i + 1) & x->mask;
+    x->keys[i] = e;
+    x->numbers[i] = n + 1;
+    int64_t lo = 0, hi = x->link_count;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (x->links[mid].parent < e) lo = mid + 1;
+        else hi = mid;
+    }
+    for (int64_t k = lo; k < x->link_count && x->links[k].parent == e; k++) {
+        kiln_result r = add(x, x->links[k].child, n + 1);
+        if (r != KILN_OK) return r;
+    }
+    return KILN_OK;
+}
+
+static bool is_root(exporter *x, kiln_entity e) {
+    if (!x->has_tf) return true;
+    const kiln_parent *p = kiln_get(x->world, e, x->tf.parent);
+    return !p || !kiln_is_alive(x->world, p->entity);
+}
+
+/* Every live entity (by handle) and every live Parent link (sorted). */
+static kiln_result index_world(exporter *x) {
+    int64_t n = kiln_entity_count(x->world);
+    x->all = pz_alloc(&x->arena, sizeof(kiln_entity) * ((size_t)n + 1));
+    x->links = pz_alloc(&x->arena, sizeof(link) * ((size_t)n + 1));
+    if (!x->all || !x->links) return oom(x);
+    x->all_count = kiln_world_entities(x->world, x->all, n);
+    qsort(x->all, (size_t)x->all_count, sizeof(kiln_entity), by_handle);
+    for (int64_t i = 0; x->has_tf && i < x->all_count; i++) {
+        const kiln_parent *p = kiln_get(x->world, x->all[i], x->tf.parent);
+        if (p && kiln_is_alive(x->world, p->entity)) x->links[x->link_count++] = (link){p->entity, x->all[i]};
+    }
+    qsort(x->links, (size_t)x->link_count, sizeof(link), by_link);
+    return KILN_OK;
+}
+
+static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
+    char buf[24];
+    kiln_result r = index_world(x);
+    if (r != KILN_OK) return r;
+    if (desc && desc->root_count > 0) {
+        if (!desc->roots) return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: roots is NULL", call);
+        for (int32_t i = 0; i < desc->root_count && r == KILN_OK; i++) {
+            if (!kiln_is_alive(x->world, desc->roots[i]))
+                return kl_fail(x->world, KILN_ERR_DEAD_ENTITY, "%s: root %s is not alive", call,
+                               kiln_entity_format(desc->roots[i], buf, sizeof buf));
+            r = add(x, desc->roots[i], 0);
+        }
+        return r;
+    }
+    for (int64_t i = 0; i < x->all_count && r == KILN_OK; i++)
+        if (is_root(x, x->all[i])) r = add(x, x->all[i], 0);
+    return r;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const kiln_component_info *)a)->name, ((const kiln_component_info *)b)->name);
+}
+
+static kiln_result entity_json(exporter *x, int64_t n, json_t *out) {
+    kiln_world *world = x->world;
+    kiln_entity e = x->list[n];
+    char buf[24];
+    int32_t count = kiln_entity_components(world, e, NULL, 0);
+    kiln_component *ids = pz_alloc(&x->arena, sizeof(kiln_component) * ((size_t)count + 1));
+    kiln_component_info *infos = pz_alloc(&x->arena, sizeof(kiln_component_info) * ((size_t)count + 1));
+    if (!ids || !infos) return oom(x);
+    kiln_entity_components(world, e, ids, count);
+    int32_t kept = 0;
+    for (int32_t i = 0; i < count; i++) {
+        kiln_component_info_get(world, ids[i], &infos[kept]);
+        if (x->has_tf && ids[i] == x->tf.parent) continue;
+        if (infos[kept].size && (infos[kept].has_destroy || infos[kept].has_move))
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                           "%s: entity %s component '%s' has hooks (it owns something) and cannot be exported", call,
+                           kiln_entity_format(e, buf, sizeof buf), infos[kept].name);
+        kept++;
+    }
+    qsort(infos, (size_t)kept, sizeof *infos, by_name);
+    json_t *ent = json_object(), *comps = json_object();
+    bool ok = ent && comps;
+    const char *name = x->name_id ? kiln_name_get(world, e) : NULL, *bad = NULL;
+    const kiln_component_info *bad_info = NULL;
+    if (ok && name) {
+        json_t *text = json_string(name);
+        if (!text) { /* not UTF-8: the Name component below says so */
+            for (int32_t i = 0; i < kept && !bad_info; i++)
+                if (infos[i].id == x->name_id) bad_info = &infos[i], bad = "text";
+            ok = false;
+        }
+        ok = ok && json_object_set_new(ent, "name", text) == 0;
+    }
+    if (ok && x->parent[n]) ok = json_object_set_new(ent, "parent", json_integer(x->parent[n])) == 0;
+    for (int32_t i = 0; ok && i < kept; i++) {
+        json_t *v = pz_json_write_value(world, &infos[i], kiln_get(world, e, infos[i].id), number_of, x, &bad);
+        if (bad) bad_info = &infos[i];
+        ok = v && json_object_set_new(comps, infos[i].name, v) == 0;
+    }
+    if (!ok && bad_info) {
+        json_decref(comps);
+        json_decref(ent);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s component '%s' field '%s' is not UTF-8 text",
+                       call, kiln_entity_format(e, buf, sizeof buf), bad_info->name, bad);
+    }
+    if (ok) ok = json_object_set_new(ent, "components", comps) == 0;
+    else json_decref(comps);
+    if (ok) ok = json_array_append_new(out, ent) == 0;
+    else json_decref(ent);
+    return ok ? KILN_OK : oom(x);
+}
+
+typedef struct sink {
+    kiln_write_fn write;
+    void *ud;
+    bool failed;
+} sink;
+
+static int dump(const char *buffer, size_t size, void *data) {
+    sink *s = data;
+    if (!s->failed && !s->write(s->ud, buffer, size)) s->failed = true;
+    return s->failed ? -1 : 0;
+}
+
+kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write, void *ud) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (!write) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: write is NULL", call);
+    if (desc && desc->root_count < 0) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: root_count is negative", call);
+    exporter x = {.world = world, .arena = {.alloc = &world->alloc}};
+    x.has_tf = kiln_transform_ids_get(world, &x.tf);
+    x.name_id = kiln_component_lookup(world, "Name");
+    kiln_result r = grow(&x);
+    if (r == KILN_OK) r = collect(&x, desc);
+    json_t *root = r == KILN_OK ? json_object() : NULL;
+    json_t *ents = r == KILN_OK ? json_array() : NULL;
+    if (r == KILN_OK && (!root || !ents)) r = oom(&x);
+    if (r == KILN_OK && (json_object_set_new(root, "version", json_integer(KILN_SCENE_VERSION)) != 0 ||
+                         (desc && desc->name && json_object_set_new(root, "name", json_string(desc->name)) != 0)))
+        r = oom(&x);
+    for (int64_t n = 0; r == KILN_OK && n < x.count; n++) r = entity_json(&x, n, ents);
+    if (r == KILN_OK) {
+        json_object_set_new(root, "entities", ents);
+        ents = NULL;
+        sink s = {write, ud, false};
+        if (json_dump_callback(root, dump, &s, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0 || !write(ud, "\n", 1))
+            r = kl_fail(world, s.failed ? KILN_ERR_INVALID_ARGUMENT : KILN_ERR_OUT_OF_MEMORY, "%s: %s", call,
+                        s.failed ? "the writer refused the output" : "out of memory writing JSON");
+    }
+    json_decref(ents);
+    json_decref(root);
+    pz_arena_free(&x.arena);
+    return r;
+}

@@ -1,0 +1,366 @@
+/* jvalue.c: component values as JSON for prefabs and scenes, in the world's layout: fields by
+ * name, entity fields as node or scene numbers. Invariant: every JSON type is checked before
+ * it is read, and a refusal names the path of the value ("entities[2].components.Pos.x"). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scene_internal.h"
+
+bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...) {
+    if (j->r != KILN_OK) return false;
+    char detail[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(j->path);
+    if (n > 120) j->r = kl_fail(j->world, code, "%s: at ...%s: %s", j->call, j->path + n - 100, detail);
+    else if (n) j->r = kl_fail(j->world, code, "%s: at %s: %s", j->call, j->path, detail);
+    else j->r = kl_fail(j->world, code, "%s: %s", j->call, detail);
+    return false;
+}
+
+size_t pz_json_key(pz_json *j, const char *key) {
+    size_t n = strlen(j->path);
+    snprintf(j->path + n, sizeof j->path - n, "%s%.60s%s", n ? "." : "", key, strlen(key) > 60 ? "..." : "");
+    return n;
+}
+
+size_t pz_json_index(pz_json *j, size_t i) {
+    size_t n = strlen(j->path);
+    snprintf(j->path + n, sizeof j->path - n, "[%zu]", i);
+    return n;
+}
+
+void pz_json_pop(pz_json *j, size_t mark) { j->path[mark] = 0; }
+
+static const char *type_of(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+bool pz_json_expect(pz_json *j, const json_t *v, bool ok, const char *what) {
+    if (ok) return true;
+    return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%s expected, got %s", what, v ? type_of(v) : "nothing");
+}
+
+bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys) {
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)v, key, value) {
+        bool known = false;
+        for (int k = 0; keys[k] && !known; k++) known = strcmp(keys[k], key) == 0;
+        if (known) continue;
+        char list[120] = "";
+        for (int k = 0; keys[k]; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", keys[k]);
+        pz_json_key(j, key);
+        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "unknown key (expected %s)", list);
+    }
+    return true;
+}
+
+json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
+    if (!data && size) {
+        pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "data is NULL");
+        return NULL;
+    }
+    json_error_t err;
+    json_t *root = json_loadb(data ? (const char *)data : "", size, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at line %d column %d (byte %d): %.120s", err.line,
+                     err.column, err.position, err.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        pz_json_expect(j, root, false, "an object at the top level");
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* ---- reading ---- */
+
+static bool integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest) {
+    if (!pz_json_expect(j, v, json_is_integer(v), "an integer")) return false;
+    *dest = json_integer_value(v);
+    if (*dest < lo || *dest > hi) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%lld is out of range", (long long)*dest);
+    return true;
+}
+
+static bool read_number(pz_json *j, const json_t *v, double *dest) {
+    if (json_is_number(v)) return *dest = json_number_value(v), true;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (strcmp(s, "nan") == 0) return *dest = NAN, true;
+        if (strcmp(s, "inf") == 0) return *dest = INFINITY, true;
+        if (strcmp(s, "-inf") == 0) return *dest = -INFINITY, true;
+    }
+    return pz_json_expect(j, v, false, "a number");
+}
+
+static bool entity_number(pz_json *j, const json_t *v, uint8_t *p) {
+    uint64_t stored = 0;
+    if (!json_is_null(v)) {
+        json_int_t n;
+        if (!pz_json_expect(j, v, json_is_integer(v), "an entity number (integer) or null")) return false;
+        n = json_integer_value(v);
+        if (n < 0 || n > j->ref_max)
+            return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "entity %lld is not in %s (1..%lld, or null)",
+                                (long long)n, j->ref_what, (long long)j->ref_max);
+        stored = n && j->ref_map ? (uint64_t)j->ref_map[n] : (uint64_t)n;
+    }
+    memcpy(p, &stored, 8);
+    return true;
+}
+
+static bool element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
+    json_int_t i;
+    double d;
+    switch (type) {
+    case KILN_TYPE_BOOL:
+        if (!pz_json_expect(j, v, json_is_boolean(v), "a boolean")) return false;
+        *p = json_is_true(v);
+        return true;
+    case KILN_TYPE_INT8: if (!integer_in(j, v, INT8_MIN, INT8_MAX, &i)) return false; { int8_t x = (int8_t)i; memcpy(p, &x, 1); } return true;
+    case KILN_TYPE_INT16: if (!integer_in(j, v, INT16_MIN, INT16_MAX, &i)) return false; { int16_t x = (int16_t)i; memcpy(p, &x, 2); } return true;
+    case KILN_TYPE_INT32: if (!integer_in(j, v, INT32_MIN, INT32_MAX, &i)) return false; { int32_t x = (int32_t)i; memcpy(p, &x, 4); } return true;
+    case KILN_TYPE_INT64: if (!integer_in(j, v, INT64_MIN, INT64_MAX, &i)) return false; memcpy(p, &i, 8); return true;
+    case KILN_TYPE_UINT8: if (!integer_in(j, v, 0, UINT8_MAX, &i)) return false; *p = (uint8_t)i; return true;
+    case KILN_TYPE_UINT16: if (!integer_in(j, v, 0, UINT16_MAX, &i)) return false; { uint16_t x = (uint16_t)i; memcpy(p, &x, 2); } return true;
+    case KILN_TYPE_UINT32: if (!integer_in(j, v, 0, UINT32_MAX, &i)) return false; { uint32_t x = (uint32_t)i; memcpy(p, &x, 4); } return true;
+    case KILN_TYPE_UINT64: {
+        uint64_t u;
+        if (json_is_string(v)) {
+            const char *s = json_string_value(v);
+            char *end;
+            if (!*s || *s < '0' || *s > '9') return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
+            u = strtoull(s, &end, 10);
+            if (*end) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
+        } else {
+            if (!integer_in(j, v, 0, INT64_MAX, &i)) return false;
+            u = (uint64_t)i;
+        }
+        memcpy(p, &u, 8);
+        return true;
+    }
+    case KILN_TYPE_ENTITY: return entity_number(j, v, p);
+    case KILN_TYPE_FLOAT: {
+        if (!read_number(j, v, &d)) return false;
+        float f = (float)d;
+        if (isfinite(d) && !isfinite(f)) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%g is out of range for a float", d);
+        memcpy(p, &f, 4);
+        return true;
+    }
+    case KILN_TYPE_DOUBLE: if (!read_number(j, v, &d)) return false; memcpy(p, &d, 8); return true;
+    default: {
+        size_t n = kiln_type_size(type) / 4;
+        if (!pz_json_expect(j, v, json_is_array(v) && json_array_size(v) == n, "an array of floats of the vector's size"))
+            return false;
+        for (size_t k = 0; k < n; k++) {
+            size_t mark = pz_json_index(j, k);
+            bool ok = element(j, json_array_get(v, k), KILN_TYPE_FLOAT, p + 4 * k);
+            pz_json_pop(j, mark);
+            if (!ok) return false;
+        }
+        return true;
+    }
+    }
+}
+
+static bool field(pz_json *j, const json_t *v, const kiln_field *f, uint8_t *value) {
+    uint8_t *p = value + f->offset;
+    uint32_t count = f->count ? f->count : 1;
+    if (f->type == KILN_TYPE_CHAR) {
+        if (!pz_json_expect(j, v, json_is_string(v), "a string")) return false;
+        size_t n = json_string_length(v);
+        if (n > count) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "a string of at most %u bytes expected", (unsigned)count);
+        if (strlen(json_string_value(v)) != n) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "a string without NUL bytes expected");
+        memset(p, 0, count);
+        memcpy(p, json_string_value(v), n);
+        return true;
+    }
+    if (count == 1) return element(j, v, f->type, p);
+    if (!pz_json_expect(j, v, json_is_array(v) && json_array_size(v) == count, "an array of the field's count"))
+        return false;
+    for (uint32_t k = 0; k < count; k++) {
+        size_t mark = pz_json_index(j, k);
+        bool ok = element(j, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));
+        pz_json_pop(j, mark);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static bool hex_value(pz_json *j, const json_t *v, uint8_t *dest, size_t size) {
+    if (!pz_json_expect(j, v, json_is_string(v), "a hex string (the component has no reflected fields)")) return false;
+    const char *s = json_string_value(v);
+    if (json_string_length(v) != size * 2)
+        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "a hex string of %zu bytes expected", size);
+    for (size_t i = 0; i < size * 2; i++) {
+        int c = s[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "a hex string expected (bad digit at %zu)", i);
+        dest[i / 2] = (uint8_t)(dest[i / 2] << 4 | d);
+    }
+    return true;
+}
+
+bool pz_json_read_value(pz_json *j, const json_t *v, const kiln_component_info *info, uint8_t *dest) {
+    if (info->size == 0) return pz_json_expect(j, v, json_is_true(v), "true (a tag)");
+    if (info->field_count == 0) return hex_value(j, v, dest, info->size);
+    if (!pz_json_expect(j, v, json_is_object(v), "an object of fields")) return false;
+    const char *key;
+    json_t *fv;
+    json_object_foreach((json_t *)v, key, fv) {
+        const kiln_field *f = NULL;
+        for (int32_t k = 0; k < info->field_count && !f; k++)
+            if (strcmp(info->fields[k].name, key) == 0) f = &info->fields[k];
+        size_t mark = pz_json_key(j, key);
+        bool ok = f ? field(j, fv, f, dest)
+                    : pz_json_fail(j, KILN_ERR_UNKNOWN_COMPONENT, "component '%s' has no such field", info->name);
+        pz_json_pop(j, mark);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node *node) {
+    if (!pz_json_expect(j, v, json_is_object(v), "an object of components")) return false;
+    const char *key;
+    json_t *cv;
+    json_object_foreach((json_t *)v, key, cv) {
+        size_t mark = pz_json_key(j, key);
+        kiln_component id = kiln_component_lookup(j->world, key);
+        if (!id && strcmp(key, "Name") == 0 && kiln_name_init(j->world, &id) != KILN_OK) { /* the addon's own */
+            pz_json_pop(j, mark);
+            return pz_json_fail(j, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        kiln_component_info info;
+        const char *why = NULL;
+        bool ok;
+        if (!id) {
+            ok = pz_json_fail(j, KILN_ERR_UNKNOWN_COMPONENT, "unknown component (not registered in this world)");
+        } else if (kiln_component_info_get(j->world, id, &info), (why = pz_tree_refuses(&info)) != NULL) {
+            ok = pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "component '%s' %s", info.name, why);
+        } else {
+            pz_value *value = pz_node_value(tree, node, &info);
+            ok = value ? pz_json_read_value(j, cv, &info, value->bytes)
+                       : pz_json_fail(j, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        pz_json_pop(j, mark);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* ---- writing ---- */
+
+static json_t *real(double d) {
+    if (isnan(d)) return json_string("nan");
+    if (isinf(d)) return json_string(d > 0 ? "inf" : "-inf");
+    return json_real(d);
+}
+
+static json_t *write_element(kiln_type type, const uint8_t *p, pz_number_fn number, void *ud) {
+    switch (type) {
+    case KILN_TYPE_BOOL: return json_boolean(*p != 0);
+    case KILN_TYPE_INT8: { int8_t v; memcpy(&v, p, 1); return json_integer(v); }
+    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); return json_integer(v); }
+    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); return json_integer(v); }
+    case KILN_TYPE_INT64: { int64_t v; memcpy(&v, p, 8); return json_integer(v); }
+    case KILN_TYPE_UINT8: return json_integer(*p);
+    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); return json_integer(v); }
+    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); return json_integer(v); }
+    case KILN_TYPE_UINT64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        if (v <= INT64_MAX) return json_integer((json_int_t)v);
+        char buf[24];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+        return json_string(buf);
+    }
+    case KILN_TYPE_ENTITY: {
+        kiln_entity e;
+        memcpy(&e, p, 8);
+        int64_t n = e ? number(ud, e) : 0;
+        return n > 0 ? json_integer(n) : json_null();
+    }
+    case KILN_TYPE_FLOAT: { float v; memcpy(&v, p, 4); return real(v); }
+    case KILN_TYPE_DOUBLE: { double v; memcpy(&v, p, 8); return real(v); }
+    default: {
+        size_t n = kiln_type_size(type) / 4;
+        json_t *a = json_array();
+        for (size_t i = 0; i < n && a; i++) {
+            float v;
+            memcpy(&v, p + 4 * i, 4);
+            json_array_append_new(a, real(v));
+        }
+        return a;
+    }
+    }
+}
+
+json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, const uint8_t *value,
+                            pz_number_fn number, void *ud, const char **bad_text) {
+    if (info->size == 0) return json_true();
+    if (info->field_count == 0) {
+        static const char digits[] = "0123456789abcdef";
+        char *s = kl_alloc(&world->alloc, info->size * 2 + 1);
+        if (!s) return NULL;
+        for (size_t i = 0; i < info->size; i++) s[2 * i] = digits[value[i] >> 4], s[2 * i + 1] = digits[value[i] & 15];
+        json_t *h = json_stringn(s, info->size * 2);
+        kl_free(&world->alloc, s, info->size * 2 + 1);
+        return h;
+    }
+    json_t *o = json_object();
+    for (int32_t f = 0; f < info->field_count && o; f++) {
+        const kiln_field *fd = &info->fields[f];
+        uint32_t n = fd->count ? fd->count : 1;
+        const uint8_t *p = value + fd->offset;
+        json_t *fv;
+        if (fd->type == KILN_TYPE_CHAR) {
+            fv = json_stringn((const char *)p, strnlen((const char *)p, n));
+            if (!fv && bad_text) *bad_text = fd->name; /* JSON holds UTF-8 only */
+        }
+        else if (n == 1) fv = write_element(fd->type, p, number, ud);
+        else {
+            fv = json_array();
+            for (uint32_t k = 0; k < n && fv; k++)
+                json_array_append_new(fv, write_element(fd->type, p + k * kiln_type_size(fd->type), number, ud));
+        }
+        if (!fv || json_object_set_new(o, fd->name, fv) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* ---- files ---- */
+
+kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes) {
+    if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: path is NULL", call);
+    FILE *f = fopen(path, "rb");
+    if (!f) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(errno));
+    uint8_t chunk[1 << 14];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (!pz_bytes_write(bytes, chunk, n)) break;
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (bytes->failed) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+    if (bad) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: reading %.200s failed", call, path);
+    return KILN_OK;
+}

@@ -1,0 +1,95 @@
+/* scene_internal.h: what prefabs and scenes share: a flat tree of nodes to spawn, JSON values
+ * read into and written from the world's layout with the path of any bad value. */
+#ifndef KILN_SCENE_INTERNAL_H
+#define KILN_SCENE_INTERNAL_H
+
+#include <jansson.h>
+
+#include "persist_internal.h"
+
+/* In a tree value, an entity field holding 1 .. 2^32-1 names a node of the tree (1-based): no
+ * live handle is that small (generations start at 1). 0 is null, anything else is kept. */
+#define PZ_NODE_REF_MAX 0xffffffffull
+
+typedef struct pz_value {
+    kiln_component id;
+    uint32_t size;              /* the component's size when the value was made */
+    uint8_t *bytes;             /* the world's layout; NULL for a tag */
+} pz_value;
+
+typedef struct pz_node {
+    int64_t parent;             /* node index, or -1: a root */
+    int32_t count, cap;
+    pz_value *values;
+} pz_node;
+
+/* Nodes in an order where every parent comes first (prefabs: pre-order). */
+typedef struct pz_tree {
+    pz_arena *arena;
+    int64_t count, cap;
+    pz_node *nodes;
+} pz_tree;
+
+/* Appends a node (no values) with parent; returns its index or -1 when out of memory. */
+KL_HIDDEN int64_t pz_tree_add(pz_tree *tree, int64_t parent);
+/* The value of component id on node (added with the component's defaults when missing);
+ * NULL when out of memory. */
+KL_HIDDEN pz_value *pz_node_value(pz_tree *tree, pz_node *node, const kiln_component_info *info);
+/* Copies src's nodes to the end of tree, their node references shifted to where they land and
+ * their roots under parent; false when out of memory. */
+KL_HIDDEN bool pz_tree_append(kiln_world *world, pz_tree *tree, const pz_tree *src, int64_t parent);
+/* Spawns every node (roots under parent when it is not null), links parents, points node
+ * references at the new entities and runs check hooks; writes the handles to dest (count).
+ * All or nothing: a failure despawns what it spawned. Messages start with call. */
+KL_HIDDEN kiln_result pz_tree_spawn(kiln_world *world, const pz_tree *tree, kiln_entity parent,
+                                    const char *call, kiln_entity *dest);
+
+/* Reasons a component cannot be in a prefab or a scene (hooks, or Parent which the tree
+ * itself expresses); NULL when it can. */
+KL_HIDDEN const char *pz_tree_refuses(const kiln_component_info *info);
+
+/* ---- jvalue.c: JSON values of components in the world's layout ---- */
+typedef struct pz_json {
+    kiln_world *world;
+    const char *call;           /* "kiln_prefab_load", "kiln_instantiate", ... */
+    kiln_result r;
+    int64_t ref_max;            /* entity fields take 1 .. ref_max (or null / 0) */
+    const char *ref_what;       /* "the scene", "the prefab" */
+    const int64_t *ref_map;     /* number -> what to store (1..ref_max); NULL: the number */
+    char path[256];
+} pz_json;
+
+KL_HIDDEN bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+KL_HIDDEN size_t pz_json_key(pz_json *j, const char *key);
+KL_HIDDEN size_t pz_json_index(pz_json *j, size_t i);
+KL_HIDDEN void pz_json_pop(pz_json *j, size_t mark);
+KL_HIDDEN bool pz_json_expect(pz_json *j, const json_t *v, bool ok, const char *what);
+/* Fails naming the first key of object v that is not in keys (NULL-terminated). */
+KL_HIDDEN bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys);
+/* Parses text (syntax errors say line, column and byte); NULL with the error set. */
+KL_HIDDEN json_t *pz_json_parse(pz_json *j, const void *data, size_t size);
+/* Reads the value of a component (an object of fields, true for a tag, a hex string for a
+ * component without reflected fields) over dest, which holds the value to start from. */
+KL_HIDDEN bool pz_json_read_value(pz_json *j, const json_t *v, const kiln_component_info *info,
+                                  uint8_t *dest);
+/* Reads an object of components into node: each known to the world, none refused. */
+KL_HIDDEN bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node *node);
+/* Writes a value as JSON; entity fields through number (a handle -> its number, 0: null).
+ * NULL when out of memory, or (bad_text set to the field's name) for a char array that is not
+ * UTF-8. */
+typedef int64_t (*pz_number_fn)(void *ud, kiln_entity e);
+KL_HIDDEN json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info,
+                                      const uint8_t *value, pz_number_fn number, void *ud,
+                                      const char **bad_text);
+
+/* Reads the whole file at path into bytes (on the world's allocator); fails naming call. */
+KL_HIDDEN kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes);
+
+/* prefab.c: the tree of a prefab made for world (NULL when it was made for another). */
+KL_HIDDEN const pz_tree *pz_prefab_tree(const kiln_prefab *prefab, const kiln_world *world);
+
+#endif

@@ -1,0 +1,458 @@
+/* scene.c: World methods over the persistence addon's prefabs and scenes: prefabs read from
+ * JSON, world:instantiate, world:export and the kiln.Instance class. Every argument (prefab defs
+ * converted included) is checked before the world is touched; the C calls are all or nothing. */
+#include <string.h>
+
+#include <jansson.h>
+
+#include "kiln_persist.h"
+#include "klua.h"
+
+#define KLUA_PREFAB_TREE "kiln.PrefabTree" /* the C prefab behind a kiln.Prefab read from JSON */
+#define KLUA_INSTANCE "kiln.Instance"
+#define MAX_DEF_DEPTH 64
+
+/* User values of a kiln.PrefabTree and a kiln.Instance: the World they belong to. */
+enum klua_scene_uv { SCENE_UV_WORLD = 1, SCENE_UV_COUNT = SCENE_UV_WORLD };
+
+typedef struct klua_prefab_tree {
+    kiln_prefab *prefab;
+    klua_world *kw;
+} klua_prefab_tree;
+
+typedef struct klua_instance {
+    kiln_instance *instance;
+    klua_world *kw;
+} klua_instance;
+
+/* JSON text (its first non-space byte is '{') rather than a path. */
+static bool looks_like_json(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
+    return i < n && s[i] == '{';
+}
+
+static klua_prefab_tree *push_tree(lua_State *L, klua_world *kw, int world_idx) {
+    klua_prefab_tree *t = lua_newuserdatauv(L, sizeof *t, SCENE_UV_COUNT);
+    t->prefab = NULL;
+    t->kw = kw;
+    luaL_setmetatable(L, KLUA_PREFAB_TREE);
+    lua_pushvalue(L, world_idx);
+    lua_setiuservalue(L, -2, SCENE_UV_WORLD);
+    return t;
+}
+
+/* The World of a tree or an instance at idx, checked open; raises naming fname otherwise. */
+static klua_world *owner_world(lua_State *L, int idx, const char *fname) {
+    lua_getiuservalue(L, idx, SCENE_UV_WORLD);
+    klua_world *kw = luaL_testudata(L, -1, KLUA_WORLD);
+    if (!kw || !kw->world) klua_fail(L, fname, "the world is closed");
+    lua_pop(L, 1);
+    return kw;
+}
+
+/* world:prefab(json_or_path): the native half of world:prefab (lua/kiln/prefab.lua keeps it
+ * for strings and wraps the result in a kiln.Prefab). */
+static int w_prefab_json(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:prefab";
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "JSON text or path (string)");
+    if (kw->host) klua_fail(L, fname, "a mod makes prefabs from tables (their entities carry its tag)");
+    size_t n;
+    const char *s = lua_tolstring(L, 2, &n);
+    if (strlen(s) != n) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
+    klua_prefab_tree *t = push_tree(L, kw, 1);
+    kiln_result r = looks_like_json(s, n) ? kiln_prefab_load(kw->world, s, n, &t->prefab)
+                                          : kiln_prefab_load_file(kw->world, s, &t->prefab);
+    if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return 1;
+}
+
+/* tree:spawn(n) -> a list of n roots (prefab.lua checks n and the self). */
+static int tree_spawn(lua_State *L) {
+    klua_prefab_tree *t = luaL_checkudata(L, 1, KLUA_PREFAB_TREE);
+    const char *fname = "prefab:spawn";
+    lua_Integer n = luaL_checkinteger(L, 2);
+    klua_world *kw = owner_world(L, 1, fname);
+    int64_t nodes = kiln_prefab_nodes(t->prefab);
+    if (n < 0 || n > INT32_MAX || (nodes && n > INT32_MAX / nodes))
+        klua_argerror(L, 2, fname, "a count from 0 to %lld expected", (long long)(nodes ? INT32_MAX / nodes : 0));
+    kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
+    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)roots[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int tree_gc(lua_State *L) {
+    klua_prefab_tree *t = luaL_checkudata(L, 1, KLUA_PREFAB_TREE);
+    kiln_prefab_destroy(t->prefab);
+    t->prefab = NULL;
+    return 0;
+}
+
+/* ---- a kiln.Prefab made from a table, as a C prefab for a scene ---- */
+
+typedef struct def_builder {
+    lua_State *L;
+    klua_world *kw;
+    int anchor;          /* a table keeping the buffers below alive */
+    int anchored;
+    const char *fname;
+} def_builder;
+
+static void *anchored(def_builder *b, size_t size) {
+    void *p = lua_newuserdatauv(b->L, size ? size : 1, 0);
+    memset(p, 0, size ? size : 1);
+    lua_rawseti(b->L, b->anchor, ++b->anchored);
+    return p;
+}
+
+/* Converts the checked def at idx (prefab.lua's copy: components, children) into d. */
+static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *pname, int depth) {
+    lua_State *L = b->L;
+    if (depth > MAX_DEF_DEPTH) klua_fail(L, b->fname, "prefab '%s' nests more than %d deep", pname, MAX_DEF_DEPTH);
+    luaL_checkstack(L, 8, "prefab def");
+    idx = lua_absindex(L, idx);
+    lua_getfield(L, idx, "components");
+    int comps = lua_gettop(L);
+    int32_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, comps)) n++, lua_pop(L, 1);
+    kiln_component *ids = anchored(b, sizeof(kiln_component) * (size_t)n);
+    const void **values = anchored(b, sizeof(void *) * (size_t)n);
+    int32_t i = 0;
+    lua_pushnil(L);
+    while (lua_next(L, comps)) {
+        const char *name = lua_tostring(L, -2);
+        kiln_component id = kiln_component_lookup(b->kw->world, name);
+        kiln_component_info info;
+        if (!kiln_component_info_get(b->kw->world, id, &info))
+            klua_fail(L, b->fname, "prefab '%s': unknown component '%s'", pname, name);
+        if (klua_is_lua_valued(b->kw, id))
+            klua_fail(L, b->fname, "prefab '%s': component '%s' holds Lua values, which a scene cannot copy", pname, name);
+        void *buf = anchored(b, info.size);
+        klua_build_value(L, b->kw, id, -1, buf, &info, b->fname, 0);
+        ids[i] = id;
+        values[i++] = buf;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "children");
+    int kids = lua_gettop(L);
+    int32_t k = (int32_t)luaL_len(L, kids);
+    kiln_prefab_desc *children = anchored(b, sizeof(kiln_prefab_desc) * (size_t)k);
+    for (int32_t c = 0; c < k; c++) {
+        lua_rawgeti(L, kids, c + 1);
+        def_desc(b, -1, &children[c], pname, depth + 1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    *d = (kiln_prefab_desc){.components = ids, .values = values, .component_count = n,
+                            .children = children, .child_count = k};
+}
+
+/* The C prefab of the kiln.Prefab at idx (named pname in the options); a table-made one is
+ * converted into a kiln.PrefabTree left on the stack (the collector frees it). */
+static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const char *pname, const char *fname) {
+    idx = lua_absindex(L, idx);
+    bool is_prefab = false;
+    if (lua_getmetatable(L, idx)) {
+        lua_getfield(L, -1, "__name");
+        is_prefab = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "kiln.Prefab") == 0;
+        lua_pop(L, 2);
+    }
+    if (!is_prefab) klua_argerror(L, 3, fname, "prefabs.%s: kiln.Prefab expected, got %s", pname, luaL_typename(L, idx));
+    lua_getfield(L, idx, "world");
+    bool same = lua_rawequal(L, -1, 1);
+    lua_pop(L, 1);
+    if (!same) klua_argerror(L, 3, fname, "prefabs.%s: the prefab was made for another world", pname);
+    lua_getfield(L, idx, "native");
+    klua_prefab_tree *t = luaL_testudata(L, -1, KLUA_PREFAB_TREE);
+    if (t) return t->prefab; /* left on the stack: held for the call */
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "def");
+    int def = lua_gettop(L);
+    lua_newtable(L);
+    def_builder b = {L, kw, lua_gettop(L), 0, fname};
+    kiln_prefab_desc root;
+    def_desc(&b, def, &root, pname, 1);
+    t = push_tree(L, kw, 1);
+    if (kiln_prefab_create(kw->world, &root, &t->prefab) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    lua_replace(L, def); /* the tree stays where the def was; the buffers may go */
+    lua_settop(L, def);
+    return t->prefab;
+}
+
+/* ---- world:instantiate ---- */
+
+static void push_instance(lua_State *L, klua_world *kw, kiln_instance *inst) {
+    klua_instance *ki = lua_newuserdatauv(L, sizeof *ki, SCENE_UV_COUNT);
+    ki->instance = inst;
+    ki->kw = kw;
+    luaL_setmetatable(L, KLUA_INSTANCE);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, SCENE_UV_WORLD);
+}
+
+static int w_instantiate(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:instantiate";
+    static const char *const keys[] = {"prefabs", "parent", NULL};
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "scene (JSON text) or path (string)");
+    if (kw->host) klua_fail(L, fname, "a mod spawns with world:spawn or a prefab (its entities carry its tag)");
+    size_t len;
+    const char *s = lua_tolstring(L, 2, &len);
+    if (strlen(s) != len) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
+    kiln_instantiate_desc d = {0};
+    lua_settop(L, 3);
+    if (!lua_isnil(L, 3)) {
+        if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
+        klua_check_keys(L, 3, 3, fname, keys, false);
+        lua_getfield(L, 3, "parent");
+        if (!lua_isnil(L, -1)) {
+            lua_Integer p = lua_tointeger(L, -1);
+            if (!lua_isinteger(L, -1) || p <= 0) klua_argerror(L, 3, fname, "parent must be an entity");
+            klua_check_alive(L, kw, (kiln_entity)p, fname);
+            d.parent = (kiln_entity)p;
+        }
+        lua_pop(L, 1);
+        lua_getfield(L, 3, "prefabs"); /* index 4 */
+        if (!lua_isnil(L, 4) && !lua_istable(L, 4)) klua_argerror(L, 3, fname, "prefabs must be a table of kiln.Prefab by name");
+    }
+    int32_t count = 0;
+    if (lua_istable(L, 4)) {
+        lua_pushnil(L);
+        while (lua_next(L, 4)) {
+            if (lua_type(L, -2) != LUA_TSTRING) klua_argerror(L, 3, fname, "prefabs are named by strings");
+            if (count == INT32_MAX / 2) klua_argerror(L, 3, fname, "too many prefabs");
+            count++;
+            lua_pop(L, 1);
+        }
+    }
+    const char **names = lua_newuserdatauv(L, sizeof(char *) * ((size_t)count + 1), 0); /* index 5 */
+    const kiln_prefab **prefabs = lua_newuserdatauv(L, sizeof(kiln_prefab *) * ((size_t)count + 1), 0);
+    lua_newtable(L); /* index 7: the converted prefabs, held for the call */
+    int held = lua_gettop(L);
+    int32_t i = 0;
+    if (count) {
+        lua_pushnil(L);
+        while (lua_next(L, 4)) {
+            names[i] = lua_tostring(L, -2); /* the key stays in the options table */
+            prefabs[i] = prefab_of(L, kw, -1, names[i], fname);
+            lua_rawseti(L, held, i + 1);  /* whatever prefab_of left: the tree or the native */
+            lua_pop(L, 1);
+            i++;
+        }
+    }
+    d.prefab_names = names;
+    d.prefabs = prefabs;
+    d.prefab_count = count;
+    kiln_instance *inst = NULL;
+    kiln_result r = looks_like_json(s, len) ? kiln_instantiate(kw->world, s, len, &d, &inst)
+                                            : kiln_instantiate_file(kw->world, s, &d, &inst);
+    if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
+    push_instance(L, kw, inst);
+    return 1;
+}
+
+/* ---- the kiln.Instance class ---- */
+
+static void push_entities(lua_State *L, const kiln_instance *inst, bool roots) {
+    int64_t n = roots ? kiln_instance_roots(inst, NULL, 0) : kiln_instance_spawned(inst, NULL, 0);
+    kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
+    if (roots) kiln_instance_roots(inst, list, n);
+    else kiln_instance_spawned(inst, list, n);
+    lua_createtable(L, (int)n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)list[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_remove(L, -2);
+}
+
+/* Pushes a JSON value as Lua (null as nil). */
+static void push_json(lua_State *L, const json_t *v, int depth) {
+    luaL_checkstack(L, 4, "scene properties");
+    if (depth > 200) luaL_error(L, "scene properties nest too deep");
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        lua_createtable(L, 0, (int)json_object_size(v));
+        const char *key;
+        json_t *item;
+        json_object_foreach((json_t *)v, key, item) {
+            push_json(L, item, depth + 1);
+            lua_setfield(L, -2, key);
+        }
+        return;
+    }
+    case JSON_ARRAY:
+        lua_createtable(L, (int)json_array_size(v), 0);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            push_json(L, json_array_get(v, i), depth + 1);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        return;
+    case JSON_STRING: lua_pushlstring(L, json_string_value(v), json_string_length(v)); return;
+    case JSON_INTEGER: lua_pushinteger(L, (lua_Integer)json_integer_value(v)); return;
+    case JSON_REAL: lua_pushnumber(L, json_real_value(v)); return;
+    case JSON_TRUE: case JSON_FALSE: lua_pushboolean(L, json_is_true(v)); return;
+    default: lua_pushnil(L); return;
+    }
+}
+
+static int push_properties(lua_State *L) {
+    push_json(L, lua_touserdata(L, 1), 0);
+    return 1;
+}
+
+static int instance_entity(lua_State *L) {
+    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "instance:entity", "string");
+    kiln_entity e = kiln_instance_entity(ki->instance, lua_tostring(L, 2));
+    if (e) lua_pushinteger(L, (lua_Integer)e);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int instance_despawn(lua_State *L) {
+    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    klua_world *kw = owner_world(L, 1, "instance:despawn");
+    if (kiln_instance_despawn(kw->world, ki->instance) != KILN_OK) klua_fail_world(L, kw->world, "instance:despawn");
+    return 0;
+}
+
+static int instance_index(lua_State *L) {
+    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    const char *key = lua_tostring(L, 2);
+    if (!key) return 0;
+    if (strcmp(key, "roots") == 0) push_entities(L, ki->instance, true);
+    else if (strcmp(key, "spawned") == 0) push_entities(L, ki->instance, false);
+    else if (strcmp(key, "name") == 0) lua_pushstring(L, kiln_instance_name(ki->instance));
+    else if (strcmp(key, "entity") == 0) lua_pushcfunction(L, instance_entity);
+    else if (strcmp(key, "despawn") == 0) lua_pushcfunction(L, instance_despawn);
+    else if (strcmp(key, "properties") == 0) {
+        json_t *props = json_loads(kiln_instance_properties(ki->instance), 0, NULL);
+        if (!props) return luaL_error(L, "instance.properties: out of memory");
+        lua_pushcfunction(L, push_properties); /* protected, so props is freed whatever happens */
+        lua_pushlightuserdata(L, props);
+        int status = lua_pcall(L, 1, 1, 0);
+        json_decref(props);
+        if (status != LUA_OK) return lua_error(L);
+    } else return 0;
+    return 1;
+}
+
+static int instance_gc(lua_State *L) {
+    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    kiln_instance_destroy(ki->instance);
+    ki->instance = NULL;
+    return 0;
+}
+
+static int instance_tostring(lua_State *L) {
+    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    lua_pushfstring(L, "kiln.Instance (%s, %d entities)", kiln_instance_name(ki->instance),
+                    (int)kiln_instance_spawned(ki->instance, NULL, 0));
+    return 1;
+}
+
+/* ---- world:export ---- */
+
+/* Output collected with the Lua state's allocator: a failure returns false (the export then
+ * fails and frees what it built) instead of raising inside the C call. */
+typedef struct text_sink {
+    lua_State *L;
+    char *data;
+    size_t size, cap;
+} text_sink;
+
+static bool sink_write(void *ud, const void *data, size_t size) {
+    text_sink *s = ud;
+    if (size > s->cap - s->size) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap - s->size < size) {
+            if (cap > SIZE_MAX / 2) return false;
+            cap *= 2;
+        }
+        void *aud;
+        lua_Alloc fa = lua_getallocf(s->L, &aud);
+        char *p = fa(aud, s->data, s->data ? s->cap : 0, cap);
+        if (!p) return false;
+        s->data = p;
+        s->cap = cap;
+    }
+    memcpy(s->data + s->size, data, size);
+    s->size += size;
+    return true;
+}
+
+static void sink_free(text_sink *s) {
+    void *aud;
+    lua_Alloc fa = lua_getallocf(s->L, &aud);
+    if (s->data) fa(aud, s->data, s->cap, 0);
+    s->data = NULL;
+}
+
+static int w_export(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:export";
+    static const char *const keys[] = {"name", NULL};
+    if (kw->host) klua_fail(L, fname, "a mod cannot export the host's world");
+    lua_settop(L, 3);
+    kiln_export_desc d = {0};
+    if (!lua_isnil(L, 2)) {
+        if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "list of entities");
+        lua_Integer n = luaL_len(L, 2);
+        if (n > INT32_MAX) klua_argerror(L, 2, fname, "too many roots");
+        kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
+        for (lua_Integer i = 0; i < n; i++) {
+            lua_rawgeti(L, 2, i + 1);
+            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0)
+                klua_argerror(L, 2, fname, "roots[%d] must be an entity", (int)(i + 1));
+            roots[i] = (kiln_entity)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+            klua_check_alive(L, kw, roots[i], fname);
+        }
+        d.roots = roots;
+        d.root_count = (int32_t)n;
+    }
+    if (!lua_isnil(L, 3)) {
+        if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
+        klua_check_keys(L, 3, 3, fname, keys, false);
+        lua_getfield(L, 3, "name");
+        if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING) klua_argerror(L, 3, fname, "name must be a string");
+        d.name = lua_tostring(L, -1); /* stays on the stack */
+    }
+    text_sink sink = {L, NULL, 0, 0};
+    if (kiln_export(kw->world, &d, sink_write, &sink) != KILN_OK) {
+        sink_free(&sink);
+        klua_fail_world(L, kw->world, fname);
+    }
+    lua_pushlstring(L, sink.data ? sink.data : "", sink.size);
+    sink_free(&sink);
+    return 1;
+}
+
+static const luaL_Reg scene_methods[] = {
+    {"prefab", w_prefab_json},
+    {"instantiate", w_instantiate},
+    {"export", w_export},
+    {NULL, NULL},
+};
+
+static const luaL_Reg tree_methods[] = {{"spawn", tree_spawn}, {NULL, NULL}};
+static const luaL_Reg tree_meta[] = {{"__gc", tree_gc}, {NULL, NULL}};
+
+void klua_open_scene(lua_State *L) {
+    klua_addmethods(L, KLUA_WORLD, scene_methods);
+    klua_createmeta(L, KLUA_PREFAB_TREE, tree_methods, tree_meta);
+    luaL_newmetatable(L, KLUA_INSTANCE);
+    static const luaL_Reg instance_meta[] = {
+        {"__index", instance_index}, {"__gc", instance_gc}, {"__tostring", instance_tostring}, {NULL, NULL}};
+    luaL_setfuncs(L, instance_meta, 0);
+    lua_pop(L, 1);
+}

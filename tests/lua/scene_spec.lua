@@ -1,0 +1,190 @@
+-- scene_spec.lua: prefabs read from JSON, world:instantiate with prefabs and a parent, the
+-- kiln.Instance it returns, world:export read back by instantiate, and hostile scenes refused
+-- with the world untouched.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+local function world()
+    local w = H.world()
+    w:component("Link", "entity target; entity pair[2];")
+    w:component("Label", "char text[16];")
+    return w
+end
+
+local SHIP = [[{"components": {"Position": {"x": 1}, "Health": {"hp": 5, "max": 5}},
+ "children": [{"components": {"Link": {"target": 1}, "Position": {"y": 2}}}]}]]
+
+local LEVEL = [[{"version": 1, "name": "moon", "properties": {"gravity": 1.5, "tags": ["a", "b"]},
+ "entities": [
+  {"name": "base", "components": {"Label": {"text": "base"}}},
+  {"name": "hero", "parent": 1, "prefab": "ship", "components": {"Health": {"hp": 9}}},
+  {"parent": 2, "components": {"Link": {"target": 1, "pair": [2, 3]}}}
+ ]}]]
+
+describe("scenes", function()
+    it("a prefab read from JSON spawns its tree with references inside each copy", function()
+        local w = world()
+        local ship = w:prefab(SHIP)
+        local a, b = ship:spawn(), ship:spawn()
+        assert.are.equal(4, w:count())
+        for _, root in ipairs{a, b} do
+            local kids = w:children(root)
+            assert.are.equal(1, #kids)
+            assert.are.equal(root, w:get(kids[1], "Link").target)
+            assert.are.equal(2, w:get(kids[1], "Position").y)
+            assert.are.same({hp = 5, max = 5}, w:get(root, "Health"))
+        end
+        local roots = ship:spawn(3)
+        assert.are.equal(3, #roots)
+        assert.are.equal(10, w:count())
+        H.raises(function() w:prefab('{"components": {"Nope": {}}}') end,
+                 "world:prefab: at components.Nope: unknown component")
+        H.raises(function() w:prefab('{"children": [{"components": {"Link": {"target": 7}}}]}') end,
+                 "world:prefab: at children[0].components.Link.target: entity 7 is not in the prefab (1..2, or null)")
+        H.raises(function() w:prefab("/no/such/prefab.json") end, "world:prefab: cannot open /no/such/prefab.json")
+        H.raises(function() w:prefab(5) end, "bad argument #1 to 'world:prefab'")
+    end)
+
+    it("instantiate spawns the scene, its prefabs and links, and returns an instance", function()
+        local w = world()
+        local ship = w:prefab(SHIP)
+        local holder = w:spawn()
+        local inst = w:instantiate(LEVEL, {prefabs = {ship = ship}, parent = holder})
+        assert.are.equal("moon", inst.name)
+        assert.are.same({gravity = 1.5, tags = {"a", "b"}}, inst.properties)
+        assert.are.equal(4, #inst.spawned)
+        assert.are.same({inst:entity("base")}, inst.roots)
+        local base, hero = inst:entity("base"), inst:entity("hero")
+        assert.is_nil(inst:entity("nobody"))
+        assert.are.equal(holder, w:get(base, "Parent").entity)
+        assert.are.equal(base, w:get(hero, "Parent").entity)
+        assert.are.same({hp = 9, max = 5}, w:get(hero, "Health")) -- merged over the prefab's
+        assert.are.equal("base", w:get(base, "Label").text)
+        local third = inst.spawned[4]
+        assert.are.same({target = base, pair = {hero, third}}, w:get(third, "Link"))
+        -- a second instance coexists; each despawns its own
+        local again = w:instantiate(LEVEL, {prefabs = {ship = ship}})
+        assert.are_not.equal(again:entity("hero"), hero)
+        assert.are.equal(9, w:count())
+        inst:despawn()
+        assert.are.equal(5, w:count())
+        assert.is_true(w:is_alive(again:entity("hero")))
+        assert.truthy(tostring(again):match("^kiln.Instance %(moon, 4 entities%)"))
+    end)
+
+    it("a prefab made from a table serves a scene too, unless it holds Lua values", function()
+        local w = world()
+        local tower = w:prefab{components = {Position = {x = 3}}, children = {{components = {Frozen = true}}}}
+        local inst = w:instantiate('{"version": 1, "entities": [{"name": "t", "prefab": "tower"}]}',
+                                   {prefabs = {tower = tower}})
+        assert.are.equal(3, w:get(inst:entity("t"), "Position").x)
+        assert.are.equal(2, #inst.spawned)
+        w:component("Script", "lua")
+        local scripted = w:prefab{components = {Script = {on = true}}}
+        H.unchanged(w, nil, function()
+            w:instantiate('{"version": 1, "entities": [{"prefab": "s"}]}', {prefabs = {s = scripted}})
+        end, "world:instantiate: prefab 's': component 'Script' holds Lua values")
+        H.raises(function() w:instantiate('{"version": 1, "entities": []}', {prefabs = {s = 5}}) end,
+                 "bad argument #2 to 'world:instantiate' (prefabs.s: kiln.Prefab expected, got number)")
+        H.raises(function() w:instantiate('{"version": 1, "entities": []}', {parent = 99}) end,
+                 "world:instantiate: entity 99v0 is not alive")
+        H.raises(function() w:instantiate('{"version": 1, "entities": []}', {prefab = {}}) end,
+                 "bad argument #2 to 'world:instantiate'")
+    end)
+
+    local hostile = {
+        {'{"version": 3, "entities": []}', "world:instantiate: at version: version 3 is not supported (this build reads version 1)"},
+        {'{"version": 1, "entities": [{"prefab": "nope"}]}', "world:instantiate: at entities[0].prefab: unknown prefab 'nope'"},
+        {'{"version": 1, "entities": [{"components": {"Laser": {}}}]}', "world:instantiate: at entities[0].components.Laser: unknown component"},
+        {'{"version": 1, "entities": [{"parent": 2}, {"parent": 1}]}', "world:instantiate: at entities[0].parent: parent links form a cycle"},
+        {'{"version": 1, "entities": [{"components": {"Link": {"target": 5}}}]}', "entity 5 is not in the scene (1..1, or null)"},
+        {'{"version": 1, "entities": [{"components": {"Position": {"x": "far"}}}]}', "at entities[0].components.Position.x: a number expected, got a string"},
+        {'{"version": 1, "entities": [{}', "world:instantiate: at line 1"},
+    }
+    for i, case in ipairs(hostile) do
+        it("refuses hostile scene " .. i .. " saying where, the world untouched", function()
+            local w = world()
+            w:spawn{Position = {x = 1}}
+            H.unchanged(w, nil, function() w:instantiate(case[1]) end, case[2])
+        end)
+    end
+
+    it("a scene cut at any byte is refused and the world is untouched", function()
+        local w = world()
+        local ship = w:prefab(SHIP)
+        w:spawn{Position = {x = 1}}
+        local before = w:hash()
+        for n = 0, #LEVEL - 1 do
+            local ok, err = pcall(w.instantiate, w, LEVEL:sub(1, n), {prefabs = {ship = ship}})
+            assert.is_false(ok, "a cut at " .. n .. " landed")
+            assert.truthy(tostring(err):match("^world:instantiate: "), err)
+            assert.are.equal(before, w:hash())
+        end
+    end)
+
+    it("export writes what instantiate reads, and exporting the copy gives the same text", function()
+        local w = world()
+        local ship = w:prefab(SHIP)
+        local inst = w:instantiate(LEVEL, {prefabs = {ship = ship}})
+        w:name(inst:entity("hero"), "hero")
+        local text = w:export(nil, {name = "copy"})
+        assert.truthy(text:match('^{\n "version": 1,\n "name": "copy"'))
+        local w2 = world()
+        w2:spawn() -- handles differ from the first world's
+        local copy = w2:instantiate(text)
+        assert.are.equal(#inst.spawned, #copy.spawned)
+        assert.are.equal(copy:entity("hero"), w2:lookup("hero"))
+        w2:despawn(4294967296) -- the filler (0v1)
+        assert.are.equal(text, w2:export(nil, {name = "copy"}))
+        -- some roots only: references outside become null
+        local part = w:export({inst:entity("hero")})
+        local w3 = world()
+        local sub = w3:instantiate(part)
+        assert.are.equal(3, #sub.spawned)
+        local link = w3:get(sub.spawned[3], "Link")
+        assert.are.same({target = nil, pair = {sub.spawned[1], sub.spawned[3]}}, {target = link.target ~= 0 and link.target or nil, pair = link.pair})
+        H.raises(function() w:export({12345}) end, "world:export: entity")
+        H.raises(function() w:export(5) end, "bad argument #1 to 'world:export'")
+        w:component("Script", "lua")
+        w:spawn{Script = {}}
+        H.raises(function() w:export() end, "component 'Script' has hooks")
+        local w4 = world()
+        w4:spawn{Label = {text = "\xff"}}
+        H.raises(function() w4:export() end, "world:export: entity 0v1 component 'Label' field 'text' is not UTF-8 text")
+    end)
+
+    it("a large forest built in one tick exports in order and round-trips, in linear time", function()
+        local w = world()
+        local prev
+        for i = 1, 5000 do
+            local e = w:spawn{Position = {x = i}, Link = {target = prev or 0}}
+            if prev and i % 10 ~= 0 then w:set_parent(e, prev) end
+            prev = e
+        end
+        local t = os.clock()
+        local text = w:export()
+        assert.truthy(os.clock() - t < 2, "a 5000-entity export took over 2 s")
+        local w2 = world()
+        local inst = w2:instantiate(text)
+        assert.are.equal(5000, #inst.spawned)
+        assert.are.equal(501, #inst.roots) -- entity 1, then every tenth
+        assert.are.equal(text, w2:export())
+    end)
+
+    it("reads scenes and prefabs from files", function()
+        local w = world()
+        local dir = os.tmpname()
+        local f = assert(io.open(dir, "w"))
+        f:write(LEVEL)
+        f:close()
+        local pf = os.tmpname()
+        f = assert(io.open(pf, "w"))
+        f:write(SHIP)
+        f:close()
+        local inst = w:instantiate(dir, {prefabs = {ship = w:prefab(pf)}})
+        assert.are.equal(4, #inst.spawned)
+        os.remove(dir)
+        os.remove(pf)
+        H.raises(function() w:instantiate(dir) end, "world:instantiate: cannot open")
+    end)
+end)
