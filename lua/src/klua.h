@@ -7,6 +7,8 @@
 #include <math.h>
 #include <lua.h>
 
+#include "compat.h" /* the 5.4 API over LuaJIT, when built against it */
+
 #include "kiln.h"
 #include "kiln_lua.h"
 
@@ -218,6 +220,8 @@ typedef struct klua_query {
     bool active;
     int32_t row;
     klua_system *owner; /* the Lua system that began the running iteration, or NULL */
+    int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
+    int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
 } klua_query;
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */

@@ -168,6 +168,7 @@ void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
 /* ---- the World behind a method --------------------------------------------------------- */
 
 lua_State *klua_main_thread(lua_State *L) {
+    /* under LuaJIT, the slot luaopen_kiln filled (compat.h) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
@@ -249,8 +250,10 @@ int klua_new_gc_guard(lua_State *L, klua_world *kw) {
 
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
+#if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (jit_methods.c) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     lua_toclose(L, -1);
+#endif
     lua_gc(L, LUA_GCSTOP);
     kw->gc_held = true;
     kw->gc_held_bytes = heap_bytes(L);
