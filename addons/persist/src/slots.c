@@ -34,13 +34,12 @@ kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc) {
     if (!arch_of || !first) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     for (uint32_t g = 0; g < doc->group_count; g++) {
         const kl_record *rec = kl_record_of(world, doc->groups[g].spawned[0]);
-        arch_of[g] = rec->archetype;
-        first[g] = rec->row;
+        arch_of[g] = kl_record_archetype(rec);
+        first[g] = kl_record_row(rec);
     }
     for (uint32_t i = 0; i < slots; i++) {
         kl_record *rec = &world->pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)];
-        kl_record_set_state(rec, KL_DEAD, 1);
-        rec->row = KL_NONE;
+        kl_record_set_dead(rec, 1, KL_NONE);
     }
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
@@ -49,8 +48,7 @@ kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc) {
             kiln_entity h = gr->handles[i];
             uint32_t row = first[g] + (uint32_t)i;
             kl_record *rec = kl_record_at(world, kiln_entity_index(h));
-            rec->archetype = arch_of[g]; /* alive: the generation is the row's handle's */
-            rec->row = row;
+            kl_record_set_alive(rec, kiln_entity_generation(h), arch_of[g], row);
             arch->entities[row] = h;
             gr->spawned[i] = h;
         }
@@ -60,7 +58,7 @@ kiln_result pz_slots_keep(kiln_world *world, pz_doc *doc) {
     for (uint32_t i = slots; i-- > 0;) {
         kl_record *rec = kl_record_at(world, i);
         if (kl_record_alive(rec)) continue;
-        rec->row = world->free_head;
+        kl_record_set_dead(rec, kl_record_generation(rec), world->free_head);
         world->free_head = i;
     }
     atomic_store_explicit(&world->slot_count, slots, memory_order_release);

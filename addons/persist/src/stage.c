@@ -447,7 +447,7 @@ static kiln_result spawn_groups(kiln_world *world, pz_doc *doc, uint32_t *done) 
             if (doc->schemas[gr->types[t]].id) comps[m++] = doc->schemas[gr->types[t]].id;
         gr->spawned = pz_alloc(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
         if (!gr->spawned) return oom(world);
-        if (gr->count > INT32_MAX)
+        if (gr->count > KL_ROWS_MAX)
             return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
         kiln_result r = kiln_spawn_batch(world, comps, m, (int32_t)gr->count, gr->spawned);
         if (r != KILN_OK) {
@@ -465,11 +465,11 @@ static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const han
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
         const kl_record *rec = kl_record_of(world, gr->spawned[0]);
-        kl_archetype *arch = world->archetypes[rec->archetype];
+        kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
             if (!s->id || s->size == 0) continue;
-            write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)rec->row,
+            write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)kl_record_row(rec),
                          &dec->groups[g][t], m);
         }
     }

@@ -131,9 +131,9 @@ bool kiln_transform_ids_get(const kiln_world *world, kiln_transform_ids *dest) {
 kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
                                    kiln_entity e, const kl_record *rec, bool *link_dead) {
     *link_dead = false;
-    const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
+    const kl_column *pc = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], st->ids.parent);
     if (!pc) return KILN_NULL_ENTITY;
-    kiln_entity p = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+    kiln_entity p = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
     if (p == e || !kl_record_of(world, p)) {
         *link_dead = true;
         return KILN_NULL_ENTITY;
