@@ -445,6 +445,8 @@ typedef struct kiln_iter {
     int32_t offset;
     uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
                                        marking loop keeps it in a register) */
+    uint64_t mark_tick;             /* tick again, as a type no per-row tick store can
+                                       alias: a marking loop loads it once, not per row */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -476,7 +478,7 @@ static inline void *kiln_iter_column(const kiln_iter *it, int32_t term) {
 
 /* Stamps row of term changed at the iteration's tick. */
 static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t row) {
-    it->ticks[term][row] = it->tick;
+    it->ticks[term][row] = (kiln_tick)it->mark_tick;
     it->marked |= (uint64_t)1 << term;
 }
 
