@@ -142,7 +142,7 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
     for (int32_t i = 0; i < count; i++) types[i] = terms[i].id;
     kl_archetype *arch = kl_archetype_ensure(world, types, count, call);
     if (!arch) {
-        *result = KILN_ERR_OUT_OF_MEMORY;
+        *result = kl_archetype_failure(world);
         return NULL;
     }
     int32_t cols[KL_SPAWN_MAX];
@@ -276,7 +276,7 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     }
     assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
-    if (!dst) return KILN_ERR_OUT_OF_MEMORY;
+    if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
         return no_room(world, call, dst, 1);
     kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, value, move);
@@ -304,7 +304,7 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     }
     assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
-    if (!dst) return KILN_ERR_OUT_OF_MEMORY;
+    if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1))
         return no_room(world, call, dst, 1);
     kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, NULL, false);

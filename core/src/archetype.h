@@ -12,6 +12,12 @@
 KL_HIDDEN kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types,
                                             int32_t count, const char *call);
 
+/* Why kl_archetype_ensure or kl_archetype_traverse returned NULL (the world error says it). */
+static inline kiln_result kl_archetype_failure(const kiln_world *world) {
+    return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT
+                                                                 : KILN_ERR_OUT_OF_MEMORY;
+}
+
 /* The neighbour of arch with component added (absent from arch) / removed (present),
  * following or caching the edge. NULL with the world error set when out of memory. */
 KL_HIDDEN kl_archetype *kl_archetype_traverse(kiln_world *world, kl_archetype *arch,
