@@ -411,6 +411,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
     if (arch->has_check && n > 0 &&
         (r = check_values(world, call, components, NULL, count, KILN_NULL_ENTITY)) != KILN_OK)
         return r;
+    if ((int64_t)arch->count + n > KL_ROWS_MAX) return no_room(world, call, arch, n);
     r = kl_entities_reserve(world, n, call);
     if (r != KILN_OK) return r;
     if (!kl_archetype_reserve(world, arch, n)) return no_room(world, call, arch, n);

@@ -206,3 +206,22 @@ KILN_TEST(limits, the_archetype_past_the_limit_fails_and_leaves_the_world_as_it_
     ck_assert(kiln_is_alive(w, first) && kiln_has(w, first, tags[TAGS - 1]));
     kiln_world_destroy(w);
 }
+
+/* Rows are 27 bits of the record: a batch that would put more than 2^27 entities in one
+ * archetype fails with KILN_ERR_LIMIT before it allocates anything. */
+KILN_TEST(limits, a_batch_past_the_rows_of_one_archetype_fails_and_spawns_nothing) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component tag = test_register_tag(w, "Many");
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(w, &tag, NULL, 1, &e), KILN_OK);
+    kiln_world_stats before;
+    kiln_world_stats_get(w, &before);
+    ck_assert_int_eq(kiln_spawn_batch(w, &tag, 1, 1 << 27, NULL), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_spawn_batch: an archetype holds at most 134217728 entities");
+    kiln_world_stats after;
+    kiln_world_stats_get(w, &after);
+    ck_assert_int_eq(after.bytes, before.bytes);
+    ck_assert_int_eq(kiln_entity_count(w), 1);
+    ck_assert(kiln_is_alive(w, e));
+    kiln_world_destroy(w);
+}
