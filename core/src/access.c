@@ -178,9 +178,11 @@ kiln_result kl_spawn_check(kiln_world *world, const char *call, const kiln_compo
 }
 
 /* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
-static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
+static inline __attribute__((always_inline)) int32_t place(kiln_world *world, kl_archetype *arch,
+                                                          kiln_entity e) {
     int32_t row = kl_archetype_push(world, arch, e);
-    kl_record_set_place(kl_record_at(world, kiln_entity_index(e)), arch->id, (uint32_t)row);
+    kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
+                        arch->id, (uint32_t)row);
     world->alive++;
     return row;
 }
@@ -239,7 +241,8 @@ kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity e
     int32_t row = (int32_t)kl_record_row(rec);
     kl_archetype_destroy_row(arch, row);
     kl_archetype_remove_row(world, arch, row);
-    kl_entity_release(world, entity);
+    world->alive--;
+    kl_entity_retire(world, rec, entity); /* rec: records never move */
     return KILN_OK;
 }
 
