@@ -282,7 +282,7 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
         return no_room(world, call, dst, 1);
-    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, value, move);
+    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, value, move, rec);
     return KILN_OK;
 }
 
@@ -310,7 +310,7 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1))
         return no_room(world, call, dst, 1);
-    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, NULL, false);
+    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, NULL, false, rec);
     if (removed) *removed = true;
     return KILN_OK;
 }

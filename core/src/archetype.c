@@ -338,7 +338,8 @@ static inline __attribute__((always_inline)) void move_run(kl_column *s, kl_colu
 }
 
 int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                          kl_archetype *dst, kiln_component changed, void *value, bool move) {
+                          kl_archetype *dst, kiln_component changed, void *value, bool move,
+                          kl_record *record) {
     kiln_entity e = src->entities[src_row];
     int32_t row = kl_archetype_push(world, dst, e);
     int32_t last = src->count - 1, n = src->column_count;
@@ -373,7 +374,7 @@ int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
     }
     src->count = last;
     src->structure_tick = world->tick;
-    kl_record_set_place(kl_record_at(world, kiln_entity_index(e)), dst->id, (uint32_t)row);
+    kl_record_set_place(record, dst->id, (uint32_t)row);
     return row;
 }
 
