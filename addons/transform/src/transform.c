@@ -117,9 +117,9 @@ static uint32_t chain_length(const kiln_world *world, const kl_transform_state *
         if (depth == CHAIN_CAP) return CHAIN_CAP; /* too deep */
         memo[kiln_entity_index(cur)] = memo_make(cur, MEMO_IN_PROGRESS);
         path[depth++] = kiln_entity_index(cur);
-        const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
+        const kl_column *pc = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], st->ids.parent);
         if (!pc) break;
-        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
         if (next == cur) break;
         cur = next;
     }
@@ -216,9 +216,9 @@ bool kiln_transform_ids_get(const kiln_world *world, kiln_transform_ids *dest) {
 kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
                                    kiln_entity e, const kl_record *rec, bool *link_dead) {
     *link_dead = false;
-    const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
+    const kl_column *pc = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], st->ids.parent);
     if (!pc) return KILN_NULL_ENTITY;
-    kiln_entity p = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+    kiln_entity p = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
     if (p == e || !kl_record_of(world, p)) {
         *link_dead = true;
         return KILN_NULL_ENTITY;
