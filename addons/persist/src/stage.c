@@ -401,7 +401,7 @@ static void remap_run(const handle_map *m, uint8_t *p, size_t stride, size_t n) 
                 memcpy(&e, p, 8);
                 uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
                 uint32_t at = idx < limit ? idx : limit;
-                e = (high != 0) & (gen[at] == high) ? e : KILN_NULL_ENTITY;
+                e = ((high != 0) & (gen[at] == high)) ? e : KILN_NULL_ENTITY;
                 memcpy(p, &e, 8);
             }
             return;
@@ -411,7 +411,7 @@ static void remap_run(const handle_map *m, uint8_t *p, size_t stride, size_t n) 
             memcpy(&e, p, 8);
             uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
             uint32_t at = idx < limit ? idx : limit;
-            e = (high != 0) & (gen[at] == high) ? values[at] : KILN_NULL_ENTITY;
+            e = ((high != 0) & (gen[at] == high)) ? values[at] : KILN_NULL_ENTITY;
             memcpy(p, &e, 8);
         }
         return;
