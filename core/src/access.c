@@ -298,13 +298,14 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
                                                                           kiln_entity entity,
                                                                           kiln_component component,
                                                                           bool *removed) {
-    kl_record *rec;
-    const kl_component *comp;
-    kiln_result r = resolve(world, call, entity, component, &rec, &comp);
-    if (r != KILN_OK) return r;
+    kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return kl_fail_dead(world, call, entity);
     kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
     int32_t slot = kl_archetype_slot(arch, component);
     if (slot == KL_SLOT_ABSENT) {
+        /* only an absent component can be unknown: components never unregister */
+        if (!kl_component_get(world, component))
+            return kl_fail_unknown_on(world, call, entity, component);
         if (removed) *removed = false;
         return KILN_OK;
     }

@@ -148,6 +148,15 @@ static inline __attribute__((always_inline)) void kl_move_sized(uint8_t *to, uin
 #undef KL_MOVE_SIZED
 }
 
+/* Copies size bytes from from to to, which may be the same row (never partly overlapping). */
+static inline __attribute__((always_inline)) void kl_copy_over(uint8_t *to, const uint8_t *from,
+                                                               size_t size) {
+    if (size == 8) memmove(to, from, 8);
+    else if (size == 4) memmove(to, from, 4);
+    else if (size == 16) memmove(to, from, 16);
+    else memmove(to, from, size);
+}
+
 /* The column moves of kl_archetype_move when some column of src has a move or destroy hook. */
 KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added,
                                         int32_t gone, size_t at, size_t to, size_t tail);
@@ -172,8 +181,12 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
     /* The added value first: it may point into the row about to be relocated or into the
      * last row, which the swap-remove moves. */
     if (added >= 0) kl_column_write(&dst->columns[added], row, value, move, world->tick);
-    if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
     if (KL_LIKELY(!src->has_hooks)) {
+        if (gone >= 0) { /* a plain value: nothing to destroy, the tail row fills its hole */
+            kl_column *g = &src->columns[gone];
+            kl_copy_over(g->data + at * g->stride, g->data + tail * g->stride, g->stride);
+            g->ticks[at] = g->ticks[tail];
+        }
         /* Every column plain: one pass, each value and tick out to the new row and the tail
          * row's into the hole (onto themselves when the hole is the tail). */
         kl_column *s = src->columns, *dc = dst->columns;
@@ -191,6 +204,7 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
             dc++;
         }
     } else {
+        if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
         kl_archetype_move_hooked(src, dst, added, gone, at, to, tail);
     }
     if (at != tail) {
