@@ -282,7 +282,9 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
         return no_room(world, call, dst, 1);
-    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, value, move, rec);
+    int32_t added = kl_archetype_slot(dst, component);
+    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, added >= 0 ? added : -1, -1,
+                      value, move, rec);
     return KILN_OK;
 }
 
@@ -296,12 +298,14 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
                                                                           kiln_entity entity,
                                                                           kiln_component component,
                                                                           bool *removed) {
-    kl_record *rec;
-    const kl_component *comp;
-    kiln_result r = resolve(world, call, entity, component, &rec, &comp);
-    if (r != KILN_OK) return r;
+    kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return kl_fail_dead(world, call, entity);
     kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
-    if (!kl_archetype_has(arch, component)) {
+    int32_t slot = kl_archetype_slot(arch, component);
+    if (slot == KL_SLOT_ABSENT) {
+        /* only an absent component can be unknown: components never unregister */
+        if (!kl_component_get(world, component))
+            return kl_fail_unknown_on(world, call, entity, component);
         if (removed) *removed = false;
         return KILN_OK;
     }
@@ -310,7 +314,8 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1))
         return no_room(world, call, dst, 1);
-    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, NULL, false, rec);
+    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, -1, slot >= 0 ? slot : -1,
+                      NULL, false, rec);
     if (removed) *removed = true;
     return KILN_OK;
 }

@@ -116,6 +116,7 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         a->columns[c].id = comp->id;
         a->columns[c].plain = !comp->destroy && !comp->move;
         if (comp->destroy) a->has_destroy = true;
+        if (!a->columns[c].plain) a->has_hooks = true;
         if (comp->check) a->has_check = true;
         atomic_init(&a->columns[c].latest, 0);
         c++;
@@ -275,15 +276,6 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     return ok;
 }
 
-int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity entity) {
-    KILN_ASSERT(arch->count < arch->capacity, "row reserved before push");
-    int32_t row = arch->count++;
-    arch->entities[row] = entity;
-    arch->structure_tick = world->tick;
-    world->structure_version++;
-    return row;
-}
-
 void kl_archetype_destroy_row(kl_archetype *arch, int32_t row) {
     if (!arch->has_destroy) return;
     for (int32_t i = 0; i < arch->column_count; i++) {
@@ -321,8 +313,7 @@ static inline void move_value(const kl_column *s, uint8_t *to, uint8_t *from) {
 
 /* Moves row at of the n columns s[i] to row to of d[i] (the same components), with their
  * ticks, and fills the hole from row tail of s when it is not the last row. */
-static inline __attribute__((always_inline)) void move_run(kl_column *s, kl_column *d, int32_t n,
-                                                           size_t at, size_t to, size_t tail) {
+static void move_run(kl_column *s, kl_column *d, int32_t n, size_t at, size_t to, size_t tail) {
     for (int32_t i = 0; i < n; i++) {
         size_t stride = s[i].stride;
         uint8_t *from = s[i].data + at * stride;
@@ -337,45 +328,30 @@ static inline __attribute__((always_inline)) void move_run(kl_column *s, kl_colu
     }
 }
 
-int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                          kl_archetype *dst, kiln_component changed, void *value, bool move,
-                          kl_record *record) {
-    kiln_entity e = src->entities[src_row];
-    int32_t row = kl_archetype_push(world, dst, e);
-    int32_t last = src->count - 1, n = src->column_count;
-    size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
-    /* The columns of src and dst follow one sorted order and differ at most by changed's
-     * column k: inserted into dst, or dropped from src. */
-    int32_t k = kl_archetype_slot(dst, changed);
-    if (k >= 0) {
-        /* The added value first: it may point into the row about to be relocated or into
-         * the last row, which the swap-remove moves. */
-        kl_column_write(&dst->columns[k], row, value, move, world->tick);
-        move_run(src->columns, dst->columns, k, at, to, tail);
-        move_run(src->columns + k, dst->columns + k + 1, n - k, at, to, tail);
-    } else if (k == KL_SLOT_ABSENT && (k = kl_archetype_slot(src, changed)) >= 0) {
-        kl_column *gone = &src->columns[k];
-        uint8_t *from = gone->data + at * gone->stride;
-        const kl_component *c = gone->component;
-        if (c->destroy) c->destroy(from, 1, c->hook_ctx);
-        if (at != tail) {
-            move_value(gone, from, gone->data + tail * gone->stride);
-            gone->ticks[at] = gone->ticks[tail];
-        }
-        move_run(src->columns, dst->columns, k, at, to, tail);
-        move_run(src->columns + k + 1, dst->columns + k, n - k - 1, at, to, tail);
-    } else {
-        move_run(src->columns, dst->columns, n, at, to, tail); /* a tag changed */
-    }
+void kl_move_bytes(uint8_t *to, uint8_t *from, const uint8_t *tail, size_t size) {
+    memcpy(to, from, size);
+    memmove(from, tail, size);
+}
+
+void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added, int32_t gone,
+                              size_t at, size_t to, size_t tail) {
+    kl_column *s = src->columns, *d = dst->columns;
+    int32_t n = src->column_count;
+    int32_t split = added >= 0 ? added : gone >= 0 ? gone : n;
+    int32_t skip_src = gone >= 0, skip_dst = added >= 0;
+    move_run(s, d, split, at, to, tail);
+    move_run(s + split + skip_src, d + split + skip_dst, n - split - skip_src, at, to, tail);
+}
+
+void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail) {
+    kl_column *col = &src->columns[gone];
+    uint8_t *from = col->data + at * col->stride;
+    const kl_component *c = col->component;
+    if (c->destroy) c->destroy(from, 1, c->hook_ctx);
     if (at != tail) {
-        kiln_entity moved = src->entities[last];
-        src->entities[src_row] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)src_row);
+        move_value(col, from, col->data + tail * col->stride);
+        col->ticks[at] = col->ticks[tail];
     }
-    src->count = last;
-    src->structure_tick = world->tick;
-    kl_record_set_place(record, dst->id, (uint32_t)row);
-    return row;
 }
 
 void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick) {

@@ -72,7 +72,14 @@ static inline kl_column *kl_archetype_column(const kl_archetype *arch, kiln_comp
 }
 
 /* Appends a row for entity (room must be reserved); values are left uninitialised. */
-KL_HIDDEN int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity entity);
+static inline int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, kiln_entity entity) {
+    KILN_ASSERT(arch->count < arch->capacity, "row reserved before push");
+    int32_t row = arch->count++;
+    arch->entities[row] = entity;
+    arch->structure_tick = world->tick;
+    world->structure_version++;
+    return row;
+}
 
 /* Runs the destroy hooks of every value in row. */
 KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
@@ -80,14 +87,6 @@ KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
 /* Removes row whose values are already destroyed or moved out: the last row moves into it
  * and its entity's record is updated. */
 KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row);
-
-/* Moves the entity at src_row of src into a new row of dst, its neighbour along changed
- * (room must be reserved): when dst has changed, its value is written from value first (see
- * kl_column_write); the other components move with their ticks, and when src has changed
- * its value is destroyed. Updates records (record: the moving entity's); returns the row. */
-KL_HIDDEN int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                                    kl_archetype *dst, kiln_component changed, void *value,
-                                    bool move, kl_record *record);
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps tick.
  * move: relocate value through the component's move hook when it has one, else copy. */
@@ -113,6 +112,110 @@ static inline void kl_column_write(kl_column *col, int32_t row, void *value, boo
         return;
     }
     kl_column_write_slow(col, row, value, move, tick);
+}
+
+/* kl_move_sized for the sizes it does not name (out of line: keeps the move's registers). */
+KL_HIDDEN void kl_move_bytes(uint8_t *to, uint8_t *from, const uint8_t *tail, size_t size);
+
+/* Copies one plain value of size bytes out of from into to, then the value at tail into
+ * from (tail may be from: it is then rewritten unchanged). Both are read before either is
+ * written; the usual sizes copy through registers. */
+static inline __attribute__((always_inline)) void kl_move_sized(uint8_t *to, uint8_t *from,
+                                                                const uint8_t *tail, size_t size) {
+#define KL_MOVE_SIZED(N)                                                                        \
+    do {                                                                                        \
+        uint8_t out[N], in[N];                                                                  \
+        memcpy(out, from, N);                                                                   \
+        memcpy(in, tail, N);                                                                    \
+        memcpy(to, out, N);                                                                     \
+        memcpy(from, in, N);                                                                    \
+    } while (0)
+    if (size == 8) KL_MOVE_SIZED(8);
+    else if (size == 4) KL_MOVE_SIZED(4);
+    else if (size == 16) KL_MOVE_SIZED(16);
+    else if (size == 12) { /* as 8 + 4: a 12-byte buffer would go through the stack */
+        uint64_t out0, in0;
+        uint32_t out1, in1;
+        memcpy(&out0, from, 8);
+        memcpy(&out1, from + 8, 4);
+        memcpy(&in0, tail, 8);
+        memcpy(&in1, tail + 8, 4);
+        memcpy(to, &out0, 8);
+        memcpy(to + 8, &out1, 4);
+        memcpy(from, &in0, 8);
+        memcpy(from + 8, &in1, 4);
+    } else kl_move_bytes(to, from, tail, size);
+#undef KL_MOVE_SIZED
+}
+
+/* Copies size bytes from from to to, which may be the same row (never partly overlapping). */
+static inline __attribute__((always_inline)) void kl_copy_over(uint8_t *to, const uint8_t *from,
+                                                               size_t size) {
+    if (size == 8) memmove(to, from, 8);
+    else if (size == 4) memmove(to, from, 4);
+    else if (size == 16) memmove(to, from, 16);
+    else memmove(to, from, size);
+}
+
+/* The column moves of kl_archetype_move when some column of src has a move or destroy hook. */
+KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added,
+                                        int32_t gone, size_t at, size_t to, size_t tail);
+
+/* Destroys the value at row at of src's column gone and fills the hole from row tail. */
+KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
+
+/* Moves the entity at src_row of src into a new row of dst, its neighbour along one
+ * component (room must be reserved). The columns of src and dst follow one sorted order and
+ * differ at most by that component's column: added (dst's column, or -1), whose value is
+ * written from value first (see kl_column_write), or gone (src's column, or -1), whose value
+ * is destroyed. Every other value moves with its tick, and src's last row fills the hole.
+ * Updates records (record: the moving entity's); returns the new row. Inlined into the add
+ * and remove paths, which know added and gone already. */
+static inline __attribute__((always_inline)) int32_t
+kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_archetype *dst,
+                  int32_t added, int32_t gone, void *value, bool move, kl_record *record) {
+    kiln_entity e = src->entities[src_row];
+    int32_t row = kl_archetype_push(world, dst, e);
+    int32_t last = src->count - 1, n = src->column_count;
+    size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
+    /* The added value first: it may point into the row about to be relocated or into the
+     * last row, which the swap-remove moves. */
+    if (added >= 0) kl_column_write(&dst->columns[added], row, value, move, world->tick);
+    if (KL_LIKELY(!src->has_hooks)) {
+        if (gone >= 0) { /* a plain value: nothing to destroy, the tail row fills its hole */
+            kl_column *g = &src->columns[gone];
+            kl_copy_over(g->data + at * g->stride, g->data + tail * g->stride, g->stride);
+            g->ticks[at] = g->ticks[tail];
+        }
+        /* Every column plain: one pass, each value and tick out to the new row and the tail
+         * row's into the hole (onto themselves when the hole is the tail). */
+        kl_column *s = src->columns, *dc = dst->columns;
+        for (int32_t i = 0; i < n; i++) {
+            if (i == added) dc++;
+            if (i == gone) continue;
+            size_t stride = s[i].stride;
+            uint8_t *data = s[i].data;
+            kiln_tick *ticks = s[i].ticks;
+            kiln_tick tick = ticks[at];
+            kl_move_sized(dc->data + to * stride, data + at * stride, data + tail * stride, stride);
+            dc->ticks[to] = tick;
+            ticks[at] = ticks[tail];
+            kl_column_touch(dc, tick);
+            dc++;
+        }
+    } else {
+        if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
+        kl_archetype_move_hooked(src, dst, added, gone, at, to, tail);
+    }
+    if (at != tail) {
+        kiln_entity moved = src->entities[last];
+        src->entities[src_row] = moved;
+        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)src_row);
+    }
+    src->count = last;
+    src->structure_tick = world->tick;
+    kl_record_set_place(record, dst->id, (uint32_t)row);
+    return row;
 }
 
 /* Frees every archetype, running the destroy hooks of every live value. */

@@ -157,6 +157,7 @@ typedef struct kl_archetype {
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed */
     bool has_destroy;         /* some column has a destroy hook */
+    bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */
 } kl_archetype;
 

@@ -105,6 +105,46 @@ KILN_TEST(ticks, swap_removed_rows_keep_their_values_and_ticks) {
     ck_assert(!kiln_has(F.w, e[1], F.pos));
 }
 
+KILN_TEST(ticks, values_of_every_size_keep_their_bytes_and_ticks_through_add_and_remove) {
+    static const size_t sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 64};
+    enum { C = sizeof sizes / sizeof sizes[0], N = 5 };
+    kiln_component ids[C], extra;
+    for (int c = 0; c < C; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "Sized%d", c);
+        ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = name,
+                                                      .size = sizes[c]}, &ids[c]), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Extra",
+                                                  .size = 4}, &extra), KILN_OK);
+    kiln_entity e[N];
+    for (int i = 0; i < N; i++) { /* entity i's bytes are i * 64 + c + offset, written at tick i + 1 */
+        ck_assert_int_eq(kiln_spawn(F.w, &e[i]), KILN_OK);
+        for (int c = 0; c < C; c++) {
+            uint8_t v[64];
+            for (size_t b = 0; b < sizes[c]; b++) v[b] = (uint8_t)(i * 64 + c + (int)b);
+            ck_assert_int_eq(kiln_add(F.w, e[i], ids[c], v), KILN_OK);
+        }
+        kiln_tick_advance(F.w);
+    }
+    /* a middle row (the last row fills its hole), the last row (no hole), then back */
+    int order[] = {1, 4, 0, 3, 2};
+    for (int k = 0; k < N; k++) ck_assert_int_eq(kiln_add(F.w, e[order[k]], extra, NULL), KILN_OK);
+    for (int k = 0; k < N; k++)
+        ck_assert_int_eq(kiln_remove(F.w, e[order[N - 1 - k]], extra, NULL), KILN_OK);
+    for (int i = 0; i < N; i++) {
+        for (int c = 0; c < C; c++) {
+            const uint8_t *v = kiln_get(F.w, e[i], ids[c]);
+            ck_assert_ptr_nonnull(v);
+            for (size_t b = 0; b < sizes[c]; b++)
+                if (v[b] != (uint8_t)(i * 64 + c + (int)b))
+                    ck_abort_msg("entity %d lost byte %zu of its %zu-byte value", i, b, sizes[c]);
+            ck_assert_uint_eq(kiln_changed_tick(F.w, e[i], ids[c]), (kiln_tick)(i + 1));
+        }
+        ck_assert(!kiln_has(F.w, e[i], extra));
+    }
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* hooks                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
