@@ -205,13 +205,24 @@ typedef struct pz_place {
  * leaving at most empty archetypes and capacity behind); nothing is alive yet. */
 KL_HIDDEN kiln_result pz_slots_reserve(kiln_world *world, pz_doc *doc, uint64_t slots, pz_place *place);
 
-/* Row r of group g at its saved handle e (valid and below the slot count): its record and its
- * row's handle, written before the rows are published. */
-static inline void pz_slots_write(const pz_place *place, uint32_t g, int64_t r, kiln_entity e) {
+/* Where one group's rows go, read once per group (the loop writing them keeps it in registers). */
+typedef struct pz_rows {
+    kiln_entity *entities;       /* the archetype's handles from the group's first row */
+    kl_record *const *pages;
+    uint32_t archetype, first;
+} pz_rows;
+
+static inline pz_rows pz_slots_rows(const pz_place *place, uint32_t g) {
     kl_archetype *arch = place->archs[g];
-    uint32_t row = (uint32_t)(place->first[g] + r), idx = kiln_entity_index(e);
-    arch->entities[row] = e;
-    place->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)] = (kl_record){arch->id, row};
+    return (pz_rows){arch->entities + place->first[g], place->pages, arch->id, (uint32_t)place->first[g]};
+}
+
+/* Row r of the group at its saved handle e (valid and below the slot count): its record and
+ * its row's handle, written before the rows are published. */
+static inline void pz_slots_write(pz_rows w, int64_t r, kiln_entity e) {
+    uint32_t idx = kiln_entity_index(e);
+    w.entities[r] = e;
+    w.pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)] = (kl_record){w.archetype, w.first + (uint32_t)r};
 }
 
 /* Publishes the rows every saved handle was written to (pz_slots_write; saved: non-zero for

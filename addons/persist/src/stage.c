@@ -268,7 +268,8 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t slots, con
         uint64_t wrong = 0;
         for (uint32_t g = 0; g < doc->group_count; g++) {
             const kiln_entity *h = doc->groups[g].handles;
-            for (int64_t r = 0; r < doc->groups[g].count; r++) {
+            pz_rows rows = keep ? pz_slots_rows(place, g) : (pz_rows){0};
+            for (int64_t r = 0, n = doc->groups[g].count; r < n; r++) {
                 kiln_entity e = h[r];
                 uint32_t idx = kiln_entity_index(e);
                 uint64_t high = e >> 32; /* the generation, 1 and up, and nothing above it */
@@ -279,7 +280,7 @@ static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t slots, con
                     return bad != KILN_OK ? bad : twice(world, e);
                 }
                 gen[at] = (uint32_t)high;
-                if (keep && at < limit) pz_slots_write(place, g, r, e);
+                if (keep && at < limit) pz_slots_write(rows, r, e);
             }
         }
         return wrong ? check_handles(world, doc) : KILN_OK;
