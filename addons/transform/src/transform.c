@@ -153,6 +153,19 @@ static CHAIN_COLD uint32_t chain_length(const chain_walk *w, kiln_entity x) {
     return base;
 }
 
+/* 1 when x is a live entity without a Parent (its chain is itself, now remembered), else 0:
+ * the step most walks take (a parent that is a root), without chain_length's bookkeeping. */
+static inline uint32_t root_length(const chain_walk *w, kiln_entity x) {
+    uint32_t idx = kiln_entity_index(x);
+    if (idx >= w->slots) return 0;
+    const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
+    if (!kl_record_alive(rec)) return 0;
+    const kl_archetype *arch = w->archetypes[rec->archetype];
+    if (arch->entities[rec->row] != x || kl_archetype_slot(arch, w->parent) >= 0) return 0;
+    w->memo[idx] = memo_make(x, 1);
+    return 1;
+}
+
 /* check_parent over stored links: the walk up from each parent is remembered per slot, so
  * every chain is walked once. check_parent refuses a link exactly when the chain from the
  * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH + 1 nodes; a chain through
@@ -178,6 +191,7 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
         if (parent == e) break;
         /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
         uint32_t above = memo_of(memo, slots, parent);
+        if (above == 0) above = root_length(&w, parent);
         if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
         if (above >= CHAIN_CAP) break;
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
