@@ -326,6 +326,20 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, c
     return KILN_OK;
 }
 
+_Static_assert(sizeof(kl_child_pair) == 2 * sizeof(kiln_entity), "a pair is two handles");
+
+kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count, const char *call) {
+    kl_transform_state *st = kl_transform_state_of(world);
+    *pairs = NULL;
+    *count = 0;
+    if (!st) return KILN_OK;
+    kiln_result r = refresh_children(world, st, call);
+    if (r != KILN_OK) return r;
+    *pairs = (const kiln_entity *)(const void *)st->pairs;
+    *count = st->pair_count;
+    return KILN_OK;
+}
+
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
