@@ -418,39 +418,58 @@ static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-/* Rewrites n references stride bytes apart through the map. */
-static void remap_run(const handle_map *m, uint8_t *p, size_t stride, size_t n) {
+/* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
+ * through the map. */
+static void remap_run(const handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
     if (m->generation) { /* the direct map in a loop of its own: one load per reference */
         const uint32_t *gen = m->generation;
         uint32_t limit = (uint32_t)m->mask;
         const kiln_entity *values = m->values;
         if (!values) { /* the handles stay: a reference the file does not hold becomes null */
-            for (size_t r = 0; r < n; r++, p += stride) {
+            for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
                 kiln_entity e;
-                memcpy(&e, p, 8);
+                memcpy(&e, src, 8);
                 uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
                 uint32_t at = idx < limit ? idx : limit;
                 e = (high != 0) & (gen[at] == high) ? e : KILN_NULL_ENTITY;
-                memcpy(p, &e, 8);
+                memcpy(dst, &e, 8);
             }
             return;
         }
-        for (size_t r = 0; r < n; r++, p += stride) {
+        for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
             kiln_entity e;
-            memcpy(&e, p, 8);
+            memcpy(&e, src, 8);
             uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
             uint32_t at = idx < limit ? idx : limit;
             e = (high != 0) & (gen[at] == high) ? values[at] : KILN_NULL_ENTITY;
-            memcpy(p, &e, 8);
+            memcpy(dst, &e, 8);
         }
         return;
     }
-    for (size_t r = 0; r < n; r++, p += stride) {
+    for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
         kiln_entity e;
-        memcpy(&e, p, 8);
+        memcpy(&e, src, 8);
         e = map_get(m, e);
-        memcpy(p, &e, 8);
+        memcpy(dst, &e, 8);
     }
+}
+
+/* True when every 8 bytes of a value of info are one entity reference (Parent, a link): its
+ * column is copied and remapped in one loop, as one run of references. */
+static bool only_references(const kiln_component_info *info) {
+    if (info->size == 0 || info->size % 8 || info->size > 8 * 64) return false;
+    uint64_t covered = 0;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        uint32_t n = fd->count ? fd->count : 1;
+        if (fd->type != KILN_TYPE_ENTITY || fd->offset % 8) return false;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t slot = fd->offset / 8 + k;
+            if (slot >= 64 || (covered >> slot & 1)) return false;
+            covered |= (uint64_t)1 << slot;
+        }
+    }
+    return covered == (info->size == 8 * 64 ? ~(uint64_t)0 : ((uint64_t)1 << (info->size / 8)) - 1);
 }
 
 /* Rewrites the entity fields of rows values stride bytes apart through the map. */
@@ -460,7 +479,10 @@ static void remap_rows(const kiln_component_info *info, const handle_map *m, uin
         const kiln_field *fd = &info->fields[f];
         if (fd->type != KILN_TYPE_ENTITY) continue;
         uint32_t n = fd->count ? fd->count : 1;
-        for (uint32_t k = 0; k < n; k++) remap_run(m, base + fd->offset + 8 * (size_t)k, stride, rows);
+        for (uint32_t k = 0; k < n; k++) {
+            uint8_t *p = base + fd->offset + 8 * (size_t)k;
+            remap_run(m, p, p, stride, rows);
+        }
     }
 }
 
@@ -479,6 +501,10 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
     }
     const uint8_t *src = gr->values[t];
     bool refs = pz_has_entity_fields(&s->info);
+    if (s->same && col->stride == size && only_references(&s->info)) {
+        remap_run(m, src, base, 8, count * (size / 8));
+        return;
+    }
     if (s->same && col->stride == size && refs) {
         /* copied and remapped a run at a time, so the remap reads what is still in cache */
         size_t run = size <= 4096 ? 16384 / size : 1;
