@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../transform/src/transform_links.h" /* the children index, read on one refresh */
 #include "kiln_transform.h"
 #include "persist_internal.h"
 
@@ -15,12 +16,6 @@ typedef struct source {
     kiln_component *types;
     void **values;              /* copied out: spawning may move the originals */
 } source;
-
-/* The transform addon's children index, looked up many times on one refresh (transform.c;
- * kiln_transform_children per entity would rebuild it per call after a Parent change this
- * tick, which made cloning a freshly built tree quadratic). */
-KL_HIDDEN kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count,
-                                         const char *call);
 
 /* The first of the count (parent, child) pairs whose parent is not below parent. */
 static int64_t first_child(const kiln_entity *pairs, int64_t count, kiln_entity parent) {

@@ -7,6 +7,7 @@
 #include "component.h"
 #include "defer.h"
 #include "query.h"
+#include "transform_links.h"
 #include "transform_state.h"
 
 static const kiln_field parent_fields[] = {

@@ -77,13 +77,6 @@ typedef struct kl_transform_state {
 /* The world's transform state, or NULL before kiln_transform_init. */
 KL_HIDDEN kl_transform_state *kl_transform_state_of(const kiln_world *world);
 
-/* The children index for a caller that looks many entities up at once (kiln_clone: the index
- * is rebuilt per kiln_transform_children call while a Parent changed this tick): 2 * count
- * handles, (parent, child) pairs sorted by parent then child, refreshed once here; valid until
- * the next Parent write or structural change. Declared again where the persistence addon
- * uses it. Fails (naming call) only when out of memory; no addon: count 0. */
-KL_HIDDEN kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count,
-                                         const char *call);
 
 /* The live parent of a live entity's record, or null (no Parent, dead parent, self link);
  * *link_dead is set when a Parent exists but does not lead to a live parent. */
