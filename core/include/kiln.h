@@ -113,7 +113,8 @@ typedef enum kiln_result {
     KILN_ERR_UNKNOWN_COMPONENT,/* the id is not a component of this world */
     KILN_ERR_LAYOUT_MISMATCH,  /* a name registered again with another layout */
     KILN_ERR_OUT_OF_MEMORY,    /* the allocator hook returned NULL */
-    KILN_ERR_LIMIT,            /* a hard limit (entity slots, archetypes) is exhausted */
+    KILN_ERR_LIMIT,            /* a hard limit is reached: 2^32-1 entity slots, 65,472
+                                  archetypes, 2^27 (134,217,728) entities in one archetype */
     KILN_ERR_UNKNOWN_EVENT     /* the event type is not registered in this world */
 } kiln_result;
 
@@ -372,9 +373,10 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
 /* A prepared getter (fields private): kiln_getter_get answers kiln_get inline, until the
  * next structural change (debug builds assert). See "Prepared getters" in docs/c-api.md. */
 typedef struct kiln_getter_archetype { /* data NULL: the archetype lacks the component */
-    const kiln_entity *entities; const uint8_t *data; size_t stride; } kiln_getter_archetype;
-typedef struct kiln_getter { /* pages: the world's records, (archetype, row), 4096 a page */
-    const uint32_t *const *pages; uint32_t slot_count, archetype_count;
+    const uint8_t *data; size_t stride; } kiln_getter_archetype;
+typedef struct kiln_getter { /* pages: the world's slot records, 4096 a page, each a word of
+    * generation << 43 | archetype << 27 | row (dead and reserved slots: archetype >= count) */
+    const uint64_t *const *pages; uint32_t slot_count, archetype_count;
     const kiln_getter_archetype *archetypes; kiln_world *world; kiln_component component;
     uint64_t version;
 } kiln_getter;
@@ -390,11 +392,14 @@ static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity
 #endif
     uint32_t index = (uint32_t)entity;
     if (index >= getter->slot_count) return NULL;
-    const uint32_t *record = getter->pages[index >> 12] + 2 * (index & 4095u);
-    if (record[0] >= getter->archetype_count) return NULL; /* dead or not yet alive */
-    const kiln_getter_archetype *a = &getter->archetypes[record[0]];
-    if (a->data == NULL || a->entities[record[1]] != entity) return NULL;
-    return a->data + (size_t)record[1] * a->stride;
+    uint64_t record = getter->pages[index >> 12][index & 4095u];
+    /* the handle's whole high half against the generation: stale handles never match */
+    if ((record >> 43) != (entity >> 32)) return NULL;
+    uint32_t archetype = (uint32_t)(record >> 27) & 0xffffu;
+    if (archetype >= getter->archetype_count) return NULL; /* dead or not yet alive */
+    const kiln_getter_archetype *a = &getter->archetypes[archetype];
+    if (a->data == NULL) return NULL;
+    return a->data + (size_t)(record & 0x7ffffffu) * a->stride;
 }
 
 /* ---- Queries ---------------------------------------------------------------------------- */
@@ -441,6 +446,8 @@ typedef struct kiln_iter {
     int32_t offset;
     uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
                                        marking loop keeps it in a register) */
+    uint64_t mark_tick;             /* tick again, as a type no per-row tick store can
+                                       alias: a marking loop loads it once, not per row */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -472,7 +479,7 @@ static inline void *kiln_iter_column(const kiln_iter *it, int32_t term) {
 
 /* Stamps row of term changed at the iteration's tick. */
 static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t row) {
-    it->ticks[term][row] = it->tick;
+    it->ticks[term][row] = (kiln_tick)it->mark_tick;
     it->marked |= (uint64_t)1 << term;
 }
 

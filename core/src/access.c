@@ -45,6 +45,15 @@ static kiln_result oom(kiln_world *world, const char *call) {
     return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
 }
 
+/* Why rows more rows do not fit in arch: the row limit, else memory. */
+static kiln_result no_room(kiln_world *world, const char *call, const kl_archetype *arch,
+                           int64_t rows) {
+    if ((int64_t)arch->count + rows > KL_ROWS_MAX)
+        return kl_fail(world, KILN_ERR_LIMIT, "%s: an archetype holds at most %u entities", call,
+                       (unsigned)KL_ROWS_MAX);
+    return oom(world, call);
+}
+
 /* Immediate structural changes must not run under an active iteration; iteration defers the
  * world, so reaching this with one active means raw misuse (e.g. a buffer applied in a loop). */
 static void assert_not_iterating(const kiln_world *world) {
@@ -133,7 +142,7 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
     for (int32_t i = 0; i < count; i++) types[i] = terms[i].id;
     kl_archetype *arch = kl_archetype_ensure(world, types, count, call);
     if (!arch) {
-        *result = KILN_ERR_OUT_OF_MEMORY;
+        *result = kl_archetype_failure(world);
         return NULL;
     }
     int32_t cols[KL_SPAWN_MAX];
@@ -169,11 +178,11 @@ kiln_result kl_spawn_check(kiln_world *world, const char *call, const kiln_compo
 }
 
 /* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
-static int32_t place(kiln_world *world, kl_archetype *arch, kiln_entity e) {
+static inline __attribute__((always_inline)) int32_t place(kiln_world *world, kl_archetype *arch,
+                                                          kiln_entity e) {
     int32_t row = kl_archetype_push(world, arch, e);
-    kl_record *rec = kl_record_at(world, kiln_entity_index(e));
-    rec->archetype = arch->id;
-    rec->row = (uint32_t)row;
+    kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
+                        arch->id, (uint32_t)row);
     world->alive++;
     return row;
 }
@@ -198,7 +207,7 @@ static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_
     }
     for (int32_t i = 0; i < count; i++) vals[i] = values ? values[i] : NULL;
     if (arch->count == arch->capacity && !kl_archetype_reserve_rebase(world, arch, 1, vals, count))
-        return oom(world, call);
+        return no_room(world, call, arch, 1);
 
     kiln_entity e = reserved ? reserved : kl_entity_take(world);
     int32_t row = place(world, arch, e);
@@ -228,11 +237,12 @@ kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity e
     assert_not_iterating(world);
     kl_record *rec = kl_record_of(world, entity);
     if (!rec) return kl_fail_dead(world, call, entity);
-    kl_archetype *arch = world->archetypes[rec->archetype];
-    int32_t row = (int32_t)rec->row;
+    kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
+    int32_t row = (int32_t)kl_record_row(rec);
     kl_archetype_destroy_row(arch, row);
     kl_archetype_remove_row(world, arch, row);
-    kl_entity_release(world, entity);
+    world->alive--;
+    kl_entity_retire(world, rec, entity); /* rec: records never move */
     return KILN_OK;
 }
 
@@ -261,18 +271,18 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     if (r != KILN_OK) return r;
     if (comp->check && (r = kl_component_check(world, comp, entity, value, call)) != KILN_OK)
         return r;
-    kl_archetype *arch = world->archetypes[rec->archetype];
+    kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
     int32_t slot = kl_archetype_slot(arch, component);
     if (slot != KL_SLOT_ABSENT) {
-        if (slot >= 0) replace(world, &arch->columns[slot], (int32_t)rec->row, value, move);
+        if (slot >= 0) replace(world, &arch->columns[slot], (int32_t)kl_record_row(rec), value, move);
         return KILN_OK;
     }
     assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
-    if (!dst) return KILN_ERR_OUT_OF_MEMORY;
+    if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
-        return oom(world, call);
-    kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, value, move);
+        return no_room(world, call, dst, 1);
+    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, value, move, rec);
     return KILN_OK;
 }
 
@@ -290,16 +300,17 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     const kl_component *comp;
     kiln_result r = resolve(world, call, entity, component, &rec, &comp);
     if (r != KILN_OK) return r;
-    kl_archetype *arch = world->archetypes[rec->archetype];
+    kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
     if (!kl_archetype_has(arch, component)) {
         if (removed) *removed = false;
         return KILN_OK;
     }
     assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
-    if (!dst) return KILN_ERR_OUT_OF_MEMORY;
-    if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1)) return oom(world, call);
-    kl_archetype_move(world, arch, (int32_t)rec->row, dst, component, NULL, false);
+    if (!dst) return kl_archetype_failure(world);
+    if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1))
+        return no_room(world, call, dst, 1);
+    kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, component, NULL, false, rec);
     if (removed) *removed = true;
     return KILN_OK;
 }
@@ -318,7 +329,7 @@ static kl_column *writable(kiln_world *world, const char *call, kiln_entity enti
     *tag = false;
     *result = resolve(world, call, entity, component, &rec, &comp);
     if (*result != KILN_OK) return NULL;
-    kl_archetype *arch = world->archetypes[rec->archetype];
+    kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
     int32_t slot = kl_archetype_slot(arch, component);
     if (slot == KL_SLOT_ABSENT) {
         *result = missing(world, call, entity, comp);
@@ -340,7 +351,7 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
     if (col->component->check &&
         (r = kl_component_check(world, col->component, entity, value, call)) != KILN_OK)
         return r;
-    replace(world, col, (int32_t)kl_record_at(world, kiln_entity_index(entity))->row, value, move);
+    replace(world, col, (int32_t)kl_record_row(kl_record_at(world, kiln_entity_index(entity))), value, move);
     return KILN_OK;
 }
 
@@ -403,9 +414,10 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
     if (arch->has_check && n > 0 &&
         (r = check_values(world, call, components, NULL, count, KILN_NULL_ENTITY)) != KILN_OK)
         return r;
+    if ((int64_t)arch->count + n > KL_ROWS_MAX) return no_room(world, call, arch, n);
     r = kl_entities_reserve(world, n, call);
     if (r != KILN_OK) return r;
-    if (!kl_archetype_reserve(world, arch, n)) return oom(world, call);
+    if (!kl_archetype_reserve(world, arch, n)) return no_room(world, call, arch, n);
 
     int32_t first = arch->count;
     int32_t i = 0;
@@ -420,8 +432,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
         int32_t row = arch->count;
         for (; i < n; i++, index++, row++) {
             kl_record *rec = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-            rec->archetype = arch->id;
-            rec->row = (uint32_t)row;
+            kl_record_set_alive(rec, 1, arch->id, (uint32_t)row);
             kiln_entity e = kiln_entity_make(index, 1);
             arch->entities[row] = e;
             if (dest) dest[i] = e;
@@ -481,7 +492,7 @@ int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return -1;
-    const kl_archetype *arch = world->archetypes[rec->archetype];
+    const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
     for (int32_t i = 0; i < arch->type_count && i < capacity; i++) dest[i] = arch->types[i];
     return arch->type_count;
 }
@@ -490,7 +501,7 @@ bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component compon
     KILN_ASSERT(world != NULL, "world is NULL");
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return false;
-    return kl_archetype_has(world->archetypes[rec->archetype], component);
+    return kl_archetype_has(world->archetypes[kl_record_archetype(rec)], component);
 }
 
 /* kiln_get of a component id beyond arch's direct slots. */
@@ -505,13 +516,13 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
     kl_guard_check(world, "kiln_get", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return NULL;
-    const kl_archetype *arch = world->archetypes[rec->archetype];
+    const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
     /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
-    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, rec->row, component);
+    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, kl_record_row(rec), component);
     int32_t c = arch->slots[component].column;
     if (c < 0) return NULL;
     const kl_column *col = &arch->columns[c];
-    return col->data + (size_t)rec->row * col->stride;
+    return col->data + (size_t)kl_record_row(rec) * col->stride;
 }
 
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component) {
@@ -526,7 +537,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
                     kl_component_get(world, component)->names);
         return NULL;
     }
-    int32_t row = (int32_t)kl_record_at(world, kiln_entity_index(entity))->row;
+    int32_t row = (int32_t)kl_record_row(kl_record_at(world, kiln_entity_index(entity)));
     col->ticks[row] = world->tick;
     kl_column_touch(col, world->tick);
     return col->data + (size_t)row * col->stride;
@@ -538,7 +549,7 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
     kl_guard_check(world, "kiln_changed_tick", KL_READ, component, 0);
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return 0;
-    const kl_column *col = kl_archetype_column(world->archetypes[rec->archetype], component);
+    const kl_column *col = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], component);
     if (!col) return 0;
-    return col->ticks[rec->row];
+    return col->ticks[kl_record_row(rec)];
 }

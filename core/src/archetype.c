@@ -69,8 +69,9 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
     kl_archetype *found = lookup(world, types, count, hash);
     if (found) return found;
 
-    if (world->archetype_count >= INT32_MAX - 1) {
-        kl_fail(world, KILN_ERR_LIMIT, "%s: too many archetypes", call);
+    if ((uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX) {
+        kl_fail(world, KILN_ERR_LIMIT, "%s: too many archetypes (limit %u)", call,
+                (unsigned)KL_ARCHETYPES_MAX);
         return NULL;
     }
     int32_t columns = 0;
@@ -197,10 +198,10 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
                                  void **ptrs, int32_t ptr_count) {
     int64_t need = (int64_t)arch->count + rows;
     if (need <= arch->capacity) return true;
-    if (need > INT32_MAX) return false;
+    if (need > KL_ROWS_MAX) return false;
     int64_t ncap = arch->capacity ? (int64_t)arch->capacity * 2 : 8;
     if (ncap < need) ncap = need;
-    if (ncap > INT32_MAX) ncap = INT32_MAX;
+    if (ncap > KL_ROWS_MAX) ncap = KL_ROWS_MAX;
 
     kl_allocator *al = &world->alloc;
     enum { STACK = 32 };
@@ -305,7 +306,7 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
         }
         kiln_entity moved = arch->entities[last];
         arch->entities[row] = moved;
-        kl_record_at(world, kiln_entity_index(moved))->row = (uint32_t)row;
+        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)row);
     }
     arch->count = last;
     arch->structure_tick = world->tick;
@@ -337,7 +338,8 @@ static inline __attribute__((always_inline)) void move_run(kl_column *s, kl_colu
 }
 
 int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
-                          kl_archetype *dst, kiln_component changed, void *value, bool move) {
+                          kl_archetype *dst, kiln_component changed, void *value, bool move,
+                          kl_record *record) {
     kiln_entity e = src->entities[src_row];
     int32_t row = kl_archetype_push(world, dst, e);
     int32_t last = src->count - 1, n = src->column_count;
@@ -368,13 +370,11 @@ int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
     if (at != tail) {
         kiln_entity moved = src->entities[last];
         src->entities[src_row] = moved;
-        kl_record_at(world, kiln_entity_index(moved))->row = (uint32_t)src_row;
+        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)src_row);
     }
     src->count = last;
     src->structure_tick = world->tick;
-    kl_record *r = kl_record_at(world, kiln_entity_index(e));
-    r->archetype = dst->id;
-    r->row = (uint32_t)row;
+    kl_record_set_place(record, dst->id, (uint32_t)row);
     return row;
 }
 

@@ -12,6 +12,12 @@
 KL_HIDDEN kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types,
                                             int32_t count, const char *call);
 
+/* Why kl_archetype_ensure or kl_archetype_traverse returned NULL (the world error says it). */
+static inline kiln_result kl_archetype_failure(const kiln_world *world) {
+    return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT
+                                                                 : KILN_ERR_OUT_OF_MEMORY;
+}
+
 /* The neighbour of arch with component added (absent from arch) / removed (present),
  * following or caching the edge. NULL with the world error set when out of memory. */
 KL_HIDDEN kl_archetype *kl_archetype_traverse(kiln_world *world, kl_archetype *arch,
@@ -78,10 +84,10 @@ KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, in
 /* Moves the entity at src_row of src into a new row of dst, its neighbour along changed
  * (room must be reserved): when dst has changed, its value is written from value first (see
  * kl_column_write); the other components move with their ticks, and when src has changed
- * its value is destroyed. Updates records; returns the row. */
+ * its value is destroyed. Updates records (record: the moving entity's); returns the row. */
 KL_HIDDEN int32_t kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row,
                                     kl_archetype *dst, kiln_component changed, void *value,
-                                    bool move);
+                                    bool move, kl_record *record);
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps tick.
  * move: relocate value through the component's move hook when it has one, else copy. */

@@ -46,7 +46,7 @@ kiln_result kl_entities_reserve_slow(kiln_world *world, int64_t n, const char *c
     /* Walk the free list only as far as needed (one step for a single spawn). */
     int64_t fresh_needed = n;
     for (uint32_t i = world->free_head; i != KL_NONE && fresh_needed > 0;
-         i = kl_record_at(world, i)->row)
+         i = kl_record_next(kl_record_at(world, i)))
         fresh_needed--;
     if (fresh_needed <= 0) return KILN_OK;
     int64_t need = (int64_t)kl_slot_count(world) + fresh_needed;
@@ -58,51 +58,40 @@ kiln_result kl_entities_reserve_slow(kiln_world *world, int64_t n, const char *c
 }
 
 kiln_entity kl_entity_take(kiln_world *world) {
-    uint32_t index;
+    uint32_t index, generation = 1; /* a fresh slot's first generation */
     kl_record *r;
     if (world->free_head != KL_NONE) {
         index = world->free_head;
         r = kl_record_at(world, index);
-        world->free_head = r->row;
+        world->free_head = kl_record_next(r);
+        generation = kl_record_generation(r);
+        kl_record_set_reserved(r, generation);
     } else {
         index = kl_slot_count(world);
         r = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-        kl_record_set_state(r, KL_DEAD, 1);
+        kl_record_set_reserved(r, generation);
         atomic_store_explicit(&world->slot_count, index + 1, memory_order_release);
     }
-    uint32_t generation = kl_record_generation(r);
-    kl_record_set_state(r, KL_RESERVED, generation);
-    r->row = KL_NONE;
     return kiln_entity_make(index, generation);
 }
 
 void kl_entity_release(kiln_world *world, kiln_entity entity) {
-    uint32_t index = kiln_entity_index(entity);
-    kl_record *r = kl_record_at(world, index);
+    kl_record *r = kl_record_at(world, kiln_entity_index(entity));
     if (kl_record_alive(r)) world->alive--;
-    uint32_t generation = kiln_entity_generation(entity);
-    if (generation >= KILN_ENTITY_GENERATION_MAX) {
-        /* Exhausted: retire the slot so no stale handle can ever match again. */
-        kl_record_set_state(r, KL_DEAD, KILN_ENTITY_GENERATION_MAX);
-        r->row = KL_NONE;
-        return;
-    }
-    kl_record_set_state(r, KL_DEAD, generation + 1);
-    r->row = world->free_head;
-    world->free_head = index;
+    kl_entity_retire(world, r, entity);
 }
 
 void kl_entity_untake(kiln_world *world, kiln_entity entity) {
     uint32_t index = kiln_entity_index(entity);
     kl_record *r = kl_record_at(world, index);
     uint32_t generation = kiln_entity_generation(entity);
-    kl_record_set_state(r, KL_DEAD, generation); /* no generation spent */
     if (generation == 1 && index + 1 == kl_slot_count(world)) {
         /* A fresh slot (a released one has a later generation): the slot count goes back. */
+        kl_record_set_dead(r, generation, KL_NONE);
         atomic_store_explicit(&world->slot_count, index, memory_order_release);
         return;
     }
-    r->row = world->free_head;
+    kl_record_set_dead(r, generation, world->free_head); /* no generation spent */
     world->free_head = index;
 }
 

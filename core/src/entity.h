@@ -24,6 +24,19 @@ KL_HIDDEN kiln_entity kl_entity_take(kiln_world *world);
 /* Releases the slot of a live or reserved entity: bumps its generation (retiring it when exhausted). */
 KL_HIDDEN void kl_entity_release(kiln_world *world, kiln_entity entity);
 
+/* Bumps the generation of entity's slot r (retiring the slot when it is exhausted) and frees
+ * it, without counting: kl_entity_release for a caller that holds the record. */
+static inline void kl_entity_retire(kiln_world *world, kl_record *r, kiln_entity entity) {
+    uint32_t generation = kiln_entity_generation(entity);
+    if (KL_UNLIKELY(generation >= KILN_ENTITY_GENERATION_MAX)) {
+        /* Exhausted: retire the slot so no stale handle can ever match again. */
+        kl_record_set_dead(r, KILN_ENTITY_GENERATION_MAX, KL_NONE);
+        return;
+    }
+    kl_record_set_dead(r, generation + 1, world->free_head);
+    world->free_head = kiln_entity_index(entity);
+}
+
 /* Undoes the latest kl_entity_take of entity exactly (slot count, free list, generation), for
  * a call that fails after taking it: the world is left as it was. Undo several takes latest
  * first. */

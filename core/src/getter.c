@@ -8,11 +8,12 @@
 #include "guard.h"
 
 /* kiln.h restates the record layout and page size for the inline read: checked here. */
-_Static_assert(sizeof(kl_record) == 2 * sizeof(uint32_t) && offsetof(kl_record, archetype) == 0 &&
-                   offsetof(kl_record, row) == sizeof(uint32_t),
-               "kiln_getter_get reads a record as (archetype, row)");
+_Static_assert(sizeof(kl_record) == sizeof(uint64_t) && KL_PLACE_BITS == 43 && KL_ROW_BITS == 27,
+               "kiln_getter_get reads a record as generation << 43 | archetype << 27 | row");
 _Static_assert(KL_PAGE_BITS == 12, "kiln_getter_get (kiln.h) pages records 4096 at a time");
-_Static_assert(KL_DEAD > INT32_MAX, "a slot that is not alive reads as an archetype beyond any count");
+_Static_assert((KL_PLACE_RESERVED >> KL_ROW_BITS) == KL_ARCHETYPES_MAX &&
+                   (KL_PLACE_DEAD >> KL_ROW_BITS) > KL_ARCHETYPES_MAX,
+               "a slot that is not alive reads as an archetype beyond any count");
 
 kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
@@ -28,10 +29,9 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
     for (int32_t a = 0; a < n; a++) {
         const kl_archetype *arch = world->archetypes[a];
         const kl_column *col = kl_archetype_column(arch, component);
-        archs[a] = (kiln_getter_archetype){arch->entities, col ? col->data : NULL,
-                                           col ? col->stride : 0};
+        archs[a] = (kiln_getter_archetype){col ? col->data : NULL, col ? col->stride : 0};
     }
-    dest->pages = (const uint32_t *const *)atomic_load_explicit(&world->pages, memory_order_acquire);
+    dest->pages = (const uint64_t *const *)atomic_load_explicit(&world->pages, memory_order_acquire);
     dest->slot_count = kl_slot_count(world);
     dest->archetype_count = (uint32_t)n;
     dest->archetypes = archs;

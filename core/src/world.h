@@ -9,37 +9,74 @@
 #include "memory.h"
 
 #define KL_NONE UINT32_MAX
-/* A record's archetype field when its slot is not alive: KL_DEAD or KL_RESERVED (a handle
- * handed out by a deferred spawn, not alive yet), or-ed with the slot's generation. */
-#define KL_DEAD 0x80000000u
-#define KL_RESERVED 0xC0000000u
-#define KL_RECORD_STATE 0xC0000000u
 #define KL_ERROR_SIZE 256
 #define KL_SPAWN_CACHE 8
 #define KL_PAGE_BITS 12
 #define KL_PAGE_SIZE (1u << KL_PAGE_BITS)
 
-/* One entity slot, 8 bytes. Alive: archetype (an id, below KL_DEAD) and row locate the
- * entity, and the row's handle in the archetype's entities carries the generation, so only
- * the newest handle of a slot matches. Not alive: archetype is KL_DEAD or KL_RESERVED or-ed
- * with the slot's current generation (bumped on despawn); a dead slot's row links the free
- * list (KL_NONE ends it). */
+/* One entity slot: one 64-bit word, the slot's generation in bits 43-63 above its place in
+ * bits 0-42, so one read settles a handle and finds its row. Alive: the place is the
+ * archetype (bits 27-42, below KL_ARCHETYPES_MAX) and the row (bits 0-26). Reserved (a
+ * handle handed out by a deferred spawn, not alive yet): KL_PLACE_RESERVED, at the handle's
+ * generation. Dead: KL_PLACE_DEAD or-ed with the next free slot (KL_NONE ends the free list),
+ * at the generation the slot hands out next. Both states read as archetype ids at or above
+ * KL_ARCHETYPES_MAX, beyond any archetype count. */
 typedef struct kl_record {
-    uint32_t archetype;
-    uint32_t row;
+    uint64_t bits;
 } kl_record;
 
-static inline bool kl_record_alive(const kl_record *r) { return r->archetype < KL_DEAD; }
+#define KL_ROW_BITS 27
+#define KL_ROWS_MAX (1u << KL_ROW_BITS)   /* rows per archetype: 134,217,728 */
+#define KL_ARCHETYPES_MAX 0xFFC0u         /* archetypes per world: 65,472 */
+#define KL_PLACE_BITS 43
+#define KL_PLACE_MASK ((UINT64_C(1) << KL_PLACE_BITS) - 1)
+#define KL_PLACE_RESERVED ((uint64_t)KL_ARCHETYPES_MAX << KL_ROW_BITS)
+#define KL_PLACE_DEAD (UINT64_C(0x7FF) << 32)
 
-/* Marks a slot dead (or reserved: state KL_RESERVED) at generation; row is left as is. */
-static inline void kl_record_set_state(kl_record *r, uint32_t state, uint32_t generation) {
-    r->archetype = state | generation;
-}
-
-/* The generation of a slot that is not alive. */
 static inline uint32_t kl_record_generation(const kl_record *r) {
-    return r->archetype & ~KL_RECORD_STATE;
+    return (uint32_t)(r->bits >> KL_PLACE_BITS);
 }
+
+/* The archetype id and row of a live slot (for others, an id >= KL_ARCHETYPES_MAX). */
+static inline uint32_t kl_record_archetype(const kl_record *r) {
+    return (uint32_t)(r->bits >> KL_ROW_BITS) & 0xFFFFu;
+}
+
+static inline bool kl_record_alive(const kl_record *r) {
+    return kl_record_archetype(r) < KL_ARCHETYPES_MAX;
+}
+
+static inline uint32_t kl_record_row(const kl_record *r) {
+    return (uint32_t)r->bits & (KL_ROWS_MAX - 1);
+}
+
+/* Makes a slot alive at archetype and row, at generation. */
+static inline void kl_record_set_alive(kl_record *r, uint32_t generation, uint32_t archetype,
+                                       uint32_t row) {
+    r->bits = (uint64_t)generation << KL_PLACE_BITS | (uint64_t)archetype << KL_ROW_BITS | row;
+}
+
+/* Moves a live or reserved slot to archetype and row, keeping its generation. */
+static inline void kl_record_set_place(kl_record *r, uint32_t archetype, uint32_t row) {
+    r->bits = (r->bits & ~KL_PLACE_MASK) | (uint64_t)archetype << KL_ROW_BITS | row;
+}
+
+/* Moves a live slot to another row of its archetype. */
+static inline void kl_record_set_row(kl_record *r, uint32_t row) {
+    r->bits = (r->bits & ~(uint64_t)(KL_ROWS_MAX - 1)) | row;
+}
+
+static inline void kl_record_set_reserved(kl_record *r, uint32_t generation) {
+    r->bits = (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_RESERVED;
+}
+
+/* Marks a slot dead at generation, linking next (KL_NONE: none) on the free list. */
+static inline void kl_record_set_dead(kl_record *r, uint32_t generation, uint32_t next) {
+    r->bits = (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_DEAD | next;
+}
+
+/* The next free slot after a dead one. */
+static inline uint32_t kl_record_next(const kl_record *r) { return (uint32_t)r->bits; }
 
 /* A check hook over many values at once (internal, set by the addon that registered the
  * component, see kl_component_set_check_rows): the values of count entities, stride bytes
@@ -224,9 +261,8 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    /* the row's handle is exact: it settles generation and stray high bits at once */
-    if (!kl_record_alive(r) || world->archetypes[r->archetype]->entities[r->row] != e)
-        return NULL;
+    /* the whole high half of the handle against the generation: stray high bits never match */
+    if ((r->bits >> KL_PLACE_BITS) != (e >> 32) || !kl_record_alive(r)) return NULL;
     return r;
 }
 
@@ -235,8 +271,7 @@ static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    if (r->archetype != (KL_RESERVED | kiln_entity_generation(e)) ||
-        (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0)
+    if ((r->bits >> KL_PLACE_BITS) != (e >> 32) || (r->bits & KL_PLACE_MASK) != KL_PLACE_RESERVED)
         return NULL;
     return r;
 }

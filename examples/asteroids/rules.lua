@@ -12,11 +12,34 @@
 local world, game = world, game
 
 -- A deterministic generator of our own (an LCG), so a mod calling math.random cannot change
--- the waves.
-local state = game.seed
+-- the waves: state = (state * A + C) mod 2^63, the result the top 52 bits. The state is four
+-- 16-bit limbs (lowest first) and every partial sum stays below 2^53, so Lua 5.4's integers
+-- and LuaJIT's doubles compute the same sequence.
+local LIMB = 65536
+local A = {0x7f2d, 0x4c95, 0xf42d, 0x5851} -- 6364136223846793005
+local C = {0x814f, 0xf767, 0x7b7e, 0x1405} -- 1442695040888963407
+local function limbs(n) -- n below 2^53 (a seed)
+    local out = {}
+    for i = 1, 4 do
+        out[i] = n % LIMB
+        n = (n - out[i]) / LIMB
+    end
+    return out
+end
+local state = limbs(game.seed)
 local function random()
-    state = (state * 6364136223846793005 + 1442695040888963407) & 0x7fffffffffffffff
-    return (state >> 11) / (1 << 52)
+    local s, carry, new = state, 0, {}
+    for i = 1, 4 do
+        local sum = carry + C[i]
+        for j = 1, i do sum = sum + s[j] * A[i - j + 1] end -- below 2^35: exact
+        new[i] = sum % LIMB
+        carry = (sum - new[i]) / LIMB
+    end
+    new[4] = new[4] % (LIMB / 2) -- mod 2^63
+    state = new
+    -- the state's top 52 bits (state >> 11), scaled to [0, 1)
+    local top = ((new[4] * LIMB + new[3]) * LIMB + new[2]) * 32 + math.floor(new[1] / 2048)
+    return top / 4503599627370496
 end
 
 local FIELD = game.field_size

@@ -55,7 +55,7 @@ world:system{
         end
         if frame % REPORT_EVERY == 0 then
             print(string.format("[shield] %ds: %d shields up, %d hits absorbed (%.0f damage)",
-                                frame // game.rate, up, hits, absorbed))
+                                math.floor(frame / game.rate), up, hits, absorbed))
         end
     end,
 }

@@ -3,8 +3,33 @@
 -- as an entity ("12v3") only where it is known to be one: a live entity or an entity field.
 local kiln, World, Query, layer = ...
 
-local ENTITY_LIMIT = 1 << 53          -- handles are below 2^53 (kiln.h)
-local INDEX_MAX, GENERATION_MAX = 0xffffffff, (1 << 21) - 1
+-- Written for Lua 5.4 and LuaJIT alike: no integer operators; under LuaJIT, whose numbers
+-- are all floats, an integral number below 2^53 counts as an integer.
+local ENTITY_LIMIT = 9007199254740992 -- 2^53: handles are below it (kiln.h)
+local INDEX_MAX, GENERATION_MAX = 0xffffffff, 2097151 -- 2^32 - 1, 2^21 - 1
+local INDEX_SPAN = 4294967296          -- 2^32: a handle is generation * 2^32 + index
+local math_type = math.type or function(v)
+  if type(v) ~= "number" then return nil end
+  if v == math.floor(v) and v > -ENTITY_LIMIT and v < ENTITY_LIMIT then return "integer" end
+  return "float"
+end
+local tointeger = math.tointeger or function(v)
+  if math_type(v) == "integer" then return v end
+  return nil
+end
+-- x rounded to the nearest float (f32), for the texts of float fields.
+local to_f32 = string.pack and function(x) return string.unpack("f", string.pack("f", x)) end
+  or function(x)
+    if x ~= x or x == 0 or x == math.huge or x == -math.huge then return x end
+    local m, e = math.frexp(x)
+    local bits = 24 - math.max(0, -125 - e) -- fewer bits for a subnormal
+    local scaled = m * 2 ^ bits
+    local r = math.floor(scaled + 0.5)
+    if r - scaled == 0.5 and r % 2 == 1 then r = r - 1 end -- ties to even
+    local y = math.ldexp(r / 2 ^ bits, e)
+    if math.abs(y) > 3.4028234663852886e38 then return x > 0 and math.huge or -math.huge end
+    return y
+  end
 local QUOTE_MAX = 200                 -- user text quoted in a message is cut here
 
 -- ---- argument checks, in the binding's words ------------------------------------------
@@ -21,7 +46,7 @@ local function bounded(s)
   s = tostring(s)
   if #s <= QUOTE_MAX then return s end
   local cut = QUOTE_MAX + 1
-  while cut > 1 and (s:byte(cut) & 0xc0) == 0x80 do cut = cut - 1 end
+  while cut > 1 and s:byte(cut) >= 0x80 and s:byte(cut) < 0xc0 do cut = cut - 1 end
   return s:sub(1, cut - 1) .. "..."
 end
 
@@ -48,7 +73,7 @@ end
 -- An entity handle given as a number (integer-valued, 0 <= e < 2^53), or nil.
 local function entity_of(v)
   if type(v) ~= "number" then return nil end
-  local e = math.tointeger(v)
+  local e = tointeger(v)
   if e and e >= 0 and e < ENTITY_LIMIT then return e end
   return nil
 end
@@ -73,7 +98,7 @@ local function float_text(x, f32, as_field)
   for digits = first, last do
     local s = string.format("%." .. digits .. "g", x)
     local back = tonumber(s)
-    if f32 then back = string.unpack("f", string.pack("f", back)) end
+    if f32 then back = to_f32(back) end
     if back == x then
       text = s
       break
@@ -85,9 +110,9 @@ local function float_text(x, f32, as_field)
 end
 
 local function number_text(v, f32, as_field)
-  if math.type(v) == "integer" then
+  if math_type(v) == "integer" then
     -- the one integer whose decimal text reads back as a float
-    if v == math.mininteger then return "math.mininteger" end
+    if v == math.mininteger then return "math.mininteger" end -- nil under LuaJIT
     return string.format("%d", v)
   end
   return float_text(v, f32, as_field)
@@ -96,7 +121,7 @@ end
 -- ---- entities ------------------------------------------------------------------------
 
 local function handle_text(e)
-  return string.format("%dv%d", e & INDEX_MAX, (e >> 32) & GENERATION_MAX)
+  return string.format("%dv%d", e % INDEX_SPAN, math.floor(e / INDEX_SPAN) % (GENERATION_MAX + 1))
 end
 
 --- kiln.handle(e) -> "12v3" (index v generation).
@@ -123,18 +148,18 @@ function kiln.entity(v)
   if not index then
     error(bad_argument(1, "kiln.entity", string.format('handle text like "12v3" expected, got %q', bounded(v))), 2)
   end
-  index = #index <= 10 and math.tointeger(tonumber(index))
-  generation = #generation <= 7 and math.tointeger(tonumber(generation))
+  index = #index <= 10 and tointeger(tonumber(index))
+  generation = #generation <= 7 and tointeger(tonumber(generation))
   if not (index and generation and index <= INDEX_MAX and generation <= GENERATION_MAX) then
     error(bad_argument(1, "kiln.entity", string.format(
       "handle %q out of range (index up to %d, generation up to %d)", bounded(v), INDEX_MAX, GENERATION_MAX)), 2)
   end
-  return (generation << 32) | index
+  return generation * INDEX_SPAN + index
 end
 
 -- A live entity of world (the only integers that print as entities in a value).
 local function is_live(world, v)
-  if not world or math.type(v) ~= "integer" or v <= 0 or v >= ENTITY_LIMIT then return false end
+  if not world or math_type(v) ~= "integer" or v <= 0 or v >= ENTITY_LIMIT then return false end
   local ok, alive = pcall(World.is_alive, world, v)
   return ok and alive
 end
@@ -203,7 +228,7 @@ local function generic(v, depth, seen, world)
     n = n + 1
     if n > 30 then parts[#parts + 1] = "..."; break end
     local key = (type(k) == "string" and k:match("^[%a_][%w_]*$")) and k or ("[" .. scalar(k, world) .. "]")
-    if math.type(k) == "integer" and k == n then key = nil end
+    if math_type(k) == "integer" and k == n then key = nil end
     parts[#parts + 1] = (key and (key .. " = ") or "") .. generic(v[k], depth + 1, seen, world)
   end
   seen[v] = nil
@@ -283,7 +308,7 @@ local function table_text(header, rows, more, fname)
   if type(rows) ~= "table" then
     return nil, bad_argument(2, fname, "table expected, got " .. typename(rows))
   end
-  if more ~= nil and math.type(more) ~= "integer" then
+  if more ~= nil and math_type(more) ~= "integer" then
     return nil, bad_argument(3, fname, "integer expected, got " .. typename(more))
   end
   local head = {}
@@ -372,7 +397,7 @@ function Query:format(world, limit)
   if not is_world(world) then
     error(bad_argument(1, "query:format", "kiln.World expected, got " .. typename(world)), 2)
   end
-  if limit ~= nil and (math.type(limit) ~= "integer" or limit < 0) then
+  if limit ~= nil and (math_type(limit) ~= "integer" or limit < 0) then
     local got = type(limit) == "number" and number_text(limit) or typename(limit)
     error(bad_argument(2, "query:format", "row limit (integer >= 0) expected, got " .. got), 2)
   end
@@ -387,8 +412,8 @@ local function systems_problem(list)
   if type(list) ~= "table" then return "table expected, got " .. typename(list) end
   for i, s in ipairs(list) do
     if type(s) ~= "table" then return string.format("entry %d: table expected, got %s", i, typename(s)) end
-    if type(s.name) ~= "string" or type(s.kind) ~= "string" or math.type(s.stage) ~= "integer"
-        or math.type(s.runs) ~= "integer" then
+    if type(s.name) ~= "string" or type(s.kind) ~= "string" or math_type(s.stage) ~= "integer"
+        or math_type(s.runs) ~= "integer" then
       return string.format("entry %d: a world:systems() entry expected (name, kind, stage, runs)", i)
     end
     for _, k in ipairs{"last_ms", "avg_ms"} do
@@ -458,3 +483,4 @@ end
 
 -- Helpers the layer's later files (repl.lua) share instead of repeating.
 layer.typename, layer.bounded, layer.bad_argument, layer.QUOTE_MAX = typename, bounded, bad_argument, QUOTE_MAX
+layer.math_type, layer.tointeger = math_type, tointeger -- the same under Lua 5.4 and LuaJIT

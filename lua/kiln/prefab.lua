@@ -3,6 +3,7 @@
 -- the same shape (read by the C addon: lua/src/scene.c). Invariant: a def is checked whole
 -- before anything spawns, and a spawn that fails midway takes back what it spawned.
 local kiln, World, Query, layer = ...
+local tointeger = layer.tointeger
 local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument
 local prefab_json = World.prefab -- the C half: JSON text or a path -> a kiln.PrefabTree
 
@@ -73,7 +74,7 @@ function Prefab:spawn(count)
   if getmetatable(self) ~= Prefab then
     error(string.format("calling 'prefab:spawn' on bad self (kiln.Prefab expected, got %s)", typename(self)), 2)
   end
-  local n = count == nil and 1 or math.tointeger(count)
+  local n = count == nil and 1 or tointeger(count)
   if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
   if self.native then
     local ok, roots = pcall(self.native.spawn, self.native, n)

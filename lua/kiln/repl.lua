@@ -1,7 +1,9 @@
 -- repl.lua: the REPL session behind both the `kiln` command and the console of a running
 -- game: it turns lines into statements, evaluates them in an environment, and answers with
 -- the text to show. It does no I/O of its own, so a terminal and a socket drive it alike.
-local kiln, World, _, layer = ...
+local kiln, World, Query, layer = ...
+local math_type, tointeger = layer.math_type, layer.tointeger
+local pack = table.pack or function(...) return {n = select("#", ...), ...} end -- LuaJIT has none
 
 local Session = {}
 Session.__index = Session
@@ -142,11 +144,11 @@ function Session:call(fn, ...)
   local env = self.env
   local saved = rawget(env, "print")
   rawset(env, "print", function(...)
-    local parts = table.pack(...)
+    local parts = pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
     out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
   end)
-  local results = table.pack(xpcall(fn, debug.traceback, ...))
+  local results = pack(xpcall(fn, debug.traceback, ...))
   rawset(env, "print", saved)
   if not results[1] then
     -- The traceback down to the statement; the REPL's own frames say nothing useful.
@@ -181,7 +183,7 @@ function Session:feed(line)
     local err
     fn, err = load(code, "=stdin", "t", self.env)
     if not fn then
-      if err:match("<eof>$") or experr:match("<eof>$") then
+      if err:match("<eof>'?$") or experr:match("<eof>'?$") then -- LuaJIT quotes it
         self.buffer = code
         return "more", ""
       end
@@ -227,7 +229,7 @@ end
 --- session:step(n) -> status, text: n frames, then failures, watches and the tick.
 function Session:step(n)
   check_self(self, "session:step")
-  if math.type(n) ~= "integer" or n < 1 then
+  if math_type(n) ~= "integer" or n < 1 then
     error(bad_argument(1, "session:step", "frame count (integer >= 1) expected, got " ..
       (type(n) == "number" and tostring(n) or typename(n))), 2)
   end
@@ -278,7 +280,7 @@ failure_lines = function(self, lines)
   local log = rawget(self.env, "failures")
   if type(log) ~= "table" then return lines end
   local n = rawget(log, "n")
-  if math.type(n) ~= "integer" then return lines end
+  if math_type(n) ~= "integer" then return lines end
   local seen = self.failures_seen or n -- a new session starts from now
   for i = math.max(seen + 1, n - 99), n do
     local line = rawget(log, i)
@@ -349,7 +351,7 @@ function Session:command(line)
   local w = world_of(self)
   if cmd == "step" then
     if self.remote then return not_here(cmd) end
-    local n = rest == "" and 1 or math.tointeger(tonumber(rest))
+    local n = rest == "" and 1 or tointeger(tonumber(rest))
     if not n or n < 1 then return "error", ":step takes a positive number of frames" end
     return self:step(n)
   elseif cmd == "run" then
@@ -409,7 +411,7 @@ function Session:command(line)
     self.watches[#self.watches + 1] = rest
     return "ok", string.format("watching [%d] %s", #self.watches, rest)
   elseif cmd == "unwatch" then
-    local i = math.tointeger(tonumber(rest))
+    local i = tointeger(tonumber(rest))
     if not i or not self.watches[i] then return "error", ":unwatch takes a watch number" end
     table.remove(self.watches, i)
     return "ok", "removed"
@@ -422,6 +424,10 @@ end
 local KEYWORDS = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function",
   "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while"}
 
+-- The methods of kiln's classes, read directly: their public __index is an empty view that
+-- only __pairs iterates, which LuaJIT's pairs does not call.
+local CLASS_METHODS = {["kiln.World"] = World, ["kiln.Query"] = Query}
+
 local function keys_of(v, out, seen)
   seen = seen or {}
   if seen[v] then return end
@@ -431,7 +437,7 @@ local function keys_of(v, out, seen)
   end
   local mt = getmetatable(v)
   if type(mt) == "table" then
-    local idx = rawget(mt, "__index")
+    local idx = CLASS_METHODS[rawget(mt, "__name")] or rawget(mt, "__index")
     if type(idx) == "table" then keys_of(idx, out, seen) end
   end
 end

@@ -19,13 +19,11 @@ bool klua_system_writes(const klua_world *kw, kiln_component c) {
 void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname) {
     const klua_system *s = kw->current;
     if (!s || s->exclusive) return;
+    if (write ? listed(s->writes, s->write_count, c)
+              : listed(s->reads, s->read_count, c) || listed(s->writes, s->write_count, c))
+        return;
     kiln_component_info info;
     kiln_component_info_get(kw->world, c, &info);
-    if (write) {
-        if (!listed(s->writes, s->write_count, c))
-            klua_fail(L, fname, "system '%s' writes %s without declaring it in writes", s->name, info.name);
-    } else if (!listed(s->reads, s->read_count, c) && !listed(s->writes, s->write_count, c)) {
-        klua_fail(L, fname, "system '%s' reads %s without declaring it in reads or writes", s->name,
-                  info.name);
-    }
+    if (write) klua_fail(L, fname, "system '%s' writes %s without declaring it in writes", s->name, info.name);
+    klua_fail(L, fname, "system '%s' reads %s without declaring it in reads or writes", s->name, info.name);
 }

@@ -78,7 +78,8 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, in
  * arrays were filled with), their stage (what the write-back makes of them) and a changed
  * flag per row. */
 typedef struct bulk_work {
-    uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS], *changed[KLUA_MAX_TERMS];
+    uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS];
+    uint64_t *changed[KLUA_MAX_TERMS]; /* per row: a bit per changed field of a float-only term, else 1 */
 } bulk_work;
 
 /* Phase 2: copies the writable rows of the block into the query's own work block (fn may use
@@ -87,7 +88,7 @@ typedef struct bulk_work {
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
     /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
-    size_t flags = ((size_t)n + 15) & ~(size_t)15, bytes = 0;
+    size_t flags = ((size_t)n * sizeof(uint64_t) + 15) & ~(size_t)15, bytes = 0;
     for (int t = 0; t < kq->term_count; t++)
         if (bulk_writes(kq, t)) bytes += 2 * (((size_t)n * kq->info[t].stride + 15) & ~(size_t)15) + flags;
     uint8_t *block;
@@ -103,7 +104,7 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
         size_t rows = (size_t)n * kq->info[t].stride, part = (rows + 15) & ~(size_t)15;
         w->snap[t] = block;
         w->stage[t] = block + part;
-        w->changed[t] = block + 2 * part;
+        w->changed[t] = (uint64_t *)(void *)(block + 2 * part);
         block += 2 * part + flags;
         memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
     }
@@ -155,37 +156,42 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         memcpy(w->stage[t], w->snap[t], (size_t)n * stride);
-        memset(w->changed[t], 0, (size_t)n);
+        memset(w->changed[t], 0, (size_t)n * sizeof(uint64_t));
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bool single_float = fd->type == KILN_TYPE_FLOAT && fd->count == 1;
+            uint64_t bit = kq->all_floats[t] ? (uint64_t)1 << f : 1;
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
             int arr = lua_gettop(L);
             for (int32_t r0 = 0; r0 < n; r0 += BULK_BATCH) {
                 int32_t m = n - r0 < BULK_BATCH ? n - r0 : BULK_BATCH;
-                for (int32_t k = 0; k < m; k++) lua_rawgeti(L, arr, r0 + k + 1);
+                int types[BULK_BATCH];
+                for (int32_t k = 0; k < m; k++) types[k] = lua_rawgeti(L, arr, r0 + k + 1);
                 for (int32_t k = 0; k < m; k++) {
                     int32_t r = r0 + k;
                     int idx = arr + 1 + k;
                     const uint8_t *was = w->snap[t] + (size_t)r * stride;
                     uint8_t *row = w->stage[t] + (size_t)r * stride;
                     const char *err = NULL;
-                    if (single_float && lua_type(L, idx) == LUA_TNUMBER) {
+                    if (single_float && types[k] == LUA_TNUMBER) {
                         lua_Number v = lua_tonumber(L, idx);
                         float old;
                         memcpy(&old, was + fd->offset, 4);
                         if (klua_same_float(v, old)) continue; /* as filled */
                         float nf;
                         err = klua_to_float(L, v, &nf);
-                        if (!err) memcpy(row + fd->offset, &nf, 4);
+                        if (!err) {
+                            if (memcmp(&nf, &old, 4) == 0) continue; /* 0.1 for 0.1f: no change */
+                            memcpy(row + fd->offset, &nf, 4);
+                        }
                     } else {
                         err = bulk_convert(L, idx, fd, was, row);
+                        if (!err) lua_settop(L, arr + m); /* what the conversion pushed */
                     }
                     if (err)
                         klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", info->name, fd->name,
                                   (int)r + 1, klua_entity_str(ents[r], eb), err);
-                    lua_settop(L, arr + m); /* what the conversion pushed */
-                    w->changed[t][r] = 1;
+                    w->changed[t][r] |= bit;
                 }
                 lua_settop(L, arr);
             }
@@ -210,8 +216,17 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
         size_t stride = info->stride;
         uint8_t *base = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
         for (int32_t r = 0; r < n; r++) {
-            if (!w->changed[t][r]) continue;
-            const uint8_t *was = w->snap[t] + (size_t)r * stride, *row = w->stage[t] + (size_t)r * stride;
+            uint64_t mask = w->changed[t][r];
+            if (!mask) continue;
+            const uint8_t *row = w->stage[t] + (size_t)r * stride;
+            if (kq->all_floats[t]) { /* the bits name the fields that changed */
+                uint8_t *dst = base + (size_t)r * stride;
+                for (int32_t f = 0; mask; f++, mask >>= 1)
+                    if (mask & 1) memcpy(dst + info->fields[f].offset, row + info->fields[f].offset, 4);
+                kiln_iter_mark_changed(&kq->it, t, b0 + r);
+                continue;
+            }
+            const uint8_t *was = w->snap[t] + (size_t)r * stride;
             bool marked = false;
             for (int32_t f = 0; f < info->field_count; f++) {
                 const kiln_field *fd = &info->fields[f];

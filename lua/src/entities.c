@@ -319,7 +319,7 @@ static int w_getter(lua_State *L) {
     g->c = c;
     g->field = *f;
     snprintf(g->fname, sizeof g->fname, "get %s.%s", info.name, f->name);
-    lua_pushcclosure(L, getter_call, GETTER_UPV_STATE);
+    klua_pushcclosure_world(L, getter_call, GETTER_UPV_STATE);
     return 1;
 }
 

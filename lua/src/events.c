@@ -64,7 +64,7 @@ static int w_events(lua_State *L) {
     lua_pushvalue(L, 1);
     lua_pushinteger(L, t.id);
     lua_pushinteger(L, 0);
-    lua_pushcclosure(L, events_step, EVENTS_UPV_NEXT);
+    klua_pushcclosure_world(L, events_step, EVENTS_UPV_NEXT);
     return 1;
 }
 

@@ -7,6 +7,8 @@
 #include <math.h>
 #include <lua.h>
 
+#include "compat.h" /* the 5.4 API over LuaJIT, when built against it */
+
 #include "kiln.h"
 #include "kiln_lua.h"
 
@@ -50,10 +52,15 @@
 #define KLUA_COMMANDS "kiln.Commands"
 #define KLUA_GUARD "kiln.IterGuard"
 
+#define KLUA_NAME_CACHE 32     /* component names klua_check_component remembers by address */
+/* Strings up to this length are interned (LUAI_MAXSHORTLEN of Lua 5.2-5.4; LuaJIT interns
+ * all), so one content has one address while it lives. */
+#define KLUA_SHORT_STRING 40
 #define KLUA_ARG_PAD 6         /* klua_self pads the arguments to this many */
 #define KLUA_QUOTE_MAX 64      /* bytes of user text quoted in a message */
 #define KLUA_UPV_META 1        /* a World method's upvalue: the World metatable */
 #define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
+#define KLUA_REG_STEPS "kiln.steps"   /* registry: generated step source -> its compiled chunk */
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
@@ -71,9 +78,10 @@ enum klua_query_uv {
     KLUA_QUERY_UV_GUARD,     /* the to-be-closed guard q:each hands out */
     KLUA_QUERY_UV_BULK,      /* the bulk path's reusable arrays and snapshot block */
     KLUA_QUERY_UV_SNAPSHOTS, /* per data term: a block holding the row's bytes */
-    KLUA_QUERY_UV_EACH,      /* the generic-for step closure */
+    KLUA_QUERY_UV_EACH,      /* the generic-for step: the C one, or the generated Lua one (iteration.c) */
     KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
-    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_KEYS
+    KLUA_QUERY_UV_INERT,     /* an empty table: the Lua step's views between loops */
+    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_INERT
 };
 #define KLUA_FIELD_KEY(t, f) ((lua_Integer)(t) * KILN_MAX_FIELDS + (f) + 1)
 /* User values of the iteration guard. */
@@ -148,6 +156,10 @@ struct klua_world {
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id */
+    /* klua_check_component's cache: a name's bytes (a key of the names table, so alive
+     * and interned) -> its id */
+    const char *name_ptr[KLUA_NAME_CACHE];
+    kiln_component name_id[KLUA_NAME_CACHE];
     int gc_guard_ref;          /* registry ref: the guard that restarts the collector */
     bool gc_held;              /* a method stopped the collector (see klua_self) */
     int64_t gc_held_bytes;     /* Lua's heap when the collector was stopped */
@@ -198,10 +210,18 @@ typedef struct klua_query {
     int16_t key_off[KLUA_MAX_TERMS]; /* per term: its first field in the flat list of field keys */
     int16_t key_count;               /* field keys of all terms */
     bool upv_rows;                   /* the step closure holds views and keys as upvalues */
+    bool all_floats[KLUA_MAX_TERMS]; /* per term: every field a single float, no check hook */
+    bool lstep;                      /* q:each() hands out the Lua step (query.c), not the C one */
+    bool step_made;                  /* the first q:each() made (or declined) the Lua step */
+    uint8_t lstep_upv[KLUA_MAX_TERMS]; /* per data term: the Lua step's upvalue D<k>, or 0 */
+    uint8_t lstep_vupv[KLUA_MAX_TERMS]; /* per data with-term: its upvalue V<k>, or 0 */
+    int16_t data_fields;             /* fields of the data terms: the Lua step's arguments */
     kiln_iter it;
     bool active;
     int32_t row;
     klua_system *owner; /* the Lua system that began the running iteration, or NULL */
+    int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
+    int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
 } klua_query;
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */
@@ -405,6 +425,17 @@ KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
 KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
 KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
+/* iteration.c: moves the running iteration of the Query at q_idx to its next row; false (the
+ * iteration finished) when there is none. */
+KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);
+/* Raises unless the running system is the one that began the loop. */
+KLUA_HIDDEN void klua_query_check_owner(lua_State *L, const klua_query *kq);
+/* Writes data term t of the current row back from one value per field at stack slots
+ * first.. (only the fields that changed; all converted before any is written). */
+KLUA_HIDDEN void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first);
+/* Makes the generated Lua step what q:each() hands out for the Query at q_idx, when it fits
+ * (else the C step stays). */
+KLUA_HIDDEN void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx);
 /* Runs fn (at stack index fn_idx) for every entity of the Query at q_idx, passing
  * (e, views..., extra) where extra is the value at extra_idx (or nothing when 0); fn_cost is
  * klua_bounded_cost of fn (or -1), so an armed budget can charge its rows whole. */

@@ -64,7 +64,11 @@ static int read_manifest(lua_State *L) {
     lua_settop(L, 2);
     if (luaL_loadfilex(L, path, "t") != LUA_OK) return lua_error(L);
     lua_newtable(L); /* an empty environment: the manifest is data */
+#if KLUA_LUAJIT
+    lua_setfenv(L, -2);
+#else
     lua_setupvalue(L, -2, 1);
+#endif
     lua_sethook(L, manifest_hook, LUA_MASKCOUNT, MANIFEST_INSTRUCTIONS);
     lua_call(L, 0, 1);
     lua_sethook(L, NULL, 0, 0);

@@ -236,7 +236,10 @@ static int counted(lua_State *L) {
 }
 
 static void wrap_counted(lua_State *L, const char *lib, const char *fn, int kind) {
-    lua_getglobal(L, lib);
+    if (lua_getglobal(L, lib) != LUA_TTABLE) { /* utf8, under LuaJIT */
+        lua_pop(L, 1);
+        return;
+    }
     lua_getfield(L, -1, fn);
     lua_pushfstring(L, "%s.%s", lib, fn);
     lua_pushinteger(L, kind);
@@ -422,14 +425,23 @@ static int build_globals(lua_State *L) {
     klua_budget_prepare(L);
     lua_newtable(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &loaded_key);
+#if KLUA_LUAJIT /* luaopen_base opens coroutine too; LuaJIT has no utf8 library */
+    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+                                    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+                                    {NULL, NULL}};
+#else
     static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
                                     {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
                                     {LUA_UTF8LIBNAME, luaopen_utf8}, {LUA_COLIBNAME, luaopen_coroutine},
                                     {NULL, NULL}};
+#endif
     for (const luaL_Reg *lib = libs; lib->name; lib++) {
         luaL_requiref(L, lib->name, lib->func, 1);
         lua_pop(L, 1);
     }
+#if KLUA_LUAJIT
+    klua_compat_sandbox_base(L);
+#endif
     /* os: the clock and the calendar only */
     luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
     lua_createtable(L, 0, 3);
@@ -546,12 +558,21 @@ lua_State *klua_mod_state(klua_mod *mod) {
      * world there while an each-system's rows run */
     lua_State *L = lua_newstate(mod_alloc, &mod->mem);
     if (!L) {
+#if KLUA_LUAJIT /* a LuaJIT built without GC64 refuses custom allocators on 64-bit targets */
+        snprintf(mod->error, sizeof mod->error, "cannot make its Lua state: out of memory, or this LuaJIT "
+                 "refuses custom allocators (mods need a 64-bit LuaJIT built with GC64)");
+#else
         snprintf(mod->error, sizeof mod->error, "out of memory making its Lua state");
+#endif
         return NULL;
     }
     /* generational, as the stock interpreter runs its state: a mod's per-frame garbage dies
      * young, and its long-lived tables are not traversed again at every cycle */
     lua_gc(L, LUA_GCGEN, 0, 0);
+#if KLUA_LUAJIT
+    /* compiled traces never call the count hook: a mod's budget needs the interpreter */
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+#endif
     lua_pushcfunction(L, build_globals);
     lua_pushlightuserdata(L, mod);
     if (lua_pcall(L, 1, 0, 0) != LUA_OK) {

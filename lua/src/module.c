@@ -22,6 +22,7 @@ static const char *read_lines(lua_State *L, void *data, size_t *size) {
 
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
+    klua_compat_remember_main(L);
     lua_newtable(L);
     klua_open_world(L); /* the World class first: the others add their methods to it */
     lua_setfield(L, -2, "world");
@@ -37,6 +38,7 @@ int luaopen_kiln(lua_State *L) {
     klua_open_mods(L); /* kiln.mods */
     klua_open_persist(L);
     klua_open_scene(L);
+    klua_jit_wrap_methods(L); /* LuaJIT only (compat.h); after every class, before the Lua layer */
     lua_pushcfunction(L, klua_commands_new);
     lua_setfield(L, -2, "commands");
     lua_pushfstring(L, "%d.%d.%d", KILN_VERSION_MAJOR, KILN_VERSION_MINOR, KILN_VERSION_PATCH);

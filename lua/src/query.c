@@ -1,6 +1,6 @@
-/* query.c: the kiln.Query class: cached queries from Lua, row views for `for e, a, b in
- * q:each()`, and the column-array bulk path. Invariant: a query has at most one iteration
- * running; while it runs the world is deferred, and its views belong to the current row. */
+/* query.c: the kiln.Query class: cached queries from Lua, their row views, and the C step of
+ * `for e, a, b in q:each()` (iteration.c runs the rows). Invariant: a query has at most one
+ * iteration running; while it runs the world is deferred, and its views belong to the current row. */
 #include <stdarg.h>
 #include <string.h>
 
@@ -51,9 +51,9 @@ static int view_missing(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
     int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
     if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
-    if (lua_gettop(L) == 3 && lua_type(L, 2) == LUA_TSTRING &&
-        klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
-        lua_rawset(L, 1); /* a field set to nil earlier in the row, set again */
+    if (lua_type(L, 2) == LUA_TSTRING && klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
+        if (lua_gettop(L) < 3) return 0; /* a field set to nil earlier in the row reads nil */
+        lua_rawset(L, 1); /* and can be set again */
         return 0;
     }
     if (lua_type(L, 2) != LUA_TSTRING)
@@ -131,6 +131,9 @@ int klua_world_query(lua_State *L) {
     for (int t = 0; t < kq->term_count; t++) {
         kq->terms[t] = t < with ? desc.with[t] : desc.optional[t - with];
         kiln_component_info_get(kw->world, kq->terms[t], &kq->info[t]);
+        kq->all_floats[t] = !kq->info[t].has_check && kq->info[t].field_count <= 64;
+        for (int32_t f = 0; f < kq->info[t].field_count; f++)
+            kq->all_floats[t] &= kq->info[t].fields[f].type == KILN_TYPE_FLOAT && kq->info[t].fields[f].count == 1;
         kq->kind[t] = klua_is_lua_valued(kw, kq->terms[t]) ? TERM_LUA
                       : kq->info[t].size == 0               ? TERM_TAG
                                                             : TERM_DATA;
@@ -176,6 +179,8 @@ int klua_world_query(lua_State *L) {
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_GUARD);
     lua_newtable(L);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_BULK);
+    lua_createtable(L, 0, 0);
+    lua_setiuservalue(L, -2, KLUA_QUERY_UV_INERT);
     lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] != TERM_DATA) continue;
@@ -248,166 +253,20 @@ static void upvalue_row_slots(const klua_query *kq, row_slots *rs) {
     rs->key0 = lua_upvalueindex(EACH_UPV_COUNT + 1 + 2 * kq->term_count);
 }
 
-/* Empties the views so that a view kept past its loop raises instead of reading a row. */
-static void clear_views(lua_State *L, klua_query *kq, int data_idx) {
-    for (int t = 0; t < kq->term_count; t++) {
-        if (kq->kind[t] != TERM_DATA) continue;
-        lua_rawgeti(L, data_idx, t + 1);
-        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
-            lua_pushstring(L, kq->info[t].fields[f].name);
-            lua_pushnil(L);
-            lua_rawset(L, -3);
-        }
-        lua_pop(L, 1);
-    }
-}
-
-/* Records (thread: the running one) or forgets (thread false) the open iteration of the
- * Query at q_idx in its world's KLUA_STATE_LOOPS table, so loops left open can be found. */
-static void track_loop(lua_State *L, int q_idx, bool open) {
-    q_idx = lua_absindex(L, q_idx);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_WORLD);
-    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-    if (lua_getfield(L, -1, KLUA_STATE_LOOPS) == LUA_TTABLE) {
-        lua_pushvalue(L, q_idx);
-        if (open) lua_pushthread(L);
-        else lua_pushnil(L);
-        lua_rawset(L, -3);
-    }
-    lua_pop(L, 3);
-}
-
-void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
-    if (!kq->active) return;
-    kq->active = false;
-    kq->row = -1;
-    kq->owner = NULL;
-    kiln_iter_fini(&kq->it);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
-    clear_views(L, kq, lua_gettop(L));
-    lua_pop(L, 1);
-    track_loop(L, q_idx, false);
-}
-
-void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
-    if (kq->active)
-        klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
-    for (int t = 0; t < kq->term_count; t++) {
-        klua_check_access(L, kq->kw, kq->terms[t], false, fname);
-        kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
-    }
-    track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
-    kiln_query_iter(kq->query, &kq->it);
-    kq->active = true;
-    kq->row = -1;
-    kq->owner = kq->kw->current;
-}
-
-/* True when the thread that began a loop can no longer end it: suspended in a coroutine,
- * finished, or dead by an error (a running thread, L or one that resumed L, is left alone). */
-static bool thread_stuck(lua_State *L, lua_State *co) {
-    if (co == L) return false;
-    int status = lua_status(co);
-    if (status == LUA_YIELD) return true;
-    if (status != LUA_OK) return true;
-    lua_Debug ar;
-    return lua_getstack(co, 0, &ar) == 0 && lua_gettop(co) == 0;
-}
-
-void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bool stuck_only) {
-    klua_push_self(L, kw);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        return;
-    }
-    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_LOOPS);
-    int loops = lua_gettop(L);
-    lua_pushnil(L);
-    while (lua_next(L, loops)) {
-        klua_query *kq = luaL_testudata(L, -2, KLUA_QUERY);
-        bool close = kq && kq->active &&
-                     (stuck_only ? thread_stuck(L, lua_tothread(L, -1)) : kq->owner == owner);
-        lua_pop(L, 1);
-        if (close) klua_query_finish(L, kq, lua_gettop(L)); /* sets an existing field to nil: the traversal goes on */
-    }
-    lua_pop(L, 3);
-}
-
-/* Raises for field fd of the current row (query:each naming field, component, entity). */
-static void field_error(lua_State *L, klua_query *kq, int t, const kiln_field *fd, const char *err) {
-    char eb[24];
-    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, kq->info[t].name,
-              klua_entity_str(kq->it.entities[kq->row], eb), err);
-}
-
-/* Writes back the fields the script changed in the writable views of the current row:
- * each field is compared with what the view was filled with, so a field left alone never
- * overwrites a change made meanwhile (world:set on the same row), and marks nothing. A
- * single float still equal to the number it was filled with costs one comparison. */
+/* Writes back the fields the script changed in the writable views of the current row
+ * (write_term per term, the values read from the views). */
 static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
     for (int t = 0; t < kq->term_count; t++) {
         if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
         const kiln_component_info *info = &kq->info[t];
-        uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
-        const uint8_t *snap = kq->snap[t];
-        _Alignas(16) uint8_t tmp[256]; /* a check hook reads it as its C type */
-        uint8_t *buf = NULL; /* a copy of snap, made when a field needs converting */
         int view = VIEW_AT(rs, t), top = lua_gettop(L);
         if (info->field_count + 4 > LUA_MINSTACK) luaL_checkstack(L, info->field_count + 4, "too many fields");
-        /* Convert every field first: a bad value raises before anything is written. */
         for (int32_t f = 0; f < info->field_count; f++) {
-            const kiln_field *fd = &info->fields[f];
             lua_pushvalue(L, KEY_AT(rs, kq, t, f));
             lua_rawget(L, view);
-            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                int isnum = lua_type(L, -1) == LUA_TNUMBER; /* never a numeric string */
-                lua_Number n = isnum ? lua_tonumber(L, -1) : 0;
-                float was;
-                memcpy(&was, snap + fd->offset, 4);
-                if (isnum && klua_same_float(n, was)) continue; /* unchanged */
-                if (!buf) {
-                    buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
-                    memcpy(buf, snap, info->size);
-                }
-                float v;
-                const char *err = isnum ? klua_to_float(L, n, &v) : klua_to_field(L, -1, fd, buf);
-                if (err) field_error(L, kq, t, fd, err);
-                if (isnum) memcpy(buf + fd->offset, &v, 4);
-                continue;
-            }
-            if (!buf) {
-                buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
-                memcpy(buf, snap, info->size);
-            }
-            if (fd->type == KILN_TYPE_CHAR && lua_type(L, -1) == LUA_TSTRING) {
-                /* unchanged text keeps its bytes, even those past its NUL */
-                size_t len;
-                const char *str = lua_tolstring(L, -1, &len);
-                size_t was = strnlen((const char *)snap + fd->offset, fd->count);
-                if (len == was && memcmp(str, snap + fd->offset, len) == 0) continue;
-            }
-            const char *err = klua_to_field(L, -1, fd, buf);
-            if (err) field_error(L, kq, t, fd, err);
-            lua_settop(L, top + f + 1); /* the converted value stays, one slot per field */
         }
+        klua_query_write_term(L, kq, t, top + 1);
         lua_settop(L, top);
-        if (!buf) continue; /* every field as it was filled */
-        /* A component with a check hook (Parent) is asked before anything is written. */
-        if (info->has_check && memcmp(buf, snap, info->size) != 0 &&
-            kiln_component_check(kq->kw->world, kq->it.entities[kq->row], kq->terms[t], buf) != KILN_OK)
-            klua_fail_world(L, kq->kw->world, "query:each");
-        /* Then write the fields the script changed. */
-        bool changed = false;
-        for (int32_t f = 0; f < info->field_count; f++) {
-            const kiln_field *fd = &info->fields[f];
-            size_t n = kiln_type_size(fd->type) * fd->count;
-            if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) {
-                memcpy(dst + fd->offset, buf + fd->offset, n);
-                changed = true;
-            }
-        }
-        if (changed) kiln_iter_mark_changed(&kq->it, t, kq->row);
     }
 }
 
@@ -461,33 +320,16 @@ static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
     return 1 + kq->term_count;
 }
 
-/* Moves to the next row; false (iteration finished) when there is none. */
-static bool advance(lua_State *L, klua_query *kq, int q_idx) {
-    kq->row++;
-    while (kq->row >= kq->it.count) {
-        if (!kiln_query_next(&kq->it)) {
-            kq->active = true; /* finish() expects it */
-            klua_query_finish(L, kq, q_idx);
-            return false;
-        }
-        kq->row = 0;
-    }
-    return true;
-}
-
 /* The generic-for step (upvalues: EACH_UPV_*, then the row's slots when kq->upv_rows). */
 static int each_step(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(EACH_UPV_QUERY));
     if (!kq->active || kq->kw->closed) return 0;
-    if (kq->owner != kq->kw->current) /* resumed from a coroutine by another system */
-        klua_fail(L, "query:each", "this loop belongs to %s%s%s; it cannot go on here",
-                  kq->owner ? "system '" : "code outside systems", kq->owner ? kq->owner->name : "",
-                  kq->owner ? "'" : "");
+    klua_query_check_owner(L, kq);
     row_slots rs;
     if (kq->upv_rows) upvalue_row_slots(kq, &rs);
     else push_row_slots(L, kq, lua_upvalueindex(EACH_UPV_QUERY), &rs); /* below the results */
     if (kq->row >= 0) write_back(L, kq, &rs);
-    if (!advance(L, kq, lua_upvalueindex(EACH_UPV_QUERY))) return 0;
+    if (!klua_query_advance(L, kq, lua_upvalueindex(EACH_UPV_QUERY))) return 0;
     return push_row(L, kq, &rs);
 }
 
@@ -501,6 +343,10 @@ static int guarded_write_back(lua_State *L) {
 
 static int q_each(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
+    if (!kq->step_made && !kq->active) { /* on first use: queries never looped this way pay nothing */
+        klua_query_make_step(L, kq, 1);
+        kq->step_made = true;
+    }
     klua_query_begin(L, kq, 1, "query:each");
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_EACH);
     lua_pushnil(L);
@@ -541,7 +387,7 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx, in
     row_slots rs;
     push_row_slots(L, kq, q_idx, &rs);
     bool rows_begun = false;
-    while (advance(L, kq, q_idx)) {
+    while (klua_query_advance(L, kq, q_idx)) {
         lua_pushvalue(L, fn_idx);
         int n = push_row(L, kq, &rs);
         if (extra_idx) lua_pushvalue(L, extra_idx);

@@ -168,6 +168,7 @@ void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
 /* ---- the World behind a method --------------------------------------------------------- */
 
 lua_State *klua_main_thread(lua_State *L) {
+    /* under LuaJIT, the slot luaopen_kiln filled (compat.h) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
@@ -249,8 +250,10 @@ int klua_new_gc_guard(lua_State *L, klua_world *kw) {
 
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
+#if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (jit_methods.c) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     lua_toclose(L, -1);
+#endif
     lua_gc(L, LUA_GCSTOP);
     kw->gc_held = true;
     kw->gc_held_bytes = heap_bytes(L);
@@ -362,10 +365,18 @@ void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *f
     if (!kiln_is_alive(kw->world, e)) klua_fail(L, fname, "entity %s is not alive", klua_entity_str(e, eb));
 }
 
+#define NAME_SLOT(p) ((unsigned)(((uintptr_t)(p) >> 4) ^ ((uintptr_t)(p) >> 10)) % KLUA_NAME_CACHE)
+
 kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg, const char *fname) {
     kiln_component c = KILN_NO_COMPONENT;
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
+        /* A short string is interned: its bytes' address names it while it lives, and once
+         * it is a key of the names table below it lives as long as the world. */
+        size_t len;
+        const char *str = lua_tolstring(L, idx, &len);
+        unsigned slot = NAME_SLOT(str);
+        if (kw->name_ptr[slot] == str) return kw->name_id[slot];
         /* interned name -> id, cached per world (ids never change) */
         lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
         lua_pushvalue(L, idx);
@@ -385,6 +396,10 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
             lua_pushinteger(L, c);
             lua_rawset(L, -3);
             lua_pop(L, 1);
+        }
+        if (len <= KLUA_SHORT_STRING) {
+            kw->name_ptr[slot] = str;
+            kw->name_id[slot] = c;
         }
     } else if (lua_isinteger(L, idx)) {
         lua_Integer v = lua_tointeger(L, idx);

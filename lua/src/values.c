@@ -288,7 +288,18 @@ void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, vo
         if (!f)
             klua_fail(L, fname, "%s has no field '%s'%s%s%s", info->name, klua_quote(L, name, len),
                       e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
-        const char *err = klua_to_field(L, -1, f, buf);
+        const char *err;
+        if (f->type == KILN_TYPE_FLOAT && f->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
+            float v = 0; /* the common case, without the general conversion's calls */
+            err = klua_to_float(L, lua_tonumber(L, -1), &v);
+            if (!err) {
+                memcpy((uint8_t *)buf + f->offset, &v, 4);
+                lua_pop(L, 1);
+                continue;
+            }
+        } else {
+            err = klua_to_field(L, -1, f, buf);
+        }
         if (err)
             klua_fail(L, fname, "field '%s' of %s%s%s: %s", name, info->name,
                       e ? " on entity " : "", e ? klua_entity_str(e, eb) : "", err);
@@ -354,8 +365,18 @@ static void fill_nested(lua_State *L, int idx, const kiln_field *f, const uint8_
 
 void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info, const void *data) {
     idx = lua_absindex(L, idx);
+    /* lua_setfield is a raw set on a table without a metatable */
+    bool plain = !lua_getmetatable(L, idx);
+    if (!plain) lua_pop(L, 1);
     for (int32_t i = 0; i < info->field_count; i++) {
         const kiln_field *f = &info->fields[i];
+        if (plain && f->type == KILN_TYPE_FLOAT && f->count == 1) { /* the common case */
+            float v;
+            memcpy(&v, (const uint8_t *)data + f->offset, 4);
+            lua_pushnumber(L, v);
+            lua_setfield(L, idx, f->name);
+            continue;
+        }
         lua_pushstring(L, f->name);
         if (f->type != KILN_TYPE_CHAR && (vec_width(f->type) || f->count > 1)) {
             lua_pushvalue(L, -1);

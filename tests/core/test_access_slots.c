@@ -154,3 +154,74 @@ KILN_TEST(slots, the_changed_column_at_every_position_moves_the_others_intact) {
     ck_assert_int_eq(test_hook_log_count(&hook_log, -2), 0); /* destroyed after a move */
     ck_assert_int_eq(hook_log.bad_payload, 0);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* limits                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(limits, .timeout = 300);
+
+/* An entity record holds its archetype id in 16 bits, so a world has at most 65,472
+ * archetypes: the one past that fails with KILN_ERR_LIMIT and changes nothing. */
+KILN_TEST(limits, the_archetype_past_the_limit_fails_and_leaves_the_world_as_it_was) {
+    kiln_world *w = kiln_world_create(NULL);
+    enum { TAGS = 16 };
+    kiln_component tags[TAGS];
+    char name[16];
+    for (int i = 0; i < TAGS; i++) {
+        snprintf(name, sizeof name, "T%d", i);
+        tags[i] = test_register_tag(w, name);
+    }
+    kiln_entity first = KILN_NULL_ENTITY;
+    ck_assert_int_eq(kiln_spawn(w, &first), KILN_OK); /* the empty archetype */
+    kiln_result r = KILN_OK;
+    uint32_t mask = 1;
+    /* one entity per tag set, until an archetype cannot be made (plain checks: fast) */
+    for (; mask < (1u << TAGS) && r == KILN_OK; mask++) {
+        kiln_component list[TAGS];
+        int32_t n = 0;
+        for (int i = 0; i < TAGS; i++)
+            if (mask & (1u << i)) list[n++] = tags[i];
+        kiln_entity e;
+        r = kiln_spawn_with(w, list, NULL, n, &e);
+    }
+    ck_assert_msg(r == KILN_ERR_LIMIT, "result %d after %u sets: %s", (int)r, (unsigned)mask,
+                  kiln_world_error(w));
+    ck_assert_msg(strstr(kiln_world_error(w), "kiln_spawn_with: too many archetypes (limit 65472)"),
+                  "error \"%s\"", kiln_world_error(w));
+    kiln_world_stats stats;
+    kiln_world_stats_get(w, &stats);
+    ck_assert_int_eq(stats.archetypes, 65472);
+    ck_assert_int_eq(kiln_entity_count(w), 65472); /* nothing spawned by the failed call */
+    /* existing archetypes still take entities and moves; a move into a new one fails the same
+     * way: the empty set and masks 1 to 0xFFBF exist (every tag but T6), 0xFFFF does not */
+    kiln_component most[TAGS - 1];
+    for (int i = 0, n = 0; i < TAGS; i++)
+        if (i != 6) most[n++] = tags[i];
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(w, most, NULL, TAGS - 1, &e), KILN_OK);
+    ck_assert_int_eq(kiln_add(w, e, tags[6], NULL), KILN_ERR_LIMIT);
+    ck_assert(kiln_is_alive(w, e) && !kiln_has(w, e, tags[6]) && kiln_has(w, e, tags[7]));
+    ck_assert_int_eq(kiln_add(w, first, tags[TAGS - 1], NULL), KILN_OK);
+    ck_assert(kiln_is_alive(w, first) && kiln_has(w, first, tags[TAGS - 1]));
+    kiln_world_destroy(w);
+}
+
+/* Rows are 27 bits of the record: a batch that would put more than 2^27 entities in one
+ * archetype fails with KILN_ERR_LIMIT before it allocates anything. */
+KILN_TEST(limits, a_batch_past_the_rows_of_one_archetype_fails_and_spawns_nothing) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component tag = test_register_tag(w, "Many");
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(w, &tag, NULL, 1, &e), KILN_OK);
+    kiln_world_stats before;
+    kiln_world_stats_get(w, &before);
+    ck_assert_int_eq(kiln_spawn_batch(w, &tag, 1, 1 << 27, NULL), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_spawn_batch: an archetype holds at most 134217728 entities");
+    kiln_world_stats after;
+    kiln_world_stats_get(w, &after);
+    ck_assert_int_eq(after.bytes, before.bytes);
+    ck_assert_int_eq(kiln_entity_count(w), 1);
+    ck_assert(kiln_is_alive(w, e));
+    kiln_world_destroy(w);
+}

@@ -110,6 +110,21 @@ KILN_TEST(lifecycle, stale_handle_stays_dead_after_its_slot_is_reused) {
     ck_assert(!kiln_is_alive(F.w, kiln_entity_make(index, KILN_ENTITY_GENERATION_MAX)));
 }
 
+KILN_TEST(lifecycle, the_generation_a_dead_slot_hands_out_next_is_not_alive_before_it_is_issued) {
+    /* A dead slot's record holds the generation its next spawn will carry: a handle guessing
+     * it is still dead until that spawn, and then alive. */
+    kiln_entity keep = spawn_one(F.w);
+    kiln_entity e = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    kiln_entity next = kiln_entity_make(kiln_entity_index(e), kiln_entity_generation(e) + 1);
+    ck_assert(!kiln_is_alive(F.w, next));
+    ck_assert_int_eq(kiln_despawn(F.w, next), KILN_ERR_DEAD_ENTITY);
+    ck_assert_int_eq(kiln_entity_components(F.w, next, NULL, 0), -1);
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
+    ck_assert_uint_eq(spawn_one(F.w), next);
+    ck_assert(kiln_is_alive(F.w, next) && kiln_is_alive(F.w, keep) && !kiln_is_alive(F.w, e));
+}
+
 KILN_TEST(lifecycle, null_entity_is_never_alive) {
     ck_assert(!kiln_is_alive(F.w, KILN_NULL_ENTITY));
     for (int i = 0; i < 10; i++) spawn_one(F.w);

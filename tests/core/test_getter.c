@@ -33,8 +33,15 @@ static int32_t every_kind_of_handle(kiln_component tag, kiln_entity *dest) {
         ck_assert_int_eq(kiln_despawn(F.w, dest[i]), KILN_OK); /* dest[i] is stale now */
         dest[n++] = spawn_at(F.w, F.pos, 7, 7);                  /* reuses its slot */
     }
+    /* two dead slots: the deferred spawn below takes the first, the second stays dead and
+     * its record holds the generation it hands out next */
+    kiln_entity gone[2] = {spawn_at(F.w, F.pos, 1, 1), spawn_at(F.w, F.pos, 2, 2)};
+    ck_assert_int_eq(kiln_despawn(F.w, gone[1]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, gone[0]), KILN_OK);
+    dest[n++] = kiln_entity_make(kiln_entity_index(gone[1]), kiln_entity_generation(gone[1]) + 1);
     kiln_defer_begin(F.w);
     ck_assert_int_eq(kiln_spawn(F.w, &dest[n]), KILN_OK); /* reserved, not alive */
+    ck_assert_uint_eq(kiln_entity_index(dest[n]), kiln_entity_index(gone[0]));
     n++;
     dest[n++] = KILN_NULL_ENTITY;
     dest[n++] = kiln_entity_make(1u << 20, 1);

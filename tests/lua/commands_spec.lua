@@ -33,7 +33,7 @@ describe("kiln.commands", function()
         local cmd = kiln.commands()
         local a = cmd:spawn{Position = {x = 1}, Frozen = true}
         local b = cmd:spawn()
-        assert.are.equal("integer", math.type(a))
+        assert.are.equal("integer", H.number_type(a))
         assert.are_not.equal(a, b)
         assert.is_false(w:is_alive(a))
         cmd:add(b, "Health", {hp = 7})

@@ -18,12 +18,42 @@ end
 
 -- "12v3": how the binding names an entity in messages (slot index v generation).
 function H.entity_str(e)
-    return string.format("%dv%d", e & 0xffffffff, (e >> 32) & 0x1fffff)
+    return string.format("%dv%d", e % 2 ^ 32, math.floor(e / 2 ^ 32) % 2 ^ 21)
 end
 
 -- The float nearest to x, as a float32 field stores it.
-function H.f32(x)
-    return (string.unpack("f", string.pack("f", x)))
+if string.pack then
+    function H.f32(x)
+        return (string.unpack("f", string.pack("f", x)))
+    end
+else -- LuaJIT
+    local box = require("ffi").new("float[1]")
+    function H.f32(x)
+        box[0] = x
+        return box[0]
+    end
+end
+
+-- True under LuaJIT, whose numbers are all floats (docs/lua-api.md, LuaJIT).
+H.luajit = type(jit) == "table"
+
+-- math.type where there is one; under LuaJIT an integral number below 2^53 is an integer.
+function H.number_type(v)
+    if math.type then return math.type(v) end
+    if type(v) ~= "number" then return nil end
+    return (v == math.floor(v) and math.abs(v) < 2 ^ 53) and "integer" or "float"
+end
+-- Makes garbage whose finalizer calls fn (LuaJIT runs __gc of userdata only).
+function H.finalizer(fn)
+    if not H.luajit then return setmetatable({}, {__gc = fn}) end
+    local proxy = newproxy(true)
+    getmetatable(proxy).__gc = fn
+    return proxy
+end
+
+H.tointeger = math.tointeger or function(v)
+    if H.number_type(v) == "integer" then return v end
+    return nil
 end
 
 -- A deterministic text form of any value (tables with keys in sorted order).
@@ -45,7 +75,7 @@ local function dump(v, out)
         end
         out[#out + 1] = "}"
     elseif t == "number" then
-        out[#out + 1] = math.type(v) == "integer" and tostring(v) or string.format("%.17g", v)
+        out[#out + 1] = H.number_type(v) == "integer" and string.format("%d", v) or string.format("%.17g", v)
     elseif t == "string" then
         out[#out + 1] = string.format("%q", v)
     else
@@ -113,6 +143,9 @@ end
 
 -- KiB of garbage made by `frames` calls of frame after a warm-up, with the collector stopped.
 function H.garbage_kib(frame, frames)
+    -- LuaJIT's trace compiler allocates on the Lua heap while it records (and aborts on)
+    -- loops that call C functions: what kiln makes is measured with the interpreter
+    if H.luajit then jit.off() jit.flush() end
     for _ = 1, 10 do frame() end
     collectgarbage()
     collectgarbage()
@@ -121,6 +154,7 @@ function H.garbage_kib(frame, frames)
     for _ = 1, frames do frame() end
     local after = collectgarbage("count")
     collectgarbage("restart")
+    if H.luajit then jit.on() end
     return after - before
 end
 

@@ -115,7 +115,7 @@ end
     it("has a wall-clock backstop for instructions that cost far more than others", function()
         local dir = M.folder()
         local w, mods = M.host({instructions = 1e12, frame_instructions = 1e12, milliseconds = 50,
-                                memory = 64 << 20})
+                                memory = 67108864})
         assert(mods:load(M.write(dir, "slow.lua", [[
 local a, b = string.rep("x", 4000000), string.rep("x", 4000000) .. "y"
 world:system{name = "slow", run = function() while true do local _ = a < b end end}
@@ -200,11 +200,11 @@ describe("a hostile manifest", function()
     end)
 
     it("that is huge is refused without reading it all into the host", function()
-        refused("return {name = '" .. string.rep("x", 1 << 20) .. "'}", "bad manifest: .*not enough memory")
+        refused("return {name = '" .. string.rep("x", 1048576) .. "'}", "bad manifest: .*not enough memory")
     end)
 
     it("that reaches for the library finds none", function()
-        refused("return {name = string.rep('a', 3)}", "bad manifest: .*attempt to index a nil value")
+        refused("return {name = string.rep('a', 3)}", "bad manifest: .*attempt to index") -- the wording differs under LuaJIT
         refused("return {name = 'ok', depends = {" .. string.rep("'d', ", 17) .. "}}", "more than 16 depends")
     end)
 end)

@@ -349,7 +349,7 @@ describe("kiln.mods", function()
 
         it("brings a mod disabled for memory back with its systems running", function()
             local dir = M.folder()
-            local w, mods = M.host{memory = 1 << 20}
+            local w, mods = M.host{memory = 1048576}
             M.write(dir, "hungry.lua", "world:system{name = 'hungry', run = function() local t = {} for i = 1, 1e8 do t[i] = i end end}")
             assert(mods:load(dir .. "/hungry.lua"))
             M.frames(w, 3)

@@ -172,10 +172,10 @@ describe("persist", function()
         assert.are.equal(99, a:seed())
         for _ = 1, 20 do assert.are.equal(a:random(1, 6), b:random(1, 6)) end
         local f = a:random()
-        assert.truthy(f >= 0 and f < 1 and math.type(f) == "float")
+        assert.truthy(f >= 0 and f < 1 and H.number_type(f) == "float")
         for _ = 1, 200 do
             local v = a:random(3)
-            assert.truthy(v >= 1 and v <= 3 and math.type(v) == "integer")
+            assert.truthy(v >= 1 and v <= 3 and H.number_type(v) == "integer")
         end
         H.raises(function() a:random(0) end, "bad argument #1 to 'world:random' (interval is empty)")
         H.raises(function() a:random(5, 1) end, "bad argument #2 to 'world:random' (interval is empty)")

@@ -139,6 +139,15 @@ describe("world:getter(name, field)", function()
 end)
 
 describe("the collector across World methods", function()
+    it("runs again after World methods that raised", function()
+        local w = H.world()
+        for _ = 1, 100 do assert.is_false((pcall(w.query, w, {"Nope"}))) end -- holds, then raises
+        local before = collectgarbage("count")
+        local ring = {} -- kept a moment, so no compiler can leave the tables out
+        for i = 1, 200000 do ring[i % 16 + 1] = {i} end -- about 8 MiB when nothing is collected
+        assert.is_true(collectgarbage("count") - before < 4096, "the heap grew past 4 MiB")
+    end)
+
     it("collects what world:get makes while a loop of calls runs", function()
         local w = H.world()
         local es = {}
@@ -176,11 +185,11 @@ describe("the collector across World methods", function()
         for i = 1, 200 do es[i] = w:spawn{Position = {x = i}} end
         local spawned = 0
         local function bomb()
-            setmetatable({}, {__gc = function()
+            H.finalizer(function()
                 spawned = spawned + 1
                 w:spawn{Position = {x = -1}, Velocity = {}}
                 w:despawn(w:spawn{Velocity = {}})
-            end})
+            end)
         end
         for round = 1, 2000 do
             bomb()

@@ -134,7 +134,7 @@ describe("scenes", function()
         local copy = w2:instantiate(text)
         assert.are.equal(#inst.spawned, #copy.spawned)
         assert.are.equal(copy:entity("hero"), w2:lookup("hero"))
-        w2:despawn(1 << 32) -- the filler (0v1)
+        w2:despawn(4294967296) -- the filler (0v1)
         assert.are.equal(text, w2:export(nil, {name = "copy"}))
         -- some roots only: references outside become null
         local part = w:export({inst:entity("hero")})

@@ -87,7 +87,7 @@ describe("world:systems and world:enable", function()
             assert.are.equal("lua", s.kind)
             assert.is_true(s.enabled)
             assert.are.equal(0, s.runs)
-            assert.are.equal("integer", math.type(s.stage))
+            assert.are.equal("integer", H.number_type(s.stage))
         end
         w:progress(0)
         w:progress(0)
@@ -257,6 +257,7 @@ describe("instruction budgets of each-systems whose callback has no loop and no 
             lt = function(t) return function(_, p) local b = t < t end end,
             unm = function(t) return function(_, p) local v = -t end end,
         }
+        if H.luajit then escapes.len = nil end -- LuaJIT calls no __len for tables: no way out there
         for kind, make in pairs(escapes) do
             local w = movers(3, 200000)
             local t = setmetatable({}, {["__" .. kind] = spin})

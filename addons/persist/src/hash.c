@@ -160,7 +160,7 @@ static int32_t order_next(row_order *o, uint32_t *rows, int32_t max) {
     uint32_t slots = kl_slot_count(o->world);
     for (; n < max && o->at < (int64_t)slots; o->at++) {
         const kl_record *rec = kl_record_at(o->world, (uint32_t)o->at);
-        if (rec->archetype == arch->id) rows[n++] = rec->row;
+        if (kl_record_archetype(rec) == arch->id) rows[n++] = kl_record_row(rec);
     }
     return n;
 }

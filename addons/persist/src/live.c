@@ -51,7 +51,7 @@ static inline bool live_or_null(const pz_live *live, kiln_entity e) {
     if (e == KILN_NULL_ENTITY) return true;
     if (index >= live->slots) return false;
     const kl_record *rec = &live->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-    return kl_record_alive(rec) && live->archetypes[rec->archetype]->entities[rec->row] == e;
+    return kl_record_alive(rec) && live->archetypes[kl_record_archetype(rec)]->entities[kl_record_row(rec)] == e;
 }
 
 /* Whether the n references stride bytes apart from p are all null or live. */

@@ -222,7 +222,8 @@ static inline pz_rows pz_slots_rows(const pz_place *place, uint32_t g) {
 static inline void pz_slots_write(pz_rows w, int64_t r, kiln_entity e) {
     uint32_t idx = kiln_entity_index(e);
     w.entities[r] = e;
-    w.pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)] = (kl_record){w.archetype, w.first + (uint32_t)r};
+    kl_record_set_alive(&w.pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)], kiln_entity_generation(e),
+                        w.archetype, w.first + (uint32_t)r);
 }
 
 /* Publishes the rows every saved handle was written to (pz_slots_write; saved: non-zero for

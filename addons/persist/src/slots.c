@@ -38,10 +38,9 @@ static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const p
     if (m > KL_SPAWN_MAX)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: component count %d out of range (0 to %d)",
                        (int)m, KL_SPAWN_MAX);
-    if (world->archetype_count >= INT32_MAX - 1)
-        return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: too many archetypes");
-    *dest = kl_archetype_ensure(world, types, m, "kiln_load");
-    return *dest ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    *dest = kl_archetype_ensure(world, types, m, "kiln_load"); /* its failure says why */
+    if (*dest) return KILN_OK;
+    return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT : KILN_ERR_OUT_OF_MEMORY;
 }
 
 kiln_result pz_slots_reserve(kiln_world *world, pz_doc *doc, uint64_t slot_count, pz_place *place) {
@@ -63,7 +62,7 @@ kiln_result pz_slots_reserve(kiln_world *world, pz_doc *doc, uint64_t slot_count
     for (uint32_t g = 0; g < doc->group_count; g++) rows[archs[g]->id] += doc->groups[g].count;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         int64_t need = rows[archs[g]->id];
-        if (need > INT32_MAX - (int64_t)archs[g]->count)
+        if (need > (int64_t)KL_ROWS_MAX - (int64_t)archs[g]->count)
             return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
         if (need && !kl_archetype_reserve(world, archs[g], need))
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
@@ -88,7 +87,7 @@ void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slot_count, const u
     world->free_head = KL_NONE;
     for (uint32_t i = doc->entity_count < (int64_t)slots ? slots : 0; i-- > 0;) {
         if (saved[i]) continue;
-        pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)] = (kl_record){KL_DEAD | 1, world->free_head};
+        kl_record_set_dead(&pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)], 1, world->free_head);
         world->free_head = i;
     }
     kiln_tick tick = world->tick;

@@ -534,7 +534,7 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     for (uint32_t g = 0; g < doc->group_count; g++) {
         const pz_group *gr = &doc->groups[g];
         const kl_record *rec = kl_record_of(world, gr->spawned[0]);
-        const kl_archetype *arch = world->archetypes[rec->archetype];
+        const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
             if (!s->id || !s->info.has_check) continue;
@@ -544,12 +544,12 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
             /* the check over all rows at once when the component has one: only a refused row
              * (or no memory for it) goes through the hook itself, for its message */
             if (c->check_rows && col)
-                r = c->check_rows(world, gr->spawned, col->data + (size_t)rec->row * col->stride, col->stride,
+                r = c->check_rows(world, gr->spawned, col->data + (size_t)kl_record_row(rec) * col->stride, col->stride,
                                   gr->count, c->hook_ctx);
             if (r < 0) r = 0;
             for (; r < gr->count; r++) {
                 kiln_entity e = gr->spawned[r];
-                const void *value = col ? col->data + (size_t)(rec->row + r) * col->stride : NULL;
+                const void *value = col ? col->data + (size_t)(kl_record_row(rec) + r) * col->stride : NULL;
                 char why[KL_ERROR_SIZE - 64];
                 why[0] = '\0';
                 kiln_result rc = c->check(world, e, value, c->hook_ctx, why, sizeof why);
@@ -599,7 +599,7 @@ static kiln_result spawn_groups(kiln_world *world, pz_doc *doc, uint32_t *done) 
         kiln_entity *spawned = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
         if (!spawned) return oom(world);
         gr->spawned = spawned;
-        if (gr->count > INT32_MAX)
+        if (gr->count > KL_ROWS_MAX)
             return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
         kiln_result r = kiln_spawn_batch(world, comps, m, (int32_t)gr->count, spawned);
         if (r != KILN_OK) {
@@ -617,11 +617,11 @@ static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const han
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
         const kl_record *rec = kl_record_of(world, gr->spawned[0]);
-        kl_archetype *arch = world->archetypes[rec->archetype];
+        kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
             if (!s->id || s->size == 0) continue;
-            write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)rec->row,
+            write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)kl_record_row(rec),
                          &dec->groups[g][t], m);
         }
     }

@@ -404,7 +404,7 @@ static void place_chain(kiln_world *world, kl_transform_state *st, kiln_entity e
         kl_memo *m = &st->memo[kiln_entity_index(x)];
         *m = (kl_memo){.epoch = st->epoch, .depth = depth, .entity = x, .node = -1};
         const kl_record *rec = kl_record_of(world, x);
-        if (depth >= 0 && is_node(st, world->archetypes[rec->archetype])) {
+        if (depth >= 0 && is_node(st, world->archetypes[kl_record_archetype(rec)])) {
             st->order[*order_count] = x;
             st->order_depth[*order_count] = depth;
             (*order_count)++;
@@ -415,8 +415,8 @@ static void place_chain(kiln_world *world, kl_transform_state *st, kiln_entity e
 /* Fills node i for entity e; its parent's node, if any, is filled already. */
 static void fill_node(kiln_world *world, kl_transform_state *st, kiln_entity e, int32_t i) {
     const kl_record *rec = kl_record_of(world, e);
-    const kl_archetype *arch = world->archetypes[rec->archetype];
-    size_t row = rec->row;
+    const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
+    size_t row = kl_record_row(rec);
     kl_column *lc = kl_archetype_column(arch, st->ids.local);
     kl_column *wc = kl_archetype_column(arch, st->ids.world);
     kl_column *pc = kl_archetype_column(arch, st->ids.parent);
@@ -444,12 +444,12 @@ static void fill_node(kiln_world *world, kl_transform_state *st, kiln_entity e, 
             n.parent = pn->out ? pn->out : pn->parent;
         } else { /* a root, or an entity without LocalTransform (identity) */
             const kl_record *prec = kl_record_of(world, parent);
-            const kl_archetype *parch = world->archetypes[prec->archetype];
+            const kl_archetype *parch = world->archetypes[kl_record_archetype(prec)];
             kl_column *plc = kl_archetype_column(parch, st->ids.local);
             kl_column *pwc = kl_archetype_column(parch, st->ids.world);
             if (plc && pwc) {
-                n.parent = (const float *)(pwc->data + (size_t)prec->row * pwc->stride);
-                n.parent_out_tick = &pwc->ticks[prec->row];
+                n.parent = (const float *)(pwc->data + (size_t)kl_record_row(prec) * pwc->stride);
+                n.parent_out_tick = &pwc->ticks[kl_record_row(prec)];
             }
         }
     }

@@ -135,15 +135,15 @@ static CHAIN_COLD uint32_t chain_length(const chain_walk *w, kiln_entity x) {
         uint32_t idx = kiln_entity_index(cur);
         if (idx >= w->slots) break;
         const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
-        if (!kl_record_alive(rec)) break;
-        const kl_archetype *arch = w->archetypes[rec->archetype];
-        if (arch->entities[rec->row] != cur) break;
+        /* the whole high half of the handle against the generation: stray bits never match */
+        if ((rec->bits >> KL_PLACE_BITS) != (cur >> 32) || !kl_record_alive(rec)) break;
+        const kl_archetype *arch = w->archetypes[kl_record_archetype(rec)];
         if (depth == CHAIN_CAP) return CHAIN_CAP; /* too deep */
         memo[idx] = memo_make(cur, MEMO_IN_PROGRESS);
         path[depth++] = idx;
         const kl_column *pc = kl_archetype_column(arch, w->parent);
         if (!pc) break;
-        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
         if (next == cur) break;
         cur = next;
     }
@@ -160,9 +160,8 @@ static inline uint32_t root_length(const chain_walk *w, kiln_entity x) {
     uint32_t idx = kiln_entity_index(x);
     if (idx >= w->slots) return 0;
     const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
-    if (!kl_record_alive(rec)) return 0;
-    const kl_archetype *arch = w->archetypes[rec->archetype];
-    if (arch->entities[rec->row] != x || kl_archetype_slot(arch, w->parent) >= 0) return 0;
+    if ((rec->bits >> KL_PLACE_BITS) != (x >> 32) || !kl_record_alive(rec)) return 0;
+    if (kl_archetype_slot(w->archetypes[kl_record_archetype(rec)], w->parent) >= 0) return 0;
     w->memo[idx] = memo_make(x, 1);
     return 1;
 }
@@ -257,9 +256,9 @@ bool kiln_transform_ids_get(const kiln_world *world, kiln_transform_ids *dest) {
 kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
                                    kiln_entity e, const kl_record *rec, bool *link_dead) {
     *link_dead = false;
-    const kl_column *pc = kl_archetype_column(world->archetypes[rec->archetype], st->ids.parent);
+    const kl_column *pc = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], st->ids.parent);
     if (!pc) return KILN_NULL_ENTITY;
-    kiln_entity p = ((const kiln_parent *)(pc->data + (size_t)rec->row * pc->stride))->entity;
+    kiln_entity p = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
     if (p == e || !kl_record_of(world, p)) {
         *link_dead = true;
         return KILN_NULL_ENTITY;

@@ -11,7 +11,7 @@ world:system{
         frame = frame + 1
         if frame % (3 * game.rate) == 0 then
             local s = shield.stats() -- runs in shield's state, under shield's budget
-            print(format.report(frame // game.rate, s.hits, s.absorbed, shield.capacity))
+            print(format.report(math.floor(frame / game.rate), s.hits, s.absorbed, shield.capacity))
         end
     end,
 }

@@ -1,0 +1,237 @@
+/* compat.h: the Lua 5.4 C API the binding uses, mapped onto LuaJIT 2.1 (5.1 plus its 5.2
+ * extensions) when built against LuaJIT; under Lua 5.4 it defines nothing but KLUA_LUAJIT 0. */
+#ifndef KLUA_COMPAT_H
+#define KLUA_COMPAT_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#if defined(LUA_VERSION_NUM) && LUA_VERSION_NUM == 501
+#define KLUA_LUAJIT 1
+#else
+#define KLUA_LUAJIT 0
+#endif
+
+#if KLUA_LUAJIT
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <luajit.h>
+
+#if !defined(__EXCEPTIONS)
+/* A World method's hold on the collector is released by a cleanup handler that runs while
+ * a Lua error unwinds the method (LuaJIT's errors are C++-compatible exceptions on x64):
+ * without -fexceptions the handler would be skipped and the collector left stopped. */
+#error "the LuaJIT build of the kiln binding needs -fexceptions"
+#endif
+
+#if defined(__GNUC__)
+#define KLUA_COMPAT_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define KLUA_COMPAT_HIDDEN
+#endif
+
+/* ---- names and constants Lua 5.4 has and LuaJIT lacks --------------------------------- */
+typedef uint64_t lua_Unsigned;
+#define LUA_MAXINTEGER ((lua_Integer)INT64_MAX)
+#define LUA_MININTEGER ((lua_Integer)INT64_MIN)
+#define LUA_GNAME "_G"
+#define LUA_LOADED_TABLE "_LOADED"
+/* The generational mode does not exist: asking for it changes nothing (klua_compat_gc). */
+#define LUA_GCGEN 10
+#define LUA_GCINC 11
+#define lua_rawlen(L, i) lua_objlen((L), (i))
+#define luaL_len(L, i) ((lua_Integer)lua_objlen((L), (i)))
+#define lua_pushglobaltable(L) lua_pushvalue((L), LUA_GLOBALSINDEX)
+#define luaL_checkversion(L) ((void)(L))
+#define lua_load(L, reader, data, chunk, mode) lua_loadx((L), (reader), (data), (chunk), (mode))
+/* LuaJIT's dump has no strip flag; what it writes is LuaJIT bytecode, which bounded.c does
+ * not recognise (so no callback is charged whole: every row's instructions are counted). */
+#define lua_dump(L, writer, data, strip) (lua_dump)((L), (writer), (data))
+/* A pointer-sized slot per state (5.4 gives one per thread, LuaJIT none): a userdata held by
+ * the registry, made on first use. Reached only once bounded.c charges a callback whole,
+ * which it never does under LuaJIT. */
+KLUA_COMPAT_HIDDEN void *klua_compat_extraspace(lua_State *L);
+#define lua_getextraspace(L) klua_compat_extraspace(L)
+
+static inline int lua_absindex(lua_State *L, int i) {
+    return i > 0 || i <= LUA_REGISTRYINDEX ? i : lua_gettop(L) + i + 1;
+}
+
+/* ---- calls that return the type of what they pushed in 5.4 ---------------------------- */
+static inline int klua_compat_getfield(lua_State *L, int i, const char *k) {
+    lua_getfield(L, i, k);
+    return lua_type(L, -1);
+}
+static inline int klua_compat_getglobal(lua_State *L, const char *k) {
+    lua_getfield(L, LUA_GLOBALSINDEX, k);
+    return lua_type(L, -1);
+}
+static inline int klua_compat_rawget(lua_State *L, int i) {
+    lua_rawget(L, i);
+    return lua_type(L, -1);
+}
+/* LuaJIT's rawgeti/rawseti take an int: larger keys (entity handles) go through rawget. */
+static inline int klua_compat_rawgeti(lua_State *L, int i, lua_Integer n) {
+    if (n == (int)n) {
+        lua_rawgeti(L, i, (int)n);
+    } else {
+        i = lua_absindex(L, i);
+        lua_pushnumber(L, (lua_Number)n);
+        lua_rawget(L, i);
+    }
+    return lua_type(L, -1);
+}
+static inline void klua_compat_rawseti(lua_State *L, int i, lua_Integer n) {
+    if (n == (int)n) {
+        lua_rawseti(L, i, (int)n);
+        return;
+    }
+    i = lua_absindex(L, i);
+    lua_pushnumber(L, (lua_Number)n);
+    lua_insert(L, -2);
+    lua_rawset(L, i);
+}
+static inline int klua_compat_gettable(lua_State *L, int i) {
+    lua_gettable(L, i);
+    return lua_type(L, -1);
+}
+static inline const char *klua_compat_pushlstring(lua_State *L, const char *s, size_t n) {
+    lua_pushlstring(L, s, n);
+    return lua_tostring(L, -1);
+}
+static inline const char *klua_compat_pushstring(lua_State *L, const char *s) {
+    lua_pushstring(L, s);
+    return lua_tostring(L, -1);
+}
+static inline int klua_compat_getmetafield(lua_State *L, int obj, const char *e) {
+    return luaL_getmetafield(L, obj, e) ? lua_type(L, -1) : LUA_TNIL;
+}
+#undef lua_getglobal
+#define lua_getfield(L, i, k) klua_compat_getfield((L), (i), (k))
+#define lua_getglobal(L, k) klua_compat_getglobal((L), (k))
+#define lua_rawget(L, i) klua_compat_rawget((L), (i))
+#define lua_rawgeti(L, i, n) klua_compat_rawgeti((L), (i), (n))
+#define lua_rawseti(L, i, n) klua_compat_rawseti((L), (i), (n))
+#define lua_gettable(L, i) klua_compat_gettable((L), (i))
+#define luaL_getmetafield(L, obj, e) klua_compat_getmetafield((L), (obj), (e))
+#define lua_pushlstring(L, s, n) klua_compat_pushlstring((L), (s), (n))
+#define lua_pushstring(L, s) klua_compat_pushstring((L), (s))
+
+/* ---- light-userdata keys ---------------------------------------------------------------- */
+static inline int lua_rawgetp(lua_State *L, int i, const void *p) {
+    i = lua_absindex(L, i);
+    lua_pushlightuserdata(L, (void *)p);
+    return klua_compat_rawget(L, i);
+}
+static inline void lua_rawsetp(lua_State *L, int i, const void *p) {
+    i = lua_absindex(L, i);
+    lua_pushlightuserdata(L, (void *)p);
+    lua_insert(L, -2);
+    lua_rawset(L, i);
+}
+
+/* ---- C functions: 5.4 pushes them without allocating, LuaJIT makes a closure each time ---- */
+/* Pushes fn, made once per state and kept in the registry (keyed by its address), so a
+ * method that pushes a C function per call makes no garbage. */
+KLUA_COMPAT_HIDDEN void klua_compat_pushcfunction(lua_State *L, lua_CFunction fn);
+#undef lua_pushcfunction
+#define lua_pushcfunction(L, fn) klua_compat_pushcfunction((L), (fn))
+
+/* ---- integers: LuaJIT's numbers are doubles ----------------------------------------------
+ * A number is an integer when it has no fraction and lies in [-2^63, 2^63): what a 5.4
+ * float with an exact integer representation converts to. Integers above 2^53 lose their
+ * low bits on the way in (entity handles stay below 2^53 by design). */
+static inline int klua_compat_number_integer(lua_Number n, lua_Integer *dest) {
+    if (!(n == floor(n)) || n < -9223372036854775808.0 || n >= 9223372036854775808.0) return 0;
+    *dest = (lua_Integer)n;
+    return 1;
+}
+static inline lua_Integer klua_compat_tointegerx(lua_State *L, int i, int *isnum) {
+    int ok = 0;
+    lua_Integer v = 0;
+    lua_Number n = lua_tonumberx(L, i, &ok);
+    if (ok) ok = klua_compat_number_integer(n, &v);
+    if (isnum) *isnum = ok;
+    return ok ? v : 0;
+}
+static inline int lua_isinteger(lua_State *L, int i) {
+    lua_Integer v;
+    return lua_type(L, i) == LUA_TNUMBER && klua_compat_number_integer(lua_tonumber(L, i), &v);
+}
+#undef lua_tointeger
+#define lua_tointegerx(L, i, isnum) klua_compat_tointegerx((L), (i), (isnum))
+#define lua_tointeger(L, i) klua_compat_tointegerx((L), (i), NULL)
+KLUA_COMPAT_HIDDEN lua_Integer klua_compat_checkinteger(lua_State *L, int arg);
+KLUA_COMPAT_HIDDEN lua_Integer klua_compat_optinteger(lua_State *L, int arg, lua_Integer def);
+#define luaL_checkinteger(L, arg) klua_compat_checkinteger((L), (arg))
+#define luaL_optinteger(L, arg, def) klua_compat_optinteger((L), (arg), (def))
+
+/* ---- user values: n numbered slots in the userdata's environment table ------------------ */
+KLUA_COMPAT_HIDDEN void *lua_newuserdatauv(lua_State *L, size_t size, int nuvalue);
+KLUA_COMPAT_HIDDEN int lua_getiuservalue(lua_State *L, int idx, int n);
+KLUA_COMPAT_HIDDEN int lua_setiuservalue(lua_State *L, int idx, int n);
+
+/* ---- stack and auxiliary functions ------------------------------------------------------ */
+KLUA_COMPAT_HIDDEN void lua_rotate(lua_State *L, int idx, int n);
+KLUA_COMPAT_HIDDEN void luaL_requiref(lua_State *L, const char *modname, lua_CFunction openf, int glb);
+KLUA_COMPAT_HIDDEN int luaL_getsubtable(lua_State *L, int idx, const char *fname);
+KLUA_COMPAT_HIDDEN const char *luaL_tolstring(lua_State *L, int idx, size_t *len);
+KLUA_COMPAT_HIDDEN int luaL_typeerror(lua_State *L, int arg, const char *tname);
+/* luaL_newmetatable that also sets __name, as 5.4's does. */
+KLUA_COMPAT_HIDDEN int klua_compat_newmetatable(lua_State *L, const char *tname);
+#define luaL_newmetatable klua_compat_newmetatable
+
+/* ---- messages: the formats of 5.4's lua_pushfstring (%s %d %I %f %p %c %U %%) ----------- */
+KLUA_COMPAT_HIDDEN const char *klua_compat_pushvfstring(lua_State *L, const char *fmt, va_list ap);
+KLUA_COMPAT_HIDDEN const char *klua_compat_pushfstring(lua_State *L, const char *fmt, ...);
+KLUA_COMPAT_HIDDEN int klua_compat_error(lua_State *L, const char *fmt, ...);
+#define lua_pushvfstring klua_compat_pushvfstring
+#define lua_pushfstring klua_compat_pushfstring
+#define luaL_error klua_compat_error
+
+/* ---- the collector: lua_gc with 5.4's arguments ------------------------------------------ */
+KLUA_COMPAT_HIDDEN int klua_compat_gc(lua_State *L, int what, ...);
+#define lua_gc klua_compat_gc
+
+/* ---- the main thread: 5.4 keeps it in the registry, LuaJIT does not ------------------- */
+#define LUA_RIDX_MAINTHREAD 1
+/* Remembers L's main thread in the registry (called by luaopen_kiln: when the module is
+ * opened inside a coroutine, that coroutine stands in for it). */
+KLUA_COMPAT_HIDDEN void klua_compat_remember_main(lua_State *L);
+KLUA_COMPAT_HIDDEN lua_State *klua_compat_main_thread(lua_State *L);
+
+/* ---- count hooks: compiled code never calls them ---------------------------------------- */
+/* lua_sethook that, when it sets a count hook (an instruction budget), first flushes the
+ * state's compiled traces and turns the JIT compiler off for good: budgets count every
+ * instruction only in the interpreter. */
+KLUA_COMPAT_HIDDEN void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count);
+#define lua_sethook klua_compat_sethook
+
+/* ---- mods: what LuaJIT's base library adds that a sandbox must not have ----------------- */
+/* Removes loadstring (it takes bytecode), newproxy (finalizers), getfenv/setfenv, gcinfo,
+ * module and the global unpack, and adds table.unpack (so it can be wrapped and charged). */
+KLUA_COMPAT_HIDDEN void klua_compat_sandbox_base(lua_State *L);
+
+/* ---- jit_methods.c: what to-be-closed variables do under 5.4 ----------------------------- */
+/* Wraps the C methods of World and Query (luaopen_kiln, before the Lua layer loads) in
+ * closures that run them and then: World, release the collector hold the method took on
+ * the World at argument 1, also when it raises; Query, first end the query's loop when it
+ * was left (break, return, error: LuaJIT's generic for closes nothing), and note the frame
+ * where a loop q:each begins runs. */
+KLUA_COMPAT_HIDDEN void klua_jit_wrap_methods(lua_State *L);
+/* lua_pushcclosure for a closure whose upvalue 1 is a World and that may hold the
+ * collector (klua_hold_gc): the hold ends when the closure returns or raises. */
+KLUA_COMPAT_HIDDEN void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, int n);
+
+#else /* Lua 5.4 */
+
+#define klua_compat_remember_main(L) ((void)(L))
+#define klua_jit_wrap_methods(L) ((void)(L))
+#define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
+
+#endif
+#endif

@@ -1,0 +1,488 @@
+/* iteration.c: a Query's one running iteration: starting and ending it, moving row to row,
+ * writing a row back, and the generated Lua step q:each() hands out. Invariant: a row is
+ * written back only from values that all converted, compared with what its views were filled with. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "klua.h"
+
+/* ---- The Lua step: one C call per row, the views set and read by VM instructions ----
+ * A query whose views fit (lua_step_fits) hands out a Lua closure generated once per query:
+ *     local step, D1, D2 = ...
+ *     return function()
+ *         local e, t1, t2, a1_1, a1_2, a2_1 = step(D1["x"], D1["y"], D2["x"])
+ *         if e == nil then return nil end
+ *         D1["x"] = a1_1 D1["y"] = a1_2 D2["x"] = a2_1
+ *         return e, t1, t2
+ *     end
+ * step (lua_step_c) writes the previous row back from its arguments, exactly as write_back
+ * would from the views, then returns the next row: what the loop gets per term and the
+ * field values of the data terms. A VM field access costs a fraction of an API one, and the
+ * results land in their registers with no API call. Between loops the closure's D<k> are an
+ * inert empty table (KLUA_QUERY_UV_INERT), so a step called after its loop ended reads no
+ * view (the views raise then); the first row of a loop puts the views in (swap_views).
+ * An optional data term is read and set only when its last row had it (p<k>). */
+enum { LSTEP_UPV_QUERY = 1, LSTEP_UPV_VIEWS }; /* then the data views, then the proxies */
+#define LSTEP_MAX_UPVALUES 60 /* LuaJIT's limit, so the same code runs there */
+#define LSTEP_MAX_VALUES 120  /* values step takes or returns */
+#define STEPS_CACHED 256      /* compiled shapes kept per Lua state */
+
+/* Sets the Lua step's D<k> upvalues of the Query at q_idx to its data views (in) or to the
+ * inert table. */
+static void swap_views(lua_State *L, klua_query *kq, int q_idx, bool in) {
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
+    lua_getiuservalue(L, q_idx, in ? KLUA_QUERY_UV_DATA : KLUA_QUERY_UV_INERT);
+    if (in) lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    int fn = in ? -3 : -2;
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!kq->lstep_upv[t]) continue;
+        if (in) lua_rawgeti(L, -2, t + 1);
+        else lua_pushvalue(L, -1);
+        if (!lua_setupvalue(L, fn - 1, kq->lstep_upv[t])) lua_pop(L, 1);
+        if (!in || !kq->lstep_vupv[t]) continue;
+        lua_rawgeti(L, kq->writable[t] ? -2 : -1, t + 1); /* what the loop gets */
+        if (!lua_setupvalue(L, fn - 1, kq->lstep_vupv[t])) lua_pop(L, 1);
+    }
+    lua_pop(L, in ? 3 : 2);
+}
+
+/* Empties the views so that a view kept past its loop raises instead of reading a row. */
+static void clear_views(lua_State *L, klua_query *kq, int data_idx) {
+    for (int t = 0; t < kq->term_count; t++) {
+        if (kq->kind[t] != TERM_DATA) continue;
+        lua_rawgeti(L, data_idx, t + 1);
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
+            lua_pushstring(L, kq->info[t].fields[f].name);
+            lua_pushnil(L);
+            lua_rawset(L, -3);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Records (thread: the running one) or forgets (thread false) the open iteration of the
+ * Query at q_idx in its world's KLUA_STATE_LOOPS table, so loops left open can be found. */
+static void track_loop(lua_State *L, int q_idx, bool open) {
+    q_idx = lua_absindex(L, q_idx);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_WORLD);
+    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
+    if (lua_getfield(L, -1, KLUA_STATE_LOOPS) == LUA_TTABLE) {
+        lua_pushvalue(L, q_idx);
+        if (open) lua_pushthread(L);
+        else lua_pushnil(L);
+        lua_rawset(L, -3);
+    }
+    lua_pop(L, 3);
+}
+
+void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
+    if (!kq->active) return;
+    kq->active = false;
+    kq->row = -1;
+    kq->owner = NULL;
+    kiln_iter_fini(&kq->it);
+    if (kq->lstep) swap_views(L, kq, q_idx, false); /* a step called later reads no view */
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
+    clear_views(L, kq, lua_gettop(L));
+    lua_pop(L, 1);
+    track_loop(L, q_idx, false);
+}
+
+void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
+    if (kq->active)
+        klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
+    for (int t = 0; t < kq->term_count; t++) {
+        klua_check_access(L, kq->kw, kq->terms[t], false, fname);
+        kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
+    }
+    track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
+    kiln_query_iter(kq->query, &kq->it);
+    kq->active = true;
+    kq->row = -1;
+    kq->owner = kq->kw->current;
+}
+
+/* True when the thread that began a loop can no longer end it: suspended in a coroutine,
+ * finished, or dead by an error (a running thread, L or one that resumed L, is left alone). */
+static bool thread_stuck(lua_State *L, lua_State *co) {
+    if (co == L) return false;
+    int status = lua_status(co);
+    if (status == LUA_YIELD) return true;
+    if (status != LUA_OK) return true;
+    lua_Debug ar;
+    return lua_getstack(co, 0, &ar) == 0 && lua_gettop(co) == 0;
+}
+
+void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bool stuck_only) {
+    klua_push_self(L, kw);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_LOOPS);
+    int loops = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, loops)) {
+        klua_query *kq = luaL_testudata(L, -2, KLUA_QUERY);
+        bool close = kq && kq->active &&
+                     (stuck_only ? thread_stuck(L, lua_tothread(L, -1)) : kq->owner == owner);
+        lua_pop(L, 1);
+        if (close) klua_query_finish(L, kq, lua_gettop(L)); /* sets an existing field to nil: the traversal goes on */
+    }
+    lua_pop(L, 3);
+}
+
+/* Raises for field fd of the current row (query:each naming field, component, entity). */
+static void field_error(lua_State *L, klua_query *kq, int t, const kiln_field *fd, const char *err) {
+    char eb[24];
+    klua_fail(L, "query:each", "field '%s' of %s on entity %s: %s", fd->name, kq->info[t].name,
+              klua_entity_str(kq->it.entities[kq->row], eb), err);
+}
+
+/* Writes back term t of the current row from the values at stack slots first .. first +
+ * field_count - 1 (one per field): each field is compared with what the row held when its
+ * view was filled (kq->snap), so a field left alone never overwrites a change made meanwhile
+ * (world:set on the same row), and marks nothing. A single float still equal to the number
+ * it was filled with costs one comparison. Every field is converted before anything is
+ * written, so a bad value raises with the row as it was. */
+void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first) {
+    const kiln_component_info *info = &kq->info[t];
+    if (kq->all_floats[t]) { /* the common case, without a staged copy of the row */
+        float vals[KILN_MAX_FIELDS];
+        uint64_t changed = 0;
+        const uint8_t *snap = kq->snap[t];
+        int32_t f = 0;
+        for (; f < info->field_count; f++) {
+            const kiln_field *fd = &info->fields[f];
+            int idx = first + f;
+            if (lua_type(L, idx) != LUA_TNUMBER) break; /* the general path names what is wrong */
+            lua_Number n = lua_tonumber(L, idx);
+            float was;
+            memcpy(&was, snap + fd->offset, 4);
+            if (klua_same_float(n, was)) continue;
+            if (isfinite(n) && fabs(n) > 3.4028234663852886e38) break;
+            vals[f] = (float)n;
+            if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
+        }
+        if (f == info->field_count) {
+            if (!changed) return;
+            uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
+            for (f = 0; f < info->field_count; f++)
+                if (changed & ((uint64_t)1 << f)) memcpy(dst + info->fields[f].offset, &vals[f], 4);
+            kiln_iter_mark_changed(&kq->it, t, kq->row);
+            return;
+        }
+    }
+    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
+    const uint8_t *snap = kq->snap[t];
+    _Alignas(16) uint8_t tmp[256]; /* a check hook reads it as its C type */
+    uint8_t *buf = NULL; /* a copy of snap, made when a field needs converting */
+    int top = lua_gettop(L);
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        int idx = first + f;
+        if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+            int isnum = lua_type(L, idx) == LUA_TNUMBER; /* never a numeric string */
+            lua_Number n = isnum ? lua_tonumber(L, idx) : 0;
+            float was;
+            memcpy(&was, snap + fd->offset, 4);
+            if (isnum && klua_same_float(n, was)) continue; /* unchanged */
+            if (!buf) {
+                buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
+                memcpy(buf, snap, info->size);
+            }
+            float v;
+            const char *err = isnum ? klua_to_float(L, n, &v) : klua_to_field(L, idx, fd, buf);
+            if (err) field_error(L, kq, t, fd, err);
+            if (isnum) memcpy(buf + fd->offset, &v, 4);
+            continue;
+        }
+        if (!buf) {
+            buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
+            memcpy(buf, snap, info->size);
+        }
+        if (fd->type == KILN_TYPE_CHAR && lua_type(L, idx) == LUA_TSTRING) {
+            /* unchanged text keeps its bytes, even those past its NUL */
+            size_t len;
+            const char *str = lua_tolstring(L, idx, &len);
+            size_t was = strnlen((const char *)snap + fd->offset, fd->count);
+            if (len == was && memcmp(str, snap + fd->offset, len) == 0) continue;
+        }
+        const char *err = klua_to_field(L, idx, fd, buf);
+        if (err) field_error(L, kq, t, fd, err);
+        lua_settop(L, top); /* what the conversion pushed */
+    }
+    if (!buf) return; /* every field as it was filled */
+    /* A component with a check hook (Parent) is asked before anything is written. */
+    if (info->has_check && memcmp(buf, snap, info->size) != 0 &&
+        kiln_component_check(kq->kw->world, kq->it.entities[kq->row], kq->terms[t], buf) != KILN_OK)
+        klua_fail_world(L, kq->kw->world, "query:each");
+    /* Then write the fields the script changed. */
+    bool changed = false;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        size_t n = kiln_type_size(fd->type) * fd->count;
+        if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) {
+            memcpy(dst + fd->offset, buf + fd->offset, n);
+            changed = true;
+        }
+    }
+    if (changed) kiln_iter_mark_changed(&kq->it, t, kq->row);
+}
+
+/* Moves to the next row; false (iteration finished) when there is none. */
+bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx) {
+    kq->row++;
+    while (kq->row >= kq->it.count) {
+        if (!kiln_query_next(&kq->it)) {
+            kq->active = true; /* finish() expects it */
+            klua_query_finish(L, kq, q_idx);
+            return false;
+        }
+        kq->row = 0;
+    }
+    return true;
+}
+
+/* Raises unless the running system is the one that began the loop (a coroutine resumed by
+ * another system must not go on with it). */
+void klua_query_check_owner(lua_State *L, const klua_query *kq) {
+    if (kq->owner != kq->kw->current)
+        klua_fail(L, "query:each", "this loop belongs to %s%s%s; it cannot go on here",
+                  kq->owner ? "system '" : "code outside systems", kq->owner ? kq->owner->name : "",
+                  kq->owner ? "'" : "");
+}
+
+static int lua_step_c(lua_State *L) {
+    klua_query *kq = lua_touserdata(L, lua_upvalueindex(LSTEP_UPV_QUERY));
+    if (!kq->active || kq->kw->closed) return 0;
+    klua_query_check_owner(L, kq);
+    if (kq->row >= 0) {
+        if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
+            luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
+        if (lua_gettop(L) < kq->data_fields) lua_settop(L, kq->data_fields); /* one per field */
+        int arg = 1;
+        for (int t = 0; t < kq->term_count; t++) {
+            if (kq->kind[t] != TERM_DATA) continue;
+            if (kq->writable[t] && kq->it.columns[t]) klua_query_write_term(L, kq, t, arg);
+            arg += kq->info[t].field_count;
+        }
+    } else {
+        swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true); /* a loop's first row */
+    }
+    int base = lua_gettop(L); /* the results go above the arguments */
+    if (!klua_query_advance(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
+    if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
+        luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
+    kiln_entity e = kq->it.entities[kq->row];
+    lua_pushinteger(L, (lua_Integer)e);
+    for (int t = 0; t < kq->term_count; t++) {
+        void *col = kq->it.columns[t];
+        switch (kq->kind[t]) {
+        case TERM_TAG:
+            if (t < kq->with_count || kiln_has(kq->kw->world, e, kq->terms[t])) lua_pushboolean(L, 1);
+            else lua_pushnil(L);
+            break;
+        case TERM_LUA:
+            if (!col) lua_pushnil(L);
+            else klua_value_push(L, kq->kw, ((const int32_t *)col)[kq->row]);
+            break;
+        default: /* a with-term's view is the step's V<k> */
+            if (t < kq->with_count) break;
+            if (!col) lua_pushnil(L);
+            else lua_pushvalue(L, lua_upvalueindex(LSTEP_UPV_VIEWS + (kq->writable[t] ? 0 : kq->term_count) + t));
+        }
+    }
+    for (int t = 0; t < kq->term_count; t++) {
+        void *col = kq->it.columns[t];
+        if (kq->kind[t] != TERM_DATA) continue;
+        const kiln_component_info *info = &kq->info[t];
+        if (!col) { /* an optional term this archetype lacks */
+            lua_settop(L, lua_gettop(L) + info->field_count);
+            continue;
+        }
+        const uint8_t *row = (const uint8_t *)col + (size_t)kq->row * info->stride;
+        if (kq->all_floats[t]) { /* pushing a number makes no object: read the column */
+            for (int32_t f = 0; f < info->field_count; f++) {
+                float v;
+                memcpy(&v, row + info->fields[f].offset, 4);
+                memcpy(kq->snap[t] + info->fields[f].offset, &v, 4);
+                lua_pushnumber(L, v);
+            }
+            continue;
+        }
+        /* the query's own copy: what write_term compares with, safe from the collector */
+        memcpy(kq->snap[t], row, info->size);
+        const uint8_t *src = kq->snap[t];
+        for (int32_t f = 0; f < info->field_count; f++) {
+            const kiln_field *fd = &info->fields[f];
+            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+                float v;
+                memcpy(&v, src + fd->offset, 4);
+                lua_pushnumber(L, v);
+            } else {
+                klua_push_field(L, fd, src);
+            }
+        }
+    }
+    return lua_gettop(L) - base;
+}
+
+/* True when a field name can stand in generated code as a quoted key. */
+static bool plain_name(const char *s) {
+    if (!*s || strlen(s) > 100) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+static bool lua_step_fits(klua_query *kq) {
+    int upvalues = 1, values = 1 + kq->term_count;
+    for (int t = 0; t < kq->term_count; t++) {
+        if (kq->kind[t] != TERM_DATA) continue;
+        values += kq->info[t].field_count;
+        upvalues += 2; /* D<k>, and V<k> or p<k> */
+        for (int32_t f = 0; f < kq->info[t].field_count; f++)
+            if (!plain_name(kq->info[t].fields[f].name)) return false;
+    }
+    kq->data_fields = (int16_t)(values - 1 - kq->term_count);
+    return upvalues <= LSTEP_MAX_UPVALUES && values <= LSTEP_MAX_VALUES;
+}
+
+/* Adds fmt to b with each %d replaced by an int and each %s by a string: a formatter of our
+ * own, as vsnprintf or a Lua string per piece made world:query several times slower. */
+static void add_fmt(luaL_Buffer *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    for (const char *p = fmt; *p; p++) {
+        if (p[0] != '%' || (p[1] != 'd' && p[1] != 's')) {
+            luaL_addchar(b, *p);
+            continue;
+        }
+        if (*++p == 's') {
+            luaL_addstring(b, va_arg(ap, const char *));
+            continue;
+        }
+        char digits[12];
+        int n = va_arg(ap, int), len = 0; /* never negative here */
+        do digits[len++] = (char)('0' + n % 10); while ((n /= 10) > 0);
+        while (len > 0) luaL_addchar(b, digits[--len]);
+    }
+    va_end(ap);
+}
+
+/* The generated step's source (see above). */
+static void lua_step_source(lua_State *L, const klua_query *kq, luaL_Buffer *b) {
+    int n = kq->term_count;
+    luaL_addstring(b, "local step");
+    for (int t = 0; t < n; t++)
+        if (kq->kind[t] == TERM_DATA) add_fmt(b, ", D%d", t + 1);
+    luaL_addstring(b, " = ...\nlocal p0");
+    for (int t = 0; t < kq->with_count; t++)
+        if (kq->kind[t] == TERM_DATA) add_fmt(b, ", V%d", t + 1);
+    for (int t = kq->with_count; t < n; t++)
+        if (kq->kind[t] == TERM_DATA) add_fmt(b, ", p%d", t + 1);
+    /* the results: e, t<k> per term but the data with-terms (V<k>), a<k>_<f> per data field */
+    luaL_addstring(b, "\nreturn function()\nlocal e");
+    for (int t = 0; t < n; t++)
+        if (kq->kind[t] != TERM_DATA || t >= kq->with_count) add_fmt(b, ", t%d", t + 1);
+    for (int t = 0; t < n; t++)
+        for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++)
+            add_fmt(b, ", a%d_%d", t + 1, (int)f + 1);
+    luaL_addstring(b, " = step(");
+    bool first = true;
+    for (int t = 0; t < n; t++)
+        for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++) {
+            const char *name = kq->info[t].fields[f].name;
+            if (t < kq->with_count) add_fmt(b, "%sD%d[\"%s\"]", first ? "" : ", ", t + 1, name);
+            else add_fmt(b, "%s(p%d and D%d[\"%s\"])", first ? "" : ", ", t + 1, t + 1, name);
+            first = false;
+        }
+    luaL_addstring(b, ")\nif e == nil then return nil end\n");
+    for (int t = 0; t < n; t++) {
+        if (kq->kind[t] != TERM_DATA) continue;
+        bool optional = t >= kq->with_count;
+        if (optional) add_fmt(b, "p%d = t%d\nif t%d then\n", t + 1, t + 1, t + 1);
+        for (int32_t f = 0; f < kq->info[t].field_count; f++)
+            add_fmt(b, "D%d[\"%s\"] = a%d_%d\n", t + 1, kq->info[t].fields[f].name, t + 1, (int)f + 1);
+        if (optional) luaL_addstring(b, "end\n");
+    }
+    luaL_addstring(b, "return e");
+    for (int t = 0; t < n; t++)
+        add_fmt(b, kq->kind[t] == TERM_DATA && t < kq->with_count ? ", V%d" : ", t%d", t + 1);
+    luaL_addstring(b, "\nend\n");
+}
+
+/* Makes the Lua step of the Query at q_idx (its views made) the closure q:each() hands out,
+ * when the query fits; otherwise the C step (each_step) stays. */
+void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
+    if (!lua_step_fits(kq)) return;
+    kq->lstep = true;
+    int top = lua_gettop(L);
+    luaL_checkstack(L, 2 * kq->term_count + 8, "too many terms");
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_step_source(L, kq, &b);
+    luaL_pushresult(&b);
+    /* Queries of one shape share the compiled chunk, so world:query stays cheap. The cache
+     * (registry: source -> chunk, its size at [1]) starts over past STEPS_CACHED shapes. */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, 1, 8);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS);
+    }
+    lua_pushvalue(L, -2);
+    if (lua_rawget(L, -2) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, -1, 1);
+        lua_Integer cached = lua_tointeger(L, -1) + 1;
+        lua_pop(L, 1);
+        if (cached > STEPS_CACHED) {
+            lua_pop(L, 1);
+            lua_createtable(L, 1, 8);
+            lua_pushvalue(L, -1);
+            lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS);
+            cached = 1;
+        }
+        lua_pushinteger(L, cached);
+        lua_rawseti(L, -2, 1);
+        size_t len;
+        const char *src = lua_tolstring(L, -2, &len);
+        if (luaL_loadbuffer(L, src, len, "=(kiln each)") != LUA_OK) lua_error(L); /* a bug of ours */
+        lua_pushvalue(L, -3);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4);
+    }
+    /* its arguments: step (a C closure over the query and its views), then the inert table
+     * for each D<k> (swap_views puts the views in when a loop starts) */
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    int data_idx = lua_gettop(L) - 1, proxies_idx = lua_gettop(L);
+    lua_pushvalue(L, q_idx);
+    for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, data_idx, t + 1);
+    for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
+    lua_pushcclosure(L, lua_step_c, 1 + 2 * kq->term_count);
+    int nargs = 1;
+    for (int t = 0; t < kq->term_count; t++)
+        if (kq->kind[t] == TERM_DATA) lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_INERT), nargs++;
+    lua_remove(L, data_idx);
+    lua_remove(L, data_idx); /* the proxies */
+    lua_call(L, nargs, 1);
+    for (int i = 1;; i++) { /* the upvalue of each D<k>, which swap_views sets */
+        const char *name = lua_getupvalue(L, -1, i);
+        if (!name) break;
+        lua_pop(L, 1);
+        int t;
+        if ((name[0] == 'D' || name[0] == 'V') && sscanf(name + 1, "%d", &t) == 1 && t >= 1 &&
+            t <= kq->term_count)
+            (name[0] == 'D' ? kq->lstep_upv : kq->lstep_vupv)[t - 1] = (uint8_t)i;
+    }
+    lua_setiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
+    lua_settop(L, top);
+}
+
