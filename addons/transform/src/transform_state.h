@@ -77,7 +77,6 @@ typedef struct kl_transform_state {
 /* The world's transform state, or NULL before kiln_transform_init. */
 KL_HIDDEN kl_transform_state *kl_transform_state_of(const kiln_world *world);
 
-
 /* The live parent of a live entity's record, or null (no Parent, dead parent, self link);
  * *link_dead is set when a Parent exists but does not lead to a live parent. */
 KL_HIDDEN kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
