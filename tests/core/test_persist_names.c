@@ -3,6 +3,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "persist_fixture.h"
 #include "test_registry.h"
@@ -125,6 +126,46 @@ KILN_TEST(clone, a_tree_clone_copies_values_and_points_inner_references_at_the_c
     ck_assert_int_eq(kiln_clone(w.world, w.e[2], NULL, &single), KILN_OK);
     ck_assert_uint_eq(((const kiln_parent *)kiln_get(w.world, single, w.tf.parent))->entity, w.e[1]);
     ck_assert_int_eq(kiln_transform_children(w.world, single, NULL, 0), 0);
+    pf_close(&w);
+}
+
+/* CPU seconds used by this process so far (other processes do not count). */
+static double cpu_seconds(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+KILN_TEST(clone, a_large_tree_built_in_the_same_tick_clones_in_time_linear_in_its_size) {
+    /* 20k entities, four children each, built and cloned in one tick: the children index of
+     * the transform addon cannot be trusted then, and used once per entity it made this
+     * quadratic (about half a minute); now the clone costs a few times the building. */
+    enum { N = 20000 };
+    pf_world w;
+    pf_open(&w, false);
+    static kiln_entity e[N];
+    double t0 = cpu_seconds();
+    for (int i = 0; i < N; i++) {
+        pf_pos p = {(float)i, 0, 0};
+        kiln_parent parent = {i ? e[(i - 1) / 4] : KILN_NULL_ENTITY};
+        kiln_component types[2] = {w.pos, w.tf.parent};
+        const void *values[2] = {&p, &parent};
+        ck_assert_int_eq(kiln_spawn_with(w.world, types, values, i ? 2 : 1, &e[i]), KILN_OK);
+    }
+    double build = cpu_seconds() - t0;
+    kiln_entity copy;
+    t0 = cpu_seconds();
+    ck_assert_int_eq(kiln_clone(w.world, e[0], &(kiln_clone_desc){.tree = true}, &copy), KILN_OK);
+    double clone = cpu_seconds() - t0;
+    ck_assert_msg(clone < 25 * build + 0.05, "cloning took %.3f s of CPU, building %.3f s", clone, build);
+    ck_assert_int_eq(kiln_entity_count(w.world), 2 * N);
+    /* the copy is the same tree over the copies: walk down the first child four levels and
+     * back up through the copied Parent links */
+    kiln_entity at = copy;
+    for (int level = 0; level < 4; level++) {
+        kiln_entity kids[4];
+        ck_assert_int_eq(kiln_transform_children(w.world, at, kids, 4), 4);
+        at = kids[0];
+    }
+    ck_assert(((const pf_pos *)kiln_get(w.world, at, w.pos))->x == 85.0f); /* e[85]: 1, 5, 21, 85 */
+    for (int level = 0; level < 4; level++) at = ((const kiln_parent *)kiln_get(w.world, at, w.tf.parent))->entity;
+    ck_assert_uint_eq(at, copy);
     pf_close(&w);
 }
 

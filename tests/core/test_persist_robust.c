@@ -109,15 +109,19 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     target_open(&t);
     unsigned char *copy = malloc(saved.size);
     memcpy(copy, saved.data, saved.size);
-    put32(copy + 8, 2);
+    put32(copy + 8, 3);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 12: version 2 is not supported (this build reads version 1)");
+                     "kiln_load: at byte 12: version 3 is not supported (this build reads versions 1 and 2)");
+    put32(copy + 8, 0);
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(t.w.world),
+                     "kiln_load: at byte 12: version 0 is not supported (this build reads versions 1 and 2)");
     memcpy(copy, saved.data, saved.size);
     put64(copy + 32, (uint64_t)1 << 40); /* entities */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 40: the header's counts are larger than the input");
+                     "kiln_load: at byte 44: the header's counts are larger than the input");
     memcpy(copy, saved.data, saved.size);
     put32(copy + 20, 0x7fffffff); /* schemas */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);

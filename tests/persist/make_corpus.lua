@@ -1,5 +1,7 @@
 -- make_corpus.lua: writes the seed corpus of the loader fuzz harnesses (tests/persist/corpus),
 -- saves of small worlds with the components fuzz_load.c registers. Run: make persist-corpus.
+-- (binary/v1-seed* are the same worlds saved in format version 1, kept so the fuzzer also
+-- starts from the older layout; this script does not write them.)
 local kiln = require "kiln"
 local dir = assert(arg[1], "usage: make_corpus.lua DIR")
 

@@ -36,7 +36,9 @@ extern "C" {
  * KILN_ERR_LAYOUT_MISMATCH; counts beyond the format's limits: KILN_ERR_LIMIT.
  */
 
-#define KILN_PERSIST_VERSION 1      /* the format version saves are written with */
+#define KILN_PERSIST_VERSION 2      /* the binary format's version saves are written with
+                                       (version 1 files still load) */
+#define KILN_PERSIST_JSON_VERSION 1 /* the JSON format's version (its "kiln" key) */
 #define KILN_PERSIST_MAX_EXCLUDE 8
 
 typedef enum kiln_persist_format {

@@ -43,6 +43,7 @@ bool pz_flush(pz_out *out) {
 }
 
 void pz_put(pz_out *out, const void *data, size_t size) {
+    out->offset += size;
     if (out->failed) return;
     if (size > sizeof out->buf - out->used) {
         if (!pz_flush(out)) return;

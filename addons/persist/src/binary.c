@@ -6,7 +6,6 @@
 
 #include "persist_internal.h"
 
-#define HEADER_SIZE 40
 #define ENDIAN_MARK 0x01020304u
 
 /* ---- writing ---- */
@@ -76,6 +75,8 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
     put32(out, (uint32_t)tc);
     for (int32_t t = 0; t < tc; t++) put32(out, (uint32_t)types[t]);
     put64(out, (uint64_t)arch->count);
+    /* zeros up to an 8-byte offset: a loader reads the handles where they lie */
+    while (out->offset % 8) put8(out, 0);
     pz_put(out, arch->entities, sizeof(kiln_entity) * (size_t)arch->count);
     for (int32_t t = 0; t < tc; t++) {
         const kiln_component_info *info = &plan->info[types[t]];
@@ -111,6 +112,14 @@ static int64_t references(const pz_plan *plan) {
     return n;
 }
 
+/* The highest live slot index + 1 (every live entity is saved): the trailing slots that are
+ * not alive are few, so the walk down from the slot count is short. */
+static uint32_t saved_slots(const kiln_world *world) {
+    uint32_t n = kl_slot_count(world);
+    while (n > 0 && !kl_record_alive(kl_record_at(world, n - 1))) n--;
+    return world->alive ? n : 0;
+}
+
 kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
                            pz_out *out) {
     pz_put(out, PZ_MAGIC, PZ_MAGIC_SIZE);
@@ -121,6 +130,7 @@ kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const 
     put32(out, (uint32_t)plan->group_count);
     put32(out, (uint32_t)plan->resource_count);
     put64(out, (uint64_t)world->alive);
+    put32(out, saved_slots(world));
     for (int32_t i = 0; i < plan->count; i++) put_schema(out, &plan->info[i], plan->codec[i]);
     pz_bytes bytes = {.alloc = &world->alloc};
     kiln_result r = KILN_OK;
@@ -166,6 +176,7 @@ typedef struct reader {
     const uint8_t *data;
     size_t size, pos;
     kiln_result r;
+    uint32_t version;
 } reader;
 
 static bool fail(reader *rd, kiln_result code, const char *fmt, const char *what, int64_t n) {
@@ -293,10 +304,21 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
         return fail(rd, KILN_ERR_LIMIT, "a group claims %s%lld entities, more than the input holds", "", (int64_t)count);
     *entities_left -= (int64_t)count;
     g->count = (int64_t)count;
+    if (rd->version >= 2) { /* zeros up to an 8-byte offset */
+        const uint8_t *pad = rdn(rd, (8 - rd->pos % 8) % 8, "a group's padding");
+        for (const uint8_t *p = pad; p && p < rd->data + rd->pos; p++)
+            if (*p) return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group's padding holds a non-zero byte%s%.0lld", "", 0);
+    }
     const uint8_t *handles = rdn(rd, count * 8, "a group's entity handles");
-    g->handles = handles ? arena_raw(rd, count * 8) : NULL;
-    if (!g->handles) return false;
-    memcpy(g->handles, handles, count * 8);
+    if (!handles) return false;
+    if ((uintptr_t)handles % _Alignof(kiln_entity) == 0) { /* read where they lie */
+        g->handles = (const kiln_entity *)(const void *)handles;
+    } else {
+        kiln_entity *copy = arena_raw(rd, count * 8);
+        if (!copy) return false;
+        memcpy(copy, handles, count * 8);
+        g->handles = copy;
+    }
     for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) {
         const pz_schema *s = &rd->doc->schemas[g->types[t]];
         if (s->size == 0) continue;
@@ -319,8 +341,9 @@ static bool rd_header(reader *rd) {
     if (memcmp(magic, PZ_MAGIC, PZ_MAGIC_SIZE) != 0)
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "not a kiln save (bad magic)%s%.0lld", "", 0);
     uint32_t version = rd32(rd, "the header");
-    if (rd->r == KILN_OK && version != KILN_PERSIST_VERSION)
-        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "version %s%lld is not supported (this build reads version 1)", "", version);
+    if (rd->r == KILN_OK && (version < 1 || version > KILN_PERSIST_VERSION))
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "version %s%lld is not supported (this build reads versions 1 and 2)", "", version);
+    rd->version = version;
     if (rd32(rd, "the header") != ENDIAN_MARK && rd->r == KILN_OK)
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "byte order mark is wrong%s%.0lld", "", 0);
     pz_doc *doc = rd->doc;
@@ -329,18 +352,24 @@ static bool rd_header(reader *rd) {
     doc->group_count = rd32(rd, "the header");
     doc->resource_count = rd32(rd, "the header");
     uint64_t entities = rd64(rd, "the header");
+    if (version >= 2) { /* the saving world's highest live slot + 1 (version 1: found by a pass) */
+        doc->slots = rd32(rd, "the header");
+        doc->has_slots = true;
+    }
     if (rd->r != KILN_OK) return false;
     /* every schema, group and resource takes at least 4 bytes, every entity 8 */
     uint64_t left = rd->size - rd->pos;
     if (doc->schema_count > left / 4 || doc->group_count > left / 4 ||
         doc->resource_count > left / 4 || entities > left / 8 || entities >= PZ_MAX_COUNT)
         return fail(rd, KILN_ERR_LIMIT, "the header's counts are larger than the input%s%.0lld", "", 0);
+    if (doc->has_slots && doc->slots < entities) /* every entity has a slot of its own */
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "the header's slot count %s%lld is below its entity count", "", doc->slots);
     doc->entity_count = (int64_t)entities;
     return true;
 }
 
 kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
-    reader rd = {world, doc, data, size, 0, KILN_OK};
+    reader rd = {world, doc, data, size, 0, KILN_OK, 0};
     if (!rd_header(&rd)) return rd.r;
     doc->schemas = arena(&rd, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
     doc->groups = arena(&rd, sizeof(pz_group) * ((size_t)doc->group_count + 1));

@@ -3,8 +3,10 @@
  * checked and every value copied out before the first spawn, and a failed spawn takes back
  * the copies made so far. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../../transform/src/transform_links.h" /* the children index, read on one refresh */
 #include "kiln_transform.h"
 #include "persist_internal.h"
 
@@ -15,26 +17,39 @@ typedef struct source {
     void **values;              /* copied out: spawning may move the originals */
 } source;
 
-/* The entity and, with tree, its descendants (breadth first), into list; returns how many. */
+/* The first of the count (parent, child) pairs whose parent is not below parent. */
+static int64_t first_child(const kiln_entity *pairs, int64_t count, kiln_entity parent) {
+    int64_t lo = 0, hi = count;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (pairs[2 * mid] < parent) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The entity and, with tree, its live descendants (breadth first, children in handle order, as
+ * kiln_transform_children lists them), into list; returns how many, -1 out of memory. */
 static int64_t collect(kiln_world *world, pz_arena *arena, kiln_entity root, bool tree, source **dest) {
     int64_t cap = 16, n = 0;
     source *list = pz_alloc(arena, sizeof(source) * (size_t)cap);
     if (!list) return -1;
     list[n++].entity = root;
-    for (int64_t i = 0; tree && i < n; i++) {
-        int32_t kids = kiln_transform_children(world, list[i].entity, NULL, 0);
-        if (kids <= 0) continue;
-        if (n + kids > cap) {
-            while (cap < n + kids) cap *= 2;
-            source *grown = pz_alloc(arena, sizeof(source) * (size_t)cap);
-            if (!grown) return -1;
-            memcpy(grown, list, sizeof(source) * (size_t)n);
-            list = grown;
+    const kiln_entity *pairs = NULL;
+    int64_t links = 0;
+    if (tree && kl_transform_links(world, &pairs, &links, "kiln_clone") != KILN_OK) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t k = first_child(pairs, links, list[i].entity); k < links && pairs[2 * k] == list[i].entity; k++) {
+            if (!kiln_is_alive(world, pairs[2 * k + 1])) continue;
+            if (n == cap) {
+                source *grown = pz_alloc(arena, sizeof(source) * (size_t)cap * 2);
+                if (!grown) return -1;
+                memcpy(grown, list, sizeof(source) * (size_t)n);
+                list = grown;
+                cap *= 2;
+            }
+            list[n++] = (source){.entity = pairs[2 * k + 1]};
         }
-        kiln_entity *buf = pz_alloc(arena, sizeof(kiln_entity) * (size_t)kids);
-        if (!buf) return -1;
-        kiln_transform_children(world, list[i].entity, buf, kids);
-        for (int32_t k = 0; k < kids; k++) list[n++] = (source){.entity = buf[k]};
     }
     *dest = list;
     return n;
@@ -70,8 +85,27 @@ static kiln_result copy_out(kiln_world *world, pz_arena *arena, source *s, kiln_
     return KILN_OK;
 }
 
-/* Points the entity fields of every copy that name a cloned entity at its copy. */
-static void remap(kiln_world *world, source *list, int64_t n) {
+static int by_entity(const void *a, const void *b) {
+    kiln_entity x = ((const kiln_entity *)a)[0], y = ((const kiln_entity *)b)[0];
+    return (x > y) - (x < y);
+}
+
+/* The copy of e when e was cloned, else e: copies holds (original, copy) pairs sorted. */
+static kiln_entity copy_of(const kiln_entity *copies, int64_t n, kiln_entity e) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (copies[2 * mid] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && copies[2 * lo] == e ? copies[2 * lo + 1] : e;
+}
+
+/* Points the entity fields of every copy that name a cloned entity at its copy (copies: room
+ * for n pairs, allocated before the first spawn). */
+static void remap(kiln_world *world, kiln_entity *copies, source *list, int64_t n) {
+    for (int64_t i = 0; i < n; i++) copies[2 * i] = list[i].entity, copies[2 * i + 1] = list[i].copy;
+    qsort(copies, (size_t)n, 2 * sizeof(kiln_entity), by_entity);
     for (int64_t i = 0; i < n; i++) {
         for (int32_t t = 0; t < list[i].count; t++) {
             kiln_component_info info;
@@ -84,11 +118,9 @@ static void remap(kiln_world *world, source *list, int64_t n) {
                 for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
                     kiln_entity e;
                     memcpy(&e, v + fd->offset + 8 * (size_t)k, 8);
-                    for (int64_t j = 0; e && j < n; j++)
-                        if (list[j].entity == e) {
-                            memcpy(v + fd->offset + 8 * (size_t)k, &list[j].copy, 8);
-                            break;
-                        }
+                    if (!e) continue;
+                    e = copy_of(copies, n, e);
+                    memcpy(v + fd->offset + 8 * (size_t)k, &e, 8);
                 }
             }
         }
@@ -111,6 +143,8 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
     kiln_result r = n < 0 ? kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_clone: out of memory") : KILN_OK;
     kiln_component name = kiln_component_lookup(world, "Name");
     for (int64_t i = 0; i < n && r == KILN_OK; i++) r = copy_out(world, &arena, &list[i], name);
+    kiln_entity *copies = r == KILN_OK ? pz_alloc_raw(&arena, sizeof(kiln_entity) * 2 * (size_t)n) : NULL;
+    if (r == KILN_OK && !copies) r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_clone: out of memory");
     int64_t spawned = 0;
     for (; r == KILN_OK && spawned < n; spawned++) {
         source *s = &list[spawned];
@@ -123,7 +157,7 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
         }
     }
     if (r == KILN_OK) {
-        remap(world, list, n);
+        remap(world, copies, list, n);
         if (dest) *dest = list[0].copy;
     } else {
         for (int64_t i = 0; i < spawned && i < n; i++)

@@ -107,7 +107,7 @@ static json_t *schema_json(const kiln_component_info *info, bool codec) {
 static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
                          json_t *root, pz_bytes *bytes) {
     kiln_result r = KILN_OK;
-    json_object_set_new(root, "kiln", json_integer(KILN_PERSIST_VERSION));
+    json_object_set_new(root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION));
     json_object_set_new(root, "tick", json_integer(world->tick));
     json_t *schemas = json_array();
     json_object_set_new(root, "components", schemas);

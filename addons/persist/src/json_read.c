@@ -347,13 +347,15 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
     doc->groups = arena(j, sizeof(pz_group) * ((size_t)doc->group_count + 1));
     if (!doc->groups) return false;
     for (size_t i = 0; i < n; i++) doc->groups[group_of[i]].count++;
+    kiln_entity **handles = arena(j, sizeof(kiln_entity *) * ((size_t)doc->group_count + 1));
+    if (!handles) return false;
     size_t start = 0;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
         gr->types = arena(j, sizeof(uint32_t) * ((size_t)doc->schema_count + 1));
         gr->values = arena(j, sizeof(uint8_t *) * ((size_t)doc->schema_count + 1));
         gr->blobs = arena(j, sizeof(pz_blob *) * ((size_t)doc->schema_count + 1));
-        gr->handles = arena(j, sizeof(kiln_entity) * (size_t)gr->count);
+        gr->handles = handles[g] = arena(j, sizeof(kiln_entity) * (size_t)gr->count);
         if (j->r != KILN_OK) return false;
         gr->type_count = entity_types(j, json_object_get(json_array_get(ents, start), "components"), gr->types);
         for (int32_t t = 0; t < gr->type_count; t++) {
@@ -368,7 +370,7 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
         pz_group *gr = &doc->groups[group_of[i]];
         int64_t r = row[group_of[i]]++;
         const json_t *ent = json_array_get(ents, i);
-        gr->handles[r] = (kiln_entity)json_integer_value(json_object_get(ent, "id"));
+        handles[group_of[i]][r] = (kiln_entity)json_integer_value(json_object_get(ent, "id"));
         const json_t *comps = json_object_get(ent, "components");
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
@@ -420,7 +422,7 @@ static bool document(jr *j, const json_t *root) {
     }
     json_int_t version = 0, tick = 0;
     size_t mark = push_key(j, "kiln");
-    if (integer_in(j, json_object_get(root, "kiln"), 0, INT32_MAX, &version) && version != KILN_PERSIST_VERSION)
+    if (integer_in(j, json_object_get(root, "kiln"), 0, INT32_MAX, &version) && version != KILN_PERSIST_JSON_VERSION)
         fail(j, KILN_ERR_INVALID_ARGUMENT, "version %lld is not supported (this build reads version 1)", (long long)version);
     pop(j, mark);
     mark = push_key(j, "tick");

@@ -31,6 +31,7 @@ kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_
     out->ud = ud;
     out->failed = false;
     out->used = 0;
+    out->offset = 0;
     r = desc->format == KILN_PERSIST_JSON ? pz_save_json(world, desc, &plan, out)
                                           : pz_save_binary(world, desc, &plan, out);
     if (r == KILN_OK && !pz_flush(out))

@@ -31,6 +31,7 @@ typedef struct pz_out {
     void *ud;
     bool failed;
     size_t used;
+    uint64_t offset;            /* bytes put so far */
     uint8_t buf[1 << 16];
 } pz_out;
 
@@ -138,10 +139,10 @@ typedef struct pz_group {
     int32_t type_count;
     uint32_t *types;            /* schema indices */
     int64_t count;
-    kiln_entity *handles;       /* count saved handles */
+    const kiln_entity *handles; /* count saved handles (in the input when it is aligned) */
     const uint8_t **values;     /* per type: count values of the schema's size (plain) */
     pz_blob **blobs;            /* per type: count blobs (codec) */
-    kiln_entity *spawned;       /* count new handles, during commit */
+    const kiln_entity *spawned; /* count new handles, during commit */
 } pz_group;
 
 typedef struct pz_resource {
@@ -160,6 +161,8 @@ typedef struct pz_doc {
     uint32_t resource_count;
     pz_resource *resources;
     int64_t entity_count;
+    uint32_t slots;             /* with has_slots: every saved handle's index is below it */
+    bool has_slots;             /* binary version 2 (else the loader finds the highest index) */
     pz_blob host;
     bool has_host;
 } pz_doc;
@@ -187,14 +190,47 @@ KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
 
-/* slots.c: a world that never held entities gets the saved handles (max_index: the highest
- * saved slot index). */
-KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_index);
-/* Places every group at its saved handles (saved: non-zero for the slot indices the file
- * holds, max_index + 1 of them; archs receives each group's archetype); all or nothing. The
- * rows' values are left for the caller to write, their ticks are stamped. */
-KL_HIDDEN kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index,
-                                     const uint32_t *saved, kl_archetype **archs);
+/* slots.c: a world that never held entities gets the saved handles (slots: the slot count
+ * they need, every saved index is below it). */
+KL_HIDDEN bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t slots);
+
+/* Where the groups land: per group its archetype and first row; the slot pages. */
+typedef struct pz_place {
+    kl_archetype **archs;
+    int32_t *first;
+    kl_record *const *pages;
+} pz_place;
+
+/* Makes every group's archetype and reserves its rows and the slots (fails naming kiln_load,
+ * leaving at most empty archetypes and capacity behind); nothing is alive yet. */
+KL_HIDDEN kiln_result pz_slots_reserve(kiln_world *world, pz_doc *doc, uint64_t slots, pz_place *place);
+
+/* Where one group's rows go, read once per group (the loop writing them keeps it in registers). */
+typedef struct pz_rows {
+    kiln_entity *entities;       /* the archetype's handles from the group's first row */
+    kl_record *const *pages;
+    uint32_t archetype, first;
+} pz_rows;
+
+static inline pz_rows pz_slots_rows(const pz_place *place, uint32_t g) {
+    kl_archetype *arch = place->archs[g];
+    return (pz_rows){arch->entities + place->first[g], place->pages, arch->id, (uint32_t)place->first[g]};
+}
+
+/* Row r of the group at its saved handle e (valid and below the slot count): its record and
+ * its row's handle, written before the rows are published. */
+static inline void pz_slots_write(pz_rows w, int64_t r, kiln_entity e) {
+    uint32_t idx = kiln_entity_index(e);
+    w.entities[r] = e;
+    kl_record_set_alive(&w.pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)], kiln_entity_generation(e),
+                        w.archetype, w.first + (uint32_t)r);
+}
+
+/* Publishes the rows every saved handle was written to (pz_slots_write; saved: non-zero for
+ * the slot indices the file holds, slots of them): the other slots become free, the rows' ticks
+ * are stamped, the counts move. Cannot fail. The rows' values are left for the caller. */
+KL_HIDDEN void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slots, const uint32_t *saved,
+                              const pz_place *place);
 
 /* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
 static inline uint32_t pz_rd32(const uint8_t *p) {

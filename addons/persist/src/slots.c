@@ -1,25 +1,27 @@
 /* slots.c: a load into a world that never held an entity keeps the saved handles, so a save
  * loaded into a fresh world is the same world (same hash, same bytes when saved again): rows
  * are placed straight at the saved handles. Invariant: everything that can fail (archetypes,
- * slot pages, rows) is reserved before the first record changes. */
+ * slot pages, rows) is reserved first; records and rows written past the slot count and the
+ * archetypes' counts are not the world's until pz_slots_place publishes them. */
 #include <string.h>
 
 #include "access.h"
 #include "entity.h"
 #include "persist_internal.h"
 
-bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t max_index) {
+bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t slots) {
     /* a save with few entities at huge indices would cost memory for nothing */
     return kl_slot_count(world) == 0 && world->free_head == KL_NONE && doc->entity_count > 0 &&
-           max_index < 2 * (uint64_t)doc->entity_count + 4096;
+           slots <= 2 * (uint64_t)doc->entity_count + 4096;
 }
 
-/* ticks[0, n) = tick, by doubling copies (a plain loop stays scalar at -O2). */
+/* ticks[0, n) = tick, eight at a time from a register (a plain loop stays scalar at -O2, and
+ * copies would read what they write). */
 static void fill_ticks(kiln_tick *ticks, int32_t n, kiln_tick tick) {
-    if (n <= 0) return;
-    ticks[0] = tick;
-    for (int32_t done = 1; done < n; done *= 2)
-        memcpy(ticks + done, ticks, sizeof(kiln_tick) * (size_t)(n - done < done ? n - done : done));
+    kiln_tick eight[8] = {tick, tick, tick, tick, tick, tick, tick, tick};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) memcpy(ticks + i, eight, sizeof eight);
+    for (; i < n; i++) ticks[i] = tick;
 }
 
 /* The archetype of a group's resolved components (created when missing), written to dest. */
@@ -41,18 +43,20 @@ static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const p
     return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT : KILN_ERR_OUT_OF_MEMORY;
 }
 
-kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, const uint32_t *saved,
-                           kl_archetype **archs) {
-    uint32_t slots = (uint32_t)max_index + 1;
+kiln_result pz_slots_reserve(kiln_world *world, pz_doc *doc, uint64_t slot_count, pz_place *place) {
     kiln_component *types = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->schema_count + 1));
-    if (!types) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    place->archs = pz_alloc(&doc->arena, sizeof(kl_archetype *) * ((size_t)doc->group_count + 1));
+    place->first = pz_alloc(&doc->arena, sizeof(int32_t) * ((size_t)doc->group_count + 1));
+    if (!types || !place->archs || !place->first)
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     for (uint32_t g = 0; g < doc->group_count; g++) {
         if (doc->groups[g].count > INT32_MAX)
             return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
-        kiln_result r = group_archetype(world, doc, &doc->groups[g], types, &archs[g]);
+        kiln_result r = group_archetype(world, doc, &doc->groups[g], types, &place->archs[g]);
         if (r != KILN_OK) return r;
     }
     /* Rows per archetype (two groups may land in one when skipped components set them apart). */
+    kl_archetype **archs = place->archs;
     int64_t *rows = pz_alloc(&doc->arena, sizeof(int64_t) * ((size_t)world->archetype_count + 1));
     if (!rows) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     for (uint32_t g = 0; g < doc->group_count; g++) rows[archs[g]->id] += doc->groups[g].count;
@@ -64,14 +68,24 @@ kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, c
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
         rows[archs[g]->id] = 0;
     }
-    kiln_result r = kl_entities_reserve(world, (int64_t)slots, "kiln_load");
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        place->first[g] = archs[g]->count + (int32_t)rows[archs[g]->id];
+        rows[archs[g]->id] += doc->groups[g].count;
+    }
+    kiln_result r = kl_entities_reserve(world, (int64_t)slot_count, "kiln_load");
     if (r != KILN_OK) return r;
+    place->pages = atomic_load_explicit(&world->pages, memory_order_acquire);
+    return KILN_OK;
+}
 
-    /* Nothing fails from here on. The slots no saved entity holds become free (generation 1),
-     * lowest first; the saved ones come alive below. */
-    kl_record *const *pages = atomic_load_explicit(&world->pages, memory_order_acquire);
+void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slot_count, const uint32_t *saved,
+                    const pz_place *place) {
+    uint32_t slots = (uint32_t)slot_count;
+    /* The slots no saved entity holds become free (generation 1), lowest first (none when
+     * every slot is saved: the saved handles are distinct); the saved ones are alive. */
+    kl_record *const *pages = place->pages;
     world->free_head = KL_NONE;
-    for (uint32_t i = slots; i-- > 0;) {
+    for (uint32_t i = doc->entity_count < (int64_t)slots ? slots : 0; i-- > 0;) {
         if (saved[i]) continue;
         kl_record_set_dead(&pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)], 1, world->free_head);
         world->free_head = i;
@@ -79,17 +93,10 @@ kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, c
     kiln_tick tick = world->tick;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
-        kl_archetype *arch = archs[g];
-        int32_t first = arch->count;
+        kl_archetype *arch = place->archs[g];
+        int32_t first = place->first[g];
         int32_t n = (int32_t)gr->count;
-        const kiln_entity *h = gr->handles;
-        memcpy(arch->entities + first, h, sizeof(kiln_entity) * (size_t)n);
-        for (int32_t i = 0; i < n; i++) {
-            uint32_t index = kiln_entity_index(h[i]);
-            kl_record_set_alive(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], kiln_entity_generation(h[i]),
-                                (uint32_t)arch->id, (uint32_t)(first + i)); /* at the saved generation */
-        }
-        arch->count = first + n;
+        if (first + n > arch->count) arch->count = first + n;
         arch->structure_tick = tick;
         /* every column is written by the caller; the rows' ticks are stamped here */
         for (int32_t c = 0; c < arch->column_count; c++) {
@@ -102,5 +109,4 @@ kiln_result pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t max_index, c
     }
     world->structure_version++;
     atomic_store_explicit(&world->slot_count, slots, memory_order_release);
-    return KILN_OK;
 }

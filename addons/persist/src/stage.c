@@ -202,62 +202,91 @@ static kiln_entity map_get(const handle_map *m, kiln_entity e) {
     }
 }
 
-static kiln_result bad_handle(kiln_world *world, uint32_t g, int64_t r, kiln_entity e) {
-    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: group %u row %lld holds an invalid handle %llx",
-                   (unsigned)g, (long long)r, (unsigned long long)e);
-}
-
 static kiln_result twice(kiln_world *world, kiln_entity e) {
     char buf[24];
     return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: entity %s appears twice (or shares its slot)",
                    kiln_entity_format(e, buf, sizeof buf));
 }
 
-static bool valid_handle(kiln_entity e) {
+/* Null, generation 0 or stray high bits, or (from a version 2 header) a slot at or past the
+ * header's slot count. */
+static bool valid_handle(const pz_doc *doc, kiln_entity e) {
     return e != KILN_NULL_ENTITY && kiln_entity_generation(e) != 0 &&
-           (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0;
+           (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0 &&
+           (!doc->has_slots || kiln_entity_index(e) < doc->slots);
 }
 
-/* The highest saved slot index; *bad is set when some handle is invalid (null, generation 0,
- * stray high bits), which build_map then names. One branch-free pass. */
-static uint64_t max_index(const pz_doc *doc, bool *bad) {
-    uint32_t max = 0, wrong = 0;
+/* Names the first invalid saved handle; KILN_OK when there is none. */
+static kiln_result check_handles(kiln_world *world, const pz_doc *doc) {
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int64_t r = 0; r < doc->groups[g].count; r++) {
+            kiln_entity e = doc->groups[g].handles[r];
+            if (valid_handle(doc, e)) continue;
+            if (e != KILN_NULL_ENTITY && kiln_entity_generation(e) != 0 &&
+                (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0)
+                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                               "kiln_load: group %u row %lld holds handle %llx, at or past the header's slot count %u",
+                               (unsigned)g, (long long)r, (unsigned long long)e, (unsigned)doc->slots);
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: group %u row %lld holds an invalid handle %llx",
+                           (unsigned)g, (long long)r, (unsigned long long)e);
+        }
+    return KILN_OK;
+}
+
+/* The slot count the saved handles need: the header's (version 2), else the highest saved
+ * index + 1, found in one branch-free pass (version 1, JSON). */
+static uint64_t saved_slots(const pz_doc *doc) {
+    if (doc->has_slots) return doc->slots;
+    uint32_t max = 0;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         const kiln_entity *h = doc->groups[g].handles;
         for (int64_t r = 0; r < doc->groups[g].count; r++) {
             uint32_t idx = kiln_entity_index(h[r]);
-            uint64_t high = h[r] >> 32; /* the generation, 1 and up, and nothing above it */
             max = idx > max ? idx : max;
-            wrong |= high - 1 >= KILN_ENTITY_GENERATION_MAX;
         }
     }
-    *bad = wrong != 0;
-    return max;
+    return doc->entity_count ? (uint64_t)max + 1 : 0;
 }
 
-/* Checks every saved handle (valid, no slot twice) into the map; keep: the loaded entities
- * keep their handles, so the direct map needs no new handles. */
-static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t max, bool bad, bool keep,
+/* Whether the map is a direct table by slot (the saved indices are dense: the usual case). */
+static bool dense(const pz_doc *doc, uint64_t slots) { return slots <= 2 * (uint64_t)doc->entity_count + 4096; }
+
+/* Checks every saved handle (valid, below slots, no slot twice) into the map; place: the
+ * loaded entities keep their handles (so the direct map needs no new handles), and each row's
+ * record and handle are written on the same pass (pz_slots_write). */
+static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t slots, const pz_place *place,
                              handle_map *m) {
-    for (uint32_t g = 0; bad && g < doc->group_count; g++)
-        for (int64_t r = 0; r < doc->groups[g].count; r++)
-            if (!valid_handle(doc->groups[g].handles[r])) return bad_handle(world, g, r, doc->groups[g].handles[r]);
-    if (max < 2 * (uint64_t)doc->entity_count + 4096) {
-        m->mask = max + 1;
+    bool keep = place != NULL;
+    if (dense(doc, slots)) {
+        m->mask = slots;
         m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * (m->mask + 1));
         m->values = keep ? NULL : pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * m->mask);
         if (!m->generation || (!keep && !m->values)) return oom(world);
+        /* one pass: invalid handles are noted without a branch (an index past the table
+         * lands on its last entry) and named by a second look only when there is one */
+        uint32_t *gen = m->generation, limit = (uint32_t)slots;
+        uint64_t wrong = 0;
         for (uint32_t g = 0; g < doc->group_count; g++) {
             const kiln_entity *h = doc->groups[g].handles;
-            for (int64_t r = 0; r < doc->groups[g].count; r++) {
+            pz_rows rows = keep ? pz_slots_rows(place, g) : (pz_rows){0};
+            for (int64_t r = 0, n = doc->groups[g].count; r < n; r++) {
                 kiln_entity e = h[r];
                 uint32_t idx = kiln_entity_index(e);
-                if (m->generation[idx]) return twice(world, e);
-                m->generation[idx] = kiln_entity_generation(e);
+                uint64_t high = e >> 32; /* the generation, 1 and up, and nothing above it */
+                wrong |= (uint64_t)(high - 1 >= KILN_ENTITY_GENERATION_MAX) | (uint64_t)(idx >= limit);
+                uint32_t at = idx < limit ? idx : limit;
+                if (gen[at]) {
+                    kiln_result bad = check_handles(world, doc);
+                    return bad != KILN_OK ? bad : twice(world, e);
+                }
+                gen[at] = (uint32_t)high;
+                if (keep && at < limit) pz_slots_write(rows, r, e);
             }
         }
-        return KILN_OK;
+        return wrong ? check_handles(world, doc) : KILN_OK;
     }
+    kiln_result bad = check_handles(world, doc);
+    if (bad != KILN_OK) return bad;
     uint64_t cap = 16;
     while (cap < (uint64_t)doc->entity_count * 2) cap *= 2;
     m->mask = cap - 1;
@@ -389,39 +418,58 @@ static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
     }
 }
 
-/* Rewrites n references stride bytes apart through the map. */
-static void remap_run(const handle_map *m, uint8_t *p, size_t stride, size_t n) {
+/* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
+ * through the map. */
+static void remap_run(const handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
     if (m->generation) { /* the direct map in a loop of its own: one load per reference */
         const uint32_t *gen = m->generation;
         uint32_t limit = (uint32_t)m->mask;
         const kiln_entity *values = m->values;
         if (!values) { /* the handles stay: a reference the file does not hold becomes null */
-            for (size_t r = 0; r < n; r++, p += stride) {
+            for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
                 kiln_entity e;
-                memcpy(&e, p, 8);
+                memcpy(&e, src, 8);
                 uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
                 uint32_t at = idx < limit ? idx : limit;
                 e = ((high != 0) & (gen[at] == high)) ? e : KILN_NULL_ENTITY;
-                memcpy(p, &e, 8);
+                memcpy(dst, &e, 8);
             }
             return;
         }
-        for (size_t r = 0; r < n; r++, p += stride) {
+        for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
             kiln_entity e;
-            memcpy(&e, p, 8);
+            memcpy(&e, src, 8);
             uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
             uint32_t at = idx < limit ? idx : limit;
             e = ((high != 0) & (gen[at] == high)) ? values[at] : KILN_NULL_ENTITY;
-            memcpy(p, &e, 8);
+            memcpy(dst, &e, 8);
         }
         return;
     }
-    for (size_t r = 0; r < n; r++, p += stride) {
+    for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
         kiln_entity e;
-        memcpy(&e, p, 8);
+        memcpy(&e, src, 8);
         e = map_get(m, e);
-        memcpy(p, &e, 8);
+        memcpy(dst, &e, 8);
     }
+}
+
+/* True when every 8 bytes of a value of info are one entity reference (Parent, a link): its
+ * column is copied and remapped in one loop, as one run of references. */
+static bool only_references(const kiln_component_info *info) {
+    if (info->size == 0 || info->size % 8 || info->size > 8 * 64) return false;
+    uint64_t covered = 0;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        uint32_t n = fd->count ? fd->count : 1;
+        if (fd->type != KILN_TYPE_ENTITY || fd->offset % 8) return false;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t slot = fd->offset / 8 + k;
+            if (slot >= 64 || (covered >> slot & 1)) return false;
+            covered |= (uint64_t)1 << slot;
+        }
+    }
+    return covered == (info->size == 8 * 64 ? ~(uint64_t)0 : ((uint64_t)1 << (info->size / 8)) - 1);
 }
 
 /* Rewrites the entity fields of rows values stride bytes apart through the map. */
@@ -431,7 +479,10 @@ static void remap_rows(const kiln_component_info *info, const handle_map *m, uin
         const kiln_field *fd = &info->fields[f];
         if (fd->type != KILN_TYPE_ENTITY) continue;
         uint32_t n = fd->count ? fd->count : 1;
-        for (uint32_t k = 0; k < n; k++) remap_run(m, base + fd->offset + 8 * (size_t)k, stride, rows);
+        for (uint32_t k = 0; k < n; k++) {
+            uint8_t *p = base + fd->offset + 8 * (size_t)k;
+            remap_run(m, p, p, stride, rows);
+        }
     }
 }
 
@@ -450,6 +501,10 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
     }
     const uint8_t *src = gr->values[t];
     bool refs = pz_has_entity_fields(&s->info);
+    if (s->same && col->stride == size && only_references(&s->info)) {
+        remap_run(m, src, base, 8, count * (size / 8));
+        return;
+    }
     if (s->same && col->stride == size && refs) {
         /* copied and remapped a run at a time, so the remap reads what is still in cache */
         size_t run = size <= 4096 ? 16384 / size : 1;
@@ -541,11 +596,12 @@ static kiln_result spawn_groups(kiln_world *world, pz_doc *doc, uint32_t *done) 
         int32_t m = 0;
         for (int32_t t = 0; t < gr->type_count; t++)
             if (doc->schemas[gr->types[t]].id) comps[m++] = doc->schemas[gr->types[t]].id;
-        gr->spawned = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
-        if (!gr->spawned) return oom(world);
+        kiln_entity *spawned = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * (size_t)gr->count);
+        if (!spawned) return oom(world);
+        gr->spawned = spawned;
         if (gr->count > KL_ROWS_MAX)
             return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: group %u holds too many entities", (unsigned)g);
-        kiln_result r = kiln_spawn_batch(world, comps, m, (int32_t)gr->count, gr->spawned);
+        kiln_result r = kiln_spawn_batch(world, comps, m, (int32_t)gr->count, spawned);
         if (r != KILN_OK) {
             char why[KL_ERROR_SIZE];
             snprintf(why, sizeof why, "%s", kiln_world_error(world));
@@ -571,20 +627,18 @@ static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const han
     }
 }
 
-/* Spawns every group: at the saved handles (keep_max: the highest saved index) in a world
- * that never held an entity, else in fresh slots (kiln_spawn_batch; keep_max UINT64_MAX).
- * Writes how many groups spawned to done. */
-static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t keep_max, handle_map *m,
-                                uint32_t *done) {
-    kiln_result r;
-    if (keep_max != UINT64_MAX) {
-        kl_archetype **archs = pz_alloc(&doc->arena, sizeof(kl_archetype *) * ((size_t)doc->group_count + 1));
-        if (!archs) return oom(world);
-        if ((r = pz_slots_place(world, doc, keep_max, m->generation, archs)) != KILN_OK) return r;
+/* Spawns every group: at the saved handles (place: where, written by build_map) in a world
+ * that never held an entity, else in fresh slots (kiln_spawn_batch; place NULL). Writes how
+ * many groups spawned to done. */
+static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t slots, const pz_place *place,
+                                handle_map *m, uint32_t *done) {
+    if (place) {
+        pz_slots_place(world, doc, slots, m->generation, place);
         *done = doc->group_count;
         return KILN_OK;
     }
-    if ((r = spawn_groups(world, doc, done)) != KILN_OK) return r;
+    kiln_result r = spawn_groups(world, doc, done);
+    if (r != KILN_OK) return r;
     for (uint32_t g = 0; g < doc->group_count; g++) map_group(m, &doc->groups[g]);
     return KILN_OK;
 }
@@ -592,10 +646,11 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t keep_ma
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     kiln_result r = resolve(world, doc, desc);
     handle_map map = {0};
-    bool bad = false;
-    uint64_t max = r == KILN_OK ? max_index(doc, &bad) : 0;
-    bool keep = r == KILN_OK && !bad && pz_slots_can_keep(world, doc, max);
-    if (r == KILN_OK) r = build_map(world, doc, max, bad, keep, &map);
+    uint64_t slots = r == KILN_OK ? saved_slots(doc) : 0;
+    bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, slots); /* (a dense map then) */
+    pz_place place = {0};
+    if (keep) r = pz_slots_reserve(world, doc, slots, &place);
+    if (r == KILN_OK) r = build_map(world, doc, slots, keep ? &place : NULL, &map);
     decoded dec = {0};
     if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
     if (r != KILN_OK) return r;
@@ -617,13 +672,13 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         if (r == KILN_OK) created[created_count++] = id;
         else r = oom(world);
     }
-    if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, max)) {
+    if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, slots)) {
         /* a host or codec callback spawned meanwhile: fresh slots after all */
         keep = false;
         map.values = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * map.mask);
         if (!map.values) r = oom(world);
     }
-    if (r == KILN_OK) r = place_groups(world, doc, keep ? max : UINT64_MAX, &map, &spawned_groups);
+    if (r == KILN_OK) r = place_groups(world, doc, slots, keep ? &place : NULL, &map, &spawned_groups);
     if (r == KILN_OK) {
         write_groups(world, doc, &dec, &map);
         r = check_values(world, doc);

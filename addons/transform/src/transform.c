@@ -7,6 +7,7 @@
 #include "component.h"
 #include "defer.h"
 #include "query.h"
+#include "transform_links.h"
 #include "transform_state.h"
 
 static const kiln_field parent_fields[] = {
@@ -98,26 +99,49 @@ static inline uint32_t memo_of(const uint32_t *memo, uint32_t slots, kiln_entity
     return (m & MEMO_GENERATION) == (uint32_t)(e >> 32) ? m >> KILN_ENTITY_GENERATION_BITS : 0;
 }
 
+#if defined(__GNUC__)
+#define CHAIN_COLD __attribute__((noinline))
+#else
+#define CHAIN_COLD
+#endif
+
+/* What a walk up the links reads, loaded once per check. */
+typedef struct chain_walk {
+    const kiln_world *world;
+    kl_record *const *pages;
+    kl_archetype *const *archetypes;
+    kiln_component parent;
+    uint32_t *memo;
+    uint32_t slots;
+} chain_walk;
+
 /* Nodes in the chain from x (x itself, then its live parents, as kl_transform_parent_of walks
  * them: a dead or self link ends it), CHAIN_CAP for CHAIN_CAP or more or for a chain that runs
- * into a cycle; 0 when x is not alive. path has room for CHAIN_CAP slots. */
-static uint32_t chain_length(const kiln_world *world, const kl_transform_state *st, uint32_t *memo,
-                             uint32_t slots, uint32_t *path, kiln_entity x) {
+ * into a cycle; 0 when x is not alive. Off the check's hot loop: only a slot not yet
+ * remembered gets here (each live entity once). */
+static CHAIN_COLD uint32_t chain_length(const chain_walk *w, kiln_entity x) {
+    uint32_t path[CHAIN_CAP];
+    uint32_t *memo = w->memo;
     uint32_t depth = 0, base = 0;
     kiln_entity cur = x;
     for (;;) {
-        uint32_t known = memo_of(memo, slots, cur);
+        uint32_t known = memo_of(memo, w->slots, cur);
         if (known == MEMO_IN_PROGRESS) return CHAIN_CAP; /* a cycle */
         if (known) {
             base = known;
             break;
         }
-        const kl_record *rec = kl_record_of(world, cur);
-        if (!rec) break;
+        /* kl_record_of, on the loaded pointers */
+        uint32_t idx = kiln_entity_index(cur);
+        if (idx >= w->slots) break;
+        const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
+        /* the whole high half of the handle against the generation: stray bits never match */
+        if ((rec->bits >> KL_PLACE_BITS) != (cur >> 32) || !kl_record_alive(rec)) break;
+        const kl_archetype *arch = w->archetypes[kl_record_archetype(rec)];
         if (depth == CHAIN_CAP) return CHAIN_CAP; /* too deep */
-        memo[kiln_entity_index(cur)] = memo_make(cur, MEMO_IN_PROGRESS);
-        path[depth++] = kiln_entity_index(cur);
-        const kl_column *pc = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], st->ids.parent);
+        memo[idx] = memo_make(cur, MEMO_IN_PROGRESS);
+        path[depth++] = idx;
+        const kl_column *pc = kl_archetype_column(arch, w->parent);
         if (!pc) break;
         kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
         if (next == cur) break;
@@ -128,6 +152,18 @@ static uint32_t chain_length(const kiln_world *world, const kl_transform_state *
         memo[path[k]] = (memo[path[k]] & MEMO_GENERATION) | base << KILN_ENTITY_GENERATION_BITS;
     }
     return base;
+}
+
+/* 1 when x is a live entity without a Parent (its chain is itself, now remembered), else 0:
+ * the step most walks take (a parent that is a root), without chain_length's bookkeeping. */
+static inline uint32_t root_length(const chain_walk *w, kiln_entity x) {
+    uint32_t idx = kiln_entity_index(x);
+    if (idx >= w->slots) return 0;
+    const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
+    if ((rec->bits >> KL_PLACE_BITS) != (x >> 32) || !kl_record_alive(rec)) return 0;
+    if (kl_archetype_slot(w->archetypes[kl_record_archetype(rec)], w->parent) >= 0) return 0;
+    w->memo[idx] = memo_make(x, 1);
+    return 1;
 }
 
 /* check_parent over stored links: the walk up from each parent is remembered per slot, so
@@ -145,14 +181,18 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
     uint32_t *memo = kl_alloc(alloc, bytes);
     if (!memo) return -1;
     memset(memo, 0, bytes);
-    uint32_t path[CHAIN_CAP];
+    chain_walk w = {world, atomic_load_explicit(&((kiln_world *)(uintptr_t)world)->pages, memory_order_acquire),
+                    world->archetypes, st->ids.parent, memo, slots};
     int64_t i = 0;
     for (; i < count; i++) {
         kiln_entity e = entities[i], parent;
         memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
         if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) continue;
         if (parent == e) break;
-        uint32_t above = chain_length(world, st, memo, slots, path, parent);
+        /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
+        uint32_t above = memo_of(memo, slots, parent);
+        if (above == 0) above = root_length(&w, parent);
+        if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
         if (above >= CHAIN_CAP) break;
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
         if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
@@ -283,6 +323,20 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, c
      * trusted only while every Parent change is older than the tick it was built at. */
     st->pairs_tick = world->tick;
     st->pairs_built = true;
+    return KILN_OK;
+}
+
+_Static_assert(sizeof(kl_child_pair) == 2 * sizeof(kiln_entity), "a pair is two handles");
+
+kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count, const char *call) {
+    kl_transform_state *st = kl_transform_state_of(world);
+    *pairs = NULL;
+    *count = 0;
+    if (!st) return KILN_OK;
+    kiln_result r = refresh_children(world, st, call);
+    if (r != KILN_OK) return r;
+    *pairs = (const kiln_entity *)(const void *)st->pairs;
+    *count = st->pair_count;
     return KILN_OK;
 }
 

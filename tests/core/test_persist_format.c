@@ -1,0 +1,191 @@
+/* test_persist_format.c: Check suite for the binary format's versions: version 1 saves still
+ * load, version 2 headers carry the slot count and pad the handles to 8 bytes, both checked. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "persist_fixture.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* A save written by hand: one schema Link {entity to}, one group of Links (the handles then
+ * start 4 bytes past a multiple of 8: version 2 pads them). */
+typedef struct handmade {
+    unsigned char data[512];
+    size_t size;
+    size_t pad_at;  /* where the handles' padding starts (version 2) */
+} handmade;
+
+static void put(handmade *h, const void *p, size_t n) {
+    memcpy(h->data + h->size, p, n);
+    h->size += n;
+}
+static void put8(handmade *h, uint8_t v) { put(h, &v, 1); }
+static void put32(handmade *h, uint32_t v) { put(h, &v, 4); }
+static void put64(handmade *h, uint64_t v) { put(h, &v, 8); }
+
+/* count entities with handles and Link targets; slots is written only by version 2. */
+static void handmade_save(handmade *h, uint32_t version, uint32_t slots, int count, const kiln_entity *handles,
+                          const kiln_entity *targets) {
+    h->size = 0;
+    put(h, "KILNSAVE", 8);
+    put32(h, version);
+    put32(h, 0x01020304u);
+    put32(h, 5);                  /* tick */
+    put32(h, 1);                  /* schemas */
+    put32(h, 1);                  /* groups */
+    put32(h, 0);                  /* resources */
+    put64(h, (uint64_t)count);    /* entities */
+    if (version >= 2) put32(h, slots);
+    put8(h, 4);
+    put(h, "Link", 4);
+    put32(h, 8);                  /* size */
+    put8(h, 0);                   /* plain */
+    put(h, &(uint16_t){1}, 2);    /* fields */
+    put8(h, 2);
+    put(h, "to", 2);
+    put8(h, KILN_TYPE_ENTITY);
+    put32(h, 1);                  /* count */
+    put32(h, 0);                  /* offset */
+    put32(h, 1);                  /* the group's types */
+    put32(h, 0);
+    put64(h, (uint64_t)count);
+    h->pad_at = h->size;
+    while (version >= 2 && h->size % 8) put8(h, 0);
+    put(h, handles, sizeof(kiln_entity) * (size_t)count);
+    put(h, targets, sizeof(kiln_entity) * (size_t)count);
+    put8(h, 0);                   /* no host data */
+}
+
+static kiln_world *link_world(kiln_component *link) {
+    static const kiln_field target[] = {{"to", KILN_TYPE_ENTITY, 0, 0}};
+    kiln_world *w = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Link", .size = 8,
+                                                                        .fields = target, .field_count = 1},
+                                             link),
+                     KILN_OK);
+    return w;
+}
+
+static kiln_entity target_of(kiln_world *w, kiln_component link, kiln_entity e) {
+    const kiln_entity *t = kiln_get(w, e, link);
+    ck_assert_ptr_nonnull(t);
+    return *t;
+}
+
+static bool append(void *ud, const void *data, size_t size) { return pf_bytes_write(ud, data, size); }
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(format);
+
+KILN_TEST(format, a_version_1_save_loads_with_its_handles_and_references_and_saves_again_as_version_2) {
+    /* slots 0, 2 and 5 (generations 1, 3, 1); 5 points at 2, 2 at a stale handle of 0, 0 at 5 */
+    kiln_entity e0 = kiln_entity_make(0, 1), e2 = kiln_entity_make(2, 3), e5 = kiln_entity_make(5, 1);
+    kiln_entity handles[3] = {e0, e2, e5};
+    kiln_entity targets[3] = {e5, kiln_entity_make(0, 2), e2};
+    handmade v1;
+    handmade_save(&v1, 1, 0, 3, handles, targets);
+    kiln_component link;
+    kiln_world *w = link_world(&link);
+    ck_assert_msg(kiln_load(w, v1.data, v1.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert_int_eq(kiln_entity_count(w), 3);
+    ck_assert(kiln_is_alive(w, e0) && kiln_is_alive(w, e2) && kiln_is_alive(w, e5));
+    ck_assert_uint_eq(target_of(w, link, e0), e5);
+    ck_assert_uint_eq(target_of(w, link, e2), KILN_NULL_ENTITY); /* the stale handle */
+    ck_assert_uint_eq(target_of(w, link, e5), e2);
+    ck_assert_uint_eq(kiln_tick_current(w), 5);
+    /* saved again: version 2, and the same world when loaded */
+    pf_bytes again = {0};
+    ck_assert_int_eq(kiln_save(w, NULL, append, &again), KILN_OK);
+    uint32_t version;
+    memcpy(&version, again.data + 8, 4);
+    ck_assert_uint_eq(version, KILN_PERSIST_VERSION);
+    ck_assert_uint_eq(version, 2);
+    kiln_world *w2 = link_world(&link);
+    ck_assert_msg(kiln_load(w2, again.data, again.size, NULL) == KILN_OK, "%s", kiln_world_error(w2));
+    ck_assert_uint_eq(kiln_world_hash(w2), kiln_world_hash(w));
+    /* into a world that holds entities, version 1 remaps like version 2 */
+    kiln_world *used = link_world(&link);
+    kiln_entity first;
+    ck_assert_int_eq(kiln_spawn(used, &first), KILN_OK);
+    kiln_load_desc d = {0};
+    ck_assert_msg(kiln_load(used, v1.data, v1.size, &d) == KILN_OK, "%s", kiln_world_error(used));
+    ck_assert_int_eq(kiln_entity_count(used), 4);
+    pf_bytes_free(&again);
+    kiln_world_destroy(w);
+    kiln_world_destroy(w2);
+    kiln_world_destroy(used);
+}
+
+KILN_TEST(format, version_2_pads_handles_to_8_bytes_and_a_non_zero_pad_byte_is_refused) {
+    kiln_entity handles[2] = {kiln_entity_make(0, 1), kiln_entity_make(1, 1)};
+    kiln_entity targets[2] = {handles[1], KILN_NULL_ENTITY};
+    handmade v2;
+    handmade_save(&v2, 2, 2, 2, handles, targets);
+    ck_assert_uint_eq(v2.pad_at % 8, 4);
+    kiln_component link;
+    kiln_world *w = link_world(&link);
+    ck_assert_msg(kiln_load(w, v2.data, v2.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert_uint_eq(target_of(w, link, handles[0]), handles[1]);
+    /* the writer pads the same way: the same bytes come back */
+    pf_bytes again = {0};
+    ck_assert_int_eq(kiln_save(w, NULL, append, &again), KILN_OK);
+    ck_assert_uint_eq(again.size, v2.size);
+    ck_assert(memcmp(again.data, v2.data, v2.size) == 0);
+    pf_bytes_free(&again);
+    kiln_world_destroy(w);
+
+    v2.data[v2.pad_at] = 7;
+    w = link_world(&link);
+    ck_assert_int_eq(kiln_load(w, v2.data, v2.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    char expect[96];
+    snprintf(expect, sizeof expect, "kiln_load: at byte %zu: a group's padding holds a non-zero byte",
+             v2.pad_at + (8 - v2.pad_at % 8) % 8);
+    ck_assert_str_eq(kiln_world_error(w), expect);
+    ck_assert_int_eq(kiln_entity_count(w), 0);
+    kiln_world_destroy(w);
+}
+
+KILN_TEST(format, the_header_slot_count_bounds_every_handle_and_the_entity_count) {
+    kiln_entity handles[2] = {kiln_entity_make(0, 1), kiln_entity_make(4, 1)};
+    kiln_entity targets[2] = {KILN_NULL_ENTITY, KILN_NULL_ENTITY};
+    handmade v2;
+    handmade_save(&v2, 2, 4, 2, handles, targets); /* slot 4 is past a count of 4 */
+    kiln_component link;
+    kiln_world *w = link_world(&link);
+    ck_assert_int_eq(kiln_load(w, v2.data, v2.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w),
+                     "kiln_load: group 0 row 1 holds handle 100000004, at or past the header's slot count 4");
+    ck_assert_int_eq(kiln_entity_count(w), 0);
+    handmade_save(&v2, 2, 1, 2, handles, targets);
+    ck_assert_int_eq(kiln_load(w, v2.data, v2.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_load: at byte 44: the header's slot count 1 is below its entity count");
+    /* trailing free slots: the loaded world has the header's slot count */
+    handmade_save(&v2, 2, 9, 2, handles, targets);
+    ck_assert_msg(kiln_load(w, v2.data, v2.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert(kiln_is_alive(w, handles[1]));
+    kiln_world_destroy(w);
+}
+
+KILN_TEST(format, a_save_in_an_unaligned_buffer_loads_the_same_world) {
+    pf_world a, b;
+    pf_open(&a, false);
+    pf_populate(&a);
+    pf_bytes saved;
+    pf_save(a.world, KILN_PERSIST_BINARY, &saved);
+    unsigned char *odd = malloc(saved.size + 1);
+    memcpy(odd + 1, saved.data, saved.size);
+    pf_open(&b, false);
+    ck_assert_msg(kiln_load(b.world, odd + 1, saved.size, NULL) == KILN_OK, "%s", kiln_world_error(b.world));
+    ck_assert_uint_eq(kiln_world_hash(b.world), kiln_world_hash(a.world));
+    pf_bytes again;
+    pf_save(b.world, KILN_PERSIST_BINARY, &again);
+    ck_assert_uint_eq(again.size, saved.size);
+    ck_assert(memcmp(again.data, saved.data, saved.size) == 0);
+    free(odd);
+    pf_bytes_free(&saved);
+    pf_bytes_free(&again);
+    pf_close(&a);
+    pf_close(&b);
+}
