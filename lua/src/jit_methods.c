@@ -83,10 +83,14 @@ static void settle_query(lua_State *L, klua_query *kq, int q_idx) {
     bool mine = lua_tothread(L, -1) == L;
     lua_pop(L, 4);
     if (!mine) return; /* another thread's loop: world:progress ends it once it is stuck */
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
+    lua_getiuservalue(L, q_idx, kq->ffi_loop ? KLUA_QUERY_UV_FFI : KLUA_QUERY_UV_EACH);
     bool runs = loop_runs(L, kq, lua_gettop(L));
     lua_pop(L, 1);
     if (!runs) close_left_loop(L, q_idx);
+}
+
+void klua_jit_settle_query(lua_State *L, void *kq, int q_idx) {
+    settle_query(L, kq, lua_absindex(L, q_idx));
 }
 
 /* Closes every loop of the World at w_idx begun on L and left. */

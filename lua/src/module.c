@@ -48,6 +48,7 @@ int luaopen_kiln(lua_State *L) {
      * layer's files, where one file leaves helpers for the ones loaded after it. */
     lua_newtable(L);
     int layer = lua_gettop(L);
+    klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     for (int i = 0; kiln_scripts[i].name; i++) {
         script_reader reader = {kiln_scripts[i].lines};
         /* "=" names the chunk verbatim: tracebacks say lua/kiln/inspect.lua:12 */

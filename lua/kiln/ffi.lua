@@ -1,0 +1,196 @@
+-- ffi.lua: q:each_ffi(), loops whose views are LuaJIT FFI pointers into the query's columns
+-- (the C half is lua/src/jit_views.c). Under Lua 5.4, and where the table path must run, it is q:each().
+local kiln, World, Query, layer = ...
+local views = layer.views
+if not views then -- Lua 5.4: the same scripts run, with table views
+  Query.each_ffi = Query.each
+  return
+end
+local ffi = require("ffi")
+local cast, typeof, tonumber, format = ffi.cast, ffi.typeof, tonumber, string.format
+local next_chunk, begin, alive = views.next, views.begin, views.alive
+
+local TICKS = typeof("uint32_t *")
+local ENTITIES = typeof("const uint64_t *")
+local C_KEYWORDS = {}
+for w in ([[auto break case char const continue default do double else enum extern float for
+  goto if inline int long register restrict return short signed sizeof static struct switch
+  typedef union unsigned void volatile while bool _Bool _Complex _Imaginary]]):gmatch("%S+") do
+  C_KEYWORDS[w] = true
+end
+
+local function refuse(term, why)
+  error(format("query:each_ffi: %s cannot be mapped to an FFI type: %s (use q:each)", term.name, why), 3)
+end
+
+-- The FFI struct of a data term, its fields at the core's offsets; checked against the layout.
+local structs = {n = 0} -- struct body -> its named struct and pointer types, one per layout
+local function struct_of(term)
+  if term.kind == "lua" then refuse(term, "it holds Lua values") end
+  local fields = {}
+  for i, f in ipairs(term.fields) do fields[i] = f end
+  if #fields == 0 then refuse(term, "it has no reflected fields") end
+  table.sort(fields, function(a, b) return a.offset < b.offset end)
+  local parts, pos = {}, 0
+  for _, f in ipairs(fields) do
+    if not f.ctype then refuse(term, format("field '%s' has type %s", f.name, f.type)) end
+    if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] or f.name:match("^__kiln_pad") then
+      refuse(term, format("field '%s' is not a C name", f.name:sub(1, 64)))
+    end
+    if f.offset < pos then refuse(term, format("field '%s' overlaps another", f.name)) end
+    if f.offset > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, f.offset - pos) end
+    -- as the table path reads them: count 0 or 1 is one value, except a char array
+    local array = f.count > 1 or (f.ctype == "char" and f.count > 0)
+    local n = array and f.count or 1
+    local dims = array and format("[%d]", f.count) or ""
+    if f.ctype == "float[16]" then
+      parts[#parts + 1] = format("float %s%s[16];", f.name, dims)
+    else
+      parts[#parts + 1] = format("%s %s%s;", f.ctype, f.name, dims)
+    end
+    pos = f.offset + f.elem_size * n
+  end
+  if term.stride > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, term.stride - pos) end
+  local body = table.concat(parts, " ")
+  local ct = structs[body]
+  if not ct then
+    -- a named struct: ffi.typeof("$ *", ct) of an anonymous one can hand out another's pointer
+    -- (names are per Lua state: a module loaded again finds its earlier ones taken)
+    local name, ok, err
+    repeat
+      structs.n = structs.n + 1
+      name = format("kiln_view_%d", structs.n)
+      ok, err = pcall(ffi.cdef, format("struct %s { %s };", name, body))
+    until ok or not tostring(err):find("redefine", 1, true)
+    if not ok then refuse(term, tostring(err)) end
+    ct = {name = name, struct = typeof("struct " .. name), ptr = typeof("struct " .. name .. " *"),
+          const_ptr = typeof("const struct " .. name .. " *")}
+    if ffi.sizeof(ct.struct) ~= term.stride then
+      refuse(term, format("its FFI size %d is not its stride %d", ffi.sizeof(ct.struct), term.stride))
+    end
+    for _, f in ipairs(fields) do
+      if ffi.offsetof(ct.struct, f.name) ~= f.offset then
+        refuse(term, format("field '%s' lies at %d in C, %d in FFI", f.name, f.offset, ffi.offsetof(ct.struct, f.name)))
+      end
+    end
+    structs[body] = ct
+  end
+  return ct
+end
+
+-- The step of a query shape: kinds[t] is "d" (a data term) or "t" (a tag with-term). In the
+-- debug form each view goes through wrap(q, t, pointer).
+local function step_source(kinds, debug)
+  local b = {"local next_chunk, cast, tonumber, ENTITIES, TICKS, ptr_types, chunk, wrap = ...\n",
+             "local n, i, E, tick = 0, -1, nil, 0\n"}
+  local data = {}
+  for t, k in ipairs(kinds) do if k == "d" then data[#data + 1] = t end end
+  for _, t in ipairs(data) do b[#b + 1] = format("local P%d, T%d\n", t, t) end
+  b[#b + 1] = "local function reset()\n  n, i, E = 0, -1, nil\n"
+  for _, t in ipairs(data) do b[#b + 1] = format("  P%d, T%d = nil, nil\n", t, t) end
+  b[#b + 1] = "end\nlocal function step(q)\n  i = i + 1\n  if i >= n then\n"
+  b[#b + 1] = "    n = next_chunk(q, chunk)\n    if not n then reset() return nil end\n"
+  b[#b + 1] = "    i = 0\n    E = cast(ENTITIES, chunk[0])\n    tick = chunk.tick\n"
+  for _, t in ipairs(data) do
+    b[#b + 1] = format("    P%d = chunk[%d] and cast(ptr_types[%d], chunk[%d]) or nil\n", t, t, t, t)
+    b[#b + 1] = format("    T%d = chunk[%d] and cast(TICKS, chunk[%d]) or nil\n", t, -t, -t)
+  end
+  b[#b + 1] = "  end\n"
+  for _, t in ipairs(data) do b[#b + 1] = format("  if T%d then T%d[i] = tick end\n", t, t) end
+  b[#b + 1] = "  return tonumber(E[i])"
+  for t, k in ipairs(kinds) do
+    if k == "t" then
+      b[#b + 1] = ", true"
+    elseif debug then
+      b[#b + 1] = format(", P%d and wrap(q, %d, P%d + i)", t, t, t)
+    else
+      b[#b + 1] = format(", P%d and P%d + i", t, t)
+    end
+  end
+  b[#b + 1] = "\nend\nreturn step, reset\n"
+  return table.concat(b)
+end
+
+local chunks = {} -- step source -> compiled chunk, shared by the queries of one shape
+
+-- Debug views: a table per row that checks, on every use, that its loop still runs.
+local PTR, LOOP, TERM = {}, {}, {}
+
+local function view_dead(v)
+  return not alive(v[TERM].q, v[LOOP])
+end
+local debug_meta = {
+  __index = function(v, k)
+    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
+    return v[PTR][k]
+  end,
+  __newindex = function(v, k, value)
+    local term = v[TERM]
+    if view_dead(v) then error(format("a %s view was used after its loop ended", term.name), 2) end
+    if not term.s.canwrite[term.t] then
+      error(format("%s is read-only here (declare it in writes to change it)", term.name), 2)
+    end
+    v[PTR][k] = value
+  end,
+  __tostring = function(v) return "kiln FFI view of " .. v[TERM].name end,
+}
+
+local function make_state(q)
+  local terms = views.terms(q)
+  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, chunk = {}, canwrite = {}, check = {}}
+  for t, term in ipairs(terms) do
+    s.names[t] = term.name
+    if term.kind == "tag" then
+      if term.optional then refuse(term, "an optional tag has no column to point into") end
+      s.kinds[t] = "t"
+    else
+      local ct = struct_of(term)
+      s.kinds[t] = "d"
+      s.const_types[t] = ct.const_ptr
+      s.mutable_types[t] = ct.ptr
+      s.check[t] = term.check
+    end
+  end
+  -- the debug form's per-term descriptors (they reach the query only through the view)
+  s.terms = {}
+  local function wrap(q_, t, ptr)
+    local d = s.terms[t]
+    d.q = q_
+    return setmetatable({[PTR] = ptr, [LOOP] = s.loop, [TERM] = d}, debug_meta)
+  end
+  for t in ipairs(terms) do s.terms[t] = {name = s.names[t], t = t, s = s} end
+  for _, debug in ipairs({false, true}) do
+    local src = step_source(s.kinds, debug)
+    local fn = chunks[src]
+    if not fn then
+      fn = assert(loadstring(src, "=lua/kiln/ffi.lua(step)"))
+      chunks[src] = fn
+    end
+    local step, reset = fn(next_chunk, cast, tonumber, ENTITIES, TICKS, s.ptr_types, s.chunk, wrap)
+    if debug then s.dstep, s.dreset = step, reset else s.step, s.reset = step, reset end
+  end
+  return s
+end
+
+-- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
+function Query:each_ffi()
+  local s = views.state(self)
+  if not s then
+    s = make_state(self)
+    views.state(self, s)
+  end
+  local debug = kiln.ffi_debug and true or false
+  local step = debug and s.dstep or s.step
+  ;(debug and s.dreset or s.reset)()
+  local loop, writable = begin(self, step)
+  if not loop then return self:each() end -- a mod's world or an armed budget: the table path
+  s.loop = loop
+  for t, kind in ipairs(s.kinds) do
+    if kind == "d" then
+      -- a check hook validates every write: its views stay const, as views bypass it
+      s.canwrite[t] = writable[t] and not s.check[t]
+      s.ptr_types[t] = s.canwrite[t] and s.mutable_types[t] or s.const_types[t]
+    end
+  end
+  return step, self
+end
