@@ -2,11 +2,11 @@
 -- (the C half is lua/src/jit_views.c). Under Lua 5.4, and where the table path must run, it is q:each().
 local kiln, World, Query, layer = ...
 local views = layer.views
-if not views then -- Lua 5.4: the same scripts run, with table views
+if not views then -- Lua 5.4, or a state without the ffi library (a mod's): table views
   Query.each_ffi = Query.each
   return
 end
-local ffi = require("ffi")
+local ffi = views.ffi
 local cast, typeof, tonumber, format = ffi.cast, ffi.typeof, tonumber, string.format
 local next_chunk, begin, alive = views.next, views.begin, views.alive
 
@@ -172,18 +172,8 @@ local function make_state(q)
   return s
 end
 
--- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
-function Query:each_ffi()
-  local s = views.state(self)
-  if not s then
-    s = make_state(self)
-    views.state(self, s)
-  end
-  local debug = kiln.ffi_debug and true or false
-  local step = debug and s.dstep or s.step
-  ;(debug and s.dreset or s.reset)()
-  local loop, writable = begin(self, step)
-  if not loop then return self:each() end -- a mod's world or an armed budget: the table path
+-- Notes the loop begun and makes writable terms' views mutable, the others const.
+local function choose_types(s, loop, writable)
   s.loop = loop
   for t, kind in ipairs(s.kinds) do
     if kind == "d" then
@@ -192,5 +182,90 @@ function Query:each_ffi()
       s.ptr_types[t] = s.canwrite[t] and s.mutable_types[t] or s.const_types[t]
     end
   end
+end
+
+local function state_of(q)
+  local s = views.state(q)
+  if not s then
+    s = make_state(q)
+    views.state(q, s)
+  end
+  return s
+end
+
+-- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
+function Query:each_ffi()
+  local s = state_of(self)
+  local debug = kiln.ffi_debug and true or false
+  local step = debug and s.dstep or s.step
+  ;(debug and s.dreset or s.reset)()
+  local loop, writable = begin(self, step)
+  if not loop then return self:each() end -- a mod's world or an armed budget: the table path
+  choose_types(s, loop, writable)
   return step, self
+end
+
+
+-- q:bulk_ffi's loop over the chunks of a query shape: fn(n, entities, views..., ...) per
+-- chunk, each a 0-based pointer to n rows; the rows of writable terms are stamped first.
+local function bulk_source(kinds)
+  local b = {"local next_chunk, cast, ENTITIES, TICKS, ptr_types, chunk = ...\n",
+             "return function(q, fn, ...)\n  while true do\n    local n = next_chunk(q, chunk)\n",
+             "    if not n then return end\n    local tick = chunk.tick\n"}
+  local args = {}
+  for t, k in ipairs(kinds) do
+    if k == "t" then
+      args[#args + 1] = "true"
+    else
+      b[#b + 1] = format("    local P%d = chunk[%d] and cast(ptr_types[%d], chunk[%d]) or nil\n", t, t, t, t)
+      b[#b + 1] = format("    local T%d = chunk[%d]\n", t, -t)
+      b[#b + 1] = format("    if T%d then T%d = cast(TICKS, T%d) for i = 0, n - 1 do T%d[i] = tick end end\n", t, t, t, t)
+      args[#args + 1] = format("P%d", t)
+    end
+  end
+  b[#b + 1] = format("    fn(n, cast(ENTITIES, chunk[0]), %s, ...)\n  end\nend\n", table.concat(args, ", "))
+  return table.concat(b)
+end
+
+-- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
+local function rows_source(count)
+  local vs, cs, set, args = {}, {}, {}, {}
+  for t = 1, count do
+    vs[t], cs[t] = "v" .. t, "C" .. t
+    set[t] = format("    C%d[0] = v%d\n", t, t)
+    args[t] = format("v%d ~= nil and C%d or nil", t, t)
+  end
+  return format("local unpack = ...\nreturn function(q, fn, extra, n_extra)\n  local E = {}\n" ..
+    "  local %s = %s\n  for e, %s in q:each() do\n    E[0] = e\n%s    fn(1, E, %s, unpack(extra, 1, n_extra))\n  end\nend\n",
+    table.concat(cs, ", "), string.rep("{}, ", count - 1) .. "{}", table.concat(vs, ", "), table.concat(set),
+    table.concat(args, ", "))
+end
+
+local function compiled(src, ...)
+  local fn = chunks[src]
+  if not fn then
+    fn = assert(loadstring(src, "=lua/kiln/ffi.lua(bulk)"))
+    chunks[src] = fn
+  end
+  return fn(...)
+end
+
+-- q:bulk_ffi(fn, ...): fn(n, entities, views..., ...) once per chunk (see bulk_source).
+function Query:bulk_ffi(fn, ...)
+  if type(fn) ~= "function" then
+    error(format("bad argument #1 to 'query:bulk_ffi' (function expected, got %s)", type(fn)), 2)
+  end
+  local s = state_of(self)
+  local loop, writable = begin(self, nil)
+  if not loop then -- a mod's world or an armed budget: the table path
+    s.rows = s.rows or compiled(rows_source(#s.kinds), unpack)
+    return s.rows(self, fn, {...}, select("#", ...))
+  end
+  choose_types(s, loop, writable)
+  s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, ENTITIES, TICKS, s.ptr_types, s.chunk)
+  local ok, err = pcall(s.bulk, self, fn, ...)
+  if not ok then
+    views.finish(self) -- the loop ends with the call, also when fn raised
+    error(err, 0)
+  end
 end

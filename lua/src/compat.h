@@ -230,8 +230,9 @@ KLUA_COMPAT_HIDDEN void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, 
  * left by break, return or error. */
 KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx);
 /* ---- jit_views.c: the FFI views of q:each_ffi ---------------------------------------------- */
-/* Stores in the table at layer_idx (the Lua layer's private table) the C half of the FFI
- * loops, which lua/kiln/ffi.lua drives. */
+/* Stores in the table at layer_idx (the Lua layer's private table), as field views, the C
+ * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi
+ * library (a mod's). */
 KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
 
 #else /* Lua 5.4 */

@@ -87,12 +87,13 @@ static int views_terms(lua_State *L) {
     return 1;
 }
 
-/* views.begin(q, step): starts the FFI loop whose generator is step. Returns false (nothing
+/* views.begin(q, step): starts the FFI loop whose generator is step (nil: q:bulk_ffi's,
+ * which runs inside one call). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
  * instruction budget. Else returns the loop's number and, per term, whether it is writable. */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
-    luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
     klua_world *kw = kq->kw;
     if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) {
         lua_pushboolean(L, 0);
@@ -106,7 +107,8 @@ static int views_begin(lua_State *L) {
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
     /* the loop runs in the frame that called q:each_ffi (level 2: above it, ffi.lua's method) */
     lua_Debug ar;
-    kq->jit_height = lua_getstack(L, 2, &ar) ? (ar.i_ci & 0xffff) : -1;
+    if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
+    else kq->jit_height = lua_getstack(L, 2, &ar) ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
     lua_pushinteger(L, kq->ffi_gen);
     lua_createtable(L, kq->term_count, 0);
@@ -150,6 +152,13 @@ static int views_next(lua_State *L) {
     return 1;
 }
 
+/* views.finish(q): ends the FFI loop of q now (q:bulk_ffi, when its function raised). */
+static int views_finish(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    if (kq->active && kq->ffi_loop) klua_query_finish(L, kq, 1);
+    return 0;
+}
+
 /* views.alive(q, loop): whether the FFI loop numbered loop still runs (a loop left by break
  * is closed first). Debug views ask it on every use. */
 static int views_alive(lua_State *L) {
@@ -175,9 +184,35 @@ static int views_state(lua_State *L) {
 
 void klua_jit_open_views(lua_State *L, int layer_idx) {
     static const luaL_Reg fns[] = {
-        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {NULL, NULL}};
+        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {"finish", views_finish}, {NULL, NULL}};
     layer_idx = lua_absindex(L, layer_idx);
+    /* only where the host opened the ffi library: a mod's state has none (nor JIT), and
+     * there q:each_ffi is q:each */
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "ffi");
+    if (!lua_istable(L, -1)) { /* not required yet: LuaJIT's openlibs leaves it preloadable */
+        lua_pop(L, 1);
+        lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
+        if (lua_istable(L, -1)) lua_getfield(L, -1, "ffi");
+        else lua_pushnil(L);
+        lua_remove(L, -2);
+        if (!lua_isfunction(L, -1)) {
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pushliteral(L, "ffi");
+        lua_call(L, 1, 1);
+        if (!lua_istable(L, -1)) {
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, "ffi"); /* as require would */
+    }
+    lua_remove(L, -2);
     lua_newtable(L);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, "ffi");
     for (const luaL_Reg *r = fns; r->name; r++) {
         lua_pushcfunction(L, r->func);
         lua_setfield(L, -2, r->name);
