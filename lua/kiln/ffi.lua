@@ -2,8 +2,55 @@
 -- (the C half is lua/src/jit_views.c). Under Lua 5.4, and where the table path must run, it is q:each().
 local kiln, World, Query, layer = ...
 local views = layer.views
+-- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
+local function rows_source(count)
+  local vs, cs, set, args = {}, {}, {}, {}
+  for t = 1, count do
+    vs[t], cs[t] = "v" .. t, "C" .. t
+    set[t] = string.format("    C%d[0] = v%d\n", t, t)
+    args[t] = string.format("v%d ~= nil and C%d or nil", t, t)
+  end
+  return string.format("local unpack = ...\nreturn function(q, fn, extra, n_extra)\n  local E = {}\n" ..
+    "  local %s = %s\n  for e, %s in q:each() do\n    E[0] = e\n%s    fn(1, E, %s, unpack(extra, 1, n_extra))\n  end\nend\n",
+    table.concat(cs, ", "), string.rep("{}, ", count - 1) .. "{}", table.concat(vs, ", "), table.concat(set),
+    table.concat(args, ", "))
+end
+
+local chunks = {} -- generated source -> its compiled chunk, shared by the queries of one shape
+local function compiled(src, ...)
+  local fn = chunks[src]
+  if not fn then
+    fn = assert(load(src, "=lua/kiln/ffi.lua(generated)"))
+    chunks[src] = fn
+  end
+  return fn(...)
+end
+
+local term_counts = setmetatable({}, {__mode = "k"}) -- Query -> its number of terms
+
+-- q:bulk_ffi where FFI views do not exist or are off: fn(1, entities, views..., ...) per row.
+local function bulk_rows(q, fn, ...)
+  local count = term_counts[q]
+  if not count then
+    count = #q:terms()
+    term_counts[q] = count
+  end
+  local rows = compiled(rows_source(count), table.unpack or unpack)
+  return rows(q, fn, {...}, select("#", ...))
+end
+
+local function check_fn(fn)
+  if type(fn) ~= "function" then
+    error(string.format("bad argument #1 to 'query:bulk_ffi' (function expected, got %s)", type(fn)), 3)
+  end
+end
+
 if not views then -- Lua 5.4, or a state without the ffi library (a mod's): table views
   Query.each_ffi = Query.each
+  function Query:bulk_ffi(fn, ...)
+    check_fn(fn)
+    return bulk_rows(self, fn, ...)
+  end
   return
 end
 local ffi = views.ffi
@@ -111,7 +158,6 @@ local function step_source(kinds, debug)
   return table.concat(b)
 end
 
-local chunks = {} -- step source -> compiled chunk, shared by the queries of one shape
 
 -- Debug views: a table per row that checks, on every use, that its loop still runs.
 local PTR, LOOP, TERM = {}, {}, {}
@@ -161,12 +207,7 @@ local function make_state(q)
   for t in ipairs(terms) do s.terms[t] = {name = s.names[t], t = t, s = s} end
   for _, debug in ipairs({false, true}) do
     local src = step_source(s.kinds, debug)
-    local fn = chunks[src]
-    if not fn then
-      fn = assert(loadstring(src, "=lua/kiln/ffi.lua(step)"))
-      chunks[src] = fn
-    end
-    local step, reset = fn(next_chunk, cast, tonumber, ENTITIES, TICKS, s.ptr_types, s.chunk, wrap)
+    local step, reset = compiled(src, next_chunk, cast, tonumber, ENTITIES, TICKS, s.ptr_types, s.chunk, wrap)
     if debug then s.dstep, s.dreset = step, reset else s.step, s.reset = step, reset end
   end
   return s
@@ -227,39 +268,13 @@ local function bulk_source(kinds)
   return table.concat(b)
 end
 
--- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
-local function rows_source(count)
-  local vs, cs, set, args = {}, {}, {}, {}
-  for t = 1, count do
-    vs[t], cs[t] = "v" .. t, "C" .. t
-    set[t] = format("    C%d[0] = v%d\n", t, t)
-    args[t] = format("v%d ~= nil and C%d or nil", t, t)
-  end
-  return format("local unpack = ...\nreturn function(q, fn, extra, n_extra)\n  local E = {}\n" ..
-    "  local %s = %s\n  for e, %s in q:each() do\n    E[0] = e\n%s    fn(1, E, %s, unpack(extra, 1, n_extra))\n  end\nend\n",
-    table.concat(cs, ", "), string.rep("{}, ", count - 1) .. "{}", table.concat(vs, ", "), table.concat(set),
-    table.concat(args, ", "))
-end
-
-local function compiled(src, ...)
-  local fn = chunks[src]
-  if not fn then
-    fn = assert(loadstring(src, "=lua/kiln/ffi.lua(bulk)"))
-    chunks[src] = fn
-  end
-  return fn(...)
-end
-
 -- q:bulk_ffi(fn, ...): fn(n, entities, views..., ...) once per chunk (see bulk_source).
 function Query:bulk_ffi(fn, ...)
-  if type(fn) ~= "function" then
-    error(format("bad argument #1 to 'query:bulk_ffi' (function expected, got %s)", type(fn)), 2)
-  end
+  check_fn(fn)
   local s = state_of(self)
   local loop, writable = begin(self, nil)
   if not loop then -- a mod's world or an armed budget: the table path
-    s.rows = s.rows or compiled(rows_source(#s.kinds), unpack)
-    return s.rows(self, fn, {...}, select("#", ...))
+    return bulk_rows(self, fn, ...)
   end
   choose_types(s, loop, writable)
   s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, ENTITIES, TICKS, s.ptr_types, s.chunk)

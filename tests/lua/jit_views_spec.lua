@@ -208,3 +208,55 @@ describe("q:each_ffi()", function()
         assert.is_truthy(msg:find("Health", 1, true), msg)
     end)
 end)
+
+describe("q:bulk_ffi()", function()
+    it("calls its function once per chunk with the rows and the extra arguments", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
+        local b = w:spawn{Position = {x = 10}, Velocity = {x = 3}, Frozen = true}
+        local rows, seen = 0, {}
+        w:query{"Position", "Velocity"}:bulk_ffi(function(n, entities, p, v, dt)
+            for i = 0, n - 1 do
+                seen[#seen + 1] = tonumber(entities[i])
+                p[i].x = p[i].x + v[i].x * dt
+            end
+            rows = rows + n
+        end, 0.5)
+        assert.are.equal(2, rows)
+        table.sort(seen)
+        local want = {a, b}
+        table.sort(want)
+        assert.are.same(want, seen)
+        assert.are.equal(2, w:get(a, "Position").x)
+        assert.are.equal(11.5, w:get(b, "Position").x)
+        assert.are.equal(w:tick(), w:changed_tick(a, "Position"))
+    end)
+
+    it("ends its loop when the function raises, so the query loops again", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        H.raises(function() q:bulk_ffi(function() error("stop here") end) end, "stop here")
+        local n = 0
+        q:bulk_ffi(function(count) n = n + count end)
+        assert.are.equal(1, n)
+        H.raises(function() q:bulk_ffi(42) end, "bad argument #1 to 'query:bulk_ffi' (function expected, got number)")
+    end)
+
+    it("hands read-only terms of a system out const", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
+        local q = w:query{"Position", "Velocity"}
+        local msg
+        w:system{name = "move", reads = {"Velocity"}, writes = {"Position"}, run = function()
+            q:bulk_ffi(function(n, _, p, v)
+                p[0].x = p[0].x + v[0].x
+                msg = H.raises(function() v[0].x = 9 end)
+            end)
+        end}
+        assert(w:progress(0))
+        assert.is_truthy(msg:find("constant", 1, true) or msg:find("read-only", 1, true), msg)
+        assert.are.equal(3, w:get(e, "Position").x)
+        assert.are.equal(2, w:get(e, "Velocity").x)
+    end)
+end)
