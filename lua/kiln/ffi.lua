@@ -57,8 +57,18 @@ local ffi = views.ffi
 local cast, typeof, tonumber, format = ffi.cast, ffi.typeof, tonumber, string.format
 local next_chunk, begin, alive = views.next, views.begin, views.alive
 
-local TICKS = typeof("uint32_t *")
-local ENTITIES = typeof("const uint64_t *")
+-- The head of a kiln_iter (kiln.h), as far as the loops read it; checked against the C layout.
+local LAYOUT = views.layout
+local ITER
+do
+  local decl = format([[struct { int32_t count; int32_t term_count; const uint64_t *entities;
+    void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick; }]], LAYOUT.max_terms, LAYOUT.max_terms)
+  local ct = typeof(decl)
+  for _, field in ipairs({"count", "entities", "columns", "ticks", "tick"}) do
+    assert(ffi.offsetof(ct, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)
+  end
+  ITER = typeof("$ *", ct)
+end
 local C_KEYWORDS = {}
 for w in ([[auto break case char const continue default do double else enum extern float for
   goto if inline int long register restrict return short signed sizeof static struct switch
@@ -128,19 +138,21 @@ end
 -- The step of a query shape: kinds[t] is "d" (a data term) or "t" (a tag with-term). In the
 -- debug form each view goes through wrap(q, t, pointer).
 local function step_source(kinds, debug)
-  local b = {"local next_chunk, cast, tonumber, ENTITIES, TICKS, ptr_types, chunk, wrap = ...\n",
+  local b = {"local next_chunk, cast, tonumber, it, q, ptr_types, stamps, wrap = ...\n",
              "local n, i, E, tick = 0, -1, nil, 0\n"}
   local data = {}
   for t, k in ipairs(kinds) do if k == "d" then data[#data + 1] = t end end
   for _, t in ipairs(data) do b[#b + 1] = format("local P%d, T%d\n", t, t) end
   b[#b + 1] = "local function reset()\n  n, i, E = 0, -1, nil\n"
   for _, t in ipairs(data) do b[#b + 1] = format("  P%d, T%d = nil, nil\n", t, t) end
-  b[#b + 1] = "end\nlocal function step(q)\n  i = i + 1\n  if i >= n then\n"
-  b[#b + 1] = "    n = next_chunk(q, chunk)\n    if not n then reset() return nil end\n"
-  b[#b + 1] = "    i = 0\n    E = cast(ENTITIES, chunk[0])\n    tick = chunk.tick\n"
+  b[#b + 1] = "end\nlocal function step()\n  i = i + 1\n  if i >= n then\n"
+  b[#b + 1] = "    n = next_chunk(q)\n    if not n then reset() return nil end\n"
+  b[#b + 1] = "    i = 0\n    E = it.entities\n    tick = it.tick\n"
   for _, t in ipairs(data) do
-    b[#b + 1] = format("    P%d = chunk[%d] and cast(ptr_types[%d], chunk[%d]) or nil\n", t, t, t, t)
-    b[#b + 1] = format("    T%d = chunk[%d] and cast(TICKS, chunk[%d]) or nil\n", t, -t, -t)
+    b[#b + 1] = format("    local c%d = it.columns[%d]\n    P%d = c%d ~= nil and cast(ptr_types[%d], c%d) or nil\n",
+                       t, t - 1, t, t, t, t)
+    b[#b + 1] = format("    local k%d = it.ticks[%d]\n    T%d = (stamps[%d] and c%d ~= nil and k%d ~= nil) and k%d or nil\n",
+                       t, t - 1, t, t, t, t, t)
   end
   b[#b + 1] = "  end\n"
   for _, t in ipairs(data) do b[#b + 1] = format("  if T%d then T%d[i] = tick end\n", t, t) end
@@ -157,7 +169,6 @@ local function step_source(kinds, debug)
   b[#b + 1] = "\nend\nreturn step, reset\n"
   return table.concat(b)
 end
-
 
 -- Debug views: a table per row that checks, on every use, that its loop still runs.
 local PTR, LOOP, TERM = {}, {}, {}
@@ -183,7 +194,7 @@ local debug_meta = {
 
 local function make_state(q)
   local terms = views.terms(q)
-  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, chunk = {}, canwrite = {}, check = {}}
+  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {}, it = cast(ITER, views.iter(q))}
   for t, term in ipairs(terms) do
     s.names[t] = term.name
     if term.kind == "tag" then
@@ -207,7 +218,7 @@ local function make_state(q)
   for t in ipairs(terms) do s.terms[t] = {name = s.names[t], t = t, s = s} end
   for _, debug in ipairs({false, true}) do
     local src = step_source(s.kinds, debug)
-    local step, reset = compiled(src, next_chunk, cast, tonumber, ENTITIES, TICKS, s.ptr_types, s.chunk, wrap)
+    local step, reset = compiled(src, next_chunk, cast, tonumber, s.it, q, s.ptr_types, s.canwrite, wrap)
     if debug then s.dstep, s.dreset = step, reset else s.step, s.reset = step, reset end
   end
   return s
@@ -243,28 +254,27 @@ function Query:each_ffi()
   local loop, writable = begin(self, step)
   if not loop then return self:each() end -- a mod's world or an armed budget: the table path
   choose_types(s, loop, writable)
-  return step, self
+  return step
 end
 
 
 -- q:bulk_ffi's loop over the chunks of a query shape: fn(n, entities, views..., ...) per
 -- chunk, each a 0-based pointer to n rows; the rows of writable terms are stamped first.
 local function bulk_source(kinds)
-  local b = {"local next_chunk, cast, ENTITIES, TICKS, ptr_types, chunk = ...\n",
-             "return function(q, fn, ...)\n  while true do\n    local n = next_chunk(q, chunk)\n",
-             "    if not n then return end\n    local tick = chunk.tick\n"}
+  local b = {"local next_chunk, cast, it, ptr_types = ...\n",
+             "return function(q, fn, ...)\n  while true do\n    local n = next_chunk(q, true) -- rows stamped in C\n",
+             "    if not n then return end\n"}
   local args = {}
   for t, k in ipairs(kinds) do
     if k == "t" then
       args[#args + 1] = "true"
     else
-      b[#b + 1] = format("    local P%d = chunk[%d] and cast(ptr_types[%d], chunk[%d]) or nil\n", t, t, t, t)
-      b[#b + 1] = format("    local T%d = chunk[%d]\n", t, -t)
-      b[#b + 1] = format("    if T%d then T%d = cast(TICKS, T%d) for i = 0, n - 1 do T%d[i] = tick end end\n", t, t, t, t)
+      b[#b + 1] = format("    local c%d = it.columns[%d]\n    local P%d = c%d ~= nil and cast(ptr_types[%d], c%d) or nil\n",
+                         t, t - 1, t, t, t, t)
       args[#args + 1] = format("P%d", t)
     end
   end
-  b[#b + 1] = format("    fn(n, cast(ENTITIES, chunk[0]), %s, ...)\n  end\nend\n", table.concat(args, ", "))
+  b[#b + 1] = format("    fn(n, it.entities, %s, ...)\n  end\nend\n", table.concat(args, ", "))
   return table.concat(b)
 end
 
@@ -277,7 +287,7 @@ function Query:bulk_ffi(fn, ...)
     return bulk_rows(self, fn, ...)
   end
   choose_types(s, loop, writable)
-  s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, ENTITIES, TICKS, s.ptr_types, s.chunk)
+  s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, s.it, s.ptr_types)
   local ok, err = pcall(s.bulk, self, fn, ...)
   if not ok then
     views.finish(self) -- the loop ends with the call, also when fn raised

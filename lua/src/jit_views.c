@@ -1,14 +1,11 @@
 /* jit_views.c: the C half of q:each_ffi under LuaJIT: a query's terms described as FFI
  * declarations, and its iteration moved a chunk at a time (lua/kiln/ffi.lua runs the rows). */
+#include <stddef.h>
 #include <string.h>
 
 #include "klua.h"
 
 #if KLUA_LUAJIT
-
-/* Keys of the chunk table views.next fills: the entities, then per term t (1-based) its
- * column at t and its tick array at -t (nil when absent), and the tick to stamp. */
-#define CHUNK_TICK "tick"
 
 /* The FFI declaration of one element of type t, or NULL when it has none. */
 static const char *ffi_type(kiln_type t) {
@@ -119,8 +116,10 @@ static int views_begin(lua_State *L) {
     return 2;
 }
 
-/* views.next(q, chunk): moves the FFI loop to its next chunk and fills the table chunk
- * (see CHUNK_TICK); returns the chunk's row count, or nothing when the loop ended. */
+/* views.next(q[, stamp]): moves the FFI loop to its next chunk; returns the chunk's row count,
+ * or nothing when the loop ended. ffi.lua reads the chunk's pointers from the iterator itself
+ * (views.iter). The column tick of each writable term the chunk has is marked, and with
+ * stamp (q:bulk_ffi) every row of those terms is stamped changed. */
 static int views_next(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
@@ -130,25 +129,24 @@ static int views_next(lua_State *L) {
         return 0;
     }
     kiln_iter *it = &kq->it;
-    lua_pushlightuserdata(L, (void *)it->entities);
-    lua_rawseti(L, 2, 0);
+    bool stamp = lua_toboolean(L, 2);
     for (int t = 0; t < kq->term_count; t++) {
-        bool data = kq->kind[t] == TERM_DATA && it->columns[t];
-        if (data) lua_pushlightuserdata(L, it->columns[t]);
-        else lua_pushnil(L);
-        lua_rawseti(L, 2, t + 1);
-        bool marks = data && kq->writable[t] && it->ticks[t];
-        if (marks) {
-            lua_pushlightuserdata(L, it->ticks[t]);
-            it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
-        } else {
-            lua_pushnil(L);
-        }
-        lua_rawseti(L, 2, -(t + 1));
+        if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !it->columns[t] || !it->ticks[t]) continue;
+        it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
+        if (!stamp || kq->info[t].has_check) continue; /* a check hook's views are const */
+        kiln_tick *ticks = it->ticks[t];
+        kiln_tick tick = (kiln_tick)it->mark_tick;
+        for (int32_t row = 0; row < it->count; row++) ticks[row] = tick;
     }
-    lua_pushnumber(L, (lua_Number)(kiln_tick)it->mark_tick);
-    lua_setfield(L, 2, CHUNK_TICK);
     lua_pushinteger(L, it->count);
+    return 1;
+}
+
+/* views.iter(q): the address of the query's iterator (it lives as long as the query), which
+ * ffi.lua reads as the struct views.layout describes. */
+static int views_iter(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    lua_pushlightuserdata(L, &kq->it);
     return 1;
 }
 
@@ -184,7 +182,7 @@ static int views_state(lua_State *L) {
 
 void klua_jit_open_views(lua_State *L, int layer_idx) {
     static const luaL_Reg fns[] = {
-        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {"finish", views_finish}, {NULL, NULL}};
+        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {"finish", views_finish}, {"iter", views_iter}, {NULL, NULL}};
     layer_idx = lua_absindex(L, layer_idx);
     /* only where the host opened the ffi library: a mod's state has none (nor JIT), and
      * there q:each_ffi is q:each */
@@ -213,6 +211,18 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
     lua_newtable(L);
     lua_insert(L, -2);
     lua_setfield(L, -2, "ffi");
+    /* where ffi.lua finds the iterator's fields (it checks its declaration against them) */
+    lua_createtable(L, 0, 6);
+    static const struct { const char *name; size_t value; } layout[] = {
+        {"count", offsetof(kiln_iter, count)},     {"entities", offsetof(kiln_iter, entities)},
+        {"columns", offsetof(kiln_iter, columns)}, {"ticks", offsetof(kiln_iter, ticks)},
+        {"tick", offsetof(kiln_iter, tick)},       {"max_terms", KILN_QUERY_MAX_TERMS * 2},
+    };
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
+        lua_pushinteger(L, (lua_Integer)layout[i].value);
+        lua_setfield(L, -2, layout[i].name);
+    }
+    lua_setfield(L, -2, "layout");
     for (const luaL_Reg *r = fns; r->name; r++) {
         lua_pushcfunction(L, r->func);
         lua_setfield(L, -2, r->name);
