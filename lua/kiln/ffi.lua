@@ -39,17 +39,41 @@ local function bulk_rows(q, fn, ...)
   return rows(q, fn, {...}, select("#", ...))
 end
 
+-- Raises unless q is a kiln.Query, naming the method fname.
+local is_query = layer.is_query
+local function check_query(q, fname)
+  if is_query(q) then return end
+  local mt = getmetatable(q)
+  local name = type(mt) == "table" and rawget(mt, "__name")
+  error(string.format("calling '%s' on bad self (kiln.Query expected, got %s)", fname,
+                      type(name) == "string" and name or type(q)), 3)
+end
+
+-- Calls fn(...), raising its error again with a leading "query:each: " renamed to fname's
+-- (the table path runs q:each for q:each_ffi and q:bulk_ffi).
+local function renamed(fname, ok, ...)
+  if ok then return ... end
+  local err = ...
+  if type(err) == "string" and err:find("^query:each: ") then err = fname .. err:sub(11) end
+  error(err, 0)
+end
+
 local function check_fn(fn)
   if type(fn) ~= "function" then
     error(string.format("bad argument #1 to 'query:bulk_ffi' (function expected, got %s)", type(fn)), 3)
   end
 end
 
+local each = Query.each
 if not views then -- Lua 5.4, or a state without the ffi library (a mod's): table views
-  Query.each_ffi = Query.each
+  function Query:each_ffi()
+    check_query(self, "query:each_ffi")
+    return renamed("query:each_ffi", pcall(each, self))
+  end
   function Query:bulk_ffi(fn, ...)
+    check_query(self, "query:bulk_ffi")
     check_fn(fn)
-    return bulk_rows(self, fn, ...)
+    return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
   end
   return
 end
@@ -247,12 +271,15 @@ end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
 function Query:each_ffi()
+  check_query(self, "query:each_ffi")
   local s = state_of(self)
   local debug = kiln.ffi_debug and true or false
   local step = debug and s.dstep or s.step
   ;(debug and s.dreset or s.reset)()
   local loop, writable = begin(self, step)
-  if not loop then return self:each() end -- a mod's world or an armed budget: the table path
+  -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
+  -- as the one its loop runs in)
+  if not loop then return each(self) end
   choose_types(s, loop, writable)
   return step
 end
@@ -280,11 +307,12 @@ end
 
 -- q:bulk_ffi(fn, ...): fn(n, entities, views..., ...) once per chunk (see bulk_source).
 function Query:bulk_ffi(fn, ...)
+  check_query(self, "query:bulk_ffi")
   check_fn(fn)
   local s = state_of(self)
   local loop, writable = begin(self, nil)
-  if not loop then -- a mod's world or an armed budget: the table path
-    return bulk_rows(self, fn, ...)
+  if not loop then -- a world with a budget: the table path
+    return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
   end
   choose_types(s, loop, writable)
   s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, s.it, s.ptr_types)
