@@ -293,13 +293,16 @@ bench-quick:
 	build-bench/bench/core_bench --quick
 	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --quick
 
-# The LuaJIT cases (jit_each, jit_bulk, jit_spawn, jit_garbage), against the binding built for
-# LuaJIT in build-bench-jit; `make bench` runs them when luajit is installed.
+# The LuaJIT cases (jit_each, jit_bulk, jit_spawn, jit_garbage, and jit_mixed_frame: mixed_host
+# built against LuaJIT), in build-bench-jit; `make bench` runs them when luajit is installed.
 bench-jit:
 	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" LUA_CFLAGS="$(JIT_CFLAGS)" \
 	    LUA_LIBS="$(JIT_LIBS)" build-bench-jit/lua/kiln.so
+	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" \
+	    LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" LUA_LIBS="$(JIT_LIBS)" build-bench-jit/bench/mixed_host
 	@mkdir -p build-bench
 	LUA_CPATH="build-bench-jit/lua/?.so" luajit bench/lua/jit_bench.lua --json $(BENCH_RESULTS)
+	build-bench-jit/bench/mixed_host --case jit_mixed_frame --json $(BENCH_RESULTS)
 
 bench-callgrind:
 	$(BENCH_BUILD) build-bench/bench/core_bench
