@@ -159,40 +159,44 @@ local function struct_of(term)
   return ct
 end
 
--- The step of a query shape: kinds[t] is "d" (a data term) or "t" (a tag with-term). In the
--- debug form each view goes through wrap(q, t, pointer).
+-- The step of a query shape, kinds[t] "d" (a data term) or "t" (a tag with-term): one function
+-- per shape for every query, called with the query's state s (the generic for's state), so a
+-- loop site that goes over several queries keeps one trace (a closure per query would make
+-- each new query a side trace, where the views are no longer sunk and become garbage). s holds
+-- the row (i, n) and the chunk's pointers (E, P<t>, T<t>; false when absent). In the debug
+-- form each view goes through wrap(s, t, pointer).
 local function step_source(kinds, debug)
-  local b = {"local next_chunk, cast, tonumber, it, q, ptr_types, stamps, wrap = ...\n",
-             "local n, i, E, tick = 0, -1, nil, 0\n"}
+  local b = {"local next_chunk, cast, tonumber, wrap = ...\n", "local function reset(s)\n  s.n, s.i = 0, -1\n"}
   local data = {}
   for t, k in ipairs(kinds) do if k == "d" then data[#data + 1] = t end end
-  for _, t in ipairs(data) do b[#b + 1] = format("local P%d, T%d\n", t, t) end
-  b[#b + 1] = "local function reset()\n  n, i, E = 0, -1, nil\n"
-  for _, t in ipairs(data) do b[#b + 1] = format("  P%d, T%d = nil, nil\n", t, t) end
-  b[#b + 1] = "end\nlocal function step()\n  i = i + 1\n  if i >= n then\n"
-  b[#b + 1] = "    n = next_chunk(q)\n    if not n then reset() return nil end\n"
-  b[#b + 1] = "    i = 0\n    E = it.entities\n    tick = it.tick\n"
+  for _, t in ipairs(data) do b[#b + 1] = format("  s.P%d, s.T%d = false, false\n", t, t) end
+  b[#b + 1] = "end\nlocal function step(s)\n  local i = s.i + 1\n  if i >= s.n then\n"
+  b[#b + 1] = "    local n = next_chunk(s.q)\n    if not n then reset(s) return nil end\n"
+  b[#b + 1] = "    i = 0\n    s.n = n\n    local it = s.it\n    s.E = it.entities\n    s.tick = it.tick\n"
   for _, t in ipairs(data) do
-    b[#b + 1] = format("    local c%d = it.columns[%d]\n    P%d = c%d ~= nil and cast(ptr_types[%d], c%d) or nil\n",
+    b[#b + 1] = format("    local c%d = it.columns[%d]\n    s.P%d = c%d ~= nil and cast(s.ptr_types[%d], c%d) or false\n",
                        t, t - 1, t, t, t, t)
-    b[#b + 1] = format("    local k%d = it.ticks[%d]\n    T%d = (stamps[%d] and c%d ~= nil and k%d ~= nil) and k%d or nil\n",
+    b[#b + 1] = format("    local k%d = it.ticks[%d]\n    s.T%d = (s.canwrite[%d] and c%d ~= nil and k%d ~= nil) and k%d or false\n",
                        t, t - 1, t, t, t, t, t)
   end
-  b[#b + 1] = "  end\n"
-  for _, t in ipairs(data) do b[#b + 1] = format("  if T%d then T%d[i] = tick end\n", t, t) end
-  b[#b + 1] = "  return tonumber(E[i])"
+  b[#b + 1] = "  end\n  s.i = i\n"
+  for _, t in ipairs(data) do b[#b + 1] = format("  local T%d = s.T%d\n  if T%d then T%d[i] = s.tick end\n", t, t, t, t) end
+  for _, t in ipairs(data) do b[#b + 1] = format("  local P%d = s.P%d\n", t, t) end
+  b[#b + 1] = "  return tonumber(s.E[i])"
   for t, k in ipairs(kinds) do
     if k == "t" then
       b[#b + 1] = ", true"
     elseif debug then
-      b[#b + 1] = format(", P%d and wrap(q, %d, P%d + i)", t, t, t)
+      b[#b + 1] = format(", P%d and wrap(s, %d, P%d + i) or nil", t, t, t)
     else
-      b[#b + 1] = format(", P%d and P%d + i", t, t)
+      b[#b + 1] = format(", P%d and P%d + i or nil", t, t)
     end
   end
   b[#b + 1] = "\nend\nreturn step, reset\n"
   return table.concat(b)
 end
+
+local steps = {} -- step source -> {step, reset}: one per shape
 
 -- Debug views: a table per row that checks, on every use, that its loop still runs.
 local PTR, LOOP, TERM = {}, {}, {}
@@ -216,9 +220,14 @@ local debug_meta = {
   __tostring = function(v) return "kiln FFI view of " .. v[TERM].name end,
 }
 
+-- A debug view of term t of the row at pointer ptr, for the loop of state s running now.
+local function wrap(s, t, ptr)
+  return setmetatable({[PTR] = ptr, [LOOP] = s.loop, [TERM] = s.terms[t]}, debug_meta)
+end
+
 local function make_state(q)
   local terms = views.terms(q)
-  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {}, it = cast(ITER, views.iter(q))}
+  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {}, writable = {}, it = cast(ITER, views.iter(q))}
   for t, term in ipairs(terms) do
     s.names[t] = term.name
     if term.kind == "tag" then
@@ -232,19 +241,18 @@ local function make_state(q)
       s.check[t] = term.check
     end
   end
-  -- the debug form's per-term descriptors (they reach the query only through the view)
-  s.terms = {}
-  local function wrap(q_, t, ptr)
-    local d = s.terms[t]
-    d.q = q_
-    return setmetatable({[PTR] = ptr, [LOOP] = s.loop, [TERM] = d}, debug_meta)
-  end
-  for t in ipairs(terms) do s.terms[t] = {name = s.names[t], t = t, s = s} end
+  s.terms, s.q = {}, q
+  for t in ipairs(terms) do s.terms[t] = {name = s.names[t], t = t, s = s, q = q} end
   for _, debug in ipairs({false, true}) do
     local src = step_source(s.kinds, debug)
-    local step, reset = compiled(src, next_chunk, cast, tonumber, s.it, q, s.ptr_types, s.canwrite, wrap)
-    if debug then s.dstep, s.dreset = step, reset else s.step, s.reset = step, reset end
+    local pair = steps[src]
+    if not pair then
+      pair = {compiled(src, next_chunk, cast, tonumber, wrap)}
+      steps[src] = pair
+    end
+    if debug then s.dstep, s.dreset = pair[1], pair[2] else s.step, s.reset = pair[1], pair[2] end
   end
+  s.reset(s)
   return s
 end
 
@@ -275,13 +283,13 @@ function Query:each_ffi()
   local s = state_of(self)
   local debug = kiln.ffi_debug and true or false
   local step = debug and s.dstep or s.step
-  ;(debug and s.dreset or s.reset)()
-  local loop, writable = begin(self, step)
+  s.reset(s)
+  local loop = begin(self, step, s.writable)
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
   -- as the one its loop runs in)
   if not loop then return each(self) end
-  choose_types(s, loop, writable)
-  return step
+  choose_types(s, loop, s.writable)
+  return step, s
 end
 
 
@@ -310,11 +318,11 @@ function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
   local s = state_of(self)
-  local loop, writable = begin(self, nil)
+  local loop = begin(self, nil, s.writable)
   if not loop then -- a world with a budget: the table path
     return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
   end
-  choose_types(s, loop, writable)
+  choose_types(s, loop, s.writable)
   s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, s.it, s.ptr_types)
   local ok, err = pcall(s.bulk, self, fn, ...)
   if not ok then

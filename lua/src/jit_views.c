@@ -84,13 +84,15 @@ static int views_terms(lua_State *L) {
     return 1;
 }
 
-/* views.begin(q, step): starts the FFI loop whose generator is step (nil: q:bulk_ffi's,
- * which runs inside one call). Returns false (nothing
+/* views.begin(q, step, writable): starts the FFI loop whose generator is step (nil:
+ * q:bulk_ffi's, which runs inside one call). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
- * instruction budget. Else returns the loop's number and, per term, whether it is writable. */
+ * instruction budget. Else returns the loop's number and sets writable[t] to whether term t
+ * is writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+    luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
     if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) {
         lua_pushboolean(L, 0);
@@ -108,12 +110,11 @@ static int views_begin(lua_State *L) {
     else kq->jit_height = lua_getstack(L, 2, &ar) ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
     lua_pushinteger(L, kq->ffi_gen);
-    lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
         lua_pushboolean(L, kq->writable[t]);
-        lua_rawseti(L, -2, t + 1);
+        lua_rawseti(L, 3, t + 1);
     }
-    return 2;
+    return 1;
 }
 
 /* views.next(q[, stamp]): moves the FFI loop to its next chunk; returns the chunk's row count,
