@@ -146,7 +146,7 @@ local function case_garbage()
     local w = populate(N)
     local q = w:query{"Position", "Velocity"}
     local function per_frame(fn)
-        for _ = 1, 3 do fn() end -- first use: states, compiled steps, traces
+        for _ = 1, 20 do fn() end -- first use: states, compiled steps, traces (steady state after)
         collectgarbage("collect")
         collectgarbage("stop")
         local before = collectgarbage("count")
