@@ -1,5 +1,5 @@
--- ffi.lua: q:each_ffi(), loops whose views are LuaJIT FFI pointers into the query's columns
--- (the C half is lua/src/jit_views.c). Under Lua 5.4, and where the table path must run, it is q:each().
+-- ffi.lua: q:each_ffi() and q:bulk_ffi(), loops whose views are LuaJIT FFI pointers into the
+-- columns (C half: lua/src/jit_views.c). Under Lua 5.4 and where FFI is off: the table path.
 local kiln, World, Query, layer = ...
 local views = layer.views
 -- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
@@ -68,6 +68,9 @@ local each = Query.each
 if not views then -- Lua 5.4, or a state without the ffi library (a mod's): table views
   function Query:each_ffi()
     check_query(self, "query:each_ffi")
+    -- LuaJIT (a mod's state): a tail call, so q:each notes the caller's frame as the one its
+    -- loop runs in (jit_methods.c); its errors then name q:each
+    if _VERSION == "Lua 5.1" then return each(self) end
     return renamed("query:each_ffi", pcall(each, self))
   end
   function Query:bulk_ffi(fn, ...)

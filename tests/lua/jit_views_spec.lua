@@ -196,6 +196,29 @@ describe("q:each_ffi()", function()
         assert.are.equal(7, w:get(w:entities()[1], "Position").x)
     end)
 
+    it("hands a mod table views, in its top level and in its systems", function()
+        local M = dofile("tests/lua/mods_helpers.lua")
+        local dir = M.folder()
+        local w, mods = M.host()
+        M.write(dir, "movers.lua", [[
+            world:component("Speed", "float v;")
+            for i = 1, 3 do world:spawn{Speed = {v = i}} end
+            local q = world:query{"Speed"}
+            for _, s in q:each_ffi() do s.v = s.v * 2 end
+            for _, s in q:each_ffi() do print(type(s)) break end
+            world:system{name = "speed_up", writes = {"Speed"}, run = function()
+                q:bulk_ffi(function(n, _, s) s[0].v = s[0].v + n end)
+            end}
+        ]])
+        assert(mods:load(dir .. "/movers.lua"))
+        assert.are.same({}, M.frames(w, 1))
+        local total = 0
+        for _, e in ipairs(M.entities_with(w, "Speed")) do total = total + w:get(e, "Speed").v end
+        assert.are.equal(2 + 4 + 6 + 3, total)
+        assert.are.same({"table"}, mods:log("movers"))
+        M.cleanup()
+    end)
+
     it("checks the declared access of a system before the loop begins", function()
         local w = H.world()
         w:spawn{Position = {x = 1}, Health = {hp = 1}}
