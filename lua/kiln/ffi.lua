@@ -287,7 +287,7 @@ function Query:each_ffi()
   local debug = kiln.ffi_debug and true or false
   local step = debug and s.dstep or s.step
   s.reset(s)
-  local loop = begin(self, step, s.writable)
+  local loop = begin(self, s, s.writable) -- s: the loop's for-state, by which it is found running
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
   -- as the one its loop runs in)
   if not loop then return each(self) end

@@ -84,14 +84,14 @@ static int views_terms(lua_State *L) {
     return 1;
 }
 
-/* views.begin(q, step, writable): starts the FFI loop whose generator is step (nil:
- * q:bulk_ffi's, which runs inside one call). Returns false (nothing
+/* views.begin(q, state, writable): starts the FFI loop whose generic-for state is the table
+ * state (nil: q:bulk_ffi's, which runs inside one call). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
  * instruction budget. Else returns the loop's number and sets writable[t] to whether term t
  * is writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
-    if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
     if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) {

@@ -150,6 +150,19 @@ describe("q:each_ffi()", function()
         assert.are.equal(1, n)
     end)
 
+    it("lets a query left by break loop again inside another query's loop of the same shape", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1}, Velocity = {x = 1}}
+        w:spawn{Position = {x = 2}, Velocity = {x = 2}}
+        local outer, inner = w:query{"Velocity"}, w:query{"Position"}
+        local rows = 0
+        for _ in outer:each_ffi() do
+            for _ in inner:each_ffi() do break end
+            for _ in inner:each_ffi() do rows = rows + 1 end
+        end
+        assert.are.equal(4, rows)
+    end)
+
     it("ends a loop an error left in a system, which then fails", function()
         local w = H.world()
         w:spawn{Position = {x = 1}}
