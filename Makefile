@@ -278,6 +278,8 @@ bench:
 	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --json $(BENCH_RESULTS)
 	build-bench/bench/mixed_host --json $(BENCH_RESULTS)
 	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/mods_bench.lua --json $(BENCH_RESULTS)
+	@if command -v luajit >/dev/null 2>&1; then $(MAKE) --no-print-directory bench-jit; \
+	else echo "luajit is not installed: the jit_* cases are not run"; fi
 	@echo "results: $(BENCH_RESULTS)"
 
 # The whole benchmark three times; per case the run with the median ratio goes to the file.
@@ -290,6 +292,17 @@ bench-quick:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so
 	build-bench/bench/core_bench --quick
 	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/run.lua --quick
+
+# The LuaJIT cases (jit_each, jit_bulk, jit_spawn, jit_garbage, and jit_mixed_frame: mixed_host
+# built against LuaJIT), in build-bench-jit; `make bench` runs them when luajit is installed.
+bench-jit:
+	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" LUA_CFLAGS="$(JIT_CFLAGS)" \
+	    LUA_LIBS="$(JIT_LIBS)" build-bench-jit/lua/kiln.so
+	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" \
+	    LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" LUA_LIBS="$(JIT_LIBS)" build-bench-jit/bench/mixed_host
+	@mkdir -p build-bench
+	LUA_CPATH="build-bench-jit/lua/?.so" luajit bench/lua/jit_bench.lua --json $(BENCH_RESULTS)
+	build-bench-jit/bench/mixed_host --case jit_mixed_frame --json $(BENCH_RESULTS)
 
 bench-callgrind:
 	$(BENCH_BUILD) build-bench/bench/core_bench
@@ -413,7 +426,7 @@ asteroids-jit:
 test-examples-jit: asteroids-jit
 	@tests/examples/check_game.sh build-jit/examples/asteroids
 TEST_GROUPS += test-jit test-jit-asan test-examples-jit
-.PHONY: lua-jit test-jit test-jit-asan clean-jit asteroids-jit test-examples-jit
+.PHONY: bench-jit lua-jit test-jit test-jit-asan clean-jit asteroids-jit test-examples-jit
 clean: clean-jit
 clean-jit:
-	rm -rf build-jit build-jit-asan
+	rm -rf build-jit build-jit-asan build-bench-jit

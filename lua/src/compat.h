@@ -226,12 +226,21 @@ KLUA_COMPAT_HIDDEN void klua_jit_wrap_methods(lua_State *L);
 /* lua_pushcclosure for a closure whose upvalue 1 is a World and that may hold the
  * collector (klua_hold_gc): the hold ends when the closure returns or raises. */
 KLUA_COMPAT_HIDDEN void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, int n);
+/* Closes the loop of the Query at q_idx (whose userdata is kq) when it was begun on L and
+ * left by break, return or error. */
+KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx);
+/* ---- jit_views.c: the FFI views of q:each_ffi ---------------------------------------------- */
+/* Stores in the table at layer_idx (the Lua layer's private table), as field views, the C
+ * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi
+ * library (a mod's). */
+KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
 
 #else /* Lua 5.4 */
 
 #define klua_compat_remember_main(L) ((void)(L))
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
+#define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 
 #endif
 #endif

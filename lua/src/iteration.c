@@ -80,6 +80,7 @@ static void track_loop(lua_State *L, int q_idx, bool open) {
 void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
     if (!kq->active) return;
     kq->active = false;
+    kq->ffi_loop = false;
     kq->row = -1;
     kq->owner = NULL;
     kiln_iter_fini(&kq->it);

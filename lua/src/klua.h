@@ -81,7 +81,9 @@ enum klua_query_uv {
     KLUA_QUERY_UV_EACH,      /* the generic-for step: the C one, or the generated Lua one (iteration.c) */
     KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
     KLUA_QUERY_UV_INERT,     /* an empty table: the Lua step's views between loops */
-    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_INERT
+    KLUA_QUERY_UV_FFI,       /* LuaJIT: the for-state of the FFI loop running now (jit_views.c), or nil */
+    KLUA_QUERY_UV_FFI_STATE, /* LuaJIT: ffi.lua's state of the query's FFI loops, or nil */
+    KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_FFI_STATE
 };
 #define KLUA_FIELD_KEY(t, f) ((lua_Integer)(t) * KILN_MAX_FIELDS + (f) + 1)
 /* User values of the iteration guard. */
@@ -222,6 +224,8 @@ typedef struct klua_query {
     klua_system *owner; /* the Lua system that began the running iteration, or NULL */
     int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
     int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
+    bool ffi_loop;      /* LuaJIT: the running iteration hands out FFI views (jit_views.c) */
+    uint32_t ffi_gen;   /* LuaJIT: counts FFI loops begun, so a debug view knows its own */
 } klua_query;
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */

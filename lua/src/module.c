@@ -20,6 +20,12 @@ static const char *read_lines(lua_State *L, void *data, size_t *size) {
     return line;
 }
 
+/* layer.is_query(v): whether v is a kiln.Query (lua/kiln/ffi.lua checks self with it). */
+static int layer_is_query(lua_State *L) {
+    lua_pushboolean(L, luaL_testudata(L, 1, KLUA_QUERY) != NULL);
+    return 1;
+}
+
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     klua_compat_remember_main(L);
@@ -48,6 +54,9 @@ int luaopen_kiln(lua_State *L) {
      * layer's files, where one file leaves helpers for the ones loaded after it. */
     lua_newtable(L);
     int layer = lua_gettop(L);
+    lua_pushcfunction(L, layer_is_query);
+    lua_setfield(L, layer, "is_query");
+    klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     for (int i = 0; kiln_scripts[i].name; i++) {
         script_reader reader = {kiln_scripts[i].lines};
         /* "=" names the chunk verbatim: tracebacks say lua/kiln/inspect.lua:12 */

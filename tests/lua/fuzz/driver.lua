@@ -72,7 +72,7 @@ local TOP_OPS = {
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
     remove_system = 0.4, instructions = 0.2, hash = 0.3, save_load = 0.4, snapshot_restore = 0.4, names_and_clone = 0.3, random_misuse = 0.2, prefab_defs = 0.2,
-    scenes = 0.2,
+    scenes = 0.2, ffi_loops = 0.3,
 }
 
 local function closed_world_round(m)
@@ -131,7 +131,8 @@ function D.run(opts)
     end
     -- methods added after this test was written are reported, not called
     S.unfuzzed = {}
-    local known_q = {each = true, bulk = true, count = true, terms = true, format = true}
+    local known_q = {each = true, bulk = true, count = true, terms = true, format = true, each_ffi = true,
+                     bulk_ffi = true}
     local known_c = {spawn = true, add = true, set = true, remove = true, despawn = true, apply = true,
                      clear = true, resolved = true, count = true}
     for _, group in ipairs({{"world:", S.WM, S.known_world_methods}, {"q:", S.QM, known_q}, {"commands:", S.CM, known_c}}) do

@@ -124,6 +124,8 @@ local function predict_record(tm, c, rec)
         if comp.kind == "lua" then v = rec.value == nil and M.NIL or rec.value
         elseif comp.kind == "tag" then v = true
         else ok, v = M.read_fields(comp, rec.value, tm.alive[target].comps[comp.name]) end
+        -- the Parent check hook refuses a self link or a cycle, as world:set does
+        if ok then ok = tm:value_ok(target, comp, v) end
     end
     return ok, function() tm:set_value(target, comp.name, v, comp.kind ~= "tag") end
 end

@@ -152,6 +152,66 @@ function ops.qcount(m)
     end
 end
 
+-- q:each_ffi and q:bulk_ffi (lua/kiln/ffi.lua): the rows they visit are the query's, and under
+-- LuaJIT, where a view is an FFI pointer, every visited row of a data term is stamped changed
+-- at the world's tick. Views are only read here. Also misuse: a bad fn, bad self.
+function ops.ffi_loops(m)
+    local list = iterable_queries(m)
+    if #list == 0 then return end
+    local entry = pick(list)
+    local access = true
+    for _, comp in ipairs(entry.terms) do if not access_ok(m, comp, false) then access = false end end
+    local want = 0
+    for _, e in ipairs(m.alive_list) do if matches(m, entry, e) then want = want + 1 end end
+    local rows, bad, stamped = 0, nil, {}
+    local function visit(e, t, view)
+        if type(view) == "cdata" then stamped[#stamped + 1] = {e, entry.terms[t].name} end
+    end
+    entry.active = true
+    m.iterating = m.iterating + 1
+    m:enter_loop()
+    local r
+    if chance(0.5) then
+        r = call("q:each_ffi", function(q)
+            for e, v1, v2, v3, v4, v5, v6 in S.QM.each_ffi(q) do
+                rows = rows + 1
+                if not matches(m, entry, e) then bad = e end
+                local vs = {v1, v2, v3, v4, v5, v6}
+                for t = 1, math.min(#entry.terms, 6) do visit(e, t, vs[t]) end
+            end
+        end, entry.q)
+    else
+        r = call("q:bulk_ffi", S.QM.bulk_ffi, entry.q, function(n, entities, ...)
+            for i = 0, n - 1 do
+                local e = tonumber(entities[i])
+                rows = rows + 1
+                if not matches(m, entry, e) then bad = e end
+                for t = 1, math.min(#entry.terms, 6) do
+                    local col = select(t, ...)
+                    if type(col) == "cdata" then visit(e, t, col) end
+                end
+            end
+        end)
+    end
+    entry.active = false
+    m.iterating = m.iterating - 1
+    m:leave_loop()
+    if not r[1] then
+        if access then fail("FFI loop raised: %s", tostring(r[2])) end
+        return after_error(m, {}, "ffi loop")
+    end
+    if rows ~= want then fail("FFI loop visited %d rows, model %d", rows, want) end
+    if bad then fail("FFI loop visited %s, which the query does not match", tostring(bad)) end
+    for _, st in ipairs(stamped) do
+        local rec = m.alive[st[1]]
+        if rec and rec.comps[st[2]] ~= nil then rec.ticks[st[2]] = m.tick end
+    end
+    if chance(0.3) then
+        local g = gen.garbage(extras())
+        if type(g) ~= "function" then expect("q:bulk_ffi", false, call("q:bulk_ffi", S.QM.bulk_ffi, entry.q, g)) end
+    end
+end
+
 -- Row views: check what they show, then scribble on them.
 local function check_view(m, comp, present, view, e, where)
     if not present then

@@ -1,0 +1,234 @@
+/* jit_views.c: the C half of q:each_ffi under LuaJIT: a query's terms described as FFI
+ * declarations, and its iteration moved a chunk at a time (lua/kiln/ffi.lua runs the rows). */
+#include <stddef.h>
+#include <string.h>
+
+#include "klua.h"
+
+#if KLUA_LUAJIT
+
+/* The FFI declaration of one element of type t, or NULL when it has none. */
+static const char *ffi_type(kiln_type t) {
+    switch (t) {
+    case KILN_TYPE_BOOL: return "bool";
+    case KILN_TYPE_INT8: return "int8_t";
+    case KILN_TYPE_INT16: return "int16_t";
+    case KILN_TYPE_INT32: return "int32_t";
+    case KILN_TYPE_INT64: return "int64_t";
+    case KILN_TYPE_UINT8: return "uint8_t";
+    case KILN_TYPE_UINT16: return "uint16_t";
+    case KILN_TYPE_UINT32: return "uint32_t";
+    case KILN_TYPE_UINT64: return "uint64_t";
+    case KILN_TYPE_FLOAT: return "float";
+    case KILN_TYPE_DOUBLE: return "double";
+    case KILN_TYPE_ENTITY: return "uint64_t";
+    case KILN_TYPE_CHAR: return "char";
+    case KILN_TYPE_VEC2: return "struct { float x, y; }";
+    case KILN_TYPE_VEC3: return "struct { float x, y, z; }";
+    case KILN_TYPE_VEC4:
+    case KILN_TYPE_QUAT: return "struct { float x, y, z, w; }";
+    case KILN_TYPE_MAT4: return "float[16]";
+    default: return NULL;
+    }
+}
+
+/* One field as ffi.lua declares it (ffi.lua checks offsets and sizes against ffi.offsetof). */
+static void push_field(lua_State *L, const kiln_field *fd) {
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, fd->name);
+    lua_setfield(L, -2, "name");
+    const char *decl = ffi_type(fd->type);
+    if (decl) lua_pushstring(L, decl);
+    else lua_pushnil(L);
+    lua_setfield(L, -2, "ctype");
+    lua_pushstring(L, kiln_type_name(fd->type));
+    lua_setfield(L, -2, "type");
+    lua_pushinteger(L, fd->count);
+    lua_setfield(L, -2, "count");
+    lua_pushinteger(L, fd->offset);
+    lua_setfield(L, -2, "offset");
+    lua_pushinteger(L, (lua_Integer)kiln_type_size(fd->type));
+    lua_setfield(L, -2, "elem_size");
+}
+
+/* views.terms(q): per term {kind = "data"|"tag"|"lua", name, optional, size, stride,
+ * check (a check hook validates its writes), fields = {{name, ctype, type, count, offset,
+ * elem_size}...}}. */
+static int views_terms(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    lua_createtable(L, kq->term_count, 0);
+    for (int t = 0; t < kq->term_count; t++) {
+        const kiln_component_info *info = &kq->info[t];
+        lua_createtable(L, 0, 8);
+        static const char *const kinds[] = {"data", "tag", "lua"};
+        lua_pushstring(L, kinds[kq->kind[t]]);
+        lua_setfield(L, -2, "kind");
+        lua_pushstring(L, info->name);
+        lua_setfield(L, -2, "name");
+        lua_pushboolean(L, t >= kq->with_count);
+        lua_setfield(L, -2, "optional");
+        lua_pushinteger(L, (lua_Integer)info->size);
+        lua_setfield(L, -2, "size");
+        lua_pushinteger(L, (lua_Integer)info->stride);
+        lua_setfield(L, -2, "stride");
+        lua_pushboolean(L, info->has_check);
+        lua_setfield(L, -2, "check");
+        lua_createtable(L, info->field_count, 0);
+        for (int32_t f = 0; f < info->field_count; f++) {
+            push_field(L, &info->fields[f]);
+            lua_rawseti(L, -2, f + 1);
+        }
+        lua_setfield(L, -2, "fields");
+        lua_rawseti(L, -2, t + 1);
+    }
+    return 1;
+}
+
+/* views.begin(q, state, writable): starts the FFI loop whose generic-for state is the table
+ * state (nil: q:bulk_ffi's, which runs inside one call). Returns false (nothing
+ * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
+ * instruction budget. Else returns the loop's number and sets writable[t] to whether term t
+ * is writable (a table the caller keeps: a loop makes no garbage). */
+static int views_begin(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    klua_world *kw = kq->kw;
+    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (kq->active && !kq->owner) klua_jit_settle_query(L, kq, 1); /* a loop left by break */
+    klua_query_begin(L, kq, 1, "query:each_ffi");
+    kq->ffi_loop = true;
+    kq->ffi_gen++;
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
+    /* the loop runs in the frame that called q:each_ffi (level 2: above it, ffi.lua's method) */
+    lua_Debug ar;
+    if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
+    else kq->jit_height = lua_getstack(L, 2, &ar) ? (ar.i_ci & 0xffff) : -1;
+    kq->jit_local = 0;
+    lua_pushinteger(L, kq->ffi_gen);
+    for (int t = 0; t < kq->term_count; t++) {
+        lua_pushboolean(L, kq->writable[t]);
+        lua_rawseti(L, 3, t + 1);
+    }
+    return 1;
+}
+
+/* views.next(q[, stamp]): moves the FFI loop to its next chunk; returns the chunk's row count,
+ * or nothing when the loop ended. ffi.lua reads the chunk's pointers from the iterator itself
+ * (views.iter). The column tick of each writable term the chunk has is marked, and with
+ * stamp (q:bulk_ffi) every row of those terms is stamped changed. */
+static int views_next(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
+    klua_query_check_owner(L, kq);
+    if (!kiln_query_next(&kq->it)) {
+        klua_query_finish(L, kq, 1);
+        return 0;
+    }
+    kiln_iter *it = &kq->it;
+    bool stamp = lua_toboolean(L, 2);
+    for (int t = 0; t < kq->term_count; t++) {
+        if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !it->columns[t] || !it->ticks[t]) continue;
+        it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
+        if (!stamp || kq->info[t].has_check) continue; /* a check hook's views are const */
+        kiln_tick *ticks = it->ticks[t];
+        kiln_tick tick = (kiln_tick)it->mark_tick;
+        for (int32_t row = 0; row < it->count; row++) ticks[row] = tick;
+    }
+    lua_pushinteger(L, it->count);
+    return 1;
+}
+
+/* views.iter(q): the address of the query's iterator (it lives as long as the query), which
+ * ffi.lua reads as the struct views.layout describes. */
+static int views_iter(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    lua_pushlightuserdata(L, &kq->it);
+    return 1;
+}
+
+/* views.finish(q): ends the FFI loop of q now (q:bulk_ffi, when its function raised). */
+static int views_finish(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    if (kq->active && kq->ffi_loop) klua_query_finish(L, kq, 1);
+    return 0;
+}
+
+/* views.alive(q, loop): whether the FFI loop numbered loop still runs (a loop left by break
+ * is closed first). Debug views ask it on every use. */
+static int views_alive(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    lua_Integer loop = luaL_checkinteger(L, 2);
+    if (kq->active && kq->ffi_loop && !kq->owner) klua_jit_settle_query(L, kq, 1);
+    lua_pushboolean(L, kq->active && kq->ffi_loop && kq->ffi_gen == (uint32_t)loop && !kq->kw->closed);
+    return 1;
+}
+
+/* views.state(q[, s]): ffi.lua's state of the query (kept with it), or sets it. */
+static int views_state(lua_State *L) {
+    klua_query_check(L, 1);
+    if (lua_gettop(L) >= 2) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_settop(L, 2);
+        lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI_STATE);
+        return 0;
+    }
+    lua_getiuservalue(L, 1, KLUA_QUERY_UV_FFI_STATE);
+    return 1;
+}
+
+void klua_jit_open_views(lua_State *L, int layer_idx) {
+    static const luaL_Reg fns[] = {
+        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {"finish", views_finish}, {"iter", views_iter}, {NULL, NULL}};
+    layer_idx = lua_absindex(L, layer_idx);
+    /* only where the host opened the ffi library: a mod's state has none (nor JIT), and
+     * there q:each_ffi is q:each */
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "ffi");
+    if (!lua_istable(L, -1)) { /* not required yet: LuaJIT's openlibs leaves it preloadable */
+        lua_pop(L, 1);
+        lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
+        if (lua_istable(L, -1)) lua_getfield(L, -1, "ffi");
+        else lua_pushnil(L);
+        lua_remove(L, -2);
+        if (!lua_isfunction(L, -1)) {
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pushliteral(L, "ffi");
+        lua_call(L, 1, 1);
+        if (!lua_istable(L, -1)) {
+            lua_pop(L, 2);
+            return;
+        }
+        lua_pushvalue(L, -1);
+        lua_setfield(L, -3, "ffi"); /* as require would */
+    }
+    lua_remove(L, -2);
+    lua_newtable(L);
+    lua_insert(L, -2);
+    lua_setfield(L, -2, "ffi");
+    /* where ffi.lua finds the iterator's fields (it checks its declaration against them) */
+    lua_createtable(L, 0, 6);
+    static const struct { const char *name; size_t value; } layout[] = {
+        {"count", offsetof(kiln_iter, count)},     {"entities", offsetof(kiln_iter, entities)},
+        {"columns", offsetof(kiln_iter, columns)}, {"ticks", offsetof(kiln_iter, ticks)},
+        {"tick", offsetof(kiln_iter, tick)},       {"max_terms", KILN_QUERY_MAX_TERMS * 2},
+    };
+    for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
+        lua_pushinteger(L, (lua_Integer)layout[i].value);
+        lua_setfield(L, -2, layout[i].name);
+    }
+    lua_setfield(L, -2, "layout");
+    for (const luaL_Reg *r = fns; r->name; r++) {
+        lua_pushcfunction(L, r->func);
+        lua_setfield(L, -2, r->name);
+    }
+    lua_setfield(L, layer_idx, "views");
+}
+
+#endif
