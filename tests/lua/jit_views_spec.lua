@@ -1,7 +1,8 @@
 -- jit_views_spec.lua: q:each_ffi(), whose views are FFI pointers into the columns under
 -- LuaJIT (lua/kiln/ffi.lua, lua/src/jit_views.c) and q:each()'s table views under Lua 5.4.
 local kiln = require "kiln"
-local H = dofile("tests/lua/helpers.lua")
+local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
+local H = dofile(here .. "helpers.lua")
 
 local function jit_only()
     if not H.luajit then pending("FFI views exist only under LuaJIT") end
@@ -210,7 +211,7 @@ describe("q:each_ffi()", function()
     end)
 
     it("hands a mod table views, in its top level and in its systems", function()
-        local M = dofile("tests/lua/mods_helpers.lua")
+        local M = dofile(here .. "mods_helpers.lua")
         local dir = M.folder()
         local w, mods = M.host()
         M.write(dir, "movers.lua", [[
