@@ -135,6 +135,7 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     pf_close(&t.w);
 }
 
+#define SCORE_SCHEMA "\"components\":[{\"name\":\"Score\",\"size\":16,\"fields\":[{\"name\":\"best\",\"type\":\"entity\",\"offset\":8,\"count\":1}]}]"
 #define POS_SCHEMA "\"components\":[{\"name\":\"Position\",\"size\":12,\"fields\":[{\"name\":\"x\",\"type\":\"float\",\"offset\":0,\"count\":1}]}]"
 
 static const struct {
@@ -169,6 +170,11 @@ static const struct {
      "kiln_load: at entities[0].id: 9007199254740993 is out of range"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1e300}}}]}",
      "kiln_load: at entities[0].components.Position.x: 1e+300 is out of range for a float"},
+    /* a saved handle past 64 bits, or not plain digits, is refused rather than clamped */
+    {"{\"kiln\":1,\"tick\":1," SCORE_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Score\":{\"best\":\"99999999999999999999\"}}}]}",
+     "kiln_load: at entities[0].components.Score.best: an unsigned integer (at most 64 bits) expected"},
+    {"{\"kiln\":1,\"tick\":1," SCORE_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Score\":{\"best\":\"+5\"}}}]}",
+     "kiln_load: at entities[0].components.Score.best: an unsigned integer expected"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":1}}}", 
      "kiln_load: at line 1 column 187 (byte 187): ']' expected near end of file"},
 };

@@ -10,79 +10,31 @@
 #include <jansson.h>
 
 #include "persist_internal.h"
+#include "scene_internal.h"
 
+/* The shared JSON reader (jvalue.c), call "kiln_load", entity fields as saved handles. */
 typedef struct jr {
-    kiln_world *world;
+    pz_json js;
     pz_doc *doc;
-    kiln_result r;
-    char path[200];
 } jr;
-
-static bool fail(jr *j, kiln_result code, const char *fmt, ...) {
-    if (j->r != KILN_OK) return false;
-    char detail[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof detail, fmt, ap);
-    va_end(ap);
-    j->r = kl_fail(j->world, code, "kiln_load: at %s: %s", j->path, detail);
-    return false;
-}
-
-/* Appends ".key" or "[i]" to the path; returns the old length to restore. */
-static size_t push_key(jr *j, const char *key) {
-    size_t n = strlen(j->path);
-    snprintf(j->path + n, sizeof j->path - n, "%s%.60s", n ? "." : "", key);
-    return n;
-}
-static size_t push_index(jr *j, size_t i) {
-    size_t n = strlen(j->path);
-    snprintf(j->path + n, sizeof j->path - n, "[%zu]", i);
-    return n;
-}
-static void pop(jr *j, size_t n) { j->path[n] = 0; }
-
-static const char *type_of(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-static bool expect(jr *j, const json_t *v, bool ok, const char *what) {
-    if (ok) return true;
-    return fail(j, KILN_ERR_INVALID_ARGUMENT, "%s expected, got %s", what, v ? type_of(v) : "nothing");
-}
 
 static void *arena(jr *j, size_t size) {
     void *p = pz_alloc(&j->doc->arena, size);
-    if (!p && j->r == KILN_OK) j->r = kl_fail(j->world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    if (!p && j->js.r == KILN_OK) j->js.r = kl_fail(j->js.world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     return p;
 }
 
-static bool integer_in(jr *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest) {
-    if (!expect(j, v, json_is_integer(v), "an integer")) return false;
-    *dest = json_integer_value(v);
-    if (*dest < lo || *dest > hi) return fail(j, KILN_ERR_INVALID_ARGUMENT, "%lld is out of range", (long long)*dest);
-    return true;
-}
-
 static bool hex_blob(jr *j, const json_t *v, pz_blob *dest, size_t want) {
-    if (!expect(j, v, json_is_string(v), "a hex string")) return false;
+    if (!pz_json_expect(&j->js, v, json_is_string(v), "a hex string")) return false;
     size_t n = json_string_length(v);
     const char *s = json_string_value(v);
     if (n % 2 || n / 2 > UINT32_MAX || (want != SIZE_MAX && n / 2 != want))
-        return fail(j, KILN_ERR_INVALID_ARGUMENT, "a hex string of %zu bytes expected", want == SIZE_MAX ? n / 2 : want);
+        return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "a hex string of %zu bytes expected", want == SIZE_MAX ? n / 2 : want);
     uint8_t *p = arena(j, n / 2 + 1);
     if (!p) return false;
     for (size_t i = 0; i < n; i++) {
         int c = s[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return fail(j, KILN_ERR_INVALID_ARGUMENT, "a hex string expected (bad digit at %zu)", i);
+        if (d < 0) return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "a hex string expected (bad digit at %zu)", i);
         p[i / 2] = (uint8_t)(p[i / 2] << 4 | d);
     }
     dest->data = p;
@@ -92,85 +44,21 @@ static bool hex_blob(jr *j, const json_t *v, pz_blob *dest, size_t want) {
 
 /* ---- values ---- */
 
-static bool number(jr *j, const json_t *v, double *dest) {
-    if (json_is_number(v)) return *dest = json_number_value(v), true;
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (strcmp(s, "nan") == 0) return *dest = NAN, true;
-        if (strcmp(s, "inf") == 0) return *dest = INFINITY, true;
-        if (strcmp(s, "-inf") == 0) return *dest = -INFINITY, true;
-    }
-    return expect(j, v, false, "a number");
-}
-
-static bool element(jr *j, const json_t *v, kiln_type type, uint8_t *p) {
-    json_int_t i;
-    double d;
-    switch (type) {
-    case KILN_TYPE_BOOL:
-        if (!expect(j, v, json_is_boolean(v), "a boolean")) return false;
-        *p = json_is_true(v);
-        return true;
-    case KILN_TYPE_INT8: if (!integer_in(j, v, INT8_MIN, INT8_MAX, &i)) return false; { int8_t x = (int8_t)i; memcpy(p, &x, 1); } return true;
-    case KILN_TYPE_INT16: if (!integer_in(j, v, INT16_MIN, INT16_MAX, &i)) return false; { int16_t x = (int16_t)i; memcpy(p, &x, 2); } return true;
-    case KILN_TYPE_INT32: if (!integer_in(j, v, INT32_MIN, INT32_MAX, &i)) return false; { int32_t x = (int32_t)i; memcpy(p, &x, 4); } return true;
-    case KILN_TYPE_INT64: if (!integer_in(j, v, INT64_MIN, INT64_MAX, &i)) return false; memcpy(p, &i, 8); return true;
-    case KILN_TYPE_UINT8: if (!integer_in(j, v, 0, UINT8_MAX, &i)) return false; *p = (uint8_t)i; return true;
-    case KILN_TYPE_UINT16: if (!integer_in(j, v, 0, UINT16_MAX, &i)) return false; { uint16_t x = (uint16_t)i; memcpy(p, &x, 2); } return true;
-    case KILN_TYPE_UINT32: if (!integer_in(j, v, 0, UINT32_MAX, &i)) return false; { uint32_t x = (uint32_t)i; memcpy(p, &x, 4); } return true;
-    case KILN_TYPE_UINT64:
-    case KILN_TYPE_ENTITY: {
-        uint64_t u;
-        if (json_is_string(v)) {
-            const char *s = json_string_value(v);
-            char *end;
-            if (!*s || *s == '-' || *s == ' ') return fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
-            u = strtoull(s, &end, 10);
-            if (*end) return fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
-        } else {
-            if (!integer_in(j, v, 0, INT64_MAX, &i)) return false;
-            u = (uint64_t)i;
-        }
-        memcpy(p, &u, 8);
-        return true;
-    }
-    case KILN_TYPE_FLOAT: {
-        if (!number(j, v, &d)) return false;
-        float f = (float)d;
-        if (isfinite(d) && !isfinite(f)) return fail(j, KILN_ERR_INVALID_ARGUMENT, "%g is out of range for a float", d);
-        memcpy(p, &f, 4);
-        return true;
-    }
-    case KILN_TYPE_DOUBLE: if (!number(j, v, &d)) return false; memcpy(p, &d, 8); return true;
-    default: {
-        size_t n = kiln_type_size(type) / 4;
-        if (!expect(j, v, json_is_array(v) && json_array_size(v) == n, "an array of floats of the vector's size")) return false;
-        for (size_t k = 0; k < n; k++) {
-            size_t mark = push_index(j, k);
-            bool ok = element(j, json_array_get(v, k), KILN_TYPE_FLOAT, p + 4 * k);
-            pop(j, mark);
-            if (!ok) return false;
-        }
-        return true;
-    }
-    }
-}
-
 static bool field(jr *j, const json_t *v, const pz_field *f, uint8_t *value) {
     uint8_t *p = value + f->offset;
     if (f->type == KILN_TYPE_CHAR) {
-        if (!expect(j, v, json_is_string(v), "a string")) return false;
+        if (!pz_json_expect(&j->js, v, json_is_string(v), "a string")) return false;
         size_t n = json_string_length(v);
-        if (n > f->count) return fail(j, KILN_ERR_INVALID_ARGUMENT, "a string of at most %u bytes expected", (unsigned)f->count);
+        if (n > f->count) return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "a string of at most %u bytes expected", (unsigned)f->count);
         memcpy(p, json_string_value(v), n);
         return true;
     }
-    if (f->count == 1) return element(j, v, f->type, p);
-    if (!expect(j, v, json_is_array(v) && json_array_size(v) == f->count, "an array of the field's count")) return false;
+    if (f->count == 1) return pz_json_element(&j->js, v, f->type, p);
+    if (!pz_json_expect(&j->js, v, json_is_array(v) && json_array_size(v) == f->count, "an array of the field's count")) return false;
     for (uint32_t k = 0; k < f->count; k++) {
-        size_t mark = push_index(j, k);
-        bool ok = element(j, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));
-        pop(j, mark);
+        size_t mark = pz_json_index(&j->js, k);
+        bool ok = pz_json_element(&j->js, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));
+        pz_json_pop(&j->js, mark);
         if (!ok) return false;
     }
     return true;
@@ -178,8 +66,8 @@ static bool field(jr *j, const json_t *v, const pz_field *f, uint8_t *value) {
 
 /* A value of schema s into value (s->size zeroed bytes) or blob. */
 static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_blob *blob) {
-    if (j->r != KILN_OK) return false; /* an allocation for out or blob failed */
-    if (s->size == 0) return expect(j, v, json_is_true(v), "true (a tag)");
+    if (j->js.r != KILN_OK) return false; /* an allocation for out or blob failed */
+    if (s->size == 0) return pz_json_expect(&j->js, v, json_is_true(v), "true (a tag)");
     if (s->codec) return hex_blob(j, v, blob, SIZE_MAX);
     if (s->field_count == 0) {
         pz_blob b;
@@ -187,16 +75,16 @@ static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_b
         memcpy(out, b.data, s->size);
         return true;
     }
-    if (!expect(j, v, json_is_object(v), "an object of fields")) return false;
+    if (!pz_json_expect(&j->js, v, json_is_object(v), "an object of fields")) return false;
     const char *key;
     json_t *fv;
     json_object_foreach((json_t *)v, key, fv) {
         const pz_field *f = NULL;
         for (int32_t k = 0; k < s->field_count && !f; k++)
             if (strcmp(s->fields[k].name, key) == 0) f = &s->fields[k];
-        size_t mark = push_key(j, key);
-        bool ok = f ? field(j, fv, f, out) : fail(j, KILN_ERR_INVALID_ARGUMENT, "'%s' has no such field", s->name);
-        pop(j, mark);
+        size_t mark = pz_json_key(&j->js, key);
+        bool ok = f ? field(j, fv, f, out) : pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "'%s' has no such field", s->name);
+        pz_json_pop(&j->js, mark);
         if (!ok) return false;
     }
     return true;
@@ -211,75 +99,75 @@ static kiln_type type_named(const char *name) {
 }
 
 static const char *name_of(jr *j, const json_t *v) {
-    if (!expect(j, v, json_is_string(v), "a name (string)")) return NULL;
+    if (!pz_json_expect(&j->js, v, json_is_string(v), "a name (string)")) return NULL;
     size_t n = json_string_length(v);
     if (n == 0 || n > KILN_MAX_NAME || strlen(json_string_value(v)) != n)
-        return fail(j, KILN_ERR_INVALID_ARGUMENT, "a name of 1..63 bytes without NUL expected"), NULL;
+        return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "a name of 1..63 bytes without NUL expected"), NULL;
     char *copy = arena(j, n + 1); /* the tree is freed before the commit */
     if (copy) memcpy(copy, json_string_value(v), n);
     return copy;
 }
 
 static bool schema_field(jr *j, const json_t *v, pz_schema *s, int32_t f) {
-    if (!expect(j, v, json_is_object(v), "a field object")) return false;
+    if (!pz_json_expect(&j->js, v, json_is_object(v), "a field object")) return false;
     pz_field *fd = &s->fields[f];
-    size_t mark = push_key(j, "name");
+    size_t mark = pz_json_key(&j->js, "name");
     fd->name = name_of(j, json_object_get(v, "name"));
-    pop(j, mark);
-    mark = push_key(j, "type");
+    pz_json_pop(&j->js, mark);
+    mark = pz_json_key(&j->js, "type");
     const json_t *t = json_object_get(v, "type");
-    if (expect(j, t, json_is_string(t), "a type name") && (fd->type = type_named(json_string_value(t))) == KILN_TYPE_NONE)
-        fail(j, KILN_ERR_INVALID_ARGUMENT, "unknown type '%.40s'", json_string_value(t));
-    pop(j, mark);
+    if (pz_json_expect(&j->js, t, json_is_string(t), "a type name") && (fd->type = type_named(json_string_value(t))) == KILN_TYPE_NONE)
+        pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "unknown type '%.40s'", json_string_value(t));
+    pz_json_pop(&j->js, mark);
     json_int_t off = 0, count = 0;
-    mark = push_key(j, "offset");
-    integer_in(j, json_object_get(v, "offset"), 0, 1 << 24, &off);
-    pop(j, mark);
-    mark = push_key(j, "count");
-    integer_in(j, json_object_get(v, "count"), 1, 1 << 24, &count);
-    pop(j, mark);
-    if (j->r != KILN_OK) return false;
+    mark = pz_json_key(&j->js, "offset");
+    pz_json_integer_in(&j->js, json_object_get(v, "offset"), 0, 1 << 24, &off);
+    pz_json_pop(&j->js, mark);
+    mark = pz_json_key(&j->js, "count");
+    pz_json_integer_in(&j->js, json_object_get(v, "count"), 1, 1 << 24, &count);
+    pz_json_pop(&j->js, mark);
+    if (j->js.r != KILN_OK) return false;
     fd->offset = (uint32_t)off;
     fd->count = (uint32_t)count;
     if ((uint64_t)off + (uint64_t)count * kiln_type_size(fd->type) > s->size)
-        return fail(j, KILN_ERR_INVALID_ARGUMENT, "field '%s' lies outside its component", fd->name);
+        return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "field '%s' lies outside its component", fd->name);
     for (int32_t g = 0; g < f; g++)
         if (strcmp(s->fields[g].name, fd->name) == 0)
-            return fail(j, KILN_ERR_INVALID_ARGUMENT, "field '%s' appears twice", fd->name);
+            return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "field '%s' appears twice", fd->name);
     return true;
 }
 
 static bool schema(jr *j, const json_t *v, pz_schema *s) {
-    if (!expect(j, v, json_is_object(v), "a component object")) return false;
-    size_t mark = push_key(j, "name");
+    if (!pz_json_expect(&j->js, v, json_is_object(v), "a component object")) return false;
+    size_t mark = pz_json_key(&j->js, "name");
     s->name = name_of(j, json_object_get(v, "name"));
-    pop(j, mark);
+    pz_json_pop(&j->js, mark);
     json_int_t size = 0;
-    mark = push_key(j, "size");
-    integer_in(j, json_object_get(v, "size"), 0, 1 << 24, &size);
-    pop(j, mark);
+    mark = pz_json_key(&j->js, "size");
+    pz_json_integer_in(&j->js, json_object_get(v, "size"), 0, 1 << 24, &size);
+    pz_json_pop(&j->js, mark);
     s->size = (uint32_t)size;
     const json_t *codec = json_object_get(v, "codec");
-    mark = push_key(j, "codec");
-    if (codec && expect(j, codec, json_is_boolean(codec), "a boolean")) s->codec = json_is_true(codec);
-    if (s->codec && s->size == 0) fail(j, KILN_ERR_INVALID_ARGUMENT, "a tag cannot have a codec");
-    pop(j, mark);
+    mark = pz_json_key(&j->js, "codec");
+    if (codec && pz_json_expect(&j->js, codec, json_is_boolean(codec), "a boolean")) s->codec = json_is_true(codec);
+    if (s->codec && s->size == 0) pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "a tag cannot have a codec");
+    pz_json_pop(&j->js, mark);
     const json_t *fields = json_object_get(v, "fields");
-    if (j->r != KILN_OK || !fields) return j->r == KILN_OK;
-    mark = push_key(j, "fields");
-    if (expect(j, fields, json_is_array(fields) && json_array_size(fields) <= KILN_MAX_FIELDS,
+    if (j->js.r != KILN_OK || !fields) return j->js.r == KILN_OK;
+    mark = pz_json_key(&j->js, "fields");
+    if (pz_json_expect(&j->js, fields, json_is_array(fields) && json_array_size(fields) <= KILN_MAX_FIELDS,
                "an array of at most 64 fields")) {
         s->field_count = (int32_t)json_array_size(fields);
         s->fields = arena(j, sizeof(pz_field) * ((size_t)s->field_count + 1));
         for (int32_t f = 0; f < s->field_count && s->fields; f++) {
-            size_t m2 = push_index(j, (size_t)f);
+            size_t m2 = pz_json_index(&j->js, (size_t)f);
             bool ok = schema_field(j, json_array_get(fields, (size_t)f), s, f);
-            pop(j, m2);
+            pz_json_pop(&j->js, m2);
             if (!ok) break;
         }
     }
-    pop(j, mark);
-    return j->r == KILN_OK;
+    pz_json_pop(&j->js, mark);
+    return j->js.r == KILN_OK;
 }
 
 static int32_t schema_index(const pz_doc *doc, const char *name) {
@@ -295,7 +183,7 @@ static int32_t entity_types(jr *j, const json_t *comps, uint32_t *types) {
     json_t *cv;
     json_object_foreach((json_t *)comps, key, cv) {
         int32_t idx = schema_index(j->doc, key);
-        if (idx < 0) return fail(j, KILN_ERR_INVALID_ARGUMENT, "'%.60s' is not in the components list", key), -1;
+        if (idx < 0) return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "'%.60s' is not in the components list", key), -1;
         int32_t k = n++;
         while (k > 0 && types[k - 1] > (uint32_t)idx) types[k] = types[k - 1], k--;
         types[k] = (uint32_t)idx;
@@ -304,15 +192,15 @@ static int32_t entity_types(jr *j, const json_t *comps, uint32_t *types) {
 }
 
 static const json_t *entity_components(jr *j, const json_t *ent, json_int_t *id) {
-    if (!expect(j, ent, json_is_object(ent), "an entity object")) return NULL;
-    size_t mark = push_key(j, "id");
-    integer_in(j, json_object_get(ent, "id"), 1, ((json_int_t)1 << 53) - 1, id);
-    pop(j, mark);
-    mark = push_key(j, "components");
+    if (!pz_json_expect(&j->js, ent, json_is_object(ent), "an entity object")) return NULL;
+    size_t mark = pz_json_key(&j->js, "id");
+    pz_json_integer_in(&j->js, json_object_get(ent, "id"), 1, ((json_int_t)1 << 53) - 1, id);
+    pz_json_pop(&j->js, mark);
+    mark = pz_json_key(&j->js, "components");
     const json_t *comps = json_object_get(ent, "components");
-    expect(j, comps, json_is_object(comps), "an object of components");
-    pop(j, mark);
-    return j->r == KILN_OK ? comps : NULL;
+    pz_json_expect(&j->js, comps, json_is_object(comps), "an object of components");
+    pz_json_pop(&j->js, mark);
+    return j->js.r == KILN_OK ? comps : NULL;
 }
 
 /* Pass 1: runs of entities with the same component set become groups. */
@@ -322,13 +210,13 @@ static bool plan_groups(jr *j, const json_t *ents, uint32_t *group_of, uint32_t 
     uint32_t *prev = scratch, *cur = scratch + doc->schema_count + 1;
     int32_t prev_n = -1;
     for (size_t i = 0; i < n; i++) {
-        size_t mark = push_index(j, i);
+        size_t mark = pz_json_index(&j->js, i);
         json_int_t id;
         const json_t *comps = entity_components(j, json_array_get(ents, i), &id);
-        size_t m2 = push_key(j, "components");
+        size_t m2 = pz_json_key(&j->js, "components");
         int32_t tc = comps ? entity_types(j, comps, cur) : -1;
-        pop(j, m2);
-        pop(j, mark);
+        pz_json_pop(&j->js, m2);
+        pz_json_pop(&j->js, mark);
         if (tc < 0) return false;
         if (tc != prev_n || memcmp(cur, prev, sizeof(uint32_t) * (size_t)tc) != 0) {
             doc->group_count++;
@@ -356,7 +244,7 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
         gr->values = arena(j, sizeof(uint8_t *) * ((size_t)doc->schema_count + 1));
         gr->blobs = arena(j, sizeof(pz_blob *) * ((size_t)doc->schema_count + 1));
         gr->handles = handles[g] = arena(j, sizeof(kiln_entity) * (size_t)gr->count);
-        if (j->r != KILN_OK) return false;
+        if (j->js.r != KILN_OK) return false;
         gr->type_count = entity_types(j, json_object_get(json_array_get(ents, start), "components"), gr->types);
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
@@ -374,34 +262,34 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
         const json_t *comps = json_object_get(ent, "components");
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
-            size_t mark = push_index(j, i);
-            push_key(j, "components");
-            push_key(j, s->name);
+            size_t mark = pz_json_index(&j->js, i);
+            pz_json_key(&j->js, "components");
+            pz_json_key(&j->js, s->name);
             bool ok = value(j, json_object_get(comps, s->name), s,
                             gr->values[t] ? (uint8_t *)gr->values[t] + (size_t)r * s->size : NULL,
                             gr->blobs[t] ? &gr->blobs[t][r] : NULL);
-            pop(j, mark);
+            pz_json_pop(&j->js, mark);
             if (!ok) return false;
         }
     }
-    return j->r == KILN_OK;
+    return j->js.r == KILN_OK;
 }
 
 static bool resources(jr *j, const json_t *res) {
     pz_doc *doc = j->doc;
-    if (!expect(j, res, json_is_object(res), "an object of resources")) return false;
+    if (!pz_json_expect(&j->js, res, json_is_object(res), "an object of resources")) return false;
     doc->resources = arena(j, sizeof(pz_resource) * (json_object_size(res) + 1));
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)res, key, v) {
         if (!doc->resources) return false;
-        size_t mark = push_key(j, key);
+        size_t mark = pz_json_key(&j->js, key);
         int32_t idx = schema_index(doc, key);
         pz_resource *r = &doc->resources[doc->resource_count];
         const pz_schema *s = idx >= 0 ? &doc->schemas[idx] : NULL;
         uint8_t *out = s && s->size && !s->codec ? arena(j, s->size) : NULL;
-        bool ok = s ? value(j, v, s, out, &r->blob) : fail(j, KILN_ERR_INVALID_ARGUMENT, "not in the components list");
-        pop(j, mark);
+        bool ok = s ? value(j, v, s, out, &r->blob) : pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "not in the components list");
+        pz_json_pop(&j->js, mark);
         if (!ok) return false;
         r->schema = (uint32_t)idx;
         r->value = out;
@@ -418,56 +306,56 @@ static bool document(jr *j, const json_t *root) {
     json_object_foreach((json_t *)root, key, v) {
         bool known = false;
         for (int k = 0; keys[k] && !known; k++) known = strcmp(keys[k], key) == 0;
-        if (!known) return push_key(j, key), fail(j, KILN_ERR_INVALID_ARGUMENT, "unknown key");
+        if (!known) return pz_json_key(&j->js, key), pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "unknown key");
     }
     json_int_t version = 0, tick = 0;
-    size_t mark = push_key(j, "kiln");
-    if (integer_in(j, json_object_get(root, "kiln"), 0, INT32_MAX, &version) && version != KILN_PERSIST_JSON_VERSION)
-        fail(j, KILN_ERR_INVALID_ARGUMENT, "version %lld is not supported (this build reads version 1)", (long long)version);
-    pop(j, mark);
-    mark = push_key(j, "tick");
-    integer_in(j, json_object_get(root, "tick"), 0, UINT32_MAX, &tick);
-    pop(j, mark);
+    size_t mark = pz_json_key(&j->js, "kiln");
+    if (pz_json_integer_in(&j->js, json_object_get(root, "kiln"), 0, INT32_MAX, &version) && version != KILN_PERSIST_JSON_VERSION)
+        pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "version %lld is not supported (this build reads version 1)", (long long)version);
+    pz_json_pop(&j->js, mark);
+    mark = pz_json_key(&j->js, "tick");
+    pz_json_integer_in(&j->js, json_object_get(root, "tick"), 0, UINT32_MAX, &tick);
+    pz_json_pop(&j->js, mark);
     doc->tick = (kiln_tick)tick;
     const json_t *comps = json_object_get(root, "components");
-    mark = push_key(j, "components");
-    if (expect(j, comps, json_is_array(comps), "an array of components")) {
+    mark = pz_json_key(&j->js, "components");
+    if (pz_json_expect(&j->js, comps, json_is_array(comps), "an array of components")) {
         doc->schema_count = (uint32_t)json_array_size(comps);
         doc->schemas = arena(j, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
         for (uint32_t i = 0; i < doc->schema_count && doc->schemas; i++) {
-            size_t m2 = push_index(j, i);
+            size_t m2 = pz_json_index(&j->js, i);
             bool ok = schema(j, json_array_get(comps, i), &doc->schemas[i]);
             if (ok && schema_index(doc, doc->schemas[i].name) != (int32_t)i)
-                ok = fail(j, KILN_ERR_INVALID_ARGUMENT, "component '%s' appears twice", doc->schemas[i].name);
-            pop(j, m2);
+                ok = pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "component '%s' appears twice", doc->schemas[i].name);
+            pz_json_pop(&j->js, m2);
             if (!ok) break;
         }
     }
-    pop(j, mark);
-    if (j->r != KILN_OK) return false;
+    pz_json_pop(&j->js, mark);
+    if (j->js.r != KILN_OK) return false;
     const json_t *ents = json_object_get(root, "entities");
-    mark = push_key(j, "entities");
-    if (expect(j, ents, json_is_array(ents), "an array of entities")) {
+    mark = pz_json_key(&j->js, "entities");
+    if (pz_json_expect(&j->js, ents, json_is_array(ents), "an array of entities")) {
         size_t n = json_array_size(ents);
         doc->entity_count = (int64_t)n;
         uint32_t *group_of = arena(j, sizeof(uint32_t) * (n + 1));
         uint32_t *scratch = arena(j, sizeof(uint32_t) * 2 * ((size_t)doc->schema_count + 1));
         if (group_of && scratch && plan_groups(j, ents, group_of, scratch)) fill_groups(j, ents, group_of);
     }
-    pop(j, mark);
+    pz_json_pop(&j->js, mark);
     const json_t *res = json_object_get(root, "resources");
-    if (j->r == KILN_OK && res) {
-        mark = push_key(j, "resources");
+    if (j->js.r == KILN_OK && res) {
+        mark = pz_json_key(&j->js, "resources");
         resources(j, res);
-        pop(j, mark);
+        pz_json_pop(&j->js, mark);
     }
     const json_t *host = json_object_get(root, "host");
-    if (j->r == KILN_OK && host) {
-        mark = push_key(j, "host");
+    if (j->js.r == KILN_OK && host) {
+        mark = pz_json_key(&j->js, "host");
         doc->has_host = hex_blob(j, host, &doc->host, SIZE_MAX);
-        pop(j, mark);
+        pz_json_pop(&j->js, mark);
     }
-    return j->r == KILN_OK;
+    return j->js.r == KILN_OK;
 }
 
 kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
@@ -476,13 +364,13 @@ kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, p
     if (!root)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at line %d column %d (byte %d): %.120s",
                        err.line, err.column, err.position, err.text);
-    jr j = {world, doc, KILN_OK, ""};
+    jr j = {{.world = world, .call = "kiln_load"}, doc};
     if (!json_is_object(root)) {
-        snprintf(j.path, sizeof j.path, "the top level");
-        expect(&j, root, false, "an object");
+        snprintf(j.js.path, sizeof j.js.path, "the top level");
+        pz_json_expect(&j.js, root, false, "an object");
     } else {
         document(&j, root);
     }
     json_decref(root);
-    return j.r;
+    return j.js.r;
 }

@@ -93,14 +93,14 @@ json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
 
 /* ---- reading ---- */
 
-static bool integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest) {
+bool pz_json_integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest) {
     if (!pz_json_expect(j, v, json_is_integer(v), "an integer")) return false;
     *dest = json_integer_value(v);
     if (*dest < lo || *dest > hi) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%lld is out of range", (long long)*dest);
     return true;
 }
 
-static bool read_number(pz_json *j, const json_t *v, double *dest) {
+bool pz_json_number(pz_json *j, const json_t *v, double *dest) {
     if (json_is_number(v)) return *dest = json_number_value(v), true;
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
@@ -126,7 +126,27 @@ static bool entity_number(pz_json *j, const json_t *v, uint8_t *p) {
     return true;
 }
 
-static bool element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
+/* A uint64 as a number or, past INT64_MAX, a string of decimal digits. */
+static bool unsigned64(pz_json *j, const json_t *v, uint8_t *p) {
+    uint64_t u;
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        if (!*s || *s < '0' || *s > '9') return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
+        errno = 0;
+        u = strtoull(s, &end, 10);
+        if (*end || errno == ERANGE)
+            return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer (at most 64 bits) expected");
+    } else {
+        json_int_t i;
+        if (!pz_json_integer_in(j, v, 0, INT64_MAX, &i)) return false;
+        u = (uint64_t)i;
+    }
+    memcpy(p, &u, 8);
+    return true;
+}
+
+bool pz_json_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
     json_int_t i;
     double d;
     switch (type) {
@@ -134,44 +154,31 @@ static bool element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
         if (!pz_json_expect(j, v, json_is_boolean(v), "a boolean")) return false;
         *p = json_is_true(v);
         return true;
-    case KILN_TYPE_INT8: if (!integer_in(j, v, INT8_MIN, INT8_MAX, &i)) return false; { int8_t x = (int8_t)i; memcpy(p, &x, 1); } return true;
-    case KILN_TYPE_INT16: if (!integer_in(j, v, INT16_MIN, INT16_MAX, &i)) return false; { int16_t x = (int16_t)i; memcpy(p, &x, 2); } return true;
-    case KILN_TYPE_INT32: if (!integer_in(j, v, INT32_MIN, INT32_MAX, &i)) return false; { int32_t x = (int32_t)i; memcpy(p, &x, 4); } return true;
-    case KILN_TYPE_INT64: if (!integer_in(j, v, INT64_MIN, INT64_MAX, &i)) return false; memcpy(p, &i, 8); return true;
-    case KILN_TYPE_UINT8: if (!integer_in(j, v, 0, UINT8_MAX, &i)) return false; *p = (uint8_t)i; return true;
-    case KILN_TYPE_UINT16: if (!integer_in(j, v, 0, UINT16_MAX, &i)) return false; { uint16_t x = (uint16_t)i; memcpy(p, &x, 2); } return true;
-    case KILN_TYPE_UINT32: if (!integer_in(j, v, 0, UINT32_MAX, &i)) return false; { uint32_t x = (uint32_t)i; memcpy(p, &x, 4); } return true;
-    case KILN_TYPE_UINT64: {
-        uint64_t u;
-        if (json_is_string(v)) {
-            const char *s = json_string_value(v);
-            char *end;
-            if (!*s || *s < '0' || *s > '9') return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
-            u = strtoull(s, &end, 10);
-            if (*end) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
-        } else {
-            if (!integer_in(j, v, 0, INT64_MAX, &i)) return false;
-            u = (uint64_t)i;
-        }
-        memcpy(p, &u, 8);
-        return true;
-    }
-    case KILN_TYPE_ENTITY: return entity_number(j, v, p);
+    case KILN_TYPE_INT8: if (!pz_json_integer_in(j, v, INT8_MIN, INT8_MAX, &i)) return false; { int8_t x = (int8_t)i; memcpy(p, &x, 1); } return true;
+    case KILN_TYPE_INT16: if (!pz_json_integer_in(j, v, INT16_MIN, INT16_MAX, &i)) return false; { int16_t x = (int16_t)i; memcpy(p, &x, 2); } return true;
+    case KILN_TYPE_INT32: if (!pz_json_integer_in(j, v, INT32_MIN, INT32_MAX, &i)) return false; { int32_t x = (int32_t)i; memcpy(p, &x, 4); } return true;
+    case KILN_TYPE_INT64: if (!pz_json_integer_in(j, v, INT64_MIN, INT64_MAX, &i)) return false; memcpy(p, &i, 8); return true;
+    case KILN_TYPE_UINT8: if (!pz_json_integer_in(j, v, 0, UINT8_MAX, &i)) return false; *p = (uint8_t)i; return true;
+    case KILN_TYPE_UINT16: if (!pz_json_integer_in(j, v, 0, UINT16_MAX, &i)) return false; { uint16_t x = (uint16_t)i; memcpy(p, &x, 2); } return true;
+    case KILN_TYPE_UINT32: if (!pz_json_integer_in(j, v, 0, UINT32_MAX, &i)) return false; { uint32_t x = (uint32_t)i; memcpy(p, &x, 4); } return true;
+    case KILN_TYPE_ENTITY:
+        return j->ref_what ? entity_number(j, v, p) : unsigned64(j, v, p); /* a saved handle */
+    case KILN_TYPE_UINT64: return unsigned64(j, v, p);
     case KILN_TYPE_FLOAT: {
-        if (!read_number(j, v, &d)) return false;
+        if (!pz_json_number(j, v, &d)) return false;
         float f = (float)d;
         if (isfinite(d) && !isfinite(f)) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%g is out of range for a float", d);
         memcpy(p, &f, 4);
         return true;
     }
-    case KILN_TYPE_DOUBLE: if (!read_number(j, v, &d)) return false; memcpy(p, &d, 8); return true;
+    case KILN_TYPE_DOUBLE: if (!pz_json_number(j, v, &d)) return false; memcpy(p, &d, 8); return true;
     default: {
         size_t n = kiln_type_size(type) / 4;
         if (!pz_json_expect(j, v, json_is_array(v) && json_array_size(v) == n, "an array of floats of the vector's size"))
             return false;
         for (size_t k = 0; k < n; k++) {
             size_t mark = pz_json_index(j, k);
-            bool ok = element(j, json_array_get(v, k), KILN_TYPE_FLOAT, p + 4 * k);
+            bool ok = pz_json_element(j, json_array_get(v, k), KILN_TYPE_FLOAT, p + 4 * k);
             pz_json_pop(j, mark);
             if (!ok) return false;
         }
@@ -192,12 +199,12 @@ static bool field(pz_json *j, const json_t *v, const kiln_field *f, uint8_t *val
         memcpy(p, json_string_value(v), n);
         return true;
     }
-    if (count == 1) return element(j, v, f->type, p);
+    if (count == 1) return pz_json_element(j, v, f->type, p);
     if (!pz_json_expect(j, v, json_is_array(v) && json_array_size(v) == count, "an array of the field's count"))
         return false;
     for (uint32_t k = 0; k < count; k++) {
         size_t mark = pz_json_index(j, k);
-        bool ok = element(j, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));
+        bool ok = pz_json_element(j, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));
         pz_json_pop(j, mark);
         if (!ok) return false;
     }

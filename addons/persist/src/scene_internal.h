@@ -69,6 +69,14 @@ KL_HIDDEN size_t pz_json_index(pz_json *j, size_t i);
 KL_HIDDEN void pz_json_pop(pz_json *j, size_t mark);
 KL_HIDDEN bool pz_json_expect(pz_json *j, const json_t *v, bool ok, const char *what);
 /* Fails naming the first key of object v that is not in keys (NULL-terminated). */
+/* One value of type from v into p, the path naming it on failure: the integer kinds within
+ * their range, floats and doubles (also "nan", "inf", "-inf"), uint64 as a number or a decimal
+ * string, vectors as arrays of floats; an entity as a number in 1..ref_max (or null) mapped
+ * through ref_map, or, when ref_what is NULL, as a saved handle like a uint64. */
+KL_HIDDEN bool pz_json_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p);
+KL_HIDDEN bool pz_json_integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest);
+/* A number, or one of the strings "nan", "inf", "-inf". */
+KL_HIDDEN bool pz_json_number(pz_json *j, const json_t *v, double *dest);
 KL_HIDDEN bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys);
 /* Parses text (syntax errors say line, column and byte); NULL with the error set. */
 KL_HIDDEN json_t *pz_json_parse(pz_json *j, const void *data, size_t size);
