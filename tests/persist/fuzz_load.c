@@ -9,31 +9,9 @@
 #include "kiln_persist.h"
 #include "kiln_transform.h"
 
+#include "fuzz_world.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static kiln_component reg(kiln_world *w, const char *name, size_t size, const kiln_field *f, int32_t n) {
-    kiln_component id = 0;
-    kiln_component_desc d = {.name = name, .size = size, .fields = f, .field_count = n};
-    if (kiln_component_register(w, &d, &id) != KILN_OK) abort();
-    return id;
-}
-
-/* The components tests/persist/make_corpus.lua saves (the Lua specs' usual world plus Link). */
-static kiln_world *open_world(void) {
-    static const kiln_field xy[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0}};
-    static const kiln_field health[] = {{"hp", KILN_TYPE_INT32, 0, 0}, {"max", KILN_TYPE_INT32, 4, 0}};
-    static const kiln_field link[] = {{"target", KILN_TYPE_ENTITY, 0, 0}, {"pair", KILN_TYPE_ENTITY, 8, 2}};
-    kiln_world *w = kiln_world_create(NULL);
-    reg(w, "Position", 8, xy, 2);
-    reg(w, "Velocity", 8, xy, 2);
-    reg(w, "Health", 8, health, 2);
-    reg(w, "Frozen", 0, NULL, 0);
-    reg(w, "Link", 24, link, 2);
-    if (kiln_transform_init(w, NULL) != KILN_OK) abort();
-    kiln_entity e;
-    kiln_spawn(w, &e); /* a used world: loads remap */
-    return w;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* Steer every input to the loader under test. */
@@ -49,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size > 8 ? size : 8;
     if (size > 8) memcpy(buf + 8, data + 8, size - 8);
 #endif
-    kiln_world *w = open_world();
+    kiln_world *w = fuzz_open_world();
     uint64_t before = kiln_world_hash(w);
     int64_t count = kiln_entity_count(w);
     kiln_load_desc d = {.skip_unknown = size % 2 == 1};

@@ -10,30 +10,9 @@
 #include "kiln_persist.h"
 #include "kiln_transform.h"
 
+#include "fuzz_world.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void reg(kiln_world *w, const char *name, size_t size, const kiln_field *f, int32_t n) {
-    kiln_component id = 0;
-    kiln_component_desc d = {.name = name, .size = size, .fields = f, .field_count = n};
-    if (kiln_component_register(w, &d, &id) != KILN_OK) abort();
-}
-
-/* The components of the seed corpus in tests/persist/corpus/{prefab,scene}. */
-static kiln_world *open_world(void) {
-    static const kiln_field xy[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0}};
-    static const kiln_field health[] = {{"hp", KILN_TYPE_INT32, 0, 0}, {"max", KILN_TYPE_INT32, 4, 0}};
-    static const kiln_field link[] = {{"target", KILN_TYPE_ENTITY, 0, 0}, {"pair", KILN_TYPE_ENTITY, 8, 2}};
-    kiln_world *w = kiln_world_create(NULL);
-    reg(w, "Position", 8, xy, 2);
-    reg(w, "Velocity", 8, xy, 2);
-    reg(w, "Health", 8, health, 2);
-    reg(w, "Frozen", 0, NULL, 0);
-    reg(w, "Link", 24, link, 2);
-    if (kiln_transform_init(w, NULL) != KILN_OK) abort();
-    kiln_entity e;
-    kiln_spawn(w, &e);
-    return w;
-}
 
 static const char ship[] = "{\"components\": {\"Position\": {\"x\": 1}}, \"children\": "
                            "[{\"components\": {\"Link\": {\"target\": 1}}}]}";
@@ -54,7 +33,7 @@ static bool append(void *ud, const void *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    kiln_world *w = open_world();
+    kiln_world *w = fuzz_open_world();
     uint64_t before = kiln_world_hash(w);
     int64_t count = kiln_entity_count(w);
 #ifdef FUZZ_PREFAB
@@ -88,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             kiln_export_desc e = {.roots = roots, .root_count = (int32_t)n};
             text out = {NULL, 0};
             if (kiln_export(w, &e, append, &out) != KILN_OK) abort();
-            kiln_world *again = open_world();
+            kiln_world *again = fuzz_open_world();
             kiln_instance *copy = NULL;
             if (kiln_instantiate(again, out.data, out.size, NULL, &copy) != KILN_OK) abort();
             if (kiln_instance_spawned(copy, NULL, 0) != kiln_instance_spawned(inst, NULL, 0)) abort();
