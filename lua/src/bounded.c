@@ -66,11 +66,12 @@ static int64_t cost_of_dump(const dump_buf *b) {
     at += 3 + nsize_int + nsize_num + 1; /* check integer, check number, upvalue count */
     size_t source, n;
     if (!read_size(b, &at, &source)) return -1;
+    if (source > b->len) return -1;
     if (source > 0) at += source - 1;           /* the source name (absent when stripped) */
     size_t ignored;
     if (!read_size(b, &at, &ignored) || !read_size(b, &at, &ignored)) return -1; /* lines */
     at += 3;                                     /* parameters, vararg flag, stack size */
-    if (!read_size(b, &at, &n) || n == 0 || n > (b->len - at) / 4) return -1;
+    if (at >= b->len || !read_size(b, &at, &n) || n == 0 || n > (b->len - at) / 4) return -1;
     for (size_t i = 0; i < n; i++, at += 4) {
         uint32_t ins;
         memcpy(&ins, b->bytes + at, 4);
