@@ -50,7 +50,7 @@ ifeq ($(VERSION_MAJOR),)
 $(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
 endif
 
-.PHONY: test-layout FORCE docs test-install test-premake bench-median bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -285,6 +285,8 @@ bench:
 # The whole benchmark three times; per case the run with the median ratio goes to the file.
 bench-median:
 	$(BENCH_BUILD) build-bench/bench/core_bench build-bench/lua/kiln.so build-bench/bench/mixed_host
+	@if command -v luajit >/dev/null 2>&1; then $(MAKE) --no-print-directory bench-jit-build; \
+	else echo "luajit is not installed: the jit_* cases are not run"; fi
 	bench/median_runs.sh 3 $(BENCH_RESULTS)
 	LUA_CPATH="build-bench/lua/?.so" lua5.4 bench/lua/mods_bench.lua --runs 3 --json $(BENCH_RESULTS)
 
@@ -295,14 +297,17 @@ bench-quick:
 
 # The LuaJIT cases (jit_each, jit_bulk, jit_spawn, jit_garbage, and jit_mixed_frame: mixed_host
 # built against LuaJIT), in build-bench-jit; `make bench` runs them when luajit is installed.
-bench-jit:
+bench-jit: bench-jit-build
+	@mkdir -p build-bench
+	LUA_CPATH="build-bench-jit/lua/?.so" luajit bench/lua/jit_bench.lua --json $(BENCH_RESULTS)
+	build-bench-jit/bench/mixed_host --case jit_mixed_frame --json $(BENCH_RESULTS)
+
+# The LuaJIT build of the benchmarks (the module and mixed_host), for bench-jit and bench-median.
+bench-jit-build:
 	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" LUA_CFLAGS="$(JIT_CFLAGS)" \
 	    LUA_LIBS="$(JIT_LIBS)" build-bench-jit/lua/kiln.so
 	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" \
 	    LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" LUA_LIBS="$(JIT_LIBS)" build-bench-jit/bench/mixed_host
-	@mkdir -p build-bench
-	LUA_CPATH="build-bench-jit/lua/?.so" luajit bench/lua/jit_bench.lua --json $(BENCH_RESULTS)
-	build-bench-jit/bench/mixed_host --case jit_mixed_frame --json $(BENCH_RESULTS)
 
 bench-callgrind:
 	$(BENCH_BUILD) build-bench/bench/core_bench
