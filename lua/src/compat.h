@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -234,6 +235,12 @@ KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx)
  * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi
  * library (a mod's). */
 KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
+/* Pushes the function that runs a Lua each-system's rows with FFI views (lua/kiln/ffi.lua,
+ * called as fn(query, each, dt)) and returns true, or pushes nothing and returns false where
+ * the table path must run: a mod's world, a budget, a state without the ffi library. */
+#define KLUA_JIT_REG_EACH "kiln.ffi_each" /* registry: that function */
+struct klua_world;
+KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_world *kw);
 
 #else /* Lua 5.4 */
 
@@ -241,6 +248,7 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
+#define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
 
 #endif
 #endif

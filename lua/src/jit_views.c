@@ -84,8 +84,9 @@ static int views_terms(lua_State *L) {
     return 1;
 }
 
-/* views.begin(q, state, writable): starts the FFI loop whose generic-for state is the table
- * state (nil: q:bulk_ffi's, which runs inside one call). Returns false (nothing
+/* views.begin(q, state, writable[, level[, fname]]): starts the FFI loop whose generic-for state is
+ * the table state (nil: q:bulk_ffi's, which runs inside one call), in the frame level
+ * levels up (errors name fname, default query:each_ffi). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
  * instruction budget. Else returns the loop's number and sets writable[t] to whether term t
  * is writable (a table the caller keeps: a loop makes no garbage). */
@@ -99,15 +100,17 @@ static int views_begin(lua_State *L) {
         return 1;
     }
     if (kq->active && !kq->owner) klua_jit_settle_query(L, kq, 1); /* a loop left by break */
-    klua_query_begin(L, kq, 1, "query:each_ffi");
+    klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
     kq->ffi_gen++;
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
-    /* the loop runs in the frame that called q:each_ffi (level 2: above it, ffi.lua's method) */
+    /* the loop runs in the frame level levels above (default 2: the caller of ffi.lua's
+     * method that called this) */
+    int level = (int)luaL_optinteger(L, 4, 2);
     lua_Debug ar;
     if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
-    else kq->jit_height = lua_getstack(L, 2, &ar) ? (ar.i_ci & 0xffff) : -1;
+    else kq->jit_height = lua_getstack(L, level, &ar) ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
     lua_pushinteger(L, kq->ffi_gen);
     for (int t = 0; t < kq->term_count; t++) {
@@ -117,12 +120,37 @@ static int views_begin(lua_State *L) {
     return 1;
 }
 
-/* views.next(q[, stamp]): moves the FFI loop to its next chunk; returns the chunk's row count,
- * or nothing when the loop ended. ffi.lua reads the chunk's pointers from the iterator itself
- * (views.iter). The column tick of each writable term the chunk has is marked, and with
- * stamp (q:bulk_ffi) every row of those terms is stamped changed. */
+/* The row state of a q:each FFI loop, which ffi.lua's step reads and advances as a struct
+ * (its declaration is checked against views.layout): the row i of n, the tick to stamp,
+ * and the chunk's entities, columns (NULL: a tag, or an optional term the chunk lacks) and
+ * the ticks of the terms the loop stamps (NULL: a term it must not mark). */
+typedef struct ffi_rows {
+    int32_t i, n;
+    uint32_t tick, unused;
+    const kiln_entity *entities;
+    void *columns[KILN_QUERY_MAX_TERMS * 2];
+    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
+} ffi_rows;
+
+/* views.rows(): a new row state (a userdata, kept by ffi.lua's state of the query) and its
+ * address, which ffi.lua casts to the struct. */
+static int views_rows(lua_State *L) {
+    ffi_rows *r = lua_newuserdatauv(L, sizeof *r, 0);
+    memset(r, 0, sizeof *r);
+    lua_pushlightuserdata(L, r);
+    return 2;
+}
+
+/* views.next(q[, stamp | rows]): moves the FFI loop to its next chunk; returns the chunk's
+ * row count, or nothing when the loop ended. The column tick of each writable term the
+ * chunk has is marked. With stamp true (q:bulk_ffi) every row of those terms is stamped
+ * changed now, and ffi.lua reads the chunk's pointers from the iterator (views.iter); with
+ * a row state (views.rows: q:each) the chunk is put in it at row 0, each row then stamped
+ * by the step, and at the end it is emptied. */
 static int views_next(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
+    ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
+    if (rows) memset(rows, 0, sizeof *rows); /* ended, unless a chunk comes */
     if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
     klua_query_check_owner(L, kq);
     if (!kiln_query_next(&kq->it)) {
@@ -130,11 +158,20 @@ static int views_next(lua_State *L) {
         return 0;
     }
     kiln_iter *it = &kq->it;
-    bool stamp = lua_toboolean(L, 2);
+    bool stamp = !rows && lua_toboolean(L, 2);
+    if (rows) {
+        rows->n = it->count;
+        rows->tick = (uint32_t)it->mark_tick;
+        rows->entities = it->entities;
+    }
     for (int t = 0; t < kq->term_count; t++) {
-        if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !it->columns[t] || !it->ticks[t]) continue;
+        bool data = kq->kind[t] == TERM_DATA;
+        if (rows && data) rows->columns[t] = it->columns[t];
+        if (!data || !kq->writable[t] || !it->columns[t] || !it->ticks[t]) continue;
         it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
-        if (!stamp || kq->info[t].has_check) continue; /* a check hook's views are const */
+        if (kq->info[t].has_check) continue; /* a check hook's views are const */
+        if (rows) rows->ticks[t] = it->ticks[t];
+        if (!stamp) continue;
         kiln_tick *ticks = it->ticks[t];
         kiln_tick tick = (kiln_tick)it->mark_tick;
         for (int32_t row = 0; row < it->count; row++) ticks[row] = tick;
@@ -181,9 +218,37 @@ static int views_state(lua_State *L) {
     return 1;
 }
 
+/* views.runner(fn): fn(q, fn, dt) runs the rows of a Lua each-system from now on, where the
+ * world allows FFI views (klua_jit_push_each_runner). */
+static int views_runner(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH);
+    return 0;
+}
+
+/* views.each_rows(q, fn, dt): the rows of a Lua each-system with table views, a C call per
+ * row (what the runner falls back to when a term cannot be mapped to an FFI type). */
+static int views_each_rows(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    klua_system *s = kq->kw->current;
+    klua_query_each_call(L, 1, 2, 3, s ? s->each_cost : -1);
+    return 0;
+}
+
+bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
+    /* a mod, or a budget: the table path, whose rows a budget can count */
+    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) return false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH) == LUA_TFUNCTION) return true;
+    lua_pop(L, 1);
+    return false;
+}
+
 void klua_jit_open_views(lua_State *L, int layer_idx) {
     static const luaL_Reg fns[] = {
-        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {"finish", views_finish}, {"iter", views_iter}, {NULL, NULL}};
+        {"terms", views_terms},   {"begin", views_begin}, {"next", views_next}, {"alive", views_alive},
+        {"state", views_state},   {"finish", views_finish}, {"iter", views_iter}, {"rows", views_rows},
+        {"runner", views_runner}, {"each_rows", views_each_rows}, {NULL, NULL}};
     layer_idx = lua_absindex(L, layer_idx);
     /* only where the host opened the ffi library: a mod's state has none (nor JIT), and
      * there q:each_ffi is q:each */
@@ -213,11 +278,15 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
     lua_insert(L, -2);
     lua_setfield(L, -2, "ffi");
     /* where ffi.lua finds the iterator's fields (it checks its declaration against them) */
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 13);
     static const struct { const char *name; size_t value; } layout[] = {
         {"count", offsetof(kiln_iter, count)},     {"entities", offsetof(kiln_iter, entities)},
         {"columns", offsetof(kiln_iter, columns)}, {"ticks", offsetof(kiln_iter, ticks)},
         {"tick", offsetof(kiln_iter, tick)},       {"max_terms", KILN_QUERY_MAX_TERMS * 2},
+        {"rows_i", offsetof(ffi_rows, i)},         {"rows_n", offsetof(ffi_rows, n)},
+        {"rows_tick", offsetof(ffi_rows, tick)},   {"rows_entities", offsetof(ffi_rows, entities)},
+        {"rows_columns", offsetof(ffi_rows, columns)}, {"rows_ticks", offsetof(ffi_rows, ticks)},
+        {"rows_size", sizeof(ffi_rows)},
     };
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
         lua_pushinteger(L, (lua_Integer)layout[i].value);
