@@ -47,7 +47,7 @@ local function populate(n)
 end
 
 local function move_each(q, dt)
-    for _, p, v in q:each_ffi() do
+    for _, p, v in q:each() do
         p.x = p.x + v.x * dt
         p.y = p.y + v.y * dt
     end

@@ -84,26 +84,43 @@ local ffi = views.ffi
 local cast, typeof, tonumber, format = ffi.cast, ffi.typeof, tonumber, string.format
 local next_chunk, begin, alive, each_rows = views.next, views.begin, views.alive, views.each_rows
 
+-- Declares struct <prefix>_<n> { body } under the first free name (names are per Lua state: a
+-- module loaded again finds its earlier ones taken); returns the name, or nil and the error.
+-- Pointer types are named too: ffi.typeof("$ *", ct) can hand out another struct's pointer
+-- type (seen under busted).
+local declared = {n = 0}
+local function declare(prefix, body)
+  local name, ok, err
+  repeat
+    declared.n = declared.n + 1
+    name = format("%s_%d", prefix, declared.n)
+    ok, err = pcall(ffi.cdef, format("struct %s { %s };", name, body))
+  until ok or not tostring(err):find("redefine", 1, true)
+  if not ok then return nil, tostring(err) end
+  return name
+end
+
 -- The head of a kiln_iter (kiln.h) as far as q:bulk_ffi reads it, and a loop's row state
 -- (jit_views.c's ffi_rows), which q:each's step reads and advances; both checked against C.
 local LAYOUT = views.layout
 local ITER, ROWS
 do
-  local decl = format([[struct { int32_t count; int32_t term_count; const uint64_t *entities;
-    void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick; }]], LAYOUT.max_terms, LAYOUT.max_terms)
-  local ct = typeof(decl)
+  local iter_name = assert(declare("kiln_iter", format([[int32_t count; int32_t term_count;
+    const uint64_t *entities; void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick;]], LAYOUT.max_terms, LAYOUT.max_terms)))
+  local iter = typeof("struct " .. iter_name)
   for _, field in ipairs({"count", "entities", "columns", "ticks", "tick"}) do
-    assert(ffi.offsetof(ct, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)
+    assert(ffi.offsetof(iter, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)
   end
-  ITER = typeof("$ *", ct)
+  ITER = typeof("struct " .. iter_name .. " *")
   -- entities as int64_t: handles stay below 2^53, and a signed load converts in one step
-  local rows = typeof(format([[struct { int32_t i, n; uint32_t tick, unused; const int64_t *entities;
-    void *columns[%d]; uint32_t *ticks[%d]; }]], LAYOUT.max_terms, LAYOUT.max_terms))
+  local rows_name = assert(declare("kiln_rows", format([[int64_t i; int32_t n; uint32_t tick;
+    const int64_t *entities; void *columns[%d]; uint32_t *ticks[%d];]], LAYOUT.max_terms, LAYOUT.max_terms)))
+  local rows = typeof("struct " .. rows_name)
   for _, field in ipairs({"i", "n", "tick", "entities", "columns", "ticks"}) do
     assert(ffi.offsetof(rows, field) == LAYOUT["rows_" .. field], "lua/kiln/ffi.lua: ffi_rows changed: " .. field)
   end
   assert(ffi.sizeof(rows) == LAYOUT.rows_size, "lua/kiln/ffi.lua: ffi_rows changed its size")
-  ROWS = typeof("$ *", rows)
+  ROWS = typeof("struct " .. rows_name .. " *")
 end
 local C_KEYWORDS = {}
 for w in ([[auto break case char const continue default do double else enum extern float for
@@ -137,7 +154,7 @@ end
 
 -- The FFI struct of a data term, its fields at the core's offsets and checked against the
 -- layout; or nil and why it cannot be mapped. strict (q:each): only fields in SAME_AS_TABLE.
-local structs = {n = 0} -- component name and struct body -> its struct and pointer types
+local structs = {} -- component name and struct body -> its struct and pointer types
 local function struct_of(term, strict)
   if term.kind == "lua" then return nil, "it holds Lua values" end
   local fields = {}
@@ -171,15 +188,8 @@ local function struct_of(term, strict)
   local key = term.name .. "\0" .. body
   local ct = structs[key]
   if not ct then
-    -- a named struct: ffi.typeof("$ *", ct) of an anonymous one can hand out another's pointer
-    -- (names are per Lua state: a module loaded again finds its earlier ones taken)
-    local name, ok, err
-    repeat
-      structs.n = structs.n + 1
-      name = format("kiln_view_%d", structs.n)
-      ok, err = pcall(ffi.cdef, format("struct %s { %s };", name, body))
-    until ok or not tostring(err):find("redefine", 1, true)
-    if not ok then return nil, tostring(err) end
+    local name, err = declare("kiln_view", body)
+    if not name then return nil, err end
     local struct = typeof("struct " .. name)
     ffi.metatype(struct, view_meta(term.name))
     ct = {struct = struct, ptr = typeof("struct " .. name .. " *"), const_ptr = typeof("const struct " .. name .. " *")}
@@ -208,10 +218,10 @@ local function step_source(kinds, debug)
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
   b[1] = format("local next_chunk, cast, tonumber, wrap%s = ...\nreturn function(s)\n  local r = s.r\n",
                 #types > 0 and ", " .. table.concat(types, ", ") or "")
-  b[#b + 1] = "  local i = r.i + 1\n  if i >= r.n then\n    if not next_chunk(s.q, s.rows) then return nil end\n"
-  b[#b + 1] = "    i = 0\n  else\n    r.i = i\n  end\n"
+  b[#b + 1] = "  local i = r.i + 1\n  if i >= s.n then\n    if not next_chunk(s.q, s.rows) then s.n = 0 return nil end\n"
+  b[#b + 1] = "    i = r.i\n    s.n, s.tick = r.n, r.tick\n  else\n    r.i = i\n  end\n  local tick = s.tick\n"
   for t, k in ipairs(kinds) do
-    if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = r.tick end\n", t, t - 1, t, t) end
+    if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
   end
   local results = {"tonumber(r.entities[i])"}
   for t, k in ipairs(kinds) do
@@ -283,10 +293,13 @@ local function make_state(q, strict)
   return s
 end
 
--- The step of s for its current view types (choose_types), plain or debug.
+-- The step of s for its current view types (choose_types, which sets s.mask), plain or debug:
+-- cached in s by mask, so beginning a loop makes no garbage.
 local function step_of(s, debug)
-  local key = {debug and "debug" or "plain", table.concat(s.kinds)}
-  local types = {}
+  local slot = debug and -1 - s.mask or s.mask
+  local step = s.step_for[slot]
+  if step then return step end
+  local key, types = {debug and "debug" or "plain", table.concat(s.kinds)}, {}
   for t, kind in ipairs(s.kinds) do
     if kind ~= "t" then
       types[#types + 1] = s.ptr_types[t]
@@ -294,25 +307,29 @@ local function step_of(s, debug)
     end
   end
   key = table.concat(key, ":")
-  local step = s.step_for[key] or steps[key]
+  step = steps[key]
   if not step then
     step = compiled(step_source(s.kinds, debug), next_chunk, cast, tonumber, wrap, unpack(types))
     steps[key] = step
   end
-  s.step_for[key] = step
+  s.step_for[slot] = step
   return step
 end
 
 -- Notes the loop begun and makes writable terms' views mutable, the others const.
 local function choose_types(s, loop, writable)
   s.loop = loop
+  local mask, bit = 0, 1
   for t, kind in ipairs(s.kinds) do
     if kind ~= "t" then
       -- a check hook validates every write: its views stay const, as views bypass it
       s.canwrite[t] = writable[t] and not s.check[t]
       s.ptr_types[t] = s.canwrite[t] and s.mutable_types[t] or s.const_types[t]
+      if s.canwrite[t] then mask = mask + bit end
     end
+    bit = bit * 2
   end
+  s.mask = mask
 end
 
 -- q's state: for q:each_ffi and q:bulk_ffi (strict false) raising when a term cannot be
@@ -340,8 +357,7 @@ end
 local function start(q, s, level, fname)
   local loop = begin(q, s, s.writable, level + 1, fname) -- s: the loop's for-state, by which it is found running
   if not loop then return nil end
-  local r = s.r
-  r.i, r.n = 0, 0 -- the first step fetches the first chunk
+  s.r.i, s.n = 0, 0 -- the first step fetches the first chunk
   choose_types(s, loop, s.writable)
   return step_of(s, kiln.ffi_debug and true or false)
 end

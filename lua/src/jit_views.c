@@ -125,8 +125,9 @@ static int views_begin(lua_State *L) {
  * and the chunk's entities, columns (NULL: a tag, or an optional term the chunk lacks) and
  * the ticks of the terms the loop stamps (NULL: a term it must not mark). */
 typedef struct ffi_rows {
-    int32_t i, n;
-    uint32_t tick, unused;
+    int64_t i;
+    int32_t n;
+    uint32_t tick;
     const kiln_entity *entities;
     void *columns[KILN_QUERY_MAX_TERMS * 2];
     kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
