@@ -144,12 +144,38 @@ local function refuse(name, why)
   error(format("query:each_ffi: %s cannot be mapped to an FFI type: %s (use q:each)", name, why), 3)
 end
 
--- A view struct's metatable: a field the component lacks raises as a table view's does.
-local function view_meta(name)
+-- The system running the FFI loop begun last (nil outside systems), which a write to a
+-- read-only view names: Lua systems of a state run one at a time.
+local running_system
+
+-- The metatables of a component's view structs: a field the component lacks raises as a
+-- table view's does. The read-only struct names its fields const __kiln_ro_<name>, so reading
+-- v.x goes through __index (a constant key: compiled code reads the field directly) and a
+-- write lands in __newindex, which raises naming the system, as the table path does.
+local function view_metas(name, check, fields)
   local function missing(_, key)
-    error(format("%s has no field '%s'", name, tostring(key):sub(1, 64)), 2)
+    error(format("%s has no field '%s'", name, tostring(key):sub(1, 64)), 3)
   end
-  return {__index = missing, __newindex = missing}
+  local renamed = {}
+  for _, f in ipairs(fields) do renamed[f.name] = "__kiln_ro_" .. f.name end
+  local writable = {__index = function(v, k) missing(v, k) end, __newindex = function(v, k) missing(v, k) end}
+  local read_only = {
+    __index = function(v, k)
+      local field = renamed[k]
+      if field == nil then missing(v, k) end
+      return v[field]
+    end,
+    __newindex = function(v, k)
+      if renamed[k] == nil then missing(v, k) end
+      if check then
+        error(format("%s is read-only in FFI views (a check hook validates its writes; use world:set)", name), 2)
+      elseif running_system then
+        error(format("system '%s' cannot write %s: it is read-only (declared only in reads)", running_system, name), 2)
+      end
+      error(format("%s is read-only here (declare it in writes to change it)", name), 2)
+    end,
+  }
+  return writable, read_only
 end
 
 -- The FFI struct of a data term, its fields at the core's offsets and checked against the
@@ -161,7 +187,7 @@ local function struct_of(term, strict)
   for i, f in ipairs(term.fields) do fields[i] = f end
   if #fields == 0 then return nil, "it has no reflected fields" end
   table.sort(fields, function(a, b) return a.offset < b.offset end)
-  local parts, pos = {}, 0
+  local parts, names, pos = {}, {}, 0 -- names[k]: the field parts[k] declares
   for _, f in ipairs(fields) do
     if not f.ctype then return nil, format("field '%s' has type %s", f.name, f.type) end
     if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] or f.name:match("^__kiln_pad") then
@@ -177,27 +203,42 @@ local function struct_of(term, strict)
     local n = array and f.count or 1
     local dims = array and format("[%d]", f.count) or ""
     if f.ctype == "float[16]" then
-      parts[#parts + 1] = format("float %s%s[16];", f.name, dims)
+      parts[#parts + 1] = format("float %%s%s[16];", dims)
     else
-      parts[#parts + 1] = format("%s %s%s;", f.ctype, f.name, dims)
+      parts[#parts + 1] = format("%s %%s%s;", f.ctype, dims)
     end
+    names[#parts] = f.name
     pos = f.offset + f.elem_size * n
   end
   if term.stride > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, term.stride - pos) end
-  local body = table.concat(parts, " ")
-  local key = term.name .. "\0" .. body
+  -- the body with the fields' names, and with the read-only struct's
+  local function body_of(prefix)
+    local out = {}
+    for k, part in ipairs(parts) do
+      out[k] = names[k] and (prefix ~= "" and "const " or "") .. format(part, prefix .. names[k]) or part
+    end
+    return table.concat(out, " ")
+  end
+  local body = body_of("")
+  local key = term.name .. (term.check and "\1" or "\0") .. body
   local ct = structs[key]
   if not ct then
     local name, err = declare("kiln_view", body)
     if not name then return nil, err end
-    local struct = typeof("struct " .. name)
-    ffi.metatype(struct, view_meta(term.name))
-    ct = {struct = struct, ptr = typeof("struct " .. name .. " *"), const_ptr = typeof("const struct " .. name .. " *")}
-    if ffi.sizeof(struct) ~= term.stride then
-      return nil, format("its FFI size %d is not its stride %d", ffi.sizeof(struct), term.stride)
+    local ro_name, ro_err = declare("kiln_ro", body_of("__kiln_ro_"))
+    if not ro_name then return nil, ro_err end
+    local struct, ro = typeof("struct " .. name), typeof("struct " .. ro_name)
+    local meta, ro_meta = view_metas(term.name, term.check, fields)
+    ffi.metatype(struct, meta)
+    ffi.metatype(ro, ro_meta)
+    ct = {ptr = typeof("struct " .. name .. " *"), const_ptr = typeof("struct " .. ro_name .. " *")}
+    for _, c in ipairs({struct, ro}) do
+      if ffi.sizeof(c) ~= term.stride then
+        return nil, format("its FFI size %d is not its stride %d", ffi.sizeof(c), term.stride)
+      end
     end
     for _, f in ipairs(fields) do
-      if ffi.offsetof(struct, f.name) ~= f.offset then
+      if ffi.offsetof(struct, f.name) ~= f.offset or ffi.offsetof(ro, "__kiln_ro_" .. f.name) ~= f.offset then
         return nil, format("field '%s' lies at %d in C, %d in FFI", f.name, f.offset, ffi.offsetof(struct, f.name))
       end
     end
@@ -355,8 +396,9 @@ end
 -- Begins q's FFI loop over its state s, the loop running level frames up from start's caller;
 -- returns its step, or nil where the table path must run (a world with a budget).
 local function start(q, s, level, fname)
-  local loop = begin(q, s, s.writable, level + 1, fname) -- s: the loop's for-state, by which it is found running
+  local loop, system = begin(q, s, s.writable, level + 1, fname) -- s: the loop's for-state, by which it is found running
   if not loop then return nil end
+  running_system = system
   s.r.i, s.n = 0, 0 -- the first step fetches the first chunk
   choose_types(s, loop, s.writable)
   return step_of(s, kiln.ffi_debug and true or false)
@@ -436,7 +478,8 @@ function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
   local s = state_of(self, false)
-  local loop = begin(self, nil, s.writable)
+  local loop, system = begin(self, nil, s.writable)
+  running_system = system
   if not loop then -- a world with a budget: the table path
     return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
   end

@@ -88,8 +88,8 @@ static int views_terms(lua_State *L) {
  * the table state (nil: q:bulk_ffi's, which runs inside one call), in the frame level
  * levels up (errors name fname, default query:each_ffi). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
- * instruction budget. Else returns the loop's number and sets writable[t] to whether term t
- * is writable (a table the caller keeps: a loop makes no garbage). */
+ * instruction budget. Else returns the loop's number and the running system's name (or nil),
+ * and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -112,12 +112,14 @@ static int views_begin(lua_State *L) {
     if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
     else kq->jit_height = lua_getstack(L, level, &ar) ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
-    lua_pushinteger(L, kq->ffi_gen);
     for (int t = 0; t < kq->term_count; t++) {
         lua_pushboolean(L, kq->writable[t]);
         lua_rawseti(L, 3, t + 1);
     }
-    return 1;
+    lua_pushinteger(L, kq->ffi_gen);
+    if (kw->current) lua_pushstring(L, kw->current->name);
+    else lua_pushnil(L);
+    return 2;
 }
 
 /* The row state of a q:each FFI loop, which ffi.lua's step reads and advances as a struct
