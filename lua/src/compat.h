@@ -238,6 +238,9 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
 /* Pushes the function that runs a Lua each-system's rows with FFI views (lua/kiln/ffi.lua,
  * called as fn(query, each, dt)) and returns true, or pushes nothing and returns false where
  * the table path must run: a mod's world, a budget, a state without the ffi library. */
+/* Empties the FFI loop state of the Query at q_idx (klua_query_finish, when its loop ends
+ * however it ends), so its step, called again, asks for a chunk and finds none. */
+KLUA_COMPAT_HIDDEN void klua_jit_end_rows(lua_State *L, int q_idx);
 #define KLUA_JIT_REG_EACH "kiln.ffi_each" /* registry: that function */
 struct klua_world;
 KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_world *kw);
@@ -249,6 +252,7 @@ KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_worl
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 #define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
+#define klua_jit_end_rows(L, q_idx) ((void)(L), (void)(q_idx))
 
 #endif
 #endif

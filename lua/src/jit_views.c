@@ -221,6 +221,19 @@ static int views_state(lua_State *L) {
     return 1;
 }
 
+void klua_jit_end_rows(lua_State *L, int q_idx) {
+    q_idx = lua_absindex(L, q_idx);
+    if (lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_FFI) == LUA_TTABLE) { /* q:each's for-state */
+        lua_pushliteral(L, "n");
+        lua_pushinteger(L, 0);
+        lua_rawset(L, -3); /* an existing key: nothing allocated */
+        lua_pushliteral(L, "rows");
+        if (lua_rawget(L, -2) == LUA_TUSERDATA) memset(lua_touserdata(L, -1), 0, sizeof(ffi_rows));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* views.runner(fn): fn(q, fn, dt) runs the rows of a Lua each-system from now on, where the
  * world allows FFI views (klua_jit_push_each_runner). */
 static int views_runner(lua_State *L) {
