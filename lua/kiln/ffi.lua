@@ -88,7 +88,9 @@ local next_chunk, begin, alive, each_rows = views.next, views.begin, views.alive
 -- module loaded again finds its earlier ones taken); returns the name, or nil and the error.
 -- Pointer types are named too: ffi.typeof("$ *", ct) can hand out another struct's pointer
 -- type (seen under busted).
-local declared = {n = 0}
+local shared = views.shared -- one per Lua state, whatever loads of kiln it sees
+shared.declared = shared.declared or {n = 0}
+local declared = shared.declared
 local function declare(prefix, body)
   local name, ok, err
   repeat
@@ -103,8 +105,8 @@ end
 -- The head of a kiln_iter (kiln.h) as far as q:bulk_ffi reads it, and a loop's row state
 -- (jit_views.c's ffi_rows), which q:each's step reads and advances; both checked against C.
 local LAYOUT = views.layout
-local ITER, ROWS
-do
+local ITER, ROWS = shared.ITER, shared.ROWS
+if not ITER then
   local iter_name = assert(declare("kiln_iter", format([[int32_t count; int32_t term_count;
     const uint64_t *entities; void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick;]], LAYOUT.max_terms, LAYOUT.max_terms)))
   local iter = typeof("struct " .. iter_name)
@@ -121,6 +123,7 @@ do
   end
   assert(ffi.sizeof(rows) == LAYOUT.rows_size, "lua/kiln/ffi.lua: ffi_rows changed its size")
   ROWS = typeof("struct " .. rows_name .. " *")
+  shared.ITER, shared.ROWS = ITER, ROWS
 end
 local C_KEYWORDS = {}
 for w in ([[auto break case char const continue default do double else enum extern float for
@@ -144,9 +147,8 @@ local function refuse(name, why)
   error(format("query:each_ffi: %s cannot be mapped to an FFI type: %s (use q:each)", name, why), 3)
 end
 
--- The system running the FFI loop begun last (nil outside systems), which a write to a
--- read-only view names: Lua systems of a state run one at a time.
-local running_system
+-- shared.running_system: the system running the FFI loop begun last (nil outside systems),
+-- which a write to a read-only view names: Lua systems of a state run one at a time.
 
 -- The metatables of a component's view structs: a field the component lacks raises as a
 -- table view's does. The read-only struct names its fields const __kiln_ro_<name>, so reading
@@ -169,8 +171,9 @@ local function view_metas(name, check, fields)
       if renamed[k] == nil then missing(v, k) end
       if check then
         error(format("%s is read-only in FFI views (a check hook validates its writes; use world:set)", name), 2)
-      elseif running_system then
-        error(format("system '%s' cannot write %s: it is read-only (declared only in reads)", running_system, name), 2)
+      elseif shared.running_system then
+        error(format("system '%s' cannot write %s: it is read-only (declared only in reads)", shared.running_system,
+                     name), 2)
       end
       error(format("%s is read-only here (declare it in writes to change it)", name), 2)
     end,
@@ -180,7 +183,8 @@ end
 
 -- The FFI struct of a data term, its fields at the core's offsets and checked against the
 -- layout; or nil and why it cannot be mapped. strict (q:each): only fields in SAME_AS_TABLE.
-local structs = {} -- component name and struct body -> its struct and pointer types
+shared.structs = shared.structs or {}
+local structs = shared.structs -- component name, check and struct body -> its pointer types
 local function struct_of(term, strict)
   if term.kind == "lua" then return nil, "it holds Lua values" end
   local fields = {}
@@ -398,7 +402,7 @@ end
 local function start(q, s, level, fname)
   local loop, system = begin(q, s, s.writable, level + 1, fname) -- s: the loop's for-state, by which it is found running
   if not loop then return nil end
-  running_system = system
+  shared.running_system = system
   s.r.i, s.n = 0, 0 -- the first step fetches the first chunk
   choose_types(s, loop, s.writable)
   return step_of(s, kiln.ffi_debug and true or false)
@@ -479,7 +483,7 @@ function Query:bulk_ffi(fn, ...)
   check_fn(fn)
   local s = state_of(self, false)
   local loop, system = begin(self, nil, s.writable)
-  running_system = system
+  shared.running_system = system
   if not loop then -- a world with a budget: the table path
     return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
   end

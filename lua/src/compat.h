@@ -242,6 +242,8 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
  * however it ends), so its step, called again, asks for a chunk and finds none. */
 KLUA_COMPAT_HIDDEN void klua_jit_end_rows(lua_State *L, int q_idx);
 #define KLUA_JIT_REG_EACH "kiln.ffi_each" /* registry: that function */
+#define KLUA_JIT_REG_FFI "kiln.ffi"       /* registry: the ffi module kiln opened or found */
+#define KLUA_JIT_REG_SHARED "kiln.ffi_shared" /* registry: lua/kiln/ffi.lua's types, per state */
 struct klua_world;
 KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_world *kw);
 

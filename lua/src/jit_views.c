@@ -270,7 +270,18 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
      * there q:each_ffi is q:each */
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     lua_getfield(L, -1, "ffi");
-    if (!lua_istable(L, -1)) { /* not required yet: LuaJIT's openlibs leaves it preloadable */
+    if (!lua_istable(L, -1)) { /* the module table an earlier load of kiln found */
+        lua_pop(L, 1);
+        lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_FFI);
+        if (lua_istable(L, -1)) {
+            lua_pushvalue(L, -1);
+            lua_setfield(L, -3, "ffi");
+        }
+    }
+    /* Not required yet: LuaJIT's openlibs leaves it preloadable. Opened once per state only:
+     * LuaJIT's luaopen_ffi starts a new table of C types, which would leave every earlier
+     * cdata (a reloaded kiln's views, say) typed by ids that now mean other types. */
+    if (!lua_istable(L, -1)) {
         lua_pop(L, 1);
         lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
         if (lua_istable(L, -1)) lua_getfield(L, -1, "ffi");
@@ -290,6 +301,8 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
         lua_setfield(L, -3, "ffi"); /* as require would */
     }
     lua_remove(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_FFI);
     lua_newtable(L);
     lua_insert(L, -2);
     lua_setfield(L, -2, "ffi");
@@ -309,6 +322,16 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
         lua_setfield(L, -2, layout[i].name);
     }
     lua_setfield(L, -2, "layout");
+    /* what every load of kiln in this state shares: its FFI types are declared once (a
+     * second load would find the first one's names taken, or, where ffi.cdef is patched to
+     * skip a repeated declaration as busted does, the first one's types and metatables) */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED);
+    }
+    lua_setfield(L, -2, "shared");
     for (const luaL_Reg *r = fns; r->name; r++) {
         lua_pushcfunction(L, r->func);
         lua_setfield(L, -2, r->name);
