@@ -135,6 +135,18 @@ typedef struct ffi_rows {
     kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
 } ffi_rows;
 
+/* Stamps ticks[0 .. count-1] with tick, two rows per 8-byte store (a plain loop here reloads
+ * the count after every 4-byte store, as the store might alias it: 4 instructions a row). */
+static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
+    uint64_t pair = (uint64_t)tick << 32 | tick;
+    int32_t row = 0;
+    for (; row + 4 <= count; row += 4) {
+        memcpy(ticks + row, &pair, sizeof pair);
+        memcpy(ticks + row + 2, &pair, sizeof pair);
+    }
+    for (; row < count; row++) ticks[row] = tick;
+}
+
 /* views.rows(): a new row state (a userdata, kept by ffi.lua's state of the query) and its
  * address, which ffi.lua casts to the struct. */
 static int views_rows(lua_State *L) {
@@ -174,10 +186,7 @@ static int views_next(lua_State *L) {
         it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
         if (kq->info[t].has_check) continue; /* a check hook's views are const */
         if (rows) rows->ticks[t] = it->ticks[t];
-        if (!stamp) continue;
-        kiln_tick *ticks = it->ticks[t];
-        kiln_tick tick = (kiln_tick)it->mark_tick;
-        for (int32_t row = 0; row < it->count; row++) ticks[row] = tick;
+        if (stamp) fill_ticks(it->ticks[t], it->count, (kiln_tick)it->mark_tick);
     }
     lua_pushinteger(L, it->count);
     return 1;
