@@ -261,10 +261,8 @@ end
 local function step_source(kinds, debug)
   local b, types = {}, {}
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
-  b[1] = format("local next_chunk, cast, tonumber, wrap%s = ...\nreturn function(s)\n  local r = s.r\n",
+  b[1] = format("local next_chunk, cast, tonumber, wrap%s = ...\nlocal function row(s, r, i)\n  local tick = s.tick\n",
                 #types > 0 and ", " .. table.concat(types, ", ") or "")
-  b[#b + 1] = "  local i = r.i + 1\n  if i >= s.n then\n    if not next_chunk(s.q, s.rows) then s.n = 0 return nil end\n"
-  b[#b + 1] = "    i = r.i\n    s.n, s.tick = r.n, r.tick\n  else\n    r.i = i\n  end\n  local tick = s.tick\n"
   for t, k in ipairs(kinds) do
     if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
   end
@@ -279,6 +277,11 @@ local function step_source(kinds, debug)
     end
   end
   b[#b + 1] = "  return " .. table.concat(results, ", ") .. "\nend\n"
+  -- a chunk's first row: no row value is live across next_chunk (compiled code would box it)
+  b[#b + 1] = "local function first(s, r)\n  if not next_chunk(s.q, s.rows) then s.n = 0 return nil end\n"
+  b[#b + 1] = "  s.n, s.tick = r.n, r.tick\n  r.i = 0\n  return row(s, r, 0)\nend\n"
+  b[#b + 1] = "return function(s)\n  local r = s.r\n  local i = r.i + 1\n  if i >= s.n then return first(s, r) end\n"
+  b[#b + 1] = "  r.i = i\n  return row(s, r, i)\nend\n"
   return table.concat(b)
 end
 
@@ -379,11 +382,16 @@ end
 
 -- q's state: for q:each_ffi and q:bulk_ffi (strict false) raising when a term cannot be
 -- mapped; for q:each and each-systems (strict) false when one cannot.
+local pairs_of = setmetatable({}, {__mode = "kv"}) -- Query -> its pair (found without a C call)
 local function state_of(q, strict)
-  local pair = views.state(q)
+  local pair = pairs_of[q]
   if not pair then
-    pair = {}
-    views.state(q, pair)
+    pair = views.state(q)
+    if not pair then
+      pair = {}
+      views.state(q, pair) -- kept by the query
+    end
+    pairs_of[q] = pair
   end
   local key = strict and "strict" or "full"
   local s = pair[key]
@@ -400,17 +408,18 @@ end
 -- Begins q's FFI loop over its state s, the loop running level frames up from start's caller;
 -- returns its step, or nil where the table path must run (a world with a budget).
 local function start(q, s, level, fname)
-  local loop, system = begin(q, s, s.writable, level + 1, fname) -- s: the loop's for-state, by which it is found running
+  -- s: the loop's for-state, by which it is found running; its first chunk comes in s.rows
+  local loop, system, n = begin(q, s, s.writable, level + 1, fname, s.rows)
   if not loop then return nil end
   shared.running_system = system
-  s.r.i, s.n = 0, 0 -- the first step fetches the first chunk
+  s.n, s.tick = n, s.r.tick
   choose_types(s, loop, s.writable)
   return step_of(s, kiln.ffi_debug and true or false)
 end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
 function Query:each_ffi()
-  check_query(self, "query:each_ffi")
+  if not pairs_of[self] then check_query(self, "query:each_ffi") end
   local s = state_of(self, false)
   local step = start(self, s, 2)
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
@@ -422,7 +431,7 @@ end
 -- q:each(): FFI views where every term reads as its table view does (SAME_AS_TABLE), else
 -- the table views.
 function Query:each()
-  check_query(self, "query:each")
+  if not pairs_of[self] then check_query(self, "query:each") end
   local s = state_of(self, true)
   local step = s and start(self, s, 2, "query:each")
   if not step then return each(self) end

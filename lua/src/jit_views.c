@@ -84,12 +84,40 @@ static int views_terms(lua_State *L) {
     return 1;
 }
 
-/* views.begin(q, state, writable[, level[, fname]]): starts the FFI loop whose generic-for state is
+/* The row state of a q:each FFI loop, which ffi.lua's step reads and advances as a struct
+ * (its declaration is checked against views.layout): the row i of n, the tick to stamp,
+ * and the chunk's entities, columns (NULL: a tag, or an optional term the chunk lacks) and
+ * the ticks of the terms the loop stamps (NULL: a term it must not mark). */
+typedef struct ffi_rows {
+    int64_t i;
+    int32_t n;
+    uint32_t tick;
+    const kiln_entity *entities;
+    void *columns[KILN_QUERY_MAX_TERMS * 2];
+    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
+} ffi_rows;
+
+/* Stamps ticks[0 .. count-1] with tick, two rows per 8-byte store (a plain loop here reloads
+ * the count after every 4-byte store, as the store might alias it: 4 instructions a row). */
+static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
+    uint64_t pair = (uint64_t)tick << 32 | tick;
+    int32_t row = 0;
+    for (; row + 4 <= count; row += 4) {
+        memcpy(ticks + row, &pair, sizeof pair);
+        memcpy(ticks + row + 2, &pair, sizeof pair);
+    }
+    for (; row < count; row++) ticks[row] = tick;
+}
+
+static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp);
+
+/* views.begin(q, state, writable[, level[, fname[, rows]]]): starts the FFI loop whose generic-for state is
  * the table state (nil: q:bulk_ffi's, which runs inside one call), in the frame level
  * levels up (errors name fname, default query:each_ffi). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
  * instruction budget. Else returns the loop's number and the running system's name (or nil),
- * and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
+ * (and with a row state, views.rows, the first chunk's row count, 0 for none, the chunk in
+ * rows), and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -119,32 +147,11 @@ static int views_begin(lua_State *L) {
     lua_pushinteger(L, kq->ffi_gen);
     if (kw->current) lua_pushstring(L, kw->current->name);
     else lua_pushnil(L);
-    return 2;
-}
-
-/* The row state of a q:each FFI loop, which ffi.lua's step reads and advances as a struct
- * (its declaration is checked against views.layout): the row i of n, the tick to stamp,
- * and the chunk's entities, columns (NULL: a tag, or an optional term the chunk lacks) and
- * the ticks of the terms the loop stamps (NULL: a term it must not mark). */
-typedef struct ffi_rows {
-    int64_t i;
-    int32_t n;
-    uint32_t tick;
-    const kiln_entity *entities;
-    void *columns[KILN_QUERY_MAX_TERMS * 2];
-    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
-} ffi_rows;
-
-/* Stamps ticks[0 .. count-1] with tick, two rows per 8-byte store (a plain loop here reloads
- * the count after every 4-byte store, as the store might alias it: 4 instructions a row). */
-static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
-    uint64_t pair = (uint64_t)tick << 32 | tick;
-    int32_t row = 0;
-    for (; row + 4 <= count; row += 4) {
-        memcpy(ticks + row, &pair, sizeof pair);
-        memcpy(ticks + row + 2, &pair, sizeof pair);
-    }
-    for (; row < count; row++) ticks[row] = tick;
+    /* q:each: its first chunk now, so a loop calls C only here and at each chunk's end */
+    ffi_rows *rows = lua_type(L, 6) == LUA_TUSERDATA ? lua_touserdata(L, 6) : NULL;
+    if (!rows) return 2;
+    lua_pushinteger(L, next_chunk(L, kq, rows, false));
+    return 3;
 }
 
 /* views.rows(): a new row state (a userdata, kept by ffi.lua's state of the query) and its
@@ -156,15 +163,13 @@ static int views_rows(lua_State *L) {
     return 2;
 }
 
-/* views.next(q[, stamp | rows]): moves the FFI loop to its next chunk; returns the chunk's
- * row count, or nothing when the loop ended. The column tick of each writable term the
- * chunk has is marked. With stamp true (q:bulk_ffi) every row of those terms is stamped
- * changed now, and ffi.lua reads the chunk's pointers from the iterator (views.iter); with
- * a row state (views.rows: q:each) the chunk is put in it at row 0, each row then stamped
- * by the step, and at the end it is emptied. */
-static int views_next(lua_State *L) {
-    klua_query *kq = klua_query_check(L, 1);
-    ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
+/* Moves the FFI loop of kq (at stack index 1) to its next chunk and returns its row count,
+ * or 0 when the loop ended (then finished). The column tick of each writable term the chunk
+ * has is marked. With stamp (q:bulk_ffi) every row of those terms is stamped changed now,
+ * and ffi.lua reads the chunk's pointers from the iterator (views.iter); with rows (q:each)
+ * the chunk is put in it at row -1 (the step stamps each row it reaches), and at the end
+ * it is emptied. */
+static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp) {
     if (rows) memset(rows, 0, sizeof *rows); /* ended, unless a chunk comes */
     if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
     klua_query_check_owner(L, kq);
@@ -173,8 +178,8 @@ static int views_next(lua_State *L) {
         return 0;
     }
     kiln_iter *it = &kq->it;
-    bool stamp = !rows && lua_toboolean(L, 2);
     if (rows) {
+        rows->i = -1;
         rows->n = it->count;
         rows->tick = (uint32_t)it->mark_tick;
         rows->entities = it->entities;
@@ -188,7 +193,17 @@ static int views_next(lua_State *L) {
         if (rows) rows->ticks[t] = it->ticks[t];
         if (stamp) fill_ticks(it->ticks[t], it->count, (kiln_tick)it->mark_tick);
     }
-    lua_pushinteger(L, it->count);
+    return it->count;
+}
+
+/* views.next(q[, stamp | rows]): next_chunk, with rows a row state (views.rows); returns the
+ * chunk's row count, or nothing when the loop ended. */
+static int views_next(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
+    int32_t n = next_chunk(L, kq, rows, !rows && lua_toboolean(L, 2));
+    if (n == 0) return 0;
+    lua_pushinteger(L, n);
     return 1;
 }
 
