@@ -158,10 +158,24 @@ local function view_metas(name, check, fields)
   local function missing(_, key)
     error(format("%s has no field '%s'", name, tostring(key):sub(1, 64)), 3)
   end
-  local renamed = {}
-  for _, f in ipairs(fields) do renamed[f.name] = "__kiln_ro_" .. f.name end
-  local writable = {__index = function(v, k) missing(v, k) end, __newindex = function(v, k) missing(v, k) end}
+  local renamed, order = {}, {}
+  for i, f in ipairs(fields) do
+    renamed[f.name] = "__kiln_ro_" .. f.name
+    order[i] = f.name
+  end
+  -- pairs(view) walks the fields, as over a table view
+  local function walk(v)
+    local i = 0
+    return function()
+      i = i + 1
+      local k = order[i]
+      if k ~= nil then return k, v[k] end
+    end, v, nil
+  end
+  local writable = {__index = function(v, k) missing(v, k) end, __newindex = function(v, k) missing(v, k) end,
+                    __pairs = walk}
   local read_only = {
+    __pairs = walk,
     __index = function(v, k)
       local field = renamed[k]
       if field == nil then missing(v, k) end
