@@ -421,9 +421,10 @@ end
 
 -- Begins q's FFI loop over its state s, the loop running level frames up from start's caller;
 -- returns its step, or nil where the table path must run (a world with a budget).
-local function start(q, s, level, fname)
+local function start(q, s, level, fname, stamp)
   -- s: the loop's for-state, by which it is found running; its first chunk comes in s.rows
-  local loop, system, n = begin(q, s, s.writable, level + 1, fname, s.rows)
+  -- (with stamp, its rows stamped changed at once)
+  local loop, system, n = begin(q, s, s.writable, level + 1, fname, s.rows, stamp)
   if not loop then return nil end
   shared.running_system = system
   s.n, s.tick = n, s.r.tick
@@ -453,15 +454,45 @@ function Query:each()
 end
 
 -- Lua each-systems (systems.c, through klua_jit_push_each_runner): one loop function per
--- system function and term count, so each system's call site is a trace of its own.
-local function runner_source(count)
-  local vs = {}
-  for t = 1, count do vs[t] = "v" .. t end
-  local list = count > 0 and ", " .. table.concat(vs, ", ") or ""
-  return format("local start, each_rows = ...\nreturn function(q, s, fn, dt)\n  local step = start(q, s, 1, \"query:each\")\n" ..
-                "  if not step then return each_rows(q, fn, dt) end\n  for e%s in step, s do fn(e%s, dt) end\nend\n", list, list)
+-- system function and query shape, so each system's call site is a trace of its own. Each
+-- chunk's rows are stamped in C before they run (an each-system visits them all), and the
+-- rows are a numeric for: the views are made inside an iteration, so a branch of the
+-- system's function that runs as a side trace (linked back to the loop's start) has
+-- nothing to box. With kiln.ffi_debug the loop goes through the step and its checked views.
+local function runner_source(kinds)
+  local vs, views_of, setup = {}, {}, {}
+  for t, k in ipairs(kinds) do
+    vs[t] = "v" .. t
+    if k == "t" then
+      views_of[t] = "true"
+    else
+      setup[#setup + 1] = format("      local c%d = r.columns[%d]\n      local P%d = c%d ~= nil and cast(types[%d], c%d) or nil\n",
+                                 t, t - 1, t, t, t, t)
+      views_of[t] = k == "d" and format("P%d + i", t) or format("(P%d and P%d + i)", t, t)
+    end
+  end
+  local list = #vs > 0 and ", " .. table.concat(vs, ", ") or ""
+  local made = #views_of > 0 and ", " .. table.concat(views_of, ", ") or ""
+  return format([[local start, each_rows, next_chunk, cast, tonumber, kiln = ...
+return function(q, s, fn, dt)
+  local step = start(q, s, 1, "query:each", true)
+  if not step then return each_rows(q, fn, dt) end
+  if kiln.ffi_debug then
+    for e%s in step, s do fn(e%s, dt) end
+    return
+  end
+  local r, rows, types, n = s.r, s.rows, s.ptr_types, s.n
+  while n > 0 do
+    local E = r.entities
+%s    for i = 0, n - 1 do
+      fn(tonumber(E[i])%s, dt)
+    end
+    n = next_chunk(q, rows, true) or 0
+  end
 end
-local runners = setmetatable({}, {__mode = "k"}) -- each function -> {[term count] = its loop}
+]], list, list, table.concat(setup), made)
+end
+local runners = setmetatable({}, {__mode = "k"}) -- each function -> {[shape] = its loop}
 views.runner(function(q, fn, dt)
   local s = state_of(q, true)
   if not s then return each_rows(q, fn, dt) end
@@ -470,12 +501,17 @@ views.runner(function(q, fn, dt)
     mine = {}
     runners[fn] = mine
   end
-  local count = #s.kinds
-  local loop = mine[count]
+  local shape = s.shape
+  if not shape then
+    shape = table.concat(s.kinds)
+    s.shape = shape
+  end
+  local loop = mine[shape]
   if not loop then
     -- loaded again for each function (not compiled(), which shares one prototype)
-    loop = assert(load(runner_source(count), "=lua/kiln/ffi.lua(each system)"))(start, each_rows)
-    mine[count] = loop
+    loop = assert(load(runner_source(s.kinds), "=lua/kiln/ffi.lua(each system)"))(start, each_rows, next_chunk,
+                                                                                 cast, tonumber, kiln)
+    mine[shape] = loop
   end
   return loop(q, s, fn, dt)
 end)

@@ -111,13 +111,13 @@ static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
 
 static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp);
 
-/* views.begin(q, state, writable[, level[, fname[, rows]]]): starts the FFI loop whose generic-for state is
+/* views.begin(q, state, writable[, level[, fname[, rows[, stamp]]]]): starts the FFI loop whose generic-for state is
  * the table state (nil: q:bulk_ffi's, which runs inside one call), in the frame level
  * levels up (errors name fname, default query:each_ffi). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
  * instruction budget. Else returns the loop's number and the running system's name (or nil),
  * (and with a row state, views.rows, the first chunk's row count, 0 for none, the chunk in
- * rows), and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
+ * rows, its rows stamped now with stamp), and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -150,7 +150,7 @@ static int views_begin(lua_State *L) {
     /* q:each: its first chunk now, so a loop calls C only here and at each chunk's end */
     ffi_rows *rows = lua_type(L, 6) == LUA_TUSERDATA ? lua_touserdata(L, 6) : NULL;
     if (!rows) return 2;
-    lua_pushinteger(L, next_chunk(L, kq, rows, false));
+    lua_pushinteger(L, next_chunk(L, kq, rows, lua_toboolean(L, 7)));
     return 3;
 }
 
@@ -166,9 +166,9 @@ static int views_rows(lua_State *L) {
 /* Moves the FFI loop of kq (at stack index 1) to its next chunk and returns its row count,
  * or 0 when the loop ended (then finished). The column tick of each writable term the chunk
  * has is marked. With stamp (q:bulk_ffi) every row of those terms is stamped changed now,
- * and ffi.lua reads the chunk's pointers from the iterator (views.iter); with rows (q:each)
- * the chunk is put in it at row -1 (the step stamps each row it reaches), and at the end
- * it is emptied. */
+ * and ffi.lua reads the chunk's pointers from the iterator (views.iter); with rows (q:each,
+ * each-systems) the chunk is put in it at row -1 (without stamp the step stamps each row it
+ * reaches), and at the end it is emptied. */
 static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp) {
     if (rows) memset(rows, 0, sizeof *rows); /* ended, unless a chunk comes */
     if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
@@ -196,12 +196,12 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
     return it->count;
 }
 
-/* views.next(q[, stamp | rows]): next_chunk, with rows a row state (views.rows); returns the
- * chunk's row count, or nothing when the loop ended. */
+/* views.next(q[, stamp]) or views.next(q, rows[, stamp]): next_chunk, with rows a row state
+ * (views.rows); returns the chunk's row count, or nothing when the loop ended. */
 static int views_next(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
-    int32_t n = next_chunk(L, kq, rows, !rows && lua_toboolean(L, 2));
+    int32_t n = next_chunk(L, kq, rows, lua_toboolean(L, rows ? 3 : 2));
     if (n == 0) return 0;
     lua_pushinteger(L, n);
     return 1;

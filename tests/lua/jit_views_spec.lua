@@ -380,6 +380,32 @@ describe("q:each() under LuaJIT", function()
         assert.is_true(H.not_deferred(w))
     end)
 
+    it("runs an each-system's rows across chunks with tags, optional terms and checked views", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}, Velocity = {x = 10}, Frozen = true}
+        local b = w:spawn{Position = {x = 2}, Frozen = true} -- another archetype: another chunk
+        w:spawn{Position = {x = 3}} -- not Frozen: not visited
+        local seen = {}
+        w:system{name = "thaw", query = {"Position", "Frozen", optional = {"Velocity"}}, writes = {"Position"},
+                 each = function(e, p, frozen, v, dt)
+                     seen[#seen + 1] = e
+                     assert.is_true(frozen)
+                     p.x = p.x + (v and v.x or 100) * dt
+                 end}
+        assert(w:progress(1))
+        table.sort(seen)
+        local want = {a, b}
+        table.sort(want)
+        assert.are.same(want, seen)
+        assert.are.equal(11, w:get(a, "Position").x)
+        assert.are.equal(102, w:get(b, "Position").x)
+        assert.are.equal(w:tick(), w:changed_tick(b, "Position"))
+        kiln.ffi_debug = true -- the same rows through checked views
+        assert(w:progress(1))
+        assert.are.equal(21, w:get(a, "Position").x)
+        assert.are.equal(202, w:get(b, "Position").x)
+    end)
+
     it("runs an each-system over table views where a term has no FFI type, or a budget is armed", function()
         local w = H.world{instructions = 1000000}
         w:component("Script", "lua")
