@@ -1,5 +1,5 @@
-/* jit_views.c: the C half of q:each_ffi under LuaJIT: a query's terms described as FFI
- * declarations, and its iteration moved a chunk at a time (lua/kiln/ffi.lua runs the rows). */
+/* jit_views.c: the C half of the FFI views under LuaJIT (q:each, each-systems, q:each_ffi,
+ * q:bulk_ffi): the terms as FFI declarations, chunks put in a row state (ffi.lua runs rows). */
 #include <stddef.h>
 #include <string.h>
 
