@@ -1,5 +1,5 @@
--- ffi.lua: q:each_ffi() and q:bulk_ffi(), loops whose views are LuaJIT FFI pointers into the
--- columns (C half: lua/src/jit_views.c). Under Lua 5.4 and where FFI is off: the table path.
+-- ffi.lua: under LuaJIT, q:each(), Lua each-systems, q:each_ffi() and q:bulk_ffi() hand out FFI
+-- pointers into the columns as views (C half: lua/src/jit_views.c). Elsewhere: the table path.
 local kiln, World, Query, layer = ...
 local views = layer.views
 -- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
@@ -82,19 +82,48 @@ if not views then -- Lua 5.4, or a state without the ffi library (a mod's): tabl
 end
 local ffi = views.ffi
 local cast, typeof, tonumber, format = ffi.cast, ffi.typeof, tonumber, string.format
-local next_chunk, begin, alive = views.next, views.begin, views.alive
+local next_chunk, begin, alive, each_rows = views.next, views.begin, views.alive, views.each_rows
 
--- The head of a kiln_iter (kiln.h), as far as the loops read it; checked against the C layout.
+-- Declares struct <prefix>_<n> { body } under the first free name (names are per Lua state: a
+-- module loaded again finds its earlier ones taken); returns the name, or nil and the error.
+-- Pointer types are named too: ffi.typeof("$ *", ct) can hand out another struct's pointer
+-- type (seen under busted).
+local shared = views.shared -- one per Lua state, whatever loads of kiln it sees
+shared.declared = shared.declared or {n = 0}
+local declared = shared.declared
+local function declare(prefix, body)
+  local name, ok, err
+  repeat
+    declared.n = declared.n + 1
+    name = format("%s_%d", prefix, declared.n)
+    ok, err = pcall(ffi.cdef, format("struct %s { %s };", name, body))
+  until ok or not tostring(err):find("redefine", 1, true)
+  if not ok then return nil, tostring(err) end
+  return name
+end
+
+-- The head of a kiln_iter (kiln.h) as far as q:bulk_ffi reads it, and a loop's row state
+-- (jit_views.c's ffi_rows), which q:each's step reads and advances; both checked against C.
 local LAYOUT = views.layout
-local ITER
-do
-  local decl = format([[struct { int32_t count; int32_t term_count; const uint64_t *entities;
-    void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick; }]], LAYOUT.max_terms, LAYOUT.max_terms)
-  local ct = typeof(decl)
+local ITER, ROWS = shared.ITER, shared.ROWS
+if not ITER then
+  local iter_name = assert(declare("kiln_iter", format([[int32_t count; int32_t term_count;
+    const uint64_t *entities; void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick;]], LAYOUT.max_terms, LAYOUT.max_terms)))
+  local iter = typeof("struct " .. iter_name)
   for _, field in ipairs({"count", "entities", "columns", "ticks", "tick"}) do
-    assert(ffi.offsetof(ct, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)
+    assert(ffi.offsetof(iter, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)
   end
-  ITER = typeof("$ *", ct)
+  ITER = typeof("struct " .. iter_name .. " *")
+  -- entities as int64_t: handles stay below 2^53, and a signed load converts in one step
+  local rows_name = assert(declare("kiln_rows", format([[int64_t i; int32_t n; uint32_t tick;
+    const int64_t *entities; void *columns[%d]; uint32_t *ticks[%d];]], LAYOUT.max_terms, LAYOUT.max_terms)))
+  local rows = typeof("struct " .. rows_name)
+  for _, field in ipairs({"i", "n", "tick", "entities", "columns", "ticks"}) do
+    assert(ffi.offsetof(rows, field) == LAYOUT["rows_" .. field], "lua/kiln/ffi.lua: ffi_rows changed: " .. field)
+  end
+  assert(ffi.sizeof(rows) == LAYOUT.rows_size, "lua/kiln/ffi.lua: ffi_rows changed its size")
+  ROWS = typeof("struct " .. rows_name .. " *")
+  shared.ITER, shared.ROWS = ITER, ROWS
 end
 local C_KEYWORDS = {}
 for w in ([[auto break case char const continue default do double else enum extern float for
@@ -103,103 +132,174 @@ for w in ([[auto break case char const continue default do double else enum exte
   C_KEYWORDS[w] = true
 end
 
-local function refuse(term, why)
-  error(format("query:each_ffi: %s cannot be mapped to an FFI type: %s (use q:each)", term.name, why), 3)
+-- Field types whose FFI value reads and writes as the table view's does (a number, a boolean,
+-- or a struct of x, y[, z[, w]] floats changed in place). q:each hands out FFI views only when
+-- every field is one of these; 64-bit integers (cdata), arrays (0-based), char arrays (not
+-- strings) and mat4 keep its table views.
+local SAME_AS_TABLE = {
+  bool = true, int8_t = true, int16_t = true, int32_t = true, uint8_t = true, uint16_t = true,
+  uint32_t = true, float = true, double = true,
+  ["struct { float x, y; }"] = true, ["struct { float x, y, z; }"] = true, ["struct { float x, y, z, w; }"] = true,
+}
+
+-- Raises, naming a term that cannot be mapped, for q:each_ffi and q:bulk_ffi.
+local function refuse(name, why)
+  error(format("query:each_ffi: %s cannot be mapped to an FFI type: %s (use q:each)", name, why), 3)
 end
 
--- The FFI struct of a data term, its fields at the core's offsets; checked against the layout.
-local structs = {n = 0} -- struct body -> its named struct and pointer types, one per layout
-local function struct_of(term)
-  if term.kind == "lua" then refuse(term, "it holds Lua values") end
+-- shared.running_system: the system running the FFI loop begun last (nil outside systems),
+-- which a write to a read-only view names: Lua systems of a state run one at a time.
+
+-- The metatables of a component's view structs: a field the component lacks raises as a
+-- table view's does. The read-only struct names its fields const __kiln_ro_<name>, so reading
+-- v.x goes through __index (a constant key: compiled code reads the field directly) and a
+-- write lands in __newindex, which raises naming the system, as the table path does.
+local function view_metas(name, check, fields)
+  local function missing(_, key)
+    error(format("%s has no field '%s'", name, tostring(key):sub(1, 64)), 3)
+  end
+  local renamed, order = {}, {}
+  for i, f in ipairs(fields) do
+    renamed[f.name] = "__kiln_ro_" .. f.name
+    order[i] = f.name
+  end
+  -- pairs(view) walks the fields, as over a table view
+  local function walk(v)
+    local i = 0
+    return function()
+      i = i + 1
+      local k = order[i]
+      if k ~= nil then return k, v[k] end
+    end, v, nil
+  end
+  local writable = {__index = function(v, k) missing(v, k) end, __newindex = function(v, k) missing(v, k) end,
+                    __pairs = walk}
+  local read_only = {
+    __pairs = walk,
+    __index = function(v, k)
+      local field = renamed[k]
+      if field == nil then missing(v, k) end
+      return v[field]
+    end,
+    __newindex = function(v, k)
+      if renamed[k] == nil then missing(v, k) end
+      if check then
+        error(format("%s is read-only in FFI views (a check hook validates its writes; use world:set)", name), 2)
+      elseif shared.running_system then
+        error(format("system '%s' cannot write %s: it is read-only (declared only in reads)", shared.running_system,
+                     name), 2)
+      end
+      error(format("%s is read-only here (declare it in writes to change it)", name), 2)
+    end,
+  }
+  return writable, read_only
+end
+
+-- The FFI struct of a data term, its fields at the core's offsets and checked against the
+-- layout; or nil and why it cannot be mapped. strict (q:each): only fields in SAME_AS_TABLE.
+shared.structs = shared.structs or {}
+local structs = shared.structs -- component name, check and struct body -> its pointer types
+local function struct_of(term, strict)
+  if term.kind == "lua" then return nil, "it holds Lua values" end
   local fields = {}
   for i, f in ipairs(term.fields) do fields[i] = f end
-  if #fields == 0 then refuse(term, "it has no reflected fields") end
+  if #fields == 0 then return nil, "it has no reflected fields" end
   table.sort(fields, function(a, b) return a.offset < b.offset end)
-  local parts, pos = {}, 0
+  local parts, names, pos = {}, {}, 0 -- names[k]: the field parts[k] declares
   for _, f in ipairs(fields) do
-    if not f.ctype then refuse(term, format("field '%s' has type %s", f.name, f.type)) end
+    if not f.ctype then return nil, format("field '%s' has type %s", f.name, f.type) end
     if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] or f.name:match("^__kiln_pad") then
-      refuse(term, format("field '%s' is not a C name", f.name:sub(1, 64)))
+      return nil, format("field '%s' is not a C name", f.name:sub(1, 64))
     end
-    if f.offset < pos then refuse(term, format("field '%s' overlaps another", f.name)) end
+    if f.offset < pos then return nil, format("field '%s' overlaps another", f.name) end
     if f.offset > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, f.offset - pos) end
     -- as the table path reads them: count 0 or 1 is one value, except a char array
     local array = f.count > 1 or (f.ctype == "char" and f.count > 0)
+    if strict and (array or not SAME_AS_TABLE[f.ctype]) then
+      return nil, format("field '%s' (%s) reads differently through FFI", f.name, f.type)
+    end
     local n = array and f.count or 1
     local dims = array and format("[%d]", f.count) or ""
     if f.ctype == "float[16]" then
-      parts[#parts + 1] = format("float %s%s[16];", f.name, dims)
+      parts[#parts + 1] = format("float %%s%s[16];", dims)
     else
-      parts[#parts + 1] = format("%s %s%s;", f.ctype, f.name, dims)
+      parts[#parts + 1] = format("%s %%s%s;", f.ctype, dims)
     end
+    names[#parts] = f.name
     pos = f.offset + f.elem_size * n
   end
   if term.stride > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, term.stride - pos) end
-  local body = table.concat(parts, " ")
-  local ct = structs[body]
-  if not ct then
-    -- a named struct: ffi.typeof("$ *", ct) of an anonymous one can hand out another's pointer
-    -- (names are per Lua state: a module loaded again finds its earlier ones taken)
-    local name, ok, err
-    repeat
-      structs.n = structs.n + 1
-      name = format("kiln_view_%d", structs.n)
-      ok, err = pcall(ffi.cdef, format("struct %s { %s };", name, body))
-    until ok or not tostring(err):find("redefine", 1, true)
-    if not ok then refuse(term, tostring(err)) end
-    ct = {name = name, struct = typeof("struct " .. name), ptr = typeof("struct " .. name .. " *"),
-          const_ptr = typeof("const struct " .. name .. " *")}
-    if ffi.sizeof(ct.struct) ~= term.stride then
-      refuse(term, format("its FFI size %d is not its stride %d", ffi.sizeof(ct.struct), term.stride))
+  -- the body with the fields' names, and with the read-only struct's
+  local function body_of(prefix)
+    local out = {}
+    for k, part in ipairs(parts) do
+      out[k] = names[k] and (prefix ~= "" and "const " or "") .. format(part, prefix .. names[k]) or part
     end
-    for _, f in ipairs(fields) do
-      if ffi.offsetof(ct.struct, f.name) ~= f.offset then
-        refuse(term, format("field '%s' lies at %d in C, %d in FFI", f.name, f.offset, ffi.offsetof(ct.struct, f.name)))
+    return table.concat(out, " ")
+  end
+  local body = body_of("")
+  local key = term.name .. (term.check and "\1" or "\0") .. body
+  local ct = structs[key]
+  if not ct then
+    local name, err = declare("kiln_view", body)
+    if not name then return nil, err end
+    local ro_name, ro_err = declare("kiln_ro", body_of("__kiln_ro_"))
+    if not ro_name then return nil, ro_err end
+    local struct, ro = typeof("struct " .. name), typeof("struct " .. ro_name)
+    local meta, ro_meta = view_metas(term.name, term.check, fields)
+    ffi.metatype(struct, meta)
+    ffi.metatype(ro, ro_meta)
+    ct = {ptr = typeof("struct " .. name .. " *"), const_ptr = typeof("struct " .. ro_name .. " *")}
+    for _, c in ipairs({struct, ro}) do
+      if ffi.sizeof(c) ~= term.stride then
+        return nil, format("its FFI size %d is not its stride %d", ffi.sizeof(c), term.stride)
       end
     end
-    structs[body] = ct
+    for _, f in ipairs(fields) do
+      if ffi.offsetof(struct, f.name) ~= f.offset or ffi.offsetof(ro, "__kiln_ro_" .. f.name) ~= f.offset then
+        return nil, format("field '%s' lies at %d in C, %d in FFI", f.name, f.offset, ffi.offsetof(struct, f.name))
+      end
+    end
+    structs[key] = ct
   end
   return ct
 end
 
--- The step of a query shape, kinds[t] "d" (a data term) or "t" (a tag with-term): one function
--- per shape for every query, called with the query's state s (the generic for's state), so a
--- loop site that goes over several queries keeps one trace (a closure per query would make
--- each new query a side trace, where the views are no longer sunk and become garbage). s holds
--- the row (i, n) and the chunk's pointers (E, P<t>, T<t>; false when absent). In the debug
--- form each view goes through wrap(s, t, pointer).
+-- The step of a loop, kinds[t] "d" (a data with-term), "o" (an optional data term) or "t" (a
+-- tag with-term), called with the query's state s (the generic for's state), whose s.r is the
+-- loop's row state (ROWS, filled by next_chunk a chunk at a time). One prototype per shape;
+-- a closure of it per set of view types (P<t>, upvalues the traces take as constants). Per
+-- row: the row counter, a tick stored for each term the loop stamps (r.ticks[t] not NULL),
+-- and the entity (a load LuaJIT keeps even when the loop ignores it: it is the for's control
+-- value). In the debug form each view goes through wrap(s, t, pointer).
 local function step_source(kinds, debug)
-  local b = {"local next_chunk, cast, tonumber, wrap = ...\n", "local function reset(s)\n  s.n, s.i = 0, -1\n"}
-  local data = {}
-  for t, k in ipairs(kinds) do if k == "d" then data[#data + 1] = t end end
-  for _, t in ipairs(data) do b[#b + 1] = format("  s.P%d, s.T%d = false, false\n", t, t) end
-  b[#b + 1] = "end\nlocal function step(s)\n  local i = s.i + 1\n  if i >= s.n then\n"
-  b[#b + 1] = "    local n = next_chunk(s.q)\n    if not n then reset(s) return nil end\n"
-  b[#b + 1] = "    i = 0\n    s.n = n\n    local it = s.it\n    s.E = it.entities\n    s.tick = it.tick\n"
-  for _, t in ipairs(data) do
-    b[#b + 1] = format("    local c%d = it.columns[%d]\n    s.P%d = c%d ~= nil and cast(s.ptr_types[%d], c%d) or false\n",
-                       t, t - 1, t, t, t, t)
-    b[#b + 1] = format("    local k%d = it.ticks[%d]\n    s.T%d = (s.canwrite[%d] and c%d ~= nil and k%d ~= nil) and k%d or false\n",
-                       t, t - 1, t, t, t, t, t)
+  local b, types = {}, {}
+  for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
+  b[1] = format("local next_chunk, cast, tonumber, wrap%s = ...\nlocal function row(s, r, i)\n  local tick = s.tick\n",
+                #types > 0 and ", " .. table.concat(types, ", ") or "")
+  for t, k in ipairs(kinds) do
+    if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
   end
-  b[#b + 1] = "  end\n  s.i = i\n"
-  for _, t in ipairs(data) do b[#b + 1] = format("  local T%d = s.T%d\n  if T%d then T%d[i] = s.tick end\n", t, t, t, t) end
-  for _, t in ipairs(data) do b[#b + 1] = format("  local P%d = s.P%d\n", t, t) end
-  b[#b + 1] = "  return tonumber(s.E[i])"
+  local results = {"tonumber(r.entities[i])"}
   for t, k in ipairs(kinds) do
     if k == "t" then
-      b[#b + 1] = ", true"
-    elseif debug then
-      b[#b + 1] = format(", P%d and wrap(s, %d, P%d + i) or nil", t, t, t)
+      results[#results + 1] = "true"
     else
-      b[#b + 1] = format(", P%d and P%d + i or nil", t, t)
+      local view = debug and format("wrap(s, %d, cast(P%d, c%d) + i)", t, t, t) or format("cast(P%d, c%d) + i", t, t)
+      b[#b + 1] = format("  local c%d = r.columns[%d]\n", t, t - 1)
+      results[#results + 1] = k == "d" and view or format("(c%d ~= nil and %s or nil)", t, view)
     end
   end
-  b[#b + 1] = "\nend\nreturn step, reset\n"
+  b[#b + 1] = "  return " .. table.concat(results, ", ") .. "\nend\n"
+  -- a chunk's first row: no row value is live across next_chunk (compiled code would box it)
+  b[#b + 1] = "local function first(s, r)\n  if not next_chunk(s.q, s.rows) then s.n = 0 return nil end\n"
+  b[#b + 1] = "  s.n, s.tick = r.n, r.tick\n  r.i = 0\n  return row(s, r, 0)\nend\n"
+  b[#b + 1] = "return function(s)\n  local r = s.r\n  local i = r.i + 1\n  if i >= s.n then return first(s, r) end\n"
+  b[#b + 1] = "  r.i = i\n  return row(s, r, i)\nend\n"
   return table.concat(b)
 end
 
-local steps = {} -- step source -> {step, reset}: one per shape
+local steps = setmetatable({}, {__mode = "v"}) -- shape and view types -> the step
 
 -- Debug views: a table per row that checks, on every use, that its loop still runs.
 local PTR, LOOP, TERM = {}, {}, {}
@@ -228,73 +328,193 @@ local function wrap(s, t, ptr)
   return setmetatable({[PTR] = ptr, [LOOP] = s.loop, [TERM] = s.terms[t]}, debug_meta)
 end
 
-local function make_state(q)
+-- The state of q's FFI loops, or nil and why its terms cannot be mapped (strict: as q:each
+-- requires, see SAME_AS_TABLE). Kept with the query (views.state) as {full, strict}.
+local function make_state(q, strict)
   local terms = views.terms(q)
-  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {}, writable = {}, it = cast(ITER, views.iter(q))}
+  local rows, address = views.rows()
+  local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {},
+             writable = {}, it = cast(ITER, views.iter(q)), rows = rows, r = cast(ROWS, address), q = q, terms = {},
+             step_for = {}}
   for t, term in ipairs(terms) do
     s.names[t] = term.name
     if term.kind == "tag" then
-      if term.optional then refuse(term, "an optional tag has no column to point into") end
+      if term.optional then return nil, term.name, "an optional tag has no column to point into" end
       s.kinds[t] = "t"
     else
-      local ct = struct_of(term)
-      s.kinds[t] = "d"
+      if strict and term.check then return nil, term.name, "a check hook validates its writes" end
+      local ct, why = struct_of(term, strict)
+      if not ct then return nil, term.name, why end
+      s.kinds[t] = term.optional and "o" or "d"
       s.const_types[t] = ct.const_ptr
       s.mutable_types[t] = ct.ptr
       s.check[t] = term.check
     end
+    s.terms[t] = {name = term.name, t = t, s = s, q = q}
   end
-  s.terms, s.q = {}, q
-  for t in ipairs(terms) do s.terms[t] = {name = s.names[t], t = t, s = s, q = q} end
-  for _, debug in ipairs({false, true}) do
-    local src = step_source(s.kinds, debug)
-    local pair = steps[src]
-    if not pair then
-      pair = {compiled(src, next_chunk, cast, tonumber, wrap)}
-      steps[src] = pair
-    end
-    if debug then s.dstep, s.dreset = pair[1], pair[2] else s.step, s.reset = pair[1], pair[2] end
-  end
-  s.reset(s)
   return s
+end
+
+-- The step of s for its current view types (choose_types, which sets s.mask), plain or debug:
+-- cached in s by mask, so beginning a loop makes no garbage.
+local function step_of(s, debug)
+  local slot = debug and -1 - s.mask or s.mask
+  local step = s.step_for[slot]
+  if step then return step end
+  local key, types = {debug and "debug" or "plain", table.concat(s.kinds)}, {}
+  for t, kind in ipairs(s.kinds) do
+    if kind ~= "t" then
+      types[#types + 1] = s.ptr_types[t]
+      key[#key + 1] = tostring(tonumber(s.ptr_types[t]))
+    end
+  end
+  key = table.concat(key, ":")
+  step = steps[key]
+  if not step then
+    step = compiled(step_source(s.kinds, debug), next_chunk, cast, tonumber, wrap, unpack(types))
+    steps[key] = step
+  end
+  s.step_for[slot] = step
+  return step
 end
 
 -- Notes the loop begun and makes writable terms' views mutable, the others const.
 local function choose_types(s, loop, writable)
   s.loop = loop
+  local mask, bit = 0, 1
   for t, kind in ipairs(s.kinds) do
-    if kind == "d" then
+    if kind ~= "t" then
       -- a check hook validates every write: its views stay const, as views bypass it
       s.canwrite[t] = writable[t] and not s.check[t]
       s.ptr_types[t] = s.canwrite[t] and s.mutable_types[t] or s.const_types[t]
+      if s.canwrite[t] then mask = mask + bit end
     end
+    bit = bit * 2
   end
+  s.mask = mask
 end
 
-local function state_of(q)
-  local s = views.state(q)
-  if not s then
-    s = make_state(q)
-    views.state(q, s)
+-- q's state: for q:each_ffi and q:bulk_ffi (strict false) raising when a term cannot be
+-- mapped; for q:each and each-systems (strict) false when one cannot.
+local pairs_of = setmetatable({}, {__mode = "kv"}) -- Query -> its pair (found without a C call)
+local function state_of(q, strict)
+  local pair = pairs_of[q]
+  if not pair then
+    pair = views.state(q)
+    if not pair then
+      pair = {}
+      views.state(q, pair) -- kept by the query
+    end
+    pairs_of[q] = pair
   end
+  local key = strict and "strict" or "full"
+  local s = pair[key]
+  if s == nil then
+    local why
+    s, pair[key .. "_name"], why = make_state(q, strict)
+    pair[key .. "_why"] = why
+    pair[key] = s or false
+  end
+  if not s and not strict then refuse(pair.full_name, pair.full_why) end
   return s
+end
+
+-- Begins q's FFI loop over its state s, the loop running level frames up from start's caller;
+-- returns its step, or nil where the table path must run (a world with a budget).
+local function start(q, s, level, fname, stamp)
+  -- s: the loop's for-state, by which it is found running; its first chunk comes in s.rows
+  -- (with stamp, its rows stamped changed at once)
+  local loop, system, n = begin(q, s, s.writable, level + 1, fname, s.rows, stamp)
+  if not loop then return nil end
+  shared.running_system = system
+  s.n, s.tick = n, s.r.tick
+  choose_types(s, loop, s.writable)
+  return step_of(s, kiln.ffi_debug and true or false)
 end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
 function Query:each_ffi()
-  check_query(self, "query:each_ffi")
-  local s = state_of(self)
-  local debug = kiln.ffi_debug and true or false
-  local step = debug and s.dstep or s.step
-  s.reset(s)
-  local loop = begin(self, s, s.writable) -- s: the loop's for-state, by which it is found running
+  if not pairs_of[self] then check_query(self, "query:each_ffi") end
+  local s = state_of(self, false)
+  local step = start(self, s, 2)
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
   -- as the one its loop runs in)
-  if not loop then return each(self) end
-  choose_types(s, loop, s.writable)
+  if not step then return each(self) end
   return step, s
 end
 
+-- q:each(): FFI views where every term reads as its table view does (SAME_AS_TABLE), else
+-- the table views.
+function Query:each()
+  if not pairs_of[self] then check_query(self, "query:each") end
+  local s = state_of(self, true)
+  local step = s and start(self, s, 2, "query:each")
+  if not step then return each(self) end
+  return step, s
+end
+
+-- Lua each-systems (systems.c, through klua_jit_push_each_runner): one loop function per
+-- system function and query shape, so each system's call site is a trace of its own. Each
+-- chunk's rows are stamped in C before they run (an each-system visits them all), and the
+-- rows are a numeric for: the views are made inside an iteration, so a branch of the
+-- system's function that runs as a side trace (linked back to the loop's start) has
+-- nothing to box. With kiln.ffi_debug the loop goes through the step and its checked views.
+local function runner_source(kinds)
+  local vs, views_of, setup = {}, {}, {}
+  for t, k in ipairs(kinds) do
+    vs[t] = "v" .. t
+    if k == "t" then
+      views_of[t] = "true"
+    else
+      setup[#setup + 1] = format("      local c%d = r.columns[%d]\n      local P%d = c%d ~= nil and cast(types[%d], c%d) or nil\n",
+                                 t, t - 1, t, t, t, t)
+      views_of[t] = k == "d" and format("P%d + i", t) or format("(P%d and P%d + i)", t, t)
+    end
+  end
+  local list = #vs > 0 and ", " .. table.concat(vs, ", ") or ""
+  local made = #views_of > 0 and ", " .. table.concat(views_of, ", ") or ""
+  return format([[local start, each_rows, next_chunk, cast, tonumber, kiln = ...
+return function(q, s, fn, dt)
+  local step = start(q, s, 1, "query:each", true)
+  if not step then return each_rows(q, fn, dt) end
+  if kiln.ffi_debug then
+    for e%s in step, s do fn(e%s, dt) end
+    return
+  end
+  local r, rows, types, n = s.r, s.rows, s.ptr_types, s.n
+  while n > 0 do
+    local E = r.entities
+%s    for i = 0, n - 1 do
+      fn(tonumber(E[i])%s, dt)
+    end
+    n = next_chunk(q, rows, true) or 0
+  end
+end
+]], list, list, table.concat(setup), made)
+end
+local runners = setmetatable({}, {__mode = "k"}) -- each function -> {[shape] = its loop}
+views.runner(function(q, fn, dt)
+  local s = state_of(q, true)
+  if not s then return each_rows(q, fn, dt) end
+  local mine = runners[fn]
+  if not mine then
+    mine = {}
+    runners[fn] = mine
+  end
+  local shape = s.shape
+  if not shape then
+    shape = table.concat(s.kinds)
+    s.shape = shape
+  end
+  local loop = mine[shape]
+  if not loop then
+    -- loaded again for each function (not compiled(), which shares one prototype)
+    loop = assert(load(runner_source(s.kinds), "=lua/kiln/ffi.lua(each system)"))(start, each_rows, next_chunk,
+                                                                                 cast, tonumber, kiln)
+    mine[shape] = loop
+  end
+  return loop(q, s, fn, dt)
+end)
 
 -- q:bulk_ffi's loop over the chunks of a query shape: fn(n, entities, views..., ...) per
 -- chunk, each a 0-based pointer to n rows; the rows of writable terms are stamped first.
@@ -320,8 +540,9 @@ end
 function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
-  local s = state_of(self)
-  local loop = begin(self, nil, s.writable)
+  local s = state_of(self, false)
+  local loop, system = begin(self, nil, s.writable)
+  shared.running_system = system
   if not loop then -- a world with a budget: the table path
     return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
   end

@@ -1,5 +1,5 @@
-/* jit_views.c: the C half of q:each_ffi under LuaJIT: a query's terms described as FFI
- * declarations, and its iteration moved a chunk at a time (lua/kiln/ffi.lua runs the rows). */
+/* jit_views.c: the C half of the FFI views under LuaJIT (q:each, each-systems, q:each_ffi,
+ * q:bulk_ffi): the terms as FFI declarations, chunks put in a row state (ffi.lua runs rows). */
 #include <stddef.h>
 #include <string.h>
 
@@ -84,11 +84,40 @@ static int views_terms(lua_State *L) {
     return 1;
 }
 
-/* views.begin(q, state, writable): starts the FFI loop whose generic-for state is the table
- * state (nil: q:bulk_ffi's, which runs inside one call). Returns false (nothing
+/* The row state of a q:each FFI loop, which ffi.lua's step reads and advances as a struct
+ * (its declaration is checked against views.layout): the row i of n, the tick to stamp,
+ * and the chunk's entities, columns (NULL: a tag, or an optional term the chunk lacks) and
+ * the ticks of the terms the loop stamps (NULL: a term it must not mark). */
+typedef struct ffi_rows {
+    int64_t i;
+    int32_t n;
+    uint32_t tick;
+    const kiln_entity *entities;
+    void *columns[KILN_QUERY_MAX_TERMS * 2];
+    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
+} ffi_rows;
+
+/* Stamps ticks[0 .. count-1] with tick, two rows per 8-byte store (a plain loop here reloads
+ * the count after every 4-byte store, as the store might alias it: 4 instructions a row). */
+static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
+    uint64_t pair = (uint64_t)tick << 32 | tick;
+    int32_t row = 0;
+    for (; row + 4 <= count; row += 4) {
+        memcpy(ticks + row, &pair, sizeof pair);
+        memcpy(ticks + row + 2, &pair, sizeof pair);
+    }
+    for (; row < count; row++) ticks[row] = tick;
+}
+
+static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp);
+
+/* views.begin(q, state, writable[, level[, fname[, rows[, stamp]]]]): starts the FFI loop whose generic-for state is
+ * the table state (nil: q:bulk_ffi's, which runs inside one call), in the frame level
+ * levels up (errors name fname, default query:each_ffi). Returns false (nothing
  * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
- * instruction budget. Else returns the loop's number and sets writable[t] to whether term t
- * is writable (a table the caller keeps: a loop makes no garbage). */
+ * instruction budget. Else returns the loop's number and the running system's name (or nil),
+ * (and with a row state, views.rows, the first chunk's row count, 0 for none, the chunk in
+ * rows, its rows stamped now with stamp), and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -99,30 +128,49 @@ static int views_begin(lua_State *L) {
         return 1;
     }
     if (kq->active && !kq->owner) klua_jit_settle_query(L, kq, 1); /* a loop left by break */
-    klua_query_begin(L, kq, 1, "query:each_ffi");
+    klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
     kq->ffi_gen++;
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
-    /* the loop runs in the frame that called q:each_ffi (level 2: above it, ffi.lua's method) */
+    /* the loop runs in the frame level levels above (default 2: the caller of ffi.lua's
+     * method that called this) */
+    int level = (int)luaL_optinteger(L, 4, 2);
     lua_Debug ar;
     if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
-    else kq->jit_height = lua_getstack(L, 2, &ar) ? (ar.i_ci & 0xffff) : -1;
+    else kq->jit_height = lua_getstack(L, level, &ar) ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
-    lua_pushinteger(L, kq->ffi_gen);
     for (int t = 0; t < kq->term_count; t++) {
         lua_pushboolean(L, kq->writable[t]);
         lua_rawseti(L, 3, t + 1);
     }
-    return 1;
+    lua_pushinteger(L, kq->ffi_gen);
+    if (kw->current) lua_pushstring(L, kw->current->name);
+    else lua_pushnil(L);
+    /* q:each: its first chunk now, so a loop calls C only here and at each chunk's end */
+    ffi_rows *rows = lua_type(L, 6) == LUA_TUSERDATA ? lua_touserdata(L, 6) : NULL;
+    if (!rows) return 2;
+    lua_pushinteger(L, next_chunk(L, kq, rows, lua_toboolean(L, 7)));
+    return 3;
 }
 
-/* views.next(q[, stamp]): moves the FFI loop to its next chunk; returns the chunk's row count,
- * or nothing when the loop ended. ffi.lua reads the chunk's pointers from the iterator itself
- * (views.iter). The column tick of each writable term the chunk has is marked, and with
- * stamp (q:bulk_ffi) every row of those terms is stamped changed. */
-static int views_next(lua_State *L) {
-    klua_query *kq = klua_query_check(L, 1);
+/* views.rows(): a new row state (a userdata, kept by ffi.lua's state of the query) and its
+ * address, which ffi.lua casts to the struct. */
+static int views_rows(lua_State *L) {
+    ffi_rows *r = lua_newuserdatauv(L, sizeof *r, 0);
+    memset(r, 0, sizeof *r);
+    lua_pushlightuserdata(L, r);
+    return 2;
+}
+
+/* Moves the FFI loop of kq (at stack index 1) to its next chunk and returns its row count,
+ * or 0 when the loop ended (then finished). The column tick of each writable term the chunk
+ * has is marked. With stamp (q:bulk_ffi) every row of those terms is stamped changed now,
+ * and ffi.lua reads the chunk's pointers from the iterator (views.iter); with rows (q:each,
+ * each-systems) the chunk is put in it at row -1 (without stamp the step stamps each row it
+ * reaches), and at the end it is emptied. */
+static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp) {
+    if (rows) memset(rows, 0, sizeof *rows); /* ended, unless a chunk comes */
     if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
     klua_query_check_owner(L, kq);
     if (!kiln_query_next(&kq->it)) {
@@ -130,16 +178,32 @@ static int views_next(lua_State *L) {
         return 0;
     }
     kiln_iter *it = &kq->it;
-    bool stamp = lua_toboolean(L, 2);
-    for (int t = 0; t < kq->term_count; t++) {
-        if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !it->columns[t] || !it->ticks[t]) continue;
-        it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
-        if (!stamp || kq->info[t].has_check) continue; /* a check hook's views are const */
-        kiln_tick *ticks = it->ticks[t];
-        kiln_tick tick = (kiln_tick)it->mark_tick;
-        for (int32_t row = 0; row < it->count; row++) ticks[row] = tick;
+    if (rows) {
+        rows->i = -1;
+        rows->n = it->count;
+        rows->tick = (uint32_t)it->mark_tick;
+        rows->entities = it->entities;
     }
-    lua_pushinteger(L, it->count);
+    for (int t = 0; t < kq->term_count; t++) {
+        bool data = kq->kind[t] == TERM_DATA;
+        if (rows && data) rows->columns[t] = it->columns[t];
+        if (!data || !kq->writable[t] || !it->columns[t] || !it->ticks[t]) continue;
+        it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
+        if (kq->info[t].has_check) continue; /* a check hook's views are const */
+        if (rows) rows->ticks[t] = it->ticks[t];
+        if (stamp) fill_ticks(it->ticks[t], it->count, (kiln_tick)it->mark_tick);
+    }
+    return it->count;
+}
+
+/* views.next(q[, stamp]) or views.next(q, rows[, stamp]): next_chunk, with rows a row state
+ * (views.rows); returns the chunk's row count, or nothing when the loop ended. */
+static int views_next(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
+    int32_t n = next_chunk(L, kq, rows, lua_toboolean(L, rows ? 3 : 2));
+    if (n == 0) return 0;
+    lua_pushinteger(L, n);
     return 1;
 }
 
@@ -181,15 +245,67 @@ static int views_state(lua_State *L) {
     return 1;
 }
 
+void klua_jit_end_rows(lua_State *L, int q_idx) {
+    q_idx = lua_absindex(L, q_idx);
+    if (lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_FFI) == LUA_TTABLE) { /* q:each's for-state */
+        lua_pushliteral(L, "n");
+        lua_pushinteger(L, 0);
+        lua_rawset(L, -3); /* an existing key: nothing allocated */
+        lua_pushliteral(L, "rows");
+        if (lua_rawget(L, -2) == LUA_TUSERDATA) memset(lua_touserdata(L, -1), 0, sizeof(ffi_rows));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* views.runner(fn): fn(q, fn, dt) runs the rows of a Lua each-system from now on, where the
+ * world allows FFI views (klua_jit_push_each_runner). */
+static int views_runner(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH);
+    return 0;
+}
+
+/* views.each_rows(q, fn, dt): the rows of a Lua each-system with table views, a C call per
+ * row (what the runner falls back to when a term cannot be mapped to an FFI type). */
+static int views_each_rows(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    klua_system *s = kq->kw->current;
+    klua_query_each_call(L, 1, 2, 3, s ? s->each_cost : -1);
+    return 0;
+}
+
+bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
+    /* a mod, or a budget: the table path, whose rows a budget can count */
+    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) return false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH) == LUA_TFUNCTION) return true;
+    lua_pop(L, 1);
+    return false;
+}
+
 void klua_jit_open_views(lua_State *L, int layer_idx) {
     static const luaL_Reg fns[] = {
-        {"terms", views_terms}, {"begin", views_begin}, {"next", views_next}, {"alive", views_alive}, {"state", views_state}, {"finish", views_finish}, {"iter", views_iter}, {NULL, NULL}};
+        {"terms", views_terms},   {"begin", views_begin}, {"next", views_next}, {"alive", views_alive},
+        {"state", views_state},   {"finish", views_finish}, {"iter", views_iter}, {"rows", views_rows},
+        {"runner", views_runner}, {"each_rows", views_each_rows}, {NULL, NULL}};
     layer_idx = lua_absindex(L, layer_idx);
     /* only where the host opened the ffi library: a mod's state has none (nor JIT), and
      * there q:each_ffi is q:each */
     lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     lua_getfield(L, -1, "ffi");
-    if (!lua_istable(L, -1)) { /* not required yet: LuaJIT's openlibs leaves it preloadable */
+    if (!lua_istable(L, -1)) { /* the module table an earlier load of kiln found */
+        lua_pop(L, 1);
+        lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_FFI);
+        if (lua_istable(L, -1)) {
+            lua_pushvalue(L, -1);
+            lua_setfield(L, -3, "ffi");
+        }
+    }
+    /* Not required yet: LuaJIT's openlibs leaves it preloadable. Opened once per state only:
+     * LuaJIT's luaopen_ffi starts a new table of C types, which would leave every earlier
+     * cdata (a reloaded kiln's views, say) typed by ids that now mean other types. */
+    if (!lua_istable(L, -1)) {
         lua_pop(L, 1);
         lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
         if (lua_istable(L, -1)) lua_getfield(L, -1, "ffi");
@@ -209,21 +325,37 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
         lua_setfield(L, -3, "ffi"); /* as require would */
     }
     lua_remove(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_FFI);
     lua_newtable(L);
     lua_insert(L, -2);
     lua_setfield(L, -2, "ffi");
     /* where ffi.lua finds the iterator's fields (it checks its declaration against them) */
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 13);
     static const struct { const char *name; size_t value; } layout[] = {
         {"count", offsetof(kiln_iter, count)},     {"entities", offsetof(kiln_iter, entities)},
         {"columns", offsetof(kiln_iter, columns)}, {"ticks", offsetof(kiln_iter, ticks)},
         {"tick", offsetof(kiln_iter, tick)},       {"max_terms", KILN_QUERY_MAX_TERMS * 2},
+        {"rows_i", offsetof(ffi_rows, i)},         {"rows_n", offsetof(ffi_rows, n)},
+        {"rows_tick", offsetof(ffi_rows, tick)},   {"rows_entities", offsetof(ffi_rows, entities)},
+        {"rows_columns", offsetof(ffi_rows, columns)}, {"rows_ticks", offsetof(ffi_rows, ticks)},
+        {"rows_size", sizeof(ffi_rows)},
     };
     for (size_t i = 0; i < sizeof layout / sizeof layout[0]; i++) {
         lua_pushinteger(L, (lua_Integer)layout[i].value);
         lua_setfield(L, -2, layout[i].name);
     }
     lua_setfield(L, -2, "layout");
+    /* what every load of kiln in this state shares: its FFI types are declared once (a
+     * second load would find the first one's names taken, or, where ffi.cdef is patched to
+     * skip a repeated declaration as busted does, the first one's types and metatables) */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED);
+    }
+    lua_setfield(L, -2, "shared");
     for (const luaL_Reg *r = fns; r->name; r++) {
         lua_pushcfunction(L, r->func);
         lua_setfield(L, -2, r->name);

@@ -134,7 +134,8 @@ static void trampoline(const kiln_system_ctx *ctx) {
         status = lua_pcall(L, 2, 0, top + 1);
         klua_budget_disarm(L, kw, &saved);
     } else {
-        lua_pushcfunction(L, run_each);
+        /* LuaJIT: a Lua loop over FFI views where the world allows them (jit_views.c) */
+        if (!klua_jit_push_each_runner(L, kw)) lua_pushcfunction(L, run_each);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
         lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
         lua_pushnumber(L, ctx->dt);

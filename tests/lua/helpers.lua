@@ -141,12 +141,29 @@ function H.not_deferred(w)
     return alive
 end
 
+-- Under LuaJIT q:each() hands out FFI views (lua/kiln/ffi.lua) where every field reads as
+-- its table view does: views are cdata, writes land at once unchecked, every visited row of
+-- a writable term is stamped, and a view kept after its loop is caught only with
+-- kiln.ffi_debug (docs/lua-api.md, LuaJIT).
+H.ffi_each = H.luajit
+
+-- Runs fn with kiln.ffi_debug set (under LuaJIT: checked views, which catch a view used
+-- after its loop as the table views do), then clears it.
+function H.ffi_debug(kiln, fn)
+    kiln.ffi_debug = true
+    local ok, err = pcall(fn)
+    kiln.ffi_debug = nil
+    if not ok then error(err, 0) end
+end
+
 -- KiB of garbage made by `frames` calls of frame after a warm-up, with the collector stopped.
-function H.garbage_kib(frame, frames)
+-- compiled (LuaJIT): measured with the JIT on after a longer warm-up, as FFI views are
+-- garbage-free only in compiled code (the interpreter boxes every pointer).
+function H.garbage_kib(frame, frames, compiled)
     -- LuaJIT's trace compiler allocates on the Lua heap while it records (and aborts on)
     -- loops that call C functions: what kiln makes is measured with the interpreter
-    if H.luajit then jit.off() jit.flush() end
-    for _ = 1, 10 do frame() end
+    if H.luajit and not compiled then jit.off() jit.flush() end
+    for _ = 1, compiled and 60 or 10 do frame() end
     collectgarbage()
     collectgarbage()
     collectgarbage("stop")
@@ -154,7 +171,7 @@ function H.garbage_kib(frame, frames)
     for _ = 1, frames do frame() end
     local after = collectgarbage("count")
     collectgarbage("restart")
-    if H.luajit then jit.on() end
+    if H.luajit and not compiled then jit.on() end
     return after - before
 end
 

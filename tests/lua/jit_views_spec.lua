@@ -297,3 +297,214 @@ describe("q:bulk_ffi()", function()
         assert.are.equal(2, w:get(e, "Velocity").x)
     end)
 end)
+
+describe("q:each() under LuaJIT", function()
+    after_each(function() kiln.ffi_debug = nil end)
+
+    -- the type a loop's first view has, and the world after the loop
+    local function view_type(w, terms)
+        for _, v in w:query(terms):each() do return type(v) end
+    end
+
+    it("hands out FFI views for numbers, booleans and vectors, across chunks", function()
+        local w = kiln.world()
+        w:component("Body", "vec3 p; float m; int16_t k; bool alive;")
+        w:component("Tag")
+        local a = w:spawn{Body = {p = {x = 1, y = 2, z = 3}, m = 2, k = 5, alive = true}}
+        local b = w:spawn{Body = {m = 4}, Tag = true} -- a second archetype: a second chunk
+        local seen = {}
+        for e, body in w:query{"Body"}:each() do
+            seen[#seen + 1] = e
+            assert.are.equal(H.ffi_each and "cdata" or "table", type(body))
+            assert.are.equal("number", type(e))
+            body.p.y = body.p.y + body.m -- a vector field changes in place on both paths
+            body.k = body.k + 1
+            body.alive = not body.alive
+        end
+        table.sort(seen)
+        local want = {a, b}
+        table.sort(want)
+        assert.are.same(want, seen)
+        assert.are.same({p = {x = 1, y = 4, z = 3}, m = 2, k = 6, alive = false}, w:get(a, "Body"))
+        assert.are.same({p = {x = 0, y = 4, z = 0}, m = 4, k = 1, alive = true}, w:get(b, "Body"))
+    end)
+
+    it("keeps table views where a field would read differently through FFI, or a term has no FFI type", function()
+        local w = kiln.world()
+        w:component("Arr", "int16_t k[3];")
+        w:component("Name", "char n[8];")
+        w:component("Big", "int64_t n;")
+        w:component("Link", "entity target;")
+        w:component("M", "mat4 m;")
+        w:component("Script", "lua")
+        w:component("Plain", "float x;")
+        w:component("Tag")
+        local e = w:spawn{Arr = {k = {1, 2, 3}}, Name = {n = "ship"}, Big = {n = 7}, Link = {target = 3},
+                          M = {}, Script = {hp = 1}, Plain = {x = 1}}
+        for _, name in ipairs({"Arr", "Name", "Big", "Link", "M", "Script"}) do
+            assert.are.equal("table", view_type(w, {name}), name)
+            -- one such term keeps the whole loop on table views
+            assert.are.equal("table", view_type(w, {"Plain", name}), name)
+        end
+        assert.are.equal("table", view_type(w, {"Plain", optional = {"Tag"}})) -- an optional tag
+        assert.are.equal(H.ffi_each and "cdata" or "table", view_type(w, {"Plain"}))
+        for _, arr, name in w:query{"Arr", "Name"}:each() do -- read and written as under Lua 5.4
+            assert.are.equal(2, arr.k[2])
+            assert.are.equal("ship", name.n)
+            arr.k[1] = 9
+            name.n = "boat"
+        end
+        assert.are.same({9, 2, 3}, w:get(e, "Arr").k)
+        assert.are.equal("boat", w:get(e, "Name").n)
+    end)
+
+    it("runs each-systems over FFI views, their read terms read-only and named in the error", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1}, Velocity = {x = 2, y = 3}}
+        local kinds = {}
+        w:system{name = "move", query = {"Position", "Velocity"}, writes = {"Position"},
+                 each = function(_, p, v, dt)
+                     kinds[#kinds + 1] = type(p) .. "," .. type(v)
+                     p.x = p.x + v.x * dt
+                 end}
+        assert(w:progress(0.5))
+        assert.are.equal(2, w:get(e, "Position").x)
+        assert.are.same({H.ffi_each and "cdata,cdata" or "table,table"}, kinds)
+        w:system{name = "cheat", query = {"Velocity"}, each = function(_, v) v.x = 50 end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.is_truthy(failures[1].message:find(
+            "system 'cheat' cannot write Velocity: it is read-only (declared only in reads)", 1, true),
+            failures[1].message)
+        assert.are.equal(2, w:get(e, "Velocity").x)
+        assert.is_true(H.not_deferred(w))
+    end)
+
+    it("runs an each-system's rows across chunks with tags, optional terms and checked views", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}, Velocity = {x = 10}, Frozen = true}
+        local b = w:spawn{Position = {x = 2}, Frozen = true} -- another archetype: another chunk
+        w:spawn{Position = {x = 3}} -- not Frozen: not visited
+        local seen = {}
+        w:system{name = "thaw", query = {"Position", "Frozen", optional = {"Velocity"}}, writes = {"Position"},
+                 each = function(e, p, frozen, v, dt)
+                     seen[#seen + 1] = e
+                     assert.is_true(frozen)
+                     p.x = p.x + (v and v.x or 100) * dt
+                 end}
+        assert(w:progress(1))
+        table.sort(seen)
+        local want = {a, b}
+        table.sort(want)
+        assert.are.same(want, seen)
+        assert.are.equal(11, w:get(a, "Position").x)
+        assert.are.equal(102, w:get(b, "Position").x)
+        assert.are.equal(w:tick(), w:changed_tick(b, "Position"))
+        kiln.ffi_debug = true -- the same rows through checked views
+        assert(w:progress(1))
+        assert.are.equal(21, w:get(a, "Position").x)
+        assert.are.equal(202, w:get(b, "Position").x)
+    end)
+
+    it("runs an each-system over table views where a term has no FFI type, or a budget is armed", function()
+        local w = H.world{instructions = 1000000}
+        w:component("Script", "lua")
+        w:spawn{Position = {x = 1}, Script = {n = 1}}
+        local kinds = {}
+        w:system{name = "scripted", query = {"Position", "Script"}, writes = {"Script"},
+                 each = function(_, p, s) kinds[#kinds + 1] = type(p); s.n = s.n + p.x end}
+        w:system{name = "budgeted", query = {"Position"}, writes = {"Position"},
+                 each = function(_, p) kinds[#kinds + 1] = type(p); p.x = p.x + 1 end}
+        assert(w:progress(0))
+        assert.are.same({"table", "table"}, kinds)
+        assert.are.equal(2, w:get(w:entities()[1], "Position").x)
+        assert.are.equal(2, w:get(w:entities()[1], "Script").n)
+    end)
+
+    it("sets every component of a vector assigned a table (keys left out are 0 through FFI)", function()
+        local w = kiln.world()
+        w:component("Body", "vec3 dir;")
+        local e = w:spawn{Body = {dir = {x = 1, y = 2, z = 3}}}
+        for _, b in w:query{"Body"}:each() do b.dir = {x = 7} end
+        -- a table view keeps the keys the table leaves out; an FFI view initialises the vector
+        -- from the table, as ffi.new would
+        assert.are.same(H.ffi_each and {x = 7, y = 0, z = 0} or {x = 7, y = 2, z = 3}, w:get(e, "Body").dir)
+        for _, b in w:query{"Body"}:each() do b.dir = {x = 1, y = 2, z = 3} end
+        assert.are.same({x = 1, y = 2, z = 3}, w:get(e, "Body").dir)
+    end)
+
+    it("hands out views whose fields pairs() walks, and whose unknown fields raise", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1, y = 2}}
+        for _, p in w:query{"Position"}:each() do
+            local keys = {}
+            for k, value in pairs(p) do keys[#keys + 1] = k .. "=" .. string.format("%g", value) end
+            table.sort(keys)
+            assert.are.same({"x=1", "y=2"}, keys)
+            assert.are.equal(3, p.x + p.y) -- what both paths do alike
+            H.raises(function() return p.z end, "Position has no field 'z'")
+            H.raises(function() p.z = 1 end, "Position has no field 'z'")
+        end
+    end)
+
+    it("catches a view used after its loop in debug mode, also after break", function()
+        local w = H.world()
+        for i = 1, 2 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        kiln.ffi_debug = true
+        local kept
+        for _, p in q:each() do kept = p end
+        H.raises(function() return kept.x end, "a Position view was used after its loop ended")
+        for _, p in q:each() do kept = p break end
+        H.raises(function() kept.x = 1 end, "a Position view was used after its loop ended")
+    end)
+
+    it("stamps the rows it visits, and writes as C does (no range check), under LuaJIT", function()
+        if not jit_only() then return end
+        local w = kiln.world()
+        w:component("S", "float f; int8_t small;")
+        local e = w:spawn{S = {f = 1, small = 1}}
+        assert(w:progress(0))
+        assert(w:progress(0))
+        for _, s in w:query{"S"}:each() do local _ = s.f end -- read only, outside systems
+        assert.are.equal(w:tick(), w:changed_tick(e, "S"))
+        for _, s in w:query{"S"}:each() do
+            s.f = 1e39    -- past float range: infinity
+            s.small = 300 -- wraps as C's conversion does
+        end
+        assert.are.same({f = math.huge, small = 44}, w:get(e, "S"))
+        H.raises(function() for _, s in w:query{"S"}:each() do s.f = "1" end end, "cannot convert 'string' to 'float'")
+    end)
+
+    it("ends a loop a coroutine left when its system's run ends: resumed later, it finds no row", function()
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        local co, rows = nil, 0
+        w:system{name = "opens", writes = {"Position"}, run = function()
+            co = coroutine.create(function()
+                for _, p in q:each() do rows = rows + 1; p.x = -1; coroutine.yield() end
+            end)
+            assert(coroutine.resume(co))
+        end}
+        assert(w:progress(0))
+        assert.is_true(coroutine.resume(co)) -- the loop ended with the run: no more rows
+        assert.are.equal("dead", coroutine.status(co))
+        assert.are.equal(1, rows)
+        local negative = 0
+        for _, p in q:each() do if p.x < 0 then negative = negative + 1 end end
+        -- an FFI view wrote at once; a table view's row is dropped with its loop
+        assert.are.equal(H.ffi_each and 1 or 0, negative)
+    end)
+
+    it("leaves q:bulk its table shape (field arrays from 1) on both interpreters", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
+        w:query{"Position", "Velocity"}:bulk(function(n, entities, p, v)
+            assert.are.equal("table", type(p.x))
+            assert.are.equal(e, entities[1])
+            for i = 1, n do p.x[i] = p.x[i] + v.x[i] end
+        end)
+        assert.are.equal(3, w:get(e, "Position").x)
+    end)
+end)

@@ -92,8 +92,13 @@ describe("q:each()", function()
         assert.are.same({x = 1.0, y = -1.0}, w:get(es[1], "Position"))
         assert.are.equal(now, w:changed_tick(es[2], "Position"))
         assert.are.equal(now, w:changed_tick(es[4], "Position"))
-        assert.are.equal(1, w:changed_tick(es[1], "Position"))
-        assert.are.equal(1, w:changed_tick(es[2], "Velocity")) -- read, not written
+        if H.ffi_each then -- FFI views cannot tell a read from a write: every row visited is stamped
+            assert.are.equal(now, w:changed_tick(es[1], "Position"))
+            assert.are.equal(now, w:changed_tick(es[2], "Velocity"))
+        else
+            assert.are.equal(1, w:changed_tick(es[1], "Position"))
+            assert.are.equal(1, w:changed_tick(es[2], "Velocity")) -- read, not written
+        end
     end)
 
     it("views of optional terms are nil where the entity lacks them", function()
@@ -143,9 +148,12 @@ describe("q:each()", function()
         local w = movers(2)
         local q = w:query{"Position"}
         local kept
-        for _, p in q:each() do kept = p end
-        H.raises(function() return kept.x end, "Position", "after its loop")
-        H.raises(function() kept.x = 1 end, "Position", "after its loop")
+        -- under LuaJIT an FFI view kept after its loop is undefined; kiln.ffi_debug catches it
+        H.ffi_debug(kiln, function()
+            for _, p in q:each() do kept = p end
+            H.raises(function() return kept.x end, "Position", "after its loop")
+            H.raises(function() kept.x = 1 end, "Position", "after its loop")
+        end)
     end)
 
     it("an unknown field on a view raises naming the field and component", function()
@@ -165,6 +173,17 @@ describe("q:each()", function()
     it("a bad value written to a view raises naming field, component and entity, and writes nothing", function()
         local w, es = movers(1)
         local q = w:query{"Position", "Velocity", without = {"Frozen"}}
+        if H.ffi_each then -- an FFI view: the write before it has landed, LuaJIT's message
+            H.raises(function()
+                for _, p in q:each() do
+                    p.y = 7
+                    p.x = "fast"
+                end
+            end, "cannot convert 'string' to 'float'")
+            assert.are.equal(7, w:get(es[1], "Position").y)
+            assert.is_true(H.not_deferred(w))
+            return
+        end
         local msg = H.unchanged(w, nil, function()
             for _, p in q:each() do
                 p.y = 7
@@ -255,7 +274,8 @@ describe("q:each()", function()
         local q = w:query{"Position"}
         w:advance_tick()
         for _, p in q:each() do p.x = 0.1 end -- the double 0.1 is the float 0.1f again
-        assert.are.equal(1, w:changed_tick(e, "Position"))
+        -- (FFI views stamp every row they visit)
+        assert.are.equal(H.ffi_each and w:tick() or 1, w:changed_tick(e, "Position"))
         for _, p in q:each() do p.y = -0.0 end
         assert.are.equal(-math.huge, 1 / w:get(e, "Position").y)
         assert.are.equal(w:tick(), w:changed_tick(e, "Position"))
@@ -265,6 +285,10 @@ describe("q:each()", function()
         local w, es = movers(1)
         local q = w:query{"Position", "Velocity", without = {"Frozen"}}
         local seen = "unset"
+        if H.ffi_each then -- an FFI view refuses nil at the assignment
+            H.unchanged(w, nil, function() for _, p in q:each() do p.x = nil end end, "cannot convert 'nil' to 'float'")
+            return
+        end
         local msg = H.unchanged(w, nil, function()
             for _, p in q:each() do
                 p.x = nil
@@ -309,7 +333,8 @@ describe("q:each()", function()
             for _, a in w:query{"WideA", "WideB"}:each() do a.f3 = "no" end
         end)
         assert.is_false(ok)
-        assert.is_truthy(tostring(err):find("'f3' of WideA", 1, true), err)
+        local want = H.ffi_each and "cannot convert 'string' to 'float'" or "'f3' of WideA"
+        assert.is_truthy(tostring(err):find(want, 1, true), err)
     end)
 
     it("world:set on the current row inside a loop is not undone by the view", function()
@@ -399,10 +424,12 @@ describe("loops left open", function()
         for i = 1, 3 do w:spawn{Position = {x = i}} end
         local q = w:query{"Position"}
         local view
+        kiln.ffi_debug = true -- under LuaJIT: checked views, which catch the use below
         local co = coroutine.wrap(function()
             for _, p in q:each() do view = p; coroutine.yield() end
         end)
         co()
+        kiln.ffi_debug = nil
         assert.is_false(H.not_deferred(w)) -- the suspended loop holds the world deferred
         assert.is_true(w:progress(0))
         assert.is_true(H.not_deferred(w))
@@ -637,6 +664,13 @@ describe("garbage", function()
                 p.x = p.x + v.x * 0.1
                 p.y = p.y + v.y * 0.1
             end
+        end
+        if H.ffi_each then
+            -- FFI views, compiled: each loop leaves under 0.2 KiB (its first and last rows run
+            -- in the interpreter, which boxes the pointers)
+            local kib = H.garbage_kib(frame, 100, true)
+            assert.is_true(kib < 20, string.format("%.2f KiB of garbage in 100 frames", kib))
+            return
         end
         local kib = H.garbage_kib(frame, 100)
         assert.is_true(kib < 1, string.format("%.2f KiB of garbage in 100 frames", kib))
