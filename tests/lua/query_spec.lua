@@ -249,6 +249,23 @@ describe("q:each()", function()
         assert.are.equal(43.0, w:get(es[1], "Position").x)
     end)
 
+    it("a numeric string or a number beyond float range raises at the row's end and writes nothing of it", function()
+        local w, es = movers(2)
+        local q = w:query{"Position", "Velocity", without = {"Frozen"}}
+        for _, bad in ipairs{"3", 1e39, -1e39} do
+            local msg = H.unchanged(w, nil, function()
+                for _, p, v in q:each() do
+                    v.x = 5
+                    p.y = 9
+                    p.x = bad
+                end
+            end, "query:each", "'x'", "Position", H.entity_str(es[1]))
+            assert.is_true(H.not_deferred(w), msg)
+        end
+        for _, p in q:each() do p.x = math.huge end -- infinity is a float: it lands
+        assert.are.equal(math.huge, w:get(es[2], "Position").x)
+    end)
+
     it("a write a float cannot tell from the old value stamps nothing; -0.0 over 0.0 lands", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 0.1, y = 0}}
