@@ -299,17 +299,14 @@ static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
             int view = VIEW_AT(rs, t);
             for (int32_t f = 0; f < info->field_count; f++) {
                 const kiln_field *fd = &info->fields[f];
+                lua_pushvalue(L, KEY_AT(rs, kq, t, f)); /* the interned key: no string look-up */
                 if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                    /* the key is there except on a loop's first row, where the view's own
-                     * __newindex (view_missing) stores it: no script code runs */
                     float v;
                     memcpy(&v, src + fd->offset, 4);
                     lua_pushnumber(L, v);
-                    lua_setfield(L, view, fd->name);
-                    continue;
+                } else {
+                    klua_push_field(L, fd, src);
                 }
-                lua_pushvalue(L, KEY_AT(rs, kq, t, f));
-                klua_push_field(L, fd, src);
                 lua_rawset(L, view);
             }
             lua_pushvalue(L, kq->writable[t] ? view : PROXY_AT(rs, t));
