@@ -61,6 +61,10 @@ static void ents_store(lua_State *L, int arr, int bulk_idx, const kiln_entity *e
  * the block now handed out; false when it is stale (fn kept it past its call). */
 static bool ents_fill(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
+    lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_ARRAY));
+    bool ours = lua_rawequal(L, 1, -1); /* called on something else (through debug): no */
+    lua_pop(L, 1);
+    if (!ours) return false;
     lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_MODE));
     lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_COUNT));
     lua_Integer b0 = lua_tointeger(L, -2), n = lua_tointeger(L, -1);
@@ -86,6 +90,7 @@ static int ents_len(lua_State *L) {
 }
 
 static int ents_next(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 2);
     if (lua_next(L, 1)) return 2;
     lua_pushnil(L);
@@ -108,10 +113,12 @@ static void bulk_entities(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
         lua_newtable(L);
         if (ENTS_LAZY) {
             static const luaL_Reg meta[] = {{"__index", ents_index}, {"__len", ents_len}, {"__pairs", ents_pairs}, {NULL, NULL}};
-            lua_createtable(L, 0, 3);
+            lua_createtable(L, 0, 4);
             lua_pushvalue(L, 1); /* bulk_body's query */
             lua_pushvalue(L, bulk_idx);
             luaL_setfuncs(L, meta, 2);
+            lua_pushliteral(L, "kiln.Entities"); /* protected: scripts cannot reach or swap it */
+            lua_setfield(L, -2, "__metatable");
             lua_setmetatable(L, -2);
         }
         lua_pushvalue(L, -1);

@@ -548,6 +548,16 @@ describe("q:bulk()", function()
             assert.are.equal(expect, sorted(seen), "reading from call " .. first)
             assert.has_no.errors(function() return kept[1], #kept end) -- kept past its call: leftovers
         end
+        if not H.luajit then -- the lazy array's metatable is kiln's own: no script reaches it
+            q:bulk(function(_, ents)
+                assert.are.equal("kiln.Entities", getmetatable(ents))
+                assert.has_error(function() setmetatable(ents, {}) end)
+            end)
+            local meta = debug.getmetatable(select(2, pcall(q.bulk, q, function(_, ents) error(ents) end)))
+            assert.is_table(meta) -- and through debug, its functions refuse what is not their array
+            assert.is_nil(meta.__index({}, 1))
+            assert.has_error(function() meta.__pairs({})(5) end)
+        end
         -- a value fn stores into the array never shows up in a later chunk
         local stored = 0
         q:bulk(function(n, ents)
