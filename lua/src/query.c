@@ -388,8 +388,8 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx, in
         lua_pushvalue(L, fn_idx);
         int n = push_row(L, kq, &rs);
         if (extra_idx) lua_pushvalue(L, extra_idx);
-        if (!rows_begun) { /* after the first push, which stores the views' keys through their
-                            * own metamethods (calls the row mode would take for fn's) */
+        if (!rows_begun) { /* on the first row, so a query with none arms nothing (push_row
+                            * fills views by raw sets: it calls nothing the row mode could see) */
             klua_budget_rows_begin(L, kq->kw, fn_cost);
             rows_begun = true;
         }
