@@ -3,6 +3,8 @@
 # run.lua --profile loop for FRAMES frames minus the same run for BASE frames (setup cancels).
 # Usage: bench/lua/profile.sh CASE [FRAMES] [BASE]   (CASE: bulk, each, each_system, arrays,
 #        tables, spawn, add_remove; spawn and add_remove count 100k operations per frame)
+#        KILN_BENCH_ENTITIES=N divides by N entities (20000 runs five times faster);
+#        KILN_SO_DIR=folder loads kiln.so from there (to compare two builds; build-bench/lua)
 # The stock lua5.4 is stripped, so this links a bare interpreter against liblua5.4.a, whose
 # symbols name the VM's functions, and loads the module from build-bench/lua.
 set -euo pipefail
@@ -51,7 +53,7 @@ fi
 out=$(mktemp -d /tmp/kiln-lua-callgrind.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 for f in "$frames" "$base"; do
-    (cd "$root" && LUA_CPATH="build-bench/lua/?.so" valgrind --tool=callgrind \
+    (cd "$root" && LUA_CPATH="${KILN_SO_DIR:-build-bench/lua}/?.so" valgrind --tool=callgrind \
         --callgrind-out-file="$out/cg.$f" "$interp" bench/lua/run.lua --profile "$case_name" \
         --frames "$f" >/dev/null 2>&1)
     callgrind_annotate --auto=no --threshold=100 "$out/cg.$f" 2>/dev/null |
@@ -62,11 +64,11 @@ for f in "$frames" "$base"; do
              END { for (k in s) print k, s[k] }' >"$out/fn.$f"
 done
 echo "callgrind: $case_name, instructions per entity per frame ($frames minus $base frames)"
-awk -v frames=$((frames - base)) '
+awk -v ents="${KILN_BENCH_ENTITIES:-100000}" -v frames=$((frames - base)) '
     NR == FNR { a[$1] = $2; next }
     { b[$1] = $2 }
     END {
-        total = (a["TOTAL"] - b["TOTAL"]) / frames / 100000
+        total = (a["TOTAL"] - b["TOTAL"]) / frames / ents
         printf "%10.1f  total\n", total
-        for (k in a) if (k != "TOTAL") { d = (a[k] - b[k]) / frames / 100000; if (d >= 0.02 * total) printf "%10.1f  %5.1f%%  %s\n", d, 100 * d / total, k }
+        for (k in a) if (k != "TOTAL") { d = (a[k] - b[k]) / frames / ents; if (d >= 0.02 * total) printf "%10.1f  %5.1f%%  %s\n", d, 100 * d / total, k }
     }' "$out/fn.$frames" "$out/fn.$base" | sort -k1,1 -gr

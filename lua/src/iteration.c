@@ -235,9 +235,9 @@ void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first) {
     if (changed) kiln_iter_mark_changed(&kq->it, t, kq->row);
 }
 
-/* Moves to the next row; false (iteration finished) when there is none. */
-bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx) {
-    kq->row++;
+/* The rest of klua_query_advance past a chunk's last row: the next non-empty chunk, or false
+ * (iteration finished) when there is none. */
+static bool next_chunk(lua_State *L, klua_query *kq, int q_idx) {
     while (kq->row >= kq->it.count) {
         if (!kiln_query_next(&kq->it)) {
             kq->active = true; /* finish() expects it */
@@ -247,6 +247,12 @@ bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx) {
         kq->row = 0;
     }
     return true;
+}
+
+/* Moves to the next row; false (iteration finished) when there is none. */
+bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx) {
+    kq->row++;
+    return kq->row < kq->it.count || next_chunk(L, kq, q_idx);
 }
 
 /* Raises unless the running system is the one that began the loop (a coroutine resumed by
@@ -328,6 +334,78 @@ static int lua_step_c(lua_State *L) {
             } else {
                 klua_push_field(L, fd, src);
             }
+        }
+    }
+    return lua_gettop(L) - base;
+}
+
+#if defined(__GNUC__)
+#define STEP_INLINE static inline __attribute__((always_inline)) /* inlined: 65 instructions a row */
+#else
+#define STEP_INLINE static inline
+#endif
+
+/* The float-only write-back of term t of the current row from the numbers at stack slots
+ * first ..: true when done (written where a field changed), false, with nothing written, when
+ * a value is not a plain number or is out of range, which write_term then reports. */
+STEP_INLINE bool write_floats(lua_State *L, klua_query *kq, int t, int first) {
+    const kiln_component_info *info = &kq->info[t];
+    const uint8_t *snap = kq->snap[t];
+    float vals[KILN_MAX_FIELDS];
+    uint64_t changed = 0;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        int idx = first + f;
+        if (lua_type(L, idx) != LUA_TNUMBER) return false; /* never a numeric string */
+        lua_Number n = lua_tonumber(L, idx);
+        float was;
+        memcpy(&was, snap + info->fields[f].offset, 4);
+        if (n == (lua_Number)was && n != 0) continue; /* as filled: one comparison */
+        if (klua_same_float(n, was)) continue;        /* -0 and NaN as filled */
+        if (isfinite(n) && fabs(n) > 3.4028234663852886e38) return false;
+        vals[f] = (float)n;
+        if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
+    }
+    if (!changed) return true;
+    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
+    for (int32_t f = 0; changed; f++, changed >>= 1)
+        if (changed & 1) memcpy(dst + info->fields[f].offset, &vals[f], 4);
+    kiln_iter_mark_changed(&kq->it, t, kq->row);
+    return true;
+}
+
+/* The C step of a query whose terms are all float-only data with-terms (no optional term,
+ * tag or Lua value: the movement loop a game writes first): lua_step_c without its general
+ * cases, one function with no staged row. Measured: 2455 -> 2342 instructions a row. */
+static int lua_step_floats(lua_State *L) {
+    klua_query *kq = lua_touserdata(L, lua_upvalueindex(LSTEP_UPV_QUERY));
+    if (!kq->active || kq->kw->closed) return 0;
+    if (kq->owner != kq->kw->current) klua_query_check_owner(L, kq);
+    int n = kq->term_count;
+    if (kq->data_fields + 8 > LUA_MINSTACK) luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
+    if (kq->row >= 0) {
+        if (lua_gettop(L) < kq->data_fields) lua_settop(L, kq->data_fields); /* one per field */
+        int arg = 1;
+        for (int t = 0; t < n; t++) {
+            if (kq->writable[t] && !write_floats(L, kq, t, arg)) klua_query_write_term(L, kq, t, arg);
+            arg += kq->info[t].field_count;
+        }
+    } else {
+        swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true); /* a loop's first row */
+    }
+    int base = lua_gettop(L); /* the results go above the arguments */
+    if (++kq->row >= kq->it.count && !next_chunk(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
+    int32_t row = kq->row;
+    lua_pushinteger(L, (lua_Integer)kq->it.entities[row]);
+    for (int t = 0; t < n; t++) { /* pushing a number makes no object: read the column */
+        const kiln_component_info *info = &kq->info[t];
+        const uint8_t *src = (const uint8_t *)kq->it.columns[t] + (size_t)row * info->stride;
+        uint8_t *snap = kq->snap[t];
+        for (int32_t f = 0; f < info->field_count; f++) {
+            size_t off = info->fields[f].offset;
+            float v;
+            memcpy(&v, src + off, 4);
+            memcpy(snap + off, &v, 4);
+            lua_pushnumber(L, v);
         }
     }
     return lua_gettop(L) - base;
@@ -468,7 +546,9 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
     lua_pushvalue(L, q_idx);
     for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, data_idx, t + 1);
     for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
-    lua_pushcclosure(L, lua_step_c, 1 + 2 * kq->term_count);
+    bool floats = kq->with_count == kq->term_count; /* which C step (lua_step_floats) */
+    for (int t = 0; t < kq->term_count; t++) floats &= kq->kind[t] == TERM_DATA && kq->all_floats[t];
+    lua_pushcclosure(L, floats ? lua_step_floats : lua_step_c, 1 + 2 * kq->term_count);
     int nargs = 1;
     for (int t = 0; t < kq->term_count; t++)
         if (kq->kind[t] == TERM_DATA) lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_INERT), nargs++;

@@ -299,17 +299,14 @@ static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
             int view = VIEW_AT(rs, t);
             for (int32_t f = 0; f < info->field_count; f++) {
                 const kiln_field *fd = &info->fields[f];
+                lua_pushvalue(L, KEY_AT(rs, kq, t, f)); /* the interned key: no string look-up */
                 if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                    /* the key is there except on a loop's first row, where the view's own
-                     * __newindex (view_missing) stores it: no script code runs */
                     float v;
                     memcpy(&v, src + fd->offset, 4);
                     lua_pushnumber(L, v);
-                    lua_setfield(L, view, fd->name);
-                    continue;
+                } else {
+                    klua_push_field(L, fd, src);
                 }
-                lua_pushvalue(L, KEY_AT(rs, kq, t, f));
-                klua_push_field(L, fd, src);
                 lua_rawset(L, view);
             }
             lua_pushvalue(L, kq->writable[t] ? view : PROXY_AT(rs, t));
@@ -391,8 +388,8 @@ void klua_query_each_call(lua_State *L, int q_idx, int fn_idx, int extra_idx, in
         lua_pushvalue(L, fn_idx);
         int n = push_row(L, kq, &rs);
         if (extra_idx) lua_pushvalue(L, extra_idx);
-        if (!rows_begun) { /* after the first push, which stores the views' keys through their
-                            * own metamethods (calls the row mode would take for fn's) */
+        if (!rows_begun) { /* on the first row, so a query with none arms nothing (push_row
+                            * fills views by raw sets: it calls nothing the row mode could see) */
             klua_budget_rows_begin(L, kq->kw, fn_cost);
             rows_begun = true;
         }

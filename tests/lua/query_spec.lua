@@ -268,6 +268,23 @@ describe("q:each()", function()
         assert.are.equal(43.0, w:get(es[1], "Position").x)
     end)
 
+    it("a numeric string or a number beyond float range raises at the row's end and writes nothing of it", function()
+        local w, es = movers(2)
+        local q = w:query{"Position", "Velocity", without = {"Frozen"}}
+        for _, bad in ipairs{"3", 1e39, -1e39} do
+            local msg = H.unchanged(w, nil, function()
+                for _, p, v in q:each() do
+                    v.x = 5
+                    p.y = 9
+                    p.x = bad
+                end
+            end, "query:each", "'x'", "Position", H.entity_str(es[1]))
+            assert.is_true(H.not_deferred(w), msg)
+        end
+        for _, p in q:each() do p.x = math.huge end -- infinity is a float: it lands
+        assert.are.equal(math.huge, w:get(es[2], "Position").x)
+    end)
+
     it("a write a float cannot tell from the old value stamps nothing; -0.0 over 0.0 lands", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 0.1, y = 0}}
@@ -519,6 +536,65 @@ describe("q:bulk()", function()
         end
         assert.is_nil(seen[frozen])
         assert.are.same({x = 100.0, y = 0.0}, w:get(frozen, "Position"))
+    end)
+
+    it("hands each chunk its own entities however fn reads them: by index, #, ipairs, pairs, or not at first", function()
+        local w = H.world()
+        local chunks = {} -- three archetypes, one with more rows than a block holds
+        for i = 1, 700 do chunks[#chunks + 1] = w:spawn{Position = {x = i}} end
+        for i = 1, 3 do chunks[#chunks + 1] = w:spawn{Position = {x = i}, Health = {hp = i}} end
+        for i = 1, 2 do chunks[#chunks + 1] = w:spawn{Position = {x = i}, Frozen = true} end
+        local q = w:query{"Position"}
+        local function sorted(t) table.sort(t) return table.concat(t, ",") end
+        local expect = {}
+        for i, e in ipairs(chunks) do expect[i] = e end
+        expect = sorted(expect)
+        -- fn skips the array on its first calls, then reads it each way in turn
+        local ways = {
+            function() return {} end,
+            function(n, ents) local t = {} for i = 1, n do t[i] = ents[i] end return t end,
+            function(_, ents) local t = {} for i = 1, #ents do t[i] = ents[i] end return t end,
+            function(_, ents) local t = {} for _, e in ipairs(ents) do t[#t + 1] = e end return t end,
+            function(_, ents) local t = {} for _, e in pairs(ents) do t[#t + 1] = e end return t end,
+        }
+        for first = 1, #ways do
+            local q2 = w:query{"Position"}
+            local seen, calls, kept = {}, 0, nil
+            q2:bulk(function(n, ents)
+                calls = calls + 1
+                local way = calls < first and ways[1] or ways[(calls - first) % (#ways - 1) + 2]
+                local got = way(n, ents)
+                if way ~= ways[1] then
+                    assert.are.equal(n, #got)
+                    for _, e in ipairs(got) do seen[#seen + 1] = e end
+                else
+                    for i = 1, n do seen[#seen + 1] = ents[i] end
+                end
+                kept = ents
+            end)
+            assert.are.equal(expect, sorted(seen), "reading from call " .. first)
+            assert.has_no.errors(function() return kept[1], #kept end) -- kept past its call: leftovers
+        end
+        if not H.luajit then -- the lazy array's metatable is kiln's own: no script reaches it
+            q:bulk(function(_, ents)
+                assert.are.equal("kiln.Entities", getmetatable(ents))
+                assert.has_error(function() setmetatable(ents, {}) end)
+            end)
+            local meta = debug.getmetatable(select(2, pcall(q.bulk, q, function(_, ents) error(ents) end)))
+            assert.is_table(meta) -- and through debug, its functions refuse what is not their array
+            assert.is_nil(meta.__index({}, 1))
+            assert.has_error(function() meta.__pairs({})(5) end)
+        end
+        -- a value fn stores into the array never shows up in a later chunk
+        local stored = 0
+        q:bulk(function(n, ents)
+            if stored == 0 then ents[1] = "mine" end
+            stored = stored + 1
+            if stored > 1 then
+                for i = 1, n do assert.are_not.equal("mine", ents[i]) end
+            end
+        end)
+        assert.is_true(stored >= 3)
     end)
 
     it("leaves rows whose arrays were not written unstamped", function()
