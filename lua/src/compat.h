@@ -234,6 +234,10 @@ KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx)
  * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi
  * library (a mod's). */
 KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
+/* ---- jit_spawn.c: world:spawn's FFI path ------------------------------------------------------ */
+/* Stores in the table at layer_idx, as field spawn, the C half of lua/kiln/ffi_spawn.lua;
+ * nothing where klua_jit_open_views stored no views (call it after). */
+KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 
 #else /* Lua 5.4 */
 
@@ -241,6 +245,7 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
+#define klua_jit_open_spawn(L, layer_idx) ((void)(L), (void)(layer_idx))
 
 #endif
 #endif
