@@ -236,13 +236,15 @@ end
 
 local spawn = World.spawn -- the C path; so named, its bad-self message names world:spawn
 
+-- try_spawn runs protected: it raises only where the collector ran a finalizer mid-spawn that
+-- changed init (next() then may refuse a key) or memory ran out, and the C path then decides.
 function World.spawn(...)
     local self, init = ...
     if type(init) == "table" and not busy then
         busy = true
-        local e = try_spawn(self, init)
+        local ok, e = pcall(try_spawn, self, init)
         busy = false
-        if e then return e end
+        if ok and e then return e end
     end
     return (spawn(...))
 end
