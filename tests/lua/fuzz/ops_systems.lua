@@ -1,5 +1,6 @@
 -- fuzz/ops_systems.lua: Lua systems (run and each, exclusive or not, raising at random),
 -- world:progress with the model following stages, failures, and the failure bookkeeping.
+local N = require "fuzz.num"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
 local M = require "fuzz.model"
@@ -166,7 +167,7 @@ end
 
 local function make_each(m, s)
     return function(e, ...)
-        local args = table.pack(...)
+        local args = N.pack(...)
         local dt = args[#s.entry.terms + 1]
         if not M.same(dt, m.frame_dt) then fail("each system %s got dt %s", s.name, tostring(dt)) end
         if m.cur_sys ~= s then begin_system(m, s) end
@@ -216,7 +217,7 @@ function ops.system(m)
     if each then
         local qdesc = random_query_desc(m)
         if type(qdesc) == "table" then
-            while rawlen(qdesc) > 10 do rawset(qdesc, rawlen(qdesc), nil) end
+            while N.rawlen(qdesc) > 10 do rawset(qdesc, N.rawlen(qdesc), nil) end
             rawset(qdesc, "optional", nil)
         end
         desc.query = qdesc
@@ -435,7 +436,7 @@ end
 
 function ops.max_failures(m)
     local n = pick({0, 1, 2, 3, -1, 2 ^ 31, 2.0, 1.5, "2", {}, nil})
-    local ni = (type(n) == "number" or type(n) == "string") and math.tointeger(n) or nil
+    local ni = (type(n) == "number" or type(n) == "string") and N.tointeger(n) or nil
     local ok = ni ~= nil and ni >= 0 and ni <= 2147483647
     local r = wcall(m, "max_failures", n)
     expect("world:max_failures", ok, r, tostring(n))
