@@ -171,7 +171,10 @@ end
 local function world_rec(self)
     local kw = S.world(self)
     if not kw then return nil end
-    local wc = {kw = cast("void *", kw), comps = {}, spawns = 0}
+    local base = cast("const uint8_t *", kw)
+    local wc = {kw = cast("void *", kw), comps = {}, spawns = 0,
+                instructions = cast("const int64_t *", base + S.instructions_at),
+                budget_limit = cast("const int64_t *", base + S.budget_limit_at)}
     worlds[self] = wc
     return wc
 end
@@ -220,7 +223,8 @@ end
 -- Spawns the entity init describes; nil, with nothing changed, where the C path must run.
 local function try_spawn(self, init)
     local wc = worlds[self] or world_rec(self)
-    if not wc then return nil end
+    -- a world with an instruction budget: the C path, whose cost budgets are made for
+    if not wc or wc.instructions[0] ~= 0 or wc.budget_limit[0] ~= 0 then return nil end
     local used, n = 0, 0
     local k, v = next(init)
     -- the first components one by one, as straight code (see writer_source), the rest in a loop

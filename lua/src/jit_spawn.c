@@ -112,6 +112,12 @@ void klua_jit_open_spawn(lua_State *L, int layer_idx) {
     lua_setfield(L, -2, "api");
     lua_pushinteger(L, JIT_SPAWN_MAX);
     lua_setfield(L, -2, "max");
+    /* where ffi_spawn.lua reads a world's budgets (int64_t), to leave budgeted worlds to the C
+     * path before it runs any Lua a budget would charge */
+    lua_pushinteger(L, (lua_Integer)offsetof(klua_world, instructions));
+    lua_setfield(L, -2, "instructions_at");
+    lua_pushinteger(L, (lua_Integer)offsetof(klua_world, budget_limit));
+    lua_setfield(L, -2, "budget_limit_at");
     lua_setfield(L, layer_idx, "spawn");
 }
 
