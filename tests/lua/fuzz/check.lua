@@ -130,10 +130,16 @@ local function full_check(m, why)
         if q then
             local found, k = {}, 0
             local ok, err = pcall(function()
-                for e in q:each() do
+                for e, view in q:each() do
                     if found[e] then fail("%s: query{%s} visits %s twice", why, name, e) end
                     found[e] = true
                     k = k + 1
+                    -- an FFI view (LuaJIT) stamps each row its loop reaches, where it may write
+                    local rec = m.alive[e]
+                    if type(view) == "cdata" and rec and rec.comps[name] ~= nil and name ~= "Parent"
+                        and (m.cur_sys == nil or m.cur_sys.exclusive or m.cur_sys.writes_set[name]) then
+                        rec.ticks[name] = m.tick
+                    end
                 end
             end)
             if not ok then fail("%s: iterating query{%s} raised: %s", why, name, tostring(err)) end

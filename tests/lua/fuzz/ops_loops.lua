@@ -403,6 +403,19 @@ local function close_coroutine(co, base)
     return ok, err
 end
 
+-- Under LuaJIT q:each hands out FFI views where every field reads alike (lua/kiln/ffi.lua):
+-- each row a loop reaches is stamped changed for every term the running code may write.
+-- These loops only read their views.
+local function stamp_ffi_row(m, entry, e, views)
+    local rec = m.alive[e]
+    for t, comp in ipairs(entry.terms) do
+        if type(views[t]) == "cdata" and rec and rec.comps[comp.name] ~= nil and access_ok(m, comp, true)
+            and comp.name ~= "Parent" then
+            rec.ticks[comp.name] = m.tick
+        end
+    end
+end
+
 -- for e, ... in q:each() with checks, scribbles, nested calls, break and raise.
 function ops.each(m)
     local list = iterable_queries(m)
@@ -429,6 +442,17 @@ function ops.each(m)
         local f, s, c, guard = S.QM.each(q)
         loop.guard = guard
         began = true
+        if guard == nil and N.luajit then -- FFI views: visited to the end, each row stamped
+            entry.active = true
+            m.iterating = m.iterating + 1
+            m:enter_loop()
+            S.loops[#S.loops + 1] = loop
+            for e, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12 in f, s, c do
+                state.seen[e] = true
+                stamp_ffi_row(m, entry, e, {v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12})
+            end
+            return
+        end
         entry.active = true
         m.iterating = m.iterating + 1
         m:enter_loop()
@@ -687,6 +711,21 @@ function ops.manual_each(m)
     entry.active = true
     m.iterating = m.iterating + 1
     m:enter_loop()
+    if guard == nil and N.luajit then -- FFI views (no guard): stepped to the end, each row stamped
+        while true do
+            local sr = N.pack(pcall(f, s))
+            if not sr[1] then
+                fail("each step raised: %s", tostring(sr[2]))
+                break
+            end
+            if sr[2] == nil then break end
+            stamp_ffi_row(m, entry, sr[2], {N.unpack(sr, 3, sr.n)})
+        end
+        entry.active = false
+        m.iterating = m.iterating - 1
+        m:leave_loop()
+        return
+    end
     for _ = 1, R(0, 3) do
         local arg = pick({gen.garbage(extras()), S.closed_query, m.check_queries.Pos})
         if arg ~= s then call("each step", f, arg) end

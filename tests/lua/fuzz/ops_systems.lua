@@ -165,6 +165,14 @@ local function make_run(m, s)
     end
 end
 
+-- Whether an each-system's row hands out FFI views (LuaJIT: a cdata among them).
+local function ffi_views(views, n)
+    for t = 1, n do
+        if type(views[t]) == "cdata" then return true end
+    end
+    return false
+end
+
 local function make_each(m, s)
     return function(e, ...)
         local args = N.pack(...)
@@ -179,6 +187,26 @@ local function make_each(m, s)
         local writable = {}
         for t, comp in ipairs(s.entry.terms) do writable[t] = s.exclusive or s.writes_set[comp.name] == true end
         local depth = S.depth
+        if ffi_views(views, #s.entry.terms) then
+            -- FFI views (LuaJIT): each chunk's rows were stamped before they ran, for every
+            -- term the system writes; the views are only read here, and the callback does not
+            -- raise (the rows of its chunk after it would be stamped but not visited)
+            local rec = m.alive[e]
+            for t, comp in ipairs(s.entry.terms) do
+                if type(views[t]) == "cdata" and writable[t] and rec and rec.comps[comp.name] ~= nil then
+                    rec.ticks[comp.name] = m.tick
+                end
+            end
+            if s.state.seen[e] then fail("each system %s visits %s twice", s.name, tostring(e)) end
+            s.state.seen[e] = true
+            if chance(0.3) and S.depth < 3 then
+                S.depth = S.depth + 1
+                note("calls inside an each system")
+                X.run_nested(m, R(1, 3))
+                S.depth = depth
+            end
+            return
+        end
         S.depth = S.depth + 1
         local present, snaps = loop_body(m, s.entry, e, views, writable, "each system " .. s.name, s.state)
         S.depth = depth
