@@ -235,17 +235,22 @@ KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx)
  * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi
  * library (a mod's). */
 KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
-/* Pushes the function that runs a Lua each-system's rows with FFI views (lua/kiln/ffi.lua,
- * called as fn(query, each, dt)) and returns true, or pushes nothing and returns false where
- * the table path must run: a mod's world, a budget, a state without the ffi library. */
 /* Empties the FFI loop state of the Query at q_idx (klua_query_finish, when its loop ends
  * however it ends), so its step, called again, asks for a chunk and finds none. */
 KLUA_COMPAT_HIDDEN void klua_jit_end_rows(lua_State *L, int q_idx);
-#define KLUA_JIT_REG_EACH "kiln.ffi_each" /* registry: that function */
+#define KLUA_JIT_REG_EACH "kiln.ffi_each" /* registry: the each-system runner below */
 #define KLUA_JIT_REG_FFI "kiln.ffi"       /* registry: the ffi module kiln opened or found */
 #define KLUA_JIT_REG_SHARED "kiln.ffi_shared" /* registry: lua/kiln/ffi.lua's types, per state */
 struct klua_world;
+/* Pushes the function that runs a Lua each-system's rows with FFI views (lua/kiln/ffi.lua,
+ * called as fn(query, each, dt)) and returns true, or pushes nothing and returns false where
+ * the table path must run: a mod's world, a budget, a state without the ffi library. */
 KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_world *kw);
+
+/* ---- jit_spawn.c: world:spawn's FFI path ------------------------------------------------------ */
+/* Stores in the table at layer_idx, as field spawn, the C half of lua/kiln/ffi_spawn.lua;
+ * nothing where klua_jit_open_views stored no views (call it after). */
+KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 
 #else /* Lua 5.4 */
 
@@ -255,6 +260,7 @@ KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_worl
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 #define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
 #define klua_jit_end_rows(L, q_idx) ((void)(L), (void)(q_idx))
+#define klua_jit_open_spawn(L, layer_idx) ((void)(L), (void)(layer_idx))
 
 #endif
 #endif

@@ -1,5 +1,6 @@
 -- fuzz/check.lua: the invariant checker: counts, entities(), a query per component, has/get
 -- agreement and the model, after every error (quickly) and regularly (fully).
+local N = require "fuzz.num"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
 local M = require "fuzz.model"
@@ -20,14 +21,14 @@ local C = {}
 -- the sequence of calls a seed makes.
 local crng
 local function CR(n)
-    crng = (crng * 1103515245 + 12345) & 0x7fffffff
+    crng = N.lcg(crng)
     return crng % n + 1
 end
 
 -- Verifies one entity against the model (alive, has, get, change ticks).
 local function check_entity(m, e, why)
     local W = m.world
-    if math.type(e) ~= "integer" then return end
+    if N.mtype(e) ~= "integer" then return end
     local rec = m.alive[e]
     local alive = ccall("is_alive", W.is_alive, W, e)
     if alive ~= (rec ~= nil) then
@@ -129,10 +130,16 @@ local function full_check(m, why)
         if q then
             local found, k = {}, 0
             local ok, err = pcall(function()
-                for e in q:each() do
+                for e, view in q:each() do
                     if found[e] then fail("%s: query{%s} visits %s twice", why, name, e) end
                     found[e] = true
                     k = k + 1
+                    -- an FFI view (LuaJIT) stamps each row its loop reaches, where it may write
+                    local rec = m.alive[e]
+                    if type(view) == "cdata" and rec and rec.comps[name] ~= nil and name ~= "Parent"
+                        and (m.cur_sys == nil or m.cur_sys.exclusive or m.cur_sys.writes_set[name]) then
+                        rec.ticks[name] = m.tick
+                    end
                 end
             end)
             if not ok then fail("%s: iterating query{%s} raised: %s", why, name, tostring(err)) end

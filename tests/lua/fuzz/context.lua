@@ -1,5 +1,6 @@
 -- fuzz/context.lua: the state of a fuzz run and the plumbing every operation calls through:
 -- counted, protected calls, expectations, failures, and the situations a run has reached.
+local N = require "fuzz.num"
 local M = require "fuzz.model"
 
 local X = {}
@@ -62,7 +63,9 @@ local function named_function(method, f)
     if not short or type(f) ~= "function" then return f end
     local w = named[f]
     if not w then
-        w = assert(load("local t = {" .. short .. " = ...}; return function(...) return t." .. short .. "(...) end"))(f)
+        -- not a tail call: LuaJIT names no function a tail call reached
+        w = assert(load("local f, pass = ...; local t = {" .. short .. " = f}; return function(...) return pass(t." .. short
+                        .. "(...)) end"))(f, function(...) return ... end)
         named[f] = w
     end
     return w
@@ -78,7 +81,7 @@ local function call(method, f, ...)
                                       method, table.concat(parts, ", ")))
     end
     S.by_method[method] = (S.by_method[method] or 0) + 1
-    local r = table.pack(pcall(named_function(method, f), ...))
+    local r = N.pack(pcall(named_function(method, f), ...))
     if r[1] then
         S.ok_by_method[method] = (S.ok_by_method[method] or 0) + 1
     else
@@ -113,12 +116,12 @@ end
 -- Checker calls go through here: they must never raise.
 local function ccall(what, f, ...)
     S.check_calls = S.check_calls + 1
-    local r = table.pack(pcall(f, ...))
+    local r = N.pack(pcall(f, ...))
     if not r[1] then
         fail("checker: %s raised: %s", what, tostring(r[2]))
         return nil
     end
-    return table.unpack(r, 2, r.n)
+    return N.unpack(r, 2, r.n)
 end
 
 X.S, X.ops = S, {} -- X.ops: every operation by name, filled by the fuzz.ops_* modules

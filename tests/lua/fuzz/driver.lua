@@ -1,5 +1,6 @@
 -- fuzz/driver.lua: drives random, often malformed calls through the whole kiln Lua API and
 -- checks after each error (and regularly) that every world still agrees with its model.
+local N = require "fuzz.num"
 local kiln = require "kiln"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
@@ -85,7 +86,7 @@ local function closed_world_round(m)
         local method = pick(names)
         local args = {}
         for i = 1, R(0, 3) do args[i] = pick({pick_entity(m), pick_comp(m), gen.garbage(extras())}) end
-        local r = call("world:" .. method, S.WM[method], W, table.unpack(args, 1, 3))
+        local r = call("world:" .. method, S.WM[method], W, N.unpack(args, 1, 3))
         note("calls on a closed world")
         if method ~= "close" then
             if r[1] then fail("closed world: %s succeeded", method)
@@ -145,7 +146,7 @@ function D.run(opts)
     local episode_calls = opts.episode_calls or 4000
     -- a hang shows up as a Lua-side instruction budget running out
     local budget = 0
-    local old_hook = table.pack(debug.gethook())
+    local old_hook = N.pack(debug.gethook())
     debug.sethook(function()
         budget = budget + 1
         if budget > 4000 then
@@ -179,7 +180,7 @@ function D.run(opts)
                 full_check(B, "paranoid after " .. name)
                 if S.failure_count > 0 then
                     S.seconds = os.clock() - t0
-                    debug.sethook(table.unpack(old_hook, 1, old_hook.n))
+                    debug.sethook(N.unpack(old_hook, 1, old_hook.n))
                     return S
                 end
             end
@@ -203,7 +204,7 @@ function D.run(opts)
         S.worlds = nil
         collectgarbage()
     end
-    debug.sethook(table.unpack(old_hook, 1, old_hook.n))
+    debug.sethook(N.unpack(old_hook, 1, old_hook.n))
     collectgarbage()
     S.seconds = os.clock() - t0
     return S

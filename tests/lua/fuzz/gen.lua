@@ -1,5 +1,6 @@
 -- fuzz/gen.lua: random choices and malformed values for the kiln fuzz test.
 -- Every draw goes through math.random, so a run is fully determined by its seed.
+local N = require "fuzz.num"
 local gen = {}
 
 local R = math.random
@@ -48,7 +49,7 @@ end
 gen.edge_numbers = {
     0, 1, -1, 2, 127, 128, -128, -129, 255, 256, 32767, 32768, -32768, -32769, 65535, 65536,
     2147483647, 2147483648, -2147483648, -2147483649, 4294967295, 4294967296,
-    math.maxinteger, math.mininteger, math.maxinteger - 1, 2 ^ 53, -(2 ^ 53), 2 ^ 63, 2 ^ 64,
+    N.maxinteger, N.mininteger, N.maxinteger - 1, 2 ^ 53, -(2 ^ 53), 2 ^ 63, 2 ^ 64,
     0.5, -0.5, 1.5, -0.0, 1 / 0, -1 / 0, 0 / 0, 1e300, -1e300, 1e-300, 5e-324,
     3.4028234663852886e38, 3.4028235677973366e38, -3.4028235677973366e38, 1e39, 1e38,
     3.0, -7.0, 1e15, 123456789.125,

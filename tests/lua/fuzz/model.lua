@@ -1,5 +1,6 @@
 -- fuzz/model.lua: what the fuzz test believes a kiln world holds (entities, values, ticks,
 -- hierarchy, events, resources), kept in plain Lua and changed only after a call succeeded.
+local N = require "fuzz.num"
 local M = {}
 M.__index = M
 
@@ -21,13 +22,13 @@ M.types = {
     int16_t = int_type("i16", 2, -32768, 32767), int16 = int_type("i16", 2, -32768, 32767),
     int32_t = int_type("i32", 4, -2147483648, 2147483647), int32 = int_type("i32", 4, -2147483648, 2147483647),
     int = int_type("i32", 4, -2147483648, 2147483647),
-    int64_t = int_type("i64", 8, math.mininteger, math.maxinteger),
-    int64 = int_type("i64", 8, math.mininteger, math.maxinteger),
+    int64_t = int_type("i64", 8, N.mininteger, N.maxinteger),
+    int64 = int_type("i64", 8, N.mininteger, N.maxinteger),
     uint8_t = int_type("u8", 1, 0, 255), uint8 = int_type("u8", 1, 0, 255),
     uint16_t = int_type("u16", 2, 0, 65535), uint16 = int_type("u16", 2, 0, 65535),
     uint32_t = int_type("u32", 4, 0, 4294967295), uint32 = int_type("u32", 4, 0, 4294967295),
-    uint64_t = int_type("u64", 8, 0, math.maxinteger), uint64 = int_type("u64", 8, 0, math.maxinteger),
-    entity = int_type("entity", 8, 0, math.maxinteger),
+    uint64_t = int_type("u64", 8, 0, N.maxinteger), uint64 = int_type("u64", 8, 0, N.maxinteger),
+    entity = int_type("entity", 8, 0, N.maxinteger),
     float = {kind = "f32", enum = "f32", size = 4, align = 4},
     double = {kind = "f64", enum = "f64", size = 8, align = 8},
     char = {kind = "char", enum = "char", size = 1, align = 1},
@@ -41,8 +42,8 @@ M.type_names = {}
 for k in pairs(M.types) do M.type_names[#M.type_names + 1] = k end
 table.sort(M.type_names)
 
-local function f32(v) return (string.unpack("f", string.pack("f", v))) end
-local function tofloat(v) return math.type(v) == "integer" and v + 0.0 or v end
+local f32 = N.f32
+local function tofloat(v) return N.mtype(v) == "integer" and v + 0.0 or v end
 M.f32 = f32
 
 ---------------------------------------------------------------------------------------------
@@ -102,11 +103,11 @@ function M.parse_schema(s)
             if n == 64 then return nil, "too many fields" end
             if seen[name] then return nil, "field declared twice" end
             seen[name] = true
-            offset = (offset + t.align - 1) // t.align * t.align
+            offset = N.idiv(offset + t.align - 1, t.align) * t.align
             fields[#fields + 1] = {name = name, type = t, tname = tname, offset = offset, count = count}
             offset = offset + t.size * count
             if t.align > max_align then max_align = t.align end
-            if offset > (1 << 20) then return nil, "component larger than 1 MiB" end
+            if offset > 2 ^ 20 then return nil, "component larger than 1 MiB" end
             n = n + 1
             skip()
             local c = s:sub(pos, pos)
@@ -122,7 +123,7 @@ function M.parse_schema(s)
             end
         end
     end
-    local size = (offset + max_align - 1) // max_align * max_align
+    local size = N.idiv(offset + max_align - 1, max_align) * max_align
     return {fields = fields, size = size, align = size > 0 and max_align or 1}
 end
 
@@ -184,7 +185,7 @@ local function convert_element(t, v, old)
         return true, tofloat(v)
     elseif kind == "int" then
         -- numbers only (a float with an exact integer value counts), never strings
-        local i = type(v) == "number" and math.tointeger(v) or nil
+        local i = type(v) == "number" and N.tointeger(v) or nil
         if i == nil or i < t.lo or i > t.hi then return false end
         return true, i
     elseif kind == "vec" or kind == "mat" then
@@ -195,7 +196,7 @@ local function convert_element(t, v, old)
         local out, seen = M.copy(old), {}
         for k, x in next, v do
             local i
-            if math.type(k) == "integer" and k >= 1 and k <= width then i = k
+            if N.mtype(k) == "integer" and k >= 1 and k <= width then i = k
             elseif kind == "vec" and type(k) == "string" then
                 for j, name in ipairs(t.keys) do if name == k then i = j end end
             end
@@ -220,7 +221,7 @@ function M.convert_field(f, v, old)
     if f.count == 1 then return convert_element(f.type, v, old) end
     if type(v) ~= "table" then return false end
     for k in next, v do -- every key a position [1] to [count] (klua_to_field)
-        if math.type(k) ~= "integer" or k < 1 or k > f.count then return false end
+        if N.mtype(k) ~= "integer" or k < 1 or k > f.count then return false end
     end
     local out = M.copy(old)
     for i = 1, f.count do
@@ -342,11 +343,11 @@ end
 local function element_bytes(t, v, out)
     local k = t.kind
     if k == "bool" then out[#out + 1] = v and "\1" or "\0"
-    elseif k == "int" then out[#out + 1] = string.pack("<i8", v)
-    elseif k == "f32" then out[#out + 1] = string.pack("<f", v)
-    elseif k == "f64" then out[#out + 1] = string.pack("<d", v)
-    elseif k == "vec" then for _, key in ipairs(t.keys) do out[#out + 1] = string.pack("<f", v[key]) end
-    elseif k == "mat" then for i = 1, 16 do out[#out + 1] = string.pack("<f", v[i]) end
+    elseif k == "int" then out[#out + 1] = N.i8_bytes(v)
+    elseif k == "f32" then out[#out + 1] = N.f32_bytes(v)
+    elseif k == "f64" then out[#out + 1] = N.f64_bytes(v)
+    elseif k == "vec" then for _, key in ipairs(t.keys) do out[#out + 1] = N.f32_bytes(v[key]) end
+    elseif k == "mat" then for i = 1, 16 do out[#out + 1] = N.f32_bytes(v[i]) end
     end
 end
 
@@ -454,7 +455,7 @@ function M:resolve(arg)
         local c = self.comps[arg]
         if not c or c.internal then return nil end
         return c
-    elseif math.type(arg) == "integer" then
+    elseif N.mtype(arg) == "integer" then
         if arg <= 0 or arg > self.ncomps then return nil end
         local c = self.by_id[arg]
         if c and c.internal then return nil end
@@ -466,7 +467,7 @@ end
 function M:entity_arg(v)
     -- klua_check_entity: a number with an integer value, not negative
     if type(v) ~= "number" then return nil end
-    local i = math.tointeger(v)
+    local i = N.tointeger(v)
     if i == nil or i < 0 then return nil end
     return i
 end

@@ -1,5 +1,6 @@
 -- fuzz/ops_commands.lua: one command buffer per episode, recorded with random (often bad)
 -- records and applied to either world; the model replays the applied records in order.
+local N = require "fuzz.num"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
 local M = require "fuzz.model"
@@ -21,12 +22,12 @@ local predict_add, commit_add = O.predict_add, O.commit_add
 -- Commands -----------------------------------------------------------------------------------
 
 -- Placeholders are -(batch * 2^24 + k) for the k-th spawn of a batch (commands.c).
-local function placeholder(c, k) return -((c.batch << 24) + k) end
-local function spawn_number(p) return (-p) & ((1 << 24) - 1) end
-local function batch_of(p) return (-p) >> 24 end
+local function placeholder(c, k) return -(N.shl(c.batch, 24) + k) end
+local function spawn_number(p) return N.low_bits(-p, 24) end
+local function batch_of(p) return N.shr(-p, 24) end
 
 local function new_batch(c)
-    c.batch = (c.batch + 1) & ((1 << 28) - 1)
+    c.batch = N.low_bits(c.batch + 1, 28)
     c.spawns = 0
     c.complete = false
     c.resolved = {}
@@ -34,7 +35,7 @@ end
 
 -- check_target: an entity, or a placeholder of the current batch.
 local function target_ok(c, v)
-    local i = type(v) == "number" and math.tointeger(v) or nil -- numbers only, never strings
+    local i = type(v) == "number" and N.tointeger(v) or nil -- numbers only, never strings
     if i == nil or i == 0 then return nil end
     if i < 0 and (c.complete or batch_of(i) ~= c.batch or spawn_number(i) == 0 or spawn_number(i) > c.spawns) then
         return nil
@@ -46,7 +47,7 @@ local function cmd_target(m, c)
     local k = R(100)
     if c.spawns > 0 and k <= 30 then return placeholder(c, R(1, c.spawns)) end
     if k <= 34 then return placeholder(c, c.spawns + 1) end
-    if k <= 37 and c.batch > 0 then return -(((c.batch - 1) << 24) + 1) end
+    if k <= 37 and c.batch > 0 then return -(N.shl(c.batch - 1, 24) + 1) end
     return pick_entity(m, true)
 end
 
@@ -184,7 +185,7 @@ function ops.commands(m)
             expect("commands:apply", false, r, "not an open world")
         elseif expect("commands:apply", true, r) then
             local n = r[2] == nil and r[4] or r[2]
-            n = math.tointeger(n) or -1
+            n = N.tointeger(n) or -1
             if n < 0 or n > #c.records then fail("commands:apply returned %s", tostring(n)) end
             local applied = 0
             for i, rec in ipairs(c.records) do
@@ -205,7 +206,7 @@ function ops.commands(m)
                 end
                 if rec.op == "spawn" then
                     local rr = call("commands:resolved", S.CM.resolved, buf, rec.target)
-                    if rr[1] and math.type(rr[2]) == "integer" then
+                    if rr[1] and N.mtype(rr[2]) == "integer" then
                         c.resolved[spawn_number(rec.target)] = rr[2]
                         commit(rr[2])
                     else
@@ -235,9 +236,9 @@ function ops.commands(m)
         local j = R(100)
         if j <= 60 then p = placeholder(c, R(1, c.spawns + 1))
         elseif j <= 70 then p = -1
-        else p = pick({0, 1, 2.5, "x", math.maxinteger, "-1", -1.0, -(2 ^ 40)}) end
-        if chance(0.05) then p = math.mininteger end
-        local pi = type(p) == "number" and math.tointeger(p) or nil
+        else p = pick({0, 1, 2.5, "x", N.maxinteger, "-1", -1.0, -(2 ^ 40)}) end
+        if chance(0.05) then p = N.mininteger end
+        local pi = type(p) == "number" and N.tointeger(p) or nil
         local ok = pi ~= nil and pi < 0 and batch_of(pi) == c.batch and spawn_number(pi) ~= 0
             and spawn_number(pi) <= c.spawns
         local r = call("commands:resolved", S.CM.resolved, buf, p)

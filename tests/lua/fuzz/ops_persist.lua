@@ -1,5 +1,6 @@
 -- fuzz/ops_persist.lua: world:save, load, hash, snapshot and restore amid everything else: a
 -- refused call changes nothing, a restore taken at once changes nothing, a save loads elsewhere.
+local N = require "fuzz.num"
 local kiln = require "kiln"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
@@ -105,7 +106,7 @@ end
 -- and clones of dead or malformed handles raise.
 function ops.names_and_clone(m)
     local e = W.pick_entity(m)
-    local i = type(e) == "number" and math.tointeger(e)
+    local i = type(e) == "number" and N.tointeger(e)
     local alive = i and i > 0 and m.alive[i] ~= nil
     local r = wcall(m, "name", e)
     if alive then

@@ -1,5 +1,6 @@
 -- fuzz/ops_systems.lua: Lua systems (run and each, exclusive or not, raising at random),
 -- world:progress with the model following stages, failures, and the failure bookkeeping.
+local N = require "fuzz.num"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
 local M = require "fuzz.model"
@@ -164,9 +165,17 @@ local function make_run(m, s)
     end
 end
 
+-- Whether an each-system's row hands out FFI views (LuaJIT: a cdata among them).
+local function ffi_views(views, n)
+    for t = 1, n do
+        if type(views[t]) == "cdata" then return true end
+    end
+    return false
+end
+
 local function make_each(m, s)
     return function(e, ...)
-        local args = table.pack(...)
+        local args = N.pack(...)
         local dt = args[#s.entry.terms + 1]
         if not M.same(dt, m.frame_dt) then fail("each system %s got dt %s", s.name, tostring(dt)) end
         if m.cur_sys ~= s then begin_system(m, s) end
@@ -178,6 +187,26 @@ local function make_each(m, s)
         local writable = {}
         for t, comp in ipairs(s.entry.terms) do writable[t] = s.exclusive or s.writes_set[comp.name] == true end
         local depth = S.depth
+        if ffi_views(views, #s.entry.terms) then
+            -- FFI views (LuaJIT): each chunk's rows were stamped before they ran, for every
+            -- term the system writes; the views are only read here, and the callback does not
+            -- raise (the rows of its chunk after it would be stamped but not visited)
+            local rec = m.alive[e]
+            for t, comp in ipairs(s.entry.terms) do
+                if type(views[t]) == "cdata" and writable[t] and rec and rec.comps[comp.name] ~= nil then
+                    rec.ticks[comp.name] = m.tick
+                end
+            end
+            if s.state.seen[e] then fail("each system %s visits %s twice", s.name, tostring(e)) end
+            s.state.seen[e] = true
+            if chance(0.3) and S.depth < 3 then
+                S.depth = S.depth + 1
+                note("calls inside an each system")
+                X.run_nested(m, R(1, 3))
+                S.depth = depth
+            end
+            return
+        end
         S.depth = S.depth + 1
         local present, snaps = loop_body(m, s.entry, e, views, writable, "each system " .. s.name, s.state)
         S.depth = depth
@@ -216,7 +245,7 @@ function ops.system(m)
     if each then
         local qdesc = random_query_desc(m)
         if type(qdesc) == "table" then
-            while rawlen(qdesc) > 10 do rawset(qdesc, rawlen(qdesc), nil) end
+            while N.rawlen(qdesc) > 10 do rawset(qdesc, N.rawlen(qdesc), nil) end
             rawset(qdesc, "optional", nil)
         end
         desc.query = qdesc
@@ -435,7 +464,7 @@ end
 
 function ops.max_failures(m)
     local n = pick({0, 1, 2, 3, -1, 2 ^ 31, 2.0, 1.5, "2", {}, nil})
-    local ni = (type(n) == "number" or type(n) == "string") and math.tointeger(n) or nil
+    local ni = (type(n) == "number" or type(n) == "string") and N.tointeger(n) or nil
     local ok = ni ~= nil and ni >= 0 and ni <= 2147483647
     local r = wcall(m, "max_failures", n)
     expect("world:max_failures", ok, r, tostring(n))

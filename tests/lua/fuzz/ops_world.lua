@@ -1,5 +1,6 @@
 -- fuzz/ops_world.lua: operations on entities and their components, ticks, the hierarchy,
 -- events, resources, definitions, tools, and misuse (wrong self, closed worlds).
+local N = require "fuzz.num"
 local kiln = require "kiln"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
@@ -63,7 +64,7 @@ function ops.spawn(m)
     expect("world:spawn", ok, r, (ok and "" or why) .. " init " .. M.describe(init))
     if r[1] and ok then
         local e = r[2]
-        if math.type(e) ~= "integer" or e <= 0 then return fail("spawn returned %s", tostring(e)) end
+        if N.mtype(e) ~= "integer" or e <= 0 then return fail("spawn returned %s", tostring(e)) end
         if m:deferred() then
             if m.alive[e] or m.reserved[e] then return fail("deferred spawn returned a used handle %s", e) end
             m.reserved[e] = true
@@ -101,7 +102,7 @@ end
 function ops.is_alive(m)
     local e = pick_entity(m)
     local r = wcall(m, "is_alive", e)
-    local i = type(e) == "number" and math.tointeger(e)
+    local i = type(e) == "number" and N.tointeger(e)
     local want = i and i > 0 and m.alive[i] ~= nil or false
     if expect("world:is_alive", true, r) and r[2] ~= want then
         fail("is_alive(%s) = %s, model says %s", tostring(e), tostring(r[2]), tostring(want))
@@ -186,7 +187,7 @@ end
 function ops.has(m)
     local e, c = pick_entity(m), pick_comp(m)
     local comp = m:resolve(c)
-    local i = type(e) == "number" and math.tointeger(e) or nil
+    local i = type(e) == "number" and N.tointeger(e) or nil
     local ok = i ~= nil and comp and access_ok(m, comp, false)
     local r = wcall(m, "has", e, c)
     expect("world:has", ok, r, tostring(e) .. " " .. tostring(c))
@@ -209,7 +210,7 @@ function ops.getter(m)
     if not r[1] then return end
     local ei = m:entity_arg(e)
     local ok = ei ~= nil and access_ok(m, comp, false) and m.alive[ei] ~= nil
-    local got = table.pack(pcall(r[2], e))
+    local got = N.pack(pcall(r[2], e))
     if got[1] ~= (ok and true or false) then
         fail("getter %s.%s(%s): %s, expected %s", comp.name, field, tostring(e), tostring(got[2]),
             ok and "a value" or "an error")
@@ -608,7 +609,7 @@ function ops.confused(m)
     local allowed = (t[1] == "world:" and method == "close" and self == S.closed_world)
     local args = {}
     for i = 1, R(0, 3) do args[i] = gen.garbage(extras()) end
-    local r = call(t[1] .. method, t[2][method], self, table.unpack(args, 1, 3))
+    local r = call(t[1] .. method, t[2][method], self, N.unpack(args, 1, 3))
     note("wrong object as self")
     if not allowed then expect(t[1] .. method, false, r, "self " .. tostring(self)) end
 end
@@ -639,11 +640,11 @@ function ops.tools(m)
     if k == 1 then
         name = pick(READ_ONLY_WORLD)
         if not S.WM[name] then return end
-        r = call("world:" .. name, S.WM[name], m.world, table.unpack(args, 1, 3))
+        r = call("world:" .. name, S.WM[name], m.world, N.unpack(args, 1, 3))
     elseif k == 2 then
         name = pick(MODULE_FUNCS)
         if not kiln[name] then return end
-        r = call("kiln." .. name, kiln[name], table.unpack(args, 1, 3))
+        r = call("kiln." .. name, kiln[name], N.unpack(args, 1, 3))
     else
         name = "format"
         if not S.QM.format or #m.queries == 0 then return end
@@ -657,8 +658,8 @@ end
 function ops.new_world(m)
     local opts = pick({false, {}, {workers = 0}, {workers = 1}, {workers = -1}, {workers = 65},
                        {workers = 1.5}, {max_failures = -1}, {max_failures = "2"}, 5, "x", {workers = {}}}) or nil
-    local ok = opts == nil or (type(opts) == "table" and (opts.workers == nil or (math.type(opts.workers) == "integer"
-        and opts.workers >= 0 and opts.workers <= 64)) and (opts.max_failures == nil or (math.tointeger(opts.max_failures) and math.tointeger(opts.max_failures) >= 0)))
+    local ok = opts == nil or (type(opts) == "table" and (opts.workers == nil or (N.mtype(opts.workers) == "integer"
+        and opts.workers >= 0 and opts.workers <= 64)) and (opts.max_failures == nil or (N.tointeger(opts.max_failures) and N.tointeger(opts.max_failures) >= 0)))
     local r = call("kiln.world", kiln.world, opts)
     expect("kiln.world", ok, r, M.describe(opts))
     if r[1] then

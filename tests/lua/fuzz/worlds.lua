@@ -1,5 +1,6 @@
 -- fuzz/worlds.lua: the worlds a fuzz run makes (fixed components, events, checker queries)
 -- and the random arguments it throws at them: entities, component names, field values.
+local N = require "fuzz.num"
 local kiln = require "kiln"
 local X = require "fuzz.context"
 local gen = require "fuzz.gen"
@@ -140,8 +141,8 @@ local function other_world(m)
 end
 
 local function stale_of(e)
-    local index, generation = e & 0xffffffff, e >> 32
-    return ((generation + R(1, 3)) << 32) | index
+    local index, generation = N.low_bits(e, 32), N.shr(e, 32)
+    return N.shl(generation + R(1, 3), 32) + index
 end
 
 -- An entity argument: usually one that exists, often one that does not.
@@ -172,9 +173,9 @@ local function pick_entity(m, for_commands)
         local e = m.alive_list[R(n)]
         return chance(0.5) and tostring(e) or e + 0.0
     end
-    local edge = pick({0, -1, 1, 2 ^ 53, 2 ^ 53 + 0.0, math.maxinteger, math.mininteger, 4294967296,
+    local edge = pick({0, -1, 1, 2 ^ 53, 2 ^ 53 + 0.0, N.maxinteger, N.mininteger, 4294967296,
                        4294967295, 1.5, -0.0, 1 / 0, 0 / 0, "7", "x", nil, true, {}, R(1, 100),
-                       (R(1, 5) << 32) | R(0, 60)})
+                       N.shl(R(1, 5), 32) + R(0, 60)})
     if chance(0.1) then return gen.garbage(extras()) end
     return edge
 end
@@ -261,7 +262,7 @@ local function invalid_field_value(f)
         return a
     end
     if kind == "int" then
-        return pick({t = 0, f.type.hi + 1 <= math.maxinteger and f.type.hi + 1 or 1.5, f.type.lo - 1,
+        return pick({t = 0, f.type.hi + 1 <= N.maxinteger and f.type.hi + 1 or 1.5, f.type.lo - 1,
                      1.5, "abc", true, {}, 2 ^ 63, -(2 ^ 63) - 1025.0})
     end
     if kind == "f32" then return pick({1e39, -1e300, "1", true, {}, 3.4028235677973366e38}) end

@@ -1,0 +1,254 @@
+-- ffi_spawn.lua: world:spawn under LuaJIT as code the JIT compiles: init tables read raw, values
+-- written through FFI pointers, the core's spawn called through FFI (C half: lua/src/jit_spawn.c).
+local kiln, World, _, layer = ...
+local S = layer.spawn
+local worlds = setmetatable({}, {__mode = "k"}) -- World -> {kw, comps = {name -> rec}, spawns}
+
+-- kiln.ffi_spawns(world): how many entities world:spawn made on world through the FFI path (0
+-- where there is none: Lua 5.4, a mod's state). For tests and profiling.
+function kiln.ffi_spawns(w)
+    local wc = worlds[w]
+    return wc and wc.spawns or 0
+end
+if not S then return end -- Lua 5.4, or a state without the ffi library: the C path only
+
+-- Every input the FFI path does not take, and every error, goes to the C path, which raises as
+-- it always did: the FFI path changes nothing before its one call into the core, which spawns
+-- or refuses whole. So the messages and the rules (access, deferral, hooks) are the C path's.
+local ffi = layer.views.ffi
+local next, type, tonumber, floor, format = next, type, tonumber, math.floor, string.format
+local cast, copy, fill = ffi.cast, ffi.copy, ffi.fill
+local band, bor, lshift = bit.band, bit.bor, bit.lshift
+local MAX = S.max
+local FLT_MAX, HUGE = 3.4028234663852886e38, math.huge
+local API = ffi.typeof([[const struct { int32_t (*spawn)(void *, const uint32_t *, const void *const *,
+  int32_t, uint64_t *); } *]])
+local core_spawn = cast(API, S.api).spawn
+
+-- The scratch a spawn converts its values into (one 16-byte-aligned slot per component), and
+-- the arrays handed to the core. One set per Lua state: a spawn that starts while another is
+-- filling them (a finalizer the collector runs mid-spawn) takes the C path.
+local comps = ffi.new("uint32_t[?]", MAX)
+local values = ffi.new("const void *[?]", MAX)
+local dest = ffi.new("uint64_t[1]")
+local block, buf, cap = nil, nil, 0 -- block anchors the memory buf points into
+local busy = false
+
+-- Makes the scratch hold at least size bytes, keeping its first used bytes and moving the n
+-- value pointers already set into it.
+local function grow(size, used, n)
+    local ncap = cap > 0 and cap or 256
+    while ncap < size do ncap = ncap * 2 end
+    local nblock = ffi.new("uint8_t[?]", ncap + 16)
+    local nbuf = nblock + (16 - tonumber(cast("uintptr_t", nblock)) % 16) % 16
+    if used > 0 then copy(nbuf, buf, used) end
+    for i = 0, n - 1 do
+        if values[i] ~= nil then values[i] = nbuf + (cast("const uint8_t *", values[i]) - buf) end
+    end
+    block, buf, cap = nblock, nbuf, ncap
+end
+
+-- ---- writers: a component's value from its init table --------------------------------------
+
+-- Whether the number x is a float field's value: in range, infinite or NaN (as klua_to_float).
+local function float_ok(x)
+    return (x <= FLT_MAX and x >= -FLT_MAX) or x ~= x or x == HUGE or x == -HUGE
+end
+
+local VEC_KEYS = {x = 0, y = 1, z = 2, w = 3}
+
+-- Element k = x of a vector of width floats at fp, with seen (a bit per element) the ones
+-- given so far; returns seen with k's bit, or nil for anything the C path would refuse.
+local function vec_put(fp, width, seen, k, x)
+    local i = VEC_KEYS[k]
+    if i == nil then
+        if type(k) ~= "number" or k < 1 or k > width or floor(k) ~= k then return nil end
+        i = k - 1
+    elseif i >= width then
+        return nil
+    end
+    local b = lshift(1, i)
+    if band(seen, b) ~= 0 or type(x) ~= "number" or not float_ok(x) then return nil end
+    fp[i] = x
+    return bor(seen, b)
+end
+
+-- Writes the vector v ({x =, y =, ...} or {1, 2, ...}) into the floats at fp; false for
+-- anything the C path would refuse. Straight code, no loop (see writer_source): a fifth key
+-- is one too many for any width.
+local function write_vec(fp, v, width)
+    local seen = 0
+    local k, x = next(v)
+    if k ~= nil then seen = vec_put(fp, width, seen, k, x); if not seen then return false end; k, x = next(v, k) end
+    if k ~= nil then seen = vec_put(fp, width, seen, k, x); if not seen then return false end; k, x = next(v, k) end
+    if k ~= nil then seen = vec_put(fp, width, seen, k, x); if not seen then return false end; k, x = next(v, k) end
+    if k ~= nil then seen = vec_put(fp, width, seen, k, x); if not seen then return false end; k, x = next(v, k) end
+    return k == nil
+end
+
+-- Integer types: the pointer written through and the range taken (the 64-bit ones only while
+-- exact in a double; beyond, the C path decides).
+local INTS = {
+    int8 = {"int8_t", -128, 127}, int16 = {"int16_t", -32768, 32767},
+    int32 = {"int32_t", -2147483648, 2147483647}, int64 = {"int64_t", -2 ^ 53, 2 ^ 53},
+    uint8 = {"uint8_t", 0, 255}, uint16 = {"uint16_t", 0, 65535}, uint32 = {"uint32_t", 0, 4294967295},
+    uint64 = {"uint64_t", 0, 2 ^ 53}, entity = {"uint64_t", 0, 2 ^ 53},
+}
+local PTR = {float = ffi.typeof("float *"), double = ffi.typeof("double *"), bool = ffi.typeof("bool *")}
+for name, t in pairs(INTS) do PTR[name] = ffi.typeof(t[1] .. " *") end
+local PTR_NAMES = {}
+for name in pairs(PTR) do PTR_NAMES[#PTR_NAMES + 1] = name end
+table.sort(PTR_NAMES)
+local VEC_WIDTH = {vec2 = 2, vec3 = 3, vec4 = 4, quat = 4}
+local FLOAT_BAD = format("(x > %.17g or x < -%.17g) and x ~= HUGE and x ~= -HUGE", FLT_MAX, FLT_MAX)
+
+-- The Lua statements that check x and write it as field f of the value at p (false out of
+-- the writer for anything the C path would refuse or the FFI path leaves to it); the pointer
+-- types they name (P_<type>) are locals of the generated chunk.
+local function field_code(f)
+    local at = format("p + %d", f.offset)
+    local one = f.count <= 1
+    if f.type == "char" then
+        return format("if type(x) ~= 'string' or #x >= %d then return false end\n    fill(%s, %d)\n    copy(%s, x, #x)",
+                      f.count, at, f.count, at)
+    elseif one and f.type == "float" then
+        return format("if type(x) ~= 'number' or (%s) then return false end\n    cast(P_float, %s)[0] = x", FLOAT_BAD, at)
+    elseif one and f.type == "double" then
+        return format("if type(x) ~= 'number' then return false end\n    cast(P_double, %s)[0] = x", at)
+    elseif one and f.type == "bool" then
+        return format("if type(x) ~= 'boolean' then return false end\n    cast(P_bool, %s)[0] = x", at)
+    elseif one and INTS[f.type] then
+        local t = INTS[f.type]
+        return format("if type(x) ~= 'number' or not (x >= %.17g and x <= %.17g) or floor(x) ~= x then return false end\n" ..
+                      "    cast(P_%s, %s)[0] = x", t[2], t[3], f.type, at)
+    elseif one and VEC_WIDTH[f.type] then
+        return format("if type(x) ~= 'table' or not write_vec(cast(P_float, %s), x, %d) then return false end",
+                      at, VEC_WIDTH[f.type])
+    end
+    return "return false" -- a mat4 or an array: the C path
+end
+
+-- The source of a component's writer, write(p, v): the value at p made from its defaults and
+-- the fields the table v names, or false for anything the C path would refuse. It is straight
+-- code: one next() per key, each key matched against the names in turn (LuaJIT cannot compile
+-- a loop inside the caller's loop into the caller's trace, and a short one of its own is slow).
+local function writer_source(d)
+    local b = {"local next, type, floor, cast, fill, copy, write_vec, HUGE, PTR, D = ...\n"}
+    for _, name in ipairs(PTR_NAMES) do b[#b + 1] = format("local P_%s = PTR.%s\n", name, name) end
+    b[#b + 1] = "local function put(p, k, x)\n"
+    for i, f in ipairs(d.fields) do
+        b[#b + 1] = format("  %s k == %q then\n    %s\n", i == 1 and "if" or "elseif", f.name, field_code(f))
+    end
+    b[#b + 1] = "  else\n    return false\n  end\n  return true\nend\nreturn function(p, v)\n"
+    if d.defaults then b[#b + 1] = format("  copy(p, D, %d)\n", d.size) else b[#b + 1] = format("  fill(p, %d)\n", d.size) end
+    b[#b + 1] = "  local k, x = next(v)\n"
+    for _ = 1, #d.fields do
+        b[#b + 1] = "  if k == nil then return true end\n  if not put(p, k, x) then return false end\n  k, x = next(v, k)\n"
+    end
+    b[#b + 1] = "  return k == nil -- a key more than there are fields: one is unknown\nend\n"
+    return table.concat(b)
+end
+
+local makers = {} -- writer source -> the compiled chunk that makes it
+
+-- The writer of the component describe gave as d, or nil where the C path must run: Lua
+-- values, a check hook, no reflected fields, or more fields than one straight writer takes
+-- (KILN_MAX_FIELDS is 64; a writer covers at most 16 keys, the usual components).
+local function make_writer(d)
+    if d.lua or d.check or #d.fields == 0 or #d.fields > 16 then return nil end
+    local src = writer_source(d)
+    local maker = makers[src]
+    if not maker then
+        maker = assert(load(src, "=lua/kiln/ffi_spawn.lua(generated)"))
+        makers[src] = maker
+    end
+    return maker(next, type, floor, cast, fill, copy, write_vec, HUGE, PTR, d.defaults)
+end
+
+-- ---- the spawn ----------------------------------------------------------------------------
+
+-- The record of World self, made on its first spawn; nil for anything but an open World.
+local function world_rec(self)
+    local kw = S.world(self)
+    if not kw then return nil end
+    local base = cast("const uint8_t *", kw)
+    local wc = {kw = cast("void *", kw), comps = {}, spawns = 0,
+                instructions = cast("const int64_t *", base + S.instructions_at),
+                budget_limit = cast("const int64_t *", base + S.budget_limit_at)}
+    worlds[self] = wc
+    return wc
+end
+
+local TAG, DATA, C_PATH = 1, 2, 3 -- what a component record's kind says
+
+-- The record {kind, id, slot, write} of component name on the world of wc, or nil when it
+-- names none (the C path raises for it).
+local function component(wc, self, name)
+    local d = S.describe(self, name)
+    if not d then return nil end
+    local rec = {id = d.id, slot = d.size + (16 - d.size % 16) % 16}
+    if d.size == 0 then
+        rec.kind = TAG
+    else
+        rec.write = make_writer(d)
+        rec.kind = rec.write and DATA or C_PATH
+    end
+    wc.comps[name] = rec
+    return rec
+end
+
+-- Converts the value v of component name into the scratch as the spawn's component n (from 0),
+-- after used bytes. Returns the bytes used then, n + 1 and init's next key and value; or nil
+-- where the C path must run.
+local function add(wc, self, init, name, v, n, used)
+    local rec = wc.comps[name] or component(wc, self, name)
+    if not rec or n == MAX then return nil end
+    local kind = rec.kind
+    if kind == DATA then
+        local slot = rec.slot
+        if used + slot > cap then grow(used + slot, used, n) end
+        local p = buf + used
+        if type(v) ~= "table" or not rec.write(p, v) then return nil end
+        values[n] = p
+        used = used + slot
+    elseif kind == TAG and v == true then
+        values[n] = nil
+    else
+        return nil
+    end
+    comps[n] = rec.id
+    return used, n + 1, next(init, name)
+end
+
+-- Spawns the entity init describes; nil, with nothing changed, where the C path must run.
+local function try_spawn(self, init)
+    local wc = worlds[self] or world_rec(self)
+    -- a world with an instruction budget: the C path, whose cost budgets are made for
+    if not wc or wc.instructions[0] ~= 0 or wc.budget_limit[0] ~= 0 then return nil end
+    local used, n = 0, 0
+    local k, v = next(init)
+    -- the first components one by one, as straight code (see writer_source), the rest in a loop
+    if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
+    if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
+    if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
+    if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
+    while k ~= nil do used, n, k, v = add(wc, self, init, k, v, n, used) end
+    if not used or core_spawn(wc.kw, comps, values, n, dest) ~= 0 then return nil end
+    wc.spawns = wc.spawns + 1
+    return tonumber(dest[0])
+end
+
+local spawn = World.spawn -- the C path; so named, its bad-self message names world:spawn
+
+-- try_spawn runs protected: it raises only where the collector ran a finalizer mid-spawn that
+-- changed init (next() then may refuse a key) or memory ran out, and the C path then decides.
+function World.spawn(...)
+    local self, init = ...
+    if type(init) == "table" and not busy then
+        busy = true
+        local ok, e = pcall(try_spawn, self, init)
+        busy = false
+        if ok and e then return e end
+    end
+    return (spawn(...))
+end

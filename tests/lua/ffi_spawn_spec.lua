@@ -1,0 +1,269 @@
+-- ffi_spawn_spec.lua: world:spawn's FFI path under LuaJIT (lua/kiln/ffi_spawn.lua): which spawns
+-- take it, that they give what the C path gives, and that every failure is the C path's.
+-- Under Lua 5.4 the same specs pin the C path (kiln.ffi_spawns stays 0 there).
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+-- The FFI path exists under LuaJIT with its ffi library (busted's luajit has it).
+local FFI = H.luajit and pcall(require, "ffi")
+
+-- How many of fn's spawns on w took the FFI path.
+local function ffi_count(w, fn)
+    local before = kiln.ffi_spawns(w)
+    fn()
+    return kiln.ffi_spawns(w) - before
+end
+
+-- Spawns init through the FFI path (raising unless it was taken where it exists).
+local function fast(w, init)
+    local e
+    local n = ffi_count(w, function() e = w:spawn(init) end)
+    assert.are.equal(FFI and 1 or 0, n, "the FFI path was not taken")
+    return e
+end
+
+-- Spawns init through the C path (raising if the FFI path took it).
+local function slow(w, init)
+    local e
+    local n = ffi_count(w, function() e = w:spawn(init) end)
+    assert.are.equal(0, n, "the FFI path took a spawn the C path must make")
+    return e
+end
+
+local function all_world()
+    local w = H.world()
+    w:component("All", [[bool b; int8_t i8; int16_t i16; int32_t i32; int64_t i64; uint8_t u8;
+        uint16_t u16; uint32_t u32; uint64_t u64; float f; double d; entity target; char tag[8];
+        vec2 v2; vec3 v3; quat q;]])
+    w:component("Script", "lua") -- Lua values: the C path
+    return w
+end
+
+local ALL = {b = true, i8 = -128, i16 = 32767, i32 = -2147483648, i64 = -2 ^ 53, u8 = 255, u16 = 65535,
+             u32 = 4294967295, u64 = 2 ^ 53, f = 0.1, d = 0.1, target = 12345, tag = "seven77",
+             v2 = {1, y = 2}, v3 = {x = -1, [2] = 0.5, z = 1e30}, q = {0, 0, 0, 1}}
+
+describe("world:spawn's FFI path", function()
+    it("is taken by data components and tags, and writes what the C path writes", function()
+        local w = all_world()
+        local a = fast(w, {All = ALL, Position = {x = 1, y = -1}, Frozen = true})
+        local b = slow(w, {All = ALL, Position = {x = 1, y = -1}, Frozen = true, Script = {}})
+        assert.are.equal(H.dump(w:get(b, "All")), H.dump(w:get(a, "All")))
+        assert.are.same({x = 1, y = -1}, w:get(a, "Position"))
+        assert.is_true(w:has(a, "Frozen"))
+        assert.are.equal(-128, w:get(a, "All").i8)
+        assert.are.equal(H.f32(0.1), w:get(a, "All").f)
+        assert.are.equal(0.1, w:get(a, "All").d)
+        assert.are.equal("seven77", w:get(a, "All").tag)
+        assert.are.same({x = -1, y = 0.5, z = H.f32(1e30)}, w:get(a, "All").v3)
+        assert.are.same({x = 0, y = 0, z = 0, w = 1}, w:get(a, "All").q)
+        local t = fast(w, {Frozen = true}) -- tags only: no value at all
+        assert.is_true(w:has(t, "Frozen"))
+    end)
+
+    it("starts left-out fields from the component's defaults or zeroes", function()
+        local w = all_world()
+        local e = fast(w, {LocalTransform = {position = {x = 2}}, All = {i8 = 3}})
+        local l = w:get(e, "LocalTransform") -- registered in C, with the identity as defaults
+        assert.are.same({x = 2, y = 0, z = 0}, l.position)
+        assert.are.same({x = 0, y = 0, z = 0, w = 1}, l.rotation)
+        assert.are.same({x = 1, y = 1, z = 1}, l.scale)
+        assert.are.equal(0, w:get(e, "All").i32)
+        assert.are.equal("", w:get(e, "All").tag)
+        assert.is_false(w:get(e, "All").b)
+    end)
+
+    it("is taken in compiled loops: every spawn of a hot loop goes through it", function()
+        local w = H.world()
+        local n = ffi_count(w, function()
+            for i = 1, 2000 do w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}} end
+        end)
+        assert.are.equal(FFI and 2000 or 0, n)
+        for _, e in ipairs(w:entities()) do
+            local p = w:get(e, "Position")
+            assert.are.equal(-p.x, p.y)
+        end
+    end)
+
+    it("leaves Lua values, check hooks, mat4s, arrays, ids and 64-bit integers past 2^53 to the C path", function()
+        local w = all_world()
+        w:component("Grid", "float cells[3]; int32_t n;")
+        local m = {}
+        for i = 1, 16 do m[i] = i end
+        local script = {}
+        local parent = fast(w, {Position = {}})
+        local es = {
+            slow(w, {Script = script, Position = {x = 1}}),
+            slow(w, {Parent = {entity = parent}, Position = {}}),
+            slow(w, {WorldTransform = {matrix = m}}),
+            slow(w, {Grid = {cells = {1, 2, 3}}}),
+            slow(w, {[w:component("Position", "float x, y;")] = {x = 4}}), -- an id: the same component
+            slow(w, {All = {i64 = 2 ^ 60}}),
+        }
+        assert.are.equal(script, w:get(es[1], "Script"))
+        assert.are.equal(parent, w:get(es[2], "Parent").entity)
+        assert.are.same(m, w:get(es[3], "WorldTransform").matrix)
+        assert.are.same({1, 2, 3}, w:get(es[4], "Grid").cells)
+        assert.are.equal(4, w:get(es[5], "Position").x)
+        assert.are.equal(2 ^ 60, w:get(es[6], "All").i64)
+        -- a mat4 or array component without its field named is the FFI path's
+        assert.are.equal(3, w:get(fast(w, {Grid = {n = 3}}), "Grid").n)
+    end)
+
+    it("raises the C path's message for each bad input, and leaves the world as it was", function()
+        local w = all_world()
+        w:component("Grid", "float cells[3];")
+        fast(w, {Position = {x = 1}, Velocity = {}})
+        local names = {"Position", "Velocity", "Health", "Frozen", "All", "Grid"}
+        local cases = {
+            {{Nope = {}}, "bad argument #1 to 'world:spawn' (unknown component 'Nope')"},
+            {{[true] = {}}, "bad argument #1 to 'world:spawn' (component name expected, got boolean)"},
+            {{Position = {z = 1}}, "world:spawn: Position has no field 'z'"},
+            {{Position = {x = 1, y = 2, z = 3}}, "world:spawn: Position has no field 'z'"},
+            {{Position = {[1] = 5}}, "world:spawn: Position fields are named by strings, got a number key"},
+            {{Position = {x = "a"}}, "world:spawn: field 'x' of Position: expected a number, got string"},
+            {{Position = {x = 1e39}}, "world:spawn: field 'x' of Position: number 1e+39 is out of range for float"},
+            {{Position = 7}, "world:spawn: value for Position must be a table of fields, got number"},
+            {{Position = {}, Frozen = 1}, "world:spawn: Frozen is a tag: give true or nothing, not number"},
+            {{Position = {}, Frozen = false}, "world:spawn: Frozen is a tag: give true or nothing, not false"},
+            {{All = {i8 = 128}}, "world:spawn: field 'i8' of All: 128 is out of range for int8 [-128, 127]"},
+            {{All = {u32 = -1}}, "world:spawn: field 'u32' of All: -1 is out of range for uint32 [0, 4294967295]"},
+            {{All = {i32 = 1.5}}, "world:spawn: field 'i32' of All: expected an integer, got 1.5"},
+            {{All = {i16 = "1"}}, "world:spawn: field 'i16' of All: expected an integer, got string"},
+            {{All = {b = 1}}, "world:spawn: field 'b' of All: expected a boolean, got number"},
+            {{All = {d = true}}, "world:spawn: field 'd' of All: expected a number, got boolean"},
+            {{All = {tag = "eight888"}}, "world:spawn: field 'tag' of All: string of 8 bytes does not fit char[8]"},
+            {{All = {tag = 5}}, "world:spawn: field 'tag' of All: expected a string, got number"},
+            {{All = {v2 = {x = 1, [1] = 2}}}, "world:spawn: field 'v2' of All: vec2 element 1 given twice (by name and by position)"},
+            {{All = {v2 = {z = 1}}}, "world:spawn: field 'v2' of All: vec2 takes x, y or [1] to [2], got 'z'"},
+            {{All = {v3 = {x = "a"}}}, "world:spawn: field 'v3' of All: vec3.x: expected a number, got string"},
+            {{All = {q = {1, 2, 3, 4, 5}}}, "world:spawn: field 'q' of All: quat takes x, y, z, w or [1] to [4], got [5]"},
+            {{All = {v2 = 3}}, "world:spawn: field 'v2' of All: expected a table for vec2, got number"},
+            {{Grid = {cells = {1, 2, 3, 4}}}, "world:spawn: field 'cells' of Grid: array of 4 elements does not fit 3"},
+            -- a bad second component: the first, already converted, is not spawned either
+            {{Position = {x = 1}, Velocity = {x = "bad"}}, "world:spawn: field 'x' of Velocity: expected a number, got string"},
+        }
+        for _, case in ipairs(cases) do
+            local msg = H.unchanged(w, names, function() w:spawn(case[1]) end)
+            assert.are.equal(case[2], msg)
+        end
+        assert.are.equal(1, w:count())
+        assert.are.equal(FFI and 1 or 0, kiln.ffi_spawns(w))
+    end)
+
+    it("refuses more than 64 components at once, as the C path does", function()
+        local w = kiln.world()
+        local init = {}
+        for i = 1, 65 do
+            w:component("T" .. i, "int32_t v;")
+            init["T" .. i] = {v = i}
+        end
+        H.unchanged(w, {}, function() w:spawn(init) end, "world:spawn", "at most 64 components")
+        init.T65 = nil
+        local e = fast(w, init)
+        assert.are.equal(64, w:get(e, "T64").v)
+    end)
+
+    it("reads init tables raw, as the C path does: no metamethod runs", function()
+        local w = H.world()
+        local function boom() error("a metamethod ran") end
+        local guarded = {__index = boom, __newindex = boom, __pairs = boom, __len = boom, __metatable = false}
+        local init = setmetatable({Position = setmetatable({x = 3}, guarded)}, guarded)
+        local e = fast(w, init)
+        assert.are.same({x = 3, y = 0}, w:get(e, "Position"))
+        -- a field only __index would give is left out, and an unknown one it hides still raises
+        local hidden = setmetatable({x = 1, z = 2}, {__index = function() return 9 end})
+        H.unchanged(w, nil, function() w:spawn{Position = hidden} end, "world:spawn: Position has no field 'z'")
+        assert.are.equal(0, w:get(fast(w, {Position = setmetatable({x = 1}, {__index = {y = 9}})}), "Position").y)
+    end)
+
+    it("names world:spawn when called on a bad self, and raises on a closed world", function()
+        local w = H.world()
+        local spawn = w.spawn
+        H.unchanged(w, nil, function() spawn() end,
+                    "calling 'world:spawn' on bad self (kiln.World expected, got no value)")
+        H.unchanged(w, nil, function() w.spawn(5, {Position = {}}) end,
+                    "calling 'world:spawn' on bad self (kiln.World expected, got number)")
+        fast(w, {Position = {}})
+        w:close()
+        H.raises(function() w:spawn{Position = {}} end, "attempt to use a closed world")
+    end)
+
+    it("keeps declared access in systems, and queues spawns where the world is deferred", function()
+        local w = H.world()
+        local made
+        w:system{name = "maker", writes = {"Position"}, run = function(world)
+            made = world:spawn{Position = {x = 5}}
+        end}
+        w:system{name = "sneak", writes = {"Position"}, run = function(world)
+            world:spawn{Position = {}, Velocity = {x = 1}}
+        end}
+        local before = w:count()
+        local n = ffi_count(w, function()
+            local ok, failures = w:progress(0)
+            assert.is_false(ok)
+            assert.are.equal(1, #failures)
+            assert.are.equal("sneak", failures[1].system)
+            assert.is_truthy(failures[1].message:find(
+                "world:spawn: system 'sneak' writes Velocity without declaring it in writes", 1, true), failures[1].message)
+        end)
+        assert.are.equal(FFI and 1 or 0, n)
+        assert.are.equal(before + 1, w:count())
+        assert.are.equal(5, w:get(made, "Position").x)
+        -- in a loop outside systems the world is deferred: the spawn lands when the loop ends
+        local q = w:query{"Position"}
+        local inside
+        for _ in q:each() do
+            inside = w:spawn{Velocity = {x = 2}}
+            assert.is_false(w:is_alive(inside))
+            break
+        end
+        q:count() -- the loop left by break ends when its query is used again
+        assert.is_true(w:is_alive(inside))
+        assert.are.equal(2, w:get(inside, "Velocity").x)
+    end)
+
+    it("takes the C path on a world with an instruction budget", function()
+        local w = H.world({instructions = 1000000})
+        local e = slow(w, {Position = {x = 1}})
+        assert.are.equal(1, w:get(e, "Position").x)
+    end)
+
+    it("leaves every entity whole when finalizers spawn in the middle of a spawn", function()
+        local w = H.world()
+        local from_gc = 0
+        local function make_garbage()
+            for _ = 1, 4 do
+                H.finalizer(function()
+                    from_gc = from_gc + 1
+                    w:spawn{Velocity = {x = -7, y = -7}, Frozen = true}
+                end)
+            end
+        end
+        local jit_was = H.luajit and jit.status()
+        if H.luajit then jit.off() end -- interpreted, the FFI path makes cdata: collections run inside it
+        local ok, err = pcall(function()
+            for i = 1, 3000 do
+                make_garbage()
+                w:spawn{Position = {x = i, y = -i}, Velocity = {x = i, y = i}}
+            end
+        end)
+        if H.luajit and jit_was then jit.on() end
+        assert(ok, err)
+        collectgarbage("collect")
+        collectgarbage("collect")
+        assert.is_true(from_gc > 0)
+        assert.are.equal(3000 + from_gc, w:count())
+        for _, e in ipairs(w:entities()) do
+            local v = w:get(e, "Velocity")
+            if w:has(e, "Frozen") then
+                assert.are.same({x = -7, y = -7}, v)
+                assert.is_false(w:has(e, "Position"))
+            else
+                local p = w:get(e, "Position")
+                assert.are.same({x = p.x, y = -p.x}, p)
+                assert.are.same({x = p.x, y = p.x}, v)
+            end
+        end
+    end)
+end)
