@@ -142,9 +142,11 @@ local SAME_AS_TABLE = {
   ["struct { float x, y; }"] = true, ["struct { float x, y, z; }"] = true, ["struct { float x, y, z, w; }"] = true,
 }
 
--- Raises, naming a term that cannot be mapped, for q:each_ffi and q:bulk_ffi.
-local function refuse(name, why)
-  error(format("query:each_ffi: %s cannot be mapped to an FFI type: %s (use q:each)", name, why), 3)
+-- Raises, naming the method called (q:each_ffi or q:bulk_ffi) and a term that cannot be mapped,
+-- at the level of that method's caller.
+local function refuse(fname, name, why)
+  local instead = fname == "query:bulk_ffi" and "q:bulk" or "q:each"
+  error(format("%s: %s cannot be mapped to an FFI type: %s (use %s)", fname, name, why, instead), 4)
 end
 
 -- shared.running_system: the system running the FFI loop begun last (nil outside systems),
@@ -394,10 +396,10 @@ local function choose_types(s, loop, writable)
   s.mask = mask
 end
 
--- q's state: for q:each_ffi and q:bulk_ffi (strict false) raising when a term cannot be
--- mapped; for q:each and each-systems (strict) false when one cannot.
+-- q's state: for q:each_ffi and q:bulk_ffi (strict false, fname naming which) raising when a
+-- term cannot be mapped; for q:each and each-systems (strict) false when one cannot.
 local pairs_of = setmetatable({}, {__mode = "kv"}) -- Query -> its pair (found without a C call)
-local function state_of(q, strict)
+local function state_of(q, strict, fname)
   local pair = pairs_of[q]
   if not pair then
     pair = views.state(q)
@@ -415,7 +417,7 @@ local function state_of(q, strict)
     pair[key .. "_why"] = why
     pair[key] = s or false
   end
-  if not s and not strict then refuse(pair.full_name, pair.full_why) end
+  if not s and not strict then refuse(fname, pair.full_name, pair.full_why) end
   return s
 end
 
@@ -435,7 +437,7 @@ end
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
 function Query:each_ffi()
   if not pairs_of[self] then check_query(self, "query:each_ffi") end
-  local s = state_of(self, false)
+  local s = state_of(self, false, "query:each_ffi")
   local step = start(self, s, 2)
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
   -- as the one its loop runs in)
@@ -540,7 +542,7 @@ end
 function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
-  local s = state_of(self, false)
+  local s = state_of(self, false, "query:bulk_ffi")
   local loop, system = begin(self, nil, s.writable)
   shared.running_system = system
   if not loop then -- a world with a budget: the table path

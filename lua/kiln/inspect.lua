@@ -377,8 +377,8 @@ local function format_text(query, world, limit)
     end
   end
   local rows, total = {}, query:count()
-  for e in query:each() do
-    if #rows >= limit then break end
+  -- q:entities visits no values: a view loop under LuaJIT would stamp every row it visits
+  for _, e in ipairs(query:entities(limit)) do
     if not world:is_alive(e) then error(wrong_world, 0) end
     local row = {handle_text(e)}
     for _, c in ipairs(cols) do

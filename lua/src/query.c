@@ -443,6 +443,39 @@ static int q_tostring(lua_State *L) {
     return 1;
 }
 
+/* q:entities([limit]) -> the matched entities, in iteration order, at most limit of them:
+ * a listing for tools that visits no row's values, so it stamps nothing changed (a view loop
+ * under LuaJIT stamps every row of a writable term it visits). */
+static int q_entities(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    int64_t limit = kiln_query_count(kq->query);
+    if (!lua_isnoneornil(L, 2)) {
+        int exact = 0;
+        lua_Integer n = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &exact) : 0;
+        if (!exact || n < 0) {
+            if (lua_type(L, 2) == LUA_TNUMBER)
+                klua_argerror(L, 2, "query:entities", "limit (integer >= 0) expected, got %s",
+                              lua_tostring(L, 2));
+            klua_argerror(L, 2, "query:entities", "limit (integer >= 0) expected, got %s",
+                          luaL_typename(L, 2));
+        }
+        if (n < limit) limit = n;
+    }
+    /* inside a system, as for q:each: every term declared in reads or writes */
+    for (int t = 0; t < kq->term_count; t++) klua_check_access(L, kq->kw, kq->terms[t], false, "query:entities");
+    lua_createtable(L, limit < INT32_MAX ? (int)limit : 0, 0);
+    int64_t n = 0;
+    kiln_iter it;
+    kiln_query_iter(kq->query, &it);
+    while (n < limit && kiln_query_next(&it))
+        for (int32_t r = 0; r < it.count && n < limit; r++) {
+            lua_pushinteger(L, (lua_Integer)it.entities[r]);
+            lua_rawseti(L, -2, ++n);
+        }
+    kiln_iter_fini(&it);
+    return 1;
+}
+
 /* q:terms() -> list of term names, for tools. */
 static int q_terms(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
@@ -457,6 +490,7 @@ static int q_terms(lua_State *L) {
 static const luaL_Reg query_methods[] = {
     {"each", q_each},
     {"count", q_count},
+    {"entities", q_entities},
     {"terms", q_terms},
     {NULL, NULL},
 };

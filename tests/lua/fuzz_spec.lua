@@ -13,7 +13,7 @@ local MUST_SUCCEED_AND_RAISE = {
     "world:advance_tick", "world:changed_tick", "world:query", "world:system", "world:progress",
     "world:systems", "world:enable", "world:set_parent", "world:children", "world:despawn_recursive",
     "world:event", "world:emit", "world:events", "world:resource", "world:close", "world:entities",
-    "q:each", "q:bulk", "q:count", "commands:spawn", "commands:add", "commands:set",
+    "q:each", "q:bulk", "q:count", "q:entities", "commands:spawn", "commands:add", "commands:set",
     "commands:remove", "commands:despawn", "commands:apply", "commands:clear", "commands:resolved",
     "view write",
 }

@@ -193,6 +193,17 @@ describe("q:each_ffi()", function()
         assert.is_false(w:query{"Script"}:each()() == nil) -- the query itself still works
     end)
 
+    it("names q:bulk_ffi and the caller's line when bulk_ffi refuses a component", function()
+        if not jit_only() then return end
+        local w = kiln.world()
+        w:component("Script", "lua")
+        w:spawn{Script = {}}
+        local ok, err = pcall(function() w:query{"Script"}:bulk_ffi(function() end) end)
+        assert.is_false(ok)
+        assert.matches("^[^:]*jit_views_spec%.lua:%d+: query:bulk_ffi: Script cannot be mapped to an FFI type: "
+                       .. "it holds Lua values %(use q:bulk%)$", err)
+    end)
+
     it("runs the table path where an instruction budget is armed", function()
         if not jit_only() then return end
         local w = H.world{instructions = 1000000}

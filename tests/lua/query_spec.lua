@@ -59,6 +59,40 @@ describe("world:query", function()
     end)
 end)
 
+describe("q:entities()", function()
+    it("lists the matched entities in iteration order, at most limit of them", function()
+        local w = movers(3)
+        local q = w:query{"Position", "Velocity"}
+        local seen = {}
+        for e in q:each() do seen[#seen + 1] = e end
+        assert.are.same(seen, q:entities())
+        assert.are.same({seen[1], seen[2]}, q:entities(2))
+        assert.are.same({}, q:entities(0))
+        assert.are.same(seen, q:entities(100))
+        assert.are.same({}, w:query{"Position", "Health"}:entities())
+    end)
+
+    it("visits no values, so it stamps nothing changed and q:format neither", function()
+        local w = movers(3)
+        assert(w:progress(0))
+        assert(w:progress(0))
+        local q = w:query{"Position", "Velocity"}
+        local ticks = {}
+        for _, e in ipairs(q:entities()) do ticks[e] = w:changed_tick(e, "Position") end
+        assert.are.equal(4, #q:entities())
+        assert.truthy(q:format(w):find("Position.x", 1, true))
+        for _, e in ipairs(q:entities()) do assert.are.equal(ticks[e], w:changed_tick(e, "Position")) end
+    end)
+
+    it("refuses a limit that is not an integer >= 0", function()
+        local q = movers(1):query{"Position"}
+        H.raises(function() q:entities(-1) end, "bad argument #1 to 'query:entities' (limit (integer >= 0) expected, got -1)")
+        H.raises(function() q:entities(1.5) end, "bad argument #1 to 'query:entities' (limit (integer >= 0) expected, got 1.5)")
+        H.raises(function() q:entities("2") end, "bad argument #1 to 'query:entities' (limit (integer >= 0) expected, got string)")
+        H.raises(function() q.entities(5) end, "query:entities")
+    end)
+end)
+
 describe("q:each()", function()
     it("visits every matching entity once with views of its components", function()
         local w, es, frozen, still = movers(5)
@@ -271,6 +305,14 @@ describe("q:each()", function()
     it("a numeric string or a number beyond float range raises at the row's end and writes nothing of it", function()
         local w, es = movers(2)
         local q = w:query{"Position", "Velocity", without = {"Frozen"}}
+        if H.ffi_each then -- FFI views write at once, as C converts (docs/lua-api.md, LuaJIT)
+            local ok, err = pcall(function() for _, p in q:each() do p.x = "3" end end)
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find("cannot convert", 1, true))
+            for _, p in q:each() do p.x = 1e39 end
+            assert.are.equal(math.huge, w:get(es[1], "Position").x)
+            return
+        end
         for _, bad in ipairs{"3", 1e39, -1e39} do
             local msg = H.unchanged(w, nil, function()
                 for _, p, v in q:each() do

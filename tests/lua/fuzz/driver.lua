@@ -34,7 +34,7 @@ local D = {}
 
 local NESTED_OPS = {
     spawn = 10, despawn = 5, is_alive = 2, count = 1, add = 10, remove = 6, has = 4, get = 5,
-    set = 10, changed_tick = 2, query = 1, each = 1.5, bulk = 1, qcount = 1, set_parent = 2,
+    set = 10, changed_tick = 2, query = 1, each = 1.5, bulk = 1, qcount = 1, qentities = 0.5, set_parent = 2,
     children = 1, despawn_recursive = 1, emit = 2, events = 1, resource = 2, commands = 4,
     systems = 0.3, enable = 0.3, progress = 0.5, confused = 1, other_world = 2, system = 0.2,
     failures = 0.2, max_failures = 0.1, tools = 0.3, close_busy = 0.3, gc_bomb = 1,
@@ -68,7 +68,7 @@ X.run_nested = run_nested
 local TOP_OPS = {
     spawn = 9, despawn = 4, is_alive = 3, count = 1, entities = 1, add = 10, remove = 6, has = 5,
     get = 6, getter = 2, set = 10, tick = 1, advance_tick = 1, changed_tick = 3, query = 2, each = 4, bulk = 2,
-    manual_each = 1, qcount = 1, system = 1.2, progress = 3, systems = 0.5, enable = 0.6,
+    manual_each = 1, qcount = 1, qentities = 0.5, system = 1.2, progress = 3, systems = 0.5, enable = 0.6,
     set_parent = 3, children = 2, despawn_recursive = 1.5, define_event = 0.5, emit = 2,
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
@@ -132,7 +132,7 @@ function D.run(opts)
     end
     -- methods added after this test was written are reported, not called
     S.unfuzzed = {}
-    local known_q = {each = true, bulk = true, count = true, terms = true, format = true, each_ffi = true,
+    local known_q = {each = true, bulk = true, count = true, entities = true, terms = true, format = true, each_ffi = true,
                      bulk_ffi = true}
     local known_c = {spawn = true, add = true, set = true, remove = true, despawn = true, apply = true,
                      clear = true, resolved = true, count = true}

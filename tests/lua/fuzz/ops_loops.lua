@@ -153,6 +153,31 @@ function ops.qcount(m)
     end
 end
 
+-- q:entities([limit]): the model's matches (any order), at most limit of them; a bad limit
+-- or an undeclared term inside a system raises.
+function ops.qentities(m)
+    local list = iterable_queries(m)
+    if #list == 0 then return ops.query(m) end
+    local entry = pick(list)
+    local limit
+    if chance(0.5) then limit = R(0, 6) elseif chance(0.2) then limit = pick({-1, 1.5, "2", {}, true}) end
+    local access = true
+    for _, comp in ipairs(entry.terms) do if not access_ok(m, comp, false) then access = false end end
+    local bad_limit = limit ~= nil and (type(limit) ~= "number" or limit < 0 or limit % 1 ~= 0)
+    local r = call("q:entities", S.QM.entities, entry.q, limit)
+    expect("q:entities", access and not bad_limit, r)
+    if not r[1] then return end
+    local n = 0
+    for _, e in ipairs(m.alive_list) do if matches(m, entry, e) then n = n + 1 end end
+    local want = limit and math.min(limit, n) or n
+    if #r[2] ~= want then fail("q:entities(%s) listed %d, model %d", tostring(limit), #r[2], want) end
+    local seen = {}
+    for _, e in ipairs(r[2]) do
+        if seen[e] or not matches(m, entry, e) then fail("q:entities listed %s, not a match or twice", tostring(e)) end
+        seen[e] = true
+    end
+end
+
 -- Under LuaJIT with FFI views, a query whose terms FFI cannot map: q:each_ffi and q:bulk_ffi
 -- refuse it (docs/lua-api.md, FFI views), unless a budget makes them the table forms.
 local C_WORDS = {}
