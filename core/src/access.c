@@ -259,6 +259,51 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
+/* Writes a plain value of size bytes (no padding, no hooks) into a fresh row: the usual
+ * sizes through registers, which any source may overlap. */
+static inline __attribute__((always_inline)) void write_plain(uint8_t *dst, const void *value,
+                                                              size_t size) {
+    if (size == 8) memcpy(dst, value, 8);
+    else if (size == 4) memcpy(dst, value, 4);
+    else if (size == 16) memcpy(dst, value, 16);
+    else memmove(dst, value, size);
+}
+
+/* add_value's move along a plain edge (see plain_edge): the value first, then the row. */
+static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl_record *rec,
+                                                           kl_archetype *arch,
+                                                           const kl_edge *edge,
+                                                           const void *value) {
+    kl_archetype *dst = edge->to;
+    if (edge->column >= 0) {
+        kl_column *col = &dst->columns[edge->column];
+        kiln_tick tick = world->tick;
+        write_plain(col->data + (size_t)dst->count * col->stride, value, col->stride);
+        col->ticks[dst->count] = tick;
+        kl_column_touch(col, tick);
+    }
+    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), dst, edge->column, -1, rec);
+}
+
+/* The edge along which add_value may take the plain path (see KL_EDGE_PLAIN) with room in
+ * the neighbour, skipping the registry, the slot look-ups and the hooks; NULL when it does
+ * not apply (nothing checked fails: the general path then reports it). */
+static inline __attribute__((always_inline)) const kl_edge *
+plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint32_t kind,
+           kl_record **rec, kl_archetype **arch) {
+    kl_record *r = kl_record_of(world, entity);
+    if (KL_UNLIKELY(!r)) return NULL;
+    kl_archetype *a = world->archetypes[kl_record_archetype(r)];
+    if (KL_UNLIKELY(component >= a->slot_count)) return NULL;
+    const kl_edge *edge = &a->edges_direct[component];
+    if (edge->flags != (kind | KL_EDGE_PLAIN) || edge->to->count == edge->to->capacity)
+        return NULL;
+    assert_not_iterating(world);
+    *rec = r;
+    *arch = a;
+    return edge;
+}
+
 /* kl_add_value's body, inlined into kiln_add too: the public call pays one frame. */
 static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *world,
                                                                    const char *call,
@@ -288,9 +333,24 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     return KILN_OK;
 }
 
+/* add_value out of line: the public call keeps a small frame for the plain path. */
+__attribute__((noinline)) static kiln_result add_general(kiln_world *world, const char *call,
+                                                         kiln_entity entity,
+                                                         kiln_component component, void *value,
+                                                         bool move) {
+    return add_value(world, call, entity, component, value, move);
+}
+
 kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
                          kiln_component component, void *value, bool move) {
-    return add_value(world, call, entity, component, value, move);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
+    if (edge && value) {
+        add_move(world, rec, arch, edge, value);
+        return KILN_OK;
+    }
+    return add_general(world, call, entity, component, value, move);
 }
 
 static inline __attribute__((always_inline)) kiln_result remove_component(kiln_world *world,
@@ -320,9 +380,25 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     return KILN_OK;
 }
 
+__attribute__((noinline)) static kiln_result remove_general(kiln_world *world, const char *call,
+                                                            kiln_entity entity,
+                                                            kiln_component component,
+                                                            bool *removed) {
+    return remove_component(world, call, entity, component, removed);
+}
+
 kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
                                 kiln_component component, bool *removed) {
-    return remove_component(world, call, entity, component, removed);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
+    if (edge) {
+        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, -1,
+                                edge->column, rec);
+        if (removed) *removed = true;
+        return KILN_OK;
+    }
+    return remove_general(world, call, entity, component, removed);
 }
 
 /* The column of a live entity's component for a writing call, or NULL with the error set
@@ -464,19 +540,41 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
-    return add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
+    if (edge && value) {
+        add_move(world, rec, arch, edge, value);
+        return KILN_OK;
+    }
+    return add_general(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
+}
+
+/* kiln_remove in a deferred world, out of line (the public call stays a leaf). */
+__attribute__((noinline)) static kiln_result remove_deferred(kiln_world *world,
+                                                             kiln_entity entity,
+                                                             kiln_component component,
+                                                             bool *removed) {
+    kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
+    if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
+    return r;
 }
 
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
                         bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_remove", KL_STRUCTURAL, component, 0);
-    if (kl_deferred(world)) {
-        kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
-        if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
-        return r;
+    if (kl_deferred(world)) return remove_deferred(world, entity, component, removed);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
+    if (edge) {
+        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, -1,
+                                edge->column, rec);
+        if (removed) *removed = true;
+        return KILN_OK;
     }
-    return remove_component(world, "kiln_remove", entity, component, removed);
+    return remove_general(world, "kiln_remove", entity, component, removed);
 }
 
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
