@@ -294,7 +294,7 @@ plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint
     kl_record *r = kl_record_of(world, entity);
     if (KL_UNLIKELY(!r)) return NULL;
     kl_archetype *a = world->archetypes[kl_record_archetype(r)];
-    if (KL_UNLIKELY(component >= a->slot_count)) return NULL;
+    if (KL_UNLIKELY(component >= a->slot_count || !a->edges_direct)) return NULL;
     const kl_edge *edge = &a->edges_direct[component];
     if (edge->flags != (kind | KL_EDGE_PLAIN) || edge->to->count == edge->to->capacity)
         return NULL;

@@ -25,31 +25,39 @@ int32_t kl_archetype_slot_search(const kl_archetype *arch, kiln_component compon
     return arch->column_of[t] >= 0 ? arch->column_of[t] : KL_SLOT_TAG;
 }
 
-/* Grows arch's direct slots (and their edge plans) to cover component ids below need (at
- * most KL_SLOTS_MAX); new slots are filled from the type list. False when out of memory
- * (arch unchanged). */
+/* A fresh array of count edge plans, none made yet; NULL when out of memory. */
+static kl_edge *new_edges(kl_allocator *al, uint32_t count) {
+    kl_edge *edges = kl_alloc(al, sizeof(kl_edge) * count);
+    for (uint32_t c = 0; edges && c < count; c++) edges[c] = (kl_edge){NULL, -1, 0};
+    return edges;
+}
+
+/* Grows arch's direct slots (and their edge plans, once it has any) to cover component ids
+ * below need (at most KL_SLOTS_MAX); new slots are filled from the type list. False when
+ * out of memory (arch unchanged). */
 static bool cover_slots(kl_allocator *al, kl_archetype *arch, uint32_t need) {
     if (need <= arch->slot_count) return true;
     uint32_t cap = arch->slot_count ? arch->slot_count : 8;
     while (cap < need) cap *= 2;
     if (cap > KL_SLOTS_MAX) cap = KL_SLOTS_MAX;
-    kl_edge *edges = kl_alloc(al, sizeof(kl_edge) * cap);
-    if (!edges) return false;
+    kl_edge *edges = NULL;
+    if (arch->edges_direct && (edges = new_edges(al, cap)) == NULL) return false;
     kl_slot *slots = kl_realloc(al, arch->slots, sizeof(kl_slot) * arch->slot_count,
                                 sizeof(kl_slot) * cap);
     if (!slots) {
         kl_free(al, edges, sizeof(kl_edge) * cap);
         return false;
     }
-    if (arch->slot_count) memcpy(edges, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
-    kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
+    if (edges) {
+        memcpy(edges, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
+        kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
+        arch->edges_direct = edges;
+    }
     for (uint32_t c = arch->slot_count; c < cap; c++) {
         slots[c].column = kl_archetype_slot_search(arch, c);
         slots[c].edge = 0;
-        edges[c] = (kl_edge){NULL, -1, 0};
     }
     arch->slots = slots;
-    arch->edges_direct = edges;
     arch->slot_count = cap;
     return true;
 }
@@ -176,7 +184,10 @@ static void cache_edge(kiln_world *world, kl_archetype *arch, kiln_component com
                        kl_archetype *dst) {
     if (component < KL_SLOTS_MAX && cover_slots(&world->alloc, arch, component + 1)) {
         arch->slots[component].edge = dst->id + 1;
-        arch->edges_direct[component] = plan_edge(world, arch, component, dst);
+        /* the plans beside the slots are made with the first edge (the array may fail alone:
+         * moves then take the general path) */
+        if (!arch->edges_direct) arch->edges_direct = new_edges(&world->alloc, arch->slot_count);
+        if (arch->edges_direct) arch->edges_direct[component] = plan_edge(world, arch, component, dst);
     }
     else if (component >= KL_SLOTS_MAX && kl_map_get(&arch->edges, component) == 0)
         kl_map_put(&world->alloc, &arch->edges, component, dst->id + 1);

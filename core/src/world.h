@@ -160,7 +160,7 @@ typedef struct kl_archetype {
     uint32_t id;
     uint32_t slot_count;    /* slots[0, slot_count) are valid, slot_count <= KL_SLOTS_MAX */
     kl_slot *slots;         /* indexed by component id: the hot path of get, add, remove */
-    kl_edge *edges_direct;  /* beside slots: the move plan of each cached edge */
+    kl_edge *edges_direct;  /* beside slots (NULL until an edge is cached): the move plans */
     kl_column *columns;
     kiln_entity *entities;
     int32_t count;
