@@ -275,14 +275,15 @@ static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl
                                                            const kl_edge *edge,
                                                            const void *value) {
     kl_archetype *dst = edge->to;
-    if (edge->column >= 0) {
-        kl_column *col = &dst->columns[edge->column];
+    kl_column *col = edge->column;
+    if (col) {
         kiln_tick tick = world->tick;
-        write_plain(col->data + (size_t)dst->count * col->stride, value, col->stride);
-        col->ticks[dst->count] = tick;
+        int32_t row = dst->count;
+        write_plain(col->data + (size_t)row * col->stride, value, col->stride);
+        col->ticks[row] = tick;
         kl_column_touch(col, tick);
     }
-    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), dst, edge->column, -1, rec);
+    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), dst, col, NULL, rec);
 }
 
 /* The edge along which add_value may take the plain path (see KL_EDGE_PLAIN) with room in
@@ -393,7 +394,7 @@ kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity
     kl_archetype *arch;
     const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
     if (edge) {
-        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, -1,
+        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL,
                                 edge->column, rec);
         if (removed) *removed = true;
         return KILN_OK;
@@ -569,7 +570,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
     kl_archetype *arch;
     const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
     if (edge) {
-        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, -1,
+        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL,
                                 edge->column, rec);
         if (removed) *removed = true;
         return KILN_OK;

@@ -28,7 +28,7 @@ int32_t kl_archetype_slot_search(const kl_archetype *arch, kiln_component compon
 /* A fresh array of count edge plans, none made yet; NULL when out of memory. */
 static kl_edge *new_edges(kl_allocator *al, uint32_t count) {
     kl_edge *edges = kl_alloc(al, sizeof(kl_edge) * count);
-    for (uint32_t c = 0; edges && c < count; c++) edges[c] = (kl_edge){NULL, -1, 0};
+    for (uint32_t c = 0; edges && c < count; c++) edges[c] = (kl_edge){NULL, NULL, 0};
     return edges;
 }
 
@@ -166,11 +166,10 @@ static int32_t neighbour_types(const kl_archetype *arch, kiln_component componen
 /* The move plan from arch to its neighbour dst along component. */
 static kl_edge plan_edge(const kiln_world *world, const kl_archetype *arch,
                          kiln_component component, kl_archetype *dst) {
-    int32_t slot = kl_archetype_slot(arch, component);
-    bool add = slot == KL_SLOT_ABSENT;
-    kl_edge edge = {dst, add ? kl_archetype_slot(dst, component) : slot,
+    bool add = kl_archetype_slot(arch, component) == KL_SLOT_ABSENT;
+    kl_edge edge = {dst, add ? kl_archetype_column(dst, component)
+                             : kl_archetype_column(arch, component),
                     add ? KL_EDGE_ADD : KL_EDGE_REMOVE};
-    if (edge.column < 0) edge.column = -1;
     const kl_component *c = kl_component_get(world, component);
     if (!arch->has_hooks && !dst->has_hooks && !(add && c->check) && c->size == c->stride)
         edge.flags |= KL_EDGE_PLAIN;

@@ -180,12 +180,13 @@ static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column
     kl_column_touch(d, tick);
 }
 
-/* kl_archetype_move when no column of src has a move or destroy hook: the rows and records
- * first, then the values, in one pass over the columns that skips the one where the two
- * archetypes differ. */
+/* kl_archetype_move when no column of src has a move or destroy hook, with the changed
+ * column as a pointer (added: into dst's columns; gone: into src's; NULL for none): the rows
+ * and records first, then the values, in one pass over the columns that skips the changed
+ * one. */
 static inline __attribute__((always_inline)) void
 kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, kl_archetype *dst,
-                        int32_t added, int32_t gone, kl_record *record) {
+                        const kl_column *added, kl_column *gone, kl_record *record) {
     int32_t last = src->count - 1;
     int32_t row = kl_archetype_push(world, dst, src->entities[src_row]);
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
@@ -198,16 +199,14 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, k
     src->structure_tick = world->tick;
     kl_record_set_place(record, dst->id, (uint32_t)row);
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
-    kl_column *skip_s = s + gone, *skip_d = d + added; /* beyond the columns when -1 */
-    if (gone >= 0) { /* a plain value: nothing to destroy, the tail row fills its hole */
-        kl_copy_over(skip_s->data + at * skip_s->stride, skip_s->data + tail * skip_s->stride,
-                     skip_s->stride);
-        skip_s->ticks[at] = skip_s->ticks[tail];
-    } else skip_s = end;
-    if (added < 0) skip_d = NULL;
+    if (gone) { /* a plain value: nothing to destroy, the tail row fills its hole */
+        kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
+                     gone->stride);
+        gone->ticks[at] = gone->ticks[tail];
+    }
     for (; s < end; s++, d++) {
-        if (s == skip_s && ++s == end) break;
-        if (d == skip_d) d++;
+        if (s == gone && ++s == end) break;
+        if (d == added) d++;
         kl_move_plain_column(s, d, at, to, tail);
     }
 }
@@ -226,7 +225,8 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
      * last row, which the swap-remove moves. */
     if (added >= 0) kl_column_write(&dst->columns[added], dst->count, value, move, world->tick);
     if (KL_LIKELY(!src->has_hooks)) {
-        kl_archetype_move_plain(world, src, src_row, dst, added, gone, record);
+        kl_archetype_move_plain(world, src, src_row, dst, added >= 0 ? &dst->columns[added] : NULL,
+                                gone >= 0 ? &src->columns[gone] : NULL, record);
         return;
     }
     kiln_entity e = src->entities[src_row];

@@ -140,7 +140,8 @@ typedef struct kl_slot {
  * hooks and columns of an archetype never change. */
 typedef struct kl_edge {
     struct kl_archetype *to; /* NULL: no plan (the edge is not cached) */
-    int32_t column; /* add: to's column of the component; remove: this archetype's; -1: a tag */
+    struct kl_column *column; /* add: to's column of the component; remove: this archetype's;
+                               * NULL: a tag */
     uint32_t flags; /* KL_EDGE_* */
 } kl_edge;
 
