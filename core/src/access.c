@@ -286,9 +286,10 @@ static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl
     kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), dst, col, NULL, rec);
 }
 
-/* The edge along which add_value may take the plain path (see KL_EDGE_PLAIN) with room in
- * the neighbour, skipping the registry, the slot look-ups and the hooks; NULL when it does
- * not apply (nothing checked fails: the general path then reports it). */
+/* The plan of the cached plain edge (see KL_EDGE_PLAIN) along which an add (kind
+ * KL_EDGE_ADD) or a remove (KL_EDGE_REMOVE) of component moves entity, with room in the
+ * neighbour: such a move needs no registry, no slot of the neighbour and no hook, and cannot
+ * fail. NULL when there is none; the general path then decides, and reports any error. */
 static inline __attribute__((always_inline)) const kl_edge *
 plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint32_t kind,
            kl_record **rec, kl_archetype **arch) {
@@ -334,7 +335,8 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     return KILN_OK;
 }
 
-/* add_value out of line: the public call keeps a small frame for the plain path. */
+/* add_value out of line, for what the plain path does not take: the public call keeps a
+ * small frame. */
 __attribute__((noinline)) static kiln_result add_general(kiln_world *world, const char *call,
                                                          kiln_entity entity,
                                                          kiln_component component, void *value,
@@ -381,6 +383,7 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     return KILN_OK;
 }
 
+/* remove_component out of line (see add_general). */
 __attribute__((noinline)) static kiln_result remove_general(kiln_world *world, const char *call,
                                                             kiln_entity entity,
                                                             kiln_component component,
@@ -551,7 +554,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     return add_general(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
 
-/* kiln_remove in a deferred world, out of line (the public call stays a leaf). */
+/* kiln_remove in a deferred world, out of line (its frame stays off the immediate path). */
 __attribute__((noinline)) static kiln_result remove_deferred(kiln_world *world,
                                                              kiln_entity entity,
                                                              kiln_component component,

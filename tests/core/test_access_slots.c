@@ -274,13 +274,16 @@ KILN_TEST(edges, many_round_trips_along_cached_edges_keep_every_value_through_gr
     for (int round = 0; round < 3; round++) {
         /* odd entities first, then even ones, so holes open in the middle of both tables */
         for (int pass = 0; pass < 2; pass++)
-            for (int k = 1 - pass; k < N; k += 2)
-                ck_assert_int_eq(kiln_add(F.w, es[k], F.vel, &(test_velocity){(float)round, (float)k}), KILN_OK);
+            for (int k = 1 - pass; k < N; k += 2) {
+                test_velocity v = {(float)round, (float)k};
+                ck_assert_int_eq(kiln_add(F.w, es[k], F.vel, &v), KILN_OK);
+            }
         for (int k = 0; k < N; k++) {
             test_assert_position(F.w, es[k], F.pos, (float)k, (float)-k);
             test_assert_velocity(F.w, es[k], F.vel, (float)round, (float)k);
         }
-        for (int k = N - 1; k >= 0; k -= 3) ck_assert_int_eq(kiln_remove(F.w, es[k], F.vel, NULL), KILN_OK);
+        for (int k = N - 1; k >= 0; k -= 3)
+            ck_assert_int_eq(kiln_remove(F.w, es[k], F.vel, NULL), KILN_OK);
         for (int k = 0; k < N; k++) {
             ck_assert(kiln_has(F.w, es[k], F.vel) == ((N - 1 - k) % 3 != 0));
             test_assert_position(F.w, es[k], F.pos, (float)k, (float)-k);
