@@ -259,21 +259,14 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
-/* Writes a plain value (no padding, no hooks) into row of col, a fresh row: the usual sizes
- * through registers, which any source may overlap (and which may be unaligned). */
-static inline __attribute__((always_inline)) void write_plain(kl_column *col, int32_t row,
-                                                              const void *value) {
-    size_t size = col->stride;
-    if (size == 8) {
-        kl_word64 v;
-        memcpy(&v, value, 8);
-        ((kl_word64 *)col->data)[row] = v;
-    } else if (size == 4) {
-        kl_word32 v;
-        memcpy(&v, value, 4);
-        ((kl_word32 *)col->data)[row] = v;
-    } else if (size == 16) memcpy(col->data + (size_t)row * 16, value, 16);
-    else memmove(col->data + (size_t)row * size, value, size);
+/* Writes a plain value of size bytes (no padding, no hooks) into a fresh row: the usual
+ * sizes through registers, which any source may overlap. */
+static inline __attribute__((always_inline)) void write_plain(uint8_t *dst, const void *value,
+                                                              size_t size) {
+    if (size == 8) memcpy(dst, value, 8);
+    else if (size == 4) memcpy(dst, value, 4);
+    else if (size == 16) memcpy(dst, value, 16);
+    else memmove(dst, value, size);
 }
 
 /* add_value's move along a plain edge (see plain_edge): the value first, then the row. */
@@ -286,7 +279,7 @@ static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl
     if (col) {
         kiln_tick tick = world->tick;
         int32_t row = dst->count;
-        write_plain(col, row, value);
+        write_plain(col->data + (size_t)row * col->stride, value, col->stride);
         col->ticks[row] = tick;
         kl_column_touch(col, tick);
     }

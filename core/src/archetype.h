@@ -164,12 +164,6 @@ KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, in
 /* Destroys the value at row at of src's column gone and fills the hole from row tail. */
 KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
 
-/* Values of stride 8 and 4 read and written as words of a column indexed by row, so rows are
- * addressed without a multiply (columns are 16-byte aligned, rows stride-aligned); may_alias:
- * the bytes are of any component type. */
-typedef uint64_t __attribute__((may_alias)) kl_word64;
-typedef uint32_t __attribute__((may_alias)) kl_word32;
-
 /* Moves the plain value and tick at row at of column s to row to of column d (the same
  * component, another archetype), then the tail row's value and tick into row at (onto
  * themselves when at is tail), and raises d's latest tick. */
@@ -180,17 +174,7 @@ static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column
     uint8_t *data = s->data;
     kiln_tick *ticks = s->ticks;
     kiln_tick tick = ticks[at];
-    if (stride == 8) {
-        kl_word64 *from = (kl_word64 *)data, *out = (kl_word64 *)d->data;
-        kl_word64 v = from[at], w = from[tail];
-        out[to] = v;
-        from[at] = w;
-    } else if (stride == 4) {
-        kl_word32 *from = (kl_word32 *)data, *out = (kl_word32 *)d->data;
-        kl_word32 v = from[at], w = from[tail];
-        out[to] = v;
-        from[at] = w;
-    } else kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
+    kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
     d->ticks[to] = tick;
     ticks[at] = ticks[tail];
     kl_column_touch(d, tick);
@@ -216,10 +200,8 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, k
     kl_record_set_place(record, dst->id, (uint32_t)row);
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
     if (gone) { /* a plain value: nothing to destroy, the tail row fills its hole */
-        uint8_t *data = gone->data;
-        if (gone->stride == 8) ((kl_word64 *)data)[at] = ((kl_word64 *)data)[tail];
-        else if (gone->stride == 4) ((kl_word32 *)data)[at] = ((kl_word32 *)data)[tail];
-        else kl_copy_over(data + at * gone->stride, data + tail * gone->stride, gone->stride);
+        kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
+                     gone->stride);
         gone->ticks[at] = gone->ticks[tail];
     }
     for (; s < end; s++, d++) {
