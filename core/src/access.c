@@ -259,6 +259,53 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
+/* Writes a plain value of size bytes (no padding, no hooks) into a fresh row: the usual
+ * sizes through registers, which any source may overlap. */
+static inline __attribute__((always_inline)) void write_plain(uint8_t *dst, const void *value,
+                                                              size_t size) {
+    if (size == 8) memcpy(dst, value, 8);
+    else if (size == 4) memcpy(dst, value, 4);
+    else if (size == 16) memcpy(dst, value, 16);
+    else memmove(dst, value, size);
+}
+
+/* add_value's move along a plain edge (see plain_edge): the value first, then the row. */
+static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl_record *rec,
+                                                           kl_archetype *arch,
+                                                           const kl_edge *edge,
+                                                           const void *value) {
+    kl_archetype *dst = edge->to;
+    kl_column *col = edge->column;
+    if (col) {
+        kiln_tick tick = world->tick;
+        int32_t row = dst->count;
+        write_plain(col->data + (size_t)row * col->stride, value, col->stride);
+        col->ticks[row] = tick;
+        kl_column_touch(col, tick);
+    }
+    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), dst, col, NULL, rec);
+}
+
+/* The plan of the cached plain edge (see KL_EDGE_PLAIN) along which an add (kind
+ * KL_EDGE_ADD) or a remove (KL_EDGE_REMOVE) of component moves entity, with room in the
+ * neighbour: such a move needs no registry, no slot of the neighbour and no hook, and cannot
+ * fail. NULL when there is none; the general path then decides, and reports any error. */
+static inline __attribute__((always_inline)) const kl_edge *
+plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint32_t kind,
+           kl_record **rec, kl_archetype **arch) {
+    kl_record *r = kl_record_of(world, entity);
+    if (KL_UNLIKELY(!r)) return NULL;
+    kl_archetype *a = world->archetypes[kl_record_archetype(r)];
+    if (KL_UNLIKELY(component >= a->slot_count || !a->edges_direct)) return NULL;
+    const kl_edge *edge = &a->edges_direct[component];
+    if (edge->flags != (kind | KL_EDGE_PLAIN) || edge->to->count == edge->to->capacity)
+        return NULL;
+    assert_not_iterating(world);
+    *rec = r;
+    *arch = a;
+    return edge;
+}
+
 /* kl_add_value's body, inlined into kiln_add too: the public call pays one frame. */
 static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *world,
                                                                    const char *call,
@@ -288,9 +335,25 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     return KILN_OK;
 }
 
+/* add_value out of line, for what the plain path does not take: the public call keeps a
+ * small frame. */
+__attribute__((noinline)) static kiln_result add_general(kiln_world *world, const char *call,
+                                                         kiln_entity entity,
+                                                         kiln_component component, void *value,
+                                                         bool move) {
+    return add_value(world, call, entity, component, value, move);
+}
+
 kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
                          kiln_component component, void *value, bool move) {
-    return add_value(world, call, entity, component, value, move);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
+    if (edge && value) {
+        add_move(world, rec, arch, edge, value);
+        return KILN_OK;
+    }
+    return add_general(world, call, entity, component, value, move);
 }
 
 static inline __attribute__((always_inline)) kiln_result remove_component(kiln_world *world,
@@ -320,9 +383,26 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     return KILN_OK;
 }
 
+/* remove_component out of line (see add_general). */
+__attribute__((noinline)) static kiln_result remove_general(kiln_world *world, const char *call,
+                                                            kiln_entity entity,
+                                                            kiln_component component,
+                                                            bool *removed) {
+    return remove_component(world, call, entity, component, removed);
+}
+
 kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
                                 kiln_component component, bool *removed) {
-    return remove_component(world, call, entity, component, removed);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
+    if (edge) {
+        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL,
+                                edge->column, rec);
+        if (removed) *removed = true;
+        return KILN_OK;
+    }
+    return remove_general(world, call, entity, component, removed);
 }
 
 /* The column of a live entity's component for a writing call, or NULL with the error set
@@ -464,19 +544,41 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
-    return add_value(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
+    if (edge && value) {
+        add_move(world, rec, arch, edge, value);
+        return KILN_OK;
+    }
+    return add_general(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
+}
+
+/* kiln_remove in a deferred world, out of line (its frame stays off the immediate path). */
+__attribute__((noinline)) static kiln_result remove_deferred(kiln_world *world,
+                                                             kiln_entity entity,
+                                                             kiln_component component,
+                                                             bool *removed) {
+    kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
+    if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
+    return r;
 }
 
 kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
                         bool *removed) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_remove", KL_STRUCTURAL, component, 0);
-    if (kl_deferred(world)) {
-        kiln_result r = kl_defer_write(world, "kiln_remove", KL_OP_REMOVE, entity, component, NULL);
-        if (r == KILN_OK && removed) *removed = kiln_has(world, entity, component);
-        return r;
+    if (kl_deferred(world)) return remove_deferred(world, entity, component, removed);
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
+    if (edge) {
+        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL,
+                                edge->column, rec);
+        if (removed) *removed = true;
+        return KILN_OK;
     }
-    return remove_component(world, "kiln_remove", entity, component, removed);
+    return remove_general(world, "kiln_remove", entity, component, removed);
 }
 
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,

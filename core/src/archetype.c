@@ -25,16 +25,34 @@ int32_t kl_archetype_slot_search(const kl_archetype *arch, kiln_component compon
     return arch->column_of[t] >= 0 ? arch->column_of[t] : KL_SLOT_TAG;
 }
 
-/* Grows arch's direct slots to cover component ids below need (at most KL_SLOTS_MAX); new
- * slots are filled from the type list. False when out of memory (arch unchanged). */
+/* A fresh array of count edge plans, none made yet; NULL when out of memory. */
+static kl_edge *new_edges(kl_allocator *al, uint32_t count) {
+    kl_edge *edges = kl_alloc(al, sizeof(kl_edge) * count);
+    for (uint32_t c = 0; edges && c < count; c++) edges[c] = (kl_edge){NULL, NULL, 0};
+    return edges;
+}
+
+/* Grows arch's direct slots (and their edge plans, once it has any) to cover component ids
+ * below need (at most KL_SLOTS_MAX); new slots are filled from the type list. False when
+ * out of memory (arch unchanged). */
 static bool cover_slots(kl_allocator *al, kl_archetype *arch, uint32_t need) {
     if (need <= arch->slot_count) return true;
     uint32_t cap = arch->slot_count ? arch->slot_count : 8;
     while (cap < need) cap *= 2;
     if (cap > KL_SLOTS_MAX) cap = KL_SLOTS_MAX;
+    kl_edge *edges = NULL;
+    if (arch->edges_direct && (edges = new_edges(al, cap)) == NULL) return false;
     kl_slot *slots = kl_realloc(al, arch->slots, sizeof(kl_slot) * arch->slot_count,
                                 sizeof(kl_slot) * cap);
-    if (!slots) return false;
+    if (!slots) {
+        kl_free(al, edges, sizeof(kl_edge) * cap);
+        return false;
+    }
+    if (edges) {
+        memcpy(edges, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
+        kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
+        arch->edges_direct = edges;
+    }
     for (uint32_t c = arch->slot_count; c < cap; c++) {
         slots[c].column = kl_archetype_slot_search(arch, c);
         slots[c].edge = 0;
@@ -145,13 +163,31 @@ static int32_t neighbour_types(const kl_archetype *arch, kiln_component componen
     return n;
 }
 
+/* The move plan from arch to its neighbour dst along component. */
+static kl_edge plan_edge(const kiln_world *world, const kl_archetype *arch,
+                         kiln_component component, kl_archetype *dst) {
+    bool add = kl_archetype_slot(arch, component) == KL_SLOT_ABSENT;
+    kl_edge edge = {dst, add ? kl_archetype_column(dst, component)
+                             : kl_archetype_column(arch, component),
+                    add ? KL_EDGE_ADD : KL_EDGE_REMOVE};
+    const kl_component *c = kl_component_get(world, component);
+    if (!arch->has_hooks && !dst->has_hooks && !(add && c->check) && c->size == c->stride)
+        edge.flags |= KL_EDGE_PLAIN;
+    return edge;
+}
+
 /* Remembers that arch's neighbour along component is dst (and dst's is arch): in the
  * direct slots for small ids, else in the edge map. Caching is an optimisation: when it
  * cannot be stored, the next move searches again. */
 static void cache_edge(kiln_world *world, kl_archetype *arch, kiln_component component,
                        kl_archetype *dst) {
-    if (component < KL_SLOTS_MAX && cover_slots(&world->alloc, arch, component + 1))
+    if (component < KL_SLOTS_MAX && cover_slots(&world->alloc, arch, component + 1)) {
         arch->slots[component].edge = dst->id + 1;
+        /* the plans beside the slots are made with the first edge (the array may fail alone:
+         * moves then take the general path) */
+        if (!arch->edges_direct) arch->edges_direct = new_edges(&world->alloc, arch->slot_count);
+        if (arch->edges_direct) arch->edges_direct[component] = plan_edge(world, arch, component, dst);
+    }
     else if (component >= KL_SLOTS_MAX && kl_map_get(&arch->edges, component) == 0)
         kl_map_put(&world->alloc, &arch->edges, component, dst->id + 1);
 }
@@ -386,6 +422,7 @@ void kl_archetypes_free(kiln_world *world) {
         kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
         kl_map_free(al, &arch->edges);
         kl_free(al, arch->slots, sizeof(kl_slot) * arch->slot_count);
+        kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
         kl_free(al, arch, archetype_block_size(arch->type_count, arch->column_count));
     }
     kl_free(al, world->archetypes, sizeof(kl_archetype *) * (size_t)world->archetype_cap);

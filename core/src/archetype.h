@@ -164,49 +164,32 @@ KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, in
 /* Destroys the value at row at of src's column gone and fills the hole from row tail. */
 KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
 
-/* Moves the entity at src_row of src into a new row of dst, its neighbour along one
- * component (room must be reserved). The columns of src and dst follow one sorted order and
- * differ at most by that component's column: added (dst's column, or -1), whose value is
- * written from value first (see kl_column_write), or gone (src's column, or -1), whose value
- * is destroyed. Every other value moves with its tick, and src's last row fills the hole.
- * Updates records (record: the moving entity's); returns the new row. Inlined into the add
- * and remove paths, which know added and gone already. */
-static inline __attribute__((always_inline)) int32_t
-kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_archetype *dst,
-                  int32_t added, int32_t gone, void *value, bool move, kl_record *record) {
-    kiln_entity e = src->entities[src_row];
-    int32_t row = kl_archetype_push(world, dst, e);
-    int32_t last = src->count - 1, n = src->column_count;
+/* Moves the plain value and tick at row at of column s to row to of column d (the same
+ * component, another archetype), then the tail row's value and tick into row at (onto
+ * themselves when at is tail), and raises d's latest tick. */
+static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
+                                                                       size_t at, size_t to,
+                                                                       size_t tail) {
+    size_t stride = s->stride;
+    uint8_t *data = s->data;
+    kiln_tick *ticks = s->ticks;
+    kiln_tick tick = ticks[at];
+    kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
+    d->ticks[to] = tick;
+    ticks[at] = ticks[tail];
+    kl_column_touch(d, tick);
+}
+
+/* kl_archetype_move when no column of src has a move or destroy hook, with the changed
+ * column as a pointer (added: into dst's columns; gone: into src's; NULL for none): the rows
+ * and records first, then the values, in one pass over the columns that skips the changed
+ * one. */
+static inline __attribute__((always_inline)) void
+kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, kl_archetype *dst,
+                        const kl_column *added, kl_column *gone, kl_record *record) {
+    int32_t last = src->count - 1;
+    int32_t row = kl_archetype_push(world, dst, src->entities[src_row]);
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
-    /* The added value first: it may point into the row about to be relocated or into the
-     * last row, which the swap-remove moves. */
-    if (added >= 0) kl_column_write(&dst->columns[added], row, value, move, world->tick);
-    if (KL_LIKELY(!src->has_hooks)) {
-        if (gone >= 0) { /* a plain value: nothing to destroy, the tail row fills its hole */
-            kl_column *g = &src->columns[gone];
-            kl_copy_over(g->data + at * g->stride, g->data + tail * g->stride, g->stride);
-            g->ticks[at] = g->ticks[tail];
-        }
-        /* Every column plain: one pass, each value and tick out to the new row and the tail
-         * row's into the hole (onto themselves when the hole is the tail). */
-        kl_column *s = src->columns, *dc = dst->columns;
-        for (int32_t i = 0; i < n; i++) {
-            if (i == added) dc++;
-            if (i == gone) continue;
-            size_t stride = s[i].stride;
-            uint8_t *data = s[i].data;
-            kiln_tick *ticks = s[i].ticks;
-            kiln_tick tick = ticks[at];
-            kl_move_sized(dc->data + to * stride, data + at * stride, data + tail * stride, stride);
-            dc->ticks[to] = tick;
-            ticks[at] = ticks[tail];
-            kl_column_touch(dc, tick);
-            dc++;
-        }
-    } else {
-        if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
-        kl_archetype_move_hooked(src, dst, added, gone, at, to, tail);
-    }
     if (at != tail) {
         kiln_entity moved = src->entities[last];
         src->entities[src_row] = moved;
@@ -215,7 +198,51 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
     src->count = last;
     src->structure_tick = world->tick;
     kl_record_set_place(record, dst->id, (uint32_t)row);
-    return row;
+    kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
+    if (gone) { /* a plain value: nothing to destroy, the tail row fills its hole */
+        kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
+                     gone->stride);
+        gone->ticks[at] = gone->ticks[tail];
+    }
+    for (; s < end; s++, d++) {
+        if (s == gone && ++s == end) break;
+        if (d == added) d++;
+        kl_move_plain_column(s, d, at, to, tail);
+    }
+}
+
+/* Moves the entity at src_row of src into a new row of dst, its neighbour along one
+ * component (room must be reserved). The columns of src and dst follow one sorted order and
+ * differ at most by that component's column: added (dst's column, or -1), whose value is
+ * written from value first (see kl_column_write), or gone (src's column, or -1), whose value
+ * is destroyed. Every other value moves with its tick, and src's last row fills the hole.
+ * Updates records (record: the moving entity's). Inlined into the add and remove paths,
+ * which know added and gone already. */
+static inline __attribute__((always_inline)) void
+kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_archetype *dst,
+                  int32_t added, int32_t gone, void *value, bool move, kl_record *record) {
+    /* The added value first: it may point into the row about to be relocated or into the
+     * last row, which the swap-remove moves. */
+    if (added >= 0) kl_column_write(&dst->columns[added], dst->count, value, move, world->tick);
+    if (KL_LIKELY(!src->has_hooks)) {
+        kl_archetype_move_plain(world, src, src_row, dst, added >= 0 ? &dst->columns[added] : NULL,
+                                gone >= 0 ? &src->columns[gone] : NULL, record);
+        return;
+    }
+    kiln_entity e = src->entities[src_row];
+    int32_t row = kl_archetype_push(world, dst, e);
+    int32_t last = src->count - 1;
+    size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
+    if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
+    kl_archetype_move_hooked(src, dst, added, gone, at, to, tail);
+    if (at != tail) {
+        kiln_entity moved = src->entities[last];
+        src->entities[src_row] = moved;
+        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)src_row);
+    }
+    src->count = last;
+    src->structure_tick = world->tick;
+    kl_record_set_place(record, dst->id, (uint32_t)row);
 }
 
 /* Frees every archetype, running the destroy hooks of every live value. */

@@ -135,6 +135,22 @@ typedef struct kl_slot {
     uint32_t edge;
 } kl_slot;
 
+/* The move plan of a cached direct edge (kl_slot.edge, same id): the neighbour, the column
+ * where the two archetypes differ, and what a move along it needs. Fixed once made: types,
+ * hooks and columns of an archetype never change. */
+typedef struct kl_edge {
+    struct kl_archetype *to; /* NULL: no plan (the edge is not cached) */
+    struct kl_column *column; /* add: to's column of the component; remove: this archetype's;
+                               * NULL: a tag */
+    uint32_t flags; /* KL_EDGE_* */
+} kl_edge;
+
+#define KL_EDGE_ADD 1u    /* the component is absent here and present in to */
+#define KL_EDGE_REMOVE 2u /* the component is present here and absent from to */
+/* Every value of both archetypes moves bytewise (no move or destroy hook) and the
+ * component has no check hook and, when it has a value, no padding (size == stride). */
+#define KL_EDGE_PLAIN 4u
+
 #define KL_SLOT_ABSENT (-1)
 #define KL_SLOT_TAG (-2)
 /* Component ids below this get a direct slot in every archetype that meets them; ids at or
@@ -145,6 +161,7 @@ typedef struct kl_archetype {
     uint32_t id;
     uint32_t slot_count;    /* slots[0, slot_count) are valid, slot_count <= KL_SLOTS_MAX */
     kl_slot *slots;         /* indexed by component id: the hot path of get, add, remove */
+    kl_edge *edges_direct;  /* beside slots (NULL until an edge is cached): the move plans */
     kl_column *columns;
     kiln_entity *entities;
     int32_t count;

@@ -156,6 +156,143 @@ KILN_TEST(slots, the_changed_column_at_every_position_moves_the_others_intact) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* cached edges: the second add or remove along an edge takes its stored plan                 */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(edges, .setup = setup, .teardown = teardown);
+
+/* Caches the edges between {Position} and {Position, c} with a round trip of a spare entity. */
+static void cache_edge_to(kiln_component c) {
+    kiln_entity spare = spawn_at(F.w, F.pos, 0, 0);
+    ck_assert_int_eq(kiln_add(F.w, spare, c, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_remove(F.w, spare, c, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, spare), KILN_OK);
+}
+
+/* Refuses a negative value. */
+static kiln_result refuse_negative(const kiln_world *world, kiln_entity entity,
+                                   const void *value, void *ctx, char *why, size_t why_size) {
+    (void)world, (void)entity;
+    (*(int *)ctx)++;
+    if (value == NULL || *(const int32_t *)value >= 0) return KILN_OK;
+    snprintf(why, why_size, "%d is negative", (int)*(const int32_t *)value);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+KILN_TEST(edges, an_add_along_a_cached_edge_still_runs_the_check_hook_and_a_refusal_changes_nothing) {
+    int calls = 0;
+    kiln_component checked;
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){
+                         .name = "Checked", .size = sizeof(int32_t), .check = refuse_negative,
+                         .hook_ctx = &calls}, &checked),
+                     KILN_OK);
+    cache_edge_to(checked);
+    kiln_entity e = spawn_at(F.w, F.pos, 3, 4);
+    int before = calls;
+    snapshot snap;
+    kiln_component comps[] = {F.pos, checked};
+    take_snapshot(F.w, &e, 1, comps, 2, &snap);
+    ck_assert_int_eq(kiln_add(F.w, e, checked, &(int32_t){-1}), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(calls, before + 1);
+    ck_assert_str_eq(kiln_world_error(F.w), "kiln_add: -1 is negative");
+    assert_unchanged(F.w, &e, 1, comps, 2, &snap);
+    ck_assert_int_eq(kiln_add(F.w, e, checked, &(int32_t){7}), KILN_OK);
+    ck_assert_int_eq(calls, before + 2);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(F.w, e, checked), 7);
+    test_assert_position(F.w, e, F.pos, 3, 4);
+}
+
+KILN_TEST(edges, an_add_along_a_cached_edge_copies_a_value_that_the_move_itself_relocates) {
+    cache_edge_to(F.vel);
+    kiln_entity es[3];
+    for (int k = 0; k < 3; k++) es[k] = spawn_at(F.w, F.pos, (float)k, (float)(10 + k));
+    /* es[2] is the last row of {Position}: moving es[0] out swaps it into the hole, so the
+     * value (read from its Position, same layout as a Velocity) must be taken first */
+    ck_assert_int_eq(kiln_add(F.w, es[0], F.vel, kiln_get(F.w, es[2], F.pos)), KILN_OK);
+    test_assert_velocity(F.w, es[0], F.vel, 2, 12);
+    /* and from the moving entity's own row */
+    ck_assert_int_eq(kiln_add(F.w, es[1], F.vel, kiln_get(F.w, es[1], F.pos)), KILN_OK);
+    test_assert_velocity(F.w, es[1], F.vel, 1, 11);
+    /* no value: zeroes, as the general path writes */
+    ck_assert_int_eq(kiln_add(F.w, es[2], F.vel, NULL), KILN_OK);
+    test_assert_velocity(F.w, es[2], F.vel, 0, 0);
+    for (int k = 0; k < 3; k++) test_assert_position(F.w, es[k], F.pos, (float)k, (float)(10 + k));
+}
+
+KILN_TEST(edges, moves_along_cached_edges_keep_ticks_and_raise_the_column_tick) {
+    cache_edge_to(F.vel);
+    kiln_tick_advance(F.w); /* later than the spare's values in the neighbour's columns */
+    kiln_entity e = spawn_at(F.w, F.pos, 5, 6);
+    kiln_tick spawned = kiln_changed_tick(F.w, e, F.pos);
+    kiln_tick_advance(F.w);
+    kiln_tick now = kiln_tick_advance(F.w);
+    ck_assert_int_eq(kiln_add(F.w, e, F.vel, &(test_velocity){1, 2}), KILN_OK);
+    ck_assert_uint_eq(kiln_changed_tick(F.w, e, F.pos), spawned);
+    ck_assert_uint_eq(kiln_changed_tick(F.w, e, F.vel), now);
+    /* the columns of {Position, Velocity} know which ticks arrived: the moved Position's
+     * and the added Velocity's */
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(F.w, &(kiln_query_desc){.with = {F.pos, F.vel}}, &q),
+                     KILN_OK);
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    ck_assert_uint_eq(kiln_iter_column_tick(&it, 0), spawned);
+    ck_assert_uint_eq(kiln_iter_column_tick(&it, 1), now);
+    kiln_iter_fini(&it);
+    kiln_query_destroy(q);
+    kiln_tick_advance(F.w);
+    bool removed = false;
+    ck_assert_int_eq(kiln_remove(F.w, e, F.vel, &removed), KILN_OK);
+    ck_assert(removed && !kiln_has(F.w, e, F.vel));
+    ck_assert_uint_eq(kiln_changed_tick(F.w, e, F.pos), spawned);
+    test_assert_position(F.w, e, F.pos, 5, 6);
+}
+
+KILN_TEST(edges, stale_handles_along_cached_edges_fail_and_change_nothing) {
+    cache_edge_to(F.vel);
+    kiln_entity e = spawn_at(F.w, F.pos, 1, 1), other = spawn_at(F.w, F.pos, 2, 2);
+    ck_assert_int_eq(kiln_add(F.w, other, F.vel, &(test_velocity){3, 3}), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    kiln_entity reused = spawn_at(F.w, F.pos, 4, 4); /* may take e's slot, a newer generation */
+    snapshot snap;
+    kiln_entity es[] = {other, reused};
+    kiln_component comps[] = {F.pos, F.vel};
+    take_snapshot(F.w, es, 2, comps, 2, &snap);
+    ck_assert_int_eq(kiln_add(F.w, e, F.vel, &(test_velocity){9, 9}), KILN_ERR_DEAD_ENTITY);
+    assert_message_names(F.w, "add", e, NULL);
+    bool removed = true;
+    ck_assert_int_eq(kiln_remove(F.w, e, F.vel, &removed), KILN_ERR_DEAD_ENTITY);
+    assert_message_names(F.w, "remove", e, NULL);
+    assert_unchanged(F.w, es, 2, comps, 2, &snap);
+}
+
+KILN_TEST(edges, many_round_trips_along_cached_edges_keep_every_value_through_growth) {
+    enum { N = 300 };
+    kiln_entity es[N];
+    for (int k = 0; k < N; k++) es[k] = spawn_at(F.w, F.pos, (float)k, (float)-k);
+    for (int round = 0; round < 3; round++) {
+        /* odd entities first, then even ones, so holes open in the middle of both tables */
+        for (int pass = 0; pass < 2; pass++)
+            for (int k = 1 - pass; k < N; k += 2) {
+                test_velocity v = {(float)round, (float)k};
+                ck_assert_int_eq(kiln_add(F.w, es[k], F.vel, &v), KILN_OK);
+            }
+        for (int k = 0; k < N; k++) {
+            test_assert_position(F.w, es[k], F.pos, (float)k, (float)-k);
+            test_assert_velocity(F.w, es[k], F.vel, (float)round, (float)k);
+        }
+        for (int k = N - 1; k >= 0; k -= 3)
+            ck_assert_int_eq(kiln_remove(F.w, es[k], F.vel, NULL), KILN_OK);
+        for (int k = 0; k < N; k++) {
+            ck_assert(kiln_has(F.w, es[k], F.vel) == ((N - 1 - k) % 3 != 0));
+            test_assert_position(F.w, es[k], F.pos, (float)k, (float)-k);
+        }
+        for (int k = 0; k < N; k++) kiln_remove(F.w, es[k], F.vel, NULL);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* limits                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
