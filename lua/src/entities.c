@@ -8,11 +8,82 @@
 
 #define SPAWN_MAX 64 /* components in one spawn */
 
+/* Converts the value at idx for data component cc (a table of fields, or true for a tag)
+ * into buf without raising: false when anything is off (a bad field, a value that needs a
+ * message), so the general path runs and raises as it always did. Creates nothing. */
+static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, uint8_t *buf) {
+    const kiln_component_info *info = &cc->info;
+    if (info->size == 0) return lua_isboolean(L, idx) && lua_toboolean(L, idx);
+    if (!lua_istable(L, idx) || info->field_count == 0) return false;
+    klua_default_value(info, buf);
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const kiln_field *f = lua_type(L, -2) == LUA_TSTRING ? klua_comp_field(L, kw, cc, -2) : NULL;
+        if (!f) return false;
+        if (f->type == KILN_TYPE_FLOAT && f->count == 1) {
+            int isnum;
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum || lua_type(L, -1) != LUA_TNUMBER || (isfinite(v) && fabs(v) > 3.4028234663852886e38))
+                return false;
+            float x = (float)v;
+            memcpy(buf + f->offset, &x, 4);
+        } else if (klua_to_field(L, -1, f, buf)) {
+            return false;
+        }
+        lua_pop(L, 1);
+    }
+    return true;
+}
+
+/* world:spawn's common case: no mod, every component a data component or tag (no Lua values)
+ * whose cache entry is made. Converts each value while the table is traversed (the values go
+ * to the scratch, and nothing that runs creates an object: rule 3a). Component errors raise as
+ * in the general path (same traversal order); anything else returns false with the stack as
+ * given, and the general path starts over. */
+static bool spawn_fast(lua_State *L, klua_world *kw, const char *fname, kiln_entity *e) {
+    kiln_component comps[SPAWN_MAX];
+    uint32_t offs[SPAWN_MAX];
+    int32_t n = 0;
+    size_t total = 0;
+    int top = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (n == SPAWN_MAX) break;
+        kiln_component c = klua_check_component(L, kw, -2, 2, fname);
+        if (kw->current) klua_check_access(L, kw, c, true, fname);
+        const klua_comp *cc = klua_comp_ready(kw, c);
+        if (!cc || klua_is_lua_valued(kw, c)) break;
+        size_t off = total;
+        total += (cc->info.size + 15) & ~(size_t)15;
+        uint8_t *base = klua_scratch(L, kw, total); /* the Lua allocator: runs no collector */
+        if (!convert_fast(L, kw, cc, lua_gettop(L), base + off)) break;
+        comps[n] = c;
+        offs[n++] = (uint32_t)off;
+        lua_pop(L, 1);
+    }
+    if (lua_gettop(L) != top) { /* stopped early: the general path decides */
+        lua_settop(L, top);
+        return false;
+    }
+    uint8_t *base = klua_scratch(L, kw, total);
+    const void *values[SPAWN_MAX];
+    for (int32_t i = 0; i < n; i++) values[i] = base + offs[i];
+    if (kiln_spawn_with(kw->world, comps, values, n, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return true;
+}
+
 /* world:spawn{Name = value, ...}. Unheld (klua.h, rule 3a): the values are copied onto the
  * stack while the table is traversed, so converting them into the scratch creates nothing. */
 static int w_spawn(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = klua_self_plain(L);
     const char *fname = "world:spawn";
+    kiln_entity e;
+    if (!kw->mod_hooks && lua_istable(L, 2) && spawn_fast(L, kw, fname, &e)) {
+        lua_pushinteger(L, (lua_Integer)e);
+        return 1;
+    }
+    if (lua_gettop(L) < KLUA_ARG_PAD) lua_settop(L, KLUA_ARG_PAD);
     kiln_component comps[SPAWN_MAX + 1]; /* + a mod's tag */
     kiln_component_info infos[SPAWN_MAX];
     int32_t n = 0;
@@ -31,6 +102,8 @@ static int w_spawn(lua_State *L) {
             n++;
             lua_insert(L, -2); /* the value stays, below the key */
         }
+        /* the schema cache the fast path needs, made now that nothing is held (rule 3a) */
+        for (int32_t i = 0; i < n && !kw->mod_hooks; i++) klua_comp_get(L, kw, comps[i]);
     }
     /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
     kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw) : KILN_NO_COMPONENT;
@@ -47,7 +120,6 @@ static int w_spawn(lua_State *L) {
             off += (infos[i].size + 15) & ~(size_t)15;
         }
     }
-    kiln_entity e;
     int32_t with_tag = n;
     if (tag != KILN_NO_COMPONENT) {
         bool listed = false;
@@ -155,18 +227,21 @@ static int w_has(lua_State *L) {
 
 /* world:get(e, name [, into]): a new table, or the fields written into the table into.
  * Unheld (rule 3a): the component's bytes are copied out of the world before any table or
- * string is made from them. */
+ * string is made from them. The arguments are not padded: an absent into reads as none. */
 static int w_get(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = klua_self_plain(L);
     const char *fname = "world:get";
-    kiln_entity e;
-    kiln_component c = entity_component(L, kw, fname, false, &e);
-    bool into = !lua_isnil(L, 4);
+    if (lua_gettop(L) < 3) lua_settop(L, 3); /* an absent entity or name reads as nil */
+    kiln_entity e = lua_isinteger(L, 2) && lua_tointeger(L, 2) >= 0 ? (kiln_entity)lua_tointeger(L, 2)
+                                                                     : klua_check_entity(L, 2, fname);
+    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
+    if (kw->current) klua_check_access(L, kw, c, false, fname);
+    bool into = lua_type(L, 4) > LUA_TNIL;
     if (into && !lua_istable(L, 4)) klua_typeerror(L, 4, fname, "table or nil");
-    kiln_component_info info;
-    kiln_component_info_get(kw->world, c, &info);
+    const klua_comp *cc = klua_comp_get(L, kw, c); /* may make strings: before kiln_get */
+    const kiln_component_info *info = &cc->info;
     uint8_t local[512];
-    uint8_t *copy = info.size > sizeof local ? lua_newuserdatauv(L, info.size, 0) : local;
+    uint8_t *copy = info->size > sizeof local ? lua_newuserdatauv(L, info->size, 0) : local;
     const void *data = kiln_get(kw->world, e, c);
     if (!data) {
         klua_check_alive(L, kw, e, fname);
@@ -175,17 +250,16 @@ static int w_get(lua_State *L) {
             return 1;
         }
     }
-    if (klua_is_lua_valued(kw, c) || info.size == 0 || !data) {
+    if (info->size == 0 || !data || klua_is_lua_valued(kw, c)) {
         klua_push_value(L, kw, c, data); /* creates nothing from the world's bytes */
         return 1;
     }
-    memcpy(copy, data, info.size);
+    memcpy(copy, data, info->size);
     if (into) {
-        klua_fill_fields(L, 4, &info, copy);
+        klua_fill_fields(L, 4, info, copy);
         lua_pushvalue(L, 4);
     } else {
-        lua_createtable(L, 0, info.field_count);
-        klua_fill_fields(L, -1, &info, copy);
+        klua_push_fields(L, kw, cc, copy);
     }
     return 1;
 }

@@ -392,6 +392,25 @@ void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info, co
     }
 }
 
+void klua_push_fields(lua_State *L, klua_world *kw, const klua_comp *cc, const void *data) {
+    int32_t n = cc->info.field_count;
+    lua_createtable(L, 0, n);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref); /* the ready keys */
+    for (int32_t i = 0; i < n; i++) {
+        const kiln_field *f = &cc->info.fields[i];
+        lua_rawgeti(L, -1, cc->key0 + i);
+        if (f->type == KILN_TYPE_FLOAT && f->count == 1) {
+            float v;
+            memcpy(&v, (const uint8_t *)data + f->offset, 4);
+            lua_pushnumber(L, v);
+        } else {
+            klua_push_field(L, f, data);
+        }
+        lua_rawset(L, -4);
+    }
+    lua_pop(L, 1);
+}
+
 void klua_default_value(const kiln_component_info *info, void *buf) {
     if (info->size == 0) return;
     if (info->defaults) memcpy(buf, info->defaults, info->size);
