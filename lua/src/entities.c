@@ -8,7 +8,7 @@
 
 #define SPAWN_MAX 64 /* components in one spawn */
 
-/* Converts the value at idx for data component cc (a table of fields, or true for a tag)
+/* Converts the value at (absolute) idx for data component cc (a table of fields, or true for a tag)
  * into buf without raising: false when anything is off (a bad field, a value that needs a
  * message), so the general path runs and raises as it always did. Creates nothing. */
 static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, uint8_t *buf) {
@@ -16,7 +16,6 @@ static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int 
     if (info->size == 0) return lua_isboolean(L, idx) && lua_toboolean(L, idx);
     if (!lua_istable(L, idx) || info->field_count == 0) return false;
     klua_default_value(info, buf);
-    idx = lua_absindex(L, idx);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         const kiln_field *f = lua_type(L, -2) == LUA_TSTRING ? klua_comp_field(L, kw, cc, -2) : NULL;
@@ -56,8 +55,10 @@ static bool spawn_fast(lua_State *L, klua_world *kw, const char *fname, kiln_ent
         if (!cc || klua_is_lua_valued(kw, c)) break;
         size_t off = total;
         total += (cc->info.size + 15) & ~(size_t)15;
-        uint8_t *base = klua_scratch(L, kw, total); /* the Lua allocator: runs no collector */
-        if (!convert_fast(L, kw, cc, lua_gettop(L), base + off)) break;
+        /* the Lua allocator: runs no collector */
+        uint8_t *base = total + 16 > kw->scratch_size ? klua_scratch(L, kw, total)
+                                                      : (uint8_t *)(((uintptr_t)kw->scratch + 15) & ~(uintptr_t)15);
+        if (!convert_fast(L, kw, cc, top + 2, base + off)) break;
         comps[n] = c;
         offs[n++] = (uint32_t)off;
         lua_pop(L, 1);
@@ -232,13 +233,14 @@ static int w_get(lua_State *L) {
     klua_world *kw = klua_self_plain(L);
     const char *fname = "world:get";
     if (lua_gettop(L) < 3) lua_settop(L, 3); /* an absent entity or name reads as nil */
-    kiln_entity e = lua_isinteger(L, 2) && lua_tointeger(L, 2) >= 0 ? (kiln_entity)lua_tointeger(L, 2)
-                                                                     : klua_check_entity(L, 2, fname);
+    lua_Integer id = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : -1;
+    kiln_entity e = id >= 0 ? (kiln_entity)id : klua_check_entity(L, 2, fname); /* a float, or raises */
     kiln_component c = klua_check_component(L, kw, 3, 3, fname);
     if (kw->current) klua_check_access(L, kw, c, false, fname);
     bool into = lua_type(L, 4) > LUA_TNIL;
     if (into && !lua_istable(L, 4)) klua_typeerror(L, 4, fname, "table or nil");
-    const klua_comp *cc = klua_comp_get(L, kw, c); /* may make strings: before kiln_get */
+    const klua_comp *cc = klua_comp_ready(kw, c);
+    if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before kiln_get */
     const kiln_component_info *info = &cc->info;
     uint8_t local[512];
     uint8_t *copy = info->size > sizeof local ? lua_newuserdatauv(L, info->size, 0) : local;
