@@ -257,12 +257,8 @@ static int w_get(lua_State *L) {
         return 1;
     }
     memcpy(copy, data, info->size);
-    if (into) {
-        klua_fill_fields(L, 4, info, copy);
-        lua_pushvalue(L, 4);
-    } else {
-        klua_push_fields(L, kw, cc, copy);
-    }
+    klua_fill_keyed(L, kw, cc, into ? 4 : 0, copy);
+    if (into) lua_pushvalue(L, 4);
     return 1;
 }
 

@@ -324,10 +324,12 @@ KLUA_HIDDEN void klua_push_value(lua_State *L, klua_world *kw, kiln_component c,
  * reused call after call makes no garbage. data must be memory no Lua code can change. */
 KLUA_HIDDEN void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info,
                                   const void *data);
-/* Pushes a new table of the fields of data component cc (the bytes at data, which no Lua
- * code can change), keyed by the schema cache's ready strings. */
-KLUA_HIDDEN void klua_push_fields(lua_State *L, klua_world *kw, const struct klua_comp *cc,
-                                  const void *data);
+/* Writes the fields of data component cc (the bytes at data, which no Lua code can change)
+ * into the table at idx with raw sets of the schema cache's ready keys, refilling a vector,
+ * matrix or array field's table in place as klua_fill_fields does; idx 0: into a new table,
+ * left on the stack. */
+KLUA_HIDDEN void klua_fill_keyed(lua_State *L, klua_world *kw, const struct klua_comp *cc, int idx,
+                                 const void *data);
 /* Writes the fields of the table at idx into buf (a full value of c); missing fields keep
  * buf's bytes. Raises, naming fname, the entity and the component, on a bad field. */
 KLUA_HIDDEN void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info,

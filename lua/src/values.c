@@ -392,21 +392,33 @@ void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info, co
     }
 }
 
-void klua_push_fields(lua_State *L, klua_world *kw, const klua_comp *cc, const void *data) {
+void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, const void *data) {
     int32_t n = cc->info.field_count;
-    lua_createtable(L, 0, n);
+    bool fresh = idx == 0;
+    if (fresh) lua_createtable(L, 0, n);
+    idx = fresh ? lua_gettop(L) : lua_absindex(L, idx);
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref); /* the ready keys */
+    int keys = lua_gettop(L);
     for (int32_t i = 0; i < n; i++) {
         const kiln_field *f = &cc->info.fields[i];
-        lua_rawgeti(L, -1, cc->key0 + i);
+        lua_rawgeti(L, keys, cc->key0 + i);
         if (f->type == KILN_TYPE_FLOAT && f->count == 1) {
             float v;
             memcpy(&v, (const uint8_t *)data + f->offset, 4);
             lua_pushnumber(L, v);
         } else {
+            if (!fresh && f->type != KILN_TYPE_CHAR && (vec_width(f->type) || f->count > 1)) {
+                lua_pushvalue(L, -1);
+                if (lua_rawget(L, idx) == LUA_TTABLE) { /* the caller's table: refilled in place */
+                    fill_nested(L, -1, f, data);
+                    lua_pop(L, 2);
+                    continue;
+                }
+                lua_pop(L, 1);
+            }
             klua_push_field(L, f, data);
         }
-        lua_rawset(L, -4);
+        lua_rawset(L, idx);
     }
     lua_pop(L, 1);
 }
