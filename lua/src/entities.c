@@ -8,6 +8,21 @@
 
 #define SPAWN_MAX 64 /* components in one spawn */
 
+/* The World of a hot method (unheld, klua.h rule 3a), its arguments padded with nil up to
+ * stack index n only: what it reads past them reads as nil, and no other slot is filled. */
+static klua_world *self_args(lua_State *L, int n) {
+    klua_world *kw = klua_self_plain(L);
+    if (lua_gettop(L) < n) lua_settop(L, n);
+    return kw;
+}
+
+/* The entity at arg: an integer is taken as it is (a negative one, or anything else, goes
+ * through klua_check_entity, which takes an integral float or raises). */
+static kiln_entity arg_entity(lua_State *L, int arg, const char *fname) {
+    lua_Integer id = lua_isinteger(L, arg) ? lua_tointeger(L, arg) : -1;
+    return id >= 0 ? (kiln_entity)id : klua_check_entity(L, arg, fname);
+}
+
 /* Converts the value at (absolute) idx for data component cc (a table of fields, or true for a tag)
  * into buf without raising: false when anything is off (a bad field, a value that needs a
  * message), so the general path runs and raises as it always did. Creates nothing. */
@@ -140,15 +155,15 @@ static int w_spawn(lua_State *L) {
 }
 
 static int w_despawn(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
-    kiln_entity e = klua_check_entity(L, 2, "world:despawn");
+    klua_world *kw = self_args(L, 2);
+    kiln_entity e = arg_entity(L, 2, "world:despawn");
     if (kiln_despawn(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
     return 0;
 }
 
 /* world:is_alive(x): false for anything that is not a live entity, never an error. */
 static int w_is_alive(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 2);
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
     lua_pushboolean(L, ok && v > 0 && kiln_is_alive(kw->world, (kiln_entity)v));
@@ -156,7 +171,7 @@ static int w_is_alive(lua_State *L) {
 }
 
 static int w_count(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = klua_self_plain(L);
     lua_pushinteger(L, (lua_Integer)kiln_entity_count(kw->world));
     return 1;
 }
@@ -178,24 +193,24 @@ static int w_entities(lua_State *L) {
  * with the running system's access to it checked (write or read). */
 static kiln_component entity_component(lua_State *L, klua_world *kw, const char *fname, bool write,
                                        kiln_entity *e) {
-    *e = klua_check_entity(L, 2, fname);
+    *e = arg_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, write, fname);
+    if (kw->current) klua_check_access(L, kw, c, write, fname);
     return c;
 }
 
 static int w_add(lua_State *L) {
-    /* klua_self_unheld pads the arguments: an absent value reads as nil */
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:add";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
-    kiln_component_info info;
-    kiln_component_info_get(kw->world, c, &info);
-    uint8_t *val = klua_scratch(L, kw, info.size);
-    klua_build_value(L, kw, c, 4, val, &info, fname, e);
-    if (kiln_add(kw->world, e, c, info.size ? val : NULL) != KILN_OK) {
+    const klua_comp *cc = klua_comp_ready(kw, c);
+    if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
+    const kiln_component_info *info = &cc->info;
+    uint8_t *val = klua_scratch(L, kw, info->size);
+    klua_build_value(L, kw, c, 4, val, info, fname, e);
+    if (kiln_add(kw->world, e, c, info->size ? val : NULL) != KILN_OK) {
         klua_unref_value(L, kw, c, val);
         klua_fail_world(L, kw->world, fname);
     }
@@ -203,7 +218,7 @@ static int w_add(lua_State *L) {
 }
 
 static int w_remove(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:remove";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -215,7 +230,7 @@ static int w_remove(lua_State *L) {
 
 /* world:has(e, c): false for a dead or unknown entity (any integer is accepted). */
 static int w_has(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:has";
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
@@ -230,13 +245,10 @@ static int w_has(lua_State *L) {
  * Unheld (rule 3a): the component's bytes are copied out of the world before any table or
  * string is made from them. The arguments are not padded: an absent into reads as none. */
 static int w_get(lua_State *L) {
-    klua_world *kw = klua_self_plain(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:get";
-    if (lua_gettop(L) < 3) lua_settop(L, 3); /* an absent entity or name reads as nil */
-    lua_Integer id = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : -1;
-    kiln_entity e = id >= 0 ? (kiln_entity)id : klua_check_entity(L, 2, fname); /* a float, or raises */
-    kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    if (kw->current) klua_check_access(L, kw, c, false, fname);
+    kiln_entity e;
+    kiln_component c = entity_component(L, kw, fname, false, &e);
     bool into = lua_type(L, 4) > LUA_TNIL;
     if (into && !lua_istable(L, 4)) klua_typeerror(L, 4, fname, "table or nil");
     const klua_comp *cc = klua_comp_ready(kw, c);
@@ -276,8 +288,7 @@ static void write_named_fields(lua_State *L, int idx, const kiln_component_info 
 }
 
 static int w_set(lua_State *L) {
-    /* an absent value reads as nil (klua_self_unheld pads the arguments) */
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:set";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -309,7 +320,7 @@ static int w_set(lua_State *L) {
 }
 
 static int w_changed_tick(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:changed_tick";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, false, &e);
