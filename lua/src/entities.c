@@ -210,6 +210,7 @@ static int w_add(lua_State *L) {
     const kiln_component_info *info = &cc->info;
     uint8_t *val = klua_scratch(L, kw, info->size);
     klua_build_value(L, kw, c, 4, val, info, fname, e);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */
     if (kiln_add(kw->world, e, c, info->size ? val : NULL) != KILN_OK) {
         klua_unref_value(L, kw, c, val);
         klua_fail_world(L, kw->world, fname);
@@ -255,7 +256,11 @@ static int w_get(lua_State *L) {
     if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before kiln_get */
     const kiln_component_info *info = &cc->info;
     uint8_t local[512];
-    uint8_t *copy = info->size > sizeof local ? lua_newuserdatauv(L, info->size, 0) : local;
+    uint8_t *copy = local;
+    if (info->size > sizeof local) {
+        copy = lua_newuserdatauv(L, info->size, 0);
+        if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer */
+    }
     const void *data = kiln_get(kw->world, e, c);
     if (!data) {
         klua_check_alive(L, kw, e, fname);

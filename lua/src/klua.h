@@ -159,7 +159,8 @@ struct klua_world {
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
     int names_ref;             /* registry ref: component name (interned) -> id; its array
                                 * part holds the field keys of the schema cache (schema.c) */
-    struct klua_comp *comps;   /* schema cache by component id (klua_comp_get), or NULL */
+    struct klua_comp **comps;  /* schema cache by component id (klua_comp_get): entries
+                                * that never move while the world is open, or NULL */
     int32_t comps_cap;
     const char **key_ptrs;     /* per key slot of the names table: the key's interned bytes */
     int32_t keys_count, keys_cap;
@@ -370,15 +371,16 @@ KLUA_HIDDEN uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const
 /* ---- schema.c: the schema cache, what the hot methods need of a component ---- */
 typedef struct klua_comp {
     kiln_component_info info; /* the world's description (its pointers live with the world) */
-    int32_t key0;   /* slot of field 0's key in the names table (field i at key0 + i); 0: not made */
+    int32_t key0;   /* slot of field 0's key in the names table (field i at key0 + i) */
     bool floats;    /* every field a single float */
 } klua_comp;
 /* The cache entry of c (an id known to be registered), made the first time: that pushes the
  * field names as strings, so it may run the collector (rule 3a: call it before taking a
- * pointer into the world or the scratch, or check klua_comp_ready first). */
+ * pointer into the world or the scratch, or check klua_comp_ready first). An entry stays
+ * where it is until the world is released. */
 KLUA_HIDDEN const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c);
 static inline const klua_comp *klua_comp_ready(const klua_world *kw, kiln_component c) {
-    return c < (kiln_component)kw->comps_cap && kw->comps[c].key0 ? &kw->comps[c] : NULL;
+    return c < (kiln_component)kw->comps_cap ? kw->comps[c] : NULL;
 }
 /* The field of cc whose name is the string at stack index idx (by its interned address,
  * else by its bytes), or NULL. */

@@ -222,11 +222,11 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
     kw->comps = grow(L, kw->comps, &cap, (int32_t)c + 1, sizeof *kw->comps);
     kw->comps_cap = cap;
     cap = kw->keys_cap;
-    /* slot 0 stays unused: key0 == 0 marks an entry not made */
-    int32_t key0 = kw->keys_count ? kw->keys_count : 1;
+    int32_t key0 = kw->keys_count ? kw->keys_count : 1; /* slot 0 stays unused */
     kw->key_ptrs = grow(L, kw->key_ptrs, &cap, key0 + info.field_count + 1, sizeof *kw->key_ptrs);
     kw->keys_cap = cap;
-    /* Slots reserved first: a finalizer run by a push below may make another entry. */
+    /* The slots are reserved first: a finalizer run by a push below may make another entry
+     * (or close the world, which frees the cache). */
     kw->keys_count = key0 + info.field_count;
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
     bool floats = true;
@@ -234,14 +234,20 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
         const kiln_field *f = &info.fields[i];
         floats = floats && f->type == KILN_TYPE_FLOAT && f->count == 1;
         lua_pushstring(L, f->name);
+        if (kw->closed) luaL_error(L, "attempt to use a closed world");
         kw->key_ptrs[key0 + i] = lua_tostring(L, -1);
         lua_rawseti(L, -2, key0 + i);
     }
     lua_pop(L, 1);
-    klua_comp *cc = &kw->comps[c];
+    if (kw->comps[c]) return kw->comps[c]; /* a finalizer made it meanwhile */
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
+    klua_comp *cc = fa(ud, NULL, 0, sizeof *cc);
+    if (!cc) luaL_error(L, "not enough memory");
     cc->info = info;
-    cc->floats = floats;
     cc->key0 = key0;
+    cc->floats = floats;
+    kw->comps[c] = cc;
     return cc;
 }
 
@@ -257,6 +263,8 @@ const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua
 void klua_comp_free(lua_State *L, klua_world *kw) {
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
+    for (int32_t i = 0; i < kw->comps_cap; i++)
+        if (kw->comps[i]) fa(ud, kw->comps[i], sizeof *kw->comps[i], 0);
     if (kw->comps) fa(ud, kw->comps, (size_t)kw->comps_cap * sizeof *kw->comps, 0);
     if (kw->key_ptrs) fa(ud, kw->key_ptrs, (size_t)kw->keys_cap * sizeof *kw->key_ptrs, 0);
     kw->comps = NULL;

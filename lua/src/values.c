@@ -397,6 +397,9 @@ void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx,
     bool fresh = idx == 0;
     if (fresh) lua_createtable(L, 0, n);
     idx = fresh ? lua_gettop(L) : lua_absindex(L, idx);
+    /* After a call that creates an object, a finalizer may have closed the world, freeing
+     * cc and the fields it points to: checked before they are read again. */
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref); /* the ready keys */
     int keys = lua_gettop(L);
     for (int32_t i = 0; i < n; i++) {
@@ -412,11 +415,13 @@ void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx,
                 if (lua_rawget(L, idx) == LUA_TTABLE) { /* the caller's table: refilled in place */
                     fill_nested(L, -1, f, data);
                     lua_pop(L, 2);
+                    if (kw->closed) luaL_error(L, "attempt to use a closed world");
                     continue;
                 }
                 lua_pop(L, 1);
             }
             klua_push_field(L, f, data);
+            if (kw->closed) luaL_error(L, "attempt to use a closed world");
         }
         lua_rawset(L, idx);
     }

@@ -253,6 +253,32 @@ describe("world:spawn and world:get through the schema cache", function()
         assert.is_true(w:get(e, "Frozen"))
     end)
 
+    it("survive a finalizer that closes the world in the middle of a call", function()
+        local calls = {
+            get = function(w, e) return w:get(e, "Body") end,
+            get_into = function(w, e) return w:get(e, "Body", {dir = {}, hits = {}}) end,
+            spawn = function(w) return w:spawn{Position = {x = 1}, Body = {dir = {x = 2}, name = "n"}} end,
+            add = function(w, e) return w:add(e, "Note", {}) end,
+        }
+        collectgarbage("setpause", 0) -- a collection step at nearly every allocation
+        for name, call in pairs(calls) do
+            local w = body_world()
+            w:component("Note", "lua")
+            local e = w:spawn{Position = {x = 1}, Body = {dir = {x = 1}, hits = {1, 2, 3}}}
+            local closed
+            for _ = 1, 10000 do
+                H.finalizer(function() w:close() end)
+                local ok, err = pcall(call, w, e)
+                if not ok then
+                    closed = tostring(err)
+                    break
+                end
+            end
+            assert.is_truthy(closed and closed:find("closed world", 1, true), name .. ": " .. tostring(closed))
+        end
+        collectgarbage("setpause", 200)
+    end)
+
     it("refuse what the general path refuses, with its messages", function()
         local w = H.world()
         H.unchanged(w, nil, function() w:spawn{Position = {x = 1e39}} end, "world:spawn", "out of range for float")
