@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Instructions per entity of one Lua benchmark loop under callgrind, split by function: the
 # run.lua --profile loop for FRAMES frames minus the same run for BASE frames (setup cancels).
-# Usage: bench/lua/profile.sh CASE [FRAMES] [BASE]   (CASE: bulk, each, each_system, arrays,
-#        tables, spawn, add_remove; spawn and add_remove count 100k operations per frame)
+# Usage: bench/lua/profile.sh CASE [FRAMES] [BASE]   (CASE: a run.lua --profile loop: bulk,
+#        each, each_system, arrays, tables, get, get_plain, get_plain_table, spawn,
+#        spawn_tables, add_remove...; each counts 100k operations per frame, so with
+#        KILN_BENCH_ENTITIES=n multiply the figures by 100000 / n)
 # The stock lua5.4 is stripped, so this links a bare interpreter against liblua5.4.a, whose
 # symbols name the VM's functions, and loads the module from build-bench/lua.
 set -euo pipefail
