@@ -32,14 +32,18 @@ static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int 
     if (!lua_istable(L, idx) || info->field_count == 0) return false;
     klua_default_value(info, buf);
     lua_pushnil(L);
+    const char *const *keys = kw->key_ptrs + cc->key0;
     while (lua_next(L, idx)) {
-        const kiln_field *f = lua_type(L, -2) == LUA_TSTRING ? klua_comp_field(L, kw, cc, -2) : NULL;
-        if (!f) return false;
+        if (lua_type(L, -2) != LUA_TSTRING) return false;
+        const char *name = lua_tostring(L, -2);
+        const kiln_field *f = NULL;
+        for (int32_t i = 0; i < info->field_count && !f; i++) /* by the interned name's address */
+            if (keys[i] == name) f = &info->fields[i];
+        if (!f && !(f = klua_comp_field(L, kw, cc, -2))) return false;
         if (f->type == KILN_TYPE_FLOAT && f->count == 1) {
-            int isnum;
-            lua_Number v = lua_tonumberx(L, -1, &isnum);
-            if (!isnum || lua_type(L, -1) != LUA_TNUMBER || (isfinite(v) && fabs(v) > 3.4028234663852886e38))
-                return false;
+            if (lua_type(L, -1) != LUA_TNUMBER) return false;
+            lua_Number v = lua_tonumber(L, -1);
+            if (isfinite(v) && fabs(v) > 3.4028234663852886e38) return false;
             float x = (float)v;
             memcpy(buf + f->offset, &x, 4);
         } else if (klua_to_field(L, -1, f, buf)) {
