@@ -103,6 +103,8 @@ static int w_spawn(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)e);
         return 1;
     }
+    /* a message the fast path made may have run a finalizer that closed the world */
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
     if (lua_gettop(L) < KLUA_ARG_PAD) lua_settop(L, KLUA_ARG_PAD);
     kiln_component comps[SPAWN_MAX + 1]; /* + a mod's tag */
     kiln_component_info infos[SPAWN_MAX];

@@ -410,6 +410,9 @@ void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx,
             memcpy(&v, (const uint8_t *)data + f->offset, 4);
             lua_pushnumber(L, v);
         } else {
+            /* a copy: making the field's tables may run a finalizer that closes the world */
+            kiln_field fc = *f;
+            f = &fc;
             if (!fresh && f->type != KILN_TYPE_CHAR && (vec_width(f->type) || f->count > 1)) {
                 lua_pushvalue(L, -1);
                 if (lua_rawget(L, idx) == LUA_TTABLE) { /* the caller's table: refilled in place */
