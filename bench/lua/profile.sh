@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instructions per entity of one Lua benchmark loop under callgrind, split by function: the
 # run.lua --profile loop for FRAMES frames minus the same run for BASE frames (setup cancels).
-# Usage: bench/lua/profile.sh CASE [FRAMES] [BASE]   (CASE: bulk, each, each_system, arrays,
-#        tables, spawn, add_remove; spawn and add_remove count 100k operations per frame)
+# Usage: bench/lua/profile.sh CASE [FRAMES] [BASE]   (CASE: a run.lua --profile loop: bulk,
+#        each, each_system, arrays, tables, get, get_plain, get_plain_table, spawn,
+#        spawn_tables, add_remove...; the per-op loops run one operation per entity per frame)
 #        KILN_BENCH_ENTITIES=N divides by N entities (20000 runs five times faster);
 #        KILN_SO_DIR=folder loads kiln.so from there (to compare two builds; build-bench/lua)
 # The stock lua5.4 is stripped, so this links a bare interpreter against liblua5.4.a, whose

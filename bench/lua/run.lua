@@ -10,7 +10,7 @@
 --   --profile NAME  run only one loop for --frames iterations, with no table and no JSON, for
 --                   perf or callgrind: bulk, each, each_system, spawn, add_remove (subjects) or
 --                   arrays, tables (the baselines of bulk and each); get, get_into, getter,
---                   get_plain (N random reads per frame)
+--                   get_plain, get_plain_table (N random reads per frame); spawn_tables
 --   KILN_BENCH_ENTITIES=N in the environment runs every case on N entities instead of 100k
 --
 -- Times come from os.clock (process CPU time): every case here runs on one thread (the
@@ -465,7 +465,7 @@ local function profile(name, frames)
         end
         io.stderr:write(string.format("%s: %.3f ms/frame\n", name, (clock() - t0) * 1e3 / frames))
         w:close()
-    elseif name == "get" or name == "get_into" or name == "getter" or name == "get_plain" then
+    elseif name == "get" or name == "get_into" or name == "getter" or name == "get_plain" or name == "get_plain_table" then
         local w, ents, d = populate(N)
         local order = {}
         reset_rand()
@@ -478,11 +478,22 @@ local function profile(name, frames)
                 for i = 1, N do sum = sum + w:get(ents[order[i]], "Position", into).x end
             elseif name == "getter" then
                 for i = 1, N do sum = sum + getx(ents[order[i]]) end
+            elseif name == "get_plain_table" then -- the plain read making the table world:get makes
+                for i = 1, N do
+                    local p = P[order[i]]
+                    sum = sum + ({ x = p.x, y = p.y }).x
+                end
             else
                 for i = 1, N do sum = sum + P[order[i]].x end
             end
         end
         w:close()
+    elseif name == "spawn_tables" then -- the init tables of spawn alone, in plain Lua
+        local sink
+        for _ = 1, frames do
+            for i = 1, N do sink = { Position = { x = i, y = -i }, Velocity = { x = 1, y = 0.5 } } end
+        end
+        assert(sink)
     elseif name == "spawn" then
         for _ = 1, frames do
             local w = new_world()

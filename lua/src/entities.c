@@ -8,11 +8,104 @@
 
 #define SPAWN_MAX 64 /* components in one spawn */
 
+/* The World of a hot method (unheld, klua.h rule 3a), its arguments padded with nil up to
+ * stack index n only: what it reads past them reads as nil, and no other slot is filled. */
+static klua_world *self_args(lua_State *L, int n) {
+    klua_world *kw = klua_self_plain(L);
+    if (lua_gettop(L) < n) lua_settop(L, n);
+    return kw;
+}
+
+/* The entity at arg: an integer is taken as it is (a negative one, or anything else, goes
+ * through klua_check_entity, which takes an integral float or raises). */
+static kiln_entity arg_entity(lua_State *L, int arg, const char *fname) {
+    lua_Integer id = lua_isinteger(L, arg) ? lua_tointeger(L, arg) : -1;
+    return id >= 0 ? (kiln_entity)id : klua_check_entity(L, arg, fname);
+}
+
+/* Converts the value at (absolute) idx for data component cc (a table of fields, or true for a tag)
+ * into buf without raising: false when anything is off (a bad field, a value that needs a
+ * message), so the general path runs and raises as it always did. Creates nothing. */
+static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, uint8_t *buf) {
+    const kiln_component_info *info = &cc->info;
+    if (info->size == 0) return lua_isboolean(L, idx) && lua_toboolean(L, idx);
+    if (!lua_istable(L, idx) || info->field_count == 0) return false;
+    klua_default_value(info, buf);
+    lua_pushnil(L);
+    const char *const *keys = kw->key_ptrs + cc->key0;
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING) return false;
+        const char *name = lua_tostring(L, -2);
+        const kiln_field *f = NULL;
+        for (int32_t i = 0; i < info->field_count && !f; i++) /* by the interned name's address */
+            if (keys[i] == name) f = &info->fields[i];
+        if (!f && !(f = klua_comp_field(L, kw, cc, -2))) return false;
+        if (f->type == KILN_TYPE_FLOAT && f->count == 1) {
+            if (lua_type(L, -1) != LUA_TNUMBER) return false;
+            lua_Number v = lua_tonumber(L, -1);
+            if (isfinite(v) && fabs(v) > 3.4028234663852886e38) return false;
+            float x = (float)v;
+            memcpy(buf + f->offset, &x, 4);
+        } else if (klua_to_field(L, -1, f, buf)) {
+            return false;
+        }
+        lua_pop(L, 1);
+    }
+    return true;
+}
+
+/* world:spawn's common case: no mod, every component a data component or tag (no Lua values)
+ * whose cache entry is made. Converts each value while the table is traversed (the values go
+ * to the scratch, and nothing that runs creates an object: rule 3a). Component errors raise as
+ * in the general path (same traversal order); anything else returns false with the stack as
+ * given, and the general path starts over. */
+static bool spawn_fast(lua_State *L, klua_world *kw, const char *fname, kiln_entity *e) {
+    kiln_component comps[SPAWN_MAX];
+    uint32_t offs[SPAWN_MAX];
+    int32_t n = 0;
+    size_t total = 0;
+    int top = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (n == SPAWN_MAX) break;
+        kiln_component c = klua_check_component(L, kw, -2, 2, fname);
+        if (kw->current) klua_check_access(L, kw, c, true, fname);
+        const klua_comp *cc = klua_comp_ready(kw, c);
+        if (!cc || klua_is_lua_valued(kw, c)) break;
+        size_t off = total;
+        total += (cc->info.size + 15) & ~(size_t)15;
+        /* the Lua allocator: runs no collector */
+        uint8_t *base = total + 16 > kw->scratch_size ? klua_scratch(L, kw, total)
+                                                      : (uint8_t *)(((uintptr_t)kw->scratch + 15) & ~(uintptr_t)15);
+        if (!convert_fast(L, kw, cc, top + 2, base + off)) break;
+        comps[n] = c;
+        offs[n++] = (uint32_t)off;
+        lua_pop(L, 1);
+    }
+    if (lua_gettop(L) != top) { /* stopped early: the general path decides */
+        lua_settop(L, top);
+        return false;
+    }
+    uint8_t *base = klua_scratch(L, kw, total);
+    const void *values[SPAWN_MAX];
+    for (int32_t i = 0; i < n; i++) values[i] = base + offs[i];
+    if (kiln_spawn_with(kw->world, comps, values, n, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return true;
+}
+
 /* world:spawn{Name = value, ...}. Unheld (klua.h, rule 3a): the values are copied onto the
  * stack while the table is traversed, so converting them into the scratch creates nothing. */
 static int w_spawn(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = klua_self_plain(L);
     const char *fname = "world:spawn";
+    kiln_entity e;
+    if (!kw->mod_hooks && lua_istable(L, 2) && spawn_fast(L, kw, fname, &e)) {
+        lua_pushinteger(L, (lua_Integer)e);
+        return 1;
+    }
+    /* a message the fast path made may have run a finalizer that closed the world */
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    if (lua_gettop(L) < KLUA_ARG_PAD) lua_settop(L, KLUA_ARG_PAD);
     kiln_component comps[SPAWN_MAX + 1]; /* + a mod's tag */
     kiln_component_info infos[SPAWN_MAX];
     int32_t n = 0;
@@ -31,6 +124,8 @@ static int w_spawn(lua_State *L) {
             n++;
             lua_insert(L, -2); /* the value stays, below the key */
         }
+        /* the schema cache the fast path needs, made now that nothing is held (rule 3a) */
+        for (int32_t i = 0; i < n && !kw->mod_hooks; i++) klua_comp_get(L, kw, comps[i]);
     }
     /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
     kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw) : KILN_NO_COMPONENT;
@@ -47,7 +142,6 @@ static int w_spawn(lua_State *L) {
             off += (infos[i].size + 15) & ~(size_t)15;
         }
     }
-    kiln_entity e;
     int32_t with_tag = n;
     if (tag != KILN_NO_COMPONENT) {
         bool listed = false;
@@ -67,15 +161,15 @@ static int w_spawn(lua_State *L) {
 }
 
 static int w_despawn(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
-    kiln_entity e = klua_check_entity(L, 2, "world:despawn");
+    klua_world *kw = self_args(L, 2);
+    kiln_entity e = arg_entity(L, 2, "world:despawn");
     if (kiln_despawn(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
     return 0;
 }
 
 /* world:is_alive(x): false for anything that is not a live entity, never an error. */
 static int w_is_alive(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 2);
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
     lua_pushboolean(L, ok && v > 0 && kiln_is_alive(kw->world, (kiln_entity)v));
@@ -83,7 +177,7 @@ static int w_is_alive(lua_State *L) {
 }
 
 static int w_count(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = klua_self_plain(L);
     lua_pushinteger(L, (lua_Integer)kiln_entity_count(kw->world));
     return 1;
 }
@@ -105,24 +199,25 @@ static int w_entities(lua_State *L) {
  * with the running system's access to it checked (write or read). */
 static kiln_component entity_component(lua_State *L, klua_world *kw, const char *fname, bool write,
                                        kiln_entity *e) {
-    *e = klua_check_entity(L, 2, fname);
+    *e = arg_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    klua_check_access(L, kw, c, write, fname);
+    if (kw->current) klua_check_access(L, kw, c, write, fname);
     return c;
 }
 
 static int w_add(lua_State *L) {
-    /* klua_self_unheld pads the arguments: an absent value reads as nil */
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:add";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
-    kiln_component_info info;
-    kiln_component_info_get(kw->world, c, &info);
-    uint8_t *val = klua_scratch(L, kw, info.size);
-    klua_build_value(L, kw, c, 4, val, &info, fname, e);
-    if (kiln_add(kw->world, e, c, info.size ? val : NULL) != KILN_OK) {
+    const klua_comp *cc = klua_comp_ready(kw, c);
+    if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
+    const kiln_component_info *info = &cc->info;
+    uint8_t *val = klua_scratch(L, kw, info->size);
+    klua_build_value(L, kw, c, 4, val, info, fname, e);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */
+    if (kiln_add(kw->world, e, c, info->size ? val : NULL) != KILN_OK) {
         klua_unref_value(L, kw, c, val);
         klua_fail_world(L, kw->world, fname);
     }
@@ -130,7 +225,7 @@ static int w_add(lua_State *L) {
 }
 
 static int w_remove(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:remove";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -142,7 +237,7 @@ static int w_remove(lua_State *L) {
 
 /* world:has(e, c): false for a dead or unknown entity (any integer is accepted). */
 static int w_has(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:has";
     int ok = 0;
     lua_Integer v = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &ok) : 0;
@@ -155,18 +250,23 @@ static int w_has(lua_State *L) {
 
 /* world:get(e, name [, into]): a new table, or the fields written into the table into.
  * Unheld (rule 3a): the component's bytes are copied out of the world before any table or
- * string is made from them. */
+ * string is made from them. The arguments are not padded: an absent into reads as none. */
 static int w_get(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:get";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, false, &e);
-    bool into = !lua_isnil(L, 4);
+    bool into = lua_type(L, 4) > LUA_TNIL;
     if (into && !lua_istable(L, 4)) klua_typeerror(L, 4, fname, "table or nil");
-    kiln_component_info info;
-    kiln_component_info_get(kw->world, c, &info);
+    const klua_comp *cc = klua_comp_ready(kw, c);
+    if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before kiln_get */
+    const kiln_component_info *info = &cc->info;
     uint8_t local[512];
-    uint8_t *copy = info.size > sizeof local ? lua_newuserdatauv(L, info.size, 0) : local;
+    uint8_t *copy = local;
+    if (info->size > sizeof local) {
+        copy = lua_newuserdatauv(L, info->size, 0);
+        if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer */
+    }
     const void *data = kiln_get(kw->world, e, c);
     if (!data) {
         klua_check_alive(L, kw, e, fname);
@@ -175,18 +275,13 @@ static int w_get(lua_State *L) {
             return 1;
         }
     }
-    if (klua_is_lua_valued(kw, c) || info.size == 0 || !data) {
+    if (info->size == 0 || !data || klua_is_lua_valued(kw, c)) {
         klua_push_value(L, kw, c, data); /* creates nothing from the world's bytes */
         return 1;
     }
-    memcpy(copy, data, info.size);
-    if (into) {
-        klua_fill_fields(L, 4, &info, copy);
-        lua_pushvalue(L, 4);
-    } else {
-        lua_createtable(L, 0, info.field_count);
-        klua_fill_fields(L, -1, &info, copy);
-    }
+    memcpy(copy, data, info->size);
+    klua_fill_keyed(L, kw, cc, into ? 4 : 0, copy);
+    if (into) lua_pushvalue(L, 4);
     return 1;
 }
 
@@ -204,8 +299,7 @@ static void write_named_fields(lua_State *L, int idx, const kiln_component_info 
 }
 
 static int w_set(lua_State *L) {
-    /* an absent value reads as nil (klua_self_unheld pads the arguments) */
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:set";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
@@ -237,7 +331,7 @@ static int w_set(lua_State *L) {
 }
 
 static int w_changed_tick(lua_State *L) {
-    klua_world *kw = klua_self_unheld(L);
+    klua_world *kw = self_args(L, 3);
     const char *fname = "world:changed_tick";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, false, &e);

@@ -157,7 +157,13 @@ struct klua_world {
     double deadline;           /* monotonic seconds, while an entry with a time limit runs */
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
-    int names_ref;             /* registry ref: component name (interned) -> id */
+    int names_ref;             /* registry ref: component name (interned) -> id; its array
+                                * part holds the field keys of the schema cache (schema.c) */
+    struct klua_comp **comps;  /* schema cache by component id (klua_comp_get): entries
+                                * that never move while the world is open, or NULL */
+    int32_t comps_cap;
+    const char **key_ptrs;     /* per key slot of the names table: the key's interned bytes */
+    int32_t keys_count, keys_cap;
     /* klua_check_component's cache: a name's bytes (a key of the names table, so alive
      * and interned) -> its id */
     const char *name_ptr[KLUA_NAME_CACHE];
@@ -319,6 +325,12 @@ KLUA_HIDDEN void klua_push_value(lua_State *L, klua_world *kw, kiln_component c,
  * reused call after call makes no garbage. data must be memory no Lua code can change. */
 KLUA_HIDDEN void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info,
                                   const void *data);
+/* Writes the fields of data component cc (the bytes at data, which no Lua code can change)
+ * into the table at idx with raw sets of the schema cache's ready keys, refilling a vector,
+ * matrix or array field's table in place as klua_fill_fields does; idx 0: into a new table,
+ * left on the stack. */
+KLUA_HIDDEN void klua_fill_keyed(lua_State *L, klua_world *kw, const struct klua_comp *cc, int idx,
+                                 const void *data);
 /* Writes the fields of the table at idx into buf (a full value of c); missing fields keep
  * buf's bytes. Raises, naming fname, the entity and the component, on a bad field. */
 KLUA_HIDDEN void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info,
@@ -355,6 +367,27 @@ KLUA_HIDDEN int klua_parse_schema(lua_State *L, const char *schema, kiln_field *
 /* Registers the name (argument 2) and schema (argument 3: a C schema, nil for a tag, "lua"
  * for Lua values) as a component or an event type; returns its id. */
 KLUA_HIDDEN uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname);
+
+/* ---- schema.c: the schema cache, what the hot methods need of a component ---- */
+typedef struct klua_comp {
+    kiln_component_info info; /* the world's description (its pointers live with the world) */
+    int32_t key0;   /* slot of field 0's key in the names table (field i at key0 + i) */
+    bool floats;    /* every field a single float */
+} klua_comp;
+/* The cache entry of c (an id known to be registered), made the first time: that pushes the
+ * field names as strings, so it may run the collector (rule 3a: call it before taking a
+ * pointer into the world or the scratch, or check klua_comp_ready first). An entry stays
+ * where it is until the world is released. */
+KLUA_HIDDEN const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c);
+static inline const klua_comp *klua_comp_ready(const klua_world *kw, kiln_component c) {
+    return c < (kiln_component)kw->comps_cap ? kw->comps[c] : NULL;
+}
+/* The field of cc whose name is the string at stack index idx (by its interned address,
+ * else by its bytes), or NULL. */
+KLUA_HIDDEN const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua_comp *cc,
+                                              int idx);
+/* Frees the cache (the world is being released). */
+KLUA_HIDDEN void klua_comp_free(lua_State *L, klua_world *kw);
 
 /* ---- cost.c: the worst case of a long-running C library call ---- */
 typedef enum klua_costly {

@@ -1,6 +1,7 @@
 /* schema.c: parses C-style component schemas ("float x, y; char tag[16];") into reflected
  * fields laid out by C's rules (natural alignment, size rounded to the largest alignment),
- * so C code can read a Lua-defined component as the matching struct. */
+ * so C code can read a Lua-defined component as the matching struct; and the per-world schema
+ * cache the hot methods read (a component's description and its field names as ready keys). */
 #include <ctype.h>
 #include <string.h>
 
@@ -190,4 +191,83 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     if (lua_valued) klua_mark_lua_valued(L, kw, id);
     if (kw->mod_hooks) kw->mod_hooks->declared(L, kw, id, event, existed);
     return id;
+}
+
+/* ---- the schema cache ----------------------------------------------------------------------
+ * Per world and component: its description, copied once, and its field names as interned
+ * strings in the array part of the world's names table (whose other keys are all strings), so
+ * world:get sets a field with a raw set of a ready key and world:spawn knows a field by the
+ * address of its name. The strings live as long as the names table, i.e. the world. */
+
+/* Grows a Lua-allocated array of elem-sized items to hold at least need (new ones zeroed). */
+static void *grow(lua_State *L, void *p, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return p;
+    int32_t ncap = *cap ? *cap : 16;
+    while (ncap < need) ncap *= 2;
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
+    uint8_t *q = fa(ud, p, (size_t)*cap * elem, (size_t)ncap * elem);
+    if (!q) luaL_error(L, "not enough memory");
+    memset(q + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+    *cap = ncap;
+    return q;
+}
+
+const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
+    const klua_comp *ready = klua_comp_ready(kw, c);
+    if (ready) return ready;
+    kiln_component_info info;
+    if (!kiln_component_info_get(kw->world, c, &info)) luaL_error(L, "kiln: unknown component #%d", (int)c);
+    int32_t cap = kw->comps_cap;
+    kw->comps = grow(L, kw->comps, &cap, (int32_t)c + 1, sizeof *kw->comps);
+    kw->comps_cap = cap;
+    cap = kw->keys_cap;
+    int32_t key0 = kw->keys_count ? kw->keys_count : 1; /* slot 0 stays unused */
+    kw->key_ptrs = grow(L, kw->key_ptrs, &cap, key0 + info.field_count + 1, sizeof *kw->key_ptrs);
+    kw->keys_cap = cap;
+    /* The slots are reserved first: a finalizer run by a push below may make another entry
+     * (or close the world, which frees the cache). */
+    kw->keys_count = key0 + info.field_count;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
+    bool floats = true;
+    for (int32_t i = 0; i < info.field_count; i++) {
+        const kiln_field *f = &info.fields[i];
+        floats = floats && f->type == KILN_TYPE_FLOAT && f->count == 1;
+        lua_pushstring(L, f->name);
+        if (kw->closed) luaL_error(L, "attempt to use a closed world");
+        kw->key_ptrs[key0 + i] = lua_tostring(L, -1);
+        lua_rawseti(L, -2, key0 + i);
+    }
+    lua_pop(L, 1);
+    if (kw->comps[c]) return kw->comps[c]; /* a finalizer made it meanwhile */
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
+    klua_comp *cc = fa(ud, NULL, 0, sizeof *cc);
+    if (!cc) luaL_error(L, "not enough memory");
+    cc->info = info;
+    cc->key0 = key0;
+    cc->floats = floats;
+    kw->comps[c] = cc;
+    return cc;
+}
+
+const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua_comp *cc, int idx) {
+    size_t len;
+    const char *name = lua_tolstring(L, idx, &len);
+    for (int32_t i = 0; i < cc->info.field_count; i++)
+        if (kw->key_ptrs[cc->key0 + i] == name) return &cc->info.fields[i];
+    /* another string of the same bytes: a long one (not interned), or one with a zero byte */
+    return strlen(name) == len ? klua_find_field(&cc->info, name) : NULL;
+}
+
+void klua_comp_free(lua_State *L, klua_world *kw) {
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
+    for (int32_t i = 0; i < kw->comps_cap; i++)
+        if (kw->comps[i]) fa(ud, kw->comps[i], sizeof *kw->comps[i], 0);
+    if (kw->comps) fa(ud, kw->comps, (size_t)kw->comps_cap * sizeof *kw->comps, 0);
+    if (kw->key_ptrs) fa(ud, kw->key_ptrs, (size_t)kw->keys_cap * sizeof *kw->key_ptrs, 0);
+    kw->comps = NULL;
+    kw->key_ptrs = NULL;
+    kw->comps_cap = kw->keys_cap = kw->keys_count = 0;
 }

@@ -392,6 +392,45 @@ void klua_fill_fields(lua_State *L, int idx, const kiln_component_info *info, co
     }
 }
 
+void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, const void *data) {
+    int32_t n = cc->info.field_count;
+    bool fresh = idx == 0;
+    if (fresh) lua_createtable(L, 0, n);
+    idx = fresh ? lua_gettop(L) : lua_absindex(L, idx);
+    /* After a call that creates an object, a finalizer may have closed the world, freeing
+     * cc and the fields it points to: checked before they are read again. */
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref); /* the ready keys */
+    int keys = lua_gettop(L);
+    for (int32_t i = 0; i < n; i++) {
+        const kiln_field *f = &cc->info.fields[i];
+        lua_rawgeti(L, keys, cc->key0 + i);
+        if (f->type == KILN_TYPE_FLOAT && f->count == 1) {
+            float v;
+            memcpy(&v, (const uint8_t *)data + f->offset, 4);
+            lua_pushnumber(L, v);
+        } else {
+            /* a copy: making the field's tables may run a finalizer that closes the world */
+            kiln_field fc = *f;
+            f = &fc;
+            if (!fresh && f->type != KILN_TYPE_CHAR && (vec_width(f->type) || f->count > 1)) {
+                lua_pushvalue(L, -1);
+                if (lua_rawget(L, idx) == LUA_TTABLE) { /* the caller's table: refilled in place */
+                    fill_nested(L, -1, f, data);
+                    lua_pop(L, 2);
+                    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+                    continue;
+                }
+                lua_pop(L, 1);
+            }
+            klua_push_field(L, f, data);
+            if (kw->closed) luaL_error(L, "attempt to use a closed world");
+        }
+        lua_rawset(L, idx);
+    }
+    lua_pop(L, 1);
+}
+
 void klua_default_value(const kiln_component_info *info, void *buf) {
     if (info->size == 0) return;
     if (info->defaults) memcpy(buf, info->defaults, info->size);

@@ -40,6 +40,7 @@ static void release(lua_State *L, klua_world *kw) {
     luaL_unref(L, LUA_REGISTRYINDEX, kw->names_ref);
     kw->names_ref = LUA_NOREF;
     memset(kw->name_ptr, 0, sizeof kw->name_ptr); /* the names may go now */
+    klua_comp_free(L, kw);                         /* and the field keys with them */
     /* the guard may still sit in a closing slot: it must not point at a dead world */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     klua_world **guard = lua_touserdata(L, -1);

@@ -206,6 +206,93 @@ describe("the collector across World methods", function()
     end)
 end)
 
+describe("world:spawn and world:get through the schema cache", function()
+    it("know a field by a long name (not interned) given as a fresh string", function()
+        local w = kiln.world()
+        local long = string.rep("f", 50)
+        w:component("Long", "float " .. long .. "; float y;")
+        local e = w:spawn{Long = {[string.rep("f", 25) .. string.rep("f", 25)] = 3, y = 4}}
+        assert.are.same({[long] = 3.0, y = 4.0}, w:get(e, "Long"))
+        H.raises(function() w:spawn{Long = {[string.rep("f", 49)] = 1}} end, "world:spawn", "Long", "no field")
+        assert.are.equal(1, w:count())
+    end)
+
+    it("keep each world's own fields when two worlds name a component alike", function()
+        local a, b = kiln.world(), kiln.world()
+        a:component("P", "float x, y;")
+        b:component("P", "int32 y; float x; float z;")
+        local ea = a:spawn{P = {x = 1, y = 2}}
+        local eb = b:spawn{P = {x = 3, y = 4, z = 5}}
+        assert.are.same({x = 1.0, y = 2.0}, a:get(ea, "P"))
+        assert.are.same({x = 3.0, y = 4, z = 5.0}, b:get(eb, "P"))
+        H.raises(function() a:spawn{P = {z = 1}} end, "world:spawn", "'z'")
+        a:close()
+        b:close()
+    end)
+
+    it("raise an unknown component before any bad value, in either order of the init table", function()
+        local w = H.world()
+        for _ = 1, 20 do -- fresh tables: whichever key the traversal meets first
+            H.unchanged(w, nil, function() w:spawn{Position = {x = "a"}, Nope = {}} end, "unknown component 'Nope'")
+            H.unchanged(w, nil, function() w:spawn{Frozen = false, Nope2 = true} end, "unknown component 'Nope2'")
+        end
+    end)
+
+    it("convert every field type and keep the bits of -0.0 and the defaults of missing fields", function()
+        local w = body_world()
+        w:component("Mixed", "float a; double b; int16 c; bool d; vec2 v;")
+        local e = w:spawn{Mixed = {a = -0.0, c = -7, d = true, v = {1, 2}},
+                          Body = {dir = {z = 3}, hits = {1, 2, 3}, name = "ok", mass = 2.5}, Frozen = true}
+        local m, body = w:get(e, "Mixed"), w:get(e, "Body")
+        assert.are.equal(-math.huge, 1 / m.a)
+        assert.are.same({b = 0.0, c = -7, d = true, v = {x = 1.0, y = 2.0}}, {b = m.b, c = m.c, d = m.d, v = m.v})
+        assert.are.same({x = 0.0, y = 0.0, z = 3.0}, body.dir)
+        assert.are.same({1, 2, 3}, body.hits)
+        assert.are.equal("ok", body.name)
+        assert.are.equal(2.5, body.mass)
+        assert.is_true(w:get(e, "Frozen"))
+    end)
+
+    it("survive a finalizer that closes the world in the middle of a call", function()
+        local calls = {
+            get = function(w, e) return w:get(e, "Body") end,
+            get_into = function(w, e) return w:get(e, "Body", {dir = {}, hits = {}}) end,
+            spawn = function(w) return w:spawn{Position = {x = 1}, Body = {dir = {x = 2}, name = "n"}} end,
+            add = function(w, e) return w:add(e, "Note", {}) end,
+        }
+        collectgarbage("setpause", 0) -- a collection step at nearly every allocation
+        for name, call in pairs(calls) do
+            for round = 1, 40 do -- the finalizer runs at another allocation of the call each time
+                local w = body_world()
+                w:component("Note", "lua")
+                local e = w:spawn{Position = {x = 1}, Body = {dir = {x = 1}, hits = {1, 2, 3}}}
+                local closed
+                for i = 1, 10000 do
+                    if i % 2 == round % 2 then local _ = {round} end -- shifts where steps fall
+                    H.finalizer(function() w:close() end)
+                    local ok, err = pcall(call, w, e)
+                    if not ok then
+                        closed = tostring(err)
+                        break
+                    end
+                end
+                assert.is_truthy(closed and closed:find("closed world", 1, true), name .. ": " .. tostring(closed))
+            end
+        end
+        collectgarbage("setpause", 200)
+    end)
+
+    it("refuse what the general path refuses, with its messages", function()
+        local w = H.world()
+        H.unchanged(w, nil, function() w:spawn{Position = {x = 1e39}} end, "world:spawn", "out of range for float")
+        H.unchanged(w, nil, function() w:spawn{Position = {x = "1"}} end, "world:spawn", "'x'", "expected a number")
+        H.unchanged(w, nil, function() w:spawn{Frozen = false} end, "Frozen is a tag")
+        H.unchanged(w, nil, function() w:spawn{Position = {[1] = 2}} end, "world:spawn", "Position")
+        H.unchanged(w, nil, function() w:spawn{Position = {}, [1] = {}} end, "world:spawn")
+        assert.are.equal(0, w:count())
+    end)
+end)
+
 describe("q:bulk() blocks", function()
     it("hands a large chunk to fn in blocks of at most 512 rows, each written back", function()
         local w = H.world()
