@@ -207,6 +207,7 @@ struct kiln_world {
     kiln_component spawn_key[KL_SPAWN_CACHE];
     int32_t spawn_column[KL_SPAWN_CACHE]; /* per listed component: column, or -1 for a tag */
     int32_t spawn_key_count;              /* -1: empty cache */
+    bool spawn_plain;  /* every listed column plain (no hooks) and as wide as its values */
     kl_archetype *spawn_arch;
 
     /* Event queues and resources are tables (see memory.h): a main-thread system may
