@@ -581,16 +581,10 @@ __attribute__((noinline)) static const void *get_searched(const kl_archetype *ar
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_get", KL_READ, component, 0);
-    uint32_t index = kiln_entity_index(entity);
-    if (index >= kl_slot_count(world)) return NULL;
-    uint64_t bits = kl_record_at(world, index)->bits;
-    /* kl_record_of's two tests in one compare (as kiln_getter_get): place is the archetype when
-     * the handle's whole high half is the slot's generation (any other bit puts it at 2^16 or
-     * more), and dead or reserved slots read as archetypes at or beyond KL_ARCHETYPES_MAX */
-    uint64_t place = (bits >> KL_ROW_BITS) ^ ((entity >> 32) << 16);
-    if (place >= KL_ARCHETYPES_MAX) return NULL;
-    const kl_archetype *arch = world->archetypes[place];
-    uint32_t row = (uint32_t)bits & (KL_ROWS_MAX - 1);
+    const kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return NULL;
+    const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
+    uint32_t row = kl_record_row(rec);
     /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
     if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, row, component);
     int32_t c = arch->slots[component].column;
