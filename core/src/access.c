@@ -429,6 +429,11 @@ static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_co
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
+    /* not deferred, so not iterating either (iteration defers the world): the usual spawn
+     * lands here without a further call */
+    if (KL_LIKELY(spawn_cached(world, components, (void *const *)values, count, false,
+                               KILN_NULL_ENTITY, dest)))
+        return KILN_OK;
     return kl_spawn_values(world, call, components, (void *const *)values, count, false,
                            KILN_NULL_ENTITY, dest);
 }
