@@ -393,13 +393,14 @@ static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity
     uint32_t index = (uint32_t)entity;
     if (index >= getter->slot_count) return NULL;
     uint64_t record = getter->pages[index >> 12][index & 4095u];
-    /* the handle's whole high half against the generation: stale handles never match */
-    if ((record >> 43) != (entity >> 32)) return NULL;
-    uint32_t archetype = (uint32_t)(record >> 27) & 0xffffu;
-    if (archetype >= getter->archetype_count) return NULL; /* dead or not yet alive */
-    const kiln_getter_archetype *a = &getter->archetypes[archetype];
-    if (a->data == NULL) return NULL;
-    return a->data + (size_t)(record & 0x7ffffffu) * a->stride;
+    /* generation and archetype in one compare: place is the archetype when the handle's whole
+     * high half is the slot's generation (stale handles never match: any other bit puts it at
+     * 2^16 or more), and dead or not yet alive slots read as archetypes beyond the count */
+    uint64_t place = (record >> 27) ^ ((entity >> 32) << 16);
+    if (place >= getter->archetype_count) return NULL;
+    const kiln_getter_archetype *a = &getter->archetypes[place];
+    /* an archetype without the component has data NULL and stride 0: the sum is NULL */
+    return (const void *)((uintptr_t)a->data + (size_t)(record & 0x7ffffffu) * a->stride);
 }
 
 /* ---- Queries ---------------------------------------------------------------------------- */

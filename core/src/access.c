@@ -153,6 +153,12 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
         memcpy(world->spawn_column, cols, sizeof(int32_t) * (size_t)count);
         world->spawn_key_count = count;
         world->spawn_arch = arch;
+        world->spawn_plain = true;
+        for (int32_t i = 0; i < count; i++) {
+            const kl_column *col = cols[i] >= 0 ? &arch->columns[cols[i]] : NULL;
+            if (col && !(col->plain && col->component->size == col->stride))
+                world->spawn_plain = false;
+        }
     }
     return arch;
 }
@@ -219,10 +225,57 @@ static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_
     return KILN_OK;
 }
 
-kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
-                            void *const *values, int32_t count, bool move, kiln_entity reserved,
-                            kiln_entity *dest) {
-    assert_not_iterating(world);
+/* The usual spawn in one pass: the component list is the spawn cache's, its archetype has
+ * room and no check hook, and a slot is free (or reserved): the values go straight from
+ * values[] to the cached columns, with no copy of the column and value lists. False (nothing
+ * done) otherwise; spawn_values then takes the general path. */
+static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world,
+                                                               const kiln_component *components,
+                                                               void *const *values, int32_t count,
+                                                               bool move, kiln_entity reserved,
+                                                               kiln_entity *dest) {
+    if (count <= 0 || count != world->spawn_key_count || components == NULL) return false;
+    for (int32_t i = 0; i < count; i++)
+        if (components[i] != world->spawn_key[i]) return false;
+    kl_archetype *arch = world->spawn_arch;
+    if (arch->has_check || arch->count == arch->capacity) return false;
+    if (reserved == KILN_NULL_ENTITY &&
+        !(world->free_head != KL_NONE ||
+          (int64_t)kl_slot_count(world) < (int64_t)world->page_count * KL_PAGE_SIZE))
+        return false;
+    kiln_entity e = reserved ? reserved : kl_entity_take(world);
+    int32_t row = place(world, arch, e);
+    kiln_tick tick = world->tick;
+    bool plain = world->spawn_plain && values != NULL;
+    for (int32_t i = 0; i < count; i++) {
+        int32_t c = world->spawn_column[i];
+        if (c < 0) continue;
+        kl_column *col = &arch->columns[c];
+        const uint8_t *value = plain ? values[i] : NULL;
+        uint8_t *dst = col->data + (size_t)row * col->stride;
+        size_t size = col->stride;
+        /* plain bytes from outside the new row (a pointer into it can only be stale): value is
+         * at least size bytes before or after dst */
+        if (value && (uintptr_t)value - (uintptr_t)dst + (size - 1) >= 2 * size - 1) {
+            if (size == 8) memcpy(dst, value, 8); /* the usual widths first */
+            else if (size == 16) memcpy(dst, value, 16);
+            else kl_copy_value(dst, value, size);
+            col->ticks[row] = tick;
+            kl_column_touch(col, tick);
+        } else {
+            kl_column_write(col, row, values ? values[i] : NULL, move, tick);
+        }
+    }
+    if (dest) *dest = e;
+    return true;
+}
+
+/* kl_spawn_values past the spawn cache: out of line, so the cached path sets up no frame. */
+__attribute__((noinline)) static kiln_result spawn_general(kiln_world *world, const char *call,
+                                                           const kiln_component *components,
+                                                           void *const *values, int32_t count,
+                                                           bool move, kiln_entity reserved,
+                                                           kiln_entity *dest) {
     if (count >= 0 && count <= KL_SPAWN_CACHE) { /* small frames for the usual spawn */
         int32_t column[KL_SPAWN_CACHE];
         void *vals[KL_SPAWN_CACHE];
@@ -231,6 +284,15 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
     int32_t column[KL_SPAWN_MAX];
     void *vals[KL_SPAWN_MAX];
     return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
+}
+
+kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
+                            void *const *values, int32_t count, bool move, kiln_entity reserved,
+                            kiln_entity *dest) {
+    assert_not_iterating(world);
+    if (KL_LIKELY(spawn_cached(world, components, values, count, move, reserved, dest)))
+        return KILN_OK;
+    return spawn_general(world, call, components, values, count, move, reserved, dest);
 }
 
 kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {
@@ -447,6 +509,11 @@ static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_co
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
+    /* not deferred, so not iterating either (iteration defers the world): the usual spawn
+     * lands here without a further call */
+    if (KL_LIKELY(spawn_cached(world, components, (void *const *)values, count, false,
+                               KILN_NULL_ENTITY, dest)))
+        return KILN_OK;
     return kl_spawn_values(world, call, components, (void *const *)values, count, false,
                            KILN_NULL_ENTITY, dest);
 }
@@ -624,12 +691,13 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return NULL;
     const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
+    uint32_t row = kl_record_row(rec);
     /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
-    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, kl_record_row(rec), component);
+    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, row, component);
     int32_t c = arch->slots[component].column;
     if (c < 0) return NULL;
     const kl_column *col = &arch->columns[c];
-    return col->data + (size_t)kl_record_row(rec) * col->stride;
+    return col->data + (size_t)row * col->stride;
 }
 
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component) {

@@ -57,24 +57,6 @@ kiln_result kl_entities_reserve_slow(kiln_world *world, int64_t n, const char *c
     return KILN_OK;
 }
 
-kiln_entity kl_entity_take(kiln_world *world) {
-    uint32_t index, generation = 1; /* a fresh slot's first generation */
-    kl_record *r;
-    if (world->free_head != KL_NONE) {
-        index = world->free_head;
-        r = kl_record_at(world, index);
-        world->free_head = kl_record_next(r);
-        generation = kl_record_generation(r);
-        kl_record_set_reserved(r, generation);
-    } else {
-        index = kl_slot_count(world);
-        r = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-        kl_record_set_reserved(r, generation);
-        atomic_store_explicit(&world->slot_count, index + 1, memory_order_release);
-    }
-    return kiln_entity_make(index, generation);
-}
-
 void kl_entity_release(kiln_world *world, kiln_entity entity) {
     kl_record *r = kl_record_at(world, kiln_entity_index(entity));
     if (kl_record_alive(r)) world->alive--;

@@ -18,8 +18,25 @@ static inline kiln_result kl_entities_reserve(kiln_world *world, int64_t n, cons
 }
 
 /* Takes a slot (room must be reserved) and returns its handle. The slot is reserved (not
- * alive) until the caller points its record at a row and counts it in world->alive. */
-KL_HIDDEN kiln_entity kl_entity_take(kiln_world *world);
+ * alive) until the caller points its record at a row and counts it in world->alive. Inline:
+ * the spawn of one entity takes one. */
+static inline kiln_entity kl_entity_take(kiln_world *world) {
+    uint32_t index, generation = 1; /* a fresh slot's first generation */
+    kl_record *r;
+    if (world->free_head != KL_NONE) {
+        index = world->free_head;
+        r = kl_record_at(world, index);
+        world->free_head = kl_record_next(r);
+        generation = kl_record_generation(r);
+        kl_record_set_reserved(r, generation);
+    } else {
+        index = kl_slot_count(world);
+        r = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
+        kl_record_set_reserved(r, generation);
+        atomic_store_explicit(&world->slot_count, index + 1, memory_order_release);
+    }
+    return kiln_entity_make(index, generation);
+}
 
 /* Releases the slot of a live or reserved entity: bumps its generation (retiring it when exhausted). */
 KL_HIDDEN void kl_entity_release(kiln_world *world, kiln_entity entity);

@@ -224,6 +224,7 @@ struct kiln_world {
     kiln_component spawn_key[KL_SPAWN_CACHE];
     int32_t spawn_column[KL_SPAWN_CACHE]; /* per listed component: column, or -1 for a tag */
     int32_t spawn_key_count;              /* -1: empty cache */
+    bool spawn_plain;  /* every listed column plain (no hooks) and as wide as its values */
     kl_archetype *spawn_arch;
 
     /* Event queues and resources are tables (see memory.h): a main-thread system may
@@ -279,8 +280,12 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    /* the whole high half of the handle against the generation: stray high bits never match */
-    if ((r->bits >> KL_PLACE_BITS) != (e >> 32) || !kl_record_alive(r)) return NULL;
+    /* The generation and liveness in one compare: the place is the archetype when the handle's
+     * whole high half is the slot's generation (any other bit, stray high ones included, puts
+     * it at 2^16 or more), and dead or reserved slots read as archetypes at or beyond
+     * KL_ARCHETYPES_MAX. */
+    uint64_t place = (r->bits >> KL_ROW_BITS) ^ ((e >> 32) << (KL_PLACE_BITS - KL_ROW_BITS));
+    if (place >= KL_ARCHETYPES_MAX) return NULL;
     return r;
 }
 

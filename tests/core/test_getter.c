@@ -46,6 +46,7 @@ static int32_t every_kind_of_handle(kiln_component tag, kiln_entity *dest) {
     dest[n++] = KILN_NULL_ENTITY;
     dest[n++] = kiln_entity_make(1u << 20, 1);
     dest[n++] = dest[1] | ((kiln_entity)1 << 60);
+    dest[n++] = dest[1] | ((kiln_entity)1 << 53); /* the bit just above the 21-bit generation */
     dest[n++] = kiln_entity_make(kiln_entity_index(dest[2]), kiln_entity_generation(dest[2]) + 1);
     dest[n++] = KILN_PLACEHOLDER_BIT | 3;
     return n;
