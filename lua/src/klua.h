@@ -231,6 +231,9 @@ typedef struct klua_query {
     int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
     int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
     bool ffi_loop;      /* LuaJIT: the running iteration hands out FFI views (jit_views.c) */
+    /* LuaJIT: set with ffi_loop by jit_views.c, which builds on this layer: empties the FFI
+     * loop's row state when the loop ends, however it ends (klua_query_finish calls it) */
+    void (*ffi_end_rows)(lua_State *L, int q_idx);
     uint32_t ffi_gen;   /* LuaJIT: counts FFI loops begun, so a debug view knows its own */
 } klua_query;
 
@@ -281,7 +284,9 @@ KLUA_HIDDEN int klua_new_gc_guard(lua_State *L, klua_world *kw);
 KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
 KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
 /* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
- * Valid until the next call that asks for scratch; conversions into it run no Lua code. */
+ * Growing it keeps its first bytes (what a caller converted before asking for more); the
+ * pointer is valid until the next call that asks for scratch. Conversions into it run no
+ * Lua code. */
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);
 /* Pushes the kiln.World userdata of kw (also outside world:progress). */
 KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);

@@ -279,8 +279,15 @@ uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size) {
         while (n < size + 16) n *= 2;
         void *ud;
         lua_Alloc fa = lua_getallocf(L, &ud);
+        size_t old_shift = (16 - (uintptr_t)kw->scratch % 16) % 16;
         uint8_t *p = fa(ud, kw->scratch, kw->scratch_size, n);
         if (!p) luaL_error(L, "not enough memory");
+        /* The allocator may align the grown block otherwise (LuaJIT's gives 8-byte blocks):
+         * the bytes move with the aligned start, so a caller growing it mid-conversion keeps
+         * what it wrote (spawn's fast path). */
+        size_t new_shift = (16 - (uintptr_t)p % 16) % 16;
+        if (kw->scratch_size > old_shift + 16 && new_shift != old_shift)
+            memmove(p + new_shift, p + old_shift, kw->scratch_size - 16);
         kw->scratch = p;
         kw->scratch_size = n;
     }
