@@ -235,9 +235,10 @@ KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx)
  * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi
  * library (a mod's). */
 KLUA_COMPAT_HIDDEN void klua_jit_open_views(lua_State *L, int layer_idx);
-/* Empties the FFI loop state of the Query at q_idx (klua_query_finish, when its loop ends
- * however it ends), so its step, called again, asks for a chunk and finds none. */
-KLUA_COMPAT_HIDDEN void klua_jit_end_rows(lua_State *L, int q_idx);
+/* Pushes a table describing one field for the FFI layer: name, ctype (the FFI declaration, or
+ * absent), type (the schema name), count, offset and elem_size. */
+struct kiln_field;
+KLUA_COMPAT_HIDDEN void klua_jit_push_field(lua_State *L, const struct kiln_field *fd);
 #define KLUA_JIT_REG_EACH "kiln.ffi_each" /* registry: the each-system runner below */
 #define KLUA_JIT_REG_FFI "kiln.ffi"       /* registry: the ffi module kiln opened or found */
 #define KLUA_JIT_REG_SHARED "kiln.ffi_shared" /* registry: lua/kiln/ffi.lua's types, per state */
@@ -259,7 +260,6 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 #define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
-#define klua_jit_end_rows(L, q_idx) ((void)(L), (void)(q_idx))
 #define klua_jit_open_spawn(L, layer_idx) ((void)(L), (void)(layer_idx))
 
 #endif

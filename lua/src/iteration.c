@@ -79,7 +79,7 @@ static void track_loop(lua_State *L, int q_idx, bool open) {
 
 void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
     if (!kq->active) return;
-    if (kq->ffi_loop) klua_jit_end_rows(L, q_idx); /* LuaJIT: its step finds no more rows */
+    if (kq->ffi_loop && kq->ffi_end_rows) kq->ffi_end_rows(L, q_idx); /* LuaJIT: its step finds no more rows */
     kq->active = false;
     kq->ffi_loop = false;
     kq->row = -1;

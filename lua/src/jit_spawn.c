@@ -80,16 +80,7 @@ static int spawn_describe(lua_State *L) {
     }
     lua_createtable(L, info.field_count, 0);
     for (int32_t f = 0; f < info.field_count; f++) {
-        const kiln_field *fd = &info.fields[f];
-        lua_createtable(L, 0, 4);
-        lua_pushstring(L, fd->name);
-        lua_setfield(L, -2, "name");
-        lua_pushstring(L, kiln_type_name(fd->type));
-        lua_setfield(L, -2, "type");
-        lua_pushinteger(L, fd->count);
-        lua_setfield(L, -2, "count");
-        lua_pushinteger(L, fd->offset);
-        lua_setfield(L, -2, "offset");
+        klua_jit_push_field(L, &info.fields[f]);
         lua_rawseti(L, -2, f + 1);
     }
     lua_setfield(L, -2, "fields");

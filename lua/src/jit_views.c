@@ -32,8 +32,10 @@ static const char *ffi_type(kiln_type t) {
     }
 }
 
+static void end_rows(lua_State *L, int q_idx);
+
 /* One field as ffi.lua declares it (ffi.lua checks offsets and sizes against ffi.offsetof). */
-static void push_field(lua_State *L, const kiln_field *fd) {
+void klua_jit_push_field(lua_State *L, const kiln_field *fd) {
     lua_createtable(L, 0, 6);
     lua_pushstring(L, fd->name);
     lua_setfield(L, -2, "name");
@@ -75,7 +77,7 @@ static int views_terms(lua_State *L) {
         lua_setfield(L, -2, "check");
         lua_createtable(L, info->field_count, 0);
         for (int32_t f = 0; f < info->field_count; f++) {
-            push_field(L, &info->fields[f]);
+            klua_jit_push_field(L, &info->fields[f]);
             lua_rawseti(L, -2, f + 1);
         }
         lua_setfield(L, -2, "fields");
@@ -130,6 +132,7 @@ static int views_begin(lua_State *L) {
     if (kq->active && !kq->owner) klua_jit_settle_query(L, kq, 1); /* a loop left by break */
     klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
+    kq->ffi_end_rows = end_rows;
     kq->ffi_gen++;
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
@@ -245,7 +248,10 @@ static int views_state(lua_State *L) {
     return 1;
 }
 
-void klua_jit_end_rows(lua_State *L, int q_idx) {
+/* Empties the FFI loop state of the Query at q_idx (klua_query_finish calls it through
+ * kq->ffi_end_rows when the loop ends however it ends), so its step, called again, asks for a
+ * chunk and finds none. */
+static void end_rows(lua_State *L, int q_idx) {
     q_idx = lua_absindex(L, q_idx);
     if (lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_FFI) == LUA_TTABLE) { /* q:each's for-state */
         lua_pushliteral(L, "n");
