@@ -368,6 +368,34 @@ plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint
     return edge;
 }
 
+/* An add of value along a plain edge, when there is one (and a value to write): true when
+ * done, false when the general path must decide. */
+static inline __attribute__((always_inline)) bool add_plain(kiln_world *world, kiln_entity entity,
+                                                            kiln_component component,
+                                                            const void *value) {
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
+    if (!edge || !value) return false;
+    add_move(world, rec, arch, edge, value);
+    return true;
+}
+
+/* A remove along a plain edge, when there is one: true when done (*removed set), false when
+ * the general path must decide. */
+static inline __attribute__((always_inline)) bool remove_plain(kiln_world *world,
+                                                               kiln_entity entity,
+                                                               kiln_component component,
+                                                               bool *removed) {
+    kl_record *rec;
+    kl_archetype *arch;
+    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
+    if (!edge) return false;
+    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL, edge->column, rec);
+    if (removed) *removed = true;
+    return true;
+}
+
 /* kl_add_value's body, inlined into kiln_add too: the public call pays one frame. */
 static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *world,
                                                                    const char *call,
@@ -408,13 +436,7 @@ __attribute__((noinline)) static kiln_result add_general(kiln_world *world, cons
 
 kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
                          kiln_component component, void *value, bool move) {
-    kl_record *rec;
-    kl_archetype *arch;
-    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
-    if (edge && value) {
-        add_move(world, rec, arch, edge, value);
-        return KILN_OK;
-    }
+    if (add_plain(world, entity, component, value)) return KILN_OK;
     return add_general(world, call, entity, component, value, move);
 }
 
@@ -455,15 +477,7 @@ __attribute__((noinline)) static kiln_result remove_general(kiln_world *world, c
 
 kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
                                 kiln_component component, bool *removed) {
-    kl_record *rec;
-    kl_archetype *arch;
-    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
-    if (edge) {
-        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL,
-                                edge->column, rec);
-        if (removed) *removed = true;
-        return KILN_OK;
-    }
+    if (remove_plain(world, entity, component, removed)) return KILN_OK;
     return remove_general(world, call, entity, component, removed);
 }
 
@@ -611,13 +625,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
-    kl_record *rec;
-    kl_archetype *arch;
-    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
-    if (edge && value) {
-        add_move(world, rec, arch, edge, value);
-        return KILN_OK;
-    }
+    if (add_plain(world, entity, component, value)) return KILN_OK;
     return add_general(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
 
@@ -636,15 +644,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_remove", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return remove_deferred(world, entity, component, removed);
-    kl_record *rec;
-    kl_archetype *arch;
-    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
-    if (edge) {
-        kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL,
-                                edge->column, rec);
-        if (removed) *removed = true;
-        return KILN_OK;
-    }
+    if (remove_plain(world, entity, component, removed)) return KILN_OK;
     return remove_general(world, "kiln_remove", entity, component, removed);
 }
 

@@ -180,6 +180,22 @@ static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column
     kl_column_touch(d, tick);
 }
 
+/* The row bookkeeping of a move out of src: src's last row (tail, read before anything was
+ * pushed) takes row at's place (its entity's record follows), src shrinks by one and notes
+ * the structural change, and the moving entity's record points at row of archetype dst_id. */
+static inline __attribute__((always_inline)) void
+kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail,
+                    kl_record *record, uint32_t dst_id, int32_t row) {
+    if (at != tail) {
+        kiln_entity moved = src->entities[tail];
+        src->entities[at] = moved;
+        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
+    }
+    src->count = (int32_t)tail;
+    src->structure_tick = world->tick;
+    kl_record_set_place(record, dst_id, (uint32_t)row);
+}
+
 /* kl_archetype_move when no column of src has a move or destroy hook, with the changed
  * column as a pointer (added: into dst's columns; gone: into src's; NULL for none): the rows
  * and records first, then the values, in one pass over the columns that skips the changed
@@ -190,14 +206,7 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, k
     int32_t last = src->count - 1;
     int32_t row = kl_archetype_push(world, dst, src->entities[src_row]);
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
-    if (at != tail) {
-        kiln_entity moved = src->entities[last];
-        src->entities[src_row] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)src_row);
-    }
-    src->count = last;
-    src->structure_tick = world->tick;
-    kl_record_set_place(record, dst->id, (uint32_t)row);
+    kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
     if (gone) { /* a plain value: nothing to destroy, the tail row fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
@@ -235,14 +244,7 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
     if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
     kl_archetype_move_hooked(src, dst, added, gone, at, to, tail);
-    if (at != tail) {
-        kiln_entity moved = src->entities[last];
-        src->entities[src_row] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)src_row);
-    }
-    src->count = last;
-    src->structure_tick = world->tick;
-    kl_record_set_place(record, dst->id, (uint32_t)row);
+    kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
 }
 
 /* Frees every archetype, running the destroy hooks of every live value. */
