@@ -321,16 +321,6 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
-/* Writes a plain value of size bytes (no padding, no hooks) into a fresh row: the usual
- * sizes through registers, which any source may overlap. */
-static inline __attribute__((always_inline)) void write_plain(uint8_t *dst, const void *value,
-                                                              size_t size) {
-    if (size == 8) memcpy(dst, value, 8);
-    else if (size == 4) memcpy(dst, value, 4);
-    else if (size == 16) memcpy(dst, value, 16);
-    else memmove(dst, value, size);
-}
-
 /* add_value's move along a plain edge (see plain_edge): the value first, then the row. */
 static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl_record *rec,
                                                            kl_archetype *arch,
@@ -341,7 +331,8 @@ static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl
     if (col) {
         kiln_tick tick = world->tick;
         int32_t row = dst->count;
-        write_plain(col->data + (size_t)row * col->stride, value, col->stride);
+        /* a plain value (no padding, no hooks), from anywhere, a row of a column included */
+        kl_copy_over(col->data + (size_t)row * col->stride, value, col->stride);
         col->ticks[row] = tick;
         kl_column_touch(col, tick);
     }
