@@ -168,27 +168,7 @@ end
 
 local cases = {{"jit_each", case_each}, {"jit_bulk", case_bulk}, {"jit_spawn", case_spawn},
                {"jit_garbage", case_garbage}}
-local ran = false
-for _, c in ipairs(cases) do
-    if not opts.case or opts.case == c[1] then
-        c[2]()
-        ran = true
-    end
-end
-if not ran then
-    io.stderr:write("jit_bench.lua: unknown case '", tostring(opts.case), "'\n")
-    os.exit(2)
-end
-
-local function row(r)
-    local verdict = r.pass == nil and "" or (r.pass and "PASS" or "MISS")
-    print(string.format("%-36s %14.3f %14.3f %9.3f  %-10s %-13s %s", r.case, r.ns, r.baseline_ns, r.ratio, r.unit,
-                        r.goal or "", verdict))
-end
-print(string.format("kiln LuaJIT benchmarks: %d entities, %s, %d samples per side (medians)", N, jit.version, REPEATS))
-for _, r in ipairs(results) do row(r) end
-if #infos > 0 then
-    print("informational (not written to the JSON file):")
-    for _, r in ipairs(infos) do row(r) end
-end
+measure.run_cases("jit_bench.lua", cases, opts.case)
+measure.report(string.format("kiln LuaJIT benchmarks: %d entities, %s, %d samples per side (medians)", N, jit.version,
+    REPEATS), results, infos)
 if opts.json then measure.write_json(opts.json, results) end

@@ -74,4 +74,45 @@ function M.write_json(path, results)
     f:close()
 end
 
+-- Runs each case {name, fn} of cases, or only the one named selected; exits with status 2,
+-- naming script, when selected names none of them.
+function M.run_cases(script, cases, selected)
+    local ran = false
+    for _, c in ipairs(cases) do
+        if not selected or selected == c[1] then
+            c[2]()
+            ran = true
+        end
+    end
+    if not ran then
+        io.stderr:write(script, ": unknown case '", tostring(selected), "'\n")
+        os.exit(2)
+    end
+end
+
+local function fmt(v)
+    if v >= 1e6 then return string.format("%.0f", v) end
+    if v >= 100 then return string.format("%.1f", v) end
+    return string.format("%.3f", v)
+end
+
+-- Prints title, then one row per result ({case, ns, baseline_ns, ratio, unit, goal, pass,
+-- note}) and the informational rows after them.
+function M.report(title, results, infos)
+    local function row(r)
+        local verdict = r.pass == nil and "" or (r.pass and "PASS" or "MISS")
+        print(string.format("%-44s %14s %14s %9s  %-10s %-13s %s%s", r.case, fmt(r.ns), fmt(r.baseline_ns),
+            string.format("%.3f", r.ratio), r.unit or "", r.goal or "", verdict,
+            r.note and ("  (" .. r.note .. ")") or ""))
+    end
+    print(title)
+    print(string.format("%-44s %14s %14s %9s  %-10s %-13s %s", "case", "ns", "baseline_ns", "ratio", "unit",
+        "goal", "result"))
+    for _, r in ipairs(results) do row(r) end
+    if infos and #infos > 0 then
+        print("informational (not written to the JSON file):")
+        for _, r in ipairs(infos) do row(r) end
+    end
+end
+
 return M

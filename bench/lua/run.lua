@@ -530,38 +530,8 @@ local cases = {
     { "lua_get", case_get },
     { "lua_get_heap", case_get_heap },
 }
-local ran = false
-for _, c in ipairs(cases) do
-    if not opts.case or opts.case == c[1] then
-        c[2]()
-        ran = true
-    end
-end
-if not ran then
-    io.stderr:write("run.lua: unknown case '", tostring(opts.case), "'\n")
-    os.exit(2)
-end
-
-local function fmt(v)
-    if v >= 1e6 then return string.format("%.0f", v) end
-    if v >= 100 then return string.format("%.1f", v) end
-    return string.format("%.3f", v)
-end
-
-local function print_row(r)
-    local verdict = r.pass == nil and "" or (r.pass and "PASS" or "MISS")
-    print(string.format("%-44s %14s %14s %9s  %-10s %-13s %s%s", r.case, fmt(r.ns), fmt(r.baseline_ns),
-        string.format("%.3f", r.ratio), r.unit, r.goal, verdict, r.note and ("  (" .. r.note .. ")") or ""))
-end
-
-print(string.format("kiln Lua benchmarks: %d entities, %s, %d samples per side (medians)", N,
-    _VERSION, REPEATS))
-print(string.format("%-44s %14s %14s %9s  %-10s %-13s %s", "case", "ns", "baseline_ns", "ratio", "unit",
-    "goal", "result"))
-for _, r in ipairs(results) do print_row(r) end
-if #infos > 0 then
-    print("informational (not written to the JSON file):")
-    for _, r in ipairs(infos) do print_row(r) end
-end
+measure.run_cases("run.lua", cases, opts.case)
+measure.report(string.format("kiln Lua benchmarks: %d entities, %s, %d samples per side (medians)", N, _VERSION,
+    REPEATS), results, infos)
 
 if opts.json then measure.write_json(opts.json, results) end
