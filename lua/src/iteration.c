@@ -92,6 +92,23 @@ void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
     track_loop(L, q_idx, false);
 }
 
+bool klua_query_push_simple(lua_State *L, const klua_query *kq, int t) {
+    const void *col = kq->it.columns[t];
+    switch (kq->kind[t]) {
+    case TERM_TAG: /* a with-term tag is always there; an optional one is asked for */
+        if (t < kq->with_count || kiln_has(kq->kw->world, kq->it.entities[kq->row], kq->terms[t]))
+            lua_pushboolean(L, 1);
+        else lua_pushnil(L);
+        return true;
+    case TERM_LUA:
+        if (!col) lua_pushnil(L);
+        else klua_value_push(L, kq->kw, ((const int32_t *)col)[kq->row]);
+        return true;
+    default:
+        return false;
+    }
+}
+
 void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
     if (kq->active)
         klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
@@ -288,21 +305,10 @@ static int lua_step_c(lua_State *L) {
     kiln_entity e = kq->it.entities[kq->row];
     lua_pushinteger(L, (lua_Integer)e);
     for (int t = 0; t < kq->term_count; t++) {
-        void *col = kq->it.columns[t];
-        switch (kq->kind[t]) {
-        case TERM_TAG:
-            if (t < kq->with_count || kiln_has(kq->kw->world, e, kq->terms[t])) lua_pushboolean(L, 1);
-            else lua_pushnil(L);
-            break;
-        case TERM_LUA:
-            if (!col) lua_pushnil(L);
-            else klua_value_push(L, kq->kw, ((const int32_t *)col)[kq->row]);
-            break;
-        default: /* a with-term's view is the step's V<k> */
-            if (t < kq->with_count) break;
-            if (!col) lua_pushnil(L);
-            else lua_pushvalue(L, lua_upvalueindex(LSTEP_UPV_VIEWS + (kq->writable[t] ? 0 : kq->term_count) + t));
-        }
+        /* a data with-term's view is the step's V<k> */
+        if (klua_query_push_simple(L, kq, t) || t < kq->with_count) continue;
+        if (!kq->it.columns[t]) lua_pushnil(L);
+        else lua_pushvalue(L, lua_upvalueindex(LSTEP_UPV_VIEWS + (kq->writable[t] ? 0 : kq->term_count) + t));
     }
     for (int t = 0; t < kq->term_count; t++) {
         void *col = kq->it.columns[t];

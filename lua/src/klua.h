@@ -470,6 +470,10 @@ KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by
 /* iteration.c: moves the running iteration of the Query at q_idx to its next row; false (the
  * iteration finished) when there is none. */
 KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);
+/* Pushes term t's value at the current row when t is a tag (true, or nil when an optional tag
+ * is absent) or a "lua" term (its value, or nil) and returns true; returns false, pushing
+ * nothing, for a data term, whose view the caller pushes. */
+KLUA_HIDDEN bool klua_query_push_simple(lua_State *L, const klua_query *kq, int t);
 /* Raises unless the running system is the one that began the loop. */
 KLUA_HIDDEN void klua_query_check_owner(lua_State *L, const klua_query *kq);
 /* Writes data term t of the current row back from one value per field at stack slots

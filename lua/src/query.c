@@ -275,44 +275,30 @@ static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
     if (kq->term_count + 8 > LUA_MINSTACK) luaL_checkstack(L, kq->term_count + 8, "too many terms");
     lua_pushinteger(L, (lua_Integer)kq->it.entities[kq->row]);
     for (int t = 0; t < kq->term_count; t++) {
+        if (klua_query_push_simple(L, kq, t)) continue;
         void *col = kq->it.columns[t];
-        switch (kq->kind[t]) {
-        case TERM_TAG:
-            /* a with-term tag is always there; an optional one is asked for */
-            if (t < kq->with_count) lua_pushboolean(L, 1);
-            else if (kiln_has(kq->kw->world, kq->it.entities[kq->row], kq->terms[t])) lua_pushboolean(L, 1);
-            else lua_pushnil(L);
-            break;
-        case TERM_LUA:
-            if (!col) lua_pushnil(L);
-            else klua_value_push(L, kq->kw, ((const int32_t *)col)[kq->row]);
-            break;
-        default: {
-            if (!col) {
-                lua_pushnil(L); /* an optional term this archetype lacks */
-                break;
-            }
-            const kiln_component_info *info = &kq->info[t];
-            const uint8_t *src = (const uint8_t *)col + (size_t)kq->row * info->stride;
-            memcpy(kq->snap[t], src, info->size);
-            src = kq->snap[t]; /* the query's own copy: fills run no risk from the collector */
-            int view = VIEW_AT(rs, t);
-            for (int32_t f = 0; f < info->field_count; f++) {
-                const kiln_field *fd = &info->fields[f];
-                lua_pushvalue(L, KEY_AT(rs, kq, t, f)); /* the interned key: no string look-up */
-                if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                    float v;
-                    memcpy(&v, src + fd->offset, 4);
-                    lua_pushnumber(L, v);
-                } else {
-                    klua_push_field(L, fd, src);
-                }
-                lua_rawset(L, view);
-            }
-            lua_pushvalue(L, kq->writable[t] ? view : PROXY_AT(rs, t));
-            break;
+        if (!col) {
+            lua_pushnil(L); /* an optional term this archetype lacks */
+            continue;
         }
+        const kiln_component_info *info = &kq->info[t];
+        const uint8_t *src = (const uint8_t *)col + (size_t)kq->row * info->stride;
+        memcpy(kq->snap[t], src, info->size);
+        src = kq->snap[t]; /* the query's own copy: fills run no risk from the collector */
+        int view = VIEW_AT(rs, t);
+        for (int32_t f = 0; f < info->field_count; f++) {
+            const kiln_field *fd = &info->fields[f];
+            lua_pushvalue(L, KEY_AT(rs, kq, t, f)); /* the interned key: no string look-up */
+            if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
+                float v;
+                memcpy(&v, src + fd->offset, 4);
+                lua_pushnumber(L, v);
+            } else {
+                klua_push_field(L, fd, src);
+            }
+            lua_rawset(L, view);
         }
+        lua_pushvalue(L, kq->writable[t] ? view : PROXY_AT(rs, t));
     }
     return 1 + kq->term_count;
 }
