@@ -17,7 +17,8 @@ typedef struct source {
     void **values;              /* copied out: spawning may move the originals */
 } source;
 
-/* The first of the count (parent, child) pairs whose parent is not below parent. */
+/* The first of the count (parent, child) pairs whose parent is not below parent (any sorted
+ * pairs: copy_of looks up (original, copy) pairs with it). */
 static int64_t first_child(const kiln_entity *pairs, int64_t count, kiln_entity parent) {
     int64_t lo = 0, hi = count;
     while (lo < hi) {
@@ -92,13 +93,8 @@ static int by_entity(const void *a, const void *b) {
 
 /* The copy of e when e was cloned, else e: copies holds (original, copy) pairs sorted. */
 static kiln_entity copy_of(const kiln_entity *copies, int64_t n, kiln_entity e) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (copies[2 * mid] < e) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n && copies[2 * lo] == e ? copies[2 * lo + 1] : e;
+    int64_t at = first_child(copies, n, e); /* the first pair whose first is not below e */
+    return at < n && copies[2 * at] == e ? copies[2 * at + 1] : e;
 }
 
 /* Points the entity fields of every copy that name a cloned entity at its copy (copies: room
