@@ -180,14 +180,18 @@ const char *kiln_commands_error(const kiln_commands *cmd) {
     return cmd->error;
 }
 
+/* The start of the value blocks' data (16-byte aligned). */
+static inline uint8_t *block_data(kl_block *b) {
+    return (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+}
+
 /* 16-byte-aligned room for size bytes in the value blocks, or NULL when out of memory. */
 static void *value_room(kiln_commands *cmd, size_t size) {
     size_t need = (size + 15) & ~(size_t)15;
     for (kl_block *b = cmd->current; b; b = b->next) {
         if (b->size - b->used >= need) {
             cmd->current = b;
-            uint8_t *data = (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
-            void *p = data + b->used;
+            void *p = block_data(b) + b->used;
             b->used += need;
             return p;
         }
@@ -206,7 +210,7 @@ static void *value_room(kiln_commands *cmd, size_t size) {
     while (*link) link = &(*link)->next;
     *link = b;
     cmd->current = b;
-    return (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+    return block_data(b);
 }
 
 static const char *op_name(uint8_t op) {
@@ -222,10 +226,37 @@ static const char *op_name(uint8_t op) {
     return "?";
 }
 
+/* The usual record in one pass, inline in the recording calls: the command array and the
+ * current value block have room, the batch goes on, and a value is copied bytewise. False,
+ * with nothing done, otherwise; push_slow then takes the general path. */
+static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, kl_op op,
+                                                            kiln_entity target,
+                                                            kiln_component component,
+                                                            const void *value, size_t size,
+                                                            bool move, const kl_component *comp) {
+    if (cmd->count == cmd->cap || cmd->complete || (cmd->head == cmd->count && cmd->head != 0))
+        return false;
+    void *room = NULL;
+    if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
+        kl_block *b = cmd->current;
+        size_t need = (size + 15) & ~(size_t)15;
+        if ((move && comp && comp->move) || !b || b->size - b->used < need) return false;
+        room = block_data(b) + b->used;
+        b->used += need;
+        kl_copy_value(room, value, size);
+    }
+    cmd->cmds[cmd->count++] = (kl_cmd){.op = (uint8_t)op, .has_value = room != NULL,
+                                       .hooks_known = comp != NULL, .component = component,
+                                       .size = (uint32_t)size, .target = target, .value = room};
+    return true;
+}
+
 /* Appends a command; the value (size bytes, or none) is copied or moved in. */
-static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_entity target,
-                        kiln_component component, const void *value, size_t size, bool move,
-                        const kl_component *comp) {
+__attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const char *call,
+                                                       kl_op op, kiln_entity target,
+                                                       kiln_component component,
+                                                       const void *value, size_t size, bool move,
+                                                       const kl_component *comp) {
     if (cmd->head == cmd->count && cmd->head != 0) {
         cmd->head = cmd->count = 0;
         reset_values(cmd);
@@ -252,6 +283,15 @@ static kiln_result push(kiln_commands *cmd, const char *call, kl_op op, kiln_ent
     if (cmd->complete) reset_batch(cmd);
     cmd->count++;
     return KILN_OK;
+}
+
+static inline __attribute__((always_inline)) kiln_result push(kiln_commands *cmd, const char *call,
+                                                             kl_op op, kiln_entity target,
+                                                             kiln_component component,
+                                                             const void *value, size_t size,
+                                                             bool move, const kl_component *comp) {
+    if (KL_LIKELY(push_fast(cmd, op, target, component, value, size, move, comp))) return KILN_OK;
+    return push_slow(cmd, call, op, target, component, value, size, move, comp);
 }
 
 kiln_result kl_commands_record(kiln_commands *cmd, const char *call, kl_op op, kiln_entity target,
@@ -281,7 +321,8 @@ static bool is_current(const kiln_commands *cmd, kiln_entity e) {
 }
 
 /* Checks an entity argument of a recording call: a placeholder must be from this batch. */
-static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entity e) {
+__attribute__((noinline)) static kiln_result check_target_slow(kiln_commands *cmd, const char *call,
+                                                               kiln_entity e) {
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
     if (!kiln_is_placeholder(e)) {
@@ -294,6 +335,15 @@ static kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entit
                            "%s: placeholder %u is not from this buffer's current batch", call,
                            (unsigned)(e & KL_PH_INDEX_MASK));
     return KILN_OK;
+}
+
+/* check_target_slow's answer for the usual arguments, inline: a live world and a real
+ * entity or a placeholder of the current batch; the slow path makes every error. */
+static inline kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entity e) {
+    if (KL_LIKELY(cmd->world != NULL) &&
+        (kiln_is_placeholder(e) ? !cmd->complete && is_current(cmd, e) : e != KILN_NULL_ENTITY))
+        return KILN_OK;
+    return check_target_slow(cmd, call, e);
 }
 
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
@@ -318,7 +368,8 @@ kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
                                "%s: the world's placeholder tags are used up (2^%d batches)",
                                call, 62 - KL_PH_INDEX_BITS);
     }
-    if (!kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)index + 1,
+    if (index >= cmd->ph_cap &&
+        !kl_grow(cmd->alloc, (void **)&cmd->placeholders, &cmd->ph_cap, (int64_t)index + 1,
                  sizeof(kiln_entity), 64))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a placeholder", call);
     kiln_entity ph = KILN_PLACEHOLDER_BIT | (tag << KL_PH_INDEX_BITS) | index;
@@ -337,7 +388,8 @@ kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity) {
     return push(cmd, "kiln_commands_despawn", KL_OP_DESPAWN, entity, 0, NULL, 0, false, NULL);
 }
 
-static kiln_result record_value(kiln_commands *cmd, const char *call, kl_op op, kiln_entity e,
+static inline __attribute__((always_inline)) kiln_result record_value(kiln_commands *cmd, const char *call,
+                                                                     kl_op op, kiln_entity e,
                                 kiln_component c, void *value, size_t size, bool sized) {
     kiln_result r = check_target(cmd, call, e);
     if (r != KILN_OK) return r;
