@@ -531,7 +531,8 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
 }
 
 /* Applies the command at i; returns the number of commands consumed (0 on failure). */
-static int64_t apply_one(kiln_commands *cmd, int64_t i, kiln_result *result) {
+static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cmd, int64_t i,
+                                                               kiln_result *result) {
     kiln_world *world = cmd->world;
     kl_cmd *c = &cmd->cmds[i];
     *result = KILN_OK;
