@@ -150,6 +150,10 @@ local function writer_source(d)
 end
 
 local makers = {} -- writer source -> the compiled chunk that makes it
+-- writer source and defaults -> the writer: one closure for every world and component of a
+-- layout, so the trace of a spawn loop, which guards the writer it calls, holds for the next
+-- world (with a closure per world, every spawn into a second world left that trace)
+local writers = setmetatable({}, {__mode = "v"})
 
 -- The writer of the component describe gave as d, or nil where the C path must run: Lua
 -- values, a check hook, no reflected fields, or more fields than one straight writer takes
@@ -157,12 +161,17 @@ local makers = {} -- writer source -> the compiled chunk that makes it
 local function make_writer(d)
     if d.lua or d.check or #d.fields == 0 or #d.fields > 16 then return nil end
     local src = writer_source(d)
+    local key = src .. "\0" .. (d.defaults or "")
+    local write = writers[key]
+    if write then return write end
     local maker = makers[src]
     if not maker then
         maker = assert(load(src, "=lua/kiln/ffi_spawn.lua(generated)"))
         makers[src] = maker
     end
-    return maker(next, type, floor, cast, fill, copy, write_vec, HUGE, PTR, d.defaults)
+    write = maker(next, type, floor, cast, fill, copy, write_vec, HUGE, PTR, d.defaults)
+    writers[key] = write
+    return write
 end
 
 -- ---- the spawn ----------------------------------------------------------------------------
