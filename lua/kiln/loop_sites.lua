@@ -53,20 +53,29 @@ local function touches(func, pc, e)
     return false
 end
 
+-- Instructions that call a function (so one on the loop's line could be a wrapper whose
+-- iterator hands kiln's entity to the body in another variable); the loop's own ITERC, which
+-- carries the for's line, calls the iterator the line's CALL made.
+local CALLS = {CALL = true, CALLM = true, CALLT = true, CALLMT = true}
+
 -- The loop of func whose iterator call is on line: {first, last (its body's instructions),
 -- slot (its first variable's)}, or nil when there is none or more than one (two loops written
--- on one line). The parser writes `CALL f; JMP => ITERC` before a generic for's body and
--- `ITERC; ITERL` after it, the ITERC's base three slots above the call's.
+-- on one line), or when the line makes any other call before the loop's: only then is the
+-- loop's call the one that reached q:each (for _, e in wrap(q:each()) must keep its entity;
+-- calls in the body come after). The parser writes
+-- `CALL f; JMP => ITERC` before a generic for's body and `ITERC; ITERL` after it, the ITERC's
+-- base three slots above the call's.
 local function loop_at(func, line)
-    local found
-    for pc = 2, funcinfo(func).bytecodes - 1 do
+    local found, calls = nil, 0
+    for pc = 1, funcinfo(func).bytecodes - 1 do
         local op, _, _, _, d = decode(func, pc)
+        if CALLS[op] and funcinfo(func, pc).currentline == line then calls = calls + 1 end
         if op == "JMP" then
             local target = pc + d - 0x7fff
             local top, ta = decode(func, target)
             local cop, ca = decode(func, pc - 1)
             if top == "ITERC" and cop == "CALL" and ca + 3 == ta and funcinfo(func, pc - 1).currentline == line then
-                if found then return nil end
+                if found or calls ~= 1 then return nil end
                 found = {first = pc + 1, last = target - 1, slot = ta}
             end
         end

@@ -558,6 +558,26 @@ describe("q:each() under LuaJIT", function()
         assert.are.same({a, a}, seen)
     end)
 
+    it("hands the entity to a wrapper of q:each called on the loop's line, whose body reads it elsewhere", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        -- hands the body (view, entity): the loop's first variable is the view; the iterator
+        -- comes in a table, so the loop's own call takes one argument (a CALL, as q:each's is)
+        local function swap(it)
+            local f, s, c = it[1], it[2], it[3]
+            return function()
+                local e, p = f(s, c)
+                c = e
+                if e == nil then return nil end
+                return p, e
+            end
+        end
+        local got = {}
+        for _, e in swap({q:each()}) do got[#got + 1] = e end
+        assert.are.same({a}, got)
+    end)
+
     it("leaves q:bulk its table shape (field arrays from 1) on both interpreters", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
