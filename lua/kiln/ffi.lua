@@ -273,8 +273,9 @@ end
 -- a closure of it per set of view types (P<t>, upvalues the traces take as constants). Per
 -- row: the row counter, a tick stored for each term the loop stamps (r.ticks[t] not NULL),
 -- and the entity (a load LuaJIT keeps even when the loop ignores it: it is the for's control
--- value). In the debug form each view goes through wrap(s, t, pointer).
-local function step_source(kinds, debug)
+-- value), or with bare (a loop that never reads it, loop_sites.lua) true in its place. In the
+-- debug form each view goes through wrap(s, t, pointer).
+local function step_source(kinds, debug, bare)
   local b, types = {}, {}
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
   b[1] = format("local next_chunk, cast, tonumber, wrap%s = ...\nlocal function row(s, r, i)\n  local tick = s.tick\n",
@@ -282,7 +283,7 @@ local function step_source(kinds, debug)
   for t, k in ipairs(kinds) do
     if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
   end
-  local results = {"tonumber(r.entities[i])"}
+  local results = {bare and "true" or "tonumber(r.entities[i])"}
   for t, k in ipairs(kinds) do
     if k == "t" then
       results[#results + 1] = "true"
@@ -337,7 +338,7 @@ local function make_state(q, strict)
   local rows, address = views.rows()
   local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {},
              writable = {}, it = cast(ITER, views.iter(q)), rows = rows, r = cast(ROWS, address), q = q, terms = {},
-             step_for = {}}
+             step_for = {}, bare_step_for = {}}
   for t, term in ipairs(terms) do
     s.names[t] = term.name
     if term.kind == "tag" then
@@ -357,13 +358,15 @@ local function make_state(q, strict)
   return s
 end
 
--- The step of s for its current view types (choose_types, which sets s.mask), plain or debug:
--- cached in s by mask, so beginning a loop makes no garbage.
-local function step_of(s, debug)
+-- The step of s for its current view types (choose_types, which sets s.mask), plain, bare (no
+-- entity) or debug: cached in s by mask, so beginning a loop makes no garbage.
+local function step_of(s, debug, bare)
+  bare = bare and not debug
+  local cache = bare and s.bare_step_for or s.step_for
   local slot = debug and -1 - s.mask or s.mask
-  local step = s.step_for[slot]
+  local step = cache[slot]
   if step then return step end
-  local key, types = {debug and "debug" or "plain", table.concat(s.kinds)}, {}
+  local key, types = {debug and "debug" or bare and "bare" or "plain", table.concat(s.kinds)}, {}
   for t, kind in ipairs(s.kinds) do
     if kind ~= "t" then
       types[#types + 1] = s.ptr_types[t]
@@ -373,10 +376,10 @@ local function step_of(s, debug)
   key = table.concat(key, ":")
   step = steps[key]
   if not step then
-    step = compiled(step_source(s.kinds, debug), next_chunk, cast, tonumber, wrap, unpack(types))
+    step = compiled(step_source(s.kinds, debug, bare), next_chunk, cast, tonumber, wrap, unpack(types))
     steps[key] = step
   end
-  s.step_for[slot] = step
+  cache[slot] = step
   return step
 end
 
@@ -422,23 +425,26 @@ local function state_of(q, strict, fname)
 end
 
 -- Begins q's FFI loop over its state s, the loop running level frames up from start's caller;
--- returns its step, or nil where the table path must run (a world with a budget).
-local function start(q, s, level, fname, stamp)
+-- returns its step, or nil where the table path must run (a world with a budget). With site
+-- (a generic for calling q:each there), the step hands out no entity when that loop's body
+-- never reads it (layer.entity_unread, loop_sites.lua).
+local function start(q, s, level, fname, stamp, site)
   -- s: the loop's for-state, by which it is found running; its first chunk comes in s.rows
   -- (with stamp, its rows stamped changed at once)
-  local loop, system, n = begin(q, s, s.writable, level + 1, fname, s.rows, stamp)
+  local loop, system, n, func, line = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
   if not loop then return nil end
   shared.running_system = system
   s.n, s.tick = n, s.r.tick
   choose_types(s, loop, s.writable)
-  return step_of(s, kiln.ffi_debug and true or false)
+  local unread = layer.entity_unread
+  return step_of(s, kiln.ffi_debug and true or false, func and unread and unread(func, line))
 end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
 function Query:each_ffi()
   if not pairs_of[self] then check_query(self, "query:each_ffi") end
   local s = state_of(self, false, "query:each_ffi")
-  local step = start(self, s, 2)
+  local step = start(self, s, 2, nil, nil, true)
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
   -- as the one its loop runs in)
   if not step then return each(self) end
@@ -450,7 +456,7 @@ end
 function Query:each()
   if not pairs_of[self] then check_query(self, "query:each") end
   local s = state_of(self, true)
-  local step = s and start(self, s, 2, "query:each")
+  local step = s and start(self, s, 2, "query:each", nil, true)
   if not step then return each(self) end
   return step, s
 end

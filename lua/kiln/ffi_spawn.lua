@@ -150,6 +150,10 @@ local function writer_source(d)
 end
 
 local makers = {} -- writer source -> the compiled chunk that makes it
+-- writer source and defaults -> the writer: one closure for every world and component of a
+-- layout, so the trace of a spawn loop, which guards the writer it calls, holds for the next
+-- world (with a closure per world, every spawn into a second world left that trace)
+local writers = setmetatable({}, {__mode = "v"})
 
 -- The writer of the component describe gave as d, or nil where the C path must run: Lua
 -- values, a check hook, no reflected fields, or more fields than one straight writer takes
@@ -157,12 +161,17 @@ local makers = {} -- writer source -> the compiled chunk that makes it
 local function make_writer(d)
     if d.lua or d.check or #d.fields == 0 or #d.fields > 16 then return nil end
     local src = writer_source(d)
+    local key = src .. "\0" .. (d.defaults or "")
+    local write = writers[key]
+    if write then return write end
     local maker = makers[src]
     if not maker then
         maker = assert(load(src, "=lua/kiln/ffi_spawn.lua(generated)"))
         makers[src] = maker
     end
-    return maker(next, type, floor, cast, fill, copy, write_vec, HUGE, PTR, d.defaults)
+    write = maker(next, type, floor, cast, fill, copy, write_vec, HUGE, PTR, d.defaults)
+    writers[key] = write
+    return write
 end
 
 -- ---- the spawn ----------------------------------------------------------------------------
@@ -171,15 +180,18 @@ end
 local function world_rec(self)
     local kw = S.world(self)
     if not kw then return nil end
-    local base = cast("const uint8_t *", kw)
-    local wc = {kw = cast("void *", kw), comps = {}, spawns = 0,
-                instructions = cast("const int64_t *", base + S.instructions_at),
-                budget_limit = cast("const int64_t *", base + S.budget_limit_at)}
+    local wc = {kw = cast("void *", kw), comps = {}, spawns = 0, budgets = cast("const int64_t *", kw)}
     worlds[self] = wc
     return wc
 end
 
 local TAG, DATA, C_PATH = 1, 2, 3 -- what a component record's kind says
+-- where a world's budgets lie (int64_t), counted in int64_t from the start of its klua_world
+local INSTRUCTIONS, BUDGET_LIMIT = S.instructions_at / 8, S.budget_limit_at / 8
+assert(INSTRUCTIONS % 1 == 0 and BUDGET_LIMIT % 1 == 0, "lua/kiln/ffi_spawn.lua: a budget field is not 8-aligned")
+-- the World spawned into last and its record (weak: kept alive only by the World and worlds),
+-- a look-up a compiled spawn loop makes with two loads instead of hashing the World
+local last = setmetatable({}, {__mode = "v"})
 
 -- The record {kind, id, slot, write} of component name on the world of wc, or nil when it
 -- names none (the C path raises for it).
@@ -222,9 +234,15 @@ end
 
 -- Spawns the entity init describes; nil, with nothing changed, where the C path must run.
 local function try_spawn(self, init)
-    local wc = worlds[self] or world_rec(self)
+    local wc = last.world == self and last.rec
+    if not wc then
+        wc = worlds[self] or world_rec(self)
+        last.world, last.rec = self, wc
+    end
     -- a world with an instruction budget: the C path, whose cost budgets are made for
-    if not wc or wc.instructions[0] ~= 0 or wc.budget_limit[0] ~= 0 then return nil end
+    if not wc then return nil end
+    local budgets = wc.budgets
+    if budgets[INSTRUCTIONS] ~= 0 or budgets[BUDGET_LIMIT] ~= 0 then return nil end
     local used, n = 0, 0
     local k, v = next(init)
     -- the first components one by one, as straight code (see writer_source), the rest in a loop

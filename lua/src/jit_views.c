@@ -113,13 +113,15 @@ static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
 
 static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp);
 
-/* views.begin(q, state, writable[, level[, fname[, rows[, stamp]]]]): starts the FFI loop whose generic-for state is
- * the table state (nil: q:bulk_ffi's, which runs inside one call), in the frame level
- * levels up (errors name fname, default query:each_ffi). Returns false (nothing
- * begun) where the table path must run instead: a mod's world (sandboxed) or an armed
- * instruction budget. Else returns the loop's number and the running system's name (or nil),
- * (and with a row state, views.rows, the first chunk's row count, 0 for none, the chunk in
- * rows, its rows stamped now with stamp), and sets writable[t] to whether term t is writable (a table the caller keeps: a loop makes no garbage). */
+/* views.begin(q, state, writable[, level[, fname[, rows[, stamp[, site]]]]]): starts the FFI
+ * loop whose generic-for state is the table state (nil: q:bulk_ffi's, which runs inside one
+ * call), in the frame level levels up (errors name fname, default query:each_ffi). Returns
+ * false (nothing begun) where the table path must run instead: a mod's world (sandboxed) or
+ * an armed instruction budget. Else returns the loop's number and the running system's name
+ * (or nil), (and with a row state, views.rows, the first chunk's row count, 0 for none, the
+ * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame
+ * and its current line, or nil for a C frame), and sets writable[t] to whether term t is
+ * writable (a table the caller keeps: a loop makes no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -140,8 +142,9 @@ static int views_begin(lua_State *L) {
      * method that called this) */
     int level = (int)luaL_optinteger(L, 4, 2);
     lua_Debug ar;
+    bool framed = !lua_isnil(L, 2) && lua_getstack(L, level, &ar);
     if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
-    else kq->jit_height = lua_getstack(L, level, &ar) ? (ar.i_ci & 0xffff) : -1;
+    else kq->jit_height = framed ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
     for (int t = 0; t < kq->term_count; t++) {
         lua_pushboolean(L, kq->writable[t]);
@@ -154,7 +157,17 @@ static int views_begin(lua_State *L) {
     ffi_rows *rows = lua_type(L, 6) == LUA_TUSERDATA ? lua_touserdata(L, 6) : NULL;
     if (!rows) return 2;
     lua_pushinteger(L, next_chunk(L, kq, rows, lua_toboolean(L, 7)));
-    return 3;
+    if (!lua_toboolean(L, 8)) return 3;
+    /* where the loop is written: ffi.lua reads its bytecode once per site (loop_sites.lua) */
+    if (framed && lua_getinfo(L, "fl", &ar)) {
+        if (lua_isfunction(L, -1) && !lua_iscfunction(L, -1)) {
+            lua_pushinteger(L, ar.currentline);
+            return 5;
+        }
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    return 4;
 }
 
 /* views.rows(): a new row state (a userdata, kept by ffi.lua's state of the query) and its

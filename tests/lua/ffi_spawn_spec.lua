@@ -85,6 +85,23 @@ describe("world:spawn's FFI path", function()
         end
     end)
 
+    it("spawns into several worlds from one loop, each getting its own entities and values", function()
+        local worlds = {H.world(), H.world(), H.world()}
+        local made = {}
+        local n = 0
+        for i = 1, 900 do
+            local w = worlds[i % 3 + 1]
+            n = n + ffi_count(w, function() made[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = i % 3}} end)
+        end
+        assert.are.equal(FFI and 900 or 0, n)
+        for i = 1, 900 do
+            local w = worlds[i % 3 + 1]
+            assert.are.same({x = i, y = -i}, w:get(made[i], "Position"))
+            assert.are.same({x = i % 3, y = 0}, w:get(made[i], "Velocity"))
+        end
+        for _, w in ipairs(worlds) do assert.are.equal(300, w:count()) end
+    end)
+
     it("leaves Lua values, check hooks, mat4s, arrays, ids and 64-bit integers past 2^53 to the C path", function()
         local w = all_world()
         w:component("Grid", "float cells[3]; int32_t n;")

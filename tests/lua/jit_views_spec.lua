@@ -508,6 +508,76 @@ describe("q:each() under LuaJIT", function()
         assert.are.equal(H.ffi_each and 1 or 0, negative)
     end)
 
+    -- the value of the local named e in the function level levels above the caller
+    local function local_e(level)
+        for i = 1, 200 do
+            local name, value = debug.getlocal(level + 2, i)
+            if name == nil then return "no local e" end
+            if name == "e" then return value end
+        end
+    end
+
+    it("hands the entity to a loop body that reads it in any way", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local got = {}
+        for e in q:each() do got.stored = e end
+        for e in q:each() do got.closure = (function() return e end)() end
+        for e in q:each() do for _ = 1, 1 do got.nested = e end end
+        for e in q:each() do if e == a then got.compared = a end end
+        for e in q:each() do got.text = "entity " .. e end
+        for e, p in q:each() do p.x = e end -- a store through the view
+        local function first() for e in q:each() do return e end end
+        got.returned = first()
+        assert.are.same({stored = a, closure = a, nested = a, compared = a, text = "entity " .. a, returned = a}, got)
+        assert.are.equal(a, w:get(a, "Position").x)
+    end)
+
+    it("gives a loop body that never reads its entity true in its place under LuaJIT, and still stamps its rows", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        assert(w:progress(0))
+        local q = w:query{"Position"}
+        local seen = {}
+        for e, p in q:each() do p.x = p.x + 1; seen[#seen + 1] = local_e(0) end
+        assert.are.same({H.ffi_each and true or a}, seen)
+        assert.are.equal(2, w:get(a, "Position").x)
+        assert.are.equal(w:tick(), w:changed_tick(a, "Position"))
+        kiln.ffi_debug = true -- checked views keep every value as it is
+        for e, p in q:each() do p.x = p.x + 1; seen[2] = local_e(0) end
+        assert.are.equal(a, seen[2])
+    end)
+
+    it("hands the entity to both loops written on one line, which it cannot tell apart", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q, r = w:query{"Position"}, w:query{"Position"}
+        local seen = {}
+        for e in q:each() do seen[1] = local_e(0) end for e in r:each() do seen[2] = local_e(0) end
+        assert.are.same({a, a}, seen)
+    end)
+
+    it("hands the entity to a wrapper of q:each called on the loop's line, whose body reads it elsewhere", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        -- hands the body (view, entity): the loop's first variable is the view; the iterator
+        -- comes in a table, so the loop's own call takes one argument (a CALL, as q:each's is)
+        local function swap(it)
+            local f, s, c = it[1], it[2], it[3]
+            return function()
+                local e, p = f(s, c)
+                c = e
+                if e == nil then return nil end
+                return p, e
+            end
+        end
+        local got = {}
+        for _, e in swap({q:each()}) do got[#got + 1] = e end
+        assert.are.same({a}, got)
+    end)
+
     it("leaves q:bulk its table shape (field arrays from 1) on both interpreters", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
