@@ -174,9 +174,11 @@ static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column
     uint8_t *data = s->data;
     kiln_tick *ticks = s->ticks;
     kiln_tick tick = ticks[at];
-    kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
+    if (at != tail) {
+        kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
+        ticks[at] = ticks[tail];
+    } else kl_copy_over(d->data + to * stride, data + at * stride, stride);
     d->ticks[to] = tick;
-    ticks[at] = ticks[tail];
     kl_column_touch(d, tick);
 }
 
@@ -208,7 +210,7 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, k
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
     kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
-    if (gone) { /* a plain value: nothing to destroy, the tail row fills its hole */
+    if (gone && at != tail) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
                      gone->stride);
         gone->ticks[at] = gone->ticks[tail];
