@@ -380,9 +380,10 @@ static inline __attribute__((always_inline)) bool remove_plain(kiln_world *world
                                                                bool *removed) {
     plain_move m;
     if (!plain_edge(world, entity, component, KL_EDGE_REMOVE, &m)) return false;
-    kl_archetype_move_plain(world, m.src, m.rec, m.bits, m.edge->to, m.to, world->tick, NULL,
+    kiln_tick tick = world->tick;
+    if (removed) *removed = true; /* now: the pointer is not kept through the move */
+    kl_archetype_move_plain(world, m.src, m.rec, m.bits, m.edge->to, m.to, tick, NULL,
                             m.edge->column);
-    if (removed) *removed = true;
     return true;
 }
 
