@@ -165,8 +165,8 @@ KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, in
 KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
 
 /* Moves the plain value and tick at row at of column s to row to of column d (the same
- * component, another archetype), then the tail row's value and tick into row at (onto
- * themselves when at is tail), and raises d's latest tick. */
+ * component, another archetype), then the tail row's value and tick into row at (none when
+ * at is tail: that row leaves, no hole is left), and raises d's latest tick. */
 static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
                                                                        size_t at, size_t to,
                                                                        size_t tail) {
