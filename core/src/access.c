@@ -321,54 +321,54 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     kl_column_write(col, row, value, move, world->tick);
 }
 
-/* add_value's move along a plain edge (see plain_edge): the value first, then the row. */
-static inline __attribute__((always_inline)) void add_move(kiln_world *world, kl_record *rec,
-                                                           kl_archetype *arch,
-                                                           const kl_edge *edge,
-                                                           const void *value) {
-    kl_archetype *dst = edge->to;
-    kl_column *col = edge->column;
-    if (col) {
-        kiln_tick tick = world->tick;
-        int32_t row = dst->count;
-        /* a plain value (no padding, no hooks), from anywhere, a row of a column included */
-        kl_copy_over(col->data + (size_t)row * col->stride, value, col->stride);
-        col->ticks[row] = tick;
-        kl_column_touch(col, tick);
-    }
-    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), dst, col, NULL, rec);
-}
+/* Where a move along a plain edge starts, read once by plain_edge. */
+typedef struct plain_move {
+    kl_record *rec;
+    uint64_t bits;  /* rec's, read already */
+    kl_archetype *src;
+    const kl_edge *edge;
+    size_t to;      /* the row the entity takes in edge->to: its count */
+} plain_move;
 
-/* The plan of the cached plain edge (see KL_EDGE_PLAIN) along which an add (kind
- * KL_EDGE_ADD) or a remove (KL_EDGE_REMOVE) of component moves entity, with room in the
- * neighbour: such a move needs no registry, no slot of the neighbour and no hook, and cannot
- * fail. NULL when there is none; the general path then decides, and reports any error. */
-static inline __attribute__((always_inline)) const kl_edge *
+/* Finds the cached plain edge (see KL_EDGE_PLAIN) along which an add (kind KL_EDGE_ADD) or a
+ * remove (KL_EDGE_REMOVE) of component moves entity, with room in the neighbour: such a move
+ * needs no registry, no slot of the neighbour and no hook, and cannot fail. False when there
+ * is none; the general path then decides, and reports any error. */
+static inline __attribute__((always_inline)) bool
 plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint32_t kind,
-           kl_record **rec, kl_archetype **arch) {
+           plain_move *dest) {
     kl_record *r = kl_record_of(world, entity);
-    if (KL_UNLIKELY(!r)) return NULL;
+    if (KL_UNLIKELY(!r)) return false;
+    uint64_t bits = r->bits;
     kl_archetype *a = world->archetypes[kl_record_archetype(r)];
-    if (KL_UNLIKELY(component >= a->slot_count || !a->edges_direct)) return NULL;
+    if (KL_UNLIKELY(component >= a->slot_count || !a->edges_direct)) return false;
     const kl_edge *edge = &a->edges_direct[component];
-    if (edge->flags != (kind | KL_EDGE_PLAIN) || edge->to->count == edge->to->capacity)
-        return NULL;
+    if (edge->flags != (kind | KL_EDGE_PLAIN)) return false;
+    int32_t to = edge->to->count;
+    if (to == edge->to->capacity) return false;
     assert_not_iterating(world);
-    *rec = r;
-    *arch = a;
-    return edge;
+    *dest = (plain_move){r, bits, a, edge, (size_t)to};
+    return true;
 }
 
 /* An add of value along a plain edge, when there is one (and a value to write): true when
- * done, false when the general path must decide. */
+ * done, false when the general path must decide. The value is written first (it may be read
+ * from a row the move relocates), then the row moves. */
 static inline __attribute__((always_inline)) bool add_plain(kiln_world *world, kiln_entity entity,
                                                             kiln_component component,
                                                             const void *value) {
-    kl_record *rec;
-    kl_archetype *arch;
-    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_ADD, &rec, &arch);
-    if (!edge || !value) return false;
-    add_move(world, rec, arch, edge, value);
+    plain_move m;
+    if (!plain_edge(world, entity, component, KL_EDGE_ADD, &m) || !value) return false;
+    kiln_tick tick = world->tick;
+    kl_column *col = m.edge->column;
+    kl_archetype *dst = m.edge->to;
+    if (col) {
+        /* a plain value (no padding, no hooks), from anywhere, a row of a column included */
+        kl_copy_over(col->data + m.to * col->stride, value, col->stride);
+        col->ticks[m.to] = tick;
+        kl_column_touch(col, tick);
+    }
+    kl_archetype_move_plain(world, m.src, m.rec, m.bits, dst, m.to, tick, col, NULL);
     return true;
 }
 
@@ -378,12 +378,12 @@ static inline __attribute__((always_inline)) bool remove_plain(kiln_world *world
                                                                kiln_entity entity,
                                                                kiln_component component,
                                                                bool *removed) {
-    kl_record *rec;
-    kl_archetype *arch;
-    const kl_edge *edge = plain_edge(world, entity, component, KL_EDGE_REMOVE, &rec, &arch);
-    if (!edge) return false;
-    kl_archetype_move_plain(world, arch, (int32_t)kl_record_row(rec), edge->to, NULL, edge->column, rec);
-    if (removed) *removed = true;
+    plain_move m;
+    if (!plain_edge(world, entity, component, KL_EDGE_REMOVE, &m)) return false;
+    kiln_tick tick = world->tick;
+    if (removed) *removed = true; /* now: the pointer is not kept through the move */
+    kl_archetype_move_plain(world, m.src, m.rec, m.bits, m.edge->to, m.to, tick, NULL,
+                            m.edge->column);
     return true;
 }
 

@@ -165,8 +165,8 @@ KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, in
 KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
 
 /* Moves the plain value and tick at row at of column s to row to of column d (the same
- * component, another archetype), then the tail row's value and tick into row at (onto
- * themselves when at is tail), and raises d's latest tick. */
+ * component, another archetype), then the tail row's value and tick into row at (none when
+ * at is tail: that row leaves, no hole is left), and raises d's latest tick. */
 static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
                                                                        size_t at, size_t to,
                                                                        size_t tail) {
@@ -174,9 +174,11 @@ static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column
     uint8_t *data = s->data;
     kiln_tick *ticks = s->ticks;
     kiln_tick tick = ticks[at];
-    kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
+    if (at != tail) {
+        kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
+        ticks[at] = ticks[tail];
+    } else kl_copy_over(d->data + to * stride, data + at * stride, stride);
     d->ticks[to] = tick;
-    ticks[at] = ticks[tail];
     kl_column_touch(d, tick);
 }
 
@@ -197,22 +199,37 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
 }
 
 /* kl_archetype_move when no column of src has a move or destroy hook, with the changed
- * column as a pointer (added: into dst's columns; gone: into src's; NULL for none): the rows
- * and records first, then the values, in one pass over the columns that skips the changed
- * one. */
+ * column as a pointer (added: into dst's columns; gone: into src's; NULL for none), from what
+ * the caller read already (so nothing is read twice, nor again after an added value's
+ * write): record and its bits place the entity at row at of src; it goes to row to of dst
+ * (dst's count, room reserved) at tick (the world's). The rows and records first, then the
+ * values, in one pass over the columns that skips the changed one; when the entity is src's
+ * last row no hole is filled. */
 static inline __attribute__((always_inline)) void
-kl_archetype_move_plain(kiln_world *world, kl_archetype *src, int32_t src_row, kl_archetype *dst,
-                        const kl_column *added, kl_column *gone, kl_record *record) {
-    int32_t last = src->count - 1;
-    int32_t row = kl_archetype_push(world, dst, src->entities[src_row]);
-    size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
-    kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
-    kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
-    if (gone) { /* a plain value: nothing to destroy, the tail row fills its hole */
+kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
+                        kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
+                        kl_column *gone) {
+    size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
+    kiln_entity *rows = src->entities;
+    size_t tail = (size_t)src->count - 1;
+    dst->entities[to] = rows[at];
+    dst->count = (int32_t)to + 1;
+    dst->structure_tick = tick;
+    world->structure_version++;
+    if (at != tail) {
+        kiln_entity moved = rows[tail];
+        rows[at] = moved;
+        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
+    }
+    src->count = (int32_t)tail;
+    src->structure_tick = tick;
+    record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
+    if (gone && at != tail) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
                      gone->stride);
         gone->ticks[at] = gone->ticks[tail];
     }
+    kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
     for (; s < end; s++, d++) {
         if (s == gone && ++s == end) break;
         if (d == added) d++;
@@ -234,8 +251,9 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
      * last row, which the swap-remove moves. */
     if (added >= 0) kl_column_write(&dst->columns[added], dst->count, value, move, world->tick);
     if (KL_LIKELY(!src->has_hooks)) {
-        kl_archetype_move_plain(world, src, src_row, dst, added >= 0 ? &dst->columns[added] : NULL,
-                                gone >= 0 ? &src->columns[gone] : NULL, record);
+        kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
+                                world->tick, added >= 0 ? &dst->columns[added] : NULL,
+                                gone >= 0 ? &src->columns[gone] : NULL);
         return;
     }
     kiln_entity e = src->entities[src_row];

@@ -292,6 +292,89 @@ KILN_TEST(edges, many_round_trips_along_cached_edges_keep_every_value_through_gr
     }
 }
 
+/* Components of several strides and alignments (plus a tag) that ride along while Extra is
+ * added and removed; each entity's bytes are its own, so a value moved to the wrong row, or
+ * a hole left unfilled, shows. */
+enum { RIDERS = 10, RIDE_ENTITIES = 6 };
+static const size_t rider_size[RIDERS] = {1, 2, 4, 8, 12, 16, 24, 5, 6, 0};
+static const size_t rider_align[RIDERS] = {1, 2, 4, 8, 4, 16, 8, 1, 2, 0};
+
+static uint8_t rider_byte(int entity, int rider, size_t b) {
+    return (uint8_t)(entity * 31 + rider * 7 + (int)b + 1);
+}
+
+/* Every entity holds its riders' bytes, their spawn ticks, and Extra exactly when has[k]
+ * (value extra[k], set at tick extra_tick[k]). */
+static void assert_riders(const kiln_entity *es, const kiln_component *riders,
+                          const kiln_tick *spawned, kiln_component extra, const bool *has,
+                          const int32_t *extra_value, const kiln_tick *extra_tick) {
+    for (int k = 0; k < RIDE_ENTITIES; k++) {
+        for (int r = 0; r < RIDERS; r++) {
+            ck_assert(kiln_has(F.w, es[k], riders[r]));
+            if (rider_size[r] == 0) continue;
+            const uint8_t *v = kiln_get(F.w, es[k], riders[r]);
+            ck_assert_ptr_nonnull(v);
+            for (size_t b = 0; b < rider_size[r]; b++)
+                ck_assert_msg(v[b] == rider_byte(k, r, b), "entity %d rider %d byte %zu", k, r, b);
+            ck_assert_uint_eq(kiln_changed_tick(F.w, es[k], riders[r]), spawned[k]);
+        }
+        ck_assert(kiln_has(F.w, es[k], extra) == has[k]);
+        if (!has[k]) continue;
+        ck_assert_int_eq(*(const int32_t *)kiln_get(F.w, es[k], extra), extra_value[k]);
+        ck_assert_uint_eq(kiln_changed_tick(F.w, es[k], extra), extra_tick[k]);
+    }
+}
+
+KILN_TEST(edges, values_of_every_stride_and_alignment_move_whether_or_not_the_entity_is_the_last_row) {
+    kiln_component riders[RIDERS], extra;
+    char name[32];
+    for (int r = 0; r < RIDERS; r++) {
+        snprintf(name, sizeof name, "Rider%d", r);
+        ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){
+                             .name = name, .size = rider_size[r], .align = rider_align[r]},
+                             &riders[r]), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){
+                         .name = "Extra", .size = sizeof(int32_t)}, &extra), KILN_OK);
+    uint8_t bytes[RIDE_ENTITIES][RIDERS][24];
+    const void *values[RIDERS];
+    kiln_entity es[RIDE_ENTITIES];
+    kiln_tick spawned[RIDE_ENTITIES];
+    for (int k = 0; k < RIDE_ENTITIES; k++) {
+        for (int r = 0; r < RIDERS; r++) {
+            for (size_t b = 0; b < rider_size[r]; b++) bytes[k][r][b] = rider_byte(k, r, b);
+            values[r] = rider_size[r] ? bytes[k][r] : NULL;
+        }
+        spawned[k] = kiln_tick_advance(F.w);
+        ck_assert_int_eq(kiln_spawn_with(F.w, riders, values, RIDERS, &es[k]), KILN_OK);
+    }
+    bool has[RIDE_ENTITIES] = {false};
+    int32_t extra_value[RIDE_ENTITIES] = {0};
+    kiln_tick extra_tick[RIDE_ENTITIES] = {0};
+    /* rounds alternate the order, so some moves take the last row (no hole to fill) and
+     * others a middle one (the last row fills it), in both directions of the edge, which
+     * is cached after the first move */
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < RIDE_ENTITIES; i++) {
+            int k = round % 2 ? RIDE_ENTITIES - 1 - i : i;
+            extra_tick[k] = kiln_tick_advance(F.w);
+            extra_value[k] = 100 * round + k;
+            ck_assert_int_eq(kiln_add(F.w, es[k], extra, &extra_value[k]), KILN_OK);
+            has[k] = true;
+            assert_riders(es, riders, spawned, extra, has, extra_value, extra_tick);
+        }
+        for (int i = 0; i < RIDE_ENTITIES; i++) {
+            int k = round / 2 ? RIDE_ENTITIES - 1 - i : i;
+            kiln_tick_advance(F.w);
+            bool removed = false;
+            ck_assert_int_eq(kiln_remove(F.w, es[k], extra, &removed), KILN_OK);
+            ck_assert(removed);
+            has[k] = false;
+            assert_riders(es, riders, spawned, extra, has, extra_value, extra_tick);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* limits                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
