@@ -466,6 +466,15 @@ __attribute__((noinline)) static kiln_result remove_general(kiln_world *world, c
     return remove_component(world, call, entity, component, removed);
 }
 
+bool kl_add_plain(kiln_world *world, kiln_entity entity, kiln_component component,
+                  const void *value) {
+    return add_plain(world, entity, component, value);
+}
+
+bool kl_remove_plain(kiln_world *world, kiln_entity entity, kiln_component component) {
+    return remove_plain(world, entity, component, NULL);
+}
+
 kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
                                 kiln_component component, bool *removed) {
     if (remove_plain(world, entity, component, removed)) return KILN_OK;

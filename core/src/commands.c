@@ -226,9 +226,34 @@ static const char *op_name(uint8_t op) {
     return "?";
 }
 
+/* Copies a value of at most 64 bytes with fixed-size moves (overlapping for odd sizes), so
+ * a record calls nothing and sets up no frame; false, with nothing copied, for a larger one. */
+static inline __attribute__((always_inline)) bool copy_small(uint8_t *dst, const uint8_t *src,
+                                                             size_t size) {
+    if (size > 64) return false;
+    if (size >= 16) {
+        memcpy(dst, src, 16);
+        if (size > 32) {
+            memcpy(dst + 16, src + 16, 16);
+            memcpy(dst + size - 32, src + size - 32, 16);
+        }
+        memcpy(dst + size - 16, src + size - 16, 16);
+    } else if (size >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + size - 8, src + size - 8, 8);
+    } else if (size >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + size - 4, src + size - 4, 4);
+    } else {
+        dst[0] = src[0];
+        if (size > 1) memcpy(dst + size - 2, src + size - 2, 2);
+    }
+    return true;
+}
+
 /* The usual record in one pass, inline in the recording calls: the command array and the
- * current value block have room, the batch goes on, and a value is copied bytewise. False,
- * with nothing done, otherwise; push_slow then takes the general path. */
+ * current value block have room, the batch goes on, and a value of at most 64 bytes is copied
+ * bytewise. False, with nothing done, otherwise; push_slow then takes the general path. */
 static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, kl_op op,
                                                             kiln_entity target,
                                                             kiln_component component,
@@ -240,10 +265,11 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
         kl_block *b = cmd->current;
         size_t need = (size + 15) & ~(size_t)15;
-        if ((move && comp && comp->move) || !b || b->size - b->used < need) return false;
+        if ((move && comp && comp->move) || !b || b->size - b->used < need || size > 64)
+            return false;
         room = block_data(b) + b->used;
         b->used += need;
-        kl_copy_value(room, value, size);
+        copy_small(room, value, size);
     }
     cmd->cmds[cmd->count++] = (kl_cmd){.op = (uint8_t)op, .has_value = room != NULL,
                                        .hooks_known = comp != NULL, .component = component,
@@ -339,10 +365,13 @@ __attribute__((noinline)) static kiln_result check_target_slow(kiln_commands *cm
 
 /* check_target_slow's answer for the usual arguments, inline: a live world and a real
  * entity or a placeholder of the current batch; the slow path makes every error. */
+static inline bool target_fine(const kiln_commands *cmd, kiln_entity e) {
+    return KL_LIKELY(cmd->world != NULL) &&
+           (kiln_is_placeholder(e) ? !cmd->complete && is_current(cmd, e) : e != KILN_NULL_ENTITY);
+}
+
 static inline kiln_result check_target(kiln_commands *cmd, const char *call, kiln_entity e) {
-    if (KL_LIKELY(cmd->world != NULL) &&
-        (kiln_is_placeholder(e) ? !cmd->complete && is_current(cmd, e) : e != KILN_NULL_ENTITY))
-        return KILN_OK;
+    if (target_fine(cmd, e)) return KILN_OK;
     return check_target_slow(cmd, call, e);
 }
 
@@ -388,8 +417,19 @@ kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity) {
     return push(cmd, "kiln_commands_despawn", KL_OP_DESPAWN, entity, 0, NULL, 0, false, NULL);
 }
 
-static inline __attribute__((always_inline)) kiln_result record_value(kiln_commands *cmd, const char *call,
-                                                                     kl_op op, kiln_entity e,
+/* An add or set of a registered component in one pass (see push_fast): true when recorded;
+ * false, with nothing done, where record_value must decide (and report any error). Its only
+ * call is record_value's, a tail call, so the usual record sets up no frame. */
+static inline __attribute__((always_inline)) bool record_fast(kiln_commands *cmd, kl_op op,
+                                                              kiln_entity e, kiln_component c,
+                                                              const void *value) {
+    if (!target_fine(cmd, e)) return false;
+    const kl_component *comp = kl_component_get(cmd->world, c);
+    return comp && push_fast(cmd, op, e, c, value, comp->size, true, comp);
+}
+
+__attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, const char *call,
+                                                          kl_op op, kiln_entity e,
                                 kiln_component c, void *value, size_t size, bool sized) {
     kiln_result r = check_target(cmd, call, e);
     if (r != KILN_OK) return r;
@@ -410,6 +450,7 @@ static inline __attribute__((always_inline)) kiln_result record_value(kiln_comma
 kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    if (KL_LIKELY(record_fast(cmd, KL_OP_ADD, entity, component, value))) return KILN_OK;
     return record_value(cmd, "kiln_commands_add", KL_OP_ADD, entity, component, value, 0, false);
 }
 
@@ -425,6 +466,7 @@ kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,
 kiln_result kiln_commands_set(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    if (KL_LIKELY(record_fast(cmd, KL_OP_SET, entity, component, value))) return KILN_OK;
     return record_value(cmd, "kiln_commands_set", KL_OP_SET, entity, component, value, 0, false);
 }
 
@@ -542,6 +584,14 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         return *result == KILN_OK ? 1 : 0;
     }
     kiln_entity e = target_of(cmd, c);
+    /* An add or remove along a plain edge first: it implies what the checks below ask (a
+     * live entity, a registered component without hooks, so no check to run), and the size
+     * too when the component was registered when recorded (sizes never change). */
+    if (c->op == KL_OP_ADD && c->hooks_known && c->has_value && kl_add_plain(world, e, c->component, c->value)) {
+        c->has_value = 0; /* the world owns it now */
+        return 1;
+    }
+    if (c->op == KL_OP_REMOVE && kl_remove_plain(world, e, c->component)) return 1;
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {
         if (alive) *result = kl_despawn_entity(world, cmd->call, e);
