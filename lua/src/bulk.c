@@ -146,10 +146,94 @@ static void bulk_entities(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     if (eager) ents_store(L, arr, bulk_idx, ents, n);
 }
 
+/* ---- Kept arrays: float-only terms keep their arrays from call to call ----
+ * A data term whose fields are all single floats (kq->all_floats) has arrays of its own per
+ * block ordinal k (the k-th block a call hands to fn; the last slot serves every block past
+ * KEPT_SLOTS), with the bytes they stand for (the slot's snapshot). A call refills only the
+ * rows whose column bytes differ from the snapshot, and only while the arrays are trusted:
+ * from a write-back that read every value and stored back the float it wrote, until fn is
+ * called again. A read-only term is not read back, so its arrays are refilled whole. */
+#define KEPT_SLOTS 256
+#define KEPT_KEY(k) (-16 - (lua_Integer)(k)) /* bulk table: slot k's table */
+#define SLOT_STATE 0 /* slot table: its kept_slot; the arrays at KLUA_FIELD_KEY(t, f) */
+
+typedef struct kept_slot {
+    int32_t trusted[KLUA_MAX_TERMS]; /* per term: rows whose arrays hold exactly the snapshot */
+    uint8_t *snap[KLUA_MAX_TERMS];   /* per float-only term: BULK_BLOCK rows of stride bytes */
+} kept_slot;
+
+static bool kept_term(const klua_query *kq, int t) {
+    return kq->kind[t] == TERM_DATA && kq->all_floats[t];
+}
+
+/* Pushes the table of slot k (made with its state on first use); returns its state. */
+static kept_slot *kept_slot_push(lua_State *L, klua_query *kq, int bulk_idx, int32_t k) {
+    if (lua_rawgeti(L, bulk_idx, KEPT_KEY(k)) == LUA_TTABLE) {
+        lua_rawgeti(L, -1, SLOT_STATE);
+        kept_slot *s = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        return s;
+    }
+    lua_pop(L, 1);
+    size_t bytes = (sizeof(kept_slot) + 15) & ~(size_t)15;
+    for (int t = 0; t < kq->term_count; t++)
+        if (kept_term(kq, t)) bytes += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
+    lua_createtable(L, 0, 4);
+    kept_slot *s = lua_newuserdatauv(L, bytes, 0);
+    memset(s, 0, sizeof *s);
+    uint8_t *p = (uint8_t *)s + ((sizeof(kept_slot) + 15) & ~(size_t)15);
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!kept_term(kq, t)) continue;
+        s->snap[t] = p;
+        p += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
+    }
+    lua_rawseti(L, -2, SLOT_STATE);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, bulk_idx, KEPT_KEY(k));
+    return s;
+}
+
+/* Fills the arrays of float-only term t in the slot table at slot_idx for rows [b0, b0 + n)
+ * (only rows that changed, when trusted) and sets them in the term table at term_idx. */
+static void kept_fill(lua_State *L, klua_query *kq, int t, kept_slot *s, int slot_idx, int term_idx,
+                      int32_t b0, int32_t n) {
+    const kiln_component_info *info = &kq->info[t];
+    size_t stride = info->stride;
+    const uint8_t *col = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
+    uint8_t *snap = s->snap[t];
+    int32_t trusted = s->trusted[t] < n ? s->trusted[t] : n;
+    s->trusted[t] = 0; /* fn may write the arrays: trusted again after a full read-back */
+    int arr0 = lua_gettop(L) + 1;
+    for (int32_t f = 0; f < info->field_count; f++)
+        if (lua_rawgeti(L, slot_idx, KLUA_FIELD_KEY(t, f)) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            lua_createtable(L, n, 0);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, slot_idx, KLUA_FIELD_KEY(t, f));
+            trusted = 0;
+        }
+    if (trusted < n || memcmp(col, snap, (size_t)n * stride) != 0) {
+        for (int32_t r = 0; r < n; r++) {
+            const uint8_t *src = col + (size_t)r * stride;
+            uint8_t *dst = snap + (size_t)r * stride;
+            if (r < trusted && memcmp(src, dst, info->size) == 0) continue;
+            memcpy(dst, src, stride); /* what the write-back compares with */
+            for (int32_t f = 0; f < info->field_count; f++) {
+                float v;
+                memcpy(&v, dst + info->fields[f].offset, 4);
+                lua_pushnumber(L, v);
+                lua_rawseti(L, arr0 + f, r + 1);
+            }
+        }
+    }
+    for (int32_t f = info->field_count - 1; f >= 0; f--) lua_setfield(L, term_idx, info->fields[f].name);
+}
+
 /* Phase 1: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
  * entities (bulk_entities), then per term a table of field arrays (term.x[i]), true/false
  * for tags and absent optional terms. */
-static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n) {
+static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, kept_slot *s, int slot_idx, int32_t b0,
+                      int32_t n) {
     lua_pushinteger(L, n);
     bulk_entities(L, kq, bulk_idx, b0, n);
     const kiln_entity *ents = kq->it.entities + b0;
@@ -161,10 +245,15 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, in
             continue;
         }
         if (!kq->it.columns[t]) {
+            if (kept_term(kq, t)) s->trusted[t] = 0;
             lua_pushboolean(L, 0); /* an optional term this chunk lacks */
             continue;
         }
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        if (kept_term(kq, t)) {
+            kept_fill(L, kq, t, s, slot_idx, lua_gettop(L), b0, n);
+            continue;
+        }
         const uint8_t *base = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
@@ -193,11 +282,13 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, in
 typedef struct bulk_work {
     uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS];
     uint64_t *changed[KLUA_MAX_TERMS]; /* per row: a bit per changed field of a float-only term, else 1 */
+    kept_slot *slot;                   /* the block's kept arrays (snapshots of float-only terms) */
+    int slot_idx;                      /* its table's stack slot */
 } bulk_work;
 
 /* Phase 2: copies the writable rows of the block into the query's own work block (fn may use
  * the world's scratch), so only what fn changed is written back and a world:set inside fn
- * stays. */
+ * stays. A float-only term's snapshot is its slot's; it gets a stage and its masks here. */
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
     /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
@@ -215,11 +306,12 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
         size_t rows = (size_t)n * kq->info[t].stride, part = (rows + 15) & ~(size_t)15;
-        w->snap[t] = block;
+        w->snap[t] = kept_term(kq, t) ? w->slot->snap[t] : block;
         w->stage[t] = block + part;
         w->changed[t] = (uint64_t *)(void *)(block + 2 * part);
         block += 2 * part + flags;
-        memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
+        if (!kept_term(kq, t))
+            memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
     }
 }
 
@@ -255,6 +347,110 @@ static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, con
     return klua_to_field(L, idx, fd, row);
 }
 
+/* True when a float has a fraction: a number equal to it is then surely a float in Lua. */
+static inline bool fractional(float x) {
+    return fabsf(x) < 8388608.0f && (float)(int32_t)x != x;
+}
+
+/* The read-back of one value at idx (array at arr, row r) for float field f of term t that
+ * held old, past the fast path: converts it to *nf and returns true when the field changed.
+ * When the array does not hold exactly *nf (a double that is not that float, or an integer),
+ * the array is given it, as a fresh fill would; a slot that held a value takes a number
+ * without allocating. A bad value raises before anything is written. */
+static bool kept_value(lua_State *L, klua_query *kq, int t, int32_t f, int idx, int arr, int32_t r,
+                       int32_t b0, bool number, lua_Number v, float old, uint8_t *row, float *nf) {
+    const kiln_field *fd = &kq->info[t].fields[f];
+    const char *err = NULL;
+    bool fix = true;
+    if (number) {
+        bool integer = !(v != v || fractional((float)v)) && lua_isinteger(L, idx);
+        if (klua_same_float(v, old)) {
+            *nf = old;
+            fix = integer;
+        } else if (isfinite(v) && fabs(v) > 3.4028234663852886e38) {
+            err = lua_pushfstring(L, "number %f is out of range for float", v);
+        } else {
+            *nf = (float)v;
+            fix = integer || !klua_same_float(v, *nf);
+        }
+    } else {
+        int top = lua_gettop(L);
+        err = klua_to_field(L, idx, fd, row); /* raises for a float field: names the type */
+        lua_settop(L, top);
+        memcpy(nf, row + fd->offset, 4);
+    }
+    if (err) {
+        char eb[24];
+        klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", kq->info[t].name, fd->name, (int)r + 1,
+                  klua_entity_str(kq->it.entities[b0 + r], eb), err);
+    }
+    if (fix) {
+        lua_pushnumber(L, *nf);
+        lua_rawseti(L, arr, r + 1);
+    }
+    return memcmp(nf, &old, 4) != 0;
+}
+
+/* Reads back the arrays of writable float-only term t (slot s, its table at slot_idx) into
+ * the stage, with a bit per changed field per row. A value still equal to the float it was
+ * filled with costs one comparison; a bad value raises before anything is written. */
+static void kept_read(lua_State *L, klua_query *kq, int t, const kept_slot *s, int slot_idx, int32_t b0,
+                      int32_t n, uint8_t *stage, uint64_t *changed) {
+    const kiln_component_info *info = &kq->info[t];
+    size_t stride = info->stride;
+    const uint8_t *snap = s->snap[t];
+    memcpy(stage, snap, (size_t)n * stride);
+    memset(changed, 0, (size_t)n * sizeof *changed);
+    for (int32_t f = 0; f < info->field_count; f++) {
+        size_t off = info->fields[f].offset;
+        lua_rawgeti(L, slot_idx, KLUA_FIELD_KEY(t, f));
+        int arr = lua_gettop(L);
+        for (int32_t r0 = 0; r0 < n; r0 += BULK_BATCH) {
+            int32_t m = n - r0 < BULK_BATCH ? n - r0 : BULK_BATCH;
+            int types[BULK_BATCH];
+            for (int32_t k = 0; k < m; k++) types[k] = lua_rawgeti(L, arr, r0 + k + 1);
+            const uint8_t *was = snap + (size_t)r0 * stride + off;
+            for (int32_t k = 0; k < m; k++, was += stride) {
+                float old, nf;
+                memcpy(&old, was, 4);
+                bool number = types[k] == LUA_TNUMBER;
+                lua_Number v = number ? lua_tonumber(L, arr + 1 + k) : 0;
+                if (number && v == (lua_Number)old && fractional(old)) continue; /* as filled */
+                int32_t r = r0 + k;
+                if (kept_value(L, kq, t, f, arr + 1 + k, arr, r, b0, number, v, old, stage + (size_t)r * stride, &nf)) {
+                    memcpy(stage + (size_t)r * stride + off, &nf, 4);
+                    changed[r] |= (uint64_t)1 << f;
+                }
+            }
+            lua_settop(L, arr);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Writes the fields of float-only term t that fn changed, to the column and the snapshot, and
+ * marks their rows; the arrays then hold the snapshot exactly (kept_value gave them the
+ * floats), so the next call trusts them. Nothing here can raise. */
+static void kept_write(klua_query *kq, int t, kept_slot *s, int32_t b0, int32_t n, const uint8_t *stage,
+                       const uint64_t *changed) {
+    const kiln_component_info *info = &kq->info[t];
+    size_t stride = info->stride;
+    uint8_t *col = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride, *snap = s->snap[t];
+    for (int32_t r = 0; r < n; r++) {
+        uint64_t mask = changed[r];
+        if (!mask) continue;
+        size_t at = (size_t)r * stride;
+        for (int32_t f = 0; mask; f++, mask >>= 1)
+            if (mask & 1) {
+                size_t off = at + info->fields[f].offset;
+                memcpy(col + off, stage + off, 4);
+                memcpy(snap + off, stage + off, 4);
+            }
+        kiln_iter_mark_changed(&kq->it, t, b0 + r);
+    }
+    s->trusted[t] = n;
+}
+
 /* Phase 3: converts every writable array into the stage, one read per value (a float still
  * equal to what it was filled with costs one comparison); a bad value raises before anything
  * is written. Then the check hooks see every changed row, and only then are the changed
@@ -266,6 +462,10 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
     luaL_checkstack(L, BULK_BATCH + 8, "too many values");
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
+        if (kept_term(kq, t)) {
+            kept_read(L, kq, t, w->slot, w->slot_idx, b0, n, w->stage[t], w->changed[t]);
+            continue;
+        }
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         memcpy(w->stage[t], w->snap[t], (size_t)n * stride);
@@ -273,7 +473,6 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bool single_float = fd->type == KILN_TYPE_FLOAT && fd->count == 1;
-            uint64_t bit = kq->all_floats[t] ? (uint64_t)1 << f : 1;
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
             int arr = lua_gettop(L);
             for (int32_t r0 = 0; r0 < n; r0 += BULK_BATCH) {
@@ -304,7 +503,7 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
                     if (err)
                         klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", info->name, fd->name,
                                   (int)r + 1, klua_entity_str(ents[r], eb), err);
-                    w->changed[t][r] |= bit;
+                    w->changed[t][r] = 1;
                 }
                 lua_settop(L, arr);
             }
@@ -325,6 +524,10 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
     /* Write the fields fn changed, and mark their rows. */
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
+        if (kept_term(kq, t)) {
+            kept_write(kq, t, w->slot, b0, n, w->stage[t], w->changed[t]);
+            continue;
+        }
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         uint8_t *base = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
@@ -332,13 +535,6 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
             uint64_t mask = w->changed[t][r];
             if (!mask) continue;
             const uint8_t *row = w->stage[t] + (size_t)r * stride;
-            if (kq->all_floats[t]) { /* the bits name the fields that changed */
-                uint8_t *dst = base + (size_t)r * stride;
-                for (int32_t f = 0; mask; f++, mask >>= 1)
-                    if (mask & 1) memcpy(dst + info->fields[f].offset, row + info->fields[f].offset, 4);
-                kiln_iter_mark_changed(&kq->it, t, b0 + r);
-                continue;
-            }
             const uint8_t *was = w->snap[t] + (size_t)r * stride;
             bool marked = false;
             for (int32_t f = 0; f < info->field_count; f++) {
@@ -363,17 +559,22 @@ static int bulk_body(lua_State *L) {
     luaL_checkstack(L, nextra + kq->term_count + 16, "too many arguments");
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_BULK);
     int bulk_idx = lua_gettop(L);
+    int32_t block = 0; /* blocks handed out: the slot of kept arrays */
     while (kiln_query_next(&kq->it)) {
         for (int32_t b0 = 0; b0 < kq->it.count; b0 += BULK_BLOCK) {
             int32_t n = kq->it.count - b0 < BULK_BLOCK ? kq->it.count - b0 : BULK_BLOCK;
-            lua_pushvalue(L, 2);
-            bulk_fill(L, kq, bulk_idx, b0, n);
-            for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
             bulk_work w;
+            w.slot = kept_slot_push(L, kq, bulk_idx, block < KEPT_SLOTS ? block : KEPT_SLOTS - 1);
+            w.slot_idx = lua_gettop(L);
+            block++;
+            lua_pushvalue(L, 2);
+            bulk_fill(L, kq, bulk_idx, w.slot, w.slot_idx, b0, n);
+            for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
             bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
             bulk_check_terms(L, kq, bulk_idx);
             bulk_write_back(L, kq, bulk_idx, b0, n, &w);
+            lua_pop(L, 1); /* the slot table */
         }
     }
     kq->active = false; /* kiln_query_next finished the iteration */
