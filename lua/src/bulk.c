@@ -14,6 +14,7 @@
 #define BULK_BLOCK 512
 /* Values read from an array before they are popped together. */
 #define BULK_BATCH 32
+#define KEPT_BATCH 64 /* the same for kept arrays: a bit per value in a uint64_t */
 
 /* Pushes the reusable table under key of the bulk table at bulk_idx, creating it. */
 static void bulk_table(lua_State *L, int bulk_idx, lua_Integer key) {
@@ -161,6 +162,10 @@ typedef struct kept_slot {
     int32_t trusted[KLUA_MAX_TERMS]; /* per term: rows whose arrays hold exactly the snapshot */
     uint8_t *snap[KLUA_MAX_TERMS];   /* per float-only term: BULK_BLOCK rows of stride bytes */
 } kept_slot;
+
+/* True when a float has a fraction: a number equal to it is then surely a float in Lua, not
+ * an integer (which a fresh fill would not give). One instruction where SSE4.1 is on. */
+static inline bool fractional(float x) { return truncf(x) != x; }
 
 static bool kept_term(const klua_query *kq, int t) {
     return kq->kind[t] == TERM_DATA && kq->all_floats[t];
@@ -347,13 +352,8 @@ static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, con
     return klua_to_field(L, idx, fd, row);
 }
 
-/* True when a float has a fraction: a number equal to it is then surely a float in Lua. */
-static inline bool fractional(float x) {
-    return fabsf(x) < 8388608.0f && (float)(int32_t)x != x;
-}
-
 /* The read-back of one value at idx (array at arr, row r) for float field f of term t that
- * held old, past the fast path: converts it to *nf and returns true when the field changed.
+ * held old, past kept_scan: converts it to *nf and returns true when the field changed.
  * When the array does not hold exactly *nf (a double that is not that float, or an integer),
  * the array is given it, as a fresh fill would; a slot that held a value takes a number
  * without allocating. A bad value raises before anything is written. */
@@ -363,7 +363,7 @@ static bool kept_value(lua_State *L, klua_query *kq, int t, int32_t f, int idx, 
     const char *err = NULL;
     bool fix = true;
     if (number) {
-        bool integer = !(v != v || fractional((float)v)) && lua_isinteger(L, idx);
+        bool integer = trunc(v) == v && lua_isinteger(L, idx);
         if (klua_same_float(v, old)) {
             *nf = old;
             fix = integer;
@@ -391,36 +391,71 @@ static bool kept_value(lua_State *L, klua_query *kq, int t, int32_t f, int idx, 
     return memcmp(nf, &old, 4) != 0;
 }
 
+/* Pushes rows r0 + 1 .. r0 + m (m <= 64) of the array at arr and returns a bit per row whose
+ * value is not the float it was filled with (was: that float in row r0's snapshot, then every
+ * stride bytes), or may be an integer (integral: the field may hold integral floats). Kept
+ * small, with few live values, since it runs for every value of every writable array. */
+static uint64_t kept_scan(lua_State *L, int arr, int32_t r0, int32_t m, const uint8_t *was, size_t stride,
+                          lua_Number *vals, uint64_t *numbers) {
+    uint64_t slow = 0, nums = 0;
+    for (int32_t k = 0; k < m; k++, was += stride) {
+        float old;
+        memcpy(&old, was, 4);
+        lua_Number v = 0;
+        if (lua_rawgeti(L, arr, r0 + k + 1) == LUA_TNUMBER) {
+            v = lua_tonumber(L, -1);
+            if (v == (lua_Number)old && fractional(old)) continue; /* as filled */
+            nums |= (uint64_t)1 << k;
+        }
+        vals[k] = v;
+        slow |= (uint64_t)1 << k;
+    }
+    *numbers = nums;
+    return slow;
+}
+
 /* Reads back the arrays of writable float-only term t (slot s, its table at slot_idx) into
  * the stage, with a bit per changed field per row. A value still equal to the float it was
  * filled with costs one comparison; a bad value raises before anything is written. */
-static void kept_read(lua_State *L, klua_query *kq, int t, const kept_slot *s, int slot_idx, int32_t b0,
+static void kept_read(lua_State *L, klua_query *kq, int t, kept_slot *s, int slot_idx, int32_t b0,
                       int32_t n, uint8_t *stage, uint64_t *changed) {
     const kiln_component_info *info = &kq->info[t];
     size_t stride = info->stride;
     const uint8_t *snap = s->snap[t];
     memcpy(stage, snap, (size_t)n * stride);
     memset(changed, 0, (size_t)n * sizeof *changed);
+    luaL_checkstack(L, KEPT_BATCH + 8, "too many values");
     for (int32_t f = 0; f < info->field_count; f++) {
         size_t off = info->fields[f].offset;
+        uint64_t bit = (uint64_t)1 << f;
         lua_rawgeti(L, slot_idx, KLUA_FIELD_KEY(t, f));
         int arr = lua_gettop(L);
-        for (int32_t r0 = 0; r0 < n; r0 += BULK_BATCH) {
-            int32_t m = n - r0 < BULK_BATCH ? n - r0 : BULK_BATCH;
-            int types[BULK_BATCH];
-            for (int32_t k = 0; k < m; k++) types[k] = lua_rawgeti(L, arr, r0 + k + 1);
-            const uint8_t *was = snap + (size_t)r0 * stride + off;
-            for (int32_t k = 0; k < m; k++, was += stride) {
-                float old, nf;
-                memcpy(&old, was, 4);
-                bool number = types[k] == LUA_TNUMBER;
-                lua_Number v = number ? lua_tonumber(L, arr + 1 + k) : 0;
-                if (number && v == (lua_Number)old && fractional(old)) continue; /* as filled */
+        for (int32_t r0 = 0; r0 < n; r0 += KEPT_BATCH) {
+            int32_t m = n - r0 < KEPT_BATCH ? n - r0 : KEPT_BATCH;
+            lua_Number vals[KEPT_BATCH];
+            uint64_t numbers;
+            uint64_t slow = kept_scan(L, arr, r0, m, snap + (size_t)r0 * stride + off, stride, vals, &numbers);
+            for (int32_t k = 0; slow; k++, slow >>= 1, numbers >>= 1) {
+                if (!(slow & 1)) continue;
                 int32_t r = r0 + k;
-                if (kept_value(L, kq, t, f, arr + 1 + k, arr, r, b0, number, v, old, stage + (size_t)r * stride, &nf)) {
-                    memcpy(stage + (size_t)r * stride + off, &nf, 4);
-                    changed[r] |= (uint64_t)1 << f;
+                uint8_t *row = stage + (size_t)r * stride;
+                float old, nf;
+                memcpy(&old, snap + (size_t)r * stride + off, 4);
+                lua_Number v = vals[k];
+                if ((numbers & 1) && trunc(v) != v && fabs(v) <= 3.4028234663852886e38) {
+                    /* a new float-subtype number with a fraction in range (what a kernel
+                     * computes): no integer, no NaN, no range error to tell apart */
+                    nf = (float)v;
+                    if ((lua_Number)nf != v) { /* the array gets the float, as a fill would */
+                        lua_pushnumber(L, nf);
+                        lua_rawseti(L, arr, r + 1); /* the slot held a number: no allocation */
+                    }
+                    if (memcmp(&nf, &old, 4) == 0) continue; /* 0.1 for 0.1f: unchanged */
+                } else if (!kept_value(L, kq, t, f, arr + 1 + k, arr, r, b0, numbers & 1, v, old, row, &nf)) {
+                    continue;
                 }
+                memcpy(row + off, &nf, 4);
+                changed[r] |= bit;
             }
             lua_settop(L, arr);
         }

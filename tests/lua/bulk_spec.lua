@@ -9,7 +9,13 @@ local function sees_world(w, q)
     q:bulk(function(n, ents, p, v)
         for i = 1, n do
             local wp, wv = w:get(ents[i], "Position"), w:get(ents[i], "Velocity")
-            assert.are.same({wp.x, wp.y, wv.x, wv.y}, {p.x[i], p.y[i], v.x[i], v.y[i]}, "row " .. i)
+            local want, got = {wp.x, wp.y, wv.x, wv.y}, {p.x[i], p.y[i], v.x[i], v.y[i]}
+            for k = 1, 4 do -- NaN for NaN; -0 and 0 told apart
+                if want[k] == want[k] or got[k] == got[k] then
+                    assert.are.equal(want[k], got[k], "row " .. i .. ", value " .. k)
+                    assert.are.equal(1 / want[k] < 0, 1 / got[k] < 0, "row " .. i .. ", value " .. k)
+                end
+            end
             if not H.luajit then assert.are.equal("float", math.type(p.x[i])) end
         end
         rows = rows + n
@@ -54,6 +60,25 @@ describe("q:bulk's kept arrays", function()
         assert.are_not.equal(0.1, x)
         assert.are.equal(2, y)
         if not H.luajit then assert.are.equal("float", math.type(y)) end
+    end)
+
+    it("store NaN, -0, infinities and integral doubles as floats, and refuse a float out of range", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1.5, y = 2.5}, Velocity = {x = 0.5, y = 0.5}}
+        local q = w:query{"Position", "Velocity"}
+        local cases = {{0 / 0, 0.5}, {-0.0, 1 / 0}, {-1 / 0, 2 ^ 24 + 1}, {0.0, 3}}
+        for _, c in ipairs(cases) do
+            q:bulk(function(_, _, p, v) p.x[1], p.y[1] = c[1], c[2]; v.x[1] = c[2] end)
+            sees_world(w, q)
+            local p = w:get(e, "Position")
+            if c[1] ~= c[1] then assert.is_true(p.x ~= p.x) else assert.are.equal(c[1], p.x) end
+            assert.are.equal(1 / c[1] < 0, 1 / p.x < 0) -- -0 stays -0, 0 stays 0
+            if c[2] == 2 ^ 24 + 1 then assert.are.equal(16777216.0, w:get(e, "Velocity").x) end
+        end
+        H.unchanged(w, {"Position"}, function()
+            q:bulk(function(_, _, p) p.y[1] = 3.5e38 end)
+        end, "bulk", "Position.y", "out of range for float")
+        sees_world(w, q)
     end)
 
     it("keep a world:set made inside fn, and show it to the next call", function()
