@@ -49,6 +49,22 @@ describe("q:bulk's kept arrays", function()
         sees_world(w, q)
     end)
 
+    it("hand the columns' values to calls that start and stop writing a term, with changes between", function()
+        local w = H.world()
+        local es = {}
+        for i = 1, 900 do es[i] = w:spawn{Position = {x = i / 7, y = i}, Velocity = {x = i / 9, y = -1}} end
+        local q = w:query{"Position", "Velocity"}
+        for round = 1, 8 do
+            if round % 3 == 1 then q:bulk(move, 0.25) end             -- writes Position
+            if round % 4 == 2 then                                    -- writes Velocity
+                q:bulk(function(n, _, _, v) for i = 1, n do v.y[i] = v.y[i] * 2 + 0.1 end end)
+            end
+            w:set(es[round * 50], "Position", {x = -round - 0.5})     -- between calls
+            w:set(es[round * 60], "Velocity", {y = round + 0.5})
+            sees_world(w, q)
+        end
+    end)
+
     it("give fn the float the column stores, not the double or integer fn wrote", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1.5, y = 2}, Velocity = {}}
