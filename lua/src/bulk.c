@@ -590,8 +590,9 @@ static int bulk_body(lua_State *L) {
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_BULK);
     int bulk_idx = lua_gettop(L);
     int32_t block = 0; /* blocks handed out: the slot of kept arrays */
-    lua_rawgeti(L, bulk_idx, BULK_WRITTEN);
-    uint32_t last = (uint32_t)lua_tointeger(L, -1); /* terms the last call wrote */
+    /* terms the last call wrote; on a first call, every term (no kept arrays are made for
+     * a term until a call leaves it unwritten) */
+    uint32_t last = lua_rawgeti(L, bulk_idx, BULK_WRITTEN) == LUA_TNUMBER ? (uint32_t)lua_tointeger(L, -1) : ~0u;
     lua_pop(L, 1);
     bulk_work w;
     w.written = 0;
