@@ -285,9 +285,11 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
             const kiln_field *fd = &info->fields[f];
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
             if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                for (int32_t r = 0; r < n; r++) {
+                const uint8_t *src = base + fd->offset;
+                size_t stride = info->stride; /* in locals: the calls would reload them */
+                for (int32_t r = 0; r < n; r++, src += stride) {
                     float v;
-                    memcpy(&v, base + (size_t)r * info->stride + fd->offset, 4);
+                    memcpy(&v, src, 4);
                     lua_pushnumber(L, v);
                     lua_rawseti(L, -2, r + 1);
                 }
@@ -466,20 +468,25 @@ static void kept_write(klua_query *kq, int t, bulk_work *w, int32_t b0, int32_t 
     uint8_t *col = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride, *snap = w->snap[t];
     const uint8_t *stage = w->stage[t];
     const uint64_t *changed = w->changed[t];
+    uint32_t offs[KILN_MAX_FIELDS]; /* in locals: stores into the column would reload them */
+    for (int32_t f = 0; f < info->field_count; f++) offs[f] = info->fields[f].offset;
+    bool kept = w->keep[t];
+    uint64_t any = 0;
     for (int32_t r = 0; r < n; r++) {
         uint64_t mask = changed[r];
         if (!mask) continue;
-        w->written |= (uint32_t)1 << t;
+        any |= mask;
         size_t at = (size_t)r * stride;
-        for (int32_t f = 0; mask; f++, mask >>= 1)
-            if (mask & 1) {
-                size_t off = at + info->fields[f].offset;
-                memcpy(col + off, stage + off, 4);
-                memcpy(snap + off, stage + off, 4);
-            }
+        for (int32_t f = 0; mask; f++, mask >>= 1) {
+            if (!(mask & 1)) continue;
+            size_t off = at + offs[f];
+            memcpy(col + off, stage + off, 4);
+            if (kept) memcpy(snap + off, stage + off, 4); /* what the kept array now holds */
+        }
         kiln_iter_mark_changed(&kq->it, t, b0 + r);
     }
-    if (w->keep[t]) w->slot->trusted[t] = n;
+    if (any) w->written |= (uint32_t)1 << t;
+    if (kept) w->slot->trusted[t] = n;
 }
 
 /* Phase 3: converts every writable array into the stage, one read per value (a float still
