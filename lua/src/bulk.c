@@ -1,6 +1,6 @@
-/* bulk.c: q:bulk, the column-array path over a query: per block of rows, fn gets a table of
- * field arrays per term; writable arrays are converted, checked, then written back where fn
- * changed them. Invariant: nothing of a block is written back unless all of it converted. */
+/* bulk.c: q:bulk, the column-array path: per block of rows fn gets field arrays per term (kept
+ * across calls for float-only terms fn leaves unwritten), written back where fn changed them.
+ * Invariant: nothing of a block is written back unless all of it converted. */
 #include <string.h>
 
 #include "klua.h"
@@ -14,7 +14,7 @@
 #define BULK_BLOCK 512
 /* Values read from an array before they are popped together. */
 #define BULK_BATCH 32
-#define KEPT_BATCH 64 /* the same for kept arrays: a bit per value in a uint64_t */
+#define KEPT_BATCH 64 /* the same for the arrays of float-only terms (kept_read) */
 
 /* Pushes the reusable table under key of the bulk table at bulk_idx, creating it. */
 static void bulk_table(lua_State *L, int bulk_idx, lua_Integer key) {
