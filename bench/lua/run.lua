@@ -8,7 +8,7 @@
 --   --case NAME     run only that case (lua_bulk, lua_each, lua_spawn, lua_add_remove,
 --                   lua_garbage, lua_get, lua_get_heap)
 --   --profile NAME  run only one loop for --frames iterations, with no table and no JSON, for
---                   perf or callgrind: bulk, each, each_system, spawn, add_remove (subjects) or
+--                   perf or callgrind: bulk, bulk_system, each, each_system, spawn, add_remove (subjects) or
 --                   arrays, tables (the baselines of bulk and each); get, get_into, getter,
 --                   get_plain, get_plain_table (N random reads per frame); spawn_tables
 --   KILN_BENCH_ENTITIES=N in the environment runs every case on N entities instead of 100k
@@ -447,13 +447,17 @@ end
 -- ---- profiling mode -------------------------------------------------------------------------
 
 local function profile(name, frames)
-    local frame_cases = { bulk = true, each = true, each_system = true, arrays = true, tables = true }
+    local frame_cases = { bulk = true, bulk_system = true, each = true, each_system = true, arrays = true,
+        tables = true }
     if frame_cases[name] then
         local w, _, d = populate(N)
         local q = w:query { "Position", "Velocity" }
         if name == "each_system" then
             w:system { name = "move", reads = { "Velocity" }, writes = { "Position" },
                 query = { "Position", "Velocity" }, each = move_row }
+        elseif name == "bulk_system" then
+            w:system { name = "move", reads = { "Velocity" }, writes = { "Position" },
+                run = function(_, dt) q:bulk(move_bulk, dt) end }
         end
         local t0 = clock()
         for _ = 1, frames do

@@ -1,6 +1,6 @@
-/* bulk.c: q:bulk, the column-array path over a query: per block of rows, fn gets a table of
- * field arrays per term; writable arrays are converted, checked, then written back where fn
- * changed them. Invariant: nothing of a block is written back unless all of it converted. */
+/* bulk.c: q:bulk, the column-array path: per block of rows fn gets field arrays per term (kept
+ * across calls for float-only terms fn leaves unwritten), written back where fn changed them.
+ * Invariant: nothing of a block is written back unless all of it converted. */
 #include <string.h>
 
 #include "klua.h"
@@ -14,6 +14,7 @@
 #define BULK_BLOCK 512
 /* Values read from an array before they are popped together. */
 #define BULK_BATCH 32
+#define KEPT_BATCH 64 /* the same for the arrays of float-only terms (kept_read) */
 
 /* Pushes the reusable table under key of the bulk table at bulk_idx, creating it. */
 static void bulk_table(lua_State *L, int bulk_idx, lua_Integer key) {
@@ -146,10 +147,120 @@ static void bulk_entities(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     if (eager) ents_store(L, arr, bulk_idx, ents, n);
 }
 
+/* ---- Kept arrays: float-only terms fn only reads keep their arrays from call to call ----
+ * A writable data term whose fields are all single floats (kq->all_floats), which the last
+ * call did not write, has arrays of its own per block ordinal k (the k-th block a call hands
+ * to fn; the last slot serves every block past KEPT_SLOTS), with the bytes they stand for (the
+ * slot's snapshot). A call refills only the rows whose column bytes differ from the
+ * snapshot, and only while the arrays are trusted: from a write-back that read every value
+ * and gave the array the float it wrote, until fn is called again. A term the last call
+ * wrote gains nothing from this (giving the array its floats costs what a fill does) and
+ * keeps to the shared arrays, which stay in cache; so does a read-only term, which is not
+ * read back and so never trusted. */
+#define KEPT_SLOTS 256
+#define KEPT_KEY(k) (-16 - (lua_Integer)(k)) /* bulk table: slot k's table */
+#define SLOT_STATE 0 /* slot table: its kept_slot; the arrays at KLUA_FIELD_KEY(t, f) */
+#define BULK_WRITTEN BULK_KEY(-1, 4) /* bulk table: a bit per term the last call wrote */
+
+typedef struct kept_slot {
+    int32_t trusted[KLUA_MAX_TERMS]; /* per term: rows whose arrays hold exactly the snapshot */
+    uint8_t *snap[KLUA_MAX_TERMS];   /* per float-only term: BULK_BLOCK rows of stride bytes */
+} kept_slot;
+
+#if defined(__GNUC__)
+#define KEPT_NOINLINE __attribute__((noinline)) /* the rare cases, out of the read-back loop */
+#else
+#define KEPT_NOINLINE
+#endif
+
+/* True when a float has a fraction: a number equal to it is then surely a float in Lua, not
+ * an integer (which a fresh fill would not give). One instruction where SSE4.1 is on. */
+static inline bool fractional(float x) { return truncf(x) != x; }
+
+/* A float-only data term: read back by kept_read (from kept or shared arrays). */
+static bool kept_term(const klua_query *kq, int t) {
+    return kq->kind[t] == TERM_DATA && kq->all_floats[t];
+}
+
+/* Pushes the table of slot k (made with its state on first use); returns its state. */
+static kept_slot *kept_slot_push(lua_State *L, klua_query *kq, int bulk_idx, int32_t k) {
+    if (lua_rawgeti(L, bulk_idx, KEPT_KEY(k)) == LUA_TTABLE) {
+        lua_rawgeti(L, -1, SLOT_STATE);
+        kept_slot *s = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        return s;
+    }
+    lua_pop(L, 1);
+    size_t bytes = (sizeof(kept_slot) + 15) & ~(size_t)15;
+    for (int t = 0; t < kq->term_count; t++)
+        if (kept_term(kq, t)) bytes += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
+    lua_createtable(L, 0, 4);
+    kept_slot *s = lua_newuserdatauv(L, bytes, 0);
+    memset(s, 0, sizeof *s);
+    uint8_t *p = (uint8_t *)s + ((sizeof(kept_slot) + 15) & ~(size_t)15);
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!kept_term(kq, t)) continue;
+        s->snap[t] = p;
+        p += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
+    }
+    lua_rawseti(L, -2, SLOT_STATE);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, bulk_idx, KEPT_KEY(k));
+    return s;
+}
+
+/* Fills the arrays of float-only term t in the slot table at slot_idx for rows [b0, b0 + n)
+ * (only rows that changed, when trusted) and sets them in the term table at term_idx. */
+static void kept_fill(lua_State *L, klua_query *kq, int t, kept_slot *s, int slot_idx, int term_idx,
+                      int32_t b0, int32_t n) {
+    const kiln_component_info *info = &kq->info[t];
+    size_t stride = info->stride;
+    const uint8_t *col = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
+    uint8_t *snap = s->snap[t];
+    int32_t trusted = s->trusted[t] < n ? s->trusted[t] : n;
+    s->trusted[t] = 0; /* fn may write the arrays: trusted again after a full read-back */
+    int arr0 = lua_gettop(L) + 1;
+    for (int32_t f = 0; f < info->field_count; f++)
+        if (lua_rawgeti(L, slot_idx, KLUA_FIELD_KEY(t, f)) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            lua_createtable(L, n, 0);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, slot_idx, KLUA_FIELD_KEY(t, f));
+            trusted = 0;
+        }
+    if (trusted < n || memcmp(col, snap, (size_t)n * stride) != 0) {
+        for (int32_t r = 0; r < n; r++) {
+            const uint8_t *src = col + (size_t)r * stride;
+            uint8_t *dst = snap + (size_t)r * stride;
+            if (r < trusted && memcmp(src, dst, info->size) == 0) continue;
+            memcpy(dst, src, stride); /* what the write-back compares with */
+            for (int32_t f = 0; f < info->field_count; f++) {
+                float v;
+                memcpy(&v, dst + info->fields[f].offset, 4);
+                lua_pushnumber(L, v);
+                lua_rawseti(L, arr0 + f, r + 1);
+            }
+        }
+    }
+    for (int32_t f = info->field_count - 1; f >= 0; f--) lua_setfield(L, term_idx, info->fields[f].name);
+}
+
+/* The work of one block: per writable term, the snapshot of the block's rows (what the
+ * arrays were filled with), their stage (what the write-back makes of them) and a changed
+ * flag per row; which terms have kept arrays, and which the call wrote. */
+typedef struct bulk_work {
+    uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS];
+    uint64_t *changed[KLUA_MAX_TERMS]; /* per row: a bit per changed field of a float-only term, else 1 */
+    bool keep[KLUA_MAX_TERMS];         /* the term's arrays are the slot's (kept), not the shared ones */
+    kept_slot *slot;                   /* the block's kept arrays and their snapshots */
+    int slot_idx;                      /* its table's stack slot */
+    uint32_t written;                  /* terms the call wrote (so far) */
+} bulk_work;
+
 /* Phase 1: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
  * entities (bulk_entities), then per term a table of field arrays (term.x[i]), true/false
  * for tags and absent optional terms. */
-static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n) {
+static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w, int32_t b0, int32_t n) {
     lua_pushinteger(L, n);
     bulk_entities(L, kq, bulk_idx, b0, n);
     const kiln_entity *ents = kq->it.entities + b0;
@@ -165,14 +276,20 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, in
             continue;
         }
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        if (w->keep[t]) {
+            kept_fill(L, kq, t, w->slot, w->slot_idx, lua_gettop(L), b0, n);
+            continue;
+        }
         const uint8_t *base = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
             if (fd->type == KILN_TYPE_FLOAT && fd->count == 1) {
-                for (int32_t r = 0; r < n; r++) {
+                const uint8_t *src = base + fd->offset;
+                size_t stride = info->stride; /* in locals: the calls would reload them */
+                for (int32_t r = 0; r < n; r++, src += stride) {
                     float v;
-                    memcpy(&v, base + (size_t)r * info->stride + fd->offset, 4);
+                    memcpy(&v, src, 4);
                     lua_pushnumber(L, v);
                     lua_rawseti(L, -2, r + 1);
                 }
@@ -187,17 +304,9 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, in
     }
 }
 
-/* The work block of one call: per writable term, the snapshot of the block's rows (what the
- * arrays were filled with), their stage (what the write-back makes of them) and a changed
- * flag per row. */
-typedef struct bulk_work {
-    uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS];
-    uint64_t *changed[KLUA_MAX_TERMS]; /* per row: a bit per changed field of a float-only term, else 1 */
-} bulk_work;
-
 /* Phase 2: copies the writable rows of the block into the query's own work block (fn may use
  * the world's scratch), so only what fn changed is written back and a world:set inside fn
- * stays. */
+ * stays. A float-only term's snapshot is its slot's; it gets a stage and its masks here. */
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
     /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
@@ -215,11 +324,12 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
         size_t rows = (size_t)n * kq->info[t].stride, part = (rows + 15) & ~(size_t)15;
-        w->snap[t] = block;
+        w->snap[t] = w->keep[t] ? w->slot->snap[t] : block;
         w->stage[t] = block + part;
         w->changed[t] = (uint64_t *)(void *)(block + 2 * part);
         block += 2 * part + flags;
-        memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
+        if (!w->keep[t])
+            memcpy(w->snap[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * kq->info[t].stride, rows);
     }
 }
 
@@ -255,17 +365,144 @@ static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, con
     return klua_to_field(L, idx, fd, row);
 }
 
+/* The read-back of one value at idx (array at arr, row r) for float field f of term t that
+ * held old, past kept_scan: converts it to *nf and returns true when the field changed.
+ * When a kept array does not hold exactly *nf (a double that is not that float, or an
+ * integer), it is given *nf, as a fill would; a slot that held a value takes a number without
+ * allocating. A bad value raises before anything is written. */
+static KEPT_NOINLINE bool kept_value(lua_State *L, klua_query *kq, int t, int32_t f, int idx, int arr, int32_t r,
+                                     int32_t b0, bool kept, float old, uint8_t *row, float *nf) {
+    const kiln_field *fd = &kq->info[t].fields[f];
+    const char *err = NULL;
+    bool fix = kept;
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        lua_Number v = lua_tonumber(L, idx);
+        bool integer = trunc(v) == v && lua_isinteger(L, idx);
+        if (klua_same_float(v, old)) {
+            *nf = old;
+            fix = kept && integer;
+        } else if (isfinite(v) && fabs(v) > 3.4028234663852886e38) {
+            err = lua_pushfstring(L, "number %f is out of range for float", v);
+        } else {
+            *nf = (float)v;
+            fix = kept && (integer || !klua_same_float(v, *nf));
+        }
+    } else {
+        int top = lua_gettop(L);
+        err = klua_to_field(L, idx, fd, row); /* raises for a float field: names the type */
+        lua_settop(L, top);
+        memcpy(nf, row + fd->offset, 4);
+    }
+    if (err) {
+        char eb[24];
+        klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", kq->info[t].name, fd->name, (int)r + 1,
+                  klua_entity_str(kq->it.entities[b0 + r], eb), err);
+    }
+    if (fix) {
+        lua_pushnumber(L, *nf);
+        lua_rawseti(L, arr, r + 1);
+    }
+    return memcmp(nf, &old, 4) != 0;
+}
+
+/* Reads back the arrays of writable float-only term t (kept or shared, w->keep) into the
+ * stage, with a bit per changed field per row. A value still equal to the float it was
+ * filled with costs one comparison; a bad value raises before anything is written. */
+static void kept_read(lua_State *L, klua_query *kq, int t, const bulk_work *w, int bulk_idx, int32_t b0,
+                      int32_t n) {
+    const kiln_component_info *info = &kq->info[t];
+    size_t stride = info->stride;
+    const uint8_t *snap = w->snap[t];
+    uint8_t *stage = w->stage[t];
+    uint64_t *changed = w->changed[t];
+    bool kept = w->keep[t];
+    memcpy(stage, snap, (size_t)n * stride);
+    memset(changed, 0, (size_t)n * sizeof *changed);
+    luaL_checkstack(L, KEPT_BATCH + 8, "too many values");
+    for (int32_t f = 0; f < info->field_count; f++) {
+        size_t off = info->fields[f].offset;
+        uint64_t bit = (uint64_t)1 << f;
+        if (kept) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, f));
+        else lua_rawgeti(L, bulk_idx, BULK_KEY(t, f));
+        int arr = lua_gettop(L);
+        const uint8_t *was = snap + off;
+        for (int32_t r0 = 0; r0 < n; r0 += KEPT_BATCH) {
+            int32_t m = n - r0 < KEPT_BATCH ? n - r0 : KEPT_BATCH;
+            for (int32_t r = r0; r < r0 + m; r++, was += stride) {
+                float old, nf;
+                memcpy(&old, was, 4);
+                if (lua_rawgeti(L, arr, r + 1) == LUA_TNUMBER) {
+                    lua_Number v = lua_tonumber(L, -1);
+                    if (v == (lua_Number)old && fractional(old)) continue; /* as filled */
+                    if (trunc(v) != v && fabs(v) <= 3.4028234663852886e38) {
+                        /* a new float-subtype number with a fraction, in range (what a kernel
+                         * computes): no integer, NaN or range error to tell apart */
+                        nf = (float)v;
+                        if (kept && (lua_Number)nf != v) { /* the array gets the float, as a fill would */
+                            lua_pushnumber(L, nf);
+                            lua_rawseti(L, arr, r + 1); /* the slot held a number: no allocation */
+                        }
+                        if (memcmp(&nf, &old, 4) == 0) continue; /* 0.1 for 0.1f: unchanged */
+                        memcpy(stage + (size_t)r * stride + off, &nf, 4);
+                        changed[r] |= bit;
+                        continue;
+                    }
+                }
+                if (kept_value(L, kq, t, f, lua_gettop(L), arr, r, b0, kept, old, stage + (size_t)r * stride, &nf)) {
+                    memcpy(stage + (size_t)r * stride + off, &nf, 4);
+                    changed[r] |= bit;
+                }
+            }
+            lua_settop(L, arr);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* Writes the fields of float-only term t that fn changed, to the column and the snapshot, and
+ * marks their rows; kept arrays then hold the snapshot exactly (kept_read gave them the
+ * floats), so the next call trusts them. Nothing here can raise. */
+static void kept_write(klua_query *kq, int t, bulk_work *w, int32_t b0, int32_t n) {
+    const kiln_component_info *info = &kq->info[t];
+    size_t stride = info->stride;
+    uint8_t *col = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride, *snap = w->snap[t];
+    const uint8_t *stage = w->stage[t];
+    const uint64_t *changed = w->changed[t];
+    uint32_t offs[KILN_MAX_FIELDS]; /* in locals: stores into the column would reload them */
+    for (int32_t f = 0; f < info->field_count; f++) offs[f] = info->fields[f].offset;
+    bool kept = w->keep[t];
+    uint64_t any = 0;
+    for (int32_t r = 0; r < n; r++) {
+        uint64_t mask = changed[r];
+        if (!mask) continue;
+        any |= mask;
+        size_t at = (size_t)r * stride;
+        for (int32_t f = 0; mask; f++, mask >>= 1) {
+            if (!(mask & 1)) continue;
+            size_t off = at + offs[f];
+            memcpy(col + off, stage + off, 4);
+            if (kept) memcpy(snap + off, stage + off, 4); /* what the kept array now holds */
+        }
+        kiln_iter_mark_changed(&kq->it, t, b0 + r);
+    }
+    if (any) w->written |= (uint32_t)1 << t;
+    if (kept) w->slot->trusted[t] = n;
+}
+
 /* Phase 3: converts every writable array into the stage, one read per value (a float still
  * equal to what it was filled with costs one comparison); a bad value raises before anything
  * is written. Then the check hooks see every changed row, and only then are the changed
  * fields written and their rows marked. */
-static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
-                            const bulk_work *w) {
+static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n, bulk_work *w) {
     char eb[24];
     const kiln_entity *ents = kq->it.entities + b0;
     luaL_checkstack(L, BULK_BATCH + 8, "too many values");
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
+        if (kept_term(kq, t)) {
+            kept_read(L, kq, t, w, bulk_idx, b0, n);
+            continue;
+        }
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         memcpy(w->stage[t], w->snap[t], (size_t)n * stride);
@@ -273,7 +510,6 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bool single_float = fd->type == KILN_TYPE_FLOAT && fd->count == 1;
-            uint64_t bit = kq->all_floats[t] ? (uint64_t)1 << f : 1;
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
             int arr = lua_gettop(L);
             for (int32_t r0 = 0; r0 < n; r0 += BULK_BATCH) {
@@ -304,7 +540,7 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
                     if (err)
                         klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", info->name, fd->name,
                                   (int)r + 1, klua_entity_str(ents[r], eb), err);
-                    w->changed[t][r] |= bit;
+                    w->changed[t][r] = 1;
                 }
                 lua_settop(L, arr);
             }
@@ -325,6 +561,10 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
     /* Write the fields fn changed, and mark their rows. */
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
+        if (kept_term(kq, t)) {
+            kept_write(kq, t, w, b0, n);
+            continue;
+        }
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         uint8_t *base = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
@@ -332,13 +572,6 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
             uint64_t mask = w->changed[t][r];
             if (!mask) continue;
             const uint8_t *row = w->stage[t] + (size_t)r * stride;
-            if (kq->all_floats[t]) { /* the bits name the fields that changed */
-                uint8_t *dst = base + (size_t)r * stride;
-                for (int32_t f = 0; mask; f++, mask >>= 1)
-                    if (mask & 1) memcpy(dst + info->fields[f].offset, row + info->fields[f].offset, 4);
-                kiln_iter_mark_changed(&kq->it, t, b0 + r);
-                continue;
-            }
             const uint8_t *was = w->snap[t] + (size_t)r * stride;
             bool marked = false;
             for (int32_t f = 0; f < info->field_count; f++) {
@@ -363,19 +596,39 @@ static int bulk_body(lua_State *L) {
     luaL_checkstack(L, nextra + kq->term_count + 16, "too many arguments");
     lua_getiuservalue(L, 1, KLUA_QUERY_UV_BULK);
     int bulk_idx = lua_gettop(L);
+    int32_t block = 0; /* blocks handed out: the slot of kept arrays */
+    /* terms the last call wrote; on a first call, every term (no kept arrays are made for
+     * a term until a call leaves it unwritten) */
+    uint32_t last = lua_rawgeti(L, bulk_idx, BULK_WRITTEN) == LUA_TNUMBER ? (uint32_t)lua_tointeger(L, -1) : ~0u;
+    lua_pop(L, 1);
+    bulk_work w;
+    w.written = 0;
     while (kiln_query_next(&kq->it)) {
+        bool keeps = false;
+        for (int t = 0; t < kq->term_count; t++)
+            keeps |= w.keep[t] = kept_term(kq, t) && bulk_writes(kq, t) && !(last >> t & 1);
         for (int32_t b0 = 0; b0 < kq->it.count; b0 += BULK_BLOCK) {
             int32_t n = kq->it.count - b0 < BULK_BLOCK ? kq->it.count - b0 : BULK_BLOCK;
+            if (keeps) {
+                w.slot = kept_slot_push(L, kq, bulk_idx, block < KEPT_SLOTS ? block : KEPT_SLOTS - 1);
+            } else {
+                lua_pushnil(L);
+                w.slot = NULL;
+            }
+            w.slot_idx = lua_gettop(L);
+            block++;
             lua_pushvalue(L, 2);
-            bulk_fill(L, kq, bulk_idx, b0, n);
+            bulk_fill(L, kq, bulk_idx, &w, b0, n);
             for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
-            bulk_work w;
             bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
             bulk_check_terms(L, kq, bulk_idx);
             bulk_write_back(L, kq, bulk_idx, b0, n, &w);
+            lua_pop(L, 1); /* the slot table */
         }
     }
+    lua_pushinteger(L, (lua_Integer)w.written);
+    lua_rawseti(L, bulk_idx, BULK_WRITTEN);
     kq->active = false; /* kiln_query_next finished the iteration */
     return 0;
 }
