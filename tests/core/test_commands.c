@@ -209,6 +209,38 @@ KILN_TEST(apply, apply_stamps_written_rows_with_the_tick_current_at_apply) {
     ck_assert_uint_eq(kiln_changed_tick(F.w, a, F.pos), recorded);
 }
 
+/* Recording copies a value of at most 64 bytes by fixed, overlapping moves (commands.c,
+ * copy_small) and a larger one through the general path: every size, the odd ones and those
+ * past 64 included, must land byte for byte from a spawn's add, an add and a set. */
+KILN_TEST(apply, values_of_every_size_up_to_80_bytes_land_byte_for_byte) {
+    for (uint32_t size = 1; size <= 80; size++) {
+        char name[32];
+        snprintf(name, sizeof name, "Bytes%u", (unsigned)size);
+        kiln_component c;
+        ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = name, .size = size}, &c));
+        uint8_t first[80], second[80], want_first[80], want_second[80];
+        for (uint32_t i = 0; i < size; i++) {
+            first[i] = want_first[i] = (uint8_t)(size * 7u + i * 13u + 1u);
+            second[i] = want_second[i] = (uint8_t)~first[i];
+        }
+        kiln_entity p, e;
+        ASSERT_OK(kiln_spawn(F.w, &e));
+        ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
+        ASSERT_OK(kiln_commands_add(F.cmd, p, c, first));
+        ASSERT_OK(kiln_commands_add(F.cmd, e, c, first));
+        memset(first, 0, sizeof first); /* the buffer holds its own copy */
+        ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+        kiln_entity spawned = kiln_commands_resolve(F.cmd, p);
+        ck_assert_mem_eq(kiln_get(F.w, spawned, c), want_first, size);
+        ck_assert_mem_eq(kiln_get(F.w, e, c), want_first, size);
+        ASSERT_OK(kiln_commands_set(F.cmd, e, c, second));
+        memset(second, 0, sizeof second);
+        ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+        ck_assert_mem_eq(kiln_get(F.w, e, c), want_second, size);
+        ck_assert_mem_eq(kiln_get(F.w, spawned, c), want_first, size);
+    }
+}
+
 KILN_TEST(apply, apply_empties_the_buffer_and_a_second_apply_changes_nothing) {
     kiln_entity a = spawn_pos(&F, 0, 0);
     kiln_entity p;
