@@ -147,6 +147,13 @@ end
 -- kiln.ffi_debug (docs/lua-api.md, LuaJIT).
 H.ffi_each = H.luajit
 
+-- Asserts that got holds the entities of want, in any order (both lists are sorted in place).
+function H.same_entities(want, got)
+    table.sort(want)
+    table.sort(got)
+    assert.are.same(want, got)
+end
+
 -- Runs fn with kiln.ffi_debug set (under LuaJIT: checked views, which catch a view used
 -- after its loop as the table views do), then clears it.
 function H.ffi_debug(kiln, fn)

@@ -22,10 +22,7 @@ describe("q:each_ffi()", function()
             p.x = p.x + v.x
             p.y = p.y + v.y
         end
-        table.sort(seen)
-        local want = {a, b}
-        table.sort(want)
-        assert.are.same(want, seen)
+        H.same_entities({a, b}, seen)
         assert.are.equal(11, w:get(a, "Position").x)
         assert.are.equal(22, w:get(a, "Position").y)
         assert.are.equal(4, w:get(b, "Position").x)
@@ -271,10 +268,7 @@ describe("q:bulk_ffi()", function()
             rows = rows + n
         end, 0.5)
         assert.are.equal(2, rows)
-        table.sort(seen)
-        local want = {a, b}
-        table.sort(want)
-        assert.are.same(want, seen)
+        H.same_entities({a, b}, seen)
         assert.are.equal(2, w:get(a, "Position").x)
         assert.are.equal(11.5, w:get(b, "Position").x)
         assert.are.equal(w:tick(), w:changed_tick(a, "Position"))
@@ -332,10 +326,7 @@ describe("q:each() under LuaJIT", function()
             body.k = body.k + 1
             body.alive = not body.alive
         end
-        table.sort(seen)
-        local want = {a, b}
-        table.sort(want)
-        assert.are.same(want, seen)
+        H.same_entities({a, b}, seen)
         assert.are.same({p = {x = 1, y = 4, z = 3}, m = 2, k = 6, alive = false}, w:get(a, "Body"))
         assert.are.same({p = {x = 0, y = 4, z = 0}, m = 4, k = 1, alive = true}, w:get(b, "Body"))
     end)
@@ -404,10 +395,7 @@ describe("q:each() under LuaJIT", function()
                      p.x = p.x + (v and v.x or 100) * dt
                  end}
         assert(w:progress(1))
-        table.sort(seen)
-        local want = {a, b}
-        table.sort(want)
-        assert.are.same(want, seen)
+        H.same_entities({a, b}, seen)
         assert.are.equal(11, w:get(a, "Position").x)
         assert.are.equal(102, w:get(b, "Position").x)
         assert.are.equal(w:tick(), w:changed_tick(b, "Position"))
