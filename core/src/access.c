@@ -427,7 +427,6 @@ __attribute__((noinline)) static kiln_result add_general(kiln_world *world, cons
 
 kiln_result kl_add_value(kiln_world *world, const char *call, kiln_entity entity,
                          kiln_component component, void *value, bool move) {
-    if (add_plain(world, entity, component, value)) return KILN_OK;
     return add_general(world, call, entity, component, value, move);
 }
 
@@ -477,7 +476,6 @@ bool kl_remove_plain(kiln_world *world, kiln_entity entity, kiln_component compo
 
 kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity entity,
                                 kiln_component component, bool *removed) {
-    if (remove_plain(world, entity, component, removed)) return KILN_OK;
     return remove_general(world, call, entity, component, removed);
 }
 
@@ -528,8 +526,8 @@ static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_co
     if (KL_LIKELY(spawn_cached(world, components, (void *const *)values, count, false,
                                KILN_NULL_ENTITY, dest)))
         return KILN_OK;
-    return kl_spawn_values(world, call, components, (void *const *)values, count, false,
-                           KILN_NULL_ENTITY, dest);
+    return spawn_general(world, call, components, (void *const *)values, count, false,
+                         KILN_NULL_ENTITY, dest);
 }
 
 kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest) {

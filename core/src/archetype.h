@@ -54,6 +54,35 @@ static inline bool kl_archetype_has(const kl_archetype *arch, kiln_component com
     return kl_archetype_slot(arch, component) != KL_SLOT_ABSENT;
 }
 
+/* Copies a value of at most 64 bytes with fixed-size moves (overlapping for odd sizes), so
+ * its caller makes no library call (a command record then sets up no frame); false, with
+ * nothing copied, for a larger one. */
+static inline __attribute__((always_inline)) bool kl_copy_small(void *to, const void *from,
+                                                                size_t size) {
+    uint8_t *dst = to;
+    const uint8_t *src = from;
+    if (size > 64) return false;
+    if (size == 0) return true;
+    if (size >= 16) {
+        memcpy(dst, src, 16);
+        if (size > 32) {
+            memcpy(dst + 16, src + 16, 16);
+            memcpy(dst + size - 32, src + size - 32, 16);
+        }
+        memcpy(dst + size - 16, src + size - 16, 16);
+    } else if (size >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + size - 8, src + size - 8, 8);
+    } else if (size >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + size - 4, src + size - 4, 4);
+    } else {
+        dst[0] = src[0];
+        if (size > 1) memcpy(dst + size - 2, src + size - 2, 2);
+    }
+    return true;
+}
+
 /* Copies one value of size bytes: the common small sizes without a library call. */
 static inline void kl_copy_value(void *dst, const void *src, size_t size) {
     switch (size) {
@@ -61,7 +90,9 @@ static inline void kl_copy_value(void *dst, const void *src, size_t size) {
     case 8: memcpy(dst, src, 8); break;
     case 12: memcpy(dst, src, 12); break;
     case 16: memcpy(dst, src, 16); break;
-    default: memcpy(dst, src, size); break;
+    default:
+        if (!kl_copy_small(dst, src, size)) memcpy(dst, src, size);
+        break;
     }
 }
 
@@ -209,6 +240,7 @@ static inline __attribute__((always_inline)) void
 kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
                         kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
                         kl_column *gone) {
+    KILN_ASSERT(to == (size_t)dst->count && dst->count < dst->capacity, "row reserved before the move");
     size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
     kiln_entity *rows = src->entities;
     size_t tail = (size_t)src->count - 1;

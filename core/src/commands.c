@@ -226,31 +226,6 @@ static const char *op_name(uint8_t op) {
     return "?";
 }
 
-/* Copies a value of at most 64 bytes with fixed-size moves (overlapping for odd sizes), so
- * a record calls nothing and sets up no frame; false, with nothing copied, for a larger one. */
-static inline __attribute__((always_inline)) bool copy_small(uint8_t *dst, const uint8_t *src,
-                                                             size_t size) {
-    if (size > 64) return false;
-    if (size >= 16) {
-        memcpy(dst, src, 16);
-        if (size > 32) {
-            memcpy(dst + 16, src + 16, 16);
-            memcpy(dst + size - 32, src + size - 32, 16);
-        }
-        memcpy(dst + size - 16, src + size - 16, 16);
-    } else if (size >= 8) {
-        memcpy(dst, src, 8);
-        memcpy(dst + size - 8, src + size - 8, 8);
-    } else if (size >= 4) {
-        memcpy(dst, src, 4);
-        memcpy(dst + size - 4, src + size - 4, 4);
-    } else {
-        dst[0] = src[0];
-        if (size > 1) memcpy(dst + size - 2, src + size - 2, 2);
-    }
-    return true;
-}
-
 /* The usual record in one pass, inline in the recording calls: the command array and the
  * current value block have room, the batch goes on, and a value of at most 64 bytes is copied
  * bytewise. False, with nothing done, otherwise; push_slow then takes the general path. */
@@ -269,7 +244,7 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
             return false;
         room = block_data(b) + b->used;
         b->used += need;
-        copy_small(room, value, size);
+        kl_copy_small(room, value, size);
     }
     cmd->cmds[cmd->count++] = (kl_cmd){.op = (uint8_t)op, .has_value = room != NULL,
                                        .hooks_known = comp != NULL, .component = component,
@@ -585,9 +560,11 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     }
     kiln_entity e = target_of(cmd, c);
     /* An add or remove along a plain edge first: it implies what the checks below ask (a
-     * live entity, a registered component without hooks, so no check to run), and the size
-     * too when the component was registered when recorded (sizes never change). */
-    if (c->op == KL_OP_ADD && c->hooks_known && c->has_value && kl_add_plain(world, e, c->component, c->value)) {
+     * live entity, a registered component with no hooks and, for an add, no check hook, so
+     * a lenient queue has no refusal to drop), and the size too when the component was
+     * registered when recorded (sizes never change). */
+    if (c->op == KL_OP_ADD && c->hooks_known && c->has_value &&
+        kl_add_plain(world, e, c->component, c->value)) {
         c->has_value = 0; /* the world owns it now */
         return 1;
     }

@@ -147,8 +147,9 @@ typedef struct kl_edge {
 
 #define KL_EDGE_ADD 1u    /* the component is absent here and present in to */
 #define KL_EDGE_REMOVE 2u /* the component is present here and absent from to */
-/* Every value of both archetypes moves bytewise (no move or destroy hook) and the
- * component has no check hook and, when it has a value, no padding (size == stride). */
+/* Every value of both archetypes moves bytewise (no move or destroy hook), an add edge's
+ * component has no check hook (a remove edge's may: removing runs no check), and a component
+ * with a value has no padding (size == stride). */
 #define KL_EDGE_PLAIN 4u
 
 #define KL_SLOT_ABSENT (-1)

@@ -219,6 +219,23 @@ KILN_TEST(edges, an_add_along_a_cached_edge_copies_a_value_that_the_move_itself_
     for (int k = 0; k < 3; k++) test_assert_position(F.w, es[k], F.pos, (float)k, (float)(10 + k));
 }
 
+/* A padded component (6 bytes in an 8-byte stride) takes no plain edge: the general path
+ * zeroes its padding instead of copying the bytes past the caller's value. */
+KILN_TEST(edges, an_add_along_a_cached_edge_zeroes_the_padding_of_a_padded_value) {
+    kiln_component padded;
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Padded", .size = 6,
+                                                                         .align = 4}, &padded),
+                     KILN_OK);
+    cache_edge_to(padded);
+    uint8_t value[8] = {1, 2, 3, 4, 5, 6, 0xef, 0xbe}; /* bytes 6 and 7 are not the value's */
+    kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
+    ck_assert_int_eq(kiln_add(F.w, e, padded, value), KILN_OK);
+    const uint8_t *row = kiln_get(F.w, e, padded);
+    ck_assert_mem_eq(row, value, 6);
+    ck_assert_uint_eq(row[6], 0);
+    ck_assert_uint_eq(row[7], 0);
+}
+
 KILN_TEST(edges, moves_along_cached_edges_keep_ticks_and_raise_the_column_tick) {
     cache_edge_to(F.vel);
     kiln_tick_advance(F.w); /* later than the spare's values in the neighbour's columns */
