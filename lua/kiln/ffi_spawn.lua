@@ -196,6 +196,7 @@ local last = setmetatable({}, {__mode = "v"})
 -- The record {kind, id, slot, write} of component name on the world of wc, or nil when it
 -- names none (the C path raises for it).
 local function component(wc, self, name)
+    if type(name) ~= "string" then return nil end -- a component id, or a number the C path refuses
     local d = S.describe(self, name)
     if not d then return nil end
     local rec = {id = d.id, slot = d.size + (16 - d.size % 16) % 16}
@@ -268,5 +269,5 @@ function World.spawn(...)
         busy = false
         if ok and e then return e end
     end
-    return (spawn(...))
+    return spawn(...) -- a tail call: the C path's errors name the caller's line, not this one
 end

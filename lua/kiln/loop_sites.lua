@@ -60,9 +60,10 @@ local CALLS = {CALL = true, CALLM = true, CALLT = true, CALLMT = true}
 
 -- The loop of func whose iterator call is on line: {first, last (its body's instructions),
 -- slot (its first variable's)}, or nil when there is none or more than one (two loops written
--- on one line), or when the line makes any other call before the loop's: only then is the
--- loop's call the one that reached q:each (for _, e in wrap(q:each()) must keep its entity;
--- calls in the body come after). The parser writes
+-- on one line), or when the line makes any other call, before the loop's or in a body: only
+-- then is the loop's call the one that reached q:each (for _, e in swap({q:each()}) must keep
+-- its entity, and so must a q:each() called in another loop's body written on its line). The
+-- parser writes
 -- `CALL f; JMP => ITERC` before a generic for's body and `ITERC; ITERL` after it, the ITERC's
 -- base three slots above the call's.
 local function loop_at(func, line)
@@ -75,16 +76,24 @@ local function loop_at(func, line)
             local top, ta = decode(func, target)
             local cop, ca = decode(func, pc - 1)
             if top == "ITERC" and cop == "CALL" and ca + 3 == ta and funcinfo(func, pc - 1).currentline == line then
-                if found or calls ~= 1 then return nil end
+                if found then return nil end
                 found = {first = pc + 1, last = target - 1, slot = ta}
             end
         end
     end
+    if calls ~= 1 then return nil end
     return found
 end
 
 -- Whether the loop written on line of func provably never reads its first variable.
 local function unread(func, line)
+    -- a stripped chunk (luajit -b, string.dump(f, true)) gives every instruction one line
+    local info = funcinfo(func)
+    -- (lines 0 to 0); a one-line function is left alone as well
+    if type(line) ~= "number" or line <= 0 or not info.lastlinedefined
+        or info.lastlinedefined <= info.linedefined then
+        return false
+    end
     local loop = loop_at(func, line)
     if not loop then return false end
     for pc = loop.first, loop.last do

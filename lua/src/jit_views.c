@@ -127,7 +127,8 @@ static int views_begin(lua_State *L) {
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
-    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) {
+    /* a budget armed on the state charges whatever world the loop is over: the table path */
+    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0 || klua_budget_left(L) >= 0) {
         lua_pushboolean(L, 0);
         return 1;
     }
@@ -297,7 +298,8 @@ static int views_each_rows(lua_State *L) {
 
 bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
     /* a mod, or a budget: the table path, whose rows a budget can count */
-    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0) return false;
+    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0 || klua_budget_left(L) >= 0)
+        return false;
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH) == LUA_TFUNCTION) return true;
     lua_pop(L, 1);
     return false;

@@ -204,6 +204,17 @@ describe("world:spawn's FFI path", function()
         fast(w, {Position = {}})
         w:close()
         H.raises(function() w:spawn{Position = {}} end, "attempt to use a closed world")
+        -- the message names the caller's line, as the C path's does (a tail call into it)
+        local ok, err = pcall(function() w:spawn{Position = {}} end)
+        assert.is_false(ok)
+        assert.matches("ffi_spawn_spec%.lua:%d+: attempt to use a closed world", err)
+    end)
+
+    it("takes a number key for a component id, as the C path does, even where a name reads the same", function()
+        local w = H.world()
+        w:component("1", "float x;")
+        H.unchanged(w, nil, function() w:spawn{{x = 3}} end,
+                    "bad argument #1 to 'world:spawn' (unknown component #1)")
     end)
 
     it("keeps declared access in systems, and queues spawns where the world is deferred", function()

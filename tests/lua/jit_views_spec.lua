@@ -528,7 +528,10 @@ describe("q:each() under LuaJIT", function()
         assert(w:progress(0))
         local q = w:query{"Position"}
         local seen = {}
-        for e, p in q:each() do p.x = p.x + 1; seen[#seen + 1] = local_e(0) end
+        for e, p in q:each() do
+            p.x = p.x + 1
+            seen[#seen + 1] = local_e(0) -- a call on the for's line would keep the entity
+        end
         assert.are.same({H.ffi_each and true or a}, seen)
         assert.are.equal(2, w:get(a, "Position").x)
         assert.are.equal(w:tick(), w:changed_tick(a, "Position"))
@@ -544,6 +547,34 @@ describe("q:each() under LuaJIT", function()
         local seen = {}
         for e in q:each() do seen[1] = local_e(0) end for e in r:each() do seen[2] = local_e(0) end
         assert.are.same({a, a}, seen)
+    end)
+
+    it("hands the entity to q:each called in the body of another loop written on its line", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local got = {}
+        for _ in ipairs({1}) do local step, st = q:each(); got[1] = step(st); step(st) end
+        assert.are.same({a}, got)
+    end)
+
+    it("hands the entity to a loop in a stripped chunk, whose lines it cannot read", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local function collect(step, st)
+            local e = step(st)
+            step(st)
+            return e
+        end
+        local f = load(string.dump(function(query, gather)
+            local got
+            for _ in ipairs({1}) do
+                got = gather(query:each())
+            end
+            return got
+        end, true))
+        assert.are.equal(a, f(q, collect))
     end)
 
     it("hands the entity to a wrapper of q:each called on the loop's line, whose body reads it elsewhere", function()
