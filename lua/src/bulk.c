@@ -30,15 +30,10 @@ static bool bulk_writes(const klua_query *kq, int t) {
     return kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t];
 }
 
-/* The entities array is filled only once fn has read it (Lua 5.4, whose tables honour __len
- * and __pairs): until then it is empty, with a metatable whose __index, __len and __pairs
- * fill it from the block being handed out; from then on every block fills it at once. A
- * kernel that never reads it (the movement loop) saves a push and a store per row. State in
- * the bulk table: BULK_KEY(-1, ENTS_MODE) is ENTS_EAGER or the first row of the block the
- * empty array stands for, ENTS_COUNT the block's rows, ENTS_STORED the rows the array holds. */
-enum { ENTS_ARRAY = 0, ENTS_MODE = 1, ENTS_COUNT = 2, ENTS_STORED = 3 };
-#define ENTS_EAGER (-1)
-#define ENTS_LAZY (LUA_VERSION_NUM >= 504 && !KLUA_LUAJIT)
+/* The entities array of the bulk table: BULK_KEY(-1, ENTS_ARRAY) the array, ENTS_STORED the
+ * rows it holds. It is filled for every block, so raw readers (next, rawlen, the kiln calls
+ * that take a list) see what # and ipairs see. */
+enum { ENTS_ARRAY = 0, ENTS_STORED = 3 };
 
 /* Stores n entities at 1 .. n of the array at arr, and clears what an earlier, longer block
  * left after them, so #, ipairs and pairs see this block alone (bulk at bulk_idx). */
@@ -58,93 +53,15 @@ static void ents_store(lua_State *L, int arr, int bulk_idx, const kiln_entity *e
     lua_rawseti(L, bulk_idx, BULK_KEY(-1, ENTS_STORED));
 }
 
-/* Fills the lazy entities array at 1 (upvalues: the query, its bulk table) if it stands for
- * the block now handed out; false when it is stale (fn kept it past its call). */
-static bool ents_fill(lua_State *L) {
-    klua_query *kq = lua_touserdata(L, lua_upvalueindex(1));
-    lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_ARRAY));
-    bool ours = lua_rawequal(L, 1, -1); /* called on something else (through debug): no */
-    lua_pop(L, 1);
-    if (!ours) return false;
-    lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_MODE));
-    lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_COUNT));
-    lua_Integer b0 = lua_tointeger(L, -2), n = lua_tointeger(L, -1);
-    lua_pop(L, 2);
-    if (b0 == ENTS_EAGER) return true; /* filled already */
-    if (!kq->active || kq->kw->closed || b0 < 0 || b0 + n > kq->it.count) return false;
-    ents_store(L, 1, lua_upvalueindex(2), kq->it.entities + b0, (int32_t)n);
-    lua_pushinteger(L, ENTS_EAGER);
-    lua_rawseti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_MODE));
-    return true;
-}
-
-static int ents_index(lua_State *L) {
-    if (!ents_fill(L)) return 0;
-    lua_settop(L, 2);
-    lua_rawget(L, 1);
-    return 1;
-}
-
-static int ents_len(lua_State *L) {
-    lua_rawgeti(L, lua_upvalueindex(2), BULK_KEY(-1, ENTS_COUNT));
-    return 1;
-}
-
-static int ents_next(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_settop(L, 2);
-    if (lua_next(L, 1)) return 2;
-    lua_pushnil(L);
-    return 1;
-}
-
-static int ents_pairs(lua_State *L) {
-    ents_fill(L);
-    lua_pushcfunction(L, ents_next); /* not the global next, which a sandbox may lack */
-    lua_pushvalue(L, 1);
-    lua_pushnil(L);
-    return 3;
-}
-
 /* Pushes the entities array of the bulk table at bulk_idx for rows [b0, b0 + n). */
 static void bulk_entities(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n) {
-    const kiln_entity *ents = kq->it.entities + b0;
     if (lua_rawgeti(L, bulk_idx, BULK_KEY(-1, ENTS_ARRAY)) == LUA_TNIL) {
         lua_pop(L, 1);
         lua_newtable(L);
-        if (ENTS_LAZY) {
-            static const luaL_Reg meta[] = {{"__index", ents_index}, {"__len", ents_len}, {"__pairs", ents_pairs}, {NULL, NULL}};
-            lua_createtable(L, 0, 4);
-            lua_pushvalue(L, 1); /* bulk_body's query */
-            lua_pushvalue(L, bulk_idx);
-            luaL_setfuncs(L, meta, 2);
-            lua_pushliteral(L, "kiln.Entities"); /* protected: scripts cannot reach or swap it */
-            lua_setfield(L, -2, "__metatable");
-            lua_setmetatable(L, -2);
-        }
         lua_pushvalue(L, -1);
         lua_rawseti(L, bulk_idx, BULK_KEY(-1, ENTS_ARRAY));
-        lua_pushinteger(L, ENTS_LAZY ? 0 : ENTS_EAGER);
-        lua_rawseti(L, bulk_idx, BULK_KEY(-1, ENTS_MODE));
     }
-    int arr = lua_gettop(L);
-    lua_pushinteger(L, n);
-    lua_rawseti(L, bulk_idx, BULK_KEY(-1, ENTS_COUNT));
-    lua_rawgeti(L, bulk_idx, BULK_KEY(-1, ENTS_MODE));
-    bool eager = lua_tointeger(L, -1) == ENTS_EAGER;
-    lua_pop(L, 1);
-    if (!eager) {
-        lua_pushnil(L);
-        if (lua_next(L, arr)) { /* fn stored into it: hand it out filled from now on */
-            lua_pop(L, 2);
-            eager = true;
-            lua_pushinteger(L, ENTS_EAGER);
-        } else {
-            lua_pushinteger(L, b0); /* empty: it stands for this block */
-        }
-        lua_rawseti(L, bulk_idx, BULK_KEY(-1, ENTS_MODE));
-    }
-    if (eager) ents_store(L, arr, bulk_idx, ents, n);
+    ents_store(L, lua_gettop(L), bulk_idx, kq->it.entities + b0, n);
 }
 
 /* ---- Kept arrays: float-only terms fn only reads keep their arrays from call to call ----
@@ -389,8 +306,8 @@ static KEPT_NOINLINE bool kept_value(lua_State *L, klua_query *kq, int t, int32_
         }
     } else {
         int top = lua_gettop(L);
-        err = klua_to_field(L, idx, fd, row); /* raises for a float field: names the type */
-        lua_settop(L, top);
+        err = klua_to_field(L, idx, fd, row); /* a refusal: its message, left on the stack */
+        if (!err) lua_settop(L, top); /* else the message stays there until klua_fail raises */
         memcpy(nf, row + fd->offset, 4);
     }
     if (err) {
