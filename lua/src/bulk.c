@@ -298,10 +298,7 @@ static KEPT_NOINLINE bool kept_value(lua_State *L, klua_query *kq, int t, int32_
         if (klua_same_float(v, old)) {
             *nf = old;
             fix = kept && integer;
-        } else if (isfinite(v) && fabs(v) > 3.4028234663852886e38) {
-            err = lua_pushfstring(L, "number %f is out of range for float", v);
-        } else {
-            *nf = (float)v;
+        } else if ((err = klua_to_float(L, v, nf)) == NULL) {
             fix = kept && (integer || !klua_same_float(v, *nf));
         }
     } else {

@@ -113,6 +113,13 @@ static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
 
 static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp);
 
+/* Whether FFI views may run over kw now: not in a mod's world, nor under an instruction
+ * budget, the world's or one armed on the state for any world (the table path's rows are
+ * what budgets count). */
+static bool views_may_run(lua_State *L, const klua_world *kw) {
+    return !kw->mod && kw->budget_limit == 0 && kw->instructions == 0 && klua_budget_left(L) < 0;
+}
+
 /* views.begin(q, state, writable[, level[, fname[, rows[, stamp[, site]]]]]): starts the FFI
  * loop whose generic-for state is the table state (nil: q:bulk_ffi's, which runs inside one
  * call), in the frame level levels up (errors name fname, default query:each_ffi). Returns
@@ -127,8 +134,7 @@ static int views_begin(lua_State *L) {
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
-    /* a budget armed on the state charges whatever world the loop is over: the table path */
-    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0 || klua_budget_left(L) >= 0) {
+    if (!views_may_run(L, kw)) {
         lua_pushboolean(L, 0);
         return 1;
     }
@@ -298,8 +304,7 @@ static int views_each_rows(lua_State *L) {
 
 bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
     /* a mod, or a budget: the table path, whose rows a budget can count */
-    if (kw->mod || kw->budget_limit != 0 || kw->instructions != 0 || klua_budget_left(L) >= 0)
-        return false;
+    if (!views_may_run(L, kw)) return false;
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH) == LUA_TFUNCTION) return true;
     lua_pop(L, 1);
     return false;
