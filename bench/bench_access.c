@@ -42,7 +42,39 @@ static void next_slice(get_random_ctx *c, int *slice, int64_t *begin, int64_t *e
     *slice = (*slice + 1) % GET_SLICES;
 }
 
+#define GET_BLOCK 256 /* handles per kiln_get_many call in get_random */
+
+/* get_random: the reads through kiln_get_many, a block of handles at a time. */
 static double get_random_kiln(void *ctx) {
+    get_random_ctx *c = ctx;
+    const kiln_world *world = c->world;
+    kiln_component pos_id = c->ids.position;
+    const kiln_entity *handles = c->shuffled;
+    const void *values[GET_BLOCK];
+    uint64_t sum = 0;
+    int64_t missing = 0, begin, end;
+    next_slice(c, &c->kiln_slice, &begin, &end);
+
+    double t0 = bench_now_ns();
+    for (int64_t i = begin; i < end; i += GET_BLOCK) {
+        int32_t n = end - i < GET_BLOCK ? (int32_t)(end - i) : GET_BLOCK;
+        missing += n - kiln_get_many(world, handles + i, n, pos_id, values);
+        for (int32_t k = 0; k < n; k++) {
+            const position *p = values[k];
+            if (p != NULL) sum += bench_float_bits(p->x) + bench_float_bits(p->y);
+        }
+    }
+    double t1 = bench_now_ns();
+
+    if (missing != 0) bench_fail(&c->state, "kiln_get_many found %lld live entities missing",
+                           (long long)missing);
+    if (c->state.verify) c->kiln_sum = sum;
+    bench_consume(sum);
+    return t1 - t0;
+}
+
+/* get_single: one kiln_get call per handle. */
+static double get_single_kiln(void *ctx) {
     get_random_ctx *c = ctx;
     const kiln_world *world = c->world;
     kiln_component pos_id = c->ids.position;
@@ -124,7 +156,9 @@ static bool get_random_check(void *ctx) {
     return true;
 }
 
-static void run_get(const bench_config *config, bench_result *dest, bool prepared) {
+typedef enum get_form { GET_MANY, GET_SINGLE, GET_PREPARED } get_form;
+
+static void run_get(const bench_config *config, bench_result *dest, get_form form) {
     get_random_ctx *c = bench_xcalloc(1, sizeof *c);
     c->n = config->entities;
     kiln_entity *handles = bench_xmalloc((size_t)c->n * sizeof *handles);
@@ -142,13 +176,16 @@ static void run_get(const bench_config *config, bench_result *dest, bool prepare
         c->shuffled = handles;
         handles = NULL;
         bench_shuffle_u64(c->shuffled, (size_t)c->n, 0x6b696c6eu);
+        bool prepared = form == GET_PREPARED;
+        double (*kiln_side)(void *) = prepared ? get_prepared_kiln
+                                      : form == GET_SINGLE ? get_single_kiln
+                                                           : get_random_kiln;
         if (prepared && !bench_check_call(&c->state, c->world,
                                           kiln_getter_init(c->world, c->ids.position, &c->getter),
                                           "kiln_getter_init"))
             bench_setup_failed(&c->state, dest);
         else
-            bench_measure(config, c, prepared ? get_prepared_kiln : get_random_kiln,
-                          get_random_baseline, get_random_check, GET_SLICES, (double)c->n, dest);
+            bench_measure(config, c, kiln_side, get_random_baseline, get_random_check, GET_SLICES, (double)c->n, dest);
         kiln_getter_fini(&c->getter);
     } else {
         bench_setup_failed(&c->state, dest);
@@ -161,9 +198,13 @@ static void run_get(const bench_config *config, bench_result *dest, bool prepare
     free(c);
 }
 
-void run_get_random(const bench_config *config, bench_result *dest) { run_get(config, dest, false); }
+void run_get_random(const bench_config *config, bench_result *dest) { run_get(config, dest, GET_MANY); }
 
-void run_get_prepared(const bench_config *config, bench_result *dest) { run_get(config, dest, true); }
+void run_get_single(const bench_config *config, bench_result *dest) { run_get(config, dest, GET_SINGLE); }
+
+void run_get_prepared(const bench_config *config, bench_result *dest) {
+    run_get(config, dest, GET_PREPARED);
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* despawn                                                                                    */

@@ -2,7 +2,7 @@
  * memory an entity costs, each against its plain-C counterpart.
  *
  * Functions in this header:
- *   run_get_random, run_get_prepared, run_despawn, run_bytes_per_entity.
+ *   run_get_random, run_get_single, run_get_prepared, run_despawn, run_bytes_per_entity.
  */
 #ifndef BENCH_ACCESS_H
 #define BENCH_ACCESS_H
@@ -10,6 +10,7 @@
 #include "bench_core.h"
 
 void run_get_random(const bench_config *config, bench_result *dest);
+void run_get_single(const bench_config *config, bench_result *dest);
 void run_get_prepared(const bench_config *config, bench_result *dest);
 void run_despawn(const bench_config *config, bench_result *dest);
 void run_bytes_per_entity(const bench_config *config, bench_result *dest);

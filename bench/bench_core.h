@@ -40,7 +40,8 @@ typedef struct bench_result {
 typedef struct bench_case {
     const char *name;
     bench_unit unit;
-    double goal;          /* the largest acceptable ratio, or bytes when goal_is_bytes */
+    double goal;          /* the largest acceptable ratio, or bytes when goal_is_bytes; 0:
+                           * information only, neither met nor missed */
     bool goal_is_bytes;
     const char *about;    /* one line: what is timed on each side */
     void (*run)(const bench_config *config, bench_result *dest);

@@ -58,12 +58,15 @@ static void print_row(const bench_case *c, const bench_result *r) {
         return;
     }
     char goal[16];
-    if (c->goal_is_bytes)
+    if (c->goal <= 0.0)
+        snprintf(goal, sizeof goal, "-");
+    else if (c->goal_is_bytes)
         snprintf(goal, sizeof goal, "<=%.0f B", c->goal);
     else
         snprintf(goal, sizeof goal, "<=%.2f", c->goal);
     printf("%-17s %10.3f %10.3f %-10s %7.2f %9s %-6s ", c->name, r->ns, r->baseline_ns,
-           unit_name(c->unit), r->ratio, goal, goal_met(c, r) ? "PASS" : "MISS");
+           unit_name(c->unit), r->ratio, goal,
+           c->goal <= 0.0 ? "info" : goal_met(c, r) ? "PASS" : "MISS");
     if (c->unit == BENCH_BYTES_PER_ENTITY)
         printf("RSS %.3f B/entity, allocator %.3f B/entity\n", r->ns, r->alloc_bytes);
     else
@@ -179,7 +182,9 @@ int main(int argc, char **argv) {
             failed++;
             continue;
         }
-        if (goal_met(c, &result))
+        if (c->goal <= 0.0)
+            ; /* information only */
+        else if (goal_met(c, &result))
             met++;
         else
             missed++;

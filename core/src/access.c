@@ -698,6 +698,55 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
     return col->data + (size_t)row * col->stride;
 }
 
+/* Handles kiln_get_many looks up ahead of reading them: enough to keep the memory system busy,
+ * few enough that their records are still cached when read. */
+#define KL_GET_MANY_AHEAD 32
+
+int32_t kiln_get_many(const kiln_world *world, const kiln_entity *entities, int32_t count,
+                      kiln_component component, const void **dest) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(count >= 0, "count is negative");
+    KILN_ASSERT(count <= 0 || (entities != NULL && dest != NULL),
+                "entities and dest are required when count > 0");
+    kl_guard_check(world, "kiln_get_many", KL_READ, component, 0);
+    uint32_t slots = kl_slot_count(world);
+    kl_record *const *pages = atomic_load_explicit(&((kiln_world *)world)->pages,
+                                                   memory_order_acquire);
+    /* the column of the archetype met last: scattered handles mostly share a few archetypes */
+    uint32_t last = UINT32_MAX;
+    const uint8_t *data = NULL;
+    size_t stride = 0;
+    int32_t found = 0;
+    for (int32_t start = 0; start < count; start += KL_GET_MANY_AHEAD) {
+        int32_t end = count - start > KL_GET_MANY_AHEAD ? start + KL_GET_MANY_AHEAD : count;
+        /* every record of the block is requested before any is read, so their misses overlap */
+        for (int32_t i = start; i < end; i++) {
+            uint32_t index = kiln_entity_index(entities[i]);
+            if (index < slots) __builtin_prefetch(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)]);
+        }
+        for (int32_t i = start; i < end; i++) {
+            const kl_record *rec = kl_record_of(world, entities[i]);
+            const uint8_t *value = NULL;
+            if (rec) {
+                uint32_t a = kl_record_archetype(rec);
+                if (a != last) {
+                    const kl_column *col = kl_archetype_column(world->archetypes[a], component);
+                    last = a;
+                    data = col ? col->data : NULL;
+                    stride = col ? col->stride : 0;
+                }
+                if (data) {
+                    value = data + (size_t)kl_record_row(rec) * stride;
+                    __builtin_prefetch(value); /* the caller reads it next */
+                    found++;
+                }
+            }
+            dest[i] = value;
+        }
+    }
+    return found;
+}
+
 void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_get_mut", KL_WRITE, component, 0);

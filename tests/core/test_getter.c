@@ -1,5 +1,6 @@
-/* test_getter.c: Check suite for prepared getters: they answer exactly what kiln_get answers,
- * for live, dead, stale, reserved and malformed handles, and die when used after a change. */
+/* test_getter.c: Check suite for the fast read forms, prepared getters and kiln_get_many: they
+ * answer exactly what kiln_get answers, for live, dead, stale, reserved and malformed handles;
+ * a getter dies when used after a change. */
 #include <check.h>
 #include <signal.h>
 #include <string.h>
@@ -106,4 +107,60 @@ KILN_TEST_SIGNAL(getter, reading_through_a_getter_after_a_structural_change_abor
     ck_assert_ptr_nonnull(kiln_getter_get(&g, e));
     spawn_at(F.w, F.pos, 3, 4);
     kiln_getter_get(&g, e);
+}
+
+/* kiln_get_many over every kind of handle, shuffled and repeated past several blocks so that
+ * neighbouring handles switch archetypes, kinds and blocks in every way. */
+KILN_TEST(getter, get_many_answers_exactly_what_kiln_get_answers_for_every_kind_of_handle) {
+    kiln_component tag = test_register_tag(F.w, "Marked");
+    kiln_entity kinds[80];
+    int32_t n = every_kind_of_handle(tag, kinds);
+    enum { COUNT = 301 }; /* 9 blocks and a part */
+    kiln_entity handles[COUNT];
+    uint32_t state = 12345;
+    for (int32_t i = 0; i < COUNT; i++) {
+        state = state * 1103515245u + 12345u;
+        handles[i] = kinds[(state >> 16) % (uint32_t)n];
+    }
+    const kiln_component components[] = {F.pos, F.vel, tag, 999, KILN_NO_COMPONENT};
+    for (size_t c = 0; c < sizeof components / sizeof components[0]; c++) {
+        const void *values[COUNT + 1];
+        values[COUNT] = &values; /* past the end: must stay untouched */
+        int32_t expected = 0;
+        int32_t found = kiln_get_many(F.w, handles, COUNT, components[c], values);
+        for (int32_t i = 0; i < COUNT; i++) {
+            const void *want = kiln_get(F.w, handles[i], components[c]);
+            ck_assert_msg(values[i] == want, "component %u, handle %d: %p, kiln_get %p",
+                          (unsigned)components[c], (int)i, values[i], want);
+            expected += want != NULL;
+        }
+        ck_assert_int_eq(found, expected);
+        ck_assert_ptr_eq(values[COUNT], &values);
+        if (components[c] == F.pos) ck_assert_int_gt(found, COUNT / 2);
+        if (components[c] == F.vel) ck_assert_int_gt(found, 0);
+        if (components[c] != F.pos && components[c] != F.vel) ck_assert_int_eq(found, 0);
+    }
+    /* a part of the array, read from an odd start */
+    const void *part[7];
+    ck_assert_int_eq(kiln_get_many(F.w, handles + 5, 7, F.pos, part),
+                     (kiln_get(F.w, handles[5], F.pos) != NULL) +
+                         (kiln_get(F.w, handles[6], F.pos) != NULL) +
+                         (kiln_get(F.w, handles[7], F.pos) != NULL) +
+                         (kiln_get(F.w, handles[8], F.pos) != NULL) +
+                         (kiln_get(F.w, handles[9], F.pos) != NULL) +
+                         (kiln_get(F.w, handles[10], F.pos) != NULL) +
+                         (kiln_get(F.w, handles[11], F.pos) != NULL));
+    for (int32_t i = 0; i < 7; i++) ck_assert_ptr_eq(part[i], kiln_get(F.w, handles[5 + i], F.pos));
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+}
+
+KILN_TEST(getter, get_many_of_nothing_writes_nothing) {
+    ck_assert_int_eq(kiln_get_many(F.w, NULL, 0, F.pos, NULL), 0);
+    kiln_entity e = spawn_at(F.w, F.pos, 4, 5);
+    const void *value = &e;
+    ck_assert_int_eq(kiln_get_many(F.w, &e, 0, F.pos, &value), 0);
+    ck_assert_ptr_eq(value, &e);
+    ck_assert_int_eq(kiln_get_many(F.w, &e, 1, F.pos, &value), 1);
+    const test_position *p = value;
+    ck_assert(p->x == 4.0f && p->y == 5.0f);
 }

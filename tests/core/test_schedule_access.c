@@ -62,6 +62,11 @@ static void run_expecting_abort(kiln_system_desc desc, const char *message) {
 
 static void read_velocity(const kiln_system_ctx *ctx) { kiln_get(ctx->world, E, F.q); }
 
+static void read_velocity_many(const kiln_system_ctx *ctx) {
+    const void *value;
+    kiln_get_many(ctx->world, &E, 1, F.q, &value);
+}
+
 static void write_position(const kiln_system_ctx *ctx) { kiln_get_mut(ctx->world, E, F.p); }
 
 static void add_rotation(const kiln_system_ctx *ctx) {
@@ -86,6 +91,13 @@ KILN_TEST_SIGNAL(misuse, reading_an_undeclared_component_aborts_naming_system_an
                                            .reads = {F.p}},
                         "kiln_get: system 'peek' reads Velocity without declaring it in reads "
                         "or writes");
+}
+
+KILN_TEST_SIGNAL(misuse, get_many_of_an_undeclared_component_aborts_naming_both, SIGABRT) {
+    run_expecting_abort((kiln_system_desc){.name = "gather", .run = read_velocity_many,
+                                           .reads = {F.p}},
+                        "kiln_get_many: system 'gather' reads Velocity without declaring it in "
+                        "reads or writes");
 }
 
 KILN_TEST_SIGNAL(misuse, writing_a_component_declared_only_as_read_aborts, SIGABRT) {

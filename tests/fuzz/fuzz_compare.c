@@ -158,6 +158,24 @@ static void compare_events(fz_ctx *c) {
     if (kiln_event_get(c->w, c->ev, n) != NULL) fuzz_fail(c, "kiln_event_get past the end gave a pointer");
 }
 
+/* kiln_get_many of every handle the model knows (dead and reserved ones too), for one slot in
+ * turn, answers what kiln_get answers handle by handle (checked against the model above). */
+static void compare_get_many(fz_ctx *c) {
+    kiln_entity handles[FZ_MAX_ENT];
+    const void *values[FZ_MAX_ENT];
+    int32_t n = c->m.n_ents, found = 0;
+    int slot = (int)((uint64_t)c->op_index % FZ_NC);
+    for (int32_t i = 0; i < n; i++) handles[i] = c->m.ents[i].h;
+    int32_t got = kiln_get_many(c->w, handles, n, c->id[slot], values);
+    for (int32_t i = 0; i < n; i++) {
+        if (values[i] != kiln_get(c->w, handles[i], c->id[slot]))
+            fuzz_fail(c, "kiln_get_many(slot %d) of entity %llx disagrees with kiln_get", slot,
+                      (unsigned long long)handles[i]);
+        found += values[i] != NULL;
+    }
+    if (got != found) fuzz_fail(c, "kiln_get_many(slot %d) counted %d values, it wrote %d", slot, got, found);
+}
+
 void fuzz_compare(fz_ctx *c) {
     fz_model *m = &c->m;
     if (kiln_tick_current(c->w) != m->tick)
@@ -169,6 +187,7 @@ void fuzz_compare(fz_ctx *c) {
         compare_entity(c, &m->ents[i]);
         alive += m->ents[i].state == FZ_ALIVE;
     }
+    compare_get_many(c);
     if (kiln_entity_count(c->w) != alive)
         fuzz_fail(c, "kiln_entity_count is %lld, the model %lld", (long long)kiln_entity_count(c->w), (long long)alive);
     kiln_entity list[FZ_MAX_ENT + 1];
