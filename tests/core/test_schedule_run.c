@@ -390,12 +390,22 @@ static bool holds(const kiln_world *w, kiln_entity e, kiln_component p, float x,
     return v && v->x == x && v->y == y;
 }
 
+/* holds, read through kiln_get_many (on workers too) */
+static bool holds_many(const kiln_world *w, kiln_entity e, kiln_component p, float x, float y) {
+    const void *value = NULL;
+    if (kiln_get_many(w, &e, 1, p, &value) != 1) return false;
+    const test_position *v = value;
+    return v->x == x && v->y == y;
+}
+
 static void racer_run(const kiln_system_ctx *ctx) {
     racer *me = ctx->user;
     race *r = me->r;
     float frame = (float)r->frame;
     /* at the start of the stage every entity still holds last frame's final values */
     if (!holds(ctx->world, r->e1, r->p, 2.0f, frame - 1.0f)) atomic_fetch_add(&r->stale_reads, 1);
+    if (!holds_many(ctx->world, r->e1, r->p, 2.0f, frame - 1.0f))
+        atomic_fetch_add(&r->stale_reads, 1);
     if ((r->frame % 2 == 1) == me->slow_on_odd) test_spin_ns(2000000);
     test_position v = {me->id, frame};
     if (me->plain) {
