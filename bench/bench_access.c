@@ -185,7 +185,8 @@ static void run_get(const bench_config *config, bench_result *dest, get_form for
                                           "kiln_getter_init"))
             bench_setup_failed(&c->state, dest);
         else
-            bench_measure(config, c, kiln_side, get_random_baseline, get_random_check, GET_SLICES, (double)c->n, dest);
+            bench_measure(config, c, kiln_side, get_random_baseline, get_random_check, GET_SLICES,
+                          (double)c->n, dest);
         kiln_getter_fini(&c->getter);
     } else {
         bench_setup_failed(&c->state, dest);

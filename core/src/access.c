@@ -722,7 +722,8 @@ int32_t kiln_get_many(const kiln_world *world, const kiln_entity *entities, int3
         /* every record of the block is requested before any is read, so their misses overlap */
         for (int32_t i = start; i < end; i++) {
             uint32_t index = kiln_entity_index(entities[i]);
-            if (index < slots) __builtin_prefetch(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)]);
+            if (index < slots)
+                __builtin_prefetch(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)]);
         }
         for (int32_t i = start; i < end; i++) {
             const kl_record *rec = kl_record_of(world, entities[i]);
