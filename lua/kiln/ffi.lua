@@ -431,13 +431,13 @@ end
 local function start(q, s, level, fname, stamp, site)
   -- s: the loop's for-state, by which it is found running; its first chunk comes in s.rows
   -- (with stamp, its rows stamped changed at once)
-  local loop, system, n, func, line = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
+  local loop, system, n, func, line, callee = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
   if not loop then return nil end
   shared.running_system = system
   s.n, s.tick = n, s.r.tick
   choose_types(s, loop, s.writable)
   local unread = layer.entity_unread
-  return step_of(s, kiln.ffi_debug and true or false, func and unread and unread(func, line))
+  return step_of(s, kiln.ffi_debug and true or false, func and unread and unread(func, line, callee))
 end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.

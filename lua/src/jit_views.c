@@ -126,9 +126,10 @@ static bool views_may_run(lua_State *L, const klua_world *kw) {
  * false (nothing begun) where the table path must run instead: a mod's world (sandboxed) or
  * an armed instruction budget. Else returns the loop's number and the running system's name
  * (or nil), (and with a row state, views.rows, the first chunk's row count, 0 for none, the
- * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame
- * and its current line, or nil for a C frame), and sets writable[t] to whether term t is
- * writable (a table the caller keeps: a loop makes no garbage). */
+ * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame,
+ * its current line and how many slots above that frame's the frame it called lies (LuaJIT's
+ * i_ci >> 16: the slot of the call, plus the frame link), or nil for a C frame), and sets
+ * writable[t] to whether term t is writable (a table the caller keeps: no garbage). */
 static int views_begin(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -169,7 +170,8 @@ static int views_begin(lua_State *L) {
     if (framed && lua_getinfo(L, "fl", &ar)) {
         if (lua_isfunction(L, -1) && !lua_iscfunction(L, -1)) {
             lua_pushinteger(L, ar.currentline);
-            return 5;
+            lua_pushinteger(L, ar.i_ci >> 16); /* the called frame's distance: the call's slot */
+            return 6;
         }
         lua_pop(L, 1);
     }
