@@ -120,3 +120,72 @@ describe("world:spawn under LuaJIT, attacked", function()
         assert.is_nil(wrong)
     end)
 end)
+
+describe("FFI views in debug mode, attacked", function()
+    after_each(function() kiln.ffi_debug = nil end)
+
+    -- The message of fn's error, which must not point into kiln's own Lua code.
+    local function message(fn)
+        local msg = H.raises(fn)
+        assert.is_nil(msg:find("lua/kiln/", 1, true), "the error points into kiln: " .. msg)
+        return msg
+    end
+
+    it("names the system when a view of a term it only reads is written, as without debug mode", function()
+        for _, checked in ipairs({false, true}) do
+            local w = H.world()
+            local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
+            local msgs = {}
+            w:system{name = "watch", reads = {"Position"}, writes = {"Velocity"}, run = function(world)
+                for _, p in world:query{"Position", "Velocity"}:each() do
+                    msgs[#msgs + 1] = message(function() p.x = 5 end)
+                end
+            end}
+            w:system{name = "eacher", reads = {"Position"}, query = {"Position"}, each = function(_, p)
+                msgs[#msgs + 1] = message(function() p.x = 6 end)
+            end}
+            kiln.ffi_debug = checked or nil
+            assert(w:progress(0))
+            assert.are.equal(2, #msgs)
+            assert.matches("system 'watch' cannot write Position: it is read-only (declared only in reads)", msgs[1], 1, true)
+            assert.matches("system 'eacher' cannot write Position: it is read-only (declared only in reads)", msgs[2], 1, true)
+            assert.are.equal(1, w:get(e, "Position").x)
+        end
+    end)
+
+    it("raises for an unknown field at the script's line, not inside kiln", function()
+        kiln.ffi_debug = true
+        local w = H.world()
+        w:spawn{Position = {x = 1}}
+        for _, p in w:query{"Position"}:each() do
+            assert.matches("Position has no field 'zz'", message(function() return p.zz end), 1, true)
+            assert.matches("Position has no field 'zz'", message(function() p.zz = 1 end), 1, true)
+        end
+    end)
+
+    it("catches a view kept past world:close as one kept past its loop", function()
+        kiln.ffi_debug = true
+        local w = H.world()
+        w:spawn{Position = {x = 1}}
+        local kept
+        for _, p in w:query{"Position"}:each() do kept = p end
+        w:close()
+        assert.matches("a Position view was used after its loop ended", message(function() return kept.x end), 1, true)
+        assert.matches("a Position view was used after its loop ended", message(function() kept.x = 2 end), 1, true)
+    end)
+
+    it("names the check hook when q:each_ffi's read-only view of such a component is written", function()
+        if not H.luajit then pending("q:each_ffi is q:each under Lua 5.4: table views, checked on write-back") return end
+        local w = H.world()
+        local parent = w:spawn{}
+        local child = w:spawn{Parent = {entity = parent}}
+        for _, checked in ipairs({false, true}) do
+            kiln.ffi_debug = checked or nil
+            for _, p in w:query{"Parent"}:each_ffi() do
+                local msg = message(function() p.entity = child end)
+                assert.matches("Parent is read-only in FFI views (a check hook validates its writes; use world:set)", msg, 1, true)
+            end
+        end
+        assert.are.equal(parent, w:get(child, "Parent").entity)
+    end)
+end)
