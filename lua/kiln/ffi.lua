@@ -310,18 +310,26 @@ local PTR, LOOP, TERM = {}, {}, {}
 local function view_dead(v)
   return not alive(v[TERM].q, v[LOOP])
 end
+-- The pointer's own read and write, run protected: its errors (an unknown field, a value FFI
+-- cannot convert, a write to a read-only term, whose pointer is const and names the system or
+-- the check hook) are raised again at the script's line, as without debug mode.
+local function get(ptr, k) return ptr[k] end
+local function put(ptr, k, value) ptr[k] = value end
+local function raise_again(err)
+  if type(err) == "string" then err = err:gsub("^lua/kiln/ffi%.lua:%d+: ", "", 1) end
+  error(err, 3)
+end
 local debug_meta = {
   __index = function(v, k)
     if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
-    return v[PTR][k]
+    local ok, value = pcall(get, v[PTR], k)
+    if not ok then raise_again(value) end
+    return value
   end,
   __newindex = function(v, k, value)
-    local term = v[TERM]
-    if view_dead(v) then error(format("a %s view was used after its loop ended", term.name), 2) end
-    if not term.s.canwrite[term.t] then
-      error(format("%s is read-only here (declare it in writes to change it)", term.name), 2)
-    end
-    v[PTR][k] = value
+    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
+    local ok, err = pcall(put, v[PTR], k, value)
+    if not ok then raise_again(err) end
   end,
   __tostring = function(v) return "kiln FFI view of " .. v[TERM].name end,
 }

@@ -248,10 +248,14 @@ static int views_finish(lua_State *L) {
 }
 
 /* views.alive(q, loop): whether the FFI loop numbered loop still runs (a loop left by break
- * is closed first). Debug views ask it on every use. */
+ * is closed first; none runs on a closed world). Debug views ask it on every use. */
 static int views_alive(lua_State *L) {
-    klua_query *kq = klua_query_check(L, 1);
+    klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
     lua_Integer loop = luaL_checkinteger(L, 2);
+    if (!kq->query || kq->kw->closed) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
     if (kq->active && kq->ffi_loop && !kq->owner) klua_jit_settle_query(L, kq, 1);
     lua_pushboolean(L, kq->active && kq->ffi_loop && kq->ffi_gen == (uint32_t)loop && !kq->kw->closed);
     return 1;
