@@ -63,6 +63,96 @@ describe("a q:each() loop that seems not to read its entity", function()
         end
         assert.are.same({a}, got)
     end)
+    it("hands the entity to bodies that read it in roundabout ways", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local got, outer = {}, nil
+        local function pass(...) return ... end
+        local function count(...) return select("#", ...) end
+        for e in q:each() do
+            if got.skip then goto done end -- a read behind a jump
+            got.jumped = e
+            ::done::
+        end
+        for e in q:each() do got.varargs = pass(1, e) and select(2, pass(1, e)) end
+        for e in q:each() do got.counted = count(e, nil) end
+        for e in q:each() do outer = e end -- an upvalue written
+        got.upvalue = outer
+        for e in q:each() do got.listed = ({e})[1] end
+        for e in q:each() do got.keyed = next({[e] = true}) end
+        for e in q:each() do local copy = e; got.copied = copy end
+        for e in q:each() do got.negated = -(-e) end
+        assert.are.same({jumped = a, varargs = a, counted = 2, upvalue = a, listed = a, keyed = a, copied = a,
+                         negated = a}, got)
+    end)
+
+    it("hands the entity to loops of loaded chunks, each read from its own bytecode", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        -- the same lines in two chunks: one body reads e, the other does not
+        local reads = assert((loadstring or load)("local q, out = ...\nfor e, p in q:each() do\n  out[1] = e\nend\n"))
+        local ignores = assert((loadstring or load)("local q, out = ...\nfor e, p in q:each() do\n  out[1] = p.x\nend\n"))
+        local out = {}
+        for _ = 1, 3 do
+            reads(q, out)
+            assert.are.equal(a, out[1])
+            ignores(q, out)
+            assert.are.equal(1, out[1])
+        end
+        -- a chunk whose lines are all one
+        local one = assert((loadstring or load)("local q, out = ... for e in q:each() do out[1] = e end"))
+        one(q, out)
+        assert.are.equal(a, out[1])
+        -- stripped: no lines to read, so the entity is kept even for a body that ignores it
+        local stripped = assert((loadstring or load)(string.dump(function(query, o)
+            for e, p in query:each() do
+                o[1] = p.x
+                o[2] = debug.getlocal(1, 4) and select(2, debug.getlocal(1, 4))
+            end
+        end, true)))
+        stripped(q, out)
+        assert.are.equal(1, out[1])
+    end)
+
+    it("reads the same sites alike with the JIT compiler off and on again", function()
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local jit_was = H.luajit and jit.status()
+        if H.luajit then jit.off() end
+        local function interpreted(out)
+            for e in q:each() do out[#out + 1] = e end
+        end
+        local out = {}
+        interpreted(out)
+        if H.luajit and jit_was then jit.on() end
+        for _ = 1, 200 do interpreted(out) end -- compiled once hot
+        assert.are.equal(201, #out)
+        for i = 1, #out do assert.are.equal(a, out[i]) end
+    end)
+
+    it("runs over odd bytecode without failing: loops with no body, loops in loops, huge functions", function()
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        for _ in q:each() do end
+        local sum = 0
+        local q2 = w:query{"Position"}
+        for _, p in q:each() do for _, r in q2:each_ffi() do sum = sum + p.x * r.x end end
+        assert.are.equal(36, sum)
+        -- a function of more lines and constants than a small loop has
+        local src = {"local q, out = ...", "local t = {}"}
+        for i = 1, 300 do src[#src + 1] = string.format("t[%d] = %d", i, i) end
+        src[#src + 1] = "for e, p in q:each() do"
+        src[#src + 1] = "  out[#out + 1] = e"
+        src[#src + 1] = "end"
+        local f = assert((loadstring or load)(table.concat(src, "\n")))
+        local out = {}
+        f(q, out)
+        H.same_entities(w:entities(), out)
+    end)
 end)
 
 describe("world:spawn under LuaJIT, attacked", function()
@@ -187,5 +277,24 @@ describe("FFI views in debug mode, attacked", function()
             end
         end
         assert.are.equal(parent, w:get(child, "Parent").entity)
+    end)
+end)
+
+describe("FFI loops, attacked", function()
+    it("names q:bulk_ffi when its loop cannot begin, as under Lua 5.4", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1}, Velocity = {}}
+        local q = w:query{"Position"}
+        local msg = H.unchanged(w, nil, function()
+            for _ in q:each() do q:bulk_ffi(function() end) end
+        end)
+        assert.matches("query:bulk_ffi: this query is already being iterated", msg, 1, true)
+        w:system{name = "t", reads = {"Velocity"}, run = function(world)
+            world:query{"Position"}:bulk_ffi(function() end)
+        end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.matches("query:bulk_ffi: system 't' reads Position without declaring it in reads or writes",
+                       failures[1].message, 1, true)
     end)
 end)
