@@ -557,7 +557,7 @@ function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
   local s = state_of(self, false, "query:bulk_ffi")
-  local loop, system = begin(self, nil, s.writable)
+  local loop, system = begin(self, nil, s.writable, 2, "query:bulk_ffi")
   shared.running_system = system
   if not loop then -- a world with a budget: the table path
     return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
