@@ -156,6 +156,93 @@ describe("a q:each() loop that seems not to read its entity", function()
 end)
 
 describe("world:spawn under LuaJIT, attacked", function()
+    -- Spawns init through the FFI path where it exists (raising unless it was taken).
+    local function fast(w, init)
+        local e
+        assert.are.equal(FFI and 1 or 0, ffi_count(w, function() e = w:spawn(init) end), "the FFI path was not taken")
+        return e
+    end
+
+    it("takes components registered after the world's first spawn, and keeps refusing unknown ones", function()
+        local w = H.world()
+        fast(w, {Position = {x = 1}})
+        H.unchanged(w, nil, function() w:spawn{Late = {v = 1}} end, "unknown component 'Late'")
+        w:component("Late", "int16_t v; vec2 at;")
+        local e = fast(w, {Late = {v = -3, at = {2, 3}}, Position = {y = 4}})
+        assert.are.same({v = -3, at = {x = 2, y = 3}}, w:get(e, "Late"))
+        assert.are.same({x = 0, y = 4}, w:get(e, "Position"))
+    end)
+
+    it("writes each world's layout when worlds share component names, spawned from one loop", function()
+        local a, b = kiln.world(), kiln.world()
+        a:component("Body", "float x, y; int8_t k;")
+        b:component("Body", "int8_t k; double y; int32_t x;")
+        b:component("Extra", "bool on;")
+        local made = {}
+        for i = 1, 400 do
+            local w = i % 2 == 0 and a or b
+            made[i] = w:spawn{Body = {x = i, y = -i, k = i % 100}}
+        end
+        for i = 1, 400 do
+            local w = i % 2 == 0 and a or b
+            assert.are.same({x = i, y = -i, k = i % 100}, w:get(made[i], "Body"))
+        end
+        assert.are.equal(FFI and 200 or 0, kiln.ffi_spawns(a))
+        assert.are.equal(FFI and 200 or 0, kiln.ffi_spawns(b))
+        -- a field one layout has and the other lacks
+        H.unchanged(a, {"Body"}, function() a:spawn{Body = {on = true}} end, "Body has no field 'on'")
+    end)
+
+    it("raises on a closed world and spawns into the worlds made after it with their own layouts", function()
+        for i = 1, 20 do
+            local w = kiln.world()
+            w:component("Body", i % 2 == 0 and "float x, y;" or "double y; int16_t x;")
+            local e = fast(w, {Body = {x = i, y = 0.5}})
+            assert.are.same({x = i, y = 0.5}, w:get(e, "Body"))
+            w:close()
+            H.raises(function() w:spawn{Body = {x = 1}} end, "attempt to use a closed world")
+            assert.are.equal(FFI and 1 or 0, kiln.ffi_spawns(w))
+            collectgarbage() -- the next world may take the closed one's memory
+        end
+    end)
+
+    it("keeps a system's instruction budget: its spawns take the C path and count against it", function()
+        local w = H.world({instructions = 20000})
+        local spawned = 0
+        w:system{name = "flood", writes = {"Position"}, run = function(world)
+            for i = 1, 1000000 do
+                world:spawn{Position = {x = i}}
+                spawned = i
+            end
+        end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.matches("system 'flood' ran past its budget of 20000 instructions", failures[1].message, 1, true)
+        assert.is_true(spawned > 0 and spawned < 20000)
+        assert.are.equal(0, kiln.ffi_spawns(w))
+        assert.are.equal(0, #w:query{"Position"}:entities()) -- a failed system's spawns are dropped
+    end)
+
+    it("keeps a mod's budget: a mod spawning without end fails, and its world takes no FFI spawn", function()
+        local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+        local dir = M.folder()
+        local w, mods = M.host({instructions = 50000})
+        local host_spawns = kiln.ffi_spawns(w) -- the host's own entity
+        M.write(dir, "flood.lua", [[
+            world:component("Speck", "float v;")
+            world:system{name = "flood", writes = {"Speck"}, run = function()
+                for i = 1, 1000000 do world:spawn{Speck = {v = i}} end
+            end}
+        ]])
+        assert(mods:load(dir .. "/flood.lua"))
+        local failures = M.failures_of(M.frames(w, 1), "flood")
+        M.cleanup()
+        assert.are.equal(1, #failures)
+        assert.matches("ran past its budget", failures[1].message, 1, true)
+        assert.are.same({}, M.entities_with(w, "Speck"))
+        assert.are.equal(host_spawns, kiln.ffi_spawns(w))
+    end)
+
     it("spawns once when a debug hook raises after the core spawned", function()
         local w = H.world()
         local before = w:count()
@@ -208,6 +295,64 @@ describe("world:spawn under LuaJIT, attacked", function()
         if H.luajit and jit_was then jit.on() end
         collectgarbage()
         assert.is_nil(wrong)
+    end)
+end)
+
+describe("world:spawn's FFI path and the C path, fed the same hostile inits", function()
+    local SCHEMA = [[bool b; int8_t i8; int16_t i16; int32_t i32; int64_t i64; uint8_t u8; uint32_t u32;
+        uint64_t u64; float f; double d; entity target; char tag[8]; vec2 v2; vec3 v3; quat q;]]
+    local function world(options)
+        local w = H.world(options)
+        w:component("All", SCHEMA)
+        return w
+    end
+    -- what a spawn of init gave: the entity's values, or the error (the world then unchanged)
+    local function outcome(w, init)
+        local before = H.snapshot(w, {"All", "Position", "Frozen"})
+        local ok, e = pcall(w.spawn, w, init)
+        if not ok then
+            assert.are.equal(before, H.snapshot(w, {"All", "Position", "Frozen"}), "a failed spawn changed the world")
+            return "error: " .. tostring(e)
+        end
+        return H.dump({w:get(e, "All"), w:get(e, "Position"), w:has(e, "Frozen")})
+    end
+    local huge = string.rep("x", 1000000)
+    local nan, inf = 0 / 0, math.huge
+    local CASES = {
+        {All = {f = nan, d = nan}}, {All = {f = inf, d = -inf}}, {All = {f = -inf}},
+        {All = {f = 3.4028234663852886e38}}, {All = {f = 3.4028235677973366e38}}, {All = {f = -1e39}},
+        {All = {f = 1e-46, d = 4.9e-324}}, {All = {f = -0.0, i32 = -0.0}},
+        {All = {i8 = nan}}, {All = {i32 = inf}}, {All = {u8 = -0.5}}, {All = {i32 = 2147483648}},
+        {All = {i64 = 2 ^ 53}}, {All = {i64 = -2 ^ 53}}, {All = {u64 = 2 ^ 53 + 2}}, {All = {target = -1}},
+        {All = {i16 = "12"}}, {All = {f = "1.5"}}, {All = {b = "true"}}, {All = {b = 0}}, {All = {b = false}},
+        {All = {tag = huge}}, {All = {tag = "a\0b"}}, {All = {tag = "1234567"}}, {All = {tag = ""}},
+        {All = {v2 = {x = nan, y = inf}}}, {All = {v2 = {1, 2, 3}}}, {All = {v2 = {[0] = 1}}},
+        {All = {v2 = {[1.5] = 1}}}, {All = {v2 = {["1"] = 1}}}, {All = {v3 = {x = {1}}}},
+        {All = {v3 = {X = 1}}}, {All = {q = {x = 1, [1] = 1}}}, {All = {q = {w = 1e39}}},
+        {All = {v2 = {x = 1, y = 2}, v3 = {1, 2, 3}, q = {0, 0, 0, 1}}},
+        {All = {[1] = 1}}, {All = {[true] = 1}}, {All = {X = 1}}, {All = {b = nil, i8 = 1}},
+        {All = {}, Position = {x = 1}, position = {x = 1}}, {all = {}}, {ALL = {}},
+        {All = {}, Frozen = 1}, {All = {}, Frozen = "true"}, {All = {}, Frozen = {}},
+        {All = {v2 = {x = 1, y = 2}}, Position = {x = inf, y = nan}}, {All = true}, {All = "x"},
+        {[1] = {}}, {[-1] = {}}, {[1.5] = {}}, {[nan == nan and 1 or 2] = {}}, {[{}] = {}},
+        {[string.rep("P", 100)] = {}},
+    }
+
+    it("spawns what the C path spawns and raises what it raises, leaving the world as it was", function()
+        local fast, slow = world(), world({instructions = 1000000000}) -- a budget: the C path
+        for i, init in ipairs(CASES) do
+            local want = outcome(slow, init)
+            assert.are.equal(want, outcome(fast, init), "case " .. i .. ": " .. H.dump(init):sub(1, 200))
+        end
+        assert.are.equal(0, kiln.ffi_spawns(slow))
+        assert.is_true(kiln.ffi_spawns(fast) > (FFI and 10 or -1))
+        assert.are.equal(slow:count(), fast:count())
+    end)
+
+    it("bounds the quote of a huge string in its message", function()
+        local w = world()
+        local msg = H.unchanged(w, {"All"}, function() w:spawn{All = {tag = huge}} end)
+        assert.is_true(#msg < 200, msg)
     end)
 end)
 
