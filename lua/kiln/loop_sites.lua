@@ -105,7 +105,9 @@ end
 
 -- How far above its caller's frame a frame called from slot A lies: A + 1, and one more
 -- where frames hold two slots of link (a GC64 LuaJIT, flag 8 of string.dump's header).
-local LINK = 1 + (band(string.byte(string.dump(function() end), 5), 8) ~= 0 and 1 or 0)
+local ok_dump, dumped = pcall(string.dump, function() end)
+if not ok_dump or type(dumped) ~= "string" then return end -- then every loop keeps its entity
+local LINK = 1 + (band(dumped:byte(5), 8) ~= 0 and 1 or 0)
 
 local sites = setmetatable({}, {__mode = "k"}) -- function -> {[line] = unread(function, line)}
 

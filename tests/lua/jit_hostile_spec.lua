@@ -409,6 +409,52 @@ describe("FFI views in debug mode, attacked", function()
         assert.matches("a Position view was used after its loop ended", message(function() kept.x = 2 end), 1, true)
     end)
 
+    it("catches a view kept from a loop while the same query runs its next loop", function()
+        kiln.ffi_debug = true
+        local w = H.world()
+        w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local kept
+        for _, p in q:each() do kept = p end
+        for _, p in q:each() do
+            assert.matches("a Position view was used after its loop ended", message(function() kept.x = 5 end), 1, true)
+            assert.are.equal(1, p.x)
+        end
+    end)
+
+    it("catches a view a suspended coroutine holds after world:progress ended its loop and moved the rows", function()
+        kiln.ffi_debug = true
+        local w = H.world()
+        for i = 1, 5 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        local errors = {}
+        local co = coroutine.create(function()
+            local n = 0
+            for _, p in q:each() do
+                n = n + 1
+                coroutine.yield()
+                errors[#errors + 1] = message(function() return p.x end)
+                errors[#errors + 1] = message(function() p.x = 99 end)
+            end
+            return n
+        end)
+        assert(coroutine.resume(co))
+        w:system{name = "wipe", writes = {"Position"}, run = function(world)
+            for _, e in ipairs(world:entities()) do world:despawn(e) end
+            for i = 1, 3 do world:spawn{Position = {x = -i}} end
+        end}
+        assert(w:progress(0))
+        local ok, n = coroutine.resume(co)
+        assert.is_true(ok, n)
+        assert.are.equal(1, n) -- the ended loop found no more rows
+        assert.are.equal(2, #errors)
+        for _, msg in ipairs(errors) do assert.matches("a Position view was used after its loop ended", msg, 1, true) end
+        local xs = {}
+        for _, e in ipairs(w:entities()) do xs[#xs + 1] = w:get(e, "Position").x end
+        table.sort(xs)
+        assert.are.same({-3, -2, -1}, xs)
+    end)
+
     it("names the check hook when q:each_ffi's read-only view of such a component is written", function()
         if not H.luajit then pending("q:each_ffi is q:each under Lua 5.4: table views, checked on write-back") return end
         local w = H.world()
