@@ -16,7 +16,15 @@ end
 describe("a q:each() loop that seems not to read its entity", function()
     after_each(function() kiln.ffi_debug = nil end)
 
+    -- Lua 5.4's q:each returns a to-be-closed value as well, and a loop it began outside a for
+    -- stays open there: these attacks drive LuaJIT's loop protocol.
+    local function jit_only()
+        if not H.luajit then pending("loop sites are read under LuaJIT only") end
+        return H.luajit
+    end
+
     it("keeps the entity for an iterator on its line that tail-calls q:each and hands the entity on", function()
+        if not jit_only() then return end
         local w = H.world()
         local a = w:spawn{Position = {x = 1}}
         local q = w:query{"Position"}
@@ -46,6 +54,7 @@ describe("a q:each() loop that seems not to read its entity", function()
     end)
 
     it("keeps the entity for q:each tail-called by a metamethod an instruction of the loop's line runs", function()
+        if not jit_only() then return end
         local w = H.world()
         local a = w:spawn{Position = {x = 1}}
         local q = w:query{"Position"}
@@ -249,9 +258,9 @@ describe("world:spawn under LuaJIT, attacked", function()
         local fired
         local jit_was = H.luajit and jit.status()
         if H.luajit then jit.off() end -- hooks run only in the interpreter
-        -- raises once, at the first instruction after an entity came into being
+        -- raises once, at the first instruction of kiln's Lua code after an entity came into being
         debug.sethook(function()
-            if not fired and w:count() > before then
+            if not fired and debug.getinfo(2, "S").source:find("lua/kiln/", 1, true) and w:count() > before then
                 fired = true
                 error("the hook says no")
             end
@@ -410,6 +419,8 @@ describe("FFI views in debug mode, attacked", function()
     end)
 
     it("catches a view kept from a loop while the same query runs its next loop", function()
+        -- a table view is one table refilled for every row: kept, it is the next loop's view
+        if not H.luajit then pending("FFI views exist only under LuaJIT") return end
         kiln.ffi_debug = true
         local w = H.world()
         w:spawn{Position = {x = 1}}
