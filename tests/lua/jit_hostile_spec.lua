@@ -500,3 +500,23 @@ describe("FFI loops, attacked", function()
                        failures[1].message, 1, true)
     end)
 end)
+
+describe("FFI view structs, attacked through field names", function()
+    it("reads a field named like the read-only struct's own fields as a table view does", function()
+        local w = kiln.world()
+        w:component("Odd", "float x; float __kiln_ro_x;")
+        local e = w:spawn{Odd = {x = 1, __kiln_ro_x = 2}}
+        local seen = {}
+        w:system{name = "look", reads = {"Odd"}, run = function(world)
+            for _, o in world:query{"Odd"}:each() do seen[#seen + 1] = {o.x, o.__kiln_ro_x} end
+        end}
+        assert(w:progress(0))
+        for _, o in w:query{"Odd"}:each() do seen[#seen + 1] = {o.x, o.__kiln_ro_x} end
+        assert.are.same({{1, 2}, {1, 2}}, seen)
+        if H.luajit then
+            H.raises(function() for _ in w:query{"Odd"}:each_ffi() do end end,
+                     "query:each_ffi: Odd cannot be mapped to an FFI type: field '__kiln_ro_x'")
+        end
+        assert.are.same({x = 1, __kiln_ro_x = 2}, w:get(e, "Odd"))
+    end)
+end)
