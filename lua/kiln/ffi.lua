@@ -210,9 +210,12 @@ local function struct_of(term, strict)
   local parts, names, pos = {}, {}, 0 -- names[k]: the field parts[k] declares
   for _, f in ipairs(fields) do
     if not f.ctype then return nil, format("field '%s' has type %s", f.name, f.type) end
-    if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] or f.name:match("^__kiln_pad") then
+    if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] then
       return nil, format("field '%s' is not a C name", f.name:sub(1, 64))
     end
+    -- the structs' own names (padding, the read-only struct's fields), which a field so named
+    -- would read in place of another
+    if f.name:match("^__kiln_") then return nil, format("field '%s' has a name kiln's FFI structs use", f.name) end
     if f.offset < pos then return nil, format("field '%s' overlaps another", f.name) end
     if f.offset > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, f.offset - pos) end
     -- as the table path reads them: count 0 or 1 is one value, except a char array
