@@ -520,3 +520,25 @@ describe("FFI view structs, attacked through field names", function()
         assert.are.same({x = 1, __kiln_ro_x = 2}, w:get(e, "Odd"))
     end)
 end)
+
+describe("FFI loops whose body raises mid-row", function()
+    it("keep the row's assignments made before the error under LuaJIT, none under Lua 5.4", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1}}
+        w:system{name = "half", writes = {"Position"}, query = {"Position"}, each = function(_, p)
+            p.x = 50
+            error("boom")
+        end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.matches("boom", failures[1].message, 1, true)
+        assert.are.equal(H.ffi_each and 50 or 1, w:get(e, "Position").x)
+        assert.is_false(pcall(function()
+            for _, p in w:query{"Position"}:each() do
+                p.y = 7
+                error("boom")
+            end
+        end))
+        assert.are.equal(H.ffi_each and 7 or 0, w:get(e, "Position").y)
+    end)
+end)
