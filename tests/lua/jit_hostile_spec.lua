@@ -521,6 +521,30 @@ describe("FFI view structs, attacked through field names", function()
     end)
 end)
 
+describe("FFI loops on a closed world", function()
+    it("raise the closed-query error at the script's line, not inside kiln", function()
+        for _, looped in ipairs({false, true}) do -- a query's first loop, or one after others
+            local w = H.world()
+            w:spawn{Position = {x = 1}}
+            local q = w:query{"Position"}
+            if looped then
+                for _ in q:each() do end
+                for _ in q:each_ffi() do end
+                q:bulk_ffi(function() end)
+            end
+            w:close()
+            for _, call in ipairs({
+                function() for _ in q:each() do end end,
+                function() for _ in q:each_ffi() do end end,
+                function() q:bulk_ffi(function() end) end,
+            }) do
+                local msg = H.raises(call, "attempt to use a query of a closed world")
+                assert.is_nil(msg:find("lua/kiln/", 1, true), "the error points into kiln: " .. msg)
+            end
+        end
+    end)
+end)
+
 describe("FFI loops whose body raises mid-row", function()
     it("keep the row's assignments made before the error under LuaJIT, none under Lua 5.4", function()
         local w = H.world()
