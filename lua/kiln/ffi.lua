@@ -49,13 +49,24 @@ local function check_query(q, fname)
                       type(name) == "string" and name or type(q)), 3)
 end
 
+-- The message err without the position of a line of this file, which a C function called here
+-- for the script gave it (luaL_error names its caller's line); nil for any other error.
+local function kiln_position(err)
+  if type(err) ~= "string" then return nil end
+  local msg, n = err:gsub("^lua/kiln/ffi%.lua[^:]*:%d+: ", "", 1)
+  return n > 0 and msg or nil
+end
+
 -- Calls fn(...), raising its error again with a leading "query:each: " renamed to fname's
--- (the table path runs q:each for q:each_ffi and q:bulk_ffi).
+-- (the table path runs q:each for q:each_ffi and q:bulk_ffi), and a position in this file
+-- replaced by the script's line (a tail call: two frames up).
 local function renamed(fname, ok, ...)
   if ok then return ... end
   local err = ...
+  local own = kiln_position(err)
+  if own then err = own end
   if type(err) == "string" and err:find("^query:each: ") then err = fname .. err:sub(11) end
-  error(err, 0)
+  error(err, own and 2 or 0)
 end
 
 local function check_fn(fn)
@@ -319,8 +330,7 @@ end
 local function get(ptr, k) return ptr[k] end
 local function put(ptr, k, value) ptr[k] = value end
 local function raise_again(err)
-  if type(err) == "string" then err = err:gsub("^lua/kiln/ffi%.lua:%d+: ", "", 1) end
-  error(err, 3)
+  error(kiln_position(err) or err, 3)
 end
 local debug_meta = {
   __index = function(v, k)
@@ -413,10 +423,19 @@ end
 -- q's state: for q:each_ffi and q:bulk_ffi (strict false, fname naming which) raising when a
 -- term cannot be mapped; for q:each and each-systems (strict) false when one cannot.
 local pairs_of = setmetatable({}, {__mode = "kv"}) -- Query -> its pair (found without a C call)
+-- Calls fn(...) for state_of: a C function's error (a closed world's query) carries the position
+-- of this file's line, so it is raised again without it at the script's line (three frames up).
+local function for_script(fn, ...)
+  local ok, a, b, c = pcall(fn, ...)
+  if ok then return a, b, c end
+  local own = kiln_position(a)
+  if own then error(own, 4) end
+  error(a, 0)
+end
 local function state_of(q, strict, fname)
   local pair = pairs_of[q]
   if not pair then
-    pair = views.state(q)
+    pair = for_script(views.state, q)
     if not pair then
       pair = {}
       views.state(q, pair) -- kept by the query
@@ -427,7 +446,7 @@ local function state_of(q, strict, fname)
   local s = pair[key]
   if s == nil then
     local why
-    s, pair[key .. "_name"], why = make_state(q, strict)
+    s, pair[key .. "_name"], why = for_script(make_state, q, strict)
     pair[key .. "_why"] = why
     pair[key] = s or false
   end

@@ -131,7 +131,17 @@ static bool views_may_run(lua_State *L, const klua_world *kw) {
  * i_ci >> 16: the slot of the call, plus the frame link), or nil for a C frame), and sets
  * writable[t] to whether term t is writable (a table the caller keeps: no garbage). */
 static int views_begin(lua_State *L) {
-    klua_query *kq = klua_query_check(L, 1);
+    /* the loop runs in the frame level levels above (default 2: the caller of ffi.lua's
+     * method that called this), whose line a closed world's query names, not ffi.lua's */
+    int level = (int)luaL_optinteger(L, 4, 2);
+    klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY);
+    if (kq && (!kq->query || kq->kw->closed)) {
+        luaL_where(L, level);
+        lua_pushliteral(L, "attempt to use a query of a closed world");
+        lua_concat(L, 2);
+        return lua_error(L);
+    }
+    kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
@@ -146,9 +156,6 @@ static int views_begin(lua_State *L) {
     kq->ffi_gen++;
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
-    /* the loop runs in the frame level levels above (default 2: the caller of ffi.lua's
-     * method that called this) */
-    int level = (int)luaL_optinteger(L, 4, 2);
     lua_Debug ar;
     bool framed = !lua_isnil(L, 2) && lua_getstack(L, level, &ar);
     if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
