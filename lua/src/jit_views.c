@@ -135,13 +135,13 @@ static int views_begin(lua_State *L) {
      * method that called this), whose line a closed world's query names, not ffi.lua's */
     int level = (int)luaL_optinteger(L, 4, 2);
     klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY);
-    if (kq && (!kq->query || kq->kw->closed)) {
+    if (!kq) kq = klua_query_check(L, 1); /* raises */
+    if (!kq->query || kq->kw->closed) {
         luaL_where(L, level);
         lua_pushliteral(L, "attempt to use a query of a closed world");
         lua_concat(L, 2);
         return lua_error(L);
     }
-    kq = klua_query_check(L, 1);
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
