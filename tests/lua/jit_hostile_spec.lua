@@ -580,3 +580,25 @@ describe("FFI loops whose body raises mid-row", function()
         assert.are.equal(H.ffi_each and 7 or 0, w:get(e, "Position").y)
     end)
 end)
+
+describe("read-only FFI views in nested system runs", function()
+    it("name the system whose loop it is after another world's progress ran inside that loop", function()
+        local w1, w2 = H.world(), H.world()
+        local e = w1:spawn{Position = {x = 1}}
+        w2:spawn{Position = {x = 1}}
+        w2:system{name = "inner", writes = {"Position"}, run = function(world)
+            for _, p in world:query{"Position"}:each() do p.x = 2 end
+        end}
+        w1:system{name = "outer", reads = {"Position"}, run = function(world)
+            for _, p in world:query{"Position"}:each() do
+                assert(w2:progress(0))
+                p.x = 5
+            end
+        end}
+        local ok, failures = w1:progress(0)
+        assert.is_false(ok)
+        assert.matches("system 'outer' cannot write Position: it is read-only (declared only in reads)",
+                       failures[1].message, 1, true)
+        assert.are.equal(1, w1:get(e, "Position").x)
+    end)
+end)
