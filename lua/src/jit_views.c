@@ -323,6 +323,22 @@ bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
     return false;
 }
 
+void klua_jit_push_running(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) == LUA_TTABLE) lua_getfield(L, -1, "running_system");
+    else lua_pushnil(L);
+    lua_remove(L, -2);
+}
+
+void klua_jit_restore_running(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) == LUA_TTABLE) {
+        lua_pushvalue(L, idx);
+        lua_setfield(L, -2, "running_system");
+    }
+    lua_pop(L, 1);
+    lua_remove(L, idx);
+}
+
 void klua_jit_open_views(lua_State *L, int layer_idx) {
     static const luaL_Reg fns[] = {
         {"terms", views_terms},   {"begin", views_begin}, {"next", views_next}, {"alive", views_alive},
