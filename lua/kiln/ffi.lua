@@ -226,7 +226,9 @@ local function struct_of(term, strict)
     end
     -- the structs' own names (padding, the read-only struct's fields), which a field so named
     -- would read in place of another
-    if f.name:match("^__kiln_") then return nil, format("field '%s' has a name kiln's FFI structs use", f.name) end
+    if f.name:match("^__kiln_") then
+      return nil, format("field '%s' has a name kiln's FFI structs use", f.name:sub(1, 64))
+    end
     if f.offset < pos then return nil, format("field '%s' overlaps another", f.name) end
     if f.offset > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, f.offset - pos) end
     -- as the table path reads them: count 0 or 1 is one value, except a char array
