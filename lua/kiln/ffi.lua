@@ -49,13 +49,24 @@ local function check_query(q, fname)
                       type(name) == "string" and name or type(q)), 3)
 end
 
+-- The message err without the position of a line of this file, which a C function called here
+-- for the script gave it (luaL_error names its caller's line); nil for any other error.
+local function kiln_position(err)
+  if type(err) ~= "string" then return nil end
+  local msg, n = err:gsub("^lua/kiln/ffi%.lua[^:]*:%d+: ", "", 1)
+  return n > 0 and msg or nil
+end
+
 -- Calls fn(...), raising its error again with a leading "query:each: " renamed to fname's
--- (the table path runs q:each for q:each_ffi and q:bulk_ffi).
+-- (the table path runs q:each for q:each_ffi and q:bulk_ffi), and a position in this file
+-- replaced by the script's line (a tail call: two frames up).
 local function renamed(fname, ok, ...)
   if ok then return ... end
   local err = ...
+  local own = kiln_position(err)
+  if own then err = own end
   if type(err) == "string" and err:find("^query:each: ") then err = fname .. err:sub(11) end
-  error(err, 0)
+  error(err, own and 2 or 0)
 end
 
 local function check_fn(fn)
@@ -210,8 +221,13 @@ local function struct_of(term, strict)
   local parts, names, pos = {}, {}, 0 -- names[k]: the field parts[k] declares
   for _, f in ipairs(fields) do
     if not f.ctype then return nil, format("field '%s' has type %s", f.name, f.type) end
-    if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] or f.name:match("^__kiln_pad") then
+    if not f.name:match("^[%a_][%w_]*$") or C_KEYWORDS[f.name] then
       return nil, format("field '%s' is not a C name", f.name:sub(1, 64))
+    end
+    -- the structs' own names (padding, the read-only struct's fields), which a field so named
+    -- would read in place of another
+    if f.name:match("^__kiln_") then
+      return nil, format("field '%s' has a name kiln's FFI structs use", f.name:sub(1, 64))
     end
     if f.offset < pos then return nil, format("field '%s' overlaps another", f.name) end
     if f.offset > pos then parts[#parts + 1] = format("uint8_t __kiln_pad%d[%d];", pos, f.offset - pos) end
@@ -310,18 +326,25 @@ local PTR, LOOP, TERM = {}, {}, {}
 local function view_dead(v)
   return not alive(v[TERM].q, v[LOOP])
 end
+-- The pointer's own read and write, run protected: its errors (an unknown field, a value FFI
+-- cannot convert, a write to a read-only term, whose pointer is const and names the system or
+-- the check hook) are raised again at the script's line, as without debug mode.
+local function get(ptr, k) return ptr[k] end
+local function put(ptr, k, value) ptr[k] = value end
+local function raise_again(err)
+  error(kiln_position(err) or err, 3)
+end
 local debug_meta = {
   __index = function(v, k)
     if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
-    return v[PTR][k]
+    local ok, value = pcall(get, v[PTR], k)
+    if not ok then raise_again(value) end
+    return value
   end,
   __newindex = function(v, k, value)
-    local term = v[TERM]
-    if view_dead(v) then error(format("a %s view was used after its loop ended", term.name), 2) end
-    if not term.s.canwrite[term.t] then
-      error(format("%s is read-only here (declare it in writes to change it)", term.name), 2)
-    end
-    v[PTR][k] = value
+    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
+    local ok, err = pcall(put, v[PTR], k, value)
+    if not ok then raise_again(err) end
   end,
   __tostring = function(v) return "kiln FFI view of " .. v[TERM].name end,
 }
@@ -402,10 +425,19 @@ end
 -- q's state: for q:each_ffi and q:bulk_ffi (strict false, fname naming which) raising when a
 -- term cannot be mapped; for q:each and each-systems (strict) false when one cannot.
 local pairs_of = setmetatable({}, {__mode = "kv"}) -- Query -> its pair (found without a C call)
+-- Calls fn(...) for state_of: a C function's error (a closed world's query) carries the position
+-- of this file's line, so it is raised again without it at the script's line (three frames up).
+local function for_script(fn, ...)
+  local ok, a, b, c = pcall(fn, ...)
+  if ok then return a, b, c end
+  local own = kiln_position(a)
+  if own then error(own, 4) end
+  error(a, 0)
+end
 local function state_of(q, strict, fname)
   local pair = pairs_of[q]
   if not pair then
-    pair = views.state(q)
+    pair = for_script(views.state, q)
     if not pair then
       pair = {}
       views.state(q, pair) -- kept by the query
@@ -416,7 +448,7 @@ local function state_of(q, strict, fname)
   local s = pair[key]
   if s == nil then
     local why
-    s, pair[key .. "_name"], why = make_state(q, strict)
+    s, pair[key .. "_name"], why = for_script(make_state, q, strict)
     pair[key .. "_why"] = why
     pair[key] = s or false
   end
@@ -431,13 +463,13 @@ end
 local function start(q, s, level, fname, stamp, site)
   -- s: the loop's for-state, by which it is found running; its first chunk comes in s.rows
   -- (with stamp, its rows stamped changed at once)
-  local loop, system, n, func, line = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
+  local loop, system, n, func, line, callee = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
   if not loop then return nil end
   shared.running_system = system
   s.n, s.tick = n, s.r.tick
   choose_types(s, loop, s.writable)
   local unread = layer.entity_unread
-  return step_of(s, kiln.ffi_debug and true or false, func and unread and unread(func, line))
+  return step_of(s, kiln.ffi_debug and true or false, func and unread and unread(func, line, callee))
 end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
@@ -549,7 +581,7 @@ function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
   local s = state_of(self, false, "query:bulk_ffi")
-  local loop, system = begin(self, nil, s.writable)
+  local loop, system = begin(self, nil, s.writable, 2, "query:bulk_ffi")
   shared.running_system = system
   if not loop then -- a world with a budget: the table path
     return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))

@@ -31,6 +31,9 @@ local core_spawn = cast(API, S.api).spawn
 local comps = ffi.new("uint32_t[?]", MAX)
 local values = ffi.new("const void *[?]", MAX)
 local dest = ffi.new("uint64_t[1]")
+-- the handle's halves, read as numbers: reading dest[0] would box a uint64_t (an allocation,
+-- where the collector may run a finalizer that raises after the core spawned)
+local halves, LOW = cast("const uint32_t *", dest), ffi.abi("le") and 0 or 1
 local block, buf, cap = nil, nil, 0 -- block anchors the memory buf points into
 local busy = false
 
@@ -254,20 +257,25 @@ local function try_spawn(self, init)
     while k ~= nil do used, n, k, v = add(wc, self, init, k, v, n, used) end
     if not used or core_spawn(wc.kw, comps, values, n, dest) ~= 0 then return nil end
     wc.spawns = wc.spawns + 1
-    return tonumber(dest[0])
+    return halves[LOW] + halves[1 - LOW] * 4294967296
 end
 
 local spawn = World.spawn -- the C path; so named, its bad-self message names world:spawn
 
 -- try_spawn runs protected: it raises only where the collector ran a finalizer mid-spawn that
--- changed init (next() then may refuse a key) or memory ran out, and the C path then decides.
+-- raised or changed init (next() then may refuse a key), a debug hook raised, or memory ran
+-- out. The C path then decides, unless the core had spawned (dest, zeroed first, holds the
+-- entity then): that entity is the spawn's, never made twice.
 function World.spawn(...)
     local self, init = ...
     if type(init) == "table" and not busy then
         busy = true
+        dest[0] = 0 -- no entity is 0 (generations start at 1)
         local ok, e = pcall(try_spawn, self, init)
         busy = false
         if ok and e then return e end
+        e = halves[LOW] + halves[1 - LOW] * 4294967296
+        if e ~= 0 then return e end
     end
     return spawn(...) -- a tail call: the C path's errors name the caller's line, not this one
 end

@@ -77,7 +77,7 @@ local function loop_at(func, line)
             local cop, ca = decode(func, pc - 1)
             if top == "ITERC" and cop == "CALL" and ca + 3 == ta and funcinfo(func, pc - 1).currentline == line then
                 if found then return nil end
-                found = {first = pc + 1, last = target - 1, slot = ta}
+                found = {first = pc + 1, last = target - 1, slot = ta, call = ca}
             end
         end
     end
@@ -85,7 +85,8 @@ local function loop_at(func, line)
     return found
 end
 
--- Whether the loop written on line of func provably never reads its first variable.
+-- The slot of the call of the loop written on line of func when its body provably never reads
+-- its first variable, else false.
 local function unread(func, line)
     -- a stripped chunk (luajit -b, string.dump(f, true)) gives every instruction one line
     local info = funcinfo(func)
@@ -99,23 +100,34 @@ local function unread(func, line)
     for pc = loop.first, loop.last do
         if touches(func, pc, loop.slot) then return false end
     end
-    return true
+    return loop.call
 end
+
+-- How far above its caller's frame a frame called from slot A lies: A + 1, and one more
+-- where frames hold two slots of link (a GC64 LuaJIT, flag 8 of string.dump's header).
+local ok_dump, dumped = pcall(string.dump, function() end)
+if not ok_dump or type(dumped) ~= "string" then return end -- then every loop keeps its entity
+local LINK = 1 + (band(dumped:byte(5), 8) ~= 0 and 1 or 0)
 
 local sites = setmetatable({}, {__mode = "k"}) -- function -> {[line] = unread(function, line)}
 
--- layer.entity_unread(func, line): unread, once per site; any failure reads as "may read".
-function layer.entity_unread(func, line)
+-- layer.entity_unread(func, line, callee): whether q:each was called by the loop written on
+-- line of func (callee: how far above func's frame its callee's lies, jit_views.c) and that
+-- loop never reads its entity; read once per site, any failure reads as "may read". The call
+-- is checked on every loop: the loop's own call is the only call on its line, but an iterator
+-- its ITERC calls, or a metamethod an instruction of that line runs, can tail-call q:each from
+-- another slot and hand the result to a body that reads it in another variable.
+function layer.entity_unread(func, line, callee)
     local lines = sites[func]
     if not lines then
         lines = {}
         sites[func] = lines
     end
-    local known = lines[line]
-    if known == nil then
+    local call = lines[line]
+    if call == nil then
         local ok, result = pcall(unread, func, line)
-        known = ok and result == true
-        lines[line] = known
+        call = ok and type(result) == "number" and result
+        lines[line] = call
     end
-    return known
+    return call ~= false and callee == call + LINK
 end

@@ -247,6 +247,12 @@ struct klua_world;
  * called as fn(query, each, dt)) and returns true, or pushes nothing and returns false where
  * the table path must run: a mod's world, a budget, a state without the ffi library. */
 KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_world *kw);
+/* Around a Lua system's run: pushes the system a write to a read-only FFI view names (ffi.lua's
+ * shared.running_system, set when a loop begins), and afterwards sets it back from idx (and
+ * removes idx), so a run nested in another's loop (another world's progress) leaves the outer
+ * system named. */
+KLUA_COMPAT_HIDDEN void klua_jit_push_running(lua_State *L);
+KLUA_COMPAT_HIDDEN void klua_jit_restore_running(lua_State *L, int idx);
 
 /* ---- jit_spawn.c: world:spawn's FFI path ------------------------------------------------------ */
 /* Stores in the table at layer_idx, as field spawn, the C half of lua/kiln/ffi_spawn.lua;
@@ -260,6 +266,8 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 #define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
+#define klua_jit_push_running(L) ((void)(L))
+#define klua_jit_restore_running(L, idx) ((void)(L), (void)(idx))
 #define klua_jit_open_spawn(L, layer_idx) ((void)(L), (void)(layer_idx))
 
 #endif

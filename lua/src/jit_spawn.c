@@ -37,8 +37,12 @@ static int32_t jit_spawn(void *kw_ptr, const kiln_component *comps, const void *
                          kiln_entity *dest) {
     klua_world *kw = kw_ptr;
     if (n < 0 || n > JIT_SPAWN_MAX || !can_spawn(kw, comps, n)) return 1;
-    /* a refusal (memory, a limit) changes nothing: the C path then raises its message */
-    return kiln_spawn_with(kw->world, comps, values, n, dest) == KILN_OK ? 0 : 1;
+    /* a refusal (memory, a limit) changes nothing: the C path then raises its message. dest
+     * is written only for an entity made (ffi_spawn.lua reads it after try_spawn raised) */
+    kiln_entity e;
+    if (kiln_spawn_with(kw->world, comps, values, n, &e) != KILN_OK) return 1;
+    *dest = e;
+    return 0;
 }
 
 static const jit_spawn_api api = {jit_spawn};

@@ -126,11 +126,22 @@ static bool views_may_run(lua_State *L, const klua_world *kw) {
  * false (nothing begun) where the table path must run instead: a mod's world (sandboxed) or
  * an armed instruction budget. Else returns the loop's number and the running system's name
  * (or nil), (and with a row state, views.rows, the first chunk's row count, 0 for none, the
- * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame
- * and its current line, or nil for a C frame), and sets writable[t] to whether term t is
- * writable (a table the caller keeps: a loop makes no garbage). */
+ * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame,
+ * its current line and how many slots above that frame's the frame it called lies (LuaJIT's
+ * i_ci >> 16: the slot of the call, plus the frame link), or nil for a C frame), and sets
+ * writable[t] to whether term t is writable (a table the caller keeps: no garbage). */
 static int views_begin(lua_State *L) {
-    klua_query *kq = klua_query_check(L, 1);
+    /* the loop runs in the frame level levels above (default 2: the caller of ffi.lua's
+     * method that called this), whose line a closed world's query names, not ffi.lua's */
+    int level = (int)luaL_optinteger(L, 4, 2);
+    klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY);
+    if (!kq) kq = klua_query_check(L, 1); /* raises */
+    if (!kq->query || kq->kw->closed) {
+        luaL_where(L, level);
+        lua_pushliteral(L, "attempt to use a query of a closed world");
+        lua_concat(L, 2);
+        return lua_error(L);
+    }
     if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TTABLE);
     klua_world *kw = kq->kw;
@@ -145,9 +156,6 @@ static int views_begin(lua_State *L) {
     kq->ffi_gen++;
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
-    /* the loop runs in the frame level levels above (default 2: the caller of ffi.lua's
-     * method that called this) */
-    int level = (int)luaL_optinteger(L, 4, 2);
     lua_Debug ar;
     bool framed = !lua_isnil(L, 2) && lua_getstack(L, level, &ar);
     if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
@@ -169,7 +177,8 @@ static int views_begin(lua_State *L) {
     if (framed && lua_getinfo(L, "fl", &ar)) {
         if (lua_isfunction(L, -1) && !lua_iscfunction(L, -1)) {
             lua_pushinteger(L, ar.currentline);
-            return 5;
+            lua_pushinteger(L, ar.i_ci >> 16); /* the called frame's distance: the call's slot */
+            return 6;
         }
         lua_pop(L, 1);
     }
@@ -246,10 +255,14 @@ static int views_finish(lua_State *L) {
 }
 
 /* views.alive(q, loop): whether the FFI loop numbered loop still runs (a loop left by break
- * is closed first). Debug views ask it on every use. */
+ * is closed first; none runs on a closed world). Debug views ask it on every use. */
 static int views_alive(lua_State *L) {
-    klua_query *kq = klua_query_check(L, 1);
+    klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
     lua_Integer loop = luaL_checkinteger(L, 2);
+    if (!kq->query || kq->kw->closed) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
     if (kq->active && kq->ffi_loop && !kq->owner) klua_jit_settle_query(L, kq, 1);
     lua_pushboolean(L, kq->active && kq->ffi_loop && kq->ffi_gen == (uint32_t)loop && !kq->kw->closed);
     return 1;
@@ -308,6 +321,22 @@ bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_EACH) == LUA_TFUNCTION) return true;
     lua_pop(L, 1);
     return false;
+}
+
+void klua_jit_push_running(lua_State *L) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) == LUA_TTABLE) lua_getfield(L, -1, "running_system");
+    else lua_pushnil(L);
+    lua_remove(L, -2);
+}
+
+void klua_jit_restore_running(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) == LUA_TTABLE) {
+        lua_pushvalue(L, idx);
+        lua_setfield(L, -2, "running_system");
+    }
+    lua_pop(L, 1);
+    lua_remove(L, idx);
 }
 
 void klua_jit_open_views(lua_State *L, int layer_idx) {

@@ -193,7 +193,7 @@ local function ffi_unmappable(entry)
         if comp.kind == "data" then
             if #comp.fields == 0 then return true end
             for _, f in ipairs(comp.fields) do
-                if C_WORDS[f.name] or f.name:find("^__kiln_pad") then return true end
+                if C_WORDS[f.name] or f.name:find("^__kiln_") then return true end
             end
         end
     end
