@@ -259,10 +259,11 @@ static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {
             lua_pop(L, 1);
-            if (lua_type(L, -1) != LUA_TSTRING || !klua_find_field(&kq->info[t], lua_tostring(L, -1))) {
-                const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
+            if (!klua_field_named(L, &kq->info[t], -1)) {
+                size_t len = 0;
+                const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : luaL_typename(L, -1);
                 klua_fail(L, "query:bulk", "%s has no field '%s'", kq->info[t].name,
-                          klua_quote(L, key, strlen(key)));
+                          klua_quote(L, key, lua_type(L, -1) == LUA_TSTRING ? len : strlen(key)));
             }
         }
         lua_pop(L, 1);

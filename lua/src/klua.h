@@ -358,6 +358,9 @@ KLUA_HIDDEN const char *klua_to_field(lua_State *L, int idx, const kiln_field *f
 KLUA_HIDDEN const char *klua_to_float(lua_State *L, lua_Number n, float *dest);
 /* The field of info named name, or NULL. */
 KLUA_HIDDEN const kiln_field *klua_find_field(const kiln_component_info *info, const char *name);
+/* The field of info the string at idx names, or NULL (a non-string, or a string with a zero
+ * byte: "x\0junk" is not x). */
+KLUA_HIDDEN const kiln_field *klua_field_named(lua_State *L, const kiln_component_info *info, int idx);
 /* Lua-valued components: store / fetch / release the value behind a ref. */
 KLUA_HIDDEN int klua_value_ref(lua_State *L, klua_world *kw, int idx);
 KLUA_HIDDEN void klua_value_push(lua_State *L, klua_world *kw, int ref);

@@ -51,7 +51,7 @@ static int view_missing(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
     int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
     if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
-    if (lua_type(L, 2) == LUA_TSTRING && klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
+    if (klua_field_named(L, &kq->info[t], 2)) {
         if (lua_gettop(L) < 3) return 0; /* a field set to nil earlier in the row reads nil */
         lua_rawset(L, 1); /* and can be set again */
         return 0;

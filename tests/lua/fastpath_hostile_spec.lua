@@ -30,15 +30,17 @@ describe("field names with a zero byte", function()
     end)
 
     it("are refused by world:spawn, world:set and world:add, naming no field as found", function()
-        H.unchanged(w, BODY, function() w:spawn{Position = {["x\0junk"] = 9}} end, "world:spawn", "has no field")
+        H.unchanged(w, BODY, function() w:spawn{Position = {["x\0junk"] = 9}} end, "world:spawn",
+                    "Position has no field 'x\\0junk'") -- the zero byte shown, not cutting the name
         H.unchanged(w, BODY, function() w:set(e, "Position", {["x\0junk"] = 9}) end, "world:set", "has no field")
         local bare = w:spawn()
         H.unchanged(w, BODY, function() w:add(bare, "Position", {["y\0"] = 9}) end, "world:add", "has no field")
         assert.is_false(w:has(bare, "Position"))
     end)
 
-    it("are refused by world:getter", function()
+    it("are refused by world:getter, and as keys of a query's description", function()
         H.raises(function() w:getter("Position", "x\0junk") end, "world:getter", "has no field")
+        H.raises(function() w:query{"Position", ["without\0x"] = {"Health"}} end, "world:query", "without\\0x")
     end)
 
     it("raise when written through a view, leaving the row as it was", function()
