@@ -159,7 +159,11 @@ static void kept_fill(lua_State *L, klua_query *kq, int t, kept_slot *s, int slo
             }
         }
     }
-    for (int32_t f = info->field_count - 1; f >= 0; f--) lua_setfield(L, term_idx, info->fields[f].name);
+    for (int32_t f = info->field_count - 1; f >= 0; f--) { /* raw: fn may have set a metatable */
+        lua_pushstring(L, info->fields[f].name);
+        lua_insert(L, -2);
+        lua_rawset(L, term_idx);
+    }
 }
 
 /* The work of one block: per writable term, the snapshot of the block's rows (what the
@@ -216,7 +220,9 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
                     lua_rawseti(L, -2, r + 1);
                 }
             }
-            lua_setfield(L, -2, fd->name);
+            lua_pushstring(L, fd->name); /* raw: fn may have set a metatable on the term table */
+            lua_insert(L, -2);
+            lua_rawset(L, -3);
         }
     }
 }
@@ -250,12 +256,24 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     }
 }
 
-/* Raises unless every key of a writable term table is one of the component's fields: a
- * misspelt term.vx = {...} must not pass silently. */
-static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx) {
+/* Raises unless every key of a writable term table is one of the component's fields, each
+ * still holding the array fn was given (w: kept or shared): a misspelt term.vx = {...} or a
+ * replaced term.x must not pass silently (the write-back reads the arrays it handed out). */
+static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w) {
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
+            const char *name = kq->info[t].fields[f].name;
+            lua_pushstring(L, name);
+            lua_rawget(L, -2);
+            if (w->keep[t]) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, f));
+            else lua_rawgeti(L, bulk_idx, BULK_KEY(t, f));
+            if (!lua_rawequal(L, -1, -2))
+                klua_fail(L, "query:bulk", "%s.%s is not the array fn was given (write into it, do not replace it)",
+                          kq->info[t].name, name);
+            lua_pop(L, 2);
+        }
         lua_pushnil(L);
         while (lua_next(L, -2)) {
             lua_pop(L, 1);
@@ -537,7 +555,7 @@ static int bulk_body(lua_State *L) {
             for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
             bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
-            bulk_check_terms(L, kq, bulk_idx);
+            bulk_check_terms(L, kq, bulk_idx, &w);
             bulk_write_back(L, kq, bulk_idx, b0, n, &w);
             lua_pop(L, 1); /* the slot table */
         }
