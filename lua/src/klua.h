@@ -228,6 +228,8 @@ typedef struct klua_query {
     bool active;
     int32_t row;
     klua_system *owner; /* the Lua system that began the running iteration, or NULL */
+    lua_State *loop_L;  /* the thread that began it: a step or guard called from another thread
+                         * belongs to an earlier loop of the query, ended meanwhile */
     int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
     int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
     bool ffi_loop;      /* LuaJIT: the running iteration hands out FFI views (jit_views.c) */

@@ -15,8 +15,15 @@ local function movers(n)
 end
 
 -- The bit pattern of a float32 field value, so -0 and NaN payloads compare exactly.
-local function bits(x)
-    return string.unpack("<I4", string.pack("<f", x))
+local bits
+if string.pack then
+    bits = function(x) return string.unpack("<I4", string.pack("<f", x)) end
+else -- LuaJIT
+    local box = require("ffi").new("union { float f; uint32_t u; }")
+    bits = function(x)
+        box.f = x
+        return box.u
+    end
 end
 
 local BODY = {"Position", "Velocity", "Health", "Frozen"}
@@ -165,7 +172,7 @@ describe("q:bulk and q:each against the world around them", function()
         local co = coroutine.wrap(function()
             q:bulk(function(_, _, p) p.x[1] = 9; coroutine.yield() end)
         end)
-        H.unchanged(w, BODY, function() co() end, "yield across a C-call boundary")
+        H.unchanged(w, BODY, function() co() end, "attempt to yield across")
         assert.is_true(H.not_deferred(w))
         q:bulk(function() end)
     end)
@@ -279,10 +286,16 @@ describe("values written back unchanged or at the edges", function()
     -- hold (nil: refused); the same through every fast path.
     local cases = {
         {-0.0, bits(-0.0)}, {0, bits(0.0)}, {0.0, bits(0.0)}, {0 / 0, "nan"}, {1 / 0, bits(1 / 0)},
-        {2 ^ 53 + 1.0, bits(2 ^ 53)}, {math.maxinteger, bits(2 ^ 63)}, {math.mininteger, bits(-2 ^ 63)},
-        {(1 << 53) + 1, bits(2 ^ 53)}, {16777217, bits(16777216)}, {0.1, bits(0.1)},
+        {2 ^ 53 + 1.0, bits(2 ^ 53)}, {2 ^ 24 + 1, bits(2 ^ 24)}, {0.1, bits(0.1)},
         {3.5e38, nil}, {-1e300, nil}, {"1", nil}, {"0x10", nil}, {true, nil},
     }
+    if math.tointeger then -- integers of Lua 5.4 beyond float and double precision
+        local big = math.tointeger(2 ^ 53) + 1
+        for _, c in ipairs{{math.maxinteger, bits(2 ^ 63)}, {math.mininteger, bits(-2 ^ 63)},
+                           {big, bits(2 ^ 53)}, {16777217, bits(16777216)}} do
+            cases[#cases + 1] = c
+        end
+    end
     local function holds(got, want)
         if want == "nan" then return got ~= got end
         return bits(got) == want
@@ -308,7 +321,9 @@ describe("values written back unchanged or at the edges", function()
                     q:bulk(function() end)
                     store = function(qq, v) qq:bulk(function(n, _, _, p) for i = 1, n do p.x[i] = v end end) end
                 end
-                if c[2] == nil then
+                if c[2] == nil and H.ffi_each and name:find("each") then
+                    -- LuaJIT's FFI views store unchecked (docs/lua-api.md, FFI views)
+                elseif c[2] == nil then
                     H.unchanged(w, BODY, function() store(q, c[1]) end, "Position", "x")
                 else
                     store(q, c[1])
@@ -327,7 +342,9 @@ describe("values written back unchanged or at the edges", function()
         local q = w:query{"Position", "Velocity"}
         local tick = w:changed_tick(e, "Position")
         w:advance_tick()
-        for _, p in q:each() do p.x, p.y = p.x, p.y end
+        if not H.ffi_each then -- FFI views stamp every row they visit
+            for _, p in q:each() do p.x, p.y = p.x, p.y end
+        end
         q:bulk(function(n, _, p) for i = 1, n do p.x[i], p.y[i] = p.x[i], p.y[i] end end)
         q:bulk(function() end)
         q:bulk(function(n, _, p, v) for i = 1, n do p.x[i], v.x[i] = p.x[i], v.x[i] end end)
@@ -374,7 +391,7 @@ describe("the fast readers and spawn under a hostile environment", function()
             for k in pairs(saved) do kiln[k] = boom end
             debug.setmetatable(0, {__index = boom, __eq = boom, __lt = boom, __le = boom, __concat = boom})
             debug.setmetatable(nil, {__index = boom, __newindex = boom, __call = boom})
-            smeta.__index = boom
+            if not H.luajit then smeta.__index = boom end -- ffi.lua uses string methods (docs: LuaJIT)
             q:bulk(function(n, _, p, v) for i = 1, n do p.x[i] = p.x[i] + v.x[i] end end)
             for _, p, v in q:each() do p.x = p.x + v.x end
             local f = w:spawn{Position = {x = 7}, Velocity = {}}
