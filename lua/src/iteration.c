@@ -136,6 +136,10 @@ static bool thread_stuck(lua_State *L, lua_State *co) {
     return lua_getstack(co, 0, &ar) == 0 && lua_gettop(co) == 0;
 }
 
+bool klua_query_runs_elsewhere(lua_State *L, const klua_query *kq) {
+    return kq->loop_L && kq->loop_L != L && !thread_stuck(L, kq->loop_L);
+}
+
 void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bool stuck_only) {
     klua_push_self(L, kw);
     if (lua_isnil(L, -1)) {

@@ -481,6 +481,9 @@ KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN bool klua_query_push_simple(lua_State *L, const klua_query *kq, int t);
 /* Raises unless the running system is the one that began the loop. */
 KLUA_HIDDEN void klua_query_check_owner(lua_State *L, const klua_query *kq);
+/* True when the running iteration was begun by a thread other than L that still runs (it
+ * resumed L, directly or not): what L closes then is an earlier loop's, ended meanwhile. */
+KLUA_HIDDEN bool klua_query_runs_elsewhere(lua_State *L, const klua_query *kq);
 /* Writes data term t of the current row back from one value per field at stack slots
  * first.. (only the fields that changed; all converted before any is written). */
 KLUA_HIDDEN void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first);

@@ -341,8 +341,9 @@ static int q_each(lua_State *L) {
 static int guard_close(lua_State *L) {
     klua_query **guard = luaL_checkudata(L, 1, KLUA_GUARD);
     klua_query *kq = *guard;
-    /* one guard per query: closed from another thread, it is an earlier loop's, ended */
-    if (kq && kq->active && !kq->kw->closed && kq->loop_L == L) {
+    /* one guard per query: closed from another thread while the loop's own thread runs, it
+     * is an earlier loop's, ended (a stuck loop's thread may be closed from anywhere) */
+    if (kq && kq->active && !kq->kw->closed && !klua_query_runs_elsewhere(L, kq)) {
         lua_getiuservalue(L, 1, KLUA_GUARD_UV_QUERY);
         int q_idx = lua_gettop(L);
         /* Left by break or return (no error): the current row's writes still land. A

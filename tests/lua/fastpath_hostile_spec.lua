@@ -279,6 +279,46 @@ describe("a loop whose coroutine was left suspended", function()
             assert.is_true(H.not_deferred(w))
         end)
     end
+
+    it("leaves a newer loop of the same query running when its body breaks out after the resume", function()
+        local w = H.world()
+        for i = 1, 5 do w:spawn{Position = {x = i}, Health = {hp = i}} end
+        local q = w:query{"Position", "Health"}
+        local co = coroutine.create(function()
+            for _ in q:each() do
+                coroutine.yield()
+                break -- closes the loop's guard, from this thread
+            end
+        end)
+        assert(coroutine.resume(co))
+        assert(w:progress(0))
+        local visited = 0
+        for _, p in q:each() do
+            visited = visited + 1
+            if visited == 2 then assert(coroutine.resume(co)) end
+            p.x = p.x + 100 -- the view still works, and is written back
+        end
+        assert.are.equal(5, visited)
+        for e in q:each() do assert.is_true(w:get(e, "Position").x > 100) end
+        assert.is_true(H.not_deferred(w))
+    end)
+
+    it("is still ended when its guard is closed from another thread while it is stuck", function()
+        if H.luajit then return end -- debug.getmetatable on the guard: as the fuzz driver does
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        local q = w:query{"Position"}
+        local co = coroutine.create(function()
+            local f, s, c, guard = q:each()
+            f(s, c)
+            coroutine.yield(guard)
+        end)
+        local _, guard = assert(coroutine.resume(co))
+        assert.is_false(H.not_deferred(w))
+        debug.getmetatable(guard).__close(guard, nil) -- as coroutine.close would
+        assert.is_true(H.not_deferred(w))
+        for _ in q:each() do end
+    end)
 end)
 
 describe("values written back unchanged or at the edges", function()
