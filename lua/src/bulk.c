@@ -178,9 +178,11 @@ typedef struct bulk_work {
     uint32_t written;                  /* terms the call wrote (so far) */
 } bulk_work;
 
-/* Phase 1: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
+/* Phase 2: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
  * entities (bulk_entities), then per term a table of field arrays (term.x[i]), true/false
- * for tags and absent optional terms. */
+ * for tags and absent optional terms. A writable term's shared arrays are filled from its
+ * snapshot (bulk_snapshot, taken first): filling makes objects, so a finalizer may change the
+ * rows meanwhile, and the arrays must hold exactly what the write-back compares with. */
 static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w, int32_t b0, int32_t n) {
     lua_pushinteger(L, n);
     bulk_entities(L, kq, bulk_idx, b0, n);
@@ -201,7 +203,8 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
             kept_fill(L, kq, t, w->slot, w->slot_idx, lua_gettop(L), b0, n);
             continue;
         }
-        const uint8_t *base = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
+        const uint8_t *base = bulk_writes(kq, t) ? w->snap[t]
+                                                 : (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
@@ -227,9 +230,10 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
     }
 }
 
-/* Phase 2: copies the writable rows of the block into the query's own work block (fn may use
+/* Phase 1: copies the writable rows of the block into the query's own work block (fn may use
  * the world's scratch), so only what fn changed is written back and a world:set inside fn
- * stays. A float-only term's snapshot is its slot's; it gets a stage and its masks here. */
+ * stays. A float-only term's snapshot is its slot's (kept_fill updates it row by row as it
+ * fills); it gets a stage and its masks here. */
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
     /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
@@ -550,10 +554,10 @@ static int bulk_body(lua_State *L) {
             }
             w.slot_idx = lua_gettop(L);
             block++;
+            bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_pushvalue(L, 2);
             bulk_fill(L, kq, bulk_idx, &w, b0, n);
             for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
-            bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
             bulk_check_terms(L, kq, bulk_idx, &w);
             bulk_write_back(L, kq, bulk_idx, b0, n, &w);
