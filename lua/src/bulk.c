@@ -159,11 +159,7 @@ static void kept_fill(lua_State *L, klua_query *kq, int t, kept_slot *s, int slo
             }
         }
     }
-    for (int32_t f = info->field_count - 1; f >= 0; f--) { /* raw: fn may have set a metatable */
-        lua_pushstring(L, info->fields[f].name);
-        lua_insert(L, -2);
-        lua_rawset(L, term_idx);
-    }
+    for (int32_t f = info->field_count - 1; f >= 0; f--) lua_setfield(L, term_idx, info->fields[f].name);
 }
 
 /* The work of one block: per writable term, the snapshot of the block's rows (what the
@@ -199,6 +195,8 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
             continue;
         }
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        lua_pushnil(L); /* a metatable fn set: gone, so setting the arrays runs no Lua */
+        lua_setmetatable(L, -2);
         if (w->keep[t]) {
             kept_fill(L, kq, t, w->slot, w->slot_idx, lua_gettop(L), b0, n);
             continue;
@@ -223,9 +221,7 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
                     lua_rawseti(L, -2, r + 1);
                 }
             }
-            lua_pushstring(L, fd->name); /* raw: fn may have set a metatable on the term table */
-            lua_insert(L, -2);
-            lua_rawset(L, -3);
+            lua_setfield(L, -2, fd->name);
         }
     }
 }
@@ -266,28 +262,37 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
 static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w) {
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
+        const kiln_component_info *info = &kq->info[t];
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
-        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
-            const char *name = kq->info[t].fields[f].name;
-            lua_pushstring(L, name);
-            lua_rawget(L, -2);
-            if (w->keep[t]) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, f));
-            else lua_rawgeti(L, bulk_idx, BULK_KEY(t, f));
-            if (!lua_rawequal(L, -1, -2))
-                klua_fail(L, "query:bulk", "%s.%s is not the array fn was given (write into it, do not replace it)",
-                          kq->info[t].name, name);
-            lua_pop(L, 2);
-        }
+        int32_t given = 0, f = -1; /* fields that hold the array fn was given; one that does not */
         lua_pushnil(L);
         while (lua_next(L, -2)) {
-            lua_pop(L, 1);
-            if (!klua_field_named(L, &kq->info[t], -1)) {
+            const kiln_field *fd = klua_field_named(L, info, -2);
+            if (!fd) {
+                lua_pop(L, 1);
                 size_t len = 0;
                 const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : luaL_typename(L, -1);
-                klua_fail(L, "query:bulk", "%s has no field '%s'", kq->info[t].name,
+                klua_fail(L, "query:bulk", "%s has no field '%s'", info->name,
                           klua_quote(L, key, lua_type(L, -1) == LUA_TSTRING ? len : strlen(key)));
             }
+            int32_t k = (int32_t)(fd - info->fields);
+            if (w->keep[t]) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, k));
+            else lua_rawgeti(L, bulk_idx, BULK_KEY(t, k));
+            if (!lua_rawequal(L, -1, -2)) {
+                f = k; /* replaced */
+                break;
+            }
+            given++;
+            lua_pop(L, 2);
         }
+        for (int32_t k = 0; f < 0 && given < info->field_count && k < info->field_count; k++) {
+            lua_pushstring(L, info->fields[k].name); /* none replaced, so one was removed */
+            if (lua_rawget(L, -2) == LUA_TNIL) f = k;
+            lua_pop(L, 1);
+        }
+        if (f >= 0)
+            klua_fail(L, "query:bulk", "%s.%s is not the array fn was given (write into it, do not replace it)",
+                      info->name, info->fields[f].name);
         lua_pop(L, 1);
     }
 }
