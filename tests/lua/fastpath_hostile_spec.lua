@@ -147,6 +147,38 @@ describe("q:bulk when fn tampers with its tables", function()
         end, "query:bulk", "Position has no field 'z'")
     end)
 
+    it("raises in the chunk whose kept array got a bad value after its call, the chunks before written", function()
+        local w, q = movers(1000) -- the Frozen third is an archetype of its own
+        q:bulk(function() end)
+        q:bulk(function() end) -- Velocity unwritten: its arrays are kept, one set per chunk
+        local kept, chunk = nil, 0
+        q:bulk(function(_, _, _, v) chunk = chunk + 1; if chunk == 2 then kept = v.x end end)
+        kept[1] = "bad" -- misuse: the array of the second chunk, after its call
+        local written = {}
+        local bad_chunk = 0
+        H.raises(function()
+            chunk = 0
+            q:bulk(function(n, ents, p)
+                chunk = chunk + 1
+                bad_chunk = chunk
+                for i = 1, n do p.y[i] = 5; written[ents[i]] = chunk end
+            end)
+        end, "query:bulk", "Velocity.x[1]", "expected a number, got string")
+        assert.are.equal(2, bad_chunk)
+        local first = 0
+        for e in q:each() do
+            local y = w:get(e, "Position").y
+            if written[e] == 1 then
+                first = first + 1
+                assert.are.equal(5.0, y)
+            else
+                assert.are_not.equal(5.0, y)
+            end
+        end
+        assert.is_true(first > 0)
+        assert.is_true(H.not_deferred(w))
+    end)
+
     it("writes the chunks before a raising one, and none from it on", function()
         local w, q, es = movers(1500)
         local chunk = 0
@@ -261,6 +293,45 @@ describe("q:bulk and q:each against the world around them", function()
         end
         assert.are.equal(0, lost)
         w:close()
+    end)
+
+    it("run a query no variable holds while fn and the loop body collect garbage", function()
+        local w = H.world()
+        for i = 1, 1500 do w:spawn{Position = {x = i}, Health = {hp = i}} end
+        local rows = 0
+        for _, p, h in w:query{"Position", "Health"}:each() do
+            if rows % 100 == 0 then collectgarbage() collectgarbage() end
+            rows = rows + 1
+            p.x, h.hp = p.x + 1, h.hp + 1
+        end
+        w:query{"Position", "Health"}:bulk(function(n, _, p)
+            collectgarbage()
+            collectgarbage()
+            for i = 1, n do p.y[i] = 3 end
+        end)
+        assert.are.equal(1500, rows)
+        for _, e in ipairs(w:entities()) do
+            local p, h = w:get(e, "Position"), w:get(e, "Health")
+            assert.are.equal(h.hp, p.x)
+            assert.are.equal(3.0, p.y)
+        end
+    end)
+
+    it("run one world's query inside another world's system, and refuse it once that world closed", function()
+        local a, b = H.world(), H.world()
+        local ea = a:spawn{Position = {x = 1}}
+        b:spawn{Position = {}}
+        local qa = a:query{"Position"}
+        b:system{name = "cross", writes = {"Position"}, run = function()
+            qa:bulk(function(_, _, p) p.x[1] = 42; b:spawn{Position = {}} end)
+        end}
+        assert(b:progress(0))
+        assert.are.equal(42.0, a:get(ea, "Position").x)
+        assert.are.equal(2, b:count())
+        a:close()
+        local ok, failures = b:progress(0)
+        assert.is_false(ok)
+        assert.is_truthy(failures[1].message:find("attempt to use a query of a closed world", 1, true))
     end)
 
     it("keep two worlds with one component name of two schemas apart, collecting garbage all along", function()
