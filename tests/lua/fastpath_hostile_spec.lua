@@ -302,6 +302,28 @@ describe("q:bulk and q:each against the world around them", function()
         w:close()
     end)
 
+    it("let fn and a loop body define components, events and queries and use them at once", function()
+        local w, q = movers(1000)
+        local count = w:count()
+        q:bulk(function(n, _, p)
+            local name = "New" .. n -- one per chunk size
+            w:component(name, "float a; int32_t b[4]")
+            w:event("Ev" .. n, "float z")
+            local inner = w:query{"Position", "Velocity"}
+            inner:bulk(function(_, _, ip) ip.y[1] = 5 end)
+            for _, ip in inner:each() do ip.y = ip.y end
+            w:spawn{Position = {}, [name] = {a = 3}}
+            for i = 1, n do p.x[i] = p.x[i] + 1 end
+        end)
+        for e, p in q:each() do
+            w:component("Late" .. (e % 3), "float q")
+            w:spawn{["Late" .. (e % 3)] = {q = 1}}
+            p.y = 9
+        end
+        assert.is_true(w:count() > count + 1000)
+        for e in q:each() do assert.are.equal(9.0, w:get(e, "Position").y) end
+    end)
+
     it("run a query no variable holds while fn and the loop body collect garbage", function()
         local w = H.world()
         for i = 1, 1500 do w:spawn{Position = {x = i}, Health = {hp = i}} end
