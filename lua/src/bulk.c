@@ -174,9 +174,11 @@ typedef struct bulk_work {
     uint32_t written;                  /* terms the call wrote (so far) */
 } bulk_work;
 
-/* Phase 1: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
+/* Phase 2: pushes fn's arguments for rows [b0, b0 + n) of the chunk after fn: n, the
  * entities (bulk_entities), then per term a table of field arrays (term.x[i]), true/false
- * for tags and absent optional terms. */
+ * for tags and absent optional terms. A writable term's shared arrays are filled from its
+ * snapshot (bulk_snapshot, taken first): filling makes objects, so a finalizer may change the
+ * rows meanwhile, and the arrays must hold exactly what the write-back compares with. */
 static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w, int32_t b0, int32_t n) {
     lua_pushinteger(L, n);
     bulk_entities(L, kq, bulk_idx, b0, n);
@@ -193,11 +195,14 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
             continue;
         }
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        lua_pushnil(L); /* a metatable fn set: gone, so setting the arrays runs no Lua */
+        lua_setmetatable(L, -2);
         if (w->keep[t]) {
             kept_fill(L, kq, t, w->slot, w->slot_idx, lua_gettop(L), b0, n);
             continue;
         }
-        const uint8_t *base = (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
+        const uint8_t *base = bulk_writes(kq, t) ? w->snap[t]
+                                                 : (const uint8_t *)kq->it.columns[t] + (size_t)b0 * info->stride;
         for (int32_t f = 0; f < info->field_count; f++) {
             const kiln_field *fd = &info->fields[f];
             bulk_table(L, bulk_idx, BULK_KEY(t, f));
@@ -221,9 +226,10 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
     }
 }
 
-/* Phase 2: copies the writable rows of the block into the query's own work block (fn may use
+/* Phase 1: copies the writable rows of the block into the query's own work block (fn may use
  * the world's scratch), so only what fn changed is written back and a world:set inside fn
- * stays. A float-only term's snapshot is its slot's; it gets a stage and its masks here. */
+ * stays. A float-only term's snapshot is its slot's (kept_fill updates it row by row as it
+ * fills); it gets a stage and its masks here. */
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
     /* each part starts 16-byte aligned: a check hook reads a staged row as its C type */
@@ -250,21 +256,43 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     }
 }
 
-/* Raises unless every key of a writable term table is one of the component's fields: a
- * misspelt term.vx = {...} must not pass silently. */
-static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx) {
+/* Raises unless every key of a writable term table is one of the component's fields, each
+ * still holding the array fn was given (w: kept or shared): a misspelt term.vx = {...} or a
+ * replaced term.x must not pass silently (the write-back reads the arrays it handed out). */
+static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w) {
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
+        const kiln_component_info *info = &kq->info[t];
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
+        int32_t given = 0, f = -1; /* fields that hold the array fn was given; one that does not */
         lua_pushnil(L);
         while (lua_next(L, -2)) {
-            lua_pop(L, 1);
-            if (lua_type(L, -1) != LUA_TSTRING || !klua_find_field(&kq->info[t], lua_tostring(L, -1))) {
-                const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
-                klua_fail(L, "query:bulk", "%s has no field '%s'", kq->info[t].name,
-                          klua_quote(L, key, strlen(key)));
+            const kiln_field *fd = klua_field_named(L, info, -2);
+            if (!fd) {
+                lua_pop(L, 1);
+                size_t len = 0;
+                const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : luaL_typename(L, -1);
+                klua_fail(L, "query:bulk", "%s has no field '%s'", info->name,
+                          klua_quote(L, key, lua_type(L, -1) == LUA_TSTRING ? len : strlen(key)));
             }
+            int32_t k = (int32_t)(fd - info->fields);
+            if (w->keep[t]) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, k));
+            else lua_rawgeti(L, bulk_idx, BULK_KEY(t, k));
+            if (!lua_rawequal(L, -1, -2)) {
+                f = k; /* replaced */
+                break;
+            }
+            given++;
+            lua_pop(L, 2);
         }
+        for (int32_t k = 0; f < 0 && given < info->field_count && k < info->field_count; k++) {
+            lua_pushstring(L, info->fields[k].name); /* none replaced, so one was removed */
+            if (lua_rawget(L, -2) == LUA_TNIL) f = k;
+            lua_pop(L, 1);
+        }
+        if (f >= 0)
+            klua_fail(L, "query:bulk", "%s.%s is not the array fn was given (write into it, do not replace it)",
+                      info->name, info->fields[f].name);
         lua_pop(L, 1);
     }
 }
@@ -531,12 +559,12 @@ static int bulk_body(lua_State *L) {
             }
             w.slot_idx = lua_gettop(L);
             block++;
+            bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_pushvalue(L, 2);
             bulk_fill(L, kq, bulk_idx, &w, b0, n);
             for (int i = 0; i < nextra; i++) lua_pushvalue(L, 3 + i);
-            bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
-            bulk_check_terms(L, kq, bulk_idx);
+            bulk_check_terms(L, kq, bulk_idx, &w);
             bulk_write_back(L, kq, bulk_idx, b0, n, &w);
             lua_pop(L, 1); /* the slot table */
         }

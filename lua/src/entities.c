@@ -404,7 +404,7 @@ static int w_getter(lua_State *L) {
     if (lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "field name");
     size_t len;
     const char *name = lua_tolstring(L, 3, &len);
-    const kiln_field *f = klua_is_lua_valued(kw, c) ? NULL : klua_find_field(&info, name);
+    const kiln_field *f = klua_is_lua_valued(kw, c) ? NULL : klua_field_named(L, &info, 3);
     if (!f)
         klua_argerror(L, 3, fname, "%s has no field '%s'", info.name, klua_quote(L, name, len));
     lua_pushvalue(L, 1);

@@ -84,6 +84,7 @@ void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
     kq->ffi_loop = false;
     kq->row = -1;
     kq->owner = NULL;
+    kq->loop_L = NULL;
     kiln_iter_fini(&kq->it);
     if (kq->lstep) swap_views(L, kq, q_idx, false); /* a step called later reads no view */
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
@@ -121,6 +122,7 @@ void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname
     kq->active = true;
     kq->row = -1;
     kq->owner = kq->kw->current;
+    kq->loop_L = L;
 }
 
 /* True when the thread that began a loop can no longer end it: suspended in a coroutine,
@@ -132,6 +134,10 @@ static bool thread_stuck(lua_State *L, lua_State *co) {
     if (status != LUA_OK) return true;
     lua_Debug ar;
     return lua_getstack(co, 0, &ar) == 0 && lua_gettop(co) == 0;
+}
+
+bool klua_query_runs_elsewhere(lua_State *L, const klua_query *kq) {
+    return kq->loop_L && kq->loop_L != L && !thread_stuck(L, kq->loop_L);
 }
 
 void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bool stuck_only) {
@@ -283,7 +289,7 @@ void klua_query_check_owner(lua_State *L, const klua_query *kq) {
 
 static int lua_step_c(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(LSTEP_UPV_QUERY));
-    if (!kq->active || kq->kw->closed) return 0;
+    if (!kq->active || kq->kw->closed || kq->loop_L != L) return 0; /* no rows for a loop ended */
     klua_query_check_owner(L, kq);
     if (kq->row >= 0) {
         if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
@@ -386,7 +392,7 @@ STEP_INLINE bool write_floats(lua_State *L, klua_query *kq, int t, int first) {
  * instructions a row, 2293 with the fields read at 4 * f. */
 static int lua_step_floats(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(LSTEP_UPV_QUERY));
-    if (!kq->active || kq->kw->closed) return 0;
+    if (!kq->active || kq->kw->closed || kq->loop_L != L) return 0; /* no rows for a loop ended */
     if (kq->owner != kq->kw->current) klua_query_check_owner(L, kq);
     int n = kq->term_count;
     if (kq->data_fields + 8 > LUA_MINSTACK) luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");

@@ -228,6 +228,8 @@ typedef struct klua_query {
     bool active;
     int32_t row;
     klua_system *owner; /* the Lua system that began the running iteration, or NULL */
+    lua_State *loop_L;  /* the thread that began it: a step or guard called from another thread
+                         * belongs to an earlier loop of the query, ended meanwhile */
     int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
     int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
     bool ffi_loop;      /* LuaJIT: the running iteration hands out FFI views (jit_views.c) */
@@ -358,6 +360,9 @@ KLUA_HIDDEN const char *klua_to_field(lua_State *L, int idx, const kiln_field *f
 KLUA_HIDDEN const char *klua_to_float(lua_State *L, lua_Number n, float *dest);
 /* The field of info named name, or NULL. */
 KLUA_HIDDEN const kiln_field *klua_find_field(const kiln_component_info *info, const char *name);
+/* The field of info the string at idx names, or NULL (a non-string, or a string with a zero
+ * byte: "x\0junk" is not x). */
+KLUA_HIDDEN const kiln_field *klua_field_named(lua_State *L, const kiln_component_info *info, int idx);
 /* Lua-valued components: store / fetch / release the value behind a ref. */
 KLUA_HIDDEN int klua_value_ref(lua_State *L, klua_world *kw, int idx);
 KLUA_HIDDEN void klua_value_push(lua_State *L, klua_world *kw, int ref);
@@ -476,6 +481,9 @@ KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN bool klua_query_push_simple(lua_State *L, const klua_query *kq, int t);
 /* Raises unless the running system is the one that began the loop. */
 KLUA_HIDDEN void klua_query_check_owner(lua_State *L, const klua_query *kq);
+/* True when the running iteration was begun by a thread other than L that still runs (it
+ * resumed L, directly or not): what L closes then is an earlier loop's, ended meanwhile. */
+KLUA_HIDDEN bool klua_query_runs_elsewhere(lua_State *L, const klua_query *kq);
 /* Writes data term t of the current row back from one value per field at stack slots
  * first.. (only the fields that changed; all converted before any is written). */
 KLUA_HIDDEN void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first);

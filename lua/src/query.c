@@ -51,7 +51,7 @@ static int view_missing(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
     int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
     if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
-    if (lua_type(L, 2) == LUA_TSTRING && klua_find_field(&kq->info[t], lua_tostring(L, 2))) {
+    if (klua_field_named(L, &kq->info[t], 2)) {
         if (lua_gettop(L) < 3) return 0; /* a field set to nil earlier in the row reads nil */
         lua_rawset(L, 1); /* and can be set again */
         return 0;
@@ -306,7 +306,7 @@ static int push_row(lua_State *L, klua_query *kq, const row_slots *rs) {
 /* The generic-for step (upvalues: EACH_UPV_*, then the row's slots when kq->upv_rows). */
 static int each_step(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(EACH_UPV_QUERY));
-    if (!kq->active || kq->kw->closed) return 0;
+    if (!kq->active || kq->kw->closed || kq->loop_L != L) return 0; /* no rows for a loop ended */
     klua_query_check_owner(L, kq);
     row_slots rs;
     if (kq->upv_rows) upvalue_row_slots(kq, &rs);
@@ -341,7 +341,9 @@ static int q_each(lua_State *L) {
 static int guard_close(lua_State *L) {
     klua_query **guard = luaL_checkudata(L, 1, KLUA_GUARD);
     klua_query *kq = *guard;
-    if (kq && kq->active && !kq->kw->closed) {
+    /* one guard per query: closed from another thread while the loop's own thread runs, it
+     * is an earlier loop's, ended (a stuck loop's thread may be closed from anywhere) */
+    if (kq && kq->active && !kq->kw->closed && !klua_query_runs_elsewhere(L, kq)) {
         lua_getiuservalue(L, 1, KLUA_GUARD_UV_QUERY);
         int q_idx = lua_gettop(L);
         /* Left by break or return (no error): the current row's writes still land. A

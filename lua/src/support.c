@@ -49,10 +49,17 @@ void klua_fail_world(lua_State *L, const kiln_world *world, const char *fname) {
 }
 
 const char *klua_quote(lua_State *L, const char *s, size_t len) {
-    if (len <= KLUA_QUOTE_MAX) return lua_pushlstring(L, s, len);
-    lua_pushlstring(L, s, KLUA_QUOTE_MAX);
-    lua_pushliteral(L, "...");
-    lua_concat(L, 2);
+    size_t n = len <= KLUA_QUOTE_MAX ? len : KLUA_QUOTE_MAX;
+    if (n == len && !memchr(s, 0, n)) return lua_pushlstring(L, s, len);
+    /* a zero byte shows as \0: a message, a C string, would end there */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i]) luaL_addchar(&b, s[i]);
+        else luaL_addstring(&b, "\\0");
+    }
+    if (n < len) luaL_addstring(&b, "...");
+    luaL_pushresult(&b);
     return lua_tostring(L, -1);
 }
 
@@ -65,9 +72,10 @@ void klua_check_keys(lua_State *L, int idx, int arg, const char *fname, const ch
         lua_pop(L, 1);
         int kt = lua_type(L, -1);
         if (kt == LUA_TSTRING) {
-            const char *k = lua_tostring(L, -1);
-            bool known = false;
-            for (int i = 0; keys[i] && !known; i++) known = strcmp(keys[i], k) == 0;
+            size_t klen;
+            const char *k = lua_tolstring(L, -1, &klen);
+            bool known = false; /* "without\0x" is no key: raw reads of "without" miss it */
+            for (int i = 0; keys[i] && !known && strlen(k) == klen; i++) known = strcmp(keys[i], k) == 0;
             if (known) continue;
         } else if (allow_list && lua_isinteger(L, -1)) {
             lua_Integer i = lua_tointeger(L, -1);

@@ -24,6 +24,13 @@ const kiln_field *klua_find_field(const kiln_component_info *info, const char *n
     return NULL;
 }
 
+const kiln_field *klua_field_named(lua_State *L, const kiln_component_info *info, int idx) {
+    if (lua_type(L, idx) != LUA_TSTRING) return NULL;
+    size_t len;
+    const char *name = lua_tolstring(L, idx, &len);
+    return strlen(name) == len ? klua_find_field(info, name) : NULL;
+}
+
 static void push_scalar(lua_State *L, kiln_type t, const uint8_t *p) {
     switch (t) {
     case KILN_TYPE_BOOL: lua_pushboolean(L, *(const bool *)p); break;
@@ -284,7 +291,7 @@ void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, vo
                       luaL_typename(L, -2));
         size_t len;
         const char *name = lua_tolstring(L, -2, &len);
-        const kiln_field *f = klua_find_field(info, name);
+        const kiln_field *f = klua_field_named(L, info, -2);
         if (!f)
             klua_fail(L, fname, "%s has no field '%s'%s%s%s", info->name, klua_quote(L, name, len),
                       e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
