@@ -198,4 +198,11 @@ function H.run_isolated(code)
     return ok == true, out
 end
 
+-- How many of fn's spawns on w took world:spawn's FFI path (kiln.ffi_spawns: 0 under Lua 5.4).
+function H.ffi_spawn_count(kiln, w, fn)
+    local before = kiln.ffi_spawns(w)
+    fn()
+    return kiln.ffi_spawns(w) - before
+end
+
 return H

@@ -6,12 +6,7 @@ local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. 
 -- The FFI spawn path exists under LuaJIT with its ffi library (busted's luajit has it).
 local FFI = H.luajit and pcall(require, "ffi")
 
--- How many of fn's spawns on w took the FFI path.
-local function ffi_count(w, fn)
-    local before = kiln.ffi_spawns(w)
-    fn()
-    return kiln.ffi_spawns(w) - before
-end
+local function ffi_count(w, fn) return H.ffi_spawn_count(kiln, w, fn) end
 
 describe("a q:each() loop that seems not to read its entity", function()
     after_each(function() kiln.ffi_debug = nil end)
