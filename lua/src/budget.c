@@ -169,6 +169,7 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
     snprintf(kw->budget_what, sizeof kw->budget_what, "%s", what);
     lua_pushlightuserdata(L, kw);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+    klua_compat_budget_jit_off(L); /* LuaJIT: a host's jit.on() since must not void the count */
     lua_sethook(L, budget_hook, LUA_MASKCOUNT, limit < BUDGET_STEP ? (int)limit + 1 : BUDGET_STEP);
 }
 

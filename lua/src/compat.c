@@ -285,7 +285,56 @@ void klua_compat_remember_main(lua_State *L) {
 
 /* ---- count hooks -------------------------------------------------------------------------- */
 
-static const char jit_off_key = 0; /* registry: true once the JIT was turned off for budgets */
+static const char jit_off_key = 0;    /* registry: true once the JIT was turned off for budgets */
+static const char jit_status_key = 0; /* registry: jit.status as it was when kiln first saw it */
+
+/* Pushes jit.status as first seen (saved then, so a script replacing it later changes
+ * nothing), or nil where the state has no jit library (a mod's state). */
+static void push_jit_status(lua_State *L) {
+    lua_pushlightuserdata(L, (void *)&jit_status_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isnil(L, -1)) return;
+    lua_pop(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "jit");
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "status");
+            if (lua_iscfunction(L, -1)) {
+                lua_pushlightuserdata(L, (void *)&jit_status_key);
+                lua_pushvalue(L, -2);
+                lua_rawset(L, LUA_REGISTRYINDEX);
+                lua_replace(L, -3);
+                lua_pop(L, 1);
+                return;
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+}
+
+void klua_compat_remember_jit(lua_State *L) {
+    push_jit_status(L);
+    lua_pop(L, 1);
+}
+
+void klua_compat_budget_jit_off(lua_State *L) {
+    push_jit_status(L);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return;
+    }
+    /* on, or unknown (the call failed): flushed and off either way */
+    bool on = lua_pcall(L, 0, 1, 0) != 0 || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (on) {
+        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
+        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    }
+}
 
 #undef lua_sethook
 void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count) {

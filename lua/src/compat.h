@@ -210,6 +210,12 @@ KLUA_COMPAT_HIDDEN lua_State *klua_compat_main_thread(lua_State *L);
  * state's compiled traces and turns the JIT compiler off for good: budgets count every
  * instruction only in the interpreter. */
 KLUA_COMPAT_HIDDEN void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count);
+/* Arming a budget: the host may have turned the JIT back on (jit.on()) since a budget turned
+ * it off, and compiled code calls no hook; when jit.status (as saved at load) says it is on,
+ * the compiled traces are flushed and the JIT turned off again. Nothing in a state without
+ * the jit library (a mod's). klua_compat_remember_jit saves jit.status at load. */
+KLUA_COMPAT_HIDDEN void klua_compat_budget_jit_off(lua_State *L);
+KLUA_COMPAT_HIDDEN void klua_compat_remember_jit(lua_State *L);
 #define lua_sethook klua_compat_sethook
 
 /* ---- mods: what LuaJIT's base library adds that a sandbox must not have ----------------- */
@@ -262,6 +268,8 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 #else /* Lua 5.4 */
 
 #define klua_compat_remember_main(L) ((void)(L))
+#define klua_compat_budget_jit_off(L) ((void)(L))
+#define klua_compat_remember_jit(L) ((void)(L))
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))

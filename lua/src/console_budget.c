@@ -213,6 +213,7 @@ static int run_armed(lua_State *L, klua_budget *b, int saved, const char *line, 
     b->active = true;
     lua_pushlightuserdata(L, b);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY); /* the key exists: no allocation */
+    klua_compat_budget_jit_off(L); /* LuaJIT: the JIT off even if the game turned it on */
     lua_Hook old_hook = lua_gethook(L);
     int old_mask = lua_gethookmask(L), old_count = lua_gethookcount(L);
     swap_in(L, saved);

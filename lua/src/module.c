@@ -29,6 +29,7 @@ static int layer_is_query(lua_State *L) {
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     klua_compat_remember_main(L);
+    klua_compat_remember_jit(L); /* before any script could replace jit.status */
     lua_newtable(L);
     klua_open_world(L); /* the World class first: the others add their methods to it */
     lua_setfield(L, -2, "world");

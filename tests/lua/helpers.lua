@@ -184,14 +184,15 @@ end
 
 -- Runs a chunk in a separate interpreter (same module path, same environment, so the
 -- sanitizer preload carries over). Returns whether it exited with status 0, and its output.
--- For behaviour that may abort or crash the process.
-function H.run_isolated(code)
+-- For behaviour that may abort, crash or hang the process (seconds: killed after that long).
+function H.run_isolated(code, seconds)
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
     f:write(string.format("package.cpath = %q\n", package.cpath), code)
     f:close()
     local lua = os.getenv("KILN_LUA") or "lua5.4"
-    local p = io.popen(lua .. " " .. path .. " 2>&1")
+    local limit = seconds and string.format("timeout %d ", seconds) or ""
+    local p = io.popen(limit .. lua .. " " .. path .. " 2>&1")
     local out = p:read("a")
     local ok = p:close()
     os.remove(path)

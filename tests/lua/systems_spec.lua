@@ -227,6 +227,30 @@ describe("instruction budgets", function()
     end)
 end)
 
+describe("instruction budgets under LuaJIT", function()
+    -- Compiled code calls no hooks: kiln turns the JIT off when a budget is armed. A host that
+    -- turns it back on must not leave a later budget counting nothing (a runaway loop would
+    -- then run compiled, unbudgeted, and freeze the game).
+    it("hold after the host turns the JIT back on: compiled loops are flushed, the JIT is off again", function()
+        if not H.luajit then return pending("LuaJIT only: Lua 5.4 has no JIT") end
+        local ok, out = H.run_isolated([[
+            local kiln = require "kiln"
+            local w = kiln.world{instructions = 100000}
+            w:system{name = "first", run = function() end}
+            assert(w:progress(0)) -- a budget armed: the JIT goes off
+            assert(not jit.status())
+            jit.on() -- the host turns it back on
+            local function spin(n) local s = 0 for i = 1, n do s = s + i end return s end
+            for _ = 1, 200 do spin(1000) end -- compiled now
+            w:system{name = "runaway", run = function() spin(1e15) end}
+            local fine, failures = w:progress(0)
+            print(fine, failures and failures[1] and failures[1].message, (jit.status()))
+        ]], 20)
+        assert.is_true(ok, "killed after 20 s: the runaway loop ran compiled, unbudgeted\n" .. out)
+        assert.is_truthy(out:find("^false\t.*system 'runaway' ran past its budget of 100000 instructions\tfalse\n$"), out)
+    end)
+end)
+
 describe("instruction budgets of each-systems whose callback has no loop and no call", function()
     -- Such a callback is charged its instruction count per row (budget.c's row mode) instead
     -- of being counted instruction by instruction; these are the rules that must still hold.
