@@ -286,44 +286,36 @@ void klua_compat_remember_main(lua_State *L) {
 /* ---- count hooks -------------------------------------------------------------------------- */
 
 static const char jit_off_key = 0;    /* registry: true once the JIT was turned off for budgets */
-static const char jit_status_key = 0; /* registry: jit.status as it was when kiln first saw it */
+static const char jit_status_key = 0; /* registry: jit.status as kiln's load found it, or false */
 
-/* Pushes jit.status as first seen (saved then, so a script replacing it later changes
- * nothing), or nil where the state has no jit library (a mod's state). */
-static void push_jit_status(lua_State *L) {
+void klua_compat_remember_jit(lua_State *L) {
     lua_pushlightuserdata(L, (void *)&jit_status_key);
     lua_rawget(L, LUA_REGISTRYINDEX);
-    if (!lua_isnil(L, -1)) return;
+    bool known = !lua_isnil(L, -1);
     lua_pop(L, 1);
+    if (known) return; /* saved by an earlier require of kiln in this state */
+    lua_pushlightuserdata(L, (void *)&jit_status_key);
+    lua_pushboolean(L, 0); /* false: this state has no jit library (a mod's) */
     lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
     if (lua_istable(L, -1)) {
         lua_getfield(L, -1, "jit");
         if (lua_istable(L, -1)) {
             lua_getfield(L, -1, "status");
-            if (lua_iscfunction(L, -1)) {
-                lua_pushlightuserdata(L, (void *)&jit_status_key);
-                lua_pushvalue(L, -2);
-                lua_rawset(L, LUA_REGISTRYINDEX);
-                lua_replace(L, -3);
-                lua_pop(L, 1);
-                return;
-            }
-            lua_pop(L, 1);
+            if (lua_iscfunction(L, -1)) lua_replace(L, -4);
+            else lua_pop(L, 1);
         }
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    lua_pushnil(L);
-}
-
-void klua_compat_remember_jit(lua_State *L) {
-    push_jit_status(L);
-    lua_pop(L, 1);
+    lua_rawset(L, LUA_REGISTRYINDEX);
 }
 
 void klua_compat_budget_jit_off(lua_State *L) {
-    push_jit_status(L);
-    if (lua_isnil(L, -1)) {
+    /* only look-ups that cannot allocate before the call, and the call protected: a budget is
+     * armed in states at their memory limit too, where nothing may raise */
+    lua_pushlightuserdata(L, (void *)&jit_status_key);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    if (!lua_isfunction(L, -1)) {
         lua_pop(L, 1);
         return;
     }

@@ -213,7 +213,8 @@ KLUA_COMPAT_HIDDEN void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, 
 /* Arming a budget: the host may have turned the JIT back on (jit.on()) since a budget turned
  * it off, and compiled code calls no hook; when jit.status (as saved at load) says it is on,
  * the compiled traces are flushed and the JIT turned off again. Nothing in a state without
- * the jit library (a mod's). klua_compat_remember_jit saves jit.status at load. */
+ * the jit library (a mod's). klua_compat_remember_jit saves jit.status at load (so a script
+ * replacing it later changes nothing), or false where there is none. */
 KLUA_COMPAT_HIDDEN void klua_compat_budget_jit_off(lua_State *L);
 KLUA_COMPAT_HIDDEN void klua_compat_remember_jit(lua_State *L);
 #define lua_sethook klua_compat_sethook
