@@ -23,7 +23,9 @@ typedef struct row_slots {
 #define VIEW_AT(rs, t) ((rs)->view0 + (rs)->dir * (t))
 #define PROXY_AT(rs, t) ((rs)->proxy0 + (rs)->dir * (t))
 #define KEY_AT(rs, kq, t, f) ((rs)->key0 + (rs)->dir * ((kq)->key_off[t] + (f)))
-enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_COUNT = VIEW_UPV_TERM };
+/* View metamethods' upvalues: the query (held: a view kept past its loop keeps its query), the
+ * term, and the component's name (a closed world's component names went with it). */
+enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_NAME, VIEW_UPV_COUNT = VIEW_UPV_NAME };
 /* Keys of the bulk table (KLUA_QUERY_UV_BULK): arrays by (term, field), the snapshot block. */
 
 static int each_step(lua_State *L);
@@ -46,31 +48,35 @@ static int view_error(lua_State *L, const char *fmt, ...) {
     return lua_error(L);
 }
 
+/* The component name of the view whose metamethod runs. */
+static const char *view_name(lua_State *L) { return lua_tostring(L, lua_upvalueindex(VIEW_UPV_NAME)); }
+
 /* Errors from view metamethods (upvalues: VIEW_UPV_*). */
 static int view_missing(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
     int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
-    if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
+    if (!kq->active || kq->kw->closed)
+        return view_error(L, "a %s view was used after its loop ended", view_name(L));
     if (klua_field_named(L, &kq->info[t], 2)) {
         if (lua_gettop(L) < 3) return 0; /* a field set to nil earlier in the row reads nil */
         lua_rawset(L, 1); /* and can be set again */
         return 0;
     }
     if (lua_type(L, 2) != LUA_TSTRING)
-        return view_error(L, "%s fields are named by strings, got a %s key", kq->info[t].name, luaL_typename(L, 2));
+        return view_error(L, "%s fields are named by strings, got a %s key", view_name(L), luaL_typename(L, 2));
     size_t n;
     const char *name = lua_tolstring(L, 2, &n);
-    return view_error(L, "%s has no field '%s'", kq->info[t].name, klua_quote(L, name, n));
+    return view_error(L, "%s has no field '%s'", view_name(L), klua_quote(L, name, n));
 }
 
 static int view_readonly(lua_State *L) {
     klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
-    int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
-    if (!kq->active) return view_error(L, "a %s view was used after its loop ended", kq->info[t].name);
+    if (!kq->active || kq->kw->closed)
+        return view_error(L, "a %s view was used after its loop ended", view_name(L));
     const char *sys = klua_system_name(kq->kw);
     if (sys)
-        return view_error(L, "system '%s' cannot write %s: it is read-only (declared only in reads)", sys, kq->info[t].name);
-    return view_error(L, "%s is read-only here (declare it in writes to change it)", kq->info[t].name);
+        return view_error(L, "system '%s' cannot write %s: it is read-only (declared only in reads)", sys, view_name(L));
+    return view_error(L, "%s is read-only here (declare it in writes to change it)", view_name(L));
 }
 
 /* Reads a zero-terminated list of names at field key of the table at idx. */
@@ -116,6 +122,7 @@ int klua_world_query(lua_State *L) {
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
     klua_query *kq = lua_newuserdatauv(L, sizeof *kq, KLUA_QUERY_UV_COUNT);
+    int q_idx = lua_gettop(L);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
     kq->row = -1;
@@ -146,8 +153,9 @@ int klua_world_query(lua_State *L) {
         lua_createtable(L, 0, 3);                        /* its metatable, protected: */
         lua_pushliteral(L, "kiln.View");                 /* filling a row may run __newindex */
         lua_setfield(L, -2, "__metatable");
-        lua_pushlightuserdata(L, kq);
+        lua_pushvalue(L, q_idx);
         lua_pushinteger(L, t);
+        lua_pushstring(L, kq->info[t].name);
         lua_pushcclosure(L, view_missing, VIEW_UPV_COUNT);
         lua_pushvalue(L, -1);
         lua_setfield(L, -3, "__index");
@@ -161,8 +169,9 @@ int klua_world_query(lua_State *L) {
         lua_setfield(L, -2, "__metatable");
         lua_pushvalue(L, -3);
         lua_setfield(L, -2, "__index");
-        lua_pushlightuserdata(L, kq);
+        lua_pushvalue(L, q_idx);
         lua_pushinteger(L, t);
+        lua_pushstring(L, kq->info[t].name);
         lua_pushcclosure(L, view_readonly, VIEW_UPV_COUNT);
         lua_setfield(L, -2, "__newindex");
         lua_setmetatable(L, -2);
@@ -204,7 +213,7 @@ int klua_world_query(lua_State *L) {
     lua_pushvalue(L, -1);
     lua_setiuservalue(L, -3, KLUA_QUERY_UV_KEYS);
     /* The iterator q:each() hands out: one closure per query, so loops make no garbage. */
-    int q_idx = lua_gettop(L) - 1, keys_idx = lua_gettop(L);
+    int keys_idx = lua_gettop(L); /* the query is still at q_idx */
     luaL_checkstack(L, EACH_MAX_UPVALUES + 4, "too many terms");
     lua_pushvalue(L, q_idx);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);

@@ -390,6 +390,35 @@ describe("q:bulk and q:each against the world around them", function()
     end)
 end)
 
+describe("a view kept past its loop", function()
+    -- Its metamethods once held the query by address only: with the query collected (a loop
+    -- over w:query{...}:each() holds it nowhere) or its world closed, using the view read freed
+    -- memory (ASan: heap-use-after-free), or quoted a component name freed with the world.
+    it("raises the ended-loop error after its query was collected", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1, y = 2}}
+        local kept
+        for _, p in w:query{"Position"}:each() do kept = p end
+        for _ = 1, 3 do collectgarbage("collect") end
+        for _ = 1, 100 do local _ = {} end -- reuse what the collector freed
+        H.raises(function() return kept.x end, "a Position view was used after its loop ended")
+        H.raises(function() kept.zz = 1 end, "a Position view was used after its loop ended")
+        w:close()
+    end)
+
+    it("raises the ended-loop error, naming its component, after its world closed", function()
+        local w = H.world()
+        w:spawn{Position = {x = 1, y = 2}}
+        local q = w:query{"Position"}
+        local kept
+        for _, p in q:each() do kept = p end
+        w:close()
+        for _ = 1, 100 do local _ = {} end
+        H.raises(function() return kept.x end, "a Position view was used after its loop ended")
+        H.raises(function() kept.x = 3 end, "a Position view was used after its loop ended")
+    end)
+end)
+
 describe("a loop whose coroutine was left suspended", function()
     -- docs/lua-api.md: such a loop is ended at the next world:progress, and "resuming its
     -- coroutine later finds no more rows"
