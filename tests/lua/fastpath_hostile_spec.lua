@@ -394,7 +394,8 @@ describe("a view kept past its loop", function()
     -- Its metamethods once held the query by address only: with the query collected (a loop
     -- over w:query{...}:each() holds it nowhere) or its world closed, using the view read freed
     -- memory (ASan: heap-use-after-free), or quoted a component name freed with the world.
-    it("raises the ended-loop error after its query was collected", function()
+    -- (under LuaJIT in debug mode: unchecked FFI views kept past their loop are undefined)
+    it("raises the ended-loop error after its query was collected", function() H.ffi_debug(kiln, function()
         local w = H.world()
         w:spawn{Position = {x = 1, y = 2}}
         local kept
@@ -404,9 +405,9 @@ describe("a view kept past its loop", function()
         H.raises(function() return kept.x end, "a Position view was used after its loop ended")
         H.raises(function() kept.zz = 1 end, "a Position view was used after its loop ended")
         w:close()
-    end)
+    end) end)
 
-    it("raises the ended-loop error, naming its component, after its world closed", function()
+    it("raises the ended-loop error, naming its component, after its world closed", function() H.ffi_debug(kiln, function()
         local w = H.world()
         w:spawn{Position = {x = 1, y = 2}}
         local q = w:query{"Position"}
@@ -416,7 +417,7 @@ describe("a view kept past its loop", function()
         for _ = 1, 100 do local _ = {} end
         H.raises(function() return kept.x end, "a Position view was used after its loop ended")
         H.raises(function() kept.x = 3 end, "a Position view was used after its loop ended")
-    end)
+    end) end)
 end)
 
 describe("a loop whose coroutine was left suspended", function()
