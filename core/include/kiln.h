@@ -360,7 +360,8 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
 /* Writes to dest[i] what kiln_get(world, entities[i], component) answers, for every i below
  * count, and returns how many of them are not NULL. For scattered handles it is faster than
  * count calls: it requests the records of a few dozen handles at a time before reading any, so
- * their cache misses overlap. Same lifetime and thread rules as kiln_get. */
+ * their cache misses overlap. Same lifetime and thread rules as kiln_get. count must not be
+ * negative (debug builds assert; release builds write nothing and return 0). */
 int32_t kiln_get_many(const kiln_world *world, const kiln_entity *entities, int32_t count,
                       kiln_component component, const void **dest);
 

@@ -37,11 +37,11 @@ KL_HIDDEN kiln_result kl_set_value(kiln_world *world, const char *call, kiln_ent
                                    kiln_component c, void *value, bool move);
 KL_HIDDEN kiln_result kl_remove_component(kiln_world *world, const char *call, kiln_entity e,
                                           kiln_component c, bool *removed);
-/* (kl_add_value and kl_remove_component take the general path: their caller, the command
- * buffers' apply, tries the plain edge below first.) The add of value (not NULL, copied bytewise) or the remove of c along a cached plain edge
- * (no move or destroy hooks, no check on an add, room in the neighbour), when e is alive
- * and has one: true when done;
- * false, with nothing changed, when the calls above must decide (and report any error). */
+/* The add of value (not NULL, copied bytewise) or the remove of c along a cached plain edge
+ * (no move or destroy hooks, no check on an add, room in the neighbour), when e is alive and
+ * has one: true when done; false, with nothing changed, when kl_add_value or
+ * kl_remove_component must decide (and report any error). Those two take the general path
+ * only: their caller, the command buffers' apply, tries these first. */
 KL_HIDDEN bool kl_add_plain(kiln_world *world, kiln_entity e, kiln_component c, const void *value);
 KL_HIDDEN bool kl_remove_plain(kiln_world *world, kiln_entity e, kiln_component c);
 

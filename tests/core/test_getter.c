@@ -164,3 +164,10 @@ KILN_TEST(getter, get_many_of_nothing_writes_nothing) {
     const test_position *p = value;
     ck_assert(p->x == 4.0f && p->y == 5.0f);
 }
+
+/* Assertions are on in the test builds: a negative count is a caller's bug, caught. */
+KILN_TEST_SIGNAL(getter, get_many_of_a_negative_count_aborts, SIGABRT) {
+    kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
+    const void *value;
+    kiln_get_many(F.w, &e, -1, F.pos, &value);
+}
