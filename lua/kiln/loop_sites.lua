@@ -11,7 +11,11 @@ if not ok_util or not ok_vmdef or type(vmdef) ~= "table" or type(vmdef.bcnames) 
 -- a tenth of jit_each's time). Whatever the analysis cannot prove, it answers "may read".
 local funcbc, funcinfo = util.funcbc, util.funcinfo
 local band, shr = bit.band, bit.rshift
-local bcnames = vmdef.bcnames
+local pcall, type = pcall, type -- held: a script replacing the globals must not sway the answer
+-- Opcode names by number, read once here: the analysis calls no string method a script could
+-- replace (the string metatable) to make a body that reads its entity look as if it did not.
+local OPNAMES = {}
+for i = 0, #vmdef.bcnames / 6 - 1 do OPNAMES[i] = vmdef.bcnames:sub(6 * i + 1, 6 * i + 6):match("^%S+") end
 
 -- Operand modes of lj_bc.h (BCMdst, BCMbase, BCMvar, BCMrbase).
 local DST, BASE, VAR, RBASE = 1, 2, 3, 4
@@ -20,7 +24,7 @@ local DST, BASE, VAR, RBASE = 1, 2, 3, 4
 local function decode(func, pc)
     local ins, m = funcbc(func, pc)
     if not ins then return nil end
-    local op = bcnames:sub(6 * band(ins, 0xff) + 1, 6 * band(ins, 0xff) + 6):match("^%S+")
+    local op = OPNAMES[band(ins, 0xff)]
     local ma, mb, mc = band(m, 7), band(shr(m, 3), 15), band(shr(m, 7), 15)
     local d = shr(ins, 16)
     local b, c

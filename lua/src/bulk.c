@@ -228,7 +228,7 @@ static void bulk_fill(lua_State *L, klua_query *kq, int bulk_idx, const bulk_wor
 
 /* Phase 1: copies the writable rows of the block into the query's own work block (fn may use
  * the world's scratch), so only what fn changed is written back and a world:set inside fn
- * stays. A float-only term's snapshot is its slot's (kept_fill updates it row by row as it
+ * stays. A kept term's snapshot is its slot's (kept_fill updates it row by row as it
  * fills); it gets a stage and its masks here. */
 static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n,
                           bulk_work *w) {
@@ -572,6 +572,7 @@ static int bulk_body(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)w.written);
     lua_rawseti(L, bulk_idx, BULK_WRITTEN);
     kq->active = false; /* kiln_query_next finished the iteration */
+    kq->loop_L = NULL;
     return 0;
 }
 

@@ -288,6 +288,12 @@ void klua_compat_remember_main(lua_State *L) {
 static const char jit_off_key = 0;    /* registry: true once the JIT was turned off for budgets */
 static const char jit_status_key = 0; /* registry: jit.status as kiln's load found it, or false */
 
+/* Drops every compiled trace (they call no hooks) and turns the JIT compiler off. */
+static void jit_flush_off(lua_State *L) {
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+}
+
 void klua_compat_remember_jit(lua_State *L) {
     lua_pushlightuserdata(L, (void *)&jit_status_key);
     lua_rawget(L, LUA_REGISTRYINDEX);
@@ -323,8 +329,7 @@ void klua_compat_budget_jit_off(lua_State *L) {
     bool on = lua_pcall(L, 0, 1, 0) != 0 || lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (on) {
-        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
-        luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+        jit_flush_off(L);
     }
 }
 
@@ -336,8 +341,7 @@ void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count) {
         int off = lua_toboolean(L, -1);
         lua_pop(L, 1);
         if (!off) {
-            luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
-            luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+            jit_flush_off(L);
             lua_pushlightuserdata(L, (void *)&jit_off_key);
             lua_pushboolean(L, 1);
             lua_rawset(L, LUA_REGISTRYINDEX);

@@ -257,9 +257,10 @@ KLUA_COMPAT_HIDDEN bool klua_jit_push_each_runner(lua_State *L, struct klua_worl
 /* Around a Lua system's run: pushes the system a write to a read-only FFI view names (ffi.lua's
  * shared.running_system, set when a loop begins), and afterwards sets it back from idx (and
  * removes idx), so a run nested in another's loop (another world's progress) leaves the outer
- * system named. */
-KLUA_COMPAT_HIDDEN void klua_jit_push_running(lua_State *L);
-KLUA_COMPAT_HIDDEN void klua_jit_restore_running(lua_State *L, int idx);
+ * system named. A mod's world: nil pushed and nothing looked up (no allocation, so a state at
+ * its memory limit cannot raise out of the schedule's run). */
+KLUA_COMPAT_HIDDEN void klua_jit_push_running(lua_State *L, const struct klua_world *kw);
+KLUA_COMPAT_HIDDEN void klua_jit_restore_running(lua_State *L, const struct klua_world *kw, int idx);
 
 /* ---- jit_spawn.c: world:spawn's FFI path ------------------------------------------------------ */
 /* Stores in the table at layer_idx, as field spawn, the C half of lua/kiln/ffi_spawn.lua;
@@ -275,8 +276,8 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 #define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
-#define klua_jit_push_running(L) ((void)(L))
-#define klua_jit_restore_running(L, idx) ((void)(L), (void)(idx))
+#define klua_jit_push_running(L, kw) ((void)(L), (void)(kw))
+#define klua_jit_restore_running(L, kw, idx) ((void)(L), (void)(kw), (void)(idx))
 #define klua_jit_open_spawn(L, layer_idx) ((void)(L), (void)(layer_idx))
 
 #endif

@@ -323,14 +323,24 @@ bool klua_jit_push_each_runner(lua_State *L, klua_world *kw) {
     return false;
 }
 
-void klua_jit_push_running(lua_State *L) {
+void klua_jit_push_running(lua_State *L, const klua_world *kw) {
+    /* a mod's world runs no FFI views; and its state may be at its memory limit, where the
+     * look-ups below could allocate and raise out of the schedule's run */
+    if (kw->mod_hooks) {
+        lua_pushnil(L);
+        return;
+    }
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) == LUA_TTABLE) lua_getfield(L, -1, "running_system");
     else lua_pushnil(L);
     lua_remove(L, -2);
 }
 
-void klua_jit_restore_running(lua_State *L, int idx) {
+void klua_jit_restore_running(lua_State *L, const klua_world *kw, int idx) {
     idx = lua_absindex(L, idx);
+    if (kw->mod_hooks) {
+        lua_remove(L, idx);
+        return;
+    }
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_SHARED) == LUA_TTABLE) {
         lua_pushvalue(L, idx);
         lua_setfield(L, -2, "running_system");

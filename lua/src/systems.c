@@ -119,8 +119,7 @@ static void trampoline(const kiln_system_ctx *ctx) {
     klua_world *kw = s->kw;
     /* On the thread running world:progress (a coroutine, maybe), else the main thread. */
     lua_State *L = kw->run_L ? kw->run_L : s->L;
-    klua_jit_push_running(L); /* LuaJIT: the system read-only FFI views name, set back below */
-    int running = lua_gettop(L);
+    klua_jit_push_running(L, kw); /* LuaJIT: the system read-only FFI views name, set back below */
     int top = lua_gettop(L);
     lua_pushcfunction(L, traceback);
     int status;
@@ -172,7 +171,7 @@ static void trampoline(const kiln_system_ctx *ctx) {
         }
     }
     lua_settop(L, top);
-    klua_jit_restore_running(L, running);
+    klua_jit_restore_running(L, kw, top);
 }
 
 static int s_gc(lua_State *L) {
