@@ -50,7 +50,7 @@ ifeq ($(VERSION_MAJOR),)
 $(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
 endif
 
-.PHONY: test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind bench-floor all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -308,6 +308,14 @@ bench-jit-build:
 	    LUA_LIBS="$(JIT_LIBS)" build-bench-jit/lua/kiln.so
 	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" \
 	    LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" LUA_LIBS="$(JIT_LIBS)" build-bench-jit/bench/mixed_host
+
+# The plain-C bound under iter2_mark: what storing a per-row tick costs a loop, no kiln code.
+bench-floor: build-bench/bench/tick_floor
+	build-bench/bench/tick_floor
+
+build-bench/bench/tick_floor: bench/tick_floor.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra $(BENCH_OPT) -o $@ $<
 
 bench-callgrind:
 	$(BENCH_BUILD) build-bench/bench/core_bench
