@@ -1,66 +1,22 @@
 /* json.c: the JSON format (jansson): the same content as the binary one, values by field
  * name. Invariant: the loader checks every JSON type before reading it and names the path
  * ("entities[3].components.Position.x") of the first value it cannot take. */
-#include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
 
 #include "persist_internal.h"
+#include "scene_internal.h"
 
 /* ---- writing ---- */
 
-static json_t *hex(kiln_world *world, const uint8_t *data, size_t size) {
-    static const char digits[] = "0123456789abcdef";
-    char *s = kl_alloc(&world->alloc, size * 2 + 1);
-    if (!s) return NULL;
-    for (size_t i = 0; i < size; i++) s[2 * i] = digits[data[i] >> 4], s[2 * i + 1] = digits[data[i] & 15];
-    json_t *j = json_stringn(s, size * 2);
-    kl_free(&world->alloc, s, size * 2 + 1);
-    return j;
-}
-
-static json_t *real(double d) {
-    if (isnan(d)) return json_string("nan");
-    if (isinf(d)) return json_string(d > 0 ? "inf" : "-inf");
-    return json_real(d);
-}
-
-/* One element of a field (a scalar type, or a vector type as an array of floats). */
+/* One element of a field: an entity as its handle (a dead one as the null handle, 0: it is
+ * not saved), every other type as prefabs and scenes write it. */
 static json_t *element(const kiln_world *world, kiln_type type, const uint8_t *p) {
-    switch (type) {
-    case KILN_TYPE_BOOL: return json_boolean(*p != 0);
-    case KILN_TYPE_INT8: { int8_t v; memcpy(&v, p, 1); return json_integer(v); }
-    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); return json_integer(v); }
-    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); return json_integer(v); }
-    case KILN_TYPE_INT64: { int64_t v; memcpy(&v, p, 8); return json_integer(v); }
-    case KILN_TYPE_UINT8: return json_integer(*p);
-    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); return json_integer(v); }
-    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); return json_integer(v); }
-    case KILN_TYPE_UINT64:
-    case KILN_TYPE_ENTITY: {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        if (type == KILN_TYPE_ENTITY && !kiln_is_alive(world, v)) v = 0; /* not saved: null */
-        if (v <= INT64_MAX) return json_integer((json_int_t)v);
-        char buf[24];
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-        return json_string(buf);
-    }
-    case KILN_TYPE_FLOAT: { float v; memcpy(&v, p, 4); return real(v); }
-    case KILN_TYPE_DOUBLE: { double v; memcpy(&v, p, 8); return real(v); }
-    default: {
-        size_t n = kiln_type_size(type) / 4;
-        json_t *a = json_array();
-        for (size_t i = 0; i < n && a; i++) {
-            float v;
-            memcpy(&v, p + 4 * i, 4);
-            json_array_append_new(a, real(v));
-        }
-        return a;
-    }
-    }
+    if (type != KILN_TYPE_ENTITY) return pz_json_write_element(type, p, NULL, NULL);
+    kiln_entity e;
+    memcpy(&e, p, sizeof e);
+    return json_integer(kiln_is_alive(world, e) ? (json_int_t)e : 0);
 }
 
 static json_t *field_value(const kiln_world *world, const kiln_field *f, const uint8_t *value) {
@@ -78,9 +34,9 @@ static json_t *value_json(kiln_world *world, const kiln_save_desc *desc, const k
     if (info->size == 0) return json_true();
     if (codec) {
         *r = pz_encode(world, desc, info->id, e, value, bytes, "kiln_save");
-        return *r == KILN_OK ? hex(world, bytes->data, bytes->size) : NULL;
+        return *r == KILN_OK ? pz_json_hex(world, bytes->data, bytes->size) : NULL;
     }
-    if (info->field_count == 0) return hex(world, value, info->size);
+    if (info->field_count == 0) return pz_json_hex(world, value, info->size);
     json_t *o = json_object();
     for (int32_t f = 0; f < info->field_count && o; f++)
         json_object_set_new(o, info->fields[f].name, field_value(world, &info->fields[f], value));
@@ -142,7 +98,7 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
         if (jv) json_object_set_new(resources, info->name, jv);
     }
     if (r == KILN_OK && desc->host_data)
-        json_object_set_new(root, "host", hex(world, desc->host_data, desc->host_size));
+        json_object_set_new(root, "host", pz_json_hex(world, desc->host_data, desc->host_size));
     return r;
 }
 

@@ -1,6 +1,7 @@
 /* jvalue.c: component values as JSON for prefabs and scenes, in the world's layout: fields by
  * name, entity fields as node or scene numbers. Invariant: every JSON type is checked before
  * it is read, and a refusal names the path of the value ("entities[2].components.Pos.x"). */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -274,13 +275,23 @@ bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node
 
 /* ---- writing ---- */
 
+json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size) {
+    static const char digits[] = "0123456789abcdef";
+    char *s = kl_alloc(&world->alloc, size * 2 + 1);
+    if (!s) return NULL;
+    for (size_t i = 0; i < size; i++) s[2 * i] = digits[data[i] >> 4], s[2 * i + 1] = digits[data[i] & 15];
+    json_t *j = json_stringn(s, size * 2);
+    kl_free(&world->alloc, s, size * 2 + 1);
+    return j;
+}
+
 static json_t *real(double d) {
     if (isnan(d)) return json_string("nan");
     if (isinf(d)) return json_string(d > 0 ? "inf" : "-inf");
     return json_real(d);
 }
 
-static json_t *write_element(kiln_type type, const uint8_t *p, pz_number_fn number, void *ud) {
+json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_number_fn number, void *ud) {
     switch (type) {
     case KILN_TYPE_BOOL: return json_boolean(*p != 0);
     case KILN_TYPE_INT8: { int8_t v; memcpy(&v, p, 1); return json_integer(v); }
@@ -301,6 +312,7 @@ static json_t *write_element(kiln_type type, const uint8_t *p, pz_number_fn numb
     case KILN_TYPE_ENTITY: {
         kiln_entity e;
         memcpy(&e, p, 8);
+        assert(number != NULL);
         int64_t n = e ? number(ud, e) : 0;
         return n > 0 ? json_integer(n) : json_null();
     }
@@ -322,15 +334,7 @@ static json_t *write_element(kiln_type type, const uint8_t *p, pz_number_fn numb
 json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, const uint8_t *value,
                             pz_number_fn number, void *ud, const char **bad_text) {
     if (info->size == 0) return json_true();
-    if (info->field_count == 0) {
-        static const char digits[] = "0123456789abcdef";
-        char *s = kl_alloc(&world->alloc, info->size * 2 + 1);
-        if (!s) return NULL;
-        for (size_t i = 0; i < info->size; i++) s[2 * i] = digits[value[i] >> 4], s[2 * i + 1] = digits[value[i] & 15];
-        json_t *h = json_stringn(s, info->size * 2);
-        kl_free(&world->alloc, s, info->size * 2 + 1);
-        return h;
-    }
+    if (info->field_count == 0) return pz_json_hex(world, value, info->size);
     json_t *o = json_object();
     for (int32_t f = 0; f < info->field_count && o; f++) {
         const kiln_field *fd = &info->fields[f];
@@ -341,11 +345,11 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
             fv = json_stringn((const char *)p, strnlen((const char *)p, n));
             if (!fv && bad_text) *bad_text = fd->name; /* JSON holds UTF-8 only */
         }
-        else if (n == 1) fv = write_element(fd->type, p, number, ud);
+        else if (n == 1) fv = pz_json_write_element(fd->type, p, number, ud);
         else {
             fv = json_array();
             for (uint32_t k = 0; k < n && fv; k++)
-                json_array_append_new(fv, write_element(fd->type, p + k * kiln_type_size(fd->type), number, ud));
+                json_array_append_new(fv, pz_json_write_element(fd->type, p + k * kiln_type_size(fd->type), number, ud));
         }
         if (!fv || json_object_set_new(o, fd->name, fv) != 0) {
             json_decref(o);

@@ -93,6 +93,12 @@ typedef int64_t (*pz_number_fn)(void *ud, kiln_entity e);
 KL_HIDDEN json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info,
                                       const uint8_t *value, pz_number_fn number, void *ud,
                                       const char **bad_text);
+/* One element of a field as JSON: a scalar, or a vector type as an array of floats (NaN and
+ * infinities as the strings "nan", "inf", "-inf"); an entity through number, which only
+ * entity elements need. NULL when out of memory. */
+KL_HIDDEN json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_number_fn number, void *ud);
+/* size bytes as a string of lowercase hex digits (a value without fields, a codec's bytes). */
+KL_HIDDEN json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size);
 
 /* Reads the whole file at path into bytes (on the world's allocator); fails naming call. */
 KL_HIDDEN kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes);
