@@ -48,6 +48,36 @@ local function all_run(w, mods, host, frames)
     end
 end
 
+-- Runs call() with the collector finishing a whole cycle at every allocation, after making
+-- garbage whose finalizers form a chain n long: the last runs attack() (protected) about at
+-- the nth allocation of call. The collector's settings (and 5.4's mode) are set back after.
+-- Returns what call returned (packed, from a pcall) and what attack returned, or nil when the
+-- chain had not reached it by the time call returned.
+local function finalizer_at(n, attack, call)
+    local tried
+    local function chain(k)
+        H.finalizer(function()
+            if k == 1 then tried = {pcall(attack)} else chain(k - 1) end
+        end)
+    end
+    collectgarbage()
+    local pause = collectgarbage("setpause", 1)
+    local stepmul = collectgarbage("setstepmul", 1000)
+    local mode = not H.luajit and collectgarbage("incremental", 0, 0, 40)
+    collectgarbage()
+    chain(n)
+    local result = {pcall(call)}
+    local reached = tried
+    collectgarbage("setpause", pause)
+    collectgarbage("setstepmul", stepmul)
+    if mode then
+        collectgarbage("incremental", 0, 0, 13)
+        collectgarbage(mode)
+    end
+    collectgarbage()
+    return result, reached
+end
+
 describe("what kiln holds by address", function()
     after_each(M.cleanup)
 
@@ -200,6 +230,62 @@ assert(base.twice(21) == 42)
             assert.are.same({"a"}, reloaded)
             all_run(w, mods, host)
         end)
+    end)
+
+    describe("the manager, while its own method runs a finalizer", function()
+        -- the attacks a host's finalizer may try, and the methods it may interrupt
+        local attacks = {
+            unload = function(a) return a.mods:unload("a") end,
+            close_manager = function(a) return a.mods:close() end,
+            close_world = function(a) return a.w:close() end,
+        }
+        local methods = {
+            log = function(a) return a.mods:log("a") end,
+            list = function(a) return a.mods:list() end,
+            poll = function(a) return a.mods:poll() end,
+            load = function(a) return a.mods:load(a.dir .. "/b.lua") end,
+            reload = function(a) return a.mods:reload("a") end,
+        } -- (mods:unload allocates nothing of the host's: no finalizer of the host can run inside)
+        for mname, method in pairs(methods) do
+            for aname, act in pairs(attacks) do
+                it("refuses " .. aname .. " from a finalizer run inside mods:" .. mname, function()
+                    local inside = 0
+                    for n = 1, 8 do
+                        local a = {dir = M.folder()}
+                        a.w, a.mods, a.host = M.host()
+                        M.write(a.dir, "a.lua", CHATTY)
+                        M.write(a.dir, "b.lua", CHATTY)
+                        assert(a.mods:load(a.dir .. "/a.lua"))
+                        local result, tried = finalizer_at(n, function() return act(a) end,
+                                                           function() return method(a) end)
+                        if tried and tried[1] then
+                            -- it ran before the method looked: the method finds the manager
+                            -- or the world closed, or mod a gone, and says so
+                            local msg = tostring(result[2])
+                            assert.is_truthy(result[1] or msg:find("closed", 1, true) or
+                                             msg:find("no mod named 'a'", 1, true), msg)
+                        else
+                            assert.is_true(result[1], "mods:" .. mname .. " raised: " .. tostring(result[2]))
+                        end
+                        if tried and not tried[1] then
+                            inside = inside + 1
+                            local msg = tostring(tried[2])
+                            assert.is_truthy(msg:find("not from inside another mods call", 1, true) or
+                                             msg:find("world:close: cannot close the world while a mod's code runs",
+                                                      1, true), msg)
+                        end
+                        if not tostring(a.w):find("closed") and not tostring(a.mods):find("closed") then
+                            local runs = a.host.runs
+                            M.frames(a.w, 1)
+                            assert.are.equal(runs + 1, a.host.runs)
+                        end
+                        a.w:close()
+                    end
+                    -- some finalizer of the chain ran inside the method (else this tried nothing)
+                    assert.is_true(inside > 0, "no finalizer ran inside mods:" .. mname)
+                end)
+            end
+        end
     end)
 
     describe("the manager, during a frame", function()
