@@ -329,6 +329,56 @@ end}
             assert.matches("closed", tostring(mods))
         end)
 
+        it("a manager the host dropped keeps running its mods' systems (the world holds it)", function()
+            local dir = M.folder()
+            local w, mods, host = M.host()
+            M.write(dir, "a.lua", CHATTY)
+            assert(mods:load(dir .. "/a.lua"))
+            mods = nil
+            collectgarbage()
+            collectgarbage()
+            assert.are.same({}, M.frames(w, 3))
+            assert.are.equal(4, w:get(M.entities_with(w, "Mark_a")[1], "Mark_a").n)
+            assert.are.equal(3, host.runs)
+        end)
+
+        it("after mods:close the world runs on without the mods' systems, keeping their entities", function()
+            local dir = M.folder()
+            local w, mods, host = M.host()
+            M.write(dir, "a.lua", CHATTY)
+            assert(mods:load(dir .. "/a.lua"))
+            assert.are.same({}, M.frames(w, 1))
+            mods:close()
+            assert.are.same({}, M.frames(w, 2))
+            assert.are.same({"host_tick"}, M.system_names(w))
+            assert.are.equal(2, w:get(M.entities_with(w, "Mark_a")[1], "Mark_a").n)
+            assert.are.equal(3, host.runs)
+            H.raises(function() mods:list() end, "mods:list", "the mod manager is closed")
+        end)
+
+        it("a coroutine a system made under its budget runs harmlessly after world:close", function()
+            local w = kiln.world()
+            local co
+            w:system{name = "maker", run = function()
+                co = co or coroutine.create(function()
+                    local n = 0
+                    while true do
+                        for _ = 1, 5000 do n = n + 1 end -- past the budget's hook interval
+                        coroutine.yield(n)
+                    end
+                end)
+                assert(coroutine.resume(co))
+            end}
+            assert(w:progress(1 / 60))
+            w:close()
+            w = nil
+            collectgarbage()
+            collectgarbage()
+            local ok, n = coroutine.resume(co)
+            assert.is_true(ok, tostring(n))
+            assert.are.equal(10000, n)
+        end)
+
         it("a manager whose world the host dropped keeps the world alive", function()
             local dir = M.folder()
             local mods = kiln.mods(kiln.world())
