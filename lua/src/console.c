@@ -51,6 +51,8 @@ struct kiln_console {
     client *clients;
     int client_count;
     int next_first; /* the client served first in the next poll (round robin) */
+    bool polling;       /* a poll runs (a statement may call back into the host) */
+    bool close_pending; /* closed from inside that poll: it closes when the poll ends */
 };
 
 static void report(kiln_console *c, const char *fmt, ...) {
@@ -224,21 +226,34 @@ static void drop(kiln_console *c, int i) {
     memset(&c->clients[c->client_count], 0, sizeof(client));
 }
 
-void kiln_console_close(kiln_console *c) {
-    if (!c) return;
+static void close_now(kiln_console *c) {
     while (c->client_count > 0) drop(c, c->client_count - 1);
     if (c->fd >= 0) close(c->fd);
     if (c->L) {
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->session_fn_ref);
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->feed_ref);
-        lua_pushcfunction(c->L, klua_budget_register);
-        lua_pcall(c->L, 0, 0, 0); /* no budget: hooks left in coroutines remove themselves */
+        /* no budget: hooks left in coroutines remove themselves (unless the budget registered
+         * is another console's, whose statement may be running: this is called from it) */
+        lua_pushcfunction(c->L, klua_budget_unregister);
+        lua_pushlightuserdata(c->L, &c->budget);
+        if (lua_pcall(c->L, 1, 0, 0) != LUA_OK) lua_pop(c->L, 1);
     }
     if (c->token_path) unlink(c->token_path);
     free(c->token_path);
     memset(c->token, 0, sizeof c->token);
     free(c->clients);
     free(c);
+}
+
+/* Closed from inside its own poll (a statement called the host, which closed it), the console
+ * stops serving and closes when that poll returns: the poll still holds it and its client. */
+void kiln_console_close(kiln_console *c) {
+    if (!c) return;
+    if (c->polling) {
+        c->close_pending = true;
+        return;
+    }
+    close_now(c);
 }
 
 /* ---- answers ------------------------------------------------------------------------------ */
@@ -526,8 +541,11 @@ static bool finished(kiln_console *c, client *cl, double now) {
     return false;
 }
 
+/* A poll from inside one of its own statements (the host called back) does nothing: the
+ * outer poll holds a client and its input, and the statement's budget. */
 int kiln_console_poll(kiln_console *c) {
-    if (!c) return 0;
+    if (!c || c->polling) return 0;
+    c->polling = true;
     double deadline = klua_console_now() + c->frame_us / 1e6;
     accept_clients(c);
     long budget = c->frame_bytes;
@@ -536,12 +554,17 @@ int kiln_console_poll(kiln_console *c) {
     bool progress = count > 0;
     /* round robin, one line or one read per client per turn, until the frame's bytes and
      * time are spent or nobody has anything */
-    while (progress && klua_console_now() < deadline) {
+    while (progress && !c->close_pending && klua_console_now() < deadline) {
         progress = false;
-        for (int k = 0; k < count && klua_console_now() < deadline; k++) {
+        for (int k = 0; k < count && !c->close_pending && klua_console_now() < deadline; k++) {
             client *cl = &c->clients[(c->next_first + k) % count];
             if (serve_turn(c, cl, &budget, &evaluated)) progress = true;
         }
+    }
+    c->polling = false;
+    if (c->close_pending) {
+        close_now(c);
+        return evaluated;
     }
     if (count) c->next_first = (c->next_first + 1) % count;
     double now = klua_console_now();

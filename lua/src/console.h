@@ -33,8 +33,13 @@ typedef struct klua_budget {
 KLUA_HIDDEN int klua_budget_feed(lua_State *L);
 
 /* Registers the klua_budget at argument 1 (a light userdata) as the console budget of L
- * (the hook finds it there); nil unregisters. Call with lua_pcall (it may allocate). */
+ * (the hook finds it there), unless one is registered already (a running statement's).
+ * Call with lua_pcall (it may allocate). */
 KLUA_HIDDEN int klua_budget_register(lua_State *L);
+
+/* Unregisters the klua_budget at argument 1 (a light userdata) if it is the one registered
+ * (a console closing leaves another console's alone). Call with lua_pcall. */
+KLUA_HIDDEN int klua_budget_unregister(lua_State *L);
 
 /* Monotonic seconds. */
 KLUA_HIDDEN double klua_console_now(void);

@@ -30,6 +30,21 @@ static klua_budget *current(lua_State *L) {
 
 int klua_budget_register(lua_State *L) {
     lua_settop(L, 1);
+    /* a console opened from inside another's statement leaves that statement's budget in
+     * place (the key exists then, so arming later allocates nothing either way) */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
+    if (!lua_isnil(L, -1)) return 0;
+    lua_pop(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
+    return 0;
+}
+
+int klua_budget_unregister(lua_State *L) {
+    void *b = lua_touserdata(L, 1);
+    lua_settop(L, 0);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
+    if (lua_touserdata(L, 1) != b) return 0;
+    lua_pushnil(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
     return 0;
 }
@@ -207,6 +222,11 @@ static void swap_out(lua_State *L, int saved) {
 /* Runs feed(session, line) with the budget armed; returns the pcall status with the two
  * results (or the message) on top. */
 static int run_armed(lua_State *L, klua_budget *b, int saved, const char *line, size_t n) {
+    /* the budget registered before (another console's statement may be running: this one was
+     * polled from it) is registered again after, or that statement would run on unbudgeted */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
+    void *before = lua_touserdata(L, -1);
+    lua_pop(L, 1);
     b->left = b->limit;
     b->spent = false;
     b->deadline = klua_console_now() + b->statement_ms / 1000.0;
@@ -224,6 +244,9 @@ static int run_armed(lua_State *L, klua_budget *b, int saved, const char *line, 
     int status = lua_pcall(L, 2, 2, 0);
     lua_sethook(L, old_hook, old_mask, old_count);
     b->active = false;
+    if (before) lua_pushlightuserdata(L, before);
+    else lua_pushnil(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY); /* the key exists: no allocation */
     swap_out(L, saved);
     return status;
 }

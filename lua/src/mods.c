@@ -41,8 +41,14 @@ const char *klua_mods_busy(klua_mods *mods) {
     if (mods->kw->closed) return "the world is closed";
     if (mods->kw->run_L || mods->kw->current || kiln_is_deferred(mods->kw->world))
         return "not during a frame or a query loop; call it between frames";
+    /* guest_depth counts every entry into mod code, a loading top level (not listed yet)
+     * included, and each method of the manager under way (mods_class.c): host code they
+     * reach (a granted function, the log, a finalizer an allocation runs) must not unload,
+     * reload, load or close under them */
+    if (mods->kw->guest_depth > mods->held) return "not while a mod's code runs";
     for (int i = 0; i < mods->count; i++)
         if (mods->list[i]->mem.depth > 0) return "not while a mod's code runs";
+    if (mods->held > 1) return "not from inside another mods call";
     return NULL;
 }
 

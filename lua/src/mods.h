@@ -114,6 +114,7 @@ struct klua_mods {
     int count, cap;
     uint32_t generations;
     klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
+    int held;                 /* its methods under way (each also counts as a guest of the world) */
     bool closed;
 };
 

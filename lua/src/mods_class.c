@@ -562,15 +562,46 @@ int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *de
     return 1;
 }
 
+/* Runs a method with the manager held: host code it reaches (the log, a function granted to
+ * a mod, a finalizer run by an allocation) finds the manager busy, and the world refuses to
+ * close (a guest of it runs), so no mod or list the method holds is freed under it. */
+static int held_call(lua_State *L, lua_CFunction body) {
+    klua_mods *mods = luaL_testudata(L, 1, KLUA_MODS);
+    if (!mods) return body(L); /* raises its own argument error */
+    int n = lua_gettop(L);
+    lua_pushcfunction(L, body);
+    lua_insert(L, 1);
+    lua_State *caller = mods->caller; /* set back however the body ends */
+    mods->held++;
+    mods->kw->guest_depth++;
+    int status = lua_pcall(L, n, LUA_MULTRET, 0);
+    mods->kw->guest_depth--;
+    mods->held--;
+    mods->caller = caller;
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
+#define HELD(fn) \
+    static int fn##_held(lua_State *L) { return held_call(L, fn); }
+HELD(md_load)
+HELD(md_load_dir)
+HELD(md_unload)
+HELD(md_reload)
+HELD(md_list)
+HELD(md_poll)
+HELD(md_log)
+HELD(md_close)
+
 static const luaL_Reg mods_methods[] = {
-    {"load", md_load},     {"load_dir", md_load_dir}, {"unload", md_unload}, {"reload", md_reload},
-    {"list", md_list},     {"poll", md_poll},         {"log", md_log},       {"close", md_close},
+    {"load", md_load_held}, {"load_dir", md_load_dir_held}, {"unload", md_unload_held}, {"reload", md_reload_held},
+    {"list", md_list_held}, {"poll", md_poll_held},         {"log", md_log_held},       {"close", md_close_held},
     {NULL, NULL},
 };
 
 static const luaL_Reg mods_meta[] = {
     {"__gc", md_gc},
-    {"__close", md_close},
+    {"__close", md_close_held},
     {"__tostring", md_tostring},
     {NULL, NULL},
 };

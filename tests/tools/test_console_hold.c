@@ -1,0 +1,280 @@
+/* test_console_hold.c: a console the host closes or polls again from inside one of its
+ * statements, and two consoles on one state whose statements call into each other. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kiln_lua.h"
+
+/* A game with up to two consoles on its state: `console` served every frame, `other` too
+ * while open. Its Lua globals poll_again, close_console, poll_other, close_other and
+ * open_other do what they say, as a host's functions might when a statement calls them. */
+typedef struct game {
+    lua_State *L;
+    kiln_console *console, *other;
+} game;
+
+static game *current_game(lua_State *L) { return lua_touserdata(L, lua_upvalueindex(1)); }
+
+static int poll_again(lua_State *L) {
+    lua_pushinteger(L, kiln_console_poll(current_game(L)->console));
+    return 1;
+}
+
+static int close_console(lua_State *L) {
+    game *g = current_game(L);
+    kiln_console_close(g->console);
+    g->console = NULL; /* the host lets go of it; the poll running ends it */
+    return 0;
+}
+
+static int poll_other(lua_State *L) {
+    lua_pushinteger(L, kiln_console_poll(current_game(L)->other));
+    return 1;
+}
+
+static int close_other(lua_State *L) {
+    game *g = current_game(L);
+    kiln_console_close(g->other);
+    g->other = NULL;
+    return 0;
+}
+
+static kiln_console *open_console(game *g, int64_t budget) {
+    char err[256];
+    kiln_console *c = kiln_console_open(g->L, &(kiln_console_desc){.budget = budget}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    return c;
+}
+
+static int open_other(lua_State *L) {
+    game *g = current_game(L);
+    g->other = open_console(g, 1000000);
+    return 0;
+}
+
+static game *start_game(bool two) {
+    game *g = calloc(1, sizeof *g);
+    g->L = luaL_newstate();
+    luaL_openlibs(g->L);
+    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
+    lua_pop(g->L, 1);
+    ck_assert_int_eq(luaL_dostring(g->L, "world = kiln.world() world:component('P', 'float x;') world:spawn{P = {}}"),
+                     LUA_OK);
+    static const luaL_Reg fns[] = {{"poll_again", poll_again}, {"close_console", close_console},
+                                   {"poll_other", poll_other}, {"close_other", close_other},
+                                   {"open_other", open_other},  {NULL, NULL}};
+    for (const luaL_Reg *f = fns; f->name; f++) {
+        lua_pushlightuserdata(g->L, g);
+        lua_pushcclosure(g->L, f->func, 1);
+        lua_setglobal(g->L, f->name);
+    }
+    g->console = open_console(g, 1000000);
+    if (two) g->other = open_console(g, 1000000);
+    return g;
+}
+
+static void stop_game(game *g) {
+    kiln_console_close(g->console);
+    kiln_console_close(g->other);
+    lua_close(g->L);
+    free(g);
+}
+
+/* One frame: the world advances, then each open console is served. */
+static void frame(game *g) {
+    ck_assert_int_eq(luaL_dostring(g->L, "world:progress(1/60)"), LUA_OK);
+    if (g->console) kiln_console_poll(g->console);
+    if (g->other) kiln_console_poll(g->other);
+}
+
+static void pause_ms(int ms) {
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int connect_port(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+static void send_text(int fd, const char *s) {
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            s += w;
+            n -= (size_t)w;
+        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            return;
+        }
+    }
+}
+
+/* Runs frames until count answer frames arrived on fd, or it closed; returns them as
+ * "status:text|status:text|", then "closed" when the console closed the connection. */
+static char *answers(game *g, int fd, int count) {
+    static char out[1 << 14];
+    char buf[1 << 14];
+    size_t have = 0;
+    out[0] = '\0';
+    int got = 0;
+    for (int spin = 0; spin < 3000 && got < count; spin++) {
+        frame(g);
+        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
+        if (r > 0) have += (size_t)r;
+        for (;;) {
+            char st[32];
+            size_t len;
+            buf[have] = '\0';
+            char *nl = memchr(buf, '\n', have);
+            if (!nl || sscanf(buf, "%31s %zu", st, &len) != 2) break;
+            size_t hlen = (size_t)(nl - buf) + 1;
+            if (have < hlen + len) break;
+            size_t o = strlen(out);
+            snprintf(out + o, sizeof out - o, "%s:%.*s|", st, (int)len, buf + hlen);
+            memmove(buf, buf + hlen + len, have - hlen - len);
+            have -= hlen + len;
+            got++;
+        }
+        if (r == 0) {
+            strncat(out, "closed", sizeof out - strlen(out) - 1);
+            break;
+        }
+        if (got < count) pause_ms(1);
+    }
+    return out;
+}
+
+static int sign_in(game *g, kiln_console *c) {
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    char line[300];
+    snprintf(line, sizeof line, "token %s\n", kiln_console_token(c));
+    send_text(fd, line);
+    ck_assert_str_eq(answers(g, fd, 1), "ok:|");
+    return fd;
+}
+
+static const char *game_eval(game *g, const char *expr) {
+    static char text[256];
+    char code[512];
+    snprintf(code, sizeof code, "return tostring(%s)", expr);
+    ck_assert_int_eq(luaL_dostring(g->L, code), LUA_OK);
+    snprintf(text, sizeof text, "%s", lua_tostring(g->L, -1));
+    lua_pop(g->L, 1);
+    return text;
+}
+
+START_TEST(a_statement_polling_its_own_console_serves_nothing_inside) {
+    game *g = start_game(false);
+    int fd = sign_in(g, g->console);
+    /* both lines arrive before the poll: the second must wait for the first to end */
+    send_text(fd, "inside = poll_again() return inside\nreturn 'second'\n");
+    ck_assert_str_eq(answers(g, fd, 2), "ok:0|ok:\"second\"|");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_statement_closing_its_console_ends_the_poll_then_the_console) {
+    game *g = start_game(false);
+    int port = kiln_console_port(g->console);
+    int fd = sign_in(g, g->console);
+    int bystander = sign_in(g, g->console);
+    send_text(bystander, "return 1\n");
+    send_text(fd, "close_console() after = 'ran'\nsecond = 'ran'\n");
+    ck_assert_str_eq(answers(g, fd, 1), "closed"); /* its answer went with the console */
+    ck_assert_ptr_null(g->console);
+    ck_assert_str_eq(game_eval(g, "after"), "ran"); /* the statement itself finished */
+    ck_assert_str_eq(game_eval(g, "second"), "nil");
+    ck_assert_int_lt(connect_port(port), 0);          /* nobody listens any more */
+    ck_assert_str_eq(game_eval(g, "world:count()"), "1"); /* the game runs on */
+    close(fd);
+    close(bystander);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_statement_polling_another_console_keeps_its_own_budget) {
+    game *g = start_game(true);
+    int fd = sign_in(g, g->console);
+    int other = sign_in(g, g->other);
+    send_text(other, "return 'served inside'\n");
+    send_text(fd, "poll_other() while true do end\nreturn 3\n");
+    char *a = answers(g, fd, 2);
+    ck_assert_msg(strcmp(a, "error:console: the statement ran past its instruction budget|ok:3|") == 0, "%s", a);
+    ck_assert_str_eq(answers(g, other, 1), "ok:\"served inside\"|");
+    close(fd);
+    close(other);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_statement_closing_another_console_keeps_its_own_budget) {
+    game *g = start_game(true);
+    int fd = sign_in(g, g->console);
+    int other = sign_in(g, g->other);
+    send_text(fd, "close_other() while true do end\nreturn 3\n");
+    char *a = answers(g, fd, 2);
+    ck_assert_msg(strcmp(a, "error:console: the statement ran past its instruction budget|ok:3|") == 0, "%s", a);
+    ck_assert_ptr_null(g->other);
+    close(fd);
+    close(other);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_console_opened_inside_a_statement_keeps_that_statements_budget) {
+    game *g = start_game(false);
+    int fd = sign_in(g, g->console);
+    send_text(fd, "open_other() while true do end\nreturn 3\n");
+    char *a = answers(g, fd, 2);
+    ck_assert_msg(strcmp(a, "error:console: the statement ran past its instruction budget|ok:3|") == 0, "%s", a);
+    ck_assert_ptr_nonnull(g->other);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+static Suite *hold_suite(void) {
+    Suite *s = suite_create("console_hold");
+    TCase *tc = tcase_create("callbacks");
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, a_statement_polling_its_own_console_serves_nothing_inside);
+    tcase_add_test(tc, a_statement_closing_its_console_ends_the_poll_then_the_console);
+    tcase_add_test(tc, a_statement_polling_another_console_keeps_its_own_budget);
+    tcase_add_test(tc, a_statement_closing_another_console_keeps_its_own_budget);
+    tcase_add_test(tc, a_console_opened_inside_a_statement_keeps_that_statements_budget);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(hold_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
