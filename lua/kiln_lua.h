@@ -133,7 +133,9 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
 /* Serves pending clients without blocking: accepts connections, reads what arrived, runs
  * complete lines and sends the answers, within the desc's per-poll bytes and time (a
  * statement that started runs to its end or its budget). Call once per frame, when the
- * world is consistent (not inside a system). Returns the number of lines evaluated. */
+ * world is consistent (not inside a system). Returns the number of lines evaluated. Called
+ * from inside one of its own statements (a host function the statement reached), it does
+ * nothing and returns 0. */
 int kiln_console_poll(kiln_console *console);
 
 /* The port the console listens on. */
@@ -152,7 +154,8 @@ const char *kiln_console_token_path(const kiln_console *console);
 void kiln_console_default_token_path(int port, char *dest, size_t size);
 
 /* Closes every client and the listening socket and removes the token file; call it before
- * lua_close of the console's state. NULL is a no-op. */
+ * lua_close of the console's state. NULL is a no-op. Called from inside one of its own
+ * statements, it stops the running poll, which closes the console when it returns. */
 void kiln_console_close(kiln_console *console);
 
 #ifdef __cplusplus

@@ -68,7 +68,7 @@ static int w_close(lua_State *L) {
     if (!kw->closed && !kw->owned)
         klua_fail(L, "world:close", "this world belongs to the host, which closes it");
     if (!kw->closed && kw->guest_depth > 0)
-        klua_fail(L, "world:close", "cannot close the world while a mod's code runs");
+        klua_fail(L, "world:close", "cannot close the world while a mod's code or a mods call runs");
     if (!kw->closed && (kw->current || kw->run_L || kiln_is_deferred(kw->world)))
         klua_fail(L, "world:close", "cannot close the world while a query iterates or a system runs");
     release(L, kw);

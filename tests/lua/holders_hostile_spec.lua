@@ -207,7 +207,7 @@ assert(base.twice(21) == 42)
             assert(mods:load(dir .. "/a.lua"))
             assert.are.equal(1, #tries)
             assert.is_false(tries[1][1])
-            assert.matches("world:close: cannot close the world while a mod's code runs", tries[1][2], 1, true)
+            assert.matches("world:close: cannot close the world while a mod's code or a mods call runs", tries[1][2], 1, true)
             all_run(w, mods, host)
         end)
 
@@ -271,7 +271,7 @@ assert(base.twice(21) == 42)
                             inside = inside + 1
                             local msg = tostring(tried[2])
                             assert.is_truthy(msg:find("not from inside another mods call", 1, true) or
-                                             msg:find("world:close: cannot close the world while a mod's code runs",
+                                             msg:find("world:close: cannot close the world while a mod's code or a mods call runs",
                                                       1, true), msg)
                         end
                         if not tostring(a.w):find("closed") and not tostring(a.mods):find("closed") then
