@@ -67,6 +67,7 @@ enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_U
 /* Keys of the World state table. */
 #define KLUA_STATE_RESOURCES "resources" /* Lua-valued resources by name */
 #define KLUA_STATE_SYSTEMS "systems"     /* Lua systems by name (anchors them) */
+#define KLUA_STATE_RUNS "runs"           /* a Lua system's address -> {function, query} */
 #define KLUA_STATE_FAILURES "failures"   /* failures since the last report, or nil */
 #define KLUA_STATE_LOOPS "loops"         /* open iterations: Query -> the thread that began it */
 
@@ -190,8 +191,8 @@ struct klua_system {
     klua_world *kw;
     lua_State *L;
     char name[KILN_MAX_NAME + 1];
-    int fn_ref;      /* run(world, dt), or each(e, views..., dt) */
-    int query_ref;   /* the query of an each-system, else LUA_NOREF */
+    bool each;       /* an each-system: each(e, views..., dt) over its query, else run(world, dt);
+                      * the function and the query are in the world's state (systems.c) */
     bool exclusive;
     kiln_component reads[KILN_SYSTEM_MAX_ACCESS], writes[KILN_SYSTEM_MAX_ACCESS];
     int read_count, write_count;

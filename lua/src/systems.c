@@ -113,6 +113,29 @@ static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disab
     lua_pop(L, 1);
 }
 
+/* A system's function and query are held by its world's state table (KLUA_STATE_RUNS, keyed
+ * by the system's address), not by the registry: a query leads back to its world, and a
+ * registry reference to it kept a world its script dropped alive for good. Pushes {function,
+ * query} of s from the world at world_idx (nil once s was released, or without the world). */
+static void push_run(lua_State *L, int world_idx, const klua_system *s) {
+    if (lua_type(L, world_idx) != LUA_TUSERDATA) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_RUNS);
+    lua_rawgetp(L, -1, s);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
+/* Pushes part i of s's run (1 its function, 2 its query) from the run at idx; nil when the run
+ * is missing (a world:system that raised after its system joined the schedule). */
+static void push_part(lua_State *L, int idx, int i) {
+    if (lua_type(L, idx) == LUA_TTABLE) lua_rawgeti(L, idx, i);
+    else lua_pushnil(L);
+}
+
 /* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
 static void trampoline(const kiln_system_ctx *ctx) {
     klua_system *s = ctx->user;
@@ -127,23 +150,27 @@ static void trampoline(const kiln_system_ctx *ctx) {
     klua_armed saved;
     char what[KILN_MAX_NAME + 16];
     snprintf(what, sizeof what, "system '%s'", s->name);
+    klua_push_self(L, kw);
+    int self = lua_gettop(L);
+    push_run(L, self, s);
+    int run = self + 1;
     klua_budget_arm(L, kw, kw->instructions, what, &saved);
-    if (s->query_ref == LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
-        klua_push_self(L, kw);
+    if (!s->each) {
+        push_part(L, run, 1);
+        lua_pushvalue(L, self);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 2, 0, top + 1);
         klua_budget_disarm(L, kw, &saved);
     } else {
         /* LuaJIT: a Lua loop over FFI views where the world allows them (jit_views.c) */
         if (!klua_jit_push_each_runner(L, kw)) lua_pushcfunction(L, run_each);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, s->fn_ref);
+        push_part(L, run, 2);
+        push_part(L, run, 1);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 3, 0, top + 1);
         klua_budget_disarm(L, kw, &saved);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, s->query_ref);
-        klua_query_abort(L, -1); /* ends an iteration the error interrupted */
+        push_part(L, run, 2);
+        if (!lua_isnil(L, -1)) klua_query_abort(L, -1); /* ends an iteration the error interrupted */
         lua_pop(L, 1);
     }
     /* Documented rule: loops the system left open (suspended in a coroutine) end with its
@@ -174,14 +201,6 @@ static void trampoline(const kiln_system_ctx *ctx) {
     klua_jit_restore_running(L, kw, top);
 }
 
-static int s_gc(lua_State *L) {
-    klua_system *s = lua_touserdata(L, 1);
-    luaL_unref(L, LUA_REGISTRYINDEX, s->fn_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, s->query_ref);
-    s->fn_ref = s->query_ref = LUA_NOREF;
-    return 0;
-}
-
 /* The system's kiln_fini_fn: it has left the schedule (removed, or the schedule destroyed).
  * Releases its function and query, and its anchor in the world's systems table unless a
  * system of the same name has taken that place meanwhile. Runs on the thread that owns Lua
@@ -191,14 +210,15 @@ static void system_fini(kiln_world *world, void *user) {
     klua_system *s = user;
     klua_world *kw = s->kw;
     lua_State *L = kw->run_L ? kw->run_L : s->L;
-    if (!lua_checkstack(L, 4)) return; /* the anchor and __gc release it later */
-    luaL_unref(L, LUA_REGISTRYINDEX, s->fn_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, s->query_ref);
-    s->fn_ref = s->query_ref = LUA_NOREF;
-    if (kw->closed) return;
+    /* the world being collected (its weak entry is gone then) takes its state table along */
+    if (kw->closed || !lua_checkstack(L, 5)) return;
     klua_push_self(L, kw);
     if (lua_type(L, -1) == LUA_TUSERDATA) {
         lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
+        lua_getfield(L, -1, KLUA_STATE_RUNS);
+        lua_pushnil(L);
+        lua_rawsetp(L, -2, s); /* the key exists: no allocation */
+        lua_pop(L, 1);
         lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
         if (lua_getfield(L, -1, s->name) == LUA_TUSERDATA && lua_touserdata(L, -1) == s) {
             lua_pushnil(L);
@@ -292,12 +312,8 @@ static int w_system(lua_State *L) {
     }
     klua_system *s = lua_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
-    s->fn_ref = s->query_ref = LUA_NOREF;
+    s->each = query_idx != 0;
     s->each_cost = has_each ? klua_bounded_cost(L, fn_idx) : -1;
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, s_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
     s->kw = kw;
     s->L = klua_main_thread(L); /* never the coroutine that happened to define it */
     strcpy(s->name, name);
@@ -309,15 +325,22 @@ static int w_system(lua_State *L) {
     d.run = trampoline;
     d.fini = system_fini;
     d.user = s;
-    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, &d); /* raises when refused */
-    else if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    /* The state table holds the function and the query as long as the world lives (push_run),
+     * set before the schedule can run the system: what allocates here fails before it is in */
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_RUNS);
+    lua_createtable(L, 2, 0);
     lua_pushvalue(L, fn_idx);
-    s->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_rawseti(L, -2, 1);
     if (query_idx) {
         lua_pushvalue(L, query_idx);
-        s->query_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        lua_rawseti(L, -2, 2);
     }
-    /* The state table anchors the system (and its name) as long as the world lives. */
+    lua_rawsetp(L, -2, s);
+    lua_pop(L, 2);
+    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, &d); /* raises when refused */
+    else if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    /* It anchors the system (and its name) too. */
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
     lua_pushvalue(L, -3);

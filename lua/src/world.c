@@ -121,6 +121,8 @@ static klua_world *new_userdata(lua_State *L) {
     lua_newtable(L);
     lua_setfield(L, -2, KLUA_STATE_SYSTEMS);
     lua_newtable(L);
+    lua_setfield(L, -2, KLUA_STATE_RUNS);
+    lua_newtable(L);
     lua_setfield(L, -2, KLUA_STATE_LOOPS);
     lua_setiuservalue(L, -2, KLUA_WORLD_UV_STATE);
     return kw;

@@ -177,6 +177,57 @@ describe("world:remove_system and waiting names", function()
     end)
 end)
 
+describe("a world its script dropped", function()
+    -- The systems' functions and queries were registry references: a query leads back to its
+    -- world, so a world dropped without world:close was never collected.
+    it("is collected with its systems when a system's query or function leads back to it", function()
+        local dropped = setmetatable({}, {__mode = "k"})
+        for _, kind in ipairs{"each-system", "run keeps a query", "run keeps the world"} do
+            local w = kiln.world()
+            w:component("P", "float x;")
+            w:spawn{P = {x = 1}}
+            local keep = w -- an upvalue the run function keeps (a local of its own, not w)
+            if kind == "each-system" then
+                w:system{name = "s", query = {"P"}, writes = {"P"}, each = function(_, p) p.x = p.x + 1 end}
+            elseif kind == "run keeps a query" then
+                local q = w:query{"P"}
+                w:system{name = "s", run = function() return q:count() end}
+            else
+                w:system{name = "s", run = function() return keep:count() end}
+            end
+            assert.is_true(w:progress(0))
+            dropped[w] = kind
+            w, keep = nil, nil
+        end
+        for _ = 1, 4 do collectgarbage() end
+        assert.are.same({}, (function() local left = {} for _, k in pairs(dropped) do left[#left + 1] = k end return left end)())
+    end)
+
+    it("keeps its systems running while it is alive, whatever the collector does", function()
+        local w = kiln.world()
+        w:component("P", "float x;")
+        local e = w:spawn{P = {x = 0}}
+        w:system{name = "each", query = {"P"}, writes = {"P"}, each = function(_, p) p.x = p.x + 1 end}
+        local counted = 0
+        do -- the query's one reference is the function's
+            local q = w:query{"P"}
+            w:system{name = "run", run = function() counted = counted + q:count() end}
+        end
+        for _ = 1, 3 do
+            collectgarbage()
+            assert.is_true(w:progress(0))
+        end
+        assert.are.equal(3, w:get(e, "P").x)
+        assert.are.equal(3, counted)
+        w:remove_system("each")
+        collectgarbage()
+        assert.is_true(w:progress(0))
+        assert.are.equal(3, w:get(e, "P").x)
+        assert.are.equal(4, counted)
+        w:close()
+    end)
+end)
+
 describe("instruction budgets", function()
     it("a system past its budget fails under the failing-system rule, and pcall cannot swallow it", function()
         local w = H.world({instructions = 200000, max_failures = 2})
