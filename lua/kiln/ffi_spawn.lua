@@ -21,34 +21,43 @@ local cast, copy, fill = ffi.cast, ffi.copy, ffi.fill
 local band, bor, lshift = bit.band, bit.bor, bit.lshift
 local MAX = S.max
 local FLT_MAX, HUGE = 3.4028234663852886e38, math.huge
-local API = ffi.typeof([[const struct { int32_t (*spawn)(void *, const uint32_t *, const void *const *,
-  int32_t, uint64_t *); } *]])
+local API = ffi.typeof([[const struct { double (*spawn)(void *, void *, const uint32_t *, const void *const *,
+  int32_t, const double *, double); } *]])
 local core_spawn = cast(API, S.api).spawn
+local STATE = cast("void *", S.state) -- the core's spawn refuses while a debug hook is set on it
 
 -- The scratch a spawn converts its values into (one 16-byte-aligned slot per component), and
--- the arrays handed to the core. One set per Lua state: a spawn that starts while another is
--- filling them (a finalizer the collector runs mid-spawn) takes the C path.
+-- the arrays handed to the core: one set per Lua state, with no flag that says a spawn is
+-- filling them (a raise between setting and clearing it would leave it set). Instead each
+-- spawn takes a number of its own (its ticket) and writes it to owner[0] before it fills
+-- anything, and the core spawns only for the ticket owner[0] holds: a spawn that starts while
+-- another fills the scratch (a finalizer the collector runs mid-spawn) takes owner[0], and the
+-- one it interrupted goes to the C path when the core refuses its ticket.
 local comps = ffi.new("uint32_t[?]", MAX)
 local values = ffi.new("const void *[?]", MAX)
-local dest = ffi.new("uint64_t[1]")
--- the handle's halves, read as numbers: reading dest[0] would box a uint64_t (an allocation,
--- where the collector may run a finalizer that raises after the core spawned)
-local halves, LOW = cast("const uint32_t *", dest), ffi.abi("le") and 0 or 1
-local block, buf, cap = nil, nil, 0 -- block anchors the memory buf points into
-local busy = false
+local owner = ffi.new("double[1]")
+local tickets = 0 -- spawns begun in this state: the last ticket handed out
+-- buf (aligned) in the last and largest of blocks. A block is never let go: a spawn that a
+-- nested spawn's grow interrupted may still write into the block it had (its ticket is then
+-- refused, but its writes must land in live memory). The blocks double: all of them together
+-- stay under twice the last.
+local blocks, buf, cap = {}, nil, 0
 
 -- Makes the scratch hold at least size bytes, keeping its first used bytes and moving the n
--- value pointers already set into it.
+-- value pointers already set into it. buf is set before cap, so a spawn interrupted between
+-- the two never reads a cap larger than the buf it reads after it.
 local function grow(size, used, n)
     local ncap = cap > 0 and cap or 256
     while ncap < size do ncap = ncap * 2 end
     local nblock = ffi.new("uint8_t[?]", ncap + 16)
+    blocks[#blocks + 1] = nblock
     local nbuf = nblock + (16 - tonumber(cast("uintptr_t", nblock)) % 16) % 16
     if used > 0 then copy(nbuf, buf, used) end
     for i = 0, n - 1 do
         if values[i] ~= nil then values[i] = nbuf + (cast("const uint8_t *", values[i]) - buf) end
     end
-    block, buf, cap = nblock, nbuf, ncap
+    buf = nbuf
+    cap = ncap
 end
 
 -- ---- writers: a component's value from its init table --------------------------------------
@@ -179,11 +188,16 @@ end
 
 -- ---- the spawn ----------------------------------------------------------------------------
 
--- The record of World self, made on its first spawn; nil for anything but an open World.
+local WEAK = {__mode = "v"}
+
+-- The record of World self, made on its first spawn; nil for anything but an open World. Its
+-- pair {world = self, rec = the record} (weak: kept alive only by the World and worlds) is
+-- what the last spawn's world is remembered by.
 local function world_rec(self)
     local kw = S.world(self)
     if not kw then return nil end
     local wc = {kw = cast("void *", kw), comps = {}, spawns = 0, budgets = cast("const int64_t *", kw)}
+    wc.pair = setmetatable({world = self, rec = wc}, WEAK)
     worlds[self] = wc
     return wc
 end
@@ -192,9 +206,10 @@ local TAG, DATA, C_PATH = 1, 2, 3 -- what a component record's kind says
 -- where a world's budgets lie (int64_t), counted in int64_t from the start of its klua_world
 local INSTRUCTIONS, BUDGET_LIMIT = S.instructions_at / 8, S.budget_limit_at / 8
 assert(INSTRUCTIONS % 1 == 0 and BUDGET_LIMIT % 1 == 0, "lua/kiln/ffi_spawn.lua: a budget field is not 8-aligned")
--- the World spawned into last and its record (weak: kept alive only by the World and worlds),
--- a look-up a compiled spawn loop makes with two loads instead of hashing the World
-local last = setmetatable({}, {__mode = "v"})
+-- the pair of the World spawned into last, a look-up a compiled spawn loop makes with two
+-- loads instead of hashing the World. One store changes it: a raise between two stores (the
+-- World and its record apart) would hand a later spawn another world's record.
+local last = setmetatable({}, WEAK)
 
 -- The record {kind, id, slot, write} of component name on the world of wc, or nil when it
 -- names none (the C path raises for it).
@@ -236,15 +251,17 @@ local function add(wc, self, init, name, v, n, used)
     return used, n + 1, next(init, name)
 end
 
--- Spawns the entity init describes; nil, with nothing changed, where the C path must run.
-local function try_spawn(self, init)
-    local wc = last.world == self and last.rec
+-- Spawns the entity init describes as the spawn holding ticket; returns the entity, or nil,
+-- with nothing changed, where the C path must run.
+local function try_spawn(self, init, ticket)
+    local p = last
+    local wc = p.world == self and p.rec
     if not wc then
         wc = worlds[self] or world_rec(self)
-        last.world, last.rec = self, wc
+        if not wc then return nil end
+        last = wc.pair
     end
     -- a world with an instruction budget: the C path, whose cost budgets are made for
-    if not wc then return nil end
     local budgets = wc.budgets
     if budgets[INSTRUCTIONS] ~= 0 or budgets[BUDGET_LIMIT] ~= 0 then return nil end
     local used, n = 0, 0
@@ -255,27 +272,29 @@ local function try_spawn(self, init)
     if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
     if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
     while k ~= nil do used, n, k, v = add(wc, self, init, k, v, n, used) end
-    if not used or core_spawn(wc.kw, comps, values, n, dest) ~= 0 then return nil end
+    if not used then return nil end
+    local e = core_spawn(wc.kw, STATE, comps, values, n, owner, ticket)
+    if e == 0 then return nil end -- no entity is 0 (generations start at 1)
     wc.spawns = wc.spawns + 1
-    return halves[LOW] + halves[1 - LOW] * 4294967296
+    return e
 end
 
 local spawn = World.spawn -- the C path; so named, its bad-self message names world:spawn
 
 -- try_spawn runs protected: it raises only where the collector ran a finalizer mid-spawn that
 -- raised or changed init (next() then may refuse a key), a debug hook raised, or memory ran
--- out. The C path then decides, unless the core had spawned (dest, zeroed first, holds the
--- entity then): that entity is the spawn's, never made twice.
+-- out, and then the C path decides. Neither can happen once the core spawned: the core
+-- refuses while a debug hook is set (every budget runs on one), and from its return to this
+-- function's nothing allocates (no collection, so no finalizer runs), so the entity made is
+-- always returned. A raise anywhere else leaves nothing set that a later spawn depends on.
 function World.spawn(...)
     local self, init = ...
-    if type(init) == "table" and not busy then
-        busy = true
-        dest[0] = 0 -- no entity is 0 (generations start at 1)
-        local ok, e = pcall(try_spawn, self, init)
-        busy = false
+    if type(init) == "table" then
+        local ticket = tickets + 1
+        tickets = ticket -- before owner[0]: a spawn nested from here on takes a later ticket
+        owner[0] = ticket
+        local ok, e = pcall(try_spawn, self, init, ticket)
         if ok and e then return e end
-        e = halves[LOW] + halves[1 - LOW] * 4294967296
-        if e ~= 0 then return e end
     end
     return spawn(...) -- a tail call: the C path's errors name the caller's line, not this one
 end

@@ -569,10 +569,11 @@ static int bulk_body(lua_State *L) {
             lua_pop(L, 1); /* the slot table */
         }
     }
+    /* kiln_query_next ended the iteration: the query lets go of it and of this thread (the
+     * world's loops table held it) before anything here can raise */
+    klua_query_finish(L, kq, 1);
     lua_pushinteger(L, (lua_Integer)w.written);
     lua_rawseti(L, bulk_idx, BULK_WRITTEN);
-    kq->active = false; /* kiln_query_next finished the iteration */
-    kq->loop_L = NULL;
     return 0;
 }
 
@@ -585,14 +586,19 @@ static int q_bulk(lua_State *L) {
         if (kq->kind[t] == TERM_DATA && kq->info[t].size > 256)
             klua_fail(L, fname, "%s is too large for the bulk path (over 256 bytes); use each", kq->info[t].name);
     }
-    klua_query_begin(L, kq, 1, fname);
-    lua_pushvalue(L, 1);
-    lua_insert(L, 1); /* a copy of the query stays below the call */
+    /* Below the call: the query's guard (it marks the iteration as running, see
+     * klua_query_begin), the query, then bulk_body and its arguments (the query, fn, extras).
+     * All set before the iteration begins, so nothing between it and the pcall can raise. */
+    lua_getiuservalue(L, 1, KLUA_QUERY_UV_GUARD);
+    lua_insert(L, 1);
+    lua_pushvalue(L, 2);
+    lua_insert(L, 3);
     lua_pushcfunction(L, bulk_body);
-    lua_insert(L, 2);
-    if (lua_pcall(L, lua_gettop(L) - 2, 0, 0) != LUA_OK) {
+    lua_insert(L, 3);
+    klua_query_begin(L, kq, 2, fname);
+    if (lua_pcall(L, lua_gettop(L) - 3, 0, 0) != LUA_OK) {
         /* End the iteration (landing deferred changes) before passing the error on. */
-        klua_query_finish(L, kq, 1);
+        klua_query_finish(L, kq, 2);
         return lua_error(L);
     }
     return 0;

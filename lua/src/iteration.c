@@ -110,7 +110,42 @@ bool klua_query_push_simple(lua_State *L, const klua_query *kq, int t) {
     }
 }
 
+#if !KLUA_LUAJIT
+/* Whether the guard of the Query at q_idx lies in any slot of any frame of L: a running loop's
+ * generic for holds it (a "(for state)" local), and so do q:bulk and the each-call while they
+ * run (a C temporary). */
+static bool guard_on_stack(lua_State *L, int q_idx) {
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_GUARD);
+    const void *guard = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    lua_Debug ar;
+    for (int level = 0; lua_getstack(L, level, &ar); level++)
+        for (int i = 1; lua_getlocal(L, &ar, i) != NULL; i++) {
+            bool found = lua_touserdata(L, -1) == guard;
+            lua_pop(L, 1);
+            if (found) return true;
+        }
+    return false;
+}
+#endif
+
+/* Whether the running iteration of kq was left with no one to end it: under Lua 5.4, begun
+ * outside systems on L, and its guard on no frame of L. That is a loop whose generic for never
+ * took the guard (a hook raised between q:each's return and the loop's start: the guard is
+ * closed only once the for holds it). Under LuaJIT a Query method closes a left loop before
+ * it runs (jit_methods.c); a system's loops end with its run. */
+static bool left_unguarded(lua_State *L, const klua_query *kq, int q_idx) {
+#if KLUA_LUAJIT
+    (void)L, (void)kq, (void)q_idx;
+    return false;
+#else
+    return !kq->owner && kq->loop_L == L && !guard_on_stack(L, q_idx);
+#endif
+}
+
 void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
+    q_idx = lua_absindex(L, q_idx);
+    if (kq->active && left_unguarded(L, kq, q_idx)) klua_query_finish(L, kq, q_idx);
     if (kq->active)
         klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
     for (int t = 0; t < kq->term_count; t++) {
@@ -152,9 +187,10 @@ void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bo
     lua_pushnil(L);
     while (lua_next(L, loops)) {
         klua_query *kq = luaL_testudata(L, -2, KLUA_QUERY);
-        bool close = kq && kq->active &&
-                     (stuck_only ? thread_stuck(L, lua_tothread(L, -1)) : kq->owner == owner);
+        lua_State *co = lua_tothread(L, -1);
         lua_pop(L, 1);
+        bool close = kq && kq->active &&
+                     (stuck_only ? thread_stuck(L, co) || left_unguarded(L, kq, lua_gettop(L)) : kq->owner == owner);
         if (close) klua_query_finish(L, kq, lua_gettop(L)); /* sets an existing field to nil: the traversal goes on */
     }
     lua_pop(L, 3);

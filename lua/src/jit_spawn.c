@@ -10,13 +10,17 @@
 #define JIT_SPAWN_MAX 64 /* components in one spawn, as world:spawn's C path (entities.c) */
 
 /* What ffi_spawn.lua calls through FFI (it declares the same struct). A function called
- * through FFI must not use the Lua API on the calling state, so these take no lua_State. */
+ * through FFI must not use the Lua API on the calling state: spawn only reads the state's hook
+ * mask (one field; it touches no stack, allocates nothing and cannot raise). */
 typedef struct jit_spawn_api {
-    /* Spawns an entity with n components whose values lie at values[i], writing its handle to
-     * dest: 0. Or 1, with nothing changed: world:spawn's C path must run instead (it raises
-     * the error, or does what the FFI path does not: see can_spawn). */
-    int32_t (*spawn)(void *kw, const kiln_component *comps, const void *const *values, int32_t n,
-                     kiln_entity *dest);
+    /* Spawns an entity with n components whose values lie at values[i] and returns its handle
+     * as a number. Or 0, with nothing changed: world:spawn's C path must run instead (it
+     * raises the error, or does what the FFI path does not: see can_spawn). It refuses when
+     * *owner is not ticket (a spawn nested in the caller's, from a finalizer, filled the
+     * scratch since: ffi_spawn.lua) and while state L has a debug hook set: a hook could raise
+     * between this return and world:spawn's, and the entity made would have no handle. */
+    double (*spawn)(void *kw, lua_State *L, const kiln_component *comps, const void *const *values, int32_t n,
+                    const double *owner, double ticket);
 } jit_spawn_api;
 
 /* Whether the FFI path may spawn these components on kw now: not on a closed world or a
@@ -33,16 +37,15 @@ static bool can_spawn(const klua_world *kw, const kiln_component *comps, int32_t
     return true;
 }
 
-static int32_t jit_spawn(void *kw_ptr, const kiln_component *comps, const void *const *values, int32_t n,
-                         kiln_entity *dest) {
+static double jit_spawn(void *kw_ptr, lua_State *L, const kiln_component *comps, const void *const *values,
+                        int32_t n, const double *owner, double ticket) {
     klua_world *kw = kw_ptr;
-    if (n < 0 || n > JIT_SPAWN_MAX || !can_spawn(kw, comps, n)) return 1;
-    /* a refusal (memory, a limit) changes nothing: the C path then raises its message. dest
-     * is written only for an entity made (ffi_spawn.lua reads it after try_spawn raised) */
+    if (*owner != ticket || lua_gethookmask(L) != 0) return 0;
+    if (n < 0 || n > JIT_SPAWN_MAX || !can_spawn(kw, comps, n)) return 0;
+    /* a refusal (memory, a limit) changes nothing: the C path then raises its message */
     kiln_entity e;
-    if (kiln_spawn_with(kw->world, comps, values, n, &e) != KILN_OK) return 1;
-    *dest = e;
-    return 0;
+    if (kiln_spawn_with(kw->world, comps, values, n, &e) != KILN_OK) return 0;
+    return (double)e; /* as the C path pushes it: an integer, a double under LuaJIT */
 }
 
 static const jit_spawn_api api = {jit_spawn};
@@ -105,6 +108,8 @@ void klua_jit_open_spawn(lua_State *L, int layer_idx) {
     lua_setfield(L, -2, "describe");
     lua_pushlightuserdata(L, (void *)&api);
     lua_setfield(L, -2, "api");
+    lua_pushlightuserdata(L, klua_main_thread(L)); /* its hook mask is the whole state's */
+    lua_setfield(L, -2, "state");
     lua_pushinteger(L, JIT_SPAWN_MAX);
     lua_setfield(L, -2, "max");
     /* where ffi_spawn.lua reads a world's budgets (int64_t), to leave budgeted worlds to the C

@@ -178,3 +178,28 @@ describe("q:bulk's kept arrays", function()
         assert.are.equal(0, bad)
     end)
 end)
+
+describe("q:bulk's hold on the thread that called it", function()
+    -- Runs fn in a coroutine to its end and returns the (weakly held) coroutine.
+    local function ran_in(threads, fn)
+        local co = coroutine.create(fn)
+        coroutine.resume(co)
+        assert.are.equal("dead", coroutine.status(co))
+        threads[co] = true
+    end
+
+    it("ends with the call: a coroutine that called it and ended is collected, returned or raised", function()
+        local w = H.world()
+        for i = 1, 5 do w:spawn{Position = {x = i}, Velocity = {x = 1}} end
+        local q = w:query{"Position", "Velocity"}
+        for _, fn in ipairs{function() q:bulk(move, 1) end, function() q:bulk(function() error("boom") end) end} do
+            local threads = setmetatable({}, {__mode = "k"})
+            ran_in(threads, fn)
+            collectgarbage("collect")
+            collectgarbage("collect")
+            assert.is_nil(next(threads), "a coroutine that ran q:bulk is still held")
+            assert.is_true(H.not_deferred(w))
+            sees_world(w, q) -- and the query runs on
+        end
+    end)
+end)
