@@ -547,6 +547,90 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     return 1 + n;
 }
 
+/* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
+ * list (k components, in its order, sizes as registered), and no further add to the same
+ * placeholder, which apply_spawn would coalesce into the spawn or apply before the next. */
+static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
+                               const kiln_component *key, const uint32_t *sizes) {
+    const kl_cmd *c = &cmds[i];
+    if (c->op != KL_OP_SPAWN || i + k >= count) return false;
+    for (int32_t m = 0; m < k; m++) {
+        const kl_cmd *a = &c[1 + m];
+        if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
+            a->size != sizes[m])
+            return false;
+    }
+    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
+}
+
+/* Applies a run of spawns from i as one batch, leaving the world as apply_spawn would one by
+ * one: each spawn with its adds of the spawn cache's list, into the cached archetype when it
+ * is plain (no hooks, no check: nothing can observe the order), as far as it has room and
+ * slots are free without allocating; slots are taken as one by one (free list first, then
+ * fresh ones), rows, ticks and versions likewise. Allocates nothing and cannot fail, so a
+ * failure happens where the one-by-one path fails: apply_one goes on where the run stops.
+ * Applied commands own nothing (see the invariant), so their values are not marked.
+ * Returns the commands consumed. */
+static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
+    kiln_world *world = cmd->world;
+    int32_t k = world->spawn_key_count;
+    kl_archetype *arch = world->spawn_arch;
+    if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
+        return 0;
+    uint32_t sizes[KL_SPAWN_CACHE];
+    for (int32_t m = 0; m < k; m++)
+        sizes[m] = (uint32_t)kl_component_get(world, world->spawn_key[m])->size;
+    const kl_cmd *cmds = cmd->cmds;
+    int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
+    int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
+    if (world->free_head == KL_NONE && fresh < room) room = fresh;
+    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
+        n++;
+    kiln_tick tick = world->tick;
+    int32_t first = arch->count, row = first;
+    int64_t u = 0;
+    for (; u < n && world->free_head != KL_NONE; u++, row++) { /* freed slots, in order */
+        kiln_entity e = kl_entity_take(world);
+        kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
+                            arch->id, (uint32_t)row);
+        arch->entities[row] = e;
+        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+    }
+    uint32_t index = kl_slot_count(world);
+    fresh = (int64_t)world->page_count * KL_PAGE_SIZE - index;
+    if (n - u > fresh) n = u + fresh; /* the rest waits for apply_one to add a page */
+    kl_record **pages = world->pages;
+    for (; u < n; u++, row++, index++) { /* then fresh slots, at their first generation */
+        kiln_entity e = kiln_entity_make(index, 1);
+        kl_record_set_alive(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], 1,
+                            arch->id, (uint32_t)row);
+        arch->entities[row] = e;
+        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+    }
+    if (n == 0) return 0;
+    atomic_store_explicit(&world->slot_count, index, memory_order_release);
+    arch->count = row;
+    arch->structure_tick = tick;
+    world->structure_version += (uint64_t)n;
+    world->alive += n;
+    for (int32_t m = 0; m < k; m++) { /* then the values, column by column */
+        if (world->spawn_column[m] < 0) continue; /* a tag */
+        kl_column *col = &arch->columns[world->spawn_column[m]];
+        size_t stride = col->stride;
+        const kl_cmd *a = &cmds[i + 1 + m];
+        for (int32_t r = first; r < row; r++, a += unit) {
+            uint8_t *dst = col->data + (size_t)r * stride;
+            if (!a->has_value) kl_column_write(col, r, NULL, true, tick); /* the defaults */
+            else if (stride == 8) memcpy(dst, a->value, 8);
+            else if (stride == 16) memcpy(dst, a->value, 16);
+            else kl_copy_value(dst, a->value, stride);
+            col->ticks[r] = tick;
+        }
+        kl_column_touch(col, tick);
+    }
+    return n * unit;
+}
+
 /* Applies the command at i; returns the number of commands consumed (0 on failure). */
 static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cmd, int64_t i,
                                                                kiln_result *result) {
@@ -648,8 +732,9 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     int64_t n = 0;
     kiln_result r = KILN_OK;
     while (cmd->head < cmd->count) {
-        int64_t used = apply_one(cmd, cmd->head, &r);
-        if (used == 0) break;
+        int64_t used = 0;
+        if (cmd->cmds[cmd->head].op == KL_OP_SPAWN) used = apply_spawn_run(cmd, cmd->head);
+        if (used == 0 && (used = apply_one(cmd, cmd->head, &r)) == 0) break;
         cmd->head += used;
         n += used;
     }
