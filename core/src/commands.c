@@ -16,15 +16,37 @@
 #define KL_BLOCK_SIZE (64 * 1024)
 #define KL_MAX_COALESCE 64
 
+/* A command: 32 bytes. A value of at most KL_INLINE bytes of a component with no hooks is
+ * held in the command itself (such a value may move bytewise with the array); any other in
+ * the value blocks. */
+#define KL_INLINE 16
+
 typedef struct kl_cmd {
     uint8_t op;
     uint8_t has_value;
     uint8_t hooks_known; /* the component was registered when recorded: hooks apply */
+    uint8_t inline_size; /* the value's size when held in bytes, else 0 */
     kiln_component component;
-    uint32_t size;
     kiln_entity target;
-    void *value;
+    union {
+        struct {
+            void *value;   /* in the value blocks */
+            uint32_t size; /* the value's size (recorded even when no value is stored) */
+        } out;
+        unsigned char bytes[KL_INLINE];
+    } v;
 } kl_cmd;
+
+static inline void *cmd_value(kl_cmd *c) { return c->inline_size ? c->v.bytes : c->v.out.value; }
+static inline uint32_t cmd_size(const kl_cmd *c) {
+    return c->inline_size ? c->inline_size : c->v.out.size;
+}
+
+/* Whether a value of comp (size bytes) is held in its command. */
+static inline bool inline_value(kl_op op, const kl_component *comp, size_t size) {
+    return (op == KL_OP_ADD || op == KL_OP_SET) && comp && size <= KL_INLINE && !comp->move &&
+           !comp->destroy && !comp->check;
+}
 
 typedef struct kl_block {
     struct kl_block *next;
@@ -111,7 +133,7 @@ static void destroy_pending(kiln_commands *cmd) {
             kl_entity_release(cmd->world, c->target);
         if (!c->has_value || !c->hooks_known) continue;
         const kl_component *comp = kl_component_get(cmd->world, c->component);
-        if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);
+        if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
     }
 }
 
@@ -237,6 +259,13 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     if (cmd->count == cmd->cap || cmd->complete || (cmd->head == cmd->count && cmd->head != 0))
         return false;
     void *room = NULL;
+    if (size > 0 && value && inline_value(op, comp, size)) {
+        kl_cmd *c = &cmd->cmds[cmd->count++];
+        *c = (kl_cmd){.op = (uint8_t)op, .has_value = 1, .hooks_known = 1,
+                      .inline_size = (uint8_t)size, .component = component, .target = target};
+        kl_copy_small(c->v.bytes, value, size);
+        return true;
+    }
     if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
         kl_block *b = cmd->current;
         size_t need = (size + 15) & ~(size_t)15;
@@ -248,7 +277,7 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     }
     cmd->cmds[cmd->count++] = (kl_cmd){.op = (uint8_t)op, .has_value = room != NULL,
                                        .hooks_known = comp != NULL, .component = component,
-                                       .size = (uint32_t)size, .target = target, .value = room};
+                                       .target = target, .v.out = {room, (uint32_t)size}};
     return true;
 }
 
@@ -268,15 +297,19 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
                            call);
     kl_cmd *c = &cmd->cmds[cmd->count];
     *c = (kl_cmd){.op = (uint8_t)op, .hooks_known = comp != NULL, .component = component,
-                  .size = (uint32_t)size, .target = target};
+                  .target = target, .v.out.size = (uint32_t)size};
     /* No value: none is stored, and the apply gives the defaults the world has then. */
-    if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
+    if (size > 0 && value && inline_value(op, comp, size)) {
+        kl_copy_value(c->v.bytes, value, size);
+        c->inline_size = (uint8_t)size;
+        c->has_value = 1;
+    } else if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
         void *room = value_room(cmd, size);
         if (!room)
             return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value", call);
         if (move && comp && comp->move) comp->move(room, (void *)(uintptr_t)value, 1, comp->hook_ctx);
         else kl_copy_value(room, value, size);
-        c->value = room;
+        c->v.out.value = room;
         c->has_value = 1;
     }
     /* Only a record that succeeds starts a new batch: a failed one leaves the last batch's
@@ -508,7 +541,7 @@ static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
 static void drop_value(kiln_commands *cmd, kl_cmd *c) {
     if (!c->has_value || !c->hooks_known) return;
     const kl_component *comp = kl_component_get(cmd->world, c->component);
-    if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);
+    if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
     c->has_value = 0;
 }
 
@@ -524,18 +557,18 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         kl_cmd *a = &cmd->cmds[j];
         if (a->op != KL_OP_ADD || a->target != c->target) break;
         const kl_component *comp = kl_component_get(cmd->world, a->component);
-        if (!comp || comp->size != a->size) break;
+        if (!comp || comp->size != cmd_size(a)) break;
         /* A value the component refuses is left to apply_one, which reports or drops it. */
         char why[2];
         if (comp->check && comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                                       a->has_value ? a->value : comp->defaults, comp->hook_ctx,
+                                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
                                        why, sizeof why) != KILN_OK)
             break;
         bool repeat = false;
         for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
         if (repeat) break;
         comps[n] = a->component;
-        values[n] = a->has_value ? a->value : NULL;
+        values[n] = a->has_value ? cmd_value(a) : NULL;
         n++;
     }
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
@@ -557,7 +590,7 @@ static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int
     for (int32_t m = 0; m < k; m++) {
         const kl_cmd *a = &c[1 + m];
         if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
-            a->size != sizes[m])
+            cmd_size(a) != sizes[m])
             return false;
     }
     return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
@@ -617,13 +650,13 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         if (world->spawn_column[m] < 0) continue; /* a tag */
         kl_column *col = &arch->columns[world->spawn_column[m]];
         size_t stride = col->stride;
-        const kl_cmd *a = &cmds[i + 1 + m];
+        kl_cmd *a = &cmd->cmds[i + 1 + m];
         for (int32_t r = first; r < row; r++, a += unit) {
             uint8_t *dst = col->data + (size_t)r * stride;
             if (!a->has_value) kl_column_write(col, r, NULL, true, tick); /* the defaults */
-            else if (stride == 8) memcpy(dst, a->value, 8);
-            else if (stride == 16) memcpy(dst, a->value, 16);
-            else kl_copy_value(dst, a->value, stride);
+            else if (stride == 8) memcpy(dst, cmd_value(a), 8);
+            else if (stride == 16) memcpy(dst, cmd_value(a), 16);
+            else kl_copy_value(dst, cmd_value(a), stride);
             col->ticks[r] = tick;
         }
         kl_column_touch(col, tick);
@@ -639,7 +672,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     *result = KILN_OK;
     if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
     if (c->op == KL_OP_EMIT) {
-        *result = kl_event_push(world, c->component, c->has_value ? c->value : NULL, cmd->call);
+        *result = kl_event_push(world, c->component, c->has_value ? cmd_value(c) : NULL, cmd->call);
         return *result == KILN_OK ? 1 : 0;
     }
     kiln_entity e = target_of(cmd, c);
@@ -648,7 +681,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
      * a lenient queue has no refusal to drop), and the size too when the component was
      * registered when recorded (sizes never change). */
     if (c->op == KL_OP_ADD && c->hooks_known && c->has_value &&
-        kl_add_plain(world, e, c->component, c->value)) {
+        kl_add_plain(world, e, c->component, cmd_value(c))) {
         c->has_value = 0; /* the world owns it now */
         return 1;
     }
@@ -674,18 +707,18 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     /* A lenient queue drops a value the component's check refuses now (the world moved on
      * since the call was queued); a buffer reports it. */
     if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
-        kl_component_check(world, comp, e, c->has_value ? c->value : NULL, cmd->call) != KILN_OK) {
+        kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call) != KILN_OK) {
         drop_value(cmd, c);
         return 1;
     }
-    if (c->op != KL_OP_REMOVE && comp->size != c->size) {
+    if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
         char why[96];
         snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
-                 (unsigned)c->size, (unsigned)comp->size);
+                 (unsigned)cmd_size(c), (unsigned)comp->size);
         *result = apply_fail(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why);
         return 0;
     }
-    void *value = c->has_value ? c->value : NULL;
+    void *value = c->has_value ? cmd_value(c) : NULL;
     switch (c->op) {
     case KL_OP_ADD:
         *result = kl_add_value(world, cmd->call, e, c->component, value, true);
