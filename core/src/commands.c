@@ -15,6 +15,7 @@
 
 #define KL_BLOCK_SIZE (64 * 1024)
 #define KL_MAX_COALESCE 64
+#define KL_RUN_CHUNK 256 /* spawns a batch takes at most (see apply_spawn_run) */
 
 /* A command: 32 bytes. A value of at most KL_INLINE bytes of a component with no hooks is
  * held in the command itself (such a value may move bytewise with the array); any other in
@@ -617,6 +618,7 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
     int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
     int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
     if (world->free_head == KL_NONE && fresh < room) room = fresh;
+    if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
     for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
         n++;
     kiln_tick tick = world->tick;
