@@ -1,6 +1,6 @@
 /* commands.c: command buffers. Invariant: commands [head, count) are pending and each owns
- * its value (in blocks that never move, so values with move hooks are never relocated
- * bytewise); commands before head have been applied and own nothing. */
+ * its value (in blocks that never move, so values with hooks are never relocated bytewise;
+ * small hook-free ones in the command); commands before head were applied and own nothing. */
 #include "commands.h"
 
 #include <stdarg.h>
