@@ -384,8 +384,30 @@ static inline kiln_result check_target(kiln_commands *cmd, const char *call, kil
     return check_target_slow(cmd, call, e);
 }
 
+/* A spawn into a batch that has its tag already, with room for the placeholder and the
+ * command, in one pass: true when recorded; false, with nothing done, where spawn_slow must
+ * decide (and report any error). */
+static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd, kiln_entity *dest) {
+    uint32_t index = cmd->ph_count;
+    if (cmd->world == NULL || cmd->complete || cmd->tag == 0 || index >= cmd->ph_cap ||
+        index > KL_PH_INDEX_MASK)
+        return false;
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS) | index;
+    if (!push_fast(cmd, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL)) return false;
+    cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
+    *dest = ph;
+    return true;
+}
+
+__attribute__((noinline)) static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest);
+
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     KILN_ASSERT(cmd != NULL && dest != NULL, "cmd and dest are required");
+    if (KL_LIKELY(spawn_fast(cmd, dest))) return KILN_OK;
+    return spawn_slow(cmd, dest);
+}
+
+static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
     const char *call = "kiln_commands_spawn";
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
