@@ -1,6 +1,6 @@
 /* commands.c: command buffers. Invariant: commands [head, count) are pending and each owns
- * its value (in blocks that never move, so values with move hooks are never relocated
- * bytewise); commands before head have been applied and own nothing. */
+ * its value (in blocks that never move, so values with hooks are never relocated bytewise;
+ * small hook-free ones in the command); commands before head were applied and own nothing. */
 #include "commands.h"
 
 #include <stdarg.h>
@@ -15,16 +15,39 @@
 
 #define KL_BLOCK_SIZE (64 * 1024)
 #define KL_MAX_COALESCE 64
+#define KL_RUN_CHUNK 256 /* spawns a batch takes at most (see apply_spawn_run) */
+
+/* A command: 32 bytes. A value of at most KL_INLINE bytes of a component with no hooks is
+ * held in the command itself (such a value may move bytewise with the array); any other in
+ * the value blocks. */
+#define KL_INLINE 16
 
 typedef struct kl_cmd {
     uint8_t op;
     uint8_t has_value;
     uint8_t hooks_known; /* the component was registered when recorded: hooks apply */
+    uint8_t inline_size; /* the value's size when held in bytes, else 0 */
     kiln_component component;
-    uint32_t size;
     kiln_entity target;
-    void *value;
+    union {
+        struct {
+            void *value;   /* in the value blocks */
+            uint32_t size; /* the value's size (recorded even when no value is stored) */
+        } out;
+        unsigned char bytes[KL_INLINE];
+    } v;
 } kl_cmd;
+
+static inline void *cmd_value(kl_cmd *c) { return c->inline_size ? c->v.bytes : c->v.out.value; }
+static inline uint32_t cmd_size(const kl_cmd *c) {
+    return c->inline_size ? c->inline_size : c->v.out.size;
+}
+
+/* Whether a value of comp (size bytes) is held in its command. */
+static inline bool inline_value(kl_op op, const kl_component *comp, size_t size) {
+    return (op == KL_OP_ADD || op == KL_OP_SET) && comp && size <= KL_INLINE && !comp->move &&
+           !comp->destroy && !comp->check;
+}
 
 typedef struct kl_block {
     struct kl_block *next;
@@ -111,7 +134,7 @@ static void destroy_pending(kiln_commands *cmd) {
             kl_entity_release(cmd->world, c->target);
         if (!c->has_value || !c->hooks_known) continue;
         const kl_component *comp = kl_component_get(cmd->world, c->component);
-        if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);
+        if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
     }
 }
 
@@ -237,6 +260,13 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     if (cmd->count == cmd->cap || cmd->complete || (cmd->head == cmd->count && cmd->head != 0))
         return false;
     void *room = NULL;
+    if (size > 0 && value && inline_value(op, comp, size)) {
+        kl_cmd *c = &cmd->cmds[cmd->count++];
+        *c = (kl_cmd){.op = (uint8_t)op, .has_value = 1, .hooks_known = 1,
+                      .inline_size = (uint8_t)size, .component = component, .target = target};
+        kl_copy_small(c->v.bytes, value, size);
+        return true;
+    }
     if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
         kl_block *b = cmd->current;
         size_t need = (size + 15) & ~(size_t)15;
@@ -248,7 +278,7 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     }
     cmd->cmds[cmd->count++] = (kl_cmd){.op = (uint8_t)op, .has_value = room != NULL,
                                        .hooks_known = comp != NULL, .component = component,
-                                       .size = (uint32_t)size, .target = target, .value = room};
+                                       .target = target, .v.out = {room, (uint32_t)size}};
     return true;
 }
 
@@ -268,15 +298,19 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
                            call);
     kl_cmd *c = &cmd->cmds[cmd->count];
     *c = (kl_cmd){.op = (uint8_t)op, .hooks_known = comp != NULL, .component = component,
-                  .size = (uint32_t)size, .target = target};
+                  .target = target, .v.out.size = (uint32_t)size};
     /* No value: none is stored, and the apply gives the defaults the world has then. */
-    if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
+    if (size > 0 && value && inline_value(op, comp, size)) {
+        kl_copy_value(c->v.bytes, value, size);
+        c->inline_size = (uint8_t)size;
+        c->has_value = 1;
+    } else if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
         void *room = value_room(cmd, size);
         if (!room)
             return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value", call);
         if (move && comp && comp->move) comp->move(room, (void *)(uintptr_t)value, 1, comp->hook_ctx);
         else kl_copy_value(room, value, size);
-        c->value = room;
+        c->v.out.value = room;
         c->has_value = 1;
     }
     /* Only a record that succeeds starts a new batch: a failed one leaves the last batch's
@@ -350,8 +384,30 @@ static inline kiln_result check_target(kiln_commands *cmd, const char *call, kil
     return check_target_slow(cmd, call, e);
 }
 
+/* A spawn into a batch that has its tag already, with room for the placeholder and the
+ * command, in one pass: true when recorded; false, with nothing done, where spawn_slow must
+ * decide (and report any error). */
+static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd, kiln_entity *dest) {
+    uint32_t index = cmd->ph_count;
+    if (cmd->world == NULL || cmd->complete || cmd->tag == 0 || index >= cmd->ph_cap ||
+        index > KL_PH_INDEX_MASK)
+        return false;
+    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS) | index;
+    if (!push_fast(cmd, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL)) return false;
+    cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
+    *dest = ph;
+    return true;
+}
+
+__attribute__((noinline)) static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest);
+
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     KILN_ASSERT(cmd != NULL && dest != NULL, "cmd and dest are required");
+    if (KL_LIKELY(spawn_fast(cmd, dest))) return KILN_OK;
+    return spawn_slow(cmd, dest);
+}
+
+static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
     const char *call = "kiln_commands_spawn";
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
@@ -508,7 +564,7 @@ static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
 static void drop_value(kiln_commands *cmd, kl_cmd *c) {
     if (!c->has_value || !c->hooks_known) return;
     const kl_component *comp = kl_component_get(cmd->world, c->component);
-    if (comp && comp->destroy) comp->destroy(c->value, 1, comp->hook_ctx);
+    if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
     c->has_value = 0;
 }
 
@@ -524,18 +580,18 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         kl_cmd *a = &cmd->cmds[j];
         if (a->op != KL_OP_ADD || a->target != c->target) break;
         const kl_component *comp = kl_component_get(cmd->world, a->component);
-        if (!comp || comp->size != a->size) break;
+        if (!comp || comp->size != cmd_size(a)) break;
         /* A value the component refuses is left to apply_one, which reports or drops it. */
         char why[2];
         if (comp->check && comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                                       a->has_value ? a->value : comp->defaults, comp->hook_ctx,
+                                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
                                        why, sizeof why) != KILN_OK)
             break;
         bool repeat = false;
         for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
         if (repeat) break;
         comps[n] = a->component;
-        values[n] = a->has_value ? a->value : NULL;
+        values[n] = a->has_value ? cmd_value(a) : NULL;
         n++;
     }
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
@@ -547,6 +603,91 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     return 1 + n;
 }
 
+/* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
+ * list (k components, in its order, sizes as registered), and no further add to the same
+ * placeholder, which apply_spawn would coalesce into the spawn or apply before the next. */
+static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
+                               const kiln_component *key, const uint32_t *sizes) {
+    const kl_cmd *c = &cmds[i];
+    if (c->op != KL_OP_SPAWN || i + k >= count) return false;
+    for (int32_t m = 0; m < k; m++) {
+        const kl_cmd *a = &c[1 + m];
+        if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
+            cmd_size(a) != sizes[m])
+            return false;
+    }
+    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
+}
+
+/* Applies a run of spawns from i as one batch, leaving the world as apply_spawn would one by
+ * one: each spawn with its adds of the spawn cache's list, into the cached archetype when it
+ * is plain (no hooks, no check: nothing can observe the order), as far as it has room and
+ * slots are free without allocating; slots are taken as one by one (free list first, then
+ * fresh ones), rows, ticks and versions likewise. Allocates nothing and cannot fail, so a
+ * failure happens where the one-by-one path fails: apply_one goes on where the run stops.
+ * Applied commands own nothing (see the invariant), so their values are not marked.
+ * Returns the commands consumed. */
+static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
+    kiln_world *world = cmd->world;
+    int32_t k = world->spawn_key_count;
+    kl_archetype *arch = world->spawn_arch;
+    if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
+        return 0;
+    uint32_t sizes[KL_SPAWN_CACHE];
+    for (int32_t m = 0; m < k; m++)
+        sizes[m] = (uint32_t)kl_component_get(world, world->spawn_key[m])->size;
+    const kl_cmd *cmds = cmd->cmds;
+    int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
+    int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
+    if (world->free_head == KL_NONE && fresh < room) room = fresh;
+    if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
+    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
+        n++;
+    kiln_tick tick = world->tick;
+    int32_t first = arch->count, row = first;
+    int64_t u = 0;
+    for (; u < n && world->free_head != KL_NONE; u++, row++) { /* freed slots, in order */
+        kiln_entity e = kl_entity_take(world);
+        kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
+                            arch->id, (uint32_t)row);
+        arch->entities[row] = e;
+        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+    }
+    uint32_t index = kl_slot_count(world);
+    fresh = (int64_t)world->page_count * KL_PAGE_SIZE - index;
+    if (n - u > fresh) n = u + fresh; /* the rest waits for apply_one to add a page */
+    kl_record **pages = world->pages;
+    for (; u < n; u++, row++, index++) { /* then fresh slots, at their first generation */
+        kiln_entity e = kiln_entity_make(index, 1);
+        kl_record_set_alive(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], 1,
+                            arch->id, (uint32_t)row);
+        arch->entities[row] = e;
+        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+    }
+    if (n == 0) return 0;
+    atomic_store_explicit(&world->slot_count, index, memory_order_release);
+    arch->count = row;
+    arch->structure_tick = tick;
+    world->structure_version += (uint64_t)n;
+    world->alive += n;
+    for (int32_t m = 0; m < k; m++) { /* then the values, column by column */
+        if (world->spawn_column[m] < 0) continue; /* a tag */
+        kl_column *col = &arch->columns[world->spawn_column[m]];
+        size_t stride = col->stride;
+        kl_cmd *a = &cmd->cmds[i + 1 + m];
+        for (int32_t r = first; r < row; r++, a += unit) {
+            uint8_t *dst = col->data + (size_t)r * stride;
+            if (!a->has_value) kl_column_write(col, r, NULL, true, tick); /* the defaults */
+            else if (stride == 8) memcpy(dst, cmd_value(a), 8);
+            else if (stride == 16) memcpy(dst, cmd_value(a), 16);
+            else kl_copy_value(dst, cmd_value(a), stride);
+            col->ticks[r] = tick;
+        }
+        kl_column_touch(col, tick);
+    }
+    return n * unit;
+}
+
 /* Applies the command at i; returns the number of commands consumed (0 on failure). */
 static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cmd, int64_t i,
                                                                kiln_result *result) {
@@ -555,7 +696,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     *result = KILN_OK;
     if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
     if (c->op == KL_OP_EMIT) {
-        *result = kl_event_push(world, c->component, c->has_value ? c->value : NULL, cmd->call);
+        *result = kl_event_push(world, c->component, c->has_value ? cmd_value(c) : NULL, cmd->call);
         return *result == KILN_OK ? 1 : 0;
     }
     kiln_entity e = target_of(cmd, c);
@@ -564,7 +705,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
      * a lenient queue has no refusal to drop), and the size too when the component was
      * registered when recorded (sizes never change). */
     if (c->op == KL_OP_ADD && c->hooks_known && c->has_value &&
-        kl_add_plain(world, e, c->component, c->value)) {
+        kl_add_plain(world, e, c->component, cmd_value(c))) {
         c->has_value = 0; /* the world owns it now */
         return 1;
     }
@@ -590,18 +731,18 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     /* A lenient queue drops a value the component's check refuses now (the world moved on
      * since the call was queued); a buffer reports it. */
     if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
-        kl_component_check(world, comp, e, c->has_value ? c->value : NULL, cmd->call) != KILN_OK) {
+        kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call) != KILN_OK) {
         drop_value(cmd, c);
         return 1;
     }
-    if (c->op != KL_OP_REMOVE && comp->size != c->size) {
+    if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
         char why[96];
         snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
-                 (unsigned)c->size, (unsigned)comp->size);
+                 (unsigned)cmd_size(c), (unsigned)comp->size);
         *result = apply_fail(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why);
         return 0;
     }
-    void *value = c->has_value ? c->value : NULL;
+    void *value = c->has_value ? cmd_value(c) : NULL;
     switch (c->op) {
     case KL_OP_ADD:
         *result = kl_add_value(world, cmd->call, e, c->component, value, true);
@@ -648,8 +789,9 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     int64_t n = 0;
     kiln_result r = KILN_OK;
     while (cmd->head < cmd->count) {
-        int64_t used = apply_one(cmd, cmd->head, &r);
-        if (used == 0) break;
+        int64_t used = 0;
+        if (cmd->cmds[cmd->head].op == KL_OP_SPAWN) used = apply_spawn_run(cmd, cmd->head);
+        if (used == 0 && (used = apply_one(cmd, cmd->head, &r)) == 0) break;
         cmd->head += used;
         n += used;
     }

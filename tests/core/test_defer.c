@@ -558,15 +558,20 @@ static void oom_world_destroy(test_allocator *a, kiln_world *w) {
 
 KILN_TEST_GROUP(out_of_memory);
 
-/* _i == 0: the next slot is a fresh one; _i == 1: it is a dead slot on the free list. */
+typedef struct wide_value { double v[4]; } wide_value; /* past the 16 bytes a command holds */
+
+/* _i == 0: the next slot is a fresh one; _i == 1: it is a dead slot on the free list. The
+ * Wide value is too wide to be held in its command, so the queue needs value storage. */
 KILN_TEST_LOOP(out_of_memory, out_of_memory_in_a_deferred_spawn_reserves_nothing, 0, 2) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
         test_allocator a;
-        kiln_component pos, vel;
+        kiln_component pos, vel, wide;
         kiln_entity live;
         kiln_world *w = oom_world(&a, &pos, &vel, &live);
+        ASSERT_OK_IN(w, kiln_component_register(w, &(kiln_component_desc){.name = "Wide",
+                                                    .size = sizeof(wide_value)}, &wide));
         uint32_t expected_index = 1;
         if (_i == 1) {
             kiln_entity gone;
@@ -578,16 +583,16 @@ KILN_TEST_LOOP(out_of_memory, out_of_memory_in_a_deferred_spawn_reserves_nothing
         kiln_defer_begin(w);
         kiln_entity e = (kiln_entity)777;
         test_allocator_fail_after(&a, n);
-        kiln_result r = kiln_spawn_with(w, (kiln_component[]){pos, vel},
+        kiln_result r = kiln_spawn_with(w, (kiln_component[]){pos, wide},
                                         (const void *[]){&(test_position){1, 2},
-                                                         &(test_velocity){3, 4}},
+                                                         &(wide_value){{3, 4}}},
                                         2, &e);
         test_allocator_fail_never(&a);
         if (r == KILN_OK) {
             ASSERT_OK_IN(w, kiln_defer_end(w));
             ck_assert(kiln_is_alive(w, e));
             test_assert_position(w, e, pos, 1, 2);
-            test_assert_velocity(w, e, vel, 3, 4);
+            ck_assert(((const wide_value *)kiln_get(w, e, wide))->v[1] == 4);
             oom_world_destroy(&a, w);
             break;
         }
