@@ -17,6 +17,9 @@ if not S then return end -- Lua 5.4, or a state without the ffi library: the C p
 -- or refuses whole. So the messages and the rules (access, deferral, hooks) are the C path's.
 local ffi = layer.views.ffi
 local next, type, tonumber, floor, format = next, type, tonumber, math.floor, string.format
+-- held at load, as everything this file calls at run time: a script that later replaces a
+-- global or a library function changes nothing here (ffi.lua does the same)
+local assert, ipairs, load, pcall, setmetatable, concat = assert, ipairs, load, pcall, setmetatable, table.concat
 local cast, copy, fill = ffi.cast, ffi.copy, ffi.fill
 local band, bor, lshift = bit.band, bit.bor, bit.lshift
 local MAX = S.max
@@ -158,7 +161,7 @@ local function writer_source(d)
         b[#b + 1] = "  if k == nil then return true end\n  if not put(p, k, x) then return false end\n  k, x = next(v, k)\n"
     end
     b[#b + 1] = "  return k == nil -- a key more than there are fields: one is unknown\nend\n"
-    return table.concat(b)
+    return concat(b)
 end
 
 local makers = {} -- writer source -> the compiled chunk that makes it

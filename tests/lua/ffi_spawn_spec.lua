@@ -409,3 +409,26 @@ describe("world:spawn's FFI path under a hook that raises", function()
         w:despawn(fast(w, init)) -- and the FFI path goes on
     end)
 end)
+
+describe("world:spawn's FFI path against replaced globals", function()
+    it("makes writers for new layouts after a script replaced ipairs, pcall, load and table.concat", function()
+        if not FFI then return pending("LuaJIT only: Lua 5.4 has no FFI path") end
+        local ok, out = H.run_isolated([[
+            local kiln = require "kiln"
+            local w = kiln.world()
+            w:component("A", "float x, y;")
+            w:component("B", "int32_t n; float v;")
+            local function broken() error("replaced") end
+            ipairs, pcall, load, assert, setmetatable = broken, broken, broken, broken, broken
+            table.concat, table.sort = broken, broken
+            local e = w:spawn{A = {x = 1, y = 2}, B = {n = 7, v = 3}} -- a layout never seen
+            local w2 = kiln.world() -- and a world never seen
+            w2:component("A", "float x, y;")
+            local e2 = w2:spawn{A = {x = 3}}
+            io.write(kiln.ffi_spawns(w), " ", kiln.ffi_spawns(w2), " ", w:get(e, "B").n, " ",
+                     w:get(e, "B").v, " ", w2:get(e2, "A").x, "\n")
+        ]], 20)
+        assert.is_true(ok, out)
+        assert.are.equal("1 1 7 3 3\n", out)
+    end)
+end)
