@@ -30,35 +30,8 @@ enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_NAME, VIEW_UPV_COUNT = VIEW_U
 
 static int each_step(lua_State *L);
 
-/* Raises "calling 'query:name' on bad self (...)" for the Query method running now, named by
- * its key in the class's method table: a call through q[m] or a local copy has no name at
- * the call site to go by. */
-static KLUA_NORETURN void bad_self(lua_State *L) {
-    const char *got = luaL_typename(L, 1);
-    if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
-    const char *name = "?";
-    lua_Debug ar;
-    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "f", &ar)) {
-        int fn = lua_gettop(L);
-        luaL_getmetatable(L, KLUA_QUERY);
-        lua_getfield(L, -1, "__index"); /* the class's own methods table (klua_createmeta) */
-        if (lua_istable(L, -1)) {
-            lua_pushnil(L);
-            while (lua_next(L, -2)) {
-                if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fn)) {
-                    name = lua_tostring(L, -2);
-                    break;
-                }
-                lua_pop(L, 1);
-            }
-        }
-    }
-    klua_argerror(L, 1, lua_pushfstring(L, "query:%s", name), "%s expected, got %s", KLUA_QUERY, got);
-}
-
 klua_query *klua_query_check(lua_State *L, int idx) {
-    klua_query *kq = luaL_testudata(L, idx, KLUA_QUERY);
-    if (!kq && idx == 1) bad_self(L);
+    klua_query *kq = idx == 1 ? klua_check_self(L, KLUA_QUERY, "query") : luaL_testudata(L, idx, KLUA_QUERY);
     if (!kq) luaL_typeerror(L, idx, KLUA_QUERY);
     if (!kq->query || kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world");
     return kq;

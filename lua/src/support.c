@@ -194,12 +194,29 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_worl
 
 /* Raises "calling 'class:method' on bad self (tname expected, got ...)", the method named as the
  * caller called it. */
+/* The running method's name: its key in the method table of class tname (the metatable's
+ * __index), since a call through t[m] or a local copy has no name at the call site to go by
+ * (`local f = w.despawn; f(5)` named it 'f'); else the call site's name, else "?". Leaves
+ * what it pushed on the stack (an error is raised next). */
+static const char *method_name(lua_State *L, const char *tname) {
+    lua_Debug ar;
+    if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "fn", &ar)) return "?";
+    int fn = lua_gettop(L);
+    luaL_getmetatable(L, tname);
+    if (lua_istable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, fn)) return lua_tostring(L, -2);
+            lua_pop(L, 1);
+        }
+    }
+    return ar.name ? ar.name : "?";
+}
+
 static void self_error(lua_State *L, const char *tname, const char *class) {
     const char *got = luaL_typename(L, 1);
     if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
-    lua_Debug ar;
-    const char *name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
-    const char *fname = lua_pushfstring(L, "%s:%s", class, name);
+    const char *fname = lua_pushfstring(L, "%s:%s", class, method_name(L, tname));
     klua_argerror(L, 1, fname, "%s expected, got %s", tname, got);
 }
 

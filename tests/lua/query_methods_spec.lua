@@ -1,5 +1,5 @@
--- query_methods_spec.lua: every Query method names itself in its errors, however it is
--- called (q:m(x), q.m(x), q[m](x), a local copy), so a script's mistake points at the method.
+-- query_methods_spec.lua: every Query and World method names itself in its errors, however
+-- it is called (q:m(x), q.m(x), q[m](x), a local copy), so a mistake points at the method.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
 -- A world with n entities of Position.
@@ -46,6 +46,25 @@ describe("Query methods", function()
             local want = "bad argument #1 to 'query:" .. m .. "' (" .. case[2] .. ")"
             H.raises(function() q[m](q, case[1]) end, want)
             H.raises(function() local f = q[m]; f(q, case[1]) end, want)
+        end
+        assert.is_true(H.not_deferred(w))
+    end)
+end)
+
+describe("World methods", function()
+    it("name themselves on a bad self however they are called: w.m(x), w[m](x), a local copy", function()
+        local w = movers(1)
+        local names = {}
+        for name, fn in pairs(debug.getmetatable(w).__index) do
+            -- the C methods (those written in Lua, e.g. world:inspect, check self their own way)
+            if type(fn) == "function" and debug.getinfo(fn, "S").what == "C" then names[#names + 1] = name end
+        end
+        table.sort(names)
+        assert.is_true(#names > 30, "only " .. #names .. " C methods found")
+        for _, m in ipairs(names) do
+            local want = "calling 'world:" .. m .. "' on bad self (kiln.World expected, got "
+            H.raises(function() w[m](5) end, want .. "number)")
+            H.raises(function() local f = w[m]; f({}) end, want .. "table)")
         end
         assert.is_true(H.not_deferred(w))
     end)
