@@ -69,21 +69,8 @@ static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 /* ---- the library it gets ------------------------------------------------------------------ */
 
-/* math.random and math.randomseed over the mod's own xoshiro256** state, seeded from the
- * manager's seed and the mod's name, so a replay draws the same numbers. */
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t next_random(uint64_t *s) {
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
+/* math.random and math.randomseed over the mod's own kiln_random stream (kiln_persist.h),
+ * seeded from the manager's seed and the mod's name, so a replay draws the same numbers. */
 static uint64_t splitmix(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15u);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
@@ -91,20 +78,10 @@ static uint64_t splitmix(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
-static void seed_random(uint64_t *s, uint64_t seed, const char *name) {
+static void seed_random(kiln_random *r, uint64_t seed, const char *name) {
     uint64_t x = seed;
     for (const char *p = name; *p; p++) x = (x ^ (unsigned char)*p) * 0x100000001b3u;
-    for (int i = 0; i < 4; i++) s[i] = splitmix(&x);
-}
-
-/* An integer in [0, n] without bias (n + 1 may be 2^64). */
-static uint64_t random_upto(uint64_t *s, uint64_t n) {
-    if (n == UINT64_MAX) return next_random(s);
-    uint64_t span = n + 1, limit = UINT64_MAX - UINT64_MAX % span;
-    uint64_t r;
-    do r = next_random(s);
-    while (r >= limit);
-    return r % span;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&x);
 }
 
 /* math.random: inside one of the mod's systems, world:random (the system's stream, forked
@@ -140,13 +117,13 @@ static int m_random(lua_State *L) {
     lua_Integer low, up;
     switch (lua_gettop(L)) {
     case 0:
-        lua_pushnumber(L, (lua_Number)(next_random(mod->random) >> 11) * 0x1.0p-53);
+        lua_pushnumber(L, kiln_random_double(&mod->random));
         return 1;
     case 1:
         low = 1;
         up = luaL_checkinteger(L, 1);
         if (up == 0) { /* math.random(0): all bits */
-            lua_pushinteger(L, (lua_Integer)next_random(mod->random));
+            lua_pushinteger(L, (lua_Integer)kiln_random_next(&mod->random));
             return 1;
         }
         break;
@@ -158,8 +135,7 @@ static int m_random(lua_State *L) {
         return luaL_error(L, "wrong number of arguments");
     }
     luaL_argcheck(L, low <= up, lua_gettop(L), "interval is empty");
-    uint64_t r = random_upto(mod->random, (uint64_t)up - (uint64_t)low);
-    lua_pushinteger(L, (lua_Integer)(r + (uint64_t)low));
+    lua_pushinteger(L, (lua_Integer)kiln_random_range(&mod->random, low, up));
     return 1;
 }
 
@@ -167,7 +143,7 @@ static int m_random(lua_State *L) {
 static int m_randomseed(lua_State *L) {
     klua_mod *mod = mod_of(L);
     lua_Integer n = luaL_checkinteger(L, 1);
-    seed_random(mod->random, (uint64_t)n, mod->name);
+    seed_random(&mod->random, (uint64_t)n, mod->name);
     return 0;
 }
 
@@ -503,7 +479,7 @@ static int build_globals(lua_State *L) {
     lua_pushcfunction(L, m_randomseed);
     lua_setfield(L, -2, "randomseed");
     lua_pop(L, 1);
-    seed_random(mod->random, mods->seed, mod->name);
+    seed_random(&mod->random, mods->seed, mod->name);
     /* kiln: what a mod may use of the module (no worlds of its own, no managers) */
     luaL_requiref(L, "kiln", luaopen_kiln, 0);
     lua_createtable(L, 0, 2);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kiln_persist.h"
 #include "klua.h"
 
 #define KLUA_MODS "kiln.Mods"
@@ -58,7 +59,7 @@ typedef struct klua_mod {
     lua_State *L;              /* the mod's own state; NULL once released */
     klua_world *kw;            /* its view of the world, in L */
     klua_mod_mem mem;
-    uint64_t random[4];        /* math.random's state */
+    kiln_random random;        /* math.random's state at the mod's top level */
     kiln_component tag;        /* on every entity it spawned */
     kiln_query *spawned;       /* over tag */
     kiln_component declared[KLUA_MOD_MAX_COMPONENTS];

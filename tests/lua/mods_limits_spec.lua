@@ -228,3 +228,50 @@ describe("the manager's paths and names", function()
         assert.are.equal(0, #mods:list())
     end)
 end)
+
+describe("math.random at a mod's top level", function()
+    after_each(M.cleanup)
+
+    local ROLLER = [[
+        local out = {}
+        for _ = 1, 6 do out[#out + 1] = math.random(1, 6) end
+        local f = math.random()
+        assert(f >= 0 and f < 1 and f % 1 ~= 0 or f == 0)
+        out[#out + 1] = string.format("%.17g", f)
+        out[#out + 1] = math.random(0) -- all 64 bits
+        out[#out + 1] = math.mininteger and math.random(math.mininteger, math.maxinteger) or 0 -- (Lua 5.4)
+        out[#out + 1] = math.random(-3, -3)
+        math.randomseed(7)
+        local a = math.random(1, 1000000)
+        math.randomseed(7)
+        out[#out + 1] = a == math.random(1, 1000000) and "reseeded" or "not reseeded"
+        print(table.concat(out, " "))
+        print(select(2, pcall(math.random, 5, 1)))
+        print(select(2, pcall(math.random, 1, 2, 3)))
+    ]]
+
+    local function rolls(seed, name)
+        local dir = M.folder()
+        local _, mods = M.host({seed = seed})
+        M.write(dir, name .. ".lua", ROLLER)
+        assert(mods:load(dir .. "/" .. name .. ".lua"))
+        return mods:log(name)
+    end
+
+    it("draws from the mod's own stream: the same for a seed and a name, in range, refusing empty intervals", function()
+        local a, again = rolls(42, "roller"), rolls(42, "roller")
+        assert.are.same(a, again)
+        assert.are_not.same(a[1], rolls(43, "roller")[1])
+        assert.are_not.same(a[1], rolls(42, "other")[1])
+        local fields = {}
+        for v in a[1]:gmatch("%S+") do fields[#fields + 1] = v end
+        for i = 1, 6 do
+            local d = tonumber(fields[i])
+            assert.is_true(d >= 1 and d <= 6 and d % 1 == 0, a[1])
+        end
+        assert.are.equal("-3", fields[10])
+        assert.are.equal("reseeded", fields[11])
+        assert.matches("interval is empty", a[2], 1, true)
+        assert.matches("wrong number of arguments", a[3], 1, true)
+    end)
+end)
