@@ -313,7 +313,7 @@ bench-jit-build:
 bench-floor: build-bench/bench/tick_floor
 	build-bench/bench/tick_floor
 
-build-bench/bench/tick_floor: bench/tick_floor.c
+build-bench/bench/tick_floor: bench/floor/tick_floor.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra $(BENCH_OPT) -o $@ $<
 

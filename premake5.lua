@@ -196,6 +196,10 @@ project "core_bench"
     includedirs { root .. "/bench" }
     links { "kiln", "m", "pthread", "jansson" }
 
+project "tick_floor" -- the plain-C bound under iter2_mark (no kiln code)
+    kind "ConsoleApp"
+    files { root .. "/bench/floor/tick_floor.c" }
+
 project "mixed_host"
     kind "ConsoleApp"
     files { root .. "/bench/lua/mixed_host.c" }

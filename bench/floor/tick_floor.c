@@ -1,4 +1,4 @@
-/* tick_floor.c: what a per-row change tick costs a plain C loop on this machine, with no kiln
+/* floor/tick_floor.c: what a per-row change tick costs a plain C loop on this machine, with no kiln
  * code: the bound under the iter2_mark case (`make bench-floor`, results on stdout only). */
 #include <immintrin.h>
 #include <stdint.h>
