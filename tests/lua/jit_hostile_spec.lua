@@ -739,8 +739,10 @@ describe("FFI loops after a script replaced the string library", function()
         assert(ok, err)
         assert.are.equal(1, results.rows)
         assert.are.same({a = 4, b = 13}, w:get(e, "Tampered"))
-        assert.matches("query:each_ffi: Unmapped cannot be mapped to an FFI type: field '__kiln_odd'", results.unmapped, 1, true)
-        assert.is_nil(results.unmapped:find("replaced", 1, true), results.unmapped)
+        if H.luajit then -- Lua 5.4's q:each_ffi is q:each, with table views
+            assert.matches("query:each_ffi: Unmapped cannot be mapped to an FFI type: field '__kiln_odd'",
+                           results.unmapped, 1, true)
+        end
         assert.matches("attempt to use a query of a closed world", results.closed, 1, true)
         assert.is_nil(results.closed:find("lua/kiln/", 1, true), results.closed)
         assert.matches("Tampered has no field 'zz'", results.field, 1, true)
