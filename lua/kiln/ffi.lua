@@ -299,7 +299,7 @@ end
 -- it, end_rows) and it is the step that loop was begun with (S.step): a step kept from an
 -- earlier loop, or a coroutine resumed inside a newer one, finds no more rows, and never
 -- hands out a newer loop's rows with its own view types (mutable where that loop's are
--- const). S.r (R) is the rows of S's loop (ROWS, filled by next_chunk a chunk at a time).
+-- const). S.r is the rows of S's loop (ROWS, filled by next_chunk a chunk at a time).
 -- One prototype per shape; a closure of it per query state and set of view types (P<t>,
 -- upvalues the traces take as constants). Per row: the row counter, a tick stored for each
 -- term the loop stamps (r.ticks[t] not NULL), and the entity (a load LuaJIT keeps even when
@@ -309,7 +309,7 @@ end
 local function step_source(kinds, debug, bare)
   local b, types = {}, {}
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
-  b[1] = format("local S, R, next_chunk, cast, tonumber, wrap%s = ...\nlocal function row(r, i)\n  local tick = S.tick\n",
+  b[1] = format("local S, next_chunk, cast, tonumber, wrap%s = ...\nlocal function row(r, i)\n  local tick = S.tick\n",
                 #types > 0 and ", " .. concat(types, ", ") or "")
   for t, k in ipairs(kinds) do
     if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
@@ -326,10 +326,14 @@ local function step_source(kinds, debug, bare)
   end
   b[#b + 1] = "  return " .. concat(results, ", ") .. "\nend\n"
   -- a chunk's first row: no row value is live across next_chunk (compiled code would box it)
-  b[#b + 1] = "local function first(r)\n  if not next_chunk(S.q, S.rows) then S.n = 0 return nil end\n"
+  -- (loop is handed to first so that it stays live in the step's frame: dead there, the exit
+  -- snapshots of compiled code refer to the last row's views instead, which keeps their
+  -- pointers alive across rows, a few register moves per row)
+  b[#b + 1] = "local function first(r, loop)\n  if loop ~= S.loop then return nil end\n"
+  b[#b + 1] = "  if not next_chunk(S.q, S.rows) then S.n = 0 return nil end\n"
   b[#b + 1] = "  S.n, S.tick = r.n, r.tick\n  r.i = 0\n  return row(r, 0)\nend\n"
   b[#b + 1] = "local function step(loop)\n  if loop ~= S.loop or S.step ~= step then return nil end\n"
-  b[#b + 1] = "  local r = R\n  local i = r.i + 1\n  if i >= S.n then return first(r) end\n"
+  b[#b + 1] = "  local r = S.r\n  local i = r.i + 1\n  if i >= S.n then return first(r, loop) end\n"
   b[#b + 1] = "  r.i = i\n  return row(r, i)\nend\nreturn step\n"
   return concat(b)
 end
@@ -406,7 +410,7 @@ local function step_of(s, debug, bare)
   for t, kind in ipairs(s.kinds) do
     if kind ~= "t" then types[#types + 1] = s.ptr_types[t] end
   end
-  step = compiled(step_source(s.kinds, debug, bare), s, s.r, next_chunk, cast, tonumber, wrap, unpack(types))
+  step = compiled(step_source(s.kinds, debug, bare), s, next_chunk, cast, tonumber, wrap, unpack(types))
   cache[slot] = step
   return step
 end
