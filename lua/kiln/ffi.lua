@@ -292,25 +292,83 @@ local function struct_of(term, strict)
   return ct
 end
 
+-- Loop numbers, which the generic for passes the step as its state (a number: no garbage):
+-- slot + count * SLOTS_N. Each query state holds a slot (SLOTS[slot] is the state, weak: a
+-- state is still collected, and its slot freed for the next state made); count is the
+-- slot's loops begun, never reused, also by a later state of the slot (COUNTS[slot] is kept),
+-- so a number never names two loops. A slot that has had MAX_COUNT loops (the numbers stay
+-- below 2^53, exact as doubles) is given up: its state takes another. One set per Lua state.
+local SLOTS_N, MAX_COUNT = 2 ^ 20, 2 ^ 33 - 1
+shared.slots = shared.slots or {
+  states = setmetatable({}, {__mode = "v"}), counts = {}, free = {}, top = 0, -- slot 0 unused
+}
+local slots = shared.slots
+local SLOTS, COUNTS, FREE = slots.states, slots.counts, slots.free
+
+-- A free slot for the state s (SLOTS[slot] = s), or nil when all are taken.
+local function take_slot(s)
+  while #FREE > 0 do
+    local slot = FREE[#FREE]
+    FREE[#FREE] = nil
+    if SLOTS[slot] == nil and COUNTS[slot] < MAX_COUNT then
+      SLOTS[slot] = s
+      return slot
+    end
+  end
+  if slots.top >= SLOTS_N - 1 then return nil end
+  slots.top = slots.top + 1
+  COUNTS[slots.top], SLOTS[slots.top] = 0, s
+  return slots.top
+end
+
+-- Gives the new state s its slot: s.slot is a box whose [1] is the slot (false while it has
+-- none), which a finalizer frees when s is collected (it holds the box, not s).
+local function hold_slot(s)
+  local box = {false}
+  s.slot = box
+  s.slot_guard = ffi.gc(ffi.new("uint8_t[1]"), function()
+    if box[1] then FREE[#FREE + 1] = box[1] end
+  end)
+  box[1] = take_slot(s) or false
+end
+
+-- The number of the loop s begins now (its slot's next count), or nil when s has no slot and
+-- none is free (its loops then run the table path).
+local function next_loop(s)
+  local box = s.slot
+  local slot = box[1]
+  if not slot or COUNTS[slot] >= MAX_COUNT then
+    if slot then SLOTS[slot] = nil end -- given up: never freed again
+    slot = take_slot(s)
+    box[1] = slot or false
+    if not slot then return nil end
+  end
+  local count = COUNTS[slot] + 1
+  COUNTS[slot] = count
+  return slot + count * SLOTS_N
+end
+
 -- The step of a loop, kinds[t] "d" (a data with-term), "o" (an optional data term) or "t" (a
--- tag with-term). Each loop has its own state: the number the generic for passes the step
--- (its for-state, begin's loop number, which makes no garbage). The step hands out rows only
--- while that number is the query state S's current loop (S.loop, 0 once it ended: C empties
--- it, end_rows) and it is the step that loop was begun with (S.step): a step kept from an
--- earlier loop, or a coroutine resumed inside a newer one, finds no more rows, and never
--- hands out a newer loop's rows with its own view types (mutable where that loop's are
--- const). S.r is the rows of S's loop (ROWS, filled by next_chunk a chunk at a time).
--- One prototype per shape; a closure of it per query state and set of view types (P<t>,
--- upvalues the traces take as constants). Per row: the row counter, a tick stored for each
--- term the loop stamps (r.ticks[t] not NULL), and the entity (a load LuaJIT keeps even when
--- the loop ignores it: it is the for's control value), or with bare (a loop that never reads
--- it, loop_sites.lua) true in its place. In the debug form each view goes through
--- wrap(S, t, pointer).
+-- tag with-term). Each loop has its own state: its loop number, the generic for's state. The
+-- step finds the query state S by the number's slot and hands out rows only while the number
+-- is S's current loop (S.loop, 0 once it ended: C empties it, end_rows) and the step is the
+-- one that loop was begun with (S.step): a step kept from an earlier loop, or a coroutine
+-- resumed inside a newer one, finds no more rows, and never hands out a newer loop's rows
+-- with its own view types (mutable where that loop's are const). S.r is the rows of S's loop
+-- (ROWS, filled by next_chunk a chunk at a time). One step per shape, kind (plain, bare,
+-- debug) and set of view types, shared by every query state of them: LuaJIT then compiles a
+-- loop for the one closure, its upvalues (the view types P<t>) constants, whichever query it
+-- runs, and finds S, S.loop and S.step once per trace, not per row. Each step is loaded on
+-- its own (a prototype of its own: a prototype with several closures is compiled for none
+-- of them). Per row: the row counter, a tick stored for each term the loop stamps
+-- (r.ticks[t] not NULL), and the entity (a load LuaJIT keeps even when the loop ignores it:
+-- it is the for's control value), or with bare (a loop that never reads it, loop_sites.lua)
+-- true in its place. In the debug form each view goes through wrap(S, t, pointer).
 local function step_source(kinds, debug, bare)
   local b, types = {}, {}
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
-  b[1] = format("local S, next_chunk, cast, tonumber, wrap%s = ...\nlocal function row(r, i)\n  local tick = S.tick\n",
-                #types > 0 and ", " .. concat(types, ", ") or "")
+  b[1] = format("local SLOTS, SLOTS_N, type, next_chunk, cast, tonumber, wrap%s = ...\n" ..
+                "local function row(S, r, i)\n  local tick = S.tick\n", #types > 0 and ", " .. concat(types, ", ") or "")
   for t, k in ipairs(kinds) do
     if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
   end
@@ -329,14 +387,17 @@ local function step_source(kinds, debug, bare)
   -- (loop is handed to first so that it stays live in the step's frame: dead there, the exit
   -- snapshots of compiled code refer to the last row's views instead, which keeps their
   -- pointers alive across rows, a few register moves per row)
-  b[#b + 1] = "local function first(r, loop)\n  if loop ~= S.loop then return nil end\n"
+  b[#b + 1] = "local function first(S, r, loop)\n  if loop ~= S.loop then return nil end\n"
   b[#b + 1] = "  if not next_chunk(S.q, S.rows) then S.n = 0 return nil end\n"
-  b[#b + 1] = "  S.n, S.tick = r.n, r.tick\n  r.i = 0\n  return row(r, 0)\nend\n"
-  b[#b + 1] = "local function step(loop)\n  if loop ~= S.loop or S.step ~= step then return nil end\n"
-  b[#b + 1] = "  local r = S.r\n  local i = r.i + 1\n  if i >= S.n then return first(r, loop) end\n"
-  b[#b + 1] = "  r.i = i\n  return row(r, i)\nend\nreturn step\n"
+  b[#b + 1] = "  S.n, S.tick = r.n, r.tick\n  r.i = 0\n  return row(S, r, 0)\nend\n"
+  b[#b + 1] = "local function step(loop)\n  if type(loop) ~= \"number\" then return nil end\n"
+  b[#b + 1] = "  local S = SLOTS[loop % SLOTS_N]\n  if not S or S.loop ~= loop or S.step ~= step then return nil end\n"
+  b[#b + 1] = "  local r = S.r\n  local i = r.i + 1\n  if i >= S.n then return first(S, r, loop) end\n"
+  b[#b + 1] = "  r.i = i\n  return row(S, r, i)\nend\nreturn step\n"
   return concat(b)
 end
+
+local steps = setmetatable({}, {__mode = "v"}) -- shape, kind and view types -> the step
 
 -- Debug views: a table per row that checks, on every use, that its loop still runs.
 local PTR, LOOP, TERM = {}, {}, {}
@@ -366,19 +427,20 @@ local debug_meta = {
 
 -- A debug view of term t of the row at pointer ptr, for the loop of state s running now.
 local function wrap(s, t, ptr)
-  return setmetatable({[PTR] = ptr, [LOOP] = s.loop, [TERM] = s.terms[t]}, debug_meta)
+  return setmetatable({[PTR] = ptr, [LOOP] = s.gen, [TERM] = s.terms[t]}, debug_meta)
 end
 
 -- The state of q's FFI loops, or nil and why its terms cannot be mapped (strict: as q:each
 -- requires, see SAME_AS_TABLE). Kept with the query (views.state) as {full, strict}. Its
--- loop, n, tick and step are those of its loop running now (set when it begins; loop and n
--- 0 once it ended): keys that exist from the start, which C sets without allocating.
+-- loop, gen, n, tick and step are those of its loop running now (set when it begins: loop
+-- its number, gen C's number of it, views.alive's; loop and n 0 once it ended): keys that
+-- exist from the start, which C sets without allocating.
 local function make_state(q, strict)
   local terms = views.terms(q)
   local rows, address = views.rows()
   local s = {kinds = {}, ptr_types = {}, const_types = {}, mutable_types = {}, names = {}, canwrite = {}, check = {},
              writable = {}, it = cast(ITER, views.iter(q)), rows = rows, r = cast(ROWS, address), q = q, terms = {},
-             step_for = {}, bare_step_for = {}, loop = 0, n = 0, tick = 0, step = false, mask = 0}
+             step_for = {}, bare_step_for = {}, loop = 0, gen = 0, n = 0, tick = 0, step = false, mask = 0}
   for t, term in ipairs(terms) do
     s.names[t] = term.name
     if term.kind == "tag" then
@@ -395,23 +457,34 @@ local function make_state(q, strict)
     end
     s.terms[t] = {name = term.name, t = t, s = s, q = q}
   end
+  hold_slot(s)
   return s
 end
 
 -- The step of s for its current view types (choose_types, which sets s.mask), plain, bare (no
--- entity) or debug: made once per state and kind, so beginning a loop makes no garbage.
+-- entity) or debug: the shared one (steps), found once per state and kind and then cached in
+-- s by mask, so beginning a loop makes no garbage.
 local function step_of(s, debug, bare)
   bare = bare and not debug
   local cache = bare and s.bare_step_for or s.step_for
-  local slot = debug and -1 - s.mask or s.mask
-  local step = cache[slot]
+  local mask = debug and -1 - s.mask or s.mask
+  local step = cache[mask]
   if step then return step end
-  local types = {}
+  local key, types = {debug and "debug" or bare and "bare" or "plain", concat(s.kinds)}, {}
   for t, kind in ipairs(s.kinds) do
-    if kind ~= "t" then types[#types + 1] = s.ptr_types[t] end
+    if kind ~= "t" then
+      types[#types + 1] = s.ptr_types[t]
+      key[#key + 1] = tostring(tonumber(s.ptr_types[t]))
+    end
   end
-  step = compiled(step_source(s.kinds, debug, bare), s, next_chunk, cast, tonumber, wrap, unpack(types))
-  cache[slot] = step
+  key = concat(key, ":")
+  step = steps[key]
+  if not step then
+    step = assert(load(step_source(s.kinds, debug, bare), "=lua/kiln/ffi.lua(step)"))(SLOTS, SLOTS_N, type,
+      next_chunk, cast, tonumber, wrap, unpack(types))
+    steps[key] = step
+  end
+  cache[mask] = step
   return step
 end
 
@@ -468,14 +541,16 @@ end
 local function start(q, s, level, fname, stamp, site)
   -- s: the state C empties when the loop ends; its first chunk comes in s.rows (with stamp,
   -- its rows stamped changed at once)
-  local loop, system, n, func, line, callee = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
+  local loop = next_loop(s)
   if not loop then return nil end
+  local gen, system, n, func, line, callee = begin(q, s, s.writable, level + 1, fname, s.rows, stamp, site)
+  if not gen then return nil end
   shared.running_system = system
   choose_types(s, s.writable)
   local unread = layer.entity_unread
   local step = step_of(s, kiln.ffi_debug and true or false, func and unread and unread(func, line, callee))
   -- a loop that found no rows has ended already (inside begin): its step hands out none
-  s.n, s.tick, s.step, s.loop = n, s.r.tick, step, n > 0 and loop or 0
+  s.n, s.tick, s.step, s.gen, s.loop = n, s.r.tick, step, gen, n > 0 and loop or 0
   return step, loop
 end
 

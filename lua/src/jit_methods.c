@@ -27,8 +27,9 @@ static int frame_slot(lua_State *L, int level) {
     return lua_getstack(L, level, &ar) ? FRAME_SLOT(ar) : -1;
 }
 
-/* Whether local i of the frame ar is a live "(for generator)" holding the step function; for
- * an FFI loop (ffi.lua) followed by its "(for state)" holding the loop's number. */
+/* Whether local i of the frame ar is a live "(for generator)" holding the step function (at
+ * step_idx); for an FFI loop (ffi.lua) followed by its "(for state)" holding the loop's
+ * number (at step_idx + 1: ffi.lua's, which its steps are shared by the queries of a shape). */
 static bool is_generator(lua_State *L, lua_Debug *ar, int i, int step_idx, const klua_query *kq) {
     const char *name = lua_getlocal(L, ar, i);
     if (!name) return false;
@@ -37,14 +38,13 @@ static bool is_generator(lua_State *L, lua_Debug *ar, int i, int step_idx, const
     if (!found || !kq->ffi_loop) return found;
     name = lua_getlocal(L, ar, i + 1);
     if (!name) return false;
-    found = strcmp(name, "(for state)") == 0 && lua_type(L, -1) == LUA_TNUMBER &&
-            lua_tonumber(L, -1) == (lua_Number)kq->ffi_gen;
+    found = strcmp(name, "(for state)") == 0 && lua_type(L, -1) == LUA_TNUMBER && lua_rawequal(L, -1, step_idx + 1);
     lua_pop(L, 1);
     return found;
 }
 
-/* Whether the loop of kq (begun on L, its step function at step_idx) still runs. Without
- * debug information to tell, it is taken to run. */
+/* Whether the loop of kq (begun on L, its step function at step_idx, an FFI loop's number
+ * above it) still runs. Without debug information to tell, it is taken to run. */
 static bool loop_runs(lua_State *L, klua_query *kq, int step_idx) {
     if (kq->jit_height < 0) return true; /* q:bulk's, inside the call that runs it */
     lua_Debug ar;
@@ -90,14 +90,19 @@ static void settle_query(lua_State *L, klua_query *kq, int q_idx) {
     bool mine = lua_tothread(L, -1) == L;
     lua_pop(L, 4);
     if (!mine) return; /* another thread's loop: world:progress ends it once it is stuck */
-    /* the step the loop was begun with: q:each's, or for an FFI loop its state's (ffi.lua) */
+    /* the step the loop was begun with: q:each's, or for an FFI loop its state's (ffi.lua),
+     * and that loop's number */
     if (lua_getiuservalue(L, q_idx, kq->ffi_loop ? KLUA_QUERY_UV_FFI : KLUA_QUERY_UV_EACH) == LUA_TTABLE) {
         lua_pushliteral(L, "step");
         lua_rawget(L, -2);
-        lua_remove(L, -2);
+        lua_pushliteral(L, "loop");
+        lua_rawget(L, -3);
+        lua_remove(L, -3);
+    } else {
+        lua_pushnil(L);
     }
-    bool runs = loop_runs(L, kq, lua_gettop(L));
-    lua_pop(L, 1);
+    bool runs = loop_runs(L, kq, lua_gettop(L) - 1);
+    lua_pop(L, 2);
     if (!runs) close_left_loop(L, q_idx);
 }
 

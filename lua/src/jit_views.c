@@ -131,7 +131,8 @@ static int check_query(lua_State *L) {
  * as the query's running loop (end_rows empties it when the loop ends), in the frame level
  * levels up (errors name fname, default query:each_ffi). Returns false (nothing begun) where
  * the table path must run instead: a mod's world (sandboxed) or an armed instruction
- * budget. Else returns the loop's number (never 0) and the running system's name
+ * budget. Else returns the loop's number here (never 0: views.alive's; the generic for's
+ * state is ffi.lua's own number of the loop) and the running system's name
  * (or nil), (and with a row state, views.rows, the first chunk's row count, 0 for none, the
  * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame,
  * its current line and how many slots above that frame's the frame it called lies (LuaJIT's
@@ -163,7 +164,7 @@ static int views_begin(lua_State *L) {
     klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
     kq->ffi_end_rows = end_rows;
-    if (++kq->ffi_gen == 0) kq->ffi_gen = 1; /* 0: no loop (ffi.lua's state of an ended one) */
+    if (++kq->ffi_gen == 0) kq->ffi_gen = 1; /* 0: no loop (views.alive) */
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
     lua_Debug ar;
