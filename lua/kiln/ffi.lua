@@ -310,14 +310,14 @@ local function take_slot(s)
   while #FREE > 0 do
     local slot = FREE[#FREE]
     FREE[#FREE] = nil
-    if SLOTS[slot] == nil and COUNTS[slot] < MAX_COUNT then
-      SLOTS[slot] = s
+    if SLOTS[-slot] == nil and COUNTS[slot] < MAX_COUNT then
+      SLOTS[-slot] = s
       return slot
     end
   end
   if slots.top >= SLOTS_N - 1 then return nil end
   slots.top = slots.top + 1
-  COUNTS[slots.top], SLOTS[slots.top] = 0, s
+  COUNTS[slots.top], SLOTS[-slots.top] = 0, s
   return slots.top
 end
 
@@ -338,7 +338,7 @@ local function next_loop(s)
   local box = s.slot
   local slot = box[1]
   if not slot or COUNTS[slot] >= MAX_COUNT then
-    if slot then SLOTS[slot] = nil end -- given up: never freed again
+    if slot then SLOTS[-slot] = nil end -- given up: never freed again
     slot = take_slot(s)
     box[1] = slot or false
     if not slot then return nil end
@@ -391,7 +391,7 @@ local function step_source(kinds, debug, bare)
   b[#b + 1] = "  if not next_chunk(S.q, S.rows) then S.n = 0 return nil end\n"
   b[#b + 1] = "  S.n, S.tick = r.n, r.tick\n  r.i = 0\n  return row(S, r, 0)\nend\n"
   b[#b + 1] = "local function step(loop)\n  if type(loop) ~= \"number\" then return nil end\n"
-  b[#b + 1] = "  local S = SLOTS[loop % SLOTS_N]\n  if not S or S.loop ~= loop or S.step ~= step then return nil end\n"
+  b[#b + 1] = "  local S = SLOTS[-(loop % SLOTS_N)]\n  if not S or S.loop ~= loop or S.step ~= step then return nil end\n"
   b[#b + 1] = "  local r = S.r\n  local i = r.i + 1\n  if i >= S.n then return first(S, r, loop) end\n"
   b[#b + 1] = "  r.i = i\n  return row(S, r, i)\nend\nreturn step\n"
   return concat(b)
