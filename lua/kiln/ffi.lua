@@ -293,11 +293,14 @@ local function struct_of(term, strict)
 end
 
 -- Loop numbers, which the generic for passes the step as its state (a number: no garbage):
--- slot + count * SLOTS_N. Each query state holds a slot (SLOTS[slot] is the state, weak: a
--- state is still collected, and its slot freed for the next state made); count is the
--- slot's loops begun, never reused, also by a later state of the slot (COUNTS[slot] is kept),
--- so a number never names two loops. A slot that has had MAX_COUNT loops (the numbers stay
--- below 2^53, exact as doubles) is given up: its state takes another. One set per Lua state.
+-- slot + count * SLOTS_N. Each query state holds a slot (SLOTS[-slot] is the state, weak: a
+-- state is still collected, and a finalizer frees its slot for the next state made); count
+-- is the slot's loops begun, never reused, also by a later state of the slot (COUNTS[slot] is
+-- kept), so a number never names two loops. A slot that has had MAX_COUNT loops (the numbers
+-- stay below 2^53, exact as doubles) is given up: its state takes another. SLOTS's keys are
+-- negative so that it has no array part: the step's lookup is then a hash load, which a loop
+-- body's array stores cannot invalidate, so compiled loops make it once, not per row. One set
+-- per Lua state.
 local SLOTS_N, MAX_COUNT = 2 ^ 20, 2 ^ 33 - 1
 shared.slots = shared.slots or {
   states = setmetatable({}, {__mode = "v"}), counts = {}, free = {}, top = 0, -- slot 0 unused
@@ -305,7 +308,7 @@ shared.slots = shared.slots or {
 local slots = shared.slots
 local SLOTS, COUNTS, FREE = slots.states, slots.counts, slots.free
 
--- A free slot for the state s (SLOTS[slot] = s), or nil when all are taken.
+-- A free slot for the state s (SLOTS[-slot] = s), or nil when all are taken.
 local function take_slot(s)
   while #FREE > 0 do
     local slot = FREE[#FREE]
