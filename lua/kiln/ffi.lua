@@ -358,15 +358,16 @@ end
 -- one that loop was begun with (S.step): a step kept from an earlier loop, or a coroutine
 -- resumed inside a newer one, finds no more rows, and never hands out a newer loop's rows
 -- with its own view types (mutable where that loop's are const). S.r is the rows of S's loop
--- (ROWS, filled by next_chunk a chunk at a time). One step per shape, kind (plain, bare,
--- debug) and set of view types, shared by every query state of them: LuaJIT then compiles a
--- loop for the one closure, its upvalues (the view types P<t>) constants, whichever query it
--- runs, and finds S, S.loop and S.step once per trace, not per row. Each step is loaded on
--- its own (a prototype of its own: a prototype with several closures is compiled for none
--- of them). Per row: the row counter, a tick stored for each term the loop stamps
--- (r.ticks[t] not NULL), and the entity (a load LuaJIT keeps even when the loop ignores it:
--- it is the for's control value), or with bare (a loop that never reads it, loop_sites.lua)
--- true in its place. In the debug form each view goes through wrap(S, t, pointer).
+-- (ROWS, filled by next_chunk a chunk at a time). One prototype per shape and kind (plain,
+-- bare, debug); one closure of it per set of view types (P<t>, upvalues the traces take as
+-- constants), shared by every query state of them: a loop that runs several queries of one
+-- shape and access meets one step, which its trace is specialized to (a step per query state
+-- made such a loop meet one closure per query: 25x slower with four queries), and it finds
+-- S, S.loop and S.step once per trace, not per row. Per row: the row counter, a tick stored
+-- for each term the loop stamps (r.ticks[t] not NULL), and the entity (a load LuaJIT keeps
+-- even when the loop ignores it: it is the for's control value), or with bare (a loop that
+-- never reads it, loop_sites.lua) true in its place. In the debug form each view goes
+-- through wrap(S, t, pointer).
 local function step_source(kinds, debug, bare)
   local b, types = {}, {}
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
@@ -483,8 +484,8 @@ local function step_of(s, debug, bare)
   key = concat(key, ":")
   step = steps[key]
   if not step then
-    step = assert(load(step_source(s.kinds, debug, bare), "=lua/kiln/ffi.lua(step)"))(SLOTS, SLOTS_N, type,
-      next_chunk, cast, tonumber, wrap, unpack(types))
+    step = compiled(step_source(s.kinds, debug, bare), SLOTS, SLOTS_N, type, next_chunk, cast, tonumber, wrap,
+      unpack(types))
     steps[key] = step
   end
   cache[mask] = step
