@@ -372,7 +372,8 @@ local function step_source(kinds, debug, bare)
   local b, types = {}, {}
   for t, k in ipairs(kinds) do if k ~= "t" then types[#types + 1] = "P" .. t end end
   b[1] = format("local SLOTS, SLOTS_N, type, next_chunk, cast, tonumber, wrap%s = ...\n" ..
-                "local function row(S, r, i)\n  local tick = S.tick\n", #types > 0 and ", " .. concat(types, ", ") or "")
+                "local function row(S, r, i)\n  local tick = S.tick\n",
+                #types > 0 and ", " .. concat(types, ", ") or "")
   for t, k in ipairs(kinds) do
     if k ~= "t" then b[#b + 1] = format("  local T%d = r.ticks[%d]\n  if T%d ~= nil then T%d[i] = tick end\n", t, t - 1, t, t) end
   end
@@ -395,7 +396,8 @@ local function step_source(kinds, debug, bare)
   b[#b + 1] = "  if not next_chunk(S.q, S.rows) then S.n = 0 return nil end\n"
   b[#b + 1] = "  S.n, S.tick = r.n, r.tick\n  r.i = 0\n  return row(S, r, 0)\nend\n"
   b[#b + 1] = "local function step(loop)\n  if type(loop) ~= \"number\" then return nil end\n"
-  b[#b + 1] = "  local S = SLOTS[-(loop % SLOTS_N)]\n  if not S or S.loop ~= loop or S.step ~= step then return nil end\n"
+  b[#b + 1] = "  local S = SLOTS[-(loop % SLOTS_N)]\n"
+  b[#b + 1] = "  if not S or S.loop ~= loop or S.step ~= step then return nil end\n"
   b[#b + 1] = "  local r = S.r\n  local i = r.i + 1\n  if i >= S.n then return first(S, r, loop) end\n"
   b[#b + 1] = "  r.i = i\n  return row(S, r, i)\nend\nreturn step\n"
   return concat(b)
