@@ -29,7 +29,8 @@ static int frame_slot(lua_State *L, int level) {
 
 /* Whether local i of the frame ar is a live "(for generator)" holding the step function (at
  * step_idx); for an FFI loop (ffi.lua) followed by its "(for state)" holding the loop's
- * number (at step_idx + 1: ffi.lua's, which its steps are shared by the queries of a shape). */
+ * number (at step_idx + 1): an FFI step is shared by the queries of a shape, the number tells
+ * their loops apart. */
 static bool is_generator(lua_State *L, lua_Debug *ar, int i, int step_idx, const klua_query *kq) {
     const char *name = lua_getlocal(L, ar, i);
     if (!name) return false;
