@@ -27,19 +27,25 @@ static int frame_slot(lua_State *L, int level) {
     return lua_getstack(L, level, &ar) ? FRAME_SLOT(ar) : -1;
 }
 
-/* Whether local i of the frame ar is a live "(for generator)" holding the step function, or
- * for an FFI loop (jit_views.c: its step is shared by the queries of a shape) a live
- * "(for state)" holding the query's loop state. */
-static bool is_generator(lua_State *L, lua_Debug *ar, int i, int step_idx, bool ffi) {
+/* Whether local i of the frame ar is a live "(for generator)" holding the step function (at
+ * step_idx); for an FFI loop (ffi.lua) followed by its "(for state)" holding the loop's
+ * number (at step_idx + 1): an FFI step is shared by the queries of a shape, the number tells
+ * their loops apart. */
+static bool is_generator(lua_State *L, lua_Debug *ar, int i, int step_idx, const klua_query *kq) {
     const char *name = lua_getlocal(L, ar, i);
     if (!name) return false;
-    bool found = strcmp(name, ffi ? "(for state)" : "(for generator)") == 0 && lua_rawequal(L, -1, step_idx);
+    bool found = strcmp(name, "(for generator)") == 0 && lua_rawequal(L, -1, step_idx);
+    lua_pop(L, 1);
+    if (!found || !kq->ffi_loop) return found;
+    name = lua_getlocal(L, ar, i + 1);
+    if (!name) return false;
+    found = strcmp(name, "(for state)") == 0 && lua_type(L, -1) == LUA_TNUMBER && lua_rawequal(L, -1, step_idx + 1);
     lua_pop(L, 1);
     return found;
 }
 
-/* Whether the loop of kq (begun on L, its step function at step_idx) still runs. Without
- * debug information to tell, it is taken to run. */
+/* Whether the loop of kq (begun on L, its step function at step_idx, an FFI loop's number
+ * above it) still runs. Without debug information to tell, it is taken to run. */
 static bool loop_runs(lua_State *L, klua_query *kq, int step_idx) {
     if (kq->jit_height < 0) return true; /* q:bulk's, inside the call that runs it */
     lua_Debug ar;
@@ -48,13 +54,13 @@ static bool loop_runs(lua_State *L, klua_query *kq, int step_idx) {
         if (FRAME_SLOT(ar) == kq->jit_height) break;
     }
     /* where the generator was found last time: lua_getlocal reads the names from the start */
-    if (kq->jit_local > 0 && is_generator(L, &ar, kq->jit_local, step_idx, kq->ffi_loop)) return true;
+    if (kq->jit_local > 0 && is_generator(L, &ar, kq->jit_local, step_idx, kq)) return true;
     if (!lua_getinfo(L, "l", &ar)) return true;
     if (ar.currentline < 0) /* a C function, or a stripped chunk: then it cannot tell */
         return lua_getinfo(L, "S", &ar) && strcmp(ar.what, "C") != 0;
     for (int i = 1; lua_getlocal(L, &ar, i) != NULL; i++) {
         lua_pop(L, 1);
-        if (i != kq->jit_local && is_generator(L, &ar, i, step_idx, kq->ffi_loop)) {
+        if (i != kq->jit_local && is_generator(L, &ar, i, step_idx, kq)) {
             kq->jit_local = i;
             return true;
         }
@@ -85,9 +91,19 @@ static void settle_query(lua_State *L, klua_query *kq, int q_idx) {
     bool mine = lua_tothread(L, -1) == L;
     lua_pop(L, 4);
     if (!mine) return; /* another thread's loop: world:progress ends it once it is stuck */
-    lua_getiuservalue(L, q_idx, kq->ffi_loop ? KLUA_QUERY_UV_FFI : KLUA_QUERY_UV_EACH);
-    bool runs = loop_runs(L, kq, lua_gettop(L));
-    lua_pop(L, 1);
+    /* the step the loop was begun with: q:each's, or for an FFI loop its state's (ffi.lua),
+     * and that loop's number */
+    if (lua_getiuservalue(L, q_idx, kq->ffi_loop ? KLUA_QUERY_UV_FFI : KLUA_QUERY_UV_EACH) == LUA_TTABLE) {
+        lua_pushliteral(L, "step");
+        lua_rawget(L, -2);
+        lua_pushliteral(L, "loop");
+        lua_rawget(L, -3);
+        lua_remove(L, -3);
+    } else {
+        lua_pushnil(L);
+    }
+    bool runs = loop_runs(L, kq, lua_gettop(L) - 1);
+    lua_pop(L, 2);
     if (!runs) close_left_loop(L, q_idx);
 }
 

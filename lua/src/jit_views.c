@@ -120,11 +120,19 @@ static bool views_may_run(lua_State *L, const klua_world *kw) {
     return !kw->mod && kw->budget_limit == 0 && kw->instructions == 0 && klua_budget_left(L) < 0;
 }
 
+/* Raises klua_query_check's error for the Query at 1 (its world closed). */
+static int check_query(lua_State *L) {
+    klua_query_check(L, 1);
+    return 0;
+}
+
 /* views.begin(q, state, writable[, level[, fname[, rows[, stamp[, site]]]]]): starts the FFI
- * loop whose generic-for state is the table state (nil: q:bulk_ffi's, which runs inside one
- * call), in the frame level levels up (errors name fname, default query:each_ffi). Returns
- * false (nothing begun) where the table path must run instead: a mod's world (sandboxed) or
- * an armed instruction budget. Else returns the loop's number and the running system's name
+ * loop of ffi.lua's query state state (nil: q:bulk_ffi's, which runs inside one call), kept
+ * as the query's running loop (end_rows empties it when the loop ends), in the frame level
+ * levels up (errors name fname, default query:each_ffi). Returns false (nothing begun) where
+ * the table path must run instead: a mod's world (sandboxed) or an armed instruction
+ * budget. Else returns the loop's number here (never 0: views.alive's; the generic for's
+ * state is ffi.lua's own number of the loop) and the running system's name
  * (or nil), (and with a row state, views.rows, the first chunk's row count, 0 for none, the
  * chunk in rows, its rows stamped now with stamp; and with site, the function of that frame,
  * its current line and how many slots above that frame's the frame it called lies (LuaJIT's
@@ -136,9 +144,12 @@ static int views_begin(lua_State *L) {
     int level = (int)luaL_optinteger(L, 4, 2);
     klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY);
     if (!kq) kq = klua_query_check(L, 1); /* raises */
-    if (!kq->query || kq->kw->closed) {
+    if (!kq->query || kq->kw->closed) { /* klua_query_check's message, at the script's line */
+        lua_pushcfunction(L, check_query);
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 1, 0, 0) == LUA_OK) lua_pushliteral(L, "attempt to use a query of a closed world");
         luaL_where(L, level);
-        lua_pushliteral(L, "attempt to use a query of a closed world");
+        lua_insert(L, -2);
         lua_concat(L, 2);
         return lua_error(L);
     }
@@ -153,7 +164,7 @@ static int views_begin(lua_State *L) {
     klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
     kq->ffi_end_rows = end_rows;
-    kq->ffi_gen++;
+    if (++kq->ffi_gen == 0) kq->ffi_gen = 1; /* 0: no loop (views.alive) */
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
     lua_Debug ar;
@@ -228,11 +239,28 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
     return it->count;
 }
 
+/* Whether the userdata at idx is the rows of the running FFI loop of the Query at 1 (those of
+ * the state begin noted): the rows of another state of the query (q:each's and q:each_ffi's
+ * are two) never take a chunk of its loop. */
+static bool running_rows(lua_State *L, int idx) {
+    bool mine = false;
+    if (lua_getiuservalue(L, 1, KLUA_QUERY_UV_FFI) == LUA_TTABLE) {
+        lua_pushliteral(L, "rows");
+        lua_rawget(L, -2);
+        mine = lua_rawequal(L, -1, idx);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return mine;
+}
+
 /* views.next(q[, stamp]) or views.next(q, rows[, stamp]): next_chunk, with rows a row state
- * (views.rows); returns the chunk's row count, or nothing when the loop ended. */
+ * (views.rows) of the running loop; returns the chunk's row count, or nothing when the loop
+ * ended (or rows are not its). */
 static int views_next(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
+    if (rows && !running_rows(L, 2)) return 0;
     int32_t n = next_chunk(L, kq, rows, lua_toboolean(L, rows ? 3 : 2));
     if (n == 0) return 0;
     lua_pushinteger(L, n);
@@ -268,7 +296,7 @@ static int views_alive(lua_State *L) {
     return 1;
 }
 
-/* views.state(q[, s]): ffi.lua's state of the query (kept with it), or sets it. */
+/* views.state(q[, s]): ffi.lua's states of the query (kept with it), or sets them. */
 static int views_state(lua_State *L) {
     klua_query_check(L, 1);
     if (lua_gettop(L) >= 2) {
@@ -281,15 +309,18 @@ static int views_state(lua_State *L) {
     return 1;
 }
 
-/* Empties the FFI loop state of the Query at q_idx (klua_query_finish calls it through
- * kq->ffi_end_rows when the loop ends however it ends), so its step, called again, asks for a
- * chunk and finds none. */
+/* Empties the state of the FFI loop of the Query at q_idx (klua_query_finish calls it through
+ * kq->ffi_end_rows when the loop ends however it ends): its loop number 0, so its step, called
+ * again with the loop's number, finds no more rows. */
 static void end_rows(lua_State *L, int q_idx) {
     q_idx = lua_absindex(L, q_idx);
-    if (lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_FFI) == LUA_TTABLE) { /* q:each's for-state */
-        lua_pushliteral(L, "n");
-        lua_pushinteger(L, 0);
-        lua_rawset(L, -3); /* an existing key: nothing allocated */
+    if (lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_FFI) == LUA_TTABLE) { /* ffi.lua's query state */
+        static const char *const keys[] = {"loop", "n"};
+        for (int k = 0; k < 2; k++) {
+            lua_pushstring(L, keys[k]);
+            lua_pushinteger(L, 0);
+            lua_rawset(L, -3); /* an existing key: nothing allocated */
+        }
         lua_pushliteral(L, "rows");
         if (lua_rawget(L, -2) == LUA_TUSERDATA) memset(lua_touserdata(L, -1), 0, sizeof(ffi_rows));
         lua_pop(L, 1);

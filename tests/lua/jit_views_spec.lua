@@ -597,6 +597,38 @@ describe("q:each() under LuaJIT", function()
         assert.are.same({a}, got)
     end)
 
+    it("hands the queries of one shape and view types one step, each loop still its own query's rows", function()
+        if not jit_only() then return end
+        local w = H.world()
+        local a = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
+        local b = w:spawn{Position = {x = 3}, Velocity = {x = 4}, Frozen = true}
+        local q1, q2 = w:query{"Position", "Velocity"}, w:query{"Position", "Velocity", without = {"Frozen"}}
+        local step1, loop1 = q1:each()
+        local step2, loop2 = q2:each()
+        -- one closure for both: LuaJIT compiles one loop for it, its view types constants
+        assert.are.equal(step1, step2)
+        assert.are_not.equal(loop1, loop2)
+        local got1, got2 = {}, {}
+        for e, p in step2, loop2 do
+            got2[#got2 + 1] = e
+            p.x = p.x + 10
+        end
+        for e in step1, loop1 do got1[#got1 + 1] = e end
+        H.same_entities({a, b}, got1)
+        assert.are.same({a}, got2)
+        assert.are.same({11, 3}, {w:get(a, "Position").x, w:get(b, "Position").x})
+        -- the same terms in a system that declares Velocity only in reads: a const view type
+        local step3
+        w:system{name = "move", reads = {"Velocity"}, writes = {"Position"}, run = function()
+            local step, loop = q1:each()
+            step3 = step
+            for _ in step, loop do end
+        end}
+        assert(w:progress(0))
+        assert.is_function(step3)
+        assert.are_not.equal(step1, step3)
+    end)
+
     it("leaves q:bulk its table shape (field arrays from 1) on both interpreters", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}
