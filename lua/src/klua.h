@@ -82,7 +82,7 @@ enum klua_query_uv {
     KLUA_QUERY_UV_EACH,      /* the generic-for step: the C one, or the generated Lua one (iteration.c) */
     KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
     KLUA_QUERY_UV_INERT,     /* an empty table: the Lua step's views between loops */
-    KLUA_QUERY_UV_FFI,       /* LuaJIT: the for-state of the FFI loop running now (jit_views.c), or nil */
+    KLUA_QUERY_UV_FFI,       /* LuaJIT: ffi.lua's state of the query while its FFI loop runs (jit_views.c), or nil */
     KLUA_QUERY_UV_FFI_STATE, /* LuaJIT: ffi.lua's state of the query's FFI loops, or nil */
     KLUA_QUERY_UV_COUNT = KLUA_QUERY_UV_FFI_STATE
 };
