@@ -605,11 +605,13 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
 
 /* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
  * list (k components, in its order, sizes as registered), and no further add to the same
- * placeholder, which apply_spawn would coalesce into the spawn or apply before the next. */
+ * placeholder, which apply_spawn would coalesce into the spawn or apply before the next.
+ * i may be count (a run reaching the buffer's end): the bound is checked before any read. */
 static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
                                const kiln_component *key, const uint32_t *sizes) {
+    if (i + k >= count) return false; /* k >= 1: covers i == count, one past the array */
     const kl_cmd *c = &cmds[i];
-    if (c->op != KL_OP_SPAWN || i + k >= count) return false;
+    if (c->op != KL_OP_SPAWN) return false;
     for (int32_t m = 0; m < k; m++) {
         const kl_cmd *a = &c[1 + m];
         if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||

@@ -659,3 +659,36 @@ KILN_TEST(differential, clearing_after_a_failed_apply_destroys_each_pending_valu
     for (int k = 0; k < 2; k++) side_free(&s[k]);
     program_free(&p);
 }
+
+/* A batched run that ends the buffer exactly where its command array ends (64 commands: 32
+ * spawns, each with its one add, the array's first size) lands whole, reading no command past
+ * the last (AddressSanitizer caught the run looking one past the array for a further spawn).
+ * The archetype has room for more than the run, so only the buffer's end stops it. */
+KILN_TEST(differential, a_run_that_fills_the_command_array_to_its_end_reads_nothing_past_it) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *w = test_world_create(&alloc);
+    kiln_component pos = test_register_position(w);
+    kiln_entity e[100], ph[32];
+    for (int i = 0; i < 100; i++) ASSERT_OK_IN(w, kiln_spawn_with(w, &pos, NULL, 1, &e[i]));
+    for (int i = 0; i < 60; i++) ASSERT_OK_IN(w, kiln_despawn(w, e[i]));
+    kiln_commands *cmd = kiln_commands_create(w);
+    EXPECT(NULL != cmd);
+    for (int i = 0; i < 32; i++) {
+        ASSERT_OK_IN(w, kiln_commands_spawn(cmd, &ph[i]));
+        ASSERT_OK_IN(w, kiln_commands_add(cmd, ph[i], pos, &(test_position){(float)i, 1}));
+    }
+    EXPECT_EQ(kiln_commands_count(cmd), 64);
+    int64_t applied = -1;
+    ASSERT_OK_IN(w, kiln_commands_apply(cmd, w, &applied));
+    EXPECT_EQ(applied, 64);
+    for (int i = 0; i < 32; i++) {
+        kiln_entity made = kiln_commands_resolve(cmd, ph[i]);
+        EXPECT_EQ(kiln_entity_index(made), kiln_entity_index(e[59 - i])); /* the free list */
+        test_assert_position(w, made, pos, (float)i, 1);
+    }
+    EXPECT_EQ(kiln_entity_count(w), 72);
+    kiln_commands_destroy(cmd);
+    kiln_world_destroy(w);
+    EXPECT_EQ(alloc.live_bytes, 0);
+}
