@@ -692,3 +692,47 @@ KILN_TEST(differential, a_run_that_fills_the_command_array_to_its_end_reads_noth
     kiln_world_destroy(w);
     EXPECT_EQ(alloc.live_bytes, 0);
 }
+
+/* A system's own buffer (lenient, applied at the end of its stage while the schedule keeps
+ * the world deferred) takes the same batched path: a random program recorded there lands as
+ * the same commands made directly by an exclusive system of the other world's schedule. */
+typedef struct system_run {
+    program *p;
+    side *s;
+    int64_t at;
+    kiln_result result;
+} system_run;
+
+static void record_system(const kiln_system_ctx *ctx) {
+    system_run *run = ctx->user;
+    record(run->p, run->s, ctx->commands, 0, run->p->count);
+}
+
+static void direct_system(const kiln_system_ctx *ctx) {
+    system_run *run = ctx->user;
+    run->result = direct_run(run->p, run->s, &run->at);
+}
+
+KILN_TEST_LOOP(differential, a_systems_buffer_lands_as_the_same_commands_made_directly, 0, 4) {
+    side s[2];
+    program p;
+    pair_make(s, &p, _i, true, (uint64_t)_i + 500);
+    gen_program(&p, 3000);
+    system_run run[2] = {{&p, &s[0], 0, KILN_OK}, {&p, &s[1], 0, KILN_OK}};
+    kiln_schedule *sched[2];
+    for (int k = 0; k < 2; k++) {
+        sched[k] = kiln_schedule_create(s[k].w, NULL);
+        EXPECT(NULL != sched[k]);
+        ASSERT_OK_IN(s[k].w, kiln_schedule_add(sched[k], &(kiln_system_desc){
+                                 .name = "program", .run = k == 0 ? record_system : direct_system,
+                                 .user = &run[k], .exclusive = k == 1, .main_thread = _i % 2 == 0}));
+        ASSERT_OK_IN(s[k].w, kiln_schedule_run(sched[k], 1.0 / 60));
+    }
+    ASSERT_OK_IN(s[1].w, run[1].result);
+    EXPECT_EQ(run[1].at, p.count);
+    assert_same_worlds(s);
+    for (int k = 0; k < 2; k++) kiln_schedule_destroy(sched[k]);
+    assert_same_next_handles(s);
+    for (int k = 0; k < 2; k++) side_free(&s[k]);
+    program_free(&p);
+}
