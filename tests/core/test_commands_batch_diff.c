@@ -376,14 +376,13 @@ static void program_free(program *p) {
     free(p->has);
 }
 
-/* The value pointer for o on side k (an Owned value made now: the callee takes it over). */
-static void *value_for(const op *o, side *s, test_owned *owned) {
+/* The value pointer for o, on either side (an Owned value made now: the callee takes it over). */
+static void *value_for(const op *o, test_owned *owned) {
     if (!o->has_value) return NULL;
     if (o->comp == OWNED) {
         *owned = test_owned_make(o->owned_id);
         return owned;
     }
-    (void)s;
     return (void *)o->value;
 }
 
@@ -394,7 +393,7 @@ static void record(program *p, side *s, kiln_commands *cmd, int64_t from, int64_
         kiln_entity e = o->target >= 0 ? p->ent[0][o->target] : KILN_NULL_ENTITY;
         kiln_component c = s->comp[o->comp];
         test_owned owned;
-        void *v = value_for(o, s, &owned);
+        void *v = value_for(o, &owned);
         kiln_result r = KILN_OK;
         switch (o->kind) {
         case OP_SPAWN: r = kiln_commands_spawn(cmd, &p->ent[0][o->target]); break;
@@ -430,7 +429,7 @@ static kiln_result direct_step(program *p, side *s, int64_t i, int64_t *used) {
             for (int32_t m = 0; m < n; m++) repeat |= comps[m] == s->comp[a->comp];
             if (repeat) break;
             comps[n] = s->comp[a->comp];
-            values[n] = value_for(a, s, &owned[n]);
+            values[n] = value_for(a, &owned[n]);
             n++;
         }
         kiln_entity made = KILN_NULL_ENTITY;
@@ -444,7 +443,7 @@ static kiln_result direct_step(program *p, side *s, int64_t i, int64_t *used) {
         }
         return r;
     }
-    void *v = value_for(o, s, &owned[0]);
+    void *v = value_for(o, &owned[0]);
     kiln_result r = KILN_OK;
     switch (o->kind) {
     case OP_ADD:
