@@ -471,7 +471,8 @@ void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx, v
  * immortal, and a weak-keyed map World -> table would too under LuaJIT, which has no
  * ephemerons.) */
 
-/* Pushes the values table of shared, or nil once it is gone (its world was collected). */
+/* Pushes the values table of shared, or nil once it is gone: its World was found unreachable
+ * (its destroy hooks then release nothing, the table goes with the world). */
 static int push_values(lua_State *L, const klua_shared *shared) {
     lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_VALUES);
     if (!lua_istable(L, -1)) return lua_type(L, -1);
@@ -497,30 +498,24 @@ void klua_values_new(lua_State *L, klua_world *kw, int world_idx) {
     lua_pop(L, 1);
 }
 
-void klua_values_anchor(lua_State *L, klua_world *kw, int world_idx) {
+void klua_values_drop(lua_State *L, klua_shared *shared, int world_idx) {
     world_idx = lua_absindex(L, world_idx);
     lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_VALUES);
     lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
     if (lua_istable(L, -2) && lua_istable(L, -1)) {
         lua_getfield(L, -1, KLUA_STATE_VALUES);
-        lua_rawsetp(L, -3, kw->shared);
-    }
-    lua_pop(L, 2);
-}
-
-void klua_values_drop(lua_State *L, klua_shared *shared, int world_idx) {
-    world_idx = lua_absindex(L, world_idx);
-    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
-    if (lua_istable(L, -1)) {
+        lua_rawgetp(L, -3, shared);
+        /* the map's entry only if it is still this World's (a host's world pushed again has
+         * another World on the same block) */
+        if (lua_rawequal(L, -1, -2)) {
+            lua_pushnil(L);
+            lua_rawsetp(L, -5, shared);
+        }
+        lua_pop(L, 2);
         lua_pushnil(L);
         lua_setfield(L, -2, KLUA_STATE_VALUES); /* a closed world keeps no values */
     }
-    lua_pop(L, 1);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_VALUES) == LUA_TTABLE) {
-        lua_pushnil(L);
-        lua_rawsetp(L, -2, shared);
-    }
-    lua_pop(L, 1);
+    lua_pop(L, 2);
 }
 
 void klua_unref_value(lua_State *L, klua_world *kw, kiln_component c, const void *buf) {

@@ -11,6 +11,7 @@
 /* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
 static void release(lua_State *L, klua_world *kw, int world_idx) {
     if (kw->closed) return;
+    klua_shared *shared = kw->shared;
     if (kw->on_release) { /* the mod manager closes the mods' states while the world lives */
         void (*fn)(void *) = kw->on_release;
         kw->on_release = NULL;
@@ -18,8 +19,6 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     }
     if (!kw->host) kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
     kw->schedule = NULL;
-    klua_shared *shared = kw->shared;
-    if (shared) klua_values_anchor(L, kw, world_idx); /* for the destroy hooks */
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
     } else if (kw->shared) {
