@@ -11,7 +11,6 @@
 /* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
 static void release(lua_State *L, klua_world *kw, int world_idx) {
     if (kw->closed) return;
-    klua_shared *shared = kw->shared;
     if (kw->on_release) { /* the mod manager closes the mods' states while the world lives */
         void (*fn)(void *) = kw->on_release;
         kw->on_release = NULL;
@@ -24,7 +23,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     } else if (kw->shared) {
         kw->shared->L = NULL; /* the host keeps the world; its Lua values die with us */
     }
-    if (shared) klua_values_drop(L, shared, world_idx);
+    if (kw->shared) klua_values_drop(L, kw, world_idx);
     kiln_jobs_destroy(kw->jobs);
     kw->jobs = NULL;
     void *ud;
@@ -114,7 +113,7 @@ static void register_weak(lua_State *L, klua_world *kw) {
 static klua_world *new_userdata(lua_State *L) {
     klua_world *kw = lua_newuserdatauv(L, sizeof *kw, KLUA_WORLD_UV_COUNT);
     memset(kw, 0, sizeof *kw);
-    kw->names_ref = kw->gc_guard_ref = LUA_NOREF;
+    kw->names_ref = kw->gc_guard_ref = kw->values_box_ref = LUA_NOREF;
     luaL_setmetatable(L, KLUA_WORLD);
     lua_newtable(L);
     lua_newtable(L);
@@ -141,7 +140,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
                               .destroy = shared_destroy};
     kiln_result r = kiln_component_register(world, &sd, &kw->shared_type);
     if (r == KILN_OK && !kiln_resource_has(world, kw->shared_type))
-        r = kiln_resource_set(world, kw->shared_type, &(klua_shared){NULL});
+        r = kiln_resource_set(world, kw->shared_type, &(klua_shared){NULL, LUA_NOREF});
     if (r != KILN_OK) {
         if (owned) kiln_world_destroy(world);
         kw->closed = true;
