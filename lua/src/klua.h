@@ -371,7 +371,8 @@ KLUA_HIDDEN const kiln_field *klua_field_named(lua_State *L, const kiln_componen
 KLUA_HIDDEN int klua_value_ref(lua_State *L, klua_world *kw, int idx);
 KLUA_HIDDEN void klua_value_push(lua_State *L, klua_world *kw, int ref);
 KLUA_HIDDEN void klua_value_hook(void *ptr, int32_t count, void *ctx);
-/* The values table of the World at world_idx: made (klua_new_world), dropped (its release). */
+/* The values table of the World at world_idx: made (klua_new_world), dropped (its release,
+ * after an owned world was destroyed). */
 KLUA_HIDDEN void klua_values_new(lua_State *L, klua_world *kw, int world_idx);
 KLUA_HIDDEN void klua_values_drop(lua_State *L, klua_world *kw, int world_idx);
 

@@ -503,8 +503,9 @@ void klua_values_drop(lua_State *L, klua_world *kw, int world_idx) {
         lua_setfield(L, -2, KLUA_STATE_VALUES); /* a closed world keeps no values */
     }
     lua_pop(L, 1);
-    /* a host's world pushed again has another World, and box, on the same block */
-    if (kw->shared->values_ref == kw->values_box_ref) kw->shared->values_ref = LUA_NOREF;
+    /* (an owned world's block is gone with it; a host's world pushed again has another World,
+     * and box, on the same block) */
+    if (!kw->owned && kw->shared->values_ref == kw->values_box_ref) kw->shared->values_ref = LUA_NOREF;
     luaL_unref(L, LUA_REGISTRYINDEX, kw->values_box_ref);
     kw->values_box_ref = LUA_NOREF;
 }
