@@ -61,6 +61,7 @@
 #define KLUA_UPV_META 1        /* a World method's upvalue: the World metatable */
 #define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
 #define KLUA_REG_STEPS "kiln.steps"   /* registry: generated step source -> its compiled chunk */
+#define KLUA_REG_VALUES "kiln.values" /* registry: the metatable of weak boxes {values table} */
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
@@ -70,6 +71,7 @@ enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_U
 #define KLUA_STATE_RUNS "runs"           /* a Lua system's address -> {function, query} */
 #define KLUA_STATE_FAILURES "failures"   /* failures since the last report, or nil */
 #define KLUA_STATE_LOOPS "loops"         /* open iterations: Query -> the thread that began it */
+#define KLUA_STATE_VALUES "values"       /* Lua-valued components' values, by ref (values.c) */
 
 /* User values of a kiln.Query. */
 enum klua_query_uv {
@@ -125,7 +127,7 @@ typedef struct klua_mod_hooks {
  * lives exactly as long as the world, even when the world outlives its Lua state. */
 typedef struct klua_shared {
     lua_State *L;   /* NULL once Lua let go of the world */
-    int values_ref; /* registry ref of the table holding Lua-valued components' values */
+    int values_ref; /* registry ref of a weak box whose [1] is the World's values table */
 } klua_shared;
 
 struct klua_world {
@@ -158,6 +160,7 @@ struct klua_world {
     double deadline;           /* monotonic seconds, while an entry with a time limit runs */
     int progress_idx;          /* stack index of the world while world:progress runs */
     lua_State *run_L;          /* the thread running world:progress (systems run on it) */
+    int values_box_ref;        /* registry ref of this World's values box (values.c) */
     int names_ref;             /* registry ref: component name (interned) -> id; its array
                                 * part holds the field keys of the schema cache (schema.c) */
     struct klua_comp **comps;  /* schema cache by component id (klua_comp_get): entries
@@ -368,6 +371,10 @@ KLUA_HIDDEN const kiln_field *klua_field_named(lua_State *L, const kiln_componen
 KLUA_HIDDEN int klua_value_ref(lua_State *L, klua_world *kw, int idx);
 KLUA_HIDDEN void klua_value_push(lua_State *L, klua_world *kw, int ref);
 KLUA_HIDDEN void klua_value_hook(void *ptr, int32_t count, void *ctx);
+/* The values table of the World at world_idx: made (klua_new_world), dropped (its release,
+ * after an owned world was destroyed). */
+KLUA_HIDDEN void klua_values_new(lua_State *L, klua_world *kw, int world_idx);
+KLUA_HIDDEN void klua_values_drop(lua_State *L, klua_world *kw, int world_idx);
 
 /* ---- schema.c: components and event types from C-style schemas ---- */
 /* Parses a C-style schema into fields (names copied into names_buf). Returns the field

@@ -463,20 +463,64 @@ void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx, v
     klua_read_fields(L, idx, info, buf, fname, e);
 }
 
+/* ---- Lua-valued components: each value lives in its world's values table, under a ref ----
+ * The World's state table holds the values table, so a value leading back to its world (the
+ * world itself, a query of it) keeps nothing alive once the script drops the world. Destroy
+ * hooks get only the shared block: they find the table through a registry ref to a box that
+ * holds it weakly. (A registry ref to the table itself made such a world immortal, and a
+ * weak-keyed map World -> table would too under LuaJIT, which has no ephemerons.) */
+
+/* Pushes the values table of shared, or nil once it is gone: its World was found unreachable
+ * (its destroy hooks then release nothing, the table goes with the world). */
+static int push_values(lua_State *L, const klua_shared *shared) {
+    if (lua_rawgeti(L, LUA_REGISTRYINDEX, shared->values_ref) != LUA_TTABLE) return lua_type(L, -1);
+    lua_rawgeti(L, -1, 1);
+    lua_replace(L, -2); /* (lua_remove rotates: a call more) */
+    return lua_type(L, -1);
+}
+
+void klua_values_new(lua_State *L, klua_world *kw, int world_idx) {
+    world_idx = lua_absindex(L, world_idx);
+    lua_createtable(L, 1, 0); /* the box */
+    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, KLUA_REG_VALUES) == 0) {
+        lua_pushstring(L, "v");
+        lua_setfield(L, -2, "__mode");
+    }
+    lua_setmetatable(L, -2);
+    lua_newtable(L);
+    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, KLUA_STATE_VALUES);
+    lua_pop(L, 1);
+    lua_rawseti(L, -2, 1);
+    kw->values_box_ref = kw->shared->values_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+void klua_values_drop(lua_State *L, klua_world *kw, int world_idx) {
+    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
+    if (lua_istable(L, -1)) {
+        lua_pushnil(L);
+        lua_setfield(L, -2, KLUA_STATE_VALUES); /* a closed world keeps no values */
+    }
+    lua_pop(L, 1);
+    /* (an owned world's block is gone with it; a host's world pushed again has another World,
+     * and box, on the same block) */
+    if (!kw->owned && kw->shared->values_ref == kw->values_box_ref) kw->shared->values_ref = LUA_NOREF;
+    luaL_unref(L, LUA_REGISTRYINDEX, kw->values_box_ref);
+    kw->values_box_ref = LUA_NOREF;
+}
+
 void klua_unref_value(lua_State *L, klua_world *kw, kiln_component c, const void *buf) {
     if (!klua_is_lua_valued(kw, c)) return;
     int32_t ref;
     memcpy(&ref, buf, sizeof ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->shared->values_ref);
-    luaL_unref(L, -1, ref);
+    if (push_values(L, kw->shared) == LUA_TTABLE) luaL_unref(L, -1, ref);
     lua_pop(L, 1);
 }
 
-/* ---- Lua-valued components: each value lives in a table of the registry, under a ref ---- */
-
 int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
     idx = lua_absindex(L, idx);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->shared->values_ref);
+    push_values(L, kw->shared); /* the world is open: its table is there */
     lua_pushvalue(L, idx);
     int ref = luaL_ref(L, -2);
     lua_pop(L, 1);
@@ -484,20 +528,21 @@ int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
 }
 
 void klua_value_push(lua_State *L, klua_world *kw, int ref) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->shared->values_ref);
+    push_values(L, kw->shared);
     lua_rawgeti(L, -1, ref);
-    lua_remove(L, -2);
+    lua_replace(L, -2);
 }
 
 void klua_value_hook(void *ptr, int32_t count, void *ctx) {
     klua_shared *shared = ctx;
     if (!shared->L) return; /* Lua is gone, and its values with it */
     lua_State *L = shared->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, shared->values_ref);
-    for (int32_t i = 0; i < count; i++) {
-        int32_t ref;
-        memcpy(&ref, (uint8_t *)ptr + 4 * (size_t)i, sizeof ref);
-        if (ref > 0) luaL_unref(L, -1, ref);
+    if (push_values(L, shared) == LUA_TTABLE) { /* else the table died with its world */
+        for (int32_t i = 0; i < count; i++) {
+            int32_t ref;
+            memcpy(&ref, (uint8_t *)ptr + 4 * (size_t)i, sizeof ref);
+            if (ref > 0) luaL_unref(L, -1, ref);
+        }
     }
     lua_pop(L, 1);
 }

@@ -8,7 +8,8 @@
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-static void release(lua_State *L, klua_world *kw) {
+/* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
+static void release(lua_State *L, klua_world *kw, int world_idx) {
     if (kw->closed) return;
     if (kw->on_release) { /* the mod manager closes the mods' states while the world lives */
         void (*fn)(void *) = kw->on_release;
@@ -17,13 +18,12 @@ static void release(lua_State *L, klua_world *kw) {
     }
     if (!kw->host) kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
     kw->schedule = NULL;
-    int values_ref = kw->shared ? kw->shared->values_ref : LUA_NOREF;
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
     } else if (kw->shared) {
         kw->shared->L = NULL; /* the host keeps the world; its Lua values die with us */
     }
-    luaL_unref(L, LUA_REGISTRYINDEX, values_ref);
+    if (kw->shared) klua_values_drop(L, kw, world_idx);
     kiln_jobs_destroy(kw->jobs);
     kw->jobs = NULL;
     void *ud;
@@ -71,13 +71,13 @@ static int w_close(lua_State *L) {
         klua_fail(L, "world:close", "cannot close the world while a mod's code or a mods call runs");
     if (!kw->closed && (kw->current || kw->run_L || kiln_is_deferred(kw->world)))
         klua_fail(L, "world:close", "cannot close the world while a query iterates or a system runs");
-    release(L, kw);
+    release(L, kw, 1);
     return 0;
 }
 
 static int w_gc(lua_State *L) {
     klua_world *kw = to_world(L, 1);
-    release(L, kw);
+    release(L, kw, 1);
     return 0;
 }
 
@@ -113,7 +113,7 @@ static void register_weak(lua_State *L, klua_world *kw) {
 static klua_world *new_userdata(lua_State *L) {
     klua_world *kw = lua_newuserdatauv(L, sizeof *kw, KLUA_WORLD_UV_COUNT);
     memset(kw, 0, sizeof *kw);
-    kw->names_ref = kw->gc_guard_ref = LUA_NOREF;
+    kw->names_ref = kw->gc_guard_ref = kw->values_box_ref = LUA_NOREF;
     luaL_setmetatable(L, KLUA_WORLD);
     lua_newtable(L);
     lua_newtable(L);
@@ -148,8 +148,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
         klua_fail_world(L, world, "kiln.world");
     }
     kw->shared = kiln_resource_get(world, kw->shared_type);
-    lua_newtable(L);
-    kw->shared->values_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    klua_values_new(L, kw, -1);
     kw->shared->L = klua_main_thread(L); /* a coroutine that made the world may die first */
     lua_newtable(L);
     kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);

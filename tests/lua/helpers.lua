@@ -165,11 +165,14 @@ end
 
 -- KiB of garbage made by `frames` calls of frame after a warm-up, with the collector stopped.
 -- compiled (LuaJIT): measured with the JIT on after a longer warm-up, as FFI views are
--- garbage-free only in compiled code (the interpreter boxes every pointer).
+-- garbage-free only in compiled code (the interpreter boxes every pointer); on also where an
+-- instruction budget armed earlier in the process (another spec file) turned it off for good.
 function H.garbage_kib(frame, frames, compiled)
     -- LuaJIT's trace compiler allocates on the Lua heap while it records (and aborts on)
     -- loops that call C functions: what kiln makes is measured with the interpreter
     if H.luajit and not compiled then jit.off() jit.flush() end
+    local jit_was = H.luajit and compiled and jit.status()
+    if H.luajit and compiled then jit.on() end
     for _ = 1, compiled and 60 or 10 do frame() end
     collectgarbage()
     collectgarbage()
@@ -179,6 +182,7 @@ function H.garbage_kib(frame, frames, compiled)
     local after = collectgarbage("count")
     collectgarbage("restart")
     if H.luajit and not compiled then jit.on() end
+    if H.luajit and compiled and not jit_was then jit.off() end
     return after - before
 end
 

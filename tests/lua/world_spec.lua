@@ -439,6 +439,43 @@ describe("lua components", function()
         assert.is_nil(next(weak))
     end)
 
+    -- The values table was a registry reference: a value leading back to its world (the world
+    -- itself, a query of it, a function that keeps it) kept a dropped world alive for good.
+    it("let a dropped world be collected when a value leads back to it", function()
+        local dropped = setmetatable({}, {__mode = "k"})
+        for _, kind in ipairs{"the world", "a query of it", "a function keeping it"} do
+            local w = kiln.world()
+            w:component("Script", "lua")
+            w:component("P", "float x;")
+            local q = w:query{"P"}
+            local value = kind == "the world" and w or kind == "a query of it" and q
+                or (function(keep) return function() return keep:count() end end)(w)
+            w:spawn{Script = value, P = {x = 1}}
+            assert.are.equal(value, w:get(w:spawn{Script = value}, "Script"))
+            dropped[w] = kind
+            w, q, value = nil, nil, nil
+        end
+        for _ = 1, 4 do collectgarbage() end
+        local left = {}
+        for _, kind in pairs(dropped) do left[#left + 1] = kind end
+        table.sort(left)
+        assert.are.same({}, left)
+    end)
+
+    it("keep their values while the world lives, whatever the collector does", function()
+        local w = kiln.world()
+        w:component("Script", "lua")
+        local weak = setmetatable({}, {__mode = "v"})
+        local e = w:spawn{Script = fresh(weak, 1)}
+        w:spawn{Script = w}
+        for _ = 1, 3 do collectgarbage() end
+        assert.are.equal(weak[1], w:get(e, "Script"))
+        assert.is_not_nil(weak[1])
+        w:despawn(e) -- the value is released through the world's table as before
+        for _ = 1, 3 do collectgarbage() end
+        assert.is_nil(weak[1])
+    end)
+
     it("a spawn that fails on another component does not keep the Lua value", function()
         local w = H.world()
         local weak = setmetatable({}, {__mode = "v"})

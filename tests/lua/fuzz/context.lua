@@ -57,15 +57,18 @@ end
 
 -- Calls through a function named like the method, so an argument error can name it as it
 -- would in a script ("bad argument #1 to 'spawn'"), even when self is something else.
+-- The wrapper holds f weakly: LuaJIT has no ephemerons, so a value of this weak-keyed cache
+-- that led back to its key kept every function ever called (and the worlds they hold) alive.
 local named = setmetatable({}, {__mode = "k"})
+local WEAK_VALUES = {__mode = "v"}
 local function named_function(method, f)
     local short = method:match("[:.]([%a_][%w_]*)$")
     if not short or type(f) ~= "function" then return f end
     local w = named[f]
     if not w then
         -- not a tail call: LuaJIT names no function a tail call reached
-        w = assert(load("local f, pass = ...; local t = {" .. short .. " = f}; return function(...) return pass(t." .. short
-                        .. "(...)) end"))(f, function(...) return ... end)
+        w = assert(load("local t, pass = ...; return function(...) return pass(t." .. short .. "(...)) end"))(
+            setmetatable({[short] = f}, WEAK_VALUES), function(...) return ... end)
         named[f] = w
     end
     return w
