@@ -372,23 +372,23 @@ CFLAGS_ALL += -Iaddons/persist/include
 LDLIBS_ALL += $(PERSIST_LIBS)
 TEST_GROUPS += test-fuzz-persist
 
-# A libFuzzer harness per loader (clang, AddressSanitizer), each run FUZZ_SECONDS from the seed
+# A libFuzzer harness per loader (clang, ASan and UBSan), each run FUZZ_SECONDS from the seed
 # corpus in tests/persist/corpus (copied, so new finds stay in build-fuzz). A crash, a leak or
 # a refused load that changed the world fails the target.
 FUZZ_SECONDS ?= 20
-FUZZ_BUILD := $(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT="-O1 -g -fno-omit-frame-pointer" \
-	    EXTRA_CFLAGS="-fsanitize=address,fuzzer-no-link" EXTRA_LDFLAGS="-fsanitize=address"
+# The library is FUZZ_BUILD's (the fuzzing section above: clang, ASan and UBSan), shared with the
+# core harness in build-fuzz; a second definition here replaced that one for both harnesses.
 FUZZ_LOADERS := binary json
 build-fuzz/fuzz_load_binary build-fuzz/fuzz_load_json: build-fuzz/fuzz_load_%: tests/persist/fuzz_load.c FORCE
 	$(FUZZ_BUILD) build-fuzz/libkiln.a
-	clang $(CSTD) -O1 -g -fsanitize=fuzzer,address -Icore/include -Iaddons/transform/include \
+	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer $(FUZZ_SAN) -Icore/include -Iaddons/transform/include \
 	    -Iaddons/persist/include $(if $(filter json,$*),-DFUZZ_JSON) -o $@ $< build-fuzz/libkiln.a \
 	    $(PERSIST_LIBS) -lm -lpthread
 # The prefab and scene loaders: tests/persist/fuzz_scene.c (FUZZ_PREFAB picks prefabs).
 FUZZ_LOADERS += prefab scene
 build-fuzz/fuzz_load_prefab build-fuzz/fuzz_load_scene: build-fuzz/fuzz_load_%: tests/persist/fuzz_scene.c FORCE
 	$(FUZZ_BUILD) build-fuzz/libkiln.a
-	clang $(CSTD) -O1 -g -fsanitize=fuzzer,address -Icore/include -Iaddons/transform/include \
+	$(FUZZ_CC) $(CSTD) -O1 -g -fsanitize=fuzzer $(FUZZ_SAN) -Icore/include -Iaddons/transform/include \
 	    -Iaddons/persist/include $(if $(filter prefab,$*),-DFUZZ_PREFAB) -o $@ $< build-fuzz/libkiln.a \
 	    $(PERSIST_LIBS) -lm -lpthread
 test-fuzz-persist:
