@@ -639,31 +639,7 @@ describe("the fast readers and spawn under a hostile environment", function()
 end)
 
 describe("a hook raising at any instruction of a loop or a bulk call", function()
-    -- Calls fn with a count hook that raises once, at fn's n-th instruction, for n = 1, 2, ...
-    -- until fn runs to its end; after each raise check(n) must hold. Interpreted under LuaJIT
-    -- (compiled code calls no hooks). A budget's hook raises the same way when it is spent.
-    local function every_raise(fn, check)
-        local jit_was = H.luajit and jit.status()
-        if H.luajit then jit.off() end
-        local n, finished = 0, false
-        while not finished and n < 500 do
-            n = n + 1
-            local count = 0
-            finished = pcall(function()
-                debug.sethook(function()
-                    count = count + 1
-                    if count == n then error("raised by the hook", 0) end
-                end, "", 1)
-                fn()
-                debug.sethook()
-            end)
-            debug.sethook()
-            check(n)
-        end
-        if H.luajit and jit_was then jit.on() end
-        assert.is_true(finished, "fn never ran to its end")
-        assert.is_true(n > 3, "the hook raised nowhere")
-    end
+    local function every_raise(fn, check) H.every_raise(fn, check, 500) end
 
     -- The rows a fresh q:each loop visits (raising when the query is left marked looping).
     local function rows(q)

@@ -292,31 +292,7 @@ describe("world:spawn's FFI path", function()
 end)
 
 describe("world:spawn's FFI path under a hook that raises", function()
-    -- Calls fn with a count hook that raises once, at fn's n-th instruction, for n = 1, 2, ...
-    -- until fn runs to its end; after each raise check(n) must hold. Interpreted (compiled
-    -- code calls no hooks), as a budget runs: a spent budget's hook raises this way.
-    local function every_raise(fn, check)
-        local jit_was = H.luajit and jit.status()
-        if H.luajit then jit.off() end
-        local n, finished = 0, false
-        while not finished and n < 2000 do
-            n = n + 1
-            local count = 0
-            finished = pcall(function()
-                debug.sethook(function()
-                    count = count + 1
-                    if count == n then error("raised by the hook", 0) end
-                end, "", 1)
-                fn()
-                debug.sethook()
-            end)
-            debug.sethook()
-            check(n)
-        end
-        if H.luajit and jit_was then jit.on() end
-        assert.is_true(finished, "fn never ran to its end")
-        assert.is_true(n > 3, "the hook raised nowhere")
-    end
+    local function every_raise(fn, check) H.every_raise(fn, check, 2000) end
 
     -- While a hook is set the FFI path spawns nothing (the hook could raise between the core's
     -- spawn and world:spawn's return): the C path does, as under Lua 5.4.

@@ -210,4 +210,31 @@ function H.ffi_spawn_count(kiln, w, fn)
     return kiln.ffi_spawns(w) - before
 end
 
+-- Calls fn with a count hook that raises once, at fn's n-th instruction, for n = 1, 2, ...
+-- (at most limit) until fn runs to its end; after each raise check(n) must hold. Interpreted
+-- under LuaJIT (compiled code calls no hooks), as a budget runs: a spent budget's hook raises
+-- this way.
+function H.every_raise(fn, check, limit)
+    local jit_was = H.luajit and jit.status()
+    if H.luajit then jit.off() end
+    local n, finished = 0, false
+    while not finished and n < limit do
+        n = n + 1
+        local count = 0
+        finished = pcall(function()
+            debug.sethook(function()
+                count = count + 1
+                if count == n then error("raised by the hook", 0) end
+            end, "", 1)
+            fn()
+            debug.sethook()
+        end)
+        debug.sethook()
+        check(n)
+    end
+    if H.luajit and jit_was then jit.on() end
+    assert(finished, "fn never ran to its end")
+    assert(n > 3, "the hook raised nowhere")
+end
+
 return H
