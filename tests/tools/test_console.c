@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "console_client.h"
 #include "kiln_lua.h"
 
 typedef struct game {
@@ -66,11 +67,6 @@ static void frame(game *g) {
     kiln_console_poll(g->console);
 }
 
-static void pause_ms(int ms) {
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -86,27 +82,9 @@ static double thread_ms(void) {
 
 /* A connection that has sent nothing yet. */
 static int connect_raw(const game *g) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)kiln_console_port(g->console));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    int fd = connect_port(kiln_console_port(g->console));
+    ck_assert_int_ge(fd, 0);
     return fd;
-}
-
-static void send_text(int fd, const char *s) {
-    size_t n = strlen(s);
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w > 0) {
-            s += w;
-            n -= (size_t)w;
-        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            return; /* the console closed the connection */
-        }
-    }
 }
 
 static char *answers(game *g, int fd, int count);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "console_client.h"
 #include "kiln_lua.h"
 
 /* A game with up to two consoles on its state: `console` served every frame, `other` too
@@ -97,38 +98,6 @@ static void frame(game *g) {
     ck_assert_int_eq(luaL_dostring(g->L, "world:progress(1/60)"), LUA_OK);
     if (g->console) kiln_console_poll(g->console);
     if (g->other) kiln_console_poll(g->other);
-}
-
-static void pause_ms(int ms) {
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int connect_port(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
-}
-
-static void send_text(int fd, const char *s) {
-    size_t n = strlen(s);
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w > 0) {
-            s += w;
-            n -= (size_t)w;
-        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            return;
-        }
-    }
 }
 
 /* Runs frames until count answer frames arrived on fd, or it closed; returns them as
