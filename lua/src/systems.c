@@ -115,8 +115,14 @@ static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disab
 
 /* A system's function and query are held by its world's state table (KLUA_STATE_RUNS, keyed
  * by the system's address), not by the registry: a query leads back to its world, and a
- * registry reference to it kept a world its script dropped alive for good. Pushes {function,
- * query} of s from the world at world_idx (nil once s was released, or without the world). */
+ * registry reference to it kept a world its script dropped alive for good. The entry holds
+ * the system's userdata too: the schedule points at it until its fini runs, also after the
+ * systems table names another system by its name (removed during a run, its name used again
+ * at once). Slots of an entry: */
+enum run_slot { RUN_FN = 1, RUN_QUERY, RUN_SYSTEM };
+
+/* Pushes the entry of s from the world at world_idx (nil once s was released, or without
+ * the world). */
 static void push_run(lua_State *L, int world_idx, const klua_system *s) {
     if (lua_type(L, world_idx) != LUA_TUSERDATA) {
         lua_pushnil(L);
@@ -129,9 +135,9 @@ static void push_run(lua_State *L, int world_idx, const klua_system *s) {
     lua_pop(L, 1);
 }
 
-/* Pushes part i of s's run (1 its function, 2 its query) from the run at idx; nil when the run
- * is missing (a world:system that raised after its system joined the schedule). */
-static void push_part(lua_State *L, int idx, int i) {
+/* Pushes slot i of the entry at idx; nil when the entry is missing (a world:system that
+ * raised after its system joined the schedule). */
+static void push_part(lua_State *L, int idx, enum run_slot i) {
     if (lua_type(L, idx) == LUA_TTABLE) lua_rawgeti(L, idx, i);
     else lua_pushnil(L);
 }
@@ -156,7 +162,7 @@ static void trampoline(const kiln_system_ctx *ctx) {
     int run = self + 1;
     klua_budget_arm(L, kw, kw->instructions, what, &saved);
     if (!s->each) {
-        push_part(L, run, 1);
+        push_part(L, run, RUN_FN);
         lua_pushvalue(L, self);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 2, 0, top + 1);
@@ -164,12 +170,12 @@ static void trampoline(const kiln_system_ctx *ctx) {
     } else {
         /* LuaJIT: a Lua loop over FFI views where the world allows them (jit_views.c) */
         if (!klua_jit_push_each_runner(L, kw)) lua_pushcfunction(L, run_each);
-        push_part(L, run, 2);
-        push_part(L, run, 1);
+        push_part(L, run, RUN_QUERY);
+        push_part(L, run, RUN_FN);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 3, 0, top + 1);
         klua_budget_disarm(L, kw, &saved);
-        push_part(L, run, 2);
+        push_part(L, run, RUN_QUERY);
         if (!lua_isnil(L, -1)) klua_query_abort(L, -1); /* ends an iteration the error interrupted */
         lua_pop(L, 1);
     }
@@ -215,16 +221,17 @@ static void system_fini(kiln_world *world, void *user) {
     klua_push_self(L, kw);
     if (lua_type(L, -1) == LUA_TUSERDATA) {
         lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-        lua_getfield(L, -1, KLUA_STATE_RUNS);
-        lua_pushnil(L);
-        lua_rawsetp(L, -2, s); /* the key exists: no allocation */
-        lua_pop(L, 1);
         lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
         if (lua_getfield(L, -1, s->name) == LUA_TUSERDATA && lua_touserdata(L, -1) == s) {
             lua_pushnil(L);
             lua_setfield(L, -3, s->name);
         }
-        lua_pop(L, 3);
+        lua_pop(L, 2);
+        /* last: the entry anchors s, which is not read after this */
+        lua_getfield(L, -1, KLUA_STATE_RUNS);
+        lua_pushnil(L);
+        lua_rawsetp(L, -2, s); /* the key exists: no allocation */
+        lua_pop(L, 2);
     }
     lua_pop(L, 1);
 }
@@ -255,6 +262,51 @@ static void read_system_desc(lua_State *L, klua_world *kw, kiln_system_desc *d, 
     *nw = access_list(L, kw, 2, "writes", d->writes);
     order_list(L, 2, "before", d->before);
     order_list(L, 2, "after", d->after);
+}
+
+/* What register_system adds: the system of desc d to sched on the world kw. */
+typedef struct registration {
+    klua_world *kw;
+    kiln_schedule *sched;
+    const kiln_system_desc *d;
+} registration;
+
+/* Runs protected, with (registration, the World, the system's entry): records the entry
+ * under the system's address, anchors the system by its name, and adds it to the schedule;
+ * raises when refused. What allocates runs before the system is in: once it is, nothing
+ * here can fail, so a system in the schedule always has its entry. */
+static int register_system(lua_State *L) {
+    registration *reg = lua_touserdata(L, 1);
+    klua_world *kw = reg->kw;
+    lua_getiuservalue(L, 2, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_RUNS);
+    lua_pushvalue(L, 3);
+    lua_rawsetp(L, -2, reg->d->user);
+    lua_getfield(L, -2, KLUA_STATE_SYSTEMS);
+    lua_rawgeti(L, 3, RUN_SYSTEM);
+    lua_setfield(L, -2, reg->d->name);
+    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, reg->d); /* raises when refused */
+    else if (kiln_schedule_add(reg->sched, reg->d) != KILN_OK) klua_fail_world(L, kw->world, FNAME);
+    return 0;
+}
+
+/* Undoes what a refused register_system did, leaving the world's state table as it was
+ * before (old_idx: what the name anchored then); the error stays on top. Allocates nothing:
+ * only keys that exist are set. */
+static void unregister(lua_State *L, int old_idx, const klua_system *s, const char *name) {
+    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, -1, KLUA_STATE_RUNS);
+    if (lua_rawgetp(L, -1, s) != LUA_TNIL) {
+        lua_pushnil(L);
+        lua_rawsetp(L, -3, s);
+    }
+    lua_pop(L, 2);
+    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
+    if (lua_getfield(L, -1, name) == LUA_TUSERDATA && lua_touserdata(L, -1) == s) {
+        lua_pushvalue(L, old_idx);
+        lua_setfield(L, -3, name);
+    }
+    lua_pop(L, 3);
 }
 
 /* world:system{name =, reads =, writes =, before =, after =, exclusive =, run = | each =
@@ -325,26 +377,31 @@ static int w_system(lua_State *L) {
     d.run = trampoline;
     d.fini = system_fini;
     d.user = s;
-    /* The state table holds the function and the query as long as the world lives (push_run),
-     * set before the schedule can run the system: what allocates here fails before it is in */
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RUNS);
-    lua_createtable(L, 2, 0);
+    /* The entry of the system (push_run), made before the schedule can run it. */
+    lua_createtable(L, RUN_SYSTEM, 0);
     lua_pushvalue(L, fn_idx);
-    lua_rawseti(L, -2, 1);
+    lua_rawseti(L, -2, RUN_FN);
     if (query_idx) {
         lua_pushvalue(L, query_idx);
-        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, RUN_QUERY);
     }
-    lua_rawsetp(L, -2, s);
-    lua_pop(L, 2);
-    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, &d); /* raises when refused */
-    else if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
-    /* It anchors the system (and its name) too. */
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -2, RUN_SYSTEM);
+    int run_idx = lua_gettop(L);
+    luaL_checkstack(L, 8, NULL);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
-    lua_pushvalue(L, -3);
-    lua_setfield(L, -2, name);
+    lua_getfield(L, -1, name); /* what the name anchors now: put back on a refusal */
+    int old_idx = lua_gettop(L);
+    registration reg = {kw, sched, &d};
+    lua_pushcfunction(L, register_system);
+    lua_pushlightuserdata(L, &reg);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, run_idx);
+    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+        unregister(L, old_idx, s, name);
+        lua_error(L);
+    }
     /* no lua_settop below the collector guard here: Lua 5.4.4's lua_settop can use a stale
      * stack pointer after closing a to-be-closed slot; returning closes it safely */
     return 0;
