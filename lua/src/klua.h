@@ -62,6 +62,8 @@
 #define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
 #define KLUA_REG_STEPS "kiln.steps"   /* registry: generated step source -> its compiled chunk */
 #define KLUA_REG_VALUES "kiln.values" /* registry: the metatable of weak boxes {values table} */
+/* registry: C methods a Lua function replaced in their class's method table -> their name */
+#define KLUA_REG_REPLACED "kiln.replaced"
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
@@ -272,6 +274,9 @@ KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg
 /* The userdata of class tname at argument 1 (self), or raises "calling 'class:method' on bad
  * self (tname expected, got ...)", as Lua's own checks do. */
 KLUA_HIDDEN void *klua_check_self(lua_State *L, const char *tname, const char *class);
+/* Names the C method at fn_idx name in bad-self messages after a Lua function of the layer
+ * (lua/kiln) took its place in the method table and calls it (LuaJIT's world:spawn). */
+KLUA_HIDDEN void klua_name_replaced(lua_State *L, int fn_idx, const char *name);
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
 /* The World a method was called on (argument 1), checked against the metatable the method
  * holds as upvalue KLUA_UPV_META. Raises when closed. Also holds the collector until the

@@ -196,7 +196,8 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_worl
  * caller called it. */
 /* The running method's name: its key in the method table of class tname (the metatable's
  * __index), since a call through t[m] or a local copy has no name at the call site to go by
- * (`local f = w.despawn; f(5)` named it 'f'); else the call site's name, else "?". Leaves
+ * (`local f = w.despawn; f(5)` named it 'f'); else the name it was given when a Lua function
+ * replaced it there (klua_name_replaced); else the call site's name, else "?". Leaves
  * what it pushed on the stack (an error is raised next). */
 static const char *method_name(lua_State *L, const char *tname) {
     lua_Debug ar;
@@ -210,7 +211,23 @@ static const char *method_name(lua_State *L, const char *tname) {
             lua_pop(L, 1);
         }
     }
+    lua_settop(L, fn);
+    /* a method a Lua function replaced (klua_name_replaced); the registry is the host's to
+     * change (debug.getregistry), so nothing is assumed of what lies there */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_REPLACED) == LUA_TTABLE) {
+        lua_pushvalue(L, fn);
+        if (lua_rawget(L, -2) == LUA_TSTRING) return lua_tostring(L, -1);
+    }
     return ar.name ? ar.name : "?";
+}
+
+void klua_name_replaced(lua_State *L, int fn_idx, const char *name) {
+    fn_idx = lua_absindex(L, fn_idx);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, KLUA_REG_REPLACED);
+    lua_pushvalue(L, fn_idx);
+    lua_pushstring(L, name);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
 }
 
 static void self_error(lua_State *L, const char *tname, const char *class) {
