@@ -25,9 +25,8 @@ static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
 int klua_commands_new(lua_State *L) {
-    klua_commands *c = lua_newuserdatauv(L, sizeof *c, KLUA_COMMANDS_UV_COUNT);
+    klua_commands *c = klua_newobject(L, sizeof *c, KLUA_COMMANDS_UV_COUNT, KLUA_COMMANDS);
     memset(c, 0, sizeof *c);
-    luaL_setmetatable(L, KLUA_COMMANDS);
     lua_newtable(L);
     lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RECORDS);
     lua_newtable(L);

@@ -195,6 +195,7 @@ static int world_method(lua_State *L) {
     if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
         if (lua_rawequal(L, -1, lua_upvalueindex(METHOD_UPV_META))) kw = lua_touserdata(L, 1);
         lua_pop(L, 1);
+        if (kw && !klua_has_tag(L, 1, kw, KLUA_WORLD)) kw = NULL; /* the method raises for it */
     }
     /* a loop left open would keep the world deferred: end it first (outside systems) */
     if (kw && !kw->closed && !kw->current && kiln_is_deferred(kw->world)) settle_world(L, 1);

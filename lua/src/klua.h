@@ -51,6 +51,7 @@
 #define KLUA_QUERY "kiln.Query"
 #define KLUA_COMMANDS "kiln.Commands"
 #define KLUA_GUARD "kiln.IterGuard"
+#define KLUA_GC_GUARD "kiln.GcGuard" /* a World's collector hold (klua_new_gc_guard) */
 
 #define KLUA_NAME_CACHE 32     /* component names klua_check_component remembers by address */
 /* Strings up to this length are interned (LUAI_MAXSHORTLEN of Lua 5.2-5.4; LuaJIT interns
@@ -270,6 +271,22 @@ KLUA_HIDDEN void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg
                                  const luaL_Reg *metamethods);
 /* Adds methods to the __index table of the existing class tname (same upvalue rule). */
 KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods);
+
+/* ---- Classes. A userdata's class is its metatable and a tag: a host script holding the debug
+ * library can put a class's metatable on any userdata (debug.setmetatable), so a method must
+ * not take a userdata with the right metatable for an object of that class. Objects are made
+ * by klua_newobject, which puts a tag for the class (its name mixed with an address no script
+ * sees) after the struct; the checks below, and luaL_testudata / luaL_checkudata in every file
+ * that includes this header, take a userdata only with the class's metatable and its tag. */
+KLUA_HIDDEN void *klua_newobject(lua_State *L, size_t size, int nuvalue, const char *tname);
+/* Whether the userdata p at idx carries the tag of class tname (its metatable not checked). */
+KLUA_HIDDEN bool klua_has_tag(lua_State *L, int idx, const void *p, const char *tname);
+KLUA_HIDDEN void *klua_testudata(lua_State *L, int idx, const char *tname);
+KLUA_HIDDEN void *klua_checkudata(lua_State *L, int idx, const char *tname);
+#ifndef KLUA_SUPPORT_C
+#define luaL_testudata(L, idx, tname) klua_testudata(L, idx, tname)
+#define luaL_checkudata(L, idx, tname) klua_checkudata(L, idx, tname)
+#endif
 
 /* The userdata of class tname at argument 1 (self), or raises "calling 'class:method' on bad
  * self (tname expected, got ...)", as Lua's own checks do. */

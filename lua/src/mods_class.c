@@ -436,11 +436,10 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     if (kw->host) luaL_error(L, "kiln.mods: a mod cannot manage mods");
     if (kw->on_release) luaL_error(L, "kiln.mods: the world has a mod manager already");
     world_idx = lua_absindex(L, world_idx);
-    klua_mods *mods = lua_newuserdatauv(L, sizeof *mods, MODS_UV_COUNT);
+    klua_mods *mods = klua_newobject(L, sizeof *mods, MODS_UV_COUNT, KLUA_MODS);
     memset(mods, 0, sizeof *mods);
     mods->allow_ref = mods->log_ref = LUA_NOREF;
     mods->closed = true; /* until set up */
-    luaL_setmetatable(L, KLUA_MODS);
     lua_pushvalue(L, world_idx);
     lua_setiuservalue(L, -2, MODS_UV_WORLD);
     mods->kw = kw;

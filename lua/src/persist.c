@@ -443,10 +443,9 @@ static int w_hash(lua_State *L) {
 static int w_snapshot(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (kw->host) klua_fail(L, "world:snapshot", "snapshots of the world are the host's");
-    klua_snapshot *ks = lua_newuserdatauv(L, sizeof *ks, SNAPSHOT_UV_COUNT);
+    klua_snapshot *ks = klua_newobject(L, sizeof *ks, SNAPSHOT_UV_COUNT, KLUA_SNAPSHOT);
     ks->snap = NULL;
     ks->kw = kw;
-    luaL_setmetatable(L, KLUA_SNAPSHOT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, SNAPSHOT_UV_WORLD);
     if (kiln_snapshot_create(kw->world, &ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:snapshot");

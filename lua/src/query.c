@@ -121,12 +121,11 @@ int klua_world_query(lua_State *L) {
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, KLUA_QUERY_UV_COUNT);
+    klua_query *kq = klua_newobject(L, sizeof *kq, KLUA_QUERY_UV_COUNT, KLUA_QUERY);
     int q_idx = lua_gettop(L);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
     kq->row = -1;
-    luaL_setmetatable(L, KLUA_QUERY);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_WORLD);
     kiln_query *q;
@@ -180,9 +179,8 @@ int klua_world_query(lua_State *L) {
     }
     lua_setiuservalue(L, -3, KLUA_QUERY_UV_PROXIES);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_DATA);
-    klua_query **guard = lua_newuserdatauv(L, sizeof *guard, KLUA_GUARD_UV_COUNT);
+    klua_query **guard = klua_newobject(L, sizeof *guard, KLUA_GUARD_UV_COUNT, KLUA_GUARD);
     *guard = kq;
-    luaL_setmetatable(L, KLUA_GUARD);
     lua_pushvalue(L, -2);
     lua_setiuservalue(L, -2, KLUA_GUARD_UV_QUERY); /* the guard keeps its query alive */
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_GUARD);

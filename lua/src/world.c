@@ -43,7 +43,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     klua_comp_free(L, kw);                         /* and the field keys with them */
     /* the guard may still sit in a closing slot: it must not point at a dead world */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
-    klua_world **guard = lua_touserdata(L, -1);
+    klua_world **guard = klua_testudata(L, -1, KLUA_GC_GUARD); /* the registry is the host's to change */
     if (guard) *guard = NULL;
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
@@ -111,10 +111,9 @@ static void register_weak(lua_State *L, klua_world *kw) {
 
 /* A zeroed kiln.World userdata with its state table. */
 static klua_world *new_userdata(lua_State *L) {
-    klua_world *kw = lua_newuserdatauv(L, sizeof *kw, KLUA_WORLD_UV_COUNT);
+    klua_world *kw = klua_newobject(L, sizeof *kw, KLUA_WORLD_UV_COUNT, KLUA_WORLD);
     memset(kw, 0, sizeof *kw);
     kw->names_ref = kw->gc_guard_ref = kw->values_box_ref = LUA_NOREF;
-    luaL_setmetatable(L, KLUA_WORLD);
     lua_newtable(L);
     lua_newtable(L);
     lua_setfield(L, -2, KLUA_STATE_RESOURCES);
