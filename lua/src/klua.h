@@ -143,6 +143,7 @@ struct klua_world {
     int32_t workers;
     kiln_schedule *schedule;
     klua_system *current;      /* the Lua system running now, for access checks */
+    klua_system *systems;      /* the Lua systems made through this World, not yet freed */
     uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values */
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
@@ -192,10 +193,15 @@ struct klua_world {
     void *on_release_ud;
 };
 
-/* A Lua system: what access checks need to know of the one running. */
+/* A Lua system: what access checks need to know of the one running. C memory from the Lua
+ * allocator, owned by systems.c (no Lua value a script could drop holds it): made by
+ * world:system, freed by its fini, or by its World's release when it never joined. */
 struct klua_system {
     klua_world *kw;
     lua_State *L;
+    klua_system *next; /* in kw->systems */
+    lua_Alloc alloc;   /* what made it, and frees it */
+    void *alloc_ud;
     char name[KILN_MAX_NAME + 1];
     bool each;       /* an each-system: each(e, views..., dt) over its query, else run(world, dt);
                       * the function and the query are in the world's state (systems.c) */
@@ -318,6 +324,11 @@ KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);
 /* Pushes the kiln.World userdata of kw (also outside world:progress). */
 KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);
+/* Pushes the table at key (KLUA_STATE_*) of the state table of the World at world_idx, or
+ * nil (returning false) where there is none. Read raw, assuming nothing of what lies there:
+ * a host script holding the debug library can change a World's state (debug.setuservalue),
+ * and callers inside the schedule or a finalizer must not raise. */
+KLUA_HIDDEN bool klua_push_state(lua_State *L, int world_idx, const char *key);
 /* The main thread of L's state: what outlives any coroutine. */
 KLUA_HIDDEN lua_State *klua_main_thread(lua_State *L);
 /* The world's schedule, created (with its job pool) on first use. */
@@ -534,6 +545,9 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
+/* Frees the systems made through kw that never joined a schedule (a mod's, staged while it
+ * loaded, when the load failed); release calls it once no schedule holds one of kw's. */
+KLUA_HIDDEN void klua_free_systems(klua_world *kw);
 /* Appends a failure {system, message (len bytes), traceback, disabled[, mod]} to the failures
  * of the World at world_idx, which world:progress and world:failures hand out. Allocates. */
 KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message,

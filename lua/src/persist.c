@@ -320,9 +320,7 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
 
 /* Pushes the table of Lua-valued resources (state.resources). */
 static void push_lua_resources(lua_State *L) {
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RESOURCES);
-    lua_remove(L, -2);
+    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* nil where the host changed the state */
 }
 
 static int w_save(lua_State *L) {
@@ -420,6 +418,7 @@ static int w_load(lua_State *L) {
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (lua_istable(L, lc.host)) { /* the saved Lua resources join the world's */
         push_lua_resources(L);
+        if (!lua_istable(L, -1)) klua_fail(L, fname, "the world's state was changed through the debug library");
         lua_pushnil(L);
         while (lua_next(L, lc.host)) {
             lua_pushvalue(L, -2);

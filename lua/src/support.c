@@ -408,6 +408,27 @@ void klua_push_self(lua_State *L, klua_world *kw) {
     }
 }
 
+bool klua_push_state(lua_State *L, int world_idx, const char *key) {
+    world_idx = lua_absindex(L, world_idx);
+    if (lua_type(L, world_idx) != LUA_TUSERDATA) {
+        lua_pushnil(L);
+        return false;
+    }
+    if (lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return false;
+    }
+    lua_pushstring(L, key);
+    bool found = lua_rawget(L, -2) == LUA_TTABLE;
+    lua_remove(L, -2);
+    if (!found) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+    return found;
+}
+
 kiln_schedule *klua_schedule(lua_State *L, klua_world *kw) {
     if (kw->schedule) return kw->schedule;
     if (kw->workers > 0 && !kw->jobs) {

@@ -16,7 +16,11 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
         kw->on_release = NULL;
         fn(kw->on_release_ud);
     }
-    if (!kw->host) kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
+    if (!kw->host) {
+        kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
+        kw->schedule = NULL;
+    }
+    klua_free_systems(kw); /* those that never joined: the others' fini freed them */
     kw->schedule = NULL;
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
