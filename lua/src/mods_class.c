@@ -395,8 +395,8 @@ static int md_close(lua_State *L) {
 }
 
 static int md_gc(lua_State *L) {
-    klua_mods *mods = lua_touserdata(L, 1);
-    if (!mods->closed) klua_mods_close_all(mods);
+    klua_mods *mods = luaL_testudata(L, 1, KLUA_MODS); /* debug.getmetatable reaches __gc */
+    if (mods && !mods->closed) klua_mods_close_all(mods);
     return 0;
 }
 
