@@ -410,7 +410,8 @@ static int q_count(lua_State *L) {
 }
 
 static int q_gc(lua_State *L) {
-    klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
+    klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY); /* a finalizer never raises */
+    if (!kq) return 0;
     if (kq->query && !kq->kw->closed) {
         if (kq->active) klua_query_finish(L, kq, 1);
         kiln_query_destroy(kq->query);

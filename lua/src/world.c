@@ -80,8 +80,10 @@ static int w_close(lua_State *L) {
 }
 
 static int w_gc(lua_State *L) {
-    klua_world *kw = to_world(L, 1);
-    release(L, kw, 1);
+    /* a finalizer never raises: debug.setmetatable can hand it any userdata (LuaJIT would
+     * raise its error out of the collection step) */
+    klua_world *kw = luaL_testudata(L, 1, KLUA_WORLD);
+    if (kw) release(L, kw, 1);
     return 0;
 }
 
