@@ -16,23 +16,6 @@ local function movers(n)
     return w, w:query{"Position", "Velocity"}, es
 end
 
--- Everything a script does with a world, end to end; raises where kiln refused something.
-local function workout()
-    local w, q, es = movers(12)
-    for _, p, v in q:each() do p.x = p.x + v.x end
-    q:bulk(function(n, _, p) for i = 1, n do p.y[i] = p.y[i] + 1 end end)
-    w:system{name = "move", writes = {"Position"}, query = {"Position", "Velocity"},
-             each = function(_, p, v) p.x = p.x + v.x end}
-    assert(w:progress(0.1))
-    local c = kiln.commands(w)
-    c:spawn{Health = {hp = 1, max = 2}}
-    c:despawn(es[1])
-    c:apply(w)
-    assert(#w:inspect(es[2]) > 0)
-    assert(kiln.pretty({1, {2}}))
-    w:close()
-end
-
 -- The C methods of class tname, by name.
 local function c_methods(tname)
     local list = {}
@@ -196,107 +179,156 @@ describe("debug.setuservalue on a World", function()
 end)
 
 describe("debug.setupvalue and debug.upvaluejoin on the Lua layer", function()
-    -- Every Lua function of the layer reachable from the module and the class method tables.
-    local function layer_functions()
-        local seen, list = {}, {}
-        local function visit(v, depth)
-            if depth > 8 or seen[v] or v == _G or v == REG or v == package.loaded then return end
-            local t = type(v)
-            if t ~= "function" and t ~= "table" then return end
-            seen[v] = true
-            if t == "function" then
-                if debug.getinfo(v, "S").what == "Lua" then list[#list + 1] = v end
-                for i = 1, 255 do
-                    local name, u = debug.getupvalue(v, i)
-                    if not name then break end
-                    visit(u, depth + 1)
-                end
-            else
-                for k, x in next, v do
-                    visit(k, depth + 1)
-                    visit(x, depth + 1)
-                end
-            end
-        end
-        visit(kiln, 0)
-        for _, tname in pairs(CLASSES) do visit(REG[tname].__index, 0) end
-        return list
-    end
-
-    -- LuaJIT's compiled traces keep the upvalue cells they were recorded with: changing one with
-    -- the debug library without jit.flush() leaves traces reading a cell the closure dropped
-    -- (a LuaJIT limit, also without kiln: the host flushes after such a change).
-    local function retrace()
-        if H.luajit then jit.flush() end
-    end
-
-    -- Calls tamper(f, i, old) for every upvalue i of every layer function f, runs the workout
-    -- (which may raise) and puts the upvalue back.
-    local function each_upvalue(tamper)
-        local fns = layer_functions()
-        assert.is_true(#fns > 20, "only " .. #fns .. " Lua functions found")
-        local tried = 0
-        for _, f in ipairs(fns) do
+    -- Each attack runs in a child interpreter (H.run_isolated, sanitizers preloaded alike): a
+    -- closure the layer makes while an upvalue is changed keeps the changed cell after it is
+    -- put back, which would reach the specs run after this one. The child prints "survived"
+    -- when kiln gave errors or results and never crashed.
+    local PRELUDE = [=[
+local kiln = require "kiln"
+local H = dofile(SPEC_DIR .. "helpers.lua")
+local REG = debug.getregistry()
+local function movers(n)
+    local w = H.world()
+    local es = {}
+    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}} end
+    return w, w:query{"Position", "Velocity"}, es
+end
+-- Everything a script does with a world, end to end; raises where kiln refused something.
+local function workout()
+    local w, q, es = movers(12)
+    for _, p, v in q:each() do p.x = p.x + v.x end
+    q:bulk(function(n, _, p) for i = 1, n do p.y[i] = p.y[i] + 1 end end)
+    w:system{name = "move", writes = {"Position"}, query = {"Position", "Velocity"},
+             each = function(_, p, v) p.x = p.x + v.x end}
+    assert(w:progress(0.1))
+    local c = kiln.commands(w)
+    c:spawn{Health = {hp = 1, max = 2}}
+    c:despawn(es[1])
+    c:apply(w)
+    assert(#w:inspect(es[2]) > 0)
+    assert(kiln.pretty({1, {2}}))
+    w:close()
+end
+-- Every Lua function of the layer reachable from the module and the class method tables.
+local function layer_functions()
+    local seen, list = {}, {}
+    local function visit(v, depth)
+        if depth > 8 or seen[v] or v == _G or v == REG or v == package.loaded then return end
+        local t = type(v)
+        if t ~= "function" and t ~= "table" then return end
+        seen[v] = true
+        if t == "function" then
+            if debug.getinfo(v, "S").what == "Lua" then list[#list + 1] = v end
             for i = 1, 255 do
-                local name, old = debug.getupvalue(f, i)
+                local name, u = debug.getupvalue(v, i)
                 if not name then break end
-                if name ~= "_ENV" then
-                    local restore = tamper(f, i, old)
-                    retrace()
-                    pcall(workout)
-                    restore()
-                    retrace()
-                    tried = tried + 1
-                end
+                visit(u, depth + 1)
+            end
+        else
+            for k, x in next, v do
+                visit(k, depth + 1)
+                visit(x, depth + 1)
             end
         end
-        assert.is_true(tried > 50)
-        workout() -- everything put back: all of it works again
+    end
+    visit(kiln, 0)
+    for _, tname in ipairs{"kiln.World", "kiln.Query", "kiln.Commands"} do visit(REG[tname].__index, 0) end
+    assert(#list > 20, "only " .. #list .. " Lua functions found")
+    return list
+end
+-- LuaJIT's compiled traces keep the upvalue cells they were recorded with: changing one with
+-- the debug library without jit.flush() leaves traces reading a cell the closure dropped (a
+-- LuaJIT limit, kiln or not: a host flushes after such a change).
+local function retrace()
+    if H.luajit then jit.flush() end
+end
+-- Calls tamper(f, i, old) for every upvalue i of every layer function f, runs the workout
+-- (which may raise) and puts the upvalue back with what tamper returned.
+local function each_upvalue(tamper)
+    local tried = 0
+    for _, f in ipairs(layer_functions()) do
+        for i = 1, 255 do
+            local name, old = debug.getupvalue(f, i)
+            if not name then break end
+            -- (under LuaJIT, not ffi.lua's FREE: the finalizer of a query's FFI state appends to
+            -- it, and a finalizer raising on a changed FREE raises out of LuaJIT's collector,
+            -- which LuaJIT 2.1 at times fails to unwind: a known gap, docs/lua-api.md, safety rule 8)
+            if name ~= "_ENV" and not (H.luajit and name == "FREE") then
+                local restore = tamper(f, i, old)
+                retrace()
+                pcall(workout)
+                restore()
+                retrace()
+                tried = tried + 1
+            end
+        end
+    end
+    assert(tried > 50, "only " .. tried .. " upvalues tried")
+    pcall(workout)
+    collectgarbage()
+end
+]=]
+
+    -- where the child finds helpers.lua (it runs from a temporary file)
+    local dir = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+    if dir:sub(1, 1) ~= "/" then dir = assert(os.getenv("PWD")) .. "/" .. dir end
+
+    local function isolated(code)
+        local chunk = string.format("local SPEC_DIR = %q\n", dir) .. PRELUDE .. code .. "\nprint('survived')\n"
+        local ok, out = H.run_isolated(chunk, 300)
+        assert.is_true(ok and out:find("survived", 1, true) ~= nil, out:sub(-3000))
     end
 
     it("set to junk one at a time, give errors or the same results", function()
-        for _, junk in ipairs{1e9, -1, {}} do
-            each_upvalue(function(f, i, old)
-                debug.setupvalue(f, i, junk)
-                return function() debug.setupvalue(f, i, old) end
-            end)
-        end
+        isolated([=[
+for _, junk in ipairs{1e9, -1, {}} do
+    each_upvalue(function(f, i, old)
+        debug.setupvalue(f, i, junk)
+        return function() debug.setupvalue(f, i, old) end
+    end)
+end
+]=])
     end)
 
     it("joined to a foreign cell one at a time, give errors or the same results", function()
-        local cell = 2 ^ 40
-        local donor = function() return cell end
-        each_upvalue(function(f, i, old)
-            local keep = function() return old end -- a cell of its own holding the old value
-            debug.upvaluejoin(f, i, donor, 1)
-            return function() debug.upvaluejoin(f, i, keep, 1) end
-        end)
+        isolated([=[
+local cell = 2 ^ 40
+local donor = function() return cell end
+each_upvalue(function(f, i, old)
+    local keep = function() return old end -- a cell of its own holding the old value
+    debug.upvaluejoin(f, i, donor, 1)
+    return function() debug.upvaluejoin(f, i, keep, 1) end
+end)
+]=])
     end)
 
     it("cannot widen world:spawn's scratch or arrays (LuaJIT's FFI path)", function()
-        local w = H.world()
-        local init = {}
-        for n = 1, 70 do
-            w:component("C" .. n, "float v;")
-            init["C" .. n] = {v = n}
+        isolated([=[
+local w = H.world()
+local init = {}
+for n = 1, 70 do
+    w:component("C" .. n, "float v;")
+    init["C" .. n] = {v = n}
+end
+w:component("Big", "vec4 a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p;")
+for _, f in ipairs(layer_functions()) do
+    for i = 1, 255 do
+        local name, old = debug.getupvalue(f, i)
+        if not name then break end
+        if type(old) == "number" then
+            debug.setupvalue(f, i, 1e9)
+            retrace()
+            pcall(w.spawn, w, init) -- 70 components: more than the FFI path's arrays hold
+            pcall(w.spawn, w, {Big = {a = {1, 2, 3, 4}, p = {5, 6, 7, 8}}})
+            debug.setupvalue(f, i, old)
+            retrace()
         end
-        w:component("Big", "vec4 a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p;")
-        for _, f in ipairs(layer_functions()) do
-            for i = 1, 255 do
-                local name, old = debug.getupvalue(f, i)
-                if not name then break end
-                if type(old) == "number" then
-                    debug.setupvalue(f, i, 1e9)
-                    retrace()
-                    pcall(w.spawn, w, init) -- 70 components: more than the FFI path's arrays hold
-                    pcall(w.spawn, w, {Big = {a = {1, 2, 3, 4}, p = {5, 6, 7, 8}}})
-                    debug.setupvalue(f, i, old)
-                    retrace()
-                end
-            end
-        end
-        local e = w:spawn{Big = {p = {5, 6, 7, 8}}}
-        assert.are.same({x = 5, y = 6, z = 7, w = 8}, w:get(e, "Big").p)
+    end
+end
+local e = w:spawn{Big = {p = {5, 6, 7, 8}}}
+local p = w:get(e, "Big").p
+assert(p.x == 5 and p.y == 6 and p.z == 7 and p.w == 8)
+]=])
     end)
 end)
 
