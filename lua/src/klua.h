@@ -285,7 +285,8 @@ KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg
  * sees) after the struct; the checks below, and luaL_testudata / luaL_checkudata in every file
  * that includes this header, take a userdata only with the class's metatable and its tag. */
 KLUA_HIDDEN void *klua_newobject(lua_State *L, size_t size, int nuvalue, const char *tname);
-/* Whether the userdata p at idx carries the tag of class tname (its metatable not checked). */
+/* Whether the userdata p at idx carries the tag of class tname (its metatable not checked);
+ * tname, as every class name, has 8 bytes or more with its NUL. */
 KLUA_HIDDEN bool klua_has_tag(lua_State *L, int idx, const void *p, const char *tname);
 KLUA_HIDDEN void *klua_testudata(lua_State *L, int idx, const char *tname);
 KLUA_HIDDEN void *klua_checkudata(lua_State *L, int idx, const char *tname);

@@ -158,9 +158,8 @@ static void push_public_meta(lua_State *L, const char *tname, int methods_idx) {
 static const char tag_salt;
 
 static uint64_t class_tag(const char *tname) {
-    uint64_t name = 0;
-    size_t len = strlen(tname);
-    memcpy(&name, tname, len < sizeof name ? len : sizeof name);
+    uint64_t name;
+    memcpy(&name, tname, sizeof name); /* a class name has 8 bytes or more with its NUL */
     return name ^ (uint64_t)(uintptr_t)&tag_salt;
 }
 
@@ -196,7 +195,7 @@ static const char *got_name(lua_State *L, int idx) {
     const char *got = luaL_typename(L, idx);
     if (luaL_getmetafield(L, idx, "__name") != LUA_TSTRING) return got;
     got = lua_tostring(L, -1);
-    if (lua_type(L, idx) == LUA_TUSERDATA && strncmp(got, "kiln.", 5) == 0 &&
+    if (lua_type(L, idx) == LUA_TUSERDATA && strncmp(got, "kiln.", 5) == 0 && strlen(got) >= 8 &&
         !klua_has_tag(L, idx, lua_touserdata(L, idx), got))
         got = lua_pushfstring(L, "a userdata with the metatable of %s", got);
     return got;
