@@ -172,7 +172,9 @@ void *klua_newobject(lua_State *L, size_t size, int nuvalue, const char *tname) 
     memset(p, 0, at);
     uint64_t tag = class_tag(tname);
     memcpy(p + at, &tag, sizeof tag);
-    luaL_setmetatable(L, tname);
+    if (luaL_getmetatable(L, tname) != LUA_TTABLE) /* the registry is the host's to change */
+        luaL_error(L, "the class %s was taken out of the registry (debug.getregistry)", tname);
+    lua_setmetatable(L, -2);
     return p;
 }
 

@@ -178,6 +178,73 @@ describe("debug.setuservalue on a World", function()
     end)
 end)
 
+describe("debug.setuservalue on a Commands", function()
+    -- a Commands' user values: its records and its resolved placeholders (tables)
+    local function set_uv(c, v, n)
+        if H.luajit then debug.getfenv(c)[n] = v else debug.setuservalue(c, v, n) end
+    end
+
+    it("replaced by junk: recording and applying raise, the world stays as it was", function()
+        local w, _, es = movers(2)
+        local before = H.snapshot(w, H.NAMES)
+        for n = 1, 2 do
+            for _, junk in ipairs{7, "x", io.stdout} do
+                local c = kiln.commands(w)
+                c:spawn{Position = {x = 1}}
+                set_uv(c, junk, n)
+                for _, record in ipairs{function() c:despawn(es[1]) end, function() c:set(es[1], "Position", {x = 9}) end,
+                                        function() c:remove(es[1], "Velocity") end} do
+                    pcall(record)
+                end
+                H.raises(function() c:apply(w) end, "commands:apply: its state was changed through the debug library")
+                pcall(c.resolved, c, -1)
+            end
+        end
+        assert.are.equal(before, H.snapshot(w, H.NAMES))
+    end)
+
+    it("with a record's operation changed: apply reports that command, and does nothing wild", function()
+        local w, _, es = movers(1)
+        local c = kiln.commands(w)
+        c:despawn(es[1])
+        local records = H.luajit and debug.getfenv(c)[1] or debug.getuservalue(c, 1)
+        records[1] = 99
+        local applied, err = c:apply(w)
+        assert.is_nil(applied)
+        assert.truthy(err:find("changed through the debug library", 1, true), err)
+        assert.is_true(w:is_alive(es[1]))
+    end)
+end)
+
+describe("kiln's entries in the registry (debug.getregistry)", function()
+    it("replaced one at a time by junk: errors, and the frames go on", function()
+        local w, q, es = movers(3)
+        w:component("Script", "lua")
+        w:add(es[1], "Script", {1})
+        w:system{name = "move", writes = {"Position"}, query = {"Position"}, each = function(_, p) p.x = p.x + 1 end}
+        local keys = {}
+        for k in pairs(REG) do
+            if type(k) == "string" and k:match("^kiln") then keys[#keys + 1] = k end
+        end
+        assert.is_true(#keys >= 8)
+        for _, k in ipairs(keys) do
+            local old = REG[k]
+            for _, junk in ipairs{7, {}} do
+                REG[k] = junk
+                pcall(w.progress, w, 0)
+                pcall(w.spawn, w, {Position = {x = 1}})
+                pcall(w.get, w, es[1], "Script")
+                pcall(function() for _ in w:query{"Position"}:each() do end end)
+                pcall(function() for _ in q:each() do end end)
+                REG[k] = old
+            end
+        end
+        collectgarbage()
+        assert.is_true(w:progress(0))
+        assert.are.equal(1, w:get(es[1], "Script")[1])
+    end)
+end)
+
 describe("debug.setupvalue and debug.upvaluejoin on the Lua layer", function()
     -- Each attack runs in a child interpreter (H.run_isolated, sanitizers preloaded alike): a
     -- closure the layer makes while an upvalue is changed keeps the changed cell after it is
