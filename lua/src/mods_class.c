@@ -478,12 +478,32 @@ static int64_t int_option(lua_State *L, int t, const char *key, int64_t min, con
     return v;
 }
 
+/* Whether the function at idx is one of the host's debug library (package.loaded.debug). */
+static bool is_debug_function(lua_State *L, int idx) {
+    bool hit = false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE &&
+        lua_getfield(L, -1, "debug") == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (!hit && lua_next(L, -2)) {
+            hit = lua_rawequal(L, -1, idx);
+            lua_pop(L, 1);
+        }
+    }
+    return hit; /* the caller resets the stack */
+}
+
 /* Raises unless the value at idx can be granted to mods: nil, booleans, numbers, strings,
- * functions (proxied), and tables of those without metatables, nested at most 32 deep. */
+ * functions (proxied) but none of the debug library, and tables of those without
+ * metatables, nested at most 32 deep. */
 static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
     idx = lua_absindex(L, idx);
     int t = lua_type(L, idx);
-    if (t == LUA_TTABLE) {
+    if (t == LUA_TFUNCTION) {
+        int top = lua_gettop(L);
+        bool debug = is_debug_function(L, idx);
+        lua_settop(L, top);
+        if (debug) klua_argerror(L, 2, fname, "allow holds a function of the debug library, which mods never get");
+    } else if (t == LUA_TTABLE) {
         if (depth >= 32) klua_argerror(L, 2, fname, "allow nests tables deeper than 32 (a cycle?)");
         if (lua_getmetatable(L, idx)) klua_argerror(L, 2, fname, "allow holds a table with a metatable");
         luaL_checkstack(L, 4, "allow nests too deep");

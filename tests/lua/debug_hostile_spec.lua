@@ -447,6 +447,14 @@ end)
 describe("mods and the debug library", function()
     after_each(M.cleanup)
 
+    it("kiln.mods refuses to grant a function of the debug library, however deep in allow", function()
+        local w = H.world()
+        H.raises(function() kiln.mods(w, {allow = {hook = debug.sethook}}) end,
+                 "bad argument #2 to 'kiln.mods' (allow holds a function of the debug library, which mods never get)")
+        H.raises(function() kiln.mods(w, {allow = {tools = {up = debug.setupvalue}}}) end, "debug library")
+        assert.truthy(kiln.mods(w, {allow = {log = print}})) -- other host functions still go
+    end)
+
     it("a mod has none, and none is reachable through what kiln hands it", function()
         local dir = M.folder()
         local w, mods = M.host({allow = {peek = function() return 1 end}})
