@@ -289,6 +289,10 @@ KLUA_HIDDEN void *klua_newobject(lua_State *L, size_t size, int nuvalue, const c
  * tname, as every class name, has 8 bytes or more with its NUL. */
 KLUA_HIDDEN bool klua_has_tag(lua_State *L, int idx, const void *p, const char *tname);
 KLUA_HIDDEN void *klua_testudata(lua_State *L, int idx, const char *tname);
+/* The object of class tname at idx by its tag alone (its metatable not asked of the registry),
+ * or NULL: for finalizers, which must free what is theirs whatever the host did to the
+ * registry (debug.getregistry), and must never raise. */
+KLUA_HIDDEN void *klua_toobject(lua_State *L, int idx, const char *tname);
 KLUA_HIDDEN void *klua_checkudata(lua_State *L, int idx, const char *tname);
 #ifndef KLUA_SUPPORT_C
 #define luaL_testudata(L, idx, tname) klua_testudata(L, idx, tname)
@@ -546,8 +550,9 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
-/* Frees the systems made through kw that never joined a schedule (a mod's, staged while it
- * loaded, when the load failed); release calls it once no schedule holds one of kw's. */
+/* Frees the systems made through kw that are left: none of them is in a schedule then (a
+ * World's own were freed by their fini when its schedule went; a mod's view is released
+ * once its systems left, and those staged by a load that failed never joined). */
 KLUA_HIDDEN void klua_free_systems(klua_world *kw);
 /* Appends a failure {system, message (len bytes), traceback, disabled[, mod]} to the failures
  * of the World at world_idx, which world:progress and world:failures hand out. Allocates. */

@@ -395,7 +395,7 @@ static int md_close(lua_State *L) {
 }
 
 static int md_gc(lua_State *L) {
-    klua_mods *mods = luaL_testudata(L, 1, KLUA_MODS); /* debug.getmetatable reaches __gc */
+    klua_mods *mods = klua_toobject(L, 1, KLUA_MODS); /* debug.getmetatable reaches __gc */
     if (mods && !mods->closed) klua_mods_close_all(mods);
     return 0;
 }

@@ -463,7 +463,7 @@ static int w_restore(lua_State *L) {
 }
 
 static int snapshot_gc(lua_State *L) {
-    klua_snapshot *ks = luaL_testudata(L, 1, KLUA_SNAPSHOT); /* a finalizer never raises */
+    klua_snapshot *ks = klua_toobject(L, 1, KLUA_SNAPSHOT); /* a finalizer never raises */
     if (!ks) return 0;
     kiln_snapshot_destroy(ks->snap);
     ks->snap = NULL;

@@ -346,8 +346,8 @@ static int q_each(lua_State *L) {
 }
 
 static int guard_close(lua_State *L) {
-    klua_query **guard = luaL_checkudata(L, 1, KLUA_GUARD);
-    klua_query *kq = *guard;
+    klua_query **guard = klua_toobject(L, 1, KLUA_GUARD); /* debug.getmetatable reaches it */
+    klua_query *kq = guard ? *guard : NULL;
     /* one guard per query: closed from another thread while the loop's own thread runs, it
      * is an earlier loop's, ended (a stuck loop's thread may be closed from anywhere) */
     if (kq && kq->active && !kq->kw->closed && !klua_query_runs_elsewhere(L, kq)) {
@@ -410,7 +410,7 @@ static int q_count(lua_State *L) {
 }
 
 static int q_gc(lua_State *L) {
-    klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY); /* a finalizer never raises */
+    klua_query *kq = klua_toobject(L, 1, KLUA_QUERY); /* a finalizer never raises */
     if (!kq) return 0;
     if (kq->query && !kq->kw->closed) {
         if (kq->active) klua_query_finish(L, kq, 1);

@@ -87,7 +87,7 @@ static int tree_spawn(lua_State *L) {
 }
 
 static int tree_gc(lua_State *L) {
-    klua_prefab_tree *t = luaL_testudata(L, 1, KLUA_PREFAB_TREE); /* a finalizer never raises */
+    klua_prefab_tree *t = klua_toobject(L, 1, KLUA_PREFAB_TREE); /* a finalizer never raises */
     if (!t) return 0;
     kiln_prefab_destroy(t->prefab);
     t->prefab = NULL;
@@ -346,7 +346,7 @@ static int instance_index(lua_State *L) {
 }
 
 static int instance_gc(lua_State *L) {
-    klua_instance *ki = luaL_testudata(L, 1, KLUA_INSTANCE); /* a finalizer never raises */
+    klua_instance *ki = klua_toobject(L, 1, KLUA_INSTANCE); /* a finalizer never raises */
     if (!ki) return 0;
     kiln_instance_destroy(ki->instance);
     ki->instance = NULL;

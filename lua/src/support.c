@@ -186,6 +186,11 @@ bool klua_has_tag(lua_State *L, int idx, const void *p, const char *tname) {
     return tag == class_tag(tname);
 }
 
+void *klua_toobject(lua_State *L, int idx, const char *tname) {
+    void *p = lua_type(L, idx) == LUA_TUSERDATA ? lua_touserdata(L, idx) : NULL;
+    return p && klua_has_tag(L, idx, p, tname) ? p : NULL;
+}
+
 void *klua_testudata(lua_State *L, int idx, const char *tname) {
     void *p = luaL_testudata(L, idx, tname);
     return p && klua_has_tag(L, idx, p, tname) ? p : NULL;
@@ -332,7 +337,7 @@ void klua_release_gc(lua_State *L, klua_world *kw) {
 }
 
 static int gc_guard_close(lua_State *L) {
-    klua_world **guard = klua_testudata(L, 1, KLUA_GC_GUARD); /* debug.getmetatable reaches it */
+    klua_world **guard = klua_toobject(L, 1, KLUA_GC_GUARD); /* debug.getmetatable reaches it */
     if (guard && *guard) klua_release_gc(L, *guard);
     return 0;
 }

@@ -159,17 +159,11 @@ static void free_system(klua_system *s) {
 }
 
 void klua_free_systems(klua_world *kw) {
-    klua_system *s = kw->systems;
-    while (s) {
-        klua_system *next = s->next;
-        /* one a schedule may still hold (a mod's, by its name) is left: a leak, never a dangling one */
-        if (!kw->schedule || kiln_schedule_find(kw->schedule, s->name) < 0) free_system(s);
-        s = next;
-    }
+    while (kw->systems) free_system(kw->systems);
 }
 
-/* Pushes slot i of the entry at idx; nil when the entry is missing (a world:system that
- * raised after its system joined the schedule). */
+/* Pushes slot i of the entry at idx; nil when the entry is missing (a host script changed the
+ * world's state through the debug library: the run then fails). */
 static void push_part(lua_State *L, int idx, enum run_slot i) {
     if (lua_type(L, idx) == LUA_TTABLE) lua_rawgeti(L, idx, i);
     else lua_pushnil(L);

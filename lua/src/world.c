@@ -16,12 +16,9 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
         kw->on_release = NULL;
         fn(kw->on_release_ud);
     }
-    if (!kw->host) {
-        kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
-        kw->schedule = NULL;
-    }
-    klua_free_systems(kw); /* those that never joined: the others' fini freed them */
+    if (!kw->host) kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
     kw->schedule = NULL;
+    klua_free_systems(kw); /* those left never joined: the others' fini freed them */
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
     } else if (kw->shared) {
@@ -47,7 +44,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     klua_comp_free(L, kw);                         /* and the field keys with them */
     /* the guard may still sit in a closing slot: it must not point at a dead world */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
-    klua_world **guard = klua_testudata(L, -1, KLUA_GC_GUARD); /* the registry is the host's to change */
+    klua_world **guard = klua_toobject(L, -1, KLUA_GC_GUARD); /* the registry is the host's to change */
     if (guard) *guard = NULL;
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
@@ -82,7 +79,7 @@ static int w_close(lua_State *L) {
 static int w_gc(lua_State *L) {
     /* a finalizer never raises: debug.setmetatable can hand it any userdata (LuaJIT would
      * raise its error out of the collection step) */
-    klua_world *kw = luaL_testudata(L, 1, KLUA_WORLD);
+    klua_world *kw = klua_toobject(L, 1, KLUA_WORLD);
     if (kw) release(L, kw, 1);
     return 0;
 }
