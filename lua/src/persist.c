@@ -320,9 +320,7 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
 
 /* Pushes the table of Lua-valued resources (state.resources). */
 static void push_lua_resources(lua_State *L) {
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RESOURCES);
-    lua_remove(L, -2);
+    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* nil where the host changed the state */
 }
 
 static int w_save(lua_State *L) {
@@ -420,6 +418,7 @@ static int w_load(lua_State *L) {
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (lua_istable(L, lc.host)) { /* the saved Lua resources join the world's */
         push_lua_resources(L);
+        if (!lua_istable(L, -1)) klua_fail(L, fname, "the world's state was changed through the debug library");
         lua_pushnil(L);
         while (lua_next(L, lc.host)) {
             lua_pushvalue(L, -2);
@@ -443,10 +442,9 @@ static int w_hash(lua_State *L) {
 static int w_snapshot(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (kw->host) klua_fail(L, "world:snapshot", "snapshots of the world are the host's");
-    klua_snapshot *ks = lua_newuserdatauv(L, sizeof *ks, SNAPSHOT_UV_COUNT);
+    klua_snapshot *ks = klua_newobject(L, sizeof *ks, SNAPSHOT_UV_COUNT, KLUA_SNAPSHOT);
     ks->snap = NULL;
     ks->kw = kw;
-    luaL_setmetatable(L, KLUA_SNAPSHOT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, SNAPSHOT_UV_WORLD);
     if (kiln_snapshot_create(kw->world, &ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:snapshot");
@@ -465,7 +463,8 @@ static int w_restore(lua_State *L) {
 }
 
 static int snapshot_gc(lua_State *L) {
-    klua_snapshot *ks = luaL_checkudata(L, 1, KLUA_SNAPSHOT);
+    klua_snapshot *ks = klua_toobject(L, 1, KLUA_SNAPSHOT); /* a finalizer never raises */
+    if (!ks) return 0;
     kiln_snapshot_destroy(ks->snap);
     ks->snap = NULL;
     return 0;
