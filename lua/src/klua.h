@@ -65,6 +65,7 @@
 #define KLUA_REG_VALUES "kiln.values" /* registry: the metatable of weak boxes {values table} */
 /* registry: C methods a Lua function replaced in their class's method table -> their name */
 #define KLUA_REG_REPLACED "kiln.replaced"
+#define KLUA_REG_CLASSES "kiln.classes" /* registry: a class tag's 8 name bytes -> class name */
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
@@ -294,6 +295,9 @@ KLUA_HIDDEN void *klua_testudata(lua_State *L, int idx, const char *tname);
  * registry (debug.getregistry), and must never raise. */
 KLUA_HIDDEN void *klua_toobject(lua_State *L, int idx, const char *tname);
 KLUA_HIDDEN void *klua_checkudata(lua_State *L, int idx, const char *tname);
+/* Registers class tname before its metatable is made, raising when an earlier class has the
+ * same tag: every class name has 8 bytes or more, and no two share their first 8. */
+KLUA_HIDDEN void klua_claim_class(lua_State *L, const char *tname);
 #ifndef KLUA_SUPPORT_C
 #define luaL_testudata(L, idx, tname) klua_testudata(L, idx, tname)
 #define luaL_checkudata(L, idx, tname) klua_checkudata(L, idx, tname)

@@ -450,6 +450,7 @@ static const luaL_Reg tree_meta[] = {{"__gc", tree_gc}, {NULL, NULL}};
 void klua_open_scene(lua_State *L) {
     klua_addmethods(L, KLUA_WORLD, scene_methods);
     klua_createmeta(L, KLUA_PREFAB_TREE, tree_methods, tree_meta);
+    klua_claim_class(L, KLUA_INSTANCE);
     luaL_newmetatable(L, KLUA_INSTANCE);
     static const luaL_Reg instance_meta[] = {
         {"__index", instance_index}, {"__gc", instance_gc}, {"__tostring", instance_tostring}, {NULL, NULL}};

@@ -214,8 +214,30 @@ void *klua_checkudata(lua_State *L, int idx, const char *tname) {
     return p;
 }
 
+void klua_claim_class(lua_State *L, const char *tname) {
+    if (strlen(tname) < 8) luaL_error(L, "kiln: class name %s is shorter than its tag (8 bytes)", tname);
+    lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_CLASSES);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_CLASSES);
+    }
+    lua_pushlstring(L, tname, 8);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3);
+    const char *other = lua_tostring(L, -1);
+    if (other && strcmp(other, tname) != 0)
+        luaL_error(L, "kiln: classes %s and %s share a tag (the first 8 bytes of their names)", other, tname);
+    lua_pop(L, 1);
+    lua_pushstring(L, tname);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
 void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
                      const luaL_Reg *metamethods) {
+    klua_claim_class(L, tname);
     luaL_newmetatable(L, tname);
     if (metamethods) luaL_setfuncs(L, metamethods, 0);
     lua_newtable(L);
@@ -344,6 +366,7 @@ static int gc_guard_close(lua_State *L) {
 
 int klua_new_gc_guard(lua_State *L, klua_world *kw) {
     if (luaL_newmetatable(L, KLUA_GC_GUARD)) {
+        klua_claim_class(L, KLUA_GC_GUARD);
         lua_pushcfunction(L, gc_guard_close);
         lua_setfield(L, -2, "__close");
     }
