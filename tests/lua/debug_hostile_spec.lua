@@ -8,13 +8,7 @@ local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. 
 local REG = debug.getregistry()
 local CLASSES = {World = "kiln.World", Query = "kiln.Query", Commands = "kiln.Commands"}
 
--- A world of n movers, its query, its entities.
-local function movers(n)
-    local w = H.world()
-    local es = {}
-    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}} end
-    return w, w:query{"Position", "Velocity"}, es
-end
+local movers = H.movers
 
 -- The C methods of class tname, by name.
 local function c_methods(tname)
@@ -256,12 +250,7 @@ describe("debug.setupvalue and debug.upvaluejoin on the Lua layer", function()
 local kiln = require "kiln"
 local H = dofile(SPEC_DIR .. "helpers.lua")
 local REG = debug.getregistry()
-local function movers(n)
-    local w = H.world()
-    local es = {}
-    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}} end
-    return w, w:query{"Position", "Velocity"}, es
-end
+local movers = H.movers
 -- Everything a script does with a world, end to end; raises where kiln refused something.
 local function workout()
     local w, q, es = movers(12)
