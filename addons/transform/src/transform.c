@@ -46,15 +46,55 @@ kl_transform_state *kl_transform_state_of(const kiln_world *world) {
     return kiln_world_atfini_get(world, transform_fini);
 }
 
+/* Why parent, not alive, may not be linked to; NULL when the link is merely dead (a root).
+ * A stale handle (its slot's generation moved past it, or the slot was retired) can never
+ * name an entity again, and one reserved by a deferred spawn names what that spawn makes.
+ * Anything else would be stored as is: a placeholder or a stray bit pattern is no entity at
+ * all, and a handle of a slot or generation the world has not handed out yet would come
+ * alive as whatever entity the world spawns there next, a link no check ever saw. */
+static const char *unissued_parent(const kiln_world *world, kiln_entity parent) {
+    if (kiln_is_placeholder(parent)) return "is a command buffer placeholder, not an entity";
+    uint32_t generation = kiln_entity_generation(parent);
+    if ((parent >> 32) != generation || generation == 0) return "is not an entity handle";
+    uint32_t index = kiln_entity_index(parent);
+    if (index >= kl_slot_count(world)) return "was never spawned in this world";
+    if (kl_record_reserved(world, parent)) return NULL;
+    const kl_record *rec = kl_record_at(world, index);
+    /* a live or reserved slot holds its generation, a dead one the next it hands out */
+    uint32_t reached = kl_record_generation(rec) + (kl_record_alive(rec) ||
+                                                    (rec->bits & KL_PLACE_MASK) == KL_PLACE_RESERVED);
+    return generation >= reached ? "was never spawned in this world" : NULL;
+}
+
+/* Writes the refusal of an unissued parent (see unissued_parent) to why. */
+static kiln_result refuse_unissued(kiln_entity parent, const char *detail, char *why, size_t why_size) {
+    char pb[40];
+    if (kiln_is_placeholder(parent))
+        snprintf(pb, sizeof pb, "placeholder %u", (unsigned)(parent & ((UINT64_C(1) << 24) - 1)));
+    else if ((parent >> 32) != kiln_entity_generation(parent))
+        snprintf(pb, sizeof pb, "0x%016llx", (unsigned long long)parent);
+    else
+        kiln_entity_format(parent, pb, sizeof pb);
+    snprintf(why, why_size, "parent %s %s", pb, detail);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
 /* The Parent check hook: the rules of kiln_transform_set_parent for every way a Parent value
  * is written (kiln_add, kiln_set, spawns, command buffers). A null or dead parent is a root
- * (a parent may still be a handle reserved by a deferred spawn). */
+ * (a parent may still be a handle reserved by a deferred spawn); a parent the world never
+ * handed out (a placeholder, a future handle) is refused, since no later check would see the
+ * link it becomes. */
 static kiln_result check_parent(const kiln_world *world, kiln_entity entity, const void *value,
                                 void *ctx, char *why, size_t why_size) {
     (void)ctx;
     const kl_transform_state *st = kl_transform_state_of(world);
     kiln_entity parent = value ? ((const kiln_parent *)value)->entity : KILN_NULL_ENTITY;
-    if (!st || parent == KILN_NULL_ENTITY || entity == KILN_NULL_ENTITY) return KILN_OK;
+    if (!st || parent == KILN_NULL_ENTITY) return KILN_OK;
+    if (!kl_record_of(world, parent)) {
+        const char *detail = unissued_parent(world, parent);
+        if (detail) return refuse_unissued(parent, detail, why, why_size);
+    }
+    if (entity == KILN_NULL_ENTITY) return KILN_OK;
     char cb[24], pb[24];
     if (parent == entity) {
         snprintf(why, why_size, "entity %s cannot be its own parent",
@@ -187,13 +227,18 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
     for (; i < count; i++) {
         kiln_entity e = entities[i], parent;
         memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
-        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) continue;
+        if (parent == KILN_NULL_ENTITY) continue;
+        if (e == KILN_NULL_ENTITY) {
+            if (!kl_record_of(world, parent) && unissued_parent(world, parent)) break;
+            continue;
+        }
         if (parent == e) break;
         /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
         uint32_t above = memo_of(memo, slots, parent);
         if (above == 0) above = root_length(&w, parent);
         if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
         if (above >= CHAIN_CAP) break;
+        if (above == 0 && unissued_parent(world, parent)) break; /* not alive: see check_parent */
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
         if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
     }
@@ -278,9 +323,13 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: child %s is not alive",
                        kiln_entity_format(child, cb, sizeof cb));
     if (parent == KILN_NULL_ENTITY) return kiln_remove(world, child, st->ids.parent, NULL);
-    if (!kl_record_of(world, parent))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: parent %s is not alive",
-                       kiln_entity_format(parent, pb, sizeof pb));
+    if (!kl_record_of(world, parent)) {
+        const char *detail = unissued_parent(world, parent);
+        char why[96];
+        if (detail) refuse_unissued(parent, detail, why, sizeof why);
+        else snprintf(why, sizeof why, "parent %s is not alive", kiln_entity_format(parent, pb, sizeof pb));
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: %s", why);
+    }
     /* Walk up from the new parent: meeting child means the link would close a cycle. */
     kiln_entity cur = parent;
     for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {

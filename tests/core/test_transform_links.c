@@ -1,0 +1,155 @@
+/* test_transform_links.c: Check suite for hostile Parent links: placeholders, handles the world
+ * never handed out, deep chains and cycles. A refused link leaves the world exactly as it was. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "kiln_persist.h"
+#include "kiln_transform.h"
+#include "test_registry.h"
+#include "test_support.h"
+#include "transform_fixture.h"
+
+static scene F;
+
+static void setup(void) { scene_open(&F); }
+
+static void teardown(void) { scene_close(&F); }
+
+static kiln_entity parent_link(const scene *s, kiln_entity child) {
+    const kiln_parent *p = kiln_get(s->world, child, s->ids.parent);
+    return p ? p->entity : KILN_NULL_ENTITY;
+}
+
+/* Expects r to be a refusal with a message that starts with call and mentions what. */
+static void assert_refused(scene *s, kiln_result r, kiln_result code, const char *call, const char *what) {
+    ck_assert_int_eq(r, code);
+    const char *msg = kiln_world_error(s->world);
+    ck_assert_msg(strncmp(msg, call, strlen(call)) == 0 && strstr(msg, what) != NULL,
+                  "message \"%s\" is not \"%s ... %s ...\"", msg, call, what);
+}
+
+/* Every way a Parent value is written with value, on child (alive, without a Parent): each
+ * refused with a message naming what, the world's hash and digest unchanged. */
+static void assert_every_write_refuses(scene *s, kiln_entity child, kiln_entity value, const char *what) {
+    uint64_t hash = kiln_world_hash(s->world), digest = test_world_digest(s->world);
+    kiln_parent p = {value};
+    assert_refused(s, kiln_add(s->world, child, s->ids.parent, &p), KILN_ERR_INVALID_ARGUMENT, "kiln_add: ", what);
+    kiln_entity spawned = KILN_NULL_ENTITY;
+    assert_refused(s, kiln_spawn_with(s->world, &s->ids.parent, (const void *[]){&p}, 1, &spawned),
+                   KILN_ERR_INVALID_ARGUMENT, "kiln_spawn_with: ", what);
+    assert_refused(s, kiln_component_check(s->world, child, s->ids.parent, &p), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_component_check: ", what);
+    assert_refused(s, kiln_transform_set_parent(s->world, child, value), KILN_ERR_DEAD_ENTITY,
+                   "kiln_transform_set_parent: ", what);
+    kiln_defer_begin(s->world); /* deferred: refused when called, nothing queued */
+    assert_refused(s, kiln_add(s->world, child, s->ids.parent, &p), KILN_ERR_INVALID_ARGUMENT, "kiln_add: ", what);
+    assert_refused(s, kiln_set(s->world, child, s->ids.parent, &p), KILN_ERR_INVALID_ARGUMENT, "kiln_set: ", what);
+    ck_assert_int_eq(kiln_defer_end(s->world), KILN_OK);
+    kiln_commands *cmd = kiln_commands_create(s->world);
+    ck_assert_ptr_nonnull(cmd);
+    ck_assert_int_eq(kiln_commands_add(cmd, child, s->ids.parent, &p), KILN_OK);
+    assert_refused(s, kiln_commands_apply(cmd, s->world, NULL), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_commands_apply: ", what);
+    ck_assert_int_eq(kiln_commands_count(cmd), 1);
+    kiln_commands_destroy(cmd);
+    ck_assert(!kiln_has(s->world, child, s->ids.parent));
+    ck_assert_uint_eq(kiln_world_hash(s->world), hash);
+    ck_assert_uint_eq(test_world_digest(s->world), digest);
+}
+
+KILN_TEST_GROUP_WITH(links, .setup = setup, .teardown = teardown);
+
+KILN_TEST(links, a_parent_placeholder_of_the_same_batch_is_refused_when_the_buffer_applies) {
+    kiln_local_transform l = sample_local(1);
+    kiln_entity child = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_commands *cmd = kiln_commands_create(F.world);
+    ck_assert_ptr_nonnull(cmd);
+    kiln_entity ph, kid;
+    ck_assert_int_eq(kiln_commands_spawn(cmd, &ph), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, ph, F.ids.local, &l), KILN_OK);
+    ck_assert_int_eq(kiln_commands_spawn(cmd, &kid), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, kid, F.ids.parent, &(kiln_parent){ph}), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, child, F.ids.parent, &(kiln_parent){ph}), KILN_OK);
+    /* the spawns land; the link to a placeholder is no entity, so the apply stops there */
+    int64_t applied = -1;
+    assert_refused(&F, kiln_commands_apply(cmd, F.world, &applied), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_commands_apply: command 1 (add Parent) on entity ", "parent placeholder 0 is a command buffer placeholder");
+    ck_assert_int_eq(applied, 3);
+    kiln_entity made = kiln_commands_resolve(cmd, kid);
+    ck_assert(kiln_is_alive(F.world, made));
+    ck_assert(!kiln_has(F.world, made, F.ids.parent));
+    ck_assert_int_eq(kiln_commands_count(cmd), 2);
+    ck_assert(!kiln_has(F.world, child, F.ids.parent));
+    /* the way that works: link once the placeholder resolved */
+    kiln_entity top = kiln_commands_resolve(cmd, ph);
+    kiln_commands_clear(cmd);
+    kiln_commands_destroy(cmd);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, made, top), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, child, top), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, top, NULL, 0), 2);
+    propagate_ok(&F, NULL);
+}
+
+KILN_TEST(links, placeholders_and_handles_the_world_never_handed_out_are_refused_by_every_write) {
+    kiln_local_transform l = sample_local(2);
+    kiln_entity child = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity live = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity gone;
+    ck_assert_int_eq(kiln_spawn(F.world, &gone), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.world, gone), KILN_OK);
+    propagate_ok(&F, NULL);
+    kiln_commands *cmd = kiln_commands_create(F.world);
+    kiln_entity ph;
+    ck_assert_int_eq(kiln_commands_spawn(cmd, &ph), KILN_OK);
+    assert_every_write_refuses(&F, child, ph, "parent placeholder 0 is a command buffer placeholder");
+    kiln_commands_destroy(cmd);
+    /* a placeholder's bit on a live entity's handle, as a script could write it */
+    assert_every_write_refuses(&F, child, live | KILN_PLACEHOLDER_BIT, "is a command buffer placeholder");
+    /* stray bits above the generation */
+    char msg[64];
+    snprintf(msg, sizeof msg, "parent 0x%016llx is not an entity handle", (unsigned long long)(live | (UINT64_C(1) << 60)));
+    assert_every_write_refuses(&F, child, live | (UINT64_C(1) << 60), msg);
+    assert_every_write_refuses(&F, child, kiln_entity_make(kiln_entity_index(live), 0), "is not an entity handle");
+    /* a slot the world has not reached, a generation a live slot has not reached, and the
+     * generation a dead slot hands out next: each would come alive as some later spawn */
+    char b[32];
+    kiln_entity unreached = kiln_entity_make(100000, 1);
+    snprintf(msg, sizeof msg, "parent %s was never spawned in this world", test_entity_string(unreached, b));
+    assert_every_write_refuses(&F, child, unreached, msg);
+    assert_every_write_refuses(&F, child, kiln_entity_make(kiln_entity_index(live), kiln_entity_generation(live) + 1),
+                               "was never spawned in this world");
+    kiln_entity next = kiln_entity_make(kiln_entity_index(gone), kiln_entity_generation(gone) + 1);
+    assert_every_write_refuses(&F, child, next, "was never spawned in this world");
+    kiln_entity reuse;
+    ck_assert_int_eq(kiln_spawn(F.world, &reuse), KILN_OK);
+    ck_assert_uint_eq(reuse, next); /* the link would have named this entity */
+}
+
+KILN_TEST(links, a_stale_parent_is_a_dead_link_and_a_deferred_spawn_is_a_parent) {
+    kiln_local_transform l = sample_local(3);
+    kiln_entity child = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity gone;
+    ck_assert_int_eq(kiln_spawn(F.world, &gone), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.world, gone), KILN_OK);
+    kiln_entity reuse;
+    ck_assert_int_eq(kiln_spawn(F.world, &reuse), KILN_OK);
+    ck_assert_uint_eq(kiln_entity_index(reuse), kiln_entity_index(gone));
+    /* a handle whose slot moved on can never name an entity again: a root, as documented */
+    ck_assert_int_eq(kiln_add(F.world, child, F.ids.parent, &(kiln_parent){gone}), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, reuse, NULL, 0), 0);
+    propagate_ok(&F, NULL);
+    mat4 m;
+    reference_local(&l, m);
+    assert_matrix_near(world_matrix(&F, child), m, "child of a stale handle");
+    /* a handle reserved by a deferred spawn is the parent that spawn makes */
+    kiln_defer_begin(F.world);
+    kiln_entity later;
+    ck_assert_int_eq(kiln_spawn(F.world, &later), KILN_OK);
+    ck_assert_int_eq(kiln_set(F.world, child, F.ids.parent, &(kiln_parent){later}), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert_uint_eq(parent_link(&F, child), later);
+    ck_assert_int_eq(kiln_transform_children(F.world, later, NULL, 0), 1);
+}
