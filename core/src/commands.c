@@ -516,6 +516,12 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
     if (cmd->head + keep < cmd->count) cmd->count = cmd->head + keep;
 }
 
+void *kl_commands_value_at(kiln_commands *cmd, int64_t index) {
+    if (index < 0 || cmd->head + index >= cmd->count) return NULL;
+    kl_cmd *c = &cmd->cmds[cmd->head + index];
+    return c->has_value ? cmd_value(c) : NULL;
+}
+
 void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
     /* Latest first, so every slot goes back exactly as it was taken. */
     for (int64_t i = cmd->count - 1; i >= cmd->head + keep; i--)

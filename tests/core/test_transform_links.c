@@ -153,3 +153,107 @@ KILN_TEST(links, a_stale_parent_is_a_dead_link_and_a_deferred_spawn_is_a_parent)
     ck_assert_uint_eq(parent_link(&F, child), later);
     ck_assert_int_eq(kiln_transform_children(F.world, later, NULL, 0), 1);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* out of memory                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A scene for the allocation tests: a tree of 40 nodes built in shuffled order, then 8 more
+ * with a LocalTransform and no WorldTransform yet (4 roots, 4 under node 3), one of them
+ * (and a node of the tree) without a local. */
+static void build_oom_scene(scene *s, kiln_entity *h) {
+    static node nodes[40];
+    make_tree(nodes, 40, 77u);
+    build_shuffled(s, nodes, 40, h, 5u);
+    for (int i = 0; i < 8; i++) {
+        kiln_local_transform l = sample_local(100 + i);
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(s->world, &s->ids.local, (const void *[]){&l}, 1, &e), KILN_OK);
+        if (i >= 4) ck_assert_int_eq(kiln_transform_set_parent(s->world, e, h[3]), KILN_OK);
+        h[40 + i] = e;
+    }
+    /* an archetype of its own, so linking it makes a new one */
+    ck_assert_int_eq(kiln_add(s->world, h[40], test_register_tag(s->world, "Solo"), NULL), KILN_OK);
+}
+
+typedef kiln_result (*oom_step)(scene *s, const kiln_entity *h);
+
+/* Runs step on a fresh scene with the allocator refusing after k grants, k = 0, 1, ..., until
+ * it succeeds: every failing run is out of memory, names its call and leaves the world's hash
+ * (and the digest, ticks included) as it was. Returns the number of failing runs. */
+static int every_allocation_fails_cleanly(oom_step step, bool prime, const char *call) {
+    for (int k = 0; k < 10000; k++) {
+        scene s;
+        kiln_entity h[48];
+        scene_open(&s);
+        build_oom_scene(&s, h);
+        if (prime) {
+            propagate_ok(&s, NULL);
+            kiln_tick_advance(s.world);
+        }
+        uint64_t hash = kiln_world_hash(s.world), digest = test_world_digest(s.world);
+        test_allocator_fail_after(&s.alloc, k);
+        kiln_result r = step(&s, h);
+        test_allocator_fail_never(&s.alloc);
+        if (r == KILN_OK) {
+            scene_close(&s);
+            return k;
+        }
+        ck_assert_msg(r == KILN_ERR_OUT_OF_MEMORY, "grant %d: %s", k, kiln_world_error(s.world));
+        ck_assert_msg(strncmp(kiln_world_error(s.world), call, strlen(call)) == 0, "grant %d: %s", k,
+                      kiln_world_error(s.world));
+        ck_assert_msg(kiln_world_hash(s.world) == hash, "grant %d: %s changed the world", k, call);
+        ck_assert_msg(test_world_digest(s.world) == digest, "grant %d: %s changed a tick", k, call);
+        /* and the world still works: the same step now succeeds */
+        ck_assert_int_eq(step(&s, h), KILN_OK);
+        scene_close(&s);
+    }
+    ck_abort_msg("%s never succeeded", call);
+    return -1;
+}
+
+static kiln_result propagate_step(scene *s, const kiln_entity *h) {
+    (void)h;
+    return kiln_transform_propagate(s->world, NULL);
+}
+
+static kiln_result deferred_propagate_step(scene *s, const kiln_entity *h) {
+    (void)h;
+    kiln_defer_begin(s->world);
+    kiln_result r = kiln_transform_propagate(s->world, NULL);
+    /* the queue landing is the core's business (it keeps what it could not apply) */
+    if (r == KILN_OK) test_allocator_fail_never(&s->alloc);
+    ck_assert_int_eq(kiln_defer_end(s->world), KILN_OK);
+    return r;
+}
+
+static kiln_result reparent_step(scene *s, const kiln_entity *h) {
+    kiln_result r = kiln_transform_set_parent(s->world, h[40], h[12]);
+    return r != KILN_OK ? r : kiln_transform_set_parent(s->world, h[10], h[44]);
+}
+
+static kiln_result despawn_step(scene *s, const kiln_entity *h) {
+    return kiln_transform_despawn_recursive(s->world, h[3]);
+}
+
+KILN_TEST_GROUP_WITH(oom, .timeout = 120);
+
+KILN_TEST(oom, a_first_propagation_out_of_memory_at_any_allocation_leaves_the_world_as_it_was) {
+    ck_assert_int_gt(every_allocation_fails_cleanly(propagate_step, false, "kiln_transform_propagate: "), 0);
+}
+
+KILN_TEST(oom, a_deferred_propagation_out_of_memory_at_any_allocation_leaves_the_world_as_it_was) {
+    ck_assert_int_gt(every_allocation_fails_cleanly(deferred_propagate_step, false, "kiln_transform_propagate: "), 0);
+}
+
+KILN_TEST(oom, a_reparent_out_of_memory_at_any_allocation_leaves_the_world_as_it_was) {
+    ck_assert_int_gt(every_allocation_fails_cleanly(reparent_step, true, "kiln_"), 0);
+}
+
+KILN_TEST(oom, a_propagation_after_a_reparent_out_of_memory_leaves_the_world_as_it_was) {
+    every_allocation_fails_cleanly(propagate_step, true, "kiln_transform_propagate: ");
+}
+
+KILN_TEST(oom, a_recursive_despawn_out_of_memory_at_any_allocation_leaves_the_world_as_it_was) {
+    ck_assert_int_gt(every_allocation_fails_cleanly(despawn_step, true, "kiln_transform_despawn_recursive: "), 0);
+}

@@ -89,8 +89,9 @@ typedef struct kiln_transform_propagate_stats {
  * components), and only values that actually changed are written, so WorldTransform change
  * ticks are meaningful. Scratch memory lives in the world and is reused: a steady-state call
  * allocates nothing. A parent chain deeper than 256 (a cycle) fails with
- * KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are still updated. dest
- * may be NULL. */
+ * KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are still updated. Out of
+ * memory (KILN_ERR_OUT_OF_MEMORY) leaves the world as it was: nothing added, queued or
+ * written. dest may be NULL. */
 kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest);
 
 /* kiln_transform_propagate with the work split over jobs (roots by row ranges, then each
