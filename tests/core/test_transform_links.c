@@ -155,6 +155,73 @@ KILN_TEST(links, a_stale_parent_is_a_dead_link_and_a_deferred_spawn_is_a_parent)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* deep chains and cycles written through pointers                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Writes a Parent link through kiln_get_mut, the one path the Parent check does not guard. */
+static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
+    if (!kiln_has(s->world, e, s->ids.parent))
+        ck_assert_int_eq(kiln_add(s->world, e, s->ids.parent, NULL), KILN_OK);
+    kiln_parent *link = kiln_get_mut(s->world, e, s->ids.parent);
+    ck_assert_ptr_nonnull(link);
+    link->entity = parent;
+}
+
+#define DEEP 100000
+
+KILN_TEST_GROUP_WITH(deep, .setup = setup, .teardown = teardown, .timeout = 120);
+
+KILN_TEST(deep, a_chain_100000_links_deep_fails_propagation_and_despawns_whole_without_recursing) {
+    static kiln_entity chain[DEEP];
+    kiln_local_transform l = kiln_transform_local_identity();
+    for (int i = 0; i < DEEP; i++) {
+        ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, (const void *[]){&l}, 1, &chain[i]), KILN_OK);
+        if (i > 0) link_unchecked(&F, chain[i], chain[i - 1]);
+    }
+    kiln_entity bystander = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    /* the check still refuses to extend it, and to close it */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, bystander, chain[DEEP - 1]), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, chain[0], chain[DEEP - 1]), KILN_ERR_INVALID_ARGUMENT);
+    kiln_result r = propagate(&F, NULL);
+    ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(F.world), "deeper than 256"));
+    ck_assert(kiln_has(F.world, bystander, F.ids.world));
+    ck_assert(kiln_has(F.world, chain[256], F.ids.world));
+    ck_assert_int_eq(kiln_transform_children(F.world, chain[DEEP / 2], NULL, 0), 1);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, chain[0]), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(F.world), 1);
+    propagate_ok(&F, NULL);
+}
+
+KILN_TEST(deep, a_cycle_written_through_a_pointer_is_refused_by_a_tree_clone_not_walked_forever) {
+    kiln_local_transform l = sample_local(5);
+    kiln_entity a = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity b = spawn_node(&F, a, &l);
+    kiln_entity c = spawn_node(&F, b, &l);
+    kiln_entity leaf = spawn_node(&F, c, &l);
+    link_unchecked(&F, a, c); /* a -> c -> b -> a */
+    uint64_t hash = kiln_world_hash(F.world);
+    /* before the walk knew to stop, it grew its list until memory ran out: a budget keeps the
+     * test from taking the machine's */
+    test_allocator_fail_after(&F.alloc, 20000);
+    kiln_entity copy = KILN_NULL_ENTITY;
+    for (int i = 0; i < 3; i++) {
+        kiln_entity top = (kiln_entity[]){a, b, c}[i];
+        assert_refused(&F, kiln_clone(F.world, top, &(kiln_clone_desc){.tree = true}, &copy),
+                       KILN_ERR_INVALID_ARGUMENT, "kiln_clone: ", "is its own descendant");
+    }
+    test_allocator_fail_never(&F.alloc);
+    ck_assert_uint_eq(kiln_world_hash(F.world), hash);
+    /* a self link too; the leaf's subtree is fine */
+    link_unchecked(&F, leaf, leaf);
+    assert_refused(&F, kiln_clone(F.world, leaf, &(kiln_clone_desc){.tree = true}, &copy), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_clone: ", "is its own descendant");
+    ck_assert_int_eq(kiln_clone(F.world, leaf, NULL, &copy), KILN_OK);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, a), KILN_OK);
+    ck_assert(kiln_is_alive(F.world, leaf) && !kiln_is_alive(F.world, b));
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* out of memory                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 

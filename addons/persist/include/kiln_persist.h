@@ -204,8 +204,9 @@ typedef struct kiln_clone_desc {
  * to dest (may be NULL). With tree, every descendant is copied under its copied parent, and
  * entity fields in the copies that point inside the copied tree point to the copies. Names
  * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
- * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. desc may
- * be NULL. Not while deferred. */
+ * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. So does
+ * a tree whose root is its own descendant (a Parent cycle written through a pointer). desc
+ * may be NULL. Not while deferred. */
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc,
                        kiln_entity *dest);
 
