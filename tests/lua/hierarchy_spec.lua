@@ -96,4 +96,31 @@ describe("hierarchy", function()
         w:set(leaf, "Parent", {entity = root}) -- a legal move still works
         assert.are.same({mid, leaf}, w:children(root))
     end)
+
+    it("refuses a parent the world never handed out, through add, set, views and set_parent", function()
+        local w = H.world()
+        local root, child, gone = w:spawn(), w:spawn(), w:spawn()
+        w:despawn(gone)
+        local names = {"Parent"}
+        local placeholder = root | (1 << 62)         -- a C buffer's placeholder bit
+        local unspawned = (1 << 32) | 100000          -- slot 100000, generation 1
+        local next_in_slot = gone + (1 << 32)         -- what the next spawn there will be
+        for _, bad in ipairs{placeholder, unspawned, next_in_slot} do
+            H.unchanged(w, names, function() w:add(child, "Parent", {entity = bad}) end, "world:add", "parent")
+            H.unchanged(w, names, function() w:set_parent(child, bad) end, "world:set_parent")
+        end
+        H.unchanged(w, names, function() w:add(child, "Parent", {entity = placeholder}) end, "world:add",
+                    "placeholder, not an entity")
+        H.unchanged(w, names, function() w:add(child, "Parent", {entity = unspawned}) end, "world:add",
+                    "was never spawned in this world")
+        w:set_parent(child, root)
+        local q = w:query{"Parent"}
+        H.unchanged(w, names, function()
+            for e, p in q:each() do if e == child then p.entity = next_in_slot end end
+        end, "query:each", "never spawned")
+        assert.are.equal(next_in_slot, w:spawn()) -- the link would have named this entity
+        assert.are.same({child}, w:children(root))
+        w:add(child, "Parent", {entity = gone}) -- a stale handle stays a dead link: a root
+        assert.are.same({}, w:children(root))
+    end)
 end)
