@@ -90,20 +90,21 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
     const kl_transform_state *st = kl_transform_state_of(world);
     kiln_entity parent = value ? ((const kiln_parent *)value)->entity : KILN_NULL_ENTITY;
     if (!st || parent == KILN_NULL_ENTITY) return KILN_OK;
-    if (!kl_record_of(world, parent)) {
-        const char *detail = unissued_parent(world, parent);
-        if (detail) return refuse_unissued(parent, detail, why, why_size);
-    }
-    if (entity == KILN_NULL_ENTITY) return KILN_OK;
     char cb[24], pb[24];
     if (parent == entity) {
         snprintf(why, why_size, "entity %s cannot be its own parent",
                  kiln_entity_format(entity, cb, sizeof cb));
         return KILN_ERR_INVALID_ARGUMENT;
     }
+    const kl_record *rec = kl_record_of(world, parent);
+    if (!rec) { /* a dead link, unless the world never handed the parent out */
+        const char *detail = unissued_parent(world, parent);
+        return detail ? refuse_unissued(parent, detail, why, why_size) : KILN_OK;
+    }
+    if (entity == KILN_NULL_ENTITY) return KILN_OK; /* a spawn: nothing links to it yet */
     /* Walk up from the new parent: meeting entity means the link would close a cycle. */
     kiln_entity cur = parent;
-    for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {
+    for (int32_t depth = 0;; depth++) {
         if (cur == entity || depth > KL_MAX_DEPTH) {
             snprintf(why, why_size, "making %s a child of %s would create a %s",
                      kiln_entity_format(entity, cb, sizeof cb),
@@ -111,10 +112,9 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
                      cur == entity ? "cycle" : "parent chain deeper than 256");
             return KILN_ERR_INVALID_ARGUMENT;
         }
-        const kl_record *rec = kl_record_of(world, cur);
-        if (!rec) break;
         bool dead;
         cur = kl_transform_parent_of(world, st, cur, rec, &dead);
+        if (cur == KILN_NULL_ENTITY || !(rec = kl_record_of(world, cur))) break;
     }
     return KILN_OK;
 }
