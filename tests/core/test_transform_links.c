@@ -154,6 +154,36 @@ KILN_TEST(links, a_stale_parent_is_a_dead_link_and_a_deferred_spawn_is_a_parent)
     ck_assert_int_eq(kiln_transform_children(F.world, later, NULL, 0), 1);
 }
 
+KILN_TEST(links, set_parent_links_entities_spawned_earlier_in_the_same_deferred_section) {
+    kiln_local_transform l = sample_local(9);
+    kiln_entity root = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_defer_begin(F.world);
+    kiln_entity a, b;
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, (const void *[]){&l}, 1, &a), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, (const void *[]){&l}, 1, &b), KILN_OK);
+    ck_assert_msg(kiln_transform_set_parent(F.world, a, root) == KILN_OK, "%s", kiln_world_error(F.world));
+    ck_assert_msg(kiln_transform_set_parent(F.world, b, a) == KILN_OK, "%s", kiln_world_error(F.world));
+    assert_refused(&F, kiln_transform_set_parent(F.world, b, b), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_transform_set_parent: ", "cannot be its own parent");
+    /* together with b -> a, this one closes a loop: refused when the queue lands */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, b), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert_uint_eq(parent_link(&F, a), root);
+    ck_assert_uint_eq(parent_link(&F, b), a);
+    propagate_ok(&F, NULL);
+    mat4 m, m2, m3;
+    reference_local(&l, m);
+    glm_mat4_mul(m, m, m2);
+    glm_mat4_mul(m2, m, m3);
+    assert_matrix_near(world_matrix(&F, b), m3, "grandchild spawned deferred");
+    /* outside a section, a handle that is not alive is still refused */
+    kiln_entity gone;
+    ck_assert_int_eq(kiln_spawn(F.world, &gone), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.world, gone), KILN_OK);
+    assert_refused(&F, kiln_transform_set_parent(F.world, gone, root), KILN_ERR_DEAD_ENTITY,
+                   "kiln_transform_set_parent: ", "is not alive");
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* deep chains and cycles written through pointers                                            */
 /* ------------------------------------------------------------------------------------------ */

@@ -102,9 +102,10 @@ kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs
                                               kiln_transform_propagate_stats *dest);
 
 /* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
- * Rejects dead entities, a self link, and a link that would make a cycle or a chain deeper
- * than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any
- * add when the world is deferred. */
+ * Rejects dead entities (KILN_ERR_DEAD_ENTITY), a self link, and a link that would make a
+ * cycle or a chain deeper than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any add when
+ * the world is deferred; there, an entity spawned earlier in the section counts as alive, and
+ * a cycle that only the queued links close is dropped when the queue lands. */
 kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
 /* The children of parent (entities whose Parent is parent): writes up to capacity of them to

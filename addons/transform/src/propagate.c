@@ -552,10 +552,10 @@ static kiln_result add_missing(kiln_world *world, kl_transform_state *st, int64_
  * computed matrices into the queued values afterwards. *mark: the queue's length before. */
 static kiln_result queue_missing(kiln_world *world, kl_transform_state *st, kiln_commands *q,
                                  bool own_buffer, int64_t *mark) {
-    static const float identity[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    float identity[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
     *mark = kiln_commands_count(q);
     for (int64_t i = 0; i < st->pending_count; i++) {
-        kiln_result r = own_buffer ? kiln_commands_add(q, st->pending[i], st->ids.world, (void *)identity)
+        kiln_result r = own_buffer ? kiln_commands_add(q, st->pending[i], st->ids.world, identity)
                                    : kiln_add(world, st->pending[i], st->ids.world, identity);
         if (r == KILN_OK && kiln_commands_count(q) == *mark + i + 1) continue;
         kl_commands_truncate(q, *mark);
@@ -631,7 +631,7 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
     if (!st->nodes_valid || p.full || links_changed || (deferred && missing > 0))
         result = build_levels(world, st, deferred && missing > 0);
     if (result == KILN_ERR_OUT_OF_MEMORY) return result;
-    kiln_commands *q = queue ? queue : kl_defer_queue(world);
+    kiln_commands *q = queue ? queue : deferred ? kl_defer_queue(world) : NULL;
     int64_t mark = 0;
     if (deferred && st->pending_count > 0) {
         kiln_result r = queue_missing(world, st, q, queue != NULL, &mark);
@@ -647,7 +647,7 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
     run_levels(&p, jobs, threads);
     stats.computed = atomic_load_explicit(&p.computed, memory_order_relaxed);
     stats.updated = atomic_load_explicit(&p.updated, memory_order_relaxed);
-    if (deferred) {
+    if (deferred && st->pending_count > 0) {
         fill_queued(st, q, mark);
         stats.added += st->pending_count;
         st->pending_count = 0;

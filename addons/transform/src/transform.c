@@ -319,28 +319,38 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
     if (!st) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "kiln_transform_set_parent: call kiln_transform_init first");
     char cb[24], pb[24];
-    if (!kl_record_of(world, child))
+    /* Deferred, an entity spawned earlier in the section is reserved, not alive yet: it takes
+     * links as kiln_add gives it components (the queue re-checks them when it lands). */
+    bool deferred = kiln_is_deferred(world);
+    if (!kl_record_of(world, child) && !(deferred && kl_record_reserved(world, child)))
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: child %s is not alive",
                        kiln_entity_format(child, cb, sizeof cb));
     if (parent == KILN_NULL_ENTITY) return kiln_remove(world, child, st->ids.parent, NULL);
-    if (!kl_record_of(world, parent)) {
+    const kl_record *rec = kl_record_of(world, parent);
+    if (!rec && !(deferred && kl_record_reserved(world, parent))) {
         const char *detail = unissued_parent(world, parent);
         char why[96];
         if (detail) refuse_unissued(parent, detail, why, sizeof why);
         else snprintf(why, sizeof why, "parent %s is not alive", kiln_entity_format(parent, pb, sizeof pb));
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: %s", why);
     }
-    /* Walk up from the new parent: meeting child means the link would close a cycle. */
+    /* Walk up from the new parent (a reserved one has no links yet): meeting child means the
+     * link would close a cycle. */
     kiln_entity cur = parent;
-    for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {
+    for (int32_t depth = 0; rec; depth++) {
         if (cur == child || depth > KL_MAX_DEPTH)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "kiln_transform_set_parent: making %s a child of %s would create a cycle",
+                           "kiln_transform_set_parent: making %s a child of %s would create a %s",
                            kiln_entity_format(child, cb, sizeof cb),
-                           kiln_entity_format(parent, pb, sizeof pb));
+                           kiln_entity_format(parent, pb, sizeof pb),
+                           cur == child ? "cycle" : "parent chain deeper than 256");
         bool dead;
-        cur = kl_transform_parent_of(world, st, cur, kl_record_of(world, cur), &dead);
+        cur = kl_transform_parent_of(world, st, cur, rec, &dead);
+        rec = cur ? kl_record_of(world, cur) : NULL;
     }
+    if (cur == child) /* a reserved parent linked to itself */
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_transform_set_parent: entity %s cannot be its own parent",
+                       kiln_entity_format(child, cb, sizeof cb));
     kiln_parent value = {parent};
     return kiln_add(world, child, st->ids.parent, &value);
 }
