@@ -97,6 +97,23 @@ describe("hierarchy", function()
         assert.are.same({mid, leaf}, w:children(root))
     end)
 
+    it("links entities spawned earlier in the same loop", function()
+        local w = H.world()
+        local root = w:spawn()
+        local q = w:query{"Position"}
+        w:spawn{Position = {x = 1}}
+        local made = {}
+        for e in q:each() do
+            local a = w:spawn()
+            local b = w:spawn()
+            w:set_parent(a, root)
+            w:set_parent(b, a)
+            made[#made + 1] = {a, b}
+        end
+        assert.are.same({made[1][1]}, w:children(root))
+        assert.are.same({made[1][2]}, w:children(made[1][1]))
+    end)
+
     it("refuses a parent the world never handed out, through add, set, views and set_parent", function()
         local w = H.world()
         local root, child, gone = w:spawn(), w:spawn(), w:spawn()
