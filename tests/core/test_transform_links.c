@@ -1,6 +1,7 @@
 /* test_transform_links.c: Check suite for hostile Parent links: placeholders, handles the world
  * never handed out, deep chains and cycles. A refused link leaves the world exactly as it was. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,48 @@ KILN_TEST(links, set_parent_links_entities_spawned_earlier_in_the_same_deferred_
     ck_assert_int_eq(kiln_despawn(F.world, gone), KILN_OK);
     assert_refused(&F, kiln_transform_set_parent(F.world, gone, root), KILN_ERR_DEAD_ENTITY,
                    "kiln_transform_set_parent: ", "is not alive");
+}
+
+KILN_TEST(links, despawn_recursive_takes_an_entity_spawned_earlier_in_the_same_deferred_section) {
+    kiln_entity root;
+    ck_assert_int_eq(kiln_spawn(F.world, &root), KILN_OK);
+    kiln_defer_begin(F.world);
+    kiln_entity fresh;
+    ck_assert_int_eq(kiln_spawn(F.world, &fresh), KILN_OK);
+    ck_assert_msg(kiln_transform_despawn_recursive(F.world, fresh) == KILN_OK, "%s", kiln_world_error(F.world));
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert(!kiln_is_alive(F.world, fresh));
+    ck_assert_int_eq(kiln_entity_count(F.world), 1);
+    assert_refused(&F, kiln_transform_despawn_recursive(F.world, fresh), KILN_ERR_DEAD_ENTITY,
+                   "kiln_transform_despawn_recursive: ", "is not alive");
+}
+
+KILN_TEST(links, a_nan_local_stays_in_its_subtree_and_is_not_rewritten_every_frame) {
+    kiln_local_transform l = sample_local(11), bad = l;
+    bad.position[1] = NAN;
+    bad.scale[0] = INFINITY;
+    kiln_entity root = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity sick = spawn_node(&F, root, &bad);
+    kiln_entity below = spawn_node(&F, sick, &l);
+    kiln_entity sibling = spawn_node(&F, root, &l);
+    propagate_ok(&F, NULL);
+    ck_assert(isnan(world_matrix(&F, sick)[13]));
+    ck_assert(isnan(world_matrix(&F, below)[13]));
+    mat4 m, m2;
+    reference_local(&l, m);
+    glm_mat4_mul(m, m, m2);
+    assert_matrix_near(world_matrix(&F, sibling), m2, "sibling of a NaN");
+    kiln_tick_advance(F.world);
+    kiln_transform_propagate_stats stats;
+    propagate_ok(&F, &stats);
+    ck_assert_int_eq(stats.updated, 0);
+    ck_assert_int_eq(kiln_set(F.world, sick, F.ids.local, &l), KILN_OK);
+    kiln_tick_advance(F.world);
+    propagate_ok(&F, &stats);
+    ck_assert_int_eq(stats.updated, 2);
+    mat4 m3;
+    glm_mat4_mul(m2, m, m3);
+    assert_matrix_near(world_matrix(&F, below), m3, "healed grandchild");
 }
 
 /* ------------------------------------------------------------------------------------------ */

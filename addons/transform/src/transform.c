@@ -422,6 +422,9 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_transform_state *st = kl_transform_state_of(world);
+    /* spawned earlier in this deferred section: nothing links to it yet but queued links */
+    if (!kl_record_of(world, root) && kiln_is_deferred(world) && kl_record_reserved(world, root))
+        return kl_defer_despawn(world, "kiln_transform_despawn_recursive", root);
     if (!kl_record_of(world, root)) {
         char eb[24];
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_despawn_recursive: entity %s is not alive",
