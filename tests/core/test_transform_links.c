@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "kiln.h"
 #include "kiln_persist.h"
@@ -242,6 +243,15 @@ static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
 
 #define DEEP 100000
 
+/* Caps the test process's stack at 1 MiB (each test runs in a process of its own), so a
+ * walk that recurses once per link (100000 frames) crashes instead of passing by luck. */
+static void small_stack(void) {
+    struct rlimit lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_STACK, &lim), 0);
+    lim.rlim_cur = 1 << 20;
+    ck_assert_int_eq(setrlimit(RLIMIT_STACK, &lim), 0);
+}
+
 KILN_TEST_GROUP_WITH(deep, .setup = setup, .teardown = teardown, .timeout = 120);
 
 KILN_TEST(deep, a_chain_100000_links_deep_fails_propagation_and_despawns_whole_without_recursing) {
@@ -252,6 +262,7 @@ KILN_TEST(deep, a_chain_100000_links_deep_fails_propagation_and_despawns_whole_w
         if (i > 0) link_unchecked(&F, chain[i], chain[i - 1]);
     }
     kiln_entity bystander = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    small_stack();
     /* the check still refuses to extend it, and to close it */
     ck_assert_int_eq(kiln_transform_set_parent(F.world, bystander, chain[DEEP - 1]), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(kiln_transform_set_parent(F.world, chain[0], chain[DEEP - 1]), KILN_ERR_INVALID_ARGUMENT);
@@ -292,6 +303,56 @@ KILN_TEST(deep, a_cycle_written_through_a_pointer_is_refused_by_a_tree_clone_not
     ck_assert_int_eq(kiln_clone(F.world, leaf, NULL, &copy), KILN_OK);
     ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, a), KILN_OK);
     ck_assert(kiln_is_alive(F.world, leaf) && !kiln_is_alive(F.world, b));
+}
+
+/* A kiln_write_fn counting bytes and newlines. */
+typedef struct byte_count {
+    size_t bytes;
+} byte_count;
+
+static bool count_bytes(void *ud, const void *data, size_t size) {
+    (void)data;
+    ((byte_count *)ud)->bytes += size;
+    return true;
+}
+
+KILN_TEST(deep, a_chain_100000_links_deep_exports_without_recursing) {
+    static kiln_entity chain[DEEP];
+    kiln_local_transform l = kiln_transform_local_identity();
+    for (int i = 0; i < DEEP; i++) {
+        ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, (const void *[]){&l}, 1, &chain[i]), KILN_OK);
+        if (i > 0) link_unchecked(&F, chain[i], chain[i - 1]);
+    }
+    small_stack();
+    byte_count out = {0};
+    ck_assert_msg(kiln_export(F.world, NULL, count_bytes, &out) == KILN_OK, "%s", kiln_world_error(F.world));
+    ck_assert_uint_gt(out.bytes, (size_t)DEEP * 20);
+    byte_count mid = {0};
+    ck_assert_int_eq(kiln_export(F.world, &(kiln_export_desc){.roots = &chain[DEEP / 2], .root_count = 1},
+                                 count_bytes, &mid),
+                     KILN_OK);
+    ck_assert_uint_gt(mid.bytes, (size_t)DEEP / 2 * 20);
+    ck_assert_uint_lt(mid.bytes, out.bytes);
+}
+
+KILN_TEST(deep, an_export_of_every_root_refuses_entities_that_no_root_reaches) {
+    kiln_local_transform l = sample_local(6);
+    kiln_entity root = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    spawn_node(&F, root, &l);
+    kiln_entity x = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity y = spawn_node(&F, x, &l);
+    spawn_node(&F, y, &l);
+    link_unchecked(&F, x, y); /* x <-> y, with a child under y: no root reaches them */
+    byte_count out = {0};
+    assert_refused(&F, kiln_export(F.world, NULL, count_bytes, &out), KILN_ERR_INVALID_ARGUMENT, "kiln_export: ",
+                   "a Parent cycle");
+    ck_assert_uint_eq(out.bytes, 0);
+    ck_assert(names_entity(kiln_world_error(F.world), x) || names_entity(kiln_world_error(F.world), y));
+    /* given as a root, the cycle is met from inside */
+    assert_refused(&F, kiln_export(F.world, &(kiln_export_desc){.roots = &x, .root_count = 1}, count_bytes, &out),
+                   KILN_ERR_INVALID_ARGUMENT, "kiln_export: ", "given twice");
+    ck_assert_int_eq(kiln_export(F.world, &(kiln_export_desc){.roots = &root, .root_count = 1}, count_bytes, &out),
+                     KILN_OK);
 }
 
 /* ------------------------------------------------------------------------------------------ */

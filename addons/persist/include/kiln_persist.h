@@ -376,8 +376,9 @@ typedef struct kiln_export_desc {
  * fields; entity fields that point outside the scene become null. kiln_instantiate reads it
  * back. Fails naming the entity and component for a value with hooks or a char array that is
  * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
- * (or under another root), and when write returns false. The world is not changed. desc may
- * be NULL. */
+ * (or under another root), naming an entity of a Parent cycle (written through a pointer)
+ * that no root reaches when desc gives no roots, and when write returns false. Chains of any
+ * depth are walked without recursion. The world is not changed. desc may be NULL. */
 kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,
                         void *ud);
 

@@ -356,6 +356,16 @@ local function predict_write_back(m, e, terms, views, present, writable, snaps)
                 end
                 if M.field_bytes(f, x) ~= M.field_bytes(f, snap[f.name]) then changed[f.name] = x end
             end
+            -- a changed value passes the component's check hook (Parent) before it is written
+            if next(changed) and m.alive[e] and m.alive[e].comps[comp.name] ~= nil then
+                local nv = M.copy(m.alive[e].comps[comp.name])
+                for k, x in pairs(changed) do nv[k] = x end
+                if not m:value_ok(e, comp, nv) then
+                    out.fails = true
+                    out.bad = comp.name .. " refused by its check: " .. M.describe(nv)
+                    return out
+                end
+            end
             if next(changed) then out.terms[#out.terms + 1] = {comp = comp, changed = changed} end
         end
     end
@@ -584,6 +594,14 @@ local function bulk_write_back(m, entry, writable, chunk)
                 end
                 plans[#plans + 1] = {e = e, comp = comp, writes = writes}
             end
+        end
+    end
+    -- the check hooks (Parent) see every changed row before anything is written
+    for _, p in ipairs(plans) do
+        if #p.writes > 0 then
+            local nv = M.copy(m.alive[p.e].comps[p.comp.name])
+            for _, w in ipairs(p.writes) do nv[w[1]] = w[2] end
+            if not m:value_ok(p.e, p.comp, nv) then return false end
         end
     end
     for _, p in ipairs(plans) do
