@@ -113,9 +113,11 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
  * (rebuilt only after Parent components changed), so it does not scan the world. */
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
-/* Despawns root and all its descendants. Plain kiln_despawn of a parent leaves its children
- * in place as roots (their Parent link is dead). Deferred like any despawn when the world is
- * deferred. */
+/* Despawns root and all its descendants (each once, even where links written through a
+ * pointer close a cycle). Plain kiln_despawn of a parent leaves its children in place as
+ * roots (their Parent link is dead). Deferred like any despawn when the world is deferred;
+ * there, an entity spawned earlier in the section is taken too (alone: its links are still
+ * queued). KILN_ERR_DEAD_ENTITY for any other root that is not alive. */
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root);
 
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
