@@ -206,6 +206,11 @@ static inline uint32_t root_length(const chain_walk *w, kiln_entity x) {
     return 1;
 }
 
+/* Whether check_parent refuses parent for not being alive (see unissued_parent). */
+static CHAIN_COLD bool dead_refused(const chain_walk *w, kiln_entity parent) {
+    return !kl_record_of(w->world, parent) && unissued_parent(w->world, parent) != NULL;
+}
+
 /* check_parent over stored links: the walk up from each parent is remembered per slot, so
  * every chain is walked once. check_parent refuses a link exactly when the chain from the
  * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH + 1 nodes; a chain through
@@ -227,9 +232,8 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
     for (; i < count; i++) {
         kiln_entity e = entities[i], parent;
         memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
-        if (parent == KILN_NULL_ENTITY) continue;
-        if (e == KILN_NULL_ENTITY) {
-            if (!kl_record_of(world, parent) && unissued_parent(world, parent)) break;
+        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) {
+            if (parent != KILN_NULL_ENTITY && dead_refused(&w, parent)) break;
             continue;
         }
         if (parent == e) break;
@@ -237,8 +241,7 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
         uint32_t above = memo_of(memo, slots, parent);
         if (above == 0) above = root_length(&w, parent);
         if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
-        if (above >= CHAIN_CAP) break;
-        if (above == 0 && unissued_parent(world, parent)) break; /* not alive: see check_parent */
+        if (above >= CHAIN_CAP || (above == 0 && dead_refused(&w, parent))) break;
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
         if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
     }
