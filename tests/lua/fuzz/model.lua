@@ -587,6 +587,18 @@ function M:value_ok(e, comp, v)
     return self:parent_ok(e, p)
 end
 
+-- Whether e's value of comp with some fields changed (name -> value, or a list of
+-- {name, value}) passes the check hook, as a loop's write-back asks before writing it.
+function M:write_ok(e, comp, changed)
+    local cur = self.alive[e] and self.alive[e].comps[comp.name]
+    if cur == nil then return true end
+    local nv = M.copy(cur)
+    for k, x in pairs(changed) do
+        if type(k) == "number" then nv[x[1]] = x[2] else nv[k] = x end
+    end
+    return self:value_ok(e, comp, nv)
+end
+
 -- kiln_set_parent's cycle walk, on the model: true when child may take parent.
 function M:parent_ok(child, parent)
     local cur, depth = parent, 0
