@@ -29,8 +29,9 @@ static int w_children(lua_State *L) {
     klua_check_alive(L, kw, e, fname);
     klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
     int32_t n = kiln_transform_children(kw->world, e, NULL, 0);
+    if (n < 0) klua_fail_world(L, kw->world, fname);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
-    kiln_transform_children(kw->world, e, list, n);
+    kiln_transform_children(kw->world, e, list, n); /* the index is fresh: it cannot fail now */
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)list[i]);

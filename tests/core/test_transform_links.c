@@ -439,6 +439,22 @@ static kiln_result despawn_step(scene *s, const kiln_entity *h) {
 
 KILN_TEST_GROUP_WITH(oom, .timeout = 120);
 
+KILN_TEST(oom, children_out_of_memory_says_so_instead_of_answering_none) {
+    scene s;
+    kiln_entity h[48];
+    scene_open(&s);
+    build_oom_scene(&s, h);
+    kiln_entity kids[64];
+    kids[0] = KILN_NULL_ENTITY;
+    test_allocator_fail_after(&s.alloc, 0);
+    ck_assert_int_eq(kiln_transform_children(s.world, h[3], kids, 64), -1);
+    ck_assert_str_eq(kiln_world_error(s.world), "kiln_transform_children: out of memory");
+    ck_assert_uint_eq(kids[0], KILN_NULL_ENTITY);
+    test_allocator_fail_never(&s.alloc);
+    ck_assert_int_ge(kiln_transform_children(s.world, h[3], kids, 64), 4);
+    scene_close(&s);
+}
+
 KILN_TEST(oom, a_first_propagation_out_of_memory_at_any_allocation_leaves_the_world_as_it_was) {
     ck_assert_int_gt(every_allocation_fails_cleanly(propagate_step, false, "kiln_transform_propagate: "), 0);
 }

@@ -109,8 +109,10 @@ kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs
 kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
 /* The children of parent (entities whose Parent is parent): writes up to capacity of them to
- * dest, ordered by handle, and returns how many there are. Uses an index kept in the world
- * (rebuilt only after Parent components changed), so it does not scan the world. */
+ * dest, ordered by handle, and returns how many there are (0 for a parent that is not
+ * alive). Uses an index kept in the world (rebuilt only after Parent components changed), so
+ * it does not scan the world; -1 when rebuilding it runs out of memory (the world error
+ * says so, dest untouched), never a count that looks like no children. */
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
 /* Despawns root and all its descendants (each once, even where links written through a

@@ -407,7 +407,7 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st || !kl_record_of(world, parent)) return 0;
-    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return 0;
+    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return -1;
     /* lower bound of parent */
     int64_t lo = 0, hi = st->pair_count;
     while (lo < hi) {
