@@ -436,52 +436,40 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
     if (!st) return kiln_despawn(world, root);
     kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive");
     if (r != KILN_OK) return r;
-    /* Breadth-first over the index into pending: root, its children, theirs, ... each entity
-     * once, even when Parent links (written directly) form a cycle. */
+    /* Breadth-first over the index: root, its children, theirs, ... Every entity has one
+     * parent, so it is one pair's child and the walk meets it once; only root can come back
+     * (Parent links written through a pointer closing a cycle through it). The list is the
+     * call's own: a main-thread system may run this while the propagation system uses the
+     * addon's scratch on the pool. */
     int64_t total = st->pair_count + 1;
-    int64_t memo_before = st->memo_cap;
-    if (!kl_transform_reserve(world, (void **)&st->pending, &st->pending_cap, total, sizeof(kiln_entity)) ||
-        !kl_transform_reserve(world, (void **)&st->memo, &st->memo_cap, kl_slot_count(world), sizeof(kl_memo)))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
-    if (st->memo_cap > memo_before)
-        memset(st->memo + memo_before, 0, sizeof(kl_memo) * (size_t)(st->memo_cap - memo_before));
-    if (++st->epoch == 0) {
-        memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
-        st->epoch = 1;
-    }
+    size_t bytes = sizeof(kiln_entity) * (size_t)total;
+    kiln_entity *list = kl_alloc(&world->alloc, bytes);
+    if (!list) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
     int64_t head = 0, n = 0;
-    st->pending[n++] = root;
-    st->memo[kiln_entity_index(root)] = (kl_memo){.epoch = st->epoch, .entity = root, .node = -1};
+    list[n++] = root;
     while (head < n) {
-        kiln_entity e = st->pending[head++];
+        kiln_entity e = list[head++];
         int64_t lo = 0, hi = st->pair_count;
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
             if (st->pairs[mid].parent < e) lo = mid + 1;
             else hi = mid;
         }
-        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++) {
-            kiln_entity child = st->pairs[i].child;
-            kl_memo *m = &st->memo[kiln_entity_index(child)];
-            if (m->epoch == st->epoch && m->entity == child) continue; /* seen: a cycle */
-            *m = (kl_memo){.epoch = st->epoch, .entity = child, .node = -1};
-            st->pending[n++] = child;
-        }
+        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++)
+            if (st->pairs[i].child != root) list[n++] = st->pairs[i].child;
     }
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
      * Deferred, the despawns are queued: one that runs out of memory takes back those queued
      * before it, so the call leaves nothing behind. */
     bool deferred = kiln_is_deferred(world);
     int64_t mark = deferred ? kl_defer_mark(world) : 0;
-    for (int64_t i = n - 1; i >= 0; i--) {
-        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", st->pending[i])
-                     : kiln_despawn(world, st->pending[i]);
-        if (r != KILN_OK) {
-            if (deferred) kl_defer_rollback(world, mark);
-            return r;
-        }
+    for (int64_t i = n - 1; i >= 0 && r == KILN_OK; i--) {
+        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", list[i])
+                     : kiln_despawn(world, list[i]);
+        if (r != KILN_OK && deferred) kl_defer_rollback(world, mark);
     }
-    return KILN_OK;
+    kl_free(&world->alloc, list, bytes);
+    return r;
 }
 
 static void propagate_system(const kiln_system_ctx *ctx) {
