@@ -44,6 +44,8 @@ static int w_despawn_recursive(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:despawn_recursive";
     kiln_entity e = klua_check_entity(L, 2, fname);
+    /* the walk reads every Parent link: a system declares it, as children asks */
+    klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
     if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }

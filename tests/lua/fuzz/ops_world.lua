@@ -361,7 +361,8 @@ end
 function ops.despawn_recursive(m)
     local e = pick_entity(m)
     local ei = m:entity_arg(e)
-    local ok = ei ~= nil and (m.alive[ei] ~= nil or (m:deferred() and m.reserved[ei] ~= nil))
+    local ok = ei ~= nil and access_ok(m, m.comps.Parent, false) -- the walk reads Parent
+        and (m.alive[ei] ~= nil or (m:deferred() and m.reserved[ei] ~= nil))
     local doomed = ok and m:descendants(ei)
     if ok and not doomed then
         fail("the model's hierarchy walk failed")
