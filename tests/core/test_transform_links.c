@@ -20,6 +20,10 @@ static void setup(void) { scene_open(&F); }
 
 static void teardown(void) { scene_close(&F); }
 
+static void assert_children_count(scene *s, kiln_entity parent, int32_t n) {
+    ck_assert_int_eq(kiln_transform_children(s->world, parent, NULL, 0), n);
+}
+
 static kiln_entity parent_link(const scene *s, kiln_entity child) {
     const kiln_parent *p = kiln_get(s->world, child, s->ids.parent);
     return p ? p->entity : KILN_NULL_ENTITY;
@@ -128,6 +132,43 @@ KILN_TEST(links, placeholders_and_handles_the_world_never_handed_out_are_refused
     kiln_entity reuse;
     ck_assert_int_eq(kiln_spawn(F.world, &reuse), KILN_OK);
     ck_assert_uint_eq(reuse, next); /* the link would have named this entity */
+    /* an entity of another, larger world: a slot this one has not reached */
+    scene other;
+    scene_open(&other);
+    kiln_entity far = KILN_NULL_ENTITY;
+    for (int i = 0; i < 300; i++) ck_assert_int_eq(kiln_spawn(other.world, &far), KILN_OK);
+    assert_every_write_refuses(&F, child, far, "was never spawned in this world");
+    scene_close(&other);
+}
+
+KILN_TEST(links, reparenting_inside_a_query_loop_lands_after_it_and_drops_a_cycle_closed_there) {
+    kiln_local_transform l = sample_local(12);
+    kiln_entity a = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity b = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity kids[6];
+    for (int i = 0; i < 6; i++) kids[i] = spawn_node(&F, a, &l);
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(F.world, &(kiln_query_desc){.with = {F.ids.parent}}, &q), KILN_OK);
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    int seen = 0;
+    while (kiln_query_next(&it))
+        for (int32_t r = 0; r < it.count; r++, seen++) {
+            ck_assert_int_eq(kiln_transform_set_parent(F.world, it.entities[r], b), KILN_OK);
+            ck_assert_uint_eq(((const kiln_parent *)it.columns[0])[r].entity, a); /* not yet */
+        }
+    ck_assert_int_eq(seen, 6);
+    assert_children_count(&F, b, 6);
+    /* two links each fine alone, a loop together: the second is dropped when the loop ends */
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, kids[0]), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, kids[0], a), KILN_OK);
+    while (kiln_query_next(&it)) {}
+    ck_assert_uint_eq(parent_link(&F, a), kids[0]);
+    ck_assert_uint_eq(parent_link(&F, kids[0]), b);
+    kiln_query_destroy(q);
+    propagate_ok(&F, NULL);
 }
 
 KILN_TEST(links, a_stale_parent_is_a_dead_link_and_a_deferred_spawn_is_a_parent) {
@@ -275,6 +316,24 @@ KILN_TEST(deep, a_chain_100000_links_deep_fails_propagation_and_despawns_whole_w
     ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, chain[0]), KILN_OK);
     ck_assert_int_eq(kiln_entity_count(F.world), 1);
     propagate_ok(&F, NULL);
+}
+
+KILN_TEST(deep, a_root_with_100000_children_propagates_lists_and_despawns_them) {
+    kiln_local_transform l = sample_local(13);
+    kiln_entity root = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_parent link = {root};
+    for (int i = 0; i < DEEP; i++) {
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(F.world, (kiln_component[]){F.ids.local, F.ids.parent},
+                                         (const void *[]){&l, &link}, 2, &e), KILN_OK);
+    }
+    small_stack();
+    kiln_transform_propagate_stats stats;
+    propagate_ok(&F, &stats);
+    ck_assert_int_eq(stats.added, DEEP + 1);
+    assert_children_count(&F, root, DEEP);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, root), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(F.world), 0);
 }
 
 KILN_TEST(deep, a_cycle_written_through_a_pointer_is_refused_by_a_tree_clone_not_walked_forever) {
