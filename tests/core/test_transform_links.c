@@ -273,15 +273,6 @@ KILN_TEST(links, a_nan_local_stays_in_its_subtree_and_is_not_rewritten_every_fra
 /* deep chains and cycles written through pointers                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Writes a Parent link through kiln_get_mut, the one path the Parent check does not guard. */
-static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
-    if (!kiln_has(s->world, e, s->ids.parent))
-        ck_assert_int_eq(kiln_add(s->world, e, s->ids.parent, NULL), KILN_OK);
-    kiln_parent *link = kiln_get_mut(s->world, e, s->ids.parent);
-    ck_assert_ptr_nonnull(link);
-    link->entity = parent;
-}
-
 #define DEEP 100000
 
 /* Caps the test process's stack at 1 MiB (each test runs in a process of its own), so a

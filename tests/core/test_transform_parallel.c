@@ -237,13 +237,6 @@ KILN_TEST(parallel, an_unchanged_world_computes_and_writes_nothing_on_a_pool_and
     kiln_jobs_destroy(jobs);
 }
 
-/* A Parent link written through a pointer, the one path the Parent check does not guard. */
-static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
-    kiln_parent *link = kiln_get_mut(s->world, e, s->ids.parent);
-    ck_assert_ptr_nonnull(link);
-    link->entity = parent;
-}
-
 KILN_TEST(parallel, a_cycle_fails_on_a_pool_as_it_does_inline_and_the_rest_still_matches) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
     ck_assert_ptr_nonnull(jobs);
