@@ -1,0 +1,67 @@
+-- fault_order_spec.lua: messages that must not depend on the interpreter (found by the
+-- differential test, tests/diff): which fault a value with several reports, and views' errors.
+local kiln = require "kiln"
+
+local function message(fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok)
+    return err
+end
+
+describe("a value with several faults", function()
+    local w
+    before_each(function()
+        w = kiln.world()
+        w:component("Body", "double m; int8_t a; vec2 p; int32_t arr[2]")
+        w:component("Tag")
+    end)
+    after_each(function() w:close() end)
+
+    it("reports a name the component lacks before any bad field", function()
+        for _, zz in ipairs({"zz", "aa", "m2"}) do
+            local value = {m = "heavy", a = 300, p = {q = 1}, arr = {x = 1}}
+            value[zz] = 1
+            assert.are.equal("world:spawn: Body has no field '" .. zz .. "'",
+                message(w.spawn, w, {Body = value}))
+        end
+        assert.are.equal("world:spawn: Body has no field 'aa'",
+            message(w.spawn, w, {Body = {zz = 1, aa = 2, m = "x"}}))
+    end)
+
+    it("reports the first bad field in schema order", function()
+        local e = w:spawn{Body = {}}
+        assert.are.equal("world:set: field 'a' of Body on entity 0v1: 300 is out of range for int8 [-128, 127]",
+            message(w.set, w, e, "Body", {arr = 7, p = 5, a = 300}))
+        assert.are.equal("world:set: field 'p' of Body on entity 0v1: vec2 takes x, y or [1] to [2], got [3]",
+            message(w.set, w, e, "Body", {arr = 7, p = {z = 1, q = 2, [3] = 0}}))
+        assert.are.equal("world:set: field 'arr' of Body on entity 0v1: an array of 2 takes positions [1] to [2], got key 'b'",
+            message(w.set, w, e, "Body", {arr = {c = 1, b = 2, [0] = 3}}))
+    end)
+
+    it("names the bad component with the lowest id in a spawn", function()
+        assert.are.equal("world:spawn: value for Body must be a table of fields, got number",
+            message(w.spawn, w, {Tag = 1, Body = 5}))
+        assert.are.equal(0, w:count())
+    end)
+end)
+
+describe("a view's error", function()
+    it("carries no position, as a table view's does, with FFI views too", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        w:spawn{Position = {x = 1}}
+        local q = w:query{"Position"}
+        local got = {}
+        for _, p in q:each() do
+            got[#got + 1] = message(function() p.zz = 1 end)
+            got[#got + 1] = message(function() return p.zz end)
+        end
+        assert.are.same({"Position has no field 'zz'", "Position has no field 'zz'"}, got)
+        w:system{name = "watch", query = {"Position"}, each = function(_, p)
+            got[#got + 1] = message(function() p.zz = 1 end)
+        end}
+        assert.is_true(w:progress())
+        assert.are.equal("system 'watch' cannot write Position: it is read-only (declared only in reads)", got[3])
+        w:close()
+    end)
+end)
