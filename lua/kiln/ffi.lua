@@ -10,13 +10,14 @@ local format, rep, sub, find, gsub, match, gmatch = string.format, string.rep, s
   string.match, string.gmatch
 local concat, sort, unpack = table.concat, table.sort, table.unpack or unpack
 local LUA51 = _VERSION == "Lua 5.1"
--- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
+-- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0]
+-- (a tag term true and an absent optional term nil, as the FFI path hands them).
 local function rows_source(count)
   local vs, cs, set, args = {}, {}, {}, {}
   for t = 1, count do
     vs[t], cs[t] = "v" .. t, "C" .. t
     set[t] = format("    C%d[0] = v%d\n", t, t)
-    args[t] = format("v%d ~= nil and C%d or nil", t, t)
+    args[t] = format("(v%d == true or v%d == nil) and v%d or C%d", t, t, t, t) -- a tag is true, as in the FFI path
   end
   return format("local unpack = ...\nreturn function(q, fn, extra, n_extra)\n  local E = {}\n" ..
     "  local %s = %s\n  for e, %s in q:each() do\n    E[0] = e\n%s    fn(1, E, %s, unpack(extra, 1, n_extra))\n  end\nend\n",

@@ -47,11 +47,20 @@ local SHAPES = {
     {schema = "quat q; float s;", fields = {{"q", "quat"}, {"s", "float"}}},
     {schema = "vec2 p; double m; uint8_t flags;", fields = {{"p", "vec2"}, {"m", "double"}, {"flags", "uint8"}}},
     {schema = "double m; vec2 path[2];", fields = {{"m", "double"}, {"path", "vec2", 2}}},
+    {schema = "mat4 m; vec4 c;", fields = {{"m", "mat4"}, {"c", "vec4"}}},
+    {schema = "uint64_t id; uint16_t k;", fields = {{"id", "uint64"}, {"k", "uint16"}}},
+    -- a field named like a C keyword keeps table views under LuaJIT (docs: FFI views)
+    {schema = "float auto, y;", fields = {{"auto", "float"}, {"y", "float"}}, keyword = true},
+    -- more than 16 fields: world:spawn's FFI path leaves it to the C binding
+    {schema = "float a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q;", fields = {
+        {"a", "float"}, {"b", "float"}, {"c", "float"}, {"d", "float"}, {"e", "float"}, {"f", "float"},
+        {"g", "float"}, {"h", "float"}, {"i", "float"}, {"j", "float"}, {"k", "float"}, {"l", "float"},
+        {"m", "float"}, {"n", "float"}, {"o", "float"}, {"p", "float"}, {"q", "float"}}},
 }
 local FFI_TYPES = {float = true, double = true, bool = true, int8 = true, int16 = true, int32 = true,
     uint8 = true, uint16 = true, uint32 = true, vec2 = true, vec3 = true, vec4 = true, quat = true}
 for _, s in ipairs(SHAPES) do
-    s.ffi = not s.lua
+    s.ffi = not s.lua and not s.keyword
     for _, f in ipairs(s.fields) do
         if f[3] or not FFI_TYPES[f[2]] then s.ffi = false end
     end
@@ -81,6 +90,9 @@ local function scalar(t, safe, bad)
     elseif t == "int64" then
         if bad then return pick({"2^63", "1e19", "0.5", "'1'"}) end
         return pick({"0", "-9007199254740992", "9007199254740992", "123456789012", "-1", "2^40"})
+    elseif t == "uint64" then
+        if bad then return pick({"-1", "2^63", "0.5", "{}"}) end
+        return pick({"0", "9007199254740992", "123", "2^40"})
     elseif t == "entity" then
         if bad then return pick({"-1", "0.5", "'e'"}) end
         return pick({"0", entity_expr(), "4294967296"})
@@ -113,6 +125,10 @@ end
 local function field_value(f, safe, bad)
     local name, t, count = f[1], f[2], f[3]
     if t == "char" then return scalar("char", safe, bad) end
+    if t == "mat4" then
+        if bad then return pick({"{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}", "{x = 1}", "{'a'}", "3"}) end
+        return pick({"{1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 5, 6, 7, 1}", "{}", "{[13] = 2.5}", "{0.5, -0.0}"})
+    end
     if count then
         if bad then return pick({"{1, 2, 3, 4}", "{x = 1}", "{" .. vector("vec2", false, true) .. "}", "7"}) end
         local parts = {}
@@ -130,7 +146,9 @@ end
 local function comp_value(c, bad)
     local s = c.shape
     if s.tag then return bad and pick({"false", "1", "{}"}) or "true" end
-    if s.lua then return pick({"{hp = 3}", "'text'", "42", "true", "{1, {2}}"}) end
+    if s.lua then
+        return pick({"{hp = 3}", "'text'", "42", "true", "{1, {2}}", "{hp = 3, name = 'orc', tags = {a = 1, b = {2.5, 'x'}}}"})
+    end
     if bad and chance(0.2) then return pick({"5", "'x'", "true"}) end
     local parts = {}
     local which = rand(#s.fields)
@@ -160,7 +178,9 @@ local function reader(c)
     local parts = {}
     for _, f in ipairs(s.fields) do
         local n, t, count = f[1], f[2], f[3]
-        if count and t ~= "char" then
+        if t == "mat4" then
+            for i = 1, 16 do parts[#parts + 1] = ("H.show(v.%s[%d])"):format(n, i) end
+        elseif count and t ~= "char" then
             for i = 1, count do
                 if VEC[t] then
                     for _, k in ipairs(VEC[t]) do parts[#parts + 1] = ("H.show(v.%s[%d].%s)"):format(n, i, k) end
@@ -186,9 +206,10 @@ end
 
 emit("local w = H.kiln.world{max_failures = 3}")
 emit("local kiln = H.kiln")
-emit("local E, Q, QT, CMD, P, R, B = {}, {}, {}, {}, {}, {}, {}")
+emit("local E, Q, CMD, R, B, NAMES, SCHEMAS, SNAP = {}, {}, {}, {}, {}, {}, {}, nil")
 emit("local function try(f, ...) return H.res(pcall(f, ...)) end")
 for i, c in ipairs(comps) do
+    emit(("NAMES[%d], SCHEMAS[%d] = %q, %q"):format(i, i, c.name, c.shape.schema))
     emit(("R[%q] = %s"):format(c.name, reader(c)))
     emit(("B[%q] = %s"):format(c.name, bulk_reader(c)))
     emit(("H.op(%d, w, function() return w:component(%q, %q), w:schema(%q) end)")
@@ -296,7 +317,15 @@ function ops.spawn()
         local c = comp()
         if not used[c] then
             used[c] = true
-            parts[#parts + 1] = c.name .. " = " .. comp_value(c, chance(0.15))
+            local v = comp_value(c, chance(0.15))
+            if v:sub(1, 1) == "{" and not c.shape.lua and chance(0.1) then
+                v = ("setmetatable(%s, {__index = {zz = 1}, __pairs = error})"):format(v) -- read raw
+            end
+            if chance(0.1) then
+                parts[#parts + 1] = ("[w:component(%q)] = %s"):format(c.name, v) -- an id as the key
+            else
+                parts[#parts + 1] = c.name .. " = " .. v
+            end
         end
     end
     if chance(0.05) then parts[#parts + 1] = "Nope = true" end
@@ -461,10 +490,88 @@ function ops.getter()
     return ("local g = w:getter(%q, %q); return H.show(g(%s))"):format(c.name, f[1], entity_expr())
 end
 
+
+-- q:each_ffi and q:bulk_ffi over a query whose views may be FFI views: the same script runs
+-- on both (Lua 5.4 has their table forms); writes are values FFI converts as the checks do.
+function ops.each_ffi()
+    local j
+    for _ = 1, 4 do
+        local k = rand(math.max(#queries, 1))
+        if queries[k] and queries[k].ffi then j = k end
+    end
+    if not j then return ops.each() end
+    local q = queries[j]
+    return ("local row = 0\n  local ok, err = pcall(function()\n    for e%s in Q[%d]:each_ffi() do\n%s\n    end\n  end)\n"
+        .. "  return H.take(), H.res(ok, err), Q[%d]:count()"):format(view_list(q), j, body(q, {}, "      "), j)
+end
+function ops.bulk_ffi()
+    local j
+    for _ = 1, 4 do
+        local k = rand(math.max(#queries, 1))
+        if queries[k] and queries[k].ffi and #queries[k].optional == 0 then j = k end
+    end
+    if not j then return ops.bulk() end
+    local q = queries[j]
+    local args, reads, writes = {}, {}, {}
+    for i, c in ipairs(q.terms) do
+        args[i] = "t" .. i
+        reads[i] = ("R[%q](t%d[i])"):format(c.name, i)
+        local s = c.shape
+        if s.tag then reads[i] = ("tostring(t%d)"):format(i) end
+        if not s.tag and #s.fields > 0 and chance(0.7) then
+            local f = s.fields[rand(#s.fields)]
+            writes[#writes + 1] = ("t%d[i].%s = %s"):format(i, f[1], field_value(f, true))
+        end
+    end
+    return ("local ok, err = pcall(function()\n    Q[%d]:bulk_ffi(function(n, ents, %s, k)\n"
+        .. "      for i = 0, n - 1 do H.say(H.num(tonumber(ents[i])) .. ':' .. %s .. k); %s end\n    end, 'k')\n  end)\n"
+        .. "  return H.take(), H.res(ok, err)")
+        :format(j, table.concat(args, ", "), table.concat(reads, " .. '|' .. "), table.concat(writes, "; "))
+end
+function ops.hierarchy()
+    local a, b = entity_expr(), entity_expr()
+    return pick({
+        ("w:set_parent(%s, %s); return w:children(%s)"):format(a, b, b),
+        ("w:set_parent(%s, nil); return w:get(%s, 'Parent')"):format(a, a),
+        ("w:despawn_recursive(%s)"):format(a),
+        ("local c = w:children(%s); table.sort(c); return c"):format(a),
+    })
+end
+function ops.snapshot()
+    if chance(0.5) then return "SNAP = w:snapshot(); return SNAP:bytes() > 0" end
+    return "if SNAP then w:restore(SNAP) end; return w:entities()"
+end
+-- Saved bytes differ where Lua values hold integral floats (3.0 saves as an integer under
+-- LuaJIT: the documented number difference), so a save is compared by what loads back: the
+-- loaded world's hash, entities and Lua values (printed as numbers, -0 kept).
+function ops.save()
+    local c = comp()
+    return ("local d = w:save%s; local w2 = kiln.world(); for i = 1, #NAMES do w2:component(NAMES[i], SCHEMAS[i]) end\n"
+        .. "  local map = w2:load(d); local h, es, lua = w2:hash(), w2:entities(), w2:resource('Lua')\n"
+        .. "  local v = {}; for i, e in ipairs(es) do v[i] = R[%q](w2:get(e, %q)) end\n"
+        .. "  w2:close(); return h, es, lua, v"):format(pick({"()", "{format = 'json'}"}), c.name, c.name)
+end
+function ops.misc()
+    local c = comp()
+    local e = entity_expr()
+    return pick({
+        ("return w:clone(%s)"):format(e),
+        ("w:name(%s, %q); return w:lookup(%q), w:name(%s)"):format(e, pick({"ship", "rock", ("x"):rep(70)}), "ship", e),
+        ("local into = {keep = 1}; return R[%q](w:get(%s, %q, into)), into.keep"):format(c.name, e, c.name),
+        ("return Q[1] and Q[1]:entities(%d)"):format(rand(4) - 1),
+        ("w:enable('S%d', %s)"):format(rand(systems + 1), pick({"true", "false"})),
+        ("w:seed(%d); return w:random(), w:random(6), w:random(-3, 3)"):format(rand(1000)),
+        ("return w:components(%s)"):format(e),
+        ("return tostring(Q[1] or 'none')"),
+        ("return w:schema(%q), w:component_info(%q)"):format(c.name, c.name),
+    })
+end
+
 local WEIGHTS = {
     {"spawn", 14}, {"despawn", 3}, {"add", 6}, {"remove", 4}, {"set", 6}, {"get", 6}, {"alive", 2},
     {"entities", 1}, {"tick", 1}, {"query", 5}, {"each", 10}, {"bulk", 6}, {"system", 3}, {"progress", 5},
     {"systems_list", 1}, {"remove_system", 1}, {"commands", 4}, {"events", 2}, {"resource", 2}, {"getter", 2},
+    {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 4},
 }
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end

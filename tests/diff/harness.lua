@@ -29,12 +29,12 @@ function H.show(v, depth)
         depth = (depth or 0) + 1
         if depth > 6 then return "{...}" end
         local keys = {}
-        for k in pairs(v) do keys[#keys + 1] = k end
+        for k in next, v do keys[#keys + 1] = k end -- raw: LuaJIT's pairs ignores __pairs
         local shown = {}
         for i, k in ipairs(keys) do shown[i] = {H.show(k, depth), k} end
         sort(shown, function(a, b) return a[1] < b[1] end)
         local parts = {}
-        for i, p in ipairs(shown) do parts[i] = p[1] .. "=" .. H.show(v[p[2]], depth) end
+        for i, p in ipairs(shown) do parts[i] = p[1] .. "=" .. H.show(rawget(v, p[2]), depth) end
         return "{" .. concat(parts, ",") .. "}"
     elseif t == "nil" or t == "boolean" then return tostring(v)
     else return "<" .. t .. ">" end
@@ -58,11 +58,25 @@ function H.failures(list)
     return concat(parts, ",")
 end
 
+-- A checksum of a string (saved data), exact in a double and a Lua 5.4 integer alike.
+function H.sum(s)
+    local h = 0
+    for i = 1, #s do h = (h * 31 + s:byte(i)) % 2147483647 end
+    return h
+end
+
 H.log = {}
 function H.say(s) H.log[#H.log + 1] = s end
 function H.take()
     local s = concat(H.log, ";")
-    H.log = {}
+    -- A checksum of a string (saved data), exact in a double and a Lua 5.4 integer alike.
+function H.sum(s)
+    local h = 0
+    for i = 1, #s do h = (h * 31 + s:byte(i)) % 2147483647 end
+    return h
+end
+
+H.log = {}
     return s
 end
 
