@@ -17,7 +17,7 @@ local function rows_source(count)
   for t = 1, count do
     vs[t], cs[t] = "v" .. t, "C" .. t
     set[t] = format("    C%d[0] = v%d\n", t, t)
-    args[t] = format("(v%d == true or v%d == nil) and v%d or C%d", t, t, t, t) -- a tag is true, as in the FFI path
+    args[t] = format("v%d == true or (v%d ~= nil and C%d or nil)", t, t, t) -- a tag is true, as in the FFI path
   end
   return format("local unpack = ...\nreturn function(q, fn, extra, n_extra)\n  local E = {}\n" ..
     "  local %s = %s\n  for e, %s in q:each() do\n    E[0] = e\n%s    fn(1, E, %s, unpack(extra, 1, n_extra))\n  end\nend\n",

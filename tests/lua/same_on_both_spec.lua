@@ -1,5 +1,6 @@
--- fault_order_spec.lua: messages that must not depend on the interpreter (found by the
--- differential test, tests/diff): which fault a value with several reports, and views' errors.
+-- same_on_both_spec.lua: what must not depend on the interpreter (Lua 5.4 or LuaJIT), as the
+-- differential test (tests/diff) found it did: which fault a value with several reports, views'
+-- errors, what q:bulk_ffi passes for a tag, a saved -0.
 local kiln = require "kiln"
 
 local function message(fn, ...)
@@ -63,5 +64,38 @@ describe("a view's error", function()
         assert.is_true(w:progress())
         assert.are.equal("system 'watch' cannot write Position: it is read-only (declared only in reads)", got[3])
         w:close()
+    end)
+end)
+
+describe("q:bulk_ffi", function()
+    it("passes a tag term as true and an optional term the row lacks as nil", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        w:component("Velocity", "float x, y;")
+        w:component("Frozen")
+        w:spawn{Position = {x = 1}, Frozen = true}
+        local seen = {}
+        w:query{"Position", "Frozen", optional = {"Velocity"}}:bulk_ffi(function(n, entities, p, frozen, v)
+            for i = 0, n - 1 do seen[#seen + 1] = {p[i].x, frozen, v} end
+        end)
+        assert.are.same({{1, true, nil}}, seen)
+        w:close()
+    end)
+end)
+
+describe("a saved Lua value", function()
+    it("keeps the sign of -0", function()
+        for _, format in ipairs({"binary", "json"}) do
+            local w = kiln.world()
+            w:resource("Notes", {zero = -0.0, list = {-0.0, 0}})
+            local copy = kiln.world()
+            copy:load(w:save{format = format})
+            local notes = copy:resource("Notes")
+            assert.are.equal(-math.huge, 1 / notes.zero)
+            assert.are.equal(-math.huge, 1 / notes.list[1])
+            assert.are.equal(math.huge, 1 / notes.list[2])
+            w:close()
+            copy:close()
+        end
     end)
 end)
