@@ -394,6 +394,14 @@ function ops.bulk()
         end
     end
     local raise = chance(0.1) and "if n > 1 then error('bulk boom', 0) end" or ""
+    if chance(0.3) then
+        local c = comp()
+        raise = raise .. " " .. pick({
+            ("H.say(try(function() return w:add(ents[1], %q, %s) end))"):format(c.name, comp_value(c, chance(0.2))),
+            "H.say(try(function() return w:despawn(ents[n]) end))",
+            ("H.say(try(function() return w:spawn{%s = %s} end))"):format(c.name, comp_value(c, chance(0.2))),
+        })
+    end
     return ("local ok, err = pcall(function()\n    Q[%d]:bulk(function(n, ents, %s)\n      %s\n"
         .. "      for i = 1, n do H.say(H.num(ents[i])); %s %s end\n    end)\n  end)\n"
         .. "  return H.take(), H.res(ok, err)")
@@ -564,14 +572,39 @@ function ops.misc()
         ("return w:components(%s)"):format(e),
         ("return tostring(Q[1] or 'none')"),
         ("return w:schema(%q), w:component_info(%q)"):format(c.name, c.name),
+        ("return H.pretty(w:inspect(%s))"):format(e),
+        ("return Q[1] and H.pretty(Q[1]:format(w, %d))"):format(rand(5)),
+        ("return tostring(w)"),
     })
+end
+-- Prefabs (a table def, with children) and scenes exported as JSON text.
+function ops.prefab()
+    local function def(depth)
+        local parts = {}
+        local used = {}
+        for _ = 1, rand(3) do
+            local c = comp()
+            if not used[c] then
+                used[c] = true
+                parts[#parts + 1] = c.name .. " = " .. comp_value(c, chance(0.1))
+            end
+        end
+        local kids = ""
+        if depth < 2 and chance(0.4) then kids = ", children = {" .. def(depth + 1) .. "}" end
+        return "{components = {" .. table.concat(parts, ", ") .. "}" .. kids .. "}"
+    end
+    if chance(0.3) then
+        return ("local text = w:export(%s); return #text, H.sum(text)"):format(pick({"", "{" .. entity_expr() .. "}", "nil, {name = 'dump'}"}))
+    end
+    return ("local p = w:prefab%s; local r = p:spawn(%s); return r, w:entities()"):format(def(0), pick({"", "2"}))
 end
 
 local WEIGHTS = {
     {"spawn", 14}, {"despawn", 3}, {"add", 6}, {"remove", 4}, {"set", 6}, {"get", 6}, {"alive", 2},
     {"entities", 1}, {"tick", 1}, {"query", 5}, {"each", 10}, {"bulk", 6}, {"system", 3}, {"progress", 5},
     {"systems_list", 1}, {"remove_system", 1}, {"commands", 4}, {"events", 2}, {"resource", 2}, {"getter", 2},
-    {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 4},
+    {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 5},
+    {"prefab", 2},
 }
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end
