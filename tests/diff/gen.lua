@@ -80,13 +80,21 @@ end
 -- A scalar value of type t; `safe` keeps to values FFI converts as the checked path does.
 local function scalar(t, safe, bad)
     if t == "float" or t == "double" then
-        if bad then return pick({"'1'", "true", "1e39", "{}", "nil"}) end
+        if bad then
+            if t == "float" and chance(0.4) then return pick({"3.4028235677973366e38", "-1e39", "2^128"}) end
+            return pick({"'1'", "true", "1e39", "{}", "nil"})
+        end
         if t == "double" and not safe then return pick({"1e300", "-1e-300", "0.1", "2^60", "-0.0", "1/0"}) end
+        if not safe and chance(0.3) then -- the edges of float's range and precision
+            return pick({"3.4028234663852886e38", "-3.4028234663852886e38", "1/0", "-1/0", "2^-149", "2^-150",
+                "16777217", "0.1", "1e-45"})
+        end
         return pick({"0", "1", "-2.5", "0.5", "100", "-0.0", "3.0", "1e10", "0.25"})
     elseif RANGE[t] then
         local lo, hi = RANGE[t][1], RANGE[t][2]
-        if bad then return pick({tostring(hi + 1), tostring(lo - 1), "2.5", "'3'", "true"}) end
-        return pick({"0", tostring(lo), tostring(hi), "7", tostring(math.floor((lo + hi) / 2)), "12.0"})
+        if bad then return pick({tostring(hi + 1), tostring(lo - 1), "2.5", "'3'", "true", tostring(hi) .. ".5", "1/0", "2^63"}) end
+        return pick({"0", tostring(lo), tostring(hi), "7", tostring(math.floor((lo + hi) / 2)), "12.0", "-0.0",
+            tostring(hi) .. ".0"})
     elseif t == "int64" then
         if bad then return pick({"2^63", "1e19", "0.5", "'1'"}) end
         return pick({"0", "-9007199254740992", "9007199254740992", "123456789012", "-1", "2^40"})
@@ -332,6 +340,36 @@ function ops.spawn()
     spawned = spawned + 1
     return ("E[%d] = w:spawn{%s}; return E[%d]")
         :format(spawned, table.concat(parts, ", "), spawned)
+end
+-- Many entities of one shape in a loop: LuaJIT compiles the loop (and its FFI spawns), and
+-- queries get several chunks (512 rows each) and archetypes.
+function ops.spawn_many()
+    local parts, used = {}, {}
+    for _ = 1, rand(3) do
+        local c = comp()
+        if not used[c] and not c.shape.lua then
+            used[c] = true
+            local s = c.shape
+            if s.tag then parts[#parts + 1] = c.name .. " = true"
+            else
+                local fields = {}
+                for _, f in ipairs(s.fields) do
+                    if not f[3] and chance(0.7) then
+                        if f[2] == "float" or f[2] == "double" then fields[#fields + 1] = f[1] .. " = i * 0.25"
+                        elseif RANGE[f[2]] then fields[#fields + 1] = f[1] .. " = i % 100"
+                        elseif f[2] == "bool" then fields[#fields + 1] = f[1] .. " = i % 3 == 0"
+                        elseif VEC[f[2]] then fields[#fields + 1] = f[1] .. " = {x = i, y = -i}"
+                        elseif f[2] == "char" then fields[#fields + 1] = f[1] .. " = 'n' .. i % 1000"
+                        end
+                    end
+                end
+                parts[#parts + 1] = c.name .. " = {" .. table.concat(fields, ", ") .. "}"
+            end
+        end
+    end
+    if chance(0.1) then parts[#parts + 1] = "Nope = true" end
+    return ("local n = 0\n  for i = 1, %d do local e = w:spawn{%s}; n = n + 1; if i %% 97 == 0 then w:despawn(e) end end\n"
+        .. "  return n"):format(rand(700), table.concat(parts, ", "))
 end
 function ops.despawn() return ("w:despawn(%s)"):format(entity_expr()) end
 function ops.add()
@@ -604,7 +642,7 @@ local WEIGHTS = {
     {"entities", 1}, {"tick", 1}, {"query", 5}, {"each", 10}, {"bulk", 6}, {"system", 3}, {"progress", 5},
     {"systems_list", 1}, {"remove_system", 1}, {"commands", 4}, {"events", 2}, {"resource", 2}, {"getter", 2},
     {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 5},
-    {"prefab", 2},
+    {"prefab", 2}, {"spawn_many", 2},
 }
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end
