@@ -574,6 +574,22 @@ function ops.bulk_ffi()
         .. "  return H.take(), H.res(ok, err)")
         :format(j, table.concat(args, ", "), table.concat(reads, " .. '|' .. "), table.concat(writes, "; "))
 end
+-- A loop suspended in a coroutine that is never resumed (world:progress ends it), or resumed
+-- to its end; meanwhile the world is deferred. Rows are read, not written (an FFI view's write
+-- lands at once, a table view's row is not written back: documented).
+function ops.coroutine()
+    if #queries == 0 then return ops.query() end
+    local j = rand(#queries)
+    local q = queries[j]
+    local c = comp()
+    return ("local co = coroutine.wrap(function()\n    for e%s in Q[%d]:each() do H.say(H.num(e)); coroutine.yield(true) end\n  end)\n"
+        .. "  H.say(H.res(pcall(co)))\n  local e2 = w:spawn{%s = %s}\n"
+        .. "  H.say(H.res(pcall(function() return w:is_alive(e2), w:has(e2, %q), w:count(), Q[%d]:count() end)))\n"
+        .. "  %s\n  return H.take()")
+        :format(view_list(q), j, c.name, comp_value(c), c.name, j,
+            pick({"", "H.say(H.res(pcall(co)))", "H.say(H.res(pcall(function() for e in Q[" .. j .. "]:each() do end end)))",
+                "H.say(H.res(pcall(w.progress, w, 0)))"}))
+end
 function ops.hierarchy()
     local a, b = entity_expr(), entity_expr()
     return pick({
@@ -642,7 +658,7 @@ local WEIGHTS = {
     {"entities", 1}, {"tick", 1}, {"query", 5}, {"each", 10}, {"bulk", 6}, {"system", 3}, {"progress", 5},
     {"systems_list", 1}, {"remove_system", 1}, {"commands", 4}, {"events", 2}, {"resource", 2}, {"getter", 2},
     {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 5},
-    {"prefab", 2}, {"spawn_many", 2},
+    {"prefab", 2}, {"spawn_many", 2}, {"coroutine", 3},
 }
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end
@@ -660,7 +676,7 @@ for i = 1, OPS do
     end
     emit(("-- op %d: %s\nH.op(%d, w, function()\n  %s\nend)"):format(i, kind, i, ops[kind]()))
 end
-emit("w:close()")
+emit("pcall(w.progress, w, 0) -- ends a loop left suspended in a coroutine\nw:close()")
 
 local f = assert(io.open(HARNESS, "r"))
 local harness = f:read("*a"):gsub("\nreturn H%s*$", "\n")

@@ -76,8 +76,15 @@ for _, seed in ipairs(seeds) do
         failed = failed + 1
         local n = tonumber((la[bad] or lb[bad] or ""):match("^(%-?%d+) ")) or bad
         print(("FAILED: seed %d differs at operation %d (%s/seed-%d.lua)"):format(seed, n, keep, seed))
-        print("  lua5.4: " .. tostring(la[bad]) .. (a_ok and "" or "  [exited with an error]"))
-        print("  luajit: " .. tostring(lb[bad]) .. (b_ok and "" or "  [exited with an error]"))
+        local x, y = la[bad] or "", lb[bad] or ""
+        local at = 1
+        while at <= #x and x:byte(at) == y:byte(at) do at = at + 1 end
+        local function window(t) -- a long line: 120 bytes before the first difference, 200 after
+            if #t <= 400 then return t end
+            return (at > 121 and "..." or "") .. t:sub(math.max(1, at - 120), at + 200) .. (#t > at + 200 and "..." or "")
+        end
+        print("  lua5.4: " .. window(x) .. (a_ok and "" or "  [exited with an error]"))
+        print("  luajit: " .. window(y) .. (b_ok and "" or "  [exited with an error]"))
         print("  " .. op_text(prog, n):gsub("\n", "\n  "))
     else
         passed = passed + 1
