@@ -588,7 +588,7 @@ function ops.coroutine()
         .. "  %s\n  return H.take()")
         :format(view_list(q), j, c.name, comp_value(c), c.name, j,
             pick({"", "H.say(H.res(pcall(co)))", "H.say(H.res(pcall(function() for e in Q[" .. j .. "]:each() do end end)))",
-                "H.say(H.res(pcall(w.progress, w, 0)))"}))
+                "H.say(H.res(pcall(function() local ok, f = w:progress(0); return ok, H.failures(f) end)))"}))
 end
 function ops.hierarchy()
     local a, b = entity_expr(), entity_expr()
