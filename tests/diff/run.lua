@@ -1,4 +1,4 @@
--- run.lua [--build B] [--jit-build J] [--ops N] [--keep DIR] SEED... | FROM..TO: runs gen.lua's
+-- run.lua [--build B] [--jit-build J] [--ops N] [--keep DIR] SEED[/OPS]... | FROM..TO: runs gen.lua's
 -- program for each seed under lua5.4 (B/lua/kiln.so) and luajit (J/lua/kiln.so) and compares.
 -- Differential test of issue 12's promise that scripts run unchanged on both interpreters:
 -- each seed's two transcripts must be equal line for line. A difference prints the seed, the
@@ -19,8 +19,9 @@ while arg[i] do
         local from, to = a:match("^(%d+)%.%.(%d+)$")
         if from then
             for s = tonumber(from), tonumber(to) do seeds[#seeds + 1] = s end
-        else
-            seeds[#seeds + 1] = assert(tonumber(a), "seed expected, got " .. a)
+        else -- SEED/OPS: a regression seed keeps the length it was found with
+            local seed, n = a:match("^(%d+)/(%d+)$")
+            seeds[#seeds + 1] = seed and {tonumber(seed), tonumber(n)} or assert(tonumber(a), "seed expected, got " .. a)
         end
     end
     i = i + 1
@@ -52,6 +53,8 @@ end
 
 local passed, failed = 0, 0
 for _, seed in ipairs(seeds) do
+    local ops = ops
+    if type(seed) == "table" then seed, ops = seed[1], seed[2] end
     local prog_path = ("%s/seed-%d.lua"):format(keep, seed)
     local prog, ok = sh(("lua5.4 %sgen.lua %d %d > '%s'"):format(here, seed, ops, prog_path))
     assert(ok, "gen.lua failed: " .. prog)
