@@ -2,19 +2,25 @@
 -- kiln world, the same text for a seed under Lua 5.4 and LuaJIT (its own PRNG, no math.random).
 -- The program prints a transcript line per operation; run.lua runs it under both and diffs.
 --
--- What it generates: components of several schema shapes, spawns (full, partial and bad
--- inits), despawn/add/remove/set/get, queries with with/without/optional terms, q:each loops
--- and q:bulk calls that read and write (bad values too), Lua systems with declared access run
--- by world:progress, command buffers with placeholders, events and resources, every call
--- under pcall. Where docs/lua-api.md (LuaJIT, FFI views) documents that a loop behaves
--- differently under LuaJIT, it generates only what both must do alike:
+-- What it generates: components of many schema shapes, spawns (full, partial and bad inits,
+-- ids as keys, metatables on values, hundreds in one loop), despawn/add/remove/set/get,
+-- queries with with/without/optional terms, q:each/q:each_ffi loops and q:bulk/q:bulk_ffi
+-- calls that read and write (bad values too), loops left by break, an error or a coroutine,
+-- Lua systems with declared access run by world:progress, command buffers with placeholders,
+-- events, resources, hierarchy, prefabs, scene export, snapshots, save/load round trips, every
+-- call under pcall. Where docs/lua-api.md (LuaJIT, FFI views) documents that LuaJIT behaves
+-- differently, it generates only what both must do alike:
 --  * in a loop whose views may be FFI views (every term's fields float, double, bool,
---    integers up to 32 bits, vec2/3/4, quat, or a tag; no optional tag), writes are values
---    that convert alike unchecked (FFI) and checked (tables): in-range numbers, booleans,
---    whole vectors; bad values only go to loops that keep table views on both;
+--    integers up to 32 bits, vec2/3/4, quat, or a tag; no optional tag, no C keyword as a
+--    field name), writes are values that convert alike unchecked (FFI) and checked (tables):
+--    in-range numbers, booleans, whole vectors; bad values only go to loops that keep table
+--    views on both; such a loop does not world:set its own row (an FFI write lands at once,
+--    a table view's when the row ends), and reads come before writes;
 --  * a loop left by break or an error leaves at the top of a row, before any assignment
---    (LuaJIT ends it later and writes back what the row assigned: documented);
---  * change ticks are printed only right after a world:set (FFI views stamp rows they read).
+--    (LuaJIT ends it later and writes back what the row assigned), and a loop suspended in a
+--    coroutine only reads;
+--  * change ticks are printed only right after a world:set (FFI views stamp rows they read);
+--  * no NaN is written (its sign bit would be the interpreter's arithmetic, not kiln's).
 local SEED, OPS = tonumber(arg[1]) or 1, tonumber(arg[2]) or 120
 local HARNESS = arg[3] or ((arg[0]:match("^(.*[/\\])") or "./") .. "harness.lua")
 

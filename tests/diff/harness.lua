@@ -2,7 +2,8 @@
 -- operation, in a form equal under Lua 5.4 and LuaJIT unless the binding behaves differently.
 -- Normalised, and only these, as docs/lua-api.md (LuaJIT) documents them unavoidable:
 -- numbers (one number type in LuaJIT: every number prints as the double it converts to, so
--- 3 and 3.0 print alike and a 64-bit value beyond 2^53 prints rounded) and the traceback
+-- 3 and 3.0 print alike and a 64-bit value beyond 2^53 prints rounded), numbers inside
+-- world:inspect and q:format text (H.pretty: "kiln.pretty prints 5.0 as 5"), and the traceback
 -- of a system failure (the interpreter's own text). Nothing else is rewritten.
 local kiln = require "kiln"
 local H = {}
