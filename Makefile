@@ -443,7 +443,7 @@ test-examples-jit: asteroids-jit
 # regression seeds (SEED/OPS, each found a divergence; see docs/testing.md) and seeds
 # 1..DIFF_SEEDS of DIFF_OPS operations;
 # a longer run is `make test-diff-lua DIFF_SEEDS=5000`.
-DIFF_SEEDS ?= 200
+DIFF_SEEDS ?= 150
 DIFF_OPS   ?= 200
 DIFF_REGRESSIONS := 2/200 7/200 8/200 18/200 20/200 28/200 40/200 88/200
 test-diff-lua: $(LUA_MOD)
