@@ -438,6 +438,13 @@ function ops.bulk()
         end
     end
     local raise = chance(0.1) and "if n > 1 then error('bulk boom', 0) end" or ""
+    local tail = ""
+    for i, c in ipairs(q.terms) do -- a term table misspelt or an array replaced: raises after fn
+        if #c.shape.fields > 1 and chance(0.05) then
+            tail = tail .. (" if type(t%d) == 'table' then t%d.%s = {}; t%d.zz = %s; t%d.%s = nil end")
+                :format(i, i, c.shape.fields[2][1], i, pick({"nil", "{}"}), i, pick({"zy", c.shape.fields[1][1]}))
+        end
+    end
     if chance(0.3) then
         local c = comp()
         raise = raise .. " " .. pick({
@@ -447,9 +454,9 @@ function ops.bulk()
         })
     end
     return ("local ok, err = pcall(function()\n    Q[%d]:bulk(function(n, ents, %s)\n      %s\n"
-        .. "      for i = 1, n do H.say(H.num(ents[i])); %s %s end\n    end)\n  end)\n"
+        .. "      for i = 1, n do H.say(H.num(ents[i])); %s %s end\n     %s\n    end)\n  end)\n"
         .. "  return H.take(), H.res(ok, err)")
-        :format(j, table.concat(args, ", "), raise, table.concat(b, "; "), table.concat(writes, " "))
+        :format(j, table.concat(args, ", "), raise, table.concat(b, "; "), table.concat(writes, " "), tail)
 end
 function ops.system()
     systems = systems + 1

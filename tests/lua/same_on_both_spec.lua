@@ -1,6 +1,6 @@
 -- same_on_both_spec.lua: what must not depend on the interpreter (Lua 5.4 or LuaJIT), as the
 -- differential test (tests/diff) found it did: which fault a value with several reports, views'
--- errors, what q:bulk_ffi passes for a tag, a saved -0.
+-- errors, what q:bulk_ffi passes for a tag, a saved -0; and a crash it met on both.
 local kiln = require "kiln"
 
 local function message(fn, ...)
@@ -83,6 +83,26 @@ describe("q:bulk_ffi", function()
     end)
 end)
 
+describe("q:bulk's check of a term table", function()
+    it("names a misspelt key first, then the first field in schema order replaced or removed, and the next call works", function()
+        local w = kiln.world()
+        w:component("Body", "float x, y, z;")
+        w:spawn{Body = {}}
+        local q = w:query{"Body"}
+        assert.are.equal("query:bulk: Body has no field 'aa'", message(q.bulk, q, function(n, e, b)
+            b.zz, b.aa, b.mm = {}, {}, {}
+            b.x = {}
+        end))
+        assert.are.equal("query:bulk: Body.x is not the array fn was given (write into it, do not replace it)",
+            message(q.bulk, q, function(n, e, b) b.z, b.x = {}, nil end))
+        assert.are.equal("query:bulk: Body.y is not the array fn was given (write into it, do not replace it)",
+            message(q.bulk, q, function(n, e, b) b.z, b.y = nil, {} end))
+        q:bulk(function(n, e, b) b.x[1] = 5 end) -- the raising calls left the term table as given
+        assert.are.equal(5, w:get(w:entities()[1], "Body").x)
+        w:close()
+    end)
+end)
+
 describe("a saved Lua value", function()
     it("keeps the sign of -0", function()
         for _, format in ipairs({"binary", "json"}) do
@@ -97,5 +117,24 @@ describe("a saved Lua value", function()
             w:close()
             copy:close()
         end
+    end)
+end)
+
+describe("names given while a loop stuck in a coroutine keeps the world deferred", function()
+    it("land at the next progress: a name's check, which iterates, does not apply the queue again", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        local e = w:spawn{Position = {}}
+        local q = w:query{"Position"}
+        local co = coroutine.wrap(function()
+            for _ in q:each() do coroutine.yield() end
+        end)
+        co() -- the loop never ends: the world stays deferred
+        w:name(e, "rock")
+        w:name(e, "rock") -- two queued adds of Name: the first one's check iterated, and its end applied the second, endlessly
+        assert.is_nil(w:lookup("rock"))
+        assert.is_true(w:progress())
+        assert.are.equal(e, w:lookup("rock"))
+        w:close()
     end)
 end)
