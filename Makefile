@@ -438,8 +438,20 @@ asteroids-jit:
 	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" build-jit/examples/asteroids
 test-examples-jit: asteroids-jit
 	@tests/examples/check_game.sh build-jit/examples/asteroids
-TEST_GROUPS += test-jit test-jit-asan test-examples-jit
-.PHONY: bench-jit lua-jit test-jit test-jit-asan clean-jit asteroids-jit test-examples-jit
+# The differential test (tests/diff): random programs of kiln calls, each run under lua5.4
+# (BUILD's module) and luajit (build-jit's); the two transcripts must be equal. The fixed
+# regression seeds (SEED/OPS, each found a divergence; see docs/testing.md) and seeds
+# 1..DIFF_SEEDS of DIFF_OPS operations;
+# a longer run is `make test-diff-lua DIFF_SEEDS=5000`.
+DIFF_SEEDS ?= 150
+DIFF_OPS   ?= 200
+DIFF_REGRESSIONS := 6/200 7/200 8/200 9/200 18/200 29/200 33/200 41/200 48/200 69/200 81/200 103/200 150/200 184/200
+test-diff-lua: $(LUA_MOD)
+	@if ! command -v luajit >/dev/null 2>&1; then echo "skipped: luajit is not installed (scripts/deps.sh)"; exit 0; fi; \
+	$(JIT_BUILD) build-jit/lua/kiln.so >/dev/null && \
+	lua5.4 tests/diff/run.lua --build $(BUILD) --jit-build build-jit --ops $(DIFF_OPS) $(DIFF_REGRESSIONS) 1..$(DIFF_SEEDS)
+TEST_GROUPS += test-jit test-diff-lua test-jit-asan test-examples-jit
+.PHONY: bench-jit lua-jit test-jit test-jit-asan clean-jit asteroids-jit test-examples-jit test-diff-lua
 clean: clean-jit
 clean-jit:
 	rm -rf build-jit build-jit-asan build-bench-jit

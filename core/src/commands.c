@@ -66,6 +66,7 @@ struct kiln_commands {
     uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */
     bool lenient;
     bool complete; /* the last apply consumed everything: the next record starts a batch */
+    bool applying; /* an apply runs: a nested one (a hook ending an iteration) leaves it the rest */
     kl_cmd *cmds;
     int64_t cap, head, count;
     kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
@@ -804,6 +805,10 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
                        cmd->world ? "" : " (destroyed)");
     KILN_ASSERT(atomic_load(&world->iterating) == 0 || cmd->lenient,
                 "kiln_commands_apply while a query of the world iterates");
+    /* A check hook run by a record may iterate a query, whose end applies the world's queue
+     * again: this very buffer, mid-apply. That apply does nothing; this one goes on. */
+    if (cmd->applying) return KILN_OK;
+    cmd->applying = true;
     cmd->call = call;
     int64_t n = 0;
     kiln_result r = KILN_OK;
@@ -814,6 +819,7 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
         cmd->head += used;
         n += used;
     }
+    cmd->applying = false;
     if (applied) *applied = n;
     if (r != KILN_OK) return r;
     cmd->head = cmd->count = 0;

@@ -10,13 +10,14 @@ local format, rep, sub, find, gsub, match, gmatch = string.format, string.rep, s
   string.match, string.gmatch
 local concat, sort, unpack = table.concat, table.sort, table.unpack or unpack
 local LUA51 = _VERSION == "Lua 5.1"
--- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0].
+-- Where the table path runs: each row as a chunk of one, its views the tables of q:each at [0]
+-- (a tag term true and an absent optional term nil, as the FFI path hands them).
 local function rows_source(count)
   local vs, cs, set, args = {}, {}, {}, {}
   for t = 1, count do
     vs[t], cs[t] = "v" .. t, "C" .. t
     set[t] = format("    C%d[0] = v%d\n", t, t)
-    args[t] = format("v%d ~= nil and C%d or nil", t, t)
+    args[t] = format("v%d == true or (v%d ~= nil and C%d or nil)", t, t, t) -- a tag is true, as in the FFI path
   end
   return format("local unpack = ...\nreturn function(q, fn, extra, n_extra)\n  local E = {}\n" ..
     "  local %s = %s\n  for e, %s in q:each() do\n    E[0] = e\n%s    fn(1, E, %s, unpack(extra, 1, n_extra))\n  end\nend\n",
@@ -176,9 +177,10 @@ end
 -- table view's does. The read-only struct names its fields const __kiln_ro_<name>, so reading
 -- v.x goes through __index (a constant key: compiled code reads the field directly) and a
 -- write lands in __newindex, which raises naming the system, as the table path does.
+-- Their messages carry no position, as the C view's (luaL_error at a C function's level).
 local function view_metas(name, check, fields)
   local function missing(_, key)
-    error(format("%s has no field '%s'", name, sub(tostring(key), 1, 64)), 3)
+    error(format("%s has no field '%s'", name, sub(tostring(key), 1, 64)), 0)
   end
   local renamed, order = {}, {}
   for i, f in ipairs(fields) do
@@ -204,14 +206,16 @@ local function view_metas(name, check, fields)
       return v[field]
     end,
     __newindex = function(v, k)
+      -- a system's read-only term refuses any key first, as the C view does
+      if not check and shared.running_system then
+        error(format("system '%s' cannot write %s: it is read-only (declared only in reads)", shared.running_system,
+                     name), 0)
+      end
       if renamed[k] == nil then missing(v, k) end
       if check then
-        error(format("%s is read-only in FFI views (a check hook validates its writes; use world:set)", name), 2)
-      elseif shared.running_system then
-        error(format("system '%s' cannot write %s: it is read-only (declared only in reads)", shared.running_system,
-                     name), 2)
+        error(format("%s is read-only in FFI views (a check hook validates its writes; use world:set)", name), 0)
       end
-      error(format("%s is read-only here (declare it in writes to change it)", name), 2)
+      error(format("%s is read-only here (declare it in writes to change it)", name), 0)
     end,
   }
   return writable, read_only
@@ -418,13 +422,13 @@ local function get(ptr, k) return ptr[k] end
 local function put(ptr, k, value) ptr[k] = value end
 local debug_meta = {
   __index = function(v, k)
-    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
+    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 0) end
     local ok, value = pcall(get, v[PTR], k)
     if not ok then raise(value, 2) end
     return value
   end,
   __newindex = function(v, k, value)
-    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 2) end
+    if view_dead(v) then error(format("a %s view was used after its loop ended", v[TERM].name), 0) end
     local ok, err = pcall(put, v[PTR], k, value)
     if not ok then raise(err, 2) end
   end,

@@ -256,43 +256,89 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     }
 }
 
+/* Puts term table tab (absolute) of term t back as fn was given it, each field holding its
+ * array and nothing else, so that a call raising for a misspelt or replaced key leaves the
+ * query's later calls working. */
+static void bulk_reset_term(lua_State *L, int tab, klua_query *kq, int t, int bulk_idx, const bulk_work *w) {
+    lua_pushnil(L);
+    while (lua_next(L, tab)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, tab); /* clearing a present key during the traversal is allowed */
+    }
+    for (int32_t k = 0; k < kq->info[t].field_count; k++) {
+        if (w->keep[t]) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, k));
+        else lua_rawgeti(L, bulk_idx, BULK_KEY(t, k));
+        lua_pushstring(L, kq->info[t].fields[k].name);
+        lua_insert(L, -2);
+        lua_rawset(L, tab); /* raw: a metatable fn set on the table runs nothing */
+    }
+}
+
+/* Raises naming the key of term table tab (absolute) that names no field of info; of several,
+ * the same one under Lua 5.4 and LuaJIT (whose table orders differ): one that is not a string
+ * (the first by type name), else the first name by bytes. */
+static KLUA_NORETURN void bulk_fail_key(lua_State *L, int tab, klua_query *kq, int t, int bulk_idx,
+                                        const bulk_work *w) {
+    const kiln_component_info *info = &kq->info[t];
+    int best = lua_gettop(L) + 1;
+    lua_pushnil(L);
+    lua_pushnil(L);
+    while (lua_next(L, tab)) {
+        lua_pop(L, 1);
+        if (klua_field_named(L, info, -1)) continue;
+        bool better = lua_isnil(L, best);
+        if (!better) {
+            bool s = lua_type(L, -1) == LUA_TSTRING, sb = lua_type(L, best) == LUA_TSTRING;
+            better = s != sb ? sb
+                             : strcmp(s ? lua_tostring(L, -1) : luaL_typename(L, -1),
+                                      s ? lua_tostring(L, best) : luaL_typename(L, best)) < 0;
+        }
+        if (better) {
+            lua_pushvalue(L, -1);
+            lua_replace(L, best);
+        }
+    }
+    size_t len = 0;
+    const char *key = lua_type(L, best) == LUA_TSTRING ? lua_tolstring(L, best, &len) : luaL_typename(L, best);
+    key = klua_quote(L, key, lua_type(L, best) == LUA_TSTRING ? len : strlen(key)); /* pushed: kept */
+    bulk_reset_term(L, tab, kq, t, bulk_idx, w);
+    klua_fail(L, "query:bulk", "%s has no field '%s'", kq->info[t].name, key);
+}
+
 /* Raises unless every key of a writable term table is one of the component's fields, each
  * still holding the array fn was given (w: kept or shared): a misspelt term.vx = {...} or a
- * replaced term.x must not pass silently (the write-back reads the arrays it handed out). */
+ * replaced term.x must not pass silently (the write-back reads the arrays it handed out). A
+ * misspelt key is named first, then the first field in schema order replaced or removed. */
 static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx, const bulk_work *w) {
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
         const kiln_component_info *info = &kq->info[t];
         bulk_table(L, bulk_idx, BULK_KEY(t, BULK_TERM_TABLE));
-        int32_t given = 0, f = -1; /* fields that hold the array fn was given; one that does not */
+        int tab = lua_gettop(L);
+        int32_t seen = 0, f = -1; /* fields present; the first replaced (then removed) */
         lua_pushnil(L);
-        while (lua_next(L, -2)) {
+        while (lua_next(L, tab)) {
             const kiln_field *fd = klua_field_named(L, info, -2);
-            if (!fd) {
-                lua_pop(L, 1);
-                size_t len = 0;
-                const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : luaL_typename(L, -1);
-                klua_fail(L, "query:bulk", "%s has no field '%s'", info->name,
-                          klua_quote(L, key, lua_type(L, -1) == LUA_TSTRING ? len : strlen(key)));
-            }
+            if (!fd) bulk_fail_key(L, tab, kq, t, bulk_idx, w);
             int32_t k = (int32_t)(fd - info->fields);
             if (w->keep[t]) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, k));
             else lua_rawgeti(L, bulk_idx, BULK_KEY(t, k));
-            if (!lua_rawequal(L, -1, -2)) {
-                f = k; /* replaced */
-                break;
-            }
-            given++;
+            if (!lua_rawequal(L, -1, -2) && (f < 0 || k < f)) f = k; /* replaced */
+            seen++;
             lua_pop(L, 2);
         }
-        for (int32_t k = 0; f < 0 && given < info->field_count && k < info->field_count; k++) {
-            lua_pushstring(L, info->fields[k].name); /* none replaced, so one was removed */
-            if (lua_rawget(L, -2) == LUA_TNIL) f = k;
+        for (int32_t k = 0; seen < info->field_count && k < info->field_count && (f < 0 || k < f); k++) {
+            lua_pushstring(L, info->fields[k].name); /* removed */
+            if (lua_rawget(L, tab) == LUA_TNIL) f = k;
             lua_pop(L, 1);
         }
-        if (f >= 0)
+        if (f >= 0) {
+            bulk_reset_term(L, tab, kq, t, bulk_idx, w);
             klua_fail(L, "query:bulk", "%s.%s is not the array fn was given (write into it, do not replace it)",
                       info->name, info->fields[f].name);
+        }
         lua_pop(L, 1);
     }
 }

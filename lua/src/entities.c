@@ -132,14 +132,23 @@ static int w_spawn(lua_State *L) {
     /* Values: converted into the world's scratch, one 16-byte-aligned slot each. */
     uint8_t *base = total ? klua_scratch(L, kw, total) : NULL;
     const void *values[SPAWN_MAX + 1];
-    /* Data values first (they may raise); Lua values take refs last, when nothing can fail. */
+    /* Data values first (they may raise); Lua values take refs last, when nothing can fail.
+     * Each pass goes by component id, not in the init table's order (the interpreter's), so an
+     * init with several bad values names the same one under Lua 5.4 and LuaJIT. */
+    int32_t order[SPAWN_MAX];
+    size_t off = 0;
+    for (int32_t i = 0; i < n; i++) {
+        values[i] = base + off;
+        off += (infos[i].size + 15) & ~(size_t)15;
+        int32_t j = i;
+        for (; j > 0 && comps[order[j - 1]] > comps[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
     for (int pass = 0; pass < 2; pass++) {
-        size_t off = 0;
-        for (int32_t i = 0; i < n; i++) {
-            values[i] = base + off;
+        for (int32_t k = 0; k < n; k++) {
+            int32_t i = order[k];
             if (klua_is_lua_valued(kw, comps[i]) == (pass == 1))
-                klua_build_value(L, kw, comps[i], vbase + i, base + off, &infos[i], fname, 0);
-            off += (infos[i].size + 15) & ~(size_t)15;
+                klua_build_value(L, kw, comps[i], vbase + i, (uint8_t *)(uintptr_t)values[i], &infos[i], fname, 0);
         }
     }
     int32_t with_tag = n;

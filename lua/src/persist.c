@@ -1,6 +1,7 @@
 /* persist.c: World methods over the persistence addon: save, load, hash, snapshot, restore.
  * "lua"-valued components and resources travel as plain data (nil, booleans, numbers, strings,
  * tables of those without cycles) in a tagged byte form; anything else fails naming it. */
+#include <math.h>
 #include <string.h>
 
 #include "kiln_persist.h"
@@ -68,7 +69,9 @@ static void encode_value(encoder *en, int depth) {
     case LUA_TNIL: tag = TAG_NIL; emit(en, &tag, 1); return;
     case LUA_TBOOLEAN: tag = lua_toboolean(L, -1) ? TAG_TRUE : TAG_FALSE; emit(en, &tag, 1); return;
     case LUA_TNUMBER:
-        if (lua_isinteger(L, -1)) {
+        /* -0.0 is a float: LuaJIT (one number type) calls it integral, and an integer loses
+         * its sign */
+        if (lua_isinteger(L, -1) && !(lua_tonumber(L, -1) == 0 && signbit(lua_tonumber(L, -1)))) {
             lua_Integer i = lua_tointeger(L, -1);
             tag = TAG_INT;
             emit(en, &tag, 1);

@@ -154,6 +154,81 @@ static int element_index(lua_State *L, int key_idx, kiln_type t, int w) {
     return -1;
 }
 
+/* Lua 5.4 and LuaJIT traverse a table's hash part in different orders, so a value with
+ * several faults would name a different one under each. The converters below stop at the first
+ * fault they meet, then report the one a fixed order picks: key faults first (numbers by
+ * value, then strings by bytes, then other types by type name), then element or field order. */
+static int key_rank(lua_State *L, int k) {
+    return lua_type(L, k) == LUA_TNUMBER ? 0 : lua_type(L, k) == LUA_TSTRING ? 1 : 2;
+}
+
+/* Whether key a comes before key b in that order. */
+static bool key_before(lua_State *L, int a, int b) {
+    int ra = key_rank(L, a), rb = key_rank(L, b);
+    if (ra != rb) return ra < rb;
+    if (ra == 0) return lua_tonumber(L, a) < lua_tonumber(L, b);
+    if (ra == 1) return strcmp(lua_tostring(L, a), lua_tostring(L, b)) < 0;
+    return strcmp(luaL_typename(L, a), luaL_typename(L, b)) < 0;
+}
+
+/* The message for key k, which names no element of type t (w elements). */
+static const char *bad_element_key(lua_State *L, int k, kiln_type t, int w) {
+    k = lua_absindex(L, k);
+    const char *got = lua_type(L, k) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, k))
+                      : lua_type(L, k) == LUA_TNUMBER ? lua_pushfstring(L, "[%s]", lua_tostring(L, k))
+                                                      : lua_pushfstring(L, "a %s key", luaL_typename(L, k));
+    if (t == KILN_TYPE_MAT4) return lua_pushfstring(L, "mat4 takes 16 numbers [1] to [16], got %s", got);
+    return lua_pushfstring(L, "%s takes %s or [1] to [%d], got %s", kiln_type_name(t),
+                           w == 2 ? "x, y" : w == 3 ? "x, y, z" : "x, y, z, w", w, got);
+}
+
+/* The fault of vector table idx in the fixed order, pushed; idx is known to have one. */
+static const char *element_fault(lua_State *L, int idx, kiln_type t, int w) {
+    int best = lua_gettop(L) + 1;
+    lua_pushnil(L); /* the first bad key in the fixed order */
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (element_index(L, -2, t, w) < 0 && (lua_isnil(L, best) || key_before(L, -2, best))) {
+            lua_pushvalue(L, -2);
+            lua_replace(L, best);
+        }
+        lua_pop(L, 1);
+    }
+    if (!lua_isnil(L, best)) return bad_element_key(L, best, t, w);
+    for (int i = 0; i < w && t != KILN_TYPE_MAT4; i++) {
+        lua_pushstring(L, vec_keys[i]);
+        bool named = lua_rawget(L, idx) != LUA_TNIL;
+        bool placed = lua_rawgeti(L, idx, i + 1) != LUA_TNIL;
+        lua_pop(L, 2);
+        if (named && placed)
+            return lua_pushfstring(L, "%s element %d given twice (by name and by position)",
+                                   kiln_type_name(t), i + 1);
+    }
+    for (int i = 0; i < w; i++) {
+        if (lua_rawgeti(L, idx, i + 1) == LUA_TNIL && t != KILN_TYPE_MAT4) {
+            lua_pop(L, 1);
+            lua_pushstring(L, vec_keys[i]);
+            lua_rawget(L, idx);
+        }
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (lua_type(L, -1) != LUA_TNUMBER) {
+            if (t == KILN_TYPE_MAT4)
+                return lua_pushfstring(L, "mat4 element %d: expected a number, got %s", i + 1,
+                                       luaL_typename(L, -1));
+            return lua_pushfstring(L, "%s.%s: expected a number, got %s", kiln_type_name(t),
+                                   vec_keys[i], luaL_typename(L, -1));
+        }
+        float x;
+        const char *err = klua_to_float(L, lua_tonumber(L, -1), &x);
+        if (err) return lua_pushfstring(L, "%s element %d: %s", kiln_type_name(t), i + 1, err);
+        lua_pop(L, 1);
+    }
+    return NULL;
+}
+
 static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
     int w = vec_width(t);
     if (w == 0) return to_scalar(L, idx, t, p);
@@ -165,31 +240,17 @@ static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
     memcpy(tmp, p, 4 * (size_t)w);
     idx = lua_absindex(L, idx);
     /* raw traversal: a conversion never runs Lua code (values go to shared scratch) */
+    int top = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         int i = element_index(L, -2, t, w);
-        if (i < 0) {
-            const char *got = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -2))
-                              : lua_type(L, -2) == LUA_TNUMBER ? lua_pushfstring(L, "[%s]", lua_tostring(L, -2))
-                                                               : lua_pushfstring(L, "a %s key", luaL_typename(L, -2));
-            if (t == KILN_TYPE_MAT4)
-                return lua_pushfstring(L, "mat4 takes 16 numbers [1] to [16], got %s", got);
-            return lua_pushfstring(L, "%s takes %s or [1] to [%d], got %s", kiln_type_name(t),
-                                   w == 2 ? "x, y" : w == 3 ? "x, y, z" : "x, y, z, w", w, got);
+        if (i < 0 || seen[i] || lua_type(L, -1) != LUA_TNUMBER ||
+            klua_to_float(L, lua_tonumber(L, -1), &tmp[i])) {
+            lua_settop(L, top);
+            const char *err = element_fault(L, idx, t, w);
+            return err ? err : lua_pushfstring(L, "bad %s", kiln_type_name(t)); /* not reached */
         }
-        if (seen[i])
-            return lua_pushfstring(L, "%s element %d given twice (by name and by position)",
-                                   kiln_type_name(t), i + 1);
         seen[i] = true;
-        if (lua_type(L, -1) != LUA_TNUMBER) {
-            if (t == KILN_TYPE_MAT4)
-                return lua_pushfstring(L, "mat4 element %d: expected a number, got %s", i + 1,
-                                       luaL_typename(L, -1));
-            return lua_pushfstring(L, "%s.%s: expected a number, got %s", kiln_type_name(t),
-                                   vec_keys[i], luaL_typename(L, -1));
-        }
-        const char *err = klua_to_float(L, lua_tonumber(L, -1), &tmp[i]);
-        if (err) return lua_pushfstring(L, "%s element %d: %s", kiln_type_name(t), i + 1, err);
         lua_pop(L, 1);
     }
     memcpy(p, tmp, 4 * (size_t)w);
@@ -215,6 +276,20 @@ void klua_push_field(lua_State *L, const kiln_field *f, const uint8_t *base) {
     }
 }
 
+/* An array field's keys: 0 a string, 1 another non-position (a boolean, a fraction), 2 a
+ * position below 1, 3 a position (checked against the length apart). */
+static int array_key_rank(lua_State *L, int k) {
+    if (lua_isinteger(L, k)) return lua_tointeger(L, k) < 1 ? 2 : 3;
+    return lua_type(L, k) == LUA_TSTRING ? 0 : 1;
+}
+
+static bool array_key_before(lua_State *L, int a, int b) {
+    int ra = array_key_rank(L, a), rb = array_key_rank(L, b);
+    if (ra != rb) return ra < rb;
+    if (ra == 2) return lua_tointeger(L, a) < lua_tointeger(L, b);
+    return key_before(L, a, b);
+}
+
 const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base) {
     uint8_t *p = base + f->offset;
     idx = lua_absindex(L, idx);
@@ -233,27 +308,34 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
     if (!lua_istable(L, idx))
         return lua_pushfstring(L, "expected an array of %d, got %s", (int)f->count, luaL_typename(L, idx));
     size_t size = kiln_type_size(f->type);
-    /* Every key must be a position of the array: [1] to [count]. */
+    /* Every key must be a position of the array: [1] to [count]. Of several bad keys the
+     * fixed order names one (see key_rank): a string (the first by bytes), another type (the
+     * first type name), the lowest position below 1, else the array's highest position. */
+    int best = lua_gettop(L) + 1, count = (int)f->count;
+    lua_Integer highest = 0;
+    lua_pushnil(L); /* the bad key reported */
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        if (lua_isinteger(L, -2)) {
-            lua_Integer k = lua_tointeger(L, -2);
-            if (k > (lua_Integer)f->count)
-                return lua_pushfstring(L, "array of %I elements does not fit %d",
-                                       (lua_Integer)lua_rawlen(L, idx) > k ? (lua_Integer)lua_rawlen(L, idx) : k,
-                                       (int)f->count);
-            if (k < 1)
-                return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got [%I]",
-                                       (int)f->count, (int)f->count, k);
-        } else if (lua_type(L, -2) == LUA_TSTRING) {
-            return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got key '%s'",
-                                   (int)f->count, (int)f->count, lua_tostring(L, -2));
-        } else {
-            return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got a %s key",
-                                   (int)f->count, (int)f->count, luaL_typename(L, -2));
+        lua_Integer k = lua_isinteger(L, -2) ? lua_tointeger(L, -2) : 1;
+        if (k > highest) highest = k;
+        if (array_key_rank(L, -2) < 3 && (lua_isnil(L, best) || array_key_before(L, -2, best))) {
+            lua_pushvalue(L, -2);
+            lua_replace(L, best);
         }
         lua_pop(L, 1);
     }
+    if (lua_type(L, best) == LUA_TSTRING)
+        return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got key '%s'", count, count,
+                               lua_tostring(L, best));
+    if (!lua_isnil(L, best) && !lua_isinteger(L, best))
+        return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got a %s key", count, count,
+                               luaL_typename(L, best));
+    if (!lua_isnil(L, best))
+        return lua_pushfstring(L, "an array of %d takes positions [1] to [%d], got [%I]", count, count,
+                               lua_tointeger(L, best));
+    lua_pop(L, 1);
+    if (highest > (lua_Integer)count)
+        return lua_pushfstring(L, "array of %I elements does not fit %d", highest, count);
     /* Convert into a copy first, so a bad element leaves the field untouched. A large array
      * is checked element by element first and then converted in place: no object is created
      * on the way (klua.h, rule 3a). */
@@ -277,24 +359,66 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
     return NULL;
 }
 
+/* Whether key a of a table of fields is reported before key b: keys that are not strings
+ * first (by type name), then names by bytes. */
+static bool field_key_before(lua_State *L, int a, int b) {
+    bool sa = lua_type(L, a) == LUA_TSTRING, sb = lua_type(L, b) == LUA_TSTRING;
+    if (sa != sb) return sb;
+    return sa ? strcmp(lua_tostring(L, a), lua_tostring(L, b)) < 0
+              : strcmp(luaL_typename(L, a), luaL_typename(L, b)) < 0;
+}
+
+/* klua_read_fields' fault in the fixed order (see key_rank): a key that is not a string, then
+ * a name the component lacks, then the fields in schema order. Raises. */
+static KLUA_NORETURN void fail_fields(lua_State *L, int idx, const kiln_component_info *info, void *buf,
+                                      const char *fname, kiln_entity e, int top) {
+    char eb[24];
+    lua_settop(L, top);
+    int best = top + 1;
+    lua_pushnil(L); /* the first bad key */
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        bool bad = lua_type(L, -2) != LUA_TSTRING || !klua_field_named(L, info, -2);
+        if (bad && (lua_isnil(L, best) || field_key_before(L, -2, best))) {
+            lua_pushvalue(L, -2);
+            lua_replace(L, best);
+        }
+        lua_pop(L, 1);
+    }
+    if (!lua_isnil(L, best) && lua_type(L, best) != LUA_TSTRING)
+        klua_fail(L, fname, "%s fields are named by strings, got a %s key", info->name, luaL_typename(L, best));
+    if (!lua_isnil(L, best)) {
+        size_t len;
+        const char *name = lua_tolstring(L, best, &len);
+        klua_fail(L, fname, "%s has no field '%s'%s%s%s", info->name, klua_quote(L, name, len),
+                  e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
+    }
+    for (int32_t i = 0; i < info->field_count; i++) {
+        const kiln_field *f = &info->fields[i];
+        lua_pushstring(L, f->name);
+        if (lua_rawget(L, idx) != LUA_TNIL) {
+            const char *err = klua_to_field(L, -1, f, buf);
+            if (err)
+                klua_fail(L, fname, "field '%s' of %s%s%s: %s", f->name, info->name, e ? " on entity " : "",
+                          e ? klua_entity_str(e, eb) : "", err);
+        }
+        lua_pop(L, 1);
+    }
+    klua_fail(L, fname, "bad value for %s", info->name); /* not reached: the caller met a fault */
+}
+
 void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, void *buf,
                       const char *fname, kiln_entity e) {
-    char eb[24];
     idx = lua_absindex(L, idx);
     if (!lua_istable(L, idx))
         klua_fail(L, fname, "value for %s must be a table of fields, got %s", info->name,
                   luaL_typename(L, idx));
+    int top = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        if (lua_type(L, -2) != LUA_TSTRING)
-            klua_fail(L, fname, "%s fields are named by strings, got a %s key", info->name,
-                      luaL_typename(L, -2));
-        size_t len;
-        const char *name = lua_tolstring(L, -2, &len);
+        if (lua_type(L, -2) != LUA_TSTRING) fail_fields(L, idx, info, buf, fname, e, top);
         const kiln_field *f = klua_field_named(L, info, -2);
-        if (!f)
-            klua_fail(L, fname, "%s has no field '%s'%s%s%s", info->name, klua_quote(L, name, len),
-                      e ? " (entity " : "", e ? klua_entity_str(e, eb) : "", e ? ")" : "");
+        if (!f) fail_fields(L, idx, info, buf, fname, e, top);
         const char *err;
         if (f->type == KILN_TYPE_FLOAT && f->count == 1 && lua_type(L, -1) == LUA_TNUMBER) {
             float v = 0; /* the common case, without the general conversion's calls */
@@ -307,9 +431,7 @@ void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, vo
         } else {
             err = klua_to_field(L, -1, f, buf);
         }
-        if (err)
-            klua_fail(L, fname, "field '%s' of %s%s%s: %s", name, info->name,
-                      e ? " on entity " : "", e ? klua_entity_str(e, eb) : "", err);
+        if (err) fail_fields(L, idx, info, buf, fname, e, top);
         lua_pop(L, 1);
     }
 }

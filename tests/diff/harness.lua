@@ -1,0 +1,124 @@
+-- harness.lua: the prelude of every program gen.lua writes: prints one transcript line per
+-- operation, in a form equal under Lua 5.4 and LuaJIT unless the binding behaves differently.
+-- Normalised, and only these, as docs/lua-api.md (LuaJIT) documents them unavoidable:
+-- numbers (one number type in LuaJIT: every number prints as the double it converts to, so
+-- 3 and 3.0 print alike and a 64-bit value beyond 2^53 prints rounded), numbers inside
+-- world:inspect and q:format text (H.pretty: "kiln.pretty prints 5.0 as 5"), and the traceback
+-- of a system failure (the interpreter's own text). Nothing else is rewritten.
+local kiln = require "kiln"
+local H = {}
+local fmt, concat, sort = string.format, table.concat, table.sort
+
+-- A number as the double it is: "%.17g" converts a Lua 5.4 integer to a double first, as
+-- LuaJIT's lua_pushinteger does. NaN prints without its sign (printf's sign of a NaN is
+-- the platform's, not kiln's).
+function H.num(n)
+    if n ~= n then return "nan" end
+    return fmt("%.17g", n)
+end
+
+local function str(s)
+    return '"' .. s:gsub('[%c"\\\128-\255]', function(c) return fmt("\\%03d", c:byte()) end) .. '"'
+end
+
+-- Any value the binding returns, tables by sorted keys; views are read by H.R readers.
+function H.show(v, depth)
+    local t = type(v)
+    if t == "number" then return H.num(v)
+    elseif t == "string" then return str(v)
+    elseif t == "table" then
+        depth = (depth or 0) + 1
+        if depth > 6 then return "{...}" end
+        local keys = {}
+        for k in next, v do keys[#keys + 1] = k end -- raw: LuaJIT's pairs ignores __pairs
+        local shown = {}
+        for i, k in ipairs(keys) do shown[i] = {H.show(k, depth), k} end
+        sort(shown, function(a, b) return a[1] < b[1] end)
+        local parts = {}
+        for i, p in ipairs(shown) do parts[i] = p[1] .. "=" .. H.show(rawget(v, p[2]), depth) end
+        return "{" .. concat(parts, ",") .. "}"
+    elseif t == "nil" or t == "boolean" then return tostring(v)
+    else return "<" .. t .. ">" end
+end
+
+-- A pcall's outcome: "ok v1 v2 ..." or "err message".
+function H.res(ok, ...)
+    if not ok then return "err " .. H.show((...)) end
+    local parts = {"ok"}
+    for i = 1, select("#", ...) do parts[#parts + 1] = H.show((select(i, ...))) end
+    return concat(parts, " ")
+end
+
+-- world:progress's failures without their tracebacks.
+function H.failures(list)
+    if type(list) ~= "table" then return H.show(list) end
+    local parts = {}
+    for i, f in ipairs(list) do
+        parts[i] = fmt("{%s %s%s}", tostring(f.system), H.show(f.message), f.disabled and " disabled" or "")
+    end
+    return concat(parts, ",")
+end
+
+-- Text from kiln's pretty printers (world:inspect, q:format), which print a number as an
+-- integer when its value is integral under LuaJIT and by its subtype under Lua 5.4 ("kiln.pretty
+-- prints 5.0 as 5", so -0.0 prints as 0 and 1e10 without an exponent there): each number is
+-- printed again by the LuaJIT rule, and the column padding that follows from its width is
+-- collapsed to one space.
+function H.pretty(s)
+    if type(s) ~= "string" then return s end
+    s = s:gsub("%-?%d+%.?%d*e?[%+%-]?%d*", function(t)
+        local n = tonumber(t)
+        if not n then return t end
+        if n == math.floor(n) and math.abs(n) < 2^53 then return fmt("%.0f", n == 0 and 0 or n) end
+        return fmt("%.14g", n)
+    end)
+    return (s:gsub(" +", " "):gsub("%-%-+", "-"))
+end
+
+-- A checksum of a string (saved data), exact in a double and a Lua 5.4 integer alike.
+function H.sum(s)
+    local h = 0
+    for i = 1, #s do h = (h * 31 + s:byte(i)) % 2147483647 end
+    return h
+end
+
+H.log = {}
+function H.say(s) H.log[#H.log + 1] = s end
+function H.take()
+    local s = concat(H.log, ";")
+    -- Text from kiln's pretty printers (world:inspect, q:format), which print a number as an
+-- integer when its value is integral under LuaJIT and by its subtype under Lua 5.4 ("kiln.pretty
+-- prints 5.0 as 5", so -0.0 prints as 0 and 1e10 without an exponent there): each number is
+-- printed again by the LuaJIT rule, and the column padding that follows from its width is
+-- collapsed to one space.
+function H.pretty(s)
+    if type(s) ~= "string" then return s end
+    s = s:gsub("%-?%d+%.?%d*e?[%+%-]?%d*", function(t)
+        local n = tonumber(t)
+        if not n then return t end
+        if n == math.floor(n) and math.abs(n) < 2^53 then return fmt("%.0f", n == 0 and 0 or n) end
+        return fmt("%.14g", n)
+    end)
+    return (s:gsub(" +", " "):gsub("%-%-+", "-"))
+end
+
+-- A checksum of a string (saved data), exact in a double and a Lua 5.4 integer alike.
+function H.sum(s)
+    local h = 0
+    for i = 1, #s do h = (h * 31 + s:byte(i)) % 2147483647 end
+    return h
+end
+
+H.log = {}
+    return s
+end
+
+-- One operation: its outcome, then the world's count and hash (outside any loop).
+function H.op(n, w, f)
+    local text = H.res(pcall(f))
+    local after = H.res(pcall(function() return w:count(), w:tick(), w:hash() end))
+    io.write(fmt("%d %s | %s\n", n, text, after))
+end
+
+H.kiln = kiln
+return H
