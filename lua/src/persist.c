@@ -41,7 +41,7 @@ static void emit(encoder *en, const void *p, size_t n) {
 static void refuse(encoder *en, const char *what) {
     if (!en->ok) return;
     snprintf(en->why, en->why_size, "%s cannot be saved (only nil, booleans, numbers, strings "
-             "and tables of them without cycles)", what);
+             "and tables of them without cycles or metatables)", what);
     en->ok = false;
 }
 
@@ -58,6 +58,46 @@ static bool key_less(lua_State *L, int a, int b) {
     const char *sa = lua_tolstring(L, a, &na), *sb = lua_tolstring(L, b, &nb);
     int c = memcmp(sa, sb, na < nb ? na : nb);
     return c < 0 || (c == 0 && na < nb);
+}
+
+/* Sorts the count keys at [1..count] of the table at index list (key_less) by merging runs
+ * into a second table and back: n log n comparisons, whatever order lua_next gave. Returns
+ * the index of the table holding them sorted (list or the second, pushed above it). */
+static int sort_keys(lua_State *L, int list, uint32_t count) {
+    lua_createtable(L, count < INT32_MAX ? (int)count : 0, 0);
+    int from = list, to = lua_gettop(L);
+    for (uint64_t width = 1; width < count; width *= 2) {
+        for (uint64_t lo = 1; lo <= count; lo += 2 * width) {
+            uint64_t mid = lo + width < count + 1 ? lo + width : count + 1;
+            uint64_t hi = lo + 2 * width < count + 1 ? lo + 2 * width : count + 1;
+            uint64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                lua_rawgeti(L, from, (lua_Integer)i);
+                lua_rawgeti(L, from, (lua_Integer)j);
+                if (key_less(L, -1, -2)) { /* the right one first; the left stays for later */
+                    lua_rawseti(L, to, (lua_Integer)k++);
+                    lua_pop(L, 1);
+                    j++;
+                } else {
+                    lua_pop(L, 1);
+                    lua_rawseti(L, to, (lua_Integer)k++);
+                    i++;
+                }
+            }
+            for (; i < mid; i++) {
+                lua_rawgeti(L, from, (lua_Integer)i);
+                lua_rawseti(L, to, (lua_Integer)k++);
+            }
+            for (; j < hi; j++) {
+                lua_rawgeti(L, from, (lua_Integer)j);
+                lua_rawseti(L, to, (lua_Integer)k++);
+            }
+        }
+        int swap = from;
+        from = to;
+        to = swap;
+    }
+    return from;
 }
 
 /* Writes the value at the top of the stack (left there). */
@@ -101,6 +141,16 @@ static void encode_value(encoder *en, int depth) {
         refuse(en, "a table nested more than 100 deep");
         return;
     }
+    /* a level holds the table, its keys, their sorting copy, a key and a value */
+    if (!lua_checkstack(L, 8)) {
+        refuse(en, "a table nested too deep for the Lua stack");
+        return;
+    }
+    if (lua_getmetatable(L, -1)) { /* what it does (its __index, its class) would be lost */
+        lua_pop(L, 1);
+        refuse(en, "a table with a metatable");
+        return;
+    }
     lua_pushvalue(L, -1);
     if (lua_rawget(L, en->seen) != LUA_TNIL) {
         lua_pop(L, 1);
@@ -114,26 +164,21 @@ static void encode_value(encoder *en, int depth) {
     /* keys in a canonical order, so the same table always saves to the same bytes */
     int t = lua_gettop(L);
     lua_newtable(L);
-    int keys = t + 1;
     uint32_t count = 0;
     lua_pushnil(L);
     while (lua_next(L, t)) {
         lua_pop(L, 1);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, keys, (lua_Integer)++count);
-        for (uint32_t i = count; i > 1; i--) { /* insertion: keys is sorted after each key */
-            lua_rawgeti(L, keys, (lua_Integer)i - 1);
-            lua_rawgeti(L, keys, (lua_Integer)i);
-            bool swap = key_less(L, -1, -2);
-            if (swap) {
-                lua_rawseti(L, keys, (lua_Integer)i - 1);
-                lua_rawseti(L, keys, (lua_Integer)i);
-            } else {
-                lua_pop(L, 2);
-                break;
-            }
+        int kt = lua_type(L, -1);
+        if (kt != LUA_TBOOLEAN && kt != LUA_TNUMBER && kt != LUA_TSTRING) {
+            /* its identity is what it means as a key, and a load would make another */
+            lua_settop(L, t);
+            refuse(en, kt == LUA_TTABLE ? "a table used as a key" : lua_typename(L, kt));
+            return;
         }
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, t + 1, (lua_Integer)++count);
     }
+    int keys = sort_keys(L, t + 1, count);
     tag = TAG_TABLE;
     emit(en, &tag, 1);
     emit(en, &count, 4);
@@ -235,6 +280,10 @@ static kiln_result codec_encode(void *ud, kiln_component c, kiln_entity e, const
     lua_State *L = cx->L;
     int32_t ref;
     memcpy(&ref, value, sizeof ref);
+    if (!kw->shared) { /* a mod's view: the values are in the host's state, out of its reach */
+        snprintf(why, why_size, "its values live in the host's Lua state (a mod cannot save them)");
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
     if (ref > 0) klua_value_push(L, kw, ref);
     else lua_pushnil(L);
     bool ok = encode(L, -1, write, write_ud, why, why_size);
