@@ -282,6 +282,26 @@ static bool rd_blob(reader *rd, pz_blob *b, const char *what) {
     return rd->r == KILN_OK;
 }
 
+/* Bool fields of count values of s at values (read from byte at) hold 0 or 1: C code reading
+ * a bool holding anything else has undefined behaviour, and JSON could not say it. */
+static bool check_bools(reader *rd, const pz_schema *s, const uint8_t *values, uint64_t count, size_t at) {
+    for (int32_t f = 0; f < s->field_count && values; f++) {
+        const pz_field *fd = &s->fields[f];
+        if (fd->type != KILN_TYPE_BOOL) continue;
+        for (uint64_t r = 0; r < count; r++)
+            for (uint32_t k = 0; k < fd->count; k++) {
+                size_t off = (size_t)r * s->size + fd->offset + k;
+                if (values[off] <= 1) continue;
+                char name[84];
+                snprintf(name, sizeof name, "%.40s.%.40s", s->name, fd->name); /* (the message's room) */
+                rd->pos = at + off;
+                return fail(rd, KILN_ERR_INVALID_ARGUMENT, "field '%s' holds %lld, not a boolean (0 or 1)", name,
+                            values[off]);
+            }
+    }
+    return true;
+}
+
 static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
     uint32_t tc = rd32(rd, "a group");
     if (rd->r != KILN_OK) return false;
@@ -323,7 +343,9 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
         const pz_schema *s = &rd->doc->schemas[g->types[t]];
         if (s->size == 0) continue;
         if (!s->codec) {
+            size_t at = rd->pos;
             g->values[t] = rdn(rd, count * s->size, s->name);
+            if (!check_bools(rd, s, g->values[t], count, at)) return false;
             continue;
         }
         if (count > (rd->size - rd->pos) / 4)
@@ -397,7 +419,11 @@ kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size,
         const pz_schema *s = &doc->schemas[res->schema];
         if (s->size == 0) continue;
         if (s->codec) rd_blob(&rd, &res->blob, s->name);
-        else res->value = rdn(&rd, s->size, s->name);
+        else {
+            size_t at = rd.pos;
+            res->value = rdn(&rd, s->size, s->name);
+            if (!check_bools(&rd, s, res->value, 1, at)) break;
+        }
     }
     uint8_t has_host = rd8(&rd, "the host data");
     if (rd.r == KILN_OK && has_host > 1) fail(&rd, KILN_ERR_INVALID_ARGUMENT, "the host data flag is %s%lld", "", has_host);

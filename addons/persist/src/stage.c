@@ -567,7 +567,20 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     return KILN_OK;
 }
 
-static kiln_result set_resources(kiln_world *world, pz_doc *doc, decoded *dec, const handle_map *m) {
+/* Room for every plain resource's value in the world's layout, taken before anything lands:
+ * setting them then cannot fail halfway, with some replaced and the rest not. */
+static uint8_t **stage_resources(pz_doc *doc) {
+    uint8_t **staged = pz_alloc(&doc->arena, sizeof(uint8_t *) * ((size_t)doc->resource_count + 1));
+    for (uint32_t k = 0; k < doc->resource_count && staged; k++) {
+        const pz_schema *s = &doc->schemas[doc->resources[k].schema];
+        if (!s->id || s->size == 0 || s->codec) continue;
+        if (!(staged[k] = pz_alloc(&doc->arena, s->info.size))) staged = NULL;
+    }
+    return staged;
+}
+
+/* Sets every resource of the file (they exist: made first, so nothing here fails). */
+static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged, const handle_map *m) {
     for (uint32_t k = 0; k < doc->resource_count; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
         if (!s->id || s->size == 0) continue;
@@ -576,14 +589,12 @@ static kiln_result set_resources(kiln_world *world, pz_doc *doc, decoded *dec, c
             dec->resources[k].rows = 0;
             continue;
         }
-        uint8_t *v = pz_alloc(&doc->arena, s->info.size);
-        if (!v) return oom(world);
+        uint8_t *v = staged[k];
         if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
         else convert_row(s, doc->resources[k].value, v);
         remap_rows(&s->info, m, v, 0, 1);
-        if (kiln_resource_set(world, s->id, v) != KILN_OK) return oom(world);
+        kiln_resource_set(world, s->id, v);
     }
-    return KILN_OK;
 }
 
 /* Spawns every group (rows land contiguously, see kiln_spawn_batch); writes how many groups
@@ -672,6 +683,8 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         if (r == KILN_OK) created[created_count++] = id;
         else r = oom(world);
     }
+    uint8_t **staged = r == KILN_OK ? stage_resources(doc) : NULL;
+    if (r == KILN_OK && !staged) r = oom(world);
     if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, slots)) {
         /* a host or codec callback spawned meanwhile: fresh slots after all */
         keep = false;
@@ -683,7 +696,6 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         write_groups(world, doc, &dec, &map);
         r = check_values(world, doc);
     }
-    if (r == KILN_OK) r = set_resources(world, doc, &dec, &map);
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
@@ -694,6 +706,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         kl_fail(world, r, "%s", msg);
         return r;
     }
+    set_resources(world, doc, &dec, staged, &map);
     if (doc->tick > world->tick) world->tick = doc->tick;
     pz_names_invalidate(world);
     for (uint32_t g = 0; g < doc->group_count && desc->mapped; g++)
