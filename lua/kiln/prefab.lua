@@ -34,8 +34,10 @@ local function check_def(w, def, path, depth)
   end
   local kids = def.children or {}
   if type(kids) ~= "table" then error(path .. ".children: a list expected, got " .. typename(kids), 0) end
+  copy.nodes = 1
   for i, child in ipairs(kids) do
     copy.children[i] = check_def(w, child, string.format("%s.children[%d]", path, i), depth + 1)
+    copy.nodes = copy.nodes + copy.children[i].nodes
   end
   return copy
 end
@@ -76,6 +78,12 @@ function Prefab:spawn(count)
   end
   local n = count == nil and 1 or tointeger(count)
   if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
+  -- as the C half's: a call spawns at most 2^31 - 1 entities (a larger count is a mistake,
+  -- which the loop below would take hours to find out)
+  local most = self.def and math.floor(2147483647 / self.def.nodes)
+  if most and n > most then
+    error(bad_argument(1, "prefab:spawn", string.format("a count from 0 to %d expected", most)), 2)
+  end
   if self.native then
     local ok, roots = pcall(self.native.spawn, self.native, n)
     if not ok then error(roots, 2) end

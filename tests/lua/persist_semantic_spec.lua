@@ -122,4 +122,21 @@ io.write(tostring(info), "|", err)
         assert.truthy(out:find("world:save: entity 0v1 component 'Script': its values live in the host's "
                                .. "Lua state (a mod cannot save them)", 1, true), out)
     end)
+
+    it("a prefab from a table refuses a count beyond what one call may spawn, as a JSON prefab does", function()
+        local ok, out = H.run_isolated([[
+local kiln = require "kiln"
+local w = kiln.world()
+w:component("Position", "float x, y;")
+local from_table = w:prefab{components = {Position = {x = 1}}, children = {{}}}
+local from_json = w:prefab('{"components": {"Position": {"x": 1}}, "children": [{}]}')
+for _, p in ipairs{from_json, from_table} do
+    local ok, err = pcall(p.spawn, p, 2 ^ 40)
+    io.write(tostring(ok), " ", tostring(err), " ", w:count(), "\n")
+end
+]], 20)
+        assert.is_true(ok, out)
+        local line = "false bad argument #1 to 'prefab:spawn' (a count from 0 to 1073741823 expected) 0\n"
+        assert.are.equal(line .. line, out)
+    end)
 end)
