@@ -266,6 +266,65 @@ static bool decode(lua_State *L, const void *data, size_t size) {
     return true;
 }
 
+/* ---- Lua work inside kiln's calls ----
+ * The codec and the load's callbacks run inside kiln_save / kiln_load: a Lua error there (out
+ * of memory) must not unwind through kiln's C, which would leak its memory or leave half a
+ * load. Each runs under lua_pcall, and a failure becomes the callback's refusal. */
+
+typedef struct lua_work {
+    klua_world *kw;
+    int32_t ref;                 /* encode: the value's ref; decode: the ref made (0: nil) */
+    kiln_write_fn write;         /* encode */
+    void *write_ud;
+    const void *data;            /* decode */
+    size_t size;
+    bool ok;                     /* the work's own answer: plain data, a valid encoding */
+    char *why;
+    size_t why_size;
+} lua_work;
+
+/* Calls fn(w, the nargs values on top) protected, leaving nresults; a Lua error is written to
+ * w->why and returned (LUA_ERRMEM: out of memory), nothing left on the stack. */
+static int protect(lua_State *L, lua_CFunction fn, lua_work *w, int nargs, int nresults) {
+    if (!lua_checkstack(L, 2 + nresults)) {
+        lua_pop(L, nargs);
+        snprintf(w->why, w->why_size, "out of memory");
+        return LUA_ERRMEM;
+    }
+    lua_pushcfunction(L, fn);
+    lua_insert(L, -(nargs + 1));
+    lua_pushlightuserdata(L, w);
+    lua_insert(L, -(nargs + 1));
+    int rc = lua_pcall(L, nargs + 1, nresults, 0);
+    if (rc == LUA_OK) return rc;
+    snprintf(w->why, w->why_size, "%s", rc == LUA_ERRMEM ? "out of memory"
+                                        : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "a Lua error");
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* encode(value at 2, or the value of w->ref when there is no argument) -> w->ok */
+static int encode_work(lua_State *L) {
+    lua_work *w = lua_touserdata(L, 1);
+    if (lua_gettop(L) < 2) {
+        if (w->ref > 0) klua_value_push(L, w->kw, w->ref);
+        else lua_pushnil(L);
+    }
+    w->ok = encode(L, 2, w->write, w->write_ud, w->why, w->why_size);
+    return 0;
+}
+
+/* decode(w->data) -> w->ok, and the value: a ref in w->ref (w->kw set), else returned */
+static int decode_work(lua_State *L) {
+    lua_work *w = lua_touserdata(L, 1);
+    w->ok = decode(L, w->data, w->size);
+    if (!w->ok || !w->kw) return w->ok ? 1 : 0;
+    w->ref = lua_isnil(L, -1) ? 0 : klua_value_ref(L, w->kw, -1);
+    return 0;
+}
+
+static kiln_result failed_work(int rc) { return rc == LUA_ERRMEM ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INVALID_ARGUMENT; }
+
 /* ---- the codec for "lua"-valued components ---- */
 
 typedef struct codec_ctx {
@@ -276,35 +335,31 @@ typedef struct codec_ctx {
 static kiln_result codec_encode(void *ud, kiln_component c, kiln_entity e, const void *value,
                                 kiln_write_fn write, void *write_ud, char *why, size_t why_size) {
     codec_ctx *cx = ud;
-    klua_world *kw = cx->kw;
-    lua_State *L = cx->L;
     int32_t ref;
     memcpy(&ref, value, sizeof ref);
-    if (!kw->shared) { /* a mod's view: the values are in the host's state, out of its reach */
+    (void)c, (void)e;
+    if (!cx->kw->shared) { /* a mod's view: the values are in the host's state, out of its reach */
         snprintf(why, why_size, "its values live in the host's Lua state (a mod cannot save them)");
         return KILN_ERR_INVALID_ARGUMENT;
     }
-    if (ref > 0) klua_value_push(L, kw, ref);
-    else lua_pushnil(L);
-    bool ok = encode(L, -1, write, write_ud, why, why_size);
-    lua_pop(L, 1);
-    (void)c, (void)e;
-    return ok ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
+    lua_work w = {.kw = cx->kw, .ref = ref, .write = write, .write_ud = write_ud, .why = why, .why_size = why_size};
+    int rc = protect(cx->L, encode_work, &w, 0, 0);
+    if (rc != LUA_OK) return failed_work(rc);
+    return w.ok ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
 }
 
 static kiln_result codec_decode(void *ud, kiln_component c, const void *data, size_t size, void *dest,
                                 char *why, size_t why_size) {
     codec_ctx *cx = ud;
-    klua_world *kw = cx->kw;
-    lua_State *L = cx->L;
     (void)c;
-    if (!decode(L, data, size)) {
+    lua_work w = {.kw = cx->kw, .data = data, .size = size, .why = why, .why_size = why_size};
+    int rc = protect(cx->L, decode_work, &w, 0, 0);
+    if (rc != LUA_OK) return failed_work(rc);
+    if (!w.ok) {
         snprintf(why, why_size, "its Lua value is corrupt");
         return KILN_ERR_INVALID_ARGUMENT;
     }
-    int32_t ref = lua_isnil(L, -1) ? 0 : klua_value_ref(L, kw, -1);
-    lua_pop(L, 1);
-    memcpy(dest, &ref, sizeof ref);
+    memcpy(dest, &w.ref, sizeof w.ref);
     return KILN_OK;
 }
 
@@ -313,7 +368,6 @@ static void codec_discard(void *ud, kiln_component c, void *value) {
     (void)c;
     klua_value_hook(value, 1, cx->kw->shared);
 }
-
 
 /* ---- world:save / world:load ---- */
 
@@ -374,6 +428,13 @@ static void push_lua_resources(lua_State *L) {
     lua_remove(L, -2);
 }
 
+/* the string of w->size bytes at w->data */
+static int push_bytes_work(lua_State *L) {
+    lua_work *w = lua_touserdata(L, 1);
+    lua_pushlstring(L, w->data, w->size);
+    return 1;
+}
+
 static int w_save(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:save";
@@ -387,11 +448,11 @@ static int w_save(lua_State *L) {
     byte_sink host = {L, NULL, 0, 0};
     char why[200];
     push_lua_resources(L);
-    if (!encode(L, -1, sink_write, &host, why, sizeof why)) {
+    lua_work w = {.kw = kw, .write = sink_write, .write_ud = &host, .why = why, .why_size = sizeof why};
+    if (protect(L, encode_work, &w, 1, 0) != LUA_OK || !w.ok) {
         sink_free(&host);
         klua_fail(L, fname, "Lua resource: %s", why);
     }
-    lua_pop(L, 1);
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_save_desc d = {.format = format, .codec = &codec, .exclude = {kw->shared_type},
@@ -406,17 +467,24 @@ static int w_save(lua_State *L) {
         klua_fail_world(L, kw->world, fname);
     }
     if (to_file) return 0;
-    lua_pushlstring(L, out.data ? (const char *)out.data : "", out.size);
+    w = (lua_work){.data = out.data ? out.data : (const void *)"", .size = out.size, .why = why, .why_size = sizeof why};
+    int rc = protect(L, push_bytes_work, &w, 0, 1); /* the buffer is freed whatever happens */
     sink_free(&out);
+    if (rc != LUA_OK) klua_fail(L, fname, "%s", why);
     return 1;
 }
 
+/* What world:load keeps on the stack, at fixed slots above its arguments (made before the load:
+ * once entities land, nothing may allocate, so nothing can raise). */
 typedef struct load_ctx {
     lua_State *L;
-    int map;        /* stack index of the old -> new table */
-    int host;       /* stack index where the host table goes (nil until decoded) */
+    klua_world *kw;
+    int map;        /* the old -> new table, made in on_ready with room for every entity */
+    int host;       /* the saved Lua resources (nil until on_host decodes them) */
+    int resources;  /* on_ready: the world's Lua resources with the saved ones merged in */
 } load_ctx;
 
+/* Sets into the table made with room for it: no allocation, so no error while the load lands. */
 static void on_mapped(void *ud, kiln_entity old_e, kiln_entity new_e) {
     load_ctx *lc = ud;
     lua_pushinteger(lc->L, (lua_Integer)new_e);
@@ -426,12 +494,49 @@ static void on_mapped(void *ud, kiln_entity old_e, kiln_entity new_e) {
 static bool on_host(void *ud, const void *data, size_t size, char *why, size_t why_size) {
     load_ctx *lc = ud;
     if (size == 0) return true;
-    if (!decode(lc->L, data, size) || !lua_istable(lc->L, -1)) {
-        if (lua_gettop(lc->L) > lc->host) lua_pop(lc->L, 1);
+    lua_work w = {.data = data, .size = size, .why = why, .why_size = why_size};
+    if (protect(lc->L, decode_work, &w, 0, 1) != LUA_OK) return false;
+    if (!w.ok || !lua_istable(lc->L, -1)) {
+        lua_pop(lc->L, 1);
         snprintf(why, why_size, "the Lua resources are corrupt");
         return false;
     }
     lua_replace(lc->L, lc->host);
+    return true;
+}
+
+/* ready_work(world, saved resources or nil): the map table with room for w->size entities, and
+ * a copy of the world's Lua resources with the saved ones over them (swapped in once the load
+ * has landed) */
+static int ready_work(lua_State *L) {
+    enum { WORLD = 2, SAVED, MAP, MERGED, STATE, OWN };
+    lua_work *w = lua_touserdata(L, 1);
+    lua_createtable(L, 0, w->size < INT32_MAX ? (int)w->size : INT32_MAX);
+    lua_newtable(L);
+    lua_getiuservalue(L, WORLD, KLUA_WORLD_UV_STATE);
+    lua_getfield(L, STATE, KLUA_STATE_RESOURCES);
+    const int from[] = {OWN, SAVED};
+    for (int k = 0; k < 2; k++) {
+        if (!lua_istable(L, from[k])) continue;
+        lua_pushnil(L);
+        while (lua_next(L, from[k])) {
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, MERGED);
+        }
+    }
+    lua_settop(L, MERGED);
+    return 2;
+}
+
+static bool on_ready(void *ud, int64_t entities, char *why, size_t why_size) {
+    load_ctx *lc = ud;
+    lua_work w = {.size = (size_t)entities, .why = why, .why_size = why_size};
+    lua_pushvalue(lc->L, 1);
+    lua_pushvalue(lc->L, lc->host);
+    if (protect(lc->L, ready_work, &w, 2, 2) != LUA_OK) return false;
+    lua_replace(lc->L, lc->resources);
+    lua_replace(lc->L, lc->map);
     return true;
 }
 
@@ -459,23 +564,23 @@ static int w_load(lua_State *L) {
     }
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
-    lua_newtable(L);
+    lua_settop(L, 3);
+    if (!lua_checkstack(L, 8)) klua_fail(L, fname, "out of memory");
     lua_pushnil(L);
-    load_ctx lc = {L, lua_gettop(L) - 1, lua_gettop(L)};
+    lua_pushnil(L);
+    lua_pushnil(L);
+    load_ctx lc = {L, kw, 4, 5, 6};
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
-    kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host, .ud = &lc};
+    kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
+                        .ready = on_ready, .ud = &lc};
     kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
-    if (lua_istable(L, lc.host)) { /* the saved Lua resources join the world's */
-        push_lua_resources(L);
-        lua_pushnil(L);
-        while (lua_next(L, lc.host)) {
-            lua_pushvalue(L, -2);
-            lua_insert(L, -2);
-            lua_rawset(L, -4);
-        }
-        lua_pop(L, 1);
+    /* the saved Lua resources join the world's: the merged table takes the place of its own */
+    if (lua_istable(L, lc.resources)) { /* (on_ready ran: it always does before a load lands) */
+        lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+        lua_pushvalue(L, lc.resources);
+        lua_setfield(L, -2, KLUA_STATE_RESOURCES);
     }
     lua_settop(L, lc.map);
     return 1;

@@ -672,6 +672,13 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: host data: %s", why[0] ? why : "refused");
         }
     }
+    if (desc->ready) {
+        char why[160] = "";
+        if (!desc->ready(desc->ud, doc->entity_count, why, sizeof why)) {
+            if (desc->codec) discard_all(doc, desc, &dec);
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: %s", why[0] ? why : "refused by the caller");
+        }
+    }
     /* Resources the world lacks are made first, so setting them later cannot fail. */
     kiln_component *created = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->resource_count + 1));
     uint32_t created_count = 0, spawned_groups = 0;

@@ -1,0 +1,165 @@
+/* test_persist_lua_memory.c: world:save and world:load from a C host whose Lua state runs out
+ * of memory at every allocation in turn: each call lands whole or raises, and leaves the world,
+ * its memory and its Lua resources as they were (a Lua error never unwinds through kiln's C). */
+#include <check.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_lua.h"
+#include "kiln_persist.h"
+
+/* A lua_Alloc / kiln_alloc_fn counting live bytes that refuses growth once `left` reaches 0
+ * (left < 0: never). */
+typedef struct budget {
+    int64_t left;
+    int64_t live;
+} budget;
+
+static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    budget *b = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        b->live -= (int64_t)old;
+        free(ptr);
+        return NULL;
+    }
+    if (nsize > old && b->left == 0) return NULL;
+    if (nsize > old && b->left > 0) b->left--;
+    void *p = realloc(ptr, nsize);
+    if (!p) return NULL;
+    b->live += (int64_t)nsize - (int64_t)old;
+    return p;
+}
+
+typedef struct host {
+    budget lua_mem, world_mem;
+    lua_State *L;
+    kiln_world *world;
+} host;
+
+static void run(lua_State *L, const char *code) {
+    if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
+}
+
+/* A Lua state with the kiln module, and the host's world (on its own counting allocator) as
+ * the global w with a "lua" component, a data component and a Lua resource. */
+static void start(host *h) {
+    memset(h, 0, sizeof *h);
+    h->lua_mem.left = h->world_mem.left = -1;
+    h->world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h->world_mem});
+    ck_assert_ptr_nonnull(h->world);
+    h->L = lua_newstate(budget_alloc, &h->lua_mem);
+    ck_assert_ptr_nonnull(h->L);
+    luaL_openlibs(h->L);
+    luaL_requiref(h->L, "kiln", luaopen_kiln, 0);
+    lua_setglobal(h->L, "kiln");
+    kiln_lua_push_world(h->L, h->world, 0);
+    lua_setglobal(h->L, "w");
+    run(h->L, "w:component('Script', 'lua') w:component('Position', 'float x, y;')");
+}
+
+static void stop(host *h) {
+    lua_close(h->L);
+    kiln_world_destroy(h->world);
+    ck_assert_int_eq(h->world_mem.live, 0);
+}
+
+/* The saved data of a world holding Lua values in components and a Lua resource (global data). */
+static void make_save(host *h, const char *format) {
+    char code[1024];
+    snprintf(code, sizeof code,
+             "local src = kiln.world() src:component('Script', 'lua') src:component('Position', 'float x, y;')\n"
+             "for i = 1, 40 do src:spawn{Position = {x = i}, Script = {i = i, name = 'n' .. i, list = {i, i + 1}}} end\n"
+             "src:resource('config', {level = 3, tags = {'a', 'b', 'c'}})\n"
+             "data = src:save{format = '%s'} src:close()", format);
+    run(h->L, code);
+}
+
+/* What a failed call must leave alone: the world's hash, count and memory (a load may keep the
+ * archetypes and capacity it made; anything else it allocated and did not free shows when the
+ * world is destroyed: stop() finds every byte back), and the Lua resources. */
+typedef struct fingerprint {
+    uint64_t hash;
+    int64_t world_live, count;
+} fingerprint;
+
+static fingerprint take(const host *h) {
+    return (fingerprint){kiln_world_hash(h->world), h->world_mem.live, kiln_entity_count(h->world)};
+}
+
+/* Runs code (a chunk that raises or not) with the Lua state refusing after n grants; returns
+ * whether it ran to its end. */
+static bool run_failing_after(host *h, const char *code, int64_t n) {
+    ck_assert_int_eq(luaL_loadstring(h->L, code), LUA_OK);
+    h->lua_mem.left = n;
+    int rc = lua_pcall(h->L, 0, 0, 0);
+    h->lua_mem.left = -1;
+    if (rc != LUA_OK) lua_pop(h->L, 1);
+    return rc == LUA_OK;
+}
+
+static void load_everywhere(const char *format, bool used) {
+    host h;
+    start(&h);
+    make_save(&h, format);
+    if (used) run(h.L, "w:spawn{Position = {x = -1}, Script = {held = true}} w:resource('config', {mine = 1})");
+    run(h.L, "collectgarbage() collectgarbage()");
+    fingerprint before = take(&h);
+    int64_t n = 0;
+    for (;; n++) {
+        if (run_failing_after(&h, "map = w:load(data)", n)) break;
+        fingerprint now = take(&h);
+        ck_assert_msg(now.hash == before.hash && now.count == before.count,
+                      "%s load granted %lld Lua allocations failed and changed the world", format, (long long)n);
+        run(h.L, used ? "assert(w:resource('config').mine == 1 and w:resource('config').level == nil)"
+                      : "assert(w:resource('config') == nil)");
+    }
+    ck_assert_int_gt(n, 3);
+    run(h.L, "local n = 0 for _ in pairs(map) do n = n + 1 end assert(n == 40, n)\n"
+             "assert(w:resource('config').level == 3)");
+    stop(&h);
+}
+
+START_TEST(a_load_out_of_lua_memory_anywhere_raises_and_leaves_the_world_as_it_was) {
+    load_everywhere(_i % 2 ? "json" : "binary", _i >= 2);
+}
+END_TEST
+
+START_TEST(a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing) {
+    host h;
+    start(&h);
+    run(h.L, "for i = 1, 40 do w:spawn{Position = {x = i}, Script = {i = i, list = {i, {deep = i}}}} end\n"
+             "w:resource('config', {level = 3})");
+    run(h.L, _i ? "want = w:save{format = 'json'}" : "want = w:save()");
+    fingerprint before = take(&h);
+    int64_t n = 0;
+    const char *code = _i ? "got = w:save{format = 'json'}" : "got = w:save()";
+    for (;; n++) {
+        if (run_failing_after(&h, code, n)) break;
+        fingerprint now = take(&h);
+        ck_assert_msg(now.hash == before.hash && now.world_live == before.world_live,
+                      "a save granted %lld Lua allocations changed the world or kept %lld bytes", (long long)n,
+                      (long long)(now.world_live - before.world_live));
+    }
+    ck_assert_int_gt(n, 3);
+    run(h.L, "assert(got == want)");
+    stop(&h);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("persist_lua_memory");
+    TCase *tc = tcase_create("memory");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, a_load_out_of_lua_memory_anywhere_raises_and_leaves_the_world_as_it_was, 0, 4);
+    tcase_add_loop_test(tc, a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing, 0, 2);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
