@@ -33,7 +33,7 @@ describe("persist semantics", function()
         -- guaranteed stack, and the collector shrinks the stack to what is in use
         local ok, out = H.run_isolated(CHAIN .. [[
 local kiln = require "kiln"
-collectgarbage("incremental", 0, 100)
+if jit then collectgarbage("setpause", 0) else collectgarbage("incremental", 0, 100) end
 local w = kiln.world()
 w:component("Script", "lua")
 for _ = 1, 30 do
