@@ -332,12 +332,21 @@ typedef struct codec_ctx {
     lua_State *L; /* the thread running the method */
 } codec_ctx;
 
+/* The codec handles the world's own "lua" components: any other component with hooks (kiln's
+ * own bookkeeping, a C host's) holds what a Lua value cannot stand for. */
+static bool not_lua_valued(const codec_ctx *cx, kiln_component c, char *why, size_t why_size) {
+    if (klua_is_lua_valued(cx->kw, c)) return false;
+    snprintf(why, why_size, "it is not a Lua-valued component of this world");
+    return true;
+}
+
 static kiln_result codec_encode(void *ud, kiln_component c, kiln_entity e, const void *value,
                                 kiln_write_fn write, void *write_ud, char *why, size_t why_size) {
     codec_ctx *cx = ud;
     int32_t ref;
     memcpy(&ref, value, sizeof ref);
-    (void)c, (void)e;
+    (void)e;
+    if (not_lua_valued(cx, c, why, why_size)) return KILN_ERR_INVALID_ARGUMENT;
     if (!cx->kw->shared) { /* a mod's view: the values are in the host's state, out of its reach */
         snprintf(why, why_size, "its values live in the host's Lua state (a mod cannot save them)");
         return KILN_ERR_INVALID_ARGUMENT;
@@ -351,7 +360,7 @@ static kiln_result codec_encode(void *ud, kiln_component c, kiln_entity e, const
 static kiln_result codec_decode(void *ud, kiln_component c, const void *data, size_t size, void *dest,
                                 char *why, size_t why_size) {
     codec_ctx *cx = ud;
-    (void)c;
+    if (not_lua_valued(cx, c, why, why_size)) return KILN_ERR_INVALID_ARGUMENT;
     lua_work w = {.kw = cx->kw, .data = data, .size = size, .why = why, .why_size = why_size};
     int rc = protect(cx->L, decode_work, &w, 0, 0);
     if (rc != LUA_OK) return failed_work(rc);

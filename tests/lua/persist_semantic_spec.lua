@@ -139,4 +139,28 @@ end
         local line = "false bad argument #1 to 'prefab:spawn' (a count from 0 to 1073741823 expected) 0\n"
         assert.are.equal(line .. line, out)
     end)
+
+    it("a save naming kiln's own component is refused, not allowed to replace the binding's state", function()
+        local ok, out = H.run_isolated([[
+local kiln = require "kiln"
+local w = kiln.world()
+w:component("Script", "lua")
+local e = w:spawn{Script = {a = 1}}
+local before = w:hash()
+for _, part in ipairs{'"entities": [{"id": 4294967297, "components": {"kiln.lua": "00"}}]',
+                      '"entities": [], "resources": {"kiln.lua": "00"}'} do
+    local data = '{"kiln": 1, "tick": 1, "components": [{"name": "kiln.lua", "size": 16, "codec": true}], '
+                 .. part .. '}'
+    local ok, err = pcall(w.load, w, data)
+    io.write(tostring(ok), " ", tostring(err), "\n")
+end
+w:spawn{Script = {b = 2}}
+collectgarbage()
+io.write(tostring(w:hash() ~= before and w:get(e, "Script").a == 1), "\n")
+]], 20)
+        assert.is_true(ok, out)
+        assert.are.equal("false world:load: entity 1v1 component 'kiln.lua': it is not a Lua-valued component of this world\n"
+                         .. "false world:load: resource 'kiln.lua': it is not a Lua-valued component of this world\n"
+                         .. "true\n", out)
+    end)
 end)

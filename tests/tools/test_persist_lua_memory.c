@@ -1,6 +1,6 @@
-/* test_persist_lua_memory.c: world:save and world:load from a C host whose Lua state runs out
- * of memory at every allocation in turn: each call lands whole or raises, and leaves the world,
- * its memory and its Lua resources as they were (a Lua error never unwinds through kiln's C). */
+/* test_persist_lua_memory.c: world:save and world:load from a C host: its Lua state runs out of
+ * memory at every allocation in turn (each call lands whole or raises, leaving the world, its
+ * memory and Lua resources as they were), its C components with hooks are not Lua values. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -150,12 +150,35 @@ START_TEST(a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing) {
 }
 END_TEST
 
+static void drop_block(void *values, int32_t count, void *ctx) {
+    (void)ctx;
+    for (int32_t i = 0; i < count; i++) free(((void **)values)[i]);
+}
+
+START_TEST(a_c_component_with_hooks_is_not_taken_for_a_lua_value) {
+    host h;
+    start(&h);
+    kiln_component owned;
+    kiln_component_desc d = {.name = "Owned", .size = sizeof(void *), .destroy = drop_block};
+    ck_assert_int_eq(kiln_component_register(h.world, &d, &owned), KILN_OK);
+    kiln_entity e;
+    void *block = malloc(16);
+    ck_assert_int_eq(kiln_spawn_with(h.world, &owned, (const void *[]){&block}, 1, &e), KILN_OK);
+    /* its bytes are a pointer, not a ref into the Lua values: saving it as one wrote garbage */
+    run(h.L, "local ok, err = pcall(w.save, w)\n"
+             "assert(not ok and err == \"world:save: entity 0v1 component 'Owned': it is not a Lua-valued \""
+             " .. \"component of this world\", err)");
+    stop(&h);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("persist_lua_memory");
     TCase *tc = tcase_create("memory");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, a_load_out_of_lua_memory_anywhere_raises_and_leaves_the_world_as_it_was, 0, 4);
     tcase_add_loop_test(tc, a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing, 0, 2);
+    tcase_add_test(tc, a_c_component_with_hooks_is_not_taken_for_a_lua_value);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
