@@ -227,3 +227,65 @@ KILN_TEST(resources, out_of_memory_after_a_resource_was_replaced_puts_none_of_th
     }
     kiln_world_destroy(a);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP_WITH(sizes, .timeout = 120);
+
+/* A JSON save of schemas tag components c000001.. and entities entities, every other one holding
+ * c000001 (so each is a group of its own). */
+static char *many_schemas(int schemas, int entities) {
+    size_t cap = (size_t)schemas * 40 + (size_t)entities * 60 + 256, n = 0;
+    char *text = malloc(cap);
+    n += (size_t)snprintf(text + n, cap - n, "{\"kiln\": 1, \"tick\": 0, \"components\": [");
+    for (int i = 1; i <= schemas; i++)
+        n += (size_t)snprintf(text + n, cap - n, "%s{\"name\": \"c%06d\", \"size\": 0}", i > 1 ? ", " : "", i);
+    n += (size_t)snprintf(text + n, cap - n, "], \"entities\": [");
+    for (int i = 1; i <= entities; i++)
+        n += (size_t)snprintf(text + n, cap - n, "%s{\"id\": %lld, \"components\": {%s}}", i > 1 ? ", " : "",
+                              (long long)((1ll << 32) + i), i % 2 ? "" : "\"c000001\": true");
+    snprintf(text + n, cap - n, "]}");
+    return text;
+}
+
+KILN_TEST(sizes, a_small_json_save_of_many_schemas_and_groups_takes_memory_in_proportion_to_its_size) {
+    /* each group took room for every schema: 5000 groups of 5000 schemas, 500 MB from 380 KB */
+    char *text = many_schemas(5000, 5000);
+    size_t size = strlen(text);
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *w = test_world_create(&alloc);
+    for (int i = 1; i <= 5000; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%06d", i);
+        kiln_component id;
+        ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = name}, &id), KILN_OK);
+    }
+    int64_t base = alloc.live_bytes;
+    alloc.peak_bytes = base;
+    ck_assert_int_eq(kiln_load(w, text, size, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(w), 5000);
+    ck_assert_msg(alloc.peak_bytes - base < (int64_t)size * 64, "a %zu-byte save took %lld bytes at its peak", size,
+                  (long long)(alloc.peak_bytes - base));
+    free(text);
+    kiln_world_destroy(w);
+}
+
+/* Nanoseconds a refused load of text takes. */
+static int64_t refusal_ns(const char *text) {
+    kiln_world *w = kiln_world_create(NULL);
+    int64_t t = test_now_ns();
+    ck_assert_int_eq(kiln_load(w, text, strlen(text), NULL), KILN_ERR_UNKNOWN_COMPONENT);
+    t = test_now_ns() - t;
+    kiln_world_destroy(w);
+    return t;
+}
+
+KILN_TEST(sizes, many_schemas_are_read_in_time_about_linear_in_their_number) {
+    /* a name was checked against every earlier one: 8 times the schemas took 64 times as long */
+    char *small = many_schemas(5000, 0), *large = many_schemas(40000, 0);
+    refusal_ns(small);
+    int64_t a = refusal_ns(small), b = refusal_ns(large);
+    ck_assert_msg(b < 24 * a + 50000000, "5000 schemas: %lld ns, 40000: %lld ns", (long long)a, (long long)b);
+    free(small);
+    free(large);
+}

@@ -177,6 +177,7 @@ typedef struct reader {
     size_t size, pos;
     kiln_result r;
     uint32_t version;
+    uint64_t *listed;      /* a bit per schema, set while a group's types are read */
 } reader;
 
 static bool fail(reader *rd, kiln_result code, const char *fmt, const char *what, int64_t n) {
@@ -310,14 +311,18 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
     g->types = arena(rd, sizeof(uint32_t) * ((size_t)tc + 1));
     g->values = arena(rd, sizeof(uint8_t *) * ((size_t)tc + 1));
     g->blobs = arena(rd, sizeof(pz_blob *) * ((size_t)tc + 1));
+    /* listed marks the group's schemas (one bit each), so a repeat is found in one pass */
     for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) {
-        g->types[t] = rd32(rd, "a group's types");
-        if (rd->r == KILN_OK && g->types[t] >= rd->doc->schema_count)
-            return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group names schema #%s%lld, which does not exist", "", g->types[t]);
-        for (uint32_t u = 0; u < t && rd->r == KILN_OK; u++)
-            if (g->types[u] == g->types[t])
-                return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group lists '%s' twice%.0lld", rd->doc->schemas[g->types[t]].name, 0);
+        uint32_t type = g->types[t] = rd32(rd, "a group's types");
+        if (rd->r == KILN_OK && type >= rd->doc->schema_count)
+            return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group names schema #%s%lld, which does not exist", "", type);
+        if (rd->r == KILN_OK && (rd->listed[type / 64] >> (type % 64) & 1)) {
+            for (uint32_t u = 0; u < t; u++) rd->listed[g->types[u] / 64] = 0;
+            return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group lists '%s' twice%.0lld", rd->doc->schemas[type].name, 0);
+        }
+        if (rd->r == KILN_OK) rd->listed[type / 64] |= (uint64_t)1 << (type % 64);
     }
+    for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) rd->listed[g->types[t] / 64] = 0;
     uint64_t count = rd64(rd, "a group");
     if (rd->r != KILN_OK) return false;
     if (count == 0 || count > (uint64_t)*entities_left || count > (rd->size - rd->pos) / 8)
@@ -391,18 +396,19 @@ static bool rd_header(reader *rd) {
 }
 
 kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
-    reader rd = {world, doc, data, size, 0, KILN_OK, 0};
+    reader rd = {world, doc, data, size, 0, KILN_OK, 0, NULL};
     if (!rd_header(&rd)) return rd.r;
     doc->schemas = arena(&rd, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
     doc->groups = arena(&rd, sizeof(pz_group) * ((size_t)doc->group_count + 1));
     doc->resources = arena(&rd, sizeof(pz_resource) * ((size_t)doc->resource_count + 1));
+    pz_schema_names names;
+    rd.listed = arena(&rd, sizeof(uint64_t) * ((size_t)doc->schema_count / 64 + 1));
+    if (rd.r == KILN_OK && !pz_schema_names_init(&names, doc))
+        rd.r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     for (uint32_t i = 0; i < doc->schema_count && rd.r == KILN_OK; i++) {
         if (!rd_schema(&rd, &doc->schemas[i])) break;
-        for (uint32_t j = 0; j < i; j++)
-            if (strcmp(doc->schemas[j].name, doc->schemas[i].name) == 0) {
-                fail(&rd, KILN_ERR_INVALID_ARGUMENT, "schema '%s' appears twice%.0lld", doc->schemas[i].name, 0);
-                break;
-            }
+        if (pz_schema_names_add(&names, i) >= 0)
+            fail(&rd, KILN_ERR_INVALID_ARGUMENT, "schema '%s' appears twice%.0lld", doc->schemas[i].name, 0);
     }
     int64_t left = doc->entity_count;
     for (uint32_t g = 0; g < doc->group_count && rd.r == KILN_OK; g++) rd_group(&rd, &doc->groups[g], &left);
