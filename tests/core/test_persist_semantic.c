@@ -178,6 +178,39 @@ KILN_TEST(values, a_json_save_out_of_memory_anywhere_fails_instead_of_leaving_va
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
 
+KILN_TEST(values, a_random_state_of_all_zeros_is_refused_as_it_would_draw_0_forever) {
+    kiln_world *a = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_random_seed(a, 42), KILN_OK);
+    pf_bytes saved;
+    pf_save(a, KILN_PERSIST_JSON, &saved);
+    /* the state's field renamed (as a later version might): loaded without it, it is zero */
+    char *text = malloc(saved.size + 1);
+    memcpy(text, saved.data, saved.size);
+    text[saved.size] = 0;
+    char *field = strstr(text, "\"name\": \"s\"");
+    ck_assert_ptr_nonnull(field);
+    field[9] = 't';
+    char *value = strstr(text, "\"s\": [");
+    ck_assert_ptr_nonnull(value);
+    value[1] = 't';
+    kiln_world *b = kiln_world_create(NULL);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn(b, &e), KILN_OK);
+    uint64_t before = kiln_world_hash(b);
+    kiln_load_desc skip = {.skip_unknown = true};
+    ck_assert_int_eq(kiln_load(b, text, strlen(text), &skip), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(b), "kiln_load: resource 'RandomState' is all zero (xoshiro256** would "
+                                          "give 0 forever)");
+    ck_assert_uint_eq(kiln_world_hash(b), before);
+    ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
+    kiln_random *r = kiln_random_world(b);
+    ck_assert_uint_ne(kiln_random_next(r) | kiln_random_next(r), 0);
+    free(text);
+    pf_bytes_free(&saved);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 KILN_TEST_GROUP(resources);
 

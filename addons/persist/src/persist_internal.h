@@ -204,6 +204,8 @@ KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
+/* False when value (of component c) is the addon's RandomState and all zero. */
+KL_HIDDEN bool pz_random_valid(const kiln_world *world, kiln_component c, const void *value);
 
 /* slots.c: a world that never held entities gets the saved handles (slots: the slot count
  * they need, every saved index is below it). */

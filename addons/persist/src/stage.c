@@ -567,16 +567,26 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     return KILN_OK;
 }
 
-/* Room for every plain resource's value in the world's layout, taken before anything lands:
- * setting them then cannot fail halfway, with some replaced and the rest not. */
-static uint8_t **stage_resources(pz_doc *doc) {
+/* Every plain resource's value in the world's layout, made before anything lands (its entity
+ * fields are remapped when the new handles are known): setting them then cannot fail halfway,
+ * with some replaced and the rest not. Writes the array to dest. Refuses a RandomState of all
+ * zeros, from which xoshiro256** gives 0 forever (a field renamed since the save, skipped). */
+static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***dest) {
     uint8_t **staged = pz_alloc(&doc->arena, sizeof(uint8_t *) * ((size_t)doc->resource_count + 1));
-    for (uint32_t k = 0; k < doc->resource_count && staged; k++) {
+    if (!staged) return oom(world);
+    for (uint32_t k = 0; k < doc->resource_count; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
         if (!s->id || s->size == 0 || s->codec) continue;
-        if (!(staged[k] = pz_alloc(&doc->arena, s->info.size))) staged = NULL;
+        uint8_t *v = staged[k] = pz_alloc(&doc->arena, s->info.size);
+        if (!v) return oom(world);
+        if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
+        else convert_row(s, doc->resources[k].value, v);
+        if (strcmp(s->name, "RandomState") == 0 && !pz_random_valid(world, s->id, v))
+            return fail(world, KILN_ERR_INVALID_ARGUMENT,
+                        "resource '%s' is all zero (xoshiro256** would give 0 forever)%s%s", s->name, "", "");
     }
-    return staged;
+    *dest = staged;
+    return KILN_OK;
 }
 
 /* Sets every resource of the file (they exist: made first, so nothing here fails). */
@@ -590,8 +600,6 @@ static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t 
             continue;
         }
         uint8_t *v = staged[k];
-        if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
-        else convert_row(s, doc->resources[k].value, v);
         remap_rows(&s->info, m, v, 0, 1);
         kiln_resource_set(world, s->id, v);
     }
@@ -690,8 +698,8 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         if (r == KILN_OK) created[created_count++] = id;
         else r = oom(world);
     }
-    uint8_t **staged = r == KILN_OK ? stage_resources(doc) : NULL;
-    if (r == KILN_OK && !staged) r = oom(world);
+    uint8_t **staged = NULL;
+    if (r == KILN_OK) r = stage_resources(world, doc, &staged);
     if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, slots)) {
         /* a host or codec callback spawned meanwhile: fresh slots after all */
         keep = false;
