@@ -41,7 +41,7 @@ static void emit(encoder *en, const void *p, size_t n) {
 static void refuse(encoder *en, const char *what) {
     if (!en->ok) return;
     snprintf(en->why, en->why_size, "%s cannot be saved (only nil, booleans, numbers, strings "
-             "and tables of them without cycles or metatables)", what);
+             "and tables of them without cycles, repeats or metatables)", what);
     en->ok = false;
 }
 
@@ -151,15 +151,19 @@ static void encode_value(encoder *en, int depth) {
         refuse(en, "a table with a metatable");
         return;
     }
+    /* seen[t]: false while t is being written (met again: a cycle), true once written (met
+     * again: shared, which a load would turn into two tables, and which doubling at each level
+     * would make 2^100 tables long) */
     lua_pushvalue(L, -1);
     if (lua_rawget(L, en->seen) != LUA_TNIL) {
+        bool done = lua_toboolean(L, -1);
         lua_pop(L, 1);
-        refuse(en, "a table that contains itself");
+        refuse(en, done ? "a table reached twice" : "a table that contains itself");
         return;
     }
     lua_pop(L, 1);
     lua_pushvalue(L, -1);
-    lua_pushboolean(L, 1);
+    lua_pushboolean(L, 0);
     lua_rawset(L, en->seen);
     /* keys in a canonical order, so the same table always saves to the same bytes */
     int t = lua_gettop(L);
@@ -191,7 +195,7 @@ static void encode_value(encoder *en, int depth) {
     }
     lua_settop(L, t);
     lua_pushvalue(L, -1);
-    lua_pushnil(L);
+    lua_pushboolean(L, 1);
     lua_rawset(L, en->seen);
 }
 

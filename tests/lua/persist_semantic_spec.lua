@@ -163,4 +163,32 @@ io.write(tostring(w:hash() ~= before and w:get(e, "Script").a == 1), "\n")
                          .. "false world:load: resource 'kiln.lua': it is not a Lua-valued component of this world\n"
                          .. "true\n", out)
     end)
+
+    it("a table reached twice in one value is refused: it would come back as two tables", function()
+        local w = script_world()
+        local shared = {hp = 1}
+        local e = w:spawn{Script = {a = shared, b = shared}}
+        H.raises(function() w:save() end, "world:save: entity " .. H.entity_str(e) .. " component 'Script'",
+                 "a table reached twice cannot be saved")
+        -- the same table in two entities' values is two values: each saves a copy
+        w:set(e, "Script", {a = shared})
+        w:spawn{Script = {b = shared}}
+        local data = w:save()
+        local w2 = script_world()
+        w2:load(data)
+        assert.are.same({a = {hp = 1}}, w2:get(e, "Script"))
+        -- a value whose tables double at each of 40 levels would have written 2^40 of them
+        local ok, out = H.run_isolated([[
+local kiln = require "kiln"
+local w = kiln.world()
+w:component("Script", "lua")
+local t = {}
+for _ = 1, 40 do t = {t, t} end
+w:spawn{Script = t}
+local ok, err = pcall(w.save, w)
+io.write(tostring(ok), " ", tostring(err))
+]], 20)
+        assert.is_true(ok, out)
+        assert.truthy(out:find("false world:save: entity 0v1 component 'Script': a table reached twice", 1, true), out)
+    end)
 end)
