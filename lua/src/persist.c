@@ -250,7 +250,9 @@ static bool decode_value(decoder *de, int depth) {
         memcpy(&n, de->p + de->pos, 4);
         de->pos += 4;
         if (n > (de->size - de->pos) / 2) return false; /* each pair takes two bytes at least */
-        lua_createtable(L, 0, (int)n);
+        /* room for a few entries only: a count is a claim, and 99 nested tables each
+         * claiming the bytes left would take hundreds of times the value's size at once */
+        lua_createtable(L, 0, n < 64 ? (int)n : 64);
         for (uint32_t i = 0; i < n; i++) {
             if (!decode_value(de, depth + 1)) return lua_pop(L, 1), false;
             if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) ||

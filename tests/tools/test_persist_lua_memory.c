@@ -1,6 +1,7 @@
 /* test_persist_lua_memory.c: world:save and world:load from a C host: its Lua state runs out of
  * memory at every allocation in turn (each call lands whole or raises, leaving the world, its
- * memory and Lua resources as they were), its C components with hooks are not Lua values. */
+ * memory and Lua resources as they were), a Lua value costs memory in proportion to its bytes,
+ * and its C components with hooks are not Lua values. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -15,7 +16,7 @@
  * (left < 0: never). */
 typedef struct budget {
     int64_t left;
-    int64_t live;
+    int64_t live, peak;
 } budget;
 
 static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -31,6 +32,7 @@ static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;
     b->live += (int64_t)nsize - (int64_t)old;
+    if (b->live > b->peak) b->peak = b->live;
     return p;
 }
 
@@ -172,6 +174,29 @@ START_TEST(a_c_component_with_hooks_is_not_taken_for_a_lua_value) {
 }
 END_TEST
 
+START_TEST(a_lua_value_claiming_huge_tables_costs_memory_in_proportion_to_its_bytes) {
+    /* 99 nested tables each claiming a count of half the bytes left: each was made with room
+     * for that many entries before its first was read, 750 times the value's size in all */
+    host h;
+    start(&h);
+    run(h.L, "local src = kiln.world() src:component('Script', 'lua') src:spawn{Script = {x = 1}}\n"
+             "local base = src:save{format = 'json'} src:close()\n"
+             "local size, parts = 200000, {}\n"
+             "for i = 1, 99 do parts[i] = string.char(6) .. string.pack('<I4', (size - 6 * i) // 2) .. string.char(2) end\n"
+             "parts[100] = string.rep('\\0', size - #table.concat(parts))\n"
+             "local hex = table.concat(parts):gsub('.', function(c) return string.format('%02x', c:byte()) end)\n"
+             "data = base:gsub('\"Script\": \"[0-9a-f]*\"', '\"Script\": \"' .. hex .. '\"', 1)\n"
+             "collectgarbage() collectgarbage()");
+    int64_t before = h.lua_mem.live;
+    h.lua_mem.peak = before;
+    run(h.L, "local ok, err = pcall(w.load, w, data)\n"
+             "assert(not ok and err == \"world:load: entity 0v1 component 'Script': its Lua value is corrupt\", err)");
+    ck_assert_msg(h.lua_mem.peak - before < 16 * 400000, "a 200 KB value took %lld bytes to refuse",
+                  (long long)(h.lua_mem.peak - before));
+    stop(&h);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("persist_lua_memory");
     TCase *tc = tcase_create("memory");
@@ -179,6 +204,7 @@ int main(void) {
     tcase_add_loop_test(tc, a_load_out_of_lua_memory_anywhere_raises_and_leaves_the_world_as_it_was, 0, 4);
     tcase_add_loop_test(tc, a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing, 0, 2);
     tcase_add_test(tc, a_c_component_with_hooks_is_not_taken_for_a_lua_value);
+    tcase_add_test(tc, a_lua_value_claiming_huge_tables_costs_memory_in_proportion_to_its_bytes);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
