@@ -106,6 +106,8 @@ KL_HIDDEN bool pz_live_rows(const pz_live *live, const kiln_component_info *info
 /* Writes null over the entity fields of those rows that name no live entity. */
 KL_HIDDEN void pz_null_dead_rows(const pz_live *live, const kiln_component_info *info,
                                  uint8_t *base, size_t stride, size_t rows);
+/* Writes null over those of the n references 8 bytes apart from p that name no live entity. */
+KL_HIDDEN void pz_null_dead_refs(const pz_live *live, uint8_t *p, size_t n);
 /* Entity references in one value of info (entity fields, arrays counted whole). */
 KL_HIDDEN int64_t pz_entity_slots(const kiln_component_info *info);
 
