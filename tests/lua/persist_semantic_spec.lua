@@ -191,4 +191,24 @@ io.write(tostring(ok), " ", tostring(err))
         assert.is_true(ok, out)
         assert.truthy(out:find("false world:save: entity 0v1 component 'Script': a table reached twice", 1, true), out)
     end)
+
+    it("a prefab from a table points node numbers in entity fields at each copy, as in a scene", function()
+        local w = script_world()
+        w:component("Link", "entity target; entity pair[2];")
+        local keep = w:spawn()
+        local p = w:prefab{components = {Link = {target = 2, pair = {1, keep}}},
+                           children = {{components = {Link = {target = 1}}}}}
+        for _, root in ipairs(p:spawn(2)) do
+            local child = w:children(root)[1]
+            assert.are.same({target = child, pair = {root, keep}}, w:get(root, "Link"))
+            assert.are.same({target = root, pair = {0, 0}}, w:get(child, "Link"))
+        end
+        local inst = w:instantiate('{"version": 1, "entities": [{"name": "x", "prefab": "p"}]}', {prefabs = {p = p}})
+        local x = inst:entity("x")
+        assert.are.same({target = w:children(x)[1], pair = {x, keep}}, w:get(x, "Link"))
+        local count = w:count()
+        H.raises(function() w:prefab{children = {{components = {Link = {pair = {0, 3}}}}}} end,
+                 "world:prefab: def.children[1].components.Link.pair[2]: entity 3 is not in the prefab (1..2, or 0)")
+        assert.are.equal(count, w:count())
+    end)
 end)
