@@ -60,10 +60,24 @@ static bool key_less(lua_State *L, int a, int b) {
     return c < 0 || (c == 0 && na < nb);
 }
 
-/* Sorts the count keys at [1..count] of the table at index list (key_less) by merging runs
- * into a second table and back: n log n comparisons, whatever order lua_next gave. Returns
- * the index of the table holding them sorted (list or the second, pushed above it). */
+/* Sorts the count keys at [1..count] of the table at index list (key_less): a few in place, more
+ * by merging runs into a second table and back (n log n comparisons, whatever order lua_next
+ * gave). Returns the index of the table holding them sorted (list or the second, pushed above). */
 static int sort_keys(lua_State *L, int list, uint32_t count) {
+    if (count <= 8) { /* a few: insertion in place, without a second table */
+        for (uint32_t n = 2; n <= count; n++)
+            for (uint32_t i = n; i > 1; i--) {
+                lua_rawgeti(L, list, (lua_Integer)i - 1);
+                lua_rawgeti(L, list, (lua_Integer)i);
+                if (!key_less(L, -1, -2)) {
+                    lua_pop(L, 2);
+                    break;
+                }
+                lua_rawseti(L, list, (lua_Integer)i - 1);
+                lua_rawseti(L, list, (lua_Integer)i);
+            }
+        return list;
+    }
     lua_createtable(L, count < INT32_MAX ? (int)count : 0, 0);
     int from = list, to = lua_gettop(L);
     for (uint64_t width = 1; width < count; width *= 2) {

@@ -185,9 +185,15 @@ static int32_t entity_types(jr *j, const json_t *comps, uint32_t *types) {
     json_object_foreach((json_t *)comps, key, cv) {
         int32_t idx = pz_schema_names_find(&j->names, key);
         if (idx < 0) return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "'%.60s' is not in the components list", key), -1;
-        types[n++] = (uint32_t)idx;
+        int32_t k = n++;
+        if (n > 16) { /* many: sorted once at the end (inserting each would be quadratic) */
+            types[k] = (uint32_t)idx;
+            continue;
+        }
+        while (k > 0 && types[k - 1] > (uint32_t)idx) types[k] = types[k - 1], k--;
+        types[k] = (uint32_t)idx;
     }
-    qsort(types, (size_t)n, sizeof *types, ascending);
+    if (n > 16) qsort(types, (size_t)n, sizeof *types, ascending);
     return n;
 }
 
