@@ -261,6 +261,56 @@ KILN_TEST(resources, out_of_memory_after_a_resource_was_replaced_puts_none_of_th
     kiln_world_destroy(a);
 }
 
+/* What the ready hook saw, and whether it lets the load land. */
+typedef struct readiness {
+    int64_t entities, calls, mapped_before_ready, mapped;
+    bool refuse;
+} readiness;
+
+static bool ready_hook(void *ud, int64_t entities, char *why, size_t why_size) {
+    readiness *r = ud;
+    r->entities = entities;
+    r->calls++;
+    if (r->refuse) snprintf(why, why_size, "no room for the map of %lld entities", (long long)entities);
+    return !r->refuse;
+}
+
+static void mapped_hook(void *ud, kiln_entity old_e, kiln_entity new_e) {
+    readiness *r = ud;
+    (void)old_e, (void)new_e;
+    r->mapped++;
+    if (r->calls == 0) r->mapped_before_ready++;
+}
+
+KILN_TEST(resources, the_ready_hook_sees_the_entity_count_before_anything_lands_and_may_refuse) {
+    pf_world src;
+    pf_open(&src, false);
+    pf_populate(&src);
+    pf_bytes saved;
+    pf_save(src.world, KILN_PERSIST_BINARY, &saved);
+    pf_world t;
+    pf_open(&t, true);
+    pf_populate(&t);
+    uint64_t before = kiln_world_hash(t.world);
+    int64_t count = kiln_entity_count(t.world);
+    readiness r = {.refuse = true};
+    kiln_load_desc d = {.ready = ready_hook, .mapped = mapped_hook, .ud = &r};
+    ck_assert_int_eq(kiln_load(t.world, saved.data, saved.size, &d), KILN_ERR_OUT_OF_MEMORY);
+    ck_assert_str_eq(kiln_world_error(t.world), "kiln_load: no room for the map of 7 entities");
+    ck_assert_uint_eq(kiln_world_hash(t.world), before);
+    ck_assert_int_eq(kiln_entity_count(t.world), count);
+    ck_assert_int_eq(r.mapped, 0);
+    r = (readiness){.refuse = false};
+    ck_assert_int_eq(kiln_load(t.world, saved.data, saved.size, &d), KILN_OK);
+    ck_assert_int_eq(r.calls, 1);
+    ck_assert_int_eq(r.entities, 7);
+    ck_assert_int_eq(r.mapped, 7);
+    ck_assert_int_eq(r.mapped_before_ready, 0);
+    pf_bytes_free(&saved);
+    pf_close(&src);
+    pf_close(&t);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 KILN_TEST_GROUP_WITH(sizes, .timeout = 120);
 
