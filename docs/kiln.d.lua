@@ -306,7 +306,8 @@ function World:max_failures(n) end
 function World:instructions(n) end
 
 ---Makes `parent` the parent of `child` (sets Parent); nil removes the link. Raises for dead
----entities, self links and cycles. Deferred inside loops and systems.
+---entities, a parent the world never handed out, self links and cycles. Deferred inside
+---loops and systems, where an entity spawned earlier in the same loop or system counts as alive.
 ---@param child entity
 ---@param parent entity|nil
 function World:set_parent(child, parent) end
@@ -316,7 +317,7 @@ function World:set_parent(child, parent) end
 ---@return entity[]
 function World:children(e) end
 
----Despawns `e` and all its descendants.
+---Despawns `e` and all its descendants. In a system it needs Parent in reads or writes.
 ---@param e entity
 function World:despawn_recursive(e) end
 

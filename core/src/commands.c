@@ -516,6 +516,12 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
     if (cmd->head + keep < cmd->count) cmd->count = cmd->head + keep;
 }
 
+void *kl_commands_value_at(kiln_commands *cmd, int64_t index) {
+    if (index < 0 || cmd->head + index >= cmd->count) return NULL;
+    kl_cmd *c = &cmd->cmds[cmd->head + index];
+    return c->has_value ? cmd_value(c) : NULL;
+}
+
 void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
     /* Latest first, so every slot goes back exactly as it was taken. */
     for (int64_t i = cmd->count - 1; i >= cmd->head + keep; i--)
@@ -768,7 +774,18 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     default:
         break;
     }
-    if (*result != KILN_OK) return 0;
+    if (*result != KILN_OK) {
+        /* The world's message ("<call>: <why>", a check hook's refusal say) names the command
+         * and its entity too, as every other failure of an apply does. */
+        const char *msg = kiln_world_error(world);
+        size_t n = strlen(cmd->call);
+        if (strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') {
+            char why[KL_ERROR_SIZE];
+            snprintf(why, sizeof why, "%s", msg + n + 2);
+            apply_fail(cmd, i, c, e, *result, why);
+        }
+        return 0;
+    }
     c->has_value = 0; /* the world owns it now */
     return 1;
 }

@@ -38,6 +38,11 @@ KL_HIDDEN void kl_commands_detach(kiln_commands *cmd);
  * the caller's until the recording call succeeded). */
 KL_HIDDEN void kl_commands_truncate(kiln_commands *cmd, int64_t keep);
 
+/* The stored value of the pending command at index (0: the first pending), NULL when it has
+ * none: for a caller that records first (so running out of memory changes nothing) and
+ * fills the value in afterwards. Valid until the buffer records or applies again. */
+KL_HIDDEN void *kl_commands_value_at(kiln_commands *cmd, int64_t index);
+
 /* Like kl_commands_truncate, and first gives back the entity slots that the dropped
  * materialise commands reserved. */
 KL_HIDDEN void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep);

@@ -91,6 +91,8 @@ int64_t kl_defer_mark(const kiln_world *world) {
     return kiln_commands_count(queue_of(world));
 }
 
+kiln_commands *kl_defer_queue(const kiln_world *world) { return queue_of(world); }
+
 void kl_defer_rollback(kiln_world *world, int64_t mark) {
     kl_commands_truncate(queue_of(world), mark);
 }

@@ -38,4 +38,8 @@ KL_HIDDEN kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op 
 KL_HIDDEN int64_t kl_defer_mark(const kiln_world *world);
 KL_HIDDEN void kl_defer_rollback(kiln_world *world, int64_t mark);
 
+/* The queue deferred calls go to now (the running main-thread system's buffer, or the
+ * world's), for a caller that fills queued values in afterwards (kl_commands_value_at). */
+KL_HIDDEN kiln_commands *kl_defer_queue(const kiln_world *world);
+
 #endif

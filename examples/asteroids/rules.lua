@@ -112,6 +112,7 @@ end
 -- asteroid) and adds damage to the ship's incoming; hull applies it later in the frame.
 world:system{
     name = "impacts",
+    reads = {"Parent"}, -- despawn_recursive walks the moons' links
     writes = {"Ship", "Asteroid", "Position", "Velocity", "LocalTransform", "Score"},
     run = function(world)
         -- Events stay readable for two frames; collide ran earlier in this one, so only the

@@ -22,10 +22,19 @@ local next, type, tonumber, floor, format = next, type, tonumber, math.floor, st
 local assert, ipairs, load, pcall, setmetatable, concat = assert, ipairs, load, pcall, setmetatable, table.concat
 local cast, copy, fill = ffi.cast, ffi.copy, ffi.fill
 local band, bor, lshift = bit.band, bit.bor, bit.lshift
+-- What guards memory is held where debug.setupvalue cannot reach it: the arrays' bound is a
+-- literal (see add), the scratch's pointer and size one FFI struct, the budgets named fields.
+assert(S.max == 64, "lua/kiln/ffi_spawn.lua: the C half spawns a different number of components")
 local MAX = S.max
 local FLT_MAX, HUGE = 3.4028234663852886e38, math.huge
-local API = ffi.typeof([[const struct { double (*spawn)(void *, void *, const uint32_t *, const void *const *,
-  int32_t, const double *, double); } *]])
+-- A World's klua_world as the FFI path sees it: its two budgets (int64_t) as named fields. Its
+-- own type, which the core's spawn takes: no other cdata converts to it.
+local I, B = S.instructions_at, S.budget_limit_at
+assert(I % 8 == 0 and B > I and (B - I) % 8 == 0, "lua/kiln/ffi_spawn.lua: a budget field is not 8-aligned")
+local KW = ffi.typeof(format("const struct { int64_t pad0[%d]; int64_t instructions; int64_t pad1[%d]; " ..
+    "int64_t budget_limit; } *", I / 8, (B - I) / 8 - 1))
+local API = ffi.typeof([[const struct { double (*spawn)($, void *, const uint32_t *, const void *const *,
+  int32_t, const double *, double); } *]], KW)
 local core_spawn = cast(API, S.api).spawn
 local STATE = cast("void *", S.state) -- the core's spawn refuses while a debug hook is set on it
 
@@ -44,12 +53,14 @@ local tickets = 0 -- spawns begun in this state: the last ticket handed out
 -- nested spawn's grow interrupted may still write into the block it had (its ticket is then
 -- refused, but its writes must land in live memory). The blocks double: all of them together
 -- stay under twice the last.
-local blocks, buf, cap = {}, nil, 0
+local blocks = {}
+local scratch = ffi.new("struct { uint8_t *buf; double cap; }") -- buf, and the bytes it holds
 
 -- Makes the scratch hold at least size bytes, keeping its first used bytes and moving the n
 -- value pointers already set into it. buf is set before cap, so a spawn interrupted between
 -- the two never reads a cap larger than the buf it reads after it.
 local function grow(size, used, n)
+    local buf, cap = scratch.buf, scratch.cap
     local ncap = cap > 0 and cap or 256
     while ncap < size do ncap = ncap * 2 end
     local nblock = ffi.new("uint8_t[?]", ncap + 16)
@@ -59,8 +70,8 @@ local function grow(size, used, n)
     for i = 0, n - 1 do
         if values[i] ~= nil then values[i] = nbuf + (cast("const uint8_t *", values[i]) - buf) end
     end
-    buf = nbuf
-    cap = ncap
+    scratch.buf = nbuf
+    scratch.cap = ncap
 end
 
 -- ---- writers: a component's value from its init table --------------------------------------
@@ -199,16 +210,13 @@ local WEAK = {__mode = "v"}
 local function world_rec(self)
     local kw = S.world(self)
     if not kw then return nil end
-    local wc = {kw = cast("void *", kw), comps = {}, spawns = 0, budgets = cast("const int64_t *", kw)}
+    local wc = {kw = cast(KW, kw), comps = {}, spawns = 0}
     wc.pair = setmetatable({world = self, rec = wc}, WEAK)
     worlds[self] = wc
     return wc
 end
 
 local TAG, DATA, C_PATH = 1, 2, 3 -- what a component record's kind says
--- where a world's budgets lie (int64_t), counted in int64_t from the start of its klua_world
-local INSTRUCTIONS, BUDGET_LIMIT = S.instructions_at / 8, S.budget_limit_at / 8
-assert(INSTRUCTIONS % 1 == 0 and BUDGET_LIMIT % 1 == 0, "lua/kiln/ffi_spawn.lua: a budget field is not 8-aligned")
 -- the pair of the World spawned into last, a look-up a compiled spawn loop makes with two
 -- loads instead of hashing the World. One store changes it: a raise between two stores (the
 -- World and its record apart) would hand a later spawn another world's record.
@@ -236,12 +244,12 @@ end
 -- where the C path must run.
 local function add(wc, self, init, name, v, n, used)
     local rec = wc.comps[name] or component(wc, self, name)
-    if not rec or n == MAX then return nil end
+    if not rec or n == 64 then return nil end -- MAX, as a literal
     local kind = rec.kind
     if kind == DATA then
         local slot = rec.slot
-        if used + slot > cap then grow(used + slot, used, n) end
-        local p = buf + used
+        if used + slot > scratch.cap then grow(used + slot, used, n) end
+        local p = scratch.buf + used
         if type(v) ~= "table" or not rec.write(p, v) then return nil end
         values[n] = p
         used = used + slot
@@ -265,8 +273,8 @@ local function try_spawn(self, init, ticket)
         last = wc.pair
     end
     -- a world with an instruction budget: the C path, whose cost budgets are made for
-    local budgets = wc.budgets
-    if budgets[INSTRUCTIONS] ~= 0 or budgets[BUDGET_LIMIT] ~= 0 then return nil end
+    local kw = wc.kw
+    if kw.instructions ~= 0 or kw.budget_limit ~= 0 then return nil end
     local used, n = 0, 0
     local k, v = next(init)
     -- the first components one by one, as straight code (see writer_source), the rest in a loop
@@ -276,7 +284,7 @@ local function try_spawn(self, init, ticket)
     if k ~= nil then used, n, k, v = add(wc, self, init, k, v, n, used) end
     while k ~= nil do used, n, k, v = add(wc, self, init, k, v, n, used) end
     if not used then return nil end
-    local e = core_spawn(wc.kw, STATE, comps, values, n, owner, ticket)
+    local e = core_spawn(kw, STATE, comps, values, n, owner, ticket)
     if e == 0 then return nil end -- no entity is 0 (generations start at 1)
     wc.spawns = wc.spawns + 1
     return e

@@ -25,9 +25,8 @@ static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
 int klua_commands_new(lua_State *L) {
-    klua_commands *c = lua_newuserdatauv(L, sizeof *c, KLUA_COMMANDS_UV_COUNT);
+    klua_commands *c = klua_newobject(L, sizeof *c, KLUA_COMMANDS_UV_COUNT, KLUA_COMMANDS);
     memset(c, 0, sizeof *c);
-    luaL_setmetatable(L, KLUA_COMMANDS);
     lua_newtable(L);
     lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RECORDS);
     lua_newtable(L);
@@ -56,11 +55,29 @@ static lua_Integer check_target(lua_State *L, klua_commands *c, int arg, const c
     return v;
 }
 
+static const char *op_name(int op) {
+    switch (op) {
+    case OP_SPAWN: return "spawn";
+    case OP_DESPAWN: return "despawn";
+    case OP_ADD: return "add";
+    case OP_SET: return "set";
+    default: return "remove";
+    }
+}
+
+/* Pushes user value n of the Commands at 1 (a table kiln made), or raises: a host script
+ * holding the debug library can replace it (debug.setuservalue). */
+static void push_table_uv(lua_State *L, int n, const char *fname) {
+    if (lua_getiuservalue(L, 1, n) != LUA_TTABLE)
+        klua_fail(L, fname, "its state was changed through the debug library");
+}
+
 static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer target, int name_idx,
                         int value_idx) {
     if (c->complete) new_batch(L, c);
     if (c->head == c->count) c->head = c->count = 0;
-    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
+    if (lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS) != LUA_TTABLE)
+        klua_fail(L, lua_pushfstring(L, "commands:%s", op_name(op)), "its state was changed through the debug library");
     lua_Integer base = c->count * FIELDS;
     lua_pushinteger(L, op);
     lua_rawseti(L, -2, base + 1);
@@ -122,21 +139,12 @@ static int c_remove(lua_State *L) {
     return 0;
 }
 
-static const char *op_name(int op) {
-    switch (op) {
-    case OP_SPAWN: return "spawn";
-    case OP_DESPAWN: return "despawn";
-    case OP_ADD: return "add";
-    case OP_SET: return "set";
-    default: return "remove";
-    }
-}
-
 /* Applies one record through the world's own methods; errors propagate to the pcall. */
 static int apply_one(lua_State *L) {
     /* args: world, op, target entity, name, value, placeholder number or 0 */
     int op = (int)lua_tointeger(L, 2);
     static const char *const methods[] = {NULL, "spawn", "despawn", "add", "set", "remove"};
+    if (op < OP_SPAWN || op > OP_REMOVE) return luaL_error(L, "its record was changed through the debug library");
     if (op == OP_DESPAWN) {
         lua_getfield(L, 1, "is_alive");
         lua_pushvalue(L, 1);
@@ -170,8 +178,8 @@ static int c_apply(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
     klua_check_world(L, 2);
-    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
-    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
+    push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
+    push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
     lua_Integer applied = 0;
     while (c->head < c->count) {
@@ -240,7 +248,7 @@ static int c_resolved(lua_State *L) {
     if (!ok) klua_typeerror(L, 2, "commands:resolved", "placeholder");
     if (p >= 0 || p == LUA_MININTEGER || batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
         klua_argerror(L, 2, "commands:resolved", "%I is not a placeholder of this batch", p);
-    lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
+    push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:resolved");
     lua_rawgeti(L, -1, spawn_number(p));
     return 1;
 }

@@ -3,9 +3,12 @@
 #include "kiln_transform.h"
 #include "klua.h"
 
-static kiln_component parent_component(const klua_world *kw) {
+/* Parent's id; raises when the addon is not set up on the world (a host world whose own
+ * "Parent" kept kiln_transform_init out), instead of reading ids that were never written. */
+static kiln_component parent_component(lua_State *L, const klua_world *kw, const char *fname) {
     kiln_transform_ids ids;
-    kiln_transform_ids_get(kw->world, &ids);
+    if (!kiln_transform_ids_get(kw->world, &ids))
+        klua_fail(L, fname, "the world has no transforms (its own \"Parent\" or a failed kiln_transform_init)");
     return ids.parent;
 }
 
@@ -14,7 +17,7 @@ static int w_set_parent(lua_State *L) {
     const char *fname = "world:set_parent";
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
-    klua_check_access(L, kw, parent_component(kw), true, fname);
+    klua_check_access(L, kw, parent_component(L, kw, fname), true, fname);
     if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
@@ -24,10 +27,11 @@ static int w_children(lua_State *L) {
     const char *fname = "world:children";
     kiln_entity e = klua_check_entity(L, 2, fname);
     klua_check_alive(L, kw, e, fname);
-    klua_check_access(L, kw, parent_component(kw), false, fname);
+    klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
     int32_t n = kiln_transform_children(kw->world, e, NULL, 0);
+    if (n < 0) klua_fail_world(L, kw->world, fname);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
-    kiln_transform_children(kw->world, e, list, n);
+    kiln_transform_children(kw->world, e, list, n); /* the index is fresh: it cannot fail now */
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)list[i]);
@@ -40,6 +44,8 @@ static int w_despawn_recursive(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:despawn_recursive";
     kiln_entity e = klua_check_entity(L, 2, fname);
+    /* the walk reads every Parent link: a system declares it, as children asks */
+    klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
     if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }

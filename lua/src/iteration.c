@@ -67,14 +67,13 @@ static void clear_views(lua_State *L, klua_query *kq, int data_idx) {
 static void track_loop(lua_State *L, int q_idx, bool open) {
     q_idx = lua_absindex(L, q_idx);
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_WORLD);
-    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-    if (lua_getfield(L, -1, KLUA_STATE_LOOPS) == LUA_TTABLE) {
+    if (klua_push_state(L, -1, KLUA_STATE_LOOPS)) {
         lua_pushvalue(L, q_idx);
         if (open) lua_pushthread(L);
         else lua_pushnil(L);
         lua_rawset(L, -3);
     }
-    lua_pop(L, 3);
+    lua_pop(L, 2);
 }
 
 void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
@@ -181,8 +180,10 @@ void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bo
         lua_pop(L, 1);
         return;
     }
-    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_LOOPS);
+    if (!klua_push_state(L, -1, KLUA_STATE_LOOPS)) {
+        lua_pop(L, 2);
+        return;
+    }
     int loops = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, loops)) {
@@ -193,7 +194,7 @@ void klua_query_close_loops(lua_State *L, klua_world *kw, klua_system *owner, bo
                      (stuck_only ? thread_stuck(L, co) || left_unguarded(L, kq, lua_gettop(L)) : kq->owner == owner);
         if (close) klua_query_finish(L, kq, lua_gettop(L)); /* sets an existing field to nil: the traversal goes on */
     }
-    lua_pop(L, 3);
+    lua_pop(L, 2);
 }
 
 /* Raises for field fd of the current row (query:each naming field, component, entity). */

@@ -84,12 +84,14 @@ static void close_left_loop(lua_State *L, int q_idx) {
 static void settle_query(lua_State *L, klua_query *kq, int q_idx) {
     if (!kq->active || kq->kw->closed || kq->owner) return; /* a system's ends with its run */
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_WORLD);
-    lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_LOOPS);
-    lua_pushvalue(L, q_idx);
-    lua_rawget(L, -2);
-    bool mine = lua_tothread(L, -1) == L;
-    lua_pop(L, 4);
+    bool mine = false;
+    if (klua_push_state(L, -1, KLUA_STATE_LOOPS)) {
+        lua_pushvalue(L, q_idx);
+        lua_rawget(L, -2);
+        mine = lua_tothread(L, -1) == L;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
     if (!mine) return; /* another thread's loop: world:progress ends it once it is stuck */
     /* the step the loop was begun with: q:each's, or for an FFI loop its state's (ffi.lua),
      * and that loop's number */
@@ -113,9 +115,8 @@ void klua_jit_settle_query(lua_State *L, void *kq, int q_idx) {
 
 /* Closes every loop of the World at w_idx begun on L and left. */
 static void settle_world(lua_State *L, int w_idx) {
-    lua_getiuservalue(L, w_idx, KLUA_WORLD_UV_STATE);
-    if (lua_getfield(L, -1, KLUA_STATE_LOOPS) != LUA_TTABLE) {
-        lua_pop(L, 2);
+    if (!klua_push_state(L, w_idx, KLUA_STATE_LOOPS)) {
+        lua_pop(L, 1);
         return;
     }
     int loops = lua_gettop(L);
@@ -134,7 +135,7 @@ static void settle_world(lua_State *L, int w_idx) {
         klua_query *kq = luaL_testudata(L, loops + i, KLUA_QUERY);
         if (kq) settle_query(L, kq, loops + i);
     }
-    lua_settop(L, loops - 2);
+    lua_settop(L, loops - 1);
 }
 
 typedef struct height_scope {
@@ -195,6 +196,7 @@ static int world_method(lua_State *L) {
     if (lua_type(L, 1) == LUA_TUSERDATA && lua_getmetatable(L, 1)) {
         if (lua_rawequal(L, -1, lua_upvalueindex(METHOD_UPV_META))) kw = lua_touserdata(L, 1);
         lua_pop(L, 1);
+        if (kw && !klua_has_tag(L, 1, kw, KLUA_WORLD)) kw = NULL; /* the method raises for it */
     }
     /* a loop left open would keep the world deferred: end it first (outside systems) */
     if (kw && !kw->closed && !kw->current && kiln_is_deferred(kw->world)) settle_world(L, 1);

@@ -119,6 +119,13 @@ void klua_jit_open_spawn(lua_State *L, int layer_idx) {
     lua_pushinteger(L, (lua_Integer)offsetof(klua_world, budget_limit));
     lua_setfield(L, -2, "budget_limit_at");
     lua_setfield(L, layer_idx, "spawn");
+    /* ffi_spawn.lua puts its world:spawn in the method table and tail-calls this one, the C
+     * path: its bad-self message still says world:spawn */
+    luaL_getmetatable(L, KLUA_WORLD);
+    lua_getfield(L, -1, "__index");
+    lua_getfield(L, -1, "spawn");
+    if (lua_iscfunction(L, -1)) klua_name_replaced(L, -1, "spawn");
+    lua_pop(L, 3);
 }
 
 #else

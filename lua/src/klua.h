@@ -51,6 +51,7 @@
 #define KLUA_QUERY "kiln.Query"
 #define KLUA_COMMANDS "kiln.Commands"
 #define KLUA_GUARD "kiln.IterGuard"
+#define KLUA_GC_GUARD "kiln.GcGuard" /* a World's collector hold (klua_new_gc_guard) */
 
 #define KLUA_NAME_CACHE 32     /* component names klua_check_component remembers by address */
 /* Strings up to this length are interned (LUAI_MAXSHORTLEN of Lua 5.2-5.4; LuaJIT interns
@@ -62,6 +63,9 @@
 #define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
 #define KLUA_REG_STEPS "kiln.steps"   /* registry: generated step source -> its compiled chunk */
 #define KLUA_REG_VALUES "kiln.values" /* registry: the metatable of weak boxes {values table} */
+/* registry: C methods a Lua function replaced in their class's method table -> their name */
+#define KLUA_REG_REPLACED "kiln.replaced"
+#define KLUA_REG_CLASSES "kiln.classes" /* registry: a class tag's 8 name bytes -> class name */
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };
@@ -140,6 +144,7 @@ struct klua_world {
     int32_t workers;
     kiln_schedule *schedule;
     klua_system *current;      /* the Lua system running now, for access checks */
+    klua_system *systems;      /* the Lua systems made through this World, not yet freed */
     uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values */
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
@@ -189,10 +194,15 @@ struct klua_world {
     void *on_release_ud;
 };
 
-/* A Lua system: what access checks need to know of the one running. */
+/* A Lua system: what access checks need to know of the one running. C memory from the Lua
+ * allocator, owned by systems.c (no Lua value a script could drop holds it): made by
+ * world:system, freed by its fini, or by its World's release when it never joined. */
 struct klua_system {
     klua_world *kw;
     lua_State *L;
+    klua_system *next; /* in kw->systems */
+    lua_Alloc alloc;   /* what made it, and frees it */
+    void *alloc_ud;
     char name[KILN_MAX_NAME + 1];
     bool each;       /* an each-system: each(e, views..., dt) over its query, else run(world, dt);
                       * the function and the query are in the world's state (systems.c) */
@@ -269,9 +279,36 @@ KLUA_HIDDEN void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg
 /* Adds methods to the __index table of the existing class tname (same upvalue rule). */
 KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods);
 
+/* ---- Classes. A userdata's class is its metatable and a tag: a host script holding the debug
+ * library can put a class's metatable on any userdata (debug.setmetatable), so a method must
+ * not take a userdata with the right metatable for an object of that class. Objects are made
+ * by klua_newobject, which puts a tag for the class (its name mixed with an address no script
+ * sees) after the struct; the checks below, and luaL_testudata / luaL_checkudata in every file
+ * that includes this header, take a userdata only with the class's metatable and its tag. */
+KLUA_HIDDEN void *klua_newobject(lua_State *L, size_t size, int nuvalue, const char *tname);
+/* Whether the userdata p at idx carries the tag of class tname (its metatable not checked);
+ * tname, as every class name, has 8 bytes or more with its NUL. */
+KLUA_HIDDEN bool klua_has_tag(lua_State *L, int idx, const void *p, const char *tname);
+KLUA_HIDDEN void *klua_testudata(lua_State *L, int idx, const char *tname);
+/* The object of class tname at idx by its tag alone (its metatable not asked of the registry),
+ * or NULL: for finalizers, which must free what is theirs whatever the host did to the
+ * registry (debug.getregistry), and must never raise. */
+KLUA_HIDDEN void *klua_toobject(lua_State *L, int idx, const char *tname);
+KLUA_HIDDEN void *klua_checkudata(lua_State *L, int idx, const char *tname);
+/* Registers class tname before its metatable is made, raising when an earlier class has the
+ * same tag: every class name has 8 bytes or more, and no two share their first 8. */
+KLUA_HIDDEN void klua_claim_class(lua_State *L, const char *tname);
+#ifndef KLUA_SUPPORT_C
+#define luaL_testudata(L, idx, tname) klua_testudata(L, idx, tname)
+#define luaL_checkudata(L, idx, tname) klua_checkudata(L, idx, tname)
+#endif
+
 /* The userdata of class tname at argument 1 (self), or raises "calling 'class:method' on bad
  * self (tname expected, got ...)", as Lua's own checks do. */
 KLUA_HIDDEN void *klua_check_self(lua_State *L, const char *tname, const char *class);
+/* Names the C method at fn_idx name in bad-self messages after a Lua function of the layer
+ * (lua/kiln) took its place in the method table and calls it (LuaJIT's world:spawn). */
+KLUA_HIDDEN void klua_name_replaced(lua_State *L, int fn_idx, const char *name);
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
 /* The World a method was called on (argument 1), checked against the metatable the method
  * holds as upvalue KLUA_UPV_META. Raises when closed. Also holds the collector until the
@@ -296,6 +333,11 @@ KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);
 /* Pushes the kiln.World userdata of kw (also outside world:progress). */
 KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);
+/* Pushes the table at key (KLUA_STATE_*) of the state table of the World at world_idx, or
+ * nil (returning false) where there is none. Read raw, assuming nothing of what lies there:
+ * a host script holding the debug library can change a World's state (debug.setuservalue),
+ * and callers inside the schedule or a finalizer must not raise. */
+KLUA_HIDDEN bool klua_push_state(lua_State *L, int world_idx, const char *key);
 /* The main thread of L's state: what outlives any coroutine. */
 KLUA_HIDDEN lua_State *klua_main_thread(lua_State *L);
 /* The world's schedule, created (with its job pool) on first use. */
@@ -512,6 +554,10 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
+/* Frees the systems made through kw that are left: none of them is in a schedule then (a
+ * World's own were freed by their fini when its schedule went; a mod's view is released
+ * once its systems left, and those staged by a load that failed never joined). */
+KLUA_HIDDEN void klua_free_systems(klua_world *kw);
 /* Appends a failure {system, message (len bytes), traceback, disabled[, mod]} to the failures
  * of the World at world_idx, which world:progress and world:failures hand out. Allocates. */
 KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message,

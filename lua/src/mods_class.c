@@ -395,8 +395,8 @@ static int md_close(lua_State *L) {
 }
 
 static int md_gc(lua_State *L) {
-    klua_mods *mods = lua_touserdata(L, 1);
-    if (!mods->closed) klua_mods_close_all(mods);
+    klua_mods *mods = klua_toobject(L, 1, KLUA_MODS); /* debug.getmetatable reaches __gc */
+    if (mods && !mods->closed) klua_mods_close_all(mods);
     return 0;
 }
 
@@ -436,11 +436,10 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     if (kw->host) luaL_error(L, "kiln.mods: a mod cannot manage mods");
     if (kw->on_release) luaL_error(L, "kiln.mods: the world has a mod manager already");
     world_idx = lua_absindex(L, world_idx);
-    klua_mods *mods = lua_newuserdatauv(L, sizeof *mods, MODS_UV_COUNT);
+    klua_mods *mods = klua_newobject(L, sizeof *mods, MODS_UV_COUNT, KLUA_MODS);
     memset(mods, 0, sizeof *mods);
     mods->allow_ref = mods->log_ref = LUA_NOREF;
     mods->closed = true; /* until set up */
-    luaL_setmetatable(L, KLUA_MODS);
     lua_pushvalue(L, world_idx);
     lua_setiuservalue(L, -2, MODS_UV_WORLD);
     mods->kw = kw;
@@ -479,12 +478,32 @@ static int64_t int_option(lua_State *L, int t, const char *key, int64_t min, con
     return v;
 }
 
+/* Whether the function at idx is one of the host's debug library (package.loaded.debug). */
+static bool is_debug_function(lua_State *L, int idx) {
+    bool hit = false;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE &&
+        lua_getfield(L, -1, "debug") == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (!hit && lua_next(L, -2)) {
+            hit = lua_rawequal(L, -1, idx);
+            lua_pop(L, 1);
+        }
+    }
+    return hit; /* the caller resets the stack */
+}
+
 /* Raises unless the value at idx can be granted to mods: nil, booleans, numbers, strings,
- * functions (proxied), and tables of those without metatables, nested at most 32 deep. */
+ * functions (proxied) but none of the debug library, and tables of those without
+ * metatables, nested at most 32 deep. */
 static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
     idx = lua_absindex(L, idx);
     int t = lua_type(L, idx);
-    if (t == LUA_TTABLE) {
+    if (t == LUA_TFUNCTION) {
+        int top = lua_gettop(L);
+        bool debug = is_debug_function(L, idx);
+        lua_settop(L, top);
+        if (debug) klua_argerror(L, 2, fname, "allow holds a function of the debug library, which mods never get");
+    } else if (t == LUA_TTABLE) {
         if (depth >= 32) klua_argerror(L, 2, fname, "allow nests tables deeper than 32 (a cycle?)");
         if (lua_getmetatable(L, idx)) klua_argerror(L, 2, fname, "allow holds a table with a metatable");
         luaL_checkstack(L, 4, "allow nests too deep");

@@ -452,9 +452,7 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
 
 /* Pushes the table of Lua-valued resources (state.resources). */
 static void push_lua_resources(lua_State *L) {
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RESOURCES);
-    lua_remove(L, -2);
+    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* nil where the host changed the state */
 }
 
 /* the string of w->size bytes at w->data */
@@ -542,8 +540,10 @@ static int ready_work(lua_State *L) {
     lua_work *w = lua_touserdata(L, 1);
     lua_createtable(L, 0, w->size < INT32_MAX ? (int)w->size : INT32_MAX);
     lua_newtable(L);
-    lua_getiuservalue(L, WORLD, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, STATE, KLUA_STATE_RESOURCES);
+    if (!klua_push_state(L, WORLD, KLUA_STATE_RESOURCES))
+        return luaL_error(L, "the world's state was changed through the debug library");
+    lua_pushnil(L); /* (the slot the state took) */
+    lua_insert(L, STATE);
     const int from[] = {OWN, SAVED};
     for (int k = 0; k < 2; k++) {
         if (!lua_istable(L, from[k])) continue;
@@ -605,11 +605,12 @@ static int w_load(lua_State *L) {
                         .ready = on_ready, .ud = &lc};
     kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
-    /* the saved Lua resources join the world's: the merged table takes the place of its own */
-    if (lua_istable(L, lc.resources)) { /* (on_ready ran: it always does before a load lands) */
-        lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
+    /* the saved Lua resources join the world's: the merged table takes the place of its own
+     * (raw, as on_ready found the state: no Lua has run since, and nothing here may raise) */
+    if (lua_istable(L, lc.resources) && lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE) == LUA_TTABLE) {
+        lua_pushstring(L, KLUA_STATE_RESOURCES);
         lua_pushvalue(L, lc.resources);
-        lua_setfield(L, -2, KLUA_STATE_RESOURCES);
+        lua_rawset(L, -3);
     }
     lua_settop(L, lc.map);
     return 1;
@@ -626,10 +627,9 @@ static int w_hash(lua_State *L) {
 static int w_snapshot(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (kw->host) klua_fail(L, "world:snapshot", "snapshots of the world are the host's");
-    klua_snapshot *ks = lua_newuserdatauv(L, sizeof *ks, SNAPSHOT_UV_COUNT);
+    klua_snapshot *ks = klua_newobject(L, sizeof *ks, SNAPSHOT_UV_COUNT, KLUA_SNAPSHOT);
     ks->snap = NULL;
     ks->kw = kw;
-    luaL_setmetatable(L, KLUA_SNAPSHOT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, SNAPSHOT_UV_WORLD);
     if (kiln_snapshot_create(kw->world, &ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:snapshot");
@@ -648,7 +648,8 @@ static int w_restore(lua_State *L) {
 }
 
 static int snapshot_gc(lua_State *L) {
-    klua_snapshot *ks = luaL_checkudata(L, 1, KLUA_SNAPSHOT);
+    klua_snapshot *ks = klua_toobject(L, 1, KLUA_SNAPSHOT); /* a finalizer never raises */
+    if (!ks) return 0;
     kiln_snapshot_destroy(ks->snap);
     ks->snap = NULL;
     return 0;

@@ -121,12 +121,11 @@ int klua_world_query(lua_State *L) {
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    klua_query *kq = lua_newuserdatauv(L, sizeof *kq, KLUA_QUERY_UV_COUNT);
+    klua_query *kq = klua_newobject(L, sizeof *kq, KLUA_QUERY_UV_COUNT, KLUA_QUERY);
     int q_idx = lua_gettop(L);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
     kq->row = -1;
-    luaL_setmetatable(L, KLUA_QUERY);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_WORLD);
     kiln_query *q;
@@ -180,9 +179,8 @@ int klua_world_query(lua_State *L) {
     }
     lua_setiuservalue(L, -3, KLUA_QUERY_UV_PROXIES);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_DATA);
-    klua_query **guard = lua_newuserdatauv(L, sizeof *guard, KLUA_GUARD_UV_COUNT);
+    klua_query **guard = klua_newobject(L, sizeof *guard, KLUA_GUARD_UV_COUNT, KLUA_GUARD);
     *guard = kq;
-    luaL_setmetatable(L, KLUA_GUARD);
     lua_pushvalue(L, -2);
     lua_setiuservalue(L, -2, KLUA_GUARD_UV_QUERY); /* the guard keeps its query alive */
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_GUARD);
@@ -348,8 +346,8 @@ static int q_each(lua_State *L) {
 }
 
 static int guard_close(lua_State *L) {
-    klua_query **guard = luaL_checkudata(L, 1, KLUA_GUARD);
-    klua_query *kq = *guard;
+    klua_query **guard = klua_toobject(L, 1, KLUA_GUARD); /* debug.getmetatable reaches it */
+    klua_query *kq = guard ? *guard : NULL;
     /* one guard per query: closed from another thread while the loop's own thread runs, it
      * is an earlier loop's, ended (a stuck loop's thread may be closed from anywhere) */
     if (kq && kq->active && !kq->kw->closed && !klua_query_runs_elsewhere(L, kq)) {
@@ -412,7 +410,8 @@ static int q_count(lua_State *L) {
 }
 
 static int q_gc(lua_State *L) {
-    klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
+    klua_query *kq = klua_toobject(L, 1, KLUA_QUERY); /* a finalizer never raises */
+    if (!kq) return 0;
     if (kq->query && !kq->kw->closed) {
         if (kq->active) klua_query_finish(L, kq, 1);
         kiln_query_destroy(kq->query);

@@ -41,8 +41,8 @@ static int w_resource(lua_State *L) {
     kiln_component c = strlen(name) == len ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
     if (c && c != kw->shared_type && !klua_is_lua_valued(kw, c)) return core_resource(L, kw, c, setting);
     /* Any other name holds a Lua value, keyed by the whole string. */
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RESOURCES);
+    if (!klua_push_state(L, 1, KLUA_STATE_RESOURCES))
+        klua_fail(L, "world:resource", "the world's state was changed through the debug library");
     lua_pushvalue(L, 2);
     if (!setting) {
         lua_rawget(L, -2);

@@ -33,10 +33,9 @@ static bool looks_like_json(const char *s, size_t n) {
 }
 
 static klua_prefab_tree *push_tree(lua_State *L, klua_world *kw, int world_idx) {
-    klua_prefab_tree *t = lua_newuserdatauv(L, sizeof *t, SCENE_UV_COUNT);
+    klua_prefab_tree *t = klua_newobject(L, sizeof *t, SCENE_UV_COUNT, KLUA_PREFAB_TREE);
     t->prefab = NULL;
     t->kw = kw;
-    luaL_setmetatable(L, KLUA_PREFAB_TREE);
     lua_pushvalue(L, world_idx);
     lua_setiuservalue(L, -2, SCENE_UV_WORLD);
     return t;
@@ -88,7 +87,8 @@ static int tree_spawn(lua_State *L) {
 }
 
 static int tree_gc(lua_State *L) {
-    klua_prefab_tree *t = luaL_checkudata(L, 1, KLUA_PREFAB_TREE);
+    klua_prefab_tree *t = klua_toobject(L, 1, KLUA_PREFAB_TREE); /* a finalizer never raises */
+    if (!t) return 0;
     kiln_prefab_destroy(t->prefab);
     t->prefab = NULL;
     return 0;
@@ -190,10 +190,9 @@ static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const
 /* ---- world:instantiate ---- */
 
 static void push_instance(lua_State *L, klua_world *kw, kiln_instance *inst) {
-    klua_instance *ki = lua_newuserdatauv(L, sizeof *ki, SCENE_UV_COUNT);
+    klua_instance *ki = klua_newobject(L, sizeof *ki, SCENE_UV_COUNT, KLUA_INSTANCE);
     ki->instance = inst;
     ki->kw = kw;
-    luaL_setmetatable(L, KLUA_INSTANCE);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, SCENE_UV_WORLD);
 }
@@ -347,7 +346,8 @@ static int instance_index(lua_State *L) {
 }
 
 static int instance_gc(lua_State *L) {
-    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    klua_instance *ki = klua_toobject(L, 1, KLUA_INSTANCE); /* a finalizer never raises */
+    if (!ki) return 0;
     kiln_instance_destroy(ki->instance);
     ki->instance = NULL;
     return 0;
@@ -450,6 +450,7 @@ static const luaL_Reg tree_meta[] = {{"__gc", tree_gc}, {NULL, NULL}};
 void klua_open_scene(lua_State *L) {
     klua_addmethods(L, KLUA_WORLD, scene_methods);
     klua_createmeta(L, KLUA_PREFAB_TREE, tree_methods, tree_meta);
+    klua_claim_class(L, KLUA_INSTANCE);
     luaL_newmetatable(L, KLUA_INSTANCE);
     static const luaL_Reg instance_meta[] = {
         {"__index", instance_index}, {"__gc", instance_gc}, {"__tostring", instance_tostring}, {NULL, NULL}};

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#define KLUA_SUPPORT_C /* the checks below call the real luaL_testudata */
 #include "klua.h"
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -21,10 +22,10 @@ void klua_argerror(lua_State *L, int arg, const char *fname, const char *fmt, ..
     for (;;) {} /* not reached: lua_error does not return */
 }
 
+static const char *got_name(lua_State *L, int idx);
+
 void klua_typeerror(lua_State *L, int arg, const char *fname, const char *expected) {
-    const char *got = luaL_typename(L, arg);
-    if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
-    klua_argerror(L, arg, fname, "%s expected, got %s", expected, got);
+    klua_argerror(L, arg, fname, "%s expected, got %s", expected, got_name(L, arg));
 }
 
 void klua_fail(lua_State *L, const char *fname, const char *fmt, ...) {
@@ -152,8 +153,91 @@ static void push_public_meta(lua_State *L, const char *tname, int methods_idx) {
     lua_setfield(L, -2, "__index");
 }
 
+/* The tag of class tname: the first 8 bytes of its name ("kiln.Wor", "kiln.Que", ...: distinct
+ * for kiln's classes) mixed with the address of this object, so no script can write it. */
+static const char tag_salt;
+
+static uint64_t class_tag(const char *tname) {
+    uint64_t name;
+    memcpy(&name, tname, sizeof name); /* a class name has 8 bytes or more with its NUL */
+    return name ^ (uint64_t)(uintptr_t)&tag_salt;
+}
+
+/* The tag's place: after the struct, rounded up to 8 bytes. */
+#define TAG_AT(size) (((size) + 7) & ~(size_t)7)
+
+void *klua_newobject(lua_State *L, size_t size, int nuvalue, const char *tname) {
+    size_t at = TAG_AT(size);
+    uint8_t *p = lua_newuserdatauv(L, at + sizeof(uint64_t), nuvalue);
+    memset(p, 0, at);
+    uint64_t tag = class_tag(tname);
+    memcpy(p + at, &tag, sizeof tag);
+    if (luaL_getmetatable(L, tname) != LUA_TTABLE) /* the registry is the host's to change */
+        luaL_error(L, "the class %s was taken out of the registry (debug.getregistry)", tname);
+    lua_setmetatable(L, -2);
+    return p;
+}
+
+bool klua_has_tag(lua_State *L, int idx, const void *p, const char *tname) {
+    size_t len = lua_rawlen(L, idx);
+    if (!p || len < sizeof(uint64_t) || len % 8 != 0) return false;
+    uint64_t tag;
+    memcpy(&tag, (const uint8_t *)p + len - sizeof tag, sizeof tag);
+    return tag == class_tag(tname);
+}
+
+void *klua_toobject(lua_State *L, int idx, const char *tname) {
+    void *p = lua_type(L, idx) == LUA_TUSERDATA ? lua_touserdata(L, idx) : NULL;
+    return p && klua_has_tag(L, idx, p, tname) ? p : NULL;
+}
+
+void *klua_testudata(lua_State *L, int idx, const char *tname) {
+    void *p = luaL_testudata(L, idx, tname);
+    return p && klua_has_tag(L, idx, p, tname) ? p : NULL;
+}
+
+/* What a message says the value at idx is: its class (__name) or its type; a userdata that
+ * wears a kiln class's metatable without being of the class says so. */
+static const char *got_name(lua_State *L, int idx) {
+    const char *got = luaL_typename(L, idx);
+    if (luaL_getmetafield(L, idx, "__name") != LUA_TSTRING) return got;
+    got = lua_tostring(L, -1);
+    if (lua_type(L, idx) == LUA_TUSERDATA && strncmp(got, "kiln.", 5) == 0 && strlen(got) >= 8 &&
+        !klua_has_tag(L, idx, lua_touserdata(L, idx), got))
+        got = lua_pushfstring(L, "a userdata with the metatable of %s", got);
+    return got;
+}
+
+void *klua_checkudata(lua_State *L, int idx, const char *tname) {
+    void *p = klua_testudata(L, idx, tname);
+    if (!p) luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", tname, got_name(L, idx)));
+    return p;
+}
+
+void klua_claim_class(lua_State *L, const char *tname) {
+    if (strlen(tname) < 8) luaL_error(L, "kiln: class name %s is shorter than its tag (8 bytes)", tname);
+    lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_CLASSES);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_CLASSES);
+    }
+    lua_pushlstring(L, tname, 8);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, -3);
+    const char *other = lua_tostring(L, -1);
+    if (other && strcmp(other, tname) != 0)
+        luaL_error(L, "kiln: classes %s and %s share a tag (the first 8 bytes of their names)", other, tname);
+    lua_pop(L, 1);
+    lua_pushstring(L, tname);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
 void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
                      const luaL_Reg *metamethods) {
+    klua_claim_class(L, tname);
     luaL_newmetatable(L, tname);
     if (metamethods) luaL_setfuncs(L, metamethods, 0);
     lua_newtable(L);
@@ -184,7 +268,7 @@ lua_State *klua_main_thread(lua_State *L) {
 }
 
 klua_world *klua_check_world(lua_State *L, int idx) {
-    klua_world *kw = luaL_testudata(L, idx, KLUA_WORLD);
+    klua_world *kw = klua_testudata(L, idx, KLUA_WORLD);
     if (!kw) klua_typeerror(L, idx, "kiln", KLUA_WORLD);
     if (kw->closed) luaL_error(L, "attempt to use a closed world");
     return kw;
@@ -196,7 +280,8 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx) { return klua_check_worl
  * caller called it. */
 /* The running method's name: its key in the method table of class tname (the metatable's
  * __index), since a call through t[m] or a local copy has no name at the call site to go by
- * (`local f = w.despawn; f(5)` named it 'f'); else the call site's name, else "?". Leaves
+ * (`local f = w.despawn; f(5)` named it 'f'); else the name it was given when a Lua function
+ * replaced it there (klua_name_replaced); else the call site's name, else "?". Leaves
  * what it pushed on the stack (an error is raised next). */
 static const char *method_name(lua_State *L, const char *tname) {
     lua_Debug ar;
@@ -210,25 +295,41 @@ static const char *method_name(lua_State *L, const char *tname) {
             lua_pop(L, 1);
         }
     }
+    lua_settop(L, fn);
+    /* a method a Lua function replaced (klua_name_replaced); the registry is the host's to
+     * change (debug.getregistry), so nothing is assumed of what lies there */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_REPLACED) == LUA_TTABLE) {
+        lua_pushvalue(L, fn);
+        if (lua_rawget(L, -2) == LUA_TSTRING) return lua_tostring(L, -1);
+    }
     return ar.name ? ar.name : "?";
 }
 
+void klua_name_replaced(lua_State *L, int fn_idx, const char *name) {
+    fn_idx = lua_absindex(L, fn_idx);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, KLUA_REG_REPLACED);
+    lua_pushvalue(L, fn_idx);
+    lua_pushstring(L, name);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
 static void self_error(lua_State *L, const char *tname, const char *class) {
-    const char *got = luaL_typename(L, 1);
-    if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING) got = lua_tostring(L, -1);
+    const char *got = got_name(L, 1);
     const char *fname = lua_pushfstring(L, "%s:%s", class, method_name(L, tname));
     klua_argerror(L, 1, fname, "%s expected, got %s", tname, got);
 }
 
 void *klua_check_self(lua_State *L, const char *tname, const char *class) {
-    void *p = luaL_testudata(L, 1, tname);
+    void *p = klua_testudata(L, 1, tname);
     if (!p) self_error(L, tname, class);
     return p;
 }
 
 klua_world *klua_self_plain(lua_State *L) {
     klua_world *kw = lua_touserdata(L, 1);
-    if (!kw || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(KLUA_UPV_META)))
+    if (!kw || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(KLUA_UPV_META)) ||
+        !klua_has_tag(L, 1, kw, KLUA_WORLD))
         self_error(L, KLUA_WORLD, "world");
     lua_pop(L, 1);
     if (kw->closed) luaL_error(L, "attempt to use a closed world");
@@ -258,18 +359,20 @@ void klua_release_gc(lua_State *L, klua_world *kw) {
 }
 
 static int gc_guard_close(lua_State *L) {
-    klua_world *kw = *(klua_world **)lua_touserdata(L, 1);
-    if (kw) klua_release_gc(L, kw);
+    klua_world **guard = klua_toobject(L, 1, KLUA_GC_GUARD); /* debug.getmetatable reaches it */
+    if (guard && *guard) klua_release_gc(L, *guard);
     return 0;
 }
 
 int klua_new_gc_guard(lua_State *L, klua_world *kw) {
-    klua_world **guard = lua_newuserdatauv(L, sizeof *guard, 0);
+    if (luaL_newmetatable(L, KLUA_GC_GUARD)) {
+        klua_claim_class(L, KLUA_GC_GUARD);
+        lua_pushcfunction(L, gc_guard_close);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    klua_world **guard = klua_newobject(L, sizeof *guard, 0, KLUA_GC_GUARD);
     *guard = kw;
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, gc_guard_close);
-    lua_setfield(L, -2, "__close");
-    lua_setmetatable(L, -2);
     return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
@@ -324,9 +427,35 @@ void klua_push_self(lua_State *L, klua_world *kw) {
         lua_pushvalue(L, kw->progress_idx);
         return;
     }
-    lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS);
-    lua_rawgetp(L, -1, kw);
+    /* nil unless the entry is kw's own World: the registry is the host's to change */
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS) == LUA_TTABLE) lua_rawgetp(L, -1, kw);
+    else lua_pushnil(L);
     lua_remove(L, -2);
+    if (lua_type(L, -1) != LUA_TUSERDATA || lua_touserdata(L, -1) != kw) { /* else kw's own */
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+}
+
+bool klua_push_state(lua_State *L, int world_idx, const char *key) {
+    world_idx = lua_absindex(L, world_idx);
+    if (lua_type(L, world_idx) != LUA_TUSERDATA) {
+        lua_pushnil(L);
+        return false;
+    }
+    if (lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return false;
+    }
+    lua_pushstring(L, key);
+    bool found = lua_rawget(L, -2) == LUA_TTABLE;
+    lua_remove(L, -2);
+    if (!found) {
+        lua_pop(L, 1);
+        lua_pushnil(L);
+    }
+    return found;
 }
 
 kiln_schedule *klua_schedule(lua_State *L, klua_world *kw) {

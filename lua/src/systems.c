@@ -78,12 +78,19 @@ static int run_each(lua_State *L) {
 void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message, size_t len,
                        const char *traceback, bool disabled, const char *mod) {
     world_idx = lua_absindex(L, world_idx);
-    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
-    if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
+    if (lua_type(L, world_idx) != LUA_TUSERDATA) return;
+    /* raw, and nothing assumed of what lies there: the state is the host's to change */
+    if (lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pushstring(L, KLUA_STATE_FAILURES);
+    if (lua_rawget(L, -2) != LUA_TTABLE) {
         lua_pop(L, 1);
         lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, -3, KLUA_STATE_FAILURES);
+        lua_pushstring(L, KLUA_STATE_FAILURES);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4);
     }
     lua_createtable(L, 0, 5);
     lua_pushstring(L, system);
@@ -115,23 +122,49 @@ static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disab
 
 /* A system's function and query are held by its world's state table (KLUA_STATE_RUNS, keyed
  * by the system's address), not by the registry: a query leads back to its world, and a
- * registry reference to it kept a world its script dropped alive for good. Pushes {function,
- * query} of s from the world at world_idx (nil once s was released, or without the world). */
+ * registry reference to it kept a world its script dropped alive for good. Slots of an entry: */
+enum run_slot { RUN_FN = 1, RUN_QUERY };
+
+/* Pushes the entry of s from the world at world_idx (nil once s was released, or without
+ * the world). */
 static void push_run(lua_State *L, int world_idx, const klua_system *s) {
-    if (lua_type(L, world_idx) != LUA_TUSERDATA) {
-        lua_pushnil(L);
-        return;
+    if (klua_push_state(L, world_idx, KLUA_STATE_RUNS)) {
+        lua_rawgetp(L, -1, s);
+        lua_remove(L, -2);
     }
-    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RUNS);
-    lua_rawgetp(L, -1, s);
-    lua_replace(L, -3);
-    lua_pop(L, 1);
 }
 
-/* Pushes part i of s's run (1 its function, 2 its query) from the run at idx; nil when the run
- * is missing (a world:system that raised after its system joined the schedule). */
-static void push_part(lua_State *L, int idx, int i) {
+/* Makes a system of kw, with its memory from the allocator of L (a mod's counts it). */
+static klua_system *new_system(lua_State *L, klua_world *kw) {
+    void *ud;
+    lua_Alloc alloc = lua_getallocf(L, &ud);
+    klua_system *s = alloc(ud, NULL, 0, sizeof *s);
+    if (!s) luaL_error(L, "not enough memory");
+    memset(s, 0, sizeof *s);
+    s->alloc = alloc;
+    s->alloc_ud = ud;
+    s->kw = kw;
+    s->next = kw->systems;
+    kw->systems = s;
+    return s;
+}
+
+static void free_system(klua_system *s) {
+    for (klua_system **at = &s->kw->systems; *at; at = &(*at)->next)
+        if (*at == s) {
+            *at = s->next;
+            break;
+        }
+    s->alloc(s->alloc_ud, s, sizeof *s, 0);
+}
+
+void klua_free_systems(klua_world *kw) {
+    while (kw->systems) free_system(kw->systems);
+}
+
+/* Pushes slot i of the entry at idx; nil when the entry is missing (a host script changed the
+ * world's state through the debug library: the run then fails). */
+static void push_part(lua_State *L, int idx, enum run_slot i) {
     if (lua_type(L, idx) == LUA_TTABLE) lua_rawgeti(L, idx, i);
     else lua_pushnil(L);
 }
@@ -156,7 +189,7 @@ static void trampoline(const kiln_system_ctx *ctx) {
     int run = self + 1;
     klua_budget_arm(L, kw, kw->instructions, what, &saved);
     if (!s->each) {
-        push_part(L, run, 1);
+        push_part(L, run, RUN_FN);
         lua_pushvalue(L, self);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 2, 0, top + 1);
@@ -164,13 +197,14 @@ static void trampoline(const kiln_system_ctx *ctx) {
     } else {
         /* LuaJIT: a Lua loop over FFI views where the world allows them (jit_views.c) */
         if (!klua_jit_push_each_runner(L, kw)) lua_pushcfunction(L, run_each);
-        push_part(L, run, 2);
-        push_part(L, run, 1);
+        push_part(L, run, RUN_QUERY);
+        push_part(L, run, RUN_FN);
         lua_pushnumber(L, ctx->dt);
         status = lua_pcall(L, 3, 0, top + 1);
         klua_budget_disarm(L, kw, &saved);
-        push_part(L, run, 2);
-        if (!lua_isnil(L, -1)) klua_query_abort(L, -1); /* ends an iteration the error interrupted */
+        push_part(L, run, RUN_QUERY);
+        /* ends an iteration the error interrupted (a query: the entry is the host's to change) */
+        if (luaL_testudata(L, -1, KLUA_QUERY)) klua_query_abort(L, -1);
         lua_pop(L, 1);
     }
     /* Documented rule: loops the system left open (suspended in a coroutine) end with its
@@ -202,31 +236,39 @@ static void trampoline(const kiln_system_ctx *ctx) {
 }
 
 /* The system's kiln_fini_fn: it has left the schedule (removed, or the schedule destroyed).
- * Releases its function and query, and its anchor in the world's systems table unless a
- * system of the same name has taken that place meanwhile. Runs on the thread that owns Lua
- * (Lua systems are main-thread systems). */
+ * Releases its function and query, and its name in the world's systems table unless a
+ * system of the same name has taken that place meanwhile, and frees it. Runs on the thread
+ * that owns Lua (Lua systems are main-thread systems), inside the schedule: nothing raises. */
 static void system_fini(kiln_world *world, void *user) {
     (void)world;
     klua_system *s = user;
     klua_world *kw = s->kw;
     lua_State *L = kw->run_L ? kw->run_L : s->L;
     /* the world being collected (its weak entry is gone then) takes its state table along */
-    if (kw->closed || !lua_checkstack(L, 5)) return;
-    klua_push_self(L, kw);
-    if (lua_type(L, -1) == LUA_TUSERDATA) {
-        lua_getiuservalue(L, -1, KLUA_WORLD_UV_STATE);
-        lua_getfield(L, -1, KLUA_STATE_RUNS);
-        lua_pushnil(L);
-        lua_rawsetp(L, -2, s); /* the key exists: no allocation */
-        lua_pop(L, 1);
-        lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
-        if (lua_getfield(L, -1, s->name) == LUA_TUSERDATA && lua_touserdata(L, -1) == s) {
-            lua_pushnil(L);
-            lua_setfield(L, -3, s->name);
+    if (!kw->closed && lua_checkstack(L, 6)) {
+        klua_push_self(L, kw);
+        if (klua_push_state(L, -1, KLUA_STATE_RUNS)) {
+            if (lua_rawgetp(L, -1, s) != LUA_TNIL) {
+                lua_pushnil(L);
+                lua_rawsetp(L, -3, s); /* the key exists: no allocation */
+            }
+            lua_pop(L, 1);
         }
-        lua_pop(L, 3);
+        lua_pop(L, 1);
+        if (klua_push_state(L, -1, KLUA_STATE_SYSTEMS)) {
+            lua_pushstring(L, s->name);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, -3) == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == s) {
+                lua_pop(L, 1);
+                lua_pushnil(L);
+                lua_rawset(L, -3);
+            } else {
+                lua_pop(L, 2);
+            }
+        }
+        lua_pop(L, 2);
     }
-    lua_pop(L, 1);
+    free_system(s);
 }
 
 /* Checks the descriptor of world:system and fills d (names anchored by the table at 2). */
@@ -255,6 +297,58 @@ static void read_system_desc(lua_State *L, klua_world *kw, kiln_system_desc *d, 
     *nw = access_list(L, kw, 2, "writes", d->writes);
     order_list(L, 2, "before", d->before);
     order_list(L, 2, "after", d->after);
+}
+
+/* What register_system adds: the system of desc d to sched on the world kw. */
+typedef struct registration {
+    klua_world *kw;
+    kiln_schedule *sched;
+    const kiln_system_desc *d;
+} registration;
+
+/* Runs protected, with (registration, the World, the system's entry): records the entry
+ * under the system's address, anchors the system by its name, and adds it to the schedule;
+ * raises when refused. What allocates runs before the system is in: once it is, nothing
+ * here can fail, so a system in the schedule always has its entry. */
+static int register_system(lua_State *L) {
+    registration *reg = lua_touserdata(L, 1);
+    klua_world *kw = reg->kw;
+    if (!klua_push_state(L, 2, KLUA_STATE_RUNS) || !klua_push_state(L, 2, KLUA_STATE_SYSTEMS))
+        klua_fail(L, FNAME, "the world's state was changed through the debug library");
+    lua_pushvalue(L, 3);
+    lua_rawsetp(L, -3, reg->d->user);
+    lua_pushstring(L, reg->d->name);
+    lua_pushlightuserdata(L, reg->d->user);
+    lua_rawset(L, -3);
+    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, reg->d); /* raises when refused */
+    else if (kiln_schedule_add(reg->sched, reg->d) != KILN_OK) klua_fail_world(L, kw->world, FNAME);
+    return 0;
+}
+
+/* Undoes what a refused register_system did, leaving the world's state table as it was
+ * before (old_idx: what the name anchored then); the error stays on top. Allocates nothing:
+ * only keys that exist are set. */
+static void unregister(lua_State *L, int old_idx, const klua_system *s, const char *name) {
+    if (klua_push_state(L, 1, KLUA_STATE_RUNS)) {
+        if (lua_rawgetp(L, -1, s) != LUA_TNIL) {
+            lua_pushnil(L);
+            lua_rawsetp(L, -3, s); /* the key exists: no allocation */
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (klua_push_state(L, 1, KLUA_STATE_SYSTEMS)) {
+        lua_pushstring(L, name);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, -3) == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == s) {
+            lua_pop(L, 1);
+            lua_pushvalue(L, old_idx);
+            lua_rawset(L, -3);
+        } else {
+            lua_pop(L, 2);
+        }
+    }
+    lua_pop(L, 1);
 }
 
 /* world:system{name =, reads =, writes =, before =, after =, exclusive =, run = | each =
@@ -310,11 +404,27 @@ static int w_system(lua_State *L) {
         }
         lua_pop(L, 1);
     }
-    klua_system *s = lua_newuserdatauv(L, sizeof *s, 0);
-    memset(s, 0, sizeof *s);
+    int64_t each_cost = has_each ? klua_bounded_cost(L, fn_idx) : -1;
+    /* The entry of the system (push_run), made before the schedule can run it. */
+    lua_createtable(L, RUN_QUERY, 0);
+    lua_pushvalue(L, fn_idx);
+    lua_rawseti(L, -2, RUN_FN);
+    if (query_idx) {
+        lua_pushvalue(L, query_idx);
+        lua_rawseti(L, -2, RUN_QUERY);
+    }
+    int run_idx = lua_gettop(L);
+    luaL_checkstack(L, 8, NULL);
+    /* what the name held before: put back on a refusal (raw: the state is the host's) */
+    if (klua_push_state(L, 1, KLUA_STATE_SYSTEMS)) {
+        lua_pushstring(L, name);
+        lua_rawget(L, -2);
+        lua_remove(L, -2);
+    }
+    int old_idx = lua_gettop(L);
+    klua_system *s = new_system(L, kw); /* nothing raises from here to the protected call */
     s->each = query_idx != 0;
-    s->each_cost = has_each ? klua_bounded_cost(L, fn_idx) : -1;
-    s->kw = kw;
+    s->each_cost = each_cost;
     s->L = klua_main_thread(L); /* never the coroutine that happened to define it */
     strcpy(s->name, name);
     s->exclusive = d.exclusive;
@@ -325,26 +435,16 @@ static int w_system(lua_State *L) {
     d.run = trampoline;
     d.fini = system_fini;
     d.user = s;
-    /* The state table holds the function and the query as long as the world lives (push_run),
-     * set before the schedule can run the system: what allocates here fails before it is in */
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_RUNS);
-    lua_createtable(L, 2, 0);
-    lua_pushvalue(L, fn_idx);
-    lua_rawseti(L, -2, 1);
-    if (query_idx) {
-        lua_pushvalue(L, query_idx);
-        lua_rawseti(L, -2, 2);
+    registration reg = {kw, sched, &d};
+    lua_pushcfunction(L, register_system);
+    lua_pushlightuserdata(L, &reg);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, run_idx);
+    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+        unregister(L, old_idx, s, name);
+        free_system(s);
+        lua_error(L);
     }
-    lua_rawsetp(L, -2, s);
-    lua_pop(L, 2);
-    if (kw->mod_hooks) kw->mod_hooks->add_system(L, kw, &d); /* raises when refused */
-    else if (kiln_schedule_add(sched, &d) != KILN_OK) klua_fail_world(L, kw->world, fname);
-    /* It anchors the system (and its name) too. */
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
-    lua_pushvalue(L, -3);
-    lua_setfield(L, -2, name);
     /* no lua_settop below the collector guard here: Lua 5.4.4's lua_settop can use a stale
      * stack pointer after closing a to-be-closed slot; returning closes it safely */
     return 0;
@@ -456,10 +556,8 @@ static int w_systems(lua_State *L) {
 /* A mod's view may enable, disable or remove only the mod's own systems. */
 static void check_own(lua_State *L, klua_world *kw, const char *name, const char *fname) {
     if (!kw->host) return;
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
-    bool own = lua_getfield(L, -1, name) == LUA_TUSERDATA;
-    lua_pop(L, 3);
+    bool own = false;
+    for (klua_system *s = kw->systems; s && !own; s = s->next) own = strcmp(s->name, name) == 0;
     if (!own) klua_argerror(L, 2, fname, "'%s' is not a system of this mod", klua_quote(L, name, strlen(name)));
 }
 
@@ -474,9 +572,8 @@ static int w_enable(lua_State *L) {
     if (strlen(name) != len || kiln_schedule_enable(sched, name, on) != KILN_OK)
         klua_argerror(L, 2, "world:enable", "no system named '%s'", klua_quote(L, name, len));
     /* Enabling a Lua system again gives it a fresh count of consecutive failures. */
-    lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
-    lua_getfield(L, -1, KLUA_STATE_SYSTEMS);
-    if (on && lua_getfield(L, -1, name) == LUA_TUSERDATA) ((klua_system *)lua_touserdata(L, -1))->failures = 0;
+    for (klua_system *s = kw->systems; s && on; s = s->next)
+        if (strcmp(s->name, name) == 0) s->failures = 0;
     return 0;
 }
 

@@ -497,12 +497,14 @@ void klua_values_new(lua_State *L, klua_world *kw, int world_idx) {
 }
 
 void klua_values_drop(lua_State *L, klua_world *kw, int world_idx) {
-    lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
-    if (lua_istable(L, -1)) {
-        lua_pushnil(L);
-        lua_setfield(L, -2, KLUA_STATE_VALUES); /* a closed world keeps no values */
+    if (lua_type(L, world_idx) == LUA_TUSERDATA) { /* the state: whatever the host left there */
+        if (lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE) == LUA_TTABLE) {
+            lua_pushstring(L, KLUA_STATE_VALUES);
+            lua_pushnil(L);
+            lua_rawset(L, -3); /* a closed world keeps no values */
+        }
+        lua_pop(L, 1);
     }
-    lua_pop(L, 1);
     /* (an owned world's block is gone with it; a host's world pushed again has another World,
      * and box, on the same block) */
     if (!kw->owned && kw->shared->values_ref == kw->values_box_ref) kw->shared->values_ref = LUA_NOREF;

@@ -18,6 +18,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     }
     if (!kw->host) kiln_schedule_destroy(kw->schedule); /* a view's is the host's */
     kw->schedule = NULL;
+    klua_free_systems(kw); /* those left never joined: the others' fini freed them */
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
     } else if (kw->shared) {
@@ -43,7 +44,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     klua_comp_free(L, kw);                         /* and the field keys with them */
     /* the guard may still sit in a closing slot: it must not point at a dead world */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
-    klua_world **guard = lua_touserdata(L, -1);
+    klua_world **guard = klua_toobject(L, -1, KLUA_GC_GUARD); /* the registry is the host's to change */
     if (guard) *guard = NULL;
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
@@ -76,8 +77,10 @@ static int w_close(lua_State *L) {
 }
 
 static int w_gc(lua_State *L) {
-    klua_world *kw = to_world(L, 1);
-    release(L, kw, 1);
+    /* a finalizer never raises: debug.setmetatable can hand it any userdata (LuaJIT would
+     * raise its error out of the collection step) */
+    klua_world *kw = klua_toobject(L, 1, KLUA_WORLD);
+    if (kw) release(L, kw, 1);
     return 0;
 }
 
@@ -111,10 +114,9 @@ static void register_weak(lua_State *L, klua_world *kw) {
 
 /* A zeroed kiln.World userdata with its state table. */
 static klua_world *new_userdata(lua_State *L) {
-    klua_world *kw = lua_newuserdatauv(L, sizeof *kw, KLUA_WORLD_UV_COUNT);
+    klua_world *kw = klua_newobject(L, sizeof *kw, KLUA_WORLD_UV_COUNT, KLUA_WORLD);
     memset(kw, 0, sizeof *kw);
     kw->names_ref = kw->gc_guard_ref = kw->values_box_ref = LUA_NOREF;
-    luaL_setmetatable(L, KLUA_WORLD);
     lua_newtable(L);
     lua_newtable(L);
     lua_setfield(L, -2, KLUA_STATE_RESOURCES);

@@ -237,13 +237,6 @@ KILN_TEST(parallel, an_unchanged_world_computes_and_writes_nothing_on_a_pool_and
     kiln_jobs_destroy(jobs);
 }
 
-/* A Parent link written through a pointer, the one path the Parent check does not guard. */
-static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
-    kiln_parent *link = kiln_get_mut(s->world, e, s->ids.parent);
-    ck_assert_ptr_nonnull(link);
-    link->entity = parent;
-}
-
 KILN_TEST(parallel, a_cycle_fails_on_a_pool_as_it_does_inline_and_the_rest_still_matches) {
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
     ck_assert_ptr_nonnull(jobs);
@@ -310,5 +303,48 @@ KILN_TEST(parallel, the_propagation_system_on_a_pool_matches_the_system_run_inli
     ck_assert_int_eq(stats.added, 0);
     forest_free(&serial);
     forest_free(&parallel);
+    kiln_jobs_destroy(jobs);
+}
+
+/* A main-thread system that shares the propagation's stage (it only reads Parent) and takes
+ * subtrees away each frame with kiln_transform_despawn_recursive. */
+typedef struct pruner {
+    twin *t;
+    int next;
+} pruner;
+
+static void prune_system(const kiln_system_ctx *ctx) {
+    pruner *p = ctx->user;
+    for (int k = 0; k < 8 && p->next < p->t->n; p->next += 97, k++)
+        if (kiln_is_alive(ctx->world, p->t->h[p->next]))
+            ck_assert_int_eq(kiln_transform_despawn_recursive(ctx->world, p->t->h[p->next]), KILN_OK);
+}
+
+KILN_TEST(parallel, a_recursive_despawn_beside_the_propagation_system_shares_no_scratch_with_it) {
+    /* The two run at once (the propagation on the pool, the pruner on the calling thread):
+     * the despawn must not use the propagation's scratch (ThreadSanitizer sees it if so). */
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    ck_assert_ptr_nonnull(jobs);
+    twin t;
+    forest_build(&t, 33u);
+    kiln_schedule *schedule = kiln_schedule_create(t.s.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_ptr_nonnull(schedule);
+    kiln_system_desc desc;
+    kiln_transform_system_desc(t.s.world, &desc);
+    ck_assert_int_eq(kiln_schedule_add(schedule, &desc), KILN_OK);
+    pruner p = {&t, ROOTS / 3};
+    ck_assert_int_eq(kiln_schedule_add(schedule, &(kiln_system_desc){.name = "prune", .run = prune_system, .user = &p,
+                                                                       .reads = {t.s.ids.parent}, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(schedule), 1);
+    for (int frame = 0; frame < 4; frame++) {
+        forest_change(&t, 900u + (uint32_t)frame);
+        ck_assert_msg(kiln_schedule_run(schedule, 0.016) == KILN_OK, "%s", kiln_world_error(t.s.world));
+    }
+    kiln_tick_advance(t.s.world);
+    kiln_transform_propagate_stats stats;
+    ck_assert_int_eq(kiln_transform_propagate(t.s.world, &stats), KILN_OK);
+    kiln_schedule_destroy(schedule);
+    forest_free(&t);
     kiln_jobs_destroy(jobs);
 }

@@ -259,16 +259,6 @@ KILN_TEST(propagation, a_dead_parent_makes_the_child_a_root) {
     assert_matrix_near(world_matrix(&F, adopted), c, "linked to a stale handle");
 }
 
-/* Writes a Parent link through kiln_get_mut, the one path the Parent check does not guard,
- * to build the self links and cycles that propagation must survive. */
-static void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
-    if (!kiln_has(s->world, e, s->ids.parent))
-        ck_assert_int_eq(kiln_add(s->world, e, s->ids.parent, NULL), KILN_OK);
-    kiln_parent *link = kiln_get_mut(s->world, e, s->ids.parent);
-    ck_assert_ptr_nonnull(link);
-    link->entity = parent;
-}
-
 KILN_TEST(propagation, a_parent_link_to_itself_makes_the_entity_a_root) {
     kiln_local_transform l = sample_local(7), cl = sample_local(8);
     kiln_entity e = spawn_node(&F, KILN_NULL_ENTITY, &l);

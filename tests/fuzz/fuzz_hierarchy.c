@@ -5,12 +5,18 @@
 
 #include "fuzz_ops.h"
 
+/* Alive, or (deferred) reserved by a spawn earlier in the section: what set_parent and
+ * despawn_recursive take. */
+static bool linkable(fz_ctx *c, const fz_ent *e) {
+    return e && (e->state == FZ_ALIVE || (e->state == FZ_RESERVED && c->m.defer_depth > 0));
+}
+
 static kiln_result set_parent_want(fz_ctx *c, kiln_entity child, kiln_entity parent) {
     fz_ent *ce = model_find(&c->m, child);
-    if (!ce || ce->state != FZ_ALIVE) return KILN_ERR_DEAD_ENTITY;
+    if (!linkable(c, ce)) return KILN_ERR_DEAD_ENTITY;
     if (parent == KILN_NULL_ENTITY) return KILN_OK;
     fz_ent *pe = model_find(&c->m, parent);
-    if (!pe || pe->state != FZ_ALIVE) return KILN_ERR_DEAD_ENTITY;
+    if (!linkable(c, pe)) return KILN_ERR_DEAD_ENTITY;
     unsigned char v[FZ_VAL] = {0};
     kiln_parent p = {parent};
     memcpy(v, &p, sizeof p);
@@ -69,7 +75,11 @@ static void op_children(fz_ctx *c) {
     int32_t nw = model_children(c, parent, want);
     int64_t f0 = fuzz_alloc_failures();
     int32_t ng = kiln_transform_children(c->w, parent, got, FZ_MAX_ENT);
-    if (ng == 0 && nw > 0 && fuzz_alloc_failures() > f0) return; /* out of memory: 0 */
+    if (ng == -1 && fuzz_alloc_failures() > f0) { /* out of memory, and saying so */
+        if (strcmp(kiln_world_error(c->w), "kiln_transform_children: out of memory") != 0)
+            fuzz_fail(c, "kiln_transform_children out of memory says '%s'", kiln_world_error(c->w));
+        return;
+    }
     if (ng != nw || memcmp(got, want, sizeof(kiln_entity) * (size_t)nw) != 0)
         fuzz_fail(c, "kiln_transform_children lists %d children, the model %d (or other ones)", ng, nw);
 }
@@ -79,7 +89,7 @@ static void op_despawn_recursive(fz_ctx *c) {
     if (c->queue.count + FZ_MAX_ENT + 8 > c->queue.cap) return;
     kiln_entity root = fz_pick_entity(c);
     fz_ent *re = model_find(&c->m, root);
-    kiln_result want = re && re->state == FZ_ALIVE ? KILN_OK : KILN_ERR_DEAD_ENTITY;
+    kiln_result want = linkable(c, re) ? KILN_OK : KILN_ERR_DEAD_ENTITY;
     kiln_entity order[FZ_MAX_ENT];
     int32_t n = 0;
     if (want == KILN_OK) {

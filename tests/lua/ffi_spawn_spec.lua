@@ -196,6 +196,13 @@ describe("world:spawn's FFI path", function()
                     "calling 'world:spawn' on bad self (kiln.World expected, got no value)")
         H.unchanged(w, nil, function() w.spawn(5, {Position = {}}) end,
                     "calling 'world:spawn' on bad self (kiln.World expected, got number)")
+        -- called where no call site names it (by pcall, through a local copy): as Lua 5.4 says
+        local ok, err = pcall(spawn, 5, {Position = {}})
+        assert.is_false(ok)
+        assert.are.equal("calling 'world:spawn' on bad self (kiln.World expected, got number)", err)
+        local f = w.spawn
+        H.unchanged(w, nil, function() f("w", {Position = {}}) end,
+                    "calling 'world:spawn' on bad self (kiln.World expected, got string)")
         fast(w, {Position = {}})
         w:close()
         H.raises(function() w:spawn{Position = {}} end, "attempt to use a closed world")

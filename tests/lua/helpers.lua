@@ -16,6 +16,14 @@ function H.world(options)
     return w
 end
 
+-- A world of n movers (Position and Velocity), its query over both, and its entities.
+function H.movers(n)
+    local w = H.world()
+    local es = {}
+    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}} end
+    return w, w:query{"Position", "Velocity"}, es
+end
+
 -- "12v3": how the binding names an entity in messages (slot index v generation).
 function H.entity_str(e)
     return string.format("%dv%d", e % 2 ^ 32, math.floor(e / 2 ^ 32) % 2 ^ 21)

@@ -96,4 +96,70 @@ describe("hierarchy", function()
         w:set(leaf, "Parent", {entity = root}) -- a legal move still works
         assert.are.same({mid, leaf}, w:children(root))
     end)
+
+    it("links entities spawned earlier in the same loop", function()
+        local w = H.world()
+        local root = w:spawn()
+        local q = w:query{"Position"}
+        w:spawn{Position = {x = 1}}
+        local made = {}
+        for e in q:each() do
+            local a = w:spawn()
+            local b = w:spawn()
+            w:set_parent(a, root)
+            w:set_parent(b, a)
+            made[#made + 1] = {a, b}
+        end
+        assert.are.same({made[1][1]}, w:children(root))
+        assert.are.same({made[1][2]}, w:children(made[1][1]))
+    end)
+
+    it("despawn_recursive in a system needs Parent declared, as children does", function()
+        local w = H.world()
+        local root = w:spawn()
+        local kid = w:spawn()
+        w:set_parent(kid, root)
+        local got
+        w:system{name = "prune", reads = {"Position"}, run = function(world)
+            got = H.raises(function() world:despawn_recursive(root) end)
+        end}
+        assert(w:progress(0))
+        assert.are.equal("world:despawn_recursive: system 'prune' reads Parent without declaring it in reads or writes", got)
+        assert.is_true(w:is_alive(root) and w:is_alive(kid))
+        w:remove_system("prune")
+        w:system{name = "prune2", reads = {"Parent"}, run = function(world) world:despawn_recursive(root) end}
+        assert(w:progress(0))
+        assert.is_false(w:is_alive(root) or w:is_alive(kid))
+    end)
+
+    it("refuses a parent the world never handed out, through add, set, views and set_parent", function()
+        local w = H.world()
+        local root, child, gone = w:spawn(), w:spawn(), w:spawn()
+        w:despawn(gone)
+        local names = {"Parent"}
+        -- (integer arithmetic, not bit operators, so LuaJIT reads the spec too)
+        local unspawned = 4294967296 + 100000         -- slot 100000, generation 1
+        local next_in_slot = gone + 4294967296        -- what the next spawn there will be
+        for _, bad in ipairs{unspawned, next_in_slot} do
+            H.unchanged(w, names, function() w:add(child, "Parent", {entity = bad}) end, "world:add", "parent")
+            H.unchanged(w, names, function() w:set_parent(child, bad) end, "world:set_parent")
+        end
+        if not H.luajit then -- 2^62 + a handle is beyond a double's 53 bits
+            local placeholder = root + 4611686018427387904 -- a C buffer's placeholder bit
+            H.unchanged(w, names, function() w:add(child, "Parent", {entity = placeholder}) end, "world:add",
+                        "placeholder, not an entity")
+            H.unchanged(w, names, function() w:set_parent(child, placeholder) end, "world:set_parent", "placeholder")
+        end
+        H.unchanged(w, names, function() w:add(child, "Parent", {entity = unspawned}) end, "world:add",
+                    "was never spawned in this world")
+        w:set_parent(child, root)
+        local q = w:query{"Parent"}
+        H.unchanged(w, names, function()
+            for e, p in q:each() do if e == child then p.entity = next_in_slot end end
+        end, "query:each", "never spawned")
+        assert.are.equal(next_in_slot, w:spawn()) -- the link would have named this entity
+        assert.are.same({child}, w:children(root))
+        w:add(child, "Parent", {entity = gone}) -- a stale handle stays a dead link: a root
+        assert.are.same({}, w:children(root))
+    end)
 end)

@@ -185,6 +185,14 @@ kiln_entity spawn_node(scene *s, kiln_entity parent, const kiln_local_transform 
     return e;
 }
 
+void link_unchecked(scene *s, kiln_entity e, kiln_entity parent) {
+    if (!kiln_has(s->world, e, s->ids.parent))
+        ck_assert_int_eq(kiln_add(s->world, e, s->ids.parent, NULL), KILN_OK);
+    kiln_parent *link = kiln_get_mut(s->world, e, s->ids.parent);
+    ck_assert_ptr_nonnull(link);
+    link->entity = parent;
+}
+
 kiln_result propagate(scene *s, kiln_transform_propagate_stats *stats) {
     return kiln_transform_propagate(s->world, stats);
 }

@@ -15,7 +15,8 @@
  * Functions in this header:
  *   scene_open, scene_close, lcg_next, sample_local, reference_local, model_world,
  *   assert_matrix_near, world_matrix, assert_scene_matches_model, make_tree, build_in_order,
- *   build_shuffled, spawn_node, propagate, propagate_ok, names_entity, in_subtree.
+ *   build_shuffled, spawn_node, link_unchecked, propagate, propagate_ok, names_entity,
+ *   in_subtree.
  */
 
 #define MAX_NODES 512
@@ -78,6 +79,11 @@ void build_in_order(scene *s, const node *nodes, int n, kiln_entity *handles);
 void build_shuffled(scene *s, const node *nodes, int n, kiln_entity *handles, uint32_t seed);
 
 kiln_entity spawn_node(scene *s, kiln_entity parent, const kiln_local_transform *local);
+
+/* Links e to parent by writing its Parent through kiln_get_mut (adding Parent first when e has
+ * none): the one path the Parent check does not guard, to build the self links and cycles that
+ * propagation must survive. */
+void link_unchecked(scene *s, kiln_entity e, kiln_entity parent);
 
 kiln_result propagate(scene *s, kiln_transform_propagate_stats *stats);
 

@@ -211,8 +211,9 @@ typedef struct kiln_clone_desc {
  * to dest (may be NULL). With tree, every descendant is copied under its copied parent, and
  * entity fields in the copies that point inside the copied tree point to the copies. Names
  * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
- * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. desc may
- * be NULL. Not while deferred. */
+ * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. So does
+ * a tree whose root is its own descendant (a Parent cycle written through a pointer). desc
+ * may be NULL. Not while deferred. */
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc,
                        kiln_entity *dest);
 
@@ -382,8 +383,9 @@ typedef struct kiln_export_desc {
  * fields; entity fields that point outside the scene become null. kiln_instantiate reads it
  * back. Fails naming the entity and component for a value with hooks or a char array that is
  * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
- * (or under another root), and when write returns false. The world is not changed. desc may
- * be NULL. */
+ * (or under another root), naming an entity of a Parent cycle (written through a pointer)
+ * that no root reaches when desc gives no roots, and when write returns false. Chains of any
+ * depth are walked without recursion. The world is not changed. desc may be NULL. */
 kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,
                         void *ud);
 

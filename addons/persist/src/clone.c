@@ -30,7 +30,9 @@ static int64_t first_child(const kiln_entity *pairs, int64_t count, kiln_entity 
 }
 
 /* The entity and, with tree, its live descendants (breadth first, children in handle order, as
- * kiln_transform_children lists them), into list; returns how many, -1 out of memory. */
+ * kiln_transform_children lists them), into list; returns how many, -1 out of memory, -2 when
+ * the root is its own descendant (Parent links written through a pointer closing a cycle:
+ * every entity has one parent, so a walk down that comes back anywhere comes back there). */
 static int64_t collect(kiln_world *world, pz_arena *arena, kiln_entity root, bool tree, source **dest) {
     int64_t cap = 16, n = 0;
     source *list = pz_alloc(arena, sizeof(source) * (size_t)cap);
@@ -42,6 +44,7 @@ static int64_t collect(kiln_world *world, pz_arena *arena, kiln_entity root, boo
     for (int64_t i = 0; i < n; i++) {
         for (int64_t k = first_child(pairs, links, list[i].entity); k < links && pairs[2 * k] == list[i].entity; k++) {
             if (!kiln_is_alive(world, pairs[2 * k + 1])) continue;
+            if (pairs[2 * k + 1] == root) return -2;
             if (n == cap) {
                 source *grown = pz_alloc(arena, sizeof(source) * (size_t)cap * 2);
                 if (!grown) return -1;
@@ -136,7 +139,11 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
     kiln_transform_ids ids;
     bool tree = desc && desc->tree && kiln_transform_ids_get(world, &ids);
     int64_t n = collect(world, &arena, entity, tree, &list);
-    kiln_result r = n < 0 ? kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_clone: out of memory") : KILN_OK;
+    kiln_result r = n == -1 ? kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_clone: out of memory")
+                  : n == -2 ? kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                                      "kiln_clone: entity %s is its own descendant (a Parent cycle)",
+                                      kiln_entity_format(entity, buf, sizeof buf))
+                            : KILN_OK;
     kiln_component name = kiln_component_lookup(world, "Name");
     for (int64_t i = 0; i < n && r == KILN_OK; i++) r = copy_out(world, &arena, &list[i], name);
     kiln_entity *copies = r == KILN_OK ? pz_alloc_raw(&arena, sizeof(kiln_entity) * 2 * (size_t)n) : NULL;

@@ -79,31 +79,59 @@ static kiln_result grow(exporter *x) {
     return KILN_OK;
 }
 
-/* Adds e (under the entity numbered parent) and its descendants. */
-static kiln_result add(exporter *x, kiln_entity e, int64_t parent) {
+/* Adds e (under the entity numbered parent) and its descendants in pre-order, children by
+ * handle. A loop over a stack, not a recursion: links written through a pointer can make a
+ * chain as deep as the world is large. stack: room for link_count + 1 pending entries (each
+ * entity is pushed once, by its one parent, before a second visit fails). */
+typedef struct pending {
+    kiln_entity entity;
+    int64_t parent;
+} pending;
+
+static kiln_result add(exporter *x, kiln_entity root, int64_t root_parent, pending *stack) {
     char buf[24];
-    if (number_of(x, e))
-        return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s is given twice (or is under another root)",
-                       call, kiln_entity_format(e, buf, sizeof buf));
-    if (x->count == x->cap && grow(x) != KILN_OK) return KILN_ERR_OUT_OF_MEMORY;
-    int64_t n = x->count++;
-    x->list[n] = e;
-    x->parent[n] = parent;
-    int64_t i = (int64_t)((e * 0x9E3779B97F4A7C15ull) >> 20) & x->mask;
-    while (x->keys[i]) i = (i + 1) & x->mask;
-    x->keys[i] = e;
-    x->numbers[i] = n + 1;
-    int64_t lo = 0, hi = x->link_count;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (x->links[mid].parent < e) lo = mid + 1;
-        else hi = mid;
-    }
-    for (int64_t k = lo; k < x->link_count && x->links[k].parent == e; k++) {
-        kiln_result r = add(x, x->links[k].child, n + 1);
-        if (r != KILN_OK) return r;
+    int64_t depth = 0;
+    stack[depth++] = (pending){root, root_parent};
+    while (depth > 0) {
+        pending top = stack[--depth];
+        kiln_entity e = top.entity;
+        if (number_of(x, e))
+            return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s is given twice (or is under another root)",
+                           call, kiln_entity_format(e, buf, sizeof buf));
+        if (x->count == x->cap && grow(x) != KILN_OK) return KILN_ERR_OUT_OF_MEMORY;
+        int64_t n = x->count++;
+        x->list[n] = e;
+        x->parent[n] = top.parent;
+        int64_t i = (int64_t)((e * 0x9E3779B97F4A7C15ull) >> 20) & x->mask;
+        while (x->keys[i]) i = (i + 1) & x->mask;
+        x->keys[i] = e;
+        x->numbers[i] = n + 1;
+        int64_t lo = 0, hi = x->link_count;
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (x->links[mid].parent < e) lo = mid + 1;
+            else hi = mid;
+        }
+        int64_t end = lo;
+        while (end < x->link_count && x->links[end].parent == e) end++;
+        /* the last child first, so the first is the next taken */
+        for (int64_t k = end; k-- > lo;) stack[depth++] = (pending){x->links[k].child, n + 1};
     }
     return KILN_OK;
+}
+
+/* A live entity no root reached: its parents never end, so walking up as many steps as there
+ * are entities lands in the cycle above it. */
+static kiln_result unreached(exporter *x, kiln_entity e) {
+    char buf[24];
+    for (int64_t i = 0; i < x->all_count; i++) {
+        const kiln_parent *p = kiln_get(x->world, e, x->tf.parent);
+        if (!p || !kiln_is_alive(x->world, p->entity)) break;
+        e = p->entity;
+    }
+    return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT,
+                   "%s: entity %s is in a Parent cycle (written through a pointer): no root reaches it", call,
+                   kiln_entity_format(e, buf, sizeof buf));
 }
 
 static bool is_root(exporter *x, kiln_entity e) {
@@ -132,18 +160,23 @@ static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
     char buf[24];
     kiln_result r = index_world(x);
     if (r != KILN_OK) return r;
+    pending *stack = pz_alloc(&x->arena, sizeof(pending) * ((size_t)x->link_count + 1));
+    if (!stack) return oom(x);
     if (desc && desc->root_count > 0) {
         if (!desc->roots) return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: roots is NULL", call);
         for (int32_t i = 0; i < desc->root_count && r == KILN_OK; i++) {
             if (!kiln_is_alive(x->world, desc->roots[i]))
                 return kl_fail(x->world, KILN_ERR_DEAD_ENTITY, "%s: root %s is not alive", call,
                                kiln_entity_format(desc->roots[i], buf, sizeof buf));
-            r = add(x, desc->roots[i], 0);
+            r = add(x, desc->roots[i], 0, stack);
         }
         return r;
     }
     for (int64_t i = 0; i < x->all_count && r == KILN_OK; i++)
-        if (is_root(x, x->all[i])) r = add(x, x->all[i], 0);
+        if (is_root(x, x->all[i])) r = add(x, x->all[i], 0, stack);
+    /* every live entity, unless some sit in (or under) a Parent cycle that no root reaches */
+    for (int64_t i = 0; r == KILN_OK && x->count < x->all_count && i < x->all_count; i++)
+        if (!number_of(x, x->all[i])) r = unreached(x, x->all[i]);
     return r;
 }
 

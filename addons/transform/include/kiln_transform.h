@@ -28,7 +28,13 @@ extern "C" {
  * of a Parent value (kiln_add, kiln_set, spawns, command buffers) goes through a check hook
  * with kiln_transform_set_parent's rules: a link to itself or one that would close a cycle
  * (or make a chain deeper than 256) is refused with KILN_ERR_INVALID_ARGUMENT, the world
- * unchanged. Writes through pointers (kiln_get_mut, query columns) are not checked. */
+ * unchanged. So is a parent the world never handed out, which would otherwise be stored as
+ * is: a command buffer placeholder (a buffer does not rewrite placeholders inside values, so
+ * link its spawns after the apply, through kiln_commands_resolve), a handle with stray high
+ * bits, and a handle of a slot or generation the world has not reached (it would come alive
+ * as some later spawn). A stale handle stays a dead link; a handle reserved by a deferred
+ * spawn is the entity it becomes. Writes through pointers (kiln_get_mut, query columns) are
+ * not checked. */
 typedef struct kiln_parent {
     kiln_entity entity;
 } kiln_parent;
@@ -83,8 +89,9 @@ typedef struct kiln_transform_propagate_stats {
  * components), and only values that actually changed are written, so WorldTransform change
  * ticks are meaningful. Scratch memory lives in the world and is reused: a steady-state call
  * allocates nothing. A parent chain deeper than 256 (a cycle) fails with
- * KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are still updated. dest
- * may be NULL. */
+ * KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are still updated. Out of
+ * memory (KILN_ERR_OUT_OF_MEMORY) leaves the world as it was: nothing added, queued or
+ * written. dest may be NULL. */
 kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest);
 
 /* kiln_transform_propagate with the work split over jobs (roots by row ranges, then each
@@ -95,19 +102,24 @@ kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs
                                               kiln_transform_propagate_stats *dest);
 
 /* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
- * Rejects dead entities, a self link, and a link that would make a cycle or a chain deeper
- * than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any
- * add when the world is deferred. */
+ * Rejects dead entities (KILN_ERR_DEAD_ENTITY), a self link, and a link that would make a
+ * cycle or a chain deeper than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any add when
+ * the world is deferred; there, an entity spawned earlier in the section counts as alive, and
+ * a cycle that only the queued links close is dropped when the queue lands. */
 kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
 /* The children of parent (entities whose Parent is parent): writes up to capacity of them to
- * dest, ordered by handle, and returns how many there are. Uses an index kept in the world
- * (rebuilt only after Parent components changed), so it does not scan the world. */
+ * dest, ordered by handle, and returns how many there are (0 for a parent that is not
+ * alive). Uses an index kept in the world (rebuilt only after Parent components changed), so
+ * it does not scan the world; -1 when rebuilding it runs out of memory (the world error
+ * says so, dest untouched), never a count that looks like no children. */
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
-/* Despawns root and all its descendants. Plain kiln_despawn of a parent leaves its children
- * in place as roots (their Parent link is dead). Deferred like any despawn when the world is
- * deferred. */
+/* Despawns root and all its descendants (each once, even where links written through a
+ * pointer close a cycle). Plain kiln_despawn of a parent leaves its children in place as
+ * roots (their Parent link is dead). Deferred like any despawn when the world is deferred;
+ * there, an entity spawned earlier in the section is taken too (alone: its links are still
+ * queued). KILN_ERR_DEAD_ENTITY for any other root that is not alive. */
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root);
 
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
+#include "defer.h"
 #include "transform_state.h"
 
 /* The small per-matrix helpers (load, compare, store, multiply) inline into their loops. */
@@ -458,17 +460,22 @@ static void fill_node(kiln_world *world, kl_transform_state *st, kiln_entity e, 
 
 /* Rebuilds the level schedule: every entity with a Parent, and (deferred) every entity
  * lacking its WorldTransform, sorted by depth. Entities of a failing chain are left out. */
+/* Room in the schedule's arrays for total nodes. */
+static bool reserve_levels(kiln_world *world, kl_transform_state *st, int64_t total) {
+    return kl_transform_reserve(world, (void **)&st->order, &st->order_cap, total * 2, sizeof(kiln_entity)) &&
+           kl_transform_reserve(world, (void **)&st->order_depth, &st->order_depth_cap, total,
+                                sizeof(int32_t)) &&
+           kl_transform_reserve(world, (void **)&st->nodes, &st->node_cap, total, sizeof(kl_node)) &&
+           kl_transform_reserve(world, (void **)&st->node_dirty, &st->dirty_cap, total, 1);
+}
+
 static kiln_result build_levels(kiln_world *world, kl_transform_state *st, bool deferred) {
     st->nodes_valid = false;
     st->pending_count = 0;
     int64_t linked = kiln_query_count(st->linked);
     int64_t missing = deferred ? kiln_query_count(st->missing) : 0;
     int64_t total = linked + missing;
-    if (!kl_transform_reserve(world, (void **)&st->order, &st->order_cap, total * 2, sizeof(kiln_entity)) ||
-        !kl_transform_reserve(world, (void **)&st->order_depth, &st->order_depth_cap, total,
-                              sizeof(int32_t)) ||
-        !kl_transform_reserve(world, (void **)&st->nodes, &st->node_cap, total, sizeof(kl_node)) ||
-        !kl_transform_reserve(world, (void **)&st->node_dirty, &st->dirty_cap, total, 1))
+    if (!reserve_levels(world, st, total))
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
     if (++st->epoch == 0) { /* wrapped: forget every old mark */
         memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
@@ -514,6 +521,58 @@ static kiln_result build_levels(kiln_world *world, kl_transform_state *st, bool 
 
 /* ---- one propagation -------------------------------------------------------------------- */
 
+/* Adds the identity WorldTransform to the n entities of st->pending (undeferred), all or
+ * none: each destination archetype is made and given room first, so the adds allocate
+ * nothing; should one fail anyway, those before it are taken back. */
+static kiln_result add_missing(kiln_world *world, kl_transform_state *st, int64_t n) {
+    static const float identity[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    const kl_archetype *last = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        kl_archetype *arch = world->archetypes[kl_record_archetype(kl_record_of(world, st->pending[i]))];
+        if (arch == last) continue;
+        last = arch;
+        kl_archetype *dst = kl_archetype_traverse(world, arch, st->ids.world, "kiln_transform_propagate");
+        if (!dst || !kl_archetype_reserve(world, dst, arch->count))
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        kiln_result r = kiln_add(world, st->pending[i], st->ids.world, identity);
+        if (r == KILN_OK) continue;
+        char why[KL_ERROR_SIZE];
+        snprintf(why, sizeof why, "%s", kiln_world_error(world));
+        while (i-- > 0) kiln_remove(world, st->pending[i], st->ids.world, NULL);
+        const char *detail = strstr(why, ": ");
+        return kl_fail(world, r, "kiln_transform_propagate: %s", detail ? detail + 2 : why);
+    }
+    return KILN_OK;
+}
+
+/* Queues the adds of WorldTransform for st->pending (deferred) before anything is computed,
+ * so running out of memory leaves nothing queued and nothing written; fill_queued puts the
+ * computed matrices into the queued values afterwards. *mark: the queue's length before. */
+static kiln_result queue_missing(kiln_world *world, kl_transform_state *st, kiln_commands *q,
+                                 bool own_buffer, int64_t *mark) {
+    float identity[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    *mark = kiln_commands_count(q);
+    for (int64_t i = 0; i < st->pending_count; i++) {
+        kiln_result r = own_buffer ? kiln_commands_add(q, st->pending[i], st->ids.world, identity)
+                                   : kiln_add(world, st->pending[i], st->ids.world, identity);
+        if (r == KILN_OK && kiln_commands_count(q) == *mark + i + 1) continue;
+        kl_commands_truncate(q, *mark);
+        if (r == KILN_OK) r = KILN_ERR_INVALID_ARGUMENT; /* not queued where it was looked for */
+        return kl_fail(world, r, "kiln_transform_propagate: %s",
+                       r == KILN_ERR_OUT_OF_MEMORY ? "out of memory" : "cannot queue WorldTransform");
+    }
+    return KILN_OK;
+}
+
+static void fill_queued(kl_transform_state *st, kiln_commands *q, int64_t mark) {
+    for (int64_t i = 0; i < st->pending_count; i++) {
+        void *value = kl_commands_value_at(q, mark + i);
+        if (value) memcpy(value, st->scratch[i], sizeof st->scratch[i]);
+    }
+}
+
 kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln_jobs *jobs,
                                    kiln_transform_propagate_stats *dest) {
     kl_transform_state *st = kl_transform_state_of(world);
@@ -546,11 +605,11 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
         kiln_query_iter(st->missing, &it);
         while (kiln_query_next(&it))
             for (int32_t r = 0; r < it.count; r++) st->pending[n++] = it.entities[r];
-        static const float identity[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-        for (int64_t i = 0; i < n; i++) {
-            kiln_result r = kiln_add(world, st->pending[i], st->ids.world, identity);
-            if (r != KILN_OK) return r;
-        }
+        /* the schedule's room first: after the adds nothing may fail */
+        if (!reserve_levels(world, st, kiln_query_count(st->linked)))
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
+        kiln_result r = add_missing(world, st, n);
+        if (r != KILN_OK) return r;
         stats.added = n;
         p.full = true;
     }
@@ -572,6 +631,15 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
     if (!st->nodes_valid || p.full || links_changed || (deferred && missing > 0))
         result = build_levels(world, st, deferred && missing > 0);
     if (result == KILN_ERR_OUT_OF_MEMORY) return result;
+    kiln_commands *q = queue ? queue : deferred ? kl_defer_queue(world) : NULL;
+    int64_t mark = 0;
+    if (deferred && st->pending_count > 0) {
+        kiln_result r = queue_missing(world, st, q, queue != NULL, &mark);
+        if (r != KILN_OK) {
+            st->pending_count = 0;
+            return r;
+        }
+    }
     if (p.full || kl_query_column_tick(st->roots, 0) >= p.since) {
         kiln_result r = kiln_parallel_for(threads > 1 ? jobs : NULL, st->roots, KL_ROOT_RANGE, root_rows, &p);
         if (r != KILN_OK) return r;
@@ -579,20 +647,9 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
     run_levels(&p, jobs, threads);
     stats.computed = atomic_load_explicit(&p.computed, memory_order_relaxed);
     stats.updated = atomic_load_explicit(&p.updated, memory_order_relaxed);
-    if (deferred) {
-        for (int64_t i = 0; i < st->pending_count; i++) {
-            kiln_entity e = st->pending[i];
-            void *value = st->scratch[i];
-            kiln_result rr;
-            if (queue) {
-                rr = kiln_commands_add(queue, e, st->ids.world, value);
-                if (rr != KILN_OK) kl_fail(world, rr, "%s", kiln_commands_error(queue));
-            } else {
-                rr = kiln_add(world, e, st->ids.world, value);
-            }
-            if (rr == KILN_OK) stats.added++;
-            else if (result == KILN_OK) result = rr;
-        }
+    if (deferred && st->pending_count > 0) {
+        fill_queued(st, q, mark);
+        stats.added += st->pending_count;
         st->pending_count = 0;
     }
     if (result == KILN_OK) st->last_tick = world->tick;

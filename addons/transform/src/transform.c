@@ -46,24 +46,65 @@ kl_transform_state *kl_transform_state_of(const kiln_world *world) {
     return kiln_world_atfini_get(world, transform_fini);
 }
 
+/* Why parent, not alive, may not be linked to; NULL when the link is merely dead (a root).
+ * A stale handle (its slot's generation moved past it, or the slot was retired) can never
+ * name an entity again, and one reserved by a deferred spawn names what that spawn makes.
+ * Anything else would be stored as is: a placeholder or a stray bit pattern is no entity at
+ * all, and a handle of a slot or generation the world has not handed out yet would come
+ * alive as whatever entity the world spawns there next, a link no check ever saw. */
+static const char *unissued_parent(const kiln_world *world, kiln_entity parent) {
+    if (kiln_is_placeholder(parent)) return "is a command buffer placeholder, not an entity";
+    uint32_t generation = kiln_entity_generation(parent);
+    if ((parent >> 32) != generation || generation == 0) return "is not an entity handle";
+    uint32_t index = kiln_entity_index(parent);
+    if (index >= kl_slot_count(world)) return "was never spawned in this world";
+    if (kl_record_reserved(world, parent)) return NULL;
+    const kl_record *rec = kl_record_at(world, index);
+    /* a live or reserved slot holds its generation, a dead one the next it hands out */
+    uint32_t reached = kl_record_generation(rec) + (kl_record_alive(rec) ||
+                                                    (rec->bits & KL_PLACE_MASK) == KL_PLACE_RESERVED);
+    return generation >= reached ? "was never spawned in this world" : NULL;
+}
+
+/* Writes the refusal of an unissued parent (see unissued_parent) to why. */
+static kiln_result refuse_unissued(kiln_entity parent, const char *detail, char *why, size_t why_size) {
+    char pb[40];
+    if (kiln_is_placeholder(parent))
+        snprintf(pb, sizeof pb, "placeholder %u", (unsigned)(parent & ((UINT64_C(1) << 24) - 1)));
+    else if ((parent >> 32) != kiln_entity_generation(parent))
+        snprintf(pb, sizeof pb, "0x%016llx", (unsigned long long)parent);
+    else
+        kiln_entity_format(parent, pb, sizeof pb);
+    snprintf(why, why_size, "parent %s %s", pb, detail);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
 /* The Parent check hook: the rules of kiln_transform_set_parent for every way a Parent value
  * is written (kiln_add, kiln_set, spawns, command buffers). A null or dead parent is a root
- * (a parent may still be a handle reserved by a deferred spawn). */
+ * (a parent may still be a handle reserved by a deferred spawn); a parent the world never
+ * handed out (a placeholder, a future handle) is refused, since no later check would see the
+ * link it becomes. */
 static kiln_result check_parent(const kiln_world *world, kiln_entity entity, const void *value,
                                 void *ctx, char *why, size_t why_size) {
     (void)ctx;
     const kl_transform_state *st = kl_transform_state_of(world);
     kiln_entity parent = value ? ((const kiln_parent *)value)->entity : KILN_NULL_ENTITY;
-    if (!st || parent == KILN_NULL_ENTITY || entity == KILN_NULL_ENTITY) return KILN_OK;
+    if (!st || parent == KILN_NULL_ENTITY) return KILN_OK;
     char cb[24], pb[24];
     if (parent == entity) {
         snprintf(why, why_size, "entity %s cannot be its own parent",
                  kiln_entity_format(entity, cb, sizeof cb));
         return KILN_ERR_INVALID_ARGUMENT;
     }
+    const kl_record *rec = kl_record_of(world, parent);
+    if (!rec) { /* a dead link, unless the world never handed the parent out */
+        const char *detail = unissued_parent(world, parent);
+        return detail ? refuse_unissued(parent, detail, why, why_size) : KILN_OK;
+    }
+    if (entity == KILN_NULL_ENTITY) return KILN_OK; /* a spawn: nothing links to it yet */
     /* Walk up from the new parent: meeting entity means the link would close a cycle. */
     kiln_entity cur = parent;
-    for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {
+    for (int32_t depth = 0;; depth++) {
         if (cur == entity || depth > KL_MAX_DEPTH) {
             snprintf(why, why_size, "making %s a child of %s would create a %s",
                      kiln_entity_format(entity, cb, sizeof cb),
@@ -71,10 +112,9 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
                      cur == entity ? "cycle" : "parent chain deeper than 256");
             return KILN_ERR_INVALID_ARGUMENT;
         }
-        const kl_record *rec = kl_record_of(world, cur);
-        if (!rec) break;
         bool dead;
         cur = kl_transform_parent_of(world, st, cur, rec, &dead);
+        if (cur == KILN_NULL_ENTITY || !(rec = kl_record_of(world, cur))) break;
     }
     return KILN_OK;
 }
@@ -166,6 +206,11 @@ static inline uint32_t root_length(const chain_walk *w, kiln_entity x) {
     return 1;
 }
 
+/* Whether check_parent refuses parent for not being alive (see unissued_parent). */
+static CHAIN_COLD bool dead_refused(const chain_walk *w, kiln_entity parent) {
+    return !kl_record_of(w->world, parent) && unissued_parent(w->world, parent) != NULL;
+}
+
 /* check_parent over stored links: the walk up from each parent is remembered per slot, so
  * every chain is walked once. check_parent refuses a link exactly when the chain from the
  * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH + 1 nodes; a chain through
@@ -187,13 +232,16 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
     for (; i < count; i++) {
         kiln_entity e = entities[i], parent;
         memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
-        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) continue;
+        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) {
+            if (parent != KILN_NULL_ENTITY && dead_refused(&w, parent)) break;
+            continue;
+        }
         if (parent == e) break;
         /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
         uint32_t above = memo_of(memo, slots, parent);
         if (above == 0) above = root_length(&w, parent);
         if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
-        if (above >= CHAIN_CAP) break;
+        if (above >= CHAIN_CAP || (above == 0 && dead_refused(&w, parent))) break;
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
         if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
     }
@@ -274,24 +322,38 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
     if (!st) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "kiln_transform_set_parent: call kiln_transform_init first");
     char cb[24], pb[24];
-    if (!kl_record_of(world, child))
+    /* Deferred, an entity spawned earlier in the section is reserved, not alive yet: it takes
+     * links as kiln_add gives it components (the queue re-checks them when it lands). */
+    bool deferred = kiln_is_deferred(world);
+    if (!kl_record_of(world, child) && !(deferred && kl_record_reserved(world, child)))
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: child %s is not alive",
                        kiln_entity_format(child, cb, sizeof cb));
     if (parent == KILN_NULL_ENTITY) return kiln_remove(world, child, st->ids.parent, NULL);
-    if (!kl_record_of(world, parent))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: parent %s is not alive",
-                       kiln_entity_format(parent, pb, sizeof pb));
-    /* Walk up from the new parent: meeting child means the link would close a cycle. */
+    const kl_record *rec = kl_record_of(world, parent);
+    if (!rec && !(deferred && kl_record_reserved(world, parent))) {
+        const char *detail = unissued_parent(world, parent);
+        char why[96];
+        if (detail) refuse_unissued(parent, detail, why, sizeof why);
+        else snprintf(why, sizeof why, "parent %s is not alive", kiln_entity_format(parent, pb, sizeof pb));
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: %s", why);
+    }
+    /* Walk up from the new parent (a reserved one has no links yet): meeting child means the
+     * link would close a cycle. */
     kiln_entity cur = parent;
-    for (int32_t depth = 0; cur != KILN_NULL_ENTITY; depth++) {
+    for (int32_t depth = 0; rec; depth++) {
         if (cur == child || depth > KL_MAX_DEPTH)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "kiln_transform_set_parent: making %s a child of %s would create a cycle",
+                           "kiln_transform_set_parent: making %s a child of %s would create a %s",
                            kiln_entity_format(child, cb, sizeof cb),
-                           kiln_entity_format(parent, pb, sizeof pb));
+                           kiln_entity_format(parent, pb, sizeof pb),
+                           cur == child ? "cycle" : "parent chain deeper than 256");
         bool dead;
-        cur = kl_transform_parent_of(world, st, cur, kl_record_of(world, cur), &dead);
+        cur = kl_transform_parent_of(world, st, cur, rec, &dead);
+        rec = cur ? kl_record_of(world, cur) : NULL;
     }
+    if (cur == child) /* a reserved parent linked to itself */
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_transform_set_parent: entity %s cannot be its own parent",
+                       kiln_entity_format(child, cb, sizeof cb));
     kiln_parent value = {parent};
     return kiln_add(world, child, st->ids.parent, &value);
 }
@@ -345,7 +407,7 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st || !kl_record_of(world, parent)) return 0;
-    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return 0;
+    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return -1;
     /* lower bound of parent */
     int64_t lo = 0, hi = st->pair_count;
     while (lo < hi) {
@@ -363,6 +425,9 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_transform_state *st = kl_transform_state_of(world);
+    /* spawned earlier in this deferred section: nothing links to it yet but queued links */
+    if (!kl_record_of(world, root) && kiln_is_deferred(world) && kl_record_reserved(world, root))
+        return kl_defer_despawn(world, "kiln_transform_despawn_recursive", root);
     if (!kl_record_of(world, root)) {
         char eb[24];
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_despawn_recursive: entity %s is not alive",
@@ -371,52 +436,40 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
     if (!st) return kiln_despawn(world, root);
     kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive");
     if (r != KILN_OK) return r;
-    /* Breadth-first over the index into pending: root, its children, theirs, ... each entity
-     * once, even when Parent links (written directly) form a cycle. */
+    /* Breadth-first over the index: root, its children, theirs, ... Every entity has one
+     * parent, so it is one pair's child and the walk meets it once; only root can come back
+     * (Parent links written through a pointer closing a cycle through it). The list is the
+     * call's own: a main-thread system may run this while the propagation system uses the
+     * addon's scratch on the pool. */
     int64_t total = st->pair_count + 1;
-    int64_t memo_before = st->memo_cap;
-    if (!kl_transform_reserve(world, (void **)&st->pending, &st->pending_cap, total, sizeof(kiln_entity)) ||
-        !kl_transform_reserve(world, (void **)&st->memo, &st->memo_cap, kl_slot_count(world), sizeof(kl_memo)))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
-    if (st->memo_cap > memo_before)
-        memset(st->memo + memo_before, 0, sizeof(kl_memo) * (size_t)(st->memo_cap - memo_before));
-    if (++st->epoch == 0) {
-        memset(st->memo, 0, sizeof(kl_memo) * (size_t)st->memo_cap);
-        st->epoch = 1;
-    }
+    size_t bytes = sizeof(kiln_entity) * (size_t)total;
+    kiln_entity *list = kl_alloc(&world->alloc, bytes);
+    if (!list) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
     int64_t head = 0, n = 0;
-    st->pending[n++] = root;
-    st->memo[kiln_entity_index(root)] = (kl_memo){.epoch = st->epoch, .entity = root, .node = -1};
+    list[n++] = root;
     while (head < n) {
-        kiln_entity e = st->pending[head++];
+        kiln_entity e = list[head++];
         int64_t lo = 0, hi = st->pair_count;
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
             if (st->pairs[mid].parent < e) lo = mid + 1;
             else hi = mid;
         }
-        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++) {
-            kiln_entity child = st->pairs[i].child;
-            kl_memo *m = &st->memo[kiln_entity_index(child)];
-            if (m->epoch == st->epoch && m->entity == child) continue; /* seen: a cycle */
-            *m = (kl_memo){.epoch = st->epoch, .entity = child, .node = -1};
-            st->pending[n++] = child;
-        }
+        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++)
+            if (st->pairs[i].child != root) list[n++] = st->pairs[i].child;
     }
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
      * Deferred, the despawns are queued: one that runs out of memory takes back those queued
      * before it, so the call leaves nothing behind. */
     bool deferred = kiln_is_deferred(world);
     int64_t mark = deferred ? kl_defer_mark(world) : 0;
-    for (int64_t i = n - 1; i >= 0; i--) {
-        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", st->pending[i])
-                     : kiln_despawn(world, st->pending[i]);
-        if (r != KILN_OK) {
-            if (deferred) kl_defer_rollback(world, mark);
-            return r;
-        }
+    for (int64_t i = n - 1; i >= 0 && r == KILN_OK; i--) {
+        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", list[i])
+                     : kiln_despawn(world, list[i]);
+        if (r != KILN_OK && deferred) kl_defer_rollback(world, mark);
     }
-    return KILN_OK;
+    kl_free(&world->alloc, list, bytes);
+    return r;
 }
 
 static void propagate_system(const kiln_system_ctx *ctx) {

@@ -12,8 +12,9 @@
 
 #define KL_MAX_DEPTH 256
 
-/* Per entity slot, valid while epoch matches the state's: a walk's bookkeeping (the levels
- * build and despawn_recursive), never touched by a steady-state propagation. */
+/* Per entity slot, valid while epoch matches the state's: the levels build's bookkeeping,
+ * never touched by a steady-state propagation. Only the propagation uses it (and the
+ * scratch below): it may run on the pool while a main-thread system calls the others. */
 typedef struct kl_memo {
     uint32_t epoch;
     int32_t depth;         /* links above the entity; -1: its chain failed (cycle, too deep) */

@@ -20,6 +20,7 @@ local after_error, same_list = C.after_error, C.same_list
 local full_check = C.full_check
 require "fuzz.ops_world"
 require "fuzz.ops_loops"
+require "fuzz.ops_bulk"
 require "fuzz.ops_systems"
 require "fuzz.ops_commands"
 require "fuzz.ops_persist"

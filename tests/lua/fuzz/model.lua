@@ -416,6 +416,7 @@ function M.new(world, label)
     m.dead = {}           -- recently despawned handles (ring)
     m.reserved = {}       -- deferred spawns not landed yet
     m.zombies = {}        -- handles a failing system spawned (its buffer dropped), see below
+    m.maxgen = {}         -- slot index -> the highest generation the world handed out there
     m.tick = 1
     m.defer_depth = 0
     m.world_queue = {}
@@ -476,7 +477,24 @@ function M:is_alive(e) return self.alive[e] ~= nil end
 
 function M:count() return #self.alive_list end
 
+-- Remembers that the world handed e out (spawned or reserved it).
+function M:saw(e)
+    local idx, gen = N.low_bits(e, 32), N.shr(e, 32)
+    if (self.maxgen[idx] or 0) < gen then self.maxgen[idx] = gen end
+end
+
+-- Whether the world ever handed out p or a later handle of its slot: a handle with the
+-- placeholder bit or stray bits, generation 0, or a slot or generation the world has not
+-- reached is refused as a parent (it would come alive as some later spawn).
+function M:issued(p)
+    local gen = N.shr(p, 32)
+    if gen == 0 or gen > 0x1FFFFF then return false end
+    local g = self.maxgen[N.low_bits(p, 32)]
+    return g ~= nil and gen <= g
+end
+
 function M:make_alive(e, comps)
+    self:saw(e)
     local rec = {comps = {}, ticks = {}}
     self.alive[e] = rec
     self.alive_list[#self.alive_list + 1] = e
@@ -559,10 +577,26 @@ end
 -- The Parent check hook (transform addon): a value linking e to itself or into a cycle
 -- through e is refused; any other value, and any other component, passes.
 function M:value_ok(e, comp, v)
-    if comp.name ~= "Parent" or type(v) ~= "table" or e == nil or e == 0 then return true end
-    local p = v.entity
+    if comp.name ~= "Parent" or type(v) ~= "table" then return true end
+    local p = N.tointeger(v.entity)
     if p == nil or p == 0 then return true end
+    if p == e then return false end
+    -- a parent that is not alive: a dead link, unless the world never handed it out
+    if not self.alive[p] and not self.reserved[p] and not self:issued(p) then return false end
+    if e == nil or e == 0 then return true end
     return self:parent_ok(e, p)
+end
+
+-- Whether e's value of comp with some fields changed (name -> value, or a list of
+-- {name, value}) passes the check hook, as a loop's write-back asks before writing it.
+function M:write_ok(e, comp, changed)
+    local cur = self.alive[e] and self.alive[e].comps[comp.name]
+    if cur == nil then return true end
+    local nv = M.copy(cur)
+    for k, x in pairs(changed) do
+        if type(k) == "number" then nv[x[1]] = x[2] else nv[k] = x end
+    end
+    return self:value_ok(e, comp, nv)
 end
 
 -- kiln_set_parent's cycle walk, on the model: true when child may take parent.

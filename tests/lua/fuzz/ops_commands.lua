@@ -73,7 +73,7 @@ local function predict_record(tm, c, rec)
                 end
                 ids[comp.id] = true
                 local bok, v = M.build(comp, rawget(init, key)) -- by name or by id, as keyed
-                if not bok then
+                if not bok or not tm:value_ok(nil, comp, v) then
                     ok = false
                     break
                 end
@@ -83,6 +83,7 @@ local function predict_record(tm, c, rec)
         return ok, function(e)
             if tm:deferred() then
                 tm.reserved[e] = true
+                tm:saw(e)
                 local q = tm:queue()
                 q[#q + 1] = {op = "spawn", e = e, comps = comps}
             else

@@ -57,6 +57,7 @@ function ops.spawn(m)
             ids[comp.id] = true
             local vok, v = M.build(comp, rawget(init, key)) -- by name or by id, as keyed
             if not vok then ok, why = false, "bad value for " .. comp.name end
+            if vok and not m:value_ok(nil, comp, v) then ok, why = false, comp.name .. " refused by its check" end
             comps[comp.name] = v
         end
     end
@@ -68,6 +69,7 @@ function ops.spawn(m)
         if m:deferred() then
             if m.alive[e] or m.reserved[e] then return fail("deferred spawn returned a used handle %s", e) end
             m.reserved[e] = true
+            m:saw(e)
             local q = m:queue()
             q[#q + 1] = {op = "spawn", e = e, comps = comps}
         else
@@ -324,8 +326,10 @@ function ops.set_parent(m)
     local ci = m:entity_arg(child)
     local pi = parent == nil and 0 or m:entity_arg(parent)
     local comp = m.comps.Parent
-    local ok = ci ~= nil and pi ~= nil and access_ok(m, comp, true) and m.alive[ci] ~= nil
-    if ok and pi ~= 0 then ok = m.alive[pi] ~= nil and m:parent_ok(ci, pi) end
+    -- deferred, an entity spawned earlier in the section (reserved) takes links too
+    local function linkable(e) return m.alive[e] ~= nil or (m:deferred() and m.reserved[e] ~= nil) end
+    local ok = ci ~= nil and pi ~= nil and access_ok(m, comp, true) and linkable(ci)
+    if ok and pi ~= 0 then ok = linkable(pi) and m:parent_ok(ci, pi) end
     local r = wcall(m, "set_parent", child, parent)
     expect("world:set_parent", ok, r, tostring(child) .. " -> " .. tostring(parent))
     if r[1] and ok then
@@ -357,7 +361,8 @@ end
 function ops.despawn_recursive(m)
     local e = pick_entity(m)
     local ei = m:entity_arg(e)
-    local ok = ei ~= nil and m.alive[ei] ~= nil
+    local ok = ei ~= nil and access_ok(m, m.comps.Parent, false) -- the walk reads Parent
+        and (m.alive[ei] ~= nil or (m:deferred() and m.reserved[ei] ~= nil))
     local doomed = ok and m:descendants(ei)
     if ok and not doomed then
         fail("the model's hierarchy walk failed")
