@@ -211,4 +211,28 @@ io.write(tostring(ok), " ", tostring(err))
                  "world:prefab: def.children[1].components.Link.pair[2]: entity 3 is not in the prefab (1..2, or 0)")
         assert.are.equal(count, w:count())
     end)
+
+    it("a load into a world whose state a host script replaced is refused before anything lands", function()
+        local src = script_world()
+        src:spawn{Script = {a = 1}}
+        src:resource("config", {level = 1})
+        local data = src:save()
+        local w = script_world()
+        w:spawn()
+        -- the World's state table is its first user value (under LuaJIT, the first slot of its
+        -- environment, where lua/src/compat.c keeps user values)
+        if H.luajit then debug.getfenv(w)[1] = 42 else debug.setuservalue(w, 42, 1) end
+        collectgarbage() -- the values table lived in the state: only a weak box holds it now
+        collectgarbage()
+        local count = w:count()
+        -- refused by the codec (a Lua value needs the world's value store) or, without Lua
+        -- values, where the Lua resources would be merged
+        H.raises(function() w:load(data) end, "world:load: entity 0v1 component 'Script': the world's state was "
+                 .. "changed through the debug library")
+        src:despawn(src:entities()[1])
+        H.raises(function() w:load(src:save()) end, "world:load: the world's state was changed through the debug library")
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal(count, w:count())
+    end)
 end)
