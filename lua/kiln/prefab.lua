@@ -12,8 +12,31 @@ local MAX_DEPTH = 64
 local Prefab = {__name = "kiln.Prefab"}
 Prefab.__index = Prefab
 
+-- Notes the entity fields of one node's value that hold node numbers (1 .. 2^32 - 1: no live
+-- handle is that small, so such a number names a node, as in a C desc or a JSON prefab) in
+-- state.refs as {node, component, field, index (nil: not an array), target, path}.
+local function note_refs(w, node, name, fields, path, state)
+  local info = w:component_info(name)
+  if type(fields) ~= "table" or info.kind ~= "data" then return end
+  local function note(v, field, index)
+    local n = tointeger(v)
+    if n and n >= 1 and n < 4294967296 then
+      local at = path .. ".components." .. name .. "." .. field .. (index and "[" .. index .. "]" or "")
+      state.refs[#state.refs + 1] = {node, name, field, index, n, at}
+    end
+  end
+  for _, f in ipairs(info.fields) do
+    local v = fields[f.name]
+    if f.type == "entity" and f.count == 1 then note(v, f.name)
+    elseif f.type == "entity" and type(v) == "table" then
+      for i = 1, f.count do note(v[i], f.name, i) end
+    end
+  end
+end
+
 -- Checks def (at path) against world w; returns a copy the caller cannot change afterwards.
-local function check_def(w, def, path, depth)
+-- state numbers the nodes in pre-order (the root is 1) and collects their node references.
+local function check_def(w, def, path, depth, state)
   if type(def) ~= "table" then
     error(string.format("%s: a table expected, got %s", path, typename(def)), 0)
   end
@@ -24,6 +47,8 @@ local function check_def(w, def, path, depth)
     end
   end
   local copy = {components = {}, children = {}}
+  state.count = state.count + 1
+  local node = state.count
   local comps = def.components or {}
   if type(comps) ~= "table" then error(path .. ".components: a table expected, got " .. typename(comps), 0) end
   for name, fields in pairs(comps) do
@@ -31,11 +56,14 @@ local function check_def(w, def, path, depth)
       error(string.format("%s.components: unknown component '%s'", path, bounded(tostring(name))), 0)
     end
     copy.components[name] = fields
+    note_refs(w, node, name, fields, path, state)
   end
   local kids = def.children or {}
   if type(kids) ~= "table" then error(path .. ".children: a list expected, got " .. typename(kids), 0) end
+  copy.nodes = 1
   for i, child in ipairs(kids) do
-    copy.children[i] = check_def(w, child, string.format("%s.children[%d]", path, i), depth + 1)
+    copy.children[i] = check_def(w, child, string.format("%s.children[%d]", path, i), depth + 1, state)
+    copy.nodes = copy.nodes + copy.children[i].nodes
   end
   return copy
 end
@@ -56,17 +84,34 @@ function World:prefab(def)
   end
   local open, why = pcall(World.count, self) -- a closed world raises here, as every method does
   if not open then error("world:prefab: " .. tostring(why):gsub("^[%a_][%w_.:]*: ", "", 1), 2) end
-  local ok, checked = pcall(check_def, self, def, "def", 1)
+  local state = {count = 0, refs = {}}
+  local ok, checked = pcall(check_def, self, def, "def", 1, state)
   if not ok then error("world:prefab: " .. tostring(checked), 2) end
-  return setmetatable({world = self, def = checked}, Prefab)
+  for _, ref in ipairs(state.refs) do
+    if ref[5] > state.count then
+      error(string.format("world:prefab: %s: entity %d is not in the prefab (1..%d, or 0)", ref[6], ref[5],
+                          state.count), 2)
+    end
+  end
+  return setmetatable({world = self, def = checked, refs = state.refs}, Prefab)
 end
 
-local function spawn_tree(w, def, parent, spawned)
+-- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
+local function spawn_tree(w, def, parent, spawned, nodes)
   local e = w:spawn(def.components)
   spawned[#spawned + 1] = e
+  nodes[#nodes + 1] = e
   if parent then w:set_parent(e, parent) end
-  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned) end
+  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes) end
   return e
+end
+
+-- Points the node references of one spawned copy (nodes: its entities in pre-order) at it.
+local function point_refs(w, refs, nodes)
+  for _, ref in ipairs(refs) do
+    local node, name, field, index, target = ref[1], ref[2], ref[3], ref[4], ref[5]
+    w:set(nodes[node], name, {[field] = index and {[index] = nodes[target]} or nodes[target]})
+  end
 end
 
 --- prefab:spawn([count]) -> the root (count nil) or a list of count roots.
@@ -76,6 +121,12 @@ function Prefab:spawn(count)
   end
   local n = count == nil and 1 or tointeger(count)
   if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
+  -- as the C half's: a call spawns at most 2^31 - 1 entities (a larger count is a mistake,
+  -- which the loop below would take hours to find out)
+  local most = self.def and math.floor(2147483647 / self.def.nodes)
+  if most and n > most then
+    error(bad_argument(1, "prefab:spawn", string.format("a count from 0 to %d expected", most)), 2)
+  end
   if self.native then
     local ok, roots = pcall(self.native.spawn, self.native, n)
     if not ok then error(roots, 2) end
@@ -84,7 +135,11 @@ function Prefab:spawn(count)
   end
   local roots, spawned = {}, {}
   local ok, err = pcall(function()
-    for i = 1, n do roots[i] = spawn_tree(self.world, self.def, nil, spawned) end
+    for i = 1, n do
+      local nodes = {}
+      roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes)
+      point_refs(self.world, self.refs, nodes)
+    end
   end)
   if not ok then
     for i = #spawned, 1, -1 do pcall(self.world.despawn, self.world, spawned[i]) end

@@ -42,7 +42,7 @@ static void emit(encoder *en, const void *p, size_t n) {
 static void refuse(encoder *en, const char *what) {
     if (!en->ok) return;
     snprintf(en->why, en->why_size, "%s cannot be saved (only nil, booleans, numbers, strings "
-             "and tables of them without cycles)", what);
+             "and tables of them without cycles, repeats or metatables)", what);
     en->ok = false;
 }
 
@@ -59,6 +59,60 @@ static bool key_less(lua_State *L, int a, int b) {
     const char *sa = lua_tolstring(L, a, &na), *sb = lua_tolstring(L, b, &nb);
     int c = memcmp(sa, sb, na < nb ? na : nb);
     return c < 0 || (c == 0 && na < nb);
+}
+
+/* Sorts the count keys at [1..count] of the table at index list (key_less): a few in place, more
+ * by merging runs into a second table and back (n log n comparisons, whatever order lua_next
+ * gave). Returns the index of the table holding them sorted (list or the second, pushed above). */
+static int sort_keys(lua_State *L, int list, uint32_t count) {
+    if (count <= 8) { /* a few: insertion in place, without a second table */
+        for (uint32_t n = 2; n <= count; n++)
+            for (uint32_t i = n; i > 1; i--) {
+                lua_rawgeti(L, list, (lua_Integer)i - 1);
+                lua_rawgeti(L, list, (lua_Integer)i);
+                if (!key_less(L, -1, -2)) {
+                    lua_pop(L, 2);
+                    break;
+                }
+                lua_rawseti(L, list, (lua_Integer)i - 1);
+                lua_rawseti(L, list, (lua_Integer)i);
+            }
+        return list;
+    }
+    lua_createtable(L, count < INT32_MAX ? (int)count : 0, 0);
+    int from = list, to = lua_gettop(L);
+    for (uint64_t width = 1; width < count; width *= 2) {
+        for (uint64_t lo = 1; lo <= count; lo += 2 * width) {
+            uint64_t mid = lo + width < count + 1 ? lo + width : count + 1;
+            uint64_t hi = lo + 2 * width < count + 1 ? lo + 2 * width : count + 1;
+            uint64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                lua_rawgeti(L, from, (lua_Integer)i);
+                lua_rawgeti(L, from, (lua_Integer)j);
+                if (key_less(L, -1, -2)) { /* the right one first; the left stays for later */
+                    lua_rawseti(L, to, (lua_Integer)k++);
+                    lua_pop(L, 1);
+                    j++;
+                } else {
+                    lua_pop(L, 1);
+                    lua_rawseti(L, to, (lua_Integer)k++);
+                    i++;
+                }
+            }
+            for (; i < mid; i++) {
+                lua_rawgeti(L, from, (lua_Integer)i);
+                lua_rawseti(L, to, (lua_Integer)k++);
+            }
+            for (; j < hi; j++) {
+                lua_rawgeti(L, from, (lua_Integer)j);
+                lua_rawseti(L, to, (lua_Integer)k++);
+            }
+        }
+        int swap = from;
+        from = to;
+        to = swap;
+    }
+    return from;
 }
 
 /* Writes the value at the top of the stack (left there). */
@@ -104,39 +158,48 @@ static void encode_value(encoder *en, int depth) {
         refuse(en, "a table nested more than 100 deep");
         return;
     }
+    /* a level holds the table, its keys, their sorting copy, a key and a value */
+    if (!lua_checkstack(L, 8)) {
+        refuse(en, "a table nested too deep for the Lua stack");
+        return;
+    }
+    if (lua_getmetatable(L, -1)) { /* what it does (its __index, its class) would be lost */
+        lua_pop(L, 1);
+        refuse(en, "a table with a metatable");
+        return;
+    }
+    /* seen[t]: false while t is being written (met again: a cycle), true once written (met
+     * again: shared, which a load would turn into two tables, and which doubling at each level
+     * would make 2^100 tables long) */
     lua_pushvalue(L, -1);
     if (lua_rawget(L, en->seen) != LUA_TNIL) {
+        bool done = lua_toboolean(L, -1);
         lua_pop(L, 1);
-        refuse(en, "a table that contains itself");
+        refuse(en, done ? "a table reached twice" : "a table that contains itself");
         return;
     }
     lua_pop(L, 1);
     lua_pushvalue(L, -1);
-    lua_pushboolean(L, 1);
+    lua_pushboolean(L, 0);
     lua_rawset(L, en->seen);
     /* keys in a canonical order, so the same table always saves to the same bytes */
     int t = lua_gettop(L);
     lua_newtable(L);
-    int keys = t + 1;
     uint32_t count = 0;
     lua_pushnil(L);
     while (lua_next(L, t)) {
         lua_pop(L, 1);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, keys, (lua_Integer)++count);
-        for (uint32_t i = count; i > 1; i--) { /* insertion: keys is sorted after each key */
-            lua_rawgeti(L, keys, (lua_Integer)i - 1);
-            lua_rawgeti(L, keys, (lua_Integer)i);
-            bool swap = key_less(L, -1, -2);
-            if (swap) {
-                lua_rawseti(L, keys, (lua_Integer)i - 1);
-                lua_rawseti(L, keys, (lua_Integer)i);
-            } else {
-                lua_pop(L, 2);
-                break;
-            }
+        int kt = lua_type(L, -1);
+        if (kt != LUA_TBOOLEAN && kt != LUA_TNUMBER && kt != LUA_TSTRING) {
+            /* its identity is what it means as a key, and a load would make another */
+            lua_settop(L, t);
+            refuse(en, kt == LUA_TTABLE ? "a table used as a key" : lua_typename(L, kt));
+            return;
         }
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, t + 1, (lua_Integer)++count);
     }
+    int keys = sort_keys(L, t + 1, count);
     tag = TAG_TABLE;
     emit(en, &tag, 1);
     emit(en, &count, 4);
@@ -149,7 +212,7 @@ static void encode_value(encoder *en, int depth) {
     }
     lua_settop(L, t);
     lua_pushvalue(L, -1);
-    lua_pushnil(L);
+    lua_pushboolean(L, 1);
     lua_rawset(L, en->seen);
 }
 
@@ -204,7 +267,9 @@ static bool decode_value(decoder *de, int depth) {
         memcpy(&n, de->p + de->pos, 4);
         de->pos += 4;
         if (n > (de->size - de->pos) / 2) return false; /* each pair takes two bytes at least */
-        lua_createtable(L, 0, (int)n);
+        /* room for a few entries only: a count is a claim, and 99 nested tables each
+         * claiming the bytes left would take hundreds of times the value's size at once */
+        lua_createtable(L, 0, n < 64 ? (int)n : 64);
         for (uint32_t i = 0; i < n; i++) {
             if (!decode_value(de, depth + 1)) return lua_pop(L, 1), false;
             if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) ||
@@ -224,6 +289,65 @@ static bool decode(lua_State *L, const void *data, size_t size) {
     return true;
 }
 
+/* ---- Lua work inside kiln's calls ----
+ * The codec and the load's callbacks run inside kiln_save / kiln_load: a Lua error there (out
+ * of memory) must not unwind through kiln's C, which would leak its memory or leave half a
+ * load. Each runs under lua_pcall, and a failure becomes the callback's refusal. */
+
+typedef struct lua_work {
+    klua_world *kw;
+    int32_t ref;                 /* encode: the value's ref; decode: the ref made (0: nil) */
+    kiln_write_fn write;         /* encode */
+    void *write_ud;
+    const void *data;            /* decode */
+    size_t size;
+    bool ok;                     /* the work's own answer: plain data, a valid encoding */
+    char *why;
+    size_t why_size;
+} lua_work;
+
+/* Calls fn(w, the nargs values on top) protected, leaving nresults; a Lua error is written to
+ * w->why and returned (LUA_ERRMEM: out of memory), nothing left on the stack. */
+static int protect(lua_State *L, lua_CFunction fn, lua_work *w, int nargs, int nresults) {
+    if (!lua_checkstack(L, 2 + nresults)) {
+        lua_pop(L, nargs);
+        snprintf(w->why, w->why_size, "out of memory");
+        return LUA_ERRMEM;
+    }
+    lua_pushcfunction(L, fn);
+    lua_insert(L, -(nargs + 1));
+    lua_pushlightuserdata(L, w);
+    lua_insert(L, -(nargs + 1));
+    int rc = lua_pcall(L, nargs + 1, nresults, 0);
+    if (rc == LUA_OK) return rc;
+    snprintf(w->why, w->why_size, "%s", rc == LUA_ERRMEM ? "out of memory"
+                                        : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "a Lua error");
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* encode(value at 2, or the value of w->ref when there is no argument) -> w->ok */
+static int encode_work(lua_State *L) {
+    lua_work *w = lua_touserdata(L, 1);
+    if (lua_gettop(L) < 2) {
+        if (w->ref > 0) klua_value_push(L, w->kw, w->ref);
+        else lua_pushnil(L);
+    }
+    w->ok = encode(L, 2, w->write, w->write_ud, w->why, w->why_size);
+    return 0;
+}
+
+/* decode(w->data) -> w->ok, and the value: a ref in w->ref (w->kw set), else returned */
+static int decode_work(lua_State *L) {
+    lua_work *w = lua_touserdata(L, 1);
+    w->ok = decode(L, w->data, w->size);
+    if (!w->ok || !w->kw) return w->ok ? 1 : 0;
+    w->ref = lua_isnil(L, -1) ? 0 : klua_value_ref(L, w->kw, -1);
+    return 0;
+}
+
+static kiln_result failed_work(int rc) { return rc == LUA_ERRMEM ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INVALID_ARGUMENT; }
+
 /* ---- the codec for "lua"-valued components ---- */
 
 typedef struct codec_ctx {
@@ -231,34 +355,43 @@ typedef struct codec_ctx {
     lua_State *L; /* the thread running the method */
 } codec_ctx;
 
+/* The codec handles the world's own "lua" components: any other component with hooks (kiln's
+ * own bookkeeping, a C host's) holds what a Lua value cannot stand for. */
+static bool not_lua_valued(const codec_ctx *cx, kiln_component c, char *why, size_t why_size) {
+    if (klua_is_lua_valued(cx->kw, c)) return false;
+    snprintf(why, why_size, "it is not a Lua-valued component of this world");
+    return true;
+}
+
 static kiln_result codec_encode(void *ud, kiln_component c, kiln_entity e, const void *value,
                                 kiln_write_fn write, void *write_ud, char *why, size_t why_size) {
     codec_ctx *cx = ud;
-    klua_world *kw = cx->kw;
-    lua_State *L = cx->L;
     int32_t ref;
     memcpy(&ref, value, sizeof ref);
-    if (ref > 0) klua_value_push(L, kw, ref);
-    else lua_pushnil(L);
-    bool ok = encode(L, -1, write, write_ud, why, why_size);
-    lua_pop(L, 1);
-    (void)c, (void)e;
-    return ok ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
+    (void)e;
+    if (not_lua_valued(cx, c, why, why_size)) return KILN_ERR_INVALID_ARGUMENT;
+    if (!cx->kw->shared) { /* a mod's view: the values are in the host's state, out of its reach */
+        snprintf(why, why_size, "its values live in the host's Lua state (a mod cannot save them)");
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
+    lua_work w = {.kw = cx->kw, .ref = ref, .write = write, .write_ud = write_ud, .why = why, .why_size = why_size};
+    int rc = protect(cx->L, encode_work, &w, 0, 0);
+    if (rc != LUA_OK) return failed_work(rc);
+    return w.ok ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
 }
 
 static kiln_result codec_decode(void *ud, kiln_component c, const void *data, size_t size, void *dest,
                                 char *why, size_t why_size) {
     codec_ctx *cx = ud;
-    klua_world *kw = cx->kw;
-    lua_State *L = cx->L;
-    (void)c;
-    if (!decode(L, data, size)) {
+    if (not_lua_valued(cx, c, why, why_size)) return KILN_ERR_INVALID_ARGUMENT;
+    lua_work w = {.kw = cx->kw, .data = data, .size = size, .why = why, .why_size = why_size};
+    int rc = protect(cx->L, decode_work, &w, 0, 0);
+    if (rc != LUA_OK) return failed_work(rc);
+    if (!w.ok) {
         snprintf(why, why_size, "its Lua value is corrupt");
         return KILN_ERR_INVALID_ARGUMENT;
     }
-    int32_t ref = lua_isnil(L, -1) ? 0 : klua_value_ref(L, kw, -1);
-    lua_pop(L, 1);
-    memcpy(dest, &ref, sizeof ref);
+    memcpy(dest, &w.ref, sizeof w.ref);
     return KILN_OK;
 }
 
@@ -267,7 +400,6 @@ static void codec_discard(void *ud, kiln_component c, void *value) {
     (void)c;
     klua_value_hook(value, 1, cx->kw->shared);
 }
-
 
 /* ---- world:save / world:load ---- */
 
@@ -326,6 +458,13 @@ static void push_lua_resources(lua_State *L) {
     klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* nil where the host changed the state */
 }
 
+/* the string of w->size bytes at w->data */
+static int push_bytes_work(lua_State *L) {
+    lua_work *w = lua_touserdata(L, 1);
+    lua_pushlstring(L, w->data, w->size);
+    return 1;
+}
+
 static int w_save(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:save";
@@ -339,11 +478,11 @@ static int w_save(lua_State *L) {
     byte_sink host = {L, NULL, 0, 0};
     char why[200];
     push_lua_resources(L);
-    if (!encode(L, -1, sink_write, &host, why, sizeof why)) {
+    lua_work w = {.kw = kw, .write = sink_write, .write_ud = &host, .why = why, .why_size = sizeof why};
+    if (protect(L, encode_work, &w, 1, 0) != LUA_OK || !w.ok) {
         sink_free(&host);
         klua_fail(L, fname, "Lua resource: %s", why);
     }
-    lua_pop(L, 1);
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_save_desc d = {.format = format, .codec = &codec, .exclude = {kw->shared_type},
@@ -358,17 +497,24 @@ static int w_save(lua_State *L) {
         klua_fail_world(L, kw->world, fname);
     }
     if (to_file) return 0;
-    lua_pushlstring(L, out.data ? (const char *)out.data : "", out.size);
+    w = (lua_work){.data = out.data ? out.data : (const void *)"", .size = out.size, .why = why, .why_size = sizeof why};
+    int rc = protect(L, push_bytes_work, &w, 0, 1); /* the buffer is freed whatever happens */
     sink_free(&out);
+    if (rc != LUA_OK) klua_fail(L, fname, "%s", why);
     return 1;
 }
 
+/* What world:load keeps on the stack, at fixed slots above its arguments (made before the load:
+ * once entities land, nothing may allocate, so nothing can raise). */
 typedef struct load_ctx {
     lua_State *L;
-    int map;        /* stack index of the old -> new table */
-    int host;       /* stack index where the host table goes (nil until decoded) */
+    klua_world *kw;
+    int map;        /* the old -> new table, made in on_ready with room for every entity */
+    int host;       /* the saved Lua resources (nil until on_host decodes them) */
+    int resources;  /* on_ready: the world's Lua resources with the saved ones merged in */
 } load_ctx;
 
+/* Sets into the table made with room for it: no allocation, so no error while the load lands. */
 static void on_mapped(void *ud, kiln_entity old_e, kiln_entity new_e) {
     load_ctx *lc = ud;
     lua_pushinteger(lc->L, (lua_Integer)new_e);
@@ -378,12 +524,51 @@ static void on_mapped(void *ud, kiln_entity old_e, kiln_entity new_e) {
 static bool on_host(void *ud, const void *data, size_t size, char *why, size_t why_size) {
     load_ctx *lc = ud;
     if (size == 0) return true;
-    if (!decode(lc->L, data, size) || !lua_istable(lc->L, -1)) {
-        if (lua_gettop(lc->L) > lc->host) lua_pop(lc->L, 1);
+    lua_work w = {.data = data, .size = size, .why = why, .why_size = why_size};
+    if (protect(lc->L, decode_work, &w, 0, 1) != LUA_OK) return false;
+    if (!w.ok || !lua_istable(lc->L, -1)) {
+        lua_pop(lc->L, 1);
         snprintf(why, why_size, "the Lua resources are corrupt");
         return false;
     }
     lua_replace(lc->L, lc->host);
+    return true;
+}
+
+/* ready_work(world, saved resources or nil): the map table with room for w->size entities, and
+ * a copy of the world's Lua resources with the saved ones over them (swapped in once the load
+ * has landed) */
+static int ready_work(lua_State *L) {
+    enum { WORLD = 2, SAVED, MAP, MERGED, STATE, OWN };
+    lua_work *w = lua_touserdata(L, 1);
+    lua_createtable(L, 0, w->size < INT32_MAX ? (int)w->size : INT32_MAX);
+    lua_newtable(L);
+    if (!klua_push_state(L, WORLD, KLUA_STATE_RESOURCES))
+        return luaL_error(L, "the world's state was changed through the debug library");
+    lua_pushnil(L); /* (the slot the state took) */
+    lua_insert(L, STATE);
+    const int from[] = {OWN, SAVED};
+    for (int k = 0; k < 2; k++) {
+        if (!lua_istable(L, from[k])) continue;
+        lua_pushnil(L);
+        while (lua_next(L, from[k])) {
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, MERGED);
+        }
+    }
+    lua_settop(L, MERGED);
+    return 2;
+}
+
+static bool on_ready(void *ud, int64_t entities, char *why, size_t why_size) {
+    load_ctx *lc = ud;
+    lua_work w = {.size = (size_t)entities, .why = why, .why_size = why_size};
+    lua_pushvalue(lc->L, 1);
+    lua_pushvalue(lc->L, lc->host);
+    if (protect(lc->L, ready_work, &w, 2, 2) != LUA_OK) return false;
+    lua_replace(lc->L, lc->resources);
+    lua_replace(lc->L, lc->map);
     return true;
 }
 
@@ -411,24 +596,24 @@ static int w_load(lua_State *L) {
     }
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
-    lua_newtable(L);
+    lua_settop(L, 3);
+    if (!lua_checkstack(L, 8)) klua_fail(L, fname, "out of memory");
     lua_pushnil(L);
-    load_ctx lc = {L, lua_gettop(L) - 1, lua_gettop(L)};
+    lua_pushnil(L);
+    lua_pushnil(L);
+    load_ctx lc = {L, kw, 4, 5, 6};
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
-    kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host, .ud = &lc};
+    kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
+                        .ready = on_ready, .ud = &lc};
     kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
-    if (lua_istable(L, lc.host)) { /* the saved Lua resources join the world's */
-        push_lua_resources(L);
-        if (!lua_istable(L, -1)) klua_fail(L, fname, "the world's state was changed through the debug library");
-        lua_pushnil(L);
-        while (lua_next(L, lc.host)) {
-            lua_pushvalue(L, -2);
-            lua_insert(L, -2);
-            lua_rawset(L, -4);
-        }
-        lua_pop(L, 1);
+    /* the saved Lua resources join the world's: the merged table takes the place of its own
+     * (raw, as on_ready found the state: no Lua has run since, and nothing here may raise) */
+    if (lua_istable(L, lc.resources) && lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE) == LUA_TTABLE) {
+        lua_pushstring(L, KLUA_STATE_RESOURCES);
+        lua_pushvalue(L, lc.resources);
+        lua_rawset(L, -3);
     }
     lua_settop(L, lc.map);
     return 1;

@@ -75,7 +75,7 @@ static int tree_spawn(lua_State *L) {
     klua_world *kw = owner_world(L, 1, fname);
     int64_t nodes = kiln_prefab_nodes(t->prefab);
     if (n < 0 || n > INT32_MAX || (nodes && n > INT32_MAX / nodes))
-        klua_argerror(L, 2, fname, "a count from 0 to %lld expected", (long long)(nodes ? INT32_MAX / nodes : 0));
+        klua_argerror(L, 2, fname, "a count from 0 to %d expected", (int)(nodes ? INT32_MAX / nodes : 0)); /* (Lua formats: no %lld) */
     kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
     if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_createtable(L, (int)n, 0);

@@ -644,7 +644,10 @@ void klua_unref_value(lua_State *L, klua_world *kw, kiln_component c, const void
 
 int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
     idx = lua_absindex(L, idx);
-    push_values(L, kw->shared); /* the world is open: its table is there */
+    /* the world is open, so its table is there, unless a host script replaced the World's
+     * state through the debug library (the box holds the table weakly) */
+    if (push_values(L, kw->shared) != LUA_TTABLE)
+        luaL_error(L, "the world's state was changed through the debug library");
     lua_pushvalue(L, idx);
     int ref = luaL_ref(L, -2);
     lua_pop(L, 1);
@@ -652,7 +655,11 @@ int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
 }
 
 void klua_value_push(lua_State *L, klua_world *kw, int ref) {
-    push_values(L, kw->shared);
+    if (push_values(L, kw->shared) != LUA_TTABLE) { /* (see klua_value_ref): the value is gone */
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        return;
+    }
     lua_rawgeti(L, -1, ref);
     lua_replace(L, -2);
 }

@@ -95,12 +95,19 @@ typedef void (*kiln_load_map_fn)(void *ud, kiln_entity old_entity, kiln_entity n
 typedef bool (*kiln_load_host_fn)(void *ud, const void *data, size_t size, char *why,
                                   size_t why_size);
 
+/* Called once a load is read, matched and decoded, after the host bytes and just before anything
+ * lands, with the number of entities it will spawn; returning false (with why written) fails
+ * the load with KILN_ERR_OUT_OF_MEMORY and "kiln_load: <why>", the world untouched. A caller that must get ready for what
+ * follows (room for the map of new handles) does it here, where failing still costs nothing. */
+typedef bool (*kiln_load_ready_fn)(void *ud, int64_t entity_count, char *why, size_t why_size);
+
 typedef struct kiln_load_desc {
     bool skip_unknown;               /* skip components and fields the world does not know */
     const kiln_persist_codec *codec; /* for components saved through a codec */
     kiln_load_map_fn mapped;         /* optional */
     kiln_load_host_fn host;          /* optional; NULL ignores host bytes */
-    void *ud;                        /* handed to mapped and host */
+    void *ud;                        /* handed to mapped, host and ready */
+    kiln_load_ready_fn ready;        /* optional */
 } kiln_load_desc;
 
 /* Loads size bytes at data (either format, told apart by their first bytes) into world,

@@ -177,6 +177,7 @@ typedef struct reader {
     size_t size, pos;
     kiln_result r;
     uint32_t version;
+    uint64_t *listed;      /* a bit per schema, set while a group's types are read */
 } reader;
 
 static bool fail(reader *rd, kiln_result code, const char *fmt, const char *what, int64_t n) {
@@ -282,6 +283,26 @@ static bool rd_blob(reader *rd, pz_blob *b, const char *what) {
     return rd->r == KILN_OK;
 }
 
+/* Bool fields of count values of s at values (read from byte at) hold 0 or 1: C code reading
+ * a bool holding anything else has undefined behaviour, and JSON could not say it. */
+static bool check_bools(reader *rd, const pz_schema *s, const uint8_t *values, uint64_t count, size_t at) {
+    for (int32_t f = 0; f < s->field_count && values; f++) {
+        const pz_field *fd = &s->fields[f];
+        if (fd->type != KILN_TYPE_BOOL) continue;
+        for (uint64_t r = 0; r < count; r++)
+            for (uint32_t k = 0; k < fd->count; k++) {
+                size_t off = (size_t)r * s->size + fd->offset + k;
+                if (values[off] <= 1) continue;
+                char name[84];
+                snprintf(name, sizeof name, "%.40s.%.40s", s->name, fd->name); /* (the message's room) */
+                rd->pos = at + off;
+                return fail(rd, KILN_ERR_INVALID_ARGUMENT, "field '%s' holds %lld, not a boolean (0 or 1)", name,
+                            values[off]);
+            }
+    }
+    return true;
+}
+
 static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
     uint32_t tc = rd32(rd, "a group");
     if (rd->r != KILN_OK) return false;
@@ -290,14 +311,18 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
     g->types = arena(rd, sizeof(uint32_t) * ((size_t)tc + 1));
     g->values = arena(rd, sizeof(uint8_t *) * ((size_t)tc + 1));
     g->blobs = arena(rd, sizeof(pz_blob *) * ((size_t)tc + 1));
+    /* listed marks the group's schemas (one bit each), so a repeat is found in one pass */
     for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) {
-        g->types[t] = rd32(rd, "a group's types");
-        if (rd->r == KILN_OK && g->types[t] >= rd->doc->schema_count)
-            return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group names schema #%s%lld, which does not exist", "", g->types[t]);
-        for (uint32_t u = 0; u < t && rd->r == KILN_OK; u++)
-            if (g->types[u] == g->types[t])
-                return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group lists '%s' twice%.0lld", rd->doc->schemas[g->types[t]].name, 0);
+        uint32_t type = g->types[t] = rd32(rd, "a group's types");
+        if (rd->r == KILN_OK && type >= rd->doc->schema_count)
+            return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group names schema #%s%lld, which does not exist", "", type);
+        if (rd->r == KILN_OK && (rd->listed[type / 64] >> (type % 64) & 1)) {
+            for (uint32_t u = 0; u < t; u++) rd->listed[g->types[u] / 64] = 0;
+            return fail(rd, KILN_ERR_INVALID_ARGUMENT, "a group lists '%s' twice%.0lld", rd->doc->schemas[type].name, 0);
+        }
+        if (rd->r == KILN_OK) rd->listed[type / 64] |= (uint64_t)1 << (type % 64);
     }
+    for (uint32_t t = 0; t < tc && rd->r == KILN_OK; t++) rd->listed[g->types[t] / 64] = 0;
     uint64_t count = rd64(rd, "a group");
     if (rd->r != KILN_OK) return false;
     if (count == 0 || count > (uint64_t)*entities_left || count > (rd->size - rd->pos) / 8)
@@ -323,7 +348,9 @@ static bool rd_group(reader *rd, pz_group *g, int64_t *entities_left) {
         const pz_schema *s = &rd->doc->schemas[g->types[t]];
         if (s->size == 0) continue;
         if (!s->codec) {
+            size_t at = rd->pos;
             g->values[t] = rdn(rd, count * s->size, s->name);
+            if (!check_bools(rd, s, g->values[t], count, at)) return false;
             continue;
         }
         if (count > (rd->size - rd->pos) / 4)
@@ -369,18 +396,19 @@ static bool rd_header(reader *rd) {
 }
 
 kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
-    reader rd = {world, doc, data, size, 0, KILN_OK, 0};
+    reader rd = {world, doc, data, size, 0, KILN_OK, 0, NULL};
     if (!rd_header(&rd)) return rd.r;
     doc->schemas = arena(&rd, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
     doc->groups = arena(&rd, sizeof(pz_group) * ((size_t)doc->group_count + 1));
     doc->resources = arena(&rd, sizeof(pz_resource) * ((size_t)doc->resource_count + 1));
+    pz_schema_names names;
+    rd.listed = arena(&rd, sizeof(uint64_t) * ((size_t)doc->schema_count / 64 + 1));
+    if (rd.r == KILN_OK && !pz_schema_names_init(&names, doc))
+        rd.r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     for (uint32_t i = 0; i < doc->schema_count && rd.r == KILN_OK; i++) {
         if (!rd_schema(&rd, &doc->schemas[i])) break;
-        for (uint32_t j = 0; j < i; j++)
-            if (strcmp(doc->schemas[j].name, doc->schemas[i].name) == 0) {
-                fail(&rd, KILN_ERR_INVALID_ARGUMENT, "schema '%s' appears twice%.0lld", doc->schemas[i].name, 0);
-                break;
-            }
+        if (pz_schema_names_add(&names, i) >= 0)
+            fail(&rd, KILN_ERR_INVALID_ARGUMENT, "schema '%s' appears twice%.0lld", doc->schemas[i].name, 0);
     }
     int64_t left = doc->entity_count;
     for (uint32_t g = 0; g < doc->group_count && rd.r == KILN_OK; g++) rd_group(&rd, &doc->groups[g], &left);
@@ -397,7 +425,11 @@ kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size,
         const pz_schema *s = &doc->schemas[res->schema];
         if (s->size == 0) continue;
         if (s->codec) rd_blob(&rd, &res->blob, s->name);
-        else res->value = rdn(&rd, s->size, s->name);
+        else {
+            size_t at = rd.pos;
+            res->value = rdn(&rd, s->size, s->name);
+            if (!check_bools(&rd, s, res->value, 1, at)) break;
+        }
     }
     uint8_t has_host = rd8(&rd, "the host data");
     if (rd.r == KILN_OK && has_host > 1) fail(&rd, KILN_ERR_INVALID_ARGUMENT, "the host data flag is %s%lld", "", has_host);

@@ -12,7 +12,7 @@
 #include "persist_internal.h"
 
 #define CHUNK 8192      /* bytes gathered at a time (on the stack) before they are streamed */
-#define VALUE_MAX 4096  /* larger values with entity fields stream raw (their references as is) */
+#define VALUE_MAX 4096  /* larger values with entity fields stream a value at a time (stream_value) */
 #define SMALL_SORT 32   /* archetypes up to this many unsorted rows sort on the stack */
 
 typedef struct hash_column {
@@ -181,6 +181,48 @@ static void gather_value(const pz_live *live, const hash_column *hc, const uint8
     }
 }
 
+/* The bytes of a value streamed from at, at most n of them, so that no reference is split. */
+static size_t whole_references(const kiln_component_info *info, size_t at, size_t n) {
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        size_t end = at + n, count = fd->count ? fd->count : 1;
+        if (fd->type != KILN_TYPE_ENTITY || end <= fd->offset) continue;
+        size_t k = (end - fd->offset) / 8, start = fd->offset + 8 * k;
+        if (k < count && start < end && start > at) n = start - at; /* ends before the split one */
+    }
+    return n;
+}
+
+/* One value too large to gather (its ranges in pieces of at most CHUNK bytes through buf), its
+ * references to dead entities nulled as gather_value nulls them in smaller values. */
+static void stream_value(const pz_live *live, XXH3_state_t *st, const hash_column *hc, const uint8_t *v,
+                         uint8_t *buf) {
+    for (int32_t r = 0; r < hc->range_count; r++) {
+        size_t at = hc->range_at[r], end = at + hc->range_len[r];
+        while (at < end) {
+            size_t n = end - at < CHUNK ? end - at : CHUNK;
+            if (!hc->entities) {
+                XXH3_64bits_update(st, v + at, n);
+                at += n;
+                continue;
+            }
+            n = whole_references(&hc->info, at, n);
+            memcpy(buf, v + at, n);
+            for (int32_t f = 0; f < hc->info.field_count; f++) {
+                const kiln_field *fd = &hc->info.fields[f];
+                size_t count = fd->count ? fd->count : 1;
+                if (fd->type != KILN_TYPE_ENTITY || fd->offset + 8 * count <= at || fd->offset >= at + n) continue;
+                size_t first = fd->offset >= at ? 0 : (at - fd->offset + 7) / 8;
+                size_t last = (at + n - fd->offset) / 8; /* one past the last whole one */
+                if (last > count) last = count;
+                if (last > first) pz_null_dead_refs(live, buf + fd->offset + 8 * first - at, last - first);
+            }
+            XXH3_64bits_update(st, buf, n);
+            at += n;
+        }
+    }
+}
+
 /* The handles, in canonical order. */
 static void stream_handles(XXH3_state_t *st, row_order *o, uint8_t *buf) {
     const kl_archetype *arch = o->arch;
@@ -225,13 +267,9 @@ static void stream_column(const pz_live *live, XXH3_state_t *st, row_order *o, c
     /* any other layout: value by value through the canonical order */
     uint32_t rows[256];
     order_rewind(o);
-    if (hc->bytes > CHUNK) { /* a huge value: its ranges straight from the column */
+    if (hc->bytes > CHUNK || (hc->entities && hc->size > VALUE_MAX)) { /* a value at a time */
         for (int32_t n; (n = order_next(o, rows, 256)) > 0;)
-            for (int32_t i = 0; i < n; i++) {
-                const uint8_t *v = col->data + (size_t)rows[i] * col->stride;
-                for (int32_t k = 0; k < hc->range_count; k++)
-                    XXH3_64bits_update(st, v + hc->range_at[k], hc->range_len[k]);
-            }
+            for (int32_t i = 0; i < n; i++) stream_value(live, st, hc, col->data + (size_t)rows[i] * col->stride, buf);
         return;
     }
     int32_t per = (int32_t)(CHUNK / hc->bytes);
@@ -298,12 +336,13 @@ static uint64_t hash_resources(const pz_live *live) {
         XXH3_state_t st;
         XXH3_INITSTATE(&st);
         XXH3_64bits_reset_withSeed(&st, seed);
-        if (hc.bytes <= VALUE_MAX) {
+        if (hc.bytes <= VALUE_MAX && !(hc.entities && hc.size > VALUE_MAX)) {
             uint8_t buf[VALUE_MAX];
             gather_value(live, &hc, v, buf);
             XXH3_64bits_update(&st, buf, hc.bytes);
         } else {
-            for (int32_t k = 0; k < hc.range_count; k++) XXH3_64bits_update(&st, v + hc.range_at[k], hc.range_len[k]);
+            _Alignas(16) uint8_t buf[CHUNK];
+            stream_value(live, &st, &hc, v, buf);
         }
         resources += XXH3_64bits_digest(&st);
     }

@@ -19,13 +19,31 @@ static json_t *element(const kiln_world *world, kiln_type type, const uint8_t *p
     return json_integer(kiln_is_alive(world, e) ? (json_int_t)e : 0);
 }
 
-static json_t *field_value(const kiln_world *world, const kiln_field *f, const uint8_t *value) {
+/* Sets key of obj to v (taking v); false, with *r set to out of memory unless it holds a failure
+ * already, when v is NULL or cannot be stored: a save never leaves a value out. */
+static bool put(kiln_world *world, json_t *obj, const char *key, json_t *v, kiln_result *r) {
+    if (v && json_object_set_new(obj, key, v) == 0) return true;
+    if (*r == KILN_OK) *r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory writing JSON");
+    return false;
+}
+
+static bool append(kiln_world *world, json_t *array, json_t *v, kiln_result *r) {
+    if (v && json_array_append_new(array, v) == 0) return true;
+    if (*r == KILN_OK) *r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_save: out of memory writing JSON");
+    return false;
+}
+
+static json_t *field_value(kiln_world *world, const kiln_field *f, const uint8_t *value, kiln_result *r) {
     uint32_t n = f->count ? f->count : 1;
     const uint8_t *p = value + f->offset;
     if (f->type == KILN_TYPE_CHAR) return json_stringn((const char *)p, strnlen((const char *)p, n));
     if (n == 1) return element(world, f->type, p);
     json_t *a = json_array();
-    for (uint32_t k = 0; k < n && a; k++) json_array_append_new(a, element(world, f->type, p + k * kiln_type_size(f->type)));
+    for (uint32_t k = 0; k < n && a; k++)
+        if (!append(world, a, element(world, f->type, p + k * kiln_type_size(f->type)), r)) {
+            json_decref(a);
+            return NULL;
+        }
     return a;
 }
 
@@ -38,38 +56,59 @@ static json_t *value_json(kiln_world *world, const kiln_save_desc *desc, const k
     }
     if (info->field_count == 0) return pz_json_hex(world, value, info->size);
     json_t *o = json_object();
-    for (int32_t f = 0; f < info->field_count && o; f++)
-        json_object_set_new(o, info->fields[f].name, field_value(world, &info->fields[f], value));
+    for (int32_t f = 0; f < info->field_count && o; f++) {
+        const kiln_field *fd = &info->fields[f];
+        json_t *fv = field_value(world, fd, value, r);
+        if (!fv && fd->type == KILN_TYPE_CHAR && *r == KILN_OK) { /* jansson takes UTF-8 only */
+            char buf[24];
+            if (e)
+                *r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: entity %s component '%s' field '%s' is not "
+                             "UTF-8 text (JSON holds nothing else; save in binary)",
+                             kiln_entity_format(e, buf, sizeof buf), info->name, fd->name);
+            else
+                *r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: resource '%s' field '%s' is not UTF-8 "
+                             "text (JSON holds nothing else; save in binary)", info->name, fd->name);
+        }
+        if (!put(world, o, fd->name, fv, r)) {
+            json_decref(o);
+            return NULL;
+        }
+    }
     return o;
 }
 
-static json_t *schema_json(const kiln_component_info *info, bool codec) {
+static json_t *schema_json(kiln_world *world, const kiln_component_info *info, bool codec, kiln_result *r) {
     json_t *s = json_pack("{s:s, s:I}", "name", info->name, "size", (json_int_t)info->size);
-    if (codec) {
-        json_object_set_new(s, "codec", json_true());
-        return s;
-    }
+    if (!s) return NULL;
+    if (codec) return put(world, s, "codec", json_true(), r) ? s : (json_decref(s), NULL);
     json_t *fields = json_array();
-    for (int32_t f = 0; f < info->field_count; f++) {
+    for (int32_t f = 0; f < info->field_count && fields; f++) {
         const kiln_field *fd = &info->fields[f];
-        json_array_append_new(fields, json_pack("{s:s, s:s, s:I, s:I}", "name", fd->name, "type",
-                                                kiln_type_name(fd->type), "offset", (json_int_t)fd->offset,
-                                                "count", (json_int_t)(fd->count ? fd->count : 1)));
+        if (!append(world, fields, json_pack("{s:s, s:s, s:I, s:I}", "name", fd->name, "type",
+                                             kiln_type_name(fd->type), "offset", (json_int_t)fd->offset,
+                                             "count", (json_int_t)(fd->count ? fd->count : 1)), r)) {
+            json_decref(fields);
+            fields = NULL;
+        }
     }
-    json_object_set_new(s, "fields", fields);
+    if (!put(world, s, "fields", fields, r)) {
+        json_decref(s);
+        return NULL;
+    }
     return s;
 }
 
 static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
                          json_t *root, pz_bytes *bytes) {
     kiln_result r = KILN_OK;
-    json_object_set_new(root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION));
-    json_object_set_new(root, "tick", json_integer(world->tick));
-    json_t *schemas = json_array();
-    json_object_set_new(root, "components", schemas);
-    for (int32_t i = 0; i < plan->count; i++) json_array_append_new(schemas, schema_json(&plan->info[i], plan->codec[i]));
-    json_t *entities = json_array();
-    json_object_set_new(root, "entities", entities);
+    json_t *schemas = json_array(), *entities = json_array(), *resources = json_object();
+    /* every put runs (|, not ||): each takes its value, stored or freed */
+    if (!put(world, root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION), &r) |
+        !put(world, root, "tick", json_integer(world->tick), &r) | !put(world, root, "components", schemas, &r) |
+        !put(world, root, "entities", entities, &r) | !put(world, root, "resources", resources, &r))
+        return r;
+    for (int32_t i = 0; i < plan->count && r == KILN_OK; i++)
+        append(world, schemas, schema_json(world, &plan->info[i], plan->codec[i], &r), &r);
     for (int32_t g = 0; g < plan->group_count && r == KILN_OK; g++) {
         const kl_archetype *arch = plan->groups[g];
         const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
@@ -79,26 +118,27 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
             cols[t] = plan->info[types[t]].size ? kl_archetype_column(arch, plan->info[types[t]].id) : NULL;
         for (int32_t row = 0; row < arch->count && r == KILN_OK; row++) {
             kiln_entity e = arch->entities[row];
-            json_t *comps = json_object();
+            json_t *ent = json_object(), *comps = json_object();
+            if (!put(world, ent, "id", json_integer((json_int_t)e), &r) | !put(world, ent, "components", comps, &r)) {
+                json_decref(ent);
+                break;
+            }
+            if (!append(world, entities, ent, &r)) break; /* (ent freed with comps) */
             for (int32_t t = 0; t < tc && r == KILN_OK; t++) {
                 const kiln_component_info *info = &plan->info[types[t]];
                 const void *v = cols[t] ? cols[t]->data + (size_t)row * cols[t]->stride : NULL;
-                json_t *jv = value_json(world, desc, info, plan->codec[types[t]], e, v, bytes, &r);
-                if (jv) json_object_set_new(comps, info->name, jv);
+                put(world, comps, info->name, value_json(world, desc, info, plan->codec[types[t]], e, v, bytes, &r), &r);
             }
-            json_array_append_new(entities, json_pack("{s:I, s:o}", "id", (json_int_t)e, "components", comps));
         }
     }
-    json_t *resources = json_object();
-    json_object_set_new(root, "resources", resources);
     for (int32_t k = 0; k < plan->resource_count && r == KILN_OK; k++) {
         const kiln_component_info *info = &plan->info[plan->resources[k]];
-        json_t *jv = value_json(world, desc, info, plan->codec[plan->resources[k]], KILN_NULL_ENTITY,
-                                kiln_resource_get(world, info->id), bytes, &r);
-        if (jv) json_object_set_new(resources, info->name, jv);
+        put(world, resources, info->name,
+            value_json(world, desc, info, plan->codec[plan->resources[k]], KILN_NULL_ENTITY,
+                       kiln_resource_get(world, info->id), bytes, &r), &r);
     }
     if (r == KILN_OK && desc->host_data)
-        json_object_set_new(root, "host", pz_json_hex(world, desc->host_data, desc->host_size));
+        put(world, root, "host", pz_json_hex(world, desc->host_data, desc->host_size), &r);
     return r;
 }
 

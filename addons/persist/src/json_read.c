@@ -16,6 +16,7 @@
 typedef struct jr {
     pz_json js;
     pz_doc *doc;
+    pz_schema_names names;
 } jr;
 
 static void *arena(jr *j, size_t size) {
@@ -170,24 +171,29 @@ static bool schema(jr *j, const json_t *v, pz_schema *s) {
     return j->js.r == KILN_OK;
 }
 
-static int32_t schema_index(const pz_doc *doc, const char *name) {
-    for (uint32_t i = 0; i < doc->schema_count; i++)
-        if (strcmp(doc->schemas[i].name, name) == 0) return (int32_t)i;
-    return -1;
+static int ascending(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
-/* The sorted schema indices of one entity's components into types; returns how many. */
+/* The sorted schema indices of one entity's components into types (room for the object's size:
+ * its keys are distinct); returns how many. */
 static int32_t entity_types(jr *j, const json_t *comps, uint32_t *types) {
     int32_t n = 0;
     const char *key;
     json_t *cv;
     json_object_foreach((json_t *)comps, key, cv) {
-        int32_t idx = schema_index(j->doc, key);
+        int32_t idx = pz_schema_names_find(&j->names, key);
         if (idx < 0) return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "'%.60s' is not in the components list", key), -1;
         int32_t k = n++;
+        if (n > 16) { /* many: sorted once at the end (inserting each would be quadratic) */
+            types[k] = (uint32_t)idx;
+            continue;
+        }
         while (k > 0 && types[k - 1] > (uint32_t)idx) types[k] = types[k - 1], k--;
         types[k] = (uint32_t)idx;
     }
+    if (n > 16) qsort(types, (size_t)n, sizeof *types, ascending);
     return n;
 }
 
@@ -240,12 +246,15 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
     size_t start = 0;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
-        gr->types = arena(j, sizeof(uint32_t) * ((size_t)doc->schema_count + 1));
-        gr->values = arena(j, sizeof(uint8_t *) * ((size_t)doc->schema_count + 1));
-        gr->blobs = arena(j, sizeof(pz_blob *) * ((size_t)doc->schema_count + 1));
+        /* room for the group's own components (not every schema's: a group each is cheap) */
+        const json_t *comps = json_object_get(json_array_get(ents, start), "components");
+        size_t types = json_object_size(comps) + 1;
+        gr->types = arena(j, sizeof(uint32_t) * types);
+        gr->values = arena(j, sizeof(uint8_t *) * types);
+        gr->blobs = arena(j, sizeof(pz_blob *) * types);
         gr->handles = handles[g] = arena(j, sizeof(kiln_entity) * (size_t)gr->count);
         if (j->js.r != KILN_OK) return false;
-        gr->type_count = entity_types(j, json_object_get(json_array_get(ents, start), "components"), gr->types);
+        gr->type_count = entity_types(j, comps, gr->types);
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
             if (s->codec) gr->blobs[t] = arena(j, sizeof(pz_blob) * (size_t)gr->count);
@@ -284,7 +293,7 @@ static bool resources(jr *j, const json_t *res) {
     json_object_foreach((json_t *)res, key, v) {
         if (!doc->resources) return false;
         size_t mark = pz_json_key(&j->js, key);
-        int32_t idx = schema_index(doc, key);
+        int32_t idx = pz_schema_names_find(&j->names, key);
         pz_resource *r = &doc->resources[doc->resource_count];
         const pz_schema *s = idx >= 0 ? &doc->schemas[idx] : NULL;
         uint8_t *out = s && s->size && !s->codec ? arena(j, s->size) : NULL;
@@ -322,10 +331,12 @@ static bool document(jr *j, const json_t *root) {
     if (pz_json_expect(&j->js, comps, json_is_array(comps), "an array of components")) {
         doc->schema_count = (uint32_t)json_array_size(comps);
         doc->schemas = arena(j, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
-        for (uint32_t i = 0; i < doc->schema_count && doc->schemas; i++) {
+        if (doc->schemas && !pz_schema_names_init(&j->names, doc))
+            j->js.r = kl_fail(j->js.world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        for (uint32_t i = 0; i < doc->schema_count && doc->schemas && j->js.r == KILN_OK; i++) {
             size_t m2 = pz_json_index(&j->js, i);
             bool ok = schema(j, json_array_get(comps, i), &doc->schemas[i]);
-            if (ok && schema_index(doc, doc->schemas[i].name) != (int32_t)i)
+            if (ok && pz_schema_names_add(&j->names, i) >= 0)
                 ok = pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "component '%s' appears twice", doc->schemas[i].name);
             pz_json_pop(&j->js, m2);
             if (!ok) break;
@@ -364,7 +375,7 @@ kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, p
     if (!root)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at line %d column %d (byte %d): %.120s",
                        err.line, err.column, err.position, err.text);
-    jr j = {{.world = world, .call = "kiln_load"}, doc};
+    jr j = {.js = {.world = world, .call = "kiln_load"}, .doc = doc};
     if (!json_is_object(root)) {
         snprintf(j.js.path, sizeof j.js.path, "the top level");
         pz_json_expect(&j.js, root, false, "an object");

@@ -106,6 +106,7 @@ bool pz_json_number(pz_json *j, const json_t *v, double *dest) {
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
         if (strcmp(s, "nan") == 0) return *dest = NAN, true;
+        if (strcmp(s, "-nan") == 0) return *dest = copysign(NAN, -1.0), true; /* 0.0 / 0.0 on x86 */
         if (strcmp(s, "inf") == 0) return *dest = INFINITY, true;
         if (strcmp(s, "-inf") == 0) return *dest = -INFINITY, true;
     }
@@ -286,7 +287,7 @@ json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size) {
 }
 
 static json_t *real(double d) {
-    if (isnan(d)) return json_string("nan");
+    if (isnan(d)) return json_string(signbit(d) ? "-nan" : "nan");
     if (isinf(d)) return json_string(d > 0 ? "inf" : "-inf");
     return json_real(d);
 }
@@ -324,7 +325,10 @@ json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_number_fn num
         for (size_t i = 0; i < n && a; i++) {
             float v;
             memcpy(&v, p + 4 * i, 4);
-            json_array_append_new(a, real(v));
+            if (json_array_append_new(a, real(v)) != 0) { /* out of memory: nothing half-written */
+                json_decref(a);
+                return NULL;
+            }
         }
         return a;
     }
@@ -349,7 +353,11 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
         else {
             fv = json_array();
             for (uint32_t k = 0; k < n && fv; k++)
-                json_array_append_new(fv, pz_json_write_element(fd->type, p + k * kiln_type_size(fd->type), number, ud));
+                if (json_array_append_new(fv, pz_json_write_element(fd->type, p + k * kiln_type_size(fd->type), number,
+                                                                    ud)) != 0) {
+                    json_decref(fv);
+                    fv = NULL;
+                }
         }
         if (!fv || json_object_set_new(o, fd->name, fv) != 0) {
             json_decref(o);

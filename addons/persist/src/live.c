@@ -111,6 +111,14 @@ void pz_null_dead_rows(const pz_live *live, const kiln_component_info *info, uin
     }
 }
 
+void pz_null_dead_refs(const pz_live *live, uint8_t *p, size_t n) {
+    for (size_t r = 0; r < n; r++, p += 8) {
+        kiln_entity e;
+        memcpy(&e, p, 8);
+        if (!live_or_null(live, e)) memset(p, 0, 8);
+    }
+}
+
 int64_t pz_entity_slots(const kiln_component_info *info) {
     int64_t n = 0;
     for (int32_t f = 0; f < info->field_count; f++)

@@ -43,7 +43,8 @@ static name_state *state_of(const kiln_world *world) {
 
 static const char *name_of(const kiln_world *world, const name_state *st, kiln_entity e) {
     const kiln_name *n = kiln_get(world, e, st->id);
-    return n && n->text[0] ? n->text : NULL;
+    /* a text without its end got past the check (kiln_get_mut): it is no name */
+    return n && n->text[0] && memchr(n->text, 0, sizeof n->text) ? n->text : NULL;
 }
 
 static void remember(name_state *st) {
@@ -123,6 +124,10 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     kiln_world *world = st->world;
     (void)cworld;
     if (!value) return KILN_OK;
+    if (!memchr(((const kiln_name *)value)->text, 0, sizeof ((const kiln_name *)value)->text)) {
+        snprintf(why, why_size, "a name has at most 63 bytes (this one has no end)");
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
     char text[KILN_NAME_MAX + 1];
     memcpy(text, ((const kiln_name *)value)->text, KILN_NAME_MAX);
     text[KILN_NAME_MAX] = 0;

@@ -106,6 +106,8 @@ KL_HIDDEN bool pz_live_rows(const pz_live *live, const kiln_component_info *info
 /* Writes null over the entity fields of those rows that name no live entity. */
 KL_HIDDEN void pz_null_dead_rows(const pz_live *live, const kiln_component_info *info,
                                  uint8_t *base, size_t stride, size_t rows);
+/* Writes null over those of the n references 8 bytes apart from p that name no live entity. */
+KL_HIDDEN void pz_null_dead_refs(const pz_live *live, uint8_t *p, size_t n);
 /* Entity references in one value of info (entity fields, arrays counted whole). */
 KL_HIDDEN int64_t pz_entity_slots(const kiln_component_info *info);
 
@@ -167,6 +169,21 @@ typedef struct pz_doc {
     bool has_host;
 } pz_doc;
 
+/* ---- schemas.c: a document's schemas by name (both loaders) ---- */
+typedef struct pz_schema_names {
+    const pz_doc *doc;
+    uint32_t *slots;            /* schema index + 1, or 0 (empty) */
+    uint32_t mask;
+} pz_schema_names;
+
+/* Room for doc->schema_count names, on doc's arena; false when out of memory. */
+KL_HIDDEN bool pz_schema_names_init(pz_schema_names *names, pz_doc *doc);
+/* Adds doc->schemas[schema] (its name set); returns the index of an earlier schema of that
+ * name (it is not added), or -1. */
+KL_HIDDEN int32_t pz_schema_names_add(pz_schema_names *names, uint32_t schema);
+/* The index of the schema named name, or -1. */
+KL_HIDDEN int32_t pz_schema_names_find(const pz_schema_names *names, const char *name);
+
 /* ---- binary.c / json.c: the two formats ---- */
 KL_HIDDEN kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc,
                                      const pz_plan *plan, pz_out *out);
@@ -189,6 +206,8 @@ KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
+/* False when value (of component c) is the addon's RandomState and all zero. */
+KL_HIDDEN bool pz_random_valid(const kiln_world *world, kiln_component c, const void *value);
 
 /* slots.c: a world that never held entities gets the saved handles (slots: the slot count
  * they need, every saved index is below it). */

@@ -121,3 +121,12 @@ kiln_component pz_random_register(kiln_world *world, const char *name) {
     if (ids(world, &seed_id, &state_id, "kiln_load") != KILN_OK) return KILN_NO_COMPONENT;
     return strcmp(name, "RandomSeed") == 0 ? seed_id : state_id;
 }
+
+bool pz_random_valid(const kiln_world *world, kiln_component c, const void *value) {
+    kiln_component_info info; /* (another layout under that name is not the generator's) */
+    if (c != kiln_component_lookup(world, "RandomState") || !kiln_component_info_get(world, c, &info) ||
+        info.size != sizeof(kiln_random))
+        return true;
+    static const kiln_random zero;
+    return memcmp(value, &zero, sizeof zero) != 0;
+}

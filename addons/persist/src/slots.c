@@ -28,6 +28,11 @@ static void fill_ticks(kiln_tick *ticks, int32_t n, kiln_tick tick) {
 static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const pz_group *gr,
                                    kiln_component *types, kl_archetype **dest) {
     int32_t m = 0;
+    for (int32_t t = 0; t < gr->type_count; t++) m += doc->schemas[gr->types[t]].id != 0;
+    if (m > KL_SPAWN_MAX) /* (before sorting them: a group of thousands would sort for long) */
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: component count %d out of range (0 to %d)",
+                       (int)m, KL_SPAWN_MAX);
+    m = 0;
     for (int32_t t = 0; t < gr->type_count; t++) {
         kiln_component id = doc->schemas[gr->types[t]].id;
         if (!id) continue;
@@ -35,9 +40,6 @@ static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const p
         while (j > 0 && types[j - 1] > id) types[j] = types[j - 1], j--;
         types[j] = id;
     }
-    if (m > KL_SPAWN_MAX)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: component count %d out of range (0 to %d)",
-                       (int)m, KL_SPAWN_MAX);
     *dest = kl_archetype_ensure(world, types, m, "kiln_load"); /* its failure says why */
     if (*dest) return KILN_OK;
     return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT : KILN_ERR_OUT_OF_MEMORY;

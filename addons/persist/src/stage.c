@@ -567,7 +567,30 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     return KILN_OK;
 }
 
-static kiln_result set_resources(kiln_world *world, pz_doc *doc, decoded *dec, const handle_map *m) {
+/* Every plain resource's value in the world's layout, made before anything lands (its entity
+ * fields are remapped when the new handles are known): setting them then cannot fail halfway,
+ * with some replaced and the rest not. Writes the array to dest. Refuses a RandomState of all
+ * zeros, from which xoshiro256** gives 0 forever (a field renamed since the save, skipped). */
+static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***dest) {
+    uint8_t **staged = pz_alloc(&doc->arena, sizeof(uint8_t *) * ((size_t)doc->resource_count + 1));
+    if (!staged) return oom(world);
+    for (uint32_t k = 0; k < doc->resource_count; k++) {
+        const pz_schema *s = &doc->schemas[doc->resources[k].schema];
+        if (!s->id || s->size == 0 || s->codec) continue;
+        uint8_t *v = staged[k] = pz_alloc(&doc->arena, s->info.size);
+        if (!v) return oom(world);
+        if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
+        else convert_row(s, doc->resources[k].value, v);
+        if (strcmp(s->name, "RandomState") == 0 && !pz_random_valid(world, s->id, v))
+            return fail(world, KILN_ERR_INVALID_ARGUMENT,
+                        "resource '%s' is all zero (xoshiro256** would give 0 forever)%s%s", s->name, "", "");
+    }
+    *dest = staged;
+    return KILN_OK;
+}
+
+/* Sets every resource of the file (they exist: made first, so nothing here fails). */
+static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged, const handle_map *m) {
     for (uint32_t k = 0; k < doc->resource_count; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
         if (!s->id || s->size == 0) continue;
@@ -576,14 +599,10 @@ static kiln_result set_resources(kiln_world *world, pz_doc *doc, decoded *dec, c
             dec->resources[k].rows = 0;
             continue;
         }
-        uint8_t *v = pz_alloc(&doc->arena, s->info.size);
-        if (!v) return oom(world);
-        if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
-        else convert_row(s, doc->resources[k].value, v);
+        uint8_t *v = staged[k];
         remap_rows(&s->info, m, v, 0, 1);
-        if (kiln_resource_set(world, s->id, v) != KILN_OK) return oom(world);
+        kiln_resource_set(world, s->id, v);
     }
-    return KILN_OK;
 }
 
 /* Spawns every group (rows land contiguously, see kiln_spawn_batch); writes how many groups
@@ -661,6 +680,13 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: host data: %s", why[0] ? why : "refused");
         }
     }
+    if (desc->ready) {
+        char why[160] = "";
+        if (!desc->ready(desc->ud, doc->entity_count, why, sizeof why)) {
+            if (desc->codec) discard_all(doc, desc, &dec);
+            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: %s", why[0] ? why : "refused by the caller");
+        }
+    }
     /* Resources the world lacks are made first, so setting them later cannot fail. */
     kiln_component *created = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->resource_count + 1));
     uint32_t created_count = 0, spawned_groups = 0;
@@ -672,6 +698,8 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         if (r == KILN_OK) created[created_count++] = id;
         else r = oom(world);
     }
+    uint8_t **staged = NULL;
+    if (r == KILN_OK) r = stage_resources(world, doc, &staged);
     if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, slots)) {
         /* a host or codec callback spawned meanwhile: fresh slots after all */
         keep = false;
@@ -683,7 +711,6 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         write_groups(world, doc, &dec, &map);
         r = check_values(world, doc);
     }
-    if (r == KILN_OK) r = set_resources(world, doc, &dec, &map);
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
@@ -694,6 +721,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         kl_fail(world, r, "%s", msg);
         return r;
     }
+    set_resources(world, doc, &dec, staged, &map);
     if (doc->tick > world->tick) world->tick = doc->tick;
     pz_names_invalidate(world);
     for (uint32_t g = 0; g < doc->group_count && desc->mapped; g++)

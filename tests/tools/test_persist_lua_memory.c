@@ -1,0 +1,214 @@
+/* test_persist_lua_memory.c: world:save and world:load from a C host: its Lua state runs out of
+ * memory at every allocation in turn (each call lands whole or raises, leaving the world, its
+ * memory and Lua resources as they were), a Lua value costs memory in proportion to its bytes,
+ * and its C components with hooks are not Lua values. */
+#include <check.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_lua.h"
+#include "kiln_persist.h"
+
+/* A lua_Alloc / kiln_alloc_fn counting live bytes that refuses growth once `left` reaches 0
+ * (left < 0: never). */
+typedef struct budget {
+    int64_t left;
+    int64_t live, peak;
+} budget;
+
+static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    budget *b = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        b->live -= (int64_t)old;
+        free(ptr);
+        return NULL;
+    }
+    if (nsize > old && b->left == 0) return NULL;
+    if (nsize > old && b->left > 0) b->left--;
+    void *p = realloc(ptr, nsize);
+    if (!p) return NULL;
+    b->live += (int64_t)nsize - (int64_t)old;
+    if (b->live > b->peak) b->peak = b->live;
+    return p;
+}
+
+typedef struct host {
+    budget lua_mem, world_mem;
+    lua_State *L;
+    kiln_world *world;
+} host;
+
+static void run(lua_State *L, const char *code) {
+    if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
+}
+
+/* A Lua state with the kiln module, and the host's world (on its own counting allocator) as
+ * the global w with a "lua" component, a data component and a Lua resource. */
+static void start(host *h) {
+    memset(h, 0, sizeof *h);
+    h->lua_mem.left = h->world_mem.left = -1;
+    h->world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h->world_mem});
+    ck_assert_ptr_nonnull(h->world);
+    h->L = lua_newstate(budget_alloc, &h->lua_mem);
+    ck_assert_ptr_nonnull(h->L);
+    luaL_openlibs(h->L);
+    luaL_requiref(h->L, "kiln", luaopen_kiln, 0);
+    lua_setglobal(h->L, "kiln");
+    kiln_lua_push_world(h->L, h->world, 0);
+    lua_setglobal(h->L, "w");
+    run(h->L, "w:component('Script', 'lua') w:component('Position', 'float x, y;')");
+}
+
+static void stop(host *h) {
+    lua_close(h->L);
+    kiln_world_destroy(h->world);
+    ck_assert_int_eq(h->world_mem.live, 0);
+}
+
+/* The saved data of a world holding Lua values in components and a Lua resource (global data). */
+static void make_save(host *h, const char *format) {
+    char code[1024];
+    snprintf(code, sizeof code,
+             "local src = kiln.world() src:component('Script', 'lua') src:component('Position', 'float x, y;')\n"
+             "for i = 1, 40 do src:spawn{Position = {x = i}, Script = {i = i, name = 'n' .. i, list = {i, i + 1}}} end\n"
+             "src:resource('config', {level = 3, tags = {'a', 'b', 'c'}})\n"
+             "data = src:save{format = '%s'} src:close()", format);
+    run(h->L, code);
+}
+
+/* What a failed call must leave alone: the world's hash, count and memory (a load may keep the
+ * archetypes and capacity it made; anything else it allocated and did not free shows when the
+ * world is destroyed: stop() finds every byte back), and the Lua resources. */
+typedef struct fingerprint {
+    uint64_t hash;
+    int64_t world_live, count;
+} fingerprint;
+
+static fingerprint take(const host *h) {
+    return (fingerprint){kiln_world_hash(h->world), h->world_mem.live, kiln_entity_count(h->world)};
+}
+
+/* Runs code (a chunk that raises or not) with the Lua state refusing after n grants; returns
+ * whether it ran to its end. */
+static bool run_failing_after(host *h, const char *code, int64_t n) {
+    ck_assert_int_eq(luaL_loadstring(h->L, code), LUA_OK);
+    h->lua_mem.left = n;
+    int rc = lua_pcall(h->L, 0, 0, 0);
+    h->lua_mem.left = -1;
+    if (rc != LUA_OK) lua_pop(h->L, 1);
+    return rc == LUA_OK;
+}
+
+static void load_everywhere(const char *format, bool used) {
+    host h;
+    start(&h);
+    make_save(&h, format);
+    if (used) run(h.L, "w:spawn{Position = {x = -1}, Script = {held = true}} w:resource('config', {mine = 1})");
+    run(h.L, "collectgarbage() collectgarbage()");
+    fingerprint before = take(&h);
+    int64_t n = 0;
+    for (;; n++) {
+        if (run_failing_after(&h, "map = w:load(data)", n)) break;
+        fingerprint now = take(&h);
+        ck_assert_msg(now.hash == before.hash && now.count == before.count,
+                      "%s load granted %lld Lua allocations failed and changed the world", format, (long long)n);
+        run(h.L, used ? "assert(w:resource('config').mine == 1 and w:resource('config').level == nil)"
+                      : "assert(w:resource('config') == nil)");
+    }
+    ck_assert_int_gt(n, 3);
+    run(h.L, "local n = 0 for _ in pairs(map) do n = n + 1 end assert(n == 40, n)\n"
+             "assert(w:resource('config').level == 3)");
+    stop(&h);
+}
+
+START_TEST(a_load_out_of_lua_memory_anywhere_raises_and_leaves_the_world_as_it_was) {
+    load_everywhere(_i % 2 ? "json" : "binary", _i >= 2);
+}
+END_TEST
+
+START_TEST(a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing) {
+    host h;
+    start(&h);
+    run(h.L, "for i = 1, 40 do w:spawn{Position = {x = i}, Script = {i = i, list = {i, {deep = i}}}} end\n"
+             "w:resource('config', {level = 3})");
+    run(h.L, _i ? "want = w:save{format = 'json'}" : "want = w:save()");
+    fingerprint before = take(&h);
+    int64_t n = 0;
+    const char *code = _i ? "got = w:save{format = 'json'}" : "got = w:save()";
+    for (;; n++) {
+        if (run_failing_after(&h, code, n)) break;
+        fingerprint now = take(&h);
+        ck_assert_msg(now.hash == before.hash && now.world_live == before.world_live,
+                      "a save granted %lld Lua allocations changed the world or kept %lld bytes", (long long)n,
+                      (long long)(now.world_live - before.world_live));
+    }
+    ck_assert_int_gt(n, 3);
+    run(h.L, "assert(got == want)");
+    stop(&h);
+}
+END_TEST
+
+static void drop_block(void *values, int32_t count, void *ctx) {
+    (void)ctx;
+    for (int32_t i = 0; i < count; i++) free(((void **)values)[i]);
+}
+
+START_TEST(a_c_component_with_hooks_is_not_taken_for_a_lua_value) {
+    host h;
+    start(&h);
+    kiln_component owned;
+    kiln_component_desc d = {.name = "Owned", .size = sizeof(void *), .destroy = drop_block};
+    ck_assert_int_eq(kiln_component_register(h.world, &d, &owned), KILN_OK);
+    kiln_entity e;
+    void *block = malloc(16);
+    ck_assert_int_eq(kiln_spawn_with(h.world, &owned, (const void *[]){&block}, 1, &e), KILN_OK);
+    /* its bytes are a pointer, not a ref into the Lua values: saving it as one wrote garbage */
+    run(h.L, "local ok, err = pcall(w.save, w)\n"
+             "assert(not ok and err == \"world:save: entity 0v1 component 'Owned': it is not a Lua-valued \""
+             " .. \"component of this world\", err)");
+    stop(&h);
+}
+END_TEST
+
+START_TEST(a_lua_value_claiming_huge_tables_costs_memory_in_proportion_to_its_bytes) {
+    /* 99 nested tables each claiming a count of half the bytes left: each was made with room
+     * for that many entries before its first was read, 750 times the value's size in all */
+    host h;
+    start(&h);
+    run(h.L, "local src = kiln.world() src:component('Script', 'lua') src:spawn{Script = {x = 1}}\n"
+             "local base = src:save{format = 'json'} src:close()\n"
+             "local size, parts = 200000, {}\n"
+             "for i = 1, 99 do parts[i] = string.char(6) .. string.pack('<I4', (size - 6 * i) // 2) .. string.char(2) end\n"
+             "parts[100] = string.rep('\\0', size - #table.concat(parts))\n"
+             "local hex = table.concat(parts):gsub('.', function(c) return string.format('%02x', c:byte()) end)\n"
+             "data = base:gsub('\"Script\": \"[0-9a-f]*\"', '\"Script\": \"' .. hex .. '\"', 1)\n"
+             "collectgarbage() collectgarbage()");
+    int64_t before = h.lua_mem.live;
+    h.lua_mem.peak = before;
+    run(h.L, "local ok, err = pcall(w.load, w, data)\n"
+             "assert(not ok and err == \"world:load: entity 0v1 component 'Script': its Lua value is corrupt\", err)");
+    ck_assert_msg(h.lua_mem.peak - before < 16 * 400000, "a 200 KB value took %lld bytes to refuse",
+                  (long long)(h.lua_mem.peak - before));
+    stop(&h);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("persist_lua_memory");
+    TCase *tc = tcase_create("memory");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, a_load_out_of_lua_memory_anywhere_raises_and_leaves_the_world_as_it_was, 0, 4);
+    tcase_add_loop_test(tc, a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing, 0, 2);
+    tcase_add_test(tc, a_c_component_with_hooks_is_not_taken_for_a_lua_value);
+    tcase_add_test(tc, a_lua_value_claiming_huge_tables_costs_memory_in_proportion_to_its_bytes);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
