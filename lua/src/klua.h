@@ -325,6 +325,9 @@ KLUA_HIDDEN int klua_new_gc_guard(lua_State *L, klua_world *kw);
  * resets the collector's debt, so what the method allocated is paid back in explicit steps
  * (klua_release_gc); without that a loop of method calls would never collect its garbage. */
 KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
+/* Raises: the registry entry kw->names_ref is not the names table kiln made (a host script
+ * replaced it through debug.getregistry(); every read of it checks its type first). */
+KLUA_HIDDEN KLUA_NORETURN void klua_names_changed(lua_State *L);
 KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
 /* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
  * Growing it keeps its first bytes (what a caller converted before asking for more); the

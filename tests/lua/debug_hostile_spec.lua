@@ -557,13 +557,19 @@ describe("debug.setuservalue on a Query", function()
 
     it("keeps its row snapshots however its user values change", function()
         local w, q = movers(4)
-        for n = 2, uv_count(q) do set_uv(q, n, {}) end
+        for n = 2, uv_count(q) do -- every block a user value holds (the row snapshots were)
+            local t = get_uv(q, n)
+            if type(t) == "table" then
+                for k, v in pairs(t) do if type(v) == "userdata" then t[k] = nil end end
+            end
+        end
         collectgarbage()
         collectgarbage()
-        pcall(function() for _, p in q:each() do p.x = p.x + 1 end end)
+        for _, p in q:each() do p.x = p.x + 1 end
         w:system{name = "s", reads = {"Velocity"}, writes = {"Position"},
                  query = {"Position", "Velocity"}, each = function(_, p) p.x = p.x + 1 end}
         assert(w:progress(0))
+        for i, e in ipairs(q:entities()) do assert.are.equal(i + 2, w:get(e, "Position").x) end
         w:close()
     end)
 
@@ -649,5 +655,32 @@ describe("debug.setuservalue on a Query", function()
             H.raises(function() debug.getmetatable(p).__newindex(5, "x", 1) end)
         end
         w:close()
+    end)
+end)
+
+describe("debug.getregistry()'s unnamed entries replaced", function()
+    it("the armed budget's and a World's names table: errors or no effect, never a wild read", function()
+        local w = movers(2)
+        w:instructions(1000000)
+        local ran = 0
+        w:system{name = "s", run = function()
+            ran = ran + 1
+            for k, v in pairs(REG) do -- what the budget hook reads while the run is armed
+                if type(v) == "userdata" and debug.getmetatable(v) == nil and type(k) == "userdata" then
+                    REG[k] = io.stdout
+                end
+            end
+        end}
+        pcall(w.progress, w, 0)
+        assert.are.equal(1, ran)
+        local w2 = movers(1)
+        for k, v in pairs(REG) do -- the names tables (component name -> id) of the worlds
+            if type(k) == "number" and type(v) == "table" and v.Position then REG[k] = 7 end
+        end
+        collectgarbage()
+        local ok, err = pcall(w2.spawn, w2, {Position = {x = 1}})
+        assert.is_true(ok or err:find("taken out of the registry", 1, true) ~= nil, tostring(err))
+        pcall(w.close, w)
+        pcall(w2.close, w2)
     end)
 end)
