@@ -549,7 +549,9 @@ describe("debug.setuservalue on a Query", function()
                 set_uv(q, n, views[n])
             end
         end
-        assert.is_true(changed >= 2) -- the data views (q:each) and the bulk table (q:bulk) at least
+        -- the data views (q:each) and the bulk table (q:bulk) at least; LuaJIT's q:each has views
+        -- of its own (FFI), not these
+        assert.is_true(changed >= (H.luajit and 1 or 2))
         for _, p in q:each() do p.x = 5 end -- put back, the query works again
         for _, e in ipairs(q:entities()) do assert.are.equal(5, w:get(e, "Position").x) end
         w:close()
@@ -674,13 +676,13 @@ describe("debug.getregistry()'s unnamed entries replaced", function()
         end}
         pcall(w.progress, w, 0)
         assert.are.equal(1, ran)
-        local w2 = movers(1)
+        local w2, _, es = movers(1)
         for k, v in pairs(REG) do -- the names tables (component name -> id) of the worlds
             if type(k) == "number" and type(v) == "table" and v.Position then REG[k] = 7 end
         end
         collectgarbage()
         -- a name the world has not cached yet: looked up in its names table
-        H.raises(function() w2:spawn{Health = {hp = 1}} end, "taken out of the registry")
+        H.raises(function() w2:get(es[1], "Health") end, "taken out of the registry")
         pcall(w.close, w)
         pcall(w2.close, w2)
     end)
