@@ -29,6 +29,27 @@ enum { LSTEP_UPV_QUERY = 1, LSTEP_UPV_VIEWS }; /* then the data views, then the 
 #define LSTEP_MAX_VALUES 120  /* values step takes or returns */
 #define STEPS_CACHED 256      /* compiled shapes kept per Lua state */
 
+/* What a Query's user values turned out to hold when they are not what kiln put there. */
+#define CHANGED "its state was changed through the debug library"
+
+bool klua_query_uv(lua_State *L, int q_idx, int uv, const char *fname) {
+    if (lua_getiuservalue(L, q_idx, uv) == LUA_TTABLE) return true;
+    if (fname) klua_fail(L, fname, CHANGED);
+    lua_pop(L, 1);
+    return false;
+}
+
+bool klua_query_views(lua_State *L, const klua_query *kq, int tables_idx, const char *fname) {
+    tables_idx = lua_absindex(L, tables_idx);
+    for (int t = 0; t < kq->term_count; t++) {
+        if (lua_rawgeti(L, tables_idx, t + 1) == LUA_TTABLE) continue;
+        lua_pop(L, t + 1);
+        if (fname) klua_fail(L, fname, CHANGED);
+        return false;
+    }
+    return true;
+}
+
 /* Sets the Lua step's D<k> upvalues of the Query at q_idx to its data views (in) or to the
  * inert table. The views are checked (klua_query_uv): the step sets them by raw sets. Going
  * out (fname NULL: it must not raise), a changed state leaves the upvalues as they are. */

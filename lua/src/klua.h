@@ -520,7 +520,12 @@ KLUA_HIDDEN void klua_open_query(lua_State *L);     /* query.c */
 KLUA_HIDDEN void klua_open_bulk(lua_State *L);      /* bulk.c: q:bulk, after klua_open_query */
 /* The Query at idx (self when idx is 1), raising when it is not one or its world closed. */
 KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
-/* A Query's user values are in reach of debug.setuservalue, so every read of one checks
+/* Starts the query's one iteration (access checked, recorded as an open loop) / ends it
+ * (views cleared, deferred changes land); q_idx is the Query's stack index. */
+KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
+KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
+KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
+/* iteration.c: a Query's user values are in reach of debug.setuservalue, so every read of one checks
  * what it finds: pushes user value uv of the Query at q_idx, a table as kiln made it, and
  * returns true; anything else raises "fname: its state was changed through the debug library",
  * or with fname NULL (a finalizer, a close: they must not raise) pushes nothing and returns
@@ -529,11 +534,6 @@ KLUA_HIDDEN bool klua_query_uv(lua_State *L, int q_idx, int uv, const char *fnam
 /* Pushes the term_count values at 1.. of the table at idx (a query's views), checked to be
  * tables as klua_query_uv checks (on a failure with fname NULL: nothing pushed, false). */
 KLUA_HIDDEN bool klua_query_views(lua_State *L, const klua_query *kq, int idx, const char *fname);
-/* Starts the query's one iteration (access checked, recorded as an open loop) / ends it
- * (views cleared, deferred changes land); q_idx is the Query's stack index. */
-KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
-KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
-KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
 /* iteration.c: moves the running iteration of the Query at q_idx to its next row; false (the
  * iteration finished) when there is none. */
 KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);

@@ -30,27 +30,6 @@ enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_NAME, VIEW_UPV_COUNT = VIEW_U
 
 static int each_step(lua_State *L);
 
-/* What a Query's user values turned out to hold when they are not what kiln put there. */
-#define CHANGED "its state was changed through the debug library"
-
-bool klua_query_uv(lua_State *L, int q_idx, int uv, const char *fname) {
-    if (lua_getiuservalue(L, q_idx, uv) == LUA_TTABLE) return true;
-    if (fname) klua_fail(L, fname, CHANGED);
-    lua_pop(L, 1);
-    return false;
-}
-
-bool klua_query_views(lua_State *L, const klua_query *kq, int tables_idx, const char *fname) {
-    tables_idx = lua_absindex(L, tables_idx);
-    for (int t = 0; t < kq->term_count; t++) {
-        if (lua_rawgeti(L, tables_idx, t + 1) == LUA_TTABLE) continue;
-        lua_pop(L, t + 1);
-        if (fname) klua_fail(L, fname, CHANGED);
-        return false;
-    }
-    return true;
-}
-
 klua_query *klua_query_check(lua_State *L, int idx) {
     klua_query *kq = idx == 1 ? klua_check_self(L, KLUA_QUERY, "query") : luaL_testudata(L, idx, KLUA_QUERY);
     if (!kq) luaL_typeerror(L, idx, KLUA_QUERY);
