@@ -12,7 +12,9 @@ static const char budget_key = 'b'; /* registry key (its address): the world bei
 
 static klua_world *armed_world(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
-    klua_world *kw = lua_touserdata(L, -1);
+    /* only what klua_budget_arm puts there: a host script can replace the entry through
+     * debug.getregistry(), and a full userdata's bytes are not a world */
+    klua_world *kw = lua_type(L, -1) == LUA_TLIGHTUSERDATA ? lua_touserdata(L, -1) : NULL;
     lua_pop(L, 1);
     return kw && kw->budget_limit > 0 ? kw : NULL;
 }

@@ -16,14 +16,21 @@
 #define BULK_BATCH 32
 #define KEPT_BATCH 64 /* the same for the arrays of float-only terms (kept_read) */
 
+/* The bulk table is a Query's user value: a host script holding the debug library can reach
+ * it (and fn can, while it runs), so what is read from it is checked before it is used. */
+static KLUA_NORETURN void bulk_changed(lua_State *L) {
+    klua_fail(L, "query:bulk", "its state was changed through the debug library");
+}
+
 /* Pushes the reusable table under key of the bulk table at bulk_idx, creating it. */
 static void bulk_table(lua_State *L, int bulk_idx, lua_Integer key) {
-    if (lua_rawgeti(L, bulk_idx, key) == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, bulk_idx, key);
-    }
+    int type = lua_rawgeti(L, bulk_idx, key);
+    if (type == LUA_TTABLE) return;
+    if (type != LUA_TNIL) bulk_changed(L);
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, bulk_idx, key);
 }
 
 static bool bulk_writes(const klua_query *kq, int t) {
@@ -45,6 +52,7 @@ static void ents_store(lua_State *L, int arr, int bulk_idx, const kiln_entity *e
     lua_rawgeti(L, bulk_idx, BULK_KEY(-1, ENTS_STORED));
     lua_Integer stored = lua_tointeger(L, -1);
     lua_pop(L, 1);
+    if (stored > BULK_BLOCK) stored = BULK_BLOCK; /* a block's rows at most, whatever is there */
     for (lua_Integer i = n + 1; i <= stored; i++) {
         lua_pushnil(L);
         lua_rawseti(L, arr, i);
@@ -55,12 +63,7 @@ static void ents_store(lua_State *L, int arr, int bulk_idx, const kiln_entity *e
 
 /* Pushes the entities array of the bulk table at bulk_idx for rows [b0, b0 + n). */
 static void bulk_entities(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n) {
-    if (lua_rawgeti(L, bulk_idx, BULK_KEY(-1, ENTS_ARRAY)) == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, bulk_idx, BULK_KEY(-1, ENTS_ARRAY));
-    }
+    bulk_table(L, bulk_idx, BULK_KEY(-1, ENTS_ARRAY));
     ents_store(L, lua_gettop(L), bulk_idx, kq->it.entities + b0, n);
 }
 
@@ -81,7 +84,8 @@ static void bulk_entities(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
 
 typedef struct kept_slot {
     int32_t trusted[KLUA_MAX_TERMS]; /* per term: rows whose arrays hold exactly the snapshot */
-    uint8_t *snap[KLUA_MAX_TERMS];   /* per float-only term: BULK_BLOCK rows of stride bytes */
+    uint8_t *snap[KLUA_MAX_TERMS];   /* per float-only term: BULK_BLOCK rows of stride bytes,
+                                      * in this block (set by kept_slot_push at every use) */
 } kept_slot;
 
 #if defined(__GNUC__)
@@ -99,29 +103,41 @@ static bool kept_term(const klua_query *kq, int t) {
     return kq->kind[t] == TERM_DATA && kq->all_floats[t];
 }
 
-/* Pushes the table of slot k (made with its state on first use); returns its state. */
-static kept_slot *kept_slot_push(lua_State *L, klua_query *kq, int bulk_idx, int32_t k) {
-    if (lua_rawgeti(L, bulk_idx, KEPT_KEY(k)) == LUA_TTABLE) {
-        lua_rawgeti(L, -1, SLOT_STATE);
-        kept_slot *s = lua_touserdata(L, -1);
-        lua_pop(L, 1);
-        return s;
-    }
-    lua_pop(L, 1);
-    size_t bytes = (sizeof(kept_slot) + 15) & ~(size_t)15;
-    for (int t = 0; t < kq->term_count; t++)
-        if (kept_term(kq, t)) bytes += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
-    lua_createtable(L, 0, 4);
-    kept_slot *s = lua_newuserdatauv(L, bytes, 0);
-    memset(s, 0, sizeof *s);
+/* Points the snapshots of the slot state s (a block of bytes) at their parts of it. */
+static void kept_slot_layout(const klua_query *kq, kept_slot *s) {
     uint8_t *p = (uint8_t *)s + ((sizeof(kept_slot) + 15) & ~(size_t)15);
     for (int t = 0; t < kq->term_count; t++) {
+        s->snap[t] = NULL;
         if (!kept_term(kq, t)) continue;
         s->snap[t] = p;
         p += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
     }
-    lua_rawseti(L, -2, SLOT_STATE);
+}
+
+/* Pushes the table of slot k (made with its state on first use), then its state (held on the
+ * stack while fn runs: fn may change the tables); returns the state. A state
+ * found there is taken only as a block of its exact size, and laid out again: a host script
+ * may have put another query's there (its trusted counts are then wrong, its bytes not). */
+static kept_slot *kept_slot_push(lua_State *L, klua_query *kq, int bulk_idx, int32_t k) {
+    size_t bytes = (sizeof(kept_slot) + 15) & ~(size_t)15;
+    for (int t = 0; t < kq->term_count; t++)
+        if (kept_term(kq, t)) bytes += ((size_t)BULK_BLOCK * kq->info[t].stride + 15) & ~(size_t)15;
+    int type = lua_rawgeti(L, bulk_idx, KEPT_KEY(k));
+    if (type == LUA_TTABLE) {
+        if (lua_rawgeti(L, -1, SLOT_STATE) != LUA_TUSERDATA || lua_rawlen(L, -1) != bytes) bulk_changed(L);
+        kept_slot *s = lua_touserdata(L, -1);
+        kept_slot_layout(kq, s);
+        return s;
+    }
+    if (type != LUA_TNIL) bulk_changed(L);
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 4);
+    kept_slot *s = lua_newuserdatauv(L, bytes, 0);
+    memset(s, 0, sizeof *s);
+    kept_slot_layout(kq, s);
     lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, SLOT_STATE);
+    lua_pushvalue(L, -2);
     lua_rawseti(L, bulk_idx, KEPT_KEY(k));
     return s;
 }
@@ -240,10 +256,13 @@ static void bulk_snapshot(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0
     if (lua_rawgeti(L, bulk_idx, BULK_WORK) == LUA_TUSERDATA && lua_rawlen(L, -1) >= bytes) {
         block = lua_touserdata(L, -1);
     } else {
+        lua_pop(L, 1);
         block = lua_newuserdatauv(L, bytes ? bytes : 1, 0);
+        lua_pushvalue(L, -1);
         lua_rawseti(L, bulk_idx, BULK_WORK);
     }
-    lua_pop(L, 1);
+    /* left on the stack while fn runs: fn may replace it in the bulk table (a host script
+     * can reach the table), and the write-back still uses it */
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t)) continue;
         size_t rows = (size_t)n * kq->info[t].stride, part = (rows + 15) & ~(size_t)15;
@@ -410,8 +429,9 @@ static void kept_read(lua_State *L, klua_query *kq, int t, const bulk_work *w, i
     for (int32_t f = 0; f < info->field_count; f++) {
         size_t off = info->fields[f].offset;
         uint64_t bit = (uint64_t)1 << f;
-        if (kept) lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, f));
-        else lua_rawgeti(L, bulk_idx, BULK_KEY(t, f));
+        int type = kept ? lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, f))
+                        : lua_rawgeti(L, bulk_idx, BULK_KEY(t, f));
+        if (type != LUA_TTABLE) bulk_changed(L); /* bulk_check_terms compared, not typed */
         int arr = lua_gettop(L);
         const uint8_t *was = snap + off;
         for (int32_t r0 = 0; r0 < n; r0 += KEPT_BATCH) {
@@ -582,7 +602,7 @@ static int bulk_body(lua_State *L) {
     klua_query *kq = lua_touserdata(L, 1);
     int nextra = lua_gettop(L) - 2;
     luaL_checkstack(L, nextra + kq->term_count + 16, "too many arguments");
-    lua_getiuservalue(L, 1, KLUA_QUERY_UV_BULK);
+    klua_query_uv(L, 1, KLUA_QUERY_UV_BULK, "query:bulk");
     int bulk_idx = lua_gettop(L);
     int32_t block = 0; /* blocks handed out: the slot of kept arrays */
     /* terms the last call wrote; on a first call, every term (no kept arrays are made for
@@ -601,9 +621,10 @@ static int bulk_body(lua_State *L) {
                 w.slot = kept_slot_push(L, kq, bulk_idx, block < KEPT_SLOTS ? block : KEPT_SLOTS - 1);
             } else {
                 lua_pushnil(L);
+                lua_pushnil(L);
                 w.slot = NULL;
             }
-            w.slot_idx = lua_gettop(L);
+            w.slot_idx = lua_gettop(L) - 1;
             block++;
             bulk_snapshot(L, kq, bulk_idx, b0, n, &w);
             lua_pushvalue(L, 2);
@@ -612,7 +633,7 @@ static int bulk_body(lua_State *L) {
             lua_call(L, 2 + kq->term_count + nextra, 0); /* errors reach q_bulk's pcall */
             bulk_check_terms(L, kq, bulk_idx, &w);
             bulk_write_back(L, kq, bulk_idx, b0, n, &w);
-            lua_pop(L, 1); /* the slot table */
+            lua_pop(L, 3); /* the slot table, its state, the work block */
         }
     }
     /* kiln_query_next ended the iteration: the query lets go of it and of this thread (the

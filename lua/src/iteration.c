@@ -29,12 +29,41 @@ enum { LSTEP_UPV_QUERY = 1, LSTEP_UPV_VIEWS }; /* then the data views, then the 
 #define LSTEP_MAX_VALUES 120  /* values step takes or returns */
 #define STEPS_CACHED 256      /* compiled shapes kept per Lua state */
 
+/* What a Query's user values turned out to hold when they are not what kiln put there. */
+#define CHANGED "its state was changed through the debug library"
+
+bool klua_query_uv(lua_State *L, int q_idx, int uv, const char *fname) {
+    if (lua_getiuservalue(L, q_idx, uv) == LUA_TTABLE) return true;
+    if (fname) klua_fail(L, fname, CHANGED);
+    lua_pop(L, 1);
+    return false;
+}
+
+bool klua_query_views(lua_State *L, const klua_query *kq, int tables_idx, const char *fname) {
+    tables_idx = lua_absindex(L, tables_idx);
+    for (int t = 0; t < kq->term_count; t++) {
+        if (lua_rawgeti(L, tables_idx, t + 1) == LUA_TTABLE) continue;
+        lua_pop(L, t + 1);
+        if (fname) klua_fail(L, fname, CHANGED);
+        return false;
+    }
+    return true;
+}
+
 /* Sets the Lua step's D<k> upvalues of the Query at q_idx to its data views (in) or to the
- * inert table. */
-static void swap_views(lua_State *L, klua_query *kq, int q_idx, bool in) {
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
-    lua_getiuservalue(L, q_idx, in ? KLUA_QUERY_UV_DATA : KLUA_QUERY_UV_INERT);
-    if (in) lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+ * inert table. The views are checked (klua_query_uv): the step sets them by raw sets. Going
+ * out (fname NULL: it must not raise), a changed state leaves the upvalues as they are. */
+static void swap_views(lua_State *L, klua_query *kq, int q_idx, bool in, const char *fname) {
+    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_EACH); /* any function: lua_setupvalue checks */
+    if (!klua_query_uv(L, q_idx, in ? KLUA_QUERY_UV_DATA : KLUA_QUERY_UV_INERT, fname)) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (in) {
+        klua_query_views(L, kq, -1, fname); /* checked, then dropped: read again below */
+        lua_pop(L, kq->term_count);
+        klua_query_uv(L, q_idx, KLUA_QUERY_UV_PROXIES, fname);
+    }
     int fn = in ? -3 : -2;
     for (int t = 0; t < kq->term_count; t++) {
         if (!kq->lstep_upv[t]) continue;
@@ -85,10 +114,14 @@ void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
     kq->owner = NULL;
     kq->loop_L = NULL;
     kiln_iter_fini(&kq->it);
-    if (kq->lstep) swap_views(L, kq, q_idx, false); /* a step called later reads no view */
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
-    clear_views(L, kq, lua_gettop(L));
-    lua_pop(L, 1);
+    if (kq->lstep) swap_views(L, kq, q_idx, false, NULL); /* a step called later reads no view */
+    if (klua_query_uv(L, q_idx, KLUA_QUERY_UV_DATA, NULL)) { /* changed: no view to clear */
+        if (klua_query_views(L, kq, -1, NULL)) {
+            lua_pop(L, kq->term_count);
+            clear_views(L, kq, lua_gettop(L));
+        }
+        lua_pop(L, 1);
+    }
     track_loop(L, q_idx, false);
 }
 
@@ -339,7 +372,7 @@ static int lua_step_c(lua_State *L) {
             arg += kq->info[t].field_count;
         }
     } else {
-        swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true); /* a loop's first row */
+        swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true, "query:each"); /* a loop's first row */
     }
     int base = lua_gettop(L); /* the results go above the arguments */
     if (!klua_query_advance(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
@@ -441,7 +474,7 @@ static int lua_step_floats(lua_State *L) {
             arg += kq->info[t].field_count;
         }
     } else {
-        swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true); /* a loop's first row */
+        swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true, "query:each"); /* a loop's first row */
     }
     int base = lua_gettop(L); /* the results go above the arguments */
     if (++kq->row >= kq->it.count && !next_chunk(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
@@ -591,11 +624,11 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
     }
     /* its arguments: step (a C closure over the query and its views), then the inert table
      * for each D<k> (swap_views puts the views in when a loop starts) */
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
+    klua_query_uv(L, q_idx, KLUA_QUERY_UV_DATA, "query:each");
+    klua_query_uv(L, q_idx, KLUA_QUERY_UV_PROXIES, "query:each");
     int data_idx = lua_gettop(L) - 1, proxies_idx = lua_gettop(L);
     lua_pushvalue(L, q_idx);
-    for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, data_idx, t + 1);
+    klua_query_views(L, kq, data_idx, "query:each");
     for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
     /* which C step: lua_step_floats when every term is a struct of floats (a schema of single
      * floats always is; a C component may place them otherwise) */
@@ -608,7 +641,7 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
     lua_pushcclosure(L, floats ? lua_step_floats : lua_step_c, 1 + 2 * kq->term_count);
     int nargs = 1;
     for (int t = 0; t < kq->term_count; t++)
-        if (kq->kind[t] == TERM_DATA) lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_INERT), nargs++;
+        if (kq->kind[t] == TERM_DATA) klua_query_uv(L, q_idx, KLUA_QUERY_UV_INERT, "query:each"), nargs++;
     lua_remove(L, data_idx);
     lua_remove(L, data_idx); /* the proxies */
     lua_call(L, nargs, 1);

@@ -99,6 +99,12 @@ typedef struct ffi_rows {
     kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
 } ffi_rows;
 
+/* The row state at idx, or NULL: a userdata of the state's exact size (views.rows made it),
+ * since ffi.lua's state of the query, where it is kept, is in reach of the debug library. */
+static ffi_rows *rows_at(lua_State *L, int idx) {
+    return lua_type(L, idx) == LUA_TUSERDATA && lua_rawlen(L, idx) == sizeof(ffi_rows) ? lua_touserdata(L, idx) : NULL;
+}
+
 /* Stamps ticks[0 .. count-1] with tick, two rows per 8-byte store (a plain loop here reloads
  * the count after every 4-byte store, as the store might alias it: 4 instructions a row). */
 static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
@@ -180,7 +186,7 @@ static int views_begin(lua_State *L) {
     if (kw->current) lua_pushstring(L, kw->current->name);
     else lua_pushnil(L);
     /* q:each: its first chunk now, so a loop calls C only here and at each chunk's end */
-    ffi_rows *rows = lua_type(L, 6) == LUA_TUSERDATA ? lua_touserdata(L, 6) : NULL;
+    ffi_rows *rows = rows_at(L, 6);
     if (!rows) return 2;
     lua_pushinteger(L, next_chunk(L, kq, rows, lua_toboolean(L, 7)));
     if (!lua_toboolean(L, 8)) return 3;
@@ -259,8 +265,8 @@ static bool running_rows(lua_State *L, int idx) {
  * ended (or rows are not its). */
 static int views_next(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
-    ffi_rows *rows = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
-    if (rows && !running_rows(L, 2)) return 0;
+    ffi_rows *rows = rows_at(L, 2);
+    if (lua_type(L, 2) == LUA_TUSERDATA && (!rows || !running_rows(L, 2))) return 0;
     int32_t n = next_chunk(L, kq, rows, lua_toboolean(L, rows ? 3 : 2));
     if (n == 0) return 0;
     lua_pushinteger(L, n);
@@ -322,7 +328,9 @@ static void end_rows(lua_State *L, int q_idx) {
             lua_rawset(L, -3); /* an existing key: nothing allocated */
         }
         lua_pushliteral(L, "rows");
-        if (lua_rawget(L, -2) == LUA_TUSERDATA) memset(lua_touserdata(L, -1), 0, sizeof(ffi_rows));
+        lua_rawget(L, -2);
+        ffi_rows *rows = rows_at(L, -1);
+        if (rows) memset(rows, 0, sizeof *rows);
         lua_pop(L, 1);
     }
     lua_pop(L, 1);

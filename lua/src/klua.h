@@ -84,7 +84,6 @@ enum klua_query_uv {
     KLUA_QUERY_UV_PROXIES,   /* per term: a read-only proxy over the data table */
     KLUA_QUERY_UV_GUARD,     /* the to-be-closed guard q:each hands out */
     KLUA_QUERY_UV_BULK,      /* the bulk path's reusable arrays and snapshot block */
-    KLUA_QUERY_UV_SNAPSHOTS, /* per data term: a block holding the row's bytes */
     KLUA_QUERY_UV_EACH,      /* the generic-for step: the C one, or the generated Lua one (iteration.c) */
     KLUA_QUERY_UV_KEYS,      /* interned field names, KLUA_FIELD_KEY(t, f) */
     KLUA_QUERY_UV_INERT,     /* an empty table: the Lua step's views between loops */
@@ -228,7 +227,8 @@ typedef struct klua_query {
     uint8_t kind[KLUA_MAX_TERMS];
     bool writable[KLUA_MAX_TERMS];
     kiln_component_info info[KLUA_MAX_TERMS];
-    uint8_t *snap[KLUA_MAX_TERMS]; /* per data term: the row's bytes when its view was filled */
+    uint8_t *snap[KLUA_MAX_TERMS]; /* per data term: the row's bytes when its view was filled
+                                    * (in the query's own block, after this struct) */
     int16_t key_off[KLUA_MAX_TERMS]; /* per term: its first field in the flat list of field keys */
     int16_t key_count;               /* field keys of all terms */
     bool upv_rows;                   /* the step closure holds views and keys as upvalues */
@@ -325,6 +325,9 @@ KLUA_HIDDEN int klua_new_gc_guard(lua_State *L, klua_world *kw);
  * resets the collector's debt, so what the method allocated is paid back in explicit steps
  * (klua_release_gc); without that a loop of method calls would never collect its garbage. */
 KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
+/* Raises: the registry entry kw->names_ref is not the names table kiln made (a host script
+ * replaced it through debug.getregistry(); every read of it checks its type first). */
+KLUA_HIDDEN KLUA_NORETURN void klua_names_changed(lua_State *L);
 KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
 /* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
  * Growing it keeps its first bytes (what a caller converted before asking for more); the
@@ -522,6 +525,15 @@ KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
 KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
 KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
+/* iteration.c: a Query's user values are in reach of debug.setuservalue, so every read of one checks
+ * what it finds: pushes user value uv of the Query at q_idx, a table as kiln made it, and
+ * returns true; anything else raises "fname: its state was changed through the debug library",
+ * or with fname NULL (a finalizer, a close: they must not raise) pushes nothing and returns
+ * false. C memory the query reads as bytes (its row snapshots) is never kept in one. */
+KLUA_HIDDEN bool klua_query_uv(lua_State *L, int q_idx, int uv, const char *fname);
+/* Pushes the term_count values at 1.. of the table at idx (a query's views), checked to be
+ * tables as klua_query_uv checks (on a failure with fname NULL: nothing pushed, false). */
+KLUA_HIDDEN bool klua_query_views(lua_State *L, const klua_query *kq, int idx, const char *fname);
 /* iteration.c: moves the running iteration of the Query at q_idx to its next row; false (the
  * iteration finished) when there is none. */
 KLUA_HIDDEN bool klua_query_advance(lua_State *L, klua_query *kq, int q_idx);

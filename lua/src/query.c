@@ -51,10 +51,22 @@ static int view_error(lua_State *L, const char *fmt, ...) {
 /* The component name of the view whose metamethod runs. */
 static const char *view_name(lua_State *L) { return lua_tostring(L, lua_upvalueindex(VIEW_UPV_NAME)); }
 
+/* The query and term of the view whose metamethod runs, checked: the metamethods are in reach
+ * of debug.getmetatable and their upvalues of debug.setupvalue. */
+static klua_query *view_query(lua_State *L, int *t) {
+    klua_query *kq = klua_toobject(L, lua_upvalueindex(VIEW_UPV_QUERY), KLUA_QUERY);
+    lua_Integer term = lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
+    if (!kq || term < 0 || term >= kq->term_count || !lua_isstring(L, lua_upvalueindex(VIEW_UPV_NAME)))
+        luaL_error(L, "a view's metamethod was changed through the debug library");
+    *t = (int)term;
+    return kq;
+}
+
 /* Errors from view metamethods (upvalues: VIEW_UPV_*). */
 static int view_missing(lua_State *L) {
-    klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
-    int t = (int)lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
+    int t;
+    klua_query *kq = view_query(L, &t);
+    luaL_checktype(L, 1, LUA_TTABLE); /* a view, unless the metamethod was called by hand */
     if (!kq->active || kq->kw->closed)
         return view_error(L, "a %s view was used after its loop ended", view_name(L));
     if (klua_field_named(L, &kq->info[t], 2)) {
@@ -70,7 +82,8 @@ static int view_missing(lua_State *L) {
 }
 
 static int view_readonly(lua_State *L) {
-    klua_query *kq = lua_touserdata(L, lua_upvalueindex(VIEW_UPV_QUERY));
+    int t;
+    klua_query *kq = view_query(L, &t);
     if (!kq->active || kq->kw->closed)
         return view_error(L, "a %s view was used after its loop ended", view_name(L));
     const char *sys = klua_system_name(kq->kw);
@@ -121,7 +134,16 @@ int klua_world_query(lua_State *L) {
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    klua_query *kq = klua_newobject(L, sizeof *kq, KLUA_QUERY_UV_COUNT, KLUA_QUERY);
+    /* the row snapshots of the data terms live after the struct, in the query's own block:
+     * no user value a host script could replace (debug.setuservalue) holds them */
+    size_t snap_bytes = 0;
+    kiln_component_info infos[KLUA_MAX_TERMS];
+    for (int t = 0; t < with + optional; t++) {
+        kiln_component_info_get(kw->world, t < with ? desc.with[t] : desc.optional[t - with], &infos[t]);
+        snap_bytes += (infos[t].size + 15) & ~(size_t)15;
+    }
+    size_t head = (sizeof(klua_query) + 15) & ~(size_t)15;
+    klua_query *kq = klua_newobject(L, head + snap_bytes, KLUA_QUERY_UV_COUNT, KLUA_QUERY);
     int q_idx = lua_gettop(L);
     memset(kq, 0, sizeof *kq);
     kq->kw = kw;
@@ -188,13 +210,11 @@ int klua_world_query(lua_State *L) {
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_BULK);
     lua_createtable(L, 0, 0);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_INERT);
-    lua_createtable(L, kq->term_count, 0);
+    uint8_t *snap = (uint8_t *)kq + head;
     for (int t = 0; t < kq->term_count; t++) {
-        if (kq->kind[t] != TERM_DATA) continue;
-        kq->snap[t] = lua_newuserdatauv(L, kq->info[t].size, 0);
-        lua_rawseti(L, -2, t + 1);
+        if (kq->kind[t] == TERM_DATA) kq->snap[t] = snap;
+        snap += (kq->info[t].size + 15) & ~(size_t)15;
     }
-    lua_setiuservalue(L, -2, KLUA_QUERY_UV_SNAPSHOTS);
     /* Interned field names, so filling a view never hashes a C string. */
     lua_createtable(L, 0, 0);
     int nkeys = 0;
@@ -238,14 +258,14 @@ static void push_row_slots(lua_State *L, klua_query *kq, int q_idx, row_slots *r
     /* room for the slots, then for a row (push_row, write_back) and a call's arguments */
     luaL_checkstack(L, 3 * kq->term_count + kq->key_count + KILN_MAX_FIELDS + LUA_MINSTACK,
                     "too many terms");
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_DATA);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_PROXIES);
-    lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_KEYS);
+    klua_query_uv(L, q_idx, KLUA_QUERY_UV_DATA, "query:each");
+    klua_query_uv(L, q_idx, KLUA_QUERY_UV_PROXIES, "query:each");
+    klua_query_uv(L, q_idx, KLUA_QUERY_UV_KEYS, "query:each");
     int data_idx = lua_gettop(L) - 2, proxies_idx = data_idx + 1, keys_idx = data_idx + 2;
     rs->dir = 1;
     rs->view0 = lua_gettop(L) + 1;
-    for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, data_idx, t + 1);
-    rs->proxy0 = lua_gettop(L) + 1;
+    klua_query_views(L, kq, data_idx, "query:each"); /* filled by raw sets: tables only */
+    rs->proxy0 = lua_gettop(L) + 1; /* the proxies and keys are only handed out or compared */
     for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
     rs->key0 = lua_gettop(L) + 1;
     for (int t = 0; t < kq->term_count; t++)
@@ -347,12 +367,16 @@ static int q_each(lua_State *L) {
 
 static int guard_close(lua_State *L) {
     klua_query **guard = klua_toobject(L, 1, KLUA_GUARD); /* debug.getmetatable reaches it */
-    klua_query *kq = guard ? *guard : NULL;
+    /* its query is the one its user value holds (and keeps alive): one a host script put
+     * there instead (debug.setuservalue) is not its own, and a guard whose query went with
+     * it closes nothing */
+    if (!guard) return 0;
+    lua_getiuservalue(L, 1, KLUA_GUARD_UV_QUERY);
+    int q_idx = lua_gettop(L);
+    klua_query *kq = klua_toobject(L, q_idx, KLUA_QUERY) == *guard ? *guard : NULL;
     /* one guard per query: closed from another thread while the loop's own thread runs, it
      * is an earlier loop's, ended (a stuck loop's thread may be closed from anywhere) */
     if (kq && kq->active && !kq->kw->closed && !klua_query_runs_elsewhere(L, kq)) {
-        lua_getiuservalue(L, 1, KLUA_GUARD_UV_QUERY);
-        int q_idx = lua_gettop(L);
         /* Left by break or return (no error): the current row's writes still land. A
          * conversion error here ends the iteration first, then propagates. */
         if (lua_isnoneornil(L, 2) && kq->row >= 0) {

@@ -228,7 +228,7 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
     /* The slots are reserved first: a finalizer run by a push below may make another entry
      * (or close the world, which frees the cache). */
     kw->keys_count = key0 + info.field_count;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
+    if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
     bool floats = true;
     for (int32_t i = 0; i < info.field_count; i++) {
         const kiln_field *f = &info.fields[i];

@@ -376,6 +376,12 @@ int klua_new_gc_guard(lua_State *L, klua_world *kw) {
     return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+void klua_names_changed(lua_State *L) {
+    luaL_error(L, "a World's component names were taken out of the registry (debug.getregistry)");
+    for (;;) {
+    }
+}
+
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
 #if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (jit_methods.c) */
@@ -539,7 +545,7 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
         unsigned slot = NAME_SLOT(str);
         if (kw->name_ptr[slot] == str) return kw->name_id[slot];
         /* interned name -> id, cached per world (ids never change) */
-        lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref);
+        if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
         lua_pushvalue(L, idx);
         if (lua_rawget(L, -2) == LUA_TNUMBER) {
             c = (kiln_component)lua_tointeger(L, -1);

@@ -529,7 +529,7 @@ void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx,
     /* After a call that creates an object, a finalizer may have closed the world, freeing
      * cc and the fields it points to: checked before they are read again. */
     if (kw->closed) luaL_error(L, "attempt to use a closed world");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref); /* the ready keys */
+    if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L); /* the ready keys */
     int keys = lua_gettop(L);
     for (int32_t i = 0; i < n; i++) {
         const kiln_field *f = &cc->info.fields[i];

@@ -477,3 +477,213 @@ assert(#found == 0, "reachable: " .. table.concat(found, ", "))
         assert.are.equal(1, #w:systems())
     end)
 end)
+
+describe("debug.setuservalue on a Query", function()
+    -- A Query's user value n, read and replaced as the debug library reaches it (LuaJIT keeps
+    -- them in the userdata's environment table).
+    local function get_uv(q, n)
+        if H.luajit then return debug.getfenv(q)[n] end
+        return (debug.getuservalue(q, n))
+    end
+    local function set_uv(q, n, v)
+        if H.luajit then debug.getfenv(q)[n] = v else debug.setuservalue(q, v, n) end
+    end
+    local function uv_count(q)
+        local n = 0
+        while get_uv(q, n + 1) ~= nil or (not H.luajit and select(2, debug.getuservalue(q, n + 1))) do n = n + 1 end
+        return n
+    end
+    -- Every way a script runs a query's rows, each in a pcall: for-loops (C and Lua steps), a
+    -- loop left by break, q:bulk, an each-system, and the query's other methods.
+    local function use(w, q)
+        local errors = {}
+        local function try(fn)
+            local ok, err = pcall(fn)
+            if not ok then errors[#errors + 1] = tostring(err) end
+        end
+        try(function() for _, p in q:each() do p.x = p.x + 1 end end)
+        try(function() for _, p in q:each() do p.x = p.x + 1 break end end)
+        try(function() q:bulk(function(n, _, p) for i = 1, n do p.x[i] = p.x[i] + 1 end end) end)
+        try(function() return q:count(), q:entities(), q:terms(), tostring(q) end)
+        try(function() assert(w:progress(0)) end)
+        collectgarbage()
+        return errors
+    end
+    local junk = {42, "junk", {}, {1, 2, 3}, {{}, 5, "x"}, io.stdout, function() end}
+
+    it("replaced by anything, gives errors or loops that still run, never a wild read", function()
+        local w0, q0 = movers(2)
+        local slots = uv_count(q0)
+        assert.is_true(slots >= 8)
+        for n = 2, slots do -- 1, the world, is checked as a class (the spec above)
+            for _, v in ipairs(junk) do
+                local w, q = movers(3)
+                w:system{name = "s", reads = {"Velocity"}, writes = {"Position"},
+                         query = {"Position", "Velocity"}, each = function(_, p) p.x = p.x + 1 end}
+                set_uv(q, n, v)
+                collectgarbage()
+                for _, err in ipairs(use(w, q)) do
+                    assert.is_string(err)
+                end
+                assert.are.equal(3, #w:entities())
+                pcall(w.close, w) -- refused while a loop whose for never took its guard is open
+            end
+        end
+        w0:close()
+    end)
+
+    it("says the state was changed when the views or the bulk table are not tables", function()
+        local w, q = movers(2)
+        for _, p in q:each() do p.x = p.x end -- the views as kiln made them, once
+        local views = {}
+        for n = 2, uv_count(q) do views[n] = get_uv(q, n) end
+        local changed = 0
+        for n = 2, #views do
+            if type(views[n]) == "table" then
+                set_uv(q, n, 7)
+                local msgs = {pcall(function() for _, p in q:each() do p.x = 1 end end)}
+                local ok, err = pcall(q.bulk, q, function() end)
+                for _, m in ipairs{msgs[2] or "", ok and "" or err} do
+                    if m:find("its state was changed through the debug library", 1, true) then changed = changed + 1 end
+                end
+                set_uv(q, n, views[n])
+            end
+        end
+        -- the data views (q:each) and the bulk table (q:bulk) at least; LuaJIT's q:each has views
+        -- of its own (FFI), not these
+        assert.is_true(changed >= (H.luajit and 1 or 2))
+        for _, p in q:each() do p.x = 5 end -- put back, the query works again
+        for _, e in ipairs(q:entities()) do assert.are.equal(5, w:get(e, "Position").x) end
+        w:close()
+    end)
+
+    it("keeps its row snapshots however its user values change", function()
+        local w, q = movers(4)
+        for n = 2, uv_count(q) do -- every block a user value holds (the row snapshots were)
+            local t = get_uv(q, n)
+            if type(t) == "table" then
+                for k, v in pairs(t) do if type(v) == "userdata" then t[k] = nil end end
+            end
+        end
+        collectgarbage()
+        collectgarbage()
+        for _, p in q:each() do p.x = p.x + 1 end
+        w:system{name = "s", reads = {"Velocity"}, writes = {"Position"},
+                 query = {"Position", "Velocity"}, each = function(_, p) p.x = p.x + 1 end}
+        assert(w:progress(0))
+        for i, e in ipairs(q:entities()) do assert.are.equal(i + 2, w:get(e, "Position").x) end
+        w:close()
+    end)
+
+    it("holds what q:bulk works in while fn scrambles the bulk table", function()
+        local w, q = movers(600)
+        local function scramble(t, depth)
+            for k, v in pairs(t) do
+                if type(v) == "userdata" then t[k] = nil
+                elseif type(v) == "table" and depth > 0 then scramble(v, depth - 1) end
+            end
+        end
+        for round = 1, 3 do -- the second and third calls find the kept arrays of the first
+            local ok, err = pcall(q.bulk, q, function(n, _, p)
+                for s = 2, uv_count(q) do
+                    local t = get_uv(q, s)
+                    if type(t) == "table" then scramble(t, 2) end
+                end
+                collectgarbage()
+                collectgarbage()
+                if round == 3 then for i = 1, n do p.x[i] = p.x[i] + 1 end end
+            end)
+            assert.is_true(ok or type(err) == "string")
+        end
+        w:close()
+    end)
+
+    it("swaps a slot state of q:bulk for another's: refused unless it is one of its size", function()
+        local w, q = movers(10)
+        local w2 = H.world()
+        w2:component("Wide", "float a, b, c, d, e, f, g, h;")
+        w2:spawn{Wide = {}}
+        local q2 = w2:query{"Wide"}
+        for _ = 1, 2 do -- a second call keeps the arrays of the terms the first left unwritten
+            q:bulk(function() end)
+            q2:bulk(function() end)
+        end
+        local function slots(qq)
+            for s = 2, uv_count(qq) do
+                local t = get_uv(qq, s)
+                if type(t) == "table" then
+                    for k, v in pairs(t) do
+                        if type(k) == "number" and k < -15 and type(v) == "table" and type(v[0]) == "userdata" then
+                            return t, k, v
+                        end
+                    end
+                end
+            end
+        end
+        local _, _, slot = slots(q)
+        local _, _, slot2 = slots(q2)
+        assert.truthy(slot and slot2)
+        slot[0] = slot2[0]
+        H.raises(function() q:bulk(function() end) end, "query:bulk: its state was changed through the debug library")
+        slot[0] = io.stdout
+        H.raises(function() q:bulk(function() end) end, "query:bulk: its state was changed through the debug library")
+        w:close()
+        w2:close()
+    end)
+
+    it("a guard whose query was replaced and collected closes nothing", function()
+        local w, q = movers(2)
+        local guard
+        for s = 2, uv_count(q) do
+            local v = get_uv(q, s)
+            if type(v) == "userdata" then guard = v end
+        end
+        assert.truthy(guard)
+        if H.luajit then debug.getfenv(guard)[1] = nil else debug.setuservalue(guard, nil, 1) end
+        q = nil
+        collectgarbage()
+        collectgarbage()
+        local close = debug.getmetatable(guard).__close
+        close(guard)
+        close(guard, "an error")
+        w:close()
+    end)
+
+    it("a view's metamethod called on a non-view raises", function()
+        local w, q = movers(1)
+        for _, p in q:each() do
+            local index = debug.getmetatable(p).__index
+            H.raises(function() index(5, "x", 1) end)
+            H.raises(function() debug.getmetatable(p).__newindex(5, "x", 1) end)
+        end
+        w:close()
+    end)
+end)
+
+describe("debug.getregistry()'s unnamed entries replaced", function()
+    it("the armed budget's and a World's names table: errors or no effect, never a wild read", function()
+        local w = movers(2)
+        w:instructions(1000000)
+        local ran = 0
+        w:system{name = "s", run = function()
+            ran = ran + 1
+            for k, v in pairs(REG) do -- what the budget hook reads while the run is armed
+                if type(v) == "userdata" and debug.getmetatable(v) == nil and type(k) == "userdata" then
+                    REG[k] = io.stdout
+                end
+            end
+            for _ = 1, 5000 do end -- the hook runs again
+        end}
+        pcall(w.progress, w, 0)
+        assert.are.equal(1, ran)
+        local w2, _, es = movers(1)
+        for k, v in pairs(REG) do -- the names tables (component name -> id) of the worlds
+            if type(k) == "number" and type(v) == "table" and v.Position then REG[k] = 7 end
+        end
+        collectgarbage()
+        -- a name the world has not cached yet: looked up in its names table
+        H.raises(function() w2:get(es[1], "Health") end, "taken out of the registry")
+        pcall(w.close, w)
+        pcall(w2.close, w2)
+    end)
+end)
