@@ -86,30 +86,7 @@ H.log = {}
 function H.say(s) H.log[#H.log + 1] = s end
 function H.take()
     local s = concat(H.log, ";")
-    -- Text from kiln's pretty printers (world:inspect, q:format), which print a number as an
--- integer when its value is integral under LuaJIT and by its subtype under Lua 5.4 ("kiln.pretty
--- prints 5.0 as 5", so -0.0 prints as 0 and 1e10 without an exponent there): each number is
--- printed again by the LuaJIT rule, and the column padding that follows from its width is
--- collapsed to one space.
-function H.pretty(s)
-    if type(s) ~= "string" then return s end
-    s = s:gsub("%-?%d+%.?%d*e?[%+%-]?%d*", function(t)
-        local n = tonumber(t)
-        if not n then return t end
-        if n == math.floor(n) and math.abs(n) < 2^53 then return fmt("%.0f", n == 0 and 0 or n) end
-        return fmt("%.14g", n)
-    end)
-    return (s:gsub(" +", " "):gsub("%-%-+", "-"))
-end
-
--- A checksum of a string (saved data), exact in a double and a Lua 5.4 integer alike.
-function H.sum(s)
-    local h = 0
-    for i = 1, #s do h = (h * 31 + s:byte(i)) % 2147483647 end
-    return h
-end
-
-H.log = {}
+    H.log = {}
     return s
 end
 
