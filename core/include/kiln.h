@@ -840,7 +840,9 @@ void kiln_events_update(kiln_world *world);
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults); an existing value is
  * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory; on
  * failure the caller still owns value and no hook runs. A main-thread system may set one while
- * worker systems run and get others (a resource set for the first time: unset or whole). */
+ * worker systems run and get others (a resource set for the first time: unset or whole), and
+ * worker systems may set and remove the resources they write at the same moment (a first set
+ * or a removal then allocates or frees on a worker: the allocator hook must be thread-safe). */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the
