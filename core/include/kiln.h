@@ -757,7 +757,9 @@ kiln_result kiln_schedule_build(kiln_schedule *schedule);
 
 /* Runs one frame: advances the world tick, swaps the event buffers, runs the stages and
  * applies each stage's buffers, then systems removed meanwhile leave. Not while a query of
- * the world iterates; from inside one of its own systems: KILN_ERR_INVALID_ARGUMENT. */
+ * the world iterates; from inside one of its own systems, or from a system of another schedule
+ * of the world that is not exclusive: KILN_ERR_INVALID_ARGUMENT (an exclusive system may run
+ * another schedule, a whole frame of its own inside the outer one). */
 kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
 
 int32_t kiln_schedule_stage_count(kiln_schedule *schedule);  /* builds when needed; 0 on error */
@@ -827,7 +829,8 @@ int64_t kiln_event_count(const kiln_world *world, kiln_event_type type);
 const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i);
 
 /* Drops the previous buffers of every type and makes the current ones previous. Keeps the
- * memory, so steady-state frames allocate nothing. */
+ * memory, so steady-state frames allocate nothing. Not from a running system that is not
+ * exclusive (others may be reading events): an assertion. */
 void kiln_events_update(kiln_world *world);
 
 /* ---- Resources -------------------------------------------------------------------------- */

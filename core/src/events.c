@@ -128,6 +128,8 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
 
 void kiln_events_update(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
+                "kiln_events_update from a system that is not exclusive (workers may read events)");
     int32_t types = kl_registry_count(&world->event_types);
     for (int32_t t = 1; t <= types; t++) {
         kl_event_queue *q = queue(world, (uint32_t)t);

@@ -367,6 +367,34 @@ static void prepare(kiln_schedule *s, kl_system *sys, double dt) {
     sys->ctx = (kiln_system_ctx){s->world, dt, sys->commands, s->jobs, sys->user, sys->name};
 }
 
+/* Runs the systems of a stage that is not one exclusive system: on the pool when parallel
+ * (main-thread ones here meanwhile, in declaration order), else each here in stage order. */
+static void run_shared_stage(kiln_schedule *s, int32_t first, int32_t end, bool parallel) {
+    if (!parallel) {
+        for (int32_t k = first; k < end; k++) {
+            kl_system *sys = s->systems[s->order[k]];
+            if (sys->run_now) run_here(s, sys);
+        }
+        return;
+    }
+    int32_t jobs = 0;
+    for (int32_t k = first; k < end; k++) {
+        kl_system *sys = s->systems[s->order[k]];
+        if (sys->run_now && !sys->main_thread) s->job_list[jobs++] = (kiln_job){run_system, sys};
+    }
+    kiln_counter counter = {0};
+    kiln_result r = kiln_jobs_submit(s->jobs, s->job_list, jobs, &counter);
+    if (r != KILN_OK) {
+        /* No room to queue: run this stage's worker systems here instead. */
+        for (int32_t j = 0; j < jobs; j++) run_here(s, s->job_list[j].arg);
+    }
+    for (int32_t k = first; k < end; k++) {
+        kl_system *sys = s->systems[s->order[k]];
+        if (sys->run_now && sys->main_thread) run_here(s, sys);
+    }
+    if (r == KILN_OK) kiln_jobs_wait(s->jobs, &counter);
+}
+
 kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
@@ -374,6 +402,12 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     if (s->running)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_run: the schedule is already running (called from one of its systems)");
+    /* Another schedule's stage is running on this world: a run from one of its systems would
+     * swap the event buffers, advance the tick and apply buffers under the others' feet. */
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_run: called from a system of a schedule running on this "
+                       "world; only an exclusive system may run another schedule");
     if (!s->built) {
         kiln_result r = kiln_schedule_build(s);
         if (r != KILN_OK) return r;
@@ -410,29 +444,10 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             run_system(sys);
             s->may_add = false;
             kiln_defer_begin(world);
-        } else if (parallel && workers > 0 && enabled > 1) {
-            int32_t jobs = 0;
-            for (int32_t k = first; k < end; k++) {
-                kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now && !sys->main_thread)
-                    s->job_list[jobs++] = (kiln_job){run_system, sys};
-            }
-            kiln_counter counter = {0};
-            kiln_result r = kiln_jobs_submit(s->jobs, s->job_list, jobs, &counter);
-            if (r != KILN_OK) {
-                /* No room to queue: run this stage's worker systems here instead. */
-                for (int32_t j = 0; j < jobs; j++) run_here(s, s->job_list[j].arg);
-            }
-            for (int32_t k = first; k < end; k++) {
-                kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now && sys->main_thread) run_here(s, sys);
-            }
-            if (r == KILN_OK) kiln_jobs_wait(s->jobs, &counter);
         } else {
-            for (int32_t k = first; k < end; k++) {
-                kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now) run_here(s, sys);
-            }
+            atomic_store_explicit(&world->in_stage, 1, memory_order_relaxed);
+            run_shared_stage(s, first, end, parallel && workers > 0 && enabled > 1);
+            atomic_store_explicit(&world->in_stage, 0, memory_order_relaxed);
         }
         /* Buffers land in declaration order, whatever thread finished first. */
         for (int32_t k = first; k < end; k++) {

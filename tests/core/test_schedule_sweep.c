@@ -159,3 +159,123 @@ KILN_TEST(resources_from_workers, a_removal_beside_a_new_resource_growing_the_ta
     ck_assert_ptr_null(kiln_resource_get(S.world, S.r[0]));
     assert_resource(SWEEP_TYPES - 1, 100 + SWEEP_TYPES - 1);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* schedules run from inside systems                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static schedule_fixture F;
+
+static void fixture_setup(void) { schedule_fixture_setup(&F); }
+
+static void fixture_teardown(void) { schedule_fixture_teardown(&F); }
+
+/* What a system running another schedule saw: the run's result and the world's error. */
+typedef struct nested_run {
+    kiln_schedule *inner;
+    atomic_int result; /* -1 until the system ran */
+    char error[256];
+    kiln_tick tick_after;
+} nested_run;
+
+static void run_inner(const kiln_system_ctx *ctx) {
+    nested_run *n = ctx->user;
+    kiln_result r = kiln_schedule_run(n->inner, 0.0);
+    snprintf(n->error, sizeof n->error, "%s", kiln_world_error(ctx->world));
+    n->tick_after = kiln_tick_current(ctx->world);
+    atomic_store(&n->result, (int)r);
+}
+
+/* Runs one frame of an outer schedule whose only system (desc, its user set here) runs an
+ * inner schedule holding one counting system; returns how often the inner system ran. */
+static int frame_with_inner_run(kiln_system_desc desc, nested_run *n, kiln_jobs *jobs) {
+    int inner_runs = 0;
+    n->inner = kiln_schedule_create(F.world, NULL);
+    ck_assert_ptr_nonnull(n->inner);
+    add_system(n->inner, (kiln_system_desc){.name = "inner", .run = count_run, .user = &inner_runs,
+                                            .main_thread = true});
+    atomic_store(&n->result, -1);
+    kiln_schedule *outer = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_ptr_nonnull(outer);
+    desc.run = run_inner;
+    desc.user = n;
+    add_system(outer, desc);
+    ck_assert_int_eq(kiln_schedule_run(outer, 0.0), KILN_OK);
+    kiln_schedule_destroy(outer);
+    kiln_schedule_destroy(n->inner);
+    return inner_runs;
+}
+
+KILN_TEST_GROUP_WITH(nested_runs, .setup = fixture_setup, .teardown = fixture_teardown,
+                     .timeout = 30);
+
+KILN_TEST(nested_runs, a_main_thread_system_may_not_run_another_schedule_of_its_world) {
+    nested_run n;
+    kiln_tick before = kiln_tick_current(F.world);
+    int runs = frame_with_inner_run((kiln_system_desc){.name = "outer", .main_thread = true}, &n,
+                                    NULL);
+    ck_assert_int_eq(atomic_load(&n.result), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(runs, 0);
+    ck_assert_str_eq(n.error, "kiln_schedule_run: called from a system of a schedule running on "
+                              "this world; only an exclusive system may run another schedule");
+    ck_assert_uint_eq(n.tick_after, before + 1); /* the outer frame's advance only */
+    ck_assert(!kiln_is_deferred(F.world));
+}
+
+KILN_TEST(nested_runs, a_worker_system_may_not_run_another_schedule_of_its_world) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    ck_assert_ptr_nonnull(jobs);
+    nested_run n;
+    /* two worker systems, so the stage really goes to the pool */
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    int inner_runs = 0;
+    n.inner = kiln_schedule_create(F.world, NULL);
+    add_system(n.inner, (kiln_system_desc){.name = "inner", .run = count_run, .user = &inner_runs});
+    atomic_store(&n.result, -1);
+    add_system(s, (kiln_system_desc){.name = "outer", .run = run_inner, .user = &n});
+    add_system(s, (kiln_system_desc){.name = "idle", .run = noop});
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(atomic_load(&n.result), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(inner_runs, 0);
+    kiln_schedule_destroy(s);
+    kiln_schedule_destroy(n.inner);
+    kiln_jobs_destroy(jobs);
+}
+
+KILN_TEST(nested_runs, an_exclusive_system_may_run_another_schedule_which_runs_whole) {
+    nested_run n;
+    kiln_tick before = kiln_tick_current(F.world);
+    int runs = frame_with_inner_run((kiln_system_desc){.name = "outer", .exclusive = true}, &n,
+                                    NULL);
+    ck_assert_int_eq(atomic_load(&n.result), KILN_OK);
+    ck_assert_int_eq(runs, 1);
+    ck_assert_uint_eq(n.tick_after, before + 2); /* each frame advances it once */
+    ck_assert(!kiln_is_deferred(F.world));
+}
+
+/* The event update is the frame's own step: from a shared stage it would swap the buffers
+ * under systems reading them (debug builds assert). */
+static void update_events(const kiln_system_ctx *ctx) { kiln_events_update(ctx->world); }
+
+KILN_TEST_SIGNAL(nested_runs, updating_events_from_a_system_that_is_not_exclusive_asserts,
+                 SIGABRT) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "swap", .run = update_events, .main_thread = true});
+    kiln_schedule_run(s, 0.0);
+    ck_abort_msg("kiln_events_update from a main-thread system did not assert");
+}
+
+KILN_TEST(nested_runs, an_exclusive_system_may_update_events) {
+    kiln_event_type hit;
+    ck_assert_int_eq(kiln_event_register(F.world, &(kiln_component_desc){.name = "Hit", .size = 4,
+                                                                        .align = 4},
+                                         &hit),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_event_emit(F.world, hit, &(int){1}), KILN_OK);
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "swap", .run = update_events, .exclusive = true});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(F.world, hit), 0); /* two updates: the event is gone */
+    kiln_schedule_destroy(s);
+}
