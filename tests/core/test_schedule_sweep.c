@@ -279,3 +279,255 @@ KILN_TEST(nested_runs, an_exclusive_system_may_update_events) {
     ck_assert_int_eq(kiln_event_count(F.world, hit), 0); /* two updates: the event is gone */
     kiln_schedule_destroy(s);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* declared access of resources and events (debug builds abort)                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The abort must carry this message: the SIGABRT handler lets it proceed only when the
+ * world's error holds it, else the test exits with 3. */
+static const char *expected_abort;
+
+static void on_abort(int sig) {
+    (void)sig;
+    if (expected_abort && strstr(kiln_world_error(F.world), expected_abort)) {
+        signal(SIGABRT, SIG_DFL);
+        return; /* abort raises again, now by default: the test dies of SIGABRT */
+    }
+    static const char msg[] = "abort without the expected message\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(3);
+}
+
+static kiln_event_type HIT;
+
+static void access_setup(void) {
+    schedule_fixture_setup(&F);
+    ck_assert_int_eq(kiln_event_register(F.world, &(kiln_component_desc){.name = "Hit", .size = 4,
+                                                                        .align = 4},
+                                         &HIT),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(F.world, F.p, &(test_position){1, 2}), KILN_OK);
+}
+
+/* One frame of desc on a worker of a one-worker pool, expecting an abort naming message. */
+static void worker_run_expecting_abort(kiln_system_desc desc, const char *message) {
+    expected_abort = message;
+    signal(SIGABRT, on_abort);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    add_system(s, desc);
+    add_system(s, (kiln_system_desc){.name = "idle", .run = noop}); /* the stage goes to the pool */
+    kiln_schedule_run(s, 0.0);
+    ck_abort_msg("the run finished: expected \"%s\"", message);
+}
+
+static void get_position_resource(const kiln_system_ctx *ctx) { kiln_resource_get(ctx->world, F.p); }
+
+static void set_position_resource(const kiln_system_ctx *ctx) {
+    kiln_resource_set(ctx->world, F.p, &(test_position){3, 4});
+}
+
+static void remove_position_resource(const kiln_system_ctx *ctx) {
+    kiln_resource_remove(ctx->world, F.p, NULL);
+}
+
+static void emit_hit(const kiln_system_ctx *ctx) { kiln_event_emit(ctx->world, HIT, &(int){1}); }
+
+KILN_TEST_GROUP_WITH(declared_access, .setup = access_setup, .teardown = fixture_teardown,
+                     .timeout = 30);
+
+KILN_TEST_SIGNAL(declared_access, a_worker_reading_an_undeclared_resource_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "peek", .run = get_position_resource,
+                                                  .reads = {F.q}},
+                               "kiln_resource_get: system 'peek' reads Position without "
+                               "declaring it in reads or writes");
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_setting_a_resource_it_only_reads_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "scribble", .run = set_position_resource,
+                                                  .reads = {F.p}},
+                               "kiln_resource_set: system 'scribble' writes Position without "
+                               "declaring it in writes");
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_removing_an_undeclared_resource_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "thief", .run = remove_position_resource},
+                               "kiln_resource_remove: system 'thief' writes Position without "
+                               "declaring it in writes");
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_emitting_through_the_world_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "shout", .run = emit_hit},
+                               "kiln_event_emit: system 'shout' changes the world (event Hit) "
+                               "from a worker thread; record it into ctx->commands");
+}
+
+/* What a worker may do with resources and events: what it declared, and emits recorded into
+ * its own buffer (they land at the end of the stage). */
+static void declared_resource_and_buffered_emit(const kiln_system_ctx *ctx) {
+    test_position *p = kiln_resource_get(ctx->world, F.p);
+    if (p) p->x += 1;
+    kiln_resource_set(ctx->world, F.p, p);
+    kiln_commands_emit(ctx->commands, HIT, &(int){7});
+    for (int64_t i = 0; i < kiln_event_count(ctx->world, HIT); i++) kiln_event_get(ctx->world, HIT, i);
+}
+
+KILN_TEST(declared_access, a_worker_keeping_to_its_declared_resource_and_buffer_runs_clean) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    add_system(s, (kiln_system_desc){.name = "keeper", .run = declared_resource_and_buffered_emit,
+                                     .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "idle", .run = noop});
+    for (int frame = 0; frame < 2; frame++)
+        ck_assert_msg(kiln_schedule_run(s, 0.0) == KILN_OK, "%s", kiln_world_error(F.world));
+    const test_position *p = kiln_resource_get(F.world, F.p);
+    ck_assert_float_eq(p->x, 3);
+    ck_assert_int_eq(kiln_event_count(F.world, HIT), 2); /* one per frame, both still readable */
+    ck_assert_int_eq(*(const int *)kiln_event_get(F.world, HIT, 1), 7);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* out of memory at every request of a build and of a frame                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+static test_allocator A;
+static kiln_world *W;
+
+static void memory_setup(void) {
+    test_allocator_init(&A);
+    W = test_world_create(&A);
+}
+
+static void memory_teardown(void) {
+    kiln_world_destroy(W);
+    ck_assert_int_eq(A.live_bytes, 0);
+    ck_assert_int_eq(A.bad_osize, 0);
+}
+
+/* A frame's worth of work through every kind of buffer: a main-thread system that spawns,
+ * emits and sets a resource for the first time; a buffered system that records a spawn and
+ * an emit; one that follows both and counts. */
+typedef struct frame_parts {
+    kiln_component pos;
+    kiln_event_type hit;
+    int later_runs;
+    int own_failures; /* calls of the systems themselves that failed (they were told) */
+} frame_parts;
+
+static void main_thread_work(const kiln_system_ctx *ctx) {
+    frame_parts *fp = ctx->user;
+    kiln_entity e;
+    fp->own_failures +=
+        (kiln_spawn_with(ctx->world, &fp->pos, (const void *[]){&(test_position){1, 1}}, 1, &e) !=
+         KILN_OK) +
+        (kiln_event_emit(ctx->world, fp->hit, &(int){1}) != KILN_OK) +
+        (kiln_resource_set(ctx->world, fp->pos, &(test_position){2, 2}) != KILN_OK);
+}
+
+static void buffered_work(const kiln_system_ctx *ctx) {
+    frame_parts *fp = ctx->user;
+    kiln_entity e;
+    if (kiln_commands_spawn(ctx->commands, &e) != KILN_OK ||
+        kiln_commands_add(ctx->commands, e, fp->pos, &(test_position){3, 3}) != KILN_OK)
+        fp->own_failures++;
+    fp->own_failures += kiln_commands_emit(ctx->commands, fp->hit, &(int){2}) != KILN_OK;
+}
+
+static void later_work(const kiln_system_ctx *ctx) { ((frame_parts *)ctx->user)->later_runs++; }
+
+static kiln_schedule *frame_schedule(frame_parts *fp) {
+    fp->pos = test_register_position(W);
+    ck_assert_int_eq(kiln_event_register(W, &(kiln_component_desc){.name = "Hit", .size = 4,
+                                                                   .align = 4},
+                                         &fp->hit),
+                     KILN_OK);
+    kiln_schedule *s = kiln_schedule_create(W, NULL);
+    ck_assert_ptr_nonnull(s);
+    add_system(s, (kiln_system_desc){.name = "main", .run = main_thread_work, .user = fp,
+                                     .writes = {fp->pos}, .main_thread = true});
+    add_system(s, (kiln_system_desc){.name = "buffered", .run = buffered_work, .user = fp});
+    add_system(s, (kiln_system_desc){.name = "later", .run = later_work, .user = fp,
+                                     .after = {"main", "buffered"}});
+    return s;
+}
+
+KILN_TEST_GROUP_WITH(memory, .setup = memory_setup, .teardown = memory_teardown, .timeout = 60);
+
+KILN_TEST(memory, a_build_out_of_memory_at_any_request_keeps_the_stages_it_had) {
+    frame_parts fp = {0};
+    kiln_schedule *s = frame_schedule(&fp);
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    char before[256];
+    snprintf(before, sizeof before, "%s", describe(s));
+    /* 40 systems more, so the build needs bigger arrays than it has */
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "extra%d", i);
+        add_system(s, (kiln_system_desc){.name = name, .run = noop, .writes = {fp.pos}});
+    }
+    bool built = false;
+    for (int64_t grant = 0; !built && grant < 64; grant++) {
+        test_allocator_fail_after(&A, grant);
+        kiln_result r = kiln_schedule_build(s);
+        test_allocator_fail_never(&A);
+        if (r == KILN_OK) {
+            built = true;
+            break;
+        }
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        ck_assert_str_eq(kiln_world_error(W), "kiln_schedule_build: out of memory");
+        ck_assert_int_eq(kiln_schedule_system_count(s), 43);
+    }
+    ck_assert(built);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 41); /* the extras write one component */
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    kiln_schedule_destroy(s);
+}
+
+KILN_TEST(memory, a_frame_out_of_memory_at_any_request_reports_it_and_leaves_the_world_runnable) {
+    frame_parts fp = {0};
+    kiln_schedule *s = frame_schedule(&fp);
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    bool whole = false;
+    for (int64_t grant = 0; !whole && grant < 200; grant++) {
+        fp.own_failures = 0;
+        int64_t failures_before = A.failures;
+        test_allocator_fail_after(&A, grant);
+        kiln_result r = kiln_schedule_run(s, 0.0);
+        int64_t refused = A.failures - failures_before;
+        test_allocator_fail_never(&A);
+        ck_assert_msg(r == KILN_OK || r == KILN_ERR_OUT_OF_MEMORY, "grant %d: %s", (int)grant,
+                      kiln_result_name(r));
+        /* every system ran, nothing is left deferred or half-running */
+        ck_assert_int_eq(fp.later_runs, (int)grant + 1);
+        ck_assert(!kiln_is_deferred(W));
+        for (int32_t i = 0; i < 3; i++) {
+            kiln_system_info info;
+            ck_assert(kiln_schedule_system_info_get(s, i, &info));
+            ck_assert(!info.removing);
+        }
+        if (refused == 0) {
+            ck_assert_int_eq(r, KILN_OK);
+            whole = true;
+        } else if (fp.own_failures == 0) {
+            /* the frame's own request was refused (a buffer landing): the run says so */
+            ck_assert_msg(r == KILN_ERR_OUT_OF_MEMORY, "grant %d: a refused request went unreported",
+                          (int)grant);
+            ck_assert_ptr_nonnull(strstr(kiln_world_error(W), "out of memory"));
+        }
+    }
+    ck_assert(whole);
+    /* the next frame is whole: 2 spawns, the resource, 2 events of this frame */
+    int64_t entities = kiln_entity_count(W);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(W), entities + 2);
+    ck_assert_ptr_nonnull(kiln_resource_get(W, fp.pos));
+    ck_assert_int_ge(kiln_event_count(W, fp.hit), 2);
+    kiln_schedule_destroy(s);
+}
