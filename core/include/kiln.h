@@ -817,8 +817,9 @@ bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_com
 /* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a
  * main-thread system, the emit goes into that system's command buffer instead and lands at
  * the end of its stage, like its other changes; worker-thread systems emit through
- * kiln_commands_emit on their own buffer. value NULL emits the type's defaults. Fails with
- * KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
+ * kiln_commands_emit on their own buffer. value NULL emits the type's defaults; value may be
+ * an event of the same type (from kiln_event_get), even one whose buffer this emit grows.
+ * Fails with KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value);
 
 /* Number of readable events of type (previous buffer plus current); 0 for unknown types. */

@@ -69,14 +69,20 @@ kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, c
     kl_event_queue *q = queue(world, type);
     kl_event_buffer *b = &q->buf[q->current];
     size_t stride = c->stride ? c->stride : 1;
+    /* The old block is freed only after the value is copied: value may be an event of this
+     * very buffer (kiln_event_get of this frame's events, emitted again). */
+    void *old_block = NULL;
+    size_t old_size = 0;
     if (b->count == b->cap) {
         int64_t ncap = b->cap ? b->cap * 2 : 16;
-        size_t size = kl_mul(stride, (size_t)ncap) + 15;
+        size_t bytes = kl_mul(stride, (size_t)ncap);
+        size_t size = bytes > SIZE_MAX - 15 ? SIZE_MAX : bytes + 15;
         void *block = kl_alloc(&world->alloc, size);
         if (!block) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, c->names);
         uint8_t *data = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
         if (b->count) memcpy(data, b->data, stride * (size_t)b->count);
-        kl_free(&world->alloc, b->block, b->block_size);
+        old_block = b->block;
+        old_size = b->block_size;
         b->block = block;
         b->block_size = size;
         b->data = data;
@@ -89,6 +95,7 @@ kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, c
         else memset(dst, 0, c->size);
     }
     b->count++;
+    kl_free(&world->alloc, old_block, old_size);
     return KILN_OK;
 }
 
