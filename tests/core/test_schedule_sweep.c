@@ -531,3 +531,64 @@ KILN_TEST(memory, a_frame_out_of_memory_at_any_request_reports_it_and_leaves_the
     ck_assert_int_ge(kiln_event_count(W, fp.hit), 2);
     kiln_schedule_destroy(s);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* hundreds of systems                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+#define MANY 300
+
+/* Each system stamps when it starts and ends from one shared clock of steps. */
+typedef struct stamp {
+    atomic_long start, end;
+    atomic_int runs;
+} stamp;
+
+static atomic_long CLOCK;
+static stamp STAMPS[MANY];
+
+static void stamped(const kiln_system_ctx *ctx) {
+    stamp *s = ctx->user;
+    atomic_store(&s->start, atomic_fetch_add(&CLOCK, 1));
+    atomic_fetch_add(&s->runs, 1);
+    atomic_store(&s->end, atomic_fetch_add(&CLOCK, 1));
+}
+
+KILN_TEST_GROUP_WITH(many, .setup = fixture_setup, .teardown = fixture_teardown, .timeout = 60);
+
+KILN_TEST(many, three_hundred_systems_on_a_pool_keep_every_order_and_conflict) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    kiln_component comps[3] = {F.p, F.q, F.r};
+    char names[MANY][16];
+    for (int i = 0; i < MANY; i++) snprintf(names[i], sizeof names[i], "s%d", i);
+    for (int i = 0; i < MANY; i++) {
+        kiln_system_desc d = {.name = names[i], .run = stamped, .user = &STAMPS[i],
+                              .main_thread = i % 7 == 0};
+        if (i % 3 == 0) d.writes[0] = comps[i % 9 / 3]; /* conflicts with its kind */
+        else d.reads[0] = comps[i % 3];
+        if (i % 10 == 5) d.after[0] = names[i - 5];       /* a backward order */
+        if (i % 10 == 6 && i + 4 < MANY) d.before[0] = names[i + 4]; /* a forward one, unknown yet */
+        add_system(s, d);
+    }
+    ck_assert_int_gt(kiln_schedule_stage_count(s), 1);
+    for (int frame = 0; frame < 3; frame++) {
+        atomic_store(&CLOCK, 0);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        for (int i = 0; i < MANY; i++) {
+            ck_assert_int_eq(atomic_load(&STAMPS[i].runs), frame + 1);
+            if (i % 10 == 5) ck_assert_int_gt(STAMPS[i].start, STAMPS[i - 5].end);
+            if (i % 10 == 6 && i + 4 < MANY) ck_assert_int_gt(STAMPS[i + 4].start, STAMPS[i].end);
+            /* a writer and every earlier system touching its component never overlap */
+            for (int j = 0; j < i; j++) {
+                bool conflict = (i % 3 == 0 || j % 3 == 0) &&
+                                (i % 3 == 0 ? comps[i % 9 / 3] : comps[i % 3]) ==
+                                    (j % 3 == 0 ? comps[j % 9 / 3] : comps[j % 3]);
+                if (conflict) ck_assert_int_gt(STAMPS[i].start, STAMPS[j].end);
+            }
+        }
+    }
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+}
