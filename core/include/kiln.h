@@ -611,7 +611,8 @@ void kiln_defer_begin(kiln_world *world);
 
 /* Ends a section; the outermost end applies the queue. Returns KILN_OK, or
  * KILN_ERR_OUT_OF_MEMORY when the queue could not be fully applied (what was not applied
- * stays queued and is retried at the next outermost end). */
+ * stays queued and is retried at the next outermost end). An end without a begin asserts,
+ * also inside a running system that is not exclusive (the schedule's own section). */
 kiln_result kiln_defer_end(kiln_world *world);
 
 /* True inside a deferred section (or an iteration). */

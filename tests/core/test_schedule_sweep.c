@@ -592,3 +592,30 @@ KILN_TEST(many, three_hundred_systems_on_a_pool_keep_every_order_and_conflict) {
     kiln_schedule_destroy(s);
     kiln_jobs_destroy(jobs);
 }
+
+/* A system's unmatched kiln_defer_end would end the schedule's own deferred section and
+ * apply the world's queue mid-stage: it asserts at the call (the frame's end asserted late). */
+static volatile sig_atomic_t returned_from_end;
+
+static void on_abort_at_the_call(int sig) {
+    (void)sig;
+    if (!returned_from_end) {
+        signal(SIGABRT, SIG_DFL);
+        return;
+    }
+    _exit(3);
+}
+
+static void unmatched_defer_end(const kiln_system_ctx *ctx) {
+    kiln_defer_end(ctx->world);
+    returned_from_end = 1;
+}
+
+KILN_TEST_SIGNAL(nested_runs, an_unmatched_defer_end_in_a_system_asserts_at_the_call, SIGABRT) {
+    signal(SIGABRT, on_abort_at_the_call);
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "ender", .run = unmatched_defer_end,
+                                     .main_thread = true});
+    kiln_schedule_run(s, 0.0);
+    ck_abort_msg("an unmatched kiln_defer_end in a system did not assert");
+}
