@@ -732,7 +732,9 @@ typedef struct kiln_schedule_desc {
 /* Creates an empty schedule for world (desc may be NULL). NULL when out of memory. The
  * schedule must be destroyed before its world. */
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);
-void kiln_schedule_destroy(kiln_schedule *schedule); /* runs each fini; not in a run; NULL: no-op */
+/* Runs each fini and frees the schedule; not in a run; NULL: no-op. A fini may use the
+ * schedule: it finds no system left, and a system it adds is destroyed in turn. */
+void kiln_schedule_destroy(kiln_schedule *schedule);
 
 /* Adds a system at the end of declaration order (desc and strings copied). Fails, changing
  * nothing, for a missing or repeated name, no callback, an unknown component, out of memory,

@@ -72,10 +72,20 @@ void kiln_schedule_destroy(kiln_schedule *s) {
     if (s == NULL) return;
     KILN_ASSERT(!s->running, "kiln_schedule_destroy while the schedule runs");
     kl_allocator *a = &s->world->alloc;
-    for (int32_t i = 0; i < s->system_count; i++) {
-        kl_system *sys = s->systems[i];
-        if (sys->fini) sys->fini(s->world, sys->user);
-        free_record(s, sys);
+    /* A fini may use the schedule (remove, find or add systems): the list leaves the schedule
+     * before the finis run, so none meets a freed record; systems a fini adds go next round. */
+    while (s->system_count > 0) {
+        kl_system **list = s->systems;
+        int32_t count = s->system_count;
+        int64_t cap = s->system_cap;
+        s->systems = NULL;
+        s->system_count = 0;
+        s->system_cap = 0;
+        for (int32_t i = 0; i < count; i++) {
+            if (list[i]->fini) list[i]->fini(s->world, list[i]->user);
+            free_record(s, list[i]);
+        }
+        kl_free(a, list, sizeof(kl_system *) * (size_t)cap);
     }
     while (s->spares) {
         kl_system *next = s->spares->next_spare;

@@ -619,3 +619,59 @@ KILN_TEST_SIGNAL(nested_runs, an_unmatched_defer_end_in_a_system_asserts_at_the_
     kiln_schedule_run(s, 0.0);
     ck_abort_msg("an unmatched kiln_defer_end in a system did not assert");
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* a schedule destroyed while its systems' finis use it                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct fini_log {
+    kiln_schedule *s;
+    int finis[4];          /* per system a..d: times its fini ran */
+    kiln_result removed;   /* what b's fini got removing a */
+    int32_t found_c;       /* what b's fini found for c */
+    kiln_result added;     /* what d's fini got adding e */
+} fini_log;
+
+static fini_log FL;
+
+static void fini_a(kiln_world *w, void *u) { (void)w, (void)u, FL.finis[0]++; }
+static void fini_c(kiln_world *w, void *u) { (void)w, (void)u, FL.finis[2]++; }
+
+/* b's fini removes a (already gone) and looks for c */
+static void fini_b(kiln_world *w, void *u) {
+    (void)w, (void)u;
+    FL.finis[1]++;
+    FL.removed = kiln_schedule_remove(FL.s, "a");
+    FL.found_c = kiln_schedule_find(FL.s, "c");
+}
+
+static void fini_e(kiln_world *w, void *u) { (void)w, (void)u, FL.finis[3] += 10; }
+
+/* d's fini adds a system e, whose own fini then runs too */
+static void fini_d(kiln_world *w, void *u) {
+    (void)w, (void)u;
+    FL.finis[3]++;
+    FL.added = kiln_schedule_add(FL.s, &(kiln_system_desc){.name = "e", .run = noop, .fini = fini_e});
+}
+
+KILN_TEST_GROUP_WITH(teardown, .setup = memory_setup, .teardown = memory_teardown, .timeout = 30);
+
+KILN_TEST(teardown, finis_that_remove_find_and_add_systems_while_the_schedule_dies_run_once) {
+    memset(&FL, 0, sizeof FL);
+    FL.s = kiln_schedule_create(W, NULL);
+    ck_assert_ptr_nonnull(FL.s);
+    add_system(FL.s, (kiln_system_desc){.name = "a", .run = noop, .fini = fini_a});
+    add_system(FL.s, (kiln_system_desc){.name = "b", .run = noop, .fini = fini_b});
+    add_system(FL.s, (kiln_system_desc){.name = "c", .run = noop, .fini = fini_c});
+    add_system(FL.s, (kiln_system_desc){.name = "d", .run = noop, .fini = fini_d});
+    ck_assert_int_eq(kiln_schedule_run(FL.s, 0.0), KILN_OK);
+    kiln_schedule_destroy(FL.s);
+    ck_assert_int_eq(FL.finis[0], 1);
+    ck_assert_int_eq(FL.finis[1], 1);
+    ck_assert_int_eq(FL.finis[2], 1);
+    ck_assert_int_eq(FL.finis[3], 11); /* d's, then e's */
+    /* the dying schedule has no systems left to find or remove */
+    ck_assert_int_eq(FL.removed, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(FL.found_c, -1);
+    ck_assert_int_eq(FL.added, KILN_OK);
+}
