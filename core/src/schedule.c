@@ -359,9 +359,11 @@ static void run_system(void *arg) {
     sys->run(&sys->ctx);
     int64_t dt = now_ns() - t0;
     kl_guard_leave(&frame);
-    sys->last_ns = dt;
-    sys->total_ns += dt;
-    sys->runs++;
+    atomic_store_explicit(&sys->last_ns, dt, memory_order_relaxed);
+    atomic_store_explicit(&sys->total_ns, atomic_load_explicit(&sys->total_ns, memory_order_relaxed) + dt,
+                          memory_order_relaxed);
+    atomic_store_explicit(&sys->runs, atomic_load_explicit(&sys->runs, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 /* Runs a system on the calling thread with the world's deferred calls going to its buffer. */
@@ -518,9 +520,9 @@ bool kiln_schedule_system_info_get(const kiln_schedule *s, int32_t index, kiln_s
     dest->exclusive = sys->exclusive;
     dest->main_thread = sys->main_thread;
     dest->removing = atomic_load(&sys->removing);
-    dest->runs = sys->runs;
-    dest->last_ns = sys->last_ns;
-    dest->total_ns = sys->total_ns;
+    dest->runs = atomic_load_explicit(&sys->runs, memory_order_relaxed);
+    dest->last_ns = atomic_load_explicit(&sys->last_ns, memory_order_relaxed);
+    dest->total_ns = atomic_load_explicit(&sys->total_ns, memory_order_relaxed);
     dest->before_count = sys->before_count;
     dest->after_count = sys->after_count;
     dest->unresolved = list_names(s, sys->before, sys->before_count, dest->before) +

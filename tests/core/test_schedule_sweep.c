@@ -675,3 +675,48 @@ KILN_TEST(teardown, finis_that_remove_find_and_add_systems_while_the_schedule_di
     ck_assert_int_eq(FL.found_c, -1);
     ck_assert_int_eq(FL.added, KILN_OK);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* system info read while the systems run                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static kiln_schedule *WATCHED;
+
+static void nap(const kiln_system_ctx *ctx) {
+    (void)ctx;
+    test_spin_ns(300 * 1000);
+}
+
+/* A main-thread overlay polling every system's counters while the workers beside it run. */
+static void watch(const kiln_system_ctx *ctx) {
+    int64_t *polls = ctx->user;
+    int64_t until = test_now_ns() + 600 * 1000;
+    while (test_now_ns() < until) {
+        for (int32_t i = 0; i < 3; i++) {
+            kiln_system_info info;
+            if (kiln_schedule_system_info_get(WATCHED, i, &info) && info.runs >= 0) (*polls)++;
+        }
+    }
+}
+
+KILN_TEST(many, a_main_thread_system_may_read_the_info_of_systems_running_beside_it) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    ck_assert_ptr_nonnull(jobs);
+    WATCHED = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    int64_t polls = 0;
+    add_system(WATCHED, (kiln_system_desc){.name = "a", .run = nap});
+    add_system(WATCHED, (kiln_system_desc){.name = "b", .run = nap});
+    add_system(WATCHED, (kiln_system_desc){.name = "watch", .run = watch, .user = &polls,
+                                           .main_thread = true});
+    ck_assert_int_eq(kiln_schedule_stage_count(WATCHED), 1);
+    for (int frame = 0; frame < 5; frame++) ck_assert_int_eq(kiln_schedule_run(WATCHED, 0.0), KILN_OK);
+    ck_assert_int_gt(polls, 0);
+    for (int32_t i = 0; i < 3; i++) {
+        kiln_system_info info;
+        ck_assert(kiln_schedule_system_info_get(WATCHED, i, &info));
+        ck_assert_int_eq(info.runs, 5);
+        ck_assert_int_ge(info.total_ns, info.last_ns);
+    }
+    kiln_schedule_destroy(WATCHED);
+    kiln_jobs_destroy(jobs);
+}
