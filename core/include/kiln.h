@@ -183,7 +183,8 @@ void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
- * new tick. */
+ * new tick; not from a running system that is not exclusive (systems beside it stamp their
+ * writes with the tick): an assertion. */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 

@@ -118,6 +118,8 @@ kiln_tick kiln_tick_current(const kiln_world *world) {
 
 kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
+                "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
     return ++world->tick;
 }
 

@@ -720,3 +720,23 @@ KILN_TEST(many, a_main_thread_system_may_read_the_info_of_systems_running_beside
     kiln_schedule_destroy(WATCHED);
     kiln_jobs_destroy(jobs);
 }
+
+/* The tick is the frame's own too: workers beside a shared stage stamp their writes with it. */
+static void advance(const kiln_system_ctx *ctx) { kiln_tick_advance(ctx->world); }
+
+KILN_TEST_SIGNAL(nested_runs, advancing_the_tick_from_a_system_that_is_not_exclusive_asserts,
+                 SIGABRT) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "ticker", .run = advance, .main_thread = true});
+    kiln_schedule_run(s, 0.0);
+    ck_abort_msg("kiln_tick_advance from a main-thread system did not assert");
+}
+
+KILN_TEST(nested_runs, an_exclusive_system_may_advance_the_tick) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "ticker", .run = advance, .exclusive = true});
+    kiln_tick before = kiln_tick_current(F.world);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_uint_eq(kiln_tick_current(F.world), before + 2);
+    kiln_schedule_destroy(s);
+}

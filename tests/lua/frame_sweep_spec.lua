@@ -111,3 +111,23 @@ describe("a frame attacked from inside", function()
         w:close()
     end)
 end)
+
+describe("the tick inside a frame", function()
+    it("may be advanced by an exclusive system only; the others fail naming themselves", function()
+        local w = kiln.world()
+        local ticks = {}
+        w:system{name = "move", run = function(world) world:advance_tick() end}
+        w:system{name = "boss", exclusive = true, after = {"move"}, run = function(world)
+            ticks[#ticks + 1] = world:advance_tick()
+        end}
+        local before = w:tick()
+        local ok, failures = w:progress()
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.are.equal("move", failures[1].system)
+        assert.is_truthy(failures[1].message:find(
+            "world:advance_tick: system 'move' is not exclusive; only an exclusive system may advance the tick", 1, true))
+        assert.are.same({before + 2}, ticks) -- the frame's advance, then the boss's
+        assert.are.equal(before + 2, w:tick())
+    end)
+end)
