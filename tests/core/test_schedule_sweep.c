@@ -365,6 +365,51 @@ KILN_TEST_SIGNAL(declared_access, a_worker_emitting_through_the_world_aborts, SI
                                "from a worker thread; record it into ctx->commands");
 }
 
+static kiln_entity SPAWNED; /* with Position, spawned by the tests that need it */
+
+static void spawn_positioned(void) {
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.p, (const void *[]){&(test_position){1, 1}}, 1,
+                                     &SPAWNED),
+                     KILN_OK);
+}
+
+static void changed_tick_of_position(const kiln_system_ctx *ctx) {
+    kiln_changed_tick(ctx->world, SPAWNED, F.p);
+}
+
+static void getter_of_position(const kiln_system_ctx *ctx) {
+    kiln_getter g;
+    if (kiln_getter_init(ctx->world, F.p, &g) == KILN_OK) kiln_getter_fini(&g);
+}
+
+static void set_position(const kiln_system_ctx *ctx) {
+    kiln_set(ctx->world, SPAWNED, F.p, &(test_position){5, 5});
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_reading_an_undeclared_change_tick_aborts, SIGABRT) {
+    spawn_positioned();
+    worker_run_expecting_abort((kiln_system_desc){.name = "ticks", .run = changed_tick_of_position},
+                               "kiln_changed_tick: system 'ticks' reads Position without "
+                               "declaring it in reads or writes");
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_making_a_getter_of_an_undeclared_component_aborts,
+                 SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "getter", .run = getter_of_position,
+                                                  .reads = {F.q}},
+                               "kiln_getter_init: system 'getter' reads Position without "
+                               "declaring it in reads or writes");
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_setting_through_the_world_aborts_even_when_declared,
+                 SIGABRT) {
+    spawn_positioned();
+    worker_run_expecting_abort((kiln_system_desc){.name = "setter", .run = set_position,
+                                                  .writes = {F.p}},
+                               "kiln_set: system 'setter' changes the world (Position) from a "
+                               "worker thread; record it into ctx->commands");
+}
+
 /* What a worker may do with resources and events: what it declared, and emits recorded into
  * its own buffer (they land at the end of the stage). */
 static void declared_resource_and_buffered_emit(const kiln_system_ctx *ctx) {
