@@ -33,6 +33,7 @@ kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *de
                                 kiln_event_type *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_event_register";
+    kl_guard_check(world, call, KL_REGISTER, 0, 0);
     if (desc && (desc->destroy || desc->move || desc->check))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s: events are plain data and take no hooks", call,

@@ -410,6 +410,28 @@ KILN_TEST_SIGNAL(declared_access, a_worker_setting_through_the_world_aborts_even
                                "worker thread; record it into ctx->commands");
 }
 
+static void register_type(const kiln_system_ctx *ctx) {
+    kiln_event_type t;
+    kiln_event_register(ctx->world, &(kiln_component_desc){.name = "Late", .size = 4}, &t);
+}
+
+static void register_component(const kiln_system_ctx *ctx) {
+    kiln_component c;
+    kiln_component_register(ctx->world, &(kiln_component_desc){.name = "Late", .size = 4}, &c);
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_registering_an_event_type_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "definer", .run = register_type},
+                               "kiln_event_register: system 'definer' changes the world (a type "
+                               "registered) from a worker thread");
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_registering_a_component_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "definer", .run = register_component},
+                               "kiln_component_register: system 'definer' changes the world (a "
+                               "type registered) from a worker thread");
+}
+
 /* What a worker may do with resources and events: what it declared, and emits recorded into
  * its own buffer (they land at the end of the stage). */
 static void declared_resource_and_buffered_emit(const kiln_system_ctx *ctx) {
