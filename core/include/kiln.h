@@ -183,7 +183,8 @@ void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
- * new tick. */
+ * new tick; not from a running system that is not exclusive (systems beside it stamp their
+ * writes with the tick): an assertion. */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 
@@ -611,7 +612,8 @@ void kiln_defer_begin(kiln_world *world);
 
 /* Ends a section; the outermost end applies the queue. Returns KILN_OK, or
  * KILN_ERR_OUT_OF_MEMORY when the queue could not be fully applied (what was not applied
- * stays queued and is retried at the next outermost end). */
+ * stays queued and is retried at the next outermost end). An end without a begin asserts,
+ * also inside a running system that is not exclusive (the schedule's own section). */
 kiln_result kiln_defer_end(kiln_world *world);
 
 /* True inside a deferred section (or an iteration). */
@@ -731,7 +733,9 @@ typedef struct kiln_schedule_desc {
 /* Creates an empty schedule for world (desc may be NULL). NULL when out of memory. The
  * schedule must be destroyed before its world. */
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);
-void kiln_schedule_destroy(kiln_schedule *schedule); /* runs each fini; not in a run; NULL: no-op */
+/* Runs each fini and frees the schedule; not in a run; NULL: no-op. A fini may use the
+ * schedule: it finds no system left, and a system it adds is destroyed in turn. */
+void kiln_schedule_destroy(kiln_schedule *schedule);
 
 /* Adds a system at the end of declaration order (desc and strings copied). Fails, changing
  * nothing, for a missing or repeated name, no callback, an unknown component, out of memory,
@@ -757,7 +761,9 @@ kiln_result kiln_schedule_build(kiln_schedule *schedule);
 
 /* Runs one frame: advances the world tick, swaps the event buffers, runs the stages and
  * applies each stage's buffers, then systems removed meanwhile leave. Not while a query of
- * the world iterates; from inside one of its own systems: KILN_ERR_INVALID_ARGUMENT. */
+ * the world iterates; from inside one of its own systems, or from a system of another schedule
+ * of the world that is not exclusive: KILN_ERR_INVALID_ARGUMENT (an exclusive system may run
+ * another schedule, a whole frame of its own inside the outer one). */
 kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
 
 int32_t kiln_schedule_stage_count(kiln_schedule *schedule);  /* builds when needed; 0 on error */
@@ -815,8 +821,9 @@ bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_com
 /* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a
  * main-thread system, the emit goes into that system's command buffer instead and lands at
  * the end of its stage, like its other changes; worker-thread systems emit through
- * kiln_commands_emit on their own buffer. value NULL emits the type's defaults. Fails with
- * KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
+ * kiln_commands_emit on their own buffer. value NULL emits the type's defaults; value may be
+ * an event of the same type (from kiln_event_get), even one whose buffer this emit grows.
+ * Fails with KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value);
 
 /* Number of readable events of type (previous buffer plus current); 0 for unknown types. */
@@ -827,7 +834,8 @@ int64_t kiln_event_count(const kiln_world *world, kiln_event_type type);
 const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i);
 
 /* Drops the previous buffers of every type and makes the current ones previous. Keeps the
- * memory, so steady-state frames allocate nothing. */
+ * memory, so steady-state frames allocate nothing. Not from a running system that is not
+ * exclusive (others may be reading events): an assertion. */
 void kiln_events_update(kiln_world *world);
 
 /* ---- Resources -------------------------------------------------------------------------- */
@@ -840,7 +848,9 @@ void kiln_events_update(kiln_world *world);
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults); an existing value is
  * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory; on
  * failure the caller still owns value and no hook runs. A main-thread system may set one while
- * worker systems run and get others (a resource set for the first time: unset or whole). */
+ * worker systems run and get others (a resource set for the first time: unset or whole), and
+ * worker systems may set and remove the resources they write at the same moment (a first set
+ * or a removal then allocates or frees on a worker: the allocator hook must be thread-safe). */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the

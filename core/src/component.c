@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "guard.h"
+
 static const struct {
     const char *name;
     size_t size;
@@ -267,6 +269,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_component_register", KL_REGISTER, 0, 0);
     return kl_registry_add(world, &world->components, desc, dest, "kiln_component_register");
 }
 

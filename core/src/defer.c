@@ -112,6 +112,10 @@ kiln_result kiln_defer_end(kiln_world *world) {
 kiln_result kl_defer_end(kiln_world *world, const char *call) {
     int depth = atomic_fetch_sub_explicit(&world->defer_depth, 1, memory_order_relaxed);
     KILN_ASSERT(depth > 0, "kiln_defer_end without kiln_defer_begin");
+    /* The last end of a running stage's section belongs to the schedule: a system's unmatched
+     * end would apply the world's queue while other systems run. */
+    KILN_ASSERT(depth > 1 || !atomic_load_explicit(&world->in_stage, memory_order_relaxed),
+                "kiln_defer_end without kiln_defer_begin in a running system");
     if (depth > 1) return KILN_OK;
     if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
     return kl_commands_apply(world->deferred, world, NULL, call);

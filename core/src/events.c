@@ -33,6 +33,7 @@ kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *de
                                 kiln_event_type *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_event_register";
+    kl_guard_check(world, call, KL_REGISTER, 0, 0);
     if (desc && (desc->destroy || desc->move || desc->check))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s: events are plain data and take no hooks", call,
@@ -69,14 +70,20 @@ kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, c
     kl_event_queue *q = queue(world, type);
     kl_event_buffer *b = &q->buf[q->current];
     size_t stride = c->stride ? c->stride : 1;
+    /* The old block is freed only after the value is copied: value may be an event of this
+     * very buffer (kiln_event_get of this frame's events, emitted again). */
+    void *old_block = NULL;
+    size_t old_size = 0;
     if (b->count == b->cap) {
         int64_t ncap = b->cap ? b->cap * 2 : 16;
-        size_t size = kl_mul(stride, (size_t)ncap) + 15;
+        size_t bytes = kl_mul(stride, (size_t)ncap);
+        size_t size = bytes > SIZE_MAX - 15 ? SIZE_MAX : bytes + 15;
         void *block = kl_alloc(&world->alloc, size);
         if (!block) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", call, c->names);
         uint8_t *data = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
         if (b->count) memcpy(data, b->data, stride * (size_t)b->count);
-        kl_free(&world->alloc, b->block, b->block_size);
+        old_block = b->block;
+        old_size = b->block_size;
         b->block = block;
         b->block_size = size;
         b->data = data;
@@ -89,6 +96,7 @@ kiln_result kl_event_push(kiln_world *world, uint32_t type, const void *value, c
         else memset(dst, 0, c->size);
     }
     b->count++;
+    kl_free(&world->alloc, old_block, old_size);
     return KILN_OK;
 }
 
@@ -128,6 +136,8 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
 
 void kiln_events_update(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
+                "kiln_events_update from a system that is not exclusive (workers may read events)");
     int32_t types = kl_registry_count(&world->event_types);
     for (int32_t t = 1; t <= types; t++) {
         kl_event_queue *q = queue(world, (uint32_t)t);

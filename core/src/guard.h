@@ -34,6 +34,7 @@ typedef enum kl_access {
     KL_WRITE,      /* a value written in place: needs writes */
     KL_STRUCTURAL, /* a change queued through the deferred world: not from a worker thread */
     KL_EMIT,       /* an event emitted through the world (component: the event type) */
+    KL_REGISTER,   /* a component or event type registered: not from a worker thread */
 } kl_access;
 
 #if KILN_ACCESS_CHECKS

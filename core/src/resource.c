@@ -29,6 +29,18 @@ static void write_value(uint8_t *dst, const kl_component *c, const void *value, 
     else memcpy(dst, value, c->size);
 }
 
+/* Adding or removing a resource (growing the table, changing an entry) holds the world's
+ * resource lock: two worker systems may each set or remove a resource they write at once, and
+ * one growing the table from an old copy would lose the other's entry. Readers take no lock. */
+static void lock(kiln_world *world) {
+    while (atomic_flag_test_and_set_explicit(&world->resource_lock, memory_order_acquire)) {
+    }
+}
+
+static void unlock(kiln_world *world) {
+    atomic_flag_clear_explicit(&world->resource_lock, memory_order_release);
+}
+
 /* The entry of type in the newest table, or NULL when the table does not reach it. */
 static kl_resource *entry(const kiln_world *world, kiln_component type) {
     kl_table *t = atomic_load_explicit(&((kiln_world *)world)->resources, memory_order_acquire);
@@ -58,24 +70,26 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
         write_value(current, c, value, true);
         return KILN_OK;
     }
+    /* The value is written before the lock: a defaults copy or a user's bytes need none. */
+    size_t size = (c->size ? c->size : 1) + 15;
+    void *block = kl_alloc(&world->alloc, size);
+    if (!block) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_resource_set: out of memory for %s", c->names);
+    uint8_t *dst = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
+    if (c->size) write_value(dst, c, value, false);
+    lock(world);
     kl_table *table = atomic_load_explicit(&world->resources, memory_order_relaxed);
     kl_table *grown = kl_table_reserve(&world->alloc, table, type, sizeof(kl_resource), 16);
-    size_t size = (c->size ? c->size : 1) + 15;
-    void *block = grown ? kl_alloc(&world->alloc, size) : NULL;
-    if (!block) {
-        if (grown && grown != table) {
-            grown->older = NULL;
-            kl_table_free(&world->alloc, grown, sizeof(kl_resource));
-        }
+    if (!grown) {
+        unlock(world);
+        kl_free(&world->alloc, block, size);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_resource_set: out of memory for %s", c->names);
     }
     if (grown != table) atomic_store_explicit(&world->resources, grown, memory_order_release);
     r = entry(world, type);
-    uint8_t *dst = (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
-    if (c->size) write_value(dst, c, value, false);
     r->block = block;
     r->block_size = size;
     atomic_store_explicit(&r->value, dst, memory_order_release);
+    unlock(world);
     return KILN_OK;
 }
 
@@ -101,11 +115,22 @@ bool kiln_resource_has(const kiln_world *world, kiln_component type) {
     return kl_component_get(world, type) && slot(world, type, &value) != NULL;
 }
 
-static void release(kiln_world *world, const kl_component *c, kl_resource *r, uint8_t *value) {
-    atomic_store_explicit(&r->value, NULL, memory_order_relaxed);
+/* Empties the entry (under the lock, in the newest table), then destroys and frees the value
+ * outside it: a destroy hook may set or remove other resources. */
+static void release(kiln_world *world, const kl_component *c, kiln_component type) {
+    lock(world);
+    uint8_t *value;
+    kl_resource *r = slot(world, type, &value);
+    void *block = r ? r->block : NULL;
+    size_t block_size = r ? r->block_size : 0;
+    if (r) {
+        atomic_store_explicit(&r->value, NULL, memory_order_relaxed);
+        r->block = NULL;
+    }
+    unlock(world);
+    if (!block) return;
     if (c->destroy && c->size) c->destroy(value, 1, c->hook_ctx);
-    kl_free(&world->alloc, r->block, r->block_size);
-    r->block = NULL;
+    kl_free(&world->alloc, block, block_size);
 }
 
 kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *removed) {
@@ -114,9 +139,9 @@ kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *r
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_remove", type);
     uint8_t *value;
-    kl_resource *r = slot(world, type, &value);
-    if (removed) *removed = r != NULL;
-    if (r) release(world, c, r, value);
+    bool was_set = slot(world, type, &value) != NULL;
+    if (removed) *removed = was_set;
+    if (was_set) release(world, c, type);
     return KILN_OK;
 }
 
@@ -124,8 +149,8 @@ void kl_resources_free(kiln_world *world) {
     kl_table *t = atomic_load_explicit(&world->resources, memory_order_relaxed);
     for (int64_t i = 1; t && i <= t->cap; i++) {
         uint8_t *value;
-        kl_resource *r = slot(world, (kiln_component)i, &value);
-        if (r) release(world, kl_component_get(world, (kiln_component)i), r, value);
+        if (slot(world, (kiln_component)i, &value))
+            release(world, kl_component_get(world, (kiln_component)i), (kiln_component)i);
     }
     kl_table_free(&world->alloc, t, sizeof(kl_resource));
     atomic_store_explicit(&world->resources, NULL, memory_order_relaxed);

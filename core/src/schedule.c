@@ -72,10 +72,20 @@ void kiln_schedule_destroy(kiln_schedule *s) {
     if (s == NULL) return;
     KILN_ASSERT(!s->running, "kiln_schedule_destroy while the schedule runs");
     kl_allocator *a = &s->world->alloc;
-    for (int32_t i = 0; i < s->system_count; i++) {
-        kl_system *sys = s->systems[i];
-        if (sys->fini) sys->fini(s->world, sys->user);
-        free_record(s, sys);
+    /* A fini may use the schedule (remove, find or add systems): the list leaves the schedule
+     * before the finis run, so none meets a freed record; systems a fini adds go next round. */
+    while (s->system_count > 0) {
+        kl_system **list = s->systems;
+        int32_t count = s->system_count;
+        int64_t cap = s->system_cap;
+        s->systems = NULL;
+        s->system_count = 0;
+        s->system_cap = 0;
+        for (int32_t i = 0; i < count; i++) {
+            if (list[i]->fini) list[i]->fini(s->world, list[i]->user);
+            free_record(s, list[i]);
+        }
+        kl_free(a, list, sizeof(kl_system *) * (size_t)cap);
     }
     while (s->spares) {
         kl_system *next = s->spares->next_spare;
@@ -349,9 +359,11 @@ static void run_system(void *arg) {
     sys->run(&sys->ctx);
     int64_t dt = now_ns() - t0;
     kl_guard_leave(&frame);
-    sys->last_ns = dt;
-    sys->total_ns += dt;
-    sys->runs++;
+    atomic_store_explicit(&sys->last_ns, dt, memory_order_relaxed);
+    atomic_store_explicit(&sys->total_ns, atomic_load_explicit(&sys->total_ns, memory_order_relaxed) + dt,
+                          memory_order_relaxed);
+    atomic_store_explicit(&sys->runs, atomic_load_explicit(&sys->runs, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 /* Runs a system on the calling thread with the world's deferred calls going to its buffer. */
@@ -367,6 +379,34 @@ static void prepare(kiln_schedule *s, kl_system *sys, double dt) {
     sys->ctx = (kiln_system_ctx){s->world, dt, sys->commands, s->jobs, sys->user, sys->name};
 }
 
+/* Runs the systems of a stage that is not one exclusive system: on the pool when parallel
+ * (main-thread ones here meanwhile, in declaration order), else each here in stage order. */
+static void run_shared_stage(kiln_schedule *s, int32_t first, int32_t end, bool parallel) {
+    if (!parallel) {
+        for (int32_t k = first; k < end; k++) {
+            kl_system *sys = s->systems[s->order[k]];
+            if (sys->run_now) run_here(s, sys);
+        }
+        return;
+    }
+    int32_t jobs = 0;
+    for (int32_t k = first; k < end; k++) {
+        kl_system *sys = s->systems[s->order[k]];
+        if (sys->run_now && !sys->main_thread) s->job_list[jobs++] = (kiln_job){run_system, sys};
+    }
+    kiln_counter counter = {0};
+    kiln_result r = kiln_jobs_submit(s->jobs, s->job_list, jobs, &counter);
+    if (r != KILN_OK) {
+        /* No room to queue: run this stage's worker systems here instead. */
+        for (int32_t j = 0; j < jobs; j++) run_here(s, s->job_list[j].arg);
+    }
+    for (int32_t k = first; k < end; k++) {
+        kl_system *sys = s->systems[s->order[k]];
+        if (sys->run_now && sys->main_thread) run_here(s, sys);
+    }
+    if (r == KILN_OK) kiln_jobs_wait(s->jobs, &counter);
+}
+
 kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
@@ -374,6 +414,12 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     if (s->running)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_run: the schedule is already running (called from one of its systems)");
+    /* Another schedule's stage is running on this world: a run from one of its systems would
+     * swap the event buffers, advance the tick and apply buffers under the others' feet. */
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_run: called from a system of a schedule running on this "
+                       "world; only an exclusive system may run another schedule");
     if (!s->built) {
         kiln_result r = kiln_schedule_build(s);
         if (r != KILN_OK) return r;
@@ -410,29 +456,10 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             run_system(sys);
             s->may_add = false;
             kiln_defer_begin(world);
-        } else if (parallel && workers > 0 && enabled > 1) {
-            int32_t jobs = 0;
-            for (int32_t k = first; k < end; k++) {
-                kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now && !sys->main_thread)
-                    s->job_list[jobs++] = (kiln_job){run_system, sys};
-            }
-            kiln_counter counter = {0};
-            kiln_result r = kiln_jobs_submit(s->jobs, s->job_list, jobs, &counter);
-            if (r != KILN_OK) {
-                /* No room to queue: run this stage's worker systems here instead. */
-                for (int32_t j = 0; j < jobs; j++) run_here(s, s->job_list[j].arg);
-            }
-            for (int32_t k = first; k < end; k++) {
-                kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now && sys->main_thread) run_here(s, sys);
-            }
-            if (r == KILN_OK) kiln_jobs_wait(s->jobs, &counter);
         } else {
-            for (int32_t k = first; k < end; k++) {
-                kl_system *sys = s->systems[s->order[k]];
-                if (sys->run_now) run_here(s, sys);
-            }
+            atomic_store_explicit(&world->in_stage, 1, memory_order_relaxed);
+            run_shared_stage(s, first, end, parallel && workers > 0 && enabled > 1);
+            atomic_store_explicit(&world->in_stage, 0, memory_order_relaxed);
         }
         /* Buffers land in declaration order, whatever thread finished first. */
         for (int32_t k = first; k < end; k++) {
@@ -493,9 +520,9 @@ bool kiln_schedule_system_info_get(const kiln_schedule *s, int32_t index, kiln_s
     dest->exclusive = sys->exclusive;
     dest->main_thread = sys->main_thread;
     dest->removing = atomic_load(&sys->removing);
-    dest->runs = sys->runs;
-    dest->last_ns = sys->last_ns;
-    dest->total_ns = sys->total_ns;
+    dest->runs = atomic_load_explicit(&sys->runs, memory_order_relaxed);
+    dest->last_ns = atomic_load_explicit(&sys->last_ns, memory_order_relaxed);
+    dest->total_ns = atomic_load_explicit(&sys->total_ns, memory_order_relaxed);
     dest->before_count = sys->before_count;
     dest->after_count = sys->after_count;
     dest->unresolved = list_names(s, sys->before, sys->before_count, dest->before) +

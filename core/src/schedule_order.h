@@ -29,7 +29,8 @@ typedef struct kl_system {
     int32_t stage;
     kiln_commands *commands;
     kiln_system_ctx ctx;
-    int64_t runs, last_ns, total_ns;
+    /* Written by the thread that ran the system, read by info on any thread (relaxed). */
+    _Atomic(int64_t) runs, last_ns, total_ns;
     struct kl_system *next_spare; /* the schedule's list of records kept for reuse */
 } kl_system;
 

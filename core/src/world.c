@@ -50,6 +50,7 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     world->tick = 1;
     world->free_head = KL_NONE;
     world->spawn_key_count = -1;
+    atomic_flag_clear(&world->resource_lock);
     /* The empty archetype always exists, as id 0, so a bare spawn cannot fail on it later. */
     world->deferred = kl_commands_create(world, true, true);
     if (!world->deferred || !kl_archetype_ensure(world, NULL, 0, "kiln_world_create")) {
@@ -117,6 +118,8 @@ kiln_tick kiln_tick_current(const kiln_world *world) {
 
 kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
+                "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
     return ++world->tick;
 }
 

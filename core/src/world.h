@@ -232,6 +232,12 @@ struct kiln_world {
      * register an event type or set a new resource while worker systems read others. */
     _Atomic(kl_table *) events;    /* kl_event_queue per event type (index id - 1) */
     _Atomic(kl_table *) resources; /* kl_resource per component id (index id - 1), on demand */
+    /* Held while a resource is added or removed (the table grows, an entry changes): worker
+     * systems may set and remove the resources they write at the same moment. */
+    atomic_flag resource_lock;
+    /* 1 while a schedule runs a stage of systems that are not exclusive (they may share the
+     * world with workers): the frame's own steps (a schedule run, the event update) wait. */
+    atomic_int in_stage;
 
     /* The thread slots of the schedule running now, for the debug checks of guard.c. */
     _Atomic(struct kl_guard_slot *) guard;

@@ -248,6 +248,10 @@ static int w_tick(lua_State *L) {
 
 static int w_advance_tick(lua_State *L) {
     klua_world *kw = klua_self(L);
+    /* C systems on the pool beside a Lua system read the tick to stamp their writes. */
+    if (kw->current && !kw->current->exclusive)
+        klua_fail(L, "world:advance_tick", "system '%s' is not exclusive; only an exclusive system may advance the tick",
+                  kw->current->name);
     lua_pushinteger(L, kiln_tick_advance(kw->world));
     return 1;
 }

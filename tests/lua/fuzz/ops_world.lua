@@ -294,7 +294,9 @@ end
 
 function ops.advance_tick(m)
     local r = wcall(m, "advance_tick")
-    if expect("world:advance_tick", true, r) then
+    -- only an exclusive system may advance the tick (C systems on the pool stamp with it)
+    local refused = m.cur_sys ~= nil and not m.cur_sys.exclusive
+    if expect("world:advance_tick", not refused, r, refused and "in a system that is not exclusive" or nil) and not refused then
         m.tick = m.tick + 1
         if r[2] ~= m.tick then fail("advance_tick() = %s, model %d", tostring(r[2]), m.tick) end
     end
