@@ -427,7 +427,8 @@ typedef struct kiln_query_desc {
 
 /* Creates a cached query and writes it to dest. It matches the existing archetypes once
  * and then each archetype created later, without rescanning. Fails for unknown or
- * repeated components and for an empty with[] list. */
+ * repeated components and for an empty with[] list. Main thread only: a worker system that
+ * creates or destroys a query aborts in debug builds (see "Declared access"). */
 kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc,
                               kiln_query **dest);
 

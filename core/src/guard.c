@@ -91,9 +91,12 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
     case KL_STRUCTURAL:
     case KL_EMIT:
     case KL_REGISTER:
+    case KL_QUERIES:
         if (sys->main_thread) return;
         if (access == KL_REGISTER) {
             snprintf(what, sizeof what, "a type registered");
+        } else if (access == KL_QUERIES) {
+            snprintf(what, sizeof what, "its list of queries");
         } else if (access == KL_EMIT) {
             const kl_component *ev = kl_registry_get(&world->event_types, component);
             snprintf(what, sizeof what, "event %s", ev ? ev->names : "(unknown)");

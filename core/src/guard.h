@@ -35,6 +35,7 @@ typedef enum kl_access {
     KL_STRUCTURAL, /* a change queued through the deferred world: not from a worker thread */
     KL_EMIT,       /* an event emitted through the world (component: the event type) */
     KL_REGISTER,   /* a component or event type registered: not from a worker thread */
+    KL_QUERIES,    /* a query created or destroyed (the world's query list): not from a worker */
 } kl_access;
 
 #if KILN_ACCESS_CHECKS

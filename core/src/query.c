@@ -103,6 +103,7 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
     if (desc == NULL)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_query_create: desc is NULL");
+    kl_guard_check(world, "kiln_query_create", KL_QUERIES, 0, 0);
     kiln_query tmp;
     memset(&tmp, 0, sizeof tmp);
     kiln_component all[KL_MAX_COLUMNS + KILN_QUERY_MAX_TERMS] = {0};
@@ -145,6 +146,7 @@ void kiln_query_destroy(kiln_query *query) {
     if (query == NULL) return;
     kiln_world *world = query->world;
     KILN_ASSERT(atomic_load(&query->iterating) == 0, "query_destroy while the query iterates");
+    kl_guard_check(world, "kiln_query_destroy", KL_QUERIES, 0, 0);
     for (int32_t i = 0; i < world->query_count; i++) {
         if (world->queries[i] == query) {
             world->queries[i] = world->queries[--world->query_count];

@@ -432,6 +432,19 @@ KILN_TEST_SIGNAL(declared_access, a_worker_registering_a_component_aborts, SIGAB
                                "type registered) from a worker thread");
 }
 
+static void create_query(const kiln_system_ctx *ctx) {
+    kiln_query *q = NULL;
+    kiln_query_create(ctx->world, &(kiln_query_desc){.with = {F.p}}, &q);
+    kiln_query_destroy(q);
+}
+
+KILN_TEST_SIGNAL(declared_access, a_worker_creating_a_query_aborts, SIGABRT) {
+    worker_run_expecting_abort((kiln_system_desc){.name = "asker", .run = create_query,
+                                                  .reads = {F.p}},
+                               "kiln_query_create: system 'asker' changes the world (its list of "
+                               "queries) from a worker thread");
+}
+
 /* What a worker may do with resources and events: what it declared, and emits recorded into
  * its own buffer (they land at the end of the stage). */
 static void declared_resource_and_buffered_emit(const kiln_system_ctx *ctx) {
