@@ -135,6 +135,8 @@ typedef struct pz_schema {
     kiln_component id;          /* 0: skipped */
     kiln_component_info info;
     bool same;                  /* the file's layout is the world's: values copy as they are */
+    uint64_t missing;           /* bit f: the world's field f is not in the file and takes the
+                                   component's defaults (0 when it has none) */
 } pz_schema;
 
 typedef struct pz_group {

@@ -100,10 +100,12 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
                     s->name, "", "");
     }
     bool same = s->size == info->size && s->field_count == info->field_count;
+    uint64_t covered = 0;
     for (int32_t f = 0; f < s->field_count; f++) {
         pz_field *fd = &s->fields[f];
         const kiln_field *t = world_field(info, fd->name);
         fd->target = t;
+        if (t) covered |= (uint64_t)1 << (t - info->fields);
         if (!t) {
             same = false;
             if (skip) continue;
@@ -121,6 +123,9 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
         if (fd->type != t->type || fd->count != tcount || fd->offset != t->offset) same = false;
     }
     s->same = same;
+    /* the fields the component gained since the save take its defaults, as in a kiln_add */
+    uint64_t all = info->field_count == 64 ? ~(uint64_t)0 : ((uint64_t)1 << info->field_count) - 1;
+    s->missing = info->defaults ? all & ~covered : 0;
     return KILN_OK;
 }
 
@@ -418,6 +423,18 @@ static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
     }
 }
 
+/* Writes the component's defaults over the fields of rows values stride bytes apart that the
+ * file lacks (s->missing); after the remap, so default entity fields land as given. */
+static void fill_missing(const pz_schema *s, uint8_t *base, size_t stride, size_t rows) {
+    const uint8_t *defaults = s->info.defaults;
+    for (int32_t f = 0; f < s->info.field_count; f++) {
+        if (!(s->missing >> f & 1)) continue;
+        const kiln_field *t = &s->info.fields[f];
+        size_t size = kiln_type_size(t->type) * (t->count ? t->count : 1);
+        for (size_t r = 0; r < rows; r++) memcpy(base + r * stride + t->offset, defaults + t->offset, size);
+    }
+}
+
 /* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
  * through the map. */
 static void remap_run(const handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
@@ -527,6 +544,7 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
             memset(base + r * col->stride + size, 0, col->stride - size);
         }
     if (refs) remap_rows(&s->info, m, base, col->stride, count);
+    if (s->missing) fill_missing(s, base, col->stride, count);
 }
 
 /* Runs the check hooks of every loaded value, straight on the rows. */
@@ -581,6 +599,7 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***de
         if (!v) return oom(world);
         if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
         else convert_row(s, doc->resources[k].value, v);
+        if (s->missing) fill_missing(s, v, 0, 1);
         if (strcmp(s->name, "RandomState") == 0 && !pz_random_valid(world, s->id, v))
             return fail(world, KILN_ERR_INVALID_ARGUMENT,
                         "resource '%s' is all zero (xoshiro256** would give 0 forever)%s%s", s->name, "", "");
@@ -601,6 +620,7 @@ static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t 
         }
         uint8_t *v = staged[k];
         remap_rows(&s->info, m, v, 0, 1);
+        if (s->missing) fill_missing(s, v, 0, 1); /* again: the remap saw default entity fields */
         kiln_resource_set(world, s->id, v);
     }
 }
