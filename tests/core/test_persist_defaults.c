@@ -1,5 +1,5 @@
 /* test_persist_defaults.c: Check suite for saves loaded into a world whose components changed
- * since: fields the file lacks take the registered defaults, the file's own fields keep its values. */
+ * since: fields the file lacks take the registered defaults (as prefabs and scenes give them), the file's own fields keep its values. *
 #include <check.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -236,4 +236,23 @@ KILN_TEST(gained, a_widened_or_lengthened_field_is_the_files_zero_filled_and_a_l
         kiln_world_destroy(a);
         kiln_world_destroy(b);
     }
+}
+
+KILN_TEST(gained, a_prefab_and_a_scene_read_from_json_give_the_fields_they_leave_out_the_defaults) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component id = reg(w, "Stats", sizeof(new_stats), new_stats_fields, 5, &stats_defaults);
+    static const char prefab_json[] = "{\"components\": {\"Stats\": {\"hp\": 5, \"name\": \"ab\"}}}";
+    kiln_prefab *p;
+    ck_assert_int_eq(kiln_prefab_load(w, prefab_json, sizeof prefab_json - 1, &p), KILN_OK);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_prefab_spawn(w, p, 1, &e), KILN_OK);
+    assert_new_stats(kiln_get(w, e, id), 5, "ab");
+    static const char scene_json[] =
+        "{\"version\": 1, \"entities\": [{\"name\": \"a\", \"components\": {\"Stats\": {\"name\": \"x\"}}}]}";
+    kiln_instance *inst;
+    ck_assert_int_eq(kiln_instantiate(w, scene_json, sizeof scene_json - 1, NULL, &inst), KILN_OK);
+    assert_new_stats(kiln_get(w, kiln_instance_entity(inst, "a"), id), 100, "x");
+    kiln_instance_destroy(inst);
+    kiln_prefab_destroy(p);
+    kiln_world_destroy(w);
 }
