@@ -1,5 +1,5 @@
 /* test_persist_defaults.c: Check suite for saves loaded into a world whose components changed
- * since: fields the file lacks take the registered defaults (as prefabs and scenes give them), the file's own fields keep its values. *
+ * since: fields the file lacks take the registered defaults, the file's own fields keep its values. */
 #include <check.h>
 #include <stddef.h>
 #include <stdio.h>
