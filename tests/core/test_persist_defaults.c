@@ -256,3 +256,46 @@ KILN_TEST(gained, a_prefab_and_a_scene_read_from_json_give_the_fields_they_leave
     kiln_prefab_destroy(p);
     kiln_world_destroy(w);
 }
+
+KILN_TEST(gained, fields_a_json_save_leaves_out_of_a_value_load_as_the_defaults_like_those_it_lacks) {
+    /* a hand-edited save: the schema lists every field, the values leave some out */
+    static const new_clock clock_defaults = {0.5, 99, 0, {1, 2}};
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"kiln\": 1, \"tick\": 1, \"components\": ["
+             "{\"name\": \"Stats\", \"size\": %zu, \"fields\": ["
+             "{\"name\": \"speed\", \"type\": \"float\", \"offset\": %zu, \"count\": 1},"
+             "{\"name\": \"name\", \"type\": \"char\", \"offset\": %zu, \"count\": 8},"
+             "{\"name\": \"tags\", \"type\": \"int16\", \"offset\": %zu, \"count\": 3},"
+             "{\"name\": \"title\", \"type\": \"char\", \"offset\": %zu, \"count\": 6},"
+             "{\"name\": \"hp\", \"type\": \"int32\", \"offset\": %zu, \"count\": 1}]},"
+             "{\"name\": \"Clock\", \"size\": %zu, \"fields\": ["
+             "{\"name\": \"scale\", \"type\": \"double\", \"offset\": %zu, \"count\": 1},"
+             "{\"name\": \"ticks\", \"type\": \"int64\", \"offset\": %zu, \"count\": 1}]}],"
+             "\"entities\": ["
+             "{\"id\": 4294967296, \"components\": {\"Stats\": {\"hp\": 5, \"name\": \"ab\"}}},"
+             "{\"id\": 4294967297, \"components\": {\"Stats\": {\"hp\": 6, \"name\": \"cd\", \"speed\": 0,"
+             " \"tags\": [0, 0, 0], \"title\": \"\"}}},"
+             "{\"id\": 4294967298, \"components\": {\"Stats\": {}}}],"
+             "\"resources\": {\"Clock\": {\"ticks\": 42}}}",
+             sizeof(new_stats), offsetof(new_stats, speed), offsetof(new_stats, name), offsetof(new_stats, tags),
+             offsetof(new_stats, title), offsetof(new_stats, hp), sizeof(new_clock), offsetof(new_clock, scale),
+             offsetof(new_clock, ticks));
+    for (int busy = 0; busy < 2; busy++) {
+        kiln_world *b = kiln_world_create(NULL);
+        kiln_component id = reg(b, "Stats", sizeof(new_stats), new_stats_fields, 5, &stats_defaults);
+        kiln_component clock = reg(b, "Clock", sizeof(new_clock), new_clock_fields, 4, &clock_defaults);
+        kiln_entity map[3] = {0}, other = KILN_NULL_ENTITY;
+        if (busy) ck_assert_int_eq(kiln_spawn_with(b, &id, NULL, 1, &other), KILN_OK);
+        saved_map sm = {(const kiln_entity[]){(kiln_entity)1 << 32, ((kiln_entity)1 << 32) | 1, ((kiln_entity)1 << 32) | 2}, map};
+        kiln_load_desc desc = {.mapped = note_mapped, .ud = &sm};
+        ck_assert_msg(kiln_load(b, text, strlen(text), &desc) == KILN_OK, "%s", kiln_world_error(b));
+        assert_new_stats(kiln_get(b, map[0], id), 5, "ab");
+        const new_stats *given = kiln_get(b, map[1], id); /* every field given: zeroes kept */
+        ck_assert(given->hp == 6 && given->speed == 0 && given->tags[2] == 0 && given->title[0] == 0);
+        assert_new_stats(kiln_get(b, map[2], id), 100, "nobody");
+        const new_clock *c = kiln_resource_get(b, clock);
+        ck_assert(c->ticks == 42 && c->scale == 0.5 && c->flags[1] == 2);
+        kiln_world_destroy(b);
+    }
+}

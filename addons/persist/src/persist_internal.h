@@ -153,7 +153,17 @@ typedef struct pz_resource {
     uint32_t schema;
     const uint8_t *value;       /* plain */
     pz_blob blob;               /* codec */
+    uint64_t omitted;           /* JSON: bit f, the value leaves out the schema's field f */
 } pz_resource;
+
+/* A JSON value that leaves out fields of its schema (a hand-edited save): they take the
+ * component's defaults, as the fields the schema lacks do. */
+typedef struct pz_omitted {
+    uint32_t group;
+    int32_t type;
+    int64_t row;
+    uint64_t fields;            /* bit f: the schema's field f */
+} pz_omitted;
 
 typedef struct pz_doc {
     pz_arena arena;
@@ -169,6 +179,8 @@ typedef struct pz_doc {
     bool has_slots;             /* binary version 2 (else the loader finds the highest index) */
     pz_blob host;
     bool has_host;
+    pz_omitted *omitted;        /* JSON: in file order */
+    uint32_t omitted_count, omitted_cap;
 } pz_doc;
 
 /* ---- schemas.c: a document's schemas by name (both loaders) ---- */
