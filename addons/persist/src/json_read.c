@@ -65,8 +65,10 @@ static bool field(jr *j, const json_t *v, const pz_field *f, uint8_t *value) {
     return true;
 }
 
-/* A value of schema s into value (s->size zeroed bytes) or blob. */
-static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_blob *blob) {
+/* A value of schema s into value (s->size zeroed bytes) or blob; the fields it leaves out to
+ * omitted (bit f: the schema's field f). */
+static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_blob *blob, uint64_t *omitted) {
+    *omitted = 0;
     if (j->js.r != KILN_OK) return false; /* an allocation for out or blob failed */
     if (s->size == 0) return pz_json_expect(&j->js, v, json_is_true(v), "true (a tag)");
     if (s->codec) return hex_blob(j, v, blob, SIZE_MAX);
@@ -88,6 +90,25 @@ static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_b
         pz_json_pop(&j->js, mark);
         if (!ok) return false;
     }
+    /* every key is a distinct field: fewer keys than fields means some are left out */
+    if (json_object_size(v) < (size_t)s->field_count)
+        for (int32_t k = 0; k < s->field_count; k++)
+            if (!json_object_get(v, s->fields[k].name)) *omitted |= (uint64_t)1 << k;
+    return true;
+}
+
+/* Notes that row r of group g leaves out fields of its type t. */
+static bool note_omitted(jr *j, uint32_t g, int32_t t, int64_t r, uint64_t fields) {
+    pz_doc *doc = j->doc;
+    if (doc->omitted_count == doc->omitted_cap) {
+        uint32_t cap = doc->omitted_cap ? doc->omitted_cap * 2 : 16;
+        pz_omitted *grown = arena(j, sizeof(pz_omitted) * cap);
+        if (!grown) return false;
+        if (doc->omitted_count) memcpy(grown, doc->omitted, sizeof(pz_omitted) * doc->omitted_count);
+        doc->omitted = grown;
+        doc->omitted_cap = cap;
+    }
+    doc->omitted[doc->omitted_count++] = (pz_omitted){g, t, r, fields};
     return true;
 }
 
@@ -274,11 +295,12 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
             size_t mark = pz_json_index(&j->js, i);
             pz_json_key(&j->js, "components");
             pz_json_key(&j->js, s->name);
+            uint64_t omitted;
             bool ok = value(j, json_object_get(comps, s->name), s,
                             gr->values[t] ? (uint8_t *)gr->values[t] + (size_t)r * s->size : NULL,
-                            gr->blobs[t] ? &gr->blobs[t][r] : NULL);
+                            gr->blobs[t] ? &gr->blobs[t][r] : NULL, &omitted);
             pz_json_pop(&j->js, mark);
-            if (!ok) return false;
+            if (!ok || (omitted && !note_omitted(j, group_of[i], t, r, omitted))) return false;
         }
     }
     return j->js.r == KILN_OK;
@@ -297,7 +319,8 @@ static bool resources(jr *j, const json_t *res) {
         pz_resource *r = &doc->resources[doc->resource_count];
         const pz_schema *s = idx >= 0 ? &doc->schemas[idx] : NULL;
         uint8_t *out = s && s->size && !s->codec ? arena(j, s->size) : NULL;
-        bool ok = s ? value(j, v, s, out, &r->blob) : pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "not in the components list");
+        bool ok = s ? value(j, v, s, out, &r->blob, &r->omitted)
+                    : pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "not in the components list");
         pz_json_pop(&j->js, mark);
         if (!ok) return false;
         r->schema = (uint32_t)idx;

@@ -135,6 +135,8 @@ typedef struct pz_schema {
     kiln_component id;          /* 0: skipped */
     kiln_component_info info;
     bool same;                  /* the file's layout is the world's: values copy as they are */
+    uint64_t missing;           /* bit f: the world's field f is not in the file and takes the
+                                   component's defaults (0 when it has none) */
 } pz_schema;
 
 typedef struct pz_group {
@@ -151,7 +153,17 @@ typedef struct pz_resource {
     uint32_t schema;
     const uint8_t *value;       /* plain */
     pz_blob blob;               /* codec */
+    uint64_t omitted;           /* JSON: bit f, the value leaves out the schema's field f */
 } pz_resource;
+
+/* A JSON value that leaves out fields of its schema (a hand-edited save): they take the
+ * component's defaults, as the fields the schema lacks do. */
+typedef struct pz_omitted {
+    uint32_t group;
+    int32_t type;
+    int64_t row;
+    uint64_t fields;            /* bit f: the schema's field f */
+} pz_omitted;
 
 typedef struct pz_doc {
     pz_arena arena;
@@ -167,6 +179,8 @@ typedef struct pz_doc {
     bool has_slots;             /* binary version 2 (else the loader finds the highest index) */
     pz_blob host;
     bool has_host;
+    pz_omitted *omitted;        /* JSON: in file order */
+    uint32_t omitted_count, omitted_cap;
 } pz_doc;
 
 /* ---- schemas.c: a document's schemas by name (both loaders) ---- */

@@ -100,10 +100,12 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
                     s->name, "", "");
     }
     bool same = s->size == info->size && s->field_count == info->field_count;
+    uint64_t covered = 0;
     for (int32_t f = 0; f < s->field_count; f++) {
         pz_field *fd = &s->fields[f];
         const kiln_field *t = world_field(info, fd->name);
         fd->target = t;
+        if (t) covered |= (uint64_t)1 << (t - info->fields);
         if (!t) {
             same = false;
             if (skip) continue;
@@ -121,6 +123,9 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
         if (fd->type != t->type || fd->count != tcount || fd->offset != t->offset) same = false;
     }
     s->same = same;
+    /* the fields the component gained since the save take its defaults, as in a kiln_add */
+    uint64_t all = info->field_count == 64 ? ~(uint64_t)0 : ((uint64_t)1 << info->field_count) - 1;
+    s->missing = info->defaults ? all & ~covered : 0;
     return KILN_OK;
 }
 
@@ -418,6 +423,27 @@ static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
     }
 }
 
+/* The world's fields of s that take the defaults in a value leaving out the schema's fields
+ * omitted (JSON), besides those the schema lacks. */
+static uint64_t defaulted(const pz_schema *s, uint64_t omitted) {
+    uint64_t fields = s->missing;
+    for (int32_t f = 0; omitted && s->info.defaults && f < s->field_count; f++)
+        if (omitted >> f & 1 && s->fields[f].target) fields |= (uint64_t)1 << (s->fields[f].target - s->info.fields);
+    return fields;
+}
+
+/* Writes the component's defaults over the world's fields (bit f: field f) of rows values
+ * stride bytes apart; after the remap, so default entity fields land as given. */
+static void fill_defaults(const pz_schema *s, uint64_t fields, uint8_t *base, size_t stride, size_t rows) {
+    const uint8_t *defaults = s->info.defaults;
+    for (int32_t f = 0; f < s->info.field_count; f++) {
+        if (!(fields >> f & 1)) continue;
+        const kiln_field *t = &s->info.fields[f];
+        size_t size = kiln_type_size(t->type) * (t->count ? t->count : 1);
+        for (size_t r = 0; r < rows; r++) memcpy(base + r * stride + t->offset, defaults + t->offset, size);
+    }
+}
+
 /* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
  * through the map. */
 static void remap_run(const handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
@@ -527,6 +553,7 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
             memset(base + r * col->stride + size, 0, col->stride - size);
         }
     if (refs) remap_rows(&s->info, m, base, col->stride, count);
+    if (s->missing) fill_defaults(s, s->missing, base, col->stride, count);
 }
 
 /* Runs the check hooks of every loaded value, straight on the rows. */
@@ -581,6 +608,8 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***de
         if (!v) return oom(world);
         if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
         else convert_row(s, doc->resources[k].value, v);
+        uint64_t fields = defaulted(s, doc->resources[k].omitted);
+        if (fields) fill_defaults(s, fields, v, 0, 1);
         if (strcmp(s->name, "RandomState") == 0 && !pz_random_valid(world, s->id, v))
             return fail(world, KILN_ERR_INVALID_ARGUMENT,
                         "resource '%s' is all zero (xoshiro256** would give 0 forever)%s%s", s->name, "", "");
@@ -601,6 +630,8 @@ static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t 
         }
         uint8_t *v = staged[k];
         remap_rows(&s->info, m, v, 0, 1);
+        uint64_t fields = defaulted(s, doc->resources[k].omitted);
+        if (fields) fill_defaults(s, fields, v, 0, 1); /* again: the remap saw default entity fields */
         kiln_resource_set(world, s->id, v);
     }
 }
@@ -643,6 +674,21 @@ static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const han
             write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)kl_record_row(rec),
                          &dec->groups[g][t], m);
         }
+    }
+}
+
+/* Gives the fields JSON values left out the defaults (after the rows are written and remapped). */
+static void write_omitted(kiln_world *world, const pz_doc *doc) {
+    for (uint32_t i = 0; i < doc->omitted_count; i++) {
+        const pz_omitted *o = &doc->omitted[i];
+        const pz_group *gr = &doc->groups[o->group];
+        const pz_schema *s = &doc->schemas[gr->types[o->type]];
+        if (!s->id || s->size == 0 || s->codec) continue;
+        uint64_t fields = defaulted(s, o->fields) & ~s->missing; /* (write_column did those) */
+        if (!fields) continue;
+        const kl_record *rec = kl_record_of(world, gr->spawned[o->row]);
+        const kl_column *col = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], s->id);
+        fill_defaults(s, fields, col->data + (size_t)kl_record_row(rec) * col->stride, 0, 1);
     }
 }
 
@@ -709,6 +755,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     if (r == KILN_OK) r = place_groups(world, doc, slots, keep ? &place : NULL, &map, &spawned_groups);
     if (r == KILN_OK) {
         write_groups(world, doc, &dec, &map);
+        write_omitted(world, doc);
         r = check_values(world, doc);
     }
     if (r != KILN_OK) {
