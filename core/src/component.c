@@ -240,6 +240,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     for (int32_t i = 0; i < desc->field_count; i++) {
         c->fields[i] = desc->fields[i];
         if (c->fields[i].count == 0) c->fields[i].count = 1;
+        if (c->fields[i].type == KILN_TYPE_ENTITY) c->entity_slots += c->fields[i].count;
         len = strlen(desc->fields[i].name);
         memcpy(p, desc->fields[i].name, len + 1);
         c->fields[i].name = p;
