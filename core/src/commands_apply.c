@@ -39,15 +39,17 @@ static kiln_entity find_spawned(const void *ctx, kiln_entity e, bool *pending) {
     return to;
 }
 
-/* kl_links_resolve for the command at i when its value may hold placeholders (a lenient
- * queue records none: it leaves values as they are); on refusal fails the apply there. */
+/* kl_links_resolve for the command at i when its value may hold placeholders; on refusal
+ * fails the apply there. A lenient buffer (a system's, the deferred queue) leaves a value it
+ * cannot resolve as recorded instead: the component's check (Parent's) then refuses it and
+ * the command is dropped like any refused value, as before buffers resolved values. */
 static kiln_result resolve_command(kiln_commands *cmd, int64_t i, kl_cmd *c,
                                    const kl_component *comp) {
-    if (cmd->lenient || !c->has_value || !comp || comp->entity_slots == 0 ||
-        comp->size != cmd_size(c))
+    if (!c->has_value || !comp || comp->entity_slots == 0 || comp->size != cmd_size(c))
         return KILN_OK;
     char why[KILN_MAX_NAME + 128];
-    if (kl_links_resolve(comp, cmd_value(c), find_spawned, cmd, why, sizeof why)) return KILN_OK;
+    if (kl_links_resolve(comp, cmd_value(c), find_spawned, cmd, why, sizeof why) || cmd->lenient)
+        return KILN_OK;
     return apply_fail(cmd, i, c, target_of(cmd, c), KILN_ERR_INVALID_ARGUMENT, why);
 }
 
@@ -74,7 +76,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         if (!comp || comp->size != cmd_size(a)) break;
         /* A value naming a placeholder not spawned yet (this spawn's own, say) is left to
          * apply_one, after this spawn. */
-        if (comp->entity_slots && a->has_value && !cmd->lenient &&
+        if (comp->entity_slots && a->has_value &&
             !kl_links_resolve(comp, cmd_value(a), find_spawned, cmd, NULL, 0))
             break;
         /* A value the component refuses is left to apply_one, which reports or drops it. */
