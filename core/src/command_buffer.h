@@ -34,22 +34,20 @@ typedef struct kl_cmd {
     } v;
 } kl_cmd;
 
-#define KL_LINKS 2
+#define KL_LINKS 2 /* in hooks_known: the value has entity fields (component.c: cmd_known) */
 
 /* hooks_known for a command of comp (NULL: not registered when recorded). */
-static inline uint8_t known_flags(const kl_component *comp) {
-    return comp ? (uint8_t)(1 | (comp->entity_slots ? KL_LINKS : 0)) : 0;
-}
+static inline uint8_t known_flags(const kl_component *comp) { return comp ? comp->cmd_known : 0; }
 
 static inline void *cmd_value(kl_cmd *c) { return c->inline_size ? c->v.bytes : c->v.out.value; }
 static inline uint32_t cmd_size(const kl_cmd *c) {
     return c->inline_size ? c->inline_size : c->v.out.size;
 }
 
-/* Whether a value of comp (size bytes) is held in its command. */
+/* Whether a value of comp (size bytes) is held in its command (never one with entity fields,
+ * so inline commands need no KL_LINKS). */
 static inline bool inline_value(kl_op op, const kl_component *comp, size_t size) {
-    return (op == KL_OP_ADD || op == KL_OP_SET) && comp && size <= KL_INLINE && !comp->move &&
-           !comp->destroy && !comp->check;
+    return (op == KL_OP_ADD || op == KL_OP_SET) && comp && size <= KL_INLINE && comp->cmd_inline;
 }
 
 typedef struct kl_block {

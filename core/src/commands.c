@@ -180,7 +180,7 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     void *room = NULL;
     if (size > 0 && value && inline_value(op, comp, size)) {
         kl_cmd *c = &cmd->cmds[cmd->count++];
-        *c = (kl_cmd){.op = (uint8_t)op, .has_value = 1, .hooks_known = known_flags(comp),
+        *c = (kl_cmd){.op = (uint8_t)op, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
                       .inline_size = (uint8_t)size, .component = component, .target = target};
         kl_copy_small(c->v.bytes, value, size);
         return true;

@@ -206,19 +206,20 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         return *result == KILN_OK ? 1 : 0;
     }
     kiln_entity e = target_of(cmd, c);
-    if (KL_UNLIKELY(c->hooks_known & KL_LINKS) &&
-        (*result = resolve_command(cmd, i, c, kl_component_get(world, c->component))) != KILN_OK)
-        return 0;
     /* An add or remove along a plain edge first: it implies what the checks below ask (a
      * live entity, a registered component with no hooks and, for an add, no check hook, so
      * a lenient queue has no refusal to drop), and the size too when the component was
-     * registered when recorded (sizes never change). */
-    if (c->op == KL_OP_ADD && c->hooks_known && c->has_value &&
+     * registered when recorded (sizes never change). Not a value with entity fields
+     * (KL_LINKS): its placeholders are rewritten first, below. */
+    if (c->op == KL_OP_ADD && c->hooks_known == 1 && c->has_value &&
         kl_add_plain(world, e, c->component, cmd_value(c))) {
         c->has_value = 0; /* the world owns it now */
         return 1;
     }
     if (c->op == KL_OP_REMOVE && kl_remove_plain(world, e, c->component)) return 1;
+    if (KL_UNLIKELY(c->hooks_known & KL_LINKS) &&
+        (*result = resolve_command(cmd, i, c, kl_component_get(world, c->component))) != KILN_OK)
+        return 0;
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {
         if (alive) *result = kl_despawn_entity(world, cmd->call, e);

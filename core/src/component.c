@@ -246,6 +246,8 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
         c->fields[i].name = p;
         p += len + 1;
     }
+    c->cmd_known = (uint8_t)(1 | (c->entity_slots ? 2 : 0));
+    c->cmd_inline = !c->move && !c->destroy && !c->check && c->entity_slots == 0;
 
     /* Publish in the order readers rely on: the record in its table, the table, the count
      * (a reader seeing the count sees both), then the name (a reader finding the name finds

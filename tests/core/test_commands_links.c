@@ -144,6 +144,15 @@ KILN_TEST(links, entity_arrays_and_event_fields_are_rewritten_slot_by_slot) {
     /* a squad naming its own holder: the spawn lands first, then the add */
     ck_assert_int_eq(kiln_commands_add(cmd, a, squad_id, &(squad){{a, holder, a}, 3, holder}), KILN_OK);
     ck_assert_int_eq(kiln_commands_emit(cmd, hit_id, &(hit){b, 2.5f}), KILN_OK);
+    /* on an entity that exists (a plain add), and sized before its component is registered */
+    ck_assert_int_eq(kiln_commands_add(cmd, real, squad_id, &(squad){{holder, b, a}, 1, b}), KILN_OK);
+    kiln_component late = (kiln_component)kiln_component_count(F.world) + 1; /* the next id */
+    ck_assert_int_eq(kiln_commands_add_sized(cmd, real, late, &(kiln_entity[2]){a, holder}, 16), KILN_OK);
+    kiln_field lf[] = {{"pair", KILN_TYPE_ENTITY, 0, 2}};
+    kiln_component got_id = 0;
+    ck_assert_int_eq(kiln_component_register(F.world, &(kiln_component_desc){.name = "Pair", .size = 16,
+                         .fields = lf, .field_count = 1}, &got_id), KILN_OK);
+    ck_assert_uint_eq(got_id, late);
     ck_assert_int_eq(kiln_commands_apply(cmd, F.world, NULL), KILN_OK);
     kiln_entity ea = kiln_commands_resolve(cmd, a), eb = kiln_commands_resolve(cmd, b),
                 eh = kiln_commands_resolve(cmd, holder);
@@ -153,6 +162,10 @@ KILN_TEST(links, entity_arrays_and_event_fields_are_rewritten_slot_by_slot) {
     ck_assert(got->leader == ea && got->size == 0x40000000);
     const squad *own = kiln_get(F.world, ea, squad_id);
     ck_assert(own->members[0] == ea && own->members[1] == eh && own->members[2] == ea && own->leader == eh);
+    const squad *on_real = kiln_get(F.world, real, squad_id);
+    ck_assert(on_real->members[0] == eh && on_real->members[1] == eb && on_real->members[2] == ea && on_real->leader == eb);
+    const kiln_entity *pair = kiln_get(F.world, real, late);
+    ck_assert(pair[0] == ea && pair[1] == eh);
     ck_assert_int_eq(kiln_event_count(F.world, hit_id), 1);
     const hit *h = kiln_event_get(F.world, hit_id, 0);
     ck_assert(h->by == eb && h->damage == 2.5f);
