@@ -583,6 +583,22 @@ static void op_record(fz_ctx *c) {
         fz_queue_push(c, buf, OP_REMOVE, h, slot, NULL);
         return;
     }
+    if (sub == 3 && b >= 0xf0) { /* bits unused before: streams that never set them read the same */
+        /* a Parent naming a placeholder seen before (this batch's, an older one's, the other
+         * buffer's, maybe corrupted): the apply rewrites only this batch's spawned ones */
+        c->op_name = "kiln_commands_add";
+        if (c->n_phs == 0 || want != KILN_OK) return;
+        uint8_t pick = fz_byte(c);
+        kiln_parent p = {c->phs[pick % c->n_phs].handle | (pick == 0xff ? (uint64_t)1 << 63 : 0)};
+        r = kiln_commands_add(buf->cmd, h, c->id[FZ_PARENT], &p);
+        if (fz_oom_ok(c, r, f0)) return;
+        expect_buffer(c, buf->cmd, r, KILN_OK, "kiln_commands_add");
+        record_done(buf);
+        unsigned char model[FZ_VAL] = {0};
+        memcpy(model, &p, sizeof p);
+        fz_queue_push(c, buf, OP_ADD, h, FZ_PARENT, model);
+        return;
+    }
     /* add, set, add_sized (right or wrong size) */
     uint8_t op = sub == 4 ? OP_SET : OP_ADD;
     bool sized = sub >= 6;
