@@ -571,19 +571,7 @@ static void op_record(fz_ctx *c) {
         fz_queue_push(c, buf, OP_DESPAWN, h, 0, NULL);
         return;
     }
-    int slot = fz_pick_comp(c, sub == 5 ? FZ_GENERIC + 1 : FZ_GENERIC);
-    if (want == KILN_OK && slot < 0) want = KILN_ERR_UNKNOWN_COMPONENT;
-    if (sub == 5) {
-        c->op_name = "kiln_commands_remove";
-        r = kiln_commands_remove(buf->cmd, h, fz_comp_id(c, slot));
-        if (fz_oom_ok(c, r, f0)) return;
-        expect_buffer(c, buf->cmd, r, want, "kiln_commands_remove");
-        if (r != KILN_OK) return;
-        record_done(buf);
-        fz_queue_push(c, buf, OP_REMOVE, h, slot, NULL);
-        return;
-    }
-    if (sub == 3 && b >= 0xf0) { /* bits unused before: streams that never set them read the same */
+    if (sub == 3 && b >= 0xf6) { /* 0xf6, 0xf7: were adds; other bytes read as before */
         /* a Parent naming a placeholder seen before (this batch's, an older one's, the other
          * buffer's, maybe corrupted): the apply rewrites only this batch's spawned ones */
         c->op_name = "kiln_commands_add";
@@ -597,6 +585,18 @@ static void op_record(fz_ctx *c) {
         unsigned char model[FZ_VAL] = {0};
         memcpy(model, &p, sizeof p);
         fz_queue_push(c, buf, OP_ADD, h, FZ_PARENT, model);
+        return;
+    }
+    int slot = fz_pick_comp(c, sub == 5 ? FZ_GENERIC + 1 : FZ_GENERIC);
+    if (want == KILN_OK && slot < 0) want = KILN_ERR_UNKNOWN_COMPONENT;
+    if (sub == 5) {
+        c->op_name = "kiln_commands_remove";
+        r = kiln_commands_remove(buf->cmd, h, fz_comp_id(c, slot));
+        if (fz_oom_ok(c, r, f0)) return;
+        expect_buffer(c, buf->cmd, r, want, "kiln_commands_remove");
+        if (r != KILN_OK) return;
+        record_done(buf);
+        fz_queue_push(c, buf, OP_REMOVE, h, slot, NULL);
         return;
     }
     /* add, set, add_sized (right or wrong size) */
