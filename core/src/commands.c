@@ -6,12 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "access.h"
 #include "archetype.h"
 #include "command_buffer.h"
 #include "component.h"
 #include "entity.h"
-#include "events.h"
 
 static kiln_result record_fail(kiln_commands *cmd, kiln_result code, const char *fmt, ...)
 #if defined(__GNUC__)
