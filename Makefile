@@ -260,7 +260,7 @@ test-lua-asan:
 	    $(BUSTED) --pattern=_spec tests/lua
 
 TSAN_SUITES := test_jobs test_jobs_parallel_for test_schedule_build test_schedule_run test_schedule_determinism test_commands test_commands_values test_schedule_remove test_threads_registration test_transform_parallel \
-               test_schedule_sweep
+               test_schedule_sweep test_commands_links
 test-tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
 	    EXTRA_CFLAGS="-fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" \

@@ -517,7 +517,18 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 
 /* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62
  * is set, far above any handle), and only the batch that made them accepts them: its tag is
- * never reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch). */
+ * never reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch).
+ * A placeholder may also be recorded inside a value (add, set, emit): the apply rewrites
+ * every KILN_TYPE_ENTITY field (arrays too) of the component's or event type's reflection
+ * that holds a placeholder of the current batch to the entity its spawn became, before the
+ * check hook sees the value; so a Parent naming the parent's placeholder links the two.
+ * Fields not reflected are copied as recorded. A placeholder whose spawn has not been
+ * applied when the command's turn comes (a guessed one: its spawn comes later in the
+ * buffer), or of another batch or buffer, fails that command with KILN_ERR_INVALID_ARGUMENT
+ * and a message naming the field; the value is left as recorded, and since a buffer never
+ * reorders, a later apply stops there again until the buffer is cleared. A system's buffer
+ * (and the deferred queue) leaves such a value as recorded instead, where a check hook
+ * (Parent's) refuses it and the command is dropped like any refused value. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) {
     return (entity & KILN_PLACEHOLDER_BIT) != 0;
@@ -567,7 +578,8 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
  * the current tick, and writes how many were applied to applied (may be NULL). A despawn of
  * an entity already dead is skipped silently (and counted); a remove of an absent component
  * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an
- * add of a component the world does not know, or a value its component's check hook
+ * add of a component the world does not know, a value holding a placeholder that cannot be
+ * rewritten (see placeholders above), or a value its component's check hook
  * refuses fails with the world error naming the command, entity and component: the commands before it have taken effect and left the
  * buffer; the failing one and those after it stay, still owning their values, and a later
  * apply continues with them (placeholders already spawned keep their entities). Must not be

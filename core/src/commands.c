@@ -1,80 +1,15 @@
-/* commands.c: command buffers. Invariant: commands [head, count) are pending and each owns
- * its value (in blocks that never move, so values with hooks are never relocated bytewise;
- * small hook-free ones in the command); commands before head were applied and own nothing. */
+/* commands.c: command buffers: creating, recording and clearing them (the layout and its
+ * invariant: command_buffer.h; applying: commands_apply.c). */
 #include "commands.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "access.h"
 #include "archetype.h"
+#include "command_buffer.h"
 #include "component.h"
 #include "entity.h"
-#include "events.h"
-
-#define KL_BLOCK_SIZE (64 * 1024)
-#define KL_MAX_COALESCE 64
-#define KL_RUN_CHUNK 256 /* spawns a batch takes at most (see apply_spawn_run) */
-
-/* A command: 32 bytes. A value of at most KL_INLINE bytes of a component with no hooks is
- * held in the command itself (such a value may move bytewise with the array); any other in
- * the value blocks. */
-#define KL_INLINE 16
-
-typedef struct kl_cmd {
-    uint8_t op;
-    uint8_t has_value;
-    uint8_t hooks_known; /* the component was registered when recorded: hooks apply */
-    uint8_t inline_size; /* the value's size when held in bytes, else 0 */
-    kiln_component component;
-    kiln_entity target;
-    union {
-        struct {
-            void *value;   /* in the value blocks */
-            uint32_t size; /* the value's size (recorded even when no value is stored) */
-        } out;
-        unsigned char bytes[KL_INLINE];
-    } v;
-} kl_cmd;
-
-static inline void *cmd_value(kl_cmd *c) { return c->inline_size ? c->v.bytes : c->v.out.value; }
-static inline uint32_t cmd_size(const kl_cmd *c) {
-    return c->inline_size ? c->inline_size : c->v.out.size;
-}
-
-/* Whether a value of comp (size bytes) is held in its command. */
-static inline bool inline_value(kl_op op, const kl_component *comp, size_t size) {
-    return (op == KL_OP_ADD || op == KL_OP_SET) && comp && size <= KL_INLINE && !comp->move &&
-           !comp->destroy && !comp->check;
-}
-
-typedef struct kl_block {
-    struct kl_block *next;
-    size_t size; /* bytes of data */
-    size_t used;
-    size_t alloc_size;
-} kl_block;
-
-struct kiln_commands {
-    kiln_world *world;      /* NULL once the world was destroyed (the buffer is detached) */
-    kiln_commands *next, *prev; /* the world's list of user buffers */
-    bool listed;            /* in that list (internal queues are not) */
-    const char *call;       /* the public function applying the buffer, for messages */
-    kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
-    kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
-    uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */
-    bool lenient;
-    bool complete; /* the last apply consumed everything: the next record starts a batch */
-    bool applying; /* an apply runs: a nested one (a hook ending an iteration) leaves it the rest */
-    kl_cmd *cmds;
-    int64_t cap, head, count;
-    kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
-    int64_t ph_cap;
-    uint32_t ph_count;
-    kl_block *first, *current;
-    char error[KL_ERROR_SIZE];
-};
 
 static kiln_result record_fail(kiln_commands *cmd, kiln_result code, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -139,10 +74,6 @@ static void destroy_pending(kiln_commands *cmd) {
     }
 }
 
-static void reset_values(kiln_commands *cmd) {
-    for (kl_block *b = cmd->first; b; b = b->next) b->used = 0;
-    cmd->current = cmd->first;
-}
 
 static void reset_batch(kiln_commands *cmd) {
     cmd->ph_count = 0;
@@ -204,10 +135,6 @@ const char *kiln_commands_error(const kiln_commands *cmd) {
     return cmd->error;
 }
 
-/* The start of the value blocks' data (16-byte aligned). */
-static inline uint8_t *block_data(kl_block *b) {
-    return (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
-}
 
 /* 16-byte-aligned room for size bytes in the value blocks, or NULL when out of memory. */
 static void *value_room(kiln_commands *cmd, size_t size) {
@@ -237,18 +164,6 @@ static void *value_room(kiln_commands *cmd, size_t size) {
     return block_data(b);
 }
 
-static const char *op_name(uint8_t op) {
-    switch (op) {
-    case KL_OP_SPAWN: return "spawn";
-    case KL_OP_MATERIALIZE: return "spawn";
-    case KL_OP_DESPAWN: return "despawn";
-    case KL_OP_ADD: return "add";
-    case KL_OP_SET: return "set";
-    case KL_OP_REMOVE: return "remove";
-    case KL_OP_EMIT: return "emit";
-    }
-    return "?";
-}
 
 /* The usual record in one pass, inline in the recording calls: the command array and the
  * current value block have room, the batch goes on, and a value of at most 64 bytes is copied
@@ -263,7 +178,7 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     void *room = NULL;
     if (size > 0 && value && inline_value(op, comp, size)) {
         kl_cmd *c = &cmd->cmds[cmd->count++];
-        *c = (kl_cmd){.op = (uint8_t)op, .has_value = 1, .hooks_known = 1,
+        *c = (kl_cmd){.op = (uint8_t)op, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
                       .inline_size = (uint8_t)size, .component = component, .target = target};
         kl_copy_small(c->v.bytes, value, size);
         return true;
@@ -278,7 +193,7 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
         kl_copy_small(room, value, size);
     }
     cmd->cmds[cmd->count++] = (kl_cmd){.op = (uint8_t)op, .has_value = room != NULL,
-                                       .hooks_known = comp != NULL, .component = component,
+                                       .hooks_known = known_flags(comp), .component = component,
                                        .target = target, .v.out = {room, (uint32_t)size}};
     return true;
 }
@@ -298,7 +213,7 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command",
                            call);
     kl_cmd *c = &cmd->cmds[cmd->count];
-    *c = (kl_cmd){.op = (uint8_t)op, .hooks_known = comp != NULL, .component = component,
+    *c = (kl_cmd){.op = (uint8_t)op, .hooks_known = known_flags(comp), .component = component,
                   .target = target, .v.out.size = (uint32_t)size};
     /* No value: none is stored, and the apply gives the defaults the world has then. */
     if (size > 0 && value && inline_value(op, comp, size)) {
@@ -341,20 +256,6 @@ static kiln_result check_world(kiln_commands *cmd, const char *call) {
     return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "%s: the buffer's world was destroyed", call);
 }
 
-/* Placeholders: bit 62, a batch tag in bits 24..61 and the spawn's index in the batch in
- * bits 0..23. A batch takes its tag from the world's counter when it first spawns, so no
- * two batches of any buffers of one world ever share a tag: a placeholder can only name a
- * spawn of the batch that made it. When the tags run out, spawning fails instead. */
-#define KL_PH_INDEX_BITS 24
-#define KL_PH_INDEX_MASK ((UINT64_C(1) << KL_PH_INDEX_BITS) - 1)
-#define KL_PH_TAG_LIMIT (UINT64_C(1) << (62 - KL_PH_INDEX_BITS))
-
-/* Whether e is a placeholder of the batch cmd holds now (applied or not). */
-static bool is_current(const kiln_commands *cmd, kiln_entity e) {
-    if ((e & ~(KILN_PLACEHOLDER_BIT | (KILN_PLACEHOLDER_BIT - 1))) != 0) return false;
-    uint64_t tag = (e & (KILN_PLACEHOLDER_BIT - 1)) >> KL_PH_INDEX_BITS;
-    return cmd->tag != 0 && tag == cmd->tag && (e & KL_PH_INDEX_MASK) < cmd->ph_count;
-}
 
 /* Checks an entity argument of a recording call: a placeholder must be from this batch. */
 __attribute__((noinline)) static kiln_result check_target_slow(kiln_commands *cmd, const char *call,
@@ -550,280 +451,3 @@ kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placehol
     return cmd->placeholders[placeholder & KL_PH_INDEX_MASK];
 }
 
-/* ---- apply ---------------------------------------------------------------------------- */
-
-static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
-                              kiln_entity e, kiln_result code, const char *why) {
-    char eb[24], cb[32];
-    const char *cname = c->component ? kl_component_name(cmd->world, c->component, cb, sizeof cb) : "";
-    return kl_fail(cmd->world, code, "%s: command %lld (%s%s%s) on entity %s: %s", cmd->call,
-                   (long long)(index - cmd->head + 1), op_name(c->op), c->component ? " " : "", cname,
-                   kiln_entity_format(e, eb, sizeof eb), why);
-}
-
-/* The entity a command targets now (placeholders resolved), or null. */
-static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
-    if (!kiln_is_placeholder(c->target)) return c->target;
-    return cmd->placeholders[c->target & KL_PH_INDEX_MASK];
-}
-
-/* Destroys the value of a command that is dropped rather than applied. */
-static void drop_value(kiln_commands *cmd, kl_cmd *c) {
-    if (!c->has_value || !c->hooks_known) return;
-    const kl_component *comp = kl_component_get(cmd->world, c->component);
-    if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
-    c->has_value = 0;
-}
-
-/* Spawns (or materialises) the entity of the command at i together with the adds that
- * directly follow it for the same target, in one archetype move. Returns how many commands
- * it consumed, or 0 with *result set on failure. */
-static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
-    kl_cmd *c = &cmd->cmds[i];
-    kiln_component comps[KL_MAX_COALESCE];
-    void *values[KL_MAX_COALESCE];
-    int32_t n = 0;
-    for (int64_t j = i + 1; j < cmd->count && n < KL_MAX_COALESCE; j++) {
-        kl_cmd *a = &cmd->cmds[j];
-        if (a->op != KL_OP_ADD || a->target != c->target) break;
-        const kl_component *comp = kl_component_get(cmd->world, a->component);
-        if (!comp || comp->size != cmd_size(a)) break;
-        /* A value the component refuses is left to apply_one, which reports or drops it. */
-        char why[2];
-        if (comp->check && comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
-                                       why, sizeof why) != KILN_OK)
-            break;
-        bool repeat = false;
-        for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
-        if (repeat) break;
-        comps[n] = a->component;
-        values[n] = a->has_value ? cmd_value(a) : NULL;
-        n++;
-    }
-    kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
-    kiln_entity e;
-    *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
-    if (*result != KILN_OK) return 0;
-    if (c->op == KL_OP_SPAWN) cmd->placeholders[c->target & KL_PH_INDEX_MASK] = e;
-    for (int32_t k = 0; k < n; k++) cmd->cmds[i + 1 + k].has_value = 0;
-    return 1 + n;
-}
-
-/* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
- * list (k components, in its order, sizes as registered), and no further add to the same
- * placeholder, which apply_spawn would coalesce into the spawn or apply before the next.
- * i may be count (a run reaching the buffer's end): the bound is checked before any read. */
-static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
-                               const kiln_component *key, const uint32_t *sizes) {
-    if (i + k >= count) return false; /* k >= 1: covers i == count, one past the array */
-    const kl_cmd *c = &cmds[i];
-    if (c->op != KL_OP_SPAWN) return false;
-    for (int32_t m = 0; m < k; m++) {
-        const kl_cmd *a = &c[1 + m];
-        if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
-            cmd_size(a) != sizes[m])
-            return false;
-    }
-    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
-}
-
-/* Applies a run of spawns from i as one batch, leaving the world as apply_spawn would one by
- * one: each spawn with its adds of the spawn cache's list, into the cached archetype when it
- * is plain (no hooks, no check: nothing can observe the order), as far as it has room and
- * slots are free without allocating; slots are taken as one by one (free list first, then
- * fresh ones), rows, ticks and versions likewise. Allocates nothing and cannot fail, so a
- * failure happens where the one-by-one path fails: apply_one goes on where the run stops.
- * Applied commands own nothing (see the invariant), so their values are not marked.
- * Returns the commands consumed. */
-static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
-    kiln_world *world = cmd->world;
-    int32_t k = world->spawn_key_count;
-    kl_archetype *arch = world->spawn_arch;
-    if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
-        return 0;
-    uint32_t sizes[KL_SPAWN_CACHE];
-    for (int32_t m = 0; m < k; m++)
-        sizes[m] = (uint32_t)kl_component_get(world, world->spawn_key[m])->size;
-    const kl_cmd *cmds = cmd->cmds;
-    int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
-    int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
-    if (world->free_head == KL_NONE && fresh < room) room = fresh;
-    if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
-    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
-        n++;
-    kiln_tick tick = world->tick;
-    int32_t first = arch->count, row = first;
-    int64_t u = 0;
-    for (; u < n && world->free_head != KL_NONE; u++, row++) { /* freed slots, in order */
-        kiln_entity e = kl_entity_take(world);
-        kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
-                            arch->id, (uint32_t)row);
-        arch->entities[row] = e;
-        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
-    }
-    uint32_t index = kl_slot_count(world);
-    fresh = (int64_t)world->page_count * KL_PAGE_SIZE - index;
-    if (n - u > fresh) n = u + fresh; /* the rest waits for apply_one to add a page */
-    kl_record **pages = world->pages;
-    for (; u < n; u++, row++, index++) { /* then fresh slots, at their first generation */
-        kiln_entity e = kiln_entity_make(index, 1);
-        kl_record_set_alive(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], 1,
-                            arch->id, (uint32_t)row);
-        arch->entities[row] = e;
-        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
-    }
-    if (n == 0) return 0;
-    atomic_store_explicit(&world->slot_count, index, memory_order_release);
-    arch->count = row;
-    arch->structure_tick = tick;
-    world->structure_version += (uint64_t)n;
-    world->alive += n;
-    for (int32_t m = 0; m < k; m++) { /* then the values, column by column */
-        if (world->spawn_column[m] < 0) continue; /* a tag */
-        kl_column *col = &arch->columns[world->spawn_column[m]];
-        size_t stride = col->stride;
-        kl_cmd *a = &cmd->cmds[i + 1 + m];
-        for (int32_t r = first; r < row; r++, a += unit) {
-            uint8_t *dst = col->data + (size_t)r * stride;
-            if (!a->has_value) kl_column_write(col, r, NULL, true, tick); /* the defaults */
-            else if (stride == 8) memcpy(dst, cmd_value(a), 8);
-            else if (stride == 16) memcpy(dst, cmd_value(a), 16);
-            else kl_copy_value(dst, cmd_value(a), stride);
-            col->ticks[r] = tick;
-        }
-        kl_column_touch(col, tick);
-    }
-    return n * unit;
-}
-
-/* Applies the command at i; returns the number of commands consumed (0 on failure). */
-static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cmd, int64_t i,
-                                                               kiln_result *result) {
-    kiln_world *world = cmd->world;
-    kl_cmd *c = &cmd->cmds[i];
-    *result = KILN_OK;
-    if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
-    if (c->op == KL_OP_EMIT) {
-        *result = kl_event_push(world, c->component, c->has_value ? cmd_value(c) : NULL, cmd->call);
-        return *result == KILN_OK ? 1 : 0;
-    }
-    kiln_entity e = target_of(cmd, c);
-    /* An add or remove along a plain edge first: it implies what the checks below ask (a
-     * live entity, a registered component with no hooks and, for an add, no check hook, so
-     * a lenient queue has no refusal to drop), and the size too when the component was
-     * registered when recorded (sizes never change). */
-    if (c->op == KL_OP_ADD && c->hooks_known && c->has_value &&
-        kl_add_plain(world, e, c->component, cmd_value(c))) {
-        c->has_value = 0; /* the world owns it now */
-        return 1;
-    }
-    if (c->op == KL_OP_REMOVE && kl_remove_plain(world, e, c->component)) return 1;
-    bool alive = kl_record_of(world, e) != NULL;
-    if (c->op == KL_OP_DESPAWN) {
-        if (alive) *result = kl_despawn_entity(world, cmd->call, e);
-        return *result == KILN_OK ? 1 : 0;
-    }
-    if (!alive) {
-        if (cmd->lenient) {
-            drop_value(cmd, c);
-            return 1;
-        }
-        *result = apply_fail(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
-        return 0;
-    }
-    const kl_component *comp = kl_component_get(world, c->component);
-    if (!comp) {
-        *result = apply_fail(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered");
-        return 0;
-    }
-    /* A lenient queue drops a value the component's check refuses now (the world moved on
-     * since the call was queued); a buffer reports it. */
-    if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
-        kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call) != KILN_OK) {
-        drop_value(cmd, c);
-        return 1;
-    }
-    if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
-        char why[96];
-        snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
-                 (unsigned)cmd_size(c), (unsigned)comp->size);
-        *result = apply_fail(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why);
-        return 0;
-    }
-    void *value = c->has_value ? cmd_value(c) : NULL;
-    switch (c->op) {
-    case KL_OP_ADD:
-        *result = kl_add_value(world, cmd->call, e, c->component, value, true);
-        break;
-    case KL_OP_SET:
-        if (!kiln_has(world, e, c->component)) {
-            if (cmd->lenient) {
-                drop_value(cmd, c);
-                return 1;
-            }
-            char why[96];
-            snprintf(why, sizeof why, "entity has no %s", comp->names);
-            *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
-            return 0;
-        }
-        *result = kl_set_value(world, cmd->call, e, c->component, value, true);
-        break;
-    case KL_OP_REMOVE:
-        *result = kl_remove_component(world, cmd->call, e, c->component, NULL);
-        break;
-    default:
-        break;
-    }
-    if (*result != KILN_OK) {
-        /* The world's message ("<call>: <why>", a check hook's refusal say) names the command
-         * and its entity too, as every other failure of an apply does. */
-        const char *msg = kiln_world_error(world);
-        size_t n = strlen(cmd->call);
-        if (strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') {
-            char why[KL_ERROR_SIZE];
-            snprintf(why, sizeof why, "%s", msg + n + 2);
-            apply_fail(cmd, i, c, e, *result, why);
-        }
-        return 0;
-    }
-    c->has_value = 0; /* the world owns it now */
-    return 1;
-}
-
-kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
-    KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
-    return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
-}
-
-kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied,
-                              const char *call) {
-    if (applied) *applied = 0;
-    if (world != cmd->world)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "%s: the command buffer belongs to another world%s", call,
-                       cmd->world ? "" : " (destroyed)");
-    KILN_ASSERT(atomic_load(&world->iterating) == 0 || cmd->lenient,
-                "kiln_commands_apply while a query of the world iterates");
-    /* A check hook run by a record may iterate a query, whose end applies the world's queue
-     * again: this very buffer, mid-apply. That apply does nothing; this one goes on. */
-    if (cmd->applying) return KILN_OK;
-    cmd->applying = true;
-    cmd->call = call;
-    int64_t n = 0;
-    kiln_result r = KILN_OK;
-    while (cmd->head < cmd->count) {
-        int64_t used = 0;
-        if (cmd->cmds[cmd->head].op == KL_OP_SPAWN) used = apply_spawn_run(cmd, cmd->head);
-        if (used == 0 && (used = apply_one(cmd, cmd->head, &r)) == 0) break;
-        cmd->head += used;
-        n += used;
-    }
-    cmd->applying = false;
-    if (applied) *applied = n;
-    if (r != KILN_OK) return r;
-    cmd->head = cmd->count = 0;
-    reset_values(cmd);
-    cmd->complete = true;
-    return KILN_OK;
-}

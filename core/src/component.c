@@ -242,11 +242,14 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     for (int32_t i = 0; i < desc->field_count; i++) {
         c->fields[i] = desc->fields[i];
         if (c->fields[i].count == 0) c->fields[i].count = 1;
+        if (c->fields[i].type == KILN_TYPE_ENTITY) c->entity_slots += c->fields[i].count;
         len = strlen(desc->fields[i].name);
         memcpy(p, desc->fields[i].name, len + 1);
         c->fields[i].name = p;
         p += len + 1;
     }
+    c->cmd_known = (uint8_t)(1 | (c->entity_slots ? 2 : 0));
+    c->cmd_inline = !c->move && !c->destroy && !c->check && c->entity_slots == 0;
 
     /* Publish in the order readers rely on: the record in its table, the table, the count
      * (a reader seeing the count sees both), then the name (a reader finding the name finds

@@ -97,6 +97,10 @@ typedef struct kl_component {
     void *hook_ctx;
     const void *defaults; /* size bytes inside this record's block, or NULL for zeroes */
     int32_t field_count;
+    uint32_t entity_slots; /* entities in its KILN_TYPE_ENTITY fields (arrays counted whole):
+                            * a buffer's apply rewrites placeholders in them; 0 costs nothing */
+    uint8_t cmd_known;     /* what a command buffer records of it: 1, | 2 with entity fields */
+    bool cmd_inline;       /* no hooks, no entity fields: a small value may sit in a command */
     kiln_field *fields;  /* field names point into names */
     char *names;         /* the component name, then each field name, NUL-separated */
     size_t block_size;   /* bytes of this record's single allocation */

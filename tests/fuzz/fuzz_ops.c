@@ -571,6 +571,22 @@ static void op_record(fz_ctx *c) {
         fz_queue_push(c, buf, OP_DESPAWN, h, 0, NULL);
         return;
     }
+    if (sub == 3 && b >= 0xf6) { /* 0xf6, 0xf7: were adds; other bytes read as before */
+        /* a Parent naming a placeholder seen before (this batch's, an older one's, the other
+         * buffer's, maybe corrupted): the apply rewrites only this batch's spawned ones */
+        c->op_name = "kiln_commands_add";
+        if (c->n_phs == 0 || want != KILN_OK) return;
+        uint8_t pick = fz_byte(c);
+        kiln_parent p = {c->phs[pick % c->n_phs].handle | (pick == 0xff ? (uint64_t)1 << 63 : 0)};
+        r = kiln_commands_add(buf->cmd, h, c->id[FZ_PARENT], &p);
+        if (fz_oom_ok(c, r, f0)) return;
+        expect_buffer(c, buf->cmd, r, KILN_OK, "kiln_commands_add");
+        record_done(buf);
+        unsigned char model[FZ_VAL] = {0};
+        memcpy(model, &p, sizeof p);
+        fz_queue_push(c, buf, OP_ADD, h, FZ_PARENT, model);
+        return;
+    }
     int slot = fz_pick_comp(c, sub == 5 ? FZ_GENERIC + 1 : FZ_GENERIC);
     if (want == KILN_OK && slot < 0) want = KILN_ERR_UNKNOWN_COMPONENT;
     if (sub == 5) {

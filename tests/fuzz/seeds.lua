@@ -53,3 +53,26 @@ end
 seed("schedule-short", "schedule", 1, 12, rng)
 seed("schedule-long", "schedule", 1, 60, rng)
 for i = 1, 4 do seed("mixed-" .. i, nil, i % 2, 40 * i, rng) end
+
+-- Placeholders inside values, by hand: two spawns in buffer 0, Parent links between them (the
+-- second closes a cycle), an apply; then a new batch linking to the old batch's placeholder
+-- and to buffer 1's, each refused at its command, a clear in between.
+do
+  local rec, link, apply, clear = 12, 0xf6, 14, 15
+  local bytes = {0,
+    rec, 0, rec, 0,                -- spawn A, spawn B (buffer 0)
+    rec, link, 3, 0,               -- B.Parent = A
+    rec, link, 0, 1,               -- A.Parent = B: a cycle, refused
+    apply, 0, clear, 0,
+    rec, 0,                        -- spawn C: a new batch
+    rec, link, 6, 0,               -- C.Parent = A's old placeholder: refused
+    apply, 0, clear, 0,
+    rec, 1,                        -- spawn D in buffer 1
+    rec, 0,                        -- spawn E in buffer 0
+    rec, link, 12, 3,              -- E.Parent = D (the other buffer's): refused
+    apply, 0, apply, 1, clear, 0,
+    rec, 0, rec, 0, rec, link, 18, 5, apply, 0}  -- F, G, G.Parent = F
+  local f = assert(io.open(dir .. "/links", "wb"))
+  f:write(string.char(table.unpack(bytes)))
+  f:close()
+end

@@ -29,9 +29,10 @@ extern "C" {
  * with kiln_transform_set_parent's rules: a link to itself or one that would close a cycle
  * (or make a chain deeper than 256) is refused with KILN_ERR_INVALID_ARGUMENT, the world
  * unchanged. So is a parent the world never handed out, which would otherwise be stored as
- * is: a command buffer placeholder (a buffer does not rewrite placeholders inside values, so
- * link its spawns after the apply, through kiln_commands_resolve), a handle with stray high
- * bits, and a handle of a slot or generation the world has not reached (it would come alive
+ * is: a placeholder a command buffer could not rewrite (its apply rewrites its own batch's
+ * placeholders in a recorded Parent to the entities spawned, so a parent and its children
+ * spawn from one buffer; a placeholder written any other way stays no entity), a handle with
+ * stray high bits, and a handle of a slot or generation the world has not reached (it would come alive
  * as some later spawn). A stale handle stays a dead link; a handle reserved by a deferred
  * spawn is the entity it becomes. Writes through pointers (kiln_get_mut, query columns) are
  * not checked. */

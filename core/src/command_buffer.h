@@ -1,0 +1,119 @@
+/* command_buffer.h: the layout of a command buffer, shared by its recording (commands.c)
+ * and its apply (commands_apply.c). Invariant: commands [head, count) are pending and each owns
+ * its value (in blocks that never move, so values with hooks are never relocated bytewise;
+ * small hook-free ones in the command); commands before head were applied and own nothing. */
+#ifndef KILN_COMMAND_BUFFER_H
+#define KILN_COMMAND_BUFFER_H
+
+#include "commands.h"
+#include "component.h"
+
+#define KL_BLOCK_SIZE (64 * 1024)
+#define KL_MAX_COALESCE 64
+#define KL_RUN_CHUNK 256 /* spawns a batch takes at most (see apply_spawn_run) */
+
+/* A command: 32 bytes. A value of at most KL_INLINE bytes of a component with no hooks is
+ * held in the command itself (such a value may move bytewise with the array); any other in
+ * the value blocks. */
+#define KL_INLINE 16
+
+typedef struct kl_cmd {
+    uint8_t op;
+    uint8_t has_value;
+    uint8_t hooks_known; /* the component was registered when recorded: hooks apply; with
+                          * KL_LINKS, its value has entity fields (placeholders resolved) */
+    uint8_t inline_size; /* the value's size when held in bytes, else 0 */
+    kiln_component component;
+    kiln_entity target;
+    union {
+        struct {
+            void *value;   /* in the value blocks */
+            uint32_t size; /* the value's size (recorded even when no value is stored) */
+        } out;
+        unsigned char bytes[KL_INLINE];
+    } v;
+} kl_cmd;
+
+#define KL_LINKS 2 /* in hooks_known: the value has entity fields (component.c: cmd_known) */
+
+/* hooks_known for a command of comp (NULL: not registered when recorded). */
+static inline uint8_t known_flags(const kl_component *comp) { return comp ? comp->cmd_known : 0; }
+
+static inline void *cmd_value(kl_cmd *c) { return c->inline_size ? c->v.bytes : c->v.out.value; }
+static inline uint32_t cmd_size(const kl_cmd *c) {
+    return c->inline_size ? c->inline_size : c->v.out.size;
+}
+
+/* Whether a value of comp (size bytes) is held in its command (never one with entity fields,
+ * so inline commands need no KL_LINKS). */
+static inline bool inline_value(kl_op op, const kl_component *comp, size_t size) {
+    return (op == KL_OP_ADD || op == KL_OP_SET) && comp && size <= KL_INLINE && comp->cmd_inline;
+}
+
+typedef struct kl_block {
+    struct kl_block *next;
+    size_t size; /* bytes of data */
+    size_t used;
+    size_t alloc_size;
+} kl_block;
+
+struct kiln_commands {
+    kiln_world *world;      /* NULL once the world was destroyed (the buffer is detached) */
+    kiln_commands *next, *prev; /* the world's list of user buffers */
+    bool listed;            /* in that list (internal queues are not) */
+    const char *call;       /* the public function applying the buffer, for messages */
+    kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
+    kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
+    uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */
+    bool lenient;
+    bool complete; /* the last apply consumed everything: the next record starts a batch */
+    bool applying; /* an apply runs: a nested one (a hook ending an iteration) leaves it the rest */
+    kl_cmd *cmds;
+    int64_t cap, head, count;
+    kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
+    int64_t ph_cap;
+    uint32_t ph_count;
+    kl_block *first, *current;
+    char error[KL_ERROR_SIZE];
+};
+
+/* Placeholders: bit 62, a batch tag in bits 24..61 and the spawn's index in the batch in
+ * bits 0..23. A batch takes its tag from the world's counter when it first spawns, so no
+ * two batches of any buffers of one world ever share a tag: a placeholder can only name a
+ * spawn of the batch that made it. When the tags run out, spawning fails instead. */
+#define KL_PH_INDEX_BITS 24
+#define KL_PH_INDEX_MASK ((UINT64_C(1) << KL_PH_INDEX_BITS) - 1)
+#define KL_PH_TAG_LIMIT (UINT64_C(1) << (62 - KL_PH_INDEX_BITS))
+
+/* Whether e is a placeholder of the batch cmd holds now (applied or not). */
+static inline bool is_current(const kiln_commands *cmd, kiln_entity e) {
+    if ((e & ~(KILN_PLACEHOLDER_BIT | (KILN_PLACEHOLDER_BIT - 1))) != 0) return false;
+    uint64_t tag = (e & (KILN_PLACEHOLDER_BIT - 1)) >> KL_PH_INDEX_BITS;
+    return cmd->tag != 0 && tag == cmd->tag && (e & KL_PH_INDEX_MASK) < cmd->ph_count;
+}
+
+static inline const char *op_name(uint8_t op) {
+    switch (op) {
+    case KL_OP_SPAWN: return "spawn";
+    case KL_OP_MATERIALIZE: return "spawn";
+    case KL_OP_DESPAWN: return "despawn";
+    case KL_OP_ADD: return "add";
+    case KL_OP_SET: return "set";
+    case KL_OP_REMOVE: return "remove";
+    case KL_OP_EMIT: return "emit";
+    }
+    return "?";
+}
+
+/* Empties the value blocks (kept for reuse). */
+static inline void reset_values(kiln_commands *cmd) {
+    for (kl_block *b = cmd->first; b; b = b->next) b->used = 0;
+    cmd->current = cmd->first;
+}
+
+/* The start of the value blocks' data (16-byte aligned). */
+static inline uint8_t *block_data(kl_block *b) {
+    return (uint8_t *)(((uintptr_t)(b + 1) + 15) & ~(uintptr_t)15);
+}
+
+#endif

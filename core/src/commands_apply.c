@@ -1,0 +1,332 @@
+/* commands_apply.c: applying a command buffer in order: spawns with their adds in one move,
+ * runs of like spawns as one batch, placeholders (targets and inside values) resolved. */
+#include <stdio.h>
+#include <string.h>
+
+#include "access.h"
+#include "archetype.h"
+#include "command_buffer.h"
+#include "component.h"
+#include "entity.h"
+#include "events.h"
+#include "links.h"
+
+/* ---- apply ---------------------------------------------------------------------------- */
+
+static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
+                              kiln_entity e, kiln_result code, const char *why) {
+    char eb[24], cb[32];
+    const kl_component *ev = c->op == KL_OP_EMIT ? kl_registry_get(&cmd->world->event_types, c->component) : NULL;
+    const char *cname = ev ? ev->names
+                      : c->component ? kl_component_name(cmd->world, c->component, cb, sizeof cb) : "";
+    return kl_fail(cmd->world, code, "%s: command %lld (%s%s%s) on entity %s: %s", cmd->call,
+                   (long long)(index - cmd->head + 1), op_name(c->op), c->component ? " " : "", cname,
+                   kiln_entity_format(e, eb, sizeof eb), why);
+}
+
+/* The entity a command targets now (placeholders resolved), or null. */
+static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
+    if (!kiln_is_placeholder(c->target)) return c->target;
+    return cmd->placeholders[c->target & KL_PH_INDEX_MASK];
+}
+
+/* kl_link_fn over a buffer: what a placeholder of its current batch became. */
+static kiln_entity find_spawned(const void *ctx, kiln_entity e, bool *pending) {
+    const kiln_commands *cmd = ctx;
+    if (!is_current(cmd, e)) return KILN_NULL_ENTITY;
+    kiln_entity to = cmd->placeholders[e & KL_PH_INDEX_MASK];
+    *pending = to == KILN_NULL_ENTITY;
+    return to;
+}
+
+/* kl_links_resolve for the command at i when its value may hold placeholders; on refusal
+ * fails the apply there. A lenient buffer (a system's, the deferred queue) leaves a value it
+ * cannot resolve as recorded instead: the component's check (Parent's) then refuses it and
+ * the command is dropped like any refused value, as before buffers resolved values. */
+static kiln_result resolve_command(kiln_commands *cmd, int64_t i, kl_cmd *c,
+                                   const kl_component *comp) {
+    if (!c->has_value || !comp || comp->entity_slots == 0 || comp->size != cmd_size(c))
+        return KILN_OK;
+    char why[KILN_MAX_NAME + 128];
+    if (kl_links_resolve(comp, cmd_value(c), find_spawned, cmd, why, sizeof why) || cmd->lenient)
+        return KILN_OK;
+    return apply_fail(cmd, i, c, target_of(cmd, c), KILN_ERR_INVALID_ARGUMENT, why);
+}
+
+/* Destroys the value of a command that is dropped rather than applied. */
+static void drop_value(kiln_commands *cmd, kl_cmd *c) {
+    if (!c->has_value || !c->hooks_known) return;
+    const kl_component *comp = kl_component_get(cmd->world, c->component);
+    if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
+    c->has_value = 0;
+}
+
+/* Spawns (or materialises) the entity of the command at i together with the adds that
+ * directly follow it for the same target, in one archetype move. Returns how many commands
+ * it consumed, or 0 with *result set on failure. */
+static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
+    kl_cmd *c = &cmd->cmds[i];
+    kiln_component comps[KL_MAX_COALESCE];
+    void *values[KL_MAX_COALESCE];
+    int32_t n = 0;
+    for (int64_t j = i + 1; j < cmd->count && n < KL_MAX_COALESCE; j++) {
+        kl_cmd *a = &cmd->cmds[j];
+        if (a->op != KL_OP_ADD || a->target != c->target) break;
+        const kl_component *comp = kl_component_get(cmd->world, a->component);
+        if (!comp || comp->size != cmd_size(a)) break;
+        /* A value naming a placeholder not spawned yet (this spawn's own, say) is left to
+         * apply_one, after this spawn. */
+        if (comp->entity_slots && a->has_value &&
+            !kl_links_resolve(comp, cmd_value(a), find_spawned, cmd, NULL, 0))
+            break;
+        /* A value the component refuses is left to apply_one, which reports or drops it. */
+        char why[2];
+        if (comp->check && comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
+                                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
+                                       why, sizeof why) != KILN_OK)
+            break;
+        bool repeat = false;
+        for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
+        if (repeat) break;
+        comps[n] = a->component;
+        values[n] = a->has_value ? cmd_value(a) : NULL;
+        n++;
+    }
+    kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
+    kiln_entity e;
+    *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
+    if (*result != KILN_OK) return 0;
+    if (c->op == KL_OP_SPAWN) cmd->placeholders[c->target & KL_PH_INDEX_MASK] = e;
+    for (int32_t k = 0; k < n; k++) cmd->cmds[i + 1 + k].has_value = 0;
+    return 1 + n;
+}
+
+/* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
+ * list (k components, in its order, sizes as registered), and no further add to the same
+ * placeholder, which apply_spawn would coalesce into the spawn or apply before the next.
+ * i may be count (a run reaching the buffer's end): the bound is checked before any read. */
+static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
+                               const kiln_component *key, const uint32_t *sizes) {
+    if (i + k >= count) return false; /* k >= 1: covers i == count, one past the array */
+    const kl_cmd *c = &cmds[i];
+    if (c->op != KL_OP_SPAWN) return false;
+    for (int32_t m = 0; m < k; m++) {
+        const kl_cmd *a = &c[1 + m];
+        if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
+            cmd_size(a) != sizes[m])
+            return false;
+    }
+    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
+}
+
+/* Applies a run of spawns from i as one batch, leaving the world as apply_spawn would one by
+ * one: each spawn with its adds of the spawn cache's list, into the cached archetype when it
+ * is plain (no hooks, no check: nothing can observe the order), as far as it has room and
+ * slots are free without allocating; slots are taken as one by one (free list first, then
+ * fresh ones), rows, ticks and versions likewise. Allocates nothing and cannot fail, so a
+ * failure happens where the one-by-one path fails: apply_one goes on where the run stops.
+ * Applied commands own nothing (see the invariant), so their values are not marked.
+ * Returns the commands consumed. */
+static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
+    kiln_world *world = cmd->world;
+    int32_t k = world->spawn_key_count;
+    kl_archetype *arch = world->spawn_arch;
+    if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
+        return 0;
+    uint32_t sizes[KL_SPAWN_CACHE];
+    for (int32_t m = 0; m < k; m++) {
+        const kl_component *comp = kl_component_get(world, world->spawn_key[m]);
+        if (comp->entity_slots) return 0; /* values to resolve: apply_spawn, one by one */
+        sizes[m] = (uint32_t)comp->size;
+    }
+    const kl_cmd *cmds = cmd->cmds;
+    int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
+    int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
+    if (world->free_head == KL_NONE && fresh < room) room = fresh;
+    if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
+    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
+        n++;
+    kiln_tick tick = world->tick;
+    int32_t first = arch->count, row = first;
+    int64_t u = 0;
+    for (; u < n && world->free_head != KL_NONE; u++, row++) { /* freed slots, in order */
+        kiln_entity e = kl_entity_take(world);
+        kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
+                            arch->id, (uint32_t)row);
+        arch->entities[row] = e;
+        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+    }
+    uint32_t index = kl_slot_count(world);
+    fresh = (int64_t)world->page_count * KL_PAGE_SIZE - index;
+    if (n - u > fresh) n = u + fresh; /* the rest waits for apply_one to add a page */
+    kl_record **pages = world->pages;
+    for (; u < n; u++, row++, index++) { /* then fresh slots, at their first generation */
+        kiln_entity e = kiln_entity_make(index, 1);
+        kl_record_set_alive(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], 1,
+                            arch->id, (uint32_t)row);
+        arch->entities[row] = e;
+        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+    }
+    if (n == 0) return 0;
+    atomic_store_explicit(&world->slot_count, index, memory_order_release);
+    arch->count = row;
+    arch->structure_tick = tick;
+    world->structure_version += (uint64_t)n;
+    world->alive += n;
+    for (int32_t m = 0; m < k; m++) { /* then the values, column by column */
+        if (world->spawn_column[m] < 0) continue; /* a tag */
+        kl_column *col = &arch->columns[world->spawn_column[m]];
+        size_t stride = col->stride;
+        kl_cmd *a = &cmd->cmds[i + 1 + m];
+        for (int32_t r = first; r < row; r++, a += unit) {
+            uint8_t *dst = col->data + (size_t)r * stride;
+            if (!a->has_value) kl_column_write(col, r, NULL, true, tick); /* the defaults */
+            else if (stride == 8) memcpy(dst, cmd_value(a), 8);
+            else if (stride == 16) memcpy(dst, cmd_value(a), 16);
+            else kl_copy_value(dst, cmd_value(a), stride);
+            col->ticks[r] = tick;
+        }
+        kl_column_touch(col, tick);
+    }
+    return n * unit;
+}
+
+/* Applies the command at i; returns the number of commands consumed (0 on failure). */
+static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cmd, int64_t i,
+                                                               kiln_result *result) {
+    kiln_world *world = cmd->world;
+    kl_cmd *c = &cmd->cmds[i];
+    *result = KILN_OK;
+    if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
+    if (c->op == KL_OP_EMIT) {
+        if (c->has_value &&
+            (*result = resolve_command(cmd, i, c, kl_registry_get(&world->event_types, c->component))) != KILN_OK)
+            return 0;
+        *result = kl_event_push(world, c->component, c->has_value ? cmd_value(c) : NULL, cmd->call);
+        return *result == KILN_OK ? 1 : 0;
+    }
+    kiln_entity e = target_of(cmd, c);
+    /* An add or remove along a plain edge first: it implies what the checks below ask (a
+     * live entity, a registered component with no hooks and, for an add, no check hook, so
+     * a lenient queue has no refusal to drop), and the size too when the component was
+     * registered when recorded (sizes never change). Not a value with entity fields
+     * (KL_LINKS): its placeholders are rewritten first, below. */
+    if (c->op == KL_OP_ADD && c->hooks_known == 1 && c->has_value &&
+        kl_add_plain(world, e, c->component, cmd_value(c))) {
+        c->has_value = 0; /* the world owns it now */
+        return 1;
+    }
+    if (c->op == KL_OP_REMOVE && kl_remove_plain(world, e, c->component)) return 1;
+    if (KL_UNLIKELY(c->hooks_known & KL_LINKS) &&
+        (*result = resolve_command(cmd, i, c, kl_component_get(world, c->component))) != KILN_OK)
+        return 0;
+    bool alive = kl_record_of(world, e) != NULL;
+    if (c->op == KL_OP_DESPAWN) {
+        if (alive) *result = kl_despawn_entity(world, cmd->call, e);
+        return *result == KILN_OK ? 1 : 0;
+    }
+    if (!alive) {
+        if (cmd->lenient) {
+            drop_value(cmd, c);
+            return 1;
+        }
+        *result = apply_fail(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
+        return 0;
+    }
+    const kl_component *comp = kl_component_get(world, c->component);
+    if (!comp) {
+        *result = apply_fail(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered");
+        return 0;
+    }
+    /* A lenient queue drops a value the component's check refuses now (the world moved on
+     * since the call was queued); a buffer reports it. */
+    if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
+        kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call) != KILN_OK) {
+        drop_value(cmd, c);
+        return 1;
+    }
+    if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
+        char why[96];
+        snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
+                 (unsigned)cmd_size(c), (unsigned)comp->size);
+        *result = apply_fail(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why);
+        return 0;
+    }
+    /* A component registered only after the record: its entity fields are known now. */
+    if (!c->hooks_known && (*result = resolve_command(cmd, i, c, comp)) != KILN_OK) return 0;
+    void *value = c->has_value ? cmd_value(c) : NULL;
+    switch (c->op) {
+    case KL_OP_ADD:
+        *result = kl_add_value(world, cmd->call, e, c->component, value, true);
+        break;
+    case KL_OP_SET:
+        if (!kiln_has(world, e, c->component)) {
+            if (cmd->lenient) {
+                drop_value(cmd, c);
+                return 1;
+            }
+            char why[96];
+            snprintf(why, sizeof why, "entity has no %s", comp->names);
+            *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
+            return 0;
+        }
+        *result = kl_set_value(world, cmd->call, e, c->component, value, true);
+        break;
+    case KL_OP_REMOVE:
+        *result = kl_remove_component(world, cmd->call, e, c->component, NULL);
+        break;
+    default:
+        break;
+    }
+    if (*result != KILN_OK) {
+        /* The world's message ("<call>: <why>", a check hook's refusal say) names the command
+         * and its entity too, as every other failure of an apply does. */
+        const char *msg = kiln_world_error(world);
+        size_t n = strlen(cmd->call);
+        if (strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') {
+            char why[KL_ERROR_SIZE];
+            snprintf(why, sizeof why, "%s", msg + n + 2);
+            apply_fail(cmd, i, c, e, *result, why);
+        }
+        return 0;
+    }
+    c->has_value = 0; /* the world owns it now */
+    return 1;
+}
+
+kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
+    KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
+    return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
+}
+
+kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied,
+                              const char *call) {
+    if (applied) *applied = 0;
+    if (world != cmd->world)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "%s: the command buffer belongs to another world%s", call,
+                       cmd->world ? "" : " (destroyed)");
+    KILN_ASSERT(atomic_load(&world->iterating) == 0 || cmd->lenient,
+                "kiln_commands_apply while a query of the world iterates");
+    /* A check hook run by a record may iterate a query, whose end applies the world's queue
+     * again: this very buffer, mid-apply. That apply does nothing; this one goes on. */
+    if (cmd->applying) return KILN_OK;
+    cmd->applying = true;
+    cmd->call = call;
+    int64_t n = 0;
+    kiln_result r = KILN_OK;
+    while (cmd->head < cmd->count) {
+        int64_t used = 0;
+        if (cmd->cmds[cmd->head].op == KL_OP_SPAWN) used = apply_spawn_run(cmd, cmd->head);
+        if (used == 0 && (used = apply_one(cmd, cmd->head, &r)) == 0) break;
+        cmd->head += used;
+        n += used;
+    }
+    cmd->applying = false;
+    if (applied) *applied = n;
+    if (r != KILN_OK) return r;
+    cmd->head = cmd->count = 0;
+    reset_values(cmd);
+    cmd->complete = true;
+    return KILN_OK;
+}

@@ -1,0 +1,19 @@
+/* links.h: entities held inside component and event values, as a command buffer's apply
+ * rewrites them: the placeholders in KILN_TYPE_ENTITY fields become the entities spawned. */
+#ifndef KILN_LINKS_H
+#define KILN_LINKS_H
+
+#include "world.h"
+
+/* What a placeholder became: its entity, or KILN_NULL_ENTITY with *pending set when its
+ * spawn is of the current batch but not applied yet (cleared when it is of no such batch). */
+typedef kiln_entity (*kl_link_fn)(const void *ctx, kiln_entity placeholder, bool *pending);
+
+/* Rewrites every placeholder in value's entity fields (comp->entity_slots > 0; arrays too)
+ * to what find says it became. Every slot is checked before any is written, so a refusal
+ * leaves the value as it was: false, with why (when not NULL) naming the field, the
+ * placeholder's index and whether its spawn comes later or it is of another batch. */
+KL_HIDDEN bool kl_links_resolve(const kl_component *comp, void *value, kl_link_fn find,
+                                const void *ctx, char *why, size_t why_size);
+
+#endif
