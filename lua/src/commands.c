@@ -139,12 +139,154 @@ static int c_remove(lua_State *L) {
     return 0;
 }
 
+/* ---- Placeholders inside values: at apply, an entity field (or an entity array's element)
+ * holding a placeholder of this batch whose spawn has been applied becomes that entity, in a
+ * copy of the recorded table (the caller's stays as it was). Any other placeholder fails the
+ * record. Decided per record by the schema cache's links flag, so values of components
+ * without entity fields are passed on as they are. */
+
+static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
+    if (lua_type(L, idx) != LUA_TNUMBER || !lua_isinteger(L, idx)) return false;
+    *p = lua_tointeger(L, idx);
+    return *p < 0 && *p != LUA_MININTEGER;
+}
+
+/* Pushes the entity placeholder p became, or raises naming the field. */
+static void push_resolved_entity(lua_State *L, const klua_commands *c, int resolved, lua_Integer p,
+                                 const kiln_field *f, const char *cname) {
+    if (batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
+        luaL_error(L, "field '%s' of %s holds placeholder %I, which is not from this buffer's current batch",
+                   f->name, cname, p);
+    if (lua_rawgeti(L, resolved, spawn_number(p)) == LUA_TNIL)
+        luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
+                   cname, p);
+}
+
+/* Pushes a plain copy of the table at idx (raw keys and values; no metatable). */
+static void push_copy(lua_State *L, int idx) {
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+    }
+}
+
+/* The component the name at idx names in world kw, when its values may hold placeholders;
+ * NULL otherwise (an unknown name is left for the world's method to refuse). */
+static const klua_comp *linked_comp(lua_State *L, klua_world *kw, int idx) {
+    kiln_component id = KILN_NO_COMPONENT;
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        size_t n;
+        const char *s = lua_tolstring(L, idx, &n);
+        if (strlen(s) == n) id = kiln_component_lookup(kw->world, s);
+    } else if (lua_isinteger(L, idx)) {
+        lua_Integer v = lua_tointeger(L, idx);
+        if (v > 0 && v <= kiln_component_count(kw->world)) id = (kiln_component)v;
+    }
+    if (!id || id == kw->shared_type || klua_is_lua_valued(kw, id)) return NULL;
+    const klua_comp *cc = klua_comp_ready(kw, id);
+    if (!cc) cc = klua_comp_get(L, kw, id);
+    /* kiln's own components stay unreachable to mods: their methods refuse them first */
+    if (!cc->links || (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0)) return NULL;
+    return cc;
+}
+
+/* Pushes the value at vidx, or a copy of it with its placeholders resolved. */
+static void push_linked(lua_State *L, const klua_commands *c, int resolved, const klua_comp *cc, int vidx) {
+    vidx = lua_absindex(L, vidx);
+    lua_pushvalue(L, vidx);
+    if (!cc || !lua_istable(L, vidx)) return;
+    int out = lua_gettop(L);
+    bool copied = false;
+    const char *cname = cc->info.name;
+    for (int32_t i = 0; i < cc->info.field_count; i++) {
+        const kiln_field *f = &cc->info.fields[i];
+        if (f->type != KILN_TYPE_ENTITY) continue;
+        lua_pushstring(L, f->name);
+        int t = lua_rawget(L, vidx);
+        int field = lua_gettop(L);
+        lua_Integer p;
+        if (f->count <= 1 && is_placeholder(L, field, &p)) {
+            if (!copied) {
+                push_copy(L, vidx);
+                lua_replace(L, out);
+                copied = true;
+            }
+            lua_pushstring(L, f->name);
+            push_resolved_entity(L, c, resolved, p, f, cname);
+            lua_rawset(L, out);
+        } else if (f->count > 1 && t == LUA_TTABLE) {
+            int arr = 0;
+            for (uint32_t k = 1; k <= f->count; k++) {
+                lua_rawgeti(L, field, (lua_Integer)k);
+                bool held = is_placeholder(L, -1, &p);
+                lua_pop(L, 1);
+                if (!held) continue;
+                if (!arr) { /* the first placeholder: copy the value, then the array */
+                    if (!copied) {
+                        push_copy(L, vidx);
+                        lua_replace(L, out);
+                        copied = true;
+                    }
+                    push_copy(L, field);
+                    arr = lua_gettop(L);
+                    lua_pushstring(L, f->name);
+                    lua_pushvalue(L, arr);
+                    lua_rawset(L, out);
+                }
+                push_resolved_entity(L, c, resolved, p, f, cname);
+                lua_rawseti(L, arr, (lua_Integer)k);
+            }
+        }
+        lua_settop(L, out);
+    }
+}
+
+/* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. */
+static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *c, int resolved, int idx) {
+    lua_pushvalue(L, idx);
+    if (!lua_istable(L, idx)) return;
+    int out = lua_gettop(L);
+    bool copied = false;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const klua_comp *cc = lua_istable(L, -1) ? linked_comp(L, kw, -2) : NULL;
+        if (cc) {
+            push_linked(L, c, resolved, cc, -1);
+            if (!lua_rawequal(L, -1, -2)) {
+                if (!copied) {
+                    push_copy(L, idx);
+                    lua_replace(L, out);
+                    copied = true;
+                }
+                lua_pushvalue(L, -3);
+                lua_insert(L, -2);
+                lua_rawset(L, out);
+            } else {
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
 /* Applies one record through the world's own methods; errors propagate to the pcall. */
 static int apply_one(lua_State *L) {
-    /* args: world, op, target entity, name, value, placeholder number or 0 */
+    /* args: world, op, target entity, name, value, the Commands, its resolved table */
     int op = (int)lua_tointeger(L, 2);
     static const char *const methods[] = {NULL, "spawn", "despawn", "add", "set", "remove"};
     if (op < OP_SPAWN || op > OP_REMOVE) return luaL_error(L, "its record was changed through the debug library");
+    const klua_commands *c = lua_touserdata(L, 6);
+    if (op == OP_SPAWN) {
+        push_linked_init(L, klua_check_world(L, 1), c, 7, 5);
+        lua_replace(L, 5);
+    } else if ((op == OP_ADD || op == OP_SET) && lua_istable(L, 5)) {
+        klua_world *kw = klua_check_world(L, 1);
+        push_linked(L, c, 7, linked_comp(L, kw, 4), 5);
+        lua_replace(L, 5);
+    }
     if (op == OP_DESPAWN) {
         lua_getfield(L, 1, "is_alive");
         lua_pushvalue(L, 1);
@@ -206,7 +348,9 @@ static int c_apply(lua_State *L) {
         /* Names for a message: the component and the entity the command aims at. */
         const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         lua_Integer who = lua_tointeger(L, -3);
-        if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
+        lua_pushvalue(L, 1);
+        lua_pushvalue(L, resolved);
+        if (lua_pcall(L, 7, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
             char eb[24];
             const char *ename = op == OP_SPAWN ? "(new)" : klua_entity_str((kiln_entity)who, eb);

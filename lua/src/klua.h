@@ -436,6 +436,7 @@ typedef struct klua_comp {
     kiln_component_info info; /* the world's description (its pointers live with the world) */
     int32_t key0;   /* slot of field 0's key in the names table (field i at key0 + i) */
     bool floats;    /* every field a single float */
+    bool links;     /* some field holds entities (commands.c resolves placeholders in them) */
 } klua_comp;
 /* The cache entry of c (an id known to be registered), made the first time: that pushes the
  * field names as strings, so it may run the collector (rule 3a: call it before taking a
