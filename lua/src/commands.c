@@ -14,6 +14,8 @@ typedef struct klua_commands {
     lua_Integer spawns;       /* placeholders handed out in this batch */
     lua_Integer batch;        /* numbers batches, so an old placeholder never names a new spawn */
     bool complete;            /* the last apply took everything: the next record starts a batch */
+    const struct klua_comp *link; /* while an add or set applies: its component, when it has
+                                   * entity fields that may hold placeholders (else NULL) */
 } klua_commands;
 
 /* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. */
@@ -173,23 +175,17 @@ static void push_copy(lua_State *L, int idx) {
     }
 }
 
-/* The component the name at idx names in world kw, when its values may hold placeholders;
- * NULL otherwise (an unknown name is left for the world's method to refuse). */
-static const klua_comp *linked_comp(lua_State *L, klua_world *kw, int idx) {
-    kiln_component id = KILN_NO_COMPONENT;
-    if (lua_type(L, idx) == LUA_TSTRING) {
-        size_t n;
-        const char *s = lua_tolstring(L, idx, &n);
-        if (strlen(s) == n) id = kiln_component_lookup(kw->world, s);
-    } else if (lua_isinteger(L, idx)) {
-        lua_Integer v = lua_tointeger(L, idx);
-        if (v > 0 && v <= kiln_component_count(kw->world)) id = (kiln_component)v;
-    }
-    if (!id || id == kw->shared_type || klua_is_lua_valued(kw, id)) return NULL;
+/* The component the name at idx (s, n bytes, when a string) names in world kw, when its
+ * values may hold placeholders; NULL otherwise (an unknown name is left for the world's method to refuse). */
+static const klua_comp *linked_comp(lua_State *L, klua_world *kw, int idx, const char *s, size_t n) {
+    if (kw->closed) return NULL; /* the method refuses the closed world */
+    kiln_component id = klua_component_quiet(L, kw, idx, s, n);
+    if (!id) return NULL;
     const klua_comp *cc = klua_comp_ready(kw, id);
     if (!cc) cc = klua_comp_get(L, kw, id);
+    if (!cc->links || klua_is_lua_valued(kw, id)) return NULL;
     /* kiln's own components stay unreachable to mods: their methods refuse them first */
-    if (!cc->links || (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0)) return NULL;
+    if (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0) return NULL;
     return cc;
 }
 
@@ -252,7 +248,12 @@ static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *
     bool copied = false;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        const klua_comp *cc = lua_istable(L, -1) ? linked_comp(L, kw, -2) : NULL;
+        const klua_comp *cc = NULL;
+        if (lua_istable(L, -1)) {
+            size_t n = 0;
+            const char *s = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
+            cc = linked_comp(L, kw, -2, s, n);
+        }
         if (cc) {
             push_linked(L, c, resolved, cc, -1);
             if (!lua_rawequal(L, -1, -2)) {
@@ -274,19 +275,10 @@ static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *
 
 /* Applies one record through the world's own methods; errors propagate to the pcall. */
 static int apply_one(lua_State *L) {
-    /* args: world, op, target entity, name, value, the Commands, its resolved table */
+    /* args: world, op, target entity, name, value */
     int op = (int)lua_tointeger(L, 2);
     static const char *const methods[] = {NULL, "spawn", "despawn", "add", "set", "remove"};
     if (op < OP_SPAWN || op > OP_REMOVE) return luaL_error(L, "its record was changed through the debug library");
-    const klua_commands *c = lua_touserdata(L, 6);
-    if (op == OP_SPAWN) {
-        push_linked_init(L, klua_check_world(L, 1), c, 7, 5);
-        lua_replace(L, 5);
-    } else if ((op == OP_ADD || op == OP_SET) && lua_istable(L, 5)) {
-        klua_world *kw = klua_check_world(L, 1);
-        push_linked(L, c, 7, linked_comp(L, kw, 4), 5);
-        lua_replace(L, 5);
-    }
     if (op == OP_DESPAWN) {
         lua_getfield(L, 1, "is_alive");
         lua_pushvalue(L, 1);
@@ -316,17 +308,43 @@ static int apply_one(lua_State *L) {
     return 0;
 }
 
+/* apply_one for a record whose value may hold placeholders: a spawn with an init, or an
+ * add or set of a component with entity fields (c->link). Upvalues: the Commands, its
+ * resolved table, the klua_world (checked by c_apply; the world userdata at 1 keeps it). */
+static int apply_linked(lua_State *L) {
+    klua_commands *c = lua_touserdata(L, lua_upvalueindex(1));
+    const klua_comp *link = c->link;
+    c->link = NULL;
+    int op = (int)lua_tointeger(L, 2), resolved = lua_upvalueindex(2);
+    if (op == OP_SPAWN) {
+        push_linked_init(L, lua_touserdata(L, lua_upvalueindex(3)), c, resolved, 5);
+        lua_replace(L, 5);
+    } else if (link && (op == OP_ADD || op == OP_SET)) {
+        push_linked(L, c, resolved, link, 5);
+        lua_replace(L, 5);
+    }
+    return apply_one(L);
+}
+
 static int c_apply(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
-    klua_check_world(L, 2);
+    klua_world *kw = klua_check_world(L, 2);
     push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, resolved);
+    lua_pushlightuserdata(L, kw);
+    lua_pushcclosure(L, apply_linked, 3);
+    int linked_fn = lua_gettop(L);
+    lua_pushcfunction(L, apply_one);
+    int plain_fn = lua_gettop(L);
     lua_Integer applied = 0;
     while (c->head < c->count) {
         lua_Integer base = c->head * FIELDS;
-        lua_pushcfunction(L, apply_one);
+        lua_pushnil(L); /* the function: apply_one, or apply_linked when the value may link */
+        int fn_slot = lua_gettop(L);
         lua_pushvalue(L, 2);
         lua_rawgeti(L, records, base + 1);
         int op = (int)lua_tointeger(L, -1);
@@ -346,11 +364,14 @@ static int c_apply(lua_State *L) {
         lua_rawgeti(L, records, base + 3);
         lua_rawgeti(L, records, base + 4);
         /* Names for a message: the component and the entity the command aims at. */
-        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        size_t clen = 0;
+        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &clen) : NULL;
         lua_Integer who = lua_tointeger(L, -3);
-        lua_pushvalue(L, 1);
-        lua_pushvalue(L, resolved);
-        if (lua_pcall(L, 7, 1, 0) != LUA_OK) {
+        /* decided here, by the schema cache's flag, so a value without entity fields costs
+         * one type test and a cached lookup */
+        c->link = (op == OP_ADD || op == OP_SET) && lua_type(L, -1) == LUA_TTABLE ? linked_comp(L, kw, -2, cname, clen) : NULL;
+        lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE) ? linked_fn : plain_fn, fn_slot);
+        if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
             char eb[24];
             const char *ename = op == OP_SPAWN ? "(new)" : klua_entity_str((kiln_entity)who, eb);

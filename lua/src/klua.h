@@ -349,6 +349,10 @@ KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
  * naming argument arg of fname. */
 KLUA_HIDDEN kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg,
                                                 const char *fname);
+/* The component named by s (n bytes, the string at idx), or with s NULL by the id at idx; else
+ * KILN_NO_COMPONENT. Never raises, checks no access (the caller passes the name on to a
+ * method that does). */
+KLUA_HIDDEN kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const char *s, size_t n);
 /* An entity handle at arg: a non-negative integer. */
 KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname);
 /* Raises "fname: entity 12v3 is not alive" unless e is alive. */
