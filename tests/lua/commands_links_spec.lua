@@ -185,4 +185,23 @@ describe("kiln.commands placeholders inside values", function()
         assert.matches("world:add", msg, 1, true)
         cmd:clear()
     end)
+    it("resolves placeholders named by component id and reads values raw", function()
+        local w = tworld()
+        local target = w:component("Target", "entity who; float range;") -- its id
+        local cmd = kiln.commands()
+        local p = cmd:spawn{Position = {}}
+        local hidden = setmetatable({range = 4}, {__index = function() error("value read through __index") end})
+        hidden.who = p
+        local q = cmd:spawn{Target = hidden}
+        assert.are.equal(2, cmd:apply(w))
+        assert.are.equal(cmd:resolved(p), w:get(cmd:resolved(q), "Target").who)
+        assert.are.equal(p, rawget(hidden, "who"))
+        local r = cmd:spawn{Position = {}}
+        local s = cmd:spawn{[target] = {who = r}}
+        local t = cmd:spawn()
+        cmd:add(t, "Target", {who = s})
+        assert.are.equal(4, cmd:apply(w))
+        assert.are.equal(cmd:resolved(r), w:get(cmd:resolved(s), "Target").who)
+        assert.are.equal(cmd:resolved(s), w:get(cmd:resolved(t), "Target").who)
+    end)
 end)
