@@ -14,6 +14,8 @@ typedef struct klua_commands {
     lua_Integer spawns;       /* placeholders handed out in this batch */
     lua_Integer batch;        /* numbers batches, so an old placeholder never names a new spawn */
     bool complete;            /* the last apply took everything: the next record starts a batch */
+    const struct klua_comp *link; /* while an add or set applies: its component, when it has
+                                   * entity fields that may hold placeholders (else NULL) */
 } klua_commands;
 
 /* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. */
@@ -139,9 +141,141 @@ static int c_remove(lua_State *L) {
     return 0;
 }
 
+/* ---- Placeholders inside values: at apply, an entity field (or an entity array's element)
+ * holding a placeholder of this batch whose spawn has been applied becomes that entity, in a
+ * copy of the recorded table (the caller's stays as it was). Any other placeholder fails the
+ * record. Decided per record by the schema cache's links flag, so values of components
+ * without entity fields are passed on as they are. */
+
+static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
+    if (lua_type(L, idx) != LUA_TNUMBER || !lua_isinteger(L, idx)) return false;
+    *p = lua_tointeger(L, idx);
+    return *p < 0 && *p != LUA_MININTEGER;
+}
+
+/* Pushes the entity placeholder p became, or raises naming the field. */
+static void push_resolved_entity(lua_State *L, const klua_commands *c, int resolved, lua_Integer p,
+                                 const kiln_field *f, const char *cname) {
+    if (batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
+        luaL_error(L, "field '%s' of %s holds placeholder %I, which is not from this buffer's current batch",
+                   f->name, cname, p);
+    if (lua_rawgeti(L, resolved, spawn_number(p)) == LUA_TNIL)
+        luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
+                   cname, p);
+}
+
+/* Pushes a plain copy of the table at idx (raw keys and values; no metatable). */
+static void push_copy(lua_State *L, int idx) {
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+    }
+}
+
+/* The component the name at idx (s, n bytes, when a string) names in world kw, when its
+ * values may hold placeholders; NULL otherwise (an unknown name is left for the world's method to refuse). */
+static const klua_comp *linked_comp(lua_State *L, klua_world *kw, int idx, const char *s, size_t n) {
+    if (kw->closed) return NULL; /* the method refuses the closed world */
+    kiln_component id = klua_component_quiet(L, kw, idx, s, n);
+    if (!id) return NULL;
+    const klua_comp *cc = klua_comp_ready(kw, id);
+    if (!cc) cc = klua_comp_get(L, kw, id);
+    if (!cc->links || klua_is_lua_valued(kw, id)) return NULL;
+    /* kiln's own components stay unreachable to mods: their methods refuse them first */
+    if (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0) return NULL;
+    return cc;
+}
+
+/* Pushes the value at vidx, or a copy of it with its placeholders resolved. */
+static void push_linked(lua_State *L, const klua_commands *c, int resolved, const klua_comp *cc, int vidx) {
+    vidx = lua_absindex(L, vidx);
+    lua_pushvalue(L, vidx);
+    if (!cc || !lua_istable(L, vidx)) return;
+    int out = lua_gettop(L);
+    bool copied = false;
+    const char *cname = cc->info.name;
+    for (int32_t i = 0; i < cc->info.field_count; i++) {
+        const kiln_field *f = &cc->info.fields[i];
+        if (f->type != KILN_TYPE_ENTITY) continue;
+        lua_pushstring(L, f->name);
+        int t = lua_rawget(L, vidx);
+        int field = lua_gettop(L);
+        lua_Integer p;
+        if (f->count <= 1 && is_placeholder(L, field, &p)) {
+            if (!copied) {
+                push_copy(L, vidx);
+                lua_replace(L, out);
+                copied = true;
+            }
+            lua_pushstring(L, f->name);
+            push_resolved_entity(L, c, resolved, p, f, cname);
+            lua_rawset(L, out);
+        } else if (f->count > 1 && t == LUA_TTABLE) {
+            int arr = 0;
+            for (uint32_t k = 1; k <= f->count; k++) {
+                lua_rawgeti(L, field, (lua_Integer)k);
+                bool held = is_placeholder(L, -1, &p);
+                lua_pop(L, 1);
+                if (!held) continue;
+                if (!arr) { /* the first placeholder: copy the value, then the array */
+                    if (!copied) {
+                        push_copy(L, vidx);
+                        lua_replace(L, out);
+                        copied = true;
+                    }
+                    push_copy(L, field);
+                    arr = lua_gettop(L);
+                    lua_pushstring(L, f->name);
+                    lua_pushvalue(L, arr);
+                    lua_rawset(L, out);
+                }
+                push_resolved_entity(L, c, resolved, p, f, cname);
+                lua_rawseti(L, arr, (lua_Integer)k);
+            }
+        }
+        lua_settop(L, out);
+    }
+}
+
+/* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. */
+static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *c, int resolved, int idx) {
+    lua_pushvalue(L, idx);
+    if (!lua_istable(L, idx)) return;
+    int out = lua_gettop(L);
+    bool copied = false;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const klua_comp *cc = NULL;
+        if (lua_istable(L, -1)) {
+            size_t n = 0;
+            const char *s = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
+            cc = linked_comp(L, kw, -2, s, n);
+        }
+        if (cc) {
+            push_linked(L, c, resolved, cc, -1);
+            if (!lua_rawequal(L, -1, -2)) {
+                if (!copied) {
+                    push_copy(L, idx);
+                    lua_replace(L, out);
+                    copied = true;
+                }
+                lua_pushvalue(L, -3);
+                lua_insert(L, -2);
+                lua_rawset(L, out);
+            } else {
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+}
+
 /* Applies one record through the world's own methods; errors propagate to the pcall. */
 static int apply_one(lua_State *L) {
-    /* args: world, op, target entity, name, value, placeholder number or 0 */
+    /* args: world, op, target entity, name, value */
     int op = (int)lua_tointeger(L, 2);
     static const char *const methods[] = {NULL, "spawn", "despawn", "add", "set", "remove"};
     if (op < OP_SPAWN || op > OP_REMOVE) return luaL_error(L, "its record was changed through the debug library");
@@ -174,17 +308,43 @@ static int apply_one(lua_State *L) {
     return 0;
 }
 
+/* apply_one for a record whose value may hold placeholders: a spawn with an init, or an
+ * add or set of a component with entity fields (c->link). Upvalues: the Commands, its
+ * resolved table, the klua_world (checked by c_apply; the world userdata at 1 keeps it). */
+static int apply_linked(lua_State *L) {
+    klua_commands *c = lua_touserdata(L, lua_upvalueindex(1));
+    const klua_comp *link = c->link;
+    c->link = NULL;
+    int op = (int)lua_tointeger(L, 2), resolved = lua_upvalueindex(2);
+    if (op == OP_SPAWN) {
+        push_linked_init(L, lua_touserdata(L, lua_upvalueindex(3)), c, resolved, 5);
+        lua_replace(L, 5);
+    } else if (link && (op == OP_ADD || op == OP_SET)) {
+        push_linked(L, c, resolved, link, 5);
+        lua_replace(L, 5);
+    }
+    return apply_one(L);
+}
+
 static int c_apply(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
-    klua_check_world(L, 2);
+    klua_world *kw = klua_check_world(L, 2);
     push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, resolved);
+    lua_pushlightuserdata(L, kw);
+    lua_pushcclosure(L, apply_linked, 3);
+    int linked_fn = lua_gettop(L);
+    lua_pushcfunction(L, apply_one);
+    int plain_fn = lua_gettop(L);
     lua_Integer applied = 0;
     while (c->head < c->count) {
         lua_Integer base = c->head * FIELDS;
-        lua_pushcfunction(L, apply_one);
+        lua_pushnil(L); /* the function: apply_one, or apply_linked when the value may link */
+        int fn_slot = lua_gettop(L);
         lua_pushvalue(L, 2);
         lua_rawgeti(L, records, base + 1);
         int op = (int)lua_tointeger(L, -1);
@@ -204,8 +364,13 @@ static int c_apply(lua_State *L) {
         lua_rawgeti(L, records, base + 3);
         lua_rawgeti(L, records, base + 4);
         /* Names for a message: the component and the entity the command aims at. */
-        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        size_t clen = 0;
+        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &clen) : NULL;
         lua_Integer who = lua_tointeger(L, -3);
+        /* decided here, by the schema cache's flag, so a value without entity fields costs
+         * one type test and a cached lookup */
+        c->link = (op == OP_ADD || op == OP_SET) && lua_type(L, -1) == LUA_TTABLE ? linked_comp(L, kw, -2, cname, clen) : NULL;
+        lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE) ? linked_fn : plain_fn, fn_slot);
         if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
             char eb[24];

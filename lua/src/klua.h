@@ -349,6 +349,10 @@ KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
  * naming argument arg of fname. */
 KLUA_HIDDEN kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg,
                                                 const char *fname);
+/* The component named by s (n bytes, the string at idx), or with s NULL by the id at idx; else
+ * KILN_NO_COMPONENT. Never raises, checks no access (the caller passes the name on to a
+ * method that does). */
+KLUA_HIDDEN kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const char *s, size_t n);
 /* An entity handle at arg: a non-negative integer. */
 KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname);
 /* Raises "fname: entity 12v3 is not alive" unless e is alive. */
@@ -436,6 +440,7 @@ typedef struct klua_comp {
     kiln_component_info info; /* the world's description (its pointers live with the world) */
     int32_t key0;   /* slot of field 0's key in the names table (field i at key0 + i) */
     bool floats;    /* every field a single float */
+    bool links;     /* some field holds entities (commands.c resolves placeholders in them) */
 } klua_comp;
 /* The cache entry of c (an id known to be registered), made the first time: that pushes the
  * field names as strings, so it may run the collector (rule 3a: call it before taking a

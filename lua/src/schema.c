@@ -229,10 +229,11 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
      * (or close the world, which frees the cache). */
     kw->keys_count = key0 + info.field_count;
     if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
-    bool floats = true;
+    bool floats = true, links = false;
     for (int32_t i = 0; i < info.field_count; i++) {
         const kiln_field *f = &info.fields[i];
         floats = floats && f->type == KILN_TYPE_FLOAT && f->count == 1;
+        links = links || f->type == KILN_TYPE_ENTITY;
         lua_pushstring(L, f->name);
         if (kw->closed) luaL_error(L, "attempt to use a closed world");
         kw->key_ptrs[key0 + i] = lua_tostring(L, -1);
@@ -247,6 +248,7 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
     cc->info = info;
     cc->key0 = key0;
     cc->floats = floats;
+    cc->links = links;
     kw->comps[c] = cc;
     return cc;
 }

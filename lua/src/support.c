@@ -534,6 +534,20 @@ void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *f
 
 #define NAME_SLOT(p) ((unsigned)(((uintptr_t)(p) >> 4) ^ ((uintptr_t)(p) >> 10)) % KLUA_NAME_CACHE)
 
+kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const char *s, size_t n) {
+    if (s) {
+        unsigned slot = NAME_SLOT(s);
+        if (kw->name_ptr[slot] == s) return kw->name_id[slot];
+        kiln_component c = strlen(s) == n ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
+        return c == kw->shared_type ? KILN_NO_COMPONENT : c;
+    }
+    if (!lua_isinteger(L, idx)) return KILN_NO_COMPONENT;
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v <= 0 || v > kiln_component_count(kw->world) || (kiln_component)v == kw->shared_type)
+        return KILN_NO_COMPONENT;
+    return (kiln_component)v;
+}
+
 kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg, const char *fname) {
     kiln_component c = KILN_NO_COMPONENT;
     idx = lua_absindex(L, idx);
