@@ -547,7 +547,7 @@ KILN_TEST(memory, a_build_out_of_memory_at_any_request_keeps_the_stages_it_had) 
     snprintf(before, sizeof before, "%s", describe(s));
     /* 40 systems more, so the build needs bigger arrays than it has */
     for (int i = 0; i < 40; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "extra%d", i);
         add_system(s, (kiln_system_desc){.name = name, .run = noop, .writes = {fp.pos}});
     }

@@ -102,11 +102,13 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
                          json_t *root, pz_bytes *bytes) {
     kiln_result r = KILN_OK;
     json_t *schemas = json_array(), *entities = json_array(), *resources = json_object();
-    /* every put runs (|, not ||): each takes its value, stored or freed */
-    if (!put(world, root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION), &r) |
-        !put(world, root, "tick", json_integer(world->tick), &r) | !put(world, root, "components", schemas, &r) |
-        !put(world, root, "entities", entities, &r) | !put(world, root, "resources", resources, &r))
-        return r;
+    /* every put runs, even after one failed: each takes its value, stored or freed */
+    put(world, root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION), &r);
+    put(world, root, "tick", json_integer(world->tick), &r);
+    put(world, root, "components", schemas, &r);
+    put(world, root, "entities", entities, &r);
+    put(world, root, "resources", resources, &r);
+    if (r != KILN_OK) return r;
     for (int32_t i = 0; i < plan->count && r == KILN_OK; i++)
         append(world, schemas, schema_json(world, &plan->info[i], plan->codec[i], &r), &r);
     for (int32_t g = 0; g < plan->group_count && r == KILN_OK; g++) {
@@ -119,7 +121,9 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
         for (int32_t row = 0; row < arch->count && r == KILN_OK; row++) {
             kiln_entity e = arch->entities[row];
             json_t *ent = json_object(), *comps = json_object();
-            if (!put(world, ent, "id", json_integer((json_int_t)e), &r) | !put(world, ent, "components", comps, &r)) {
+            put(world, ent, "id", json_integer((json_int_t)e), &r); /* both run: each takes its value */
+            put(world, ent, "components", comps, &r);
+            if (r != KILN_OK) {
                 json_decref(ent);
                 break;
             }
