@@ -112,7 +112,7 @@ typedef struct kiln_load_desc {
 
 /* Loads size bytes at data (either format, told apart by their first bytes) into world,
  * adding to what it holds. Components and fields match by name, whatever their order and ids:
- * a field the file lacks becomes zero; a widening type change (int8 -> int16 -> int32 ->
+ * a field the file lacks takes the component's registered defaults (zero without any); a widening type change (int8 -> int16 -> int32 ->
  * int64, uint8 -> uint16 -> uint32 -> uint64, an unsigned to a wider signed, int8/16 and
  * uint8/16 to float, any integer up to 32 bits and float to double, a char array to a longer
  * one) is converted; any other change is KILN_ERR_LAYOUT_MISMATCH naming the field. Every
