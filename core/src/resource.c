@@ -61,6 +61,11 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
     kl_guard_check(world, "kiln_resource_set", KL_WRITE, type, 0);
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_set", type);
+    if (world->resources_closed)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_resource_set: cannot set %s while the world is being destroyed (from "
+                       "a destroy hook)",
+                       c->names);
     uint8_t *current;
     kl_resource *r = slot(world, type, &current);
     if (r) {
@@ -146,6 +151,9 @@ kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *r
 }
 
 void kl_resources_free(kiln_world *world) {
+    /* Sets are refused from here on, so the table neither grows nor refills behind the loop;
+     * a destroy hook's removal of a later resource destroys it there, once. */
+    world->resources_closed = true;
     kl_table *t = atomic_load_explicit(&world->resources, memory_order_relaxed);
     for (int64_t i = 1; t && i <= t->cap; i++) {
         uint8_t *value;
