@@ -869,7 +869,12 @@ void kiln_events_update(kiln_world *world);
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the
- * resource is set again or removed. Writes through it are allowed. */
+ * resource is removed (setting it again keeps the storage). Writes through it are allowed.
+ * Debug builds (those with the "Declared access" checks) keep the value of a resource
+ * removed during a schedule run, poisoned, until the end of the next run, and abort naming
+ * the resource and the system that just returned when it was written through a stale
+ * pointer meanwhile; reads through one see the poison bytes (0xdb). A removal outside any
+ * run frees at once. Release builds keep and check nothing. */
 void *kiln_resource_get(const kiln_world *world, kiln_component type);
 
 /* True when the resource is set. */
