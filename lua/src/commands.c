@@ -145,7 +145,9 @@ static int c_remove(lua_State *L) {
  * holding a placeholder of this batch whose spawn has been applied becomes that entity, in a
  * copy of the recorded table (the caller's stays as it was). Any other placeholder fails the
  * record. Decided per record by the schema cache's links flag, so values of components
- * without entity fields are passed on as they are. */
+ * without entity fields are passed on as they are; a spawn's init is only probed for the
+ * world's components with entity fields (klua_links), so a world without any costs a spawn
+ * record no look at its init at all. */
 
 static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
     if (lua_type(L, idx) != LUA_TNUMBER || !lua_isinteger(L, idx)) return false;
@@ -175,18 +177,31 @@ static void push_copy(lua_State *L, int idx) {
     }
 }
 
+/* Component id's schema cache entry in world kw, when its values may hold placeholders (it
+ * has entity fields and data values); NULL otherwise. */
+static const klua_comp *linked_id(lua_State *L, klua_world *kw, kiln_component id) {
+    if (!id || klua_is_lua_valued(kw, id)) return NULL;
+    const klua_comp *cc = klua_comp_ready(kw, id);
+    if (!cc) cc = klua_comp_get(L, kw, id);
+    if (!cc->links) return NULL;
+    /* kiln's own components stay unreachable to mods: their methods refuse them first */
+    if (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0) return NULL;
+    return cc;
+}
+
 /* The component the name at idx (s, n bytes, when a string) names in world kw, when its
  * values may hold placeholders; NULL otherwise (an unknown name is left for the world's method to refuse). */
 static const klua_comp *linked_comp(lua_State *L, klua_world *kw, int idx, const char *s, size_t n) {
     if (kw->closed) return NULL; /* the method refuses the closed world */
-    kiln_component id = klua_component_quiet(L, kw, idx, s, n);
-    if (!id) return NULL;
-    const klua_comp *cc = klua_comp_ready(kw, id);
-    if (!cc) cc = klua_comp_get(L, kw, id);
-    if (!cc->links || klua_is_lua_valued(kw, id)) return NULL;
-    /* kiln's own components stay unreachable to mods: their methods refuse them first */
-    if (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0) return NULL;
-    return cc;
+    return linked_id(L, kw, klua_component_quiet(L, kw, idx, s, n));
+}
+
+/* Whether a spawn into kw may need its init's placeholders resolved: the world has a
+ * component with entity fields. */
+static bool world_links(lua_State *L, klua_world *kw) {
+    int32_t n = 0;
+    if (!kw->closed) klua_links(L, kw, &n);
+    return n > 0;
 }
 
 /* Pushes the value at vidx, or a copy of it with its placeholders resolved. */
@@ -240,21 +255,28 @@ static void push_linked(lua_State *L, const klua_commands *c, int resolved, cons
     }
 }
 
-/* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. */
+/* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. Only the
+ * world's components with entity fields are looked up in it, by name and by id (the keys a
+ * spawn takes), not the whole init walked. */
 static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *c, int resolved, int idx) {
     lua_pushvalue(L, idx);
-    if (!lua_istable(L, idx)) return;
+    if (!lua_istable(L, idx) || kw->closed) return;
     int out = lua_gettop(L);
     bool copied = false;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        const klua_comp *cc = NULL;
-        if (lua_istable(L, -1)) {
-            size_t n = 0;
-            const char *s = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
-            cc = linked_comp(L, kw, -2, s, n);
-        }
-        if (cc) {
+    int32_t n;
+    klua_links(L, kw, &n);
+    for (int32_t i = 0; i < n; i++) {
+        kiln_component id = kw->link_ids[i]; /* re-read: a finalizer may grow the list */
+        const klua_comp *cc = linked_id(L, kw, id);
+        if (!cc) continue;
+        for (int key = 0; key < 2; key++) {
+            if (key == 0) lua_pushstring(L, cc->info.name);
+            else lua_pushinteger(L, (lua_Integer)id);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, idx) != LUA_TTABLE) {
+                lua_settop(L, out);
+                continue;
+            }
             push_linked(L, c, resolved, cc, -1);
             if (!lua_rawequal(L, -1, -2)) {
                 if (!copied) {
@@ -262,14 +284,13 @@ static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *
                     lua_replace(L, out);
                     copied = true;
                 }
-                lua_pushvalue(L, -3);
+                lua_pushvalue(L, out + 1); /* the key */
                 lua_insert(L, -2);
                 lua_rawset(L, out);
-            } else {
-                lua_pop(L, 1);
             }
+            lua_settop(L, out);
+            if (kw->closed) return; /* a finalizer closed the world: the spawn refuses it */
         }
-        lua_pop(L, 1);
     }
 }
 
@@ -370,7 +391,9 @@ static int c_apply(lua_State *L) {
         /* decided here, by the schema cache's flag, so a value without entity fields costs
          * one type test and a cached lookup */
         c->link = (op == OP_ADD || op == OP_SET) && lua_type(L, -1) == LUA_TTABLE ? linked_comp(L, kw, -2, cname, clen) : NULL;
-        lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE) ? linked_fn : plain_fn, fn_slot);
+        lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE && world_links(L, kw)) ? linked_fn
+                                                                                                   : plain_fn,
+                 fn_slot);
         if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
             char eb[24];

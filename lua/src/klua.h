@@ -170,6 +170,9 @@ struct klua_world {
     struct klua_comp **comps;  /* schema cache by component id (klua_comp_get): entries
                                 * that never move while the world is open, or NULL */
     int32_t comps_cap;
+    kiln_component *link_ids;  /* components with entity fields, ascending (klua_links) */
+    int32_t link_count, link_cap;
+    kiln_component links_scanned; /* ids up to this one are in link_ids when they link */
     const char **key_ptrs;     /* per key slot of the names table: the key's interned bytes */
     int32_t keys_count, keys_cap;
     /* klua_check_component's cache: a name's bytes (a key of the names table, so alive
@@ -454,6 +457,10 @@ static inline const klua_comp *klua_comp_ready(const klua_world *kw, kiln_compon
  * else by its bytes), or NULL. */
 KLUA_HIDDEN const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua_comp *cc,
                                               int idx);
+/* The world's components with entity fields (any registered since the last call are looked
+ * at first), ascending, count in *count: the only ones whose values may hold placeholders.
+ * Memory from the Lua allocator, freed with the cache. */
+KLUA_HIDDEN const kiln_component *klua_links(lua_State *L, klua_world *kw, int32_t *count);
 /* Frees the cache (the world is being released). */
 KLUA_HIDDEN void klua_comp_free(lua_State *L, klua_world *kw);
 
