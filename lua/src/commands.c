@@ -16,19 +16,49 @@ typedef struct klua_commands {
     bool complete;            /* the last apply took everything: the next record starts a batch */
     const struct klua_comp *link; /* while an add or set applies: its component, when it has
                                    * entity fields that may hold placeholders (else NULL) */
+    lua_Integer checking;     /* while a mod's apply checks its records first: 1 + the spawns
+                               * before the record checked (its placeholders up to those are
+                               * good); 0 when applying */
 } klua_commands;
 
-/* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. */
+/* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. Batches are
+ * numbered per Lua state, not per buffer, so one buffer's placeholder is no other buffer's;
+ * the top bits of the 28-bit number are the state's universe (0 for a host, one per mod
+ * state: klua_commands_universe), so a host's placeholder is no mod's either. The 2^20
+ * batches of a universe wrap. |placeholder| < 2^52: exact as a LuaJIT number. */
 #define BATCH_SHIFT 24
+#define BATCH_BITS 28
+#define UNIVERSE_SHIFT 20
 static lua_Integer placeholder(const klua_commands *c, lua_Integer k) { return -((c->batch << BATCH_SHIFT) + k); }
 static lua_Integer spawn_number(lua_Integer p) { return (-p) & ((1 << BATCH_SHIFT) - 1); }
 static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 
 static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
+/* Registry key of the state's next batch number (an integer; absent: 0). */
+static const char batch_key = 0;
+
+/* The state's next batch number, advanced within its universe. */
+static lua_Integer next_batch(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &batch_key);
+    lua_Integer b = lua_tointeger(L, -1) & (((lua_Integer)1 << BATCH_BITS) - 1);
+    lua_pop(L, 1);
+    lua_Integer counter = ((lua_Integer)1 << UNIVERSE_SHIFT) - 1;
+    lua_pushinteger(L, (b & ~counter) | ((b + 1) & counter));
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_key);
+    return b;
+}
+
+void klua_commands_universe(lua_State *L, uint32_t universe) {
+    lua_pushinteger(L, (lua_Integer)(universe & ((1u << (BATCH_BITS - UNIVERSE_SHIFT)) - 1)) << UNIVERSE_SHIFT);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_key);
+}
+
 int klua_commands_new(lua_State *L) {
+    lua_Integer batch = next_batch(L);
     klua_commands *c = klua_newobject(L, sizeof *c, KLUA_COMMANDS_UV_COUNT, KLUA_COMMANDS);
     memset(c, 0, sizeof *c);
+    c->batch = batch;
     lua_newtable(L);
     lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RECORDS);
     lua_newtable(L);
@@ -36,12 +66,15 @@ int klua_commands_new(lua_State *L) {
     return 1;
 }
 
+/* The new resolved table is in place before the batch changes: a memory error between
+ * them would leave the new batch's placeholders resolving to the old batch's entities. */
 static void new_batch(lua_State *L, klua_commands *c) {
-    c->spawns = 0;
-    c->batch = (c->batch + 1) & ((1 << 28) - 1);
-    c->complete = false;
     lua_newtable(L);
+    lua_Integer batch = next_batch(L);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
+    c->spawns = 0;
+    c->batch = batch;
+    c->complete = false;
 }
 
 /* Checks an entity or a placeholder of this batch. */
@@ -155,12 +188,20 @@ static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
     return *p < 0 && *p != LUA_MININTEGER;
 }
 
-/* Pushes the entity placeholder p became, or raises naming the field. */
+/* Pushes the entity placeholder p became, or raises naming the field. Checking, pushes p
+ * itself when its spawn comes before the record checked. */
 static void push_resolved_entity(lua_State *L, const klua_commands *c, int resolved, lua_Integer p,
                                  const kiln_field *f, const char *cname) {
     if (batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
         luaL_error(L, "field '%s' of %s holds placeholder %I, which is not from this buffer's current batch",
                    f->name, cname, p);
+    if (c->checking) {
+        if (spawn_number(p) >= c->checking)
+            luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
+                       cname, p);
+        lua_pushinteger(L, p);
+        return;
+    }
     if (lua_rawgeti(L, resolved, spawn_number(p)) == LUA_TNIL)
         luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
                    cname, p);
@@ -331,7 +372,8 @@ static int apply_one(lua_State *L) {
 
 /* apply_one for a record whose value may hold placeholders: a spawn with an init, or an
  * add or set of a component with entity fields (c->link). Upvalues: the Commands, its
- * resolved table, the klua_world (checked by c_apply; the world userdata at 1 keeps it). */
+ * resolved table, the klua_world (checked by c_apply; the world userdata at 1 keeps it).
+ * Checking (c->checking), only resolves, to raise for a placeholder it could not. */
 static int apply_linked(lua_State *L) {
     klua_commands *c = lua_touserdata(L, lua_upvalueindex(1));
     const klua_comp *link = c->link;
@@ -344,7 +386,75 @@ static int apply_linked(lua_State *L) {
         push_linked(L, c, resolved, link, 5);
         lua_replace(L, 5);
     }
-    return apply_one(L);
+    return c->checking ? 0 : apply_one(L);
+}
+
+/* A mod's buffer lands whole or not at all as far as its placeholders and its entity limit
+ * go: before the first record runs, every placeholder a pending record uses (as its target
+ * or in an entity field) must be of this batch with its spawn before the record, and the
+ * pending spawns must fit what the mod may still spawn. Pushes nil, a message and 0 and
+ * returns 3 on a refusal (nothing applied, the records kept), else returns 0. The function
+ * at linked_fn resolves in check mode; records and resolved are stack slots. */
+static int check_pending(lua_State *L, klua_commands *c, klua_world *kw, int records, int linked_fn) {
+    lua_Integer pending_spawns = 0;
+    for (lua_Integer i = c->head; i < c->count; i++) {
+        lua_rawgeti(L, records, i * FIELDS + 1);
+        pending_spawns += lua_tointeger(L, -1) == OP_SPAWN;
+        lua_pop(L, 1);
+    }
+    int64_t room = kw->mod_hooks->spawn_room(kw);
+    if (pending_spawns > room) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "commands:apply: the buffer spawns %I entities; the mod may spawn %I more",
+                        pending_spawns, (lua_Integer)room);
+        lua_pushinteger(L, 0);
+        return 3;
+    }
+    lua_Integer seen = c->spawns - pending_spawns; /* spawns of the batch applied already */
+    for (lua_Integer i = c->head; i < c->count; i++) {
+        lua_Integer base = i * FIELDS;
+        int top = lua_gettop(L);
+        lua_rawgeti(L, records, base + 1);
+        int op = (int)lua_tointeger(L, -1);
+        lua_rawgeti(L, records, base + 2);
+        lua_Integer target = lua_tointeger(L, -1);
+        lua_rawgeti(L, records, base + 3);
+        lua_rawgeti(L, records, base + 4);
+        size_t clen = 0;
+        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &clen) : NULL;
+        const char *why = NULL;
+        if (op != OP_SPAWN && target < 0 &&
+            (batch_of(target) != c->batch || spawn_number(target) == 0 || spawn_number(target) > seen)) {
+            why = lua_pushfstring(L, "uses placeholder %I whose spawn comes later in the buffer", target);
+        } else {
+            c->link = (op == OP_ADD || op == OP_SET) && lua_type(L, -1) == LUA_TTABLE
+                          ? linked_comp(L, kw, -2, cname, clen)
+                          : NULL;
+            if (c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE && world_links(L, kw))) {
+                lua_pushvalue(L, linked_fn);
+                lua_pushvalue(L, 2);
+                for (int k = 1; k <= 4; k++) lua_pushvalue(L, top + k);
+                c->checking = seen + 1;
+                int status = lua_pcall(L, 5, 0, 0);
+                c->checking = 0;
+                c->link = NULL;
+                if (status != LUA_OK) why = lua_tostring(L, -1) ? lua_tostring(L, -1) : "error";
+            }
+        }
+        if (why) {
+            char eb[24];
+            const char *ename = op == OP_SPAWN ? "(new)" : target < 0 ? lua_pushfstring(L, "%I", target)
+                                                                        : klua_entity_str((kiln_entity)target, eb);
+            lua_pushnil(L);
+            lua_pushfstring(L, "commands:apply: command %I (%s%s%s) on entity %s: %s", i - c->head + 1, op_name(op),
+                            cname ? " " : "", cname ? cname : "", ename, why);
+            lua_pushinteger(L, 0);
+            return 3;
+        }
+        lua_settop(L, top);
+        seen += op == OP_SPAWN;
+    }
+    return 0;
 }
 
 static int c_apply(lua_State *L) {
@@ -361,6 +471,10 @@ static int c_apply(lua_State *L) {
     int linked_fn = lua_gettop(L);
     lua_pushcfunction(L, apply_one);
     int plain_fn = lua_gettop(L);
+    if (kw->mod_hooks && c->head < c->count) {
+        int refused = check_pending(L, c, kw, records, linked_fn);
+        if (refused) return refused;
+    }
     lua_Integer applied = 0;
     while (c->head < c->count) {
         lua_Integer base = c->head * FIELDS;

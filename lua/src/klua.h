@@ -124,6 +124,8 @@ typedef struct klua_mod_hooks {
     void (*add_system)(lua_State *L, klua_world *kw, const kiln_system_desc *d);
     /* A system of the mod failed (message without traceback); disabled: it was stopped. */
     void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled);
+    /* How many more entities the mod may spawn now (its limit less its live and queued ones). */
+    int64_t (*spawn_room)(klua_world *kw);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it
@@ -577,6 +579,9 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
                                         bool stuck_only);
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
+/* Numbers the command buffers' batches of state L in universe (1..255; 0 is a host's): a
+ * mod state's placeholders are then no host's or other mod's (commands.c). */
+KLUA_HIDDEN void klua_commands_universe(lua_State *L, uint32_t universe);
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
 /* Frees the systems made through kw that are left: none of them is in a schedule then (a
  * World's own were freed by their fini when its schedule went; a mod's view is released
