@@ -10,11 +10,11 @@ local M = dofile(here .. "mods_helpers.lua")
 local PRELUDE = [[
 world:component("Target", "entity who; entity also[2];")
 local function probe(label, f, ...)
-    local r = table.pack(pcall(f, ...))
-    if r[1] and r[2] == nil and r[3] then r = {true, nil, r[3], r[4]} -- apply's nil, message, count
-    elseif r[1] then r = {true, r[2], nil, nil}
-    else r = {false, nil, r[2], nil} end
-    print(label .. "|" .. tostring(r[1] and r[2] ~= nil) .. "|" .. tostring(r[3]) .. "|" .. tostring(r[4]))
+    local ok, a, b, c = pcall(f, ...)
+    local accepted, message, count = true, nil, nil
+    if not ok then accepted, message = false, a
+    elseif a == nil and b ~= nil then accepted, message, count = false, b, c end -- apply's nil, message, count
+    print(label .. "|" .. tostring(accepted) .. "|" .. tostring(message) .. "|" .. tostring(count))
 end
 ]]
 
@@ -65,7 +65,7 @@ describe("a mod's command buffers", function()
     it("refuse numbers crafted as placeholders when they are recorded", function()
         local out = attack [[
 local cmd = kiln.commands()
-local forged = {-1, -2, -16777217, -16777216 * 5 - 3, -(1 << 52), -0x7fffffffffffffff, math.mininteger}
+local forged = {-1, -2, -16777217, -16777216 * 5 - 3, -(2 ^ 52), -0x7fffffffffffffff, math.mininteger or -2 ^ 63}
 for i, v in ipairs(forged) do
     probe("despawn" .. i, cmd.despawn, cmd, v)
     probe("add" .. i, cmd.add, cmd, v, "Position", {})
@@ -205,7 +205,7 @@ world:despawn(mine)
         local before = w:hash()
         M.write(dir, "flood.lua", [[
 local cmd = kiln.commands()
-for i = 1, 1 << 30 do cmd:spawn{Position = {x = i}} end
+for i = 1, 2 ^ 30 do cmd:spawn{Position = {x = i}} end
 ]])
         local ok, err = mods:load(dir .. "/flood.lua")
         assert.is_nil(ok)
