@@ -461,6 +461,8 @@ static int c_apply(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
     klua_world *kw = klua_check_world(L, 2);
+    if (c->checking) /* a finalizer run by the check below: applying now would skip records */
+        klua_fail(L, "commands:apply", "the buffer is being checked by another apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
