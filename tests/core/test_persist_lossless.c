@@ -123,9 +123,10 @@ KILN_TEST(nan, a_spelled_out_payload_reads_to_its_bits_and_malformed_forms_are_r
                                "\"nan\", \"-nan\" or \"nan(0x\" hex digits \")\")"},
         {"\"nan(0x1g)\"", "0", "at entities[0].components.Floats.f[0]: \"nan(0x1g)\" is not a number (NaNs are "
                                "\"nan\", \"-nan\" or \"nan(0x\" hex digits \")\")"},
-        {"0", "\"nan(0x00000000000000000001)\"", "at entities[0].components.Floats.d[0]: \"nan(0x00000000000000000...\" "
+        {"0", "\"nan(0x00000000000000000001)\"", "at entities[0].components.Floats.d[0]: \"nan(0x000000000000000000...\" "
                                                  "is not a number (NaNs are \"nan\", \"-nan\" or \"nan(0x\" hex digits \")\")"},
         {"\"NaN\"", "0", "at entities[0].components.Floats.f[0]: a number expected, got a string"},
+        {"\"nan\\u0000(0x1)\"", "0", "at entities[0].components.Floats.f[0]: a number expected, got a string"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         floats_doc(doc, sizeof doc, bad[i].f0, bad[i].d0);

@@ -39,6 +39,13 @@ extern "C" {
 #define KILN_PERSIST_VERSION 2      /* the binary format's version saves are written with
                                        (version 1 files still load) */
 #define KILN_PERSIST_JSON_VERSION 1 /* the JSON format's version (its "kiln" key) */
+
+/* A JSON save keeps every byte a binary one keeps (a world hashes the same after either round
+ * trip): non-finite floats are strings, "inf", "-inf", "nan" and "-nan" (the quiet NaN of that
+ * sign) and any other NaN as "nan(0xM)" / "-nan(0xM)", M the whole mantissa field in hex (0x1
+ * to 0x7fffff for a float, 0xfffffffffffff for a double), read back to the same bits; a char
+ * array is a string of its bytes up to the last non-NUL one (a NUL inside as \u0000, the bytes
+ * after it kept), and must be UTF-8 text (else the JSON save fails naming the field). */
 #define KILN_PERSIST_MAX_EXCLUDE 8
 
 typedef enum kiln_persist_format {
@@ -283,7 +290,8 @@ kiln_result kiln_prefab_create(kiln_world *world, const kiln_prefab_desc *desc, 
 
 /* A prefab from size bytes of JSON of the shape {"components": {Name: {field: value, ...}},
  * "children": [prefab, ...]} (both optional, no other key): fields by name (numbers, booleans,
- * strings for char arrays, arrays for vectors and array fields, "nan", "inf", "-inf"), a tag as
+ * strings for char arrays, arrays for vectors and array fields, non-finite floats as in a JSON
+ * save: "inf", "-inf", "nan", "-nan", "nan(0xM)"), a tag as
  * true, a component without reflected fields as a hex string, entity fields as node numbers
  * or null. A field left out takes the component's default. Any error names where
  * ("kiln_prefab_load: at children[0].components.Position.x: a number expected, got a string"):
