@@ -124,7 +124,11 @@ typedef struct kiln_load_desc {
  * uint8/16 to float, any integer up to 32 bits and float to double, a char array to a longer
  * one) is converted; any other change is KILN_ERR_LAYOUT_MISMATCH naming the field. Every
  * entity gets a new handle and every entity field (arrays too, in components and resources)
- * is rewritten; a reference to an entity not in the file becomes KILN_NULL_ENTITY. In a
+ * is rewritten. A save writes null for a reference to an entity it does not hold, so a non-null
+ * reference to one the file does not hold (Parent like any other field) fails the load with
+ * KILN_ERR_INVALID_ARGUMENT: "kiln_load: entity 1v1 component 'Link' field 'to[0]' points to
+ * 40v1, an entity the file does not hold (a save writes null there)" (the entity by its handle
+ * in the file; "resource 'Link' field ..." for a resource). In a
  * world that never held an entity, entities keep their saved handles. Resources in the file
  * replace the world's. The world tick becomes the saved tick when that is later. Values
  * then pass their components' check hooks (the transform addon refuses Parent cycles).
