@@ -223,8 +223,12 @@ typedef struct kiln_clone_desc {
  * entity fields in the copies that point inside the copied tree point to the copies. Names
  * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
  * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. So does
- * a tree whose root is its own descendant (a Parent cycle written through a pointer). desc
- * may be NULL. Not while deferred. */
+ * a tree whose root is its own descendant (a Parent cycle written through a pointer). Check
+ * hooks see every value: copies spawn with the originals' values, then each value whose
+ * entity fields now point at copies is set as kiln_set sets it (parents first), the hook
+ * seeing the copy and the remapped value; a refusal fails the clone with the hook's code,
+ * "kiln_clone: the copy of entity 3v1 component 'Link': <why>", and takes every copy back.
+ * desc may be NULL. Not while deferred. */
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc,
                        kiln_entity *dest);
 
