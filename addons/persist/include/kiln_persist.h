@@ -139,7 +139,10 @@ typedef struct kiln_load_desc {
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 
-/* kiln_load of the file at path ("kiln_load_file: cannot open ..." when it cannot be read). */
+/* kiln_load of the file at path ("kiln_load_file: cannot open ..." when it cannot be read). A
+ * path that is not a regular file (a device such as /dev/zero, a pipe, a folder) is refused
+ * ("kiln_load_file: /dev/zero is not a regular file"): it might never end. The prefab and scene
+ * file loaders below refuse them the same way. */
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc);
 
 /* ---- Snapshots ---------------------------------------------------------------------------- */

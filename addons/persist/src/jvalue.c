@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "scene_internal.h"
 
@@ -452,6 +453,12 @@ kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, 
     if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: path is NULL", call);
     FILE *f = fopen(path, "rb");
     if (!f) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(errno));
+    /* a device or a pipe may never end (/dev/zero): only a file holds a save */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %.200s is not a regular file", call, path);
+    }
     uint8_t chunk[1 << 14];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
