@@ -78,7 +78,7 @@ describe("persist", function()
         local w2 = fresh()
         H.unchanged(w2, nil, function() w2:load(edited) end,
                     ("world:load: entity %s component 'Parent' field 'entity' points to 0v256, an entity the file "
-                     .. "does not hold"):format(("%dv%d"):format(child & 0xffffffff, child >> 32)))
+                     .. "does not hold"):format(("%dv%d"):format(child % 4294967296, math.floor(child / 4294967296))))
     end)
 
     it("writes and reads files, and tells a path from saved data", function()
