@@ -1,5 +1,5 @@
-/* handles.c: a load's map from saved handles to new ones and the remap of references through it.
- * Invariant: every saved handle is checked before the map answers; an unmapped reference is noted. */
+/* handles.c: a load's map from saved handles to new ones (stage.c remaps the references through
+ * it). Invariant: every saved handle is checked (valid, below the slot count, once) before it maps. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,7 +18,7 @@ static inline uint32_t direct_slot(const pz_handle_map *m, kiln_entity e, bool *
     return at;
 }
 
-static kiln_entity map_get(const pz_handle_map *m, kiln_entity e) {
+kiln_entity pz_map_get(const pz_handle_map *m, kiln_entity e) {
     if (e == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
     if (m->generation) {
         bool found;
@@ -163,49 +163,3 @@ void pz_map_group(pz_handle_map *m, const pz_group *gr) {
         m->values[i] = gr->spawned[r];
     }
 }
-
-
-/* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
- * through the map; returns true when one of them (not null) names no entity of the file (it
- * is written as null, and the load fails: see name_outside). */
-bool pz_remap_run(const pz_handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
-    bool outside = false; /* noted without a branch, named by a second look only when set */
-    if (m->generation) { /* the direct map in a loop of its own: one load per reference */
-        const uint32_t *gen = m->generation;
-        uint32_t limit = (uint32_t)m->mask;
-        const kiln_entity *values = m->values;
-        if (!values) { /* the handles stay */
-            for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
-                kiln_entity e;
-                memcpy(&e, src, 8);
-                uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
-                uint32_t at = idx < limit ? idx : limit;
-                bool found = (high != 0) & (gen[at] == high);
-                outside |= (e != KILN_NULL_ENTITY) & !found;
-                e = found ? e : KILN_NULL_ENTITY;
-                memcpy(dst, &e, 8);
-            }
-            return outside;
-        }
-        for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
-            kiln_entity e;
-            memcpy(&e, src, 8);
-            uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
-            uint32_t at = idx < limit ? idx : limit;
-            bool found = (high != 0) & (gen[at] == high);
-            outside |= (e != KILN_NULL_ENTITY) & !found;
-            e = found ? values[at] : KILN_NULL_ENTITY;
-            memcpy(dst, &e, 8);
-        }
-        return outside;
-    }
-    for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
-        kiln_entity e, to;
-        memcpy(&e, src, 8);
-        to = map_get(m, e);
-        outside |= (e != KILN_NULL_ENTITY) & (to == KILN_NULL_ENTITY);
-        memcpy(dst, &to, 8);
-    }
-    return outside;
-}
-

@@ -265,7 +265,7 @@ static inline void pz_slots_write(pz_rows w, int64_t r, kiln_entity e) {
 KL_HIDDEN void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slots, const uint32_t *saved,
                               const pz_place *place);
 
-/* ---- handles.c: the handle map of a load and the remap of references through it ---- */
+/* ---- handles.c: the handle map of a load (stage.c remaps references through it) ---- */
 /* Indexed by slot when the saved indices are dense (the usual case: a direct array), else
  * open addressing on the handle. */
 typedef struct pz_handle_map {
@@ -288,10 +288,8 @@ KL_HIDDEN kiln_result pz_map_build(kiln_world *world, pz_doc *doc, uint64_t slot
 KL_HIDDEN void pz_map_group(pz_handle_map *m, const pz_group *gr);
 /* Whether e (not null) is a handle the file holds. */
 KL_HIDDEN bool pz_map_has(const pz_handle_map *m, kiln_entity e);
-/* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
- * through the map; true when one of them (not null) names no entity of the file (it is
- * written as null, and the load must fail). */
-KL_HIDDEN bool pz_remap_run(const pz_handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n);
+/* The new handle of e, or KILN_NULL_ENTITY when e is null or not a handle of the file. */
+KL_HIDDEN kiln_entity pz_map_get(const pz_handle_map *m, kiln_entity e);
 
 /* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
 static inline uint32_t pz_rd32(const uint8_t *p) {

@@ -286,6 +286,52 @@ static void fill_defaults(const pz_schema *s, uint64_t fields, uint8_t *base, si
     }
 }
 
+/* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
+ * through the map; returns true when one of them (not null) names no entity of the file (it
+ * is written as null, and the load fails: see name_outside). */
+static bool remap_run(const pz_handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
+    /* noted without a branch (the bits of a reference the map does not hold, a mask away),
+     * named by a second look only when set */
+    uint64_t outside = 0;
+    if (m->generation) { /* the direct map in a loop of its own: one load per reference */
+        const uint32_t *gen = m->generation;
+        uint32_t limit = (uint32_t)m->mask;
+        const kiln_entity *values = m->values;
+        if (!values) { /* the handles stay */
+            for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
+                kiln_entity e;
+                memcpy(&e, src, 8);
+                uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
+                uint32_t at = idx < limit ? idx : limit;
+                bool found = (high != 0) & (gen[at] == high);
+                kiln_entity kept = found ? e : KILN_NULL_ENTITY;
+                outside |= e ^ kept; /* e itself when it is lost */
+                memcpy(dst, &kept, 8);
+            }
+            return outside != 0;
+        }
+        for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
+            kiln_entity e;
+            memcpy(&e, src, 8);
+            uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
+            uint32_t at = idx < limit ? idx : limit;
+            bool found = (high != 0) & (gen[at] == high);
+            outside |= e & ((uint64_t)found - 1); /* e itself when it is lost */
+            e = found ? values[at] : KILN_NULL_ENTITY;
+            memcpy(dst, &e, 8);
+        }
+        return outside != 0;
+    }
+    for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
+        kiln_entity e, to;
+        memcpy(&e, src, 8);
+        to = pz_map_get(m, e);
+        outside |= (uint64_t)((e != KILN_NULL_ENTITY) & (to == KILN_NULL_ENTITY));
+        memcpy(dst, &to, 8);
+    }
+    return outside != 0;
+}
+
 /* True when every 8 bytes of a value of info are one entity reference (Parent, a link): its
  * column is copied and remapped in one loop, as one run of references. */
 static bool only_references(const kiln_component_info *info) {
@@ -315,7 +361,7 @@ static bool remap_rows(const kiln_component_info *info, const pz_handle_map *m, 
         uint32_t n = fd->count ? fd->count : 1;
         for (uint32_t k = 0; k < n; k++) {
             uint8_t *p = base + fd->offset + 8 * (size_t)k;
-            outside |= pz_remap_run(m, p, p, stride, rows);
+            outside |= remap_run(m, p, p, stride, rows);
         }
     }
     return outside;
@@ -394,7 +440,7 @@ static bool write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
     const uint8_t *src = gr->values[t];
     bool refs = pz_has_entity_fields(&s->info);
     if (s->same && col->stride == size && only_references(&s->info))
-        return pz_remap_run(m, src, base, 8, count * (size / 8));
+        return remap_run(m, src, base, 8, count * (size / 8));
     if (s->same && col->stride == size && refs) {
         /* copied and remapped a run at a time, so the remap reads what is still in cache */
         size_t run = size <= 4096 ? 16384 / size : 1;
