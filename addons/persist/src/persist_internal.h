@@ -266,6 +266,7 @@ KL_HIDDEN void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slots, co
                               const pz_place *place);
 
 /* ---- handles.c: the handle map of a load (stage.c remaps references through it) ---- */
+
 /* Indexed by slot when the saved indices are dense (the usual case: a direct array), else
  * open addressing on the handle. */
 typedef struct pz_handle_map {
