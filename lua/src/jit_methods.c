@@ -271,6 +271,8 @@ void klua_jit_unpin(lua_State *L) {
     }
     lua_insert(L, -2);
     lua_call(L, 1, 1);
+    if (lua_type(L, -1) != LUA_TFUNCTION) /* the registry is the host's to change */
+        luaL_error(L, "kiln's '" KLUA_JIT_REG_UNPIN "' was changed through the debug library");
 }
 
 /* Replaces every C function in the __index table of class tname with a closure running it
