@@ -293,7 +293,9 @@ describe("world:spawn and world:get through the schema cache", function()
                 w:component("Note", "lua")
                 local e = w:spawn{Position = {x = 1}, Body = {dir = {x = 1}, hits = {1, 2, 3}}}
                 local closed
-                for i = 1, 10000 do
+                -- until a cycle finished (the finalizer ran): the more other spec files of the
+                -- process left live, the more calls that takes
+                for i = 1, 200000 do
                     if i % 2 == round % 2 then local _ = {round} end -- shifts where steps fall
                     H.finalizer(function() w:close() end)
                     local ok, err = pcall(call, w, e)
