@@ -428,7 +428,7 @@ test-jit: lua-jit
 	@scripts/test-jit.sh build-jit
 # The same specs all in one luajit process, as a game keeps one state: what one file leaves
 # (a large live heap, compiled traces) meets the others. Not part of test-jit: it takes
-# longer than the per-file run (47 s of CPU against 33).
+# longer than the per-file run (39 s of CPU against 33).
 test-jit-one: lua-jit
 	@scripts/test-jit.sh build-jit --one-process
 # The same specs against the LuaJIT build made with ASan/UBSan (sanitizers preloaded).
