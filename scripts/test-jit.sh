@@ -2,9 +2,13 @@
 # test-jit.sh BUILD: runs the busted specs under luajit against BUILD/lua/kiln.so (the LuaJIT
 # build), leaving out what tests/lua/jit_exclusions.txt lists: each entry is printed with its
 # reason, and an entry naming a test that no longer exists fails the run (no silent skips).
-# Ends with "N passed, N failed" like the other groups.
+# Ends with "N passed, N failed" like the other groups. With --one-process as the second
+# argument, every spec file runs in one luajit process instead of one each, the way a game
+# keeps one state: what one file leaves behind (garbage, compiled traces, a large live heap)
+# then meets the others.
 set -u
 build=${1:-build-jit}
+one=${2:-}
 list=tests/lua/jit_exclusions.txt
 if ! command -v luajit >/dev/null 2>&1; then
   echo "luajit is not installed (scripts/deps.sh installs it)"; echo "0 passed, 1 failed"; exit 1
@@ -25,6 +29,28 @@ while IFS='|' read -r file name why; do
     names[$file]+="$name"$'\n'; echo "excluded under LuaJIT: $file: $name: $why"
   fi
 done < "$list"
+if [ "$one" = "--one-process" ]; then
+  files=(); args=()
+  for spec in tests/lua/*_spec.lua; do
+    file=$(basename "$spec")
+    [ -n "${whole[$file]:-}" ] && continue
+    files+=("$spec")
+    while IFS= read -r name; do
+      [ -n "$name" ] && args+=("--filter-out=$(pattern "$name")")
+    done <<<"${names[$file]:-}"
+  done
+  out=$("${busted[@]}" -o plainTerminal "${args[@]}" "${files[@]}" 2>&1); rc=$?
+  line=$(grep -E '^[0-9]+ success' <<<"$out" | tail -n 1)
+  if [ -z "$line" ]; then printf '%s\n' "$out" | tail -n 20; echo "0 passed, 1 failed"; exit 1; fi
+  printf '%s\n' "$out" | sed -n '/^\(Failure\|Error\) ->/,/^$/p'
+  echo "all files in one process: $line"
+  passed=$(sed -E 's/^([0-9]+) success.*/\1/' <<<"$line")
+  failed=$(sed -E 's/.* ([0-9]+) failures? \/ ([0-9]+) errors?.*/\1 \2/' <<<"$line" | awk '{print $1 + $2}')
+  [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit
+fi
 for spec in tests/lua/*_spec.lua; do
   file=$(basename "$spec")
   [ -n "${whole[$file]:-}" ] && continue

@@ -232,8 +232,17 @@ KLUA_COMPAT_HIDDEN void klua_compat_sandbox_base(lua_State *L);
  * where a loop q:each begins runs. */
 KLUA_COMPAT_HIDDEN void klua_jit_wrap_methods(lua_State *L);
 /* lua_pushcclosure for a closure whose upvalue 1 is a World and that may hold the
- * collector (klua_hold_gc): the hold ends when the closure returns or raises. */
+ * collector (klua_hold_gc): the hold ends when the closure returns or raises. What it pushes
+ * is unpinned (klua_jit_unpin). */
 KLUA_COMPAT_HIDDEN void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, int n);
+/* Replaces the function at the top (a C closure holding a World, a Query or what leads to
+ * one) with a Lua closure that calls it, which compiled code cannot pin (jit_methods.c): for
+ * what kiln hands out to be called in loops. */
+KLUA_COMPAT_HIDDEN void klua_jit_unpin(lua_State *L);
+/* Calls the chunk at idx three times with no arguments, so that the prototype of the closure
+ * it returns is polymorphic: compiled code then holds the prototype, not the closures (nor
+ * their upvalues). The chunk must do nothing else. */
+KLUA_COMPAT_HIDDEN void klua_jit_polymorphic(lua_State *L, int idx);
 /* Closes the loop of the Query at q_idx (whose userdata is kq) when it was begun on L and
  * left by break, return or error. */
 KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx);
@@ -274,6 +283,8 @@ KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 #define klua_compat_remember_jit(L) ((void)(L))
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))
+#define klua_jit_unpin(L) ((void)(L))
+#define klua_jit_polymorphic(L, idx) ((void)(L), (void)(idx))
 #define klua_jit_open_views(L, layer_idx) ((void)(L), (void)(layer_idx))
 #define klua_jit_push_each_runner(L, kw) ((void)(L), (void)(kw), false)
 #define klua_jit_push_running(L, kw) ((void)(L), (void)(kw))

@@ -618,6 +618,7 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
         size_t len;
         const char *src = lua_tolstring(L, -2, &len);
         if (luaL_loadbuffer(L, src, len, "=(kiln each)") != LUA_OK) lua_error(L); /* a bug of ours */
+        klua_jit_polymorphic(L, -1); /* LuaJIT: traces then hold no query's step (compat.h) */
         lua_pushvalue(L, -3);
         lua_pushvalue(L, -2);
         lua_rawset(L, -4);
@@ -639,6 +640,7 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
             floats &= kq->info[t].fields[f].offset == 4 * (uint32_t)f;
     }
     lua_pushcclosure(L, floats ? lua_step_floats : lua_step_c, 1 + 2 * kq->term_count);
+    klua_jit_unpin(L);
     int nargs = 1;
     for (int t = 0; t < kq->term_count; t++)
         if (kq->kind[t] == TERM_DATA) klua_query_uv(L, q_idx, KLUA_QUERY_UV_INERT, "query:each"), nargs++;

@@ -221,6 +221,58 @@ static int world_closure(lua_State *L) {
 void klua_pushcclosure_world(lua_State *L, lua_CFunction fn, int n) {
     lua_pushcfunction(L, fn);
     lua_pushcclosure(L, world_closure, n + 1);
+    klua_jit_unpin(L);
+}
+
+/* ---- callables compiled code cannot pin -----------------------------------------------------
+ * A trace that calls a C closure guards its identity: the closure is one of the trace's
+ * constants, and so are the upvalues of a Lua closure it specialized to (its first three of a
+ * prototype; LuaJIT treats the prototype as polymorphic after that). A trace lives until
+ * jit.flush or until its prototype is collected, and each new closure met at the same call
+ * site adds a side trace (up to about a hundred), each holding its own. So a world whose
+ * iterator, getter or step closure a loop called stayed alive, columns and all, long after
+ * the script dropped or closed it. What kiln hands out to be called in loops is therefore a
+ * Lua closure of one prototype made polymorphic at load, which calls the C closure through
+ * one shared C function (through): the traces hold that function and the prototype, and
+ * load the C closure as a value. */
+#define KLUA_JIT_REG_UNPIN "kiln.unpin" /* registry: the maker of the wrappers */
+
+/* through(cl, ...): calls cl(...), returning what it returns. */
+static int through(lua_State *L) {
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static const char UNPIN_SOURCE[] =
+    "local through = ...\n"
+    "return function(cl) return function(...) return through(cl, ...) end end\n";
+
+void klua_jit_polymorphic(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    for (int i = 0; i < 3; i++) { /* LuaJIT's closure counter of a prototype saturates at three */
+        lua_pushvalue(L, idx);
+        lua_call(L, 0, 0);
+    }
+}
+
+static void open_unpin(lua_State *L) {
+    if (luaL_loadbuffer(L, UNPIN_SOURCE, sizeof UNPIN_SOURCE - 1, "=(kiln unpin)") != LUA_OK) lua_error(L);
+    lua_pushcfunction(L, through);
+    lua_call(L, 1, 1); /* the maker */
+    klua_jit_polymorphic(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_UNPIN);
+}
+
+void klua_jit_unpin(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, KLUA_JIT_REG_UNPIN);
+    if (lua_type(L, -1) != LUA_TFUNCTION) { /* a host that cleared the registry: left pinned */
+        lua_pop(L, 1);
+        return;
+    }
+    lua_insert(L, -2);
+    lua_call(L, 1, 1);
+    if (lua_type(L, -1) != LUA_TFUNCTION) /* the registry is the host's to change */
+        luaL_error(L, "kiln's '" KLUA_JIT_REG_UNPIN "' was changed through the debug library");
 }
 
 /* Replaces every C function in the __index table of class tname with a closure running it
@@ -245,6 +297,7 @@ static void wrap_class(lua_State *L, const char *tname, lua_CFunction wrapper) {
 }
 
 void klua_jit_wrap_methods(lua_State *L) {
+    open_unpin(L);
     wrap_class(L, KLUA_WORLD, world_method);
     wrap_class(L, KLUA_QUERY, query_method);
 }

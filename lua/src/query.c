@@ -25,7 +25,11 @@ typedef struct row_slots {
 #define KEY_AT(rs, kq, t, f) ((rs)->key0 + (rs)->dir * ((kq)->key_off[t] + (f)))
 /* View metamethods' upvalues: the query (held: a view kept past its loop keeps its query), the
  * term, and the component's name (a closed world's component names went with it). */
-enum { VIEW_UPV_QUERY = 1, VIEW_UPV_TERM, VIEW_UPV_NAME, VIEW_UPV_COUNT = VIEW_UPV_NAME };
+/* A view metamethod's upvalues. The query is held weakly (VIEW_UPV_BOX is a box {query} with
+ * weak values): LuaJIT's compiled code keeps the metatable of a view it read or wrote as a
+ * constant, and a metatable holding its query would keep the query's world alive until
+ * jit.flush. A view outlives its loop only as garbage, so a query gone is a loop ended. */
+enum { VIEW_UPV_BOX = 1, VIEW_UPV_TERM, VIEW_UPV_NAME, VIEW_UPV_COUNT = VIEW_UPV_NAME };
 /* Keys of the bulk table (KLUA_QUERY_UV_BULK): arrays by (term, field), the snapshot block. */
 
 static int each_step(lua_State *L);
@@ -52,9 +56,14 @@ static int view_error(lua_State *L, const char *fmt, ...) {
 static const char *view_name(lua_State *L) { return lua_tostring(L, lua_upvalueindex(VIEW_UPV_NAME)); }
 
 /* The query and term of the view whose metamethod runs, checked: the metamethods are in reach
- * of debug.getmetatable and their upvalues of debug.setupvalue. */
+ * of debug.getmetatable and their upvalues of debug.setupvalue. The query is pushed (it
+ * stays alive while the metamethod runs), or NULL is returned when it was collected. */
 static klua_query *view_query(lua_State *L, int *t) {
-    klua_query *kq = klua_toobject(L, lua_upvalueindex(VIEW_UPV_QUERY), KLUA_QUERY);
+    int box = lua_upvalueindex(VIEW_UPV_BOX);
+    if (lua_type(L, box) != LUA_TTABLE) luaL_error(L, "a view's metamethod was changed through the debug library");
+    lua_rawgeti(L, box, 1);
+    if (lua_isnil(L, -1)) return NULL;
+    klua_query *kq = klua_toobject(L, -1, KLUA_QUERY);
     lua_Integer term = lua_tointeger(L, lua_upvalueindex(VIEW_UPV_TERM));
     if (!kq || term < 0 || term >= kq->term_count || !lua_isstring(L, lua_upvalueindex(VIEW_UPV_NAME)))
         luaL_error(L, "a view's metamethod was changed through the debug library");
@@ -64,14 +73,17 @@ static klua_query *view_query(lua_State *L, int *t) {
 
 /* Errors from view metamethods (upvalues: VIEW_UPV_*). */
 static int view_missing(lua_State *L) {
-    int t;
-    klua_query *kq = view_query(L, &t);
+    int t, args = lua_gettop(L); /* 2: __index, 3: __newindex */
+    lua_settop(L, 3);
+    klua_query *kq = view_query(L, &t); /* pushed at 4 */
     luaL_checktype(L, 1, LUA_TTABLE); /* a view, unless the metamethod was called by hand */
-    if (!kq->active || kq->kw->closed)
+    if (!kq || !kq->active || kq->kw->closed)
         return view_error(L, "a %s view was used after its loop ended", view_name(L));
     if (klua_field_named(L, &kq->info[t], 2)) {
-        if (lua_gettop(L) < 3) return 0; /* a field set to nil earlier in the row reads nil */
-        lua_rawset(L, 1); /* and can be set again */
+        if (args < 3) return 0; /* a field set to nil earlier in the row reads nil */
+        lua_pushvalue(L, 2);    /* and can be set again */
+        lua_pushvalue(L, 3);
+        lua_rawset(L, 1);
         return 0;
     }
     if (lua_type(L, 2) != LUA_TSTRING)
@@ -84,7 +96,7 @@ static int view_missing(lua_State *L) {
 static int view_readonly(lua_State *L) {
     int t;
     klua_query *kq = view_query(L, &t);
-    if (!kq->active || kq->kw->closed)
+    if (!kq || !kq->active || kq->kw->closed)
         return view_error(L, "a %s view was used after its loop ended", view_name(L));
     const char *sys = klua_system_name(kq->kw);
     if (sys)
@@ -167,6 +179,15 @@ int klua_world_query(lua_State *L) {
                                                             : TERM_DATA;
     }
     /* Views: a data table per term (unknown fields raise) and a read-only proxy over it. */
+    lua_createtable(L, 1, 0); /* the metamethods' box {query} (VIEW_UPV_BOX) */
+    if (luaL_getsubtable(L, LUA_REGISTRYINDEX, KLUA_REG_VALUES) == 0) { /* weak values */
+        lua_pushliteral(L, "v");
+        lua_setfield(L, -2, "__mode");
+    }
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, q_idx);
+    lua_rawseti(L, -2, 1);
+    int box_idx = lua_gettop(L);
     lua_createtable(L, kq->term_count, 0);
     lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
@@ -174,7 +195,7 @@ int klua_world_query(lua_State *L) {
         lua_createtable(L, 0, 3);                        /* its metatable, protected: */
         lua_pushliteral(L, "kiln.View");                 /* filling a row may run __newindex */
         lua_setfield(L, -2, "__metatable");
-        lua_pushvalue(L, q_idx);
+        lua_pushvalue(L, box_idx);
         lua_pushinteger(L, t);
         lua_pushstring(L, kq->info[t].name);
         lua_pushcclosure(L, view_missing, VIEW_UPV_COUNT);
@@ -190,7 +211,7 @@ int klua_world_query(lua_State *L) {
         lua_setfield(L, -2, "__metatable");
         lua_pushvalue(L, -3);
         lua_setfield(L, -2, "__index");
-        lua_pushvalue(L, q_idx);
+        lua_pushvalue(L, box_idx);
         lua_pushinteger(L, t);
         lua_pushstring(L, kq->info[t].name);
         lua_pushcclosure(L, view_readonly, VIEW_UPV_COUNT);
@@ -199,6 +220,7 @@ int klua_world_query(lua_State *L) {
         lua_rawseti(L, -3, t + 1);                       /* proxies */
         lua_pop(L, 1);
     }
+    lua_remove(L, box_idx); /* the closures hold it */
     lua_setiuservalue(L, -3, KLUA_QUERY_UV_PROXIES);
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_DATA);
     klua_query **guard = klua_newobject(L, sizeof *guard, KLUA_GUARD_UV_COUNT, KLUA_GUARD);
@@ -247,6 +269,7 @@ int klua_world_query(lua_State *L) {
         n += 2 * kq->term_count + nkeys;
     }
     lua_pushcclosure(L, each_step, n);
+    klua_jit_unpin(L); /* LuaJIT: a loop's trace must not keep the query and its world */
     lua_setiuservalue(L, q_idx, KLUA_QUERY_UV_EACH);
     lua_settop(L, q_idx);
     return 1;

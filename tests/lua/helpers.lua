@@ -194,6 +194,27 @@ function H.garbage_kib(frame, frames, compiled)
     return after - before
 end
 
+-- Whether the collector, as it is set now, finishes a cycle while step(i) runs for i = 1, 2, ...:
+-- a weakly held table, garbage from the start, must be gone before the heap has grown by three
+-- times its size at the start plus 8 MiB (what a stopped collector reaches). The bound scales
+-- with the heap because both collectors let it grow to about twice the live data before a
+-- cycle starts and then take about as much again to finish it: a fixed bound fails whenever
+-- other spec files of the same process left a large heap live (busted keeps every file's
+-- tests, and what they hold, until the run ends). No full collection here: under LuaJIT one
+-- restarts a stopped collector, which would hide a hold a World method failed to release.
+-- Returns the result and the number of calls made.
+function H.collector_runs(step)
+    local canary = setmetatable({{}}, {__mode = "v"})
+    local bound = 4 * collectgarbage("count") + 8192
+    local calls = 0
+    while canary[1] ~= nil do
+        if collectgarbage("count") > bound then return false, calls end
+        calls = calls + 1
+        step(calls)
+    end
+    return true, calls
+end
+
 -- Runs a chunk in a separate interpreter (same module path, same environment, so the
 -- sanitizer preload carries over). Returns whether it exited with status 0, and its output.
 -- For behaviour that may abort, crash or hang the process (seconds: killed after that long).
