@@ -102,7 +102,7 @@ typedef uint32_t kiln_tick;
 /* A row's change tick as the columns store it: its distance from the world's tick base, a
  * tick the world moves forward now and then (a rebase) so that two bytes a row hold every
  * tick of a window behind the current one. kiln_changed_tick, kiln_iter_row_tick and
- * kiln_iter_changed_since read full ticks; only it.ticks[term][row] is a kiln_row_tick.
+ * kiln_iter_changed_since read full ticks; only `it.ticks[term][row]` is a kiln_row_tick.
  *
  * When the current tick is KILN_TICK_REBASE_AT ticks past the base, kiln_tick_advance moves
  * the base to KILN_TICK_WINDOW ticks behind the current tick (never while an iteration is
@@ -202,10 +202,9 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
  * new tick; not from a running system that is not exclusive (systems beside it stamp their
  * writes with the tick): an assertion. It may rebase the rows' ticks (see kiln_row_tick):
- * one pass over every column's ticks every KILN_TICK_REBASE_AT - KILN_TICK_WINDOW ticks
- * (16,384), postponed while
- * an iteration is open; advancing KILN_TICK_SPAN ticks past the base with an iteration
- * still open asserts. */
+ * one pass over every column's ticks each 16,384 ticks (KILN_TICK_REBASE_AT less
+ * KILN_TICK_WINDOW), postponed while an iteration is open; advancing KILN_TICK_SPAN ticks
+ * past the base with an iteration still open asserts. */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 
