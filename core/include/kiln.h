@@ -99,18 +99,11 @@ typedef struct kiln_event_type {
 /* A change tick. The world tick starts at 1; rows written during tick t carry t. */
 typedef uint32_t kiln_tick;
 
-/* A row's change tick as the columns store it: its distance from the world's tick base, a
- * tick the world moves forward now and then (a rebase) so that two bytes a row hold every
- * tick of a window behind the current one. kiln_changed_tick, kiln_iter_row_tick and
- * kiln_iter_changed_since read full ticks; only `it.ticks[term][row]` is a kiln_row_tick.
- *
- * When the current tick is KILN_TICK_REBASE_AT ticks past the base, kiln_tick_advance moves
- * the base to KILN_TICK_WINDOW ticks behind the current tick (never while an iteration is
- * open: it waits for the last one to finish). A row written before the new base then reads
- * as written at the base: it can only look newer than it is, so a change query whose since
- * tick is older than the window sees such rows as changed (false positives, never a missed
- * change); every tick inside the window stays exact. An iteration left open while the tick
- * advances KILN_TICK_SPAN ticks past the base is a programmer error (an assertion). */
+/* A row's tick as stored (`it.ticks[term][row]`, read with kiln_iter_row_tick): tick - tick
+ * base. At KILN_TICK_REBASE_AT past the base, kiln_tick_advance moves it to KILN_TICK_WINDOW
+ * behind the tick once no iteration is open; older rows read as the base (a since older than
+ * the window sees false changes, never misses one). An iteration open while the tick goes
+ * KILN_TICK_SPAN past the base asserts. */
 typedef uint16_t kiln_row_tick;
 #define KILN_TICK_WINDOW 32768u
 #define KILN_TICK_REBASE_AT 49152u
@@ -201,10 +194,8 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
  * new tick; not from a running system that is not exclusive (systems beside it stamp their
- * writes with the tick): an assertion. It may rebase the rows' ticks (see kiln_row_tick):
- * one pass over every column's ticks each 16,384 ticks (KILN_TICK_REBASE_AT less
- * KILN_TICK_WINDOW), postponed while an iteration is open; advancing KILN_TICK_SPAN ticks
- * past the base with an iteration still open asserts. */
+ * writes with the tick): an assertion. Advancing may rebase the rows' ticks, one pass over
+ * them every 16,384 ticks (see kiln_row_tick). */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 
@@ -395,8 +386,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value);
 
-/* The tick at which entity's component was last written, or 0 when absent. A write older
- * than the window reads as the world's tick base (see kiln_row_tick). */
+/* The tick at which entity's component was last written, or 0 when absent (see kiln_row_tick). */
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component);
 
@@ -468,8 +458,7 @@ typedef struct kiln_iter {
     int32_t term_count;             /* with + optional terms */
     const kiln_entity *entities;    /* count handles */
     void *columns[KILN_QUERY_MAX_TERMS * 2];
-    kiln_row_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks (tick - tick_base),
-                                                       or NULL */
+    kiln_row_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks, or NULL */
     kiln_tick tick;                 /* the world tick the iteration runs at */
     kiln_tick tick_base;            /* what ticks[term][row] count from (see kiln_row_tick) */
     /* private */
@@ -517,14 +506,12 @@ static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t r
     it->marked |= (uint64_t)1 << term;
 }
 
-/* The tick at which row of term was last written (0 when the term has no ticks: an absent
- * optional term or a tag). A row older than the window reads as the base (see kiln_row_tick). */
+/* The tick at which row of term was last written (see kiln_row_tick), 0 without ticks. */
 static inline kiln_tick kiln_iter_row_tick(const kiln_iter *it, int32_t term, int32_t row) {
     return it->ticks[term] != NULL ? it->tick_base + it->ticks[term][row] : 0;
 }
 
-/* True when row of term was written after tick (strictly greater). A tick older than the
- * window (see kiln_row_tick) may also count rows older than the window as changed. */
+/* True when row of term was written after tick (strictly greater; see kiln_row_tick). */
 static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, int32_t row,
                                            kiln_tick tick) {
     return it->ticks[term] != NULL && (kiln_tick)(it->tick_base + it->ticks[term][row]) > tick;
