@@ -116,13 +116,17 @@ kiln_tick kiln_tick_current(const kiln_world *world) {
     return world->tick;
 }
 
-/* d -> d - shift, or 0 for the rows older than the new base: a saturating subtract the
- * compiler turns into vector code. */
+/* d -> d - shift, or 0 for the rows older than the new base: a saturating subtract, eight
+ * rows at a time so that -O2 makes it one vector instruction (a plain loop stays scalar). */
 static void shift_ticks(kiln_row_tick *ticks, int32_t n, kiln_row_tick shift) {
-    for (int32_t i = 0; i < n; i++) {
-        kiln_row_tick d = ticks[i];
-        ticks[i] = (kiln_row_tick)(d > shift ? d - shift : 0);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        kiln_row_tick eight[8];
+        memcpy(eight, ticks + i, sizeof eight);
+        for (int k = 0; k < 8; k++) eight[k] = (kiln_row_tick)(eight[k] > shift ? eight[k] - shift : 0);
+        memcpy(ticks + i, eight, sizeof eight);
     }
+    for (; i < n; i++) ticks[i] = (kiln_row_tick)(ticks[i] > shift ? ticks[i] - shift : 0);
 }
 
 void kl_ticks_rebase(kiln_world *world) {
