@@ -101,13 +101,11 @@ typedef uint32_t kiln_tick;
 
 /* A row's tick as stored (`it.ticks[term][row]`, read with kiln_iter_row_tick): tick - tick
  * base. At KILN_TICK_REBASE_AT past the base, kiln_tick_advance moves it to KILN_TICK_WINDOW
- * behind the tick once no iteration is open; older rows read as the base (a since older than
- * the window sees false changes, never misses one). An iteration open while the tick goes
- * KILN_TICK_SPAN past the base asserts. */
+ * behind the tick, open iterations or not; older rows read as the base (false changes, never
+ * a missed one), as do marks of an older iteration; a delta kept across it reads later. */
 typedef uint16_t kiln_row_tick;
 #define KILN_TICK_WINDOW 32768u
 #define KILN_TICK_REBASE_AT 49152u
-#define KILN_TICK_SPAN 65535u
 
 typedef struct kiln_world kiln_world;
 typedef struct kiln_query kiln_query;
@@ -460,7 +458,8 @@ typedef struct kiln_iter {
     void *columns[KILN_QUERY_MAX_TERMS * 2];
     kiln_row_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks, or NULL */
     kiln_tick tick;                 /* the world tick the iteration runs at */
-    kiln_tick tick_base;            /* what ticks[term][row] count from (see kiln_row_tick) */
+    const kiln_tick *tick_base;     /* what ticks[term][row] count from: read-only; the base
+                                       can move between ticks, see kiln_row_tick */
     /* private */
     kiln_world *world;
     const kiln_query *query;
@@ -469,8 +468,8 @@ typedef struct kiln_iter {
     int32_t offset;
     uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
                                        marking loop keeps it in a register) */
-    uint64_t mark_tick;             /* tick - tick_base, as a type no per-row tick store can
-                                       alias: a marking loop loads it once, not per row */
+    uint64_t mark_tick;             /* tick again, as a type no per-row tick store can alias
+                                       (nor the base): a marking loop loads both once */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -500,21 +499,22 @@ static inline void *kiln_iter_column(const kiln_iter *it, int32_t term) {
     return it->columns[term];
 }
 
-/* Stamps row of term changed at the iteration's tick. */
+/* Stamps row of term changed at the iteration's tick (the base, when that is newer). */
 static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t row) {
-    it->ticks[term][row] = (kiln_row_tick)it->mark_tick;
+    uint64_t base = *it->tick_base;
+    it->ticks[term][row] = (kiln_row_tick)(it->mark_tick > base ? it->mark_tick - base : 0);
     it->marked |= (uint64_t)1 << term;
 }
 
 /* The tick at which row of term was last written (see kiln_row_tick), 0 without ticks. */
 static inline kiln_tick kiln_iter_row_tick(const kiln_iter *it, int32_t term, int32_t row) {
-    return it->ticks[term] != NULL ? it->tick_base + it->ticks[term][row] : 0;
+    return it->ticks[term] != NULL ? *it->tick_base + it->ticks[term][row] : 0;
 }
 
 /* True when row of term was written after tick (strictly greater; see kiln_row_tick). */
 static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, int32_t row,
                                            kiln_tick tick) {
-    return it->ticks[term] != NULL && (kiln_tick)(it->tick_base + it->ticks[term][row]) > tick;
+    return it->ticks[term] != NULL && (kiln_tick)(*it->tick_base + it->ticks[term][row]) > tick;
 }
 
 /* The latest tick written anywhere in term's column of the current chunk (0 when the term

@@ -209,8 +209,8 @@ void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     it->query = query;
     it->term_count = query->with_count + query->optional_count;
     it->tick = query->world->tick;
-    it->tick_base = query->world->tick_base;
-    it->mark_tick = kl_row_tick_now(query->world);
+    it->tick_base = &query->world->tick_base;
+    it->mark_tick = it->tick;
     it->active = true;
     it->owns_lock = true;
     atomic_fetch_add_explicit(&query->world->iterating, 1, memory_order_relaxed);

@@ -192,8 +192,8 @@ typedef struct kl_fini {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
-    kiln_tick tick_base;   /* rows store tick - tick_base; every live row's <= tick - tick_base
-                            * <= KILN_TICK_SPAN (see kl_ticks_rebase) */
+    kiln_tick tick_base;   /* rows store tick - tick_base; tick - tick_base stays below
+                            * KILN_TICK_REBASE_AT (see kl_ticks_rebase); iterators point here */
     uint64_t structure_version; /* bumped by rows added or removed, columns moved (getters) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
@@ -308,8 +308,8 @@ static inline kiln_row_tick kl_row_tick_now(const kiln_world *world) {
 }
 
 /* Moves the tick base to KILN_TICK_WINDOW ticks behind the current tick (when that is
- * forward), shifting every row's tick down and clamping at the base those now older. Nothing
- * may hold row ticks relative to the old base: no iteration open, no worker running. */
+ * forward), shifting every row's tick down and clamping at the base those now older. No
+ * worker may be running; open iterations read the new base through the world. */
 KL_HIDDEN void kl_ticks_rebase(kiln_world *world);
 
 /* Moves the world tick forward to tick (nothing when it is not later), rebasing as

@@ -228,10 +228,14 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
         return 0;
     }
     kiln_iter *it = &kq->it;
+    /* the iteration's tick as rows store it now (kiln_iter_mark_changed's): ffi.lua keeps it
+     * for the chunk, so a rebase while the loop is suspended makes its stamps read later */
+    kiln_tick base = *it->tick_base;
+    kiln_row_tick now = (kiln_row_tick)(it->mark_tick > base ? it->mark_tick - base : 0);
     if (rows) {
         rows->i = -1;
         rows->n = it->count;
-        rows->tick = (uint32_t)it->mark_tick; /* a kiln_row_tick */
+        rows->tick = now; /* a kiln_row_tick */
         rows->entities = it->entities;
     }
     for (int t = 0; t < kq->term_count; t++) {
@@ -241,7 +245,7 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
         it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
         if (kq->info[t].has_check) continue; /* a check hook's views are const */
         if (rows) rows->ticks[t] = it->ticks[t];
-        if (stamp) fill_ticks(it->ticks[t], it->count, (kiln_row_tick)it->mark_tick);
+        if (stamp) fill_ticks(it->ticks[t], it->count, now);
     }
     return it->count;
 }
