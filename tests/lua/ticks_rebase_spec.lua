@@ -61,6 +61,32 @@ if H.luajit then
 end
 local order = {"each", "each_ffi", "bulk", "bulk_ffi"}
 
+-- The same writes, one row (or chunk) and then a yield: a loop a coroutine keeps open. q:bulk
+-- calls its function from C, which cannot yield: the loop ends with an error there.
+local function yielding(name)
+    if name == "each" or name == "each_ffi" then
+        return function(s)
+            for _, p in s.q[name](s.q) do
+                p.x = p.x + 1
+                coroutine.yield()
+            end
+        end
+    elseif name == "bulk" then
+        return function(s)
+            s.q:bulk(function(n, _, p)
+                for i = 1, n do p.x[i] = p.x[i] + 1 end
+                coroutine.yield()
+            end)
+        end
+    end
+    return function(s)
+        s.q:bulk_ffi(function(n, _, p)
+            for i = 0, n - 1 do p[i].x = p[i].x + 1 end
+            coroutine.yield()
+        end)
+    end
+end
+
 describe("change ticks across tick rebases", function()
     it("read exact inside the window and never older outside it, through loops and set", function()
         local s = scene()
@@ -85,6 +111,44 @@ describe("change ticks across tick rebases", function()
         assert.is_true(rebases >= 10)
         -- the old entities never written again read as the base, newer than they are
         assert.are.equal(s.base, s.w:changed_tick(s.old[12], "Position"))
+    end)
+
+    it("rebase under a loop a coroutine keeps open, and read its writes never older once it ends", function()
+        -- the FFI step keeps the chunk's tick as rows store it: after a rebase its stamps read
+        -- later than the loop's tick by the distance the base moved (below base + REBASE_AT);
+        -- the other paths read the base through the world and are exact
+        for _, name in ipairs(order) do
+            local s = scene()
+            advance(s, 40000) -- the loop's tick is 40,001 past a base it will not keep
+            local t0, before = s.w:tick(), {}
+            for e, t in pairs(s.truth) do before[e] = t end
+            local co = coroutine.create(yielding(name))
+            local ok, err = coroutine.resume(co, s)
+            if name == "bulk" then
+                assert.is_false(ok)
+                assert.matches("yield across", err)
+            else
+                assert.is_true(ok, err)
+                assert.are.equal("suspended", coroutine.status(co))
+            end
+            advance(s, 70000) -- four rebases: the host neither aborts nor waits
+            assert.is_true(s.base > t0)
+            while coroutine.status(co) == "suspended" do assert(coroutine.resume(co)) end
+            local stale = H.luajit and (name == "each" or name == "each_ffi")
+            for _, e in ipairs(s.movers) do
+                local got = s.w:changed_tick(e, "Position")
+                local low = name == "bulk" and before[e] or t0
+                if got < low or got >= s.base + REBASE_AT or (not stale and name ~= "bulk" and got ~= s.base) then
+                    error(string.format("%s: %s reads %d, written at %d, base %d", name, H.entity_str(e),
+                                        got, t0, s.base))
+                end
+            end
+            -- and the world goes on: the loop is closed, writes read exact
+            writers.each(s)
+            for _, e in ipairs(s.movers) do s.truth[e] = s.w:tick() end
+            advance(s, 20000)
+            check(s, name .. " after the suspended loop")
+        end
     end)
 
     it("give back a snapshot's ticks on restore, after more rebases", function()
