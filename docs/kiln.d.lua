@@ -220,7 +220,7 @@ function World:tick() end
 function World:advance_tick() end
 
 ---The tick at which `e`'s component was last written, or 0 when it is absent. Raises when
----`e` is not alive.
+---`e` is not alive. Exact for the last 32,768 ticks; an older write reads as a later tick.
 ---@param e entity
 ---@param name kiln.component
 ---@return integer

@@ -25,7 +25,7 @@ extern "C" {
  *   kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
- *   kiln_iter_changed_since, kiln_iter_column_tick,
+ *   kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick,
  *   kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn, kiln_commands_despawn,
  *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
  *   kiln_commands_emit, kiln_commands_apply, kiln_commands_clear, kiln_commands_count,
@@ -98,6 +98,14 @@ typedef struct kiln_event_type {
 
 /* A change tick. The world tick starts at 1; rows written during tick t carry t. */
 typedef uint32_t kiln_tick;
+
+/* A row's tick as stored (`it.ticks[term][row]`, read with kiln_iter_row_tick): tick - tick
+ * base. At KILN_TICK_REBASE_AT past the base, kiln_tick_advance moves it to KILN_TICK_WINDOW
+ * behind the tick, open iterations or not; older rows read as the base (false changes, never
+ * a missed one), as do marks of an older iteration; a delta kept across it reads later. */
+typedef uint16_t kiln_row_tick;
+#define KILN_TICK_WINDOW 32768u
+#define KILN_TICK_REBASE_AT 49152u
 
 typedef struct kiln_world kiln_world;
 typedef struct kiln_query kiln_query;
@@ -185,7 +193,8 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
  * new tick; not from a running system that is not exclusive (systems beside it stamp their
- * writes with the tick): an assertion. */
+ * writes with the tick): an assertion. Advancing may rebase the rows' ticks, one pass over
+ * them every 16,384 ticks (see kiln_row_tick). */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 
@@ -376,7 +385,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
 kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value);
 
-/* The tick at which entity's component was last written, or 0 when absent. */
+/* The tick at which entity's component was last written, or 0 when absent (see kiln_row_tick). */
 kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component);
 
@@ -448,8 +457,10 @@ typedef struct kiln_iter {
     int32_t term_count;             /* with + optional terms */
     const kiln_entity *entities;    /* count handles */
     void *columns[KILN_QUERY_MAX_TERMS * 2];
-    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks, or NULL */
+    kiln_row_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks, or NULL */
     kiln_tick tick;                 /* the world tick the iteration runs at */
+    const kiln_tick *tick_base;     /* what ticks[term][row] count from: read-only; the base
+                                       can move between ticks, see kiln_row_tick */
     /* private */
     kiln_world *world;
     const kiln_query *query;
@@ -458,8 +469,8 @@ typedef struct kiln_iter {
     int32_t offset;
     uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
                                        marking loop keeps it in a register) */
-    uint64_t mark_tick;             /* tick again, as a type no per-row tick store can
-                                       alias: a marking loop loads it once, not per row */
+    uint64_t mark_tick;             /* tick again, as a type no per-row tick store can alias
+                                       (nor the base): a marking loop loads both once */
     bool active;
     bool owns_lock;
 } kiln_iter;
@@ -489,16 +500,22 @@ static inline void *kiln_iter_column(const kiln_iter *it, int32_t term) {
     return it->columns[term];
 }
 
-/* Stamps row of term changed at the iteration's tick. */
+/* Stamps row of term changed at the iteration's tick (the base, when that is newer). */
 static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t row) {
-    it->ticks[term][row] = (kiln_tick)it->mark_tick;
+    uint64_t base = *it->tick_base;
+    it->ticks[term][row] = (kiln_row_tick)(it->mark_tick > base ? it->mark_tick - base : 0);
     it->marked |= (uint64_t)1 << term;
 }
 
-/* True when row of term was written after tick (strictly greater). */
+/* The tick at which row of term was last written (see kiln_row_tick), 0 without ticks. */
+static inline kiln_tick kiln_iter_row_tick(const kiln_iter *it, int32_t term, int32_t row) {
+    return it->ticks[term] != NULL ? *it->tick_base + it->ticks[term][row] : 0;
+}
+
+/* True when row of term was written after tick (strictly greater; see kiln_row_tick). */
 static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, int32_t row,
                                            kiln_tick tick) {
-    return it->ticks[term] != NULL && it->ticks[term][row] > tick;
+    return it->ticks[term] != NULL && (kiln_tick)(*it->tick_base + it->ticks[term][row]) > tick;
 }
 
 /* The latest tick written anywhere in term's column of the current chunk (0 when the term

@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) int32_t place(kiln_world *world, kl
 /* ---- immediate operations -------------------------------------------------------------- */
 
 static inline void write_value(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
-    kl_column_write(col, row, value, move, world->tick);
+    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world));
 }
 
 static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_component *components,
@@ -246,6 +246,7 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
     kiln_entity e = reserved ? reserved : kl_entity_take(world);
     int32_t row = place(world, arch, e);
     kiln_tick tick = world->tick;
+    kiln_row_tick stamp = kl_row_tick_now(world);
     bool plain = world->spawn_plain && values != NULL;
     for (int32_t i = 0; i < count; i++) {
         int32_t c = world->spawn_column[i];
@@ -260,10 +261,10 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
             if (size == 8) memcpy(dst, value, 8); /* the usual widths first */
             else if (size == 16) memcpy(dst, value, 16);
             else kl_copy_value(dst, value, size);
-            col->ticks[row] = tick;
+            col->ticks[row] = stamp;
             kl_column_touch(col, tick);
         } else {
-            kl_column_write(col, row, values ? values[i] : NULL, move, tick);
+            kl_column_write(col, row, values ? values[i] : NULL, move, tick, stamp);
         }
     }
     if (dest) *dest = e;
@@ -313,12 +314,12 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
     const kl_component *c = col->component;
     void *dst = col->data + (size_t)row * col->stride;
     if (value == dst) { /* writing a value onto itself: keep it, just stamp */
-        col->ticks[row] = world->tick;
+        col->ticks[row] = kl_row_tick_now(world);
         kl_column_touch(col, world->tick);
         return;
     }
     if (c->destroy) c->destroy(dst, 1, c->hook_ctx);
-    kl_column_write(col, row, value, move, world->tick);
+    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world));
 }
 
 /* Where a move along a plain edge starts, read once by plain_edge. */
@@ -365,7 +366,7 @@ static inline __attribute__((always_inline)) bool add_plain(kiln_world *world, k
     if (col) {
         /* a plain value (no padding, no hooks), from anywhere, a row of a column included */
         kl_copy_over(col->data + m.to * col->stride, value, col->stride);
-        col->ticks[m.to] = tick;
+        col->ticks[m.to] = kl_row_tick_now(world);
         kl_column_touch(col, tick);
     }
     kl_archetype_move_plain(world, m.src, m.rec, m.bits, dst, m.to, tick, col, NULL);
@@ -543,6 +544,7 @@ kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
  * stamped with the current tick. */
 static void fill_defaults(kiln_world *world, kl_archetype *arch, int32_t first, int32_t n) {
     kiln_tick tick = world->tick;
+    kiln_row_tick stamp = kl_row_tick_now(world);
     for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
         kl_column *col = &arch->columns[c];
         uint8_t *data = col->data + (size_t)first * col->stride;
@@ -556,8 +558,8 @@ static void fill_defaults(kiln_world *world, kl_archetype *arch, int32_t first, 
                 memset(data + (size_t)k * col->stride + size, 0, col->stride - size);
             }
         }
-        kiln_tick *ticks = col->ticks + first;
-        for (int32_t k = 0; k < n; k++) ticks[k] = tick;
+        kiln_row_tick *ticks = col->ticks + first;
+        for (int32_t k = 0; k < n; k++) ticks[k] = stamp;
         kl_column_touch(col, tick);
     }
 }
@@ -761,7 +763,7 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
         return NULL;
     }
     int32_t row = (int32_t)kl_record_row(kl_record_at(world, kiln_entity_index(entity)));
-    col->ticks[row] = world->tick;
+    col->ticks[row] = kl_row_tick_now(world);
     kl_column_touch(col, world->tick);
     return col->data + (size_t)row * col->stride;
 }
@@ -774,5 +776,5 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
     if (!rec) return 0;
     const kl_column *col = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], component);
     if (!col) return 0;
-    return col->ticks[kl_record_row(rec)];
+    return world->tick_base + col->ticks[kl_record_row(rec)];
 }

@@ -259,7 +259,7 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     for (; made < arch->column_count; made++) {
         kl_column *col = &arch->columns[made];
         blocks[made] = kl_alloc(al, kl_mul(col->stride, (size_t)ncap) + 15);
-        ticks[made] = kl_alloc(al, kl_mul(sizeof(kiln_tick), (size_t)ncap));
+        ticks[made] = kl_alloc(al, kl_mul(sizeof(kiln_row_tick), (size_t)ncap));
         if (!blocks[made] || !ticks[made]) {
             made++;
             ok = false;
@@ -271,7 +271,7 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     if (!ok) {
         for (int32_t i = 0; i < made; i++) {
             kl_free(al, blocks[i], blocks[i] ? arch->columns[i].stride * (size_t)ncap + 15 : 0);
-            kl_free(al, ticks[i], sizeof(kiln_tick) * (size_t)ncap);
+            kl_free(al, ticks[i], sizeof(kiln_row_tick) * (size_t)ncap);
         }
     } else {
         /* Pointers into the old columns (values a caller read from this archetype) follow
@@ -291,9 +291,9 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
             kl_column *col = &arch->columns[i];
             uint8_t *data = (uint8_t *)(((uintptr_t)blocks[i] + 15) & ~(uintptr_t)15);
             relocate(col->component, data, col->data, arch->count);
-            if (arch->count) memcpy(ticks[i], col->ticks, sizeof(kiln_tick) * (size_t)arch->count);
+            if (arch->count) memcpy(ticks[i], col->ticks, sizeof(kiln_row_tick) * (size_t)arch->count);
             kl_free(al, col->block, col->block_size);
-            kl_free(al, col->ticks, sizeof(kiln_tick) * (size_t)arch->capacity);
+            kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)arch->capacity);
             col->block = blocks[i];
             col->block_size = col->stride * (size_t)ncap + 15;
             col->data = data;
@@ -349,14 +349,15 @@ static inline void move_value(const kl_column *s, uint8_t *to, uint8_t *from) {
 
 /* Moves row at of the n columns s[i] to row to of d[i] (the same components), with their
  * ticks, and fills the hole from row tail of s when it is not the last row. */
-static void move_run(kl_column *s, kl_column *d, int32_t n, size_t at, size_t to, size_t tail) {
+static void move_run(kl_column *s, kl_column *d, int32_t n, size_t at, size_t to, size_t tail,
+                     kiln_tick base) {
     for (int32_t i = 0; i < n; i++) {
         size_t stride = s[i].stride;
         uint8_t *from = s[i].data + at * stride;
         move_value(&s[i], d[i].data + to * stride, from);
-        kiln_tick tick = s[i].ticks[at];
+        kiln_row_tick tick = s[i].ticks[at];
         d[i].ticks[to] = tick;
-        kl_column_touch(&d[i], tick);
+        kl_column_touch(&d[i], base + tick);
         if (at != tail) {
             move_value(&s[i], from, s[i].data + tail * stride);
             s[i].ticks[at] = s[i].ticks[tail];
@@ -370,13 +371,13 @@ void kl_move_bytes(uint8_t *to, uint8_t *from, const uint8_t *tail, size_t size)
 }
 
 void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added, int32_t gone,
-                              size_t at, size_t to, size_t tail) {
+                              size_t at, size_t to, size_t tail, kiln_tick base) {
     kl_column *s = src->columns, *d = dst->columns;
     int32_t n = src->column_count;
     int32_t split = added >= 0 ? added : gone >= 0 ? gone : n;
     int32_t skip_src = gone >= 0, skip_dst = added >= 0;
-    move_run(s, d, split, at, to, tail);
-    move_run(s + split + skip_src, d + split + skip_dst, n - split - skip_src, at, to, tail);
+    move_run(s, d, split, at, to, tail, base);
+    move_run(s + split + skip_src, d + split + skip_dst, n - split - skip_src, at, to, tail, base);
 }
 
 void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail) {
@@ -390,7 +391,8 @@ void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t 
     }
 }
 
-void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick) {
+void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move, kiln_tick tick,
+                          kiln_row_tick stamp) {
     uint8_t *dst = col->data + (size_t)row * col->stride;
     const kl_component *c = col->component;
     if (value && move && c->move) c->move(dst, value, 1, c->hook_ctx);
@@ -404,7 +406,7 @@ void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move, k
         value = dst; /* for the padding below */
     } else memset(dst, 0, col->stride);
     if (value && col->stride > c->size) memset(dst + c->size, 0, col->stride - c->size);
-    col->ticks[row] = tick;
+    col->ticks[row] = stamp;
     kl_column_touch(col, tick);
 }
 
@@ -417,7 +419,7 @@ void kl_archetypes_free(kiln_world *world) {
             const kl_component *c = col->component;
             if (c->destroy && arch->count) c->destroy(col->data, arch->count, c->hook_ctx);
             kl_free(al, col->block, col->block_size);
-            kl_free(al, col->ticks, sizeof(kiln_tick) * (size_t)arch->capacity);
+            kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)arch->capacity);
         }
         kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
         kl_map_free(al, &arch->edges);

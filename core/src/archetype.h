@@ -119,10 +119,11 @@ KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
  * and its entity's record is updated. */
 KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row);
 
-/* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps tick.
+/* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps the row
+ * with stamp (tick as a row stores it, see kl_row_tick_now) and the column with tick.
  * move: relocate value through the component's move hook when it has one, else copy. */
 KL_HIDDEN void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move,
-                                    kiln_tick tick);
+                                    kiln_tick tick, kiln_row_tick stamp);
 
 /* Records that column was written at tick. */
 static inline void kl_column_touch(kl_column *col, kiln_tick tick) {
@@ -131,18 +132,18 @@ static inline void kl_column_touch(kl_column *col, kiln_tick tick) {
 }
 
 static inline void kl_column_write(kl_column *col, int32_t row, void *value, bool move,
-                                   kiln_tick tick) {
+                                   kiln_tick tick, kiln_row_tick stamp) {
     uint8_t *dst = col->data + (size_t)row * col->stride;
     size_t size = col->stride;
     /* the usual case: plain bytes from distinct memory, no padding to clear */
     if (value && col->plain && col->component->size == size &&
         ((const uint8_t *)value + size <= dst || dst + size <= (const uint8_t *)value)) {
         kl_copy_value(dst, value, size);
-        col->ticks[row] = tick;
+        col->ticks[row] = stamp;
         kl_column_touch(col, tick);
         return;
     }
-    kl_column_write_slow(col, row, value, move, tick);
+    kl_column_write_slow(col, row, value, move, tick, stamp);
 }
 
 /* kl_move_sized for the sizes it does not name (out of line: keeps the move's registers). */
@@ -188,9 +189,11 @@ static inline __attribute__((always_inline)) void kl_copy_over(uint8_t *to, cons
     else memmove(to, from, size);
 }
 
-/* The column moves of kl_archetype_move when some column of src has a move or destroy hook. */
+/* The column moves of kl_archetype_move when some column of src has a move or destroy hook;
+ * base is the world's tick base (the rows' ticks count from it). */
 KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added,
-                                        int32_t gone, size_t at, size_t to, size_t tail);
+                                        int32_t gone, size_t at, size_t to, size_t tail,
+                                        kiln_tick base);
 
 /* Destroys the value at row at of src's column gone and fills the hole from row tail. */
 KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
@@ -200,17 +203,17 @@ KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t a
  * at is tail: that row leaves, no hole is left), and raises d's latest tick. */
 static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
                                                                        size_t at, size_t to,
-                                                                       size_t tail) {
+                                                                       size_t tail, kiln_tick base) {
     size_t stride = s->stride;
     uint8_t *data = s->data;
-    kiln_tick *ticks = s->ticks;
-    kiln_tick tick = ticks[at];
+    kiln_row_tick *ticks = s->ticks;
+    kiln_row_tick tick = ticks[at];
     if (at != tail) {
         kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
         ticks[at] = ticks[tail];
     } else kl_copy_over(d->data + to * stride, data + at * stride, stride);
     d->ticks[to] = tick;
-    kl_column_touch(d, tick);
+    kl_column_touch(d, base + tick);
 }
 
 /* The row bookkeeping of a move out of src: src's last row (tail, read before anything was
@@ -262,10 +265,11 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record,
         gone->ticks[at] = gone->ticks[tail];
     }
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
+    kiln_tick base = world->tick_base;
     for (; s < end; s++, d++) {
         if (s == gone && ++s == end) break;
         if (d == added) d++;
-        kl_move_plain_column(s, d, at, to, tail);
+        kl_move_plain_column(s, d, at, to, tail, base);
     }
 }
 
@@ -281,7 +285,9 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
                   int32_t added, int32_t gone, void *value, bool move, kl_record *record) {
     /* The added value first: it may point into the row about to be relocated or into the
      * last row, which the swap-remove moves. */
-    if (added >= 0) kl_column_write(&dst->columns[added], dst->count, value, move, world->tick);
+    if (added >= 0)
+        kl_column_write(&dst->columns[added], dst->count, value, move, world->tick,
+                        kl_row_tick_now(world));
     if (KL_LIKELY(!src->has_hooks)) {
         kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
                                 world->tick, added >= 0 ? &dst->columns[added] : NULL,
@@ -293,7 +299,7 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
     int32_t last = src->count - 1;
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
     if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
-    kl_archetype_move_hooked(src, dst, added, gone, at, to, tail);
+    kl_archetype_move_hooked(src, dst, added, gone, at, to, tail, world->tick_base);
     kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
 }
 

@@ -147,6 +147,7 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
     for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
         n++;
     kiln_tick tick = world->tick;
+    kiln_row_tick stamp = kl_row_tick_now(world);
     int32_t first = arch->count, row = first;
     int64_t u = 0;
     for (; u < n && world->free_head != KL_NONE; u++, row++) { /* freed slots, in order */
@@ -180,11 +181,11 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         kl_cmd *a = &cmd->cmds[i + 1 + m];
         for (int32_t r = first; r < row; r++, a += unit) {
             uint8_t *dst = col->data + (size_t)r * stride;
-            if (!a->has_value) kl_column_write(col, r, NULL, true, tick); /* the defaults */
+            if (!a->has_value) kl_column_write(col, r, NULL, true, tick, stamp); /* the defaults */
             else if (stride == 8) memcpy(dst, cmd_value(a), 8);
             else if (stride == 16) memcpy(dst, cmd_value(a), 16);
             else kl_copy_value(dst, cmd_value(a), stride);
-            col->ticks[r] = tick;
+            col->ticks[r] = stamp;
         }
         kl_column_touch(col, tick);
     }

@@ -209,6 +209,7 @@ void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     it->query = query;
     it->term_count = query->with_count + query->optional_count;
     it->tick = query->world->tick;
+    it->tick_base = &query->world->tick_base;
     it->mark_tick = it->tick;
     it->active = true;
     it->owns_lock = true;

@@ -116,11 +116,54 @@ kiln_tick kiln_tick_current(const kiln_world *world) {
     return world->tick;
 }
 
+/* d -> d - shift, or 0 for the rows older than the new base: a saturating subtract, eight
+ * rows at a time so that -O2 makes it one vector instruction (a plain loop stays scalar). */
+static void shift_ticks(kiln_row_tick *ticks, int32_t n, kiln_row_tick shift) {
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        kiln_row_tick eight[8];
+        memcpy(eight, ticks + i, sizeof eight);
+        for (int k = 0; k < 8; k++) eight[k] = (kiln_row_tick)(eight[k] > shift ? eight[k] - shift : 0);
+        memcpy(ticks + i, eight, sizeof eight);
+    }
+    for (; i < n; i++) ticks[i] = (kiln_row_tick)(ticks[i] > shift ? ticks[i] - shift : 0);
+}
+
+void kl_ticks_rebase(kiln_world *world) {
+    if (world->tick - world->tick_base <= KILN_TICK_WINDOW) return;
+    kiln_tick base = world->tick - KILN_TICK_WINDOW;
+    uint32_t shift = base - world->tick_base; /* > UINT16_MAX: every row is older */
+    for (int32_t a = 0; a < world->archetype_count; a++) {
+        kl_archetype *arch = world->archetypes[a];
+        for (int32_t c = 0; c < arch->column_count && arch->count > 0; c++) {
+            kl_column *col = &arch->columns[c];
+            if (shift > UINT16_MAX) memset(col->ticks, 0, sizeof(kiln_row_tick) * (size_t)arch->count);
+            else shift_ticks(col->ticks, arch->count, (kiln_row_tick)shift);
+        }
+    }
+    world->tick_base = base;
+}
+
+/* Rebases when the tick is far enough from the base, iterations open or not: they read the
+ * base through the world (kiln_iter.tick_base), so the tick never goes a row tick's range past
+ * it. A delta computed before and stored after (an FFI loop's chunk stamp) reads later. */
+static void rebase_when_due(kiln_world *world) {
+    if (world->tick - world->tick_base >= KILN_TICK_REBASE_AT) kl_ticks_rebase(world);
+}
+
+void kl_tick_forward(kiln_world *world, kiln_tick tick) {
+    if (tick <= world->tick) return;
+    world->tick = tick;
+    rebase_when_due(world);
+}
+
 kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
                 "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
-    return ++world->tick;
+    ++world->tick;
+    rebase_when_due(world);
+    return world->tick;
 }
 
 void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest) {

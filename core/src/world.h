@@ -123,7 +123,7 @@ typedef struct kl_column {
     uint8_t *data;
     void *block;
     size_t block_size;
-    kiln_tick *ticks;
+    kiln_row_tick *ticks;         /* tick - world->tick_base */
     _Atomic(kiln_tick) latest;
     uint32_t stride;
     kiln_component id;            /* component->id, kept here for the move merge walk */
@@ -192,6 +192,8 @@ typedef struct kl_fini {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
+    kiln_tick tick_base;   /* rows store tick - tick_base; tick - tick_base stays below
+                            * KILN_TICK_REBASE_AT (see kl_ticks_rebase); iterators point here */
     uint64_t structure_version; /* bumped by rows added or removed, columns moved (getters) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
@@ -305,6 +307,20 @@ static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
     if (place >= KL_ARCHETYPES_MAX) return NULL;
     return r;
 }
+
+/* The current tick as a row stores it: its distance from the tick base. */
+static inline kiln_row_tick kl_row_tick_now(const kiln_world *world) {
+    return (kiln_row_tick)(world->tick - world->tick_base);
+}
+
+/* Moves the tick base to KILN_TICK_WINDOW ticks behind the current tick (when that is
+ * forward), shifting every row's tick down and clamping at the base those now older. No
+ * worker may be running; open iterations read the new base through the world. */
+KL_HIDDEN void kl_ticks_rebase(kiln_world *world);
+
+/* Moves the world tick forward to tick (nothing when it is not later), rebasing as
+ * kiln_tick_advance would, so the rows' ticks stay within the span. Same rules as above. */
+KL_HIDDEN void kl_tick_forward(kiln_world *world, kiln_tick tick);
 
 /* The record of an entity handed out by a deferred spawn and not yet alive, or NULL. */
 static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity e) {

@@ -129,15 +129,16 @@ local LAYOUT = views.layout
 local ITER, ROWS = shared.ITER, shared.ROWS
 if not ITER then
   local iter_name = assert(declare("kiln_iter", format([[int32_t count; int32_t term_count;
-    const uint64_t *entities; void *columns[%d]; uint32_t *ticks[%d]; uint32_t tick;]], LAYOUT.max_terms, LAYOUT.max_terms)))
+    const uint64_t *entities; void *columns[%d]; uint16_t *ticks[%d]; uint32_t tick;
+    const uint32_t *tick_base;]], LAYOUT.max_terms, LAYOUT.max_terms)))
   local iter = typeof("struct " .. iter_name)
-  for _, field in ipairs({"count", "entities", "columns", "ticks", "tick"}) do
+  for _, field in ipairs({"count", "entities", "columns", "ticks", "tick", "tick_base"}) do
     assert(offsetof(iter, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)
   end
   ITER = typeof("struct " .. iter_name .. " *")
   -- entities as int64_t: handles stay below 2^53, and a signed load converts in one step
   local rows_name = assert(declare("kiln_rows", format([[int64_t i; int32_t n; uint32_t tick;
-    const int64_t *entities; void *columns[%d]; uint32_t *ticks[%d];]], LAYOUT.max_terms, LAYOUT.max_terms)))
+    const int64_t *entities; void *columns[%d]; uint16_t *ticks[%d];]], LAYOUT.max_terms, LAYOUT.max_terms)))
   local rows = typeof("struct " .. rows_name)
   for _, field in ipairs({"i", "n", "tick", "entities", "columns", "ticks"}) do
     assert(offsetof(rows, field) == LAYOUT["rows_" .. field], "lua/kiln/ffi.lua: ffi_rows changed: " .. field)

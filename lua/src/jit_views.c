@@ -87,7 +87,8 @@ static int views_terms(lua_State *L) {
 }
 
 /* The row state of a q:each FFI loop, which ffi.lua's step reads and advances as a struct
- * (its declaration is checked against views.layout): the row i of n, the tick to stamp,
+ * (its declaration is checked against views.layout): the row i of n, the tick to stamp (as
+ * rows store it: a kiln_row_tick, see kiln.h),
  * and the chunk's entities, columns (NULL: a tag, or an optional term the chunk lacks) and
  * the ticks of the terms the loop stamps (NULL: a term it must not mark). */
 typedef struct ffi_rows {
@@ -96,7 +97,7 @@ typedef struct ffi_rows {
     uint32_t tick;
     const kiln_entity *entities;
     void *columns[KILN_QUERY_MAX_TERMS * 2];
-    kiln_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
+    kiln_row_tick *ticks[KILN_QUERY_MAX_TERMS * 2];
 } ffi_rows;
 
 /* The row state at idx, or NULL: a userdata of the state's exact size (views.rows made it),
@@ -105,14 +106,14 @@ static ffi_rows *rows_at(lua_State *L, int idx) {
     return lua_type(L, idx) == LUA_TUSERDATA && lua_rawlen(L, idx) == sizeof(ffi_rows) ? lua_touserdata(L, idx) : NULL;
 }
 
-/* Stamps ticks[0 .. count-1] with tick, two rows per 8-byte store (a plain loop here reloads
- * the count after every 4-byte store, as the store might alias it: 4 instructions a row). */
-static void fill_ticks(kiln_tick *ticks, int32_t count, kiln_tick tick) {
-    uint64_t pair = (uint64_t)tick << 32 | tick;
+/* Stamps ticks[0 .. count-1] with tick, four rows per 8-byte store (a plain loop here
+ * reloads the count after every 2-byte store, as the store might alias it). */
+static void fill_ticks(kiln_row_tick *ticks, int32_t count, kiln_row_tick tick) {
+    uint64_t four = (uint64_t)tick * 0x0001000100010001u;
     int32_t row = 0;
-    for (; row + 4 <= count; row += 4) {
-        memcpy(ticks + row, &pair, sizeof pair);
-        memcpy(ticks + row + 2, &pair, sizeof pair);
+    for (; row + 8 <= count; row += 8) {
+        memcpy(ticks + row, &four, sizeof four);
+        memcpy(ticks + row + 4, &four, sizeof four);
     }
     for (; row < count; row++) ticks[row] = tick;
 }
@@ -227,10 +228,14 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
         return 0;
     }
     kiln_iter *it = &kq->it;
+    /* the iteration's tick as rows store it now (kiln_iter_mark_changed's): ffi.lua keeps it
+     * for the chunk, so a rebase while the loop is suspended makes its stamps read later */
+    kiln_tick base = *it->tick_base;
+    kiln_row_tick now = (kiln_row_tick)(it->mark_tick > base ? it->mark_tick - base : 0);
     if (rows) {
         rows->i = -1;
         rows->n = it->count;
-        rows->tick = (uint32_t)it->mark_tick;
+        rows->tick = now; /* a kiln_row_tick */
         rows->entities = it->entities;
     }
     for (int t = 0; t < kq->term_count; t++) {
@@ -240,7 +245,7 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
         it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
         if (kq->info[t].has_check) continue; /* a check hook's views are const */
         if (rows) rows->ticks[t] = it->ticks[t];
-        if (stamp) fill_ticks(it->ticks[t], it->count, (kiln_tick)it->mark_tick);
+        if (stamp) fill_ticks(it->ticks[t], it->count, now);
     }
     return it->count;
 }
@@ -435,11 +440,12 @@ void klua_jit_open_views(lua_State *L, int layer_idx) {
     lua_insert(L, -2);
     lua_setfield(L, -2, "ffi");
     /* where ffi.lua finds the iterator's fields (it checks its declaration against them) */
-    lua_createtable(L, 0, 13);
+    lua_createtable(L, 0, 14);
     static const struct { const char *name; size_t value; } layout[] = {
         {"count", offsetof(kiln_iter, count)},     {"entities", offsetof(kiln_iter, entities)},
         {"columns", offsetof(kiln_iter, columns)}, {"ticks", offsetof(kiln_iter, ticks)},
         {"tick", offsetof(kiln_iter, tick)},       {"max_terms", KILN_QUERY_MAX_TERMS * 2},
+        {"tick_base", offsetof(kiln_iter, tick_base)},
         {"rows_i", offsetof(ffi_rows, i)},         {"rows_n", offsetof(ffi_rows, n)},
         {"rows_tick", offsetof(ffi_rows, tick)},   {"rows_entities", offsetof(ffi_rows, entities)},
         {"rows_columns", offsetof(ffi_rows, columns)}, {"rows_ticks", offsetof(ffi_rows, ticks)},

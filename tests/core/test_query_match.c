@@ -333,7 +333,7 @@ KILN_TEST(ticks, mark_changed_stamps_the_row_at_the_iteration_tick) {
         if (marked == KILN_NULL_ENTITY) {
             kiln_iter_mark_changed(&it, 0, 0);
             marked = it.entities[0];
-            ck_assert_uint_eq(it.ticks[0][0], now);
+            ck_assert_uint_eq(kiln_iter_row_tick(&it, 0, 0), now);
         }
     }
     ck_assert_uint_ne(marked, KILN_NULL_ENTITY);

@@ -279,8 +279,8 @@ static void visit_row(fz_ctx *c, fz_query *q, kiln_iter *it, int32_t row, uint8_
         const void *value = (const unsigned char *)it->columns[t] + (size_t)row * info.stride;
         if (value != kiln_get(c->w, e->h, c->id[slot]))
             fuzz_fail(c, "term %d row %d: the column points elsewhere than kiln_get", t, row);
-        if (!e->tick_unknown[slot] && it->ticks[t][row] != e->tick[slot])
-            fuzz_fail(c, "term %d row %d: tick %u, the model %u", t, row, it->ticks[t][row], e->tick[slot]);
+        if (!e->tick_unknown[slot] && kiln_iter_row_tick(it, t, row) != e->tick[slot])
+            fuzz_fail(c, "term %d row %d: tick %u, the model %u", t, row, kiln_iter_row_tick(it, t, row), e->tick[slot]);
         if (!e->tick_unknown[slot] && (!kiln_iter_changed_since(it, t, row, e->tick[slot] - 1) ||
                                        kiln_iter_changed_since(it, t, row, e->tick[slot])))
             fuzz_fail(c, "term %d row %d: kiln_iter_changed_since disagrees with tick %u", t, row, e->tick[slot]);

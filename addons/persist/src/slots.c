@@ -17,8 +17,8 @@ bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t slot
 
 /* ticks[0, n) = tick, eight at a time from a register (a plain loop stays scalar at -O2, and
  * copies would read what they write). */
-static void fill_ticks(kiln_tick *ticks, int32_t n, kiln_tick tick) {
-    kiln_tick eight[8] = {tick, tick, tick, tick, tick, tick, tick, tick};
+static void fill_ticks(kiln_row_tick *ticks, int32_t n, kiln_row_tick tick) {
+    kiln_row_tick eight[8] = {tick, tick, tick, tick, tick, tick, tick, tick};
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) memcpy(ticks + i, eight, sizeof eight);
     for (; i < n; i++) ticks[i] = tick;
@@ -103,7 +103,7 @@ void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slot_count, const u
         /* every column is written by the caller; the rows' ticks are stamped here */
         for (int32_t c = 0; c < arch->column_count; c++) {
             kl_column *col = &arch->columns[c];
-            fill_ticks(col->ticks + first, n, tick);
+            fill_ticks(col->ticks + first, n, kl_row_tick_now(world));
             kl_column_touch(col, tick);
         }
         gr->spawned = gr->handles;

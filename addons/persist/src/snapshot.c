@@ -10,7 +10,7 @@ typedef struct snap_column {
     kiln_component id;
     uint32_t stride;
     uint8_t *data;      /* count * stride bytes */
-    kiln_tick *ticks;   /* count */
+    kiln_row_tick *ticks; /* count, counted from the snapshot's tick_base */
 } snap_column;
 
 typedef struct snap_group {
@@ -32,7 +32,7 @@ struct kiln_snapshot {
     const kiln_world *world;
     void *block;
     size_t block_size, used;
-    kiln_tick tick;
+    kiln_tick tick, tick_base; /* the world's, restored together with the rows */
     uint32_t slot_count, free_head;
     int64_t alive;
     kl_record *records;
@@ -61,7 +61,7 @@ static kiln_result measure(kiln_world *world, const char *call, size_t *dest) {
                                "cannot be copied", call, kiln_entity_format(arch->entities[0], buf, sizeof buf),
                                col->component->names);
             }
-            n += ALIGN16((size_t)col->stride * (size_t)arch->count) + ALIGN16(sizeof(kiln_tick) * (size_t)arch->count);
+            n += ALIGN16((size_t)col->stride * (size_t)arch->count) + ALIGN16(sizeof(kiln_row_tick) * (size_t)arch->count);
         }
     }
     n += ALIGN16(sizeof(snap_group) * (size_t)groups);
@@ -85,6 +85,7 @@ static void fill(kiln_world *world, kiln_snapshot *s) {
     s->used = 0;
     s->world = world;
     s->tick = world->tick;
+    s->tick_base = world->tick_base;
     s->slot_count = kl_slot_count(world);
     s->free_head = world->free_head;
     s->alive = world->alive;
@@ -114,8 +115,8 @@ static void fill(kiln_world *world, kiln_snapshot *s) {
             sc->stride = col->stride;
             sc->data = carve(s, (size_t)col->stride * (size_t)arch->count);
             memcpy(sc->data, col->data, (size_t)col->stride * (size_t)arch->count);
-            sc->ticks = carve(s, sizeof(kiln_tick) * (size_t)arch->count);
-            memcpy(sc->ticks, col->ticks, sizeof(kiln_tick) * (size_t)arch->count);
+            sc->ticks = carve(s, sizeof(kiln_row_tick) * (size_t)arch->count);
+            memcpy(sc->ticks, col->ticks, sizeof(kiln_row_tick) * (size_t)arch->count);
         }
     }
     int32_t count = kiln_component_count(world);
@@ -252,7 +253,7 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
             const snap_column *sc = &sg->columns[c];
             kl_column *col = kl_archetype_column(arch, sc->id);
             memcpy(col->data, sc->data, (size_t)sc->stride * (size_t)sg->count);
-            memcpy(col->ticks, sc->ticks, sizeof(kiln_tick) * (size_t)sg->count);
+            memcpy(col->ticks, sc->ticks, sizeof(kiln_row_tick) * (size_t)sg->count);
             kl_column_touch(col, now);
         }
     }
@@ -272,7 +273,8 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
     for (int32_t k = 0; k < snap->resource_count; k++)
         if (snap->resources[k].size)
             memcpy(kiln_resource_get(world, snap->resources[k].id), snap->resources[k].value, snap->resources[k].size);
-    world->tick = snap->tick;
+    world->tick = snap->tick; /* every row is the snapshot's: its ticks count from its base */
+    world->tick_base = snap->tick_base;
     pz_names_invalidate(world);
     return KILN_OK;
 }

@@ -693,7 +693,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         return r;
     }
     set_resources(world, doc, &dec, staged, &map);
-    if (doc->tick > world->tick) world->tick = doc->tick;
+    kl_tick_forward(world, doc->tick); /* rebases when the jump leaves rows too far behind */
     pz_names_invalidate(world);
     for (uint32_t g = 0; g < doc->group_count && desc->mapped; g++)
         for (int64_t i = 0; i < doc->groups[g].count; i++)

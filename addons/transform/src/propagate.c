@@ -35,6 +35,9 @@ typedef struct pass {
     kl_transform_state *st;
     kiln_tick since;          /* inputs written at or after it changed */
     kiln_tick now;
+    uint32_t since_row;       /* since as rows store it (row >= since_row: changed); exact, as
+                               * since - tick base, 0 when since is at or before the base */
+    kiln_row_tick now_row;    /* now as rows store it */
     bool full;                /* recompute every entity */
     _Atomic int64_t computed;
     _Atomic int64_t updated;
@@ -223,8 +226,8 @@ KL_KERNEL int64_t root_group(kiln_iter *view, const int32_t *rows, int n) {
 static void root_rows(kiln_iter *view, void *user) {
     pass *p = user;
     if (!p->full && kiln_iter_column_tick(view, 0) < p->since) return;
-    const kiln_tick *local_tick = view->ticks[0];
-    kiln_tick since = p->full ? 0 : p->since;
+    const kiln_row_tick *local_tick = view->ticks[0];
+    uint32_t since = p->full ? 0 : p->since_row;
     int64_t computed = 0, updated = 0;
     int32_t rows[4];
     int n = 0;
@@ -272,7 +275,7 @@ KL_KERNEL int64_t level_group(pass *p, const int32_t *idx, int n) {
             wrote = true;
         } else if (!cols_same(w, nd->out)) {
             cols_store(nd->out, w);
-            *nd->out_tick = p->now;
+            *nd->out_tick = p->now_row;
             kl_column_touch(nd->out_column, p->now);
             updated++;
             wrote = true;
@@ -285,7 +288,8 @@ KL_KERNEL int64_t level_group(pass *p, const int32_t *idx, int n) {
 static void level_rows(pass *p, int32_t begin, int32_t end) {
     const kl_node *nodes = p->st->nodes;
     uint8_t *dirty = p->st->node_dirty;
-    kiln_tick since = p->since, now = p->now;
+    uint32_t since = p->since_row;
+    kiln_row_tick now = p->now_row;
     bool full = p->full;
     int64_t computed = 0, updated = 0;
     int32_t idx[4];
@@ -581,7 +585,8 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_transform_propagate: call kiln_transform_init first");
     pass p = {.world = world, .st = st, .since = st->last_tick, .now = world->tick,
-              .full = st->last_tick == 0};
+              .now_row = kl_row_tick_now(world), .full = st->last_tick == 0};
+    p.since_row = p.since > world->tick_base ? p.since - world->tick_base : 0;
     bool deferred = queue != NULL || kiln_is_deferred(world);
     int32_t threads = jobs ? kiln_jobs_worker_count(jobs) + 1 : 1;
     kiln_transform_propagate_stats stats = {0, 0, 0};

@@ -29,11 +29,11 @@ typedef struct kl_node {
     float *out;                        /* WorldTransform row, scratch slot, or NULL (no local) */
     const float *parent;               /* the parent's world matrix; NULL: identity */
     const kiln_local_transform *local; /* NULL: identity (a Parent without LocalTransform) */
-    const kiln_tick *local_tick;
-    const kiln_tick *link_tick;        /* the Parent row's tick, or NULL */
-    kiln_tick *out_tick;               /* NULL for a scratch slot (always recomputed) */
+    const kiln_row_tick *local_tick;   /* row ticks count from the world's tick base */
+    const kiln_row_tick *link_tick;    /* the Parent row's tick, or NULL */
+    kiln_row_tick *out_tick;           /* NULL for a scratch slot (always recomputed) */
     kl_column *out_column;
-    const kiln_tick *parent_out_tick;  /* a root parent's WorldTransform tick, or NULL */
+    const kiln_row_tick *parent_out_tick; /* a root parent's WorldTransform tick, or NULL */
     int32_t parent_node;               /* index of the parent's node, or -1 */
 } kl_node;
 
