@@ -18,9 +18,8 @@ extern "C" {
  *   kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance,
  *   kiln_entity_index, kiln_entity_generation, kiln_entity_make,
  *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count,
- *   kiln_entity_format, kiln_entity_components,
- *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
- *   kiln_component_check,
+ *   kiln_entity_format, kiln_entity_components, kiln_component_register, kiln_component_lookup,
+ *   kiln_component_info_get, kiln_component_count, kiln_component_check,
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
  *   kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
@@ -149,9 +148,8 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc);
  * recorded against it (their pending values are destroyed; the buffers themselves stay
  * valid for kiln_commands_destroy, and any other use of them fails), runs the destroy hook
  * of every resource and live component value, frees every byte the world allocated, and
- * invalidates every query and pointer. A resource's destroy hook may remove resources then
- * but not set one (kiln_resource_set fails). Schedules must be destroyed before their world.
- * NULL is a no-op. */
+ * invalidates every query and pointer; resource destroy hooks may then remove resources but
+ * not set one. Schedules must be destroyed before their world. NULL is a no-op. */
 void kiln_world_destroy(kiln_world *world);
 
 /* A teardown hook: runs once when its world is destroyed, before anything is freed. */
@@ -522,7 +520,6 @@ static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, in
  * is absent), so a system can skip an unchanged chunk without reading its rows. */
 kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 
-
 /* ---- Command buffers -------------------------------------------------------------------- */
 
 /* A command buffer records spawns, despawns, adds, sets and removes and applies them later,
@@ -876,10 +873,9 @@ void kiln_events_update(kiln_world *world);
  * Systems declare resource access in reads/writes with the same component ids, so the
  * schedule orders them like component access. */
 
-/* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults); an existing value is
- * destroyed first (its destroy hook runs). Fails for an unknown type, out of memory, or with
- * KILN_ERR_INVALID_ARGUMENT from a destroy hook running while the world is destroyed; on
- * failure the caller still owns value and no hook runs. A main-thread system may set one while
+/* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults),
+ * destroying an existing value first (its hook runs). Fails for an unknown type, out of memory
+ * or from a destroy hook during world destroy; the caller then still owns value, no hook ran. A main-thread system may set one while
  * worker systems run and get others (a resource set for the first time: unset or whole), and
  * worker systems may set and remove the resources they write at the same moment (a first set
  * or a removal then allocates or frees on a worker: the allocator hook must be thread-safe). */
@@ -887,11 +883,8 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the
  * resource is removed (setting it again keeps the storage). Writes through it are allowed.
- * Debug builds (those with the "Declared access" checks) keep the value of a resource
- * removed during a schedule run, poisoned, until the end of the next run, and abort naming
- * the resource and the system that just returned when it was written through a stale
- * pointer meanwhile; reads through one see the poison bytes (0xdb). A removal outside any
- * run frees at once. Release builds keep and check nothing. */
+ * Debug builds poison a value removed during a run until the next run ends and abort, naming
+ * it and the system, on a write through a stale pointer (see "Declared access"). */
 void *kiln_resource_get(const kiln_world *world, kiln_component type);
 
 /* True when the resource is set. */
