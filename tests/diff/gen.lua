@@ -229,6 +229,7 @@ for i, c in ipairs(comps) do
     emit(("H.op(%d, w, function() return w:component(%q, %q), w:schema(%q) end)")
         :format(-i, c.name, c.shape.schema, c.name))
 end
+emit("H.w, H.E, H.names = w, E, NAMES")
 emit("H.op(0, w, function() return w:event('Ev', 'float x; int32_t n; vec2 p'), w:event('Bare') end)")
 
 -- ---- queries ------------------------------------------------------------------------------
@@ -264,6 +265,13 @@ local function make_query()
     return q
 end
 
+-- The names of query q's terms as Lua string literals, for H.reach and H.systems_touch.
+local function term_names(q)
+    local n = {}
+    for i, c in ipairs(q.terms) do n[i] = ("%q"):format(c.name) end
+    return table.concat(n, ", ")
+end
+
 -- The statements of a loop body over query q with views v1..vn: reads, writes, structural
 -- calls. `ro` maps a component to true when the running system reads it only.
 local function body(q, ro, indent, in_fn)
@@ -271,6 +279,7 @@ local function body(q, ro, indent, in_fn)
     local function add(s) b[#b + 1] = indent .. s end
     local reads = {}
     for i, c in ipairs(q.terms) do reads[i] = ("R[%q](v%d)"):format(c.name, i) end
+    if q.ffi and not in_fn then add(("H.reach(e, %s)"):format(term_names(q))) end
     add("row = row + 1")
     if chance(0.2) then add(("if row == %d then %s end"):format(rand(4), in_fn and "return" or "break")) end
     if chance(0.15) then add(("if row == %d then error('boom', 0) end"):format(rand(4))) end
@@ -344,8 +353,8 @@ function ops.spawn()
     end
     if chance(0.05) then parts[#parts + 1] = "Nope = true" end
     spawned = spawned + 1
-    return ("E[%d] = w:spawn{%s}; return E[%d]")
-        :format(spawned, table.concat(parts, ", "), spawned)
+    return ("H.nE = %d; E[%d] = w:spawn{%s}; return E[%d]")
+        :format(spawned, spawned, table.concat(parts, ", "), spawned)
 end
 -- Many entities of one shape in a loop: LuaJIT compiles the loop (and its FFI spawns), and
 -- queries get several chunks (512 rows each) and archetypes.
@@ -481,8 +490,9 @@ function ops.system()
             for _, x in ipairs(writes) do if x == ("%q"):format(c.name) then inw = true end end
             if not inw and not decl:find("exclusive") then roq[c] = true end
         end
-        return ("local row = 0\n  w:system{%s, query = %s,\n    each = function(e%s, dt)\n%s\n    end}")
-            :format(decl, q.text, view_list(q), body(q, roq, "      ", true))
+        local touch = q.ffi and ("H.systems_touch(w:query%s, %s)\n  "):format(q.text, term_names(q)) or ""
+        return ("local row = 0\n  %sw:system{%s, query = %s,\n    each = function(e%s, dt)\n%s\n    end}")
+            :format(touch, decl, q.text, view_list(q), body(q, roq, "      ", true))
     end
     local c = comp()
     local calls = {
@@ -495,13 +505,15 @@ function ops.system()
     }
     local lines = {}
     for _ = 1, rand(3) do lines[#lines + 1] = ("H.say(%q .. try(function() return %s end))"):format(name .. ":", pick(calls)) end
+    local touch = ""
     if #queries > 0 and chance(0.5) then
         local j = rand(#queries)
+        if queries[j].ffi then touch = ("H.systems_touch(Q[%d], %s)\n  "):format(j, term_names(queries[j])) end
         lines[#lines + 1] = ("H.say(%q .. try(function() local n = 0; for e in Q[%d]:each() do n = n + 1 end; return n end))")
             :format(name .. ":", j)
     end
     if chance(0.2) then lines[#lines + 1] = "if dt > 0.3 then error('system boom', 0) end" end
-    return ("w:system{%s,\n    run = function(w, dt)\n      %s\n    end}"):format(decl, table.concat(lines, "\n      "))
+    return ("%sw:system{%s,\n    run = function(w, dt)\n      %s\n    end}"):format(touch, decl, table.concat(lines, "\n      "))
 end
 function ops.progress()
     local dt = pick({"0", "0.25", "0.5"})
@@ -583,6 +595,7 @@ function ops.bulk_ffi()
         end
     end
     return ("local ok, err = pcall(function()\n    Q[%d]:bulk_ffi(function(n, ents, %s, k)\n"
+        .. "      for i = 0, n - 1 do H.reach(tonumber(ents[i]), " .. term_names(q) .. ") end\n"
         .. "      for i = 0, n - 1 do H.say(H.num(tonumber(ents[i])) .. ':' .. %s .. k); %s end\n    end, 'k')\n  end)\n"
         .. "  return H.take(), H.res(ok, err)")
         :format(j, table.concat(args, ", "), table.concat(reads, " .. '|' .. "), table.concat(writes, "; "))
@@ -595,11 +608,11 @@ function ops.coroutine()
     local j = rand(#queries)
     local q = queries[j]
     local c = comp()
-    return ("local co = coroutine.wrap(function()\n    for e%s in Q[%d]:each() do H.say(H.num(e)); coroutine.yield(true) end\n  end)\n"
+    return ("local co = coroutine.wrap(function()\n    for e%s in Q[%d]:each() do %sH.say(H.num(e)); coroutine.yield(true) end\n  end)\n"
         .. "  H.say(H.res(pcall(co)))\n  local e2 = w:spawn{%s = %s}\n"
         .. "  H.say(H.res(pcall(function() return w:is_alive(e2), w:has(e2, %q), w:count(), Q[%d]:count() end)))\n"
         .. "  %s\n  return H.take()")
-        :format(view_list(q), j, c.name, comp_value(c), c.name, j,
+        :format(view_list(q), j, q.ffi and ("H.reach(e, %s); "):format(term_names(q)) or "", c.name, comp_value(c), c.name, j,
             pick({"", "H.say(H.res(pcall(co)))", "H.say(H.res(pcall(function() for e in Q[" .. j .. "]:each() do end end)))",
                 "H.say(H.res(pcall(function() local ok, f = w:progress(0); return ok, H.failures(f) end)))"}))
 end

@@ -90,10 +90,72 @@ function H.take()
     return s
 end
 
--- One operation: its outcome, then the world's count and hash (outside any loop).
+-- Change ticks. Under LuaJIT an FFI view stamps every row of a writable term its loop
+-- reaches, at the world's tick, even when the loop only read it (docs/lua-api.md, FFI views:
+-- "Marking"); the table path stamps only rows whose bytes changed. So a loop that may have FFI
+-- views calls H.reach(e, names...) for each row it reaches, and H.op taints every row of the
+-- queries H.systems_touch lists (the systems' loops) whenever a frame ran: a tainted pair's
+-- tick prints as "~" while it is not past the taint's tick (both stamps are at most that
+-- tick); a later write on both, at a later tick, prints again.
+H.taint, H.watch, H.names, H.E, H.nE = {}, {}, {}, {}, 0
+local function taint(name, e, t)
+    local m = H.taint[name]
+    if not m then m = {}; H.taint[name] = m end
+    m[e] = t
+end
+function H.reach(e, ...)
+    local t = H.w:tick()
+    for i = 1, select("#", ...) do taint((select(i, ...)), e, t) end
+end
+-- The query q (whose views may be FFI views) runs in a system: taint its rows after frames.
+function H.systems_touch(q, ...)
+    H.watch[#H.watch + 1] = {q, {...}}
+end
+local function taint_systems(w)
+    local t = w:tick()
+    for _, s in ipairs(H.watch) do
+        local ok, list = pcall(s[1].entities, s[1])
+        if ok then
+            for _, e in ipairs(list) do
+                for _, name in ipairs(s[2]) do taint(name, e, t) end
+            end
+        end
+    end
+end
+
+-- The change ticks of every component (H.names) of the entities the program spawned one by
+-- one (H.E) and of about 16 entities spread over w:entities(), "-" for absent.
+function H.ticks(w)
+    local out, seen = {}, {}
+    local function one(e)
+        if seen[e] or not w:is_alive(e) then return end
+        seen[e] = true
+        local row = {}
+        for j, name in ipairs(H.names) do
+            local t = w:changed_tick(e, name)
+            local m = H.taint[name]
+            if t == 0 then t = "-"
+            elseif m and m[e] and t <= m[e] then t = "~"
+            else t = H.num(t) end
+            row[j] = t
+        end
+        out[#out + 1] = H.num(e) .. "=" .. concat(row, ".")
+    end
+    for i = 1, H.nE do
+        if type(H.E[i]) == "number" then one(H.E[i]) end
+    end
+    local all = w:entities()
+    for i = 1, #all, math.max(1, math.floor(#all / 16)) do one(all[i]) end
+    return concat(out, " ")
+end
+
+-- One operation: its outcome, then the world's count, tick and hash and the change ticks
+-- (outside any loop).
 function H.op(n, w, f)
+    local before = w:tick()
     local text = H.res(pcall(f))
-    local after = H.res(pcall(function() return w:count(), w:tick(), w:hash() end))
+    if w:tick() ~= before then taint_systems(w) end
+    local after = H.res(pcall(function() return w:count(), w:tick(), w:hash(), H.ticks(w) end))
     io.write(fmt("%d %s | %s\n", n, text, after))
 end
 
