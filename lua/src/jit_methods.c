@@ -177,6 +177,11 @@ typedef struct hold_scope {
 /* Ends the hold the method took. Returning, the debt is paid back as klua_release_gc does;
  * unwinding, no Lua code may run: the collector only restarts, and the debt waits for the
  * next release. */
+void klua_jit_settle_world(lua_State *L, int w_idx) {
+    klua_world *kw = luaL_testudata(L, w_idx, KLUA_WORLD);
+    if (kw && !kw->closed && !kw->current && kiln_is_deferred(kw->world)) settle_world(L, lua_absindex(L, w_idx));
+}
+
 static void end_scope(hold_scope *s) {
     klua_world *kw = s->kw;
     if (!kw || s->was_held || !kw->gc_held) return;

@@ -1,6 +1,7 @@
 -- same_on_both_spec.lua: what must not depend on the interpreter (Lua 5.4 or LuaJIT), as the
 -- differential test (tests/diff) found it did: which fault a value with several reports, views'
--- errors, what q:bulk_ffi passes for a tag, a saved -0; and a crash it met on both.
+-- errors, what q:bulk_ffi passes for a tag, a saved -0, the mod manager after a loop left by
+-- break; and a crash it met on both.
 local kiln = require "kiln"
 
 local function message(fn, ...)
@@ -136,5 +137,38 @@ describe("names given while a loop stuck in a coroutine keeps the world deferred
         assert.is_true(w:progress())
         assert.are.equal(e, w:lookup("rock"))
         w:close()
+    end)
+end)
+
+describe("the mod manager after a loop left by break", function()
+    it("runs as between frames: the loop has ended on both interpreters", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/late.lua", "w"))
+        f:write('world:spawn{P = {x = 7}}\n')
+        f:close()
+        local w = kiln.world()
+        w:component("P", "float x, y;")
+        for i = 1, 3 do w:spawn{P = {x = i}} end
+        local mods = kiln.mods(w, {instructions = 1e6})
+        local q = w:query{"P"}
+        for _, p in q:each() do
+            p.y = 5
+            w:spawn{P = {x = 9}} -- queued: lands when the loop ends
+            break
+        end
+        local info, err = mods:load(dir .. "/late.lua")
+        assert.is_nil(err)
+        assert.are.equal("late", info.name)
+        assert.are.equal(5, w:count()) -- the queued spawn landed, then the mod's
+        local ys = 0
+        for _, p in q:each() do ys = ys + p.y end
+        assert.are.equal(5, ys) -- the row the loop left was written back
+        assert.is_true(mods:unload("late"))
+        assert.are.equal(4, w:count())
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
     end)
 end)
