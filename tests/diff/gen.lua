@@ -22,7 +22,8 @@
 --  * change ticks are printed only right after a world:set (FFI views stamp rows they read);
 --  * no NaN is written (its sign bit would be the interpreter's arithmetic, not kiln's).
 local SEED, OPS = tonumber(arg[1]) or 1, tonumber(arg[2]) or 120
-local HARNESS = arg[3] or ((arg[0]:match("^(.*[/\\])") or "./") .. "harness.lua")
+local HERE = arg[0]:match("^(.*[/\\])") or "./"
+local HARNESS = arg[3] or (HERE .. "harness.lua")
 
 -- Park-Miller minimal standard generator: every product stays below 2^53, so it is exact in
 -- a double and in a Lua 5.4 integer alike.
@@ -679,6 +680,13 @@ function ops.prefab()
     return ("local p = w:prefab%s; local r = p:spawn(%s); return r, w:entities()"):format(def(0), pick({"", "2"}))
 end
 
+-- Mods (gen_mods.lua): a manager over the world, set up before the first operation.
+local mods_setup, mods_weights, mod_names = dofile(HERE .. "gen_mods.lua")({rand = rand, chance = chance,
+    pick = pick, comps = comps, queries = queries, comp_value = comp_value, ops = ops})
+emit("local MODS")
+emit(mods_setup)
+emit(("H.mod_names = {%q, %q}"):format(mod_names[1], mod_names[2]))
+
 local WEIGHTS = {
     {"spawn", 14}, {"despawn", 3}, {"add", 6}, {"remove", 4}, {"set", 6}, {"get", 6}, {"alive", 2},
     {"entities", 1}, {"tick", 1}, {"query", 5}, {"each", 10}, {"bulk", 6}, {"system", 3}, {"progress", 5},
@@ -686,6 +694,7 @@ local WEIGHTS = {
     {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 5},
     {"prefab", 2}, {"spawn_many", 2}, {"coroutine", 3},
 }
+for _, wgt in ipairs(mods_weights) do WEIGHTS[#WEIGHTS + 1] = wgt end
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end
 
@@ -702,7 +711,7 @@ for i = 1, OPS do
     end
     emit(("-- op %d: %s\nH.op(%d, w, function()\n  %s\nend)"):format(i, kind, i, ops[kind]()))
 end
-emit("pcall(w.progress, w, 0) -- ends a loop left suspended in a coroutine\nw:close()")
+emit("pcall(w.progress, w, 0) -- ends a loop left suspended in a coroutine\nMODS:close()\nw:close()\nos.execute(\"rm -rf '\" .. H.dir .. \"'\")")
 
 local f = assert(io.open(HARNESS, "r"))
 local harness = f:read("*a"):gsub("\nreturn H%s*$", "\n")

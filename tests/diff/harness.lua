@@ -49,12 +49,55 @@ function H.res(ok, ...)
     return concat(parts, " ")
 end
 
--- world:progress's failures without their tracebacks.
+-- Text from a mod (its log, a load's or a failure's message): the mods' scratch folder (a
+-- name of the run's own) as MODS, and the interpreter's wording of a runtime error in
+-- LuaJIT's form ("attempt to index global 'io' (a nil value)", which Lua 5.4 words
+-- "attempt to index a nil value (global 'io')"): docs/lua-api.md (LuaJIT, Messages).
+function H.modmsg(s)
+    if type(s) ~= "string" then return s end
+    if H.dir then
+        local at = 1
+        while true do
+            local i, j = s:find(H.dir, at, true)
+            if not i then break end
+            s = s:sub(1, i - 1) .. "MODS" .. s:sub(j + 1)
+            at = i + 4
+        end
+    end
+    return (s:gsub("attempt to ([%a ]-) an? (%a+) value %((%a+) '([^']*)'%)", "attempt to %1 %3 '%4' (a %2 value)"))
+end
+
+-- A mod manager's answer: an info table (without memory and memory_peak: each interpreter's
+-- state allocates its own way) or nil and a message; a list of such tables, of lines.
+local function modinfo(v)
+    if type(v) ~= "table" then return H.modmsg(v) end
+    local t = {}
+    for k, x in next, v do
+        if k ~= "memory" and k ~= "memory_peak" then t[k] = type(x) == "table" and modinfo(x) or H.modmsg(x) end
+    end
+    return t
+end
+function H.modres(...)
+    local t = {}
+    for i = 1, select("#", ...) do t[i] = modinfo((select(i, ...))) end
+    return t
+end
+function H.modlist(list)
+    return H.modres(list)
+end
+function H.write(name, text)
+    local f = assert(io.open(H.dir .. "/" .. name, "w"))
+    f:write(text)
+    f:close()
+end
+
+-- world:progress's failures without their tracebacks (a mod's message normalised).
 function H.failures(list)
     if type(list) ~= "table" then return H.show(list) end
     local parts = {}
     for i, f in ipairs(list) do
-        parts[i] = fmt("{%s %s%s}", tostring(f.system), H.show(f.message), f.disabled and " disabled" or "")
+        local m = f.mod and H.modmsg(f.message) or f.message
+        parts[i] = fmt("{%s %s%s}", tostring(f.system), H.show(m), f.disabled and " disabled" or "")
     end
     return concat(parts, ",")
 end
@@ -97,7 +140,7 @@ end
 -- queries H.systems_touch lists (the systems' loops) whenever a frame ran: a tainted pair's
 -- tick prints as "~" while it is not past the taint's tick (both stamps are at most that
 -- tick); a later write on both, at a later tick, prints again.
-H.taint, H.watch, H.names, H.E, H.nE = {}, {}, {}, {}, 0
+H.taint, H.watch, H.names, H.mod_names, H.E, H.nE = {}, {}, {}, {}, {}, 0
 local function taint(name, e, t)
     local m = H.taint[name]
     if not m then m = {}; H.taint[name] = m end
@@ -138,6 +181,10 @@ function H.ticks(w)
             elseif m and m[e] and t <= m[e] then t = "~"
             else t = H.num(t) end
             row[j] = t
+        end
+        for _, name in ipairs(H.mod_names) do -- the mods' components, once one defines them
+            local ok, t = pcall(w.changed_tick, w, e, name)
+            row[#row + 1] = not ok and "?" or t == 0 and "-" or H.num(t)
         end
         out[#out + 1] = H.num(e) .. "=" .. concat(row, ".")
     end
