@@ -1,7 +1,8 @@
 -- same_on_both_spec.lua: what must not depend on the interpreter (Lua 5.4 or LuaJIT), as the
 -- differential test (tests/diff) found it did: which fault a value with several reports, views'
 -- errors, what q:bulk_ffi passes for a tag, a saved -0, the mod manager after a loop left by
--- break, a query reused in the run of a system that left its loop; and a crash it met on both.
+-- break, a query reused in the run of a system that left its loop, a mod after running out of
+-- memory; and a crash it met on both.
 local kiln = require "kiln"
 
 local function message(fn, ...)
@@ -218,6 +219,43 @@ end}
         for _, p in fast:each() do ys = ys + p.y end
         assert.are.equal(1, ys) -- the row each loop left was written back (the same row twice)
         assert.are.same({"6"}, lines)
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+end)
+
+describe("a mod whose system ran out of memory once", function()
+    it("runs its next frames: what the failed run built is collected", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/greedy.lua", "w"))
+        f:write([[
+local n = 0
+world:system{name = "greedy", run = function()
+    n = n + 1
+    if n == 1 then local t, s = {}, string.rep("x", 4000); while true do t[#t + 1] = s .. #t end end
+    local t = {}
+    for i = 1, 200 do t[i] = string.rep("y", 100) .. i end
+    print(n, #t)
+end}
+]])
+        f:close()
+        local w = kiln.world()
+        local lines = {}
+        local mods = kiln.mods(w, {memory = 4 * 1024 * 1024, instructions = 2e6, milliseconds = -1,
+                                   log = function(_, line) lines[#lines + 1] = line end})
+        assert(mods:load(dir .. "/greedy.lua"))
+        local ok, failures = w:progress(0.1)
+        assert.is_false(ok)
+        assert.are.equal("mod 'greedy': not enough memory", failures[1].message)
+        for frame = 2, 4 do
+            ok, failures = w:progress(0.1)
+            assert.is_true(ok, failures and failures[1] and failures[1].message)
+        end
+        assert.are.same({"2\t200", "3\t200", "4\t200"}, lines)
+        assert.are.equal("running", mods:list()[1].state)
         mods:close()
         w:close()
         os.execute("rm -rf '" .. dir .. "'")
