@@ -159,8 +159,15 @@ local n = 0]]
     -- break (under LuaJIT that loop ends only when the world or the manager is next used).
     function ops.mod_frames()
         if #G.queries > 0 and chance(0.3) then
-            return ("for e in Q[%d]:each() do H.say(H.num(e)); break end\n  return H.modlist(MODS:list()), H.take()")
-                :format(rand(#G.queries))
+            local j = rand(#G.queries)
+            local reach = "" -- an FFI view stamps the row it reaches (gen.lua's loops say so too)
+            if G.queries[j].ffi then
+                local names = {}
+                for i, c in ipairs(G.queries[j].terms) do names[i] = ("%q"):format(c.name) end
+                reach = "H.reach(e, " .. table.concat(names, ", ") .. "); "
+            end
+            return ("for e in Q[%d]:each() do %sH.say(H.num(e)); break end\n  return H.modlist(MODS:list()), H.take()")
+                :format(j, reach)
         end
         return ("local t = {}; for i = 1, %d do local ok, f = w:progress(0.25); t[i] = tostring(ok) .. ' ' .. H.failures(f) end\n"
             .. "  return t, H.take()"):format(rand(3))
