@@ -695,6 +695,9 @@ local WEIGHTS = {
     {"prefab", 2}, {"spawn_many", 2}, {"coroutine", 3},
 }
 for _, wgt in ipairs(mods_weights) do WEIGHTS[#WEIGHTS + 1] = wgt end
+-- q:bulk's arrays kept past their call (gen_bulk_kept.lua).
+dofile(HERE .. "gen_bulk_kept.lua")({rand = rand, chance = chance, pick = pick, queries = queries, ops = ops})
+WEIGHTS[#WEIGHTS + 1] = {"bulk_kept", 3}
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end
 
