@@ -491,7 +491,7 @@ function ops.system()
             for _, x in ipairs(writes) do if x == ("%q"):format(c.name) then inw = true end end
             if not inw and not decl:find("exclusive") then roq[c] = true end
         end
-        local touch = q.ffi and ("H.systems_touch(w:query%s, %s)\n  "):format(q.text, term_names(q)) or ""
+        local touch = q.ffi and ("H.systems_touch(%s)\n  "):format(term_names(q)) or ""
         return ("local row = 0\n  %sw:system{%s, query = %s,\n    each = function(e%s, dt)\n%s\n    end}")
             :format(touch, decl, q.text, view_list(q), body(q, roq, "      ", true))
     end
@@ -509,7 +509,7 @@ function ops.system()
     local touch = ""
     if #queries > 0 and chance(0.5) then
         local j = rand(#queries)
-        if queries[j].ffi then touch = ("H.systems_touch(Q[%d], %s)\n  "):format(j, term_names(queries[j])) end
+        if queries[j].ffi then touch = ("H.systems_touch(%s)\n  "):format(term_names(queries[j])) end
         lines[#lines + 1] = ("H.say(%q .. try(function() local n = 0; for e in Q[%d]:each() do n = n + 1 end; return n end))")
             :format(name .. ":", j)
     end

@@ -136,11 +136,11 @@ end
 -- Change ticks. Under LuaJIT an FFI view stamps every row of a writable term its loop
 -- reaches, at the world's tick, even when the loop only read it (docs/lua-api.md, FFI views:
 -- "Marking"); the table path stamps only rows whose bytes changed. So a loop that may have FFI
--- views calls H.reach(e, names...) for each row it reaches, and H.op taints every row of the
--- queries H.systems_touch lists (the systems' loops) whenever a frame ran: a tainted pair's
+-- views calls H.reach(e, names...) for each row it reaches, and H.op taints every entity
+-- holding a component H.systems_touch lists (the systems' loops) whenever a frame ran: a tainted pair's
 -- tick prints as "~" while it is not past the taint's tick (both stamps are at most that
 -- tick); a later write on both, at a later tick, prints again.
-H.taint, H.watch, H.names, H.mod_names, H.E, H.nE = {}, {}, {}, {}, {}, 0
+H.taint, H.names, H.mod_names, H.E, H.nE = {}, {}, {}, {}, 0
 local function taint(name, e, t)
     local m = H.taint[name]
     if not m then m = {}; H.taint[name] = m end
@@ -150,18 +150,20 @@ function H.reach(e, ...)
     local t = H.w:tick()
     for i = 1, select("#", ...) do taint((select(i, ...)), e, t) end
 end
--- The query q (whose views may be FFI views) runs in a system: taint its rows after frames.
-function H.systems_touch(q, ...)
-    H.watch[#H.watch + 1] = {q, {...}}
+-- Components a system's loop (whose views may be FFI views) may stamp: after a frame every
+-- entity holding one is tainted (not only the loop's rows: the frame may have changed which
+-- entities its query matches since).
+H.watch, H.single = {}, {}
+function H.systems_touch(...)
+    for i = 1, select("#", ...) do H.watch[(select(i, ...))] = true end
 end
 local function taint_systems(w)
     local t = w:tick()
-    for _, s in ipairs(H.watch) do
-        local ok, list = pcall(s[1].entities, s[1])
+    for name in pairs(H.watch) do
+        H.single[name] = H.single[name] or w:query{name}
+        local ok, list = pcall(H.single[name].entities, H.single[name])
         if ok then
-            for _, e in ipairs(list) do
-                for _, name in ipairs(s[2]) do taint(name, e, t) end
-            end
+            for _, e in ipairs(list) do taint(name, e, t) end
         end
     end
 end
