@@ -7,8 +7,9 @@
 -- queries with with/without/optional terms, q:each/q:each_ffi loops and q:bulk/q:bulk_ffi
 -- calls that read and write (bad values too), loops left by break, an error or a coroutine,
 -- Lua systems with declared access run by world:progress, command buffers with placeholders,
--- events, resources, hierarchy, prefabs, scene export, snapshots, save/load round trips, every
--- call under pcall. Where docs/lua-api.md (LuaJIT, FFI views) documents that LuaJIT behaves
+-- events, resources, hierarchy, prefabs, scene export, snapshots, save/load round trips, mods
+-- (gen_mods.lua) and q:bulk arrays kept past their call (gen_bulk_kept.lua), every call under
+-- pcall; after every operation the harness prints the change ticks (harness.lua, H.ticks). Where docs/lua-api.md (LuaJIT, FFI views) documents that LuaJIT behaves
 -- differently, it generates only what both must do alike:
 --  * in a loop whose views may be FFI views (every term's fields float, double, bool,
 --    integers up to 32 bits, vec2/3/4, quat, or a tag; no optional tag, no C keyword as a
@@ -19,7 +20,9 @@
 --  * a loop left by break or an error leaves at the top of a row, before any assignment
 --    (LuaJIT ends it later and writes back what the row assigned), and a loop suspended in a
 --    coroutine only reads;
---  * change ticks are printed only right after a world:set (FFI views stamp rows they read);
+--  * a loop whose views may be FFI views names the rows it reaches (H.reach), and systems'
+--    such loops their components (H.systems_touch): FFI views stamp rows they only read, so
+--    those change ticks print as "~" until a later tick's write;
 --  * no NaN is written (its sign bit would be the interpreter's arithmetic, not kiln's).
 local SEED, OPS = tonumber(arg[1]) or 1, tonumber(arg[2]) or 120
 local HERE = arg[0]:match("^(.*[/\\])") or "./"
