@@ -387,7 +387,7 @@ function ops.spawn_many()
         end
     end
     if chance(0.1) then parts[#parts + 1] = "Nope = true" end
-    return ("local n = 0\n  for i = 1, %d do local e = w:spawn{%s}; n = n + 1; if i %% 97 == 0 then w:despawn(e) end end\n"
+    return ("local n = 0\n  for i = 1, %d do local e = w:spawn{%s}; n = n + 1; if i %% 97 == 0 then w:despawn(e) elseif i %% 67 == 1 then H.more(e) end end\n"
         .. "  return n"):format(rand(700), table.concat(parts, ", "))
 end
 function ops.despawn() return ("w:despawn(%s)"):format(entity_expr()) end

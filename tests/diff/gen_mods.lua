@@ -44,7 +44,7 @@ end
 local n = 0]]
 
     -- Memory without end: a new 4 KB string per turn (its bytes are charged as instructions,
-    -- 8 a byte), so the 4 MiB run out at about a quarter of the instructions on both.
+    -- 8 a byte), so the 1 MiB runs out at about a quarter of the instructions on both.
     local MEMORY_BOMB = "local t, s = {}, string.rep('x', 4000); while true do t[#t + 1] = s .. #t end"
 
     -- A run-system's statements: q is the mod's query over MA when it has one.
@@ -175,7 +175,7 @@ local n = 0]]
 
     local setup = ([[
 H.dir = os.tmpname(); os.remove(H.dir); os.execute("mkdir -p '" .. H.dir .. "'")
-MODS = kiln.mods(w, {instructions = 2000000, memory = 4 * 1024 * 1024, milliseconds = -1, entities = 40, seed = %d,
+MODS = kiln.mods(w, {instructions = 400000, memory = 1024 * 1024, milliseconds = -1, entities = 40, seed = %d,
     log = function(mod, line) H.say(mod .. ': ' .. H.modmsg(line)) end})]]):format(rand(1000))
     local weights = {{"mod_load", 3}, {"mod_reload", 2}, {"mod_unload", 1}, {"mod_list", 1}, {"mod_frames", 2}}
     return setup, weights, {"MA", "MB"}

@@ -147,7 +147,7 @@ local function taint(name, e, t)
     m[e] = t
 end
 function H.reach(e, ...)
-    local t = H.w:tick()
+    local t = H.now -- the operation's tick (set by H.op): no loop runs across a frame
     for i = 1, select("#", ...) do taint((select(i, ...)), e, t) end
 end
 -- Components a system's loop (whose views may be FFI views) may stamp: after a frame every
@@ -169,7 +169,7 @@ local function taint_systems(w)
 end
 
 -- The change ticks of every component (H.names) of the entities the program spawned one by
--- one (H.E) and of about 16 entities spread over w:entities(), "-" for absent.
+-- one (H.E) and of the last 16 H.more named (spawned in loops), "-" for absent.
 function H.ticks(w)
     local out, seen = {}, {}
     local function one(e)
@@ -193,15 +193,21 @@ function H.ticks(w)
     for i = 1, H.nE do
         if type(H.E[i]) == "number" then one(H.E[i]) end
     end
-    local all = w:entities()
-    for i = 1, #all, math.max(1, math.floor(#all / 16)) do one(all[i]) end
+    for _, e in ipairs(H.extra) do one(e) end
     return concat(out, " ")
+end
+-- An entity of a loop of spawns whose change ticks H.ticks prints too (the last 16 named).
+H.extra = {}
+function H.more(e)
+    if #H.extra == 16 then table.remove(H.extra, 1) end
+    H.extra[#H.extra + 1] = e
 end
 
 -- One operation: its outcome, then the world's count, tick and hash and the change ticks
 -- (outside any loop).
 function H.op(n, w, f)
     local before = w:tick()
+    H.now = before
     local text = H.res(pcall(f))
     if w:tick() ~= before then taint_systems(w) end
     local after = H.res(pcall(function() return w:count(), w:tick(), w:hash(), H.ticks(w) end))
