@@ -30,6 +30,7 @@ local E = {}
 local function S(v, d)
     local t = type(v)
     if t == "number" then return v ~= v and "nan" or string.format("%.17g", v) end
+    if t == "function" or t == "userdata" or t == "thread" then return t end
     if t ~= "table" or (d or 0) > 4 then return t == "string" and string.format("%q", v) or tostring(v) end
     local k = {}
     for a, b in pairs(v) do k[#k + 1] = S(a, (d or 0) + 1) .. "=" .. S(b, (d or 0) + 1) end
@@ -119,6 +120,13 @@ local n = 0]]
                     :format(decl, run_lines(has_ma, writes_host)))
             end
         end
+        if name == "m1" and chance(0.7) then -- exports m4 imports (proxies run here, under m1's budget)
+            add("mod.exports.v = {1, 2.5, 'z', {deep = true}}")
+            add("mod.exports.f = function(a) n = n + 1; return a * 2, {a, 'x', n} end")
+            if chance(0.3) then add("mod.exports.g = function() error('export boom', 0) end") end
+            if chance(0.2) then add("mod.exports.h = function() while true do end end") end
+            if chance(0.2) then add("mod.exports.k = function(t) return #t, t[1] end") end
+        end
         if chance(0.25) then
             add(pick({
                 "error('top boom', 0)",
@@ -137,7 +145,8 @@ local n = 0]]
         return table.concat(src, "\n")
     end
 
-    local MODS = {"m1", "m2", "m3"}
+    local MODS = {"m1", "m2", "m3", "m1"} -- single files; m4 is a folder (mod_dep)
+    local ALL = {"m1", "m2", "m3", "m4"}
     local ops = G.ops
     function ops.mod_load()
         local name = pick(MODS)
@@ -150,11 +159,27 @@ local n = 0]]
             :format(name .. ".lua", mod_source(name), name)
     end
     function ops.mod_unload()
-        return ("return H.modres(MODS:unload(%q%s)), H.take()"):format(pick(MODS), pick({"", ", {keep = true}"}))
+        return ("return H.modres(MODS:unload(%q%s)), H.take()"):format(pick(ALL), pick({"", ", {keep = true}"}))
     end
     function ops.mod_list()
-        return ("return H.modlist(MODS:list()), H.modres(MODS:log(%q))"):format(pick(MODS))
+        return ("return H.modlist(MODS:list()), H.modres(MODS:log(%q))"):format(pick(ALL))
     end
+    -- m4: a folder mod that depends on m1 and calls its exports (copied values, proxies).
+    function ops.mod_dep()
+        local calls = {"P(pcall(m1.f, 21))", "P(pcall(m1.f, 1.5))", "P(pcall(m1.f, '4'))", "P(pcall(m1.g))",
+            "P(pcall(m1.h))", "P(pcall(m1.k, {4, 5, 6}))", "P(pcall(m1.k, {print}))", "P(m1.v)"}
+        local init = {PRELUDE, "local m1 = mod.import('m1')", "P('import', m1)"}
+        for _ = 1, rand(3) do init[#init + 1] = pick(calls) end
+        init[#init + 1] = ("world:system{name = 'm4_s1', run = function() n = n + 1; %s end}"):format(pick(calls))
+        if chance(0.2) then init[#init + 1] = "P(pcall(mod.import, 'm2'))" end
+        local manifest = ("return {name = 'm4', version = '%d', depends = {%s}}")
+            :format(rand(3), chance(0.9) and "'m1'" or "'m1', 'nope'")
+        return ("os.execute(\"mkdir -p '\" .. H.dir .. \"/m4'\"); H.write('m4/manifest.lua', %q)\n"
+            .. "  H.write('m4/init.lua', [==[\n%s\n]==])\n  return H.modres(%s), H.take()")
+            :format(manifest, table.concat(init, "\n"),
+                chance(0.6) and "MODS:load(H.dir .. '/m4')" or "MODS:reload('m4')")
+    end
+
     -- Frames with the mods' systems in them, and a manager call right after a loop left by
     -- break (under LuaJIT that loop ends only when the world or the manager is next used).
     function ops.mod_frames()
@@ -177,6 +202,6 @@ local n = 0]]
 H.dir = os.tmpname(); os.remove(H.dir); os.execute("mkdir -p '" .. H.dir .. "'")
 MODS = kiln.mods(w, {instructions = 400000, memory = 1024 * 1024, milliseconds = -1, entities = 40, seed = %d,
     log = function(mod, line) H.say(mod .. ': ' .. H.modmsg(line)) end})]]):format(rand(1000))
-    local weights = {{"mod_load", 3}, {"mod_reload", 2}, {"mod_unload", 1}, {"mod_list", 1}, {"mod_frames", 2}}
+    local weights = {{"mod_load", 3}, {"mod_reload", 2}, {"mod_unload", 1}, {"mod_list", 1}, {"mod_frames", 2}, {"mod_dep", 1}}
     return setup, weights, {"MA", "MB"}
 end
