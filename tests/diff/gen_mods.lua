@@ -191,8 +191,9 @@ local n = 0]]
                 for i, c in ipairs(G.queries[j].terms) do names[i] = ("%q"):format(c.name) end
                 reach = "H.reach(e, " .. table.concat(names, ", ") .. "); "
             end
-            return ("for e in Q[%d]:each() do %sH.say(H.num(e)); break end\n  return H.modlist(MODS:list()), H.take()")
-                :format(j, reach)
+            return ("for e in Q[%d]:each() do %sH.say(H.num(e)); break end\n  return %s, H.take()")
+                :format(j, reach, pick({"H.modlist(MODS:list())", ("H.modres(MODS:reload(%q))"):format(pick(ALL)),
+                    ("H.modres(MODS:unload(%q))"):format(pick(ALL))}))
         end
         return ("local t = {}; for i = 1, %d do local ok, f = w:progress(0.25); t[i] = tostring(ok) .. ' ' .. H.failures(f) end\n"
             .. "  return t, H.take()"):format(rand(3))
