@@ -175,9 +175,10 @@ function H.ticks(w)
     local function one(e)
         if seen[e] or not w:is_alive(e) then return end
         seen[e] = true
-        local row = {}
+        local row, has = {}, {}
+        for _, name in ipairs(w:components(e)) do has[name] = true end
         for j, name in ipairs(H.names) do
-            local t = w:changed_tick(e, name)
+            local t = has[name] and w:changed_tick(e, name) or 0
             local m = H.taint[name]
             if t == 0 then t = "-"
             elseif m and m[e] and t <= m[e] then t = "~"
@@ -185,8 +186,7 @@ function H.ticks(w)
             row[j] = t
         end
         for _, name in ipairs(H.mod_names) do -- the mods' components, once one defines them
-            local ok, t = pcall(w.changed_tick, w, e, name)
-            row[#row + 1] = not ok and "?" or t == 0 and "-" or H.num(t)
+            row[#row + 1] = has[name] and H.num(w:changed_tick(e, name)) or "-"
         end
         out[#out + 1] = H.num(e) .. "=" .. concat(row, ".")
     end
