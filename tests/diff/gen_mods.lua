@@ -180,6 +180,23 @@ local n = 0]]
                 chance(0.6) and "MODS:load(H.dir .. '/m4')" or "MODS:reload('m4')")
     end
 
+    -- The host's own use of MA (a mod's component): spawns, and loops whose views may be FFI
+    -- views under LuaJIT (both of MA's shapes read through FFI), reads before writes.
+    function ops.mod_host()
+        local field = MA.schema:match("^%a+%d*_?t? (%a+)")
+        local value = field == "x" and pick({"0.5", "7", "-2"}) or pick({"7", "-2", "0"}) -- converts alike through FFI
+        local loop = pick({
+            ("for e, a in HQ:each() do H.reach(e, 'MA'); H.say(H.num(e) .. ':' .. H.num(a.%s)); a.%s = %s end")
+                :format(field, field, value),
+            ("HQ:bulk(function(n, ents, a) for i = 1, n do H.say(H.num(ents[i]) .. ':' .. H.num(a.%s[i])); a.%s[i] = %s end end)")
+                :format(field, field, value),
+            "H.say(H.res(pcall(w.spawn, w, {MA = {" .. MA.init:gsub("i", "3") .. "}})))",
+            "H.say(HQ:count())",
+        })
+        return ("local ok, q = pcall(w.query, w, {'MA'}); if not ok then return q end\n"
+            .. "  HQ = HQ or q; %s\n  return H.take()"):format(loop)
+    end
+
     -- Frames with the mods' systems in them, and a manager call right after a loop left by
     -- break (under LuaJIT that loop ends only when the world or the manager is next used).
     function ops.mod_frames()
@@ -202,7 +219,8 @@ local n = 0]]
     local setup = ([[
 H.dir = os.tmpname(); os.remove(H.dir); os.execute("mkdir -p '" .. H.dir .. "'")
 MODS = kiln.mods(w, {instructions = 400000, memory = 1024 * 1024, milliseconds = -1, entities = 40, seed = %d,
-    log = function(mod, line) H.say(mod .. ': ' .. H.modmsg(line)) end})]]):format(rand(1000))
-    local weights = {{"mod_load", 3}, {"mod_reload", 2}, {"mod_unload", 1}, {"mod_list", 1}, {"mod_frames", 2}, {"mod_dep", 1}}
+    log = function(mod, line) H.say(mod .. ': ' .. H.modmsg(line)) end})
+local HQ]]):format(rand(1000))
+    local weights = {{"mod_load", 3}, {"mod_reload", 2}, {"mod_unload", 1}, {"mod_list", 1}, {"mod_frames", 2}, {"mod_dep", 1}, {"mod_host", 2}}
     return setup, weights, {"MA", "MB"}
 end

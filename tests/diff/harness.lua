@@ -186,7 +186,8 @@ function H.ticks(w)
             row[j] = t
         end
         for _, name in ipairs(H.mod_names) do -- the mods' components, once one defines them
-            row[#row + 1] = has[name] and H.num(w:changed_tick(e, name)) or "-"
+            local t, m = has[name] and w:changed_tick(e, name) or 0, H.taint[name]
+            row[#row + 1] = t == 0 and "-" or m and m[e] and t <= m[e] and "~" or H.num(t)
         end
         out[#out + 1] = H.num(e) .. "=" .. concat(row, ".")
     end
