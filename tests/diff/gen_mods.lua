@@ -44,8 +44,8 @@ local function P(...)
 end
 local n = 0]]
 
-    -- Memory without end: a new 4 KB string per turn (its bytes are charged as instructions,
-    -- 8 a byte), so the 1 MiB runs out at about a quarter of the instructions on both.
+    -- Memory without end: a new 4 KB string per turn (allocations are charged an instruction
+    -- per 8 bytes), so the 1 MiB runs out at about a quarter of the instructions on both.
     local MEMORY_BOMB = "local t, s = {}, string.rep('x', 4000); while true do t[#t + 1] = s .. #t end"
 
     -- A run-system's statements: q is the mod's query over MA when it has one.
