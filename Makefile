@@ -447,7 +447,7 @@ test-examples-jit: asteroids-jit
 DIFF_SEEDS ?= 110
 DIFF_OPS   ?= 200
 DIFF_REGRESSIONS := 6/200 7/200 8/200 9/200 18/200 29/200 33/200 41/200 48/200 69/200 81/200 103/200 150/200 184/200 \
-    2/200 11/200 19/200 21/200 36/200 94/200
+    2/200 11/200 19/200 21/200 36/200 94/200 429/200
 test-diff-lua: $(LUA_MOD)
 	@if ! command -v luajit >/dev/null 2>&1; then echo "skipped: luajit is not installed (scripts/deps.sh)"; exit 0; fi; \
 	$(JIT_BUILD) build-jit/lua/kiln.so >/dev/null && \

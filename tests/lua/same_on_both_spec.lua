@@ -2,7 +2,7 @@
 -- differential test (tests/diff) found it did: which fault a value with several reports, views'
 -- errors, what q:bulk_ffi passes for a tag, a saved -0, the mod manager after a loop left by
 -- break, a query reused in the run of a system that left its loop, a mod after running out of
--- memory; and a crash it met on both.
+-- memory, a memory strike only for a run that failed for memory; and a crash it met on both.
 local kiln = require "kiln"
 
 local function message(fn, ...)
@@ -255,6 +255,42 @@ end}
             assert.is_true(ok, failures and failures[1] and failures[1].message)
         end
         assert.are.same({"2\t200", "3\t200", "4\t200"}, lines)
+        assert.are.equal("running", mods:list()[1].state)
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+end)
+
+describe("a mod's system that fails for its instructions", function()
+    it("is no memory strike, though an allocation in it found memory full of another run's garbage", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/spender.lua", "w"))
+        f:write([[
+world:system{name = "fill", run = function()
+    local t, s = {}, string.rep("x", 4000)
+    while true do t[#t + 1] = s .. #t end
+end}
+world:system{name = "spin", after = {"fill"}, run = function()
+    local t = {}
+    for i = 1, 100 do t[i] = string.rep("y", 100) .. i end
+    while true do end
+end}
+]])
+        f:close()
+        local w = kiln.world()
+        local mods = kiln.mods(w, {memory = 2 * 1024 * 1024, instructions = 1e6, milliseconds = -1})
+        assert(mods:load(dir .. "/spender.lua"))
+        for frame = 1, 4 do
+            local ok, failures = w:progress(0.1)
+            assert.is_false(ok)
+            assert.are.equal(2, #failures)
+            assert.are.equal("mod 'spender': not enough memory", failures[1].message)
+            assert.are.equal("mod 'spender': system 'spin' ran past its budget of 1000000 instructions",
+                failures[2].message)
+        end
         assert.are.equal("running", mods:list()[1].state)
         mods:close()
         w:close()
