@@ -141,7 +141,8 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc);
  * recorded against it (their pending values are destroyed; the buffers themselves stay
  * valid for kiln_commands_destroy, and any other use of them fails), runs the destroy hook
  * of every resource and live component value, frees every byte the world allocated, and
- * invalidates every query and pointer. Schedules must be destroyed before their world.
+ * invalidates every query and pointer. A resource's destroy hook may remove resources then
+ * but not set one (kiln_resource_set fails). Schedules must be destroyed before their world.
  * NULL is a no-op. */
 void kiln_world_destroy(kiln_world *world);
 
@@ -859,7 +860,8 @@ void kiln_events_update(kiln_world *world);
  * schedule orders them like component access. */
 
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults); an existing value is
- * destroyed first (its destroy hook runs). Fails for an unknown type or out of memory; on
+ * destroyed first (its destroy hook runs). Fails for an unknown type, out of memory, or with
+ * KILN_ERR_INVALID_ARGUMENT from a destroy hook running while the world is destroyed; on
  * failure the caller still owns value and no hook runs. A main-thread system may set one while
  * worker systems run and get others (a resource set for the first time: unset or whole), and
  * worker systems may set and remove the resources they write at the same moment (a first set
@@ -867,7 +869,12 @@ void kiln_events_update(kiln_world *world);
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the
- * resource is set again or removed. Writes through it are allowed. */
+ * resource is removed (setting it again keeps the storage). Writes through it are allowed.
+ * Debug builds (those with the "Declared access" checks) keep the value of a resource
+ * removed during a schedule run, poisoned, until the end of the next run, and abort naming
+ * the resource and the system that just returned when it was written through a stale
+ * pointer meanwhile; reads through one see the poison bytes (0xdb). A removal outside any
+ * run frees at once. Release builds keep and check nothing. */
 void *kiln_resource_get(const kiln_world *world, kiln_component type);
 
 /* True when the resource is set. */

@@ -117,4 +117,6 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
     KILN_PANIC(world->error);
 }
 
+void kl_guard_panic(const kiln_world *world) { KILN_PANIC(world->error); }
+
 #endif

@@ -57,6 +57,10 @@ static inline void kl_guard_check(const kiln_world *world, const char *call, kl_
     if (atomic_load_explicit(&((kiln_world *)world)->guard, memory_order_acquire) != NULL)
         kl_guard_check_slow(world, call, access, component, entity);
 }
+
+/* Fails loudly with the world's error as the message (KILN_PANIC): for checks kept elsewhere
+ * (the stale resource pointers of resource.c). */
+KL_HIDDEN void kl_guard_panic(const kiln_world *world);
 #else
 static inline void kl_guard_enter(const kiln_world *world, const struct kl_system *sys,
                                   kl_guard_frame *frame) {

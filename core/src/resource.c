@@ -61,6 +61,11 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
     kl_guard_check(world, "kiln_resource_set", KL_WRITE, type, 0);
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_set", type);
+    if (world->resources_closed)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_resource_set: cannot set %s while the world is being destroyed (from "
+                       "a destroy hook)",
+                       c->names);
     uint8_t *current;
     kl_resource *r = slot(world, type, &current);
     if (r) {
@@ -115,6 +120,101 @@ bool kiln_resource_has(const kiln_world *world, kiln_component type) {
     return kl_component_get(world, type) && slot(world, type, &value) != NULL;
 }
 
+#if KILN_ACCESS_CHECKS
+/* A removed resource's block kept poisoned (debug builds, see resource.h). */
+typedef struct kl_resource_grave {
+    struct kl_resource_grave *next;
+    void *block;
+    size_t block_size;
+    uint8_t *value;
+    size_t size;
+    kiln_component type;
+    int32_t ends_left; /* outermost run ends still to see before the block is freed */
+} kl_resource_grave;
+
+#define KL_POISON 0xdb
+
+/* Keeps a removed value's block poisoned instead of freeing it, when a schedule runs: true
+ * when kept (else, out of memory for the record or outside a run, the caller frees it). */
+static bool bury(kiln_world *world, kiln_component type, void *block, size_t block_size,
+                 uint8_t *value, size_t size) {
+    if (!size || !atomic_load_explicit(&world->guard, memory_order_acquire)) return false;
+    kl_resource_grave *g = kl_alloc(&world->alloc, sizeof *g);
+    if (!g) return false;
+    memset(value, KL_POISON, size);
+    *g = (kl_resource_grave){NULL, block, block_size, value, size, type, 2};
+    lock(world);
+    g->next = atomic_load_explicit(&world->graves, memory_order_relaxed);
+    atomic_store_explicit(&world->graves, g, memory_order_release);
+    unlock(world);
+    return true;
+}
+
+static bool poisoned(const kl_resource_grave *g) {
+    for (size_t i = 0; i < g->size; i++)
+        if (g->value[i] != KL_POISON) return false;
+    return true;
+}
+
+/* Fails loudly on the first kept value written since its removal. Called with the lock held. */
+static void check_graves(kiln_world *world, const kl_resource_grave *g, const char *system) {
+    for (; g; g = g->next) {
+        if (poisoned(g)) continue;
+        const kl_component *c = kl_component_get(world, g->type);
+        unlock(world);
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                "kiln_resource_remove: resource %s was written through a pointer after it was "
+                "removed (seen %s%s%s); a kiln_resource_get pointer is valid only until the "
+                "resource is removed",
+                c ? c->names : "(unknown)", system ? "when system '" : "at the end of the run",
+                system ? system : "", system ? "' returned" : "");
+        kl_guard_panic(world);
+        return;
+    }
+}
+
+void kl_resource_graves_check(kiln_world *world, const char *system) {
+    if (!atomic_load_explicit(&world->graves, memory_order_acquire)) return;
+    lock(world);
+    check_graves(world, atomic_load_explicit(&world->graves, memory_order_relaxed), system);
+    unlock(world);
+}
+
+/* Frees the kept blocks (all of them: at world destroy) whose time is up. */
+static void free_graves(kiln_world *world, bool all) {
+    lock(world);
+    kl_resource_grave *g = atomic_load_explicit(&world->graves, memory_order_relaxed), *kept = NULL;
+    while (g) {
+        kl_resource_grave *next = g->next;
+        if (all || --g->ends_left == 0) {
+            kl_free(&world->alloc, g->block, g->block_size);
+            kl_free(&world->alloc, g, sizeof *g);
+        } else {
+            g->next = kept;
+            kept = g;
+        }
+        g = next;
+    }
+    atomic_store_explicit(&world->graves, kept, memory_order_release);
+    unlock(world);
+}
+
+void kl_resource_graves_age(kiln_world *world) {
+    if (!atomic_load_explicit(&world->graves, memory_order_acquire)) return;
+    kl_resource_graves_check(world, NULL);
+    free_graves(world, false);
+}
+#else
+static bool bury(kiln_world *world, kiln_component type, void *block, size_t block_size,
+                 uint8_t *value, size_t size) {
+    (void)world, (void)type, (void)block, (void)block_size, (void)value, (void)size;
+    return false;
+}
+
+void kl_resource_graves_check(kiln_world *world, const char *system) { (void)world, (void)system; }
+void kl_resource_graves_age(kiln_world *world) { (void)world; }
+#endif
+
 /* Empties the entry (under the lock, in the newest table), then destroys and frees the value
  * outside it: a destroy hook may set or remove other resources. */
 static void release(kiln_world *world, const kl_component *c, kiln_component type) {
@@ -130,7 +230,8 @@ static void release(kiln_world *world, const kl_component *c, kiln_component typ
     unlock(world);
     if (!block) return;
     if (c->destroy && c->size) c->destroy(value, 1, c->hook_ctx);
-    kl_free(&world->alloc, block, block_size);
+    if (!bury(world, type, block, block_size, value, c->size))
+        kl_free(&world->alloc, block, block_size);
 }
 
 kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *removed) {
@@ -146,6 +247,9 @@ kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *r
 }
 
 void kl_resources_free(kiln_world *world) {
+    /* Sets are refused from here on, so the table neither grows nor refills behind the loop;
+     * a destroy hook's removal of a later resource destroys it there, once. */
+    world->resources_closed = true;
     kl_table *t = atomic_load_explicit(&world->resources, memory_order_relaxed);
     for (int64_t i = 1; t && i <= t->cap; i++) {
         uint8_t *value;
@@ -153,5 +257,8 @@ void kl_resources_free(kiln_world *world) {
             release(world, kl_component_get(world, (kiln_component)i), (kiln_component)i);
     }
     kl_table_free(&world->alloc, t, sizeof(kl_resource));
+#if KILN_ACCESS_CHECKS
+    free_graves(world, true);
+#endif
     atomic_store_explicit(&world->resources, NULL, memory_order_relaxed);
 }

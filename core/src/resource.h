@@ -12,4 +12,13 @@ KL_HIDDEN void kl_resources_free(kiln_world *world);
  * bookkeeping on a system's behalf (the random seed), which the system never declares. */
 KL_HIDDEN void *kl_resource_peek(const kiln_world *world, kiln_component type);
 
+/* Debug builds (KILN_ACCESS_CHECKS) keep the value of a resource removed while a schedule
+ * runs, filled with a poison byte, until the end of the outermost run after the one that
+ * removed it, so a write through a pointer kiln_resource_get handed out before the removal
+ * is caught. graves_check fails loudly (naming the resource and system, the system that just
+ * ran) when a kept value is no longer all poison; graves_age (at the end of an outermost run)
+ * checks, then frees those kept long enough. Release builds keep nothing. */
+KL_HIDDEN void kl_resource_graves_check(kiln_world *world, const char *system);
+KL_HIDDEN void kl_resource_graves_age(kiln_world *world);
+
 #endif

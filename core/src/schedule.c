@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "component.h"
 #include "defer.h"
+#include "resource.h"
 #include "schedule_order.h"
 #include "world.h"
 
@@ -358,6 +359,9 @@ static void run_system(void *arg) {
     int64_t t0 = now_ns();
     sys->run(&sys->ctx);
     int64_t dt = now_ns() - t0;
+#if KILN_ACCESS_CHECKS
+    kl_resource_graves_check(sys->ctx.world, sys->name);
+#endif
     kl_guard_leave(&frame);
     atomic_store_explicit(&sys->last_ns, dt, memory_order_relaxed);
     atomic_store_explicit(&sys->total_ns, atomic_load_explicit(&sys->total_ns, memory_order_relaxed) + dt,
@@ -472,6 +476,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     kiln_result r = kl_defer_end(world, "kiln_schedule_run");
 #if KILN_ACCESS_CHECKS
     atomic_store(&world->guard, outer_guard);
+    if (!outer_guard) kl_resource_graves_age(world);
 #endif
     s->running = false;
     if (s->removals > 0) sweep_removed(s);

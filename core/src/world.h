@@ -239,6 +239,12 @@ struct kiln_world {
     /* Held while a resource is added or removed (the table grows, an entry changes): worker
      * systems may set and remove the resources they write at the same moment. */
     atomic_flag resource_lock;
+    /* Set while the world destroys its resources: a destroy hook setting one then is refused
+     * (it would outlive the table being emptied). */
+    bool resources_closed;
+    /* Debug builds (KILN_ACCESS_CHECKS): values of resources removed while a schedule runs,
+     * kept poisoned for a while so a write through a stale pointer is caught (resource.c). */
+    _Atomic(struct kl_resource_grave *) graves;
     /* 1 while a schedule runs a stage of systems that are not exclusive (they may share the
      * world with workers): the frame's own steps (a schedule run, the event update) wait. */
     atomic_int in_stage;

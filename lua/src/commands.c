@@ -16,19 +16,49 @@ typedef struct klua_commands {
     bool complete;            /* the last apply took everything: the next record starts a batch */
     const struct klua_comp *link; /* while an add or set applies: its component, when it has
                                    * entity fields that may hold placeholders (else NULL) */
+    lua_Integer checking;     /* while a mod's apply checks its records first: 1 + the spawns
+                               * before the record checked (its placeholders up to those are
+                               * good); 0 when applying */
 } klua_commands;
 
-/* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. */
+/* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. Batches are
+ * numbered per Lua state, not per buffer, so one buffer's placeholder is no other buffer's;
+ * the top bits of the 28-bit number are the state's universe (0 for a host, one per mod
+ * state: klua_commands_universe), so a host's placeholder is no mod's either. The 2^20
+ * batches of a universe wrap. |placeholder| < 2^52: exact as a LuaJIT number. */
 #define BATCH_SHIFT 24
+#define BATCH_BITS 28
+#define UNIVERSE_SHIFT 20
 static lua_Integer placeholder(const klua_commands *c, lua_Integer k) { return -((c->batch << BATCH_SHIFT) + k); }
 static lua_Integer spawn_number(lua_Integer p) { return (-p) & ((1 << BATCH_SHIFT) - 1); }
 static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 
 static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
+/* Registry key of the state's next batch number (an integer; absent: 0). */
+static const char batch_key = 0;
+
+/* The state's next batch number, advanced within its universe. */
+static lua_Integer next_batch(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &batch_key);
+    lua_Integer b = lua_tointeger(L, -1) & (((lua_Integer)1 << BATCH_BITS) - 1);
+    lua_pop(L, 1);
+    lua_Integer counter = ((lua_Integer)1 << UNIVERSE_SHIFT) - 1;
+    lua_pushinteger(L, (b & ~counter) | ((b + 1) & counter));
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_key);
+    return b;
+}
+
+void klua_commands_universe(lua_State *L, uint32_t universe) {
+    lua_pushinteger(L, (lua_Integer)(universe & ((1u << (BATCH_BITS - UNIVERSE_SHIFT)) - 1)) << UNIVERSE_SHIFT);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_key);
+}
+
 int klua_commands_new(lua_State *L) {
+    lua_Integer batch = next_batch(L);
     klua_commands *c = klua_newobject(L, sizeof *c, KLUA_COMMANDS_UV_COUNT, KLUA_COMMANDS);
     memset(c, 0, sizeof *c);
+    c->batch = batch;
     lua_newtable(L);
     lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RECORDS);
     lua_newtable(L);
@@ -36,12 +66,15 @@ int klua_commands_new(lua_State *L) {
     return 1;
 }
 
+/* The new resolved table is in place before the batch changes: a memory error between
+ * them would leave the new batch's placeholders resolving to the old batch's entities. */
 static void new_batch(lua_State *L, klua_commands *c) {
-    c->spawns = 0;
-    c->batch = (c->batch + 1) & ((1 << 28) - 1);
-    c->complete = false;
     lua_newtable(L);
+    lua_Integer batch = next_batch(L);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
+    c->spawns = 0;
+    c->batch = batch;
+    c->complete = false;
 }
 
 /* Checks an entity or a placeholder of this batch. */
@@ -145,7 +178,9 @@ static int c_remove(lua_State *L) {
  * holding a placeholder of this batch whose spawn has been applied becomes that entity, in a
  * copy of the recorded table (the caller's stays as it was). Any other placeholder fails the
  * record. Decided per record by the schema cache's links flag, so values of components
- * without entity fields are passed on as they are. */
+ * without entity fields are passed on as they are; a spawn's init is only probed for the
+ * world's components with entity fields (klua_links), so a world without any costs a spawn
+ * record no look at its init at all. */
 
 static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
     if (lua_type(L, idx) != LUA_TNUMBER || !lua_isinteger(L, idx)) return false;
@@ -153,12 +188,20 @@ static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
     return *p < 0 && *p != LUA_MININTEGER;
 }
 
-/* Pushes the entity placeholder p became, or raises naming the field. */
+/* Pushes the entity placeholder p became, or raises naming the field. Checking, pushes p
+ * itself when its spawn comes before the record checked. */
 static void push_resolved_entity(lua_State *L, const klua_commands *c, int resolved, lua_Integer p,
                                  const kiln_field *f, const char *cname) {
     if (batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
         luaL_error(L, "field '%s' of %s holds placeholder %I, which is not from this buffer's current batch",
                    f->name, cname, p);
+    if (c->checking) {
+        if (spawn_number(p) >= c->checking)
+            luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
+                       cname, p);
+        lua_pushinteger(L, p);
+        return;
+    }
     if (lua_rawgeti(L, resolved, spawn_number(p)) == LUA_TNIL)
         luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
                    cname, p);
@@ -175,18 +218,31 @@ static void push_copy(lua_State *L, int idx) {
     }
 }
 
+/* Component id's schema cache entry in world kw, when its values may hold placeholders (it
+ * has entity fields and data values); NULL otherwise. */
+static const klua_comp *linked_id(lua_State *L, klua_world *kw, kiln_component id) {
+    if (!id || klua_is_lua_valued(kw, id)) return NULL;
+    const klua_comp *cc = klua_comp_ready(kw, id);
+    if (!cc) cc = klua_comp_get(L, kw, id);
+    if (!cc->links) return NULL;
+    /* kiln's own components stay unreachable to mods: their methods refuse them first */
+    if (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0) return NULL;
+    return cc;
+}
+
 /* The component the name at idx (s, n bytes, when a string) names in world kw, when its
  * values may hold placeholders; NULL otherwise (an unknown name is left for the world's method to refuse). */
 static const klua_comp *linked_comp(lua_State *L, klua_world *kw, int idx, const char *s, size_t n) {
     if (kw->closed) return NULL; /* the method refuses the closed world */
-    kiln_component id = klua_component_quiet(L, kw, idx, s, n);
-    if (!id) return NULL;
-    const klua_comp *cc = klua_comp_ready(kw, id);
-    if (!cc) cc = klua_comp_get(L, kw, id);
-    if (!cc->links || klua_is_lua_valued(kw, id)) return NULL;
-    /* kiln's own components stay unreachable to mods: their methods refuse them first */
-    if (kw->host && strncmp(cc->info.name, "kiln.", 5) == 0) return NULL;
-    return cc;
+    return linked_id(L, kw, klua_component_quiet(L, kw, idx, s, n));
+}
+
+/* Whether a spawn into kw may need its init's placeholders resolved: the world has a
+ * component with entity fields. */
+static bool world_links(lua_State *L, klua_world *kw) {
+    int32_t n = 0;
+    if (!kw->closed) klua_links(L, kw, &n);
+    return n > 0;
 }
 
 /* Pushes the value at vidx, or a copy of it with its placeholders resolved. */
@@ -240,21 +296,28 @@ static void push_linked(lua_State *L, const klua_commands *c, int resolved, cons
     }
 }
 
-/* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. */
+/* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. Only the
+ * world's components with entity fields are looked up in it, by name and by id (the keys a
+ * spawn takes), not the whole init walked. */
 static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *c, int resolved, int idx) {
     lua_pushvalue(L, idx);
-    if (!lua_istable(L, idx)) return;
+    if (!lua_istable(L, idx) || kw->closed) return;
     int out = lua_gettop(L);
     bool copied = false;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        const klua_comp *cc = NULL;
-        if (lua_istable(L, -1)) {
-            size_t n = 0;
-            const char *s = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &n) : NULL;
-            cc = linked_comp(L, kw, -2, s, n);
-        }
-        if (cc) {
+    int32_t n;
+    klua_links(L, kw, &n);
+    for (int32_t i = 0; i < n; i++) {
+        kiln_component id = kw->link_ids[i]; /* re-read: a finalizer may grow the list */
+        const klua_comp *cc = linked_id(L, kw, id);
+        if (!cc) continue;
+        for (int key = 0; key < 2; key++) {
+            if (key == 0) lua_pushstring(L, cc->info.name);
+            else lua_pushinteger(L, (lua_Integer)id);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, idx) != LUA_TTABLE) {
+                lua_settop(L, out);
+                continue;
+            }
             push_linked(L, c, resolved, cc, -1);
             if (!lua_rawequal(L, -1, -2)) {
                 if (!copied) {
@@ -262,14 +325,13 @@ static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *
                     lua_replace(L, out);
                     copied = true;
                 }
-                lua_pushvalue(L, -3);
+                lua_pushvalue(L, out + 1); /* the key */
                 lua_insert(L, -2);
                 lua_rawset(L, out);
-            } else {
-                lua_pop(L, 1);
             }
+            lua_settop(L, out);
+            if (kw->closed) return; /* a finalizer closed the world: the spawn refuses it */
         }
-        lua_pop(L, 1);
     }
 }
 
@@ -310,7 +372,8 @@ static int apply_one(lua_State *L) {
 
 /* apply_one for a record whose value may hold placeholders: a spawn with an init, or an
  * add or set of a component with entity fields (c->link). Upvalues: the Commands, its
- * resolved table, the klua_world (checked by c_apply; the world userdata at 1 keeps it). */
+ * resolved table, the klua_world (checked by c_apply; the world userdata at 1 keeps it).
+ * Checking (c->checking), only resolves, to raise for a placeholder it could not. */
 static int apply_linked(lua_State *L) {
     klua_commands *c = lua_touserdata(L, lua_upvalueindex(1));
     const klua_comp *link = c->link;
@@ -323,13 +386,83 @@ static int apply_linked(lua_State *L) {
         push_linked(L, c, resolved, link, 5);
         lua_replace(L, 5);
     }
-    return apply_one(L);
+    return c->checking ? 0 : apply_one(L);
+}
+
+/* A mod's buffer lands whole or not at all as far as its placeholders and its entity limit
+ * go: before the first record runs, every placeholder a pending record uses (as its target
+ * or in an entity field) must be of this batch with its spawn before the record, and the
+ * pending spawns must fit what the mod may still spawn. Pushes nil, a message and 0 and
+ * returns 3 on a refusal (nothing applied, the records kept), else returns 0. The function
+ * at linked_fn resolves in check mode; records and resolved are stack slots. */
+static int check_pending(lua_State *L, klua_commands *c, klua_world *kw, int records, int linked_fn) {
+    lua_Integer pending_spawns = 0;
+    for (lua_Integer i = c->head; i < c->count; i++) {
+        lua_rawgeti(L, records, i * FIELDS + 1);
+        pending_spawns += lua_tointeger(L, -1) == OP_SPAWN;
+        lua_pop(L, 1);
+    }
+    int64_t room = kw->mod_hooks->spawn_room(kw);
+    if (pending_spawns > room) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "commands:apply: the buffer spawns %I entities; the mod may spawn %I more",
+                        pending_spawns, (lua_Integer)room);
+        lua_pushinteger(L, 0);
+        return 3;
+    }
+    lua_Integer seen = c->spawns - pending_spawns; /* spawns of the batch applied already */
+    for (lua_Integer i = c->head; i < c->count; i++) {
+        lua_Integer base = i * FIELDS;
+        int top = lua_gettop(L);
+        lua_rawgeti(L, records, base + 1);
+        int op = (int)lua_tointeger(L, -1);
+        lua_rawgeti(L, records, base + 2);
+        lua_Integer target = lua_tointeger(L, -1);
+        lua_rawgeti(L, records, base + 3);
+        lua_rawgeti(L, records, base + 4);
+        size_t clen = 0;
+        const char *cname = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &clen) : NULL;
+        const char *why = NULL;
+        if (op != OP_SPAWN && target < 0 &&
+            (batch_of(target) != c->batch || spawn_number(target) == 0 || spawn_number(target) > seen)) {
+            why = lua_pushfstring(L, "uses placeholder %I whose spawn comes later in the buffer", target);
+        } else {
+            c->link = (op == OP_ADD || op == OP_SET) && lua_type(L, -1) == LUA_TTABLE
+                          ? linked_comp(L, kw, -2, cname, clen)
+                          : NULL;
+            if (c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE && world_links(L, kw))) {
+                lua_pushvalue(L, linked_fn);
+                lua_pushvalue(L, 2);
+                for (int k = 1; k <= 4; k++) lua_pushvalue(L, top + k);
+                c->checking = seen + 1;
+                int status = lua_pcall(L, 5, 0, 0);
+                c->checking = 0;
+                c->link = NULL;
+                if (status != LUA_OK) why = lua_tostring(L, -1) ? lua_tostring(L, -1) : "error";
+            }
+        }
+        if (why) {
+            char eb[24];
+            const char *ename = op == OP_SPAWN ? "(new)" : target < 0 ? lua_pushfstring(L, "%I", target)
+                                                                        : klua_entity_str((kiln_entity)target, eb);
+            lua_pushnil(L);
+            lua_pushfstring(L, "commands:apply: command %I (%s%s%s) on entity %s: %s", i - c->head + 1, op_name(op),
+                            cname ? " " : "", cname ? cname : "", ename, why);
+            lua_pushinteger(L, 0);
+            return 3;
+        }
+        lua_settop(L, top);
+        seen += op == OP_SPAWN;
+    }
+    return 0;
 }
 
 static int c_apply(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
     klua_world *kw = klua_check_world(L, 2);
+    if (c->checking) /* a finalizer run by the check below: applying now would skip records */
+        klua_fail(L, "commands:apply", "the buffer is being checked by another apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
@@ -340,6 +473,10 @@ static int c_apply(lua_State *L) {
     int linked_fn = lua_gettop(L);
     lua_pushcfunction(L, apply_one);
     int plain_fn = lua_gettop(L);
+    if (kw->mod_hooks && c->head < c->count) {
+        int refused = check_pending(L, c, kw, records, linked_fn);
+        if (refused) return refused;
+    }
     lua_Integer applied = 0;
     while (c->head < c->count) {
         lua_Integer base = c->head * FIELDS;
@@ -370,7 +507,9 @@ static int c_apply(lua_State *L) {
         /* decided here, by the schema cache's flag, so a value without entity fields costs
          * one type test and a cached lookup */
         c->link = (op == OP_ADD || op == OP_SET) && lua_type(L, -1) == LUA_TTABLE ? linked_comp(L, kw, -2, cname, clen) : NULL;
-        lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE) ? linked_fn : plain_fn, fn_slot);
+        lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE && world_links(L, kw)) ? linked_fn
+                                                                                                   : plain_fn,
+                 fn_slot);
         if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
             char eb[24];

@@ -125,6 +125,8 @@ typedef struct klua_mod_hooks {
     /* A system of the mod failed (message without traceback); disabled: it was stopped;
      * out_of_memory: it failed for memory (not for a failed allocation it recovered from). */
     void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled, bool out_of_memory);
+    /* How many more entities the mod may spawn now (its limit less its live and queued ones). */
+    int64_t (*spawn_room)(klua_world *kw);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it
@@ -171,6 +173,9 @@ struct klua_world {
     struct klua_comp **comps;  /* schema cache by component id (klua_comp_get): entries
                                 * that never move while the world is open, or NULL */
     int32_t comps_cap;
+    kiln_component *link_ids;  /* components with entity fields, ascending (klua_links) */
+    int32_t link_count, link_cap;
+    kiln_component links_scanned; /* ids up to this one are in link_ids when they link */
     const char **key_ptrs;     /* per key slot of the names table: the key's interned bytes */
     int32_t keys_count, keys_cap;
     /* klua_check_component's cache: a name's bytes (a key of the names table, so alive
@@ -455,6 +460,10 @@ static inline const klua_comp *klua_comp_ready(const klua_world *kw, kiln_compon
  * else by its bytes), or NULL. */
 KLUA_HIDDEN const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua_comp *cc,
                                               int idx);
+/* The world's components with entity fields (any registered since the last call are looked
+ * at first), ascending, count in *count: the only ones whose values may hold placeholders.
+ * Memory from the Lua allocator, freed with the cache. */
+KLUA_HIDDEN const kiln_component *klua_links(lua_State *L, klua_world *kw, int32_t *count);
 /* Frees the cache (the world is being released). */
 KLUA_HIDDEN void klua_comp_free(lua_State *L, klua_world *kw);
 
@@ -571,6 +580,9 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
                                         bool stuck_only);
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
+/* Numbers the command buffers' batches of state L in universe (1..255; 0 is a host's): a
+ * mod state's placeholders are then no host's or other mod's (commands.c). */
+KLUA_HIDDEN void klua_commands_universe(lua_State *L, uint32_t universe);
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
 /* Frees the systems made through kw that are left: none of them is in a schedule then (a
  * World's own were freed by their fini when its schedule went; a mod's view is released

@@ -261,8 +261,15 @@ static void hook_failed(klua_world *kw, const char *system, const char *message,
     if (lua_pcall(H, 2, 0, 0) != LUA_OK) lua_pop(H, 1);
 }
 
+static int64_t hook_spawn_room(klua_world *kw) {
+    klua_mod *mod = kw->mod;
+    int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
+    int64_t room = mod->mods->entities - live - pending_spawns(mod, kw->world);
+    return room > 0 ? room : 0;
+}
+
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,
-                                     hook_owner, hook_add_system, hook_failed};
+                                     hook_owner, hook_add_system, hook_failed, hook_spawn_room};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 

@@ -596,11 +596,15 @@ static int w_load(lua_State *L) {
     }
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
-    lua_settop(L, 3);
+    /* Slots 4..6 (padded nils, or extra arguments) become the load's. No lua_settop below
+     * them: klua_self's collector guard sits above the arguments, and closing it from
+     * lua_settop runs its __close where Lua 5.4.4 can leave the stack top pointing into a
+     * stack the call moved (its bug 5: a load's error message was then freed while raised). */
     if (!lua_checkstack(L, 8)) klua_fail(L, fname, "out of memory");
-    lua_pushnil(L);
-    lua_pushnil(L);
-    lua_pushnil(L);
+    for (int slot = 4; slot <= 6; slot++) {
+        lua_pushnil(L);
+        lua_replace(L, slot);
+    }
     load_ctx lc = {L, kw, 4, 5, 6};
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
@@ -615,7 +619,7 @@ static int w_load(lua_State *L) {
         lua_pushvalue(L, lc.resources);
         lua_rawset(L, -3);
     }
-    lua_settop(L, lc.map);
+    lua_pushvalue(L, lc.map); /* (returned from the top: see the slots above) */
     return 1;
 }
 

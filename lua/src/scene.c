@@ -207,7 +207,8 @@ static int w_instantiate(lua_State *L) {
     const char *s = lua_tolstring(L, 2, &len);
     if (strlen(s) != len) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
     kiln_instantiate_desc d = {0};
-    lua_settop(L, 3);
+    /* (no lua_settop below the arguments: see world:load in persist.c) */
+    int table = 0; /* the prefabs table's slot, or 0 */
     if (!lua_isnil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
@@ -219,27 +220,28 @@ static int w_instantiate(lua_State *L) {
             d.parent = (kiln_entity)p;
         }
         lua_pop(L, 1);
-        lua_getfield(L, 3, "prefabs"); /* index 4 */
-        if (!lua_isnil(L, 4) && !lua_istable(L, 4)) klua_argerror(L, 3, fname, "prefabs must be a table of kiln.Prefab by name");
+        lua_getfield(L, 3, "prefabs");
+        if (!lua_isnil(L, -1) && !lua_istable(L, -1)) klua_argerror(L, 3, fname, "prefabs must be a table of kiln.Prefab by name");
+        if (lua_istable(L, -1)) table = lua_gettop(L);
     }
     int32_t count = 0;
-    if (lua_istable(L, 4)) {
+    if (table) {
         lua_pushnil(L);
-        while (lua_next(L, 4)) {
+        while (lua_next(L, table)) {
             if (lua_type(L, -2) != LUA_TSTRING) klua_argerror(L, 3, fname, "prefabs are named by strings");
             if (count == INT32_MAX / 2) klua_argerror(L, 3, fname, "too many prefabs");
             count++;
             lua_pop(L, 1);
         }
     }
-    const char **names = lua_newuserdatauv(L, sizeof(char *) * ((size_t)count + 1), 0); /* index 5 */
+    const char **names = lua_newuserdatauv(L, sizeof(char *) * ((size_t)count + 1), 0);
     const kiln_prefab **prefabs = lua_newuserdatauv(L, sizeof(kiln_prefab *) * ((size_t)count + 1), 0);
-    lua_newtable(L); /* index 7: the converted prefabs, held for the call */
+    lua_newtable(L); /* the converted prefabs, held for the call */
     int held = lua_gettop(L);
     int32_t i = 0;
     if (count) {
         lua_pushnil(L);
-        while (lua_next(L, 4)) {
+        while (lua_next(L, table)) {
             names[i] = lua_tostring(L, -2); /* the key stays in the options table */
             prefabs[i] = prefab_of(L, kw, -1, names[i], fname);
             lua_rawseti(L, held, i + 1);  /* whatever prefab_of left: the tree or the native */
@@ -402,7 +404,7 @@ static int w_export(lua_State *L) {
     const char *fname = "world:export";
     static const char *const keys[] = {"name", NULL};
     if (kw->host) klua_fail(L, fname, "a mod cannot export the host's world");
-    lua_settop(L, 3);
+    /* (arguments 2 and 3 are there, padded: no lua_settop below them, see world:load) */
     kiln_export_desc d = {0};
     if (!lua_isnil(L, 2)) {
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "list of entities");

@@ -262,6 +262,27 @@ const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua
     return strlen(name) == len ? klua_find_field(&cc->info, name) : NULL;
 }
 
+const kiln_component *klua_links(lua_State *L, klua_world *kw, int32_t *count) {
+    int64_t known = kiln_component_count(kw->world);
+    while ((int64_t)kw->links_scanned < known) {
+        kiln_component c = kw->links_scanned + 1;
+        kiln_component_info info;
+        bool links = false;
+        if (c != kw->shared_type && kiln_component_info_get(kw->world, c, &info))
+            for (int32_t i = 0; i < info.field_count && !links; i++)
+                links = info.fields[i].type == KILN_TYPE_ENTITY;
+        if (links) {
+            int32_t cap = kw->link_cap;
+            kw->link_ids = grow(L, kw->link_ids, &cap, kw->link_count + 1, sizeof *kw->link_ids);
+            kw->link_cap = cap;
+            kw->link_ids[kw->link_count++] = c;
+        }
+        kw->links_scanned = c; /* after the growth, which may raise: c is looked at again */
+    }
+    *count = kw->link_count;
+    return kw->link_ids;
+}
+
 void klua_comp_free(lua_State *L, klua_world *kw) {
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
@@ -269,6 +290,10 @@ void klua_comp_free(lua_State *L, klua_world *kw) {
         if (kw->comps[i]) fa(ud, kw->comps[i], sizeof *kw->comps[i], 0);
     if (kw->comps) fa(ud, kw->comps, (size_t)kw->comps_cap * sizeof *kw->comps, 0);
     if (kw->key_ptrs) fa(ud, kw->key_ptrs, (size_t)kw->keys_cap * sizeof *kw->key_ptrs, 0);
+    if (kw->link_ids) fa(ud, kw->link_ids, (size_t)kw->link_cap * sizeof *kw->link_ids, 0);
+    kw->link_ids = NULL;
+    kw->link_count = kw->link_cap = 0;
+    kw->links_scanned = 0;
     kw->comps = NULL;
     kw->key_ptrs = NULL;
     kw->comps_cap = kw->keys_cap = kw->keys_count = 0;

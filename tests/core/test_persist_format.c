@@ -88,11 +88,20 @@ KILN_TEST(format, a_version_1_save_loads_with_its_handles_and_references_and_sav
     handmade_save(&v1, 1, 0, 3, handles, targets);
     kiln_component link;
     kiln_world *w = link_world(&link);
+    /* a save writes null for a reference to an entity it does not hold: the stale one is refused */
+    ck_assert_int_eq(kiln_load(w, v1.data, v1.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_load: entity 2v3 component 'Link' field 'to' points to 0v2, an "
+                                          "entity the file does not hold (a save writes null there)");
+    ck_assert_int_eq(kiln_entity_count(w), 0);
+    kiln_world_destroy(w); /* (its slots were used and given back: a fresh world keeps the handles) */
+    w = link_world(&link);
+    targets[1] = KILN_NULL_ENTITY;
+    handmade_save(&v1, 1, 0, 3, handles, targets);
     ck_assert_msg(kiln_load(w, v1.data, v1.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
     ck_assert_int_eq(kiln_entity_count(w), 3);
     ck_assert(kiln_is_alive(w, e0) && kiln_is_alive(w, e2) && kiln_is_alive(w, e5));
     ck_assert_uint_eq(target_of(w, link, e0), e5);
-    ck_assert_uint_eq(target_of(w, link, e2), KILN_NULL_ENTITY); /* the stale handle */
+    ck_assert_uint_eq(target_of(w, link, e2), KILN_NULL_ENTITY);
     ck_assert_uint_eq(target_of(w, link, e5), e2);
     ck_assert_uint_eq(kiln_tick_current(w), 5);
     /* saved again: version 2, and the same world when loaded */

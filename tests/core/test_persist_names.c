@@ -184,6 +184,74 @@ KILN_TEST(clone, values_with_hooks_are_refused_and_nothing_is_spawned) {
     kiln_world_destroy(w);
 }
 
+/* A Link check that remembers what it saw and refuses a link to a slot at or past limit (a
+ * rule a remapped value can break while the original keeps it). */
+typedef struct link_rule {
+    uint32_t limit;
+    int seen;
+    kiln_entity last_entity, last_to;
+} link_rule;
+
+static kiln_result check_link(const kiln_world *world, kiln_entity entity, const void *value, void *ctx, char *why,
+                              size_t why_size) {
+    (void)world;
+    link_rule *rule = ctx;
+    kiln_entity to = value ? *(const kiln_entity *)value : KILN_NULL_ENTITY;
+    rule->seen++;
+    rule->last_entity = entity;
+    rule->last_to = to;
+    if (to == KILN_NULL_ENTITY || kiln_entity_index(to) < rule->limit) return KILN_OK;
+    char buf[24];
+    snprintf(why, why_size, "link to %s: only slots below %u may be linked", kiln_entity_format(to, buf, sizeof buf),
+             (unsigned)rule->limit);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+KILN_TEST(clone, a_remapped_reference_passes_the_components_check_and_a_refusal_fails_the_clone_whole) {
+    static const kiln_field link_field[] = {{"to", KILN_TYPE_ENTITY, 0, 0}};
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_transform_ids tf;
+    ck_assert_int_eq(kiln_transform_init(w, &tf), KILN_OK);
+    link_rule rule = {.limit = UINT32_MAX};
+    kiln_component link;
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Link", .size = 8, .fields = link_field,
+                                                                        .field_count = 1, .check = check_link,
+                                                                        .hook_ctx = &rule},
+                                             &link),
+                     KILN_OK);
+    /* root, and a child linked back to it */
+    kiln_entity root, child;
+    ck_assert_int_eq(kiln_spawn(w, &root), KILN_OK);
+    kiln_parent up = {root};
+    ck_assert_int_eq(kiln_spawn_with(w, (kiln_component[]){link, tf.parent}, (const void *[]){&root, &up}, 2, &child),
+                     KILN_OK);
+    /* the check sees the copy's own value: the child's copy linked to the root's copy */
+    kiln_entity copy;
+    rule.seen = 0;
+    ck_assert_int_eq(kiln_clone(w, root, &(kiln_clone_desc){.tree = true}, &copy), KILN_OK);
+    kiln_entity kids[2];
+    ck_assert_int_eq(kiln_transform_children(w, copy, kids, 2), 1);
+    ck_assert_uint_eq(*(const kiln_entity *)kiln_get(w, kids[0], link), copy);
+    ck_assert_uint_eq(rule.last_entity, kids[0]);
+    ck_assert_uint_eq(rule.last_to, copy);
+    /* a rule the originals keep and the copies break: the clone fails, the world as it was */
+    rule.limit = kiln_entity_index(copy) + 2; /* every slot so far */
+    int64_t count = kiln_entity_count(w);
+    uint64_t before = kiln_world_hash(w);
+    kiln_entity again = KILN_NULL_ENTITY;
+    ck_assert_int_eq(kiln_clone(w, root, &(kiln_clone_desc){.tree = true}, &again), KILN_ERR_INVALID_ARGUMENT);
+    char want[200], rb[24], tb[24];
+    snprintf(want, sizeof want, "kiln_clone: the copy of entity %s component 'Link': link to %s: only slots below %u "
+             "may be linked", kiln_entity_format(child, rb, sizeof rb), kiln_entity_format(rule.last_to, tb, sizeof tb),
+             (unsigned)rule.limit);
+    ck_assert_str_eq(kiln_world_error(w), want);
+    ck_assert_uint_ge(kiln_entity_index(rule.last_to), rule.limit);
+    ck_assert_uint_eq(again, KILN_NULL_ENTITY);
+    ck_assert_int_eq(kiln_entity_count(w), count);
+    ck_assert_uint_eq(kiln_world_hash(w), before);
+    kiln_world_destroy(w);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 KILN_TEST_GROUP(random);
 

@@ -342,3 +342,22 @@ KILN_TEST(hostile, a_load_refuses_parent_links_exactly_where_checking_them_one_b
     ck_assert_int_gt(loaded, 5);
     ck_assert_int_gt(refused, 5);
 }
+
+KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_prefab *prefab = NULL;
+    kiln_instance *inst = NULL;
+    /* /dev/zero never ends: read whole, it would take all memory */
+    ck_assert_int_eq(kiln_load_file(w, "/dev/zero", NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_load_file: /dev/zero is not a regular file");
+    ck_assert_int_eq(kiln_prefab_load_file(w, "/dev/zero", &prefab), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_prefab_load_file: /dev/zero is not a regular file");
+    ck_assert_int_eq(kiln_instantiate_file(w, "/dev/zero", NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_instantiate_file: /dev/zero is not a regular file");
+    ck_assert_int_eq(kiln_load_file(w, "/", NULL), KILN_ERR_INVALID_ARGUMENT); /* a folder */
+    ck_assert_str_eq(kiln_world_error(w), "kiln_load_file: / is not a regular file");
+    ck_assert_ptr_null(prefab);
+    ck_assert_ptr_null(inst);
+    ck_assert_int_eq(kiln_entity_count(w), 0);
+    kiln_world_destroy(w);
+}

@@ -279,6 +279,71 @@ KILN_TEST(hooks, world_destroy_destroys_each_remaining_resource_exactly_once) {
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
 
+/* A destroy hook that, when the world dies, sets resources (one whose id lies past the table
+ * as it was, one already destroyed) and removes one not destroyed yet. */
+typedef struct teardown_meddler {
+    kiln_world *world;
+    kiln_component late, early, other;
+    kiln_result set_late, set_early, remove_other;
+    bool removed_other;
+    char message[256];
+    int32_t runs;
+} teardown_meddler;
+
+static void meddle_on_destroy(void *ptr, int32_t count, void *ctx) {
+    (void)ptr, (void)count;
+    teardown_meddler *m = ctx;
+    if (m->runs++ > 0) return;
+    m->set_early = kiln_resource_set(m->world, m->early, &(score){7, 7});
+    m->set_late = kiln_resource_set(m->world, m->late, &(score){8, 8});
+    snprintf(m->message, sizeof m->message, "%s", kiln_world_error(m->world));
+    m->remove_other = kiln_resource_remove(m->world, m->other, &m->removed_other);
+}
+
+KILN_TEST(hooks, a_destroy_hook_changing_resources_while_the_world_dies_leaks_nothing) {
+    test_hook_log log;
+    memset(&log, 0, sizeof log);
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    teardown_meddler m = {.world = world, .set_late = -1, .set_early = -1, .remove_other = -1};
+    m.early = register_score(world);
+    kiln_component meddler;
+    ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){
+                                                        .name = "Meddler", .size = 8,
+                                                        .destroy = meddle_on_destroy,
+                                                        .hook_ctx = &m},
+                                             &meddler),
+                     KILN_OK);
+    m.other = register_owned_named(world, &log, "OwnedLater");
+    /* a type whose id lies far past the resource table's first capacity */
+    for (int32_t i = 0; i < 40; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "Filler%d", (int)i);
+        ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = name, .size = 16},
+                                                 &m.late),
+                         KILN_OK);
+    }
+    ck_assert_int_eq(kiln_resource_set(world, m.early, &(score){1, 1}), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(world, meddler, NULL), KILN_OK);
+    test_owned v = test_owned_make(3);
+    ck_assert_int_eq(kiln_resource_set(world, m.other, &v), KILN_OK);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(m.runs, 1);
+    /* changes are refused while the world dies, with a message saying why */
+    ck_assert_int_eq(m.set_early, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(m.set_late, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(m.message, "kiln_resource_set: cannot set Filler39 while the world is being "
+                                "destroyed (from a destroy hook)");
+    /* a removal of one not destroyed yet still destroys it, once */
+    ck_assert_int_eq(m.remove_other, KILN_OK);
+    ck_assert(m.removed_other);
+    ck_assert_int_eq(test_hook_log_count(&log, 3), 1);
+    ck_assert_int_eq(log.destroyed, 1);
+    ck_assert_int_eq(alloc.live_blocks, 0);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* failures                                                                                   */
 /* ------------------------------------------------------------------------------------------ */

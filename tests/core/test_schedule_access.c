@@ -130,6 +130,54 @@ KILN_TEST_SIGNAL(misuse, iterating_a_query_with_an_undeclared_term_aborts, SIGAB
                         "kiln_query_iter: system 'mover' reads Velocity without declaring it");
 }
 
+/* Position serves as a resource type here: the system holds its pointer across a removal. */
+static void spend_then_write(const kiln_system_ctx *ctx) {
+    test_position *held = kiln_resource_get(ctx->world, F.p);
+    kiln_resource_remove(ctx->world, F.p, NULL);
+    if (held) held->x = 1; /* stale: the value died with the removal */
+}
+
+KILN_TEST_SIGNAL(misuse, writing_a_resource_through_a_pointer_kept_over_its_removal_aborts,
+                 SIGABRT) {
+    ck_assert_int_eq(kiln_resource_set(F.world, F.p, &(test_position){3, 4}), KILN_OK);
+    run_expecting_abort((kiln_system_desc){.name = "spender", .run = spend_then_write,
+                                           .writes = {F.p}},
+                        "kiln_resource_remove: resource Position was written through a pointer "
+                        "after it was removed (seen when system 'spender' returned); a "
+                        "kiln_resource_get pointer is valid only until the resource is removed");
+}
+
+/* Frame 1: keeps the pointer; frame 2: writes through it (another system removed it since). */
+static void cache_pointer(const kiln_system_ctx *ctx) {
+    test_position **cached = ctx->user;
+    if (!*cached) *cached = kiln_resource_get(ctx->world, F.p);
+    else (*cached)->y = 2;
+}
+
+static void drop_resource(const kiln_system_ctx *ctx) {
+    kiln_resource_remove(ctx->world, F.p, NULL);
+}
+
+KILN_TEST_SIGNAL(misuse, a_pointer_cached_over_frames_written_after_a_removal_aborts, SIGABRT) {
+    ck_assert_int_eq(kiln_resource_set(F.world, F.p, &(test_position){3, 4}), KILN_OK);
+    expected = "kiln_resource_remove: resource Position was written through a pointer after it "
+               "was removed (seen when system 'cache' returned)";
+    signal(SIGABRT, on_abort);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    static test_position *cached;
+    add_system(s, (kiln_system_desc){.name = "cache", .run = cache_pointer, .user = &cached,
+                                     .writes = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "drop", .run = drop_resource, .writes = {F.p},
+                                     .after = {"cache"}});
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_ptr_nonnull(cached);
+    ck_assert(!kiln_resource_has(F.world, F.p));
+    kiln_schedule_run(s, 0.0);
+    ck_abort_msg("the second run finished: expected \"%s\"", expected);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* what passes                                                                                */
 /* ------------------------------------------------------------------------------------------ */
@@ -168,6 +216,40 @@ static void anything_goes(const kiln_system_ctx *ctx) {
 }
 
 KILN_TEST_GROUP_WITH(allowed, .setup = setup, .teardown = teardown, .timeout = 30);
+
+/* Removes the resource one frame, sets it again the next, each time through fresh pointers. */
+static void churn_resource(const kiln_system_ctx *ctx) {
+    int *frame = ctx->user;
+    if (++*frame % 2) {
+        test_position *p = kiln_resource_get(ctx->world, F.p);
+        if (p) p->x += 1;
+        kiln_resource_remove(ctx->world, F.p, NULL);
+        ck_assert_ptr_null(kiln_resource_get(ctx->world, F.p));
+    } else {
+        kiln_resource_set(ctx->world, F.p, &(test_position){(float)*frame, 0});
+        test_position *p = kiln_resource_get(ctx->world, F.p);
+        p->y = 1;
+    }
+}
+
+KILN_TEST(allowed, a_resource_removed_and_set_again_through_fresh_pointers_runs_clean) {
+    ck_assert_int_eq(kiln_resource_set(F.world, F.p, &(test_position){0, 0}), KILN_OK);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    int frame = 0;
+    add_system(s, (kiln_system_desc){.name = "churn", .run = churn_resource, .user = &frame,
+                                     .writes = {F.p}});
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(kiln_schedule_run(s, 0.0) == KILN_OK, "%s", kiln_world_error(F.world));
+    ck_assert_int_eq(frame, 6);
+    const test_position *p = kiln_resource_get(F.world, F.p);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_float_eq(p->x, 6);
+    ck_assert_float_eq(p->y, 1);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+}
 
 KILN_TEST(allowed, declared_access_main_thread_changes_and_exclusive_systems_run_clean) {
     kiln_component tag;

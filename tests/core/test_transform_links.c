@@ -339,11 +339,18 @@ KILN_TEST(deep, a_cycle_written_through_a_pointer_is_refused_by_a_tree_clone_not
     }
     test_allocator_fail_never(&F.alloc);
     ck_assert_uint_eq(kiln_world_hash(F.world), hash);
-    /* a self link too; the leaf's subtree is fine */
+    /* a self link too; a clone of the leaf alone points its copy's Parent at the copy, which
+     * the Parent check refuses as it refuses any self link, the world as it was */
     link_unchecked(&F, leaf, leaf);
     assert_refused(&F, kiln_clone(F.world, leaf, &(kiln_clone_desc){.tree = true}, &copy), KILN_ERR_INVALID_ARGUMENT,
                    "kiln_clone: ", "is its own descendant");
-    ck_assert_int_eq(kiln_clone(F.world, leaf, NULL, &copy), KILN_OK);
+    int64_t count = kiln_entity_count(F.world);
+    hash = kiln_world_hash(F.world);
+    assert_refused(&F, kiln_clone(F.world, leaf, NULL, &copy), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_clone: the copy of entity ", "component 'Parent': entity ");
+    ck_assert_msg(strstr(kiln_world_error(F.world), "cannot be its own parent") != NULL, "%s", kiln_world_error(F.world));
+    ck_assert_int_eq(kiln_entity_count(F.world), count);
+    ck_assert_uint_eq(kiln_world_hash(F.world), hash);
     ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, a), KILN_OK);
     ck_assert(kiln_is_alive(F.world, leaf) && !kiln_is_alive(F.world, b));
 }
@@ -516,4 +523,136 @@ KILN_TEST(oom, a_propagation_after_a_reparent_out_of_memory_leaves_the_world_as_
 
 KILN_TEST(oom, a_recursive_despawn_out_of_memory_at_any_allocation_leaves_the_world_as_it_was) {
     ck_assert_int_gt(every_allocation_fails_cleanly(despawn_step, true, "kiln_transform_despawn_recursive: "), 0);
+}
+
+/* ---- the propagation system, which queues missing WorldTransforms into its own buffer ---- */
+
+/* What the propagation system writes, per entity of h: whether it has a WorldTransform, and
+ * its matrix. */
+typedef struct transform_state_of {
+    bool has[54];
+    kiln_world_transform value[54];
+} transform_state_of;
+
+static void world_transforms_of(const scene *s, const kiln_entity *h, int n, transform_state_of *dest) {
+    memset(dest, 0, sizeof *dest);
+    for (int i = 0; i < n; i++) {
+        const kiln_world_transform *w = kiln_get(s->world, h[i], s->ids.world);
+        dest->has[i] = w != NULL;
+        if (w) dest->value[i] = *w;
+    }
+}
+
+static bool same_transform(const transform_state_of *a, const transform_state_of *b, int i) {
+    return a->has[i] == b->has[i] && (!a->has[i] || memcmp(&a->value[i], &b->value[i], sizeof a->value[i]) == 0);
+}
+
+/* -1 when every entity is as in b, else the first that is not. */
+static int first_difference(const transform_state_of *a, const transform_state_of *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (!same_transform(a, b, i)) return i;
+    return -1;
+}
+
+/* Prime: propagate once, then spawn 6 more entities lacking a WorldTransform (so the system's
+ * run needs its own buffer for those only). */
+static void build_system_scene(scene *s, kiln_entity *h, bool prime) {
+    build_oom_scene(s, h);
+    if (prime) {
+        propagate_ok(s, NULL);
+        for (int i = 0; i < 6; i++) {
+            kiln_local_transform l = sample_local(200 + i);
+            ck_assert_int_eq(kiln_spawn_with(s->world, &s->ids.local, (const void *[]){&l}, 1, &h[48 + i]),
+                             KILN_OK);
+            if (i % 2) ck_assert_int_eq(kiln_transform_set_parent(s->world, h[48 + i], h[7]), KILN_OK);
+        }
+    }
+}
+
+/* Runs a schedule holding only the propagation system with the allocator refusing after k
+ * grants, k = 0, 1, ..., until a run completes. A failed run says out of memory and leaves
+ * each entity's WorldTransform as it was or as the completed propagation has it (the
+ * system's buffer lands command by command: those it could not apply wait for the next run),
+ * and the next run, with memory, completes the propagation exactly as an undisturbed one.
+ * Returns the number of failing runs. */
+static void *pool_alloc_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
+    scene *s = ud; /* the pool's bytes count (and fail) with the world's */
+    pthread_mutex_lock(&s->lock);
+    void *result = test_allocator_fn(&s->alloc, ptr, osize, nsize);
+    pthread_mutex_unlock(&s->lock);
+    return result;
+}
+
+static int every_system_allocation_fails_cleanly(bool prime, bool parallel) {
+    int n = prime ? 54 : 48;
+    scene ref;
+    kiln_entity hr[54];
+    scene_open(&ref);
+    build_system_scene(&ref, hr, prime);
+    propagate_ok(&ref, NULL);
+    static transform_state_of expected, before, after;
+    world_transforms_of(&ref, hr, n, &expected);
+    scene_close(&ref);
+    for (int k = 0; k < 10000; k++) {
+        scene s;
+        kiln_entity h[54];
+        scene_open(&s);
+        build_system_scene(&s, h, prime);
+        kiln_jobs *jobs = NULL;
+        if (parallel) {
+            jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1, .alloc = pool_alloc_fn, .alloc_ud = &s});
+            ck_assert_ptr_nonnull(jobs);
+        }
+        kiln_schedule *sched = kiln_schedule_create(s.world, &(kiln_schedule_desc){.jobs = jobs});
+        kiln_system_desc desc;
+        kiln_transform_system_desc(s.world, &desc);
+        ck_assert_int_eq(kiln_schedule_add(sched, &desc), KILN_OK);
+        ck_assert_int_eq(kiln_schedule_build(sched), KILN_OK);
+        world_transforms_of(&s, h, n, &before);
+        int64_t entities = kiln_entity_count(s.world);
+        kiln_world_clear_error(s.world);
+        test_allocator_fail_after(&s.alloc, k);
+        kiln_result r = kiln_schedule_run(sched, 0.0);
+        test_allocator_fail_never(&s.alloc);
+        world_transforms_of(&s, h, n, &after);
+        ck_assert_int_eq(kiln_entity_count(s.world), entities);
+        if (s.alloc.failures == 0) {
+            ck_assert_msg(r == KILN_OK && first_difference(&after, &expected, n) < 0,
+                          "an undisturbed run did not propagate: %s", kiln_world_error(s.world));
+            kiln_schedule_destroy(sched);
+            kiln_jobs_destroy(jobs);
+            scene_close(&s);
+            return k;
+        }
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(same_transform(&after, &before, i) || same_transform(&after, &expected, i),
+                          "grant %d: a failed run left entity %d's WorldTransform half-made (%s)", k,
+                          i, kiln_world_error(s.world));
+        ck_assert_msg(strstr(kiln_world_error(s.world), "out of memory") != NULL,
+                      "grant %d: no clear error: \"%s\"", k, kiln_world_error(s.world));
+        ck_assert_msg(kiln_schedule_run(sched, 0.0) == KILN_OK, "grant %d: the retry failed: %s", k,
+                      kiln_world_error(s.world));
+        world_transforms_of(&s, h, n, &after);
+        int d = first_difference(&after, &expected, n);
+        ck_assert_msg(d < 0, "grant %d: the run after a failed one left entity %d unpropagated (%s)", k, d,
+                      kiln_world_error(s.world));
+        kiln_schedule_destroy(sched);
+        kiln_jobs_destroy(jobs);
+        scene_close(&s);
+    }
+    ck_abort_msg("the propagation system never succeeded");
+    return -1;
+}
+
+KILN_TEST(oom, the_propagation_system_out_of_memory_on_its_first_run_leaves_transforms_as_they_were) {
+    ck_assert_int_gt(every_system_allocation_fails_cleanly(false, false), 0);
+}
+
+KILN_TEST(oom, the_propagation_system_out_of_memory_queueing_new_entities_leaves_transforms_as_they_were) {
+    ck_assert_int_gt(every_system_allocation_fails_cleanly(true, false), 0);
+}
+
+KILN_TEST(oom, the_propagation_system_on_a_pool_out_of_memory_leaves_transforms_as_they_were) {
+    ck_assert_int_gt(every_system_allocation_fails_cleanly(false, true), 0);
+    ck_assert_int_gt(every_system_allocation_fails_cleanly(true, true), 0);
 }

@@ -204,4 +204,27 @@ describe("kiln.commands placeholders inside values", function()
         assert.are.equal(cmd:resolved(r), w:get(cmd:resolved(s), "Target").who)
         assert.are.equal(cmd:resolved(s), w:get(cmd:resolved(t), "Target").who)
     end)
+
+    it("resolves placeholders in a component with entity fields declared after an earlier apply", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        local cmd = kiln.commands()
+        cmd:spawn{Position = {x = 1}}
+        assert.are.equal(1, cmd:apply(w)) -- the world had no component with entity fields then
+        local aim = w:component("Aim", "float range; entity at[2];")
+        local a = cmd:spawn{Position = {x = 2}}
+        local b = cmd:spawn{Position = {x = 3}, Aim = {range = 1, at = {a, a}}}
+        local c = cmd:spawn{[aim] = {at = {b, a}}}
+        assert.are.equal(3, cmd:apply(w))
+        local ea, eb = cmd:resolved(a), cmd:resolved(b)
+        assert.are.same({ea, ea}, w:get(eb, "Aim").at)
+        assert.are.same({eb, ea}, w:get(cmd:resolved(c), "Aim").at)
+        -- a placeholder of a later spawn in the new component still fails that record
+        local d = cmd:spawn{Aim = {at = {-(16777216 + 99)}}}
+        local ok, msg = cmd:apply(w)
+        assert.is_nil(ok)
+        assert.matches("field 'at' of Aim holds placeholder", msg, 1, true)
+        assert.is_number(d)
+        cmd:clear()
+    end)
 end)

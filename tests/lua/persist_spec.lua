@@ -53,6 +53,34 @@ describe("persist", function()
         end)
     end
 
+    it("a JSON save keeps a NaN's payload and sign, hashing as the binary save does", function()
+        local w = H.world()
+        w:component("Sample", "double v;")
+        local bits = string.pack("<I8", 0xfff4000000000abc) -- a signalling NaN with a payload
+        local e = w:spawn{Sample = {v = string.unpack("<d", bits)}}
+        assert.are.equal(bits, string.pack("<d", w:get(e, "Sample").v))
+        local data = w:save{format = "json"}
+        assert.truthy(data:find('"-nan(0x4000000000abc)"', 1, true))
+        for _, saved in ipairs{data, w:save()} do
+            local w2 = H.world()
+            w2:component("Sample", "double v;")
+            w2:load(saved)
+            assert.are.equal(bits, string.pack("<d", w2:get(e, "Sample").v))
+            assert.are.equal(w:hash(), w2:hash())
+        end
+    end)
+
+    it("a reference to an entity the file does not hold raises naming it, the world untouched", function()
+        local w, root, child = scene()
+        local data = w:save{format = "json"}
+        local edited = data:gsub('"entity": ' .. root, '"entity": 1099511627776', 1) -- child's Parent
+        assert.are_not.equal(data, edited)
+        local w2 = fresh()
+        H.unchanged(w2, nil, function() w2:load(edited) end,
+                    ("world:load: entity %s component 'Parent' field 'entity' points to 0v256, an entity the file "
+                     .. "does not hold"):format(("%dv%d"):format(child % 4294967296, math.floor(child / 4294967296))))
+    end)
+
     it("writes and reads files, and tells a path from saved data", function()
         local w, root = scene()
         local path = os.tmpname()

@@ -66,10 +66,12 @@ void pf_populate(pf_world *w) {
     ck_assert_int_eq(kiln_spawn(world, &gone), KILN_OK);
     pf_vel v = {1e-300, -3.5};
     ck_assert_int_eq(kiln_add(world, w->e[1], w->vel, &v), KILN_OK);
+    uint64_t nan_bits = 0xfff4000000000abcu; /* a signalling NaN with a payload: every format keeps its bits */
+    memcpy(&v.dy, &nan_bits, 8);
     ck_assert_int_eq(kiln_add(world, w->e[2], w->vel, &v), KILN_OK);
     pf_target t = {w->e[0], {w->e[3], gone}, -42};
     ck_assert_int_eq(kiln_add(world, w->e[2], w->target, &t), KILN_OK);
-    pf_label l = {"ship"};
+    pf_label l = {"ship\0\0x"}; /* bytes after the text's end are data too */
     ck_assert_int_eq(kiln_add(world, w->e[3], w->label, &l), KILN_OK);
     ck_assert_int_eq(kiln_add(world, w->e[4], w->tag, NULL), KILN_OK);
     ck_assert_int_eq(kiln_transform_set_parent(world, w->e[1], w->e[0]), KILN_OK);

@@ -39,6 +39,13 @@ extern "C" {
 #define KILN_PERSIST_VERSION 2      /* the binary format's version saves are written with
                                        (version 1 files still load) */
 #define KILN_PERSIST_JSON_VERSION 1 /* the JSON format's version (its "kiln" key) */
+
+/* A JSON save keeps every byte a binary one keeps (a world hashes the same after either round
+ * trip): non-finite floats are strings, "inf", "-inf", "nan" and "-nan" (the quiet NaN of that
+ * sign) and any other NaN as "nan(0xM)" / "-nan(0xM)", M the whole mantissa field in hex (0x1
+ * to 0x7fffff for a float, 0xfffffffffffff for a double), read back to the same bits; a char
+ * array is a string of its bytes up to the last non-NUL one (a NUL inside as \u0000, the bytes
+ * after it kept), and must be UTF-8 text (else the JSON save fails naming the field). */
 #define KILN_PERSIST_MAX_EXCLUDE 8
 
 typedef enum kiln_persist_format {
@@ -117,7 +124,11 @@ typedef struct kiln_load_desc {
  * uint8/16 to float, any integer up to 32 bits and float to double, a char array to a longer
  * one) is converted; any other change is KILN_ERR_LAYOUT_MISMATCH naming the field. Every
  * entity gets a new handle and every entity field (arrays too, in components and resources)
- * is rewritten; a reference to an entity not in the file becomes KILN_NULL_ENTITY. In a
+ * is rewritten. A save writes null for a reference to an entity it does not hold, so a non-null
+ * reference to one the file does not hold (Parent like any other field) fails the load with
+ * KILN_ERR_INVALID_ARGUMENT: "kiln_load: entity 1v1 component 'Link' field 'to[0]' points to
+ * 40v1, an entity the file does not hold (a save writes null there)" (the entity by its handle
+ * in the file; "resource 'Link' field ..." for a resource). In a
  * world that never held an entity, entities keep their saved handles. Resources in the file
  * replace the world's. The world tick becomes the saved tick when that is later. Values
  * then pass their components' check hooks (the transform addon refuses Parent cycles).
@@ -128,7 +139,10 @@ typedef struct kiln_load_desc {
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 
-/* kiln_load of the file at path ("kiln_load_file: cannot open ..." when it cannot be read). */
+/* kiln_load of the file at path ("kiln_load_file: cannot open ..." when it cannot be read). A
+ * path that is not a regular file (a device such as /dev/zero, a pipe, a folder) is refused
+ * ("kiln_load_file: /dev/zero is not a regular file"): it might never end. The prefab and scene
+ * file loaders below refuse them the same way. */
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc);
 
 /* ---- Snapshots ---------------------------------------------------------------------------- */
@@ -212,8 +226,12 @@ typedef struct kiln_clone_desc {
  * entity fields in the copies that point inside the copied tree point to the copies. Names
  * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
  * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. So does
- * a tree whose root is its own descendant (a Parent cycle written through a pointer). desc
- * may be NULL. Not while deferred. */
+ * a tree whose root is its own descendant (a Parent cycle written through a pointer). Check
+ * hooks see every value: copies spawn with the originals' values, then each value whose
+ * entity fields now point at copies is set as kiln_set sets it (parents first), the hook
+ * seeing the copy and the remapped value; a refusal fails the clone with the hook's code,
+ * "kiln_clone: the copy of entity 3v1 component 'Link': <why>", and takes every copy back.
+ * desc may be NULL. Not while deferred. */
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc,
                        kiln_entity *dest);
 
@@ -283,7 +301,8 @@ kiln_result kiln_prefab_create(kiln_world *world, const kiln_prefab_desc *desc, 
 
 /* A prefab from size bytes of JSON of the shape {"components": {Name: {field: value, ...}},
  * "children": [prefab, ...]} (both optional, no other key): fields by name (numbers, booleans,
- * strings for char arrays, arrays for vectors and array fields, "nan", "inf", "-inf"), a tag as
+ * strings for char arrays, arrays for vectors and array fields, non-finite floats as in a JSON
+ * save: "inf", "-inf", "nan", "-nan", "nan(0xM)"), a tag as
  * true, a component without reflected fields as a hex string, entity fields as node numbers
  * or null. A field left out takes the component's default. Any error names where
  * ("kiln_prefab_load: at children[0].components.Position.x: a number expected, got a string"):

@@ -100,9 +100,30 @@ static kiln_entity copy_of(const kiln_entity *copies, int64_t n, kiln_entity e) 
     return at < n && copies[2 * at] == e ? copies[2 * at + 1] : e;
 }
 
+/* Points the entity fields of value (of info) that name a cloned entity at its copy; true when
+ * one changed. */
+static bool remap_value(const kiln_component_info *info, const kiln_entity *copies, int64_t n, uint8_t *v) {
+    bool changed = false;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        if (fd->type != KILN_TYPE_ENTITY) continue;
+        for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
+            kiln_entity e, to;
+            memcpy(&e, v + fd->offset + 8 * (size_t)k, 8);
+            if (!e || (to = copy_of(copies, n, e)) == e) continue;
+            memcpy(v + fd->offset + 8 * (size_t)k, &to, 8);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
 /* Points the entity fields of every copy that name a cloned entity at its copy (copies: room
- * for n pairs, allocated before the first spawn). */
-static void remap(kiln_world *world, kiln_entity *copies, source *list, int64_t n) {
+ * for n pairs, allocated before the first spawn). A value that changed is set as kiln_set sets
+ * it, so the component's check hook sees the copy and its remapped value (in list order:
+ * parents before their children), and a refusal fails the clone (the caller takes the copies
+ * back). The copied-out values are remapped in place: nothing reads them after. */
+static kiln_result remap(kiln_world *world, kiln_entity *copies, source *list, int64_t n) {
     for (int64_t i = 0; i < n; i++) copies[2 * i] = list[i].entity, copies[2 * i + 1] = list[i].copy;
     qsort(copies, (size_t)n, 2 * sizeof(kiln_entity), by_entity);
     for (int64_t i = 0; i < n; i++) {
@@ -110,20 +131,24 @@ static void remap(kiln_world *world, kiln_entity *copies, source *list, int64_t 
             kiln_component_info info;
             kiln_component_info_get(world, list[i].types[t], &info);
             if (!info.size || !pz_has_entity_fields(&info)) continue;
-            uint8_t *v = kiln_get_mut(world, list[i].copy, list[i].types[t]);
-            for (int32_t f = 0; f < info.field_count; f++) {
-                const kiln_field *fd = &info.fields[f];
-                if (fd->type != KILN_TYPE_ENTITY) continue;
-                for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
-                    kiln_entity e;
-                    memcpy(&e, v + fd->offset + 8 * (size_t)k, 8);
-                    if (!e) continue;
-                    e = copy_of(copies, n, e);
-                    memcpy(v + fd->offset + 8 * (size_t)k, &e, 8);
-                }
+            uint8_t *v = list[i].values[t];
+            if (!remap_value(&info, copies, n, v)) continue;
+            if (!info.has_check) { /* nothing to refuse it: written in place */
+                memcpy(kiln_get_mut(world, list[i].copy, list[i].types[t]), v, info.size);
+                continue;
+            }
+            kiln_result r = kiln_set(world, list[i].copy, list[i].types[t], v);
+            if (r != KILN_OK) {
+                char msg[KL_ERROR_SIZE], buf[24];
+                snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
+                const char *detail = strstr(msg, ": ");
+                return kl_fail(world, r, "kiln_clone: the copy of entity %s component '%s': %s",
+                               kiln_entity_format(list[i].entity, buf, sizeof buf), info.name,
+                               detail ? detail + 2 : msg);
             }
         }
     }
+    return KILN_OK;
 }
 
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc, kiln_entity *dest) {
@@ -159,8 +184,8 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
             kl_fail(world, r, "kiln_clone: %s", detail ? detail + 2 : msg);
         }
     }
+    if (r == KILN_OK) r = remap(world, copies, list, n);
     if (r == KILN_OK) {
-        remap(world, copies, list, n);
         if (dest) *dest = list[0].copy;
     } else {
         for (int64_t i = 0; i < spawned && i < n; i++)

@@ -36,7 +36,7 @@ static bool append(kiln_world *world, json_t *array, json_t *v, kiln_result *r) 
 static json_t *field_value(kiln_world *world, const kiln_field *f, const uint8_t *value, kiln_result *r) {
     uint32_t n = f->count ? f->count : 1;
     const uint8_t *p = value + f->offset;
-    if (f->type == KILN_TYPE_CHAR) return json_stringn((const char *)p, strnlen((const char *)p, n));
+    if (f->type == KILN_TYPE_CHAR) return pz_json_chars(p, n);
     if (n == 1) return element(world, f->type, p);
     json_t *a = json_array();
     for (uint32_t k = 0; k < n && a; k++)

@@ -138,7 +138,7 @@ static bool schema_field(jr *j, const json_t *v, pz_schema *s, int32_t f) {
     pz_json_pop(&j->js, mark);
     mark = pz_json_key(&j->js, "type");
     const json_t *t = json_object_get(v, "type");
-    if (pz_json_expect(&j->js, t, json_is_string(t), "a type name") && (fd->type = type_named(json_string_value(t))) == KILN_TYPE_NONE)
+    if (pz_json_expect(&j->js, t, pz_json_plain(t), "a type name") && (fd->type = type_named(json_string_value(t))) == KILN_TYPE_NONE)
         pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "unknown type '%.40s'", json_string_value(t));
     pz_json_pop(&j->js, mark);
     json_int_t off = 0, count = 0;
@@ -394,7 +394,7 @@ static bool document(jr *j, const json_t *root) {
 
 kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
     json_error_t err;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     if (!root)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at line %d column %d (byte %d): %.120s",
                        err.line, err.column, err.position, err.text);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "scene_internal.h"
 
@@ -78,7 +79,7 @@ json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
         return NULL;
     }
     json_error_t err;
-    json_t *root = json_loadb(data ? (const char *)data : "", size, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = json_loadb(data ? (const char *)data : "", size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     if (!root) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at line %d column %d (byte %d): %.120s", err.line,
                      err.column, err.position, err.text);
@@ -94,6 +95,10 @@ json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
 
 /* ---- reading ---- */
 
+bool pz_json_plain(const json_t *v) {
+    return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
+}
+
 bool pz_json_integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest) {
     if (!pz_json_expect(j, v, json_is_integer(v), "an integer")) return false;
     *dest = json_integer_value(v);
@@ -101,16 +106,71 @@ bool pz_json_integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t h
     return true;
 }
 
+/* The bits of a float (mantissa 23 bits) or double (52 bits) whose JSON value is the string s:
+ * "inf", "-inf", "nan", "-nan" (the quiet NaN of that sign) or "nan(0xM)" / "-nan(0xM)" (M: the
+ * whole mantissa field in hex, 0x1 up to its mask, the quiet bit included). 1: written to
+ * dest; 0: not one of these (left to the caller); -1: a malformed NaN (refused, named). */
+static int nonfinite(pz_json *j, const char *s, int mantissa_bits, uint64_t *dest) {
+    uint64_t exponent = mantissa_bits == 23 ? UINT64_C(0xff) << 23 : UINT64_C(0x7ff) << 52;
+    uint64_t sign = (uint64_t)1 << (mantissa_bits == 23 ? 31 : 63), mask = ((uint64_t)1 << mantissa_bits) - 1;
+    uint64_t quiet = (uint64_t)1 << (mantissa_bits - 1);
+    bool negative = *s == '-';
+    const char *t = s + negative;
+    if (strcmp(t, "inf") == 0) return *dest = (negative ? sign : 0) | exponent, 1;
+    if (strcmp(t, "nan") == 0) return *dest = (negative ? sign : 0) | exponent | quiet, 1;
+    if (strncmp(t, "nan(", 4) != 0) return 0;
+    const char *h = t + 4;
+    uint64_t m = 0;
+    int digits = 0;
+    bool ok = h[0] == '0' && h[1] == 'x';
+    for (h += 2; ok && *h && *h != ')'; h++, digits++) {
+        int c = *h, d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        ok = d >= 0 && digits < 16;
+        m = m << 4 | (uint64_t)(d & 15);
+    }
+    ok = ok && digits > 0 && h[0] == ')' && h[1] == 0;
+    size_t n = strlen(s);
+    if (!ok)
+        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT,
+                            "\"%.24s%s\" is not a number (NaNs are \"nan\", \"-nan\" or \"nan(0x\" hex digits \")\")",
+                            s, n > 24 ? "..." : ""), -1;
+    if (m == 0 || m > mask)
+        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "\"%s\" is not a %s NaN (its payload is 0x1 to 0x%llx)", s,
+                            mantissa_bits == 23 ? "float" : "double", (unsigned long long)mask), -1;
+    *dest = (negative ? sign : 0) | exponent | m;
+    return 1;
+}
+
 bool pz_json_number(pz_json *j, const json_t *v, double *dest) {
     if (json_is_number(v)) return *dest = json_number_value(v), true;
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (strcmp(s, "nan") == 0) return *dest = NAN, true;
-        if (strcmp(s, "-nan") == 0) return *dest = copysign(NAN, -1.0), true; /* 0.0 / 0.0 on x86 */
-        if (strcmp(s, "inf") == 0) return *dest = INFINITY, true;
-        if (strcmp(s, "-inf") == 0) return *dest = -INFINITY, true;
+    uint64_t bits;
+    int got = pz_json_plain(v) ? nonfinite(j, json_string_value(v), 52, &bits) : 0;
+    if (got > 0) memcpy(dest, &bits, 8);
+    return got ? got > 0 : pz_json_expect(j, v, false, "a number");
+}
+
+/* A float or double field element: a number, or a non-finite value as its bits (a NaN's
+ * payload never passes through a conversion, which would quiet or shorten it). */
+static bool real_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
+    if (pz_json_plain(v)) {
+        uint64_t bits;
+        int got = nonfinite(j, json_string_value(v), type == KILN_TYPE_FLOAT ? 23 : 52, &bits);
+        if (got < 0) return false;
+        if (got > 0) {
+            uint32_t b32 = (uint32_t)bits;
+            if (type == KILN_TYPE_FLOAT) memcpy(p, &b32, 4);
+            else memcpy(p, &bits, 8);
+            return true;
+        }
     }
-    return pz_json_expect(j, v, false, "a number");
+    if (!pz_json_expect(j, v, json_is_number(v), "a number")) return false;
+    double d = json_number_value(v);
+    if (type == KILN_TYPE_DOUBLE) return memcpy(p, &d, 8), true;
+    float f = (float)d;
+    if (!isfinite(f)) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%g is out of range for a float", d);
+    memcpy(p, &f, 4);
+    return true;
 }
 
 static bool entity_number(pz_json *j, const json_t *v, uint8_t *p) {
@@ -134,7 +194,7 @@ static bool unsigned64(pz_json *j, const json_t *v, uint8_t *p) {
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
         char *end;
-        if (!*s || *s < '0' || *s > '9') return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
+        if (!pz_json_plain(v) || !*s || *s < '0' || *s > '9') return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an unsigned integer expected");
         errno = 0;
         u = strtoull(s, &end, 10);
         if (*end || errno == ERANGE)
@@ -150,7 +210,6 @@ static bool unsigned64(pz_json *j, const json_t *v, uint8_t *p) {
 
 bool pz_json_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
     json_int_t i;
-    double d;
     switch (type) {
     case KILN_TYPE_BOOL:
         if (!pz_json_expect(j, v, json_is_boolean(v), "a boolean")) return false;
@@ -166,14 +225,7 @@ bool pz_json_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
     case KILN_TYPE_ENTITY:
         return j->ref_what ? entity_number(j, v, p) : unsigned64(j, v, p); /* a saved handle */
     case KILN_TYPE_UINT64: return unsigned64(j, v, p);
-    case KILN_TYPE_FLOAT: {
-        if (!pz_json_number(j, v, &d)) return false;
-        float f = (float)d;
-        if (isfinite(d) && !isfinite(f)) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%g is out of range for a float", d);
-        memcpy(p, &f, 4);
-        return true;
-    }
-    case KILN_TYPE_DOUBLE: if (!pz_json_number(j, v, &d)) return false; memcpy(p, &d, 8); return true;
+    case KILN_TYPE_FLOAT: case KILN_TYPE_DOUBLE: return real_element(j, v, type, p);
     default: {
         size_t n = kiln_type_size(type) / 4;
         if (!pz_json_expect(j, v, json_is_array(v) && json_array_size(v) == n, "an array of floats of the vector's size"))
@@ -196,8 +248,7 @@ static bool field(pz_json *j, const json_t *v, const kiln_field *f, uint8_t *val
         if (!pz_json_expect(j, v, json_is_string(v), "a string")) return false;
         size_t n = json_string_length(v);
         if (n > count) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "a string of at most %u bytes expected", (unsigned)count);
-        if (strlen(json_string_value(v)) != n) return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "a string without NUL bytes expected");
-        memset(p, 0, count);
+        memset(p, 0, count); /* NULs inside are kept: the array's bytes after its text are data too */
         memcpy(p, json_string_value(v), n);
         return true;
     }
@@ -276,6 +327,11 @@ bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node
 
 /* ---- writing ---- */
 
+json_t *pz_json_chars(const uint8_t *p, size_t count) {
+    while (count && p[count - 1] == 0) count--;
+    return json_stringn((const char *)p, count);
+}
+
 json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size) {
     static const char digits[] = "0123456789abcdef";
     char *s = kl_alloc(&world->alloc, size * 2 + 1);
@@ -286,10 +342,36 @@ json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size) {
     return j;
 }
 
-static json_t *real(double d) {
-    if (isnan(d)) return json_string(signbit(d) ? "-nan" : "nan");
-    if (isinf(d)) return json_string(d > 0 ? "inf" : "-inf");
-    return json_real(d);
+/* A float (mantissa_bits 23) or double (52) from its bits: a number when finite, else "inf",
+ * "-inf", "nan", "-nan" (the quiet NaN of that sign) or "nan(0xM)" / "-nan(0xM)" with M the
+ * whole mantissa field, so every NaN keeps its payload (see nonfinite). */
+static json_t *real_bits(uint64_t bits, int mantissa_bits) {
+    uint64_t mask = ((uint64_t)1 << mantissa_bits) - 1, m = bits & mask;
+    int exponent_bits = mantissa_bits == 23 ? 8 : 11;
+    uint64_t exponent = bits >> mantissa_bits & (((uint64_t)1 << exponent_bits) - 1);
+    bool negative = bits >> (mantissa_bits + exponent_bits) & 1;
+    if (exponent != ((uint64_t)1 << exponent_bits) - 1) {
+        if (mantissa_bits == 23) {
+            float f;
+            uint32_t b32 = (uint32_t)bits;
+            memcpy(&f, &b32, 4);
+            return json_real(f);
+        }
+        double d;
+        memcpy(&d, &bits, 8);
+        return json_real(d);
+    }
+    if (m == 0) return json_string(negative ? "-inf" : "inf");
+    if (m == (uint64_t)1 << (mantissa_bits - 1)) return json_string(negative ? "-nan" : "nan");
+    char buf[32];
+    snprintf(buf, sizeof buf, "%snan(0x%llx)", negative ? "-" : "", (unsigned long long)m);
+    return json_string(buf);
+}
+
+static json_t *real_float(const uint8_t *p) {
+    uint32_t b;
+    memcpy(&b, p, 4);
+    return real_bits(b, 23);
 }
 
 json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_number_fn number, void *ud) {
@@ -317,15 +399,13 @@ json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_number_fn num
         int64_t n = e ? number(ud, e) : 0;
         return n > 0 ? json_integer(n) : json_null();
     }
-    case KILN_TYPE_FLOAT: { float v; memcpy(&v, p, 4); return real(v); }
-    case KILN_TYPE_DOUBLE: { double v; memcpy(&v, p, 8); return real(v); }
+    case KILN_TYPE_FLOAT: return real_float(p);
+    case KILN_TYPE_DOUBLE: { uint64_t b; memcpy(&b, p, 8); return real_bits(b, 52); }
     default: {
         size_t n = kiln_type_size(type) / 4;
         json_t *a = json_array();
         for (size_t i = 0; i < n && a; i++) {
-            float v;
-            memcpy(&v, p + 4 * i, 4);
-            if (json_array_append_new(a, real(v)) != 0) { /* out of memory: nothing half-written */
+            if (json_array_append_new(a, real_float(p + 4 * i)) != 0) { /* out of memory: nothing half-written */
                 json_decref(a);
                 return NULL;
             }
@@ -346,7 +426,7 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
         const uint8_t *p = value + fd->offset;
         json_t *fv;
         if (fd->type == KILN_TYPE_CHAR) {
-            fv = json_stringn((const char *)p, strnlen((const char *)p, n));
+            fv = pz_json_chars(p, n);
             if (!fv && bad_text) *bad_text = fd->name; /* JSON holds UTF-8 only */
         }
         else if (n == 1) fv = pz_json_write_element(fd->type, p, number, ud);
@@ -373,6 +453,12 @@ kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, 
     if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: path is NULL", call);
     FILE *f = fopen(path, "rb");
     if (!f) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(errno));
+    /* a device or a pipe may never end (/dev/zero): only a file holds a save */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %.200s is not a regular file", call, path);
+    }
     uint8_t chunk[1 << 14];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "persist_internal.h"
+#include "scene_internal.h"
 
 static const kiln_save_desc default_save;
 static const kiln_load_desc default_load;
@@ -104,22 +105,9 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
 
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load_file: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load_file: cannot open %.200s: %s", path,
-                       strerror(errno));
     pz_bytes bytes = {.alloc = &world->alloc};
-    uint8_t chunk[1 << 14];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (!pz_bytes_write(&bytes, chunk, n)) break;
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    kiln_result r;
-    if (bytes.failed) r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load_file: out of memory");
-    else if (bad) r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load_file: reading %.200s failed", path);
-    else r = renamed(world, kiln_load(world, bytes.data, bytes.size, desc), "kiln_load", "kiln_load_file");
+    kiln_result r = pz_read_file(world, path, "kiln_load_file", &bytes); /* (a regular file only) */
+    if (r == KILN_OK) r = renamed(world, kiln_load(world, bytes.data, bytes.size, desc), "kiln_load", "kiln_load_file");
     pz_bytes_free(&bytes);
     return r;
 }

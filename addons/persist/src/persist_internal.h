@@ -265,6 +265,33 @@ static inline void pz_slots_write(pz_rows w, int64_t r, kiln_entity e) {
 KL_HIDDEN void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slots, const uint32_t *saved,
                               const pz_place *place);
 
+/* ---- handles.c: the handle map of a load (stage.c remaps references through it) ---- */
+
+/* Indexed by slot when the saved indices are dense (the usual case: a direct array), else
+ * open addressing on the handle. */
+typedef struct pz_handle_map {
+    kiln_entity *keys;      /* hashed: saved handles; direct: NULL */
+    kiln_entity *values;    /* direct: NULL while the new handles are the saved ones */
+    uint32_t *generation;   /* direct: the saved generation per slot index, 0 for none, and a
+                               0 past the end */
+    uint64_t mask;          /* hashed: capacity - 1; direct: slot count */
+} pz_handle_map;
+
+/* The slot count the saved handles need: the header's (version 2), else the highest saved
+ * index + 1. */
+KL_HIDDEN uint64_t pz_saved_slots(const pz_doc *doc);
+/* Checks every saved handle (valid, below slots, no slot twice) into the map (on doc's arena);
+ * place: the loaded entities keep their handles, and each row's record and handle are written
+ * on the same pass (pz_slots_write). Fails naming kiln_load. */
+KL_HIDDEN kiln_result pz_map_build(kiln_world *world, pz_doc *doc, uint64_t slots, const pz_place *place,
+                                   pz_handle_map *m);
+/* Records the new handles of group gr (nothing to do when they are the saved ones). */
+KL_HIDDEN void pz_map_group(pz_handle_map *m, const pz_group *gr);
+/* Whether e (not null) is a handle the file holds. */
+KL_HIDDEN bool pz_map_has(const pz_handle_map *m, kiln_entity e);
+/* The new handle of e, or KILN_NULL_ENTITY when e is null or not a handle of the file. */
+KL_HIDDEN kiln_entity pz_map_get(const pz_handle_map *m, kiln_entity e);
+
 /* Little-endian helpers (the formats are little-endian; kiln targets little-endian hosts). */
 static inline uint32_t pz_rd32(const uint8_t *p) {
     uint32_t v;

@@ -112,7 +112,7 @@ static bool header(reading *rd, const json_t *root) {
     if (j->r != KILN_OK) return false;
     v = json_object_get(root, "name");
     mark = pz_json_key(j, "name");
-    if (v && pz_json_expect(j, v, json_is_string(v), "a string")) rd->inst->name = copy_text(rd, json_string_value(v), json_string_length(v));
+    if (v && pz_json_expect(j, v, pz_json_plain(v), "a string without NUL bytes")) rd->inst->name = copy_text(rd, json_string_value(v), json_string_length(v));
     pz_json_pop(j, mark);
     v = json_object_get(root, "properties");
     mark = pz_json_key(j, "properties");
@@ -182,7 +182,7 @@ static bool entity_keys(reading *rd, int64_t i, const json_t *e) {
     pz_json_pop(j, mark);
     v = json_object_get(e, "prefab");
     mark = pz_json_key(j, "prefab");
-    if (v && pz_json_expect(j, v, json_is_string(v), "a prefab name (string)"))
+    if (v && pz_json_expect(j, v, pz_json_plain(v), "a prefab name (string without NUL bytes)"))
         rd->prefab[i] = find_prefab(rd, json_string_value(v));
     pz_json_pop(j, mark);
     if (j->r != KILN_OK) return false;

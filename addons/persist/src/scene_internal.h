@@ -68,14 +68,18 @@ KL_HIDDEN size_t pz_json_key(pz_json *j, const char *key);
 KL_HIDDEN size_t pz_json_index(pz_json *j, size_t i);
 KL_HIDDEN void pz_json_pop(pz_json *j, size_t mark);
 KL_HIDDEN bool pz_json_expect(pz_json *j, const json_t *v, bool ok, const char *what);
+/* True for a string without NUL bytes (the parser lets \u0000 through for char arrays; a
+ * string read as C text, a name or a number, must not hold one: it would read as its prefix). */
+KL_HIDDEN bool pz_json_plain(const json_t *v);
 /* Fails naming the first key of object v that is not in keys (NULL-terminated). */
 /* One value of type from v into p, the path naming it on failure: the integer kinds within
- * their range, floats and doubles (also "nan", "inf", "-inf"), uint64 as a number or a decimal
+ * their range, floats and doubles (also "inf", "-inf", "nan", "-nan" and "nan(0xM)", see
+ * kiln_persist.h), uint64 as a number or a decimal
  * string, vectors as arrays of floats; an entity as a number in 1..ref_max (or null) mapped
  * through ref_map, or, when ref_what is NULL, as a saved handle like a uint64. */
 KL_HIDDEN bool pz_json_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p);
 KL_HIDDEN bool pz_json_integer_in(pz_json *j, const json_t *v, json_int_t lo, json_int_t hi, json_int_t *dest);
-/* A number, or one of the strings "nan", "inf", "-inf". */
+/* A number, or a non-finite one as a string: "inf", "-inf", "nan", "-nan", "nan(0xM)". */
 KL_HIDDEN bool pz_json_number(pz_json *j, const json_t *v, double *dest);
 KL_HIDDEN bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys);
 /* Parses text (syntax errors say line, column and byte); NULL with the error set. */
@@ -94,9 +98,13 @@ KL_HIDDEN json_t *pz_json_write_value(kiln_world *world, const kiln_component_in
                                       const uint8_t *value, pz_number_fn number, void *ud,
                                       const char **bad_text);
 /* One element of a field as JSON: a scalar, or a vector type as an array of floats (NaN and
- * infinities as the strings "nan", "inf", "-inf"); an entity through number, which only
+ * infinities as strings, every NaN with its sign and payload); an entity through number, which only
  * entity elements need. NULL when out of memory. */
 KL_HIDDEN json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_number_fn number, void *ud);
+/* A char array of count bytes at p as a JSON string: every byte up to the last non-NUL one
+ * (NULs inside kept, as \u0000; the trailing ones read back as the zeros they were). NULL
+ * when those bytes are not UTF-8 (or out of memory). */
+KL_HIDDEN json_t *pz_json_chars(const uint8_t *p, size_t count);
 /* size bytes as a string of lowercase hex digits (a value without fields, a codec's bytes). */
 KL_HIDDEN json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size);
 

@@ -168,164 +168,6 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     return KILN_OK;
 }
 
-/* ---- the handle map: saved handle -> new handle ---- */
-
-/* Indexed by slot when the saved indices are dense (the usual case: a direct array), else
- * open addressing on the handle. */
-typedef struct handle_map {
-    kiln_entity *keys;      /* hashed: saved handles; direct: NULL */
-    kiln_entity *values;    /* direct: NULL while the new handles are the saved ones */
-    uint32_t *generation;   /* direct: the saved generation per slot index, 0 for none, and a
-                               0 past the end */
-    uint64_t mask;          /* hashed: capacity - 1; direct: slot count */
-} handle_map;
-
-static uint64_t slot_of(const handle_map *m, kiln_entity e) {
-    return (e * 0x9E3779B97F4A7C15ull >> 17) & m->mask;
-}
-
-/* Direct: whether e is a handle of the file, and the slot to read (mask when it is not). */
-static inline uint32_t direct_slot(const handle_map *m, kiln_entity e, bool *found) {
-    uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
-    uint32_t at = idx < m->mask ? idx : (uint32_t)m->mask;
-    /* the high word holds the generation and must hold nothing else */
-    *found = (high != 0) & (m->generation[at] == high);
-    return at;
-}
-
-static kiln_entity map_get(const handle_map *m, kiln_entity e) {
-    if (e == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
-    if (m->generation) {
-        bool found;
-        uint32_t at = direct_slot(m, e, &found);
-        if (!found) return KILN_NULL_ENTITY;
-        return m->values ? m->values[at] : e;
-    }
-    for (uint64_t i = slot_of(m, e);; i = (i + 1) & m->mask) {
-        if (m->keys[i] == e) return m->values[i];
-        if (m->keys[i] == KILN_NULL_ENTITY) return KILN_NULL_ENTITY;
-    }
-}
-
-static kiln_result twice(kiln_world *world, kiln_entity e) {
-    char buf[24];
-    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: entity %s appears twice (or shares its slot)",
-                   kiln_entity_format(e, buf, sizeof buf));
-}
-
-/* Null, generation 0 or stray high bits, or (from a version 2 header) a slot at or past the
- * header's slot count. */
-static bool valid_handle(const pz_doc *doc, kiln_entity e) {
-    return e != KILN_NULL_ENTITY && kiln_entity_generation(e) != 0 &&
-           (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0 &&
-           (!doc->has_slots || kiln_entity_index(e) < doc->slots);
-}
-
-/* Names the first invalid saved handle; KILN_OK when there is none. */
-static kiln_result check_handles(kiln_world *world, const pz_doc *doc) {
-    for (uint32_t g = 0; g < doc->group_count; g++)
-        for (int64_t r = 0; r < doc->groups[g].count; r++) {
-            kiln_entity e = doc->groups[g].handles[r];
-            if (valid_handle(doc, e)) continue;
-            if (e != KILN_NULL_ENTITY && kiln_entity_generation(e) != 0 &&
-                (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0)
-                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                               "kiln_load: group %u row %lld holds handle %llx, at or past the header's slot count %u",
-                               (unsigned)g, (long long)r, (unsigned long long)e, (unsigned)doc->slots);
-            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: group %u row %lld holds an invalid handle %llx",
-                           (unsigned)g, (long long)r, (unsigned long long)e);
-        }
-    return KILN_OK;
-}
-
-/* The slot count the saved handles need: the header's (version 2), else the highest saved
- * index + 1, found in one branch-free pass (version 1, JSON). */
-static uint64_t saved_slots(const pz_doc *doc) {
-    if (doc->has_slots) return doc->slots;
-    uint32_t max = 0;
-    for (uint32_t g = 0; g < doc->group_count; g++) {
-        const kiln_entity *h = doc->groups[g].handles;
-        for (int64_t r = 0; r < doc->groups[g].count; r++) {
-            uint32_t idx = kiln_entity_index(h[r]);
-            max = idx > max ? idx : max;
-        }
-    }
-    return doc->entity_count ? (uint64_t)max + 1 : 0;
-}
-
-/* Whether the map is a direct table by slot (the saved indices are dense: the usual case). */
-static bool dense(const pz_doc *doc, uint64_t slots) { return slots <= 2 * (uint64_t)doc->entity_count + 4096; }
-
-/* Checks every saved handle (valid, below slots, no slot twice) into the map; place: the
- * loaded entities keep their handles (so the direct map needs no new handles), and each row's
- * record and handle are written on the same pass (pz_slots_write). */
-static kiln_result build_map(kiln_world *world, pz_doc *doc, uint64_t slots, const pz_place *place,
-                             handle_map *m) {
-    bool keep = place != NULL;
-    if (dense(doc, slots)) {
-        m->mask = slots;
-        m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * (m->mask + 1));
-        m->values = keep ? NULL : pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * m->mask);
-        if (!m->generation || (!keep && !m->values)) return oom(world);
-        /* one pass: invalid handles are noted without a branch (an index past the table
-         * lands on its last entry) and named by a second look only when there is one */
-        uint32_t *gen = m->generation, limit = (uint32_t)slots;
-        uint64_t wrong = 0;
-        for (uint32_t g = 0; g < doc->group_count; g++) {
-            const kiln_entity *h = doc->groups[g].handles;
-            pz_rows rows = keep ? pz_slots_rows(place, g) : (pz_rows){0};
-            for (int64_t r = 0, n = doc->groups[g].count; r < n; r++) {
-                kiln_entity e = h[r];
-                uint32_t idx = kiln_entity_index(e);
-                uint64_t high = e >> 32; /* the generation, 1 and up, and nothing above it */
-                wrong |= (uint64_t)(high - 1 >= KILN_ENTITY_GENERATION_MAX) | (uint64_t)(idx >= limit);
-                uint32_t at = idx < limit ? idx : limit;
-                if (gen[at]) {
-                    kiln_result bad = check_handles(world, doc);
-                    return bad != KILN_OK ? bad : twice(world, e);
-                }
-                gen[at] = (uint32_t)high;
-                if (keep && at < limit) pz_slots_write(rows, r, e);
-            }
-        }
-        return wrong ? check_handles(world, doc) : KILN_OK;
-    }
-    kiln_result bad = check_handles(world, doc);
-    if (bad != KILN_OK) return bad;
-    uint64_t cap = 16;
-    while (cap < (uint64_t)doc->entity_count * 2) cap *= 2;
-    m->mask = cap - 1;
-    m->keys = pz_alloc(&doc->arena, sizeof(kiln_entity) * cap);
-    m->values = pz_alloc(&doc->arena, sizeof(kiln_entity) * cap);
-    if (!m->keys || !m->values) return oom(world);
-    for (uint32_t g = 0; g < doc->group_count; g++) {
-        const pz_group *gr = &doc->groups[g];
-        for (int64_t r = 0; r < gr->count; r++) {
-            kiln_entity e = gr->handles[r];
-            uint64_t i = slot_of(m, e);
-            while (m->keys[i] != KILN_NULL_ENTITY && m->keys[i] != e) i = (i + 1) & m->mask;
-            if (m->keys[i] == e) return twice(world, e);
-            m->keys[i] = e;
-        }
-    }
-    return KILN_OK;
-}
-
-/* Records the new handles of group gr (nothing to do when they are the saved ones). */
-static void map_group(handle_map *m, const pz_group *gr) {
-    if (m->generation) {
-        if (!m->values) return;
-        for (int64_t i = 0; i < gr->count; i++) m->values[kiln_entity_index(gr->handles[i])] = gr->spawned[i];
-        return;
-    }
-    for (int64_t r = 0; r < gr->count; r++) {
-        kiln_entity old_e = gr->handles[r];
-        uint64_t i = slot_of(m, old_e);
-        while (m->keys[i] != old_e) i = (i + 1) & m->mask;
-        m->values[i] = gr->spawned[r];
-    }
-}
-
 /* ---- codec values ---- */
 
 typedef struct decoded_column {
@@ -445,39 +287,49 @@ static void fill_defaults(const pz_schema *s, uint64_t fields, uint8_t *base, si
 }
 
 /* Writes n references stride bytes apart from src to dst (the same place, or a copy's)
- * through the map. */
-static void remap_run(const handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
+ * through the map; returns true when one of them (not null) names no entity of the file (it
+ * is written as null, and the load fails: see name_outside). */
+static bool remap_run(const pz_handle_map *m, const uint8_t *src, uint8_t *dst, size_t stride, size_t n) {
+    /* noted without a branch (the bits of a reference the map does not hold, a mask away),
+     * named by a second look only when set */
+    uint64_t outside = 0;
     if (m->generation) { /* the direct map in a loop of its own: one load per reference */
         const uint32_t *gen = m->generation;
         uint32_t limit = (uint32_t)m->mask;
         const kiln_entity *values = m->values;
-        if (!values) { /* the handles stay: a reference the file does not hold becomes null */
+        if (!values) { /* the handles stay */
             for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
                 kiln_entity e;
                 memcpy(&e, src, 8);
                 uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
                 uint32_t at = idx < limit ? idx : limit;
-                e = ((high != 0) & (gen[at] == high)) ? e : KILN_NULL_ENTITY;
-                memcpy(dst, &e, 8);
+                bool found = (high != 0) & (gen[at] == high);
+                kiln_entity kept = found ? e : KILN_NULL_ENTITY;
+                outside |= e ^ kept; /* e itself when it is lost */
+                memcpy(dst, &kept, 8);
             }
-            return;
+            return outside != 0;
         }
         for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
             kiln_entity e;
             memcpy(&e, src, 8);
             uint32_t idx = kiln_entity_index(e), high = (uint32_t)(e >> 32);
             uint32_t at = idx < limit ? idx : limit;
-            e = ((high != 0) & (gen[at] == high)) ? values[at] : KILN_NULL_ENTITY;
+            bool found = (high != 0) & (gen[at] == high);
+            outside |= e & ((uint64_t)found - 1); /* e itself when it is lost */
+            e = found ? values[at] : KILN_NULL_ENTITY;
             memcpy(dst, &e, 8);
         }
-        return;
+        return outside != 0;
     }
     for (size_t r = 0; r < n; r++, src += stride, dst += stride) {
-        kiln_entity e;
+        kiln_entity e, to;
         memcpy(&e, src, 8);
-        e = map_get(m, e);
-        memcpy(dst, &e, 8);
+        to = pz_map_get(m, e);
+        outside |= (uint64_t)((e != KILN_NULL_ENTITY) & (to == KILN_NULL_ENTITY));
+        memcpy(dst, &to, 8);
     }
+    return outside != 0;
 }
 
 /* True when every 8 bytes of a value of info are one entity reference (Parent, a link): its
@@ -498,22 +350,82 @@ static bool only_references(const kiln_component_info *info) {
     return covered == (info->size == 8 * 64 ? ~(uint64_t)0 : ((uint64_t)1 << (info->size / 8)) - 1);
 }
 
-/* Rewrites the entity fields of rows values stride bytes apart through the map. */
-static void remap_rows(const kiln_component_info *info, const handle_map *m, uint8_t *base,
+/* Rewrites the entity fields of rows values stride bytes apart through the map; true when
+ * one names no entity of the file (see remap_run). */
+static bool remap_rows(const kiln_component_info *info, const pz_handle_map *m, uint8_t *base,
                        size_t stride, size_t rows) {
+    bool outside = false;
     for (int32_t f = 0; f < info->field_count; f++) {
         const kiln_field *fd = &info->fields[f];
         if (fd->type != KILN_TYPE_ENTITY) continue;
         uint32_t n = fd->count ? fd->count : 1;
         for (uint32_t k = 0; k < n; k++) {
             uint8_t *p = base + fd->offset + 8 * (size_t)k;
-            remap_run(m, p, p, stride, rows);
+            outside |= remap_run(m, p, p, stride, rows);
         }
     }
+    return outside;
 }
 
-static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_column *col,
-                         int32_t first, decoded_column *dc, const handle_map *m) {
+/* How a reference prints in a message: a handle as 12v3, anything else in hex. */
+static const char *reference_text(kiln_entity e, char *buf, size_t size) {
+    if ((e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) == 0 && kiln_entity_generation(e) != 0)
+        return kiln_entity_format(e, buf, size);
+    snprintf(buf, size, "0x%016llx", (unsigned long long)e);
+    return buf;
+}
+
+/* The first reference (not null) of value (info's layout in the world: the file's fields
+ * converted, those it lacks zero) that names no entity of the file: its field in dest (with
+ * an index for arrays) and the reference; KILN_NULL_ENTITY when there is none. */
+static kiln_entity first_outside(const kiln_component_info *info, const pz_handle_map *m, const uint8_t *value,
+                                 char *dest, size_t size) {
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        if (fd->type != KILN_TYPE_ENTITY) continue;
+        for (uint32_t k = 0; k < (fd->count ? fd->count : 1); k++) {
+            kiln_entity e = pz_rd64(value + fd->offset + 8 * (size_t)k);
+            if (e == KILN_NULL_ENTITY || pz_map_has(m, e)) continue;
+            if (fd->count > 1) snprintf(dest, size, "%s[%u]", fd->name, (unsigned)k);
+            else snprintf(dest, size, "%s", fd->name);
+            return e;
+        }
+    }
+    return KILN_NULL_ENTITY;
+}
+
+/* A save writes null for a reference to an entity it does not hold, so one in a file was
+ * written by hand or damaged: fails naming the first (entity in the file, component, field and
+ * the reference), read again from the file's values now that remap_run noted one. */
+static kiln_result name_outside(kiln_world *world, pz_doc *doc, const pz_handle_map *m) {
+    for (uint32_t g = 0; g < doc->group_count; g++) {
+        const pz_group *gr = &doc->groups[g];
+        for (int32_t t = 0; t < gr->type_count; t++) {
+            const pz_schema *s = &doc->schemas[gr->types[t]];
+            if (!s->id || !s->size || s->codec || !pz_has_entity_fields(&s->info)) continue;
+            uint8_t *value = pz_alloc_raw(&doc->arena, s->info.size);
+            if (!value) return oom(world);
+            for (int64_t r = 0; r < gr->count; r++) {
+                const uint8_t *src = gr->values[t] + (size_t)r * s->size;
+                if (s->same) memcpy(value, src, s->info.size);
+                else convert_row(s, src, value);
+                char field[KILN_MAX_NAME + 16], eb[24], rb[24];
+                kiln_entity e = first_outside(&s->info, m, value, field, sizeof field);
+                if (e == KILN_NULL_ENTITY) continue;
+                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                               "kiln_load: entity %s component '%s' field '%s' points to %s, an entity the file "
+                               "does not hold (a save writes null there)",
+                               kiln_entity_format(gr->handles[r], eb, sizeof eb), s->name, field,
+                               reference_text(e, rb, sizeof rb));
+            }
+        }
+    }
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: a reference points to an entity the file does not hold");
+}
+
+/* Writes group gr's column t; true when a reference in it names no entity of the file. */
+static bool write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_column *col,
+                         int32_t first, decoded_column *dc, const pz_handle_map *m) {
     uint8_t *base = col->data + (size_t)first * col->stride;
     size_t size = s->info.size;
     size_t count = (size_t)gr->count;
@@ -523,23 +435,22 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
             memset(base + r * col->stride + size, 0, col->stride - size);
         }
         dc->rows = 0; /* the world owns them now */
-        return;
+        return false;
     }
     const uint8_t *src = gr->values[t];
     bool refs = pz_has_entity_fields(&s->info);
-    if (s->same && col->stride == size && only_references(&s->info)) {
-        remap_run(m, src, base, 8, count * (size / 8));
-        return;
-    }
+    if (s->same && col->stride == size && only_references(&s->info))
+        return remap_run(m, src, base, 8, count * (size / 8));
     if (s->same && col->stride == size && refs) {
         /* copied and remapped a run at a time, so the remap reads what is still in cache */
         size_t run = size <= 4096 ? 16384 / size : 1;
+        bool outside = false;
         for (size_t r = 0; r < count; r += run) {
             size_t m_rows = count - r < run ? count - r : run;
             memcpy(base + r * size, src + r * size, size * m_rows);
-            remap_rows(&s->info, m, base + r * size, size, m_rows);
+            outside |= remap_rows(&s->info, m, base + r * size, size, m_rows);
         }
-        return;
+        return outside;
     }
     if (s->same && col->stride == size) memcpy(base, src, size * count);
     else if (s->same)
@@ -552,8 +463,9 @@ static void write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
             convert_row(s, src + r * s->size, base + r * col->stride);
             memset(base + r * col->stride + size, 0, col->stride - size);
         }
-    if (refs) remap_rows(&s->info, m, base, col->stride, count);
+    bool outside = refs && remap_rows(&s->info, m, base, col->stride, count);
     if (s->missing) fill_defaults(s, s->missing, base, col->stride, count);
+    return outside;
 }
 
 /* Runs the check hooks of every loaded value, straight on the rows. */
@@ -598,7 +510,7 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
  * fields are remapped when the new handles are known): setting them then cannot fail halfway,
  * with some replaced and the rest not. Writes the array to dest. Refuses a RandomState of all
  * zeros, from which xoshiro256** gives 0 forever (a field renamed since the save, skipped). */
-static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***dest) {
+static kiln_result stage_resources(kiln_world *world, pz_doc *doc, const pz_handle_map *m, uint8_t ***dest) {
     uint8_t **staged = pz_alloc(&doc->arena, sizeof(uint8_t *) * ((size_t)doc->resource_count + 1));
     if (!staged) return oom(world);
     for (uint32_t k = 0; k < doc->resource_count; k++) {
@@ -608,6 +520,12 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***de
         if (!v) return oom(world);
         if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
         else convert_row(s, doc->resources[k].value, v);
+        char field[KILN_MAX_NAME + 16], rb[24];
+        kiln_entity e = first_outside(&s->info, m, v, field, sizeof field); /* (before the defaults) */
+        if (e != KILN_NULL_ENTITY)
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                           "kiln_load: resource '%s' field '%s' points to %s, an entity the file does not hold "
+                           "(a save writes null there)", s->name, field, reference_text(e, rb, sizeof rb));
         uint64_t fields = defaulted(s, doc->resources[k].omitted);
         if (fields) fill_defaults(s, fields, v, 0, 1);
         if (strcmp(s->name, "RandomState") == 0 && !pz_random_valid(world, s->id, v))
@@ -619,7 +537,7 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, uint8_t ***de
 }
 
 /* Sets every resource of the file (they exist: made first, so nothing here fails). */
-static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged, const handle_map *m) {
+static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged, const pz_handle_map *m) {
     for (uint32_t k = 0; k < doc->resource_count; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
         if (!s->id || s->size == 0) continue;
@@ -663,7 +581,9 @@ static kiln_result spawn_groups(kiln_world *world, pz_doc *doc, uint32_t *done) 
     return KILN_OK;
 }
 
-static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const handle_map *m) {
+/* Writes every group's values; true when a reference names no entity of the file. */
+static bool write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const pz_handle_map *m) {
+    bool outside = false;
     for (uint32_t g = 0; g < doc->group_count; g++) {
         pz_group *gr = &doc->groups[g];
         const kl_record *rec = kl_record_of(world, gr->spawned[0]);
@@ -671,10 +591,11 @@ static void write_groups(kiln_world *world, pz_doc *doc, decoded *dec, const han
         for (int32_t t = 0; t < gr->type_count; t++) {
             const pz_schema *s = &doc->schemas[gr->types[t]];
             if (!s->id || s->size == 0) continue;
-            write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)kl_record_row(rec),
-                         &dec->groups[g][t], m);
+            outside |= write_column(s, gr, t, kl_archetype_column(arch, s->id), (int32_t)kl_record_row(rec),
+                                    &dec->groups[g][t], m);
         }
     }
+    return outside;
 }
 
 /* Gives the fields JSON values left out the defaults (after the rows are written and remapped). */
@@ -696,7 +617,7 @@ static void write_omitted(kiln_world *world, const pz_doc *doc) {
  * that never held an entity, else in fresh slots (kiln_spawn_batch; place NULL). Writes how
  * many groups spawned to done. */
 static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t slots, const pz_place *place,
-                                handle_map *m, uint32_t *done) {
+                                pz_handle_map *m, uint32_t *done) {
     if (place) {
         pz_slots_place(world, doc, slots, m->generation, place);
         *done = doc->group_count;
@@ -704,18 +625,18 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t slots, 
     }
     kiln_result r = spawn_groups(world, doc, done);
     if (r != KILN_OK) return r;
-    for (uint32_t g = 0; g < doc->group_count; g++) map_group(m, &doc->groups[g]);
+    for (uint32_t g = 0; g < doc->group_count; g++) pz_map_group(m, &doc->groups[g]);
     return KILN_OK;
 }
 
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     kiln_result r = resolve(world, doc, desc);
-    handle_map map = {0};
-    uint64_t slots = r == KILN_OK ? saved_slots(doc) : 0;
+    pz_handle_map map = {0};
+    uint64_t slots = r == KILN_OK ? pz_saved_slots(doc) : 0;
     bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, slots); /* (a dense map then) */
     pz_place place = {0};
     if (keep) r = pz_slots_reserve(world, doc, slots, &place);
-    if (r == KILN_OK) r = build_map(world, doc, slots, keep ? &place : NULL, &map);
+    if (r == KILN_OK) r = pz_map_build(world, doc, slots, keep ? &place : NULL, &map);
     decoded dec = {0};
     if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
     if (r != KILN_OK) return r;
@@ -745,7 +666,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         else r = oom(world);
     }
     uint8_t **staged = NULL;
-    if (r == KILN_OK) r = stage_resources(world, doc, &staged);
+    if (r == KILN_OK) r = stage_resources(world, doc, &map, &staged);
     if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, slots)) {
         /* a host or codec callback spawned meanwhile: fresh slots after all */
         keep = false;
@@ -754,9 +675,12 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     }
     if (r == KILN_OK) r = place_groups(world, doc, slots, keep ? &place : NULL, &map, &spawned_groups);
     if (r == KILN_OK) {
-        write_groups(world, doc, &dec, &map);
-        write_omitted(world, doc);
-        r = check_values(world, doc);
+        if (write_groups(world, doc, &dec, &map)) {
+            r = name_outside(world, doc, &map);
+        } else {
+            write_omitted(world, doc);
+            r = check_values(world, doc);
+        }
     }
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];

@@ -126,7 +126,10 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
  * and LocalTransform, writes WorldTransform, runs kiln_transform_propagate_parallel on the
  * schedule's pool (missing WorldTransforms queued into the system's own buffer). Needs
- * kiln_transform_init first. */
+ * kiln_transform_init first. A run out of memory leaves the world error saying so and writes
+ * no WorldTransform but finished ones; where the buffer's apply ran out, each missing
+ * WorldTransform landed with its computed value or not at all, and the next run completes
+ * the propagation. */
 void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest);
 
 static inline kiln_local_transform kiln_transform_local_identity(void) {

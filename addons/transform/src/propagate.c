@@ -642,7 +642,14 @@ kiln_result kl_transform_propagate(kiln_world *world, kiln_commands *queue, kiln
     }
     if (p.full || kl_query_column_tick(st->roots, 0) >= p.since) {
         kiln_result r = kiln_parallel_for(threads > 1 ? jobs : NULL, st->roots, KL_ROOT_RANGE, root_rows, &p);
-        if (r != KILN_OK) return r;
+        if (r != KILN_OK) {
+            /* the adds queued above still hold identity matrices: take them back */
+            if (deferred && st->pending_count > 0) kl_commands_truncate(q, mark);
+            st->pending_count = 0;
+            return r == KILN_ERR_OUT_OF_MEMORY
+                       ? kl_fail(world, r, "kiln_transform_propagate: out of memory")
+                       : r;
+        }
     }
     run_levels(&p, jobs, threads);
     stats.computed = atomic_load_explicit(&p.computed, memory_order_relaxed);

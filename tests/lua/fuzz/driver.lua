@@ -163,7 +163,7 @@ function D.run(opts)
         local B = new_world("B", nil)
         S.worlds = {A, B}
         S.commands = call("kiln.commands", kiln.commands)[2]
-        S.cmd_model = {records = {}, spawns = 0, complete = false, resolved = {}, batch = 0}
+        S.cmd_model = {records = {}, spawns = 0, complete = false, resolved = {}, batch = nil}
         local stop = math.min(target, S.calls + episode_calls)
         local ops_done = 0
         while S.calls < stop do

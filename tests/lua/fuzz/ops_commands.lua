@@ -21,16 +21,32 @@ local predict_add, commit_add = O.predict_add, O.commit_add
 
 -- Commands -----------------------------------------------------------------------------------
 
--- Placeholders are -(batch * 2^24 + k) for the k-th spawn of a batch (commands.c).
-local function placeholder(c, k) return -(N.shl(c.batch, 24) + k) end
+-- Placeholders are -(batch * 2^24 + k) for the k-th spawn of a batch (commands.c). Batches
+-- are numbered per Lua state, not per buffer (any buffer made meanwhile takes a number), so
+-- the model learns a batch's number from its first spawn (nil until then) and checks that it
+-- is new and in the host's universe (below 2^20).
+local function placeholder(c, k) return -(N.shl(c.batch or c.prev_batch or 0, 24) + k) end
 local function spawn_number(p) return N.low_bits(-p, 24) end
 local function batch_of(p) return N.shr(-p, 24) end
 
 local function new_batch(c)
-    c.batch = N.low_bits(c.batch + 1, 28)
+    c.prev_batch = c.batch or c.prev_batch
+    c.batch = nil
     c.spawns = 0
     c.complete = false
     c.resolved = {}
+end
+
+-- The first spawn of a batch returned p: its number becomes the batch's.
+local function learn_batch(c, p)
+    local i = N.tointeger(p)
+    if i == nil or i >= 0 or spawn_number(i) ~= 1 then
+        fail("commands:spawn returned %s for a batch's first spawn", tostring(p))
+        return
+    end
+    local b = batch_of(i)
+    if b == c.prev_batch or b >= 2 ^ 20 then fail("commands:spawn started batch %d after batch %s", b, tostring(c.prev_batch)) end
+    c.batch = b
 end
 
 -- check_target: an entity, or a placeholder of the current batch.
@@ -47,7 +63,7 @@ local function cmd_target(m, c)
     local k = R(100)
     if c.spawns > 0 and k <= 30 then return placeholder(c, R(1, c.spawns)) end
     if k <= 34 then return placeholder(c, c.spawns + 1) end
-    if k <= 37 and c.batch > 0 then return -(N.shl(c.batch - 1, 24) + 1) end
+    if k <= 37 and c.prev_batch then return -(N.shl(c.prev_batch, 24) + 1) end
     return pick_entity(m, true)
 end
 
@@ -151,6 +167,7 @@ function ops.commands(m)
         if r[1] then
             if c.complete then new_batch(c) end
             c.spawns = c.spawns + 1
+            if c.batch == nil then learn_batch(c, r[2]) end
             local p = placeholder(c, c.spawns)
             if r[2] ~= p then fail("commands:spawn returned %s, expected %d", tostring(r[2]), p) end
             c.records[#c.records + 1] = {op = "spawn", target = p, value = init}

@@ -1,0 +1,219 @@
+/* test_console_persist.c: crafted saves fed to world:load through a signed-in console client:
+ * each refused with a clear message, the game running, its world as it was, the budget kept. */
+#include <check.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "console_client.h"
+#include "kiln_lua.h"
+
+typedef struct game {
+    lua_State *L;
+    kiln_console *console;
+} game;
+
+/* A game whose world holds 5 entities: positions, and links from each to the first (some
+ * entity fields for a tampered file to point elsewhere). */
+static game *start_game(kiln_console_desc desc) {
+    game *g = calloc(1, sizeof *g);
+    g->L = luaL_newstate();
+    luaL_openlibs(g->L);
+    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
+    lua_pop(g->L, 1);
+    const char *setup = "world = kiln.world()\n"
+                        "world:component('Position', 'float x, y;')\n"
+                        "world:component('Link', 'entity to;')\n"
+                        "local first = world:spawn{Position = {x = 1, y = 0}}\n"
+                        "for i = 2, 5 do world:spawn{Position = {x = i, y = 0.5}, Link = {to = first}} end\n"
+                        "frames = 0\n";
+    ck_assert_int_eq(luaL_dostring(g->L, setup), LUA_OK);
+    char err[256];
+    g->console = kiln_console_open(g->L, &desc, err, sizeof err);
+    ck_assert_msg(g->console != NULL, "console_open: %s", err);
+    return g;
+}
+
+static void stop_game(game *g) {
+    kiln_console_close(g->console);
+    lua_close(g->L);
+    free(g);
+}
+
+/* One game frame: the console is served (the world does not advance: its hash holds the
+ * tick, and the tests compare hashes across statements). */
+static void frame(game *g) {
+    ck_assert_int_eq(luaL_dostring(g->L, "frames = frames + 1"), LUA_OK);
+    kiln_console_poll(g->console);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Runs frames until one answer frame arrived on fd; returns it as "status:text" (static). */
+static const char *answer(game *g, int fd) {
+    static char out[1 << 14];
+    static char buf[1 << 16];
+    size_t have = 0;
+    double until = now_ms() + 60000;
+    while (now_ms() < until) {
+        frame(g);
+        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
+        if (r > 0) have += (size_t)r;
+        buf[have] = '\0';
+        char st[32];
+        size_t len;
+        int head;
+        char *nl = memchr(buf, '\n', have);
+        if (nl && sscanf(buf, "%31s %zu%n", st, &len, &head) == 2 && have >= (size_t)(nl - buf) + 1 + len) {
+            size_t hlen = (size_t)(nl - buf) + 1;
+            ck_assert_msg(have == hlen + len, "bytes after the answer: %s", buf + hlen + len);
+            snprintf(out, sizeof out, "%s:%.*s", st, (int)len, buf + hlen);
+            return out;
+        }
+        pause_ms(1);
+    }
+    ck_abort_msg("no answer within 60 s");
+    return NULL;
+}
+
+/* Sends one statement line and returns its answer. */
+static const char *run(game *g, int fd, const char *line) {
+    char text[4096];
+    snprintf(text, sizeof text, "%s\n", line);
+    send_text(fd, text);
+    return answer(g, fd);
+}
+
+static int sign_in(game *g) {
+    int fd = connect_port(kiln_console_port(g->console));
+    ck_assert_int_ge(fd, 0);
+    char line[300];
+    snprintf(line, sizeof line, "token %s", kiln_console_token(g->console));
+    ck_assert_str_eq(run(g, fd, line), "ok:");
+    return fd;
+}
+
+/* The world as the game sees it: its hash and entity count, as text. */
+static const char *world_state(game *g) {
+    static char text[128];
+    ck_assert_int_eq(luaL_dostring(g->L, "return string.format('%x %d', world:hash(), world:count())"), LUA_OK);
+    snprintf(text, sizeof text, "%s", lua_tostring(g->L, -1));
+    lua_pop(g->L, 1);
+    return text;
+}
+
+START_TEST(crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was) {
+    /* time enough for a sanitizer build to make and parse megabytes in one statement */
+    game *g = start_game((kiln_console_desc){.budget = 0, .statement_ms = 20000});
+    int fd = sign_in(g);
+    ck_assert_str_eq(run(g, fd, "good = world:save()"), "ok:");
+    ck_assert_str_eq(run(g, fd, "goodj = world:save{format = 'json'}"), "ok:");
+    ck_assert_str_eq(run(g, fd, "h0 = world:hash()"), "ok:");
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    static const struct {
+        const char *line, *error; /* the answer starts with "error:" then error */
+    } cases[] = {
+        /* truncated */
+        {"world:load(good:sub(1, #good - 9))", "world:load: at byte "},
+        {"world:load(goodj:sub(1, #goodj // 2))", "world:load: at line "},
+        {"world:load('')", "world:load: "},
+        /* tampered: version, counts, a reference outside the file, a NaN that is none */
+        {"world:load(good:sub(1, 8) .. string.pack('<I4', 99) .. good:sub(13))", "world:load: "},
+        {"world:load(good:sub(1, 32) .. string.pack('<I8', 1 << 40) .. good:sub(41))", "world:load: "},
+        {"world:load((goodj:gsub('\"to\": %d+', '\"to\": 1099511627776', 1)))",
+         "world:load: entity 1v1 component 'Link' field 'to' points to 0v256, an entity the file does not hold"},
+        {"world:load((goodj:gsub('\"x\": [%d.]+', '\"x\": \"nan(0x0)\"', 1)))",
+         "world:load: at entities[0].components.Position.x: \"nan(0x0)\" is not a float NaN"},
+        {"world:load((goodj:gsub('\"x\": [%d.]+', '\"x\": \"nan\\\\u0000\"', 1)))",
+         "world:load: at entities[0].components.Position.x: a number expected, got a string"},
+        /* huge: a header claiming more than it holds, a body of noise, many entities, deep JSON */
+        {"world:load(good:sub(1, 40) .. ('\\255'):rep(1 << 22))", "world:load: "},
+        {"world:load('{\"kiln\": 1, \"tick\": 0, \"components\": [], \"entities\": [' .. "
+         "('{\"id\": 4294967296, \"components\": {}}, '):rep(100000) .. '{\"id\": 4294967297, \"components\": {}}]}')",
+         "world:load: entity 0v1 appears twice"},
+        {"world:load('{' .. ('['):rep(1 << 20))", "world:load: at line 1 column "},
+        {"world:load(('{\"kiln\": 1, ') .. ('\"tick\": 0, '):rep(1 << 16) .. '}')", "world:load: at line 1"},
+        /* not a file the loader may read forever */
+        {"world:load('/dev/zero')", "world:load: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *a = run(g, fd, cases[i].line);
+        char want[400];
+        snprintf(want, sizeof want, "error:%s", cases[i].error);
+        ck_assert_msg(strncmp(a, want, strlen(want)) == 0, "%s\n  answered %.300s", cases[i].line, a);
+        ck_assert_msg(strlen(a) < 400, "%s: a long answer (%zu bytes): %.300s", cases[i].line, strlen(a), a);
+        ck_assert_str_eq(run(g, fd, "return world:hash() == h0, world:count()"), "ok:true\n5");
+        ck_assert_str_eq(world_state(g), before);
+    }
+    /* every prefix of a save, one statement: none loads, nothing lands */
+    ck_assert_str_eq(run(g, fd, "local n = 0 for i = 0, #good - 1 do if pcall(world.load, world, good:sub(1, i)) "
+                                "then n = n + 1 end end return n, world:hash() == h0"),
+                     "ok:0\ntrue");
+    ck_assert_str_eq(run(g, fd, "local n = 0 for i = 0, #goodj - 1, 7 do if pcall(world.load, world, goodj:sub(1, i)) "
+                                "then n = n + 1 end end return n, world:hash() == h0"),
+                     "ok:0\ntrue");
+    ck_assert_str_eq(world_state(g), before);
+    /* the session and the game go on: the budget still stops a runaway, the save still loads */
+    const char *a = run(g, fd, "while true do end"); /* its instructions or its time, whichever ends first */
+    ck_assert_msg(strncmp(a, "error:console: the statement ran past its", 41) == 0, "%s", a);
+    ck_assert_str_eq(run(g, fd, "return #world:load(good) == 0, world:count()"), "ok:true\n10");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+START_TEST(a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits) {
+    game *g = start_game((kiln_console_desc){.budget = 2000000, .statement_ms = 300});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    /* a megabyte of JSON refused late (its entities repeat one handle), loaded over and over */
+    ck_assert_str_eq(run(g, fd, "big = '{\"kiln\": 1, \"tick\": 0, \"components\": [], \"entities\": [' .. "
+                                "('{\"id\": 4294967296, \"components\": {}}, '):rep(30000) .. '{\"id\": 4294967297, \"components\": {}}]}'"),
+                     "ok:");
+    double t0 = now_ms();
+    const char *a = run(g, fd, "while true do pcall(world.load, world, big) end");
+    double took = now_ms() - t0;
+    ck_assert_msg(strcmp(a, "error:console: the statement ran past its time limit (300 ms)") == 0 ||
+                      strcmp(a, "error:console: the statement ran past its instruction budget") == 0,
+                  "%s", a);
+    ck_assert_msg(took < 3000, "the statement ran %.0f ms past a 300 ms limit", took);
+    /* pcall does not catch the spent budget for long, even around a load */
+    a = run(g, fd, "while true do pcall(function() while true do pcall(world.load, world, 'KILNSAVE') end end) end");
+    ck_assert_msg(strncmp(a, "error:console: the statement ran past its", 41) == 0, "%s", a);
+    ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:5");
+    ck_assert_str_eq(world_state(g), before);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+static Suite *console_persist_suite(void) {
+    Suite *s = suite_create("console_persist");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was);
+    tcase_add_test(tc, a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(console_persist_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
