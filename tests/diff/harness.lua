@@ -3,8 +3,11 @@
 -- Normalised, and only these, as docs/lua-api.md (LuaJIT) documents them unavoidable:
 -- numbers (one number type in LuaJIT: every number prints as the double it converts to, so
 -- 3 and 3.0 print alike and a 64-bit value beyond 2^53 prints rounded), numbers inside
--- world:inspect and q:format text (H.pretty: "kiln.pretty prints 5.0 as 5"), and the traceback
--- of a system failure (the interpreter's own text). Nothing else is rewritten.
+-- world:inspect and q:format text (H.pretty: "kiln.pretty prints 5.0 as 5"), the traceback
+-- of a system failure (the interpreter's own text), the change ticks of rows FFI views may
+-- have stamped without a write (H.reach, "~"), and from mods (H.modmsg, H.modres) the scratch
+-- folder's name, the interpreter's wording of runtime errors and mods:list()'s memory figures.
+-- Nothing else is rewritten.
 local kiln = require "kiln"
 local H = {}
 local fmt, concat, sort = string.format, table.concat, table.sort
