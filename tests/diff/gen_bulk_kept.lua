@@ -8,7 +8,8 @@
 -- whether every row was (a row that was neither raises "undocumented:", which run.lua fails
 -- on whatever both interpreters did), and the rows are then set back to the column (which stamps them all)
 -- so the world is the same whichever happened. Each operation makes its own query, dropped
--- after it, so kept arrays never reach a later operation.
+-- after it, so kept arrays never reach a later operation; its first call only reads, so the
+-- arrays the next call hands out may be kept ones (a query's first call never keeps them).
 return function(G)
     local rand, chance, pick = G.rand, G.chance, G.pick
     local NUMERIC = {float = true, double = true, int8 = true, int16 = true, int32 = true,
@@ -44,6 +45,7 @@ return function(G)
 local q, K = w:query%s, nil
   local before = {}
   for _, e in ipairs(q:entities()) do before[e] = w:get(e, %q).%s end
+  pcall(q.bulk, q, function() end) -- a first call that only reads: the next may keep its arrays
   local ok1 = H.res(pcall(q.bulk, q, function(n, ents, %s) K = {n = n, a = t%d.%s}; %s end))
   if K then for i = 1, K.n do K.a[i] = %s end end
   local rows, ends, neither, changed = 0, true, 0, 0
