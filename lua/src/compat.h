@@ -246,6 +246,10 @@ KLUA_COMPAT_HIDDEN void klua_jit_polymorphic(lua_State *L, int idx);
 /* Closes the loop of the Query at q_idx (whose userdata is kq) when it was begun on L and
  * left by break, return or error. */
 KLUA_COMPAT_HIDDEN void klua_jit_settle_query(lua_State *L, void *kq, int q_idx);
+/* Closes every loop of the World at w_idx begun on L and left, as a World method called
+ * outside a system does first (the mod manager's methods do it too: a left loop would keep the
+ * world deferred, which they refuse). */
+KLUA_COMPAT_HIDDEN void klua_jit_settle_world(lua_State *L, int w_idx);
 /* ---- jit_views.c: the FFI views of q:each_ffi ---------------------------------------------- */
 /* Stores in the table at layer_idx (the Lua layer's private table), as field views, the C
  * half of the FFI loops, which lua/kiln/ffi.lua drives; nothing when the state has no ffi

@@ -82,7 +82,9 @@ static void close_left_loop(lua_State *L, int q_idx) {
 
 /* Closes the loop of the Query at q_idx when it was begun on L and left. */
 static void settle_query(lua_State *L, klua_query *kq, int q_idx) {
-    if (!kq->active || kq->kw->closed || kq->owner) return; /* a system's ends with its run */
+    /* another system's loop ends with its run; the running system's own, left by break inside
+     * that run, is closed as outside systems (Lua 5.4's break closes it there too) */
+    if (!kq->active || kq->kw->closed || (kq->owner && kq->owner != kq->kw->current)) return;
     lua_getiuservalue(L, q_idx, KLUA_QUERY_UV_WORLD);
     bool mine = false;
     if (klua_push_state(L, -1, KLUA_STATE_LOOPS)) {
@@ -177,6 +179,11 @@ typedef struct hold_scope {
 /* Ends the hold the method took. Returning, the debt is paid back as klua_release_gc does;
  * unwinding, no Lua code may run: the collector only restarts, and the debt waits for the
  * next release. */
+void klua_jit_settle_world(lua_State *L, int w_idx) {
+    klua_world *kw = luaL_testudata(L, w_idx, KLUA_WORLD);
+    if (kw && !kw->closed && !kw->current && kiln_is_deferred(kw->world)) settle_world(L, lua_absindex(L, w_idx));
+}
+
 static void end_scope(hold_scope *s) {
     klua_world *kw = s->kw;
     if (!kw || s->was_held || !kw->gc_held) return;

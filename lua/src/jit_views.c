@@ -167,7 +167,7 @@ static int views_begin(lua_State *L) {
         lua_pushboolean(L, 0);
         return 1;
     }
-    if (kq->active && !kq->owner) klua_jit_settle_query(L, kq, 1); /* a loop left by break */
+    if (kq->active) klua_jit_settle_query(L, kq, 1); /* a loop left by break */
     klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
     kq->ffi_end_rows = end_rows;
@@ -302,7 +302,7 @@ static int views_alive(lua_State *L) {
         lua_pushboolean(L, 0);
         return 1;
     }
-    if (kq->active && kq->ffi_loop && !kq->owner) klua_jit_settle_query(L, kq, 1);
+    if (kq->active && kq->ffi_loop) klua_jit_settle_query(L, kq, 1);
     lua_pushboolean(L, kq->active && kq->ffi_loop && kq->ffi_gen == (uint32_t)loop && !kq->kw->closed);
     return 1;
 }

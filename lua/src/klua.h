@@ -122,8 +122,9 @@ typedef struct klua_mod_hooks {
     /* world:system of the view: adds the system, or stages it while the mod loads; raises
      * (naming the owner) for a name another mod or the host uses. */
     void (*add_system)(lua_State *L, klua_world *kw, const kiln_system_desc *d);
-    /* A system of the mod failed (message without traceback); disabled: it was stopped. */
-    void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled);
+    /* A system of the mod failed (message without traceback); disabled: it was stopped;
+     * out_of_memory: it failed for memory (not for a failed allocation it recovered from). */
+    void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled, bool out_of_memory);
     /* How many more entities the mod may spawn now (its limit less its live and queued ones). */
     int64_t (*spawn_room)(klua_world *kw);
 } klua_mod_hooks;

@@ -227,13 +227,22 @@ static int push_failure(lua_State *H) {
 
 static void remove_systems(klua_mod *mod);
 
-static void hook_failed(klua_world *kw, const char *system, const char *message, bool disabled) {
+static void hook_failed(klua_world *kw, const char *system, const char *message, bool disabled, bool out_of_memory) {
     klua_mod *mod = kw->mod;
     klua_mods *mods = mod->mods;
     mod->failures++;
     snprintf(mod->error, sizeof mod->error, "system '%s': %s", system, message);
-    /* a mod that keeps running out of memory is stopped; its state goes at the next sweep */
-    mod->mem_strikes = mod->mem.refused > 0 ? mod->mem_strikes + 1 : 0;
+    /* a mod that keeps running out of memory is stopped; its state goes at the next sweep.
+     * A run that failed otherwise is no strike, though an allocation was refused in it: Lua
+     * 5.4 collects and tries again, and the run went on (it was counted one, so a mod whose
+     * memory was full of garbage was disabled under Lua 5.4 for running past its budget) */
+    mod->mem_strikes = out_of_memory && mod->mem.refused > 0 ? mod->mem_strikes + 1 : 0;
+#if KLUA_LUAJIT
+    /* Lua 5.4 collects in full when an allocation fails and tries again; LuaJIT raises at once,
+     * so what the failed run left (garbage now) would fill the budget until the collector came
+     * round, failing the mod's next runs, and its budget errors, for memory it no longer uses */
+    if (mod->mem.refused > 0 && mod->L) lua_gc(mod->L, LUA_GCCOLLECT, 0);
+#endif
     mod->mem.refused = 0;
     if (mod->mem_strikes >= KLUA_MOD_MEM_STRIKES && mod->status == KLUA_MOD_RUNNING) {
         mod->status = KLUA_MOD_DISABLED;

@@ -17,10 +17,24 @@ enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 
 /* ---- the kiln.Mods class ----------------------------------------------------------------- */
 
+/* Under LuaJIT a q:each loop left by break or return outside a system stays open until its
+ * query or world is used again (jit_methods.c); it would keep the world deferred, where the
+ * lifecycle methods refuse to run, though under Lua 5.4 the loop has ended: end it first, as
+ * a World method does. */
+static void settle_loops(lua_State *L) {
+#if KLUA_LUAJIT
+    if (lua_getiuservalue(L, 1, MODS_UV_WORLD) == LUA_TUSERDATA) klua_jit_settle_world(L, -1);
+    lua_pop(L, 1);
+#else
+    (void)L;
+#endif
+}
+
 static klua_mods *check_mods(lua_State *L, const char *fname) {
     klua_mods *mods = klua_check_self(L, KLUA_MODS, "mods");
     if (mods->closed) klua_fail(L, fname, "the mod manager is closed");
     if (mods->kw->closed) klua_fail(L, fname, "the world is closed");
+    settle_loops(L);
     return mods;
 }
 
@@ -385,6 +399,7 @@ static int md_log(lua_State *L) {
 static int md_close(lua_State *L) {
     klua_mods *mods = klua_check_self(L, KLUA_MODS, "mods");
     if (mods->closed) return 0;
+    if (!mods->kw->closed) settle_loops(L);
     const char *why = klua_mods_busy(mods);
     if (why && !mods->kw->closed) klua_fail(L, "mods:close", "%s", why);
     klua_mods_close_all(mods);

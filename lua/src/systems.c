@@ -226,7 +226,10 @@ static void trampoline(const kiln_system_ctx *ctx) {
             const char *full = lua_tostring(L, -1);
             const char *tb = full ? strstr(full, "\nstack traceback:") : NULL;
             if (full && tb) lua_pushlstring(L, full, (size_t)(tb - full));
-            kw->mod_hooks->failed(kw, s->name, full ? lua_tostring(L, -1) : "(error)", disable);
+            /* a memory error skips the message handler; one the mod caught and raised again
+             * is the same text */
+            bool oom = status == LUA_ERRMEM || (full && strcmp(full, "not enough memory") == 0);
+            kw->mod_hooks->failed(kw, s->name, full ? lua_tostring(L, -1) : "(error)", disable, oom);
         } else {
             record_failure(L, s, lua_gettop(L), disable);
         }

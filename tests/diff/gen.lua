@@ -7,8 +7,9 @@
 -- queries with with/without/optional terms, q:each/q:each_ffi loops and q:bulk/q:bulk_ffi
 -- calls that read and write (bad values too), loops left by break, an error or a coroutine,
 -- Lua systems with declared access run by world:progress, command buffers with placeholders,
--- events, resources, hierarchy, prefabs, scene export, snapshots, save/load round trips, every
--- call under pcall. Where docs/lua-api.md (LuaJIT, FFI views) documents that LuaJIT behaves
+-- events, resources, hierarchy, prefabs, scene export, snapshots, save/load round trips, mods
+-- (gen_mods.lua) and q:bulk arrays kept past their call (gen_bulk_kept.lua), every call under
+-- pcall; after every operation the harness prints the change ticks (harness.lua, H.ticks). Where docs/lua-api.md (LuaJIT, FFI views) documents that LuaJIT behaves
 -- differently, it generates only what both must do alike:
 --  * in a loop whose views may be FFI views (every term's fields float, double, bool,
 --    integers up to 32 bits, vec2/3/4, quat, or a tag; no optional tag, no C keyword as a
@@ -19,10 +20,13 @@
 --  * a loop left by break or an error leaves at the top of a row, before any assignment
 --    (LuaJIT ends it later and writes back what the row assigned), and a loop suspended in a
 --    coroutine only reads;
---  * change ticks are printed only right after a world:set (FFI views stamp rows they read);
+--  * a loop whose views may be FFI views names the rows it reaches (H.reach), and systems'
+--    such loops their components (H.systems_touch): FFI views stamp rows they only read, so
+--    those change ticks print as "~" until a later tick's write;
 --  * no NaN is written (its sign bit would be the interpreter's arithmetic, not kiln's).
 local SEED, OPS = tonumber(arg[1]) or 1, tonumber(arg[2]) or 120
-local HARNESS = arg[3] or ((arg[0]:match("^(.*[/\\])") or "./") .. "harness.lua")
+local HERE = arg[0]:match("^(.*[/\\])") or "./"
+local HARNESS = arg[3] or (HERE .. "harness.lua")
 
 -- Park-Miller minimal standard generator: every product stays below 2^53, so it is exact in
 -- a double and in a Lua 5.4 integer alike.
@@ -229,6 +233,7 @@ for i, c in ipairs(comps) do
     emit(("H.op(%d, w, function() return w:component(%q, %q), w:schema(%q) end)")
         :format(-i, c.name, c.shape.schema, c.name))
 end
+emit("H.w, H.E, H.names = w, E, NAMES")
 emit("H.op(0, w, function() return w:event('Ev', 'float x; int32_t n; vec2 p'), w:event('Bare') end)")
 
 -- ---- queries ------------------------------------------------------------------------------
@@ -264,6 +269,13 @@ local function make_query()
     return q
 end
 
+-- The names of query q's terms as Lua string literals, for H.reach and H.systems_touch.
+local function term_names(q)
+    local n = {}
+    for i, c in ipairs(q.terms) do n[i] = ("%q"):format(c.name) end
+    return table.concat(n, ", ")
+end
+
 -- The statements of a loop body over query q with views v1..vn: reads, writes, structural
 -- calls. `ro` maps a component to true when the running system reads it only.
 local function body(q, ro, indent, in_fn)
@@ -271,6 +283,7 @@ local function body(q, ro, indent, in_fn)
     local function add(s) b[#b + 1] = indent .. s end
     local reads = {}
     for i, c in ipairs(q.terms) do reads[i] = ("R[%q](v%d)"):format(c.name, i) end
+    if q.ffi and not in_fn then add(("H.reach(e, %s)"):format(term_names(q))) end
     add("row = row + 1")
     if chance(0.2) then add(("if row == %d then %s end"):format(rand(4), in_fn and "return" or "break")) end
     if chance(0.15) then add(("if row == %d then error('boom', 0) end"):format(rand(4))) end
@@ -344,8 +357,8 @@ function ops.spawn()
     end
     if chance(0.05) then parts[#parts + 1] = "Nope = true" end
     spawned = spawned + 1
-    return ("E[%d] = w:spawn{%s}; return E[%d]")
-        :format(spawned, table.concat(parts, ", "), spawned)
+    return ("H.nE = %d; E[%d] = w:spawn{%s}; return E[%d]")
+        :format(spawned, spawned, table.concat(parts, ", "), spawned)
 end
 -- Many entities of one shape in a loop: LuaJIT compiles the loop (and its FFI spawns), and
 -- queries get several chunks (512 rows each) and archetypes.
@@ -374,7 +387,7 @@ function ops.spawn_many()
         end
     end
     if chance(0.1) then parts[#parts + 1] = "Nope = true" end
-    return ("local n = 0\n  for i = 1, %d do local e = w:spawn{%s}; n = n + 1; if i %% 97 == 0 then w:despawn(e) end end\n"
+    return ("local n = 0\n  for i = 1, %d do local e = w:spawn{%s}; n = n + 1; if i %% 97 == 0 then w:despawn(e) elseif i %% 67 == 1 then H.more(e) end end\n"
         .. "  return n"):format(rand(700), table.concat(parts, ", "))
 end
 function ops.despawn() return ("w:despawn(%s)"):format(entity_expr()) end
@@ -481,8 +494,9 @@ function ops.system()
             for _, x in ipairs(writes) do if x == ("%q"):format(c.name) then inw = true end end
             if not inw and not decl:find("exclusive") then roq[c] = true end
         end
-        return ("local row = 0\n  w:system{%s, query = %s,\n    each = function(e%s, dt)\n%s\n    end}")
-            :format(decl, q.text, view_list(q), body(q, roq, "      ", true))
+        local touch = q.ffi and ("H.systems_touch(%s)\n  "):format(term_names(q)) or ""
+        return ("local row = 0\n  %sw:system{%s, query = %s,\n    each = function(e%s, dt)\n%s\n    end}")
+            :format(touch, decl, q.text, view_list(q), body(q, roq, "      ", true))
     end
     local c = comp()
     local calls = {
@@ -495,13 +509,15 @@ function ops.system()
     }
     local lines = {}
     for _ = 1, rand(3) do lines[#lines + 1] = ("H.say(%q .. try(function() return %s end))"):format(name .. ":", pick(calls)) end
+    local touch = ""
     if #queries > 0 and chance(0.5) then
         local j = rand(#queries)
+        if queries[j].ffi then touch = ("H.systems_touch(%s)\n  "):format(term_names(queries[j])) end
         lines[#lines + 1] = ("H.say(%q .. try(function() local n = 0; for e in Q[%d]:each() do n = n + 1 end; return n end))")
             :format(name .. ":", j)
     end
     if chance(0.2) then lines[#lines + 1] = "if dt > 0.3 then error('system boom', 0) end" end
-    return ("w:system{%s,\n    run = function(w, dt)\n      %s\n    end}"):format(decl, table.concat(lines, "\n      "))
+    return ("%sw:system{%s,\n    run = function(w, dt)\n      %s\n    end}"):format(touch, decl, table.concat(lines, "\n      "))
 end
 function ops.progress()
     local dt = pick({"0", "0.25", "0.5"})
@@ -583,6 +599,7 @@ function ops.bulk_ffi()
         end
     end
     return ("local ok, err = pcall(function()\n    Q[%d]:bulk_ffi(function(n, ents, %s, k)\n"
+        .. "      for i = 0, n - 1 do H.reach(tonumber(ents[i]), " .. term_names(q) .. ") end\n"
         .. "      for i = 0, n - 1 do H.say(H.num(tonumber(ents[i])) .. ':' .. %s .. k); %s end\n    end, 'k')\n  end)\n"
         .. "  return H.take(), H.res(ok, err)")
         :format(j, table.concat(args, ", "), table.concat(reads, " .. '|' .. "), table.concat(writes, "; "))
@@ -595,11 +612,11 @@ function ops.coroutine()
     local j = rand(#queries)
     local q = queries[j]
     local c = comp()
-    return ("local co = coroutine.wrap(function()\n    for e%s in Q[%d]:each() do H.say(H.num(e)); coroutine.yield(true) end\n  end)\n"
+    return ("local co = coroutine.wrap(function()\n    for e%s in Q[%d]:each() do %sH.say(H.num(e)); coroutine.yield(true) end\n  end)\n"
         .. "  H.say(H.res(pcall(co)))\n  local e2 = w:spawn{%s = %s}\n"
         .. "  H.say(H.res(pcall(function() return w:is_alive(e2), w:has(e2, %q), w:count(), Q[%d]:count() end)))\n"
         .. "  %s\n  return H.take()")
-        :format(view_list(q), j, c.name, comp_value(c), c.name, j,
+        :format(view_list(q), j, q.ffi and ("H.reach(e, %s); "):format(term_names(q)) or "", c.name, comp_value(c), c.name, j,
             pick({"", "H.say(H.res(pcall(co)))", "H.say(H.res(pcall(function() for e in Q[" .. j .. "]:each() do end end)))",
                 "H.say(H.res(pcall(function() local ok, f = w:progress(0); return ok, H.failures(f) end)))"}))
 end
@@ -666,6 +683,13 @@ function ops.prefab()
     return ("local p = w:prefab%s; local r = p:spawn(%s); return r, w:entities()"):format(def(0), pick({"", "2"}))
 end
 
+-- Mods (gen_mods.lua): a manager over the world, set up before the first operation.
+local mods_setup, mods_weights, mod_names = dofile(HERE .. "gen_mods.lua")({rand = rand, chance = chance,
+    pick = pick, comps = comps, queries = queries, comp_value = comp_value, ops = ops})
+emit("local MODS")
+emit(mods_setup)
+emit(("H.mod_names = {%q, %q}"):format(mod_names[1], mod_names[2]))
+
 local WEIGHTS = {
     {"spawn", 14}, {"despawn", 3}, {"add", 6}, {"remove", 4}, {"set", 6}, {"get", 6}, {"alive", 2},
     {"entities", 1}, {"tick", 1}, {"query", 5}, {"each", 10}, {"bulk", 6}, {"system", 3}, {"progress", 5},
@@ -673,6 +697,10 @@ local WEIGHTS = {
     {"each_ffi", 4}, {"bulk_ffi", 4}, {"hierarchy", 3}, {"snapshot", 2}, {"save", 2}, {"misc", 5},
     {"prefab", 2}, {"spawn_many", 2}, {"coroutine", 3},
 }
+for _, wgt in ipairs(mods_weights) do WEIGHTS[#WEIGHTS + 1] = wgt end
+-- q:bulk's arrays kept past their call (gen_bulk_kept.lua).
+dofile(HERE .. "gen_bulk_kept.lua")({rand = rand, chance = chance, pick = pick, queries = queries, ops = ops})
+WEIGHTS[#WEIGHTS + 1] = {"bulk_kept", 3}
 local total = 0
 for _, wgt in ipairs(WEIGHTS) do total = total + wgt[2] end
 
@@ -689,7 +717,7 @@ for i = 1, OPS do
     end
     emit(("-- op %d: %s\nH.op(%d, w, function()\n  %s\nend)"):format(i, kind, i, ops[kind]()))
 end
-emit("pcall(w.progress, w, 0) -- ends a loop left suspended in a coroutine\nw:close()")
+emit("pcall(w.progress, w, 0) -- ends a loop left suspended in a coroutine\nMODS:close()\nw:close()\nos.execute(\"rm -rf '\" .. H.dir .. \"'\")")
 
 local f = assert(io.open(HARNESS, "r"))
 local harness = f:read("*a"):gsub("\nreturn H%s*$", "\n")

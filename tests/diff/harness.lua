@@ -3,8 +3,11 @@
 -- Normalised, and only these, as docs/lua-api.md (LuaJIT) documents them unavoidable:
 -- numbers (one number type in LuaJIT: every number prints as the double it converts to, so
 -- 3 and 3.0 print alike and a 64-bit value beyond 2^53 prints rounded), numbers inside
--- world:inspect and q:format text (H.pretty: "kiln.pretty prints 5.0 as 5"), and the traceback
--- of a system failure (the interpreter's own text). Nothing else is rewritten.
+-- world:inspect and q:format text (H.pretty: "kiln.pretty prints 5.0 as 5"), the traceback
+-- of a system failure (the interpreter's own text), the change ticks of rows FFI views may
+-- have stamped without a write (H.reach, "~"), and from mods (H.modmsg, H.modres) the scratch
+-- folder's name, the interpreter's wording of runtime errors and mods:list()'s memory figures.
+-- Nothing else is rewritten.
 local kiln = require "kiln"
 local H = {}
 local fmt, concat, sort = string.format, table.concat, table.sort
@@ -49,12 +52,55 @@ function H.res(ok, ...)
     return concat(parts, " ")
 end
 
--- world:progress's failures without their tracebacks.
+-- Text from a mod (its log, a load's or a failure's message): the mods' scratch folder (a
+-- name of the run's own) as MODS, and the interpreter's wording of a runtime error in
+-- LuaJIT's form ("attempt to index global 'io' (a nil value)", which Lua 5.4 words
+-- "attempt to index a nil value (global 'io')"): docs/lua-api.md (LuaJIT, Messages).
+function H.modmsg(s)
+    if type(s) ~= "string" then return s end
+    if H.dir then
+        local at = 1
+        while true do
+            local i, j = s:find(H.dir, at, true)
+            if not i then break end
+            s = s:sub(1, i - 1) .. "MODS" .. s:sub(j + 1)
+            at = i + 4
+        end
+    end
+    return (s:gsub("attempt to ([%a ]-) an? (%a+) value %((%a+) '([^']*)'%)", "attempt to %1 %3 '%4' (a %2 value)"))
+end
+
+-- A mod manager's answer: an info table (without memory and memory_peak: each interpreter's
+-- state allocates its own way) or nil and a message; a list of such tables, of lines.
+local function modinfo(v)
+    if type(v) ~= "table" then return H.modmsg(v) end
+    local t = {}
+    for k, x in next, v do
+        if k ~= "memory" and k ~= "memory_peak" then t[k] = type(x) == "table" and modinfo(x) or H.modmsg(x) end
+    end
+    return t
+end
+function H.modres(...)
+    local t = {}
+    for i = 1, select("#", ...) do t[i] = modinfo((select(i, ...))) end
+    return t
+end
+function H.modlist(list)
+    return H.modres(list)
+end
+function H.write(name, text)
+    local f = assert(io.open(H.dir .. "/" .. name, "w"))
+    f:write(text)
+    f:close()
+end
+
+-- world:progress's failures without their tracebacks (a mod's message normalised).
 function H.failures(list)
     if type(list) ~= "table" then return H.show(list) end
     local parts = {}
     for i, f in ipairs(list) do
-        parts[i] = fmt("{%s %s%s}", tostring(f.system), H.show(f.message), f.disabled and " disabled" or "")
+        local m = f.mod and H.modmsg(f.message) or f.message
+        parts[i] = fmt("{%s %s%s}", tostring(f.system), H.show(m), f.disabled and " disabled" or "")
     end
     return concat(parts, ",")
 end
@@ -90,10 +136,85 @@ function H.take()
     return s
 end
 
--- One operation: its outcome, then the world's count and hash (outside any loop).
+-- Change ticks. Under LuaJIT an FFI view stamps every row of a writable term its loop
+-- reaches, at the world's tick, even when the loop only read it (docs/lua-api.md, FFI views:
+-- "Marking"); the table path stamps only rows whose bytes changed. So a loop that may have FFI
+-- views calls H.reach(e, names...) for each row it reaches, and H.op taints every entity
+-- holding a component H.systems_touch lists (the systems' loops) whenever a frame ran: a tainted pair's
+-- tick prints as "~" while it is not past the taint's tick (both stamps are at most that
+-- tick); a later write on both, at a later tick, prints again.
+H.taint, H.names, H.mod_names, H.E, H.nE = {}, {}, {}, {}, 0
+local function taint(name, e, t)
+    local m = H.taint[name]
+    if not m then m = {}; H.taint[name] = m end
+    m[e] = t
+end
+function H.reach(e, ...)
+    local t = H.now -- the operation's tick (set by H.op): no loop runs across a frame
+    for i = 1, select("#", ...) do taint((select(i, ...)), e, t) end
+end
+-- Components a system's loop (whose views may be FFI views) may stamp: after a frame every
+-- entity holding one is tainted (not only the loop's rows: the frame may have changed which
+-- entities its query matches since).
+H.watch, H.single = {}, {}
+function H.systems_touch(...)
+    for i = 1, select("#", ...) do H.watch[(select(i, ...))] = true end
+end
+local function taint_systems(w)
+    local t = w:tick()
+    for name in pairs(H.watch) do
+        H.single[name] = H.single[name] or w:query{name}
+        local ok, list = pcall(H.single[name].entities, H.single[name])
+        if ok then
+            for _, e in ipairs(list) do taint(name, e, t) end
+        end
+    end
+end
+
+-- The change ticks of every component (H.names) of the entities the program spawned one by
+-- one (H.E) and of the last 16 H.more named (spawned in loops), "-" for absent.
+function H.ticks(w)
+    local out, seen = {}, {}
+    local function one(e)
+        if seen[e] or not w:is_alive(e) then return end
+        seen[e] = true
+        local row, has = {}, {}
+        for _, name in ipairs(w:components(e)) do has[name] = true end
+        for j, name in ipairs(H.names) do
+            local t = has[name] and w:changed_tick(e, name) or 0
+            local m = H.taint[name]
+            if t == 0 then t = "-"
+            elseif m and m[e] and t <= m[e] then t = "~"
+            else t = H.num(t) end
+            row[j] = t
+        end
+        for _, name in ipairs(H.mod_names) do -- the mods' components, once one defines them
+            local t, m = has[name] and w:changed_tick(e, name) or 0, H.taint[name]
+            row[#row + 1] = t == 0 and "-" or m and m[e] and t <= m[e] and "~" or H.num(t)
+        end
+        out[#out + 1] = H.num(e) .. "=" .. concat(row, ".")
+    end
+    for i = 1, H.nE do
+        if type(H.E[i]) == "number" then one(H.E[i]) end
+    end
+    for _, e in ipairs(H.extra) do one(e) end
+    return concat(out, " ")
+end
+-- An entity of a loop of spawns whose change ticks H.ticks prints too (the last 16 named).
+H.extra = {}
+function H.more(e)
+    if #H.extra == 16 then table.remove(H.extra, 1) end
+    H.extra[#H.extra + 1] = e
+end
+
+-- One operation: its outcome, then the world's count, tick and hash and the change ticks
+-- (outside any loop).
 function H.op(n, w, f)
+    local before = w:tick()
+    H.now = before
     local text = H.res(pcall(f))
-    local after = H.res(pcall(function() return w:count(), w:tick(), w:hash() end))
+    if w:tick() ~= before then taint_systems(w) end
+    local after = H.res(pcall(function() return w:count(), w:tick(), w:hash(), H.ticks(w) end))
     io.write(fmt("%d %s | %s\n", n, text, after))
 end
 

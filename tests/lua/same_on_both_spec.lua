@@ -1,6 +1,8 @@
 -- same_on_both_spec.lua: what must not depend on the interpreter (Lua 5.4 or LuaJIT), as the
 -- differential test (tests/diff) found it did: which fault a value with several reports, views'
--- errors, what q:bulk_ffi passes for a tag, a saved -0; and a crash it met on both.
+-- errors, what q:bulk_ffi passes for a tag, a saved -0, the mod manager after a loop left by
+-- break, a query reused in the run of a system that left its loop, a mod after running out of
+-- memory, a memory strike only for a run that failed for memory; and a crash it met on both.
 local kiln = require "kiln"
 
 local function message(fn, ...)
@@ -136,5 +138,162 @@ describe("names given while a loop stuck in a coroutine keeps the world deferred
         assert.is_true(w:progress())
         assert.are.equal(e, w:lookup("rock"))
         w:close()
+    end)
+end)
+
+describe("the mod manager after a loop left by break", function()
+    it("runs as between frames: the loop has ended on both interpreters", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/late.lua", "w"))
+        f:write('world:spawn{P = {x = 7}}\n')
+        f:close()
+        local w = kiln.world()
+        w:component("P", "float x, y;")
+        for i = 1, 3 do w:spawn{P = {x = i}} end
+        local mods = kiln.mods(w, {instructions = 1e6})
+        local q = w:query{"P"}
+        for _, p in q:each() do
+            p.y = 5
+            w:spawn{P = {x = 9}} -- queued: lands when the loop ends
+            break
+        end
+        local info, err = mods:load(dir .. "/late.lua")
+        assert.is_nil(err)
+        assert.are.equal("late", info.name)
+        assert.are.equal(5, w:count()) -- the queued spawn landed, then the mod's
+        local ys = 0
+        for _, p in q:each() do ys = ys + p.y end
+        assert.are.equal(5, ys) -- the row the loop left was written back
+        assert.is_true(mods:unload("late"))
+        assert.are.equal(4, w:count())
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+end)
+
+describe("a query whose loop a system left by break", function()
+    it("runs again in the same run, table and FFI views alike, and in a mod's system", function()
+        local w = kiln.world()
+        w:component("P", "float x, y;")
+        w:component("Brain", "lua")
+        for i = 1, 3 do w:spawn{P = {x = i}, Brain = {i}} end
+        local fast, slow = w:query{"P"}, w:query{"P", "Brain"} -- FFI views under LuaJIT, and table views
+        local seen = {}
+        w:system{name = "again", writes = {"P", "Brain"}, run = function()
+            for _, q in ipairs({fast, slow}) do
+                for _, p in q:each() do p.y = 1; break end
+                local n = 0
+                for _ in q:each() do n = n + 1 end
+                seen[#seen + 1] = n
+            end
+            local rows = 0
+            fast:bulk(function(k) rows = rows + k end)
+            seen[#seen + 1] = rows
+        end}
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/again.lua", "w"))
+        f:write([[
+local q = world:query{"P"}
+world:system{name = "mod_again", writes = {"P"}, run = function()
+    for e in q:each() do break end
+    local n = 0
+    q:bulk(function(k) n = n + k end)
+    for e in q:each() do n = n + 1 end
+    print(n)
+end}
+]])
+        f:close()
+        local lines = {}
+        local mods = kiln.mods(w, {log = function(_, line) lines[#lines + 1] = line end})
+        assert(mods:load(dir .. "/again.lua"))
+        local ok, failures = w:progress(0.1)
+        assert.are.same({}, failures or {})
+        assert.is_true(ok)
+        assert.are.same({3, 3, 3}, seen)
+        local ys = 0
+        for _, p in fast:each() do ys = ys + p.y end
+        assert.are.equal(1, ys) -- the row each loop left was written back (the same row twice)
+        assert.are.same({"6"}, lines)
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+end)
+
+describe("a mod whose system ran out of memory once", function()
+    it("runs its next frames: what the failed run built is collected", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/greedy.lua", "w"))
+        f:write([[
+local n = 0
+world:system{name = "greedy", run = function()
+    n = n + 1
+    if n == 1 then local t, s = {}, string.rep("x", 4000); while true do t[#t + 1] = s .. #t end end
+    local t = {}
+    for i = 1, 200 do t[i] = string.rep("y", 100) .. i end
+    print(n, #t)
+end}
+]])
+        f:close()
+        local w = kiln.world()
+        local lines = {}
+        local mods = kiln.mods(w, {memory = 4 * 1024 * 1024, instructions = 2e6, milliseconds = -1,
+                                   log = function(_, line) lines[#lines + 1] = line end})
+        assert(mods:load(dir .. "/greedy.lua"))
+        local ok, failures = w:progress(0.1)
+        assert.is_false(ok)
+        assert.are.equal("mod 'greedy': not enough memory", failures[1].message)
+        for frame = 2, 4 do
+            ok, failures = w:progress(0.1)
+            assert.is_true(ok, failures and failures[1] and failures[1].message)
+        end
+        assert.are.same({"2\t200", "3\t200", "4\t200"}, lines)
+        assert.are.equal("running", mods:list()[1].state)
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
+    end)
+end)
+
+describe("a mod's system that fails for its instructions", function()
+    it("is no memory strike, though an allocation in it found memory full of another run's garbage", function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        assert(os.execute("mkdir -p '" .. dir .. "'"))
+        local f = assert(io.open(dir .. "/spender.lua", "w"))
+        f:write([[
+world:system{name = "fill", run = function()
+    local t, s = {}, string.rep("x", 4000)
+    while true do t[#t + 1] = s .. #t end
+end}
+world:system{name = "spin", after = {"fill"}, run = function()
+    local t = {}
+    for i = 1, 100 do t[i] = string.rep("y", 100) .. i end
+    while true do end
+end}
+]])
+        f:close()
+        local w = kiln.world()
+        local mods = kiln.mods(w, {memory = 2 * 1024 * 1024, instructions = 1e6, milliseconds = -1})
+        assert(mods:load(dir .. "/spender.lua"))
+        for frame = 1, 4 do
+            local ok, failures = w:progress(0.1)
+            assert.is_false(ok)
+            assert.are.equal(2, #failures)
+            assert.are.equal("mod 'spender': not enough memory", failures[1].message)
+            assert.are.equal("mod 'spender': system 'spin' ran past its budget of 1000000 instructions",
+                failures[2].message)
+        end
+        assert.are.equal("running", mods:list()[1].state)
+        mods:close()
+        w:close()
+        os.execute("rm -rf '" .. dir .. "'")
     end)
 end)
