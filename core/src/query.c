@@ -298,3 +298,13 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term) {
     if ((it->marked >> term) & 1u && it->tick > latest) latest = it->tick;
     return latest;
 }
+
+void kiln_iter_mark_rows(kiln_iter *it, int32_t term, int32_t begin, int32_t end) {
+    KILN_ASSERT(it != NULL && term >= 0 && term < it->term_count, "term within the query");
+    KILN_ASSERT(it->ticks[term] != NULL, "the term has a column (not a tag or an absent optional)");
+    KILN_ASSERT(0 <= begin && begin <= end && end <= it->count, "rows within the chunk");
+    uint64_t base = *it->tick_base;
+    kl_fill_row_ticks(it->ticks[term], begin, end,
+                      (kiln_row_tick)(it->mark_tick > base ? it->mark_tick - base : 0));
+    it->marked |= (uint64_t)1 << term;
+}

@@ -15,15 +15,6 @@ bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t slot
            slots <= 2 * (uint64_t)doc->entity_count + 4096;
 }
 
-/* ticks[0, n) = tick, eight at a time from a register (a plain loop stays scalar at -O2, and
- * copies would read what they write). */
-static void fill_ticks(kiln_row_tick *ticks, int32_t n, kiln_row_tick tick) {
-    kiln_row_tick eight[8] = {tick, tick, tick, tick, tick, tick, tick, tick};
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8) memcpy(ticks + i, eight, sizeof eight);
-    for (; i < n; i++) ticks[i] = tick;
-}
-
 /* The archetype of a group's resolved components (created when missing), written to dest. */
 static kiln_result group_archetype(kiln_world *world, const pz_doc *doc, const pz_group *gr,
                                    kiln_component *types, kl_archetype **dest) {
@@ -103,7 +94,7 @@ void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slot_count, const u
         /* every column is written by the caller; the rows' ticks are stamped here */
         for (int32_t c = 0; c < arch->column_count; c++) {
             kl_column *col = &arch->columns[c];
-            fill_ticks(col->ticks + first, n, kl_row_tick_now(world));
+            kl_fill_row_ticks(col->ticks, first, first + n, kl_row_tick_now(world));
             kl_column_touch(col, tick);
         }
         gr->spawned = gr->handles;
