@@ -159,13 +159,14 @@ static void move_rows(kiln_iter *view, void *user) {
     for (int32_t i = 0; i < view->count; i++) {
         p[i].x = wrap(p[i].x + v[i].x * dt);
         p[i].y = wrap(p[i].y + v[i].y * dt);
-        kiln_iter_mark_changed(view, 0, i);
         if (local) {
             local[i].position[0] = p[i].x;
             local[i].position[1] = p[i].y;
-            kiln_iter_mark_changed(view, 2, i);
         }
     }
+    /* every row was written: one mark of the range each */
+    kiln_iter_mark_rows(view, 0, 0, view->count);
+    if (local) kiln_iter_mark_rows(view, 2, 0, view->count);
 }
 
 static void move_system(const kiln_system_ctx *ctx) {
@@ -189,9 +190,9 @@ static void orbit_system(const kiln_system_ctx *ctx) {
             orbit[i].angle = fmodf(orbit[i].angle + orbit[i].speed * dt + TWO_PI, TWO_PI);
             local[i].position[0] = orbit[i].radius * cosf(orbit[i].angle);
             local[i].position[1] = orbit[i].radius * sinf(orbit[i].angle);
-            kiln_iter_mark_changed(&it, 0, i);
-            kiln_iter_mark_changed(&it, 1, i);
         }
+        kiln_iter_mark_rows(&it, 0, 0, it.count);
+        kiln_iter_mark_rows(&it, 1, 0, it.count);
     }
 }
 
