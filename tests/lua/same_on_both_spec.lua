@@ -11,6 +11,19 @@ local function message(fn, ...)
     return err
 end
 
+-- A fresh folder holding one mod file, name.lua with source; returns the folder and the path.
+local function mod_folder(name, source)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p '" .. dir .. "'"))
+    local f = assert(io.open(dir .. "/" .. name .. ".lua", "w"))
+    f:write(source)
+    f:close()
+    return dir, dir .. "/" .. name .. ".lua"
+end
+
+local function remove_folder(dir) os.execute("rm -rf '" .. dir .. "'") end
+
 describe("a value with several faults", function()
     local w
     before_each(function()
@@ -143,12 +156,7 @@ end)
 
 describe("the mod manager after a loop left by break", function()
     it("runs as between frames: the loop has ended on both interpreters", function()
-        local dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p '" .. dir .. "'"))
-        local f = assert(io.open(dir .. "/late.lua", "w"))
-        f:write('world:spawn{P = {x = 7}}\n')
-        f:close()
+        local dir, path = mod_folder("late", 'world:spawn{P = {x = 7}}\n')
         local w = kiln.world()
         w:component("P", "float x, y;")
         for i = 1, 3 do w:spawn{P = {x = i}} end
@@ -159,7 +167,7 @@ describe("the mod manager after a loop left by break", function()
             w:spawn{P = {x = 9}} -- queued: lands when the loop ends
             break
         end
-        local info, err = mods:load(dir .. "/late.lua")
+        local info, err = mods:load(path)
         assert.is_nil(err)
         assert.are.equal("late", info.name)
         assert.are.equal(5, w:count()) -- the queued spawn landed, then the mod's
@@ -170,7 +178,7 @@ describe("the mod manager after a loop left by break", function()
         assert.are.equal(4, w:count())
         mods:close()
         w:close()
-        os.execute("rm -rf '" .. dir .. "'")
+        remove_folder(dir)
     end)
 end)
 
@@ -193,11 +201,7 @@ describe("a query whose loop a system left by break", function()
             fast:bulk(function(k) rows = rows + k end)
             seen[#seen + 1] = rows
         end}
-        local dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p '" .. dir .. "'"))
-        local f = assert(io.open(dir .. "/again.lua", "w"))
-        f:write([[
+        local dir, path = mod_folder("again", [[
 local q = world:query{"P"}
 world:system{name = "mod_again", writes = {"P"}, run = function()
     for e in q:each() do break end
@@ -207,10 +211,9 @@ world:system{name = "mod_again", writes = {"P"}, run = function()
     print(n)
 end}
 ]])
-        f:close()
         local lines = {}
         local mods = kiln.mods(w, {log = function(_, line) lines[#lines + 1] = line end})
-        assert(mods:load(dir .. "/again.lua"))
+        assert(mods:load(path))
         local ok, failures = w:progress(0.1)
         assert.are.same({}, failures or {})
         assert.is_true(ok)
@@ -221,17 +224,13 @@ end}
         assert.are.same({"6"}, lines)
         mods:close()
         w:close()
-        os.execute("rm -rf '" .. dir .. "'")
+        remove_folder(dir)
     end)
 end)
 
 describe("a mod whose system ran out of memory once", function()
     it("runs its next frames: what the failed run built is collected", function()
-        local dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p '" .. dir .. "'"))
-        local f = assert(io.open(dir .. "/greedy.lua", "w"))
-        f:write([[
+        local dir, path = mod_folder("greedy", [[
 local n = 0
 world:system{name = "greedy", run = function()
     n = n + 1
@@ -241,12 +240,11 @@ world:system{name = "greedy", run = function()
     print(n, #t)
 end}
 ]])
-        f:close()
         local w = kiln.world()
         local lines = {}
         local mods = kiln.mods(w, {memory = 4 * 1024 * 1024, instructions = 2e6, milliseconds = -1,
                                    log = function(_, line) lines[#lines + 1] = line end})
-        assert(mods:load(dir .. "/greedy.lua"))
+        assert(mods:load(path))
         local ok, failures = w:progress(0.1)
         assert.is_false(ok)
         assert.are.equal("mod 'greedy': not enough memory", failures[1].message)
@@ -258,17 +256,13 @@ end}
         assert.are.equal("running", mods:list()[1].state)
         mods:close()
         w:close()
-        os.execute("rm -rf '" .. dir .. "'")
+        remove_folder(dir)
     end)
 end)
 
 describe("a mod's system that fails for its instructions", function()
     it("is no memory strike, though an allocation in it found memory full of another run's garbage", function()
-        local dir = os.tmpname()
-        os.remove(dir)
-        assert(os.execute("mkdir -p '" .. dir .. "'"))
-        local f = assert(io.open(dir .. "/spender.lua", "w"))
-        f:write([[
+        local dir, path = mod_folder("spender", [[
 world:system{name = "fill", run = function()
     local t, s = {}, string.rep("x", 4000)
     while true do t[#t + 1] = s .. #t end
@@ -279,10 +273,9 @@ world:system{name = "spin", after = {"fill"}, run = function()
     while true do end
 end}
 ]])
-        f:close()
         local w = kiln.world()
         local mods = kiln.mods(w, {memory = 2 * 1024 * 1024, instructions = 1e6, milliseconds = -1})
-        assert(mods:load(dir .. "/spender.lua"))
+        assert(mods:load(path))
         for frame = 1, 4 do
             local ok, failures = w:progress(0.1)
             assert.is_false(ok)
@@ -294,6 +287,6 @@ end}
         assert.are.equal("running", mods:list()[1].state)
         mods:close()
         w:close()
-        os.execute("rm -rf '" .. dir .. "'")
+        remove_folder(dir)
     end)
 end)
