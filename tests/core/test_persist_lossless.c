@@ -9,15 +9,6 @@
 #include "test_registry.h"
 #include "test_support.h"
 
-static kiln_component reg(kiln_world *w, const char *name, size_t size, const kiln_field *f, int32_t n) {
-    kiln_component id;
-    kiln_component_desc d = {.name = name, .size = size, .fields = f, .field_count = n};
-    ck_assert_int_eq(kiln_component_register(w, &d, &id), KILN_OK);
-    return id;
-}
-
-static kiln_result load_text(kiln_world *w, const char *text) { return kiln_load(w, text, strlen(text), NULL); }
-
 /* The saved JSON as a NUL-terminated string without the white space between tokens (a JSON
  * save holds no NUL byte: it writes one in a string as an escape). */
 static char *text_of(const pf_bytes *b) {
@@ -46,7 +37,7 @@ static const kiln_field float_fields[] = {{"f", KILN_TYPE_FLOAT, 0, 6}, {"d", KI
 
 KILN_TEST(nan, every_nan_keeps_its_sign_and_payload_bits_through_json_and_hashes_the_same) {
     kiln_world *a = kiln_world_create(NULL);
-    kiln_component id = reg(a, "Floats", sizeof(floats), float_fields, 2);
+    kiln_component id = pf_register(a, "Floats", sizeof(floats), float_fields, 2);
     floats v = {{0x7fc00000u, 0xffc00000u, 0x7fc00001u, 0xff800001u, 0x7fbfffffu, 0x7f800000u}, 0,
                 {0x7ff8000000000000u, 0xfff8000000000000u, 0x7ff8000000000123u, 0xfff0000000000001u,
                  0x7ff7ffffffffffffu, 0xfff0000000000000u}};
@@ -61,7 +52,7 @@ KILN_TEST(nan, every_nan_keeps_its_sign_and_payload_bits_through_json_and_hashes
     ck_assert_msg(strstr(text, "[\"nan\",\"-nan\",\"nan(0x8000000000123)\",\"-nan(0x1)\","
                                "\"nan(0x7ffffffffffff)\",\"-inf\"]"), "%s", text);
     kiln_world *b = kiln_world_create(NULL);
-    reg(b, "Floats", sizeof(floats), float_fields, 2);
+    pf_register(b, "Floats", sizeof(floats), float_fields, 2);
     ck_assert_msg(kiln_load(b, saved.data, saved.size, NULL) == KILN_OK, "%s", kiln_world_error(b));
     const floats *got = kiln_get(b, e, id);
     for (int k = 0; k < 6; k++) {
@@ -93,13 +84,13 @@ static void floats_doc(char *dest, size_t size, const char *f0, const char *d0) 
 
 KILN_TEST(nan, a_spelled_out_payload_reads_to_its_bits_and_malformed_forms_are_refused_by_name) {
     kiln_world *w = kiln_world_create(NULL);
-    kiln_component id = reg(w, "Floats", sizeof(floats), float_fields, 2);
+    kiln_component id = pf_register(w, "Floats", sizeof(floats), float_fields, 2);
     kiln_entity other;
     ck_assert_int_eq(kiln_spawn(w, &other), KILN_OK);
     char doc[1024];
     /* the long forms of the plain NaNs, upper-case digits */
     floats_doc(doc, sizeof doc, "\"-nan(0x400000)\"", "\"nan(0xABC)\"");
-    ck_assert_msg(load_text(w, doc) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert_msg(pf_load_text(w, doc) == KILN_OK, "%s", kiln_world_error(w));
     kiln_entity loaded = KILN_NULL_ENTITY;
     for (kiln_entity c = kiln_entity_make(1, 1); !loaded; c = kiln_entity_make(kiln_entity_index(c) + 1, 1))
         if (kiln_has(w, c, id)) loaded = c;
@@ -130,7 +121,7 @@ KILN_TEST(nan, a_spelled_out_payload_reads_to_its_bits_and_malformed_forms_are_r
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         floats_doc(doc, sizeof doc, bad[i].f0, bad[i].d0);
-        ck_assert_int_eq(load_text(w, doc), KILN_ERR_INVALID_ARGUMENT);
+        ck_assert_int_eq(pf_load_text(w, doc), KILN_ERR_INVALID_ARGUMENT);
         char want[400];
         snprintf(want, sizeof want, "kiln_load: %s", bad[i].error);
         ck_assert_str_eq(kiln_world_error(w), want);
@@ -148,7 +139,7 @@ static const kiln_field label_fields[] = {{"text", KILN_TYPE_CHAR, 0, 16}};
 
 KILN_TEST(text, a_char_array_keeps_every_byte_after_a_nul_through_json_and_hashes_the_same) {
     kiln_world *a = kiln_world_create(NULL);
-    kiln_component id = reg(a, "Label", sizeof(label), label_fields, 1);
+    kiln_component id = pf_register(a, "Label", sizeof(label), label_fields, 1);
     static const label values[] = {
         {"ab\0cd\0\0e"},                                   /* bytes after the first NUL */
         {"full sixteen byt"},                              /* no end at all (16 bytes) */
@@ -164,7 +155,7 @@ KILN_TEST(text, a_char_array_keeps_every_byte_after_a_nul_through_json_and_hashe
     ck_assert_msg(strstr(text, "\"\\u0000\\u0000\\u0000x\""), "%s", text);
     ck_assert_msg(strstr(text, "\"plain\""), "%s", text);
     kiln_world *b = kiln_world_create(NULL);
-    reg(b, "Label", sizeof(label), label_fields, 1);
+    pf_register(b, "Label", sizeof(label), label_fields, 1);
     ck_assert_msg(kiln_load(b, saved.data, saved.size, NULL) == KILN_OK, "%s", kiln_world_error(b));
     for (int i = 0; i < 4; i++) ck_assert(memcmp(kiln_get(b, e[i], id), &values[i], sizeof(label)) == 0);
     ck_assert_uint_eq(kiln_world_hash(a), kiln_world_hash(b));
@@ -188,11 +179,11 @@ KILN_TEST(text, a_char_array_keeps_every_byte_after_a_nul_through_json_and_hashe
 
 KILN_TEST(text, a_hand_written_string_with_nuls_loads_and_one_too_long_is_refused) {
     kiln_world *w = kiln_world_create(NULL);
-    kiln_component id = reg(w, "Label", sizeof(label), label_fields, 1);
+    kiln_component id = pf_register(w, "Label", sizeof(label), label_fields, 1);
     const char *doc = "{\"kiln\": 1, \"tick\": 0, \"components\": [{\"name\": \"Label\", \"size\": 16, \"fields\": "
                       "[{\"name\": \"text\", \"type\": \"char\", \"offset\": 0, \"count\": 16}]}], "
                       "\"entities\": [{\"id\": 4294967296, \"components\": {\"Label\": {\"text\": \"a\\u0000b\"}}}]}";
-    ck_assert_msg(load_text(w, doc) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert_msg(pf_load_text(w, doc) == KILN_OK, "%s", kiln_world_error(w));
     const label *got = kiln_get(w, kiln_entity_make(0, 1), id);
     ck_assert(memcmp(got->text, "a\0b\0\0\0\0\0\0\0\0\0\0\0\0\0", 16) == 0);
     const char *long_doc = "{\"kiln\": 1, \"tick\": 0, \"components\": [{\"name\": \"Label\", \"size\": 16, \"fields\": "
@@ -201,8 +192,8 @@ KILN_TEST(text, a_hand_written_string_with_nuls_loads_and_one_too_long_is_refuse
                            "{\"text\": \"sixteen bytes\\u0000\\u0000\\u0000\\u0000\"}}}]}";
     uint64_t before = kiln_world_hash(w);
     kiln_world *fresh = kiln_world_create(NULL);
-    reg(fresh, "Label", sizeof(label), label_fields, 1);
-    ck_assert_int_eq(load_text(fresh, long_doc), KILN_ERR_INVALID_ARGUMENT);
+    pf_register(fresh, "Label", sizeof(label), label_fields, 1);
+    ck_assert_int_eq(pf_load_text(fresh, long_doc), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(fresh), "kiln_load: at entities[0].components.Label.text: a string of at most "
                                               "16 bytes expected");
     ck_assert_int_eq(kiln_entity_count(fresh), 0);
@@ -228,7 +219,7 @@ typedef struct outside_world {
 
 static void outside_open(outside_world *o) {
     o->w = kiln_world_create(NULL);
-    o->link = reg(o->w, "Link", sizeof(link), link_fields, 1);
+    o->link = pf_register(o->w, "Link", sizeof(link), link_fields, 1);
     ck_assert_int_eq(kiln_transform_init(o->w, &o->tf), KILN_OK);
 }
 
@@ -283,7 +274,7 @@ KILN_TEST(outside, a_reference_to_an_entity_the_file_does_not_hold_fails_the_loa
             kiln_entity first = KILN_NULL_ENTITY;
             if (!fresh) ck_assert_int_eq(kiln_spawn(dst.w, &first), KILN_OK);
             uint64_t before = kiln_world_hash(dst.w);
-            ck_assert_int_eq(load_text(dst.w, text), KILN_ERR_INVALID_ARGUMENT);
+            ck_assert_int_eq(pf_load_text(dst.w, text), KILN_ERR_INVALID_ARGUMENT);
             ck_assert_str_eq(kiln_world_error(dst.w), cases[i].error);
             ck_assert_uint_eq(kiln_world_hash(dst.w), before);
             ck_assert_int_eq(kiln_entity_count(dst.w), fresh ? 0 : 1);
@@ -295,7 +286,7 @@ KILN_TEST(outside, a_reference_to_an_entity_the_file_does_not_hold_fails_the_loa
     /* the same file unedited loads, links intact */
     outside_world dst;
     outside_open(&dst);
-    ck_assert_msg(load_text(dst.w, good) == KILN_OK, "%s", kiln_world_error(dst.w));
+    ck_assert_msg(pf_load_text(dst.w, good) == KILN_OK, "%s", kiln_world_error(dst.w));
     ck_assert_uint_eq(((const kiln_parent *)kiln_get(dst.w, src.child, dst.tf.parent))->entity, src.parent);
     ck_assert_uint_eq(kiln_world_hash(dst.w), kiln_world_hash(src.w));
     kiln_world_destroy(dst.w);

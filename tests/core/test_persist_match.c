@@ -21,13 +21,6 @@ static void saved_scene(kiln_persist_format format, pf_bytes *dest, kiln_entity 
     pf_close(&a);
 }
 
-static kiln_component reg(kiln_world *w, const char *name, size_t size, const kiln_field *f, int32_t n) {
-    kiln_component id;
-    kiln_component_desc d = {.name = name, .size = size, .fields = f, .field_count = n};
-    ck_assert_int_eq(kiln_component_register(w, &d, &id), KILN_OK);
-    return id;
-}
-
 /* Registers everything the scene uses except Position, with the fixture's layouts. */
 static void reg_rest_frozen(kiln_world *w, bool with_score, bool frozen);
 static void reg_rest(kiln_world *w, bool with_score) { reg_rest_frozen(w, with_score, true); }
@@ -38,11 +31,11 @@ static void reg_rest_frozen(kiln_world *w, bool with_score, bool frozen) {
                                         {"weight", KILN_TYPE_INT32, 24, 0}};
     static const kiln_field label[] = {{"text", KILN_TYPE_CHAR, 0, 16}};
     static const kiln_field score[] = {{"points", KILN_TYPE_INT64, 0, 0}, {"best", KILN_TYPE_ENTITY, 8, 0}};
-    reg(w, "Velocity", 16, vel, 2);
-    reg(w, "Target", 32, target, 3);
-    reg(w, "Label", 16, label, 1);
-    if (frozen) reg(w, "Frozen", 0, NULL, 0);
-    if (with_score) reg(w, "Score", 16, score, 2);
+    pf_register(w, "Velocity", 16, vel, 2);
+    pf_register(w, "Target", 32, target, 3);
+    pf_register(w, "Label", 16, label, 1);
+    if (frozen) pf_register(w, "Frozen", 0, NULL, 0);
+    if (with_score) pf_register(w, "Score", 16, score, 2);
     ck_assert_int_eq(kiln_transform_init(w, NULL), KILN_OK);
 }
 
@@ -59,7 +52,7 @@ KILN_TEST_LOOP(match, fields_match_by_name_widen_losslessly_and_missing_ones_are
     /* Position now: z and x as doubles in the other order, then y, then a new field */
     static const kiln_field f[] = {{"z", KILN_TYPE_DOUBLE, 0, 0}, {"x", KILN_TYPE_DOUBLE, 8, 0},
                                    {"y", KILN_TYPE_FLOAT, 16, 0}, {"extra", KILN_TYPE_INT32, 20, 0}};
-    kiln_component pos = reg(w, "Position", sizeof(pos_wide), f, 4);
+    kiln_component pos = pf_register(w, "Position", sizeof(pos_wide), f, 4);
     reg_rest(w, true);
     kiln_result r = kiln_load(w, saved.data, saved.size, NULL);
     ck_assert_msg(r == KILN_OK, "%s", kiln_world_error(w));
@@ -77,10 +70,10 @@ KILN_TEST_LOOP(match, a_narrowing_type_change_is_refused_naming_the_field, 0, 2)
     kiln_world *w = kiln_world_create(NULL);
     static const kiln_field f[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0},
                                    {"z", KILN_TYPE_FLOAT, 8, 0}};
-    reg(w, "Position", 12, f, 3);
+    pf_register(w, "Position", 12, f, 3);
     reg_rest(w, false);
     static const kiln_field narrow[] = {{"points", KILN_TYPE_INT32, 0, 0}, {"best", KILN_TYPE_ENTITY, 8, 0}};
-    reg(w, "Score", 16, narrow, 2);
+    pf_register(w, "Score", 16, narrow, 2);
     ck_assert_int_eq(kiln_load(w, saved.data, saved.size, NULL), KILN_ERR_LAYOUT_MISMATCH);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load: field 'Score.points' was int64[1] in the file and "
                                           "is int32[1] now (it would lose data)");
@@ -96,7 +89,7 @@ KILN_TEST_LOOP(match, an_unknown_component_fails_unless_skipped, 0, 2) {
     kiln_world *w = kiln_world_create(NULL);
     static const kiln_field f[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0},
                                    {"z", KILN_TYPE_FLOAT, 8, 0}};
-    kiln_component pos = reg(w, "Position", 12, f, 3);
+    kiln_component pos = pf_register(w, "Position", 12, f, 3);
     reg_rest(w, false); /* no Score */
     ck_assert_int_eq(kiln_load(w, saved.data, saved.size, NULL), KILN_ERR_UNKNOWN_COMPONENT);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load: component 'Score' is not registered in this world "
@@ -116,7 +109,7 @@ KILN_TEST_LOOP(match, an_unknown_field_fails_unless_skipped, 0, 2) {
     saved_scene(formats[_i], &saved, e);
     kiln_world *w = kiln_world_create(NULL);
     static const kiln_field f[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"z", KILN_TYPE_FLOAT, 4, 0}};
-    kiln_component pos = reg(w, "Position", 8, f, 2);
+    kiln_component pos = pf_register(w, "Position", 8, f, 2);
     reg_rest(w, true);
     ck_assert_int_eq(kiln_load(w, saved.data, saved.size, NULL), KILN_ERR_UNKNOWN_COMPONENT);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load: field 'Position.y' is not in this world's component");
@@ -136,8 +129,8 @@ KILN_TEST_LOOP(match, a_tag_that_became_data_is_a_layout_mismatch, 0, 2) {
     static const kiln_field f[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0},
                                    {"z", KILN_TYPE_FLOAT, 8, 0}};
     static const kiln_field one[] = {{"v", KILN_TYPE_INT32, 0, 0}};
-    reg(w, "Frozen", 4, one, 1);
-    reg(w, "Position", 12, f, 3);
+    pf_register(w, "Frozen", 4, one, 1);
+    pf_register(w, "Position", 12, f, 3);
     reg_rest_frozen(w, true, false);
     ck_assert_int_eq(kiln_load(w, saved.data, saved.size, NULL), KILN_ERR_LAYOUT_MISMATCH);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load: component 'Frozen' is a tag on one side only");
@@ -149,7 +142,7 @@ KILN_TEST_LOOP(match, groups_that_differ_only_by_a_skipped_component_share_one_a
     static const kiln_field f[] = {{"v", KILN_TYPE_INT32, 0, 0}, {"to", KILN_TYPE_ENTITY, 8, 0}};
     typedef struct { int32_t v; kiln_entity to; } val;
     kiln_world *a = kiln_world_create(NULL);
-    kiln_component va = reg(a, "Value", sizeof(val), f, 2), extra = reg(a, "Extra", sizeof(val), f, 2);
+    kiln_component va = pf_register(a, "Value", sizeof(val), f, 2), extra = pf_register(a, "Extra", sizeof(val), f, 2);
     kiln_entity e[6];
     for (int i = 0; i < 6; i++) {
         val v = {i * 10, i ? e[i - 1] : KILN_NULL_ENTITY};
@@ -159,7 +152,7 @@ KILN_TEST_LOOP(match, groups_that_differ_only_by_a_skipped_component_share_one_a
     pf_bytes saved;
     pf_save(a, formats[_i], &saved);
     kiln_world *b = kiln_world_create(NULL);
-    kiln_component vb = reg(b, "Value", sizeof(val), f, 2);
+    kiln_component vb = pf_register(b, "Value", sizeof(val), f, 2);
     kiln_load_desc d = {.skip_unknown = true};
     ck_assert_int_eq(kiln_load(b, saved.data, saved.size, &d), KILN_OK);
     ck_assert_int_eq(kiln_entity_count(b), 6);

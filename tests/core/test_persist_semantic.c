@@ -11,15 +11,6 @@
 #include "test_registry.h"
 #include "test_support.h"
 
-static kiln_component reg(kiln_world *w, const char *name, size_t size, const kiln_field *f, int32_t n) {
-    kiln_component id;
-    kiln_component_desc d = {.name = name, .size = size, .fields = f, .field_count = n};
-    ck_assert_int_eq(kiln_component_register(w, &d, &id), KILN_OK);
-    return id;
-}
-
-static kiln_result load_text(kiln_world *w, const char *text) { return kiln_load(w, text, strlen(text), NULL); }
-
 /* ------------------------------------------------------------------------------------------ */
 KILN_TEST_GROUP(values);
 
@@ -36,7 +27,7 @@ KILN_TEST(values, a_name_filling_all_64_bytes_without_an_end_is_refused_by_every
     kiln_entity other;
     ck_assert_int_eq(kiln_spawn(w, &other), KILN_OK);
     uint64_t before = kiln_world_hash(w);
-    ck_assert_int_eq(load_text(w, text), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(pf_load_text(w, text), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load: entity 1v1 (0v1 in the file) component 'Name': "
                                           "a name has at most 63 bytes (this one has no end)");
     ck_assert_uint_eq(kiln_world_hash(w), before);
@@ -54,7 +45,7 @@ KILN_TEST(values, a_name_filling_all_64_bytes_without_an_end_is_refused_by_every
 KILN_TEST(values, a_boolean_byte_other_than_0_or_1_in_a_binary_save_is_refused_naming_the_field) {
     static const kiln_field flag_fields[] = {{"count", KILN_TYPE_INT32, 0, 0}, {"on", KILN_TYPE_BOOL, 4, 2}};
     kiln_world *a = kiln_world_create(NULL);
-    kiln_component flag = reg(a, "Flag", 8, flag_fields, 2);
+    kiln_component flag = pf_register(a, "Flag", 8, flag_fields, 2);
     struct { int32_t count; bool on[2]; uint8_t pad[2]; } v = {0x5a5a5a5a, {true, false}, {0, 0}};
     kiln_entity e;
     ck_assert_int_eq(kiln_spawn_with(a, &flag, (const void *[]){&v}, 1, &e), KILN_OK);
@@ -68,7 +59,7 @@ KILN_TEST(values, a_boolean_byte_other_than_0_or_1_in_a_binary_save_is_refused_n
     ck_assert_int_eq(saved.data[at + 4], 1);
     saved.data[at + 5] = 7;
     kiln_world *b = kiln_world_create(NULL);
-    reg(b, "Flag", 8, flag_fields, 2);
+    pf_register(b, "Flag", 8, flag_fields, 2);
     ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     char want[120];
     snprintf(want, sizeof want, "kiln_load: at byte %zu: field 'Flag.on' holds 7, not a boolean (0 or 1)", at + 5);
@@ -86,7 +77,7 @@ KILN_TEST(values, nans_of_either_sign_and_negative_zero_survive_a_json_round_tri
     static const kiln_field fields[] = {{"f", KILN_TYPE_FLOAT, 0, 2}, {"d", KILN_TYPE_DOUBLE, 8, 3}};
     typedef struct { float f[2]; double d[3]; } floats;
     kiln_world *a = kiln_world_create(NULL);
-    kiln_component id = reg(a, "Floats", sizeof(floats), fields, 2);
+    kiln_component id = pf_register(a, "Floats", sizeof(floats), fields, 2);
     volatile double zero = 0.0;
     floats v = {{-0.0f, (float)(zero / zero)}, {zero / zero, -(zero / zero), -0.0}};
     ck_assert(signbit(v.d[0]) != signbit(v.d[1]));
@@ -95,7 +86,7 @@ KILN_TEST(values, nans_of_either_sign_and_negative_zero_survive_a_json_round_tri
     pf_bytes saved;
     pf_save(a, KILN_PERSIST_JSON, &saved);
     kiln_world *b = kiln_world_create(NULL);
-    reg(b, "Floats", sizeof(floats), fields, 2);
+    pf_register(b, "Floats", sizeof(floats), fields, 2);
     ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
     const floats *got = kiln_get(b, e, id);
     for (int k = 0; k < 3; k++) ck_assert_int_eq(signbit(got->d[k]) != 0, signbit(v.d[k]) != 0);
@@ -110,7 +101,7 @@ KILN_TEST(values, nans_of_either_sign_and_negative_zero_survive_a_json_round_tri
 static kiln_world *label_world(const char *bytes, size_t n, kiln_entity *e) {
     static const kiln_field fields[] = {{"text", KILN_TYPE_CHAR, 0, 16}};
     kiln_world *w = kiln_world_create(NULL);
-    kiln_component label = reg(w, "Label", 16, fields, 1);
+    kiln_component label = pf_register(w, "Label", 16, fields, 1);
     char text[16] = {0};
     memcpy(text, bytes, n);
     ck_assert_int_eq(kiln_spawn_with(w, &label, (const void *[]){text}, 1, e), KILN_OK);
@@ -167,7 +158,7 @@ KILN_TEST(values, a_json_save_out_of_memory_anywhere_fails_instead_of_leaving_va
     kiln_component raw, plain;
     kiln_component_desc rd = {.name = "Raw", .size = 12}; /* no reflected fields: a hex string */
     ck_assert_int_eq(kiln_component_register(w, &rd, &raw), KILN_OK);
-    plain = reg(w, "Plain", 4, no_fields, 1);
+    plain = pf_register(w, "Plain", 4, no_fields, 1);
     uint8_t bytes[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     int32_t x = 5;
     kiln_entity e;
@@ -220,7 +211,7 @@ KILN_TEST(resources, out_of_memory_after_a_resource_was_replaced_puts_none_of_th
     static const kiln_field one_fields[] = {{"v", KILN_TYPE_INT64, 0, 0}};
     static const kiln_field two_fields[] = {{"w", KILN_TYPE_INT32, 0, 0}, {"best", KILN_TYPE_ENTITY, 8, 0}};
     kiln_world *a = kiln_world_create(NULL);
-    kiln_component one = reg(a, "One", 8, one_fields, 1), two = reg(a, "Two", 16, two_fields, 2);
+    kiln_component one = pf_register(a, "One", 8, one_fields, 1), two = pf_register(a, "Two", 16, two_fields, 2);
     int64_t v = 11;
     struct { int32_t w; kiln_entity best; } t = {22, KILN_NULL_ENTITY};
     ck_assert_int_eq(kiln_spawn(a, &t.best), KILN_OK);
@@ -232,7 +223,7 @@ KILN_TEST(resources, out_of_memory_after_a_resource_was_replaced_puts_none_of_th
         test_allocator alloc;
         test_allocator_init(&alloc);
         kiln_world *b = test_world_create(&alloc);
-        kiln_component b_two = reg(b, "Two", 16, two_fields, 2), b_one = reg(b, "One", 8, one_fields, 1);
+        kiln_component b_two = pf_register(b, "Two", 16, two_fields, 2), b_one = pf_register(b, "One", 8, one_fields, 1);
         int64_t bv = -1;
         struct { int32_t w; kiln_entity best; } bt = {-2, KILN_NULL_ENTITY};
         kiln_entity held;
@@ -383,7 +374,7 @@ KILN_TEST(hash, a_dead_reference_in_a_value_over_4_kib_hashes_as_null_so_a_round
                                         {"many", KILN_TYPE_ENTITY, 8192, 3}, {"tail", KILN_TYPE_UINT8, 8216, BIG - 8216}};
     for (int sorted = 0; sorted < 2; sorted++) {
         kiln_world *a = kiln_world_create(NULL);
-        kiln_component big = reg(a, "Big", BIG, fields, 4);
+        kiln_component big = pf_register(a, "Big", BIG, fields, 4);
         uint8_t *v = calloc(1, BIG);
         kiln_entity gone, kept, holder, other;
         ck_assert_int_eq(kiln_spawn(a, &gone), KILN_OK);
@@ -404,7 +395,7 @@ KILN_TEST(hash, a_dead_reference_in_a_value_over_4_kib_hashes_as_null_so_a_round
             pf_bytes saved;
             pf_save(a, f ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
             kiln_world *b = kiln_world_create(NULL);
-            reg(b, "Big", BIG, fields, 4);
+            pf_register(b, "Big", BIG, fields, 4);
             ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
             const uint8_t *got = kiln_get(b, holder, big);
             kiln_entity first;

@@ -115,3 +115,15 @@ void pf_bytes_free(pf_bytes *b) {
     free(b->data);
     memset(b, 0, sizeof *b);
 }
+
+kiln_component pf_register(kiln_world *w, const char *name, size_t size, const kiln_field *f,
+                           int32_t n) {
+    kiln_component id;
+    kiln_component_desc d = {.name = name, .size = size, .fields = f, .field_count = n};
+    ck_assert_int_eq(kiln_component_register(w, &d, &id), KILN_OK);
+    return id;
+}
+
+kiln_result pf_load_text(kiln_world *w, const char *text) {
+    return kiln_load(w, text, strlen(text), NULL);
+}

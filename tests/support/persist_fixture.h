@@ -47,4 +47,10 @@ void pf_bytes_free(pf_bytes *b);
 /* A kiln_write_fn appending to a pf_bytes. */
 bool pf_bytes_write(void *ud, const void *data, size_t size);
 
+/* Registers component name (size bytes, n fields), asserting success; returns its id. */
+kiln_component pf_register(kiln_world *w, const char *name, size_t size, const kiln_field *f,
+                           int32_t n);
+/* kiln_load of a NUL-terminated text (JSON or anything else) with default options. */
+kiln_result pf_load_text(kiln_world *w, const char *text);
+
 #endif /* KILN_PERSIST_FIXTURE_H */
