@@ -106,18 +106,6 @@ static ffi_rows *rows_at(lua_State *L, int idx) {
     return lua_type(L, idx) == LUA_TUSERDATA && lua_rawlen(L, idx) == sizeof(ffi_rows) ? lua_touserdata(L, idx) : NULL;
 }
 
-/* Stamps ticks[0 .. count-1] with tick, four rows per 8-byte store (a plain loop here
- * reloads the count after every 2-byte store, as the store might alias it). */
-static void fill_ticks(kiln_row_tick *ticks, int32_t count, kiln_row_tick tick) {
-    uint64_t four = (uint64_t)tick * 0x0001000100010001u;
-    int32_t row = 0;
-    for (; row + 8 <= count; row += 8) {
-        memcpy(ticks + row, &four, sizeof four);
-        memcpy(ticks + row + 4, &four, sizeof four);
-    }
-    for (; row < count; row++) ticks[row] = tick;
-}
-
 static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool stamp);
 
 /* Whether FFI views may run over kw now: not in a mod's world, nor under an instruction
@@ -245,7 +233,7 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
         it->marked |= (uint64_t)1 << t; /* the rows' stamps reach the column's latest tick */
         if (kq->info[t].has_check) continue; /* a check hook's views are const */
         if (rows) rows->ticks[t] = it->ticks[t];
-        if (stamp) fill_ticks(it->ticks[t], it->count, now);
+        if (stamp) kiln_iter_mark_rows(it, t, 0, it->count);
     }
     return it->count;
 }

@@ -391,6 +391,32 @@ KILN_TEST_SIGNAL(misuse, destroying_the_query_during_iteration_aborts, SIGABRT) 
     kiln_query_destroy((kiln_query *)it.query);
 }
 
+KILN_TEST_SIGNAL(misuse, marking_rows_past_the_chunk_aborts, SIGABRT) {
+    kiln_iter it;
+    start_iterating(&it);
+    kiln_iter_mark_rows(&it, 0, 0, it.count + 1);
+}
+
+KILN_TEST_SIGNAL(misuse, marking_a_reversed_range_aborts, SIGABRT) {
+    kiln_iter it;
+    start_iterating(&it);
+    kiln_iter_mark_rows(&it, 0, 1, 0);
+}
+
+KILN_TEST_SIGNAL(misuse, marking_rows_of_a_term_the_query_lacks_aborts, SIGABRT) {
+    kiln_iter it;
+    start_iterating(&it);
+    kiln_iter_mark_rows(&it, 1, 0, it.count);
+}
+
+KILN_TEST_SIGNAL(misuse, marking_rows_of_a_tag_term_aborts, SIGABRT) {
+    kiln_iter it;
+    kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.pos, F.tag}});
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    kiln_iter_mark_rows(&it, 1, 0, it.count);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* create / destroy                                                                           */
 /* ------------------------------------------------------------------------------------------ */
