@@ -73,6 +73,34 @@ static double get_random_kiln(void *ctx) {
     return t1 - t0;
 }
 
+/* get_prepared_many: the reads through kiln_getter_get_many, a block of handles at a time. */
+static double get_prepared_many_kiln(void *ctx) {
+    get_random_ctx *c = ctx;
+    const kiln_getter *getter = &c->getter;
+    const kiln_entity *handles = c->shuffled;
+    const void *values[GET_BLOCK];
+    uint64_t sum = 0;
+    int64_t missing = 0, begin, end;
+    next_slice(c, &c->kiln_slice, &begin, &end);
+
+    double t0 = bench_now_ns();
+    for (int64_t i = begin; i < end; i += GET_BLOCK) {
+        int32_t n = end - i < GET_BLOCK ? (int32_t)(end - i) : GET_BLOCK;
+        missing += n - kiln_getter_get_many(getter, handles + i, n, values);
+        for (int32_t k = 0; k < n; k++) {
+            const position *p = values[k];
+            if (p != NULL) sum += bench_float_bits(p->x) + bench_float_bits(p->y);
+        }
+    }
+    double t1 = bench_now_ns();
+
+    if (missing != 0) bench_fail(&c->state, "kiln_getter_get_many found %lld live entities missing",
+                           (long long)missing);
+    if (c->state.verify) c->kiln_sum = sum;
+    bench_consume(sum);
+    return t1 - t0;
+}
+
 /* get_single: one kiln_get call per handle. */
 static double get_single_kiln(void *ctx) {
     get_random_ctx *c = ctx;
@@ -156,7 +184,7 @@ static bool get_random_check(void *ctx) {
     return true;
 }
 
-typedef enum get_form { GET_MANY, GET_SINGLE, GET_PREPARED } get_form;
+typedef enum get_form { GET_MANY, GET_SINGLE, GET_PREPARED, GET_PREPARED_MANY } get_form;
 
 static void run_get(const bench_config *config, bench_result *dest, get_form form) {
     get_random_ctx *c = bench_xcalloc(1, sizeof *c);
@@ -176,10 +204,11 @@ static void run_get(const bench_config *config, bench_result *dest, get_form for
         c->shuffled = handles;
         handles = NULL;
         bench_shuffle_u64(c->shuffled, (size_t)c->n, 0x6b696c6eu);
-        bool prepared = form == GET_PREPARED;
-        double (*kiln_side)(void *) = prepared ? get_prepared_kiln
-                                      : form == GET_SINGLE ? get_single_kiln
-                                                           : get_random_kiln;
+        bool prepared = form == GET_PREPARED || form == GET_PREPARED_MANY;
+        double (*kiln_side)(void *) = form == GET_PREPARED        ? get_prepared_kiln
+                                      : form == GET_PREPARED_MANY ? get_prepared_many_kiln
+                                      : form == GET_SINGLE        ? get_single_kiln
+                                                                  : get_random_kiln;
         if (prepared && !bench_check_call(&c->state, c->world,
                                           kiln_getter_init(c->world, c->ids.position, &c->getter),
                                           "kiln_getter_init"))
@@ -205,6 +234,10 @@ void run_get_single(const bench_config *config, bench_result *dest) { run_get(co
 
 void run_get_prepared(const bench_config *config, bench_result *dest) {
     run_get(config, dest, GET_PREPARED);
+}
+
+void run_get_prepared_many(const bench_config *config, bench_result *dest) {
+    run_get(config, dest, GET_PREPARED_MANY);
 }
 
 /* ------------------------------------------------------------------------------------------ */

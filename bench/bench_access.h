@@ -2,7 +2,8 @@
  * memory an entity costs, each against its plain-C counterpart.
  *
  * Functions in this header:
- *   run_get_random, run_get_single, run_get_prepared, run_despawn, run_bytes_per_entity.
+ *   run_get_random, run_get_single, run_get_prepared, run_get_prepared_many, run_despawn,
+ *   run_bytes_per_entity.
  */
 #ifndef BENCH_ACCESS_H
 #define BENCH_ACCESS_H
@@ -12,6 +13,7 @@
 void run_get_random(const bench_config *config, bench_result *dest);
 void run_get_single(const bench_config *config, bench_result *dest);
 void run_get_prepared(const bench_config *config, bench_result *dest);
+void run_get_prepared_many(const bench_config *config, bench_result *dest);
 void run_despawn(const bench_config *config, bench_result *dest);
 void run_bytes_per_entity(const bench_config *config, bench_result *dest);
 

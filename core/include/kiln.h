@@ -21,7 +21,7 @@ extern "C" {
  *   kiln_entity_format, kiln_entity_components, kiln_component_register, kiln_component_lookup,
  *   kiln_component_info_get, kiln_component_count, kiln_component_check,
  *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
- *   kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
+ *   kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get, kiln_getter_get_many,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
  *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
  *   kiln_iter_mark_rows, kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick,
@@ -389,19 +389,20 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
 
 /* A prepared getter (fields private): kiln_getter_get answers kiln_get inline, until the
  * next structural change (debug builds assert). See "Prepared getters" in docs/c-api.md. */
-typedef struct kiln_getter_archetype { /* data NULL: the archetype lacks the component */
-    const uint8_t *data; size_t stride; } kiln_getter_archetype;
 typedef struct kiln_getter { /* pages: the world's slot records, 4096 a page, each a word of
-    * generation << 43 | archetype << 27 | row (dead and reserved slots: archetype >= count) */
-    const uint64_t *const *pages; uint32_t slot_count, archetype_count;
-    const kiln_getter_archetype *archetypes; kiln_world *world; kiln_component component;
-    uint64_t version;
-} kiln_getter;
+    * generation << 43 | archetype << 27 | row (dead and reserved slots: archetype >= count);
+    * data and strides by archetype (NULL and 0 where it lacks the component), one block */
+    const uint64_t *const *pages; uint64_t archetype_count; /* 64 bits: compared as is */
+    const uint8_t *const *data; const size_t *strides; uint32_t slot_count;
+    kiln_component component; kiln_world *world; uint64_t version; } kiln_getter;
 /* Init fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no
  * fini); fini on a zeroed or finished getter is a no-op; check asserts it is not stale. */
 kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest);
 void kiln_getter_fini(kiln_getter *getter);
 void kiln_getter_check(const kiln_getter *getter);
+/* kiln_get_many through a getter: dest[i] = kiln_getter_get(getter, entities[i]), records
+ * requested a block ahead; returns how many are not NULL (count < 0: as kiln_get_many). */
+int32_t kiln_getter_get_many(const kiln_getter *getter, const kiln_entity *entities, int32_t count, const void **dest);
 /* What kiln_get(world, entity, component) answers (tags: NULL). */
 static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity entity) {
 #ifndef NDEBUG
@@ -410,14 +411,12 @@ static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity
     uint32_t index = (uint32_t)entity;
     if (index >= getter->slot_count) return NULL;
     uint64_t record = getter->pages[index >> 12][index & 4095u];
-    /* generation and archetype in one compare: place is the archetype when the handle's whole
-     * high half is the slot's generation (stale handles never match: any other bit puts it at
-     * 2^16 or more), and dead or not yet alive slots read as archetypes beyond the count */
+    /* place is the archetype when the handle's whole high half is the slot's generation (any
+     * other bit puts it at 2^16 or more); dead and reserved slots read beyond the count */
     uint64_t place = (record >> 27) ^ ((entity >> 32) << 16);
     if (place >= getter->archetype_count) return NULL;
-    const kiln_getter_archetype *a = &getter->archetypes[place];
-    /* an archetype without the component has data NULL and stride 0: the sum is NULL */
-    return (const void *)((uintptr_t)a->data + (size_t)(record & 0x7ffffffu) * a->stride);
+    return (const void *)((uintptr_t)getter->data[place] /* lacking: NULL + row * 0 */
+                          + (size_t)(record & 0x7ffffffu) * getter->strides[place]);
 }
 
 /* ---- Queries ---------------------------------------------------------------------------- */

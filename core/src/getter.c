@@ -15,6 +15,11 @@ _Static_assert((KL_PLACE_RESERVED >> KL_ROW_BITS) == KL_ARCHETYPES_MAX &&
                    (KL_PLACE_DEAD >> KL_ROW_BITS) > KL_ARCHETYPES_MAX,
                "a slot that is not alive reads as an archetype beyond any count");
 
+/* The bytes of a getter's block for count archetypes: a data pointer and a stride each. */
+static size_t block_size(uint64_t count) {
+    return (sizeof(const uint8_t *) + sizeof(size_t)) * (size_t)count;
+}
+
 kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest) {
     KILN_ASSERT(world != NULL && dest != NULL, "world and dest are required");
     memset(dest, 0, sizeof *dest);
@@ -23,18 +28,22 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
                        "kiln_getter_init: component #%u is not registered", (unsigned)component);
     kl_guard_check(world, "kiln_getter_init", KL_READ, component, 0);
     int32_t n = world->archetype_count;
-    kiln_getter_archetype *archs = kl_alloc(&world->alloc, sizeof *archs * (size_t)n);
-    if (!archs)
+    /* two arrays in one block, so that an archetype's data and stride load side by side
+     * without the multiply an array of pairs would need for its index */
+    const uint8_t **data = kl_alloc(&world->alloc, block_size((uint64_t)n));
+    if (!data)
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_getter_init: out of memory");
+    size_t *strides = (size_t *)(data + n);
     for (int32_t a = 0; a < n; a++) {
-        const kl_archetype *arch = world->archetypes[a];
-        const kl_column *col = kl_archetype_column(arch, component);
-        archs[a] = (kiln_getter_archetype){col ? col->data : NULL, col ? col->stride : 0};
+        const kl_column *col = kl_archetype_column(world->archetypes[a], component);
+        data[a] = col ? col->data : NULL;
+        strides[a] = col ? col->stride : 0;
     }
     dest->pages = (const uint64_t *const *)atomic_load_explicit(&world->pages, memory_order_acquire);
     dest->slot_count = kl_slot_count(world);
-    dest->archetype_count = (uint32_t)n;
-    dest->archetypes = archs;
+    dest->archetype_count = (uint64_t)n;
+    dest->data = data;
+    dest->strides = strides;
     dest->world = world;
     dest->component = component;
     dest->version = world->structure_version;
@@ -44,8 +53,7 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
 void kiln_getter_fini(kiln_getter *getter) {
     KILN_ASSERT(getter != NULL, "getter is NULL");
     if (getter->world)
-        kl_free(&getter->world->alloc, (void *)getter->archetypes,
-                sizeof(kiln_getter_archetype) * getter->archetype_count);
+        kl_free(&getter->world->alloc, (void *)getter->data, block_size(getter->archetype_count));
     memset(getter, 0, sizeof *getter);
 }
 
@@ -54,4 +62,36 @@ void kiln_getter_check(const kiln_getter *getter) {
     KILN_ASSERT(getter->world->structure_version == getter->version,
                 "kiln_getter used after a structural change of its world");
     (void)getter;
+}
+
+/* Handles whose records are requested before any of them is read (as kiln_get_many): enough
+ * to keep the memory system busy, few enough that the records are still cached when read. */
+#define GETTER_AHEAD 32
+
+int32_t kiln_getter_get_many(const kiln_getter *getter, const kiln_entity *entities,
+                             int32_t count, const void **dest) {
+    KILN_ASSERT(count >= 0, "count is negative");
+    KILN_ASSERT(count <= 0 || (entities != NULL && dest != NULL),
+                "entities and dest are required when count > 0");
+    kiln_getter_check(getter);
+    /* a copy the loop keeps in registers: the stores to dest may alias the caller's getter */
+    const kiln_getter g = *getter;
+    int32_t found = 0;
+    for (int32_t start = 0; start < count; start += GETTER_AHEAD) {
+        int32_t end = count - start > GETTER_AHEAD ? start + GETTER_AHEAD : count;
+        for (int32_t i = start; i < end; i++) {
+            uint32_t index = (uint32_t)entities[i];
+            if (index < g.slot_count)
+                __builtin_prefetch(&g.pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)]);
+        }
+        for (int32_t i = start; i < end; i++) {
+            const void *value = kiln_getter_get(&g, entities[i]);
+            if (value) {
+                __builtin_prefetch(value); /* the caller reads it next */
+                found++;
+            }
+            dest[i] = value;
+        }
+    }
+    return found;
 }

@@ -1,6 +1,6 @@
-/* test_getter.c: Check suite for the fast read forms, prepared getters and kiln_get_many: they
- * answer exactly what kiln_get answers, for live, dead, stale, reserved and malformed handles;
- * a getter dies when used after a change. */
+/* test_getter.c: Check suite for the fast read forms, prepared getters (one handle or a list)
+ * and kiln_get_many: they answer exactly what kiln_get answers, for live, dead, stale, reserved
+ * and malformed handles; a getter dies when used after a change. */
 #include <check.h>
 #include <signal.h>
 #include <string.h>
@@ -170,4 +170,89 @@ KILN_TEST_SIGNAL(getter, get_many_of_a_negative_count_aborts, SIGABRT) {
     kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
     const void *value;
     kiln_get_many(F.w, &e, -1, F.pos, &value);
+}
+
+/* A shuffled list of every kind of handle, 301 long: 9 blocks of 32 and a part, so that
+ * neighbouring handles switch archetypes, kinds and blocks in every way. */
+static void shuffled_handles(kiln_component tag, kiln_entity *dest, int32_t count) {
+    kiln_entity kinds[80];
+    int32_t n = every_kind_of_handle(tag, kinds);
+    uint32_t state = 777;
+    for (int32_t i = 0; i < count; i++) {
+        state = state * 1103515245u + 12345u;
+        dest[i] = kinds[(state >> 16) % (uint32_t)n];
+    }
+}
+
+KILN_TEST(getter, getter_get_many_answers_exactly_what_kiln_get_answers_for_every_kind_of_handle) {
+    kiln_component tag = test_register_tag(F.w, "Marked");
+    enum { COUNT = 301 };
+    kiln_entity handles[COUNT];
+    shuffled_handles(tag, handles, COUNT);
+    const kiln_component components[] = {F.pos, F.vel, tag};
+    for (size_t c = 0; c < sizeof components / sizeof components[0]; c++) {
+        kiln_getter g;
+        ck_assert_int_eq(kiln_getter_init(F.w, components[c], &g), KILN_OK);
+        const void *values[COUNT + 1];
+        values[COUNT] = &values; /* past the end: must stay untouched */
+        int32_t expected = 0;
+        int32_t found = kiln_getter_get_many(&g, handles, COUNT, values);
+        for (int32_t i = 0; i < COUNT; i++) {
+            const void *want = kiln_get(F.w, handles[i], components[c]);
+            ck_assert_msg(values[i] == want, "component %u, handle %d: %p, kiln_get %p",
+                          (unsigned)components[c], (int)i, values[i], want);
+            ck_assert_ptr_eq(values[i], kiln_getter_get(&g, handles[i]));
+            expected += want != NULL;
+        }
+        ck_assert_int_eq(found, expected);
+        ck_assert_ptr_eq(values[COUNT], &values);
+        if (components[c] == F.pos) ck_assert_int_gt(found, COUNT / 2);
+        if (components[c] == F.vel) ck_assert_int_gt(found, 0);
+        if (components[c] == tag) ck_assert_int_eq(found, 0);
+        /* a part of the list from an odd start, ending inside a block */
+        const void *part[40];
+        int32_t part_found = kiln_getter_get_many(&g, handles + 5, 40, part);
+        int32_t part_expected = 0;
+        for (int32_t i = 0; i < 40; i++) {
+            ck_assert_ptr_eq(part[i], values[5 + i]);
+            part_expected += part[i] != NULL;
+        }
+        ck_assert_int_eq(part_found, part_expected);
+        kiln_getter_fini(&g);
+    }
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+}
+
+KILN_TEST(getter, getter_get_many_of_nothing_writes_nothing) {
+    kiln_entity e = spawn_at(F.w, F.pos, 4, 5);
+    kiln_getter g;
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_OK);
+    ck_assert_int_eq(kiln_getter_get_many(&g, NULL, 0, NULL), 0);
+    const void *value = &e;
+    ck_assert_int_eq(kiln_getter_get_many(&g, &e, 0, &value), 0);
+    ck_assert_ptr_eq(value, &e);
+    ck_assert_int_eq(kiln_getter_get_many(&g, &e, 1, &value), 1);
+    const test_position *p = value;
+    ck_assert(p->x == 4.0f && p->y == 5.0f);
+    kiln_getter_fini(&g);
+}
+
+/* Assertions are on in the test builds: a negative count is a caller's bug, caught. */
+KILN_TEST_SIGNAL(getter, getter_get_many_of_a_negative_count_aborts, SIGABRT) {
+    kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
+    kiln_getter g;
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_OK);
+    const void *value;
+    kiln_getter_get_many(&g, &e, -1, &value);
+}
+
+/* A getter made before a despawn is stale: reading a list through it is caught as well. */
+KILN_TEST_SIGNAL(getter, getter_get_many_after_a_structural_change_aborts, SIGABRT) {
+    kiln_entity e[2] = {spawn_at(F.w, F.pos, 1, 2), spawn_at(F.w, F.pos, 3, 4)};
+    kiln_getter g;
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_OK);
+    const void *values[2];
+    ck_assert_int_eq(kiln_getter_get_many(&g, e, 2, values), 2);
+    ck_assert_int_eq(kiln_despawn(F.w, e[1]), KILN_OK);
+    kiln_getter_get_many(&g, e, 2, values);
 }

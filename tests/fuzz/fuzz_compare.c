@@ -158,8 +158,9 @@ static void compare_events(fz_ctx *c) {
     if (kiln_event_get(c->w, c->ev, n) != NULL) fuzz_fail(c, "kiln_event_get past the end gave a pointer");
 }
 
-/* kiln_get_many of every handle the model knows (dead and reserved ones too), for one slot in
- * turn, answers what kiln_get answers handle by handle (checked against the model above). */
+/* kiln_get_many and a getter's reads of every handle the model knows (dead and reserved ones
+ * too), for one slot in turn, answer what kiln_get answers handle by handle (checked against
+ * the model above). */
 static void compare_get_many(fz_ctx *c) {
     kiln_entity handles[FZ_MAX_ENT];
     const void *values[FZ_MAX_ENT];
@@ -174,6 +175,21 @@ static void compare_get_many(fz_ctx *c) {
         found += values[i] != NULL;
     }
     if (got != found) fuzz_fail(c, "kiln_get_many(slot %d) counted %d values, it wrote %d", slot, got, found);
+    /* the same handles through a prepared getter, one by one and as a list (made with injection
+     * paused, so that the comparison does not move the allocation indices of the operations) */
+    kiln_getter g;
+    fuzz_alloc_pause(true);
+    kiln_result r = kiln_getter_init(c->w, c->id[slot], &g);
+    fuzz_alloc_pause(false);
+    if (r != KILN_OK) fuzz_fail(c, "kiln_getter_init(slot %d) failed: %s", slot, kiln_result_name(r));
+    const void *listed[FZ_MAX_ENT];
+    got = kiln_getter_get_many(&g, handles, n, listed);
+    for (int32_t i = 0; i < n; i++)
+        if (listed[i] != values[i] || kiln_getter_get(&g, handles[i]) != values[i])
+            fuzz_fail(c, "the getter (slot %d) of entity %llx disagrees with kiln_get", slot,
+                      (unsigned long long)handles[i]);
+    if (got != found) fuzz_fail(c, "kiln_getter_get_many(slot %d) counted %d values, not %d", slot, got, found);
+    kiln_getter_fini(&g);
 }
 
 void fuzz_compare(fz_ctx *c) {
