@@ -296,17 +296,39 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
     return spawn_general(world, call, components, values, count, move, reserved, dest);
 }
 
-kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {
-    assert_not_iterating(world);
-    kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return kl_fail_dead(world, call, entity);
-    kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
-    int32_t row = (int32_t)kl_record_row(rec);
+/* The despawn of an entity whose row has hooks to run: out of line, so the plain despawn
+ * keeps to scratch registers. */
+__attribute__((noinline)) static kiln_result despawn_hooked(kiln_world *world, kl_record *rec,
+                                                            kiln_entity entity,
+                                                            kl_archetype *arch, int32_t row) {
     kl_archetype_destroy_row(arch, row);
     kl_archetype_remove_row(world, arch, row);
     world->alive--;
     kl_entity_retire(world, rec, entity); /* rec: records never move */
     return KILN_OK;
+}
+
+/* kl_despawn_entity, inline in kiln_despawn: the record read once gives the archetype, the
+ * row and (through the handle) the generation to retire. */
+static inline __attribute__((always_inline)) kiln_result despawn_now(kiln_world *world,
+                                                                     const char *call,
+                                                                     kiln_entity entity) {
+    assert_not_iterating(world);
+    kl_record *rec = kl_record_of(world, entity);
+    if (!rec) return kl_fail_dead(world, call, entity);
+    uint64_t bits = rec->bits;
+    kl_archetype *arch = world->archetypes[(uint32_t)(bits >> KL_ROW_BITS) & 0xFFFFu];
+    size_t row = (size_t)(bits & (KL_ROWS_MAX - 1));
+    if (KL_UNLIKELY(arch->has_hooks)) return despawn_hooked(world, rec, entity, arch, (int32_t)row);
+    /* No hook can look: the slot goes first, so the row's copies keep few registers. */
+    world->alive--;
+    kl_entity_retire(world, rec, entity);
+    kl_archetype_remove_row_plain(world, arch, row);
+    return KILN_OK;
+}
+
+kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {
+    return despawn_now(world, call, entity);
 }
 
 /* Destroys the value in col at row and writes value over it, stamping it changed. */
@@ -617,7 +639,7 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_despawn", KL_STRUCTURAL, 0, entity);
     if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_despawn", entity);
-    return kl_despawn_entity(world, "kiln_despawn", entity);
+    return despawn_now(world, "kiln_despawn", entity);
 }
 
 kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
