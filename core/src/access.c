@@ -580,8 +580,7 @@ static void fill_defaults(kiln_world *world, kl_archetype *arch, int32_t first, 
                 memset(data + (size_t)k * col->stride + size, 0, col->stride - size);
             }
         }
-        kiln_row_tick *ticks = col->ticks + first;
-        for (int32_t k = 0; k < n; k++) ticks[k] = stamp;
+        kl_fill_row_ticks(col->ticks, first, (int64_t)first + n, stamp);
         kl_column_touch(col, tick);
     }
 }
@@ -617,19 +616,29 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
     }
     if (i < n) {
         uint32_t index = kl_slot_count(world);
-        int32_t row = arch->count;
-        for (; i < n; i++, index++, row++) {
-            kl_record *rec = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-            kl_record_set_alive(rec, 1, arch->id, (uint32_t)row);
-            kiln_entity e = kiln_entity_make(index, 1);
-            arch->entities[row] = e;
-            if (dest) dest[i] = e;
+        int32_t row = arch->count, fresh = n - i;
+        kiln_entity *entities = arch->entities + row;
+        kl_record **pages = world->pages;
+        /* generation 1, in arch, at row 0: a record is this plus its row, a handle (index,
+         * generation 1) the first plus its distance from it */
+        uint64_t place = kl_record_bits(1, arch->id, 0);
+        for (int32_t k = 0; k < fresh;) { /* page by page */
+            uint32_t at = (index + (uint32_t)k) & (KL_PAGE_SIZE - 1);
+            kl_record *page = pages[(index + (uint32_t)k) >> KL_PAGE_BITS];
+            int32_t end = k + (int32_t)(KL_PAGE_SIZE - at);
+            if (end > fresh) end = fresh;
+            uint64_t bits = place + (uint64_t)(row + k), e = kiln_entity_make(index + (uint32_t)k, 1);
+            for (; k < end; k++, at++, bits++, e++) {
+                page[at].bits = bits;
+                entities[k] = e;
+            }
         }
-        world->alive += row - arch->count;
-        arch->count = row;
+        if (dest) memcpy(dest + i, entities, sizeof(kiln_entity) * (size_t)fresh);
+        world->alive += fresh;
+        arch->count = row + fresh;
         arch->structure_tick = world->tick;
         world->structure_version++;
-        atomic_store_explicit(&world->slot_count, index, memory_order_release);
+        atomic_store_explicit(&world->slot_count, index + (uint32_t)fresh, memory_order_release);
     }
     fill_defaults(world, arch, first, n);
     return KILN_OK;

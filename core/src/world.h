@@ -50,10 +50,15 @@ static inline uint32_t kl_record_row(const kl_record *r) {
     return (uint32_t)r->bits & (KL_ROWS_MAX - 1);
 }
 
+/* The record of a live slot at generation, archetype and row. */
+static inline uint64_t kl_record_bits(uint32_t generation, uint32_t archetype, uint32_t row) {
+    return (uint64_t)generation << KL_PLACE_BITS | (uint64_t)archetype << KL_ROW_BITS | row;
+}
+
 /* Makes a slot alive at archetype and row, at generation. */
 static inline void kl_record_set_alive(kl_record *r, uint32_t generation, uint32_t archetype,
                                        uint32_t row) {
-    r->bits = (uint64_t)generation << KL_PLACE_BITS | (uint64_t)archetype << KL_ROW_BITS | row;
+    r->bits = kl_record_bits(generation, archetype, row);
 }
 
 /* Moves a live or reserved slot to archetype and row, keeping its generation. */
