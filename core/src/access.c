@@ -154,10 +154,14 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
         world->spawn_key_count = count;
         world->spawn_arch = arch;
         world->spawn_plain = true;
+        world->spawn_data_count = 0;
+        world->spawn_touched = 0; /* before the first tick */
         for (int32_t i = 0; i < count; i++) {
-            const kl_column *col = cols[i] >= 0 ? &arch->columns[cols[i]] : NULL;
-            if (col && !(col->plain && col->component->size == col->stride))
-                world->spawn_plain = false;
+            kl_column *col = cols[i] >= 0 ? &arch->columns[cols[i]] : NULL;
+            if (!col) continue;
+            if (!(col->plain && col->component->size == col->stride)) world->spawn_plain = false;
+            world->spawn_data[world->spawn_data_count] = col;
+            world->spawn_input[world->spawn_data_count++] = i;
         }
     }
     return arch;
@@ -225,47 +229,144 @@ static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_
     return KILN_OK;
 }
 
+/* Copies a caller's value of 8, 12 or 16 bytes into a row in 4-byte pieces, every piece read
+ * before any is written (so a value inside the row, a stale pointer, copies its own bytes);
+ * false, with nothing copied, for another size. The caller has usually just written the value
+ * field by field: a wider read spanning two of those stores cannot take its bytes from them
+ * and waits until they reach the cache (a failed store-to-load forward, about 3 ns on the AMD
+ * Zen 5 machine of 2026-12-02), while each 4-byte read lies inside one store of 4 bytes or more. */
+static inline __attribute__((always_inline)) bool copy_fresh(uint8_t *dst, const uint8_t *value,
+                                                             size_t size) {
+/* the pieces stay 4-byte reads: GCC would merge neighbouring ones into one wide read */
+#define KL_PIECES(...) __asm__("" : __VA_ARGS__)
+    uint32_t a, b, c, d;
+    if (size == 8) {
+        memcpy(&a, value, 4);
+        memcpy(&b, value + 4, 4);
+        KL_PIECES("+r"(a), "+r"(b));
+        memcpy(dst, &a, 4);
+        memcpy(dst + 4, &b, 4);
+    } else if (size == 16) {
+        memcpy(&a, value, 4);
+        memcpy(&b, value + 4, 4);
+        memcpy(&c, value + 8, 4);
+        memcpy(&d, value + 12, 4);
+        KL_PIECES("+r"(a), "+r"(b), "+r"(c), "+r"(d));
+        memcpy(dst, &a, 4);
+        memcpy(dst + 4, &b, 4);
+        memcpy(dst + 8, &c, 4);
+        memcpy(dst + 12, &d, 4);
+    } else if (size == 12) {
+        memcpy(&a, value, 4);
+        memcpy(&b, value + 4, 4);
+        memcpy(&c, value + 8, 4);
+        KL_PIECES("+r"(a), "+r"(b), "+r"(c));
+        memcpy(dst, &a, 4);
+        memcpy(dst + 4, &b, 4);
+        memcpy(dst + 8, &c, 4);
+    } else {
+        return false;
+    }
+    return true;
+#undef KL_PIECES
+}
+
+/* The values of the cached spawn of entity e at row of arch from the k-th column of the
+ * cache's list on, one by one (padding to clear, hooks, defaults, a value of the wrong
+ * width); then e to dest. Out of line: the usual spawn keeps its values in registers. */
+__attribute__((noinline)) static void spawn_cached_rest(kiln_world *world, int32_t k,
+                                                        int32_t row, void *const *values,
+                                                        bool move, kiln_entity e,
+                                                        kiln_entity *dest) {
+    kiln_tick tick = world->tick;
+    kiln_row_tick stamp = kl_row_tick_now(world);
+    for (; k < world->spawn_data_count; k++)
+        kl_column_write(world->spawn_data[k], row, values ? values[world->spawn_input[k]] : NULL,
+                        move, tick, stamp);
+    if (dest) *dest = e;
+}
+
+/* Raises the latest tick of every column of the spawn cache to tick. */
+__attribute__((noinline)) static void spawn_touch(kiln_world *world, kiln_tick tick) {
+    for (int32_t k = 0; k < world->spawn_data_count; k++) kl_column_touch(world->spawn_data[k], tick);
+    world->spawn_touched = tick;
+}
+
 /* The usual spawn in one pass: the component list is the spawn cache's, its archetype has
- * room and no check hook, and a slot is free (or reserved): the values go straight from
- * values[] to the cached columns, with no copy of the column and value lists. False (nothing
- * done) otherwise; spawn_values then takes the general path. */
+ * room and no check hook, and a slot is free (or reserved): the slot's record is written once,
+ * and the values go straight from values[] to the cached columns, with no copy of the column
+ * and value lists. False (nothing done) otherwise; spawn_values then takes the general path. */
 static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world,
                                                                const kiln_component *components,
                                                                void *const *values, int32_t count,
                                                                bool move, kiln_entity reserved,
                                                                kiln_entity *dest) {
     if (count <= 0 || count != world->spawn_key_count || components == NULL) return false;
-    for (int32_t i = 0; i < count; i++)
-        if (components[i] != world->spawn_key[i]) return false;
+    int32_t i = 0;
+    for (; i + 2 <= count; i += 2) { /* two ids a compare */
+        uint64_t listed, cached;
+        memcpy(&listed, components + i, sizeof listed);
+        memcpy(&cached, world->spawn_key + i, sizeof cached);
+        if (listed != cached) return false;
+    }
+    if (i < count && components[i] != world->spawn_key[i]) return false;
     kl_archetype *arch = world->spawn_arch;
-    if (arch->has_check || arch->count == arch->capacity) return false;
-    if (reserved == KILN_NULL_ENTITY &&
-        !(world->free_head != KL_NONE ||
-          (int64_t)kl_slot_count(world) < (int64_t)world->page_count * KL_PAGE_SIZE))
-        return false;
-    kiln_entity e = reserved ? reserved : kl_entity_take(world);
-    int32_t row = place(world, arch, e);
+    int32_t row = arch->count;
+    if (arch->has_check || row == arch->capacity) return false;
+    /* The slot's record is written once, alive at its row. */
+    kiln_entity e = reserved;
+    uint32_t id = arch->id;
+    if (reserved != KILN_NULL_ENTITY) {
+        kl_record_set_alive(kl_record_at(world, kiln_entity_index(reserved)),
+                            kiln_entity_generation(reserved), id, (uint32_t)row);
+    } else if (world->free_head != KL_NONE) {
+        uint32_t index = world->free_head;
+        kl_record *r = kl_record_at(world, index);
+        uint32_t generation = kl_record_generation(r);
+        world->free_head = kl_record_next(r);
+        kl_record_set_alive(r, generation, id, (uint32_t)row);
+        e = kiln_entity_make(index, generation);
+    } else {
+        uint32_t index = kl_slot_count(world);
+        if ((int64_t)index >= (int64_t)world->page_count * KL_PAGE_SIZE) return false;
+        kl_record_set_alive(&world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], 1,
+                            id, (uint32_t)row);
+        /* after the record: a reader that sees the slot sees it whole */
+        atomic_store_explicit(&world->slot_count, index + 1, memory_order_release);
+        e = kiln_entity_make(index, 1);
+    }
     kiln_tick tick = world->tick;
-    kiln_row_tick stamp = kl_row_tick_now(world);
-    bool plain = world->spawn_plain && values != NULL;
-    for (int32_t i = 0; i < count; i++) {
-        int32_t c = world->spawn_column[i];
-        if (c < 0) continue;
-        kl_column *col = &arch->columns[c];
-        const uint8_t *value = plain ? values[i] : NULL;
-        uint8_t *dst = col->data + (size_t)row * col->stride;
+    kiln_row_tick stamp = (kiln_row_tick)(tick - world->tick_base);
+    int32_t n = world->spawn_data_count;
+    arch->entities[row] = e;
+    arch->count = row + 1;
+    arch->structure_tick = tick;
+    world->structure_version++;
+    world->alive++;
+    /* Values copy as plain bytes when every listed column allows it (8, 12 and 16 bytes in
+     * 4-byte pieces, see copy_fresh; other widths of at most 64 bytes when the value lies
+     * outside the row); from the first other one (NULL for the defaults, a larger width) on,
+     * spawn_cached_rest writes them. */
+    if (KL_UNLIKELY(!world->spawn_plain || values == NULL)) {
+        spawn_cached_rest(world, 0, row, values, move, e, dest);
+        return true;
+    }
+    /* The columns' latest ticks once a tick: they only grow, so touched at this tick they
+     * stay at it or later. */
+    if (KL_UNLIKELY(world->spawn_touched != tick)) spawn_touch(world, tick);
+    for (int32_t k = 0; k < n; k++) {
+        kl_column *col = world->spawn_data[k];
+        const uint8_t *value = values[world->spawn_input[k]];
         size_t size = col->stride;
-        /* plain bytes from outside the new row (a pointer into it can only be stale): value is
-         * at least size bytes before or after dst */
-        if (value && (uintptr_t)value - (uintptr_t)dst + (size - 1) >= 2 * size - 1) {
-            if (size == 8) memcpy(dst, value, 8); /* the usual widths first */
-            else if (size == 16) memcpy(dst, value, 16);
-            else kl_copy_value(dst, value, size);
-            col->ticks[row] = stamp;
-            kl_column_touch(col, tick);
-        } else {
-            kl_column_write(col, row, values ? values[i] : NULL, move, tick, stamp);
+        uint8_t *dst = col->data + (size_t)row * size;
+        if (KL_UNLIKELY(!value) ||
+            (!copy_fresh(dst, value, size) &&
+             ((uintptr_t)value - (uintptr_t)dst + (size - 1) < 2 * size - 1 ||
+              !kl_copy_small(dst, value, size)))) {
+            spawn_cached_rest(world, k, row, values, move, e, dest);
+            return true;
         }
+        col->ticks[row] = stamp;
     }
     if (dest) *dest = e;
     return true;

@@ -238,6 +238,12 @@ struct kiln_world {
     int32_t spawn_key_count;              /* -1: empty cache */
     bool spawn_plain;  /* every listed column plain (no hooks) and as wide as its values */
     kl_archetype *spawn_arch;
+    /* The listed components with a column, in list order: the column and the position in the
+     * list (so a cached spawn walks only the values it writes). */
+    kl_column *spawn_data[KL_SPAWN_CACHE];
+    int32_t spawn_input[KL_SPAWN_CACHE];
+    int32_t spawn_data_count;
+    kiln_tick spawn_touched; /* those columns' latest ticks are at least this (0: unknown) */
 
     /* Event queues and resources are tables (see memory.h): a main-thread system may
      * register an event type or set a new resource while worker systems read others. */
