@@ -242,14 +242,15 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
                                                                bool move, kiln_entity reserved,
                                                                kiln_entity *dest) {
     if (count <= 0 || count != world->spawn_key_count || components == NULL) return false;
-    int32_t i = 0;
-    for (; i + 2 <= count; i += 2) { /* two ids a compare */
-        uint64_t listed, cached;
-        memcpy(&listed, components + i, sizeof listed);
-        memcpy(&cached, world->spawn_key + i, sizeof cached);
-        if (listed != cached) return false;
+    const kiln_component *listed = components, *end = components + count;
+    const kiln_component *cached = world->spawn_key;
+    for (; end - listed >= 2; listed += 2, cached += 2) { /* two ids a compare */
+        uint64_t a, b;
+        memcpy(&a, listed, sizeof a);
+        memcpy(&b, cached, sizeof b);
+        if (a != b) return false;
     }
-    if (i < count && components[i] != world->spawn_key[i]) return false;
+    if (listed < end && *listed != *cached) return false;
     kl_archetype *arch = world->spawn_arch;
     int32_t row = arch->count;
     if (arch->has_check || row == arch->capacity) return false;
