@@ -242,15 +242,17 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
                                                                bool move, kiln_entity reserved,
                                                                kiln_entity *dest) {
     if (count <= 0 || count != world->spawn_key_count || components == NULL) return false;
-    const kiln_component *listed = components, *end = components + count;
-    const kiln_component *cached = world->spawn_key;
-    for (; end - listed >= 2; listed += 2, cached += 2) { /* two ids a compare */
-        uint64_t a, b;
-        memcpy(&a, listed, sizeof a);
-        memcpy(&b, cached, sizeof b);
+    if (count <= 2) { /* the usual lists: one compare */
+        uint64_t a = components[0], b = world->spawn_key[0];
+        if (count == 2) {
+            memcpy(&a, components, sizeof a);
+            memcpy(&b, world->spawn_key, sizeof b);
+        }
         if (a != b) return false;
+    } else {
+        for (int32_t i = 0; i < count; i++)
+            if (components[i] != world->spawn_key[i]) return false;
     }
-    if (listed < end && *listed != *cached) return false;
     kl_archetype *arch = world->spawn_arch;
     int32_t row = arch->count;
     if (arch->has_check || row == arch->capacity) return false;
@@ -295,9 +297,11 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
     /* The columns' latest ticks once a tick: they only grow, so touched at this tick they
      * stay at it or later. */
     if (KL_UNLIKELY(world->spawn_touched != tick)) spawn_touch(world, tick);
+    kl_column *const *data = world->spawn_data;
+    const int32_t *input = world->spawn_input;
     for (int32_t k = 0; k < n; k++) {
-        kl_column *col = world->spawn_data[k];
-        const uint8_t *value = values[world->spawn_input[k]];
+        kl_column *col = data[k];
+        const uint8_t *value = values[input[k]];
         size_t size = col->stride;
         uint8_t *dst = col->data + (size_t)row * size;
         if (KL_UNLIKELY(!value) ||
