@@ -178,14 +178,15 @@ KILN_TEST(spawn_cache, cached_spawns_raise_the_columns_latest_tick_at_each_tick)
     kiln_component health = register_health();
     kiln_component moving[2] = {F.pos, F.vel}, living[2] = {F.pos, health};
     test_position p = {1, 2};
+    test_velocity v = {3, 4};
     int32_t h = 5;
-    const void *values[2] = {&p, &h};
+    const void *values[2] = {&p, &h}, *motion[2] = {&p, &v};
     kiln_entity e;
     kiln_tick_advance(F.w);
     ck_assert_int_eq(kiln_spawn_with(F.w, living, values, 2, &e), KILN_OK);
     kiln_tick t = kiln_tick_advance(F.w);
-    ck_assert_int_eq(kiln_spawn_with(F.w, moving, values, 2, &e), KILN_OK);
-    ck_assert_int_eq(kiln_spawn_with(F.w, moving, values, 2, &e), KILN_OK); /* cached */
+    ck_assert_int_eq(kiln_spawn_with(F.w, moving, motion, 2, &e), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(F.w, moving, motion, 2, &e), KILN_OK); /* cached */
     ck_assert_int_eq(kiln_spawn_batch(F.w, living, 2, 0, NULL), KILN_OK); /* the cache turns */
     ck_assert_int_eq(kiln_spawn_with(F.w, living, values, 2, &e), KILN_OK); /* cached */
     ck_assert_uint_eq(kiln_changed_tick(F.w, e, health), t);
