@@ -94,15 +94,16 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
         world->spawn_key_count = count;
         world->spawn_arch = arch;
         world->spawn_plain = true;
-        world->spawn_data_count = 0;
+        int32_t n = 0;
         world->spawn_touched = 0; /* before the first tick */
         for (int32_t i = 0; i < count; i++) {
             kl_column *col = cols[i] >= 0 ? &arch->columns[cols[i]] : NULL;
             if (!col) continue;
             if (!(col->plain && col->component->size == col->stride)) world->spawn_plain = false;
-            world->spawn_data[world->spawn_data_count] = col;
-            world->spawn_input[world->spawn_data_count++] = i;
+            world->spawn_data[n].column = col;
+            world->spawn_data[n++].input = (size_t)i;
         }
+        world->spawn_data[n].column = NULL;
     }
     return arch;
 }
@@ -214,21 +215,22 @@ static inline __attribute__((always_inline)) bool copy_fresh(uint8_t *dst, const
 /* The values of the cached spawn of entity e at row of arch from the k-th column of the
  * cache's list on, one by one (padding to clear, hooks, defaults, a value of the wrong
  * width); then e to dest. Out of line: the usual spawn keeps its values in registers. */
-__attribute__((noinline)) static void spawn_cached_rest(kiln_world *world, int32_t k,
+__attribute__((noinline)) static void spawn_cached_rest(kiln_world *world,
+                                                        const struct kl_spawn_column *k,
                                                         int32_t row, void *const *values,
                                                         bool move, kiln_entity e,
                                                         kiln_entity *dest) {
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = kl_row_tick_now(world);
-    for (; k < world->spawn_data_count; k++)
-        kl_column_write(world->spawn_data[k], row, values ? values[world->spawn_input[k]] : NULL,
-                        move, tick, stamp);
+    for (; k->column; k++)
+        kl_column_write(k->column, row, values ? values[k->input] : NULL, move, tick, stamp);
     if (dest) *dest = e;
 }
 
 /* Raises the latest tick of every column of the spawn cache to tick. */
 __attribute__((noinline)) static void spawn_touch(kiln_world *world, kiln_tick tick) {
-    for (int32_t k = 0; k < world->spawn_data_count; k++) kl_column_touch(world->spawn_data[k], tick);
+    for (const struct kl_spawn_column *p = world->spawn_data; p->column; p++)
+        kl_column_touch(p->column, tick);
     world->spawn_touched = tick;
 }
 
@@ -280,7 +282,6 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
     }
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = (kiln_row_tick)(tick - world->tick_base);
-    int32_t n = world->spawn_data_count;
     arch->entities[row] = e;
     arch->count = row + 1;
     arch->structure_tick = tick;
@@ -291,24 +292,22 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
      * outside the row); from the first other one (NULL for the defaults, a larger width) on,
      * spawn_cached_rest writes them. */
     if (KL_UNLIKELY(!world->spawn_plain || values == NULL)) {
-        spawn_cached_rest(world, 0, row, values, move, e, dest);
+        spawn_cached_rest(world, world->spawn_data, row, values, move, e, dest);
         return true;
     }
     /* The columns' latest ticks once a tick: they only grow, so touched at this tick they
      * stay at it or later. */
     if (KL_UNLIKELY(world->spawn_touched != tick)) spawn_touch(world, tick);
-    kl_column *const *data = world->spawn_data;
-    const int32_t *input = world->spawn_input;
-    for (int32_t k = 0; k < n; k++) {
-        kl_column *col = data[k];
-        const uint8_t *value = values[input[k]];
+    const struct kl_spawn_column *p = world->spawn_data;
+    for (kl_column *col; (col = p->column) != NULL; p++) {
+        const uint8_t *value = values[p->input];
         size_t size = col->stride;
         uint8_t *dst = col->data + (size_t)row * size;
         if (KL_UNLIKELY(!value) ||
             (!copy_fresh(dst, value, size) &&
              ((uintptr_t)value - (uintptr_t)dst + (size - 1) < 2 * size - 1 ||
               !kl_copy_small(dst, value, size)))) {
-            spawn_cached_rest(world, k, row, values, move, e, dest);
+            spawn_cached_rest(world, p, row, values, move, e, dest);
             return true;
         }
         col->ticks[row] = stamp;

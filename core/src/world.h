@@ -239,10 +239,11 @@ struct kiln_world {
     bool spawn_plain;  /* every listed column plain (no hooks) and as wide as its values */
     kl_archetype *spawn_arch;
     /* The listed components with a column, in list order: the column and the position in the
-     * list (so a cached spawn walks only the values it writes). */
-    kl_column *spawn_data[KL_SPAWN_CACHE];
-    int32_t spawn_input[KL_SPAWN_CACHE];
-    int32_t spawn_data_count;
+     * list (so a cached spawn walks only the values it writes), ended by a NULL column. */
+    struct kl_spawn_column {
+        kl_column *column;
+        size_t input;
+    } spawn_data[KL_SPAWN_CACHE + 1];
     kiln_tick spawn_touched; /* those columns' latest ticks are at least this (0: unknown) */
 
     /* Event queues and resources are tables (see memory.h): a main-thread system may
