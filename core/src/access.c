@@ -1,6 +1,7 @@
 /* access.c: per-entity component access: add, remove, set, get (spawning and despawning are
- * in spawn.c; deferred calls are handed to defer.c). Invariant: every call checks all of its inputs and reserves all memory
- * before it changes anything, so a failure leaves the world exactly as it was. */
+ * in spawn.c; deferred calls are handed to defer.c). Invariant: every call checks all of its
+ * inputs and reserves all memory before it changes anything, so a failure leaves the world
+ * exactly as it was. */
 #include "access.h"
 
 #include <stdlib.h>

@@ -174,8 +174,9 @@ static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_
  * before any is written (so a value inside the row, a stale pointer, copies its own bytes);
  * false, with nothing copied, for another size. The caller has usually just written the value
  * field by field: a wider read spanning two of those stores cannot take its bytes from them
- * and waits until they reach the cache (a failed store-to-load forward, about 3 ns on the AMD
- * Zen 5 machine of 2026-12-02), while each 4-byte read lies inside one store of 4 bytes or more. */
+ * and waits until they reach the cache (a failed store-to-load forward, about 3 ns on the
+ * AMD Zen 5 machine of 2026-12-02), while each 4-byte read lies inside one store of 4 bytes
+ * or more. */
 static inline __attribute__((always_inline)) bool copy_fresh(uint8_t *dst, const uint8_t *value,
                                                              size_t size) {
 /* the pieces stay 4-byte reads: GCC would merge neighbouring ones into one wide read */
