@@ -1,6 +1,7 @@
-/* access.c: spawning, despawning and per-entity component access (deferred calls are
- * handed to defer.c). Invariant: every call checks all of its inputs and reserves all memory
- * before it changes anything, so a failure leaves the world exactly as it was. */
+/* access.c: per-entity component access: add, remove, set, get (spawning and despawning are
+ * in spawn.c; deferred calls are handed to defer.c). Invariant: every call checks all of its
+ * inputs and reserves all memory before it changes anything, so a failure leaves the world
+ * exactly as it was. */
 #include "access.h"
 
 #include <stdlib.h>
@@ -19,11 +20,6 @@ kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e) {
     if (e == KILN_NULL_ENTITY)
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: entity is null", call);
     return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: entity %s is not alive", call, ename(e, eb));
-}
-
-static kiln_result unknown(kiln_world *world, const char *call, kiln_component c) {
-    return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT, "%s: component #%u is not registered", call,
-                   (unsigned)c);
 }
 
 kiln_result kl_fail_unknown_on(kiln_world *world, const char *call, kiln_entity e,
@@ -45,21 +41,12 @@ static kiln_result oom(kiln_world *world, const char *call) {
     return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
 }
 
-/* Why rows more rows do not fit in arch: the row limit, else memory. */
-static kiln_result no_room(kiln_world *world, const char *call, const kl_archetype *arch,
-                           int64_t rows) {
+kiln_result kl_fail_no_room(kiln_world *world, const char *call, const kl_archetype *arch,
+                            int64_t rows) {
     if ((int64_t)arch->count + rows > KL_ROWS_MAX)
         return kl_fail(world, KILN_ERR_LIMIT, "%s: an archetype holds at most %u entities", call,
                        (unsigned)KL_ROWS_MAX);
     return oom(world, call);
-}
-
-/* Immediate structural changes must not run under an active iteration; iteration defers the
- * world, so reaching this with one active means raw misuse (e.g. a buffer applied in a loop). */
-static void assert_not_iterating(const kiln_world *world) {
-    KILN_ASSERT(atomic_load_explicit(&world->iterating, memory_order_relaxed) == 0,
-                "structural change while a query iterates");
-    (void)world;
 }
 
 /* Resolves entity and component for a call, failing with the world error set. */
@@ -75,238 +62,6 @@ static inline __attribute__((always_inline)) kiln_result resolve(kiln_world *wor
 bool kiln_is_alive(const kiln_world *world, kiln_entity entity) {
     KILN_ASSERT(world != NULL, "world is NULL");
     return kl_record_of(world, entity) != NULL;
-}
-
-/* ---- component lists ------------------------------------------------------------------ */
-
-typedef struct spawn_term {
-    kiln_component id;
-    int32_t input; /* index in the caller's list */
-} spawn_term;
-
-static int compare_terms(const void *a, const void *b) {
-    kiln_component x = ((const spawn_term *)a)->id, y = ((const spawn_term *)b)->id;
-    return (x > y) - (x < y);
-}
-
-/* Checks a component list (range, known ids, no repeats) and sorts it into terms. */
-static kiln_result check_list(kiln_world *world, const char *call, const kiln_component *components,
-                              int32_t count, spawn_term *terms) {
-    if (count < 0 || count > KL_SPAWN_MAX || (count > 0 && components == NULL))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "%s: component count %d out of range (0 to %d)", call, (int)count,
-                       KL_SPAWN_MAX);
-    for (int32_t i = 0; i < count; i++) {
-        if (!kl_component_get(world, components[i])) return unknown(world, call, components[i]);
-        terms[i].id = components[i];
-        terms[i].input = i;
-    }
-    qsort(terms, (size_t)count, sizeof terms[0], compare_terms);
-    for (int32_t i = 1; i < count; i++)
-        if (terms[i].id == terms[i - 1].id)
-            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s is listed twice", call,
-                           kl_component_get(world, terms[i].id)->names);
-    return KILN_OK;
-}
-
-/* Finds (or creates) the archetype of a component list; column[i] receives the column of the
- * caller's i-th component (-1 for a tag) when column is not NULL. */
-static kl_archetype *archetype_lookup(kiln_world *world, const char *call,
-                                      const kiln_component *components, int32_t count,
-                                      int32_t *column, kiln_result *result);
-
-/* The spawn cache's hit path stays small (no large frame to set up and probe). */
-static inline kl_archetype *archetype_for(kiln_world *world, const char *call,
-                                          const kiln_component *components, int32_t count,
-                                          int32_t *column, kiln_result *result) {
-    if (count > 0 && count <= KL_SPAWN_CACHE && count == world->spawn_key_count && components) {
-        int32_t i = 0;
-        while (i < count && components[i] == world->spawn_key[i]) i++;
-        if (i == count) {
-            if (column)
-                for (i = 0; i < count; i++) column[i] = world->spawn_column[i];
-            return world->spawn_arch;
-        }
-    }
-    return archetype_lookup(world, call, components, count, column, result);
-}
-
-__attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *world, const char *call,
-                                      const kiln_component *components, int32_t count,
-                                      int32_t *column, kiln_result *result) {
-    spawn_term terms[KL_SPAWN_MAX];
-    *result = check_list(world, call, components, count, terms);
-    if (*result != KILN_OK) return NULL;
-    if (count <= 0) return world->archetypes[0];
-    kiln_component types[KL_SPAWN_MAX];
-    for (int32_t i = 0; i < count; i++) types[i] = terms[i].id;
-    kl_archetype *arch = kl_archetype_ensure(world, types, count, call);
-    if (!arch) {
-        *result = kl_archetype_failure(world);
-        return NULL;
-    }
-    int32_t cols[KL_SPAWN_MAX];
-    for (int32_t i = 0; i < count; i++) cols[terms[i].input] = arch->column_of[i];
-    if (column) memcpy(column, cols, sizeof(int32_t) * (size_t)count);
-    if (count <= KL_SPAWN_CACHE) {
-        memcpy(world->spawn_key, components, sizeof(kiln_component) * (size_t)count);
-        memcpy(world->spawn_column, cols, sizeof(int32_t) * (size_t)count);
-        world->spawn_key_count = count;
-        world->spawn_arch = arch;
-        world->spawn_plain = true;
-        for (int32_t i = 0; i < count; i++) {
-            const kl_column *col = cols[i] >= 0 ? &arch->columns[cols[i]] : NULL;
-            if (col && !(col->plain && col->component->size == col->stride))
-                world->spawn_plain = false;
-        }
-    }
-    return arch;
-}
-
-/* Runs the check hooks of a component list's values for a spawn of entity (null: fresh). */
-static kiln_result check_values(kiln_world *world, const char *call, const kiln_component *components,
-                                void *const *values, int32_t count, kiln_entity entity) {
-    for (int32_t i = 0; i < count; i++) {
-        const kl_component *c = kl_component_get(world, components[i]);
-        if (!c->check) continue;
-        kiln_result r = kl_component_check(world, c, entity, values ? values[i] : NULL, call);
-        if (r != KILN_OK) return r;
-    }
-    return KILN_OK;
-}
-
-kiln_result kl_spawn_check(kiln_world *world, const char *call, const kiln_component *components,
-                           const void *const *values, int32_t count, kiln_entity entity) {
-    spawn_term terms[KL_SPAWN_MAX];
-    kiln_result r = check_list(world, call, components, count, terms);
-    if (r != KILN_OK) return r;
-    return check_values(world, call, components, (void *const *)values, count, entity);
-}
-
-/* Points a freshly taken or reserved slot at a new row of arch (room reserved). */
-static inline __attribute__((always_inline)) int32_t place(kiln_world *world, kl_archetype *arch,
-                                                          kiln_entity e) {
-    int32_t row = kl_archetype_push(world, arch, e);
-    kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
-                        arch->id, (uint32_t)row);
-    world->alive++;
-    return row;
-}
-
-/* ---- immediate operations -------------------------------------------------------------- */
-
-static inline void write_value(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
-    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world));
-}
-
-static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_component *components,
-                                void *const *values, int32_t count, bool move, kiln_entity reserved,
-                                kiln_entity *dest, int32_t *column, void **vals) {
-    kiln_result r = KILN_OK;
-    kl_archetype *arch = archetype_for(world, call, components, count, column, &r);
-    if (!arch) return r;
-    if (arch->has_check && (r = check_values(world, call, components, values, count, reserved)) != KILN_OK)
-        return r;
-    if (reserved == KILN_NULL_ENTITY) {
-        r = kl_entities_reserve(world, 1, call);
-        if (r != KILN_OK) return r;
-    }
-    for (int32_t i = 0; i < count; i++) vals[i] = values ? values[i] : NULL;
-    if (arch->count == arch->capacity && !kl_archetype_reserve_rebase(world, arch, 1, vals, count))
-        return no_room(world, call, arch, 1);
-
-    kiln_entity e = reserved ? reserved : kl_entity_take(world);
-    int32_t row = place(world, arch, e);
-    for (int32_t i = 0; i < count; i++) {
-        if (column[i] < 0) continue;
-        write_value(world, &arch->columns[column[i]], row, vals[i], move);
-    }
-    if (dest) *dest = e;
-    return KILN_OK;
-}
-
-/* The usual spawn in one pass: the component list is the spawn cache's, its archetype has
- * room and no check hook, and a slot is free (or reserved): the values go straight from
- * values[] to the cached columns, with no copy of the column and value lists. False (nothing
- * done) otherwise; spawn_values then takes the general path. */
-static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world,
-                                                               const kiln_component *components,
-                                                               void *const *values, int32_t count,
-                                                               bool move, kiln_entity reserved,
-                                                               kiln_entity *dest) {
-    if (count <= 0 || count != world->spawn_key_count || components == NULL) return false;
-    for (int32_t i = 0; i < count; i++)
-        if (components[i] != world->spawn_key[i]) return false;
-    kl_archetype *arch = world->spawn_arch;
-    if (arch->has_check || arch->count == arch->capacity) return false;
-    if (reserved == KILN_NULL_ENTITY &&
-        !(world->free_head != KL_NONE ||
-          (int64_t)kl_slot_count(world) < (int64_t)world->page_count * KL_PAGE_SIZE))
-        return false;
-    kiln_entity e = reserved ? reserved : kl_entity_take(world);
-    int32_t row = place(world, arch, e);
-    kiln_tick tick = world->tick;
-    kiln_row_tick stamp = kl_row_tick_now(world);
-    bool plain = world->spawn_plain && values != NULL;
-    for (int32_t i = 0; i < count; i++) {
-        int32_t c = world->spawn_column[i];
-        if (c < 0) continue;
-        kl_column *col = &arch->columns[c];
-        const uint8_t *value = plain ? values[i] : NULL;
-        uint8_t *dst = col->data + (size_t)row * col->stride;
-        size_t size = col->stride;
-        /* plain bytes from outside the new row (a pointer into it can only be stale): value is
-         * at least size bytes before or after dst */
-        if (value && (uintptr_t)value - (uintptr_t)dst + (size - 1) >= 2 * size - 1) {
-            if (size == 8) memcpy(dst, value, 8); /* the usual widths first */
-            else if (size == 16) memcpy(dst, value, 16);
-            else kl_copy_value(dst, value, size);
-            col->ticks[row] = stamp;
-            kl_column_touch(col, tick);
-        } else {
-            kl_column_write(col, row, values ? values[i] : NULL, move, tick, stamp);
-        }
-    }
-    if (dest) *dest = e;
-    return true;
-}
-
-/* kl_spawn_values past the spawn cache: out of line, so the cached path sets up no frame. */
-__attribute__((noinline)) static kiln_result spawn_general(kiln_world *world, const char *call,
-                                                           const kiln_component *components,
-                                                           void *const *values, int32_t count,
-                                                           bool move, kiln_entity reserved,
-                                                           kiln_entity *dest) {
-    if (count >= 0 && count <= KL_SPAWN_CACHE) { /* small frames for the usual spawn */
-        int32_t column[KL_SPAWN_CACHE];
-        void *vals[KL_SPAWN_CACHE];
-        return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
-    }
-    int32_t column[KL_SPAWN_MAX];
-    void *vals[KL_SPAWN_MAX];
-    return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
-}
-
-kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
-                            void *const *values, int32_t count, bool move, kiln_entity reserved,
-                            kiln_entity *dest) {
-    assert_not_iterating(world);
-    if (KL_LIKELY(spawn_cached(world, components, values, count, move, reserved, dest)))
-        return KILN_OK;
-    return spawn_general(world, call, components, values, count, move, reserved, dest);
-}
-
-kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity entity) {
-    assert_not_iterating(world);
-    kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return kl_fail_dead(world, call, entity);
-    kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
-    int32_t row = (int32_t)kl_record_row(rec);
-    kl_archetype_destroy_row(arch, row);
-    kl_archetype_remove_row(world, arch, row);
-    world->alive--;
-    kl_entity_retire(world, rec, entity); /* rec: records never move */
-    return KILN_OK;
 }
 
 /* Destroys the value in col at row and writes value over it, stamping it changed. */
@@ -347,7 +102,7 @@ plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint
     if (edge->flags != (kind | KL_EDGE_PLAIN)) return false;
     int32_t to = edge->to->count;
     if (to == edge->to->capacity) return false;
-    assert_not_iterating(world);
+    kl_assert_not_iterating(world);
     *dest = (plain_move){r, bits, a, edge, (size_t)to};
     return true;
 }
@@ -406,11 +161,11 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
         if (slot >= 0) replace(world, &arch->columns[slot], (int32_t)kl_record_row(rec), value, move);
         return KILN_OK;
     }
-    assert_not_iterating(world);
+    kl_assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
     if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
-        return no_room(world, call, dst, 1);
+        return kl_fail_no_room(world, call, dst, 1);
     int32_t added = kl_archetype_slot(dst, component);
     kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, added >= 0 ? added : -1, -1,
                       value, move, rec);
@@ -447,11 +202,11 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
         if (removed) *removed = false;
         return KILN_OK;
     }
-    assert_not_iterating(world);
+    kl_assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
     if (!dst) return kl_archetype_failure(world);
     if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1))
-        return no_room(world, call, dst, 1);
+        return kl_fail_no_room(world, call, dst, 1);
     kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, -1, slot >= 0 ? slot : -1,
                       NULL, false, rec);
     if (removed) *removed = true;
@@ -516,109 +271,6 @@ kiln_result kl_set_value(kiln_world *world, const char *call, kiln_entity entity
 }
 
 /* ---- public calls ---------------------------------------------------------------------- */
-
-static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_component *components,
-                              const void *const *values, int32_t count, kiln_entity *dest) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
-    if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
-    /* not deferred, so not iterating either (iteration defers the world): the usual spawn
-     * lands here without a further call */
-    if (KL_LIKELY(spawn_cached(world, components, (void *const *)values, count, false,
-                               KILN_NULL_ENTITY, dest)))
-        return KILN_OK;
-    return spawn_general(world, call, components, (void *const *)values, count, false,
-                         KILN_NULL_ENTITY, dest);
-}
-
-kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest) {
-    return spawn_with(world, "kiln_spawn", NULL, NULL, 0, dest);
-}
-
-kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
-                            const void *const *values, int32_t count, kiln_entity *dest) {
-    return spawn_with(world, "kiln_spawn_with", components, values, count, dest);
-}
-
-/* Fills rows [first, first + n) of every column of arch with the defaults (or zeroes),
- * stamped with the current tick. */
-static void fill_defaults(kiln_world *world, kl_archetype *arch, int32_t first, int32_t n) {
-    kiln_tick tick = world->tick;
-    kiln_row_tick stamp = kl_row_tick_now(world);
-    for (int32_t c = 0; c < arch->column_count && n > 0; c++) {
-        kl_column *col = &arch->columns[c];
-        uint8_t *data = col->data + (size_t)first * col->stride;
-        const void *defaults = kl_component_initial(col->component);
-        if (!defaults) {
-            memset(data, 0, (size_t)n * col->stride);
-        } else {
-            size_t size = col->component->size;
-            for (int32_t k = 0; k < n; k++) {
-                memcpy(data + (size_t)k * col->stride, defaults, size);
-                memset(data + (size_t)k * col->stride + size, 0, col->stride - size);
-            }
-        }
-        kiln_row_tick *ticks = col->ticks + first;
-        for (int32_t k = 0; k < n; k++) ticks[k] = stamp;
-        kl_column_touch(col, tick);
-    }
-}
-
-kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components, int32_t count,
-                             int32_t n, kiln_entity *dest) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    const char *call = "kiln_spawn_batch";
-    kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
-    if (n < 0)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: n is negative (%d)", call, (int)n);
-    if (kl_deferred(world)) return kl_defer_spawn_batch(world, call, components, count, n, dest);
-    assert_not_iterating(world);
-    kiln_result r = KILN_OK;
-    kl_archetype *arch = archetype_for(world, call, components, count, NULL, &r);
-    if (!arch) return r;
-    /* Every entity gets the same (default) values: one check each covers them all. */
-    if (arch->has_check && n > 0 &&
-        (r = check_values(world, call, components, NULL, count, KILN_NULL_ENTITY)) != KILN_OK)
-        return r;
-    if ((int64_t)arch->count + n > KL_ROWS_MAX) return no_room(world, call, arch, n);
-    r = kl_entities_reserve(world, n, call);
-    if (r != KILN_OK) return r;
-    if (!kl_archetype_reserve(world, arch, n)) return no_room(world, call, arch, n);
-
-    int32_t first = arch->count;
-    int32_t i = 0;
-    /* Freed slots first, one by one; then fresh slots in one sweep over their records. */
-    for (; i < n && world->free_head != KL_NONE; i++) {
-        kiln_entity e = kl_entity_take(world);
-        place(world, arch, e);
-        if (dest) dest[i] = e;
-    }
-    if (i < n) {
-        uint32_t index = kl_slot_count(world);
-        int32_t row = arch->count;
-        for (; i < n; i++, index++, row++) {
-            kl_record *rec = &world->pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
-            kl_record_set_alive(rec, 1, arch->id, (uint32_t)row);
-            kiln_entity e = kiln_entity_make(index, 1);
-            arch->entities[row] = e;
-            if (dest) dest[i] = e;
-        }
-        world->alive += row - arch->count;
-        arch->count = row;
-        arch->structure_tick = world->tick;
-        world->structure_version++;
-        atomic_store_explicit(&world->slot_count, index, memory_order_release);
-    }
-    fill_defaults(world, arch, first, n);
-    return KILN_OK;
-}
-
-kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    kl_guard_check(world, "kiln_despawn", KL_STRUCTURAL, 0, entity);
-    if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_despawn", entity);
-    return kl_despawn_entity(world, "kiln_despawn", entity);
-}
 
 kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component component,
                      const void *value) {

@@ -1,7 +1,8 @@
-/* access.h: the immediate structural operations behind the public calls, shared with command
- * buffers and the deferred world (defer.c). Each checks its inputs, reserves memory first and changes
- * nothing on failure. move: relocate values through the component's move hook (values that
- * a buffer owns) instead of copying them bytewise (values the caller keeps). */
+/* access.h: the immediate structural operations behind the public calls (access.c, spawn.c),
+ * shared with command buffers and the deferred world (defer.c). Each checks its inputs,
+ * reserves memory first and changes nothing on failure. move: relocate values through the
+ * component's move hook (values that a buffer owns) instead of copying them bytewise (values
+ * the caller keeps). */
 #ifndef KILN_ACCESS_H
 #define KILN_ACCESS_H
 
@@ -12,6 +13,18 @@
 
 /* "call: entity 5v1 is not alive" (or "entity is null"); returns KILN_ERR_DEAD_ENTITY. */
 KL_HIDDEN kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e);
+
+/* Why rows more rows do not fit in arch: the row limit (KILN_ERR_LIMIT), else memory. */
+KL_HIDDEN kiln_result kl_fail_no_room(kiln_world *world, const char *call,
+                                      const kl_archetype *arch, int64_t rows);
+
+/* Immediate structural changes must not run under an active iteration; iteration defers the
+ * world, so reaching this with one active means raw misuse (e.g. a buffer applied in a loop). */
+static inline void kl_assert_not_iterating(const kiln_world *world) {
+    KILN_ASSERT(atomic_load_explicit(&world->iterating, memory_order_relaxed) == 0,
+                "structural change while a query iterates");
+    (void)world;
+}
 
 /* "call: entity 5v1: component #9 is not registered"; returns KILN_ERR_UNKNOWN_COMPONENT. */
 KL_HIDDEN kiln_result kl_fail_unknown_on(kiln_world *world, const char *call, kiln_entity e,

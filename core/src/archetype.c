@@ -341,6 +341,13 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
     world->structure_version++;
 }
 
+void kl_columns_copy_row(kl_column *col, const kl_column *end, size_t to, size_t from) {
+    for (; col < end; col++) {
+        kl_copy_value(col->data + to * col->stride, col->data + from * col->stride, col->stride);
+        col->ticks[to] = col->ticks[from];
+    }
+}
+
 /* Moves one value of column s at from into column d at to (distinct archetypes). */
 static inline void move_value(const kl_column *s, uint8_t *to, uint8_t *from) {
     if (KL_LIKELY(s->plain)) kl_copy_value(to, from, s->stride);

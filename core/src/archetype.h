@@ -119,6 +119,40 @@ KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
  * and its entity's record is updated. */
 KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row);
 
+/* Copies the plain value and tick of row from into row to in each column of [col, end). */
+KL_HIDDEN void kl_columns_copy_row(kl_column *col, const kl_column *end, size_t to, size_t from);
+
+/* kl_archetype_remove_row for an archetype without hooks (every value moves bytewise),
+ * inline for despawn: the bookkeeping first, from values loaded before any copy (a byte copy
+ * may alias every field), then one sized copy and one tick per column; from the first column
+ * of another width on, the rest is copied out of line, so this needs no saved register. */
+static inline __attribute__((always_inline)) void
+kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, size_t row) {
+    KILN_ASSERT(!arch->has_hooks, "a plain swap-remove of an archetype with hooks");
+    size_t last = (size_t)arch->count - 1;
+    kl_column *col = arch->columns, *end = col + arch->column_count;
+    arch->count = (int32_t)last;
+    arch->structure_tick = world->tick;
+    world->structure_version++;
+    if (row == last) return;
+    kiln_entity moved = arch->entities[last];
+    arch->entities[row] = moved;
+    kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)row);
+    for (; col < end; col++) {
+        size_t stride = col->stride;
+        uint8_t *data = col->data;
+        kiln_row_tick *ticks = col->ticks;
+        uint8_t *to = data + row * stride, *from = data + last * stride;
+        if (stride == 8) memcpy(to, from, 8);
+        else if (stride == 16) memcpy(to, from, 16);
+        else {
+            kl_columns_copy_row(col, end, row, last);
+            return;
+        }
+        ticks[row] = ticks[last];
+    }
+}
+
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps the row
  * with stamp (tick as a row stores it, see kl_row_tick_now) and the column with tick.
  * move: relocate value through the component's move hook when it has one, else copy. */
@@ -141,8 +175,12 @@ static inline void kl_column_touch(kl_column *col, kiln_tick tick) {
         atomic_store_explicit(&col->latest, tick, memory_order_relaxed);
 }
 
-static inline void kl_column_write(kl_column *col, int32_t row, void *value, bool move,
-                                   kiln_tick tick, kiln_row_tick stamp) {
+/* Inline everywhere: set, add and the spawns write through it (GCC 12 kept one out-of-line
+ * copy per file once access.c had fewer callers, ten instructions more a kiln_set). */
+static inline __attribute__((always_inline)) void kl_column_write(kl_column *col, int32_t row,
+                                                                  void *value, bool move,
+                                                                  kiln_tick tick,
+                                                                  kiln_row_tick stamp) {
     uint8_t *dst = col->data + (size_t)row * col->stride;
     size_t size = col->stride;
     /* the usual case: plain bytes from distinct memory, no padding to clear */

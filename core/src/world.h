@@ -50,10 +50,15 @@ static inline uint32_t kl_record_row(const kl_record *r) {
     return (uint32_t)r->bits & (KL_ROWS_MAX - 1);
 }
 
+/* The record of a live slot at generation, archetype and row. */
+static inline uint64_t kl_record_bits(uint32_t generation, uint32_t archetype, uint32_t row) {
+    return (uint64_t)generation << KL_PLACE_BITS | (uint64_t)archetype << KL_ROW_BITS | row;
+}
+
 /* Makes a slot alive at archetype and row, at generation. */
 static inline void kl_record_set_alive(kl_record *r, uint32_t generation, uint32_t archetype,
                                        uint32_t row) {
-    r->bits = (uint64_t)generation << KL_PLACE_BITS | (uint64_t)archetype << KL_ROW_BITS | row;
+    r->bits = kl_record_bits(generation, archetype, row);
 }
 
 /* Moves a live or reserved slot to archetype and row, keeping its generation. */
@@ -233,6 +238,13 @@ struct kiln_world {
     int32_t spawn_key_count;              /* -1: empty cache */
     bool spawn_plain;  /* every listed column plain (no hooks) and as wide as its values */
     kl_archetype *spawn_arch;
+    /* The listed components with a column, in list order: the column and the position in the
+     * list (so a cached spawn walks only the values it writes), ended by a NULL column. */
+    struct kl_spawn_column {
+        kl_column *column;
+        size_t input;
+    } spawn_data[KL_SPAWN_CACHE + 1];
+    kiln_tick spawn_touched; /* those columns' latest ticks are at least this (0: unknown) */
 
     /* Event queues and resources are tables (see memory.h): a main-thread system may
      * register an event type or set a new resource while worker systems read others. */

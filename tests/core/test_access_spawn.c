@@ -1,5 +1,6 @@
 /* test_access_spawn.c: Check suite for repeated spawns of one component list, which take the
- * spawn cache's one-pass path: every value, default, padding byte and tick as the first spawn. */
+ * spawn cache's one-pass path: every value, default, padding byte and tick as the first spawn,
+ * in every width, and the columns' latest ticks. */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
@@ -124,4 +125,74 @@ KILN_TEST(spawn_cache, a_check_hook_refuses_a_repeated_spawn_and_changes_nothing
     int32_t good = 9;
     ck_assert_int_eq(kiln_spawn_with(F.w, list, (const void *[2]){&p, &good}, 2, &e), KILN_OK);
     ck_assert_int_eq(*(const int32_t *)kiln_get(F.w, e, armor), 9);
+}
+
+/* Widths 4, 8, 12, 16, 24 and 80 (past the 64 bytes the one-pass copy takes, so written one
+ * by one from there on), each value's bytes its own, copied whole by every repeated spawn. */
+KILN_TEST(spawn_cache, values_of_every_width_are_copied_whole) {
+    enum { K = 6, N = 40 };
+    static const uint32_t sizes[K] = {4, 8, 12, 16, 24, 80};
+    static const char *names[K] = {"W4", "W8", "W12", "W16", "W24", "W80"};
+    kiln_component ids[K];
+    for (int k = 0; k < K; k++)
+        ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = names[k],
+                                                     .size = sizes[k], .align = 4}, &ids[k]),
+                         KILN_OK);
+    kiln_entity es[N];
+    for (int i = 0; i < N; i++) {
+        uint8_t values[K][80];
+        const void *list[K];
+        for (int k = 0; k < K; k++) {
+            for (uint32_t b = 0; b < sizes[k]; b++) values[k][b] = (uint8_t)(i * 13 + k * 5 + b);
+            list[k] = values[k];
+        }
+        ck_assert_int_eq(kiln_spawn_with(F.w, ids, list, K, &es[i]), KILN_OK);
+    }
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < K; k++) {
+            const uint8_t *got = kiln_get(F.w, es[i], ids[k]);
+            ck_assert_ptr_nonnull(got);
+            for (uint32_t b = 0; b < sizes[k]; b++)
+                ck_assert_msg(got[b] == (uint8_t)(i * 13 + k * 5 + b), "entity %d, W%u byte %u",
+                              i, (unsigned)sizes[k], (unsigned)b);
+        }
+}
+
+/* The latest tick of term 0's column in the one archetype query matches. */
+static kiln_tick column_tick(kiln_component component) {
+    kiln_query *q = NULL;
+    ck_assert_int_eq(kiln_query_create(F.w, &(kiln_query_desc){.with = {component}}, &q), KILN_OK);
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    kiln_tick t = kiln_iter_column_tick(&it, 0);
+    ck_assert(!kiln_query_next(&it));
+    kiln_query_destroy(q);
+    return t;
+}
+
+/* A cached spawn raises its columns' latest ticks once a tick: also when the cache turns to
+ * another list within that tick without a spawn that writes (a batch of none), whose columns
+ * were last written at an earlier tick. */
+KILN_TEST(spawn_cache, cached_spawns_raise_the_columns_latest_tick_at_each_tick) {
+    kiln_component health = register_health();
+    kiln_component moving[2] = {F.pos, F.vel}, living[2] = {F.pos, health};
+    test_position p = {1, 2};
+    test_velocity v = {3, 4};
+    int32_t h = 5;
+    const void *values[2] = {&p, &h}, *motion[2] = {&p, &v};
+    kiln_entity e;
+    kiln_tick_advance(F.w);
+    ck_assert_int_eq(kiln_spawn_with(F.w, living, values, 2, &e), KILN_OK);
+    kiln_tick t = kiln_tick_advance(F.w);
+    ck_assert_int_eq(kiln_spawn_with(F.w, moving, motion, 2, &e), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(F.w, moving, motion, 2, &e), KILN_OK); /* cached */
+    ck_assert_int_eq(kiln_spawn_batch(F.w, living, 2, 0, NULL), KILN_OK); /* the cache turns */
+    ck_assert_int_eq(kiln_spawn_with(F.w, living, values, 2, &e), KILN_OK); /* cached */
+    ck_assert_uint_eq(kiln_changed_tick(F.w, e, health), t);
+    ck_assert_uint_eq(column_tick(health), t);
+    t = kiln_tick_advance(F.w);
+    ck_assert_int_eq(kiln_spawn_with(F.w, living, values, 2, &e), KILN_OK);
+    ck_assert_uint_eq(column_tick(health), t);
+    ck_assert_uint_eq(column_tick(F.vel), t - 1);
 }
