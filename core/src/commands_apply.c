@@ -104,16 +104,21 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
 /* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
  * list (k components, in its order, sizes as registered), and no further add to the same
  * placeholder, which apply_spawn would coalesce into the spawn or apply before the next.
+ * head[m]: the first 8 bytes an add of key[m] holding its value inline begins with, so the
+ * usual add is told by one comparison (the others field by field).
  * i may be count (a run reaching the buffer's end): the bound is checked before any read. */
 static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
-                               const kiln_component *key, const uint32_t *sizes) {
+                               const kiln_component *key, const uint32_t *sizes, const uint64_t *head) {
     if (i + k >= count) return false; /* k >= 1: covers i == count, one past the array */
     const kl_cmd *c = &cmds[i];
     if (c->op != KL_OP_SPAWN) return false;
     for (int32_t m = 0; m < k; m++) {
         const kl_cmd *a = &c[1 + m];
-        if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
-            cmd_size(a) != sizes[m])
+        uint64_t first;
+        memcpy(&first, a, sizeof first);
+        if (a->target != c->target) return false;
+        if (first != head[m] &&
+            (a->op != KL_OP_ADD || a->component != key[m] || cmd_size(a) != sizes[m]))
             return false;
     }
     return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
@@ -134,17 +139,22 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
     if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
         return 0;
     uint32_t sizes[KL_SPAWN_CACHE];
+    uint64_t head[KL_SPAWN_CACHE];
     for (int32_t m = 0; m < k; m++) {
         const kl_component *comp = kl_component_get(world, world->spawn_key[m]);
         if (comp->entity_slots) return 0; /* values to resolve: apply_spawn, one by one */
         sizes[m] = (uint32_t)comp->size;
+        kl_cmd add = {.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1,
+                      .inline_size = (uint8_t)(comp->size <= KL_INLINE ? comp->size : 0),
+                      .component = world->spawn_key[m]};
+        memcpy(&head[m], &add, sizeof head[m]);
     }
     const kl_cmd *cmds = cmd->cmds;
     int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
     int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
     if (world->free_head == KL_NONE && fresh < room) room = fresh;
     if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
-    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
+    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes, head); j += unit)
         n++;
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = kl_row_tick_now(world);
@@ -329,5 +339,6 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     cmd->head = cmd->count = 0;
     reset_values(cmd);
     cmd->complete = true;
+    cmd->spawned_last = KILN_NULL_ENTITY; /* its batch is over */
     return KILN_OK;
 }
