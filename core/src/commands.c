@@ -403,12 +403,19 @@ static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *
     return true;
 }
 
+/* Every add but add_to_spawned's, out of line: kiln_commands_add reaches it by a tail call,
+ * so the usual add sets up no frame. */
+__attribute__((noinline)) static kiln_result add_general(kiln_commands *cmd, kiln_entity entity,
+                                                         kiln_component component, void *value) {
+    if (KL_LIKELY(record_fast(cmd, KL_OP_ADD, entity, component, value))) return KILN_OK;
+    return record_value(cmd, "kiln_commands_add", KL_OP_ADD, entity, component, value, 0, false);
+}
+
 kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (KL_LIKELY(add_to_spawned(cmd, entity, component, value))) return KILN_OK;
-    if (KL_LIKELY(record_fast(cmd, KL_OP_ADD, entity, component, value))) return KILN_OK;
-    return record_value(cmd, "kiln_commands_add", KL_OP_ADD, entity, component, value, 0, false);
+    return add_general(cmd, entity, component, value);
 }
 
 kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,
