@@ -96,15 +96,16 @@ uint64_t pz_saved_slots(const pz_doc *doc) {
 
 /* Whether the n handles at h are valid below limit (the generation 1 and up with nothing above
  * it, the index below limit), without a branch: each 32-bit half of a handle (the generation
- * part less one, so that 0 wraps past the top) keeps its running maximum, then is held against
- * its bound. Two handles at a time, in whatever order the halves lie in memory. */
+ * part less one, so that 0 wraps past the top) is held against its bound, two handles at a
+ * time, in whatever order the halves lie in memory; the comparisons are or-ed, so no
+ * iteration waits for the one before. */
 typedef uint32_t halves __attribute__((vector_size(16)));
 
 static bool valid_block(const kiln_entity *h, int64_t n, uint32_t limit) {
     const kiln_entity one_pair[2] = {(uint64_t)1 << 32, (uint64_t)1 << 32};
     const kiln_entity bound_pair[2] = {(uint64_t)KILN_ENTITY_GENERATION_MAX << 32 | limit,
                                        (uint64_t)KILN_ENTITY_GENERATION_MAX << 32 | limit};
-    halves one, bound, top = {0, 0, 0, 0}, top2 = {0, 0, 0, 0};
+    halves one, bound, over = {0, 0, 0, 0}, over2 = {0, 0, 0, 0};
     memcpy(&one, one_pair, sizeof one);
     memcpy(&bound, bound_pair, sizeof bound);
     int64_t r = 0;
@@ -112,12 +113,10 @@ static bool valid_block(const kiln_entity *h, int64_t n, uint32_t limit) {
         halves a, b;
         memcpy(&a, h + r, sizeof a);
         memcpy(&b, h + r + 2, sizeof b);
-        a -= one, b -= one;
-        halves ma = (halves)(a > top), mb = (halves)(b > top2);
-        top = (a & ma) | (top & ~ma);
-        top2 = (b & mb) | (top2 & ~mb);
+        over |= (halves)(a - one >= bound);
+        over2 |= (halves)(b - one >= bound);
     }
-    halves over = (halves)(top >= bound) | (halves)(top2 >= bound);
+    over |= over2;
     uint64_t wrong = over[0] | over[1] | over[2] | over[3];
     for (; r < n; r++) {
         uint64_t high = h[r] >> 32;
