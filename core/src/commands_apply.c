@@ -146,10 +146,10 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         const kl_component *comp = kl_component_get(world, world->spawn_key[m]);
         if (comp->entity_slots) return 0; /* values to resolve: apply_spawn, one by one */
         sizes[m] = (uint32_t)comp->size;
-        kl_cmd add = {.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1,
-                      .inline_size = (uint8_t)(comp->size <= KL_INLINE ? comp->size : 0),
+        kl_cmd add = {.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, .inline_size = (uint8_t)comp->size,
                       .component = world->spawn_key[m]};
         memcpy(&head[m], &add, sizeof head[m]);
+        if (comp->size > KL_INLINE) head[m] = ~(uint64_t)0; /* held in a block: no op is 0xFF */
     }
     const kl_cmd *cmds = cmd->cmds;
     int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
