@@ -71,6 +71,8 @@ struct kiln_commands {
     kl_cmd *cmds;
     int64_t cap, head, count;
     kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
+    kiln_entity spawned_last;  /* the latest spawn's placeholder while its batch goes on (the
+                                * buffer attached, no apply completed since), else 0 */
     int64_t ph_cap;
     uint32_t ph_count;
     kl_block *first, *current;

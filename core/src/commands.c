@@ -78,6 +78,7 @@ static void destroy_pending(kiln_commands *cmd) {
 static void reset_batch(kiln_commands *cmd) {
     cmd->ph_count = 0;
     cmd->tag = 0;
+    cmd->spawned_last = KILN_NULL_ENTITY;
     cmd->complete = false;
 }
 
@@ -103,6 +104,7 @@ static void free_contents(kiln_commands *cmd, kl_allocator *alloc) {
     cmd->placeholders = NULL;
     cmd->cap = cmd->head = cmd->count = cmd->ph_cap = 0;
     cmd->ph_count = 0;
+    cmd->spawned_last = KILN_NULL_ENTITY;
 }
 
 void kl_commands_detach(kiln_commands *cmd) {
@@ -286,18 +288,21 @@ static inline kiln_result check_target(kiln_commands *cmd, const char *call, kil
     return check_target_slow(cmd, call, e);
 }
 
-/* A spawn into a batch that has its tag already, with room for the placeholder and the
- * command, in one pass: true when recorded; false, with nothing done, where spawn_slow must
- * decide (and report any error). */
+/* A spawn into the batch of the buffer's latest spawn (so attached, not complete, its tag
+ * taken), with room for the placeholder and the command, in one pass: true when recorded;
+ * false, with nothing done, where spawn_slow must decide (and report any error). */
 static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd, kiln_entity *dest) {
     uint32_t index = cmd->ph_count;
-    if (cmd->world == NULL || cmd->complete || cmd->tag == 0 || index >= cmd->ph_cap ||
-        index > KL_PH_INDEX_MASK)
+    int64_t at = cmd->count;
+    if (cmd->spawned_last == KILN_NULL_ENTITY || index >= cmd->ph_cap || index > KL_PH_INDEX_MASK ||
+        at == cmd->cap || (cmd->head == at && at != 0))
         return false;
-    kiln_entity ph = KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS) | index;
-    if (!push_fast(cmd, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL)) return false;
-    cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
-    *dest = ph;
+    kiln_entity ph = (cmd->spawned_last & ~KL_PH_INDEX_MASK) | index; /* the same tag */
+    cmd->cmds[at] = (kl_cmd){.op = KL_OP_SPAWN, .target = ph};
+    cmd->count = at + 1;
+    cmd->placeholders[index] = KILN_NULL_ENTITY;
+    cmd->ph_count = index + 1;
+    cmd->spawned_last = *dest = ph;
     return true;
 }
 
@@ -339,7 +344,7 @@ static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
     if (r != KILN_OK) return r;
     cmd->tag = tag;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
-    *dest = ph;
+    cmd->spawned_last = *dest = ph;
     return KILN_OK;
 }
 
@@ -380,11 +385,37 @@ __attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, co
     return push(cmd, call, op, e, c, value, comp ? comp->size : size, true, comp);
 }
 
+/* The usual add, in one pass: to the placeholder the buffer spawned last (a current one, so
+ * no other check), a small value held in the command, with room: true when recorded. */
+static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *cmd, kiln_entity e,
+                                                                 kiln_component c, const void *value) {
+    int64_t at = cmd->count;
+    if (e != cmd->spawned_last || e == KILN_NULL_ENTITY || !value || at == cmd->cap ||
+        (cmd->head == at && at != 0))
+        return false;
+    const kl_component *comp = kl_component_get(cmd->world, c);
+    if (!comp || !comp->cmd_inline || comp->size == 0 || comp->size > KL_INLINE) return false;
+    kl_cmd *r = &cmd->cmds[at];
+    *r = (kl_cmd){.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
+                  .inline_size = (uint8_t)comp->size, .component = c, .target = e};
+    kl_copy_small(r->v.bytes, value, comp->size);
+    cmd->count = at + 1;
+    return true;
+}
+
+/* Every add but add_to_spawned's, out of line: kiln_commands_add reaches it by a tail call,
+ * so the usual add sets up no frame. */
+__attribute__((noinline)) static kiln_result add_general(kiln_commands *cmd, kiln_entity entity,
+                                                         kiln_component component, void *value) {
+    if (KL_LIKELY(record_fast(cmd, KL_OP_ADD, entity, component, value))) return KILN_OK;
+    return record_value(cmd, "kiln_commands_add", KL_OP_ADD, entity, component, value, 0, false);
+}
+
 kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    if (KL_LIKELY(record_fast(cmd, KL_OP_ADD, entity, component, value))) return KILN_OK;
-    return record_value(cmd, "kiln_commands_add", KL_OP_ADD, entity, component, value, 0, false);
+    if (KL_LIKELY(add_to_spawned(cmd, entity, component, value))) return KILN_OK;
+    return add_general(cmd, entity, component, value);
 }
 
 kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,

@@ -103,20 +103,27 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
 
 /* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
  * list (k components, in its order, sizes as registered), and no further add to the same
- * placeholder, which apply_spawn would coalesce into the spawn or apply before the next.
+ * placeholder, which apply_spawn would coalesce into the spawn or apply before the next:
+ * 2 when every one of those adds holds its value inline, 1 otherwise, 0 when not.
+ * head[m]: the first 8 bytes an add of key[m] holding its value inline begins with, so the
+ * usual add is told by one comparison (the others field by field).
  * i may be count (a run reaching the buffer's end): the bound is checked before any read. */
-static inline bool cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
-                               const kiln_component *key, const uint32_t *sizes) {
-    if (i + k >= count) return false; /* k >= 1: covers i == count, one past the array */
+static inline int cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
+                              const kiln_component *key, const uint32_t *sizes, const uint64_t *head) {
+    if (i + k >= count) return 0; /* k >= 1: covers i == count, one past the array */
     const kl_cmd *c = &cmds[i];
-    if (c->op != KL_OP_SPAWN) return false;
+    if (c->op != KL_OP_SPAWN) return 0;
+    int held = 2; /* 2 while every add holds its value inline */
     for (int32_t m = 0; m < k; m++) {
         const kl_cmd *a = &c[1 + m];
-        if (a->op != KL_OP_ADD || a->target != c->target || a->component != key[m] ||
-            cmd_size(a) != sizes[m])
-            return false;
+        uint64_t first;
+        memcpy(&first, a, sizeof first);
+        if (a->target != c->target) return 0;
+        if (first == head[m]) continue;
+        if (a->op != KL_OP_ADD || a->component != key[m] || cmd_size(a) != sizes[m]) return 0;
+        held = 1;
     }
-    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target;
+    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target ? held : 0;
 }
 
 /* Applies a run of spawns from i as one batch, leaving the world as apply_spawn would one by
@@ -134,18 +141,27 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
     if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
         return 0;
     uint32_t sizes[KL_SPAWN_CACHE];
+    uint64_t head[KL_SPAWN_CACHE];
     for (int32_t m = 0; m < k; m++) {
         const kl_component *comp = kl_component_get(world, world->spawn_key[m]);
         if (comp->entity_slots) return 0; /* values to resolve: apply_spawn, one by one */
         sizes[m] = (uint32_t)comp->size;
+        kl_cmd add = {.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, .inline_size = (uint8_t)comp->size,
+                      .component = world->spawn_key[m]};
+        memcpy(&head[m], &add, sizeof head[m]);
+        if (comp->size > KL_INLINE) head[m] = ~(uint64_t)0; /* held in a block: no op is 0xFF */
     }
     const kl_cmd *cmds = cmd->cmds;
     int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
     int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
     if (world->free_head == KL_NONE && fresh < room) room = fresh;
     if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
-    for (int64_t j = i; n < room && cached_unit(cmds, count, j, k, world->spawn_key, sizes); j += unit)
-        n++;
+    bool held = true; /* every value inline in its add */
+    for (int64_t j = i; n < room; j += unit, n++) {
+        int unit_kind = cached_unit(cmds, count, j, k, world->spawn_key, sizes, head);
+        if (unit_kind == 0) break;
+        held &= unit_kind == 2;
+    }
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = kl_row_tick_now(world);
     int32_t first = arch->count, row = first;
@@ -179,6 +195,14 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         kl_column *col = &arch->columns[world->spawn_column[m]];
         size_t stride = col->stride;
         kl_cmd *a = &cmd->cmds[i + 1 + m];
+        if (held && stride == 8) { /* the usual run: each value in its add, of a known size */
+            for (int32_t r = first; r < row; r++, a += unit) {
+                memcpy(col->data + (size_t)r * 8, a->v.bytes, 8);
+                col->ticks[r] = stamp;
+            }
+            kl_column_touch(col, tick);
+            continue;
+        }
         for (int32_t r = first; r < row; r++, a += unit) {
             uint8_t *dst = col->data + (size_t)r * stride;
             if (!a->has_value) kl_column_write(col, r, NULL, true, tick, stamp); /* the defaults */
@@ -329,5 +353,6 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     cmd->head = cmd->count = 0;
     reset_values(cmd);
     cmd->complete = true;
+    cmd->spawned_last = KILN_NULL_ENTITY; /* its batch is over */
     return KILN_OK;
 }

@@ -534,6 +534,40 @@ KILN_TEST(failures, placeholders_of_a_previous_batch_are_rejected_and_stop_resol
     ck_assert_int_eq(kiln_entity_count(F.w), 2);
 }
 
+/* An add straight after the spawn it targets takes a lean path that trusts the buffer's
+ * latest placeholder: that trust ends with the batch (a complete apply, a clear) and with
+ * the world. */
+KILN_TEST(failures, the_latest_placeholder_is_refused_right_after_its_batch_ends) {
+    kiln_entity p, q;
+    ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
+    ASSERT_OK(kiln_commands_add(F.cmd, p, F.pos, &(test_position){1, 1}));
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    assert_placeholder_rejected(F.cmd, p, F.vel); /* no spawn in between */
+    ck_assert(!kiln_has(F.w, kiln_commands_resolve(F.cmd, p), F.vel));
+
+    ASSERT_OK(kiln_commands_spawn(F.cmd, &q));
+    ck_assert_uint_ne(q, p);
+    ASSERT_OK(kiln_commands_add(F.cmd, q, F.pos, &(test_position){2, 2}));
+    kiln_commands_clear(F.cmd);
+    assert_placeholder_rejected(F.cmd, q, F.vel);
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    ck_assert_int_eq(kiln_entity_count(F.w), 1);
+
+    kiln_world *w = kiln_world_create(NULL);
+    ck_assert_ptr_nonnull(w);
+    kiln_component pos = test_register_position(w);
+    kiln_commands *other = kiln_commands_create(w);
+    ck_assert_ptr_nonnull(other);
+    ASSERT_OK(kiln_commands_spawn(other, &q));
+    ASSERT_OK(kiln_commands_add(other, q, pos, &(test_position){3, 3}));
+    kiln_world_destroy(w); /* the buffer is detached */
+    ck_assert_int_eq(kiln_commands_add(other, q, pos, &(test_position){4, 4}), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_commands_error(other), "kiln_commands_add: the buffer's world was destroyed");
+    ck_assert_int_eq(kiln_commands_spawn(other, &q), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_commands_count(other), 0);
+    kiln_commands_destroy(other);
+}
+
 /* Before batch tags were unique per world, a placeholder's buffer id wrapped after 16,384
  * buffers and its batch number after 65,536 batches, so an old placeholder could name a
  * spawn of a later batch. */

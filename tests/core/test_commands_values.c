@@ -270,6 +270,61 @@ KILN_TEST(out_of_memory, out_of_memory_while_recording_records_nothing_of_the_fa
     ck_assert_int_ge(failures, 3); /* placeholders, commands, value storage */
 }
 
+/* Many spawns with two adds each, so the command and placeholder arrays grow while spawns
+ * and adds take their lean paths (a spawn into the latest spawn's batch, an add to the
+ * placeholder just spawned): running out of memory at any allocation refuses that call
+ * only, and the apply lands exactly the calls that succeeded. */
+KILN_TEST(out_of_memory, out_of_memory_at_any_growth_of_a_long_recording_refuses_only_that_call) {
+    enum { SPAWNS = 300 };
+    int64_t failures = 0;
+    for (int64_t n = 0;; n++) {
+        ck_assert_int_lt(n, 64);
+        test_allocator a;
+        kiln_component pos, vel;
+        kiln_entity live;
+        kiln_world *w = oom_world(&a, &pos, &vel, &live);
+        kiln_commands *cmd = kiln_commands_create(w);
+        ck_assert_ptr_nonnull(cmd);
+        static kiln_entity ph[SPAWNS];
+        int ok = 0, spawned = 0; /* calls that succeeded; spawns among them */
+        kiln_result r = KILN_OK;
+        test_allocator_fail_after(&a, n);
+        for (int i = 0; i < SPAWNS && r == KILN_OK; i++) {
+            kiln_entity p = (kiln_entity)777;
+            r = kiln_commands_spawn(cmd, &p);
+            if (r != KILN_OK) {
+                ck_assert_uint_eq(p, (kiln_entity)777); /* dest untouched */
+                break;
+            }
+            ph[spawned++] = p, ok++;
+            if ((r = kiln_commands_add(cmd, p, pos, &(test_position){(float)i, 1})) == KILN_OK) ok++;
+            if (r == KILN_OK && (r = kiln_commands_add(cmd, p, vel, &(test_velocity){2, (float)i})) == KILN_OK) ok++;
+        }
+        test_allocator_fail_never(&a);
+        if (r != KILN_OK) {
+            failures++;
+            ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+            ck_assert_str_ne(kiln_commands_error(cmd), "");
+        }
+        ck_assert_int_eq(kiln_commands_count(cmd), ok);
+        int64_t applied = -1;
+        ck_assert_int_eq(kiln_commands_apply(cmd, w, &applied), KILN_OK);
+        ck_assert_int_eq(applied, ok);
+        ck_assert_int_eq(kiln_entity_count(w), 1 + spawned);
+        for (int i = 0; i < spawned; i++) {
+            kiln_entity e = kiln_commands_resolve(cmd, ph[i]);
+            int adds = ok - 3 * i - 1; /* of this spawn's two adds, those recorded */
+            if (adds >= 1) test_assert_position(w, e, pos, (float)i, 1);
+            else ck_assert(!kiln_has(w, e, pos));
+            if (adds >= 2) ck_assert(kiln_has(w, e, vel) && ((const test_velocity *)kiln_get(w, e, vel))->y == (float)i);
+            else ck_assert(!kiln_has(w, e, vel));
+        }
+        oom_world_destroy(&a, w, cmd);
+        if (r == KILN_OK) break;
+    }
+    ck_assert_int_ge(failures, 6); /* placeholders and commands, each growing more than once */
+}
+
 KILN_TEST(out_of_memory, out_of_memory_during_apply_keeps_the_failing_command_for_the_next_apply) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {

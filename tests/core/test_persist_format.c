@@ -12,7 +12,7 @@
 /* A save written by hand: one schema Link {entity to}, one group of Links (the handles then
  * start 4 bytes past a multiple of 8: version 2 pads them). */
 typedef struct handmade {
-    unsigned char data[512];
+    unsigned char data[200 + 16 * 5001];  /* up to 5001 entities */
     size_t size;
     size_t pad_at;  /* where the handles' padding starts (version 2) */
 } handmade;
@@ -197,4 +197,60 @@ KILN_TEST(format, a_save_in_an_unaligned_buffer_loads_the_same_world) {
     pf_bytes_free(&again);
     pf_close(&a);
     pf_close(&b);
+}
+
+/* Handles are checked a block of 2048 rows at a time, two at a time within a block: a defect
+ * in any position (a block's first or last row, the odd row after the pairs) is named, and
+ * the failed load leaves nothing behind that a later load of a good file would trip on. */
+KILN_TEST(format, every_handle_of_a_large_group_is_checked_wherever_it_lies) {
+    enum { N = 5001 };
+    static kiln_entity handles[N], targets[N];
+    static handmade save;
+    static const int rows[] = {0, 1, 2, 3, 2047, 2048, 2049, 4095, 4096, 4097, 5000};
+    kiln_component link;
+    kiln_world *w = link_world(&link);
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++)
+        for (int defect = 0; defect < 5; defect++) {
+            int at = rows[k];
+            for (int i = 0; i < N; i++) handles[i] = kiln_entity_make((uint32_t)i, 1), targets[i] = KILN_NULL_ENTITY;
+            kiln_entity bad = handles[at];
+            if (defect == 0) bad = (kiln_entity)at; /* generation 0 */
+            if (defect == 1) bad = handles[at] | (uint64_t)1 << 53; /* a bit above the generation */
+            if (defect == 2) bad = kiln_entity_make(N, 1); /* at the slot count */
+            if (defect == 3) bad = handles[at == 0 ? 1 : at - 1]; /* a slot twice */
+            if (defect == 4) bad = kiln_entity_make((uint32_t)at, KILN_ENTITY_GENERATION_MAX); /* valid */
+            handles[at] = bad;
+            handmade_save(&save, 2, N, N, handles, targets);
+            kiln_result r = kiln_load(w, save.data, save.size, NULL);
+            char expect[128];
+            if (defect == 0 || defect == 1)
+                snprintf(expect, sizeof expect, "kiln_load: group 0 row %d holds an invalid handle %llx", at,
+                         (unsigned long long)bad);
+            else if (defect == 2)
+                snprintf(expect, sizeof expect,
+                         "kiln_load: group 0 row %d holds handle %llx, at or past the header's slot count %d", at,
+                         (unsigned long long)bad, N);
+            else if (defect == 3)
+                snprintf(expect, sizeof expect, "kiln_load: entity %uv1 appears twice (or shares its slot)",
+                         (unsigned)kiln_entity_index(bad));
+            if (defect == 4) {
+                ck_assert_msg(r == KILN_OK, "row %d: %s", at, kiln_world_error(w));
+                ck_assert(kiln_is_alive(w, bad));
+                ck_assert_int_eq(kiln_entity_count(w), N);
+                kiln_world_destroy(w);
+                w = link_world(&link);
+                continue;
+            }
+            ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+            ck_assert_str_eq(kiln_world_error(w), expect);
+            ck_assert_int_eq(kiln_entity_count(w), 0);
+        }
+    /* the good file still loads into the world all those loads failed in */
+    for (int i = 0; i < N; i++) handles[i] = kiln_entity_make((uint32_t)i, 1);
+    for (int i = 0; i < N; i++) targets[i] = handles[(i * 7) % N];
+    handmade_save(&save, 2, N, N, handles, targets);
+    ck_assert_msg(kiln_load(w, save.data, save.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert_int_eq(kiln_entity_count(w), N);
+    for (int i = 0; i < N; i += 997) ck_assert_uint_eq(target_of(w, link, handles[i]), handles[(i * 7) % N]);
+    kiln_world_destroy(w);
 }

@@ -91,12 +91,57 @@ uint64_t pz_saved_slots(const pz_doc *doc) {
     return doc->entity_count ? (uint64_t)max + 1 : 0;
 }
 
+/* Rows a pass of pz_map_build takes at a time (16 KiB of handles). */
+#define MAP_BLOCK 2048
+
+/* Whether the n handles at h are valid below limit (the generation 1 and up with nothing above
+ * it, the index below limit), without a branch: each 32-bit half of a handle (the generation
+ * part less one, so that 0 wraps past the top) is held against its bound, two handles at a
+ * time, in whatever order the halves lie in memory; the comparisons are or-ed, so no
+ * iteration waits for the one before. */
+typedef uint32_t halves __attribute__((vector_size(16)));
+
+static bool valid_block(const kiln_entity *h, int64_t n, uint32_t limit) {
+    const kiln_entity one_pair[2] = {(uint64_t)1 << 32, (uint64_t)1 << 32};
+    const kiln_entity bound_pair[2] = {(uint64_t)KILN_ENTITY_GENERATION_MAX << 32 | limit,
+                                       (uint64_t)KILN_ENTITY_GENERATION_MAX << 32 | limit};
+    halves one, bound, over = {0, 0, 0, 0}, over2 = {0, 0, 0, 0};
+    memcpy(&one, one_pair, sizeof one);
+    memcpy(&bound, bound_pair, sizeof bound);
+    int64_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        halves a, b;
+        memcpy(&a, h + r, sizeof a);
+        memcpy(&b, h + r + 2, sizeof b);
+        over |= (halves)(a - one >= bound);
+        over2 |= (halves)(b - one >= bound);
+    }
+    over |= over2;
+    uint64_t wrong = over[0] | over[1] | over[2] | over[3];
+    for (; r < n; r++) {
+        uint64_t high = h[r] >> 32;
+        wrong |= (uint64_t)(high - 1 >= KILN_ENTITY_GENERATION_MAX) | (uint64_t)((uint32_t)h[r] >= limit);
+    }
+    return wrong == 0;
+}
+
+/* Notes rows [begin, end) of handles h (valid) in gen; returns end, or the row whose slot was
+ * noted already. */
+static int64_t map_block(const kiln_entity *h, int64_t begin, int64_t end, uint32_t *gen) {
+    for (int64_t r = begin; r < end; r++) {
+        uint32_t idx = (uint32_t)h[r];
+        if (gen[idx]) return r;
+        gen[idx] = (uint32_t)(h[r] >> 32);
+    }
+    return end;
+}
+
 /* Whether the map is a direct table by slot (the saved indices are dense: the usual case). */
 static bool dense(const pz_doc *doc, uint64_t slots) { return slots <= 2 * (uint64_t)doc->entity_count + 4096; }
 
 /* Checks every saved handle (valid, below slots, no slot twice) into the map; place: the
  * loaded entities keep their handles (so the direct map needs no new handles), and each row's
- * record and handle are written on the same pass (pz_slots_write). */
+ * record and handle are written on the same pass (pz_slots_write_block). */
 kiln_result pz_map_build(kiln_world *world, pz_doc *doc, uint64_t slots, const pz_place *place,
                              pz_handle_map *m) {
     bool keep = place != NULL;
@@ -105,28 +150,23 @@ kiln_result pz_map_build(kiln_world *world, pz_doc *doc, uint64_t slots, const p
         m->generation = pz_alloc(&doc->arena, sizeof(uint32_t) * (m->mask + 1));
         m->values = keep ? NULL : pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * m->mask);
         if (!m->generation || (!keep && !m->values)) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
-        /* one pass: invalid handles are noted without a branch (an index past the table
-         * lands on its last entry) and named by a second look only when there is one */
+        /* a block of handles at a time, while it is in L1: checked without a branch (an
+         * invalid one is named by a second look), then mapped and, kept, placed */
         uint32_t *gen = m->generation, limit = (uint32_t)slots;
-        uint64_t wrong = 0;
         for (uint32_t g = 0; g < doc->group_count; g++) {
             const kiln_entity *h = doc->groups[g].handles;
             pz_rows rows = keep ? pz_slots_rows(place, g) : (pz_rows){0};
-            for (int64_t r = 0, n = doc->groups[g].count; r < n; r++) {
-                kiln_entity e = h[r];
-                uint32_t idx = kiln_entity_index(e);
-                uint64_t high = e >> 32; /* the generation, 1 and up, and nothing above it */
-                wrong |= (uint64_t)(high - 1 >= KILN_ENTITY_GENERATION_MAX) | (uint64_t)(idx >= limit);
-                uint32_t at = idx < limit ? idx : limit;
-                if (gen[at]) {
+            for (int64_t b = 0, n = doc->groups[g].count; b < n; b += MAP_BLOCK) {
+                int64_t end = n - b < MAP_BLOCK ? n : b + MAP_BLOCK;
+                if (!valid_block(h + b, end - b, limit)) return check_handles(world, doc);
+                int64_t r = keep ? pz_slots_write_block(rows, h, b, end, gen) : map_block(h, b, end, gen);
+                if (r < end) {
                     kiln_result bad = check_handles(world, doc);
-                    return bad != KILN_OK ? bad : twice(world, e);
+                    return bad != KILN_OK ? bad : twice(world, h[r]);
                 }
-                gen[at] = (uint32_t)high;
-                if (keep && at < limit) pz_slots_write(rows, r, e);
             }
         }
-        return wrong ? check_handles(world, doc) : KILN_OK;
+        return KILN_OK;
     }
     kiln_result bad = check_handles(world, doc);
     if (bad != KILN_OK) return bad;

@@ -250,13 +250,20 @@ static inline pz_rows pz_slots_rows(const pz_place *place, uint32_t g) {
     return (pz_rows){arch->entities + place->first[g], place->pages, arch->id, (uint32_t)place->first[g]};
 }
 
-/* Row r of the group at its saved handle e (valid and below the slot count): its record and
- * its row's handle, written before the rows are published. */
-static inline void pz_slots_write(pz_rows w, int64_t r, kiln_entity e) {
-    uint32_t idx = kiln_entity_index(e);
-    w.entities[r] = e;
-    kl_record_set_alive(&w.pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)], kiln_entity_generation(e),
-                        w.archetype, w.first + (uint32_t)r);
+/* Rows [begin, end) of the group at their saved handles h (valid, below the slot count): each
+ * slot noted in gen, the rows' handles and records written before the rows are published.
+ * Returns end, or the first row whose slot was noted already (a handle twice). */
+static inline int64_t pz_slots_write_block(pz_rows w, const kiln_entity *h, int64_t begin, int64_t end,
+                                           uint32_t *gen) {
+    memcpy(w.entities + begin, h + begin, sizeof(kiln_entity) * (size_t)(end - begin));
+    for (int64_t r = begin; r < end; r++) {
+        uint32_t idx = (uint32_t)h[r], high = (uint32_t)(h[r] >> 32);
+        if (gen[idx]) return r;
+        gen[idx] = high;
+        kl_record_set_alive(&w.pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)], high, w.archetype,
+                            w.first + (uint32_t)r);
+    }
+    return end;
 }
 
 /* Publishes the rows every saved handle was written to (pz_slots_write; saved: non-zero for

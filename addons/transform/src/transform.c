@@ -228,22 +228,37 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
     memset(memo, 0, bytes);
     chain_walk w = {world, atomic_load_explicit(&((kiln_world *)(uintptr_t)world)->pages, memory_order_acquire),
                     world->archetypes, st->ids.parent, memo, slots};
+    /* the row before's entity and its chain length, kept in registers: a parent in the row
+     * just before (a hierarchy stored depth first) is answered without reading back the memo
+     * just written, which would chain every row to the one before through memory (at first
+     * no handle: a value that met it would stop the pass, leaving its row to the hook) */
+    kiln_entity last = ~(kiln_entity)0;
+    uint32_t last_length = CHAIN_CAP;
     int64_t i = 0;
     for (; i < count; i++) {
         kiln_entity e = entities[i], parent;
         memcpy(&parent, values + (size_t)i * stride + offsetof(kiln_parent, entity), sizeof parent);
-        if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) {
-            if (parent != KILN_NULL_ENTITY && dead_refused(&w, parent)) break;
-            continue;
+        uint32_t above;
+        if (parent == last && e != parent && e != KILN_NULL_ENTITY) {
+            above = last_length;
+        } else {
+            if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) {
+                if (parent != KILN_NULL_ENTITY && dead_refused(&w, parent)) break;
+                continue;
+            }
+            if (parent == e) break;
+            /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
+            above = memo_of(memo, slots, parent);
+            if (above == 0) above = root_length(&w, parent);
+            if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
+            if (above == 0 && dead_refused(&w, parent)) break;
         }
-        if (parent == e) break;
-        /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
-        uint32_t above = memo_of(memo, slots, parent);
-        if (above == 0) above = root_length(&w, parent);
-        if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
-        if (above >= CHAIN_CAP || (above == 0 && dead_refused(&w, parent))) break;
+        if (above >= CHAIN_CAP) break;
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
-        if (kiln_entity_index(e) < slots) memo[kiln_entity_index(e)] = memo_make(e, above + 1);
+        if (kiln_entity_index(e) < slots) {
+            memo[kiln_entity_index(e)] = memo_make(e, above + 1);
+            last = e, last_length = above + 1;
+        }
     }
     kl_free(alloc, memo, bytes);
     return i;
