@@ -325,6 +325,12 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record,
     else kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false);
 }
 
+/* kl_archetype_move_plain out of line, for kl_archetype_move (the calls that found no plain
+ * edge: one copy of the move there, not one in each caller). */
+KL_HIDDEN void kl_archetype_move_plain_call(kiln_world *world, kl_archetype *src,
+                                            kl_record *record, kl_archetype *dst,
+                                            const kl_column *added, kl_column *gone);
+
 /* Moves the entity at src_row of src into a new row of dst, its neighbour along one
  * component (room must be reserved). The columns of src and dst follow one sorted order and
  * differ at most by that component's column: added (dst's column, or -1), whose value is
@@ -341,9 +347,9 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
         kl_column_write(&dst->columns[added], dst->count, value, move, world->tick,
                         kl_row_tick_now(world));
     if (KL_LIKELY(!src->has_hooks)) {
-        kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
-                                world->tick, added >= 0 ? &dst->columns[added] : NULL,
-                                gone >= 0 ? &src->columns[gone] : NULL);
+        kl_archetype_move_plain_call(world, src, record, dst,
+                                     added >= 0 ? &dst->columns[added] : NULL,
+                                     gone >= 0 ? &src->columns[gone] : NULL);
         return;
     }
     kiln_entity e = src->entities[src_row];

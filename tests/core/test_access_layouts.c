@@ -170,3 +170,23 @@ KILN_TEST(layouts, a_removed_kind_leaves_the_others_in_place_in_every_layout) {
         }
     }
 }
+
+KILN_TEST(layouts, a_value_added_as_null_along_a_cached_edge_takes_the_defaults) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component pos = test_register_position(w), health;
+    static const int32_t full = 100;
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Health",
+                         .size = sizeof full, .defaults = &full}, &health),
+                     KILN_OK);
+    kiln_entity e[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(kiln_spawn_with(w, &pos, (const void *[]){&(test_position){1, 2}}, 1,
+                                         &e[i]),
+                         KILN_OK);
+        ck_assert_int_eq(kiln_add(w, e[i], health, i == 0 ? &(int32_t){5} : NULL), KILN_OK);
+    }
+    ck_assert_int_eq(*(const int32_t *)kiln_get(w, e[0], health), 5);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(w, e[1], health), 100);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(w, e[2], health), 100);
+    kiln_world_destroy(w);
+}
