@@ -256,7 +256,8 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
                       const kl_column *gone, size_t at, size_t to, size_t tail, kiln_tick base,
                       bool swap) {
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
-    int32_t shared = src->column_count - (gone != NULL);
+    /* the shorter list: dst's when a column is gone, else src's (equal when a tag moves) */
+    int32_t shared = gone ? dst->column_count : src->column_count;
     if (shared <= KL_MOVE_UNROLLED) {
         kl_column *s0 = s + (s == gone), *d0 = d + (d == added);
         kl_column *s1 = s0 + 1 + (s0 + 1 == gone), *d1 = d0 + 1 + (d0 + 1 == added);
