@@ -259,19 +259,26 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
     /* the shorter list: dst's when a column is gone, else src's (equal when a tag moves) */
     int32_t shared = gone ? dst->column_count : src->column_count;
     if (shared <= KL_MOVE_UNROLLED) {
-        kl_column *s0 = s + (s == gone), *d0 = d + (d == added);
-        kl_column *s1 = s0 + 1 + (s0 + 1 == gone), *d1 = d0 + 1 + (d0 + 1 == added);
+        /* the next shared column from p on: p, or the one after when p is the changed one
+         * (only ever stepped to a column that exists) */
+#define KL_SHARED(p, changed) ((p) + ((p) == (changed)))
         if (shared == 2) {
+            kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
             kl_move_plain_column(s0, d0, at, to, tail, base, swap);
-            kl_move_plain_column(s1, d1, at, to, tail, base, swap);
+            kl_move_plain_column(KL_SHARED(s0 + 1, gone), KL_SHARED(d0 + 1, added), at, to,
+                                 tail, base, swap);
         } else if (shared == 1) {
-            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
+            kl_move_plain_column(KL_SHARED(s, gone), KL_SHARED(d, added), at, to, tail, base,
+                                 swap);
         } else if (shared == 3) {
-            kl_column *s2 = s1 + 1 + (s1 + 1 == gone), *d2 = d1 + 1 + (d1 + 1 == added);
+            kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
+            kl_column *s1 = KL_SHARED(s0 + 1, gone), *d1 = KL_SHARED(d0 + 1, added);
             kl_move_plain_column(s0, d0, at, to, tail, base, swap);
             kl_move_plain_column(s1, d1, at, to, tail, base, swap);
-            kl_move_plain_column(s2, d2, at, to, tail, base, swap);
+            kl_move_plain_column(KL_SHARED(s1 + 1, gone), KL_SHARED(d1 + 1, added), at, to,
+                                 tail, base, swap);
         }
+#undef KL_SHARED
         return;
     }
     for (; s < end; s++, d++) {
