@@ -107,14 +107,16 @@ plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint
     return true;
 }
 
-/* An add of value along a plain edge, when there is one (and a value to write): true when
- * done, false when the general path must decide. The value is written first (it may be read
- * from a row the move relocates), then the row moves. */
+/* An add of value along a plain edge, when there is one (and a value to write, or a tag):
+ * true when done, false when the general path must decide (a NULL value there writes the
+ * defaults). The value is written first (it may be read from a row the move relocates), then
+ * the row moves. */
 static inline __attribute__((always_inline)) bool add_plain(kiln_world *world, kiln_entity entity,
                                                             kiln_component component,
                                                             const void *value) {
     plain_move m;
-    if (!plain_edge(world, entity, component, KL_EDGE_ADD, &m) || !value) return false;
+    if (!plain_edge(world, entity, component, KL_EDGE_ADD, &m)) return false;
+    if (KL_UNLIKELY(!value) && m.edge->column) return false;
     kiln_tick tick = world->tick;
     kl_column *col = m.edge->column;
     kl_archetype *dst = m.edge->to;

@@ -377,6 +377,12 @@ void kl_move_bytes(uint8_t *to, uint8_t *from, const uint8_t *tail, size_t size)
     memmove(from, tail, size);
 }
 
+void kl_archetype_move_plain_call(kiln_world *world, kl_archetype *src, kl_record *record,
+                                  kl_archetype *dst, const kl_column *added, kl_column *gone) {
+    kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
+                            world->tick, added, gone);
+}
+
 void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added, int32_t gone,
                               size_t at, size_t to, size_t tail, kiln_tick base) {
     kl_column *s = src->columns, *d = dst->columns;

@@ -247,16 +247,18 @@ KL_HIDDEN void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, in
 KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t at, size_t tail);
 
 /* Moves the plain value and tick at row at of column s to row to of column d (the same
- * component, another archetype), then the tail row's value and tick into row at (none when
- * at is tail: that row leaves, no hole is left), and raises d's latest tick. */
+ * component, another archetype), then, when swap (at is not tail), the tail row's value and
+ * tick into row at (when at is tail that row leaves and no hole is left), and raises d's
+ * latest tick. */
 static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
                                                                        size_t at, size_t to,
-                                                                       size_t tail, kiln_tick base) {
+                                                                       size_t tail, kiln_tick base,
+                                                                       bool swap) {
     size_t stride = s->stride;
     uint8_t *data = s->data;
     kiln_row_tick *ticks = s->ticks;
     kiln_row_tick tick = ticks[at];
-    if (at != tail) {
+    if (swap) {
         kl_move_sized(d->data + to * stride, data + at * stride, data + tail * stride, stride);
         ticks[at] = ticks[tail];
     } else kl_copy_over(d->data + to * stride, data + at * stride, stride);
@@ -280,26 +282,62 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
     kl_record_set_place(record, dst_id, (uint32_t)row);
 }
 
-/* kl_archetype_move when no column of src has a move or destroy hook, with the changed
- * column as a pointer (added: into dst's columns; gone: into src's; NULL for none), from what
- * the caller read already (so nothing is read twice, nor again after an added value's
- * write): record and its bits place the entity at row at of src; it goes to row to of dst
- * (dst's count, room reserved) at tick (the world's). The rows and records first, then the
- * values, in one pass over the columns that skips the changed one; when the entity is src's
- * last row no hole is filled. */
+/* The columns moved together (see kl_move_plain_columns) up to this many; beyond, a loop. */
+#define KL_MOVE_UNROLLED 3
+
+/* Moves every column of src but gone to its column of dst (every one but added) with
+ * kl_move_plain_column. The two lists follow one sorted order and differ at most by gone
+ * and added; up to KL_MOVE_UNROLLED shared columns move without a loop (no per-column skip
+ * tests, no loop registers: the usual small archetypes). */
 static inline __attribute__((always_inline)) void
-kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
-                        kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
-                        kl_column *gone) {
-    KILN_ASSERT(to == (size_t)dst->count && dst->count < dst->capacity, "row reserved before the move");
-    size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
+kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl_column *added,
+                      const kl_column *gone, size_t at, size_t to, size_t tail, kiln_tick base,
+                      bool swap) {
+    kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
+    /* the shorter list: dst's when a column is gone, else src's (equal when a tag moves) */
+    int32_t shared = gone ? dst->column_count : src->column_count;
+    if (shared <= KL_MOVE_UNROLLED) {
+        /* the next shared column from p on: p, or the one after when p is the changed one
+         * (only ever stepped to a column that exists) */
+#define KL_SHARED(p, changed) ((p) + ((p) == (changed)))
+        if (shared == 2) {
+            kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
+            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
+            kl_move_plain_column(KL_SHARED(s0 + 1, gone), KL_SHARED(d0 + 1, added), at, to,
+                                 tail, base, swap);
+        } else if (shared == 1) {
+            kl_move_plain_column(KL_SHARED(s, gone), KL_SHARED(d, added), at, to, tail, base,
+                                 swap);
+        } else if (shared == 3) {
+            kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
+            kl_column *s1 = KL_SHARED(s0 + 1, gone), *d1 = KL_SHARED(d0 + 1, added);
+            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
+            kl_move_plain_column(s1, d1, at, to, tail, base, swap);
+            kl_move_plain_column(KL_SHARED(s1 + 1, gone), KL_SHARED(d1 + 1, added), at, to,
+                                 tail, base, swap);
+        }
+#undef KL_SHARED
+        return;
+    }
+    for (; s < end; s++, d++) {
+        if (s == gone && ++s == end) break;
+        if (d == added) d++;
+        kl_move_plain_column(s, d, at, to, tail, base, swap);
+    }
+}
+
+/* kl_archetype_move_plain's body with swap (at is not tail: src's last row fills the hole)
+ * known, so each of its two forms carries no per-column test of it. */
+static inline __attribute__((always_inline)) void
+kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
+                   kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
+                   kl_column *gone, size_t at, size_t tail, bool swap) {
     kiln_entity *rows = src->entities;
-    size_t tail = (size_t)src->count - 1;
     dst->entities[to] = rows[at];
     dst->count = (int32_t)to + 1;
     dst->structure_tick = tick;
     world->structure_version++;
-    if (at != tail) {
+    if (swap) {
         kiln_entity moved = rows[tail];
         rows[at] = moved;
         kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
@@ -307,19 +345,37 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record,
     src->count = (int32_t)tail;
     src->structure_tick = tick;
     record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
-    if (gone && at != tail) { /* a plain value: nothing to destroy, the tail fills its hole */
+    if (gone && swap) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
                      gone->stride);
         gone->ticks[at] = gone->ticks[tail];
     }
-    kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
-    kiln_tick base = world->tick_base;
-    for (; s < end; s++, d++) {
-        if (s == gone && ++s == end) break;
-        if (d == added) d++;
-        kl_move_plain_column(s, d, at, to, tail, base);
-    }
+    kl_move_plain_columns(src, dst, added, gone, at, to, tail, world->tick_base, swap);
 }
+
+/* kl_archetype_move when no column of src has a move or destroy hook, with the changed
+ * column as a pointer (added: into dst's columns; gone: into src's; NULL for none), from what
+ * the caller read already (so nothing is read twice, nor again after an added value's
+ * write): record and its bits place the entity at row at of src; it goes to row to of dst
+ * (dst's count, room reserved) at tick (the world's). The rows and records first, then the
+ * values, column by column, skipping the changed one; when the entity is src's last row no
+ * hole is filled. */
+static inline __attribute__((always_inline)) void
+kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
+                        kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
+                        kl_column *gone) {
+    KILN_ASSERT(to == (size_t)dst->count && dst->count < dst->capacity, "row reserved before the move");
+    size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
+    size_t tail = (size_t)src->count - 1;
+    if (at != tail) kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true);
+    else kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false);
+}
+
+/* kl_archetype_move_plain out of line, for kl_archetype_move (the calls that found no plain
+ * edge: one copy of the move there, not one in each caller). */
+KL_HIDDEN void kl_archetype_move_plain_call(kiln_world *world, kl_archetype *src,
+                                            kl_record *record, kl_archetype *dst,
+                                            const kl_column *added, kl_column *gone);
 
 /* Moves the entity at src_row of src into a new row of dst, its neighbour along one
  * component (room must be reserved). The columns of src and dst follow one sorted order and
@@ -337,9 +393,9 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
         kl_column_write(&dst->columns[added], dst->count, value, move, world->tick,
                         kl_row_tick_now(world));
     if (KL_LIKELY(!src->has_hooks)) {
-        kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
-                                world->tick, added >= 0 ? &dst->columns[added] : NULL,
-                                gone >= 0 ? &src->columns[gone] : NULL);
+        kl_archetype_move_plain_call(world, src, record, dst,
+                                     added >= 0 ? &dst->columns[added] : NULL,
+                                     gone >= 0 ? &src->columns[gone] : NULL);
         return;
     }
     kiln_entity e = src->entities[src_row];
