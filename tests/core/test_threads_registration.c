@@ -67,6 +67,7 @@ typedef struct shared {
     kiln_query *dyn_query[MAX_TYPES + 1];
     atomic_int published;   /* dynamic types registered so far (all of them complete) */
     atomic_int started, done;
+    atomic_int reading;     /* the reader has taken its count and reads until done */
 
     /* written by the reader */
     int32_t added[FRAMES + 1];   /* per frame: the dynamic type the reader added, or 0 */
@@ -170,6 +171,7 @@ static void reader(const kiln_system_ctx *ctx) {
     /* Wait (bounded: the pool may have run this job inline first) for the registrar. */
     while (!atomic_load(&s->started) && now_ns() < deadline) sched_yield();
     int32_t seen_at_start = atomic_load_explicit(&s->published, memory_order_acquire);
+    atomic_store(&s->reading, 1);
     int32_t iteration = 0;
     deadline = now_ns() + 5000000000;
     while ((iteration < 50 || !atomic_load(&s->done)) && now_ns() < deadline) {
@@ -199,6 +201,12 @@ static void registrar(const kiln_system_ctx *ctx) {
     shared *s = ctx->user;
     kiln_world *w = ctx->world;
     atomic_store(&s->started, 1);
+    /* Publish only once the reader reads (bounded: it may have run inline before, or be
+     * late on a loaded machine), so that its reads overlap the registrations whatever the
+     * scheduler does; without this wait a busy machine could run every frame's reader
+     * after the registrar and the overlap check below would fail. */
+    int64_t deadline = now_ns() + 2000000000;
+    while (!atomic_load(&s->reading) && now_ns() < deadline) sched_yield();
     int32_t n = atomic_load(&s->published);
     for (int32_t k = 0; k < TYPES_PER_FRAME; k++) {
         n++;
@@ -297,6 +305,7 @@ static kiln_world *run_scenario(void) {
         S.frame = f;
         atomic_store(&S.started, 0);
         atomic_store(&S.done, 0);
+        atomic_store(&S.reading, 0);
         kiln_result r = kiln_schedule_run(sched, 1.0 / 60);
         ck_assert_msg(r == KILN_OK, "frame %d: %s", (int)f, kiln_world_error(w));
     }
