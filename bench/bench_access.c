@@ -44,11 +44,22 @@ static void next_slice(get_random_ctx *c, int *slice, int64_t *begin, int64_t *e
 
 #define GET_BLOCK 256 /* handles per kiln_get_many call in get_random */
 
-/* get_random: the reads through kiln_get_many, a block of handles at a time. */
-static double get_random_kiln(void *ctx) {
-    get_random_ctx *c = ctx;
-    const kiln_world *world = c->world;
-    kiln_component pos_id = c->ids.position;
+/* A block reader of the batched cases: fills values for n handles, returns how many it found. */
+typedef int32_t (*read_block_fn)(get_random_ctx *c, const kiln_entity *handles, int32_t n,
+                                 const void **values);
+
+static int32_t read_block_get_many(get_random_ctx *c, const kiln_entity *handles, int32_t n,
+                                   const void **values) {
+    return kiln_get_many(c->world, handles, n, c->ids.position, values);
+}
+
+static int32_t read_block_getter_many(get_random_ctx *c, const kiln_entity *handles, int32_t n,
+                                      const void **values) {
+    return kiln_getter_get_many(&c->getter, handles, n, values);
+}
+
+/* The batched reads, a block of handles at a time through read (named by what, for a failure). */
+static double read_in_blocks(get_random_ctx *c, read_block_fn read, const char *what) {
     const kiln_entity *handles = c->shuffled;
     const void *values[GET_BLOCK];
     uint64_t sum = 0;
@@ -58,7 +69,7 @@ static double get_random_kiln(void *ctx) {
     double t0 = bench_now_ns();
     for (int64_t i = begin; i < end; i += GET_BLOCK) {
         int32_t n = end - i < GET_BLOCK ? (int32_t)(end - i) : GET_BLOCK;
-        missing += n - kiln_get_many(world, handles + i, n, pos_id, values);
+        missing += n - read(c, handles + i, n, values);
         for (int32_t k = 0; k < n; k++) {
             const position *p = values[k];
             if (p != NULL) sum += bench_float_bits(p->x) + bench_float_bits(p->y);
@@ -66,39 +77,21 @@ static double get_random_kiln(void *ctx) {
     }
     double t1 = bench_now_ns();
 
-    if (missing != 0) bench_fail(&c->state, "kiln_get_many found %lld live entities missing",
+    if (missing != 0) bench_fail(&c->state, "%s found %lld live entities missing", what,
                            (long long)missing);
     if (c->state.verify) c->kiln_sum = sum;
     bench_consume(sum);
     return t1 - t0;
 }
 
-/* get_prepared_many: the reads through kiln_getter_get_many, a block of handles at a time. */
+/* get_random: the reads through kiln_get_many. */
+static double get_random_kiln(void *ctx) {
+    return read_in_blocks(ctx, read_block_get_many, "kiln_get_many");
+}
+
+/* get_prepared_many: the reads through kiln_getter_get_many. */
 static double get_prepared_many_kiln(void *ctx) {
-    get_random_ctx *c = ctx;
-    const kiln_getter *getter = &c->getter;
-    const kiln_entity *handles = c->shuffled;
-    const void *values[GET_BLOCK];
-    uint64_t sum = 0;
-    int64_t missing = 0, begin, end;
-    next_slice(c, &c->kiln_slice, &begin, &end);
-
-    double t0 = bench_now_ns();
-    for (int64_t i = begin; i < end; i += GET_BLOCK) {
-        int32_t n = end - i < GET_BLOCK ? (int32_t)(end - i) : GET_BLOCK;
-        missing += n - kiln_getter_get_many(getter, handles + i, n, values);
-        for (int32_t k = 0; k < n; k++) {
-            const position *p = values[k];
-            if (p != NULL) sum += bench_float_bits(p->x) + bench_float_bits(p->y);
-        }
-    }
-    double t1 = bench_now_ns();
-
-    if (missing != 0) bench_fail(&c->state, "kiln_getter_get_many found %lld live entities missing",
-                           (long long)missing);
-    if (c->state.verify) c->kiln_sum = sum;
-    bench_consume(sum);
-    return t1 - t0;
+    return read_in_blocks(ctx, read_block_getter_many, "kiln_getter_get_many");
 }
 
 /* get_single: one kiln_get call per handle. */
