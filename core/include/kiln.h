@@ -401,7 +401,8 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
 void kiln_getter_fini(kiln_getter *getter);
 void kiln_getter_check(const kiln_getter *getter);
 /* kiln_get_many through a getter: dest[i] = kiln_getter_get(getter, entities[i]), records
- * requested a block ahead; returns how many are not NULL (count < 0: as kiln_get_many). */
+ * requested a block ahead; returns how many are not NULL (count < 0 asserts). The pointers,
+ * like the getter, are valid until the world's next structural change. */
 int32_t kiln_getter_get_many(const kiln_getter *getter, const kiln_entity *entities, int32_t count, const void **dest);
 /* What kiln_get(world, entity, component) answers (tags: NULL). */
 static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity entity) {
