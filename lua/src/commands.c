@@ -12,7 +12,7 @@ enum { OP_SPAWN = 1, OP_DESPAWN, OP_ADD, OP_SET, OP_REMOVE };
 typedef struct klua_commands {
     lua_Integer head, count;  /* pending records */
     lua_Integer spawns;       /* placeholders handed out in this batch */
-    lua_Integer batch;        /* numbers batches, so an old placeholder never names a new spawn */
+    lua_Integer batch;        /* the batch's tag (0 until it first spawns): names its placeholders */
     bool complete;            /* the last apply took everything: the next record starts a batch */
     const struct klua_comp *link; /* while an add or set applies: its component, when it has
                                    * entity fields that may hold placeholders (else NULL) */
@@ -21,44 +21,53 @@ typedef struct klua_commands {
                                * good); 0 when applying */
 } klua_commands;
 
-/* A placeholder is -(batch * 2^24 + k) for the k-th spawn (from 1) of a batch. Batches are
- * numbered per Lua state, not per buffer, so one buffer's placeholder is no other buffer's;
- * the top bits of the 28-bit number are the state's universe (0 for a host, one per mod
- * state: klua_commands_universe), so a host's placeholder is no mod's either. The 2^20
- * batches of a universe wrap. |placeholder| < 2^52: exact as a LuaJIT number. */
-#define BATCH_SHIFT 24
-#define BATCH_BITS 28
-#define UNIVERSE_SHIFT 20
+/* A placeholder is -(tag * 2^20 + k) for the k-th spawn (from 1) of a batch. A batch takes its
+ * tag when it first spawns, from one counter for a host's state and every mod state its
+ * managers made (the host's registry, KLUA_REG_TAGS), so no two batches of any buffers that
+ * can hand each other numbers ever share a tag: an old placeholder, another buffer's, a mod's
+ * or the host's can only be refused, never taken for a new spawn. Tags run to 2^33 - 1, then
+ * spawning is refused; |placeholder| < 2^53: exact as a LuaJIT number. */
+#define BATCH_SHIFT 20
+#define TAG_LIMIT ((lua_Integer)1 << 33)
 static lua_Integer placeholder(const klua_commands *c, lua_Integer k) { return -((c->batch << BATCH_SHIFT) + k); }
 static lua_Integer spawn_number(lua_Integer p) { return (-p) & ((1 << BATCH_SHIFT) - 1); }
 static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 
 static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
-/* Registry key of the state's next batch number (an integer; absent: 0). */
-static const char batch_key = 0;
+/* Registry key, in a mod state, of the host's main thread (light userdata), whose registry
+ * holds the tags of both; mod code cannot reach its registry. */
+static const char host_key = 0;
 
-/* The state's next batch number, advanced within its universe. */
-static lua_Integer next_batch(lua_State *L) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &batch_key);
-    lua_Integer b = lua_tointeger(L, -1) & (((lua_Integer)1 << BATCH_BITS) - 1);
+/* A new batch tag for a buffer of thread L. The counter is an integer the host's state got
+ * when kiln was opened in it, so setting it allocates nothing; in a mod state it is reached
+ * through the host's main thread (alive while the mod's state is: the manager closes it),
+ * with two slots of its stack pushed and popped. */
+static lua_Integer next_tag(lua_State *L) {
+    lua_State *H = L;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &host_key) == LUA_TLIGHTUSERDATA) H = lua_touserdata(L, -1);
     lua_pop(L, 1);
-    lua_Integer counter = ((lua_Integer)1 << UNIVERSE_SHIFT) - 1;
-    lua_pushinteger(L, (b & ~counter) | ((b + 1) & counter));
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_key);
-    return b;
+    if (H != L && !lua_checkstack(H, 2)) klua_fail(L, "commands:spawn", "the host's stack is full");
+    int ok = 0;
+    lua_Integer last = lua_getfield(H, LUA_REGISTRYINDEX, KLUA_REG_TAGS) == LUA_TNUMBER ? lua_tointegerx(H, -1, &ok) : 0;
+    lua_pop(H, 1);
+    if (!ok || last < 0) klua_fail(L, "commands:spawn", "its placeholder tags were changed through the debug library");
+    if (last >= TAG_LIMIT - 1)
+        klua_fail(L, "commands:spawn", "the placeholder tags of this Lua state and its mods are used up (2^33 - 1 "
+                  "batches spawned)");
+    lua_pushinteger(H, last + 1);
+    lua_setfield(H, LUA_REGISTRYINDEX, KLUA_REG_TAGS); /* the key is there: nothing allocated */
+    return last + 1;
 }
 
-void klua_commands_universe(lua_State *L, uint32_t universe) {
-    lua_pushinteger(L, (lua_Integer)(universe & ((1u << (BATCH_BITS - UNIVERSE_SHIFT)) - 1)) << UNIVERSE_SHIFT);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &batch_key);
+void klua_commands_link(lua_State *L, lua_State *host) {
+    lua_pushlightuserdata(L, host);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &host_key);
 }
 
 int klua_commands_new(lua_State *L) {
-    lua_Integer batch = next_batch(L);
     klua_commands *c = klua_newobject(L, sizeof *c, KLUA_COMMANDS_UV_COUNT, KLUA_COMMANDS);
     memset(c, 0, sizeof *c);
-    c->batch = batch;
     lua_newtable(L);
     lua_setiuservalue(L, -2, KLUA_COMMANDS_UV_RECORDS);
     lua_newtable(L);
@@ -70,10 +79,9 @@ int klua_commands_new(lua_State *L) {
  * them would leave the new batch's placeholders resolving to the old batch's entities. */
 static void new_batch(lua_State *L, klua_commands *c) {
     lua_newtable(L);
-    lua_Integer batch = next_batch(L);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
     c->spawns = 0;
-    c->batch = batch;
+    c->batch = 0; /* no tag until it spawns */
     c->complete = false;
 }
 
@@ -131,8 +139,12 @@ static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer targ
 static int c_spawn(lua_State *L) {
     klua_commands *c = check_cmds(L);
     if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2)) klua_typeerror(L, 2, "commands:spawn", "table");
+    if (!c->complete && c->spawns == (1 << BATCH_SHIFT) - 1)
+        klua_fail(L, "commands:spawn", "too many spawns in one batch (%d): apply the buffer first", (1 << BATCH_SHIFT) - 1);
+    /* the tag first: refused, it leaves the buffer as it was (an applied batch resolving) */
+    lua_Integer tag = c->complete || c->batch == 0 ? next_tag(L) : c->batch;
     if (c->complete) new_batch(L, c);
-    if (c->spawns == (1 << BATCH_SHIFT) - 1) klua_fail(L, "commands:spawn", "too many spawns in one batch");
+    c->batch = tag;
     c->spawns++;
     push_record(L, c, OP_SPAWN, placeholder(c, c->spawns), 0, lua_isnoneornil(L, 2) ? 0 : 2);
     lua_pushinteger(L, placeholder(c, c->spawns));
@@ -581,4 +593,11 @@ static const luaL_Reg commands_meta[] = {
     {NULL, NULL},
 };
 
-void klua_open_commands(lua_State *L) { klua_createmeta(L, KLUA_COMMANDS, commands_methods, commands_meta); }
+void klua_open_commands(lua_State *L) {
+    klua_createmeta(L, KLUA_COMMANDS, commands_methods, commands_meta);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_TAGS) == LUA_TNIL) { /* see next_tag */
+        lua_pushinteger(L, 0);
+        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_TAGS);
+    }
+    lua_pop(L, 1);
+}

@@ -482,7 +482,7 @@ static int build_globals(lua_State *L) {
     seed_random(&mod->random, mods->seed, mod->name);
     /* kiln: what a mod may use of the module (no worlds of its own, no managers) */
     luaL_requiref(L, "kiln", luaopen_kiln, 0);
-    klua_commands_universe(L, 1 + (mod->generation - 1) % 255);
+    klua_commands_link(L, mods->host);
     lua_createtable(L, 0, 2);
     lua_getfield(L, -2, "commands");
     lua_setfield(L, -2, "commands");

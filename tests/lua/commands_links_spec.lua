@@ -103,9 +103,9 @@ describe("kiln.commands placeholders inside values", function()
         local cmd = kiln.commands()
         local probe = cmd:spawn()
         cmd:clear() -- a new batch: its placeholders are one batch below probe's
-        local c = cmd:spawn{LocalTransform = {}, Parent = {entity = probe - 0x1000000 - 1}}
+        local c = cmd:spawn{LocalTransform = {}, Parent = {entity = probe - 0x100000 - 1}}
         local p = cmd:spawn{LocalTransform = {}}
-        assert.are.equal(probe - 0x1000000 - 1, p)
+        assert.are.equal(probe - 0x100000 - 1, p)
         local ok, msg, applied = cmd:apply(w)
         assert.is_nil(ok)
         assert.are.equal(0, applied)

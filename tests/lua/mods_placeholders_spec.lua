@@ -100,12 +100,12 @@ local q = cmd:spawn{Position = {}}
 cmd:spawn{Target = {also = {q, q - 99}}} -- never handed out
 probe("unknown", cmd.apply, cmd, world)
 cmd:clear()
-cmd:spawn{Position = {}}
-cmd:spawn{Target = {who = -16777216 * 7 - 1}} -- another batch's shape
+local cur = cmd:spawn{Position = {}}
+cmd:spawn{Target = {who = cur - 0x100000}} -- the same spawn of the batch before
 probe("batch", cmd.apply, cmd, world)
 cmd:clear()
 local r = cmd:spawn{}
-cmd:spawn{Target = {who = r - 0xffffff + 1}} -- the batch's last spawn number
+cmd:spawn{Target = {who = r - 0xfffff + 1}} -- the batch's last spawn number
 probe("huge number", cmd.apply, cmd, world)
 ]]
         refused(out, "later", "commands:apply: command 3 (spawn) on entity (new): field 'who' of Target holds placeholder",
@@ -156,6 +156,30 @@ probe("value", cmd.apply, cmd, world)
         w:component("Position", "float x, y;")
         assert.are.equal(1, hcmd:apply(w))
         assert.is_true(w:is_alive(hcmd:resolved(hp)))
+    end)
+
+    it("take their tags from the host's one counter: no mod's placeholder is the host's or another mod's", function()
+        local tag_of = function(p) return math.floor(-p / 2 ^ 20) end
+        local before = tag_of(kiln.commands():spawn())
+        local src = [[
+local cmd = kiln.commands()
+probe("tag", function() return nil, tostring(cmd:spawn{Position = {}}) end)
+cmd:clear()
+]]
+        local first = tag_of(tonumber(attack(src).tag.message))
+        M.cleanup()
+        local second = tag_of(tonumber(attack(src).tag.message)) -- another mod state
+        local after = tag_of(kiln.commands():spawn())
+        assert.is_true(before < first and first < second and second < after,
+            ("host %d, mod %d, mod %d, host %d"):format(before, first, second, after))
+        -- the counter is the host's: used up there, a mod's spawn is refused too
+        local reg = debug.getregistry()
+        local saved = reg["kiln.tags"]
+        reg["kiln.tags"] = 2 ^ 33 - 1
+        local ok, out = pcall(attack, src)
+        reg["kiln.tags"] = saved
+        assert(ok, out)
+        refused(out, "tag", "commands:spawn", "placeholder tags", "used up")
     end)
 
     it("refuse placeholders gone stale after an apply", function()

@@ -21,13 +21,15 @@ local predict_add, commit_add = O.predict_add, O.commit_add
 
 -- Commands -----------------------------------------------------------------------------------
 
--- Placeholders are -(batch * 2^24 + k) for the k-th spawn of a batch (commands.c). Batches
--- are numbered per Lua state, not per buffer (any buffer made meanwhile takes a number), so
--- the model learns a batch's number from its first spawn (nil until then) and checks that it
--- is new and in the host's universe (below 2^20).
-local function placeholder(c, k) return -(N.shl(c.batch or c.prev_batch or 0, 24) + k) end
-local function spawn_number(p) return N.low_bits(-p, 24) end
-local function batch_of(p) return N.shr(-p, 24) end
+-- Placeholders are -(tag * 2^20 + k) for the k-th spawn of a batch (commands.c). A batch
+-- takes its tag from the Lua state's one counter when it first spawns (other buffers' batches
+-- take theirs meanwhile), so the model learns a batch's tag from its first spawn (nil until
+-- then) and checks that it is above every tag seen before in this state, and below 2^33.
+local SHIFT = 20
+local highest_tag = 0
+local function placeholder(c, k) return -(N.shl(c.batch or c.prev_batch or 0, SHIFT) + k) end
+local function spawn_number(p) return N.low_bits(-p, SHIFT) end
+local function batch_of(p) return N.shr(-p, SHIFT) end
 
 local function new_batch(c)
     c.prev_batch = c.batch or c.prev_batch
@@ -45,7 +47,10 @@ local function learn_batch(c, p)
         return
     end
     local b = batch_of(i)
-    if b == c.prev_batch or b >= 2 ^ 20 then fail("commands:spawn started batch %d after batch %s", b, tostring(c.prev_batch)) end
+    if b <= highest_tag or b >= 2 ^ 33 then
+        fail("commands:spawn started a batch with tag %d, after tag %d was handed out", b, highest_tag)
+    end
+    highest_tag = b
     c.batch = b
 end
 
@@ -63,7 +68,7 @@ local function cmd_target(m, c)
     local k = R(100)
     if c.spawns > 0 and k <= 30 then return placeholder(c, R(1, c.spawns)) end
     if k <= 34 then return placeholder(c, c.spawns + 1) end
-    if k <= 37 and c.prev_batch then return -(N.shl(c.prev_batch, 24) + 1) end
+    if k <= 37 and c.prev_batch then return -(N.shl(c.prev_batch, SHIFT) + 1) end
     return pick_entity(m, true)
 end
 

@@ -1,0 +1,100 @@
+-- commands_tags_spec.lua: the tags that name a batch's placeholders. A batch takes a tag when
+-- it first spawns, from one counter per Lua state (shared with the state's mods), so tags
+-- never repeat: a placeholder of any other batch can only be refused. Past the last tag,
+-- spawning is refused instead of wrapping.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+local SHIFT = 2 ^ 20
+local LIMIT = 2 ^ 33 -- tags run to LIMIT - 1
+local KEY = "kiln.tags" -- the registry's counter (lua/src/klua.h)
+
+local function tag_of(p) return math.floor(-p / SHIFT) end
+local function index_of(p) return -p % SHIFT end
+
+-- Runs f with the state's counter set to value, then puts back what was there.
+local function with_counter(value, f)
+    local reg = debug.getregistry()
+    local saved = reg[KEY]
+    assert.are.equal("number", type(saved))
+    reg[KEY] = value
+    local ok, err = pcall(f)
+    reg[KEY] = saved
+    if not ok then error(err, 0) end
+end
+
+describe("placeholder tags", function()
+    it("are taken by a batch's first spawn only, one counter for every buffer", function()
+        local w = H.world()
+        local a, b = kiln.commands(), kiln.commands()
+        local e = w:spawn{Position = {}}
+        local p1 = a:spawn()
+        local t = tag_of(p1)
+        assert.are.equal(1, index_of(p1))
+        assert.are.equal(t, debug.getregistry()[KEY])
+        -- b records and applies a batch without a spawn: no tag taken
+        b:add(e, "Velocity", {x = 1})
+        assert.are.equal(1, b:apply(w))
+        b:remove(e, "Velocity")
+        assert.are.equal(1, b:apply(w))
+        assert.are.equal(t, debug.getregistry()[KEY])
+        local p2 = a:spawn()
+        assert.are.equal(t, tag_of(p2), "the same batch, the same tag")
+        assert.are.equal(2, index_of(p2))
+        local q = b:spawn()
+        assert.are.equal(t + 1, tag_of(q))
+        assert.are.equal(2, a:apply(w))
+        local p3 = a:spawn() -- a's next batch
+        assert.are.equal(t + 2, tag_of(p3))
+        -- kiln.commands() itself takes none
+        for _ = 1, 10 do kiln.commands() end
+        assert.are.equal(t + 3, tag_of(kiln.commands():spawn()))
+    end)
+
+    it("never repeat over many batches of many buffers", function()
+        local w = H.world()
+        local bufs = {kiln.commands(), kiln.commands(), kiln.commands()}
+        local seen, last = {}, tag_of(kiln.commands():spawn())
+        for round = 1, 400 do
+            local cmd = bufs[round % 3 + 1]
+            local p = cmd:spawn()
+            local t = tag_of(p)
+            assert.is_true(t > last, "tag " .. t .. " after " .. last)
+            assert.is_nil(seen[p])
+            seen[p], last = true, t
+            if round % 2 == 0 then cmd:apply(w) else cmd:clear() end
+        end
+    end)
+
+    it("refuse spawning past the last tag, recording nothing, and never wrap", function()
+        local w = H.world()
+        local cmd = kiln.commands()
+        with_counter(LIMIT - 2, function()
+            local p = cmd:spawn{Position = {x = 1}}
+            assert.are.equal(LIMIT - 1, tag_of(p))
+            assert.are.equal(math.floor(p), p)
+            assert.are.equal(-(2 ^ 53) + SHIFT - 1, p) -- exact: below 2^53
+            assert.are.equal(1, cmd:apply(w))
+            assert.is_true(w:is_alive(cmd:resolved(p)))
+            H.raises(function() cmd:spawn() end, "commands:spawn", "placeholder tags", "used up")
+            assert.are.equal(0, cmd:count())
+            local other = kiln.commands()
+            H.raises(function() other:spawn{Position = {}} end, "commands:spawn", "used up")
+            assert.are.equal(0, other:count())
+            -- the applied batch's placeholder still resolves; records without spawns still work
+            assert.is_true(w:is_alive(cmd:resolved(p)))
+            other:add(cmd:resolved(p), "Velocity", {x = 2})
+            assert.are.equal(1, other:apply(w))
+        end)
+    end)
+
+    it("refuse a counter changed through the debug library", function()
+        for _, bad in ipairs({"seven", -1, 1.5, {}}) do
+            local cmd = kiln.commands()
+            with_counter(bad, function()
+                H.raises(function() cmd:spawn() end, "commands:spawn", "changed through the debug library")
+            end)
+            assert.are.equal(0, cmd:count())
+        end
+    end)
+end)
