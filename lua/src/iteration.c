@@ -237,39 +237,75 @@ static void field_error(lua_State *L, klua_query *kq, int t, const kiln_field *f
               klua_entity_str(kq->it.entities[kq->row], eb), err);
 }
 
+#if defined(__GNUC__)
+#define STEP_INLINE static inline __attribute__((always_inline)) /* inlined: 65 instructions a row */
+#define STEP_COLD __attribute__((cold, noinline))
+#else
+#define STEP_INLINE static inline
+#define STEP_COLD
+#endif
+
+/* The write-back of float-only term t (packed: its fields at 4 * f, a struct of floats) of the
+ * current row from the numbers at stack slots first ..: 1 when it wrote the fields that
+ * changed (named in *mask, each field's old bytes saved first in kq->stage[t], the row's tick
+ * in *tick), 0 when none changed, -1, with nothing of the term written, when a value is not a plain number
+ * or is out of range (stage_term names what is wrong). A value still equal to the float it was
+ * filled with costs one comparison. */
+STEP_INLINE int write_floats(lua_State *L, klua_query *kq, int t, int first, kiln_row_tick *tick, uint64_t *mask,
+                             bool packed) {
+    const kiln_component_info *info = &kq->info[t];
+    const uint8_t *snap = kq->snap[t];
+    float vals[KILN_MAX_FIELDS];
+    uint64_t changed = 0;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        int idx = first + f;
+        if (lua_type(L, idx) != LUA_TNUMBER) return -1; /* never a numeric string */
+        lua_Number n = lua_tonumber(L, idx);
+        float was;
+        memcpy(&was, snap + (packed ? (size_t)f * 4 : info->fields[f].offset), 4);
+        if (n == (lua_Number)was && n != 0) continue; /* as filled: one comparison */
+        if (klua_same_float(n, was)) continue;        /* -0 and NaN as filled */
+        if (isfinite(n) && fabs(n) > 3.4028234663852886e38) return -1;
+        vals[f] = (float)n;
+        if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
+    }
+    if (!changed) return 0;
+    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride, *old = kq->stage[t];
+    *tick = kq->it.ticks[t][kq->row];
+    *mask = changed;
+    for (int32_t f = 0; changed; f++, changed >>= 1) {
+        if (!(changed & 1)) continue;
+        size_t off = packed ? (size_t)f * 4 : info->fields[f].offset;
+        memcpy(old + off, dst + off, 4); /* for undo_floats */
+        memcpy(dst + off, &vals[f], 4);
+    }
+    kiln_iter_mark_changed(&kq->it, t, kq->row);
+    return 1;
+}
+
+/* Puts back the fields (masks) of the terms before term upto that write_floats wrote (written: a
+ * bit per term) in the current row, their ticks (ticks) and the iteration's marked terms. */
+static STEP_COLD void undo_floats(klua_query *kq, int upto, uint32_t written, const kiln_row_tick *ticks,
+                                  const uint64_t *masks, uint64_t marked) {
+    for (int t = 0; t < upto; t++) {
+        if (!(written >> t & 1)) continue;
+        uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * kq->info[t].stride;
+        for (int32_t f = 0; f < kq->info[t].field_count; f++)
+            if (masks[t] >> f & 1) memcpy(dst + kq->info[t].fields[f].offset, kq->stage[t] + kq->info[t].fields[f].offset, 4);
+        kq->it.ticks[t][kq->row] = ticks[t];
+    }
+    kq->it.marked = marked;
+}
+
 /* Stages term t of the current row from the values at stack slots first .. first +
  * field_count - 1 (one per field) into kq->stage[t]: each field is compared with what the row
  * held when its view was filled (kq->snap), so a field left alone never overwrites a change
- * made meanwhile (world:set on the same row). A single float still equal to the number it was
- * filled with costs one comparison. Returns the fields to write (*mask, a bit per field; all
- * bits for a term of other fields, which klua_query_write_row compares) or false when none
- * changed; raises for a bad value or a refusing check hook, with nothing written. */
-static bool stage_term(lua_State *L, klua_query *kq, int t, int first, uint64_t *mask) {
+ * made meanwhile (world:set on the same row). Returns whether a field changed; raises for a bad
+ * value or a refusing check hook, with nothing written. */
+static bool stage_term(lua_State *L, klua_query *kq, int t, int first) {
     const kiln_component_info *info = &kq->info[t];
     const uint8_t *snap = kq->snap[t];
     uint8_t *buf = kq->stage[t];
-    if (kq->all_floats[t]) { /* the common case: no copy of the row */
-        uint64_t changed = 0;
-        int32_t f = 0;
-        for (; f < info->field_count; f++) {
-            const kiln_field *fd = &info->fields[f];
-            int idx = first + f;
-            if (lua_type(L, idx) != LUA_TNUMBER) break; /* the general path names what is wrong */
-            lua_Number n = lua_tonumber(L, idx);
-            float was, v;
-            memcpy(&was, snap + fd->offset, 4);
-            if (klua_same_float(n, was)) continue;
-            if (isfinite(n) && fabs(n) > 3.4028234663852886e38) break;
-            v = (float)n;
-            if (memcmp(&v, &was, 4) == 0) continue; /* 0.1 for 0.1f: none */
-            memcpy(buf + fd->offset, &v, 4);
-            changed |= (uint64_t)1 << f;
-        }
-        if (f == info->field_count) {
-            *mask = changed;
-            return changed != 0;
-        }
-    }
     bool staged = false; /* buf holds a copy of snap, made when a field needs converting */
     int top = lua_gettop(L);
     for (int32_t f = 0; f < info->field_count; f++) {
@@ -305,36 +341,50 @@ static bool stage_term(lua_State *L, klua_query *kq, int t, int first, uint64_t 
     if (info->has_check &&
         kiln_component_check(kq->kw->world, kq->it.entities[kq->row], kq->terms[t], buf) != KILN_OK)
         klua_fail_world(L, kq->kw->world, "query:each");
-    *mask = ~(uint64_t)0;
     return true;
 }
 
-/* Writes the staged fields of term t that mask names (all bits: those that differ from the
- * snapshot) to the current row, and marks it. Nothing here can raise. */
-static void commit_term(klua_query *kq, int t, uint64_t mask) {
+/* Writes the fields of term t's stage that differ from its snapshot to the current row, and
+ * marks it. Nothing here can raise. */
+static void commit_term(klua_query *kq, int t) {
     const kiln_component_info *info = &kq->info[t];
     uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
     const uint8_t *buf = kq->stage[t], *snap = kq->snap[t];
-    if (mask != ~(uint64_t)0) { /* single floats, named by mask */
-        for (int32_t f = 0; mask; f++, mask >>= 1)
-            if (mask & 1) memcpy(dst + info->fields[f].offset, buf + info->fields[f].offset, 4);
-    } else {
-        for (int32_t f = 0; f < info->field_count; f++) {
-            const kiln_field *fd = &info->fields[f];
-            size_t n = kiln_type_size(fd->type) * fd->count;
-            if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) memcpy(dst + fd->offset, buf + fd->offset, n);
-        }
+    for (int32_t f = 0; f < info->field_count; f++) {
+        const kiln_field *fd = &info->fields[f];
+        size_t n = kiln_type_size(fd->type) * fd->count;
+        if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) memcpy(dst + fd->offset, buf + fd->offset, n);
     }
     kiln_iter_mark_changed(&kq->it, t, kq->row);
 }
 
+/* The terms of other fields are staged and checked first (stage_term may raise); then the
+ * float-only ones are written at once (write_floats), and put back if a later one holds a bad
+ * value, which stage_term then reports; only then are the staged terms written. Nothing
+ * between the first float write and the last runs Lua code or makes an object. */
 void klua_query_write_row(lua_State *L, klua_query *kq, const int *first) {
-    uint64_t masks[KLUA_MAX_TERMS];
-    uint32_t changed = 0;
+    uint32_t staged = 0, written = 0;
     for (int t = 0; t < kq->term_count; t++)
-        if (first[t] && stage_term(L, kq, t, first[t], &masks[t])) changed |= (uint32_t)1 << t;
-    for (int t = 0; changed; t++, changed >>= 1)
-        if (changed & 1) commit_term(kq, t, masks[t]);
+        if (first[t] && !kq->all_floats[t] && stage_term(L, kq, t, first[t])) staged |= (uint32_t)1 << t;
+    uint64_t marked = kq->it.marked, masks[KLUA_MAX_TERMS];
+    kiln_row_tick ticks[KLUA_MAX_TERMS];
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!first[t] || !kq->all_floats[t]) continue;
+        int done = write_floats(L, kq, t, first[t], &ticks[t], &masks[t], false);
+        if (done >= 0) {
+            written |= (uint32_t)done << t;
+            continue;
+        }
+        undo_floats(kq, t, written, ticks, masks, marked);
+        /* stage_term raises for term t's bad value; were it to pass, every float-only term
+         * is staged from here on, so the row still lands whole */
+        for (int u = 0; u < kq->term_count; u++)
+            if (first[u] && kq->all_floats[u] && (u >= t || written >> u & 1) && stage_term(L, kq, u, first[u]))
+                staged |= (uint32_t)1 << u;
+        break;
+    }
+    for (int t = 0; staged; t++, staged >>= 1)
+        if (staged & 1) commit_term(kq, t);
 }
 
 /* The rest of klua_query_advance past a chunk's last row: the next non-empty chunk, or false
@@ -430,58 +480,6 @@ static int lua_step_c(lua_State *L) {
     return lua_gettop(L) - base;
 }
 
-#if defined(__GNUC__)
-#define STEP_INLINE static inline __attribute__((always_inline)) /* inlined: 65 instructions a row */
-#define STEP_COLD __attribute__((cold, noinline))
-#else
-#define STEP_INLINE static inline
-#define STEP_COLD
-#endif
-
-/* The float-only write-back of term t (its fields at 4 * f: a struct of floats) of the current
- * row from the numbers at stack slots first ..: 1 when it wrote the fields that changed (the
- * row's bytes as they were saved first in kq->stage[t], its tick in *tick), 0 when none
- * changed, -1, with nothing of the term written, when a value is not a plain number or is
- * out of range. */
-STEP_INLINE int write_floats(lua_State *L, klua_query *kq, int t, int first, kiln_row_tick *tick) {
-    const kiln_component_info *info = &kq->info[t];
-    const uint8_t *snap = kq->snap[t];
-    float vals[KILN_MAX_FIELDS];
-    uint64_t changed = 0;
-    for (int32_t f = 0; f < info->field_count; f++) {
-        int idx = first + f;
-        if (lua_type(L, idx) != LUA_TNUMBER) return -1; /* never a numeric string */
-        lua_Number n = lua_tonumber(L, idx);
-        float was;
-        memcpy(&was, snap + (size_t)f * 4, 4);
-        if (n == (lua_Number)was && n != 0) continue; /* as filled: one comparison */
-        if (klua_same_float(n, was)) continue;        /* -0 and NaN as filled */
-        if (isfinite(n) && fabs(n) > 3.4028234663852886e38) return -1;
-        vals[f] = (float)n;
-        if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
-    }
-    if (!changed) return 0;
-    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
-    memcpy(kq->stage[t], dst, info->size); /* for undo_floats */
-    *tick = kq->it.ticks[t][kq->row];
-    for (int32_t f = 0; changed; f++, changed >>= 1)
-        if (changed & 1) memcpy(dst + (size_t)f * 4, &vals[f], 4);
-    kiln_iter_mark_changed(&kq->it, t, kq->row);
-    return 1;
-}
-
-/* Puts back the terms before term upto that write_floats wrote (written: a bit per term) in the
- * current row, their ticks (ticks) and the iteration's marked terms (marked). */
-static STEP_COLD void undo_floats(klua_query *kq, int upto, uint32_t written, const kiln_row_tick *ticks,
-                                  uint64_t marked) {
-    for (int t = 0; t < upto; t++) {
-        if (!(written >> t & 1)) continue;
-        memcpy((uint8_t *)kq->it.columns[t] + (size_t)kq->row * kq->info[t].stride, kq->stage[t], kq->info[t].size);
-        kq->it.ticks[t][kq->row] = ticks[t];
-    }
-    kq->it.marked = marked;
-}
-
 /* The C step of a query whose terms are all structs of floats, as data with-terms (no
  * optional term, tag or Lua value: the movement loop a game writes first): lua_step_c
  * without its general cases, one function with no staged row. Measured: 2455 -> 2342
@@ -497,18 +495,18 @@ static int lua_step_floats(lua_State *L) {
         /* a row lands whole or not at all: a bad value puts back the terms written before it
          * (nothing between runs Lua code or makes an object), then the general write-back,
          * which converts every term before it writes any, raises */
-        uint64_t marked = kq->it.marked;
+        uint64_t marked = kq->it.marked, masks[KLUA_MAX_TERMS];
         kiln_row_tick ticks[KLUA_MAX_TERMS];
         uint32_t written = 0;
         int arg = 1;
         for (int t = 0; t < n; arg += kq->info[t].field_count, t++) {
             if (!kq->writable[t]) continue;
-            int done = write_floats(L, kq, t, arg, &ticks[t]);
+            int done = write_floats(L, kq, t, arg, &ticks[t], &masks[t], true);
             if (done >= 0) {
                 written |= (uint32_t)done << t;
                 continue;
             }
-            undo_floats(kq, t, written, ticks, marked);
+            undo_floats(kq, t, written, ticks, masks, marked);
             int first[KLUA_MAX_TERMS];
             for (int u = 0, a = 1; u < n; a += kq->info[u].field_count, u++) first[u] = kq->writable[u] ? a : 0;
             klua_query_write_row(L, kq, first);
