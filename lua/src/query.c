@@ -309,7 +309,7 @@ static void upvalue_row_slots(const klua_query *kq, row_slots *rs) {
  * nothing of it. */
 static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
     int first[KLUA_MAX_TERMS], top = lua_gettop(L);
-    luaL_checkstack(L, kq->key_count + LUA_MINSTACK, "too many fields");
+    if (kq->key_count + 8 > LUA_MINSTACK) luaL_checkstack(L, kq->key_count + 8, "too many fields");
     for (int t = 0; t < kq->term_count; t++) {
         first[t] = 0;
         if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
