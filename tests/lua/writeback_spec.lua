@@ -76,6 +76,39 @@ describe("q:each()'s write-back of a row", function()
         assert.are.equal(before, rows(), err)
     end)
 
+
+    it("a loop closed with its coroutine, or ended by an inner loop's bad row, writes nothing of its row", function()
+        if H.ffi_each then return end
+        local w, es = movers(2)
+        w:advance_tick()
+        local q, inner = w:query{"Position", "Velocity", without = {"Frozen"}}, w:query{"Velocity", "Position"}
+        local co = coroutine.create(function()
+            for _, p, v in q:each() do
+                p.x = 5
+                v.x = "oops"
+                coroutine.yield()
+            end
+        end)
+        assert.is_true(coroutine.resume(co))
+        local before = H.snapshot(w, H.NAMES)
+        local ok, err = coroutine.close(co) -- the guard writes the row back: it raises
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("'x' of Velocity", 1, true), tostring(err))
+        assert.are.equal(before, H.snapshot(w, H.NAMES))
+        assert.is_true(H.not_deferred(w))
+        H.unchanged(w, nil, function()
+            for e, p in q:each() do
+                p.y = 40
+                for f, v, p2 in inner:each() do
+                    if f ~= e then
+                        v.y = 41
+                        p2.x = {} -- this row's write-back raises: no row of either loop lands
+                    end
+                end
+            end
+        end, "query:each", "'x'", "Position")
+        assert.is_true(H.not_deferred(w))
+    end)
 end)
 
 describe("q:bulk's write-back of a block", function()
@@ -157,5 +190,20 @@ describe("q:bulk's write-back of a block", function()
             assert.are.equal(k == 600 and now or 1, w:changed_tick(e, "Velocity"), "entity " .. k)
         end
         assert.are.equal(9, w:get(es[600], "Velocity").y)
+    end)
+
+    it("writes nothing of the block when fn yields across the call", function()
+        local w, es = blocks()
+        local q = w:query{"Position", "Velocity"}
+        local before = rows(w, es, 1, 700)
+        local co = coroutine.create(function()
+            q:bulk(function(n, _, p) for i = 1, n do p.x[i] = -1 end coroutine.yield() end)
+        end)
+        local ok, err = coroutine.resume(co)
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("yield", 1, true), tostring(err))
+        assert.are.equal(before, rows(w, es, 1, 700))
+        assert.is_true(H.not_deferred(w))
+        sees_world(w, q)
     end)
 end)
