@@ -290,8 +290,10 @@ static STEP_COLD void undo_floats(klua_query *kq, int upto, uint32_t written, co
     for (int t = 0; t < upto; t++) {
         if (!(written >> t & 1)) continue;
         uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * kq->info[t].stride;
-        for (int32_t f = 0; f < kq->info[t].field_count; f++)
-            if (masks[t] >> f & 1) memcpy(dst + kq->info[t].fields[f].offset, kq->stage[t] + kq->info[t].fields[f].offset, 4);
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
+            size_t off = kq->info[t].fields[f].offset;
+            if (masks[t] >> f & 1) memcpy(dst + off, kq->stage[t] + off, 4);
+        }
         kq->it.ticks[t][kq->row] = ticks[t];
     }
     kq->it.marked = marked;

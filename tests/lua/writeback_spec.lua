@@ -116,7 +116,9 @@ describe("q:bulk's write-back of a block", function()
     local function blocks()
         local w = H.world()
         local es = {}
-        for i = 1, 700 do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}, Health = {hp = i}} end
+        for i = 1, 700 do
+            es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 0.5}, Health = {hp = i}}
+        end
         w:advance_tick()
         return w, es
     end
