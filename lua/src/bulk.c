@@ -509,7 +509,8 @@ static int32_t kept_update(lua_State *L, klua_query *kq, int t, bulk_work *w, in
 static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n, bulk_work *w) {
     char eb[24];
     const kiln_entity *ents = kq->it.entities + b0;
-    luaL_checkstack(L, BULK_BATCH + 8, "too many values");
+    /* room for a batch of values, before anything is written (kept_update writes as it reads) */
+    luaL_checkstack(L, (KEPT_BATCH > BULK_BATCH ? KEPT_BATCH : BULK_BATCH) + 8, "too many values");
     for (int t = 0; t < kq->term_count; t++) {
         if (!bulk_writes(kq, t) || kept_term(kq, t)) continue; /* float-only terms: last */
         const kiln_component_info *info = &kq->info[t];
