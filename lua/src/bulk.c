@@ -1,6 +1,6 @@
 /* bulk.c: q:bulk, the column-array path: per block of rows fn gets field arrays per term (kept
  * across calls for float-only terms fn leaves unwritten), written back where fn changed them.
- * Invariant: nothing of a block is written back unless all of it converted. */
+ * Invariant: a block is written back whole or not at all (a bad value anywhere leaves it as it was). */
 #include <string.h>
 
 #include "klua.h"
@@ -14,7 +14,7 @@
 #define BULK_BLOCK 512
 /* Values read from an array before they are popped together. */
 #define BULK_BATCH 32
-#define KEPT_BATCH 64 /* the same for the arrays of float-only terms (kept_read) */
+#define KEPT_BATCH 64 /* the same for the arrays of float-only terms (kept_update) */
 
 /* The bulk table is a Query's user value: a host script holding the debug library can reach
  * it (and fn can, while it runs), so what is read from it is checked before it is used. */
@@ -98,7 +98,7 @@ typedef struct kept_slot {
  * an integer (which a fresh fill would not give). One instruction where SSE4.1 is on. */
 static inline bool fractional(float x) { return truncf(x) != x; }
 
-/* A float-only data term: read back by kept_read (from kept or shared arrays). */
+/* A float-only data term: read back by kept_update (from kept or shared arrays). */
 static bool kept_term(const klua_query *kq, int t) {
     return kq->kind[t] == TERM_DATA && kq->all_floats[t];
 }
@@ -180,10 +180,11 @@ static void kept_fill(lua_State *L, klua_query *kq, int t, kept_slot *s, int slo
 
 /* The work of one block: per writable term, the snapshot of the block's rows (what the
  * arrays were filled with), their stage (what the write-back makes of them) and a changed
- * flag per row; which terms have kept arrays, and which the call wrote. */
+ * flag per row (a float-only term, written without a stage, saves there its rows and ticks
+ * as they were: kept_save); which terms have kept arrays, and which the call wrote. */
 typedef struct bulk_work {
     uint8_t *snap[KLUA_MAX_TERMS], *stage[KLUA_MAX_TERMS];
-    uint64_t *changed[KLUA_MAX_TERMS]; /* per row: a bit per changed field of a float-only term, else 1 */
+    uint64_t *changed[KLUA_MAX_TERMS]; /* per row: 1 when changed (a float-only term: its saved ticks) */
     bool keep[KLUA_MAX_TERMS];         /* the term's arrays are the slot's (kept), not the shared ones */
     kept_slot *slot;                   /* the block's kept arrays and their snapshots */
     int slot_idx;                      /* its table's stack slot */
@@ -375,35 +376,51 @@ static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, con
     return klua_to_field(L, idx, fd, row);
 }
 
-/* The read-back of one value at idx (array at arr, row r) for float field f of term t that
- * held old, past kept_scan: converts it to *nf and returns true when the field changed.
- * When a kept array does not hold exactly *nf (a double that is not that float, or an
- * integer), it is given *nf, as a fill would; a slot that held a value takes a number without
- * allocating. A bad value raises before anything is written. */
-static KEPT_NOINLINE bool kept_value(lua_State *L, klua_query *kq, int t, int32_t f, int idx, int arr, int32_t r,
-                                     int32_t b0, bool kept, float old, uint8_t *row, float *nf) {
-    const kiln_field *fd = &kq->info[t].fields[f];
-    const char *err = NULL;
-    bool fix = kept;
-    if (lua_type(L, idx) == LUA_TNUMBER) {
-        lua_Number v = lua_tonumber(L, idx);
-        bool integer = trunc(v) == v && lua_isinteger(L, idx);
-        if (klua_same_float(v, old)) {
-            *nf = old;
-            fix = kept && integer;
-        } else if ((err = klua_to_float(L, v, nf)) == NULL) {
-            fix = kept && (integer || !klua_same_float(v, *nf));
-        }
-    } else {
-        int top = lua_gettop(L);
-        err = klua_to_field(L, idx, fd, row); /* a refusal: its message, left on the stack */
-        if (!err) lua_settop(L, top); /* else the message stays there until klua_fail raises */
-        memcpy(nf, row + fd->offset, 4);
+/* ---- The write-back of float-only terms: straight into the column, undone on a bad value ----
+ * A float-only term's values are written to the column as they are read, and their rows
+ * marked, with no stage and no second pass. Before the first write of a term, its rows'
+ * bytes and ticks in this block are saved (in its stage and flags, kept_save); a bad value
+ * found later (in this term or another) puts every saved term back (kept_undo) before the
+ * error is raised, so a block is still written whole or not at all. Nothing between the save
+ * and the undo makes an object (a number into a slot that held one allocates nothing), so no
+ * finalizer or other Lua code can write the rows in between. */
+
+/* Saves the column rows and ticks of float-only term t in [b0, b0 + n). */
+static void kept_save(const klua_query *kq, int t, const bulk_work *w, int32_t b0, int32_t n) {
+    size_t stride = kq->info[t].stride;
+    memcpy(w->stage[t], (const uint8_t *)kq->it.columns[t] + (size_t)b0 * stride, (size_t)n * stride);
+    memcpy(w->changed[t], kq->it.ticks[t] + b0, (size_t)n * sizeof(kiln_row_tick));
+}
+
+/* Puts back the rows and ticks kept_save saved for the float-only terms before term upto and
+ * upto itself, and the iteration's marked terms as they were (marked). */
+static void kept_undo(klua_query *kq, const bulk_work *w, int upto, int32_t b0, int32_t n, uint64_t marked) {
+    for (int t = 0; t <= upto; t++) {
+        if (!bulk_writes(kq, t) || !kept_term(kq, t)) continue;
+        size_t stride = kq->info[t].stride;
+        memcpy((uint8_t *)kq->it.columns[t] + (size_t)b0 * stride, w->stage[t], (size_t)n * stride);
+        memcpy(kq->it.ticks[t] + b0, w->changed[t], (size_t)n * sizeof(kiln_row_tick));
     }
-    if (err) {
-        char eb[24];
-        klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", kq->info[t].name, fd->name, (int)r + 1,
-                  klua_entity_str(kq->it.entities[b0 + r], eb), err);
+    kq->it.marked = marked;
+}
+
+/* The read-back of one value at idx (array at arr, row r) for float field f of term t that
+ * held old, past kept_update's common case: 1 when it converts to a new float *nf, 0 when it
+ * stands for old, -1 when it is bad (not a number, or a number beyond float range), which
+ * kept_fail reports. Nothing is pushed. When a kept array does not hold exactly the float,
+ * it is given it, as a fill would; a slot that held a value takes a number without allocating. */
+static KEPT_NOINLINE int kept_value(lua_State *L, int idx, int arr, int32_t r, bool kept, float old, float *nf) {
+    if (lua_type(L, idx) != LUA_TNUMBER) return -1;
+    lua_Number v = lua_tonumber(L, idx);
+    bool integer = trunc(v) == v && lua_isinteger(L, idx);
+    bool fix;
+    if (klua_same_float(v, old)) {
+        *nf = old;
+        fix = kept && integer;
+    } else {
+        if (isfinite(v) && fabs(v) > 3.4028234663852886e38) return -1;
+        *nf = (float)v;
+        fix = kept && (integer || !klua_same_float(v, *nf));
     }
     if (fix) {
         lua_pushnumber(L, *nf);
@@ -412,31 +429,41 @@ static KEPT_NOINLINE bool kept_value(lua_State *L, klua_query *kq, int t, int32_
     return memcmp(nf, &old, 4) != 0;
 }
 
-/* Reads back the arrays of writable float-only term t (kept or shared, w->keep) into the
- * stage, with a bit per changed field per row. A value still equal to the float it was
- * filled with costs one comparison; a bad value raises before anything is written. */
-static void kept_read(lua_State *L, klua_query *kq, int t, const bulk_work *w, int bulk_idx, int32_t b0,
-                      int32_t n) {
+/* Raises for the bad value at idx of field f of term t, row r of the block at b0. */
+static KLUA_NORETURN void kept_fail(lua_State *L, klua_query *kq, int t, int32_t f, int idx, int32_t r,
+                                    int32_t b0) {
+    const kiln_field *fd = &kq->info[t].fields[f];
+    _Alignas(16) uint8_t row[256]; /* where the refused conversion would have gone */
+    const char *err = klua_to_field(L, idx, fd, row); /* a pushed message: it is bad */
+    char eb[24];
+    klua_fail(L, "query:bulk", "%s.%s[%d] (entity %s): %s", kq->info[t].name, fd->name, (int)r + 1,
+              klua_entity_str(kq->it.entities[b0 + r], eb), err ? err : "bad value");
+}
+
+/* Reads back the arrays of writable float-only term t (kept or shared, w->keep) and writes
+ * each field fn changed to the column, marking its row; a kept term's snapshot follows, so
+ * that its arrays, given the floats written, are trusted by the next call. A value still equal
+ * to the float it was filled with costs one comparison. Returns -1 when done; else the field
+ * of a bad value, left at the top of the stack with its row in *bad_row, or KEPT_CHANGED for
+ * an array that is not a table; what it wrote is then still there (the caller undoes it). */
+#define KEPT_CHANGED (-2)
+static int32_t kept_update(lua_State *L, klua_query *kq, int t, bulk_work *w, int bulk_idx, int32_t b0,
+                           int32_t n, int32_t *bad_row) {
     const kiln_component_info *info = &kq->info[t];
     size_t stride = info->stride;
-    const uint8_t *snap = w->snap[t];
-    uint8_t *stage = w->stage[t];
-    uint64_t *changed = w->changed[t];
-    bool kept = w->keep[t];
-    memcpy(stage, snap, (size_t)n * stride);
-    memset(changed, 0, (size_t)n * sizeof *changed);
-    luaL_checkstack(L, KEPT_BATCH + 8, "too many values");
+    uint8_t *snap = w->snap[t], *col = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;
+    bool kept = w->keep[t], any = false;
+    kept_save(kq, t, w, b0, n);
     for (int32_t f = 0; f < info->field_count; f++) {
         size_t off = info->fields[f].offset;
-        uint64_t bit = (uint64_t)1 << f;
         int type = kept ? lua_rawgeti(L, w->slot_idx, KLUA_FIELD_KEY(t, f))
                         : lua_rawgeti(L, bulk_idx, BULK_KEY(t, f));
-        if (type != LUA_TTABLE) bulk_changed(L); /* bulk_check_terms compared, not typed */
+        if (type != LUA_TTABLE) return KEPT_CHANGED; /* bulk_check_terms compared, not typed */
         int arr = lua_gettop(L);
-        const uint8_t *was = snap + off;
+        uint8_t *was = snap + off, *dst = col + off;
         for (int32_t r0 = 0; r0 < n; r0 += KEPT_BATCH) {
             int32_t m = n - r0 < KEPT_BATCH ? n - r0 : KEPT_BATCH;
-            for (int32_t r = r0; r < r0 + m; r++, was += stride) {
+            for (int32_t r = r0; r < r0 + m; r++, was += stride, dst += stride) {
                 float old, nf;
                 memcpy(&old, was, 4);
                 if (lua_rawgeti(L, arr, r + 1) == LUA_TNUMBER) {
@@ -451,66 +478,41 @@ static void kept_read(lua_State *L, klua_query *kq, int t, const bulk_work *w, i
                             lua_rawseti(L, arr, r + 1); /* the slot held a number: no allocation */
                         }
                         if (memcmp(&nf, &old, 4) == 0) continue; /* 0.1 for 0.1f: unchanged */
-                        memcpy(stage + (size_t)r * stride + off, &nf, 4);
-                        changed[r] |= bit;
-                        continue;
+                        goto write;
                     }
                 }
-                if (kept_value(L, kq, t, f, lua_gettop(L), arr, r, b0, kept, old, stage + (size_t)r * stride, &nf)) {
-                    memcpy(stage + (size_t)r * stride + off, &nf, 4);
-                    changed[r] |= bit;
+                switch (kept_value(L, lua_gettop(L), arr, r, kept, old, &nf)) {
+                case 0: continue;
+                case 1: break;
+                default: *bad_row = r; return f; /* the value stays on the stack */
                 }
+            write:
+                memcpy(dst, &nf, 4);
+                if (kept) memcpy(was, &nf, 4); /* what the kept array now holds */
+                kiln_iter_mark_changed(&kq->it, t, b0 + r);
+                any = true;
             }
             lua_settop(L, arr);
         }
         lua_pop(L, 1);
     }
-}
-
-/* Writes the fields of float-only term t that fn changed, to the column and the snapshot, and
- * marks their rows; kept arrays then hold the snapshot exactly (kept_read gave them the
- * floats), so the next call trusts them. Nothing here can raise. */
-static void kept_write(klua_query *kq, int t, bulk_work *w, int32_t b0, int32_t n) {
-    const kiln_component_info *info = &kq->info[t];
-    size_t stride = info->stride;
-    uint8_t *col = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride, *snap = w->snap[t];
-    const uint8_t *stage = w->stage[t];
-    const uint64_t *changed = w->changed[t];
-    uint32_t offs[KILN_MAX_FIELDS]; /* in locals: stores into the column would reload them */
-    for (int32_t f = 0; f < info->field_count; f++) offs[f] = info->fields[f].offset;
-    bool kept = w->keep[t];
-    uint64_t any = 0;
-    for (int32_t r = 0; r < n; r++) {
-        uint64_t mask = changed[r];
-        if (!mask) continue;
-        any |= mask;
-        size_t at = (size_t)r * stride;
-        for (int32_t f = 0; mask; f++, mask >>= 1) {
-            if (!(mask & 1)) continue;
-            size_t off = at + offs[f];
-            memcpy(col + off, stage + off, 4);
-            if (kept) memcpy(snap + off, stage + off, 4); /* what the kept array now holds */
-        }
-        kiln_iter_mark_changed(&kq->it, t, b0 + r);
-    }
     if (any) w->written |= (uint32_t)1 << t;
     if (kept) w->slot->trusted[t] = n;
+    return -1;
 }
 
-/* Phase 3: converts every writable array into the stage, one read per value (a float still
- * equal to what it was filled with costs one comparison); a bad value raises before anything
- * is written. Then the check hooks see every changed row, and only then are the changed
- * fields written and their rows marked. */
+/* Phase 3: converts the arrays of every writable term but the float-only ones into the stage,
+ * one read per value; a bad value raises before anything is written. Then the check hooks see
+ * every changed row; then the float-only terms are read and written at once (kept_update,
+ * undone on a bad value); only then are the staged fields that changed written and their rows
+ * marked. */
 static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t b0, int32_t n, bulk_work *w) {
     char eb[24];
     const kiln_entity *ents = kq->it.entities + b0;
-    luaL_checkstack(L, BULK_BATCH + 8, "too many values");
+    /* room for a batch of values, before anything is written (kept_update writes as it reads) */
+    luaL_checkstack(L, (KEPT_BATCH > BULK_BATCH ? KEPT_BATCH : BULK_BATCH) + 8, "too many values");
     for (int t = 0; t < kq->term_count; t++) {
-        if (!bulk_writes(kq, t)) continue;
-        if (kept_term(kq, t)) {
-            kept_read(L, kq, t, w, bulk_idx, b0, n);
-            continue;
-        }
+        if (!bulk_writes(kq, t) || kept_term(kq, t)) continue; /* float-only terms: last */
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         memcpy(w->stage[t], w->snap[t], (size_t)n * stride);
@@ -566,13 +568,21 @@ static void bulk_write_back(lua_State *L, klua_query *kq, int bulk_idx, int32_t 
                 klua_fail_world(L, kq->kw->world, "query:bulk");
         }
     }
-    /* Write the fields fn changed, and mark their rows. */
+    /* The float-only terms (none has a check hook), written as they are read: a bad value
+     * puts back what they wrote before it raises. */
+    uint64_t marked_before = kq->it.marked;
     for (int t = 0; t < kq->term_count; t++) {
-        if (!bulk_writes(kq, t)) continue;
-        if (kept_term(kq, t)) {
-            kept_write(kq, t, w, b0, n);
-            continue;
-        }
+        if (!bulk_writes(kq, t) || !kept_term(kq, t)) continue;
+        int32_t bad_row = 0, f = kept_update(L, kq, t, w, bulk_idx, b0, n, &bad_row);
+        if (f == -1) continue;
+        kept_undo(kq, w, t, b0, n, marked_before);
+        if (f == KEPT_CHANGED) bulk_changed(L);
+        kept_fail(L, kq, t, f, lua_gettop(L), bad_row, b0);
+    }
+    /* Then the staged fields fn changed in the other terms (nothing here can raise), and
+     * their rows marked. */
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!bulk_writes(kq, t) || kept_term(kq, t)) continue;
         const kiln_component_info *info = &kq->info[t];
         size_t stride = info->stride;
         uint8_t *base = (uint8_t *)kq->it.columns[t] + (size_t)b0 * stride;

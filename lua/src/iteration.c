@@ -237,44 +237,78 @@ static void field_error(lua_State *L, klua_query *kq, int t, const kiln_field *f
               klua_entity_str(kq->it.entities[kq->row], eb), err);
 }
 
-/* Writes back term t of the current row from the values at stack slots first .. first +
- * field_count - 1 (one per field): each field is compared with what the row held when its
- * view was filled (kq->snap), so a field left alone never overwrites a change made meanwhile
- * (world:set on the same row), and marks nothing. A single float still equal to the number
- * it was filled with costs one comparison. Every field is converted before anything is
- * written, so a bad value raises with the row as it was. */
-void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first) {
+#if defined(__GNUC__)
+#define STEP_INLINE static inline __attribute__((always_inline)) /* inlined: 65 instructions a row */
+#define STEP_COLD __attribute__((cold, noinline))
+#else
+#define STEP_INLINE static inline
+#define STEP_COLD
+#endif
+
+/* The write-back of float-only term t (packed: its fields at 4 * f, a struct of floats) of the
+ * current row from the numbers at stack slots first ..: 1 when it wrote the fields that
+ * changed (named in *mask, each field's old bytes saved first in kq->stage[t], the row's tick
+ * in *tick), 0 when none changed, -1, with nothing of the term written, when a value is not a plain number
+ * or is out of range (stage_term names what is wrong). A value still equal to the float it was
+ * filled with costs one comparison. */
+STEP_INLINE int write_floats(lua_State *L, klua_query *kq, int t, int first, kiln_row_tick *tick, uint64_t *mask,
+                             bool packed) {
     const kiln_component_info *info = &kq->info[t];
-    if (kq->all_floats[t]) { /* the common case, without a staged copy of the row */
-        float vals[KILN_MAX_FIELDS];
-        uint64_t changed = 0;
-        const uint8_t *snap = kq->snap[t];
-        int32_t f = 0;
-        for (; f < info->field_count; f++) {
-            const kiln_field *fd = &info->fields[f];
-            int idx = first + f;
-            if (lua_type(L, idx) != LUA_TNUMBER) break; /* the general path names what is wrong */
-            lua_Number n = lua_tonumber(L, idx);
-            float was;
-            memcpy(&was, snap + fd->offset, 4);
-            if (klua_same_float(n, was)) continue;
-            if (isfinite(n) && fabs(n) > 3.4028234663852886e38) break;
-            vals[f] = (float)n;
-            if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
-        }
-        if (f == info->field_count) {
-            if (!changed) return;
-            uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
-            for (f = 0; f < info->field_count; f++)
-                if (changed & ((uint64_t)1 << f)) memcpy(dst + info->fields[f].offset, &vals[f], 4);
-            kiln_iter_mark_changed(&kq->it, t, kq->row);
-            return;
-        }
-    }
-    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
     const uint8_t *snap = kq->snap[t];
-    _Alignas(16) uint8_t tmp[256]; /* a check hook reads it as its C type */
-    uint8_t *buf = NULL; /* a copy of snap, made when a field needs converting */
+    float vals[KILN_MAX_FIELDS];
+    uint64_t changed = 0;
+    for (int32_t f = 0; f < info->field_count; f++) {
+        int idx = first + f;
+        if (lua_type(L, idx) != LUA_TNUMBER) return -1; /* never a numeric string */
+        lua_Number n = lua_tonumber(L, idx);
+        float was;
+        memcpy(&was, snap + (packed ? (size_t)f * 4 : info->fields[f].offset), 4);
+        if (n == (lua_Number)was && n != 0) continue; /* as filled: one comparison */
+        if (klua_same_float(n, was)) continue;        /* -0 and NaN as filled */
+        if (isfinite(n) && fabs(n) > 3.4028234663852886e38) return -1;
+        vals[f] = (float)n;
+        if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
+    }
+    if (!changed) return 0;
+    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride, *old = kq->stage[t];
+    *tick = kq->it.ticks[t][kq->row];
+    *mask = changed;
+    for (int32_t f = 0; changed; f++, changed >>= 1) {
+        if (!(changed & 1)) continue;
+        size_t off = packed ? (size_t)f * 4 : info->fields[f].offset;
+        memcpy(old + off, dst + off, 4); /* for undo_floats */
+        memcpy(dst + off, &vals[f], 4);
+    }
+    kiln_iter_mark_changed(&kq->it, t, kq->row);
+    return 1;
+}
+
+/* Puts back the fields (masks) of the terms before term upto that write_floats wrote (written: a
+ * bit per term) in the current row, their ticks (ticks) and the iteration's marked terms. */
+static STEP_COLD void undo_floats(klua_query *kq, int upto, uint32_t written, const kiln_row_tick *ticks,
+                                  const uint64_t *masks, uint64_t marked) {
+    for (int t = 0; t < upto; t++) {
+        if (!(written >> t & 1)) continue;
+        uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * kq->info[t].stride;
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
+            size_t off = kq->info[t].fields[f].offset;
+            if (masks[t] >> f & 1) memcpy(dst + off, kq->stage[t] + off, 4);
+        }
+        kq->it.ticks[t][kq->row] = ticks[t];
+    }
+    kq->it.marked = marked;
+}
+
+/* Stages term t of the current row from the values at stack slots first .. first +
+ * field_count - 1 (one per field) into kq->stage[t]: each field is compared with what the row
+ * held when its view was filled (kq->snap), so a field left alone never overwrites a change
+ * made meanwhile (world:set on the same row). Returns whether a field changed; raises for a bad
+ * value or a refusing check hook, with nothing written. */
+static bool stage_term(lua_State *L, klua_query *kq, int t, int first) {
+    const kiln_component_info *info = &kq->info[t];
+    const uint8_t *snap = kq->snap[t];
+    uint8_t *buf = kq->stage[t];
+    bool staged = false; /* buf holds a copy of snap, made when a field needs converting */
     int top = lua_gettop(L);
     for (int32_t f = 0; f < info->field_count; f++) {
         const kiln_field *fd = &info->fields[f];
@@ -285,20 +319,14 @@ void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first) {
             float was;
             memcpy(&was, snap + fd->offset, 4);
             if (isnum && klua_same_float(n, was)) continue; /* unchanged */
-            if (!buf) {
-                buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
-                memcpy(buf, snap, info->size);
-            }
+            if (!staged) memcpy(buf, snap, info->size), staged = true;
             float v;
             const char *err = isnum ? klua_to_float(L, n, &v) : klua_to_field(L, idx, fd, buf);
             if (err) field_error(L, kq, t, fd, err);
             if (isnum) memcpy(buf + fd->offset, &v, 4);
             continue;
         }
-        if (!buf) {
-            buf = info->size <= sizeof tmp ? tmp : klua_scratch(L, kq->kw, info->size);
-            memcpy(buf, snap, info->size);
-        }
+        if (!staged) memcpy(buf, snap, info->size), staged = true;
         if (fd->type == KILN_TYPE_CHAR && lua_type(L, idx) == LUA_TSTRING) {
             /* unchanged text keeps its bytes, even those past its NUL */
             size_t len;
@@ -310,22 +338,55 @@ void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first) {
         if (err) field_error(L, kq, t, fd, err);
         lua_settop(L, top); /* what the conversion pushed */
     }
-    if (!buf) return; /* every field as it was filled */
+    if (!staged || memcmp(buf, snap, info->size) == 0) return false; /* every field as it was filled */
     /* A component with a check hook (Parent) is asked before anything is written. */
-    if (info->has_check && memcmp(buf, snap, info->size) != 0 &&
+    if (info->has_check &&
         kiln_component_check(kq->kw->world, kq->it.entities[kq->row], kq->terms[t], buf) != KILN_OK)
         klua_fail_world(L, kq->kw->world, "query:each");
-    /* Then write the fields the script changed. */
-    bool changed = false;
+    return true;
+}
+
+/* Writes the fields of term t's stage that differ from its snapshot to the current row, and
+ * marks it. Nothing here can raise. */
+static void commit_term(klua_query *kq, int t) {
+    const kiln_component_info *info = &kq->info[t];
+    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
+    const uint8_t *buf = kq->stage[t], *snap = kq->snap[t];
     for (int32_t f = 0; f < info->field_count; f++) {
         const kiln_field *fd = &info->fields[f];
         size_t n = kiln_type_size(fd->type) * fd->count;
-        if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) {
-            memcpy(dst + fd->offset, buf + fd->offset, n);
-            changed = true;
-        }
+        if (memcmp(buf + fd->offset, snap + fd->offset, n) != 0) memcpy(dst + fd->offset, buf + fd->offset, n);
     }
-    if (changed) kiln_iter_mark_changed(&kq->it, t, kq->row);
+    kiln_iter_mark_changed(&kq->it, t, kq->row);
+}
+
+/* The terms of other fields are staged and checked first (stage_term may raise); then the
+ * float-only ones are written at once (write_floats), and put back if a later one holds a bad
+ * value, which stage_term then reports; only then are the staged terms written. Nothing
+ * between the first float write and the last runs Lua code or makes an object. */
+void klua_query_write_row(lua_State *L, klua_query *kq, const int *first) {
+    uint32_t staged = 0, written = 0;
+    for (int t = 0; t < kq->term_count; t++)
+        if (first[t] && !kq->all_floats[t] && stage_term(L, kq, t, first[t])) staged |= (uint32_t)1 << t;
+    uint64_t marked = kq->it.marked, masks[KLUA_MAX_TERMS];
+    kiln_row_tick ticks[KLUA_MAX_TERMS];
+    for (int t = 0; t < kq->term_count; t++) {
+        if (!first[t] || !kq->all_floats[t]) continue;
+        int done = write_floats(L, kq, t, first[t], &ticks[t], &masks[t], false);
+        if (done >= 0) {
+            written |= (uint32_t)done << t;
+            continue;
+        }
+        undo_floats(kq, t, written, ticks, masks, marked);
+        /* stage_term raises for term t's bad value; were it to pass, every float-only term
+         * is staged from here on, so the row still lands whole */
+        for (int u = 0; u < kq->term_count; u++)
+            if (first[u] && kq->all_floats[u] && (u >= t || written >> u & 1) && stage_term(L, kq, u, first[u]))
+                staged |= (uint32_t)1 << u;
+        break;
+    }
+    for (int t = 0; staged; t++, staged >>= 1)
+        if (staged & 1) commit_term(kq, t);
 }
 
 /* The rest of klua_query_advance past a chunk's last row: the next non-empty chunk, or false
@@ -365,12 +426,12 @@ static int lua_step_c(lua_State *L) {
         if (kq->data_fields + kq->term_count + 8 > LUA_MINSTACK)
             luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
         if (lua_gettop(L) < kq->data_fields) lua_settop(L, kq->data_fields); /* one per field */
-        int arg = 1;
+        int first[KLUA_MAX_TERMS], arg = 1;
         for (int t = 0; t < kq->term_count; t++) {
-            if (kq->kind[t] != TERM_DATA) continue;
-            if (kq->writable[t] && kq->it.columns[t]) klua_query_write_term(L, kq, t, arg);
-            arg += kq->info[t].field_count;
+            first[t] = kq->kind[t] == TERM_DATA && kq->writable[t] && kq->it.columns[t] ? arg : 0;
+            if (kq->kind[t] == TERM_DATA) arg += kq->info[t].field_count;
         }
+        klua_query_write_row(L, kq, first);
     } else {
         swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true, "query:each"); /* a loop's first row */
     }
@@ -404,7 +465,7 @@ static int lua_step_c(lua_State *L) {
             }
             continue;
         }
-        /* the query's own copy: what write_term compares with, safe from the collector */
+        /* the query's own copy: what stage_term compares with, safe from the collector */
         memcpy(kq->snap[t], row, info->size);
         const uint8_t *src = kq->snap[t];
         for (int32_t f = 0; f < info->field_count; f++) {
@@ -421,41 +482,6 @@ static int lua_step_c(lua_State *L) {
     return lua_gettop(L) - base;
 }
 
-#if defined(__GNUC__)
-#define STEP_INLINE static inline __attribute__((always_inline)) /* inlined: 65 instructions a row */
-#else
-#define STEP_INLINE static inline
-#endif
-
-/* The float-only write-back of term t (its fields at 4 * f: a struct of floats) of the current
- * row from the numbers at stack slots first ..: true when done (written where a field
- * changed), false, with nothing written, when a value is not a plain number or is out of
- * range, which write_term then reports. */
-STEP_INLINE bool write_floats(lua_State *L, klua_query *kq, int t, int first) {
-    const kiln_component_info *info = &kq->info[t];
-    const uint8_t *snap = kq->snap[t];
-    float vals[KILN_MAX_FIELDS];
-    uint64_t changed = 0;
-    for (int32_t f = 0; f < info->field_count; f++) {
-        int idx = first + f;
-        if (lua_type(L, idx) != LUA_TNUMBER) return false; /* never a numeric string */
-        lua_Number n = lua_tonumber(L, idx);
-        float was;
-        memcpy(&was, snap + (size_t)f * 4, 4);
-        if (n == (lua_Number)was && n != 0) continue; /* as filled: one comparison */
-        if (klua_same_float(n, was)) continue;        /* -0 and NaN as filled */
-        if (isfinite(n) && fabs(n) > 3.4028234663852886e38) return false;
-        vals[f] = (float)n;
-        if (memcmp(&vals[f], &was, 4) != 0) changed |= (uint64_t)1 << f; /* 0.1 for 0.1f: none */
-    }
-    if (!changed) return true;
-    uint8_t *dst = (uint8_t *)kq->it.columns[t] + (size_t)kq->row * info->stride;
-    for (int32_t f = 0; changed; f++, changed >>= 1)
-        if (changed & 1) memcpy(dst + (size_t)f * 4, &vals[f], 4);
-    kiln_iter_mark_changed(&kq->it, t, kq->row);
-    return true;
-}
-
 /* The C step of a query whose terms are all structs of floats, as data with-terms (no
  * optional term, tag or Lua value: the movement loop a game writes first): lua_step_c
  * without its general cases, one function with no staged row. Measured: 2455 -> 2342
@@ -468,10 +494,25 @@ static int lua_step_floats(lua_State *L) {
     if (kq->data_fields + 8 > LUA_MINSTACK) luaL_checkstack(L, LSTEP_MAX_VALUES + 8, "too many fields");
     if (kq->row >= 0) {
         if (lua_gettop(L) < kq->data_fields) lua_settop(L, kq->data_fields); /* one per field */
+        /* a row lands whole or not at all: a bad value puts back the terms written before it
+         * (nothing between runs Lua code or makes an object), then the general write-back,
+         * which converts every term before it writes any, raises */
+        uint64_t marked = kq->it.marked, masks[KLUA_MAX_TERMS];
+        kiln_row_tick ticks[KLUA_MAX_TERMS];
+        uint32_t written = 0;
         int arg = 1;
-        for (int t = 0; t < n; t++) {
-            if (kq->writable[t] && !write_floats(L, kq, t, arg)) klua_query_write_term(L, kq, t, arg);
-            arg += kq->info[t].field_count;
+        for (int t = 0; t < n; arg += kq->info[t].field_count, t++) {
+            if (!kq->writable[t]) continue;
+            int done = write_floats(L, kq, t, arg, &ticks[t], &masks[t], true);
+            if (done >= 0) {
+                written |= (uint32_t)done << t;
+                continue;
+            }
+            undo_floats(kq, t, written, ticks, masks, marked);
+            int first[KLUA_MAX_TERMS];
+            for (int u = 0, a = 1; u < n; a += kq->info[u].field_count, u++) first[u] = kq->writable[u] ? a : 0;
+            klua_query_write_row(L, kq, first);
+            break;
         }
     } else {
         swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true, "query:each"); /* a loop's first row */

@@ -236,6 +236,7 @@ typedef struct klua_query {
     kiln_component_info info[KLUA_MAX_TERMS];
     uint8_t *snap[KLUA_MAX_TERMS]; /* per data term: the row's bytes when its view was filled
                                     * (in the query's own block, after this struct) */
+    uint8_t *stage[KLUA_MAX_TERMS]; /* per data term: the row as its write-back converts it */
     int16_t key_off[KLUA_MAX_TERMS]; /* per term: its first field in the flat list of field keys */
     int16_t key_count;               /* field keys of all terms */
     bool upv_rows;                   /* the step closure holds views and keys as upvalues */
@@ -562,9 +563,10 @@ KLUA_HIDDEN void klua_query_check_owner(lua_State *L, const klua_query *kq);
 /* True when the running iteration was begun by a thread other than L that still runs (it
  * resumed L, directly or not): what L closes then is an earlier loop's, ended meanwhile. */
 KLUA_HIDDEN bool klua_query_runs_elsewhere(lua_State *L, const klua_query *kq);
-/* Writes data term t of the current row back from one value per field at stack slots
- * first.. (only the fields that changed; all converted before any is written). */
-KLUA_HIDDEN void klua_query_write_term(lua_State *L, klua_query *kq, int t, int first);
+/* Writes the current row back: each data term t with first[t] != 0 from one value per field
+ * at stack slots first[t].. (only the fields that changed). Every term is converted and
+ * checked before any is written, so an error leaves the whole row as it was. */
+KLUA_HIDDEN void klua_query_write_row(lua_State *L, klua_query *kq, const int *first);
 /* Makes the generated Lua step what q:each() hands out for the Query at q_idx, when it fits
  * (else the C step stays). */
 KLUA_HIDDEN void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx);

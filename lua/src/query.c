@@ -146,13 +146,13 @@ int klua_world_query(lua_State *L) {
     int optional = read_terms(L, kw, 2, "optional", desc.optional, KILN_QUERY_MAX_TERMS, fname);
     read_terms(L, kw, 2, "without", desc.without, KILN_QUERY_MAX_TERMS, fname);
 
-    /* the row snapshots of the data terms live after the struct, in the query's own block:
-     * no user value a host script could replace (debug.setuservalue) holds them */
+    /* the row snapshots and stages of the data terms live after the struct, in the query's
+     * own block: no user value a host script could replace (debug.setuservalue) holds them */
     size_t snap_bytes = 0;
     kiln_component_info infos[KLUA_MAX_TERMS];
     for (int t = 0; t < with + optional; t++) {
         kiln_component_info_get(kw->world, t < with ? desc.with[t] : desc.optional[t - with], &infos[t]);
-        snap_bytes += (infos[t].size + 15) & ~(size_t)15;
+        snap_bytes += 2 * ((infos[t].size + 15) & ~(size_t)15); /* the snapshot, then the stage */
     }
     size_t head = (sizeof(klua_query) + 15) & ~(size_t)15;
     klua_query *kq = klua_newobject(L, head + snap_bytes, KLUA_QUERY_UV_COUNT, KLUA_QUERY);
@@ -234,8 +234,9 @@ int klua_world_query(lua_State *L) {
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_INERT);
     uint8_t *snap = (uint8_t *)kq + head;
     for (int t = 0; t < kq->term_count; t++) {
-        if (kq->kind[t] == TERM_DATA) kq->snap[t] = snap;
-        snap += (kq->info[t].size + 15) & ~(size_t)15;
+        size_t part = (kq->info[t].size + 15) & ~(size_t)15;
+        if (kq->kind[t] == TERM_DATA) kq->snap[t] = snap, kq->stage[t] = snap + part;
+        snap += 2 * part;
     }
     /* Interned field names, so filling a view never hashes a C string. */
     lua_createtable(L, 0, 0);
@@ -304,20 +305,23 @@ static void upvalue_row_slots(const klua_query *kq, row_slots *rs) {
 }
 
 /* Writes back the fields the script changed in the writable views of the current row
- * (write_term per term, the values read from the views). */
+ * (klua_query_write_row, the values read from the views): the whole row or, on an error,
+ * nothing of it. */
 static void write_back(lua_State *L, klua_query *kq, const row_slots *rs) {
+    int first[KLUA_MAX_TERMS], top = lua_gettop(L);
+    if (kq->key_count + 8 > LUA_MINSTACK) luaL_checkstack(L, kq->key_count + 8, "too many fields");
     for (int t = 0; t < kq->term_count; t++) {
+        first[t] = 0;
         if (kq->kind[t] != TERM_DATA || !kq->writable[t] || !kq->it.columns[t]) continue;
-        const kiln_component_info *info = &kq->info[t];
-        int view = VIEW_AT(rs, t), top = lua_gettop(L);
-        if (info->field_count + 4 > LUA_MINSTACK) luaL_checkstack(L, info->field_count + 4, "too many fields");
-        for (int32_t f = 0; f < info->field_count; f++) {
+        int view = VIEW_AT(rs, t);
+        first[t] = lua_gettop(L) + 1;
+        for (int32_t f = 0; f < kq->info[t].field_count; f++) {
             lua_pushvalue(L, KEY_AT(rs, kq, t, f));
             lua_rawget(L, view);
         }
-        klua_query_write_term(L, kq, t, top + 1);
-        lua_settop(L, top);
     }
+    klua_query_write_row(L, kq, first);
+    lua_settop(L, top);
 }
 
 /* Pushes the entity of the current row and its views; returns the number pushed. */

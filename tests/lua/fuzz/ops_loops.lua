@@ -332,10 +332,10 @@ local function scribble_view(m, comp, view, writable)
     end
 end
 
--- Predicts the write-back of one row's writable views (query.c write_back): every field of a
--- term is converted over the value the view was filled with (snap) before any is written;
--- fields that differ from it are stored over the row's current value; a bad value raises,
--- after the terms before it were written and before anything of its own term is.
+-- Predicts the write-back of one row's writable views (query.c write_back): every field of
+-- every term is converted over the value the view was filled with (snap) before any is
+-- written; fields that differ from it are stored over the row's current value; a bad value
+-- (or a check hook's refusal) raises with nothing of the row written.
 local function predict_write_back(m, e, terms, views, present, writable, snaps)
     local out = {e = e, terms = {}, fails = false}
     for t, comp in ipairs(terms) do
@@ -351,14 +351,14 @@ local function predict_write_back(m, e, terms, views, present, writable, snaps)
                     fok, x = M.convert_field(f, v, snap[f.name])
                 end
                 if not fok then
-                    out.fails = true
+                    out.fails, out.terms = true, {}
                     out.bad = comp.name .. "." .. f.name .. "=" .. M.describe(v) .. " snap " .. M.describe(snap[f.name])
                     return out
                 end
                 if M.field_bytes(f, x) ~= M.field_bytes(f, snap[f.name]) then changed[f.name] = x end
             end
             if next(changed) and not m:write_ok(e, comp, changed) then -- its check hook (Parent)
-                out.fails, out.bad = true, comp.name .. " refused by its check"
+                out.fails, out.terms, out.bad = true, {}, comp.name .. " refused by its check"
                 return out
             end
             if next(changed) then out.terms[#out.terms + 1] = {comp = comp, changed = changed} end
@@ -530,7 +530,7 @@ function ops.each(m)
             -- the row the body raised on is not written back
         elseif bad then
             note("bad view value ends q:each")
-            commit_write_back(m, pending) -- the terms before the bad one were written
+            commit_write_back(m, pending) -- writes nothing: the row is left whole
         else
             fail("each loop raised unexpectedly: %s", tostring(err))
         end

@@ -87,7 +87,7 @@ local function leave_current(m)
     if s and s.kind == "each" then
         local wb = s.pending
         s.pending = nil
-        commit_write_back(m, wb) -- all of it, or the terms before a bad one
+        commit_write_back(m, wb) -- all of it, or nothing of the row when a value is bad
         system_leave(m, s, not s.raised_in_body and not (wb and wb.fails))
     end
 end
