@@ -334,7 +334,7 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
         }
         kiln_entity moved = arch->entities[last];
         arch->entities[row] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)row);
+        kl_record_put(world, moved, kl_record_bits(0, arch->id, (uint32_t)row));
     }
     arch->count = last;
     arch->structure_tick = world->tick;

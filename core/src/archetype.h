@@ -122,13 +122,31 @@ KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, in
 /* Copies the plain value and tick of row from into row to in each column of [col, end). */
 KL_HIDDEN void kl_columns_copy_row(kl_column *col, const kl_column *end, size_t to, size_t from);
 
+/* Copies the value and tick of row from into row to of col when its width is 8 or 16 bytes
+ * (rows addressed at a constant stride: a scaled index, no multiply); false, with nothing
+ * copied, for another width. */
+static inline __attribute__((always_inline)) bool kl_column_copy_row_sized(kl_column *col,
+                                                                          size_t to,
+                                                                          size_t from) {
+    size_t stride = col->stride;
+    uint8_t *data = col->data;
+    if (stride == 8) memcpy(data + to * 8, data + from * 8, 8);
+    else if (stride == 16) memcpy(data + to * 16, data + from * 16, 16);
+    else return false;
+    col->ticks[to] = col->ticks[from];
+    return true;
+}
+
 /* kl_archetype_remove_row for an archetype without hooks (every value moves bytewise),
- * inline for despawn: the bookkeeping first, from values loaded before any copy (a byte copy
- * may alias every field), then one sized copy and one tick per column; from the first column
- * of another width on, the rest is copied out of line, so this needs no saved register. */
+ * inline for despawn, of the row at place (the record bits' archetype and row, which the last
+ * row's entity takes): the bookkeeping first, from values loaded before any copy (a byte copy
+ * may alias every field), then one sized copy and one tick per column, the first two written
+ * out; from the first column of another width on, the rest is copied out of line. */
 static inline __attribute__((always_inline)) void
-kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, size_t row) {
+kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t place) {
     KILN_ASSERT(!arch->has_hooks, "a plain swap-remove of an archetype with hooks");
+    KILN_ASSERT(place >> KL_ROW_BITS == arch->id, "place is in arch");
+    size_t row = (size_t)(place & (KL_ROWS_MAX - 1));
     size_t last = (size_t)arch->count - 1;
     kl_column *col = arch->columns, *end = col + arch->column_count;
     arch->count = (int32_t)last;
@@ -137,20 +155,14 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, size_t row)
     if (row == last) return;
     kiln_entity moved = arch->entities[last];
     arch->entities[row] = moved;
-    kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)row);
-    for (; col < end; col++) {
-        size_t stride = col->stride;
-        uint8_t *data = col->data;
-        kiln_row_tick *ticks = col->ticks;
-        uint8_t *to = data + row * stride, *from = data + last * stride;
-        if (stride == 8) memcpy(to, from, 8);
-        else if (stride == 16) memcpy(to, from, 16);
-        else {
-            kl_columns_copy_row(col, end, row, last);
-            return;
-        }
-        ticks[row] = ticks[last];
-    }
+    kl_record_put(world, moved, place);
+    if (col == end) return;
+    if (!kl_column_copy_row_sized(col, row, last)) goto rest;
+    if (++col == end) return;
+    if (!kl_column_copy_row_sized(col, row, last)) goto rest;
+    if (++col == end) return;
+rest:
+    kl_columns_copy_row(col, end, row, last);
 }
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps the row
@@ -275,7 +287,7 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
     if (at != tail) {
         kiln_entity moved = src->entities[tail];
         src->entities[at] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
+        kl_record_put(world, moved, kl_record_bits(0, src->id, (uint32_t)at));
     }
     src->count = (int32_t)tail;
     src->structure_tick = world->tick;
@@ -333,18 +345,19 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
                    kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
                    kl_column *gone, size_t at, size_t tail, bool swap) {
     kiln_entity *rows = src->entities;
+    /* the record first: bits then need not stay live across the rows' work */
+    record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
     dst->entities[to] = rows[at];
     dst->count = (int32_t)to + 1;
     dst->structure_tick = tick;
     world->structure_version++;
-    if (swap) {
+    if (swap) { /* the tail's entity takes the place the moving one left (bits') */
         kiln_entity moved = rows[tail];
         rows[at] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
+        kl_record_put(world, moved, bits & KL_PLACE_MASK);
     }
     src->count = (int32_t)tail;
     src->structure_tick = tick;
-    record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
     if (gone && swap) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
                      gone->stride);
