@@ -261,12 +261,13 @@ KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t a
 /* Moves the plain value and tick at row at of column s to row to of column d (the same
  * component, another archetype), then, when swap (at is not tail), the tail row's value and
  * tick into row at (when at is tail that row leaves and no hole is left), and raises d's
- * latest tick. */
+ * latest tick. width: the columns' stride when the caller knows it (a constant: rows are then
+ * addressed by scaled indexing, with no stride read and no size test), else 0. */
 static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
                                                                        size_t at, size_t to,
                                                                        size_t tail, kiln_tick base,
-                                                                       bool swap) {
-    size_t stride = s->stride;
+                                                                       bool swap, size_t width) {
+    size_t stride = width ? width : s->stride;
     uint8_t *data = s->data;
     kiln_row_tick *ticks = s->ticks;
     kiln_row_tick tick = ticks[at];
@@ -304,7 +305,7 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
 static inline __attribute__((always_inline)) void
 kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl_column *added,
                       const kl_column *gone, size_t at, size_t to, size_t tail, kiln_tick base,
-                      bool swap) {
+                      bool swap, size_t width) {
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
     /* the shorter list: dst's when a column is gone, else src's (equal when a tag moves) */
     int32_t shared = gone ? dst->column_count : src->column_count;
@@ -314,19 +315,19 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
 #define KL_SHARED(p, changed) ((p) + ((p) == (changed)))
         if (shared == 2) {
             kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
-            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
+            kl_move_plain_column(s0, d0, at, to, tail, base, swap, width);
             kl_move_plain_column(KL_SHARED(s0 + 1, gone), KL_SHARED(d0 + 1, added), at, to,
-                                 tail, base, swap);
+                                 tail, base, swap, width);
         } else if (shared == 1) {
             kl_move_plain_column(KL_SHARED(s, gone), KL_SHARED(d, added), at, to, tail, base,
-                                 swap);
+                                 swap, width);
         } else if (shared == 3) {
             kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
             kl_column *s1 = KL_SHARED(s0 + 1, gone), *d1 = KL_SHARED(d0 + 1, added);
-            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
-            kl_move_plain_column(s1, d1, at, to, tail, base, swap);
+            kl_move_plain_column(s0, d0, at, to, tail, base, swap, width);
+            kl_move_plain_column(s1, d1, at, to, tail, base, swap, width);
             kl_move_plain_column(KL_SHARED(s1 + 1, gone), KL_SHARED(d1 + 1, added), at, to,
-                                 tail, base, swap);
+                                 tail, base, swap, width);
         }
 #undef KL_SHARED
         return;
@@ -334,7 +335,7 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
     for (; s < end; s++, d++) {
         if (s == gone && ++s == end) break;
         if (d == added) d++;
-        kl_move_plain_column(s, d, at, to, tail, base, swap);
+        kl_move_plain_column(s, d, at, to, tail, base, swap, width);
     }
 }
 
@@ -343,7 +344,7 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
 static inline __attribute__((always_inline)) void
 kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
                    kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
-                   kl_column *gone, size_t at, size_t tail, bool swap) {
+                   kl_column *gone, size_t at, size_t tail, bool swap, size_t width) {
     kiln_entity *rows = src->entities;
     /* the record first: bits then need not stay live across the rows' work */
     record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
@@ -363,7 +364,7 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
                      gone->stride);
         gone->ticks[at] = gone->ticks[tail];
     }
-    kl_move_plain_columns(src, dst, added, gone, at, to, tail, world->tick_base, swap);
+    kl_move_plain_columns(src, dst, added, gone, at, to, tail, world->tick_base, swap, width);
 }
 
 /* kl_archetype_move when no column of src has a move or destroy hook, with the changed
@@ -376,12 +377,13 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
 static inline __attribute__((always_inline)) void
 kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
                         kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
-                        kl_column *gone) {
+                        kl_column *gone, size_t width) {
     KILN_ASSERT(to == (size_t)dst->count && dst->count < dst->capacity, "row reserved before the move");
     size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
     size_t tail = (size_t)src->count - 1;
-    if (at != tail) kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true);
-    else kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false);
+    if (at != tail)
+        kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true, width);
+    else kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false, width);
 }
 
 /* kl_archetype_move_plain out of line, for kl_archetype_move (the calls that found no plain

@@ -155,6 +155,9 @@ typedef struct kl_edge {
  * component has no check hook (a remove edge's may: removing runs no check), and a component
  * with a value has no padding (size == stride). */
 #define KL_EDGE_PLAIN 4u
+/* With KL_EDGE_PLAIN: every column both archetypes have is 8 bytes wide (moves along it need
+ * no column's stride). */
+#define KL_EDGE_EIGHT 8u
 
 #define KL_SLOT_ABSENT (-1)
 #define KL_SLOT_TAG (-2)
