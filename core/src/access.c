@@ -157,9 +157,16 @@ static inline __attribute__((always_inline)) bool remove_plain(kiln_world *world
                                                                bool *removed) {
     plain_move m;
     if (!plain_edge(world, entity, component, KL_EDGE_REMOVE, &m)) return false;
-    if (removed) *removed = true; /* now: the pointer is not kept through the move */
-    if (m.flags & KL_EDGE_EIGHT) remove_along(world, &m, 8);
-    else remove_along(world, &m, 0);
+    /* *removed written in each form (now: the pointer is not kept through the move); written
+     * before the branch, GCC hoisted the two forms' common start above it and spilled two of
+     * its values (168.5 instructions and 23 stores a remove against 164.5 and 21.5) */
+    if (m.flags & KL_EDGE_EIGHT) {
+        if (removed) *removed = true;
+        remove_along(world, &m, 8);
+    } else {
+        if (removed) *removed = true;
+        remove_along(world, &m, 0);
+    }
     return true;
 }
 
