@@ -382,8 +382,11 @@ kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record,
     size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
     size_t tail = (size_t)src->count - 1;
     if (at != tail)
-        kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true, width);
-    else kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false, width);
+        kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true,
+                           width);
+    else
+        kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false,
+                           width);
 }
 
 /* kl_archetype_move_plain out of line, for kl_archetype_move (the calls that found no plain
