@@ -171,8 +171,14 @@ static kl_edge plan_edge(const kiln_world *world, const kl_archetype *arch,
                              : kl_archetype_column(arch, component),
                     add ? KL_EDGE_ADD : KL_EDGE_REMOVE};
     const kl_component *c = kl_component_get(world, component);
-    if (!arch->has_hooks && !dst->has_hooks && !(add && c->check) && c->size == c->stride)
+    if (!arch->has_hooks && !dst->has_hooks && !(add && c->check) && c->size == c->stride) {
         edge.flags |= KL_EDGE_PLAIN;
+        /* the shared columns: those of the archetype without the component */
+        bool eight = true;
+        const kl_archetype *fewer = add ? arch : dst;
+        for (int32_t i = 0; i < fewer->column_count; i++) eight &= fewer->columns[i].stride == 8;
+        if (eight) edge.flags |= KL_EDGE_EIGHT;
+    }
     return edge;
 }
 
@@ -334,7 +340,7 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
         }
         kiln_entity moved = arch->entities[last];
         arch->entities[row] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)row);
+        kl_record_put(world, moved, kl_record_bits(0, arch->id, (uint32_t)row));
     }
     arch->count = last;
     arch->structure_tick = world->tick;
@@ -380,7 +386,7 @@ void kl_move_bytes(uint8_t *to, uint8_t *from, const uint8_t *tail, size_t size)
 void kl_archetype_move_plain_call(kiln_world *world, kl_archetype *src, kl_record *record,
                                   kl_archetype *dst, const kl_column *added, kl_column *gone) {
     kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
-                            world->tick, added, gone);
+                            world->tick, added, gone, 0);
 }
 
 void kl_archetype_move_hooked(kl_archetype *src, kl_archetype *dst, int32_t added, int32_t gone,

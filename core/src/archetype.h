@@ -122,13 +122,31 @@ KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, in
 /* Copies the plain value and tick of row from into row to in each column of [col, end). */
 KL_HIDDEN void kl_columns_copy_row(kl_column *col, const kl_column *end, size_t to, size_t from);
 
+/* Copies the value and tick of row from into row to of col when its width is 8 or 16 bytes
+ * (rows addressed at a constant stride: a scaled index, no multiply); false, with nothing
+ * copied, for another width. */
+static inline __attribute__((always_inline)) bool kl_column_copy_row_sized(kl_column *col,
+                                                                          size_t to,
+                                                                          size_t from) {
+    size_t stride = col->stride;
+    uint8_t *data = col->data;
+    if (stride == 8) memcpy(data + to * 8, data + from * 8, 8);
+    else if (stride == 16) memcpy(data + to * 16, data + from * 16, 16);
+    else return false;
+    col->ticks[to] = col->ticks[from];
+    return true;
+}
+
 /* kl_archetype_remove_row for an archetype without hooks (every value moves bytewise),
- * inline for despawn: the bookkeeping first, from values loaded before any copy (a byte copy
- * may alias every field), then one sized copy and one tick per column; from the first column
- * of another width on, the rest is copied out of line, so this needs no saved register. */
+ * inline for despawn, of the row at place (the record bits' archetype and row, which the last
+ * row's entity takes): the bookkeeping first, from values loaded before any copy (a byte copy
+ * may alias every field), then one sized copy and one tick per column, the first two written
+ * out; from the first column of another width on, the rest is copied out of line. */
 static inline __attribute__((always_inline)) void
-kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, size_t row) {
+kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t place) {
     KILN_ASSERT(!arch->has_hooks, "a plain swap-remove of an archetype with hooks");
+    KILN_ASSERT(place >> KL_ROW_BITS == arch->id, "place is in arch");
+    size_t row = (size_t)(place & (KL_ROWS_MAX - 1));
     size_t last = (size_t)arch->count - 1;
     kl_column *col = arch->columns, *end = col + arch->column_count;
     arch->count = (int32_t)last;
@@ -137,20 +155,14 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, size_t row)
     if (row == last) return;
     kiln_entity moved = arch->entities[last];
     arch->entities[row] = moved;
-    kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)row);
-    for (; col < end; col++) {
-        size_t stride = col->stride;
-        uint8_t *data = col->data;
-        kiln_row_tick *ticks = col->ticks;
-        uint8_t *to = data + row * stride, *from = data + last * stride;
-        if (stride == 8) memcpy(to, from, 8);
-        else if (stride == 16) memcpy(to, from, 16);
-        else {
-            kl_columns_copy_row(col, end, row, last);
-            return;
-        }
-        ticks[row] = ticks[last];
-    }
+    kl_record_put(world, moved, place);
+    if (col == end) return;
+    if (!kl_column_copy_row_sized(col, row, last)) goto rest;
+    if (++col == end) return;
+    if (!kl_column_copy_row_sized(col, row, last)) goto rest;
+    if (++col == end) return;
+rest:
+    kl_columns_copy_row(col, end, row, last);
 }
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps the row
@@ -249,12 +261,13 @@ KL_HIDDEN void kl_archetype_drop_value(kl_archetype *src, int32_t gone, size_t a
 /* Moves the plain value and tick at row at of column s to row to of column d (the same
  * component, another archetype), then, when swap (at is not tail), the tail row's value and
  * tick into row at (when at is tail that row leaves and no hole is left), and raises d's
- * latest tick. */
+ * latest tick. width: the columns' stride when the caller knows it (a constant: rows are then
+ * addressed by scaled indexing, with no stride read and no size test), else 0. */
 static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column *s, kl_column *d,
                                                                        size_t at, size_t to,
                                                                        size_t tail, kiln_tick base,
-                                                                       bool swap) {
-    size_t stride = s->stride;
+                                                                       bool swap, size_t width) {
+    size_t stride = width ? width : s->stride;
     uint8_t *data = s->data;
     kiln_row_tick *ticks = s->ticks;
     kiln_row_tick tick = ticks[at];
@@ -275,7 +288,7 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
     if (at != tail) {
         kiln_entity moved = src->entities[tail];
         src->entities[at] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
+        kl_record_put(world, moved, kl_record_bits(0, src->id, (uint32_t)at));
     }
     src->count = (int32_t)tail;
     src->structure_tick = world->tick;
@@ -292,7 +305,7 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
 static inline __attribute__((always_inline)) void
 kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl_column *added,
                       const kl_column *gone, size_t at, size_t to, size_t tail, kiln_tick base,
-                      bool swap) {
+                      bool swap, size_t width) {
     kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
     /* the shorter list: dst's when a column is gone, else src's (equal when a tag moves) */
     int32_t shared = gone ? dst->column_count : src->column_count;
@@ -302,19 +315,19 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
 #define KL_SHARED(p, changed) ((p) + ((p) == (changed)))
         if (shared == 2) {
             kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
-            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
+            kl_move_plain_column(s0, d0, at, to, tail, base, swap, width);
             kl_move_plain_column(KL_SHARED(s0 + 1, gone), KL_SHARED(d0 + 1, added), at, to,
-                                 tail, base, swap);
+                                 tail, base, swap, width);
         } else if (shared == 1) {
             kl_move_plain_column(KL_SHARED(s, gone), KL_SHARED(d, added), at, to, tail, base,
-                                 swap);
+                                 swap, width);
         } else if (shared == 3) {
             kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
             kl_column *s1 = KL_SHARED(s0 + 1, gone), *d1 = KL_SHARED(d0 + 1, added);
-            kl_move_plain_column(s0, d0, at, to, tail, base, swap);
-            kl_move_plain_column(s1, d1, at, to, tail, base, swap);
+            kl_move_plain_column(s0, d0, at, to, tail, base, swap, width);
+            kl_move_plain_column(s1, d1, at, to, tail, base, swap, width);
             kl_move_plain_column(KL_SHARED(s1 + 1, gone), KL_SHARED(d1 + 1, added), at, to,
-                                 tail, base, swap);
+                                 tail, base, swap, width);
         }
 #undef KL_SHARED
         return;
@@ -322,7 +335,7 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
     for (; s < end; s++, d++) {
         if (s == gone && ++s == end) break;
         if (d == added) d++;
-        kl_move_plain_column(s, d, at, to, tail, base, swap);
+        kl_move_plain_column(s, d, at, to, tail, base, swap, width);
     }
 }
 
@@ -331,26 +344,27 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
 static inline __attribute__((always_inline)) void
 kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
                    kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
-                   kl_column *gone, size_t at, size_t tail, bool swap) {
+                   kl_column *gone, size_t at, size_t tail, bool swap, size_t width) {
     kiln_entity *rows = src->entities;
+    /* the record first: bits then need not stay live across the rows' work */
+    record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
     dst->entities[to] = rows[at];
     dst->count = (int32_t)to + 1;
     dst->structure_tick = tick;
     world->structure_version++;
-    if (swap) {
+    if (swap) { /* the tail's entity takes the place the moving one left (bits') */
         kiln_entity moved = rows[tail];
         rows[at] = moved;
-        kl_record_set_row(kl_record_at(world, kiln_entity_index(moved)), (uint32_t)at);
+        kl_record_put(world, moved, bits & KL_PLACE_MASK);
     }
     src->count = (int32_t)tail;
     src->structure_tick = tick;
-    record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
     if (gone && swap) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,
                      gone->stride);
         gone->ticks[at] = gone->ticks[tail];
     }
-    kl_move_plain_columns(src, dst, added, gone, at, to, tail, world->tick_base, swap);
+    kl_move_plain_columns(src, dst, added, gone, at, to, tail, world->tick_base, swap, width);
 }
 
 /* kl_archetype_move when no column of src has a move or destroy hook, with the changed
@@ -363,12 +377,16 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
 static inline __attribute__((always_inline)) void
 kl_archetype_move_plain(kiln_world *world, kl_archetype *src, kl_record *record, uint64_t bits,
                         kl_archetype *dst, size_t to, kiln_tick tick, const kl_column *added,
-                        kl_column *gone) {
+                        kl_column *gone, size_t width) {
     KILN_ASSERT(to == (size_t)dst->count && dst->count < dst->capacity, "row reserved before the move");
     size_t at = (size_t)(bits & (KL_ROWS_MAX - 1));
     size_t tail = (size_t)src->count - 1;
-    if (at != tail) kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true);
-    else kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false);
+    if (at != tail)
+        kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, true,
+                           width);
+    else
+        kl_move_plain_rows(world, src, record, bits, dst, to, tick, added, gone, at, tail, false,
+                           width);
 }
 
 /* kl_archetype_move_plain out of line, for kl_archetype_move (the calls that found no plain

@@ -369,7 +369,7 @@ static inline __attribute__((always_inline)) kiln_result despawn_now(kiln_world 
     /* No hook can look: the slot goes first, so the row's copies keep few registers. */
     world->alive--;
     kl_entity_retire(world, rec, entity);
-    kl_archetype_remove_row_plain(world, arch, row);
+    kl_archetype_remove_row_plain(world, arch, bits & KL_PLACE_MASK);
     return KILN_OK;
 }
 

@@ -66,11 +66,6 @@ static inline void kl_record_set_place(kl_record *r, uint32_t archetype, uint32_
     r->bits = (r->bits & ~KL_PLACE_MASK) | (uint64_t)archetype << KL_ROW_BITS | row;
 }
 
-/* Moves a live slot to another row of its archetype. */
-static inline void kl_record_set_row(kl_record *r, uint32_t row) {
-    r->bits = (r->bits & ~(uint64_t)(KL_ROWS_MAX - 1)) | row;
-}
-
 static inline void kl_record_set_reserved(kl_record *r, uint32_t generation) {
     r->bits = (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_RESERVED;
 }
@@ -160,6 +155,9 @@ typedef struct kl_edge {
  * component has no check hook (a remove edge's may: removing runs no check), and a component
  * with a value has no padding (size == stride). */
 #define KL_EDGE_PLAIN 4u
+/* With KL_EDGE_PLAIN: every column both archetypes have is 8 bytes wide (moves along it need
+ * no column's stride). */
+#define KL_EDGE_EIGHT 8u
 
 #define KL_SLOT_ABSENT (-1)
 #define KL_SLOT_TAG (-2)
@@ -304,6 +302,14 @@ static inline kl_record *kl_record_at(const kiln_world *world, uint32_t index) {
 
 static inline uint32_t kl_slot_count(const kiln_world *world) {
     return atomic_load_explicit(&((kiln_world *)world)->slot_count, memory_order_acquire);
+}
+
+/* Points the record of e, a live entity held in a row, at place (an archetype id << KL_ROW_BITS
+ * | a row): one store that reads nothing (a live slot's generation is its handle's), for the
+ * entity a swap-remove moves into a hole, whose record is elsewhere in memory. */
+static inline void kl_record_put(const kiln_world *world, kiln_entity e, uint64_t place) {
+    kl_record_at(world, kiln_entity_index(e))->bits =
+        (uint64_t)kiln_entity_generation(e) << KL_PLACE_BITS | place;
 }
 
 /* The record of a live entity, or NULL for null, stale and out-of-range handles. */
