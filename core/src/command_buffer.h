@@ -6,6 +6,8 @@
 #ifndef KILN_COMMAND_BUFFER_H
 #define KILN_COMMAND_BUFFER_H
 
+#include <string.h>
+
 #include "commands.h"
 #include "component.h"
 
@@ -18,6 +20,7 @@
  * the value blocks. A spawn is laid out as kl_spawn_cmd (the same size, op first). */
 #define KL_INLINE 16
 #define KL_SPAWN_HELD 2 /* adds a spawn command holds at most */
+#define KL_NO_HOLD (-2)  /* kiln_commands.hold when no slot takes a held add (never count - 1) */
 
 /* A spawn, and up to KL_SPAWN_HELD adds to its placeholder recorded right after it, held in
  * the spawn's own slot (a component with no hooks and no entity fields, its value given, each
@@ -25,13 +28,12 @@
  * for what were three, and still 1 + adds commands for counts, `applied`, truncation and
  * messages. Its placeholder's tag is the buffer's (pending commands are all of its batch). */
 typedef struct kl_spawn_cmd {
-    uint8_t op;                    /* KL_OP_SPAWN */
-    uint8_t adds;                  /* adds held */
-    uint8_t size[KL_SPAWN_HELD];   /* their values' sizes */
-    kiln_component first;          /* the first held add's component */
-    uint32_t index;                /* the placeholder's index in the batch */
-    kiln_component second;         /* the second's */
-    unsigned char bytes[KL_INLINE]; /* their values */
+    uint8_t op;                          /* KL_OP_SPAWN */
+    uint8_t adds;                        /* adds held */
+    uint8_t size[KL_SPAWN_HELD];         /* their values' sizes (0 past adds) */
+    kiln_component held[KL_SPAWN_HELD];  /* their components (0 past adds) */
+    uint32_t index;                      /* the placeholder's index in the batch */
+    unsigned char bytes[KL_INLINE];      /* their values */
 } kl_spawn_cmd;
 
 typedef struct kl_cmd {
@@ -56,6 +58,22 @@ typedef struct kl_cmd {
         kl_spawn_cmd spawn; /* op KL_OP_SPAWN */
     };
 } kl_cmd;
+
+/* Copies size bytes (1..KL_INLINE) as two overlapping moves of 8, 4, 2 or 1 bytes. */
+static inline void copy_held(unsigned char *dst, const unsigned char *src, uint32_t size) {
+    if (size >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + size - 8, src + size - 8, 8);
+    } else if (size >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + size - 4, src + size - 4, 4);
+    } else if (size >= 2) {
+        memcpy(dst, src, 2);
+        memcpy(dst + size - 2, src + size - 2, 2);
+    } else {
+        *dst = *src;
+    }
+}
 
 /* The commands a slot stands for: a spawn and the adds it holds, else 1. */
 static inline int64_t cmd_parts(const kl_cmd *c) {
@@ -105,7 +123,9 @@ struct kiln_commands {
     int64_t cap, head, count; /* slots: [head, count) pending */
     int64_t held;     /* adds held in pending spawn slots: pending commands are
                        * count - head + held */
-    int64_t held_end; /* every slot holding adds lies before it */
+    int64_t held_end; /* every slot holding adds lies before it (past the latest spawn) */
+    int64_t hold;     /* the slot of the latest spawn while it is the last slot, pending and
+                       * can hold another add (see add_to_spawned), else KL_NO_HOLD */
     kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
     kiln_entity spawned_last;  /* the latest spawn's placeholder while its batch goes on (the
                                 * buffer attached, no apply completed since), else 0 */

@@ -36,6 +36,7 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
     cmd->alloc = world_accounting ? &world->alloc : &cmd->own_alloc;
     cmd->world = world;
     cmd->lenient = lenient;
+    cmd->hold = KL_NO_HOLD;
     return cmd;
 }
 
@@ -87,6 +88,7 @@ void kiln_commands_clear(kiln_commands *cmd) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     destroy_pending(cmd);
     cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
+    cmd->hold = KL_NO_HOLD;
     reset_values(cmd);
     reset_batch(cmd);
     cmd->error[0] = '\0';
@@ -104,6 +106,7 @@ static void free_contents(kiln_commands *cmd, kl_allocator *alloc) {
     cmd->cmds = NULL;
     cmd->placeholders = NULL;
     cmd->cap = cmd->head = cmd->count = cmd->held = cmd->held_end = cmd->ph_cap = 0;
+    cmd->hold = KL_NO_HOLD;
     cmd->ph_count = 0;
     cmd->spawned_last = KILN_NULL_ENTITY;
 }
@@ -209,6 +212,7 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
                                                        const kl_component *comp) {
     if (cmd->head == cmd->count && cmd->head != 0) {
         cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
+        cmd->hold = KL_NO_HOLD;
         reset_values(cmd);
     }
     if (cmd->count == cmd->cap &&
@@ -304,6 +308,8 @@ static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd,
     cmd->placeholders[index] = KILN_NULL_ENTITY;
     cmd->ph_count = index + 1;
     cmd->spawned_last = *dest = ph;
+    cmd->hold = at;
+    cmd->held_end = at + 1;
     return true;
 }
 
@@ -344,6 +350,8 @@ static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
     r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
     cmd->cmds[cmd->count - 1] = (kl_cmd){.spawn = {.op = KL_OP_SPAWN, .index = index}};
+    cmd->hold = cmd->count - 1;
+    cmd->held_end = cmd->count;
     cmd->tag = tag;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
     cmd->spawned_last = *dest = ph;
@@ -388,34 +396,37 @@ __attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, co
 }
 
 /* The usual add, in one pass: to the placeholder the buffer spawned last (a current one, so
- * no other check), a small value of a component with no hooks. Held in that spawn's slot
- * when the slot is the last one and has room (see kl_spawn_cmd), else in a command of its
- * own if the array has room: true when recorded. The second branch repeats push_fast's
- * inline branch on purpose (keep the two alike): going through push_fast costs
+ * no other check), a small value of a component with no hooks (cmd_small). Held in that
+ * spawn's slot while it can take one (cmd->hold: the slot is the last, pending, holds fewer
+ * than KL_SPAWN_HELD adds) and the values fit, not a component it holds already; else in a
+ * command of its own if the array has room: true when recorded. The second branch repeats
+ * push_fast's inline branch on purpose (keep the two alike): going through push_fast costs
  * kiln_commands_add 16% more instructions in cmd_spawn (callgrind, 2026-12-02). */
 static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *cmd, kiln_entity e,
                                                                  kiln_component c, const void *value) {
     int64_t at = cmd->count;
-    if (e != cmd->spawned_last || e == KILN_NULL_ENTITY || !value || at == cmd->head) return false;
+    if (e != cmd->spawned_last || e == KILN_NULL_ENTITY || !value) return false;
     const kl_component *comp = kl_component_get(cmd->world, c);
-    if (!comp || !comp->cmd_inline || comp->size == 0 || comp->size > KL_INLINE) return false;
-    kl_spawn_cmd *s = &cmd->cmds[at - 1].spawn;
-    uint32_t used = s->adds ? s->size[0] : 0;
-    if (s->op == KL_OP_SPAWN && s->index == (uint32_t)(e & KL_PH_INDEX_MASK) &&
-        s->adds < KL_SPAWN_HELD && comp->size <= KL_INLINE - used && (s->adds == 0 || s->first != c)) {
-        kl_copy_small(s->bytes + used, value, comp->size);
-        if (s->adds == 0) s->first = c;
-        else s->second = c;
-        s->size[s->adds++] = (uint8_t)comp->size;
-        cmd->held++;
-        cmd->held_end = at;
-        return true;
+    if (!comp) return false;
+    uint32_t size = comp->cmd_small;
+    if (cmd->hold == at - 1) {
+        kl_spawn_cmd *s = &cmd->cmds[at - 1].spawn;
+        uint32_t adds = s->adds, fill = s->size[0]; /* 0 while none is held */
+        if (size + fill <= KL_INLINE && s->held[0] != c) {
+            copy_held(s->bytes + fill, value, size);
+            s->held[adds] = c;
+            s->size[adds] = (uint8_t)size;
+            s->adds = (uint8_t)(adds + 1);
+            if (adds + 1 == KL_SPAWN_HELD) cmd->hold = KL_NO_HOLD;
+            cmd->held++; /* held_end is past the slot since its spawn */
+            return true;
+        }
     }
-    if (at == cmd->cap) return false;
+    if (size > KL_INLINE || at == cmd->cap || (cmd->head == at && at != 0)) return false;
     kl_cmd *r = &cmd->cmds[at];
     *r = (kl_cmd){.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
-                  .inline_size = (uint8_t)comp->size, .component = c, .target = e};
-    kl_copy_small(r->v.bytes, value, comp->size);
+                  .inline_size = (uint8_t)size, .component = c, .target = e};
+    copy_held(r->v.bytes, value, size);
     cmd->count = at + 1;
     return true;
 }
@@ -483,8 +494,11 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
         kl_cmd *c = &cmd->cmds[cmd->count - 1];
         int64_t parts = cmd_parts(c);
         if (parts > drop) { /* a cut inside a spawn's held adds: the first ones stay */
-            c->spawn.adds = (uint8_t)(c->spawn.adds - drop);
+            kl_spawn_cmd *s = &c->spawn;
+            for (int64_t k = s->adds - drop; k < s->adds; k++) s->held[k] = 0, s->size[k] = 0;
+            s->adds = (uint8_t)(s->adds - drop);
             cmd->held -= drop;
+            if (spawn_target(cmd, c) == cmd->spawned_last) cmd->hold = cmd->count - 1;
             break;
         }
         cmd->count--;
@@ -492,6 +506,7 @@ void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
         drop -= parts;
     }
     if (cmd->held_end > cmd->count) cmd->held_end = cmd->count;
+    if (cmd->hold >= cmd->count) cmd->hold = KL_NO_HOLD;
 }
 
 void *kl_commands_value_at(kiln_commands *cmd, int64_t index) {

@@ -76,7 +76,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
          * at their registered sizes (kl_spawn_cmd): nothing below would stop at them. */
         kl_spawn_cmd *s = &c->spawn;
         for (; held < s->adds; held++) {
-            comps[held] = held ? s->second : s->first;
+            comps[held] = s->held[held];
             values[held] = held_value(s, held);
         }
         n = held;
@@ -138,7 +138,7 @@ static inline int cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, cons
     const kl_cmd *c = &cmds[i];
     uint64_t first;
     memcpy(&first, &c->spawn, sizeof first);
-    if (first != shape->spawn_head || (a == 2 && c->spawn.second != shape->second)) return 0;
+    if (first != shape->spawn_head || c->spawn.held[1] != shape->second) return 0;
     kiln_entity target = shape->base | c->spawn.index;
     int held = 2; /* 2 while every add holds its value inline */
     for (int32_t m = a; m < k; m++) {
@@ -173,7 +173,7 @@ static bool run_shape_of(const kiln_commands *cmd, const kl_spawn_cmd *s, run_sh
     }
     kl_spawn_cmd spawn = {.op = KL_OP_SPAWN, .adds = (uint8_t)a};
     for (int32_t m = 0; m < a; m++) spawn.size[m] = (uint8_t)shape->sizes[m];
-    if (a > 0) spawn.first = world->spawn_key[0];
+    if (a > 0) spawn.held[0] = world->spawn_key[0];
     if (a > 1) shape->second = world->spawn_key[1];
     memcpy(&shape->spawn_head, &spawn, sizeof shape->spawn_head);
     return true;
@@ -201,10 +201,21 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i, int64_t *held_used
     if (world->free_head == KL_NONE && fresh < room) room = fresh;
     if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
     bool held = true; /* every value after the spawn inline in its add */
-    for (int64_t j = i; n < room; j += unit, n++) {
-        int unit_kind = cached_unit(cmds, count, j, &shape);
-        if (unit_kind == 0) break;
-        held &= unit_kind == 2;
+    if (a == k) { /* the usual run: every add held in its spawn, a unit a slot */
+        for (int64_t j = i; n < room && j < count; j++, n++) {
+            const kl_cmd *c = &cmds[j];
+            uint64_t first;
+            memcpy(&first, c, sizeof first);
+            if (first != shape.spawn_head || c->spawn.held[1] != shape.second) break;
+            if (j + 1 < count && c[1].op == KL_OP_ADD && c[1].target == (shape.base | c->spawn.index))
+                break; /* a further add to it: apply_spawn takes it with the spawn */
+        }
+    } else {
+        for (int64_t j = i; n < room; j += unit, n++) {
+            int unit_kind = cached_unit(cmds, count, j, &shape);
+            if (unit_kind == 0) break;
+            held &= unit_kind == 2;
+        }
     }
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = kl_row_tick_now(world);
@@ -400,6 +411,7 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     if (cmd->applying) return KILN_OK;
     cmd->applying = true;
     cmd->call = call;
+    cmd->hold = KL_NO_HOLD; /* its slot may be applied: the next spawn takes adds again */
     int64_t n = 0;
     kiln_result r = KILN_OK;
     while (cmd->head < cmd->count) {
