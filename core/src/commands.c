@@ -303,7 +303,7 @@ static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd,
         at == cmd->cap || (cmd->head == at && at != 0))
         return false;
     kiln_entity ph = (cmd->spawned_last & ~KL_PH_INDEX_MASK) | index; /* the same tag */
-    cmd->cmds[at] = (kl_cmd){.spawn = {.op = KL_OP_SPAWN, .index = index}};
+    spawn_write(&cmd->cmds[at], index);
     cmd->count = at + 1;
     cmd->placeholders[index] = KILN_NULL_ENTITY;
     cmd->ph_count = index + 1;
@@ -349,7 +349,7 @@ static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
     kiln_entity ph = KILN_PLACEHOLDER_BIT | (tag << KL_PH_INDEX_BITS) | index;
     r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
-    cmd->cmds[cmd->count - 1] = (kl_cmd){.spawn = {.op = KL_OP_SPAWN, .index = index}};
+    spawn_write(&cmd->cmds[cmd->count - 1], index);
     cmd->hold = cmd->count - 1;
     cmd->held_end = cmd->count;
     cmd->tag = tag;
@@ -405,11 +405,11 @@ __attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, co
 static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *cmd, kiln_entity e,
                                                                  kiln_component c, const void *value) {
     int64_t at = cmd->count;
-    if (e != cmd->spawned_last || e == KILN_NULL_ENTITY || !value) return false;
+    if (e != cmd->spawned_last || !value) return false;
     const kl_component *comp = kl_component_get(cmd->world, c);
     if (!comp) return false;
     uint32_t size = comp->cmd_small;
-    if (cmd->hold == at - 1) {
+    if (cmd->hold == at - 1) { /* so e is a placeholder: hold is set only with spawned_last */
         kl_spawn_cmd *s = &cmd->cmds[at - 1].spawn;
         uint32_t adds = s->adds, fill = s->size[0]; /* 0 while none is held */
         if (size + fill <= KL_INLINE && s->held[0] != c) {
@@ -422,7 +422,8 @@ static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *
             return true;
         }
     }
-    if (size > KL_INLINE || at == cmd->cap || (cmd->head == at && at != 0)) return false;
+    if (e == KILN_NULL_ENTITY || size > KL_INLINE || at == cmd->cap || (cmd->head == at && at != 0))
+        return false;
     kl_cmd *r = &cmd->cmds[at];
     *r = (kl_cmd){.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
                   .inline_size = (uint8_t)size, .component = c, .target = e};
