@@ -76,9 +76,8 @@ static inline void copy_held(unsigned char *dst, const unsigned char *src, uint3
 }
 
 /* Writes a spawn of the placeholder at index holding nothing yet into c: its first 16 bytes
- * in two 8-byte stores (the held values' bytes are written as adds arrive), so the adds that
- * follow read the fields back from stores of the same kind (a 16-byte vector store, and a
- * byte load from its middle, cost about a nanosecond a spawn on AMD Zen, 2026-12-02). */
+ * only (the held values' bytes are written as adds arrive), in scalar stores (a compound
+ * literal went through the stack first). */
 static inline void spawn_write(kl_cmd *c, uint32_t index) {
     kl_spawn_cmd *s = &c->spawn;
     s->op = KL_OP_SPAWN;
@@ -130,9 +129,9 @@ struct kiln_commands {
     kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
     uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */
     int64_t hold; /* the slot of the latest spawn while it is the last slot, pending and can
-                   * hold another add (see add_to_spawned), else KL_NO_HOLD. Not beside a
-                   * field a spawn also writes: GCC would store the two in one 16-byte move,
-                   * which the add's load of hold then waits on (store forwarding) */
+                   * hold another add (see add_to_spawned), else KL_NO_HOLD; set only with
+                   * spawned_last. Not beside a field a spawn also writes, which GCC would
+                   * store with it in one 16-byte move for the add to load back from */
     bool lenient;
     bool complete; /* the last apply consumed everything: the next record starts a batch */
     bool applying; /* an apply runs: a nested one (a hook ending an iteration) leaves it the rest */
