@@ -519,12 +519,11 @@ void *kl_commands_value_at(kiln_commands *cmd, int64_t index) {
 }
 
 void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
-    /* Latest first, so every slot goes back exactly as it was taken (a materialise command
-     * holds no adds: it stands for one command). */
-    int64_t n = kiln_commands_count(cmd);
-    for (int64_t i = cmd->count - 1; i >= cmd->head && (n -= cmd_parts(&cmd->cmds[i])) >= keep; i--)
+    int64_t end = cmd->count;
+    kl_commands_truncate(cmd, keep); /* the slots from count on are dropped whole */
+    /* Latest first, so every slot goes back exactly as it was taken. */
+    for (int64_t i = end - 1; i >= cmd->count; i--)
         if (cmd->cmds[i].op == KL_OP_MATERIALIZE) kl_entity_untake(cmd->world, cmd->cmds[i].target);
-    kl_commands_truncate(cmd, keep);
 }
 
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value) {

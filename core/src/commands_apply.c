@@ -24,9 +24,8 @@ static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c
                    kiln_entity_format(e, eb, sizeof eb), why);
 }
 
-/* The entity a command targets now (placeholders resolved), or null. */
+/* The entity a command targets now (placeholders resolved), or null; not a spawn's. */
 static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
-    if (c->op == KL_OP_SPAWN) return cmd->placeholders[c->spawn.index];
     if (!kiln_is_placeholder(c->target)) return c->target;
     return cmd->placeholders[c->target & KL_PH_INDEX_MASK];
 }
@@ -186,14 +185,19 @@ static bool run_shape_of(const kiln_commands *cmd, const kl_spawn_cmd *s, run_sh
  * fresh ones), rows, ticks and versions likewise. Allocates nothing and cannot fail, so a
  * failure happens where the one-by-one path fails: apply_one goes on where the run stops.
  * Applied commands own nothing (see the invariant), so their values are not marked.
- * Returns the slots consumed; *held: the adds their spawns held. */
-static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i, int64_t *held_used) {
+ * Returns the slots consumed and the adds their spawns held (in registers, not through a
+ * pointer that would keep the apply loop's count in memory). */
+typedef struct run_used {
+    int64_t slots, held;
+} run_used;
+
+__attribute__((noinline)) static run_used apply_spawn_run(kiln_commands *cmd, int64_t i) {
     kiln_world *world = cmd->world;
     kl_archetype *arch = world->spawn_arch;
     run_shape shape;
     if (world->spawn_key_count <= 0 || !world->spawn_plain || arch->has_check ||
         arch->count == arch->capacity || !run_shape_of(cmd, &cmd->cmds[i].spawn, &shape))
-        return 0;
+        return (run_used){0, 0};
     int32_t k = shape.k, a = shape.a;
     const kl_cmd *cmds = cmd->cmds;
     int64_t count = cmd->count, unit = 1 + k - a, room = arch->capacity - arch->count, n = 0;
@@ -239,7 +243,7 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i, int64_t *held_used
         arch->entities[row] = e;
         cmd->placeholders[cmds[i + u * unit].spawn.index] = e;
     }
-    if (n == 0) return 0;
+    if (n == 0) return (run_used){0, 0};
     atomic_store_explicit(&world->slot_count, index, memory_order_release);
     arch->count = row;
     arch->structure_tick = tick;
@@ -285,8 +289,7 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i, int64_t *held_used
         }
         kl_column_touch(col, tick);
     }
-    *held_used = n * a;
-    return n * unit;
+    return (run_used){n * unit, n * a};
 }
 
 /* Applies the command at i; returns the number of commands consumed (0 on failure). */
@@ -415,14 +418,22 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     int64_t n = 0;
     kiln_result r = KILN_OK;
     while (cmd->head < cmd->count) {
-        int64_t used = 0, held = 0; /* slots consumed, adds held in their spawns */
         const kl_cmd *c = &cmd->cmds[cmd->head];
-        if (c->op == KL_OP_SPAWN && (used = apply_spawn_run(cmd, cmd->head, &held)) == 0)
-            held = c->spawn.adds; /* apply_spawn takes them all with the spawn */
-        if (used == 0 && (used = apply_one(cmd, cmd->head, &r)) == 0) break;
+        if (c->op == KL_OP_SPAWN) { /* with its held adds: the commands it stands for */
+            run_used run = apply_spawn_run(cmd, cmd->head);
+            if (run.slots == 0) {
+                run.held = c->spawn.adds; /* apply_spawn takes them all with it */
+                if ((run.slots = apply_spawn(cmd, cmd->head, &r)) == 0) break;
+            }
+            cmd->head += run.slots;
+            cmd->held -= run.held;
+            n += run.slots + run.held;
+            continue;
+        }
+        int64_t used = apply_one(cmd, cmd->head, &r);
+        if (used == 0) break;
         cmd->head += used;
-        cmd->held -= held;
-        n += used + held;
+        n += used;
     }
     cmd->applying = false;
     if (applied) *applied = n;

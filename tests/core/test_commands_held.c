@@ -97,8 +97,8 @@ KILN_TEST(held, a_refused_add_after_held_adds_stops_the_apply_there_and_the_next
 }
 
 /* Truncation (a deferred call taking back what it queued) may cut inside a spawn's slot: the
- * adds before the cut stay held, those after are gone, and an add recorded afterwards is held
- * again. Values read back by index, inside and past the held adds. */
+ * adds before the cut stay held, those after are gone, and adds recorded afterwards land.
+ * Values read back by index, inside and past the held adds. */
 KILN_TEST(held, truncation_inside_a_spawn_keeps_the_adds_before_the_cut) {
     kiln_entity live = spawn_bare(&F), p, q;
     ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
@@ -118,7 +118,7 @@ KILN_TEST(held, truncation_inside_a_spawn_keeps_the_adds_before_the_cut) {
     ASSERT_OK(kiln_commands_add(F.cmd, q, F.vel, &(test_velocity){9, 10}));
     ASSERT_OK(kiln_commands_add(F.cmd, q, F.pos, &(test_position){11, 12}));
     kl_commands_truncate(F.cmd, 4); /* q's Position */
-    ASSERT_OK(kiln_commands_add(F.cmd, q, F.pos, &(test_position){13, 14})); /* held again */
+    ASSERT_OK(kiln_commands_add(F.cmd, q, F.pos, &(test_position){13, 14}));
     ck_assert_int_eq(kiln_commands_count(F.cmd), 5);
     ck_assert(((test_position *)kl_commands_value_at(F.cmd, 4))->x == 13);
     int64_t applied = -1;
@@ -199,4 +199,22 @@ KILN_TEST(held_out_of_memory, a_spawn_and_its_held_adds_land_together_or_not_at_
         if (r == KILN_OK) break;
     }
     ck_assert_int_ge(failures, 1);
+}
+
+/* Truncation that drops the latest spawn whole: a command recorded in its place is never
+ * taken for it, so a later add to that placeholder is a command of its own (and fails when
+ * applied, its spawn gone). */
+KILN_TEST(held, an_add_after_its_spawn_was_truncated_is_not_held_by_the_command_in_its_place) {
+    kiln_entity live = spawn_bare(&F), p;
+    ASSERT_OK(kiln_commands_spawn(F.cmd, &p));
+    kl_commands_truncate(F.cmd, 0);
+    ASSERT_OK(kiln_commands_despawn(F.cmd, live));
+    ASSERT_OK(kiln_commands_add(F.cmd, p, F.pos, &(test_position){1, 2}));
+    ck_assert_int_eq(kiln_commands_count(F.cmd), 2);
+    int64_t applied = -1;
+    ck_assert_int_eq(kiln_commands_apply(F.cmd, F.w, &applied), KILN_ERR_DEAD_ENTITY);
+    ck_assert_int_eq(applied, 1);
+    ck_assert(!kiln_is_alive(F.w, live));
+    ck_assert_int_eq(kiln_entity_count(F.w), 0);
+    ck_assert_int_eq(kiln_commands_count(F.cmd), 1);
 }
