@@ -312,8 +312,8 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
      * a lenient queue has no refusal to drop), and the size too when the component was
      * registered when recorded (sizes never change). Not a value with entity fields
      * (KL_LINKS): its placeholders are rewritten first, below. */
-    if (c->op == KL_OP_ADD && c->hooks_known == 1 && c->has_value &&
-        kl_add_plain(world, e, c->component, cmd_value(c))) {
+    if (c->op == KL_OP_ADD && c->hooks_known == 1 &&
+        kl_add_plain(world, e, c->component, c->has_value ? cmd_value(c) : NULL)) {
         c->has_value = 0; /* the world owns it now */
         return 1;
     }
