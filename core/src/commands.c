@@ -36,6 +36,7 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
     cmd->alloc = world_accounting ? &world->alloc : &cmd->own_alloc;
     cmd->world = world;
     cmd->lenient = lenient;
+    cmd->hold = KL_NO_HOLD;
     return cmd;
 }
 
@@ -66,6 +67,7 @@ static void destroy_pending(kiln_commands *cmd) {
     if (!cmd->world) return; /* detached: nothing is pending any more */
     for (int64_t i = cmd->head; i < cmd->count; i++) {
         kl_cmd *c = &cmd->cmds[i];
+        if (c->op == KL_OP_SPAWN) continue; /* its held values have no hooks */
         if (c->op == KL_OP_MATERIALIZE && kl_record_reserved(cmd->world, c->target))
             kl_entity_release(cmd->world, c->target);
         if (!c->has_value || !c->hooks_known) continue;
@@ -85,7 +87,8 @@ static void reset_batch(kiln_commands *cmd) {
 void kiln_commands_clear(kiln_commands *cmd) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     destroy_pending(cmd);
-    cmd->head = cmd->count = 0;
+    cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
+    cmd->hold = KL_NO_HOLD;
     reset_values(cmd);
     reset_batch(cmd);
     cmd->error[0] = '\0';
@@ -102,7 +105,8 @@ static void free_contents(kiln_commands *cmd, kl_allocator *alloc) {
     cmd->first = cmd->current = NULL;
     cmd->cmds = NULL;
     cmd->placeholders = NULL;
-    cmd->cap = cmd->head = cmd->count = cmd->ph_cap = 0;
+    cmd->cap = cmd->head = cmd->count = cmd->held = cmd->held_end = cmd->ph_cap = 0;
+    cmd->hold = KL_NO_HOLD;
     cmd->ph_count = 0;
     cmd->spawned_last = KILN_NULL_ENTITY;
 }
@@ -129,7 +133,7 @@ static kiln_result check_world(kiln_commands *cmd, const char *call);
 
 int64_t kiln_commands_count(const kiln_commands *cmd) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    return cmd->count - cmd->head;
+    return cmd->count - cmd->head + cmd->held;
 }
 
 const char *kiln_commands_error(const kiln_commands *cmd) {
@@ -207,7 +211,8 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
                                                        const void *value, size_t size, bool move,
                                                        const kl_component *comp) {
     if (cmd->head == cmd->count && cmd->head != 0) {
-        cmd->head = cmd->count = 0;
+        cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
+        cmd->hold = KL_NO_HOLD;
         reset_values(cmd);
     }
     if (cmd->count == cmd->cap &&
@@ -298,11 +303,13 @@ static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd,
         at == cmd->cap || (cmd->head == at && at != 0))
         return false;
     kiln_entity ph = (cmd->spawned_last & ~KL_PH_INDEX_MASK) | index; /* the same tag */
-    cmd->cmds[at] = (kl_cmd){.op = KL_OP_SPAWN, .target = ph};
+    spawn_write(&cmd->cmds[at], index);
     cmd->count = at + 1;
     cmd->placeholders[index] = KILN_NULL_ENTITY;
     cmd->ph_count = index + 1;
     cmd->spawned_last = *dest = ph;
+    cmd->hold = at;
+    cmd->held_end = at + 1;
     return true;
 }
 
@@ -342,6 +349,9 @@ static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
     kiln_entity ph = KILN_PLACEHOLDER_BIT | (tag << KL_PH_INDEX_BITS) | index;
     r = push(cmd, call, KL_OP_SPAWN, ph, 0, NULL, 0, false, NULL);
     if (r != KILN_OK) return r;
+    spawn_write(&cmd->cmds[cmd->count - 1], index);
+    cmd->hold = cmd->count - 1;
+    cmd->held_end = cmd->count;
     cmd->tag = tag;
     cmd->placeholders[cmd->ph_count++] = KILN_NULL_ENTITY;
     cmd->spawned_last = *dest = ph;
@@ -386,21 +396,38 @@ __attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, co
 }
 
 /* The usual add, in one pass: to the placeholder the buffer spawned last (a current one, so
- * no other check), a small value held in the command, with room: true when recorded. It
- * repeats push_fast's inline branch on purpose (keep the two alike): going through push_fast
- * costs kiln_commands_add 16% more instructions in cmd_spawn (callgrind, 2026-12-02). */
+ * no other check), a small value of a component with no hooks (cmd_small). Held in that
+ * spawn's slot while it can take one (cmd->hold: the slot is the last, pending, holds fewer
+ * than KL_SPAWN_HELD adds) and the values fit, not a component it holds already; else in a
+ * command of its own if the array has room: true when recorded. The second branch repeats
+ * push_fast's inline branch on purpose (keep the two alike): going through push_fast costs
+ * kiln_commands_add 16% more instructions in cmd_spawn (callgrind, 2026-12-02). */
 static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *cmd, kiln_entity e,
                                                                  kiln_component c, const void *value) {
     int64_t at = cmd->count;
-    if (e != cmd->spawned_last || e == KILN_NULL_ENTITY || !value || at == cmd->cap ||
-        (cmd->head == at && at != 0))
-        return false;
+    if (e != cmd->spawned_last || !value) return false;
     const kl_component *comp = kl_component_get(cmd->world, c);
-    if (!comp || !comp->cmd_inline || comp->size == 0 || comp->size > KL_INLINE) return false;
+    if (!comp) return false;
+    uint32_t size = comp->cmd_small;
+    if (cmd->hold == at - 1) { /* so e is a placeholder: hold is set only with spawned_last */
+        kl_spawn_cmd *s = &cmd->cmds[at - 1].spawn;
+        uint32_t adds = s->adds, fill = s->size[0]; /* 0 while none is held */
+        if (size + fill <= KL_INLINE && s->held[0] != c) {
+            copy_held(s->bytes + fill, value, size);
+            s->held[adds] = c;
+            s->size[adds] = (uint8_t)size;
+            s->adds = (uint8_t)(adds + 1);
+            if (adds + 1 == KL_SPAWN_HELD) cmd->hold = KL_NO_HOLD;
+            cmd->held++; /* held_end is past the slot since its spawn */
+            return true;
+        }
+    }
+    if (e == KILN_NULL_ENTITY || size > KL_INLINE || at == cmd->cap || (cmd->head == at && at != 0))
+        return false;
     kl_cmd *r = &cmd->cmds[at];
     *r = (kl_cmd){.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
-                  .inline_size = (uint8_t)comp->size, .component = c, .target = e};
-    kl_copy_small(r->v.bytes, value, comp->size);
+                  .inline_size = (uint8_t)size, .component = c, .target = e};
+    copy_held(r->v.bytes, value, size);
     cmd->count = at + 1;
     return true;
 }
@@ -447,21 +474,56 @@ kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_co
     return push(cmd, call, KL_OP_REMOVE, entity, component, NULL, 0, false, NULL);
 }
 
+/* The slot holding pending command index (0: the first pending; below the pending count)
+ * and the command's part in it (0: the slot's own command, k: a spawn's held add k - 1).
+ * Past the slots holding adds, slots and commands go one to one; before, a walk. */
+static int64_t slot_of(const kiln_commands *cmd, int64_t index, int32_t *part) {
+    *part = 0;
+    int64_t tail = cmd->held_end - cmd->head + cmd->held; /* commands before held_end */
+    if (cmd->held == 0) return cmd->head + index;
+    if (index >= tail) return cmd->held_end + (index - tail);
+    int64_t s = cmd->head;
+    for (int64_t n = cmd_parts(&cmd->cmds[s]); index >= n; n = cmd_parts(&cmd->cmds[++s]))
+        index -= n;
+    *part = (int32_t)index;
+    return s;
+}
+
 void kl_commands_truncate(kiln_commands *cmd, int64_t keep) {
-    if (cmd->head + keep < cmd->count) cmd->count = cmd->head + keep;
+    int64_t drop = kiln_commands_count(cmd) - keep;
+    while (drop > 0) { /* from the end: the dropped commands are the latest */
+        kl_cmd *c = &cmd->cmds[cmd->count - 1];
+        int64_t parts = cmd_parts(c);
+        if (parts > drop) { /* a cut inside a spawn's held adds: the first ones stay */
+            kl_spawn_cmd *s = &c->spawn;
+            for (int64_t k = s->adds - drop; k < s->adds; k++) s->held[k] = 0, s->size[k] = 0;
+            s->adds = (uint8_t)(s->adds - drop);
+            cmd->held -= drop;
+            if (spawn_target(cmd, c) == cmd->spawned_last) cmd->hold = cmd->count - 1;
+            break;
+        }
+        cmd->count--;
+        cmd->held -= parts - 1;
+        drop -= parts;
+    }
+    if (cmd->held_end > cmd->count) cmd->held_end = cmd->count;
+    if (cmd->hold >= cmd->count) cmd->hold = KL_NO_HOLD;
 }
 
 void *kl_commands_value_at(kiln_commands *cmd, int64_t index) {
-    if (index < 0 || cmd->head + index >= cmd->count) return NULL;
-    kl_cmd *c = &cmd->cmds[cmd->head + index];
+    if (index < 0 || index >= kiln_commands_count(cmd)) return NULL;
+    int32_t part;
+    kl_cmd *c = &cmd->cmds[slot_of(cmd, index, &part)];
+    if (c->op == KL_OP_SPAWN) return part ? held_value(&c->spawn, part - 1) : NULL;
     return c->has_value ? cmd_value(c) : NULL;
 }
 
 void kl_commands_unreserve_since(kiln_commands *cmd, int64_t keep) {
+    int64_t end = cmd->count;
+    kl_commands_truncate(cmd, keep); /* the slots from count on are dropped whole */
     /* Latest first, so every slot goes back exactly as it was taken. */
-    for (int64_t i = cmd->count - 1; i >= cmd->head + keep; i--)
+    for (int64_t i = end - 1; i >= cmd->count; i--)
         if (cmd->cmds[i].op == KL_OP_MATERIALIZE) kl_entity_untake(cmd->world, cmd->cmds[i].target);
-    kl_commands_truncate(cmd, keep);
 }
 
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value) {

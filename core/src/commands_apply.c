@@ -16,15 +16,15 @@
 static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
                               kiln_entity e, kiln_result code, const char *why) {
     char eb[24], cb[32];
-    const kl_component *ev = c->op == KL_OP_EMIT ? kl_registry_get(&cmd->world->event_types, c->component) : NULL;
-    const char *cname = ev ? ev->names
-                      : c->component ? kl_component_name(cmd->world, c->component, cb, sizeof cb) : "";
+    kiln_component id = c->op == KL_OP_SPAWN ? 0 : c->component; /* a spawn names none */
+    const kl_component *ev = c->op == KL_OP_EMIT ? kl_registry_get(&cmd->world->event_types, id) : NULL;
+    const char *cname = ev ? ev->names : id ? kl_component_name(cmd->world, id, cb, sizeof cb) : "";
     return kl_fail(cmd->world, code, "%s: command %lld (%s%s%s) on entity %s: %s", cmd->call,
-                   (long long)(index - cmd->head + 1), op_name(c->op), c->component ? " " : "", cname,
+                   (long long)(index - cmd->head + 1), op_name(c->op), id ? " " : "", cname,
                    kiln_entity_format(e, eb, sizeof eb), why);
 }
 
-/* The entity a command targets now (placeholders resolved), or null. */
+/* The entity a command targets now (placeholders resolved), or null; not a spawn's. */
 static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
     if (!kiln_is_placeholder(c->target)) return c->target;
     return cmd->placeholders[c->target & KL_PH_INDEX_MASK];
@@ -61,17 +61,29 @@ static void drop_value(kiln_commands *cmd, kl_cmd *c) {
     c->has_value = 0;
 }
 
-/* Spawns (or materialises) the entity of the command at i together with the adds that
- * directly follow it for the same target, in one archetype move. Returns how many commands
- * it consumed, or 0 with *result set on failure. */
+/* Spawns (or materialises) the entity of the command at i together with the adds it holds
+ * and those that directly follow it for the same target, in one archetype move. Returns how
+ * many slots it consumed (with every add the spawn holds), or 0 with *result set on failure. */
 static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kl_cmd *c = &cmd->cmds[i];
     kiln_component comps[KL_MAX_COALESCE];
     void *values[KL_MAX_COALESCE];
-    int32_t n = 0;
+    int32_t n = 0, held = 0;
+    kiln_entity target = c->target;
+    if (c->op == KL_OP_SPAWN) {
+        /* Held adds are of registered components with no hooks or entity fields, each once,
+         * at their registered sizes (kl_spawn_cmd): nothing below would stop at them. */
+        kl_spawn_cmd *s = &c->spawn;
+        for (; held < s->adds; held++) {
+            comps[held] = s->held[held];
+            values[held] = held_value(s, held);
+        }
+        n = held;
+        target = spawn_target(cmd, c);
+    }
     for (int64_t j = i + 1; j < cmd->count && n < KL_MAX_COALESCE; j++) {
         kl_cmd *a = &cmd->cmds[j];
-        if (a->op != KL_OP_ADD || a->target != c->target) break;
+        if (a->op != KL_OP_ADD || a->target != target) break;
         const kl_component *comp = kl_component_get(cmd->world, a->component);
         if (!comp || comp->size != cmd_size(a)) break;
         /* A value naming a placeholder not spawned yet (this spawn's own, say) is left to
@@ -96,34 +108,74 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kiln_entity e;
     *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
     if (*result != KILN_OK) return 0;
-    if (c->op == KL_OP_SPAWN) cmd->placeholders[c->target & KL_PH_INDEX_MASK] = e;
-    for (int32_t k = 0; k < n; k++) cmd->cmds[i + 1 + k].has_value = 0;
-    return 1 + n;
+    if (c->op == KL_OP_SPAWN) cmd->placeholders[c->spawn.index] = e;
+    for (int32_t k = held; k < n; k++) cmd->cmds[i + 1 + k - held].has_value = 0;
+    return 1 + n - held;
 }
 
-/* Whether the commands at i are a spawn followed by exactly the adds of the spawn cache's
- * list (k components, in its order, sizes as registered), and no further add to the same
- * placeholder, which apply_spawn would coalesce into the spawn or apply before the next:
- * 2 when every one of those adds holds its value inline, 1 otherwise, 0 when not.
- * head[m]: the first 8 bytes an add of key[m] holding its value inline begins with, so the
- * usual add is told by one comparison (the others field by field).
- * i may be count (a run reaching the buffer's end): the bound is checked before any read. */
-static inline int cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int32_t k,
-                              const kiln_component *key, const uint32_t *sizes, const uint64_t *head) {
-    if (i + k >= count) return 0; /* k >= 1: covers i == count, one past the array */
+/* What a run expects of its units (apply_spawn_run): the spawn cache's k components, each
+ * unit a spawn holding the first a of them followed by adds of the others. */
+typedef struct run_shape {
+    int32_t k, a;
+    uint64_t spawn_head;   /* the first 8 bytes of a unit's spawn (op, adds, sizes, first) */
+    kiln_component second; /* the second held component when a == 2 */
+    kiln_entity base;      /* the batch's placeholder bits, less the index */
+    const kiln_component *key;
+    uint32_t sizes[KL_SPAWN_CACHE];
+    uint64_t head[KL_SPAWN_CACHE]; /* the first 8 bytes an add of key[m] holding its value
+                                    * inline begins with, so the usual add is told by one
+                                    * comparison (the others field by field) */
+} run_shape;
+
+/* Whether the slots at i are one unit of shape and no further add to the same placeholder
+ * follows, which apply_spawn would coalesce into the spawn or apply before the next: 2 when
+ * every add after the spawn holds its value inline, 1 otherwise, 0 when not. i may be count
+ * (a run reaching the buffer's end): the bound is checked before any read. */
+static inline int cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, const run_shape *shape) {
+    int32_t a = shape->a, k = shape->k;
+    if (i + (k - a) >= count) return 0; /* covers i == count, one past the array */
     const kl_cmd *c = &cmds[i];
-    if (c->op != KL_OP_SPAWN) return 0;
+    uint64_t first;
+    memcpy(&first, &c->spawn, sizeof first);
+    if (first != shape->spawn_head || c->spawn.held[1] != shape->second) return 0;
+    kiln_entity target = shape->base | c->spawn.index;
     int held = 2; /* 2 while every add holds its value inline */
-    for (int32_t m = 0; m < k; m++) {
-        const kl_cmd *a = &c[1 + m];
-        uint64_t first;
-        memcpy(&first, a, sizeof first);
-        if (a->target != c->target) return 0;
-        if (first == head[m]) continue;
-        if (a->op != KL_OP_ADD || a->component != key[m] || cmd_size(a) != sizes[m]) return 0;
+    for (int32_t m = a; m < k; m++) {
+        const kl_cmd *add = &c[1 + m - a];
+        memcpy(&first, add, sizeof first);
+        if (add->target != target) return 0;
+        if (first == shape->head[m]) continue;
+        if (add->op != KL_OP_ADD || add->component != shape->key[m] || cmd_size(add) != shape->sizes[m])
+            return 0;
         held = 1;
     }
-    return i + k + 1 == count || c[k + 1].op != KL_OP_ADD || c[k + 1].target != c->target ? held : 0;
+    int64_t next = i + 1 + (k - a);
+    return next == count || cmds[next].op != KL_OP_ADD || cmds[next].target != target ? held : 0;
+}
+
+/* The expected unit of a run from the spawn at i, or false when its held adds are not the
+ * first of the spawn cache's list (or a component has entity fields: apply_spawn resolves). */
+static bool run_shape_of(const kiln_commands *cmd, const kl_spawn_cmd *s, run_shape *shape) {
+    kiln_world *world = cmd->world;
+    int32_t k = world->spawn_key_count, a = s->adds;
+    if (a > k) return false;
+    *shape = (run_shape){.k = k, .a = a, .key = world->spawn_key,
+                         .base = KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS)};
+    for (int32_t m = 0; m < k; m++) {
+        const kl_component *comp = kl_component_get(world, world->spawn_key[m]);
+        if (comp->entity_slots) return false;
+        shape->sizes[m] = (uint32_t)comp->size;
+        kl_cmd add = {.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, .inline_size = (uint8_t)comp->size,
+                      .component = world->spawn_key[m]};
+        memcpy(&shape->head[m], &add, sizeof shape->head[m]);
+        if (comp->size > KL_INLINE) shape->head[m] = ~(uint64_t)0; /* in a block: no op is 0xFF */
+    }
+    kl_spawn_cmd spawn = {.op = KL_OP_SPAWN, .adds = (uint8_t)a};
+    for (int32_t m = 0; m < a; m++) spawn.size[m] = (uint8_t)shape->sizes[m];
+    if (a > 0) spawn.held[0] = world->spawn_key[0];
+    if (a > 1) shape->second = world->spawn_key[1];
+    memcpy(&shape->spawn_head, &spawn, sizeof shape->spawn_head);
+    return true;
 }
 
 /* Applies a run of spawns from i as one batch, leaving the world as apply_spawn would one by
@@ -133,34 +185,41 @@ static inline int cached_unit(const kl_cmd *cmds, int64_t count, int64_t i, int3
  * fresh ones), rows, ticks and versions likewise. Allocates nothing and cannot fail, so a
  * failure happens where the one-by-one path fails: apply_one goes on where the run stops.
  * Applied commands own nothing (see the invariant), so their values are not marked.
- * Returns the commands consumed. */
-static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
+ * Returns the slots consumed and the adds their spawns held (in registers, not through a
+ * pointer that would keep the apply loop's count in memory). */
+typedef struct run_used {
+    int64_t slots, held;
+} run_used;
+
+__attribute__((noinline)) static run_used apply_spawn_run(kiln_commands *cmd, int64_t i) {
     kiln_world *world = cmd->world;
-    int32_t k = world->spawn_key_count;
     kl_archetype *arch = world->spawn_arch;
-    if (k <= 0 || !world->spawn_plain || arch->has_check || arch->count == arch->capacity)
-        return 0;
-    uint32_t sizes[KL_SPAWN_CACHE];
-    uint64_t head[KL_SPAWN_CACHE];
-    for (int32_t m = 0; m < k; m++) {
-        const kl_component *comp = kl_component_get(world, world->spawn_key[m]);
-        if (comp->entity_slots) return 0; /* values to resolve: apply_spawn, one by one */
-        sizes[m] = (uint32_t)comp->size;
-        kl_cmd add = {.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, .inline_size = (uint8_t)comp->size,
-                      .component = world->spawn_key[m]};
-        memcpy(&head[m], &add, sizeof head[m]);
-        if (comp->size > KL_INLINE) head[m] = ~(uint64_t)0; /* held in a block: no op is 0xFF */
-    }
+    run_shape shape;
+    if (world->spawn_key_count <= 0 || !world->spawn_plain || arch->has_check ||
+        arch->count == arch->capacity || !run_shape_of(cmd, &cmd->cmds[i].spawn, &shape))
+        return (run_used){0, 0};
+    int32_t k = shape.k, a = shape.a;
     const kl_cmd *cmds = cmd->cmds;
-    int64_t count = cmd->count, unit = 1 + k, room = arch->capacity - arch->count, n = 0;
+    int64_t count = cmd->count, unit = 1 + k - a, room = arch->capacity - arch->count, n = 0;
     int64_t fresh = (int64_t)world->page_count * KL_PAGE_SIZE - kl_slot_count(world);
     if (world->free_head == KL_NONE && fresh < room) room = fresh;
     if (room > KL_RUN_CHUNK) room = KL_RUN_CHUNK; /* its commands stay cached for the values */
-    bool held = true; /* every value inline in its add */
-    for (int64_t j = i; n < room; j += unit, n++) {
-        int unit_kind = cached_unit(cmds, count, j, k, world->spawn_key, sizes, head);
-        if (unit_kind == 0) break;
-        held &= unit_kind == 2;
+    bool held = true; /* every value after the spawn inline in its add */
+    if (a == k) { /* the usual run: every add held in its spawn, a unit a slot */
+        for (int64_t j = i; n < room && j < count; j++, n++) {
+            const kl_cmd *c = &cmds[j];
+            uint64_t first;
+            memcpy(&first, c, sizeof first);
+            if (first != shape.spawn_head || c->spawn.held[1] != shape.second) break;
+            if (j + 1 < count && c[1].op == KL_OP_ADD && c[1].target == (shape.base | c->spawn.index))
+                break; /* a further add to it: apply_spawn takes it with the spawn */
+        }
+    } else {
+        for (int64_t j = i; n < room; j += unit, n++) {
+            int unit_kind = cached_unit(cmds, count, j, &shape);
+            if (unit_kind == 0) break;
+            held &= unit_kind == 2;
+        }
     }
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = kl_row_tick_now(world);
@@ -171,7 +230,7 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         kl_record_set_alive(kl_record_at(world, kiln_entity_index(e)), kiln_entity_generation(e),
                             arch->id, (uint32_t)row);
         arch->entities[row] = e;
-        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+        cmd->placeholders[cmds[i + u * unit].spawn.index] = e;
     }
     uint32_t index = kl_slot_count(world);
     fresh = (int64_t)world->page_count * KL_PAGE_SIZE - index;
@@ -182,9 +241,9 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         kl_record_set_alive(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)], 1,
                             arch->id, (uint32_t)row);
         arch->entities[row] = e;
-        cmd->placeholders[cmds[i + u * unit].target & KL_PH_INDEX_MASK] = e;
+        cmd->placeholders[cmds[i + u * unit].spawn.index] = e;
     }
-    if (n == 0) return 0;
+    if (n == 0) return (run_used){0, 0};
     atomic_store_explicit(&world->slot_count, index, memory_order_release);
     arch->count = row;
     arch->structure_tick = tick;
@@ -194,26 +253,43 @@ static int64_t apply_spawn_run(kiln_commands *cmd, int64_t i) {
         if (world->spawn_column[m] < 0) continue; /* a tag */
         kl_column *col = &arch->columns[world->spawn_column[m]];
         size_t stride = col->stride;
-        kl_cmd *a = &cmd->cmds[i + 1 + m];
+        if (m < a) { /* held in the spawns, at their registered sizes, one after the other */
+            const kl_cmd *c = &cmds[i];
+            size_t at = m ? shape.sizes[0] : 0;
+            if (stride == 8) {
+                for (int32_t r = first; r < row; r++, c += unit) {
+                    memcpy(col->data + (size_t)r * 8, c->spawn.bytes + at, 8);
+                    col->ticks[r] = stamp;
+                }
+            } else {
+                for (int32_t r = first; r < row; r++, c += unit) {
+                    kl_copy_small(col->data + (size_t)r * stride, c->spawn.bytes + at, stride);
+                    col->ticks[r] = stamp;
+                }
+            }
+            kl_column_touch(col, tick);
+            continue;
+        }
+        kl_cmd *add = &cmd->cmds[i + 1 + m - a];
         if (held && stride == 8) { /* the usual run: each value in its add, of a known size */
-            for (int32_t r = first; r < row; r++, a += unit) {
-                memcpy(col->data + (size_t)r * 8, a->v.bytes, 8);
+            for (int32_t r = first; r < row; r++, add += unit) {
+                memcpy(col->data + (size_t)r * 8, add->v.bytes, 8);
                 col->ticks[r] = stamp;
             }
             kl_column_touch(col, tick);
             continue;
         }
-        for (int32_t r = first; r < row; r++, a += unit) {
+        for (int32_t r = first; r < row; r++, add += unit) {
             uint8_t *dst = col->data + (size_t)r * stride;
-            if (!a->has_value) kl_column_write(col, r, NULL, true, tick, stamp); /* the defaults */
-            else if (stride == 8) memcpy(dst, cmd_value(a), 8);
-            else if (stride == 16) memcpy(dst, cmd_value(a), 16);
-            else kl_copy_value(dst, cmd_value(a), stride);
+            if (!add->has_value) kl_column_write(col, r, NULL, true, tick, stamp); /* the defaults */
+            else if (stride == 8) memcpy(dst, cmd_value(add), 8);
+            else if (stride == 16) memcpy(dst, cmd_value(add), 16);
+            else kl_copy_value(dst, cmd_value(add), stride);
             col->ticks[r] = stamp;
         }
         kl_column_touch(col, tick);
     }
-    return n * unit;
+    return (run_used){n * unit, n * a};
 }
 
 /* Applies the command at i; returns the number of commands consumed (0 on failure). */
@@ -236,8 +312,8 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
      * a lenient queue has no refusal to drop), and the size too when the component was
      * registered when recorded (sizes never change). Not a value with entity fields
      * (KL_LINKS): its placeholders are rewritten first, below. */
-    if (c->op == KL_OP_ADD && c->hooks_known == 1 && c->has_value &&
-        kl_add_plain(world, e, c->component, cmd_value(c))) {
+    if (c->op == KL_OP_ADD && c->hooks_known == 1 &&
+        kl_add_plain(world, e, c->component, c->has_value ? cmd_value(c) : NULL)) {
         c->has_value = 0; /* the world owns it now */
         return 1;
     }
@@ -338,19 +414,31 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     if (cmd->applying) return KILN_OK;
     cmd->applying = true;
     cmd->call = call;
+    cmd->hold = KL_NO_HOLD; /* its slot may be applied: the next spawn takes adds again */
     int64_t n = 0;
     kiln_result r = KILN_OK;
     while (cmd->head < cmd->count) {
-        int64_t used = 0;
-        if (cmd->cmds[cmd->head].op == KL_OP_SPAWN) used = apply_spawn_run(cmd, cmd->head);
-        if (used == 0 && (used = apply_one(cmd, cmd->head, &r)) == 0) break;
+        const kl_cmd *c = &cmd->cmds[cmd->head];
+        if (c->op == KL_OP_SPAWN) { /* with its held adds: the commands it stands for */
+            run_used run = apply_spawn_run(cmd, cmd->head);
+            if (run.slots == 0) {
+                run.held = c->spawn.adds; /* apply_spawn takes them all with it */
+                if ((run.slots = apply_spawn(cmd, cmd->head, &r)) == 0) break;
+            }
+            cmd->head += run.slots;
+            cmd->held -= run.held;
+            n += run.slots + run.held;
+            continue;
+        }
+        int64_t used = apply_one(cmd, cmd->head, &r);
+        if (used == 0) break;
         cmd->head += used;
         n += used;
     }
     cmd->applying = false;
     if (applied) *applied = n;
     if (r != KILN_OK) return r;
-    cmd->head = cmd->count = 0;
+    cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
     reset_values(cmd);
     cmd->complete = true;
     cmd->spawned_last = KILN_NULL_ENTITY; /* its batch is over */

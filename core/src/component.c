@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "command_buffer.h"
 #include "guard.h"
 
 static const struct {
@@ -250,6 +251,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     }
     c->cmd_known = (uint8_t)(1 | (c->entity_slots ? 2 : 0));
     c->cmd_inline = !c->move && !c->destroy && !c->check && c->entity_slots == 0;
+    c->cmd_small = c->cmd_inline && c->size >= 1 && c->size <= KL_INLINE ? (uint8_t)c->size : UINT8_MAX;
 
     /* Publish in the order readers rely on: the record in its table, the table, the count
      * (a reader seeing the count sees both), then the name (a reader finding the name finds

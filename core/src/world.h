@@ -101,6 +101,8 @@ typedef struct kl_component {
                             * a buffer's apply rewrites placeholders in them; 0 costs nothing */
     uint8_t cmd_known;     /* what a command buffer records of it: 1, | 2 with entity fields */
     bool cmd_inline;       /* no hooks, no entity fields: a small value may sit in a command */
+    uint8_t cmd_small;     /* its size when cmd_inline and of 1..KL_INLINE bytes (a value a
+                            * command or a spawn holds: command_buffer.h), else UINT8_MAX */
     kiln_field *fields;  /* field names point into names */
     char *names;         /* the component name, then each field name, NUL-separated */
     size_t block_size;   /* bytes of this record's single allocation */

@@ -187,6 +187,42 @@ KILN_TEST(apply, apply_runs_commands_in_recording_order_and_counts_them) {
     ck_assert_int_eq(kiln_entity_count(F.w), 3);
 }
 
+/* A tag added through a buffer (no value: the plain edge kiln_add takes, once cached) lands
+ * as the same adds made directly: the two worlds hash alike (entities, values, ticks). */
+KILN_TEST(apply, tag_adds_through_a_buffer_land_as_direct_adds_do) {
+    test_allocator a2;
+    test_allocator_init(&a2);
+    test_hook_log log2;
+    memset(&log2, 0, sizeof log2);
+    kiln_world *w2 = test_world_create(&a2);
+    kiln_component pos2 = test_register_position(w2);
+    test_register_velocity(w2);
+    test_register_owned(w2, &log2);
+    kiln_world *ws[2] = {F.w, w2};
+    kiln_component pos[2] = {F.pos, pos2};
+    kiln_component tag[2] = {test_register_tag(F.w, "Frozen"), test_register_tag(w2, "Frozen")};
+    kiln_entity es[2][8];
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < 8; i++)
+            ASSERT_OK(kiln_spawn_with(ws[s], &pos[s], (const void *[]){&(test_position){(float)i, 1}}, 1, &es[s][i]));
+        kiln_tick_advance(ws[s]);
+        ASSERT_OK(kiln_add(ws[s], es[s][0], tag[s], NULL)); /* the edge, cached */
+        kiln_tick_advance(ws[s]);
+    }
+    for (int i = 7; i >= 1; i -= 2) ASSERT_OK(kiln_commands_add(F.cmd, es[0][i], tag[0], NULL));
+    for (int i = 7; i >= 1; i -= 2) ASSERT_OK(kiln_add(w2, es[1][i], tag[1], NULL));
+    int64_t applied = -1;
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, &applied));
+    ck_assert_int_eq(applied, 4);
+    for (int i = 0; i < 8; i++) {
+        ck_assert(kiln_has(F.w, es[0][i], tag[0]) == (i == 0 || i % 2 == 1));
+        test_assert_position(F.w, es[0][i], F.pos, (float)i, 1);
+    }
+    ck_assert_uint_eq(test_world_digest(F.w), test_world_digest(w2));
+    kiln_world_destroy(w2);
+    ck_assert_int_eq(a2.live_bytes, 0);
+}
+
 KILN_TEST(apply, apply_stamps_written_rows_with_the_tick_current_at_apply) {
     kiln_entity a = spawn_pos(&F, 0, 0);
     kiln_entity b = spawn_pos(&F, 0, 0);
