@@ -54,6 +54,31 @@ static inline bool kl_archetype_has(const kl_archetype *arch, kiln_component com
     return kl_archetype_slot(arch, component) != KL_SLOT_ABSENT;
 }
 
+/* Copies 1..16 bytes with fixed-size moves: the usual 8 and 4 bytes in one move each (as two
+ * overlapping moves they cost a recorded spawn's adds 0.6 ns, 2026-12-02), other sizes in
+ * two overlapping ones. */
+static inline __attribute__((always_inline)) void kl_copy_upto16(void *to, const void *from,
+                                                                 uint32_t size) {
+    uint8_t *dst = to;
+    const uint8_t *src = from;
+    if (size == 8) {
+        memcpy(dst, src, 8);
+    } else if (size == 4) {
+        memcpy(dst, src, 4);
+    } else if (size >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + size - 8, src + size - 8, 8);
+    } else if (size >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + size - 4, src + size - 4, 4);
+    } else if (size >= 2) {
+        memcpy(dst, src, 2);
+        memcpy(dst + size - 2, src + size - 2, 2);
+    } else {
+        dst[0] = src[0];
+    }
+}
+
 /* Copies a value of at most 64 bytes with fixed-size moves (overlapping for odd sizes), so
  * its caller makes no library call (a command record then sets up no frame); false, with
  * nothing copied, for a larger one. */
@@ -70,15 +95,8 @@ static inline __attribute__((always_inline)) bool kl_copy_small(void *to, const 
             memcpy(dst + size - 32, src + size - 32, 16);
         }
         memcpy(dst + size - 16, src + size - 16, 16);
-    } else if (size >= 8) {
-        memcpy(dst, src, 8);
-        memcpy(dst + size - 8, src + size - 8, 8);
-    } else if (size >= 4) {
-        memcpy(dst, src, 4);
-        memcpy(dst + size - 4, src + size - 4, 4);
     } else {
-        dst[0] = src[0];
-        if (size > 1) memcpy(dst + size - 2, src + size - 2, 2);
+        kl_copy_upto16(dst, src, (uint32_t)size);
     }
     return true;
 }

@@ -59,28 +59,6 @@ typedef struct kl_cmd {
     };
 } kl_cmd;
 
-/* Copies size bytes (1..KL_INLINE): one move of 8 or 4, else two overlapping moves of 8, 4,
- * 2 or 1 bytes (the usual 8-byte value as two moves made cmd_spawn's recording 0.6 ns a
- * spawn slower, 2026-12-02). */
-static inline void copy_held(unsigned char *dst, const unsigned char *src, uint32_t size) {
-    if (size == 8) {
-        memcpy(dst, src, 8);
-    } else if (size == 4) {
-        memcpy(dst, src, 4);
-    } else if (size >= 8) {
-        memcpy(dst, src, 8);
-        memcpy(dst + size - 8, src + size - 8, 8);
-    } else if (size >= 4) {
-        memcpy(dst, src, 4);
-        memcpy(dst + size - 4, src + size - 4, 4);
-    } else if (size >= 2) {
-        memcpy(dst, src, 2);
-        memcpy(dst + size - 2, src + size - 2, 2);
-    } else {
-        *dst = *src;
-    }
-}
-
 /* Writes a spawn of the placeholder at index holding nothing yet into c: its first 16 bytes
  * only (the held values' bytes are written as adds arrive), in scalar stores (a compound
  * literal went through the stack first). */

@@ -413,7 +413,7 @@ static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *
         kl_spawn_cmd *s = &cmd->cmds[at - 1].spawn;
         uint32_t adds = s->adds, fill = s->size[0]; /* 0 while none is held */
         if (size + fill <= KL_INLINE && s->held[0] != c) {
-            copy_held(s->bytes + fill, value, size);
+            kl_copy_upto16(s->bytes + fill, value, size);
             s->held[adds] = c;
             s->size[adds] = (uint8_t)size;
             s->adds = (uint8_t)(adds + 1);
@@ -427,7 +427,7 @@ static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *
     kl_cmd *r = &cmd->cmds[at];
     *r = (kl_cmd){.op = KL_OP_ADD, .has_value = 1, .hooks_known = 1, /* no KL_LINKS */
                   .inline_size = (uint8_t)size, .component = c, .target = e};
-    copy_held(r->v.bytes, value, size);
+    kl_copy_upto16(r->v.bytes, value, size);
     cmd->count = at + 1;
     return true;
 }

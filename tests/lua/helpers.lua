@@ -24,6 +24,17 @@ function H.movers(n)
     return w, w:query{"Position", "Velocity"}, es
 end
 
+-- A world of n movers (Position, Velocity), plus a frozen one and one with Position only:
+-- the world, the movers' entities, the frozen one and the still one.
+function H.movers_mixed(n)
+    local w = H.world()
+    local es = {}
+    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 2}} end
+    local frozen = w:spawn{Position = {x = 100}, Velocity = {x = 1}, Frozen = true}
+    local still = w:spawn{Position = {x = 200}}
+    return w, es, frozen, still
+end
+
 -- "12v3": how the binding names an entity in messages (slot index v generation).
 function H.entity_str(e)
     return string.format("%dv%d", e % 2 ^ 32, math.floor(e / 2 ^ 32) % 2 ^ 21)

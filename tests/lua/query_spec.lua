@@ -10,15 +10,7 @@ local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. 
 local function index(t, k) return t[k] end
 local function newindex(t, k, v) t[k] = v end
 
--- n movers (Position, Velocity), plus a frozen one and one with Position only.
-local function movers(n)
-    local w = H.world()
-    local es = {}
-    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 2}} end
-    local frozen = w:spawn{Position = {x = 100}, Velocity = {x = 1}, Frozen = true}
-    local still = w:spawn{Position = {x = 200}}
-    return w, es, frozen, still
-end
+local movers = H.movers_mixed -- n movers, a frozen one, one with Position only
 
 describe("world:query", function()
     it("makes a kiln.Query over its terms", function()

@@ -2,15 +2,7 @@
 -- all: a bad value anywhere in them leaves every term as it was, values and stamps alike.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
--- n movers (Position, Velocity), plus a frozen one and one with Position only.
-local function movers(n)
-    local w = H.world()
-    local es = {}
-    for i = 1, n do es[i] = w:spawn{Position = {x = i, y = -i}, Velocity = {x = 1, y = 2}} end
-    local frozen = w:spawn{Position = {x = 100}, Velocity = {x = 1}, Frozen = true}
-    local still = w:spawn{Position = {x = 200}}
-    return w, es, frozen, still
-end
+local movers = H.movers_mixed -- n movers, a frozen one, one with Position only
 
 -- Asserts that a call of q (Position, Velocity) hands fn exactly the world's values.
 local function sees_world(w, q)
