@@ -161,42 +161,30 @@ KILN_TEST(held_out_of_memory, a_spawn_and_its_held_adds_land_together_or_not_at_
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
-        test_allocator a;
-        test_allocator_init(&a);
-        kiln_world *w = test_world_create(&a);
-        kiln_component pos = test_register_position(w), vel = test_register_velocity(w);
-        kiln_commands *cmd = kiln_commands_create(w);
-        ck_assert_ptr_nonnull(cmd);
+        commands_fixture f;
+        commands_fixture_setup(&f);
         kiln_entity ph[SPAWNS];
         for (int i = 0; i < SPAWNS; i++) {
-            ck_assert_int_eq(kiln_commands_spawn(cmd, &ph[i]), KILN_OK);
-            ck_assert_int_eq(kiln_commands_add(cmd, ph[i], pos, &(test_position){(float)i, 0}), KILN_OK);
-            ck_assert_int_eq(kiln_commands_add(cmd, ph[i], vel, &(test_velocity){0, (float)i}), KILN_OK);
+            ck_assert_int_eq(kiln_commands_spawn(f.cmd, &ph[i]), KILN_OK);
+            ck_assert_int_eq(kiln_commands_add(f.cmd, ph[i], f.pos, &(test_position){(float)i, 0}), KILN_OK);
+            ck_assert_int_eq(kiln_commands_add(f.cmd, ph[i], f.vel, &(test_velocity){0, (float)i}), KILN_OK);
         }
-        test_allocator_fail_after(&a, n);
-        int64_t applied = -1;
-        kiln_result r = kiln_commands_apply(cmd, w, &applied);
-        test_allocator_fail_never(&a);
-        if (r != KILN_OK) {
+        int64_t applied;
+        bool failed = apply_failing_at(&f, n, 3 * SPAWNS, &applied);
+        if (failed) {
             failures++;
-            ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
             ck_assert_int_eq(applied % 3, 0);
-            ck_assert_int_eq(kiln_entity_count(w), applied / 3);
-            ck_assert_int_eq(kiln_commands_count(cmd), 3 * SPAWNS - applied);
-            int64_t rest = -1;
-            ck_assert_int_eq(kiln_commands_apply(cmd, w, &rest), KILN_OK);
-            ck_assert_int_eq(applied + rest, 3 * SPAWNS);
+            ck_assert_int_eq(kiln_entity_count(f.w), applied / 3);
+            apply_rest(&f, 3 * SPAWNS, applied);
         }
-        ck_assert_int_eq(kiln_entity_count(w), SPAWNS);
+        ck_assert_int_eq(kiln_entity_count(f.w), SPAWNS);
         for (int i = 0; i < SPAWNS; i++) {
-            kiln_entity e = kiln_commands_resolve(cmd, ph[i]);
-            test_assert_position(w, e, pos, (float)i, 0);
-            test_assert_velocity(w, e, vel, 0, (float)i);
+            kiln_entity e = kiln_commands_resolve(f.cmd, ph[i]);
+            test_assert_position(f.w, e, f.pos, (float)i, 0);
+            test_assert_velocity(f.w, e, f.vel, 0, (float)i);
         }
-        kiln_commands_destroy(cmd);
-        kiln_world_destroy(w);
-        ck_assert_int_eq(a.live_bytes, 0);
-        if (r == KILN_OK) break;
+        commands_fixture_teardown(&f);
+        if (!failed) break;
     }
     ck_assert_int_ge(failures, 1);
 }

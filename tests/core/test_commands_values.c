@@ -203,24 +203,6 @@ KILN_TEST(ownership, destroying_a_null_buffer_does_nothing) {
 /* out of memory                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
-/* A fresh world on a with Position and Velocity and one live bare entity. */
-static kiln_world *oom_world(test_allocator *a, kiln_component *pos, kiln_component *vel,
-                             kiln_entity *live) {
-    test_allocator_init(a);
-    kiln_world *w = test_world_create(a);
-    *pos = test_register_position(w);
-    *vel = test_register_velocity(w);
-    ck_assert_int_eq(kiln_spawn(w, live), KILN_OK);
-    return w;
-}
-
-static void oom_world_destroy(test_allocator *a, kiln_world *w, kiln_commands *cmd) {
-    kiln_commands_destroy(cmd);
-    kiln_world_destroy(w);
-    ck_assert_int_eq(a->live_bytes, 0);
-    ck_assert_int_eq(a->bad_osize, 0);
-}
-
 KILN_TEST_GROUP(out_of_memory);
 
 typedef struct wide_value { double v[4]; } wide_value; /* past the 16 bytes a command holds */
@@ -231,23 +213,23 @@ KILN_TEST(out_of_memory, out_of_memory_while_recording_records_nothing_of_the_fa
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
-        test_allocator a;
-        kiln_component pos, vel, wide;
-        kiln_entity live;
-        kiln_world *w = oom_world(&a, &pos, &vel, &live);
+        commands_fixture f;
+        commands_fixture_setup(&f);
+        kiln_world *w = f.w;
+        kiln_commands *cmd = f.cmd;
+        kiln_component pos = f.pos, wide;
+        kiln_entity live = spawn_bare(&f);
         ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Wide",
                                                      .size = sizeof(wide_value)}, &wide),
                          KILN_OK);
-        kiln_commands *cmd = kiln_commands_create(w);
-        ck_assert_ptr_nonnull(cmd);
         kiln_entity p = (kiln_entity)777;
         int ok = 0;
-        test_allocator_fail_after(&a, n);
+        test_allocator_fail_after(&f.alloc, n);
         kiln_result r = kiln_commands_spawn(cmd, &p);
         if (r == KILN_OK) ok++, r = kiln_commands_add(cmd, p, pos, &(test_position){1, 2});
         if (r == KILN_OK) ok++, r = kiln_commands_add(cmd, live, wide, &(wide_value){{3, 4}});
         if (r == KILN_OK) ok++;
-        test_allocator_fail_never(&a);
+        test_allocator_fail_never(&f.alloc);
         if (r != KILN_OK) {
             failures++;
             ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
@@ -264,7 +246,7 @@ KILN_TEST(out_of_memory, out_of_memory_while_recording_records_nothing_of_the_fa
         if (ok == 1) ck_assert(!kiln_has(w, kiln_commands_resolve(cmd, p), pos));
         if (ok == 3) ck_assert(((const wide_value *)kiln_get(w, live, wide))->v[1] == 4);
         else ck_assert(!kiln_has(w, live, wide));
-        oom_world_destroy(&a, w, cmd);
+        commands_fixture_teardown(&f);
         if (ok == 3) break;
     }
     ck_assert_int_ge(failures, 3); /* placeholders, commands, value storage */
@@ -279,16 +261,16 @@ KILN_TEST(out_of_memory, out_of_memory_at_any_growth_of_a_long_recording_refuses
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
-        test_allocator a;
-        kiln_component pos, vel;
-        kiln_entity live;
-        kiln_world *w = oom_world(&a, &pos, &vel, &live);
-        kiln_commands *cmd = kiln_commands_create(w);
-        ck_assert_ptr_nonnull(cmd);
+        commands_fixture f;
+        commands_fixture_setup(&f);
+        kiln_world *w = f.w;
+        kiln_commands *cmd = f.cmd;
+        kiln_component pos = f.pos, vel = f.vel;
+        spawn_bare(&f);
         static kiln_entity ph[SPAWNS];
         int ok = 0, spawned = 0; /* calls that succeeded; spawns among them */
         kiln_result r = KILN_OK;
-        test_allocator_fail_after(&a, n);
+        test_allocator_fail_after(&f.alloc, n);
         for (int i = 0; i < SPAWNS && r == KILN_OK; i++) {
             kiln_entity p = (kiln_entity)777;
             r = kiln_commands_spawn(cmd, &p);
@@ -300,7 +282,7 @@ KILN_TEST(out_of_memory, out_of_memory_at_any_growth_of_a_long_recording_refuses
             if ((r = kiln_commands_add(cmd, p, pos, &(test_position){(float)i, 1})) == KILN_OK) ok++;
             if (r == KILN_OK && (r = kiln_commands_add(cmd, p, vel, &(test_velocity){2, (float)i})) == KILN_OK) ok++;
         }
-        test_allocator_fail_never(&a);
+        test_allocator_fail_never(&f.alloc);
         if (r != KILN_OK) {
             failures++;
             ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
@@ -319,7 +301,7 @@ KILN_TEST(out_of_memory, out_of_memory_at_any_growth_of_a_long_recording_refuses
             if (adds >= 2) ck_assert(kiln_has(w, e, vel) && ((const test_velocity *)kiln_get(w, e, vel))->y == (float)i);
             else ck_assert(!kiln_has(w, e, vel));
         }
-        oom_world_destroy(&a, w, cmd);
+        commands_fixture_teardown(&f);
         if (r == KILN_OK) break;
     }
     ck_assert_int_ge(failures, 6); /* placeholders and commands, each growing more than once */
@@ -329,38 +311,24 @@ KILN_TEST(out_of_memory, out_of_memory_during_apply_keeps_the_failing_command_fo
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
-        test_allocator a;
-        kiln_component pos, vel;
-        kiln_entity live;
-        kiln_world *w = oom_world(&a, &pos, &vel, &live);
-        kiln_commands *cmd = kiln_commands_create(w);
-        ck_assert_ptr_nonnull(cmd);
-        kiln_entity p;
-        ck_assert_int_eq(kiln_commands_spawn(cmd, &p), KILN_OK);
-        ck_assert_int_eq(kiln_commands_add(cmd, p, pos, &(test_position){1, 2}), KILN_OK);
-        ck_assert_int_eq(kiln_commands_add(cmd, live, vel, &(test_velocity){3, 4}), KILN_OK);
-        ck_assert_int_eq(kiln_commands_add(cmd, live, pos, &(test_position){5, 6}), KILN_OK);
-        test_allocator_fail_after(&a, n);
-        int64_t applied = -1;
-        kiln_result r = kiln_commands_apply(cmd, w, &applied);
-        test_allocator_fail_never(&a);
-        if (r != KILN_OK) {
-            failures++;
-            ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
-            ck_assert_str_ne(kiln_world_error(w), "");
-            ck_assert_int_eq(kiln_commands_count(cmd), 4 - applied);
-            int64_t rest = -1;
-            ck_assert_int_eq(kiln_commands_apply(cmd, w, &rest), KILN_OK);
-            ck_assert_int_eq(applied + rest, 4);
-        }
+        commands_fixture f;
+        commands_fixture_setup(&f);
+        kiln_entity live = spawn_bare(&f), p;
+        ck_assert_int_eq(kiln_commands_spawn(f.cmd, &p), KILN_OK);
+        ck_assert_int_eq(kiln_commands_add(f.cmd, p, f.pos, &(test_position){1, 2}), KILN_OK);
+        ck_assert_int_eq(kiln_commands_add(f.cmd, live, f.vel, &(test_velocity){3, 4}), KILN_OK);
+        ck_assert_int_eq(kiln_commands_add(f.cmd, live, f.pos, &(test_position){5, 6}), KILN_OK);
+        int64_t applied;
+        bool failed = apply_failing_at(&f, n, 4, &applied);
+        if (failed) failures++, apply_rest(&f, 4, applied);
         /* everything landed exactly once */
-        ck_assert_int_eq(kiln_commands_count(cmd), 0);
-        ck_assert_int_eq(kiln_entity_count(w), 2);
-        test_assert_position(w, kiln_commands_resolve(cmd, p), pos, 1, 2);
-        test_assert_velocity(w, live, vel, 3, 4);
-        test_assert_position(w, live, pos, 5, 6);
-        oom_world_destroy(&a, w, cmd);
-        if (r == KILN_OK) break;
+        ck_assert_int_eq(kiln_commands_count(f.cmd), 0);
+        ck_assert_int_eq(kiln_entity_count(f.w), 2);
+        test_assert_position(f.w, kiln_commands_resolve(f.cmd, p), f.pos, 1, 2);
+        test_assert_velocity(f.w, live, f.vel, 3, 4);
+        test_assert_position(f.w, live, f.pos, 5, 6);
+        commands_fixture_teardown(&f);
+        if (!failed) break;
     }
     ck_assert_int_ge(failures, 1);
 }

@@ -60,3 +60,26 @@ kiln_component register_health(kiln_world *w) {
     ck_assert_int_eq(kiln_component_register(w, &desc, &id), KILN_OK);
     return id;
 }
+
+bool apply_failing_at(commands_fixture *f, int64_t n, int64_t total, int64_t *applied) {
+    *applied = -1;
+    test_allocator_fail_after(&f->alloc, n);
+    kiln_result r = kiln_commands_apply(f->cmd, f->w, applied);
+    test_allocator_fail_never(&f->alloc);
+    if (r == KILN_OK) {
+        ck_assert_int_eq(*applied, total);
+        return false;
+    }
+    ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+    ck_assert_str_ne(kiln_world_error(f->w), "");
+    ck_assert_int_ge(*applied, 0);
+    ck_assert_int_eq(kiln_commands_count(f->cmd), total - *applied);
+    return true;
+}
+
+void apply_rest(commands_fixture *f, int64_t total, int64_t applied) {
+    int64_t rest = -1;
+    ck_assert_int_eq(kiln_commands_apply(f->cmd, f->w, &rest), KILN_OK);
+    ck_assert_int_eq(applied + rest, total);
+    ck_assert_int_eq(kiln_commands_count(f->cmd), 0);
+}

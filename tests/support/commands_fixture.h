@@ -3,6 +3,7 @@
 #ifndef KILN_COMMANDS_FIXTURE_H
 #define KILN_COMMANDS_FIXTURE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kiln.h"
@@ -11,7 +12,7 @@
 /*
  * Functions in this header:
  *   commands_fixture_setup, commands_fixture_teardown, spawn_pos, spawn_bare, spawn_owned,
- *   register_health.
+ *   register_health, apply_failing_at, apply_rest.
  */
 
 typedef struct commands_fixture {
@@ -46,5 +47,14 @@ kiln_entity spawn_owned(commands_fixture *f, int32_t id);
 
 /* Registers a 4-byte "Health" component in w (no fields) and returns its id. */
 kiln_component register_health(kiln_world *w);
+
+/* Applies f's buffer (total commands pending) with f's allocations failing from the n-th on
+ * (test_allocator_fail_after). Returns whether the apply failed, having asserted then that it
+ * ran out of memory, left a message in the world and kept pending every command it did not
+ * apply; *applied: the commands it applied. */
+bool apply_failing_at(commands_fixture *f, int64_t n, int64_t total, int64_t *applied);
+/* After apply_failing_at failed: applies the rest and asserts that all total commands landed,
+ * each once. */
+void apply_rest(commands_fixture *f, int64_t total, int64_t applied);
 
 #endif /* KILN_COMMANDS_FIXTURE_H */
