@@ -98,3 +98,21 @@ describe("placeholder tags", function()
         end
     end)
 end)
+
+describe("a batch's spawns", function()
+    it("stop at 2^20 - 1, refused with nothing recorded, and the buffer goes on once applied", function()
+        local w = H.world()
+        local cmd = kiln.commands()
+        local first = cmd:spawn()
+        for _ = 2, SHIFT - 1 do cmd:spawn() end
+        assert.are.equal(SHIFT - 1, cmd:count())
+        H.raises(function() cmd:spawn() end, "commands:spawn", "too many spawns in one batch", "apply the buffer first")
+        assert.are.equal(SHIFT - 1, cmd:count())
+        assert.are.equal(tag_of(first), tag_of(first - (SHIFT - 2)), "one batch, one tag")
+        cmd:clear()
+        local next = cmd:spawn{Position = {x = 1}}
+        assert.are.equal(1, index_of(next))
+        assert.are.equal(1, cmd:apply(w))
+        assert.is_true(w:is_alive(cmd:resolved(next)))
+    end)
+end)
