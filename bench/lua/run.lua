@@ -6,7 +6,8 @@
 --   --json FILE     append one {"case", "ns", "baseline_ns", "ratio"} object per line to FILE
 --   --quick         fewer repeats (a smoke run; the figures are noisier)
 --   --case NAME     run only that case (lua_bulk, lua_each, lua_spawn, lua_add_remove,
---                   lua_garbage, lua_get, lua_get_heap)
+--                   lua_garbage, lua_get, lua_get_heap, lua_save_keys,
+--                   lua_export_forest)
 --   --profile NAME  run only one loop for --frames iterations, with no table and no JSON, for
 --                   perf or callgrind: bulk, bulk_system, each, each_system, spawn, add_remove (subjects) or
 --                   arrays, tables (the baselines of bulk and each); get, get_into, getter,
@@ -444,6 +445,68 @@ local function case_get_heap()
     w:close()
 end
 
+-- world:save of a "lua" value holding many string keys, per key: 32000 keys against 4000 in
+-- the same run. Keys are saved sorted (one order whatever lua_next gives), in n log n: the
+-- ratio is about 1.25 then, and 8 if the sort or the encoding went quadratic.
+local function case_save_keys()
+    local function saver(n)
+        local w = kiln.world()
+        w:component("Script", "lua")
+        local big = {}
+        for i = 1, n do big["k" .. i] = i end
+        w:spawn { Script = big }
+        return w, function()
+            local t = clock()
+            local data = w:save()
+            local spent = clock() - t
+            assert(#data > n)
+            return spent
+        end
+    end
+    local small, large = 4000, 32000
+    local ws, save_small = saver(small)
+    local wl, save_large = saver(large)
+    local s, b = compare(save_large, save_small, 1e9)
+    s, b = s / large, b / small
+    record(results, { case = "lua_save_keys", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/key",
+        goal = "<= 2.5", pass = s / b <= 2.5 })
+    ws:close()
+    wl:close()
+end
+
+-- world:export of a forest (chains of ten under set_parent, each entity linking to the one
+-- spawned before it), per entity: 40000 entities against 5000 in the same run. Export walks
+-- the forest parents first; the ratio is about 1 when that stays linear, 8 if it went quadratic.
+local function case_export_forest()
+    local function exporter(n)
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        w:component("Link", "entity target;")
+        local prev
+        for i = 1, n do
+            local e = w:spawn { Position = { x = i }, Link = { target = prev or 0 } }
+            if prev and i % 10 ~= 0 then w:set_parent(e, prev) end
+            prev = e
+        end
+        return w, function()
+            local t = clock()
+            local text = w:export()
+            local spent = clock() - t
+            assert(#text > n)
+            return spent
+        end
+    end
+    local small, large = 5000, 40000
+    local ws, export_small = exporter(small)
+    local wl, export_large = exporter(large)
+    local s, b = compare(export_large, export_small, 1e9)
+    s, b = s / large, b / small
+    record(results, { case = "lua_export_forest", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/entity",
+        goal = "<= 2.5", pass = s / b <= 2.5 })
+    ws:close()
+    wl:close()
+end
+
 -- ---- profiling mode -------------------------------------------------------------------------
 
 local function profile(name, frames)
@@ -533,6 +596,8 @@ local cases = {
     { "lua_garbage", case_garbage },
     { "lua_get", case_get },
     { "lua_get_heap", case_get_heap },
+    { "lua_save_keys", case_save_keys },
+    { "lua_export_forest", case_export_forest },
 }
 measure.run_cases("run.lua", cases, opts.case)
 measure.report(string.format("kiln Lua benchmarks: %d entities, %s, %d samples per side (medians)", N, _VERSION,

@@ -153,7 +153,8 @@ describe("scenes", function()
         H.raises(function() w4:export() end, "world:export: entity 0v1 component 'Label' field 'text' is not UTF-8 text")
     end)
 
-    it("a large forest built in one tick exports in order and round-trips, in linear time", function()
+    it("a large forest built in one tick exports in order and round-trips", function()
+        -- (how its time grows with the forest is the benchmark lua_export_forest, not a timed test)
         local w = world()
         local prev
         for i = 1, 5000 do
@@ -161,9 +162,7 @@ describe("scenes", function()
             if prev and i % 10 ~= 0 then w:set_parent(e, prev) end
             prev = e
         end
-        local t = os.clock()
         local text = w:export()
-        assert.truthy(os.clock() - t < 2, "a 5000-entity export took over 2 s")
         local w2 = world()
         local inst = w2:instantiate(text)
         assert.are.equal(5000, #inst.spawned)
