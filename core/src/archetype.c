@@ -237,6 +237,41 @@ bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
     return kl_archetype_reserve_rebase(world, arch, rows, NULL, 0);
 }
 
+/* The bytes of a column block holding cap rows (15 more, to align its data to 16). */
+static size_t data_bytes(const kl_column *col, int32_t cap) {
+    return cap ? kl_mul(col->stride, (size_t)cap) + 15 : 0;
+}
+
+static uint8_t *aligned16(void *block) {
+    return (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
+}
+
+/* Grows col's values to ncap rows. Without a move hook the block is resized in place by the
+ * allocator (the C library moves a large block by remapping its pages, copying nothing), and
+ * the rows slide when the new block's alignment differs; with one, they move through the hook
+ * into a new block. On failure nothing of col changed. */
+static bool grow_data(kl_allocator *al, kl_column *col, int32_t count, int32_t ncap) {
+    size_t osize = data_bytes(col, col->data_cap), nsize = data_bytes(col, ncap);
+    if (col->component->move) {
+        void *block = kl_alloc(al, nsize);
+        if (!block) return false;
+        relocate(col->component, aligned16(block), col->data, count);
+        kl_free(al, col->block, osize);
+        col->block = block;
+    } else {
+        size_t at = col->block ? (size_t)(col->data - (uint8_t *)col->block) : 0;
+        void *block = kl_realloc(al, col->block, osize, nsize);
+        if (!block) return false;
+        size_t now = (size_t)(aligned16(block) - (uint8_t *)block);
+        if (now != at && count > 0)
+            memmove((uint8_t *)block + now, (uint8_t *)block + at, (size_t)col->stride * (size_t)count);
+        col->block = block;
+    }
+    col->data = aligned16(col->block);
+    col->data_cap = ncap;
+    return true;
+}
+
 bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t rows,
                                  void **ptrs, int32_t ptr_count) {
     int64_t need = (int64_t)arch->count + rows;
@@ -246,76 +281,49 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     if (ncap < need) ncap = need;
     if (ncap > KL_ROWS_MAX) ncap = KL_ROWS_MAX;
 
+    /* Each array grows on its own and keeps its own capacity, so a failure part way leaves
+     * every array whole; the archetype's capacity (what all of them hold) moves at the end. */
     kl_allocator *al = &world->alloc;
-    enum { STACK = 32 };
-    void *blocks_small[STACK], *ticks_small[STACK];
-    void **blocks = blocks_small, **ticks = ticks_small;
-    size_t list_bytes = sizeof(void *) * (size_t)arch->column_count;
     bool ok = true;
-    if (arch->column_count > STACK) {
-        blocks = kl_alloc(al, list_bytes);
-        ticks = kl_alloc(al, list_bytes);
-        if (!blocks || !ticks) {
-            kl_free(al, blocks, list_bytes);
-            kl_free(al, ticks, list_bytes);
-            return false;
+    for (int32_t i = 0; ok && i < arch->column_count; i++) {
+        kl_column *col = &arch->columns[i];
+        if (col->tick_cap < ncap) {
+            void *ticks = kl_realloc(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap,
+                                     kl_mul(sizeof(kiln_row_tick), (size_t)ncap));
+            if (!ticks) {
+                ok = false;
+                break;
+            }
+            col->ticks = ticks;
+            col->tick_cap = (int32_t)ncap;
         }
-    }
-    int32_t made = 0;
-    for (; made < arch->column_count; made++) {
-        kl_column *col = &arch->columns[made];
-        blocks[made] = kl_alloc(al, kl_mul(col->stride, (size_t)ncap) + 15);
-        ticks[made] = kl_alloc(al, kl_mul(sizeof(kiln_row_tick), (size_t)ncap));
-        if (!blocks[made] || !ticks[made]) {
-            made++;
-            ok = false;
-            break;
-        }
-    }
-    kiln_entity *entities = ok ? kl_alloc(al, kl_mul(sizeof(kiln_entity), (size_t)ncap)) : NULL;
-    if (!entities) ok = false;
-    if (!ok) {
-        for (int32_t i = 0; i < made; i++) {
-            kl_free(al, blocks[i], blocks[i] ? arch->columns[i].stride * (size_t)ncap + 15 : 0);
-            kl_free(al, ticks[i], sizeof(kiln_row_tick) * (size_t)ncap);
-        }
-    } else {
-        /* Pointers into the old columns (values a caller read from this archetype) follow
-         * their bytes to the new columns. */
-        for (int32_t k = 0; k < ptr_count; k++) {
-            for (int32_t i = 0; i < arch->column_count && ptrs[k]; i++) {
-                kl_column *col = &arch->columns[i];
+        if (col->data_cap < ncap) {
+            /* pointers into the column (values a caller read from this archetype) follow
+             * their bytes: kept as offsets while the block moves */
+            uint64_t mine[4] = {0};
+            KILN_ASSERT(ptr_count <= 256, "kl_archetype_reserve_rebase: at most 256 pointers");
+            size_t used = (size_t)col->stride * (size_t)arch->count;
+            for (int32_t k = 0; k < ptr_count; k++) {
                 uint8_t *p = ptrs[k];
-                if (col->data && p >= col->data && p < col->data + (size_t)col->stride * (size_t)arch->count) {
-                    uint8_t *data = (uint8_t *)(((uintptr_t)blocks[i] + 15) & ~(uintptr_t)15);
-                    ptrs[k] = data + (p - col->data);
-                    break;
+                if (p && col->data && p >= col->data && p < col->data + used) {
+                    ptrs[k] = (void *)(uintptr_t)(p - col->data);
+                    mine[k >> 6] |= 1ull << (k & 63);
                 }
             }
+            ok = grow_data(al, col, arch->count, (int32_t)ncap);
+            for (int32_t k = 0; k < ptr_count; k++)
+                if (mine[k >> 6] >> (k & 63) & 1) ptrs[k] = col->data + (uintptr_t)ptrs[k];
+            world->structure_version++; /* the column may have moved: getters made before are stale */
         }
-        for (int32_t i = 0; i < arch->column_count; i++) {
-            kl_column *col = &arch->columns[i];
-            uint8_t *data = (uint8_t *)(((uintptr_t)blocks[i] + 15) & ~(uintptr_t)15);
-            relocate(col->component, data, col->data, arch->count);
-            if (arch->count) memcpy(ticks[i], col->ticks, sizeof(kiln_row_tick) * (size_t)arch->count);
-            kl_free(al, col->block, col->block_size);
-            kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)arch->capacity);
-            col->block = blocks[i];
-            col->block_size = col->stride * (size_t)ncap + 15;
-            col->data = data;
-            col->ticks = ticks[i];
-        }
-        if (arch->count) memcpy(entities, arch->entities, sizeof(kiln_entity) * (size_t)arch->count);
-        kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
-        arch->entities = entities;
-        arch->capacity = (int32_t)ncap;
-        world->structure_version++; /* the columns moved: getters made before are stale */
     }
-    if (blocks != blocks_small) {
-        kl_free(al, blocks, list_bytes);
-        kl_free(al, ticks, list_bytes);
-    }
-    return ok;
+    if (!ok) return false;
+    kiln_entity *entities = kl_realloc(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity,
+                                       kl_mul(sizeof(kiln_entity), (size_t)ncap));
+    if (!entities) return false;
+    arch->entities = entities;
+    arch->capacity = (int32_t)ncap;
+    world->structure_version++;
+    return true;
 }
 
 void kl_archetype_destroy_row(kl_archetype *arch, int32_t row) {
@@ -437,8 +445,8 @@ void kl_archetypes_free(kiln_world *world) {
             kl_column *col = &arch->columns[i];
             const kl_component *c = col->component;
             if (c->destroy && arch->count) c->destroy(col->data, arch->count, c->hook_ctx);
-            kl_free(al, col->block, col->block_size);
-            kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)arch->capacity);
+            kl_free(al, col->block, data_bytes(col, col->data_cap));
+            kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap);
         }
         kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
         kl_map_free(al, &arch->edges);

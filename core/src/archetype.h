@@ -30,11 +30,13 @@ static inline kl_archetype *kl_archetype_neighbour(kiln_world *world, kl_archety
     return kl_archetype_traverse(world, arch, component, call);
 }
 
-/* Makes room for rows more rows; false when out of memory (arch unchanged). */
+/* Makes room for rows more rows; false when out of memory: the rows, their values and the
+ * capacity are unchanged, though some columns may have grown (and moved: the structure
+ * version is bumped for every column that grew). */
 KL_HIDDEN bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows);
 
-/* Like kl_archetype_reserve; each of the ptr_count pointers in ptrs that points into one of
- * arch's live values is moved along when the columns are reallocated. */
+/* Like kl_archetype_reserve; each of the ptr_count (at most 256) pointers in ptrs that points
+ * into one of arch's live values is moved along with its column, on failure too. */
 KL_HIDDEN bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t rows,
                                            void **ptrs, int32_t ptr_count);
 

@@ -123,12 +123,12 @@ typedef struct kl_registry {
  * capacity * stride bytes, a parallel per-row tick array, and the column's latest tick. */
 typedef struct kl_column {
     uint8_t *data;
-    void *block;
-    size_t block_size;
-    kiln_row_tick *ticks;         /* tick - world->tick_base */
+    void *block;                  /* data_cap rows (and 15 bytes to align data) */
+    kiln_row_tick *ticks;         /* tick - world->tick_base; tick_cap rows */
     _Atomic(kiln_tick) latest;
     uint32_t stride;
     kiln_component id;            /* component->id, kept here for the move merge walk */
+    int32_t data_cap, tick_cap;   /* each at least the archetype's capacity: they grow apart */
     bool plain;                   /* no hooks: rows move bytewise and nothing is destroyed */
     const kl_component *component;
 } kl_column;
