@@ -51,6 +51,7 @@ typedef struct cmd_ctx {
     kiln_commands *cmd;
     kiln_entity *ents;
     bool ok;
+    bool calls; /* cmd_spawn_calls: kiln_commands_spawn and an add per component */
 } cmd_ctx;
 
 static void cmd_world(cmd_ctx *c) {
@@ -70,9 +71,13 @@ static double cmd_spawn_kiln(void *ctx) {
     for (int64_t i = 0; i < c->n; i++) {
         vec2f p = {(float)i, 0}, v = {1, 1};
         kiln_entity ph;
-        kiln_commands_spawn(c->cmd, &ph);
-        kiln_commands_add(c->cmd, ph, c->pos, &p);
-        kiln_commands_add(c->cmd, ph, c->vel, &v);
+        if (c->calls) {
+            kiln_commands_spawn(c->cmd, &ph);
+            kiln_commands_add(c->cmd, ph, c->pos, &p);
+            kiln_commands_add(c->cmd, ph, c->vel, &v);
+        } else {
+            kiln_commands_spawn_with(c->cmd, (kiln_component[]){c->pos, c->vel}, (void *[]){&p, &v}, 2, &ph);
+        }
     }
     int64_t applied;
     if (kiln_commands_apply(c->cmd, c->world, &applied) != KILN_OK || applied != 3 * c->n) c->ok = false;
@@ -95,13 +100,17 @@ static double cmd_spawn_direct(void *ctx) {
     return t;
 }
 
-void run_cmd_spawn(const bench_config *config, bench_result *dest) {
-    cmd_ctx c = {.n = config->small_entities, .ok = true};
+static void cmd_spawn_case(const bench_config *config, bench_result *dest, bool calls) {
+    cmd_ctx c = {.n = config->small_entities, .ok = true, .calls = calls};
     alternate(config, &c, cmd_spawn_kiln, cmd_spawn_direct, (double)c.n, dest);
     if (!c.ok) failed(dest, "cmd_spawn: a spawn or apply failed", c.world);
     kiln_commands_destroy(c.cmd);
     kiln_world_destroy(c.world);
 }
+
+void run_cmd_spawn(const bench_config *config, bench_result *dest) { cmd_spawn_case(config, dest, false); }
+
+void run_cmd_spawn_calls(const bench_config *config, bench_result *dest) { cmd_spawn_case(config, dest, true); }
 
 static void cmd_population(cmd_ctx *c) {
     if (c->world) return;

@@ -16,29 +16,27 @@ extern "C" {
  *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get,
  *   kiln_world_error, kiln_world_clear_error, kiln_world_stats_get, kiln_world_entities,
  *   kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance,
- *   kiln_entity_index, kiln_entity_generation, kiln_entity_make,
- *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count,
- *   kiln_entity_format, kiln_entity_components, kiln_component_register, kiln_component_lookup,
- *   kiln_component_info_get, kiln_component_count, kiln_component_check,
- *   kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick,
- *   kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get, kiln_getter_get_many,
- *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_iter, kiln_query_next,
- *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed,
- *   kiln_iter_mark_rows, kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick,
- *   kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn, kiln_commands_despawn,
- *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
- *   kiln_commands_emit, kiln_commands_apply, kiln_commands_clear, kiln_commands_count,
- *   kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder,
- *   kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
- *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
- *   kiln_jobs_wait, kiln_parallel_for,
- *   kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
- *   kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count,
- *   kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find,
- *   kiln_schedule_enable, kiln_schedule_describe,
- *   kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit,
- *   kiln_event_count, kiln_event_get, kiln_events_update,
- *   kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
+ *   kiln_entity_index, kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with,
+ *   kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count, kiln_entity_format,
+ *   kiln_entity_components, kiln_component_register, kiln_component_lookup, kiln_component_info_get,
+ *   kiln_component_count, kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get,
+ *   kiln_get_mut, kiln_set, kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini,
+ *   kiln_getter_check, kiln_getter_get, kiln_getter_get_many, kiln_query_create, kiln_query_destroy,
+ *   kiln_query_count, kiln_query_iter, kiln_query_next, kiln_iter_fini, kiln_iter_range,
+ *   kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows, kiln_iter_changed_since,
+ *   kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create, kiln_commands_destroy,
+ *   kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn, kiln_commands_add,
+ *   kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
+ *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
+ *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
+ *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait,
+ *   kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add,
+ *   kiln_schedule_remove, kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run,
+ *   kiln_schedule_stage_count, kiln_schedule_system_count, kiln_schedule_system_info_get,
+ *   kiln_schedule_find, kiln_schedule_enable, kiln_schedule_describe, kiln_event_register,
+ *   kiln_event_lookup, kiln_event_info_get, kiln_event_emit, kiln_event_count, kiln_event_get,
+ *   kiln_events_update, kiln_resource_set, kiln_resource_get, kiln_resource_has,
+ *   kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
  * (kiln_add, kiln_get). Getters: a function that copies something out of an object ends in
@@ -560,6 +558,10 @@ void kiln_commands_destroy(kiln_commands *cmd);
 
 /* Records a spawn and writes a placeholder for the new entity to dest. */
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest);
+/* kiln_commands_spawn, then kiln_commands_add of count (<= 256) distinct registered components
+ * with values[i] (NULL: defaults), in one call: on failure nothing is recorded or taken over. */
+kiln_result kiln_commands_spawn_with(kiln_commands *cmd, const kiln_component *components, void *const *values,
+                                     int32_t count, kiln_entity *dest);
 
 /* Records a despawn of an entity or placeholder. */
 kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity);
@@ -589,16 +591,16 @@ kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_co
  * is applied, in order. KILN_ERR_UNKNOWN_EVENT for a type the world does not know. */
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value);
 
-/* Applies the commands in order to world (the buffer's world), stamping written rows with
- * the current tick, and writes how many were applied to applied (may be NULL). A despawn of
- * an entity already dead is skipped silently (and counted); a remove of an absent component
- * is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an
- * add of a component the world does not know, a value holding a placeholder that cannot be
- * rewritten (see placeholders above), or a value its component's check hook
- * refuses fails with the world error naming the command, entity and component: the commands before it have taken effect and left the
- * buffer; the failing one and those after it stay, still owning their values, and a later
- * apply continues with them (placeholders already spawned keep their entities). Must not be
- * called while a query of world iterates. */
+/* Applies the commands in order to world (the buffer's world), stamping written rows with the
+ * current tick, and writes how many were applied to applied (may be NULL). A despawn of an
+ * entity already dead is skipped silently (and counted); a remove of an absent component is a
+ * no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an add of
+ * a component the world does not know, a value holding a placeholder that cannot be rewritten
+ * (see placeholders above), or a value its component's check hook refuses fails with the world
+ * error naming the command, entity and component: the commands before it have taken effect and
+ * left the buffer; the failing one and those after it stay, still owning their values, and a
+ * later apply continues with them (placeholders already spawned keep their entities). Must not
+ * be called while a query of world iterates. */
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
 
 /* Discards every pending command, destroying their values once. */
@@ -607,10 +609,9 @@ void kiln_commands_clear(kiln_commands *cmd);
 /* Number of pending commands. */
 int64_t kiln_commands_count(const kiln_commands *cmd);
 
-/* The entity a placeholder of this buffer became, or KILN_NULL_ENTITY when its spawn has
- * not been applied yet or the placeholder is not from this buffer's current batch. A
- * batch's placeholders resolve until the buffer records again after a complete apply, or
- * is cleared. */
+/* The entity a placeholder of this buffer became, or KILN_NULL_ENTITY when its spawn has not
+ * been applied yet or the placeholder is not from this buffer's current batch. A batch's
+ * placeholders resolve until the buffer records again after a complete apply, or is cleared. */
 kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder);
 
 /* The message of the buffer's last failed recording call ("" when none), named like world
@@ -702,12 +703,11 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter);
 typedef void (*kiln_chunk_fn)(kiln_iter *view, void *user);
 
 /* Runs fn over every row the query matches, splitting large archetypes into row ranges of at
- * least min_rows (0: a default of 1024) spread over the pool's threads, and returns when
- * all ranges are done. jobs NULL runs inline. The world is deferred meanwhile, as in any
- * iteration; fn may run on any thread, so it must not call the world's structural API
- * (record into a command buffer of its own thread instead). Rows marked changed through
- * the views update the columns' latest ticks. Fails only when out of memory (before any
- * row ran). */
+ * least min_rows (0: a default of 1024) spread over the pool's threads, and returns when all
+ * ranges are done. jobs NULL runs inline. The world is deferred meanwhile, as in any iteration;
+ * fn may run on any thread, so it must not call the world's structural API (record into a
+ * command buffer of its own thread instead). Rows marked changed through the views update the
+ * columns' latest ticks. Fails only when out of memory (before any row ran). */
 kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
                               kiln_chunk_fn fn, void *user);
 

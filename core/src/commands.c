@@ -313,16 +313,16 @@ static inline __attribute__((always_inline)) bool spawn_fast(kiln_commands *cmd,
     return true;
 }
 
-__attribute__((noinline)) static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest);
+__attribute__((noinline)) static kiln_result spawn_slow(kiln_commands *cmd, const char *call,
+                                                        kiln_entity *dest);
 
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest) {
     KILN_ASSERT(cmd != NULL && dest != NULL, "cmd and dest are required");
     if (KL_LIKELY(spawn_fast(cmd, dest))) return KILN_OK;
-    return spawn_slow(cmd, dest);
+    return spawn_slow(cmd, "kiln_commands_spawn", dest);
 }
 
-static kiln_result spawn_slow(kiln_commands *cmd, kiln_entity *dest) {
-    const char *call = "kiln_commands_spawn";
+static kiln_result spawn_slow(kiln_commands *cmd, const char *call, kiln_entity *dest) {
     kiln_result r = check_world(cmd, call);
     if (r != KILN_OK) return r;
     /* The placeholder of the batch this spawn lands in: a new batch after a complete apply,
@@ -395,6 +395,19 @@ __attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, co
     return push(cmd, call, op, e, c, value, comp ? comp->size : size, true, comp);
 }
 
+/* Holds an add of c (size bytes of value) in the spawn slot s, the buffer's last, which has
+ * room for it (add_to_spawned and spawn_with_fast check). */
+static inline __attribute__((always_inline)) void hold_add(kiln_commands *cmd, kl_spawn_cmd *s, kiln_component c,
+                                                           const void *value, uint32_t size) {
+    uint32_t adds = s->adds;
+    kl_copy_upto16(s->bytes + s->size[0], value, size);
+    s->held[adds] = c;
+    s->size[adds] = (uint8_t)size;
+    s->adds = (uint8_t)(adds + 1);
+    if (adds + 1 == KL_SPAWN_HELD) cmd->hold = KL_NO_HOLD;
+    cmd->held++; /* held_end is past the slot since its spawn */
+}
+
 /* The usual add, in one pass: to the placeholder the buffer spawned last (a current one, so
  * no other check), a small value of a component with no hooks (cmd_small). Held in that
  * spawn's slot while it can take one (cmd->hold: the slot is the last, pending, holds fewer
@@ -411,14 +424,8 @@ static inline __attribute__((always_inline)) bool add_to_spawned(kiln_commands *
     uint32_t size = comp->cmd_small;
     if (cmd->hold == at - 1) { /* so e is a placeholder: hold is set only with spawned_last */
         kl_spawn_cmd *s = &cmd->cmds[at - 1].spawn;
-        uint32_t adds = s->adds, fill = s->size[0]; /* 0 while none is held */
-        if (size + fill <= KL_INLINE && s->held[0] != c) {
-            kl_copy_upto16(s->bytes + fill, value, size);
-            s->held[adds] = c;
-            s->size[adds] = (uint8_t)size;
-            s->adds = (uint8_t)(adds + 1);
-            if (adds + 1 == KL_SPAWN_HELD) cmd->hold = KL_NO_HOLD;
-            cmd->held++; /* held_end is past the slot since its spawn */
+        if (size + s->size[0] <= KL_INLINE && s->held[0] != c) { /* size[0]: 0 while none is held */
+            hold_add(cmd, s, c, value, size);
             return true;
         }
     }
@@ -445,6 +452,107 @@ kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_compo
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (KL_LIKELY(add_to_spawned(cmd, entity, component, value))) return KILN_OK;
     return add_general(cmd, entity, component, value);
+}
+
+#define SPAWN_WITH_MAX 256 /* components in one spawn, as kiln_spawn_with takes */
+
+/* Everything kiln_commands_spawn_with's adds could fail on, checked before its spawn: the
+ * components known, distinct and not 0, and room for its commands and its values made, so
+ * that once the spawn is recorded its adds cannot fail (all or nothing). */
+static kiln_result spawn_with_ready(kiln_commands *cmd, const char *call, const kiln_component *components,
+                                    void *const *values, int32_t count) {
+    if (count < 0 || count > SPAWN_WITH_MAX || (count > 0 && !components))
+        return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT,
+                           "%s: count %d (0 to %d components, and the list when there are any)", call,
+                           (int)count, SPAWN_WITH_MAX);
+    size_t bytes = 0;
+    for (int32_t i = 0; i < count; i++) {
+        kiln_component c = components[i];
+        const kl_component *comp = c ? kl_component_get(cmd->world, c) : NULL;
+        if (!comp)
+            return record_fail(cmd, KILN_ERR_UNKNOWN_COMPONENT, "%s: component #%u is not registered", call,
+                               (unsigned)c);
+        for (int32_t j = 0; j < i; j++)
+            if (components[j] == c)
+                return record_fail(cmd, KILN_ERR_INVALID_ARGUMENT, "%s: %s is listed twice", call, comp->names);
+        if (values && values[i] && comp->size > 0 && !inline_value(KL_OP_ADD, comp, comp->size))
+            bytes += ((size_t)comp->size + 15) & ~(size_t)15;
+    }
+    if (cmd->cap - cmd->count < (int64_t)count + 1 &&
+        !kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + count + 1, sizeof(kl_cmd), 64))
+        return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command", call);
+    if (bytes > 0) { /* a block with room for them all, taken and given back */
+        if (!value_room(cmd, bytes))
+            return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value", call);
+        cmd->current->used -= bytes;
+    }
+    return KILN_OK;
+}
+
+__attribute__((noinline)) static kiln_result spawn_with_general(kiln_commands *cmd,
+                                                                const kiln_component *components,
+                                                                void *const *values, int32_t count,
+                                                                kiln_entity *dest);
+
+/* The usual kiln_commands_spawn_with in one pass: a spawn spawn_fast records, holding its one
+ * or two adds (values of distinct small hook-free components, KL_INLINE bytes in all, as
+ * add_to_spawned would hold them), written out without loops. False, with nothing done,
+ * otherwise. */
+static inline __attribute__((always_inline)) bool spawn_with_fast(kiln_commands *cmd,
+                                                                  const kiln_component *components,
+                                                                  void *const *values, int32_t count,
+                                                                  kiln_entity *dest) {
+    if (count < 1 || count > KL_SPAWN_HELD || !values || !components || !values[0]) return false;
+    kiln_component c0 = components[0], c1 = count == 2 ? components[1] : KILN_NO_COMPONENT;
+    const kl_component *a = kl_component_get(cmd->world, c0); /* NULL for 0 */
+    if (!a) return false;
+    uint32_t s0 = a->cmd_small, s1 = 0; /* UINT8_MAX for any other component */
+    if (count == 2) {
+        const kl_component *b = kl_component_get(cmd->world, c1);
+        if (!b || !values[1] || c1 == c0) return false;
+        s1 = b->cmd_small;
+    }
+    if (s0 + s1 > KL_INLINE || !spawn_fast(cmd, dest)) return false;
+    kl_spawn_cmd *s = &cmd->cmds[cmd->count - 1].spawn;
+    kl_copy_upto16(s->bytes, values[0], s0);
+    s->held[0] = c0;
+    s->size[0] = (uint8_t)s0;
+    if (count == 2) {
+        kl_copy_upto16(s->bytes + s0, values[1], s1);
+        s->held[1] = c1;
+        s->size[1] = (uint8_t)s1;
+        cmd->hold = KL_NO_HOLD; /* full */
+    }
+    s->adds = (uint8_t)count;
+    cmd->held += count; /* held_end is past the slot since its spawn */
+    return true;
+}
+
+kiln_result kiln_commands_spawn_with(kiln_commands *cmd, const kiln_component *components, void *const *values,
+                                     int32_t count, kiln_entity *dest) {
+    KILN_ASSERT(cmd != NULL && dest != NULL, "cmd and dest are required");
+    if (KL_LIKELY(cmd->world != NULL && spawn_with_fast(cmd, components, values, count, dest))) return KILN_OK;
+    return spawn_with_general(cmd, components, values, count, dest);
+}
+
+/* Every kiln_commands_spawn_with but spawn_with_fast's: checked and made room for first. */
+static kiln_result spawn_with_general(kiln_commands *cmd, const kiln_component *components, void *const *values,
+                                      int32_t count, kiln_entity *dest) {
+    const char *call = "kiln_commands_spawn_with";
+    kiln_result r = check_world(cmd, call);
+    if (r == KILN_OK) r = spawn_with_ready(cmd, call, components, values, count);
+    kiln_entity ph;
+    if (r == KILN_OK && !spawn_fast(cmd, &ph)) r = spawn_slow(cmd, call, &ph);
+    if (r != KILN_OK) return r;
+    for (int32_t i = 0; i < count; i++) {
+        void *value = values ? values[i] : NULL;
+        if (KL_LIKELY(add_to_spawned(cmd, ph, components[i], value))) continue;
+        r = add_general(cmd, ph, components[i], value);
+        KILN_ASSERT(r == KILN_OK, "kiln_commands_spawn_with: an add failed after its checks");
+        if (r != KILN_OK) return r;
+    }
+    *dest = ph;
+    return KILN_OK;
 }
 
 kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,

@@ -529,6 +529,41 @@ static void op_record(fz_ctx *c) {
     uint8_t sub = (b >> 1) % 8;
     int64_t f0 = fuzz_alloc_failures();
     kiln_result r, want = KILN_OK;
+    if (sub == 0 && b >= 0xe0) { /* 0xe0, 0xe1, 0xf0, 0xf1: were plain spawns */
+        /* a spawn with up to two components (maybe unknown, maybe the same twice): all or
+         * nothing, and what it records is a spawn and an add per component */
+        c->op_name = "kiln_commands_spawn_with";
+        if (buf->ph_count == FZ_MAX_PH || c->n_phs == FZ_MAX_PH || !room(c, 1) || buf->count + 4 >= buf->cap)
+            return;
+        int32_t n = fz_byte(c) % 3;
+        int slot[2] = {0, 0};
+        kiln_component ids[2] = {0, 0};
+        fz_value v[2];
+        memset(v, 0, sizeof v);
+        unsigned char model[2][FZ_VAL];
+        void *values[2] = {NULL, NULL};
+        for (int32_t i = 0; i < n; i++) {
+            slot[i] = fz_pick_comp(c, FZ_GENERIC);
+            ids[i] = fz_comp_id(c, slot[i]);
+            values[i] = (void *)(uintptr_t)make_value(c, slot[i], fz_byte(c) & 1, &v[i], model[i]);
+            if (slot[i] < 0 && want == KILN_OK) want = KILN_ERR_UNKNOWN_COMPONENT;
+        }
+        if (n == 2 && ids[0] == ids[1] && want == KILN_OK) want = KILN_ERR_INVALID_ARGUMENT;
+        kiln_entity ph = 0;
+        r = kiln_commands_spawn_with(buf->cmd, ids, values, n, &ph);
+        if (r != KILN_OK)
+            for (int32_t i = 0; i < n; i++) release_value(&v[i]);
+        if (fz_oom_ok(c, r, f0)) return;
+        expect_buffer(c, buf->cmd, r, want, "kiln_commands_spawn_with");
+        if (r != KILN_OK) return;
+        record_done(buf);
+        fz_ph p = {.handle = ph, .buf = which, .batch = buf->batch, .index = buf->ph_count};
+        buf->ph[buf->ph_count++] = p;
+        c->phs[c->n_phs++] = p;
+        fz_queue_push(c, buf, OP_SPAWN, ph, 0, NULL);
+        for (int32_t i = 0; i < n; i++) fz_queue_push(c, buf, OP_ADD, ph, slot[i], values[i] ? model[i] : NULL);
+        return;
+    }
     if (sub == 0) {
         c->op_name = "kiln_commands_spawn";
         if (buf->ph_count == FZ_MAX_PH || c->n_phs == FZ_MAX_PH || !room(c, 1)) return;

@@ -76,3 +76,23 @@ do
   f:write(string.char(table.unpack(bytes)))
   f:close()
 end
+
+-- kiln_commands_spawn_with, by hand: after a spawn (so the batch goes on), two small values
+-- held in the spawn's slot, an Owned value moved in through its hook, a component listed
+-- twice and an unknown one (each refused with nothing recorded), none, a 32-byte value with
+-- a tag; then an apply.
+do
+  local rec, with, apply = 12, 0xe0, 14
+  local bytes = {0,
+    rec, 0,                             -- spawn (buffer 0)
+    rec, with, 2, 0, 1, 5, 6, 1, 1, 9,  -- A {5, 6} and B 9, both held
+    rec, with, 1, 4, 1, 3,              -- O, moved in
+    rec, with, 2, 0, 0, 0, 0,           -- A twice: refused
+    rec, with, 2, 31, 0, 1, 0,          -- an unknown component: refused
+    rec, with, 0,                       -- no component
+    rec, with, 2, 6, 1, 7, 2, 0,        -- W (its value out of the command) and the tag T
+    apply, 0}
+  local f = assert(io.open(dir .. "/spawn-with", "wb"))
+  f:write(string.char(table.unpack(bytes)))
+  f:close()
+end
