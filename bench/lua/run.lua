@@ -445,40 +445,47 @@ local function case_get_heap()
     w:close()
 end
 
--- world:save of a "lua" value holding many string keys, per key: 32000 keys against 4000 in
--- the same run. Keys are saved sorted (one order whatever lua_next gives), in n log n: the
--- ratio is about 1.25 then, and 8 if the sort or the encoding went quadratic.
+-- A growth case: the per-item time of call(w) on a world build(large) made, against the same
+-- on build(small) in the same run (alternating samples). About 1 when the call is linear
+-- (n log n: a little more), large / small if it went quadratic.
+local function growth_case(name, unit, small, large, build, call)
+    local function timer(n)
+        local w = build(n)
+        return w, function()
+            local t = clock()
+            local out = call(w)
+            local spent = clock() - t
+            assert(#out > n, name .. ": the output is too short")
+            return spent
+        end
+    end
+    local ws, time_small = timer(small)
+    local wl, time_large = timer(large)
+    local s, b = compare(time_large, time_small, 1e9)
+    s, b = s / large, b / small
+    record(results, { case = name, ns = s, baseline_ns = b, ratio = s / b, unit = unit, goal = "<= 2.5",
+        pass = s / b <= 2.5 })
+    ws:close()
+    wl:close()
+end
+
+-- world:save of a "lua" value holding many string keys, per key: 32000 keys against 4000.
+-- Keys are saved sorted (one order whatever lua_next gives), by merging: n log n.
 local function case_save_keys()
-    local function saver(n)
+    growth_case("lua_save_keys", "ns/key", 4000, 32000, function(n)
         local w = kiln.world()
         w:component("Script", "lua")
         local big = {}
         for i = 1, n do big["k" .. i] = i end
         w:spawn { Script = big }
-        return w, function()
-            local t = clock()
-            local data = w:save()
-            local spent = clock() - t
-            assert(#data > n)
-            return spent
-        end
-    end
-    local small, large = 4000, 32000
-    local ws, save_small = saver(small)
-    local wl, save_large = saver(large)
-    local s, b = compare(save_large, save_small, 1e9)
-    s, b = s / large, b / small
-    record(results, { case = "lua_save_keys", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/key",
-        goal = "<= 2.5", pass = s / b <= 2.5 })
-    ws:close()
-    wl:close()
+        return w
+    end, function(w) return w:save() end)
 end
 
 -- world:export of a forest (chains of ten under set_parent, each entity linking to the one
--- spawned before it), per entity: 40000 entities against 5000 in the same run. Export walks
--- the forest parents first; the ratio is about 1 when that stays linear, 8 if it went quadratic.
+-- spawned before it), per entity: 40000 entities against 5000. Export walks parents first.
 local function case_export_forest()
-    local function exporter(n)
+    growth_case("lua_export_forest", "ns/entity", 5000, 40000, function(n)
         local w = kiln.world()
         w:component("Position", "float x, y;")
         w:component("Link", "entity target;")
@@ -488,23 +495,8 @@ local function case_export_forest()
             if prev and i % 10 ~= 0 then w:set_parent(e, prev) end
             prev = e
         end
-        return w, function()
-            local t = clock()
-            local text = w:export()
-            local spent = clock() - t
-            assert(#text > n)
-            return spent
-        end
-    end
-    local small, large = 5000, 40000
-    local ws, export_small = exporter(small)
-    local wl, export_large = exporter(large)
-    local s, b = compare(export_large, export_small, 1e9)
-    s, b = s / large, b / small
-    record(results, { case = "lua_export_forest", ns = s, baseline_ns = b, ratio = s / b, unit = "ns/entity",
-        goal = "<= 2.5", pass = s / b <= 2.5 })
-    ws:close()
-    wl:close()
+        return w
+    end, function(w) return w:export() end)
 end
 
 -- ---- profiling mode -------------------------------------------------------------------------
