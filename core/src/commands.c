@@ -396,7 +396,7 @@ __attribute__((noinline)) static kiln_result record_value(kiln_commands *cmd, co
 }
 
 /* Holds an add of c (size bytes of value) in the spawn slot s, the buffer's last, which has
- * room for it (add_to_spawned and spawn_with_fast check). */
+ * room for it (add_to_spawned checks; spawn_with_fast writes its one or two the same way). */
 static inline __attribute__((always_inline)) void hold_add(kiln_commands *cmd, kl_spawn_cmd *s, kiln_component c,
                                                            const void *value, uint32_t size) {
     uint32_t adds = s->adds;
