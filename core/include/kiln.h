@@ -559,9 +559,9 @@ void kiln_commands_destroy(kiln_commands *cmd);
 /* Records a spawn and writes a placeholder for the new entity to dest. */
 kiln_result kiln_commands_spawn(kiln_commands *cmd, kiln_entity *dest);
 /* kiln_commands_spawn, then kiln_commands_add of count (<= 256) distinct registered components
- * with values[i] (NULL: defaults), in one call: on failure nothing is recorded or taken over. */
-kiln_result kiln_commands_spawn_with(kiln_commands *cmd, const kiln_component *components, void *const *values,
-                                     int32_t count, kiln_entity *dest);
+ * with values[i] (values or values[i] NULL: defaults), all or nothing: a failure takes no value. */
+kiln_result kiln_commands_spawn_with(kiln_commands *cmd, const kiln_component *components,
+                                     void *const *values, int32_t count, kiln_entity *dest);
 
 /* Records a despawn of an entity or placeholder. */
 kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity);

@@ -174,3 +174,31 @@ KILN_TEST(spawn_with, out_of_memory_at_any_allocation_records_nothing) {
     }
     ck_assert_int_eq(kiln_world_entities(F.w, NULL, 0), 6); /* two a round; doomed despawned */
 }
+
+/* A buffer whose world was destroyed refuses the call in both of its paths (the two small
+ * values the usual one holds, and an Owned value), naming it, and keeps the value. */
+KILN_TEST(spawn_with, a_buffer_whose_world_was_destroyed_refuses_it) {
+    kiln_world *w = kiln_world_create(NULL);
+    ck_assert_ptr_nonnull(w);
+    kiln_component pos = test_register_position(w), vel = test_register_velocity(w);
+    test_hook_log log;
+    memset(&log, 0, sizeof log);
+    kiln_component owned = test_register_owned(w, &log);
+    kiln_commands *cmd = kiln_commands_create(w);
+    ck_assert_ptr_nonnull(cmd);
+    kiln_entity ph;
+    ck_assert_int_eq(kiln_commands_spawn(cmd, &ph), KILN_OK); /* so the usual path would be open */
+    kiln_world_destroy(w); /* the buffer is detached */
+    test_owned o = test_owned_make(5);
+    kiln_entity got = 777;
+    ck_assert_int_eq(kiln_commands_spawn_with(cmd, (kiln_component[]){pos, vel},
+                                              (void *[]){&(test_position){1, 2}, &(test_velocity){3, 4}}, 2, &got),
+                     KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_commands_error(cmd), "kiln_commands_spawn_with: the buffer's world was destroyed");
+    ck_assert_int_eq(kiln_commands_spawn_with(cmd, &owned, (void *[]){&o}, 1, &got), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(o.id, 5);
+    ck_assert_int_eq(got, 777);
+    ck_assert_int_eq(kiln_commands_count(cmd), 0);
+    test_owned_release(&o);
+    kiln_commands_destroy(cmd);
+}
