@@ -29,7 +29,7 @@ typedef struct klua_commands {
  * spawning is refused; |placeholder| < 2^53: exact as a LuaJIT number. */
 #define BATCH_SHIFT 20
 #define TAG_LIMIT ((lua_Integer)1 << 33)
-static lua_Integer placeholder(const klua_commands *c, lua_Integer k) { return -((c->batch << BATCH_SHIFT) + k); }
+static lua_Integer placeholder(lua_Integer tag, lua_Integer k) { return -((tag << BATCH_SHIFT) + k); }
 static lua_Integer spawn_number(lua_Integer p) { return (-p) & ((1 << BATCH_SHIFT) - 1); }
 static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 
@@ -75,16 +75,6 @@ int klua_commands_new(lua_State *L) {
     return 1;
 }
 
-/* The new resolved table is in place before the batch changes: a memory error between
- * them would leave the new batch's placeholders resolving to the old batch's entities. */
-static void new_batch(lua_State *L, klua_commands *c) {
-    lua_newtable(L);
-    lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
-    c->spawns = 0;
-    c->batch = 0; /* no tag until it spawns */
-    c->complete = false;
-}
-
 /* Checks an entity or a placeholder of this batch. */
 static lua_Integer check_target(lua_State *L, klua_commands *c, int arg, const char *fname) {
     int ok = 0;
@@ -115,10 +105,14 @@ static void push_table_uv(lua_State *L, int n, const char *fname) {
         klua_fail(L, fname, "its state was changed through the debug library");
 }
 
+/* Writes a record, then changes the buffer: a memory error while writing (a mod at its memory
+ * limit) leaves the buffer as it was, its applied batch still resolving. A record after a
+ * complete apply starts a batch, whose resolved table is made first. */
 static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer target, int name_idx,
                         int value_idx) {
-    if (c->complete) new_batch(L, c);
-    if (c->head == c->count) c->head = c->count = 0;
+    bool fresh = c->complete;
+    if (fresh) lua_newtable(L);
+    if (c->head == c->count) c->head = c->count = 0; /* nothing pending either way */
     if (lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS) != LUA_TTABLE)
         klua_fail(L, lua_pushfstring(L, "commands:%s", op_name(op)), "its state was changed through the debug library");
     lua_Integer base = c->count * FIELDS;
@@ -133,6 +127,12 @@ static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer targ
     else lua_pushnil(L);
     lua_rawseti(L, -2, base + 4);
     lua_pop(L, 1);
+    if (fresh) {
+        lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
+        c->spawns = 0;
+        c->batch = 0; /* no tag until it spawns */
+        c->complete = false;
+    }
     c->count++;
 }
 
@@ -141,13 +141,15 @@ static int c_spawn(lua_State *L) {
     if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2)) klua_typeerror(L, 2, "commands:spawn", "table");
     if (!c->complete && c->spawns == (1 << BATCH_SHIFT) - 1)
         klua_fail(L, "commands:spawn", "too many spawns in one batch (%d): apply the buffer first", (1 << BATCH_SHIFT) - 1);
-    /* the tag first: refused, it leaves the buffer as it was (an applied batch resolving) */
+    /* the tag first: refused, it leaves the buffer as it was (an applied batch resolving); a
+     * tag taken by a spawn that then fails is skipped, never handed out twice */
     lua_Integer tag = c->complete || c->batch == 0 ? next_tag(L) : c->batch;
-    if (c->complete) new_batch(L, c);
+    lua_Integer k = c->complete ? 1 : c->spawns + 1;
+    lua_Integer p = placeholder(tag, k);
+    push_record(L, c, OP_SPAWN, p, 0, lua_isnoneornil(L, 2) ? 0 : 2);
     c->batch = tag;
-    c->spawns++;
-    push_record(L, c, OP_SPAWN, placeholder(c, c->spawns), 0, lua_isnoneornil(L, 2) ? 0 : 2);
-    lua_pushinteger(L, placeholder(c, c->spawns));
+    c->spawns = k;
+    lua_pushinteger(L, p);
     return 1;
 }
 
@@ -214,7 +216,7 @@ static void push_resolved_entity(lua_State *L, const klua_commands *c, int resol
         lua_pushinteger(L, p);
         return;
     }
-    if (lua_rawgeti(L, resolved, spawn_number(p)) == LUA_TNIL)
+    if (lua_rawgeti(L, resolved, spawn_number(p)) != LUA_TNUMBER) /* false: the spawn running */
         luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
                    cname, p);
 }
@@ -501,7 +503,7 @@ static int c_apply(lua_State *L) {
         lua_Integer target = lua_tointeger(L, -1);
         if (target < 0 && op != OP_SPAWN) {
             lua_pop(L, 1);
-            if (lua_rawgeti(L, resolved, spawn_number(target)) == LUA_TNIL) {
+            if (lua_rawgeti(L, resolved, spawn_number(target)) != LUA_TNUMBER) {
                 lua_settop(L, resolved);
                 lua_pushnil(L);
                 lua_pushfstring(L, "commands:apply: command %I (%s) uses placeholder %I whose spawn has not been applied",
@@ -522,8 +524,19 @@ static int c_apply(lua_State *L) {
         lua_copy(L, c->link || (op == OP_SPAWN && lua_type(L, -1) == LUA_TTABLE && world_links(L, kw)) ? linked_fn
                                                                                                    : plain_fn,
                  fn_slot);
+        /* A spawn's resolved slot is made (false) before it runs: once its entity has landed,
+         * taking the record allocates nothing, so no memory error can leave a landed spawn
+         * pending, to land again at the next apply. */
+        if (op == OP_SPAWN) {
+            lua_pushboolean(L, 0);
+            lua_rawseti(L, resolved, spawn_number(target));
+        }
         if (lua_pcall(L, 5, 1, 0) != LUA_OK) {
             /* The failing record and those after it stay; a later apply resumes here. */
+            if (op == OP_SPAWN) {
+                lua_pushnil(L);
+                lua_rawseti(L, resolved, spawn_number(target));
+            }
             char eb[24];
             const char *ename = op == OP_SPAWN ? "(new)" : klua_entity_str((kiln_entity)who, eb);
             lua_pushnil(L);
@@ -548,12 +561,18 @@ static int c_apply(lua_State *L) {
     return 1;
 }
 
+/* Both tables are made before either replaces the old: a memory error leaves the buffer as
+ * it was. */
 static int c_clear(lua_State *L) {
     klua_commands *c = check_cmds(L);
     lua_newtable(L);
+    lua_newtable(L);
+    lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
     c->head = c->count = 0;
-    new_batch(L, c);
+    c->spawns = 0;
+    c->batch = 0; /* no tag until it spawns */
+    c->complete = false;
     return 0;
 }
 
@@ -565,7 +584,7 @@ static int c_resolved(lua_State *L) {
     if (p >= 0 || p == LUA_MININTEGER || batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
         klua_argerror(L, 2, "commands:resolved", "%I is not a placeholder of this batch", p);
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:resolved");
-    lua_rawgeti(L, -1, spawn_number(p));
+    if (lua_rawgeti(L, -1, spawn_number(p)) != LUA_TNUMBER) lua_pushnil(L); /* false: its spawn running */
     return 1;
 }
 

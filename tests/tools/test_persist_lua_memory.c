@@ -11,30 +11,7 @@
 
 #include "kiln_lua.h"
 #include "kiln_persist.h"
-
-/* A lua_Alloc / kiln_alloc_fn counting live bytes that refuses growth once `left` reaches 0
- * (left < 0: never). */
-typedef struct budget {
-    int64_t left;
-    int64_t live, peak;
-} budget;
-
-static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    budget *b = ud;
-    size_t old = ptr ? osize : 0;
-    if (nsize == 0) {
-        b->live -= (int64_t)old;
-        free(ptr);
-        return NULL;
-    }
-    if (nsize > old && b->left == 0) return NULL;
-    if (nsize > old && b->left > 0) b->left--;
-    void *p = realloc(ptr, nsize);
-    if (!p) return NULL;
-    b->live += (int64_t)nsize - (int64_t)old;
-    if (b->live > b->peak) b->peak = b->live;
-    return p;
-}
+#include "lua_budget.h"
 
 typedef struct host {
     budget lua_mem, world_mem;
