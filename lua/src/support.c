@@ -386,6 +386,13 @@ void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
 #if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (jit_methods.c) */
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    /* The guard's __close is a call, made as the method returns, after its work has landed.
+     * Calling it once now, while it has nothing to release, makes that call's frame (a
+     * CallInfo and the stack a C function gets) here, so running out of memory for it raises
+     * before the method touches the world, never after. */
+    lua_pushcfunction(L, gc_guard_close);
+    lua_pushvalue(L, -2);
+    lua_call(L, 1, 0);
     lua_toclose(L, -1);
 #endif
     lua_gc(L, LUA_GCSTOP);
