@@ -221,7 +221,7 @@ test-asan:
 # Tool suites (console, REPL): Check programs linked with the binding and Lua.
 TOOL_SRC := $(wildcard tests/tools/test_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
-$(TOOL_BIN): $(BUILD)/tests/%: tests/tools/%.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
+$(TOOL_BIN): $(BUILD)/tests/%: tests/tools/%.c $(wildcard tests/tools/*.h) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(LUA_CFLAGS) -Ilua -DKILN_BIN_PATH='"$(abspath $(KILN_BIN))"' \
 	    -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) -lutil $(LDLIBS_ALL)

@@ -3,59 +3,10 @@
  * clear that fails leaves the buffer as it was (its count, its batch's numbering, an applied
  * batch still resolving); an apply that fails leaves every landed record taken and every other
  * pending, so applying again lands each exactly once. */
-#include <check.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "lua_host.h"
 
-#include "kiln_lua.h"
-#include "lua_budget.h"
-
-typedef struct host {
-    budget lua_mem, world_mem;
-    lua_State *L;
-    kiln_world *world;
-} host;
-
-static void run(lua_State *L, const char *code) {
-    if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
-}
-
-/* A Lua state with the kiln module on its own counting allocator, and the host's world (on
- * another) as the global w, with Position and Target (an entity field). */
-static void start(host *h) {
-    memset(h, 0, sizeof *h);
-    h->lua_mem.left = h->world_mem.left = -1;
-    h->world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h->world_mem});
-    ck_assert_ptr_nonnull(h->world);
-    h->L = lua_newstate(budget_alloc, &h->lua_mem);
-    ck_assert_ptr_nonnull(h->L);
-    luaL_openlibs(h->L);
-    luaL_requiref(h->L, "kiln", luaopen_kiln, 0);
-    lua_setglobal(h->L, "kiln");
-    kiln_lua_push_world(h->L, h->world, 0);
-    lua_setglobal(h->L, "w");
-    run(h->L, "w:component('Position', 'float x, y;') w:component('Target', 'entity who;')");
-}
-
-static void stop(host *h) {
-    lua_close(h->L);
-    kiln_world_destroy(h->world);
-    ck_assert_int_eq(h->world_mem.live, 0);
-}
-
-/* Runs code with the Lua state refusing after n grants; returns whether it ran to its end
- * (a raise is a failure, and so is an apply's nil, which the code turns into a raise). */
-static bool run_failing_after(host *h, const char *code, int64_t n) {
-    ck_assert_int_eq(luaL_loadstring(h->L, code), LUA_OK);
-    h->lua_mem.left = n;
-    int rc = lua_pcall(h->L, 0, 0, 0);
-    h->lua_mem.left = -1;
-    if (rc != LUA_OK) lua_pop(h->L, 1);
-    return rc == LUA_OK;
-}
+/* The world's components: Position and Target (an entity field). */
+static const char *const components = "w:component('Position', 'float x, y;') w:component('Target', 'entity who;')";
 
 /* The states a record may find its buffer in: c = the buffer, last = its last placeholder,
  * applied = an applied batch's placeholder (and e its entity) that must keep resolving. */
@@ -89,7 +40,7 @@ static const char *const same_buffer =
 START_TEST(a_record_out_of_memory_anywhere_leaves_the_buffer_as_it_was) {
     int state = _i / 5, record = _i % 5;
     host h;
-    start(&h);
+    start(&h, components);
     int64_t n = 0;
     for (;; n++) {
         run(h.L, states[state]);
@@ -109,7 +60,7 @@ END_TEST
 START_TEST(a_spawn_after_failed_ones_takes_the_next_number_and_its_batch_applies_whole) {
     /* failing spawns at every allocation in turn on the same buffer, one in every 3 records */
     host h;
-    start(&h);
+    start(&h, components);
     run(h.L, "c = kiln.commands() ps = {} for i = 1, 1000 do ps[i] = false end np = 1 ps[1] = c:spawn{Position = {x = 1}}");
     int64_t failed = 0;
     for (int64_t n = 0; n < 400; n++) { /* ps has its slots: nothing fails after the spawn returns */
@@ -128,7 +79,7 @@ END_TEST
 
 START_TEST(a_clear_out_of_memory_anywhere_leaves_the_buffer_as_it_was) {
     host h;
-    start(&h);
+    start(&h, components);
     int64_t n = 0;
     for (;; n++) {
         run(h.L, "c = kiln.commands() applied = c:spawn{Position = {}} c:apply(w) e = c:resolved(applied)\n"
@@ -157,7 +108,7 @@ static const char *const buffer =
 
 START_TEST(an_apply_out_of_memory_anywhere_lands_each_record_once) {
     host h;
-    start(&h);
+    start(&h, components);
     int64_t n = 0, partial = 0;
     for (;; n++) {
         run(h.L, "for _, e in ipairs(w:entities()) do w:despawn(e) end");
@@ -189,9 +140,5 @@ int main(void) {
     tcase_add_test(tc, a_clear_out_of_memory_anywhere_leaves_the_buffer_as_it_was);
     tcase_add_test(tc, an_apply_out_of_memory_anywhere_lands_each_record_once);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

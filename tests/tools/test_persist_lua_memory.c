@@ -2,49 +2,13 @@
  * memory at every allocation in turn (each call lands whole or raises, leaving the world, its
  * memory and Lua resources as they were), a Lua value costs memory in proportion to its bytes,
  * and its C components with hooks are not Lua values. */
-#include <check.h>
-#include <lauxlib.h>
-#include <lualib.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "kiln_lua.h"
 #include "kiln_persist.h"
-#include "lua_budget.h"
+#include "lua_host.h"
 
-typedef struct host {
-    budget lua_mem, world_mem;
-    lua_State *L;
-    kiln_world *world;
-} host;
-
-static void run(lua_State *L, const char *code) {
-    if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
-}
-
-/* A Lua state with the kiln module, and the host's world (on its own counting allocator) as
- * the global w with a "lua" component, a data component and a Lua resource. */
-static void start(host *h) {
-    memset(h, 0, sizeof *h);
-    h->lua_mem.left = h->world_mem.left = -1;
-    h->world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h->world_mem});
-    ck_assert_ptr_nonnull(h->world);
-    h->L = lua_newstate(budget_alloc, &h->lua_mem);
-    ck_assert_ptr_nonnull(h->L);
-    luaL_openlibs(h->L);
-    luaL_requiref(h->L, "kiln", luaopen_kiln, 0);
-    lua_setglobal(h->L, "kiln");
-    kiln_lua_push_world(h->L, h->world, 0);
-    lua_setglobal(h->L, "w");
-    run(h->L, "w:component('Script', 'lua') w:component('Position', 'float x, y;')");
-}
-
-static void stop(host *h) {
-    lua_close(h->L);
-    kiln_world_destroy(h->world);
-    ck_assert_int_eq(h->world_mem.live, 0);
-}
+/* The scripts' components: a "lua" one and a data one. */
+static const char *const components = "w:component('Script', 'lua') w:component('Position', 'float x, y;')";
 
 /* The saved data of a world holding Lua values in components and a Lua resource (global data). */
 static void make_save(host *h, const char *format) {
@@ -69,20 +33,9 @@ static fingerprint take(const host *h) {
     return (fingerprint){kiln_world_hash(h->world), h->world_mem.live, kiln_entity_count(h->world)};
 }
 
-/* Runs code (a chunk that raises or not) with the Lua state refusing after n grants; returns
- * whether it ran to its end. */
-static bool run_failing_after(host *h, const char *code, int64_t n) {
-    ck_assert_int_eq(luaL_loadstring(h->L, code), LUA_OK);
-    h->lua_mem.left = n;
-    int rc = lua_pcall(h->L, 0, 0, 0);
-    h->lua_mem.left = -1;
-    if (rc != LUA_OK) lua_pop(h->L, 1);
-    return rc == LUA_OK;
-}
-
 static void load_everywhere(const char *format, bool used) {
     host h;
-    start(&h);
+    start(&h, components);
     make_save(&h, format);
     if (used) run(h.L, "w:spawn{Position = {x = -1}, Script = {held = true}} w:resource('config', {mine = 1})");
     run(h.L, "collectgarbage() collectgarbage()");
@@ -109,7 +62,7 @@ END_TEST
 
 START_TEST(a_save_out_of_lua_memory_anywhere_raises_and_leaks_nothing) {
     host h;
-    start(&h);
+    start(&h, components);
     run(h.L, "for i = 1, 40 do w:spawn{Position = {x = i}, Script = {i = i, list = {i, {deep = i}}}} end\n"
              "w:resource('config', {level = 3})");
     run(h.L, _i ? "want = w:save{format = 'json'}" : "want = w:save()");
@@ -136,7 +89,7 @@ static void drop_block(void *values, int32_t count, void *ctx) {
 
 START_TEST(a_c_component_with_hooks_is_not_taken_for_a_lua_value) {
     host h;
-    start(&h);
+    start(&h, components);
     kiln_component owned;
     kiln_component_desc d = {.name = "Owned", .size = sizeof(void *), .destroy = drop_block};
     ck_assert_int_eq(kiln_component_register(h.world, &d, &owned), KILN_OK);
@@ -155,7 +108,7 @@ START_TEST(a_lua_value_claiming_huge_tables_costs_memory_in_proportion_to_its_by
     /* 99 nested tables each claiming a count of half the bytes left: each was made with room
      * for that many entries before its first was read, 750 times the value's size in all */
     host h;
-    start(&h);
+    start(&h, components);
     run(h.L, "local src = kiln.world() src:component('Script', 'lua') src:spawn{Script = {x = 1}}\n"
              "local base = src:save{format = 'json'} src:close()\n"
              "local size, parts = 200000, {}\n"
@@ -183,9 +136,5 @@ int main(void) {
     tcase_add_test(tc, a_c_component_with_hooks_is_not_taken_for_a_lua_value);
     tcase_add_test(tc, a_lua_value_claiming_huge_tables_costs_memory_in_proportion_to_its_bytes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

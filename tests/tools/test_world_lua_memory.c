@@ -2,26 +2,8 @@
  * allocation in turn (a host that caps its Lua heap, a mod at its memory limit). A call that
  * raises has not touched the world: a method's work lands last, and nothing it does after
  * (ending its collector hold included) may allocate. */
-#include <check.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "kiln_lua.h"
 #include "kiln_persist.h"
-#include "lua_budget.h"
-
-typedef struct host {
-    budget lua_mem, world_mem;
-    lua_State *L;
-    kiln_world *world;
-} host;
-
-static void run(lua_State *L, const char *code) {
-    if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
-}
+#include "lua_host.h"
 
 /* A world with plain, Lua-valued and entity components, an event, a hierarchy and a
  * resource; same() checks what the world's hash does not cover. */
@@ -72,24 +54,11 @@ START_TEST(a_world_method_out_of_lua_memory_anywhere_raises_before_it_changes_th
     int64_t n = 0;
     for (;; n++) {
         host h;
-        memset(&h, 0, sizeof h);
-        h.lua_mem.left = h.world_mem.left = -1;
-        h.world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h.world_mem});
-        h.L = lua_newstate(budget_alloc, &h.lua_mem);
-        ck_assert(h.world && h.L);
-        luaL_openlibs(h.L);
-        luaL_requiref(h.L, "kiln", luaopen_kiln, 0);
-        lua_setglobal(h.L, "kiln");
-        kiln_lua_push_world(h.L, h.world, 0);
-        lua_setglobal(h.L, "w");
-        run(h.L, setup);
+        start(&h, setup);
         run(h.L, "collectgarbage() collectgarbage()");
         uint64_t hash = kiln_world_hash(h.world);
         int64_t count = kiln_entity_count(h.world);
-        ck_assert_int_eq(luaL_loadstring(h.L, calls[_i]), LUA_OK);
-        h.lua_mem.left = n;
-        int rc = lua_pcall(h.L, 0, 0, 0);
-        h.lua_mem.left = -1;
+        int rc = call_failing_after(&h, calls[_i], n);
         if (rc != LUA_OK) {
             ck_assert_msg(rc == LUA_ERRMEM, "%s: %s", calls[_i], lua_tostring(h.L, -1));
             lua_pop(h.L, 1);
@@ -100,9 +69,7 @@ START_TEST(a_world_method_out_of_lua_memory_anywhere_raises_before_it_changes_th
             ck_assert_msg(kiln_world_hash(h.world) != hash || luaL_dostring(h.L, "same()") != LUA_OK,
                           "%s changed nothing", calls[_i]);
         }
-        lua_close(h.L);
-        kiln_world_destroy(h.world);
-        ck_assert_int_eq(h.world_mem.live, 0);
+        stop(&h);
         if (rc == LUA_OK) break;
     }
 }
@@ -114,9 +81,5 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, a_world_method_out_of_lua_memory_anywhere_raises_before_it_changes_the_world, 0, CALLS);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

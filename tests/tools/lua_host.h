@@ -1,0 +1,102 @@
+/* lua_host.h: a C host of the suites that run a Lua state out of memory at every allocation
+ * in turn (test_persist_lua_memory.c, test_commands_lua_memory.c, test_world_lua_memory.c):
+ * a Lua state with the kiln module and a world, each on its own counting allocator that can
+ * refuse. Test code only. */
+#ifndef KILN_TESTS_LUA_HOST_H
+#define KILN_TESTS_LUA_HOST_H
+
+#include <check.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_lua.h"
+
+/* A lua_Alloc / kiln_alloc_fn counting live bytes that refuses growth once `left` reaches 0
+ * (left < 0: never). */
+typedef struct budget {
+    int64_t left;
+    int64_t live, peak;
+} budget;
+
+static inline void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    budget *b = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        b->live -= (int64_t)old;
+        free(ptr);
+        return NULL;
+    }
+    if (nsize > old && b->left == 0) return NULL;
+    if (nsize > old && b->left > 0) b->left--;
+    void *p = realloc(ptr, nsize);
+    if (!p) return NULL;
+    b->live += (int64_t)nsize - (int64_t)old;
+    if (b->live > b->peak) b->peak = b->live;
+    return p;
+}
+
+typedef struct host {
+    budget lua_mem, world_mem;
+    lua_State *L;
+    kiln_world *world;
+} host;
+
+static inline void run(lua_State *L, const char *code) {
+    if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
+}
+
+/* The Lua state with the kiln module (the global kiln) and the host's world as the global w,
+ * then setup run in it. */
+static inline void start(host *h, const char *setup) {
+    memset(h, 0, sizeof *h);
+    h->lua_mem.left = h->world_mem.left = -1;
+    h->world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h->world_mem});
+    ck_assert_ptr_nonnull(h->world);
+    h->L = lua_newstate(budget_alloc, &h->lua_mem);
+    ck_assert_ptr_nonnull(h->L);
+    luaL_openlibs(h->L);
+    luaL_requiref(h->L, "kiln", luaopen_kiln, 0);
+    lua_setglobal(h->L, "kiln");
+    kiln_lua_push_world(h->L, h->world, 0);
+    lua_setglobal(h->L, "w");
+    run(h->L, setup);
+}
+
+/* Closes both; the world must have given back every byte. */
+static inline void stop(host *h) {
+    lua_close(h->L);
+    kiln_world_destroy(h->world);
+    ck_assert_int_eq(h->world_mem.live, 0);
+}
+
+/* Runs code with the Lua state refusing after n grants; returns lua_pcall's code, the error
+ * left on the stack when it is not LUA_OK. */
+static inline int call_failing_after(host *h, const char *code, int64_t n) {
+    ck_assert_int_eq(luaL_loadstring(h->L, code), LUA_OK);
+    h->lua_mem.left = n;
+    int rc = lua_pcall(h->L, 0, 0, 0);
+    h->lua_mem.left = -1;
+    return rc;
+}
+
+/* The same, the error dropped: whether code ran to its end. */
+static inline bool run_failing_after(host *h, const char *code, int64_t n) {
+    int rc = call_failing_after(h, code, n);
+    if (rc != LUA_OK) lua_pop(h->L, 1);
+    return rc == LUA_OK;
+}
+
+/* Runs the suite; the exit code of main. */
+static inline int run_suite(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
