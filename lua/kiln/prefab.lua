@@ -97,10 +97,13 @@ function World:prefab(def)
 end
 
 -- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
+-- The slots are made before the spawn (false until then), so that running out of memory
+-- cannot come between an entity and its record: the caller takes back all it spawned.
 local function spawn_tree(w, def, parent, spawned, nodes)
+  local k, j = #spawned + 1, #nodes + 1
+  spawned[k], nodes[j] = false, false
   local e = w:spawn(def.components)
-  spawned[#spawned + 1] = e
-  nodes[#nodes + 1] = e
+  spawned[k], nodes[j] = e, e
   if parent then w:set_parent(e, parent) end
   for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes) end
   return e
@@ -142,7 +145,9 @@ function Prefab:spawn(count)
     end
   end)
   if not ok then
-    for i = #spawned, 1, -1 do pcall(self.world.despawn, self.world, spawned[i]) end
+    for i = #spawned, 1, -1 do
+      if spawned[i] then pcall(self.world.despawn, self.world, spawned[i]) end
+    end
     error("prefab:spawn: " .. tostring(err):gsub("^[%a_][%w_.:]*: ", "", 1), 2)
   end
   if count == nil then return roots[1] end

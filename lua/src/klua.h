@@ -153,6 +153,9 @@ struct klua_world {
     uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values */
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
+    int64_t frame_failures;    /* failed system runs since world:progress began (systems.c) */
+    int64_t lost_failures;     /* failures of runs whose record found no memory (systems.c) */
+    char lost_system[KILN_MAX_NAME + 1]; /* the first such run's system */
     int64_t instructions;      /* budget of one Lua system run (0: none) */
     int64_t budget_used;       /* of the entry armed now (budget.c) */
     int64_t budget_limit;      /* of the entry armed now; 0: none armed */

@@ -189,12 +189,15 @@ static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const
 
 /* ---- world:instantiate ---- */
 
-static void push_instance(lua_State *L, klua_world *kw, kiln_instance *inst) {
+/* Pushes an Instance of the world at 1, empty until the scene is in: it is made first, so
+ * that running out of memory for it cannot follow the spawns. */
+static klua_instance *push_instance(lua_State *L, klua_world *kw) {
     klua_instance *ki = klua_newobject(L, sizeof *ki, SCENE_UV_COUNT, KLUA_INSTANCE);
-    ki->instance = inst;
+    ki->instance = NULL;
     ki->kw = kw;
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, SCENE_UV_WORLD);
+    return ki;
 }
 
 static int w_instantiate(lua_State *L) {
@@ -252,11 +255,10 @@ static int w_instantiate(lua_State *L) {
     d.prefab_names = names;
     d.prefabs = prefabs;
     d.prefab_count = count;
-    kiln_instance *inst = NULL;
-    kiln_result r = looks_like_json(s, len) ? kiln_instantiate(kw->world, s, len, &d, &inst)
-                                            : kiln_instantiate_file(kw->world, s, &d, &inst);
+    klua_instance *ki = push_instance(L, kw);
+    kiln_result r = looks_like_json(s, len) ? kiln_instantiate(kw->world, s, len, &d, &ki->instance)
+                                            : kiln_instantiate_file(kw->world, s, &d, &ki->instance);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
-    push_instance(L, kw, inst);
     return 1;
 }
 

@@ -110,14 +110,36 @@ void klua_push_failure(lua_State *L, int world_idx, const char *system, const ch
 }
 
 /* Records the failure of s, whose error (with its traceback) is at err_idx. */
-static void record_failure(lua_State *L, klua_system *s, int err_idx, bool disabled) {
+static void record_failure(lua_State *L, klua_system *s, int world_idx, int err_idx, bool disabled) {
     const char *full = lua_tostring(L, err_idx);
     if (!full) full = "(error)";
     const char *tb = strstr(full, "\nstack traceback:");
-    klua_push_self(L, s->kw);
-    klua_push_failure(L, -1, s->name, full, tb ? (size_t)(tb - full) : strlen(full), tb ? tb + 1 : "", disabled,
+    klua_push_failure(L, world_idx, s->name, full, tb ? (size_t)(tb - full) : strlen(full), tb ? tb + 1 : "", disabled,
                       NULL);
-    lua_pop(L, 1);
+}
+
+/* record_failure run protected: 1 the system (light userdata), 2 its world, 3 the error,
+ * 4 disabled. (The world is passed: klua_push_self reads w_progress's frame.) */
+static int record_failure_call(lua_State *L) {
+    record_failure(L, lua_touserdata(L, 1), 2, 3, lua_toboolean(L, 4));
+    return 0;
+}
+
+/* A failure the trampoline could not record (no memory for the record, or for the run's own
+ * stack): counted in C, reported by the next world:progress or world:failures. */
+static void lose_failure(klua_world *kw, const klua_system *s) {
+    if (kw->lost_failures++ == 0) memcpy(kw->lost_system, s->name, sizeof kw->lost_system);
+}
+
+/* Records the lost failures as one entry of the world at world_idx (may raise: call it
+ * outside the core). */
+static void report_lost_failures(lua_State *L, klua_world *kw, int world_idx) {
+    if (!kw->lost_failures) return;
+    char msg[96];
+    int len = snprintf(msg, sizeof msg, "not enough memory (%lld failed run%s, not recorded)",
+                       (long long)kw->lost_failures, kw->lost_failures == 1 ? "" : "s");
+    klua_push_failure(L, world_idx, kw->lost_system, msg, (size_t)len, "", false, NULL);
+    kw->lost_failures = 0; /* once recorded: a raise above keeps them for the next report */
 }
 
 /* A system's function and query are held by its world's state table (KLUA_STATE_RUNS, keyed
@@ -169,12 +191,34 @@ static void push_part(lua_State *L, int idx, enum run_slot i) {
     else lua_pushnil(L);
 }
 
+/* A failed run: its structural changes dropped (documented rule: writes it made in place
+ * through views or world:set stay), counted, and the system disabled at max_failures in a
+ * row. Returns whether it was. */
+static bool count_failure(const kiln_system_ctx *ctx, klua_system *s) {
+    klua_world *kw = s->kw;
+    kiln_commands_clear(ctx->commands);
+    s->failures++;
+    kw->frame_failures++;
+    int32_t max_failures = kw->host ? kw->host->max_failures : kw->max_failures;
+    bool disable = max_failures > 0 && s->failures >= max_failures;
+    if (disable) kiln_schedule_enable(kw->schedule, s->name, false);
+    return disable;
+}
+
 /* The kiln_system_fn of every Lua system: runs on the thread calling world:progress. */
 static void trampoline(const kiln_system_ctx *ctx) {
     klua_system *s = ctx->user;
     klua_world *kw = s->kw;
     /* On the thread running world:progress (a coroutine, maybe), else the main thread. */
     lua_State *L = kw->run_L ? kw->run_L : s->L;
+    /* Nothing here may raise: the core is on the C stack below. The run's function and its
+     * failure's record are protected calls, and what is pushed outside them has room. */
+    if (!lua_checkstack(L, 16)) { /* no room for the run: it fails as out of memory */
+        bool disable = count_failure(ctx, s);
+        if (kw->mod_hooks) kw->mod_hooks->failed(kw, s->name, "not enough memory", disable, true);
+        else lose_failure(kw, s);
+        return;
+    }
     klua_jit_push_running(L, kw); /* LuaJIT: the system read-only FFI views name, set back below */
     int top = lua_gettop(L);
     lua_pushcfunction(L, traceback);
@@ -214,24 +258,26 @@ static void trampoline(const kiln_system_ctx *ctx) {
     if (status == LUA_OK) {
         s->failures = 0;
     } else {
-        /* Documented rule: a failing system's structural changes are dropped (writes it made
-         * in place through views or world:set stay). */
-        kiln_commands_clear(ctx->commands);
-        s->failures++;
-        int32_t max_failures = kw->host ? kw->host->max_failures : kw->max_failures;
-        bool disable = max_failures > 0 && s->failures >= max_failures;
-        if (disable) kiln_schedule_enable(kw->schedule, s->name, false);
+        bool disable = count_failure(ctx, s);
         if (kw->mod_hooks) {
-            /* a mod's failures go to the manager and the host's list, not to the mod's state */
+            /* a mod's failures go to the manager and the host's list, not to the mod's state;
+             * the message is cut before its traceback in C (the mod's memory may be full) */
             const char *full = lua_tostring(L, -1);
             const char *tb = full ? strstr(full, "\nstack traceback:") : NULL;
-            if (full && tb) lua_pushlstring(L, full, (size_t)(tb - full));
+            char msg[640];
+            if (full) snprintf(msg, sizeof msg, "%.*s", (int)(tb ? tb - full : (ptrdiff_t)strlen(full)), full);
             /* a memory error skips the message handler; one the mod caught and raised again
              * is the same text */
             bool oom = status == LUA_ERRMEM || (full && strcmp(full, "not enough memory") == 0);
-            kw->mod_hooks->failed(kw, s->name, full ? lua_tostring(L, -1) : "(error)", disable, oom);
+            kw->mod_hooks->failed(kw, s->name, full ? msg : "(error)", disable, oom);
         } else {
-            record_failure(L, s, lua_gettop(L), disable);
+            int err = lua_gettop(L);
+            lua_pushcfunction(L, record_failure_call);
+            lua_pushlightuserdata(L, s);
+            klua_push_self(L, kw);
+            lua_pushvalue(L, err);
+            lua_pushboolean(L, disable);
+            if (lua_pcall(L, 4, 0, 0) != LUA_OK) lose_failure(kw, s);
         }
     }
     lua_settop(L, top);
@@ -453,22 +499,10 @@ static int w_system(lua_State *L) {
     return 0;
 }
 
-static int w_progress(lua_State *L) {
-    klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
-    lua_Number dt = luaL_optnumber(L, 2, 0.0);
-    if (kw->host) klua_fail(L, "world:progress", "a mod cannot run the schedule; the host runs the frames");
-    /* Loops no thread can end any more (left suspended in a coroutine) end here. */
-    if (!kw->current) klua_query_close_loops(L, kw, NULL, true);
-    if (kw->current || kiln_is_deferred(kw->world))
-        klua_fail(L, "world:progress", "cannot run the schedule from inside a system, a query loop or a deferred section");
-    kiln_schedule *sched = klua_schedule(L, kw);
-    lua_settop(L, 1);
-    kw->progress_idx = 1;
-    kw->run_L = L;
-    kiln_result r = kiln_schedule_run(sched, dt);
-    kw->progress_idx = 0;
-    kw->run_L = NULL;
-    if (r != KILN_OK) klua_fail_world(L, kw->world, "world:progress");
+/* The end of world:progress (1 the world, 2 its klua_world), protected: true, or false and
+ * the failures recorded since the last report (those that found no memory first). */
+static int progress_result(lua_State *L) {
+    report_lost_failures(L, lua_touserdata(L, 2), 1);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pushboolean(L, 1);
@@ -481,10 +515,38 @@ static int w_progress(lua_State *L) {
     return 2;
 }
 
+static int w_progress(lua_State *L) {
+    klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
+    lua_Number dt = luaL_optnumber(L, 2, 0.0);
+    if (kw->host) klua_fail(L, "world:progress", "a mod cannot run the schedule; the host runs the frames");
+    /* Loops no thread can end any more (left suspended in a coroutine) end here. */
+    if (!kw->current) klua_query_close_loops(L, kw, NULL, true);
+    if (kw->current || kiln_is_deferred(kw->world))
+        klua_fail(L, "world:progress", "cannot run the schedule from inside a system, a query loop or a deferred section");
+    kiln_schedule *sched = klua_schedule(L, kw);
+    lua_settop(L, 1);
+    kw->progress_idx = 1;
+    kw->run_L = L;
+    kw->frame_failures = 0;
+    kiln_result r = kiln_schedule_run(sched, dt);
+    kw->progress_idx = 0;
+    kw->run_L = NULL;
+    if (r != KILN_OK) klua_fail_world(L, kw->world, "world:progress");
+    lua_pushcfunction(L, progress_result);
+    lua_pushvalue(L, 1);
+    lua_pushlightuserdata(L, kw);
+    if (lua_pcall(L, 2, LUA_MULTRET, 0) == LUA_OK) return lua_gettop(L) - 1;
+    /* No memory for the list: the frame has run, so progress reports rather than raises; the
+     * failures stay for world:failures(). */
+    lua_pushboolean(L, kw->frame_failures == 0);
+    return 1;
+}
+
 /* world:failures() -> the failures recorded since the last progress() or failures() call
  * (systems a host ran with kiln_schedule_run report here), or an empty list. */
 static int w_failures(lua_State *L) {
-    klua_self(L);
+    klua_world *kw = klua_self(L);
+    report_lost_failures(L, kw, 1);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_newtable(L);
