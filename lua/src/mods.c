@@ -334,6 +334,13 @@ typedef enum commit_result { COMMIT_OK, COMMIT_UNDONE, COMMIT_BROKEN } commit_re
 static commit_result commit_systems(klua_mod *mod) {
     kiln_schedule *sched = mod->kw->schedule;
     kiln_world *world = mod->kw->world;
+    /* the list of its systems has room for all of them first, so remembering one cannot fail
+     * once the schedule has it (a replace failing then would stop the previous version) */
+    if (mod->staged_count > 0 &&
+        !klua_mods_grow(mod->mods, (void **)&mod->systems, &mod->system_cap, mod->staged_count, sizeof *mod->systems)) {
+        snprintf(mod->error, sizeof mod->error, "not enough memory");
+        return COMMIT_UNDONE;
+    }
     /* decided before the first pass adds anything: a name pass 0 added is no replace */
     for (int i = 0; i < mod->staged_count; i++)
         mod->staged[i].replace = mod->previous && kiln_schedule_find(sched, mod->staged[i].name) >= 0;

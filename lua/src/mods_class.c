@@ -110,6 +110,18 @@ static void push_info(lua_State *L, klua_mod *mod) {
 }
 
 /* Runs a lifecycle operation with the caller as the host thread. */
+static int push_info_call(lua_State *L) {
+    push_info(L, lua_touserdata(L, 1));
+    return 1;
+}
+
+/* push_info as a protected call: the info, or (not LUA_OK) the error. */
+static int push_info_protected(lua_State *L, klua_mod *mod) {
+    lua_pushcfunction(L, push_info_call);
+    lua_pushlightuserdata(L, mod);
+    return lua_pcall(L, 1, 1, 0);
+}
+
 static const char *begin(lua_State *L, klua_mods *mods) {
     const char *why = klua_mods_busy(mods);
     if (!why) mods->caller = L;
@@ -126,14 +138,21 @@ static int md_load(lua_State *L) {
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];
     klua_mod *mod = klua_mods_load(mods, path, NULL, err, sizeof err);
-    mods->caller = NULL;
     if (!mod) {
+        mods->caller = NULL;
         lua_pushnil(L);
         lua_pushstring(L, err);
         return 2;
     }
     mods->list[mods->count++] = mod;
-    push_info(L, mod);
+    if (push_info_protected(L, mod) != LUA_OK) {
+        /* no memory for the info: the load is taken back (as mods:unload does), so a call
+         * that raises has loaded nothing */
+        klua_mods_unload(mods, mod, false);
+        mods->caller = NULL;
+        return lua_error(L);
+    }
+    mods->caller = NULL;
     return 1;
 }
 
@@ -319,7 +338,8 @@ static int md_reload(lua_State *L) {
         lua_pushstring(L, err);
         return 2;
     }
-    push_info(L, klua_mods_find(mods, name));
+    /* the new version runs now: without memory for its info, the call says so with true */
+    if (push_info_protected(L, klua_mods_find(mods, name)) != LUA_OK) lua_pushboolean(L, 1);
     return 1;
 }
 

@@ -1,0 +1,90 @@
+/* test_mods_lua_memory.c: the mod manager's calls with the host's Lua state out of memory at
+ * every allocation in turn (a mod's state allocates through the host's allocator too). A call
+ * that raises has changed nothing: no mod half loaded, none stopped by a reload that failed,
+ * the world as it was. */
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kiln_persist.h"
+#include "lua_host.h"
+
+/* A mod file in a fresh folder: declares a component, spawns, adds a system. */
+static void write_mod(char *dir, size_t size) {
+    snprintf(dir, size, "/tmp/kiln-mods-mem-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.lua", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("world:component('Junk', 'int32_t v;')\n"
+          "world:spawn{Junk = {v = 1}}\n"
+          "world:system{name = 'junk', writes = {'Junk'}, run = function(w) end}\n", f);
+    fclose(f);
+}
+
+static void remove_mod(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.lua", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The calls, each from a manager with the mod loaded (want = 1) or not (want = 0). */
+static const struct {
+    const char *call;
+    int loaded;
+    bool allocates; /* unloading allocates nothing: a host out of memory can still unload */
+} calls[] = {
+    {"ok, err = mods:load(path) assert(ok, err)", 0, true},
+    {"ok, err = mods:reload('m') assert(ok, err)", 1, true},
+    {"ok, err = mods:unload('m') assert(ok, err)", 1, false},
+};
+enum { CALLS = sizeof calls / sizeof *calls };
+
+/* After a failed call: the mods there were, each running. */
+static const char *const same =
+    "local n = 0\n"
+    "for _, m in ipairs(mods:list()) do n = n + 1 assert(m.state == 'running', m.name .. ' ' .. m.state .. ': ' .. tostring(m.error)) end\n"
+    "assert(n == want, n .. ' mods loaded, not ' .. want)";
+
+START_TEST(a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything) {
+    char dir[64];
+    write_mod(dir, sizeof dir);
+    char setup[512];
+    snprintf(setup, sizeof setup,
+             "path = '%s/m.lua' mods = kiln.mods(w, {memory = 1 << 20})\n"
+             "want = %d if want == 1 then assert(mods:load(path)) end",
+             dir, calls[_i].loaded);
+    int64_t n = 0;
+    for (;; n++) {
+        host h;
+        start(&h, setup);
+        run(h.L, "collectgarbage() collectgarbage()");
+        uint64_t hash = kiln_world_hash(h.world);
+        int64_t count = kiln_entity_count(h.world);
+        int rc = call_failing_after(&h, calls[_i].call, n);
+        if (rc != LUA_OK) {
+            lua_pop(h.L, 1);
+            ck_assert_msg(kiln_world_hash(h.world) == hash && kiln_entity_count(h.world) == count,
+                          "%s, refused after %lld grants, changed the world", calls[_i].call, (long long)n);
+            run(h.L, same);
+        }
+        run(h.L, "mods:close()");
+        stop(&h);
+        if (rc == LUA_OK) break;
+    }
+    if (calls[_i].allocates) ck_assert_int_gt(n, 1);
+    else ck_assert_int_eq(n, 0);
+    remove_mod(dir);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("mods_lua_memory");
+    TCase *tc = tcase_create("memory");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything, 0, CALLS);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
