@@ -195,6 +195,39 @@ START_TEST(the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_secon
 }
 END_TEST
 
+/* A mod's placeholder tags are counted in the host's registry, reached through the host's
+ * main thread with two slots of its stack. Loaded from a coroutine while the main thread's
+ * stack is full to Lua's limit, a mod's first spawn into a buffer is refused with a message,
+ * the buffer as it was, and nothing is written past the stack. */
+START_TEST(a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_full) {
+    host h;
+    start(&h, NULL);
+    write_file(&h, "tags.lua",
+               "local c = kiln.commands()\n"
+               "local ok, err = pcall(c.spawn, c, {})\n"
+               "print(tostring(ok) .. '|' .. tostring(err) .. '|' .. c:count())\n");
+    lua_State *co = lua_newthread(h.L);
+    lua_pushvalue(h.L, h.mods_idx);
+    lua_xmove(h.L, co, 1);
+    int base = lua_gettop(h.L);
+    int filled = 0;
+    while (lua_checkstack(h.L, 1)) {
+        lua_pushboolean(h.L, 1);
+        filled++;
+    }
+    ck_assert_int_gt(filled, 100000);
+    char err[512];
+    ck_assert_msg(kiln_lua_mods_load(co, 1, path_of(&h, "tags.lua"), err, sizeof err), "%s", err);
+    lua_settop(h.L, base);
+    ck_assert_msg(strstr(h.log, "tags: false|") && strstr(h.log, "the host's stack is full|0\n"), "%s", h.log);
+    /* with room again, the same mod spawns through a buffer */
+    h.log[0] = 0;
+    ck_assert_msg(kiln_lua_mods_reload(h.L, h.mods_idx, "tags", err, sizeof err), "%s", err);
+    ck_assert_msg(strstr(h.log, "tags: true|-"), "%s", h.log);
+    stop(&h);
+}
+END_TEST
+
 static Suite *mods_suite(void) {
     Suite *s = suite_create("mods_embed");
     TCase *tc = tcase_create("host");
@@ -204,6 +237,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, reload_unload_and_load_dir_report_their_failures_in_err);
     tcase_add_test(tc, closing_the_host_state_with_mods_loaded_releases_everything);
     tcase_add_test(tc, the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_second_manager);
+    tcase_add_test(tc, a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_full);
     suite_add_tcase(s, tc);
     return s;
 }
