@@ -109,7 +109,6 @@ static void push_info(lua_State *L, klua_mod *mod) {
     }
 }
 
-/* Runs a lifecycle operation with the caller as the host thread. */
 static int push_info_call(lua_State *L) {
     push_info(L, lua_touserdata(L, 1));
     return 1;
@@ -122,6 +121,7 @@ static int push_info_protected(lua_State *L, klua_mod *mod) {
     return lua_pcall(L, 1, 1, 0);
 }
 
+/* Runs a lifecycle operation with the caller as the host thread. */
 static const char *begin(lua_State *L, klua_mods *mods) {
     const char *why = klua_mods_busy(mods);
     if (!why) mods->caller = L;
@@ -170,6 +170,72 @@ typedef struct found {
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* The loads of mods:load_dir, in dependency order: 1 the context, 2 the loaded names, 3 the
+ * failures by name. Raises only for memory (the caller takes back what it loaded). */
+typedef struct load_dir_ctx {
+    klua_mods *mods;
+    found *list;
+    int count;
+    klua_mod **order; /* the mods loaded so far, in order */
+    int loaded_count;
+} load_dir_ctx;
+
+static int load_found(lua_State *L) {
+    load_dir_ctx *c = lua_touserdata(L, 1);
+    klua_mods *mods = c->mods;
+    found *list = c->list;
+    int count = c->count;
+    const int loaded = 2, failed = 3;
+    /* depth first over depends: a missing one or a cycle fails the mod (and its dependents) */
+    for (int pass = 0; pass < count; pass++) {
+        for (int i = 0; i < count; i++) {
+            found *f = &list[i];
+            if (f->state == 2) continue;
+            bool ready = true;
+            const char *problem = NULL;
+            for (int k = 0; k < f->desc.depend_count && !problem; k++) {
+                const char *dep = f->desc.depends[k];
+                int j = -1;
+                for (int x = 0; x < count; x++)
+                    if (strcmp(list[x].desc.name, dep) == 0) j = x;
+                klua_mod *running = klua_mods_find(mods, dep);
+                if (j < 0 && !running) problem = lua_pushfstring(L, "mod '%s': it depends on '%s', which is not there", f->desc.name, dep);
+                else if (j >= 0 && list[j].state == 2 && !list[j].ok && !running)
+                    problem = lua_pushfstring(L, "mod '%s': it depends on '%s', which failed to load", f->desc.name, dep);
+                else if (j >= 0 && list[j].state != 2 && !running) ready = false;
+            }
+            if (problem) {
+                f->state = 2;
+                lua_setfield(L, failed, f->desc.name);
+                continue;
+            }
+            if (!ready) continue;
+            f->state = 2;
+            char err[KLUA_MOD_ERROR + 128];
+            if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list))
+                return luaL_error(L, "not enough memory");
+            klua_mod *mod = klua_mods_load(mods, f->path, NULL, err, sizeof err);
+            if (mod) {
+                f->ok = true;
+                mods->list[mods->count++] = mod;
+                c->order[c->loaded_count++] = mod;
+                lua_pushstring(L, mod->name);
+                lua_rawseti(L, loaded, (lua_Integer)lua_rawlen(L, loaded) + 1);
+            } else {
+                lua_pushstring(L, err);
+                lua_setfield(L, failed, f->desc.name);
+            }
+        }
+    }
+    /* what is left waits on itself: a cycle */
+    for (int i = 0; i < count; i++)
+        if (list[i].state != 2) {
+            lua_pushfstring(L, "mod '%s': its depends form a cycle", list[i].desc.name);
+            lua_setfield(L, failed, list[i].desc.name);
+        }
+    return 0;
+}
+
 static int md_load_dir(lua_State *L) {
     const char *fname = "mods:load_dir";
     klua_mods *mods = check_mods(L, fname);
@@ -204,6 +270,7 @@ static int md_load_dir(lua_State *L) {
     }
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_names);
     klua_mod *probe = lua_newuserdatauv(L, sizeof *probe, 0); /* for reading manifests */
+    klua_mod **order = lua_newuserdatauv(L, sizeof(klua_mod *) * (size_t)(n ? n : 1), 0);
     lua_newtable(L); /* loaded names, in order */
     int loaded = lua_gettop(L);
     lua_newtable(L); /* failures by name */
@@ -230,54 +297,18 @@ static int md_load_dir(lua_State *L) {
     }
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
-    /* depth first over depends: a missing one or a cycle fails the mod (and its dependents) */
-    for (int pass = 0; pass < count; pass++) {
-        for (int i = 0; i < count; i++) {
-            found *f = &list[i];
-            if (f->state == 2) continue;
-            bool ready = true;
-            const char *problem = NULL;
-            for (int k = 0; k < f->desc.depend_count && !problem; k++) {
-                const char *dep = f->desc.depends[k];
-                int j = -1;
-                for (int x = 0; x < count; x++)
-                    if (strcmp(list[x].desc.name, dep) == 0) j = x;
-                klua_mod *running = klua_mods_find(mods, dep);
-                if (j < 0 && !running) problem = lua_pushfstring(L, "mod '%s': it depends on '%s', which is not there", f->desc.name, dep);
-                else if (j >= 0 && list[j].state == 2 && !list[j].ok && !running)
-                    problem = lua_pushfstring(L, "mod '%s': it depends on '%s', which failed to load", f->desc.name, dep);
-                else if (j >= 0 && list[j].state != 2 && !running) ready = false;
-            }
-            if (problem) {
-                f->state = 2;
-                lua_setfield(L, failed, f->desc.name);
-                continue;
-            }
-            if (!ready) continue;
-            f->state = 2;
-            char err[KLUA_MOD_ERROR + 128];
-            if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list)) {
-                mods->caller = NULL;
-                return luaL_error(L, "not enough memory");
-            }
-            klua_mod *mod = klua_mods_load(mods, f->path, NULL, err, sizeof err);
-            if (mod) {
-                f->ok = true;
-                mods->list[mods->count++] = mod;
-                lua_pushstring(L, mod->name);
-                lua_rawseti(L, loaded, (lua_Integer)lua_rawlen(L, loaded) + 1);
-            } else {
-                lua_pushstring(L, err);
-                lua_setfield(L, failed, f->desc.name);
-            }
-        }
+    load_dir_ctx c = {mods, list, count, order, 0};
+    lua_pushcfunction(L, load_found);
+    lua_pushlightuserdata(L, &c);
+    lua_pushvalue(L, loaded);
+    lua_pushvalue(L, failed);
+    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+        /* out of memory part way: what this call loaded is taken back, the last first (so
+         * dependents before what they depend on), as mods:unload does */
+        for (int i = c.loaded_count - 1; i >= 0; i--) klua_mods_unload(mods, c.order[i], false);
+        mods->caller = NULL;
+        return lua_error(L);
     }
-    /* what is left waits on itself: a cycle */
-    for (int i = 0; i < count; i++)
-        if (list[i].state != 2) {
-            lua_pushfstring(L, "mod '%s': its depends form a cycle", list[i].desc.name);
-            lua_setfield(L, failed, list[i].desc.name);
-        }
     mods->caller = NULL;
     lua_pushvalue(L, loaded);
     lua_pushvalue(L, failed);
