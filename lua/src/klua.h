@@ -29,8 +29,8 @@
  * 3. klua_self pads the arguments to KLUA_ARG_PAD slots (absent ones read as nil) and then
  *    pushes a to-be-closed guard that holds the collector: a method must read its arguments
  *    by absolute index and must not lua_settop below the guard (it returns instead).
- *    The guard's __close is called once as it is pushed, so the frame of the call that ends
- *    the hold exists before the world is touched (a memory error cannot follow a change).
+ *    A call is made as the guard is pushed, so the frame of the call that ends the hold
+ *    exists before the world is touched (a memory error cannot follow a change).
  *    Hot methods use klua_self_unheld (the padding, no hold), so what they allocate is
  *    collected as any other garbage, and keep rule 3a instead.
  * 3a. Only a Lua call that creates an object (a table, string, userdata or closure) can run

@@ -382,20 +382,27 @@ void klua_names_changed(lua_State *L) {
     }
 }
 
+static int frame_probe(lua_State *L) {
+    (void)L;
+    return 0;
+}
+
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
+    lua_gc(L, LUA_GCSTOP); /* first: no collector step, so no finalizer, from here on (3a) */
 #if !KLUA_LUAJIT /* LuaJIT: the method's closure ends the hold (jit_methods.c) */
+    /* The guard's __close is a call, made as the method returns (after its work has landed)
+     * or raises. A call made now from this frame makes that call's frame (a CallInfo and
+     * the stack a C function gets), so running out of memory for it raises here, before the
+     * method touches the world, and the guard's close always finds its frame. */
+    lua_pushcfunction(L, frame_probe);
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+        lua_gc(L, LUA_GCRESTART);
+        lua_error(L);
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
-    /* The guard's __close is a call, made as the method returns, after its work has landed.
-     * Calling it once now, while it has nothing to release, makes that call's frame (a
-     * CallInfo and the stack a C function gets) here, so running out of memory for it raises
-     * before the method touches the world, never after. */
-    lua_pushcfunction(L, gc_guard_close);
-    lua_pushvalue(L, -2);
-    lua_call(L, 1, 0);
     lua_toclose(L, -1);
 #endif
-    lua_gc(L, LUA_GCSTOP);
     kw->gc_held = true;
     kw->gc_held_bytes = heap_bytes(L);
 }

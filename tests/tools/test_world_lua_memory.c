@@ -141,6 +141,28 @@ START_TEST(a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_
 }
 END_TEST
 
+/* A held method that raises, for its arguments or for memory at any allocation, ends its
+ * hold: the collector runs again (the call that ends it once found no frame to run in). */
+START_TEST(a_method_raising_anywhere_leaves_the_collector_running) {
+    int64_t n = 0;
+    for (;; n++) {
+        host h;
+        start(&h, "w:component('Position', 'float x, y;') e1 = w:spawn{Position = {}}");
+        run(h.L, "collectgarbage() collectgarbage()");
+        int rc = call_failing_after(&h, "w:set_parent(e1, 'not an entity')", n);
+        ck_assert_int_ne(rc, LUA_OK);
+        bool own = strstr(lua_tostring(h.L, -1), "world:set_parent") != NULL;
+        lua_pop(h.L, 1);
+        run(h.L, "assert(collectgarbage('isrunning'), 'the collector was left stopped')\n"
+                 "local before = collectgarbage('count') for i = 1, 20000 do local t = {i} end\n"
+                 "assert(collectgarbage('count') < before + 1024, 'garbage piled up')");
+        stop(&h);
+        if (own) break;
+    }
+    ck_assert_int_gt(n, 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("world_lua_memory");
     TCase *tc = tcase_create("memory");
@@ -148,6 +170,7 @@ int main(void) {
     tcase_add_loop_test(tc, a_world_method_out_of_lua_memory_anywhere_raises_before_it_changes_the_world, 0,
                         CALLS + COPY_CALLS);
     tcase_add_test(tc, a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_runs_clean);
+    tcase_add_test(tc, a_method_raising_anywhere_leaves_the_collector_running);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
