@@ -236,27 +236,46 @@ static int load_found(lua_State *L) {
     return 0;
 }
 
+/* mods:load_dir's reading of its folder: 1 the scan, 2 the table of names. A raise (for
+ * memory) leaves the folder to the caller, which closes it either way. */
+typedef struct dir_scan {
+    DIR *d;
+    int n;
+    bool more; /* past MAX_DIR_ENTRIES */
+} dir_scan;
+
+static int scan_dir(lua_State *L) {
+    dir_scan *scan = lua_touserdata(L, 1);
+    struct dirent *e;
+    while ((e = readdir(scan->d))) {
+        if (e->d_name[0] == '.') continue;
+        if (scan->n == MAX_DIR_ENTRIES) {
+            scan->more = true;
+            break;
+        }
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, 2, ++scan->n);
+    }
+    return 0;
+}
+
 static int md_load_dir(lua_State *L) {
     const char *fname = "mods:load_dir";
     klua_mods *mods = check_mods(L, fname);
     const char *dir = check_text(L, 2, fname, "folder");
-    DIR *d = opendir(dir);
-    if (!d) klua_fail(L, fname, "cannot open folder %s", klua_quote(L, dir, strlen(dir)));
     /* names sorted, so the order among independent mods does not depend on the file system */
     lua_newtable(L);
-    int names = lua_gettop(L), n = 0;
-    struct dirent *e;
-    bool more = false;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        if (n == MAX_DIR_ENTRIES) {
-            more = true;
-            break;
-        }
-        lua_pushstring(L, e->d_name);
-        lua_rawseti(L, names, ++n);
-    }
-    closedir(d);
+    int names = lua_gettop(L);
+    dir_scan scan = {opendir(dir), 0, false};
+    if (!scan.d) klua_fail(L, fname, "cannot open folder %s", klua_quote(L, dir, strlen(dir)));
+    lua_pushcfunction(L, scan_dir);
+    lua_pushlightuserdata(L, &scan);
+    lua_pushvalue(L, names);
+    int status = lua_pcall(L, 2, 0, 0);
+    closedir(scan.d); /* however the scan ended */
+    if (status != LUA_OK) return lua_error(L);
+    int n = scan.n;
+    bool more = scan.more;
     if (more)
         klua_fail(L, fname, "%s holds more than %d entries; keep mods in a folder of their own",
                   klua_quote(L, dir, strlen(dir)), MAX_DIR_ENTRIES);
