@@ -382,10 +382,12 @@ void klua_names_changed(lua_State *L) {
     }
 }
 
+#if !KLUA_LUAJIT
 static int frame_probe(lua_State *L) {
     (void)L;
     return 0;
 }
+#endif
 
 void klua_hold_gc(lua_State *L, klua_world *kw) {
     if (kw->gc_held || !lua_gc(L, LUA_GCISRUNNING)) return; /* held already, or the host's */
