@@ -404,42 +404,75 @@ static int md_list(lua_State *L) {
     return 1;
 }
 
-/* mods:poll() -> the names reloaded, and failures by name (reloads that failed). */
+/* Records failed[name] = the error at the top (popped), in a protected call from md_poll. */
+static int record_poll_failure(lua_State *L) {
+    lua_pushstring(L, lua_touserdata(L, 2));
+    lua_rawset(L, 1);
+    return 0;
+}
+
+/* mods:poll() -> the names reloaded, and failures by name (reloads that failed). Everything a
+ * reload's record needs (both lists sized for every changed mod, their names) is made before
+ * the first reload, so a host out of memory raises before any mod reloads, never after. */
 static int md_poll(lua_State *L) {
     const char *fname = "mods:poll";
     klua_mods *mods = check_mods(L, fname);
-    lua_newtable(L);
-    lua_newtable(L);
-    if (klua_mods_busy(mods)) return 2; /* nothing now; the next poll between frames does it */
+    if (klua_mods_busy(mods)) { /* nothing now; the next poll between frames does it */
+        lua_newtable(L);
+        lua_newtable(L);
+        return 2;
+    }
     klua_mods_sweep(mods);
-    for (int i = 0; i < mods->count; i++) {
-        klua_mod *mod = mods->list[i];
-        if (mod->status != KLUA_MOD_RUNNING || !klua_mod_changed(mod)) continue;
-        char name[KILN_MAX_NAME + 1];
-        strcpy(name, mod->name);
+    int changed = 0;
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i]->status == KLUA_MOD_RUNNING && klua_mod_changed(mods->list[i])) changed++;
+    luaL_checkstack(L, changed + 8, fname);
+    int base = lua_gettop(L);
+    lua_createtable(L, changed, 0);
+    lua_createtable(L, 0, changed);
+    lua_pushliteral(L, "reload failed; no memory for its message (mods:list() has it)");
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i]->status == KLUA_MOD_RUNNING && klua_mod_changed(mods->list[i]))
+            lua_pushstring(L, mods->list[i]->name);
+    int names = lua_gettop(L) - base - 3, reloaded = 0;
+    for (int k = 1; k <= names; k++) {
+        int name_idx = base + 3 + k;
+        klua_mod *mod = klua_mods_find(mods, lua_tostring(L, name_idx));
+        /* a dependent reloaded with what it depends on is current now */
+        if (!mod || mod->status != KLUA_MOD_RUNNING || !klua_mod_changed(mod)) continue;
         begin(L, mods);
         char err[KLUA_MOD_ERROR + 128];
         bool ok = klua_mods_reload(mods, mod, err, sizeof err);
         mods->caller = NULL;
         if (ok) {
-            lua_pushstring(L, name);
-            lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
-        } else {
-            lua_pushstring(L, err);
-            lua_setfield(L, -2, name);
-            /* stamp the files as they are now, so a broken save is not retried every poll */
-            klua_mod *still = klua_mods_find(mods, name);
-            if (still) {
-                int files = still->file_count;
-                still->file_count = 0;
-                for (int k = 0; k < files; k++) {
-                    char path[KLUA_MOD_PATH];
-                    strcpy(path, still->files[k].path);
-                    klua_mod_watch(still, path);
-                }
+            lua_pushvalue(L, name_idx);
+            lua_rawseti(L, base + 1, ++reloaded); /* within the size made: no allocation */
+            continue;
+        }
+        /* the old version runs on, the world as it was: its message, or the one made first */
+        lua_pushcfunction(L, record_poll_failure);
+        lua_pushvalue(L, base + 2);
+        lua_pushlightuserdata(L, err);
+        lua_pushvalue(L, name_idx);
+        if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+            lua_pop(L, 1);
+            lua_pushvalue(L, name_idx);
+            lua_pushvalue(L, base + 3);
+            lua_rawset(L, base + 2); /* a free slot of the size made: no allocation */
+        }
+        /* stamp the files as they are now, so a broken save is not retried every poll */
+        klua_mod *still = klua_mods_find(mods, lua_tostring(L, name_idx));
+        if (still) {
+            int files = still->file_count;
+            still->file_count = 0;
+            for (int f = 0; f < files; f++) {
+                char path[KLUA_MOD_PATH];
+                strcpy(path, still->files[f].path);
+                klua_mod_watch(still, path);
             }
         }
     }
+    lua_settop(L, base + 2);
     return 2;
 }
 

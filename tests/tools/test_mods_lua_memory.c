@@ -1,4 +1,4 @@
-/* test_mods_lua_memory.c: the mod manager's load, load_dir, reload and unload with the host's
+/* test_mods_lua_memory.c: the mod manager's load, load_dir, reload, poll and unload with the host's
  * Lua state out of memory at every allocation in turn (a mod's state allocates through the
  * host's allocator too). A call that raises has changed nothing: no mod half loaded, none
  * stopped by a reload that failed, the world as it was. */
@@ -39,20 +39,43 @@ static void remove_mod(const char *dir) {
     rmdir(dir);
 }
 
-/* The calls, each from a manager with m.lua loaded (want = 1) or none (want = 0). */
+/* The calls, each from a manager with m.lua loaded (want = 1), it and n.lua
+ * (want = 2) or none (want = 0); the files edited after their load when edited is set. */
 static const struct {
     const char *call;
     int loaded;
     bool allocates; /* unloading allocates nothing: a host out of memory can still unload */
+    bool edited;
 } calls[] = {
-    {"ok, err = mods:load(path) assert(ok, err)", 0, true},
-    {"ok, err = mods:reload('m') assert(ok, err)", 1, true},
-    {"ok, err = mods:unload('m') assert(ok, err)", 1, false},
+    {"ok, err = mods:load(path) assert(ok, err)", 0, true, false},
+    /* the new version runs and its info found no memory: the call says so with true alone;
+     * the sweep goes on until the info comes back too */
+    {"ok, err = mods:reload('m') assert(ok, err) partial = ok == true", 1, true, false},
+    {"ok, err = mods:unload('m') assert(ok, err)", 1, false, false},
+    /* a reload that failed in the mod's own state is a failure poll returns, not a raise */
+    {"local done, failed = mods:poll() partial = #done < 1 last_failed = failed", 1, true, true},
+    /* both edited: poll's lists must hold both before either reloads */
+    {"local done, failed = mods:poll() partial = #done < 2 last_failed = failed", 2, true, true},
     /* a mod whose own state ran out of memory is a failure it returns, not a raise: the
      * call is tried again until both load */
-    {"local ok = mods:load_dir(dir) partial = #ok < 2", 0, true},
+    {"local ok = mods:load_dir(dir) partial = #ok < 2", 0, true, false},
 };
 enum { CALLS = sizeof calls / sizeof *calls };
+
+/* After a poll that reloaded fewer than it found edited: each not reloaded has a failure, its
+ * message or, when no memory was left for that, a pointer to mods:list(), which has it. */
+static const char *const poll_failures =
+    "if not last_failed then return end\n"
+    "local info = {} for _, m in ipairs(mods:list()) do info[m.name] = m end\n"
+    "local n = 0\n"
+    "for name, msg in pairs(last_failed) do n = n + 1\n"
+    "  assert(type(msg) == 'string' and #msg > 0, name)\n"
+    "  if msg:find('mods:list() has it', 1, true) then\n"
+    "    fallbacks = fallbacks + 1\n"
+    "    assert(info[name].error and info[name].error:find('reload failed', 1, true), tostring(info[name].error))\n"
+    "  end\n"
+    "end\n"
+    "assert(n >= 1, 'poll reloaded fewer mods than it found edited and gave no failure')";
 
 /* After a failed call: the mods there were, each running. */
 static const char *const same =
@@ -63,12 +86,16 @@ static const char *const same =
 START_TEST(a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything) {
     char dir[64];
     write_mod(dir, sizeof dir);
-    char setup[512];
+    char setup[1024];
     snprintf(setup, sizeof setup,
              "dir = '%s' path = dir .. '/m.lua' mods = kiln.mods(w, {memory = 1 << 20}) partial = false\n"
-             "want = %d if want == 1 then assert(mods:load(path)) end",
-             dir, calls[_i].loaded);
-    int64_t n = 0;
+             "last_failed = false fallbacks = 0\n"
+             "want = %d if want >= 1 then assert(mods:load(path)) end\n"
+             "if want >= 2 then assert(mods:load(dir .. '/n.lua')) end\n"
+             "if %s then for _, f in ipairs{'m', 'n'} do\n"
+             "  local file = assert(io.open(dir .. '/' .. f .. '.lua', 'a')) file:write('-- edited\\n') file:close() end end",
+             dir, calls[_i].loaded, calls[_i].edited ? "true" : "false");
+    int64_t n = 0, partial = 0, fallbacks = 0;
     for (;; n++) {
         host h;
         start(&h, setup);
@@ -77,18 +104,28 @@ START_TEST(a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_an
         int64_t count = kiln_entity_count(h.world);
         int rc = call_failing_after(&h, calls[_i].call, n);
         if (rc != LUA_OK) {
-            lua_pop(h.L, 1);
             ck_assert_msg(kiln_world_hash(h.world) == hash && kiln_entity_count(h.world) == count,
-                          "%s, refused after %lld grants, changed the world", calls[_i].call, (long long)n);
+                          "%s, refused after %lld grants, changed the world (%s)", calls[_i].call, (long long)n,
+                          lua_tostring(h.L, -1));
+            lua_pop(h.L, 1);
             run(h.L, same);
         }
         bool whole = rc == LUA_OK && luaL_dostring(h.L, "return not partial") == LUA_OK && lua_toboolean(h.L, -1);
+        if (rc == LUA_OK && !whole && calls[_i].loaded) {
+            partial++;
+            run(h.L, same);
+            run(h.L, poll_failures);
+            if (luaL_dostring(h.L, "return fallbacks") == LUA_OK) fallbacks += lua_tointeger(h.L, -1);
+        }
         run(h.L, "mods:close()");
         stop(&h);
         if (whole) break;
     }
     if (calls[_i].allocates) ck_assert_int_gt(n, 1);
     else ck_assert_int_eq(n, 0);
+    /* reload's true, poll's returned failures: each was met on the way, not only the raise */
+    if (calls[_i].loaded && calls[_i].allocates) ck_assert_int_gt(partial, 0);
+    if (calls[_i].edited) ck_assert_int_gt(fallbacks, 0);
     remove_mod(dir);
 }
 END_TEST
