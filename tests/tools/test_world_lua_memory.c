@@ -141,6 +141,37 @@ START_TEST(a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_
 }
 END_TEST
 
+/* A Lua system the host runs itself (kiln_schedule_run) while the host's main thread has no
+ * stack room left: the run fails as out of memory without touching Lua or the world (the
+ * core is below it on the C stack), and world:failures() reports it once there is room. */
+START_TEST(a_lua_system_run_with_the_host_stack_full_fails_and_is_reported_later) {
+    host h;
+    start(&h, "w:component('Position', 'float x, y;') runs = 0\n"
+              "w:system{name = 'sys', writes = {'Position'}, run = function(w) w:spawn{Position = {}} runs = runs + 1 end}");
+    lua_getglobal(h.L, "w");
+    kiln_schedule *sched = kiln_lua_schedule(h.L, -1);
+    ck_assert_ptr_nonnull(sched);
+    int64_t count = kiln_entity_count(h.world);
+    int base = lua_gettop(h.L), filled = 0;
+    while (lua_checkstack(h.L, 1)) {
+        lua_pushboolean(h.L, 1);
+        filled++;
+    }
+    ck_assert_int_gt(filled, 100000);
+    ck_assert_int_eq(kiln_schedule_run(sched, 0.1), KILN_OK);
+    lua_settop(h.L, base - 1);
+    ck_assert_int_eq(kiln_entity_count(h.world), count);
+    run(h.L, "assert(runs == 0, 'the system ran without stack room')\n"
+             "local f = w:failures()\n"
+             "assert(#f == 1 and f[1].system == 'sys', 'failures: ' .. #f)\n"
+             "assert(f[1].message == 'not enough memory (1 failed run, not recorded)', f[1].message)\n"
+             "assert(#w:failures() == 0, 'reported twice')\n"
+             "assert(w:progress(0.1)) assert(runs == 1)");
+    ck_assert_int_eq(kiln_entity_count(h.world), count + 1);
+    stop(&h);
+}
+END_TEST
+
 /* A held method that raises, for its arguments or for memory at any allocation, ends its
  * hold: the collector runs again (the call that ends it once found no frame to run in). */
 START_TEST(a_method_raising_anywhere_leaves_the_collector_running) {
@@ -171,6 +202,7 @@ int main(void) {
                         CALLS + COPY_CALLS);
     tcase_add_test(tc, a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_runs_clean);
     tcase_add_test(tc, a_method_raising_anywhere_leaves_the_collector_running);
+    tcase_add_test(tc, a_lua_system_run_with_the_host_stack_full_fails_and_is_reported_later);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
