@@ -56,6 +56,45 @@ void klua_compat_pushcfunction(lua_State *L, lua_CFunction fn) {
     lua_rawsetp(L, LUA_REGISTRYINDEX, key);
 }
 
+/* Run by lua_cpcall, which makes its own C function under protection: makes fn's closure and
+ * its registry entry there, so that a memory error is returned, not raised. */
+static int make_cfunction(lua_State *L) {
+    lua_CFunction fn;
+    memcpy(&fn, lua_touserdata(L, 1), sizeof fn);
+    klua_compat_pushcfunction(L, fn);
+    return 0;
+}
+
+bool klua_push_c(lua_State *L, lua_CFunction fn) {
+    void *key;
+    memcpy(&key, &fn, sizeof key);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) == LUA_TFUNCTION) return true;
+    lua_pop(L, 1);
+    if (lua_cpcall(L, make_cfunction, &fn) != 0) {
+        lua_pop(L, 1);
+        return false;
+    }
+    lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+    return true;
+}
+
+int klua_pcall_c(lua_State *L, lua_CFunction fn, int nargs, int nresults, int msgh) {
+    void *key;
+    memcpy(&key, &fn, sizeof key);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        int status = lua_cpcall(L, make_cfunction, &fn);
+        if (status != 0) { /* its error (the memory error's message) takes the values' place */
+            lua_insert(L, -(nargs + 1));
+            lua_pop(L, nargs);
+            return status;
+        }
+        lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+    }
+    lua_insert(L, -(nargs + 1));
+    return lua_pcall(L, nargs, nresults, msgh);
+}
+
 /* ---- user values ------------------------------------------------------------------------- */
 
 void *lua_newuserdatauv(lua_State *L, size_t size, int nuvalue) {

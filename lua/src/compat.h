@@ -12,6 +12,14 @@
 #define KLUA_LUAJIT 0
 #endif
 
+/* Both builds have, for code that must not raise (a C caller such as the core or the persist
+ * loader is below it on the C stack, or the world is changed and must not be left so):
+ *   klua_push_c(L, fn): pushes fn and returns true, or pushes nothing and returns false when
+ *     there is no memory to make it (LuaJIT: a C function is an object, made on first use);
+ *   klua_pcall_c(L, fn, nargs, nresults, msgh): lua_pcall of fn with the nargs values on top
+ *     (msgh an absolute index or 0); without memory to make fn, the values are replaced by
+ *     the memory error's message and LUA_ERRMEM is returned, as the call would have.
+ * The caller keeps one slot of stack room beyond the values. */
 #if KLUA_LUAJIT
 
 #include <math.h>
@@ -137,10 +145,13 @@ static inline void lua_rawsetp(lua_State *L, int i, const void *p) {
 
 /* ---- C functions: 5.4 pushes them without allocating, LuaJIT makes a closure each time ---- */
 /* Pushes fn, made once per state and kept in the registry (keyed by its address), so a
- * method that pushes a C function per call makes no garbage. */
+ * method that pushes a C function per call makes no garbage. Its first push in a state
+ * allocates, so it can raise: code that must not raise uses klua_push_c or klua_pcall_c. */
 KLUA_COMPAT_HIDDEN void klua_compat_pushcfunction(lua_State *L, lua_CFunction fn);
 #undef lua_pushcfunction
 #define lua_pushcfunction(L, fn) klua_compat_pushcfunction((L), (fn))
+KLUA_COMPAT_HIDDEN bool klua_push_c(lua_State *L, lua_CFunction fn);
+KLUA_COMPAT_HIDDEN int klua_pcall_c(lua_State *L, lua_CFunction fn, int nargs, int nresults, int msgh);
 
 /* ---- integers: LuaJIT's numbers are doubles ----------------------------------------------
  * A number is an integer when it has no fraction and lies in [-2^63, 2^63): what a 5.4
@@ -281,6 +292,19 @@ KLUA_COMPAT_HIDDEN void klua_jit_restore_running(lua_State *L, const struct klua
 KLUA_COMPAT_HIDDEN void klua_jit_open_spawn(lua_State *L, int layer_idx);
 
 #else /* Lua 5.4 */
+
+#include <stdbool.h>
+
+/* A light C function: pushing one never allocates. */
+static inline bool klua_push_c(lua_State *L, lua_CFunction fn) {
+    lua_pushcfunction(L, fn);
+    return true;
+}
+static inline int klua_pcall_c(lua_State *L, lua_CFunction fn, int nargs, int nresults, int msgh) {
+    lua_pushcfunction(L, fn);
+    lua_insert(L, -(nargs + 1));
+    return lua_pcall(L, nargs, nresults, msgh);
+}
 
 #define klua_compat_remember_main(L) ((void)(L))
 #define klua_compat_budget_jit_off(L) ((void)(L))

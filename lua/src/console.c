@@ -194,9 +194,8 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     c->budget.statement_ms = d.statement_ms;
     c->clients = clients;
     c->session_fn_ref = c->feed_ref = LUA_NOREF;
-    lua_pushcfunction(L, setup);
     lua_pushlightuserdata(L, c);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    if (klua_pcall_c(L, setup, 1, 0, 0) != LUA_OK) {
         fail(err, err_size, "cannot make a kiln.session: %.200s",
              lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "error");
         lua_pop(L, 1);
@@ -234,9 +233,8 @@ static void close_now(kiln_console *c) {
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->feed_ref);
         /* no budget: hooks left in coroutines remove themselves (unless the budget registered
          * is another console's, whose statement may be running: this is called from it) */
-        lua_pushcfunction(c->L, klua_budget_unregister);
         lua_pushlightuserdata(c->L, &c->budget);
-        if (lua_pcall(c->L, 1, 0, 0) != LUA_OK) lua_pop(c->L, 1);
+        if (klua_pcall_c(c->L, klua_budget_unregister, 1, 0, 0) != LUA_OK) lua_pop(c->L, 1);
     }
     if (c->token_path) unlink(c->token_path);
     free(c->token_path);
@@ -338,9 +336,8 @@ static void authenticate(kiln_console *c, client *cl, const char *line, size_t n
         return;
     }
     lua_State *L = c->L;
-    lua_pushcfunction(L, new_session);
     lua_pushlightuserdata(L, c);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    if (klua_pcall_c(L, new_session, 1, 1, 0) != LUA_OK) {
         lua_pop(L, 1);
         close_with(c, cl, "console: the game cannot make a session (kiln.session failed)");
         return;
@@ -364,14 +361,13 @@ static const char *frame_status(const char *s, size_t n) {
 static bool evaluate(kiln_console *c, client *cl, const char *line, size_t n) {
     lua_State *L = c->L;
     int top = lua_gettop(L);
-    lua_pushcfunction(L, klua_budget_feed);
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->feed_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, cl->session_ref);
     lua_pushlightuserdata(L, (void *)line);
     lua_pushinteger(L, (lua_Integer)n);
     lua_pushlightuserdata(L, &c->budget);
     bool ok;
-    if (lua_pcall(L, 5, 2, 0) != LUA_OK) {
+    if (klua_pcall_c(L, klua_budget_feed, 5, 2, 0) != LUA_OK) {
         const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "console: error";
         ok = answer(cl, "error", msg, strlen(msg));
     } else {

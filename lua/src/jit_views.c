@@ -140,9 +140,8 @@ static int views_begin(lua_State *L) {
     klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY);
     if (!kq) kq = klua_query_check(L, 1); /* raises */
     if (!kq->query || kq->kw->closed) { /* klua_query_check's message, at the script's line */
-        lua_pushcfunction(L, check_query);
         lua_pushvalue(L, 1);
-        if (lua_pcall(L, 1, 0, 0) == LUA_OK) lua_pushliteral(L, "attempt to use a query of a closed world");
+        if (klua_pcall_c(L, check_query, 1, 0, 0) == LUA_OK) lua_pushliteral(L, "attempt to use a query of a closed world");
         luaL_where(L, level);
         lua_insert(L, -2);
         lua_concat(L, 2);

@@ -136,25 +136,22 @@ static int proxy(lua_State *L) {
         snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
         klua_budget_arm(T, callee->kw, limit, what, &saved);
     }
-    lua_pushcfunction(T, call_thunk);
     lua_pushlightuserdata(T, &cc);
-    int status = lua_pcall(T, 1, LUA_MULTRET, 0);
+    int status = klua_pcall_c(T, call_thunk, 1, LUA_MULTRET, 0);
     if (callee) {
         klua_budget_disarm(T, callee->kw, &saved);
         if (ckw) spend(L, ckw, callee->kw->budget_used);
         int top = lua_gettop(T);
-        lua_pushcfunction(T, close_thunk);
         lua_pushlightuserdata(T, callee->kw);
-        if (lua_pcall(T, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
+        if (klua_pcall_c(T, close_thunk, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
         lua_settop(T, top);
         callee->kw->current = NULL;
     } else {
         /* loops the host function left open under the borrowed system end with the call */
         int top = lua_gettop(T);
         if (borrowed && !mods->kw->closed) {
-            lua_pushcfunction(T, close_thunk);
             lua_pushlightuserdata(T, mods->kw);
-            if (lua_pcall(T, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
+            if (klua_pcall_c(T, close_thunk, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
         }
         lua_settop(T, top);
         mods->kw->current = host_current;
@@ -178,9 +175,8 @@ static int proxy(lua_State *L) {
 static void push_proxy(copy_ctx *c, int idx) {
     lua_State *F = c->from;
     if (!lua_checkstack(F, 4)) luaL_error(c->to, "%s: out of stack", c->what);
-    lua_pushcfunction(F, keep_function);
     lua_pushvalue(F, idx);
-    if (lua_pcall(F, 1, 1, 0) != LUA_OK) {
+    if (klua_pcall_c(F, keep_function, 1, 1, 0) != LUA_OK) {
         lua_pop(F, 1);
         luaL_error(c->to, "%s: out of memory keeping a function", c->what);
     }
@@ -255,9 +251,8 @@ void klua_mod_copy(lua_State *from, int idx, lua_State *to, klua_mods *mods, klu
     copy_ctx c = {from, to, mods, callee, what, lua_absindex(from, idx), 0, true};
     int from_top = lua_gettop(from);
     luaL_checkstack(to, 4, "out of stack");
-    lua_pushcfunction(to, copy_thunk);
     lua_pushlightuserdata(to, &c);
-    int status = lua_pcall(to, 1, 1, 0);
+    int status = klua_pcall_c(to, copy_thunk, 1, 1, 0);
     lua_settop(from, from_top);
     if (status != LUA_OK) lua_error(to);
 }

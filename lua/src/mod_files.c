@@ -134,10 +134,9 @@ static bool describe_folder(klua_mod *mod, const char *dir) {
         snprintf(mod->error, sizeof mod->error, "out of memory reading %.200s", manifest);
         return false;
     }
-    lua_pushcfunction(M, read_manifest);
     lua_pushlightuserdata(M, mod);
     lua_pushstring(M, manifest);
-    bool ok = lua_pcall(M, 2, 0, 0) == LUA_OK;
+    bool ok = klua_pcall_c(M, read_manifest, 2, 0, 0) == LUA_OK;
     if (!ok) snprintf(mod->error, sizeof mod->error, "bad manifest: %s", lua_tostring(M, -1) ? lua_tostring(M, -1) : "error");
     lua_close(M);
     if (ok) klua_mod_watch(mod, manifest);
@@ -211,6 +210,16 @@ void klua_mod_watch(klua_mod *mod, const char *path) {
         f->mtime = 0;
         f->mtime_ns = 0;
         f->size = -1;
+    }
+}
+
+void klua_mod_restamp(klua_mod *mod) {
+    int files = mod->file_count;
+    mod->file_count = 0;
+    for (int i = 0; i < files; i++) {
+        char path[KLUA_MOD_PATH];
+        strcpy(path, mod->files[i].path);
+        klua_mod_watch(mod, path);
     }
 }
 

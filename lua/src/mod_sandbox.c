@@ -550,9 +550,8 @@ lua_State *klua_mod_state(klua_mod *mod) {
     /* compiled traces never call the count hook: a mod's budget needs the interpreter */
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
 #endif
-    lua_pushcfunction(L, build_globals);
     lua_pushlightuserdata(L, mod);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    if (klua_pcall_c(L, build_globals, 1, 0, 0) != LUA_OK) {
         snprintf(mod->error, sizeof mod->error, "cannot make its Lua state: %s",
                  lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
         lua_close(L);

@@ -255,10 +255,9 @@ static void hook_failed(klua_world *kw, const char *system, const char *message,
     lua_State *H = klua_mods_host_thread(mods);
     if (!lua_checkstack(H, 6)) return;
     failure_args a = {mods, mod->name, system, mod->status == KLUA_MOD_DISABLED ? mod->error : message, disabled};
-    lua_pushcfunction(H, push_failure);
     lua_pushlightuserdata(H, &a);
     klua_push_self(H, mods->kw);
-    if (lua_pcall(H, 2, 0, 0) != LUA_OK) lua_pop(H, 1);
+    if (klua_pcall_c(H, push_failure, 2, 0, 0) != LUA_OK) lua_pop(H, 1);
 }
 
 static int64_t hook_spawn_room(klua_world *kw) {
@@ -441,9 +440,9 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     bool ok = klua_mod_run_file(mod, mod->entry);
     mods->loading = NULL;
     mod->loading = false;
-    lua_pushcfunction(mod->L, close_loops_thunk); /* loops its top level left open end here */
+    /* loops its top level left open end here */
     lua_pushlightuserdata(mod->L, mod->kw);
-    if (lua_pcall(mod->L, 1, 0, 0) != LUA_OK) lua_pop(mod->L, 1);
+    if (klua_pcall_c(mod->L, close_loops_thunk, 1, 0, 0) != LUA_OK) lua_pop(mod->L, 1);
     if (ok && mod->mem.refused > 0 && mod->mem.used > mod->mem.limit) {
         snprintf(mod->error, sizeof mod->error, "its top level ran out of memory");
         ok = false;

@@ -173,6 +173,8 @@ KLUA_HIDDEN bool klua_mod_describe(klua_mod *mod, const char *path);
 KLUA_HIDDEN void klua_mod_watch(klua_mod *mod, const char *path);
 /* True when a watched file changed since it was stamped. */
 KLUA_HIDDEN bool klua_mod_changed(const klua_mod *mod);
+/* Stamps every file mod watches as it is now (a broken save is then not retried every poll). */
+KLUA_HIDDEN void klua_mod_restamp(klua_mod *mod);
 /* True when path, resolved, lies inside folder dir (both resolved; no symlink escapes). */
 KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
 

@@ -116,9 +116,8 @@ static int push_info_call(lua_State *L) {
 
 /* push_info as a protected call: the info, or (not LUA_OK) the error. */
 static int push_info_protected(lua_State *L, klua_mod *mod) {
-    lua_pushcfunction(L, push_info_call);
     lua_pushlightuserdata(L, mod);
-    return lua_pcall(L, 1, 1, 0);
+    return klua_pcall_c(L, push_info_call, 1, 1, 0);
 }
 
 /* Runs a lifecycle operation with the caller as the host thread. */
@@ -268,10 +267,9 @@ static int md_load_dir(lua_State *L) {
     int names = lua_gettop(L);
     dir_scan scan = {opendir(dir), 0, false};
     if (!scan.d) klua_fail(L, fname, "cannot open folder %s", klua_quote(L, dir, strlen(dir)));
-    lua_pushcfunction(L, scan_dir);
     lua_pushlightuserdata(L, &scan);
     lua_pushvalue(L, names);
-    int status = lua_pcall(L, 2, 0, 0);
+    int status = klua_pcall_c(L, scan_dir, 2, 0, 0);
     closedir(scan.d); /* however the scan ended */
     if (status != LUA_OK) return lua_error(L);
     int n = scan.n;
@@ -317,11 +315,10 @@ static int md_load_dir(lua_State *L) {
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     load_dir_ctx c = {mods, list, count, order, 0};
-    lua_pushcfunction(L, load_found);
     lua_pushlightuserdata(L, &c);
     lua_pushvalue(L, loaded);
     lua_pushvalue(L, failed);
-    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+    if (klua_pcall_c(L, load_found, 3, 0, 0) != LUA_OK) {
         /* out of memory part way: what this call loaded is taken back, the last first (so
          * dependents before what they depend on), as mods:unload does */
         for (int i = c.loaded_count - 1; i >= 0; i--) klua_mods_unload(mods, c.order[i], false);
@@ -450,27 +447,17 @@ static int md_poll(lua_State *L) {
             continue;
         }
         /* the old version runs on, the world as it was: its message, or the one made first */
-        lua_pushcfunction(L, record_poll_failure);
         lua_pushvalue(L, base + 2);
         lua_pushlightuserdata(L, err);
         lua_pushvalue(L, name_idx);
-        if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+        if (klua_pcall_c(L, record_poll_failure, 3, 0, 0) != LUA_OK) {
             lua_pop(L, 1);
             lua_pushvalue(L, name_idx);
             lua_pushvalue(L, base + 3);
             lua_rawset(L, base + 2); /* a free slot of the size made: no allocation */
         }
-        /* stamp the files as they are now, so a broken save is not retried every poll */
         klua_mod *still = klua_mods_find(mods, lua_tostring(L, name_idx));
-        if (still) {
-            int files = still->file_count;
-            still->file_count = 0;
-            for (int f = 0; f < files; f++) {
-                char path[KLUA_MOD_PATH];
-                strcpy(path, still->files[f].path);
-                klua_mod_watch(still, path);
-            }
-        }
+        if (still) klua_mod_restamp(still);
     }
     lua_settop(L, base + 2);
     return 2;
@@ -544,9 +531,8 @@ static void lua_log(void *user, const char *mod, const char *line) {
     lua_State *H = klua_mods_host_thread(mods);
     if (!lua_checkstack(H, 4)) return;
     log_args a = {mods, mod, line};
-    lua_pushcfunction(H, call_log);
     lua_pushlightuserdata(H, &a);
-    if (lua_pcall(H, 1, 0, 0) != LUA_OK) lua_pop(H, 1); /* a failing log loses the line */
+    if (klua_pcall_c(H, call_log, 1, 0, 0) != LUA_OK) lua_pop(H, 1); /* a failing log loses the line */
 }
 
 static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {
@@ -745,6 +731,14 @@ static const luaL_Reg mods_meta[] = {
 
 void klua_open_mods(lua_State *L) {
     klua_createmeta(L, KLUA_MODS, mods_methods, mods_meta);
+    /* LuaJIT makes a C function object on its first push in a state: the bodies are made
+     * now, so a held call allocates nothing of its own (a host out of memory can unload) */
+    static const lua_CFunction bodies[] = {md_load, md_load_dir, md_unload, md_reload,
+                                           md_list, md_poll,     md_log,    md_close};
+    for (size_t i = 0; KLUA_LUAJIT && i < sizeof bodies / sizeof *bodies; i++) {
+        lua_pushcfunction(L, bodies[i]);
+        lua_pop(L, 1);
+    }
     lua_pushcfunction(L, md_new);
     lua_setfield(L, -2, "mods");
 }

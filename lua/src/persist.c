@@ -314,11 +314,9 @@ static int protect(lua_State *L, lua_CFunction fn, lua_work *w, int nargs, int n
         snprintf(w->why, w->why_size, "out of memory");
         return LUA_ERRMEM;
     }
-    lua_pushcfunction(L, fn);
-    lua_insert(L, -(nargs + 1));
     lua_pushlightuserdata(L, w);
     lua_insert(L, -(nargs + 1));
-    int rc = lua_pcall(L, nargs + 1, nresults, 0);
+    int rc = klua_pcall_c(L, fn, nargs + 1, nresults, 0); /* raises nothing: kiln_load is below */
     if (rc == LUA_OK) return rc;
     snprintf(w->why, w->why_size, "%s", rc == LUA_ERRMEM ? "out of memory"
                                         : lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "a Lua error");

@@ -407,10 +407,9 @@ static int guard_close(lua_State *L) {
         /* Left by break or return (no error): the current row's writes still land. A
          * conversion error here ends the iteration first, then propagates. */
         if (lua_isnoneornil(L, 2) && kq->row >= 0) {
-            lua_pushcfunction(L, guarded_write_back);
             lua_pushlightuserdata(L, kq);
             lua_pushvalue(L, q_idx);
-            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+            if (klua_pcall_c(L, guarded_write_back, 2, 0, 0) != LUA_OK) {
                 klua_query_finish(L, kq, q_idx);
                 return lua_error(L);
             }

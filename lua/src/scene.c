@@ -340,9 +340,8 @@ static int instance_index(lua_State *L) {
     else if (strcmp(key, "properties") == 0) {
         json_t *props = json_loads(kiln_instance_properties(ki->instance), 0, NULL);
         if (!props) return luaL_error(L, "instance.properties: out of memory");
-        lua_pushcfunction(L, push_properties); /* protected, so props is freed whatever happens */
-        lua_pushlightuserdata(L, props);
-        int status = lua_pcall(L, 1, 1, 0);
+        lua_pushlightuserdata(L, props); /* protected, so props is freed whatever happens */
+        int status = klua_pcall_c(L, push_properties, 1, 1, 0);
         json_decref(props);
         if (status != LUA_OK) return lua_error(L);
     } else return 0;

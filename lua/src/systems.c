@@ -221,7 +221,11 @@ static void trampoline(const kiln_system_ctx *ctx) {
     }
     klua_jit_push_running(L, kw); /* LuaJIT: the system read-only FFI views name, set back below */
     int top = lua_gettop(L);
-    lua_pushcfunction(L, traceback);
+    int handler = top + 1; /* the message handler; LuaJIT without memory to make it: none */
+    if (!klua_push_c(L, traceback)) {
+        lua_pushnil(L);
+        handler = 0;
+    }
     int status;
     kw->current = s;
     klua_armed saved;
@@ -236,15 +240,15 @@ static void trampoline(const kiln_system_ctx *ctx) {
         push_part(L, run, RUN_FN);
         lua_pushvalue(L, self);
         lua_pushnumber(L, ctx->dt);
-        status = lua_pcall(L, 2, 0, top + 1);
+        status = lua_pcall(L, 2, 0, handler);
         klua_budget_disarm(L, kw, &saved);
     } else {
         /* LuaJIT: a Lua loop over FFI views where the world allows them (jit_views.c) */
-        if (!klua_jit_push_each_runner(L, kw)) lua_pushcfunction(L, run_each);
+        bool views = klua_jit_push_each_runner(L, kw);
         push_part(L, run, RUN_QUERY);
         push_part(L, run, RUN_FN);
         lua_pushnumber(L, ctx->dt);
-        status = lua_pcall(L, 3, 0, top + 1);
+        status = views ? lua_pcall(L, 3, 0, handler) : klua_pcall_c(L, run_each, 3, 0, handler);
         klua_budget_disarm(L, kw, &saved);
         push_part(L, run, RUN_QUERY);
         /* ends an iteration the error interrupted (a query: the entry is the host's to change) */
@@ -272,12 +276,11 @@ static void trampoline(const kiln_system_ctx *ctx) {
             kw->mod_hooks->failed(kw, s->name, full ? msg : "(error)", disable, oom);
         } else {
             int err = lua_gettop(L);
-            lua_pushcfunction(L, record_failure_call);
             lua_pushlightuserdata(L, s);
             klua_push_self(L, kw);
             lua_pushvalue(L, err);
             lua_pushboolean(L, disable);
-            if (lua_pcall(L, 4, 0, 0) != LUA_OK) lose_failure(kw, s);
+            if (klua_pcall_c(L, record_failure_call, 4, 0, 0) != LUA_OK) lose_failure(kw, s);
         }
     }
     lua_settop(L, top);
@@ -485,11 +488,10 @@ static int w_system(lua_State *L) {
     d.fini = system_fini;
     d.user = s;
     registration reg = {kw, sched, &d};
-    lua_pushcfunction(L, register_system);
     lua_pushlightuserdata(L, &reg);
     lua_pushvalue(L, 1);
     lua_pushvalue(L, run_idx);
-    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+    if (klua_pcall_c(L, register_system, 3, 0, 0) != LUA_OK) {
         unregister(L, old_idx, s, name);
         free_system(s);
         lua_error(L);
@@ -532,10 +534,9 @@ static int w_progress(lua_State *L) {
     kw->progress_idx = 0;
     kw->run_L = NULL;
     if (r != KILN_OK) klua_fail_world(L, kw->world, "world:progress");
-    lua_pushcfunction(L, progress_result);
     lua_pushvalue(L, 1);
     lua_pushlightuserdata(L, kw);
-    if (lua_pcall(L, 2, LUA_MULTRET, 0) == LUA_OK) return lua_gettop(L) - 1;
+    if (klua_pcall_c(L, progress_result, 2, LUA_MULTRET, 0) == LUA_OK) return lua_gettop(L) - 1;
     /* No memory for the list: the frame has run, so progress reports rather than raises; the
      * failures stay for world:failures(). */
     lua_pushboolean(L, kw->frame_failures == 0);
