@@ -1,5 +1,6 @@
 /* lua_host.h: a C host of the suites that run a Lua state out of memory at every allocation
- * in turn (test_persist_lua_memory.c, test_commands_lua_memory.c, test_world_lua_memory.c):
+ * in turn (test_persist_lua_memory.c, test_commands_lua_memory.c, test_world_lua_memory.c,
+ * test_mods_lua_memory.c; built against Lua 5.4 and, by test-jit-memory, LuaJIT):
  * a Lua state with the kiln module and a world, each on its own counting allocator that can
  * refuse. Test code only. */
 #ifndef KILN_TESTS_LUA_HOST_H
@@ -81,6 +82,17 @@ static inline int call_failing_after(host *h, const char *code, int64_t n) {
     int rc = lua_pcall(h->L, 0, 0, 0);
     h->lua_mem.left = -1;
     return rc;
+}
+
+/* Whether a call's error (rc, the message on top) is the memory error. LuaJIT raises a
+ * caught error again as a runtime error, so there its message tells. */
+static inline bool raised_for_memory(lua_State *L, int rc) {
+#if defined(KLUA_LUAJIT) && KLUA_LUAJIT
+    const char *msg = lua_tostring(L, -1);
+    if (rc == LUA_ERRRUN && msg && strcmp(msg, "not enough memory") == 0) return true;
+#endif
+    (void)L;
+    return rc == LUA_ERRMEM;
 }
 
 /* The same, the error dropped: whether code ran to its end. */

@@ -215,7 +215,7 @@ START_TEST(a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_ful
         lua_pushboolean(h.L, 1);
         filled++;
     }
-    ck_assert_int_gt(filled, 100000);
+    ck_assert_int_gt(filled, 4000); /* Lua 5.4: its limit, 1M slots; LuaJIT: 8000 a C call */
     char err[512];
     ck_assert_msg(kiln_lua_mods_load(co, 1, path_of(&h, "tags.lua"), err, sizeof err), "%s", err);
     lua_settop(h.L, base);

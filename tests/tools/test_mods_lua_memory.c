@@ -88,7 +88,7 @@ START_TEST(a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_an
     write_mod(dir, sizeof dir);
     char setup[1024];
     snprintf(setup, sizeof setup,
-             "dir = '%s' path = dir .. '/m.lua' mods = kiln.mods(w, {memory = 1 << 20}) partial = false\n"
+             "dir = '%s' path = dir .. '/m.lua' mods = kiln.mods(w, {memory = 1048576}) partial = false\n"
              "last_failed = false fallbacks = 0\n"
              "want = %d if want >= 1 then assert(mods:load(path)) end\n"
              "if want >= 2 then assert(mods:load(dir .. '/n.lua')) end\n"
