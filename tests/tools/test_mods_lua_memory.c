@@ -1,7 +1,8 @@
-/* test_mods_lua_memory.c: the mod manager's load, load_dir, reload, poll and unload with the host's
- * Lua state out of memory at every allocation in turn (a mod's state allocates through the
- * host's allocator too). A call that raises has changed nothing: no mod half loaded, none
- * stopped by a reload that failed, the world as it was. */
+/* test_mods_lua_memory.c: the mod manager's load, load_dir, reload, poll and unload with the
+ * host's Lua state out of memory at every allocation in turn (a mod's own state has its own
+ * allocator and limit: what runs out is what the call does in the host's state, its records,
+ * lists, systems and failures). A call that raises has changed nothing: no mod half loaded,
+ * none stopped by a reload that failed, the world as it was. */
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
