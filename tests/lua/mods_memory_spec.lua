@@ -1,0 +1,81 @@
+-- mods_memory_spec.lua: a mod's system that reaches its memory limit at every point of its
+-- kiln calls in turn. The system first takes padding (k strings of 99 bytes, each its own
+-- allocation, and one of 41 + r bytes), then spawns, loops over views, applies a command
+-- buffer, emits, gets and sets; the padding is swept 8 bytes at a time across the sizes where
+-- what is left runs out part way. Every frame returns; a run that failed names the mod and
+-- memory and lands none of its structural changes or events (writes made in place stay, as
+-- documented); a run that did not fail landed all of them.
+local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+
+local LIMIT = 262144 -- the smallest memory a mod may be given: the padding needed stays small
+
+local SOURCE = [[
+world:component("Hp", "int32_t v;")
+world:event("Ping", "int32_t n;")
+local q = world:query{"Hp"}
+local first = world:spawn{Hp = {v = 0}}
+world:spawn{Hp = {v = 1}}
+local slots = {}
+for i = 1, 4000 do slots[i] = false end
+world:system{name = "work", writes = {"Hp"}, run = function(w)
+    for i = 1, %d do slots[i] = string.format("%%099d", i) end
+    local tail = string.rep("q", 41 + %d)
+    w:spawn{Hp = {v = 10}}
+    for _, h in q:each() do h.v = h.v + 1 end
+    local c = kiln.commands()
+    c:spawn{Hp = {v = 20}}
+    assert(c:apply(w)) -- a record failing for memory is returned as any failing record is
+    w:emit("Ping", {n = #tail})
+    w:set(first, "Hp", {v = w:get(first, "Hp").v + 1})
+end}
+]]
+
+-- One frame of the mod with k + r / 100 strings of padding: "ran", or "failed" with the
+-- failure checked against the world.
+local function frame(dir, k, r)
+    M.write(dir, "worker.lua", SOURCE:format(k, r))
+    local w, mods = M.host{memory = LIMIT}
+    assert(mods:load(dir .. "/worker.lua"))
+    local failures = M.frames(w, 1)
+    local hp, pings = #M.entities_with(w, "Hp"), 0
+    for _ in w:events("Ping") do pings = pings + 1 end
+    mods:close()
+    w:close()
+    if #failures == 0 then
+        assert.are.equal(4, hp, "a run that did not fail landed part of its spawns")
+        assert.are.equal(1, pings)
+        return "ran"
+    end
+    assert.are.equal(1, #failures)
+    local msg = failures[1].message
+    assert.are.equal("worker", failures[1].mod)
+    assert.is_truthy(msg:find("memory", 1, true), msg)
+    assert.are.equal(2, hp, "a failed run landed spawns: " .. msg)
+    assert.are.equal(0, pings, "a failed run's event was delivered: " .. msg)
+    return "failed"
+end
+
+describe("a mod's system at its memory limit", function()
+    after_each(M.cleanup)
+
+    it("anywhere in its kiln calls lands all of its changes or none", function()
+        local dir = M.folder()
+        -- the fewest strings of padding that fail the run, found by halving: with them the
+        -- last allocation finds no room; the kiln calls' allocations lie in the few KiB above
+        local lo, hi = 0, 4000
+        assert.are.equal("ran", frame(dir, lo, 0))
+        assert.are.equal("failed", frame(dir, hi, 0))
+        while hi - lo > 1 do
+            local mid = math.floor((lo + hi) / 2)
+            if frame(dir, mid, 0) == "ran" then lo = mid else hi = mid end
+        end
+        local seen = {ran = 0, failed = 0}
+        for k = lo - 1, hi + 40 do
+            for r = 0, 120, 8 do
+                local outcome = frame(dir, k, r)
+                seen[outcome] = seen[outcome] + 1
+            end
+        end
+        assert.is_true(seen.ran > 0 and seen.failed > 300, seen.ran .. " ran, " .. seen.failed .. " failed")
+    end)
+end)
