@@ -123,11 +123,20 @@ static void guard(lua_State *L, klua_budget *b, wrapped kind) {
 }
 
 /* The wrapper: upvalue 1 a userdata holding the C function it stands for (so that
- * debug.getupvalue hands out nothing callable), upvalue 2 its kind. */
+ * debug.getupvalue hands out nothing callable), upvalue 2 its kind. Under LuaJIT the
+ * userdata holds the function as its user value: LuaJIT's library functions are fast
+ * functions, whose C pointer is no lua_CFunction to call (and some have none). */
 static int wrapper(lua_State *L) {
     lua_Integer k = lua_tointeger(L, lua_upvalueindex(2));
+#if KLUA_LUAJIT
+    bool intact = lua_type(L, lua_upvalueindex(1)) == LUA_TUSERDATA &&
+                  lua_getiuservalue(L, lua_upvalueindex(1), 1) == LUA_TFUNCTION;
+    if (intact) lua_pop(L, 1);
+#else
     lua_CFunction *original = lua_touserdata(L, lua_upvalueindex(1));
-    if (k < 0 || k >= WRAPPED_COUNT || !original || lua_rawlen(L, lua_upvalueindex(1)) != sizeof *original)
+    bool intact = original && *original && lua_rawlen(L, lua_upvalueindex(1)) == sizeof *original;
+#endif
+    if (k < 0 || k >= WRAPPED_COUNT || !intact)
         return luaL_error(L, "console: a wrapped library function was tampered with");
     wrapped kind = (wrapped)k;
     klua_budget *b = current(L);
@@ -151,7 +160,11 @@ static int wrapper(lua_State *L) {
         }
         b->left -= (int64_t)cost;
     }
+#if KLUA_LUAJIT
+    lua_getiuservalue(L, lua_upvalueindex(1), 1);
+#else
     lua_pushcfunction(L, *original);
+#endif
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
     return lua_gettop(L);
@@ -179,10 +192,16 @@ static void swap_in(lua_State *L, int saved) {
         }
         lua_pushvalue(L, -1);
         lua_rawseti(L, saved, 2 * k + 1);
+#if KLUA_LUAJIT
+        lua_newuserdatauv(L, 1, 1);
+        lua_insert(L, -2);
+        lua_setiuservalue(L, -2, 1);
+#else
         lua_CFunction fn = lua_tocfunction(L, -1);
         lua_pop(L, 1);
         lua_CFunction *box = lua_newuserdatauv(L, sizeof *box, 0);
         *box = fn;
+#endif
         lua_pushinteger(L, k);
         lua_pushcclosure(L, wrapper, 2);
         lua_pushvalue(L, -1);
