@@ -214,7 +214,7 @@ SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit
 
 ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed build-asan/tests/test_persist_lua_memory \
 	    build-asan/tests/test_commands_lua_memory build-asan/tests/test_world_lua_memory \
-	    build-asan/tests/test_mods_lua_memory
+	    build-asan/tests/test_mods_lua_memory build-asan/tests/test_console_lua_memory
 test-asan:
 	$(SAN_BUILD) $(ASAN_BIN)
 	@scripts/run-tests.sh $(ASAN_BIN)
@@ -446,14 +446,17 @@ asteroids-jit:
 	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" build-jit/examples/asteroids
 test-examples-jit: asteroids-jit
 	@tests/examples/check_game.sh build-jit/examples/asteroids
-# The C host suites that run the binding out of Lua memory at every allocation, and fill the
-# host's stack, against the LuaJIT build (a GC64 LuaJIT, Debian's, takes the host's allocator).
-JIT_MEM_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
-	    test_mods_lua_memory test_persist_lua_memory test_mods_embed)
-test-jit-memory:
+# The C host suites (test-tools' Check programs, not the kiln command's REPL, which links Lua
+# 5.4 only) against the LuaJIT build: the binding out of Lua memory at every allocation, a
+# full host stack, the mod manager and the console embedded in a game. Debian's LuaJIT is
+# built with GC64 and takes the host's allocator.
+JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
+	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
+	    test_console test_console_hold test_console_persist test_lua_host_hierarchy)
+test-jit-tools:
 	$(JIT_BUILD) build-jit/libkiln.a build-jit/libkiln_lua.a build-jit/bin/kiln
-	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" $(JIT_MEM_BIN)
-	@scripts/run-tests.sh $(JIT_MEM_BIN)
+	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" $(JIT_TOOL_BIN)
+	@scripts/run-tests.sh $(JIT_TOOL_BIN)
 # The differential test (tests/diff): random programs of kiln calls, each run under lua5.4
 # (BUILD's module) and luajit (build-jit's); the two transcripts must be equal. The fixed
 # regression seeds (SEED/OPS, each found a divergence; see docs/testing.md) and seeds
@@ -467,8 +470,8 @@ test-diff-lua: $(LUA_MOD)
 	@if ! command -v luajit >/dev/null 2>&1; then echo "skipped: luajit is not installed (scripts/deps.sh)"; exit 0; fi; \
 	$(JIT_BUILD) build-jit/lua/kiln.so >/dev/null && \
 	lua5.4 tests/diff/run.lua --build $(BUILD) --jit-build build-jit --ops $(DIFF_OPS) $(DIFF_REGRESSIONS) 1..$(DIFF_SEEDS)
-TEST_GROUPS += test-jit test-diff-lua test-jit-asan test-examples-jit test-jit-memory
-.PHONY: bench-jit lua-jit test-jit test-jit-one test-jit-asan clean-jit asteroids-jit test-examples-jit test-diff-lua test-jit-memory
+TEST_GROUPS += test-jit test-diff-lua test-jit-asan test-examples-jit test-jit-tools
+.PHONY: bench-jit lua-jit test-jit test-jit-one test-jit-asan clean-jit asteroids-jit test-examples-jit test-diff-lua test-jit-tools
 clean: clean-jit
 clean-jit:
 	rm -rf build-jit build-jit-asan build-bench-jit

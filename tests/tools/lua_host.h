@@ -1,6 +1,6 @@
 /* lua_host.h: a C host of the suites that run a Lua state out of memory at every allocation
  * in turn (test_persist_lua_memory.c, test_commands_lua_memory.c, test_world_lua_memory.c,
- * test_mods_lua_memory.c; built against Lua 5.4 and, by test-jit-memory, LuaJIT):
+ * test_mods_lua_memory.c; built against Lua 5.4 and, by test-jit-tools, LuaJIT):
  * a Lua state with the kiln module and a world, each on its own counting allocator that can
  * refuse. Test code only. */
 #ifndef KILN_TESTS_LUA_HOST_H

@@ -167,7 +167,11 @@ START_TEST(a_client_line_is_evaluated_between_frames_and_answered) {
     send_text(fd, "world:count()\n");
     ck_assert_str_eq(answers(g, fd, 1), "ok:5|");
     send_text(fd, "world:get(world:entities()[2], 'Position').x\n");
+#if defined(KLUA_LUAJIT) && KLUA_LUAJIT
+    ck_assert_str_eq(answers(g, fd, 1), "ok:2|"); /* LuaJIT has one number type */
+#else
     ck_assert_str_eq(answers(g, fd, 1), "ok:2.0|"); /* a float field reads as a float */
+#endif
     close(fd);
     stop_game(g);
 }
@@ -531,7 +535,11 @@ START_TEST(c_functions_are_charged_their_worst_case) {
         {"return ('x'):rep(1e9)", "string.rep could build 1e+09 bytes"},
         {"s = ('y'):rep(1e6) t = {} for i = 1, 100 do t[i] = s end return #table.concat(t)", "table.concat could build"},
         {"t = {} for i = 1, 1e5 do t[i] = -i end table.sort(t)", "table.sort could take"},
+#if defined(KLUA_LUAJIT) && KLUA_LUAJIT /* LuaJIT's table.move is Lua code: the hook counts it */
+        {"table.move({}, 1, 1e12, 2)", "the statement ran past its instruction budget"},
+#else
         {"table.move({}, 1, 1e12, 2)", "table.move could take"},
+#endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char line[256];
@@ -550,7 +558,7 @@ END_TEST
 START_TEST(a_statement_stops_at_its_time_limit) {
     game *g = start_game_with((kiln_console_desc){.statement_ms = 200});
     int fd = connect_client(g);
-    send_text(fd, "local s = ('x'):rep(1 << 24) while true do local t = s .. 'y' end\n");
+    send_text(fd, "local s = ('x'):rep(16777216) while true do local t = s .. 'y' end\n");
     double t0 = now_ms();
     ck_assert_str_eq(answers(g, fd, 1), "error:console: the statement ran past its time limit (200 ms)|");
     ck_assert_msg(now_ms() - t0 < 2000, "took %.0f ms", now_ms() - t0);

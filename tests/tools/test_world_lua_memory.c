@@ -173,7 +173,7 @@ START_TEST(a_lua_system_run_with_the_host_stack_full_fails_and_is_reported_later
 END_TEST
 
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT
-/* Built against LuaJIT (test-jit-memory), the sweeps above go through the FFI paths: spawns
+/* Built against LuaJIT (test-jit-tools), the sweeps above go through the FFI paths: spawns
  * through ffi_spawn.lua, loops over FFI views, in and out of a system. */
 START_TEST(the_luajit_host_runs_the_ffi_paths) {
     host h;

@@ -1,0 +1,101 @@
+/* test_console_lua_memory.c: a console served while the game's Lua state runs out of memory at
+ * every allocation in turn. kiln_console_poll is called from the game's C code, outside any
+ * protected call, so nothing in it may raise: a client signing in and sending a statement
+ * gets its answer, an error frame or a closed connection with the reason, and the console
+ * serves the next client once memory is back. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "console_client.h"
+#include "lua_host.h"
+
+static const char token[] = "0123456789abcdef0123456789abcdef";
+
+/* Reads the frames the console sent on fd (non-blocking) into out as "status:text|...";
+ * returns whether the console closed the connection. */
+static bool read_frames(int fd, char *out, size_t size) {
+    char buf[8192];
+    size_t have = 0;
+    bool closed = false;
+    for (int spin = 0; spin < 50 && !closed; spin++) {
+        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
+        if (r > 0) have += (size_t)r;
+        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) closed = true;
+        else pause_ms(1);
+    }
+    out[0] = '\0';
+    size_t at = 0;
+    while (at < have) {
+        char st[32];
+        size_t len;
+        char *nl = memchr(buf + at, '\n', have - at);
+        ck_assert_msg(nl && sscanf(buf + at, "%31s %zu", st, &len) == 2, "not a frame: %.*s", (int)(have - at),
+                      buf + at);
+        size_t head = (size_t)(nl - (buf + at)) + 1;
+        ck_assert_msg(at + head + len <= have, "a frame cut short");
+        size_t o = strlen(out);
+        snprintf(out + o, size - o, "%s:%.*s|", st, (int)len, buf + at + head);
+        at += head + len;
+    }
+    return closed;
+}
+
+/* Polls until the console has had time to serve what was sent. */
+static void serve(kiln_console *c) {
+    for (int i = 0; i < 20; i++) {
+        kiln_console_poll(c);
+        pause_ms(1);
+    }
+}
+
+START_TEST(a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_serves_on) {
+    int64_t n = 0;
+    for (;; n++) {
+        host h;
+        start(&h, "world = w w:component('Position', 'float x, y;') for i = 1, 5 do w:spawn{Position = {}} end");
+        char err[256];
+        kiln_console *c = kiln_console_open(h.L, &(kiln_console_desc){.token = token}, err, sizeof err);
+        ck_assert_msg(c != NULL, "%s", err);
+        int fd = connect_port(kiln_console_port(c));
+        ck_assert_int_ge(fd, 0);
+        char lines[128];
+        snprintf(lines, sizeof lines, "token %s\nreturn world:count() * 7\n", token);
+        send_text(fd, lines);
+        pause_ms(2);
+        h.lua_mem.left = n;
+        serve(c);
+        h.lua_mem.left = -1;
+        char got[4096];
+        bool closed = read_frames(fd, got, sizeof got);
+        close(fd);
+        bool whole = strcmp(got, "ok:|ok:35|") == 0;
+        /* short of that: signed in and the statement refused for memory, or not signed in
+         * and closed with the reason */
+        ck_assert_msg(whole || (strncmp(got, "ok:|error:", 10) == 0 && strstr(got, "memory")) ||
+                          (closed && strstr(got, "error:console: the game cannot make a session")),
+                      "refused after %lld grants: %s%s", (long long)n, got, closed ? " (closed)" : "");
+        /* with memory back, a new client is served */
+        fd = connect_port(kiln_console_port(c));
+        ck_assert_int_ge(fd, 0);
+        snprintf(lines, sizeof lines, "token %s\nreturn 6 * 7\n", token);
+        send_text(fd, lines);
+        serve(c);
+        read_frames(fd, got, sizeof got);
+        close(fd);
+        ck_assert_msg(strcmp(got, "ok:|ok:42|") == 0, "after %lld grants, the next client got %s", (long long)n, got);
+        kiln_console_close(c);
+        stop(&h);
+        if (whole) break;
+    }
+    ck_assert_int_gt(n, 3);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("console_lua_memory");
+    TCase *tc = tcase_create("memory");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_serves_on);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
