@@ -1,5 +1,6 @@
 /* compat.h: the Lua 5.4 C API the binding uses, mapped onto LuaJIT 2.1 (5.1 plus its 5.2
- * extensions) when built against LuaJIT; under Lua 5.4 it defines nothing but KLUA_LUAJIT 0. */
+ * extensions) when built against LuaJIT; under Lua 5.4 it defines KLUA_LUAJIT 0, the two
+ * protected-call helpers below and the LuaJIT hooks as no-ops. */
 #ifndef KLUA_COMPAT_H
 #define KLUA_COMPAT_H
 
