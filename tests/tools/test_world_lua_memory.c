@@ -114,7 +114,11 @@ START_TEST(a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_
         host h;
         /* the system queues three spawns (one through a buffer), an add, a link and an
          * emit, and writes through views: a failed run lands none of its queue */
-        start(&h, "w:component('Position', 'float x, y;') w:component('Tag', 'int32_t v;') w:event('Hit', 'int32_t n;')\n"
+        /* LuaJIT: the interpreter only. With its trace compiler on, this sweep crashed inside
+         * LuaJIT in 4-7 of 10 runs (a fault in libluajit, no kiln frame on the stack; none
+         * in 16 runs with it off): left open, see testing.md */
+        start(&h, "if jit then jit.off() jit.flush() end\n"
+                  "w:component('Position', 'float x, y;') w:component('Tag', 'int32_t v;') w:event('Hit', 'int32_t n;')\n"
                   "for i = 1, 3 do w:spawn{Position = {x = i}} end runs = 0 q = w:query{'Position'}\n"
                   "w:system{name = 'sys', writes = {'Position', 'Tag', 'Parent'}, run = function(w)\n"
                   "  local a = w:spawn{Position = {x = 9}} w:spawn{Tag = {v = 1}} w:add(a, 'Tag', {v = 2})\n"
