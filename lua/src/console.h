@@ -10,11 +10,17 @@
 #include "klua.h"
 
 /* ---- console_budget.c: one statement's budget ------------------------------------------
- * While a statement runs, a count hook charges its instructions and a wall clock; the C
- * functions that can run long on one call (string.rep, the pattern functions, table.concat,
- * sort, move, insert, remove) are swapped for wrappers that charge their worst case before
- * they run, and debug.sethook is refused. Once spent, the budget stays spent: the hook fires
- * at every instruction and raises until control is back in the console. */
+ * While a statement runs, a count hook charges its instructions and a wall clock, and a call
+ * hook charges the C functions that can run long on one call (string.rep, the pattern
+ * functions, table.concat, sort, move, insert, remove) their worst case before they run,
+ * known by identity however the statement reaches them; debug.sethook is refused. Once
+ * spent, the budget stays spent: the hook fires at every instruction and raises until
+ * control is back in the console. */
+enum {
+    KLUA_BUDGET_KINDS = 15, /* the library functions the budget knows (console_budget.c) */
+    KLUA_BUDGET_IDS = 4,    /* identities learnt of each: the first the libraries held, and
+                             * what statements put there since */
+};
 typedef struct klua_budget {
     int64_t limit;    /* instructions per statement */
     int64_t left;     /* instructions (or charged C steps) still allowed */
@@ -23,6 +29,7 @@ typedef struct klua_budget {
     bool active;      /* a statement is running under this budget */
     bool spent;
     char reason[160]; /* why it was spent: every raise after the first repeats it */
+    const void *known[KLUA_BUDGET_KINDS][KLUA_BUDGET_IDS]; /* lua_topointer of each, NULL: none */
 } klua_budget;
 
 /* Runs feed(session, line) under a budget: the arguments are the feed function, the

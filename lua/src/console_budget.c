@@ -11,6 +11,9 @@
 
 enum {
     HOOK_COUNT = 100,             /* instructions between two checks of the budget */
+    /* counted instructions, and every call: the C functions that can run long on one call
+     * are charged before they run (Lua 5.4 reports tail calls under LUA_MASKCALL too) */
+    BUDGET_MASK = LUA_MASKCOUNT | LUA_MASKCALL,
 };
 
 static const char BUDGET_KEY = 0; /* registry: light userdata of the klua_budget */
@@ -60,14 +63,15 @@ static KLUA_NORETURN void exhaust(lua_State *L, klua_budget *b, const char *why)
     }
     b->left = 0;
     b->spent = true;
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
+    lua_sethook(L, budget_hook, BUDGET_MASK, 1);
     lua_pushstring(L, b->reason);
     lua_error(L);
     for (;;) {}
 }
 
+static void on_call(lua_State *L, klua_budget *b, lua_Debug *ar);
+
 static void budget_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
     klua_budget *b = current(L);
     if (!b) {
         /* a coroutine made by a statement, resumed after it: the budget is not its business */
@@ -75,6 +79,10 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
         return;
     }
     if (b->spent) exhaust(L, b, NULL);
+    if (ar->event != LUA_HOOKCOUNT) {
+        on_call(L, b, ar);
+        return;
+    }
     b->left -= lua_gethookcount(L);
     if (b->left <= 0) exhaust(L, b, NULL);
     if (klua_console_now() > b->deadline) {
@@ -84,14 +92,14 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     }
 }
 
-/* ---- wrapped library functions ---------------------------------------------------------- */
+/* ---- charged library functions --------------------------------------------------------- */
 
-typedef klua_costly wrapped;
+typedef klua_costly charged;
 
 static const struct {
     const char *lib, *name;
-    wrapped kind;
-} WRAPPED[] = {
+    charged kind;
+} CHARGED[] = {
     {LUA_STRLIBNAME, "rep", KLUA_COST_REP},       {LUA_STRLIBNAME, "find", KLUA_COST_FIND},
     {LUA_STRLIBNAME, "match", KLUA_COST_MATCH},   {LUA_STRLIBNAME, "gmatch", KLUA_COST_GMATCH},
     {LUA_STRLIBNAME, "gsub", KLUA_COST_GSUB},     {LUA_TABLIBNAME, "concat", KLUA_COST_CONCAT},
@@ -99,15 +107,64 @@ static const struct {
     {LUA_TABLIBNAME, "insert", KLUA_COST_INSERT}, {LUA_TABLIBNAME, "remove", KLUA_COST_REMOVE},
     {LUA_DBLIBNAME, "sethook", KLUA_COST_SETHOOK},   {LUA_GNAME, "setmetatable", KLUA_COST_SETMETATABLE},
     {LUA_DBLIBNAME, "setmetatable", KLUA_COST_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", KLUA_COST_RESUME},
+    {"jit", "on", KLUA_COST_JIT_ON}, /* LuaJIT */
 };
-enum { WRAPPED_COUNT = sizeof WRAPPED / sizeof WRAPPED[0] };
+enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
+_Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
 
-/* The calls that would take the statement out of its budget: changing the hook; a __gc
- * finalizer (Lua runs finalizers with hooks off); resuming a coroutine made before the
- * statement, which has no hook yet (it gets the budget's). */
-static void guard(lua_State *L, klua_budget *b, wrapped kind) {
+static const char KNOWN_KEY = 0; /* registry: the functions known, kept alive (LuaJIT: their
+                                  * identity is their address) */
+
+/* The kind of the function whose identity is id, or -1. */
+static int kind_of(const klua_budget *b, const void *id) {
+    for (int k = 0; k < CHARGED_COUNT; k++)
+        for (int i = 0; i < KLUA_BUDGET_IDS && b->known[k][i]; i++)
+            if (b->known[k][i] == id) return k;
+    return -1;
+}
+
+/* Learns the C functions the libraries hold now (the standard ones: no upvalues) by their
+ * identity, so that every call of one is charged however the statement reaches it: through
+ * the library, a local the game kept, an upvalue, a C frame's slot. The libraries are left
+ * as they are. Called before each statement; what a statement changed in a library is
+ * learnt too, up to KLUA_BUDGET_IDS functions a kind. */
+static void learn(lua_State *L, klua_budget *b) {
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    int loaded = lua_gettop(L);
+    for (int k = 0; k < CHARGED_COUNT; k++) {
+        lua_settop(L, loaded);
+        lua_pushstring(L, CHARGED[k].lib);
+        if (lua_rawget(L, loaded) != LUA_TTABLE) continue;
+        lua_pushstring(L, CHARGED[k].name);
+        lua_rawget(L, -2);
+        if (!lua_iscfunction(L, -1) || lua_getupvalue(L, -1, 1)) continue;
+        const void *id = lua_topointer(L, -1);
+        int i = 0;
+        while (i < KLUA_BUDGET_IDS && b->known[k][i] && b->known[k][i] != id) i++;
+        if (i == KLUA_BUDGET_IDS || b->known[k][i]) continue;
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY);
+        if (!lua_istable(L, -1)) {
+            lua_pop(L, 1);
+            lua_newtable(L);
+            lua_pushvalue(L, -1);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY);
+        }
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        b->known[k][i] = id;
+    }
+    lua_settop(L, loaded - 1);
+}
+
+/* The calls that would take the statement out of its budget: changing the hook; turning
+ * LuaJIT's compiler on (compiled code calls no hook); a __gc finalizer (Lua runs finalizers
+ * with hooks off); resuming a coroutine made before the statement, which has no hook yet
+ * (it gets the budget's). */
+static void guard(lua_State *L, klua_budget *b, charged kind) {
     if (kind == KLUA_COST_SETHOOK)
         luaL_error(L, "debug.sethook is not available in the console (the statement budget owns the hook)");
+    if (kind == KLUA_COST_JIT_ON)
+        luaL_error(L, "jit.on is not available in the console (compiled code runs outside the statement budget)");
     if ((kind == KLUA_COST_SETMETATABLE || kind == KLUA_COST_DEBUG_SETMETATABLE) && lua_type(L, 2) == LUA_TTABLE) {
         lua_pushstring(L, "__gc");
         bool gc = lua_rawget(L, 2) != LUA_TNIL;
@@ -118,129 +175,57 @@ static void guard(lua_State *L, klua_budget *b, wrapped kind) {
     }
     if (kind == KLUA_COST_RESUME && lua_type(L, 1) == LUA_TTHREAD) {
         lua_State *co = lua_tothread(L, 1);
-        if (lua_gethook(co) == NULL) lua_sethook(co, budget_hook, LUA_MASKCOUNT, b->spent ? 1 : HOOK_COUNT);
+        if (lua_gethook(co) == NULL) lua_sethook(co, budget_hook, BUDGET_MASK, b->spent ? 1 : HOOK_COUNT);
     }
 }
 
-/* The wrapper: upvalue 1 a userdata holding the C function it stands for (so that
- * debug.getupvalue hands out nothing callable), upvalue 2 its kind. Under LuaJIT the
- * userdata holds the function as its user value: LuaJIT's library functions are fast
- * functions, whose C pointer is no lua_CFunction to call (and some have none). */
-static int wrapper(lua_State *L) {
-    lua_Integer k = lua_tointeger(L, lua_upvalueindex(2));
-#if KLUA_LUAJIT
-    bool intact = lua_type(L, lua_upvalueindex(1)) == LUA_TUSERDATA &&
-                  lua_getiuservalue(L, lua_upvalueindex(1), 1) == LUA_TFUNCTION;
-    if (intact) lua_pop(L, 1);
-#else
-    lua_CFunction *original = lua_touserdata(L, lua_upvalueindex(1));
-    bool intact = original && *original && lua_rawlen(L, lua_upvalueindex(1)) == sizeof *original;
-#endif
-    if (k < 0 || k >= WRAPPED_COUNT || !intact)
-        return luaL_error(L, "console: a wrapped library function was tampered with");
-    wrapped kind = (wrapped)k;
-    klua_budget *b = current(L);
-    const char *name = WRAPPED[kind].name;
-    const char *lib = WRAPPED[kind].lib;
-    if (b) {
-        guard(L, b, kind);
-        double steps, bytes;
-        klua_cost(L, kind, (double)b->left, &steps, &bytes);
-        char why[160];
-        if (bytes > KLUA_COST_RESULT_MAX) {
-            snprintf(why, sizeof why, "console: %s.%s could build %.3g bytes, more than one call may in the "
-                     "console (%.0f)", lib, name, bytes, KLUA_COST_RESULT_MAX);
-            return luaL_error(L, "%s", why);
-        }
-        double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
-        if (cost > (double)b->left) {
-            snprintf(why, sizeof why, "console: %s.%s could take %.3g steps, past what is left of the "
-                     "statement's instruction budget", lib, name, cost);
-            return luaL_error(L, "%s", why);
-        }
-        b->left -= (int64_t)cost;
+/* Charges the call of kind about to run (its arguments from index 1) its worst case, or
+ * raises when that does not fit. */
+static void charge(lua_State *L, klua_budget *b, charged kind) {
+    guard(L, b, kind);
+    double steps, bytes;
+    klua_cost(L, kind, (double)b->left, &steps, &bytes);
+    const char *name = CHARGED[kind].name, *lib = CHARGED[kind].lib;
+    char why[160]; /* lua_pushfstring knows no %g precision */
+    if (bytes > KLUA_COST_RESULT_MAX) {
+        snprintf(why, sizeof why, "console: %s.%s could build %.3g bytes, more than one call may in the "
+                 "console (%.0f)", lib, name, bytes, KLUA_COST_RESULT_MAX);
+        luaL_error(L, "%s", why);
     }
-#if KLUA_LUAJIT
-    lua_getiuservalue(L, lua_upvalueindex(1), 1);
-#else
-    lua_pushcfunction(L, *original);
-#endif
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
+    double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
+    if (cost > (double)b->left) {
+        snprintf(why, sizeof why, "console: %s.%s could take %.3g steps, past what is left of the "
+                 "statement's instruction budget", lib, name, cost);
+        luaL_error(L, "%s", why);
+    }
+    b->left -= (int64_t)cost;
+}
+
+/* A call about to run: a known C function is charged; a C function holding a coroutine as
+ * its first upvalue (what coroutine.wrap makes, perhaps before the statement) gets the
+ * budget's hook into that coroutine before it resumes it. */
+static void on_call(lua_State *L, klua_budget *b, lua_Debug *ar) {
+    if (!lua_getinfo(L, "f", ar)) return;
+    int kind = -1;
+    if (lua_iscfunction(L, -1)) {
+        kind = kind_of(b, lua_topointer(L, -1));
+        if (lua_getupvalue(L, -1, 1)) {
+            lua_State *co = lua_tothread(L, -1);
+            if (co && lua_gethook(co) == NULL) lua_sethook(co, budget_hook, BUDGET_MASK, b->spent ? 1 : HOOK_COUNT);
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    if (kind >= 0) charge(L, b, (charged)kind);
 }
 
 /* ---- one statement ------------------------------------------------------------------------ */
 
-enum { ARG_FEED = 1, ARG_SESSION, ARG_LINE, ARG_LENGTH, ARG_BUDGET, SLOT_PRINT, SLOT_SAVED };
-
-/* Swaps each library function (a C function) for a wrapper; the saved table holds, for entry
- * k of WRAPPED, the original at 2k+1 and the wrapper at 2k+2. */
-static void swap_in(lua_State *L, int saved) {
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    int top = lua_gettop(L) + 1; /* where each library table goes */
-    for (int k = 0; k < WRAPPED_COUNT; k++) {
-        lua_settop(L, top - 1);
-        lua_pushstring(L, WRAPPED[k].lib);
-        if (lua_rawget(L, -2) != LUA_TTABLE) continue;
-        lua_pushstring(L, WRAPPED[k].name);
-        lua_rawget(L, -2);
-        /* only a C function without upvalues (the standard ones) can be called from its pointer */
-        if (!lua_iscfunction(L, -1) || lua_tocfunction(L, -1) == wrapper || lua_getupvalue(L, -1, 1)) {
-            lua_settop(L, top);
-            continue;
-        }
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, saved, 2 * k + 1);
-#if KLUA_LUAJIT
-        lua_newuserdatauv(L, 1, 1);
-        lua_insert(L, -2);
-        lua_setiuservalue(L, -2, 1);
-#else
-        lua_CFunction fn = lua_tocfunction(L, -1);
-        lua_pop(L, 1);
-        lua_CFunction *box = lua_newuserdatauv(L, sizeof *box, 0);
-        *box = fn;
-#endif
-        lua_pushinteger(L, k);
-        lua_pushcclosure(L, wrapper, 2);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, saved, 2 * k + 2);
-        lua_pushstring(L, WRAPPED[k].name);
-        lua_insert(L, -2);
-        lua_rawset(L, -3);
-    }
-    lua_settop(L, top - 2);
-}
-
-/* Puts back each original whose wrapper is still in place (a statement that replaced the
- * function keeps its own). Writes existing keys only, so it cannot fail. */
-static void swap_out(lua_State *L, int saved) {
-    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    for (int k = 0; k < WRAPPED_COUNT; k++) {
-        if (lua_rawgeti(L, saved, 2 * k + 2) == LUA_TNIL) {
-            lua_pop(L, 1);
-            continue;
-        }
-        lua_pushstring(L, WRAPPED[k].lib);
-        if (lua_rawget(L, -3) == LUA_TTABLE) {
-            lua_pushstring(L, WRAPPED[k].name);
-            lua_rawget(L, -2);
-            if (lua_rawequal(L, -1, -3)) {
-                lua_pushstring(L, WRAPPED[k].name);
-                lua_rawgeti(L, saved, 2 * k + 1);
-                lua_rawset(L, -4);
-            }
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 2);
-    }
-    lua_pop(L, 1);
-}
+enum { ARG_FEED = 1, ARG_SESSION, ARG_LINE, ARG_LENGTH, ARG_BUDGET, SLOT_PRINT };
 
 /* Runs feed(session, line) with the budget armed; returns the pcall status with the two
  * results (or the message) on top. */
-static int run_armed(lua_State *L, klua_budget *b, int saved, const char *line, size_t n) {
+static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
     /* the budget registered before (another console's statement may be running: this one was
      * polled from it) is registered again after, or that statement would run on unbudgeted */
     lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
@@ -255,18 +240,16 @@ static int run_armed(lua_State *L, klua_budget *b, int saved, const char *line, 
     klua_compat_budget_jit_off(L); /* LuaJIT: the JIT off even if the game turned it on */
     lua_Hook old_hook = lua_gethook(L);
     int old_mask = lua_gethookmask(L), old_count = lua_gethookcount(L);
-    swap_in(L, saved);
     lua_pushvalue(L, ARG_FEED);
     lua_pushvalue(L, ARG_SESSION);
     lua_pushlstring(L, line, n);
-    lua_sethook(L, budget_hook, LUA_MASKCOUNT, HOOK_COUNT);
+    lua_sethook(L, budget_hook, BUDGET_MASK, HOOK_COUNT);
     int status = lua_pcall(L, 2, 2, 0);
     lua_sethook(L, old_hook, old_mask, old_count);
     b->active = false;
     if (before) lua_pushlightuserdata(L, before);
     else lua_pushnil(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY); /* the key exists: no allocation */
-    swap_out(L, saved);
     return status;
 }
 
@@ -279,8 +262,8 @@ int klua_budget_feed(lua_State *L) {
     lua_pushstring(L, "print");
     lua_rawget(L, -2);
     lua_remove(L, -2); /* SLOT_PRINT */
-    lua_createtable(L, 2 * WRAPPED_COUNT, 0); /* SLOT_SAVED */
-    int status = run_armed(L, b, SLOT_SAVED, line, n);
+    learn(L, b);
+    int status = run_armed(L, b, line, n);
     if (status == LUA_OK) {
         if (lua_type(L, -2) != LUA_TSTRING) {
             lua_pushliteral(L, "error");
@@ -305,7 +288,7 @@ int klua_budget_feed(lua_State *L) {
     lua_pushvalue(L, SLOT_PRINT);
     lua_rawset(L, -3);
     lua_pop(L, 1);
-    if (run_armed(L, b, SLOT_SAVED, ":reset", 6) == LUA_OK) lua_pop(L, 2);
+    if (run_armed(L, b, ":reset", 6) == LUA_OK) lua_pop(L, 2);
     else lua_pop(L, 1);
     lua_pushliteral(L, "error");
     lua_pushvalue(L, message);

@@ -173,8 +173,10 @@ static double raw_len(lua_State *L, int idx) {
     return lua_type(L, idx) == LUA_TTABLE ? (double)lua_rawlen(L, idx) : 0;
 }
 
+/* A number argument as the library reads it: a string that reads as a number counts
+ * ("1e9" repeats a string 1e9 times); converting it leaves the argument as it is. */
 static double int_arg(lua_State *L, int idx, double dflt) {
-    if (lua_type(L, idx) != LUA_TNUMBER) return dflt;
+    if (!lua_isnumber(L, idx)) return dflt;
     return lua_tonumber(L, idx);
 }
 

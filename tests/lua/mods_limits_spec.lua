@@ -41,6 +41,20 @@ for i = 1, 1e9 do collectgarbage() end
     end)
 end)
 
+describe("a mod's C library calls", function()
+    after_each(M.cleanup)
+
+    it("are charged a count given as text as the number the library reads", function()
+        -- 50 MB fits the memory limit and the one-call cap: only the charge refuses it, before it runs
+        local dir = M.folder()
+        local w, mods = M.host({instructions = 200000, memory = 268435456})
+        local info, err = mods:load(M.write(dir, "texty.lua", 'big = #string.rep("x", "50000000")\n'))
+        assert.is_nil(info)
+        assert.truthy(err:find("mod 'texty': .*string.rep could take .* steps, past what is left of the budget"), err)
+        assert.is_nil(next(mods:list()))
+    end)
+end)
+
 describe("a host function granted to mods", function()
     after_each(M.cleanup)
 
