@@ -334,7 +334,7 @@ START_TEST(the_token_file_is_the_users_alone_and_signs_a_client_in) {
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0600);
     ck_assert_int_eq(st.st_uid, getuid());
-    char token[300] = "", line[320];
+    char token[300] = "", line[340];
     f = fopen(path, "r");
     ck_assert_ptr_nonnull(fgets(token, sizeof token, f));
     fclose(f);
