@@ -13,9 +13,9 @@
  * While a statement runs, a count hook charges its instructions and a wall clock, and a call
  * hook charges the C functions that can run long on one call (string.rep, the pattern
  * functions, table.concat, sort, move, insert, remove) their worst case before they run,
- * known by identity however the statement reaches them; debug.sethook is refused. Once
- * spent, the budget stays spent: the hook fires at every instruction and raises until
- * control is back in the console. */
+ * known by identity however the statement reaches them; debug.sethook and (LuaJIT) jit.on
+ * are refused. Once spent, the budget stays spent: the hook fires at every instruction and
+ * raises until control is back in the console. */
 enum {
     KLUA_BUDGET_KINDS = 15, /* the library functions the budget knows (console_budget.c) */
     KLUA_BUDGET_IDS = 4,    /* identities learnt of each: the first the libraries held, and
