@@ -92,6 +92,20 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     }
 }
 
+const char *klua_console_overdue(lua_State *L) {
+    klua_budget *b = current(L);
+    if (!b) return NULL;
+    if (!b->spent) {
+        if (klua_console_now() <= b->deadline) return NULL;
+        snprintf(b->reason, sizeof b->reason, "console: the statement ran past its time limit (%d ms)",
+                 b->statement_ms);
+        b->left = 0;
+        b->spent = true;
+        lua_sethook(L, budget_hook, BUDGET_MASK, 1);
+    }
+    return b->reason;
+}
+
 /* ---- charged library functions --------------------------------------------------------- */
 
 typedef klua_costly charged;

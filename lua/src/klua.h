@@ -487,6 +487,12 @@ typedef enum klua_costly {
  * at worst; left is what the caller's budget has left (a long concat is refused early). */
 KLUA_HIDDEN void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, double *bytes);
 
+/* ---- console_budget.c, seen from the world's methods ----
+ * The reason a console statement running on L is out of time (its budget then spent: the
+ * statement raises it at its next instruction), or NULL when no statement runs or it has time
+ * left. A method whose one C call can run long (world:load) asks it as it goes. */
+KLUA_HIDDEN const char *klua_console_overdue(lua_State *L);
+
 /* ---- budget.c: the instruction budget of one entry into Lua code ----
  * While armed on a state, a count hook charges the instructions of every thread of that
  * state to kw; once spent it raises at every instruction until disarmed, so a pcall cannot

@@ -510,6 +510,7 @@ typedef struct load_ctx {
     int map;        /* the old -> new table, made in on_ready with room for every entity */
     int host;       /* the saved Lua resources (nil until on_host decodes them) */
     int resources;  /* on_ready: the world's Lua resources with the saved ones merged in */
+    const char *overdue; /* why the load was stopped (a console statement out of time) */
 } load_ctx;
 
 /* Sets into the table made with room for it: no allocation, so no error while the load lands. */
@@ -570,6 +571,14 @@ static bool on_ready(void *ud, int64_t entities, char *why, size_t why_size) {
     return true;
 }
 
+/* A console statement's time limit holds inside the load's reading too (a large JSON text
+ * takes seconds to read). Allocates nothing: it only reads the registry. */
+static bool on_keep_going(void *ud) {
+    load_ctx *lc = ud;
+    lc->overdue = klua_console_overdue(lc->L);
+    return lc->overdue == NULL;
+}
+
 static bool looks_like_data(const char *s, size_t n) {
     if (n >= 8 && memcmp(s, "KILNSAVE", 8) == 0) return true;
     size_t i = 0;
@@ -603,12 +612,13 @@ static int w_load(lua_State *L) {
         lua_pushnil(L);
         lua_replace(L, slot);
     }
-    load_ctx lc = {L, kw, 4, 5, 6};
+    load_ctx lc = {L, kw, 4, 5, 6, NULL};
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
-                        .ready = on_ready, .ud = &lc};
+                        .ready = on_ready, .ud = &lc, .keep_going = on_keep_going};
     kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
+    if (r != KILN_OK && lc.overdue) klua_fail(L, fname, "%s", lc.overdue);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     /* the saved Lua resources join the world's: the merged table takes the place of its own
      * (raw, as on_ready found the state: no Lua has run since, and nothing here may raise) */

@@ -361,3 +361,91 @@ KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) 
     ck_assert_int_eq(kiln_entity_count(w), 0);
     kiln_world_destroy(w);
 }
+
+/* ---- a caller that may stop a load (kiln_load_desc.keep_going) ---------------------------- */
+
+typedef struct asker {
+    int calls, stop_at; /* stop_at: the call that answers false (0: none) */
+} asker;
+
+static bool ask(void *ud) {
+    asker *a = ud;
+    return ++a->calls != a->stop_at;
+}
+
+/* A save of n entities with a position each (a JSON text past 64 KiB for n in the thousands). */
+static void many(int n, kiln_persist_format f, pf_bytes *dest) {
+    pf_world a;
+    pf_open(&a, false);
+    for (int i = 0; i < n; i++) {
+        pf_pos p = {(float)i, 0.5f * (float)i, 1};
+        ck_assert_int_eq(kiln_spawn_with(a.world, &a.pos, (const void *const[]){&p}, 1, NULL), KILN_OK);
+    }
+    pf_save(a.world, f, dest);
+    pf_close(&a);
+}
+
+/* Asked and always answered yes, the JSON loader reads the text in pieces: every cut of a
+ * save is refused with the same message as without the question, and the whole loads the same. */
+KILN_TEST_LOOP(hostile, a_load_asked_to_keep_going_reads_and_refuses_the_same, 0, 2) {
+    pf_bytes saved;
+    scene(_i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    target plain, asked;
+    target_open(&plain);
+    target_open(&asked);
+    asker a = {0, 0};
+    kiln_load_desc d = {.keep_going = ask, .ud = &a};
+    for (size_t len = 0; len <= saved.size; len++) {
+        kiln_result r1 = kiln_load(plain.w.world, saved.data, len, NULL);
+        char plain_error[512];
+        snprintf(plain_error, sizeof plain_error, "%s", kiln_world_error(plain.w.world));
+        kiln_result r2 = kiln_load(asked.w.world, saved.data, len, &d);
+        ck_assert_int_eq(r1, r2);
+        if (r1 != KILN_OK) ck_assert_str_eq(kiln_world_error(asked.w.world), plain_error);
+    }
+    ck_assert_int_eq(kiln_world_hash(plain.w.world), kiln_world_hash(asked.w.world));
+    ck_assert_int_gt(a.calls, 0);
+    pf_bytes_free(&saved);
+    pf_close(&plain.w);
+    pf_close(&asked.w);
+}
+
+/* Told to stop at any of its questions, a load stops there with KILN_ERR_LIMIT, saying how far
+ * it read, and the world is as it was; a JSON save is asked while its text is read (every
+ * 64 KiB), while its entities are (every 4096), and once before it lands. */
+KILN_TEST_LOOP(hostile, a_load_told_to_stop_stops_before_anything_lands, 0, 2) {
+    pf_bytes saved;
+    many(20000, _i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    target t;
+    target_open(&t);
+    asker count = {0, 0};
+    kiln_load_desc d = {.keep_going = ask, .ud = &count};
+    pf_world fresh;
+    pf_open(&fresh, false);
+    ck_assert_int_eq(kiln_load(fresh.world, saved.data, saved.size, &d), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(fresh.world), 20000);
+    pf_close(&fresh);
+    int text = 0, entities = 0, last = 0;
+    for (int k = 1; k <= count.calls; k++) {
+        asker a = {0, k};
+        d.ud = &a;
+        ck_assert_int_eq(kiln_load(t.w.world, saved.data, saved.size, &d), KILN_ERR_LIMIT);
+        const char *e = kiln_world_error(t.w.world);
+        ck_assert_msg(strncmp(e, "kiln_load: stopped by the caller after ", 39) == 0, "%s", e);
+        if (strstr(e, "entities")) entities++;
+        else if (k < count.calls) text++;
+        else last++;
+        char context[32];
+        snprintf(context, sizeof context, "stopped at question %d", k);
+        assert_untouched(&t, context);
+    }
+    ck_assert_int_eq(last, 1); /* the question before it lands, with all the bytes read */
+    if (_i) {
+        ck_assert_int_ge(text, (int)(saved.size / (64 << 10)) - 1);
+        ck_assert_int_eq(entities, 20000 / 4096);
+    } else {
+        ck_assert_int_eq(count.calls, 1); /* binary: read in one pass, asked once */
+    }
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}

@@ -200,12 +200,47 @@ START_TEST(a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits
 }
 END_TEST
 
+/* One world:load of tens of megabytes of JSON (seconds of reading) stops at the statement's
+ * time limit inside the load, not after it: the load asks as it reads. */
+START_TEST(one_long_load_stops_at_the_statements_time_limit) {
+    game *g = start_game((kiln_console_desc){.statement_ms = 300});
+    ck_assert_int_eq(luaL_dostring(g->L, "big = '{\"kiln\": 1, \"tick\": 0, \"components\": [], \"entities\": [' .. "
+                                         "('{\"id\": 4294967296, \"components\": {}}, '):rep(1000000) .. "
+                                         "'{\"id\": 4294967297, \"components\": {}}]}'"),
+                     LUA_OK);
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    double t0 = now_ms();
+    const char *a = run(g, fd, "world:load(big)");
+    double took = now_ms() - t0;
+    ck_assert_msg(strcmp(a, "error:console: the statement ran past its time limit (300 ms)") == 0, "%s", a);
+    ck_assert_msg(took < 3000, "the statement ran %.0f ms past a 300 ms limit", took);
+    ck_assert_str_eq(world_state(g), before);
+    /* the load stopped part way through the text (not after reading it all, then refusing) */
+    lua_getglobal(g->L, "world");
+    const char *e = kiln_world_error(kiln_lua_check_world(g->L, -1));
+    unsigned long long read = 0, size = 0;
+    ck_assert_msg(sscanf(e, "kiln_load: stopped by the caller after %llu of %llu bytes", &read, &size) == 2, "%s", e);
+    ck_assert_msg(read < size, "%s", e);
+    lua_pop(g->L, 1);
+    /* outside a statement the same load reads to its end, and refuses the repeated handle */
+    ck_assert_int_eq(luaL_dostring(g->L, "local ok, e = pcall(world.load, world, big) return e"), LUA_OK);
+    ck_assert_msg(strstr(lua_tostring(g->L, -1), "appears twice"), "%s", lua_tostring(g->L, -1));
+    lua_pop(g->L, 1);
+    ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was);
     tcase_add_test(tc, a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits);
+    tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
     suite_add_tcase(s, tc);
     return s;
 }

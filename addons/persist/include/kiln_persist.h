@@ -108,13 +108,22 @@ typedef bool (*kiln_load_host_fn)(void *ud, const void *data, size_t size, char 
  * follows (room for the map of new handles) does it here, where failing still costs nothing. */
 typedef bool (*kiln_load_ready_fn)(void *ud, int64_t entity_count, char *why, size_t why_size);
 
+/* Asked while a load reads its input, before anything lands: after every 64 KiB of JSON text
+ * and every 4096 entities read, and once before the load lands. Returning false stops the
+ * load with KILN_ERR_LIMIT and "kiln_load: stopped by the caller after N of M bytes" (or
+ * "... after N of M entities"), the world untouched. For a caller with a time limit (a console
+ * statement): the reading, which takes most of a large JSON load's time, can then be cut
+ * short; the landing itself is not. */
+typedef bool (*kiln_load_continue_fn)(void *ud);
+
 typedef struct kiln_load_desc {
     bool skip_unknown;               /* skip components and fields the world does not know */
     const kiln_persist_codec *codec; /* for components saved through a codec */
     kiln_load_map_fn mapped;         /* optional */
     kiln_load_host_fn host;          /* optional; NULL ignores host bytes */
-    void *ud;                        /* handed to mapped, host and ready */
+    void *ud;                        /* handed to mapped, host, ready and keep_going */
     kiln_load_ready_fn ready;        /* optional */
+    kiln_load_continue_fn keep_going; /* optional */
 } kiln_load_desc;
 
 /* Loads size bytes at data (either format, told apart by their first bytes) into world,

@@ -19,6 +19,9 @@ typedef struct jr {
     pz_schema_names names;
 } jr;
 
+/* How often a load with keep_going asks its caller (kiln_persist.h). */
+enum { ASK_EVERY_BYTES = 64 << 10, ASK_EVERY_ENTITIES = 4096 };
+
 static void *arena(jr *j, size_t size) {
     void *p = pz_alloc(&j->doc->arena, size);
     if (!p && j->js.r == KILN_OK) j->js.r = kl_fail(j->js.world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
@@ -285,6 +288,10 @@ static bool fill_groups(jr *j, const json_t *ents, const uint32_t *group_of) {
     }
     int64_t *row = arena(j, sizeof(int64_t) * ((size_t)doc->group_count + 1));
     for (size_t i = 0; i < n && row; i++) {
+        if (i % ASK_EVERY_ENTITIES == ASK_EVERY_ENTITIES - 1 && !pz_keep_going(j->js.world, doc, i, n, "entities")) {
+            j->js.r = KILN_ERR_LIMIT;
+            return false;
+        }
         pz_group *gr = &doc->groups[group_of[i]];
         int64_t r = row[group_of[i]]++;
         const json_t *ent = json_array_get(ents, i);
@@ -392,9 +399,44 @@ static bool document(jr *j, const json_t *root) {
     return j->js.r == KILN_OK;
 }
 
+/* The text handed to jansson piece by piece, so that the caller is asked between pieces
+ * whether to keep going (jansson reads a whole document in one call otherwise). */
+typedef struct text_feed {
+    kiln_world *world;
+    const pz_doc *doc;
+    const uint8_t *data;
+    size_t size, at, asked_at;
+    bool stopped;
+} text_feed;
+
+static size_t feed(void *buffer, size_t length, void *ud) {
+    text_feed *f = ud;
+    if (f->at - f->asked_at >= ASK_EVERY_BYTES) {
+        f->asked_at = f->at;
+        if (!pz_keep_going(f->world, f->doc, f->at, f->size, "bytes")) {
+            f->stopped = true;
+            return (size_t)-1; /* jansson's read error: the parse ends */
+        }
+    }
+    size_t n = f->size - f->at < length ? f->size - f->at : length;
+    memcpy(buffer, f->data + f->at, n);
+    f->at += n;
+    return n;
+}
+
 kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
     json_error_t err;
-    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+    json_t *root;
+    text_feed f = {world, doc, data, size, 0, 0, false};
+    if (doc->desc && doc->desc->keep_going) {
+        root = json_load_callback(feed, &f, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+        if (f.stopped) {
+            json_decref(root);
+            return KILN_ERR_LIMIT;
+        }
+    } else {
+        root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+    }
     if (!root)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at line %d column %d (byte %d): %.120s",
                        err.line, err.column, err.position, err.text);

@@ -90,6 +90,7 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
     pz_doc doc;
     memset(&doc, 0, sizeof doc);
     doc.arena.alloc = &world->alloc;
+    doc.desc = desc;
     kiln_result r;
     if (size >= PZ_MAGIC_SIZE && memcmp(p, PZ_MAGIC, PZ_MAGIC_SIZE) == 0)
         r = pz_parse_binary(world, p, size, &doc);
@@ -98,9 +99,18 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
     else
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                     "kiln_load: at byte 0: neither a kiln save nor a JSON document");
+    if (r == KILN_OK && !pz_keep_going(world, &doc, (uint64_t)size, (uint64_t)size, "bytes"))
+        r = KILN_ERR_LIMIT;
     if (r == KILN_OK) r = pz_commit(world, &doc, desc);
     pz_arena_free(&doc.arena);
     return r;
+}
+
+bool pz_keep_going(kiln_world *world, const pz_doc *doc, uint64_t done, uint64_t total, const char *what) {
+    if (!doc->desc || !doc->desc->keep_going || doc->desc->keep_going(doc->desc->ud)) return true;
+    kl_fail(world, KILN_ERR_LIMIT, "kiln_load: stopped by the caller after %llu of %llu %s",
+            (unsigned long long)done, (unsigned long long)total, what);
+    return false;
 }
 
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc) {

@@ -181,7 +181,13 @@ typedef struct pz_doc {
     bool has_host;
     pz_omitted *omitted;        /* JSON: in file order */
     uint32_t omitted_count, omitted_cap;
+    const kiln_load_desc *desc; /* kiln_load: asked to keep going while the input is read */
 } pz_doc;
+
+/* False, with KILN_ERR_LIMIT and "kiln_load: stopped by the caller after <done> of <total>
+ * <what>" set, when the load's caller asks it to stop (kiln_load_desc.keep_going). */
+KL_HIDDEN bool pz_keep_going(kiln_world *world, const pz_doc *doc, uint64_t done, uint64_t total,
+                             const char *what);
 
 /* ---- schemas.c: a document's schemas by name (both loaders) ---- */
 typedef struct pz_schema_names {
