@@ -215,7 +215,7 @@ SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit
 ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed build-asan/tests/test_persist_lua_memory \
 	    build-asan/tests/test_commands_lua_memory build-asan/tests/test_world_lua_memory \
 	    build-asan/tests/test_mods_lua_memory build-asan/tests/test_console_lua_memory \
-	    build-asan/tests/test_console
+	    build-asan/tests/test_console build-asan/tests/test_console_persist
 test-asan:
 	$(SAN_BUILD) $(ASAN_BIN)
 	@scripts/run-tests.sh $(ASAN_BIN)
