@@ -61,9 +61,14 @@ KILN_TEST_LOOP(hostile, a_save_cut_at_any_byte_is_refused_and_the_world_is_untou
     pf_close(&t.w);
 }
 
-static bool ask_yes(void *ud) {
-    (void)ud;
-    return true;
+/* A caller that may stop a load (kiln_load_desc.keep_going): counts its questions. */
+typedef struct asker {
+    int calls, stop_at; /* stop_at: the call that answers false (0: none) */
+} asker;
+
+static bool ask(void *ud) {
+    asker *a = ud;
+    return ++a->calls != a->stop_at;
 }
 
 KILN_TEST_LOOP(hostile, flipped_bits_load_or_are_refused_leaving_the_world_untouched, 0, 2) {
@@ -88,7 +93,8 @@ KILN_TEST_LOOP(hostile, flipped_bits_load_or_are_refused_leaving_the_world_untou
         }
         /* the same into a twin asked to keep going (the JSON text then reaches jansson in
          * pieces): a refusal must read the same as without the question, a load land the same */
-        kiln_load_desc ask_d = {.keep_going = ask_yes};
+        asker yes = {0, 0};
+        kiln_load_desc ask_d = {.keep_going = ask, .ud = &yes};
         kiln_result asked = kiln_load(twin.w.world, copy, saved.size, &ask_d);
         kiln_result r = kiln_load(t.w.world, copy, saved.size, NULL);
         ck_assert_int_eq(asked, r);
@@ -380,15 +386,6 @@ KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) 
 }
 
 /* ---- a caller that may stop a load (kiln_load_desc.keep_going) ---------------------------- */
-
-typedef struct asker {
-    int calls, stop_at; /* stop_at: the call that answers false (0: none) */
-} asker;
-
-static bool ask(void *ud) {
-    asker *a = ud;
-    return ++a->calls != a->stop_at;
-}
 
 /* A save of n entities with a position each (a JSON text past 64 KiB for n in the thousands). */
 static void many(int n, kiln_persist_format f, pf_bytes *dest) {
