@@ -96,7 +96,7 @@ KILN_TEST(growth, a_value_read_from_the_growing_archetype_follows_its_column) {
     for (int i = 1; i < 200; i++) {
         const void *values[2] = {kiln_get(F.w, first, pos), kiln_get(F.w, first, vel)};
         kiln_entity e;
-        if (i == 64) { /* full: refuse the entity array, the last to grow (columns moved) */
+        if (i == 64) { /* full: refuse the fifth array, the last to grow (both columns moved) */
             uint64_t before = test_world_digest(F.w);
             test_allocator_fail_after(&F.alloc, 4);
             ck_assert_int_eq(kiln_spawn_with(F.w, list, values, 2, &e), KILN_ERR_OUT_OF_MEMORY);
@@ -192,4 +192,56 @@ KILN_TEST(growth, a_world_destroyed_after_a_partial_growth_frees_every_block_at_
     ck_assert_int_eq(F.alloc.bad_osize, 0);
     ck_assert_int_eq(F.alloc.live_blocks, 0);
     ck_assert_int_eq(LOG.destroyed, 8);
+}
+
+/* An allocator that logs each resize: the block it was given and the one it returned. */
+typedef struct order_log {
+    int32_t count;
+    uintptr_t in[16], out[16];
+} order_log;
+
+static void *order_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
+    order_log *log = ud;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    void *block = malloc(nsize);
+    if (!block || !ptr) return block;
+    memcpy(block, ptr, osize < nsize ? osize : nsize);
+    if (log->count < 16) {
+        log->in[log->count] = (uintptr_t)ptr;
+        log->out[log->count++] = (uintptr_t)block;
+    }
+    free(ptr);
+    return block;
+}
+
+/* Each growth takes the arrays in the reverse of the order before, so the array resized
+ * last (most likely the heap's last block, which the allocator can extend where it lies)
+ * is resized first the next time, and each after it can extend into the room the one
+ * before it left. */
+KILN_TEST(growth, each_growth_takes_the_arrays_in_the_reverse_of_the_last_order) {
+    order_log log = {0};
+    kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = order_fn, .alloc_ud = &log});
+    ck_assert_ptr_nonnull(w);
+    kiln_component list[2] = {test_register_position(w), test_register_velocity(w)};
+    const void *values[2] = {&(test_position){1, 2}, &(test_velocity){3, 4}};
+    uintptr_t before[16];
+    int32_t growths = 0;
+    for (int32_t i = 0; i < 300; i++) {
+        log.count = 0;
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(w, list, values, 2, &e), KILN_OK);
+        if (log.count == 0) continue;
+        ck_assert_int_eq(log.count, 5); /* two columns' ticks and values, the entities */
+        if (growths > 0)
+            for (int32_t k = 0; k < 5; k++)
+                ck_assert_msg(log.in[k] == before[4 - k], "growth %d: resize %d took another array",
+                              growths, k);
+        memcpy(before, log.out, sizeof before);
+        growths++;
+    }
+    ck_assert_int_eq(growths, 6); /* at 8, 16, 32, 64, 128 and 256 rows (the first allocates) */
+    kiln_world_destroy(w);
 }
