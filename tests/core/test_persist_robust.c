@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "persist_fixture.h"
 #include "test_registry.h"
@@ -379,10 +381,80 @@ KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) 
     ck_assert_str_eq(kiln_world_error(w), "kiln_instantiate_file: /dev/zero is not a regular file");
     ck_assert_int_eq(kiln_load_file(w, "/", NULL), KILN_ERR_INVALID_ARGUMENT); /* a folder */
     ck_assert_str_eq(kiln_world_error(w), "kiln_load_file: / is not a regular file");
+    /* a pipe no one writes to: opening it to read would wait for a writer for good */
+    char dir[] = "/tmp/kiln-pipe-XXXXXX", fifo[64], want[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/save.json", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *calls[3] = {"kiln_load_file", "kiln_prefab_load_file", "kiln_instantiate_file"};
+    for (int k = 0; k < 3; k++) {
+        kiln_result r = k == 0   ? kiln_load_file(w, fifo, NULL)
+                        : k == 1 ? kiln_prefab_load_file(w, fifo, &prefab)
+                                 : kiln_instantiate_file(w, fifo, NULL, &inst);
+        ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+        snprintf(want, sizeof want, "%s: %s is not a regular file", calls[k], fifo);
+        ck_assert_str_eq(kiln_world_error(w), want);
+    }
+    ck_assert_int_eq(unlink(fifo), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
     ck_assert_ptr_null(prefab);
     ck_assert_ptr_null(inst);
     ck_assert_int_eq(kiln_entity_count(w), 0);
     kiln_world_destroy(w);
+}
+
+/* The bytes of the file at path (at most size - 1, NUL-terminated), or -1. */
+static long slurp(const char *path, char *dest, size_t size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(dest, 1, size - 1, f);
+    fclose(f);
+    dest[n] = 0;
+    return (long)n;
+}
+
+/* kiln_save_file writes path.tmp, then renames it: whatever had that name is replaced, never
+ * written through. A link planted there to another file leaves that file as it was; a pipe
+ * planted there does not make the save wait for a reader. */
+KILN_TEST(hostile, a_file_save_writes_through_no_link_and_waits_on_no_pipe_at_its_temporary_name) {
+    pf_world t;
+    pf_open(&t, false);
+    pf_populate(&t);
+    int64_t entities = kiln_entity_count(t.world);
+    uint64_t hash = kiln_world_hash(t.world);
+    char dir[] = "/tmp/kiln-save-XXXXXX", path[64], tmp[72], victim[64], text[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/world.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("the victim's bytes", f);
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) ck_assert_int_eq(symlink(victim, tmp), 0);
+        else ck_assert_int_eq(mkfifo(tmp, 0600), 0);
+        ck_assert_int_eq(kiln_save_file(t.world, path, &(kiln_save_desc){.format = KILN_PERSIST_JSON}), KILN_OK);
+        ck_assert_int_eq(slurp(victim, text, sizeof text), 18);
+        ck_assert_str_eq(text, "the victim's bytes");
+        ck_assert_int_eq(access(tmp, F_OK), -1); /* renamed: nothing left at the name */
+        pf_world back;
+        pf_open(&back, k == 1);
+        ck_assert_int_eq(kiln_load_file(back.world, path, NULL), KILN_OK);
+        ck_assert_int_eq(kiln_entity_count(back.world), entities);
+        ck_assert_uint_eq(kiln_world_hash(back.world), hash);
+        pf_close(&back);
+    }
+    /* a folder at the name cannot be replaced: the save says so, and path is untouched */
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    ck_assert_int_eq(kiln_save_file(t.world, path, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strncmp(kiln_world_error(t.world), "kiln_save_file: cannot write ", 29) == 0, "%s",
+                  kiln_world_error(t.world));
+    ck_assert_int_eq(rmdir(tmp), 0);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(unlink(victim), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+    pf_close(&t);
 }
 
 /* ---- a caller that may stop a load (kiln_load_desc.keep_going) ---------------------------- */

@@ -3,12 +3,14 @@
  * it is read, and a refusal names the path of the value ("entities[2].components.Pos.x"). */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "scene_internal.h"
 
@@ -451,13 +453,22 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
 
 kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes) {
     if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: path is NULL", call);
-    FILE *f = fopen(path, "rb");
-    if (!f) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(errno));
-    /* a device or a pipe may never end (/dev/zero): only a file holds a save */
+    /* Opened without blocking: opening a pipe no one writes to would wait for good, and a
+     * terminal would become the process's own. Then a device or a pipe, which may never end
+     * (/dev/zero), is refused: only a file holds a save. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    int flags = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %.200s is not a regular file", call, path);
+    }
+    FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: cannot open %.200s: %s", call, path, strerror(e));
     }
     uint8_t chunk[1 << 14];
     size_t n;

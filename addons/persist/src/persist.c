@@ -1,8 +1,10 @@
 /* persist.c: the addon's entry points: kiln_save / kiln_load and their file forms pick the
  * format, run the plan or the parser, and own every byte they allocate for the call. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "persist_internal.h"
 #include "scene_internal.h"
@@ -64,17 +66,30 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: path is too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
+    /* The temporary file is made new: whatever had its name (a stale one, or a link or a pipe
+     * someone put there) is unlinked first, and O_EXCL refuses to follow a link made since,
+     * so the save never writes through a link into another file, nor waits on a pipe. */
+    if (unlink(tmp) != 0 && errno != ENOENT)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot write %.200s: %s", tmp,
                        strerror(errno));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot write %.200s: %s", tmp,
+                       strerror(e));
+    }
     kiln_result r = renamed(world, kiln_save(world, desc, file_write, f), "kiln_save", "kiln_save_file");
     if (fclose(f) != 0 && r == KILN_OK)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed", tmp);
     if (r == KILN_OK && rename(tmp, path) != 0)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot rename to %.200s: %s", path,
                     strerror(errno));
-    if (r != KILN_OK) remove(tmp);
+    if (r != KILN_OK) unlink(tmp);
     return r;
 }
 
