@@ -3,10 +3,12 @@
  * of its own with no library, a few instructions and a little memory. */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "mods.h"
 
@@ -29,6 +31,78 @@ bool klua_mod_inside(const char *dir, const char *path, char *resolved) {
     if (!realpath(dir, root) || !realpath(path, resolved)) return false;
     size_t n = strlen(root);
     return strncmp(root, resolved, n) == 0 && resolved[n] == '/';
+}
+
+/* ---- source files ------------------------------------------------------------------------ */
+
+typedef struct source_reader {
+    FILE *f;
+    char lead[2]; /* what was read ahead to skip a byte-order mark or a # line */
+    int leads;
+    char buf[4096];
+} source_reader;
+
+static const char *read_source(lua_State *L, void *ud, size_t *size) {
+    (void)L;
+    source_reader *r = ud;
+    if (r->leads) {
+        *size = (size_t)r->leads;
+        r->leads = 0;
+        return r->lead;
+    }
+    *size = fread(r->buf, 1, sizeof r->buf, r->f);
+    return *size ? r->buf : NULL;
+}
+
+int klua_mod_loadfile(lua_State *L, const char *path) {
+    /* opened without blocking (a pipe no one writes to would wait for good), then only a
+     * regular file of a bounded size is read: a device may never end */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        lua_pushfstring(L, "cannot open %s: %s", path, strerror(errno));
+        return LUA_ERRFILE;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        lua_pushfstring(L, "%s is not a regular file", path);
+        return LUA_ERRFILE;
+    }
+    if (st.st_size > KLUA_MOD_SOURCE_MAX) {
+        close(fd);
+        lua_pushfstring(L, "%s holds %I bytes, past the %d a mod's source file may hold", path,
+                        (lua_Integer)st.st_size, KLUA_MOD_SOURCE_MAX);
+        return LUA_ERRFILE;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    source_reader r = {.f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL};
+    if (!r.f) {
+        int e = errno;
+        close(fd);
+        lua_pushfstring(L, "cannot open %s: %s", path, strerror(e));
+        return LUA_ERRFILE;
+    }
+    /* as luaL_loadfile does: a UTF-8 byte-order mark is skipped, and a first line starting
+     * with # (a script's #! line) is read as an empty line */
+    int c = getc(r.f);
+    if (c == 0xEF && getc(r.f) == 0xBB && getc(r.f) == 0xBF) c = getc(r.f);
+    if (c == '#') {
+        while ((c = getc(r.f)) != EOF && c != '\n') {}
+        r.lead[r.leads++] = '\n';
+        c = getc(r.f);
+    }
+    if (c != EOF) r.lead[r.leads++] = (char)c;
+    lua_pushfstring(L, "@%s", path);
+    int status = lua_load(L, read_source, &r, lua_tostring(L, -1), "t");
+    lua_remove(L, -2); /* the chunk's name */
+    bool bad = ferror(r.f) != 0;
+    fclose(r.f);
+    if (status == LUA_OK && bad) {
+        lua_pop(L, 1);
+        lua_pushfstring(L, "cannot read %s", path);
+        return LUA_ERRFILE;
+    }
+    return status;
 }
 
 /* ---- the manifest ------------------------------------------------------------------------ */
@@ -62,7 +136,7 @@ static int read_manifest(lua_State *L) {
     klua_mod *mod = lua_touserdata(L, 1);
     const char *path = lua_tostring(L, 2);
     lua_settop(L, 2);
-    if (luaL_loadfilex(L, path, "t") != LUA_OK) return lua_error(L);
+    if (klua_mod_loadfile(L, path) != LUA_OK) return lua_error(L);
     lua_newtable(L); /* an empty environment: the manifest is data */
 #if KLUA_LUAJIT
     lua_setfenv(L, -2);

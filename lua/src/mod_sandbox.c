@@ -349,7 +349,7 @@ static int m_require(lua_State *L) {
         if (*p == '.' && strcmp(p, ".lua") != 0) *p = '/';
     if (n < 0 || (size_t)n >= sizeof path || !klua_mod_inside(mod->dir, path, resolved))
         return luaL_error(L, "require '%s': no file %s.lua in the mod's folder", name, name);
-    if (luaL_loadfilex(L, resolved, "t") != LUA_OK) return lua_error(L);
+    if (klua_mod_loadfile(L, resolved) != LUA_OK) return lua_error(L);
     klua_mod_watch(mod, resolved);
     lua_pushvalue(L, 1);
     lua_call(L, 1, 1);
@@ -571,7 +571,7 @@ bool klua_mod_run_file(klua_mod *mod, const char *path) {
     lua_State *L = mod->L;
     lua_settop(L, 0);
     lua_pushcfunction(L, traceback);
-    int status = luaL_loadfilex(L, path, "t");
+    int status = klua_mod_loadfile(L, path);
     if (status == LUA_OK) {
         klua_armed saved;
         char what[KILN_MAX_NAME + 40];

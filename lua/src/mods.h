@@ -175,6 +175,12 @@ KLUA_HIDDEN void klua_mod_watch(klua_mod *mod, const char *path);
 KLUA_HIDDEN bool klua_mod_changed(const klua_mod *mod);
 /* Stamps every file mod watches as it is now (a broken save is then not retried every poll). */
 KLUA_HIDDEN void klua_mod_restamp(klua_mod *mod);
+/* Loads the Lua source file at path as a chunk (text only, named "@path"), as
+ * luaL_loadfilex(L, path, "t") does, but opened without blocking and refused unless it is a
+ * regular file of at most KLUA_MOD_SOURCE_MAX bytes: a mod cannot make its host wait on a
+ * pipe or read a device. Returns a status and pushes the chunk or the message. */
+#define KLUA_MOD_SOURCE_MAX (16 << 20)
+KLUA_HIDDEN int klua_mod_loadfile(lua_State *L, const char *path);
 /* True when path, resolved, lies inside folder dir (both resolved; no symlink escapes). */
 KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
 

@@ -90,7 +90,9 @@ kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_
                       void *ud);
 
 /* kiln_save into the file at path (written to path.tmp, then renamed over path, so a failed
- * save leaves an older file whole). */
+ * save leaves an older file whole). path.tmp is made new: whatever had that name (a stale
+ * file, a link, a pipe) is unlinked first, so a save never writes through a link into
+ * another file nor waits on a pipe. */
 kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_desc *desc);
 
 /* Called after a successful load, once per loaded entity: its handle in the file and its new
@@ -150,8 +152,9 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
 
 /* kiln_load of the file at path ("kiln_load_file: cannot open ..." when it cannot be read). A
  * path that is not a regular file (a device such as /dev/zero, a pipe, a folder) is refused
- * ("kiln_load_file: /dev/zero is not a regular file"): it might never end. The prefab and scene
- * file loaders below refuse them the same way. */
+ * ("kiln_load_file: /dev/zero is not a regular file"): it might never end. The file is opened
+ * without blocking, so a pipe no one writes to is refused at once instead of waited on. The
+ * prefab and scene file loaders below refuse them the same way. */
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc);
 
 /* ---- Snapshots ---------------------------------------------------------------------------- */
