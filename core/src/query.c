@@ -163,6 +163,14 @@ int64_t kiln_query_count(const kiln_query *query) {
     return n;
 }
 
+int64_t kiln_query_bytes(const kiln_query *query) {
+    KILN_ASSERT(query != NULL, "query is NULL");
+    int64_t n = 0;
+    for (int32_t i = 0; i < query->match_count; i++)
+        n += (int64_t)query->matches[i].arch->count * query->matches[i].arch->row_bytes;
+    return n;
+}
+
 int32_t kl_query_chunk_count(const kiln_query *query) {
     int32_t n = 0;
     for (int32_t i = 0; i < query->match_count; i++) n += query->matches[i].arch->count > 0;

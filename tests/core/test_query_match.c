@@ -184,10 +184,31 @@ KILN_TEST(matching, empty_archetypes_are_skipped) {
     kiln_query_destroy(q);
 }
 
+/* kiln_query_bytes counts every value of a matched row (a component the query does not name
+ * included), each value's change tick, the handle and its 8-byte slot record; tags take none. */
+KILN_TEST(matching, query_bytes_counts_whole_rows_of_every_matched_archetype) {
+    kiln_component_info pos, vel;
+    ck_assert(kiln_component_info_get(F.world, F.pos, &pos) && kiln_component_info_get(F.world, F.vel, &vel));
+    int64_t handle = (int64_t)sizeof(kiln_entity) + 8, tick = (int64_t)sizeof(kiln_row_tick);
+    int64_t p_row = handle + (int64_t)pos.stride + tick, pv_row = p_row + (int64_t)vel.stride + tick;
+    kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.pos}});
+    ck_assert_int_eq(kiln_query_bytes(q), 3 * p_row + (4 + 2) * pv_row);
+    kiln_query_destroy(q);
+    q = make_query(F.world, (kiln_query_desc){.with = {F.tag}});
+    ck_assert_int_eq(kiln_query_bytes(q), 2 * pv_row); /* Velocity, which it does not name, too */
+    kiln_despawn(F.world, F.pvt[0]);
+    ck_assert_int_eq(kiln_query_bytes(q), pv_row);
+    kiln_query_destroy(q);
+    q = make_query(F.world, (kiln_query_desc){.with = {F.vel}, .without = {F.pos}});
+    ck_assert_int_eq(kiln_query_bytes(q), 2 * (handle + (int64_t)vel.stride + tick));
+    kiln_query_destroy(q);
+}
+
 KILN_TEST(matching, query_count_and_iteration_allocate_nothing) {
     kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.pos}, .optional = {F.vel}});
     int64_t calls = F.alloc.calls;
     ck_assert_int_eq(kiln_query_count(q), 9);
+    ck_assert_int_eq(kiln_query_bytes(q), kiln_query_bytes(q)); /* (allocates nothing either) */
     for (int round = 0; round < 3; round++) {
         kiln_iter it;
         kiln_query_iter(q, &it);
