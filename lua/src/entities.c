@@ -110,6 +110,7 @@ static int w_spawn(lua_State *L) {
     kiln_component_info infos[SPAWN_MAX];
     int32_t n = 0;
     size_t total = 0;
+    int64_t held = 0; /* what the row will hold: values and their ticks (a mod's budget) */
     int vbase = lua_gettop(L) + 1; /* value i sits at vbase + i */
     if (!lua_isnoneornil(L, 2)) {
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
@@ -121,6 +122,7 @@ static int w_spawn(lua_State *L) {
             klua_check_access(L, kw, comps[n], true, fname);
             kiln_component_info_get(kw->world, comps[n], &infos[n]);
             total += (infos[n].size + 15) & ~(size_t)15;
+            if (infos[n].size) held += (int64_t)(infos[n].stride + sizeof(kiln_row_tick));
             n++;
             lua_insert(L, -2); /* the value stays, below the key */
         }
@@ -128,7 +130,7 @@ static int w_spawn(lua_State *L) {
         for (int32_t i = 0; i < n && !kw->mod_hooks; i++) klua_comp_get(L, kw, comps[i]);
     }
     /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
-    kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw) : KILN_NO_COMPONENT;
+    kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw, held) : KILN_NO_COMPONENT;
     /* Values: converted into the world's scratch, one 16-byte-aligned slot each. */
     uint8_t *base = total ? klua_scratch(L, kw, total) : NULL;
     const void *values[SPAWN_MAX + 1];
@@ -223,6 +225,8 @@ static int w_add(lua_State *L) {
     const klua_comp *cc = klua_comp_ready(kw, c);
     if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
+    if (kw->mod_hooks && info->size && !kiln_has(kw->world, e, c)) /* raises past the mod's budget */
+        kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
     uint8_t *val = klua_scratch(L, kw, info->size);
     klua_build_value(L, kw, c, 4, val, info, fname, e);
     if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */

@@ -29,6 +29,8 @@ static int w_emit(lua_State *L) {
     kiln_event_type t = check_event(L, kw, 2, fname);
     kiln_component_info info;
     kiln_event_info_get(kw->world, t, &info);
+    if (kw->mod_hooks && info.size) /* raises past the mod's budget */
+        kw->mod_hooks->before_grow(L, kw, KILN_NULL_ENTITY, 0, (int64_t)info.size, fname);
     uint8_t *val = klua_scratch(L, kw, info.size);
     memset(val, 0, info.size);
     if (!lua_isnoneornil(L, 3)) {

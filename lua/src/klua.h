@@ -110,9 +110,10 @@ typedef struct klua_world klua_world;
 /* What a mod's view of the world asks of the mod manager (mods.c), which lives above the
  * class files: the calls go through these pointers, never by name. */
 typedef struct klua_mod_hooks {
-    /* Before the view spawns: raises when the mod may spawn no more; returns the tag every
-     * entity the mod spawns carries. after_spawn records the new entity. */
-    kiln_component (*before_spawn)(lua_State *L, klua_world *kw);
+    /* Before the view spawns an entity whose values take bytes: raises when the mod may spawn
+     * no more, or hold no more; returns the tag every entity the mod spawns carries.
+     * after_spawn records the new entity. */
+    kiln_component (*before_spawn)(lua_State *L, klua_world *kw, int64_t bytes);
     void (*after_spawn)(lua_State *L, klua_world *kw, kiln_entity e);
     /* Before the view declares a component or event type: raises when the mod may declare
      * no more. */
@@ -130,6 +131,11 @@ typedef struct klua_mod_hooks {
     void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled, bool out_of_memory);
     /* How many more entities the mod may spawn now (its limit less its live and queued ones). */
     int64_t (*spawn_room)(klua_world *kw);
+    /* Before the view adds component c (bytes a value) to e, which lacks it, or emits an
+     * event of bytes (e KILN_NULL_ENTITY): raises when the mod would hold more bytes in the
+     * world than it may. */
+    void (*before_grow)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, int64_t bytes,
+                        const char *fname);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it

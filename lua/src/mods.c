@@ -60,23 +60,53 @@ const char *klua_mods_busy(klua_mods *mods) {
 static int64_t pending_spawns(klua_mod *mod, kiln_world *world) {
     kiln_tick now = kiln_tick_current(world);
     if (!kiln_is_deferred(world) || mod->pending_tick != now) {
-        mod->pending_spawns = 0;
+        mod->pending_spawns = mod->pending_bytes = 0;
         mod->pending_tick = now;
     }
     return mod->pending_spawns;
 }
 
-static kiln_component hook_before_spawn(lua_State *L, klua_world *kw) {
+int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
+    int64_t held = mod->spawned ? kiln_query_bytes(mod->spawned) : 0;
+    for (int k = 0; k < mod->declared_count; k++) {
+        kiln_component_info info;
+        if (mod->foreign[k] && kiln_component_info_get(world, mod->declared[k], &info))
+            held += kiln_query_count(mod->foreign[k]) * (int64_t)(info.stride + sizeof(kiln_row_tick));
+    }
+    pending_spawns(mod, world); /* (forgets what landed) */
+    kiln_tick now = kiln_tick_current(world);
+    if (mod->event_tick != now) {
+        mod->event_bytes = 0;
+        mod->event_tick = now;
+    }
+    return held + mod->pending_bytes + mod->event_bytes;
+}
+
+/* Raises when more bytes would take the mod past its world_memory. */
+static void check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what) {
+    int64_t held = klua_mod_held_bytes(mod, world), limit = mod->mods->world_memory;
+    if (more > limit - held)
+        luaL_error(L, "mod '%s' holds %I bytes in the world; %s would take %I more, past its limit of %I "
+                   "(world_memory)", mod->name, (lua_Integer)held, what, (lua_Integer)more, (lua_Integer)limit);
+}
+
+static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes) {
     klua_mod *mod = kw->mod;
     int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
     if (live + pending_spawns(mod, kw->world) >= mod->mods->entities)
         luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
+    /* its values and ticks, its handle and its record (kiln_query_bytes counts the same) */
+    mod->spawn_bytes = bytes + (int64_t)(sizeof(kiln_entity) + sizeof(uint64_t));
+    check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
     return mod->tag;
 }
 
 static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
     klua_mod *mod = kw->mod;
-    if (kiln_is_deferred(kw->world)) mod->pending_spawns++;
+    if (kiln_is_deferred(kw->world)) {
+        mod->pending_spawns++;
+        mod->pending_bytes += mod->spawn_bytes;
+    }
     if (!mod->loading) return;
     if (mod->load_spawn_count == mod->load_spawn_cap) {
         int64_t ncap = mod->load_spawn_cap ? mod->load_spawn_cap * 2 : 64;
@@ -267,8 +297,29 @@ static int64_t hook_spawn_room(klua_world *kw) {
     return room > 0 ? room : 0;
 }
 
+static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, int64_t bytes,
+                             const char *fname) {
+    klua_mod *mod = kw->mod;
+    kiln_world *world = kw->world;
+    if (e == KILN_NULL_ENTITY) { /* an event */
+        check_held(L, mod, world, bytes, fname);
+        mod->event_bytes += bytes;
+        return;
+    }
+    if (!kiln_has(world, e, mod->tag)) {
+        /* another's entity: only a component of the mod's own counts there */
+        int k = declared_index(mod, c, false);
+        if (k < 0 || !mod->declared_first[k]) return;
+        if (!mod->foreign[k] &&
+            kiln_query_create(world, &(kiln_query_desc){.with = {c}, .without = {mod->tag}}, &mod->foreign[k]) != KILN_OK)
+            luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
+    }
+    check_held(L, mod, world, bytes, fname);
+    if (kiln_is_deferred(world)) mod->pending_bytes += bytes;
+}
+
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,
-                                     hook_owner, hook_add_system, hook_failed, hook_spawn_room};
+                                     hook_owner, hook_add_system, hook_failed, hook_spawn_room, hook_before_grow};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
@@ -298,6 +349,13 @@ static void free_mod(klua_mods *mods, klua_mod *mod) {
     klua_mods_alloc(mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity), 0);
     klua_mods_alloc(mods, mod->systems, (size_t)mod->system_cap * sizeof *mod->systems, 0);
     klua_mods_alloc(mods, mod, sizeof *mod, 0);
+}
+
+/* Destroys the queries of mod's components on others' entities, but those keep holds too
+ * (the version a reload replaces and its successor share them). */
+static void release_foreign(klua_mod *mod, const klua_mod *keep) {
+    for (int k = 0; k < KLUA_MOD_MAX_COMPONENTS; k++)
+        if (mod->foreign[k] && !(keep && keep->foreign[k] == mod->foreign[k])) kiln_query_destroy(mod->foreign[k]);
 }
 
 /* Despawns every live entity the mod spawned (its tag). */
@@ -432,6 +490,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         memcpy(mod->declared, previous->declared, sizeof mod->declared);
         memcpy(mod->declared_event, previous->declared_event, sizeof mod->declared_event);
         memcpy(mod->declared_first, previous->declared_first, sizeof mod->declared_first);
+        memcpy(mod->foreign, previous->foreign, sizeof mod->foreign);
         mod->declared_count = previous->declared_count;
     }
     klua_mod_watch(mod, mod->entry);
@@ -465,6 +524,7 @@ fail:
     snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);
     if (mod->L) lua_close(mod->L); /* none of its systems is in the schedule */
     if (!previous && mod->spawned) kiln_query_destroy(mod->spawned);
+    release_foreign(mod, previous);
     free_mod(mods, mod);
     return NULL;
 }
@@ -494,6 +554,7 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
         }
     close_state(mod);
     if (mod->spawned) kiln_query_destroy(mod->spawned);
+    release_foreign(mod, NULL);
     list_remove(mods, mod);
     free_mod(mods, mod);
 }
@@ -580,6 +641,7 @@ void klua_mods_close_all(void *ud) {
             mod->L = NULL;
         }
         if (mod->spawned && !mods->kw->closed) kiln_query_destroy(mod->spawned);
+        if (!mods->kw->closed) release_foreign(mod, NULL);
         free_mod(mods, mod);
     }
     mods->count = 0;

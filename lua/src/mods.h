@@ -82,6 +82,13 @@ typedef struct klua_mod {
     int staged_count, staged_cap;
     kiln_entity *load_spawns;  /* entities spawned by the top level (despawned if it fails) */
     int64_t pending_spawns;    /* spawned in the deferred section of tick pending_tick, not landed */
+    int64_t pending_bytes;     /* what those spawns and the adds queued with them will hold */
+    int64_t spawn_bytes;       /* the spawn under way (before_spawn to after_spawn) */
+    int64_t event_bytes;       /* emitted during tick event_tick */
+    kiln_tick event_tick;
+    /* by declared index: its component's values on entities it did not spawn, made at its
+     * first add of that component to one (NULL until then) */
+    kiln_query *foreign[KLUA_MOD_MAX_COMPONENTS];
     kiln_tick pending_tick;
     int64_t load_spawn_count, load_spawn_cap;
     struct klua_mod *previous; /* while reloading: the version still running */
@@ -105,6 +112,7 @@ struct klua_mods {
     int64_t frame_instructions; /* per mod, all its system runs of one frame */
     int32_t milliseconds;     /* wall-clock backstop per entry (0: none) */
     int64_t entities;         /* live entities one mod may have spawned */
+    int64_t world_memory;     /* bytes one mod may hold in the world (see held_bytes, mods.c) */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
     int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */
@@ -185,6 +193,11 @@ KLUA_HIDDEN int klua_mod_loadfile(lua_State *L, const char *path);
 KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
 
 /* ---- mods.c: the lifecycle ---- */
+/* The bytes mod holds in world (its world_memory budget): the rows of the entities it
+ * spawned (every value on them, whoever added it, with ticks, handles and records), the
+ * values of its own components on entities it did not spawn once it has added one there,
+ * what it queued in the deferred section under way, and the events it emitted this tick. */
+KLUA_HIDDEN int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world);
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
 KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);

@@ -11,6 +11,7 @@
 #define DEFAULT_MEMORY ((size_t)64 << 20)
 #define DEFAULT_INSTRUCTIONS 10000000
 #define DEFAULT_ENTITIES 1000000
+#define DEFAULT_WORLD_MEMORY ((int64_t)256 << 20)
 
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 #define MAX_DIR_ENTRIES 256 /* entries load_dir looks at */
@@ -93,6 +94,8 @@ static void push_info(lua_State *L, klua_mod *mod) {
     lua_setfield(L, -2, "components");
     lua_pushinteger(L, mod->spawned ? (lua_Integer)kiln_query_count(mod->spawned) : 0);
     lua_setfield(L, -2, "entities");
+    lua_pushinteger(L, (lua_Integer)klua_mod_held_bytes(mod, world));
+    lua_setfield(L, -2, "world_bytes");
     lua_pushinteger(L, mod->L && mod->kw ? mod->kw->query_count : 0);
     lua_setfield(L, -2, "queries");
     lua_pushinteger(L, (lua_Integer)mod->failures);
@@ -554,6 +557,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
                                : mods->instructions > INT64_MAX / 4 ? INT64_MAX : 4 * mods->instructions;
     mods->milliseconds = desc->milliseconds > 0 ? desc->milliseconds : desc->milliseconds < 0 ? 0 : 1000;
     mods->entities = desc->entities ? desc->entities : DEFAULT_ENTITIES;
+    mods->world_memory = desc->world_memory ? desc->world_memory : DEFAULT_WORLD_MEMORY;
     mods->seed = desc->seed;
     mods->log_fn = desc->log;
     mods->log_user = desc->log_user;
@@ -622,14 +626,15 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
     }
 }
 
-/* kiln.mods(world [, {memory =, instructions =, entities =, allow =, seed =, log =}]) */
+/* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, allow =, seed =,
+ * log =}]) */
 static int md_new(lua_State *L) {
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};
     if (!lua_isnoneornil(L, 2)) {
         static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
-                                           "entities", "allow", "seed", "log", NULL};
+                                           "entities", "world_memory", "allow", "seed", "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
         desc.memory = (size_t)int_option(L, 2, "memory", 256 * 1024, fname);
@@ -639,6 +644,7 @@ static int md_new(lua_State *L) {
         if (ms > INT32_MAX) klua_argerror(L, 2, fname, "milliseconds must be at most %d", INT32_MAX);
         desc.milliseconds = (int32_t)ms;
         desc.entities = int_option(L, 2, "entities", 1, fname);
+        desc.world_memory = int_option(L, 2, "world_memory", 1, fname);
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
             desc.seed = (uint64_t)lua_tointeger(L, -1);

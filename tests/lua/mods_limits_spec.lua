@@ -280,6 +280,102 @@ describe("a mod's files", function()
     end)
 end)
 
+describe("a mod's world memory", function()
+    after_each(M.cleanup)
+
+    -- A row of one Blob: its 1000 bytes and change tick, the handle and its record.
+    local ROW = 1000 + 2 + 16
+
+    it("bounds the rows of the entities it spawns, and a despawn gives the room back", function()
+        local dir = M.folder()
+        local w, mods = M.host({world_memory = 100000})
+        assert(mods:load(M.write(dir, "hoard.lua", [[
+world:component("Blob", "char data[1000];")
+local mine, err = {}, nil
+while true do
+    local ok, e = pcall(world.spawn, world, {Blob = {}})
+    if not ok then err = e break end
+    mine[#mine + 1] = e
+end
+print(#mine, err)
+for i = 1, 10 do world:despawn(mine[i]) end
+local again = 0
+while pcall(world.spawn, world, {Blob = {}}) do again = again + 1 end
+print(again)
+]])))
+        local log = mods:log("hoard")
+        assert.are.equal(math.floor(100000 / ROW) .. "\tmod 'hoard' holds " .. math.floor(100000 / ROW) * ROW ..
+                         " bytes in the world; a spawn would take " .. ROW .. " more, past its limit of 100000 (world_memory)", log[1])
+        assert.are.equal("10", log[2])
+        assert.are.equal(math.floor(100000 / ROW) * ROW, M.info(mods, "hoard").world_bytes)
+        assert.is_true(w:progress(1 / 60))
+    end)
+
+    it("counts its components on entities it did not spawn, not the host's", function()
+        local dir = M.folder()
+        local w, mods = M.host({world_memory = 60000})
+        w:component("Big", "char data[1000];")
+        for _ = 1, 49 do w:spawn{Position = {x = 0, y = 0}} end -- 50 host entities with the first
+        assert(mods:load(M.write(dir, "stick.lua", [[
+world:component("Blob", "char data[1000];")
+local host = {}
+for e in world:query{"Position"}:each() do host[#host + 1] = e end
+for _, e in ipairs(host) do world:add(e, "Big", {}) end -- the host's: not the mod's to count
+for _, e in ipairs(host) do world:add(e, "Blob", {}) end -- 50 x 1002 bytes
+local spawned = 0
+while pcall(world.spawn, world, {Blob = {}}) do spawned = spawned + 1 end
+print(#host, spawned)
+]])))
+        assert.are.same({"50\t" .. math.floor((60000 - 50 * 1002) / ROW)}, mods:log("stick"))
+        assert.are.equal(50 * 1002 + math.floor((60000 - 50 * 1002) / ROW) * ROW, M.info(mods, "stick").world_bytes)
+        -- the host takes Blob off its entities: the room comes back
+        for _, e in ipairs(M.entities_with(w, "Position")) do w:remove(e, "Blob") end
+        assert.are.equal(math.floor((60000 - 50 * 1002) / ROW) * ROW, M.info(mods, "stick").world_bytes)
+        assert.is_true(w:progress(1 / 60))
+    end)
+
+    it("counts the events it emits in a frame, and each frame starts afresh", function()
+        local dir = M.folder()
+        local w, mods = M.host({world_memory = 100000})
+        assert(mods:load(M.write(dir, "chatter.lua", [[
+world:event("Ping", "char data[1000];")
+world:system{name = "fits", run = function() for _ = 1, 90 do world:emit("Ping", {}) end end}
+world:system{name = "floods", after = {"fits"}, run = function()
+    local n = 0
+    local ok, err = pcall(function() for _ = 1, 1000 do world:emit("Ping", {}) n = n + 1 end end)
+    assert(not ok and err:find("world:emit would take 1000 more, past its limit of 100000"), err)
+    print(n)
+end}
+]])))
+        local failures = M.frames(w, 3)
+        assert.are.same({}, M.failures_of(failures, "chatter")) -- "fits" found its room each frame
+        assert.are.same({"10", "10", "10"}, mods:log("chatter")) -- 90 + 10 events of 1000 bytes
+    end)
+
+    it("counts spawns queued in a frame before they land", function()
+        local dir = M.folder()
+        local w, mods = M.host({world_memory = 100000})
+        assert(mods:load(M.write(dir, "queue.lua", [[
+world:component("Blob", "char data[1000];")
+world:system{name = "queue", writes = {"Blob"}, run = function()
+    local n = 0
+    while pcall(world.spawn, world, {Blob = {}}) do n = n + 1 end
+    print(n)
+end}
+]])))
+        M.frames(w, 2)
+        assert.are.same({tostring(math.floor(100000 / ROW)), "0"}, mods:log("queue"))
+        assert.are.equal(math.floor(100000 / ROW), #M.entities_with(w, "Blob"))
+    end)
+
+    it("is an option of at least one byte", function()
+        local w = kiln.world()
+        local ok, err = pcall(kiln.mods, w, {world_memory = 0})
+        assert.is_false(ok)
+        assert.truthy(err:find("world_memory must be an integer of at least 1", 1, true), err)
+    end)
+end)
+
 describe("the manager's paths and names", function()
     after_each(M.cleanup)
 
