@@ -286,10 +286,16 @@ describe("a mod's world memory", function()
     -- A row of one Blob: its 1000 bytes and change tick, the handle and its record.
     local ROW = 1000 + 2 + 16
 
+    -- A host whose mods may hold limit bytes, with the single-file mod name (src) loaded.
+    local function budgeted(limit, name, src, before)
+        local w, mods = M.host({world_memory = limit})
+        if before then before(w) end
+        assert(mods:load(M.write(M.folder(), name .. ".lua", src)))
+        return w, mods
+    end
+
     it("bounds the rows of the entities it spawns, and a despawn gives the room back", function()
-        local dir = M.folder()
-        local w, mods = M.host({world_memory = 100000})
-        assert(mods:load(M.write(dir, "hoard.lua", [[
+        local w, mods = budgeted(100000, "hoard", [[
 world:component("Blob", "char data[1000];")
 local mine, err = {}, nil
 while true do
@@ -302,7 +308,7 @@ for i = 1, 10 do world:despawn(mine[i]) end
 local again = 0
 while pcall(world.spawn, world, {Blob = {}}) do again = again + 1 end
 print(again)
-]])))
+]])
         local log = mods:log("hoard")
         assert.are.equal(math.floor(100000 / ROW) .. "\tmod 'hoard' holds " .. math.floor(100000 / ROW) * ROW ..
                          " bytes in the world; a spawn would take " .. ROW .. " more, past its limit of 100000 (world_memory)", log[1])
@@ -312,11 +318,7 @@ print(again)
     end)
 
     it("counts its components on entities it did not spawn, not the host's", function()
-        local dir = M.folder()
-        local w, mods = M.host({world_memory = 60000})
-        w:component("Big", "char data[1000];")
-        for _ = 1, 49 do w:spawn{Position = {x = 0, y = 0}} end -- 50 host entities with the first
-        assert(mods:load(M.write(dir, "stick.lua", [[
+        local w, mods = budgeted(60000, "stick", [[
 world:component("Blob", "char data[1000];")
 local host = {}
 for e in world:query{"Position"}:each() do host[#host + 1] = e end
@@ -325,7 +327,10 @@ for _, e in ipairs(host) do world:add(e, "Blob", {}) end -- 50 x 1002 bytes
 local spawned = 0
 while pcall(world.spawn, world, {Blob = {}}) do spawned = spawned + 1 end
 print(#host, spawned)
-]])))
+]], function(host)
+            host:component("Big", "char data[1000];")
+            for _ = 1, 49 do host:spawn{Position = {x = 0, y = 0}} end -- 50 host entities with M.host's
+        end)
         assert.are.same({"50\t" .. math.floor((60000 - 50 * 1002) / ROW)}, mods:log("stick"))
         assert.are.equal(50 * 1002 + math.floor((60000 - 50 * 1002) / ROW) * ROW, M.info(mods, "stick").world_bytes)
         -- the host takes Blob off its entities: the room comes back
@@ -335,9 +340,7 @@ print(#host, spawned)
     end)
 
     it("counts the events it emits in a frame, and each frame starts afresh", function()
-        local dir = M.folder()
-        local w, mods = M.host({world_memory = 100000})
-        assert(mods:load(M.write(dir, "chatter.lua", [[
+        local w, mods = budgeted(100000, "chatter", [[
 world:event("Ping", "char data[1000];")
 world:system{name = "fits", run = function() for _ = 1, 90 do world:emit("Ping", {}) end end}
 world:system{name = "floods", after = {"fits"}, run = function()
@@ -346,23 +349,21 @@ world:system{name = "floods", after = {"fits"}, run = function()
     assert(not ok and err:find("world:emit would take 1000 more, past its limit of 100000"), err)
     print(n)
 end}
-]])))
+]])
         local failures = M.frames(w, 3)
         assert.are.same({}, M.failures_of(failures, "chatter")) -- "fits" found its room each frame
         assert.are.same({"10", "10", "10"}, mods:log("chatter")) -- 90 + 10 events of 1000 bytes
     end)
 
     it("counts spawns queued in a frame before they land", function()
-        local dir = M.folder()
-        local w, mods = M.host({world_memory = 100000})
-        assert(mods:load(M.write(dir, "queue.lua", [[
+        local w, mods = budgeted(100000, "queue", [[
 world:component("Blob", "char data[1000];")
 world:system{name = "queue", writes = {"Blob"}, run = function()
     local n = 0
     while pcall(world.spawn, world, {Blob = {}}) do n = n + 1 end
     print(n)
 end}
-]])))
+]])
         M.frames(w, 2)
         assert.are.same({tostring(math.floor(100000 / ROW)), "0"}, mods:log("queue"))
         assert.are.equal(math.floor(100000 / ROW), #M.entities_with(w, "Blob"))
