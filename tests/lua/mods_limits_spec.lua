@@ -1,6 +1,7 @@
 -- mods_limits_spec.lua: the limits a mod runs into besides instructions and memory (component
--- and system counts, full collections charged), host functions granted to mods running under
--- the calling system's declared access, and a manager the host dropped mid-frame.
+-- and system counts, full collections charged, its source files, the bytes it holds in the
+-- world), host functions granted to mods running under the calling system's declared access,
+-- and a manager the host dropped mid-frame.
 local kiln = require "kiln"
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
 
