@@ -131,9 +131,9 @@ typedef struct klua_mod_hooks {
     void (*failed)(klua_world *kw, const char *system, const char *message, bool disabled, bool out_of_memory);
     /* How many more entities the mod may spawn now (its limit less its live and queued ones). */
     int64_t (*spawn_room)(klua_world *kw);
-    /* Before the view adds component c (bytes a value) to e, which lacks it, or emits an
-     * event of bytes (e KILN_NULL_ENTITY): raises when the mod would hold more bytes in the
-     * world than it may. */
+    /* Before the view adds component c (bytes a value) to e, which lacks it, sets resource c
+     * which the world lacks (e KILN_NULL_ENTITY), or emits an event of bytes (both null):
+     * raises when the mod would hold more bytes in the world than it may. */
     void (*before_grow)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, int64_t bytes,
                         const char *fname);
 } klua_mod_hooks;

@@ -70,8 +70,11 @@ int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
     int64_t held = mod->spawned ? kiln_query_bytes(mod->spawned) : 0;
     for (int k = 0; k < mod->declared_count; k++) {
         kiln_component_info info;
-        if (mod->foreign[k] && kiln_component_info_get(world, mod->declared[k], &info))
-            held += kiln_query_count(mod->foreign[k]) * (int64_t)(info.stride + sizeof(kiln_row_tick));
+        if (mod->declared_event[k] || !mod->declared_first[k] ||
+            !kiln_component_info_get(world, mod->declared[k], &info))
+            continue;
+        if (mod->foreign[k]) held += kiln_query_count(mod->foreign[k]) * (int64_t)(info.stride + sizeof(kiln_row_tick));
+        if (info.size && kiln_resource_has(world, mod->declared[k])) held += (int64_t)info.stride;
     }
     pending_spawns(mod, world); /* (forgets what landed) */
     kiln_tick now = kiln_tick_current(world);
@@ -301,9 +304,14 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
                              const char *fname) {
     klua_mod *mod = kw->mod;
     kiln_world *world = kw->world;
-    if (e == KILN_NULL_ENTITY) { /* an event */
+    if (e == KILN_NULL_ENTITY && c == 0) { /* an event */
         check_held(L, mod, world, bytes, fname);
         mod->event_bytes += bytes;
+        return;
+    }
+    if (e == KILN_NULL_ENTITY) { /* a resource: counted when it is of the mod's own components */
+        int k = declared_index(mod, c, false);
+        if (k >= 0 && mod->declared_first[k]) check_held(L, mod, world, bytes, fname);
         return;
     }
     if (!kiln_has(world, e, mod->tag)) {

@@ -196,7 +196,8 @@ KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolv
 /* The bytes mod holds in world (its world_memory budget): the rows of the entities it
  * spawned (every value on them, whoever added it, with ticks, handles and records), the
  * values of its own components on entities it did not spawn once it has added one there,
- * what it queued in the deferred section under way, and the events it emitted this tick. */
+ * the resources of its own components, what it queued in the deferred section under way,
+ * and the events it emitted this tick. */
 KLUA_HIDDEN int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world);
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);

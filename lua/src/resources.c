@@ -22,6 +22,8 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
     if (info.size == 0 && !(lua_isboolean(L, 3) && lua_toboolean(L, 3)))
         klua_argerror(L, 3, fname, "%s is a tag: give true or nil, not %s", info.name,
                       lua_isboolean(L, 3) ? "false" : luaL_typename(L, 3));
+    if (kw->mod_hooks && info.size && !kiln_resource_has(kw->world, c)) /* raises past the mod's budget */
+        kw->mod_hooks->before_grow(L, kw, KILN_NULL_ENTITY, c, (int64_t)info.stride, fname);
     uint8_t *val = klua_scratch(L, kw, info.size);
     const void *cur = kiln_resource_get(kw->world, c);
     if (cur) memcpy(val, cur, info.size);

@@ -370,6 +370,23 @@ end}
         assert.are.equal(math.floor(100000 / ROW), #M.entities_with(w, "Blob"))
     end)
 
+    it("counts the resources of its own components", function()
+        local w, mods = budgeted(100000, "store", [[
+world:component("Store", "char data[60000];")
+world:component("Shelf", "char data[60000];")
+world:resource("Store", {})
+print(pcall(world.resource, world, "Shelf", {}))
+world:resource("Store", nil)
+print(pcall(world.resource, world, "Shelf", {}))
+]])
+        local log = mods:log("store")
+        assert.truthy(log[1]:find("^false\t.*mod 'store' holds 60000 bytes in the world; world:resource would take " ..
+                                  "60000 more, past its limit of 100000"), log[1])
+        assert.are.equal("true", log[2])
+        assert.are.equal(60000, M.info(mods, "store").world_bytes)
+        assert.is_true(w:progress(1 / 60))
+    end)
+
     it("is an option of at least one byte", function()
         local w = kiln.world()
         local ok, err = pcall(kiln.mods, w, {world_memory = 0})
