@@ -111,7 +111,7 @@ function kiln.session(env, opts) end
 ---@field frame_instructions? integer All of one mod's system runs in a frame (default 4 x instructions).
 ---@field milliseconds? integer Wall-clock backstop per entry (default 1000; -1: none).
 ---@field entities? integer Live entities one mod may have spawned (default 1 million).
----@field world_memory? integer Bytes one mod may hold in the world: its entities' rows, its components on others, its events of a frame (default 256 MiB).
+---@field world_memory? integer Bytes one mod may hold in the world: its entities' rows, its components on others, its resources, its events of a frame (default 256 MiB).
 ---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
 ---@field allow? table Extra globals granted to every mod: values copied, functions proxied.
 ---@field log? fun(mod: string, line: string) Receives every line a mod prints.
