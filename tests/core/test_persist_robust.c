@@ -535,3 +535,40 @@ KILN_TEST_LOOP(hostile, a_load_told_to_stop_stops_before_anything_lands, 0, 2) {
     pf_bytes_free(&saved);
     pf_close(&t.w);
 }
+
+/* kiln_load_file asks while it reads its file too (every MiB), before the text is parsed: a
+ * caller with a time limit is not held by a file of gigabytes. */
+KILN_TEST(hostile, a_file_load_told_to_stop_stops_while_it_reads_the_file) {
+    pf_bytes saved;
+    many(40000, KILN_PERSIST_JSON, &saved);
+    ck_assert_uint_gt(saved.size, 2u << 20);
+    char dir[] = "/tmp/kiln-read-XXXXXX", path[64], want[160];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/world.json", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(saved.data, 1, saved.size, f), saved.size);
+    fclose(f);
+    target t;
+    target_open(&t);
+    asker a = {0, 1};
+    kiln_load_desc d = {.keep_going = ask, .ud = &a};
+    ck_assert_int_eq(kiln_load_file(t.w.world, path, &d), KILN_ERR_LIMIT);
+    snprintf(want, sizeof want, "kiln_load_file: stopped by the caller after %d of %zu bytes read", 1 << 20,
+             saved.size);
+    ck_assert_str_eq(kiln_world_error(t.w.world), want);
+    assert_untouched(&t, "stopped while reading the file");
+    asker from_file = {0, 0}, from_bytes = {0, 0}; /* always yes: the file adds a question a MiB */
+    d.ud = &from_file;
+    ck_assert_int_eq(kiln_load_file(t.w.world, path, &d), KILN_OK);
+    pf_world other;
+    pf_open(&other, false);
+    d.ud = &from_bytes;
+    ck_assert_int_eq(kiln_load(other.world, saved.data, saved.size, &d), KILN_OK);
+    ck_assert_int_eq(from_file.calls - from_bytes.calls, (int)(saved.size >> 20));
+    pf_close(&other);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}

@@ -110,12 +110,13 @@ typedef bool (*kiln_load_host_fn)(void *ud, const void *data, size_t size, char 
  * follows (room for the map of new handles) does it here, where failing still costs nothing. */
 typedef bool (*kiln_load_ready_fn)(void *ud, int64_t entity_count, char *why, size_t why_size);
 
-/* Asked while a load reads its input, before anything lands: after every 64 KiB of JSON text
- * and every 4096 entities read, and once before the load lands. Returning false stops the
- * load with KILN_ERR_LIMIT and "kiln_load: stopped by the caller after N of M bytes" (or
- * "... after N of M entities"), the world untouched. For a caller with a time limit (a console
- * statement): the reading, which takes most of a large JSON load's time, can then be cut
- * short; the landing itself is not. */
+/* Asked while a load reads its input, before anything lands: after every MiB kiln_load_file
+ * reads from its file, every 64 KiB of JSON text and every 4096 entities read, and once
+ * before the load lands. Returning false stops the load with KILN_ERR_LIMIT and "kiln_load:
+ * stopped by the caller after N of M bytes" (or "... after N of M entities"; kiln_load_file
+ * while reading its file: "kiln_load_file: stopped by the caller after N of M bytes read"),
+ * the world untouched. For a caller with a time limit (a console statement): the reading,
+ * which takes most of a large load's time, can then be cut short; the landing itself is not. */
 typedef bool (*kiln_load_continue_fn)(void *ud);
 
 typedef struct kiln_load_desc {

@@ -451,7 +451,8 @@ json_t *pz_json_write_value(kiln_world *world, const kiln_component_info *info, 
 
 /* ---- files ---- */
 
-kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes) {
+kiln_result pz_read_file(kiln_world *world, const char *path, const char *call,
+                         const kiln_load_desc *desc, pz_bytes *bytes) {
     if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: path is NULL", call);
     /* Opened without blocking: opening a pipe no one writes to would wait for good, and a
      * terminal would become the process's own. Then a device or a pipe, which may never end
@@ -472,8 +473,19 @@ kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, 
     }
     uint8_t chunk[1 << 14];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    uint64_t done = 0, asked = 0;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
         if (!pz_bytes_write(bytes, chunk, n)) break;
+        done += n;
+        if (desc && desc->keep_going && done - asked >= PZ_READ_ASK) {
+            asked = done;
+            if (!desc->keep_going(desc->ud)) {
+                fclose(f);
+                return kl_fail(world, KILN_ERR_LIMIT, "%s: stopped by the caller after %llu of %llu bytes read",
+                               call, (unsigned long long)done, (unsigned long long)st.st_size);
+            }
+        }
+    }
     bool bad = ferror(f) != 0;
     fclose(f);
     if (bytes->failed) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);

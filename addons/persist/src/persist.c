@@ -131,7 +131,7 @@ bool pz_keep_going(kiln_world *world, const pz_doc *doc, uint64_t done, uint64_t
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_result r = pz_read_file(world, path, "kiln_load_file", &bytes); /* (a regular file only) */
+    kiln_result r = pz_read_file(world, path, "kiln_load_file", desc, &bytes); /* (a regular file only) */
     if (r == KILN_OK) r = renamed(world, kiln_load(world, bytes.data, bytes.size, desc), "kiln_load", "kiln_load_file");
     pz_bytes_free(&bytes);
     return r;

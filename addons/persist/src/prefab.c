@@ -174,7 +174,7 @@ kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size, k
 kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, kiln_prefab **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_result r = pz_read_file(world, path, "kiln_prefab_load_file", &bytes);
+    kiln_result r = pz_read_file(world, path, "kiln_prefab_load_file", NULL, &bytes);
     if (r == KILN_OK) {
         r = kiln_prefab_load(world, bytes.data, bytes.size, dest);
         const char *msg = kiln_world_error(world);

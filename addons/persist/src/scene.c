@@ -321,7 +321,7 @@ kiln_result kiln_instantiate_file(kiln_world *world, const char *path, const kil
                                   kiln_instance **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_result r = pz_read_file(world, path, "kiln_instantiate_file", &bytes);
+    kiln_result r = pz_read_file(world, path, "kiln_instantiate_file", NULL, &bytes);
     if (r == KILN_OK) {
         r = kiln_instantiate(world, bytes.data, bytes.size, desc, dest);
         const char *msg = kiln_world_error(world);

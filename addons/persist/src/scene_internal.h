@@ -108,8 +108,12 @@ KL_HIDDEN json_t *pz_json_chars(const uint8_t *p, size_t count);
 /* size bytes as a string of lowercase hex digits (a value without fields, a codec's bytes). */
 KL_HIDDEN json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size);
 
-/* Reads the whole file at path into bytes (on the world's allocator); fails naming call. */
-KL_HIDDEN kiln_result pz_read_file(kiln_world *world, const char *path, const char *call, pz_bytes *bytes);
+/* Reads the whole file at path into bytes (on the world's allocator); fails naming call. With a
+ * desc whose keep_going is set, asks it after every PZ_READ_ASK bytes read (KILN_ERR_LIMIT
+ * when it answers false). */
+#define PZ_READ_ASK ((uint64_t)1 << 20)
+KL_HIDDEN kiln_result pz_read_file(kiln_world *world, const char *path, const char *call,
+                                   const kiln_load_desc *desc, pz_bytes *bytes);
 
 /* prefab.c: the tree of a prefab made for world (NULL when it was made for another). */
 KL_HIDDEN const pz_tree *pz_prefab_tree(const kiln_prefab *prefab, const kiln_world *world);
