@@ -73,8 +73,9 @@ int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
         if (mod->declared_event[k] || !mod->declared_first[k] ||
             !kiln_component_info_get(world, mod->declared[k], &info))
             continue;
-        if (mod->foreign[k]) held += kiln_query_count(mod->foreign[k]) * (int64_t)(info.stride + sizeof(kiln_row_tick));
-        if (info.size && kiln_resource_has(world, mod->declared[k])) held += (int64_t)info.stride;
+        int64_t value = (int64_t)info.stride;
+        if (mod->foreign[k]) held += kiln_query_count(mod->foreign[k]) * (value + (int64_t)sizeof(kiln_row_tick));
+        if (info.size && kiln_resource_has(world, mod->declared[k])) held += value;
     }
     pending_spawns(mod, world); /* (forgets what landed) */
     kiln_tick now = kiln_tick_current(world);
@@ -318,8 +319,8 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         /* another's entity: only a component of the mod's own counts there */
         int k = declared_index(mod, c, false);
         if (k < 0 || !mod->declared_first[k]) return;
-        if (!mod->foreign[k] &&
-            kiln_query_create(world, &(kiln_query_desc){.with = {c}, .without = {mod->tag}}, &mod->foreign[k]) != KILN_OK)
+        kiln_query_desc others = {.with = {c}, .without = {mod->tag}};
+        if (!mod->foreign[k] && kiln_query_create(world, &others, &mod->foreign[k]) != KILN_OK)
             luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
     }
     check_held(L, mod, world, bytes, fname);
@@ -359,11 +360,13 @@ static void free_mod(klua_mods *mods, klua_mod *mod) {
     klua_mods_alloc(mods, mod, sizeof *mod, 0);
 }
 
-/* Destroys the queries of mod's components on others' entities, but those keep holds too
- * (the version a reload replaces and its successor share them). */
+/* Destroys the queries over mod's components on others' entities, except those keep holds
+ * too (a reload's new version takes over its predecessor's). */
 static void release_foreign(klua_mod *mod, const klua_mod *keep) {
-    for (int k = 0; k < KLUA_MOD_MAX_COMPONENTS; k++)
-        if (mod->foreign[k] && !(keep && keep->foreign[k] == mod->foreign[k])) kiln_query_destroy(mod->foreign[k]);
+    for (int k = 0; k < KLUA_MOD_MAX_COMPONENTS; k++) {
+        bool shared = keep && keep->foreign[k] == mod->foreign[k];
+        if (mod->foreign[k] && !shared) kiln_query_destroy(mod->foreign[k]);
+    }
 }
 
 /* Despawns every live entity the mod spawned (its tag). */
