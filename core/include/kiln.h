@@ -13,30 +13,29 @@ extern "C" {
 
 /*
  * Functions in this header:
- *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get,
- *   kiln_world_error, kiln_world_clear_error, kiln_world_stats_get, kiln_world_entities,
- *   kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance,
- *   kiln_entity_index, kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with,
- *   kiln_spawn_batch, kiln_despawn, kiln_is_alive, kiln_entity_count, kiln_entity_format,
- *   kiln_entity_components, kiln_component_register, kiln_component_lookup,
- *   kiln_component_info_get, kiln_component_count, kiln_component_check, kiln_add, kiln_remove,
- *   kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick, kiln_get_many, kiln_getter_init,
- *   kiln_getter_fini, kiln_getter_check, kiln_getter_get, kiln_getter_get_many, kiln_query_create,
- *   kiln_query_destroy, kiln_query_count, kiln_query_bytes, kiln_query_iter, kiln_query_next,
- *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows,
+ *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get, kiln_world_error,
+ *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_entities, kiln_result_name,
+ *   kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance, kiln_entity_index,
+ *   kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with, kiln_spawn_batch,
+ *   kiln_despawn, kiln_is_alive, kiln_entity_count, kiln_entity_format, kiln_entity_components,
+ *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
+ *   kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set,
+ *   kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check,
+ *   kiln_getter_get, kiln_getter_get_many, kiln_query_create, kiln_query_destroy, kiln_query_count,
+ *   kiln_query_bytes, kiln_query_memory, kiln_query_iter, kiln_query_next, kiln_iter_fini,
+ *   kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows,
  *   kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create,
  *   kiln_commands_destroy, kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn,
  *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
  *   kiln_commands_emit, kiln_commands_apply, kiln_commands_clear, kiln_commands_count,
- *   kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder, kiln_defer_begin,
- *   kiln_defer_end, kiln_is_deferred, kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count,
- *   kiln_jobs_submit, kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create,
- *   kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove, kiln_schedule_replace,
- *   kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
- *   kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable,
- *   kiln_schedule_describe, kiln_event_register, kiln_event_lookup, kiln_event_info_get,
- *   kiln_event_emit, kiln_event_count, kiln_event_get, kiln_events_update, kiln_resource_set,
- *   kiln_resource_get, kiln_resource_has, kiln_resource_remove.
+ *   kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end,
+ *   kiln_is_deferred, kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
+ *   kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add,
+ *   kiln_schedule_remove, kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run,
+ *   kiln_schedule_stage_count, kiln_schedule_system_count, kiln_schedule_system_info_get,
+ *   kiln_schedule_find, kiln_schedule_enable, kiln_schedule_describe, kiln_event_register,
+ *   kiln_event_lookup, kiln_event_info_get, kiln_event_emit, kiln_event_count, kiln_event_get,
+ *   kiln_events_update, kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
  * (kiln_add, kiln_get). Getters: a function that copies something out of an object ends in
@@ -338,8 +337,7 @@ int64_t kiln_entity_count(const kiln_world *world);
 int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest,
                                int32_t capacity);
 
-/* Formats a handle as "12v3" (index v generation) into buf (at least 24 bytes is always
- * enough); returns buf. */
+/* Formats a handle as "12v3" (index v generation) into buf (24 bytes always enough); returns buf. */
 char *kiln_entity_format(kiln_entity entity, char *buf, size_t size);
 
 /* ---- Component access ------------------------------------------------------------------- */
@@ -441,9 +439,11 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc,
 /* Destroys a query. NULL is a no-op. The query must not be iterating (others may be). */
 void kiln_query_destroy(kiln_query *query);
 
-/* Entities the query matches now; the bytes their rows take (values, ticks, handles, records). */
+/* Entities the query matches now; the bytes their rows take (values, ticks, handles, records);
+ * the bytes the query itself holds, which grow with the archetypes it matches. */
 int64_t kiln_query_count(const kiln_query *query);
 int64_t kiln_query_bytes(const kiln_query *query);
+int64_t kiln_query_memory(const kiln_query *query);
 
 /* An iterator over one chunk at a time: a run of rows of one archetype. All fields are
  * read-only for users. columns[i] is the base pointer of term i (NULL for an optional term

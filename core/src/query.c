@@ -171,6 +171,12 @@ int64_t kiln_query_bytes(const kiln_query *query) {
     return n;
 }
 
+int64_t kiln_query_memory(const kiln_query *query) {
+    KILN_ASSERT(query != NULL, "query is NULL");
+    /* its struct, its matches and its place in the world's list of queries */
+    return (int64_t)(sizeof *query + sizeof query) + query->match_cap * (int64_t)sizeof(kl_match);
+}
+
 int32_t kl_query_chunk_count(const kiln_query *query) {
     int32_t n = 0;
     for (int32_t i = 0; i < query->match_count; i++) n += query->matches[i].arch->count > 0;

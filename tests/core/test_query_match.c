@@ -246,6 +246,43 @@ KILN_TEST(matching, many_archetypes_are_all_matched) {
     ck_assert_int_eq(a.live_bytes, 0);
 }
 
+/* kiln_query_memory is what the query's own blocks take (what destroying it gives back, less
+ * its slot in the world's list of queries), and it grows with the archetypes it matches. */
+KILN_TEST(matching, query_memory_is_its_own_blocks_and_grows_with_the_archetypes_it_matches) {
+    test_allocator a;
+    test_allocator_init(&a);
+    kiln_world *w = test_world_create(&a);
+    kiln_component pos = test_register_position(w);
+    kiln_component tags[6];
+    for (int i = 0; i < 6; i++) tags[i] = test_register_tag(w, (char[]){'T', (char)('0' + i), '\0'});
+    kiln_component never = test_register_tag(w, "Never"); /* on no entity */
+    int64_t slot = (int64_t)sizeof(kiln_query *);
+    for (int round = 0; round < 2; round++) { /* an empty world, then 64 archetypes with pos */
+        kiln_query *q = make_query(w, (kiln_query_desc){.with = {pos}});
+        kiln_query *none = make_query(w, (kiln_query_desc){.with = {pos, never}});
+        int64_t mem = kiln_query_memory(q), live = a.live_bytes;
+        ck_assert_int_gt(mem, slot);
+        ck_assert_int_eq(kiln_query_memory(q), mem); /* (allocates nothing) */
+        ck_assert_int_eq(a.live_bytes, live);
+        kiln_query_destroy(q);
+        ck_assert_int_eq(live - a.live_bytes, mem - slot);
+        if (round == 0) {
+            for (int mask = 0; mask < 64; mask++) {
+                kiln_component comps[7] = {pos};
+                int32_t n = 1;
+                for (int b = 0; b < 6; b++)
+                    if (mask & (1 << b)) comps[n++] = tags[b];
+                ck_assert_int_eq(kiln_spawn_batch(w, comps, n, 1, NULL), KILN_OK);
+            }
+        } else {
+            ck_assert_int_ge(mem - kiln_query_memory(none), 64 * (int64_t)sizeof(void *));
+        }
+        kiln_query_destroy(none);
+    }
+    kiln_world_destroy(w);
+    ck_assert_int_eq(a.live_bytes, 0);
+}
+
 KILN_TEST(matching, term_count_counts_with_and_optional_terms_in_order) {
     kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.vel, F.tag},
                                                           .optional = {F.pos}});
