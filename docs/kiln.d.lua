@@ -111,7 +111,8 @@ function kiln.session(env, opts) end
 ---@field frame_instructions? integer All of one mod's system runs in a frame (default 4 x instructions).
 ---@field milliseconds? integer Wall-clock backstop per entry (default 1000; -1: none).
 ---@field entities? integer Live entities one mod may have spawned (default 1 million).
----@field world_memory? integer Bytes one mod may hold in the world: its entities' rows, its components on others, its resources, its events of a frame (default 256 MiB).
+---@field world_memory? integer Bytes one mod may hold in the world: its entities' rows, its components on others, its resources, its events of a frame, its queries (default 256 MiB).
+---@field queries? integer Live queries one mod may hold (default 256).
 ---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
 ---@field allow? table Extra globals granted to every mod: values copied, functions proxied.
 ---@field log? fun(mod: string, line: string) Receives every line a mod prints.
@@ -649,6 +650,7 @@ function Session:call(fn, ...) end
 ---@field components string[] Components and event types it declared.
 ---@field entities integer Live entities it spawned.
 ---@field world_bytes integer Bytes it holds in the world, against its `world_memory`.
+---@field query_bytes integer Of those, what its live queries hold (kiln_query_memory).
 ---@field queries integer Live queries it made.
 ---@field failures integer System runs of it that failed.
 ---@field depends string[]

@@ -63,7 +63,8 @@ typedef struct kiln_lua_mods_desc {
     int64_t entities;       /* live entities one mod may have spawned; 0: 1 million */
     int64_t world_memory;   /* bytes one mod may hold in the world (rows of the entities it
                              * spawned, its components on others, its resources, its events
-                             * of a frame); 0: 256 MiB */
+                             * of a frame, the queries it holds); 0: 256 MiB */
+    int32_t queries;        /* live queries one mod may hold; 0: 256 */
     uint64_t seed;          /* seeds each mod's math.random (with its name) */
     kiln_lua_mods_log_fn log; /* NULL: lines are kept in each mod's log only */
     void *log_user;

@@ -136,6 +136,9 @@ typedef struct klua_mod_hooks {
      * raises when the mod would hold more bytes in the world than it may. */
     void (*before_grow)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, int64_t bytes,
                         const char *fname);
+    /* A query the view just made, not yet counted or linked: raises, after destroying it,
+     * when the mod may hold no more queries or no more bytes in the world. */
+    void (*query_made)(lua_State *L, klua_world *kw, kiln_query *q, const char *fname);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it
@@ -207,6 +210,7 @@ struct klua_world {
     int *entry_depth;          /* counts entries into the mod's code (budget.c) */
     int guest_depth;           /* of a host's World: entries into mods' code under way */
     int32_t query_count;       /* live queries made through this World (mods:list shows a mod's) */
+    struct klua_query *queries; /* those queries, linked (a mod's budget sums what they hold) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
 };
@@ -270,6 +274,7 @@ typedef struct klua_query {
      * loop's row state when the loop ends, however it ends (klua_query_finish calls it) */
     void (*ffi_end_rows)(lua_State *L, int q_idx);
     uint32_t ffi_gen;   /* LuaJIT: counts FFI loops begun, so a debug view knows its own */
+    struct klua_query *prev, *next; /* the World's live queries (kw->queries) */
 } klua_query;
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */

@@ -66,8 +66,15 @@ static int64_t pending_spawns(klua_mod *mod, kiln_world *world) {
     return mod->pending_spawns;
 }
 
+int64_t klua_mod_query_bytes(const klua_mod *mod) {
+    int64_t n = 0;
+    for (const klua_query *kq = mod->L && mod->kw && !mod->kw->closed ? mod->kw->queries : NULL; kq; kq = kq->next)
+        n += kiln_query_memory(kq->query);
+    return n;
+}
+
 int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
-    int64_t held = mod->spawned ? kiln_query_bytes(mod->spawned) : 0;
+    int64_t held = (mod->spawned ? kiln_query_bytes(mod->spawned) : 0) + klua_mod_query_bytes(mod);
     for (int k = 0; k < mod->declared_count; k++) {
         kiln_component_info info;
         if (mod->declared_event[k] || !mod->declared_first[k] ||
@@ -327,8 +334,27 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
     if (kiln_is_deferred(world)) mod->pending_bytes += bytes;
 }
 
+/* A mod's queries hold C memory that grows with the archetypes they match (72 bytes each),
+ * far past the few KiB of Lua memory a query takes: they are counted, and bounded. */
+static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const char *fname) {
+    klua_mod *mod = kw->mod;
+    int64_t bytes = kiln_query_memory(q), limit = mod->mods->world_memory;
+    if (kw->query_count >= mod->mods->queries || bytes > limit - klua_mod_held_bytes(mod, kw->world))
+        lua_gc(L, LUA_GCCOLLECT, 0); /* the queries it dropped, not yet collected, go first */
+    if (kw->query_count >= mod->mods->queries) {
+        kiln_query_destroy(q);
+        luaL_error(L, "%s: mod '%s' holds %d live queries, its limit (queries)", fname, mod->name,
+                   (int)kw->query_count);
+    }
+    if (bytes > limit - klua_mod_held_bytes(mod, kw->world)) {
+        kiln_query_destroy(q);
+        check_held(L, mod, kw->world, bytes, fname); /* raises */
+    }
+}
+
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,
-                                     hook_owner, hook_add_system, hook_failed, hook_spawn_room, hook_before_grow};
+                                     hook_owner,        hook_add_system,  hook_failed,         hook_spawn_room,
+                                     hook_before_grow,  hook_query_made};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 

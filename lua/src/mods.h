@@ -113,6 +113,7 @@ struct klua_mods {
     int32_t milliseconds;     /* wall-clock backstop per entry (0: none) */
     int64_t entities;         /* live entities one mod may have spawned */
     int64_t world_memory;     /* bytes one mod may hold in the world (see held_bytes, mods.c) */
+    int32_t queries;          /* live queries one mod may hold */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
     int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */
@@ -197,8 +198,10 @@ KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolv
  * spawned (every value on them, whoever added it, with ticks, handles and records), the
  * values of its own components on entities it did not spawn once it has added one there,
  * the resources of its own components, what it queued in the deferred section under way,
- * and the events it emitted this tick. */
+ * the events it emitted this tick, and what its live queries hold (klua_mod_query_bytes). */
 KLUA_HIDDEN int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world);
+/* The bytes the queries mod's code made hold in C (kiln_query_memory), while they live. */
+KLUA_HIDDEN int64_t klua_mod_query_bytes(const klua_mod *mod);
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
 KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);

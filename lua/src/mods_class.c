@@ -1,4 +1,4 @@
-/* mods_class.c: the kiln.Mods class (kiln.mods(world, opts)) and its C embedding calls.
+/* mods_class.c: the kiln.Mods class (kiln.mods(world, opts)); mods_embed.c calls it from C.
  * Invariant: every lifecycle method runs between frames, with the caller as the host thread. */
 #include <dirent.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #define DEFAULT_INSTRUCTIONS 10000000
 #define DEFAULT_ENTITIES 1000000
 #define DEFAULT_WORLD_MEMORY ((int64_t)256 << 20)
+#define DEFAULT_QUERIES 256
 
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 #define MAX_DIR_ENTRIES 256 /* entries load_dir looks at */
@@ -98,6 +99,8 @@ static void push_info(lua_State *L, klua_mod *mod) {
     lua_setfield(L, -2, "world_bytes");
     lua_pushinteger(L, mod->L && mod->kw ? mod->kw->query_count : 0);
     lua_setfield(L, -2, "queries");
+    lua_pushinteger(L, (lua_Integer)klua_mod_query_bytes(mod));
+    lua_setfield(L, -2, "query_bytes");
     lua_pushinteger(L, (lua_Integer)mod->failures);
     lua_setfield(L, -2, "failures");
     lua_newtable(L);
@@ -558,6 +561,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->milliseconds = desc->milliseconds > 0 ? desc->milliseconds : desc->milliseconds < 0 ? 0 : 1000;
     mods->entities = desc->entities ? desc->entities : DEFAULT_ENTITIES;
     mods->world_memory = desc->world_memory ? desc->world_memory : DEFAULT_WORLD_MEMORY;
+    mods->queries = desc->queries ? desc->queries : DEFAULT_QUERIES;
     mods->seed = desc->seed;
     mods->log_fn = desc->log;
     mods->log_user = desc->log_user;
@@ -626,15 +630,15 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
     }
 }
 
-/* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, allow =, seed =,
- * log =}]) */
+/* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, queries =, allow =,
+ * seed =, log =}]) */
 static int md_new(lua_State *L) {
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};
     if (!lua_isnoneornil(L, 2)) {
         static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
-                                           "entities", "world_memory", "allow", "seed", "log", NULL};
+                                           "entities", "world_memory", "queries", "allow", "seed", "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
         desc.memory = (size_t)int_option(L, 2, "memory", 256 * 1024, fname);
@@ -645,6 +649,9 @@ static int md_new(lua_State *L) {
         desc.milliseconds = (int32_t)ms;
         desc.entities = int_option(L, 2, "entities", 1, fname);
         desc.world_memory = int_option(L, 2, "world_memory", 1, fname);
+        int64_t queries = int_option(L, 2, "queries", 1, fname);
+        if (queries > INT32_MAX) klua_argerror(L, 2, fname, "queries must be at most %d", INT32_MAX);
+        desc.queries = (int32_t)queries;
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
             desc.seed = (uint64_t)lua_tointeger(L, -1);
@@ -747,94 +754,4 @@ void klua_open_mods(lua_State *L) {
     }
     lua_pushcfunction(L, md_new);
     lua_setfield(L, -2, "mods");
-}
-
-/* ---- the C embedding: the methods, run protected ---------------------------------------- */
-
-/* Calls mods:method(arg [, extra]) protected; true when it returned a true first value,
- * else false with the message (or, for load_dir, the failures) in err. */
-static bool call_method(lua_State *L, int mods_idx, const char *method, const char *arg, int extra,
-                        char *err, size_t size) {
-    mods_idx = lua_absindex(L, mods_idx);
-    int top = lua_gettop(L);
-    if (err && size) err[0] = '\0';
-    if (!lua_checkstack(L, 6) || !luaL_testudata(L, mods_idx, KLUA_MODS)) {
-        if (err && size) snprintf(err, size, "kiln.Mods expected");
-        return false;
-    }
-    luaL_getmetatable(L, KLUA_MODS);
-    lua_getfield(L, -1, "__index");
-    lua_getfield(L, -1, method);
-    lua_pushvalue(L, mods_idx);
-    lua_pushstring(L, arg);
-    int nargs = 2;
-    if (extra) {
-        lua_createtable(L, 0, 1);
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "keep");
-        nargs++;
-    }
-    bool ok = false;
-    if (lua_pcall(L, nargs, 2, 0) != LUA_OK) {
-        if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
-    } else if (strcmp(method, "load_dir") == 0) {
-        ok = true;
-        size_t used = 0;
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-            ok = false;
-            if (err && size > used)
-                used += (size_t)snprintf(err + used, size - used, "%s%s", used ? "\n" : "", lua_tostring(L, -1));
-            lua_pop(L, 1);
-        }
-    } else if (lua_toboolean(L, -2)) {
-        ok = true;
-    } else if (err && size) {
-        snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "failed");
-    }
-    lua_settop(L, top);
-    return ok;
-}
-
-bool kiln_lua_mods_load(lua_State *L, int mods_idx, const char *path, char *err, size_t size) {
-    return call_method(L, mods_idx, "load", path, 0, err, size);
-}
-
-bool kiln_lua_mods_load_dir(lua_State *L, int mods_idx, const char *dir, char *err, size_t size) {
-    return call_method(L, mods_idx, "load_dir", dir, 0, err, size);
-}
-
-bool kiln_lua_mods_unload(lua_State *L, int mods_idx, const char *name, bool keep, char *err, size_t size) {
-    return call_method(L, mods_idx, "unload", name, keep, err, size);
-}
-
-bool kiln_lua_mods_reload(lua_State *L, int mods_idx, const char *name, char *err, size_t size) {
-    return call_method(L, mods_idx, "reload", name, 0, err, size);
-}
-
-int kiln_lua_mods_poll(lua_State *L, int mods_idx, char *err, size_t size) {
-    mods_idx = lua_absindex(L, mods_idx);
-    int top = lua_gettop(L);
-    if (err && size) err[0] = '\0';
-    if (!lua_checkstack(L, 6) || !luaL_testudata(L, mods_idx, KLUA_MODS)) {
-        if (err && size) snprintf(err, size, "kiln.Mods expected");
-        return -1;
-    }
-    luaL_getmetatable(L, KLUA_MODS);
-    lua_getfield(L, -1, "__index");
-    lua_getfield(L, -1, "poll");
-    lua_pushvalue(L, mods_idx);
-    int result = -1;
-    if (lua_pcall(L, 1, 2, 0) != LUA_OK) {
-        if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
-    } else {
-        result = (int)lua_rawlen(L, -2);
-        lua_pushnil(L);
-        if (lua_next(L, -2)) {
-            if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1));
-            result = -1;
-        }
-    }
-    lua_settop(L, top);
-    return result;
 }

@@ -164,8 +164,12 @@ int klua_world_query(lua_State *L) {
     lua_setiuservalue(L, -2, KLUA_QUERY_UV_WORLD);
     kiln_query *q;
     if (kiln_query_create(kw->world, &desc, &q) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (kw->mod_hooks) kw->mod_hooks->query_made(L, kw, q, fname);
     kq->query = q;
     kw->query_count++;
+    kq->next = kw->queries;
+    if (kw->queries) kw->queries->prev = kq;
+    kw->queries = kq;
     kq->term_count = with + optional;
     kq->with_count = with;
     for (int t = 0; t < kq->term_count; t++) {
@@ -466,6 +470,9 @@ static int q_gc(lua_State *L) {
         if (kq->active) klua_query_finish(L, kq, 1);
         kiln_query_destroy(kq->query);
         kq->kw->query_count--;
+        if (kq->prev) kq->prev->next = kq->next;
+        else kq->kw->queries = kq->next;
+        if (kq->next) kq->next->prev = kq->prev;
     }
     kq->query = NULL;
     return 0;

@@ -322,7 +322,8 @@ print(again)
         local w, mods = budgeted(60000, "stick", [[
 world:component("Blob", "char data[1000];")
 local host = {}
-for e in world:query{"Position"}:each() do host[#host + 1] = e end
+held = world:query{"Position"} -- kept: what it holds counts too
+for e in held:each() do host[#host + 1] = e end
 for _, e in ipairs(host) do world:add(e, "Big", {}) end -- the host's: not the mod's to count
 for _, e in ipairs(host) do world:add(e, "Blob", {}) end -- 50 x 1002 bytes
 local spawned = 0
@@ -332,11 +333,14 @@ print(#host, spawned)
             host:component("Big", "char data[1000];")
             for _ = 1, 49 do host:spawn{Position = {x = 0, y = 0}} end -- 50 host entities with M.host's
         end)
-        assert.are.same({"50\t" .. math.floor((60000 - 50 * 1002) / ROW)}, mods:log("stick"))
-        assert.are.equal(50 * 1002 + math.floor((60000 - 50 * 1002) / ROW) * ROW, M.info(mods, "stick").world_bytes)
+        local q = M.info(mods, "stick").query_bytes
+        assert.is_true(q > 0)
+        local rows = math.floor((60000 - 50 * 1002 - q) / ROW) * ROW
+        assert.are.same({"50\t" .. math.floor(rows / ROW)}, mods:log("stick"))
+        assert.are.equal(50 * 1002 + rows + q, M.info(mods, "stick").world_bytes)
         -- the host takes Blob off its entities: the room comes back
         for _, e in ipairs(M.entities_with(w, "Position")) do w:remove(e, "Blob") end
-        assert.are.equal(math.floor((60000 - 50 * 1002) / ROW) * ROW, M.info(mods, "stick").world_bytes)
+        assert.are.equal(rows + q, M.info(mods, "stick").world_bytes)
         assert.is_true(w:progress(1 / 60))
     end)
 
@@ -384,6 +388,76 @@ print(pcall(world.resource, world, "Shelf", {}))
                                   "60000 more, past its limit of 100000"), log[1])
         assert.are.equal("true", log[2])
         assert.are.equal(60000, M.info(mods, "store").world_bytes)
+        assert.is_true(w:progress(1 / 60))
+    end)
+
+    -- Spawns entities with Position and every combination of bits tags: 2^bits archetypes.
+    local function archetypes(w, bits, first)
+        for b = first or 1, bits do w:component("Tag" .. b) end
+        for i = 0, 2 ^ bits - 1 do
+            local e = w:spawn{Position = {x = 0, y = 0}}
+            for b = 1, bits do if math.floor(i / 2 ^ (b - 1)) % 2 == 1 then w:add(e, "Tag" .. b) end end
+        end
+    end
+
+    it("counts what its queries hold, which grows with the archetypes they match", function()
+        local LIMIT = 1048576
+        local w, mods = budgeted(LIMIT, "seeker", [[
+kept = {}
+while true do
+    local ok, q = pcall(world.query, world, {"Position"})
+    if not ok then print(#kept, q) break end
+    kept[#kept + 1] = q
+end
+]], function(host)
+            archetypes(host, 6)
+        end)
+        local function check(info, fits)
+            local n, err = mods:log("seeker")[#mods:log("seeker")]:match("^(%d+)\t(.*)$")
+            assert.are.equal(tonumber(n), info.queries)
+            assert.truthy(err:find("^mod 'seeker' holds %d+ bytes in the world; world:query would take %d+ more, " ..
+                                   "past its limit of " .. LIMIT .. " %(world_memory%)$"), err)
+            local one = tonumber(err:match("would take (%d+) more"))
+            assert.are.equal(info.query_bytes, info.world_bytes) -- it spawned nothing
+            assert.is_true(info.query_bytes <= LIMIT and info.query_bytes + one > LIMIT)
+            assert.is_true(one >= fits * 16, one .. " bytes for a query matching " .. fits .. " archetypes")
+            return info.queries
+        end
+        local first = check(M.info(mods, "seeker"), 64)
+        assert.is_true(first > 10 and first < 256, tostring(first))
+        -- the host makes archetypes the mod's queries match: they grow past the budget, which
+        -- only its next query or spawn meets
+        archetypes(w, 12, 7)
+        local grown = M.info(mods, "seeker")
+        assert.are.equal(first, grown.queries)
+        assert.is_true(grown.query_bytes > 4 * LIMIT, tostring(grown.query_bytes))
+        assert.is_true(w:progress(1 / 60))
+        -- a new version meets the budget at once
+        assert(mods:reload("seeker"))
+        local again = check(M.info(mods, "seeker"), 4096)
+        assert.is_true(again >= 1 and again < first, tostring(again))
+    end)
+
+    it("bounds the queries it holds; dropped ones are collected before a query is refused", function()
+        local w, mods = M.host({queries = 8})
+        assert(mods:load(M.write(M.folder(), "many.lua", [[
+local qs = {}
+for i = 1, 9 do
+    local ok, q = pcall(world.query, world, {"Position"})
+    if not ok then print(i, q) break end
+    qs[i] = q
+end
+qs = nil -- dropped, not yet collected: the next query collects them first
+for _ = 1, 100 do assert(world:query{"Position"}) end
+kept = world:query{"Position"}
+]])))
+        assert.are.same({"9\tworld:query: mod 'many' holds 8 live queries, its limit (queries)"}, mods:log("many"))
+        assert.is_true(M.info(mods, "many").queries <= 8)
+        for _, bad in ipairs{0, -1, 2^31, 1.5, "8"} do
+            local ok, err = pcall(kiln.mods, kiln.world(), {queries = bad})
+            assert.is_false(ok)
+            assert.truthy(err:find("queries must be"), err)
+        end
         assert.is_true(w:progress(1 / 60))
     end)
 

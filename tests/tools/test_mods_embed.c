@@ -1,5 +1,6 @@
 /* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
- * mod system in the host's own kiln_schedule_run, reload, unload, load_dir and teardown. */
+ * mod system in the host's own kiln_schedule_run, reload, unload, load_dir, teardown, and
+ * the desc's limits on a mod's queries. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -228,6 +229,29 @@ START_TEST(a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_ful
 }
 END_TEST
 
+/* desc.queries bounds a mod's live queries; desc.world_memory counts what they hold in C. */
+START_TEST(the_desc_bounds_a_mods_queries_by_count_and_by_the_bytes_they_hold) {
+    host h;
+    start(&h, &(kiln_lua_mods_desc){.queries = 3});
+    write_file(&h, "three.lua",
+               "local kept = {}\n"
+               "for i = 1, 4 do local ok, q = pcall(world.query, world, {'Health'}) print(ok, ok or q) kept[i] = q end\n");
+    char err[512];
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "three.lua"), err, sizeof err), "%s", err);
+    ck_assert_str_eq(h.log, "three: true\ttrue\nthree: true\ttrue\nthree: true\ttrue\n"
+                            "three: false\tworld:query: mod 'three' holds 3 live queries, its limit (queries)\n");
+    stop(&h);
+    /* a query of a C host's world holds sizeof(kiln_query) and more: 64 bytes are too few */
+    start(&h, &(kiln_lua_mods_desc){.world_memory = 64});
+    write_file(&h, "one.lua", "print(pcall(world.query, world, {'Health'}))\n");
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "one.lua"), err, sizeof err), "%s", err);
+    ck_assert_msg(strstr(h.log, "one: false\tmod 'one' holds 0 bytes in the world; world:query would take ") &&
+                      strstr(h.log, "more, past its limit of 64 (world_memory)"),
+                  "%s", h.log);
+    stop(&h);
+}
+END_TEST
+
 static Suite *mods_suite(void) {
     Suite *s = suite_create("mods_embed");
     TCase *tc = tcase_create("host");
@@ -238,6 +262,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, closing_the_host_state_with_mods_loaded_releases_everything);
     tcase_add_test(tc, the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_second_manager);
     tcase_add_test(tc, a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_full);
+    tcase_add_test(tc, the_desc_bounds_a_mods_queries_by_count_and_by_the_bytes_they_hold);
     suite_add_tcase(s, tc);
     return s;
 }
