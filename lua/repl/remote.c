@@ -5,11 +5,13 @@
 #include "kiln_lua.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int kcmd_remote_connect(const char *spec) {
@@ -106,19 +108,33 @@ char *kcmd_remote_token(const char *spec, const char *given, char *why, size_t s
     int port = colon ? atoi(colon + 1) : 0;
     char path[512];
     kiln_console_default_token_path(port, path, sizeof path);
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    /* The file may lie in /tmp, where anyone can put something at its name first: only a
+     * regular file of this user's that no one else can read or write is the game's (which
+     * writes it 0600), and opening never follows a link or waits on a pipe. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(why, size, "no token: pass --token, or run as the game's user on its machine (%s: %s)", path,
                  strerror(errno));
         return NULL;
     }
+    struct stat st;
+    const char *refused = fstat(fd, &st) != 0               ? strerror(errno)
+                          : !S_ISREG(st.st_mode)            ? "not a regular file"
+                          : st.st_uid != getuid()           ? "owned by another user"
+                          : (st.st_mode & (S_IRWXG | S_IRWXO)) ? "open to other users (the game writes it 0600)"
+                                                            : NULL;
     char line[300];
-    char *got = fgets(line, sizeof line, f);
-    fclose(f);
-    if (!got) {
+    ssize_t got = refused ? 0 : read(fd, line, sizeof line - 1);
+    close(fd);
+    if (refused) {
+        snprintf(why, size, "token file %s refused: %s; pass --token", path, refused);
+        return NULL;
+    }
+    line[got > 0 ? got : 0] = '\0';
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!line[0]) {
         snprintf(why, size, "no token in %s", path);
         return NULL;
     }
-    line[strcspn(line, "\r\n")] = '\0';
     return strdup(line);
 }

@@ -1,8 +1,10 @@
 /* test_repl.c: the `kiln` command end to end: scripts and -e, REPL transcripts through a
- * pipe (printing, errors, :step, :watch, multi-line input), and completion and Ctrl-C
- * through a pseudo-terminal. */
+ * pipe (printing, errors, :step, :watch, multi-line input), completion and Ctrl-C through a
+ * pseudo-terminal, and the token file `--connect` reads. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -10,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -460,6 +464,54 @@ START_TEST(history_keeps_each_entry_once_even_after_a_killed_session) {
 }
 END_TEST
 
+/* `kiln --connect` without --token reads the game's token file, which may lie in /tmp where
+ * anyone can put something at its name first: a pipe (waiting on it would hang the client),
+ * a link, a file open to others or of another user is refused at once, with the reason. */
+START_TEST(connect_refuses_a_token_file_that_is_not_the_users_own_private_file) {
+    int listener = socket(AF_INET, SOCK_STREAM, 0); /* a "game" that accepts and never answers */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    ck_assert(bind(listener, (struct sockaddr *)&a, sizeof a) == 0 && listen(listener, 8) == 0 &&
+              getsockname(listener, (struct sockaddr *)&a, &alen) == 0);
+    char dir[] = "/tmp/kiln-token-XXXXXX", path[128], spec[64], victim[160];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    snprintf(spec, sizeof spec, "127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(path, sizeof path, "%s/kiln-console-%d.token", dir, ntohs(a.sin_port));
+    snprintf(victim, sizeof victim, "%s/private", dir);
+    const char *args[] = {"kiln", "--connect", spec, NULL};
+    for (int kind = 0; kind < 4; kind++) {
+        unlink(path);
+        if (kind == 0) ck_assert_int_eq(mkfifo(path, 0600), 0);
+        if (kind == 1 || kind == 3) {
+            FILE *f = fopen(kind == 1 ? path : victim, "w");
+            ck_assert_ptr_nonnull(f);
+            fputs("0123456789abcdef0123456789abcdef\n", f);
+            fclose(f);
+            chmod(kind == 1 ? path : victim, kind == 1 ? 0644 : 0600);
+        }
+        if (kind == 2) { /* another user's file: only root can make one here */
+            if (getuid() != 0) continue;
+            FILE *f = fopen(path, "w");
+            ck_assert_ptr_nonnull(f);
+            fputs("0123456789abcdef0123456789abcdef\n", f);
+            fclose(f);
+            ck_assert_int_eq(chmod(path, 0600) | chown(path, 1, 1), 0);
+        }
+        if (kind == 3) ck_assert_int_eq(symlink(victim, path), 0);
+        static const char *const why[] = {"not a regular file", "open to other users", "owned by another user",
+                                          "Too many levels of symbolic links"};
+        int code;
+        const char *out = run("", args, &code);
+        ck_assert_msg(code == 1 && strstr(out, why[kind]), "kind %d: kiln exited %d: %s", kind, code, out);
+    }
+    close(listener);
+    unlink(path);
+    unlink(victim);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *repl_suite(void) {
     Suite *s = suite_create("repl");
     TCase *pipe_case = tcase_create("transcripts");
@@ -478,6 +530,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(pipe_case, a_binary_chunk_is_refused_as_a_script);
     tcase_add_test(pipe_case, run_steps_at_the_rate_it_is_given);
     tcase_add_test(pipe_case, ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on);
+    tcase_add_test(pipe_case, connect_refuses_a_token_file_that_is_not_the_users_own_private_file);
     suite_add_tcase(s, pipe_case);
     TCase *tty_case = tcase_create("terminal");
     tcase_set_timeout(tty_case, 30);
