@@ -219,16 +219,19 @@ KILN_TEST(matching, query_count_and_iteration_allocate_nothing) {
     kiln_query_destroy(q);
 }
 
+/* A world over a, with Position (pos) and six tags T0..T5. */
+static kiln_world *tagged_world(test_allocator *a, kiln_component *pos, kiln_component tags[6]) {
+    test_allocator_init(a);
+    kiln_world *w = test_world_create(a);
+    *pos = test_register_position(w);
+    for (int i = 0; i < 6; i++) tags[i] = test_register_tag(w, (char[]){'T', (char)('0' + i), '\0'});
+    return w;
+}
+
 KILN_TEST(matching, many_archetypes_are_all_matched) {
     test_allocator a;
-    test_allocator_init(&a);
-    kiln_world *w = test_world_create(&a);
-    kiln_component pos = test_register_position(w);
-    kiln_component tags[6];
-    for (int i = 0; i < 6; i++) {
-        char name[8] = {'T', (char)('0' + i), '\0'};
-        tags[i] = test_register_tag(w, name);
-    }
+    kiln_component pos, tags[6];
+    kiln_world *w = tagged_world(&a, &pos, tags);
     kiln_query *q = make_query(w, (kiln_query_desc){.with = {pos}, .without = {tags[5]}});
     int64_t want = 0;
     for (int mask = 0; mask < 64; mask++) {
@@ -250,11 +253,8 @@ KILN_TEST(matching, many_archetypes_are_all_matched) {
  * its slot in the world's list of queries), and it grows with the archetypes it matches. */
 KILN_TEST(matching, query_memory_is_its_own_blocks_and_grows_with_the_archetypes_it_matches) {
     test_allocator a;
-    test_allocator_init(&a);
-    kiln_world *w = test_world_create(&a);
-    kiln_component pos = test_register_position(w);
-    kiln_component tags[6];
-    for (int i = 0; i < 6; i++) tags[i] = test_register_tag(w, (char[]){'T', (char)('0' + i), '\0'});
+    kiln_component pos, tags[6];
+    kiln_world *w = tagged_world(&a, &pos, tags);
     kiln_component never = test_register_tag(w, "Never"); /* on no entity */
     int64_t slot = (int64_t)sizeof(kiln_query *);
     for (int round = 0; round < 2; round++) { /* an empty world, then 64 archetypes with pos */
