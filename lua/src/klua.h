@@ -210,7 +210,7 @@ struct klua_world {
     int *entry_depth;          /* counts entries into the mod's code (budget.c) */
     int guest_depth;           /* of a host's World: entries into mods' code under way */
     int32_t query_count;       /* live queries made through this World (mods:list shows a mod's) */
-    struct klua_query *queries; /* those queries, linked (a mod's budget sums what they hold) */
+    struct klua_query_link *queries; /* those queries (a mod's budget sums what they hold) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
 };
@@ -241,6 +241,15 @@ struct klua_system {
 enum klua_term_kind { TERM_DATA, TERM_TAG, TERM_LUA }; /* a term's values: fields, none, Lua */
 
 /* A kiln.Query: the core query, its terms, and the one iteration it may run. */
+/* A World's live query, listed in C memory from the Lua allocator, not in the query's own
+ * userdata: debug.setmetatable can take a query's finalizer away, and Lua then frees the
+ * userdata without unlinking it. Such a query stays listed (and counted) until its World is
+ * released, which frees the list; the kiln_query lives as long, held by the world. */
+typedef struct klua_query_link {
+    kiln_query *query;
+    struct klua_query_link *prev, *next;
+} klua_query_link;
+
 typedef struct klua_query {
     klua_world *kw;
     kiln_query *query;
@@ -274,7 +283,7 @@ typedef struct klua_query {
      * loop's row state when the loop ends, however it ends (klua_query_finish calls it) */
     void (*ffi_end_rows)(lua_State *L, int q_idx);
     uint32_t ffi_gen;   /* LuaJIT: counts FFI loops begun, so a debug view knows its own */
-    struct klua_query *prev, *next; /* the World's live queries (kw->queries) */
+    struct klua_query_link *link; /* its entry in kw->queries */
 } klua_query;
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */

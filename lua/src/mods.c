@@ -68,8 +68,8 @@ static int64_t pending_spawns(klua_mod *mod, kiln_world *world) {
 
 int64_t klua_mod_query_bytes(const klua_mod *mod) {
     int64_t n = 0;
-    for (const klua_query *kq = mod->L && mod->kw && !mod->kw->closed ? mod->kw->queries : NULL; kq; kq = kq->next)
-        n += kiln_query_memory(kq->query);
+    for (const klua_query_link *l = mod->L && mod->kw && !mod->kw->closed ? mod->kw->queries : NULL; l; l = l->next)
+        n += kiln_query_memory(l->query);
     return n;
 }
 

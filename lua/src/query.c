@@ -165,11 +165,19 @@ int klua_world_query(lua_State *L) {
     kiln_query *q;
     if (kiln_query_create(kw->world, &desc, &q) != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (kw->mod_hooks) kw->mod_hooks->query_made(L, kw, q, fname);
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
+    klua_query_link *link = fa(ud, NULL, 0, sizeof *link);
+    if (!link) {
+        kiln_query_destroy(q);
+        luaL_error(L, "not enough memory");
+    }
+    *link = (klua_query_link){q, NULL, kw->queries};
+    if (kw->queries) kw->queries->prev = link;
+    kw->queries = link;
+    kq->link = link;
     kq->query = q;
     kw->query_count++;
-    kq->next = kw->queries;
-    if (kw->queries) kw->queries->prev = kq;
-    kw->queries = kq;
     kq->term_count = with + optional;
     kq->with_count = with;
     for (int t = 0; t < kq->term_count; t++) {
@@ -470,11 +478,16 @@ static int q_gc(lua_State *L) {
         if (kq->active) klua_query_finish(L, kq, 1);
         kiln_query_destroy(kq->query);
         kq->kw->query_count--;
-        if (kq->prev) kq->prev->next = kq->next;
-        else kq->kw->queries = kq->next;
-        if (kq->next) kq->next->prev = kq->prev;
+        klua_query_link *link = kq->link;
+        if (link->prev) link->prev->next = link->next;
+        else kq->kw->queries = link->next;
+        if (link->next) link->next->prev = link->prev;
+        void *ud;
+        lua_Alloc fa = lua_getallocf(L, &ud);
+        fa(ud, link, sizeof *link, 0);
     }
     kq->query = NULL;
+    kq->link = NULL;
     return 0;
 }
 

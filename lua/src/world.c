@@ -29,6 +29,11 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     kw->jobs = NULL;
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
+    while (kw->queries) { /* their queries went with the world; the finalizers see it closed */
+        klua_query_link *next = kw->queries->next;
+        fa(ud, kw->queries, sizeof *kw->queries, 0);
+        kw->queries = next;
+    }
     if (kw->lua_valued) {
         fa(ud, kw->lua_valued, (size_t)kw->lua_valued_cap, 0);
         kw->lua_valued = NULL;

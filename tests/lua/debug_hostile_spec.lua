@@ -75,6 +75,32 @@ describe("debug.setmetatable on kiln's objects", function()
         assert.is_true(w:progress(0))
     end)
 
+    it("keeps the World's other queries whole when Lua frees a query whose finalizer was taken away", function()
+        -- The World lists its live queries; a query that dies without its finalizer (its
+        -- metatable swapped for one without __gc) must not leave the list pointing into freed
+        -- memory, whichever neighbour is unlinked or used next (ASan sees the old fault).
+        local w = movers(3)
+        local before, victim, after = w:query{"Position"}, w:query{"Position", "Velocity"}, w:query{"Velocity"}
+        debug.setmetatable(victim, {})
+        victim = nil
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal(3, before:count())
+        assert.are.equal(3, after:count())
+        for _, q in ipairs{w:query{"Position"}, w:query{"Velocity"}} do
+            local n = 0
+            for _ in q:each() do n = n + 1 end
+            assert.are.equal(3, n)
+        end
+        before, after = nil, nil
+        collectgarbage()
+        collectgarbage()
+        assert.are.equal(3, w:query{"Position"}:count())
+        assert.is_true(w:progress(0))
+        w:close()
+        collectgarbage() -- the queries left finalize after their World released the list
+    end)
+
     it("refuses every class's metamethods called with another value", function()
         local w, q = movers(2)
         local values = {5, "kiln.World", {}, io.stdout, w, q, kiln.commands(w), function() end}
