@@ -71,7 +71,9 @@ typedef struct kiln_lua_mods_desc {
 } kiln_lua_mods_desc;
 
 /* Pushes a mod manager (a kiln.Mods, as kiln.mods returns) for the kiln.World at world_idx.
- * Raises a Lua error for a bad world or out of memory. Returns 1. */
+ * Raises a Lua error for a bad world, out of memory, or a desc limit that is neither 0 nor
+ * one kiln.mods accepts (memory at least 256 KiB, instruction counts at least 1000,
+ * milliseconds -1 or more, the others positive), naming the field. Returns 1. */
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc);
 
 /* The manager's methods from C, each run protected on the kiln.Mods at mods_idx: true when

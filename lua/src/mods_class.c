@@ -13,6 +13,11 @@
 #define DEFAULT_ENTITIES 1000000
 #define DEFAULT_WORLD_MEMORY ((int64_t)256 << 20)
 #define DEFAULT_QUERIES 256
+/* The least a mod's Lua memory and its instruction budgets may be (kiln.mods and a C desc) */
+#define MIN_MEMORY 262144
+#define MIN_INSTRUCTIONS 1000
+#define MIN_TEXT_(n) #n
+#define MIN_TEXT(n) MIN_TEXT_(n)
 
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 #define MAX_DIR_ENTRIES 256 /* entries load_dir looks at */
@@ -641,9 +646,9 @@ static int md_new(lua_State *L) {
                                            "entities", "world_memory", "queries", "allow", "seed", "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
-        desc.memory = (size_t)int_option(L, 2, "memory", 256 * 1024, fname);
-        desc.instructions = int_option(L, 2, "instructions", 1000, fname);
-        desc.frame_instructions = int_option(L, 2, "frame_instructions", 1000, fname);
+        desc.memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, fname);
+        desc.instructions = int_option(L, 2, "instructions", MIN_INSTRUCTIONS, fname);
+        desc.frame_instructions = int_option(L, 2, "frame_instructions", MIN_INSTRUCTIONS, fname);
         int64_t ms = int_option(L, 2, "milliseconds", -1, fname);
         if (ms > INT32_MAX) klua_argerror(L, 2, fname, "milliseconds must be at most %d", INT32_MAX);
         desc.milliseconds = (int32_t)ms;
@@ -690,10 +695,26 @@ static int md_new(lua_State *L) {
     return 1;
 }
 
+/* A C host's desc: each limit 0 (its default) or one kiln.mods would accept, else raises. */
+static void check_desc(lua_State *L, const kiln_lua_mods_desc *d) {
+    static const char *const fmt = "kiln_lua_mods_push: desc.%s must be 0 (the default) or %s";
+    if (d->memory && d->memory < MIN_MEMORY) luaL_error(L, fmt, "memory", "at least " MIN_TEXT(MIN_MEMORY));
+    if (d->instructions && d->instructions < MIN_INSTRUCTIONS)
+        luaL_error(L, fmt, "instructions", "at least " MIN_TEXT(MIN_INSTRUCTIONS));
+    if (d->frame_instructions && d->frame_instructions < MIN_INSTRUCTIONS)
+        luaL_error(L, fmt, "frame_instructions", "at least " MIN_TEXT(MIN_INSTRUCTIONS));
+    if (d->milliseconds < -1)
+        luaL_error(L, "kiln_lua_mods_push: desc.milliseconds must be -1 (none), 0 (the default) or positive");
+    if (d->entities < 0) luaL_error(L, fmt, "entities", "positive");
+    if (d->world_memory < 0) luaL_error(L, fmt, "world_memory", "positive");
+    if (d->queries < 0) luaL_error(L, fmt, "queries", "positive");
+}
+
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {
+    kiln_lua_mods_desc none = {0};
+    check_desc(L, desc ? desc : &none);
     luaL_requiref(L, "kiln", luaopen_kiln, 0);
     lua_pop(L, 1);
-    kiln_lua_mods_desc none = {0};
     new_mods(L, world_idx, desc ? desc : &none);
     return 1;
 }

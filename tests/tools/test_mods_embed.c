@@ -1,6 +1,6 @@
 /* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
  * mod system in the host's own kiln_schedule_run, reload, unload, load_dir, teardown, and
- * the desc's limits on a mod's queries. */
+ * the desc's limits on a mod's queries, and a desc's bad limits refused. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -252,6 +252,53 @@ START_TEST(the_desc_bounds_a_mods_queries_by_count_and_by_the_bytes_they_hold) {
 }
 END_TEST
 
+/* Pushes a mod manager with the desc at upvalue 1 for the World at 1 (for a pcall). */
+static int push_with_desc(lua_State *L) {
+    kiln_lua_mods_push(L, 1, lua_touserdata(L, lua_upvalueindex(1)));
+    return 1;
+}
+
+/* A desc whose limit is neither 0 (its default) nor one kiln.mods accepts is refused with a
+ * message naming the field, and the world is left without a manager: a good desc then works. */
+START_TEST(push_refuses_a_desc_limit_below_what_kiln_mods_accepts) {
+    static const struct {
+        kiln_lua_mods_desc desc;
+        const char *message;
+    } bad[] = {
+        {{.memory = 1000}, "desc.memory must be 0 (the default) or at least 262144"},
+        {{.instructions = -1}, "desc.instructions must be 0 (the default) or at least 1000"},
+        {{.instructions = 999}, "desc.instructions must be 0 (the default) or at least 1000"},
+        {{.frame_instructions = -5}, "desc.frame_instructions must be 0 (the default) or at least 1000"},
+        {{.milliseconds = -2}, "desc.milliseconds must be -1 (none), 0 (the default) or positive"},
+        {{.entities = -1}, "desc.entities must be 0 (the default) or positive"},
+        {{.world_memory = INT64_MIN}, "desc.world_memory must be 0 (the default) or positive"},
+        {{.queries = -3}, "desc.queries must be 0 (the default) or positive"},
+    };
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    kiln_world *world = kiln_world_create(NULL);
+    kiln_lua_push_world(L, world, 0);
+    int world_idx = lua_gettop(L);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lua_pushlightuserdata(L, (void *)&bad[i].desc);
+        lua_pushcclosure(L, push_with_desc, 1);
+        lua_pushvalue(L, world_idx);
+        ck_assert_int_ne(lua_pcall(L, 1, 1, 0), LUA_OK);
+        ck_assert_msg(strncmp(lua_tostring(L, -1), "kiln_lua_mods_push: ", 20) == 0 &&
+                          strstr(lua_tostring(L, -1), bad[i].message),
+                      "case %zu: %s", i, lua_tostring(L, -1));
+        lua_settop(L, world_idx);
+    }
+    kiln_lua_mods_desc good = {.memory = 262144, .instructions = 1000, .milliseconds = -1, .queries = 1};
+    lua_pushlightuserdata(L, &good);
+    lua_pushcclosure(L, push_with_desc, 1);
+    lua_pushvalue(L, world_idx);
+    ck_assert_msg(lua_pcall(L, 1, 1, 0) == LUA_OK, "%s", lua_tostring(L, -1));
+    lua_close(L);
+    kiln_world_destroy(world);
+}
+END_TEST
+
 static Suite *mods_suite(void) {
     Suite *s = suite_create("mods_embed");
     TCase *tc = tcase_create("host");
@@ -263,6 +310,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_second_manager);
     tcase_add_test(tc, a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_full);
     tcase_add_test(tc, the_desc_bounds_a_mods_queries_by_count_and_by_the_bytes_they_hold);
+    tcase_add_test(tc, push_refuses_a_desc_limit_below_what_kiln_mods_accepts);
     suite_add_tcase(s, tc);
     return s;
 }
