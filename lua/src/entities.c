@@ -225,8 +225,10 @@ static int w_add(lua_State *L) {
     const klua_comp *cc = klua_comp_ready(kw, c);
     if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
-    if (kw->mod_hooks && info->size && !kiln_has(kw->world, e, c)) /* raises past the mod's budget */
-        kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
+    if (kw->mod_hooks && !kiln_has(kw->world, e, c)) { /* raises past the mod's budgets */
+        if (info->size) kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
+        else kw->mod_hooks->before_reshape(L, kw, fname);
+    }
     uint8_t *val = klua_scratch(L, kw, info->size);
     klua_build_value(L, kw, c, 4, val, info, fname, e);
     if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */
@@ -243,6 +245,7 @@ static int w_remove(lua_State *L) {
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
     bool removed = false;
+    if (kw->mod_hooks && kiln_has(kw->world, e, c)) kw->mod_hooks->before_reshape(L, kw, fname);
     if (kiln_remove(kw->world, e, c, &removed) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushboolean(L, removed);
     return 1;

@@ -18,6 +18,7 @@ static int w_set_parent(lua_State *L) {
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
     klua_check_access(L, kw, parent_component(L, kw, fname), true, fname);
+    if (kw->mod_hooks) kw->mod_hooks->before_reshape(L, kw, fname); /* it adds or removes Parent */
     if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }

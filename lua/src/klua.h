@@ -139,6 +139,10 @@ typedef struct klua_mod_hooks {
     /* A query the view just made, not yet counted or linked: raises, after destroying it,
      * when the mod may hold no more queries or no more bytes in the world. */
     void (*query_made)(lua_State *L, klua_world *kw, kiln_query *q, const char *fname);
+    /* Before the view adds a tag to an entity that lacks it or removes a component from one
+     * that has it (either may make an archetype; spawns and other adds ask before_spawn and
+     * before_grow): raises when mods may make no more. */
+    void (*before_reshape)(lua_State *L, klua_world *kw, const char *fname);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it

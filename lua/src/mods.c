@@ -101,8 +101,33 @@ static void check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t m
                    "(world_memory)", mod->name, (lua_Integer)held, what, (lua_Integer)more, (lua_Integer)limit);
 }
 
+/* Archetypes are never freed, and the world holds at most 65,472: a mod spawning and
+ * despawning entities of every combination of its components made 20,000 (33 MiB) in 16
+ * frames, and could leave the host none for its own new combinations. So a mod's spawn, add
+ * or remove is refused when the world's archetypes, with one for each such call mods queued
+ * in the deferred section under way (it lands later, and may make one), reach
+ * opts.archetypes: the world never passes it through mods. */
+static void check_archetypes(lua_State *L, const klua_mod *mod, const char *what) {
+    klua_mods *mods = mod->mods;
+    kiln_world *world = mods->kw->world;
+    kiln_tick now = kiln_tick_current(world);
+    bool deferred = kiln_is_deferred(world);
+    if (!deferred || mods->reshape_tick != now) {
+        mods->reshapes = 0;
+        mods->reshape_tick = now;
+    }
+    kiln_world_stats st;
+    kiln_world_stats_get(world, &st);
+    if (st.archetypes + mods->reshapes >= mods->archetypes)
+        luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
+                   "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",
+                   what, mod->name, (int)st.archetypes, (lua_Integer)mods->reshapes, (int)mods->archetypes);
+    if (deferred) mods->reshapes++;
+}
+
 static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes) {
     klua_mod *mod = kw->mod;
+    check_archetypes(L, mod, "world:spawn");
     int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
     if (live + pending_spawns(mod, kw->world) >= mod->mods->entities)
         luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
@@ -322,6 +347,7 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         if (k >= 0 && mod->declared_first[k]) check_held(L, mod, world, bytes, fname);
         return;
     }
+    check_archetypes(L, mod, fname);
     if (!kiln_has(world, e, mod->tag)) {
         /* another's entity: only a component of the mod's own counts there */
         int k = declared_index(mod, c, false);
@@ -352,9 +378,13 @@ static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const c
     }
 }
 
+static void hook_before_reshape(lua_State *L, klua_world *kw, const char *fname) {
+    check_archetypes(L, kw->mod, fname);
+}
+
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,
                                      hook_owner,        hook_add_system,  hook_failed,         hook_spawn_room,
-                                     hook_before_grow,  hook_query_made};
+                                     hook_before_grow,  hook_query_made,  hook_before_reshape};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 

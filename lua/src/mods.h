@@ -114,6 +114,10 @@ struct klua_mods {
     int64_t entities;         /* live entities one mod may have spawned */
     int64_t world_memory;     /* bytes one mod may hold in the world (see held_bytes, mods.c) */
     int32_t queries;          /* live queries one mod may hold */
+    int32_t archetypes;       /* the world's archetypes past which mods may not reshape entities */
+    int64_t reshapes;         /* spawns, adds and removes mods queued in the deferred section of
+                               * tick reshape_tick: each may make an archetype when it lands */
+    kiln_tick reshape_tick;
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
     int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */

@@ -13,6 +13,7 @@
 #define DEFAULT_ENTITIES 1000000
 #define DEFAULT_WORLD_MEMORY ((int64_t)256 << 20)
 #define DEFAULT_QUERIES 256
+#define DEFAULT_ARCHETYPES 8192
 /* The least a mod's Lua memory and its instruction budgets may be (kiln.mods and a C desc) */
 #define MIN_MEMORY 262144
 #define MIN_INSTRUCTIONS 1000
@@ -567,6 +568,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->entities = desc->entities ? desc->entities : DEFAULT_ENTITIES;
     mods->world_memory = desc->world_memory ? desc->world_memory : DEFAULT_WORLD_MEMORY;
     mods->queries = desc->queries ? desc->queries : DEFAULT_QUERIES;
+    mods->archetypes = desc->archetypes ? desc->archetypes : DEFAULT_ARCHETYPES;
     mods->seed = desc->seed;
     mods->log_fn = desc->log;
     mods->log_user = desc->log_user;
@@ -635,15 +637,16 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
     }
 }
 
-/* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, queries =, allow =,
- * seed =, log =}]) */
+/* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, queries =,
+ * archetypes =, allow =, seed =, log =}]) */
 static int md_new(lua_State *L) {
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};
     if (!lua_isnoneornil(L, 2)) {
         static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
-                                           "entities", "world_memory", "queries", "allow", "seed", "log", NULL};
+                                           "entities", "world_memory", "queries", "archetypes", "allow", "seed",
+                                           "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
         desc.memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, fname);
@@ -657,6 +660,9 @@ static int md_new(lua_State *L) {
         int64_t queries = int_option(L, 2, "queries", 1, fname);
         if (queries > INT32_MAX) klua_argerror(L, 2, fname, "queries must be at most %d", INT32_MAX);
         desc.queries = (int32_t)queries;
+        int64_t archetypes = int_option(L, 2, "archetypes", 1, fname);
+        if (archetypes > INT32_MAX) klua_argerror(L, 2, fname, "archetypes must be at most %d", INT32_MAX);
+        desc.archetypes = (int32_t)archetypes;
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
             desc.seed = (uint64_t)lua_tointeger(L, -1);
@@ -708,6 +714,7 @@ static void check_desc(lua_State *L, const kiln_lua_mods_desc *d) {
     if (d->entities < 0) luaL_error(L, fmt, "entities", "positive");
     if (d->world_memory < 0) luaL_error(L, fmt, "world_memory", "positive");
     if (d->queries < 0) luaL_error(L, fmt, "queries", "positive");
+    if (d->archetypes < 0) luaL_error(L, fmt, "archetypes", "positive");
 }
 
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {
