@@ -148,7 +148,7 @@ test-examples: $(ASTEROIDS_BIN)
 test:
 	@scripts/test-all.sh $(TEST_GROUPS)
 
-TEST_GROUPS := test-layout test-plain test-tools test-lua test-docs test-examples test-install \
+TEST_GROUPS := test-layout test-runner test-plain test-tools test-lua test-docs test-examples test-install \
                test-premake test-asan test-lua-asan test-tsan
 
 # ---- Fuzzing (tests/fuzz): the whole core C API driven against a reference model ----------
@@ -196,13 +196,18 @@ fuzz-long:
 FILES ?= $(FUZZ_DIR)/corpus $(FUZZ_DIR)/regressions
 fuzz-replay: $(BUILD)/tests/fuzz_replay
 	$(BUILD)/tests/fuzz_replay $(FILES)
-.PHONY: test-fuzz fuzz-long fuzz-replay
+.PHONY: test-fuzz fuzz-long fuzz-replay test-runner
 # ---- end of fuzzing ---------------------------------------------------------------------
 
 # The layering the folders promise: the core never names an addon, the binding's files call
 # each other without a circle, prototypes live in headers, no source file is too long.
 test-layout:
 	@lua5.4 tools/check_layout.lua .
+
+# The runner of `make test` itself (scripts/test-all.sh): its counts, and the lines naming
+# what failed that it repeats after all groups, so the end of a CI log names failing tests.
+test-runner:
+	@tests/scripts/test_runner.sh
 
 test-plain: $(TEST_BIN)
 	@scripts/run-tests.sh $(TEST_BIN)
