@@ -115,9 +115,9 @@ typedef struct klua_mod_hooks {
      * after_spawn records the new entity. */
     kiln_component (*before_spawn)(lua_State *L, klua_world *kw, int64_t bytes);
     void (*after_spawn)(lua_State *L, klua_world *kw, kiln_entity e);
-    /* Before the view declares a component or event type: raises when the mod may declare
-     * no more. */
-    void (*before_declare)(lua_State *L, klua_world *kw);
+    /* Before the view declares component or event type name (existed: the world has it
+     * already): raises when the mod may declare no more, or mods may register no new one. */
+    void (*before_declare)(lua_State *L, klua_world *kw, const char *name, bool event, bool existed);
     /* A component or event type the view declared (existed: it was there already). */
     void (*declared)(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed);
     /* Who declared component (or event type) id first: "the host" or "mod 'name'" (into
@@ -214,6 +214,8 @@ struct klua_world {
     int *entry_depth;          /* counts entries into the mod's code (budget.c) */
     int guest_depth;           /* of a host's World: entries into mods' code under way */
     int32_t query_count;       /* live queries made through this World (mods:list shows a mod's) */
+    int32_t mod_types;         /* of a host's World: components and event types mods registered
+                                * new in it, under any manager (registrations are never freed) */
     struct klua_query_link *queries; /* those queries (a mod's budget sums what they hold) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;

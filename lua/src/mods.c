@@ -164,15 +164,25 @@ static int declared_index(const klua_mod *mod, uint32_t id, bool event) {
     return -1;
 }
 
-static void hook_before_declare(lua_State *L, klua_world *kw) {
+/* A name new to the world is a registration the world keeps for good, whatever becomes of
+ * the mod: all mods together may make mods->components of them (kept on the host's World, so
+ * a new manager over the same world does not start afresh). */
+static void hook_before_declare(lua_State *L, klua_world *kw, const char *name, bool event, bool existed) {
     klua_mod *mod = kw->mod;
     if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
         luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
                    KLUA_MOD_MAX_COMPONENTS);
+    const klua_world *host = mod->mods->kw;
+    if (!existed && host->mod_types >= mod->mods->components)
+        luaL_error(L, "%s: mod '%s' may not register %s '%s': mods have registered %d new components and "
+                   "event types in this world, the mods' limit (components)",
+                   event ? "world:event" : "world:component", mod->name, event ? "event type" : "component",
+                   klua_quote(L, name, strlen(name)), (int)host->mod_types);
 }
 
 static void hook_declared(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed) {
     klua_mod *mod = kw->mod;
+    if (!existed) mod->mods->kw->mod_types++;
     if (declared_index(mod, id, event) >= 0) return;
     if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
         luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,

@@ -115,6 +115,7 @@ struct klua_mods {
     int64_t world_memory;     /* bytes one mod may hold in the world (see held_bytes, mods.c) */
     int32_t queries;          /* live queries one mod may hold */
     int32_t archetypes;       /* the world's archetypes past which mods may not reshape entities */
+    int32_t components;       /* new components and event types mods may register in the world */
     int64_t reshapes;         /* spawns, adds and removes mods queued in the deferred section of
                                * tick reshape_tick: each may make an archetype when it lands */
     kiln_tick reshape_tick;

@@ -14,6 +14,7 @@
 #define DEFAULT_WORLD_MEMORY ((int64_t)256 << 20)
 #define DEFAULT_QUERIES 256
 #define DEFAULT_ARCHETYPES 8192
+#define DEFAULT_COMPONENTS 4096
 /* The least a mod's Lua memory and its instruction budgets may be (kiln.mods and a C desc) */
 #define MIN_MEMORY 262144
 #define MIN_INSTRUCTIONS 1000
@@ -569,6 +570,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->world_memory = desc->world_memory ? desc->world_memory : DEFAULT_WORLD_MEMORY;
     mods->queries = desc->queries ? desc->queries : DEFAULT_QUERIES;
     mods->archetypes = desc->archetypes ? desc->archetypes : DEFAULT_ARCHETYPES;
+    mods->components = desc->components ? desc->components : DEFAULT_COMPONENTS;
     mods->seed = desc->seed;
     mods->log_fn = desc->log;
     mods->log_user = desc->log_user;
@@ -638,15 +640,15 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
 }
 
 /* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, queries =,
- * archetypes =, allow =, seed =, log =}]) */
+ * archetypes =, components =, allow =, seed =, log =}]) */
 static int md_new(lua_State *L) {
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};
     if (!lua_isnoneornil(L, 2)) {
         static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
-                                           "entities", "world_memory", "queries", "archetypes", "allow", "seed",
-                                           "log", NULL};
+                                           "entities", "world_memory", "queries", "archetypes", "components",
+                                           "allow", "seed", "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
         desc.memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, fname);
@@ -663,6 +665,9 @@ static int md_new(lua_State *L) {
         int64_t archetypes = int_option(L, 2, "archetypes", 1, fname);
         if (archetypes > INT32_MAX) klua_argerror(L, 2, fname, "archetypes must be at most %d", INT32_MAX);
         desc.archetypes = (int32_t)archetypes;
+        int64_t components = int_option(L, 2, "components", 1, fname);
+        if (components > INT32_MAX) klua_argerror(L, 2, fname, "components must be at most %d", INT32_MAX);
+        desc.components = (int32_t)components;
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
             desc.seed = (uint64_t)lua_tointeger(L, -1);
@@ -715,6 +720,7 @@ static void check_desc(lua_State *L, const kiln_lua_mods_desc *d) {
     if (d->world_memory < 0) luaL_error(L, fmt, "world_memory", "positive");
     if (d->queries < 0) luaL_error(L, fmt, "queries", "positive");
     if (d->archetypes < 0) luaL_error(L, fmt, "archetypes", "positive");
+    if (d->components < 0) luaL_error(L, fmt, "components", "positive");
 }
 
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {

@@ -169,8 +169,8 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     }
     uint32_t id;
     kiln_result r;
-    if (kw->mod_hooks) kw->mod_hooks->before_declare(L, kw);
     bool existed = event ? kiln_event_lookup(kw->world, name).id != 0 : kiln_component_lookup(kw->world, name) != 0;
+    if (kw->mod_hooks) kw->mod_hooks->before_declare(L, kw, name, event, existed);
     if (event) {
         kiln_event_type type = {0};
         r = kiln_event_register(kw->world, &d, &type);

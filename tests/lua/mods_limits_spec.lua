@@ -544,6 +544,78 @@ end}
     end)
 end)
 
+describe("the components and event types mods register", function()
+    after_each(M.cleanup)
+
+    -- The world never frees a registration, so a mod that names its components after the
+    -- tick registers new ones at every load. Each load: Shared and Position (the host's)
+    -- once, then 7 components and an event type named after the tick.
+    local SALTED = [==[
+local salt = world:tick()
+world:component("Shared", "float x;")
+world:component("Position", "float x, y;")
+for i = 1, 7 do world:component("C" .. salt .. "_" .. i, "float x;") end
+world:event("E" .. salt, "float x;")
+]==]
+
+    local function cycle(w, mods, path, name)
+        local info, err = mods:load(path)
+        if info then
+            assert.is_true(w:progress(1 / 60))
+            assert(mods:unload(name))
+        end
+        return info, err
+    end
+
+    it("stop at the mods' limit over loads and unloads; known names still declare", function()
+        local w, mods = M.host({components = 30})
+        local dir = M.folder()
+        local path = M.write(dir, "salted.lua", SALTED)
+        local before = #w:components()
+        local loads, err = 0, nil
+        for _ = 1, 10 do
+            local info, e = cycle(w, mods, path, "salted")
+            if not info then err = e break end
+            loads = loads + 1
+        end
+        assert.are.equal(3, loads) -- 9, then 8 and 8 new: 25; the fourth stops at 30
+        assert.truthy(err:find("world:component: mod 'salted' may not register component 'C%d+_6': mods have " ..
+                               "registered 30 new components and event types in this world, the mods' limit " ..
+                               "%(components%)"), err)
+        -- its tag, Shared, 3 x 7 components, and 5 of the fourth load's; 3 event types
+        assert.are.equal(before + 1 + 1 + 21 + 5, #w:components())
+        -- names the world knows still declare, and the host is not bound
+        assert(mods:load(M.write(dir, "steady.lua", 'world:component("Shared", "float x;")\n' ..
+                                 'world:component("Position", "float x, y;")\n')))
+        w:component("HostOnly", "float x;")
+        local info, e = mods:load(M.write(dir, "eventful.lua", 'world:event("Fresh", "int32_t n;")\n'))
+        assert.is_nil(info)
+        assert.truthy(e:find("world:event: mod 'eventful' may not register event type 'Fresh': mods have " ..
+                             "registered 30 new", 1, true), e)
+        assert.is_true(w:progress(1 / 60))
+    end)
+
+    it("are counted for the world, not the manager: a new manager goes on from there", function()
+        local w, mods = M.host({components = 12})
+        local dir = M.folder()
+        local path = M.write(dir, "salted.lua", SALTED)
+        assert(cycle(w, mods, path, "salted")) -- 9
+        mods:close()
+        local again = kiln.mods(w, {components = 12})
+        local info, err = cycle(w, again, path, "salted")
+        assert.is_nil(info)
+        assert.truthy(err:find("mods have registered 12 new components", 1, true), err)
+    end)
+
+    it("is an option of at least one", function()
+        for _, bad in ipairs{0, -1, 2^31, 1.5, "8"} do
+            local ok, err = pcall(kiln.mods, kiln.world(), {components = bad})
+            assert.is_false(ok)
+            assert.truthy(err:find("components must be"), err)
+        end
+    end)
+end)
+
 describe("the manager's paths and names", function()
     after_each(M.cleanup)
 

@@ -274,6 +274,7 @@ START_TEST(push_refuses_a_desc_limit_below_what_kiln_mods_accepts) {
         {{.world_memory = INT64_MIN}, "desc.world_memory must be 0 (the default) or positive"},
         {{.queries = -3}, "desc.queries must be 0 (the default) or positive"},
         {{.archetypes = -1}, "desc.archetypes must be 0 (the default) or positive"},
+        {{.components = -1}, "desc.components must be 0 (the default) or positive"},
     };
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
