@@ -318,6 +318,28 @@ print(again)
         assert.is_true(w:progress(1 / 60))
     end)
 
+    it("counts the names it gives its entities: a name is a 64-byte component", function()
+        local w, mods = budgeted(10000, "namer", [[
+world:component("Dot", "uint8_t v;")
+local mine = {}
+for i = 1, 200 do mine[i] = world:spawn{Dot = {v = 1}} end -- 200 x 19 bytes
+local named, err = 0, nil
+for i, e in ipairs(mine) do
+    local ok, why = pcall(world.name, world, e, "dot" .. i)
+    if not ok then err = why break end
+    named = named + 1
+end
+print(named, err)
+world:name(mine[1], nil) -- the name goes, and its room with it
+print(pcall(world.name, world, mine[named + 1], "late"), world:lookup("late") == mine[named + 1])
+]])
+        local held = 200 * 19 + 93 * 66
+        assert.are.same({"93\tmod 'namer' holds " .. held .. " bytes in the world; world:name would take 66 more, " ..
+                         "past its limit of 10000 (world_memory)", "true\ttrue"}, mods:log("namer"))
+        assert.are.equal(held, M.info(mods, "namer").world_bytes)
+        assert.is_true(w:progress(1 / 60))
+    end)
+
     it("counts its components on entities it did not spawn, not the host's", function()
         local w, mods = budgeted(60000, "stick", [[
 world:component("Blob", "char data[1000];")
@@ -490,12 +512,13 @@ function churn(from, to)
 end
 ]==]
 
-    it("stop at the mods' limit: no spawn, add of a tag, removal or parenting past it", function()
+    it("stop at the mods' limit: no spawn, add of a tag, removal, parenting or name past it", function()
         local w, mods = M.host({archetypes = 40})
         assert(mods:load(M.write(M.folder(), "churn.lua", CHURN .. [[
 local a, b = world:spawn{K1 = {x = 1}}, world:spawn{K2 = {x = 2}}
 print(churn(3, 255))
-for _, call in ipairs{{world.add, a, "Flag"}, {world.remove, a, "K1"}, {world.set_parent, a, b}} do
+for _, call in ipairs{{world.add, a, "Flag"}, {world.remove, a, "K1"}, {world.set_parent, a, b},
+                      {world.name, a, "named"}} do
     local ok, err = pcall(call[1], world, call[2], call[3])
     print(ok, err)
 end
@@ -507,8 +530,8 @@ print(world:get(a, "K1").x, pcall(world.despawn, world, b))
                         "spawns, adds and removes this frame, the mods' limit is 40 (archetypes)"
         assert.truthy(log[1]:find("^%d+\tworld:spawn: " .. refused:gsub("%p", "%%%0") .. "$"), log[1])
         assert.are.same({"false\tworld:add: " .. refused, "false\tworld:remove: " .. refused,
-                         "false\tworld:set_parent: " .. refused, "5.0\ttrue"},
-                        {log[2], log[3], log[4], (log[5]:gsub("^5\t", "5.0\t"))})
+                         "false\tworld:set_parent: " .. refused, "false\tworld:name: " .. refused, "5.0\ttrue"},
+                        {log[2], log[3], log[4], log[5], (log[6]:gsub("^5\t", "5.0\t"))})
         assert.are.equal(40, w:stats().archetypes)
         -- the host is not bound by it
         w:component("HostOnly", "float x;")
