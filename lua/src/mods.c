@@ -443,7 +443,10 @@ static void despawn_tagged(kiln_world *world, kiln_query *q) {
         for (int32_t r = 0; r < it.count; r++) kiln_despawn(world, it.entities[r]);
 }
 
-static void remove_component_everywhere(kiln_world *world, kiln_component c) {
+/* Takes component c off every entity and its resource out of the world: what a mod that
+ * registered c leaves behind when it goes (the registration itself stays for good). */
+static void drop_component(kiln_world *world, kiln_component c) {
+    kiln_resource_remove(world, c, NULL);
     kiln_query *q = NULL;
     if (kiln_query_create(world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK) return;
     kiln_iter it;
@@ -586,6 +589,9 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     commit_result committed = ok ? commit_systems(mod) : COMMIT_UNDONE;
     if (!ok || committed != COMMIT_OK) {
         for (int64_t i = 0; i < mod->load_spawn_count; i++) kiln_despawn(world, mod->load_spawns[i]);
+        /* the components this attempt registered belong to no mod now: off every entity */
+        for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
+            if (mod->declared_first[i] && !mod->declared_event[i]) drop_component(world, mod->declared[i]);
         if (committed == COMMIT_BROKEN) {
             previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */
             snprintf(previous->error, sizeof previous->error, "stopped: the reload's %.500s", mod->error);
@@ -615,8 +621,9 @@ static void list_remove(klua_mods *mods, klua_mod *mod) {
         }
 }
 
-/* Unloads mod: its systems leave, its entities go, its components leave every entity
- * (unless keep, or another running mod declared them too), its state closes. */
+/* Unloads mod: its systems leave, its entities go, its components leave every entity and
+ * their resources the world (unless keep, or another running mod declared them too), its
+ * state closes. */
 void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     kiln_world *world = mods->kw->world;
     remove_systems(mod);
@@ -627,7 +634,7 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
             bool shared = false;
             for (int k = 0; k < mods->count && !shared; k++)
                 shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
-            if (!shared) remove_component_everywhere(world, mod->declared[i]);
+            if (!shared) drop_component(world, mod->declared[i]);
         }
     close_state(mod);
     if (mod->spawned) kiln_query_destroy(mod->spawned);

@@ -113,6 +113,40 @@ describe("kiln.mods", function()
         assert.are.same({}, mods:list())
     end)
 
+    it("undoes a top level that fails: what it registered leaves the host's entities and resources", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        local host_e = w:spawn{Position = {x = 5, y = 5}}
+        M.write(dir, "smear.lua", [[
+            world:component("Smear", "char blob[65536];")
+            for e in world:query{"Position"}:each() do world:add(e, "Smear", {}) end
+            world:resource("Smear", {})
+            world:add(]] .. host_e .. [[, "Position", {x = 6, y = 6}) -- the host's: stays changed
+            error("changed my mind")
+        ]])
+        local ok, err = mods:load(dir .. "/smear.lua")
+        assert.is_nil(ok)
+        assert.matches("changed my mind", err)
+        assert.are.same({}, M.entities_with(w, "Smear"))
+        assert.is_nil(w:resource("Smear"))
+        assert.are.equal(6, w:get(host_e, "Position").x)
+        -- a failed reload takes back the new version's components, not the old version's
+        M.write(dir, "crates.lua", SPAWNER .. 'world:resource("Crate", {n = 1})\n')
+        assert(mods:load(dir .. "/crates.lua"))
+        M.write(dir, "crates.lua", SPAWNER .. [[
+            world:component("Fresh", "int32_t v;")
+            world:add(]] .. host_e .. [[, "Fresh", {v = 1})
+            world:add(]] .. host_e .. [[, "Crate", {n = 9})
+            world:resource("Fresh", {v = 2})
+            error("typo")
+        ]])
+        assert.is_nil(mods:reload("crates"))
+        assert.is_false(w:has(host_e, "Fresh"))
+        assert.is_nil(w:resource("Fresh"))
+        assert.are.equal(9, w:get(host_e, "Crate").n) -- Crate is the running version's
+        assert.are.equal(1, w:resource("Crate").n)
+    end)
+
     describe("exports", function()
         it("are read by a mod that depends on the exporter, values copied and functions proxied", function()
             local dir = M.folder()
@@ -232,6 +266,26 @@ describe("kiln.mods", function()
             assert.is_nil(M.info(mods, "crates"))
             M.frames(w, 2)
             assert.are.equal(2, host.runs)
+        end)
+
+        it("takes the resources of its components out of the world, unless keep = true", function()
+            local dir = M.folder()
+            local w, mods = M.host()
+            M.write(dir, "stash.lua", [[
+                world:component("Stash", "char blob[65536];")
+                world:resource("Stash", {})
+                world:resource("Position", {x = 3, y = 4}) -- the host's component: the host's resource
+            ]])
+            local bytes = w:stats().bytes
+            assert(mods:load(dir .. "/stash.lua"))
+            assert.is_table(w:resource("Stash"))
+            assert.is_true(mods:unload("stash"))
+            assert.is_nil(w:resource("Stash"))
+            assert.are.equal(3, w:resource("Position").x)
+            assert.is_true(w:stats().bytes < bytes + 65536, tostring(w:stats().bytes - bytes))
+            assert(mods:load(dir .. "/stash.lua"))
+            assert.is_true(mods:unload("stash", {keep = true}))
+            assert.is_table(w:resource("Stash"))
         end)
 
         it("keeps its entities and their data with keep = true", function()
