@@ -167,7 +167,7 @@ FUZZ_SECONDS ?= 45
 FUZZ_LONG_SECONDS ?= 1800
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_BUILD   := $(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) \
-                OPT="-O1 -g -fno-omit-frame-pointer" EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+                OPT="-O1 -g -fno-omit-frame-pointer" EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN) -DKL_TRIM_KEEP_BYTES=0 -DKL_TRIM_STRESS" \
                 EXTRA_LDFLAGS="$(FUZZ_SAN)"
 TEST_BIN     += $(BUILD)/tests/test_fuzz_corpus
 TEST_GROUPS  += test-fuzz
@@ -266,6 +266,18 @@ test-lua-asan:
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=0 LUA_CPATH="build-asan/lua/?.so;;" KILN_BUILD=build-asan \
 	    $(BUSTED) --pattern=_spec tests/lua
+
+# The C suites and the Lua specs under ASan and UBSan with every schedule run trimming every
+# archetype under a quarter full (docs/testing.md); not part of `make test`.
+TRIM_BUILD := $(MAKE) --no-print-directory BUILD=build-trim OPT="-O1 -g -fno-omit-frame-pointer" \
+	    EXTRA_CFLAGS="$(SAN_FLAGS) -fno-sanitize-recover=all -DKL_TRIM_KEEP_BYTES=0 -DKL_TRIM_STRESS" \
+	    EXTRA_LDFLAGS="$(SAN_FLAGS)"
+test-trim-stress:
+	$(TRIM_BUILD) test-plain build-trim/lua/kiln.so
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0 LUA_CPATH="build-trim/lua/?.so;;" KILN_BUILD=build-trim \
+	    $(BUSTED) --pattern=_spec tests/lua
+.PHONY: test-trim-stress
 
 TSAN_SUITES := test_jobs test_jobs_parallel_for test_schedule_build test_schedule_run test_schedule_determinism test_commands test_commands_values test_schedule_remove test_threads_registration test_transform_parallel \
                test_schedule_sweep test_commands_links

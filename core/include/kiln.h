@@ -14,7 +14,7 @@ extern "C" {
 /*
  * Functions in this header:
  *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get, kiln_world_error,
- *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_entities, kiln_result_name,
+ *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_world_entities, kiln_result_name,
  *   kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance, kiln_entity_index,
  *   kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with, kiln_spawn_batch,
  *   kiln_despawn, kiln_is_alive, kiln_entity_count, kiln_entity_format, kiln_entity_components,
@@ -181,6 +181,11 @@ typedef struct kiln_world_stats {
 
 void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);
 
+/* Shrinks each archetype holding under a quarter of its room to twice its rows (an empty one of
+ * rows over 4 KiB to none): the bytes freed, 0 while deferred or iterating. A structural change;
+ * kiln_schedule_run calls it after a frame once the world grew by half and 16 MiB since. */
+int64_t kiln_world_trim(kiln_world *world);
+
 /* Lists live entities for tooling: writes up to capacity handles to dest (dest may be NULL
  * when capacity is 0) and returns the number of live entities, so a first call with
  * capacity 0 sizes the buffer. Order: by archetype, then row. */
@@ -295,10 +300,9 @@ bool kiln_component_info_get(const kiln_world *world, kiln_component component,
 int32_t kiln_component_count(const kiln_world *world);
 
 /* Runs component's check hook on value (NULL: the defaults) for entity, as kiln_add and kiln_set
- * do, for code that writes values in place (a binding filling kiln_get_mut's pointer).
- * KILN_OK when the component has no hook or the hook accepts; otherwise the hook's code,
- * with the message "kiln_component_check: <why>". KILN_ERR_UNKNOWN_COMPONENT for an unknown
- * id. Changes nothing. */
+ * do, for code that writes values in place (a binding filling kiln_get_mut's pointer). KILN_OK
+ * when the component has no hook or the hook accepts; otherwise the hook's code, with the message
+ * "kiln_component_check: <why>". KILN_ERR_UNKNOWN_COMPONENT for an unknown id. Changes nothing. */
 kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_component component,
                                  const void *value);
 
@@ -308,11 +312,10 @@ kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_com
  * to dest (which may be NULL). Fails only for out of memory or exhausted slots. */
 kiln_result kiln_spawn(kiln_world *world, kiln_entity *dest);
 
-/* Spawns an entity with count components at once (one archetype move, no intermediate
- * archetypes). values[i] is the initial value of components[i], bitwise copied (the world
- * takes over whatever it owns); NULL gives the component's defaults. values may be NULL. Duplicate or
- * unknown components fail with nothing spawned. Rows are stamped with the current tick.
- * dest may be NULL. */
+/* Spawns an entity with count components at once (one archetype move, no intermediate archetypes).
+ * values[i] is the initial value of components[i], bitwise copied (the world takes over whatever
+ * it owns); NULL gives the component's defaults. values may be NULL. Duplicate or unknown
+ * components fail with nothing spawned. Rows are stamped with the current tick. dest may be NULL. */
 kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
                             const void *const *values, int32_t count, kiln_entity *dest);
 
@@ -529,20 +532,19 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * the default is) but keeps its own accounting, and keeps its memory across applies, so a
  * buffer reused frame after frame allocates nothing in steady state. */
 
-/* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62
- * is set, far above any handle), and only the batch that made them accepts them: its tag is
- * never reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch).
- * A placeholder may also be recorded inside a value (add, set, emit): the apply rewrites
- * every KILN_TYPE_ENTITY field (arrays too) of the component's or event type's reflection
- * that holds a placeholder of the current batch to the entity its spawn became, before the
- * check hook sees the value; so a Parent naming the parent's placeholder links the two.
- * Fields not reflected are copied as recorded. A placeholder whose spawn has not been
- * applied when the command's turn comes (a guessed one: its spawn comes later in the
- * buffer), or of another batch or buffer, fails that command with KILN_ERR_INVALID_ARGUMENT
- * and a message naming the field; the value is left as recorded, and since a buffer never
- * reorders, a later apply stops there again until the buffer is cleared. A system's buffer
- * (and the deferred queue) leaves such a value as recorded instead, where a check hook
- * (Parent's) refuses it and the command is dropped like any refused value. */
+/* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62 is
+ * set, far above any handle), and only the batch that made them accepts them: its tag is never
+ * reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch). A placeholder may
+ * also be recorded inside a value (add, set, emit): the apply rewrites every KILN_TYPE_ENTITY
+ * field (arrays too) of the component's or event type's reflection that holds a placeholder of the
+ * current batch to the entity its spawn became, before the check hook sees the value; so a Parent
+ * naming the parent's placeholder links the two. Fields not reflected are copied as recorded. A
+ * placeholder whose spawn has not been applied when the command's turn comes (a guessed one: its
+ * spawn comes later in the buffer), or of another batch or buffer, fails that command with
+ * KILN_ERR_INVALID_ARGUMENT and a message naming the field; the value is left as recorded, and
+ * since a buffer never reorders, a later apply stops there again until the buffer is cleared. A
+ * system's buffer (and the deferred queue) leaves such a value as recorded instead, where a check
+ * hook (Parent's) refuses it and the command is dropped like any refused value. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) {
     return (entity & KILN_PLACEHOLDER_BIT) != 0;
@@ -679,9 +681,8 @@ typedef struct kiln_jobs_desc {
     void *alloc_ud;
 } kiln_jobs_desc;
 
-/* Starts a pool. desc NULL or zero-filled means the defaults. Returns NULL when memory or
- * threads cannot be had, or for workers below KILN_JOBS_INLINE or above 256 (nothing is left
- * running). */
+/* Starts a pool. desc NULL or zero-filled means the defaults. Returns NULL when memory or threads
+ * cannot be had, or for workers below KILN_JOBS_INLINE or above 256 (nothing is left running). */
 kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc);
 
 /* Stops and joins the workers after the queued jobs have run, then frees the pool. NULL is
@@ -828,10 +829,9 @@ size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
 
 /* Events are typed messages between systems. Each type keeps two buffers: emit appends to the
  * current one; readers see the previous buffer, then the current one, in emit order;
- * kiln_events_update drops the previous buffer and makes the current one previous. So an
- * event emitted in frame N is readable through frame N+1 and gone in N+2. A schedule run
- * performs the update once, before its first stage. Event types are kiln_event_type handles
- * (see Basic types). */
+ * kiln_events_update drops the previous buffer and makes the current one previous. So an event
+ * emitted in frame N is readable through frame N+1 and gone in N+2. A schedule run performs the
+ * update once, before its first stage. Event types are kiln_event_type handles (see Basic types). */
 
 /* Registers an event type from the same desc as a component (name, size, alignment,
  * reflected fields, defaults; hooks are not allowed: events are plain data). Event names have their

@@ -235,6 +235,26 @@ static void relocate(const kl_component *c, void *dst, void *src, int32_t count)
     else memcpy(dst, src, (size_t)c->stride * (size_t)count);
 }
 
+/* Rows worth keeping however few an archetype holds: small rows keep this many bytes of room,
+ * rows larger than it none once the archetype is empty. (The fuzz build sets 0, and with
+ * KL_TRIM_STRESS every schedule run trims: the fuzzer meets trims all the time.) */
+#ifndef KL_TRIM_KEEP_BYTES
+#define KL_TRIM_KEEP_BYTES 4096
+#endif
+
+static int32_t array_cap(const kl_archetype *arch, int32_t k);
+
+/* The count below which a trim shrinks arch: a quarter of its largest array (an empty
+ * archetype at the least), unless that is within what a trim keeps anyway. The largest, not
+ * the capacity: an array whose shrink the allocator refused is tried again. */
+static int32_t trim_threshold(const kl_archetype *arch) {
+    int32_t most = 0;
+    for (int32_t k = 0; k < 2 * arch->column_count + 1; k++)
+        if (array_cap(arch, k) > most) most = array_cap(arch, k);
+    if (most <= (int32_t)(KL_TRIM_KEEP_BYTES / arch->row_bytes)) return 0;
+    return most / 4 > 1 ? most / 4 : 1;
+}
+
 bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
     return kl_archetype_reserve_rebase(world, arch, rows, NULL, 0);
 }
@@ -350,8 +370,56 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     }
     arch->grow_down = !arch->grow_down;
     arch->capacity = (int32_t)ncap;
+    arch->trim_below = trim_threshold(arch);
     world->structure_version++;
     return true;
+}
+
+/* Resizes the array at *block of *cap elements of size bytes to ncap (0 frees it). */
+static bool shrink_block(kl_allocator *al, void **block, int32_t *cap, size_t size, int32_t ncap) {
+    void *p = kl_realloc(al, *block, size * (size_t)*cap, size * (size_t)ncap);
+    if (!p && ncap) return false;
+    *block = p;
+    *cap = ncap;
+    return true;
+}
+
+/* Shrinks array k of arch to ncap rows (at least its count; 0 frees it). False, the array as
+ * it was, when the allocator refuses. */
+static bool shrink_array(kiln_world *world, kl_archetype *arch, int32_t k, int32_t ncap) {
+    kl_allocator *al = &world->alloc;
+    if (k == 2 * arch->column_count)
+        return shrink_block(al, (void **)&arch->entities, &arch->entity_cap, sizeof(kiln_entity), ncap);
+    kl_column *col = &arch->columns[k >> 1];
+    if (!(k & 1)) return shrink_block(al, (void **)&col->ticks, &col->tick_cap, sizeof(kiln_row_tick), ncap);
+    if (ncap == 0) {
+        kl_free(al, col->block, data_bytes(col, col->data_cap));
+        col->block = NULL;
+        col->data = NULL;
+        col->data_cap = 0;
+        return true;
+    }
+    return grow_data(al, col, arch->count, ncap); /* moves the rows into a smaller block */
+}
+
+void kl_archetype_trim(kiln_world *world, kl_archetype *arch) {
+    int64_t keep = (int64_t)arch->count * 2, floor = KL_TRIM_KEEP_BYTES / arch->row_bytes;
+    if (keep < floor) keep = floor;
+    int32_t arrays = 2 * arch->column_count + 1, least = INT32_MAX;
+    bool shrunk = false;
+    for (int32_t k = 0; k < arrays; k++) {
+        if (array_cap(arch, k) > keep) shrunk |= shrink_array(world, arch, k, (int32_t)keep);
+        if (array_cap(arch, k) < least) least = array_cap(arch, k);
+    }
+    arch->capacity = least; /* every array holds it, the refused ones more */
+    if (shrunk) {
+        /* its columns may have moved: getters made before are stale, and so is whatever was
+         * built from its rows' addresses since its last structural change (propagation's
+         * schedule), which its structure tick tells */
+        world->structure_version++;
+        arch->structure_tick = world->tick;
+    }
+    arch->trim_below = trim_threshold(arch);
 }
 
 void kl_archetype_destroy_row(kl_archetype *arch, int32_t row) {
@@ -463,6 +531,12 @@ void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move, k
     if (value && col->stride > c->size) memset(dst + c->size, 0, col->stride - c->size);
     col->ticks[row] = stamp;
     kl_column_touch(col, tick);
+}
+
+void kl_archetypes_trim(kiln_world *world) {
+    for (int32_t a = 0; a < world->archetype_count; a++)
+        if (world->archetypes[a]->count < world->archetypes[a]->trim_below)
+            kl_archetype_trim(world, world->archetypes[a]);
 }
 
 void kl_archetypes_free(kiln_world *world) {

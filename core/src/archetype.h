@@ -139,6 +139,15 @@ KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
  * and its entity's record is updated. */
 KL_HIDDEN void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row);
 
+/* Gives back the room of an archetype that holds fewer than a quarter of the rows its largest
+ * array has room for (arch->trim_below): its arrays shrink to twice its rows, or to none once
+ * it is empty when its rows are large. An array the allocator cannot shrink stays as it was.
+ * Only between operations, the world not iterating (kiln_world_trim). */
+KL_HIDDEN void kl_archetype_trim(kiln_world *world, kl_archetype *arch);
+
+/* kl_archetype_trim of every archetype under its threshold. */
+KL_HIDDEN void kl_archetypes_trim(kiln_world *world);
+
 /* Copies the plain value and tick of row from into row to in each column of [col, end). */
 KL_HIDDEN void kl_columns_copy_row(kl_column *col, const kl_column *end, size_t to, size_t from);
 

@@ -480,6 +480,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
 #endif
     s->running = false;
     if (s->removals > 0) sweep_removed(s);
+    kl_world_trim_due(world); /* the frame has landed: room its removals left may go back */
     return result != KILN_OK ? result : r;
 }
 

@@ -12,6 +12,8 @@
 #include "component.h"
 #include "events.h"
 #include "query.h"
+#include "defer.h"
+#include "guard.h"
 #include "resource.h"
 
 kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...) {
@@ -176,6 +178,32 @@ void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest) {
     dest->bytes = atomic_load_explicit(&((kiln_world *)world)->alloc.bytes, memory_order_relaxed);
     dest->allocations =
         atomic_load_explicit(&((kiln_world *)world)->alloc.calls, memory_order_relaxed);
+}
+
+static int64_t allocated(const kiln_world *world) {
+    return atomic_load_explicit(&((kiln_world *)world)->alloc.bytes, memory_order_relaxed);
+}
+
+int64_t kiln_world_trim(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_world_trim", KL_STRUCTURAL, 0, 0);
+    if (kl_deferred(world) || atomic_load_explicit(&world->iterating, memory_order_relaxed) > 0) return 0;
+    int64_t before = allocated(world);
+    kl_archetypes_trim(world);
+    world->trim_mark = allocated(world);
+    return before - world->trim_mark;
+}
+
+/* A world that grew by half again (and 16 MiB) since its last trim trims now: room a burst of
+ * rows took and gave back returns within a frame of the world growing elsewhere, at the cost
+ * of one pass over the archetypes per such growth. */
+void kl_world_trim_due(kiln_world *world) {
+#ifdef KL_TRIM_STRESS /* test builds: every schedule run trims, so every suite meets trims */
+    (void)kiln_world_trim(world);
+    return;
+#endif
+    int64_t mark = world->trim_mark;
+    if (allocated(world) > mark + mark / 2 + ((int64_t)16 << 20)) (void)kiln_world_trim(world);
 }
 
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity) {

@@ -176,6 +176,7 @@ typedef struct kl_archetype {
     kiln_entity *entities;
     int32_t count;
     int32_t capacity;       /* rows every array holds: the least of the arrays' own */
+    int32_t trim_below;     /* fewer rows than this after a removal: kl_archetype_trim (0: never) */
     int32_t entity_cap;     /* rows entities holds (arrays grow one by one: see reserve) */
     int32_t column_count;
     int32_t type_count;
@@ -183,7 +184,7 @@ typedef struct kl_archetype {
     int32_t *column_of;     /* per type: column index, or -1 for a tag */
     kl_map edges;           /* ids >= KL_SLOTS_MAX: component -> neighbour id + 1 (see kl_slot) */
     uint32_t hash;
-    kiln_tick structure_tick; /* the last tick a row was added or removed */
+    kiln_tick structure_tick; /* the last tick a row was added or removed, or columns moved */
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */
@@ -204,6 +205,7 @@ struct kiln_world {
     kiln_tick tick_base;   /* rows store tick - tick_base; tick - tick_base stays below
                             * KILN_TICK_REBASE_AT (see kl_ticks_rebase); iterators point here */
     uint64_t structure_version; /* bumped by rows added or removed, columns moved (getters) */
+    int64_t trim_mark;     /* allocated bytes after the last kiln_world_trim (kl_world_trim_due) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kiln_commands *deferred; /* the queue of a deferred world */
@@ -345,6 +347,10 @@ KL_HIDDEN void kl_ticks_rebase(kiln_world *world);
 /* Moves the world tick forward to tick (nothing when it is not later), rebasing as
  * kiln_tick_advance would, so the rows' ticks stay within the span. Same rules as above. */
 KL_HIDDEN void kl_tick_forward(kiln_world *world, kiln_tick tick);
+
+/* kiln_world_trim when the world's allocated bytes grew by half again (and 16 MiB) since the
+ * last trim; kiln_schedule_run calls it once its frame has landed. */
+KL_HIDDEN void kl_world_trim_due(kiln_world *world);
 
 /* The record of an entity handed out by a deferred spawn and not yet alive, or NULL. */
 static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity e) {

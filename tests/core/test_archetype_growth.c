@@ -1,15 +1,30 @@
-/* test_archetype_growth.c: Check suite for an archetype's columns growing. Each column's
- * values and ticks grow on their own through the allocator's resize (hook-moved columns
- * through a new block), so a growth that fails part way must leave every row, value, tick
- * and byte count whole, and a block whose alignment changes must slide its rows. */
+/* test_archetype_growth.c: Check suite for an archetype's columns growing and shrinking. Each
+ * column's values and ticks grow on their own through the allocator's resize (hook-moved
+ * columns through a new block), so a growth that fails part way must leave every row, value,
+ * tick and byte count whole, and a block whose alignment changes must slide its rows.
+ * kiln_world_trim shrinks an archetype under a quarter of its room to twice its rows (an
+ * empty one of large rows to none): the rows left keep their values and ticks, a hook-moved
+ * column moves through its hook, a trim the allocator refuses changes nothing visible and is
+ * tried again later, nothing is trimmed while deferred or iterating, a schedule run trims once
+ * the world grew enough, propagation rebuilds after a trim, and removals themselves never trim
+ * (add/remove back and forth allocates nothing). */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln.h"
+#include "kiln_transform.h"
 #include "test_registry.h"
 #include "test_support.h"
+
+/* Asserts call returned KILN_OK, printing the world's message otherwise. */
+#define ASSERT_OK(call)                                                                      \
+    do {                                                                                     \
+        kiln_result r_ = (call);                                                             \
+        ck_assert_msg(r_ == KILN_OK, "%s returned %s (%s)", #call, kiln_result_name(r_),     \
+                      kiln_world_error(F.w));                                                \
+    } while (0)
 
 static test_world_fixture F;
 static test_hook_log LOG;
@@ -244,4 +259,228 @@ KILN_TEST(growth, each_growth_takes_the_arrays_in_the_reverse_of_the_last_order)
     }
     ck_assert_int_eq(growths, 6); /* at 8, 16, 32, 64, 128 and 256 rows (the first allocates) */
     kiln_world_destroy(w);
+}
+
+/* ---- trimming ----------------------------------------------------------------------- */
+
+KILN_TEST_GROUP_WITH(trim, .setup = setup, .teardown = teardown, .timeout = 60);
+
+typedef struct big_row {
+    uint8_t bytes[8192];
+} big_row;
+
+static kiln_component register_big(kiln_world *w) {
+    kiln_component id = 0;
+    ASSERT_OK(kiln_component_register(w, &(kiln_component_desc){.name = "Big", .size = sizeof(big_row),
+                                                                  .align = 16}, &id));
+    return id;
+}
+
+static int64_t world_bytes(void) {
+    kiln_world_stats st;
+    kiln_world_stats_get(F.w, &st);
+    return st.bytes;
+}
+
+static void spawn_big(kiln_component big, kiln_component pos, kiln_entity *es, int n) {
+    for (int i = 0; i < n; i++)
+        ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){big, pos}, (const void *[]){NULL, NULL}, 2, &es[i]));
+}
+
+/* A burst of large rows spawned and despawned keeps its room until a trim, which gives all of
+ * it back (what it returns is what the world's count lost); the archetype takes spawns again. */
+KILN_TEST(trim, an_emptied_archetype_of_large_rows_gives_all_its_room_back) {
+    kiln_component big = register_big(F.w), pos = test_register_position(F.w);
+    kiln_entity seed;
+    spawn_big(big, pos, &seed, 1);
+    ASSERT_OK(kiln_despawn(F.w, seed));
+    ck_assert_int_gt(kiln_world_trim(F.w), 0);
+    int64_t before = world_bytes();
+    enum { N = 2000 };
+    static kiln_entity es[N];
+    spawn_big(big, pos, es, N);
+    for (int i = 0; i < N; i++) ASSERT_OK(kiln_despawn(F.w, es[i]));
+    int64_t held = world_bytes();
+    ck_assert_int_gt(held - before, (int64_t)N * (int64_t)sizeof(big_row)); /* removals kept it */
+    ck_assert_int_eq(kiln_world_trim(F.w), held - world_bytes());
+    ck_assert_int_le(world_bytes(), before);
+    ck_assert_int_eq(kiln_world_trim(F.w), 0); /* nothing left to give */
+    spawn_big(big, pos, es, 10);
+    ck_assert_int_eq(kiln_entity_count(F.w), 10);
+    ck_assert_int_eq(F.alloc.bad_osize, 0);
+}
+
+/* After most rows moved to a neighbour, a trim shrinks the archetype they left; the rows that
+ * stay keep their values, their change ticks and a hook-moved component's owned block (moved
+ * through the hook), and the rows can come back. */
+KILN_TEST(trim, the_rows_left_behind_keep_their_values_and_ticks) {
+    kiln_component pos = test_register_position(F.w), owned = test_register_owned(F.w, &LOG);
+    kiln_component tag = test_register_tag(F.w, "Marked");
+    enum { N = 4096, KEEP = 100 };
+    static kiln_entity es[N];
+    for (int i = 0; i < N; i++) {
+        test_owned o = test_owned_make(i + 1);
+        ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){pos, owned},
+                                  (const void *[]){&(test_position){(float)i, 1}, &o}, 2, &es[i]));
+        if (i % 2 == 0) kiln_tick_advance(F.w);
+    }
+    kiln_tick ticks[KEEP];
+    for (int i = 0; i < KEEP; i++) ticks[i] = kiln_changed_tick(F.w, es[i * 40], pos);
+    for (int i = 0; i < N; i++)
+        if (i % 40 != 0 || i / 40 >= KEEP) ASSERT_OK(kiln_add(F.w, es[i], tag, NULL));
+    int64_t moved = LOG.moved;
+    ck_assert_int_gt(kiln_world_trim(F.w), 0);
+    ck_assert_int_eq(LOG.moved - moved, KEEP); /* each survivor's Owned, through its hook */
+    for (int i = 0; i < KEEP; i++) {
+        kiln_entity e = es[i * 40];
+        ck_assert(!kiln_has(F.w, e, tag));
+        test_assert_position(F.w, e, pos, (float)(i * 40), 1);
+        const test_owned *o = kiln_get(F.w, e, owned);
+        ck_assert(o && o->id == i * 40 + 1 && *o->payload == i * 40 + 1);
+        ck_assert_uint_eq(kiln_changed_tick(F.w, e, pos), ticks[i]);
+    }
+    for (int i = 0; i < N; i++) ASSERT_OK(kiln_remove(F.w, es[i], tag, NULL)); /* and back */
+    for (int i = 0; i < N; i++) {
+        const test_owned *o = kiln_get(F.w, es[i], owned);
+        ck_assert(o && o->id == i + 1 && *o->payload == i + 1);
+    }
+    ck_assert_int_eq(F.alloc.bad_osize, 0);
+}
+
+/* A hook-moved column shrinks into a new block: refused, the trim gives back what else it
+ * could, every value stays as it was, and the next trim takes the rest. */
+KILN_TEST(trim, a_refused_trim_changes_no_value_and_is_tried_again) {
+    kiln_component pos = test_register_position(F.w), owned = test_register_owned(F.w, &LOG);
+    enum { N = 1024 };
+    static kiln_entity es[N];
+    for (int i = 0; i < N; i++) {
+        test_owned o = test_owned_make(i + 1);
+        ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){pos, owned},
+                                  (const void *[]){&(test_position){(float)i, 2}, &o}, 2, &es[i]));
+    }
+    for (int i = 0; i < N - 10; i++) ASSERT_OK(kiln_despawn(F.w, es[i]));
+    uint64_t digest = test_world_digest(F.w);
+    test_allocator_fail_after(&F.alloc, 0);
+    int64_t first = kiln_world_trim(F.w);
+    test_allocator_fail_never(&F.alloc);
+    ck_assert_int_gt(F.alloc.failures, 0);
+    ck_assert_int_gt(first, 0); /* Position, the ticks and the handles shrank in place */
+    ck_assert(test_world_digest(F.w) == digest);
+    for (int i = N - 10; i < N; i++) {
+        test_assert_position(F.w, es[i], pos, (float)i, 2);
+        const test_owned *o = kiln_get(F.w, es[i], owned);
+        ck_assert(o && o->id == i + 1 && *o->payload == i + 1);
+    }
+    ck_assert_int_gt(kiln_world_trim(F.w), 0); /* Owned's block, this time */
+    ck_assert(test_world_digest(F.w) == digest);
+    for (int i = 0; i < 100; i++) {
+        test_owned o = test_owned_make(5000 + i);
+        ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){pos, owned},
+                                  (const void *[]){&(test_position){0, 0}, &o}, 2, &es[i]));
+    }
+    ck_assert_int_eq(kiln_entity_count(F.w), 110);
+    ck_assert_int_eq(F.alloc.bad_osize, 0);
+}
+
+/* While deferred or iterating, columns must stay where they are: a trim does nothing. */
+KILN_TEST(trim, nothing_is_trimmed_while_deferred_or_iterating) {
+    kiln_component big = register_big(F.w), pos = test_register_position(F.w);
+    enum { N = 64 };
+    kiln_entity es[N];
+    spawn_big(big, pos, es, N);
+    for (int i = 1; i < N; i++) ASSERT_OK(kiln_despawn(F.w, es[i]));
+    kiln_defer_begin(F.w);
+    ck_assert_int_eq(kiln_world_trim(F.w), 0);
+    ASSERT_OK(kiln_defer_end(F.w));
+    kiln_query *q = NULL;
+    ASSERT_OK(kiln_query_create(F.w, &(kiln_query_desc){.with = {big}}, &q));
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    const void *column = kiln_iter_column(&it, 0);
+    ck_assert_int_eq(kiln_world_trim(F.w), 0);
+    ck_assert_ptr_eq(kiln_iter_column(&it, 0), column);
+    kiln_iter_fini(&it);
+    kiln_query_destroy(q);
+    ck_assert_int_gt(kiln_world_trim(F.w), 0);
+}
+
+static void noop_system(const kiln_system_ctx *ctx) { (void)ctx; }
+
+/* A schedule run trims after its frame once the world grew by half again and 16 MiB since the
+ * last trim: room rows left behind returns while the world grows elsewhere, without a call. */
+KILN_TEST(trim, a_schedule_run_trims_once_the_world_grew_enough) {
+    kiln_component big = register_big(F.w), pos = test_register_position(F.w);
+    kiln_component vel = test_register_velocity(F.w);
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
+    ck_assert_ptr_nonnull(s);
+    ASSERT_OK(kiln_schedule_add(s, &(kiln_system_desc){.name = "noop", .run = noop_system}));
+    enum { N = 3000 }; /* 24 MiB of Big */
+    static kiln_entity es[N];
+    spawn_big(big, pos, es, N);
+    for (int i = 0; i < N; i++) ASSERT_OK(kiln_despawn(F.w, es[i]));
+    ASSERT_OK(kiln_schedule_run(s, 0.016)); /* grew 24 MiB from nothing: trims */
+    int64_t after = world_bytes();
+    ck_assert_int_lt(after, (int64_t)N * (int64_t)sizeof(big_row) / 8);
+    spawn_big(big, vel, es, 100); /* 0.8 MiB elsewhere: not enough to trim again */
+    for (int i = 0; i < 100; i++) ASSERT_OK(kiln_despawn(F.w, es[i]));
+    ASSERT_OK(kiln_schedule_run(s, 0.016));
+#ifndef KL_TRIM_STRESS /* (a stress build trims after every run) */
+    ck_assert_int_gt(world_bytes(), after + 100 * (int64_t)sizeof(big_row) / 2);
+#endif
+    kiln_schedule_destroy(s);
+}
+
+/* Removals never trim: an entity moving back and forth between two archetypes (one full, one
+ * holding a row at most) makes no allocation. */
+KILN_TEST(trim, add_and_remove_back_and_forth_never_allocate) {
+    kiln_component pos = test_register_position(F.w), tag = test_register_tag(F.w, "Flip");
+    enum { N = 1000 };
+    static kiln_entity es[N];
+    for (int i = 0; i < N; i++)
+        ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){pos}, (const void *[]){&(test_position){0, 0}}, 1, &es[i]));
+    ASSERT_OK(kiln_add(F.w, es[0], tag, NULL));
+    ASSERT_OK(kiln_remove(F.w, es[0], tag, NULL));
+    int64_t allocations = F.alloc.allocations, frees = F.alloc.frees;
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < N; i++) {
+            ASSERT_OK(kiln_add(F.w, es[i], tag, NULL));
+            ASSERT_OK(kiln_remove(F.w, es[i], tag, NULL));
+        }
+    ck_assert_int_eq(F.alloc.allocations, allocations);
+    ck_assert_int_eq(F.alloc.frees, frees);
+}
+
+/* Propagation keeps pointers into the transform columns between calls, rebuilt after a
+ * structural change: a trim that moves the columns is one, so the next propagation writes the
+ * rows where they are now (under ASan a stale pointer would be a use after free). */
+KILN_TEST(trim, propagation_after_a_trim_writes_the_moved_rows) {
+    kiln_transform_ids ids;
+    ASSERT_OK(kiln_transform_init(F.w, &ids));
+    enum { N = 1000, KEEP = 5 };
+    static kiln_entity kids[N];
+    kiln_entity root;
+    kiln_local_transform at = {.position = {1, 2, 3}, .rotation = {0, 0, 0, 1}, .scale = {1, 1, 1}};
+    ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){ids.local}, (const void *[]){&at}, 1, &root));
+    for (int i = 0; i < N; i++) {
+        kiln_local_transform l = {.position = {(float)i, 0, 0}, .rotation = {0, 0, 0, 1}, .scale = {1, 1, 1}};
+        ASSERT_OK(kiln_spawn_with(F.w, (kiln_component[]){ids.local, ids.parent},
+                                  (const void *[]){&l, &(kiln_parent){root}}, 2, &kids[i]));
+    }
+    ASSERT_OK(kiln_transform_propagate(F.w, NULL));
+    for (int i = KEEP; i < N; i++) ASSERT_OK(kiln_despawn(F.w, kids[i]));
+    kiln_tick_advance(F.w);
+    ASSERT_OK(kiln_transform_propagate(F.w, NULL)); /* rebuilt after the despawns */
+    kiln_tick_advance(F.w);
+    ck_assert_int_gt(kiln_world_trim(F.w), 0);
+    kiln_local_transform moved = {.position = {7, 0, 0}, .rotation = {0, 0, 0, 1}, .scale = {1, 1, 1}};
+    ASSERT_OK(kiln_set(F.w, kids[2], ids.local, &moved));
+    kiln_tick_advance(F.w);
+    ASSERT_OK(kiln_transform_propagate(F.w, NULL));
+    for (int i = 0; i < KEEP; i++) {
+        const kiln_world_transform *wt = kiln_get(F.w, kids[i], ids.world);
+        ck_assert_ptr_nonnull(wt);
+        ck_assert_float_eq(wt->matrix[3][0], (i == 2 ? 7.0f : (float)i) + 1.0f);
+        ck_assert_float_eq(wt->matrix[3][1], 2.0f);
+    }
 }
