@@ -498,6 +498,10 @@ function World:inspect(e) end
 ---@return kiln.Stats
 function World:stats() end
 
+---Gives back the room of archetypes holding under a quarter of what they have room for; returns the bytes freed (0 inside a frame or a query loop).
+---@return integer
+function World:trim() end
+
 -- ---------------------------------------------------------------------------------------
 -- kiln.Query
 -- ---------------------------------------------------------------------------------------

@@ -118,6 +118,15 @@ static void check_archetypes(lua_State *L, const klua_mod *mod, const char *what
     }
     kiln_world_stats st;
     kiln_world_stats_get(world, &st);
+    /* Rows that go leave their room to their archetype until a trim, which a schedule run
+     * makes after a frame that grew the world; a mod's top level or export runs between frames,
+     * where spawning into one archetype after another could hold room far past world_memory:
+     * mods trim once the world grew by world_memory since they last did. */
+    if (!deferred && st.bytes > mods->trim_at) {
+        (void)kiln_world_trim(world);
+        kiln_world_stats_get(world, &st);
+        mods->trim_at = st.bytes + mods->world_memory;
+    }
     if (st.archetypes + mods->reshapes >= mods->archetypes)
         luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
                    "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",

@@ -119,6 +119,7 @@ struct klua_mods {
     int64_t reshapes;         /* spawns, adds and removes mods queued in the deferred section of
                                * tick reshape_tick: each may make an archetype when it lands */
     kiln_tick reshape_tick;
+    int64_t trim_at;          /* world bytes past which a mod's spawn or add trims first */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
     int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */

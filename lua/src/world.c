@@ -261,8 +261,19 @@ static int w_advance_tick(lua_State *L) {
     return 1;
 }
 
+/* world:trim() -> the bytes given back: archetypes using under a quarter of their room shrink
+ * (kiln_world_trim; 0 inside a frame or a query loop). The host's: a pass over every
+ * archetype costs a mod one call. */
+static int w_trim(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (kw->host) klua_fail(L, "world:trim", "the host trims the world");
+    lua_pushinteger(L, (lua_Integer)kiln_world_trim(kw->world));
+    return 1;
+}
+
 static const luaL_Reg world_methods[] = {
     {"close", w_close},
+    {"trim", w_trim},
     {"component", w_component},
     {"tick", w_tick},
     {"advance_tick", w_advance_tick},

@@ -60,6 +60,15 @@ function M.host(opts)
     return w, mods, host
 end
 
+-- Asserts kiln.mods refuses option name given 0, a negative, 2^31, a fraction or a string.
+function M.refuses_below_one(name)
+    for _, bad in ipairs{0, -1, 2^31, 1.5, "8"} do
+        local ok, err = pcall(kiln.mods, kiln.world(), {[name] = bad})
+        assert.is_false(ok)
+        assert.truthy(err:find(name .. " must be", 1, true), err)
+    end
+end
+
 -- Runs n frames; every frame must return (true, or false with failures). Returns the
 -- failures of all frames in one list.
 function M.frames(w, n)

@@ -750,3 +750,48 @@ describe("ticks", function()
     end)
 end)
 
+
+describe("world:trim", function()
+    it("gives back the room a burst of entities left behind; the rows left keep their values", function()
+        local w = kiln.world()
+        w:component("Slab", "char data[4096]; int32_t n;")
+        local es = {}
+        for i = 1, 2000 do es[i] = w:spawn{Slab = {n = i}} end
+        for i = 11, 2000 do w:despawn(es[i]) end
+        local held = w:stats().bytes
+        local freed = w:trim()
+        assert.is_true(freed > 1900 * 4096, tostring(freed))
+        assert.are.equal(held - freed, w:stats().bytes)
+        for i = 1, 10 do assert.are.equal(i, w:get(es[i], "Slab").n) end
+        assert.are.equal(0, w:trim())
+        w:close()
+    end)
+
+    it("does nothing inside a query loop or a frame, and is refused to mods", function()
+        local w = kiln.world()
+        w:component("Slab", "char data[4096];")
+        local es = {}
+        for i = 1, 200 do es[i] = w:spawn{Slab = {}} end
+        for i = 2, 200 do w:despawn(es[i]) end
+        for _ in w:query{"Slab"}:each() do assert.are.equal(0, w:trim()) end
+        local in_frame
+        w:system{name = "trimmer", exclusive = false, run = function() in_frame = w:trim() end}
+        assert.is_true(w:progress(1 / 60))
+        assert.are.equal(0, in_frame)
+        -- (a stress build trims after every frame: a burst to give back)
+        for i = 2, 200 do es[i] = w:spawn{Slab = {}} end
+        for i = 2, 200 do w:despawn(es[i]) end
+        assert.is_true(w:trim() > 0)
+        local mods = kiln.mods(w)
+        local path = os.tmpname() .. ".lua"
+        local f = assert(io.open(path, "w"))
+        f:write("ok, err = pcall(world.trim, world) print(ok, err)\n")
+        f:close()
+        local name = path:match("([^/]+)%.lua$")
+        assert(mods:load(path))
+        os.remove(path)
+        assert.are.same({"false\tworld:trim: the host trims the world"}, mods:log(name))
+        mods:close()
+        w:close()
+    end)
+end)

@@ -68,7 +68,7 @@ X.run_nested = run_nested
 
 local TOP_OPS = {
     spawn = 9, despawn = 4, is_alive = 3, count = 1, entities = 1, add = 10, remove = 6, has = 5,
-    get = 6, getter = 2, set = 10, tick = 1, advance_tick = 1, changed_tick = 3, query = 2, each = 4, bulk = 2,
+    get = 6, getter = 2, set = 10, tick = 1, advance_tick = 1, trim = 1, changed_tick = 3, query = 2, each = 4, bulk = 2,
     manual_each = 1, qcount = 1, qentities = 0.5, system = 1.2, progress = 3, systems = 0.5, enable = 0.6,
     set_parent = 3, children = 2, despawn_recursive = 1.5, define_event = 0.5, emit = 2,
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
@@ -122,7 +122,7 @@ function D.run(opts)
     S.WM, S.QM, S.CM, S.Wmt, S.Qmt, S.Cmt = method_tables(kiln.world())
     S.known_world_methods = {}
     for _, name in ipairs({"close", "component", "spawn", "despawn", "is_alive", "count", "entities", "add",
-                           "remove", "has", "get", "getter", "set", "tick", "advance_tick", "changed_tick", "query",
+                           "remove", "has", "get", "getter", "set", "tick", "advance_tick", "trim", "changed_tick", "query",
                            "system", "progress", "systems", "enable", "set_parent", "children",
                            "despawn_recursive", "event", "emit", "events", "resource", "failures",
                            "max_failures", "components", "component_info", "stats", "inspect", "schema",

@@ -302,6 +302,18 @@ function ops.advance_tick(m)
     end
 end
 
+-- world:trim gives back room only: the world (checked against the model after every call)
+-- is unchanged, it answers a byte count, and inside a frame it trims nothing.
+function ops.trim(m)
+    local r = wcall(m, "trim")
+    if expect("world:trim", true, r) then
+        if N.mtype(r[2]) ~= "integer" or r[2] < 0 then fail("trim() = %s", tostring(r[2])) end
+        if m.cur_sys ~= nil and not m.cur_sys.exclusive and r[2] ~= 0 then
+            fail("trim() in a system that is not exclusive gave back %d bytes", r[2])
+        end
+    end
+end
+
 function ops.changed_tick(m)
     local e, c = pick_entity(m), pick_comp(m)
     local comp = m:resolve(c)
