@@ -67,7 +67,11 @@ static int64_t pending_spawns(klua_mod *mod, kiln_world *world) {
 }
 
 int64_t klua_mod_query_bytes(const klua_mod *mod) {
+    /* the queries kiln keeps over its components on others' entities (one per component,
+     * matching every archetype that holds it) grow as its queries do */
     int64_t n = 0;
+    for (int k = 0; k < mod->declared_count; k++)
+        if (mod->foreign[k]) n += kiln_query_memory(mod->foreign[k]);
     for (const klua_query_link *l = mod->L && mod->kw && !mod->kw->closed ? mod->kw->queries : NULL; l; l = l->next)
         n += kiln_query_memory(l->query);
     return n;

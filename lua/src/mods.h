@@ -206,7 +206,8 @@ KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolv
  * the resources of its own components, what it queued in the deferred section under way,
  * the events it emitted this tick, and what its live queries hold (klua_mod_query_bytes). */
 KLUA_HIDDEN int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world);
-/* The bytes the queries mod's code made hold in C (kiln_query_memory), while they live. */
+/* The bytes the queries mod's code made hold in C (kiln_query_memory), while they live, and
+ * those of the queries kiln keeps over its components on others' entities. */
 KLUA_HIDDEN int64_t klua_mod_query_bytes(const klua_mod *mod);
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
