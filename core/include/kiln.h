@@ -182,8 +182,8 @@ typedef struct kiln_world_stats {
 void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);
 
 /* Shrinks each archetype holding under a quarter of its room to twice its rows (an empty one of
- * rows over 4 KiB to none): the bytes freed, 0 while deferred or iterating. A structural change;
- * kiln_schedule_run calls it after a frame once the world grew by half and 16 MiB since. */
+ * rows over 4 KiB to none) and frees empty event buffers: the bytes freed, 0 while deferred or
+ * iterating. Structural; kiln_schedule_run calls it after a frame the world grew by half+16 MiB. */
 int64_t kiln_world_trim(kiln_world *world);
 
 /* Lists live entities for tooling: writes up to capacity handles to dest (dest may be NULL

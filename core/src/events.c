@@ -146,6 +146,17 @@ void kiln_events_update(kiln_world *world) {
     }
 }
 
+void kl_events_trim(kiln_world *world) {
+    int32_t types = kl_registry_count(&world->event_types);
+    for (int32_t t = 1; t <= types; t++)
+        for (int b = 0; b < 2; b++) {
+            kl_event_buffer *buf = &queue(world, (uint32_t)t)->buf[b];
+            if (buf->count > 0 || !buf->block) continue;
+            kl_free(&world->alloc, buf->block, buf->block_size);
+            *buf = (kl_event_buffer){0};
+        }
+}
+
 void kl_events_free(kiln_world *world) {
     int32_t types = kl_registry_count(&world->event_types);
     for (int32_t t = 1; t <= types; t++)

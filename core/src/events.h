@@ -12,4 +12,8 @@ KL_HIDDEN kiln_result kl_event_push(kiln_world *world, uint32_t type, const void
 /* Frees every event buffer (at world destroy). */
 KL_HIDDEN void kl_events_free(kiln_world *world);
 
+/* Frees the blocks of event buffers holding no event (kiln_world_trim): a buffer keeps the
+ * room its busiest frame took until then. No pointer into an empty buffer is valid. */
+KL_HIDDEN void kl_events_trim(kiln_world *world);
+
 #endif

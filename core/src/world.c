@@ -190,6 +190,7 @@ int64_t kiln_world_trim(kiln_world *world) {
     if (kl_deferred(world) || atomic_load_explicit(&world->iterating, memory_order_relaxed) > 0) return 0;
     int64_t before = allocated(world);
     kl_archetypes_trim(world);
+    kl_events_trim(world);
     world->trim_mark = allocated(world);
     return before - world->trim_mark;
 }

@@ -749,3 +749,36 @@ KILN_TEST(memory, steady_state_schedule_frames_with_events_allocate_nothing) {
     ck_assert_int_eq(alloc.inner.live_bytes, 0);
     locked_fini(&alloc);
 }
+
+/* kiln_world_trim frees the blocks of event buffers that hold no event: a burst's room goes
+ * back once two updates have emptied both buffers, while a buffer holding events keeps its
+ * block and its events where they are. */
+KILN_TEST(memory, a_trim_frees_empty_event_buffers_and_keeps_the_others) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    kiln_event_type burst = register_plain_event(world, "Burst", 4096);
+    kiln_event_type kept = register_hit(world);
+    int64_t before = alloc.live_bytes;
+    for (int32_t i = 0; i < 1000; i++) ck_assert_int_eq(kiln_event_emit(world, burst, NULL), KILN_OK);
+    emit_hit(world, kept, 1, 7, 0);
+    ck_assert_int_gt(alloc.live_bytes - before, 1000 * 4096);
+    ck_assert_int_lt(kiln_world_trim(world), 1000 * 4096); /* the burst is still readable */
+    ck_assert_int_eq(kiln_event_count(world, burst), 1000);
+    kiln_events_update(world);
+    emit_hit(world, kept, 1, 8, 1);
+    const hit *seven = kiln_event_get(world, kept, 0);
+    ck_assert(seven && seven->seq == 7);
+    kiln_events_update(world); /* the burst's both buffers are empty now */
+    ck_assert_int_eq(kiln_event_count(world, burst), 0);
+    const hit *eight = kiln_event_get(world, kept, 0);
+    ck_assert(eight && eight->seq == 8);
+    ck_assert_int_gt(kiln_world_trim(world), 1000 * 4096);
+    ck_assert_ptr_eq(kiln_event_get(world, kept, 0), eight); /* not empty: kept in place */
+    ck_assert_int_lt(alloc.live_bytes - before, 4096);
+    for (int32_t i = 0; i < 3; i++) ck_assert_int_eq(kiln_event_emit(world, burst, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(world, burst), 3);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+    ck_assert_int_eq(alloc.bad_osize, 0);
+}

@@ -546,6 +546,30 @@ end}
         assert.is_true(grown < 40 * 1048576, string.format("%.1f MiB", grown / 1048576))
     end)
 
+    it("cannot hold room past it by emitting into one event type after another", function()
+        -- each frame fills a fresh event type's buffer to the limit (room for 8 MiB); the
+        -- buffers keep it once empty until a trim: 30 frames held 220 MiB without one
+        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 10000})
+        local before = w:stats().bytes
+        assert(mods:load(M.write(M.folder(), "bursts.lua", [[
+for k = 1, 30 do world:event("Burst" .. k, "char data[60000];") end
+local k = 0
+world:system{name = "bursts", run = function()
+    k = k + 1
+    if k > 30 then return end
+    local n = 0
+    while pcall(world.emit, world, "Burst" .. k, {}) do n = n + 1 end
+    print(n)
+end}
+]])))
+        assert.are.same({}, M.frames(w, 32))
+        local log = mods:log("bursts")
+        assert.are.equal(30, #log)
+        assert.is_true(tonumber(log[30]) > 60, log[30])
+        local grown = w:stats().bytes - before
+        assert.is_true(grown < 64 * 1048576, string.format("%.1f MiB", grown / 1048576))
+    end)
+
     it("bounds the queries it holds; dropped ones are collected before a query is refused", function()
         local w, mods = M.host({queries = 8})
         assert(mods:load(M.write(M.folder(), "many.lua", [[
