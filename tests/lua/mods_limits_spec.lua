@@ -511,6 +511,16 @@ end
 ]==]
     local ROOM_LIMIT = 4 * 1048576
 
+    -- Runs frames; the mod's system (name) must have printed 30 counts, the last above least.
+    -- Returns how many MiB the world grew since before.
+    local function churn_frames(w, mods, name, frames, least, before)
+        assert.are.same({}, M.frames(w, frames))
+        local log = mods:log(name)
+        assert.are.equal(30, #log)
+        assert.is_true(tonumber(log[30]) > least, log[30])
+        return (w:stats().bytes - before) / 1048576
+    end
+
     it("cannot hold room past it by filling one archetype after another, between frames", function()
         -- (a generous wall clock: under ASan the 1200 spawns of 64 KiB take most of a second)
         local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 10000})
@@ -537,13 +547,9 @@ world:system{name = "rooms", writes = names, run = function()
     if k <= 30 then print(fill(k)) end
 end}
 ]])))
-        assert.are.same({}, M.frames(w, 30))
-        local log = mods:log("rooms")
-        assert.are.equal(30, #log)
-        assert.is_true(tonumber(log[30]) > 50, log[30])
-        local grown = w:stats().bytes - before
+        local grown = churn_frames(w, mods, "rooms", 30, 50, before)
         -- without trims: 30 rooms of 4 MiB; the schedule trims once the world grew by half and 16 MiB
-        assert.is_true(grown < 40 * 1048576, string.format("%.1f MiB", grown / 1048576))
+        assert.is_true(grown < 40, string.format("%.1f MiB", grown))
     end)
 
     it("cannot hold room past it by emitting into one event type after another", function()
@@ -562,12 +568,8 @@ world:system{name = "bursts", run = function()
     print(n)
 end}
 ]])))
-        assert.are.same({}, M.frames(w, 32))
-        local log = mods:log("bursts")
-        assert.are.equal(30, #log)
-        assert.is_true(tonumber(log[30]) > 60, log[30])
-        local grown = w:stats().bytes - before
-        assert.is_true(grown < 64 * 1048576, string.format("%.1f MiB", grown / 1048576))
+        local grown = churn_frames(w, mods, "bursts", 32, 60, before)
+        assert.is_true(grown < 64, string.format("%.1f MiB", grown))
     end)
 
     it("bounds the queries it holds; dropped ones are collected before a query is refused", function()
