@@ -528,9 +528,9 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * in order. Recording never touches the world: it only reads the component registry (for
  * value sizes and hooks), so each thread may fill its own buffer while systems iterate, even
  * while a main-thread system registers components. One buffer is never shared between threads.
- * A buffer allocates through its world's allocator hook (which must then be thread-safe, as
- * the default is) but keeps its own accounting, and keeps its memory across applies, so a
- * buffer reused frame after frame allocates nothing in steady state. */
+ * A buffer allocates through its world's allocator hook (thread-safe then, as the default is)
+ * with its own accounting. It keeps its memory across applies (reused alike, it allocates
+ * nothing); room past 4x a batch's use goes back at its next complete apply or idle frame. */
 
 /* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62 is
  * set, far above any handle), and only the batch that made them accepts them: its tag is never

@@ -30,6 +30,11 @@ KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, const char *call, k
 KL_HIDDEN kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied,
                                         const char *call);
 
+/* A buffer holding nothing pending that keeps room for far more than its last batch used (a
+ * burst long ago): gives that room back, as a complete apply does (commands_apply.c). The
+ * schedule calls it for its systems' idle buffers, which no apply visits. */
+KL_HIDDEN void kl_commands_give_back(kiln_commands *cmd);
+
 /* Detaches a user buffer from its dying world: destroys its pending values, frees what it
  * holds and forgets the world; the buffer itself stays for kiln_commands_destroy. */
 KL_HIDDEN void kl_commands_detach(kiln_commands *cmd);

@@ -395,6 +395,47 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     return 1;
 }
 
+/* Resizes the array at *block of *cap elements of size bytes to ncap, when the allocator
+ * agrees (a shrink: nothing is lost either way). */
+static void shrink_array(kl_allocator *al, void **block, int64_t *cap, size_t size, int64_t ncap) {
+    void *p = kl_realloc(al, *block, size * (size_t)*cap, size * (size_t)ncap);
+    if (!p) return;
+    *block = p;
+    *cap = ncap;
+}
+
+/* After a complete apply, before the reset: a buffer keeps the room its busiest batch took,
+ * so one burst (a mod's system queuing up to its limit once) would hold it for good. Room
+ * far past what this batch used goes back: the command array and the placeholders shrink to
+ * twice what it used (at least 64), and the value blocks beyond twice the bytes it used and
+ * 64 KiB are freed. A buffer used alike frame after frame keeps its room (the arrays shrink
+ * only when used under a quarter, and the blocks cover twice what it uses). */
+static void give_back_room(kiln_commands *cmd) {
+    kl_allocator *al = cmd->alloc;
+    int64_t slots = cmd->count < 64 ? 64 : cmd->count, ph = cmd->ph_count < 64 ? 64 : (int64_t)cmd->ph_count;
+    if (cmd->cap > 4 * slots) shrink_array(al, (void **)&cmd->cmds, &cmd->cap, sizeof(kl_cmd), 2 * slots);
+    if (cmd->ph_cap > 4 * ph) /* (the batch's placeholders stay: resolve still reads them) */
+        shrink_array(al, (void **)&cmd->placeholders, &cmd->ph_cap, sizeof(kiln_entity), 2 * ph);
+    size_t used = 0, kept = 0;
+    for (kl_block *b = cmd->first; b; b = b->next) used += b->used;
+    for (kl_block **link = &cmd->first; *link;) {
+        kl_block *b = *link;
+        if (kept + b->size <= 2 * used + KL_BLOCK_SIZE) {
+            kept += b->size;
+            link = &b->next;
+            continue;
+        }
+        *link = b->next;
+        kl_free(al, b, b->alloc_size);
+    }
+}
+
+void kl_commands_give_back(kiln_commands *cmd) {
+    bool roomy = cmd->cap > 4 * 64 || cmd->ph_cap > 4 * 64 ||
+                 (cmd->first && (cmd->first->next || cmd->first->size > KL_BLOCK_SIZE));
+    if (roomy && cmd->count == 0 && !cmd->applying) give_back_room(cmd);
+}
+
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
     KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
     return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
@@ -438,6 +479,7 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     cmd->applying = false;
     if (applied) *applied = n;
     if (r != KILN_OK) return r;
+    give_back_room(cmd);
     cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
     reset_values(cmd);
     cmd->complete = true;

@@ -468,7 +468,11 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         /* Buffers land in declaration order, whatever thread finished first. */
         for (int32_t k = first; k < end; k++) {
             kl_system *sys = s->systems[s->order[k]];
-            if (kiln_commands_count(sys->commands) == 0) continue;
+            if (kiln_commands_count(sys->commands) == 0) {
+                /* idle: a burst it recorded frames ago would hold its room for good */
+                kl_commands_give_back(sys->commands);
+                continue;
+            }
             kiln_result r = kl_commands_apply(sys->commands, world, NULL, "kiln_schedule_run");
             if (r != KILN_OK && result == KILN_OK) result = r;
         }

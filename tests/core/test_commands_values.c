@@ -379,6 +379,78 @@ KILN_TEST(memory, a_buffer_reused_every_frame_stops_allocating_after_the_first_f
     test_assert_velocity(F.w, live[FRAME_ENTITIES - 1], F.vel, 0, (float)(FRAME_ENTITIES - 1));
 }
 
+/* A burst recorded once does not hold its room for good: the next complete apply that used
+ * far less gives back the value blocks, the command array and the placeholders past twice
+ * its own use, and the placeholders of that batch still resolve. */
+KILN_TEST(memory, a_burst_gives_its_room_back_at_a_later_small_apply) {
+    typedef struct slab { uint8_t bytes[1024]; } slab;
+    kiln_component big = 0;
+    ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = "Slab", .size = sizeof(slab)}, &big));
+    enum { BURST = 8000 };
+    static kiln_entity ph[BURST];
+    int64_t before = F.alloc.live_bytes;
+    for (int i = 0; i < BURST; i++) {
+        ASSERT_OK(kiln_commands_spawn(F.cmd, &ph[i]));
+        ASSERT_OK(kiln_commands_add(F.cmd, ph[i], big, &(slab){{(uint8_t)i}}));
+    }
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    for (int i = 0; i < BURST; i++) ASSERT_OK(kiln_despawn(F.w, kiln_commands_resolve(F.cmd, ph[i])));
+    ck_assert_int_eq(kiln_world_trim(F.w) > 0, 1);
+    int64_t held = F.alloc.live_bytes - before; /* the buffer's room: 8 MB of values and more */
+    ck_assert_int_gt(held, (int64_t)BURST * (int64_t)sizeof(slab));
+    kiln_entity small[3];
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(kiln_commands_spawn(F.cmd, &small[i]));
+        ASSERT_OK(kiln_commands_add(F.cmd, small[i], big, &(slab){{7}}));
+    }
+    ASSERT_OK(kiln_commands_apply(F.cmd, F.w, NULL));
+    ck_assert_int_lt(F.alloc.live_bytes - before, held / 8);
+    for (int i = 0; i < 3; i++) {
+        const slab *v = kiln_get(F.w, kiln_commands_resolve(F.cmd, small[i]), big);
+        ck_assert(v && v->bytes[0] == 7);
+    }
+    ck_assert_int_eq(F.alloc.bad_osize, 0);
+}
+
+typedef struct burster {
+    kiln_component big;
+    int frame;
+} burster;
+
+/* Records 8000 spawns of a 1 KiB value in its first frame only, despawning them the next. */
+static void burst_system(const kiln_system_ctx *ctx) {
+    burster *b = ctx->user;
+    uint8_t value[1024] = {0};
+    if (b->frame++ == 0)
+        for (int i = 0; i < 8000; i++) {
+            kiln_entity ph;
+            ck_assert_int_eq(kiln_commands_spawn(ctx->commands, &ph), KILN_OK);
+            ck_assert_int_eq(kiln_commands_add(ctx->commands, ph, b->big, value), KILN_OK);
+        }
+}
+
+/* A system that recorded a burst once and nothing since gets no apply: the schedule gives its
+ * idle buffer's room back all the same. */
+KILN_TEST(memory, an_idle_system_buffer_gives_a_past_burst_back) {
+    burster b = {0};
+    ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = "Slab", .size = 1024}, &b.big));
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
+    ck_assert_ptr_nonnull(s);
+    ASSERT_OK(kiln_schedule_add(s, &(kiln_system_desc){.name = "burst", .run = burst_system, .user = &b,
+                                                        .writes = {b.big}}));
+    int64_t before = F.alloc.live_bytes;
+    ASSERT_OK(kiln_schedule_run(s, 0)); /* the burst lands: 8 MB of rows, 8 MB of buffer */
+    ck_assert_int_eq(kiln_entity_count(F.w), 8000);
+    int64_t peak = F.alloc.live_bytes - before;
+    static kiln_entity es[8000];
+    int64_t n = kiln_world_entities(F.w, es, 8000);
+    for (int64_t i = 0; i < n; i++) ASSERT_OK(kiln_despawn(F.w, es[i]));
+    kiln_world_trim(F.w); /* the rows' room */
+    ASSERT_OK(kiln_schedule_run(s, 0)); /* idle: its buffer's room */
+    ck_assert_int_lt(F.alloc.live_bytes - before, peak / 16);
+    kiln_schedule_destroy(s);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* determinism across threads                                                                 */
 /* ------------------------------------------------------------------------------------------ */
