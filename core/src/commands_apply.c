@@ -433,7 +433,9 @@ static void give_back_room(kiln_commands *cmd) {
 void kl_commands_give_back(kiln_commands *cmd) {
     bool roomy = cmd->cap > 4 * 64 || cmd->ph_cap > 4 * 64 ||
                  (cmd->first && (cmd->first->next || cmd->first->size > KL_BLOCK_SIZE));
-    if (roomy && cmd->count == 0 && !cmd->applying) give_back_room(cmd);
+    if (!roomy || cmd->count != 0 || cmd->applying) return;
+    give_back_room(cmd);
+    reset_values(cmd); /* nothing pending holds a value: current may have been a freed block */
 }
 
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
