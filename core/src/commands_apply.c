@@ -395,6 +395,14 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     return 1;
 }
 
+/* Slots and placeholders a buffer keeps room for however little it used (stress builds keep
+ * none past their use, so tests and the fuzzer meet the shrinks). */
+#ifdef KL_TRIM_STRESS
+#define KL_CMD_KEEP 1
+#else
+#define KL_CMD_KEEP 64
+#endif
+
 /* Resizes the array at *block of *cap elements of size bytes to ncap, when the allocator
  * agrees (a shrink: nothing is lost either way). */
 static void shrink_array(kl_allocator *al, void **block, int64_t *cap, size_t size, int64_t ncap) {
@@ -412,7 +420,8 @@ static void shrink_array(kl_allocator *al, void **block, int64_t *cap, size_t si
  * only when used under a quarter, and the blocks cover twice what it uses). */
 static void give_back_room(kiln_commands *cmd) {
     kl_allocator *al = cmd->alloc;
-    int64_t slots = cmd->count < 64 ? 64 : cmd->count, ph = cmd->ph_count < 64 ? 64 : (int64_t)cmd->ph_count;
+    int64_t slots = cmd->count < KL_CMD_KEEP ? KL_CMD_KEEP : cmd->count;
+    int64_t ph = cmd->ph_count < KL_CMD_KEEP ? KL_CMD_KEEP : (int64_t)cmd->ph_count;
     if (cmd->cap > 4 * slots) shrink_array(al, (void **)&cmd->cmds, &cmd->cap, sizeof(kl_cmd), 2 * slots);
     if (cmd->ph_cap > 4 * ph) /* (the batch's placeholders stay: resolve still reads them) */
         shrink_array(al, (void **)&cmd->placeholders, &cmd->ph_cap, sizeof(kiln_entity), 2 * ph);
@@ -431,7 +440,7 @@ static void give_back_room(kiln_commands *cmd) {
 }
 
 void kl_commands_give_back(kiln_commands *cmd) {
-    bool roomy = cmd->cap > 4 * 64 || cmd->ph_cap > 4 * 64 ||
+    bool roomy = cmd->cap > 4 * KL_CMD_KEEP || cmd->ph_cap > 4 * KL_CMD_KEEP ||
                  (cmd->first && (cmd->first->next || cmd->first->size > KL_BLOCK_SIZE));
     if (!roomy || cmd->count != 0 || cmd->applying) return;
     give_back_room(cmd);
