@@ -126,7 +126,9 @@ static void add_then_remove(layout_model *m, int kind, int salt) {
     check_column_ticks(m);
 }
 
-KILN_TEST_GROUP(layouts);
+/* Every layout of the seven kinds, both ways: 2-3 s under ASan, past Check's 4 s default on a busy
+ * machine (a CI run timed out). */
+KILN_TEST_GROUP_WITH(layouts, .timeout = 60);
 
 KILN_TEST(layouts, add_and_remove_move_every_layout_with_values_ticks_and_records) {
     for (unsigned mask = 0; mask < 1u << KINDS; mask++) {
