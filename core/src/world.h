@@ -176,7 +176,7 @@ typedef struct kl_archetype {
     kiln_entity *entities;
     int32_t count;
     int32_t capacity;       /* rows every array holds: the least of the arrays' own */
-    int32_t trim_below;     /* fewer rows than this after a removal: kl_archetype_trim (0: never) */
+    int32_t trim_below;     /* fewer rows than this: kiln_world_trim shrinks it (0: never) */
     int32_t entity_cap;     /* rows entities holds (arrays grow one by one: see reserve) */
     int32_t column_count;
     int32_t type_count;
