@@ -375,12 +375,11 @@ bool kl_archetype_reserve_rebase(kiln_world *world, kl_archetype *arch, int64_t 
     return true;
 }
 
-/* Resizes the array at *block of *cap elements of size bytes to ncap (0 frees it). */
+/* kl_shrink for the archetype's 32-bit capacities. */
 static bool shrink_block(kl_allocator *al, void **block, int32_t *cap, size_t size, int32_t ncap) {
-    void *p = kl_realloc(al, *block, size * (size_t)*cap, size * (size_t)ncap);
-    if (!p && ncap) return false;
-    *block = p;
-    *cap = ncap;
+    int64_t cap64 = *cap;
+    if (!kl_shrink(al, block, &cap64, ncap, size)) return false;
+    *cap = (int32_t)cap64;
     return true;
 }
 

@@ -403,15 +403,6 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
 #define KL_CMD_KEEP 64
 #endif
 
-/* Resizes the array at *block of *cap elements of size bytes to ncap, when the allocator
- * agrees (a shrink: nothing is lost either way). */
-static void shrink_array(kl_allocator *al, void **block, int64_t *cap, size_t size, int64_t ncap) {
-    void *p = kl_realloc(al, *block, size * (size_t)*cap, size * (size_t)ncap);
-    if (!p) return;
-    *block = p;
-    *cap = ncap;
-}
-
 /* After a complete apply, before the reset: a buffer keeps the room its busiest batch took,
  * so one burst (a mod's system queuing up to its limit once) would hold it for good. Room
  * far past what this batch used goes back: the command array and the placeholders shrink to
@@ -422,9 +413,9 @@ static void give_back_room(kiln_commands *cmd) {
     kl_allocator *al = cmd->alloc;
     int64_t slots = cmd->count < KL_CMD_KEEP ? KL_CMD_KEEP : cmd->count;
     int64_t ph = cmd->ph_count < KL_CMD_KEEP ? KL_CMD_KEEP : (int64_t)cmd->ph_count;
-    if (cmd->cap > 4 * slots) shrink_array(al, (void **)&cmd->cmds, &cmd->cap, sizeof(kl_cmd), 2 * slots);
+    if (cmd->cap > 4 * slots) kl_shrink(al, (void **)&cmd->cmds, &cmd->cap, 2 * slots, sizeof(kl_cmd));
     if (cmd->ph_cap > 4 * ph) /* (the batch's placeholders stay: resolve still reads them) */
-        shrink_array(al, (void **)&cmd->placeholders, &cmd->ph_cap, sizeof(kiln_entity), 2 * ph);
+        kl_shrink(al, (void **)&cmd->placeholders, &cmd->ph_cap, 2 * ph, sizeof(kiln_entity));
     size_t used = 0, kept = 0;
     for (kl_block *b = cmd->first; b; b = b->next) used += b->used;
     for (kl_block **link = &cmd->first; *link;) {

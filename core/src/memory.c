@@ -63,6 +63,14 @@ bool kl_grow(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, size_t ele
     return true;
 }
 
+bool kl_shrink(kl_allocator *a, void **ptr, int64_t *cap, int64_t ncap, size_t elem) {
+    void *p = kl_realloc(a, *ptr, kl_mul(elem, (size_t)*cap), kl_mul(elem, (size_t)ncap));
+    if (!p && ncap) return false;
+    *ptr = p;
+    *cap = ncap;
+    return true;
+}
+
 kl_table *kl_table_reserve(kl_allocator *a, kl_table *t, int64_t need, size_t elem, int64_t min) {
     int64_t cap = t ? t->cap : 0;
     if (need <= cap) return t;

@@ -32,6 +32,10 @@ KL_HIDDEN void kl_free(kl_allocator *a, void *ptr, size_t size);
 KL_HIDDEN bool kl_grow(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, size_t elem,
                        int64_t min);
 
+/* Resizes an array of elem-sized items from *cap to ncap items, down (0 frees it). Returns
+ * false, *ptr and *cap untouched, when the allocator refuses; nothing is lost either way. */
+KL_HIDDEN bool kl_shrink(kl_allocator *a, void **ptr, int64_t *cap, int64_t ncap, size_t elem);
+
 /* size * count, or SIZE_MAX on overflow (which every allocation then refuses). */
 KL_HIDDEN size_t kl_mul(size_t size, size_t count);
 
