@@ -1,0 +1,96 @@
+/* test_console_backpressure.c: a console client that reads its answers slowly: whatever the
+ * client leaves queued, a poll's cost stays that of the bytes it sends, not of the queue. */
+#include <check.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "console_client.h"
+#include "kiln_lua.h"
+
+/* CPU time of this thread, so a busy machine does not count. */
+static double thread_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A connection with a small receive buffer: the console's sends to it are a few KiB each. */
+static int connect_small(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int size = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+/* Receives exactly n bytes (or fewer if the console closes) while polling it. */
+static size_t take(kiln_console *c, int fd, char *buf, size_t n) {
+    size_t have = 0;
+    for (int spin = 0; spin < 20000 && have < n; spin++) {
+        kiln_console_poll(c);
+        ssize_t r = recv(fd, buf + have, n - have, 0);
+        if (r == 0) break;
+        if (r > 0) have += (size_t)r;
+        else pause_ms(1);
+    }
+    return have;
+}
+
+/* One answer of 15 MiB queued, read a few KiB a frame, as a client on a slow link (or one
+ * that means harm) reads it: each poll used to move the whole unsent rest of the queue down
+ * after each send, some milliseconds a poll per such client for as long as it reads. */
+START_TEST(a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    int fd = connect_small(kiln_console_port(c));
+    send_text(fd, "token 0123456789abcdef0123\nx = string.rep('a', 15 * 2^20)\nx\n");
+    char head[64];
+    ck_assert_int_eq(take(c, fd, head, 10), 10);
+    ck_assert(memcmp(head, "ok 0\nok 0\n", 10) == 0);
+    ck_assert_int_eq(take(c, fd, head, 12), 12); /* "ok 15728642\n" */
+    ck_assert(memcmp(head, "ok 15728642\n", 12) == 0);
+    char chunk[4096];
+    double spent = 0;
+    size_t drained = 0;
+    for (int spin = 0; spin < 200000 && drained < (8u << 20); spin++) {
+        ssize_t r = recv(fd, chunk, sizeof chunk, 0);
+        ck_assert(r > 0 || (r < 0 && errno == EAGAIN));
+        if (r > 0) drained += (size_t)r;
+        double t = thread_ms();
+        kiln_console_poll(c);
+        spent += thread_ms() - t;
+    }
+    ck_assert_uint_ge(drained, 2u << 20);
+    /* the polls sent 8 MiB, a few KiB each: some milliseconds in all, against a copy of
+     * about 15 MiB after each send before */
+    ck_assert_msg(spent < 150, "polls sending 8 MiB to a slow reader took %.1f ms of CPU", spent);
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("console_backpressure");
+    TCase *tc = tcase_create("slow readers");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
