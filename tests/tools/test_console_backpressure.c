@@ -1,5 +1,6 @@
-/* test_console_backpressure.c: a console client that reads its answers slowly: whatever the
- * client leaves queued, a poll's cost stays that of the bytes it sends, not of the queue. */
+/* test_console_backpressure.c: what one console client can make the game spend: a client
+ * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, and a
+ * statement cannot grow Lua's memory without bound in the few instructions its budget counts. */
 #include <check.h>
 #include <errno.h>
 #include <lauxlib.h>
@@ -82,11 +83,57 @@ START_TEST(a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends) {
 }
 END_TEST
 
+/* Reads one answer frame "status len\ntext" whole into out (status:text), polling. */
+static void answer_of(kiln_console *c, int fd, char *out, size_t size) {
+    char head[64];
+    size_t h = 0;
+    while (h < sizeof head - 1 && take(c, fd, head + h, 1) == 1 && head[h] != '\n') h++;
+    head[h] = '\0';
+    char st[32];
+    size_t len = 0;
+    ck_assert_msg(sscanf(head, "%31s %zu", st, &len) == 2 && len < size - 40, "frame head '%s'", head);
+    int o = snprintf(out, size, "%s:", st);
+    ck_assert_uint_eq(take(c, fd, out + o, len), len);
+    out[(size_t)o + len] = '\0';
+}
+
+/* One concatenation is one instruction however long its strings: doubling a string in a loop
+ * of 30 builds a GiB in about a hundred counted instructions, and the copies and page faults
+ * of the last few held the game for many times the statement's time limit (27 s for the
+ * line below on a busy two-core machine), past any hook. A statement's growth of Lua's memory
+ * is bounded instead: the doubling stops at the limit, with an error saying so. */
+START_TEST(a_statement_cannot_double_a_string_past_the_console_memory_limit) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token 0123456789abcdef0123\n"
+                  "local s = ('x'):rep(2^20) for i = 1, 10 do s = s .. s end return #s\n"
+                  "s = ('x'):rep(2^20) .. 'y' return #s\n");
+    char out[256];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "error:console: the statement grew Lua's memory past its limit (256 MiB)");
+    answer_of(c, fd, out, sizeof out); /* the next statement runs under a fresh limit */
+    ck_assert_str_eq(out, "ok:1048577");
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    ck_assert_int_lt(lua_gc(L, LUA_GCCOUNT, 0), 64 << 10); /* KiB: the GiB string never was */
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("console_backpressure");
-    TCase *tc = tcase_create("slow readers");
+    TCase *tc = tcase_create("costs");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends);
+    tcase_add_test(tc, a_statement_cannot_double_a_string_past_the_console_memory_limit);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
