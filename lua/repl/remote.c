@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,7 +56,8 @@ static bool send_all(int fd, const char *p, size_t n) {
  * the connection useless then, so an interrupted read counts as a closed one (-1). */
 static ssize_t recv_or_interrupt(int fd, void *buf, size_t n) {
     for (;;) {
-        if (kcmd_wait_readable(fd, -1) < 0) return -1;
+        /* (the wait is a select: a descriptor past FD_SETSIZE only reads) */
+        if (fd < FD_SETSIZE && kcmd_wait_readable(fd, -1) < 0) return -1;
         ssize_t r = recv(fd, buf, n, 0);
         if (r < 0 && errno == EINTR) continue;
         return r;
