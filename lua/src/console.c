@@ -414,6 +414,37 @@ static bool take_line(kiln_console *c, client *cl, int *evaluated) {
 
 /* ---- serving ------------------------------------------------------------------------------ */
 
+/* Sends a closing reason frame on fd and shuts our side. What the client already sent is read
+ * first: unread input makes the close a reset, which can destroy the reason before the client
+ * reads it. */
+static void send_reason(int fd, const char *reason) {
+    char frame[160];
+    int f = snprintf(frame, sizeof frame, "error %zu\n%s", strlen(reason), reason);
+    char sink[READ_CHUNK];
+    for (int drained = 0; drained < 16 && recv(fd, sink, sizeof sink, 0) > 0; drained++) {}
+    ssize_t w = send(fd, frame, (size_t)f, MSG_NOSIGNAL);
+    (void)w;
+    shutdown(fd, SHUT_WR);
+}
+
+/* Makes room for a new client when every place is taken: the client that has gone longest
+ * without sending its token goes (else places held by connections that never sign in, which
+ * anyone who can reach the port can open, would lock out the token's holder for good). False
+ * when every client has signed in. */
+static bool make_room(kiln_console *c) {
+    int oldest = -1;
+    for (int i = 0; i < c->client_count; i++)
+        if (!c->clients[i].authed && (oldest < 0 || c->clients[i].last_line < c->clients[oldest].last_line))
+            oldest = i;
+    if (oldest < 0) return false;
+    char reason[96];
+    snprintf(reason, sizeof reason, "console: too many clients (%d): one without a token made room", c->max_clients);
+    send_reason(c->clients[oldest].fd, reason);
+    report(c, "console: %s: dropped without a token: a new client needed its place", c->clients[oldest].peer);
+    drop(c, oldest);
+    return true;
+}
+
 static void accept_clients(kiln_console *c) {
     for (int k = 0; k < ACCEPT_PER_POLL; k++) {
         struct sockaddr_in peer;
@@ -427,18 +458,10 @@ static void accept_clients(kiln_console *c) {
         char name[64], ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
         snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));
-        if (c->client_count == c->max_clients) {
-            char frame[128];
+        if (c->client_count == c->max_clients && !make_room(c)) {
             char reason[80];
-            int r = snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
-            int f = snprintf(frame, sizeof frame, "error %d\n%s", r, reason);
-            /* what the client already sent is read first: unread input makes the close a
-             * reset, which can destroy the reason before the client reads it */
-            char sink[READ_CHUNK];
-            for (int drained = 0; drained < 16 && recv(fd, sink, sizeof sink, 0) > 0; drained++) {}
-            ssize_t w = send(fd, frame, (size_t)f, MSG_NOSIGNAL);
-            (void)w;
-            shutdown(fd, SHUT_WR);
+            snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
+            send_reason(fd, reason);
             close(fd);
             report(c, "console: %s: refused: too many clients (%d)", name, c->max_clients);
             continue;

@@ -1,6 +1,7 @@
 /* test_console_backpressure.c: what one console client can make the game spend: a client
- * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, and a
- * statement cannot grow Lua's memory without bound in the few instructions its budget counts. */
+ * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, a
+ * statement cannot grow Lua's memory without bound in the few instructions its budget counts,
+ * and connections without the token cannot hold the places the token's holder needs. */
 #include <check.h>
 #include <errno.h>
 #include <lauxlib.h>
@@ -128,12 +129,46 @@ START_TEST(a_statement_cannot_double_a_string_past_the_console_memory_limit) {
 }
 END_TEST
 
+/* Anyone who can reach the port can open connections; without the token they run nothing, but
+ * eight of them held every place, reopened every auth_ms, and the token's holder was refused
+ * for as long as that went on. A client without its token now gives up its place instead. */
+START_TEST(connections_without_the_token_cannot_hold_every_place) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    int idle[8];
+    for (int i = 0; i < 8; i++) {
+        idle[i] = connect_port(kiln_console_port(c));
+        ck_assert_int_ge(idle[i], 0);
+        pause_ms(2);
+        kiln_console_poll(c);
+    }
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token 0123456789abcdef0123\nreturn 40 + 2\n");
+    char out[256];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:42");
+    answer_of(c, idle[0], out, sizeof out); /* the oldest made room, and was told why */
+    ck_assert_str_eq(out, "error:console: too many clients (8): one without a token made room");
+    for (int i = 0; i < 8; i++) close(idle[i]);
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("console_backpressure");
     TCase *tc = tcase_create("costs");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends);
     tcase_add_test(tc, a_statement_cannot_double_a_string_past_the_console_memory_limit);
+    tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
