@@ -220,7 +220,8 @@ SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit
 ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed build-asan/tests/test_persist_lua_memory \
 	    build-asan/tests/test_commands_lua_memory build-asan/tests/test_world_lua_memory \
 	    build-asan/tests/test_mods_lua_memory build-asan/tests/test_console_lua_memory \
-	    build-asan/tests/test_console build-asan/tests/test_console_persist
+	    build-asan/tests/test_console build-asan/tests/test_console_persist \
+	    build-asan/tests/test_console_backpressure
 test-asan:
 	$(SAN_BUILD) $(ASAN_BIN)
 	@scripts/run-tests.sh $(ASAN_BIN)
@@ -470,7 +471,8 @@ test-examples-jit: asteroids-jit
 # built with GC64 and takes the host's allocator.
 JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
 	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
-	    test_console test_console_hold test_console_persist test_lua_host_hierarchy)
+	    test_console test_console_hold test_console_persist test_console_backpressure \
+	    test_lua_host_hierarchy)
 test-jit-tools:
 	$(JIT_BUILD) build-jit/libkiln.a build-jit/libkiln_lua.a
 	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" $(JIT_TOOL_BIN)

@@ -114,7 +114,8 @@ typedef void (*kiln_console_log_fn)(void *user, const char *message);
 typedef struct kiln_console_desc {
     int port;                 /* 0: any free port (read it with kiln_console_port) */
     const char *bind_address; /* NULL: "127.0.0.1"; an address outside 127/8 needs a token */
-    int max_clients;          /* 0: 8 */
+    int max_clients;          /* 0: 8; when all are taken, the client longest without its
+                               * token gives up its place to a new one */
     int64_t budget;           /* instructions one statement may run; 0: 100 million */
     int statement_ms;         /* wall-clock limit of one statement; 0: 1000 */
     const char *token;        /* NULL: a random 128-bit token (32 hex digits) made at open

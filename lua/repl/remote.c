@@ -2,6 +2,7 @@
  * read whole and bounded (64 MiB); a short or malformed frame counts as a closed connection. */
 #include "remote.h"
 
+#include "interrupt.h"
 #include "kiln_lua.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,16 +51,25 @@ static bool send_all(int fd, const char *p, size_t n) {
     return true;
 }
 
+/* One recv that Ctrl-C ends: a game that stopped answering (stalled, or hostile and
+ * trickling an endless frame) cannot hold the user in the read. The answer still owed makes
+ * the connection useless then, so an interrupted read counts as a closed one (-1). */
+static ssize_t recv_or_interrupt(int fd, void *buf, size_t n) {
+    for (;;) {
+        /* (the wait is a select: a descriptor past FD_SETSIZE only reads) */
+        if (fd < FD_SETSIZE && kcmd_wait_readable(fd, -1) < 0) return -1;
+        ssize_t r = recv(fd, buf, n, 0);
+        if (r < 0 && errno == EINTR) continue;
+        return r;
+    }
+}
+
 /* Reads one answer frame "<status> <len>\n<text>"; status and text are malloc'd. */
 static bool read_frame(int fd, char **status, char **text) {
     char head[64];
     size_t h = 0;
     while (h < sizeof head - 1) {
-        ssize_t r = recv(fd, head + h, 1, 0);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR) continue;
-            return false;
-        }
+        if (recv_or_interrupt(fd, head + h, 1) <= 0) return false;
         if (head[h] == '\n') break;
         h++;
     }
@@ -70,16 +81,18 @@ static bool read_frame(int fd, char **status, char **text) {
     if (!body) return false;
     size_t got = 0;
     while (got < len) {
-        ssize_t r = recv(fd, body + got, len - got, 0);
+        ssize_t r = recv_or_interrupt(fd, body + got, len - got);
         if (r <= 0) {
-            if (r < 0 && errno == EINTR) continue;
             free(body);
             return false;
         }
         got += (size_t)r;
     }
     body[len] = '\0';
-    *status = strdup(st);
+    if (!(*status = strdup(st))) {
+        free(body);
+        return false;
+    }
     *text = body;
     return true;
 }

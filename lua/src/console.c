@@ -33,6 +33,7 @@ typedef struct client {
     size_t in_len, scanned; /* in[0..scanned) holds no newline */
     char *out;
     size_t out_len, out_cap;
+    size_t out_sent;  /* out[0..out_sent) went out: a slow reader costs no copy of the rest */
     char peer[64];
 } client;
 
@@ -257,6 +258,11 @@ void kiln_console_close(kiln_console *c) {
 /* ---- answers ------------------------------------------------------------------------------ */
 
 static bool append(client *cl, const char *data, size_t n) {
+    if (cl->out_sent && cl->out_len + n > cl->out_cap) { /* the room sent bytes left */
+        memmove(cl->out, cl->out + cl->out_sent, cl->out_len - cl->out_sent);
+        cl->out_len -= cl->out_sent;
+        cl->out_sent = 0;
+    }
     if (cl->out_len + n > cl->out_cap) {
         size_t ncap = cl->out_cap ? cl->out_cap : 1024;
         while (ncap < cl->out_len + n) ncap *= 2;
@@ -274,7 +280,7 @@ static bool append(client *cl, const char *data, size_t n) {
 static bool answer(client *cl, const char *status, const char *text, size_t n) {
     char head[64];
     int h = snprintf(head, sizeof head, "%s %zu\n", status, n);
-    if (cl->out_len + (size_t)h + n > OUT_MAX_BYTES) return false;
+    if (cl->out_len - cl->out_sent + (size_t)h + n > OUT_MAX_BYTES) return false;
     return append(cl, head, (size_t)h) && append(cl, text, n);
 }
 
@@ -408,6 +414,37 @@ static bool take_line(kiln_console *c, client *cl, int *evaluated) {
 
 /* ---- serving ------------------------------------------------------------------------------ */
 
+/* Sends a closing reason frame on fd and shuts our side. What the client already sent is read
+ * first: unread input makes the close a reset, which can destroy the reason before the client
+ * reads it. */
+static void send_reason(int fd, const char *reason) {
+    char frame[160];
+    int f = snprintf(frame, sizeof frame, "error %zu\n%s", strlen(reason), reason);
+    char sink[READ_CHUNK];
+    for (int drained = 0; drained < 16 && recv(fd, sink, sizeof sink, 0) > 0; drained++) {}
+    ssize_t w = send(fd, frame, (size_t)f, MSG_NOSIGNAL);
+    (void)w;
+    shutdown(fd, SHUT_WR);
+}
+
+/* Makes room for a new client when every place is taken: the client that has gone longest
+ * without sending its token goes (else places held by connections that never sign in, which
+ * anyone who can reach the port can open, would lock out the token's holder for good). False
+ * when every client has signed in. */
+static bool make_room(kiln_console *c) {
+    int oldest = -1;
+    for (int i = 0; i < c->client_count; i++)
+        if (!c->clients[i].authed && (oldest < 0 || c->clients[i].last_line < c->clients[oldest].last_line))
+            oldest = i;
+    if (oldest < 0) return false;
+    char reason[96];
+    snprintf(reason, sizeof reason, "console: too many clients (%d): one without a token made room", c->max_clients);
+    send_reason(c->clients[oldest].fd, reason);
+    report(c, "console: %s: dropped without a token: a new client needed its place", c->clients[oldest].peer);
+    drop(c, oldest);
+    return true;
+}
+
 static void accept_clients(kiln_console *c) {
     for (int k = 0; k < ACCEPT_PER_POLL; k++) {
         struct sockaddr_in peer;
@@ -421,18 +458,10 @@ static void accept_clients(kiln_console *c) {
         char name[64], ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
         snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));
-        if (c->client_count == c->max_clients) {
-            char frame[128];
+        if (c->client_count == c->max_clients && !make_room(c)) {
             char reason[80];
-            int r = snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
-            int f = snprintf(frame, sizeof frame, "error %d\n%s", r, reason);
-            /* what the client already sent is read first: unread input makes the close a
-             * reset, which can destroy the reason before the client reads it */
-            char sink[READ_CHUNK];
-            for (int drained = 0; drained < 16 && recv(fd, sink, sizeof sink, 0) > 0; drained++) {}
-            ssize_t w = send(fd, frame, (size_t)f, MSG_NOSIGNAL);
-            (void)w;
-            shutdown(fd, SHUT_WR);
+            snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
+            send_reason(fd, reason);
             close(fd);
             report(c, "console: %s: refused: too many clients (%d)", name, c->max_clients);
             continue;
@@ -466,7 +495,7 @@ static bool read_some(kiln_console *c, client *cl, long *budget) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             cl->eof = true;
             cl->closing = true; /* the connection is gone: nothing can be answered */
-            cl->out_len = 0;
+            cl->out_len = cl->out_sent = 0;
         }
         return false;
     }
@@ -483,24 +512,26 @@ static bool read_some(kiln_console *c, client *cl, long *budget) {
 
 /* One turn of a client: one line if one is complete, else one read. */
 static bool serve_turn(kiln_console *c, client *cl, long *budget, int *evaluated) {
-    if (cl->closing || cl->out_len > OUT_PAUSE_BYTES) return false;
+    if (cl->closing || cl->out_len - cl->out_sent > OUT_PAUSE_BYTES) return false;
     if (take_line(c, cl, evaluated)) return true;
     if (cl->eof || *budget <= 0) return false;
     return read_some(c, cl, budget);
 }
 
-/* Sends what is queued; false when the connection broke. */
+/* Sends what is queued; false when the connection broke. What went out is only counted
+ * (moving the rest down after each send cost a client reading a few KiB a frame a copy of up
+ * to 16 MiB every poll); out_len is 0 once everything went. */
 static bool flush(client *cl) {
-    while (cl->out_len > 0) {
-        ssize_t w = send(cl->fd, cl->out, cl->out_len, MSG_NOSIGNAL);
+    while (cl->out_sent < cl->out_len) {
+        ssize_t w = send(cl->fd, cl->out + cl->out_sent, cl->out_len - cl->out_sent, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
             if (errno == EINTR) continue;
             return false;
         }
-        memmove(cl->out, cl->out + w, cl->out_len - (size_t)w);
-        cl->out_len -= (size_t)w;
+        cl->out_sent += (size_t)w;
     }
+    cl->out_len = cl->out_sent = 0;
     return true;
 }
 

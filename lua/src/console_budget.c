@@ -18,6 +18,12 @@ enum {
 
 static const char BUDGET_KEY = 0; /* registry: light userdata of the klua_budget */
 
+/* What one statement may grow Lua's memory by. The instruction count cannot bound it: one
+ * concatenation is one instruction whatever its size, so `s = s .. s` in a loop of 30 built a
+ * GiB string in a few instructions and held the game for many times the time limit in memcpy
+ * and page faults, inside an instruction no hook can stop. */
+#define STATEMENT_GROWTH_MAX ((int64_t)256 << 20)
+
 double klua_console_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -237,6 +243,20 @@ static void on_call(lua_State *L, klua_budget *b, lua_Debug *ar) {
 
 enum { ARG_FEED = 1, ARG_SESSION, ARG_LINE, ARG_LENGTH, ARG_BUDGET, SLOT_PRINT };
 
+/* The state's allocator while a statement runs: refuses growth past STATEMENT_GROWTH_MAX
+ * (Lua then collects and tries again, and raises "not enough memory" when it still fails). */
+static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    klua_budget *b = ud;
+    int64_t old = ptr ? (int64_t)osize : 0;
+    if (nsize > (size_t)old && b->grown + ((int64_t)nsize - old) > STATEMENT_GROWTH_MAX) {
+        b->grew_past = true;
+        return NULL;
+    }
+    void *p = b->alloc(b->alloc_ud, ptr, osize, nsize);
+    if (p || nsize == 0) b->grown += (int64_t)nsize - old;
+    return p;
+}
+
 /* Runs feed(session, line) with the budget armed; returns the pcall status with the two
  * results (or the message) on top. */
 static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
@@ -257,14 +277,24 @@ static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
     lua_pushvalue(L, ARG_FEED);
     lua_pushvalue(L, ARG_SESSION);
     lua_pushlstring(L, line, n);
+    b->alloc = lua_getallocf(L, &b->alloc_ud);
+    b->grown = 0;
+    b->grew_past = false;
+    lua_setallocf(L, budget_alloc, b);
     lua_sethook(L, budget_hook, BUDGET_MASK, HOOK_COUNT);
     int status = lua_pcall(L, 2, 2, 0);
     lua_sethook(L, old_hook, old_mask, old_count);
+    lua_setallocf(L, b->alloc, b->alloc_ud);
     b->active = false;
     if (before) lua_pushlightuserdata(L, before);
     else lua_pushnil(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY); /* the key exists: no allocation */
     return status;
+}
+
+static void push_growth_message(lua_State *L) {
+    lua_pushfstring(L, "console: the statement grew Lua's memory past its limit (%d MiB)",
+                    (int)(STATEMENT_GROWTH_MAX >> 20));
 }
 
 int klua_budget_feed(lua_State *L) {
@@ -279,6 +309,12 @@ int klua_budget_feed(lua_State *L) {
     learn(L, b);
     int status = run_armed(L, b, line, n);
     if (status == LUA_OK) {
+        /* the session caught the refusal: say which limit it was */
+        if (b->grew_past && lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "error") == 0 &&
+            lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "not enough memory") == 0) {
+            lua_pop(L, 1);
+            push_growth_message(L);
+        }
         if (lua_type(L, -2) != LUA_TSTRING) {
             lua_pushliteral(L, "error");
             lua_replace(L, -3);
@@ -292,9 +328,10 @@ int klua_budget_feed(lua_State *L) {
     /* the statement was stopped where it stood: put back the print the session had captured,
      * and drop what was typed of a statement over several lines (under a fresh budget: the
      * session's own code may have been changed by the statement) */
-    if (lua_type(L, -1) != LUA_TSTRING) {
+    if (lua_type(L, -1) != LUA_TSTRING || (status == LUA_ERRMEM && b->grew_past)) {
         lua_pop(L, 1);
-        lua_pushliteral(L, "error (not a string)");
+        if (status == LUA_ERRMEM && b->grew_past) push_growth_message(L);
+        else lua_pushliteral(L, "error (not a string)");
     }
     int message = lua_gettop(L);
     lua_pushglobaltable(L);

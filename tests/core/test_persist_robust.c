@@ -403,6 +403,33 @@ KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) 
     kiln_world_destroy(w);
 }
 
+/* Stops a load after `left` questions (a guard: a read that never ends fails the check). */
+static bool ask_a_few(void *ud) { return --*(int *)ud > 0; }
+
+/* A regular file can read on past its size: /proc/self/pagemap says 0 bytes and reads 8 for
+ * every page of the address space (hundreds of GiB), as /dev/zero would. A file load reads
+ * what the size said, and refuses a file with more. */
+KILN_TEST(hostile, a_file_load_refuses_a_file_that_reads_on_past_its_size) {
+    static const char path[] = "/proc/self/pagemap";
+    if (access(path, R_OK) != 0) return; /* (no procfs here) */
+    kiln_world *w = kiln_world_create(NULL);
+    int left = 4; /* 4 MiB read: the size was passed long before */
+    kiln_load_desc d = {.keep_going = ask_a_few, .ud = &left};
+    ck_assert_int_eq(kiln_load_file(w, path, &d), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_load_file: /proc/self/pagemap reads on past its size (0 bytes): "
+                                          "it is not a file of fixed size");
+    kiln_prefab *prefab = NULL;
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_prefab_load_file(w, path, &prefab), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(w), "kiln_prefab_load_file: /proc/self/pagemap reads on"));
+    ck_assert_int_eq(kiln_instantiate_file(w, path, NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(w), "kiln_instantiate_file: /proc/self/pagemap reads on"));
+    ck_assert_ptr_null(prefab);
+    ck_assert_ptr_null(inst);
+    ck_assert_int_eq(kiln_entity_count(w), 0);
+    kiln_world_destroy(w);
+}
+
 /* The bytes of the file at path (at most size - 1, NUL-terminated), or -1. */
 static long slurp(const char *path, char *dest, size_t size) {
     FILE *f = fopen(path, "rb");

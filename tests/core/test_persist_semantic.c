@@ -73,6 +73,30 @@ KILN_TEST(values, a_boolean_byte_other_than_0_or_1_in_a_binary_save_is_refused_n
     kiln_world_destroy(b);
 }
 
+/* A hand-edited JSON schema may lay one field over another (offsets that overlap): a value
+ * read field by field then ends with the later field's bytes in a bool. The binary loader
+ * checks the bools of the bytes it stages; JSON must too, or a load hands C code a bool that
+ * holds 255, and the world's own binary save cannot be loaded again. */
+KILN_TEST(values, a_json_field_laid_over_a_boolean_cannot_leave_another_byte_in_it) {
+    static const kiln_field flag_fields[] = {{"count", KILN_TYPE_INT32, 0, 0}, {"on", KILN_TYPE_BOOL, 4, 2}};
+    kiln_world *w = kiln_world_create(NULL);
+    pf_register(w, "Flag", 8, flag_fields, 2);
+    kiln_entity before_e;
+    ck_assert_int_eq(kiln_spawn(w, &before_e), KILN_OK);
+    uint64_t before = kiln_world_hash(w);
+    static const char doc[] =
+        "{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Flag\",\"size\":8,\"fields\":["
+        "{\"name\":\"on\",\"type\":\"bool\",\"offset\":4,\"count\":2},"
+        "{\"name\":\"count\",\"type\":\"int32\",\"offset\":4,\"count\":1}]}],"
+        "\"entities\":[{\"id\":4294967296,\"components\":{\"Flag\":{\"on\":[true,false],\"count\":1791}}}]}";
+    ck_assert_int_eq(pf_load_text(w, doc), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_load: at entities[0].components.Flag: field 'on' holds 255, "
+                                          "not a boolean (0 or 1): a field of the schema overlaps it");
+    ck_assert_uint_eq(kiln_world_hash(w), before);
+    ck_assert_int_eq(kiln_entity_count(w), 1);
+    kiln_world_destroy(w);
+}
+
 KILN_TEST(values, nans_of_either_sign_and_negative_zero_survive_a_json_round_trip_hashing_the_same) {
     static const kiln_field fields[] = {{"f", KILN_TYPE_FLOAT, 0, 2}, {"d", KILN_TYPE_DOUBLE, 8, 3}};
     typedef struct { float f[2]; double d[3]; } floats;

@@ -512,6 +512,66 @@ START_TEST(connect_refuses_a_token_file_that_is_not_the_users_own_private_file) 
 }
 END_TEST
 
+/* A console that signs the client in, then never answers (a game stalled in a long load, or a
+ * hostile one trickling an endless frame): Ctrl-C must still get the user out of the wait
+ * for the answer instead of being swallowed by the read. */
+START_TEST(ctrl_c_while_an_attached_console_never_answers_ends_the_wait) {
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    ck_assert(bind(listener, (struct sockaddr *)&a, sizeof a) == 0 && listen(listener, 8) == 0 &&
+              getsockname(listener, (struct sockaddr *)&a, &alen) == 0);
+    char spec[64];
+    snprintf(spec, sizeof spec, "127.0.0.1:%d", ntohs(a.sin_port));
+    int in[2], o[2];
+    ck_assert_int_eq(pipe(in), 0);
+    ck_assert_int_eq(pipe(o), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(o[1], 1);
+        dup2(o[1], 2);
+        close(in[1]);
+        close(o[0]);
+        setenv("KILN_HISTORY", "/dev/null", 1);
+        execl(KILN_BIN_PATH, "kiln", "--connect", spec, "--token", "0123456789abcdef", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(o[1]);
+    int game = accept(listener, NULL, NULL);
+    ck_assert_int_ge(game, 0);
+    char got[256];
+    size_t have = 0;
+    while (!memchr(got, '\n', have) && have < sizeof got) { /* the token line */
+        ssize_t r = recv(game, got + have, sizeof got - have, 0);
+        ck_assert_int_gt(r, 0);
+        have += (size_t)r;
+    }
+    ck_assert_int_eq(send(game, "ok 0\n", 5, MSG_NOSIGNAL), 5);
+    ck_assert_int_eq(write(in[1], "1 + 1\n", 6), 6);
+    sleep_ms(300); /* the line went out; its answer never comes */
+    kill(pid, SIGINT);
+    int status = 0;
+    pid_t done = 0;
+    for (int waited = 0; waited < 3000 && (done = waitpid(pid, &status, WNOHANG)) == 0; waited += 20) sleep_ms(20);
+    if (done == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    char out[4096];
+    ssize_t n = read(o[0], out, sizeof out - 1);
+    out[n > 0 ? n : 0] = '\0';
+    close(in[1]);
+    close(o[0]);
+    close(game);
+    close(listener);
+    ck_assert_msg(done == pid, "kiln was still waiting for the answer 3 s after Ctrl-C");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(out, "console connection closed"),
+                  "kiln ended with status %d: %s", status, out);
+}
+END_TEST
+
 static Suite *repl_suite(void) {
     Suite *s = suite_create("repl");
     TCase *pipe_case = tcase_create("transcripts");
@@ -531,6 +591,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(pipe_case, run_steps_at_the_rate_it_is_given);
     tcase_add_test(pipe_case, ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on);
     tcase_add_test(pipe_case, connect_refuses_a_token_file_that_is_not_the_users_own_private_file);
+    tcase_add_test(pipe_case, ctrl_c_while_an_attached_console_never_answers_ends_the_wait);
     suite_add_tcase(s, pipe_case);
     TCase *tty_case = tcase_create("terminal");
     tcase_set_timeout(tty_case, 30);

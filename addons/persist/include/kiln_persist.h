@@ -154,8 +154,11 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
 /* kiln_load of the file at path ("kiln_load_file: cannot open ..." when it cannot be read). A
  * path that is not a regular file (a device such as /dev/zero, a pipe, a folder) is refused
  * ("kiln_load_file: /dev/zero is not a regular file"): it might never end. The file is opened
- * without blocking, so a pipe no one writes to is refused at once instead of waited on. The
- * prefab and scene file loaders below refuse them the same way. */
+ * without blocking, so a pipe no one writes to is refused at once instead of waited on. It is
+ * read no further than the size it had when opened: one that reads on past it (growing while
+ * read, or a pseudo-file such as /proc/self/pagemap, of size 0 and hundreds of GiB long) is
+ * refused ("kiln_load_file: /proc/self/pagemap reads on past its size (0 bytes): it is not a
+ * file of fixed size"). The prefab and scene file loaders below refuse them the same way. */
 kiln_result kiln_load_file(kiln_world *world, const char *path, const kiln_load_desc *desc);
 
 /* ---- Snapshots ---------------------------------------------------------------------------- */

@@ -93,6 +93,16 @@ static bool value(jr *j, const json_t *v, const pz_schema *s, uint8_t *out, pz_b
         pz_json_pop(&j->js, mark);
         if (!ok) return false;
     }
+    /* a schema may lay a field over a bool (hand-edited offsets): what is read for the bool
+     * is the bytes staged, so they hold 0 or 1, as the binary loader checks them */
+    for (int32_t k = 0; k < s->field_count; k++) {
+        const pz_field *f = &s->fields[k];
+        for (uint32_t e = 0; f->type == KILN_TYPE_BOOL && e < f->count; e++)
+            if (out[f->offset + e] > 1)
+                return pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT,
+                                    "field '%s' holds %u, not a boolean (0 or 1): a field of the schema overlaps it",
+                                    f->name, (unsigned)out[f->offset + e]);
+    }
     /* every key is a distinct field: fewer keys than fields means some are left out */
     if (json_object_size(v) < (size_t)s->field_count)
         for (int32_t k = 0; k < s->field_count; k++)

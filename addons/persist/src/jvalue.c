@@ -473,8 +473,11 @@ kiln_result pz_read_file(kiln_world *world, const char *path, const char *call,
     }
     uint8_t chunk[1 << 14];
     size_t n;
-    uint64_t done = 0, asked = 0;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    uint64_t done = 0, asked = 0, size = (uint64_t)st.st_size;
+    /* no further than the size the file had when opened: one that reads on past it (growing
+     * while it is read, or a pseudo-file such as /proc/self/pagemap, of size 0 and hundreds of
+     * GiB long) might never end either */
+    while (done < size && (n = fread(chunk, 1, size - done < sizeof chunk ? (size_t)(size - done) : sizeof chunk, f)) > 0) {
         if (!pz_bytes_write(bytes, chunk, n)) break;
         done += n;
         if (desc && desc->keep_going && done - asked >= PZ_READ_ASK) {
@@ -487,8 +490,12 @@ kiln_result pz_read_file(kiln_world *world, const char *path, const char *call,
         }
     }
     bool bad = ferror(f) != 0;
+    bool more = !bad && !bytes->failed && done == size && fread(chunk, 1, 1, f) == 1;
     fclose(f);
     if (bytes->failed) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     if (bad) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: reading %.200s failed", call, path);
+    if (more)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %.200s reads on past its size (%llu bytes): "
+                       "it is not a file of fixed size", call, path, (unsigned long long)size);
     return KILN_OK;
 }

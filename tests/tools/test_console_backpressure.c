@@ -1,0 +1,178 @@
+/* test_console_backpressure.c: what one console client can make the game spend: a client
+ * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, a
+ * statement cannot grow Lua's memory without bound in the few instructions its budget counts,
+ * and connections without the token cannot hold the places the token's holder needs. */
+#include <check.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "console_client.h"
+#include "kiln_lua.h"
+
+/* CPU time of this thread, so a busy machine does not count. */
+static double thread_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A connection with a small receive buffer: the console's sends to it are a few KiB each. */
+static int connect_small(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    int size = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+/* Receives exactly n bytes (or fewer if the console closes) while polling it. */
+static size_t take(kiln_console *c, int fd, char *buf, size_t n) {
+    size_t have = 0;
+    for (int spin = 0; spin < 20000 && have < n; spin++) {
+        kiln_console_poll(c);
+        ssize_t r = recv(fd, buf + have, n - have, 0);
+        if (r == 0) break;
+        if (r > 0) have += (size_t)r;
+        else pause_ms(1);
+    }
+    return have;
+}
+
+/* One answer of 15 MiB queued, read a few KiB a frame, as a client on a slow link (or one
+ * that means harm) reads it: each poll used to move the whole unsent rest of the queue down
+ * after each send, some milliseconds a poll per such client for as long as it reads. */
+START_TEST(a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    int fd = connect_small(kiln_console_port(c));
+    send_text(fd, "token 0123456789abcdef0123\nx = string.rep('a', 15 * 2^20)\nx\n");
+    char head[64];
+    ck_assert_int_eq(take(c, fd, head, 10), 10);
+    ck_assert(memcmp(head, "ok 0\nok 0\n", 10) == 0);
+    ck_assert_int_eq(take(c, fd, head, 12), 12); /* "ok 15728642\n" */
+    ck_assert(memcmp(head, "ok 15728642\n", 12) == 0);
+    char chunk[4096];
+    double spent = 0;
+    size_t drained = 0;
+    for (int spin = 0; spin < 200000 && drained < (8u << 20); spin++) {
+        ssize_t r = recv(fd, chunk, sizeof chunk, 0);
+        ck_assert(r > 0 || (r < 0 && errno == EAGAIN));
+        if (r > 0) drained += (size_t)r;
+        double t = thread_ms();
+        kiln_console_poll(c);
+        spent += thread_ms() - t;
+    }
+    ck_assert_uint_ge(drained, 2u << 20);
+    /* the polls sent 8 MiB, a few KiB each: some milliseconds in all, against a copy of
+     * about 15 MiB after each send before */
+    ck_assert_msg(spent < 150, "polls sending 8 MiB to a slow reader took %.1f ms of CPU", spent);
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* Reads one answer frame "status len\ntext" whole into out (status:text), polling. */
+static void answer_of(kiln_console *c, int fd, char *out, size_t size) {
+    char head[64];
+    size_t h = 0;
+    while (h < sizeof head - 1 && take(c, fd, head + h, 1) == 1 && head[h] != '\n') h++;
+    head[h] = '\0';
+    char st[32];
+    size_t len = 0;
+    ck_assert_msg(sscanf(head, "%31s %zu", st, &len) == 2 && len < size - 40, "frame head '%s'", head);
+    int o = snprintf(out, size, "%s:", st);
+    ck_assert_uint_eq(take(c, fd, out + o, len), len);
+    out[(size_t)o + len] = '\0';
+}
+
+/* One concatenation is one instruction however long its strings: doubling a string in a loop
+ * of 30 builds a GiB in about a hundred counted instructions, and the copies and page faults
+ * of the last few held the game for many times the statement's time limit (27 s for the
+ * line below on a busy two-core machine), past any hook. A statement's growth of Lua's memory
+ * is bounded instead: the doubling stops at the limit, with an error saying so. */
+START_TEST(a_statement_cannot_double_a_string_past_the_console_memory_limit) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token 0123456789abcdef0123\n"
+                  "local s = ('x'):rep(2^20) for i = 1, 10 do s = s .. s end return #s\n"
+                  "s = ('x'):rep(2^20) .. 'y' return #s\n");
+    char out[256];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "error:console: the statement grew Lua's memory past its limit (256 MiB)");
+    answer_of(c, fd, out, sizeof out); /* the next statement runs under a fresh limit */
+    ck_assert_str_eq(out, "ok:1048577");
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    ck_assert_int_lt(lua_gc(L, LUA_GCCOUNT, 0), 64 << 10); /* KiB: the GiB string never was */
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* Anyone who can reach the port can open connections; without the token they run nothing, but
+ * eight of them held every place, reopened every auth_ms, and the token's holder was refused
+ * for as long as that went on. A client without its token now gives up its place instead. */
+START_TEST(connections_without_the_token_cannot_hold_every_place) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    int idle[8];
+    for (int i = 0; i < 8; i++) {
+        idle[i] = connect_port(kiln_console_port(c));
+        ck_assert_int_ge(idle[i], 0);
+        pause_ms(2);
+        kiln_console_poll(c);
+    }
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token 0123456789abcdef0123\nreturn 40 + 2\n");
+    char out[256];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:42");
+    answer_of(c, idle[0], out, sizeof out); /* the oldest made room, and was told why */
+    ck_assert_str_eq(out, "error:console: too many clients (8): one without a token made room");
+    for (int i = 0; i < 8; i++) close(idle[i]);
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("console_backpressure");
+    TCase *tc = tcase_create("costs");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends);
+    tcase_add_test(tc, a_statement_cannot_double_a_string_past_the_console_memory_limit);
+    tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
