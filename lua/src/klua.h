@@ -228,7 +228,7 @@ struct klua_system {
     klua_world *kw;
     lua_State *L;
     klua_system *next; /* in kw->systems */
-    lua_Alloc alloc;   /* what made it, and frees it */
+    lua_Alloc alloc;   /* what made it, and frees it (klua_lasting_allocf) */
     void *alloc_ud;
     char name[KILN_MAX_NAME + 1];
     bool each;       /* an each-system: each(e, views..., dt) over its query, else run(world, dt);
@@ -247,6 +247,12 @@ struct klua_system {
 enum klua_term_kind { TERM_DATA, TERM_TAG, TERM_LUA }; /* a term's values: fields, none, Lua */
 
 /* A kiln.Query: the core query, its terms, and the one iteration it may run. */
+/* The allocator of L for a block that outlives the call making it. lua_getallocf's, except
+ * while a console statement runs: its allocator is then the console's wrapper, which counts
+ * what the statement grows Lua's memory by and ends with the statement (console_budget.c);
+ * this is the allocator under it. */
+KLUA_HIDDEN lua_Alloc klua_lasting_allocf(lua_State *L, void **ud);
+
 /* A World's live query, listed in C memory from the Lua allocator, not in the query's own
  * userdata: debug.setmetatable can take a query's finalizer away, and Lua then frees the
  * userdata without unlinking it. Such a query stays listed (and counted) until its World is

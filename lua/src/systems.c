@@ -159,7 +159,7 @@ static void push_run(lua_State *L, int world_idx, const klua_system *s) {
 /* Makes a system of kw, with its memory from the allocator of L (a mod's counts it). */
 static klua_system *new_system(lua_State *L, klua_world *kw) {
     void *ud;
-    lua_Alloc alloc = lua_getallocf(L, &ud);
+    lua_Alloc alloc = klua_lasting_allocf(L, &ud); /* a console statement's ends with it */
     klua_system *s = alloc(ud, NULL, 0, sizeof *s);
     if (!s) luaL_error(L, "not enough memory");
     memset(s, 0, sizeof *s);
