@@ -309,12 +309,17 @@ static int m_print(lua_State *L) {
     int n = lua_gettop(L);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
+    /* the buffer may live on the stack: each value is added from the top (luaL_addvalue),
+     * never with a string of our own pushed above the buffer's slots */
     for (int i = 1; i <= n; i++) {
+        if (i > 1) luaL_addchar(&b, '\t');
         size_t len;
         const char *s = luaL_tolstring(L, i, &len);
-        if (i > 1) luaL_addchar(&b, '\t');
-        luaL_addlstring(&b, s, len > 4096 ? 4096 : len);
-        lua_pop(L, 1);
+        if (len > 4096) {
+            lua_pushlstring(L, s, 4096);
+            lua_remove(L, -2);
+        }
+        luaL_addvalue(&b);
     }
     luaL_pushresult(&b);
     size_t len;

@@ -1,0 +1,23 @@
+-- mods_redteam_spec.lua: attacks found by a red-team pass over the mod sandbox, each a mod
+-- that broke the host before its fix. Every folder made is removed at the end.
+local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+
+describe("a red-team mod", function()
+    after_each(M.cleanup)
+
+    it("printing a long value and then another leaves the host's memory whole", function()
+        -- print's buffer moved onto the stack at the long value; a string pushed above it was
+        -- then taken for its slot and the buffer freed under it (a use after free)
+        local dir = M.folder()
+        local lines = {}
+        local _, mods = M.host{log = function(_, line) lines[#lines + 1] = line end}
+        M.write(dir, "printer.lua", [[
+            print(true, string.rep("y", 1200))
+            print(string.rep("x", 2000), 1, string.rep("z", 5000), "end")
+        ]])
+        assert(mods:load(dir .. "/printer.lua"))
+        -- the host's log gets each line cut at 236 bytes and "..."
+        assert.are.equal("true\t" .. string.rep("y", 231) .. "...", lines[1])
+        assert.are.equal(string.rep("x", 236) .. "...", lines[2])
+    end)
+end)
