@@ -20,4 +20,25 @@ describe("a red-team mod", function()
         assert.are.equal("true\t" .. string.rep("y", 231) .. "...", lines[1])
         assert.are.equal(string.rep("x", 236) .. "...", lines[2])
     end)
+
+    it("cannot make the host hold copies of one string it holds once", function()
+        -- a table of 100 references to one 1 MiB string was copied into the host as 100 MiB
+        -- (a million references to a 40 MiB one: terabytes), in C, past every budget
+        local dir = M.folder()
+        local got
+        local _, mods = M.host{memory = 16 << 20, allow = {sink = function(t)
+            got = 0
+            for _, s in ipairs(t) do got = got + #s end
+        end}}
+        M.write(dir, "amplifier.lua", [[
+            local s = string.rep("x", 1 << 20)
+            local t = {}
+            for i = 1, 100 do t[i] = s end
+            print(pcall(sink, t))
+        ]])
+        assert(mods:load(dir .. "/amplifier.lua"))
+        assert.is_nil(got)
+        assert.matches("^false\tthe host: an argument holds more than 16777216 bytes of strings",
+                       mods:log("amplifier")[1])
+    end)
 end)
