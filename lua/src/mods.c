@@ -230,7 +230,7 @@ static const char *system_owner(klua_mods *mods, const char *name, const klua_mo
         klua_mod *m = mods->list[i];
         if (m == skip) continue;
         for (int k = 0; k < m->system_count; k++)
-            if (strcmp(m->systems[k], name) == 0) return m->name;
+            if (strcmp(m->systems[k], name) == 0 && klua_mod_runs(m, name)) return m->name;
     }
     return NULL;
 }
@@ -255,7 +255,7 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
         klua_fail(L, fname, "a system named '%s' already exists (of the host)", d->name);
     }
     int live = mod->staged_count;
-    for (int k = 0; k < mod->system_count; k++) live += kiln_schedule_find(kw->schedule, mod->systems[k]) >= 0;
+    for (int k = 0; k < mod->system_count; k++) live += klua_mod_runs(mod, mod->systems[k]);
     if (live >= KLUA_MOD_MAX_SYSTEMS)
         klua_fail(L, fname, "mod '%s' has %d systems, its limit", mod->name, KLUA_MOD_MAX_SYSTEMS);
     if (!mod->loading) {
@@ -413,7 +413,7 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
 
 static void remove_systems(klua_mod *mod) {
     for (int k = 0; k < mod->system_count; k++)
-        if (kiln_schedule_find(mod->kw ? mod->kw->schedule : mod->mods->kw->schedule, mod->systems[k]) >= 0)
+        if (klua_mod_runs(mod, mod->systems[k]) && kiln_schedule_find(mod->mods->kw->schedule, mod->systems[k]) >= 0)
             kiln_schedule_remove(mod->mods->kw->schedule, mod->systems[k]);
 }
 
@@ -422,7 +422,7 @@ static bool close_state(klua_mod *mod) {
     if (!mod->L) return true;
     kiln_schedule *sched = mod->mods->kw->schedule;
     for (int k = 0; k < mod->system_count; k++)
-        if (sched && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
+        if (sched && klua_mod_runs(mod, mod->systems[k]) && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
             kiln_schedule_remove(sched, mod->systems[k]);
             if (kiln_schedule_find(sched, mod->systems[k]) >= 0) return false; /* leaves at frame end */
         }
@@ -518,7 +518,7 @@ static commit_result commit_systems(klua_mod *mod) {
             const char *name = mod->previous->systems[k];
             bool kept = false;
             for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
-            if (!kept && kiln_schedule_find(sched, name) >= 0) kiln_schedule_remove(sched, name);
+            if (!kept && klua_mod_runs(mod->previous, name)) kiln_schedule_remove(sched, name);
         }
     return COMMIT_OK;
 }

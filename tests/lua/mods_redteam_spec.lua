@@ -41,4 +41,36 @@ describe("a red-team mod", function()
         assert.matches("^false\tthe host: an argument holds more than 16777216 bytes of strings",
                        mods:log("amplifier")[1])
     end)
+
+    it("cannot take or remove another mod's system by a name it once used and let go", function()
+        -- the manager remembered every name a mod added, and took a system of that name for
+        -- the mod's own though the mod had removed it and another mod added it since: the
+        -- squatter's reload removed the victim's system (its unload too), or replaced it
+        local dir = M.folder()
+        local w, mods = M.host()
+        M.write(dir, "squatter.lua", [[
+            world:system{name = "setup", run = function()
+                if not done then
+                    done = true
+                    world:system{name = "victim_sys", run = function() end}
+                    world:remove_system("victim_sys")
+                end
+            end}
+        ]])
+        M.write(dir, "victim.lua", 'world:system{name = "victim_sys", run = function() print("ran") end}')
+        assert(mods:load(dir .. "/squatter.lua"))
+        M.frames(w, 1)
+        assert(mods:load(dir .. "/victim.lua"))
+        assert(mods:reload("squatter"))
+        assert.are.same({"host_tick", "setup", "victim_sys"}, M.system_names(w))
+        assert.are.same({"setup"}, M.info(mods, "squatter").systems)
+        M.write(dir, "squatter.lua", 'world:system{name = "victim_sys", run = function() print("mine") end}')
+        local ok, err = mods:reload("squatter")
+        assert.is_nil(ok)
+        assert.matches("(of mod 'victim')", err, 1, true)
+        assert(mods:unload("squatter"))
+        assert.are.same({"host_tick", "victim_sys"}, M.system_names(w))
+        M.frames(w, 1)
+        assert.are.same({"ran"}, mods:log("victim"))
+    end)
 end)
