@@ -179,8 +179,13 @@ static void wrap(lua_State *L, const char *lib, const char *fn, klua_costly kind
 
 /* Functions returning as many values as asked (up to the stack's million): each value costs
  * a step, charged before the call, so a loop over one call cannot push millions per
- * instruction. Upvalue 1 the original, 2 its name, 3 the kind below. */
-enum { COUNT_UNPACK, COUNT_RANGE };
+ * instruction. And functions that read a whole string without allocating (utf8.len over
+ * 30 MB takes 50 ms, string.unpack's format 11 ns a byte, a string's arithmetic reads it
+ * as a number), which the allocator's charge never sees: the wall clock, read every 1000
+ * instructions, let a loop over one of them run 25 times past its time limit. They pay a
+ * step per byte of their string arguments (COUNT_TEXT), or per 8 (COUNT_TEXT8).
+ * Upvalue 1 the original, 2 its name, 3 the kind below. */
+enum { COUNT_UNPACK, COUNT_RANGE, COUNT_TEXT, COUNT_TEXT8 };
 
 static lua_Integer relative(lua_Integer pos, lua_Integer len) { /* as string.byte reads i, j */
     if (pos >= 0) return pos;
@@ -191,7 +196,12 @@ static lua_Integer relative(lua_Integer pos, lua_Integer len) { /* as string.byt
 static int counted(lua_State *L) {
     const char *name = lua_tostring(L, lua_upvalueindex(2));
     double n = 0;
-    if (lua_tointeger(L, lua_upvalueindex(3)) == COUNT_UNPACK) {
+    lua_Integer kind = lua_tointeger(L, lua_upvalueindex(3));
+    if (kind == COUNT_TEXT || kind == COUNT_TEXT8) {
+        for (int i = 1; i <= lua_gettop(L); i++)
+            if (lua_type(L, i) == LUA_TSTRING) n += (double)lua_rawlen(L, i);
+        if (kind == COUNT_TEXT8) n /= KLUA_COST_BYTES_PER_STEP;
+    } else if (kind == COUNT_UNPACK) {
         lua_Integer i = luaL_optinteger(L, 2, 1);
         lua_Integer j = lua_isnoneornil(L, 3) ? luaL_len(L, 1) : luaL_checkinteger(L, 3);
         n = (double)j - (double)i + 1;
@@ -216,8 +226,12 @@ static void wrap_counted(lua_State *L, const char *lib, const char *fn, int kind
         lua_pop(L, 1);
         return;
     }
-    lua_getfield(L, -1, fn);
-    lua_pushfstring(L, "%s.%s", lib, fn);
+    if (lua_getfield(L, -1, fn) != LUA_TFUNCTION) { /* string.pack, under LuaJIT */
+        lua_pop(L, 2);
+        return;
+    }
+    if (strcmp(lib, "_G") == 0) lua_pushstring(L, fn);
+    else lua_pushfstring(L, "%s.%s", lib, fn);
     lua_pushinteger(L, kind);
     lua_pushcclosure(L, counted, 3);
     lua_setfield(L, -2, fn);
@@ -466,6 +480,29 @@ static int build_globals(lua_State *L) {
     wrap_counted(L, "table", "unpack", COUNT_UNPACK);
     wrap_counted(L, "string", "byte", COUNT_RANGE);
     wrap_counted(L, "utf8", "codepoint", COUNT_RANGE);
+    static const struct {
+        const char *lib, *fn;
+        int kind;
+    } texts[] = {{"utf8", "len", COUNT_TEXT},        {"utf8", "offset", COUNT_TEXT},
+                 {"string", "pack", COUNT_TEXT},     {"string", "unpack", COUNT_TEXT},
+                 {"string", "packsize", COUNT_TEXT}, {"_G", "tonumber", COUNT_TEXT8},
+                 {"math", "tointeger", COUNT_TEXT8}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) wrap_counted(L, texts[i].lib, texts[i].fn, texts[i].kind);
+    /* "1e7" + 0: the string metatable's arithmetic reads its operands as numbers */
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    static const char *const arith[] = {"__add", "__sub", "__mul", "__mod", "__pow", "__div", "__idiv", "__unm", NULL};
+    for (int i = 0; arith[i]; i++) {
+        if (lua_getfield(L, -1, arith[i]) != LUA_TFUNCTION) { /* LuaJIT converts in its VM */
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushstring(L, arith[i]);
+        lua_pushinteger(L, COUNT_TEXT8);
+        lua_pushcclosure(L, counted, 3);
+        lua_setfield(L, -2, arith[i]);
+    }
+    lua_pop(L, 2);
     static const struct {
         const char *name;
         lua_CFunction fn;

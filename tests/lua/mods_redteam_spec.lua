@@ -26,12 +26,12 @@ describe("a red-team mod", function()
         -- (a million references to a 40 MiB one: terabytes), in C, past every budget
         local dir = M.folder()
         local got
-        local _, mods = M.host{memory = 16 << 20, allow = {sink = function(t)
+        local _, mods = M.host{memory = 16777216, allow = {sink = function(t)
             got = 0
             for _, s in ipairs(t) do got = got + #s end
         end}}
         M.write(dir, "amplifier.lua", [[
-            local s = string.rep("x", 1 << 20)
+            local s = string.rep("x", 1048576)
             local t = {}
             for i = 1, 100 do t[i] = s end
             print(pcall(sink, t))
@@ -72,5 +72,32 @@ describe("a red-team mod", function()
         assert.are.same({"host_tick", "victim_sys"}, M.system_names(w))
         M.frames(w, 1)
         assert.are.same({"ran"}, mods:log("victim"))
+    end)
+
+    it("cannot run far past its time limit on calls that read a long string without allocating", function()
+        -- the wall clock is read every 1000 instructions: a loop over utf8.len of 8 MB (14 ms a
+        -- call), string.unpack of a long format or a long string's arithmetic took seconds a run
+        -- with a limit of 50 ms, and 256 such systems would hold a frame for minutes
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e8, frame_instructions = 1e12, milliseconds = 50}
+        local loops = {number = 'local s = string.rep("1", 8e6); local f = tonumber'}
+        if utf8 then loops.len = 'local s = string.rep("a", 8e6); local f = utf8.len' end
+        if string.unpack then
+            loops.unpack = 'local s = "i1" .. string.rep("x", 2e6); local f = function(t) return pcall(string.unpack, t, "") end'
+        end
+        if not jit then -- LuaJIT reads a string as a number in its VM, no metamethod to charge
+            loops.arith = 'local s = string.rep("1", 8e6); local f = function(t) return t + 0 end'
+        end
+        local count = 0
+        for name, setup in pairs(loops) do
+            count = count + 1
+            assert(mods:load(M.write(dir, name .. ".lua", setup ..
+                string.format("\nworld:system{name = %q, run = function() while true do f(s) end end}", name))))
+        end
+        local t0 = os.clock()
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(count, #failures)
+        assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
     end)
 end)
