@@ -388,8 +388,15 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
 static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const char *fname) {
     klua_mod *mod = kw->mod;
     int64_t bytes = kiln_query_memory(q), limit = mod->mods->world_memory;
-    if (kw->query_count >= mod->mods->queries || bytes > limit - klua_mod_held_bytes(mod, kw->world))
-        lua_gc(L, LUA_GCCOLLECT, 0); /* the queries it dropped, not yet collected, go first */
+    if (kw->query_count >= mod->mods->queries || bytes > limit - klua_mod_held_bytes(mod, kw->world)) {
+        /* the queries it dropped, not yet collected, go first. Charged as collectgarbage() is
+         * (a refused query in a loop made a full collection an instruction), without raising
+         * here (q is not destroyed yet): past the budget, the next instruction raises */
+        kw->budget_used += (int64_t)(mod->mem.used / KLUA_COST_BYTES_PER_STEP);
+        if (kw->budget_limit > 0 && kw->budget_used > kw->budget_limit && (lua_gethookmask(L) & LUA_MASKCOUNT))
+            lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
+        lua_gc(L, LUA_GCCOLLECT, 0);
+    }
     if (kw->query_count >= mod->mods->queries) {
         kiln_query_destroy(q);
         luaL_error(L, "%s: mod '%s' holds %d live queries, its limit (queries)", fname, mod->name,

@@ -100,4 +100,25 @@ describe("a red-team mod", function()
         assert.are.equal(count, #failures)
         assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
     end)
+
+    it("pays for the collection a refused query makes", function()
+        -- at its query limit, each world:query ran a full collection of the mod's heap, free:
+        -- a loop over pcall(world.query, ...) made one per few instructions, for good
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e7, milliseconds = -1}
+        assert(mods:load(M.write(dir, "hoarder.lua", [[
+            keep = {}
+            for i = 1, 256 do keep[i] = world:query{"Position"} end
+            junk = {}
+            for i = 1, 300000 do junk[i] = {} end
+            world:system{name = "hoard", run = function()
+                for _ = 1, 200 do pcall(world.query, world, {"Position"}) end
+                print("done")
+            end}
+        ]])))
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.matches("system 'hoard' ran past its budget", failures[1].message, 1, true)
+        assert.are.same({}, mods:log("hoarder"))
+    end)
 end)
