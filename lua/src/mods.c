@@ -238,6 +238,14 @@ static const char *system_owner(klua_mods *mods, const char *name, const klua_mo
 static bool remember_system(klua_mod *mod, const char *name) {
     for (int k = 0; k < mod->system_count; k++)
         if (strcmp(mod->systems[k], name) == 0) return true;
+    /* a full list forgets the names the mod let go first: one adding and removing systems by
+     * fresh names frame after frame grew it (host memory, scanned at every add) for good */
+    if (mod->system_count == mod->system_cap) {
+        int kept = 0;
+        for (int k = 0; k < mod->system_count; k++)
+            if (klua_mod_runs(mod, mod->systems[k])) memmove(mod->systems[kept++], mod->systems[k], sizeof *mod->systems);
+        mod->system_count = kept;
+    }
     if (!klua_mods_grow(mod->mods, (void **)&mod->systems, &mod->system_cap, mod->system_count + 1, sizeof *mod->systems))
         return false;
     strcpy(mod->systems[mod->system_count++], name);
@@ -254,8 +262,8 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
         if (owner) klua_fail(L, fname, "a system named '%s' already exists (of mod '%s')", d->name, owner);
         klua_fail(L, fname, "a system named '%s' already exists (of the host)", d->name);
     }
-    int live = mod->staged_count;
-    for (int k = 0; k < mod->system_count; k++) live += klua_mod_runs(mod, mod->systems[k]);
+    int live = 0; /* its state's systems: in the schedule, staged, or leaving at the frame's end */
+    for (const klua_system *s = kw->systems; s; s = s->next) live++;
     if (live >= KLUA_MOD_MAX_SYSTEMS)
         klua_fail(L, fname, "mod '%s' has %d systems, its limit", mod->name, KLUA_MOD_MAX_SYSTEMS);
     if (!mod->loading) {

@@ -121,4 +121,31 @@ describe("a red-team mod", function()
         assert.matches("system 'hoard' ran past its budget", failures[1].message, 1, true)
         assert.are.same({}, mods:log("hoarder"))
     end)
+
+    it("adding and removing systems by fresh names does not slow the frames down for good", function()
+        -- the manager kept every name a mod ever added, in host memory, and scanned them all at
+        -- each add: 300 a frame made each frame slower than the last (300 ms by the 50th)
+        local dir = M.folder()
+        local w, mods = M.host()
+        assert(mods:load(M.write(dir, "churn.lua", [[
+            local n, f = 0, function() end
+            world:system{name = "churn", run = function()
+                for _ = 1, 300 do
+                    n = n + 1
+                    if not pcall(world.system, world, {name = "c" .. n, run = f}) then break end
+                    world:remove_system("c" .. n)
+                end
+            end}
+        ]])))
+        local function frames(k)
+            local t0 = os.clock()
+            M.frames(w, k)
+            return os.clock() - t0
+        end
+        local first = frames(10)
+        frames(20)
+        local last = frames(10)
+        assert.is_true(last < 3 * first + 0.05, string.format("10 frames took %.3f s, then %.3f s", first, last))
+        assert.are.same({"churn"}, M.info(mods, "churn").systems)
+    end)
 end)
