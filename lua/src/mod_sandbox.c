@@ -147,9 +147,17 @@ static int m_randomseed(lua_State *L) {
     return 0;
 }
 
+/* Under LuaJIT, recursion through the C functions below that call back into Lua stops before
+ * the C stack runs out (Lua 5.4 stops it itself at 200 C calls). */
+#define C_STACK_GUARD(L)                                                                                     \
+    do {                                                                                                     \
+        if (klua_compat_c_stack_low()) return luaL_error((L), "C stack overflow");                           \
+    } while (0)
+
 /* A wrapped library function: upvalue 1 the original, upvalue 2 its klua_costly kind, 3 its
  * name. The worst case is charged to the mod's budget before the original runs. */
 static int costly(lua_State *L) {
+    C_STACK_GUARD(L);
     klua_costly kind = (klua_costly)lua_tointeger(L, lua_upvalueindex(2));
     const char *name = lua_tostring(L, lua_upvalueindex(3));
     double steps, bytes, left = klua_budget_left(L);
@@ -289,6 +297,7 @@ static int m_handler(lua_State *L) {
 }
 
 static int m_xpcall(lua_State *L) {
+    C_STACK_GUARD(L);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     lua_pushvalue(L, 2);
     lua_pushcclosure(L, m_handler, 1);
@@ -301,6 +310,7 @@ static int m_xpcall(lua_State *L) {
 
 /* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's. */
 static int m_load(lua_State *L) {
+    C_STACK_GUARD(L);
     lua_settop(L, 4);
     if (!lua_isnil(L, 3)) {
         const char *mode = luaL_checkstring(L, 3);
@@ -319,6 +329,7 @@ static int m_load(lua_State *L) {
 #define PRINT_STEPS 500 /* instructions one printed line costs, besides its bytes */
 
 static int m_print(lua_State *L) {
+    C_STACK_GUARD(L);
     klua_mod *mod = mod_of(L);
     int n = lua_gettop(L);
     luaL_Buffer b;
@@ -348,6 +359,7 @@ static int m_print(lua_State *L) {
 /* require(name): a text file name.lua (dots become folders) inside the mod's own folder,
  * run once in the mod's globals; its result is kept for later calls. */
 static int m_require(lua_State *L) {
+    C_STACK_GUARD(L);
     klua_mod *mod = mod_of(L);
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);

@@ -148,4 +148,26 @@ describe("a red-team mod", function()
         assert.is_true(last < 3 * first + 0.05, string.format("10 frames took %.3f s, then %.3f s", first, last))
         assert.are.same({"churn"}, M.info(mods, "churn").systems)
     end)
+
+    it("recursing through C functions that call back into it fails, not the host (LuaJIT)", function()
+        -- LuaJIT checks no C stack depth: gsub's function, print's __tostring and require,
+        -- each calling the next, ran the C stack out and crashed the host
+        local dir = M.folder()
+        local _, mods = M.host()
+        M.folder_mod(dir, "deep", {name = "deep"}, {
+            ["init.lua"] = [[
+                local function f(s) return (s:gsub(".", f)) end
+                print(pcall(f, "abc"))
+                local t = setmetatable({}, {})
+                getmetatable(t).__tostring = function(x) print(x) return "" end
+                print(pcall(print, t))
+                print(pcall(require, "again"))
+            ]],
+            ["again.lua"] = 'return require("again")',
+        })
+        assert(mods:load(dir .. "/deep"))
+        local log = mods:log("deep")
+        assert.are.equal(3, #log)
+        for _, line in ipairs(log) do assert.matches("^false\t.*stack overflow", line) end
+    end)
 end)
