@@ -154,6 +154,38 @@ static int m_randomseed(lua_State *L) {
         if (klua_compat_c_stack_low()) return luaL_error((L), "C stack overflow");                           \
     } while (0)
 
+#if KLUA_LUAJIT
+/* LuaJIT resumes a coroutine on the C stack of its resumer: a mod nesting coroutines (each
+ * body resuming the next) ran it out. coroutine.resume and the functions coroutine.wrap
+ * makes are called through guarded; upvalue 1 the function. */
+static int guarded(lua_State *L) {
+    C_STACK_GUARD(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int m_wrap(lua_State *L) { /* upvalue 1 coroutine.wrap */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    lua_pushcclosure(L, guarded, 1);
+    return 1;
+}
+
+static void guard_coroutines(lua_State *L) {
+    lua_getglobal(L, "coroutine");
+    lua_getfield(L, -1, "resume");
+    lua_pushcclosure(L, guarded, 1);
+    lua_setfield(L, -2, "resume");
+    lua_getfield(L, -1, "wrap");
+    lua_pushcclosure(L, m_wrap, 1);
+    lua_setfield(L, -2, "wrap");
+    lua_pop(L, 1);
+}
+#endif
+
 /* A wrapped library function: upvalue 1 the original, upvalue 2 its klua_costly kind, 3 its
  * name. The worst case is charged to the mod's budget before the original runs. */
 static int costly(lua_State *L) {
@@ -448,6 +480,7 @@ static int build_globals(lua_State *L) {
     }
 #if KLUA_LUAJIT
     klua_compat_sandbox_base(L);
+    guard_coroutines(L);
 #endif
     /* os: the clock and the calendar only */
     luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
