@@ -76,11 +76,16 @@ describe("a red-team mod", function()
 
     it("cannot run far past its time limit on calls that read a long string without allocating", function()
         -- the wall clock is read every 1000 instructions: a loop over utf8.len of 8 MB (14 ms a
-        -- call), string.unpack of a long format or a long string's arithmetic took seconds a run
-        -- with a limit of 50 ms, and 256 such systems would hold a frame for minutes
+        -- call), string.unpack of a long format, a long string's arithmetic or load of a long
+        -- comment took seconds a run with a limit of 50 ms, and 256 such systems would hold a
+        -- frame for minutes
         local dir = M.folder()
         local w, mods = M.host{instructions = 5e6, frame_instructions = 1e12, milliseconds = 50}
-        local loops = {number = 'local s = string.rep("1", 8e6); local f = tonumber'}
+        local loops = {
+            number = 'local s = string.rep("1", 8e6); local f = tonumber',
+            load = 'local s = "--" .. string.rep("x", 8e6); local f = load', -- a comment: parsed, not kept
+            reader = 'local s = "--" .. string.rep("x", 8e6); local f = function(t) return load(function() return t end) end',
+        }
         if utf8 then loops.len = 'local s = string.rep("a", 8e6); local f = utf8.len' end
         if string.unpack then
             loops.unpack = 'local s = "i1" .. string.rep("x", 2e6); local f = function(t) return pcall(string.unpack, t, "") end'
