@@ -197,4 +197,21 @@ describe("a red-team mod", function()
         assert.matches("^false\t.*position out of bounds", log[2])
         assert.are.equal("true", log[3])
     end)
+
+    it("pays for each read of a file it requires, which does not parse and is read again", function()
+        -- require reads, and lexes, a file that failed again at each call: a long comment then
+        -- a syntax error kept a loop over pcall(require) in C past its time limit
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 5e6, frame_instructions = 1e12, milliseconds = 50}
+        M.folder_mod(dir, "rereader", {name = "rereader"}, {
+            ["init.lua"] = 'world:system{name = "again", run = function() while true do pcall(require, "big") end end}',
+            ["big.lua"] = "--" .. string.rep("x", 8e6) .. "\nthis does not parse",
+        })
+        assert(mods:load(dir .. "/rereader"))
+        local t0 = os.clock()
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
+    end)
 end)
