@@ -20,6 +20,7 @@ typedef struct copy_ctx {
     int64_t items;
     size_t bytes;     /* of the strings made: one string held many times is made as many */
     bool functions;   /* functions become proxies (else they are refused) */
+    int64_t *steps;   /* the work done, counted as it is done (a refused copy too), or NULL */
 } copy_ctx;
 
 /* ---- proxies ------------------------------------------------------------------------------ */
@@ -29,7 +30,7 @@ typedef struct call_ctx {
     klua_mods *mods;
     klua_mod *callee;
     int ref, nargs;
-    int64_t copied;   /* what copying the arguments cost, in steps */
+    int64_t copied;   /* what copying the arguments cost, in steps (so far, when it failed) */
 } call_ctx;
 
 static void copy_value(copy_ctx *c, int idx, int depth);
@@ -64,10 +65,9 @@ static int call_thunk(lua_State *T) {
     lua_rawgeti(T, -1, cc->ref);
     lua_remove(T, -2);
     if (!lua_isfunction(T, -1)) return luaL_error(T, "the exported function is gone");
-    copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, 0, false};
+    copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, 0, false, &cc->copied};
     luaL_checkstack(T, cc->nargs + 4, "too many arguments");
     for (int i = 1; i <= cc->nargs; i++) copy_value(&c, i, 0);
-    cc->copied = c.items + (int64_t)(c.bytes / KLUA_COST_BYTES_PER_STEP);
     lua_call(T, cc->nargs, LUA_MULTRET);
     return lua_gettop(T);
 }
@@ -202,6 +202,7 @@ static void copy_value(copy_ctx *c, int idx, int depth) {
     lua_State *F = c->from, *T = c->to;
     idx = lua_absindex(F, idx);
     if (++c->items > COPY_ITEMS) luaL_error(T, "%s holds more than %d values", c->what, COPY_ITEMS);
+    if (c->steps) (*c->steps)++;
     luaL_checkstack(T, 4, "nested too deep");
     switch (lua_type(F, idx)) {
     case LUA_TNIL: lua_pushnil(T); break;
@@ -218,6 +219,7 @@ static void copy_value(copy_ctx *c, int idx, int depth) {
         c->bytes += len;
         if (c->bytes > c->mods->memory)
             luaL_error(T, "%s holds more than %I bytes of strings, a mod's memory", c->what, (lua_Integer)c->mods->memory);
+        if (c->steps) *c->steps += (int64_t)(len / KLUA_COST_BYTES_PER_STEP);
         lua_pushlstring(T, s, len);
         break;
     }
@@ -259,7 +261,7 @@ static int copy_thunk(lua_State *T) {
 
 void klua_mod_copy(lua_State *from, int idx, lua_State *to, klua_mods *mods, klua_mod *callee,
                    const char *what) {
-    copy_ctx c = {from, to, mods, callee, what, lua_absindex(from, idx), 0, 0, true};
+    copy_ctx c = {from, to, mods, callee, what, lua_absindex(from, idx), 0, 0, true, NULL};
     int from_top = lua_gettop(from);
     luaL_checkstack(to, 4, "out of stack");
     lua_pushlightuserdata(to, &c);

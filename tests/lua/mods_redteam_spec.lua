@@ -214,4 +214,24 @@ describe("a red-team mod", function()
         assert.are.equal(1, #failures)
         assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
     end)
+
+    it("pays for the copies of its arguments the host refuses, too", function()
+        -- a copy refused at its cap had copied a mod's memory of strings first, uncharged: a
+        -- loop over pcall(host_function, t) ran seconds past its time limit
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 5e6, frame_instructions = 1e12, milliseconds = 50,
+                               allow = {sink = function() end}}
+        assert(mods:load(M.write(dir, "resender.lua", [[
+            local s = string.rep("x", 4e6)
+            local t = {}
+            for i = 1, 20 do t[i] = s end
+            world:system{name = "resend", run = function() while true do pcall(sink, t) end end}
+        ]])))
+        local t0 = os.clock()
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        -- a refused copy takes about 3 ms: the run went on 10 times past its 50 ms limit
+        assert.is_true(os.clock() - t0 < 0.2, string.format("the frame took %.2f s", os.clock() - t0))
+    end)
 end)
