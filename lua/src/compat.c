@@ -1,5 +1,6 @@
 /* compat.c: the Lua 5.4 functions compat.h promises, written over LuaJIT's API. Built in
  * both builds; under Lua 5.4 it holds nothing. User values live in a userdata's fenv table. */
+#define _GNU_SOURCE /* pthread_getattr_np */
 #include "klua.h"
 
 #if KLUA_LUAJIT
@@ -390,6 +391,30 @@ void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count) {
 }
 
 /* ---- mods ----------------------------------------------------------------------------------- */
+
+#if defined(__GLIBC__)
+#include <pthread.h>
+
+bool klua_compat_c_stack_low(void) {
+    static _Thread_local char *floor; /* the lowest address a call may start from */
+    if (!floor) {
+        pthread_attr_t attr;
+        void *addr = NULL;
+        size_t size = 0;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            pthread_attr_getstack(&attr, &addr, &size);
+            pthread_attr_destroy(&attr);
+        }
+        floor = addr && size > (1u << 20) ? (char *)addr + (256u << 10) : (char *)1;
+    }
+    char here;
+    return &here < floor;
+}
+#else
+bool klua_compat_c_stack_low(void) {
+    return false;
+}
+#endif
 
 void klua_compat_sandbox_base(lua_State *L) {
     lua_getglobal(L, LUA_TABLIBNAME);

@@ -235,6 +235,10 @@ KLUA_COMPAT_HIDDEN void klua_compat_remember_jit(lua_State *L);
 /* Removes loadstring (it takes bytecode), newproxy (finalizers), getfenv/setfenv, gcinfo,
  * module and the global unpack, and adds table.unpack (so it can be wrapped and charged). */
 KLUA_COMPAT_HIDDEN void klua_compat_sandbox_base(lua_State *L);
+/* LuaJIT checks no C stack depth: a mod recursing through C functions that call back into Lua
+ * (string.gsub's function, print's __tostring, require) overflowed it and crashed the host.
+ * True when less than 256 KiB of the thread's stack is left (glibc; elsewhere never). */
+KLUA_COMPAT_HIDDEN bool klua_compat_c_stack_low(void);
 
 /* ---- jit_methods.c: what to-be-closed variables do under 5.4 ----------------------------- */
 /* Wraps the C methods of World and Query (luaopen_kiln, before the Lua layer loads) in
@@ -308,6 +312,7 @@ static inline int klua_pcall_c(lua_State *L, lua_CFunction fn, int nargs, int nr
 }
 
 #define klua_compat_remember_main(L) ((void)(L))
+#define klua_compat_c_stack_low() false /* Lua 5.4 counts C calls itself */
 #define klua_compat_budget_jit_off(L) ((void)(L))
 #define klua_compat_remember_jit(L) ((void)(L))
 #define klua_jit_wrap_methods(L) ((void)(L))

@@ -18,7 +18,9 @@ typedef struct copy_ctx {
     const char *what;
     int idx;          /* absolute, in from */
     int64_t items;
+    size_t bytes;     /* of the strings made: one string held many times is made as many */
     bool functions;   /* functions become proxies (else they are refused) */
+    int64_t *steps;   /* the work done, counted as it is done (a refused copy too), or NULL */
 } copy_ctx;
 
 /* ---- proxies ------------------------------------------------------------------------------ */
@@ -28,6 +30,7 @@ typedef struct call_ctx {
     klua_mods *mods;
     klua_mod *callee;
     int ref, nargs;
+    int64_t copied;   /* what copying the arguments cost, in steps (so far, when it failed) */
 } call_ctx;
 
 static void copy_value(copy_ctx *c, int idx, int depth);
@@ -62,7 +65,7 @@ static int call_thunk(lua_State *T) {
     lua_rawgeti(T, -1, cc->ref);
     lua_remove(T, -2);
     if (!lua_isfunction(T, -1)) return luaL_error(T, "the exported function is gone");
-    copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, false};
+    copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, 0, false, &cc->copied};
     luaL_checkstack(T, cc->nargs + 4, "too many arguments");
     for (int i = 1; i <= cc->nargs; i++) copy_value(&c, i, 0);
     lua_call(T, cc->nargs, LUA_MULTRET);
@@ -109,7 +112,7 @@ static int proxy(lua_State *L) {
     if (T == L) return luaL_error(L, "%s: a proxy cannot call into its own state", callee_name);
     int base = lua_gettop(T);
     if (!lua_checkstack(T, 8)) return luaL_error(L, "%s: out of stack", callee_name);
-    call_ctx cc = {L, mods, callee, ref, lua_gettop(L)};
+    call_ctx cc = {L, mods, callee, ref, lua_gettop(L), 0};
     klua_system *borrowed = NULL;
     klua_armed saved;
     /* the callee's code (a mod's, or a host function granted to mods) is checked against the
@@ -156,6 +159,9 @@ static int proxy(lua_State *L) {
         lua_settop(T, top);
         mods->kw->current = host_current;
     }
+    /* the host's copy of the arguments is the caller's work (a mod's copy was charged as the
+     * callee's allocations) */
+    if (ckw && !callee) spend(L, ckw, cc.copied);
     if (status != LUA_OK) {
         char msg[KLUA_MOD_ERROR];
         const char *m = lua_tostring(T, -1);
@@ -196,6 +202,7 @@ static void copy_value(copy_ctx *c, int idx, int depth) {
     lua_State *F = c->from, *T = c->to;
     idx = lua_absindex(F, idx);
     if (++c->items > COPY_ITEMS) luaL_error(T, "%s holds more than %d values", c->what, COPY_ITEMS);
+    if (c->steps) (*c->steps)++;
     luaL_checkstack(T, 4, "nested too deep");
     switch (lua_type(F, idx)) {
     case LUA_TNIL: lua_pushnil(T); break;
@@ -207,6 +214,12 @@ static void copy_value(copy_ctx *c, int idx, int depth) {
     case LUA_TSTRING: {
         size_t len;
         const char *s = lua_tolstring(F, idx, &len);
+        /* a string its state holds once may be copied a million times (a table of one long
+         * string): no copy makes more than a mod may hold */
+        c->bytes += len;
+        if (c->bytes > c->mods->memory)
+            luaL_error(T, "%s holds more than %I bytes of strings, a mod's memory", c->what, (lua_Integer)c->mods->memory);
+        if (c->steps) *c->steps += (int64_t)(len / KLUA_COST_BYTES_PER_STEP);
         lua_pushlstring(T, s, len);
         break;
     }
@@ -248,7 +261,7 @@ static int copy_thunk(lua_State *T) {
 
 void klua_mod_copy(lua_State *from, int idx, lua_State *to, klua_mods *mods, klua_mod *callee,
                    const char *what) {
-    copy_ctx c = {from, to, mods, callee, what, lua_absindex(from, idx), 0, true};
+    copy_ctx c = {from, to, mods, callee, what, lua_absindex(from, idx), 0, 0, true, NULL};
     int from_top = lua_gettop(from);
     luaL_checkstack(to, 4, "out of stack");
     lua_pushlightuserdata(to, &c);

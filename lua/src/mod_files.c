@@ -74,6 +74,15 @@ int klua_mod_loadfile(lua_State *L, const char *path) {
                         (lua_Integer)st.st_size, KLUA_MOD_SOURCE_MAX);
         return LUA_ERRFILE;
     }
+    /* charged by its size before it is read, when mod code asks (require): a file that does
+     * not parse is read again at each call, and lexing a long comment allocates nothing */
+    double steps = (double)st.st_size / KLUA_COST_BYTES_PER_STEP, left = klua_budget_left(L);
+    if (left >= 0 && steps > left) {
+        close(fd);
+        lua_pushfstring(L, "%s: reading it would take more than what is left of the budget", path);
+        return LUA_ERRFILE;
+    }
+    if (left >= 0 && steps > 0) klua_budget_charge(L, steps, "require"); /* within what is left */
     int flags = fcntl(fd, F_GETFL);
     source_reader r = {.f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL};
     if (!r.f) {

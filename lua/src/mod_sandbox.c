@@ -147,9 +147,49 @@ static int m_randomseed(lua_State *L) {
     return 0;
 }
 
+/* Under LuaJIT, recursion through the C functions below that call back into Lua stops before
+ * the C stack runs out (Lua 5.4 stops it itself at 200 C calls). */
+#define C_STACK_GUARD(L)                                                                                     \
+    do {                                                                                                     \
+        if (klua_compat_c_stack_low()) return luaL_error((L), "C stack overflow");                           \
+    } while (0)
+
+#if KLUA_LUAJIT
+/* LuaJIT resumes a coroutine on the C stack of its resumer: a mod nesting coroutines (each
+ * body resuming the next) ran it out. coroutine.resume and the functions coroutine.wrap
+ * makes are called through guarded; upvalue 1 the function. */
+static int guarded(lua_State *L) {
+    C_STACK_GUARD(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static int m_wrap(lua_State *L) { /* upvalue 1 coroutine.wrap */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    lua_pushcclosure(L, guarded, 1);
+    return 1;
+}
+
+static void guard_coroutines(lua_State *L) {
+    lua_getglobal(L, "coroutine");
+    lua_getfield(L, -1, "resume");
+    lua_pushcclosure(L, guarded, 1);
+    lua_setfield(L, -2, "resume");
+    lua_getfield(L, -1, "wrap");
+    lua_pushcclosure(L, m_wrap, 1);
+    lua_setfield(L, -2, "wrap");
+    lua_pop(L, 1);
+}
+#endif
+
 /* A wrapped library function: upvalue 1 the original, upvalue 2 its klua_costly kind, 3 its
  * name. The worst case is charged to the mod's budget before the original runs. */
 static int costly(lua_State *L) {
+    C_STACK_GUARD(L);
     klua_costly kind = (klua_costly)lua_tointeger(L, lua_upvalueindex(2));
     const char *name = lua_tostring(L, lua_upvalueindex(3));
     double steps, bytes, left = klua_budget_left(L);
@@ -179,8 +219,13 @@ static void wrap(lua_State *L, const char *lib, const char *fn, klua_costly kind
 
 /* Functions returning as many values as asked (up to the stack's million): each value costs
  * a step, charged before the call, so a loop over one call cannot push millions per
- * instruction. Upvalue 1 the original, 2 its name, 3 the kind below. */
-enum { COUNT_UNPACK, COUNT_RANGE };
+ * instruction. And functions that read a whole string without allocating (utf8.len over
+ * 30 MB takes 50 ms, string.unpack's format 11 ns a byte, a string's arithmetic reads it
+ * as a number), which the allocator's charge never sees: the wall clock, read every 1000
+ * instructions, let a loop over one of them run 25 times past its time limit. They pay a
+ * step per byte of their string arguments (COUNT_TEXT), or per 8 (COUNT_TEXT8).
+ * Upvalue 1 the original, 2 its name, 3 the kind below. */
+enum { COUNT_UNPACK, COUNT_RANGE, COUNT_TEXT, COUNT_TEXT8 };
 
 static lua_Integer relative(lua_Integer pos, lua_Integer len) { /* as string.byte reads i, j */
     if (pos >= 0) return pos;
@@ -191,7 +236,12 @@ static lua_Integer relative(lua_Integer pos, lua_Integer len) { /* as string.byt
 static int counted(lua_State *L) {
     const char *name = lua_tostring(L, lua_upvalueindex(2));
     double n = 0;
-    if (lua_tointeger(L, lua_upvalueindex(3)) == COUNT_UNPACK) {
+    lua_Integer kind = lua_tointeger(L, lua_upvalueindex(3));
+    if (kind == COUNT_TEXT || kind == COUNT_TEXT8) {
+        for (int i = 1; i <= lua_gettop(L); i++)
+            if (lua_type(L, i) == LUA_TSTRING) n += (double)lua_rawlen(L, i);
+        if (kind == COUNT_TEXT8) n /= KLUA_COST_BYTES_PER_STEP;
+    } else if (kind == COUNT_UNPACK) {
         lua_Integer i = luaL_optinteger(L, 2, 1);
         lua_Integer j = lua_isnoneornil(L, 3) ? luaL_len(L, 1) : luaL_checkinteger(L, 3);
         n = (double)j - (double)i + 1;
@@ -216,8 +266,12 @@ static void wrap_counted(lua_State *L, const char *lib, const char *fn, int kind
         lua_pop(L, 1);
         return;
     }
-    lua_getfield(L, -1, fn);
-    lua_pushfstring(L, "%s.%s", lib, fn);
+    if (lua_getfield(L, -1, fn) != LUA_TFUNCTION) { /* string.pack, under LuaJIT */
+        lua_pop(L, 2);
+        return;
+    }
+    if (strcmp(lib, "_G") == 0) lua_pushstring(L, fn);
+    else lua_pushfstring(L, "%s.%s", lib, fn);
     lua_pushinteger(L, kind);
     lua_pushcclosure(L, counted, 3);
     lua_setfield(L, -2, fn);
@@ -275,6 +329,7 @@ static int m_handler(lua_State *L) {
 }
 
 static int m_xpcall(lua_State *L) {
+    C_STACK_GUARD(L);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     lua_pushvalue(L, 2);
     lua_pushcclosure(L, m_handler, 1);
@@ -285,9 +340,29 @@ static int m_xpcall(lua_State *L) {
     return lua_gettop(L);
 }
 
-/* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's. */
+/* A reader function given to load: each piece it returns is charged as the text it is (the
+ * parser reads a comment without allocating: a reader returning one long piece for good
+ * kept load in C). Upvalue 1 the mod's reader. */
+static int charged_reader(lua_State *L) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 0, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) klua_budget_charge(L, (double)lua_rawlen(L, -1) / KLUA_COST_BYTES_PER_STEP, "load");
+    return 1;
+}
+
+/* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's.
+ * The text is charged by its bytes: parsing a long comment allocates nothing, and a loop over
+ * load of 12 MB of comment ran twice its time limit between two reads of the wall clock. */
 static int m_load(lua_State *L) {
+    C_STACK_GUARD(L);
     lua_settop(L, 4);
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        klua_budget_charge(L, (double)lua_rawlen(L, 1) / KLUA_COST_BYTES_PER_STEP, "load");
+    } else if (lua_type(L, 1) == LUA_TFUNCTION) {
+        lua_pushvalue(L, 1);
+        lua_pushcclosure(L, charged_reader, 1);
+        lua_replace(L, 1);
+    }
     if (!lua_isnil(L, 3)) {
         const char *mode = luaL_checkstring(L, 3);
         if (!strchr(mode, 't')) return luaL_error(L, "mods load text chunks only (mode '%s' refused)", mode);
@@ -305,16 +380,22 @@ static int m_load(lua_State *L) {
 #define PRINT_STEPS 500 /* instructions one printed line costs, besides its bytes */
 
 static int m_print(lua_State *L) {
+    C_STACK_GUARD(L);
     klua_mod *mod = mod_of(L);
     int n = lua_gettop(L);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
+    /* the buffer may live on the stack: each value is added from the top (luaL_addvalue),
+     * never with a string of our own pushed above the buffer's slots */
     for (int i = 1; i <= n; i++) {
+        if (i > 1) luaL_addchar(&b, '\t');
         size_t len;
         const char *s = luaL_tolstring(L, i, &len);
-        if (i > 1) luaL_addchar(&b, '\t');
-        luaL_addlstring(&b, s, len > 4096 ? 4096 : len);
-        lua_pop(L, 1);
+        if (len > 4096) {
+            lua_pushlstring(L, s, 4096);
+            lua_remove(L, -2);
+        }
+        luaL_addvalue(&b);
     }
     luaL_pushresult(&b);
     size_t len;
@@ -329,6 +410,7 @@ static int m_print(lua_State *L) {
 /* require(name): a text file name.lua (dots become folders) inside the mod's own folder,
  * run once in the mod's globals; its result is kept for later calls. */
 static int m_require(lua_State *L) {
+    C_STACK_GUARD(L);
     klua_mod *mod = mod_of(L);
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);
@@ -417,6 +499,7 @@ static int build_globals(lua_State *L) {
     }
 #if KLUA_LUAJIT
     klua_compat_sandbox_base(L);
+    guard_coroutines(L);
 #endif
     /* os: the clock and the calendar only */
     luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
@@ -461,6 +544,29 @@ static int build_globals(lua_State *L) {
     wrap_counted(L, "table", "unpack", COUNT_UNPACK);
     wrap_counted(L, "string", "byte", COUNT_RANGE);
     wrap_counted(L, "utf8", "codepoint", COUNT_RANGE);
+    static const struct {
+        const char *lib, *fn;
+        int kind;
+    } texts[] = {{"utf8", "len", COUNT_TEXT},        {"utf8", "offset", COUNT_TEXT},
+                 {"string", "pack", COUNT_TEXT},     {"string", "unpack", COUNT_TEXT},
+                 {"string", "packsize", COUNT_TEXT}, {"_G", "tonumber", COUNT_TEXT8},
+                 {"math", "tointeger", COUNT_TEXT8}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) wrap_counted(L, texts[i].lib, texts[i].fn, texts[i].kind);
+    /* "1e7" + 0: the string metatable's arithmetic reads its operands as numbers */
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    static const char *const arith[] = {"__add", "__sub", "__mul", "__mod", "__pow", "__div", "__idiv", "__unm", NULL};
+    for (int i = 0; arith[i]; i++) {
+        if (lua_getfield(L, -1, arith[i]) != LUA_TFUNCTION) { /* LuaJIT converts in its VM */
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushstring(L, arith[i]);
+        lua_pushinteger(L, COUNT_TEXT8);
+        lua_pushcclosure(L, counted, 3);
+        lua_setfield(L, -2, arith[i]);
+    }
+    lua_pop(L, 2);
     static const struct {
         const char *name;
         lua_CFunction fn;

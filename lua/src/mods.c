@@ -230,7 +230,7 @@ static const char *system_owner(klua_mods *mods, const char *name, const klua_mo
         klua_mod *m = mods->list[i];
         if (m == skip) continue;
         for (int k = 0; k < m->system_count; k++)
-            if (strcmp(m->systems[k], name) == 0) return m->name;
+            if (strcmp(m->systems[k], name) == 0 && klua_mod_runs(m, name)) return m->name;
     }
     return NULL;
 }
@@ -238,6 +238,14 @@ static const char *system_owner(klua_mods *mods, const char *name, const klua_mo
 static bool remember_system(klua_mod *mod, const char *name) {
     for (int k = 0; k < mod->system_count; k++)
         if (strcmp(mod->systems[k], name) == 0) return true;
+    /* a full list forgets the names the mod let go first: one adding and removing systems by
+     * fresh names frame after frame grew it (host memory, scanned at every add) for good */
+    if (mod->system_count == mod->system_cap) {
+        int kept = 0;
+        for (int k = 0; k < mod->system_count; k++)
+            if (klua_mod_runs(mod, mod->systems[k])) memmove(mod->systems[kept++], mod->systems[k], sizeof *mod->systems);
+        mod->system_count = kept;
+    }
     if (!klua_mods_grow(mod->mods, (void **)&mod->systems, &mod->system_cap, mod->system_count + 1, sizeof *mod->systems))
         return false;
     strcpy(mod->systems[mod->system_count++], name);
@@ -254,8 +262,8 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
         if (owner) klua_fail(L, fname, "a system named '%s' already exists (of mod '%s')", d->name, owner);
         klua_fail(L, fname, "a system named '%s' already exists (of the host)", d->name);
     }
-    int live = mod->staged_count;
-    for (int k = 0; k < mod->system_count; k++) live += kiln_schedule_find(kw->schedule, mod->systems[k]) >= 0;
+    int live = 0; /* its state's others: in the schedule, staged, or leaving at the frame's end */
+    for (const klua_system *s = kw->systems; s; s = s->next) live += s != d->user;
     if (live >= KLUA_MOD_MAX_SYSTEMS)
         klua_fail(L, fname, "mod '%s' has %d systems, its limit", mod->name, KLUA_MOD_MAX_SYSTEMS);
     if (!mod->loading) {
@@ -388,8 +396,15 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
 static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const char *fname) {
     klua_mod *mod = kw->mod;
     int64_t bytes = kiln_query_memory(q), limit = mod->mods->world_memory;
-    if (kw->query_count >= mod->mods->queries || bytes > limit - klua_mod_held_bytes(mod, kw->world))
-        lua_gc(L, LUA_GCCOLLECT, 0); /* the queries it dropped, not yet collected, go first */
+    if (kw->query_count >= mod->mods->queries || bytes > limit - klua_mod_held_bytes(mod, kw->world)) {
+        /* the queries it dropped, not yet collected, go first. Charged as collectgarbage() is
+         * (a refused query in a loop made a full collection an instruction), without raising
+         * here (q is not destroyed yet): past the budget, the next instruction raises */
+        kw->budget_used += (int64_t)(mod->mem.used / KLUA_COST_BYTES_PER_STEP);
+        if (kw->budget_limit > 0 && kw->budget_used > kw->budget_limit && (lua_gethookmask(L) & LUA_MASKCOUNT))
+            lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
+        lua_gc(L, LUA_GCCOLLECT, 0);
+    }
     if (kw->query_count >= mod->mods->queries) {
         kiln_query_destroy(q);
         luaL_error(L, "%s: mod '%s' holds %d live queries, its limit (queries)", fname, mod->name,
@@ -413,7 +428,7 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
 
 static void remove_systems(klua_mod *mod) {
     for (int k = 0; k < mod->system_count; k++)
-        if (kiln_schedule_find(mod->kw ? mod->kw->schedule : mod->mods->kw->schedule, mod->systems[k]) >= 0)
+        if (klua_mod_runs(mod, mod->systems[k]) && kiln_schedule_find(mod->mods->kw->schedule, mod->systems[k]) >= 0)
             kiln_schedule_remove(mod->mods->kw->schedule, mod->systems[k]);
 }
 
@@ -422,7 +437,7 @@ static bool close_state(klua_mod *mod) {
     if (!mod->L) return true;
     kiln_schedule *sched = mod->mods->kw->schedule;
     for (int k = 0; k < mod->system_count; k++)
-        if (sched && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
+        if (sched && klua_mod_runs(mod, mod->systems[k]) && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
             kiln_schedule_remove(sched, mod->systems[k]);
             if (kiln_schedule_find(sched, mod->systems[k]) >= 0) return false; /* leaves at frame end */
         }
@@ -518,7 +533,7 @@ static commit_result commit_systems(klua_mod *mod) {
             const char *name = mod->previous->systems[k];
             bool kept = false;
             for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
-            if (!kept && kiln_schedule_find(sched, name) >= 0) kiln_schedule_remove(sched, name);
+            if (!kept && klua_mod_runs(mod->previous, name)) kiln_schedule_remove(sched, name);
         }
     return COMMIT_OK;
 }

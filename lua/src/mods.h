@@ -142,6 +142,16 @@ static inline klua_mod *klua_mods_find(klua_mods *mods, const char *name) {
     return NULL;
 }
 
+/* Whether the system called name is the mod's own now: one its state made that has not left
+ * the schedule. mod->systems keeps every name it ever added, and a name it let go may be
+ * another's since (the host's, another mod's), which must not be taken for its own. */
+static inline bool klua_mod_runs(const klua_mod *mod, const char *name) {
+    if (!mod->L || !mod->kw) return false;
+    for (const klua_system *s = mod->kw->systems; s; s = s->next)
+        if (strcmp(s->name, name) == 0) return true;
+    return false;
+}
+
 /* The host thread to call into now: the one calling the manager, or the one running the
  * frame, or the main thread. */
 static inline lua_State *klua_mods_host_thread(klua_mods *mods) {

@@ -79,7 +79,7 @@ static void push_info(lua_State *L, klua_mod *mod) {
     lua_newtable(L);
     kiln_schedule *sched = mod->mods->kw->schedule;
     for (int k = 0, n = 0; k < mod->system_count; k++)
-        if (mod->L && sched && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
+        if (sched && klua_mod_runs(mod, mod->systems[k]) && kiln_schedule_find(sched, mod->systems[k]) >= 0) {
             lua_pushstring(L, mod->systems[k]);
             lua_rawseti(L, -2, ++n);
         }

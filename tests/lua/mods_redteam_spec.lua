@@ -1,0 +1,237 @@
+-- mods_redteam_spec.lua: attacks found by a red-team pass over the mod sandbox, each a mod
+-- that broke the host before its fix. Every folder made is removed at the end.
+local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+
+describe("a red-team mod", function()
+    after_each(M.cleanup)
+
+    it("printing a long value and then another leaves the host's memory whole", function()
+        -- print's buffer moved onto the stack at the long value; a string pushed above it was
+        -- then taken for its slot and the buffer freed under it (a use after free)
+        local dir = M.folder()
+        local lines = {}
+        local _, mods = M.host{log = function(_, line) lines[#lines + 1] = line end}
+        M.write(dir, "printer.lua", [[
+            print(true, string.rep("y", 1200))
+            print(string.rep("x", 2000), 1, string.rep("z", 5000), "end")
+        ]])
+        assert(mods:load(dir .. "/printer.lua"))
+        -- the host's log gets each line cut at 236 bytes and "..."
+        assert.are.equal("true\t" .. string.rep("y", 231) .. "...", lines[1])
+        assert.are.equal(string.rep("x", 236) .. "...", lines[2])
+    end)
+
+    it("cannot make the host hold copies of one string it holds once", function()
+        -- a table of 100 references to one 1 MiB string was copied into the host as 100 MiB
+        -- (a million references to a 40 MiB one: terabytes), in C, past every budget
+        local dir = M.folder()
+        local got
+        local _, mods = M.host{memory = 16777216, allow = {sink = function(t)
+            got = 0
+            for _, s in ipairs(t) do got = got + #s end
+        end}}
+        M.write(dir, "amplifier.lua", [[
+            local s = string.rep("x", 1048576)
+            local t = {}
+            for i = 1, 100 do t[i] = s end
+            print(pcall(sink, t))
+        ]])
+        assert(mods:load(dir .. "/amplifier.lua"))
+        assert.is_nil(got)
+        assert.matches("^false\tthe host: an argument holds more than 16777216 bytes of strings",
+                       mods:log("amplifier")[1])
+    end)
+
+    it("cannot take or remove another mod's system by a name it once used and let go", function()
+        -- the manager remembered every name a mod added, and took a system of that name for
+        -- the mod's own though the mod had removed it and another mod added it since: the
+        -- squatter's reload removed the victim's system (its unload too), or replaced it
+        local dir = M.folder()
+        local w, mods = M.host()
+        M.write(dir, "squatter.lua", [[
+            world:system{name = "setup", run = function()
+                if not done then
+                    done = true
+                    world:system{name = "victim_sys", run = function() end}
+                    world:remove_system("victim_sys")
+                end
+            end}
+        ]])
+        M.write(dir, "victim.lua", 'world:system{name = "victim_sys", run = function() print("ran") end}')
+        assert(mods:load(dir .. "/squatter.lua"))
+        M.frames(w, 1)
+        assert(mods:load(dir .. "/victim.lua"))
+        assert(mods:reload("squatter"))
+        assert.are.same({"host_tick", "setup", "victim_sys"}, M.system_names(w))
+        assert.are.same({"setup"}, M.info(mods, "squatter").systems)
+        M.write(dir, "squatter.lua", 'world:system{name = "victim_sys", run = function() print("mine") end}')
+        local ok, err = mods:reload("squatter")
+        assert.is_nil(ok)
+        assert.matches("(of mod 'victim')", err, 1, true)
+        assert(mods:unload("squatter"))
+        assert.are.same({"host_tick", "victim_sys"}, M.system_names(w))
+        M.frames(w, 1)
+        assert.are.same({"ran"}, mods:log("victim"))
+    end)
+
+    it("cannot run far past its time limit on calls that read a long string without allocating", function()
+        -- the wall clock is read every 1000 instructions: a loop over utf8.len of 8 MB (14 ms a
+        -- call), string.unpack of a long format, a long string's arithmetic or load of a long
+        -- comment took seconds a run with a limit of 50 ms, and 256 such systems would hold a
+        -- frame for minutes
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 5e6, frame_instructions = 1e12, milliseconds = 50}
+        local loops = {
+            number = 'local s = string.rep("1", 8e6); local f = tonumber',
+            load = 'local s = "--" .. string.rep("x", 8e6); local f = load', -- a comment: parsed, not kept
+            reader = 'local s = "--" .. string.rep("x", 8e6); local f = function(t) return load(function() return t end) end',
+        }
+        if utf8 then loops.len = 'local s = string.rep("a", 8e6); local f = utf8.len' end
+        if string.unpack then
+            loops.unpack = 'local s = "i1" .. string.rep("x", 2e6); local f = function(t) return pcall(string.unpack, t, "") end'
+        end
+        if not jit then -- LuaJIT reads a string as a number in its VM, no metamethod to charge
+            loops.arith = 'local s = string.rep("1", 8e6); local f = function(t) return t + 0 end'
+        end
+        local count = 0
+        for name, setup in pairs(loops) do
+            count = count + 1
+            assert(mods:load(M.write(dir, name .. ".lua", setup ..
+                string.format("\nworld:system{name = %q, run = function() while true do f(s) end end}", name))))
+        end
+        local t0 = os.clock()
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(count, #failures)
+        assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
+    end)
+
+    it("pays for the collection a refused query makes", function()
+        -- at its query limit, each world:query ran a full collection of the mod's heap, free:
+        -- a loop over pcall(world.query, ...) made one per few instructions, for good
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e7, milliseconds = -1}
+        assert(mods:load(M.write(dir, "hoarder.lua", [[
+            keep = {}
+            for i = 1, 256 do keep[i] = world:query{"Position"} end
+            junk = {}
+            for i = 1, 300000 do junk[i] = {} end
+            world:system{name = "hoard", run = function()
+                for _ = 1, 200 do pcall(world.query, world, {"Position"}) end
+                print("done")
+            end}
+        ]])))
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.matches("system 'hoard' ran past its budget", failures[1].message, 1, true)
+        assert.are.same({}, mods:log("hoarder"))
+    end)
+
+    it("adding and removing systems by fresh names does not slow the frames down for good", function()
+        -- the manager kept every name a mod ever added, in host memory, and scanned them all at
+        -- each add: 300 a frame made each frame slower than the last (300 ms by the 50th)
+        local dir = M.folder()
+        local w, mods = M.host()
+        assert(mods:load(M.write(dir, "churn.lua", [[
+            local n, f = 0, function() end
+            world:system{name = "churn", run = function()
+                for _ = 1, 300 do
+                    n = n + 1
+                    if not pcall(world.system, world, {name = "c" .. n, run = f}) then break end
+                    world:remove_system("c" .. n)
+                end
+            end}
+        ]])))
+        local function frames(k)
+            local t0 = os.clock()
+            M.frames(w, k)
+            return os.clock() - t0
+        end
+        local first = frames(10)
+        frames(20)
+        local last = frames(10)
+        assert.is_true(last < 3 * first + 0.05, string.format("10 frames took %.3f s, then %.3f s", first, last))
+        assert.are.same({"churn"}, M.info(mods, "churn").systems)
+    end)
+
+    it("recursing through C functions that call back into it fails, not the host (LuaJIT)", function()
+        -- LuaJIT checks no C stack depth: gsub's function, print's __tostring and require,
+        -- each calling the next, or coroutines each resuming the next, ran the C stack out and
+        -- crashed the host
+        local dir = M.folder()
+        local _, mods = M.host()
+        M.folder_mod(dir, "deep", {name = "deep"}, {
+            ["init.lua"] = [[
+                local function f(s) return (s:gsub(".", f)) end
+                print(pcall(f, "abc"))
+                local t = setmetatable({}, {})
+                getmetatable(t).__tostring = function(x) print(x) return "" end
+                print(pcall(print, t))
+                print(pcall(require, "again"))
+                local function g() return coroutine.wrap(g)() end -- LuaJIT resumes on the C stack
+                print(pcall(g))
+                local function h() local _, e = coroutine.resume(coroutine.create(h)); error(e, 0) end
+                print(pcall(h))
+            ]],
+            ["again.lua"] = 'return require("again")',
+        })
+        assert(mods:load(dir .. "/deep"))
+        local log = mods:log("deep")
+        assert.are.equal(5, #log)
+        for i, line in ipairs(log) do -- (Lua 5.4's wrap adds a position a level: the line is cut)
+            assert.matches(i <= 3 and "^false\t.*stack overflow" or "^false\t", line)
+        end
+    end)
+
+    it("cannot insert past a table's ends (LuaJIT moved every slot between, 14 s a call)", function()
+        local dir = M.folder()
+        local _, mods = M.host()
+        assert(mods:load(M.write(dir, "inserter.lua", [[
+            local t0 = os.clock()
+            print(pcall(table.insert, {}, 2^31, 1))
+            print(pcall(table.insert, {1, 2}, -2^31, 1))
+            print(os.clock() - t0 < 0.5)
+        ]])))
+        local log = mods:log("inserter")
+        assert.matches("^false\t.*position out of bounds", log[1])
+        assert.matches("^false\t.*position out of bounds", log[2])
+        assert.are.equal("true", log[3])
+    end)
+
+    it("pays for each read of a file it requires, which does not parse and is read again", function()
+        -- require reads, and lexes, a file that failed again at each call: a long comment then
+        -- a syntax error kept a loop over pcall(require) in C past its time limit
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 5e6, frame_instructions = 1e12, milliseconds = 50}
+        M.folder_mod(dir, "rereader", {name = "rereader"}, {
+            ["init.lua"] = 'world:system{name = "again", run = function() while true do pcall(require, "big") end end}',
+            ["big.lua"] = "--" .. string.rep("x", 8e6) .. "\nthis does not parse",
+        })
+        assert(mods:load(dir .. "/rereader"))
+        local t0 = os.clock()
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
+    end)
+
+    it("pays for the copies of its arguments the host refuses, too", function()
+        -- a copy refused at its cap had copied a mod's memory of strings first, uncharged: a
+        -- loop over pcall(host_function, t) ran seconds past its time limit
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 5e6, frame_instructions = 1e12, milliseconds = 50,
+                               allow = {sink = function() end}}
+        assert(mods:load(M.write(dir, "resender.lua", [[
+            local s = string.rep("x", 4e6)
+            local t = {}
+            for i = 1, 20 do t[i] = s end
+            world:system{name = "resend", run = function() while true do pcall(sink, t) end end}
+        ]])))
+        local t0 = os.clock()
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        -- a refused copy takes about 3 ms: the run went on 10 times past its 50 ms limit
+        assert.is_true(os.clock() - t0 < 0.2, string.format("the frame took %.2f s", os.clock() - t0))
+    end)
+end)
