@@ -12,6 +12,7 @@
 #include <readline.h>
 
 #include "interrupt.h"
+#include "termtext.h"
 
 #define POLL_SECONDS 1.0 /* how often a console client shows the game's watches */
 
@@ -77,7 +78,9 @@ static bool show_watches(void) {
     if (strcmp(a.status, "ok") == 0 && a.text[0]) {
         if (tty) {
             /* below the prompt and what is typed, which then show again */
-            printf("\r\n%s\n", a.text);
+            printf("\r\n");
+            kcmd_put_text(stdout, a.text, true);
+            printf("\n");
             fflush(stdout);
             rl_forced_update_display();
         } else {
@@ -191,7 +194,9 @@ static char **complete(const char *text, int start, int end) {
         for (char *line = a.text, *nl; strcmp(a.status, "ok") == 0 && *line; line = nl + 1) {
             nl = strchr(line, '\n');
             if (!nl) nl = line + strlen(line);
-            if (nl > line) add_candidate(line, (size_t)(nl - line));
+            bool plain = true; /* a candidate goes on the line as typed: no control bytes */
+            for (const char *c = line; c < nl; c++) plain &= (unsigned char)*c >= 0x20 && *c != 0x7f;
+            if (nl > line && plain) add_candidate(line, (size_t)(nl - line));
             if (!*nl) break;
         }
         free(a.text);

@@ -14,6 +14,7 @@
 #include "lineinput.h"
 #include "remote.h"
 #include "session.h"
+#include "termtext.h"
 
 /* ---- the interactive loop ------------------------------------------------------------- */
 
@@ -95,7 +96,10 @@ static int repl(kcmd_session *session, const char *world_line) {
             rc = 1;
             break;
         }
-        if (a.text[0] && strcmp(a.status, "run") != 0) printf("%s\n", a.text);
+        if (a.text[0] && strcmp(a.status, "run") != 0) {
+            kcmd_put_text(stdout, a.text, isatty(STDOUT_FILENO)); /* a mod's or a game's text */
+            printf("\n");
+        }
         fflush(stdout);
         more = strcmp(a.status, "more") == 0;
         bool quit = strcmp(a.status, "quit") == 0;

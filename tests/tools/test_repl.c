@@ -349,6 +349,26 @@ START_TEST(tab_completes_methods_and_component_names_in_a_terminal) {
 }
 END_TEST
 
+/* What a statement prints (or a mod's log, or a console's answer) may hold escape sequences:
+ * in a terminal they show as escapes instead of retitling the window, moving the cursor or
+ * writing the clipboard; colours pass. */
+START_TEST(printed_control_characters_show_in_a_terminal_and_colours_pass) {
+    int master;
+    pid_t pid = spawn_pty(&master);
+    char seen[1 << 14] = "";
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    type_text(master, "local c = string.char print('p' .. c(27) .. ']0;owned' .. c(7) .. 'q' .. c(27) .. "
+                      "'[31mred' .. c(27) .. '[0m', c(194, 155) .. '1' .. c(8) .. 'end')\n");
+    const char *want = "p\\27]0;owned\\7q\x1b[31mred\x1b[0m\t\\194\\1551\\8end";
+    ck_assert_msg(expect(master, want, seen, sizeof seen), "not shown escaped: %s", seen);
+    ck_assert_msg(!strstr(seen, "\x1b]0;owned"), "the terminal got the title sequence: %s", seen);
+    type_text(master, ":quit\n");
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+}
+END_TEST
+
 START_TEST(ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl) {
     int master;
     pid_t pid = spawn_pty(&master);
@@ -602,6 +622,7 @@ static Suite *repl_suite(void) {
     TCase *tty_case = tcase_create("terminal");
     tcase_set_timeout(tty_case, 30);
     tcase_add_test(tty_case, tab_completes_methods_and_component_names_in_a_terminal);
+    tcase_add_test(tty_case, printed_control_characters_show_in_a_terminal_and_colours_pass);
     tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
     tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
