@@ -19,6 +19,8 @@ typedef struct klua_commands {
     lua_Integer checking;     /* while a mod's apply checks its records first: 1 + the spawns
                                * before the record checked (its placeholders up to those are
                                * good); 0 when applying */
+    bool applying;            /* an apply runs: a finalizer calling apply or clear then would
+                               * land the record in flight twice, or resume in cleared records */
 } klua_commands;
 
 /* A placeholder is -(tag * 2^20 + k) for the k-th spawn (from 1) of a batch. A batch takes its
@@ -471,12 +473,9 @@ static int check_pending(lua_State *L, klua_commands *c, klua_world *kw, int rec
     return 0;
 }
 
-static int c_apply(lua_State *L) {
-    klua_commands *c = check_cmds(L);
-    if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
+static int apply_records(lua_State *L) {
+    klua_commands *c = lua_touserdata(L, 1);
     klua_world *kw = klua_check_world(L, 2);
-    if (c->checking) /* a finalizer run by the check below: applying now would skip records */
-        klua_fail(L, "commands:apply", "the buffer is being checked by another apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
@@ -561,10 +560,27 @@ static int c_apply(lua_State *L) {
     return 1;
 }
 
+/* Runs apply_records with the buffer marked applying, cleared however it ends. A finalizer run
+ * mid-apply (the collector steps inside the world's methods) must not apply or clear it. */
+static int c_apply(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
+    klua_check_world(L, 2);
+    if (c->checking || c->applying) /* a finalizer run inside this buffer's apply */
+        klua_fail(L, "commands:apply", "the buffer is being applied by another apply");
+    lua_settop(L, 2);
+    c->applying = true;
+    int status = klua_pcall_c(L, apply_records, 2, LUA_MULTRET, 0);
+    c->applying = false;
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
 /* Both tables are made before either replaces the old: a memory error leaves the buffer as
  * it was. */
 static int c_clear(lua_State *L) {
     klua_commands *c = check_cmds(L);
+    if (c->checking || c->applying) klua_fail(L, "commands:clear", "the buffer is being applied");
     lua_newtable(L);
     lua_newtable(L);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
