@@ -46,3 +46,29 @@ describe("cmd:apply called again from a finalizer while it applies", function()
         end
     end)
 end)
+
+describe("a finalizer closing the world while cmd:apply resolves placeholders", function()
+    -- The apply read the component's fields after making tables and strings, which may run
+    -- a finalizer: one that closed the world freed them (heap-use-after-free under ASan).
+    it("fails the record as a closed world, reading nothing freed", function()
+        local names = {}
+        for i = 1, 60 do names[i] = "e" .. i end
+        local w = kiln.world()
+        w:component("Link", "entity " .. table.concat(names, ", ") .. ";")
+        local t = w:spawn{Link = {}}
+        local cmd = kiln.commands()
+        for _ = 1, 300 do
+            local ph = cmd:spawn{}
+            local v = {}
+            for k = 1, 60 do v[names[k]] = ph end
+            cmd:set(t, "Link", v)
+        end
+        local r, msg, applied
+        local fired = with_finalizer(function() return cmd:count() < 560 end, function() w:close() end,
+            function() r, msg, applied = cmd:apply(w) end)
+        assert.is_true(fired)
+        assert.is_nil(r)
+        assert.matches("attempt to use a closed world", msg, 1, true)
+        assert.is_true(applied > 0)
+    end)
+end)
