@@ -185,6 +185,8 @@ void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname
         kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
     }
     track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
+    /* what the caller made first (q:each's step) may have run a finalizer that closed the world */
+    if (!kq->query || kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world");
     kiln_query_iter(kq->query, &kq->it);
     kq->active = true;
     kq->row = -1;

@@ -531,6 +531,7 @@ static int q_entities(lua_State *L) {
     /* inside a system, as for q:each: every term declared in reads or writes */
     for (int t = 0; t < kq->term_count; t++) klua_check_access(L, kq->kw, kq->terms[t], false, "query:entities");
     lua_createtable(L, limit < INT32_MAX ? (int)limit : 0, 0);
+    klua_query_check(L, 1); /* making the list may run a finalizer that closed the world */
     int64_t n = 0;
     kiln_iter it;
     kiln_query_iter(kq->query, &it);
@@ -548,6 +549,7 @@ static int q_terms(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
+        klua_query_check(L, 1); /* a finalizer run by the last object made may close the world */
         lua_pushstring(L, kq->info[t].name);
         lua_rawseti(L, -2, t + 1);
     }

@@ -1,49 +1,75 @@
--- script_redteam_spec.lua: a host script calling kiln back from finalizers and metamethods
--- while kiln runs a loop of its own, found by a red-team pass over the Lua binding.
+-- script_redteam_spec.lua: a host script calling kiln back from finalizers while a method of
+-- kiln runs, found by a red-team pass over the Lua binding. Each case runs in a child
+-- interpreter (H.run_isolated) with a small heap, so the collector, stepping at every
+-- allocation, finishes a cycle inside the call within a few trials; a crash, an abort or a
+-- sanitizer report fails the case.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
-local kiln = require "kiln"
 
--- Runs fn with the collector stepping at every allocation and a finalizer always pending
--- that calls hit() once when ready() says so; returns whether it was called.
-local function with_finalizer(ready, hit, fn)
-    local armed, fired = true, false
-    local function arm()
-        setmetatable({}, {__gc = function()
-            if not armed or fired then return end
-            if ready() then fired = true; hit() else arm() end
-        end})
+-- What every child chunk starts with: trials(setup, hit, call, check) runs call 40 times, each
+-- with a finalizer pending that runs hit at the collector's first step, that step coming at
+-- a different point of the call each trial; it prints "fired N" and "ok" at the end.
+local prelude = [[
+local kiln = require "kiln"
+local function finalizer(fn)
+    if not jit then return setmetatable({}, {__gc = fn}) end
+    local proxy = newproxy(true)
+    getmetatable(proxy).__gc = fn
+    return proxy
+end
+local function aggressive()
+    if not jit then collectgarbage("incremental") end
+    collectgarbage("setpause", 1)
+    collectgarbage("setstepmul", 1000)
+end
+local function trials(setup, hit, call, check)
+    local fired = 0
+    for trial = 1, 40 do
+        local s = setup()
+        local armed = true
+        aggressive()
+        for i = 1, trial * 53 do local _ = {i} end
+        finalizer(function() if armed then armed = false; fired = fired + 1; hit(s) end end)
+        local ok, r = pcall(call, s)
+        armed = false
+        collectgarbage("setpause", 200)
+        check(s, ok, r)
+        s.w:close()
     end
-    local mode = not jit and collectgarbage("incremental") -- the mode it was in (5.4)
-    local pause, stepmul = collectgarbage("setpause", 1), collectgarbage("setstepmul", 1000)
-    for i = 1, 20000 do local _ = {i} end -- a cycle under way, so fn's allocations finish it
-    arm()
-    local ok, err = pcall(fn)
-    armed = false
-    collectgarbage("setpause", pause)
-    collectgarbage("setstepmul", stepmul)
-    if mode then collectgarbage(mode) end
-    collectgarbage()
-    assert(ok, err)
-    return fired
+    print("fired " .. fired)
+    assert(fired > 0)
+end
+local function raises_closed(s, ok, r)
+    assert(ok or tostring(r):find("attempt to use a .*closed world"), r)
+end
+]]
+
+local function run(body)
+    local ok, out = H.run_isolated(prelude .. body .. "\nprint('ok')\n", 300)
+    assert(ok and out:find("ok\n$"), out)
 end
 
 describe("cmd:apply called again from a finalizer while it applies", function()
+    -- The nested apply landed the record in flight, then the outer one landed it again.
     it("is refused, so no record lands twice and none after a clear", function()
-        for _, nested in ipairs{"apply", "clear"} do
-            local w = kiln.world()
-            w:component("Brain", "lua")
-            local cmd = kiln.commands()
-            for i = 1, 200 do cmd:spawn{Brain = {i}} end
-            local nested_ok
-            local fired = with_finalizer(function() return w:count() > 5 end, function()
-                nested_ok = pcall(cmd[nested], cmd, w)
-            end, function() cmd:apply(w) end)
-            assert.is_true(fired)
-            assert.is_false(nested_ok)
-            assert.are.equal(200, w:count())
-            assert.are.equal(0, cmd:count())
-            w:close()
+        run([==[
+for _, nested in ipairs{"apply", "clear"} do
+    trials(function()
+        local s = {w = kiln.world(), cmd = kiln.commands()}
+        s.w:component("Brain", "lua")
+        for i = 1, 200 do s.cmd:spawn{Brain = {i}} end
+        return s
+    end, function(s)
+        s.nested = {pcall(s.cmd[nested], s.cmd, s.w)}
+    end, function(s) return s.cmd:apply(s.w) end, function(s, ok, r)
+        assert(ok and r == 200, tostring(r))
+        assert(s.w:count() == 200, "spawned " .. s.w:count())
+        assert(s.cmd:count() == 0)
+        if s.nested and s.w:count() > 0 then
+            assert(not s.nested[1], "a nested " .. nested .. " ran")
         end
+    end)
+end
+]==])
     end)
 end)
 
@@ -51,24 +77,65 @@ describe("a finalizer closing the world while cmd:apply resolves placeholders", 
     -- The apply read the component's fields after making tables and strings, which may run
     -- a finalizer: one that closed the world freed them (heap-use-after-free under ASan).
     it("fails the record as a closed world, reading nothing freed", function()
-        local names = {}
-        for i = 1, 60 do names[i] = "e" .. i end
-        local w = kiln.world()
-        w:component("Link", "entity " .. table.concat(names, ", ") .. ";")
-        local t = w:spawn{Link = {}}
-        local cmd = kiln.commands()
-        for _ = 1, 300 do
-            local ph = cmd:spawn{}
-            local v = {}
-            for k = 1, 60 do v[names[k]] = ph end
-            cmd:set(t, "Link", v)
-        end
-        local r, msg, applied
-        local fired = with_finalizer(function() return cmd:count() < 560 end, function() w:close() end,
-            function() r, msg, applied = cmd:apply(w) end)
-        assert.is_true(fired)
-        assert.is_nil(r)
-        assert.matches("attempt to use a closed world", msg, 1, true)
-        assert.is_true(applied > 0)
+        run([==[
+local names = {}
+for i = 1, 60 do names[i] = "e" .. i end
+trials(function()
+    local s = {w = kiln.world(), cmd = kiln.commands()}
+    s.w:component("Link", "entity " .. table.concat(names, ", ") .. ";")
+    local t = s.w:spawn{Link = {}}
+    for _ = 1, 100 do
+        local ph = s.cmd:spawn{}
+        local v = {}
+        for k = 1, 60 do v[names[k]] = ph end
+        s.cmd:set(t, "Link", v)
+    end
+    return s
+end, function(s) s.w:close() end, function(s)
+    local r, msg = s.cmd:apply(s.w)
+    if not r then error(msg) end
+end, raises_closed)
+]==])
+    end)
+end)
+
+describe("a finalizer closing the world inside a method that does not hold the collector", function()
+    -- Each read the world, or the query, after making a table, a string or a userdata.
+    local calls = {
+        ["world:entities"] = "s.w:entities()", -- asserted a NULL world
+        ["q:entities"] = "s.q:entities()", -- heap-use-after-free
+        ["q:terms"] = "s.q:terms()", -- heap-use-after-free
+        ["world:getter"] = "s.w:getter('P', 'v')(s.es[1])", -- heap-use-after-free
+        ["q:each"] = "for _, p in s.q:each() do p.name = 'x' end", -- heap-use-after-free
+    }
+    for name, call in pairs(calls) do
+        it("raises the closed-world error from " .. name .. ", touching nothing freed", function()
+            run([==[
+trials(function()
+    local s = {w = kiln.world(), es = {}}
+    s.w:component("P", "vec3 v; char name[8];")
+    for i = 1, 50 do s.es[i] = s.w:spawn{P = {name = "n" .. i}} end
+    s.q = s.w:query{"P"}
+    return s
+end, function(s) s.w:close() end, function(s) ]==] .. call .. [==[ end, raises_closed)
+]==])
+        end)
+    end
+end)
+
+describe("world:entities() when a finalizer despawns while it makes its list", function()
+    it("lists only live entities, never bytes it did not write", function()
+        run([==[
+trials(function()
+    local s = {w = kiln.world(), es = {}}
+    for i = 1, 50 do s.es[i] = s.w:spawn() end
+    return s
+end, function(s) for i = 1, #s.es do s.w:despawn(s.es[i]) end end, function(s)
+    return s.w:entities()
+end, function(s, ok, list)
+    assert(ok, list)
+    for _, e in ipairs(list) do assert(s.w:is_alive(e), "listed " .. tostring(e)) end
+end)
+]==])
     end)
 end)
