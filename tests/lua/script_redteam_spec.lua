@@ -5,7 +5,7 @@
 -- sanitizer report fails the case.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
--- What every child chunk starts with: trials(setup, hit, call, check) runs call 40 times, each
+-- What every child chunk starts with: trials(setup, hit, call, check) runs call 60 times, each
 -- with a finalizer pending that runs hit at the collector's first step, that step coming at
 -- a different point of the call each trial; it prints "fired N" and "ok" at the end.
 local prelude = [[
@@ -23,7 +23,7 @@ local function aggressive()
 end
 local function trials(setup, hit, call, check)
     local fired = 0
-    for trial = 1, 40 do
+    for trial = 1, 60 do
         local s = setup()
         local armed = true
         aggressive()
