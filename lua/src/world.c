@@ -37,6 +37,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     if (kw->lua_valued) {
         fa(ud, kw->lua_valued, (size_t)kw->lua_valued_cap, 0);
         kw->lua_valued = NULL;
+        kw->lua_valued_cap = 0; /* klua_is_lua_valued then answers false, reading nothing */
     }
     if (kw->scratch) {
         fa(ud, kw->scratch, kw->scratch_size, 0);
