@@ -153,3 +153,27 @@ end)
 ]==])
     end)
 end)
+
+describe("a finalizer run while world:close releases the world", function()
+    -- release() freed the core world, then made a string (a collector step) before marking the
+    -- world closed: a finalizer run there found the world open and read it freed (ASan:
+    -- heap-use-after-free), and a dropped query's __gc destroyed its freed query (met by a
+    -- fuzzer mixing loops in coroutines, dropped queries and closes).
+    it("finds the world closed, or runs after the close", function()
+        run([==[
+local w = kiln.world()
+w:component("P", "float x;")
+w:component("L", "lua")
+w:spawn{P = {}, L = {}}
+local closing, seen = false, nil
+for _ = 1, 10 do w:query{"P"} end
+local t = {}
+finalizer(function() if closing then seen = {pcall(w.count, w)} end end)
+for i = 1, 1000000 do t[i] = i end -- grows the debt with no collector step
+closing = true
+w:close()
+closing = false
+assert(not seen or (not seen[1] and seen[2]:find("closed world")), "counted " .. tostring(seen and seen[2]))
+]==])
+    end)
+end)
