@@ -497,16 +497,19 @@ static int q_tostring(lua_State *L) {
         lua_pushstring(L, "kiln.Query (closed)");
         return 1;
     }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, "kiln.Query {");
+    /* The names (the world's) are copied before any Lua object is made: making one may run a
+     * finalizer that closes the world and frees them. */
+    char names[KLUA_MAX_TERMS * (KILN_MAX_NAME + 2) + 1];
+    size_t n = 0;
     for (int t = 0; t < kq->term_count; t++) {
-        if (t) luaL_addstring(&b, ", ");
-        luaL_addstring(&b, kq->info[t].name);
+        size_t len = strlen(kq->info[t].name);
+        if (len > KILN_MAX_NAME) len = KILN_MAX_NAME;
+        if (t) names[n++] = ',', names[n++] = ' ';
+        memcpy(names + n, kq->info[t].name, len);
+        n += len;
     }
-    lua_pushfstring(L, "} (%I entities)", (lua_Integer)kiln_query_count(kq->query));
-    luaL_addvalue(&b);
-    luaL_pushresult(&b);
+    names[n] = '\0';
+    lua_pushfstring(L, "kiln.Query {%s} (%I entities)", names, (lua_Integer)kiln_query_count(kq->query));
     return 1;
 }
 

@@ -177,3 +177,25 @@ assert(not seen or (not seen[1] and seen[2]:find("closed world")), "counted " ..
 ]==])
     end)
 end)
+
+describe("tostring of a query while a finalizer closes its world", function()
+    -- q's __tostring copied the terms' names (the world's) into a growing buffer: the growth
+    -- may run a finalizer, and one that closed the world freed the names mid-copy (ASan:
+    -- heap-use-after-free). The debt of a grown table makes that growth the first step.
+    it("reads no name the close freed", function()
+        run([==[
+local w = kiln.world()
+local terms, optional = {}, {}
+for i = 1, 16 do terms[i] = string.rep(string.char(64 + i), 63); w:component(terms[i], "float x;") end
+for i = 1, 16 do optional[i] = string.rep(string.char(96 + i), 63); w:component(optional[i], "float x;") end
+terms.optional = optional
+local q = w:query(terms)
+local to_string = debug.getmetatable(q).__tostring -- tostring() would make a string first
+local t = {}
+finalizer(function() pcall(w.close, w) end)
+for i = 1, 1000000 do t[i] = i end -- grows the debt with no collector step
+local s = to_string(q)
+assert(s == "kiln.Query (closed)" or #s > 2000, s)
+]==])
+    end)
+end)
