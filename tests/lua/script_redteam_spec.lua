@@ -199,3 +199,18 @@ assert(s == "kiln.Query (closed)" or #s > 2000, s)
 ]==])
     end)
 end)
+
+describe("world:name renaming one entity again and again", function()
+    -- Each rename added an entry to the name index and none went: the index doubled without
+    -- bound (about 50 bytes a rename) while the world held one name.
+    it("keeps the world's memory flat", function()
+        local w = H.world()
+        local e = w:spawn()
+        for k = 1, 2000 do w:name(e, "n" .. k) end
+        local before = w:stats().bytes
+        for k = 2001, 40000 do w:name(e, "n" .. k) end
+        assert.is_true(w:stats().bytes - before < 4096, w:stats().bytes - before)
+        assert.are.equal(e, w:lookup("n40000"))
+        assert.is_nil(w:lookup("n39999"))
+    end)
+end)
