@@ -19,6 +19,8 @@ typedef struct klua_commands {
     lua_Integer checking;     /* while a mod's apply checks its records first: 1 + the spawns
                                * before the record checked (its placeholders up to those are
                                * good); 0 when applying */
+    bool applying;            /* an apply runs: a finalizer calling apply or clear then would
+                               * land the record in flight twice, or resume in cleared records */
 } klua_commands;
 
 /* A placeholder is -(tag * 2^20 + k) for the k-th spawn (from 1) of a batch. A batch takes its
@@ -202,22 +204,22 @@ static bool is_placeholder(lua_State *L, int idx, lua_Integer *p) {
     return *p < 0 && *p != LUA_MININTEGER;
 }
 
-/* Pushes the entity placeholder p became, or raises naming the field. Checking, pushes p
- * itself when its spawn comes before the record checked. */
+/* Pushes the entity placeholder p became, or raises naming the field (fname) of component
+ * cname. Checking, pushes p itself when its spawn comes before the record checked. */
 static void push_resolved_entity(lua_State *L, const klua_commands *c, int resolved, lua_Integer p,
-                                 const kiln_field *f, const char *cname) {
+                                 const char *fname, const char *cname) {
     if (batch_of(p) != c->batch || spawn_number(p) == 0 || spawn_number(p) > c->spawns)
         luaL_error(L, "field '%s' of %s holds placeholder %I, which is not from this buffer's current batch",
-                   f->name, cname, p);
+                   fname, cname, p);
     if (c->checking) {
         if (spawn_number(p) >= c->checking)
-            luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
+            luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", fname,
                        cname, p);
         lua_pushinteger(L, p);
         return;
     }
     if (lua_rawgeti(L, resolved, spawn_number(p)) != LUA_TNUMBER) /* false: the spawn running */
-        luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", f->name,
+        luaL_error(L, "field '%s' of %s holds placeholder %I whose spawn comes later in the buffer", fname,
                    cname, p);
 }
 
@@ -259,33 +261,47 @@ static bool world_links(lua_State *L, klua_world *kw) {
     return n > 0;
 }
 
-/* Pushes the value at vidx, or a copy of it with its placeholders resolved. */
-static void push_linked(lua_State *L, const klua_commands *c, int resolved, const klua_comp *cc, int vidx) {
+/* Raises as a world method on a closed world does. */
+static void check_open(lua_State *L, const klua_world *kw) {
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+}
+
+/* Pushes the value at vidx, or a copy of it with its placeholders resolved. Making a table or
+ * a string may run a finalizer that closes kw, freeing cc and its names: cc is read only
+ * after kw was seen open since the last such call, and names go on as Lua strings. */
+static void push_linked(lua_State *L, const klua_world *kw, const klua_commands *c, int resolved,
+                        const klua_comp *cc, int vidx) {
     vidx = lua_absindex(L, vidx);
     lua_pushvalue(L, vidx);
-    if (!cc || !lua_istable(L, vidx)) return;
+    if (!cc || kw->closed || !lua_istable(L, vidx)) return;
     int out = lua_gettop(L);
     bool copied = false;
-    const char *cname = cc->info.name;
-    for (int32_t i = 0; i < cc->info.field_count; i++) {
-        const kiln_field *f = &cc->info.fields[i];
-        if (f->type != KILN_TYPE_ENTITY) continue;
-        lua_pushstring(L, f->name);
+    lua_pushstring(L, cc->info.name);
+    int cname = lua_gettop(L);
+    for (int32_t i = 0;; i++) {
+        check_open(L, kw);
+        if (i >= cc->info.field_count) break;
+        kiln_field f = cc->info.fields[i];
+        if (f.type != KILN_TYPE_ENTITY) continue;
+        lua_pushstring(L, f.name);
+        int key = lua_gettop(L);
+        lua_pushvalue(L, key);
         int t = lua_rawget(L, vidx);
         int field = lua_gettop(L);
+        const char *fname = lua_tostring(L, key), *cn = lua_tostring(L, cname);
         lua_Integer p;
-        if (f->count <= 1 && is_placeholder(L, field, &p)) {
+        if (f.count <= 1 && is_placeholder(L, field, &p)) {
             if (!copied) {
                 push_copy(L, vidx);
                 lua_replace(L, out);
                 copied = true;
             }
-            lua_pushstring(L, f->name);
-            push_resolved_entity(L, c, resolved, p, f, cname);
+            lua_pushvalue(L, key);
+            push_resolved_entity(L, c, resolved, p, fname, cn);
             lua_rawset(L, out);
-        } else if (f->count > 1 && t == LUA_TTABLE) {
+        } else if (f.count > 1 && t == LUA_TTABLE) {
             int arr = 0;
-            for (uint32_t k = 1; k <= f->count; k++) {
+            for (uint32_t k = 1; k <= f.count; k++) {
                 lua_rawgeti(L, field, (lua_Integer)k);
                 bool held = is_placeholder(L, -1, &p);
                 lua_pop(L, 1);
@@ -298,16 +314,17 @@ static void push_linked(lua_State *L, const klua_commands *c, int resolved, cons
                     }
                     push_copy(L, field);
                     arr = lua_gettop(L);
-                    lua_pushstring(L, f->name);
+                    lua_pushvalue(L, key);
                     lua_pushvalue(L, arr);
                     lua_rawset(L, out);
                 }
-                push_resolved_entity(L, c, resolved, p, f, cname);
+                push_resolved_entity(L, c, resolved, p, fname, cn);
                 lua_rawseti(L, arr, (lua_Integer)k);
             }
         }
-        lua_settop(L, out);
+        lua_settop(L, cname);
     }
+    lua_settop(L, out);
 }
 
 /* Pushes a spawn's init at idx, or a copy with the values' placeholders resolved. Only the
@@ -320,10 +337,10 @@ static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *
     bool copied = false;
     int32_t n;
     klua_links(L, kw, &n);
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; i < n && !kw->closed; i++) { /* a finalizer may close the world */
         kiln_component id = kw->link_ids[i]; /* re-read: a finalizer may grow the list */
         const klua_comp *cc = linked_id(L, kw, id);
-        if (!cc) continue;
+        if (!cc || kw->closed) continue;
         for (int key = 0; key < 2; key++) {
             if (key == 0) lua_pushstring(L, cc->info.name);
             else lua_pushinteger(L, (lua_Integer)id);
@@ -332,7 +349,7 @@ static void push_linked_init(lua_State *L, klua_world *kw, const klua_commands *
                 lua_settop(L, out);
                 continue;
             }
-            push_linked(L, c, resolved, cc, -1);
+            push_linked(L, kw, c, resolved, cc, -1);
             if (!lua_rawequal(L, -1, -2)) {
                 if (!copied) {
                     push_copy(L, idx);
@@ -390,14 +407,15 @@ static int apply_one(lua_State *L) {
  * Checking (c->checking), only resolves, to raise for a placeholder it could not. */
 static int apply_linked(lua_State *L) {
     klua_commands *c = lua_touserdata(L, lua_upvalueindex(1));
-    const klua_comp *link = c->link;
+    klua_world *kw = lua_touserdata(L, lua_upvalueindex(3));
+    const klua_comp *link = c->link; /* freed if a finalizer closed kw since: push_linked checks */
     c->link = NULL;
     int op = (int)lua_tointeger(L, 2), resolved = lua_upvalueindex(2);
     if (op == OP_SPAWN) {
-        push_linked_init(L, lua_touserdata(L, lua_upvalueindex(3)), c, resolved, 5);
+        push_linked_init(L, kw, c, resolved, 5);
         lua_replace(L, 5);
     } else if (link && (op == OP_ADD || op == OP_SET)) {
-        push_linked(L, c, resolved, link, 5);
+        push_linked(L, kw, c, resolved, link, 5);
         lua_replace(L, 5);
     }
     return c->checking ? 0 : apply_one(L);
@@ -471,12 +489,9 @@ static int check_pending(lua_State *L, klua_commands *c, klua_world *kw, int rec
     return 0;
 }
 
-static int c_apply(lua_State *L) {
-    klua_commands *c = check_cmds(L);
-    if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
+static int apply_records(lua_State *L) {
+    klua_commands *c = lua_touserdata(L, 1);
     klua_world *kw = klua_check_world(L, 2);
-    if (c->checking) /* a finalizer run by the check below: applying now would skip records */
-        klua_fail(L, "commands:apply", "the buffer is being checked by another apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RECORDS, "commands:apply");
     push_table_uv(L, KLUA_COMMANDS_UV_RESOLVED, "commands:apply");
     int records = lua_gettop(L) - 1, resolved = lua_gettop(L);
@@ -561,10 +576,27 @@ static int c_apply(lua_State *L) {
     return 1;
 }
 
+/* Runs apply_records with the buffer marked applying, cleared however it ends. A finalizer run
+ * mid-apply (the collector steps inside the world's methods) must not apply or clear it. */
+static int c_apply(lua_State *L) {
+    klua_commands *c = check_cmds(L);
+    if (!luaL_testudata(L, 2, KLUA_WORLD)) klua_typeerror(L, 2, "commands:apply", KLUA_WORLD);
+    klua_check_world(L, 2);
+    if (c->checking || c->applying) /* a finalizer run inside this buffer's apply */
+        klua_fail(L, "commands:apply", "the buffer is being applied by another apply");
+    lua_settop(L, 2);
+    c->applying = true;
+    int status = klua_pcall_c(L, apply_records, 2, LUA_MULTRET, 0);
+    c->applying = false;
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L);
+}
+
 /* Both tables are made before either replaces the old: a memory error leaves the buffer as
  * it was. */
 static int c_clear(lua_State *L) {
     klua_commands *c = check_cmds(L);
+    if (c->checking || c->applying) klua_fail(L, "commands:clear", "the buffer is being applied");
     lua_newtable(L);
     lua_newtable(L);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);

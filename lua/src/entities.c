@@ -193,13 +193,24 @@ static int w_count(lua_State *L) {
     return 1;
 }
 
+/* Unheld (rule 3a): the buffer and the list are made first, then filled. Making them may run
+ * a finalizer that closes the world or spawns or despawns: the entities are counted again
+ * after, and a list made too small is made again. */
 static int w_entities(lua_State *L) {
     klua_world *kw = klua_self_unheld(L);
-    int64_t n = kiln_world_entities(kw->world, NULL, 0);
-    kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
-    kiln_world_entities(kw->world, list, n);
-    lua_createtable(L, (int)n, 0);
-    for (int64_t i = 0; i < n; i++) {
+    int top = lua_gettop(L);
+    int64_t n = kiln_world_entities(kw->world, NULL, 0), got;
+    kiln_entity *list;
+    for (;;) {
+        list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
+        lua_createtable(L, (int)n, 0);
+        if (kw->closed) luaL_error(L, "attempt to use a closed world");
+        got = kiln_world_entities(kw->world, list, n);
+        if (got <= n) break;
+        lua_settop(L, top);
+        n = got;
+    }
+    for (int64_t i = 0; i < got; i++) {
         lua_pushinteger(L, (lua_Integer)list[i]);
         lua_rawseti(L, -2, i + 1);
     }
@@ -425,6 +436,7 @@ static int w_getter(lua_State *L) {
         klua_argerror(L, 3, fname, "%s has no field '%s'", info.name, klua_quote(L, name, len));
     lua_pushvalue(L, 1);
     getter_state *g = lua_newuserdatauv(L, sizeof *g, 0);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer: f is gone */
     g->kw = kw;
     g->c = c;
     g->field = *f;

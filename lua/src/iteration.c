@@ -185,6 +185,8 @@ void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname
         kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
     }
     track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
+    /* what the caller made first (q:each's step) may have run a finalizer that closed the world */
+    if (!kq->query || kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world");
     kiln_query_iter(kq->query, &kq->it);
     kq->active = true;
     kq->row = -1;
@@ -558,47 +560,78 @@ static bool lua_step_fits(klua_query *kq) {
     return upvalues <= LSTEP_MAX_UPVALUES && values <= LSTEP_MAX_VALUES;
 }
 
+/* The generated source is written into a block sized first (src_bound), so writing it makes
+ * no Lua object: making one may run a finalizer that closes the world, freeing the field
+ * names the source quotes. */
+typedef struct src_buf {
+    char *p;
+    size_t n, cap;
+} src_buf;
+
+static void add_str(src_buf *b, const char *s) {
+    size_t len = strlen(s);
+    if (len > b->cap - b->n) len = b->cap - b->n; /* not reached: src_bound bounds it */
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+}
+
+static void add_char(src_buf *b, char c) {
+    if (b->n < b->cap) b->p[b->n++] = c;
+}
+
 /* Adds fmt to b with each %d replaced by an int and each %s by a string: a formatter of our
  * own, as vsnprintf or a Lua string per piece made world:query several times slower. */
-static void add_fmt(luaL_Buffer *b, const char *fmt, ...) {
+static void add_fmt(src_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     for (const char *p = fmt; *p; p++) {
         if (p[0] != '%' || (p[1] != 'd' && p[1] != 's')) {
-            luaL_addchar(b, *p);
+            add_char(b, *p);
             continue;
         }
         if (*++p == 's') {
-            luaL_addstring(b, va_arg(ap, const char *));
+            add_str(b, va_arg(ap, const char *));
             continue;
         }
         char digits[12];
         int n = va_arg(ap, int), len = 0; /* never negative here */
         do digits[len++] = (char)('0' + n % 10); while ((n /= 10) > 0);
-        while (len > 0) luaL_addchar(b, digits[--len]);
+        while (len > 0) add_char(b, digits[--len]);
     }
     va_end(ap);
 }
 
+/* Bytes enough for lua_step_source's output: 128 per term and 96 per field besides its
+ * name twice (each piece below takes fewer, with numbers of up to 10 digits). */
+static size_t src_bound(const klua_query *kq) {
+    size_t bound = 256;
+    for (int t = 0; t < kq->term_count; t++) {
+        bound += 128;
+        for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++)
+            bound += 96 + 2 * strlen(kq->info[t].fields[f].name);
+    }
+    return bound;
+}
+
 /* The generated step's source (see above). */
-static void lua_step_source(lua_State *L, const klua_query *kq, luaL_Buffer *b) {
+static void lua_step_source(const klua_query *kq, src_buf *b) {
     int n = kq->term_count;
-    luaL_addstring(b, "local step");
+    add_str(b, "local step");
     for (int t = 0; t < n; t++)
         if (kq->kind[t] == TERM_DATA) add_fmt(b, ", D%d", t + 1);
-    luaL_addstring(b, " = ...\nlocal p0");
+    add_str(b, " = ...\nlocal p0");
     for (int t = 0; t < kq->with_count; t++)
         if (kq->kind[t] == TERM_DATA) add_fmt(b, ", V%d", t + 1);
     for (int t = kq->with_count; t < n; t++)
         if (kq->kind[t] == TERM_DATA) add_fmt(b, ", p%d", t + 1);
     /* the results: e, t<k> per term but the data with-terms (V<k>), a<k>_<f> per data field */
-    luaL_addstring(b, "\nreturn function()\nlocal e");
+    add_str(b, "\nreturn function()\nlocal e");
     for (int t = 0; t < n; t++)
         if (kq->kind[t] != TERM_DATA || t >= kq->with_count) add_fmt(b, ", t%d", t + 1);
     for (int t = 0; t < n; t++)
         for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++)
             add_fmt(b, ", a%d_%d", t + 1, (int)f + 1);
-    luaL_addstring(b, " = step(");
+    add_str(b, " = step(");
     bool first = true;
     for (int t = 0; t < n; t++)
         for (int32_t f = 0; kq->kind[t] == TERM_DATA && f < kq->info[t].field_count; f++) {
@@ -607,19 +640,19 @@ static void lua_step_source(lua_State *L, const klua_query *kq, luaL_Buffer *b) 
             else add_fmt(b, "%s(p%d and D%d[\"%s\"])", first ? "" : ", ", t + 1, t + 1, name);
             first = false;
         }
-    luaL_addstring(b, ")\nif e == nil then return nil end\n");
+    add_str(b, ")\nif e == nil then return nil end\n");
     for (int t = 0; t < n; t++) {
         if (kq->kind[t] != TERM_DATA) continue;
         bool optional = t >= kq->with_count;
         if (optional) add_fmt(b, "p%d = t%d\nif t%d then\n", t + 1, t + 1, t + 1);
         for (int32_t f = 0; f < kq->info[t].field_count; f++)
             add_fmt(b, "D%d[\"%s\"] = a%d_%d\n", t + 1, kq->info[t].fields[f].name, t + 1, (int)f + 1);
-        if (optional) luaL_addstring(b, "end\n");
+        if (optional) add_str(b, "end\n");
     }
-    luaL_addstring(b, "return e");
+    add_str(b, "return e");
     for (int t = 0; t < n; t++)
         add_fmt(b, kq->kind[t] == TERM_DATA && t < kq->with_count ? ", V%d" : ", t%d", t + 1);
-    luaL_addstring(b, "\nend\n");
+    add_str(b, "\nend\n");
 }
 
 /* Makes the Lua step of the Query at q_idx (its views made) the closure q:each() hands out,
@@ -629,10 +662,12 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
     kq->lstep = true;
     int top = lua_gettop(L);
     luaL_checkstack(L, 2 * kq->term_count + 8, "too many terms");
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_step_source(L, kq, &b);
-    luaL_pushresult(&b);
+    src_buf b = {NULL, 0, src_bound(kq)};
+    b.p = lua_newuserdatauv(L, b.cap, 0);
+    if (kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world"); /* by a finalizer */
+    lua_step_source(kq, &b);
+    lua_pushlstring(L, b.p, b.n);
+    lua_remove(L, -2);
     /* Queries of one shape share the compiled chunk, so world:query stays cheap. The cache
      * (registry: source -> chunk, its size at [1]) starts over past STEPS_CACHED shapes. */
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_STEPS) != LUA_TTABLE) {
@@ -672,6 +707,7 @@ void klua_query_make_step(lua_State *L, klua_query *kq, int q_idx) {
     lua_pushvalue(L, q_idx);
     klua_query_views(L, kq, data_idx, "query:each");
     for (int t = 0; t < kq->term_count; t++) lua_rawgeti(L, proxies_idx, t + 1);
+    if (kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world"); /* by a finalizer */
     /* which C step: lua_step_floats when every term is a struct of floats (a schema of single
      * floats always is; a C component may place them otherwise) */
     bool floats = kq->with_count == kq->term_count;

@@ -73,6 +73,7 @@ static int spawn_describe(lua_State *L) {
     kiln_component_info info;
     if (!c || c == kw->shared_type || !kiln_component_info_get(kw->world, c, &info)) return 0;
     lua_createtable(L, 0, 6);
+    if (kw->closed) return 0; /* by a finalizer making the table ran: the C path raises */
     lua_pushinteger(L, c);
     lua_setfield(L, -2, "id");
     lua_pushinteger(L, (lua_Integer)info.size);
@@ -87,6 +88,7 @@ static int spawn_describe(lua_State *L) {
     }
     lua_createtable(L, info.field_count, 0);
     for (int32_t f = 0; f < info.field_count; f++) {
+        if (kw->closed) return 0;
         klua_jit_push_field(L, &info.fields[f]);
         lua_rawseti(L, -2, f + 1);
     }

@@ -35,9 +35,15 @@ static const char *ffi_type(kiln_type t) {
 static void end_rows(lua_State *L, int q_idx);
 
 /* One field as ffi.lua declares it (ffi.lua checks offsets and sizes against ffi.offsetof). */
-void klua_jit_push_field(lua_State *L, const kiln_field *fd) {
-    lua_createtable(L, 0, 6);
+/* fd is the world's: the name is copied into Lua first, then no more of it is read than the
+ * copy taken before (a finalizer run by what is made may close the world). The caller checks
+ * the world is open before passing the next field. */
+void klua_jit_push_field(lua_State *L, const kiln_field *field) {
+    kiln_field copy = *field;
+    const kiln_field *fd = &copy;
     lua_pushstring(L, fd->name);
+    lua_createtable(L, 0, 6);
+    lua_insert(L, -2);
     lua_setfield(L, -2, "name");
     const char *decl = ffi_type(fd->type);
     if (decl) lua_pushstring(L, decl);
@@ -65,6 +71,7 @@ static int views_terms(lua_State *L) {
         static const char *const kinds[] = {"data", "tag", "lua"};
         lua_pushstring(L, kinds[kq->kind[t]]);
         lua_setfield(L, -2, "kind");
+        klua_query_check(L, 1); /* what was made may have run a finalizer that closed the world */
         lua_pushstring(L, info->name);
         lua_setfield(L, -2, "name");
         lua_pushboolean(L, t >= kq->with_count);
@@ -77,6 +84,7 @@ static int views_terms(lua_State *L) {
         lua_setfield(L, -2, "check");
         lua_createtable(L, info->field_count, 0);
         for (int32_t f = 0; f < info->field_count; f++) {
+            klua_query_check(L, 1);
             klua_jit_push_field(L, &info->fields[f]);
             lua_rawseti(L, -2, f + 1);
         }

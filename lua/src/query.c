@@ -497,16 +497,19 @@ static int q_tostring(lua_State *L) {
         lua_pushstring(L, "kiln.Query (closed)");
         return 1;
     }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, "kiln.Query {");
+    /* The names (the world's) are copied before any Lua object is made: making one may run a
+     * finalizer that closes the world and frees them. */
+    char names[KLUA_MAX_TERMS * (KILN_MAX_NAME + 2) + 1];
+    size_t n = 0;
     for (int t = 0; t < kq->term_count; t++) {
-        if (t) luaL_addstring(&b, ", ");
-        luaL_addstring(&b, kq->info[t].name);
+        size_t len = strlen(kq->info[t].name);
+        if (len > KILN_MAX_NAME) len = KILN_MAX_NAME;
+        if (t) names[n++] = ',', names[n++] = ' ';
+        memcpy(names + n, kq->info[t].name, len);
+        n += len;
     }
-    lua_pushfstring(L, "} (%I entities)", (lua_Integer)kiln_query_count(kq->query));
-    luaL_addvalue(&b);
-    luaL_pushresult(&b);
+    names[n] = '\0';
+    lua_pushfstring(L, "kiln.Query {%s} (%I entities)", names, (lua_Integer)kiln_query_count(kq->query));
     return 1;
 }
 
@@ -531,6 +534,7 @@ static int q_entities(lua_State *L) {
     /* inside a system, as for q:each: every term declared in reads or writes */
     for (int t = 0; t < kq->term_count; t++) klua_check_access(L, kq->kw, kq->terms[t], false, "query:entities");
     lua_createtable(L, limit < INT32_MAX ? (int)limit : 0, 0);
+    klua_query_check(L, 1); /* making the list may run a finalizer that closed the world */
     int64_t n = 0;
     kiln_iter it;
     kiln_query_iter(kq->query, &it);
@@ -548,6 +552,7 @@ static int q_terms(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
     lua_createtable(L, kq->term_count, 0);
     for (int t = 0; t < kq->term_count; t++) {
+        klua_query_check(L, 1); /* a finalizer run by the last object made may close the world */
         lua_pushstring(L, kq->info[t].name);
         lua_rawseti(L, -2, t + 1);
     }

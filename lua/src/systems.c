@@ -523,9 +523,12 @@ static int w_progress(lua_State *L) {
     if (kw->host) klua_fail(L, "world:progress", "a mod cannot run the schedule; the host runs the frames");
     /* Loops no thread can end any more (left suspended in a coroutine) end here. */
     if (!kw->current) klua_query_close_loops(L, kw, NULL, true);
+    /* ending them makes objects: a finalizer may have closed the world */
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
     if (kw->current || kiln_is_deferred(kw->world))
         klua_fail(L, "world:progress", "cannot run the schedule from inside a system, a query loop or a deferred section");
     kiln_schedule *sched = klua_schedule(L, kw);
+    if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* as above */
     lua_settop(L, 1);
     kw->progress_idx = 1;
     kw->run_L = L;

@@ -11,6 +11,11 @@
 /* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
 static void release(lua_State *L, klua_world *kw, int world_idx) {
     if (kw->closed) return;
+    /* No collector step until the world is marked closed: a finalizer run in between (a
+     * dropped query's, or a script's calling a method) found it freed but not closed. (Inside
+     * a finalizer, w_gc's own, the collector takes no step and lua_gc answers -1.) */
+    bool collecting = lua_gc(L, LUA_GCISRUNNING) == 1;
+    if (collecting) lua_gc(L, LUA_GCSTOP);
     if (kw->on_release) { /* the mod manager closes the mods' states while the world lives */
         void (*fn)(void *) = kw->on_release;
         kw->on_release = NULL;
@@ -37,6 +42,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     if (kw->lua_valued) {
         fa(ud, kw->lua_valued, (size_t)kw->lua_valued_cap, 0);
         kw->lua_valued = NULL;
+        kw->lua_valued_cap = 0; /* klua_is_lua_valued then answers false, reading nothing */
     }
     if (kw->scratch) {
         fa(ud, kw->scratch, kw->scratch_size, 0);
@@ -60,6 +66,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     }
     kw->world = NULL;
     kw->closed = true;
+    if (collecting) lua_gc(L, LUA_GCRESTART);
 }
 
 static klua_world *to_world(lua_State *L, int idx) {

@@ -67,6 +67,26 @@ static void insert(name_state *st, uint64_t h, kiln_entity e) {
     st->used++;
 }
 
+/* Takes (hash, e) out, when there, shifting the entries after it back (linear probing keeps
+ * no tombstones), so renaming an entity leaves one entry for it, not one per name it had. */
+static void erase(name_state *st, uint64_t h, kiln_entity e) {
+    if (!st->cap) return;
+    uint64_t mask = (uint64_t)(st->cap - 1), i = h & mask;
+    while (st->slots[i].hash && !(st->slots[i].hash == h && st->slots[i].entity == e)) i = (i + 1) & mask;
+    if (!st->slots[i].hash) return;
+    for (uint64_t j = (i + 1) & mask; st->slots[j].hash; j = (j + 1) & mask) {
+        uint64_t home = st->slots[j].hash & mask;
+        /* the entry at j may move to i unless its home lies cyclically in (i, j] */
+        bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            st->slots[i] = st->slots[j];
+            i = j;
+        }
+    }
+    st->slots[i] = (name_slot){0, 0};
+    st->used--;
+}
+
 /* Makes room for need entries at half load; false when out of memory (index invalid). */
 static bool reserve(name_state *st, int64_t need) {
     if (need * 2 <= st->cap) return true;
@@ -181,6 +201,9 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
     kiln_name value;
     memset(&value, 0, sizeof value);
     memcpy(value.text, name, n);
+    char old[KILN_NAME_MAX + 1] = "";
+    const char *had = name_of(world, st, entity);
+    if (had) memcpy(old, had, strlen(had) + 1);
     r = kiln_add(world, entity, st->id, &value);
     if (r != KILN_OK) {
         /* the check hook's message names kiln_add: name this call instead */
@@ -192,6 +215,7 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
     /* The check hook brought the index up to date just before the add landed: this write is
      * the only change since, so the index follows it (unless the add was queued). */
     if (!kiln_is_deferred(world) && st->valid && reserve(st, st->used + 1)) {
+        if (old[0]) erase(st, hash_name(old), entity); /* a rename: its old entry goes */
         insert(st, hash_name(name), entity);
         remember(st);
     }
