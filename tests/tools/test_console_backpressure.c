@@ -14,6 +14,20 @@
 #include "console_client.h"
 #include "kiln_lua.h"
 
+#define TOKEN "0123456789abcdef0123"
+
+/* A console over L (a new state with the standard libraries when L is NULL) with TOKEN. */
+static kiln_console *open_console(lua_State **L) {
+    if (!*L) {
+        *L = luaL_newstate();
+        luaL_openlibs(*L);
+    }
+    char err[256];
+    kiln_console *c = kiln_console_open(*L, &(kiln_console_desc){.token = TOKEN}, err, sizeof err);
+    ck_assert_msg(c != NULL, "console_open: %s", err);
+    return c;
+}
+
 /* CPU time of this thread, so a busy machine does not count. */
 static double thread_ms(void) {
     struct timespec ts;
@@ -84,13 +98,10 @@ static double plain_sends_ms(void) {
  * that means harm) reads it: each poll used to move the whole unsent rest of the queue down
  * after each send, some milliseconds a poll per such client for as long as it reads. */
 START_TEST(a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends) {
-    lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    char err[256];
-    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
-    ck_assert_msg(c != NULL, "console_open: %s", err);
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
     int fd = connect_small(kiln_console_port(c));
-    send_text(fd, "token 0123456789abcdef0123\nx = string.rep('a', 15 * 2^20)\nx\n");
+    send_text(fd, "token " TOKEN "\nx = string.rep('a', 15 * 2^20)\nx\n");
     char head[64];
     ck_assert_int_eq(take(c, fd, head, 10), 10);
     ck_assert(memcmp(head, "ok 0\nok 0\n", 10) == 0);
@@ -140,14 +151,11 @@ static void answer_of(kiln_console *c, int fd, char *out, size_t size) {
  * line below on a busy two-core machine), past any hook. A statement's growth of Lua's memory
  * is bounded instead: the doubling stops at the limit, with an error saying so. */
 START_TEST(a_statement_cannot_double_a_string_past_the_console_memory_limit) {
-    lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    char err[256];
-    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
-    ck_assert_msg(c != NULL, "console_open: %s", err);
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
     int fd = connect_port(kiln_console_port(c));
     ck_assert_int_ge(fd, 0);
-    send_text(fd, "token 0123456789abcdef0123\n"
+    send_text(fd, "token " TOKEN "\n"
                   "local s = ('x'):rep(2^20) for i = 1, 10 do s = s .. s end return #s\n"
                   "s = ('x'):rep(2^20) .. 'y' return #s\n");
     char out[256];
@@ -175,12 +183,10 @@ START_TEST(a_system_a_statement_adds_outlives_the_console) {
     lua_pop(L, 1);
     ck_assert_int_eq(luaL_dostring(L, "world = kiln.world() world:component('P', 'float x;') "
                                       "world:spawn{P = {x = 1}}"), LUA_OK);
-    char err[256];
-    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
-    ck_assert_msg(c != NULL, "console_open: %s", err);
+    kiln_console *c = open_console(&L);
     int fd = connect_port(kiln_console_port(c));
     ck_assert_int_ge(fd, 0);
-    send_text(fd, "token 0123456789abcdef0123\n"
+    send_text(fd, "token " TOKEN "\n"
                   "world:system{name = 'grow', writes = {'P'}, query = {'P'}, each = function(e, p) p.x = p.x + 1 end}\n");
     char out[256];
     answer_of(c, fd, out, sizeof out);
@@ -201,11 +207,8 @@ END_TEST
  * eight of them held every place, reopened every auth_ms, and the token's holder was refused
  * for as long as that went on. A client without its token now gives up its place instead. */
 START_TEST(connections_without_the_token_cannot_hold_every_place) {
-    lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    char err[256];
-    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = "0123456789abcdef0123"}, err, sizeof err);
-    ck_assert_msg(c != NULL, "console_open: %s", err);
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
     int idle[8];
     for (int i = 0; i < 8; i++) {
         idle[i] = connect_port(kiln_console_port(c));
@@ -215,7 +218,7 @@ START_TEST(connections_without_the_token_cannot_hold_every_place) {
     }
     int fd = connect_port(kiln_console_port(c));
     ck_assert_int_ge(fd, 0);
-    send_text(fd, "token 0123456789abcdef0123\nreturn 40 + 2\n");
+    send_text(fd, "token " TOKEN "\nreturn 40 + 2\n");
     char out[256];
     answer_of(c, fd, out, sizeof out);
     ck_assert_str_eq(out, "ok:");

@@ -30,10 +30,8 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* Runs kiln with args, going through steps on its stdin; returns stdout+stderr (static
- * buffer). */
-static const char *run_steps(const step *steps, int count, const char *const *args, int *exit_code) {
-    static char out[1 << 16];
+/* Starts kiln with args, its stdin the pipe *to, its stdout and stderr the pipe *from. */
+static pid_t spawn_kiln(const char *const *args, int *to, int *from) {
     int in[2], o[2];
     ck_assert_int_eq(pipe(in), 0);
     ck_assert_int_eq(pipe(o), 0);
@@ -50,6 +48,17 @@ static const char *run_steps(const step *steps, int count, const char *const *ar
     }
     close(in[0]);
     close(o[1]);
+    *to = in[1];
+    *from = o[0];
+    return pid;
+}
+
+/* Runs kiln with args, going through steps on its stdin; returns stdout+stderr (static
+ * buffer). */
+static const char *run_steps(const step *steps, int count, const char *const *args, int *exit_code) {
+    static char out[1 << 16];
+    int in[2], o[2];
+    pid_t pid = spawn_kiln(args, &in[1], &o[0]);
     for (int i = 0; i < count; i++) {
         sleep_ms(steps[i].wait_ms);
         if (steps[i].signal) kill(pid, steps[i].signal);
@@ -544,21 +553,8 @@ START_TEST(ctrl_c_while_an_attached_console_never_answers_ends_the_wait) {
     char spec[64];
     snprintf(spec, sizeof spec, "127.0.0.1:%d", ntohs(a.sin_port));
     int in[2], o[2];
-    ck_assert_int_eq(pipe(in), 0);
-    ck_assert_int_eq(pipe(o), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(o[1], 1);
-        dup2(o[1], 2);
-        close(in[1]);
-        close(o[0]);
-        setenv("KILN_HISTORY", "/dev/null", 1);
-        execl(KILN_BIN_PATH, "kiln", "--connect", spec, "--token", "0123456789abcdef", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(o[1]);
+    const char *args[] = {"kiln", "--connect", spec, "--token", "0123456789abcdef", NULL};
+    pid_t pid = spawn_kiln(args, &in[1], &o[0]);
     int game = accept(listener, NULL, NULL);
     ck_assert_int_ge(game, 0);
     char got[256];
