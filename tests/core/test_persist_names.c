@@ -40,6 +40,43 @@ KILN_TEST(names, a_name_is_found_in_constant_time_and_follows_renames_and_despaw
     pf_close(&w);
 }
 
+/* A rename took the entity's new name into the index and left its old one there: 38,000
+ * renames of one entity grew the world by 2 MiB, and would for good. The index now holds one
+ * entry an entity, and entries moved back over an erased one are still found. */
+KILN_TEST(names, renames_keep_one_index_entry_an_entity) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    kiln_entity e[600];
+    char name[32];
+    for (int i = 0; i < 600; i++) {
+        snprintf(name, sizeof name, "a%d", i);
+        ck_assert_int_eq(kiln_spawn(w.world, &e[i]), KILN_OK);
+        ck_assert_int_eq(kiln_name_set(w.world, e[i], name), KILN_OK);
+    }
+    kiln_world_stats before, after;
+    kiln_world_stats_get(w.world, &before);
+    for (int round = 0; round < 100; round++)
+        for (int i = 0; i < 600; i += 2) { /* half of them renamed, 100 times each */
+            snprintf(name, sizeof name, "r%d.%d", round, i);
+            ck_assert_int_eq(kiln_name_set(w.world, e[i], name), KILN_OK);
+        }
+    kiln_world_stats_get(w.world, &after);
+    ck_assert_int_le(after.bytes, before.bytes);
+    for (int i = 0; i < 600; i++) {
+        if (i % 2) snprintf(name, sizeof name, "a%d", i);
+        else snprintf(name, sizeof name, "r99.%d", i);
+        ck_assert_uint_eq(kiln_name_lookup(w.world, name), e[i]);
+        snprintf(name, sizeof name, "r98.%d", i);
+        ck_assert_uint_eq(kiln_name_lookup(w.world, name), KILN_NULL_ENTITY);
+        if (i % 2 == 0) { /* an old name is free for another entity */
+            snprintf(name, sizeof name, "a%d", i);
+            ck_assert_uint_eq(kiln_name_lookup(w.world, name), KILN_NULL_ENTITY);
+        }
+    }
+    pf_close(&w);
+}
+
 KILN_TEST(names, a_taken_name_is_refused_whichever_way_it_is_written) {
     pf_world w;
     pf_open(&w, false);
