@@ -34,7 +34,23 @@ local function note_refs(w, node, name, fields, path, state)
   end
 end
 
--- Checks def (at path) against world w; returns a copy the caller cannot change afterwards.
+-- A copy of a data component's fields, read raw as a conversion reads them (no metamethods),
+-- so that changes the caller makes to its tables after world:prefab do not reach the spawns
+-- (nor the node references noted from them). Tables deeper than a field's array of vectors
+-- are not read by a conversion: they are kept as they are.
+local function copy_fields(v, depth)
+  if type(v) ~= "table" or depth > 3 then return v end
+  local c = {}
+  local k, x = next(v)
+  while k ~= nil do
+    rawset(c, k, copy_fields(x, depth + 1))
+    k, x = next(v, k)
+  end
+  return c
+end
+
+-- Checks def (at path) against world w; returns a copy the caller cannot change afterwards
+-- (a "lua" component's value is kept, as world:spawn keeps it).
 -- state numbers the nodes in pre-order (the root is 1) and collects their node references.
 local function check_def(w, def, path, depth, state)
   if type(def) ~= "table" then
@@ -55,6 +71,7 @@ local function check_def(w, def, path, depth, state)
     if type(name) ~= "string" or not w:component_info(name) then
       error(string.format("%s.components: unknown component '%s'", path, bounded(tostring(name))), 0)
     end
+    if w:component_info(name).kind == "data" then fields = copy_fields(fields, 1) end
     copy.components[name] = fields
     note_refs(w, node, name, fields, path, state)
   end

@@ -221,6 +221,23 @@ describe("persist", function()
         assert.are.same(run(c, false), run(d, true))
     end)
 
+    it("a prefab keeps its def as it was made: changes to the caller's tables do not reach it", function()
+        local w = H.world()
+        w:component("Link", "entity to; entity pair[2];")
+        local pos, link = {x = 1, y = 2}, {to = 2, pair = {1, 2}}
+        local def = {components = {Position = pos, Link = link}, children = {{components = {Position = {x = 3}}}}}
+        local p = w:prefab(def)
+        pos.x, link.to, link.pair[2] = 99, 1, 1
+        def.children[1].components.Position.x = 98
+        local root = p:spawn()
+        local kid = w:children(root)[1]
+        assert.are.equal(1, w:get(root, "Position").x)
+        assert.are.equal(3, w:get(kid, "Position").x)
+        local l = w:get(root, "Link")
+        assert.are.equal(kid, l.to)
+        assert.are.same({root, kid}, l.pair)
+    end)
+
     it("a prefab spawns its tree count times; a bad def raises before anything spawns", function()
         local w = H.world()
         local ship = w:prefab{components = {Position = {x = 1}, Health = {hp = 5, max = 5}},
