@@ -118,6 +118,8 @@ typedef struct kiln_console_desc {
                                * token gives up its place to a new one */
     int64_t budget;           /* instructions one statement may run; 0: 100 million */
     int statement_ms;         /* wall-clock limit of one statement; 0: 1000 */
+    int64_t statement_bytes;  /* what one statement may grow Lua's memory by (one string
+                               * concatenation is one instruction of the budget); 0: 256 MiB */
     const char *token;        /* NULL: a random 128-bit token (32 hex digits) made at open
                                * and written to token_path; else 16 to 256 printable
                                * characters without spaces, copied, written nowhere */

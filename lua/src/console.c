@@ -150,6 +150,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     if (d.max_clients <= 0) d.max_clients = 8;
     if (d.budget <= 0) d.budget = 100000000;
     if (d.statement_ms <= 0) d.statement_ms = 1000;
+    if (d.statement_bytes <= 0) d.statement_bytes = (int64_t)256 << 20;
     if (d.frame_bytes <= 0) d.frame_bytes = 65536;
     if (d.frame_us <= 0) d.frame_us = 2000;
     if (d.max_line <= 0) d.max_line = 65536;
@@ -193,6 +194,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     c->log_user = d.log_user;
     c->budget.limit = d.budget;
     c->budget.statement_ms = d.statement_ms;
+    c->budget.growth_max = d.statement_bytes;
     c->clients = clients;
     c->session_fn_ref = c->feed_ref = LUA_NOREF;
     lua_pushlightuserdata(L, c);

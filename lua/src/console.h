@@ -26,6 +26,7 @@ typedef struct klua_budget {
     int64_t left;     /* instructions (or charged C steps) still allowed */
     double deadline;  /* monotonic seconds after which the statement is stopped */
     int statement_ms; /* wall-clock limit per statement */
+    int64_t growth_max; /* bytes a statement may grow Lua's memory by */
     bool active;      /* a statement is running under this budget */
     bool spent;
     char reason[160]; /* why it was spent: every raise after the first repeats it */

@@ -18,11 +18,6 @@ enum {
 
 static const char BUDGET_KEY = 0; /* registry: light userdata of the klua_budget */
 
-/* What one statement may grow Lua's memory by. The instruction count cannot bound it: one
- * concatenation is one instruction whatever its size, so `s = s .. s` in a loop of 30 built a
- * GiB string in a few instructions and held the game for many times the time limit in memcpy
- * and page faults, inside an instruction no hook can stop. */
-#define STATEMENT_GROWTH_MAX ((int64_t)256 << 20)
 
 double klua_console_now(void) {
     struct timespec ts;
@@ -243,12 +238,15 @@ static void on_call(lua_State *L, klua_budget *b, lua_Debug *ar) {
 
 enum { ARG_FEED = 1, ARG_SESSION, ARG_LINE, ARG_LENGTH, ARG_BUDGET, SLOT_PRINT };
 
-/* The state's allocator while a statement runs: refuses growth past STATEMENT_GROWTH_MAX
- * (Lua then collects and tries again, and raises "not enough memory" when it still fails). */
+/* The state's allocator while a statement runs: refuses growth past the budget's growth_max
+ * (Lua then collects and tries again, and raises "not enough memory" when it still fails).
+ * The instruction count cannot bound it: one concatenation is one instruction whatever its
+ * size, so `s = s .. s` in a loop of 30 built a GiB string in a few instructions and held
+ * the game for many times the time limit in memcpy and page faults, past any hook. */
 static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     klua_budget *b = ud;
     int64_t old = ptr ? (int64_t)osize : 0;
-    if (nsize > (size_t)old && b->grown + ((int64_t)nsize - old) > STATEMENT_GROWTH_MAX) {
+    if (nsize > (size_t)old && b->grown + ((int64_t)nsize - old) > b->growth_max) {
         b->grew_past = true;
         return NULL;
     }
@@ -302,9 +300,11 @@ static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
     return status;
 }
 
-static void push_growth_message(lua_State *L) {
-    lua_pushfstring(L, "console: the statement grew Lua's memory past its limit (%d MiB)",
-                    (int)(STATEMENT_GROWTH_MAX >> 20));
+static void push_growth_message(lua_State *L, const klua_budget *b) {
+    char bytes[32];
+    if (b->growth_max % (1 << 20) == 0) snprintf(bytes, sizeof bytes, "%lld MiB", (long long)(b->growth_max >> 20));
+    else snprintf(bytes, sizeof bytes, "%lld bytes", (long long)b->growth_max);
+    lua_pushfstring(L, "console: the statement grew Lua's memory past its limit (%s)", bytes);
 }
 
 int klua_budget_feed(lua_State *L) {
@@ -323,7 +323,7 @@ int klua_budget_feed(lua_State *L) {
         if (b->grew_past && lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "error") == 0 &&
             lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "not enough memory") == 0) {
             lua_pop(L, 1);
-            push_growth_message(L);
+            push_growth_message(L, b);
         }
         if (lua_type(L, -2) != LUA_TSTRING) {
             lua_pushliteral(L, "error");
@@ -340,7 +340,7 @@ int klua_budget_feed(lua_State *L) {
      * session's own code may have been changed by the statement) */
     if (lua_type(L, -1) != LUA_TSTRING || (status == LUA_ERRMEM && b->grew_past)) {
         lua_pop(L, 1);
-        if (status == LUA_ERRMEM && b->grew_past) push_growth_message(L);
+        if (status == LUA_ERRMEM && b->grew_past) push_growth_message(L, b);
         else lua_pushliteral(L, "error (not a string)");
     }
     int message = lua_gettop(L);

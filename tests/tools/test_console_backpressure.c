@@ -16,17 +16,21 @@
 
 #define TOKEN "0123456789abcdef0123"
 
-/* A console over L (a new state with the standard libraries when L is NULL) with TOKEN. */
-static kiln_console *open_console(lua_State **L) {
+/* A console over L (a new state with the standard libraries when L is NULL) with TOKEN and
+ * what statement_bytes gives (0: the default). */
+static kiln_console *open_console_bytes(lua_State **L, int64_t statement_bytes) {
     if (!*L) {
         *L = luaL_newstate();
         luaL_openlibs(*L);
     }
     char err[256];
-    kiln_console *c = kiln_console_open(*L, &(kiln_console_desc){.token = TOKEN}, err, sizeof err);
+    kiln_console_desc desc = {.token = TOKEN, .statement_bytes = statement_bytes};
+    kiln_console *c = kiln_console_open(*L, &desc, err, sizeof err);
     ck_assert_msg(c != NULL, "console_open: %s", err);
     return c;
 }
+
+static kiln_console *open_console(lua_State **L) { return open_console_bytes(L, 0); }
 
 /* CPU time of this thread, so a busy machine does not count. */
 static double thread_ms(void) {
@@ -173,6 +177,29 @@ START_TEST(a_statement_cannot_double_a_string_past_the_console_memory_limit) {
 }
 END_TEST
 
+/* The limit is the game's to set (a game saving large worlds through its console needs more):
+ * statement_bytes gives it, and the message names it. */
+START_TEST(statement_bytes_sets_the_limit) {
+    lua_State *L = NULL;
+    kiln_console *c = open_console_bytes(&L, 8 << 20);
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token " TOKEN "\n"
+                  "local s = ('x'):rep(2^20) for i = 1, 4 do s = s .. s end return #s\n"
+                  "local s = ('x'):rep(2^20) for i = 1, 2 do s = s .. s end return #s\n");
+    char out[256];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "error:console: the statement grew Lua's memory past its limit (8 MiB)");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:4194304");
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
 /* While a statement runs, the state's allocator is the console's wrapper. A system the
  * statement adds outlives it, and the console too: what it keeps to free itself with must be
  * the allocator under the wrapper, or its free runs the wrapper of a console closed since. */
@@ -239,6 +266,7 @@ int main(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends);
     tcase_add_test(tc, a_statement_cannot_double_a_string_past_the_console_memory_limit);
+    tcase_add_test(tc, statement_bytes_sets_the_limit);
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
     suite_add_tcase(s, tc);
