@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <luajit.h>
 
@@ -109,13 +110,27 @@ static inline int klua_compat_gettable(lua_State *L, int i) {
     lua_gettable(L, i);
     return lua_type(L, -1);
 }
+/* LuaJIT's lua_pushlstring takes a collector step before it copies the bytes (5.4's after):
+ * a finalizer run there may close the world or despawn the row the bytes live in (a
+ * component's name, a char array's value), and the copy then read freed memory. The bytes
+ * are copied out first: on the stack, or through the state's allocator, which runs no step. */
 static inline const char *klua_compat_pushlstring(lua_State *L, const char *s, size_t n) {
-    lua_pushlstring(L, s, n);
+    char small[256];
+    void *ud;
+    lua_Alloc fa = lua_getallocf(L, &ud);
+    char *copy = n <= sizeof small ? small : (char *)fa(ud, NULL, 0, n);
+    if (!copy) luaL_error(L, "not enough memory");
+    if (n) memcpy(copy, s, n);
+    lua_pushlstring(L, copy, n);
+    if (copy != small) fa(ud, copy, n, 0); /* (only an out-of-memory error raised by the push leaks it) */
     return lua_tostring(L, -1);
 }
 static inline const char *klua_compat_pushstring(lua_State *L, const char *s) {
-    lua_pushstring(L, s);
-    return lua_tostring(L, -1);
+    if (!s) {
+        lua_pushnil(L);
+        return NULL;
+    }
+    return klua_compat_pushlstring(L, s, strlen(s));
 }
 static inline int klua_compat_getmetafield(lua_State *L, int obj, const char *e) {
     return luaL_getmetafield(L, obj, e) ? lua_type(L, -1) : LUA_TNIL;
