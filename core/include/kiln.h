@@ -603,7 +603,7 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
  * error naming the command, entity and component: the commands before it have taken effect and
  * left the buffer; the failing one and those after it stay, still owning their values, and a
  * later apply continues with them (placeholders already spawned keep their entities). Must not
- * be called while a query of world iterates. */
+ * be called while a query of world iterates, nor from a running system that is not exclusive. */
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
 
 /* Discards every pending command, destroying their values once. */

@@ -137,10 +137,10 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         if (!a->columns[c].plain) a->has_hooks = true;
         if (comp->check) a->has_check = true;
         atomic_init(&a->columns[c].latest, 0);
-        a->row_bytes += comp->stride + (uint32_t)sizeof(kiln_row_tick);
+        a->row_bytes += (uint64_t)comp->stride + sizeof(kiln_row_tick);
         c++;
     }
-    a->row_bytes += (uint32_t)(sizeof(kiln_entity) + sizeof(kl_record));
+    a->row_bytes += sizeof(kiln_entity) + sizeof(kl_record);
     world->archetypes[world->archetype_count++] = a;
     kl_map_put(&world->alloc, &world->archetype_index, hash, a->id + 1);
     kl_queries_match(world, a);

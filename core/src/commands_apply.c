@@ -440,6 +440,9 @@ void kl_commands_give_back(kiln_commands *cmd) {
 
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
     KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
+    /* Not deferred like the plain API: it would change the world under the systems beside */
+    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
+                "kiln_commands_apply from a system that is not exclusive (systems beside it read the world)");
     return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
 }
 

@@ -189,8 +189,9 @@ typedef struct kl_archetype {
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */
     bool grow_down;           /* the next growth takes the arrays last to first (reserve) */
-    uint32_t row_bytes;       /* what one row takes: every value with its tick, the handle and
-                               * its record (kiln_query_bytes) */
+    uint64_t row_bytes;       /* what one row takes: every value with its tick, the handle and
+                               * its record (kiln_query_bytes); 64 bits, as two values of up
+                               * to 2 GiB each pass 32 */
 } kl_archetype;
 
 /* A teardown hook registered with kiln_world_atfini. */

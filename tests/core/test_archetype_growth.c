@@ -8,10 +8,12 @@
  * tried again later, nothing is trimmed while deferred or iterating, a schedule run trims once
  * the world grew enough, propagation rebuilds after a trim, and removals themselves never trim
  * (add/remove back and forth allocates nothing). */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS and MAP_NORESERVE */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kiln.h"
 #include "kiln_transform.h"
@@ -260,6 +262,69 @@ KILN_TEST(growth, each_growth_takes_the_arrays_in_the_reverse_of_the_last_order)
     ck_assert_int_eq(growths, 6); /* at 8, 16, 32, 64, 128 and 256 rows (the first allocates) */
     kiln_world_destroy(w);
 }
+
+#ifdef MAP_NORESERVE
+/* Blocks of 1 GiB or more are address space only (MAP_NORESERVE), so columns of rows of
+ * gigabytes cost nothing while nothing writes them. */
+static void *lazy_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
+    const size_t big = (size_t)1 << 30;
+    if (nsize == 0) {
+        if (ptr && osize >= big) munmap(ptr, osize);
+        else free(ptr);
+        return NULL;
+    }
+    if (nsize < big && (!ptr || osize < big)) return realloc(ptr, nsize);
+    void *p = nsize < big ? malloc(nsize)
+                          : mmap(NULL, nsize, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == NULL || p == MAP_FAILED) return NULL;
+    if (ptr) {
+        memcpy(p, ptr, osize < nsize ? osize : nsize);
+        lazy_fn(ud, ptr, osize, 0);
+    }
+    return p;
+}
+
+static void move_nothing(void *dst, void *src, int32_t count, void *ctx) {
+    (void)dst, (void)src, (void)count, (void)ctx;
+}
+
+/* Two values of nearly 2 GiB (the largest a component may be) make a row of 2^32 bytes with
+ * their ticks, handle and record: counted in 32 bits it was 0, and the first growth of their
+ * archetype divided by it (SIGFPE). Their move hooks write nothing, so the rows are never
+ * touched. */
+KILN_TEST(growth, a_row_of_two_values_near_the_size_limit_spawns) {
+    kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = lazy_fn});
+    ck_assert_ptr_nonnull(w);
+    kiln_component a, b;
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "A", .size = 2147483632u,
+                                                 .align = 16, .move = move_nothing}, &a), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "B", .size = 2147483644u,
+                                                 .align = 4, .move = move_nothing}, &b), KILN_OK);
+    kiln_commands *cmd = kiln_commands_create(w);
+    ck_assert_ptr_nonnull(cmd);
+    char unread[16] = {0}; /* the hooks never read it */
+    kiln_entity ph;
+    ck_assert_int_eq(kiln_commands_spawn(cmd, &ph), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, ph, a, unread), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, ph, b, unread), KILN_OK);
+    kiln_result r = kiln_commands_apply(cmd, w, NULL);
+    if (r == KILN_OK) { /* (a strict overcommit policy refuses even address space) */
+        kiln_entity e = kiln_commands_resolve(cmd, ph);
+        ck_assert(kiln_has(w, e, a) && kiln_has(w, e, b));
+        kiln_query *q = NULL;
+        ck_assert_int_eq(kiln_query_create(w, &(kiln_query_desc){.with = {a}}, &q), KILN_OK);
+        ck_assert_int_eq(kiln_query_bytes(q), (int64_t)1 << 32);
+        ck_assert_int_gt(kiln_world_trim(w), 0); /* to two rows' room */
+        ck_assert(kiln_has(w, e, a) && kiln_has(w, e, b));
+        kiln_query_destroy(q);
+    } else {
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+    }
+    kiln_commands_destroy(cmd);
+    kiln_world_destroy(w);
+}
+#endif
 
 /* ---- trimming ----------------------------------------------------------------------- */
 

@@ -2,6 +2,8 @@
  * tick, the system context and per-system buffers applied in declaration order. */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -602,4 +604,51 @@ KILN_TEST(running, main_thread_systems_using_the_plain_world_api_are_deferred_in
         kiln_jobs_destroy(jobs);
         kiln_world_destroy(f.world);
     }
+}
+
+/* A main-thread system that applies a buffer itself, in a stage where a worker system holds a
+ * value it read: the apply (not deferred like the plain API) would grow the column under the
+ * worker, so it aborts. The two meet through flags, so the apply comes while the worker holds
+ * its pointer. */
+typedef struct apply_probe {
+    kiln_component p;
+    kiln_entity e;
+    atomic_int read, applied;
+    float seen;
+} apply_probe;
+
+static void hold_a_value(const kiln_system_ctx *ctx) {
+    apply_probe *ap = ctx->user;
+    const float *v = kiln_get(ctx->world, ap->e, ap->p);
+    atomic_store(&ap->read, 1);
+    while (!atomic_load(&ap->applied)) sched_yield();
+    ap->seen = v ? v[0] : -1.0f; /* freed by the growth had the apply gone through */
+}
+
+static void apply_own_buffer(const kiln_system_ctx *ctx) {
+    apply_probe *ap = ctx->user;
+    while (!atomic_load(&ap->read)) sched_yield();
+    for (int i = 0; i < 64; i++) {
+        kiln_entity ph;
+        kiln_commands_spawn(ctx->commands, &ph);
+        kiln_commands_add(ctx->commands, ph, ap->p, (float[2]){2, 2});
+    }
+    kiln_commands_apply(ctx->commands, ctx->world, NULL);
+    atomic_store(&ap->applied, 1);
+}
+
+KILN_TEST_SIGNAL(running, applying_a_buffer_from_a_system_beside_others_aborts, SIGABRT) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    kiln_schedule *s = kiln_schedule_create(F.world, &(kiln_schedule_desc){.jobs = jobs});
+    static apply_probe ap;
+    ap.p = F.p;
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(kiln_spawn_with(F.world, &F.p, (const void *[]){(float[2]){1, 1}}, 1, &ap.e),
+                         KILN_OK);
+    add_system(s, (kiln_system_desc){.name = "holder", .run = hold_a_value, .user = &ap,
+                                     .reads = {F.p}});
+    add_system(s, (kiln_system_desc){.name = "applier", .run = apply_own_buffer, .user = &ap,
+                                     .main_thread = true});
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    kiln_schedule_run(s, 0.0);
 }

@@ -147,8 +147,9 @@ typedef struct fz_ctx {
 
 /* Runs one input against a fresh world and model. fail_at < 0: no injected failure; else
  * the fail_at-th refusable allocation request after setup fails (and, when persistent, every
- * later one until the current operation ends). Returns the number of refusable requests the
- * run made (so a driver can sweep fail_at over them). Aborts on any mismatch. */
+ * later one until the current operation ends, and every shrink for the rest of the run).
+ * Returns the number of refusable requests the run made (so a driver can sweep fail_at over
+ * them). Aborts on any mismatch. */
 int64_t fuzz_run(const uint8_t *data, size_t size, int64_t fail_at, bool persistent);
 
 /* Replays a stored input or every file of a directory (fuzz_corpus.c): each once, then with

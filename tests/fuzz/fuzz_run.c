@@ -29,6 +29,14 @@ static void *inject_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     (void)ud;
     pthread_mutex_lock(&inject.lock);
     bool refusable = nsize > 0 && (ptr == NULL || nsize > osize);
+    /* In persistent mode every shrink from the failure on is refused too, for the rest of
+     * the run (uncounted: a refused shrink must change nothing anyone sees, so it may never
+     * surface as out of memory). */
+    if (nsize > 0 && ptr != NULL && nsize < osize && inject.armed && inject.paused == 0 &&
+        inject.persistent && inject.fail_at >= 0 && inject.requests > inject.fail_at) {
+        pthread_mutex_unlock(&inject.lock);
+        return NULL;
+    }
     if (refusable && inject.armed && inject.paused == 0) {
         int64_t index = inject.requests++;
         if (inject.fail_at >= 0 && (index == inject.fail_at || (inject.persistent && inject.failing))) {
