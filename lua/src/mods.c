@@ -110,16 +110,15 @@ static void check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t m
  * frames, and could leave the host none for its own new combinations. So a mod's spawn, add
  * or remove is refused when the world's archetypes, with one for each such call mods queued
  * in the deferred section under way (it lands later, and may make one), reach
- * opts.archetypes: the world never passes it through mods. */
-static void check_archetypes(lua_State *L, const klua_mod *mod, const char *what) {
+ * opts.archetypes: the world never passes it through mods. The room a frame leaves is shared
+ * out: each mod may queue its part of it (the room when the frame's first was counted, over
+ * the mods loaded), so one mod reshaping all it could, first in the frame, cannot leave the
+ * others none. */
+static void check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
     klua_mods *mods = mod->mods;
     kiln_world *world = mods->kw->world;
     kiln_tick now = kiln_tick_current(world);
     bool deferred = kiln_is_deferred(world);
-    if (!deferred || mods->reshape_tick != now) {
-        mods->reshapes = 0;
-        mods->reshape_tick = now;
-    }
     kiln_world_stats st;
     kiln_world_stats_get(world, &st);
     /* Rows that go leave their room to their archetype until a trim, which a schedule run
@@ -131,22 +130,40 @@ static void check_archetypes(lua_State *L, const klua_mod *mod, const char *what
         kiln_world_stats_get(world, &st);
         mods->trim_at = st.bytes + mods->world_memory;
     }
+    if (!deferred || mods->reshape_tick != now) {
+        mods->reshapes = 0;
+        mods->reshape_tick = now;
+        mods->reshape_base = st.archetypes;
+    }
+    if (!deferred || mod->reshape_tick != now) {
+        mod->reshapes = 0;
+        mod->reshape_tick = now;
+    }
     if (st.archetypes + mods->reshapes >= mods->archetypes)
         luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
                    "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",
                    what, mod->name, (int)st.archetypes, (lua_Integer)mods->reshapes, (int)mods->archetypes);
-    if (deferred) mods->reshapes++;
+    if (!deferred) return;
+    int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
+    int64_t share = ((int64_t)mods->archetypes - mods->reshape_base) / (sharers > 0 ? sharers : 1);
+    if (mod->reshapes >= (share > 1 ? share : 1))
+        luaL_error(L, "%s: mod '%s' may not reshape entities: it queued %I spawns, adds and removes this frame, "
+                   "its part of the %I the mods' limit left room for (archetypes)",
+                   what, mod->name, (lua_Integer)mod->reshapes,
+                   (lua_Integer)((int64_t)mods->archetypes - mods->reshape_base));
+    mods->reshapes++;
+    mod->reshapes++;
 }
 
 static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes) {
     klua_mod *mod = kw->mod;
-    check_archetypes(L, mod, "world:spawn");
     int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
     if (live + pending_spawns(mod, kw->world) >= mod->mods->entities)
         luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
     /* its values and ticks, its handle and its record (kiln_query_bytes counts the same) */
     mod->spawn_bytes = bytes + (int64_t)(sizeof(kiln_entity) + sizeof(uint64_t));
     check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
+    check_archetypes(L, mod, "world:spawn"); /* last: a spawn refused otherwise is not counted */
     return mod->tag;
 }
 
@@ -378,17 +395,18 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         if (k >= 0 && mod->declared_first[k]) check_held(L, mod, world, bytes, fname);
         return;
     }
-    check_archetypes(L, mod, fname);
+    bool held = true;
     if (!kiln_has(world, e, mod->tag)) {
         /* another's entity: only a component of the mod's own counts there */
         int k = declared_index(mod, c, false);
-        if (k < 0 || !mod->declared_first[k]) return;
+        held = k >= 0 && mod->declared_first[k];
         kiln_query_desc others = {.with = {c}, .without = {mod->tag}};
-        if (!mod->foreign[k] && kiln_query_create(world, &others, &mod->foreign[k]) != KILN_OK)
+        if (held && !mod->foreign[k] && kiln_query_create(world, &others, &mod->foreign[k]) != KILN_OK)
             luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
     }
-    check_held(L, mod, world, bytes, fname);
-    if (kiln_is_deferred(world)) mod->pending_bytes += bytes;
+    if (held) check_held(L, mod, world, bytes, fname);
+    check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */
+    if (held && kiln_is_deferred(world)) mod->pending_bytes += bytes;
 }
 
 /* A mod's queries hold C memory that grows with the archetypes they match (72 bytes each),

@@ -90,6 +90,8 @@ typedef struct klua_mod {
      * first add of that component to one (NULL until then) */
     kiln_query *foreign[KLUA_MOD_MAX_COMPONENTS];
     kiln_tick pending_tick;
+    int64_t reshapes;          /* its own of mods->reshapes (counted at tick reshape_tick) */
+    kiln_tick reshape_tick;
     int64_t load_spawn_count, load_spawn_cap;
     struct klua_mod *previous; /* while reloading: the version still running */
     uint32_t generation;       /* proxies into this mod hold it */
@@ -119,6 +121,7 @@ struct klua_mods {
     int64_t reshapes;         /* spawns, adds and removes mods queued in the deferred section of
                                * tick reshape_tick: each may make an archetype when it lands */
     kiln_tick reshape_tick;
+    int32_t reshape_base;     /* the world's archetypes when the first of those was counted */
     int64_t trim_at;          /* world bytes past which a mod's spawn or add trims first */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */

@@ -34,4 +34,63 @@ end}
         assert.are.equal(2, w:tick())
         assert.are.equal("system\tfalse\tworld:advance_tick: the host advances the tick", mods:log("ticker")[2])
     end)
+
+    -- hog runs first in the frame and reshapes as much as it may; fair then spawns one entity.
+    local FAIR = [[
+world:component("Fair", "float x;")
+world:system{name = "fair_sys", after = {"hog_sys"}, writes = {"Fair"}, run = function()
+    print(pcall(world.spawn, world, {Fair = {x = 1}}))
+end}
+]]
+
+    it("cannot take the other mods' share of the frame's reshapes with spawns it is refused", function()
+        -- every spawn call was counted toward the mods' shared count of the frame's spawns, adds
+        -- and removes before its own entity limit refused it: a mod at its limit spawning in a
+        -- loop left no other mod a spawn, add or removal for the rest of the frame
+        local w, mods = M.host{entities = 2}
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "hog.lua", [[
+world:component("Hog", "float x;")
+world:system{name = "hog_sys", writes = {"Hog"}, run = function()
+    local refused = 0
+    for _ = 1, 9000 do
+        if not pcall(world.spawn, world, {Hog = {x = 1}}) then refused = refused + 1 end
+    end
+end}
+]])))
+        assert(mods:load(M.write(dir, "fair.lua", FAIR)))
+        M.frames(w, 2)
+        local log = mods:log("fair")
+        assert.truthy(log[1]:find("^true\t%d+$"), log[1])
+        assert.truthy(log[2]:find("^true\t%d+$"), log[2])
+    end)
+
+    it("cannot take the other mods' share of the frame's reshapes with spawns that land", function()
+        -- the mods' count of the frame's reshapes was first come, first served: one mod
+        -- spawning entities of one archetype each frame, well inside its own limits, left none
+        local w, mods = M.host{archetypes = 200}
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "hog.lua", [[
+world:component("Hog", "float x;")
+local mine = {}
+world:system{name = "hog_sys", writes = {"Hog"}, run = function()
+    for _, e in ipairs(mine) do world:despawn(e) end
+    mine = {}
+    while true do
+        local ok, e = pcall(world.spawn, world, {Hog = {x = 1}})
+        if not ok then break end
+        mine[#mine + 1] = e
+    end
+    print(#mine)
+end}
+]])))
+        assert(mods:load(M.write(dir, "fair.lua", FAIR)))
+        M.frames(w, 2)
+        local log = mods:log("fair")
+        assert.truthy(log[1]:find("^true\t%d+$"), log[1])
+        assert.truthy(log[2]:find("^true\t%d+$"), log[2])
+        -- the hog still gets its own share, and the world never passes the limit
+        assert.is_true(tonumber(mods:log("hog")[1]) >= 50, mods:log("hog")[1])
+        assert.is_true(w:stats().archetypes <= 200)
+    end)
 end)
