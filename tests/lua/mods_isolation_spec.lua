@@ -94,3 +94,37 @@ end}
         assert.is_true(w:stats().archetypes <= 200)
     end)
 end)
+
+describe("a mod's world:resource", function()
+    after_each(M.cleanup)
+
+    it("cannot reseed the world, nor reach kiln's own components", function()
+        -- world:seed refused a mod, but the resources it writes did not: a mod's
+        -- world:resource("RandomSeed", ...) changed the stream of every system, the host's
+        -- included, and world:resource named kiln's own components, which other methods refuse
+        local function host_draws(src)
+            local w, mods = M.host()
+            w:seed(42)
+            local draws = {}
+            w:system{name = "dice", run = function(world) draws[#draws + 1] = world:random(1000000) end}
+            if src then assert(mods:load(M.write(M.folder(), "reseed.lua", src))) end
+            M.frames(w, 3)
+            return draws, w:seed(), mods
+        end
+        local clean = host_draws()
+        local draws, seed, mods = host_draws([[
+print(pcall(world.resource, world, "RandomSeed", {seed = 7}))
+print(pcall(world.resource, world, "RandomState", {s = {1, 2, 3, 4}}))
+print(pcall(world.resource, world, "RandomSeed", nil))
+print(pcall(world.resource, world, "kiln.mod.reseed", true))
+print(world:resource("RandomSeed").seed == world:seed())
+]])
+        assert.are.same(clean, draws)
+        assert.are.equal(42, seed)
+        assert.are.same({"false\tworld:resource: the host seeds the world (RandomSeed)",
+                         "false\tworld:resource: the host seeds the world (RandomState)",
+                         "false\tworld:resource: the host seeds the world (RandomSeed)",
+                         "false\tbad argument #1 to 'world:resource' (component 'kiln.mod.reseed' is kiln's own; " ..
+                         "mods cannot use it)", "true"}, mods:log("reseed"))
+    end)
+end)
