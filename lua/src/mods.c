@@ -637,7 +637,8 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         for (int64_t i = 0; i < mod->load_spawn_count; i++) kiln_despawn(world, mod->load_spawns[i]);
         /* the components this attempt registered belong to no mod now: off every entity */
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
-            if (mod->declared_first[i] && !mod->declared_event[i]) drop_component(world, mod->declared[i]);
+            if (mod->declared_first[i] && !mod->declared_event[i] && !klua_host_declared(mods->kw, mod->declared[i]))
+                drop_component(world, mod->declared[i]);
         if (committed == COMMIT_BROKEN) {
             previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */
             snprintf(previous->error, sizeof previous->error, "stopped: the reload's %.500s", mod->error);
@@ -668,7 +669,7 @@ static void list_remove(klua_mods *mods, klua_mod *mod) {
 }
 
 /* Unloads mod: its systems leave, its entities go, its components leave every entity and
- * their resources the world (unless keep, or another running mod declared them too), its
+ * their resources the world (unless keep, or another running mod or the host declared them too), its
  * state closes. */
 void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     kiln_world *world = mods->kw->world;
@@ -677,7 +678,7 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     if (!keep)
         for (int i = 0; i < mod->declared_count; i++) {
             if (mod->declared_event[i] || !mod->declared_first[i]) continue;
-            bool shared = false;
+            bool shared = klua_host_declared(mods->kw, mod->declared[i]);
             for (int k = 0; k < mods->count && !shared; k++)
                 shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
             if (!shared) drop_component(world, mod->declared[i]);

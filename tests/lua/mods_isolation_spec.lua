@@ -128,3 +128,35 @@ print(world:resource("RandomSeed").seed == world:seed())
                          "mods cannot use it)", "true"}, mods:log("reseed"))
     end)
 end)
+
+describe("unloading a mod", function()
+    after_each(M.cleanup)
+
+    it("leaves the host's values of a component the mod registered first and the host declared since", function()
+        -- unload removed the components a mod registered from every entity and the world's
+        -- resources unless another loaded mod declared them: a mod registering a name the host
+        -- declares later (Score) took the host's values of it with it
+        local w, mods = M.host()
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "early.lua", [[
+world:component("Score", "int32_t n;")
+world:component("Mine", "int32_t n;")
+world:spawn{Score = {n = 1}, Mine = {n = 1}}
+]])))
+        w:component("Score", "int32_t n;")
+        local e = w:spawn{Score = {n = 5}, Position = {x = 0, y = 0}}
+        w:resource("Score", {n = 9})
+        local mine = w:spawn{Position = {x = 0, y = 0}}
+        assert(mods:load(M.write(dir, "adder.lua", [[
+for _, e in ipairs(world:entities()) do
+    if world:has(e, "Position") and not world:has(e, "Score") then world:add(e, "Mine", {n = 2}) end
+end
+]])))
+        assert(mods:unload("adder"))
+        assert(mods:unload("early"))
+        assert.are.same({n = 5}, w:get(e, "Score"))
+        assert.are.same({n = 9}, w:resource("Score"))
+        assert.is_false(w:has(mine, "Mine")) -- the mod's own component still leaves every entity
+        assert.are.equal(3, w:count())
+    end)
+end)
