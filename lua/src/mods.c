@@ -12,7 +12,7 @@
 #define DEFAULT_MEMORY ((size_t)64 << 20)
 #define DEFAULT_INSTRUCTIONS 10000000
 #define DEFAULT_ENTITIES 1000000
-#define MAX_MODS 256
+#define MAX_MODS KLUA_MODS_MAX
 
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 
@@ -590,6 +590,11 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
             goto fail;
         }
     }
+    const char *back = previous ? klua_mod_depends_back(mods, mod) : NULL;
+    if (back) { /* its dependents are reloaded after it: a circle would never end */
+        snprintf(mod->error, sizeof mod->error, "it depends on '%s', which depends on it", back);
+        goto fail;
+    }
     if (previous) {
         mod->tag = previous->tag;
     } else {
@@ -716,45 +721,62 @@ static void carry_log(klua_mod *mod, const klua_mod *old) {
     mod->log_total = total;
 }
 
-/* Reloads mod in place, then the running mods that depend on it (their imports point into
- * the old version). true, or false with err. */
-bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
-    if (old->L && old->status == KLUA_MOD_RUNNING) {
-        klua_mod *mod = klua_mods_load(mods, old->path, old, err, size);
-        if (!mod) {
-            if (old->status == KLUA_MOD_RUNNING)
-                snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
-            return false;
-        }
+/* Reloads mod in place (its new version, or NULL with err). */
+static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+    bool running = old->L && old->status == KLUA_MOD_RUNNING;
+    char path[KLUA_MOD_PATH];
+    strcpy(path, old->path);
+    if (!running) close_state(old); /* disabled: its state is gone; load it afresh under the same books */
+    klua_mod *mod = klua_mods_load(mods, path, old, err, size);
+    if (!mod) {
+        if (running && old->status == KLUA_MOD_RUNNING)
+            snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
+        return NULL;
+    }
+    if (running) {
         mod->failures = old->failures;
         carry_log(mod, old);
-        for (int i = 0; i < mods->count; i++)
-            if (mods->list[i] == old) mods->list[i] = mod;
-        old->system_count = 0; /* replaced or removed by the commit */
-        close_state(old);
-        free_mod(mods, old);
-        old = mod;
-    } else {
-        /* disabled: its state is gone; load it afresh under the same books */
-        char path[KLUA_MOD_PATH];
-        strcpy(path, old->path);
-        close_state(old);
-        klua_mod *mod = klua_mods_load(mods, path, old, err, size);
-        if (!mod) return false;
-        for (int i = 0; i < mods->count; i++)
-            if (mods->list[i] == old) mods->list[i] = mod;
-        old->system_count = 0;
-        free_mod(mods, old);
-        old = mod;
     }
-    for (int i = 0; i < mods->count; i++) {
-        klua_mod *m = mods->list[i];
-        for (int d = 0; d < m->depend_count; d++)
-            if (strcmp(m->depends[d], old->name) == 0) {
-                char sub[KLUA_MOD_ERROR];
-                if (!klua_mods_reload(mods, m, sub, sizeof sub)) snprintf(err, size, "%s", sub);
-                break;
-            }
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i] == old) mods->list[i] = mod;
+    old->system_count = 0; /* replaced or removed by the commit */
+    if (running) close_state(old);
+    free_mod(mods, old);
+    return mod;
+}
+
+static bool depends_on(const klua_mod *m, const klua_mod *dep) {
+    for (int d = 0; d < m->depend_count; d++)
+        if (strcmp(m->depends[d], dep->name) == 0) return true;
+    return false;
+}
+
+/* Reloads mod in place, then the running mods that depend on it, directly or not (their
+ * imports point into the old versions): each once, after all it depends on that reloads
+ * (the depends of loaded mods form no circle: klua_mods_load refuses one). true, or false with err. */
+bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+    klua_mod *mod = reload_one(mods, old, err, size);
+    if (!mod) return false;
+    bool due[KLUA_MODS_MAX] = {false}, done[KLUA_MODS_MAX] = {false};
+    int n = mods->count < KLUA_MODS_MAX ? mods->count : KLUA_MODS_MAX;
+    for (int i = 0; i < n; i++) due[i] = done[i] = mods->list[i] == mod;
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n && !due[i]; j++)
+                if (due[j] && depends_on(mods->list[i], mods->list[j])) due[i] = grew = true;
+    }
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int i = 0; i < n; i++) {
+            bool ready = due[i] && !done[i];
+            for (int j = 0; j < n && ready; j++)
+                ready = !(due[j] && !done[j] && depends_on(mods->list[i], mods->list[j]));
+            if (!ready) continue;
+            char sub[KLUA_MOD_ERROR];
+            if (!reload_one(mods, mods->list[i], sub, sizeof sub)) snprintf(err, size, "%s", sub);
+            done[i] = moved = true;
+        }
     }
     return true;
 }

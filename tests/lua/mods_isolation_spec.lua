@@ -160,3 +160,53 @@ end
         assert.are.equal(3, w:count())
     end)
 end)
+
+describe("reloading a mod", function()
+    after_each(M.cleanup)
+
+    -- a <- b <- c: b depends on a, c on b
+    local function chain(dir)
+        M.folder_mod(dir, "a", {name = "a", version = "1"}, {["init.lua"] = 'mod.exports.v = "a1"'})
+        M.folder_mod(dir, "b", {name = "b", version = "1", depends = {"a"}}, {["init.lua"] = 'print(mod.import("a").v)'})
+        M.folder_mod(dir, "c", {name = "c", version = "1", depends = {"b"}}, {["init.lua"] = 'print("c")'})
+    end
+
+    it("is refused when its new manifest depends on itself or on a mod that depends on it", function()
+        -- the dependents of a reloaded mod were reloaded after it, recursively: a manifest
+        -- changed to depend on a dependent (or on the mod itself) reloaded them in a circle until
+        -- the host's C stack overflowed (a crash, from a mod's own files, at mods:poll)
+        local w, mods = M.host()
+        local dir = M.folder()
+        chain(dir)
+        for _, name in ipairs{"a", "b", "c"} do assert(mods:load(dir .. "/" .. name)) end
+        for _, deps in ipairs{{"c"}, {"a"}, {"b"}} do
+            M.folder_mod(dir, "a", {name = "a", version = "2", depends = deps}, {["init.lua"] = 'mod.exports.v = "a2"'})
+            local ok, err = mods:reload("a")
+            assert.is_nil(ok)
+            assert.truthy(err:find("mod 'a': it depends on '" .. deps[1] .. "', which depends on it", 1, true), err)
+            assert.are.equal("1", M.info(mods, "a").version)
+        end
+        M.folder_mod(dir, "a", {name = "a", version = "3"}, {["init.lua"] = 'mod.exports.v = "a3"'})
+        assert.is_nil(select(2, mods:poll()).a)
+        assert.are.equal("a3", mods:log("b")[2])
+        assert.is_true(w:progress(1 / 60))
+    end)
+
+    it("reloads each mod depending on it once, after all it depends on", function()
+        -- a diamond (d on b and c, both on a) reloaded d once for each path to it: layers of
+        -- diamonds made the reloads double with each layer
+        local _, mods = M.host()
+        local dir = M.folder()
+        M.folder_mod(dir, "a", {name = "a", version = "1"}, {["init.lua"] = 'mod.exports.v = "a1"'})
+        M.folder_mod(dir, "b", {name = "b", version = "1", depends = {"a"}},
+                     {["init.lua"] = 'mod.exports.v = mod.import("a").v'})
+        M.folder_mod(dir, "c", {name = "c", version = "1", depends = {"a"}},
+                     {["init.lua"] = 'mod.exports.v = mod.import("a").v'})
+        M.folder_mod(dir, "d", {name = "d", version = "1", depends = {"c", "b"}},
+                     {["init.lua"] = 'print(mod.import("b").v, mod.import("c").v)'})
+        for _, name in ipairs{"a", "b", "c", "d"} do assert(mods:load(dir .. "/" .. name)) end
+        M.folder_mod(dir, "a", {name = "a", version = "2"}, {["init.lua"] = 'mod.exports.v = "a2"'})
+        assert(mods:reload("a"))
+        assert.are.same({"a1\ta1", "a2\ta2"}, mods:log("d"))
+    end)
+end)
