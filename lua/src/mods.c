@@ -395,18 +395,24 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         if (k >= 0 && mod->declared_first[k]) check_held(L, mod, world, bytes, fname);
         return;
     }
-    bool held = true;
+    klua_mod *payer = mod;
     if (!kiln_has(world, e, mod->tag)) {
-        /* another's entity: only a component of the mod's own counts there */
-        int k = declared_index(mod, c, false);
-        held = k >= 0 && mod->declared_first[k];
-        kiln_query_desc others = {.with = {c}, .without = {mod->tag}};
-        if (held && !mod->foreign[k] && kiln_query_create(world, &others, &mod->foreign[k]) != KILN_OK)
-            luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
+        /* another's entity: a mod's component counts there against the mod that registered
+         * it, whoever adds it (the host's components on others' entities are the host's) */
+        payer = NULL;
+        for (int i = -1; i < mod->mods->count && !payer; i++) {
+            klua_mod *m = i < 0 ? mod : mod->mods->list[i];
+            int k = declared_index(m, c, false);
+            if (k < 0 || !m->declared_first[k] || kiln_has(world, e, m->tag)) continue;
+            payer = m;
+            kiln_query_desc others = {.with = {c}, .without = {m->tag}};
+            if (!m->foreign[k] && kiln_query_create(world, &others, &m->foreign[k]) != KILN_OK)
+                luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
+        }
     }
-    if (held) check_held(L, mod, world, bytes, fname);
+    if (payer) check_held(L, payer, world, bytes, fname);
     check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */
-    if (held && kiln_is_deferred(world)) mod->pending_bytes += bytes;
+    if (payer && kiln_is_deferred(world)) payer->pending_bytes += bytes;
 }
 
 /* A mod's queries hold C memory that grows with the archetypes they match (72 bytes each),

@@ -210,3 +210,36 @@ describe("reloading a mod", function()
         assert.are.same({"a1\ta1", "a2\ta2"}, mods:log("d"))
     end)
 end)
+
+describe("a component's values on others' entities", function()
+    after_each(M.cleanup)
+
+    it("count against the mod that registered it, whoever adds them", function()
+        -- they were counted only from the registering mod's own first add to such an entity:
+        -- a second mod declaring the same component added it to every host entity, counted
+        -- against no one (13 MB past a 1 MiB world_memory on 200 host entities; a component
+        -- may take 1 MiB)
+        local w, mods = M.host{world_memory = 1 << 20}
+        for i = 1, 40 do w:spawn{Position = {x = i, y = 0}} end
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "def.lua", 'world:component("Blob", "uint8_t pad[65536];")')))
+        local before = w:stats().bytes
+        assert(mods:load(M.write(dir, "att.lua", [[
+world:component("Blob", "uint8_t pad[65536];")
+local added, err = 0
+for _, e in ipairs(world:entities()) do
+    local ok, why = pcall(world.add, world, e, "Blob", {})
+    if not ok then err = why break end
+    added = added + 1
+end
+print(added, err)
+]])))
+        local added, err = mods:log("att")[1]:match("^(%d+)\t(.*)$")
+        assert.are.equal("15", added) -- 16 values and their ticks pass 1 MiB
+        assert.truthy(err:find("mod 'def' holds %d+ bytes in the world; world:add would take"), err)
+        assert.is_true(w:stats().bytes - before < (1 << 20) + (256 << 10), tostring(w:stats().bytes - before))
+        local held = M.info(mods, "def").world_bytes
+        assert.is_true(held > 15 * 65536 and held <= 1048576, tostring(held))
+        assert.are.equal(0, M.info(mods, "att").world_bytes)
+    end)
+end)
