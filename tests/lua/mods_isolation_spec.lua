@@ -10,7 +10,7 @@ describe("an isolated mod", function()
         -- its events were counted against world_memory per tick: emitting up to the limit,
         -- advancing the tick and emitting again held 256 MiB for a 1 MiB limit; an exclusive
         -- system advancing it got a fresh frame_instructions budget each time
-        local w, mods = M.host{world_memory = 1 << 20}
+        local w, mods = M.host{world_memory = 1048576}
         local before = w:stats().bytes
         assert(mods:load(M.write(M.folder(), "ticker.lua", [[
 world:event("Big", "uint8_t pad[65536];")
@@ -28,7 +28,7 @@ end}
 ]])))
         local log = mods:log("ticker")
         assert.are.equal("16\t0\tworld:advance_tick: the host advances the tick", log[1]) -- 16 x 64 KiB: 1 MiB
-        assert.is_true(w:stats().bytes - before < (1 << 20) + (256 << 10), tostring(w:stats().bytes - before))
+        assert.is_true(w:stats().bytes - before < 1048576 + 262144, tostring(w:stats().bytes - before))
         assert.are.equal(1, w:tick())
         M.frames(w, 1)
         assert.are.equal(2, w:tick())
@@ -219,7 +219,7 @@ describe("a component's values on others' entities", function()
         -- a second mod declaring the same component added it to every host entity, counted
         -- against no one (13 MB past a 1 MiB world_memory on 200 host entities; a component
         -- may take 1 MiB)
-        local w, mods = M.host{world_memory = 1 << 20}
+        local w, mods = M.host{world_memory = 1048576}
         for i = 1, 40 do w:spawn{Position = {x = i, y = 0}} end
         local dir = M.folder()
         assert(mods:load(M.write(dir, "def.lua", 'world:component("Blob", "uint8_t pad[65536];")')))
@@ -237,7 +237,7 @@ print(added, err)
         local added, err = mods:log("att")[1]:match("^(%d+)\t(.*)$")
         assert.are.equal("15", added) -- 16 values and their ticks pass 1 MiB
         assert.truthy(err:find("mod 'def' holds %d+ bytes in the world; world:add would take"), err)
-        assert.is_true(w:stats().bytes - before < (1 << 20) + (256 << 10), tostring(w:stats().bytes - before))
+        assert.is_true(w:stats().bytes - before < 1048576 + 262144, tostring(w:stats().bytes - before))
         local held = M.info(mods, "def").world_bytes
         assert.is_true(held > 15 * 65536 and held <= 1048576, tostring(held))
         assert.are.equal(0, M.info(mods, "att").world_bytes)
