@@ -390,25 +390,24 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         mod->event_bytes += bytes;
         return;
     }
-    if (e == KILN_NULL_ENTITY) { /* a resource: counted when it is of the mod's own components */
-        int k = declared_index(mod, c, false);
-        if (k >= 0 && mod->declared_first[k]) check_held(L, mod, world, bytes, fname);
+    /* a resource, or a value on another's entity: a mod's component counts against the mod
+     * that registered it, whoever sets or adds it (the host's components are the host's) */
+    int k = -1;
+    klua_mod *payer = e != KILN_NULL_ENTITY && kiln_has(world, e, mod->tag) ? mod : NULL;
+    for (int i = -1; i < mod->mods->count && !payer; i++) {
+        klua_mod *m = i < 0 ? mod : mod->mods->list[i];
+        k = declared_index(m, c, false);
+        if (k >= 0 && m->declared_first[k]) payer = m;
+    }
+    if (e == KILN_NULL_ENTITY) {
+        if (payer) check_held(L, payer, world, bytes, fname);
         return;
     }
-    klua_mod *payer = mod;
-    if (!kiln_has(world, e, mod->tag)) {
-        /* another's entity: a mod's component counts there against the mod that registered
-         * it, whoever adds it (the host's components on others' entities are the host's) */
-        payer = NULL;
-        for (int i = -1; i < mod->mods->count && !payer; i++) {
-            klua_mod *m = i < 0 ? mod : mod->mods->list[i];
-            int k = declared_index(m, c, false);
-            if (k < 0 || !m->declared_first[k] || kiln_has(world, e, m->tag)) continue;
-            payer = m;
-            kiln_query_desc others = {.with = {c}, .without = {m->tag}};
-            if (!m->foreign[k] && kiln_query_create(world, &others, &m->foreign[k]) != KILN_OK)
-                luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
-        }
+    if (payer != mod || !kiln_has(world, e, mod->tag)) {
+        if (payer && kiln_has(world, e, payer->tag)) payer = NULL; /* its own row counts it */
+        kiln_query_desc others = {.with = {c}, .without = {payer ? payer->tag : 0}};
+        if (payer && !payer->foreign[k] && kiln_query_create(world, &others, &payer->foreign[k]) != KILN_OK)
+            luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
     }
     if (payer) check_held(L, payer, world, bytes, fname);
     check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */

@@ -242,4 +242,25 @@ print(added, err)
         assert.is_true(held > 15 * 65536 and held <= 1048576, tostring(held))
         assert.are.equal(0, M.info(mods, "att").world_bytes)
     end)
+
+    it("and resources of it count against that mod too, whoever sets them", function()
+        -- a resource of a mod's component counted against the mod, but a second mod setting it
+        -- was checked against nothing: the registering mod went past its limit unasked
+        local _, mods = M.host{world_memory = 102400}
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "def.lua", [[
+world:component("Blob1", "uint8_t pad[65536];")
+world:component("Blob2", "uint8_t pad[65536];")
+]])))
+        assert(mods:load(M.write(dir, "att.lua", [[
+world:component("Blob1", "uint8_t pad[65536];")
+world:component("Blob2", "uint8_t pad[65536];")
+print(pcall(world.resource, world, "Blob1", {}))
+print(pcall(world.resource, world, "Blob2", {}))
+]])))
+        local log = mods:log("att")
+        assert.are.equal("true", log[1])
+        assert.truthy(log[2]:find("^false\tmod 'def' holds %d+ bytes in the world; world:resource would take"), log[2])
+        assert.is_true(M.info(mods, "def").world_bytes <= 102400)
+    end)
 end)
