@@ -282,3 +282,26 @@ world:system{name = "trap", before = {"victim", "host_later"}, after = {"victim"
         assert(pcall(w.system, w, {name = "host_later", run = function() end}))
     end)
 end)
+
+describe("a mod's world:random outside its systems", function()
+    after_each(M.cleanup)
+
+    it("draws from the mod's own stream, leaving the host's as it was", function()
+        -- it drew from the world's main stream, the host's: loading a mod whose top level
+        -- rolled changed what the host's next world:random gave
+        local function host_roll(src)
+            local w, mods = M.host{seed = 7}
+            w:seed(42)
+            if src then assert(mods:load(M.write(M.folder(), "roller.lua", src))) end
+            return w:random(1000000), mods
+        end
+        local clean = host_roll()
+        local rolled, mods = host_roll([[
+local a, b = world:random(10), world:random(1, 6)
+math.randomseed(7)
+print(a == math.random(10) and b == math.random(1, 6), pcall(world.random, world, 0))
+]])
+        assert.are.equal(clean, rolled)
+        assert.are.same({"true\tfalse\tbad argument #1 to 'world:random' (interval is empty)"}, mods:log("roller"))
+    end)
+end)
