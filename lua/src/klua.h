@@ -163,7 +163,8 @@ struct klua_world {
     kiln_schedule *schedule;
     klua_system *current;      /* the Lua system running now, for access checks */
     klua_system *systems;      /* the Lua systems made through this World, not yet freed */
-    uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values */
+    uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values, | 2 when the
+                                * host's World declared it after a mod registered it */
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
     int64_t frame_failures;    /* failed system runs since world:progress began (systems.c) */
@@ -405,6 +406,10 @@ KLUA_HIDDEN void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, c
 KLUA_HIDDEN const char *klua_entity_str(kiln_entity e, char *buf); /* buf of 24 bytes */
 KLUA_HIDDEN bool klua_is_lua_valued(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c);
+/* Whether the host's World kw declared component c when it existed already (a mod may have
+ * registered it first): unloading that mod leaves c's values, the host's among them. */
+KLUA_HIDDEN bool klua_host_declared(const klua_world *kw, kiln_component c);
+KLUA_HIDDEN void klua_mark_host_declared(lua_State *L, klua_world *kw, kiln_component c);
 
 /* ---- access.c: declared access of the running Lua system ---- */
 /* The name of the Lua system running now, or NULL. */

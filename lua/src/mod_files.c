@@ -318,3 +318,31 @@ bool klua_mod_changed(const klua_mod *mod) {
     }
     return false;
 }
+
+/* A walk over the loaded mods by their depends, each visited once (diamonds cost nothing
+ * more), from each of mod's dependencies in turn. */
+const char *klua_mod_depends_back(klua_mods *mods, const klua_mod *mod) {
+    for (int d = 0; d < mod->depend_count; d++) {
+        bool seen[KLUA_MODS_MAX] = {false};
+        int queue[KLUA_MODS_MAX], head = 0, tail = 0;
+        const char *first = mod->depends[d];
+        if (strcmp(first, mod->name) == 0) return first;
+        for (int i = 0; i < mods->count && i < KLUA_MODS_MAX; i++)
+            if (strcmp(mods->list[i]->name, first) == 0) {
+                seen[i] = true;
+                queue[tail++] = i;
+            }
+        while (head < tail) {
+            const klua_mod *m = mods->list[queue[head++]];
+            for (int k = 0; k < m->depend_count; k++) {
+                if (strcmp(m->depends[k], mod->name) == 0) return first;
+                for (int i = 0; i < mods->count && i < KLUA_MODS_MAX; i++)
+                    if (!seen[i] && strcmp(mods->list[i]->name, m->depends[k]) == 0) {
+                        seen[i] = true;
+                        queue[tail++] = i;
+                    }
+            }
+        }
+    }
+    return NULL;
+}

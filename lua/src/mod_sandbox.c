@@ -139,6 +139,24 @@ static int m_random(lua_State *L) {
     return 1;
 }
 
+/* world:random in a mod's view: inside its systems the world's (the system's stream); outside
+ * them (its top level, its exports) the mod's own stream, as math.random, not the world's main
+ * stream, whose draws are the host's (a mod's load changed the host's next world:random).
+ * Upvalue 1: the method it replaces, which also checks the arguments it leaves (self, 0). */
+static int w_random_mod(lua_State *L) {
+    klua_mod *mod = mod_of(L);
+    bool own = mod->kw && !mod->kw->current && lua_touserdata(L, 1) == (void *)mod->kw &&
+               !(lua_gettop(L) == 2 && lua_tointeger(L, 2) == 0);
+    if (!own) {
+        lua_pushvalue(L, lua_upvalueindex(1));
+        lua_insert(L, 1);
+        lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+        return lua_gettop(L);
+    }
+    lua_remove(L, 1);
+    return m_random(L);
+}
+
 /* math.randomseed(n): reseeds the mod's own top-level stream (the world's are the host's). */
 static int m_randomseed(lua_State *L) {
     klua_mod *mod = mod_of(L);
@@ -588,6 +606,12 @@ static int build_globals(lua_State *L) {
     seed_random(&mod->random, mods->seed, mod->name);
     /* kiln: what a mod may use of the module (no worlds of its own, no managers) */
     luaL_requiref(L, "kiln", luaopen_kiln, 0);
+    luaL_getmetatable(L, KLUA_WORLD);
+    lua_getfield(L, -1, "__index");
+    lua_getfield(L, -1, "random");
+    lua_pushcclosure(L, w_random_mod, 1);
+    lua_setfield(L, -2, "random");
+    lua_pop(L, 2);
     klua_commands_link(L, mods->host);
     lua_createtable(L, 0, 2);
     lua_getfield(L, -2, "commands");

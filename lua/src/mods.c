@@ -12,7 +12,7 @@
 #define DEFAULT_MEMORY ((size_t)64 << 20)
 #define DEFAULT_INSTRUCTIONS 10000000
 #define DEFAULT_ENTITIES 1000000
-#define MAX_MODS 256
+#define MAX_MODS KLUA_MODS_MAX
 
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 
@@ -110,16 +110,15 @@ static void check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t m
  * frames, and could leave the host none for its own new combinations. So a mod's spawn, add
  * or remove is refused when the world's archetypes, with one for each such call mods queued
  * in the deferred section under way (it lands later, and may make one), reach
- * opts.archetypes: the world never passes it through mods. */
-static void check_archetypes(lua_State *L, const klua_mod *mod, const char *what) {
+ * opts.archetypes: the world never passes it through mods. The room a frame leaves is shared
+ * out: each mod may queue its part of it (the room when the frame's first was counted, over
+ * the mods loaded), so one mod reshaping all it could, first in the frame, cannot leave the
+ * others none. */
+static void check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
     klua_mods *mods = mod->mods;
     kiln_world *world = mods->kw->world;
     kiln_tick now = kiln_tick_current(world);
     bool deferred = kiln_is_deferred(world);
-    if (!deferred || mods->reshape_tick != now) {
-        mods->reshapes = 0;
-        mods->reshape_tick = now;
-    }
     kiln_world_stats st;
     kiln_world_stats_get(world, &st);
     /* Rows that go leave their room to their archetype until a trim, which a schedule run
@@ -131,22 +130,40 @@ static void check_archetypes(lua_State *L, const klua_mod *mod, const char *what
         kiln_world_stats_get(world, &st);
         mods->trim_at = st.bytes + mods->world_memory;
     }
+    if (!deferred || mods->reshape_tick != now) {
+        mods->reshapes = 0;
+        mods->reshape_tick = now;
+        mods->reshape_base = st.archetypes;
+    }
+    if (!deferred || mod->reshape_tick != now) {
+        mod->reshapes = 0;
+        mod->reshape_tick = now;
+    }
     if (st.archetypes + mods->reshapes >= mods->archetypes)
         luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
                    "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",
                    what, mod->name, (int)st.archetypes, (lua_Integer)mods->reshapes, (int)mods->archetypes);
-    if (deferred) mods->reshapes++;
+    if (!deferred) return;
+    int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
+    int64_t share = ((int64_t)mods->archetypes - mods->reshape_base) / (sharers > 0 ? sharers : 1);
+    if (mod->reshapes >= (share > 1 ? share : 1))
+        luaL_error(L, "%s: mod '%s' may not reshape entities: it queued %I spawns, adds and removes this frame, "
+                   "its part of the %I the mods' limit left room for (archetypes)",
+                   what, mod->name, (lua_Integer)mod->reshapes,
+                   (lua_Integer)((int64_t)mods->archetypes - mods->reshape_base));
+    mods->reshapes++;
+    mod->reshapes++;
 }
 
 static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes) {
     klua_mod *mod = kw->mod;
-    check_archetypes(L, mod, "world:spawn");
     int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
     if (live + pending_spawns(mod, kw->world) >= mod->mods->entities)
         luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
     /* its values and ticks, its handle and its record (kiln_query_bytes counts the same) */
     mod->spawn_bytes = bytes + (int64_t)(sizeof(kiln_entity) + sizeof(uint64_t));
     check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
+    check_archetypes(L, mod, "world:spawn"); /* last: a spawn refused otherwise is not counted */
     return mod->tag;
 }
 
@@ -373,22 +390,28 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         mod->event_bytes += bytes;
         return;
     }
-    if (e == KILN_NULL_ENTITY) { /* a resource: counted when it is of the mod's own components */
-        int k = declared_index(mod, c, false);
-        if (k >= 0 && mod->declared_first[k]) check_held(L, mod, world, bytes, fname);
+    /* a resource, or a value on another's entity: a mod's component counts against the mod
+     * that registered it, whoever sets or adds it (the host's components are the host's) */
+    int k = -1;
+    klua_mod *payer = e != KILN_NULL_ENTITY && kiln_has(world, e, mod->tag) ? mod : NULL;
+    for (int i = -1; i < mod->mods->count && !payer; i++) {
+        klua_mod *m = i < 0 ? mod : mod->mods->list[i];
+        k = declared_index(m, c, false);
+        if (k >= 0 && m->declared_first[k]) payer = m;
+    }
+    if (e == KILN_NULL_ENTITY) {
+        if (payer) check_held(L, payer, world, bytes, fname);
         return;
     }
-    check_archetypes(L, mod, fname);
-    if (!kiln_has(world, e, mod->tag)) {
-        /* another's entity: only a component of the mod's own counts there */
-        int k = declared_index(mod, c, false);
-        if (k < 0 || !mod->declared_first[k]) return;
-        kiln_query_desc others = {.with = {c}, .without = {mod->tag}};
-        if (!mod->foreign[k] && kiln_query_create(world, &others, &mod->foreign[k]) != KILN_OK)
+    if (payer != mod || !kiln_has(world, e, mod->tag)) {
+        if (payer && kiln_has(world, e, payer->tag)) payer = NULL; /* its own row counts it */
+        kiln_query_desc others = {.with = {c}, .without = {payer ? payer->tag : 0}};
+        if (payer && !payer->foreign[k] && kiln_query_create(world, &others, &payer->foreign[k]) != KILN_OK)
             luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
     }
-    check_held(L, mod, world, bytes, fname);
-    if (kiln_is_deferred(world)) mod->pending_bytes += bytes;
+    if (payer) check_held(L, payer, world, bytes, fname);
+    check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */
+    if (payer && kiln_is_deferred(world)) payer->pending_bytes += bytes;
 }
 
 /* A mod's queries hold C memory that grows with the archetypes they match (72 bytes each),
@@ -572,6 +595,11 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
             goto fail;
         }
     }
+    const char *back = previous ? klua_mod_depends_back(mods, mod) : NULL;
+    if (back) { /* its dependents are reloaded after it: a circle would never end */
+        snprintf(mod->error, sizeof mod->error, "it depends on '%s', which depends on it", back);
+        goto fail;
+    }
     if (previous) {
         mod->tag = previous->tag;
     } else {
@@ -619,7 +647,8 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         for (int64_t i = 0; i < mod->load_spawn_count; i++) kiln_despawn(world, mod->load_spawns[i]);
         /* the components this attempt registered belong to no mod now: off every entity */
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
-            if (mod->declared_first[i] && !mod->declared_event[i]) drop_component(world, mod->declared[i]);
+            if (mod->declared_first[i] && !mod->declared_event[i] && !klua_host_declared(mods->kw, mod->declared[i]))
+                drop_component(world, mod->declared[i]);
         if (committed == COMMIT_BROKEN) {
             previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */
             snprintf(previous->error, sizeof previous->error, "stopped: the reload's %.500s", mod->error);
@@ -650,7 +679,7 @@ static void list_remove(klua_mods *mods, klua_mod *mod) {
 }
 
 /* Unloads mod: its systems leave, its entities go, its components leave every entity and
- * their resources the world (unless keep, or another running mod declared them too), its
+ * their resources the world (unless keep, or another running mod or the host declared them too), its
  * state closes. */
 void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     kiln_world *world = mods->kw->world;
@@ -659,7 +688,7 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     if (!keep)
         for (int i = 0; i < mod->declared_count; i++) {
             if (mod->declared_event[i] || !mod->declared_first[i]) continue;
-            bool shared = false;
+            bool shared = klua_host_declared(mods->kw, mod->declared[i]);
             for (int k = 0; k < mods->count && !shared; k++)
                 shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
             if (!shared) drop_component(world, mod->declared[i]);
@@ -697,45 +726,62 @@ static void carry_log(klua_mod *mod, const klua_mod *old) {
     mod->log_total = total;
 }
 
-/* Reloads mod in place, then the running mods that depend on it (their imports point into
- * the old version). true, or false with err. */
-bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
-    if (old->L && old->status == KLUA_MOD_RUNNING) {
-        klua_mod *mod = klua_mods_load(mods, old->path, old, err, size);
-        if (!mod) {
-            if (old->status == KLUA_MOD_RUNNING)
-                snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
-            return false;
-        }
+/* Reloads mod in place (its new version, or NULL with err). */
+static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+    bool running = old->L && old->status == KLUA_MOD_RUNNING;
+    char path[KLUA_MOD_PATH];
+    strcpy(path, old->path);
+    if (!running) close_state(old); /* disabled: its state is gone; load it afresh under the same books */
+    klua_mod *mod = klua_mods_load(mods, path, old, err, size);
+    if (!mod) {
+        if (running && old->status == KLUA_MOD_RUNNING)
+            snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
+        return NULL;
+    }
+    if (running) {
         mod->failures = old->failures;
         carry_log(mod, old);
-        for (int i = 0; i < mods->count; i++)
-            if (mods->list[i] == old) mods->list[i] = mod;
-        old->system_count = 0; /* replaced or removed by the commit */
-        close_state(old);
-        free_mod(mods, old);
-        old = mod;
-    } else {
-        /* disabled: its state is gone; load it afresh under the same books */
-        char path[KLUA_MOD_PATH];
-        strcpy(path, old->path);
-        close_state(old);
-        klua_mod *mod = klua_mods_load(mods, path, old, err, size);
-        if (!mod) return false;
-        for (int i = 0; i < mods->count; i++)
-            if (mods->list[i] == old) mods->list[i] = mod;
-        old->system_count = 0;
-        free_mod(mods, old);
-        old = mod;
     }
-    for (int i = 0; i < mods->count; i++) {
-        klua_mod *m = mods->list[i];
-        for (int d = 0; d < m->depend_count; d++)
-            if (strcmp(m->depends[d], old->name) == 0) {
-                char sub[KLUA_MOD_ERROR];
-                if (!klua_mods_reload(mods, m, sub, sizeof sub)) snprintf(err, size, "%s", sub);
-                break;
-            }
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i] == old) mods->list[i] = mod;
+    old->system_count = 0; /* replaced or removed by the commit */
+    if (running) close_state(old);
+    free_mod(mods, old);
+    return mod;
+}
+
+static bool depends_on(const klua_mod *m, const klua_mod *dep) {
+    for (int d = 0; d < m->depend_count; d++)
+        if (strcmp(m->depends[d], dep->name) == 0) return true;
+    return false;
+}
+
+/* Reloads mod in place, then the running mods that depend on it, directly or not (their
+ * imports point into the old versions): each once, after all it depends on that reloads
+ * (the depends of loaded mods form no circle: klua_mods_load refuses one). true, or false with err. */
+bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+    klua_mod *mod = reload_one(mods, old, err, size);
+    if (!mod) return false;
+    bool due[KLUA_MODS_MAX] = {false}, done[KLUA_MODS_MAX] = {false};
+    int n = mods->count < KLUA_MODS_MAX ? mods->count : KLUA_MODS_MAX;
+    for (int i = 0; i < n; i++) due[i] = done[i] = mods->list[i] == mod;
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n && !due[i]; j++)
+                if (due[j] && depends_on(mods->list[i], mods->list[j])) due[i] = grew = true;
+    }
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int i = 0; i < n; i++) {
+            bool ready = due[i] && !done[i];
+            for (int j = 0; j < n && ready; j++)
+                ready = !(due[j] && !done[j] && depends_on(mods->list[i], mods->list[j]));
+            if (!ready) continue;
+            char sub[KLUA_MOD_ERROR];
+            if (!reload_one(mods, mods->list[i], sub, sizeof sub)) snprintf(err, size, "%s", sub);
+            done[i] = moved = true;
+        }
     }
     return true;
 }

@@ -15,6 +15,7 @@
 #define KLUA_MODS "kiln.Mods"
 #define KLUA_MOD_PATH 1024         /* longest path a mod may live at */
 #define KLUA_MOD_MAX_DEPS 16
+#define KLUA_MODS_MAX 256           /* mods one manager may hold */
 #define KLUA_MOD_MAX_COMPONENTS 256 /* components and event types one mod may declare */
 #define KLUA_MOD_MAX_SYSTEMS 256    /* systems one mod may have in the schedule */
 #define KLUA_MOD_MAX_FILES 64       /* files watched per mod (entry, manifest, required) */
@@ -90,6 +91,8 @@ typedef struct klua_mod {
      * first add of that component to one (NULL until then) */
     kiln_query *foreign[KLUA_MOD_MAX_COMPONENTS];
     kiln_tick pending_tick;
+    int64_t reshapes;          /* its own of mods->reshapes (counted at tick reshape_tick) */
+    kiln_tick reshape_tick;
     int64_t load_spawn_count, load_spawn_cap;
     struct klua_mod *previous; /* while reloading: the version still running */
     uint32_t generation;       /* proxies into this mod hold it */
@@ -119,6 +122,7 @@ struct klua_mods {
     int64_t reshapes;         /* spawns, adds and removes mods queued in the deferred section of
                                * tick reshape_tick: each may make an archetype when it lands */
     kiln_tick reshape_tick;
+    int32_t reshape_base;     /* the world's archetypes when the first of those was counted */
     int64_t trim_at;          /* world bytes past which a mod's spawn or add trims first */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
@@ -198,6 +202,9 @@ KLUA_HIDDEN bool klua_mod_describe(klua_mod *mod, const char *path);
 KLUA_HIDDEN void klua_mod_watch(klua_mod *mod, const char *path);
 /* True when a watched file changed since it was stamped. */
 KLUA_HIDDEN bool klua_mod_changed(const klua_mod *mod);
+/* The dependency of mod through which the loaded mods' depends lead back to mod's name (mod
+ * itself included), or NULL: a reload whose manifest would close such a circle is refused. */
+KLUA_HIDDEN const char *klua_mod_depends_back(klua_mods *mods, const klua_mod *mod);
 /* Stamps every file mod watches as it is now (a broken save is then not retried every poll). */
 KLUA_HIDDEN void klua_mod_restamp(klua_mod *mod);
 /* Loads the Lua source file at path as a chunk (text only, named "@path"), as

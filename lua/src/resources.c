@@ -7,6 +7,15 @@
 /* Sets or reads the core resource c (a data component or a tag). */
 static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool setting) {
     const char *fname = "world:resource";
+    if (kw->host) { /* a mod's view: kiln's own components, and the world's random streams */
+        kiln_component_info own;
+        kiln_component_info_get(kw->world, c, &own);
+        if (strncmp(own.name, "kiln.", 5) == 0)
+            klua_argerror(L, 2, fname, "component '%s' is kiln's own; mods cannot use it", own.name);
+        /* the seed every system's stream is forked from (world:seed refuses a mod too) */
+        if (setting && (strcmp(own.name, "RandomSeed") == 0 || strcmp(own.name, "RandomState") == 0))
+            klua_fail(L, fname, "the host seeds the world (%s)", own.name);
+    }
     klua_check_access(L, kw, c, setting, fname);
     if (!setting) {
         if (!kiln_resource_has(kw->world, c)) return 0;

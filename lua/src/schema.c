@@ -189,6 +189,8 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     }
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (lua_valued) klua_mark_lua_valued(L, kw, id);
+    /* the host's claim on a component a mod may have registered first (mods.c keeps it) */
+    if (!kw->host && existed && !event) klua_mark_host_declared(L, kw, id);
     if (kw->mod_hooks) kw->mod_hooks->declared(L, kw, id, event, existed);
     return id;
 }

@@ -499,8 +499,15 @@ kiln_schedule *kiln_lua_schedule(lua_State *L, int idx) {
 
 const char *klua_entity_str(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
+#define FLAG_LUA_VALUED 1
+#define FLAG_HOST_DECLARED 2
+
 static bool own_lua_valued(const klua_world *kw, kiln_component c) {
-    return c < (kiln_component)kw->lua_valued_cap && kw->lua_valued[c];
+    return c < (kiln_component)kw->lua_valued_cap && (kw->lua_valued[c] & FLAG_LUA_VALUED);
+}
+
+bool klua_host_declared(const klua_world *kw, kiln_component c) {
+    return c < (kiln_component)kw->lua_valued_cap && (kw->lua_valued[c] & FLAG_HOST_DECLARED);
 }
 
 bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
@@ -520,7 +527,7 @@ static void check_reachable(lua_State *L, klua_world *kw, kiln_component c, int 
                       info.name);
 }
 
-void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c) {
+static void mark(lua_State *L, klua_world *kw, kiln_component c, uint8_t flag) {
     if (c >= (kiln_component)kw->lua_valued_cap) {
         int32_t ncap = kw->lua_valued_cap ? kw->lua_valued_cap : 64;
         while ((kiln_component)ncap <= c) ncap *= 2;
@@ -532,8 +539,12 @@ void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c) {
         kw->lua_valued = p;
         kw->lua_valued_cap = ncap;
     }
-    kw->lua_valued[c] = 1;
+    kw->lua_valued[c] |= flag;
 }
+
+void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c) { mark(L, kw, c, FLAG_LUA_VALUED); }
+
+void klua_mark_host_declared(lua_State *L, klua_world *kw, kiln_component c) { mark(L, kw, c, FLAG_HOST_DECLARED); }
 
 kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname) {
     int ok = 0;

@@ -260,6 +260,9 @@ static int w_tick(lua_State *L) {
 
 static int w_advance_tick(lua_State *L) {
     klua_world *kw = klua_self(L);
+    /* A mod's books of the frame (its events' bytes, its frame_instructions, the reshapes
+     * mods queued) are kept by the tick: a mod advancing it started them afresh. */
+    if (kw->host) klua_fail(L, "world:advance_tick", "the host advances the tick");
     /* C systems on the pool beside a Lua system read the tick to stamp their writes. */
     if (kw->current && !kw->current->exclusive)
         klua_fail(L, "world:advance_tick", "system '%s' is not exclusive; only an exclusive system may advance the tick",
