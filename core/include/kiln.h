@@ -193,8 +193,8 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
  * new tick; not from a running system that is not exclusive (systems beside it stamp their
- * writes with the tick): an assertion. Advancing may rebase the rows' ticks, one pass over
- * them every 16,384 ticks (see kiln_row_tick). */
+ * writes with the tick): an assertion, as is a tick past 2^32 - 1 (2.27 years at 60 Hz).
+ * Advancing may rebase the rows' ticks, a pass every 16,384 ticks (see kiln_row_tick). */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 

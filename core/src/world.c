@@ -163,6 +163,8 @@ kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
                 "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
+    /* 32 bits: past the last one, change ticks and structure ticks would run backwards */
+    KILN_ASSERT(world->tick != UINT32_MAX, "the world tick has run out (2^32 - 1 ticks)");
     ++world->tick;
     rebase_when_due(world);
     return world->tick;

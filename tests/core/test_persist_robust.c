@@ -151,6 +151,10 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     put32(copy + 20, 0x7fffffff); /* schemas */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
     memcpy(copy, saved.data, saved.size);
+    put32(copy + 16, 0x80000000u); /* a tick the world would wrap from a few ticks on */
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_load: at byte 20: the tick 2147483648 is past 2^31 - 1, the most a save holds");
+    memcpy(copy, saved.data, saved.size);
     memcpy(copy, "KILNSAVX", 8);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_load: at byte 0: neither a kiln save nor a JSON document");
@@ -170,6 +174,8 @@ static const struct {
      "kiln_load: at kiln: version 2 is not supported (this build reads version 1)"},
     {"{\"kiln\":1,\"tick\":\"one\"," POS_SCHEMA ",\"entities\":[]}",
      "kiln_load: at tick: an integer expected, got a string"},
+    {"{\"kiln\":1,\"tick\":2147483648," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at tick: 2147483648 is out of range"},
     {"{\"kiln\":1,\"tick\":1,\"components\":{},\"entities\":[]}",
      "kiln_load: at components: an array of components expected, got an object"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":\"fast\"}}}]}",

@@ -39,6 +39,10 @@ extern "C" {
 #define KILN_PERSIST_VERSION 2      /* the binary format's version saves are written with
                                        (version 1 files still load) */
 #define KILN_PERSIST_JSON_VERSION 1 /* the JSON format's version (its "kiln" key) */
+/* The latest tick a save may hold; kiln_load refuses a later one. The world tick, 32 bits,
+ * takes it from a save, and a hostile file holding one near 2^32 would make it wrap a few
+ * ticks on: change ticks and the structure ticks propagation trusts would then run back. */
+#define KILN_SAVE_TICK_MAX 0x7fffffffu
 
 /* A JSON save keeps every byte a binary one keeps (a world hashes the same after either round
  * trip): non-finite floats are strings, "inf", "-inf", "nan" and "-nan" (the quiet NaN of that
@@ -142,7 +146,7 @@ typedef struct kiln_load_desc {
  * 40v1, an entity the file does not hold (a save writes null there)" (the entity by its handle
  * in the file; "resource 'Link' field ..." for a resource). In a
  * world that never held an entity, entities keep their saved handles. Resources in the file
- * replace the world's. The world tick becomes the saved tick when that is later. Values
+ * replace the world's. The world tick becomes the saved tick (at most KILN_SAVE_TICK_MAX) when that is later. Values
  * then pass their components' check hooks (the transform addon refuses Parent cycles).
  * All or nothing: on any failure the world holds the same entities, values and resources as
  * before (slots of entities spawned and taken back keep a bumped generation). Not while

@@ -375,6 +375,9 @@ static bool rd_header(reader *rd) {
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "byte order mark is wrong%s%.0lld", "", 0);
     pz_doc *doc = rd->doc;
     doc->tick = rd32(rd, "the header");
+    if (doc->tick > KILN_SAVE_TICK_MAX && rd->r == KILN_OK) /* (see kiln_persist.h) */
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "the tick %s%lld is past 2^31 - 1, the most a save holds", "",
+                    (int64_t)doc->tick);
     doc->schema_count = rd32(rd, "the header");
     doc->group_count = rd32(rd, "the header");
     doc->resource_count = rd32(rd, "the header");
