@@ -768,9 +768,9 @@ void kiln_schedule_destroy(kiln_schedule *schedule);
 
 /* Adds a system at the end of declaration order (desc and strings copied). Fails, changing
  * nothing, for a missing or repeated name, no callback, an unknown component, out of memory,
- * or a before/after closing a cycle: "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a
- * cycle" names only the cycle (x -> y: x runs before y). In a run, only main_thread or
- * exclusive systems may add; the new system runs from the next frame. */
+ * or a before/after closing a cycle, also through names no system holds yet (x -> y: x runs
+ * before y): "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle". In a run, only
+ * main_thread or exclusive systems may add; the new system runs from the next frame. */
 kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *desc);
 
 /* Removes the named system; others' before/after naming it wait for a new one. Between runs

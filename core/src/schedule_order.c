@@ -3,6 +3,7 @@
 #include "schedule_order.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "world.h"
@@ -43,14 +44,9 @@ static void or_row(bit_matrix *m, int32_t dst, int32_t src) {
     for (int32_t w = 0; w < m->words; w++) d[w] |= r[w];
 }
 
-/* Scratch memory for a matrix of n rows plus ints int32 arrays of n, kept between calls so a
+/* Points *mem at the schedule's scratch memory, at least bytes of it, kept between calls so a
  * schedule that changes and rebuilds in a steady state allocates nothing. */
-static kiln_result reserve(kiln_schedule *s, bit_matrix *m, int32_t n, int32_t ints, int32_t **extra,
-                           const char *call) {
-    m->n = n;
-    m->words = (n + 63) / 64;
-    size_t matrix = kl_mul(sizeof(uint64_t), kl_mul((size_t)n, (size_t)m->words));
-    size_t bytes = matrix == SIZE_MAX ? SIZE_MAX : matrix + sizeof(int32_t) * (size_t)n * (size_t)ints;
+static kiln_result scratch(kiln_schedule *s, size_t bytes, void **mem, const char *call) {
     if (bytes > s->scratch_size) {
         kl_free(&s->world->alloc, s->scratch, s->scratch_size);
         s->scratch_size = 0;
@@ -58,7 +54,21 @@ static kiln_result reserve(kiln_schedule *s, bit_matrix *m, int32_t n, int32_t i
         if (s->scratch == NULL) return kl_fail(s->world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
         s->scratch_size = bytes;
     }
-    m->bits = s->scratch;
+    *mem = s->scratch;
+    return KILN_OK;
+}
+
+/* Scratch for a matrix of n rows plus ints int32 arrays of n. */
+static kiln_result reserve(kiln_schedule *s, bit_matrix *m, int32_t n, int32_t ints, int32_t **extra,
+                           const char *call) {
+    m->n = n;
+    m->words = (n + 63) / 64;
+    size_t matrix = kl_mul(sizeof(uint64_t), kl_mul((size_t)n, (size_t)m->words));
+    size_t bytes = matrix == SIZE_MAX ? SIZE_MAX : matrix + sizeof(int32_t) * (size_t)n * (size_t)ints;
+    void *mem;
+    kiln_result r = scratch(s, bytes, &mem, call);
+    if (r != KILN_OK) return r;
+    m->bits = mem;
     if (n > 0) memset(m->bits, 0, matrix);
     *extra = (int32_t *)((char *)s->scratch + matrix);
     return KILN_OK;
@@ -93,44 +103,148 @@ static bool append_name(char *buf, size_t size, size_t *len, const char *name, c
     return true;
 }
 
+/* The graph of the cycle check. Nodes 0 .. count - 1 are the systems (one being removed has no
+ * edges); nodes count .. nodes - 1 are the names that others' before/after name and no live
+ * system holds, which wait for a system of that name. A cycle through waiting names can never
+ * be satisfied, so the add whose own constraints close it is refused there: a later system
+ * of such a name brings no edge into the graph but its own, and one that declares no
+ * before/after is never refused for a cycle. */
+typedef struct order_graph {
+    int32_t count, nodes;
+    const char **waiting; /* sorted, distinct */
+    int32_t *first;       /* node u's successors: to[first[u] .. first[u + 1]) */
+    int32_t *to;
+} order_graph;
+
+static const char *node_name(const kiln_schedule *s, const order_graph *g, int32_t u) {
+    return u < g->count ? s->systems[u]->name : g->waiting[u - g->count];
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A live system's name and index, sorted by name so constraints resolve in O(log n). */
+typedef struct named_system {
+    const char *name;
+    int32_t index;
+} named_system;
+
 /* Writes the cycle c -> path... -> c into the world error, eliding the middle when long. */
-static kiln_result report_cycle(kiln_schedule *s, const char *fn, int32_t c, const int32_t *path,
-                                int32_t length) {
+static kiln_result report_cycle(kiln_schedule *s, const order_graph *g, const char *fn, int32_t c,
+                                const int32_t *path, int32_t length) {
     char text[KL_ERROR_SIZE - 40]; /* with the call's name and " would form a cycle" */
     size_t len = 0, room = sizeof text - (KILN_MAX_NAME + 6) - 8; /* keeps " -> ... -> 'c'" */
     text[0] = '\0';
-    append_name(text, sizeof text, &len, s->systems[c]->name, "");
+    append_name(text, sizeof text, &len, node_name(s, g, c), "");
     int32_t k = 0;
     for (; k < length; k++)
-        if (!append_name(text, room, &len, s->systems[path[k]]->name, " -> ")) break;
+        if (!append_name(text, room, &len, node_name(s, g, path[k]), " -> ")) break;
     if (k < length) len += (size_t)snprintf(text + len, sizeof text - len, " -> ...");
-    append_name(text, sizeof text, &len, s->systems[c]->name, " -> ");
+    append_name(text, sizeof text, &len, node_name(s, g, c), " -> ");
     return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "%s: %s would form a cycle", fn, text);
 }
 
+/* A live system's j-th before/after name, its afters first; *after tells which. */
+static const char *constraint(const kl_system *sys, int32_t j, bool *after) {
+    *after = j < sys->after_count;
+    return *after ? sys->after[j] : sys->before[j - sys->after_count];
+}
+
+static int32_t constraints(const kl_system *sys) {
+    return atomic_load_explicit(&sys->removing, memory_order_relaxed) ? 0
+                                                                      : sys->after_count + sys->before_count;
+}
+
 kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, const char *fn) {
-    bit_matrix m;
-    int32_t *ints;
-    kiln_result r = reserve(s, &m, count, 2, &ints, fn);
+    size_t edges = 0;
+    for (int32_t i = 0; i < count; i++) edges += (size_t)constraints(s->systems[i]);
+    /* At most one waiting name per edge: the nodes fit count + edges. */
+    size_t most = (size_t)count + edges;
+    size_t bytes = sizeof(named_system) * (size_t)count + sizeof(const char *) * edges +
+                   sizeof(int32_t) * (edges * 4 + most * 3 + 1);
+    void *mem;
+    kiln_result r = scratch(s, bytes, &mem, fn);
     if (r != KILN_OK) return r;
-    link_explicit(s, &m);
+    named_system *live = mem;
+    order_graph g = {.count = count, .waiting = (const char **)(live + count)};
+    int32_t *target = (int32_t *)(g.waiting + edges), *from = target + edges, *by_target = from + edges;
+    g.to = by_target + edges;
+    g.first = g.to + edges;
+    int32_t *queue = g.first + most + 1, *parent = queue + most;
+
+    /* Resolve every name: a live system, or a waiting name (sorted and merged below). */
+    int32_t lives = 0;
+    for (int32_t i = 0; i < count; i++)
+        if (!atomic_load_explicit(&s->systems[i]->removing, memory_order_relaxed))
+            live[lives++] = (named_system){s->systems[i]->name, i};
+    qsort(live, (size_t)lives, sizeof *live, compare_names);
+    int32_t waiting = 0;
+    bool after;
+    for (int32_t i = 0, k = 0; i < count; i++)
+        for (int32_t j = 0; j < constraints(s->systems[i]); j++, k++) {
+            const char *name = constraint(s->systems[i], j, &after);
+            const named_system *hit = bsearch(&name, live, (size_t)lives, sizeof *live, compare_names);
+            target[k] = hit ? hit->index : -1;
+            if (!hit) g.waiting[waiting++] = name;
+        }
+    qsort(g.waiting, (size_t)waiting, sizeof *g.waiting, compare_names);
+    int32_t distinct = 0;
+    for (int32_t w = 0; w < waiting; w++)
+        if (distinct == 0 || strcmp(g.waiting[distinct - 1], g.waiting[w]) != 0)
+            g.waiting[distinct++] = g.waiting[w];
+    g.nodes = count + distinct;
+
+    /* The edges, after x as x -> i and before x as i -> x, then successor lists by source. */
+    for (int32_t u = 0; u <= g.nodes; u++) g.first[u] = 0;
+    for (int32_t i = 0, k = 0; i < count; i++)
+        for (int32_t j = 0; j < constraints(s->systems[i]); j++, k++) {
+            const char *name = constraint(s->systems[i], j, &after);
+            int32_t x = target[k];
+            if (x < 0) {
+                const char **hit = bsearch(&name, g.waiting, (size_t)distinct, sizeof *g.waiting,
+                                           compare_names);
+                x = count + (int32_t)(hit - g.waiting);
+            }
+            from[k] = after ? x : i;
+            target[k] = after ? i : x;
+            g.first[from[k] + 1]++;
+        }
+    /* Each list in target order, as a scan of a matrix row meets them (the reported cycle
+     * among the shortest ones does not depend on declaration order): edges counting-sorted
+     * by target, then placed stably by source, parent serving as the cursors. */
+    for (int32_t u = 0; u < g.nodes; u++) parent[u] = 0;
+    for (size_t e = 0; e < edges; e++) parent[target[e]]++;
+    for (int32_t u = 0, sum = 0; u < g.nodes; u++) {
+        int32_t n = parent[u];
+        parent[u] = sum;
+        sum += n;
+    }
+    for (size_t e = 0; e < edges; e++) by_target[parent[target[e]]++] = (int32_t)e;
+    for (int32_t u = 0; u < g.nodes; u++) g.first[u + 1] += g.first[u];
+    for (int32_t u = 0; u < g.nodes; u++) parent[u] = g.first[u];
+    for (size_t i = 0; i < edges; i++) {
+        int32_t e = by_target[i];
+        g.to[parent[from[e]]++] = target[e];
+    }
+
     /* Breadth first from the candidate: the first edge back to it closes a shortest cycle. */
-    int32_t c = count - 1, *queue = ints, *parent = ints + count;
-    for (int32_t i = 0; i < count; i++) parent[i] = -2;
+    int32_t c = count - 1;
+    for (int32_t u = 0; u < g.nodes; u++) parent[u] = -2;
     int32_t head = 0, tail = 0;
     queue[tail++] = c;
     parent[c] = -1;
     while (head < tail) {
         int32_t u = queue[head++];
-        for (int32_t v = 0; v < count; v++) {
-            if (!has_bit(&m, u, v)) continue;
+        for (int32_t e = g.first[u]; e < g.first[u + 1]; e++) {
+            int32_t v = g.to[e];
             if (v == c) {
                 /* The path c -> ... -> u, written backwards into queue's consumed front. */
                 int32_t length = 0;
                 for (int32_t x = u; x != c; x = parent[x]) length++;
                 int32_t k = length;
                 for (int32_t x = u; x != c; x = parent[x]) queue[--k] = x;
-                return report_cycle(s, fn, c, queue, length);
+                return report_cycle(s, &g, fn, c, queue, length);
             }
             if (parent[v] != -2) continue;
             parent[v] = u;

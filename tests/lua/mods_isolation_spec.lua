@@ -268,18 +268,33 @@ end)
 describe("a mod's waiting before/after", function()
     after_each(M.cleanup)
 
-    -- Not fixed (a policy of the schedule): a constraint naming a system no one has yet waits,
-    -- so one system ordered both before and after a name makes every later system of that name
-    -- close a cycle and be refused, the host's and other mods' alike. Run this when it is.
-    pending("cannot keep the host or another mod from adding a system of a name it blocks", function()
+    -- A constraint naming a system no one has yet waits for it; one system ordered both before
+    -- and after a name was accepted and made every later system of that name close a cycle and
+    -- be refused, the host's and other mods' alike. A cycle through waiting names is now
+    -- refused at the add whose own before/after close it.
+    it("cannot keep the host or another mod from adding a system of a name it blocks", function()
         local w, mods = M.host()
         local dir = M.folder()
-        assert(mods:load(M.write(dir, "trap.lua", [[
+        local ok, err = mods:load(M.write(dir, "trap.lua", [[
 world:system{name = "trap", before = {"victim", "host_later"}, after = {"victim", "host_later"},
              run = function() end}
+]]))
+        assert.is_falsy(ok)
+        assert.truthy(tostring(err):find("'trap' %-> '[%w_]+' %-> 'trap' would form a cycle"), err)
+        -- spread over two systems and two mods (a pcall around the closing one does not hide
+        -- it: a mod whose system is refused does not load)
+        assert(mods:load(M.write(dir, "trap1.lua", [[
+world:system{name = "t1", before = {"victim"}, run = function() end}
 ]])))
+        ok, err = mods:load(M.write(dir, "trap2.lua", [[
+print(pcall(world.system, world, {name = "t2", after = {"victim"}, before = {"t1"},
+                                  run = function() end}))
+]]))
+        assert.is_falsy(ok)
+        assert.truthy(tostring(err):find("'t2' %-> 't1' %-> 'victim' %-> 't2' would form a cycle"), err)
         assert(mods:load(M.write(dir, "victim.lua", 'world:system{name = "victim", run = function() end}')))
         assert(pcall(w.system, w, {name = "host_later", run = function() end}))
+        assert.is_true(w:progress(0))
     end)
 end)
 
