@@ -113,16 +113,44 @@ static inline int klua_compat_gettable(lua_State *L, int i) {
 /* LuaJIT's lua_pushlstring takes a collector step before it copies the bytes (5.4's after):
  * a finalizer run there may close the world or despawn the row the bytes live in (a
  * component's name, a char array's value), and the copy then read freed memory. The bytes
- * are copied out first: on the stack, or through the state's allocator, which runs no step. */
+ * are copied out first: on the stack, or through the state's allocator, which runs no step.
+ * A copy of the allocator's is pushed in protected mode, so that a push refused for memory
+ * (a mod at its limit) frees it before the error goes on; the string comes back through a
+ * registry slot, since lua_cpcall keeps no results. */
+static char klua_compat_push_slot; /* its address is the registry key */
+typedef struct klua_compat_bytes {
+    const char *s;
+    size_t n;
+} klua_compat_bytes;
+static inline int klua_compat_push_protected(lua_State *L) {
+    const klua_compat_bytes *b = (const klua_compat_bytes *)lua_touserdata(L, 1);
+    lua_pushlightuserdata(L, &klua_compat_push_slot);
+    lua_pushlstring(L, b->s, b->n);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    return 0;
+}
 static inline const char *klua_compat_pushlstring(lua_State *L, const char *s, size_t n) {
     char small[256];
+    if (n <= sizeof small) {
+        if (n) memcpy(small, s, n);
+        lua_pushlstring(L, small, n);
+        return lua_tostring(L, -1);
+    }
+    if (!lua_checkstack(L, 4)) luaL_error(L, "stack overflow");
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
-    char *copy = n <= sizeof small ? small : (char *)fa(ud, NULL, 0, n);
+    char *copy = (char *)fa(ud, NULL, 0, n);
     if (!copy) luaL_error(L, "not enough memory");
-    if (n) memcpy(copy, s, n);
-    lua_pushlstring(L, copy, n);
-    if (copy != small) fa(ud, copy, n, 0); /* (only an out-of-memory error raised by the push leaks it) */
+    memcpy(copy, s, n);
+    klua_compat_bytes b = {copy, n};
+    int status = lua_cpcall(L, klua_compat_push_protected, &b);
+    fa(ud, copy, n, 0);
+    if (status != 0) lua_error(L); /* the push's error, the copy freed */
+    lua_pushlightuserdata(L, &klua_compat_push_slot);
+    lua_rawget(L, LUA_REGISTRYINDEX);
+    lua_pushlightuserdata(L, &klua_compat_push_slot);
+    lua_pushnil(L);
+    lua_rawset(L, LUA_REGISTRYINDEX); /* an existing key: allocates nothing */
     return lua_tostring(L, -1);
 }
 static inline const char *klua_compat_pushstring(lua_State *L, const char *s) {
