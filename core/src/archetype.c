@@ -259,9 +259,12 @@ bool kl_archetype_reserve(kiln_world *world, kl_archetype *arch, int64_t rows) {
     return kl_archetype_reserve_rebase(world, arch, rows, NULL, 0);
 }
 
-/* The bytes of a column block holding cap rows (15 more, to align its data to 16). */
+/* The bytes of a column block holding cap rows (15 more, to align its data to 16); SIZE_MAX,
+ * which kl_alloc refuses, when that does not fit a size_t (only on 32-bit targets). */
 static size_t data_bytes(const kl_column *col, int32_t cap) {
-    return cap ? kl_mul(col->stride, (size_t)cap) + 15 : 0;
+    if (cap == 0) return 0;
+    size_t bytes = kl_mul(col->stride, (size_t)cap);
+    return bytes > SIZE_MAX - 15 ? SIZE_MAX : bytes + 15;
 }
 
 static uint8_t *aligned16(void *block) {
