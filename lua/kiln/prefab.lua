@@ -65,6 +65,7 @@ local function check_def(w, def, path, depth, state)
   local copy = {components = {}, children = {}}
   state.count = state.count + 1
   local node = state.count
+  state.values[node] = copy.components
   local comps = def.components or {}
   if type(comps) ~= "table" then error(path .. ".components: a table expected, got " .. typename(comps), 0) end
   for name, fields in pairs(comps) do
@@ -101,36 +102,62 @@ function World:prefab(def)
   end
   local open, why = pcall(World.count, self) -- a closed world raises here, as every method does
   if not open then error("world:prefab: " .. tostring(why):gsub("^[%a_][%w_.:]*: ", "", 1), 2) end
-  local state = {count = 0, refs = {}}
+  local state = {count = 0, refs = {}, values = {}}
   local ok, checked = pcall(check_def, self, def, "def", 1, state)
   if not ok then error("world:prefab: " .. tostring(checked), 2) end
+  -- held[node][component]: the node's components that hold node references, left out of its
+  -- spawn and added, references pointed, once the copy's nodes all have handles
+  local held = {}
   for _, ref in ipairs(state.refs) do
     if ref[5] > state.count then
       error(string.format("world:prefab: %s: entity %d is not in the prefab (1..%d, or 0)", ref[6], ref[5],
                           state.count), 2)
     end
+    held[ref[1]] = held[ref[1]] or {}
+    held[ref[1]][ref[2]] = state.values[ref[1]][ref[2]]
   end
-  return setmetatable({world = self, def = checked, refs = state.refs}, Prefab)
+  return setmetatable({world = self, def = checked, refs = state.refs, held = held}, Prefab)
 end
 
 -- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
 -- The slots are made before the spawn (false until then), so that running out of memory
 -- cannot come between an entity and its record: the caller takes back all it spawned.
-local function spawn_tree(w, def, parent, spawned, nodes)
+-- The components held[node] names are left out (point_refs adds them).
+local function spawn_tree(w, def, parent, spawned, nodes, held)
   local k, j = #spawned + 1, #nodes + 1
   spawned[k], nodes[j] = false, false
-  local e = w:spawn(def.components)
+  local comps = def.components
+  if held[j] then
+    comps = {}
+    for name, v in pairs(def.components) do
+      if held[j][name] == nil then comps[name] = v end
+    end
+  end
+  local e = w:spawn(comps)
   spawned[k], nodes[j] = e, e
   if parent then w:set_parent(e, parent) end
-  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes) end
+  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes, held) end
   return e
 end
 
--- Points the node references of one spawned copy (nodes: its entities in pre-order) at it.
-local function point_refs(w, refs, nodes)
+-- Adds the held components of one spawned copy (nodes: its entities in pre-order) with their
+-- node references pointed at it. An add, not a set: inside a system the spawns are deferred,
+-- and a reserved entity accepts adds only (a set raised "entity ... is not alive").
+local function point_refs(w, refs, held, nodes)
+  local values = {}
+  for node, comps in pairs(held) do
+    values[node] = {}
+    for name, fields in pairs(comps) do values[node][name] = copy_fields(fields, 1) end
+  end
   for _, ref in ipairs(refs) do
     local node, name, field, index, target = ref[1], ref[2], ref[3], ref[4], ref[5]
-    w:set(nodes[node], name, {[field] = index and {[index] = nodes[target]} or nodes[target]})
+    local v = values[node][name]
+    if index then v[field][index] = nodes[target] else v[field] = nodes[target] end
+  end
+  for node = 1, #nodes do -- in node order: the rows land in the order the spawns gave
+    if values[node] then
+      for name, v in pairs(values[node]) do w:add(nodes[node], name, v) end
+    end
   end
 end
 
@@ -157,8 +184,8 @@ function Prefab:spawn(count)
   local ok, err = pcall(function()
     for i = 1, n do
       local nodes = {}
-      roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes)
-      point_refs(self.world, self.refs, nodes)
+      roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes, self.held)
+      point_refs(self.world, self.refs, self.held, nodes)
     end
   end)
   if not ok then
