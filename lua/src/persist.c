@@ -441,7 +441,8 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
     if (lua_isnoneornil(L, arg)) return KILN_PERSIST_BINARY;
     if (!lua_istable(L, arg)) klua_typeerror(L, arg, fname, "table");
     klua_check_keys(L, arg, arg, fname, keys, false);
-    lua_getfield(L, arg, "format");
+    lua_pushliteral(L, "format");
+    lua_rawget(L, arg);
     const char *f = lua_tostring(L, -1);
     kiln_persist_format format = KILN_PERSIST_BINARY;
     if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TSTRING && strcmp(f, "binary") == 0)) format = KILN_PERSIST_BINARY;
@@ -596,7 +597,8 @@ static int w_load(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "skip_unknown");
+        lua_pushliteral(L, "skip_unknown");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "skip_unknown must be a boolean");
         skip = lua_toboolean(L, -1);
         lua_pop(L, 1);
@@ -727,7 +729,8 @@ static int w_clone(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "tree");
+        lua_pushliteral(L, "tree");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "tree must be a boolean");
         d.tree = lua_toboolean(L, -1);
         lua_pop(L, 1);

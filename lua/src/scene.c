@@ -111,14 +111,25 @@ static void *anchored(def_builder *b, size_t size) {
     return p;
 }
 
+/* Pushes def[key] (at idx), read raw: a table, or an empty one for nil. The def is
+ * prefab.lua's checked copy, but a script reaches it as prefab.def and may change it. */
+static int def_part(def_builder *b, int idx, const char *key, const char *pname) {
+    lua_pushstring(b->L, key);
+    int t = lua_rawget(b->L, idx);
+    if (t == LUA_TNIL) lua_newtable(b->L), lua_replace(b->L, -2);
+    else if (t != LUA_TTABLE)
+        klua_fail(b->L, b->fname, "prefab '%s': its def.%s was changed to a %s", pname, key, lua_typename(b->L, t));
+    return lua_gettop(b->L);
+}
+
 /* Converts the checked def at idx (prefab.lua's copy: components, children) into d. */
 static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *pname, int depth) {
     lua_State *L = b->L;
     if (depth > MAX_DEF_DEPTH) klua_fail(L, b->fname, "prefab '%s' nests more than %d deep", pname, MAX_DEF_DEPTH);
     luaL_checkstack(L, 8, "prefab def");
     idx = lua_absindex(L, idx);
-    lua_getfield(L, idx, "components");
-    int comps = lua_gettop(L);
+    if (!lua_istable(L, idx)) klua_fail(L, b->fname, "prefab '%s': a node of its def was changed to a %s", pname, luaL_typename(L, idx));
+    int comps = def_part(b, idx, "components", pname);
     int32_t n = 0;
     lua_pushnil(L);
     while (lua_next(L, comps)) n++, lua_pop(L, 1);
@@ -127,6 +138,8 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
     int32_t i = 0;
     lua_pushnil(L);
     while (lua_next(L, comps)) {
+        if (lua_type(L, -2) != LUA_TSTRING) /* (lua_tostring would change the key under lua_next) */
+            klua_fail(L, b->fname, "prefab '%s': a component named by a %s", pname, luaL_typename(L, -2));
         const char *name = lua_tostring(L, -2);
         kiln_component id = kiln_component_lookup(b->kw->world, name);
         kiln_component_info info;
@@ -141,9 +154,10 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    lua_getfield(L, idx, "children");
-    int kids = lua_gettop(L);
-    int32_t k = (int32_t)luaL_len(L, kids);
+    int kids = def_part(b, idx, "children", pname);
+    size_t len = lua_rawlen(L, kids);
+    if (len > INT32_MAX) klua_fail(L, b->fname, "prefab '%s': too many children", pname);
+    int32_t k = (int32_t)len;
     kiln_prefab_desc *children = anchored(b, sizeof(kiln_prefab_desc) * (size_t)k);
     for (int32_t c = 0; c < k; c++) {
         lua_rawgeti(L, kids, c + 1);
@@ -160,21 +174,25 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
 static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const char *pname, const char *fname) {
     idx = lua_absindex(L, idx);
     bool is_prefab = false;
-    if (lua_getmetatable(L, idx)) {
-        lua_getfield(L, -1, "__name");
+    if (lua_istable(L, idx) && lua_getmetatable(L, idx)) { /* (its fields are read raw below) */
+        lua_pushliteral(L, "__name");
+        lua_rawget(L, -2);
         is_prefab = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "kiln.Prefab") == 0;
         lua_pop(L, 2);
     }
     if (!is_prefab) klua_argerror(L, 3, fname, "prefabs.%s: kiln.Prefab expected, got %s", pname, luaL_typename(L, idx));
-    lua_getfield(L, idx, "world");
+    lua_pushliteral(L, "world");
+    lua_rawget(L, idx);
     bool same = lua_rawequal(L, -1, 1);
     lua_pop(L, 1);
     if (!same) klua_argerror(L, 3, fname, "prefabs.%s: the prefab was made for another world", pname);
-    lua_getfield(L, idx, "native");
+    lua_pushliteral(L, "native");
+    lua_rawget(L, idx);
     klua_prefab_tree *t = luaL_testudata(L, -1, KLUA_PREFAB_TREE);
     if (t) return t->prefab; /* left on the stack: held for the call */
     lua_pop(L, 1);
-    lua_getfield(L, idx, "def");
+    lua_pushliteral(L, "def");
+    lua_rawget(L, idx);
     int def = lua_gettop(L);
     lua_newtable(L);
     def_builder b = {L, kw, lua_gettop(L), 0, fname};
@@ -215,7 +233,8 @@ static int w_instantiate(lua_State *L) {
     if (!lua_isnil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "parent");
+        lua_pushliteral(L, "parent");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1)) {
             lua_Integer p = lua_tointeger(L, -1);
             if (!lua_isinteger(L, -1) || p <= 0) klua_argerror(L, 3, fname, "parent must be an entity");
@@ -223,7 +242,8 @@ static int w_instantiate(lua_State *L) {
             d.parent = (kiln_entity)p;
         }
         lua_pop(L, 1);
-        lua_getfield(L, 3, "prefabs");
+        lua_pushliteral(L, "prefabs");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && !lua_istable(L, -1)) klua_argerror(L, 3, fname, "prefabs must be a table of kiln.Prefab by name");
         if (lua_istable(L, -1)) table = lua_gettop(L);
     }
@@ -426,7 +446,8 @@ static int w_export(lua_State *L) {
     if (!lua_isnil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "name");
+        lua_pushliteral(L, "name");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING) klua_argerror(L, 3, fname, "name must be a string");
         d.name = lua_tostring(L, -1); /* stays on the stack */
     }

@@ -31,4 +31,66 @@ describe("persist red team", function()
         end
         assert.are.equal(4, w:count())
     end)
+    -- The options of save, load, clone, instantiate and export were read with lua_getfield,
+    -- so an __index on the options table ran Lua inside the method, after the world was
+    -- checked open: one that closed the world made the C call run on a freed world (an
+    -- assertion abort, a NULL dereference without asserts). Options are read raw now, as
+    -- every other method reads them: the metamethod never runs.
+    it("options tables are read raw: an __index closing the world never runs mid-call", function()
+        local calls = {
+            "w:load(data, evil)", "w:save(evil)", "w:clone(e, evil)",
+            "w:instantiate('{\"version\": 1, \"entities\": [{}]}', evil)", "w:export(nil, evil)",
+        }
+        for _, call in ipairs(calls) do
+            local ok, out = H.run_isolated([[
+                local kiln = require "kiln"
+                local w = kiln.world()
+                w:component("Position", "float x, y;")
+                local e = w:spawn{Position = {x = 1}}
+                local data = w:save()
+                local evil = setmetatable({}, {__index = function() w:close() end})
+                local ok, err = pcall(function() return ]] .. call .. [[ end)
+                print(ok, err, pcall(w.count, w))
+            ]])
+            assert.is_true(ok, call .. ": " .. out)
+            assert.matches("^true\t.*\ttrue\t", out, nil, call)
+        end
+    end)
+    -- world:instantiate converts a table-made prefab from its def, which a script reaches as
+    -- prefab.def. The conversion read it with lua_getfield and luaL_len (metamethods ran:
+    -- an __index or __len closing the world crashed the C calls that followed) and named a
+    -- component by lua_tostring of any key ("unknown component '(null)'" for a table key).
+    it("a prefab whose def or fields a script changed is refused clearly, never run on a closed world", function()
+        local ok, out = H.run_isolated([[
+            local kiln = require "kiln"
+            local w = kiln.world()
+            w:component("Position", "float x, y;")
+            local scene = '{"version": 1, "entities": [{"prefab": "p"}]}'
+            local function try(p)
+                local ok, err = pcall(w.instantiate, w, scene, {prefabs = {p = p}})
+                print(ok, err, pcall(w.count, w))
+            end
+            local p = w:prefab{components = {Position = {x = 1}}}
+            p.def.components[{}] = true
+            try(p)
+            p = w:prefab{components = {Position = {x = 1}}}
+            p.def.children = setmetatable({}, {__len = function() w:close() return 1 end})
+            try(p)
+            p = w:prefab{components = {Position = {x = 1}}}
+            local def = p.def
+            local forged = setmetatable({}, {__name = "kiln.Prefab", __index = function(_, k)
+                if k == "world" then return w end
+                w:close()
+                if k == "def" then return def end
+            end})
+            try(forged)
+        ]])
+        assert.is_true(ok, out)
+        local lines = {}
+        for line in out:gmatch("[^\n]+") do lines[#lines + 1] = line end
+        assert.are.equal(3, #lines, out)
+        assert.matches("^false\tworld:instantiate: prefab 'p': a component named by a table\ttrue\t0$", lines[1])
+        assert.matches("^true\tkiln%.Instance.*\ttrue\t1$", lines[2])
+        assert.matches("^false\tbad argument #2 to 'world:instantiate' %(prefabs%.p: the prefab was made for another world%)\ttrue\t1$", lines[3])
+    end)
 end)
