@@ -429,11 +429,11 @@ static int w_export(lua_State *L) {
     kiln_export_desc d = {0};
     if (!lua_isnil(L, 2)) {
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "list of entities");
-        lua_Integer n = luaL_len(L, 2);
+        size_t n = lua_rawlen(L, 2); /* raw, as the roots are read: no __len runs mid-call */
         if (n > INT32_MAX) klua_argerror(L, 2, fname, "too many roots");
         kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
-        for (lua_Integer i = 0; i < n; i++) {
-            lua_rawgeti(L, 2, i + 1);
+        for (size_t i = 0; i < n; i++) {
+            lua_rawgeti(L, 2, (lua_Integer)i + 1);
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0)
                 klua_argerror(L, 2, fname, "roots[%d] must be an entity", (int)(i + 1));
             roots[i] = (kiln_entity)lua_tointeger(L, -1);

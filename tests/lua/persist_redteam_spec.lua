@@ -35,11 +35,13 @@ describe("persist red team", function()
     -- so an __index on the options table ran Lua inside the method, after the world was
     -- checked open: one that closed the world made the C call run on a freed world (an
     -- assertion abort, a NULL dereference without asserts). Options are read raw now, as
-    -- every other method reads them: the metamethod never runs.
-    it("options tables are read raw: an __index closing the world never runs mid-call", function()
+    -- every other method reads them: the metamethod never runs. world:export took its list
+    -- of roots' length with luaL_len, whose __len could close the world the same way.
+    it("options and lists are read raw: an __index or __len closing the world never runs mid-call", function()
         local calls = {
             "w:load(data, evil)", "w:save(evil)", "w:clone(e, evil)",
             "w:instantiate('{\"version\": 1, \"entities\": [{}]}', evil)", "w:export(nil, evil)",
+            "w:export(evil_len)",
         }
         for _, call in ipairs(calls) do
             local ok, out = H.run_isolated([[
@@ -49,6 +51,7 @@ describe("persist red team", function()
                 local e = w:spawn{Position = {x = 1}}
                 local data = w:save()
                 local evil = setmetatable({}, {__index = function() w:close() end})
+                local evil_len = setmetatable({}, {__len = function() w:close() return 1 end})
                 local ok, err = pcall(function() return ]] .. call .. [[ end)
                 print(ok, err, pcall(w.count, w))
             ]])
