@@ -263,7 +263,9 @@ static bool decode_value(decoder *de, int depth) {
         de->pos += n;
         return true;
     case TAG_TABLE:
-        if (de->size - de->pos < 4) return false;
+        /* what the encoder writes and nothing more: a table deeper than it goes, or keyed by
+         * what it refuses, would load and then fail the next save */
+        if (depth >= MAX_DEPTH || de->size - de->pos < 4) return false;
         memcpy(&n, de->p + de->pos, 4);
         de->pos += 4;
         if (n > (de->size - de->pos) / 2) return false; /* each pair takes two bytes at least */
@@ -272,8 +274,9 @@ static bool decode_value(decoder *de, int depth) {
         lua_createtable(L, 0, n < 64 ? (int)n : 64);
         for (uint32_t i = 0; i < n; i++) {
             if (!decode_value(de, depth + 1)) return lua_pop(L, 1), false;
-            if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) ||
-                !decode_value(de, depth + 1))
+            int kt = lua_type(L, -1);
+            if ((kt != LUA_TBOOLEAN && kt != LUA_TNUMBER && kt != LUA_TSTRING) ||
+                (kt == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) || !decode_value(de, depth + 1))
                 return lua_pop(L, 2), false;
             lua_rawset(L, -3);
         }
@@ -526,8 +529,15 @@ static bool on_host(void *ud, const void *data, size_t size, char *why, size_t w
     if (size == 0) return true;
     lua_work w = {.data = data, .size = size, .why = why, .why_size = why_size};
     if (protect(lc->L, decode_work, &w, 0, 1) != LUA_OK) return false;
-    if (!w.ok || !lua_istable(lc->L, -1)) {
-        lua_pop(lc->L, 1);
+    int value = lua_gettop(lc->L);
+    bool named = w.ok && lua_istable(lc->L, value); /* a table of resources by name (string) */
+    lua_pushnil(lc->L);
+    while (named && lua_next(lc->L, value)) { /* (allocates nothing: no error here) */
+        named = lua_type(lc->L, -2) == LUA_TSTRING;
+        lua_pop(lc->L, named ? 1 : 2);
+    }
+    if (!named) {
+        lua_settop(lc->L, value - 1);
         snprintf(why, why_size, "the Lua resources are corrupt");
         return false;
     }

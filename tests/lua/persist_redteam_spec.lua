@@ -120,4 +120,42 @@ describe("persist red team", function()
         assert.is_false(ok)
         assert.matches("world:instantiate: at entities%[0%]%.components%.Vec%.v: an array of 3 elements expected, got one of 4$", err)
     end)
+    -- The decoder of Lua values took more than the encoder writes: a table keyed by a table,
+    -- a table nested 101 deep, Lua resources keyed by something other than a name. A crafted
+    -- save holding one loaded, and the world then failed every save ("a table used as a key
+    -- cannot be saved"). Such a value is refused as corrupt, the world untouched.
+    it("a Lua value the encoder would refuse does not load from a crafted save", function()
+        local w = kiln.world()
+        w:component("Script", "lua")
+        w:spawn{Script = {x = true}}
+        local text = w:save{format = "json"}
+        local value = text:match('"Script": "(%x+)"')
+        assert.are.equal("060100000005010000007802", value)
+        local deep = string.rep("060100000005010000007" .. "8", 100) .. "0600000000"
+        local crafted = {
+            text:gsub(value, "06010000000600000000" .. "02"), -- {[{}] = true}
+            text:gsub(value, deep),                               -- 101 tables
+            (text:gsub('"host": "0600000000"', '"host": "06010000000201"')), -- resources {[true] = false}
+        }
+        for i, bad in ipairs(crafted) do
+            local into = kiln.world()
+            into:component("Script", "lua")
+            local keep = into:spawn{Script = {kept = 1}}
+            into:resource("config", {level = 2})
+            local h = into:hash()
+            local ok, err = pcall(into.load, into, bad)
+            assert.is_false(ok, "crafted save " .. i .. " loaded")
+            assert.matches(i == 3 and "the Lua resources are corrupt" or "its Lua value is corrupt", err)
+            assert.are.equal(h, into:hash())
+            assert.are.equal(1, into:count())
+            assert.are.same({kept = 1}, into:get(keep, "Script"))
+            assert.are.same({level = 2}, into:resource("config"))
+            into:save() -- still saves
+        end
+        -- 100 deep is the limit both ways
+        local ok100 = kiln.world()
+        ok100:component("Script", "lua")
+        ok100:load((text:gsub(value, string.rep("060100000005010000007" .. "8", 99) .. "0600000000")))
+        ok100:save()
+    end)
 end)
