@@ -473,6 +473,8 @@ static int w_save(lua_State *L) {
     int opts = 3;
     bool to_file = lua_type(L, 2) == LUA_TSTRING;
     if (kw->host && to_file) klua_fail(L, fname, "a mod cannot write files; save without a path to get the data");
+    if (to_file && strlen(lua_tostring(L, 2)) != lua_rawlen(L, 2)) /* C would write the path before the NUL */
+        klua_argerror(L, 2, fname, "a path without NUL bytes expected");
     if (!to_file && lua_istable(L, 2) && lua_isnoneornil(L, 3)) opts = 2;
     else if (!to_file && !lua_isnil(L, 2)) klua_typeerror(L, 2, fname, "path (string) or options (table)");
     kiln_persist_format format = check_format(L, opts, fname);
@@ -615,6 +617,8 @@ static int w_load(lua_State *L) {
     }
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
+    bool data = looks_like_data(s, n);
+    if (!data && strlen(s) != n) klua_argerror(L, 2, fname, "a path without NUL bytes expected"); /* (another file) */
     /* Slots 4..6 (padded nils, or extra arguments) become the load's. No lua_settop below
      * them: klua_self's collector guard sits above the arguments, and closing it from
      * lua_settop runs its __close where Lua 5.4.4 can leave the stack top pointing into a
@@ -629,7 +633,7 @@ static int w_load(lua_State *L) {
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
                         .ready = on_ready, .ud = &lc, .keep_going = on_keep_going};
-    kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
+    kiln_result r = data ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK && lc.overdue) klua_fail(L, fname, "%s", lc.overdue);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     /* the saved Lua resources join the world's: the merged table takes the place of its own
