@@ -358,8 +358,11 @@ static int instance_index(lua_State *L) {
     else if (strcmp(key, "entity") == 0) lua_pushcfunction(L, instance_entity);
     else if (strcmp(key, "despawn") == 0) lua_pushcfunction(L, instance_despawn);
     else if (strcmp(key, "properties") == 0) {
-        json_t *props = json_loads(kiln_instance_properties(ki->instance), 0, NULL);
-        if (!props) return luaL_error(L, "instance.properties: out of memory");
+        /* NULs allowed as the scene's reader allows them ("\u0000" in a string: without the
+         * flag the text the scene was read from failed here, reported as out of memory) */
+        json_error_t err;
+        json_t *props = json_loads(kiln_instance_properties(ki->instance), JSON_ALLOW_NUL, &err);
+        if (!props) return luaL_error(L, "instance.properties: %s", err.text);
         lua_pushlightuserdata(L, props); /* protected, so props is freed whatever happens */
         int status = klua_pcall_c(L, push_properties, 1, 1, 0);
         json_decref(props);

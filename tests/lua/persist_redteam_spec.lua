@@ -177,4 +177,14 @@ describe("persist red team", function()
         assert.are.equal("bad argument #1 to 'world:load' (a path without NUL bytes expected)", err)
         assert.are.equal(0, fresh:count())
     end)
+    -- A scene's properties may hold a string with a NUL ("\u0000"), which the scene's reader
+    -- accepts; instance.properties re-read the kept text without allowing NULs and raised
+    -- "instance.properties: out of memory", so the properties could never be read.
+    it("scene properties holding a NUL in a string read back whole", function()
+        local w = H.world()
+        local inst = w:instantiate('{"version": 1, "properties": {"s": "x\\u0000y", "n": [1, "a\\u0000"]}, "entities": []}')
+        local props = inst.properties
+        assert.are.equal("x\0y", props.s)
+        assert.are.same({1, "a\0"}, props.n)
+    end)
 end)
