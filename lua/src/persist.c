@@ -727,7 +727,10 @@ static int w_name(lua_State *L) {
 static int w_lookup(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:lookup", "string");
-    kiln_entity e = kiln_name_lookup(kw->world, lua_tostring(L, 2));
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n);
+    /* no name holds a NUL: C would look up the part before it */
+    kiln_entity e = strlen(name) == n ? kiln_name_lookup(kw->world, name) : 0;
     if (e) lua_pushinteger(L, (lua_Integer)e);
     else lua_pushnil(L);
     return 1;

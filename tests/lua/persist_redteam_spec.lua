@@ -187,4 +187,14 @@ describe("persist red team", function()
         assert.are.equal("x\0y", props.s)
         assert.are.same({1, "a\0"}, props.n)
     end)
+    -- world:name refuses a name holding a NUL, but world:lookup passed its string to C, which
+    -- read up to the NUL: lookup("hero\0anything") found the entity named "hero".
+    it("lookup of a string holding a NUL finds nothing", function()
+        local w = H.world()
+        local e = w:spawn{}
+        w:name(e, "hero")
+        assert.are.equal(e, w:lookup("hero"))
+        assert.is_nil(w:lookup("hero\0anything"))
+        assert.is_nil(w:lookup("hero\0"))
+    end)
 end)
