@@ -251,7 +251,8 @@ static int w_instantiate(lua_State *L) {
     if (table) {
         lua_pushnil(L);
         while (lua_next(L, table)) {
-            if (lua_type(L, -2) != LUA_TSTRING) klua_argerror(L, 3, fname, "prefabs are named by strings");
+            if (lua_type(L, -2) != LUA_TSTRING || strlen(lua_tostring(L, -2)) != lua_rawlen(L, -2))
+                klua_argerror(L, 3, fname, "prefabs are named by strings without NUL bytes");
             if (count == INT32_MAX / 2) klua_argerror(L, 3, fname, "too many prefabs");
             count++;
             lua_pop(L, 1);
@@ -335,7 +336,9 @@ static int push_properties(lua_State *L) {
 static int instance_entity(lua_State *L) {
     klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "instance:entity", "string");
-    kiln_entity e = kiln_instance_entity(ki->instance, lua_tostring(L, 2));
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n); /* no scene name holds a NUL (C reads up to one) */
+    kiln_entity e = strlen(name) == n ? kiln_instance_entity(ki->instance, name) : 0;
     if (e) lua_pushinteger(L, (lua_Integer)e);
     else lua_pushnil(L);
     return 1;
@@ -451,7 +454,8 @@ static int w_export(lua_State *L) {
         klua_check_keys(L, 3, 3, fname, keys, false);
         lua_pushliteral(L, "name");
         lua_rawget(L, 3);
-        if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING) klua_argerror(L, 3, fname, "name must be a string");
+        if (!lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TSTRING || strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1)))
+            klua_argerror(L, 3, fname, "name must be a string without NUL bytes");
         d.name = lua_tostring(L, -1); /* stays on the stack */
     }
     text_sink sink = {L, NULL, 0, 0};

@@ -197,4 +197,23 @@ describe("persist red team", function()
         assert.is_nil(w:lookup("hero\0anything"))
         assert.is_nil(w:lookup("hero\0"))
     end)
+    -- Names given to scenes from Lua were handed to C cut at a NUL byte: instance:entity
+    -- ("hero\0x") found "hero", a prefab keyed "ship\0x" served a scene asking for "ship",
+    -- and world:export{name = "a\0b"} wrote a scene named "a". Each is refused or finds nothing.
+    it("scene names holding a NUL are refused or find nothing, not cut", function()
+        local w = H.world()
+        local inst = w:instantiate('{"version": 1, "entities": [{"name": "hero"}]}')
+        assert.is_not_nil(inst:entity("hero"))
+        assert.is_nil(inst:entity("hero\0x"))
+        local p = w:prefab{components = {Position = {x = 1}}}
+        local count = w:count()
+        local ok, err = pcall(w.instantiate, w, '{"version": 1, "entities": [{"prefab": "ship"}]}',
+                              {prefabs = {["ship\0x"] = p}})
+        assert.is_false(ok)
+        assert.matches("prefabs are named by strings without NUL bytes", err, 1, true)
+        assert.are.equal(count, w:count())
+        ok, err = pcall(w.export, w, nil, {name = "a\0b"})
+        assert.is_false(ok)
+        assert.matches("name must be a string without NUL bytes", err, 1, true)
+    end)
 end)
