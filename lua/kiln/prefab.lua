@@ -105,8 +105,7 @@ function World:prefab(def)
   local state = {count = 0, refs = {}, values = {}}
   local ok, checked = pcall(check_def, self, def, "def", 1, state)
   if not ok then error("world:prefab: " .. tostring(checked), 2) end
-  -- held[node][component]: the node's components that hold node references, left out of its
-  -- spawn and added, references pointed, once the copy's nodes all have handles
+  -- held[node][component]: the def's fields of each component holding node references
   local held = {}
   for _, ref in ipairs(state.refs) do
     if ref[5] > state.count then
@@ -122,41 +121,33 @@ end
 -- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
 -- The slots are made before the spawn (false until then), so that running out of memory
 -- cannot come between an entity and its record: the caller takes back all it spawned.
--- The components held[node] names are left out (point_refs adds them).
-local function spawn_tree(w, def, parent, spawned, nodes, held)
+local function spawn_tree(w, def, parent, spawned, nodes)
   local k, j = #spawned + 1, #nodes + 1
   spawned[k], nodes[j] = false, false
-  local comps = def.components
-  if held[j] then
-    comps = {}
-    for name, v in pairs(def.components) do
-      if held[j][name] == nil then comps[name] = v end
-    end
-  end
-  local e = w:spawn(comps)
+  local e = w:spawn(def.components)
   spawned[k], nodes[j] = e, e
   if parent then w:set_parent(e, parent) end
-  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes, held) end
+  for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes) end
   return e
 end
 
--- Adds the held components of one spawned copy (nodes: its entities in pre-order) with their
--- node references pointed at it. An add, not a set: inside a system the spawns are deferred,
--- and a reserved entity accepts adds only (a set raised "entity ... is not alive").
+-- Points the node references of one spawned copy (nodes: its entities in pre-order) at it:
+-- each component holding some is written whole (its def's fields, references pointed). A
+-- spawn inside a system is deferred and its entity only reserved, which refuses a set (it
+-- raised "entity ... is not alive") but takes an add, queued after the spawn it replaces.
 local function point_refs(w, refs, held, nodes)
   local values = {}
-  for node, comps in pairs(held) do
-    values[node] = {}
-    for name, fields in pairs(comps) do values[node][name] = copy_fields(fields, 1) end
-  end
   for _, ref in ipairs(refs) do
     local node, name, field, index, target = ref[1], ref[2], ref[3], ref[4], ref[5]
-    local v = values[node][name]
+    values[node] = values[node] or {}
+    local v = values[node][name] or copy_fields(held[node][name], 1)
+    values[node][name] = v
     if index then v[field][index] = nodes[target] else v[field] = nodes[target] end
   end
-  for node = 1, #nodes do -- in node order: the rows land in the order the spawns gave
-    if values[node] then
-      for name, v in pairs(values[node]) do w:add(nodes[node], name, v) end
+  for node = 1, #nodes do
+    local e = nodes[node]
+    for name, v in pairs(values[node] or {}) do
+      if w:is_alive(e) then w:set(e, name, v) else w:add(e, name, v) end
     end
   end
 end
@@ -184,7 +175,7 @@ function Prefab:spawn(count)
   local ok, err = pcall(function()
     for i = 1, n do
       local nodes = {}
-      roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes, self.held)
+      roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes)
       point_refs(self.world, self.refs, self.held, nodes)
     end
   end)
