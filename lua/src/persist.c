@@ -409,6 +409,7 @@ typedef struct byte_sink {
     lua_State *L;
     uint8_t *data;
     size_t size, cap;
+    bool refused; /* the allocator refused a growth: the save ran out of memory */
 } byte_sink;
 
 static bool sink_write(void *ud, const void *data, size_t size) {
@@ -422,7 +423,7 @@ static bool sink_write(void *ud, const void *data, size_t size) {
         void *aud;
         lua_Alloc fa = lua_getallocf(s->L, &aud);
         uint8_t *p = fa(aud, s->data, s->data ? s->cap : 0, ncap);
-        if (!p) return false;
+        if (!p) return s->refused = true, false;
         s->data = p;
         s->cap = ncap;
     }
@@ -455,11 +456,6 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
     return format;
 }
 
-/* Pushes the table of Lua-valued resources (state.resources). */
-static void push_lua_resources(lua_State *L) {
-    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* nil where the host changed the state */
-}
-
 /* the string of w->size bytes at w->data */
 static int push_bytes_work(lua_State *L) {
     lua_work *w = lua_touserdata(L, 1);
@@ -479,9 +475,9 @@ static int w_save(lua_State *L) {
     else if (!to_file && !lua_isnil(L, 2)) klua_typeerror(L, 2, fname, "path (string) or options (table)");
     kiln_persist_format format = check_format(L, opts, fname);
     /* Lua-valued resources go along as host data, encoded first (nothing written yet). */
-    byte_sink host = {L, NULL, 0, 0};
+    byte_sink host = {L, NULL, 0, 0, false};
     char why[200];
-    push_lua_resources(L);
+    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* state.resources (nil where the host changed the state) */
     lua_work w = {.kw = kw, .write = sink_write, .write_ud = &host, .why = why, .why_size = sizeof why};
     if (protect(L, encode_work, &w, 1, 0) != LUA_OK || !w.ok) {
         sink_free(&host);
@@ -492,12 +488,13 @@ static int w_save(lua_State *L) {
     kiln_save_desc d = {.format = format, .codec = &codec, .exclude = {kw->shared_type},
                         .host_data = host.data ? host.data : (const void *)"", .host_size = host.size};
     kiln_result r;
-    byte_sink out = {L, NULL, 0, 0};
+    byte_sink out = {L, NULL, 0, 0, false};
     if (to_file) r = kiln_save_file(kw->world, lua_tostring(L, 2), &d);
     else r = kiln_save(kw->world, &d, sink_write, &out);
     sink_free(&host);
     if (r != KILN_OK) {
         sink_free(&out);
+        if (out.refused) klua_fail(L, fname, "out of memory"); /* (kiln says its writer refused) */
         klua_fail_world(L, kw->world, fname);
     }
     if (to_file) return 0;

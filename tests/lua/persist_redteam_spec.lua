@@ -2,7 +2,9 @@
 -- paths reached from Lua (saves, loads, snapshots, clones, prefabs, scenes); each names what
 -- used to go wrong.
 local kiln = require "kiln"
-local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./"
+local H = dofile(here .. "helpers.lua")
+local M = dofile(here .. "mods_helpers.lua")
 
 describe("persist red team", function()
     -- A prefab made from a table whose entity fields name its own nodes is deferred inside a
@@ -215,5 +217,32 @@ describe("persist red team", function()
         ok, err = pcall(w.export, w, nil, {name = "a\0b"})
         assert.is_false(ok)
         assert.matches("name must be a string without NUL bytes", err, 1, true)
+    end)
+    -- A mod may save without a path, under its memory limit. When the buffer the save is
+    -- collected in could not grow, kiln reported its writer's refusal and the mod read
+    -- "world:save: the writer refused the data" instead of running out of memory.
+    it("a mod's save that runs out of memory for its data says so", function()
+        local dir = M.folder()
+        local w, mods = M.host{memory = 262144}
+        for i = 1, 300 do w:spawn{Position = {x = i}} end
+        local seen, failed = {}, 0
+        for pad = 0, 160 do
+            M.write(dir, "saver.lua", string.format([[
+                local junk = {}
+                for i = 1, %d do junk[i] = string.rep("y", 1000) .. i end
+                local ok, err = pcall(world.save, world, {format = "json"})
+                junk = nil
+                error(ok and "saved" or err, 0)
+            ]], pad))
+            local _, err = mods:load(dir .. "/saver.lua")
+            local msg = err:gsub("^mod 'saver': ", "")
+            seen[msg] = true
+            if msg == "world:save: out of memory" then failed = failed + 1 end
+        end
+        mods:close()
+        w:close()
+        M.cleanup()
+        assert.is_nil(seen["world:save: the writer refused the data"])
+        assert.is_true(failed > 0, "no save ran out of memory: the sweep missed")
     end)
 end)
