@@ -397,6 +397,7 @@ typedef struct text_sink {
     lua_State *L;
     char *data;
     size_t size, cap;
+    bool refused; /* the allocator refused a growth: the export ran out of memory */
 } text_sink;
 
 static bool sink_write(void *ud, const void *data, size_t size) {
@@ -410,7 +411,7 @@ static bool sink_write(void *ud, const void *data, size_t size) {
         void *aud;
         lua_Alloc fa = lua_getallocf(s->L, &aud);
         char *p = fa(aud, s->data, s->data ? s->cap : 0, cap);
-        if (!p) return false;
+        if (!p) return s->refused = true, false;
         s->data = p;
         s->cap = cap;
     }
@@ -424,6 +425,13 @@ static void sink_free(text_sink *s) {
     lua_Alloc fa = lua_getallocf(s->L, &aud);
     if (s->data) fa(aud, s->data, s->cap, 0);
     s->data = NULL;
+}
+
+/* the string of the sink's text (called protected: the text is freed whatever happens) */
+static int push_text(lua_State *L) {
+    const text_sink *s = lua_touserdata(L, 1);
+    lua_pushlstring(L, s->data ? s->data : "", s->size);
+    return 1;
 }
 
 static int w_export(lua_State *L) {
@@ -458,13 +466,17 @@ static int w_export(lua_State *L) {
             klua_argerror(L, 3, fname, "name must be a string without NUL bytes");
         d.name = lua_tostring(L, -1); /* stays on the stack */
     }
-    text_sink sink = {L, NULL, 0, 0};
+    text_sink sink = {L, NULL, 0, 0, false};
     if (kiln_export(kw->world, &d, sink_write, &sink) != KILN_OK) {
         sink_free(&sink);
+        if (sink.refused) klua_fail(L, fname, "out of memory"); /* (kiln says its writer refused) */
         klua_fail_world(L, kw->world, fname);
     }
-    lua_pushlstring(L, sink.data ? sink.data : "", sink.size);
+    /* a push raising for memory here left the text allocated, never freed */
+    lua_pushlightuserdata(L, &sink);
+    int rc = klua_pcall_c(L, push_text, 1, 1, 0);
     sink_free(&sink);
+    if (rc != LUA_OK) klua_fail(L, fname, "out of memory");
     return 1;
 }
 

@@ -1,0 +1,46 @@
+/* test_persist_redteam_lua_memory.c: world:export from a C host whose Lua state runs out of
+ * memory at every allocation in turn (found by red-teaming the persistence paths reached from
+ * Lua). The export collects its text through the state's allocator, then pushes it as a string. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln_persist.h"
+#include "lua_host.h"
+
+/* Each failing export raises for memory and leaves the world as it was. The push of the
+ * finished text could raise for memory after the text was collected, and the text was then
+ * never freed: the state's allocator kept those bytes after lua_close. */
+START_TEST(an_export_out_of_lua_memory_anywhere_raises_for_memory_and_leaks_nothing) {
+    host h;
+    start(&h, "w:component('Position', 'float x, y;') w:component('Link', 'entity target;')\n"
+              "local root = w:spawn{Position = {x = 1}}\n"
+              "for i = 1, 300 do local e = w:spawn{Position = {x = i}, Link = {target = root}} w:set_parent(e, root) end\n"
+              "want = w:export()");
+    uint64_t before = kiln_world_hash(h.world);
+    int64_t n = 0;
+    for (;; n++) {
+        int rc = call_failing_after(&h, "got = w:export()", n);
+        if (rc == LUA_OK) break;
+        const char *msg = lua_tostring(h.L, -1);
+        ck_assert_msg(raised_for_memory(h.L, rc) || (msg && strcmp(msg, "world:export: out of memory") == 0),
+                      "an export granted %lld Lua allocations raised '%s'", (long long)n, msg ? msg : "?");
+        lua_pop(h.L, 1);
+        ck_assert_uint_eq(kiln_world_hash(h.world), before);
+    }
+    ck_assert_int_gt(n, 3);
+    run(h.L, "assert(got == want)");
+    lua_close(h.L);
+    ck_assert_int_eq(h.lua_mem.live, 0);
+    kiln_world_destroy(h.world);
+    ck_assert_int_eq(h.world_mem.live, 0);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("persist_redteam_lua_memory");
+    TCase *tc = tcase_create("memory");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, an_export_out_of_lua_memory_anywhere_raises_for_memory_and_leaks_nothing);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
