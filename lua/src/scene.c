@@ -77,8 +77,9 @@ static int tree_spawn(lua_State *L) {
     if (n < 0 || n > INT32_MAX || (nodes && n > INT32_MAX / nodes))
         klua_argerror(L, 2, fname, "a count from 0 to %d expected", (int)(nodes ? INT32_MAX / nodes : 0)); /* (Lua formats: no %lld) */
     kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
-    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    /* the list first, its slots made: running out of memory for it cannot follow the spawn */
     lua_createtable(L, (int)n, 0);
+    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
     for (lua_Integer i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)roots[i]);
         lua_rawseti(L, -2, i + 1);
