@@ -65,6 +65,7 @@ local function check_def(w, def, path, depth, state)
   local copy = {components = {}, children = {}}
   state.count = state.count + 1
   local node = state.count
+  state.values[node] = copy.components
   local comps = def.components or {}
   if type(comps) ~= "table" then error(path .. ".components: a table expected, got " .. typename(comps), 0) end
   for name, fields in pairs(comps) do
@@ -101,16 +102,20 @@ function World:prefab(def)
   end
   local open, why = pcall(World.count, self) -- a closed world raises here, as every method does
   if not open then error("world:prefab: " .. tostring(why):gsub("^[%a_][%w_.:]*: ", "", 1), 2) end
-  local state = {count = 0, refs = {}}
+  local state = {count = 0, refs = {}, values = {}}
   local ok, checked = pcall(check_def, self, def, "def", 1, state)
   if not ok then error("world:prefab: " .. tostring(checked), 2) end
+  -- held[node][component]: the def's fields of each component holding node references
+  local held = {}
   for _, ref in ipairs(state.refs) do
     if ref[5] > state.count then
       error(string.format("world:prefab: %s: entity %d is not in the prefab (1..%d, or 0)", ref[6], ref[5],
                           state.count), 2)
     end
+    held[ref[1]] = held[ref[1]] or {}
+    held[ref[1]][ref[2]] = state.values[ref[1]][ref[2]]
   end
-  return setmetatable({world = self, def = checked, refs = state.refs}, Prefab)
+  return setmetatable({world = self, def = checked, refs = state.refs, held = held}, Prefab)
 end
 
 -- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
@@ -126,11 +131,24 @@ local function spawn_tree(w, def, parent, spawned, nodes)
   return e
 end
 
--- Points the node references of one spawned copy (nodes: its entities in pre-order) at it.
-local function point_refs(w, refs, nodes)
+-- Points the node references of one spawned copy (nodes: its entities in pre-order) at it:
+-- each component holding some is written whole (its def's fields, references pointed). A
+-- spawn inside a system is deferred and its entity only reserved, which refuses a set (it
+-- raised "entity ... is not alive") but takes an add, queued after the spawn it replaces.
+local function point_refs(w, refs, held, nodes)
+  local values = {}
   for _, ref in ipairs(refs) do
     local node, name, field, index, target = ref[1], ref[2], ref[3], ref[4], ref[5]
-    w:set(nodes[node], name, {[field] = index and {[index] = nodes[target]} or nodes[target]})
+    values[node] = values[node] or {}
+    local v = values[node][name] or copy_fields(held[node][name], 1)
+    values[node][name] = v
+    if index then v[field][index] = nodes[target] else v[field] = nodes[target] end
+  end
+  for node = 1, #nodes do
+    local e = nodes[node]
+    for name, v in pairs(values[node] or {}) do
+      if w:is_alive(e) then w:set(e, name, v) else w:add(e, name, v) end
+    end
   end
 end
 
@@ -158,7 +176,7 @@ function Prefab:spawn(count)
     for i = 1, n do
       local nodes = {}
       roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes)
-      point_refs(self.world, self.refs, nodes)
+      point_refs(self.world, self.refs, self.held, nodes)
     end
   end)
   if not ok then

@@ -263,7 +263,9 @@ static bool decode_value(decoder *de, int depth) {
         de->pos += n;
         return true;
     case TAG_TABLE:
-        if (de->size - de->pos < 4) return false;
+        /* what the encoder writes and nothing more: a table deeper than it goes, or keyed by
+         * what it refuses, would load and then fail the next save */
+        if (depth >= MAX_DEPTH || de->size - de->pos < 4) return false;
         memcpy(&n, de->p + de->pos, 4);
         de->pos += 4;
         if (n > (de->size - de->pos) / 2) return false; /* each pair takes two bytes at least */
@@ -272,8 +274,9 @@ static bool decode_value(decoder *de, int depth) {
         lua_createtable(L, 0, n < 64 ? (int)n : 64);
         for (uint32_t i = 0; i < n; i++) {
             if (!decode_value(de, depth + 1)) return lua_pop(L, 1), false;
-            if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) ||
-                !decode_value(de, depth + 1))
+            int kt = lua_type(L, -1);
+            if ((kt != LUA_TBOOLEAN && kt != LUA_TNUMBER && kt != LUA_TSTRING) ||
+                (kt == LUA_TNUMBER && lua_tonumber(L, -1) != lua_tonumber(L, -1)) || !decode_value(de, depth + 1))
                 return lua_pop(L, 2), false;
             lua_rawset(L, -3);
         }
@@ -406,6 +409,7 @@ typedef struct byte_sink {
     lua_State *L;
     uint8_t *data;
     size_t size, cap;
+    bool refused; /* the allocator refused a growth: the save ran out of memory */
 } byte_sink;
 
 static bool sink_write(void *ud, const void *data, size_t size) {
@@ -419,7 +423,7 @@ static bool sink_write(void *ud, const void *data, size_t size) {
         void *aud;
         lua_Alloc fa = lua_getallocf(s->L, &aud);
         uint8_t *p = fa(aud, s->data, s->data ? s->cap : 0, ncap);
-        if (!p) return false;
+        if (!p) return s->refused = true, false;
         s->data = p;
         s->cap = ncap;
     }
@@ -441,7 +445,8 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
     if (lua_isnoneornil(L, arg)) return KILN_PERSIST_BINARY;
     if (!lua_istable(L, arg)) klua_typeerror(L, arg, fname, "table");
     klua_check_keys(L, arg, arg, fname, keys, false);
-    lua_getfield(L, arg, "format");
+    lua_pushliteral(L, "format");
+    lua_rawget(L, arg);
     const char *f = lua_tostring(L, -1);
     kiln_persist_format format = KILN_PERSIST_BINARY;
     if (lua_isnil(L, -1) || (lua_type(L, -1) == LUA_TSTRING && strcmp(f, "binary") == 0)) format = KILN_PERSIST_BINARY;
@@ -449,11 +454,6 @@ static kiln_persist_format check_format(lua_State *L, int arg, const char *fname
     else klua_argerror(L, arg, fname, "format must be \"binary\" or \"json\"");
     lua_pop(L, 1);
     return format;
-}
-
-/* Pushes the table of Lua-valued resources (state.resources). */
-static void push_lua_resources(lua_State *L) {
-    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* nil where the host changed the state */
 }
 
 /* the string of w->size bytes at w->data */
@@ -469,13 +469,15 @@ static int w_save(lua_State *L) {
     int opts = 3;
     bool to_file = lua_type(L, 2) == LUA_TSTRING;
     if (kw->host && to_file) klua_fail(L, fname, "a mod cannot write files; save without a path to get the data");
+    if (to_file && strlen(lua_tostring(L, 2)) != lua_rawlen(L, 2)) /* C would write the path before the NUL */
+        klua_argerror(L, 2, fname, "a path without NUL bytes expected");
     if (!to_file && lua_istable(L, 2) && lua_isnoneornil(L, 3)) opts = 2;
     else if (!to_file && !lua_isnil(L, 2)) klua_typeerror(L, 2, fname, "path (string) or options (table)");
     kiln_persist_format format = check_format(L, opts, fname);
     /* Lua-valued resources go along as host data, encoded first (nothing written yet). */
-    byte_sink host = {L, NULL, 0, 0};
+    byte_sink host = {L, NULL, 0, 0, false};
     char why[200];
-    push_lua_resources(L);
+    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* state.resources (nil where the host changed the state) */
     lua_work w = {.kw = kw, .write = sink_write, .write_ud = &host, .why = why, .why_size = sizeof why};
     if (protect(L, encode_work, &w, 1, 0) != LUA_OK || !w.ok) {
         sink_free(&host);
@@ -486,12 +488,13 @@ static int w_save(lua_State *L) {
     kiln_save_desc d = {.format = format, .codec = &codec, .exclude = {kw->shared_type},
                         .host_data = host.data ? host.data : (const void *)"", .host_size = host.size};
     kiln_result r;
-    byte_sink out = {L, NULL, 0, 0};
+    byte_sink out = {L, NULL, 0, 0, false};
     if (to_file) r = kiln_save_file(kw->world, lua_tostring(L, 2), &d);
     else r = kiln_save(kw->world, &d, sink_write, &out);
     sink_free(&host);
     if (r != KILN_OK) {
         sink_free(&out);
+        if (out.refused) klua_fail(L, fname, "out of memory"); /* (kiln says its writer refused) */
         klua_fail_world(L, kw->world, fname);
     }
     if (to_file) return 0;
@@ -525,8 +528,15 @@ static bool on_host(void *ud, const void *data, size_t size, char *why, size_t w
     if (size == 0) return true;
     lua_work w = {.data = data, .size = size, .why = why, .why_size = why_size};
     if (protect(lc->L, decode_work, &w, 0, 1) != LUA_OK) return false;
-    if (!w.ok || !lua_istable(lc->L, -1)) {
-        lua_pop(lc->L, 1);
+    int value = lua_gettop(lc->L);
+    bool named = w.ok && lua_istable(lc->L, value); /* a table of resources by name (string) */
+    lua_pushnil(lc->L);
+    while (named && lua_next(lc->L, value)) { /* (allocates nothing: no error here) */
+        named = lua_type(lc->L, -2) == LUA_TSTRING;
+        lua_pop(lc->L, named ? 1 : 2);
+    }
+    if (!named) {
+        lua_settop(lc->L, value - 1);
         snprintf(why, why_size, "the Lua resources are corrupt");
         return false;
     }
@@ -596,13 +606,16 @@ static int w_load(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "skip_unknown");
+        lua_pushliteral(L, "skip_unknown");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "skip_unknown must be a boolean");
         skip = lua_toboolean(L, -1);
         lua_pop(L, 1);
     }
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
+    bool data = looks_like_data(s, n);
+    if (!data && strlen(s) != n) klua_argerror(L, 2, fname, "a path without NUL bytes expected"); /* (another file) */
     /* Slots 4..6 (padded nils, or extra arguments) become the load's. No lua_settop below
      * them: klua_self's collector guard sits above the arguments, and closing it from
      * lua_settop runs its __close where Lua 5.4.4 can leave the stack top pointing into a
@@ -617,7 +630,7 @@ static int w_load(lua_State *L) {
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
                         .ready = on_ready, .ud = &lc, .keep_going = on_keep_going};
-    kiln_result r = looks_like_data(s, n) ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
+    kiln_result r = data ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK && lc.overdue) klua_fail(L, fname, "%s", lc.overdue);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     /* the saved Lua resources join the world's: the merged table takes the place of its own
@@ -711,7 +724,10 @@ static int w_name(lua_State *L) {
 static int w_lookup(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:lookup", "string");
-    kiln_entity e = kiln_name_lookup(kw->world, lua_tostring(L, 2));
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n);
+    /* no name holds a NUL: C would look up the part before it */
+    kiln_entity e = strlen(name) == n ? kiln_name_lookup(kw->world, name) : 0;
     if (e) lua_pushinteger(L, (lua_Integer)e);
     else lua_pushnil(L);
     return 1;
@@ -727,7 +743,8 @@ static int w_clone(lua_State *L) {
     if (!lua_isnoneornil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "tree");
+        lua_pushliteral(L, "tree");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && !lua_isboolean(L, -1)) klua_argerror(L, 3, fname, "tree must be a boolean");
         d.tree = lua_toboolean(L, -1);
         lua_pop(L, 1);

@@ -77,8 +77,9 @@ static int tree_spawn(lua_State *L) {
     if (n < 0 || n > INT32_MAX || (nodes && n > INT32_MAX / nodes))
         klua_argerror(L, 2, fname, "a count from 0 to %d expected", (int)(nodes ? INT32_MAX / nodes : 0)); /* (Lua formats: no %lld) */
     kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
-    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    /* the list first, its slots made: running out of memory for it cannot follow the spawn */
     lua_createtable(L, (int)n, 0);
+    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
     for (lua_Integer i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)roots[i]);
         lua_rawseti(L, -2, i + 1);
@@ -111,14 +112,25 @@ static void *anchored(def_builder *b, size_t size) {
     return p;
 }
 
+/* Pushes def[key] (at idx), read raw: a table, or an empty one for nil. The def is
+ * prefab.lua's checked copy, but a script reaches it as prefab.def and may change it. */
+static int def_part(def_builder *b, int idx, const char *key, const char *pname) {
+    lua_pushstring(b->L, key);
+    int t = lua_rawget(b->L, idx);
+    if (t == LUA_TNIL) lua_newtable(b->L), lua_replace(b->L, -2);
+    else if (t != LUA_TTABLE)
+        klua_fail(b->L, b->fname, "prefab '%s': its def.%s was changed to a %s", pname, key, lua_typename(b->L, t));
+    return lua_gettop(b->L);
+}
+
 /* Converts the checked def at idx (prefab.lua's copy: components, children) into d. */
 static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *pname, int depth) {
     lua_State *L = b->L;
     if (depth > MAX_DEF_DEPTH) klua_fail(L, b->fname, "prefab '%s' nests more than %d deep", pname, MAX_DEF_DEPTH);
     luaL_checkstack(L, 8, "prefab def");
     idx = lua_absindex(L, idx);
-    lua_getfield(L, idx, "components");
-    int comps = lua_gettop(L);
+    if (!lua_istable(L, idx)) klua_fail(L, b->fname, "prefab '%s': a node of its def was changed to a %s", pname, luaL_typename(L, idx));
+    int comps = def_part(b, idx, "components", pname);
     int32_t n = 0;
     lua_pushnil(L);
     while (lua_next(L, comps)) n++, lua_pop(L, 1);
@@ -127,6 +139,8 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
     int32_t i = 0;
     lua_pushnil(L);
     while (lua_next(L, comps)) {
+        if (lua_type(L, -2) != LUA_TSTRING) /* (lua_tostring would change the key under lua_next) */
+            klua_fail(L, b->fname, "prefab '%s': a component named by a %s", pname, luaL_typename(L, -2));
         const char *name = lua_tostring(L, -2);
         kiln_component id = kiln_component_lookup(b->kw->world, name);
         kiln_component_info info;
@@ -141,9 +155,10 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    lua_getfield(L, idx, "children");
-    int kids = lua_gettop(L);
-    int32_t k = (int32_t)luaL_len(L, kids);
+    int kids = def_part(b, idx, "children", pname);
+    size_t len = lua_rawlen(L, kids);
+    if (len > INT32_MAX) klua_fail(L, b->fname, "prefab '%s': too many children", pname);
+    int32_t k = (int32_t)len;
     kiln_prefab_desc *children = anchored(b, sizeof(kiln_prefab_desc) * (size_t)k);
     for (int32_t c = 0; c < k; c++) {
         lua_rawgeti(L, kids, c + 1);
@@ -160,21 +175,25 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
 static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const char *pname, const char *fname) {
     idx = lua_absindex(L, idx);
     bool is_prefab = false;
-    if (lua_getmetatable(L, idx)) {
-        lua_getfield(L, -1, "__name");
+    if (lua_istable(L, idx) && lua_getmetatable(L, idx)) { /* (its fields are read raw below) */
+        lua_pushliteral(L, "__name");
+        lua_rawget(L, -2);
         is_prefab = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "kiln.Prefab") == 0;
         lua_pop(L, 2);
     }
     if (!is_prefab) klua_argerror(L, 3, fname, "prefabs.%s: kiln.Prefab expected, got %s", pname, luaL_typename(L, idx));
-    lua_getfield(L, idx, "world");
+    lua_pushliteral(L, "world");
+    lua_rawget(L, idx);
     bool same = lua_rawequal(L, -1, 1);
     lua_pop(L, 1);
     if (!same) klua_argerror(L, 3, fname, "prefabs.%s: the prefab was made for another world", pname);
-    lua_getfield(L, idx, "native");
+    lua_pushliteral(L, "native");
+    lua_rawget(L, idx);
     klua_prefab_tree *t = luaL_testudata(L, -1, KLUA_PREFAB_TREE);
     if (t) return t->prefab; /* left on the stack: held for the call */
     lua_pop(L, 1);
-    lua_getfield(L, idx, "def");
+    lua_pushliteral(L, "def");
+    lua_rawget(L, idx);
     int def = lua_gettop(L);
     lua_newtable(L);
     def_builder b = {L, kw, lua_gettop(L), 0, fname};
@@ -215,7 +234,8 @@ static int w_instantiate(lua_State *L) {
     if (!lua_isnil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "parent");
+        lua_pushliteral(L, "parent");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1)) {
             lua_Integer p = lua_tointeger(L, -1);
             if (!lua_isinteger(L, -1) || p <= 0) klua_argerror(L, 3, fname, "parent must be an entity");
@@ -223,7 +243,8 @@ static int w_instantiate(lua_State *L) {
             d.parent = (kiln_entity)p;
         }
         lua_pop(L, 1);
-        lua_getfield(L, 3, "prefabs");
+        lua_pushliteral(L, "prefabs");
+        lua_rawget(L, 3);
         if (!lua_isnil(L, -1) && !lua_istable(L, -1)) klua_argerror(L, 3, fname, "prefabs must be a table of kiln.Prefab by name");
         if (lua_istable(L, -1)) table = lua_gettop(L);
     }
@@ -231,7 +252,8 @@ static int w_instantiate(lua_State *L) {
     if (table) {
         lua_pushnil(L);
         while (lua_next(L, table)) {
-            if (lua_type(L, -2) != LUA_TSTRING) klua_argerror(L, 3, fname, "prefabs are named by strings");
+            if (lua_type(L, -2) != LUA_TSTRING || strlen(lua_tostring(L, -2)) != lua_rawlen(L, -2))
+                klua_argerror(L, 3, fname, "prefabs are named by strings without NUL bytes");
             if (count == INT32_MAX / 2) klua_argerror(L, 3, fname, "too many prefabs");
             count++;
             lua_pop(L, 1);
@@ -315,7 +337,9 @@ static int push_properties(lua_State *L) {
 static int instance_entity(lua_State *L) {
     klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "instance:entity", "string");
-    kiln_entity e = kiln_instance_entity(ki->instance, lua_tostring(L, 2));
+    size_t n;
+    const char *name = lua_tolstring(L, 2, &n); /* no scene name holds a NUL (C reads up to one) */
+    kiln_entity e = strlen(name) == n ? kiln_instance_entity(ki->instance, name) : 0;
     if (e) lua_pushinteger(L, (lua_Integer)e);
     else lua_pushnil(L);
     return 1;
@@ -338,8 +362,11 @@ static int instance_index(lua_State *L) {
     else if (strcmp(key, "entity") == 0) lua_pushcfunction(L, instance_entity);
     else if (strcmp(key, "despawn") == 0) lua_pushcfunction(L, instance_despawn);
     else if (strcmp(key, "properties") == 0) {
-        json_t *props = json_loads(kiln_instance_properties(ki->instance), 0, NULL);
-        if (!props) return luaL_error(L, "instance.properties: out of memory");
+        /* NULs allowed as the scene's reader allows them ("\u0000" in a string: without the
+         * flag the text the scene was read from failed here, reported as out of memory) */
+        json_error_t err;
+        json_t *props = json_loads(kiln_instance_properties(ki->instance), JSON_ALLOW_NUL, &err);
+        if (!props) return luaL_error(L, "instance.properties: %s", err.text);
         lua_pushlightuserdata(L, props); /* protected, so props is freed whatever happens */
         int status = klua_pcall_c(L, push_properties, 1, 1, 0);
         json_decref(props);
@@ -371,6 +398,7 @@ typedef struct text_sink {
     lua_State *L;
     char *data;
     size_t size, cap;
+    bool refused; /* the allocator refused a growth: the export ran out of memory */
 } text_sink;
 
 static bool sink_write(void *ud, const void *data, size_t size) {
@@ -384,7 +412,7 @@ static bool sink_write(void *ud, const void *data, size_t size) {
         void *aud;
         lua_Alloc fa = lua_getallocf(s->L, &aud);
         char *p = fa(aud, s->data, s->data ? s->cap : 0, cap);
-        if (!p) return false;
+        if (!p) return s->refused = true, false;
         s->data = p;
         s->cap = cap;
     }
@@ -400,6 +428,13 @@ static void sink_free(text_sink *s) {
     s->data = NULL;
 }
 
+/* the string of the sink's text (called protected: the text is freed whatever happens) */
+static int push_text(lua_State *L) {
+    const text_sink *s = lua_touserdata(L, 1);
+    lua_pushlstring(L, s->data ? s->data : "", s->size);
+    return 1;
+}
+
 static int w_export(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:export";
@@ -409,11 +444,11 @@ static int w_export(lua_State *L) {
     kiln_export_desc d = {0};
     if (!lua_isnil(L, 2)) {
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "list of entities");
-        lua_Integer n = luaL_len(L, 2);
+        size_t n = lua_rawlen(L, 2); /* raw, as the roots are read: no __len runs mid-call */
         if (n > INT32_MAX) klua_argerror(L, 2, fname, "too many roots");
         kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
-        for (lua_Integer i = 0; i < n; i++) {
-            lua_rawgeti(L, 2, i + 1);
+        for (size_t i = 0; i < n; i++) {
+            lua_rawgeti(L, 2, (lua_Integer)i + 1);
             if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) <= 0)
                 klua_argerror(L, 2, fname, "roots[%d] must be an entity", (int)(i + 1));
             roots[i] = (kiln_entity)lua_tointeger(L, -1);
@@ -426,17 +461,23 @@ static int w_export(lua_State *L) {
     if (!lua_isnil(L, 3)) {
         if (!lua_istable(L, 3)) klua_typeerror(L, 3, fname, "table");
         klua_check_keys(L, 3, 3, fname, keys, false);
-        lua_getfield(L, 3, "name");
-        if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING) klua_argerror(L, 3, fname, "name must be a string");
+        lua_pushliteral(L, "name");
+        lua_rawget(L, 3);
+        if (!lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TSTRING || strlen(lua_tostring(L, -1)) != lua_rawlen(L, -1)))
+            klua_argerror(L, 3, fname, "name must be a string without NUL bytes");
         d.name = lua_tostring(L, -1); /* stays on the stack */
     }
-    text_sink sink = {L, NULL, 0, 0};
+    text_sink sink = {L, NULL, 0, 0, false};
     if (kiln_export(kw->world, &d, sink_write, &sink) != KILN_OK) {
         sink_free(&sink);
+        if (sink.refused) klua_fail(L, fname, "out of memory"); /* (kiln says its writer refused) */
         klua_fail_world(L, kw->world, fname);
     }
-    lua_pushlstring(L, sink.data ? sink.data : "", sink.size);
+    /* a push raising for memory here left the text allocated, never freed */
+    lua_pushlightuserdata(L, &sink);
+    int rc = klua_pcall_c(L, push_text, 1, 1, 0);
     sink_free(&sink);
+    if (rc != LUA_OK) klua_fail(L, fname, "out of memory");
     return 1;
 }
 

@@ -336,7 +336,7 @@ static const struct {
     {ENTS("{\"components\": {\"Velocity\": {\"dx\": [1]}}}"),
      "kiln_instantiate: at entities[0].components.Velocity.dx: a number expected, got an array", KILN_ERR_INVALID_ARGUMENT},
     {ENTS("{\"components\": {\"Target\": {\"pair\": [1]}}}"),
-     "kiln_instantiate: at entities[0].components.Target.pair: an array of the field's count expected, got an array",
+     "kiln_instantiate: at entities[0].components.Target.pair: an array of 2 elements expected, got one of 1",
      KILN_ERR_INVALID_ARGUMENT},
     {ENTS("{\"components\": {\"Target\": {\"weight\": 3000000000}}}"),
      "kiln_instantiate: at entities[0].components.Target.weight: 3000000000 is out of range", KILN_ERR_INVALID_ARGUMENT},

@@ -58,7 +58,7 @@ static bool field(jr *j, const json_t *v, const pz_field *f, uint8_t *value) {
         return true;
     }
     if (f->count == 1) return pz_json_element(&j->js, v, f->type, p);
-    if (!pz_json_expect(&j->js, v, json_is_array(v) && json_array_size(v) == f->count, "an array of the field's count")) return false;
+    if (!pz_json_expect_array(&j->js, v, f->count)) return false;
     for (uint32_t k = 0; k < f->count; k++) {
         size_t mark = pz_json_index(&j->js, k);
         bool ok = pz_json_element(&j->js, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));

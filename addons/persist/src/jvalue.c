@@ -59,6 +59,15 @@ bool pz_json_expect(pz_json *j, const json_t *v, bool ok, const char *what) {
     return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%s expected, got %s", what, v ? type_of(v) : "nothing");
 }
 
+bool pz_json_expect_array(pz_json *j, const json_t *v, uint32_t count) {
+    if (json_is_array(v) && json_array_size(v) == count) return true;
+    if (json_is_array(v)) /* both counts: "got an array" alone does not tell what is wrong */
+        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an array of %u elements expected, got one of %zu",
+                            (unsigned)count, json_array_size(v));
+    return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "an array of %u elements expected, got %s", (unsigned)count,
+                        v ? type_of(v) : "nothing");
+}
+
 bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys) {
     const char *key;
     json_t *value;
@@ -255,8 +264,7 @@ static bool field(pz_json *j, const json_t *v, const kiln_field *f, uint8_t *val
         return true;
     }
     if (count == 1) return pz_json_element(j, v, f->type, p);
-    if (!pz_json_expect(j, v, json_is_array(v) && json_array_size(v) == count, "an array of the field's count"))
-        return false;
+    if (!pz_json_expect_array(j, v, count)) return false;
     for (uint32_t k = 0; k < count; k++) {
         size_t mark = pz_json_index(j, k);
         bool ok = pz_json_element(j, json_array_get(v, k), f->type, p + k * kiln_type_size(f->type));

@@ -68,6 +68,8 @@ KL_HIDDEN size_t pz_json_key(pz_json *j, const char *key);
 KL_HIDDEN size_t pz_json_index(pz_json *j, size_t i);
 KL_HIDDEN void pz_json_pop(pz_json *j, size_t mark);
 KL_HIDDEN bool pz_json_expect(pz_json *j, const json_t *v, bool ok, const char *what);
+/* An array of exactly count elements at v, else fails saying both counts (or what v is). */
+KL_HIDDEN bool pz_json_expect_array(pz_json *j, const json_t *v, uint32_t count);
 /* True for a string without NUL bytes (the parser lets \u0000 through for char arrays; a
  * string read as C text, a name or a number, must not hold one: it would read as its prefix). */
 KL_HIDDEN bool pz_json_plain(const json_t *v);
