@@ -736,6 +736,8 @@ static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t si
     if (!mod) {
         if (running && old->status == KLUA_MOD_RUNNING)
             snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
+        else if (!running)
+            snprintf(old->error, sizeof old->error, "reload failed: %s", err);
         return NULL;
     }
     if (running) {
@@ -758,8 +760,11 @@ static bool depends_on(const klua_mod *m, const klua_mod *dep) {
 
 /* Reloads mod in place, then the running mods that depend on it, directly or not (their
  * imports point into the old versions): each once, after all it depends on that reloads
- * (the depends of loaded mods form no circle: klua_mods_load refuses one). true, or false with err. */
-bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+ * (the depends of loaded mods form no circle: klua_mods_load refuses one). true, or false with err.
+ * The dependents whose reload failed (their error says why) go to failed, *failed_count of them. */
+bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size, klua_mod **failed,
+                      int *failed_count) {
+    *failed_count = 0;
     klua_mod *mod = reload_one(mods, old, err, size);
     if (!mod) return false;
     bool due[KLUA_MODS_MAX] = {false}, done[KLUA_MODS_MAX] = {false};
@@ -779,7 +784,10 @@ bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
                 ready = !(due[j] && !done[j] && depends_on(mods->list[i], mods->list[j]));
             if (!ready) continue;
             char sub[KLUA_MOD_ERROR];
-            if (!reload_one(mods, mods->list[i], sub, sizeof sub)) snprintf(err, size, "%s", sub);
+            if (!reload_one(mods, mods->list[i], sub, sizeof sub)) {
+                snprintf(err, size, "%s", sub);
+                failed[(*failed_count)++] = mods->list[i]; /* failed: still listed, as it was */
+            }
             done[i] = moved = true;
         }
     }

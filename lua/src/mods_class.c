@@ -133,6 +133,23 @@ static int push_info_protected(lua_State *L, klua_mod *mod) {
     return klua_pcall_c(L, push_info_call, 1, 1, 0);
 }
 
+/* Sets t[name] = error of each of the n mods at 2 (a reload's dependents that failed) in the
+ * table at 1 (a new one when nil), and returns it; run protected. */
+static int record_failed(lua_State *L) {
+    klua_mod **failed = lua_touserdata(L, 2);
+    int n = (int)lua_tointeger(L, 3);
+    if (lua_isnil(L, 1)) {
+        lua_createtable(L, 0, n);
+        lua_replace(L, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, failed[i]->error);
+        lua_setfield(L, 1, failed[i]->name);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* Runs a lifecycle operation with the caller as the host thread. */
 static const char *begin(lua_State *L, klua_mods *mods) {
     const char *why = klua_mods_busy(mods);
@@ -391,7 +408,9 @@ static int md_reload(lua_State *L) {
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];
-    bool ok = klua_mods_reload(mods, mod, err, sizeof err);
+    klua_mod *failed[KLUA_MODS_MAX];
+    int nfailed;
+    bool ok = klua_mods_reload(mods, mod, err, sizeof err, failed, &nfailed);
     mods->caller = NULL;
     if (!ok) {
         lua_pushnil(L);
@@ -400,7 +419,15 @@ static int md_reload(lua_State *L) {
     }
     /* the new version runs now: without memory for its info, the call says so with true */
     if (push_info_protected(L, klua_mods_find(mods, name)) != LUA_OK) lua_pushboolean(L, 1);
-    return 1;
+    if (nfailed == 0) return 1;
+    int top = lua_gettop(L);
+    /* the dependents whose reload failed (their old versions run on), by name: they were
+     * left out of the answer, and the host met them first as failures of their systems */
+    lua_pushnil(L);
+    lua_pushlightuserdata(L, failed);
+    lua_pushinteger(L, nfailed);
+    if (klua_pcall_c(L, record_failed, 3, 1, 0) != LUA_OK) lua_pop(L, 1); /* no room: the info alone */
+    return 1 + lua_gettop(L) - top;
 }
 
 static int md_list(lua_State *L) {
@@ -452,11 +479,20 @@ static int md_poll(lua_State *L) {
         if (!mod || mod->status != KLUA_MOD_RUNNING || !klua_mod_changed(mod)) continue;
         begin(L, mods);
         char err[KLUA_MOD_ERROR + 128];
-        bool ok = klua_mods_reload(mods, mod, err, sizeof err);
+        klua_mod *failed[KLUA_MODS_MAX];
+        int nfailed;
+        bool ok = klua_mods_reload(mods, mod, err, sizeof err, failed, &nfailed);
         mods->caller = NULL;
         if (ok) {
             lua_pushvalue(L, name_idx);
             lua_rawseti(L, base + 1, ++reloaded); /* within the size made: no allocation */
+            /* its dependents whose reload failed are failures too (the table may grow) */
+            if (nfailed == 0) continue;
+            lua_pushvalue(L, base + 2);
+            lua_pushlightuserdata(L, failed);
+            lua_pushinteger(L, nfailed);
+            (void)klua_pcall_c(L, record_failed, 3, 1, 0); /* no room: the message alone is lost */
+            lua_pop(L, 1);
             continue;
         }
         /* the old version runs on, the world as it was: its message, or the one made first */
