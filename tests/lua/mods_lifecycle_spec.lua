@@ -56,3 +56,62 @@ describe("a reload whose dependents fail to reload", function()
         assert.is_nil(failed.dep)
     end)
 end)
+
+describe("a reload changing the order of the mod's systems", function()
+    after_each(M.cleanup)
+
+    it("may turn the order between its own systems around", function()
+        -- the new version's systems replaced the old ones one at a time, each checked against
+        -- the others still old: s2 "before s1" met the old s1 "before s2" and was taken for a
+        -- cycle; the reload was refused and the running version stopped (state "disabled")
+        local w = require("kiln").world()
+        local dir = M.folder()
+        local lines = {}
+        local mods = require("kiln").mods(w, {log = function(_, line) lines[#lines + 1] = line end})
+        M.write(dir, "m.lua", [[
+            world:system{name = "s1", before = {"s2"}, run = function() print("s1 v1") end}
+            world:system{name = "s2", run = function() print("s2 v1") end}
+        ]])
+        assert(mods:load(dir .. "/m.lua"))
+        assert.is_true(w:progress(1 / 60))
+        assert.are.same({"s1 v1", "s2 v1"}, lines)
+        M.write(dir, "m.lua", [[
+            world:system{name = "s2", before = {"s1"}, run = function() print("s2 v2") end}
+            world:system{name = "s1", run = function() print("s1 v2") end}
+        ]])
+        assert.are.equal("m", assert(mods:reload("m")).name)
+        lines = {}
+        assert.is_true(w:progress(1 / 60))
+        assert.are.same({"s2 v2", "s1 v2"}, lines)
+        assert.are.equal("running", M.info(mods, "m").state)
+    end)
+
+    it("closing a cycle with the host's systems is refused, and the old version runs on", function()
+        -- the replace that closed the cycle came after others had replaced the old version's
+        -- systems: the reload stopped the old version ("stopped: the reload's ..."), though a
+        -- failed reload is to leave it running
+        local w, mods, host = M.host()
+        w:system{name = "host_late", after = {"host_tick"}, run = function() end}
+        local dir = M.folder()
+        M.write(dir, "m.lua", [[
+            world:system{name = "s1", run = function() end}
+            world:system{name = "s2", after = {"host_tick"}, run = function() end}
+        ]])
+        assert(mods:load(dir .. "/m.lua"))
+        M.write(dir, "m.lua", [[
+            world:system{name = "s1", run = function() end}
+            world:system{name = "s2", after = {"host_late"}, before = {"host_tick"}, run = function() end}
+        ]])
+        local ok, err = mods:reload("m")
+        assert.is_nil(ok)
+        assert.truthy(err:find("mod 'm': its system 's2' was refused: .*cycle"), err)
+        local info = M.info(mods, "m")
+        assert.are.equal("running", info.state)
+        assert.truthy(info.error:find("reload failed, the old version runs on", 1, true), info.error)
+        assert.are.same({"host_tick", "host_late", "s1", "s2"}, M.system_names(w))
+        local runs = host.runs
+        assert.is_true(w:progress(1 / 60))
+        assert.are.equal(runs + 1, host.runs)
+        for _, s in ipairs(w:systems()) do assert.is_true(s.enabled, s.name) end
+    end)
+end)
