@@ -34,6 +34,7 @@ bool klua_mod_order_check(klua_mod *mod) {
         if (!kiln_schedule_system_info_get(sched, i, &info) || info.removing) continue;
         kiln_system_desc d = {.name = info.name, .run = order_only};
         klua_mod_staged *st = replacing(mod, info.name);
+        if (!st && mod->previous && klua_mod_runs(mod->previous, info.name)) continue; /* leaves */
         for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
             d.before[k] = st ? (st->before[k][0] ? st->before[k] : NULL) : k < info.before_count ? info.before[k] : NULL;
             d.after[k] = st ? (st->after[k][0] ? st->after[k] : NULL) : k < info.after_count ? info.after[k] : NULL;

@@ -541,6 +541,12 @@ static commit_result commit_systems(klua_mod *mod) {
             remove_systems(mod); /* the new names pass 0 added */
             return COMMIT_UNDONE;
         }
+        for (int k = 0; pass == 1 && mod->previous && k < mod->previous->system_count; k++) {
+            const char *name = mod->previous->systems[k]; /* its others leave first */
+            bool kept = false;
+            for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
+            if (!kept && klua_mod_runs(mod->previous, name)) kiln_schedule_remove(sched, name);
+        }
         for (int i = 0; i < mod->staged_count; i++) {
             klua_mod_staged *st = &mod->staged[i];
             bool replace = st->replace;
@@ -570,13 +576,6 @@ static commit_result commit_systems(klua_mod *mod) {
             }
         }
     }
-    if (mod->previous)
-        for (int k = 0; k < mod->previous->system_count; k++) {
-            const char *name = mod->previous->systems[k];
-            bool kept = false;
-            for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
-            if (!kept && klua_mod_runs(mod->previous, name)) kiln_schedule_remove(sched, name);
-        }
     return COMMIT_OK;
 }
 

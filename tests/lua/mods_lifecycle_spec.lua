@@ -115,3 +115,25 @@ describe("a reload changing the order of the mod's systems", function()
         for _, s in ipairs(w:systems()) do assert.is_true(s.enabled, s.name) end
     end)
 end)
+
+describe("a reload dropping a system", function()
+    after_each(M.cleanup)
+
+    it("may order its others against the name it drops", function()
+        -- the old version's x ("before s1") was removed only after the new version's systems
+        -- were in place: the new s1 "before x" met it in a cycle, the reload was refused and
+        -- the running version stopped
+        local w, mods = M.host()
+        local dir = M.folder()
+        M.write(dir, "m.lua", [[
+            world:system{name = "x", before = {"s1"}, run = function() end}
+            world:system{name = "s1", run = function() end}
+        ]])
+        assert(mods:load(dir .. "/m.lua"))
+        M.write(dir, "m.lua", 'world:system{name = "s1", before = {"x"}, run = function() end}')
+        assert.are.equal("m", assert(mods:reload("m")).name)
+        assert.are.same({"host_tick", "s1"}, M.system_names(w))
+        assert.is_true(w:progress(1 / 60))
+        assert.are.equal("running", M.info(mods, "m").state)
+    end)
+end)
