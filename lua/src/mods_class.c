@@ -133,8 +133,7 @@ static int push_info_protected(lua_State *L, klua_mod *mod) {
     return klua_pcall_c(L, push_info_call, 1, 1, 0);
 }
 
-/* Sets t[name] = error of each of the n mods at 2 (a reload's dependents that failed) in the
- * table at 1 (a new one when nil), and returns it; run protected. */
+/* t[name] = error of the n mods at 2 (a reload's failed dependents) in t at 1 (new if nil). */
 static int record_failed(lua_State *L) {
     klua_mod **failed = lua_touserdata(L, 2);
     int n = (int)lua_tointeger(L, 3);
@@ -421,8 +420,7 @@ static int md_reload(lua_State *L) {
     if (push_info_protected(L, klua_mods_find(mods, name)) != LUA_OK) lua_pushboolean(L, 1);
     if (nfailed == 0) return 1;
     int top = lua_gettop(L);
-    /* the dependents whose reload failed (their old versions run on), by name: they were
-     * left out of the answer, and the host met them first as failures of their systems */
+    /* the dependents whose reload failed (their old versions run on), by name */
     lua_pushnil(L);
     lua_pushlightuserdata(L, failed);
     lua_pushinteger(L, nfailed);
@@ -575,13 +573,28 @@ static int call_log(lua_State *H) {
     return 0;
 }
 
+static int close_log_loops(lua_State *H) {
+    klua_query_close_loops(H, lua_touserdata(H, 1), ((klua_world *)lua_touserdata(H, 1))->current, false);
+    return 0;
+}
+
 static void lua_log(void *user, const char *mod, const char *line) {
     klua_mods *mods = user;
     lua_State *H = klua_mods_host_thread(mods);
     if (!lua_checkstack(H, 4)) return;
+    /* inside the printing mod's system, held to its access as a granted function is (kiln's
+     * guard aborted the host at the log's query of a component it had not declared) */
+    klua_mod *m = mods->loading && strcmp(mods->loading->name, mod) == 0 ? mods->loading : klua_mods_find(mods, mod);
+    klua_system *host_current = mods->kw->current, *borrowed = m && m->kw ? m->kw->current : NULL;
+    if (borrowed) mods->kw->current = borrowed;
     log_args a = {mods, mod, line};
     lua_pushlightuserdata(H, &a);
     if (klua_pcall_c(H, call_log, 1, 0, 0) != LUA_OK) lua_pop(H, 1); /* a failing log loses the line */
+    if (borrowed && !mods->kw->closed) {
+        lua_pushlightuserdata(H, mods->kw);
+        if (klua_pcall_c(H, close_log_loops, 1, 0, 0) != LUA_OK) lua_pop(H, 1);
+    }
+    mods->kw->current = host_current;
 }
 
 static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {

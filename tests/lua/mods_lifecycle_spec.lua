@@ -137,3 +137,37 @@ describe("a reload dropping a system", function()
         assert.are.equal("running", M.info(mods, "m").state)
     end)
 end)
+
+describe("the host's log function, called while a mod's system prints", function()
+    after_each(M.cleanup)
+
+    it("is held to that system's access, as a granted function is, instead of aborting the host", function()
+        -- the log ran host code inside the mod's system with no system of the host's world
+        -- current: its query over a component the system did not declare passed the Lua
+        -- checks and met kiln's own access guard, which aborted the process
+        local kiln = require "kiln"
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        w:spawn{Position = {x = 1, y = 2}}
+        local seen, errors = {}, {}
+        local mods = kiln.mods(w, {log = function(_, line)
+            seen[#seen + 1] = line
+            local ok, err = pcall(function()
+                local n = 0
+                for _ in w:query{"Position"}:each() do n = n + 1 end
+                return n
+            end)
+            if not ok then errors[#errors + 1] = err end
+        end})
+        local dir = M.folder()
+        M.write(dir, "m.lua", 'print("top") world:system{name = "m_sys", run = function() print("tick") end}')
+        assert(mods:load(dir .. "/m.lua"))
+        assert.is_true(w:progress(1 / 60))
+        assert.are.same({"top", "tick"}, seen)
+        assert.are.equal(1, #errors)
+        assert.truthy(errors[1]:find("system 'm_sys' reads Position without declaring it", 1, true), errors[1])
+        -- between frames (the top level) the log may do anything, and the frames go on
+        assert.is_true(w:progress(1 / 60))
+        assert.are.equal(3, #seen)
+    end)
+end)
