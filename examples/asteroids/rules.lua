@@ -6,8 +6,11 @@
 --          are already in its schedule
 --   game   constants shared with C: seed, rate (frames per second), field_size,
 --          asteroid_radius[size]
--- Frame order, decided by what each system reads and writes: move, then orbit and collide
--- (which emits Collision events), propagate_transforms and waves, impacts, hull.
+-- Frame order: move, then orbit and collide (which emits Collision events),
+-- propagate_transforms and waves, impacts, hull. Each system declares what it runs after:
+-- left to declaration order, a mod's before/after could turn it around (a mod system after
+-- hull and before waves ran hull first); declared, such a mod system closes a cycle and is
+-- refused.
 
 local world, game = world, game
 
@@ -62,6 +65,7 @@ end
 local frame = 0
 world:system{
     name = "waves",
+    after = {"collide"},
     writes = {"Position", "Velocity", "Ship", "Score"},
     run = function(world)
         frame = frame + 1
@@ -112,6 +116,7 @@ end
 -- asteroid) and adds damage to the ship's incoming; hull applies it later in the frame.
 world:system{
     name = "impacts",
+    after = {"waves", "propagate_transforms"},
     reads = {"Parent"}, -- despawn_recursive walks the moons' links
     writes = {"Ship", "Asteroid", "Position", "Velocity", "LocalTransform", "Score"},
     run = function(world)
@@ -144,6 +149,7 @@ world:system{
 local ships = world:query{"Ship"}
 world:system{
     name = "hull",
+    after = {"impacts"},
     writes = {"Ship", "Score"},
     run = function(world)
         local lost, damage = 0, 0

@@ -298,17 +298,22 @@ kiln_result game_systems_add(game_systems *gs, kiln_schedule *schedule) {
     const game_ids *ids = &gs->ids;
     kiln_system_desc propagate;
     kiln_transform_system_desc(gs->world, &propagate);
+    /* The order is declared, not left to declaration order among systems that conflict: a
+     * mod's before/after overrides that, so a mod system "after hull, before move" ran hull
+     * first; against declared order it closes a cycle and is refused. */
+    propagate.after[0] = "move";
+    propagate.after[1] = "orbit";
     kiln_result r;
     if ((r = kiln_schedule_add(schedule, &(kiln_system_desc){
              .name = "move", .run = move_system, .user = gs,
              .reads = {ids->velocity},
              .writes = {ids->position, ids->transform.local}})) != KILN_OK ||
         (r = kiln_schedule_add(schedule, &(kiln_system_desc){
-             .name = "orbit", .run = orbit_system, .user = gs,
+             .name = "orbit", .run = orbit_system, .user = gs, .after = {"move"},
              .writes = {ids->orbit, ids->transform.local}})) != KILN_OK ||
         (r = kiln_schedule_add(schedule, &propagate)) != KILN_OK)
         return r;
     return kiln_schedule_add(schedule, &(kiln_system_desc){
-        .name = "collide", .run = collide_system, .user = gs,
+        .name = "collide", .run = collide_system, .user = gs, .after = {"move"},
         .reads = {ids->position, ids->asteroid, ids->ship}});
 }

@@ -323,7 +323,15 @@ local function mods_command(self, cmd, rest)
     elseif cmd == "reload" then
       local info, err = mods:reload(name)
       if not info then error(err, 0) end
-      return string.format("reloaded %s (%d systems)", info.name, #info.systems)
+      local text = type(info) == "table" and string.format("reloaded %s (%d systems)", info.name, #info.systems)
+        or "reloaded " .. name
+      if err == nil then return text end
+      -- dependents whose reload failed run on in their old versions: an error, naming each
+      local names = {}
+      for dep in pairs(err) do names[#names + 1] = dep end
+      table.sort(names)
+      for i, dep in ipairs(names) do names[i] = "its dependent " .. dep .. " failed to reload: " .. clip(err[dep], 300) end
+      error(text .. "; " .. table.concat(names, "; "), 0)
     else
       if opt ~= "" and opt ~= "keep" then error(":unload takes a mod name and, optionally, keep", 0) end
       local done, err = mods:unload(name, opt == "keep" and {keep = true} or nil)

@@ -515,8 +515,8 @@ static int close_loops_thunk(lua_State *L) {
 
 /* Adds the staged systems (replacing the previous version's of the same name in place) and
  * removes the previous version's others. New names go first, so a refusal among them undoes
- * cleanly; a replace refused (a cycle through changed before/after) leaves the previous
- * version without systems, which the caller reports. */
+ * cleanly, and so does a cycle the new order closes (checked whole before any replace); a
+ * replace refused for memory leaves the previous version without systems, which the caller reports. */
 typedef enum commit_result { COMMIT_OK, COMMIT_UNDONE, COMMIT_BROKEN } commit_result;
 
 static commit_result commit_systems(klua_mod *mod) {
@@ -532,32 +532,50 @@ static commit_result commit_systems(klua_mod *mod) {
     /* decided before the first pass adds anything: a name pass 0 added is no replace */
     for (int i = 0; i < mod->staged_count; i++)
         mod->staged[i].replace = mod->previous && kiln_schedule_find(sched, mod->staged[i].name) >= 0;
-    for (int pass = 0; pass < 2; pass++)
+    /* pass 0 adds the new names; pass 1 takes the replaced ones' constraints off (fini NULL:
+     * the old version's leave, the new one's stays for pass 2), so no replace meets the old
+     * version's order in a cycle; pass 2 puts them in whole. The whole new order is checked
+     * first: once pass 1 has begun, the old version's systems are gone. */
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1 && mod->previous && !klua_mod_order_check(mod)) {
+            remove_systems(mod); /* the new names pass 0 added */
+            return COMMIT_UNDONE;
+        }
+        for (int k = 0; pass == 1 && mod->previous && k < mod->previous->system_count; k++) {
+            const char *name = mod->previous->systems[k]; /* its others leave first */
+            bool kept = false;
+            for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
+            if (!kept && klua_mod_runs(mod->previous, name)) kiln_schedule_remove(sched, name);
+        }
         for (int i = 0; i < mod->staged_count; i++) {
             klua_mod_staged *st = &mod->staged[i];
             bool replace = st->replace;
-            if (replace != (pass == 1)) continue;
-            kiln_result r = replace ? kiln_schedule_replace(sched, staged_desc(st)) : kiln_schedule_add(sched, staged_desc(st));
-            if (r == KILN_OK && !remember_system(mod, st->name)) {
-                kiln_schedule_remove(sched, st->name);
+            if (replace != (pass > 0)) continue;
+            kiln_system_desc bare = *staged_desc(st);
+            memset(bare.before, 0, sizeof bare.before);
+            memset(bare.after, 0, sizeof bare.after);
+            bare.fini = NULL;
+            kiln_result r = pass == 1 ? kiln_schedule_replace(sched, &bare)
+                            : replace ? kiln_schedule_replace(sched, staged_desc(st))
+                                      : kiln_schedule_add(sched, staged_desc(st));
+            st->bare = r == KILN_OK && pass == 1;
+            if (r == KILN_OK && pass < 2 && !remember_system(mod, st->name)) {
+                if (pass == 0) kiln_schedule_remove(sched, st->name); /* (a bare one: below) */
                 r = KILN_ERR_OUT_OF_MEMORY;
             }
             if (r != KILN_OK) {
                 snprintf(mod->error, sizeof mod->error, "its system '%s' was refused: %s", st->name,
                          klua_core_detail(kiln_world_error(world)));
+                for (int k = 0; k < mod->staged_count; k++) /* their fini is not the schedule's */
+                    if (mod->staged[k].bare && kiln_schedule_remove(sched, mod->staged[k].name) == KILN_OK)
+                        mod->staged[k].desc.fini(world, mod->staged[k].desc.user);
                 remove_systems(mod); /* the new version's, added or replaced so far */
                 if (pass == 0) return COMMIT_UNDONE;
                 remove_systems(mod->previous);
                 return COMMIT_BROKEN;
             }
         }
-    if (mod->previous)
-        for (int k = 0; k < mod->previous->system_count; k++) {
-            const char *name = mod->previous->systems[k];
-            bool kept = false;
-            for (int i = 0; i < mod->staged_count && !kept; i++) kept = strcmp(mod->staged[i].name, name) == 0;
-            if (!kept && klua_mod_runs(mod->previous, name)) kiln_schedule_remove(sched, name);
-        }
+    }
     return COMMIT_OK;
 }
 
@@ -736,6 +754,8 @@ static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t si
     if (!mod) {
         if (running && old->status == KLUA_MOD_RUNNING)
             snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);
+        else if (!running)
+            snprintf(old->error, sizeof old->error, "reload failed: %s", err);
         return NULL;
     }
     if (running) {
@@ -758,8 +778,11 @@ static bool depends_on(const klua_mod *m, const klua_mod *dep) {
 
 /* Reloads mod in place, then the running mods that depend on it, directly or not (their
  * imports point into the old versions): each once, after all it depends on that reloads
- * (the depends of loaded mods form no circle: klua_mods_load refuses one). true, or false with err. */
-bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
+ * (the depends of loaded mods form no circle: klua_mods_load refuses one). true, or false with err.
+ * The dependents whose reload failed (their error says why) go to failed, *failed_count of them. */
+bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size, klua_mod **failed,
+                      int *failed_count) {
+    *failed_count = 0;
     klua_mod *mod = reload_one(mods, old, err, size);
     if (!mod) return false;
     bool due[KLUA_MODS_MAX] = {false}, done[KLUA_MODS_MAX] = {false};
@@ -779,7 +802,10 @@ bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size) {
                 ready = !(due[j] && !done[j] && depends_on(mods->list[i], mods->list[j]));
             if (!ready) continue;
             char sub[KLUA_MOD_ERROR];
-            if (!reload_one(mods, mods->list[i], sub, sizeof sub)) snprintf(err, size, "%s", sub);
+            if (!reload_one(mods, mods->list[i], sub, sizeof sub)) {
+                snprintf(err, size, "%s", sub);
+                failed[(*failed_count)++] = mods->list[i]; /* failed: still listed, as it was */
+            }
             done[i] = moved = true;
         }
     }

@@ -105,6 +105,7 @@ typedef struct klua_mod_staged {
     char before[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
     char after[KILN_SYSTEM_MAX_ORDER][KILN_MAX_NAME + 1];
     bool replace; /* the previous version has it: replaced in place (decided before adding) */
+    bool bare;    /* in the schedule without its constraints and fini (a reload's commit, between passes) */
 } klua_mod_staged;
 
 struct klua_mods {
@@ -238,8 +239,13 @@ KLUA_HIDDEN klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod
 /* Its systems leave, its entities go, its components leave every entity (unless keep or
  * another mod uses them), its state closes, it leaves the list. */
 KLUA_HIDDEN void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep);
-/* Reloads in place (and the mods depending on it); false with err, the old version on. */
-KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size);
+/* Reloads in place (and the mods depending on it); false with err, the old version on.
+ * failed (room for KLUA_MODS_MAX) gets the dependents whose reload failed. */
+KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size, klua_mod **failed,
+                                  int *failed_count);
+/* Whether the staged systems, those marked replace in place of the running version's, leave
+ * the schedule's before/after without a cycle (mod_order.c); false with mod->error. */
+KLUA_HIDDEN bool klua_mod_order_check(klua_mod *mod);
 /* Releases the states of disabled mods whose systems have left. */
 KLUA_HIDDEN void klua_mods_sweep(klua_mods *mods);
 /* Closes every mod's state (the world's on_release, and mods:close). */

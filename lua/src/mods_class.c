@@ -133,6 +133,22 @@ static int push_info_protected(lua_State *L, klua_mod *mod) {
     return klua_pcall_c(L, push_info_call, 1, 1, 0);
 }
 
+/* t[name] = error of the n mods at 2 (a reload's failed dependents) in t at 1 (new if nil). */
+static int record_failed(lua_State *L) {
+    klua_mod **failed = lua_touserdata(L, 2);
+    int n = (int)lua_tointeger(L, 3);
+    if (lua_isnil(L, 1)) {
+        lua_createtable(L, 0, n);
+        lua_replace(L, 1);
+    }
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, failed[i]->error);
+        lua_setfield(L, 1, failed[i]->name);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* Runs a lifecycle operation with the caller as the host thread. */
 static const char *begin(lua_State *L, klua_mods *mods) {
     const char *why = klua_mods_busy(mods);
@@ -391,7 +407,9 @@ static int md_reload(lua_State *L) {
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];
-    bool ok = klua_mods_reload(mods, mod, err, sizeof err);
+    klua_mod *failed[KLUA_MODS_MAX];
+    int nfailed;
+    bool ok = klua_mods_reload(mods, mod, err, sizeof err, failed, &nfailed);
     mods->caller = NULL;
     if (!ok) {
         lua_pushnil(L);
@@ -400,7 +418,14 @@ static int md_reload(lua_State *L) {
     }
     /* the new version runs now: without memory for its info, the call says so with true */
     if (push_info_protected(L, klua_mods_find(mods, name)) != LUA_OK) lua_pushboolean(L, 1);
-    return 1;
+    if (nfailed == 0) return 1;
+    int top = lua_gettop(L);
+    /* the dependents whose reload failed (their old versions run on), by name */
+    lua_pushnil(L);
+    lua_pushlightuserdata(L, failed);
+    lua_pushinteger(L, nfailed);
+    if (klua_pcall_c(L, record_failed, 3, 1, 0) != LUA_OK) lua_pop(L, 1); /* no room: the info alone */
+    return 1 + lua_gettop(L) - top;
 }
 
 static int md_list(lua_State *L) {
@@ -452,11 +477,20 @@ static int md_poll(lua_State *L) {
         if (!mod || mod->status != KLUA_MOD_RUNNING || !klua_mod_changed(mod)) continue;
         begin(L, mods);
         char err[KLUA_MOD_ERROR + 128];
-        bool ok = klua_mods_reload(mods, mod, err, sizeof err);
+        klua_mod *failed[KLUA_MODS_MAX];
+        int nfailed;
+        bool ok = klua_mods_reload(mods, mod, err, sizeof err, failed, &nfailed);
         mods->caller = NULL;
         if (ok) {
             lua_pushvalue(L, name_idx);
             lua_rawseti(L, base + 1, ++reloaded); /* within the size made: no allocation */
+            /* its dependents whose reload failed are failures too (the table may grow) */
+            if (nfailed == 0) continue;
+            lua_pushvalue(L, base + 2);
+            lua_pushlightuserdata(L, failed);
+            lua_pushinteger(L, nfailed);
+            (void)klua_pcall_c(L, record_failed, 3, 1, 0); /* no room: the message alone is lost */
+            lua_pop(L, 1);
             continue;
         }
         /* the old version runs on, the world as it was: its message, or the one made first */
@@ -539,13 +573,28 @@ static int call_log(lua_State *H) {
     return 0;
 }
 
+static int close_log_loops(lua_State *H) {
+    klua_query_close_loops(H, lua_touserdata(H, 1), ((klua_world *)lua_touserdata(H, 1))->current, false);
+    return 0;
+}
+
 static void lua_log(void *user, const char *mod, const char *line) {
     klua_mods *mods = user;
     lua_State *H = klua_mods_host_thread(mods);
     if (!lua_checkstack(H, 4)) return;
+    /* inside the printing mod's system, held to its access as a granted function is (kiln's
+     * guard aborted the host at the log's query of a component it had not declared) */
+    klua_mod *m = mods->loading && strcmp(mods->loading->name, mod) == 0 ? mods->loading : klua_mods_find(mods, mod);
+    klua_system *host_current = mods->kw->current, *borrowed = m && m->kw ? m->kw->current : NULL;
+    if (borrowed) mods->kw->current = borrowed;
     log_args a = {mods, mod, line};
     lua_pushlightuserdata(H, &a);
     if (klua_pcall_c(H, call_log, 1, 0, 0) != LUA_OK) lua_pop(H, 1); /* a failing log loses the line */
+    if (borrowed && !mods->kw->closed) {
+        lua_pushlightuserdata(H, mods->kw);
+        if (klua_pcall_c(H, close_log_loops, 1, 0, 0) != LUA_OK) lua_pop(H, 1);
+    }
+    mods->kw->current = host_current;
 }
 
 static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {

@@ -173,6 +173,26 @@ if [ "$(rc binary)" = 0 ] && grep -qE "attempt to load (a binary chunk|chunk wit
   pass "a binary (bytecode) mod is refused at load"
 else fail "a binary (bytecode) mod is refused at load" "exit status $(rc binary)" "$(head -n 5 "$TMP/binary.err")"; fi
 
+# A mod's before/after cannot turn the game's own order around. The game's systems were
+# ordered only by what they read and write (declaration order), which a constraint overrides:
+# a mod system "after hull, before waves" moved hull to stage 0, before move, and waves after
+# it; one "after hull, before move" did the same. Each closes a cycle through the game's
+# declared order now, so it is refused, and the game's stages are those of a plain run.
+cat >"$TMP/trap.lua" <<'EOF2'
+world:system{name = "trap", after = {"hull"}, before = {"waves"}, run = function() end}
+EOF2
+cat >"$TMP/trap2.lua" <<'EOF2'
+world:system{name = "trap2", exclusive = true, after = {"hull"}, before = {"move"}, run = function() end}
+EOF2
+run trap --frames 10 --asteroids 100 --mod "$TMP/trap.lua" --mod "$TMP/trap2.lua"
+stages() { grep -E '^stage [0-9]+: ' "$TMP/$1.out"; }
+if [ "$(rc trap)" = 0 ] && grep -q "cannot load mod $TMP/trap.lua: mod 'trap': .*cycle" "$TMP/trap.err" &&
+   grep -q "cannot load mod $TMP/trap2.lua: mod 'trap2': .*cycle" "$TMP/trap.err" &&
+   [ "$(stages trap)" = "$(stages plain)" ] && grep -q '^final: score' "$TMP/trap.out"; then
+  pass "a mod ordering itself between the game's systems so as to reorder them is refused"
+else fail "a mod ordering itself between the game's systems so as to reorder them is refused" "exit status $(rc trap)" \
+  "$(head -n 5 "$TMP/trap.err")" "$(stages trap)"; fi
+
 # ---- every mod of examples/mods, through the mod manager ------------------------------------
 run mods --frames 200 --asteroids 3000 --mods examples/mods
 if [ "$(rc mods)" = 0 ] && [ ! -s "$TMP/mods.err" ] &&

@@ -77,6 +77,23 @@ world:system{name = "keep", writes = {"Kept"}, query = {"Kept"}, each = function
         assert.are.same({"error", "no mods: the global `mods` holds no mod manager (kiln.mods(world))"}, {s:feed(":mods")})
     end)
 
+    it("name the dependents whose reload failed after the mod's own", function()
+        -- ":reload dep" answered "reloaded dep" alone though user, which depends on it, failed
+        -- to reload and its old version was left calling into a dep that is gone
+        assert(os.execute("mkdir -p " .. dir .. "/dep " .. dir .. "/user"))
+        write(dir .. "/dep/manifest.lua", 'return {name = "dep", version = "1"}')
+        write(dir .. "/dep/init.lua", "mod.exports.v = 1")
+        write(dir .. "/user/manifest.lua", 'return {name = "user", version = "1", depends = {"dep"}}')
+        write(dir .. "/user/init.lua", 'assert(mod.import("dep").v == 1, "user needs dep 1")')
+        assert(env.mods:load(dir .. "/dep"))
+        assert(env.mods:load(dir .. "/user"))
+        write(dir .. "/dep/init.lua", "mod.exports.v = 2")
+        local status, text = s:feed(":reload dep")
+        assert.are.equal("error", status)
+        assert.truthy(text:find("^reloaded dep %(0 systems%); its dependent user failed to reload: " ..
+                                "reload failed, the old version runs on: mod 'user': .*user needs dep 1"), text)
+    end)
+
     it("show the host's new failures on :poll, once each", function()
         env.failures = {n = 0}
         assert.are.same({"ok", ""}, {s:feed(":poll")})

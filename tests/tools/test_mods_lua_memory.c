@@ -131,11 +131,56 @@ START_TEST(a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_an
 }
 END_TEST
 
+/* A reload turning the order of the mod's two systems around, with the world's allocator
+ * refusing after each number of grants in turn: it reloads, or fails leaving the old version
+ * running, or (refused for memory once the old systems were replaced) stops the mod; never a
+ * crash, and the world gives back every byte (stop). The new version's systems go into place
+ * without their constraints first and are put back whole (mods.c, commit_systems); a refusal
+ * between the two must release them. */
+START_TEST(a_reload_reordering_its_systems_out_of_world_memory_anywhere_leaves_a_clean_world) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/kiln-mods-order-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256], setup[2048];
+    snprintf(path, sizeof path, "%s/o.lua", dir);
+    const char *v1 = "world:system{name = 's1', before = {'s2'}, run = function() end}\n"
+                     "world:system{name = 's2', run = function() end}\n";
+    const char *v2 = "world:system{name = 's2', before = {'s1'}, run = function() end}\n"
+                     "world:system{name = 's1', run = function() end}\n";
+    snprintf(setup, sizeof setup,
+             "mods = kiln.mods(w) local f = assert(io.open('%s', 'w')) f:write([[%s]]) f:close()\n"
+             "assert(mods:load('%s'))\n"
+             "f = assert(io.open('%s', 'w')) f:write([[%s]]) f:close()",
+             path, v1, path, path, v2);
+    for (int which = 0; which < 2; which++) { /* the world's allocator, then the host's Lua */
+        bool done = false;
+        for (int64_t n = 0; !done && n < 10000; n++) {
+            host h;
+            start(&h, setup);
+            budget *b = which ? &h.lua_mem : &h.world_mem;
+            b->left = n;
+            int rc = luaL_dostring(h.L, "ok, err = mods:reload('o') return ok ~= nil");
+            b->left = -1;
+            done = rc == LUA_OK && lua_toboolean(h.L, -1);
+            lua_settop(h.L, 0);
+            run(h.L, "assert(w:progress(1 / 60)) local m = mods:list()[1]\n"
+                     "assert(ok or m.state == 'running' or m.error:find('stopped', 1, true), m.error)");
+            run(h.L, "mods:close()");
+            stop(&h);
+        }
+        ck_assert(done);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("mods_lua_memory");
     TCase *tc = tcase_create("memory");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything, 0, CALLS);
+    tcase_add_test(tc, a_reload_reordering_its_systems_out_of_world_memory_anywhere_leaves_a_clean_world);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
