@@ -291,7 +291,7 @@ KILN_TEST(staging, a_cycle_through_waiting_names_refuses_the_add_that_closes_it_
 /* Bytes the world holds for a schedule of 400 systems, each naming 16 absent systems when
  * waiting is true. */
 static int64_t schedule_bytes(kiln_schedule **out, bool waiting) {
-    static char names[400][16], absent[400][KILN_SYSTEM_MAX_ORDER * 2][16];
+    static char names[400][16], absent[400][KILN_SYSTEM_MAX_ORDER * 2][32]; /* (room for any int) */
     kiln_world_stats stats;
     kiln_world_stats_get(F.world, &stats);
     int64_t before = stats.bytes;
@@ -301,8 +301,8 @@ static int64_t schedule_bytes(kiln_schedule **out, bool waiting) {
         snprintf(names[i], sizeof names[i], "sys%d", i);
         d.name = names[i];
         for (int k = 0; waiting && k < KILN_SYSTEM_MAX_ORDER; k++) {
-            snprintf(absent[i][k], 16, "b%d_%d", i, k);
-            snprintf(absent[i][KILN_SYSTEM_MAX_ORDER + k], 16, "a%d_%d", i, k);
+            snprintf(absent[i][k], sizeof absent[i][k], "b%d_%d", i, k);
+            snprintf(absent[i][KILN_SYSTEM_MAX_ORDER + k], sizeof absent[i][k], "a%d_%d", i, k);
             d.before[k] = absent[i][k];
             d.after[k] = absent[i][KILN_SYSTEM_MAX_ORDER + k];
         }
