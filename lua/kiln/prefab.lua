@@ -5,6 +5,7 @@
 local kiln, World, Query, layer = ...
 local tointeger = layer.tointeger
 local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument
+local spawn_all, spawn_into = layer.spawn_all, layer.spawn_into
 local prefab_json = World.prefab -- the C half: JSON text or a path -> a kiln.PrefabTree
 
 local MAX_DEPTH = 64
@@ -119,13 +120,15 @@ function World:prefab(def)
 end
 
 -- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
--- The slots are made before the spawn (false until then), so that running out of memory
--- cannot come between an entity and its record: the caller takes back all it spawned.
+-- The slot is made before the spawn (false until then), and spawn_into (C) records the
+-- entity in it before it returns: neither running out of memory nor a hook raising at the
+-- next instruction can come between an entity and its record. The caller takes back all
+-- that spawned holds.
 local function spawn_tree(w, def, parent, spawned, nodes)
   local k, j = #spawned + 1, #nodes + 1
   spawned[k], nodes[j] = false, false
-  local e = w:spawn(def.components)
-  spawned[k], nodes[j] = e, e
+  local e = spawn_into(w, def.components, spawned, k)
+  nodes[j] = e
   if parent then w:set_parent(e, parent) end
   for _, child in ipairs(def.children) do spawn_tree(w, child, e, spawned, nodes) end
   return e
@@ -165,26 +168,15 @@ function Prefab:spawn(count)
   if most and n > most then
     error(bad_argument(1, "prefab:spawn", string.format("a count from 0 to %d expected", most)), 2)
   end
-  if self.native then
-    local ok, roots = pcall(self.native.spawn, self.native, n)
-    if not ok then error(roots, 2) end
-    if count == nil then return roots[1] end
-    return roots
-  end
+  if self.native then return self.native:spawn(n, count == nil) end -- all in C, and a tail call
   local roots, spawned = {}, {}
-  local ok, err = pcall(function()
+  -- a tail call: on a raise spawn_all (C) takes back what was spawned before any Lua code
+  -- runs again, and once the spawn is done no instruction of this method runs
+  return spawn_all(self.world, function()
     for i = 1, n do
       local nodes = {}
       roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes)
       point_refs(self.world, self.refs, self.held, nodes)
     end
-  end)
-  if not ok then
-    for i = #spawned, 1, -1 do
-      if spawned[i] then pcall(self.world.despawn, self.world, spawned[i]) end
-    end
-    error("prefab:spawn: " .. tostring(err):gsub("^[%a_][%w_.:]*: ", "", 1), 2)
-  end
-  if count == nil then return roots[1] end
-  return roots
+  end, spawned, roots, count == nil)
 end

@@ -646,5 +646,6 @@ KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *syst
                                    size_t len, const char *traceback, bool disabled, const char *mod);   /* systems.c */
 KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, hash, snapshots */
 KLUA_HIDDEN void klua_open_scene(lua_State *L);     /* scene.c: JSON prefabs, instantiate, export */
+KLUA_HIDDEN void klua_open_scene_layer(lua_State *L, int layer); /* layer.spawn_all, spawn_into */
 
 #endif

@@ -59,6 +59,7 @@ int luaopen_kiln(lua_State *L) {
     lua_setfield(L, layer, "is_query");
     klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     klua_jit_open_spawn(L, layer); /* LuaJIT only: layer.spawn, for lua/kiln/ffi_spawn.lua */
+    klua_open_scene_layer(L, layer); /* layer.spawn_all, for lua/kiln/prefab.lua */
     for (int i = 0; kiln_scripts[i].name; i++) {
         script_reader reader = {kiln_scripts[i].lines};
         /* "=" names the chunk verbatim: tracebacks say lua/kiln/inspect.lua:12 */

@@ -1,6 +1,7 @@
 /* scene.c: World methods over the persistence addon's prefabs and scenes: prefabs read from
  * JSON, world:instantiate, world:export and the kiln.Instance class. Every argument (prefab defs
  * converted included) is checked before the world is touched; the C calls are all or nothing. */
+#include <ctype.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -67,7 +68,8 @@ static int w_prefab_json(lua_State *L) {
     return 1;
 }
 
-/* tree:spawn(n) -> a list of n roots (prefab.lua checks n and the self). */
+/* tree:spawn(n [, single]) -> a list of n roots, or (single) the first (prefab.lua checks n
+ * and the self, and calls this as a tail call: no Lua instruction runs after the spawn). */
 static int tree_spawn(lua_State *L) {
     klua_prefab_tree *t = luaL_checkudata(L, 1, KLUA_PREFAB_TREE);
     const char *fname = "prefab:spawn";
@@ -84,6 +86,7 @@ static int tree_spawn(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)roots[i]);
         lua_rawseti(L, -2, i + 1);
     }
+    if (lua_toboolean(L, 3)) lua_rawgeti(L, -1, 1);
     return 1;
 }
 
@@ -479,6 +482,86 @@ static int w_export(lua_State *L) {
     sink_free(&sink);
     if (rc != LUA_OK) klua_fail(L, fname, "out of memory");
     return 1;
+}
+
+/* The message of a raise inside a table-made prefab's spawn, without the name of the method
+ * that raised it ("world:spawn: "), as a Lua pattern ^[%a_][%w_.:]*: would take it. */
+static const char *spawn_reason(lua_State *L, int idx) {
+    const char *m = lua_tostring(L, idx);
+    if (!m) return luaL_typename(L, idx);
+    const char *p = m;
+    if (isalpha((unsigned char)*p) || *p == '_') {
+        while (isalnum((unsigned char)*p) || *p == '_' || *p == '.' || *p == ':') p++;
+        /* the longest run, then ": " (a pattern would backtrack to an earlier ": " only
+         * inside the run, where ':' followed by ' ' cannot occur) */
+        if (p > m && p[-1] == ':' && *p == ' ') return p + 1;
+    }
+    return m;
+}
+
+/* layer.spawn_all(world, fn, spawned, roots, single): the end of prefab:spawn, called as a
+ * tail call so that no Lua instruction of the method runs after the spawn (a hook raising
+ * there would report a failure for a spawn that stays). Runs fn (the spawns) protected and
+ * returns roots[1] (single) or roots. When fn raises, the handles in spawned (read raw, last
+ * first; false marks a slot made before its spawn) are despawned here in C before the error
+ * goes on as "prefab:spawn: reason": taking them back in Lua could not be relied on, since a
+ * hook that raises at every instruction (a spent budget, a console statement's time limit)
+ * stops any Lua code, pcall or not. */
+static int layer_spawn_all(lua_State *L) {
+    klua_check_world(L, 1);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    int single = lua_toboolean(L, 5);
+    lua_settop(L, 4);
+    lua_pushvalue(L, 2);
+    if (lua_pcall(L, 0, 0, 0) == LUA_OK) {
+        if (single) lua_rawgeti(L, 4, 1);
+        else lua_pushvalue(L, 4);
+        return 1;
+    }
+    klua_world *kw = lua_touserdata(L, 1);
+    /* fn may have closed the world (a finalizer): its entities went with it */
+    for (lua_Integer i = (lua_Integer)lua_rawlen(L, 3); i >= 1 && !kw->closed; i--) {
+        lua_rawgeti(L, 3, i);
+        int ok = 0;
+        lua_Integer e = lua_tointegerx(L, -1, &ok);
+        lua_pop(L, 1);
+        if (ok && e > 0) kiln_despawn(kw->world, (kiln_entity)e); /* refused: already gone */
+    }
+    /* where prefab:spawn was called: the method's frame is level 1 while this runs under Lua
+     * 5.4, which keeps it through a tail call to C; LuaJIT has already dropped it */
+    lua_Debug ar;
+    int level = 1;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && strcmp(ar.source, "=lua/kiln/prefab.lua") == 0)
+        level = 2;
+    luaL_where(L, level);
+    lua_pushfstring(L, "prefab:spawn: %s", spawn_reason(L, 5));
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+/* layer.spawn_into(world, components, spawned, k) -> world:spawn(components), stored in
+ * spawned[k] (a slot the caller made: the store allocates nothing) before any Lua code can
+ * run between the spawn and its record. */
+static int layer_spawn_into(lua_State *L) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_Integer k = luaL_checkinteger(L, 4);
+    lua_settop(L, 4);
+    lua_getfield(L, 1, "spawn"); /* as w:spawn(components) finds it */
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_call(L, 2, 1);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, 3, k);
+    return 1;
+}
+
+void klua_open_scene_layer(lua_State *L, int layer) {
+    lua_pushcfunction(L, layer_spawn_all);
+    lua_setfield(L, layer, "spawn_all");
+    lua_pushcfunction(L, layer_spawn_into);
+    lua_setfield(L, layer, "spawn_into");
 }
 
 static const luaL_Reg scene_methods[] = {

@@ -92,6 +92,43 @@ describe("scenes", function()
                  "bad argument #2 to 'world:instantiate'")
     end)
 
+    it("a table-made prefab's spawn stopped at any instruction takes back all that call spawned", function()
+        -- as a spent budget or a console statement's time limit stops Lua code: from the n-th
+        -- instruction on every one raises, pcall or not (this spec's own lines excepted, so
+        -- that it can look afterwards); the spawn is Lua code, its taking back is not
+        local w = world()
+        local p = w:prefab{components = {Position = {x = 1}}, children = {
+            {components = {Frozen = true}, children = {{components = {Link = {target = 1}}}}}}}
+        w:spawn{Position = {x = 9}}
+        local me = debug.getinfo(1, "S").source
+        local jit_was = H.luajit and jit.status()
+        if H.luajit then jit.off() end -- compiled code calls no hooks
+        local before, hash = w:count(), w:hash()
+        -- locals only while the hook is set: busted's globals are found by Lua code of its own
+        local sethook, getinfo, pcall, error = debug.sethook, debug.getinfo, pcall, error
+        local n, ok, err = 0, false, nil
+        while not ok and n < 50000 do
+            n = n + 1
+            local count = 0
+            sethook(function()
+                count = count + 1
+                if count >= n and getinfo(2, "S").source ~= me then error("stopped", 0) end
+            end, "", 1)
+            ok, err = pcall(p.spawn, p, 4)
+            sethook()
+            if not ok then
+                -- stopped in the method's own checks, or in its spawns (named for the method)
+                assert.is_true(err == "stopped" or err:find("prefab:spawn: stopped", 1, true) ~= nil, err)
+                assert.are.equal(before, w:count(), "stray entities after a stop at instruction " .. n)
+                assert.are.equal(hash, w:hash(), "the world changed after a stop at instruction " .. n)
+            end
+        end
+        if H.luajit and jit_was then jit.on() end
+        assert.is_true(ok, "the spawn never ran to its end")
+        assert.is_true(n > 100, "the hook stopped nothing")
+        assert.are.equal(before + 12, w:count())
+    end)
+
     local hostile = {
         {'{"version": 3, "entities": []}', "world:instantiate: at version: version 3 is not supported (this build reads version 1)"},
         {'{"version": 1, "entities": [{"prefab": "nope"}]}', "world:instantiate: at entities[0].prefab: unknown prefab 'nope'"},

@@ -234,6 +234,32 @@ START_TEST(one_long_load_stops_at_the_statements_time_limit) {
 }
 END_TEST
 
+/* A table-made prefab's spawn is Lua code: a budget spent inside it raises at every
+ * instruction, and what the call spawned is still taken back (in C), so that a statement
+ * stopped part way through leaves no part of a tree behind. */
+START_TEST(a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree) {
+    game *g = start_game((kiln_console_desc){.budget = 2000000, .statement_ms = 5000});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    ck_assert_str_eq(run(g, fd, "p = world:prefab{components = {Position = {x = 1}}, children = {"
+                                "{components = {Position = {y = 2}}, children = {{components = {Link = {to = 1}}}}}}}"),
+                     "ok:");
+    const char *a = run(g, fd, "p:spawn(1000000)");
+    ck_assert_str_eq(a, "error:console: the statement ran past its instruction budget");
+    ck_assert_str_eq(world_state(g), before);
+    /* whole calls before the one stopped stay, whole: 5 + 3 per tree */
+    a = run(g, fd, "while true do p:spawn() end");
+    ck_assert_str_eq(a, "error:console: the statement ran past its instruction budget");
+    ck_assert_str_eq(run(g, fd, "return world:count() % 3, world:count() > 5"), "ok:2\ntrue");
+    ck_assert_str_eq(run(g, fd, "local n = 0 for _, e in ipairs(world:entities()) do "
+                                "if world:has(e, 'Link') and not world:has(e, 'Parent') then n = n + 1 end end return n"),
+                     "ok:4"); /* the game's own four links have no parent; every tree's has one */
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -241,6 +267,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was);
     tcase_add_test(tc, a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits);
     tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
+    tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
     suite_add_tcase(s, tc);
     return s;
 }
