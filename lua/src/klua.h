@@ -405,6 +405,12 @@ KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fna
 KLUA_HIDDEN void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *fname);
 KLUA_HIDDEN const char *klua_entity_str(kiln_entity e, char *buf); /* buf of 24 bytes */
 KLUA_HIDDEN bool klua_is_lua_valued(const klua_world *kw, kiln_component c);
+/* The component whose layout a resource of this name uses (a data component or a tag), or
+ * KILN_NO_COMPONENT: the name holds a Lua value (resources.c). */
+KLUA_HIDDEN kiln_component klua_resource_layout(const klua_world *kw, const char *name, size_t len);
+/* Whether the table at idx (saved Lua resources by name, string keys) holds a name that a
+ * component of kw's world would hide (why says which). Allocates nothing. */
+KLUA_HIDDEN bool klua_resources_hidden(lua_State *L, const klua_world *kw, int idx, char *why, size_t why_size);
 KLUA_HIDDEN void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_component c);
 /* Whether the host's World kw declared component c when it existed already (a mod may have
  * registered it first): unloading that mod leaves c's values, the host's among them. */

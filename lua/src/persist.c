@@ -540,6 +540,10 @@ static bool on_host(void *ud, const void *data, size_t size, char *why, size_t w
         snprintf(why, why_size, "the Lua resources are corrupt");
         return false;
     }
+    if (klua_resources_hidden(lc->L, lc->kw, value, why, why_size)) {
+        lua_settop(lc->L, value - 1);
+        return false;
+    }
     lua_replace(lc->L, lc->host);
     return true;
 }

@@ -1,5 +1,6 @@
 /* resources.c: world:resource, one value per world and name: a registered data component
  * (stored in the core, visible to C systems) or, for any other name, a Lua value. */
+#include <stdio.h>
 #include <string.h>
 
 #include "klua.h"
@@ -43,14 +44,34 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
     return 0;
 }
 
+kiln_component klua_resource_layout(const klua_world *kw, const char *name, size_t len) {
+    kiln_component c = strlen(name) == len ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
+    return c && c != kw->shared_type && !klua_is_lua_valued(kw, c) ? c : KILN_NO_COMPONENT;
+}
+
+bool klua_resources_hidden(lua_State *L, const klua_world *kw, int idx, char *why, size_t why_size) {
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        size_t len;
+        const char *name = lua_tolstring(L, -2, &len);
+        lua_pop(L, 1);
+        if (!klua_resource_layout(kw, name, len)) continue;
+        snprintf(why, why_size, "the saved Lua resource '%.64s' is named like a component of this world, which would hide it", name);
+        lua_pop(L, 1);
+        return true;
+    }
+    return false;
+}
+
 static int w_resource(lua_State *L) {
     bool setting = lua_gettop(L) >= 3; /* counted before klua_self pads the arguments */
     klua_world *kw = klua_self(L);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:resource", "resource name");
     size_t len;
     const char *name = lua_tolstring(L, 2, &len);
-    kiln_component c = strlen(name) == len ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
-    if (c && c != kw->shared_type && !klua_is_lua_valued(kw, c)) return core_resource(L, kw, c, setting);
+    kiln_component c = klua_resource_layout(kw, name, len);
+    if (c) return core_resource(L, kw, c, setting);
     /* Any other name holds a Lua value, keyed by the whole string. */
     if (!klua_push_state(L, 1, KLUA_STATE_RESOURCES))
         klua_fail(L, "world:resource", "the world's state was changed through the debug library");

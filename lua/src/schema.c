@@ -132,6 +132,21 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
 
 /* Registers from a schema string (or nil: a tag, "lua": Lua values) under name; used for
  * components and event types. Returns the id. */
+/* A component with a layout named like one of the world's Lua resources would hide it
+ * (world:resource reads such a name through the layout): refused, the resource kept. */
+static void refuse_hiding(lua_State *L, const char *name, const char *fname) {
+    int top = lua_gettop(L);
+    bool held = false;
+    if (klua_push_state(L, 1, KLUA_STATE_RESOURCES)) {
+        lua_pushstring(L, name);
+        held = lua_rawget(L, -2) != LUA_TNIL;
+    }
+    lua_settop(L, top);
+    if (held)
+        klua_fail(L, fname, "'%s' names a Lua resource of this world, which a component of that name would hide; "
+                  "remove the resource first (world:resource(name, nil))", klua_quote(L, name, strlen(name)));
+}
+
 uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname) {
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "name");
     size_t name_len;
@@ -170,6 +185,7 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     uint32_t id;
     kiln_result r;
     bool existed = event ? kiln_event_lookup(kw->world, name).id != 0 : kiln_component_lookup(kw->world, name) != 0;
+    if (!event && !lua_valued && !existed) refuse_hiding(L, name, fname);
     if (kw->mod_hooks) kw->mod_hooks->before_declare(L, kw, name, event, existed);
     if (event) {
         kiln_event_type type = {0};

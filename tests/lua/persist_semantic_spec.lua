@@ -259,4 +259,31 @@ io.write(tostring(ok), " ", tostring(err))
             assert.are.same({hp = 7, max = 0}, w2:get(h, "Health"))
         end
     end)
+
+    it("a saved Lua resource named like a component of the loading world is refused, not hidden", function()
+        local src = kiln.world()
+        src:resource("Score", {points = 5})
+        src:resource("title", "moon")
+        src:spawn()
+        for _, format in ipairs{"binary", "json"} do
+            local data = src:save(nil, {format = format})
+            local w = kiln.world()
+            w:component("Score", "int32_t points;")
+            w:resource("title", "earth")
+            w:spawn()
+            local before = w:hash()
+            H.raises(function() w:load(data) end, "world:load: host data: the saved Lua resource 'Score' is named "
+                     .. "like a component of this world, which would hide it")
+            assert.are.equal(before, w:hash())
+            assert.are.equal(1, w:count())
+            assert.are.equal("earth", w:resource("title"))
+            assert.is_nil(w:resource("Score"))
+            -- in a world where the name holds Lua values the same save loads whole
+            local ok = kiln.world()
+            ok:component("Score", "lua")
+            ok:load(data)
+            assert.are.same({points = 5}, ok:resource("Score"))
+            assert.are.equal("moon", ok:resource("title"))
+        end
+    end)
 end)

@@ -56,4 +56,24 @@ describe("resources", function()
         assert.is_nil(b:resource("Health"))
         assert.is_nil(b:resource("name"))
     end)
+
+    it("a component with a layout is not defined over a Lua resource of its name, which it would hide", function()
+        local w = kiln.world()
+        w:resource("Score", {points = 5})
+        H.raises(function() w:component("Score", "int32_t points;") end,
+                 "world:component: 'Score' names a Lua resource of this world, which a component of that name " ..
+                 "would hide; remove the resource first (world:resource(name, nil))")
+        H.raises(function() w:component("Score") end, "'Score' names a Lua resource") -- a tag too
+        assert.are.same({points = 5}, w:resource("Score"))
+        assert.is_nil(w:component_info("Score"))
+        -- a script-only component holds Lua values: the resource stays a Lua value
+        w:resource("Notes", {"a"})
+        w:component("Notes", "lua")
+        assert.are.same({"a"}, w:resource("Notes"))
+        -- once the resource is gone, the name is free
+        w:resource("Score", nil)
+        w:component("Score", "int32_t points;")
+        w:resource("Score", {points = 2})
+        assert.are.same({points = 2}, w:resource("Score"))
+    end)
 end)
