@@ -82,7 +82,9 @@ int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *de
 
 /* The manager's methods from C, each run protected on the kiln.Mods at mods_idx: true when
  * it succeeded; false with the reason in err (size bytes, may be NULL). load_dir's err lists
- * the mods that failed, one per line, and it returns false when any did (the others load). */
+ * the mods that failed, one per line, and it returns false when any did (the others load).
+ * reload returns true when the named mod reloaded; err is then empty, or lists one per line
+ * the mods depending on it whose own reload failed (their old versions run on). */
 bool kiln_lua_mods_load(lua_State *L, int mods_idx, const char *path, char *err, size_t size);
 bool kiln_lua_mods_load_dir(lua_State *L, int mods_idx, const char *dir, char *err, size_t size);
 bool kiln_lua_mods_unload(lua_State *L, int mods_idx, const char *name, bool keep, char *err, size_t size);

@@ -6,8 +6,24 @@
 
 #include "mods.h"
 
+/* Copies the messages of the table at the top (by name) into err, one a line; false when
+ * there was any. */
+static bool list_failures(lua_State *L, char *err, size_t size) {
+    bool none = true;
+    size_t used = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        none = false;
+        if (err && size > used)
+            used += (size_t)snprintf(err + used, size - used, "%s%s", used ? "\n" : "", lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+    return none;
+}
+
 /* Calls mods:method(arg [, extra]) protected; true when it returned a true first value,
- * else false with the message (or, for load_dir, the failures) in err. */
+ * else false with the message (or, for load_dir, the failures) in err. A reload that
+ * succeeded lists there the dependents whose own reload failed (their old versions run on). */
 static bool call_method(lua_State *L, int mods_idx, const char *method, const char *arg, int extra,
                         char *err, size_t size) {
     mods_idx = lua_absindex(L, mods_idx);
@@ -33,17 +49,10 @@ static bool call_method(lua_State *L, int mods_idx, const char *method, const ch
     if (lua_pcall(L, nargs, 2, 0) != LUA_OK) {
         if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
     } else if (strcmp(method, "load_dir") == 0) {
-        ok = true;
-        size_t used = 0;
-        lua_pushnil(L);
-        while (lua_next(L, -2)) {
-            ok = false;
-            if (err && size > used)
-                used += (size_t)snprintf(err + used, size - used, "%s%s", used ? "\n" : "", lua_tostring(L, -1));
-            lua_pop(L, 1);
-        }
+        ok = list_failures(L, err, size);
     } else if (lua_toboolean(L, -2)) {
         ok = true;
+        if (strcmp(method, "reload") == 0 && lua_istable(L, -1)) list_failures(L, err, size);
     } else if (err && size) {
         snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "failed");
     }

@@ -301,6 +301,35 @@ START_TEST(push_refuses_a_desc_limit_below_what_kiln_mods_accepts) {
 }
 END_TEST
 
+/* A reload whose dependent fails to reload: the named mod reloaded (true), and err names the
+ * dependent and why (it was empty: the host saw the failure only as the dependent's system
+ * failing at the next frame). */
+START_TEST(a_c_reload_lists_the_dependents_whose_reload_failed) {
+    host h;
+    start(&h, NULL);
+    char err[1024], sub[256];
+    for (int i = 0; i < 2; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", h.dir, i ? "user" : "dep");
+        ck_assert_int_eq(mkdir(sub, 0700), 0);
+    }
+    write_file(&h, "dep/manifest.lua", "return {name = 'dep', version = '1'}\n");
+    write_file(&h, "dep/init.lua", "mod.exports.v = 1\n");
+    write_file(&h, "user/manifest.lua", "return {name = 'user', version = '1', depends = {'dep'}}\n");
+    write_file(&h, "user/init.lua", "assert(mod.import('dep').v == 1, 'user needs dep version 1')\n");
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "dep"), err, sizeof err), "%s", err);
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "user"), err, sizeof err), "%s", err);
+    write_file(&h, "dep/init.lua", "mod.exports.v = 2\n");
+    ck_assert_msg(kiln_lua_mods_reload(h.L, h.mods_idx, "dep", err, sizeof err), "%s", err);
+    ck_assert_msg(strstr(err, "mod 'user'") && strstr(err, "user needs dep version 1"), "err: '%s'", err);
+    /* all dependents reloaded: err is empty */
+    write_file(&h, "user/init.lua", "mod.import('dep')\n");
+    ck_assert_msg(kiln_lua_mods_reload(h.L, h.mods_idx, "dep", err, sizeof err), "%s", err);
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(lua_gettop(h.L), h.mods_idx);
+    stop(&h);
+}
+END_TEST
+
 static Suite *mods_suite(void) {
     Suite *s = suite_create("mods_embed");
     TCase *tc = tcase_create("host");
@@ -308,6 +337,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, a_c_host_loads_a_mod_hears_its_prints_and_runs_its_systems);
     tcase_add_test(tc, a_failing_mod_system_in_the_hosts_own_run_is_reported_to_the_host);
     tcase_add_test(tc, reload_unload_and_load_dir_report_their_failures_in_err);
+    tcase_add_test(tc, a_c_reload_lists_the_dependents_whose_reload_failed);
     tcase_add_test(tc, closing_the_host_state_with_mods_loaded_releases_everything);
     tcase_add_test(tc, the_c_calls_refuse_what_is_not_a_mod_manager_and_push_refuses_a_second_manager);
     tcase_add_test(tc, a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_full);
