@@ -589,8 +589,10 @@ static bool on_keep_going(void *ud) {
     return lc->overdue == NULL;
 }
 
+/* Saved data rather than a path: a binary save (one cut inside its 8-byte magic included,
+ * so that its load says it is truncated) or JSON text. */
 static bool looks_like_data(const char *s, size_t n) {
-    if (n >= 8 && memcmp(s, "KILNSAVE", 8) == 0) return true;
+    if (n > 0 && memcmp(s, "KILNSAVE", n < 8 ? n : 8) == 0) return true;
     size_t i = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
     return i < n && s[i] == '{';
