@@ -589,9 +589,7 @@ static bool on_keep_going(void *ud) {
     return lc->overdue == NULL;
 }
 
-/* Saved data rather than a path: a binary save (one cut inside its 8-byte magic included,
- * so that its load says it is truncated) or JSON text. */
-static bool looks_like_data(const char *s, size_t n) {
+static bool looks_like_data(const char *s, size_t n) { /* a save cut inside its magic is data too */
     if (n > 0 && memcmp(s, "KILNSAVE", n < 8 ? n : 8) == 0) return true;
     size_t i = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
