@@ -79,6 +79,14 @@ for spec in tests/lua/*_spec.lua; do
   fi
   echo "$file: $line"
 done
+# compat.h's registry key (klua_compat_push_slot) is defined once, in compat.c: declared
+# static in the header, every file of the binding pushing a long string had its own (22).
+if command -v nm >/dev/null 2>&1; then
+  slots=$(nm "$build/lua/kiln.so" | grep -c ' klua_compat_push_slot$')
+  if [ "$slots" -eq 1 ]; then passed=$((passed + 1)); else
+    echo "FAILED: $build/lua/kiln.so holds $slots klua_compat_push_slot (one expected)"; failed=$((failed + 1))
+  fi
+fi
 failed=$((failed + stale))
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,5 +1,6 @@
 /* hashmap.c: linear probing over a power-of-two slot array kept at most 3/4 full; entries
- * are never removed (archetypes, edges and names live as long as the world). */
+ * are never removed one by one (archetypes, edges and names live as long as the world; a
+ * schedule's index of system names is cleared whole and put again when systems leave). */
 #include "hashmap.h"
 
 static uint32_t mix(uint32_t x) {
@@ -82,6 +83,11 @@ bool kl_map_put(kl_allocator *a, kl_map *map, uint32_t key, uint32_t value) {
     if (!kl_map_reserve(a, map, 1)) return false;
     insert(map, ((uint64_t)key << 32) | value);
     return true;
+}
+
+void kl_map_clear(kl_map *map) {
+    for (uint32_t i = 0; i < map->cap; i++) map->slots[i] = 0;
+    map->count = 0;
 }
 
 void kl_map_free(kl_allocator *a, kl_map *map) {

@@ -25,6 +25,9 @@ KL_HIDDEN bool kl_map_reserve(kl_allocator *a, kl_map *map, uint32_t extra);
 /* Adds key -> value (duplicate keys are allowed). False when out of memory. */
 KL_HIDDEN bool kl_map_put(kl_allocator *a, kl_map *map, uint32_t key, uint32_t value);
 
+/* Empties the map, keeping its slots: as many puts as it held then cannot fail. */
+KL_HIDDEN void kl_map_clear(kl_map *map);
+
 KL_HIDDEN void kl_map_free(kl_allocator *a, kl_map *map);
 
 /* Hashes never return 0, so they can be keys. */

@@ -82,6 +82,7 @@ void kiln_schedule_destroy(kiln_schedule *s) {
         s->systems = NULL;
         s->system_count = 0;
         s->system_cap = 0;
+        kl_map_clear(&s->names);
         for (int32_t i = 0; i < count; i++) {
             if (list[i]->fini) list[i]->fini(s->world, list[i]->user);
             free_record(s, list[i]);
@@ -94,6 +95,7 @@ void kiln_schedule_destroy(kiln_schedule *s) {
         s->spares = next;
     }
     kl_free(a, s->systems, sizeof(kl_system *) * (size_t)s->system_cap);
+    kl_map_free(a, &s->names);
     kl_free(a, s->order, sizeof(int32_t) * (size_t)s->order_cap);
     kl_free(a, s->stage_start, sizeof(int32_t) * (size_t)s->stage_cap);
     kl_free(a, s->job_list, sizeof(kiln_job) * (size_t)s->job_cap);
@@ -230,7 +232,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     bool fresh = false;
     if (!kl_grow(&world->alloc, (void **)&s->systems, &s->system_cap, s->system_count + 1,
                  sizeof(kl_system *), 16) ||
-        (sys = take_record(s, &fresh)) == NULL) {
+        !kl_map_reserve(&world->alloc, &s->names, 1) || (sys = take_record(s, &fresh)) == NULL) {
         unlock(s);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
     }
@@ -241,6 +243,9 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     if (r != KILN_OK) {
         drop_record(s, sys, fresh);
     } else {
+        bool put = kl_map_put(&world->alloc, &s->names, kl_hash_str(sys->name), (uint32_t)s->system_count + 1);
+        KILN_ASSERT(put, "the index was reserved above");
+        (void)put;
         s->system_count++;
         s->built = false;
     }
@@ -272,7 +277,9 @@ kiln_result kiln_schedule_replace(kiln_schedule *s, const kiln_system_desc *desc
     }
     fill_record(sys, &tmp, desc);
     kl_system *old = s->systems[i];
-    /* The check takes the last system as the candidate: the new one goes there meanwhile. */
+    /* The check takes the last system as the candidate: the new one goes there meanwhile (the
+     * check resolves names itself: the index, which the swap belies, is not read). The new
+     * system keeps the old one's name and index, so the index holds either way. */
     int32_t last = s->system_count - 1;
     s->systems[i] = s->systems[last];
     s->systems[last] = sys;
@@ -311,6 +318,7 @@ kiln_result kiln_schedule_remove(kiln_schedule *s, const char *name) {
     }
     memmove(s->systems + i, s->systems + i + 1, sizeof(kl_system *) * (size_t)(s->system_count - i - 1));
     s->system_count--;
+    kl_schedule_index_names(s);
     s->built = false;
     unlock(s);
     release(s, sys);
@@ -333,6 +341,7 @@ static void sweep_removed(kiln_schedule *s) {
         }
     }
     s->system_count = kept;
+    kl_schedule_index_names(s);
     s->removals = 0;
     s->built = false;
     unlock(s);

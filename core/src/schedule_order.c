@@ -8,15 +8,31 @@
 
 #include "world.h"
 
+static bool live_named(const kl_system *sys, const char *name) {
+    return !atomic_load_explicit(&sys->removing, memory_order_relaxed) && strcmp(sys->name, name) == 0;
+}
+
+/* At most one live system holds a name (add refuses a second), but one removed during a run
+ * may share it with its successor until the run ends: every entry under the hash is looked at. */
 int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count) {
     if (name == NULL) return -1;
-    for (int32_t i = 0; i < count; i++) {
-        const kl_system *sys = s->systems[i];
-        if (!atomic_load_explicit(&sys->removing, memory_order_relaxed) &&
-            strcmp(sys->name, name) == 0)
-            return i;
+    uint32_t key = kl_hash_str(name), cursor = 0, value;
+    while ((value = kl_map_next(&s->names, key, &cursor)) != 0) {
+        int32_t i = (int32_t)value - 1;
+        if (i < count && live_named(s->systems[i], name)) return i;
     }
+    for (int32_t i = s->system_count; i < count; i++)
+        if (live_named(s->systems[i], name)) return i;
     return -1;
+}
+
+void kl_schedule_index_names(kiln_schedule *s) {
+    kl_map_clear(&s->names);
+    for (int32_t i = 0; i < s->system_count; i++) {
+        bool put = kl_map_put(&s->world->alloc, &s->names, kl_hash_str(s->systems[i]->name), (uint32_t)i + 1);
+        KILN_ASSERT(put, "a cleared index has room for what it held");
+        (void)put;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "guard.h"
+#include "hashmap.h"
 #include "internal.h"
 
 #define KL_NAME_SIZE (KILN_MAX_NAME + 1)
@@ -40,6 +41,7 @@ struct kiln_schedule {
     kl_system **systems;   /* declaration order */
     int64_t system_cap;
     int32_t system_count;
+    kl_map names;          /* kl_hash_str(name) -> index + 1, one entry per counted system */
     kl_system *spares;     /* removed records (with their empty buffers), reused by add */
     atomic_flag lock;      /* guards systems against calls from worker systems during a run */
     bool running;          /* inside kiln_schedule_run */
@@ -61,8 +63,13 @@ struct kiln_schedule {
 #endif
 };
 
-/* The index of the live (not removing) system named name among the first count, or -1. */
+/* The index of the live (not removing) system named name among the first count, or -1.
+ * Expected O(1) through names (a candidate stored past system_count is looked at in turn). */
 KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count);
+
+/* Puts every counted system into names again, after systems left and the rest moved up.
+ * Allocates nothing: names already has room for more. */
+KL_HIDDEN void kl_schedule_index_names(kiln_schedule *s);
 
 /* With a candidate system stored at systems[count - 1] (not yet counted), fails with
  * KILN_ERR_INVALID_ARGUMENT when the before/after constraints among the first count live

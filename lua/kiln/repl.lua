@@ -395,7 +395,9 @@ function Session:command(line)
     local f = io.open(rest, "rb")
     local head = f and f:read(64) or ""
     if f then f:close() end
-    if w and (head:sub(1, 8) == "KILNSAVE" or head:match('^%s*{%s*"kiln"')) then
+    -- a save cut inside its magic is still a save (world:load says it is truncated)
+    local magic = head:sub(1, 8)
+    if w and ((#magic > 0 and magic == ("KILNSAVE"):sub(1, #magic)) or head:match('^%s*{%s*"kiln"')) then
       local ok, map = pcall(w.load, w, rest)
       if not ok then return "error", tostring(map) end
       local n = 0

@@ -29,6 +29,12 @@ lua_Integer klua_compat_optinteger(lua_State *L, int arg, lua_Integer def) {
     return lua_isnoneornil(L, arg) ? def : klua_compat_checkinteger(L, arg);
 }
 
+/* ---- long strings ------------------------------------------------------------------------- */
+
+/* The registry slot klua_compat_pushlstring's protected push hands its string back through:
+ * one for the whole binding (it is cleared before the push returns). */
+char klua_compat_push_slot;
+
 /* ---- the extra space ---------------------------------------------------------------------- */
 
 static const char extraspace_key = 0;

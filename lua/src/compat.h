@@ -117,7 +117,7 @@ static inline int klua_compat_gettable(lua_State *L, int i) {
  * A copy of the allocator's is pushed in protected mode, so that a push refused for memory
  * (a mod at its limit) frees it before the error goes on; the string comes back through a
  * registry slot, since lua_cpcall keeps no results. */
-static char klua_compat_push_slot; /* its address is the registry key */
+KLUA_COMPAT_HIDDEN extern char klua_compat_push_slot; /* its address is the registry key (compat.c) */
 typedef struct klua_compat_bytes {
     const char *s;
     size_t n;

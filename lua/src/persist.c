@@ -593,8 +593,8 @@ static bool on_keep_going(void *ud) {
     return lc->overdue == NULL;
 }
 
-static bool looks_like_data(const char *s, size_t n) {
-    if (n >= 8 && memcmp(s, "KILNSAVE", 8) == 0) return true;
+static bool looks_like_data(const char *s, size_t n) { /* a save cut inside its magic is data too */
+    if (n > 0 && memcmp(s, "KILNSAVE", n < 8 ? n : 8) == 0) return true;
     size_t i = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
     return i < n && s[i] == '{';

@@ -63,6 +63,24 @@ KILN_TEST_LOOP(hostile, a_save_cut_at_any_byte_is_refused_and_the_world_is_untou
     pf_close(&t.w);
 }
 
+/* A binary save cut inside its magic is a cut save, not some other input: the message says
+ * so (it said "neither a kiln save nor a JSON document"). */
+KILN_TEST(hostile, a_save_cut_inside_its_magic_is_refused_as_truncated) {
+    pf_bytes saved;
+    scene(KILN_PERSIST_BINARY, &saved);
+    target t;
+    target_open(&t);
+    for (size_t len = 1; len < 8; len++) {
+        ck_assert_int_eq(kiln_load(t.w.world, saved.data, len, NULL), KILN_ERR_INVALID_ARGUMENT);
+        ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_load: at byte 0: truncated in the header");
+        assert_untouched(&t, "cut in the magic");
+    }
+    ck_assert_int_eq(kiln_load(t.w.world, "KILX", 4, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_load: at byte 0: neither a kiln save nor a JSON document");
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}
+
 /* A caller that may stop a load (kiln_load_desc.keep_going): counts its questions. */
 typedef struct asker {
     int calls, stop_at; /* stop_at: the call that answers false (0: none) */

@@ -407,6 +407,68 @@ KILN_TEST(staging, run_after_a_failed_build_returns_the_error_and_runs_nothing) 
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
 
+/* A listing of many systems through kiln_schedule_system_info_get, after removals (which move
+ * indices) and a late add that resolves a waiting name: every entry is the system declared
+ * there, with its flags, its names as given and its unresolved count as of now. The listing
+ * resolved each name by a walk of the list (time in the square of the systems); the adds'
+ * cycle checks still sort the names each time, so the case takes seconds under ASan. */
+KILN_TEST_GROUP_WITH(listing, .setup = setup, .teardown = teardown, .timeout = 60);
+
+enum { LISTED = 3000 };
+static char listed_names[LISTED + 1][16], listed_ghosts[LISTED][16];
+
+static bool listed_live(int32_t i) { return i % 10 != 5; } /* the ones removed below */
+
+KILN_TEST(listing, a_listing_of_thousands_of_systems_describes_each_one) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    for (int32_t i = 0; i < LISTED; i++) {
+        snprintf(listed_names[i], sizeof listed_names[i], "s%d", (int)i);
+        snprintf(listed_ghosts[i], sizeof listed_ghosts[i], "ghost%d", (int)i);
+        kiln_system_desc d = {.name = listed_names[i], .run = noop, .disabled = i % 4 == 1,
+                              .exclusive = i % 7 == 3, .main_thread = i % 11 == 2};
+        if (i > 0) d.after[0] = listed_names[i - 1];
+        if (i % 3 == 0) d.before[0] = listed_ghosts[i];
+        ck_assert_int_eq(kiln_schedule_add(s, &d), KILN_OK);
+    }
+    for (int32_t i = 5; i < LISTED; i += 10) ck_assert_int_eq(kiln_schedule_remove(s, listed_names[i]), KILN_OK);
+    add_system(s, (kiln_system_desc){.name = "ghost0", .run = noop});
+    ck_assert_int_gt(kiln_schedule_stage_count(s), 1);
+    int32_t count = kiln_schedule_system_count(s);
+    ck_assert_int_eq(count, LISTED - LISTED / 10 + 1);
+    int32_t index = 0;
+    kiln_system_info info;
+    for (int32_t i = 0; i < LISTED; i++) {
+        if (!listed_live(i)) continue;
+        ck_assert(kiln_schedule_system_info_get(s, index, &info));
+        ck_assert_str_eq(info.name, listed_names[i]);
+        ck_assert_int_eq(info.index, index);
+        ck_assert_int_ge(info.stage, 0);
+        ck_assert(info.enabled == (i % 4 != 1));
+        ck_assert(info.exclusive == (i % 7 == 3));
+        ck_assert(info.main_thread == (i % 11 == 2));
+        ck_assert(!info.removing);
+        ck_assert_int_eq(info.runs, 0);
+        ck_assert_int_eq(info.after_count, i > 0);
+        ck_assert_int_eq(info.before_count, i % 3 == 0);
+        if (i > 0) ck_assert_str_eq(info.after[0], listed_names[i - 1]);
+        ck_assert_ptr_null(info.after[info.after_count]);
+        if (i % 3 == 0) ck_assert_str_eq(info.before[0], listed_ghosts[i]);
+        ck_assert_ptr_null(info.before[info.before_count]);
+        /* waiting: a removed predecessor, a ghost (but ghost0, added last) */
+        int32_t unresolved = (i > 0 && !listed_live(i - 1)) + (i % 3 == 0 && i != 0);
+        ck_assert_int_eq(info.unresolved, unresolved);
+        if (i > 0 && listed_live(i - 1)) ck_assert_int_gt(info.stage, stage_of(s, listed_names[i - 1]));
+        ck_assert_int_eq(kiln_schedule_find(s, listed_names[i]), index);
+        index++;
+    }
+    ck_assert(kiln_schedule_system_info_get(s, index, &info));
+    ck_assert_str_eq(info.name, "ghost0");
+    ck_assert_int_gt(info.stage, stage_of(s, "s0"));
+    ck_assert(!kiln_schedule_system_info_get(s, count, &info));
+    for (int32_t i = 5; i < LISTED; i += 10) ck_assert_int_eq(kiln_schedule_find(s, listed_names[i]), -1);
+    kiln_schedule_destroy(s);
+}
+
 KILN_TEST(staging, destroying_null_is_a_noop) {
     kiln_schedule_destroy(NULL);
 }

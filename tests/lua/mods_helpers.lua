@@ -60,6 +60,20 @@ function M.host(opts)
     return w, mods, host
 end
 
+-- M.host(opts) with folder mods made in a fresh folder and loaded in the order listed, each
+-- {name, init = the text of its init.lua, depends = a list of names or nil} at version "1".
+-- Returns world, mods, the folder (to write new versions into).
+function M.host_with_folder_mods(list, opts)
+    local w, mods = M.host(opts)
+    local dir = M.folder()
+    for _, m in ipairs(list) do
+        local path = M.folder_mod(dir, m[1], {name = m[1], version = "1", depends = m.depends},
+                                  {["init.lua"] = m.init})
+        assert(mods:load(path))
+    end
+    return w, mods, dir
+end
+
 -- Asserts kiln.mods refuses option name given 0, a negative, 2^31, a fraction or a string.
 function M.refuses_below_one(name)
     for _, bad in ipairs{0, -1, 2^31, 1.5, "8"} do

@@ -165,20 +165,17 @@ describe("reloading a mod", function()
     after_each(M.cleanup)
 
     -- a <- b <- c: b depends on a, c on b
-    local function chain(dir)
-        M.folder_mod(dir, "a", {name = "a", version = "1"}, {["init.lua"] = 'mod.exports.v = "a1"'})
-        M.folder_mod(dir, "b", {name = "b", version = "1", depends = {"a"}}, {["init.lua"] = 'print(mod.import("a").v)'})
-        M.folder_mod(dir, "c", {name = "c", version = "1", depends = {"b"}}, {["init.lua"] = 'print("c")'})
-    end
+    local CHAIN = {
+        {"a", init = 'mod.exports.v = "a1"'},
+        {"b", depends = {"a"}, init = 'print(mod.import("a").v)'},
+        {"c", depends = {"b"}, init = 'print("c")'},
+    }
 
     it("is refused when its new manifest depends on itself or on a mod that depends on it", function()
         -- the dependents of a reloaded mod were reloaded after it, recursively: a manifest
         -- changed to depend on a dependent (or on the mod itself) reloaded them in a circle until
         -- the host's C stack overflowed (a crash, from a mod's own files, at mods:poll)
-        local w, mods = M.host()
-        local dir = M.folder()
-        chain(dir)
-        for _, name in ipairs{"a", "b", "c"} do assert(mods:load(dir .. "/" .. name)) end
+        local w, mods, dir = M.host_with_folder_mods(CHAIN)
         for _, deps in ipairs{{"c"}, {"a"}, {"b"}} do
             M.folder_mod(dir, "a", {name = "a", version = "2", depends = deps}, {["init.lua"] = 'mod.exports.v = "a2"'})
             local ok, err = mods:reload("a")
@@ -195,16 +192,12 @@ describe("reloading a mod", function()
     it("reloads each mod depending on it once, after all it depends on", function()
         -- a diamond (d on b and c, both on a) reloaded d once for each path to it: layers of
         -- diamonds made the reloads double with each layer
-        local _, mods = M.host()
-        local dir = M.folder()
-        M.folder_mod(dir, "a", {name = "a", version = "1"}, {["init.lua"] = 'mod.exports.v = "a1"'})
-        M.folder_mod(dir, "b", {name = "b", version = "1", depends = {"a"}},
-                     {["init.lua"] = 'mod.exports.v = mod.import("a").v'})
-        M.folder_mod(dir, "c", {name = "c", version = "1", depends = {"a"}},
-                     {["init.lua"] = 'mod.exports.v = mod.import("a").v'})
-        M.folder_mod(dir, "d", {name = "d", version = "1", depends = {"c", "b"}},
-                     {["init.lua"] = 'print(mod.import("b").v, mod.import("c").v)'})
-        for _, name in ipairs{"a", "b", "c", "d"} do assert(mods:load(dir .. "/" .. name)) end
+        local _, mods, dir = M.host_with_folder_mods{
+            {"a", init = 'mod.exports.v = "a1"'},
+            {"b", depends = {"a"}, init = 'mod.exports.v = mod.import("a").v'},
+            {"c", depends = {"a"}, init = 'mod.exports.v = mod.import("a").v'},
+            {"d", depends = {"c", "b"}, init = 'print(mod.import("b").v, mod.import("c").v)'},
+        }
         M.folder_mod(dir, "a", {name = "a", version = "2"}, {["init.lua"] = 'mod.exports.v = "a2"'})
         assert(mods:reload("a"))
         assert.are.same({"a1\ta1", "a2\ta2"}, mods:log("d"))

@@ -4,15 +4,14 @@
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
 
 -- dep exports v = version; user imports it and requires version 1 at its top level.
-local function dep_and_user(dir)
-    M.folder_mod(dir, "dep", {name = "dep", version = "1"},
-                 {["init.lua"] = 'mod.exports.v = 1; mod.exports.f = function() return 1 end'})
-    M.folder_mod(dir, "user", {name = "user", version = "1", depends = {"dep"}}, {["init.lua"] = [[
+local DEP_AND_USER = {
+    {"dep", init = 'mod.exports.v = 1; mod.exports.f = function() return 1 end'},
+    {"user", depends = {"dep"}, init = [[
         local d = mod.import("dep")
         assert(d.v == 1, "user needs dep version 1")
         world:system{name = "user_sys", run = function() return d.f() end}
-    ]]})
-end
+    ]]},
+}
 
 describe("a reload whose dependents fail to reload", function()
     after_each(M.cleanup)
@@ -21,11 +20,7 @@ describe("a reload whose dependents fail to reload", function()
         -- mods:reload("dep") returned dep's info alone: that user's reload failed, leaving its
         -- old version calling into a dep that is gone, was nowhere in the answer; the host saw
         -- it first as user's system failing at the next frame
-        local w, mods = M.host()
-        local dir = M.folder()
-        dep_and_user(dir)
-        assert(mods:load(dir .. "/dep"))
-        assert(mods:load(dir .. "/user"))
+        local w, mods, dir = M.host_with_folder_mods(DEP_AND_USER)
         assert.is_true(w:progress(1 / 60))
         M.write(dir, "dep/init.lua", 'mod.exports.v = 2; mod.exports.f = function() return 2 end')
         local info, failed = mods:reload("dep")
@@ -43,11 +38,7 @@ describe("a reload whose dependents fail to reload", function()
 
     it("lists the dependent among the failures of mods:poll", function()
         -- mods:poll() listed dep as reloaded and had no failure: user's failed reload was lost
-        local w, mods = M.host()
-        local dir = M.folder()
-        dep_and_user(dir)
-        assert(mods:load(dir .. "/dep"))
-        assert(mods:load(dir .. "/user"))
+        local w, mods, dir = M.host_with_folder_mods(DEP_AND_USER)
         assert.is_true(w:progress(1 / 60))
         M.write(dir, "dep/init.lua", 'mod.exports.v = 2; mod.exports.f = function() return 2 end -- v2')
         local reloaded, failed = mods:poll()

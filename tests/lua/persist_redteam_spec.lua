@@ -245,4 +245,20 @@ describe("persist red team", function()
         assert.is_nil(seen["world:save: the writer refused the data"])
         assert.is_true(failed > 0, "no save ran out of memory: the sweep missed")
     end)
+    -- world:load tells data from a path by its first bytes: "KILNSAVE" or a '{'. A binary
+    -- save cut to under 8 bytes ("KILNS") was taken for a path and raised "cannot open
+    -- KILNS...", as if the caller had named a file. A non-empty start of the magic is data
+    -- now: the load says the save is truncated, and the world is left as it was.
+    it("a binary save cut to under 8 bytes is refused as truncated, not opened as a path", function()
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}, Health = {hp = i}} end
+        local data = w:save()
+        assert.are.equal("KILNSAVE", data:sub(1, 8))
+        for n = 1, 7 do
+            local cut = data:sub(1, n)
+            local msg = H.unchanged(w, nil, function() return w:load(cut) end, "world:load: ")
+            assert.is_nil(msg:find("cannot open", 1, true), n .. " bytes: " .. msg)
+            assert.is_truthy(msg:find("truncated", 1, true), n .. " bytes: " .. msg)
+        end
+    end)
 end)

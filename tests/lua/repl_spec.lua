@@ -118,6 +118,28 @@ describe("world saves in the session", function()
         assert.truthy(err:find("nonexistent", 1, true))
         assert.are.equal("error", (s:feed(":save")))
     end)
+    -- :load tells a save from a Lua file by its first bytes: a save cut to under 8 bytes
+    -- ("KILNS") was run as Lua and failed as a syntax error. It is a save, cut short.
+    it(":load of a save cut inside its magic says the save is truncated", function()
+        local s = session()
+        assert.are.equal("ok", (s:feed('world:component("Hp", "int32_t hp;")')))
+        assert.are.equal("ok", (s:feed('world:spawn{Hp = {hp = 7}}')))
+        local name = os.tmpname()
+        assert.are.same({"ok", "saved 1 entities to " .. name}, {s:feed(":save " .. name)})
+        local f = assert(io.open(name, "rb"))
+        local data = f:read("a")
+        f:close()
+        for n = 1, 7 do
+            f = assert(io.open(name, "wb"))
+            f:write(data:sub(1, n))
+            f:close()
+            local status, err = s:feed(":load " .. name)
+            assert.are.equal("error", status)
+            assert.truthy(err:find("truncated", 1, true), n .. " bytes: " .. err)
+            assert.are.same({"ok", "1"}, {s:feed("world:count()")})
+        end
+        os.remove(name)
+    end)
 end)
 
 describe("session:open_world", function()

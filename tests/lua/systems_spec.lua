@@ -154,6 +154,37 @@ describe("world:remove_system and waiting names", function()
         assert.are.equal(201, runs)
     end)
 
+    -- world:systems() resolves every entry's before/after names; it took time in the square
+    -- of the systems. The listing of thousands must still be right entry by entry.
+    it("lists thousands of systems, each with its own fields", function()
+        local w = H.world()
+        local n = 3000
+        for i = 1, n do
+            w:system{name = "s" .. i, run = function() end,
+                     after = i > 1 and {"s" .. (i - 1)} or nil, before = i % 3 == 0 and {"ghost" .. i} or nil}
+            if i % 4 == 1 then w:enable("s" .. i, false) end
+        end
+        for i = 5, n, 10 do w:remove_system("s" .. i) end
+        local list = w:systems()
+        local k = 0
+        for i = 1, n do
+            if i % 10 ~= 5 then
+                k = k + 1
+                local s = list[k]
+                assert.are.equal("s" .. i, s.name)
+                assert.are.equal("lua", s.kind)
+                assert.are.equal(i % 4 ~= 1, s.enabled)
+                assert.is_false(s.removing)
+                assert.are.same(i > 1 and {"s" .. (i - 1)} or {}, s.after)
+                assert.are.same(i % 3 == 0 and {"ghost" .. i} or {}, s.before)
+                local waiting = (i % 3 == 0 and 1 or 0) + ((i - 1) % 10 == 5 and 1 or 0)
+                assert.are.equal(waiting, s.unresolved, s.name)
+                if k > 1 and (i - 1) % 10 ~= 5 then assert.is_true(s.stage > list[k - 1].stage, s.name) end
+            end
+        end
+        assert.are.equal(k, #list)
+    end)
+
     it("a before/after naming no system waits for it, and a cycle is refused naming only the cycle", function()
         local w = H.world()
         local order = {}

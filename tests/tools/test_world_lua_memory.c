@@ -196,6 +196,40 @@ START_TEST(the_luajit_host_runs_the_ffi_paths) {
 END_TEST
 #endif
 
+/* A char array of over 256 bytes read out of a column: under LuaJIT its bytes are copied
+ * through the state's allocator, then pushed inside lua_cpcall (compat.h), whose closure is
+ * itself allocated; a refusal at the copy, the closure, the string or the registry slot that
+ * hands it back raises the memory error, and the copy is given back (the state returns every
+ * byte it had at close). Under Lua 5.4 nothing is copied; the sweep holds there too. */
+START_TEST(a_long_char_array_read_out_of_lua_memory_anywhere_raises_and_leaks_nothing) {
+    int64_t n = 0;
+    for (;; n++) {
+        host h;
+        start(&h, "w:component('Note', 'char text[4000];') e = w:spawn{Note = {text = ('n'):rep(3999)}}");
+        run(h.L, "collectgarbage() collectgarbage()");
+        int rc = call_failing_after(&h, "local v = w:get(e, 'Note') assert(#v.text == 3999, #v.text)", n);
+        if (rc != LUA_OK) {
+            ck_assert_msg(raised_for_memory(h.L, rc), "refused after %lld grants: %s", (long long)n,
+                          lua_tostring(h.L, -1));
+            lua_pop(h.L, 1);
+        }
+#if defined(KLUA_LUAJIT) && KLUA_LUAJIT
+        lua_rawgetp(h.L, LUA_REGISTRYINDEX, &klua_compat_push_slot);
+        ck_assert_msg(lua_isnil(h.L, -1), "refused after %lld grants: the string stayed in the registry", (long long)n);
+        lua_pop(h.L, 1);
+#endif
+        run(h.L, "assert(#w:get(e, 'Note').text == 3999)");
+        lua_close(h.L);
+        ck_assert_msg(h.lua_mem.live == 0, "refused after %lld grants: %lld bytes of Lua memory were not given back",
+                      (long long)n, (long long)h.lua_mem.live);
+        kiln_world_destroy(h.world);
+        ck_assert_int_eq(h.world_mem.live, 0);
+        if (rc == LUA_OK) break;
+    }
+    ck_assert_int_gt(n, 1);
+}
+END_TEST
+
 /* A held method that raises, for its arguments or for memory at any allocation, ends its
  * hold: the collector runs again (the call that ends it once found no frame to run in). */
 START_TEST(a_method_raising_anywhere_leaves_the_collector_running) {
@@ -227,6 +261,7 @@ int main(void) {
     tcase_add_test(tc, a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_runs_clean);
     tcase_add_test(tc, a_method_raising_anywhere_leaves_the_collector_running);
     tcase_add_test(tc, a_lua_system_run_with_the_host_stack_full_fails_and_is_reported_later);
+    tcase_add_test(tc, a_long_char_array_read_out_of_lua_memory_anywhere_raises_and_leaks_nothing);
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT
     tcase_add_test(tc, the_luajit_host_runs_the_ffi_paths);
 #endif

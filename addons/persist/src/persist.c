@@ -107,7 +107,9 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
     doc.arena.alloc = &world->alloc;
     doc.desc = desc;
     kiln_result r;
-    if (size >= PZ_MAGIC_SIZE && memcmp(p, PZ_MAGIC, PZ_MAGIC_SIZE) == 0)
+    /* a save cut inside its magic is a binary save too: its reader says where it is cut */
+    size_t magic = size < PZ_MAGIC_SIZE ? size : PZ_MAGIC_SIZE;
+    if (size > 0 && memcmp(p, PZ_MAGIC, magic) == 0)
         r = pz_parse_binary(world, p, size, &doc);
     else if (lead < size && p[lead] == '{')
         r = pz_parse_json(world, p, size, &doc);
