@@ -134,6 +134,13 @@ function Session:open_world(value)
   return "world: a new, empty one"
 end
 
+local call_printing = layer.call_printing
+-- xpcall(fn, debug.traceback, ...)'s results, packed (xpcall called from Lua, not a tail
+-- call: the traceback names it, where Session:call cuts it)
+local function run_traced(fn, ...)
+  return pack(xpcall(fn, debug.traceback, ...))
+end
+
 -- Runs fn with print captured; returns ok, text.
 function Session:call(fn, ...)
   check_self(self, "session:call")
@@ -141,15 +148,14 @@ function Session:call(fn, ...)
     error(bad_argument(1, "session:call", "function expected, got " .. typename(fn)), 2)
   end
   local out = {}
-  local env = self.env
-  local saved = rawget(env, "print")
-  rawset(env, "print", function(...)
+  -- print is the capture while fn runs and the environment's own again however the call
+  -- ends, set and put back in C: a stop between Lua lines here (Ctrl-C, a spent budget)
+  -- would leave the capture in place
+  local results = call_printing(self.env, function(...)
     local parts = pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
     out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
-  end)
-  local results = pack(xpcall(fn, debug.traceback, ...))
-  rawset(env, "print", saved)
+  end, run_traced, fn, ...)
   if not results[1] then
     -- The traceback down to the statement; the REPL's own frames say nothing useful.
     local text = tostring(results[2]):gsub("\n%s*%[C%]: in function 'xpcall'.*$", "")

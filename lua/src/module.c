@@ -26,6 +26,31 @@ static int layer_is_query(lua_State *L) {
     return 1;
 }
 
+/* layer.call_printing(env, printer, run, ...) -> run(...)'s first result, with env.print
+ * (read and set raw) the printer while run runs and its own value again however run ends
+ * (its error goes on after). A session's print capture (lua/kiln/repl.lua): set and put back
+ * in Lua, a stop between the lines (Ctrl-C in the kiln command raises once wherever it lands,
+ * a spent budget at every instruction) left the capture in place for good. */
+static int layer_call_printing(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    int top = lua_gettop(L);
+    lua_pushliteral(L, "print");
+    lua_rawget(L, 1);
+    lua_insert(L, 4); /* 4: the environment's own print, 5..: run's arguments */
+    lua_pushliteral(L, "print");
+    lua_pushvalue(L, 2);
+    lua_rawset(L, 1); /* a memory error here leaves env as it was */
+    lua_pushvalue(L, 3);
+    lua_insert(L, 5);
+    int status = lua_pcall(L, top - 3, 1, 0);
+    lua_pushliteral(L, "print");
+    lua_pushvalue(L, 4);
+    lua_rawset(L, 1); /* the key is there: no allocation */
+    if (status != LUA_OK) return lua_error(L);
+    return 1;
+}
+
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     klua_compat_remember_main(L);
@@ -57,6 +82,8 @@ int luaopen_kiln(lua_State *L) {
     int layer = lua_gettop(L);
     lua_pushcfunction(L, layer_is_query);
     lua_setfield(L, layer, "is_query");
+    lua_pushcfunction(L, layer_call_printing);
+    lua_setfield(L, layer, "call_printing");
     klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     klua_jit_open_spawn(L, layer); /* LuaJIT only: layer.spawn, for lua/kiln/ffi_spawn.lua */
     klua_open_scene_layer(L, layer); /* layer.spawn_all, for lua/kiln/prefab.lua */

@@ -202,6 +202,24 @@ describe("completion", function()
     end)
 end)
 
+describe("a session stopped part way through", function()
+    -- Ctrl-C in the kiln command raises once at the next instruction, wherever it lands; a
+    -- spent budget raises at every one from there on: either way the print the statement ran
+    -- with is the session's capture, and the environment's own comes back
+    local function captured(sweep)
+        local s, env = session()
+        local own = function() end
+        env.print = own
+        local feed = s.feed
+        sweep(function() feed(s, "print(1)") end, function(n)
+            assert.are.equal(own, rawget(env, "print"), "print left captured after a stop at instruction " .. n)
+        end, 5000)
+        assert.are.same({"ok", "1"}, {s:feed("print(1)")})
+    end
+    it("once (Ctrl-C) leaves the environment's print in place", function() captured(H.every_raise) end)
+    it("for good (a spent budget) leaves the environment's print in place", function() captured(H.every_stop) end)
+end)
+
 describe("the session functions", function()
     it("raise argument errors that name the function", function()
         local s = session()
