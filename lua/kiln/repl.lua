@@ -134,7 +134,7 @@ function Session:open_world(value)
   return "world: a new, empty one"
 end
 
-local call_printing = layer.call_printing
+local call_printing, answer, load_answer = layer.call_printing, layer.answer, layer.load_answer
 -- xpcall(fn, debug.traceback, ...)'s results, packed (xpcall called from Lua, not a tail
 -- call: the traceback names it, where Session:call cuts it)
 local function run_traced(fn, ...)
@@ -390,9 +390,10 @@ function Session:command(line)
   elseif cmd == "save" then
     if rest == "" then return "error", ":save takes a file name" end
     if not w then return "error", "no world" end
-    local ok, err = pcall(w.save, w, rest, {format = rest:match("%.json$") and "json" or "binary"})
-    if not ok then return "error", tostring(err) end
-    return "ok", string.format("saved %d entities to %s", w:count(), rest)
+    -- tail calls into C, which make the save or the load and answer: no Lua code runs after
+    -- them, so a stop (a spent budget) cannot report a failure for a call that was made
+    local text = string.format("saved %d entities to %s", w:count(), rest) -- a save changes no count
+    return answer(text, w.save, w, rest, {format = rest:match("%.json$") and "json" or "binary"})
   elseif cmd == "hash" then
     if not w then return "error", "no world" end
     return "ok", string.format("%016x", w:hash())
@@ -402,11 +403,7 @@ function Session:command(line)
     local head = f and f:read(64) or ""
     if f then f:close() end
     if w and (head:sub(1, 8) == "KILNSAVE" or head:match('^%s*{%s*"kiln"')) then
-      local ok, map = pcall(w.load, w, rest)
-      if not ok then return "error", tostring(map) end
-      local n = 0
-      for _ in pairs(map) do n = n + 1 end
-      return "ok", string.format("loaded %d entities from %s", n, rest)
+      return load_answer(w.load, w, rest) -- a tail call into C, as :save's
     end
     local fn, err = loadfile(rest, "t", self.env)
     if not fn then return "error", err end

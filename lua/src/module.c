@@ -51,6 +51,44 @@ static int layer_call_printing(lua_State *L) {
     return 1;
 }
 
+/* The answer of a session command whose call failed: "error" and its message. */
+static int error_answer(lua_State *L) {
+    const char *msg = lua_tostring(L, -1);
+    lua_pushliteral(L, "error");
+    if (msg) lua_pushstring(L, msg);
+    else lua_pushfstring(L, "error (a %s)", luaL_typename(L, -2));
+    return 2;
+}
+
+/* layer.answer(text, fn, ...) -> "ok", text when fn(...) ran, else "error", its message. The
+ * end of a session command that changes something (lua/kiln/repl.lua), as its tail call: no
+ * Lua code runs after fn, so a stop that raises at every instruction (a spent budget, a
+ * console statement's time limit) cannot report a failure for a call that was made. */
+static int layer_answer(lua_State *L) {
+    luaL_checkstring(L, 1);
+    if (lua_pcall(L, lua_gettop(L) - 2, 0, 0) != LUA_OK) return error_answer(L);
+    lua_pushliteral(L, "ok");
+    lua_pushvalue(L, 1);
+    return 2;
+}
+
+/* layer.load_answer(load, world, path) -> "ok", "loaded N entities from path" when
+ * load(world, path) (world.load) returned its map of N entities, else "error", its message;
+ * as layer.answer, with the count made here. */
+static int layer_load_answer(lua_State *L) {
+    const char *path = luaL_checkstring(L, 3);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) return error_answer(L);
+    int n = 0;
+    if (lua_istable(L, -1))
+        for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
+    lua_pushliteral(L, "ok");
+    lua_pushfstring(L, "loaded %d entities from %s", n, path);
+    return 2;
+}
+
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     klua_compat_remember_main(L);
@@ -84,6 +122,10 @@ int luaopen_kiln(lua_State *L) {
     lua_setfield(L, layer, "is_query");
     lua_pushcfunction(L, layer_call_printing);
     lua_setfield(L, layer, "call_printing");
+    lua_pushcfunction(L, layer_answer);
+    lua_setfield(L, layer, "answer");
+    lua_pushcfunction(L, layer_load_answer);
+    lua_setfield(L, layer, "load_answer");
     klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     klua_jit_open_spawn(L, layer); /* LuaJIT only: layer.spawn, for lua/kiln/ffi_spawn.lua */
     klua_open_scene_layer(L, layer); /* layer.spawn_all, for lua/kiln/prefab.lua */

@@ -120,6 +120,35 @@ describe("world saves in the session", function()
     end)
 end)
 
+describe("a world command stopped part way through", function()
+    -- a spent budget or a console statement's time limit raises at every instruction: a
+    -- stopped :load says so with the world as it was, and one that answers "ok" loaded whole
+    -- (no Lua code may run after the load: its count of entities could be stopped)
+    it(":load of a save loads whole or not at all", function()
+        local s, env = session()
+        local w = env.world
+        for i = 1, 20 do w:spawn{Position = {x = i}} end
+        local name = os.tmpname()
+        w:save(name)
+        local feed, hash, count = s.feed, w.hash, w.count
+        local h0, c0, status, text
+        H.every_stop(function()
+            h0, c0 = hash(w), count(w)
+            status, text = feed(s, ":load " .. name)
+        end, function(n, ok, err)
+            local loaded = count(w) ~= c0
+            if not ok or status ~= "ok" then
+                assert.is_false(loaded, "loaded, then reported " .. tostring(ok and text or err) .. " at stop " .. n)
+                assert.are.equal(h0, hash(w))
+            else
+                assert.are.equal(c0 + 20, count(w))
+                assert.are.equal("loaded 20 entities from " .. name, text)
+            end
+        end, 20000)
+        os.remove(name)
+    end)
+end)
+
 describe("session:open_world", function()
     local function bare_session(env)
         return kiln.session(setmetatable(env, {__index = _G}))
