@@ -135,6 +135,7 @@ function Session:open_world(value)
 end
 
 local call_printing, answer, load_answer = layer.call_printing, layer.answer, layer.load_answer
+local reload_answer = layer.reload_answer
 -- xpcall(fn, debug.traceback, ...)'s results, packed (xpcall called from Lua, not a tail
 -- call: the traceback names it, where Session:call cuts it)
 local function run_traced(fn, ...)
@@ -316,34 +317,24 @@ local function mods_text(list)
 end
 
 -- :mods, :reload, :unload, :log against the global `mods`.
+-- :reload and :unload end in tail calls into C (layer.reload_answer, layer.answer), which make
+-- the call and answer: no Lua code runs after it, so a stop (a spent budget, a console
+-- statement's time limit) cannot report a failure for a reload or an unload that was made.
 local function mods_command(self, cmd, rest)
   local mods, why = mods_of(self)
   if not mods then return "error", why end
+  local name, opt = rest:match("^(%S+)%s*(%S*)$")
+  if cmd ~= "mods" and not name then return "error", ":" .. cmd .. " takes a mod name" end
+  if cmd == "reload" then return reload_answer(mods.reload, mods, name) end
+  if cmd == "unload" then
+    if opt ~= "" and opt ~= "keep" then return "error", ":unload takes a mod name and, optionally, keep" end
+    local text = "unloaded " .. name .. (opt == "keep" and " (its entities and components kept)" or "")
+    return answer(text, mods.unload, mods, name, opt == "keep" and {keep = true} or nil)
+  end
   local ok, a = pcall(function()
     if cmd == "mods" then return mods_text(mods:list()) end
-    local name, opt = rest:match("^(%S+)%s*(%S*)$")
-    if not name then error(":" .. cmd .. " takes a mod name", 0) end
-    if cmd == "log" then
-      local lines = mods:log(name)
-      return #lines > 0 and table.concat(lines, "\n") or "(nothing printed)"
-    elseif cmd == "reload" then
-      local info, err = mods:reload(name)
-      if not info then error(err, 0) end
-      local text = type(info) == "table" and string.format("reloaded %s (%d systems)", info.name, #info.systems)
-        or "reloaded " .. name
-      if err == nil then return text end
-      -- dependents whose reload failed run on in their old versions: an error, naming each
-      local names = {}
-      for dep in pairs(err) do names[#names + 1] = dep end
-      table.sort(names)
-      for i, dep in ipairs(names) do names[i] = "its dependent " .. dep .. " failed to reload: " .. clip(err[dep], 300) end
-      error(text .. "; " .. table.concat(names, "; "), 0)
-    else
-      if opt ~= "" and opt ~= "keep" then error(":unload takes a mod name and, optionally, keep", 0) end
-      local done, err = mods:unload(name, opt == "keep" and {keep = true} or nil)
-      if not done then error(err, 0) end
-      return "unloaded " .. name .. (opt == "keep" and " (its entities and components kept)" or "")
-    end
+    local lines = mods:log(name)
+    return #lines > 0 and table.concat(lines, "\n") or "(nothing printed)"
   end)
   if not ok then return "error", tostring(a) end
   return "ok", a

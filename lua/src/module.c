@@ -1,5 +1,6 @@
 /* module.c: luaopen_kiln and the embedding entry points: one module table over the classes
  * World, Query and Commands. Holds no state of its own; everything lives in the Lua state. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "klua.h"
@@ -66,9 +67,73 @@ static int error_answer(lua_State *L) {
  * console statement's time limit) cannot report a failure for a call that was made. */
 static int layer_answer(lua_State *L) {
     luaL_checkstring(L, 1);
-    if (lua_pcall(L, lua_gettop(L) - 2, 0, 0) != LUA_OK) return error_answer(L);
+    if (lua_pcall(L, lua_gettop(L) - 2, 2, 0) != LUA_OK) return error_answer(L);
+    if (!lua_toboolean(L, -2) && lua_type(L, -1) == LUA_TSTRING) return error_answer(L); /* nil, why */
     lua_pushliteral(L, "ok");
     lua_pushvalue(L, 1);
+    return 2;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* layer.reload_answer(reload, mods, name): as layer.answer for mods:reload(name) (reload),
+ * the answer made here: "ok", "reloaded NAME (N systems)", or "error" and why, naming each
+ * dependent whose reload failed (its message cut at 300 bytes), by name. */
+static int layer_reload_answer(lua_State *L) {
+    const char *name = luaL_checkstring(L, 3);
+    lua_settop(L, 3);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    if (lua_pcall(L, 2, 2, 0) != LUA_OK) return error_answer(L);
+    int info = 4, failed = 5;
+    if (!lua_toboolean(L, info)) return error_answer(L);
+    const char *who = NULL;
+    if (lua_istable(L, info)) {
+        lua_getfield(L, info, "name");
+        if (lua_type(L, -1) == LUA_TSTRING) who = lua_tostring(L, -1); /* info's own table keeps it */
+        lua_pop(L, 1);
+    }
+    if (who) {
+        lua_getfield(L, info, "systems");
+        int systems = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
+        lua_pop(L, 1);
+        lua_pushfstring(L, "reloaded %s (%d systems)", who, systems);
+    } else {
+        lua_pushfstring(L, "reloaded %s", name);
+    }
+    if (!lua_istable(L, failed)) {
+        lua_pushliteral(L, "ok");
+        lua_insert(L, -2);
+        return 2;
+    }
+    /* the dependents whose reload failed run on in their old versions: an error, naming each */
+    int text = lua_gettop(L);
+    size_t n = 0;
+    for (lua_pushnil(L); lua_next(L, failed); lua_pop(L, 1)) n += lua_type(L, -2) == LUA_TSTRING;
+    const char **deps = lua_newuserdatauv(L, (n ? n : 1) * sizeof *deps, 0);
+    size_t k = 0;
+    for (lua_pushnil(L); lua_next(L, failed); lua_pop(L, 1))
+        if (lua_type(L, -2) == LUA_TSTRING && k < n) deps[k++] = lua_tostring(L, -2); /* the table keeps it */
+    qsort(deps, k, sizeof *deps, compare_names);
+    for (size_t i = 0; i < k; i++) {
+        lua_getfield(L, failed, deps[i]);
+        size_t len = 0;
+        const char *why = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        lua_pushvalue(L, text);
+        lua_pushfstring(L, "; its dependent %s failed to reload: ", deps[i]);
+        if (why) lua_pushlstring(L, why, len > 300 ? 300 : len);
+        else lua_pushstring(L, luaL_typename(L, -3));
+        lua_pushstring(L, len > 300 ? "..." : "");
+        lua_concat(L, 4);
+        lua_replace(L, text);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, text);
+    lua_pushliteral(L, "error");
+    lua_insert(L, -2);
     return 2;
 }
 
@@ -126,6 +191,8 @@ int luaopen_kiln(lua_State *L) {
     lua_setfield(L, layer, "answer");
     lua_pushcfunction(L, layer_load_answer);
     lua_setfield(L, layer, "load_answer");
+    lua_pushcfunction(L, layer_reload_answer);
+    lua_setfield(L, layer, "reload_answer");
     klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     klua_jit_open_spawn(L, layer); /* LuaJIT only: layer.spawn, for lua/kiln/ffi_spawn.lua */
     klua_open_scene_layer(L, layer); /* layer.spawn_all, for lua/kiln/prefab.lua */
