@@ -282,7 +282,8 @@ local function not_here(cmd)
 end
 
 -- Failures the host logged since this session last looked: a host keeps them in a global
--- `failures` table with n, the count so far, and the last lines at [n - 99 .. n].
+-- `failures` table with n, the count so far, and the last lines at [n - 99 .. n]. Returns
+-- lines and n, which the caller marks seen (self.failures_seen) once it has answered.
 failure_lines = function(self, lines)
   local log = rawget(self.env, "failures")
   if type(log) ~= "table" then return lines end
@@ -293,8 +294,7 @@ failure_lines = function(self, lines)
     local line = rawget(log, i)
     if line ~= nil then lines[#lines + 1] = clip(tostring(line), 400) end
   end
-  self.failures_seen = n
-  return lines
+  return lines, n
 end
 
 -- The kiln.Mods in the global `mods`, or nil and why not.
@@ -350,8 +350,13 @@ function Session:command(line)
   if cmd == "quit" or cmd == "q" or cmd == "exit" then return "quit", "" end
   if cmd == "complete" then return "ok", table.concat(self:complete(rest), "\n") end
   if cmd == "poll" then
-    -- what a console client shows while its prompt waits: new failures, then the watches
-    return "ok", table.concat(watch_lines(self, failure_lines(self, {})), "\n")
+    -- what a console client shows while its prompt waits: new failures, then the watches.
+    -- The failures are marked seen last, in C as the tail call: a poll stopped before (a
+    -- watch that spends a console statement's budget) shows them again next time.
+    local lines, seen = failure_lines(self, {})
+    local text = table.concat(watch_lines(self, lines), "\n")
+    if seen == nil then return "ok", text end
+    return answer(text, rawset, self, "failures_seen", seen)
   end
   local w = world_of(self)
   if cmd == "step" then
@@ -410,13 +415,17 @@ function Session:command(line)
     end
     local fn, err = load("return " .. rest, "=watch", "t", self.env)
     if not fn then return "error", err end
-    self.watches[#self.watches + 1] = rest
-    return "ok", string.format("watching [%d] %s", #self.watches, rest)
+    -- added (and below removed) by the tail call into C, as :save: not reported failed once made
+    local n = #self.watches + 1
+    return answer(string.format("watching [%d] %s", n, rest), rawset, self.watches, n, rest)
   elseif cmd == "unwatch" then
     local i = tointeger(tonumber(rest))
     if not i or not self.watches[i] then return "error", ":unwatch takes a watch number" end
-    table.remove(self.watches, i)
-    return "ok", "removed"
+    local kept = {} -- swapped in whole (LuaJIT's table.remove is Lua code, which a stop splits)
+    for k, e in ipairs(self.watches) do
+      if k ~= i then kept[#kept + 1] = e end
+    end
+    return answer("removed", rawset, self, "watches", kept)
   end
   return "error", "unknown command :" .. bounded(cmd) .. " (try :help)"
 end

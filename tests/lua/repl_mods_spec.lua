@@ -107,6 +107,29 @@ world:system{name = "keep", writes = {"Kept"}, query = {"Kept"}, each = function
         assert.are.same({"ok", ""}, {late:feed(":poll")})
     end)
 
+    it("show a failure on a later :poll when a :poll is stopped part way", function()
+        -- a watch may spend a console statement's budget (every instruction raises then): the
+        -- failures that :poll had not shown yet are shown by the next one, not lost
+        local log = {n = 0}
+        env.failures = log
+        assert.are.same({"ok", ""}, {s:feed(":poll")})
+        assert.are.equal("ok", (s:feed(":watch world:count()")))
+        local feed, find, status, text = s.feed, string.find, nil, nil
+        H.every_stop(function()
+            log.n = log.n + 1
+            log[log.n] = "failure " .. log.n
+            status, text = feed(s, ":poll")
+        end, function(n, ok)
+            local want = "failure " .. log.n
+            if not ok or status ~= "ok" then
+                local _, later = feed(s, ":poll")
+                assert.is_truthy(find(later, want, 1, true), want .. " lost after a stop at instruction " .. n)
+            else
+                assert.is_truthy(find(text, want, 1, true), text)
+            end
+        end, 20000)
+    end)
+
     -- a spent budget or a console statement's time limit raises at every instruction: a
     -- command stopped part way says so with the mods as they were, and one that answers "ok"
     -- was made (no Lua code of the session may run after the unload or the reload)

@@ -124,6 +124,28 @@ describe("a world command stopped part way through", function()
     -- a spent budget or a console statement's time limit raises at every instruction: a
     -- stopped :load says so with the world as it was, and one that answers "ok" loaded whole
     -- (no Lua code may run after the load: its count of entities could be stopped)
+    it(":watch and :unwatch add or drop a watch whole or not at all", function()
+        local s = session()
+        local feed, status, text, before = s.feed, nil, nil, nil
+        local function listed() local _, t = s:command(":watch") return t end
+        before = listed() -- outside the hooked call: s:command is the session's own Lua code
+        H.every_stop(function() status, text = feed(s, ":watch 1 + 1") end, function(n, ok, err)
+            if not ok or status ~= "ok" then
+                assert.are.equal(before, listed(), "a watch added, then " .. tostring(ok and text or err) .. " at stop " .. n)
+            end
+            before = listed()
+        end, 20000)
+        assert.are.equal("[1] 1 + 1", listed())
+        before = listed() -- outside the hooked call: s:command is the session's own Lua code
+        H.every_stop(function() status, text = feed(s, ":unwatch 1") end, function(n, ok, err)
+            if not ok or status ~= "ok" then
+                assert.are.equal(before, listed(), "a watch dropped, then " .. tostring(ok and text or err) .. " at stop " .. n)
+            end
+            before = listed()
+        end, 20000)
+        assert.are.equal("no watches", listed())
+    end)
+
     it(":load of a save loads whole or not at all", function()
         local s, env = session()
         local w = env.world
