@@ -134,12 +134,43 @@ function Session:open_world(value)
   return "world: a new, empty one"
 end
 
-local call_printing, answer, load_answer = layer.call_printing, layer.answer, layer.load_answer
+local run_answer, answer, load_answer = layer.run_answer, layer.answer, layer.load_answer
 local reload_answer = layer.reload_answer
--- xpcall(fn, debug.traceback, ...)'s results, packed (xpcall called from Lua, not a tail
--- call: the traceback names it, where Session:call cuts it)
-local function run_traced(fn, ...)
-  return pack(xpcall(fn, debug.traceback, ...))
+local ran = layer.ran
+-- xpcall's results, packed, with fn run through layer.ran, which marks box once fn ended
+local function run_traced(fn, box, ...)
+  return pack(xpcall(ran, debug.traceback, fn, box, ...))
+end
+
+-- The answer to a call that ran (results: xpcall's, packed): what it printed (out), then its
+-- values shown by kiln.pretty, or its error's traceback.
+local function describe(self, results, out)
+  if not results[1] then
+    -- The traceback down to the statement (cut at layer.ran's frame, the one above xpcall's);
+    -- the REPL's own frames say nothing useful.
+    local text = tostring(results[2]):gsub("\n[^\n]*\n%s*%[C%]: in function 'xpcall'.*$", "")
+    out[#out + 1] = text
+    return "error", table.concat(out, "\n")
+  end
+  local w = world_of(self)
+  for i = 2, results.n do
+    local ok, text = pcall(kiln.pretty, results[i], w)
+    out[#out + 1] = ok and text or tostring(results[i])
+  end
+  return "ok", table.concat(out, "\n")
+end
+
+-- Runs fn with print captured; returns "ok" or "error" and the text. A tail call into C
+-- (layer.run_answer), which swaps print in and back and makes the answer: a stop (Ctrl-C, a
+-- spent budget) can neither leave the capture in place nor, once fn has ended, answer an
+-- error for a call that ran.
+local function run(self, fn, ...)
+  local out = {}
+  return run_answer(self.env, function(...)
+    local parts = pack(...)
+    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
+    out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
+  end, run_traced, describe, self, out, {false}, fn, ...)
 end
 
 -- Runs fn with print captured; returns ok, text.
@@ -148,27 +179,8 @@ function Session:call(fn, ...)
   if type(fn) ~= "function" then
     error(bad_argument(1, "session:call", "function expected, got " .. typename(fn)), 2)
   end
-  local out = {}
-  -- print is the capture while fn runs and the environment's own again however the call
-  -- ends, set and put back in C: a stop between Lua lines here (Ctrl-C, a spent budget)
-  -- would leave the capture in place
-  local results = call_printing(self.env, function(...)
-    local parts = pack(...)
-    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
-    out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
-  end, run_traced, fn, ...)
-  if not results[1] then
-    -- The traceback down to the statement; the REPL's own frames say nothing useful.
-    local text = tostring(results[2]):gsub("\n%s*%[C%]: in function 'xpcall'.*$", "")
-    out[#out + 1] = text
-    return false, table.concat(out, "\n")
-  end
-  local w = world_of(self)
-  for i = 2, results.n do
-    local ok, text = pcall(kiln.pretty, results[i], w)
-    out[#out + 1] = ok and text or tostring(results[i])
-  end
-  return true, table.concat(out, "\n")
+  local status, text = run(self, fn, ...)
+  return status == "ok", text
 end
 
 --- session:feed(line) -> status, text. status: "ok", "more" (statement incomplete),
@@ -199,8 +211,7 @@ function Session:feed(line)
     end
   end
   self.buffer = nil
-  local ok, text = self:call(fn)
-  return ok and "ok" or "error", text
+  return run(self, fn) -- a tail call: nothing runs after the statement's answer
 end
 
 --- session:reset() drops a statement being continued.
@@ -403,8 +414,7 @@ function Session:command(line)
     end
     local fn, err = loadfile(rest, "t", self.env)
     if not fn then return "error", err end
-    local ok, text = self:call(fn)
-    return ok and "ok" or "error", text
+    return run(self, fn)
   elseif cmd == "mods" or cmd == "reload" or cmd == "unload" or cmd == "log" then
     return mods_command(self, cmd, rest)
   elseif cmd == "watch" then

@@ -27,29 +27,95 @@ static int layer_is_query(lua_State *L) {
     return 1;
 }
 
-/* layer.call_printing(env, printer, run, ...) -> run(...)'s first result, with env.print
- * (read and set raw) the printer while run runs and its own value again however run ends
- * (its error goes on after). A session's print capture (lua/kiln/repl.lua): set and put back
- * in Lua, a stop between the lines (Ctrl-C in the kiln command raises once wherever it lands,
- * a spent budget at every instruction) left the capture in place for good. */
-static int layer_call_printing(lua_State *L) {
+/* layer.ran(fn, box, ...) -> fn(...): sets box[1] true once fn has returned, before any Lua
+ * instruction runs after it (box[1] exists: nothing allocated). What layer.run_answer reads
+ * to tell a statement stopped from one that ran. */
+static int layer_ran(lua_State *L) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int top = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    for (int i = 3; i <= top; i++) lua_pushvalue(L, i);
+    lua_call(L, top - 2, LUA_MULTRET);
+    if (lua_checkstack(L, 1)) {
+        lua_pushboolean(L, 1);
+        lua_rawseti(L, 2, 1);
+    }
+    return lua_gettop(L) - top;
+}
+
+/* layer.run_answer(env, printer, run, describe, session, out, box, fn, ...) -> status, text:
+ * a session's statement (lua/kiln/repl.lua), as the tail call that ends session:feed. With
+ * env.print (read and set raw) the printer, runs run(fn, box, ...) (xpcall's results, packed,
+ * fn called through layer.ran); env.print is its own value again however run ends. Then the
+ * answer: describe(session, results, out) -> status, text, run protected. Both were Lua
+ * code: a stop between the lines (Ctrl-C in the kiln command raises once wherever it lands,
+ * a spent budget at every instruction) left the capture in place for good, and a stop after
+ * the statement ended (its values shown by kiln.pretty, or just the return to the session)
+ * answered "the statement ran past its budget" for a statement whose changes stayed. A stop
+ * before fn ended goes on as an error; after, the answer is made here: what the statement
+ * printed (out, a list of strings), and that its values or its error were not shown, and why. */
+static int layer_run_answer(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 3, LUA_TFUNCTION);
+    luaL_checktype(L, 6, LUA_TTABLE);
+    luaL_checktype(L, 7, LUA_TTABLE);
     int top = lua_gettop(L);
     lua_pushliteral(L, "print");
-    lua_rawget(L, 1);
-    lua_insert(L, 4); /* 4: the environment's own print, 5..: run's arguments */
+    lua_rawget(L, 1); /* top + 1: the environment's own print */
     lua_pushliteral(L, "print");
     lua_pushvalue(L, 2);
     lua_rawset(L, 1); /* a memory error here leaves env as it was */
     lua_pushvalue(L, 3);
-    lua_insert(L, 5);
-    int status = lua_pcall(L, top - 3, 1, 0);
+    lua_pushvalue(L, 8);
+    lua_pushvalue(L, 7);
+    for (int i = 9; i <= top; i++) lua_pushvalue(L, i);
+    int status = lua_pcall(L, top - 6, 1, 0);
     lua_pushliteral(L, "print");
-    lua_pushvalue(L, 4);
+    lua_pushvalue(L, top + 1);
     lua_rawset(L, 1); /* the key is there: no allocation */
-    if (status != LUA_OK) return lua_error(L);
-    return 1;
+    int results = lua_gettop(L);
+    bool ran;
+    if (status == LUA_OK) {
+        lua_pushvalue(L, 4);
+        lua_pushvalue(L, 5);
+        lua_pushvalue(L, results);
+        lua_pushvalue(L, 6);
+        if (lua_pcall(L, 3, 2, 0) == LUA_OK && lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING)
+            return 2;
+        lua_settop(L, results + 1); /* describe's error */
+        ran = false;
+        if (lua_istable(L, results)) {
+            lua_rawgeti(L, results, 1);
+            ran = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        }
+    } else {
+        lua_rawgeti(L, 7, 1);
+        bool ended = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        if (!ended) return lua_error(L); /* stopped inside the statement */
+        ran = true;
+    }
+    const char *why = lua_tostring(L, -1) ? lua_tostring(L, -1) : "not a string";
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 6);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, 6, i) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            continue;
+        }
+        luaL_addvalue(&b);
+        luaL_addchar(&b, '\n');
+    }
+    luaL_addstring(&b, ran ? "(the statement ran; its values were not shown: "
+                           : "(the statement raised; its error was not shown: ");
+    luaL_addstring(&b, why);
+    luaL_addchar(&b, ')');
+    luaL_pushresult(&b);
+    lua_pushstring(L, ran ? "ok" : "error");
+    lua_insert(L, -2);
+    return 2;
 }
 
 /* The answer of a session command whose call failed: "error" and its message. */
@@ -185,8 +251,10 @@ int luaopen_kiln(lua_State *L) {
     int layer = lua_gettop(L);
     lua_pushcfunction(L, layer_is_query);
     lua_setfield(L, layer, "is_query");
-    lua_pushcfunction(L, layer_call_printing);
-    lua_setfield(L, layer, "call_printing");
+    lua_pushcfunction(L, layer_run_answer);
+    lua_setfield(L, layer, "run_answer");
+    lua_pushcfunction(L, layer_ran);
+    lua_setfield(L, layer, "ran");
     lua_pushcfunction(L, layer_answer);
     lua_setfield(L, layer, "answer");
     lua_pushcfunction(L, layer_load_answer);

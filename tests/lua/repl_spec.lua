@@ -124,6 +124,24 @@ describe("a world command stopped part way through", function()
     -- a spent budget or a console statement's time limit raises at every instruction: a
     -- stopped :load says so with the world as it was, and one that answers "ok" loaded whole
     -- (no Lua code may run after the load: its count of entities could be stopped)
+    it("answers ok for a statement that ran to its end, also when showing its values is stopped", function()
+        -- a statement that spawned, then a stop while its values were shown: "the statement
+        -- ran past its budget" read as a spawn that did not happen, and the user spawned again
+        local s, env = session()
+        local done = {}
+        env.done = done
+        local feed, status, text = s.feed, nil, nil
+        -- the statement's last act is a tail call into C: once done[1] is set, it has ended
+        local line = "return rawset(done, 1, world:spawn{Position = {x = 1}})"
+        H.every_stop(function() status, text = feed(s, line) end, function(n, ok, err)
+            if done[1] then
+                assert.is_true(ok and status == "ok", "ran, then answered " .. tostring(ok and text or err) ..
+                               " at stop " .. n)
+                done[1] = nil
+            end
+        end, 20000)
+    end)
+
     it(":watch and :unwatch add or drop a watch whole or not at all", function()
         local s = session()
         local feed, status, text, before = s.feed, nil, nil, nil

@@ -287,6 +287,23 @@ START_TEST(a_load_command_answers_ok_for_a_load_that_landed) {
 }
 END_TEST
 
+/* A statement that ran to its end is answered "ok", also when showing its values spends what
+ * is left of the budget: "ran past its budget" read as a spawn that did not happen, and the
+ * user spawned again. */
+START_TEST(a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped) {
+    game *g = start_game((kiln_console_desc){.budget = 1000000, .statement_ms = 20000});
+    int fd = sign_in(g);
+    const char *a = run(g, fd, "local t = {} for i = 1, 10000 do t[i] = world:spawn{Position = {x = i}} end return t");
+    ck_assert_msg(strncmp(a, "ok:", 3) == 0, "%.300s", a);
+    ck_assert_msg(strstr(a, "(the statement ran; its values were not shown: console: the statement ran past its "
+                            "instruction budget)"),
+                  "%.300s", a);
+    ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:10005");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -296,6 +313,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
+    tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     suite_add_tcase(s, tc);
     return s;
 }
