@@ -670,28 +670,21 @@ local function bulk_source(kinds)
   return concat(b)
 end
 
--- q:bulk_ffi's loop once begun (views.bulk runs it protected, the loop begun): the views typed
--- for the access the loop was begun with, then s.bulk.
-local function bulk_body(s, system, q, fn, ...)
-  shared.running_system = system
-  choose_types(s, s.writable)
-  return s.bulk(q, fn, ...)
-end
-
--- The table path of q:bulk_ffi under LuaJIT, for a world with a budget.
-local function bulk_table_path(q, fn, ...)
-  shared.running_system = nil
-  return renamed("query:bulk_ffi", pcall(bulk_rows, q, fn, ...))
-end
-
 -- q:bulk_ffi(fn, ...): fn(n, entities, views..., ...) once per chunk (see bulk_source).
 function Query:bulk_ffi(fn, ...)
   check_query(self, "query:bulk_ffi")
   check_fn(fn)
   local s = state_of(self, false, "query:bulk_ffi")
-  if not views.may_run(self) then return bulk_table_path(self, fn, ...) end -- a world with a budget
+  local loop, system = begin(self, nil, s.writable, 2, "query:bulk_ffi")
+  shared.running_system = system
+  if not loop then -- a world with a budget: the table path
+    return renamed("query:bulk_ffi", pcall(bulk_rows, self, fn, ...))
+  end
+  choose_types(s, s.writable)
   s.bulk = s.bulk or compiled(bulk_source(s.kinds), next_chunk, cast, s.it, s.ptr_types)
-  -- a tail call: C begins the loop, runs it and ends it however it ends, also when a hook
-  -- raises at every instruction (no Lua code after a pcall could end it then)
-  return views.bulk(self, s, bulk_body, bulk_table_path, fn, ...)
+  local ok, err = pcall(s.bulk, self, fn, ...)
+  if not ok then
+    views.finish(self) -- the loop ends with the call, also when fn raised
+    error(err, 0)
+  end
 end

@@ -171,9 +171,17 @@ static int views_begin(lua_State *L) {
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
     lua_Debug ar;
     bool framed = !lua_isnil(L, 2) && lua_getstack(L, level, &ar);
-    if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
-    else kq->jit_height = framed ? (ar.i_ci & 0xffff) : -1;
+    kq->jit_height = framed ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
+    /* q:bulk_ffi: the loop runs while ffi.lua's method that began it (level 1) runs, whose
+     * Lua code ends it; a stop that raises at every instruction (a spent budget, a console
+     * statement's time limit) leaves the method without ending it, and the loop, left as by
+     * break, is closed when its query or world is used next (jit_methods.c) */
+    lua_Debug caller;
+    if (lua_isnil(L, 2) && lua_getstack(L, 1, &caller) && lua_getinfo(L, "S", &caller) && caller.linedefined > 0) {
+        kq->jit_height = caller.i_ci & 0xffff;
+        kq->jit_local = -caller.linedefined;
+    }
     for (int t = 0; t < kq->term_count; t++) {
         lua_pushboolean(L, kq->writable[t]);
         lua_rawseti(L, 3, t + 1);
@@ -281,51 +289,10 @@ static int views_iter(lua_State *L) {
     return 1;
 }
 
-/* views.may_run(q): whether an FFI loop of q may run now (else q:bulk_ffi takes the table path). */
-static int views_may_run_q(lua_State *L) {
-    lua_pushboolean(L, views_may_run(L, klua_query_check(L, 1)->kw));
-    return 1;
-}
-
-/* views.bulk(q, s, body, table_path, fn, ...): q:bulk_ffi's loop, as a tail call of the method.
- * Begins q's loop (as views.begin(q, nil, s.writable, 2, "query:bulk_ffi"): the method's caller
- * is level 2, its frame dropped by the tail call), runs body(s, system, q, fn, ...) protected,
- * and ends the loop here in C however body ends. Ending it in Lua after a pcall could not be
- * relied on: a hook that raises at every instruction (a spent budget, a console statement's
- * time limit) stops any Lua code, and the query was left iterating, the world deferred, and
- * world:progress refused every frame after. Where views.begin says the table path must run,
- * table_path(q, fn, ...) runs instead. */
-static int views_bulk(lua_State *L) {
-    int top = lua_gettop(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    luaL_checktype(L, 3, LUA_TFUNCTION);
-    luaL_checktype(L, 4, LUA_TFUNCTION);
-    luaL_checkstack(L, top + 8, "too many arguments");
-    lua_pushcfunction(L, views_begin);
-    lua_pushvalue(L, 1);
-    lua_pushnil(L);
-    lua_getfield(L, 2, "writable");
-    lua_pushinteger(L, 2);
-    lua_pushliteral(L, "query:bulk_ffi");
-    lua_call(L, 5, 2); /* the loop's number (false: the table path) and the system's name */
-    if (!lua_toboolean(L, -2)) {
-        lua_settop(L, top);
-        lua_pushvalue(L, 4);
-        lua_pushvalue(L, 1);
-        for (int i = 5; i <= top; i++) lua_pushvalue(L, i);
-        lua_call(L, top - 3, LUA_MULTRET);
-        return lua_gettop(L) - top;
-    }
-    int system = lua_gettop(L);
-    lua_pushvalue(L, 3);
-    lua_pushvalue(L, 2);
-    lua_pushvalue(L, system);
-    lua_pushvalue(L, 1);
-    for (int i = 5; i <= top; i++) lua_pushvalue(L, i);
-    int status = lua_pcall(L, 3 + (top - 4), 0, 0);
-    klua_query *kq = lua_touserdata(L, 1); /* a Query: views.begin checked it */
-    if (kq->active && kq->ffi_loop) klua_query_finish(L, kq, 1); /* also when body raised */
-    if (status != LUA_OK) return lua_error(L);
+/* views.finish(q): ends the FFI loop of q now (q:bulk_ffi, when its function raised). */
+static int views_finish(lua_State *L) {
+    klua_query *kq = klua_query_check(L, 1);
+    if (kq->active && kq->ffi_loop) klua_query_finish(L, kq, 1);
     return 0;
 }
 
@@ -432,7 +399,7 @@ void klua_jit_restore_running(lua_State *L, const klua_world *kw, int idx) {
 void klua_jit_open_views(lua_State *L, int layer_idx) {
     static const luaL_Reg fns[] = {
         {"terms", views_terms},   {"begin", views_begin}, {"next", views_next}, {"alive", views_alive},
-        {"state", views_state},   {"may_run", views_may_run_q}, {"bulk", views_bulk}, {"iter", views_iter}, {"rows", views_rows},
+        {"state", views_state},   {"finish", views_finish}, {"iter", views_iter}, {"rows", views_rows},
         {"runner", views_runner}, {"each_rows", views_each_rows}, {NULL, NULL}};
     layer_idx = lua_absindex(L, layer_idx);
     /* only where the host opened the ffi library: a mod's state has none (nor JIT), and
