@@ -28,15 +28,17 @@ static int layer_is_query(lua_State *L) {
 }
 
 /* layer.ran(fn, box, ...) -> fn(...): sets box[1] true once fn has returned, before any Lua
- * instruction runs after it (box[1] exists: nothing allocated). What layer.run_answer reads
- * to tell a statement stopped from one that ran. */
+ * instruction runs after it (box[1] exists: nothing allocated), unless a budget was spent by
+ * then (a console statement's, also inside a coroutine it resumed, or a mod's): that
+ * statement was stopped, though its last call returned. What layer.run_answer reads to tell
+ * a statement stopped from one that ran. */
 static int layer_ran(lua_State *L) {
     luaL_checktype(L, 2, LUA_TTABLE);
     int top = lua_gettop(L);
     lua_pushvalue(L, 1);
     for (int i = 3; i <= top; i++) lua_pushvalue(L, i);
     lua_call(L, top - 2, LUA_MULTRET);
-    if (lua_checkstack(L, 1)) {
+    if (!klua_console_overdue(L) && klua_budget_left(L) != 0 && lua_checkstack(L, 1)) {
         lua_pushboolean(L, 1);
         lua_rawseti(L, 2, 1);
     }
