@@ -134,34 +134,53 @@ function Session:open_world(value)
   return "world: a new, empty one"
 end
 
--- Runs fn with print captured; returns ok, text.
-function Session:call(fn, ...)
-  check_self(self, "session:call")
-  if type(fn) ~= "function" then
-    error(bad_argument(1, "session:call", "function expected, got " .. typename(fn)), 2)
-  end
-  local out = {}
-  local env = self.env
-  local saved = rawget(env, "print")
-  rawset(env, "print", function(...)
-    local parts = pack(...)
-    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
-    out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
-  end)
-  local results = pack(xpcall(fn, debug.traceback, ...))
-  rawset(env, "print", saved)
+local run_answer, answer, load_answer = layer.run_answer, layer.answer, layer.load_answer
+local reload_answer = layer.reload_answer
+local ran = layer.ran
+-- xpcall's results, packed, with fn run through layer.ran, which marks box once fn ended
+local function run_traced(fn, box, ...)
+  return pack(xpcall(ran, debug.traceback, fn, box, ...))
+end
+
+-- The answer to a call that ran (results: xpcall's, packed): what it printed (out), then its
+-- values shown by kiln.pretty, or its error's traceback.
+local function describe(self, results, out)
   if not results[1] then
-    -- The traceback down to the statement; the REPL's own frames say nothing useful.
-    local text = tostring(results[2]):gsub("\n%s*%[C%]: in function 'xpcall'.*$", "")
+    -- The traceback down to the statement (cut at layer.ran's frame, the one above xpcall's);
+    -- the REPL's own frames say nothing useful.
+    local text = tostring(results[2]):gsub("\n[^\n]*\n%s*%[C%]: in function 'xpcall'.*$", "")
     out[#out + 1] = text
-    return false, table.concat(out, "\n")
+    return "error", table.concat(out, "\n")
   end
   local w = world_of(self)
   for i = 2, results.n do
     local ok, text = pcall(kiln.pretty, results[i], w)
     out[#out + 1] = ok and text or tostring(results[i])
   end
-  return true, table.concat(out, "\n")
+  return "ok", table.concat(out, "\n")
+end
+
+-- Runs fn with print captured; returns "ok" or "error" and the text. A tail call into C
+-- (layer.run_answer), which swaps print in and back and makes the answer: a stop (Ctrl-C, a
+-- spent budget) can neither leave the capture in place nor, once fn has ended, answer an
+-- error for a call that ran.
+local function run(self, fn, ...)
+  local out = {}
+  return run_answer(self.env, function(...)
+    local parts = pack(...)
+    for i = 1, parts.n do parts[i] = tostring(parts[i]) end
+    out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
+  end, run_traced, describe, self, out, {false}, fn, ...)
+end
+
+-- Runs fn with print captured; returns ok, text.
+function Session:call(fn, ...)
+  check_self(self, "session:call")
+  if type(fn) ~= "function" then
+    error(bad_argument(1, "session:call", "function expected, got " .. typename(fn)), 2)
+  end
+  local status, text = run(self, fn, ...)
+  return status == "ok", text
 end
 
 --- session:feed(line) -> status, text. status: "ok", "more" (statement incomplete),
@@ -192,8 +211,7 @@ function Session:feed(line)
     end
   end
   self.buffer = nil
-  local ok, text = self:call(fn)
-  return ok and "ok" or "error", text
+  return run(self, fn) -- a tail call: nothing runs after the statement's answer
 end
 
 --- session:reset() drops a statement being continued.
@@ -275,7 +293,8 @@ local function not_here(cmd)
 end
 
 -- Failures the host logged since this session last looked: a host keeps them in a global
--- `failures` table with n, the count so far, and the last lines at [n - 99 .. n].
+-- `failures` table with n, the count so far, and the last lines at [n - 99 .. n]. Returns
+-- lines and n, which the caller marks seen (self.failures_seen) once it has answered.
 failure_lines = function(self, lines)
   local log = rawget(self.env, "failures")
   if type(log) ~= "table" then return lines end
@@ -286,8 +305,7 @@ failure_lines = function(self, lines)
     local line = rawget(log, i)
     if line ~= nil then lines[#lines + 1] = clip(tostring(line), 400) end
   end
-  self.failures_seen = n
-  return lines
+  return lines, n
 end
 
 -- The kiln.Mods in the global `mods`, or nil and why not.
@@ -310,34 +328,24 @@ local function mods_text(list)
 end
 
 -- :mods, :reload, :unload, :log against the global `mods`.
+-- :reload and :unload end in tail calls into C (layer.reload_answer, layer.answer), which make
+-- the call and answer: no Lua code runs after it, so a stop (a spent budget, a console
+-- statement's time limit) cannot report a failure for a reload or an unload that was made.
 local function mods_command(self, cmd, rest)
   local mods, why = mods_of(self)
   if not mods then return "error", why end
+  local name, opt = rest:match("^(%S+)%s*(%S*)$")
+  if cmd ~= "mods" and not name then return "error", ":" .. cmd .. " takes a mod name" end
+  if cmd == "reload" then return reload_answer(mods.reload, mods, name) end
+  if cmd == "unload" then
+    if opt ~= "" and opt ~= "keep" then return "error", ":unload takes a mod name and, optionally, keep" end
+    local text = "unloaded " .. name .. (opt == "keep" and " (its entities and components kept)" or "")
+    return answer(text, mods.unload, mods, name, opt == "keep" and {keep = true} or nil)
+  end
   local ok, a = pcall(function()
     if cmd == "mods" then return mods_text(mods:list()) end
-    local name, opt = rest:match("^(%S+)%s*(%S*)$")
-    if not name then error(":" .. cmd .. " takes a mod name", 0) end
-    if cmd == "log" then
-      local lines = mods:log(name)
-      return #lines > 0 and table.concat(lines, "\n") or "(nothing printed)"
-    elseif cmd == "reload" then
-      local info, err = mods:reload(name)
-      if not info then error(err, 0) end
-      local text = type(info) == "table" and string.format("reloaded %s (%d systems)", info.name, #info.systems)
-        or "reloaded " .. name
-      if err == nil then return text end
-      -- dependents whose reload failed run on in their old versions: an error, naming each
-      local names = {}
-      for dep in pairs(err) do names[#names + 1] = dep end
-      table.sort(names)
-      for i, dep in ipairs(names) do names[i] = "its dependent " .. dep .. " failed to reload: " .. clip(err[dep], 300) end
-      error(text .. "; " .. table.concat(names, "; "), 0)
-    else
-      if opt ~= "" and opt ~= "keep" then error(":unload takes a mod name and, optionally, keep", 0) end
-      local done, err = mods:unload(name, opt == "keep" and {keep = true} or nil)
-      if not done then error(err, 0) end
-      return "unloaded " .. name .. (opt == "keep" and " (its entities and components kept)" or "")
-    end
+    local lines = mods:log(name)
+    return #lines > 0 and table.concat(lines, "\n") or "(nothing printed)"
   end)
   if not ok then return "error", tostring(a) end
   return "ok", a
@@ -353,8 +361,13 @@ function Session:command(line)
   if cmd == "quit" or cmd == "q" or cmd == "exit" then return "quit", "" end
   if cmd == "complete" then return "ok", table.concat(self:complete(rest), "\n") end
   if cmd == "poll" then
-    -- what a console client shows while its prompt waits: new failures, then the watches
-    return "ok", table.concat(watch_lines(self, failure_lines(self, {})), "\n")
+    -- what a console client shows while its prompt waits: new failures, then the watches.
+    -- The failures are marked seen last, in C as the tail call: a poll stopped before (a
+    -- watch that spends a console statement's budget) shows them again next time.
+    local lines, seen = failure_lines(self, {})
+    local text = table.concat(watch_lines(self, lines), "\n")
+    if seen == nil then return "ok", text end
+    return answer(text, rawset, self, "failures_seen", seen)
   end
   local w = world_of(self)
   if cmd == "step" then
@@ -384,9 +397,10 @@ function Session:command(line)
   elseif cmd == "save" then
     if rest == "" then return "error", ":save takes a file name" end
     if not w then return "error", "no world" end
-    local ok, err = pcall(w.save, w, rest, {format = rest:match("%.json$") and "json" or "binary"})
-    if not ok then return "error", tostring(err) end
-    return "ok", string.format("saved %d entities to %s", w:count(), rest)
+    -- tail calls into C, which make the save or the load and answer: no Lua code runs after
+    -- them, so a stop (a spent budget) cannot report a failure for a call that was made
+    local text = string.format("saved %d entities to %s", w:count(), rest) -- a save changes no count
+    return answer(text, w.save, w, rest, {format = rest:match("%.json$") and "json" or "binary"})
   elseif cmd == "hash" then
     if not w then return "error", "no world" end
     return "ok", string.format("%016x", w:hash())
@@ -398,16 +412,11 @@ function Session:command(line)
     -- a save cut inside its magic is still a save (world:load says it is truncated)
     local magic = head:sub(1, 8)
     if w and ((#magic > 0 and magic == ("KILNSAVE"):sub(1, #magic)) or head:match('^%s*{%s*"kiln"')) then
-      local ok, map = pcall(w.load, w, rest)
-      if not ok then return "error", tostring(map) end
-      local n = 0
-      for _ in pairs(map) do n = n + 1 end
-      return "ok", string.format("loaded %d entities from %s", n, rest)
+      return load_answer(w.load, w, rest) -- a tail call into C, as :save's
     end
     local fn, err = loadfile(rest, "t", self.env)
     if not fn then return "error", err end
-    local ok, text = self:call(fn)
-    return ok and "ok" or "error", text
+    return run(self, fn)
   elseif cmd == "mods" or cmd == "reload" or cmd == "unload" or cmd == "log" then
     return mods_command(self, cmd, rest)
   elseif cmd == "watch" then
@@ -418,13 +427,17 @@ function Session:command(line)
     end
     local fn, err = load("return " .. rest, "=watch", "t", self.env)
     if not fn then return "error", err end
-    self.watches[#self.watches + 1] = rest
-    return "ok", string.format("watching [%d] %s", #self.watches, rest)
+    -- added (and below removed) by the tail call into C, as :save: not reported failed once made
+    local n = #self.watches + 1
+    return answer(string.format("watching [%d] %s", n, rest), rawset, self.watches, n, rest)
   elseif cmd == "unwatch" then
     local i = tointeger(tonumber(rest))
     if not i or not self.watches[i] then return "error", ":unwatch takes a watch number" end
-    table.remove(self.watches, i)
-    return "ok", "removed"
+    local kept = {} -- swapped in whole (LuaJIT's table.remove is Lua code, which a stop splits)
+    for k, e in ipairs(self.watches) do
+      if k ~= i then kept[#kept + 1] = e end
+    end
+    return answer("removed", rawset, self, "watches", kept)
   end
   return "error", "unknown command :" .. bounded(cmd) .. " (try :help)"
 end

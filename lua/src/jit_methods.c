@@ -53,6 +53,9 @@ static bool loop_runs(lua_State *L, klua_query *kq, int step_idx) {
         if (!lua_getstack(L, level, &ar) || FRAME_SLOT(ar) < kq->jit_height) return false;
         if (FRAME_SLOT(ar) == kq->jit_height) break;
     }
+    if (kq->jit_local < 0) /* q:bulk_ffi's: it runs while ffi.lua's method that began it runs */
+        return lua_getinfo(L, "S", &ar) && ar.linedefined == -kq->jit_local &&
+               strcmp(ar.source, "=lua/kiln/ffi.lua") == 0;
     /* where the generator was found last time: lua_getlocal reads the names from the start */
     if (kq->jit_local > 0 && is_generator(L, &ar, kq->jit_local, step_idx, kq)) return true;
     if (!lua_getinfo(L, "l", &ar)) return true;

@@ -171,9 +171,17 @@ static int views_begin(lua_State *L) {
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
     lua_Debug ar;
     bool framed = !lua_isnil(L, 2) && lua_getstack(L, level, &ar);
-    if (lua_isnil(L, 2)) kq->jit_height = -1; /* q:bulk_ffi: the loop runs inside its call */
-    else kq->jit_height = framed ? (ar.i_ci & 0xffff) : -1;
+    kq->jit_height = framed ? (ar.i_ci & 0xffff) : -1;
     kq->jit_local = 0;
+    /* q:bulk_ffi: the loop runs while ffi.lua's method that began it (level 1) runs, whose
+     * Lua code ends it; a stop that raises at every instruction (a spent budget, a console
+     * statement's time limit) leaves the method without ending it, and the loop, left as by
+     * break, is closed when its query or world is used next (jit_methods.c) */
+    lua_Debug caller;
+    if (lua_isnil(L, 2) && lua_getstack(L, 1, &caller) && lua_getinfo(L, "S", &caller) && caller.linedefined > 0) {
+        kq->jit_height = caller.i_ci & 0xffff;
+        kq->jit_local = -caller.linedefined;
+    }
     for (int t = 0; t < kq->term_count; t++) {
         lua_pushboolean(L, kq->writable[t]);
         lua_rawseti(L, 3, t + 1);

@@ -290,7 +290,8 @@ typedef struct klua_query {
     lua_State *loop_L;  /* the thread that began it: a step or guard called from another thread
                          * belongs to an earlier loop of the query, ended meanwhile */
     int jit_height;     /* LuaJIT (jit_methods.c): stack slot of the frame whose loop runs */
-    int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0 */
+    int jit_local;      /* LuaJIT: that frame's local holding the loop's generator, or 0; for
+                         * q:bulk_ffi's loop -(the line its method is defined on in ffi.lua) */
     bool ffi_loop;      /* LuaJIT: the running iteration hands out FFI views (jit_views.c) */
     /* LuaJIT: set with ffi_loop by jit_views.c, which builds on this layer: empties the FFI
      * loop's row state when the loop ends, however it ends (klua_query_finish calls it) */

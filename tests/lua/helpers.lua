@@ -277,4 +277,35 @@ function H.every_raise(fn, check, limit)
     assert(n > 3, "the hook raised nowhere")
 end
 
+-- H.every_stop(fn, check, limit): runs fn under a hook that, from its n-th instruction on,
+-- raises at every one, for n = 1, 2, ... until fn runs to its end (at most limit times), then
+-- check(n, ok, err) after each: what a spent budget or a console statement's time limit does
+-- (no pcall inside swallows it). Lines of the calling spec and of this file are spared, so
+-- that they can look afterwards; keep only locals in fn (busted's globals are found by Lua
+-- code of its own, which the hook would stop). A callback meant to stand for a user's code
+-- must come from a chunk of another name (load with "=user").
+function H.every_stop(fn, check, limit)
+    local spec, mine = debug.getinfo(2, "S").source, debug.getinfo(1, "S").source
+    local sethook, getinfo, pcall, error = debug.sethook, debug.getinfo, pcall, error
+    local jit_was = H.luajit and jit.status()
+    if H.luajit then jit.off() end -- compiled code calls no hooks
+    local n, ok, err = 0, false, nil
+    while not ok and n < limit do
+        n = n + 1
+        local count = 0
+        sethook(function()
+            count = count + 1
+            if count < n then return end
+            local source = getinfo(2, "S").source
+            if source ~= spec and source ~= mine then error("stopped", 0) end
+        end, "", 1)
+        ok, err = pcall(fn)
+        sethook()
+        check(n, ok, err)
+    end
+    if H.luajit and jit_was then jit.on() end
+    assert(ok, "fn never ran to its end")
+    assert(n > 3, "the hook stopped nothing")
+end
+
 return H

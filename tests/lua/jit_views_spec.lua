@@ -285,6 +285,26 @@ describe("q:bulk_ffi()", function()
         H.raises(function() q:bulk_ffi(42) end, "bad argument #1 to 'query:bulk_ffi' (function expected, got number)")
     end)
 
+    it("ends its loop when stopped at any instruction, as a spent budget or a time limit stops it", function()
+        -- from the n-th instruction on every one raises, pcall or not: the loop's end cannot
+        -- be Lua code after a pcall (it left the query iterating and the world deferred, so
+        -- world:progress refused every frame after)
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i}} end
+        w:spawn{Position = {x = 9}, Frozen = true} -- a second chunk
+        local q = w:query{"Position"}
+        local add = assert(load("local n, _, p = ... for i = 0, n - 1 do p[i].x = p[i].x + 1 end", "=user"))
+        q:bulk_ffi(add) -- its state made and its loop compiled: every run below is the same
+        local progress, each, pcall = w.progress, q.each, pcall
+        H.every_stop(function() q:bulk_ffi(add) end, function(n, ok, err)
+            if not ok then assert.are.equal("stopped", err) end
+            local stepped, why = pcall(progress, w, 0)
+            assert.is_true(stepped, "after a stop at instruction " .. n .. ": " .. tostring(why))
+            local looped, lwhy = pcall(function() for _ in each(q) do end end)
+            assert.is_true(looped, "after a stop at instruction " .. n .. ": " .. tostring(lwhy))
+        end, 20000)
+    end)
+
     it("hands read-only terms of a system out const", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1}, Velocity = {x = 2}}

@@ -1,6 +1,7 @@
 -- repl_mods_spec.lua: the REPL's mod commands (:mods, :reload, :unload, :log) over the global
 -- `mods`, and the host's failures log shown on :poll as failures happen.
 local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
 local function tmpdir()
     local dir = os.tmpname()
@@ -104,5 +105,62 @@ world:system{name = "keep", writes = {"Kept"}, query = {"Kept"}, each = function
         -- a session attached later starts from then, not from the game's start
         local late = kiln.session(env, {remote = true})
         assert.are.same({"ok", ""}, {late:feed(":poll")})
+    end)
+
+    it("show a failure on a later :poll when a :poll is stopped part way", function()
+        -- a watch may spend a console statement's budget (every instruction raises then): the
+        -- failures that :poll had not shown yet are shown by the next one, not lost
+        local log = {n = 0}
+        env.failures = log
+        assert.are.same({"ok", ""}, {s:feed(":poll")})
+        assert.are.equal("ok", (s:feed(":watch world:count()")))
+        local feed, find, status, text = s.feed, string.find, nil, nil
+        H.every_stop(function()
+            log.n = log.n + 1
+            log[log.n] = "failure " .. log.n
+            status, text = feed(s, ":poll")
+        end, function(n, ok)
+            local want = "failure " .. log.n
+            if not ok or status ~= "ok" then
+                local _, later = feed(s, ":poll")
+                assert.is_truthy(find(later, want, 1, true), want .. " lost after a stop at instruction " .. n)
+            else
+                assert.is_truthy(find(text, want, 1, true), text)
+            end
+        end, 20000)
+    end)
+
+    -- a spent budget or a console statement's time limit raises at every instruction: a
+    -- command stopped part way says so with the mods as they were, and one that answers "ok"
+    -- was made (no Lua code of the session may run after the unload or the reload)
+    it("unload and reload whole or not at all when stopped part way", function()
+        write(dir .. "/keeper.lua", [[
+world:component("Kept", "int32_t n")
+world:spawn{Kept = {n = 1}} -- one more on each load: a reload shows in the count
+world:system{name = "keep", writes = {"Kept"}, query = {"Kept"}, each = function(e, k) k.n = k.n + 1 end}
+]])
+        local mods, feed, w = env.mods, s.feed, env.world
+        assert(mods:load(dir .. "/keeper.lua"))
+        local status, text, loads
+        H.every_stop(function() status, text = feed(s, ":unload keeper") end, function(n, ok, err)
+            local gone = #mods:list() == 0
+            if ok and status == "ok" then
+                assert.is_true(gone)
+            else
+                assert.is_false(gone, "unloaded, then reported " .. tostring(ok and text or err) .. " at stop " .. n)
+            end
+        end, 20000)
+        assert(mods:load(dir .. "/keeper.lua"))
+        H.every_stop(function()
+            loads = w:count()
+            status, text = feed(s, ":reload keeper")
+        end, function(n, ok, err)
+            local reloaded = w:count() ~= loads
+            if ok and status == "ok" then
+                assert.is_true(reloaded)
+            else
+                assert.is_false(reloaded, "reloaded, then reported " .. tostring(ok and text or err) .. " at stop " .. n)
+            end
+        end, 20000)
     end)
 end)

@@ -142,6 +142,75 @@ describe("world saves in the session", function()
     end)
 end)
 
+describe("a world command stopped part way through", function()
+    -- a spent budget or a console statement's time limit raises at every instruction: a
+    -- stopped :load says so with the world as it was, and one that answers "ok" loaded whole
+    -- (no Lua code may run after the load: its count of entities could be stopped)
+    it("answers ok for a statement that ran to its end, also when showing its values is stopped", function()
+        -- a statement that spawned, then a stop while its values were shown: "the statement
+        -- ran past its budget" read as a spawn that did not happen, and the user spawned again
+        local s, env = session()
+        local done = {}
+        env.done = done
+        local feed, status, text = s.feed, nil, nil
+        -- the statement's last act is a tail call into C: once done[1] is set, it has ended
+        local line = "return rawset(done, 1, world:spawn{Position = {x = 1}})"
+        H.every_stop(function() status, text = feed(s, line) end, function(n, ok, err)
+            if done[1] then
+                assert.is_true(ok and status == "ok", "ran, then answered " .. tostring(ok and text or err) ..
+                               " at stop " .. n)
+                done[1] = nil
+            end
+        end, 20000)
+    end)
+
+    it(":watch and :unwatch add or drop a watch whole or not at all", function()
+        local s = session()
+        local feed, status, text, before = s.feed, nil, nil, nil
+        local function listed() local _, t = s:command(":watch") return t end
+        before = listed() -- outside the hooked call: s:command is the session's own Lua code
+        H.every_stop(function() status, text = feed(s, ":watch 1 + 1") end, function(n, ok, err)
+            if not ok or status ~= "ok" then
+                assert.are.equal(before, listed(), "a watch added, then " .. tostring(ok and text or err) .. " at stop " .. n)
+            end
+            before = listed()
+        end, 20000)
+        assert.are.equal("[1] 1 + 1", listed())
+        before = listed() -- outside the hooked call: s:command is the session's own Lua code
+        H.every_stop(function() status, text = feed(s, ":unwatch 1") end, function(n, ok, err)
+            if not ok or status ~= "ok" then
+                assert.are.equal(before, listed(), "a watch dropped, then " .. tostring(ok and text or err) .. " at stop " .. n)
+            end
+            before = listed()
+        end, 20000)
+        assert.are.equal("no watches", listed())
+    end)
+
+    it(":load of a save loads whole or not at all", function()
+        local s, env = session()
+        local w = env.world
+        for i = 1, 20 do w:spawn{Position = {x = i}} end
+        local name = os.tmpname()
+        w:save(name)
+        local feed, hash, count = s.feed, w.hash, w.count
+        local h0, c0, status, text
+        H.every_stop(function()
+            h0, c0 = hash(w), count(w)
+            status, text = feed(s, ":load " .. name)
+        end, function(n, ok, err)
+            local loaded = count(w) ~= c0
+            if not ok or status ~= "ok" then
+                assert.is_false(loaded, "loaded, then reported " .. tostring(ok and text or err) .. " at stop " .. n)
+                assert.are.equal(h0, hash(w))
+            else
+                assert.are.equal(c0 + 20, count(w))
+                assert.are.equal("loaded 20 entities from " .. name, text)
+            end
+        end, 20000)
+        os.remove(name)
+    end)
+end)
+
 describe("session:open_world", function()
     local function bare_session(env)
         return kiln.session(setmetatable(env, {__index = _G}))
@@ -222,6 +291,24 @@ describe("completion", function()
         assert.are.same({"Health", "Heat"}, s:complete("world:get(e, 'He"))
         assert.are.same({"world:spawn"}, s:complete("world:spaw"))
     end)
+end)
+
+describe("a session stopped part way through", function()
+    -- Ctrl-C in the kiln command raises once at the next instruction, wherever it lands; a
+    -- spent budget raises at every one from there on: either way the print the statement ran
+    -- with is the session's capture, and the environment's own comes back
+    local function captured(sweep)
+        local s, env = session()
+        local own = function() end
+        env.print = own
+        local feed = s.feed
+        sweep(function() feed(s, "print(1)") end, function(n)
+            assert.are.equal(own, rawget(env, "print"), "print left captured after a stop at instruction " .. n)
+        end, 5000)
+        assert.are.same({"ok", "1"}, {s:feed("print(1)")})
+    end
+    it("once (Ctrl-C) leaves the environment's print in place", function() captured(H.every_raise) end)
+    it("for good (a spent budget) leaves the environment's print in place", function() captured(H.every_stop) end)
 end)
 
 describe("the session functions", function()

@@ -260,6 +260,52 @@ START_TEST(a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree) {
 }
 END_TEST
 
+/* :load of a save is one call: once the load has landed, no Lua code of the session runs (its
+ * count of the entities loaded, Lua code before, spent the budget and answered an error for
+ * a load that stayed). */
+START_TEST(a_load_command_answers_ok_for_a_load_that_landed) {
+    game *g = start_game((kiln_console_desc){.budget = 200000, .statement_ms = 20000});
+    char path[] = "/tmp/kiln_console_loadXXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    lua_pushstring(g->L, path);
+    lua_setglobal(g->L, "save_path");
+    ck_assert_int_eq(luaL_dostring(g->L, "local w = kiln.world() w:component('Position', 'float x, y;') "
+                                         "for i = 1, 100000 do w:spawn{Position = {x = i}} end "
+                                         "w:save(save_path) w:close()"),
+                     LUA_OK);
+    int fd = sign_in(g);
+    char line[128], want[160];
+    snprintf(line, sizeof line, ":load %s", path);
+    snprintf(want, sizeof want, "ok:loaded 100000 entities from %s", path);
+    ck_assert_str_eq(run(g, fd, line), want);
+    ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:100005");
+    unlink(path);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+/* A statement that ran to its end is answered "ok", also when showing its values spends what
+ * is left of the budget: "ran past its budget" read as a spawn that did not happen, and the
+ * user spawned again. */
+START_TEST(a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped) {
+    game *g = start_game((kiln_console_desc){.budget = 1000000, .statement_ms = 20000});
+    int fd = sign_in(g);
+    /* a JSON prefab spawns in C: a few instructions under Lua 5.4 and LuaJIT alike */
+    ck_assert_str_eq(run(g, fd, "p = world:prefab('{\"components\": {\"Position\": {\"x\": 1}}}')"), "ok:");
+    const char *a = run(g, fd, "return p:spawn(10000)");
+    ck_assert_msg(strncmp(a, "ok:", 3) == 0, "%.300s", a);
+    ck_assert_msg(strstr(a, "(the statement ran; its values were not shown: console: the statement ran past its "
+                            "instruction budget)"),
+                  "%.300s", a);
+    ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:10005");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -268,6 +314,8 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits);
     tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
+    tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
+    tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     suite_add_tcase(s, tc);
     return s;
 }
