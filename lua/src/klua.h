@@ -654,5 +654,6 @@ KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *syst
 KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, hash, snapshots */
 KLUA_HIDDEN void klua_open_scene(lua_State *L);     /* scene.c: JSON prefabs, instantiate, export */
 KLUA_HIDDEN void klua_open_scene_layer(lua_State *L, int layer); /* layer.spawn_all, spawn_into */
+KLUA_HIDDEN void klua_open_session_layer(lua_State *L, int layer); /* session.c: the REPL's answers */
 
 #endif
