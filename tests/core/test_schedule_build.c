@@ -416,7 +416,7 @@ KILN_TEST(staging, run_after_a_failed_build_returns_the_error_and_runs_nothing) 
 KILN_TEST_GROUP_WITH(listing, .setup = setup, .teardown = teardown, .timeout = 60);
 
 enum { LISTED = 1000 };
-static char listed_names[LISTED + 1][16], listed_ghosts[LISTED][16];
+static char listed_names[LISTED + 1][24], listed_ghosts[LISTED][24]; /* room for any int */
 
 static bool listed_live(int32_t i) { return i % 10 != 5; } /* the ones removed below */
 
