@@ -123,6 +123,7 @@ static const struct {
     {LUA_DBLIBNAME, "sethook", KLUA_COST_SETHOOK},   {LUA_GNAME, "setmetatable", KLUA_COST_SETMETATABLE},
     {LUA_DBLIBNAME, "setmetatable", KLUA_COST_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", KLUA_COST_RESUME},
     {"jit", "on", KLUA_COST_JIT_ON}, /* LuaJIT */
+    {LUA_GNAME, "load", KLUA_COST_LOAD},
 };
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
@@ -172,7 +173,7 @@ static void learn(lua_State *L, klua_budget *b) {
 }
 
 /* The calls that would take the statement out of its budget: changing the hook; turning
- * LuaJIT's compiler on (compiled code calls no hook); a __gc finalizer (Lua runs finalizers
+ * LuaJIT's compiler on (compiled code calls no hook); under LuaJIT, load given a reader; a __gc finalizer (Lua runs finalizers
  * with hooks off); resuming a coroutine made before the statement, which has no hook yet
  * (it gets the budget's). */
 static void guard(lua_State *L, klua_budget *b, charged kind) {
@@ -180,6 +181,13 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
         luaL_error(L, "debug.sethook is not available in the console (the statement budget owns the hook)");
     if (kind == KLUA_COST_JIT_ON)
         luaL_error(L, "jit.on is not available in the console (compiled code runs outside the statement budget)");
+#if KLUA_LUAJIT
+    /* LuaJIT leaves its hook marked active when an error the hook raised is caught by
+     * lua_load: the budget spent inside a reader function would end the count for good */
+    if (kind == KLUA_COST_LOAD && lua_type(L, 1) == LUA_TFUNCTION)
+        luaL_error(L, "console: load with a reader function is not available under LuaJIT (the statement "
+                      "budget could not stop the statement after it); give load a string");
+#endif
     if ((kind == KLUA_COST_SETMETATABLE || kind == KLUA_COST_DEBUG_SETMETATABLE) && lua_type(L, 2) == LUA_TTABLE) {
         lua_pushstring(L, "__gc");
         bool gc = lua_rawget(L, 2) != LUA_TNIL;

@@ -523,7 +523,8 @@ typedef enum klua_costly {
     KLUA_COST_REP, KLUA_COST_FIND, KLUA_COST_MATCH, KLUA_COST_GMATCH, KLUA_COST_GSUB,
     KLUA_COST_CONCAT, KLUA_COST_SORT, KLUA_COST_MOVE, KLUA_COST_INSERT, KLUA_COST_REMOVE,
     /* no cost of their own: the console guards them otherwise */
-    KLUA_COST_SETHOOK, KLUA_COST_SETMETATABLE, KLUA_COST_DEBUG_SETMETATABLE, KLUA_COST_RESUME, KLUA_COST_JIT_ON
+    KLUA_COST_SETHOOK, KLUA_COST_SETMETATABLE, KLUA_COST_DEBUG_SETMETATABLE, KLUA_COST_RESUME, KLUA_COST_JIT_ON,
+    KLUA_COST_LOAD
 } klua_costly;
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */

@@ -358,14 +358,43 @@ static int m_xpcall(lua_State *L) {
     return lua_gettop(L);
 }
 
-/* A reader function given to load: each piece it returns is charged as the text it is (the
- * parser reads a comment without allocating: a reader returning one long piece for good
- * kept load in C). Upvalue 1 the mod's reader. */
-static int charged_reader(lua_State *L) {
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_call(L, 0, 1);
-    if (lua_type(L, -1) == LUA_TSTRING) klua_budget_charge(L, (double)lua_rawlen(L, -1) / KLUA_COST_BYTES_PER_STEP, "load");
-    return 1;
+/* Reads every piece of a reader function given to load (at index 1) into one string, in place
+ * of the function; each piece is charged as the text it is (the parser reads a comment without
+ * allocating: a reader returning one long piece for good kept load in C), one step at least.
+ * The reader runs here, not inside lua_load: under LuaJIT an error raised in a count hook and
+ * caught by lua_load left the hook marked active, so no hook ran again in the mod's state
+ * and the next endless loop held the host for good. Returns 0, or 2 with nil and the reader's
+ * error pushed (load's answer for a reader that fails or returns a non-string). */
+static int read_pieces(lua_State *L) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (;;) {
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+            lua_pushnil(L);
+            lua_insert(L, -2);
+            return 2;
+        }
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            break;
+        }
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "reader function must return a string");
+            return 2;
+        }
+        size_t len = lua_rawlen(L, -1);
+        if (len == 0) {
+            lua_pop(L, 1);
+            break;
+        }
+        klua_budget_charge(L, 1.0 + (double)len / KLUA_COST_BYTES_PER_STEP, "load");
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    lua_replace(L, 1);
+    return 0;
 }
 
 /* load(chunk [, name [, mode [, env]]]): text only; the environment defaults to the mod's.
@@ -374,16 +403,17 @@ static int charged_reader(lua_State *L) {
 static int m_load(lua_State *L) {
     C_STACK_GUARD(L);
     lua_settop(L, 4);
-    if (lua_type(L, 1) == LUA_TSTRING) {
-        klua_budget_charge(L, (double)lua_rawlen(L, 1) / KLUA_COST_BYTES_PER_STEP, "load");
-    } else if (lua_type(L, 1) == LUA_TFUNCTION) {
-        lua_pushvalue(L, 1);
-        lua_pushcclosure(L, charged_reader, 1);
-        lua_replace(L, 1);
-    }
     if (!lua_isnil(L, 3)) {
         const char *mode = luaL_checkstring(L, 3);
         if (!strchr(mode, 't')) return luaL_error(L, "mods load text chunks only (mode '%s' refused)", mode);
+    }
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        klua_budget_charge(L, (double)lua_rawlen(L, 1) / KLUA_COST_BYTES_PER_STEP, "load");
+    } else if (lua_type(L, 1) == LUA_TFUNCTION) {
+        if (lua_isnil(L, 2)) lua_pushliteral(L, "=(load)"); /* the name load gives a reader's chunk */
+        else lua_pushvalue(L, 2);
+        lua_replace(L, 2);
+        if (read_pieces(L)) return 2;
     }
     lua_pushliteral(L, "t");
     lua_replace(L, 3);

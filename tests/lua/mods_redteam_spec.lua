@@ -106,6 +106,59 @@ describe("a red-team mod", function()
         assert.is_true(os.clock() - t0 < 1, string.format("the frame took %.1f s", os.clock() - t0))
     end)
 
+    it("cannot stop its budget's hook by spending the budget inside a reader given to load", function()
+        -- LuaJIT left its hook marked active when a hook's error was caught by lua_load: no
+        -- hook ran again in the mod's state, so the loop after the load ran to its end (or
+        -- for good: the budget could not stop it, nor the time limit)
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e6, milliseconds = -1}
+        assert(mods:load(M.write(dir, "deafener.lua", [[
+            world:system{name = "deafen", run = function()
+                local f, err = load(function() while true do end end)
+                local n = 0 -- (no call of the host's here: a charge would raise on its own)
+                while n < 3e7 do n = n + 1 end
+                error("escaped") -- (error is the interpreter's own, uncharged)
+            end}
+        ]])))
+        local ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.matches("system 'deafen' ran past its budget", failures[1].message, 1, true)
+        assert.are.same({}, mods:log("deafener"))
+        -- the hook is armed again for the next frame, and stops the same system again
+        ok, failures = w:progress(1 / 60)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.are.same({}, mods:log("deafener"))
+    end)
+
+    it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
+        local dir = M.folder()
+        local _, mods = M.host()
+        assert(mods:load(M.write(dir, "pieces.lua", [[
+            local parts = {"return ", "1 +", " 41", "", "never read"}
+            local f = assert(load(function() return table.remove(parts, 1) end))
+            print(f(), #parts)
+            parts = {"return x", nil}
+            print(load(function() return table.remove(parts, 1) end, "=named", "t", {x = 7})())
+            print(load(function() error("no more", 0) end))
+            local function once(v) local done; return function() if not done then done = true; return v end end end
+            print(load(once(12)))
+            print(load(once("syntax error here")))
+            print(pcall(load, once("return 1"), "x", "b"))
+            local calls = 0
+            print(load(function() calls = calls + 1 end), calls)
+        ]])))
+        local log = mods:log("pieces")
+        assert.are.equal("42\t1", log[1]) -- the empty piece ends the text
+        assert.are.equal("7", log[2])
+        assert.are.equal("nil\tno more", log[3])
+        assert.matches("^nil\treader function must return a string", log[4])
+        assert.matches("^nil\t%(load%):1: .*near 'error'", log[5]) -- (a reader's chunk is named (load))
+        assert.matches("^false\t.*mods load text chunks only %(mode 'b' refused%)", log[6])
+        assert.matches("^function: .*\t1$", log[7])
+    end)
+
     it("pays for the collection a refused query makes", function()
         -- at its query limit, each world:query ran a full collection of the mod's heap, free:
         -- a loop over pcall(world.query, ...) made one per few instructions, for good

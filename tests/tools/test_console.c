@@ -499,6 +499,9 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
         /* LuaJIT: compiled code calls no hook, and jit.on is refused; swallowing the refusal
          * leaves the compiler off, so the loop stays in the interpreter, counted */
         "if jit then pcall(jit.on) end local i = 0 while true do i = i + 1 end",
+        /* LuaJIT: a hook's error caught by lua_load (the budget spent in a reader) left the
+         * hook marked active, so no hook ran again; a reader is refused there */
+        "pcall(load, function() while true do end end) local i = 0 while true do i = i + 1 end",
     };
     ck_assert_int_eq(luaL_dostring(g->L, "made_by_the_game = coroutine.create(function() while true do end end)"),
                      LUA_OK);
@@ -517,6 +520,10 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
     send_text(fd, "jit.on() while true do end\n");
     a = answers(g, fd, 1);
     ck_assert_msg(strstr(a, "jit.on is not available in the console"), "%s", a);
+    send_text(fd, "return load(function() return nil end)\nreturn load('return 1')()\n");
+    a = answers(g, fd, 2);
+    ck_assert_msg(strstr(a, "load with a reader function is not available under LuaJIT") && strstr(a, "|ok:1|"),
+                  "%s", a);
 #endif
     /* known by identity: out of their library, in a global or a table, charged the same */
     send_text(fd, "kept = {string.rep, table.concat} string.rep = nil return kept[1]('x', 1e9)\n"
