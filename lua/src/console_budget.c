@@ -123,7 +123,7 @@ static const struct {
     {LUA_DBLIBNAME, "sethook", KLUA_COST_SETHOOK},   {LUA_GNAME, "setmetatable", KLUA_COST_SETMETATABLE},
     {LUA_DBLIBNAME, "setmetatable", KLUA_COST_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", KLUA_COST_RESUME},
     {"jit", "on", KLUA_COST_JIT_ON}, /* LuaJIT */
-    {LUA_GNAME, "load", KLUA_COST_LOAD},
+    {LUA_GNAME, "load", KLUA_COST_LOAD},          {LUA_GNAME, "newproxy", KLUA_COST_NEWPROXY}, /* LuaJIT */
 };
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
@@ -139,7 +139,8 @@ static int kind_of(const klua_budget *b, const void *id) {
     return -1;
 }
 
-/* Learns the C functions the libraries hold now (the standard ones: no upvalues) by their
+/* Learns the C functions the libraries hold now (the standard ones: no upvalues, LuaJIT's
+ * newproxy aside) by their
  * identity, so that every call of one is charged however the statement reaches it: through
  * the library, a local the game kept, an upvalue, a C frame's slot. The libraries are left
  * as they are. Called before each statement; what a statement changed in a library is
@@ -153,7 +154,8 @@ static void learn(lua_State *L, klua_budget *b) {
         if (lua_rawget(L, loaded) != LUA_TTABLE) continue;
         lua_pushstring(L, CHARGED[k].name);
         lua_rawget(L, -2);
-        if (!lua_iscfunction(L, -1) || lua_getupvalue(L, -1, 1)) continue;
+        if (!lua_iscfunction(L, -1)) continue;
+        if (CHARGED[k].kind != KLUA_COST_NEWPROXY && lua_getupvalue(L, -1, 1)) continue; /* (LuaJIT's has one) */
         const void *id = lua_topointer(L, -1);
         int i = 0;
         while (i < KLUA_BUDGET_IDS && b->known[k][i] && b->known[k][i] != id) i++;
@@ -173,7 +175,8 @@ static void learn(lua_State *L, klua_budget *b) {
 }
 
 /* The calls that would take the statement out of its budget: changing the hook; turning
- * LuaJIT's compiler on (compiled code calls no hook); under LuaJIT, load given a reader; a __gc finalizer (Lua runs finalizers
+ * LuaJIT's compiler on (compiled code calls no hook); under LuaJIT, load given a reader, and
+ * newproxy with a metatable (a __gc set there later); a __gc finalizer (Lua runs finalizers
  * with hooks off); resuming a coroutine made before the statement, which has no hook yet
  * (it gets the budget's). */
 static void guard(lua_State *L, klua_budget *b, charged kind) {
@@ -188,6 +191,10 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
         luaL_error(L, "console: load with a reader function is not available under LuaJIT (the statement "
                       "budget could not stop the statement after it); give load a string");
 #endif
+    /* LuaJIT: a proxy with a metatable takes a __gc set in it later (only false makes none) */
+    if (kind == KLUA_COST_NEWPROXY && lua_toboolean(L, 1))
+        luaL_error(L, "console: newproxy with a metatable is not available (a __gc finalizer set in it would "
+                      "run outside the statement budget)");
     if ((kind == KLUA_COST_SETMETATABLE || kind == KLUA_COST_DEBUG_SETMETATABLE) && lua_type(L, 2) == LUA_TTABLE) {
         lua_pushstring(L, "__gc");
         bool gc = lua_rawget(L, 2) != LUA_TNIL;

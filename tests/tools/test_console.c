@@ -520,6 +520,9 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
     send_text(fd, "jit.on() while true do end\n");
     a = answers(g, fd, 1);
     ck_assert_msg(strstr(a, "jit.on is not available in the console"), "%s", a);
+    send_text(fd, "local p = newproxy(true) getmetatable(p).__gc = function() while true do end end p = nil collectgarbage()\nreturn 2\n");
+    a = answers(g, fd, 2);
+    ck_assert_msg(strstr(a, "newproxy with a metatable is not available") && strstr(a, "|ok:2|"), "%s", a);
     send_text(fd, "return load(function() return nil end)\nreturn load('return 1')()\n");
     a = answers(g, fd, 2);
     ck_assert_msg(strstr(a, "load with a reader function is not available under LuaJIT") && strstr(a, "|ok:1|"),
