@@ -181,6 +181,9 @@ void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
     if (!saved->armed) return;
     kw->row_cost = 0;
     kw->row_expected = false;
+    /* LuaJIT: a spent budget's error caught inside lua_load stopped every hook of the state
+     * for good; the run is over, the next ones are counted again */
+    if (kw->budget_used > kw->budget_limit) klua_compat_hook_revive(L);
     lua_sethook(L, saved->hook, saved->mask, saved->count);
     if (saved->framed) kw->frame_used += kw->budget_used < kw->budget_limit ? kw->budget_used : kw->budget_limit;
     kw->budget_limit = 0;

@@ -379,6 +379,24 @@ void klua_compat_budget_jit_off(lua_State *L) {
     }
 }
 
+/* The body of the coroutine klua_compat_hook_revive runs: an error at once. */
+static int revive_raise(lua_State *L) {
+    lua_pushboolean(L, 0);
+    return lua_error(L);
+}
+
+static int revive_body(lua_State *L) {
+    lua_State *co = lua_newthread(L);
+    lua_pushcfunction(L, revive_raise);
+    lua_xmove(L, co, 1); /* (pushed on L, under protection: a new thread has room for one) */
+    (void)lua_resume(co, 0);
+    return 0;
+}
+
+void klua_compat_hook_revive(lua_State *L) {
+    (void)lua_cpcall(L, revive_body, NULL);
+}
+
 #undef lua_sethook
 void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count) {
     if (f && (mask & LUA_MASKCOUNT)) {

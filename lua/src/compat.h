@@ -272,6 +272,12 @@ KLUA_COMPAT_HIDDEN void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, 
  * replacing it later changes nothing), or false where there is none. */
 KLUA_COMPAT_HIDDEN void klua_compat_budget_jit_off(lua_State *L);
 KLUA_COMPAT_HIDDEN void klua_compat_remember_jit(lua_State *L);
+/* LuaJIT marks its hook active while the hook runs, and an error the hook raises that
+ * lua_load catches (a budget spent inside a reader function given to load) leaves the mark:
+ * no hook runs in the state again. A coroutine ending in an error clears it, so this runs
+ * one (made under protection; nothing when memory fails). Called after a budget that was
+ * spent and before each console statement. */
+KLUA_COMPAT_HIDDEN void klua_compat_hook_revive(lua_State *L);
 #define lua_sethook klua_compat_sethook
 
 /* ---- mods: what LuaJIT's base library adds that a sandbox must not have ----------------- */
@@ -357,6 +363,7 @@ static inline int klua_pcall_c(lua_State *L, lua_CFunction fn, int nargs, int nr
 #define klua_compat_remember_main(L) ((void)(L))
 #define klua_compat_c_stack_low() false /* Lua 5.4 counts C calls itself */
 #define klua_compat_budget_jit_off(L) ((void)(L))
+#define klua_compat_hook_revive(L) ((void)(L))
 #define klua_compat_remember_jit(L) ((void)(L))
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))

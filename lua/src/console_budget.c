@@ -295,6 +295,7 @@ static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
     lua_pushlightuserdata(L, b);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY); /* the key exists: no allocation */
     klua_compat_budget_jit_off(L); /* LuaJIT: the JIT off even if the game turned it on */
+    klua_compat_hook_revive(L);    /* LuaJIT: hooks the game's own code left stopped run again */
     lua_Hook old_hook = lua_gethook(L);
     int old_mask = lua_gethookmask(L), old_count = lua_gethookcount(L);
     lua_pushvalue(L, ARG_FEED);

@@ -309,6 +309,31 @@ describe("instruction budgets", function()
     end)
 end)
 
+describe("instruction budgets spent inside a reader given to load", function()
+    -- LuaJIT left its hook marked active when the budget's error was caught by lua_load: no
+    -- hook ran again in the state, so every later budget (and a console's) counted nothing
+    it("count the runs after it", function()
+        local w = H.world({instructions = 100000})
+        local load_ = load
+        w:system{name = "reader", run = function()
+            local _ = load_(function() while true do end end)
+            -- Lua 5.4 raises here (the budget is spent); LuaJIT's hook is off until the run ends
+        end}
+        w:system{name = "spinner", run = function()
+            local n = 0 -- (nothing here calls the host: a charge would raise on its own)
+            while n < 3e7 do n = n + 1 end
+            error("escaped the budget", 0)
+        end}
+        for _ = 1, 2 do
+            local ok, failures = w:progress(0)
+            assert.is_false(ok)
+            local last = failures[#failures]
+            assert.are.equal("spinner", last.system)
+            assert.are.equal("system 'spinner' ran past its budget of 100000 instructions", last.message)
+        end
+    end)
+end)
+
 describe("instruction budgets under LuaJIT", function()
     -- Compiled code calls no hooks: kiln turns the JIT off when a budget is armed. A host that
     -- turns it back on must not leave a later budget counting nothing (a runaway loop would

@@ -523,6 +523,14 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
     send_text(fd, "local p = newproxy(true) getmetatable(p).__gc = function() while true do end end p = nil collectgarbage()\nreturn 2\n");
     a = answers(g, fd, 2);
     ck_assert_msg(strstr(a, "newproxy with a metatable is not available") && strstr(a, "|ok:2|"), "%s", a);
+    /* the game's own hook error, caught inside lua_load, left LuaJIT's hooks off for good:
+     * the next statement is counted all the same */
+    ck_assert_int_eq(luaL_dostring(g->L, "jit.off() debug.sethook(function() error('stop', 0) end, '', 100) "
+                                         "load(function() while true do end end) debug.sethook()"),
+                     LUA_OK);
+    send_text(fd, "while true do end\nreturn 3\n");
+    a = answers(g, fd, 2);
+    ck_assert_msg(strstr(a, "error:console: the statement ran past its instruction budget|ok:3|"), "%s", a);
     send_text(fd, "return load(function() return nil end)\nreturn load('return 1')()\n");
     a = answers(g, fd, 2);
     ck_assert_msg(strstr(a, "load with a reader function is not available under LuaJIT") && strstr(a, "|ok:1|"),
