@@ -394,7 +394,7 @@ static int revive_body(lua_State *L) {
 }
 
 void klua_compat_hook_revive(lua_State *L) {
-    (void)lua_cpcall(L, revive_body, NULL);
+    if (lua_cpcall(L, revive_body, NULL) != 0) lua_pop(L, 1); /* the memory error's message */
 }
 
 #undef lua_sethook
