@@ -239,7 +239,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     fill_record(sys, &tmp, desc);
     /* Stored past the end, uncounted, while the constraints are checked for a cycle. */
     s->systems[s->system_count] = sys;
-    r = kl_schedule_check_cycle(s, s->system_count + 1, "kiln_schedule_add");
+    r = kl_schedule_check_cycle(s, s->system_count + 1, s->system_count, "kiln_schedule_add");
     if (r != KILN_OK) {
         drop_record(s, sys, fresh);
     } else {
@@ -277,15 +277,11 @@ kiln_result kiln_schedule_replace(kiln_schedule *s, const kiln_system_desc *desc
     }
     fill_record(sys, &tmp, desc);
     kl_system *old = s->systems[i];
-    /* The check takes the last system as the candidate: the new one goes there meanwhile (the
-     * check resolves names itself: the index, which the swap belies, is not read). The new
-     * system keeps the old one's name and index, so the index holds either way. */
-    int32_t last = s->system_count - 1;
-    s->systems[i] = s->systems[last];
-    s->systems[last] = sys;
-    r = kl_schedule_check_cycle(s, s->system_count, "kiln_schedule_replace");
-    s->systems[last] = s->systems[i];
-    s->systems[i] = r == KILN_OK ? sys : old;
+    /* The new system is checked in the old one's place: it keeps the name, so the name index
+     * holds while it stands there, and after. */
+    s->systems[i] = sys;
+    r = kl_schedule_check_cycle(s, s->system_count, i, "kiln_schedule_replace");
+    if (r != KILN_OK) s->systems[i] = old;
     if (r != KILN_OK) {
         drop_record(s, sys, fresh);
         unlock(s);

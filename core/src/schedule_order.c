@@ -140,12 +140,6 @@ static int compare_names(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A live system's name and index, sorted by name so constraints resolve in O(log n). */
-typedef struct named_system {
-    const char *name;
-    int32_t index;
-} named_system;
-
 /* Writes the cycle c -> path... -> c into the world error, eliding the middle when long. */
 static kiln_result report_cycle(kiln_schedule *s, const order_graph *g, const char *fn, int32_t c,
                                 const int32_t *path, int32_t length) {
@@ -172,41 +166,34 @@ static int32_t constraints(const kl_system *sys) {
                                                                       : sys->after_count + sys->before_count;
 }
 
-kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, const char *fn) {
+kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t candidate, const char *fn) {
     /* Only the candidate's own edges are new (its name had the others' edges as a waiting
      * node, or as the system it replaces): without any, the graph stays acyclic. So adding
-     * systems without before/after costs no graph at all (the check is O(n log n) a call). */
-    if (constraints(s->systems[count - 1]) == 0) return KILN_OK;
+     * systems without before/after costs no graph at all. */
+    if (constraints(s->systems[candidate]) == 0) return KILN_OK;
     size_t edges = 0;
     for (int32_t i = 0; i < count; i++) edges += (size_t)constraints(s->systems[i]);
     /* At most one waiting name per edge: the nodes fit count + edges. */
     size_t most = (size_t)count + edges;
-    size_t bytes = sizeof(named_system) * (size_t)count + sizeof(const char *) * edges +
-                   sizeof(int32_t) * (edges * 4 + most * 3 + 1);
+    size_t bytes = sizeof(const char *) * edges + sizeof(int32_t) * (edges * 4 + most * 3 + 1);
     void *mem;
     kiln_result r = scratch(s, bytes, &mem, fn);
     if (r != KILN_OK) return r;
-    named_system *live = mem;
-    order_graph g = {.count = count, .waiting = (const char **)(live + count)};
+    order_graph g = {.count = count, .waiting = mem};
     int32_t *target = (int32_t *)(g.waiting + edges), *from = target + edges, *by_target = from + edges;
     g.to = by_target + edges;
     g.first = g.to + edges;
     int32_t *queue = g.first + most + 1, *parent = queue + most;
 
-    /* Resolve every name: a live system, or a waiting name (sorted and merged below). */
-    int32_t lives = 0;
-    for (int32_t i = 0; i < count; i++)
-        if (!atomic_load_explicit(&s->systems[i]->removing, memory_order_relaxed))
-            live[lives++] = (named_system){s->systems[i]->name, i};
-    qsort(live, (size_t)lives, sizeof *live, compare_names);
+    /* Resolve every name: a live system (through the index), or a waiting name (sorted and
+     * merged below). */
     int32_t waiting = 0;
     bool after;
     for (int32_t i = 0, k = 0; i < count; i++)
         for (int32_t j = 0; j < constraints(s->systems[i]); j++, k++) {
             const char *name = constraint(s->systems[i], j, &after);
-            const named_system *hit = bsearch(&name, live, (size_t)lives, sizeof *live, compare_names);
-            target[k] = hit ? hit->index : -1;
-            if (!hit) g.waiting[waiting++] = name;
+            target[k] = kl_schedule_lookup(s, name, count);
+            if (target[k] < 0) g.waiting[waiting++] = name;
         }
     qsort(g.waiting, (size_t)waiting, sizeof *g.waiting, compare_names);
     int32_t distinct = 0;
@@ -249,7 +236,7 @@ kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, const char 
     }
 
     /* Breadth first from the candidate: the first edge back to it closes a shortest cycle. */
-    int32_t c = count - 1;
+    int32_t c = candidate;
     for (int32_t u = 0; u < g.nodes; u++) parent[u] = -2;
     int32_t head = 0, tail = 0;
     queue[tail++] = c;

@@ -71,12 +71,14 @@ KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, i
  * Allocates nothing: names already has room for more. */
 KL_HIDDEN void kl_schedule_index_names(kiln_schedule *s);
 
-/* With a candidate system stored at systems[count - 1] (not yet counted), fails with
+/* With a candidate system stored at systems[candidate] (an add's past the counted ones, not
+ * yet in the name index; a replace's in the place of the system of its name), fails with
  * KILN_ERR_INVALID_ARGUMENT when the before/after constraints among the first count live
  * systems form a cycle, naming the shortest cycle through the candidate as
  * "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle" (-> reads "runs before");
- * KILN_ERR_OUT_OF_MEMORY when scratch memory could not grow. Changes nothing else. */
-KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, const char *fn);
+ * KILN_ERR_OUT_OF_MEMORY when scratch memory could not grow. Changes nothing else.
+ * O(systems + constraints) a call, names resolved through the index. */
+KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t candidate, const char *fn);
 
 /* Computes every system's stage and the run order; on failure (out of memory) the previous
  * layout is kept and the world error names kiln_schedule_build. */
