@@ -132,6 +132,51 @@ describe("a red-team mod", function()
         assert.are.same({}, mods:log("deafener"))
     end)
 
+    it("cannot stop its budget's hook by spending the budget inside any callback of a C function", function()
+        -- each system spends its budget inside a function that a C function calls, which may
+        -- catch the error; then runs a loop that calls nothing of the host's (no charge can
+        -- raise there) and fails with its own error only if the hook stopped counting
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e6, milliseconds = -1}
+        local spots = {
+            reader = "load(spin)",
+            gsub = 'pcall(string.gsub, "abc", ".", spin)',
+            sort = "pcall(table.sort, {3, 2, 1}, function() spin() end)",
+            tostring = "pcall(tostring, setmetatable({}, {__tostring = spin}))",
+            index = "pcall(function() return setmetatable({}, {__index = spin}).x end)",
+            handler = 'xpcall(error, spin, "x")',
+            wrap = "pcall(coroutine.wrap(spin))",
+            resume = "coroutine.resume(coroutine.create(spin))",
+            required = 'pcall(require, "spinner")',
+        }
+        local names = {}
+        for name, call in pairs(spots) do
+            names[#names + 1] = name
+            M.folder_mod(dir, name, {name = name}, {
+                ["init.lua"] = string.format([[
+                    local function spin() while true do end end
+                    world:system{name = %q, run = function()
+                        %s
+                        local n = 0
+                        while n < 3e7 do n = n + 1 end
+                        error("escaped", 0)
+                    end}
+                ]], name, call),
+                ["spinner.lua"] = "while true do end",
+            })
+        end
+        table.sort(names)
+        for _, name in ipairs(names) do assert(mods:load(dir .. "/" .. name), name) end
+        for _ = 1, 2 do
+            local ok, failures = w:progress(1 / 60)
+            assert.is_false(ok)
+            assert.are.equal(#names, #failures)
+            for _, f in ipairs(failures) do
+                assert.matches("ran past its budget", f.message, 1, true)
+            end
+        end
+    end)
+
     it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
         local dir = M.folder()
         local _, mods = M.host()
