@@ -124,6 +124,7 @@ static const struct {
     {LUA_DBLIBNAME, "setmetatable", KLUA_COST_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", KLUA_COST_RESUME},
     {"jit", "on", KLUA_COST_JIT_ON}, /* LuaJIT */
     {LUA_GNAME, "load", KLUA_COST_LOAD},          {LUA_GNAME, "newproxy", KLUA_COST_NEWPROXY}, /* LuaJIT */
+    {LUA_GNAME, "xpcall", KLUA_COST_XPCALL},
 };
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
@@ -174,9 +175,25 @@ static void learn(lua_State *L, klua_budget *b) {
     lua_settop(L, loaded - 1);
 }
 
+#if !KLUA_LUAJIT
+/* A statement's xpcall message handler, called while the budget lasts. Lua 5.4 calls the
+ * handler again for an error the handler raises, and with hooks off when the hook raised it:
+ * a handler looping past the budget, stopped there, ran on for good. Once the budget is
+ * spent the message goes on as it is. Upvalue 1 the handler. */
+static int statement_handler(lua_State *L) {
+    klua_budget *b = current(L);
+    if (b && b->spent) return 1;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+#endif
+
 /* The calls that would take the statement out of its budget: changing the hook; turning
  * LuaJIT's compiler on (compiled code calls no hook); under LuaJIT, load given a reader, and
- * newproxy with a metatable (a __gc set there later); a __gc finalizer (Lua runs finalizers
+ * newproxy with a metatable (a __gc set there later); under Lua 5.4, xpcall's handler,
+ * which runs with hooks off for an error the hook raised (it is wrapped); a __gc finalizer (Lua runs finalizers
  * with hooks off); resuming a coroutine made before the statement, which has no hook yet
  * (it gets the budget's). */
 static void guard(lua_State *L, klua_budget *b, charged kind) {
@@ -190,6 +207,14 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
     if (kind == KLUA_COST_LOAD && lua_type(L, 1) == LUA_TFUNCTION)
         luaL_error(L, "console: load with a reader function is not available under LuaJIT (the statement "
                       "budget could not stop the statement after it); give load a string");
+#endif
+#if !KLUA_LUAJIT
+    /* the handler is the call's argument 2, in the frame the hook sees: wrapped in place */
+    if (kind == KLUA_COST_XPCALL && lua_gettop(L) >= 2 && !lua_isnil(L, 2)) {
+        lua_pushvalue(L, 2);
+        lua_pushcclosure(L, statement_handler, 1);
+        lua_replace(L, 2);
+    }
 #endif
     /* LuaJIT: a proxy with a metatable takes a __gc set in it later (only false makes none) */
     if (kind == KLUA_COST_NEWPROXY && lua_toboolean(L, 1))

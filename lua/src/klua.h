@@ -524,7 +524,7 @@ typedef enum klua_costly {
     KLUA_COST_CONCAT, KLUA_COST_SORT, KLUA_COST_MOVE, KLUA_COST_INSERT, KLUA_COST_REMOVE,
     /* no cost of their own: the console guards them otherwise */
     KLUA_COST_SETHOOK, KLUA_COST_SETMETATABLE, KLUA_COST_DEBUG_SETMETATABLE, KLUA_COST_RESUME, KLUA_COST_JIT_ON,
-    KLUA_COST_LOAD, KLUA_COST_NEWPROXY
+    KLUA_COST_LOAD, KLUA_COST_NEWPROXY, KLUA_COST_XPCALL
 } klua_costly;
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */

@@ -502,6 +502,12 @@ START_TEST(a_runaway_statement_cannot_escape_its_budget) {
         /* LuaJIT: a hook's error caught by lua_load (the budget spent in a reader) left the
          * hook marked active, so no hook ran again; a reader is refused there */
         "pcall(load, function() while true do end end) local i = 0 while true do i = i + 1 end",
+        /* the budget spent inside a callback a C function may catch it in, then a loop */
+        "local function s() while true do end end pcall(string.gsub, 'ab', '.', s) local i = 0 while true do i = i + 1 end",
+        "pcall(tostring, setmetatable({}, {__tostring = function() while true do end end})) while true do end",
+        "pcall(function() return setmetatable({}, {__index = function() while true do end end}).x end) while true do end",
+        "xpcall(error, function() while true do end end, 'x') local i = 0 while true do i = i + 1 end",
+        "pcall(coroutine.wrap(function() while true do end end)) local i = 0 while true do i = i + 1 end",
     };
     ck_assert_int_eq(luaL_dostring(g->L, "made_by_the_game = coroutine.create(function() while true do end end)"),
                      LUA_OK);
