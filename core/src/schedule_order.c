@@ -175,7 +175,9 @@ kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t can
     for (int32_t i = 0; i < count; i++) edges += (size_t)constraints(s->systems[i]);
     /* At most one waiting name per edge: the nodes fit count + edges. */
     size_t most = (size_t)count + edges;
-    size_t bytes = sizeof(const char *) * edges + sizeof(int32_t) * (edges * 4 + most * 3 + 1);
+    size_t slots = 2; /* the table that keeps each waiting name once: at most half full */
+    while (slots < 2 * edges) slots <<= 1;
+    size_t bytes = sizeof(const char *) * edges + sizeof(int32_t) * (edges * 4 + most * 3 + 1 + slots);
     void *mem;
     kiln_result r = scratch(s, bytes, &mem, fn);
     if (r != KILN_OK) return r;
@@ -183,23 +185,28 @@ kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t can
     int32_t *target = (int32_t *)(g.waiting + edges), *from = target + edges, *by_target = from + edges;
     g.to = by_target + edges;
     g.first = g.to + edges;
-    int32_t *queue = g.first + most + 1, *parent = queue + most;
+    int32_t *queue = g.first + most + 1, *parent = queue + most, *seen = parent + most;
 
-    /* Resolve every name: a live system (through the index), or a waiting name (sorted and
-     * merged below). */
-    int32_t waiting = 0;
+    /* Resolve every name: a live system (through the index), or a waiting name, taken once
+     * (seen holds its place in waiting, open-addressed by its hash) and sorted below, so that
+     * many systems naming one absent system cost no sort of them all. */
+    uint32_t mask = (uint32_t)(slots - 1);
+    for (size_t t = 0; t < slots; t++) seen[t] = -1;
+    int32_t distinct = 0;
     bool after;
     for (int32_t i = 0, k = 0; i < count; i++)
         for (int32_t j = 0; j < constraints(s->systems[i]); j++, k++) {
             const char *name = constraint(s->systems[i], j, &after);
             target[k] = kl_schedule_lookup(s, name, count);
-            if (target[k] < 0) g.waiting[waiting++] = name;
+            if (target[k] >= 0) continue;
+            uint32_t t = kl_hash_str(name) & mask;
+            while (seen[t] >= 0 && strcmp(g.waiting[seen[t]], name) != 0) t = (t + 1) & mask;
+            if (seen[t] < 0) {
+                seen[t] = distinct;
+                g.waiting[distinct++] = name;
+            }
         }
-    qsort(g.waiting, (size_t)waiting, sizeof *g.waiting, compare_names);
-    int32_t distinct = 0;
-    for (int32_t w = 0; w < waiting; w++)
-        if (distinct == 0 || strcmp(g.waiting[distinct - 1], g.waiting[w]) != 0)
-            g.waiting[distinct++] = g.waiting[w];
+    qsort(g.waiting, (size_t)distinct, sizeof *g.waiting, compare_names);
     g.nodes = count + distinct;
 
     /* The edges, after x as x -> i and before x as i -> x, then successor lists by source. */
