@@ -177,6 +177,35 @@ describe("a red-team mod", function()
         end
     end)
 
+    it("cannot run a dead coroutine's __close unhooked by closing it after its budget ran out", function()
+        -- Lua 5.4 leaves hooks off in a coroutine a hook's error killed, and coroutine.close
+        -- then runs its pending __close there: in a plain Lua state with a hook like the
+        -- budget's, such a __close ran 3e7 iterations uncounted
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e5, milliseconds = -1}
+        assert(mods:load(M.write(dir, "closer.lua", [[
+            world:system{name = "closer", run = function()
+                local co = coroutine.create(function()
+                    local guard <close> = setmetatable({}, {__close = function()
+                        local i = 0
+                        while i < 3e7 do i = i + 1 end
+                        error("escaped in __close", 0)
+                    end})
+                    while true do end
+                end)
+                pcall(coroutine.resume, co)
+                pcall(coroutine.close, co)
+                error("escaped", 0)
+            end}
+        ]])))
+        for _ = 1, 2 do
+            local ok, failures = w:progress(1 / 60)
+            assert.is_false(ok)
+            assert.are.equal("mod 'closer': system 'closer' ran past its budget of 100000 instructions",
+                             failures[1].message)
+        end
+    end)
+
     it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
         local dir = M.folder()
         local _, mods = M.host()
