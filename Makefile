@@ -221,7 +221,7 @@ ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed
 	    build-asan/tests/test_commands_lua_memory build-asan/tests/test_world_lua_memory \
 	    build-asan/tests/test_mods_lua_memory build-asan/tests/test_console_lua_memory \
 	    build-asan/tests/test_console build-asan/tests/test_console_persist \
-	    build-asan/tests/test_console_backpressure
+	    build-asan/tests/test_console_backpressure build-asan/tests/test_console_escapes
 test-asan:
 	$(SAN_BUILD) $(ASAN_BIN)
 	@scripts/run-tests.sh $(ASAN_BIN)
@@ -472,7 +472,7 @@ test-examples-jit: asteroids-jit
 JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
 	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
 	    test_console test_console_hold test_console_persist test_console_backpressure \
-	    test_lua_host_hierarchy test_persist_redteam_lua_memory)
+	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes)
 test-jit-tools:
 	$(JIT_BUILD) build-jit/libkiln.a build-jit/libkiln_lua.a
 	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" $(JIT_TOOL_BIN)

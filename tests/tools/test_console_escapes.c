@@ -1,0 +1,149 @@
+/* test_console_escapes.c: statements that try to leave their budget through the interpreter
+ * itself: a budget spent inside a callback a C function may catch it in, LuaJIT's hook left
+ * off by an error lua_load caught, a message handler Lua 5.4 runs with hooks off, a finalizer
+ * set through LuaJIT's newproxy. Each is refused or stopped, and the next statement runs. */
+#include <check.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "console_client.h"
+#include "kiln_lua.h"
+
+typedef struct game {
+    lua_State *L;
+    kiln_console *console;
+} game;
+
+static game *start_game(void) {
+    game *g = calloc(1, sizeof *g);
+    g->L = luaL_newstate();
+    luaL_openlibs(g->L);
+    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
+    lua_pop(g->L, 1);
+    ck_assert_int_eq(luaL_dostring(g->L, "world = kiln.world()"), LUA_OK);
+    char err[256];
+    g->console = kiln_console_open(g->L, &(kiln_console_desc){.budget = 1000000}, err, sizeof err);
+    ck_assert_msg(g->console != NULL, "console_open: %s", err);
+    return g;
+}
+
+static void stop_game(game *g) {
+    kiln_console_close(g->console);
+    lua_close(g->L);
+    free(g);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Sends line and serves the console until its answer frame arrived; "status:text" (static). */
+static const char *run(game *g, int fd, const char *line) {
+    static char out[4096], buf[8192];
+    send_text(fd, line);
+    send_text(fd, "\n");
+    size_t have = 0;
+    for (double until = now_ms() + 60000; now_ms() < until; pause_ms(1)) {
+        kiln_console_poll(g->console);
+        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
+        if (r > 0) have += (size_t)r;
+        buf[have] = '\0';
+        char st[32];
+        size_t len;
+        char *nl = memchr(buf, '\n', have);
+        if (nl && sscanf(buf, "%31s %zu", st, &len) == 2 && have >= (size_t)(nl - buf) + 1 + len) {
+            snprintf(out, sizeof out, "%s:%.*s", st, (int)len, nl + 1);
+            return out;
+        }
+    }
+    ck_abort_msg("no answer within 60 s");
+    return NULL;
+}
+
+static int sign_in(game *g) {
+    int fd = connect_port(kiln_console_port(g->console));
+    ck_assert_int_ge(fd, 0);
+    char line[300];
+    snprintf(line, sizeof line, "token %s", kiln_console_token(g->console));
+    ck_assert_str_eq(run(g, fd, line), "ok:");
+    return fd;
+}
+
+#define BUDGET_SPENT "error:console: the statement ran past its instruction budget"
+
+START_TEST(a_budget_spent_inside_a_callback_still_stops_the_loop_after_it) {
+    game *g = start_game();
+    int fd = sign_in(g);
+    static const char *const escapes[] = {
+        /* LuaJIT: a hook's error caught by lua_load left the hook marked active, so no hook
+         * ran again; a reader is refused there (and the refusal swallowed here) */
+        "pcall(load, function() while true do end end) local i = 0 while true do i = i + 1 end",
+        "local function s() while true do end end pcall(string.gsub, 'ab', '.', s) local i = 0 while true do i = i + 1 end",
+        "pcall(tostring, setmetatable({}, {__tostring = function() while true do end end})) while true do end",
+        "pcall(function() return setmetatable({}, {__index = function() while true do end end}).x end) while true do end",
+        /* Lua 5.4 runs a handler with hooks off for an error the hook raised */
+        "xpcall(error, function() while true do end end, 'x') local i = 0 while true do i = i + 1 end",
+        "pcall(coroutine.wrap(function() while true do end end)) local i = 0 while true do i = i + 1 end",
+    };
+    for (size_t i = 0; i < sizeof escapes / sizeof *escapes; i++) {
+        const char *a = run(g, fd, escapes[i]);
+        ck_assert_msg(strcmp(a, BUDGET_SPENT) == 0, "%s: %s", escapes[i], a);
+        ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
+    }
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+#if defined(KLUA_LUAJIT) && KLUA_LUAJIT
+START_TEST(luajit_hooks_stay_on_for_every_statement) {
+    game *g = start_game();
+    int fd = sign_in(g);
+    /* a finalizer LuaJIT would run with hooks off, set through a proxy's metatable */
+    ck_assert_msg(strstr(run(g, fd, "local p = newproxy(true) getmetatable(p).__gc = function() while true do end end "
+                                     "p = nil collectgarbage()"),
+                         "newproxy with a metatable is not available"), "newproxy");
+    ck_assert_str_eq(run(g, fd, "return 2"), "ok:2");
+    /* the game's own hook error, caught inside lua_load, left LuaJIT's hooks off for good:
+     * the next statement is counted all the same */
+    ck_assert_int_eq(luaL_dostring(g->L, "jit.off() debug.sethook(function() error('stop', 0) end, '', 100) "
+                                         "load(function() while true do end end) debug.sethook()"),
+                     LUA_OK);
+    ck_assert_str_eq(run(g, fd, "while true do end"), BUDGET_SPENT);
+    ck_assert_msg(strstr(run(g, fd, "return load(function() return nil end)"),
+                         "load with a reader function is not available under LuaJIT"), "load");
+    ck_assert_str_eq(run(g, fd, "return load('return 1')()"), "ok:1");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+#endif
+
+static Suite *console_escapes_suite(void) {
+    Suite *s = suite_create("console_escapes");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_budget_spent_inside_a_callback_still_stops_the_loop_after_it);
+#if defined(KLUA_LUAJIT) && KLUA_LUAJIT
+    tcase_add_test(tc, luajit_hooks_stay_on_for_every_statement);
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(console_escapes_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
