@@ -281,8 +281,8 @@ kiln_result kiln_schedule_replace(kiln_schedule *s, const kiln_system_desc *desc
      * holds while it stands there, and after. */
     s->systems[i] = sys;
     r = kl_schedule_check_cycle(s, s->system_count, i, "kiln_schedule_replace");
-    if (r != KILN_OK) s->systems[i] = old;
     if (r != KILN_OK) {
+        s->systems[i] = old;
         drop_record(s, sys, fresh);
         unlock(s);
         return r;

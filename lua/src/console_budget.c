@@ -141,8 +141,7 @@ static int kind_of(const klua_budget *b, const void *id) {
 }
 
 /* Learns the C functions the libraries hold now (the standard ones: no upvalues, LuaJIT's
- * newproxy aside) by their
- * identity, so that every call of one is charged however the statement reaches it: through
+ * newproxy aside) by their identity, so that every call of one is charged however the statement reaches it: through
  * the library, a local the game kept, an upvalue, a C frame's slot. The libraries are left
  * as they are. Called before each statement; what a statement changed in a library is
  * learnt too, up to KLUA_BUDGET_IDS functions a kind. */
@@ -191,11 +190,11 @@ static int statement_handler(lua_State *L) {
 #endif
 
 /* The calls that would take the statement out of its budget: changing the hook; turning
- * LuaJIT's compiler on (compiled code calls no hook); under LuaJIT, load given a reader, and
- * newproxy with a metatable (a __gc set there later); under Lua 5.4, xpcall's handler,
- * which runs with hooks off for an error the hook raised (it is wrapped); a __gc finalizer (Lua runs finalizers
- * with hooks off); resuming a coroutine made before the statement, which has no hook yet
- * (it gets the budget's). */
+ * LuaJIT's compiler on (compiled code calls no hook); under LuaJIT, load given a reader and
+ * newproxy with a metatable (a __gc set there later); under Lua 5.4, xpcall's handler, which
+ * runs with hooks off for an error the hook raised (it is wrapped); a __gc finalizer (Lua runs
+ * finalizers with hooks off); resuming a coroutine made before the statement, which has no
+ * hook yet (it gets the budget's). */
 static void guard(lua_State *L, klua_budget *b, charged kind) {
     if (kind == KLUA_COST_SETHOOK)
         luaL_error(L, "debug.sethook is not available in the console (the statement budget owns the hook)");

@@ -379,12 +379,13 @@ static int read_pieces(lua_State *L) {
             lua_pop(L, 1);
             break;
         }
-        if (lua_type(L, -1) != LUA_TSTRING) {
+        if (!lua_isstring(L, -1)) { /* (a number is text, as the interpreter takes it) */
             lua_pushnil(L);
             lua_pushliteral(L, "reader function must return a string");
             return 2;
         }
-        size_t len = lua_rawlen(L, -1);
+        size_t len;
+        lua_tolstring(L, -1, &len);
         if (len == 0) {
             lua_pop(L, 1);
             break;

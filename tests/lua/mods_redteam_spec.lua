@@ -177,6 +177,21 @@ describe("a red-team mod", function()
         end
     end)
 
+    it("gets an error, not the host's memory, for a reader whose pieces outgrow its memory limit", function()
+        local dir = M.folder()
+        local _, mods = M.host{memory = 4 * 1024 * 1024}
+        assert(mods:load(M.write(dir, "hoarder.lua", [[
+            local piece, n = string.rep("-", 512 * 1024), 0
+            print(pcall(load, function() n = n + 1; if n <= 20 then return piece end end))
+            piece = nil
+            collectgarbage()
+            print("alive", n < 20)
+        ]])))
+        local log = mods:log("hoarder")
+        assert.matches("^false\t.*not enough memory", log[1])
+        assert.are.equal("alive\ttrue", log[2]) -- refused before the reader was done
+    end)
+
     it("cannot run a dead coroutine's __close unhooked by closing it after its budget ran out", function()
         -- Lua 5.4 leaves hooks off in a coroutine a hook's error killed, and coroutine.close
         -- then runs its pending __close there: in a plain Lua state with a hook like the
@@ -217,6 +232,7 @@ describe("a red-team mod", function()
             print(load(function() return table.remove(parts, 1) end, "=named", "t", {x = 7})())
             print(load(function() error("no more", 0) end))
             local function once(v) local done; return function() if not done then done = true; return v end end end
+            print(load(once({})))
             print(load(once(12)))
             print(load(once("syntax error here")))
             print(pcall(load, once("return 1"), "x", "b"))
@@ -228,9 +244,10 @@ describe("a red-team mod", function()
         assert.are.equal("7", log[2])
         assert.are.equal("nil\tno more", log[3])
         assert.matches("^nil\treader function must return a string", log[4])
-        assert.matches("^nil\t%(load%):1: .*near 'error'", log[5]) -- (a reader's chunk is named (load))
-        assert.matches("^false\t.*mods load text chunks only %(mode 'b' refused%)", log[6])
-        assert.matches("^function: .*\t1$", log[7])
+        assert.matches("^nil\t%(load%):1: .*near '12'", log[5]) -- a number is text, as the interpreter takes it
+        assert.matches("^nil\t%(load%):1: .*near 'error'", log[6]) -- (a reader's chunk is named (load))
+        assert.matches("^false\t.*mods load text chunks only %(mode 'b' refused%)", log[7])
+        assert.matches("^function: .*\t1$", log[8])
     end)
 
     it("pays for the collection a refused query makes", function()
