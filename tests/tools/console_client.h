@@ -1,5 +1,6 @@
-/* console_client.h: the client side of the console suites (test_console.c, test_console_hold.c):
- * a loopback connection to a console's port, whole sends, short pauses. Test code only. */
+/* console_client.h: the client side of the console suites (test_console*.c): a loopback
+ * connection to a console's port, whole sends, short pauses, the answer frames received.
+ * Test code only. */
 #ifndef KILN_TESTS_CONSOLE_CLIENT_H
 #define KILN_TESTS_CONSOLE_CLIENT_H
 
@@ -7,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -46,6 +49,37 @@ static inline void send_text(int fd, const char *s) {
             return;
         }
     }
+}
+
+/* What a connection received: answer frames, "status length\n" then length bytes of text. */
+typedef struct frames {
+    char buf[1 << 16];
+    size_t have;  /* bytes of buf not yet taken as a frame */
+    bool closed;  /* the console closed the connection */
+} frames;
+
+/* Adds what fd holds now, without waiting. */
+static inline void frames_recv(frames *f, int fd) {
+    ssize_t r = recv(fd, f->buf + f->have, sizeof f->buf - f->have - 1, 0);
+    if (r > 0) f->have += (size_t)r;
+    else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) f->closed = true;
+    f->buf[f->have] = '\0';
+}
+
+/* Takes the first frame off f when it is complete, appending "status:text" and sep to out. */
+static inline bool frames_take(frames *f, char *out, size_t size, const char *sep) {
+    char st[32];
+    size_t len;
+    char *nl = memchr(f->buf, '\n', f->have);
+    if (!nl || sscanf(f->buf, "%31s %zu", st, &len) != 2) return false;
+    size_t head = (size_t)(nl - f->buf) + 1;
+    if (f->have < head + len) return false;
+    size_t o = strlen(out);
+    snprintf(out + o, size - o, "%s:%.*s%s", st, (int)len, f->buf + head, sep);
+    memmove(f->buf, f->buf + head + len, f->have - head - len);
+    f->have -= head + len;
+    f->buf[f->have] = '\0';
+    return true;
 }
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kiln_lua.h"
+#include "suite_main.h"
 
 /* A lua_Alloc / kiln_alloc_fn counting live bytes that refuses growth once `left` reaches 0
  * (left < 0: never). */
@@ -100,15 +101,6 @@ static inline bool run_failing_after(host *h, const char *code, int64_t n) {
     int rc = call_failing_after(h, code, n);
     if (rc != LUA_OK) lua_pop(h->L, 1);
     return rc == LUA_OK;
-}
-
-/* Runs the suite; the exit code of main. */
-static inline int run_suite(Suite *s) {
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
 #endif

@@ -1,24 +1,11 @@
 /* test_console.c: the game console over loopback: answers, multi-line statements, several
  * commands in flight, garbage, huge lines, dropped clients, budgets, and `kiln --connect`. */
-#include <arpa/inet.h>
-#include <check.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "console_client.h"
-#include "kiln_lua.h"
+#include "console_fixture.h"
 
 typedef struct game {
     lua_State *L;
@@ -35,21 +22,13 @@ static void keep_log(void *user, const char *message) {
 /* A game with a world of 5 entities and a console opened with desc (the log is the game's). */
 static game *start_game_with(kiln_console_desc desc) {
     game *g = calloc(1, sizeof *g);
-    g->L = luaL_newstate();
-    luaL_openlibs(g->L);
-    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
-    lua_pop(g->L, 1);
-    const char *setup =
-        "world = kiln.world()\n"
-        "world:component('Position', 'float x, y;')\n"
-        "for i = 1, 5 do world:spawn{Position = {x = i, y = 0}} end\n"
-        "frames = 0\n";
-    ck_assert_int_eq(luaL_dostring(g->L, setup), LUA_OK);
-    char err[256];
+    g->L = game_state("world = kiln.world()\n"
+                      "world:component('Position', 'float x, y;')\n"
+                      "for i = 1, 5 do world:spawn{Position = {x = i, y = 0}} end\n"
+                      "frames = 0\n");
     desc.log = keep_log;
     desc.log_user = g;
-    g->console = kiln_console_open(g->L, &desc, err, sizeof err);
-    ck_assert_msg(g->console != NULL, "console_open: %s", err);
+    g->console = must_open_console(g->L, desc);
     return g;
 }
 
@@ -62,22 +41,10 @@ static void stop_game(game *g) {
 }
 
 /* One game frame: the world advances, then the console is served. */
-static void frame(game *g) {
+static void frame(void *game_) {
+    game *g = game_;
     ck_assert_int_eq(luaL_dostring(g->L, "frames = frames + 1; world:progress(1/60)"), LUA_OK);
     kiln_console_poll(g->console);
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* CPU time of this thread: what a poll does, whether or not a busy machine descheduled it. */
-static double thread_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* A connection that has sent nothing yet. */
@@ -91,10 +58,7 @@ static char *answers(game *g, int fd, int count);
 
 /* A connection that has sent the token and had it accepted. */
 static int connect_client(game *g) {
-    int fd = connect_raw(g);
-    char line[300];
-    snprintf(line, sizeof line, "token %s\n", kiln_console_token(g->console));
-    send_text(fd, line);
+    int fd = connect_with_token(g->console);
     ck_assert_str_eq(answers(g, fd, 1), "ok:|");
     return fd;
 }
@@ -102,35 +66,11 @@ static int connect_client(game *g) {
 /* Runs frames until count answer frames arrived on fd; returns them concatenated as
  * "status:text|status:text|". A frame whose length header disagrees with its text fails. */
 static char *answers(game *g, int fd, int count) {
+    static frames f;
     static char out[1 << 16];
-    char buf[1 << 16];
-    size_t have = 0;
-    out[0] = '\0';
-    int got = 0;
-    for (int spin = 0; spin < 2000 && got < count; spin++) {
-        frame(g);
-        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
-        if (r > 0) have += (size_t)r;
-        buf[have] = '\0';
-        /* parse as many frames as are complete */
-        for (;;) {
-            char st[32];
-            size_t len;
-            int head;
-            char *nl = memchr(buf, '\n', have);
-            if (!nl || sscanf(buf, "%31s %zu%n", st, &len, &head) != 2) break;
-            size_t hlen = (size_t)(nl - buf) + 1;
-            if (have < hlen + len) break;
-            size_t o = strlen(out);
-            snprintf(out + o, sizeof out - o, "%s:%.*s|", st, (int)len, buf + hlen);
-            memmove(buf, buf + hlen + len, have - hlen - len);
-            have -= hlen + len;
-            got++;
-        }
-        if (got < count) pause_ms(1);
-    }
+    int got = wait_answers(frame, g, fd, count, 2000, &f, out, sizeof out, "|");
     ck_assert_msg(got == count, "%d of %d answers: %s", got, count, out);
-    ck_assert_msg(have == 0, "bytes after the last frame: %.*s", (int)have, buf);
+    ck_assert_msg(f.have == 0, "bytes after the last frame: %.*s", (int)f.have, f.buf);
     return out;
 }
 
@@ -148,17 +88,6 @@ static void wait_closed(game *g, int fd) {
         pause_ms(1);
     }
     ck_abort_msg("the console kept the connection open");
-}
-
-/* Lua's answer to expr in the game, as text (static buffer). */
-static const char *game_eval(game *g, const char *expr) {
-    static char text[256];
-    char code[512];
-    snprintf(code, sizeof code, "return tostring(%s)", expr);
-    ck_assert_int_eq(luaL_dostring(g->L, code), LUA_OK);
-    snprintf(text, sizeof text, "%s", lua_tostring(g->L, -1));
-    lua_pop(g->L, 1);
-    return text;
 }
 
 START_TEST(a_client_line_is_evaluated_between_frames_and_answered) {
@@ -282,8 +211,8 @@ START_TEST(a_client_without_the_token_runs_nothing) {
     ck_assert_str_eq(answers(g, fd, 1),
                      "error:console: send \"token HEX\" first (the token is in the game's token file)|");
     wait_closed(g, fd);
-    ck_assert_str_eq(game_eval(g, "hacked"), "nil");
-    ck_assert_str_eq(game_eval(g, "world:count()"), "5");
+    ck_assert_str_eq(game_eval(g->L, "hacked"), "nil");
+    ck_assert_str_eq(game_eval(g->L, "world:count()"), "5");
     stop_game(g);
 }
 END_TEST
@@ -298,7 +227,7 @@ START_TEST(a_wrong_token_closes_the_connection_and_is_logged) {
     send_text(fd, wrong);
     ck_assert_str_eq(answers(g, fd, 1), "error:console: wrong token|");
     wait_closed(g, fd);
-    ck_assert_str_eq(game_eval(g, "hacked"), "nil");
+    ck_assert_str_eq(game_eval(g->L, "hacked"), "nil");
     ck_assert_msg(strstr(g->log, "127.0.0.1:") && strstr(g->log, ": wrong token; closed\n"), "%s", g->log);
     stop_game(g);
 }
@@ -314,7 +243,7 @@ START_TEST(input_that_looks_like_http_runs_nothing) {
     send_text(signed_in, "Content-Type: text/plain\nhacked = true\n");
     ck_assert_str_eq(answers(g, signed_in, 1), "error:console: this is not an HTTP server|");
     wait_closed(g, signed_in);
-    ck_assert_str_eq(game_eval(g, "hacked"), "nil");
+    ck_assert_str_eq(game_eval(g->L, "hacked"), "nil");
     stop_game(g);
 }
 END_TEST
@@ -560,7 +489,7 @@ START_TEST(c_functions_are_charged_their_worst_case) {
         ck_assert_msg(strncmp(a, "error:", 6) == 0 && strstr(a, cases[i].answer) && strstr(a, "|ok:\"ababab1,2\"|"),
                       "%s: %s", cases[i].line, a);
     }
-    ck_assert_str_eq(game_eval(g, "string.rep == select(2, pcall(require, 'string')).rep"), "true");
+    ck_assert_str_eq(game_eval(g->L, "string.rep == select(2, pcall(require, 'string')).rep"), "true");
     close(fd);
     stop_game(g);
 }
@@ -830,11 +759,4 @@ static Suite *console_suite(void) {
     return s;
 }
 
-int main(void) {
-    signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(console_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return run_suite(console_suite()); }

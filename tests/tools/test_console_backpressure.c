@@ -2,17 +2,10 @@
  * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, a
  * statement cannot grow Lua's memory without bound in the few instructions its budget counts,
  * and connections without the token cannot hold the places the token's holder needs. */
-#include <check.h>
 #include <errno.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "console_client.h"
-#include "kiln_lua.h"
+#include "console_fixture.h"
 
 #define TOKEN "0123456789abcdef0123"
 
@@ -23,21 +16,10 @@ static kiln_console *open_console_bytes(lua_State **L, int64_t statement_bytes) 
         *L = luaL_newstate();
         luaL_openlibs(*L);
     }
-    char err[256];
-    kiln_console_desc desc = {.token = TOKEN, .statement_bytes = statement_bytes};
-    kiln_console *c = kiln_console_open(*L, &desc, err, sizeof err);
-    ck_assert_msg(c != NULL, "console_open: %s", err);
-    return c;
+    return must_open_console(*L, (kiln_console_desc){.token = TOKEN, .statement_bytes = statement_bytes});
 }
 
 static kiln_console *open_console(lua_State **L) { return open_console_bytes(L, 0); }
-
-/* CPU time of this thread, so a busy machine does not count. */
-static double thread_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* A connection with a small receive buffer: the console's sends to it are a few KiB each. */
 static int connect_small(int port) {
@@ -273,9 +255,5 @@ int main(void) {
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

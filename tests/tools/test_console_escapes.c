@@ -2,18 +2,9 @@
  * itself: a budget spent inside a callback a C function may catch it in, LuaJIT's hook left
  * off by an error lua_load caught, a message handler Lua 5.4 runs with hooks off, a finalizer
  * set through LuaJIT's newproxy. Each is refused or stopped, and the next statement runs. */
-#include <check.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "console_client.h"
-#include "kiln_lua.h"
+#include "console_fixture.h"
 
 typedef struct game {
     lua_State *L;
@@ -22,14 +13,8 @@ typedef struct game {
 
 static game *start_game(void) {
     game *g = calloc(1, sizeof *g);
-    g->L = luaL_newstate();
-    luaL_openlibs(g->L);
-    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
-    lua_pop(g->L, 1);
-    ck_assert_int_eq(luaL_dostring(g->L, "world = kiln.world()"), LUA_OK);
-    char err[256];
-    g->console = kiln_console_open(g->L, &(kiln_console_desc){.budget = 1000000}, err, sizeof err);
-    ck_assert_msg(g->console != NULL, "console_open: %s", err);
+    g->L = game_state("world = kiln.world()");
+    g->console = must_open_console(g->L, (kiln_console_desc){.budget = 1000000});
     return g;
 }
 
@@ -39,41 +24,26 @@ static void stop_game(game *g) {
     free(g);
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+static void frame(void *g) { kiln_console_poll(((game *)g)->console); }
+
+/* Serves the console until an answer frame arrived on fd; "status:text" (static). */
+static const char *answer(game *g, int fd) {
+    static frames f;
+    static char out[4096];
+    ck_assert_msg(wait_answers(frame, g, fd, 1, 60000, &f, out, sizeof out, "") == 1, "answers: '%s'", out);
+    return out;
 }
 
-/* Sends line and serves the console until its answer frame arrived; "status:text" (static). */
+/* Sends line and returns its answer. */
 static const char *run(game *g, int fd, const char *line) {
-    static char out[4096], buf[8192];
     send_text(fd, line);
     send_text(fd, "\n");
-    size_t have = 0;
-    for (double until = now_ms() + 60000; now_ms() < until; pause_ms(1)) {
-        kiln_console_poll(g->console);
-        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
-        if (r > 0) have += (size_t)r;
-        buf[have] = '\0';
-        char st[32];
-        size_t len;
-        char *nl = memchr(buf, '\n', have);
-        if (nl && sscanf(buf, "%31s %zu", st, &len) == 2 && have >= (size_t)(nl - buf) + 1 + len) {
-            snprintf(out, sizeof out, "%s:%.*s", st, (int)len, nl + 1);
-            return out;
-        }
-    }
-    ck_abort_msg("no answer within 60 s");
-    return NULL;
+    return answer(g, fd);
 }
 
 static int sign_in(game *g) {
-    int fd = connect_port(kiln_console_port(g->console));
-    ck_assert_int_ge(fd, 0);
-    char line[300];
-    snprintf(line, sizeof line, "token %s", kiln_console_token(g->console));
-    ck_assert_str_eq(run(g, fd, line), "ok:");
+    int fd = connect_with_token(g->console);
+    ck_assert_str_eq(answer(g, fd), "ok:");
     return fd;
 }
 
@@ -139,11 +109,4 @@ static Suite *console_escapes_suite(void) {
     return s;
 }
 
-int main(void) {
-    signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(console_escapes_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return run_suite(console_escapes_suite()); }

@@ -1,22 +1,8 @@
 /* test_console_hold.c: a console the host closes or polls again from inside one of its
  * statements, and two consoles on one state whose statements call into each other. */
-#include <arpa/inet.h>
-#include <check.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "console_client.h"
-#include "kiln_lua.h"
+#include "console_fixture.h"
 
 /* A game with up to two consoles on its state: `console` served every frame, `other` too
  * while open. Its Lua globals poll_again, close_console, poll_other, close_other and
@@ -53,10 +39,7 @@ static int close_other(lua_State *L) {
 }
 
 static kiln_console *open_console(game *g, int64_t budget) {
-    char err[256];
-    kiln_console *c = kiln_console_open(g->L, &(kiln_console_desc){.budget = budget}, err, sizeof err);
-    ck_assert_msg(c != NULL, "console_open: %s", err);
-    return c;
+    return must_open_console(g->L, (kiln_console_desc){.budget = budget});
 }
 
 static int open_other(lua_State *L) {
@@ -67,12 +50,7 @@ static int open_other(lua_State *L) {
 
 static game *start_game(bool two) {
     game *g = calloc(1, sizeof *g);
-    g->L = luaL_newstate();
-    luaL_openlibs(g->L);
-    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
-    lua_pop(g->L, 1);
-    ck_assert_int_eq(luaL_dostring(g->L, "world = kiln.world() world:component('P', 'float x;') world:spawn{P = {}}"),
-                     LUA_OK);
+    g->L = game_state("world = kiln.world() world:component('P', 'float x;') world:spawn{P = {}}");
     static const luaL_Reg fns[] = {{"poll_again", poll_again}, {"close_console", close_console},
                                    {"poll_other", poll_other}, {"close_other", close_other},
                                    {"open_other", open_other},  {NULL, NULL}};
@@ -94,7 +72,8 @@ static void stop_game(game *g) {
 }
 
 /* One frame: the world advances, then each open console is served. */
-static void frame(game *g) {
+static void frame(void *game_) {
+    game *g = game_;
     ck_assert_int_eq(luaL_dostring(g->L, "world:progress(1/60)"), LUA_OK);
     if (g->console) kiln_console_poll(g->console);
     if (g->other) kiln_console_poll(g->other);
@@ -103,56 +82,17 @@ static void frame(game *g) {
 /* Runs frames until count answer frames arrived on fd, or it closed; returns them as
  * "status:text|status:text|", then "closed" when the console closed the connection. */
 static char *answers(game *g, int fd, int count) {
+    static frames f;
     static char out[1 << 14];
-    char buf[1 << 14];
-    size_t have = 0;
-    out[0] = '\0';
-    int got = 0;
-    for (int spin = 0; spin < 3000 && got < count; spin++) {
-        frame(g);
-        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
-        if (r > 0) have += (size_t)r;
-        for (;;) {
-            char st[32];
-            size_t len;
-            buf[have] = '\0';
-            char *nl = memchr(buf, '\n', have);
-            if (!nl || sscanf(buf, "%31s %zu", st, &len) != 2) break;
-            size_t hlen = (size_t)(nl - buf) + 1;
-            if (have < hlen + len) break;
-            size_t o = strlen(out);
-            snprintf(out + o, sizeof out - o, "%s:%.*s|", st, (int)len, buf + hlen);
-            memmove(buf, buf + hlen + len, have - hlen - len);
-            have -= hlen + len;
-            got++;
-        }
-        if (r == 0) {
-            strncat(out, "closed", sizeof out - strlen(out) - 1);
-            break;
-        }
-        if (got < count) pause_ms(1);
-    }
+    wait_answers(frame, g, fd, count, 3000, &f, out, sizeof out, "|");
+    if (f.closed) strncat(out, "closed", sizeof out - strlen(out) - 1);
     return out;
 }
 
 static int sign_in(game *g, kiln_console *c) {
-    int fd = connect_port(kiln_console_port(c));
-    ck_assert_int_ge(fd, 0);
-    char line[300];
-    snprintf(line, sizeof line, "token %s\n", kiln_console_token(c));
-    send_text(fd, line);
+    int fd = connect_with_token(c);
     ck_assert_str_eq(answers(g, fd, 1), "ok:|");
     return fd;
-}
-
-static const char *game_eval(game *g, const char *expr) {
-    static char text[256];
-    char code[512];
-    snprintf(code, sizeof code, "return tostring(%s)", expr);
-    ck_assert_int_eq(luaL_dostring(g->L, code), LUA_OK);
-    snprintf(text, sizeof text, "%s", lua_tostring(g->L, -1));
-    lua_pop(g->L, 1);
-    return text;
 }
 
 START_TEST(a_statement_polling_its_own_console_serves_nothing_inside) {
@@ -175,10 +115,10 @@ START_TEST(a_statement_closing_its_console_ends_the_poll_then_the_console) {
     send_text(fd, "close_console() after = 'ran'\nsecond = 'ran'\n");
     ck_assert_str_eq(answers(g, fd, 1), "closed"); /* its answer went with the console */
     ck_assert_ptr_null(g->console);
-    ck_assert_str_eq(game_eval(g, "after"), "ran"); /* the statement itself finished */
-    ck_assert_str_eq(game_eval(g, "second"), "nil");
+    ck_assert_str_eq(game_eval(g->L, "after"), "ran"); /* the statement itself finished */
+    ck_assert_str_eq(game_eval(g->L, "second"), "nil");
     ck_assert_int_lt(connect_port(port), 0);          /* nobody listens any more */
-    ck_assert_str_eq(game_eval(g, "world:count()"), "1"); /* the game runs on */
+    ck_assert_str_eq(game_eval(g->L, "world:count()"), "1"); /* the game runs on */
     close(fd);
     close(bystander);
     stop_game(g);
@@ -239,11 +179,4 @@ static Suite *hold_suite(void) {
     return s;
 }
 
-int main(void) {
-    signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(hold_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return run_suite(hold_suite()); }

@@ -3,7 +3,6 @@
  * protected call, so nothing in it may raise: a client signing in and sending a statement
  * gets its answer, an error frame or a closed connection with the reason, and the console
  * serves the next client once memory is back. */
-#include <errno.h>
 #include <stdio.h>
 
 #include "console_client.h"
@@ -14,30 +13,17 @@ static const char token[] = "0123456789abcdef0123456789abcdef";
 /* Reads the frames the console sent on fd (non-blocking) into out as "status:text|...";
  * returns whether the console closed the connection. */
 static bool read_frames(int fd, char *out, size_t size) {
-    char buf[8192];
-    size_t have = 0;
-    bool closed = false;
-    for (int spin = 0; spin < 50 && !closed; spin++) {
-        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
-        if (r > 0) have += (size_t)r;
-        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) closed = true;
-        else pause_ms(1);
-    }
+    static frames f;
+    memset(&f, 0, sizeof f);
     out[0] = '\0';
-    size_t at = 0;
-    while (at < have) {
-        char st[32];
-        size_t len;
-        char *nl = memchr(buf + at, '\n', have - at);
-        ck_assert_msg(nl && sscanf(buf + at, "%31s %zu", st, &len) == 2, "not a frame: %.*s", (int)(have - at),
-                      buf + at);
-        size_t head = (size_t)(nl - (buf + at)) + 1;
-        ck_assert_msg(at + head + len <= have, "a frame cut short");
-        size_t o = strlen(out);
-        snprintf(out + o, size - o, "%s:%.*s|", st, (int)len, buf + at + head);
-        at += head + len;
+    for (int spin = 0; spin < 50 && !f.closed; spin++) {
+        size_t had = f.have;
+        frames_recv(&f, fd);
+        if (f.have == had && !f.closed) pause_ms(1);
     }
-    return closed;
+    while (frames_take(&f, out, size, "|")) {}
+    ck_assert_msg(f.have == 0, "not a whole frame: %s", f.buf);
+    return f.closed;
 }
 
 /* Polls until the console has had time to serve what was sent. */

@@ -1,18 +1,8 @@
 /* test_console_persist.c: crafted saves fed to world:load through a signed-in console client:
  * each refused with a clear message, the game running, its world as it was, the budget kept. */
-#include <check.h>
-#include <errno.h>
-#include <lauxlib.h>
-#include <lualib.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "console_client.h"
-#include "kiln_lua.h"
+#include "console_fixture.h"
 
 typedef struct game {
     lua_State *L;
@@ -23,20 +13,13 @@ typedef struct game {
  * entity fields for a tampered file to point elsewhere). */
 static game *start_game(kiln_console_desc desc) {
     game *g = calloc(1, sizeof *g);
-    g->L = luaL_newstate();
-    luaL_openlibs(g->L);
-    luaL_requiref(g->L, "kiln", luaopen_kiln, 1);
-    lua_pop(g->L, 1);
-    const char *setup = "world = kiln.world()\n"
-                        "world:component('Position', 'float x, y;')\n"
-                        "world:component('Link', 'entity to;')\n"
-                        "local first = world:spawn{Position = {x = 1, y = 0}}\n"
-                        "for i = 2, 5 do world:spawn{Position = {x = i, y = 0.5}, Link = {to = first}} end\n"
-                        "frames = 0\n";
-    ck_assert_int_eq(luaL_dostring(g->L, setup), LUA_OK);
-    char err[256];
-    g->console = kiln_console_open(g->L, &desc, err, sizeof err);
-    ck_assert_msg(g->console != NULL, "console_open: %s", err);
+    g->L = game_state("world = kiln.world()\n"
+                      "world:component('Position', 'float x, y;')\n"
+                      "world:component('Link', 'entity to;')\n"
+                      "local first = world:spawn{Position = {x = 1, y = 0}}\n"
+                      "for i = 2, 5 do world:spawn{Position = {x = i, y = 0.5}, Link = {to = first}} end\n"
+                      "frames = 0\n");
+    g->console = must_open_console(g->L, desc);
     return g;
 }
 
@@ -48,42 +31,19 @@ static void stop_game(game *g) {
 
 /* One game frame: the console is served (the world does not advance: its hash holds the
  * tick, and the tests compare hashes across statements). */
-static void frame(game *g) {
+static void frame(void *game_) {
+    game *g = game_;
     ck_assert_int_eq(luaL_dostring(g->L, "frames = frames + 1"), LUA_OK);
     kiln_console_poll(g->console);
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Runs frames until one answer frame arrived on fd; returns it as "status:text" (static). */
 static const char *answer(game *g, int fd) {
+    static frames f;
     static char out[1 << 14];
-    static char buf[1 << 16];
-    size_t have = 0;
-    double until = now_ms() + 60000;
-    while (now_ms() < until) {
-        frame(g);
-        ssize_t r = recv(fd, buf + have, sizeof buf - have - 1, 0);
-        if (r > 0) have += (size_t)r;
-        buf[have] = '\0';
-        char st[32];
-        size_t len;
-        int head;
-        char *nl = memchr(buf, '\n', have);
-        if (nl && sscanf(buf, "%31s %zu%n", st, &len, &head) == 2 && have >= (size_t)(nl - buf) + 1 + len) {
-            size_t hlen = (size_t)(nl - buf) + 1;
-            ck_assert_msg(have == hlen + len, "bytes after the answer: %s", buf + hlen + len);
-            snprintf(out, sizeof out, "%s:%.*s", st, (int)len, buf + hlen);
-            return out;
-        }
-        pause_ms(1);
-    }
-    ck_abort_msg("no answer within 60 s");
-    return NULL;
+    int got = wait_answers(frame, g, fd, 1, 60000, &f, out, sizeof out, "");
+    ck_assert_msg(got == 1 && f.have == 0, "%d answers, then '%s': %.300s", got, f.buf, out);
+    return out;
 }
 
 /* Sends one statement line and returns its answer. */
@@ -95,11 +55,8 @@ static const char *run(game *g, int fd, const char *line) {
 }
 
 static int sign_in(game *g) {
-    int fd = connect_port(kiln_console_port(g->console));
-    ck_assert_int_ge(fd, 0);
-    char line[300];
-    snprintf(line, sizeof line, "token %s", kiln_console_token(g->console));
-    ck_assert_str_eq(run(g, fd, line), "ok:");
+    int fd = connect_with_token(g->console);
+    ck_assert_str_eq(answer(g, fd), "ok:");
     return fd;
 }
 
@@ -320,11 +277,4 @@ static Suite *console_persist_suite(void) {
     return s;
 }
 
-int main(void) {
-    signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(console_persist_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return run_suite(console_persist_suite()); }
