@@ -83,6 +83,9 @@ void kiln_schedule_destroy(kiln_schedule *s) {
         s->system_count = 0;
         s->system_cap = 0;
         kl_map_clear(&s->names);
+        kl_map_clear(&s->afters.chains);
+        s->afters.head_count = s->afters.link_count = 0;
+        s->constraint_total = 0;
         for (int32_t i = 0; i < count; i++) {
             if (list[i]->fini) list[i]->fini(s->world, list[i]->user);
             free_record(s, list[i]);
@@ -96,6 +99,10 @@ void kiln_schedule_destroy(kiln_schedule *s) {
     }
     kl_free(a, s->systems, sizeof(kl_system *) * (size_t)s->system_cap);
     kl_map_free(a, &s->names);
+    kl_map_free(a, &s->afters.chains);
+    kl_free(a, s->afters.heads, sizeof(int32_t) * (size_t)s->afters.head_cap);
+    kl_free(a, s->afters.links, sizeof(kl_after_link) * (size_t)s->afters.link_cap);
+    kl_free(a, s->waiting, sizeof *s->waiting * s->waiting_cap);
     kl_free(a, s->order, sizeof(int32_t) * (size_t)s->order_cap);
     kl_free(a, s->stage_start, sizeof(int32_t) * (size_t)s->stage_cap);
     kl_free(a, s->job_list, sizeof(kiln_job) * (size_t)s->job_cap);
@@ -232,7 +239,9 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     bool fresh = false;
     if (!kl_grow(&world->alloc, (void **)&s->systems, &s->system_cap, s->system_count + 1,
                  sizeof(kl_system *), 16) ||
-        !kl_map_reserve(&world->alloc, &s->names, 1) || (sys = take_record(s, &fresh)) == NULL) {
+        !kl_map_reserve(&world->alloc, &s->names, 1) ||
+        !kl_schedule_reserve_afters(s, tmp.after_count) ||
+        (sys = take_record(s, &fresh)) == NULL) {
         unlock(s);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_add: out of memory for %s", desc->name);
     }
@@ -246,6 +255,8 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
         bool put = kl_map_put(&world->alloc, &s->names, kl_hash_str(sys->name), (uint32_t)s->system_count + 1);
         KILN_ASSERT(put, "the index was reserved above");
         (void)put;
+        kl_schedule_index_afters(s, s->system_count);
+        s->constraint_total += sys->before_count + sys->after_count;
         s->system_count++;
         s->built = false;
     }
@@ -270,8 +281,9 @@ kiln_result kiln_schedule_replace(kiln_schedule *s, const kiln_system_desc *desc
                        quote_len(desc->name), desc->name, quote_tail(desc->name));
     }
     bool fresh = false;
-    kl_system *sys = take_record(s, &fresh);
-    if (sys == NULL) {
+    kl_system *sys = NULL;
+    if (!kl_schedule_reserve_afters(s, tmp.after_count) ||
+        (sys = take_record(s, &fresh)) == NULL) {
         unlock(s);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_replace: out of memory for %s", desc->name);
     }
@@ -287,6 +299,7 @@ kiln_result kiln_schedule_replace(kiln_schedule *s, const kiln_system_desc *desc
         unlock(s);
         return r;
     }
+    kl_schedule_reindex(s); /* the new after names, in room reserved above */
     s->built = false;
     unlock(s);
     release(s, old);
@@ -314,7 +327,7 @@ kiln_result kiln_schedule_remove(kiln_schedule *s, const char *name) {
     }
     memmove(s->systems + i, s->systems + i + 1, sizeof(kl_system *) * (size_t)(s->system_count - i - 1));
     s->system_count--;
-    kl_schedule_index_names(s);
+    kl_schedule_reindex(s);
     s->built = false;
     unlock(s);
     release(s, sys);
@@ -337,7 +350,7 @@ static void sweep_removed(kiln_schedule *s) {
         }
     }
     s->system_count = kept;
-    kl_schedule_index_names(s);
+    kl_schedule_reindex(s);
     s->removals = 0;
     s->built = false;
     unlock(s);

@@ -26,12 +26,45 @@ int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t cou
     return -1;
 }
 
-void kl_schedule_index_names(kiln_schedule *s) {
+bool kl_schedule_reserve_afters(kiln_schedule *s, int32_t extra) {
+    kl_after_index *x = &s->afters;
+    kl_allocator *a = &s->world->alloc;
+    return kl_map_reserve(a, &x->chains, (uint32_t)extra) &&
+           kl_grow(a, (void **)&x->heads, &x->head_cap, (int64_t)x->head_count + extra, sizeof *x->heads, 16) &&
+           kl_grow(a, (void **)&x->links, &x->link_cap, (int64_t)x->link_count + extra, sizeof *x->links, 16);
+}
+
+void kl_schedule_index_afters(kiln_schedule *s, int32_t i) {
+    kl_after_index *x = &s->afters;
+    const kl_system *sys = s->systems[i];
+    for (int32_t k = 0; k < sys->after_count; k++) {
+        uint32_t key = kl_hash_str(sys->after[k]), chain = kl_map_get(&x->chains, key);
+        if (chain == 0) {
+            KILN_ASSERT(x->head_count < x->head_cap, "the afters index was reserved");
+            x->heads[x->head_count++] = -1;
+            chain = (uint32_t)x->head_count;
+            bool put = kl_map_put(&s->world->alloc, &x->chains, key, chain);
+            KILN_ASSERT(put, "the afters index was reserved");
+            (void)put;
+        }
+        KILN_ASSERT(x->link_count < x->link_cap, "the afters index was reserved");
+        x->links[x->link_count] = (kl_after_link){i, x->heads[chain - 1]};
+        x->heads[chain - 1] = x->link_count++;
+    }
+}
+
+void kl_schedule_reindex(kiln_schedule *s) {
     kl_map_clear(&s->names);
+    kl_map_clear(&s->afters.chains);
+    s->afters.head_count = s->afters.link_count = 0;
+    s->constraint_total = 0;
     for (int32_t i = 0; i < s->system_count; i++) {
-        bool put = kl_map_put(&s->world->alloc, &s->names, kl_hash_str(s->systems[i]->name), (uint32_t)i + 1);
+        const kl_system *sys = s->systems[i];
+        bool put = kl_map_put(&s->world->alloc, &s->names, kl_hash_str(sys->name), (uint32_t)i + 1);
         KILN_ASSERT(put, "a cleared index has room for what it held");
         (void)put;
+        kl_schedule_index_afters(s, i);
+        s->constraint_total += sys->before_count + sys->after_count;
     }
 }
 
@@ -119,151 +152,160 @@ static bool append_name(char *buf, size_t size, size_t *len, const char *name, c
     return true;
 }
 
-/* The graph of the cycle check. Nodes 0 .. count - 1 are the systems (one being removed has no
- * edges); nodes count .. nodes - 1 are the names that others' before/after name and no live
- * system holds, which wait for a system of that name. A cycle through waiting names can never
- * be satisfied, so the add whose own constraints close it is refused there: a later system
- * of such a name brings no edge into the graph but its own, and one that declares no
- * before/after is never refused for a cycle. */
-typedef struct order_graph {
-    int32_t count, nodes;
-    const char **waiting; /* sorted, distinct */
-    int32_t *first;       /* node u's successors: to[first[u] .. first[u + 1]) */
-    int32_t *to;
-} order_graph;
+/* The cycle check is a breadth-first search from the candidate over what runs after it,
+ * reaching only what the candidate reaches: its cost does not grow with the systems it
+ * cannot reach. Nodes are the live systems among the first count and the waiting names:
+ * names that before/after lists hold and no live system does, which wait for a system of
+ * that name. A cycle through waiting names can never be satisfied, so the add whose own
+ * constraints close it is refused there: a later system of such a name brings no edge into
+ * the graph but its own, and one that declares no before/after is never refused for a cycle.
+ * A node's successors are its system's before names, and the systems whose after names it
+ * (found through the schedule's afters index, the candidate's own list read directly). */
+typedef struct reach {
+    int32_t sys;      /* the system's index, or -1 for a waiting name */
+    int32_t from;     /* the entry it was reached from; -1 for the candidate */
+    const char *name; /* the node's name (a system's own, or the waiting name) */
+} reach;
 
-static const char *node_name(const kiln_schedule *s, const order_graph *g, int32_t u) {
-    return u < g->count ? s->systems[u]->name : g->waiting[u - g->count];
+typedef struct search {
+    kiln_schedule *s;
+    int32_t count, candidate;
+    reach *queue;        /* every node reached, in the order reached */
+    int32_t tail;
+    bool closed;         /* the node being expanded runs before the candidate */
+} search;
+
+/* Successors in the order a scan of an adjacency matrix row meets them (systems by index, then
+ * waiting names by name): the reported cycle among the shortest ones does not depend on the
+ * order in which systems were declared or indexed. */
+static int compare_reach(const void *a, const void *b) {
+    const reach *x = a, *y = b;
+    if ((x->sys < 0) != (y->sys < 0)) return x->sys < 0 ? 1 : -1;
+    if (x->sys >= 0) return (x->sys > y->sys) - (x->sys < y->sys);
+    return strcmp(x->name, y->name);
 }
 
-static int compare_names(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Writes the cycle c -> path... -> c into the world error, eliding the middle when long. */
-static kiln_result report_cycle(kiln_schedule *s, const order_graph *g, const char *fn, int32_t c,
-                                const int32_t *path, int32_t length) {
-    char text[KL_ERROR_SIZE - 40]; /* with the call's name and " would form a cycle" */
-    size_t len = 0, room = sizeof text - (KILN_MAX_NAME + 6) - 8; /* keeps " -> ... -> 'c'" */
-    text[0] = '\0';
-    append_name(text, sizeof text, &len, node_name(s, g, c), "");
-    int32_t k = 0;
-    for (; k < length; k++)
-        if (!append_name(text, room, &len, node_name(s, g, path[k]), " -> ")) break;
-    if (k < length) len += (size_t)snprintf(text + len, sizeof text - len, " -> ...");
-    append_name(text, sizeof text, &len, node_name(s, g, c), " -> ");
-    return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "%s: %s would form a cycle", fn, text);
-}
-
-/* A live system's j-th before/after name, its afters first; *after tells which. */
-static const char *constraint(const kl_system *sys, int32_t j, bool *after) {
-    *after = j < sys->after_count;
-    return *after ? sys->after[j] : sys->before[j - sys->after_count];
-}
-
+/* How many before/after names a system declares; none while it is being removed. */
 static int32_t constraints(const kl_system *sys) {
     return atomic_load_explicit(&sys->removing, memory_order_relaxed) ? 0
                                                                       : sys->after_count + sys->before_count;
 }
 
+static bool names_after(const kl_system *sys, const char *name) {
+    for (int32_t k = 0; k < sys->after_count; k++)
+        if (strcmp(sys->after[k], name) == 0) return true;
+    return false;
+}
+
+/* Queues the node (system sys, or the waiting name when sys is -1) reached from entry from,
+ * unless it was reached before; reaching the candidate closes a cycle. */
+static void reach_node(search *q, int32_t sys, const char *name, int32_t from) {
+    if (sys == q->candidate) {
+        q->closed = true;
+        return;
+    }
+    kiln_schedule *s = q->s;
+    if (sys >= 0) {
+        if (s->systems[sys]->reached == s->check) return;
+        s->systems[sys]->reached = s->check;
+    } else {
+        uint32_t mask = s->waiting_cap - 1, t = kl_hash_str(name) & mask;
+        kl_waiting *w = s->waiting;
+        while (w[t].check == s->check && strcmp(w[t].name, name) != 0) t = (t + 1) & mask;
+        if (w[t].check == s->check) return;
+        w[t] = (kl_waiting){name, s->check};
+    }
+    q->queue[q->tail++] = (reach){sys, from, name};
+}
+
+/* Queues what entry h runs before, in successor order. */
+static void expand(search *q, int32_t h) {
+    const kiln_schedule *s = q->s;
+    reach u = q->queue[h];
+    int32_t first = q->tail;
+    if (u.sys >= 0) {
+        const kl_system *sys = s->systems[u.sys];
+        for (int32_t k = 0; k < sys->before_count; k++) {
+            int32_t x = kl_schedule_lookup(s, sys->before[k], q->count);
+            reach_node(q, x, x >= 0 ? s->systems[x]->name : sys->before[k], h);
+        }
+    }
+    uint32_t chain = kl_map_get(&s->afters.chains, kl_hash_str(u.name));
+    for (int32_t l = chain ? s->afters.heads[chain - 1] : -1; l >= 0; l = s->afters.links[l].next) {
+        int32_t j = s->afters.links[l].sys;
+        const kl_system *t = j < q->count ? s->systems[j] : NULL;
+        if (t && constraints(t) > 0 && names_after(t, u.name)) reach_node(q, j, t->name, h);
+    }
+    /* the candidate's after names are not in the index (a replacing one's may differ) */
+    if (names_after(s->systems[q->candidate], u.name)) reach_node(q, q->candidate, NULL, h);
+    if (q->tail - first > 1) qsort(q->queue + first, (size_t)(q->tail - first), sizeof *q->queue, compare_reach);
+}
+
+/* Writes the cycle c -> path... -> c into the world error, eliding the middle when long. */
+static kiln_result report_cycle(kiln_schedule *s, const char *fn, const char *c, const char **path,
+                                int32_t length) {
+    char text[KL_ERROR_SIZE - 40]; /* with the call's name and " would form a cycle" */
+    size_t len = 0, room = sizeof text - (KILN_MAX_NAME + 6) - 8; /* keeps " -> ... -> 'c'" */
+    text[0] = '\0';
+    append_name(text, sizeof text, &len, c, "");
+    int32_t k = 0;
+    for (; k < length; k++)
+        if (!append_name(text, room, &len, path[k], " -> ")) break;
+    if (k < length) len += (size_t)snprintf(text + len, sizeof text - len, " -> ...");
+    append_name(text, sizeof text, &len, c, " -> ");
+    return kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT, "%s: %s would form a cycle", fn, text);
+}
+
+/* Grows the table of waiting names to hold names distinct ones at most half full. */
+static kiln_result reserve_waiting(kiln_schedule *s, size_t names, const char *fn) {
+    if (names <= s->waiting_cap / 2) return KILN_OK;
+    size_t cap = s->waiting_cap ? s->waiting_cap : 64;
+    while (cap / 2 < names && cap <= UINT32_MAX / 2) cap *= 2;
+    kl_waiting *w = cap / 2 >= names ? kl_alloc(&s->world->alloc, kl_mul(sizeof *w, cap)) : NULL;
+    if (w == NULL) return kl_fail(s->world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    memset(w, 0, sizeof *w * cap);
+    kl_free(&s->world->alloc, s->waiting, sizeof *s->waiting * s->waiting_cap);
+    s->waiting = w;
+    s->waiting_cap = (uint32_t)cap;
+    return KILN_OK;
+}
+
 kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t candidate, const char *fn) {
     /* Only the candidate's own edges are new (its name had the others' edges as a waiting
      * node, or as the system it replaces): without any, the graph stays acyclic. So adding
-     * systems without before/after costs no graph at all. */
-    if (constraints(s->systems[candidate]) == 0) return KILN_OK;
-    size_t edges = 0;
-    for (int32_t i = 0; i < count; i++) edges += (size_t)constraints(s->systems[i]);
-    /* At most one waiting name per edge: the nodes fit count + edges. */
-    size_t most = (size_t)count + edges;
-    size_t slots = 2; /* the table that keeps each waiting name once: at most half full */
-    while (slots < 2 * edges) slots <<= 1;
-    size_t bytes = sizeof(const char *) * edges + sizeof(int32_t) * (edges * 4 + most * 3 + 1 + slots);
-    void *mem;
-    kiln_result r = scratch(s, bytes, &mem, fn);
+     * systems without before/after costs no search at all. */
+    const kl_system *c = s->systems[candidate];
+    if (constraints(c) == 0) return KILN_OK;
+    /* Nodes: the systems, and at most one waiting name per before/after name. */
+    size_t names = (size_t)s->constraint_total + (size_t)constraints(c), most = (size_t)count + names;
+    kiln_result r = reserve_waiting(s, names, fn);
     if (r != KILN_OK) return r;
-    order_graph g = {.count = count, .waiting = mem};
-    int32_t *target = (int32_t *)(g.waiting + edges), *from = target + edges, *by_target = from + edges;
-    g.to = by_target + edges;
-    g.first = g.to + edges;
-    int32_t *queue = g.first + most + 1, *parent = queue + most, *seen = parent + most;
-
-    /* Resolve every name: a live system (through the index), or a waiting name, taken once
-     * (seen holds its place in waiting, open-addressed by its hash) and sorted below, so that
-     * many systems naming one absent system cost no sort of them all. */
-    uint32_t mask = (uint32_t)(slots - 1);
-    for (size_t t = 0; t < slots; t++) seen[t] = -1;
-    int32_t distinct = 0;
-    bool after;
-    for (int32_t i = 0, k = 0; i < count; i++)
-        for (int32_t j = 0; j < constraints(s->systems[i]); j++, k++) {
-            const char *name = constraint(s->systems[i], j, &after);
-            target[k] = kl_schedule_lookup(s, name, count);
-            if (target[k] >= 0) continue;
-            uint32_t t = kl_hash_str(name) & mask;
-            while (seen[t] >= 0 && strcmp(g.waiting[seen[t]], name) != 0) t = (t + 1) & mask;
-            if (seen[t] < 0) {
-                seen[t] = distinct;
-                g.waiting[distinct++] = name;
-            }
-        }
-    qsort(g.waiting, (size_t)distinct, sizeof *g.waiting, compare_names);
-    g.nodes = count + distinct;
-
-    /* The edges, after x as x -> i and before x as i -> x, then successor lists by source. */
-    for (int32_t u = 0; u <= g.nodes; u++) g.first[u] = 0;
-    for (int32_t i = 0, k = 0; i < count; i++)
-        for (int32_t j = 0; j < constraints(s->systems[i]); j++, k++) {
-            const char *name = constraint(s->systems[i], j, &after);
-            int32_t x = target[k];
-            if (x < 0) {
-                const char **hit = bsearch(&name, g.waiting, (size_t)distinct, sizeof *g.waiting,
-                                           compare_names);
-                x = count + (int32_t)(hit - g.waiting);
-            }
-            from[k] = after ? x : i;
-            target[k] = after ? i : x;
-            g.first[from[k] + 1]++;
-        }
-    /* Each list in target order, as a scan of a matrix row meets them (the reported cycle
-     * among the shortest ones does not depend on declaration order): edges counting-sorted
-     * by target, then placed stably by source, parent serving as the cursors. */
-    for (int32_t u = 0; u < g.nodes; u++) parent[u] = 0;
-    for (size_t e = 0; e < edges; e++) parent[target[e]]++;
-    for (int32_t u = 0, sum = 0; u < g.nodes; u++) {
-        int32_t n = parent[u];
-        parent[u] = sum;
-        sum += n;
+    /* queue and path, in scratch sized by powers of two: a schedule built one add at a time
+     * does not allocate it again at every add */
+    size_t room = 64;
+    while (room < most && room < SIZE_MAX / 2) room *= 2;
+    void *mem;
+    r = scratch(s, kl_mul(sizeof(reach) + sizeof(const char *), room), &mem, fn);
+    if (r != KILN_OK) return r;
+    if (++s->check == 0) { /* once in 2^32 checks: no mark may look current */
+        for (int32_t i = 0; i < s->system_count; i++) s->systems[i]->reached = 0;
+        for (uint32_t t = 0; t < s->waiting_cap; t++) s->waiting[t].check = 0;
+        s->check = 1;
     }
-    for (size_t e = 0; e < edges; e++) by_target[parent[target[e]]++] = (int32_t)e;
-    for (int32_t u = 0; u < g.nodes; u++) g.first[u + 1] += g.first[u];
-    for (int32_t u = 0; u < g.nodes; u++) parent[u] = g.first[u];
-    for (size_t i = 0; i < edges; i++) {
-        int32_t e = by_target[i];
-        g.to[parent[from[e]]++] = target[e];
-    }
+    search q = {.s = s, .count = count, .candidate = candidate, .queue = mem};
+    const char **path = (const char **)(q.queue + room);
+    s->systems[candidate]->reached = s->check;
+    q.queue[q.tail++] = (reach){candidate, -1, c->name};
 
-    /* Breadth first from the candidate: the first edge back to it closes a shortest cycle. */
-    int32_t c = candidate;
-    for (int32_t u = 0; u < g.nodes; u++) parent[u] = -2;
-    int32_t head = 0, tail = 0;
-    queue[tail++] = c;
-    parent[c] = -1;
-    while (head < tail) {
-        int32_t u = queue[head++];
-        for (int32_t e = g.first[u]; e < g.first[u + 1]; e++) {
-            int32_t v = g.to[e];
-            if (v == c) {
-                /* The path c -> ... -> u, written backwards into queue's consumed front. */
-                int32_t length = 0;
-                for (int32_t x = u; x != c; x = parent[x]) length++;
-                int32_t k = length;
-                for (int32_t x = u; x != c; x = parent[x]) queue[--k] = x;
-                return report_cycle(s, &g, fn, c, queue, length);
-            }
-            if (parent[v] != -2) continue;
-            parent[v] = u;
-            queue[tail++] = v;
-        }
+    /* The first node met that runs before the candidate closes a shortest cycle. */
+    for (int32_t h = 0; h < q.tail; h++) {
+        expand(&q, h);
+        if (!q.closed) continue;
+        int32_t length = 0;
+        for (int32_t e = h; e > 0; e = q.queue[e].from) length++;
+        int32_t k = length;
+        for (int32_t e = h; e > 0; e = q.queue[e].from) path[--k] = q.queue[e].name;
+        return report_cycle(s, fn, c->name, path, length);
     }
     return KILN_OK;
 }

@@ -28,12 +28,39 @@ typedef struct kl_system {
     bool run_now;           /* enabled when its stage started: a toggle mid-stage counts next frame */
     atomic_bool removing;   /* removed during a run: skipped, unfindable, gone when the run ends */
     int32_t stage;
+    uint32_t reached;       /* the cycle check that reached it last (kiln_schedule.check) */
     kiln_commands *commands;
     kiln_system_ctx ctx;
     /* Written by the thread that ran the system, read by info on any thread (relaxed). */
     _Atomic(int64_t) runs, last_ns, total_ns;
     struct kl_system *next_spare; /* the schedule's list of records kept for reuse */
 } kl_system;
+
+/* For each after name, the counted systems whose after list holds it: chains of links, one link
+ * per after name of a system, reached by the name's hash (names of one hash share a chain, so
+ * readers check the system's list; so they do while a replace is checked, when the old
+ * system's links stand for the new one). Many systems after one name cost one map entry. */
+typedef struct kl_after_link {
+    int32_t sys;  /* the system's index */
+    int32_t next; /* the next link of the chain, or -1 */
+} kl_after_link;
+
+typedef struct kl_after_index {
+    kl_map chains;        /* kl_hash_str(name) -> index + 1 into heads */
+    int32_t *heads;       /* a chain's first link */
+    int64_t head_cap;
+    int32_t head_count;
+    kl_after_link *links;
+    int64_t link_cap;
+    int32_t link_count;
+} kl_after_index;
+
+/* A slot of a schedule's table of waiting names a cycle check reached: its name counts while
+ * check is the check under way. The table outlives a check, so none clears it. */
+typedef struct kl_waiting {
+    const char *name;
+    uint32_t check;
+} kl_waiting;
 
 struct kiln_schedule {
     kiln_world *world;
@@ -42,6 +69,11 @@ struct kiln_schedule {
     int64_t system_cap;
     int32_t system_count;
     kl_map names;          /* kl_hash_str(name) -> index + 1, one entry per counted system */
+    kl_after_index afters; /* who names whom in an after list, for the cycle check */
+    int64_t constraint_total; /* before and after names of the counted systems */
+    uint32_t check;        /* the cycle check under way, or the last (marks reached nodes) */
+    kl_waiting *waiting;      /* waiting names reached, open-addressed by hash */
+    uint32_t waiting_cap;  /* a power of two, at least twice the names that could wait, or 0 */
     kl_system *spares;     /* removed records (with their empty buffers), reused by add */
     atomic_flag lock;      /* guards systems against calls from worker systems during a run */
     bool running;          /* inside kiln_schedule_run */
@@ -67,9 +99,17 @@ struct kiln_schedule {
  * Expected O(1) through names (a candidate stored past system_count is looked at in turn). */
 KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count);
 
-/* Puts every counted system into names again, after systems left and the rest moved up.
- * Allocates nothing: names already has room for more. */
-KL_HIDDEN void kl_schedule_index_names(kiln_schedule *s);
+/* Makes room for extra more after names in the schedule's afters index. False when out of
+ * memory (nothing changed that matters). */
+KL_HIDDEN bool kl_schedule_reserve_afters(kiln_schedule *s, int32_t extra);
+
+/* Adds the after names of the system at index i to the afters index (room reserved). */
+KL_HIDDEN void kl_schedule_index_afters(kiln_schedule *s, int32_t i);
+
+/* Puts every counted system into names and afters again, and counts constraint_total, after
+ * systems left or were replaced. Allocates nothing: the indexes have room for what they held
+ * (a replace reserves its new after names first). */
+KL_HIDDEN void kl_schedule_reindex(kiln_schedule *s);
 
 /* With a candidate system stored at systems[candidate] (an add's past the counted ones, not
  * yet in the name index; a replace's in the place of the system of its name), fails with
@@ -77,7 +117,8 @@ KL_HIDDEN void kl_schedule_index_names(kiln_schedule *s);
  * systems form a cycle, naming the shortest cycle through the candidate as
  * "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle" (-> reads "runs before");
  * KILN_ERR_OUT_OF_MEMORY when scratch memory could not grow. Changes nothing else.
- * O(systems + constraints) a call, names resolved through the index. */
+ * Searches only what the candidate reaches, names resolved through the indexes (plus clearing
+ * a byte per system and a pointer per constraint of scratch). */
 KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t candidate, const char *fn);
 
 /* Computes every system's stage and the run order; on failure (out of memory) the previous

@@ -334,6 +334,81 @@ KILN_TEST(staging, many_waiting_names_are_checked_in_memory_linear_in_the_constr
     kiln_schedule_destroy(s);
 }
 
+/* kiln's string hash (core/src/hashmap.c): the check finds who names a system in an after list
+ * by it, so this test looks for two names that share it. */
+uint32_t kl_hash_str(const char *s);
+
+typedef struct named_hash {
+    uint32_t hash;
+    int32_t n;
+} named_hash;
+
+static int compare_hash(const void *a, const void *b) {
+    uint32_t x = ((const named_hash *)a)->hash, y = ((const named_hash *)b)->hash;
+    return (x > y) - (x < y);
+}
+
+/* The i-th name of a series of six-letter names, pseudo-random (FNV over names that differ only
+ * in digits spreads them without a repeat). */
+static void series_name(uint32_t i, char name[16]) {
+    uint64_t x = (i + 1) * 0x9e3779b97f4a7c15u;
+    for (int k = 0; k < 6; k++) {
+        x ^= x >> 29;
+        x *= 0xbf58476d1ce4e5b9u;
+        name[k] = (char)('a' + (x >> 40) % 26);
+    }
+    snprintf(name + 6, 10, "%u", (unsigned)(i % 10));
+}
+
+/* Writes two distinct names of one hash into a and b. */
+static void colliding_names(char a[16], char b[16]) {
+    enum { TRIES = 1 << 19 }; /* a 32-bit hash repeats among them about 32 times */
+    named_hash *h = malloc(sizeof *h * TRIES);
+    ck_assert_ptr_nonnull(h);
+    char name[16];
+    for (int32_t i = 0; i < TRIES; i++) {
+        series_name((uint32_t)i, name);
+        h[i] = (named_hash){kl_hash_str(name), i};
+    }
+    qsort(h, TRIES, sizeof *h, compare_hash);
+    for (int32_t k = 1; k < TRIES; k++) {
+        if (h[k].hash != h[k - 1].hash) continue;
+        series_name((uint32_t)h[k - 1].n, a);
+        series_name((uint32_t)h[k].n, b);
+        if (strcmp(a, b) != 0) break;
+    }
+    free(h);
+    ck_assert_msg(strcmp(a, b) != 0 && kl_hash_str(a) == kl_hash_str(b), "no two names of one hash");
+}
+
+/* A system after one name is not after another of the same hash: the check reads each
+ * system's list, and a cycle through either name is still seen. */
+KILN_TEST(staging, names_of_one_hash_do_not_stand_for_each_other_in_the_cycle_check) {
+    char one[16] = "", other[16] = "";
+    colliding_names(one, other);
+    ck_assert_uint_eq(kl_hash_str(one), kl_hash_str(other));
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    /* one -> p (one waiting), then other after p: no cycle, though p's after list holds a
+     * name of other's hash */
+    kiln_system_desc p = {.name = "p", .run = noop, .after = {one}};
+    ck_assert_int_eq(kiln_schedule_add(s, &p), KILN_OK);
+    kiln_system_desc later = {.name = other, .run = noop, .after = {"p"}};
+    ck_assert_msg(kiln_schedule_add(s, &later) == KILN_OK, "%s", kiln_world_error(F.world));
+    /* one after p closes one -> p -> one */
+    kiln_system_desc closing = {.name = one, .run = noop, .after = {"p"}};
+    ck_assert_int_eq(kiln_schedule_add(s, &closing), KILN_ERR_INVALID_ARGUMENT);
+    char want[128];
+    snprintf(want, sizeof want, "kiln_schedule_add: '%s' -> 'p' -> '%s' would form a cycle", one, one);
+    ck_assert_str_eq(kiln_world_error(F.world), want);
+    /* and the same through a replace of p: p after other, other after p */
+    kiln_system_desc turned = {.name = "p", .run = noop, .after = {other}};
+    ck_assert_int_eq(kiln_schedule_replace(s, &turned), KILN_ERR_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "kiln_schedule_replace: 'p' -> '%s' -> 'p' would form a cycle", other);
+    ck_assert_str_eq(kiln_world_error(F.world), want);
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    kiln_schedule_destroy(s);
+}
+
 KILN_TEST(staging, add_rejects_bad_systems_and_leaves_the_schedule_unchanged) {
     kiln_schedule *s = kiln_schedule_create(F.world, NULL);
     add_system(s, (kiln_system_desc){.name = "writer", .run = noop, .writes = {F.p}});

@@ -669,10 +669,76 @@ KILN_TEST(memory, an_add_refused_for_lack_of_memory_leaves_the_schedule_unchange
     ck_assert(added);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_str_eq(describe(s), "stage 0: one\nstage 1: two\n");
+    /* a replace that turns the order around, with more after names than the old one: refused
+     * for memory at every step before it lands, the old system and its order kept */
+    kiln_system_desc turned = {.name = "two", .run = noop, .before = {"one"}, .after = {"x", "y", "z"}};
+    bool replaced = false;
+    int64_t refusals = 0;
+    for (int64_t grant = 0; !replaced && grant < 20; grant++) {
+        test_allocator_fail_after(&alloc, grant);
+        kiln_result r = kiln_schedule_replace(s, &turned);
+        test_allocator_fail_never(&alloc);
+        replaced = r == KILN_OK;
+        if (replaced) break;
+        refusals++;
+        ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert_str_eq(describe(s), "stage 0: one\nstage 1: two\n");
+    }
+    ck_assert(replaced);
+    ck_assert_int_ge(refusals, 2); /* the record and its buffer at least */
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_str_eq(describe(s), "stage 0: two\nstage 1: one\n");
+    /* the index knows two's new after names: a system before two and after one closes a cycle */
+    kiln_system_desc closing = {.name = "x", .run = noop, .after = {"one"}};
+    ck_assert_int_eq(kiln_schedule_add(s, &closing), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(world), "kiln_schedule_add: 'x' -> 'two' -> 'one' -> 'x' would form a cycle");
     /* removing never needs memory */
     test_allocator_fail_after(&alloc, 0);
     ck_assert_int_eq(kiln_schedule_remove(s, "two"), KILN_OK);
     test_allocator_fail_never(&alloc);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
+/* Each add brings eight after names, so the index of who names whom grows as they come: an
+ * add refused for memory at any step, the growth included, leaves the schedule as it was, and
+ * the names the adds brought still close cycles. */
+KILN_TEST(memory, adds_whose_after_names_outgrow_the_index_fail_whole_for_lack_of_memory) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    kiln_schedule *s = kiln_schedule_create(world, NULL);
+    char sys[12][16], wait[12][KILN_SYSTEM_MAX_ORDER][32], want[128] = "";
+    int64_t refusals = 0;
+    for (int i = 0; i < 12; i++) {
+        kiln_system_desc d = {.run = noop};
+        snprintf(sys[i], sizeof sys[i], "s%d", i);
+        d.name = sys[i];
+        for (int k = 0; k < KILN_SYSTEM_MAX_ORDER; k++) {
+            snprintf(wait[i][k], sizeof wait[i][k], "w%d_%d", i, k);
+            d.after[k] = wait[i][k];
+        }
+        kiln_result r = KILN_ERR_OUT_OF_MEMORY;
+        for (int64_t grant = 0; r != KILN_OK; grant++) {
+            ck_assert_int_lt(grant, 40);
+            test_allocator_fail_after(&alloc, grant);
+            r = kiln_schedule_add(s, &d);
+            test_allocator_fail_never(&alloc);
+            if (r == KILN_OK) break;
+            refusals++;
+            ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+            ck_assert_str_eq(names(s), want);
+        }
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s", i ? "," : "", sys[i]);
+        ck_assert_str_eq(names(s), want);
+    }
+    ck_assert_int_gt(refusals, 24); /* more than the two records of each add's own */
+    /* s7 runs after w7_5: a system before w7_5 and after s7 closes a cycle */
+    kiln_system_desc closing = {.name = "w7_5", .run = noop, .after = {"s7"}};
+    ck_assert_int_eq(kiln_schedule_add(s, &closing), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(world), "kiln_schedule_add: 'w7_5' -> 's7' -> 'w7_5' would form a cycle");
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
     ck_assert_int_eq(alloc.live_bytes, 0);
