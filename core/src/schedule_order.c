@@ -107,19 +107,30 @@ static kiln_result scratch(kiln_schedule *s, size_t bytes, void **mem, const cha
     return KILN_OK;
 }
 
-/* Scratch for a matrix of n rows plus ints int32 arrays of n. */
-static kiln_result reserve(kiln_schedule *s, bit_matrix *m, int32_t n, int32_t ints, int32_t **extra,
-                           const char *call) {
-    m->n = n;
-    m->words = (n + 63) / 64;
-    size_t matrix = kl_mul(sizeof(uint64_t), kl_mul((size_t)n, (size_t)m->words));
-    size_t bytes = matrix == SIZE_MAX ? SIZE_MAX : matrix + sizeof(int32_t) * (size_t)n * (size_t)ints;
+/* A build's memory, all in scratch: the closure as rows (m: what a system runs before) and as
+ * columns (t: row b holds what runs before b), two rows of scratch bits, and ints int32
+ * arrays of n. */
+typedef struct build_memory {
+    bit_matrix m, t;
+    uint64_t *xs, *ys;
+    int32_t *ints;
+} build_memory;
+
+static kiln_result reserve(kiln_schedule *s, build_memory *b, int32_t n, int32_t ints, const char *call) {
+    int32_t words = (n + 63) / 64;
+    b->m = b->t = (bit_matrix){.n = n, .words = words};
+    size_t matrix = kl_mul(sizeof(uint64_t), kl_mul((size_t)n, (size_t)words));
+    size_t rows = sizeof(uint64_t) * 2 * (size_t)words, rest = rows + sizeof(int32_t) * (size_t)n * (size_t)ints;
+    size_t bytes = matrix < SIZE_MAX / 4 ? 2 * matrix + rest : SIZE_MAX;
     void *mem;
     kiln_result r = scratch(s, bytes, &mem, call);
     if (r != KILN_OK) return r;
-    m->bits = mem;
-    if (n > 0) memset(m->bits, 0, matrix);
-    *extra = (int32_t *)((char *)s->scratch + matrix);
+    b->m.bits = mem;
+    b->t.bits = b->m.bits + matrix / sizeof(uint64_t);
+    b->xs = b->t.bits + matrix / sizeof(uint64_t);
+    b->ys = b->xs + words;
+    b->ints = (int32_t *)(b->ys + words);
+    if (n > 0) memset(b->m.bits, 0, 2 * matrix);
     return KILN_OK;
 }
 
@@ -328,48 +339,85 @@ static bool conflict(const kl_system *a, const kl_system *b) {
            shares(b->writes, b->write_count, a->reads, a->read_count);
 }
 
-/* Phase 2: the transitive closure of the explicit edges (Warshall, a row at a time). */
-static void close_edges(bit_matrix *m) {
+/* Phase 2: the transitive closure of the explicit edges (Warshall, a row at a time), then its
+ * columns: row b of t holds what runs before b. */
+static void close_edges(bit_matrix *m, bit_matrix *t) {
     for (int32_t k = 0; k < m->n; k++)
         for (int32_t i = 0; i < m->n; i++)
             if (has_bit(m, i, k)) or_row(m, i, k);
+    for (int32_t a = 0; a < m->n; a++)
+        for (int32_t w = 0; w < m->words; w++)
+            for (uint64_t bits = row_of(m, a)[w]; bits; bits &= bits - 1)
+                set_bit(t, w * 64 + __builtin_ctzll(bits), a);
+}
+
+/* Adds a -> b to a closure held both ways (neither reaches the other yet): whatever reaches a
+ * (or is a) and did not reach b now reaches b and all b reaches; whatever b reaches (or is b)
+ * and a did not reach now follows a and all that reaches a. Rows already holding it are left
+ * alone, so each pair is made reachable once: O(n^3 / 64) for a whole build at worst. */
+static void add_edge(build_memory *g, int32_t a, int32_t b) {
+    bit_matrix *m = &g->m, *t = &g->t;
+    const uint64_t *before_a = row_of(t, a), *before_b = row_of(t, b), *after_a = row_of(m, a),
+                   *after_b = row_of(m, b);
+    for (int32_t w = 0; w < m->words; w++) {
+        g->xs[w] = before_a[w] & ~before_b[w];
+        g->ys[w] = after_b[w] & ~after_a[w];
+    }
+    g->xs[a >> 6] |= (uint64_t)1 << (a & 63);
+    g->ys[b >> 6] |= (uint64_t)1 << (b & 63);
+    /* b is not among xs and a not among ys, so the rows read below do not change here */
+    for (int32_t w = 0; w < m->words; w++)
+        for (uint64_t bits = g->xs[w]; bits; bits &= bits - 1) {
+            int32_t x = w * 64 + __builtin_ctzll(bits);
+            or_row(m, x, b);
+            set_bit(m, x, b);
+        }
+    for (int32_t w = 0; w < m->words; w++)
+        for (uint64_t bits = g->ys[w]; bits; bits &= bits - 1) {
+            int32_t y = w * 64 + __builtin_ctzll(bits);
+            or_row(t, y, a);
+            set_bit(t, y, a);
+        }
 }
 
 /* Phase 3: each conflicting pair not yet ordered by a chain of constraints runs in
  * declaration order. Adding a -> b only when nothing already orders b before a keeps the
  * graph acyclic, so conflicts never make a cycle, and when declaration order agrees with
  * every chain the result is plain declaration order. */
-static void order_conflicts(const kiln_schedule *s, bit_matrix *m) {
-    for (int32_t b = 0; b < m->n; b++)
+static void order_conflicts(const kiln_schedule *s, build_memory *g) {
+    for (int32_t b = 0; b < g->m.n; b++)
         for (int32_t a = 0; a < b; a++) {
-            if (has_bit(m, a, b) || has_bit(m, b, a) || !conflict(s->systems[a], s->systems[b])) continue;
-            for (int32_t x = 0; x < m->n; x++)
-                if (x == a || has_bit(m, x, a)) {
-                    or_row(m, x, b);
-                    set_bit(m, x, b);
-                }
+            if (has_bit(&g->m, a, b) || has_bit(&g->m, b, a) || !conflict(s->systems[a], s->systems[b])) continue;
+            add_edge(g, a, b);
         }
 }
 
 /* Phase 4: stages as longest chains: a system's stage is one past the latest of the systems
- * that reach it. Those have fewer predecessors, so ordering by predecessor count is a
- * topological order. */
-static void assign_stages(bit_matrix *m, int32_t *before_count, int32_t *topo, int32_t *stage) {
-    int32_t n = m->n;
+ * that reach it. Those have fewer predecessors, so ordering by predecessor count (a counting
+ * sort) is a topological order. */
+static void assign_stages(const bit_matrix *t, int32_t *before_count, int32_t *topo, int32_t *stage) {
+    int32_t n = t->n;
     for (int32_t b = 0; b < n; b++) {
         before_count[b] = 0;
-        for (int32_t a = 0; a < n; a++) before_count[b] += has_bit(m, a, b);
-        KILN_ASSERT(!has_bit(m, b, b), "before/after cycle in a schedule build");
+        for (int32_t w = 0; w < t->words; w++) before_count[b] += __builtin_popcountll(row_of(t, b)[w]);
+        KILN_ASSERT(!has_bit(t, b, b), "before/after cycle in a schedule build");
+        stage[b] = 0; /* the count of each level first, for the sort */
     }
-    int32_t k = 0;
-    for (int32_t level = 0; level < n && k < n; level++)
-        for (int32_t b = 0; b < n; b++)
-            if (before_count[b] == level) topo[k++] = b;
-    for (int32_t t = 0; t < n; t++) {
-        int32_t b = topo[t];
+    for (int32_t b = 0; b < n; b++) stage[before_count[b]]++;
+    for (int32_t level = 0, at = 0; level < n; level++) {
+        int32_t c = stage[level];
+        stage[level] = at;
+        at += c;
+    }
+    for (int32_t b = 0; b < n; b++) topo[stage[before_count[b]]++] = b;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t b = topo[k];
         stage[b] = 0;
-        for (int32_t a = 0; a < n; a++)
-            if (has_bit(m, a, b) && stage[b] < stage[a] + 1) stage[b] = stage[a] + 1;
+        for (int32_t w = 0; w < t->words; w++)
+            for (uint64_t bits = row_of(t, b)[w]; bits; bits &= bits - 1) {
+                int32_t a = w * 64 + __builtin_ctzll(bits);
+                if (stage[b] < stage[a] + 1) stage[b] = stage[a] + 1;
+            }
     }
 }
 
@@ -395,18 +443,18 @@ kiln_result kl_schedule_order(kiln_schedule *s) {
     kl_allocator *al = &s->world->alloc;
     int32_t n = s->system_count;
     /* Phase 1: all the memory, before anything changes. */
-    bit_matrix m;
-    int32_t *ints;
-    kiln_result r = reserve(s, &m, n, 3, &ints, "kiln_schedule_build");
+    build_memory g;
+    kiln_result r = reserve(s, &g, n, 3, "kiln_schedule_build");
     if (r != KILN_OK) return r;
     if (!kl_grow(al, (void **)&s->order, &s->order_cap, n, sizeof(int32_t), 16) ||
         !kl_grow(al, (void **)&s->stage_start, &s->stage_cap, n + 1, sizeof(int32_t), 16) ||
         !kl_grow(al, (void **)&s->job_list, &s->job_cap, n, sizeof(kiln_job), 16))
         return kl_fail(s->world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_build: out of memory");
-    link_explicit(s, &m);
-    close_edges(&m);
-    order_conflicts(s, &m);
-    assign_stages(&m, ints, ints + n, ints + 2 * n);
+    int32_t *ints = g.ints;
+    link_explicit(s, &g.m);
+    close_edges(&g.m, &g.t);
+    order_conflicts(s, &g);
+    assign_stages(&g.t, ints, ints + n, ints + 2 * n);
     lay_out(s, n, ints + 2 * n);
     return KILN_OK;
 }

@@ -3,7 +3,8 @@
  * name of the pool is a node whether a system holds it or not, an add or replace is refused
  * exactly when its system's constraints would close a cycle among them, the reported cycle
  * is a shortest one through the system, and a build puts every system after those it must
- * follow. */
+ * follow; with random access too, a build gives each system the stage a plain model of the
+ * staging rule gives it. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -184,4 +185,136 @@ KILN_TEST(model, random_adds_replaces_and_removes_agree_with_the_model) {
     /* both outcomes were met often */
     ck_assert_int_gt(refused, 500);
     ck_assert_int_gt(accepted, 500);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* stages against a plain model of the staging rule                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+#define STAGED 32
+
+/* A system of the staging model: its access over F's three components (bit 0 p, 1 q, 2 r). */
+typedef struct staged {
+    char name[16];
+    unsigned reads, writes;
+    bool exclusive;
+    int before[2], after[2]; /* names s<k>, or -1 */
+} staged;
+
+static bool conflicts(const staged *a, const staged *b) {
+    return a->exclusive || b->exclusive || (a->writes & (b->writes | b->reads)) || (b->writes & a->reads);
+}
+
+static int present_index(const staged *list, int n, int name) {
+    char text[16];
+    snprintf(text, sizeof text, "s%d", name);
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, text) == 0) return i;
+    return -1;
+}
+
+/* The staging rule, plainly: the closure of the before/after edges among the systems (in
+ * declaration order); then, pair by pair (b ascending, a ascending below it), a conflicting
+ * pair that nothing orders yet runs in declaration order; a stage is one past the latest
+ * stage of all that must run before. */
+static void model_stages(const staged *list, int n, int stage[STAGED]) {
+    bool reach[STAGED][STAGED] = {{false}};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            int b = list[i].before[k] < 0 ? -1 : present_index(list, n, list[i].before[k]);
+            int a = list[i].after[k] < 0 ? -1 : present_index(list, n, list[i].after[k]);
+            if (b >= 0) reach[i][b] = true;
+            if (a >= 0) reach[a][i] = true;
+        }
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                if (reach[i][k] && reach[k][j]) reach[i][j] = true;
+    for (int b = 0; b < n; b++)
+        for (int a = 0; a < b; a++) {
+            if (reach[a][b] || reach[b][a] || !conflicts(&list[a], &list[b])) continue;
+            for (int x = 0; x < n; x++)
+                for (int y = 0; y < n; y++)
+                    if ((x == a || reach[x][a]) && (y == b || reach[b][y])) reach[x][y] = true;
+        }
+    for (int i = 0; i < n; i++) stage[i] = 0;
+    for (int round = 0; round < n; round++)
+        for (int b = 0; b < n; b++)
+            for (int a = 0; a < n; a++)
+                if (reach[a][b] && stage[b] < stage[a] + 1) stage[b] = stage[a] + 1;
+}
+
+/* Removes s<name> from kiln and the list alike (the rest move up, as kiln's list does). */
+static void remove_staged(kiln_schedule *s, staged *list, int *n, int name) {
+    int i = present_index(list, *n, name);
+    char text[16];
+    snprintf(text, sizeof text, "s%d", name);
+    ck_assert_int_eq(kiln_schedule_remove(s, text), i >= 0 ? KILN_OK : KILN_ERR_INVALID_ARGUMENT);
+    if (i < 0) return;
+    memmove(list + i, list + i + 1, sizeof *list * (size_t)(*n - i - 1));
+    (*n)--;
+}
+
+/* Adds s<name> with random access and up to two before and two after names; the list takes it
+ * when kiln does (a refusal is a cycle, which the other test checks). */
+static void add_staged(kiln_schedule *s, staged *list, int *n, int name, uint64_t *x) {
+    const kiln_component comps[3] = {F.p, F.q, F.r};
+    staged t = {.reads = (unsigned)(next(x) % 8), .writes = (unsigned)(next(x) % 8), .exclusive = next(x) % 16 == 0};
+    snprintf(t.name, sizeof t.name, "s%d", name);
+    kiln_system_desc d = {.name = t.name, .run = noop, .exclusive = t.exclusive};
+    char before[2][16], after[2][16];
+    for (int k = 0, r = 0, w = 0; k < 3; k++) {
+        if (t.reads & (1u << k)) d.reads[r++] = comps[k];
+        if (t.writes & (1u << k)) d.writes[w++] = comps[k];
+    }
+    for (int k = 0, nb = 0, na = 0; k < 2; k++) {
+        t.before[k] = next(x) % 3 == 0 ? (int)(next(x) % STAGED) : -1;
+        t.after[k] = next(x) % 3 == 0 ? (int)(next(x) % STAGED) : -1;
+        if (t.before[k] == name) t.before[k] = -1;
+        if (t.after[k] == name) t.after[k] = -1;
+        if (t.before[k] >= 0) {
+            snprintf(before[k], sizeof before[k], "s%d", t.before[k]);
+            d.before[nb++] = before[k];
+        }
+        if (t.after[k] >= 0) {
+            snprintf(after[k], sizeof after[k], "s%d", t.after[k]);
+            d.after[na++] = after[k];
+        }
+    }
+    kiln_world_clear_error(F.world);
+    kiln_result r = kiln_schedule_add(s, &d);
+    ck_assert_msg(r == KILN_OK || r == KILN_ERR_INVALID_ARGUMENT, "%s", kiln_world_error(F.world));
+    if (r == KILN_OK) list[(*n)++] = t;
+}
+
+KILN_TEST(model, random_access_and_constraints_build_the_stages_of_the_staging_rule) {
+    int builds = 0, ordered = 0;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        uint64_t x = seed * 0xd1b54a32d192ed03u;
+        kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+        staged list[STAGED];
+        int n = 0;
+        for (int op = 0; op < 60; op++) {
+            int name = (int)(next(&x) % STAGED);
+            if (next(&x) % 6 == 0) remove_staged(s, list, &n, name);
+            else if (present_index(list, n, name) < 0) add_staged(s, list, &n, name, &x);
+            if (op % 10 != 9) continue;
+            ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+            int stage[STAGED];
+            model_stages(list, n, stage);
+            ck_assert_int_eq(kiln_schedule_system_count(s), n);
+            for (int i = 0; i < n; i++) {
+                kiln_system_info info;
+                ck_assert(kiln_schedule_system_info_get(s, i, &info));
+                ck_assert_str_eq(info.name, list[i].name);
+                ck_assert_msg(info.stage == stage[i], "seed %d op %d: '%s' in stage %d, the model's %d",
+                              (int)seed, op, list[i].name, (int)info.stage, stage[i]);
+                if (stage[i] > 0) ordered++;
+            }
+            builds++;
+        }
+        kiln_schedule_destroy(s);
+    }
+    ck_assert_int_eq(builds, 150 * 6);
+    ck_assert_int_gt(ordered, 3000); /* the stages were not all 0 */
 }
