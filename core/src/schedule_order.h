@@ -121,6 +121,11 @@ KL_HIDDEN void kl_schedule_reindex(kiln_schedule *s);
  * a byte per system and a pointer per constraint of scratch). */
 KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t candidate, const char *fn);
 
+/* Points *mem at the schedule's scratch memory, at least bytes of it, kept between calls so a
+ * schedule that changes and rebuilds in a steady state allocates nothing (the build and the
+ * cycle check share it); KILN_ERR_OUT_OF_MEMORY naming call otherwise. */
+KL_HIDDEN kiln_result kl_schedule_scratch(kiln_schedule *s, size_t bytes, void **mem, const char *call);
+
 /* Computes every system's stage and the run order; on failure (out of memory) the previous
  * layout is kept and the world error names kiln_schedule_build. */
 KL_HIDDEN kiln_result kl_schedule_order(kiln_schedule *s);
