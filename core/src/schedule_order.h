@@ -72,7 +72,7 @@ struct kiln_schedule {
     kl_after_index afters; /* who names whom in an after list, for the cycle check */
     int64_t constraint_total; /* before and after names of the counted systems */
     uint32_t check;        /* the cycle check under way, or the last (marks reached nodes) */
-    kl_waiting *waiting;      /* waiting names reached, open-addressed by hash */
+    kl_waiting *waiting;   /* waiting names reached, open-addressed by hash */
     uint32_t waiting_cap;  /* a power of two, at least twice the names that could wait, or 0 */
     kl_system *spares;     /* removed records (with their empty buffers), reused by add */
     atomic_flag lock;      /* guards systems against calls from worker systems during a run */
@@ -117,8 +117,8 @@ KL_HIDDEN void kl_schedule_reindex(kiln_schedule *s);
  * systems form a cycle, naming the shortest cycle through the candidate as
  * "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle" (-> reads "runs before");
  * KILN_ERR_OUT_OF_MEMORY when scratch memory could not grow. Changes nothing else.
- * Searches only what the candidate reaches, names resolved through the indexes (plus clearing
- * a byte per system and a pointer per constraint of scratch). */
+ * Searches only what the candidate reaches, names resolved through the indexes; nothing is
+ * cleared per call (marks carry the check's number). */
 KL_HIDDEN kiln_result kl_schedule_check_cycle(kiln_schedule *s, int32_t count, int32_t candidate, const char *fn);
 
 /* Points *mem at the schedule's scratch memory, at least bytes of it, kept between calls so a
