@@ -185,6 +185,9 @@ end
 
 --- session:feed(line) -> status, text. status: "ok", "more" (statement incomplete),
 -- "error", "quit", "run" (text is the frame rate), "pause".
+-- The most bytes a statement continued over several lines may hold.
+local STATEMENT_MAX_BYTES = 1048576 -- 1 MiB
+
 function Session:feed(line)
   check_self(self, "session:feed")
   check_string(line, 1, "session:feed")
@@ -197,6 +200,12 @@ function Session:feed(line)
   if line == ":poll" or line:match("^:complete ") then return self:command(line) end
   if not self.buffer and line:match("^%s*:") then return self:command(line) end
   local code = self.buffer and (self.buffer .. "\n" .. line) or line
+  -- every line parses the whole statement again: a statement continued without end would
+  -- make each line cost more than the last, so one continued past the limit is dropped
+  if self.buffer and #code > STATEMENT_MAX_BYTES then
+    self.buffer = nil
+    return "error", string.format("a statement continued past %d bytes was dropped", STATEMENT_MAX_BYTES)
+  end
   local fn, experr = load("return " .. code, "=stdin", "t", self.env)
   if not fn then
     local err

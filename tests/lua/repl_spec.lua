@@ -62,6 +62,22 @@ describe("a session", function()
         assert.are.same({"ok", "3"}, {s:feed("1 + 2")})
     end)
 
+    it("drops a statement continued past 1 MiB, and takes the next one", function()
+        local s = session()
+        assert.are.equal("more", s:feed("local t = {"))
+        local line = string.rep("1, ", 2000) -- 6000 bytes a line
+        local status, text
+        for _ = 1, 200 do
+            status, text = s:feed(line)
+            if status ~= "more" then break end
+        end
+        assert.are.equal("error", status)
+        assert.are.equal("a statement continued past 1048576 bytes was dropped", text)
+        assert.are.same({"ok", "3"}, {s:feed("1 + 2")})
+        -- one line of its own may be longer: the limit is on continuing
+        assert.are.same({"ok", "2000"}, {s:feed("#{" .. line .. "}")})
+    end)
+
     it("answers :poll with its watches", function()
         local s = session()
         s:feed(":watch world:count()")
