@@ -179,6 +179,7 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t pl
     size_t last = (size_t)arch->count - 1;
     kl_column *col = arch->columns, *end = col + arch->column_count;
     arch->count = (int32_t)last;
+    arch->removed++;
     arch->structure_tick = world->tick;
     world->structure_version++;
     if (row == last) return;
@@ -320,6 +321,7 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
         kl_record_put(world, moved, kl_record_bits(0, src->id, (uint32_t)at));
     }
     src->count = (int32_t)tail;
+    src->removed++;
     src->structure_tick = world->tick;
     kl_record_set_place(record, dst_id, (uint32_t)row);
 }
@@ -387,6 +389,7 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
         kl_record_put(world, moved, bits & KL_PLACE_MASK);
     }
     src->count = (int32_t)tail;
+    src->removed++;
     src->structure_tick = tick;
     if (gone && swap) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,

@@ -183,6 +183,14 @@ int32_t kl_query_chunk_count(const kiln_query *query) {
     return n;
 }
 
+int32_t kl_query_match_count(const kiln_query *query) { return query->match_count; }
+
+kl_archetype *kl_query_match_at(const kiln_query *query, int32_t i, int32_t term, kl_column **column) {
+    const kl_match *m = &query->matches[i];
+    *column = m->column[term] >= 0 ? &m->arch->columns[m->column[term]] : NULL;
+    return m->arch;
+}
+
 kiln_tick kl_query_structure_tick(const kiln_query *query) {
     kiln_tick t = 0;
     for (int32_t i = 0; i < query->match_count; i++)

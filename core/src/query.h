@@ -26,6 +26,13 @@ KL_HIDDEN kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term);
  * layers whose helpers read on the caller's behalf (an addon's own indexes). */
 KL_HIDDEN void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it);
 
+/* The archetypes query matches (empty ones included) and, for match i, term's column (NULL
+ * for a tag or an absent optional): for an addon's index that reads rows outside any
+ * iteration (an iteration defers the world and lands what was queued when it ends). */
+KL_HIDDEN int32_t kl_query_match_count(const kiln_query *query);
+KL_HIDDEN kl_archetype *kl_query_match_at(const kiln_query *query, int32_t i, int32_t term,
+                                          kl_column **column);
+
 /* The world a query belongs to. */
 KL_HIDDEN kiln_world *kl_query_world(const kiln_query *query);
 

@@ -185,6 +185,9 @@ typedef struct kl_archetype {
     kl_map edges;           /* ids >= KL_SLOTS_MAX: component -> neighbour id + 1 (see kl_slot) */
     uint32_t hash;
     kiln_tick structure_tick; /* the last tick a row was added or removed, or columns moved */
+    uint64_t removed;         /* rows taken out so far (moves out included): while it stands
+                               * still, rows were only appended, which an index over a query
+                               * reads to take in only the new rows (names.c) */
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */

@@ -230,9 +230,12 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
 const char *kiln_name_get(const kiln_world *world, kiln_entity entity);
 
 /* The live entity named name, or KILN_NULL_ENTITY; constant time on average through an index
- * kept in the world. The index follows kiln_name_set, kiln_load and snapshot restores at
- * once; a Name written another way (kiln_set, kiln_get_mut) is seen after the next structural
- * change of named entities or from the next tick on. */
+ * kept in the world. The index follows at once every Name written through its check (spawns,
+ * adds, sets, command buffers, kiln_name_set), despawns, removes, kiln_load and snapshot
+ * restores; a Name written through a pointer (kiln_get_mut, a query's column) is seen from
+ * the next tick on. Keeping up costs the rows that changed, but a look-up after both a
+ * despawn and a named spawn in one archetype reads that archetype's row ticks (a scan, not a
+ * rehash of older names), as does the first look-up of a tick after Names were written. */
 kiln_entity kiln_name_lookup(kiln_world *world, const char *name);
 
 /* ---- Clone -------------------------------------------------------------------------------- */

@@ -1,6 +1,9 @@
 /* names.c: unique entity names: the Name component, its check hook, and a hash index from name
- * to entity. Invariant: the index is trusted only while the Name query looks as it did when
- * the index was last brought up to date; otherwise a look-up rebuilds it first. */
+ * to entity. Invariant: every live entity with a Name has an entry (hash of its name, entity)
+ * once the index has caught up (catch_up); entries left by renames, removals and despawns may
+ * stay, as a look-up verifies each candidate against the entity's Name. Catching up reads only
+ * what changed: rows appended to an archetype since it was last read, an archetype whose rows
+ * were also taken out read by row tick, and (from the next tick on) values written in place. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,15 +15,24 @@ typedef struct name_slot {
     kiln_entity entity;
 } name_slot;
 
+/* One archetype as the index last read it. */
+typedef struct name_seen {
+    int32_t count;
+    uint64_t removed;    /* the archetype's count of rows taken out, then */
+} name_seen;
+
 typedef struct name_state {
     kiln_world *world;
     kiln_component id;
     kiln_query *query;      /* entities with a Name */
     name_slot *slots;
     int64_t cap, used;      /* cap: a power of two, at most half used */
-    /* what the query looked like when the index was last brought up to date */
-    int64_t seen_count;
-    kiln_tick seen_structure, seen_column;
+    name_seen *seen;        /* by archetype id */
+    int64_t seen_cap;
+    /* the world tick and structure version at the last catch-up: a name that entered since
+     * was stamped at that tick or later */
+    kiln_tick caught;
+    uint64_t caught_version;
     bool valid;
 } name_state;
 
@@ -34,6 +46,7 @@ static void names_fini(kiln_world *world, void *ctx) {
     name_state *st = ctx;
     kiln_query_destroy(st->query);
     kl_free(&world->alloc, st->slots, sizeof(name_slot) * (size_t)st->cap);
+    kl_free(&world->alloc, st->seen, sizeof(name_seen) * (size_t)st->seen_cap);
     kl_free(&world->alloc, st, sizeof *st);
 }
 
@@ -47,24 +60,27 @@ static const char *name_of(const kiln_world *world, const name_state *st, kiln_e
     return n && n->text[0] && memchr(n->text, 0, sizeof n->text) ? n->text : NULL;
 }
 
-static void remember(name_state *st) {
-    st->seen_count = kiln_query_count(st->query);
-    st->seen_structure = kl_query_structure_tick(st->query);
-    st->seen_column = kl_query_column_tick(st->query, 0);
-}
-
-static bool changed_since_seen(const name_state *st) {
-    return st->seen_count != kiln_query_count(st->query) ||
-           st->seen_structure != kl_query_structure_tick(st->query) ||
-           st->seen_column != kl_query_column_tick(st->query, 0);
-}
-
 /* Inserts (hash, e); the table must have room. */
 static void insert(name_state *st, uint64_t h, kiln_entity e) {
     uint64_t i = h & (uint64_t)(st->cap - 1);
     while (st->slots[i].hash) i = (i + 1) & (uint64_t)(st->cap - 1);
     st->slots[i] = (name_slot){h, e};
     st->used++;
+}
+
+/* Inserts (hash, e) unless there; the table must have room. */
+static void insert_new(name_state *st, uint64_t h, kiln_entity e) {
+    uint64_t mask = (uint64_t)(st->cap - 1), i = h & mask;
+    for (; st->slots[i].hash; i = (i + 1) & mask)
+        if (st->slots[i].hash == h && st->slots[i].entity == e) return;
+    st->slots[i] = (name_slot){h, e};
+    st->used++;
+}
+
+/* The name in a Name value, ended ("" when the value has none). */
+static void text_of(const kiln_name *n, char text[KILN_NAME_MAX + 1]) {
+    memcpy(text, n->text, KILN_NAME_MAX);
+    text[KILN_NAME_MAX] = 0;
 }
 
 /* Takes (hash, e) out, when there, shifting the entries after it back (linear probing keeps
@@ -104,38 +120,93 @@ static bool reserve(name_state *st, int64_t need) {
     return true;
 }
 
-static bool rebuild(name_state *st) {
-    st->valid = false;
-    if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
-    if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
-    st->used = 0;
-    kiln_iter it;
-    kiln_query_iter(st->query, &it);
-    while (kiln_query_next(&it)) {
-        const kiln_name *names = it.columns[0];
-        for (int32_t r = 0; r < it.count; r++) {
-            char text[KILN_NAME_MAX + 1];
-            memcpy(text, names[r].text, KILN_NAME_MAX);
-            text[KILN_NAME_MAX] = 0;
-            if (text[0]) insert(st, hash_name(text), it.entities[r]);
-        }
+/* Makes room to remember archetype id; false when out of memory. */
+static bool seen_room(name_state *st, uint32_t id) {
+    if ((int64_t)id < st->seen_cap) return true;
+    int64_t cap = st->seen_cap ? st->seen_cap : 16;
+    while (cap <= (int64_t)id) cap *= 2;
+    name_seen *seen = kl_alloc(&st->world->alloc, sizeof(name_seen) * (size_t)cap);
+    if (!seen) return false;
+    memset(seen, 0, sizeof(name_seen) * (size_t)cap);
+    if (st->seen_cap) memcpy(seen, st->seen, sizeof(name_seen) * (size_t)st->seen_cap);
+    kl_free(&st->world->alloc, st->seen, sizeof(name_seen) * (size_t)st->seen_cap);
+    st->seen = seen, st->seen_cap = cap;
+    return true;
+}
+
+/* Reads archetype a (its Name column col) into the index: every row when all, else the rows
+ * appended since it was last read, or, when rows were also taken out (an appended row may
+ * have moved into a hole) or values were written in place (scan), every row stamped since the
+ * last catch-up. */
+static bool read_archetype(name_state *st, const kl_archetype *a, const kl_column *col, bool all, bool scan) {
+    if (!seen_room(st, a->id)) return false;
+    name_seen *s = &st->seen[a->id];
+    int32_t from = a->count;                     /* rows from here on are taken in */
+    int64_t pushed = (int64_t)a->count - s->count + (int64_t)(a->removed - s->removed);
+    if (all) from = 0;
+    else if (pushed > 0 && a->removed == s->removed) from = s->count;
+    else if (pushed > 0) scan = true;
+    if (!reserve(st, st->used + (scan ? a->count : a->count - from) + 1)) return false;
+    const kiln_name *names = (const kiln_name *)col->data;
+    /* a row's tick at least the last catch-up's, as rows store it (tick - base); a tick older
+     * than the base reads as the base (kiln_row_tick), so every row then qualifies */
+    kiln_tick base = st->world->tick_base;
+    kiln_row_tick since = st->caught > base ? (kiln_row_tick)(st->caught - base) : 0;
+    for (int32_t r = scan ? 0 : from; r < a->count; r++) {
+        if (r < from && col->ticks[r] < since) continue;
+        char text[KILN_NAME_MAX + 1];
+        text_of(&names[r], text);
+        if (text[0]) insert_new(st, hash_name(text), a->entities[r]);
     }
-    remember(st);
+    *s = (name_seen){a->count, a->removed};
+    return true;
+}
+
+/* Brings the index up to date (see the invariant at the top): from scratch when it is not
+ * valid or holds more stale entries than live ones, else reading only what changed. Reads
+ * the archetypes directly: an iteration would land what the world has queued when it ended,
+ * and this runs inside check hooks. False when out of memory (the index is then invalid). */
+static bool catch_up(name_state *st) {
+    kiln_world *world = st->world;
+    if (st->valid && world->tick == st->caught && world->structure_version == st->caught_version)
+        return true; /* nothing moved; values written in place this tick wait for the next */
+    bool all = !st->valid || st->used > 2 * kiln_query_count(st->query) + 64;
+    bool new_tick = world->tick != st->caught;
+    st->valid = false;
+    if (all) {
+        if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
+        if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
+        st->used = 0;
+    }
+    for (int32_t i = 0, n = kl_query_match_count(st->query); i < n; i++) {
+        kl_column *col;
+        const kl_archetype *a = kl_query_match_at(st->query, i, 0, &col);
+        if (a->count == 0) continue; /* its seen record may go stale: read_archetype allows it */
+        bool scan = !all && new_tick &&
+                    atomic_load_explicit(&col->latest, memory_order_relaxed) >= st->caught;
+        if (!read_archetype(st, a, col, all, scan)) return false;
+    }
+    st->caught = world->tick;
+    st->caught_version = world->structure_version;
     st->valid = true;
     return true;
 }
 
-/* The live entity other than self named name, or KILN_NULL_ENTITY; rebuilds when the index
- * may be stale. */
-static kiln_entity find(kiln_world *world, name_state *st, const char *name, kiln_entity self) {
-    if ((!st->valid || changed_since_seen(st)) && !rebuild(st)) return KILN_NULL_ENTITY;
+/* The live entity other than self named name, or KILN_NULL_ENTITY; false when the index
+ * could not catch up (out of memory). */
+static bool find(kiln_world *world, name_state *st, const char *name, kiln_entity self, kiln_entity *dest) {
+    *dest = KILN_NULL_ENTITY;
+    if (!catch_up(st)) return false;
     uint64_t h = hash_name(name);
     for (uint64_t i = h & (uint64_t)(st->cap - 1); st->cap && st->slots[i].hash; i = (i + 1) & (uint64_t)(st->cap - 1)) {
         if (st->slots[i].hash != h || st->slots[i].entity == self) continue;
         const char *have = name_of(world, st, st->slots[i].entity); /* stale entries fail here */
-        if (have && strcmp(have, name) == 0) return st->slots[i].entity;
+        if (have && strcmp(have, name) == 0) {
+            *dest = st->slots[i].entity;
+            break;
+        }
     }
-    return KILN_NULL_ENTITY;
+    return true;
 }
 
 static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, const void *value, void *ctx,
@@ -149,11 +220,22 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
         return KILN_ERR_INVALID_ARGUMENT;
     }
     char text[KILN_NAME_MAX + 1];
-    memcpy(text, ((const kiln_name *)value)->text, KILN_NAME_MAX);
-    text[KILN_NAME_MAX] = 0;
+    text_of(value, text);
     if (!text[0]) return KILN_OK;
-    kiln_entity other = find(world, st, text, entity);
-    if (!other) return KILN_OK;
+    kiln_entity other;
+    if (!find(world, st, text, entity, &other)) {
+        snprintf(why, why_size, "out of memory (the name index)");
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    if (!other) {
+        /* A value written in place (a set) moves no row, so catching up would take it in
+         * only next tick: it goes in now. For a spawn the entity is not known yet (null);
+         * its row is appended, which the next catch-up reads. A value that does not land
+         * leaves a stale entry. */
+        if (entity && reserve(st, st->used + 1)) insert_new(st, hash_name(text), entity);
+        else if (entity) st->valid = false;
+        return KILN_OK;
+    }
     char buf[24];
     snprintf(why, why_size, "name '%s' is taken by entity %s", text, kiln_entity_format(other, buf, sizeof buf));
     return KILN_ERR_INVALID_ARGUMENT;
@@ -212,13 +294,9 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
         const char *detail = strstr(msg, ": ");
         return kl_fail(world, r, "kiln_name_set: %s", detail ? detail + 2 : msg);
     }
-    /* The check hook brought the index up to date just before the add landed: this write is
-     * the only change since, so the index follows it (unless the add was queued). */
-    if (!kiln_is_deferred(world) && st->valid && reserve(st, st->used + 1)) {
-        if (old[0]) erase(st, hash_name(old), entity); /* a rename: its old entry goes */
-        insert(st, hash_name(name), entity);
-        remember(st);
-    }
+    /* The check hook entered the new name; a rename that landed (not queued) drops the old
+     * entry now rather than leave it for the next rebuild. */
+    if (!kiln_is_deferred(world) && old[0] && strcmp(old, name) != 0) erase(st, hash_name(old), entity);
     return KILN_OK;
 }
 
@@ -237,5 +315,7 @@ kiln_entity kiln_name_lookup(kiln_world *world, const char *name) {
     KILN_ASSERT(world != NULL, "world is NULL");
     name_state *st = state_of(world);
     if (!st || !name || !name[0] || strlen(name) > KILN_NAME_MAX) return KILN_NULL_ENTITY;
-    return find(world, st, name, KILN_NULL_ENTITY);
+    kiln_entity e;
+    find(world, st, name, KILN_NULL_ENTITY, &e); /* out of memory: none found */
+    return e;
 }
