@@ -138,28 +138,38 @@ static bool seen_room(name_state *st, uint32_t id) {
  * appended since it was last read, or, when rows were also taken out (an appended row may
  * have moved into a hole) or values were written in place (scan), every row stamped since the
  * last catch-up. */
-static bool read_archetype(name_state *st, const kl_archetype *a, const kl_column *col, bool all, bool scan) {
-    if (!seen_room(st, a->id)) return false;
+typedef enum read_result { READ_FAILED, READ_DONE, READ_REBUILD } read_result;
+
+static read_result read_archetype(name_state *st, const kl_archetype *a, const kl_column *col, bool all,
+                                  bool scan) {
+    if (!seen_room(st, a->id)) return READ_FAILED;
     name_seen *s = &st->seen[a->id];
     int32_t from = a->count;                     /* rows from here on are taken in */
     int64_t pushed = (int64_t)a->count - s->count + (int64_t)(a->removed - s->removed);
     if (all) from = 0;
     else if (pushed > 0 && a->removed == s->removed) from = s->count;
     else if (pushed > 0) scan = true;
-    if (!reserve(st, st->used + (scan ? a->count : a->count - from) + 1)) return false;
     const kiln_name *names = (const kiln_name *)col->data;
     /* a row's tick at least the last catch-up's, as rows store it (tick - base); a tick older
      * than the base reads as the base (kiln_row_tick), so every row then qualifies */
     kiln_tick base = st->world->tick_base;
     kiln_row_tick since = st->caught > base ? (kiln_row_tick)(st->caught - base) : 0;
+    if (scan) { /* most names stamped since (all written this tick, say): a rebuild is cheaper */
+        int64_t stamped = 0;
+        for (int32_t r = 0; r < from; r++) stamped += col->ticks[r] >= since;
+        if (stamped > 64 + st->used / 2) return READ_REBUILD;
+    }
     for (int32_t r = scan ? 0 : from; r < a->count; r++) {
         if (r < from && col->ticks[r] < since) continue;
         char text[KILN_NAME_MAX + 1];
         text_of(&names[r], text);
-        if (text[0]) insert_new(st, hash_name(text), a->entities[r]);
+        if (!text[0]) continue;
+        if (!reserve(st, st->used + 1)) return READ_FAILED;
+        if (all) insert(st, hash_name(text), a->entities[r]); /* each entity once, table cleared */
+        else insert_new(st, hash_name(text), a->entities[r]);
     }
     *s = (name_seen){a->count, a->removed};
-    return true;
+    return READ_DONE;
 }
 
 /* Brings the index up to date (see the invariant at the top): from scratch when it is not
@@ -173,6 +183,7 @@ static bool catch_up(name_state *st) {
     bool all = !st->valid || st->used > 2 * kiln_query_count(st->query) + 64;
     bool new_tick = world->tick != st->caught;
     st->valid = false;
+again:
     if (all) {
         if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
         if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
@@ -184,7 +195,12 @@ static bool catch_up(name_state *st) {
         if (a->count == 0) continue; /* its seen record may go stale: read_archetype allows it */
         bool scan = !all && new_tick &&
                     atomic_load_explicit(&col->latest, memory_order_relaxed) >= st->caught;
-        if (!read_archetype(st, a, col, all, scan)) return false;
+        read_result r = read_archetype(st, a, col, all, scan);
+        if (r == READ_FAILED) return false;
+        if (r == READ_REBUILD) {
+            all = true;
+            goto again;
+        }
     }
     st->caught = world->tick;
     st->caught_version = world->structure_version;
