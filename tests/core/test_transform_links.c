@@ -277,6 +277,28 @@ static void small_stack(void) {
     ck_assert_int_eq(setrlimit(RLIMIT_STACK, &lim), 0);
 }
 
+/* The children index read its links through a query iteration, whose end lands what the
+ * world has queued: an add left queued by a section that ran out of memory landed inside
+ * kiln_transform_children. It waits for the next section's end, as documented. */
+KILN_TEST(links, a_look_up_of_children_lands_nothing_left_queued) {
+    kiln_local_transform l = sample_local(1);
+    kiln_entity a = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    kiln_entity b = spawn_node(&F, a, &l);
+    kiln_component late = test_register_tag(F.world, "Late");
+    kiln_defer_begin(F.world);
+    ck_assert_int_eq(kiln_add(F.world, b, late, NULL), KILN_OK);
+    test_allocator_fail_after(&F.alloc, 0); /* the add makes an archetype: it cannot land */
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_OUT_OF_MEMORY);
+    test_allocator_fail_never(&F.alloc);
+    kiln_entity kids[2];
+    ck_assert_int_eq(kiln_transform_children(F.world, a, kids, 2), 1);
+    ck_assert_uint_eq(kids[0], b);
+    ck_assert(!kiln_has(F.world, b, late));
+    kiln_defer_begin(F.world);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert(kiln_has(F.world, b, late));
+}
+
 KILN_TEST_GROUP_WITH(deep, .setup = setup, .teardown = teardown, .timeout = 120);
 
 KILN_TEST(deep, a_chain_100000_links_deep_fails_propagation_and_despawns_whole_without_recursing) {

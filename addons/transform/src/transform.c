@@ -387,12 +387,14 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, c
     int64_t n = kiln_query_count(st->linked);
     if (!kl_transform_reserve(world, (void **)&st->pairs, &st->pair_cap, n, sizeof(kl_child_pair)))
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+    /* Read directly, not through an iteration, which would defer the world and, ending,
+     * land what an earlier section left queued (out of memory) in the middle of this call. */
     int64_t k = 0;
-    kiln_iter it;
-    kl_query_iter_unchecked(st->linked, &it); /* read for the caller: kiln_transform_children */
-    while (kiln_query_next(&it)) {
-        const kiln_parent *pv = it.columns[0];
-        for (int32_t r = 0; r < it.count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, it.entities[r]};
+    for (int32_t i = 0, m = kl_query_match_count(st->linked); i < m; i++) {
+        kl_column *col;
+        const kl_archetype *a = kl_query_match_at(st->linked, i, 0, &col);
+        const kiln_parent *pv = (const kiln_parent *)col->data;
+        for (int32_t r = 0; r < a->count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, a->entities[r]};
     }
     if (k > 1) qsort(st->pairs, (size_t)k, sizeof(kl_child_pair), compare_pairs);
     st->pair_count = k;
