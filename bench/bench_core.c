@@ -5,6 +5,7 @@
 #include "bench_access.h"
 #include "bench_systems.h"
 #include "bench_transform.h"
+#include "bench_names.h"
 #include "bench_persist.h"
 
 #include "bench_fixture.h"
@@ -629,6 +630,9 @@ static const bench_case cases[] = {
     {"world_hash", BENCH_NS_PER_ENTITY, 2.0, false,
      "kiln_world_hash vs XXH3 over the same component bytes and handles laid out contiguously",
      run_world_hash},
+    {"name_spawn", BENCH_NS_PER_ENTITY, 2.0, false,
+     "a frame of 1000 spawns with a Name among 100k named vs unchecked spawns, each name entered "
+     "in a plain hash set first", run_name_spawn},
 };
 
 const bench_case *bench_cases(int *count) {

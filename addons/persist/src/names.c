@@ -140,6 +140,18 @@ static bool seen_room(name_state *st, uint32_t id) {
  * last catch-up. */
 typedef enum read_result { READ_FAILED, READ_DONE, READ_REBUILD } read_result;
 
+/* The first row in [r, end) stamped at since or later (as rows store ticks), else end; rows
+ * go 16 at a time through a loop of fixed count, which the compiler turns into vector code. */
+static int32_t next_stamped(const kiln_row_tick *ticks, int32_t r, int32_t end, kiln_row_tick since) {
+    for (; r + 16 <= end; r += 16) {
+        int any = 0;
+        for (int k = 0; k < 16; k++) any |= ticks[r + k] >= since;
+        if (any) break;
+    }
+    while (r < end && ticks[r] < since) r++;
+    return r;
+}
+
 static read_result read_archetype(name_state *st, const kl_archetype *a, const kl_column *col, bool all,
                                   bool scan) {
     if (!seen_room(st, a->id)) return READ_FAILED;
@@ -156,11 +168,12 @@ static read_result read_archetype(name_state *st, const kl_archetype *a, const k
     kiln_row_tick since = st->caught > base ? (kiln_row_tick)(st->caught - base) : 0;
     if (scan) { /* most names stamped since (all written this tick, say): a rebuild is cheaper */
         int64_t stamped = 0;
-        for (int32_t r = 0; r < from; r++) stamped += col->ticks[r] >= since;
+        for (int32_t r = 0; r < from; r = next_stamped(col->ticks, r + 1, from, since))
+            stamped += col->ticks[r] >= since; /* r = 0 may not be stamped */
         if (stamped > 64 + st->used / 2) return READ_REBUILD;
     }
-    for (int32_t r = scan ? 0 : from; r < a->count; r++) {
-        if (r < from && col->ticks[r] < since) continue;
+    int32_t r = scan ? next_stamped(col->ticks, 0, from, since) : from;
+    for (; r < a->count; r = r + 1 < from ? next_stamped(col->ticks, r + 1, from, since) : r + 1) {
         char text[KILN_NAME_MAX + 1];
         text_of(&names[r], text);
         if (!text[0]) continue;
