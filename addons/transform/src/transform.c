@@ -1,5 +1,6 @@
-/* transform.c: the transform addon's setup and hierarchy (Parent checks, children index,
- * recursive despawn); the state lives behind kiln_world_atfini. Propagation is propagate.c. */
+/* transform.c: the transform addon's setup and Parent links (their checks, set_parent); the
+ * state lives behind kiln_world_atfini. The children index and recursive despawn are
+ * children.c; propagation is propagate.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ static void transform_fini(kiln_world *world, void *ctx) {
     kl_free(a, st->scratch, sizeof(float[16]) * (size_t)st->scratch_cap);
     kl_free(a, st->pending, sizeof(kiln_entity) * (size_t)st->pending_cap);
     kl_free(a, st->pairs, sizeof(kl_child_pair) * (size_t)st->pair_cap);
+    kl_free(a, st->pairs_seen, sizeof(kl_arch_seen) * (size_t)st->pairs_seen_cap);
     kl_free(a, st, sizeof *st);
 }
 
@@ -371,122 +373,6 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
                        kiln_entity_format(child, cb, sizeof cb));
     kiln_parent value = {parent};
     return kiln_add(world, child, st->ids.parent, &value);
-}
-
-static int compare_pairs(const void *a, const void *b) {
-    const kl_child_pair *x = a, *y = b;
-    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
-    return (x->child > y->child) - (x->child < y->child);
-}
-
-/* Rebuilds the children index when Parent components changed since it was built. */
-static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call) {
-    if (st->pairs_built && kl_query_structure_tick(st->linked) < st->pairs_tick &&
-        kl_query_column_tick(st->linked, 0) < st->pairs_tick)
-        return KILN_OK;
-    int64_t n = kiln_query_count(st->linked);
-    if (!kl_transform_reserve(world, (void **)&st->pairs, &st->pair_cap, n, sizeof(kl_child_pair)))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
-    /* Read directly, not through an iteration, which would defer the world and, ending,
-     * land what an earlier section left queued (out of memory) in the middle of this call. */
-    int64_t k = 0;
-    for (int32_t i = 0, m = kl_query_match_count(st->linked); i < m; i++) {
-        kl_column *col;
-        const kl_archetype *a = kl_query_match_at(st->linked, i, 0, &col);
-        const kiln_parent *pv = (const kiln_parent *)col->data;
-        for (int32_t r = 0; r < a->count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, a->entities[r]};
-    }
-    if (k > 1) qsort(st->pairs, (size_t)k, sizeof(kl_child_pair), compare_pairs);
-    st->pair_count = k;
-    /* A change later in this same tick is stamped with this tick too, so the index is
-     * trusted only while every Parent change is older than the tick it was built at. */
-    st->pairs_tick = world->tick;
-    st->pairs_built = true;
-    return KILN_OK;
-}
-
-_Static_assert(sizeof(kl_child_pair) == 2 * sizeof(kiln_entity), "a pair is two handles");
-
-kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count, const char *call) {
-    kl_transform_state *st = kl_transform_state_of(world);
-    *pairs = NULL;
-    *count = 0;
-    if (!st) return KILN_OK;
-    kiln_result r = refresh_children(world, st, call);
-    if (r != KILN_OK) return r;
-    *pairs = (const kiln_entity *)(const void *)st->pairs;
-    *count = st->pair_count;
-    return KILN_OK;
-}
-
-int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
-    kl_transform_state *st = kl_transform_state_of(world);
-    if (!st || !kl_record_of(world, parent)) return 0;
-    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return -1;
-    /* lower bound of parent */
-    int64_t lo = 0, hi = st->pair_count;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (st->pairs[mid].parent < parent) lo = mid + 1;
-        else hi = mid;
-    }
-    int32_t n = 0;
-    for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == parent; i++, n++) {
-        if (n < capacity) dest[n] = st->pairs[i].child;
-    }
-    return n;
-}
-
-kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    kl_transform_state *st = kl_transform_state_of(world);
-    /* spawned earlier in this deferred section: nothing links to it yet but queued links */
-    if (!kl_record_of(world, root) && kiln_is_deferred(world) && kl_record_reserved(world, root))
-        return kl_defer_despawn(world, "kiln_transform_despawn_recursive", root);
-    if (!kl_record_of(world, root)) {
-        char eb[24];
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_despawn_recursive: entity %s is not alive",
-                       kiln_entity_format(root, eb, sizeof eb));
-    }
-    if (!st) return kiln_despawn(world, root);
-    kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive");
-    if (r != KILN_OK) return r;
-    /* Breadth-first over the index: root, its children, theirs, ... Every entity has one
-     * parent, so it is one pair's child and the walk meets it once; only root can come back
-     * (Parent links written through a pointer closing a cycle through it). The list is the
-     * call's own: a main-thread system may run this while the propagation system uses the
-     * addon's scratch on the pool. */
-    int64_t total = st->pair_count + 1;
-    size_t bytes = sizeof(kiln_entity) * (size_t)total;
-    kiln_entity *list = kl_alloc(&world->alloc, bytes);
-    if (!list) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
-    int64_t head = 0, n = 0;
-    list[n++] = root;
-    while (head < n) {
-        kiln_entity e = list[head++];
-        int64_t lo = 0, hi = st->pair_count;
-        while (lo < hi) {
-            int64_t mid = (lo + hi) / 2;
-            if (st->pairs[mid].parent < e) lo = mid + 1;
-            else hi = mid;
-        }
-        for (int64_t i = lo; i < st->pair_count && st->pairs[i].parent == e && n < total; i++)
-            if (st->pairs[i].child != root) list[n++] = st->pairs[i].child;
-    }
-    /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
-     * Deferred, the despawns are queued: one that runs out of memory takes back those queued
-     * before it, so the call leaves nothing behind. */
-    bool deferred = kiln_is_deferred(world);
-    int64_t mark = deferred ? kl_defer_mark(world) : 0;
-    for (int64_t i = n - 1; i >= 0 && r == KILN_OK; i--) {
-        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", list[i])
-                     : kiln_despawn(world, list[i]);
-        if (r != KILN_OK && deferred) kl_defer_rollback(world, mark);
-    }
-    kl_free(&world->alloc, list, bytes);
-    return r;
 }
 
 static void propagate_system(const kiln_system_ctx *ctx) {

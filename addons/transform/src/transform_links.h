@@ -6,10 +6,11 @@
 #include "internal.h"
 #include "kiln.h"
 
-/* kiln_transform_children rebuilds the index per call while a Parent changed this tick, so a
- * caller walking a tree uses this instead: 2 * count handles, (parent, child) pairs sorted by
- * parent then child, refreshed once here; valid until the next Parent write or structural
- * change. Fails (naming call) only when out of memory; without the addon, count is 0. */
+/* kiln_transform_children rebuilds the index per call while a Parent was written this tick,
+ * so a caller walking a tree uses this instead: 2 * count handles, (parent, child) pairs
+ * sorted by parent then child, every one standing (rebuilt here when links went since the
+ * last build); valid until the next Parent write or structural change. Fails (naming call)
+ * only when out of memory; without the addon, count is 0. */
 KL_HIDDEN kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count,
                                          const char *call);
 
