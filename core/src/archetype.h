@@ -52,6 +52,22 @@ static inline int32_t kl_archetype_slot(const kl_archetype *arch, kiln_component
     return kl_archetype_slot_search(arch, component);
 }
 
+/* An archetype's rows as an index over it last read them (see kl_archetype.removed). */
+typedef struct kl_rows_mark {
+    int32_t count;
+    uint64_t removed;
+} kl_rows_mark;
+
+static inline kl_rows_mark kl_rows_mark_of(const kl_archetype *arch) {
+    return (kl_rows_mark){arch->count, arch->removed};
+}
+
+/* Rows that came into arch since mark (0: none); when none left either (arch->removed ==
+ * mark.removed), they are the rows from mark.count on. A zeroed mark is an empty archetype. */
+static inline int64_t kl_rows_came_since(const kl_archetype *arch, kl_rows_mark mark) {
+    return (int64_t)arch->count - mark.count + (int64_t)(arch->removed - mark.removed);
+}
+
 static inline bool kl_archetype_has(const kl_archetype *arch, kiln_component component) {
     return kl_archetype_slot(arch, component) != KL_SLOT_ABSENT;
 }

@@ -187,7 +187,7 @@ typedef struct kl_archetype {
     kiln_tick structure_tick; /* the last tick a row was added or removed, or columns moved */
     uint64_t removed;         /* rows taken out so far (moves out included): while it stands
                                * still, rows were only appended, which an index over a query
-                               * reads to take in only the new rows (names.c) */
+                               * reads to take in only the new rows (kl_rows_mark) */
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */

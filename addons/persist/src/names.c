@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "archetype.h"
 #include "persist_internal.h"
 #include "query.h"
 
@@ -15,19 +16,13 @@ typedef struct name_slot {
     kiln_entity entity;
 } name_slot;
 
-/* One archetype as the index last read it. */
-typedef struct name_seen {
-    int32_t count;
-    uint64_t removed;    /* the archetype's count of rows taken out, then */
-} name_seen;
-
 typedef struct name_state {
     kiln_world *world;
     kiln_component id;
     kiln_query *query;      /* entities with a Name */
     name_slot *slots;
     int64_t cap, used;      /* cap: a power of two, at most half used */
-    name_seen *seen;        /* by archetype id */
+    kl_rows_mark *seen;     /* by archetype id: each as last read */
     int64_t seen_cap;
     /* the world tick and structure version at the last catch-up: a name that entered since
      * was stamped at that tick or later */
@@ -46,7 +41,7 @@ static void names_fini(kiln_world *world, void *ctx) {
     name_state *st = ctx;
     kiln_query_destroy(st->query);
     kl_free(&world->alloc, st->slots, sizeof(name_slot) * (size_t)st->cap);
-    kl_free(&world->alloc, st->seen, sizeof(name_seen) * (size_t)st->seen_cap);
+    kl_free(&world->alloc, st->seen, sizeof(kl_rows_mark) * (size_t)st->seen_cap);
     kl_free(&world->alloc, st, sizeof *st);
 }
 
@@ -120,17 +115,13 @@ static bool reserve(name_state *st, int64_t need) {
     return true;
 }
 
-/* Makes room to remember archetype id; false when out of memory. */
+/* Makes room to remember archetype id (new marks zeroed: empty); false when out of memory. */
 static bool seen_room(name_state *st, uint32_t id) {
-    if ((int64_t)id < st->seen_cap) return true;
-    int64_t cap = st->seen_cap ? st->seen_cap : 16;
-    while (cap <= (int64_t)id) cap *= 2;
-    name_seen *seen = kl_alloc(&st->world->alloc, sizeof(name_seen) * (size_t)cap);
-    if (!seen) return false;
-    memset(seen, 0, sizeof(name_seen) * (size_t)cap);
-    if (st->seen_cap) memcpy(seen, st->seen, sizeof(name_seen) * (size_t)st->seen_cap);
-    kl_free(&st->world->alloc, st->seen, sizeof(name_seen) * (size_t)st->seen_cap);
-    st->seen = seen, st->seen_cap = cap;
+    int64_t old = st->seen_cap;
+    if ((int64_t)id < old) return true;
+    if (!kl_grow(&st->world->alloc, (void **)&st->seen, &st->seen_cap, (int64_t)id + 1, sizeof(kl_rows_mark), 16))
+        return false;
+    memset(st->seen + old, 0, sizeof(kl_rows_mark) * (size_t)(st->seen_cap - old));
     return true;
 }
 
@@ -155,9 +146,9 @@ static int32_t next_stamped(const kiln_row_tick *ticks, int32_t r, int32_t end, 
 static read_result read_archetype(name_state *st, const kl_archetype *a, const kl_column *col, bool all,
                                   bool scan) {
     if (!seen_room(st, a->id)) return READ_FAILED;
-    name_seen *s = &st->seen[a->id];
+    kl_rows_mark *s = &st->seen[a->id];
     int32_t from = a->count;                     /* rows from here on are taken in */
-    int64_t pushed = (int64_t)a->count - s->count + (int64_t)(a->removed - s->removed);
+    int64_t pushed = kl_rows_came_since(a, *s);
     if (all) from = 0;
     else if (pushed > 0 && a->removed == s->removed) from = s->count;
     else if (pushed > 0) scan = true;
@@ -181,7 +172,7 @@ static read_result read_archetype(name_state *st, const kl_archetype *a, const k
         if (all) insert(st, hash_name(text), a->entities[r]); /* each entity once, table cleared */
         else insert_new(st, hash_name(text), a->entities[r]);
     }
-    *s = (name_seen){a->count, a->removed};
+    *s = kl_rows_mark_of(a);
     return READ_DONE;
 }
 

@@ -22,8 +22,8 @@ static bool only_removed_since_build(const kl_transform_state *st) {
     for (int32_t i = 0, m = kl_query_match_count(st->linked); i < m; i++) {
         kl_column *col;
         const kl_archetype *a = kl_query_match_at(st->linked, i, 0, &col);
-        kl_arch_seen s = (int64_t)a->id < st->pairs_seen_cap ? st->pairs_seen[a->id] : (kl_arch_seen){0, 0};
-        if ((int64_t)a->count - s.count + (int64_t)(a->removed - s.removed) != 0) return false;
+        kl_rows_mark s = (int64_t)a->id < st->pairs_seen_cap ? st->pairs_seen[a->id] : (kl_rows_mark){0, 0};
+        if (kl_rows_came_since(a, s) != 0) return false;
     }
     return true;
 }
@@ -44,17 +44,17 @@ static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, c
     int64_t n = kiln_query_count(st->linked);
     int32_t archetypes = world->archetype_count;
     if (!kl_transform_reserve(world, (void **)&st->pairs, &st->pair_cap, n, sizeof(kl_child_pair)) ||
-        !kl_transform_reserve(world, (void **)&st->pairs_seen, &st->pairs_seen_cap, archetypes, sizeof(kl_arch_seen)))
+        !kl_transform_reserve(world, (void **)&st->pairs_seen, &st->pairs_seen_cap, archetypes, sizeof(kl_rows_mark)))
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     /* grown arrays hold garbage: an archetype made after this build must read as empty */
-    memset(st->pairs_seen, 0, sizeof(kl_arch_seen) * (size_t)st->pairs_seen_cap);
+    memset(st->pairs_seen, 0, sizeof(kl_rows_mark) * (size_t)st->pairs_seen_cap);
     int64_t k = 0;
     for (int32_t i = 0, m = kl_query_match_count(st->linked); i < m; i++) {
         kl_column *col;
         const kl_archetype *a = kl_query_match_at(st->linked, i, 0, &col);
         const kiln_parent *pv = (const kiln_parent *)col->data;
         for (int32_t r = 0; r < a->count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, a->entities[r]};
-        st->pairs_seen[a->id] = (kl_arch_seen){a->count, a->removed};
+        st->pairs_seen[a->id] = kl_rows_mark_of(a);
     }
     if (k > 1) qsort(st->pairs, (size_t)k, sizeof(kl_child_pair), compare_pairs);
     st->pair_count = k;

@@ -40,7 +40,7 @@ static void transform_fini(kiln_world *world, void *ctx) {
     kl_free(a, st->scratch, sizeof(float[16]) * (size_t)st->scratch_cap);
     kl_free(a, st->pending, sizeof(kiln_entity) * (size_t)st->pending_cap);
     kl_free(a, st->pairs, sizeof(kl_child_pair) * (size_t)st->pair_cap);
-    kl_free(a, st->pairs_seen, sizeof(kl_arch_seen) * (size_t)st->pairs_seen_cap);
+    kl_free(a, st->pairs_seen, sizeof(kl_rows_mark) * (size_t)st->pairs_seen_cap);
     kl_free(a, st, sizeof *st);
 }
 

@@ -42,13 +42,6 @@ typedef struct kl_child_pair {
     kiln_entity child;
 } kl_child_pair;
 
-/* One archetype as the children index last read it: its rows, and its count of rows taken
- * out then (kl_archetype.removed). */
-typedef struct kl_arch_seen {
-    int32_t count;
-    uint64_t removed;
-} kl_arch_seen;
-
 typedef struct kl_transform_state {
     kiln_transform_ids ids;
     kiln_query *compute;   /* LocalTransform + WorldTransform, optional Parent */
@@ -81,7 +74,7 @@ typedef struct kl_transform_state {
     kiln_tick pairs_tick;  /* tick the index was built at, 0 when never */
     bool pairs_built;
     bool pairs_stale;      /* rows left the linked archetypes since: some pairs are gone */
-    kl_arch_seen *pairs_seen; /* by archetype id, as at the build */
+    kl_rows_mark *pairs_seen; /* by archetype id, as at the build */
     int64_t pairs_seen_cap;
 } kl_transform_state;
 
