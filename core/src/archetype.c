@@ -449,7 +449,7 @@ void kl_archetype_remove_row(kiln_world *world, kl_archetype *arch, int32_t row)
         kl_record_put(world, moved, kl_record_bits(0, arch->id, (uint32_t)row));
     }
     arch->count = last;
-    arch->removed++;
+    kl_rows_taken(arch, (size_t)row);
     arch->structure_tick = world->tick;
     world->structure_version++;
 }

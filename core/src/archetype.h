@@ -68,6 +68,28 @@ static inline int64_t kl_rows_came_since(const kl_archetype *arch, kl_rows_mark 
     return (int64_t)arch->count - mark.count + (int64_t)(arch->removed - mark.removed);
 }
 
+/* The first row whose entity may differ from when mark was taken (rows came and left: the
+ * last row's entity fills each hole), or -1 when arch no longer knows (another index read it
+ * since, starting its lowest row over): the caller then finds them another way. */
+static inline int32_t kl_rows_changed_from(const kl_archetype *arch, kl_rows_mark mark) {
+    if (arch->removed == mark.removed) return mark.count;
+    if (mark.removed < arch->low_from) return -1;
+    return mark.count < arch->low_row ? mark.count : arch->low_row;
+}
+
+/* An index read arch's rows: its mark, the lowest row taken out started over from here. */
+static inline kl_rows_mark kl_rows_read(kl_archetype *arch) {
+    arch->low_from = arch->removed;
+    arch->low_row = INT32_MAX;
+    return kl_rows_mark_of(arch);
+}
+
+/* Counts the row taken out of arch at row (the last row's entity takes it, or it was last). */
+static inline void kl_rows_taken(kl_archetype *arch, size_t row) {
+    if ((int64_t)row < arch->low_row) arch->low_row = (int32_t)row;
+    arch->removed++;
+}
+
 static inline bool kl_archetype_has(const kl_archetype *arch, kiln_component component) {
     return kl_archetype_slot(arch, component) != KL_SLOT_ABSENT;
 }
@@ -195,7 +217,7 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t pl
     size_t last = (size_t)arch->count - 1;
     kl_column *col = arch->columns, *end = col + arch->column_count;
     arch->count = (int32_t)last;
-    arch->removed++;
+    kl_rows_taken(arch, row);
     arch->structure_tick = world->tick;
     world->structure_version++;
     if (row == last) return;
@@ -337,7 +359,7 @@ kl_archetype_unlink(kiln_world *world, kl_archetype *src, size_t at, size_t tail
         kl_record_put(world, moved, kl_record_bits(0, src->id, (uint32_t)at));
     }
     src->count = (int32_t)tail;
-    src->removed++;
+    kl_rows_taken(src, at);
     src->structure_tick = world->tick;
     kl_record_set_place(record, dst_id, (uint32_t)row);
 }
@@ -405,7 +427,7 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
         kl_record_put(world, moved, bits & KL_PLACE_MASK);
     }
     src->count = (int32_t)tail;
-    src->removed++;
+    kl_rows_taken(src, at);
     src->structure_tick = tick;
     if (gone && swap) { /* a plain value: nothing to destroy, the tail fills its hole */
         kl_copy_over(gone->data + at * gone->stride, gone->data + tail * gone->stride,

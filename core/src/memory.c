@@ -63,6 +63,13 @@ bool kl_grow(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, size_t ele
     return true;
 }
 
+bool kl_grow_zeroed(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, size_t elem, int64_t min) {
+    int64_t old = *cap;
+    if (!kl_grow(a, ptr, cap, need, elem, min)) return false;
+    if (*cap > old) memset((char *)*ptr + elem * (size_t)old, 0, elem * (size_t)(*cap - old));
+    return true;
+}
+
 bool kl_shrink(kl_allocator *a, void **ptr, int64_t *cap, int64_t ncap, size_t elem) {
     void *p = kl_realloc(a, *ptr, kl_mul(elem, (size_t)*cap), kl_mul(elem, (size_t)ncap));
     if (!p && ncap) return false;

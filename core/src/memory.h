@@ -32,6 +32,10 @@ KL_HIDDEN void kl_free(kl_allocator *a, void *ptr, size_t size);
 KL_HIDDEN bool kl_grow(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, size_t elem,
                        int64_t min);
 
+/* kl_grow, the items past the old capacity zeroed. */
+KL_HIDDEN bool kl_grow_zeroed(kl_allocator *a, void **ptr, int64_t *cap, int64_t need, size_t elem,
+                              int64_t min);
+
 /* Resizes an array of elem-sized items from *cap to ncap items, down (0 frees it). Returns
  * false, *ptr and *cap untouched, when the allocator refuses; nothing is lost either way. */
 KL_HIDDEN bool kl_shrink(kl_allocator *a, void **ptr, int64_t *cap, int64_t ncap, size_t elem);

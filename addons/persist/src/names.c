@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "archetype.h"
+#include "follow.h"
 #include "persist_internal.h"
 #include "query.h"
 
@@ -22,13 +22,7 @@ typedef struct name_state {
     kiln_query *query;      /* entities with a Name */
     name_slot *slots;
     int64_t cap, used;      /* cap: a power of two, at most half used */
-    kl_rows_mark *seen;     /* by archetype id: each as last read */
-    int64_t seen_cap;
-    /* the world tick and structure version at the last catch-up: a name that entered since
-     * was stamped at that tick or later */
-    kiln_tick caught;
-    uint64_t caught_version;
-    bool valid;
+    kl_follow follow;       /* what the index last read */
 } name_state;
 
 static uint64_t hash_name(const char *s) {
@@ -41,7 +35,7 @@ static void names_fini(kiln_world *world, void *ctx) {
     name_state *st = ctx;
     kiln_query_destroy(st->query);
     kl_free(&world->alloc, st->slots, sizeof(name_slot) * (size_t)st->cap);
-    kl_free(&world->alloc, st->seen, sizeof(kl_rows_mark) * (size_t)st->seen_cap);
+    kl_follow_fini(world, &st->follow);
     kl_free(&world->alloc, st, sizeof *st);
 }
 
@@ -115,101 +109,37 @@ static bool reserve(name_state *st, int64_t need) {
     return true;
 }
 
-/* Makes room to remember archetype id (new marks zeroed: empty); false when out of memory. */
-static bool seen_room(name_state *st, uint32_t id) {
-    int64_t old = st->seen_cap;
-    if ((int64_t)id < old) return true;
-    if (!kl_grow(&st->world->alloc, (void **)&st->seen, &st->seen_cap, (int64_t)id + 1, sizeof(kl_rows_mark), 16))
-        return false;
-    memset(st->seen + old, 0, sizeof(kl_rows_mark) * (size_t)(st->seen_cap - old));
+/* kl_follow's clear: empties the table, sized for every named entity. */
+static bool clear_names(void *ctx) {
+    name_state *st = ctx;
+    if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
+    if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
+    st->used = 0;
     return true;
 }
 
-/* Reads archetype a (its Name column col) into the index: every row when all, else the rows
- * appended since it was last read, or, when rows were also taken out (an appended row may
- * have moved into a hole) or values were written in place (scan), every row stamped since the
- * last catch-up. */
-typedef enum read_result { READ_FAILED, READ_DONE, READ_REBUILD } read_result;
-
-/* The first row in [r, end) stamped at since or later (as rows store ticks), else end; rows
- * go 16 at a time through a loop of fixed count, which the compiler turns into vector code. */
-static int32_t next_stamped(const kiln_row_tick *ticks, int32_t r, int32_t end, kiln_row_tick since) {
-    for (; r + 16 <= end; r += 16) {
-        int any = 0;
-        for (int k = 0; k < 16; k++) any |= ticks[r + k] >= since;
-        if (any) break;
-    }
-    while (r < end && ticks[r] < since) r++;
-    return r;
-}
-
-static read_result read_archetype(name_state *st, const kl_archetype *a, const kl_column *col, bool all,
-                                  bool scan) {
-    if (!seen_room(st, a->id)) return READ_FAILED;
-    kl_rows_mark *s = &st->seen[a->id];
-    int32_t from = a->count;                     /* rows from here on are taken in */
-    int64_t pushed = kl_rows_came_since(a, *s);
-    if (all) from = 0;
-    else if (pushed > 0 && a->removed == s->removed) from = s->count;
-    else if (pushed > 0) scan = true;
-    const kiln_name *names = (const kiln_name *)col->data;
-    /* a row's tick at least the last catch-up's, as rows store it (tick - base); a tick older
-     * than the base reads as the base (kiln_row_tick), so every row then qualifies */
-    kiln_tick base = st->world->tick_base;
-    kiln_row_tick since = st->caught > base ? (kiln_row_tick)(st->caught - base) : 0;
-    if (scan) { /* most names stamped since (all written this tick, say): a rebuild is cheaper */
-        int64_t stamped = 0;
-        for (int32_t r = 0; r < from; r = next_stamped(col->ticks, r + 1, from, since))
-            stamped += col->ticks[r] >= since; /* r = 0 may not be stamped */
-        if (stamped > 64 + st->used / 2) return READ_REBUILD;
-    }
-    int32_t r = scan ? next_stamped(col->ticks, 0, from, since) : from;
-    for (; r < a->count; r = r + 1 < from ? next_stamped(col->ticks, r + 1, from, since) : r + 1) {
-        char text[KILN_NAME_MAX + 1];
-        text_of(&names[r], text);
-        if (!text[0]) continue;
-        if (!reserve(st, st->used + 1)) return READ_FAILED;
-        if (all) insert(st, hash_name(text), a->entities[r]); /* each entity once, table cleared */
-        else insert_new(st, hash_name(text), a->entities[r]);
-    }
-    *s = kl_rows_mark_of(a);
-    return READ_DONE;
+/* kl_follow's take: enters the row's name, if it has one. */
+static bool take_name(void *ctx, const kl_archetype *a, const kl_column *col, int32_t r, bool all) {
+    name_state *st = ctx;
+    char text[KILN_NAME_MAX + 1];
+    text_of(&((const kiln_name *)col->data)[r], text);
+    if (!text[0]) return true;
+    if (!reserve(st, st->used + 1)) return false;
+    if (all) insert(st, hash_name(text), a->entities[r]); /* each entity once, table cleared */
+    else insert_new(st, hash_name(text), a->entities[r]);
+    return true;
 }
 
 /* Brings the index up to date (see the invariant at the top): from scratch when it is not
- * valid or holds more stale entries than live ones, else reading only what changed. Reads
- * the archetypes directly: an iteration would land what the world has queued when it ended,
- * and this runs inside check hooks. False when out of memory (the index is then invalid). */
+ * valid or holds more stale entries than live ones, else reading only what changed. False
+ * when out of memory (the index is then invalid). */
 static bool catch_up(name_state *st) {
     kiln_world *world = st->world;
-    if (st->valid && world->tick == st->caught && world->structure_version == st->caught_version)
-        return true; /* nothing moved; values written in place this tick wait for the next */
-    bool all = !st->valid || st->used > 2 * kiln_query_count(st->query) + 64;
-    bool new_tick = world->tick != st->caught;
-    st->valid = false;
-again:
-    if (all) {
-        if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
-        if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
-        st->used = 0;
-    }
-    for (int32_t i = 0, n = kl_query_match_count(st->query); i < n; i++) {
-        kl_column *col;
-        const kl_archetype *a = kl_query_match_at(st->query, i, 0, &col);
-        if (a->count == 0) continue; /* its seen record may go stale: read_archetype allows it */
-        bool scan = !all && new_tick &&
-                    atomic_load_explicit(&col->latest, memory_order_relaxed) >= st->caught;
-        read_result r = read_archetype(st, a, col, all, scan);
-        if (r == READ_FAILED) return false;
-        if (r == READ_REBUILD) {
-            all = true;
-            goto again;
-        }
-    }
-    st->caught = world->tick;
-    st->caught_version = world->structure_version;
-    st->valid = true;
-    return true;
+    if (kl_follow_current(world, &st->follow)) return true;
+    kl_follow_desc d = {.query = st->query, .clear = clear_names, .take = take_name,
+                        .rebuild_over = 64 + st->used / 2, .ctx = st,
+                        .all = st->used > 2 * kiln_query_count(st->query) + 64};
+    return kl_follow_catch_up(world, &st->follow, &d);
 }
 
 /* The live entity other than self named name, or KILN_NULL_ENTITY; false when the index
@@ -253,7 +183,7 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
          * its row is appended, which the next catch-up reads. A value that does not land
          * leaves a stale entry. */
         if (entity && reserve(st, st->used + 1)) insert_new(st, hash_name(text), entity);
-        else if (entity) st->valid = false;
+        else if (entity) st->follow.valid = false;
         return KILN_OK;
     }
     char buf[24];
@@ -322,7 +252,7 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
 
 void pz_names_invalidate(kiln_world *world) {
     name_state *st = state_of(world);
-    if (st) st->valid = false;
+    if (st) st->follow.valid = false;
 }
 
 const char *kiln_name_get(const kiln_world *world, kiln_entity entity) {

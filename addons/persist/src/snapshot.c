@@ -240,7 +240,8 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
         if (arch->count == 0) continue;
         if (arch->has_destroy)
             for (int32_t row = 0; row < arch->count; row++) kl_archetype_destroy_row(arch, row);
-        arch->removed += (uint64_t)arch->count;
+        kl_rows_taken(arch, 0); /* every row: from row 0 on */
+        arch->removed += (uint64_t)arch->count - 1;
         arch->count = 0;
         arch->structure_tick = now;
     }
