@@ -32,7 +32,10 @@ static int w_children(lua_State *L) {
     int32_t n = kiln_transform_children(kw->world, e, NULL, 0);
     if (n < 0) klua_fail_world(L, kw->world, fname);
     kiln_entity *list = lua_newuserdatauv(L, sizeof(kiln_entity) * (size_t)(n ? n : 1), 0);
-    kiln_transform_children(kw->world, e, list, n); /* the index is fresh: it cannot fail now */
+    /* the index caught up above; an allocation's collection may still have run finalizers */
+    int32_t now = kiln_transform_children(kw->world, e, list, n);
+    if (now < 0) klua_fail_world(L, kw->world, fname);
+    if (now < n) n = now;
     lua_createtable(L, n, 0);
     for (int32_t i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)list[i]);

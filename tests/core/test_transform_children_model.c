@@ -1,15 +1,19 @@
 /* test_transform_children_model.c: the children index against a model. Random sequences of
- * links made and changed (spawns with a Parent, kiln_transform_set_parent, Parent written
- * through kiln_get_mut), unlinked, despawned (plain and recursive), moved between archetypes,
- * tree clones and tick advances, checking after each step every live entity's children, and
- * that a tree clone copies exactly the subtree the model holds. */
+ * links made and changed (spawns with a Parent, kiln_transform_set_parent plain and deferred,
+ * a command buffer's set, Parent written through kiln_get_mut, seen from the next tick, a
+ * handle never issued written so), unlinked, despawned (plain and recursive), moved between
+ * archetypes, tree clones and tick advances, checking after each step every live entity's
+ * children, and that a tree clone copies exactly the subtree the model holds; once more with
+ * the look-ups running out of memory at random. */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kiln_persist.h"
 #include "kiln_transform.h"
 #include "test_registry.h"
 #include "test_support.h"
+#include "transform_fixture.h"
 
 #define SLOTS 40
 
@@ -20,6 +24,7 @@ typedef struct model {
     kiln_component tag;
     kiln_entity e[SLOTS];  /* KILN_NULL_ENTITY: free */
     kiln_entity parent[SLOTS]; /* the Parent value, KILN_NULL_ENTITY: none (may be dead) */
+    bool junk[SLOTS];      /* the Parent value is a handle never issued (a clone refuses it) */
     uint64_t rng;
 } model;
 
@@ -84,11 +89,16 @@ static void compare(model *m, const char *step, int i) {
     }
 }
 
+static void set_link(model *m, int s, kiln_entity parent) {
+    m->parent[s] = parent;
+    m->junk[s] = false;
+}
+
 static const char *step(model *m) {
     kiln_world *w = m->world;
     kiln_local_transform l = {{0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1}};
     int s = some_slot(m, true), p = some_slot(m, true);
-    switch (next(m) % 10) {
+    switch (next(m) % 13) {
     case 0: case 1: { /* spawn, under a live parent or none */
         int f = some_slot(m, false);
         if (f < 0) return "skip";
@@ -96,18 +106,18 @@ static const char *step(model *m) {
         int32_t count = link.entity ? 2 : 1;
         ck_assert_int_eq(kiln_spawn_with(w, (kiln_component[]){m->ids.local, m->ids.parent},
                                          (const void *[]){&l, &link}, count, &m->e[f]), KILN_OK);
-        m->parent[f] = link.entity;
+        set_link(m, f, link.entity);
         return "spawn";
     }
     case 2: /* relink */
         if (s < 0 || p < 0) return "skip";
-        if (kiln_transform_set_parent(w, m->e[s], m->e[p]) == KILN_OK) m->parent[s] = m->e[p];
+        if (kiln_transform_set_parent(w, m->e[s], m->e[p]) == KILN_OK) set_link(m, s, m->e[p]);
         else ck_assert(below(m, p, s));
         return "set_parent";
     case 3: /* unlink */
         if (s < 0) return "skip";
         ck_assert_int_eq(kiln_transform_set_parent(w, m->e[s], KILN_NULL_ENTITY), KILN_OK);
-        m->parent[s] = KILN_NULL_ENTITY;
+        set_link(m, s, KILN_NULL_ENTITY);
         return "unlink";
     case 4: /* a plain despawn: the children keep a dead link */
         if (s < 0) return "skip";
@@ -131,13 +141,14 @@ static const char *step(model *m) {
         if (kiln_has(w, m->e[s], m->tag)) kiln_remove(w, m->e[s], m->tag, NULL);
         else ck_assert_int_eq(kiln_add(w, m->e[s], m->tag, NULL), KILN_OK);
         return "move";
-    case 7: /* a link written through a pointer (no cycle) */
+    case 7: /* a link written through a pointer (no cycle), seen from the next tick on */
         if (s < 0 || p < 0 || !m->parent[s] || below(m, p, s)) return "skip";
         ((kiln_parent *)kiln_get_mut(w, m->e[s], m->ids.parent))->entity = m->e[p];
-        m->parent[s] = m->e[p];
+        set_link(m, s, m->e[p]);
+        kiln_tick_advance(w);
         return "get_mut";
     case 8: { /* a tree clone copies the model's subtree, then goes */
-        if (s < 0) return "skip";
+        if (s < 0 || m->junk[s]) return "skip";
         bool in[SLOTS];
         int want = subtree(m, s, in);
         int64_t before = kiln_entity_count(w);
@@ -147,6 +158,33 @@ static const char *step(model *m) {
         ck_assert_int_eq(kiln_transform_despawn_recursive(w, copy), KILN_OK);
         ck_assert_int_eq(kiln_entity_count(w), before);
         return "clone";
+    }
+    case 9: { /* a relink through a command buffer */
+        if (s < 0 || p < 0 || !m->parent[s] || below(m, p, s)) return "skip";
+        kiln_commands *cmd = kiln_commands_create(w);
+        ck_assert_ptr_nonnull(cmd);
+        kiln_parent link = {m->e[p]};
+        ck_assert_int_eq(kiln_commands_set(cmd, m->e[s], m->ids.parent, &link), KILN_OK);
+        ck_assert_int_eq(kiln_commands_apply(cmd, w, NULL), KILN_OK);
+        kiln_commands_destroy(cmd);
+        set_link(m, s, m->e[p]);
+        return "buffer_set";
+    }
+    case 10: /* a deferred relink: the look-ups before it lands see the links as they were */
+        if (s < 0 || p < 0 || below(m, p, s)) return "skip";
+        kiln_defer_begin(w);
+        ck_assert_int_eq(kiln_transform_set_parent(w, m->e[s], m->e[p]), KILN_OK);
+        compare(m, "deferred, before landing", -1);
+        ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
+        set_link(m, s, m->e[p]);
+        return "deferred";
+    case 11: { /* a handle never issued, written through a pointer over a live parent's slot */
+        if (s < 0 || p < 0 || !m->parent[s]) return "skip";
+        kiln_entity junk = kiln_entity_make(kiln_entity_index(m->e[p]), kiln_entity_generation(m->e[p]) + 1000);
+        ((kiln_parent *)kiln_get_mut(w, m->e[s], m->ids.parent))->entity = junk;
+        m->parent[s] = junk, m->junk[s] = true;
+        kiln_tick_advance(w);
+        return "junk";
     }
     default:
         kiln_tick_advance(w);
@@ -172,6 +210,118 @@ KILN_TEST(children_model, children_follow_every_way_a_link_comes_and_goes) {
         kiln_world_destroy(m.world);
         ck_assert_int_eq(m.alloc.live_bytes, 0);
     }
+}
+
+/* A look-up that runs out of memory at any allocation of its catch-up (the index's slots, its
+ * marks of new archetypes, a rebuild after the last failure) says so (-1, dest untouched),
+ * and the first that gets its memory is exact: never a wrong answer. */
+KILN_TEST(children_model, a_look_up_out_of_memory_anywhere_answers_minus_one_then_exact) {
+    scene s;
+    scene_open(&s);
+    kiln_world *w = s.world;
+    kiln_transform_ids ids = s.ids;
+    kiln_local_transform l = sample_local(1);
+    enum { ROOTS = 6, MAX = 4096 };
+    kiln_entity roots[ROOTS], moved = KILN_NULL_ENTITY;
+    int32_t want[ROOTS] = {0};
+    for (int r = 0; r < ROOTS; r++) roots[r] = spawn_node(&s, KILN_NULL_ENTITY, &l);
+    static kiln_entity kids[MAX];
+    int failures = 0;
+    for (int round = 0; round < 8; round++) {
+        char name[24];
+        snprintf(name, sizeof name, "Round%d", round);
+        kiln_component tag = test_register_tag(w, name); /* a new linked archetype each round */
+        for (int i = 0; i < 60 << (round / 2); i++) {
+            kiln_parent link = {roots[i % ROOTS]};
+            kiln_entity e;
+            ck_assert_int_eq(kiln_spawn_with(w, (kiln_component[]){ids.local, ids.parent, tag},
+                                             (const void *[]){&l, &link, NULL}, 3, &e), KILN_OK);
+            want[i % ROOTS]++;
+            if (i == 7) moved = e; /* under roots[1] */
+        }
+        /* a link set in place (noted by the check hook) and a despawn */
+        ck_assert_int_eq(kiln_transform_set_parent(w, moved, roots[round % ROOTS]), KILN_OK);
+        want[1]--, want[round % ROOTS]++;
+        ck_assert_int_eq(kiln_despawn(w, moved), KILN_OK);
+        want[round % ROOTS]--;
+        if (round % 3 == 2) kiln_tick_advance(w);
+        for (int64_t k = 0;; k++) {
+            kids[0] = KILN_NULL_ENTITY;
+            test_allocator_fail_after(&s.alloc, k);
+            int32_t got = kiln_transform_children(w, roots[round % ROOTS], kids, MAX);
+            test_allocator_fail_never(&s.alloc);
+            if (got >= 0) break;
+            failures++;
+            ck_assert_str_eq(kiln_world_error(w), "kiln_transform_children: out of memory");
+            ck_assert_uint_eq(kids[0], KILN_NULL_ENTITY);
+        }
+        for (int r = 0; r < ROOTS; r++) {
+            int32_t got = kiln_transform_children(w, roots[r], kids, MAX);
+            ck_assert_int_eq(got, want[r]);
+            for (int32_t k = 0; k < got; k++) {
+                ck_assert_uint_eq(((const kiln_parent *)kiln_get(w, kids[k], ids.parent))->entity, roots[r]);
+                ck_assert(k == 0 || kids[k - 1] < kids[k]);
+            }
+        }
+    }
+    ck_assert_int_ge(failures, 3); /* the first build and growths of its slots */
+    scene_close(&s);
+}
+
+/* Handles of one slot: its list of children is for the handle that is or will be alive. A link
+ * to a dead handle of the slot, or to one never issued, does not take the list from a handle
+ * a deferred spawn reserved, whose children are there when it lands. */
+KILN_TEST(children_model, a_slot_list_stays_with_the_handle_that_will_be_alive) {
+    for (int order = 0; order < 2; order++) { /* the dead link's row before the reserved one's, then after */
+        scene s;
+        scene_open(&s);
+        kiln_world *w = s.world;
+        kiln_local_transform l = sample_local(2);
+        kiln_entity dead = spawn_node(&s, KILN_NULL_ENTITY, &l), got[4], rows[3], reserved;
+        for (int k = 0; k < 3; k++) rows[k] = spawn_node(&s, dead, &l);
+        kiln_entity x = rows[order], y = rows[1 - order], j = rows[2];
+        ck_assert_int_eq(kiln_despawn(w, dead), KILN_OK); /* the three keep their dead links */
+        kiln_defer_begin(w);
+        ck_assert_int_eq(kiln_spawn(w, &reserved), KILN_OK);
+        ck_assert_uint_eq(kiln_entity_index(reserved), kiln_entity_index(dead)); /* the slot dead left */
+        ((kiln_parent *)kiln_get_mut(w, x, s.ids.parent))->entity = reserved;
+        ((kiln_parent *)kiln_get_mut(w, j, s.ids.parent))->entity =
+            kiln_entity_make(kiln_entity_index(dead), kiln_entity_generation(reserved) + 5);
+        kiln_tick_advance(w); /* links written through a pointer: seen from the next tick */
+        ck_assert_int_eq(kiln_transform_children(w, x, got, 4), 0); /* the index reads x, y, j */
+        ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
+        ck_assert(kiln_is_alive(w, reserved));
+        ck_assert_int_eq(kiln_transform_children(w, reserved, got, 4), 1);
+        ck_assert_uint_eq(got[0], x);
+        ck_assert_uint_eq(((const kiln_parent *)kiln_get(w, y, s.ids.parent))->entity, dead);
+        ck_assert_int_eq(kiln_transform_children(w, dead, got, 4), 0); /* not alive */
+        scene_close(&s);
+    }
+}
+
+/* Links set in place are noted for the next look-up; more notes than links make it read every
+ * link again instead, so a flood of sets between look-ups holds no more memory than the index. */
+KILN_TEST(children_model, a_flood_of_sets_in_place_between_look_ups_is_read_exactly) {
+    scene s;
+    scene_open(&s);
+    kiln_world *w = s.world;
+    kiln_local_transform l = sample_local(3);
+    kiln_entity a = spawn_node(&s, KILN_NULL_ENTITY, &l), b = spawn_node(&s, KILN_NULL_ENTITY, &l);
+    kiln_entity kids[100], got[101];
+    for (int i = 0; i < 100; i++) kids[i] = spawn_node(&s, a, &l);
+    for (int rounds = 0; rounds < 3; rounds++) {
+        ck_assert_int_eq(kiln_transform_children(w, a, got, 101), 100);
+        int64_t bytes = s.alloc.live_bytes;
+        for (int n = 0; n < 30100; n++) /* ends with every kid under b */
+            ck_assert_int_eq(kiln_transform_set_parent(w, kids[n % 100], (n / 100) % 2 ? a : b), KILN_OK);
+        ck_assert_int_le(s.alloc.live_bytes - bytes, (int64_t)sizeof(kiln_entity) * 4096);
+        int32_t n_a = kiln_transform_children(w, a, got, 101);
+        ck_assert_int_eq(n_a, 0);
+        ck_assert_int_eq(kiln_transform_children(w, b, got, 101), 100);
+        for (int i = 0; i < 100; i++) ck_assert_uint_eq(got[i], kids[i]);
+        for (int i = 0; i < 100; i++) ck_assert_int_eq(kiln_transform_set_parent(w, kids[i], a), KILN_OK);
+    }
+    scene_close(&s);
 }
 
 /* A snapshot restore brings links back with their own ticks, none newer than the index: the

@@ -246,8 +246,9 @@ typedef struct kiln_clone_desc {
 } kiln_clone_desc;
 
 /* Spawns a copy of entity with copies of its components, under the same parent, and writes it
- * to dest (may be NULL). With tree, every descendant is copied under its copied parent, and
- * entity fields in the copies that point inside the copied tree point to the copies. Names
+ * to dest (may be NULL). With tree, every descendant (as kiln_transform_children finds them)
+ * is copied under its copied parent, and entity fields in the copies that point inside the
+ * copied tree point to the copies. Names
  * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
  * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. So does
  * a tree whose root is its own descendant (a Parent cycle written through a pointer). Check

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../transform/src/transform_links.h" /* the children index, read on one refresh */
 #include "kiln_transform.h"
 #include "persist_internal.h"
 
@@ -38,13 +37,18 @@ static int64_t collect(kiln_world *world, pz_arena *arena, kiln_entity root, boo
     source *list = pz_alloc(arena, sizeof(source) * (size_t)cap);
     if (!list) return -1;
     list[n++].entity = root;
-    const kiln_entity *pairs = NULL;
-    int64_t links = 0;
-    if (tree && kl_transform_links(world, &pairs, &links, "kiln_clone") != KILN_OK) return -1;
-    for (int64_t i = 0; i < n; i++) {
-        for (int64_t k = first_child(pairs, links, list[i].entity); k < links && pairs[2 * k] == list[i].entity; k++) {
-            if (!kiln_is_alive(world, pairs[2 * k + 1])) continue;
-            if (pairs[2 * k + 1] == root) return -2;
+    kiln_entity *kids = NULL;
+    int32_t kids_cap = 0;
+    for (int64_t i = 0; tree && i < n; i++) {
+        int32_t count = kiln_transform_children(world, list[i].entity, NULL, 0);
+        if (count < 0) return -1;
+        if (count > kids_cap) {
+            kids_cap = count > 2 * kids_cap ? count : 2 * kids_cap;
+            if (!(kids = pz_alloc(arena, sizeof(kiln_entity) * (size_t)kids_cap))) return -1;
+        }
+        kiln_transform_children(world, list[i].entity, kids, count); /* caught up: the same count */
+        for (int32_t k = 0; k < count; k++) {
+            if (kids[k] == root) return -2;
             if (n == cap) {
                 source *grown = pz_alloc(arena, sizeof(source) * (size_t)cap * 2);
                 if (!grown) return -1;
@@ -52,7 +56,7 @@ static int64_t collect(kiln_world *world, pz_arena *arena, kiln_entity root, boo
                 list = grown;
                 cap *= 2;
             }
-            list[n++] = (source){.entity = pairs[2 * k + 1]};
+            list[n++] = (source){.entity = kids[k]};
         }
     }
     *dest = list;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../transform/src/transform_links.h" /* rows that came back: the children index */
 #include "persist_internal.h"
 
 typedef struct snap_column {
@@ -278,5 +279,6 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
     world->tick = snap->tick; /* every row is the snapshot's: its ticks count from its base */
     world->tick_base = snap->tick_base;
     pz_names_invalidate(world);
+    kl_transform_links_invalidate(world);
     return KILN_OK;
 }

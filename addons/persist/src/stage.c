@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../transform/src/transform_links.h" /* rows that came back: the children index */
 #include "persist_internal.h"
 
 static kiln_result fail(kiln_world *world, kiln_result code, const char *fmt, const char *a,
@@ -695,6 +696,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     set_resources(world, doc, &dec, staged, &map);
     kl_tick_forward(world, doc->tick); /* rebases when the jump leaves rows too far behind */
     pz_names_invalidate(world);
+    kl_transform_links_invalidate(world);
     for (uint32_t g = 0; g < doc->group_count && desc->mapped; g++)
         for (int64_t i = 0; i < doc->groups[g].count; i++)
             desc->mapped(desc->ud, doc->groups[g].handles[i], doc->groups[g].spawned[i]);

@@ -110,18 +110,23 @@ kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs
 kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
 /* The children of parent (entities whose Parent is parent): writes up to capacity of them to
- * dest, ordered by handle, and returns how many there are (0 for a parent that is not
- * alive). Uses an index kept in the world, so it does not scan the world: rebuilt (a sort of
- * every link) at the first call after a Parent value was written or a linked entity moved in,
- * and at every call in a tick in which a Parent value was written; despawns and removed links
- * leave it standing. -1 when rebuilding it runs out of memory (the world error says so, dest
- * untouched), never a count that looks like no children. */
+ * dest, the smallest by handle, in order, and returns how many there are (0 for a parent that
+ * is not alive). Uses an index kept in the world (a list of children per entity slot), so it
+ * does not scan the world: it follows at once every Parent written through its check (spawns,
+ * adds, sets, command buffers, kiln_transform_set_parent), despawns, removes, kiln_load and
+ * snapshot restores; a Parent written through a pointer (kiln_get_mut, a query's column) is
+ * seen from the next tick on. Keeping up costs the links that changed and the children read,
+ * but a call after both a despawn and a linked spawn in one archetype reads that archetype's
+ * row ticks and relinks the rows stamped this tick (all of them, when most are), as does the
+ * first call of a tick after Parents were written through a pointer. -1 when catching up runs
+ * out of memory (the world error says so, dest untouched; the next call reads every link),
+ * never a count that looks like no children. */
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
 /* Despawns root and all its descendants (each once, even where links written through a
- * pointer close a cycle), through the index kiln_transform_children uses (its despawns leave
- * the index standing: one call after another cost what they despawn, but not in a tick in
- * which a Parent value was written). Plain kiln_despawn of a parent leaves its children in
+ * pointer close a cycle), through the index kiln_transform_children uses (so a link written
+ * through a pointer this tick is not followed yet; one call after another cost what they
+ * despawn, as the index keeps up). Plain kiln_despawn of a parent leaves its children in
  * place as roots (their Parent link is dead). Deferred like any despawn when the world is deferred;
  * there, an entity spawned earlier in the section is taken too (alone: its links are still
  * queued). KILN_ERR_DEAD_ENTITY for any other root that is not alive. */

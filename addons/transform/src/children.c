@@ -1,8 +1,10 @@
-/* children.c: the transform addon's children index and recursive despawn. The index is every
- * (parent, child) Parent link, sorted. It is rebuilt when a Parent value was written in the
- * tick it was built at or since, or rows came into the linked archetypes; rows that only left
- * them (despawns, Parent removed, moves out) leave the index standing, marked stale, and a
- * read then checks each pair against the child's link. */
+/* children.c: the transform addon's children index and recursive despawn. The index links each
+ * entity with a Parent into its parent's list of children (transform_state.h's kl_child_node),
+ * catching up with what changed since it last read (kl_follow: rows that came into the linked
+ * archetypes, rows stamped since) and with values set in place (the Parent check hook notes
+ * them). A link the index holds may have gone since (a despawn, a Parent removed or changed):
+ * the reads that meet it check it against the child's Parent and take it out. Moving between
+ * archetypes changes no link: reading a moved row again finds it linked already. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,93 +13,183 @@
 #include "transform_links.h"
 #include "transform_state.h"
 
-static int compare_pairs(const void *a, const void *b) {
-    const kl_child_pair *x = a, *y = b;
-    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
-    return (x->child > y->child) - (x->child < y->child);
+/* ---- the lists ------------------------------------------------------------------------------ */
+
+/* Makes room for entity slot i; new nodes are empty (zero). False when out of memory. */
+static bool links_room(kiln_world *world, kl_transform_state *st, uint32_t i) {
+    return kl_grow_zeroed(&world->alloc, (void **)&st->links, &st->link_cap, (int64_t)i + 1, sizeof(kl_child_node), 64);
 }
 
-/* Whether rows only left the linked archetypes since the build (none came in). */
-static bool only_removed_since_build(const kl_transform_state *st) {
-    for (int32_t i = 0, m = kl_query_match_count(st->linked); i < m; i++) {
-        kl_column *col;
-        const kl_archetype *a = kl_query_match_at(st->linked, i, 0, &col);
-        kl_rows_mark s = (int64_t)a->id < st->pairs_seen_cap ? st->pairs_seen[a->id] : (kl_rows_mark){0, 0};
-        if (kl_rows_came_since(a, s) != 0) return false;
+/* Takes the link of the child at slot i (stored plus one) out of its list. */
+static void unlink_child(kl_transform_state *st, uint32_t i) {
+    kl_child_node *n = &st->links[i - 1];
+    if (n->prev) st->links[n->prev - 1].next = n->next;
+    else {
+        kl_child_node *h = &st->links[kiln_entity_index(n->parent)];
+        if (h->listed == n->parent && h->first == i) h->first = n->next;
     }
+    if (n->next) st->links[n->next - 1].prev = n->prev;
+    n->child = n->parent = KILN_NULL_ENTITY;
+    n->next = n->prev = 0;
+    st->link_count--;
+}
+
+/* 2 for a live entity, 1 for a handle reserved by a deferred spawn, else 0. */
+static int handle_rank(const kiln_world *world, kiln_entity e) {
+    return !e ? 0 : kl_record_of(world, e) ? 2 : kl_record_reserved(world, e) ? 1 : 0;
+}
+
+/* Links child under parent (KILN_NULL_ENTITY: under none), replacing the link its slot held.
+ * False when out of memory, the index unchanged. */
+static bool link_child(kiln_world *world, kl_transform_state *st, kiln_entity child, kiln_entity parent) {
+    uint32_t ci = kiln_entity_index(child), pi = kiln_entity_index(parent);
+    if ((int64_t)ci < st->link_cap && st->links[ci].child == child && st->links[ci].parent == parent)
+        return true; /* linked already (a row read again) */
+    if (!links_room(world, st, parent && pi > ci ? pi : ci)) return false;
+    kl_child_node *n = &st->links[ci];
+    if (n->child) unlink_child(st, ci + 1);
+    if (!parent) return true;
+    kl_child_node *h = &st->links[pi];
+    n->child = child;
+    n->parent = parent;
+    n->prev = n->next = 0;
+    st->link_count++;
+    if (h->listed != parent) {
+        /* The slot's list is for the one of its handles that is or will be alive: a link to
+         * a dead parent (or a handle never issued) is listed nowhere then, as no one asks for
+         * that parent's children; else the list of the handle there before loses its head. */
+        int held = handle_rank(world, h->listed);
+        if (held > 0 && handle_rank(world, parent) < held) return true;
+        h->listed = parent;
+        h->first = 0;
+    }
+    n->next = h->first;
+    if (h->first) st->links[h->first - 1].prev = ci + 1;
+    h->first = ci + 1;
     return true;
 }
 
-/* Brings the children index up to date; exact: no stale pairs either (a rebuild when some
- * are). Reads the archetypes directly, not through an iteration, which would defer the world
- * and, ending, land what an earlier section left queued (out of memory) in this call. */
-static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call, bool exact) {
-    /* A write later in the build's tick is stamped with that tick too: values are trusted
-     * only while every write is older than the tick the index was built at. */
-    if (st->pairs_built && kl_query_column_tick(st->linked, 0) < st->pairs_tick) {
-        if (kl_query_structure_tick(st->linked) < st->pairs_tick && !(exact && st->pairs_stale)) return KILN_OK;
-        if (!exact && only_removed_since_build(st)) {
-            st->pairs_stale = true;
-            return KILN_OK;
-        }
-    }
-    int64_t n = kiln_query_count(st->linked);
-    int32_t archetypes = world->archetype_count;
-    if (!kl_transform_reserve(world, (void **)&st->pairs, &st->pair_cap, n, sizeof(kl_child_pair)) ||
-        !kl_transform_reserve(world, (void **)&st->pairs_seen, &st->pairs_seen_cap, archetypes, sizeof(kl_rows_mark)))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
-    /* grown arrays hold garbage: an archetype made after this build must read as empty */
-    memset(st->pairs_seen, 0, sizeof(kl_rows_mark) * (size_t)st->pairs_seen_cap);
-    int64_t k = 0;
-    for (int32_t i = 0, m = kl_query_match_count(st->linked); i < m; i++) {
-        kl_column *col;
-        const kl_archetype *a = kl_query_match_at(st->linked, i, 0, &col);
-        const kiln_parent *pv = (const kiln_parent *)col->data;
-        for (int32_t r = 0; r < a->count; r++) st->pairs[k++] = (kl_child_pair){pv[r].entity, a->entities[r]};
-        st->pairs_seen[a->id] = kl_rows_mark_of(a);
-    }
-    if (k > 1) qsort(st->pairs, (size_t)k, sizeof(kl_child_pair), compare_pairs);
-    st->pair_count = k;
-    st->pairs_tick = world->tick;
-    st->pairs_built = true;
-    st->pairs_stale = false;
-    return KILN_OK;
-}
-
-/* Whether the pair at i still stands: always, unless rows left since the build; then the
- * child must be alive and link to the pair's parent. */
-static bool pair_stands(const kiln_world *world, const kl_transform_state *st, int64_t i) {
-    if (!st->pairs_stale) return true;
-    const kl_record *rec = kl_record_of(world, st->pairs[i].child);
+/* The Parent value of a live entity, KILN_NULL_ENTITY when it has none; false when dead. */
+static bool parent_value(const kiln_world *world, const kl_transform_state *st, kiln_entity e,
+                         kiln_entity *dest) {
+    const kl_record *rec = kl_record_of(world, e);
+    *dest = KILN_NULL_ENTITY;
     if (!rec) return false;
     const kl_column *pc = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], st->ids.parent);
-    return pc && ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity ==
-                     st->pairs[i].parent;
+    if (pc) *dest = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
+    return true;
 }
 
-/* The first pair whose parent is not below parent. */
-static int64_t first_pair(const kl_transform_state *st, kiln_entity parent) {
-    int64_t lo = 0, hi = st->pair_count;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (st->pairs[mid].parent < parent) lo = mid + 1;
-        else hi = mid;
+/* Whether the link at slot i (plus one) still stands: its child alive and linking to its
+ * parent. One that does not is taken out (a link written since comes back through a catch-up). */
+static bool link_stands(const kiln_world *world, kl_transform_state *st, uint32_t i) {
+    const kl_child_node *n = &st->links[i - 1];
+    kiln_entity now;
+    if (parent_value(world, st, n->child, &now) && now == n->parent) return true;
+    unlink_child(st, i);
+    return false;
+}
+
+/* ---- catching up ---------------------------------------------------------------------------- */
+
+static bool clear_links(void *ctx) {
+    kl_transform_state *st = ctx;
+    if (st->link_cap) memset(st->links, 0, sizeof(kl_child_node) * (size_t)st->link_cap);
+    st->link_count = 0;
+    return true;
+}
+
+static bool take_link(void *ctx, const kl_archetype *a, const kl_column *col, int32_t r, bool all) {
+    kl_transform_state *st = ctx;
+    (void)all;
+    return link_child(st->world, st, a->entities[r], ((const kiln_parent *)col->data)[r].entity);
+}
+
+void kl_transform_note_relink(kl_transform_state *st, kiln_entity child) {
+    if (!st->links_follow.valid) return; /* the next catch-up reads every row */
+    /* many more than the links held: reading every row again is cheaper */
+    if (st->relink_count >= 1024 + st->link_count ||
+        !kl_grow(&st->world->alloc, (void **)&st->relink, &st->relink_cap, st->relink_count + 1,
+                 sizeof(kiln_entity), 16)) {
+        st->links_follow.valid = false;
+        st->relink_count = 0;
+        return;
     }
-    return lo;
+    st->relink[st->relink_count++] = child;
 }
 
-_Static_assert(sizeof(kl_child_pair) == 2 * sizeof(kiln_entity), "a pair is two handles");
-
-kiln_result kl_transform_links(kiln_world *world, const kiln_entity **pairs, int64_t *count, const char *call) {
+void kl_transform_links_invalidate(kiln_world *world) {
     kl_transform_state *st = kl_transform_state_of(world);
-    *pairs = NULL;
-    *count = 0;
-    if (!st) return KILN_OK;
-    kiln_result r = refresh_children(world, st, call, true);
-    if (r != KILN_OK) return r;
-    *pairs = (const kiln_entity *)(const void *)st->pairs;
-    *count = st->pair_count;
-    return KILN_OK;
+    if (st) st->links_follow.valid = false;
+}
+
+/* Brings the children index up to date: the rows the linked archetypes took in or had
+ * stamped (see kl_follow), and the values set in place since the last catch-up. */
+static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call) {
+    kl_follow_desc d = {.query = st->linked, .clear = clear_links, .take = take_link, .ctx = st,
+                        .rebuild_over = 64 + st->link_count / 2};
+    bool ok = kl_follow_catch_up(world, &st->links_follow, &d);
+    for (; ok && st->relink_count > 0; st->relink_count--) {
+        kiln_entity e = st->relink[st->relink_count - 1], parent;
+        if (parent_value(world, st, e, &parent)) ok = link_child(world, st, e, parent);
+    }
+    if (ok) return KILN_OK;
+    st->links_follow.valid = false;
+    st->relink_count = 0;
+    return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+/* Sifts dest[at] down the max-heap dest[0, n). */
+static void sift_down(kiln_entity *dest, int32_t n, int32_t at) {
+    for (;;) {
+        int32_t big = at, l = 2 * at + 1, r = l + 1;
+        if (l < n && dest[l] > dest[big]) big = l;
+        if (r < n && dest[r] > dest[big]) big = r;
+        if (big == at) return;
+        kiln_entity t = dest[at];
+        dest[at] = dest[big], dest[big] = t;
+        at = big;
+    }
+}
+
+static int compare_entities(const void *a, const void *b) {
+    kiln_entity x = *(const kiln_entity *)a, y = *(const kiln_entity *)b;
+    return (x > y) - (x < y);
+}
+
+/* The children parent's list holds that still stand (the others taken out): how many, with
+ * the capacity smallest by handle written to dest in order. No memory: a heap in dest keeps
+ * the smallest while the list holds more. */
+static int64_t gather(kiln_world *world, kl_transform_state *st, kiln_entity parent, kiln_entity *dest,
+                      int32_t capacity) {
+    uint32_t pi = kiln_entity_index(parent);
+    if ((int64_t)pi >= st->link_cap || st->links[pi].listed != parent) return 0;
+    int64_t n = 0;
+    for (uint32_t i = st->links[pi].first, next; i; i = next) {
+        next = st->links[i - 1].next; /* before link_stands may take i out */
+        if (!link_stands(world, st, i)) continue;
+        kiln_entity c = st->links[i - 1].child;
+        if (n < capacity) {
+            dest[n] = c;
+            if (n + 1 == capacity) /* full: a max-heap from here on */
+                for (int32_t k = capacity / 2 - 1; k >= 0; k--) sift_down(dest, capacity, k);
+        } else if (capacity > 0 && c < dest[0]) {
+            dest[0] = c;
+            sift_down(dest, capacity, 0);
+        }
+        n++;
+    }
+    int64_t kept = n < capacity ? n : capacity;
+    if (kept > 16) qsort(dest, (size_t)kept, sizeof(kiln_entity), compare_entities);
+    else /* the usual few: an insertion sort costs less than qsort's calls */
+        for (int64_t i = 1; i < kept; i++)
+            for (int64_t k = i; k > 0 && dest[k - 1] > dest[k]; k--) {
+                kiln_entity t = dest[k];
+                dest[k] = dest[k - 1], dest[k - 1] = t;
+            }
+    return n;
 }
 
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {
@@ -105,14 +197,9 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st || !kl_record_of(world, parent)) return 0;
-    if (refresh_children(world, st, "kiln_transform_children", false) != KILN_OK) return -1;
-    int32_t n = 0;
-    for (int64_t i = first_pair(st, parent); i < st->pair_count && st->pairs[i].parent == parent; i++) {
-        if (!pair_stands(world, st, i)) continue;
-        if (n < capacity) dest[n] = st->pairs[i].child;
-        n++;
-    }
-    return n;
+    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return -1;
+    int64_t n = gather(world, st, parent, dest, capacity);
+    return n > INT32_MAX ? INT32_MAX : (int32_t)n;
 }
 
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
@@ -127,14 +214,13 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
                        kiln_entity_format(root, eb, sizeof eb));
     }
     if (!st) return kiln_despawn(world, root);
-    kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive", false);
+    kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive");
     if (r != KILN_OK) return r;
-    /* Breadth-first over the index: root, its children, theirs, ... Every entity has one
-     * parent, so it is one standing pair's child and the walk meets it once; only root can
-     * come back (Parent links written through a pointer closing a cycle through it). The
-     * list is the call's own: a main-thread system may run this while the propagation system
-     * uses the addon's scratch on the pool. */
-    int64_t total = st->pair_count + 1;
+    /* Breadth-first over the lists: root, its children, theirs, ... Every entity has one
+     * link, so the walk meets it once; only root can come back (Parent links written through
+     * a pointer closing a cycle through it). The list is the call's own: a main-thread system
+     * may run this while the propagation system uses the addon's scratch on the pool. */
+    int64_t total = st->link_count + 1;
     size_t bytes = sizeof(kiln_entity) * (size_t)total;
     kiln_entity *list = kl_alloc(&world->alloc, bytes);
     if (!list) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
@@ -142,8 +228,12 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
     list[n++] = root;
     while (head < n) {
         kiln_entity e = list[head++];
-        for (int64_t i = first_pair(st, e); i < st->pair_count && st->pairs[i].parent == e && n < total; i++)
-            if (st->pairs[i].child != root && pair_stands(world, st, i)) list[n++] = st->pairs[i].child;
+        uint32_t pi = kiln_entity_index(e);
+        if ((int64_t)pi >= st->link_cap || st->links[pi].listed != e) continue;
+        for (uint32_t i = st->links[pi].first, next; i && n < total; i = next) {
+            next = st->links[i - 1].next;
+            if (link_stands(world, st, i) && st->links[i - 1].child != root) list[n++] = st->links[i - 1].child;
+        }
     }
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
      * Deferred, the despawns are queued: one that runs out of memory takes back those queued

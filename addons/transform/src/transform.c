@@ -39,8 +39,9 @@ static void transform_fini(kiln_world *world, void *ctx) {
     kl_free(a, st->jobs_mem, (size_t)st->jobs_mem_cap);
     kl_free(a, st->scratch, sizeof(float[16]) * (size_t)st->scratch_cap);
     kl_free(a, st->pending, sizeof(kiln_entity) * (size_t)st->pending_cap);
-    kl_free(a, st->pairs, sizeof(kl_child_pair) * (size_t)st->pair_cap);
-    kl_free(a, st->pairs_seen, sizeof(kl_rows_mark) * (size_t)st->pairs_seen_cap);
+    kl_free(a, st->links, sizeof(kl_child_node) * (size_t)st->link_cap);
+    kl_follow_fini(world, &st->links_follow);
+    kl_free(a, st->relink, sizeof(kiln_entity) * (size_t)st->relink_cap);
     kl_free(a, st, sizeof *st);
 }
 
@@ -118,6 +119,8 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
         cur = kl_transform_parent_of(world, st, cur, rec, &dead);
         if (cur == KILN_NULL_ENTITY || !(rec = kl_record_of(world, cur))) break;
     }
+    /* a set in place moves no row: the children index reads the entity again */
+    kl_transform_note_relink(kl_transform_state_of(world), entity);
     return KILN_OK;
 }
 
@@ -291,6 +294,7 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
     kl_transform_state *st = kl_alloc(&world->alloc, sizeof *st);
     if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_init: out of memory");
     memset(st, 0, sizeof *st);
+    st->world = world;
     st->ids = ids;
     if ((r = kiln_query_create(world, &(kiln_query_desc){.with = {ids.local, ids.world},
                                                          .optional = {ids.parent}},

@@ -7,6 +7,7 @@
 
 /* Core internals (the addon is built with -Icore/src): records, archetypes, query ticks. */
 #include "archetype.h"
+#include "follow.h"
 #include "query.h"
 #include "world.h"
 
@@ -37,12 +38,20 @@ typedef struct kl_node {
     int32_t parent_node;               /* index of the parent's node, or -1 */
 } kl_node;
 
-typedef struct kl_child_pair {
-    kiln_entity parent;
-    kiln_entity child;
-} kl_child_pair;
+/* The children index, per entity slot: the link it holds for the entity there as a child,
+ * and where the children list of the entity there as a parent starts. Lists are doubly linked
+ * through slots stored plus one (0: none). A list whose parent's slot went to another entity
+ * loses its head but stays linked, so taking a node out of it stays exact. */
+typedef struct kl_child_node {
+    kiln_entity child;   /* the child linked at this slot, 0: none */
+    kiln_entity parent;  /* the parent it is listed under */
+    kiln_entity listed;  /* the parent whose list starts at first */
+    uint32_t next, prev; /* siblings in the parent's list */
+    uint32_t first;      /* listed's first child */
+} kl_child_node;
 
 typedef struct kl_transform_state {
+    kiln_world *world;
     kiln_transform_ids ids;
     kiln_query *compute;   /* LocalTransform + WorldTransform, optional Parent */
     kiln_query *roots;     /* LocalTransform + WorldTransform without Parent */
@@ -69,13 +78,14 @@ typedef struct kl_transform_state {
     bool nodes_valid;
     void *jobs_mem;        /* job descriptions for the levels, reused */
     int64_t jobs_mem_cap;
-    kl_child_pair *pairs;  /* children index, sorted by (parent, child) */
-    int64_t pair_count, pair_cap;
-    kiln_tick pairs_tick;  /* tick the index was built at, 0 when never */
-    bool pairs_built;
-    bool pairs_stale;      /* rows left the linked archetypes since: some pairs are gone */
-    kl_rows_mark *pairs_seen; /* by archetype id, as at the build */
-    int64_t pairs_seen_cap;
+    /* the children index (children.c): every live entity with a Parent is linked under that
+     * parent once it caught up; links left by despawns and changed Parents are found stale
+     * by the reads that meet them, and taken out */
+    kl_child_node *links;  /* per entity slot */
+    int64_t link_cap, link_count;
+    kl_follow links_follow;
+    kiln_entity *relink;   /* entities whose Parent was set in place since the last catch-up */
+    int64_t relink_count, relink_cap;
 } kl_transform_state;
 
 /* The world's transform state, or NULL before kiln_transform_init. */
@@ -83,6 +93,10 @@ KL_HIDDEN kl_transform_state *kl_transform_state_of(const kiln_world *world);
 
 /* The live parent of a live entity's record, or null (no Parent, dead parent, self link);
  * *link_dead is set when a Parent exists but does not lead to a live parent. */
+/* The Parent check hook passed a value for child, to be set in place: the next catch-up of
+ * the children index reads child's Parent again (a value that did not land changes nothing). */
+KL_HIDDEN void kl_transform_note_relink(kl_transform_state *st, kiln_entity child);
+
 KL_HIDDEN kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
                                              kiln_entity e, const kl_record *rec, bool *link_dead);
 
