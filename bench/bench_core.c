@@ -5,6 +5,7 @@
 #include "bench_access.h"
 #include "bench_systems.h"
 #include "bench_transform.h"
+#include "bench_children.h"
 #include "bench_names.h"
 #include "bench_persist.h"
 
@@ -633,6 +634,9 @@ static const bench_case cases[] = {
     {"name_spawn", BENCH_NS_PER_ENTITY, 2.0, false,
      "a frame of 1000 spawns with a Name among 100k named vs unchecked spawns, each name entered "
      "in a plain hash set first", run_name_spawn},
+    {"tree_spawn", BENCH_NS_PER_ENTITY, 2.0, false,
+     "a frame of 250 trees (a root, 3 children) spawned among 100k in trees, each root's children "
+     "looked up at once, vs unchecked links and a plain array of each root's children", run_tree_spawn},
 };
 
 const bench_case *bench_cases(int *count) {
