@@ -70,23 +70,29 @@ static inline int64_t kl_rows_came_since(const kl_archetype *arch, kl_rows_mark 
 
 /* The first row whose entity may differ from when mark was taken (rows came and left: the
  * last row's entity fills each hole), or -1 when arch no longer knows (another index read it
- * since, starting its lowest row over): the caller then finds them another way. */
+ * after mark was taken, and rows were taken out before that): the caller finds them another
+ * way. */
 static inline int32_t kl_rows_changed_from(const kl_archetype *arch, kl_rows_mark mark) {
     if (arch->removed == mark.removed) return mark.count;
     if (mark.removed < arch->low_from) return -1;
-    return mark.count < arch->low_row ? mark.count : arch->low_row;
+    int32_t low = atomic_load_explicit(&arch->low_row, memory_order_relaxed); /* -1: unknown */
+    return mark.count < low ? mark.count : low;
 }
 
-/* An index read arch's rows: its mark, the lowest row taken out started over from here. */
+/* An index read arch's rows: its mark; the next row taken out starts the lowest over. */
 static inline kl_rows_mark kl_rows_read(kl_archetype *arch) {
-    arch->low_from = arch->removed;
-    arch->low_row = INT32_MAX;
+    atomic_store_explicit(&arch->low_row, -1, memory_order_relaxed);
     return kl_rows_mark_of(arch);
 }
 
-/* Counts the row taken out of arch at row (the last row's entity takes it, or it was last). */
+/* Counts the row taken out of arch at row (the last row's entity takes it, or it was last):
+ * one compare when it is not the lowest (-1 reads as above every row). */
 static inline void kl_rows_taken(kl_archetype *arch, size_t row) {
-    if ((int64_t)row < arch->low_row) arch->low_row = (int32_t)row;
+    int32_t low = atomic_load_explicit(&arch->low_row, memory_order_relaxed);
+    if ((uint32_t)row < (uint32_t)low) {
+        if (low < 0) arch->low_from = arch->removed; /* the first since an index read */
+        atomic_store_explicit(&arch->low_row, (int32_t)row, memory_order_relaxed);
+    }
     arch->removed++;
 }
 

@@ -6,6 +6,7 @@
 
 #include "component.h"
 #include "guard.h"
+#include "spin.h"
 
 /* value is published (release) after the block is filled, so a worker system reading a
  * resource that a main-thread system sets for the first time sees NULL or the whole value. */
@@ -33,12 +34,11 @@ static void write_value(uint8_t *dst, const kl_component *c, const void *value, 
  * resource lock: two worker systems may each set or remove a resource they write at once, and
  * one growing the table from an old copy would lose the other's entry. Readers take no lock. */
 static void lock(kiln_world *world) {
-    while (atomic_flag_test_and_set_explicit(&world->resource_lock, memory_order_acquire)) {
-    }
+    kl_spin_lock(&world->resource_lock);
 }
 
 static void unlock(kiln_world *world) {
-    atomic_flag_clear_explicit(&world->resource_lock, memory_order_release);
+    kl_spin_unlock(&world->resource_lock);
 }
 
 /* The entry of type in the newest table, or NULL when the table does not reach it. */

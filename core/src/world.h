@@ -188,10 +188,11 @@ typedef struct kl_archetype {
     uint64_t removed;         /* rows taken out so far (moves out included): while it stands
                                * still, rows were only appended, which an index over a query
                                * reads to take in only the new rows (kl_rows_mark) */
-    /* every row taken out since removed read low_from was at low_row or past it: an index
-     * that reads the rows from there on starts them over (kl_rows_changed_from, kl_rows_read) */
+    /* every row taken out since removed read low_from was at low_row or past it; an index
+     * that read the rows sets low_row to -1 (readers may run at once on several threads), and
+     * the next removal starts over from there (kl_rows_changed_from, kl_rows_read) */
     uint64_t low_from;
-    int32_t low_row;
+    _Atomic(int32_t) low_row;
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */

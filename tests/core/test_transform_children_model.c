@@ -324,6 +324,58 @@ KILN_TEST(children_model, a_flood_of_sets_in_place_between_look_ups_is_read_exac
     scene_close(&s);
 }
 
+/* The children index and the name index over the same rows, looked up in turn while rows come
+ * and go in one tick: each finds rows the other read first (an archetype then no longer knows
+ * where rows left since its own read, and it reads the rows stamped since instead). */
+KILN_TEST(children_model, children_and_names_over_the_same_rows_keep_up_in_turn) {
+    scene s;
+    scene_open(&s);
+    kiln_world *w = s.world;
+    ck_assert_int_eq(kiln_name_init(w, NULL), KILN_OK);
+    kiln_local_transform l = sample_local(4);
+    enum { PARENTS = 4, KIDS = 64 };
+    kiln_entity parents[PARENTS], kid[KIDS] = {0};
+    int under[KIDS];
+    for (int p = 0; p < PARENTS; p++) parents[p] = spawn_node(&s, KILN_NULL_ENTITY, &l);
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    for (int step = 0; step < 3000; step++) {
+        char text[24];
+        int p = 0;
+        for (int op = 0, ops = 1 + (int)(rng % 3); op < ops; op++) { /* spawns and despawns between reads */
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            int k = (int)(rng % KIDS);
+            p = (int)((rng >> 8) % PARENTS);
+            if (kid[k]) {
+                ck_assert_int_eq(kiln_despawn(w, kid[k]), KILN_OK);
+                kid[k] = KILN_NULL_ENTITY;
+            } else {
+                kid[k] = spawn_node(&s, parents[p], &l);
+                under[k] = p;
+                snprintf(text, sizeof text, "kid%d", k);
+                ck_assert_int_eq(kiln_name_set(w, kid[k], text), KILN_OK);
+            }
+        }
+        if (step % 500 == 499) kiln_tick_advance(w);
+        if (step % 2) { /* the children of one parent */
+            kiln_entity got[KIDS];
+            int32_t n = kiln_transform_children(w, parents[p], got, KIDS), want = 0;
+            for (int c = 0; c < KIDS; c++) {
+                if (!kid[c] || under[c] != p) continue;
+                want++;
+                bool found = false;
+                for (int32_t i = 0; i < n; i++) found = found || got[i] == kid[c];
+                ck_assert_msg(found, "step %d: kid %d missing under parent %d", step, c, p);
+            }
+            ck_assert_int_eq(n, want);
+        } else { /* one name */
+            snprintf(text, sizeof text, "kid%d", (int)((rng >> 20) % KIDS));
+            int c = (int)((rng >> 20) % KIDS);
+            ck_assert_uint_eq(kiln_name_lookup(w, text), kid[c]);
+        }
+    }
+    scene_close(&s);
+}
+
 /* A snapshot restore brings links back with their own ticks, none newer than the index: the
  * index tells rows that came back by the linked archetypes' counts of rows in and out. */
 KILN_TEST(children_model, a_restore_brings_children_back) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "follow.h"
+#include "spin.h"
 #include "persist_internal.h"
 #include "query.h"
 
@@ -23,6 +24,8 @@ typedef struct name_state {
     name_slot *slots;
     int64_t cap, used;      /* cap: a power of two, at most half used */
     kl_follow follow;       /* what the index last read */
+    atomic_flag lock;       /* held by whoever reads or changes the index: systems that read
+                             * Name may look names up on several threads at once */
 } name_state;
 
 static uint64_t hash_name(const char *s) {
@@ -144,7 +147,7 @@ static bool catch_up(name_state *st) {
 
 /* The live entity other than self named name, or KILN_NULL_ENTITY; false when the index
  * could not catch up (out of memory). */
-static bool find(kiln_world *world, name_state *st, const char *name, kiln_entity self, kiln_entity *dest) {
+static bool find_locked(kiln_world *world, name_state *st, const char *name, kiln_entity self, kiln_entity *dest) {
     *dest = KILN_NULL_ENTITY;
     if (!catch_up(st)) return false;
     uint64_t h = hash_name(name);
@@ -157,6 +160,13 @@ static bool find(kiln_world *world, name_state *st, const char *name, kiln_entit
         }
     }
     return true;
+}
+
+static bool find(kiln_world *world, name_state *st, const char *name, kiln_entity self, kiln_entity *dest) {
+    kl_spin_lock(&st->lock);
+    bool ok = find_locked(world, st, name, self, dest);
+    kl_spin_unlock(&st->lock);
+    return ok;
 }
 
 static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, const void *value, void *ctx,
@@ -182,8 +192,10 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
          * only next tick: it goes in now. For a spawn the entity is not known yet (null);
          * its row is appended, which the next catch-up reads. A value that does not land
          * leaves a stale entry. */
+        kl_spin_lock(&st->lock);
         if (entity && reserve(st, st->used + 1)) insert_new(st, hash_name(text), entity);
         else if (entity) st->follow.valid = false;
+        kl_spin_unlock(&st->lock);
         return KILN_OK;
     }
     char buf[24];
@@ -201,6 +213,7 @@ kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
     st = kl_alloc(&world->alloc, sizeof *st);
     if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_name_init: out of memory");
     memset(st, 0, sizeof *st);
+    atomic_flag_clear(&st->lock);
     st->world = world;
     static const kiln_field fields[] = {{"text", KILN_TYPE_CHAR, 0, KILN_NAME_MAX + 1}};
     kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = fields, .field_count = 1,
@@ -246,13 +259,20 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
     }
     /* The check hook entered the new name; a rename that landed (not queued) drops the old
      * entry now rather than leave it for the next rebuild. */
-    if (!kiln_is_deferred(world) && old[0] && strcmp(old, name) != 0) erase(st, hash_name(old), entity);
+    if (!kiln_is_deferred(world) && old[0] && strcmp(old, name) != 0) {
+        kl_spin_lock(&st->lock);
+        erase(st, hash_name(old), entity);
+        kl_spin_unlock(&st->lock);
+    }
     return KILN_OK;
 }
 
 void pz_names_invalidate(kiln_world *world) {
     name_state *st = state_of(world);
-    if (st) st->follow.valid = false;
+    if (!st) return;
+    kl_spin_lock(&st->lock);
+    st->follow.valid = false;
+    kl_spin_unlock(&st->lock);
 }
 
 const char *kiln_name_get(const kiln_world *world, kiln_entity entity) {

@@ -106,21 +106,27 @@ static bool take_link(void *ctx, const kl_archetype *a, const kl_column *col, in
 }
 
 void kl_transform_note_relink(kl_transform_state *st, kiln_entity child) {
-    if (!st->links_follow.valid) return; /* the next catch-up reads every row */
-    /* many more than the links held: reading every row again is cheaper */
-    if (st->relink_count >= 1024 + st->link_count ||
-        !kl_grow(&st->world->alloc, (void **)&st->relink, &st->relink_cap, st->relink_count + 1,
-                 sizeof(kiln_entity), 16)) {
+    kl_spin_lock(&st->links_lock);
+    if (!st->links_follow.valid) {
+        /* the next catch-up reads every row */
+    } else if (st->relink_count >= 1024 + st->link_count ||
+               !kl_grow(&st->world->alloc, (void **)&st->relink, &st->relink_cap, st->relink_count + 1,
+                        sizeof(kiln_entity), 16)) {
+        /* many more than the links held (or no memory): reading every row again instead */
         st->links_follow.valid = false;
         st->relink_count = 0;
-        return;
+    } else {
+        st->relink[st->relink_count++] = child;
     }
-    st->relink[st->relink_count++] = child;
+    kl_spin_unlock(&st->links_lock);
 }
 
 void kl_transform_links_invalidate(kiln_world *world) {
     kl_transform_state *st = kl_transform_state_of(world);
-    if (st) st->links_follow.valid = false;
+    if (!st) return;
+    kl_spin_lock(&st->links_lock);
+    st->links_follow.valid = false;
+    kl_spin_unlock(&st->links_lock);
 }
 
 /* Brings the children index up to date: the rows the linked archetypes took in or had
@@ -197,9 +203,38 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
     KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st || !kl_record_of(world, parent)) return 0;
-    if (refresh_children(world, st, "kiln_transform_children") != KILN_OK) return -1;
-    int64_t n = gather(world, st, parent, dest, capacity);
+    kl_spin_lock(&st->links_lock);
+    int64_t n = refresh_children(world, st, "kiln_transform_children") == KILN_OK
+                    ? gather(world, st, parent, dest, capacity) : -1;
+    kl_spin_unlock(&st->links_lock);
     return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
+/* Root and its descendants, breadth first, into a list of the call's own (*dest, bytes long):
+ * how many, or -1 out of memory (the world error says so). Every entity has one link, so the
+ * walk meets it once; only root can come back (Parent links written through a pointer closing
+ * a cycle through it). Own memory: a main-thread system may run this while the propagation
+ * system uses the addon's scratch on the pool. */
+static int64_t subtree(kiln_world *world, kl_transform_state *st, kiln_entity root, kiln_entity **dest,
+                       size_t *bytes) {
+    const char *call = "kiln_transform_despawn_recursive";
+    if (refresh_children(world, st, call) != KILN_OK) return -1;
+    int64_t total = st->link_count + 1;
+    *bytes = sizeof(kiln_entity) * (size_t)total;
+    kiln_entity *list = *dest = kl_alloc(&world->alloc, *bytes);
+    if (!list) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call), -1;
+    int64_t head = 0, n = 0;
+    list[n++] = root;
+    while (head < n) {
+        kiln_entity e = list[head++];
+        uint32_t pi = kiln_entity_index(e);
+        if ((int64_t)pi >= st->link_cap || st->links[pi].listed != e) continue;
+        for (uint32_t i = st->links[pi].first, next; i && n < total; i = next) {
+            next = st->links[i - 1].next;
+            if (link_stands(world, st, i) && st->links[i - 1].child != root) list[n++] = st->links[i - 1].child;
+        }
+    }
+    return n;
 }
 
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
@@ -214,27 +249,13 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
                        kiln_entity_format(root, eb, sizeof eb));
     }
     if (!st) return kiln_despawn(world, root);
-    kiln_result r = refresh_children(world, st, "kiln_transform_despawn_recursive");
-    if (r != KILN_OK) return r;
-    /* Breadth-first over the lists: root, its children, theirs, ... Every entity has one
-     * link, so the walk meets it once; only root can come back (Parent links written through
-     * a pointer closing a cycle through it). The list is the call's own: a main-thread system
-     * may run this while the propagation system uses the addon's scratch on the pool. */
-    int64_t total = st->link_count + 1;
-    size_t bytes = sizeof(kiln_entity) * (size_t)total;
-    kiln_entity *list = kl_alloc(&world->alloc, bytes);
-    if (!list) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_despawn_recursive: out of memory");
-    int64_t head = 0, n = 0;
-    list[n++] = root;
-    while (head < n) {
-        kiln_entity e = list[head++];
-        uint32_t pi = kiln_entity_index(e);
-        if ((int64_t)pi >= st->link_cap || st->links[pi].listed != e) continue;
-        for (uint32_t i = st->links[pi].first, next; i && n < total; i = next) {
-            next = st->links[i - 1].next;
-            if (link_stands(world, st, i) && st->links[i - 1].child != root) list[n++] = st->links[i - 1].child;
-        }
-    }
+    kiln_entity *list;
+    size_t bytes;
+    kl_spin_lock(&st->links_lock);
+    int64_t n = subtree(world, st, root, &list, &bytes);
+    kl_spin_unlock(&st->links_lock);
+    if (n < 0) return KILN_ERR_OUT_OF_MEMORY; /* the world error says so */
+    kiln_result r = KILN_OK;
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
      * Deferred, the despawns are queued: one that runs out of memory takes back those queued
      * before it, so the call leaves nothing behind. */

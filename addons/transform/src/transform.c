@@ -295,6 +295,7 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
     if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_init: out of memory");
     memset(st, 0, sizeof *st);
     st->world = world;
+    atomic_flag_clear(&st->links_lock);
     st->ids = ids;
     if ((r = kiln_query_create(world, &(kiln_query_desc){.with = {ids.local, ids.world},
                                                          .optional = {ids.parent}},

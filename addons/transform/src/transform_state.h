@@ -8,6 +8,7 @@
 /* Core internals (the addon is built with -Icore/src): records, archetypes, query ticks. */
 #include "archetype.h"
 #include "follow.h"
+#include "spin.h"
 #include "query.h"
 #include "world.h"
 
@@ -86,6 +87,8 @@ typedef struct kl_transform_state {
     kl_follow links_follow;
     kiln_entity *relink;   /* entities whose Parent was set in place since the last catch-up */
     int64_t relink_count, relink_cap;
+    atomic_flag links_lock; /* held by whoever reads or changes the index: systems that read
+                             * Parent may look children up on several threads at once */
 } kl_transform_state;
 
 /* The world's transform state, or NULL before kiln_transform_init. */
