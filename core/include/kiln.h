@@ -173,10 +173,10 @@ typedef struct kiln_world_stats {
     int64_t entities;      /* live entities */
     int64_t entity_slots;  /* slots ever used (live + free + retired) */
     int32_t archetypes;    /* archetypes created, the empty one included */
-    int32_t components;    /* registered component types */
-    int32_t queries;       /* live queries */
+    int32_t components, queries; /* registered component types, live queries */
     int64_t bytes;         /* bytes currently allocated through the allocator hook */
     int64_t allocations;   /* calls to the allocator hook that allocated or resized */
+    uint64_t changes;      /* grows with each row added or removed: a count taken at one value holds */
 } kiln_world_stats;
 
 void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);

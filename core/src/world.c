@@ -180,6 +180,7 @@ void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest) {
     dest->bytes = atomic_load_explicit(&((kiln_world *)world)->alloc.bytes, memory_order_relaxed);
     dest->allocations =
         atomic_load_explicit(&((kiln_world *)world)->alloc.calls, memory_order_relaxed);
+    dest->changes = world->structure_version;
 }
 
 static int64_t allocated(const kiln_world *world) {

@@ -54,116 +54,16 @@ const char *klua_mods_busy(klua_mods *mods) {
 
 /* ---- what a mod's view of the world asks of the manager ---------------------------------- */
 
-/* Spawns made while the world is deferred (a frame, a query loop) land only when the section
- * ends, so the tag query does not count them yet: they are counted as pending until the tick
- * changes or the world is seen undeferred (a frame is one deferred section, its tick one). */
-static int64_t pending_spawns(klua_mod *mod, kiln_world *world) {
-    kiln_tick now = kiln_tick_current(world);
-    if (!kiln_is_deferred(world) || mod->pending_tick != now) {
-        mod->pending_spawns = mod->pending_bytes = 0;
-        mod->pending_tick = now;
-    }
-    return mod->pending_spawns;
-}
-
-int64_t klua_mod_query_bytes(const klua_mod *mod) {
-    /* the queries kiln keeps over its components on others' entities (one per component,
-     * matching every archetype that holds it) grow as its queries do */
-    int64_t n = 0;
-    for (int k = 0; k < mod->declared_count; k++)
-        if (mod->foreign[k]) n += kiln_query_memory(mod->foreign[k]);
-    for (const klua_query_link *l = mod->L && mod->kw && !mod->kw->closed ? mod->kw->queries : NULL; l; l = l->next)
-        n += kiln_query_memory(l->query);
-    return n;
-}
-
-int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
-    int64_t held = (mod->spawned ? kiln_query_bytes(mod->spawned) : 0) + klua_mod_query_bytes(mod);
-    for (int k = 0; k < mod->declared_count; k++) {
-        kiln_component_info info;
-        if (mod->declared_event[k] || !mod->declared_first[k] ||
-            !kiln_component_info_get(world, mod->declared[k], &info))
-            continue;
-        int64_t value = (int64_t)info.stride;
-        if (mod->foreign[k]) held += kiln_query_count(mod->foreign[k]) * (value + (int64_t)sizeof(kiln_row_tick));
-        if (info.size && kiln_resource_has(world, mod->declared[k])) held += value;
-    }
-    pending_spawns(mod, world); /* (forgets what landed) */
-    kiln_tick now = kiln_tick_current(world);
-    if (mod->event_tick != now) {
-        mod->event_bytes = 0;
-        mod->event_tick = now;
-    }
-    return held + mod->pending_bytes + mod->event_bytes;
-}
-
-/* Raises when more bytes would take the mod past its world_memory. */
-static void check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what) {
-    int64_t held = klua_mod_held_bytes(mod, world), limit = mod->mods->world_memory;
-    if (more > limit - held)
-        luaL_error(L, "mod '%s' holds %I bytes in the world; %s would take %I more, past its limit of %I "
-                   "(world_memory)", mod->name, (lua_Integer)held, what, (lua_Integer)more, (lua_Integer)limit);
-}
-
-/* Archetypes are never freed, and the world holds at most 65,472: a mod spawning and
- * despawning entities of every combination of its components made 20,000 (33 MiB) in 16
- * frames, and could leave the host none for its own new combinations. So a mod's spawn, add
- * or remove is refused when the world's archetypes, with one for each such call mods queued
- * in the deferred section under way (it lands later, and may make one), reach
- * opts.archetypes: the world never passes it through mods. The room a frame leaves is shared
- * out: each mod may queue its part of it (the room when the frame's first was counted, over
- * the mods loaded), so one mod reshaping all it could, first in the frame, cannot leave the
- * others none. */
-static void check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
-    klua_mods *mods = mod->mods;
-    kiln_world *world = mods->kw->world;
-    kiln_tick now = kiln_tick_current(world);
-    bool deferred = kiln_is_deferred(world);
-    kiln_world_stats st;
-    kiln_world_stats_get(world, &st);
-    /* Rows that go leave their room to their archetype until a trim, which a schedule run
-     * makes after a frame that grew the world; a mod's top level or export runs between frames,
-     * where spawning into one archetype after another could hold room far past world_memory:
-     * mods trim once the world grew by world_memory since they last did. */
-    if (!deferred && st.bytes > mods->trim_at) {
-        (void)kiln_world_trim(world);
-        kiln_world_stats_get(world, &st);
-        mods->trim_at = st.bytes + mods->world_memory;
-    }
-    if (!deferred || mods->reshape_tick != now) {
-        mods->reshapes = 0;
-        mods->reshape_tick = now;
-        mods->reshape_base = st.archetypes;
-    }
-    if (!deferred || mod->reshape_tick != now) {
-        mod->reshapes = 0;
-        mod->reshape_tick = now;
-    }
-    if (st.archetypes + mods->reshapes >= mods->archetypes)
-        luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
-                   "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",
-                   what, mod->name, (int)st.archetypes, (lua_Integer)mods->reshapes, (int)mods->archetypes);
-    if (!deferred) return;
-    int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
-    int64_t share = ((int64_t)mods->archetypes - mods->reshape_base) / (sharers > 0 ? sharers : 1);
-    if (mod->reshapes >= (share > 1 ? share : 1))
-        luaL_error(L, "%s: mod '%s' may not reshape entities: it queued %I spawns, adds and removes this frame, "
-                   "its part of the %I the mods' limit left room for (archetypes)",
-                   what, mod->name, (lua_Integer)mod->reshapes,
-                   (lua_Integer)((int64_t)mods->archetypes - mods->reshape_base));
-    mods->reshapes++;
-    mod->reshapes++;
-}
-
 static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes) {
     klua_mod *mod = kw->mod;
-    int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
-    if (live + pending_spawns(mod, kw->world) >= mod->mods->entities)
+    int64_t live = klua_mod_live(mod, kw->world);
+    if (live + klua_mod_pending_spawns(mod, kw->world) >= mod->mods->entities)
         luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
     /* its values and ticks, its handle and its record (kiln_query_bytes counts the same) */
     mod->spawn_bytes = bytes + (int64_t)(sizeof(kiln_entity) + sizeof(uint64_t));
-    check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
-    check_archetypes(L, mod, "world:spawn"); /* last: a spawn refused otherwise is not counted */
+    klua_mod_check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
+    klua_mod_check_archetypes(L, mod, "world:spawn"); /* last: a spawn refused otherwise is not counted */
+    mod->rows.spawn_at = mod->rows.changes; /* counted above (klua_mod_live) */
     return mod->tag;
 }
 
@@ -172,6 +72,8 @@ static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
     if (kiln_is_deferred(kw->world)) {
         mod->pending_spawns++;
         mod->pending_bytes += mod->spawn_bytes;
+    } else {
+        klua_mod_count_spawn(mod, kw->world);
     }
     if (!mod->loading) return;
     if (mod->load_spawn_count == mod->load_spawn_cap) {
@@ -376,8 +278,8 @@ static void hook_failed(klua_world *kw, const char *system, const char *message,
 
 static int64_t hook_spawn_room(klua_world *kw) {
     klua_mod *mod = kw->mod;
-    int64_t live = mod->spawned ? (int64_t)kiln_query_count(mod->spawned) : 0;
-    int64_t room = mod->mods->entities - live - pending_spawns(mod, kw->world);
+    int64_t live = klua_mod_live(mod, kw->world);
+    int64_t room = mod->mods->entities - live - klua_mod_pending_spawns(mod, kw->world);
     return room > 0 ? room : 0;
 }
 
@@ -386,7 +288,7 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
     klua_mod *mod = kw->mod;
     kiln_world *world = kw->world;
     if (e == KILN_NULL_ENTITY && c == 0) { /* an event */
-        check_held(L, mod, world, bytes, fname);
+        klua_mod_check_held(L, mod, world, bytes, fname);
         mod->event_bytes += bytes;
         return;
     }
@@ -400,7 +302,7 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         if (k >= 0 && m->declared_first[k]) payer = m;
     }
     if (e == KILN_NULL_ENTITY) {
-        if (payer) check_held(L, payer, world, bytes, fname);
+        if (payer) klua_mod_check_held(L, payer, world, bytes, fname);
         return;
     }
     if (payer != mod || !kiln_has(world, e, mod->tag)) {
@@ -409,8 +311,8 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         if (payer && !payer->foreign[k] && kiln_query_create(world, &others, &payer->foreign[k]) != KILN_OK)
             luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
     }
-    if (payer) check_held(L, payer, world, bytes, fname);
-    check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */
+    if (payer) klua_mod_check_held(L, payer, world, bytes, fname);
+    klua_mod_check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */
     if (payer && kiln_is_deferred(world)) payer->pending_bytes += bytes;
 }
 
@@ -435,12 +337,12 @@ static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const c
     }
     if (bytes > limit - klua_mod_held_bytes(mod, kw->world)) {
         kiln_query_destroy(q);
-        check_held(L, mod, kw->world, bytes, fname); /* raises */
+        klua_mod_check_held(L, mod, kw->world, bytes, fname); /* raises */
     }
 }
 
 static void hook_before_reshape(lua_State *L, klua_world *kw, const char *fname) {
-    check_archetypes(L, kw->mod, fname);
+    klua_mod_check_archetypes(L, kw->mod, fname);
 }
 
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,

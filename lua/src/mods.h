@@ -90,6 +90,11 @@ typedef struct klua_mod {
     /* by declared index: its component's values on entities it did not spawn, made at its
      * first add of that component to one (NULL until then) */
     kiln_query *foreign[KLUA_MOD_MAX_COMPONENTS];
+    /* what its rows hold (its entities' count and bytes, its components' values on others'),
+     * counted over every archetype they match; kept while the world's changes count, its
+     * declared components and its queries over others' stand (a spawn in a system is queued,
+     * and moves no row), so the checks of each spawn and add do not count again */
+    struct { uint64_t changes, spawn_at; int declared, foreign; bool valid; int64_t live, bytes; } rows;
     kiln_tick pending_tick;
     int64_t reshapes;          /* its own of mods->reshapes (counted at tick reshape_tick) */
     kiln_tick reshape_tick;
@@ -217,16 +222,31 @@ KLUA_HIDDEN int klua_mod_loadfile(lua_State *L, const char *path);
 /* True when path, resolved, lies inside folder dir (both resolved; no symlink escapes). */
 KLUA_HIDDEN bool klua_mod_inside(const char *dir, const char *path, char *resolved);
 
-/* ---- mods.c: the lifecycle ---- */
+/* ---- mods_account.c: what a mod holds, against its limits ---- */
 /* The bytes mod holds in world (its world_memory budget): the rows of the entities it
  * spawned (every value on them, whoever added it, with ticks, handles and records), the
  * values of its own components on entities it did not spawn once it has added one there,
  * the resources of its own components, what it queued in the deferred section under way,
- * the events it emitted this tick, and what its live queries hold (klua_mod_query_bytes). */
+ * the events it emitted this tick, and what its live queries hold (klua_mod_query_bytes).
+ * The rows are counted over the archetypes they match only when rows moved since. */
 KLUA_HIDDEN int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world);
 /* The bytes the queries mod's code made hold in C (kiln_query_memory), while they live, and
  * those of the queries kiln keeps over its components on others' entities. */
 KLUA_HIDDEN int64_t klua_mod_query_bytes(const klua_mod *mod);
+/* Its live entities (the entities with its tag, counted only when rows moved since). */
+KLUA_HIDDEN int64_t klua_mod_live(klua_mod *mod, kiln_world *world);
+/* Counts the spawn that just landed (not deferred) as its archetype's row, when nothing else
+ * moved since its checks counted the rows (else they are counted again when next asked). */
+KLUA_HIDDEN void klua_mod_count_spawn(klua_mod *mod, kiln_world *world);
+/* Its spawns queued in the deferred section under way (forgetting those that landed). */
+KLUA_HIDDEN int64_t klua_mod_pending_spawns(klua_mod *mod, kiln_world *world);
+/* Raises when more bytes would take mod past its world_memory (what names the call). */
+KLUA_HIDDEN void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what);
+/* Raises when a spawn, add or remove by mod could make one archetype past the mods' limit or
+ * its share of the room the frame left (see mods_account.c), else counts it. */
+KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what);
+
+/* ---- mods.c: the lifecycle ---- */
 /* The manager's books, in the host state's allocator. */
 KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
 KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);

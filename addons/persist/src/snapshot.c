@@ -276,6 +276,7 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
     for (int32_t k = 0; k < snap->resource_count; k++)
         if (snap->resources[k].size)
             memcpy(kiln_resource_get(world, snap->resources[k].id), snap->resources[k].value, snap->resources[k].size);
+    world->structure_version++; /* rows came and went: what was counted before is stale */
     world->tick = snap->tick; /* every row is the snapshot's: its ticks count from its base */
     world->tick_base = snap->tick_base;
     pz_names_invalidate(world);

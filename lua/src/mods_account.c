@@ -1,0 +1,144 @@
+/* mods_account.c: what a mod holds in the world, counted against its limits (world_memory,
+ * entities) and its share of the archetypes the mods may make. */
+#include "mods.h"
+
+/* Spawns made while the world is deferred (a frame, a query loop) land only when the section
+ * ends, so the tag query does not count them yet: they are counted as pending until the tick
+ * changes or the world is seen undeferred (a frame is one deferred section, its tick one). */
+int64_t klua_mod_pending_spawns(klua_mod *mod, kiln_world *world) {
+    kiln_tick now = kiln_tick_current(world);
+    if (!kiln_is_deferred(world) || mod->pending_tick != now) {
+        mod->pending_spawns = mod->pending_bytes = 0;
+        mod->pending_tick = now;
+    }
+    return mod->pending_spawns;
+}
+
+int64_t klua_mod_query_bytes(const klua_mod *mod) {
+    /* the queries kiln keeps over its components on others' entities (one per component,
+     * matching every archetype that holds it) grow as its queries do */
+    int64_t n = 0;
+    for (int k = 0; k < mod->declared_count; k++)
+        if (mod->foreign[k]) n += kiln_query_memory(mod->foreign[k]);
+    for (const klua_query_link *l = mod->L && mod->kw && !mod->kw->closed ? mod->kw->queries : NULL; l; l = l->next)
+        n += kiln_query_memory(l->query);
+    return n;
+}
+
+/* Brings mod->rows up to date: counted again only when rows moved, it declared a component or
+ * it made a query over others' entities since they were counted. */
+static void count_rows(klua_mod *mod, kiln_world *world) {
+    kiln_world_stats st;
+    kiln_world_stats_get(world, &st);
+    int foreign = 0;
+    for (int k = 0; k < mod->declared_count; k++) foreign += mod->foreign[k] != NULL;
+    if (mod->rows.valid && mod->rows.changes == st.changes && mod->rows.declared == mod->declared_count &&
+        mod->rows.foreign == foreign)
+        return;
+    int64_t bytes = mod->spawned ? kiln_query_bytes(mod->spawned) : 0;
+    for (int k = 0; k < mod->declared_count; k++) {
+        kiln_component_info info;
+        if (mod->declared_event[k] || !mod->declared_first[k] || !mod->foreign[k] ||
+            !kiln_component_info_get(world, mod->declared[k], &info))
+            continue;
+        bytes += kiln_query_count(mod->foreign[k]) * ((int64_t)info.stride + (int64_t)sizeof(kiln_row_tick));
+    }
+    mod->rows.live = mod->spawned ? kiln_query_count(mod->spawned) : 0;
+    mod->rows.bytes = bytes;
+    mod->rows.changes = st.changes;
+    mod->rows.declared = mod->declared_count;
+    mod->rows.foreign = foreign;
+    mod->rows.valid = true;
+}
+
+void klua_mod_count_spawn(klua_mod *mod, kiln_world *world) {
+    /* counted just before (the spawn's checks), and nothing recounted since: one row more */
+    if (!mod->rows.valid || mod->rows.changes != mod->rows.spawn_at) return;
+    kiln_world_stats st;
+    kiln_world_stats_get(world, &st);
+    mod->rows.live++;
+    mod->rows.bytes += mod->spawn_bytes; /* its archetype's row, as kiln_query_bytes counts it */
+    mod->rows.changes = st.changes;
+}
+
+int64_t klua_mod_live(klua_mod *mod, kiln_world *world) {
+    count_rows(mod, world);
+    return mod->rows.live;
+}
+
+int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
+    count_rows(mod, world);
+    int64_t held = mod->rows.bytes + klua_mod_query_bytes(mod);
+    for (int k = 0; k < mod->declared_count; k++) {
+        kiln_component_info info;
+        if (mod->declared_event[k] || !mod->declared_first[k] ||
+            !kiln_component_info_get(world, mod->declared[k], &info))
+            continue;
+        if (info.size && kiln_resource_has(world, mod->declared[k])) held += (int64_t)info.stride;
+    }
+    klua_mod_pending_spawns(mod, world); /* (forgets what landed) */
+    kiln_tick now = kiln_tick_current(world);
+    if (mod->event_tick != now) {
+        mod->event_bytes = 0;
+        mod->event_tick = now;
+    }
+    return held + mod->pending_bytes + mod->event_bytes;
+}
+
+void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what) {
+    int64_t held = klua_mod_held_bytes(mod, world), limit = mod->mods->world_memory;
+    if (more > limit - held)
+        luaL_error(L, "mod '%s' holds %I bytes in the world; %s would take %I more, past its limit of %I "
+                   "(world_memory)", mod->name, (lua_Integer)held, what, (lua_Integer)more, (lua_Integer)limit);
+}
+
+/* Archetypes are never freed, and the world holds at most 65,472: a mod spawning and
+ * despawning entities of every combination of its components made 20,000 (33 MiB) in 16
+ * frames, and could leave the host none for its own new combinations. So a mod's spawn, add
+ * or remove is refused when the world's archetypes, with one for each such call mods queued
+ * in the deferred section under way (it lands later, and may make one), reach
+ * opts.archetypes: the world never passes it through mods. The room a frame leaves is shared
+ * out: each mod may queue its part of it (the room when the frame's first was counted, over
+ * the mods loaded), so one mod reshaping all it could, first in the frame, cannot leave the
+ * others none. */
+void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
+    klua_mods *mods = mod->mods;
+    kiln_world *world = mods->kw->world;
+    kiln_tick now = kiln_tick_current(world);
+    bool deferred = kiln_is_deferred(world);
+    kiln_world_stats st;
+    kiln_world_stats_get(world, &st);
+    /* Rows that go leave their room to their archetype until a trim, which a schedule run
+     * makes after a frame that grew the world; a mod's top level or export runs between frames,
+     * where spawning into one archetype after another could hold room far past world_memory:
+     * mods trim once the world grew by world_memory since they last did. */
+    if (!deferred && st.bytes > mods->trim_at) {
+        (void)kiln_world_trim(world);
+        kiln_world_stats_get(world, &st);
+        mods->trim_at = st.bytes + mods->world_memory;
+    }
+    if (!deferred || mods->reshape_tick != now) {
+        mods->reshapes = 0;
+        mods->reshape_tick = now;
+        mods->reshape_base = st.archetypes;
+    }
+    if (!deferred || mod->reshape_tick != now) {
+        mod->reshapes = 0;
+        mod->reshape_tick = now;
+    }
+    if (st.archetypes + mods->reshapes >= mods->archetypes)
+        luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
+                   "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",
+                   what, mod->name, (int)st.archetypes, (lua_Integer)mods->reshapes, (int)mods->archetypes);
+    if (!deferred) return;
+    int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
+    int64_t share = ((int64_t)mods->archetypes - mods->reshape_base) / (sharers > 0 ? sharers : 1);
+    if (mod->reshapes >= (share > 1 ? share : 1))
+        luaL_error(L, "%s: mod '%s' may not reshape entities: it queued %I spawns, adds and removes this frame, "
+                   "its part of the %I the mods' limit left room for (archetypes)",
+                   what, mod->name, (lua_Integer)mod->reshapes,
+                   (lua_Integer)((int64_t)mods->archetypes - mods->reshape_base));
+    mods->reshapes++;
+    mod->reshapes++;
+}
+
