@@ -323,7 +323,7 @@ print(again)
         -- spawn at its top level adds its archetype's row to the count instead. A host spawn
         -- and despawn makes the next count start over: both must agree, here and after
         -- frames whose spawns were queued.
-        local w, mods = budgeted(1 << 24, "rows", [[
+        local w, mods = budgeted(16 * 1024 * 1024, "rows", [[
 world:component("A", "float x;")
 world:component("B", "double y[3];")
 world:component("C", "")
