@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "memory.h"
+#include "spin.h"
 
 typedef struct kl_queued {
     kiln_job job;
@@ -203,9 +204,7 @@ static bool spin_until_done(kiln_counter *counter) {
     int64_t start = now_ns();
     for (int i = 1;; i++) {
         if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0) return true;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        kl_spin_pause();
         if (i % 64 == 0 && now_ns() - start > KL_WAIT_SPIN_NS) return false;
     }
 }
