@@ -92,8 +92,8 @@ typedef struct kiln_event_type {
     uint32_t id;
 } kiln_event_type;
 
-/* A change tick. The world tick starts at 1; rows written during tick t carry t. */
-typedef uint32_t kiln_tick;
+/* A change tick. The world tick starts at 1; rows written during tick t carry t. 64 bits. */
+typedef uint64_t kiln_tick;
 
 /* A row's tick as stored (`it.ticks[term][row]`, read with kiln_iter_row_tick): tick - tick
  * base. At KILN_TICK_REBASE_AT past the base, kiln_tick_advance moves it to KILN_TICK_WINDOW
@@ -193,7 +193,7 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
 
 /* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
  * new tick; not from a running system that is not exclusive (systems beside it stamp their
- * writes with the tick): an assertion, as is a tick past 2^32 - 1 (2.27 years at 60 Hz).
+ * writes with the tick): an assertion. 64 bits: a schedule run at 1 MHz runs out in 584,000 years.
  * Advancing may rebase the rows' ticks, a pass every 16,384 ticks (see kiln_row_tick). */
 kiln_tick kiln_tick_current(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);

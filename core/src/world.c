@@ -134,7 +134,7 @@ static void shift_ticks(kiln_row_tick *ticks, int32_t n, kiln_row_tick shift) {
 void kl_ticks_rebase(kiln_world *world) {
     if (world->tick - world->tick_base <= KILN_TICK_WINDOW) return;
     kiln_tick base = world->tick - KILN_TICK_WINDOW;
-    uint32_t shift = base - world->tick_base; /* > UINT16_MAX: every row is older */
+    kiln_tick shift = base - world->tick_base; /* > UINT16_MAX: every row is older */
     for (int32_t a = 0; a < world->archetype_count; a++) {
         kl_archetype *arch = world->archetypes[a];
         for (int32_t c = 0; c < arch->column_count && arch->count > 0; c++) {
@@ -163,8 +163,8 @@ kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
                 "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
-    /* 32 bits: past the last one, change ticks and structure ticks would run backwards */
-    KILN_ASSERT(world->tick != UINT32_MAX, "the world tick has run out (2^32 - 1 ticks)");
+    /* past the last one, change ticks and structure ticks would run backwards */
+    KILN_ASSERT(world->tick != UINT64_MAX, "the world tick has run out (2^64 - 1 ticks)");
     ++world->tick;
     rebase_when_due(world);
     return world->tick;

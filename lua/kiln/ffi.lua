@@ -129,8 +129,8 @@ local LAYOUT = views.layout
 local ITER, ROWS = shared.ITER, shared.ROWS
 if not ITER then
   local iter_name = assert(declare("kiln_iter", format([[int32_t count; int32_t term_count;
-    const uint64_t *entities; void *columns[%d]; uint16_t *ticks[%d]; uint32_t tick;
-    const uint32_t *tick_base;]], LAYOUT.max_terms, LAYOUT.max_terms)))
+    const uint64_t *entities; void *columns[%d]; uint16_t *ticks[%d]; uint64_t tick;
+    const uint64_t *tick_base;]], LAYOUT.max_terms, LAYOUT.max_terms)))
   local iter = typeof("struct " .. iter_name)
   for _, field in ipairs({"count", "entities", "columns", "ticks", "tick", "tick_base"}) do
     assert(offsetof(iter, field) == LAYOUT[field], "lua/kiln/ffi.lua: kiln_iter's layout changed: " .. field)

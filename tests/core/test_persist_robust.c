@@ -152,26 +152,37 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     target_open(&t);
     unsigned char *copy = malloc(saved.size);
     memcpy(copy, saved.data, saved.size);
-    put32(copy + 8, 3);
+    put32(copy + 8, 4);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 12: version 3 is not supported (this build reads versions 1 and 2)");
+                     "kiln_load: at byte 12: version 4 is not supported (this build reads versions 1 to 3)");
     put32(copy + 8, 0);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 12: version 0 is not supported (this build reads versions 1 and 2)");
+                     "kiln_load: at byte 12: version 0 is not supported (this build reads versions 1 to 3)");
     memcpy(copy, saved.data, saved.size);
-    put64(copy + 32, (uint64_t)1 << 40); /* entities */
+    put64(copy + 36, (uint64_t)1 << 40); /* entities */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 44: the header's counts are larger than the input");
+                     "kiln_load: at byte 48: the header's counts are larger than the input");
     memcpy(copy, saved.data, saved.size);
-    put32(copy + 20, 0x7fffffff); /* schemas */
+    put32(copy + 24, 0x7fffffff); /* schemas */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
     memcpy(copy, saved.data, saved.size);
-    put32(copy + 16, 0x80000000u); /* a tick the world would wrap from a few ticks on */
+    put64(copy + 16, KILN_SAVE_TICK_MAX + 1); /* a tick past what Lua numbers hold exactly */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_load: at byte 20: the tick 2147483648 is past 2^31 - 1, the most a save holds");
+    ck_assert_str_eq(kiln_world_error(t.w.world),
+                     "kiln_load: at byte 24: the tick 9007199254740992 is past 2^53 - 1, the most a version 3 save holds");
+    put64(copy + 16, UINT64_MAX); /* one the world would wrap from at its next tick */
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    /* version 2's header, whose 32-bit tick took no more than 2^31 - 1 */
+    memcpy(copy, saved.data, saved.size);
+    put32(copy + 8, 2);
+    put32(copy + 16, 0x80000000u);
+    memmove(copy + 20, copy + 24, saved.size - 24);
+    ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size - 4, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(t.w.world),
+                     "kiln_load: at byte 20: the tick 2147483648 is past 2^31 - 1, the most a version 2 save holds");
     memcpy(copy, saved.data, saved.size);
     memcpy(copy, "KILNSAVX", 8);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
@@ -192,8 +203,10 @@ static const struct {
      "kiln_load: at kiln: version 2 is not supported (this build reads version 1)"},
     {"{\"kiln\":1,\"tick\":\"one\"," POS_SCHEMA ",\"entities\":[]}",
      "kiln_load: at tick: an integer expected, got a string"},
-    {"{\"kiln\":1,\"tick\":2147483648," POS_SCHEMA ",\"entities\":[]}",
-     "kiln_load: at tick: 2147483648 is out of range"},
+    {"{\"kiln\":1,\"tick\":9007199254740992," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at tick: 9007199254740992 is out of range"},
+    {"{\"kiln\":1,\"tick\":18446744073709551615," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at line 1 column 37 (byte 37): too big integer near '18446744073709551615'"},
     {"{\"kiln\":1,\"tick\":1,\"components\":{},\"entities\":[]}",
      "kiln_load: at components: an array of components expected, got an object"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":\"fast\"}}}]}",

@@ -1,6 +1,7 @@
 /* test_ticks_rebase.c: Check suite for 2-byte row ticks counted from a world tick base: change
  * ticks stay exact inside the window across many rebases and only ever read newer outside it. */
 #include <check.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "test_registry.h"
 #include "test_support.h"
 #include "transform_fixture.h"
+
+#define TK "%" PRIu64 /* a kiln_tick in a message */
 
 /* ------------------------------------------------------------------------------------------ */
 /* a world and a model of its ticks                                                           */
@@ -85,33 +88,33 @@ static void check_rows(void) {
     for (int i = 0; i < ROWS; i++)
         for (int c = 0; c < 2; c++) {
             kiln_tick got = kiln_changed_tick(M.w, M.e[i], comps[c]), truth = M.truth[i][c];
-            EXPECT(got == expected(truth), "tick %u: row %d term %d reads %u, written at %u, base %u",
+            EXPECT(got == expected(truth), "tick " TK ": row %d term %d reads " TK ", written at " TK ", base " TK,
                    now, i, c, got, truth, M.base);
             EXPECT(truth + KILN_TICK_WINDOW < now || got == truth,
-                   "tick %u: row %d term %d written at %u (in the window) reads %u", now, i, c,
+                   "tick " TK ": row %d term %d written at " TK " (in the window) reads " TK, now, i, c,
                    truth, got);
-            EXPECT(got >= truth, "tick %u: row %d term %d reads %u, older than %u", now, i, c,
+            EXPECT(got >= truth, "tick " TK ": row %d term %d reads " TK ", older than " TK, now, i, c,
                    got, truth);
         }
     int seen = 0;
     kiln_iter it;
     kiln_query_iter(M.q, &it);
     while (kiln_query_next(&it)) {
-        EXPECT(*it.tick_base == M.base, "tick %u: tick_base %u, the model %u", now, *it.tick_base,
+        EXPECT(*it.tick_base == M.base, "tick " TK ": tick_base " TK ", the model " TK, now, *it.tick_base,
                M.base);
         for (int32_t row = 0; row < it.count; row++, seen++) {
             int i = (int)kiln_entity_index(it.entities[row]);
             EXPECT(i < ROWS && it.entities[row] == M.e[i], "an entity the test did not spawn");
             for (int c = 0; c < 2; c++) {
                 kiln_tick want = expected(M.truth[i][c]);
-                EXPECT(kiln_iter_row_tick(&it, c, row) == want, "tick %u: row %d term %d: %u, not %u",
+                EXPECT(kiln_iter_row_tick(&it, c, row) == want, "tick " TK ": row %d term %d: " TK ", not " TK,
                        now, i, c, kiln_iter_row_tick(&it, c, row), want);
                 EXPECT(kiln_iter_changed_since(&it, c, row, want - 1) &&
                        !kiln_iter_changed_since(&it, c, row, want),
-                       "tick %u: row %d term %d: changed_since disagrees with %u", now, i, c, want);
+                       "tick " TK ": row %d term %d: changed_since disagrees with " TK, now, i, c, want);
                 /* never a missed change: a row written after since reads as changed */
                 EXPECT(kiln_iter_changed_since(&it, c, row, M.truth[i][c] - 1),
-                       "tick %u: row %d term %d: the change at %u is missed", now, i, c,
+                       "tick " TK ": row %d term %d: the change at " TK " is missed", now, i, c,
                        M.truth[i][c]);
             }
         }
@@ -193,20 +196,20 @@ static int32_t row_of(const kiln_iter *it, int i) {
 static void check_open(const kiln_iter *it) {
     kiln_tick now = kiln_tick_current(M.w);
     kiln_component comps[2] = {M.pos, M.vel};
-    EXPECT(*it->tick_base == M.base, "tick %u: the iteration reads base %u, the model %u", now,
+    EXPECT(*it->tick_base == M.base, "tick " TK ": the iteration reads base " TK ", the model " TK, now,
            *it->tick_base, M.base);
     for (int32_t row = 0; row < it->count; row++) {
         int i = (int)kiln_entity_index(it->entities[row]);
         for (int c = 0; c < 2; c++) {
             kiln_tick truth = M.truth[i][c], got = kiln_iter_row_tick(it, c, row);
             EXPECT(got == expected(truth) && got >= truth && got <= now,
-                   "tick %u: row %d term %d written at %u reads %u, base %u", now, i, c, truth,
+                   "tick " TK ": row %d term %d written at " TK " reads " TK ", base " TK, now, i, c, truth,
                    got, M.base);
-            EXPECT(kiln_changed_tick(M.w, M.e[i], comps[c]) == got, "tick %u: row %d term %d", now,
+            EXPECT(kiln_changed_tick(M.w, M.e[i], comps[c]) == got, "tick " TK ": row %d term %d", now,
                    i, c);
             EXPECT(kiln_iter_changed_since(it, c, row, truth - 1) &&
                        !kiln_iter_changed_since(it, c, row, got),
-                   "tick %u: row %d term %d: changed_since disagrees with %u", now, i, c, got);
+                   "tick " TK ": row %d term %d: changed_since disagrees with " TK, now, i, c, got);
         }
     }
 }
@@ -443,6 +446,48 @@ KILN_TEST(rebase, a_snapshot_restored_after_rebases_gives_back_its_ticks_and_its
     kiln_snapshot_destroy(snap);
 }
 
+/* A JSON save that only moves a world's tick (to 2^32 - 3, loaded into it). */
+static const char NEAR_2_32[] = "{\"kiln\":1,\"tick\":4294967293,\"components\":[],\"entities\":[]}";
+
+KILN_TEST(rebase, a_world_run_past_2_32_ticks_keeps_its_ticks_exact_and_saves_them) {
+    /* the tick is 64 bits: a world loaded near 2^32 runs on past it (a 32-bit tick wrapped or
+     * stopped there, and a save could not hold a tick past 2^31 - 1) */
+    ck_assert_msg(kiln_load(M.w, NEAR_2_32, sizeof NEAR_2_32 - 1, NULL) == KILN_OK, "%s", kiln_world_error(M.w));
+    ck_assert_uint_eq(kiln_tick_current(M.w), 4294967293u);
+    M.base = kiln_tick_current(M.w) - KILN_TICK_WINDOW;
+    check_rows(); /* rows written at tick 1 read as the base */
+    for (int k = 0; k < 8; k++) {
+        advance();
+        mark_rows(k % 2, 3, k % 3);
+        check_rows();
+    }
+    ck_assert_uint_eq(kiln_tick_current(M.w), (kiln_tick)UINT32_MAX + 6);
+    ck_assert_uint_gt(M.truth[2][1], UINT32_MAX);
+    /* a save holds the tick whole, in both formats; the world loaded from it reads the same */
+    for (int format = 0; format < 2; format++) {
+        struct { char *data; size_t size; } bytes = {NULL, 0};
+        ck_assert_int_eq(kiln_save(M.w, &(kiln_save_desc){.format = (kiln_persist_format)format}, append, &bytes),
+                         KILN_OK);
+        kiln_world *w = kiln_world_create(NULL);
+        kiln_component pos = test_register_position(w), vel = test_register_velocity(w);
+        ck_assert_msg(kiln_load(w, bytes.data, bytes.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
+        ck_assert_uint_eq(kiln_tick_current(w), kiln_tick_current(M.w));
+        ck_assert_uint_eq(kiln_world_hash(w), kiln_world_hash(M.w));
+        /* (a save holds no row ticks) a write there reads at its tick, past 2^32 */
+        kiln_tick_advance(w);
+        ck_assert_int_eq(kiln_set(w, M.e[5], vel, &(test_velocity){2, 2}), KILN_OK);
+        ck_assert_uint_eq(kiln_changed_tick(w, M.e[5], vel), kiln_tick_current(M.w) + 1);
+        ck_assert_uint_lt(kiln_changed_tick(w, M.e[5], pos), kiln_tick_current(M.w) + 1);
+        kiln_world_destroy(w);
+        free(bytes.data);
+    }
+    /* and it goes on: rebases past 2^32, writes exact */
+    for (int k = 0; k < 70000; k++) advance();
+    mark_rows(0, 2, 1);
+    check_rows();
+    ck_assert_int_ge(M.rebases, 1);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* transform propagation                                                                      */
 /* ------------------------------------------------------------------------------------------ */
@@ -454,6 +499,29 @@ static void scene_setup(void) { scene_open(&S); }
 static void scene_teardown(void) { scene_close(&S); }
 
 KILN_TEST_GROUP_WITH(propagation, .setup = scene_setup, .teardown = scene_teardown, .timeout = 60);
+
+/* Moves node pick (when it has a local transform) in a tick of its own and propagates in the
+ * next: exactly pick's subtree is computed and stamped at that tick, and the scene matches. */
+static void move_and_check(node *nodes, int n, const kiln_entity *h, int pick, int round) {
+    if (!nodes[pick].has_local) return;
+    kiln_transform_propagate_stats stats;
+    kiln_tick_advance(S.world);
+    nodes[pick].local.position[round % 3] += 1.5f;
+    ck_assert_int_eq(kiln_set(S.world, h[pick], S.ids.local, &nodes[pick].local), KILN_OK);
+    kiln_tick t = kiln_tick_advance(S.world);
+    propagate_ok(&S, &stats);
+    int inside = 0;
+    for (int i = 0; i < n; i++) {
+        if (!nodes[i].has_local) continue;
+        bool in = in_subtree(nodes, i, pick);
+        inside += in;
+        ck_assert_msg((kiln_changed_tick(S.world, h[i], S.ids.world) == t) == in,
+                      "round %d (tick " TK "): node %d of pick %d", round, t, i, pick);
+    }
+    ck_assert_int_eq(stats.computed, inside);
+    ck_assert_int_eq(stats.updated, inside);
+    assert_scene_matches_model(&S, nodes, n, h);
+}
 
 KILN_TEST(propagation, unchanged_rows_stay_skipped_and_changed_ones_found_across_rebases) {
     static node nodes[60];
@@ -471,23 +539,25 @@ KILN_TEST(propagation, unchanged_rows_stay_skipped_and_changed_ones_found_across
         propagate_ok(&S, &stats);
         ck_assert_int_eq(stats.computed, 0);
         ck_assert_int_eq(stats.updated, 0);
-        int pick = (round * 7 + 3) % 60;
-        if (!nodes[pick].has_local) continue;
-        kiln_tick_advance(S.world);
-        nodes[pick].local.position[0] += 1.5f;
-        ck_assert_int_eq(kiln_set(S.world, h[pick], S.ids.local, &nodes[pick].local), KILN_OK);
-        kiln_tick t = kiln_tick_advance(S.world);
-        propagate_ok(&S, &stats);
-        int inside = 0;
-        for (int i = 0; i < 60; i++) {
-            if (!nodes[i].has_local) continue;
-            bool in = in_subtree(nodes, i, pick);
-            inside += in;
-            ck_assert_msg((kiln_changed_tick(S.world, h[i], S.ids.world) == t) == in,
-                          "round %d: node %d of pick %d", round, i, pick);
-        }
-        ck_assert_int_eq(stats.computed, inside);
-        ck_assert_int_eq(stats.updated, inside);
-        assert_scene_matches_model(&S, nodes, 60, h);
+        move_and_check(nodes, 60, h, (round * 7 + 3) % 60, round);
     }
+}
+
+KILN_TEST(propagation, a_world_run_past_2_32_ticks_propagates_changed_rows_only) {
+    static node nodes[40];
+    kiln_entity h[40];
+    make_tree(nodes, 40, 11u);
+    build_in_order(&S, nodes, 40, h);
+    propagate_ok(&S, NULL);
+    ck_assert_msg(kiln_load(S.world, NEAR_2_32, sizeof NEAR_2_32 - 1, NULL) == KILN_OK, "%s",
+                  kiln_world_error(S.world));
+    propagate_ok(&S, NULL); /* the jump reads every row as changed at the base: once */
+    kiln_tick_advance(S.world);
+    for (int round = 0; round < 10; round++) {
+        kiln_transform_propagate_stats stats;
+        propagate_ok(&S, &stats);
+        ck_assert_int_eq(stats.computed, 0);
+        move_and_check(nodes, 40, h, (round * 11 + 2) % 40, round);
+    }
+    ck_assert_uint_gt(kiln_tick_current(S.world), UINT32_MAX);
 }

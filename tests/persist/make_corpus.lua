@@ -1,7 +1,7 @@
 -- make_corpus.lua: writes the seed corpus of the loader fuzz harnesses (tests/persist/corpus),
 -- saves of small worlds with the components fuzz_load.c registers. Run: make persist-corpus.
--- (binary/v1-seed* are the same worlds saved in format version 1, kept so the fuzzer also
--- starts from the older layout; this script does not write them.)
+-- (binary/v1-seed* and v2-seed* are the same worlds saved in format versions 1 and 2, kept so
+-- the fuzzer also starts from the older layouts; this script does not write them.)
 local kiln = require "kiln"
 local dir = assert(arg[1], "usage: make_corpus.lua DIR")
 

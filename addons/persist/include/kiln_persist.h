@@ -36,13 +36,13 @@ extern "C" {
  * KILN_ERR_LAYOUT_MISMATCH; counts beyond the format's limits: KILN_ERR_LIMIT.
  */
 
-#define KILN_PERSIST_VERSION 2      /* the binary format's version saves are written with
-                                       (version 1 files still load) */
+#define KILN_PERSIST_VERSION 3      /* the binary format's version saves are written with
+                                       (versions 1 and 2 still load) */
 #define KILN_PERSIST_JSON_VERSION 1 /* the JSON format's version (its "kiln" key) */
-/* The latest tick a save may hold; kiln_load refuses a later one. The world tick, 32 bits,
- * takes it from a save, and a hostile file holding one near 2^32 would make it wrap a few
- * ticks on: change ticks and the structure ticks propagation trusts would then run back. */
-#define KILN_SAVE_TICK_MAX 0x7fffffffu
+/* The latest tick a save may hold (2^53 - 1); kiln_load refuses a later one. The world takes
+ * its tick from a save: one near 2^64 would wrap a few ticks on (change ticks and the structure
+ * ticks propagation trusts would run back), and Lua numbers under LuaJIT are exact to 2^53. */
+#define KILN_SAVE_TICK_MAX 0x1fffffffffffffull
 
 /* A JSON save keeps every byte a binary one keeps (a world hashes the same after either round
  * trip): non-finite floats are strings, "inf", "-inf", "nan" and "-nan" (the quiet NaN of that

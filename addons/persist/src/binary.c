@@ -125,7 +125,7 @@ kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const 
     pz_put(out, PZ_MAGIC, PZ_MAGIC_SIZE);
     put32(out, KILN_PERSIST_VERSION);
     put32(out, ENDIAN_MARK);
-    put32(out, world->tick);
+    put64(out, world->tick); /* (versions 1 and 2: 32 bits) */
     put32(out, (uint32_t)plan->count);
     put32(out, (uint32_t)plan->group_count);
     put32(out, (uint32_t)plan->resource_count);
@@ -369,15 +369,19 @@ static bool rd_header(reader *rd) {
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "not a kiln save (bad magic)%s%.0lld", "", 0);
     uint32_t version = rd32(rd, "the header");
     if (rd->r == KILN_OK && (version < 1 || version > KILN_PERSIST_VERSION))
-        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "version %s%lld is not supported (this build reads versions 1 and 2)", "", version);
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "version %s%lld is not supported (this build reads versions 1 to 3)", "", version);
     rd->version = version;
     if (rd32(rd, "the header") != ENDIAN_MARK && rd->r == KILN_OK)
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "byte order mark is wrong%s%.0lld", "", 0);
     pz_doc *doc = rd->doc;
-    doc->tick = rd32(rd, "the header");
-    if (doc->tick > KILN_SAVE_TICK_MAX && rd->r == KILN_OK) /* (see kiln_persist.h) */
-        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "the tick %s%lld is past 2^31 - 1, the most a save holds", "",
-                    (int64_t)doc->tick);
+    doc->tick = version >= 3 ? rd64(rd, "the header") : rd32(rd, "the header");
+    /* (see kiln_persist.h; versions 1 and 2 held at most 2^31 - 1) */
+    if (doc->tick > (version >= 3 ? KILN_SAVE_TICK_MAX : 0x7fffffffu) && rd->r == KILN_OK) {
+        char text[96];
+        snprintf(text, sizeof text, "the tick %llu is past %s, the most a version %u save holds",
+                 (unsigned long long)doc->tick, version >= 3 ? "2^53 - 1" : "2^31 - 1", (unsigned)version);
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "%s%.0lld", text, 0);
+    }
     doc->schema_count = rd32(rd, "the header");
     doc->group_count = rd32(rd, "the header");
     doc->resource_count = rd32(rd, "the header");

@@ -104,7 +104,7 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
     json_t *schemas = json_array(), *entities = json_array(), *resources = json_object();
     /* every put runs, even after one failed: each takes its value, stored or freed */
     put(world, root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION), &r);
-    put(world, root, "tick", json_integer(world->tick), &r);
+    put(world, root, "tick", json_integer((json_int_t)world->tick), &r);
     put(world, root, "components", schemas, &r);
     put(world, root, "entities", entities, &r);
     put(world, root, "resources", resources, &r);

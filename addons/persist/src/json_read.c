@@ -363,7 +363,7 @@ static bool document(jr *j, const json_t *root) {
         pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "version %lld is not supported (this build reads version 1)", (long long)version);
     pz_json_pop(&j->js, mark);
     mark = pz_json_key(&j->js, "tick");
-    pz_json_integer_in(&j->js, json_object_get(root, "tick"), 0, KILN_SAVE_TICK_MAX, &tick);
+    pz_json_integer_in(&j->js, json_object_get(root, "tick"), 0, (json_int_t)KILN_SAVE_TICK_MAX, &tick);
     pz_json_pop(&j->js, mark);
     doc->tick = (kiln_tick)tick;
     const json_t *comps = json_object_get(root, "components");
