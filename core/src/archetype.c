@@ -271,6 +271,17 @@ static uint8_t *aligned16(void *block) {
     return (uint8_t *)(((uintptr_t)block + 15) & ~(uintptr_t)15);
 }
 
+/* The block col's values lie in (NULL: none). */
+static void *col_block(const kl_column *col) {
+    return col->data ? col->data - col->shift : NULL;
+}
+
+/* Makes block (NULL: none) col's, its values at the first 16-byte boundary in it. */
+static void set_block(kl_column *col, void *block) {
+    col->data = aligned16(block);
+    col->shift = (uint8_t)(col->data - (uint8_t *)block);
+}
+
 /* Grows col's values to ncap rows. Without a move hook the block is resized in place by the
  * allocator (the C library moves a large block by remapping its pages, copying nothing), and
  * the rows slide when the new block's alignment differs; with one, they move through the hook
@@ -281,18 +292,17 @@ static bool grow_data(kl_allocator *al, kl_column *col, int32_t count, int32_t n
         void *block = kl_alloc(al, nsize);
         if (!block) return false;
         relocate(col->component, aligned16(block), col->data, count);
-        kl_free(al, col->block, osize);
-        col->block = block;
+        kl_free(al, col_block(col), osize);
+        set_block(col, block);
     } else {
-        size_t at = col->block ? (size_t)(col->data - (uint8_t *)col->block) : 0;
-        void *block = kl_realloc(al, col->block, osize, nsize);
+        size_t at = col->shift;
+        void *block = kl_realloc(al, col_block(col), osize, nsize);
         if (!block) return false;
         size_t now = (size_t)(aligned16(block) - (uint8_t *)block);
         if (now != at && count > 0)
             memmove((uint8_t *)block + now, (uint8_t *)block + at, (size_t)col->stride * (size_t)count);
-        col->block = block;
+        set_block(col, block);
     }
-    col->data = aligned16(col->block);
     col->data_cap = ncap;
     return true;
 }
@@ -395,9 +405,8 @@ static bool shrink_array(kiln_world *world, kl_archetype *arch, int32_t k, int32
     kl_column *col = &arch->columns[k >> 1];
     if (!(k & 1)) return shrink_block(al, (void **)&col->ticks, &col->tick_cap, sizeof(kiln_row_tick), ncap);
     if (ncap == 0) {
-        kl_free(al, col->block, data_bytes(col, col->data_cap));
-        col->block = NULL;
-        col->data = NULL;
+        kl_free(al, col_block(col), data_bytes(col, col->data_cap));
+        set_block(col, NULL);
         col->data_cap = 0;
         return true;
     }
@@ -550,7 +559,7 @@ void kl_archetypes_free(kiln_world *world) {
             kl_column *col = &arch->columns[i];
             const kl_component *c = col->component;
             if (c->destroy && arch->count) c->destroy(col->data, arch->count, c->hook_ctx);
-            kl_free(al, col->block, data_bytes(col, col->data_cap));
+            kl_free(al, col_block(col), data_bytes(col, col->data_cap));
             kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap);
         }
         kl_free(al, arch->entities, sizeof(kiln_entity) * (size_t)arch->entity_cap);

@@ -122,14 +122,15 @@ typedef struct kl_registry {
 /* One component's values in one archetype: a contiguous 16-byte-aligned array of
  * capacity * stride bytes, a parallel per-row tick array, and the column's latest tick. */
 typedef struct kl_column {
-    uint8_t *data;
-    void *block;                  /* data_cap rows (and 15 bytes to align data) */
+    uint8_t *data;                /* data_cap rows, 16-byte aligned, shift bytes into their
+                                   * block (NULL: no block; 56 bytes a column, not 64) */
     kiln_row_tick *ticks;         /* tick - world->tick_base; tick_cap rows */
     _Atomic(kiln_tick) latest;
     uint32_t stride;
     kiln_component id;            /* component->id, kept here for the move merge walk */
     int32_t data_cap, tick_cap;   /* each at least the archetype's capacity: they grow apart */
     bool plain;                   /* no hooks: rows move bytewise and nothing is destroyed */
+    uint8_t shift;                /* data - its block's start (0 to 15) */
     const kl_component *component;
 } kl_column;
 
@@ -183,16 +184,18 @@ typedef struct kl_archetype {
     kiln_component *types;  /* sorted ascending; tags included */
     int32_t *column_of;     /* per type: column index, or -1 for a tag */
     kl_map edges;           /* ids >= KL_SLOTS_MAX: component -> neighbour id + 1 (see kl_slot) */
-    uint32_t hash;
+    /* (structure_tick and removed, both written at every removal, are kept apart: side by
+     * side, GCC 12 wrote them as one vector store, 5 instructions instead of 3) */
     kiln_tick structure_tick; /* the last tick a row was added or removed, or columns moved */
-    uint64_t removed;         /* rows taken out so far (moves out included): while it stands
-                               * still, rows were only appended, which an index over a query
-                               * reads to take in only the new rows (kl_rows_mark) */
+    uint32_t hash;
     /* every row taken out since removed read low_from was at low_row or past it; an index
      * that read the rows sets low_row to -1 (readers may run at once on several threads), and
      * the next removal starts over from there (kl_rows_changed_from, kl_rows_read) */
-    uint64_t low_from;
     _Atomic(int32_t) low_row;
+    uint64_t removed;         /* rows taken out so far (moves out included): while it stands
+                               * still, rows were only appended, which an index over a query
+                               * reads to take in only the new rows (kl_rows_mark) */
+    uint64_t low_from;
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */
