@@ -323,10 +323,24 @@ local function take_slot(s)
       return slot
     end
   end
-  if slots.top >= SLOTS_N - 1 then return nil end
-  slots.top = slots.top + 1
-  COUNTS[slots.top], SLOTS[-slots.top] = 0, s
-  return slots.top
+  if slots.top < SLOTS_N - 1 then
+    slots.top = slots.top + 1
+    COUNTS[slots.top], SLOTS[-slots.top] = 0, s
+    return slots.top
+  end
+  -- Every slot was handed out. A stop (a budget's error) between a take and hold_slot's box
+  -- leaves a slot no finalizer frees; once its state is collected, a sweep from where the
+  -- last one ended finds it (a slot also in FREE is skipped there while it is taken).
+  for _ = 1, SLOTS_N - 1 do
+    local slot = (slots.sweep or 0) % (SLOTS_N - 1) + 1
+    slots.sweep = slot
+    local count = COUNTS[slot] or 0 -- (0: never counted)
+    if SLOTS[-slot] == nil and count < MAX_COUNT then
+      COUNTS[slot], SLOTS[-slot] = count, s
+      return slot
+    end
+  end
+  return nil
 end
 
 -- Gives the new state s its slot: s.slot is a box whose [1] is the slot (false while it has

@@ -218,6 +218,30 @@ describe("q:each_ffi()", function()
         assert.are.equal(7, w:get(w:entities()[1], "Position").x)
     end)
 
+    it("finds the loop slots a stop left behind once every slot was handed out", function()
+        if not jit_only() then return end
+        -- as if every slot a state can hold (2^20 - 1) had been taken, and those not in use
+        -- now had been left by a stop between their take and their record (none freed)
+        local slots = debug.getregistry()["kiln.ffi_shared"].slots
+        slots.top = 2 ^ 20 - 1
+        for i = #slots.free, 1, -1 do slots.free[i] = nil end
+        local w, q = H.movers(3)
+        local kinds = {}
+        for _, p in q:each_ffi() do
+            kinds[#kinds + 1] = type(p)
+            p.x = p.x + 10
+        end
+        assert.are.same({"cdata", "cdata", "cdata"}, kinds)
+        assert.are.equal(11, w:get(w:entities()[1], "Position").x)
+        -- two states at once take two slots: each loop number names one loop
+        local q2 = w:query{"Position"}
+        local n = 0
+        for _, a in q:each_ffi() do
+            for _, b in q2:each_ffi() do n = n + (type(a) == "cdata" and type(b) == "cdata" and 1 or 0) end
+        end
+        assert.are.equal(9, n)
+    end)
+
     it("hands a mod table views, in its top level and in its systems", function()
         local M = dofile(here .. "mods_helpers.lua")
         local dir = M.folder()
