@@ -1,6 +1,7 @@
 /* fuzz_compare.c: the world-against-model comparison run after every fuzzed operation, and
  * the query operations (create, destroy, iterate with row ranges, marks and in-loop changes),
  * whose every visited row is checked against the model. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +96,7 @@ static void compare_entity(fz_ctx *c, fz_ent *e) {
         }
         kiln_tick t = kiln_changed_tick(c->w, e->h, c->id[k]);
         if (!e->tick_unknown[k] && t != e->tick[k])
-            fuzz_fail(c, "entity %uv%u slot %d: changed tick %u, the model %u", kiln_entity_index(e->h),
+            fuzz_fail(c, "entity %uv%u slot %d: changed tick %" PRIu64 ", the model %" PRIu64, kiln_entity_index(e->h),
                       kiln_entity_generation(e->h), k, t, e->tick[k]);
     }
 }
@@ -195,7 +196,7 @@ static void compare_get_many(fz_ctx *c) {
 void fuzz_compare(fz_ctx *c) {
     fz_model *m = &c->m;
     if (kiln_tick_current(c->w) != m->tick)
-        fuzz_fail(c, "world tick %u, the model %u", kiln_tick_current(c->w), m->tick);
+        fuzz_fail(c, "world tick %" PRIu64 ", the model %" PRIu64, kiln_tick_current(c->w), m->tick);
     if (kiln_is_deferred(c->w) != (m->defer_depth > 0))
         fuzz_fail(c, "kiln_is_deferred disagrees with the model (depth %d)", m->defer_depth);
     int64_t alive = 0;
@@ -296,10 +297,10 @@ static void visit_row(fz_ctx *c, fz_query *q, kiln_iter *it, int32_t row, uint8_
         if (value != kiln_get(c->w, e->h, c->id[slot]))
             fuzz_fail(c, "term %d row %d: the column points elsewhere than kiln_get", t, row);
         if (!e->tick_unknown[slot] && kiln_iter_row_tick(it, t, row) != e->tick[slot])
-            fuzz_fail(c, "term %d row %d: tick %u, the model %u", t, row, kiln_iter_row_tick(it, t, row), e->tick[slot]);
+            fuzz_fail(c, "term %d row %d: tick %" PRIu64 ", the model %" PRIu64, t, row, kiln_iter_row_tick(it, t, row), e->tick[slot]);
         if (!e->tick_unknown[slot] && (!kiln_iter_changed_since(it, t, row, e->tick[slot] - 1) ||
                                        kiln_iter_changed_since(it, t, row, e->tick[slot])))
-            fuzz_fail(c, "term %d row %d: kiln_iter_changed_since disagrees with tick %u", t, row, e->tick[slot]);
+            fuzz_fail(c, "term %d row %d: kiln_iter_changed_since disagrees with tick %" PRIu64, t, row, e->tick[slot]);
         check_value(c, e, slot, value);
         if ((how & 1) && it->ticks[t]) {
             kiln_iter_mark_changed(it, t, row);
@@ -320,7 +321,7 @@ static void check_column_ticks(fz_ctx *c, fz_query *q, kiln_iter *it) {
             if (e && !e->tick_unknown[slot] && e->tick[slot] > latest) latest = e->tick[slot];
         }
         if (kiln_iter_column_tick(it, t) < latest)
-            fuzz_fail(c, "term %d: kiln_iter_column_tick %u is older than a row's tick %u", t,
+            fuzz_fail(c, "term %d: kiln_iter_column_tick %" PRIu64 " is older than a row's tick %" PRIu64, t,
                       kiln_iter_column_tick(it, t), latest);
     }
 }
