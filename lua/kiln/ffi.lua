@@ -325,7 +325,7 @@ local function take_slot(s)
   end
   if slots.top < SLOTS_N - 1 then
     slots.top = slots.top + 1
-    COUNTS[slots.top], SLOTS[-slots.top] = 0, s
+    COUNTS[slots.top], SLOTS[-slots.top] = COUNTS[slots.top] or 0, s -- (a count kept: a sweep's)
     return slots.top
   end
   -- Every slot was handed out. A stop (a budget's error) between a take and hold_slot's box

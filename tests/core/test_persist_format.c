@@ -128,7 +128,7 @@ KILN_TEST(format, a_version_1_save_loads_with_its_handles_and_references_and_sav
     kiln_world_destroy(used);
 }
 
-KILN_TEST(format, versions_2_and_3_pad_handles_to_8_bytes_and_a_non_zero_pad_byte_is_refused) {
+KILN_TEST(format, version_2_pads_handles_to_8_bytes_a_non_zero_pad_byte_is_refused_and_it_saves_as_version_3) {
     kiln_entity handles[2] = {kiln_entity_make(0, 1), kiln_entity_make(1, 1)};
     kiln_entity targets[2] = {handles[1], KILN_NULL_ENTITY};
     handmade v2;

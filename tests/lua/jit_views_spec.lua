@@ -223,8 +223,9 @@ describe("q:each_ffi()", function()
         -- as if every slot a state can hold (2^20 - 1) had been taken, and those not in use
         -- now had been left by a stop between their take and their record (none freed)
         local slots = debug.getregistry()["kiln.ffi_shared"].slots
+        local top, free = slots.top, {}
+        for i = #slots.free, 1, -1 do free[i], slots.free[i] = slots.free[i], nil end
         slots.top = 2 ^ 20 - 1
-        for i = #slots.free, 1, -1 do slots.free[i] = nil end
         local w, q = H.movers(3)
         local kinds = {}
         for _, p in q:each_ffi() do
@@ -240,6 +241,13 @@ describe("q:each_ffi()", function()
             for _, b in q2:each_ffi() do n = n + (type(a) == "cdata" and type(b) == "cdata" and 1 or 0) end
         end
         assert.are.equal(9, n)
+        -- the state shared by every spec in this process as it was: the states collected
+        -- (their finalizers free the slots they took), the free list and the top back
+        w, q, q2 = nil, nil, nil
+        collectgarbage()
+        collectgarbage()
+        for i = 1, #free do slots.free[#slots.free + 1] = free[i] end
+        slots.top = top
     end)
 
     it("hands a mod table views, in its top level and in its systems", function()
