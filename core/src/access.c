@@ -74,7 +74,7 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
         return;
     }
     if (c->destroy) c->destroy(dst, 1, c->hook_ctx);
-    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world));
+    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world), false);
 }
 
 /* Where a move along a plain edge starts, read once by plain_edge. */
@@ -121,7 +121,7 @@ static inline __attribute__((always_inline)) void add_along(kiln_world *world,
         /* a plain value (no padding, no hooks), from anywhere, a row of a column included */
         kl_copy_over(col->data + m->to * col->stride, value, col->stride);
         col->ticks[m->to] = kl_row_tick_now(world);
-        kl_column_touch(col, tick);
+        kl_column_touch_appended(col, tick);
     }
     kl_archetype_move_plain(world, m->src, m->rec, m->bits, dst, m->to, tick, col, NULL, width);
 }

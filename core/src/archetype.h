@@ -240,10 +240,11 @@ rest:
 }
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps the row
- * with stamp (tick as a row stores it, see kl_row_tick_now) and the column with tick.
- * move: relocate value through the component's move hook when it has one, else copy. */
+ * with stamp (tick as a row stores it, see kl_row_tick_now) and the column with tick (as a
+ * row appended when appended, else as written in place). move: relocate value through the
+ * component's move hook when it has one, else copy. */
 KL_HIDDEN void kl_column_write_slow(kl_column *col, int32_t row, void *value, bool move,
-                                    kiln_tick tick, kiln_row_tick stamp);
+                                    kiln_tick tick, kiln_row_tick stamp, bool appended);
 
 /* ticks[begin, end) = stamp, eight at a time from a register (a plain loop stays scalar at
  * -O2, where GCC vectorises only loops of a known count). */
@@ -255,10 +256,34 @@ static inline void kl_fill_row_ticks(kiln_row_tick *ticks, int64_t begin, int64_
     for (; i < end; i++) ticks[i] = stamp;
 }
 
-/* Records that column was written at tick. */
-static inline void kl_column_touch(kl_column *col, kiln_tick tick) {
+/* Records that rows appended to column (spawned, moved in) were written at tick. */
+static inline void kl_column_touch_appended(kl_column *col, kiln_tick tick) {
     if (atomic_load_explicit(&col->latest, memory_order_relaxed) < tick)
         atomic_store_explicit(&col->latest, tick, memory_order_relaxed);
+}
+
+/* Records that rows col already held were written at tick, the world's tick now (a tick
+ * older than one recorded before would hide that one). */
+static inline void kl_column_mark_in_place(kl_column *col, kiln_tick tick) {
+    if (atomic_load_explicit(&col->in_place, memory_order_relaxed) != (uint32_t)tick)
+        atomic_store_explicit(&col->in_place, (uint32_t)tick, memory_order_relaxed);
+}
+
+/* Records that column was written at tick, rows it already held perhaps (a set, a pointer, an
+ * iteration's marks): the form for any write not known to be an append. */
+static inline void kl_column_touch(kl_column *col, kiln_tick tick) {
+    kl_column_touch_appended(col, tick);
+    kl_column_mark_in_place(col, tick);
+}
+
+/* Whether rows col already held may have been written at since or later, now being the world's
+ * tick: the latest such tick is taken as the latest one at or before now with the recorded low
+ * 32 bits, never earlier than the real one (a write 2^32 ticks old reads as newer: a scan more,
+ * nothing missed). */
+static inline bool kl_column_written_since(const kl_column *col, kiln_tick now, kiln_tick since) {
+    uint32_t low = atomic_load_explicit(&col->in_place, memory_order_relaxed);
+    kiln_tick at = now - (uint32_t)((uint32_t)now - low);
+    return at >= since;
 }
 
 /* Inline everywhere: set, add and the spawns write through it (GCC 12 kept one out-of-line
@@ -266,7 +291,8 @@ static inline void kl_column_touch(kl_column *col, kiln_tick tick) {
 static inline __attribute__((always_inline)) void kl_column_write(kl_column *col, int32_t row,
                                                                   void *value, bool move,
                                                                   kiln_tick tick,
-                                                                  kiln_row_tick stamp) {
+                                                                  kiln_row_tick stamp,
+                                                                  bool appended) {
     uint8_t *dst = col->data + (size_t)row * col->stride;
     size_t size = col->stride;
     /* the usual case: plain bytes from distinct memory, no padding to clear */
@@ -274,10 +300,11 @@ static inline __attribute__((always_inline)) void kl_column_write(kl_column *col
         ((const uint8_t *)value + size <= dst || dst + size <= (const uint8_t *)value)) {
         kl_copy_value(dst, value, size);
         col->ticks[row] = stamp;
-        kl_column_touch(col, tick);
+        if (appended) kl_column_touch_appended(col, tick);
+        else kl_column_touch(col, tick);
         return;
     }
-    kl_column_write_slow(col, row, value, move, tick, stamp);
+    kl_column_write_slow(col, row, value, move, tick, stamp, appended);
 }
 
 /* kl_move_sized for the sizes it does not name (out of line: keeps the move's registers). */
@@ -350,7 +377,7 @@ static inline __attribute__((always_inline)) void kl_move_plain_column(kl_column
         ticks[at] = ticks[tail];
     } else kl_copy_over(d->data + to * stride, data + at * stride, stride);
     d->ticks[to] = tick;
-    kl_column_touch(d, base + tick);
+    kl_column_touch_appended(d, base + tick);
 }
 
 /* The row bookkeeping of a move out of src: src's last row (tail, read before anything was
@@ -485,7 +512,7 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
      * last row, which the swap-remove moves. */
     if (added >= 0)
         kl_column_write(&dst->columns[added], dst->count, value, move, world->tick,
-                        kl_row_tick_now(world));
+                        kl_row_tick_now(world), true);
     if (KL_LIKELY(!src->has_hooks)) {
         kl_archetype_move_plain_call(world, src, record, dst,
                                      added >= 0 ? &dst->columns[added] : NULL,

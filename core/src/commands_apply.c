@@ -267,7 +267,7 @@ __attribute__((noinline)) static run_used apply_spawn_run(kiln_commands *cmd, in
                     col->ticks[r] = stamp;
                 }
             }
-            kl_column_touch(col, tick);
+            kl_column_touch_appended(col, tick);
             continue;
         }
         kl_cmd *add = &cmd->cmds[i + 1 + m - a];
@@ -276,18 +276,18 @@ __attribute__((noinline)) static run_used apply_spawn_run(kiln_commands *cmd, in
                 memcpy(col->data + (size_t)r * 8, add->v.bytes, 8);
                 col->ticks[r] = stamp;
             }
-            kl_column_touch(col, tick);
+            kl_column_touch_appended(col, tick);
             continue;
         }
         for (int32_t r = first; r < row; r++, add += unit) {
             uint8_t *dst = col->data + (size_t)r * stride;
-            if (!add->has_value) kl_column_write(col, r, NULL, true, tick, stamp); /* the defaults */
+            if (!add->has_value) kl_column_write(col, r, NULL, true, tick, stamp, true); /* the defaults */
             else if (stride == 8) memcpy(dst, cmd_value(add), 8);
             else if (stride == 16) memcpy(dst, cmd_value(add), 16);
             else kl_copy_value(dst, cmd_value(add), stride);
             col->ticks[r] = stamp;
         }
-        kl_column_touch(col, tick);
+        kl_column_touch_appended(col, tick);
     }
     return (run_used){n * unit, n * a};
 }

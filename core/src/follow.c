@@ -67,7 +67,8 @@ again:
         kl_column *col;
         kl_archetype *a = kl_query_match_at(d->query, i, 0, &col);
         if (a->count == 0) continue; /* its mark may go stale: read_archetype allows it */
-        bool scan = !all && new_tick && atomic_load_explicit(&col->latest, memory_order_relaxed) >= f->caught;
+        /* appended rows are read anyway: only rows written where they were need the scan */
+        bool scan = !all && new_tick && kl_column_written_since(col, world->tick, f->caught);
         read_result r = read_archetype(world, f, d, a, col, all, scan);
         if (r == READ_FAILED) return false;
         if (r == READ_REBUILD) {

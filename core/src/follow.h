@@ -3,7 +3,8 @@
  * an archetype; when rows were also taken out of it (an appended row may have moved into a
  * hole), the rows from the lowest taken out since on (or, when another index read the
  * archetype since, the rows stamped since); once per tick, the rows stamped since in archetypes whose
- * column was written (values written through a pointer). The index keyed by entity holds an
+ * column had rows written where they were (values written through a pointer; appends, spawns
+ * and moves in, do not count). The index keyed by entity holds an
  * entry for every row read and may hold stale ones, which its reads verify. Entities that moved
  * between archetypes keep their values and ticks: reading them again changes nothing. */
 #ifndef KILN_FOLLOW_H

@@ -246,8 +246,13 @@ static void flush_marks(kiln_iter *it) {
     kl_archetype *a = it->archetype;
     const kl_match *m = &it->query->matches[it->next_index - 1];
     for (int32_t t = 0; t < it->term_count; t++)
-        if ((it->marked >> t) & 1u && m->column[t] >= 0)
-            kl_column_touch(&a->columns[m->column[t]], it->tick);
+        if ((it->marked >> t) & 1u && m->column[t] >= 0) {
+            kl_column *col = &a->columns[m->column[t]];
+            /* the rows' ticks are the iteration's; what was written in place, the world's now
+             * (an iteration kept open across a tick advance must not hide a newer write) */
+            kl_column_touch_appended(col, it->tick);
+            kl_column_mark_in_place(col, it->world->tick);
+        }
     it->marked = 0;
 }
 

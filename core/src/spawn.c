@@ -141,7 +141,7 @@ static inline __attribute__((always_inline)) int32_t place(kiln_world *world, kl
 /* ---- immediate operations -------------------------------------------------------------- */
 
 static inline void write_value(kiln_world *world, kl_column *col, int32_t row, void *value, bool move) {
-    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world));
+    kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world), true);
 }
 
 static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_component *components,
@@ -224,14 +224,14 @@ __attribute__((noinline)) static void spawn_cached_rest(kiln_world *world,
     kiln_tick tick = world->tick;
     kiln_row_tick stamp = kl_row_tick_now(world);
     for (; k->column; k++)
-        kl_column_write(k->column, row, values ? values[k->input] : NULL, move, tick, stamp);
+        kl_column_write(k->column, row, values ? values[k->input] : NULL, move, tick, stamp, true);
     if (dest) *dest = e;
 }
 
 /* Raises the latest tick of every column of the spawn cache to tick. */
 __attribute__((noinline)) static void spawn_touch(kiln_world *world, kiln_tick tick) {
     for (const struct kl_spawn_column *p = world->spawn_data; p->column; p++)
-        kl_column_touch(p->column, tick);
+        kl_column_touch_appended(p->column, tick);
     world->spawn_touched = tick;
 }
 
@@ -421,7 +421,7 @@ static void fill_defaults(kiln_world *world, kl_archetype *arch, int32_t first, 
             }
         }
         kl_fill_row_ticks(col->ticks, first, (int64_t)first + n, stamp);
-        kl_column_touch(col, tick);
+        kl_column_touch_appended(col, tick);
     }
 }
 

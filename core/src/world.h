@@ -131,6 +131,10 @@ typedef struct kl_column {
     int32_t data_cap, tick_cap;   /* each at least the archetype's capacity: they grow apart */
     bool plain;                   /* no hooks: rows move bytewise and nothing is destroyed */
     uint8_t shift;                /* data - its block's start (0 to 15) */
+    /* the low 32 bits of the latest tick at which a row already in the column was written
+     * (not a row appended): what the indexes' once-per-tick scan looks for (see
+     * kl_column_written_since); 32 bits keep the column at 56 bytes */
+    _Atomic(uint32_t) in_place;
     const kl_component *component;
 } kl_column;
 

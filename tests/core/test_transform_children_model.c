@@ -405,3 +405,82 @@ KILN_TEST(children_model, a_restore_brings_children_back) {
     kiln_snapshot_destroy(snap);
     kiln_world_destroy(w);
 }
+
+/* Moves kid's link to parent through a query's column, marking the row. */
+static void relink_in_iteration(kiln_iter *it, kiln_entity kid, kiln_entity parent, bool *done) {
+    kiln_parent *links = kiln_iter_column(it, 0);
+    for (int32_t r = 0; r < it->count; r++) {
+        if (it->entities[r] != kid) continue;
+        links[r].entity = parent;
+        kiln_iter_mark_changed(it, 0, r);
+        *done = true;
+    }
+}
+
+/* Rows appended to the linked archetypes (spawns, rows moved in) are read as they come; the
+ * once-per-tick scan of rows stamped since looks only at columns whose rows were written where
+ * they were. A link written through a pointer in a tick that also spawned into its archetype
+ * after a look-up, by kiln_get_mut or a query's marks, or by kiln_get_mut while an iteration
+ * opened in an earlier tick marks a row (its marks are stamped with its own tick), is seen from
+ * the next tick, both before 2^32 ticks and across it (the column keeps the low 32 bits). */
+KILN_TEST(children_model, links_written_in_place_are_seen_among_appends) {
+    static const char near_2_32[] = "{\"kiln\":1,\"tick\":4294967291,\"components\":[],\"entities\":[]}";
+    for (int high = 0; high < 2; high++) {
+        scene s;
+        scene_open(&s);
+        kiln_world *w = s.world;
+        if (high)
+            ck_assert_msg(kiln_load(w, near_2_32, sizeof near_2_32 - 1, NULL) == KILN_OK, "%s", kiln_world_error(w));
+        kiln_local_transform l = sample_local(5);
+        kiln_entity a = spawn_node(&s, KILN_NULL_ENTITY, &l), b = spawn_node(&s, KILN_NULL_ENTITY, &l);
+        enum { KIDS = 9 };
+        kiln_entity kids[KIDS], got[2 * KIDS + 12];
+        for (int i = 0; i < KIDS; i++) kids[i] = spawn_node(&s, a, &l);
+        kiln_query *q;
+        ck_assert_int_eq(kiln_query_create(w, &(kiln_query_desc){.with = {s.ids.parent}}, &q), KILN_OK);
+        int under_b = 0, spawned = 0;
+        for (int round = 0; round < KIDS; round++) {
+            kiln_tick_advance(w);
+            kiln_entity kid = kids[round], extra = spawn_node(&s, a, &l); /* an append this tick */
+            spawned++;
+            ck_assert_int_eq(kiln_transform_children(w, a, got, 2 * KIDS + 12), KIDS + spawned - under_b);
+            bool done = false;
+            kiln_iter it;
+            switch (round % 3) {
+            case 0: /* kiln_get_mut */
+                ((kiln_parent *)kiln_get_mut(w, kid, s.ids.parent))->entity = b;
+                done = true;
+                break;
+            case 1: /* a query's column, the row marked */
+                kiln_query_iter(q, &it);
+                while (kiln_query_next(&it)) relink_in_iteration(&it, kid, b, &done);
+                break;
+            default: /* an iteration opened a tick before marks a row of the same column */
+                kiln_query_iter(q, &it);
+                ck_assert(kiln_query_next(&it));
+                kiln_tick_advance(w);
+                ck_assert_int_eq(kiln_transform_children(w, a, got, 2 * KIDS + 12), KIDS + spawned - under_b);
+                ((kiln_parent *)kiln_get_mut(w, kid, s.ids.parent))->entity = b;
+                done = true;
+                for (int32_t r = 0; r < it.count; r++) /* another row, the value it holds */
+                    if (it.entities[r] != kid) {
+                        kiln_iter_mark_changed(&it, 0, r);
+                        break;
+                    }
+                ck_assert(it.marked != 0);
+                kiln_iter_fini(&it);
+                break;
+            }
+            ck_assert(done);
+            under_b++;
+            (void)extra;
+            kiln_tick_advance(w); /* a link written through a pointer: seen from the next tick */
+            ck_assert_int_eq(kiln_transform_children(w, b, got, 2 * KIDS + 12), under_b);
+            for (int i = 0; i < under_b; i++) ck_assert_uint_eq(got[i], kids[i]);
+            ck_assert_int_eq(kiln_transform_children(w, a, got, 2 * KIDS + 12), KIDS + spawned - under_b);
+        }
+        if (high) ck_assert_uint_gt(kiln_tick_current(w), UINT32_MAX);
+        kiln_query_destroy(q);
+        scene_close(&s);
+    }
+}
