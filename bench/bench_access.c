@@ -1,5 +1,5 @@
-/* bench_access.c: the core benchmark cases for single-entity access: random gets, despawns,
- * and the bytes an entity costs. Each checks that kiln ended with the baseline's data. */
+/* bench_access.c: the core benchmark cases for single-entity access: random gets and sets,
+ * despawns, and the bytes an entity costs. Each checks that kiln ended with the baseline's data. */
 #include "bench_access.h"
 
 #include <stdio.h>
@@ -149,6 +149,57 @@ static double get_prepared_kiln(void *ctx) {
     return t1 - t0;
 }
 
+/* The value set_single writes for the i-th handle of the shuffled order. */
+static position set_value_at(int64_t i) { return (position){(float)i, (float)(i & 1023) * 0.5f}; }
+
+/* set_single: one kiln_set call per handle. */
+static double set_single_kiln(void *ctx) {
+    get_random_ctx *c = ctx;
+    kiln_world *world = c->world;
+    kiln_component pos_id = c->ids.position;
+    const kiln_entity *handles = c->shuffled;
+    int64_t failed = 0, begin, end;
+    next_slice(c, &c->kiln_slice, &begin, &end);
+
+    double t0 = bench_now_ns();
+    for (int64_t i = begin; i < end; i++) {
+        position p = set_value_at(i);
+        failed += kiln_set(world, handles[i], pos_id, &p) != KILN_OK;
+    }
+    double t1 = bench_now_ns();
+
+    if (failed != 0) bench_fail(&c->state, "kiln_set failed for %lld live entities", (long long)failed);
+    return t1 - t0;
+}
+
+static double set_single_baseline(void *ctx) {
+    get_random_ctx *c = ctx;
+    const kiln_entity *handles = c->shuffled;
+    const uint32_t *sparse = c->sparse;
+    position *dense = c->dense;
+    int64_t begin, end;
+    next_slice(c, &c->baseline_slice, &begin, &end);
+
+    double t0 = bench_now_ns();
+    for (int64_t i = begin; i < end; i++) dense[sparse[kiln_entity_index(handles[i])]] = set_value_at(i);
+    double t1 = bench_now_ns();
+    bench_consume(dense[c->n / 2].x == 0.0f);
+    return t1 - t0;
+}
+
+/* Every entity holds what the baseline holds for it. */
+static bool set_single_check(void *ctx) {
+    get_random_ctx *c = ctx;
+    for (int64_t i = 0; i < c->n; i++) {
+        const position *p = kiln_get(c->world, c->shuffled[i], c->ids.position);
+        const position *want = &c->dense[c->sparse[kiln_entity_index(c->shuffled[i])]];
+        if (p == NULL || bench_float_bits(p->x) != bench_float_bits(want->x) ||
+            bench_float_bits(p->y) != bench_float_bits(want->y))
+            return bench_fail(&c->state, "kiln_set left entity %lld other than the baseline", (long long)i);
+    }
+    return true;
+}
+
 static double get_random_baseline(void *ctx) {
     get_random_ctx *c = ctx;
     const kiln_entity *handles = c->shuffled;
@@ -177,7 +228,7 @@ static bool get_random_check(void *ctx) {
     return true;
 }
 
-typedef enum get_form { GET_MANY, GET_SINGLE, GET_PREPARED, GET_PREPARED_MANY } get_form;
+typedef enum get_form { GET_MANY, GET_SINGLE, GET_PREPARED, GET_PREPARED_MANY, SET_SINGLE } get_form;
 
 static void run_get(const bench_config *config, bench_result *dest, get_form form) {
     get_random_ctx *c = bench_xcalloc(1, sizeof *c);
@@ -201,11 +252,15 @@ static void run_get(const bench_config *config, bench_result *dest, get_form for
         double (*kiln_side)(void *) = form == GET_PREPARED        ? get_prepared_kiln
                                       : form == GET_PREPARED_MANY ? get_prepared_many_kiln
                                       : form == GET_SINGLE        ? get_single_kiln
+                                      : form == SET_SINGLE        ? set_single_kiln
                                                                   : get_random_kiln;
         if (prepared && !bench_check_call(&c->state, c->world,
                                           kiln_getter_init(c->world, c->ids.position, &c->getter),
                                           "kiln_getter_init"))
             bench_setup_failed(&c->state, dest);
+        else if (form == SET_SINGLE)
+            bench_measure(config, c, kiln_side, set_single_baseline, set_single_check, GET_SLICES,
+                          (double)c->n, dest);
         else
             bench_measure(config, c, kiln_side, get_random_baseline, get_random_check, GET_SLICES,
                           (double)c->n, dest);
@@ -224,6 +279,8 @@ static void run_get(const bench_config *config, bench_result *dest, get_form for
 void run_get_random(const bench_config *config, bench_result *dest) { run_get(config, dest, GET_MANY); }
 
 void run_get_single(const bench_config *config, bench_result *dest) { run_get(config, dest, GET_SINGLE); }
+
+void run_set_single(const bench_config *config, bench_result *dest) { run_get(config, dest, SET_SINGLE); }
 
 void run_get_prepared(const bench_config *config, bench_result *dest) {
     run_get(config, dest, GET_PREPARED);

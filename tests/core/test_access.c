@@ -452,3 +452,83 @@ KILN_TEST(set, set_on_a_dead_entity_or_unknown_component_fails_and_destroys_noth
     kiln_world_destroy(w);
     ck_assert_int_eq(test_hook_log_count(&log, 1), 1);
 }
+
+/* A check hook refusing values whose first byte is 0xEE (set_writes_...'s checked component). */
+static kiln_result refuse_ee(const kiln_world *world, kiln_entity e, const void *value, void *ctx,
+                             char *why, size_t why_size) {
+    (void)world, (void)e, (void)ctx;
+    if (!value || ((const uint8_t *)value)[0] != 0xEE) return KILN_OK; /* NULL: zeroes */
+    snprintf(why, why_size, "0xEE is refused");
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+/* Fills size bytes at dst from seed. */
+static void pattern(uint8_t *dst, size_t size, int seed) {
+    for (size_t i = 0; i < size; i++) dst[i] = (uint8_t)(seed * 31 + (int)i * 7 + 1);
+}
+
+/* kiln_set writes plain values of every size on its short path and leaves the rest (a value
+ * that is the row itself, a padded layout, a check hook, no value) to the general one: each
+ * from a caller's buffer, from another row of the column and from its own row, stamped, its
+ * column's latest tick raised; a refused value changes nothing. */
+KILN_TEST(set, set_writes_every_layout_from_anywhere_and_stamps_it) {
+    static const size_t sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 40, 6, 8};
+    enum { KINDS = sizeof sizes / sizeof sizes[0] };
+    kiln_world *w = kiln_world_create(NULL);
+    uint8_t defaults[40];
+    pattern(defaults, sizeof defaults, 99);
+    for (int k = 0; k < KINDS; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "C%d", k);
+        kiln_component_desc d = {.name = name, .size = sizes[k]};
+        if (k == KINDS - 2) d.align = 4;            /* 6 bytes in 8: padded */
+        if (k == KINDS - 1) d.check = refuse_ee;    /* checked */
+        if (k == 3) d.defaults = defaults;
+        kiln_component c;
+        ck_assert_int_eq(kiln_component_register(w, &d, &c), KILN_OK);
+        kiln_entity e[3];
+        uint8_t want[3][40], value[40];
+        for (int i = 0; i < 3; i++) {
+            pattern(want[i], sizes[k], k * 3 + i);
+            ck_assert_int_eq(kiln_spawn_with(w, &c, (const void *[]){want[i]}, 1, &e[i]), KILN_OK);
+        }
+        kiln_tick now = kiln_tick_advance(w);
+        pattern(value, sizeof value, 50 + k); /* a caller's buffer, non-zero past the value too */
+        ck_assert_int_eq(kiln_set(w, e[0], c, value), KILN_OK);
+        memcpy(want[0], value, sizes[k]);
+        kiln_query *q; /* the column's latest tick, raised by that set alone */
+        ck_assert_int_eq(kiln_query_create(w, &(kiln_query_desc){.with = {c}}, &q), KILN_OK);
+        kiln_iter it;
+        kiln_query_iter(q, &it);
+        ck_assert(kiln_query_next(&it));
+        ck_assert_uint_eq(kiln_iter_column_tick(&it, 0), now);
+        kiln_iter_fini(&it);
+        kiln_query_destroy(q);
+        ck_assert_int_eq(kiln_set(w, e[1], c, kiln_get(w, e[2], c)), KILN_OK); /* another row */
+        memcpy(want[1], want[2], sizes[k]);
+        ck_assert_int_eq(kiln_set(w, e[2], c, kiln_get(w, e[2], c)), KILN_OK); /* its own row */
+        for (int i = 0; i < 3; i++) {
+            ck_assert_msg(memcmp(kiln_get(w, e[i], c), want[i], sizes[k]) == 0, "kind %d row %d", k, i);
+            ck_assert_uint_eq(kiln_changed_tick(w, e[i], c), now);
+        }
+        if (k == KINDS - 2) { /* the row's padding stays zero (the buffer's bytes 6, 7 are not) */
+            const uint8_t *row = kiln_get(w, e[0], c);
+            ck_assert(value[6] != 0 && row[6] == 0 && row[7] == 0);
+        }
+        kiln_tick_advance(w);
+        memset(value, 0xEE, sizeof value); /* refused by the checked kind only */
+        kiln_result r = kiln_set(w, e[0], c, value);
+        if (k == KINDS - 1) {
+            ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+            ck_assert(memcmp(kiln_get(w, e[0], c), want[0], sizes[k]) == 0);
+            ck_assert_uint_eq(kiln_changed_tick(w, e[0], c), now);
+        } else {
+            ck_assert_int_eq(r, KILN_OK);
+            ck_assert(memcmp(kiln_get(w, e[0], c), value, sizes[k]) == 0);
+        }
+        ck_assert_int_eq(kiln_set(w, e[1], c, NULL), KILN_OK); /* the defaults, or zeroes */
+        memset(value, 0, sizeof value);
+        ck_assert(memcmp(kiln_get(w, e[1], c), k == 3 ? defaults : value, sizes[k]) == 0);
+    }
+    kiln_world_destroy(w);
+}
