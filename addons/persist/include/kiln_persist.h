@@ -232,11 +232,11 @@ const char *kiln_name_get(const kiln_world *world, kiln_entity entity);
 /* The live entity named name, or KILN_NULL_ENTITY; constant time on average through an index
  * kept in the world. The index follows at once every Name written through its check (spawns,
  * adds, sets, command buffers, kiln_name_set), despawns, removes, kiln_load and snapshot
- * restores; a Name written through a pointer (kiln_get_mut, a query's column) is seen from
- * the next tick on. Keeping up costs the rows that changed, but a look-up after both a
- * despawn and a named spawn in one archetype reads that archetype's row ticks and rehashes
- * the names stamped this tick (all of them, when most are), as does the first look-up of a
- * tick after Names were written. */
+ * restores; a Name written through a pointer (kiln_get_mut, or a query's column with the row
+ * marked changed) is seen from the next tick on. Keeping up costs the rows that changed, but a
+ * look-up after both a despawn and a named spawn in one archetype reads that archetype's row
+ * ticks and rehashes the names stamped this tick (all of them, when most are), as does the
+ * first look-up of a tick after Names were written where they were (not spawned). */
 kiln_entity kiln_name_lookup(kiln_world *world, const char *name);
 
 /* ---- Clone -------------------------------------------------------------------------------- */

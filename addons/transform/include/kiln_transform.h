@@ -114,13 +114,13 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
  * is not alive). Uses an index kept in the world (a list of children per entity slot), so it
  * does not scan the world: it follows at once every Parent written through its check (spawns,
  * adds, sets, command buffers, kiln_transform_set_parent), despawns, removes, kiln_load and
- * snapshot restores; a Parent written through a pointer (kiln_get_mut, a query's column) is
- * seen from the next tick on. Keeping up costs the links that changed and the children read,
- * but a call after both a despawn and a linked spawn in one archetype reads that archetype's
- * row ticks and relinks the rows stamped this tick (all of them, when most are), as does the
- * first call of a tick after Parents were written through a pointer. -1 when catching up runs
- * out of memory (the world error says so, dest untouched; the next call reads every link),
- * never a count that looks like no children. */
+ * snapshot restores; a Parent written through a pointer (kiln_get_mut, or a query's column
+ * with the row marked changed) is seen from the next tick on. Keeping up costs the links that
+ * changed and the children read, but a call after both a despawn and a linked spawn in one
+ * archetype reads that archetype's row ticks and relinks the rows stamped this tick (all of
+ * them, when most are), as does the first call of a tick after Parents were written through
+ * a pointer. -1 when catching up runs out of memory (the world error says so, dest untouched;
+ * the next call reads every link), never a count that looks like no children. */
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
 /* Despawns root and all its descendants (each once, even where links written through a
