@@ -467,10 +467,10 @@ static void pattern(uint8_t *dst, size_t size, int seed) {
     for (size_t i = 0; i < size; i++) dst[i] = (uint8_t)(seed * 31 + (int)i * 7 + 1);
 }
 
-/* kiln_set writes plain values of every size on its short path and leaves the rest (a value
- * that is the row itself, a padded layout, a check hook, no value) to the general one: each
- * from a caller's buffer, from another row of the column and from its own row, stamped, its
- * column's latest tick raised; a refused value changes nothing. */
+/* kiln_set's short path (columns without hooks or a check hook) and its general one (a check
+ * hook) write every layout, a padded one included: each value from a caller's buffer, from
+ * another row of the column and from its own row, stamped, its column's latest tick raised,
+ * the padding zero; no value writes the defaults; a refused value changes nothing. */
 KILN_TEST(set, set_writes_every_layout_from_anywhere_and_stamps_it) {
     static const size_t sizes[] = {1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 40, 6, 8};
     enum { KINDS = sizeof sizes / sizeof sizes[0] };
