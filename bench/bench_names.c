@@ -157,9 +157,10 @@ static bool check(void *ctx) {
  * opened one after the other, and without this the timed frames began with the plain side's
  * set in the cache and the name index evicted by that setup. Until the twenty-seventh session
  * the name index's first catch-up in a new tick rebuilt it (every row read, the table written
- * afresh) by accident, which warmed it; without that the same code read 2.0-2.3 instead of
- * 1.1-1.5, each look-up one more miss to memory (callgrind's cache model: 13,397 last-level
- * misses in find_locked against none). */
+ * afresh) by accident, which warmed it and evicted the plain side's set; the build that
+ * stopped the rebuild read 2.0-2.3 against the old build's 1.1-1.5, each look-up one more
+ * miss to memory (callgrind's cache model: 13,397 last-level misses in find_locked against
+ * none). Warmed so, both builds read alike. */
 static bool warm(names_ctx *c) {
     char text[64];
     kiln_tick_advance(c->named.world); /* past the tick the residents were spawned in */

@@ -2,11 +2,11 @@
  * that reads, each time it catches up, only what changed since the last time: rows appended to
  * an archetype; when rows were also taken out of it (an appended row may have moved into a
  * hole), the rows from the lowest taken out since on (or, when another index read the
- * archetype since, the rows stamped since); once per tick, the rows stamped since in archetypes whose
- * column had rows written where they were (values written through a pointer; appends, spawns
- * and moves in, do not count). The index keyed by entity holds an
- * entry for every row read and may hold stale ones, which its reads verify. Entities that moved
- * between archetypes keep their values and ticks: reading them again changes nothing. */
+ * archetype since, the rows stamped since); once per tick, the rows stamped since in
+ * archetypes whose column had rows written where they were (values written through a pointer;
+ * appends, spawns and moves in, do not count). The index keyed by entity holds an entry for
+ * every row read and may hold stale ones, which its reads verify. Entities that moved between
+ * archetypes keep their values and ticks: reading them again changes nothing. */
 #ifndef KILN_FOLLOW_H
 #define KILN_FOLLOW_H
 
