@@ -46,6 +46,7 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     if (!kw) return;
     if (kw->budget_used <= kw->budget_limit) {
         kw->budget_used += lua_gethookcount(L);
+        if (kw->mod_hooks && kw->mod_hooks->step) kw->mod_hooks->step(L, kw);
         /* the wall clock backs the count up: some single instructions (comparing long
          * strings, calls with huge argument lists) cost far more than others */
         bool late = kw->deadline > 0 && now_seconds() > kw->deadline;

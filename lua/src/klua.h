@@ -143,6 +143,10 @@ typedef struct klua_mod_hooks {
      * that has it (either may make an archetype; spawns and other adds ask before_spawn and
      * before_grow): raises when mods may make no more. */
     void (*before_reshape)(lua_State *L, klua_world *kw, const char *fname);
+    /* Between two instructions of the mod's code, from the budget's count hook (every 1000
+     * instructions; not from the row mode's call hook, which only Lua 5.4 uses): may collect.
+     * NULL when there is nothing to do there. */
+    void (*step)(lua_State *L, klua_world *kw);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it

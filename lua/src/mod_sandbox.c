@@ -47,6 +47,7 @@ static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (nsize == 0) {
         free(ptr);
         m->used -= old;
+        if (m->used < m->floor) m->floor = m->used;
         return NULL;
     }
     if (nsize > old) {

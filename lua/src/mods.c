@@ -243,6 +243,30 @@ static int push_failure(lua_State *H) {
 
 static void remove_systems(klua_mod *mod);
 
+#if KLUA_LUAJIT
+/* Lua 5.4 collects in full when an allocation would pass a mod's memory limit, and tries
+ * again; LuaJIT raises at once. Its collector starts a cycle when the heap has doubled since
+ * the last one, so a mod whose live data passed half its limit failed as soon as its garbage
+ * filled the rest (at the smallest limit a bare state takes 150 of its 256 KiB: a system
+ * making 100 KiB of short strings failed every run), and a mod somewhat lower failed or not
+ * by where the collector's cycle stood. So the budget's hook, between two instructions,
+ * collects once the state has grown halfway from the least it held since the last such
+ * collection to the limit; half that room is left for what the next 1000 instructions make.
+ * Not charged to the budget, as Lua 5.4's collections on a refused allocation are not: a mod
+ * growing its live data to the limit meets a collection at each halving of the room left
+ * (charged by the bytes walked, as collectgarbage() is, those took 10 million instructions
+ * from a mod growing to 64 MiB). A mod that holds its live data at the limit and keeps making
+ * garbage gets a collection every 1000 instructions, under Lua 5.4 one at every allocation:
+ * the wall clock (opts.milliseconds) bounds both. */
+static void hook_step(lua_State *L, klua_world *kw) {
+    klua_mod_mem *m = &((klua_mod *)kw->mod)->mem;
+    size_t room = m->limit > m->floor ? m->limit - m->floor : 0;
+    if (m->used <= m->floor + room / 2) return;
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    m->floor = m->used;
+}
+#endif
+
 static void hook_failed(klua_world *kw, const char *system, const char *message, bool disabled, bool out_of_memory) {
     klua_mod *mod = kw->mod;
     klua_mods *mods = mod->mods;
@@ -257,7 +281,10 @@ static void hook_failed(klua_world *kw, const char *system, const char *message,
     /* Lua 5.4 collects in full when an allocation fails and tries again; LuaJIT raises at once,
      * so what the failed run left (garbage now) would fill the budget until the collector came
      * round, failing the mod's next runs, and its budget errors, for memory it no longer uses */
-    if (mod->mem.refused > 0 && mod->L) lua_gc(mod->L, LUA_GCCOLLECT, 0);
+    if (mod->mem.refused > 0 && mod->L) {
+        lua_gc(mod->L, LUA_GCCOLLECT, 0);
+        mod->mem.floor = mod->mem.used;
+    }
 #endif
     mod->mem.refused = 0;
     if (mod->mem_strikes >= KLUA_MOD_MEM_STRIKES && mod->status == KLUA_MOD_RUNNING) {
@@ -347,7 +374,13 @@ static void hook_before_reshape(lua_State *L, klua_world *kw, const char *fname)
 
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,
                                      hook_owner,        hook_add_system,  hook_failed,         hook_spawn_room,
-                                     hook_before_grow,  hook_query_made,  hook_before_reshape};
+                                     hook_before_grow,  hook_query_made,  hook_before_reshape,
+#if KLUA_LUAJIT
+                                     hook_step
+#else
+                                     NULL
+#endif
+};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 

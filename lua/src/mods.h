@@ -38,6 +38,7 @@ typedef struct klua_mod_mem {
     size_t used, peak, limit;
     int depth;     /* entries into the mod's code under way (budget.c counts them) */
     int refused;   /* allocations refused since the last look */
+    size_t floor;  /* the fewest bytes held since kiln last collected (LuaJIT's trigger, mods.c) */
 } klua_mod_mem;
 
 typedef struct klua_mod_file {

@@ -123,3 +123,44 @@ end}
         assert.is_true(kept > 100 and kept < 1700, log[9]) -- the reads ran, and each round met a refusal
     end)
 end)
+
+describe("a mod whose live data fills most of its memory", function()
+    after_each(M.cleanup)
+
+    -- Lua 5.4 collects when an allocation would pass the limit; LuaJIT raises, and its collector
+    -- waits until the heap has doubled: before the budget's hook collected for it, a mod over
+    -- half its limit failed under LuaJIT as soon as its garbage filled the rest.
+    it("makes garbage for as long as it runs, under both interpreters", function()
+        local w, mods = M.host{memory = LIMIT}
+        assert(mods:load(M.write(M.folder(), "hoard.lua", [[
+world:component("Seed", "int32_t v;")
+for i = 1, 3000 do world:spawn{Seed = {v = i}} end
+local kept = {}
+collectgarbage()
+while collectgarbage("count") * 1024 < 0.8 * ]] .. LIMIT .. [[ do
+    kept[#kept + 1] = string.format("%099d", #kept)
+end
+collectgarbage()
+world:system{name = "churn", run = function(w)
+    local n = 0
+    for i = 1, 20000 do n = n + #string.format("%099d", i) end -- 2.4 MiB of garbage
+    print(#kept, n, kept[#kept] == string.format("%099d", #kept - 1))
+end}
+-- and an each-system's rows: 384 KB of strings a frame
+world:system{name = "rows", writes = {"Seed"}, query = {"Seed"},
+             each = function(_, s) s.v = #string.format("%099d.", s.v) end}
+]])))
+        local before = M.info(mods, "hoard").memory
+        assert.is_true(before > 0.75 * LIMIT and before < 0.9 * LIMIT, tostring(before))
+        assert.are.same({}, M.frames(w, 5))
+        local log = mods:log("hoard")
+        assert.are.equal(5, #log)
+        for _, line in ipairs(log) do
+            local kept, n, intact = line:match("^(%d+)\t(%d+)\t(%a+)$")
+            assert.is_true(tonumber(kept) > 100 and n == "1980000" and intact == "true", line)
+        end
+        assert.is_true(M.info(mods, "hoard").memory <= LIMIT)
+        for _, e in ipairs(M.entities_with(w, "Seed")) do assert.are.equal(100, w:get(e, "Seed").v) end
+        assert.are.equal(3000, #M.entities_with(w, "Seed"))
+    end)
+end)
