@@ -33,6 +33,7 @@ typedef struct klua_budget {
     lua_Alloc alloc;  /* while a statement runs: the state's allocator, which budget_alloc */
     void *alloc_ud;   /* calls, counting what the statement grows Lua's memory by */
     int64_t grown;    /* bytes Lua's memory grew since the statement started (net) */
+    int64_t floor;    /* the least grown was since the hook last collected (LuaJIT) */
     bool grew_past;   /* an allocation was refused for taking grown past its limit (a "not
                        * enough memory" the statement ends with is then the limit's) */
     const void *known[KLUA_BUDGET_KINDS][KLUA_BUDGET_IDS]; /* lua_topointer of each, NULL: none */

@@ -86,6 +86,16 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     }
     b->left -= lua_gethookcount(L);
     if (b->left <= 0) exhaust(L, b, NULL);
+#if KLUA_LUAJIT
+    /* Lua 5.4 collects when budget_alloc refuses and tries again; LuaJIT raises at once, and
+     * its collector waits until the heap has doubled: over a game holding more than the limit,
+     * a statement's garbage alone ran it out. So the hook collects once the statement grew
+     * halfway from the least it had grown since the last such collection to the limit. */
+    if (b->grown > b->floor + (b->growth_max - b->floor) / 2) {
+        lua_gc(L, LUA_GCCOLLECT, 0);
+        b->floor = b->grown;
+    }
+#endif
     if (klua_console_now() > b->deadline) {
         char why[96];
         snprintf(why, sizeof why, "console: the statement ran past its time limit (%d ms)", b->statement_ms);
@@ -291,6 +301,7 @@ static void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     void *p = b->alloc(b->alloc_ud, ptr, osize, nsize);
     if (p || nsize == 0) b->grown += (int64_t)nsize - old;
+    if (b->grown < b->floor) b->floor = b->grown;
     return p;
 }
 
@@ -326,7 +337,7 @@ static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
     lua_pushvalue(L, ARG_SESSION);
     lua_pushlstring(L, line, n);
     b->alloc = lua_getallocf(L, &b->alloc_ud);
-    b->grown = 0;
+    b->grown = b->floor = 0;
     b->grew_past = false;
     lua_setallocf(L, budget_alloc, b);
     lua_sethook(L, budget_hook, BUDGET_MASK, HOOK_COUNT);
@@ -378,9 +389,14 @@ int klua_budget_feed(lua_State *L) {
     /* the statement was stopped where it stood: put back the print the session had captured,
      * and drop what was typed of a statement over several lines (under a fresh budget: the
      * session's own code may have been changed by the statement) */
-    if (lua_type(L, -1) != LUA_TSTRING || (status == LUA_ERRMEM && b->grew_past)) {
+    /* (LuaJIT: a memory error raised again outside the session's own pcall is a runtime
+     * error with the same message, lua_error keeping no memory status) */
+    bool grew_past = b->grew_past && (status == LUA_ERRMEM || (KLUA_LUAJIT && status == LUA_ERRRUN &&
+                                                               lua_type(L, -1) == LUA_TSTRING &&
+                                                               strcmp(lua_tostring(L, -1), "not enough memory") == 0));
+    if (lua_type(L, -1) != LUA_TSTRING || grew_past) {
         lua_pop(L, 1);
-        if (status == LUA_ERRMEM && b->grew_past) push_growth_message(L, b);
+        if (grew_past) push_growth_message(L, b);
         else lua_pushliteral(L, "error (not a string)");
     }
     int message = lua_gettop(L);
