@@ -64,6 +64,7 @@ static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     m->used = m->used - old + nsize;
     if (m->used > m->peak) m->peak = m->used;
+    if (m->used < m->floor) m->floor = m->used; /* (a block made smaller) */
     if (m->depth > 0 && nsize > old) charge_bytes(m, nsize - old);
     return p;
 }
