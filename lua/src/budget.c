@@ -212,3 +212,17 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     }
     kw->budget_used += (int64_t)steps;
 }
+
+#if !KLUA_LUAJIT
+static int body_finish(lua_State *L, int status, lua_KContext ctx) {
+    (void)ctx;
+    if (status != LUA_OK && status != LUA_YIELD) return lua_error(L);
+    return lua_gettop(L);
+}
+
+int klua_budget_body(lua_State *L) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    return body_finish(L, lua_pcallk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, 0, body_finish), 0);
+}
+#endif

@@ -134,7 +134,8 @@ static const struct {
     {LUA_DBLIBNAME, "setmetatable", KLUA_COST_DEBUG_SETMETATABLE}, {LUA_COLIBNAME, "resume", KLUA_COST_RESUME},
     {"jit", "on", KLUA_COST_JIT_ON}, /* LuaJIT */
     {LUA_GNAME, "load", KLUA_COST_LOAD},          {LUA_GNAME, "newproxy", KLUA_COST_NEWPROXY}, /* LuaJIT */
-    {LUA_GNAME, "xpcall", KLUA_COST_XPCALL},
+    {LUA_GNAME, "xpcall", KLUA_COST_XPCALL},      {LUA_COLIBNAME, "create", KLUA_COST_CREATE},
+    {LUA_COLIBNAME, "wrap", KLUA_COST_WRAP},
 };
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
@@ -223,6 +224,13 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
         lua_pushvalue(L, 2);
         lua_pushcclosure(L, statement_handler, 1);
         lua_replace(L, 2);
+    }
+    /* a coroutine's body runs protected, so that the budget stopping it leaves its hooks on
+     * (klua_budget_body): wrapped in place too */
+    if ((kind == KLUA_COST_CREATE || kind == KLUA_COST_WRAP) && lua_type(L, 1) == LUA_TFUNCTION) {
+        lua_pushvalue(L, 1);
+        lua_pushcclosure(L, klua_budget_body, 1);
+        lua_replace(L, 1);
     }
 #endif
     /* LuaJIT: a proxy with a metatable takes a __gc set in it later (only false makes none) */

@@ -528,7 +528,7 @@ typedef enum klua_costly {
     KLUA_COST_CONCAT, KLUA_COST_SORT, KLUA_COST_MOVE, KLUA_COST_INSERT, KLUA_COST_REMOVE,
     /* no cost of their own: the console guards them otherwise */
     KLUA_COST_SETHOOK, KLUA_COST_SETMETATABLE, KLUA_COST_DEBUG_SETMETATABLE, KLUA_COST_RESUME, KLUA_COST_JIT_ON,
-    KLUA_COST_LOAD, KLUA_COST_NEWPROXY, KLUA_COST_XPCALL
+    KLUA_COST_LOAD, KLUA_COST_NEWPROXY, KLUA_COST_XPCALL, KLUA_COST_CREATE, KLUA_COST_WRAP
 } klua_costly;
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
@@ -565,6 +565,16 @@ KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
+#if !KLUA_LUAJIT
+/* A coroutine's body, upvalue 1 the function, run under a protected call of the coroutine's
+ * own and its error raised again unchanged. Lua 5.4 leaves hooks off in a thread whose hook
+ * raised, unless the error is caught in that thread: a coroutine a budget stopped otherwise
+ * died so, and its pending __close handlers ran unhooked, with no count or clock, when it
+ * was closed (at once by a coroutine.wrap function, or by coroutine.close later). Caught
+ * inside, hooks come back on and the handlers close under the spent budget, each stopped at
+ * its first instruction. Budgets that face hostile code (mods, the console) wrap bodies so. */
+KLUA_HIDDEN int klua_budget_body(lua_State *L);
+#endif
 /* The rows of an each-system whose callback runs at most cost instructions (cost < 0: not
  * known to be bounded). While they run, the hook watches calls only and each row is charged
  * cost before the callback is called (klua_budget_row, right before lua_call); a call out of

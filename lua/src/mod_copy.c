@@ -78,6 +78,23 @@ static int close_thunk(lua_State *T) {
     return 0;
 }
 
+typedef struct results_ctx {
+    lua_State *from;
+    int first, count; /* the results' slots in from */
+    klua_mods *mods;
+    klua_mod *callee;
+} results_ctx;
+
+/* Runs in the caller's state, protected: copies the results a call left in the callee's. */
+static int copy_results(lua_State *L) {
+    results_ctx *rc = lua_touserdata(L, 1);
+    lua_pop(L, 1);
+    luaL_checkstack(L, rc->count + 4, "too many results");
+    for (int i = 0; i < rc->count; i++)
+        klua_mod_copy(rc->from, rc->first + i, L, rc->mods, rc->callee, "a result");
+    return rc->count;
+}
+
 /* Charges steps to the budget armed on the caller's view (none armed: nothing). Past it,
  * the caller's count hook fires at its next instruction and raises there (nothing raises
  * here: the callee's stack may still need cleaning). */
@@ -134,10 +151,12 @@ static int proxy(lua_State *L) {
             }
             if (left < limit) limit = left;
         }
-        callee->kw->current = borrowed;
         char what[KILN_MAX_NAME + 40];
         snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
         klua_budget_arm(T, callee->kw, limit, what, &saved);
+        /* set after arming: a call is the caller's work, paid from its budget (and frame),
+         * never from what the callee's own systems have left this frame */
+        callee->kw->current = borrowed;
     }
     lua_pushlightuserdata(T, &cc);
     int status = klua_pcall_c(T, call_thunk, 1, LUA_MULTRET, 0);
@@ -169,12 +188,19 @@ static int proxy(lua_State *L) {
         lua_settop(T, base);
         return luaL_error(L, "%s: %s", callee_name, msg);
     }
-    int nres = lua_gettop(T) - base;
-    luaL_checkstack(L, nres + 4, "too many results");
-    int first = base + 1;
-    for (int i = 0; i < nres; i++) klua_mod_copy(T, first + i, L, mods, callee, "a result");
+    /* the results are copied under a protected call of the caller's, so that a copy that
+     * fails (the caller's memory full, a value refused) still leaves T as it was */
+    results_ctx rc = {T, base + 1, lua_gettop(T) - base, mods, callee};
+    int top = lua_gettop(L);
+    if (!lua_checkstack(L, 4)) {
+        lua_settop(T, base);
+        return luaL_error(L, "%s: out of stack", callee_name);
+    }
+    lua_pushlightuserdata(L, &rc);
+    status = klua_pcall_c(L, copy_results, 1, LUA_MULTRET, 0);
     lua_settop(T, base);
-    return nres;
+    if (status != LUA_OK) return lua_error(L);
+    return lua_gettop(L) - top;
 }
 
 /* Pushes into c->to a proxy of the function at idx of c->from. */

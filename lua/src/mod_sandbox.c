@@ -204,6 +204,29 @@ static void guard_coroutines(lua_State *L) {
     lua_setfield(L, -2, "wrap");
     lua_pop(L, 1);
 }
+#else
+/* A mod's coroutine runs its body protected (see klua_budget_body): a coroutine the budget
+ * stopped closes its to-be-closed variables under the spent budget. */
+static int m_coroutine(lua_State *L) { /* upvalue 1 coroutine.create or coroutine.wrap */
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_pushcclosure(L, klua_budget_body, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
+static void guard_coroutines(lua_State *L) {
+    lua_getglobal(L, "coroutine");
+    static const char *const makers[] = {"create", "wrap"};
+    for (int i = 0; i < 2; i++) {
+        lua_getfield(L, -1, makers[i]);
+        lua_pushcclosure(L, m_coroutine, 1);
+        lua_setfield(L, -2, makers[i]);
+    }
+    lua_pop(L, 1);
+}
 #endif
 
 /* A wrapped library function: upvalue 1 the original, upvalue 2 its klua_costly kind, 3 its
@@ -550,8 +573,8 @@ static int build_globals(lua_State *L) {
     }
 #if KLUA_LUAJIT
     klua_compat_sandbox_base(L);
-    guard_coroutines(L);
 #endif
+    guard_coroutines(L);
     /* os: the clock and the calendar only */
     luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
     lua_createtable(L, 0, 3);

@@ -221,6 +221,106 @@ describe("a red-team mod", function()
         end
     end)
 
+    it("cannot run the __close of a coroutine its budget stopped unhooked, through wrap or a later close", function()
+        -- the coroutine died with hooks off (Lua 5.4 turns them back on only where the hook's
+        -- error is caught in that thread): coroutine.wrap's function closed it at once, and
+        -- coroutine.close in the next frame, with a fresh budget, closed it later, each running
+        -- the handler's loop unhooked (with no loop bound, the host hung for good)
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e5, milliseconds = -1}
+        assert(mods:load(M.write(dir, "closer.lua", [[
+            local frame, co = 0
+            local function body()
+                local guard <close> = setmetatable({}, {__close = function()
+                    local i = 0
+                    while i < 3e7 do i = i + 1 end
+                    print("escaped in __close")
+                end})
+                while true do end
+            end
+            world:system{name = "closer", run = function()
+                frame = frame + 1
+                if frame == 1 then
+                    pcall(coroutine.wrap(body))
+                elseif frame == 2 then
+                    co = coroutine.create(body)
+                    coroutine.resume(co)
+                else
+                    print(coroutine.status(co), coroutine.close(co))
+                end
+            end}
+        ]])))
+        for frame = 1, 3 do
+            local ok, failures = w:progress(1 / 60)
+            if frame < 3 then
+                assert.is_false(ok)
+                assert.are.equal("mod 'closer': system 'closer' ran past its budget of 100000 instructions",
+                                 failures[1].message)
+            else
+                assert.is_true(ok)
+            end
+        end
+        -- the handlers stopped at their first instruction, under the budget spent then
+        assert.are.same({"dead\tfalse\tsystem 'closer' ran past its budget of 100000 instructions"},
+                        mods:log("closer"))
+    end)
+
+    it("pays for its calls into another mod from its own frame budget, not the callee's", function()
+        -- a call ran with the callee's view set to the calling system, so the callee's frame
+        -- budget was charged: a dependent calling a looping export twice a frame made its
+        -- library's own system fail every frame
+        local w, mods = M.host_with_folder_mods({
+            {"lib", init = [[
+                mod.exports.work = function() while true do end end
+                world:system{name = "lib_tick", run = function() local s = 0 for i = 1, 1000 do s = s + i end end}
+            ]]},
+            {"caller", depends = {"lib"}, init = [[
+                local lib = mod.import("lib")
+                world:system{name = "caller_a", before = {"lib_tick"}, run = function() pcall(lib.work) end}
+                world:system{name = "caller_b", before = {"lib_tick"}, run = function() pcall(lib.work) end}
+            ]]},
+        }, {instructions = 1e6, frame_instructions = 2e6})
+        local failures = M.frames(w, 3)
+        assert.are.equal(0, #M.failures_of(failures, "lib"))
+        assert.are.equal(6, #M.failures_of(failures, "caller"))
+        assert.are.equal("running", M.info(mods, "lib").state)
+    end)
+
+    it("leaves a called state's stack as it was when the results cannot be copied back", function()
+        -- a copy of the results that failed (the caller's memory full) raised in the caller
+        -- and left the results on the callee's stack: the host's world:progress returned them
+        -- after its own, and a library mod called so filled its memory for good
+        local granted = function() return {1, 2, 3} end
+        local w, mods = M.host_with_folder_mods({
+            {"lib", init = "mod.exports.get = function() return {hp = 1} end"},
+            {"filler", depends = {"lib"}, init = [[
+                local lib = mod.import("lib")
+                world:system{name = "filler", run = function()
+                    local hog
+                    local function big() hog = {hog, string.rep("x", 3000)} end
+                    local function small() hog = {hog} end
+                    while pcall(big) do end
+                    while pcall(small) do end
+                    local failed = 0
+                    for _ = 1, 2000 do
+                        if not pcall(granted) then failed = failed + 1 end
+                        if not pcall(lib.get) then failed = failed + 1 end
+                    end
+                    hog = nil
+                    collectgarbage() -- (LuaJIT does not collect when an allocation is refused)
+                    print(failed > 0)
+                end}
+            ]]},
+        }, {memory = 4194304, instructions = 1e8, allow = {granted = granted}})
+        local lib_before = M.info(mods, "lib").memory
+        for _ = 1, 3 do
+            assert.are.same({true, n = 1}, table.pack(w:progress(1 / 60)))
+        end
+        assert.are.same({"true", "true", "true"}, mods:log("filler"))
+        assert.is_true(M.info(mods, "lib").memory < lib_before + 65536)
+        assert.are.equal("running", M.info(mods, "lib").state)
+    end)
+
     it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
         local dir = M.folder()
         local _, mods = M.host()

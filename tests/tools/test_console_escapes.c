@@ -73,6 +73,31 @@ START_TEST(a_budget_spent_inside_a_callback_still_stops_the_loop_after_it) {
 }
 END_TEST
 
+#if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
+/* Lua 5.4 leaves hooks off in a coroutine the budget's hook stopped; its pending __close
+ * handlers ran there unhooked when it was closed: at once by a coroutine.wrap function, or
+ * by coroutine.close in the next statement (which then held the game for good) */
+START_TEST(a_coroutine_the_budget_stopped_closes_its_variables_under_the_budget) {
+    game *g = start_game();
+    int fd = sign_in(g);
+    ck_assert_str_eq(run(g, fd, "co = coroutine.create(function() local v <close> = setmetatable({}, {__close = "
+                                "function() closed = true while true do end end}) while true do end end) "
+                                "coroutine.resume(co)"),
+                     BUDGET_SPENT);
+    ck_assert_str_eq(run(g, fd, "return coroutine.status(co)"), "ok:\"dead\"");
+    /* closed now, its handler stopped at its first instruction by the budget spent then */
+    ck_assert_str_eq(run(g, fd, "return coroutine.close(co)"), "ok:false\n\"console: the statement ran past its instruction budget\"");
+    ck_assert_str_eq(run(g, fd, "return closed"), "ok:nil");
+    ck_assert_str_eq(run(g, fd, "pcall(coroutine.wrap(function() local v <close> = setmetatable({}, {__close = "
+                                "function() while true do end end}) while true do end end))"),
+                     BUDGET_SPENT);
+    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+#endif
+
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT
 START_TEST(luajit_hooks_stay_on_for_every_statement) {
     game *g = start_game();
@@ -102,6 +127,9 @@ static Suite *console_escapes_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_budget_spent_inside_a_callback_still_stops_the_loop_after_it);
+#if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
+    tcase_add_test(tc, a_coroutine_the_budget_stopped_closes_its_variables_under_the_budget);
+#endif
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT
     tcase_add_test(tc, luajit_hooks_stay_on_for_every_statement);
 #endif
