@@ -174,6 +174,7 @@ static int w_spawn(lua_State *L) {
 static int w_despawn(lua_State *L) {
     klua_world *kw = self_args(L, 2);
     kiln_entity e = arg_entity(L, 2, "world:despawn");
+    if (kw->mod_hooks) kw->mod_hooks->before_remove(L, kw, e, KILN_NO_COMPONENT, "world:despawn");
     if (kiln_despawn(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
     return 0;
 }
@@ -237,6 +238,7 @@ static int w_add(lua_State *L) {
     if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
     if (kw->mod_hooks && !kiln_has(kw->world, e, c)) { /* raises past the mod's budgets */
+        kw->mod_hooks->before_add(L, kw, e, c);
         if (info->size) kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
         else kw->mod_hooks->before_reshape(L, kw, fname);
     }
@@ -256,7 +258,10 @@ static int w_remove(lua_State *L) {
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
     bool removed = false;
-    if (kw->mod_hooks && kiln_has(kw->world, e, c)) kw->mod_hooks->before_reshape(L, kw, fname);
+    if (kw->mod_hooks && kiln_has(kw->world, e, c)) {
+        kw->mod_hooks->before_remove(L, kw, e, c, fname);
+        kw->mod_hooks->before_reshape(L, kw, fname);
+    }
     if (kiln_remove(kw->world, e, c, &removed) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushboolean(L, removed);
     return 1;

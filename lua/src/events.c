@@ -37,7 +37,9 @@ static int w_emit(lua_State *L) {
         if (info.size == 0) klua_argerror(L, 3, fname, "event %s carries no fields", info.name);
         klua_read_fields(L, 3, &info, val, fname, 0);
     }
-    if (kiln_event_emit(kw->world, t, val) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    kiln_commands *queue = kw->mod_hooks ? kw->mod_hooks->emits(L, kw) : NULL; /* a mod's top level */
+    if (queue && kiln_commands_emit(queue, t, val) != KILN_OK) klua_fail(L, fname, "%s", kiln_commands_error(queue));
+    if (!queue && kiln_event_emit(kw->world, t, val) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
 

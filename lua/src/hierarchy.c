@@ -18,7 +18,13 @@ static int w_set_parent(lua_State *L) {
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
     klua_check_access(L, kw, parent_component(L, kw, fname), true, fname);
-    if (kw->mod_hooks) kw->mod_hooks->before_reshape(L, kw, fname); /* it adds or removes Parent */
+    if (kw->mod_hooks) { /* it adds or removes Parent */
+        kiln_component pc = parent_component(L, kw, fname);
+        bool has = kiln_has(kw->world, child, pc);
+        if (!has && parent != KILN_NULL_ENTITY) kw->mod_hooks->before_add(L, kw, child, pc);
+        if (has && parent == KILN_NULL_ENTITY) kw->mod_hooks->before_remove(L, kw, child, pc, fname);
+        kw->mod_hooks->before_reshape(L, kw, fname);
+    }
     if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
@@ -50,6 +56,7 @@ static int w_despawn_recursive(lua_State *L) {
     kiln_entity e = klua_check_entity(L, 2, fname);
     /* the walk reads every Parent link: a system declares it, as children asks */
     klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
+    if (kw->mod_hooks) kw->mod_hooks->before_remove(L, kw, e, KILN_NO_COMPONENT, fname); /* (the root's owner) */
     if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }

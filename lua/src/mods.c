@@ -18,12 +18,6 @@ enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 
 /* ---- memory of the manager's own books (the host's allocator) ---------------------------- */
 
-void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size) {
-    void *ud;
-    lua_Alloc fa = lua_getallocf(mods->host, &ud);
-    return fa(ud, p, old, size);
-}
-
 bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item) {
     if (need <= *cap) return true;
     int ncap = *cap ? *cap * 2 : 8;
@@ -376,11 +370,11 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
                                      hook_owner,        hook_add_system,  hook_failed,         hook_spawn_room,
                                      hook_before_grow,  hook_query_made,  hook_before_reshape,
 #if KLUA_LUAJIT
-                                     hook_step
+                                     hook_step,
 #else
-                                     NULL
+                                     NULL,
 #endif
-};
+                                     klua_mod_before_remove, klua_mod_before_add, klua_mod_emits};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
@@ -408,6 +402,7 @@ static bool close_state(klua_mod *mod) {
 static void free_mod(klua_mods *mods, klua_mod *mod) {
     klua_mods_alloc(mods, mod->staged, (size_t)mod->staged_cap * sizeof *mod->staged, 0);
     klua_mods_alloc(mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity), 0);
+    klua_mod_load_free(mod);
     klua_mods_alloc(mods, mod->systems, (size_t)mod->system_cap * sizeof *mod->systems, 0);
     klua_mods_alloc(mods, mod, sizeof *mod, 0);
 }
@@ -597,6 +592,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     commit_result committed = ok ? commit_systems(mod) : COMMIT_UNDONE;
     if (!ok || committed != COMMIT_OK) {
+        klua_mod_load_undo(mod, world);
         for (int64_t i = 0; i < mod->load_spawn_count; i++) kiln_despawn(world, mod->load_spawns[i]);
         /* the components this attempt registered belong to no mod now: off every entity */
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
@@ -611,6 +607,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     mod->previous = NULL;
     mod->staged_count = 0;
     mod->load_spawn_count = 0;
+    klua_mod_load_keep(mod, world);
     if (previous) mod->spawned = previous->spawned;
     return mod;
 fail:

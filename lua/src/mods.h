@@ -83,6 +83,9 @@ typedef struct klua_mod {
     struct klua_mod_staged *staged;
     int staged_count, staged_cap;
     kiln_entity *load_spawns;  /* entities spawned by the top level (despawned if it fails) */
+    struct klua_mod_added *load_adds; /* components the top level added to others' entities */
+    int64_t load_add_count, load_add_cap;
+    kiln_commands *load_emits; /* the top level's emits, landing when it succeeds */
     int64_t pending_spawns;    /* spawned in the deferred section of tick pending_tick, not landed */
     int64_t pending_bytes;     /* what those spawns and the adds queued with them will hold */
     int64_t spawn_bytes;       /* the spawn under way (before_spawn to after_spawn) */
@@ -103,6 +106,12 @@ typedef struct klua_mod {
     struct klua_mod *previous; /* while reloading: the version still running */
     uint32_t generation;       /* proxies into this mod hold it */
 } klua_mod;
+
+/* A component a loading top level added to an entity that is not its mod's (mod_undo.c). */
+typedef struct klua_mod_added {
+    kiln_entity entity;
+    kiln_component component;
+} klua_mod_added;
 
 /* A system a loading top level declared, copied until the load succeeds. */
 typedef struct klua_mod_staged {
@@ -247,9 +256,28 @@ KLUA_HIDDEN void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *wo
  * its share of the room the frame left (see mods_account.c), else counts it. */
 KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what);
 
+/* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
+ * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */
+KLUA_HIDDEN void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c,
+                                        const char *fname);
+KLUA_HIDDEN void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
+KLUA_HIDDEN kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw);
+/* The top level of mod (loading) failed: takes its adds to others' entities off again, the
+ * latest first, and drops its emits. */
+KLUA_HIDDEN void klua_mod_load_undo(klua_mod *mod, kiln_world *world);
+/* The top level of mod succeeded: its emits land, in order (out of memory: the rest are
+ * dropped, as a frame's would be). */
+KLUA_HIDDEN void klua_mod_load_keep(klua_mod *mod, kiln_world *world);
+/* Frees what the two above keep. */
+KLUA_HIDDEN void klua_mod_load_free(klua_mod *mod);
+
 /* ---- mods.c: the lifecycle ---- */
 /* The manager's books, in the host state's allocator. */
-KLUA_HIDDEN void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size);
+static inline void *klua_mods_alloc(klua_mods *mods, void *p, size_t old, size_t size) {
+    void *ud;
+    lua_Alloc fa = lua_getallocf(mods->host, &ud);
+    return fa(ud, p, old, size);
+}
 KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, size_t item);
 /* Why no lifecycle change can happen now (a frame runs, mod code runs), or NULL. */
 KLUA_HIDDEN const char *klua_mods_busy(klua_mods *mods);

@@ -702,9 +702,7 @@ static int w_name(lua_State *L) {
     kiln_entity e = klua_check_entity(L, 2, fname);
     if (!setting) {
         klua_check_alive(L, kw, e, fname);
-        const char *name = kiln_name_get(kw->world, e);
-        if (name) lua_pushstring(L, name);
-        else lua_pushnil(L);
+        lua_pushstring(L, kiln_name_get(kw->world, e)); /* NULL: nil */
         return 1;
     }
     if (!lua_isnil(L, 3) && lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "string or nil");
@@ -718,6 +716,8 @@ static int w_name(lua_State *L) {
         bool has = kiln_has(kw->world, e, id);
         kiln_component_info info;
         kiln_component_info_get(kw->world, id, &info);
+        if (name && !has) kw->mod_hooks->before_add(L, kw, e, id);
+        else if (!name && has) kw->mod_hooks->before_remove(L, kw, e, id, fname);
         if (name && !has) kw->mod_hooks->before_grow(L, kw, e, id, (int64_t)(info.stride + sizeof(kiln_row_tick)), fname);
         else if (!name && has) kw->mod_hooks->before_reshape(L, kw, fname);
     }

@@ -321,6 +321,62 @@ describe("a red-team mod", function()
         assert.are.equal("running", M.info(mods, "lib").state)
     end)
 
+    it("whose top level fails leaves the host's entities and events as they were", function()
+        -- a failed top level took back only its spawns and registrations: the host's entities
+        -- it despawned stayed gone, components it added to them or removed from them stayed
+        -- so, and the events it emitted reached the host's systems
+        local dir = M.folder()
+        local w, mods = M.host()
+        w:component("Health", "int32_t hp;")
+        w:event("Hit", "int32_t n;")
+        local a = w:spawn{Position = {x = 1, y = 1}, Health = {hp = 100}}
+        local b = w:spawn{Position = {x = 5, y = 5}}
+        local function handle(e) return string.format("%dv%d", e % 4294967296, math.floor(e / 4294967296)) end
+        local function mod_text(tail)
+            return string.format([[
+                local a, b = %d, %d
+                world:set(a, "Health", {hp = 50})        -- in place: stays, as a failing system's
+                world:add(b, "Health", {hp = 3})         -- taken back
+                world:name(b, "renamed")                 -- taken back
+                world:emit("Hit", {n = 666})             -- lands only when the top level succeeds
+                print(pcall(world.despawn, world, a))
+                print(pcall(world.remove, world, a, "Health"))
+                local mine = world:spawn{Position = {x = 0, y = 0}}
+                world:add(mine, "Health", {hp = 1})      -- its own: free to change
+                world:remove(mine, "Health")
+            ]], a, b) .. tail
+        end
+        M.write(dir, "failer.lua", mod_text('error("boom", 0)'))
+        local count = w:count()
+        local ok, err = mods:load(dir .. "/failer.lua")
+        assert.is_nil(ok)
+        assert.are.equal("mod 'failer': boom", err)
+        assert.are.equal(count, w:count())
+        assert.is_true(w:is_alive(a))
+        assert.are.equal(50, w:get(a, "Health").hp)
+        assert.is_false(w:has(b, "Health"))
+        assert.is_nil(w:name(b))
+        local function hits()
+            local n = 0
+            for hit in w:events("Hit") do n = n + hit.n end
+            return n
+        end
+        assert.are.equal(0, hits())
+        -- the same top level without the error: its changes land, its emit after it
+        M.write(dir, "keeper.lua", mod_text(""))
+        assert(mods:load(dir .. "/keeper.lua"))
+        assert.are.same({
+            "false\tworld:despawn: a mod's top level may despawn only its own entities (entity " .. handle(a) ..
+                " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
+            "false\tworld:remove: a mod's top level may remove from others' entities only the components it " ..
+                "registers (entity " .. handle(a) .. " is not mod 'keeper''s, and a failed load could not " ..
+                "put the value back); do it from a system",
+        }, mods:log("keeper"))
+        assert.are.equal(3, w:get(b, "Health").hp)
+        assert.are.equal("renamed", w:name(b))
+        assert.are.equal(666, hits())
+    end)
+
     it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
         local dir = M.folder()
         local _, mods = M.host()

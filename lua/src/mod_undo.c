@@ -1,0 +1,84 @@
+/* mod_undo.c: what a mod's failed top level takes back besides its spawns and registrations
+ * (mods.c): the components it added to others' entities, and its emits, which wait until it
+ * succeeds. Invariant: what it could not take back (despawns and removals on others') is
+ * refused while a top level runs, so a failed load leaves the world's entities as they were. */
+#include "mods.h"
+
+/* A component this load registered: a failed load takes it off every entity (mods.c). */
+static bool registered_by_load(const klua_mod *mod, kiln_component c) {
+    if (!mod->loading || c == KILN_NO_COMPONENT) return false;
+    for (int i = mod->previous ? mod->previous->declared_count : 0; i < mod->declared_count; i++)
+        if (mod->declared[i] == c && !mod->declared_event[i] && mod->declared_first[i]) return true;
+    return false;
+}
+
+/* The loading mod whose failure would take back what the view does now, or NULL. Another mod's
+ * code runs inside a top level only when the loading mod calls its exports. */
+static klua_mod *loading_for(const klua_world *kw) {
+    return ((const klua_mod *)kw->mod)->mods->loading;
+}
+
+void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname) {
+    klua_mod *mod = kw->mod;
+    if (!loading_for(kw) || registered_by_load(mod, c)) return;
+    if (!kiln_is_alive(kw->world, e) || kiln_has(kw->world, e, mod->tag)) return; /* (the call's own error) */
+    char eb[24];
+    klua_entity_str(e, eb);
+    if (c == KILN_NO_COMPONENT)
+        luaL_error(L, "%s: a mod's top level may despawn only its own entities (entity %s is not mod '%s''s, and a "
+                      "failed load could not bring it back); do it from a system", fname, eb, mod->name);
+    luaL_error(L, "%s: a mod's top level may remove from others' entities only the components it registers "
+                  "(entity %s is not mod '%s''s, and a failed load could not put the value back); do it from a "
+                  "system", fname, eb, mod->name);
+}
+
+void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c) {
+    klua_mod *mod = kw->mod, *loading = loading_for(kw);
+    if (!loading || registered_by_load(mod, c) || !kiln_is_alive(kw->world, e) || kiln_has(kw->world, e, mod->tag))
+        return;
+    if (loading->load_add_count == loading->load_add_cap) {
+        int64_t ncap = loading->load_add_cap ? loading->load_add_cap * 2 : 32;
+        void *p = klua_mods_alloc(loading->mods, loading->load_adds,
+                                  (size_t)loading->load_add_cap * sizeof *loading->load_adds,
+                                  (size_t)ncap * sizeof *loading->load_adds);
+        if (!p) luaL_error(L, "not enough memory");
+        loading->load_adds = p;
+        loading->load_add_cap = ncap;
+    }
+    loading->load_adds[loading->load_add_count++] = (klua_mod_added){e, c};
+}
+
+kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw) {
+    klua_mod *loading = loading_for(kw);
+    if (!loading) return NULL;
+    if (!loading->load_emits) loading->load_emits = kiln_commands_create(kw->world);
+    if (!loading->load_emits) luaL_error(L, "not enough memory");
+    return loading->load_emits;
+}
+
+void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
+    /* the latest first: an entity given c twice (added, removed as registered, added again)
+     * loses it once it is there */
+    for (int64_t i = mod->load_add_count; i-- > 0;) {
+        klua_mod_added a = mod->load_adds[i];
+        if (kiln_is_alive(world, a.entity) && kiln_has(world, a.entity, a.component))
+            kiln_remove(world, a.entity, a.component, NULL);
+    }
+    mod->load_add_count = 0;
+    if (mod->load_emits) kiln_commands_clear(mod->load_emits);
+}
+
+void klua_mod_load_keep(klua_mod *mod, kiln_world *world) {
+    mod->load_add_count = 0;
+    if (!mod->load_emits || kiln_commands_count(mod->load_emits) == 0) return;
+    /* an emit fails only for memory: the rest of them are dropped then, as a frame's would be */
+    if (kiln_commands_apply(mod->load_emits, world, NULL) != KILN_OK) kiln_commands_clear(mod->load_emits);
+}
+
+void klua_mod_load_free(klua_mod *mod) {
+    klua_mods_alloc(mod->mods, mod->load_adds, (size_t)mod->load_add_cap * sizeof *mod->load_adds, 0);
+    mod->load_adds = NULL;
+    mod->load_add_cap = mod->load_add_count = 0;
+    kiln_commands_destroy(mod->load_emits);
+    mod->load_emits = NULL;
+}
