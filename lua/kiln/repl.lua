@@ -135,7 +135,7 @@ function Session:open_world(value)
 end
 
 local run_answer, answer, load_answer = layer.run_answer, layer.answer, layer.load_answer
-local reload_answer = layer.reload_answer
+local reload_answer, regular_file = layer.reload_answer, layer.regular_file
 local ran = layer.ran
 -- xpcall's results, packed, with fn run through layer.ran, which marks box once fn ended
 local function run_traced(fn, box, ...)
@@ -415,6 +415,8 @@ function Session:command(line)
     return "ok", string.format("%016x", w:hash())
   elseif cmd == "load" then
     if rest == "" then return "error", ":load takes a file name" end
+    local regular, why = regular_file(rest)
+    if not regular then return "error", why end
     local f = io.open(rest, "rb")
     local head = f and f:read(64) or ""
     if f then f:close() end

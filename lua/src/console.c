@@ -389,6 +389,12 @@ static bool evaluate(kiln_console *c, client *cl, const char *line, size_t n) {
 }
 
 /* Handles the complete line at the front of the client's input; false when nothing was. */
+static void close_too_long(kiln_console *c, client *cl) {
+    char reason[96];
+    snprintf(reason, sizeof reason, "console: a line longer than %d bytes", c->max_line);
+    close_with(c, cl, reason);
+}
+
 static bool take_line(kiln_console *c, client *cl, int *evaluated) {
     char *nl = cl->in_len > cl->scanned ? memchr(cl->in + cl->scanned, '\n', cl->in_len - cl->scanned) : NULL;
     if (!nl) {
@@ -398,7 +404,9 @@ static bool take_line(kiln_console *c, client *cl, int *evaluated) {
     size_t used = (size_t)(nl - cl->in) + 1, n = used - 1;
     if (n && cl->in[n - 1] == '\r') n--;
     cl->last_line = klua_console_now();
-    if (looks_like_http(cl->in, n)) {
+    if (n > (size_t)c->max_line) { /* (read_some sees only lines that have not ended yet) */
+        close_too_long(c, cl);
+    } else if (looks_like_http(cl->in, n)) {
         close_with(c, cl, "console: this is not an HTTP server");
     } else if (!cl->authed) {
         authenticate(c, cl, cl->in, n);
@@ -504,11 +512,8 @@ static bool read_some(kiln_console *c, client *cl, long *budget) {
     cl->in_len += (size_t)n;
     *budget -= n;
     if (!memchr(cl->in + cl->scanned, '\n', cl->in_len - cl->scanned) &&
-        cl->in_len > (size_t)c->max_line + 1) {
-        char reason[96];
-        snprintf(reason, sizeof reason, "console: a line longer than %d bytes", c->max_line);
-        close_with(c, cl, reason);
-    }
+        cl->in_len > (size_t)c->max_line + 1)
+        close_too_long(c, cl);
     return true;
 }
 

@@ -3,8 +3,12 @@
  * code of the session runs after the change. Invariant: a stop that raises at every
  * instruction (a spent budget, a console statement's time limit) or once (Ctrl-C) neither
  * leaves the print capture in place nor answers an error for a call that was made. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "klua.h"
 
@@ -203,10 +207,29 @@ static int layer_load_answer(lua_State *L) {
     return 2;
 }
 
+/* layer.regular_file(path) -> true, or nil and why: :load reads only regular files, found so
+ * without blocking (opening a named pipe to read waits for a writer: it held the game). */
+static int layer_regular_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    int e = errno;
+    bool regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (fd >= 0) close(fd);
+    if (regular) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushnil(L);
+    if (fd < 0) lua_pushfstring(L, "cannot open %s: %s", path, strerror(e));
+    else lua_pushfstring(L, "%s is not a regular file", path);
+    return 2;
+}
+
 void klua_open_session_layer(lua_State *L, int layer) {
     static const luaL_Reg fns[] = {{"run_answer", layer_run_answer}, {"ran", layer_ran}, {"answer", layer_answer},
                                    {"load_answer", layer_load_answer}, {"reload_answer", layer_reload_answer},
-                                   {NULL, NULL}};
+                                   {"regular_file", layer_regular_file}, {NULL, NULL}};
     for (const luaL_Reg *f = fns; f->name; f++) {
         lua_pushcfunction(L, f->func);
         lua_setfield(L, layer, f->name);

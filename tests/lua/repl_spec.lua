@@ -134,6 +134,18 @@ describe("world saves in the session", function()
         assert.truthy(err:find("nonexistent", 1, true))
         assert.are.equal("error", (s:feed(":save")))
     end)
+    it(":load of a named pipe says it is not a regular file, instead of waiting for a writer", function()
+        -- opening a pipe to read its first bytes blocked until a writer came: a console
+        -- client's :load of one held the game for good
+        local fifo = os.tmpname()
+        os.remove(fifo)
+        assert(os.execute("mkfifo '" .. fifo .. "'"))
+        local s = kiln.session({world = kiln.world()})
+        local status, err = s:feed(":load " .. fifo)
+        os.remove(fifo)
+        assert.are.same({"error", fifo .. " is not a regular file"}, {status, err})
+    end)
+
     -- :load tells a save from a Lua file by its first bytes: a save cut to under 8 bytes
     -- ("KILNS") was run as Lua and failed as a syntax error. It is a save, cut short.
     it(":load of a save cut inside its magic says the save is truncated", function()

@@ -138,6 +138,22 @@ START_TEST(garbage_gets_an_error_and_the_session_goes_on) {
 }
 END_TEST
 
+/* a line that ended inside the read that passed the longest was evaluated: up to a read's
+ * 4 KiB past max_line */
+START_TEST(a_line_past_the_longest_that_ends_in_the_same_read_drops_its_client_too) {
+    game *g = start_game_with((kiln_console_desc){.max_line = 1000});
+    int fd = connect_client(g);
+    char big[1600];
+    memcpy(big, "return #'", 9);
+    memset(big + 9, 'a', 1500);
+    memcpy(big + 1509, "'\n", 3);
+    send_text(fd, big);
+    ck_assert_str_eq(answers(g, fd, 1), "error:console: a line longer than 1000 bytes|");
+    wait_closed(g, fd);
+    stop_game(g);
+}
+END_TEST
+
 START_TEST(a_line_past_the_longest_drops_its_client_with_the_reason) {
     game *g = start_game_with((kiln_console_desc){.max_line = 1000});
     int fd = connect_client(g), other = connect_client(g);
@@ -732,6 +748,7 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, a_statement_over_several_lines_waits_for_its_end);
     tcase_add_test(tc, garbage_gets_an_error_and_the_session_goes_on);
     tcase_add_test(tc, a_line_past_the_longest_drops_its_client_with_the_reason);
+    tcase_add_test(tc, a_line_past_the_longest_that_ends_in_the_same_read_drops_its_client_too);
     tcase_add_test(tc, a_dropped_client_leaves_the_game_and_other_clients_running);
     tcase_add_test(tc, stepping_is_refused_remotely_and_completion_works);
     tcase_add_test(tc, the_kiln_command_attaches_to_the_console);
