@@ -72,6 +72,12 @@ static KLUA_NORETURN void exhaust(lua_State *L, klua_budget *b, const char *why)
 
 static void on_call(lua_State *L, klua_budget *b, lua_Debug *ar);
 
+static KLUA_NORETURN void overdue(lua_State *L, klua_budget *b) {
+    char why[96];
+    snprintf(why, sizeof why, "console: the statement ran past its time limit (%d ms)", b->statement_ms);
+    exhaust(L, b, why);
+}
+
 static void budget_hook(lua_State *L, lua_Debug *ar) {
     klua_budget *b = current(L);
     if (!b) {
@@ -81,6 +87,8 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     }
     if (b->spent) exhaust(L, b, NULL);
     if (ar->event != LUA_HOOKCOUNT) {
+        /* the clock too: C functions calling C functions (metamethods) run no instruction */
+        if (klua_console_now() > b->deadline) overdue(L, b);
         on_call(L, b, ar);
         return;
     }
@@ -96,11 +104,7 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
         b->floor = b->grown;
     }
 #endif
-    if (klua_console_now() > b->deadline) {
-        char why[96];
-        snprintf(why, sizeof why, "console: the statement ran past its time limit (%d ms)", b->statement_ms);
-        exhaust(L, b, why);
-    }
+    if (klua_console_now() > b->deadline) overdue(L, b);
 }
 
 const char *klua_console_overdue(lua_State *L) {

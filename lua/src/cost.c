@@ -199,10 +199,28 @@ static double concat_bytes(lua_State *L, double left) {
     return bytes;
 }
 
+/* Raises when the table library would take the length of argument 1 from a __len metamethod:
+ * it loops to what that answers, which no charge made before the call can know (charged by the
+ * raw length, a __len answering 2^26 over C metamethods held a statement for 14 s unhooked). */
+static void refuse_len_metamethod(lua_State *L, const char *name) {
+    if (!lua_getmetatable(L, 1)) return;
+    lua_pushliteral(L, "__len");
+    int len = lua_rawget(L, -2);
+    lua_pop(L, 2);
+    if (len != LUA_TNIL)
+        luaL_error(L, "%s: a table whose length comes from a __len metamethod is refused (what it answers "
+                      "cannot be charged before the call)", name);
+}
+
 /* Steps and bytes the call at hand (arguments from 1) may take at worst. */
 void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, double *bytes) {
     *steps = 0;
     *bytes = 0;
+    static const char *const by_length[] = {[KLUA_COST_CONCAT] = "table.concat", [KLUA_COST_SORT] = "table.sort",
+                                            [KLUA_COST_INSERT] = "table.insert", [KLUA_COST_REMOVE] = "table.remove"};
+    if ((size_t)kind < sizeof by_length / sizeof *by_length && by_length[kind] &&
+        (kind != KLUA_COST_CONCAT || lua_isnoneornil(L, 4)))
+        refuse_len_metamethod(L, by_length[kind]);
     size_t n = 0, m = 0;
     const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &n) : NULL;
     const char *p = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &m) : NULL;

@@ -377,6 +377,25 @@ describe("a red-team mod", function()
         assert.are.equal(666, hits())
     end)
 
+    it("cannot make the table library loop to what a __len metamethod answers", function()
+        -- table.insert, remove, sort and concat were charged by the raw length and ran to #t:
+        -- a __len answering 2^26 over C metamethods ran 14 s in C, past every hook
+        local dir = M.folder()
+        local _, mods = M.host{milliseconds = -1}
+        assert(mods:load(M.write(dir, "lengthy.lua", [[
+            local t = setmetatable({}, {__len = function() return 2^40 end, __index = rawlen, __newindex = rawequal})
+            for _, f in ipairs{table.insert, table.remove, table.sort, table.concat} do
+                print(select(2, pcall(f, t, 1, 0)))
+            end
+        ]])))
+        local log = mods:log("lengthy")
+        assert.are.equal(4, #log)
+        for i, name in ipairs{"insert", "remove", "sort", "concat"} do
+            assert.truthy(log[i]:find("table." .. name .. ": a table whose length comes from a __len metamethod is refused",
+                                      1, true), log[i])
+        end
+    end)
+
     it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
         local dir = M.folder()
         local _, mods = M.host()

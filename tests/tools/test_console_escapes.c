@@ -73,6 +73,25 @@ START_TEST(a_budget_spent_inside_a_callback_still_stops_the_loop_after_it) {
 }
 END_TEST
 
+/* a C function calling a C function (a library sort with rawequal as its order) runs no
+ * instruction, and the clock was read only at instruction counts: the sort ran on past the
+ * time limit; and a table whose length comes from __len was charged by its raw length */
+START_TEST(c_functions_calling_c_functions_stop_at_the_time_limit) {
+    game *g = calloc(1, sizeof *g);
+    g->L = game_state("world = kiln.world()");
+    g->console = must_open_console(g->L, (kiln_console_desc){.budget = 200000000, .statement_ms = 300});
+    int fd = sign_in(g);
+    ck_assert_str_eq(run(g, fd, "t = {} for i = 1, 1000000 do t[i] = i end return #t"), "ok:1000000");
+    ck_assert_str_eq(run(g, fd, "table.sort(t, rawequal)"), "error:console: the statement ran past its time limit (300 ms)");
+    ck_assert_msg(strstr(run(g, fd, "table.insert(setmetatable({}, {__len = function() return 2^40 end, __index = rawlen, "
+                                    "__newindex = rawequal}), 1, 0)"),
+                         "table.insert: a table whose length comes from a __len metamethod is refused"), "len");
+    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 #if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
 /* Lua 5.4 leaves hooks off in a coroutine the budget's hook stopped; its pending __close
  * handlers ran there unhooked when it was closed: at once by a coroutine.wrap function, or
@@ -127,6 +146,7 @@ static Suite *console_escapes_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_budget_spent_inside_a_callback_still_stops_the_loop_after_it);
+    tcase_add_test(tc, c_functions_calling_c_functions_stop_at_the_time_limit);
 #if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
     tcase_add_test(tc, a_coroutine_the_budget_stopped_closes_its_variables_under_the_budget);
 #endif
