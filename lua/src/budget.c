@@ -146,11 +146,14 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
     saved->hook = lua_gethook(L);
     saved->mask = lua_gethookmask(L);
     saved->count = lua_gethookcount(L);
-    saved->armed = limit > 0;
+    /* inside a console statement its hook stays: a world's budget armed there replaced the
+     * statement's count, clock and charges for the whole run (a statement's own world with a
+     * budget of 4e9 held the game for seconds, one of 1e12 for good) */
+    saved->armed = limit > 0 && !klua_console_active(L);
     saved->framed = false;
     if (kw->entry_depth) (*kw->entry_depth)++;
     if (kw->host) kw->host->guest_depth++;
-    if (limit <= 0) return;
+    if (!saved->armed) return;
     /* a mod's system runs share one budget per frame, so many systems cannot add up */
     kw->frame_capped = false;
     if (kw->frame_limit > 0 && kw->current) {
@@ -212,17 +215,3 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     }
     kw->budget_used += (int64_t)steps;
 }
-
-#if !KLUA_LUAJIT
-static int body_finish(lua_State *L, int status, lua_KContext ctx) {
-    (void)ctx;
-    if (status != LUA_OK && status != LUA_YIELD) return lua_error(L);
-    return lua_gettop(L);
-}
-
-int klua_budget_body(lua_State *L) {
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    return body_finish(L, lua_pcallk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, 0, body_finish), 0);
-}
-#endif

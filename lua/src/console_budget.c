@@ -107,6 +107,8 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
     if (klua_console_now() > b->deadline) overdue(L, b);
 }
 
+bool klua_console_active(lua_State *L) { return current(L) != NULL; }
+
 const char *klua_console_overdue(lua_State *L) {
     klua_budget *b = current(L);
     if (!b) return NULL;
@@ -230,10 +232,10 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
         lua_replace(L, 2);
     }
     /* a coroutine's body runs protected, so that the budget stopping it leaves its hooks on
-     * (klua_budget_body): wrapped in place too */
+     * (klua_coroutine_body): wrapped in place too */
     if ((kind == KLUA_COST_CREATE || kind == KLUA_COST_WRAP) && lua_type(L, 1) == LUA_TFUNCTION) {
         lua_pushvalue(L, 1);
-        lua_pushcclosure(L, klua_budget_body, 1);
+        lua_pushcclosure(L, klua_coroutine_body, 1);
         lua_replace(L, 1);
     }
 #endif

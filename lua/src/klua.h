@@ -549,6 +549,9 @@ KLUA_HIDDEN void klua_cost(lua_State *L, klua_costly kind, double left, double *
  * statement raises it at its next instruction), or NULL when no statement runs or it has time
  * left. A method whose one C call can run long (world:load) asks it as it goes. */
 KLUA_HIDDEN const char *klua_console_overdue(lua_State *L);
+/* Whether a console statement runs on L's state now (its hook counts, charges and times
+ * everything: a budget armed inside it would replace that hook, so none is). */
+KLUA_HIDDEN bool klua_console_active(lua_State *L);
 
 /* ---- budget.c: the instruction budget of one entry into Lua code ----
  * While armed on a state, a count hook charges the instructions of every thread of that
@@ -573,16 +576,6 @@ KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
-#if !KLUA_LUAJIT
-/* A coroutine's body, upvalue 1 the function, run under a protected call of the coroutine's
- * own and its error raised again unchanged. Lua 5.4 leaves hooks off in a thread whose hook
- * raised, unless the error is caught in that thread: a coroutine a budget stopped otherwise
- * died so, and its pending __close handlers ran unhooked, with no count or clock, when it
- * was closed (at once by a coroutine.wrap function, or by coroutine.close later). Caught
- * inside, hooks come back on and the handlers close under the spent budget, each stopped at
- * its first instruction. Budgets that face hostile code (mods, the console) wrap bodies so. */
-KLUA_HIDDEN int klua_budget_body(lua_State *L);
-#endif
 /* The rows of an each-system whose callback runs at most cost instructions (cost < 0: not
  * known to be bounded). While they run, the hook watches calls only and each row is charged
  * cost before the callback is called (klua_budget_row, right before lua_call); a call out of
@@ -593,6 +586,18 @@ KLUA_HIDDEN void klua_budget_row_charge(lua_State *L, klua_world *kw);
 static inline void klua_budget_row(lua_State *L, klua_world *kw) {
     if (kw->row_cost > 0) klua_budget_row_charge(L, kw);
 }
+
+#if !KLUA_LUAJIT
+/* ---- coroutine_body.c ----
+ * A coroutine's body, upvalue 1 the function, run under a protected call of the coroutine's
+ * own and its error raised again unchanged. Lua 5.4 leaves hooks off in a thread whose hook
+ * raised, unless the error is caught in that thread: a coroutine a budget stopped otherwise
+ * died so, and its pending __close handlers ran unhooked, with no count or clock, when it
+ * was closed (at once by a coroutine.wrap function, or by coroutine.close later). Caught
+ * inside, hooks come back on and the handlers close under the spent budget, each stopped at
+ * its first instruction. Budgets that face hostile code (mods, the console) wrap bodies so. */
+KLUA_HIDDEN int klua_coroutine_body(lua_State *L);
+#endif
 
 /* ---- bounded.c: Lua functions whose calls run a bounded number of instructions ---- */
 /* The number of instructions of the Lua function at idx when it has no loop and calls

@@ -205,12 +205,12 @@ static void guard_coroutines(lua_State *L) {
     lua_pop(L, 1);
 }
 #else
-/* A mod's coroutine runs its body protected (see klua_budget_body): a coroutine the budget
+/* A mod's coroutine runs its body protected (see klua_coroutine_body): a coroutine the budget
  * stopped closes its to-be-closed variables under the spent budget. */
 static int m_coroutine(lua_State *L) { /* upvalue 1 coroutine.create or coroutine.wrap */
     luaL_checktype(L, 1, LUA_TFUNCTION);
     lua_settop(L, 1);
-    lua_pushcclosure(L, klua_budget_body, 1);
+    lua_pushcclosure(L, klua_coroutine_body, 1);
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
     lua_call(L, 1, 1);

@@ -559,10 +559,7 @@ static int md_tostring(lua_State *L) {
 }
 
 /* A Lua host's log(mod, line), called protected on the host thread. */
-typedef struct log_args {
-    klua_mods *mods;
-    const char *mod, *line;
-} log_args;
+typedef struct log_args { klua_mods *mods; const char *mod, *line; } log_args;
 
 static int call_log(lua_State *H) {
     log_args *a = lua_touserdata(H, 1);
@@ -691,6 +688,8 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
 /* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, queries =,
  * archetypes =, components =, allow =, seed =, log =}]) */
 static int md_new(lua_State *L) {
+    if (klua_console_active(L)) /* its mods would run under budgets of their own */
+        return luaL_error(L, "kiln.mods: not available in a console statement");
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};

@@ -92,6 +92,23 @@ START_TEST(c_functions_calling_c_functions_stop_at_the_time_limit) {
 }
 END_TEST
 
+/* a world's budget armed inside a statement replaced the statement's hook for its system
+ * runs (a statement's own world with 1e12 instructions held the game for good), and a mod
+ * manager made in a statement ran its mods under budgets of their own */
+START_TEST(a_statement_s_own_budgets_do_not_replace_its_own) {
+    game *g = start_game();
+    int fd = sign_in(g);
+    ck_assert_str_eq(run(g, fd, "w = kiln.world{instructions = 1e12} w:system{name = 'spin', run = function() "
+                                "while true do end end} w:progress(0)"),
+                     BUDGET_SPENT);
+    ck_assert_msg(strstr(run(g, fd, "kiln.mods(world, {instructions = 2^40, milliseconds = -1})"),
+                         "kiln.mods: not available in a console statement"), "mods");
+    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 #if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
 /* Lua 5.4 leaves hooks off in a coroutine the budget's hook stopped; its pending __close
  * handlers ran there unhooked when it was closed: at once by a coroutine.wrap function, or
@@ -147,6 +164,7 @@ static Suite *console_escapes_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_budget_spent_inside_a_callback_still_stops_the_loop_after_it);
     tcase_add_test(tc, c_functions_calling_c_functions_stop_at_the_time_limit);
+    tcase_add_test(tc, a_statement_s_own_budgets_do_not_replace_its_own);
 #if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
     tcase_add_test(tc, a_coroutine_the_budget_stopped_closes_its_variables_under_the_budget);
 #endif
