@@ -215,3 +215,43 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     }
     kw->budget_used += (int64_t)steps;
 }
+
+bool klua_budget_late(lua_State *L, char *why, size_t size) {
+    klua_world *kw = armed_world(L);
+    if (!kw || kw->deadline <= 0 || now_seconds() <= kw->deadline) return false;
+    snprintf(why, size, "%s ran past its time limit of %d ms", kw->budget_what, (int)kw->time_limit_ms);
+    /* spent as the hook spends it (without raising here): the next instruction raises */
+    kw->budget_used = kw->budget_limit + 1;
+    lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
+    return true;
+}
+
+/* Text handed to the parser in pieces, so that the clock is read between them. */
+typedef struct timed_text {
+    const char *s;
+    size_t left;
+    bool late;
+    char why[KILN_MAX_NAME + 80];
+} timed_text;
+
+#define PARSE_PIECE 512 /* bytes: the parser's work on one, even quadratic, is a few ms */
+
+static const char *read_timed(lua_State *L, void *ud, size_t *size) {
+    timed_text *t = ud;
+    *size = 0;
+    if (t->left == 0 || (t->late = klua_budget_late(L, t->why, sizeof t->why))) return NULL;
+    const char *piece = t->s;
+    *size = t->left < PARSE_PIECE ? t->left : PARSE_PIECE;
+    t->s += *size;
+    t->left -= *size;
+    return piece;
+}
+
+int klua_budget_load(lua_State *L, const char *s, size_t n, const char *chunkname, const char *mode) {
+    timed_text t = {s, n, false, ""};
+    int status = lua_load(L, read_timed, &t, chunkname, mode);
+    if (!t.late) return status;
+    lua_pop(L, 1); /* the error of the text cut short */
+    lua_pushstring(L, t.why);
+    return LUA_ERRRUN;
+}

@@ -576,6 +576,12 @@ KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
+/* Whether the entry armed on L's state is past its time limit; its message then in why. */
+KLUA_HIDDEN bool klua_budget_late(lua_State *L, char *why, size_t size);
+/* lua_load of text s, handed to the parser 512 bytes at a time with the clock read between:
+ * the parser runs no hook, and some input makes it quadratic (an and/or chain of 100k took
+ * 18 s). Past the armed entry's time limit it stops, the limit's message pushed, LUA_ERRRUN. */
+KLUA_HIDDEN int klua_budget_load(lua_State *L, const char *s, size_t n, const char *chunkname, const char *mode);
 /* The rows of an each-system whose callback runs at most cost instructions (cost < 0: not
  * known to be bounded). While they run, the hook watches calls only and each row is charged
  * cost before the callback is called (klua_budget_row, right before lua_call); a call out of

@@ -39,17 +39,20 @@ typedef struct source_reader {
     FILE *f;
     char lead[2]; /* what was read ahead to skip a byte-order mark or a # line */
     int leads;
-    char buf[4096];
+    bool late;    /* the entry's time limit passed while the file was parsed */
+    char why[KILN_MAX_NAME + 80];
+    char buf[512]; /* a piece: the clock is read between them (the parser runs no hook) */
 } source_reader;
 
 static const char *read_source(lua_State *L, void *ud, size_t *size) {
-    (void)L;
     source_reader *r = ud;
     if (r->leads) {
         *size = (size_t)r->leads;
         r->leads = 0;
         return r->lead;
     }
+    *size = 0;
+    if ((r->late = klua_budget_late(L, r->why, sizeof r->why))) return NULL;
     *size = fread(r->buf, 1, sizeof r->buf, r->f);
     return *size ? r->buf : NULL;
 }
@@ -104,6 +107,11 @@ int klua_mod_loadfile(lua_State *L, const char *path) {
     lua_pushfstring(L, "@%s", path);
     int status = lua_load(L, read_source, &r, lua_tostring(L, -1), "t");
     lua_remove(L, -2); /* the chunk's name */
+    if (r.late) { /* the error of the text cut short */
+        lua_pop(L, 1);
+        lua_pushstring(L, r.why);
+        status = LUA_ERRRUN;
+    }
     bool bad = ferror(r.f) != 0;
     fclose(r.f);
     if (status == LUA_OK && bad) {

@@ -440,15 +440,27 @@ static int m_load(lua_State *L) {
         else lua_pushvalue(L, 2);
         lua_replace(L, 2);
         if (read_pieces(L)) return 2;
+    } else {
+        return luaL_typeerror(L, 1, "string");
     }
-    lua_pushliteral(L, "t");
-    lua_replace(L, 3);
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    int n = lua_isnil(L, 5) ? 3 : 4;
-    lua_settop(L, 1 + n);
-    lua_call(L, n, LUA_MULTRET);
-    return lua_gettop(L);
+    /* parsed here as load would, with the clock read between pieces of the text */
+    size_t n;
+    const char *s = lua_tolstring(L, 1, &n);
+    const char *chunkname = luaL_optstring(L, 2, s);
+    if (klua_budget_load(L, s, n, chunkname, "t") != LUA_OK) {
+        lua_pushnil(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    if (!lua_isnil(L, 4)) { /* env: the chunk's first upvalue, as load sets it (LuaJIT: its fenv) */
+        lua_pushvalue(L, 4);
+#if KLUA_LUAJIT
+        lua_setfenv(L, -2);
+#else
+        if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
+#endif
+    }
+    return 1;
 }
 
 #define PRINT_STEPS 500 /* instructions one printed line costs, besides its bytes */
@@ -757,16 +769,15 @@ bool klua_mod_run_file(klua_mod *mod, const char *path) {
     lua_State *L = mod->L;
     lua_settop(L, 0);
     lua_pushcfunction(L, traceback);
+    /* armed for the parse too: it runs no hook, only the clock between pieces bounds it */
+    klua_armed saved;
+    char what[KILN_MAX_NAME + 40];
+    snprintf(what, sizeof what, "the top level of mod '%s'", mod->name);
+    klua_budget_arm(L, mod->kw, mod->mods->instructions, what, &saved);
+    mod->mem.refused = 0;
     int status = klua_mod_loadfile(L, path);
-    if (status == LUA_OK) {
-        klua_armed saved;
-        char what[KILN_MAX_NAME + 40];
-        snprintf(what, sizeof what, "the top level of mod '%s'", mod->name);
-        klua_budget_arm(L, mod->kw, mod->mods->instructions, what, &saved);
-        mod->mem.refused = 0;
-        status = lua_pcall(L, 0, 0, 1);
-        klua_budget_disarm(L, mod->kw, &saved);
-    }
+    if (status == LUA_OK) status = lua_pcall(L, 0, 0, 1);
+    klua_budget_disarm(L, mod->kw, &saved);
     bool ok = status == LUA_OK;
     if (!ok) {
         const char *msg = lua_tostring(L, -1);

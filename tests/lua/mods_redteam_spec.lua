@@ -396,6 +396,34 @@ describe("a red-team mod", function()
         end
     end)
 
+    it("cannot hold the host in the parser: an entry file, a required file and load stop at the time limit", function()
+        -- the parser runs no hook, and an and-chain makes it quadratic: 60k took 5 s, 100k
+        -- 18 s, and a 16 MiB file hours; the entry file was even parsed before its budget
+        -- was armed. The text now goes to the parser in pieces, the clock read between them.
+        local chain = "return " .. string.rep("a and ", 60000) .. "a"
+        local dir = M.folder()
+        local _, mods = M.host{milliseconds = 300}
+        local ok, err = mods:load(M.write(dir, "entry.lua", chain))
+        assert.is_nil(ok)
+        assert.are.equal("mod 'entry': the top level of mod 'entry' ran past its time limit of 300 ms", err)
+        ok, err = mods:load(M.folder_mod(dir, "requirer", {name = "requirer", version = "1"},
+                                         {["init.lua"] = 'require("chain")', ["chain.lua"] = chain}))
+        assert.is_nil(ok)
+        assert.truthy(err:find("the top level of mod 'requirer' ran past its time limit of 300 ms", 1, true), err)
+        ok, err = mods:load(M.write(dir, "loader.lua", [[
+            print(load("return " .. string.rep("a and ", 60000) .. "a"))
+            print("still running")
+        ]]))
+        assert.is_nil(ok)
+        assert.are.equal("mod 'loader': the top level of mod 'loader' ran past its time limit of 300 ms", err)
+        -- plain text still loads as load would, with its name and environment
+        assert(mods:load(M.write(dir, "plain.lua", [[
+            local f = load("return x", "=named", "t", {x = 7})
+            print(f(), select(2, load("x x")), select(2, load("y y", "=given")))
+        ]])))
+        assert.matches('^7\t%[string "x x"%]:1: [^\t]+\tgiven:1: ', mods:log("plain")[1])
+    end)
+
     it("loads from a reader function as the interpreter does, now that it reads the pieces first", function()
         local dir = M.folder()
         local _, mods = M.host()
