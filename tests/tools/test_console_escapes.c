@@ -92,6 +92,34 @@ START_TEST(c_functions_calling_c_functions_stop_at_the_time_limit) {
 }
 END_TEST
 
+/* the parser runs no hook and is quadratic on an and-chain (100k terms took 18 s): a text
+ * with a name (the session's own compile) goes to it in pieces, the clock read between them
+ * (under LuaJIT it is charged instead); one without is charged its jump lists first */
+START_TEST(a_slow_parse_stops_at_the_statement_s_limits) {
+    game *g = start_game();
+    int fd = sign_in(g);
+    ck_assert_msg(strstr(run(g, fd, "f = load('return ' .. ('a and '):rep(250000) .. 'a')"),
+                         "load could take"), "unnamed");
+    const char *named = run(g, fd, "f = load('return ' .. ('a and '):rep(250000) .. 'a', '=named')");
+    ck_assert_msg(strcmp(named, "error:console: the statement ran past its time limit (1000 ms)") == 0 ||
+                      strstr(named, "load could take"), "%s", named);
+    /* a statement continued line by line is compiled again at each line */
+    ck_assert_str_eq(run(g, fd, "x = a and"), "more:");
+    static char line[60002];
+    for (int i = 0; i < 10000; i++) memcpy(line + 6 * i, "a and ", 6);
+    const char *a = "more:";
+    int lines = 0;
+    while (strcmp(a, "more:") == 0 && lines < 40) {
+        a = run(g, fd, line);
+        lines++;
+    }
+    ck_assert_msg(strncmp(a, "error:", 6) == 0 && strstr(a, "console: "), "after %d lines: %s", lines, a);
+    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 /* a world's budget armed inside a statement replaced the statement's hook for its system
  * runs (a statement's own world with 1e12 instructions held the game for good), and a mod
  * manager made in a statement ran its mods under budgets of their own */
@@ -165,6 +193,7 @@ static Suite *console_escapes_suite(void) {
     tcase_add_test(tc, a_budget_spent_inside_a_callback_still_stops_the_loop_after_it);
     tcase_add_test(tc, c_functions_calling_c_functions_stop_at_the_time_limit);
     tcase_add_test(tc, a_statement_s_own_budgets_do_not_replace_its_own);
+    tcase_add_test(tc, a_slow_parse_stops_at_the_statement_s_limits);
 #if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT
     tcase_add_test(tc, a_coroutine_the_budget_stopped_closes_its_variables_under_the_budget);
 #endif
