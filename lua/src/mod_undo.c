@@ -57,8 +57,7 @@ kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw) {
 }
 
 void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
-    /* the latest first: an entity given c twice (added, removed as registered, added again)
-     * loses it once it is there */
+    /* the latest first, each while the entity still has the component */
     for (int64_t i = mod->load_add_count; i-- > 0;) {
         klua_mod_added a = mod->load_adds[i];
         if (kiln_is_alive(world, a.entity) && kiln_has(world, a.entity, a.component))
