@@ -318,8 +318,8 @@ describe("a red-team mod", function()
             -- an allocation too); what may not happen is results left behind
             local results = table.pack(w:progress(1 / 60))
             assert.is_true(results.n <= 2, tostring(results.n))
-            for _, f in ipairs(results[2] or {}) do
-                assert.are.equal("mod 'filler': not enough memory", f.message)
+            for _, f in ipairs(results[2] or {}) do -- (the third in a row disables it)
+                assert.matches("^mod 'filler': .*memory", f.message)
             end
         end
         for _, line in ipairs(mods:log("filler")) do assert.are.equal("true", line) end
