@@ -56,7 +56,7 @@ static int w_despawn_recursive(lua_State *L) {
     kiln_entity e = klua_check_entity(L, 2, fname);
     /* the walk reads every Parent link: a system declares it, as children asks */
     klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
-    if (kw->mod_hooks) kw->mod_hooks->before_remove(L, kw, e, KILN_NO_COMPONENT, fname); /* (the root's owner) */
+    if (kw->mod_hooks) kw->mod_hooks->before_despawn_tree(L, kw, e, fname);
     if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }

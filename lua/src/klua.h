@@ -149,10 +149,13 @@ typedef struct klua_mod_hooks {
     void (*step)(lua_State *L, klua_world *kw);
     /* While a mod's top level runs (what a failed load takes back, mod_undo.c): before_remove
      * raises before the view despawns e (c KILN_NO_COMPONENT) or removes c from it, unless e
-     * is the view's mod's own or c a component this load registered; before_add records e,
-     * which lacks c, to take c off again should the load fail (raises out of memory); emits
-     * gives the buffer a top level's emits wait in until it succeeds (NULL: emit at once). */
+     * is the view's mod's own or c a component this load registered; before_despawn_tree
+     * asks before_remove of root and every entity under it (world:despawn_recursive);
+     * before_add records e, which lacks c, to take c off again should the load fail (raises
+     * out of memory); emits gives the buffer a top level's emits wait in until it succeeds
+     * (NULL: emit at once). */
     void (*before_remove)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname);
+    void (*before_despawn_tree)(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
     void (*before_add)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
     kiln_commands *(*emits)(lua_State *L, klua_world *kw);
 } klua_mod_hooks;

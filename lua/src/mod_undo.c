@@ -2,6 +2,7 @@
  * (mods.c): the components it added to others' entities, and its emits, which wait until it
  * succeeds. Invariant: what it could not take back (despawns and removals on others') is
  * refused while a top level runs, so a failed load leaves the world's entities as they were. */
+#include "kiln_transform.h"
 #include "mods.h"
 
 /* A component this load registered: a failed load takes it off every entity (mods.c). */
@@ -30,6 +31,37 @@ void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_co
     luaL_error(L, "%s: a mod's top level may remove from others' entities only the components it registers "
                   "(entity %s is not mod '%s''s, and a failed load could not put the value back); do it from a "
                   "system", fname, eb, mod->name);
+}
+
+void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
+    klua_mod_before_remove(L, kw, root, KILN_NO_COMPONENT, fname);
+    kiln_transform_ids ids;
+    if (!loading_for(kw) || !kiln_is_alive(kw->world, root) || !kiln_transform_ids_get(kw->world, &ids)) return;
+    /* breadth first through the index the despawn walks. An entity has one parent, so only
+     * the root can come round again (links written through a pointer may close a cycle);
+     * the live count bounds the walk all the same. The list is the mod's memory. */
+    int64_t cap = 64, n = 0, limit = kiln_entity_count(kw->world);
+    kiln_entity *list = lua_newuserdatauv(L, (size_t)cap * sizeof *list, 0);
+    for (int64_t head = 0; head <= n && n < limit; head++) {
+        kiln_entity at = head ? list[head - 1] : root;
+        int32_t k = kiln_transform_children(kw->world, at, NULL, 0);
+        if (k < 0) klua_fail_world(L, kw->world, fname);
+        if (n + k > cap) {
+            while (n + k > cap) cap *= 2;
+            kiln_entity *grown = lua_newuserdatauv(L, (size_t)cap * sizeof *list, 0);
+            memcpy(grown, list, (size_t)n * sizeof *list);
+            lua_replace(L, -2);
+            list = grown;
+        }
+        k = kiln_transform_children(kw->world, at, list + n, k);
+        if (k < 0) klua_fail_world(L, kw->world, fname);
+        for (int64_t i = n, end = n + k; i < end; i++) {
+            if (list[i] == root) continue;
+            klua_mod_before_remove(L, kw, list[i], KILN_NO_COMPONENT, fname);
+            list[n++] = list[i];
+        }
+    }
+    lua_pop(L, 1);
 }
 
 void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c) {

@@ -374,7 +374,8 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
 #else
                                      NULL,
 #endif
-                                     klua_mod_before_remove, klua_mod_before_add, klua_mod_emits};
+                                     klua_mod_before_remove, klua_mod_before_despawn_tree, klua_mod_before_add,
+                                     klua_mod_emits};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
@@ -607,7 +608,6 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     mod->previous = NULL;
     mod->staged_count = 0;
     mod->load_spawn_count = 0;
-    klua_mod_load_keep(mod, world);
     if (previous) mod->spawned = previous->spawned;
     return mod;
 fail:
@@ -650,6 +650,11 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     free_mod(mods, mod);
 }
 
+void klua_mods_take_back(klua_mods *mods, klua_mod *mod) {
+    klua_mod_load_undo(mod, mods->kw->world);
+    klua_mods_unload(mods, mod, false);
+}
+
 /* Releases the states of disabled mods whose systems have left. */
 void klua_mods_sweep(klua_mods *mods) {
     if (klua_mods_busy(mods)) return;
@@ -683,6 +688,7 @@ static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t si
     strcpy(path, old->path);
     if (!running) close_state(old); /* disabled: its state is gone; load it afresh under the same books */
     klua_mod *mod = klua_mods_load(mods, path, old, err, size);
+    if (mod) klua_mod_load_keep(mod, mods->kw->world); /* (nothing below takes a reload back) */
     if (!mod) {
         if (running && old->status == KLUA_MOD_RUNNING)
             snprintf(old->error, sizeof old->error, "reload failed, the old version runs on: %s", err);

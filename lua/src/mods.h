@@ -260,13 +260,14 @@ KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const ch
  * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */
 KLUA_HIDDEN void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c,
                                         const char *fname);
+KLUA_HIDDEN void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
 KLUA_HIDDEN void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
 KLUA_HIDDEN kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw);
-/* The top level of mod (loading) failed: takes its adds to others' entities off again, the
- * latest first, and drops its emits. */
+/* The top level of mod (loading) failed, or the call that loaded it takes it back: takes its
+ * adds to others' entities off again, the latest first, and drops its emits. */
 KLUA_HIDDEN void klua_mod_load_undo(klua_mod *mod, kiln_world *world);
-/* The top level of mod succeeded: its emits land, in order (out of memory: the rest are
- * dropped, as a frame's would be). */
+/* The top level of mod succeeded and the call that loaded it keeps it: its emits land, in
+ * order (out of memory: the rest are dropped, as a frame's would be). */
 KLUA_HIDDEN void klua_mod_load_keep(klua_mod *mod, kiln_world *world);
 /* Frees what the two above keep. */
 KLUA_HIDDEN void klua_mod_load_free(klua_mod *mod);
@@ -282,12 +283,17 @@ KLUA_HIDDEN bool klua_mods_grow(klua_mods *mods, void **p, int *cap, int need, s
 /* Why no lifecycle change can happen now (a frame runs, mod code runs), or NULL. */
 KLUA_HIDDEN const char *klua_mods_busy(klua_mods *mods);
 /* Loads the mod at path, or the next version of previous (not yet in the list); NULL with
- * the reason in err, the world as it was. */
+ * the reason in err, the world as it was. The loaded mod's top level's adds to others'
+ * entities and its emits wait until the caller settles them with klua_mod_load_keep, or
+ * takes the load back with klua_mods_take_back. */
 KLUA_HIDDEN klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, char *err,
                                      size_t size);
 /* Its systems leave, its entities go, its components leave every entity (unless keep or
  * another mod uses them), its state closes, it leaves the list. */
 KLUA_HIDDEN void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep);
+/* Takes back a load its call cannot finish (out of memory after it): its top level's adds to
+ * others' entities and its emits (klua_mod_load_undo), then as klua_mods_unload does. */
+KLUA_HIDDEN void klua_mods_take_back(klua_mods *mods, klua_mod *mod);
 /* Reloads in place (and the mods depending on it); false with err, the old version on.
  * failed (room for KLUA_MODS_MAX) gets the dependents whose reload failed. */
 KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size, klua_mod **failed,

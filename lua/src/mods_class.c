@@ -174,12 +174,12 @@ static int md_load(lua_State *L) {
     }
     mods->list[mods->count++] = mod;
     if (push_info_protected(L, mod) != LUA_OK) {
-        /* no memory for the info: the load is taken back (as mods:unload does), so a call
-         * that raises has loaded nothing */
-        klua_mods_unload(mods, mod, false);
+        /* no memory for the info: the load is taken back, so a call that raises has loaded nothing */
+        klua_mods_take_back(mods, mod);
         mods->caller = NULL;
         return lua_error(L);
     }
+    klua_mod_load_keep(mod, mods->kw->world);
     mods->caller = NULL;
     return 1;
 }
@@ -349,11 +349,12 @@ static int md_load_dir(lua_State *L) {
     lua_pushvalue(L, failed);
     if (klua_pcall_c(L, load_found, 3, 0, 0) != LUA_OK) {
         /* out of memory part way: what this call loaded is taken back, the last first (so
-         * dependents before what they depend on), as mods:unload does */
-        for (int i = c.loaded_count - 1; i >= 0; i--) klua_mods_unload(mods, c.order[i], false);
+         * dependents before what they depend on) */
+        for (int i = c.loaded_count - 1; i >= 0; i--) klua_mods_take_back(mods, c.order[i]);
         mods->caller = NULL;
         return lua_error(L);
     }
+    for (int i = 0; i < c.loaded_count; i++) klua_mod_load_keep(c.order[i], mods->kw->world); /* in load order */
     mods->caller = NULL;
     lua_pushvalue(L, loaded);
     lua_pushvalue(L, failed);

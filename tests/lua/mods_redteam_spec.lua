@@ -1,5 +1,6 @@
 -- mods_redteam_spec.lua: attacks found by a red-team pass over the mod sandbox, each a mod
 -- that broke the host before its fix. Every folder made is removed at the end.
+local kiln = require "kiln"
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
 
 describe("a red-team mod", function()
@@ -381,6 +382,50 @@ describe("a red-team mod", function()
         assert.are.equal(3, w:get(b, "Health").hp)
         assert.are.equal("renamed", w:name(b))
         assert.are.equal(666, hits())
+    end)
+
+    it("cannot despawn the host's entities at its top level under a root of its own", function()
+        -- a top level's despawn_recursive asked only the root's owner: a host entity linked
+        -- under the mod's root went with it, and a failed load could not bring it back
+        local dir = M.folder()
+        local w = kiln.world{transforms = true}
+        w:component("Position", "float x, y;")
+        local mods = kiln.mods(w)
+        local a = w:spawn{Position = {x = 1, y = 1}}
+        local b = w:spawn{}
+        w:set_parent(b, a) -- a's own child goes down with it
+        local function handle(e) return string.format("%dv%d", e % 4294967296, math.floor(e / 4294967296)) end
+        local function mod_text(tail)
+            return string.format([[
+                local root = world:spawn{}
+                local mid = world:spawn{}
+                world:set_parent(mid, root)
+                world:set_parent(%d, mid)
+                print(pcall(world.despawn_recursive, world, root))
+                local other = world:spawn{}
+                world:set_parent(world:spawn{}, other)
+                print(pcall(world.despawn_recursive, world, other)) -- all its own
+            ]], a) .. tail
+        end
+        M.write(dir, "tree.lua", mod_text('error("boom", 0)'))
+        local count = w:count()
+        local ok, err = mods:load(dir .. "/tree.lua")
+        assert.is_nil(ok)
+        assert.are.equal("mod 'tree': boom", err)
+        assert.are.equal(count, w:count())
+        assert.is_true(w:is_alive(a) and w:is_alive(b))
+        assert.is_nil(w:get(a, "Parent"))
+        assert.are.same({b}, w:children(a))
+        M.write(dir, "keeper.lua", mod_text(""))
+        assert(mods:load(dir .. "/keeper.lua"))
+        assert.are.same({
+            "false\tworld:despawn_recursive: a mod's top level may despawn only its own entities (entity " ..
+                handle(a) .. " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
+            "true",
+        }, mods:log("keeper"))
+        assert.are.equal(count + 2, w:count()) -- root and mid stay, a under them
+        assert.is_true(w:is_alive(a) and w:is_alive(b))
+        assert.is_true(w:is_alive(w:get(a, "Parent").entity))
     end)
 
     it("cannot make the table library loop to what a __len metamethod answers", function()

@@ -175,12 +175,81 @@ START_TEST(a_reload_reordering_its_systems_out_of_world_memory_anywhere_leaves_a
 }
 END_TEST
 
+/* A top level adding a component to 40 of the host's entities (past the first block of its
+ * records of them) and emitting, then failing or not, loaded by mods:load and by
+ * mods:load_dir, with the world's allocator and then the host's Lua refusing after each
+ * number of grants in turn (mod_undo.c): a load that fails for memory or for its error
+ * leaves the host's entities and events as they were, also when the top level ran but the
+ * call ran out of memory after it; one that succeeds leaves every add in place. */
+START_TEST(a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole) {
+    char dir[64], path[256], setup[1024];
+    snprintf(dir, sizeof dir, "/tmp/kiln-mods-undo-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/u.lua", dir);
+    static const char *const loads[] = {
+        "ok, err = mods:load(dir_path) return ok ~= nil",
+        "local got, failed = mods:load_dir(dir) ok = #got == 1 or nil err = failed.u return ok ~= nil",
+    };
+    for (int fails = 0; fails < 4; fails++) {
+        snprintf(setup, sizeof setup,
+                 "w:component('Health', 'int32_t hp;') w:event('Hit', 'int32_t n;')\n"
+                 "hosts = {} for i = 1, 40 do hosts[i] = w:spawn{} end\n"
+                 "dir = '%s' dir_path = dir .. '/u.lua' local f = assert(io.open(dir_path, 'w'))\n"
+                 "f:write('for _, e in ipairs{', table.concat(hosts, ', '), '} do world:add(e, \"Health\", {hp = 1}) end\\n',\n"
+                 "        'world:emit(\"Hit\", {n = 1})\\n', %s) f:close()\n"
+                 "mods = kiln.mods(w)\n"
+                 "function hits() local n = 0 for hit in w:events('Hit') do n = n + hit.n end return n end",
+                 dir, fails & 1 ? "'error(\"boom\", 0)'" : "''");
+        for (int which = 0; which < 2; which++) { /* the world's allocator, then the host's Lua */
+            bool done = false;
+            int64_t n = 0;
+            for (; !done && n < 20000; n++) {
+                host h;
+                start(&h, setup);
+                uint64_t hash = kiln_world_hash(h.world);
+                int64_t count = kiln_entity_count(h.world);
+                budget *b = which ? &h.lua_mem : &h.world_mem;
+                b->left = n;
+                int rc = luaL_dostring(h.L, loads[fails >> 1]);
+                b->left = -1;
+                bool loaded = rc == LUA_OK && lua_toboolean(h.L, -1);
+                if (rc != LUA_OK || !loaded) {
+                    ck_assert_msg(kiln_world_hash(h.world) == hash && kiln_entity_count(h.world) == count,
+                                  "a failed top level (%s after %lld grants) changed the world (%lld entities, %lld before): %s",
+                                  which ? "Lua" : "world", (long long)n, (long long)kiln_entity_count(h.world),
+                                  (long long)count, lua_tostring(h.L, -1));
+                    run(h.L, "assert(hits() == 0, 'a failed top level emitted')");
+                    if (rc == LUA_OK && (fails & 1)) {
+                        run(h.L, "done = err == \"mod 'u': boom\"");
+                        (void)luaL_dostring(h.L, "return done");
+                        done = lua_toboolean(h.L, -1);
+                    }
+                } else {
+                    ck_assert(!(fails & 1));
+                    run(h.L, "for i, e in ipairs(hosts) do assert(w:get(e, 'Health').hp == 1, i) end\n"
+                             "assert(hits() <= 1)");
+                    done = true;
+                }
+                lua_settop(h.L, 0);
+                run(h.L, "mods:close()");
+                stop(&h);
+            }
+            ck_assert_msg(done, "the load never ran to its end");
+            ck_assert_int_gt(n, 2);
+        }
+    }
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("mods_lua_memory");
     TCase *tc = tcase_create("memory");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything, 0, CALLS);
     tcase_add_test(tc, a_reload_reordering_its_systems_out_of_world_memory_anywhere_leaves_a_clean_world);
+    tcase_add_test(tc, a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
