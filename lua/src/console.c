@@ -27,6 +27,7 @@ typedef struct client {
     bool eof;         /* the client shut its side: answer what came, then close */
     bool closing;     /* answer queued last; close once it is sent */
     bool shut;        /* our side is shut: draining until the client closes */
+    bool fresh;       /* accepted in this poll: no room is made from it before it was read */
     double last_line; /* when it connected or sent its last complete line */
     double closing_at;
     char *in;
@@ -441,50 +442,6 @@ static void send_reason(int fd, const char *reason) {
  * without sending its token goes (else places held by connections that never sign in, which
  * anyone who can reach the port can open, would lock out the token's holder for good). False
  * when every client has signed in. */
-static bool make_room(kiln_console *c) {
-    int oldest = -1;
-    for (int i = 0; i < c->client_count; i++)
-        if (!c->clients[i].authed && (oldest < 0 || c->clients[i].last_line < c->clients[oldest].last_line))
-            oldest = i;
-    if (oldest < 0) return false;
-    char reason[96];
-    snprintf(reason, sizeof reason, "console: too many clients (%d): one without a token made room", c->max_clients);
-    send_reason(c->clients[oldest].fd, reason);
-    report(c, "console: %s: dropped without a token: a new client needed its place", c->clients[oldest].peer);
-    drop(c, oldest);
-    return true;
-}
-
-static void accept_clients(kiln_console *c) {
-    for (int k = 0; k < ACCEPT_PER_POLL; k++) {
-        struct sockaddr_in peer;
-        socklen_t plen = sizeof peer;
-        int fd = accept(c->fd, (struct sockaddr *)&peer, &plen);
-        if (fd < 0) return;
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
-            close(fd);
-            continue;
-        }
-        char name[64], ip[INET_ADDRSTRLEN] = "?";
-        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-        snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));
-        if (c->client_count == c->max_clients && !make_room(c)) {
-            char reason[80];
-            snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
-            send_reason(fd, reason);
-            close(fd);
-            report(c, "console: %s: refused: too many clients (%d)", name, c->max_clients);
-            continue;
-        }
-        client *cl = &c->clients[c->client_count++];
-        memset(cl, 0, sizeof *cl);
-        cl->fd = fd;
-        cl->session_ref = LUA_NOREF;
-        cl->last_line = klua_console_now();
-        snprintf(cl->peer, sizeof cl->peer, "%s", name);
-    }
-}
-
 /* Reads one chunk, at most *budget bytes; false when nothing came. */
 static bool read_some(kiln_console *c, client *cl, long *budget) {
     size_t cap = (size_t)c->max_line + 2 + READ_CHUNK;
@@ -515,6 +472,71 @@ static bool read_some(kiln_console *c, client *cl, long *budget) {
         cl->in_len > (size_t)c->max_line + 1)
         close_too_long(c, cl);
     return true;
+}
+
+/* Reads what a client without a token sent since the last poll and takes its first line. */
+static void take_waiting_token(kiln_console *c, client *cl) {
+    long budget = (long)c->max_line + 2;
+    int evaluated = 0; /* (a client without a token has nothing evaluated) */
+    if (!cl->eof && !cl->closing) read_some(c, cl, &budget);
+    if (!cl->closing) take_line(c, cl, &evaluated);
+}
+
+/* Room for a new client: the one without a token silent longest goes, of those accepted in
+ * earlier polls. First, once a poll (*read), each of them has its waiting input read: one
+ * whose token came signs in instead of going, and a storm of connections cannot push out a
+ * client before its first line was read. */
+static bool make_room(kiln_console *c, bool *read) {
+    if (!*read) {
+        *read = true;
+        for (int i = 0; i < c->client_count; i++)
+            if (!c->clients[i].authed && !c->clients[i].fresh) take_waiting_token(c, &c->clients[i]);
+    }
+    int oldest = -1;
+    for (int i = 0; i < c->client_count; i++) {
+        const client *cl = &c->clients[i];
+        if (!cl->authed && !cl->fresh && (oldest < 0 || cl->last_line < c->clients[oldest].last_line)) oldest = i;
+    }
+    if (oldest < 0) return false;
+    char reason[96];
+    snprintf(reason, sizeof reason, "console: too many clients (%d): one without a token made room", c->max_clients);
+    send_reason(c->clients[oldest].fd, reason);
+    report(c, "console: %s: dropped without a token: a new client needed its place", c->clients[oldest].peer);
+    drop(c, oldest);
+    return true;
+}
+
+static void accept_clients(kiln_console *c) {
+    bool read = false;
+    for (int i = 0; i < c->client_count; i++) c->clients[i].fresh = false;
+    for (int k = 0; k < ACCEPT_PER_POLL; k++) {
+        struct sockaddr_in peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept(c->fd, (struct sockaddr *)&peer, &plen);
+        if (fd < 0) return;
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+            close(fd);
+            continue;
+        }
+        char name[64], ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+        snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));
+        if (c->client_count == c->max_clients && !make_room(c, &read)) {
+            char reason[80];
+            snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
+            send_reason(fd, reason);
+            close(fd);
+            report(c, "console: %s: refused: too many clients (%d)", name, c->max_clients);
+            continue;
+        }
+        client *cl = &c->clients[c->client_count++];
+        memset(cl, 0, sizeof *cl);
+        cl->fd = fd;
+        cl->session_ref = LUA_NOREF;
+        cl->fresh = true;
+        cl->last_line = klua_console_now();
+        snprintf(cl->peer, sizeof cl->peer, "%s", name);
+    }
 }
 
 /* One turn of a client: one line if one is complete, else one read. */

@@ -1,7 +1,8 @@
 /* test_console_backpressure.c: what one console client can make the game spend: a client
  * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, a
  * statement cannot grow Lua's memory without bound in the few instructions its budget counts,
- * and connections without the token cannot hold the places the token's holder needs. */
+ * and connections without the token cannot hold the places the token's holder needs, nor
+ * push out a client whose token came. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -277,6 +278,44 @@ START_TEST(connections_without_the_token_cannot_hold_every_place) {
 }
 END_TEST
 
+/* A storm of new connections made room by pushing out the client without a token silent
+ * longest: one that had connected and sent its token went before its line was read, for as
+ * long as the storm lasted. Now a waiting token is read before room is made from its client,
+ * and no room is made from a client accepted in the same poll: both sign in. */
+START_TEST(a_storm_of_connections_cannot_push_out_a_client_whose_token_came) {
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
+    int port = kiln_console_port(c);
+    int early = connect_port(port); /* accepted a poll before its token comes */
+    ck_assert_int_ge(early, 0);
+    pause_ms(2);
+    kiln_console_poll(c);
+    send_text(early, "token " TOKEN "\nreturn 40 + 2\n");
+    int late = connect_port(port); /* accepted in the storm's poll, its token already sent */
+    ck_assert_int_ge(late, 0);
+    send_text(late, "token " TOKEN "\nreturn 6 * 7\n");
+    int storm[12]; /* (the listening queue holds 16) */
+    for (int i = 0; i < 12; i++) ck_assert_int_ge(storm[i] = connect_port(port), 0);
+    pause_ms(5);
+    char out[256];
+    answer_of(c, early, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, early, out, sizeof out);
+    ck_assert_str_eq(out, "ok:42");
+    answer_of(c, late, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, late, out, sizeof out);
+    ck_assert_str_eq(out, "ok:42");
+    answer_of(c, storm[11], out, sizeof out); /* 6 of the storm took the places left */
+    ck_assert_str_eq(out, "error:console: too many clients (8)");
+    for (int i = 0; i < 12; i++) close(storm[i]);
+    close(early);
+    close(late);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("console_backpressure");
     TCase *tc = tcase_create("costs");
@@ -287,6 +326,7 @@ int main(void) {
     tcase_add_test(tc, a_statement_s_garbage_does_not_count_against_the_limit);
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
+    tcase_add_test(tc, a_storm_of_connections_cannot_push_out_a_client_whose_token_came);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
