@@ -438,10 +438,6 @@ static void send_reason(int fd, const char *reason) {
     shutdown(fd, SHUT_WR);
 }
 
-/* Makes room for a new client when every place is taken: the client that has gone longest
- * without sending its token goes (else places held by connections that never sign in, which
- * anyone who can reach the port can open, would lock out the token's holder for good). False
- * when every client has signed in. */
 /* Reads one chunk, at most *budget bytes; false when nothing came. */
 static bool read_some(kiln_console *c, client *cl, long *budget) {
     size_t cap = (size_t)c->max_line + 2 + READ_CHUNK;
@@ -482,10 +478,12 @@ static void take_waiting_token(kiln_console *c, client *cl) {
     if (!cl->closing) take_line(c, cl, &evaluated);
 }
 
-/* Room for a new client: the one without a token silent longest goes, of those accepted in
- * earlier polls. First, once a poll (*read), each of them has its waiting input read: one
- * whose token came signs in instead of going, and a storm of connections cannot push out a
- * client before its first line was read. */
+/* Makes room for a new client when every place is taken: of the clients accepted in earlier
+ * polls, the one that has gone longest without sending its token goes (else places held by
+ * connections that never sign in, which anyone who can reach the port can open, would lock
+ * out the token's holder for good). First, once a poll (*read), each of them has its waiting
+ * input read: one whose token came signs in instead of going, so a storm of connections
+ * cannot push out a client before its first line was read. False when none can go. */
 static bool make_room(kiln_console *c, bool *read) {
     if (!*read) {
         *read = true;
