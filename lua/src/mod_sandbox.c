@@ -41,7 +41,7 @@ static void charge_bytes(klua_mod_mem *m, size_t bytes) {
 
 /* Counts every byte of the state. While mod code runs the limit holds; between entries,
  * kiln's own bookkeeping may pass it by up to a slack rather than fail unprotected. */
-static void *mod_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+void *klua_mod_mem_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     klua_mod_mem *m = ud;
     size_t old = ptr ? osize : 0;
     if (nsize == 0) {
@@ -731,7 +731,7 @@ lua_State *klua_mod_state(klua_mod *mod) {
     mod->mem.limit = mod->mods->memory;
     /* kiln made this state, so its threads' extra space is kiln's: budget.c keeps the armed
      * world there while an each-system's rows run */
-    lua_State *L = lua_newstate(mod_alloc, &mod->mem);
+    lua_State *L = lua_newstate(klua_mod_mem_alloc, &mod->mem);
     if (!L) {
 #if KLUA_LUAJIT /* a LuaJIT built without GC64 refuses custom allocators on 64-bit targets */
         snprintf(mod->error, sizeof mod->error, "cannot make its Lua state: out of memory, or this LuaJIT "

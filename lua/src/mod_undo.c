@@ -68,11 +68,11 @@ void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_compo
     klua_mod *mod = kw->mod, *loading = loading_for(kw);
     if (!loading || registered_by_load(mod, c) || !kiln_is_alive(kw->world, e) || kiln_has(kw->world, e, mod->tag))
         return;
-    if (loading->load_add_count == loading->load_add_cap) {
+    if (loading->load_add_count == loading->load_add_cap) { /* the loading mod's memory */
         int64_t ncap = loading->load_add_cap ? loading->load_add_cap * 2 : 32;
-        void *p = klua_mods_alloc(loading->mods, loading->load_adds,
-                                  (size_t)loading->load_add_cap * sizeof *loading->load_adds,
-                                  (size_t)ncap * sizeof *loading->load_adds);
+        void *p = klua_mod_mem_alloc(&loading->mem, loading->load_adds,
+                                     (size_t)loading->load_add_cap * sizeof *loading->load_adds,
+                                     (size_t)ncap * sizeof *loading->load_adds);
         if (!p) luaL_error(L, "not enough memory");
         loading->load_adds = p;
         loading->load_add_cap = ncap;
@@ -88,6 +88,13 @@ kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw) {
     return loading->load_emits;
 }
 
+/* The records of a settled top level go: they counted against the mod's memory limit. */
+static void free_adds(klua_mod *mod) {
+    klua_mod_mem_alloc(&mod->mem, mod->load_adds, (size_t)mod->load_add_cap * sizeof *mod->load_adds, 0);
+    mod->load_adds = NULL;
+    mod->load_add_cap = mod->load_add_count = 0;
+}
+
 void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
     /* the latest first, each while the entity still has the component */
     for (int64_t i = mod->load_add_count; i-- > 0;) {
@@ -95,21 +102,19 @@ void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
         if (kiln_is_alive(world, a.entity) && kiln_has(world, a.entity, a.component))
             kiln_remove(world, a.entity, a.component, NULL);
     }
-    mod->load_add_count = 0;
+    free_adds(mod);
     if (mod->load_emits) kiln_commands_clear(mod->load_emits);
 }
 
 void klua_mod_load_keep(klua_mod *mod, kiln_world *world) {
-    mod->load_add_count = 0;
+    free_adds(mod);
     if (!mod->load_emits || kiln_commands_count(mod->load_emits) == 0) return;
     /* an emit fails only for memory: the rest of them are dropped then, as a frame's would be */
     if (kiln_commands_apply(mod->load_emits, world, NULL) != KILN_OK) kiln_commands_clear(mod->load_emits);
 }
 
 void klua_mod_load_free(klua_mod *mod) {
-    klua_mods_alloc(mod->mods, mod->load_adds, (size_t)mod->load_add_cap * sizeof *mod->load_adds, 0);
-    mod->load_adds = NULL;
-    mod->load_add_cap = mod->load_add_count = 0;
+    free_adds(mod);
     kiln_commands_destroy(mod->load_emits);
     mod->load_emits = NULL;
 }

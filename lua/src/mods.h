@@ -193,6 +193,9 @@ static inline klua_mod *klua_mods_of_thread(klua_mods *mods, lua_State *L) {
 /* Makes mod->L with its allocator and its sandboxed globals (world, kiln, mod, the safe
  * library); NULL with a message in mod->error when out of memory. */
 KLUA_HIDDEN lua_State *klua_mod_state(klua_mod *mod);
+/* The allocator of mod->L (ud &mod->mem), also for what kiln keeps for the mod outside its
+ * state and charges to its limit; it does not need the state, which may be closed. */
+KLUA_HIDDEN void *klua_mod_mem_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 /* Runs the chunk file at path (text only) in the mod's globals under its budget; false
  * with mod->error set when it fails to load or run. */
 KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);

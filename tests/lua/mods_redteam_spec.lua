@@ -428,6 +428,31 @@ describe("a red-team mod", function()
         assert.is_true(w:is_alive(w:get(a, "Parent").entity))
     end)
 
+    it("pays from its own memory for the records a failed top level would take back", function()
+        -- the records of a top level's adds to the host's entities were kept in the host's
+        -- memory, past the mod's limit: 200k tags added held 3 MiB of them under a 2 MiB limit
+        local dir = M.folder()
+        local w, mods = M.host{memory = 2 * 1048576}
+        w:component("Flag")
+        local first, last
+        for i = 1, 200000 do
+            last = w:spawn{Position = {x = i, y = 0}}
+            first = first or last
+        end
+        M.write(dir, "recorder.lua", string.format('for e = %d, %d do world:add(e, "Flag") end', first, last))
+        local hash = w:hash()
+        local ok, err = mods:load(dir .. "/recorder.lua")
+        assert.is_nil(ok)
+        assert.matches("^mod 'recorder': .*not enough memory", err)
+        assert.are.equal(hash, w:hash())
+        -- a tenth of them fit, and land
+        M.write(dir, "recorder.lua", string.format('for e = %d, %d do world:add(e, "Flag") end', first, first + 19999))
+        assert(mods:load(dir .. "/recorder.lua"))
+        local n = 0
+        for _ in w:query{"Flag"}:each() do n = n + 1 end
+        assert.are.equal(20000, n)
+    end)
+
     it("cannot make the table library loop to what a __len metamethod answers", function()
         -- table.insert, remove, sort and concat were charged by the raw length and ran to #t:
         -- a __len answering 2^26 over C metamethods ran 14 s in C, past every hook
