@@ -50,7 +50,7 @@ ifeq ($(VERSION_MAJOR),)
 $(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
 endif
 
-.PHONY: test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind bench-floor all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: test-jit-valgrind test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind bench-floor all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -447,6 +447,10 @@ lua-jit:
 	$(JIT_BUILD) build-jit/lua/kiln.so
 test-jit: lua-jit
 	@scripts/test-jit.sh build-jit
+# Host scripts (tests/valgrind) under valgrind against the LuaJIT build: memory errors inside
+# libluajit, which is not instrumented for ASan.
+test-jit-valgrind: lua-jit
+	@scripts/test-valgrind.sh build-jit
 # The same specs all in one luajit process, as a game keeps one state: what one file leaves
 # (a large live heap, compiled traces) meets the others. Not part of test-jit: it takes
 # longer than the per-file run (39 s of CPU against 33).
@@ -490,7 +494,7 @@ test-diff-lua: $(LUA_MOD)
 	@if ! command -v luajit >/dev/null 2>&1; then echo "skipped: luajit is not installed (scripts/deps.sh)"; exit 0; fi; \
 	$(JIT_BUILD) build-jit/lua/kiln.so >/dev/null && \
 	lua5.4 tests/diff/run.lua --build $(BUILD) --jit-build build-jit --ops $(DIFF_OPS) $(DIFF_REGRESSIONS) 1..$(DIFF_SEEDS)
-TEST_GROUPS += test-jit test-diff-lua test-jit-asan test-examples-jit test-jit-tools
+TEST_GROUPS += test-jit test-diff-lua test-jit-asan test-examples-jit test-jit-tools test-jit-valgrind
 .PHONY: bench-jit lua-jit test-jit test-jit-one test-jit-asan clean-jit asteroids-jit test-examples-jit test-diff-lua test-jit-tools
 clean: clean-jit
 clean-jit:

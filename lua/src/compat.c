@@ -398,6 +398,8 @@ void klua_compat_hook_revive(lua_State *L) {
 }
 
 #undef lua_sethook
+void klua_compat_sethook_raw(lua_State *L, lua_Hook f, int mask, int count) { lua_sethook(L, f, mask, count); }
+
 void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, int count) {
     if (f && (mask & LUA_MASKCOUNT)) {
         lua_pushlightuserdata(L, (void *)&jit_off_key);

@@ -278,6 +278,10 @@ KLUA_COMPAT_HIDDEN void klua_compat_remember_jit(lua_State *L);
  * one (made under protection; nothing when memory fails). Called after a budget that was
  * spent and before each console statement. */
 KLUA_COMPAT_HIDDEN void klua_compat_hook_revive(lua_State *L);
+/* lua_sethook itself, for where the stack may not be whole: an allocator's charge (LuaJIT
+ * growing a stack has freed the old one before L->top moves) changing a count hook that is
+ * already set (so the JIT is off). It touches no stack; LuaJIT calls it from a signal. */
+KLUA_COMPAT_HIDDEN void klua_compat_sethook_raw(lua_State *L, lua_Hook f, int mask, int count);
 #define lua_sethook klua_compat_sethook
 
 /* ---- mods: what LuaJIT's base library adds that a sandbox must not have ----------------- */
@@ -364,6 +368,7 @@ static inline int klua_pcall_c(lua_State *L, lua_CFunction fn, int nargs, int nr
 #define klua_compat_c_stack_low() false /* Lua 5.4 counts C calls itself */
 #define klua_compat_budget_jit_off(L) ((void)(L))
 #define klua_compat_hook_revive(L) ((void)(L))
+#define klua_compat_sethook_raw lua_sethook
 #define klua_compat_remember_jit(L) ((void)(L))
 #define klua_jit_wrap_methods(L) ((void)(L))
 #define klua_pushcclosure_world(L, fn, n) lua_pushcclosure((L), (fn), (n))

@@ -33,9 +33,10 @@ static void charge_bytes(klua_mod_mem *m, size_t bytes) {
     if (!kw || kw->budget_limit <= 0 || !mod->L) return;
     kw->budget_used += (int64_t)(bytes / KLUA_COST_BYTES_PER_STEP);
     if (kw->budget_used > kw->budget_limit) {
-        /* the only hook a mod's state has is the budget's (it has no debug library) */
+        /* the only hook a mod's state has is the budget's (it has no debug library). Inside
+         * an allocation the stack may be moving: nothing here may touch it */
         lua_Hook hook = lua_gethook(mod->L);
-        if (hook && (lua_gethookmask(mod->L) & LUA_MASKCOUNT)) lua_sethook(mod->L, hook, LUA_MASKCOUNT, 1);
+        if (hook && (lua_gethookmask(mod->L) & LUA_MASKCOUNT)) klua_compat_sethook_raw(mod->L, hook, LUA_MASKCOUNT, 1);
     }
 }
 
