@@ -688,7 +688,8 @@ KLUA_HIDDEN void klua_free_systems(klua_world *kw);
  * of the World at world_idx, which world:progress and world:failures hand out. Allocates. */
 KLUA_HIDDEN void klua_push_failure(lua_State *L, int world_idx, const char *system, const char *message,
                                    size_t len, const char *traceback, bool disabled, const char *mod);   /* systems.c */
-KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, hash, snapshots */
+KLUA_HIDDEN void klua_open_persist(lua_State *L);   /* persist.c: save, load, names, clone */
+KLUA_HIDDEN void klua_open_determinism(lua_State *L); /* determinism.c: seed, random, hash, snapshots */
 KLUA_HIDDEN void klua_open_scene(lua_State *L);     /* scene.c: JSON prefabs, instantiate, export */
 KLUA_HIDDEN void klua_open_scene_layer(lua_State *L, int layer); /* layer.spawn_all, spawn_into */
 KLUA_HIDDEN void klua_open_session_layer(lua_State *L, int layer); /* session.c: the REPL's answers */

@@ -44,6 +44,7 @@ int luaopen_kiln(lua_State *L) {
     klua_open_commands(L);
     klua_open_mods(L); /* kiln.mods */
     klua_open_persist(L);
+    klua_open_determinism(L);
     klua_open_scene(L);
     klua_jit_wrap_methods(L); /* LuaJIT only (compat.h); after every class, before the Lua layer */
     lua_pushcfunction(L, klua_commands_new);

@@ -1,0 +1,136 @@
+/* determinism.c: World methods for runs that replay the same: seed and random (the world's
+ * seeded streams, one per Lua system and tick), hash (of the world's logical content), and
+ * snapshot / restore (the whole world in memory, the host's only). */
+#include <string.h>
+
+#include "kiln_persist.h"
+#include "klua.h"
+
+#define KLUA_SNAPSHOT "kiln.Snapshot"
+
+/* User values of a kiln.Snapshot. */
+enum klua_snapshot_uv { SNAPSHOT_UV_WORLD = 1, SNAPSHOT_UV_COUNT = SNAPSHOT_UV_WORLD };
+
+typedef struct klua_snapshot {
+    kiln_snapshot *snap;
+    klua_world *kw;
+} klua_snapshot;
+
+/* ---- seeded random ---- */
+
+static int w_seed(lua_State *L) {
+    bool setting = lua_gettop(L) >= 2;
+    klua_world *kw = klua_self(L);
+    if (!setting) {
+        kiln_component id = kiln_component_lookup(kw->world, "RandomSeed");
+        const uint64_t *seed = id ? kiln_resource_get(kw->world, id) : NULL;
+        lua_pushinteger(L, seed ? (lua_Integer)*seed : 0);
+        return 1;
+    }
+    int ok;
+    lua_Integer seed = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, "world:seed", "integer");
+    if (kw->host) klua_fail(L, "world:seed", "the host seeds the world");
+    if (kiln_random_seed(kw->world, (uint64_t)seed) != KILN_OK) klua_fail_world(L, kw->world, "world:seed");
+    return 0;
+}
+
+/* math.random's contract over the world's streams: inside a Lua system, a stream forked from
+ * (seed, system, tick); elsewhere the world's main stream. */
+static int w_random(lua_State *L) {
+    int nargs = lua_gettop(L) - 1; /* counted before klua_self pads the arguments */
+    klua_world *kw = klua_self(L);
+    const char *fname = "world:random";
+    lua_Integer lo = 1, hi = 0;
+    int ok = 1;
+    if (nargs >= 1) hi = lua_tointegerx(L, 2, &ok);
+    if (!ok) klua_typeerror(L, 2, fname, "integer");
+    if (nargs >= 2) {
+        lo = hi;
+        hi = lua_tointegerx(L, 3, &ok);
+        if (!ok) klua_typeerror(L, 3, fname, "integer");
+    }
+    if (nargs > 2) klua_argerror(L, 4, fname, "at most two arguments expected");
+    if (nargs >= 1 && lo > hi) klua_argerror(L, nargs >= 2 ? 3 : 2, fname, "interval is empty");
+    kiln_random *r;
+    kiln_random local;
+    klua_system *sys = kw->current;
+    if (sys) {
+        kiln_tick tick = kiln_tick_current(kw->world);
+        if (sys->random_tick != tick) {
+            local = kiln_random_fork(kw->world, sys->name, tick);
+            memcpy(sys->random, local.s, sizeof local.s);
+            sys->random_tick = tick;
+        }
+        memcpy(local.s, sys->random, sizeof local.s);
+        r = &local;
+    } else if (!(r = kiln_random_world(kw->world))) {
+        klua_fail_world(L, kw->world, fname);
+    }
+    if (nargs == 0) lua_pushnumber(L, kiln_random_double(r));
+    else lua_pushinteger(L, (lua_Integer)kiln_random_range(r, lo, hi));
+    if (sys) memcpy(sys->random, local.s, sizeof local.s);
+    return 1;
+}
+
+/* ---- hash, snapshots ---- */
+
+static int w_hash(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    lua_pushinteger(L, (lua_Integer)kiln_world_hash(kw->world));
+    return 1;
+}
+
+static int w_snapshot(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (kw->host) klua_fail(L, "world:snapshot", "snapshots of the world are the host's");
+    klua_snapshot *ks = klua_newobject(L, sizeof *ks, SNAPSHOT_UV_COUNT, KLUA_SNAPSHOT);
+    ks->snap = NULL;
+    ks->kw = kw;
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, SNAPSHOT_UV_WORLD);
+    if (kiln_snapshot_create(kw->world, &ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:snapshot");
+    return 1;
+}
+
+static int w_restore(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    if (kw->host) klua_fail(L, "world:restore", "snapshots of the world are the host's");
+    klua_snapshot *ks = luaL_testudata(L, 2, KLUA_SNAPSHOT);
+    if (!ks) klua_typeerror(L, 2, "world:restore", "snapshot");
+    if (!ks->snap) klua_argerror(L, 2, "world:restore", "the snapshot was freed");
+    if (ks->kw != kw) klua_argerror(L, 2, "world:restore", "the snapshot is of another world");
+    if (kiln_snapshot_restore(kw->world, ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:restore");
+    return 0;
+}
+
+static int snapshot_gc(lua_State *L) {
+    klua_snapshot *ks = klua_toobject(L, 1, KLUA_SNAPSHOT); /* a finalizer never raises */
+    if (!ks) return 0;
+    kiln_snapshot_destroy(ks->snap);
+    ks->snap = NULL;
+    return 0;
+}
+
+static int snapshot_bytes(lua_State *L) {
+    klua_snapshot *ks = luaL_checkudata(L, 1, KLUA_SNAPSHOT);
+    lua_pushinteger(L, (lua_Integer)kiln_snapshot_bytes(ks->snap));
+    return 1;
+}
+
+static const luaL_Reg determinism_methods[] = {
+    {"seed", w_seed},
+    {"random", w_random},
+    {"hash", w_hash},
+    {"snapshot", w_snapshot},
+    {"restore", w_restore},
+    {NULL, NULL},
+};
+
+static const luaL_Reg snapshot_methods[] = {{"bytes", snapshot_bytes}, {NULL, NULL}};
+static const luaL_Reg snapshot_meta[] = {{"__gc", snapshot_gc}, {"__close", snapshot_gc}, {NULL, NULL}};
+
+void klua_open_determinism(lua_State *L) {
+    klua_addmethods(L, KLUA_WORLD, determinism_methods);
+    klua_createmeta(L, KLUA_SNAPSHOT, snapshot_methods, snapshot_meta);
+}
