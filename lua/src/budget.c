@@ -216,6 +216,20 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     kw->budget_used += (int64_t)steps;
 }
 
+bool klua_budget_watch_report(void *ud, int64_t units) {
+    klua_budget_watch *w = ud;
+    w->steps += (double)units * w->steps_per_unit;
+    double left = klua_budget_left(w->L);
+    if (left >= 0 && w->steps > left) w->stopped = true;
+    else if (klua_budget_late(w->L, w->late, sizeof w->late)) w->stopped = w->timed_out = true;
+    return !w->stopped;
+}
+
+void klua_budget_watch_end(klua_budget_watch *w, const char *what) {
+    if (w->timed_out) luaL_error(w->L, "%s", w->late);
+    klua_budget_charge(w->L, w->steps, what); /* past the budget: raises, naming what */
+}
+
 bool klua_budget_late(lua_State *L, char *why, size_t size) {
     klua_world *kw = armed_world(L);
     if (!kw || kw->deadline <= 0 || now_seconds() <= kw->deadline) return false;

@@ -542,6 +542,7 @@ typedef enum klua_costly {
     KLUA_COST_LOAD, KLUA_COST_NEWPROXY, KLUA_COST_XPCALL, KLUA_COST_CREATE, KLUA_COST_WRAP
 } klua_costly;
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
+#define KLUA_COST_JSON_UNIT 1024 /* a JSON save's unit (an entity, a value, an element): 1-1.5 us */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
 /* The steps and bytes the call of kind at hand (its arguments from stack index 1) may take
  * at worst; left is what the caller's budget has left (a long concat is refused early). */
@@ -579,6 +580,19 @@ KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
+/* A long C call's watch (a kiln_save_desc.progress) under the budget armed on L's state: it
+ * counts steps_per_unit steps a unit reported and stops the call (false) once they would pass
+ * what is left of the budget or the entry is past its time limit. It never raises (it runs
+ * inside kiln's code); after the call, klua_budget_watch_end raises why it stopped the call, or
+ * charges the steps. With no budget armed it stops nothing and charges nothing. */
+typedef struct klua_budget_watch {
+    lua_State *L;
+    double steps_per_unit, steps;
+    bool stopped, timed_out;
+    char late[160];
+} klua_budget_watch;
+KLUA_HIDDEN bool klua_budget_watch_report(void *watch, int64_t units);
+KLUA_HIDDEN void klua_budget_watch_end(klua_budget_watch *w, const char *what);
 /* Whether the entry armed on L's state is past its time limit; its message then in why. */
 KLUA_HIDDEN bool klua_budget_late(lua_State *L, char *why, size_t size);
 /* lua_load of text s, handed to the parser 512 bytes at a time with the clock read between:

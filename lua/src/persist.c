@@ -475,8 +475,11 @@ static int w_save(lua_State *L) {
     }
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
+    /* under a budget, JSON's work is charged and any save stops at the time limit */
+    klua_budget_watch watch = {.L = L, .steps_per_unit = format == KILN_PERSIST_JSON ? KLUA_COST_JSON_UNIT : 0};
     kiln_save_desc d = {.format = format, .codec = &codec, .exclude = {kw->shared_type},
-                        .host_data = host.data ? host.data : (const void *)"", .host_size = host.size};
+                        .host_data = host.data ? host.data : (const void *)"", .host_size = host.size,
+                        .progress = klua_budget_watch_report, .progress_ud = &watch};
     kiln_result r;
     byte_sink out = {L, NULL, 0, 0, false};
     if (to_file) r = kiln_save_file(kw->world, lua_tostring(L, 2), &d);
@@ -485,13 +488,15 @@ static int w_save(lua_State *L) {
     if (r != KILN_OK) {
         sink_free(&out);
         if (out.refused) klua_fail(L, fname, "out of memory"); /* (kiln says its writer refused) */
+        if (watch.stopped) klua_budget_watch_end(&watch, fname);
         klua_fail_world(L, kw->world, fname);
     }
-    if (to_file) return 0;
+    if (to_file) return klua_budget_watch_end(&watch, fname), 0;
     w = (lua_work){.data = out.data ? out.data : (const void *)"", .size = out.size, .why = why, .why_size = sizeof why};
     int rc = protect(L, push_bytes_work, &w, 0, 1); /* the buffer is freed whatever happens */
     sink_free(&out);
     if (rc != LUA_OK) klua_fail(L, fname, "%s", why);
+    klua_budget_watch_end(&watch, fname); /* (the data is on the stack: nothing to free) */
     return 1;
 }
 

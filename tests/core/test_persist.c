@@ -145,3 +145,66 @@ KILN_TEST(round_trip, the_mapped_callback_tells_every_old_handle_and_its_new_one
     pf_close(&b);
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(progress);
+
+typedef struct progress_log {
+    int64_t units, calls, stop_at; /* stop_at: the call that answers false (0: none) */
+} progress_log;
+
+static bool log_progress(void *ud, int64_t units) {
+    progress_log *p = ud;
+    p->units += units;
+    return ++p->calls != p->stop_at;
+}
+
+/* 600 entities with P {x, y; a char[8] name; a float[3] arm} and 300 with the tag T. */
+static kiln_world *progress_world(void) {
+    kiln_world *world = kiln_world_create(NULL);
+    static const kiln_field fields[] = {{"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0},
+                                        {"name", KILN_TYPE_CHAR, 8, 8}, {"arm", KILN_TYPE_FLOAT, 16, 3}};
+    kiln_component p = pf_register(world, "P", 28, fields, 4), t = pf_register(world, "T", 0, NULL, 0);
+    float value[7] = {1, 2};
+    for (int i = 0; i < 900; i++) {
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn(world, &e), KILN_OK);
+        ck_assert_int_eq(i < 600 ? kiln_add(world, e, p, value) : kiln_add(world, e, t, NULL), KILN_OK);
+    }
+    return world;
+}
+
+/* JSON hears a unit an entity, a value and a field element (a char array is one: P's entity
+ * is 1 + 1 + x + y + name + 3 arm = 8, T's 2), before every 256 entities; binary an entity
+ * before each archetype. */
+KILN_TEST_LOOP(progress, a_save_reports_its_work_before_it_does_it, 0, 2) {
+    kiln_world *world = progress_world();
+    progress_log log = {0};
+    pf_bytes out = {0};
+    kiln_save_desc d = {.format = formats[_i], .progress = log_progress, .progress_ud = &log};
+    ck_assert_int_eq(kiln_save(world, &d, pf_bytes_write, &out), KILN_OK);
+    ck_assert_int_eq(log.units, formats[_i] == KILN_PERSIST_JSON ? 600 * 8 + 300 * 2 : 900);
+    ck_assert_int_eq(log.calls, formats[_i] == KILN_PERSIST_JSON ? 3 + 2 : 2);
+    pf_bytes_free(&out);
+    kiln_world_destroy(world);
+}
+
+/* A progress callback answering false stops the save there, with KILN_ERR_LIMIT and a
+ * message saying so; what was written is no whole save, and the world is as it was. */
+KILN_TEST_LOOP(progress, a_save_stops_where_its_progress_callback_says_no, 0, 2) {
+    kiln_world *world = progress_world();
+    uint64_t hash = kiln_world_hash(world);
+    progress_log log = {.stop_at = 2};
+    pf_bytes out = {0};
+    kiln_save_desc d = {.format = formats[_i], .progress = log_progress, .progress_ud = &log};
+    ck_assert_int_eq(kiln_save(world, &d, pf_bytes_write, &out), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(world), "kiln_save: stopped by desc.progress");
+    ck_assert_int_eq(log.calls, 2);
+    ck_assert_uint_eq(kiln_world_hash(world), hash);
+    kiln_world *other = kiln_world_create(NULL);
+    ck_assert_int_ne(kiln_load(other, out.data, out.size, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(other), 0);
+    kiln_world_destroy(other);
+    pf_bytes_free(&out);
+    kiln_world_destroy(world);
+}

@@ -453,6 +453,32 @@ describe("a red-team mod", function()
         assert.are.equal(20000, n)
     end)
 
+    it("cannot hold the host in a JSON save past its budget or its time limit", function()
+        -- world:save in JSON built the whole world's tree in C, where no hook runs, before
+        -- writing any of it: a mod saving a host world of a million entities held the host
+        -- 6.8 s past a 200 ms limit, the tree in the host's memory
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 10000000}
+        for i = 1, 100000 do w:spawn{Position = {x = i, y = 0}} end
+        local text = [[
+            print(pcall(world.save, world, {format = "json"}))
+            print(#world:save() > 1600000) -- binary: its bytes are charged as memory
+        ]]
+        M.write(dir, "saver.lua", text)
+        assert(mods:load(dir .. "/saver.lua"))
+        local log = mods:log("saver")
+        assert.matches("^false\t.*world:save could take [%d.e+]+ steps, past what is left of the budget of the " ..
+                       "top level of mod 'saver'", log[1])
+        assert.are.equal("true", log[2])
+        -- with instructions to spare, the clock stops it, and a pcall does not outlive it
+        local w2, timed = M.host{instructions = 1e12, milliseconds = 20}
+        for i = 1, 100000 do w2:spawn{Position = {x = i, y = 0}} end
+        M.write(dir, "timed.lua", "print(pcall(world.save, world, {format = 'json'})) print('after')")
+        local ok, err = timed:load(dir .. "/timed.lua")
+        assert.is_nil(ok)
+        assert.are.equal("mod 'timed': the top level of mod 'timed' ran past its time limit of 20 ms", err)
+    end)
+
     it("cannot make the table library loop to what a __len metamethod answers", function()
         -- table.insert, remove, sort and concat were charged by the raw length and ran to #t:
         -- a __len answering 2^26 over C metamethods ran 14 s in C, past every hook

@@ -84,6 +84,13 @@ typedef struct kiln_save_desc {
                                         components or resources */
     const void *host_data;           /* optional bytes saved along (a binding's own state) */
     size_t host_size;
+    /* Optional: called as the save goes with the work it is about to do, in units: one an
+     * entity, and in JSON one more for each of its values and their fields' elements (JSON
+     * before every 256 entities, binary before each archetype). Returning false stops the save with
+     * KILN_ERR_LIMIT ("kiln_save: stopped by desc.progress"), a prefix written: a host can
+     * time, charge or cancel a long save with it. */
+    bool (*progress)(void *ud, int64_t units);
+    void *progress_ud;
 } kiln_save_desc;
 
 /* Writes the world through write(ud, ...), in one or more pieces. desc may be NULL (binary).

@@ -72,6 +72,8 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
     const kl_archetype *arch = plan->groups[g];
     const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
     int32_t tc = plan->group_type_count[g];
+    kiln_result r = pz_progress(world, desc, arch->count);
+    if (r != KILN_OK) return r;
     put32(out, (uint32_t)tc);
     for (int32_t t = 0; t < tc; t++) put32(out, (uint32_t)types[t]);
     put64(out, (uint64_t)arch->count);
@@ -84,12 +86,12 @@ static kiln_result put_group(kiln_world *world, const kiln_save_desc *desc, cons
         const kl_column *col = kl_archetype_column(arch, info->id);
         if (plan->codec[types[t]]) {
             for (int32_t row = 0; row < arch->count; row++) {
-                kiln_result r = put_blob(world, desc, out, bytes, info->id, arch->entities[row],
+                r = put_blob(world, desc, out, bytes, info->id, arch->entities[row],
                                          col->data + (size_t)row * col->stride);
                 if (r != KILN_OK) return r;
             }
         } else if (pz_has_entity_fields(info)) {
-            kiln_result r = put_references(world, live, info, col, arch->count, out, bytes);
+            r = put_references(world, live, info, col, arch->count, out, bytes);
             if (r != KILN_OK) return r;
         } else if (col->stride == info->size) {
             pz_put(out, col->data, info->size * (size_t)arch->count);

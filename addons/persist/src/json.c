@@ -98,6 +98,20 @@ static json_t *schema_json(kiln_world *world, const kiln_component_info *info, b
     return s;
 }
 
+/* The units of work an entity of group g is (kiln_save_desc.progress): itself, then each value
+ * and each element of its fields (a char array is one). */
+static int64_t entity_units(const pz_plan *plan, int32_t g) {
+    const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
+    int64_t units = 1;
+    for (int32_t t = 0; t < plan->group_type_count[g]; t++) {
+        const kiln_component_info *info = &plan->info[types[t]];
+        units++;
+        for (int32_t f = 0; f < info->field_count; f++)
+            units += info->fields[f].type == KILN_TYPE_CHAR || info->fields[f].count == 0 ? 1 : info->fields[f].count;
+    }
+    return units;
+}
+
 static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
                          json_t *root, pz_bytes *bytes) {
     kiln_result r = KILN_OK;
@@ -118,7 +132,10 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
         int32_t tc = plan->group_type_count[g];
         for (int32_t t = 0; t < tc && t < KILN_MAX_FIELDS * 4; t++)
             cols[t] = plan->info[types[t]].size ? kl_archetype_column(arch, plan->info[types[t]].id) : NULL;
+        int64_t units = entity_units(plan, g);
         for (int32_t row = 0; row < arch->count && r == KILN_OK; row++) {
+            if (row % 256 == 0) r = pz_progress(world, desc, units * (arch->count - row < 256 ? arch->count - row : 256));
+            if (r != KILN_OK) break;
             kiln_entity e = arch->entities[row];
             json_t *ent = json_object(), *comps = json_object();
             put(world, ent, "id", json_integer((json_int_t)e), &r); /* both run: each takes its value */

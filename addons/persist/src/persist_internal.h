@@ -38,6 +38,12 @@ typedef struct pz_out {
 KL_HIDDEN void pz_put(pz_out *out, const void *data, size_t size);
 KL_HIDDEN bool pz_flush(pz_out *out);
 
+/* Reports units of a save's work to desc->progress: KILN_ERR_LIMIT when it stops the save. */
+static inline kiln_result pz_progress(kiln_world *world, const kiln_save_desc *desc, int64_t units) {
+    if (!desc->progress || desc->progress(desc->progress_ud, units)) return KILN_OK;
+    return kl_fail(world, KILN_ERR_LIMIT, "kiln_save: stopped by desc.progress");
+}
+
 /* A growable byte buffer on the world's allocator. */
 typedef struct pz_bytes {
     kl_allocator *alloc;
