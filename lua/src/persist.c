@@ -645,6 +645,13 @@ static int w_load(lua_State *L) {
 
 /* ---- names, clone ---- */
 
+/* A read of names from a system must be declared (the core's guard would stop the program);
+ * nothing to check while the world has no names. */
+static void check_names_read(lua_State *L, klua_world *kw, const char *fname) {
+    kiln_component id = kiln_component_lookup(kw->world, "Name");
+    if (id != KILN_NO_COMPONENT) klua_check_access(L, kw, id, false, fname);
+}
+
 static int w_name(lua_State *L) {
     bool setting = lua_gettop(L) >= 3; /* counted before klua_self pads the arguments */
     klua_world *kw = klua_self(L);
@@ -652,6 +659,7 @@ static int w_name(lua_State *L) {
     kiln_entity e = klua_check_entity(L, 2, fname);
     if (!setting) {
         klua_check_alive(L, kw, e, fname);
+        check_names_read(L, kw, fname);
         lua_pushstring(L, kiln_name_get(kw->world, e)); /* NULL: nil */
         return 1;
     }
@@ -678,6 +686,7 @@ static int w_name(lua_State *L) {
 static int w_lookup(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:lookup", "string");
+    check_names_read(L, kw, "world:lookup");
     size_t n;
     const char *name = lua_tolstring(L, 2, &n);
     /* no name holds a NUL: C would look up the part before it */

@@ -138,6 +138,28 @@ describe("world:getter(name, field)", function()
     end)
 end)
 
+describe("world:name(e) and world:lookup(name) in a system", function()
+    it("check the system's declared reads of Name, which stopped the whole program before", function()
+        -- neither checked the running system's reads: the core's guard aborted the process
+        -- (a mod's system could stop the game this way)
+        local w = H.world()
+        local e = w:spawn{}
+        w:name(e, "root")
+        local got = {}
+        w:system{name = "peek", run = function(ww)
+            got[1] = H.raises(function() ww:lookup("root") end)
+            got[2] = H.raises(function() ww:name(e) end)
+        end}
+        assert(w:progress(0))
+        assert.are.same({"world:lookup: system 'peek' reads Name without declaring it in reads or writes",
+                         "world:name: system 'peek' reads Name without declaring it in reads or writes"}, got)
+        w:remove_system("peek")
+        w:system{name = "ok", reads = {"Name"}, run = function(ww) got = {ww:lookup("root"), ww:name(e)} end}
+        assert(w:progress(0))
+        assert.are.same({e, "root"}, got)
+    end)
+end)
+
 describe("the collector across World methods", function()
     it("runs again after World methods that raised", function()
         local w = H.world()
