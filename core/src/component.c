@@ -139,7 +139,9 @@ static _Atomic(uint64_t) *name_slots(const kl_table *t) {
 }
 
 uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
-    if (name == NULL) return 0;
+    /* a name past the longest is none: not read to its end (a script's 24 MB string was
+     * measured and hashed at every call) */
+    if (name == NULL || name_length(name) > KILN_MAX_NAME) return 0;
     kl_table *t = atomic_load_explicit(&((kl_registry *)reg)->names, memory_order_acquire);
     if (!t) return 0;
     _Atomic(uint64_t) *slots = name_slots(t);

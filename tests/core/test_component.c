@@ -1,5 +1,6 @@
 /* test_component.c: Check suite for component registration, lookup, layout and reflection.
  * A name maps to one layout for the world's life; every desc the caller passes is copied. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <check.h>
 #include <ctype.h>
 #include <stdalign.h>
@@ -7,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kiln.h"
 #include "test_registry.h"
@@ -77,6 +80,22 @@ KILN_TEST(register, lookup_finds_a_registered_name_and_nothing_else) {
     ck_assert_uint_eq(kiln_component_lookup(F.w, "Pos"), KILN_NO_COMPONENT);
     ck_assert_uint_eq(kiln_component_lookup(F.w, "PositionX"), KILN_NO_COMPONENT);
     ck_assert_uint_eq(kiln_component_lookup(F.w, ""), KILN_NO_COMPONENT);
+}
+
+/* A name longer than any is none, and is not read to its end: a script's 24 MB string was
+ * measured and hashed at every look-up. The name here runs up to an unreadable page, with no
+ * NUL before it: reading past KILN_MAX_NAME + 1 bytes faults. */
+KILN_TEST(register, lookup_reads_no_further_than_the_longest_name) {
+    test_register_position(F.w);
+    long page = sysconf(_SC_PAGESIZE);
+    char *block = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(block, MAP_FAILED);
+    ck_assert_int_eq(mprotect(block + page, (size_t)page, PROT_NONE), 0);
+    char *name = block + page - 100;
+    memset(name, 'P', 100);
+    ck_assert_uint_eq(kiln_component_lookup(F.w, name), KILN_NO_COMPONENT);
+    ck_assert_int_eq(kiln_event_lookup(F.w, name).id, 0);
+    munmap(block, (size_t)page * 2);
 }
 
 KILN_TEST(register, info_describes_the_registered_component) {
