@@ -68,7 +68,7 @@ static int spawn_describe(lua_State *L) {
     klua_world *kw = luaL_testudata(L, 1, KLUA_WORLD);
     size_t len;
     const char *name = lua_tolstring(L, 2, &len);
-    if (!kw || kw->closed || kw->host || lua_type(L, 2) != LUA_TSTRING || strlen(name) != len) return 0;
+    if (!kw || kw->closed || kw->host || lua_type(L, 2) != LUA_TSTRING || !klua_name_ok(name, len)) return 0;
     kiln_component c = kiln_component_lookup(kw->world, name);
     kiln_component_info info;
     if (!c || c == kw->shared_type || !kiln_component_info_get(kw->world, c, &info)) return 0;

@@ -6,6 +6,7 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <lua.h>
+#include <string.h>
 
 #include "compat.h" /* the 5.4 API over LuaJIT, when built against it */
 
@@ -328,6 +329,10 @@ KLUA_HIDDEN KLUA_NORETURN void klua_fail(lua_State *L, const char *fname, const 
 KLUA_HIDDEN KLUA_NORETURN void klua_fail_world(lua_State *L, const kiln_world *world, const char *fname);
 /* The detail of a core message: msg without its leading "kiln_xxx: ". */
 KLUA_HIDDEN const char *klua_core_detail(const char *msg);
+/* Whether s (len bytes) can name what kiln names (a component, event, field, system, entity or
+ * scene entity): at most KILN_MAX_NAME bytes, no zero byte. A longer string is not read to its
+ * end (a script's 24 MB one was measured and hashed at every call). */
+static inline bool klua_name_ok(const char *s, size_t len) { return len <= KILN_MAX_NAME && strlen(s) == len; }
 /* Pushes s quoted for a message: at most KLUA_QUOTE_MAX bytes, then "..."; returns it. */
 KLUA_HIDDEN const char *klua_quote(lua_State *L, const char *s, size_t len);
 /* Raises unless every key of the table at idx is a positive integer (when allow_list) or
@@ -543,6 +548,9 @@ typedef enum klua_costly {
 } klua_costly;
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
 #define KLUA_COST_JSON_UNIT 1024 /* a JSON save's unit (an entity, a value, an element): 1-1.5 us */
+#define KLUA_COST_HASH_ENTITY 64 /* world:hash, an entity: 20-90 ns */
+#define KLUA_COST_ELEMENT 16     /* an array element converted from Lua: 30-65 ns */
+#define KLUA_SHORT_ARRAY 64      /* arrays up to this long are converted free */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
 /* The steps and bytes the call of kind at hand (its arguments from stack index 1) may take
  * at worst; left is what the caller's budget has left (a long concat is refused early). */

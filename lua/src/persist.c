@@ -690,7 +690,7 @@ static int w_lookup(lua_State *L) {
     size_t n;
     const char *name = lua_tolstring(L, 2, &n);
     /* no name holds a NUL: C would look up the part before it */
-    kiln_entity e = strlen(name) == n ? kiln_name_lookup(kw->world, name) : 0;
+    kiln_entity e = klua_name_ok(name, n) ? kiln_name_lookup(kw->world, name) : 0;
     if (e) lua_pushinteger(L, (lua_Integer)e);
     else lua_pushnil(L);
     return 1;

@@ -45,7 +45,7 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
 }
 
 kiln_component klua_resource_layout(const klua_world *kw, const char *name, size_t len) {
-    kiln_component c = strlen(name) == len ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
+    kiln_component c = klua_name_ok(name, len) ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
     return c && c != kw->shared_type && !klua_is_lua_valued(kw, c) ? c : KILN_NO_COMPONENT;
 }
 

@@ -342,7 +342,7 @@ static int instance_entity(lua_State *L) {
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "instance:entity", "string");
     size_t n;
     const char *name = lua_tolstring(L, 2, &n); /* no scene name holds a NUL (C reads up to one) */
-    kiln_entity e = strlen(name) == n ? kiln_instance_entity(ki->instance, name) : 0;
+    kiln_entity e = klua_name_ok(name, n) ? kiln_instance_entity(ki->instance, name) : 0;
     if (e) lua_pushinteger(L, (lua_Integer)e);
     else lua_pushnil(L);
     return 1;

@@ -151,10 +151,13 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "name");
     size_t name_len;
     const char *name = lua_tolstring(L, 2, &name_len);
-    if (strlen(name) != name_len) klua_argerror(L, 2, fname, "name contains a zero byte");
     if (!lua_isnoneornil(L, 3) && lua_type(L, 3) != LUA_TSTRING) klua_typeerror(L, 3, fname, "schema string");
     size_t schema_len = 0;
     const char *schema = lua_isnoneornil(L, 3) ? "" : lua_tolstring(L, 3, &schema_len);
+    /* both are read (and the schema parsed) in C at every call: a budget pays by their bytes
+     * (a schema padded to 8 MB, declared again in a loop, held a mod's host 3 times its limit) */
+    klua_budget_charge(L, (double)(name_len + schema_len) / KLUA_COST_BYTES_PER_STEP, fname);
+    if (strlen(name) != name_len) klua_argerror(L, 2, fname, "name contains a zero byte");
     if (strlen(schema) != schema_len) klua_argerror(L, 3, fname, "schema contains a zero byte");
     kiln_field fields[KILN_MAX_FIELDS];
     char names[KILN_MAX_FIELDS * (KILN_MAX_NAME + 1)];
@@ -277,7 +280,7 @@ const kiln_field *klua_comp_field(lua_State *L, const klua_world *kw, const klua
     for (int32_t i = 0; i < cc->info.field_count; i++)
         if (kw->key_ptrs[cc->key0 + i] == name) return &cc->info.fields[i];
     /* another string of the same bytes: a long one (not interned), or one with a zero byte */
-    return strlen(name) == len ? klua_find_field(&cc->info, name) : NULL;
+    return len <= KILN_MAX_NAME && strlen(name) == len ? klua_find_field(&cc->info, name) : NULL;
 }
 
 const kiln_component *klua_links(lua_State *L, klua_world *kw, int32_t *count) {

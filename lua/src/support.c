@@ -565,7 +565,7 @@ kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const
     if (s) {
         unsigned slot = NAME_SLOT(s);
         if (kw->name_ptr[slot] == s) return kw->name_id[slot];
-        kiln_component c = strlen(s) == n ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
+        kiln_component c = klua_name_ok(s, n) ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
         return c == kw->shared_type ? KILN_NO_COMPONENT : c;
     }
     if (!lua_isinteger(L, idx)) return KILN_NO_COMPONENT;
@@ -595,7 +595,7 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
             lua_pop(L, 1);
             size_t n;
             const char *s = lua_tolstring(L, idx, &n);
-            c = strlen(s) == n ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
+            c = klua_name_ok(s, n) ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
             if (!c || c == kw->shared_type) {
                 klua_argerror(L, arg, fname, "unknown component '%s'", klua_quote(L, s, n));
             }

@@ -637,8 +637,8 @@ static int w_enable(lua_State *L) {
     size_t len;
     const char *name = lua_tolstring(L, 2, &len);
     kiln_schedule *sched = klua_schedule(L, kw);
-    if (strlen(name) == len) check_own(L, kw, name, "world:enable");
-    if (strlen(name) != len || kiln_schedule_enable(sched, name, on) != KILN_OK)
+    if (klua_name_ok(name, len)) check_own(L, kw, name, "world:enable");
+    if (!klua_name_ok(name, len) || kiln_schedule_enable(sched, name, on) != KILN_OK)
         klua_argerror(L, 2, "world:enable", "no system named '%s'", klua_quote(L, name, len));
     /* Enabling a Lua system again gives it a fresh count of consecutive failures. */
     for (klua_system *s = kw->systems; s && on; s = s->next)
@@ -677,8 +677,8 @@ static int w_remove_system(lua_State *L) {
     size_t len;
     const char *name = lua_tolstring(L, 2, &len);
     kiln_schedule *sched = klua_schedule(L, kw);
-    if (strlen(name) == len) check_own(L, kw, name, fname);
-    if (strlen(name) != len || kiln_schedule_remove(sched, name) != KILN_OK)
+    if (klua_name_ok(name, len)) check_own(L, kw, name, fname);
+    if (!klua_name_ok(name, len) || kiln_schedule_remove(sched, name) != KILN_OK)
         klua_argerror(L, 2, fname, "no system named '%s'", klua_quote(L, name, len));
     return 0;
 }

@@ -28,7 +28,7 @@ const kiln_field *klua_field_named(lua_State *L, const kiln_component_info *info
     if (lua_type(L, idx) != LUA_TSTRING) return NULL;
     size_t len;
     const char *name = lua_tolstring(L, idx, &len);
-    return strlen(name) == len ? klua_find_field(info, name) : NULL;
+    return len <= KILN_MAX_NAME && strlen(name) == len ? klua_find_field(info, name) : NULL;
 }
 
 static void push_scalar(lua_State *L, kiln_type t, const uint8_t *p) {
@@ -429,6 +429,10 @@ void klua_read_fields(lua_State *L, int idx, const kiln_component_info *info, vo
                 continue;
             }
         } else {
+            /* a long array is converted element by element in C, where no hook runs: a budget
+             * pays first (a mod setting a 1 MiB value in a loop held the host 12 times its limit) */
+            if (f->count > KLUA_SHORT_ARRAY && f->type != KILN_TYPE_CHAR)
+                klua_budget_charge(L, (double)f->count * KLUA_COST_ELEMENT, fname);
             err = klua_to_field(L, -1, f, buf);
         }
         if (err) fail_fields(L, idx, info, buf, fname, e, top);

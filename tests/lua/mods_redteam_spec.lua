@@ -479,6 +479,46 @@ describe("a red-team mod", function()
         assert.are.equal("mod 'timed': the top level of mod 'timed' ran past its time limit of 20 ms", err)
     end)
 
+    it("pays for the C work of a hash, a long array and a schema, and reads no long name through", function()
+        -- each of these did C work in one call that no hook could stop, uncharged: a loop of
+        -- world:hash() on a fragmented host world of a million held the host 34 times its time
+        -- limit, world:set of a 1 MiB value 12 times, world:component of a padded schema 3 times
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 3000000, milliseconds = 5000}
+        for i = 1, 60000 do w:spawn{Position = {x = i, y = 0}} end
+        local texts = {
+            hasher = [[
+                print(pcall(world.hash, world))
+                world:system{name = "hasher", run = function(w) print(pcall(w.hash, w)) end}
+            ]],
+            setter = [[
+                world:component("Big", "float a[65536];")
+                local arr = {}
+                for i = 1, 65536 do arr[i] = i end
+                local e = world:spawn{Big = {}}
+                print(pcall(function() while true do world:set(e, "Big", {a = arr}) end end))
+            ]],
+            declarer = [[
+                local padded = "float x;" .. string.rep(" ", 1048576)
+                print(pcall(function() while true do world:component("Padded", padded) end end))
+            ]],
+            namer = [[print(pcall(world.get, world, world:spawn{}, string.rep("n", 1048576)))]],
+        }
+        for name, text in pairs(texts) do assert(mods:load(M.write(dir, name .. ".lua", text))) end
+        assert(w:progress(1 / 60))
+        local function past(what, steps, mod)
+            return "^false\t.*" .. what .. " could take " .. steps .. " steps, past what is left of the budget of " ..
+                   "the top level of mod '" .. mod .. "'"
+        end
+        assert.matches(past("world:hash", "3.84e%+06", "hasher"), mods:log("hasher")[1])
+        assert.are.equal("false\tworld:hash: system 'hasher' is not exclusive: the hash reads every component",
+                         mods:log("hasher")[2])
+        assert.matches(past("world:set", "1.05e%+06", "setter"), mods:log("setter")[1])
+        assert.matches(past("world:component", "1.31e%+05", "declarer"), mods:log("declarer")[1])
+        assert.are.equal("false\tbad argument #2 to 'world:get' (unknown component '" .. string.rep("n", 64) .. "...')",
+                         mods:log("namer")[1])
+    end)
+
     it("cannot make the table library loop to what a __len metamethod answers", function()
         -- table.insert, remove, sort and concat were charged by the raw length and ran to #t:
         -- a __len answering 2^26 over C metamethods ran 14 s in C, past every hook
