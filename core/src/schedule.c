@@ -63,6 +63,7 @@ static void free_record(kiln_schedule *s, kl_system *sys) {
 static void release(kiln_schedule *s, kl_system *sys) {
     if (sys->fini) sys->fini(s->world, sys->user);
     kiln_commands_clear(sys->commands);
+    kl_commands_give_back(sys->commands); /* a spare keeps no burst's room until it is reused */
     lock(s);
     sys->next_spare = s->spares;
     s->spares = sys;

@@ -29,8 +29,10 @@ static int w_emit(lua_State *L) {
     kiln_event_type t = check_event(L, kw, 2, fname);
     kiln_component_info info;
     kiln_event_info_get(kw->world, t, &info);
-    if (kw->mod_hooks && info.size) /* raises past the mod's budget */
-        kw->mod_hooks->before_grow(L, kw, KILN_NULL_ENTITY, 0, (int64_t)info.size, fname);
+    /* raises past the mod's budget; the record an emit is queued in counts too (a mod's
+     * systems emitting events without fields, counted as nothing, held 220 MB a frame) */
+    if (kw->mod_hooks)
+        kw->mod_hooks->before_grow(L, kw, KILN_NULL_ENTITY, 0, (int64_t)info.size + KLUA_EMIT_RECORD_BYTES, fname);
     uint8_t *val = klua_scratch(L, kw, info.size);
     memset(val, 0, info.size);
     if (!lua_isnoneornil(L, 3)) {

@@ -551,6 +551,7 @@ typedef enum klua_costly {
 #define KLUA_COST_HASH_ENTITY 64 /* world:hash, an entity: 20-90 ns */
 #define KLUA_COST_ELEMENT 16     /* an array element converted from Lua: 30-65 ns */
 #define KLUA_SHORT_ARRAY 64      /* arrays up to this long are converted free */
+#define KLUA_EMIT_RECORD_BYTES 32 /* what a queued emit holds besides its value (a mod pays it) */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
 /* The steps and bytes the call of kind at hand (its arguments from stack index 1) may take
  * at worst; left is what the caller's budget has left (a long concat is refused early). */
