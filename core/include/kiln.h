@@ -15,7 +15,7 @@ extern "C" {
  * Functions in this header:
  *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get, kiln_world_error,
  *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_world_entities, kiln_result_name,
- *   kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_advance, kiln_entity_index,
+ *   kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_epoch, kiln_tick_advance, kiln_entity_index,
  *   kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with, kiln_spawn_batch,
  *   kiln_despawn, kiln_is_alive, kiln_entity_count, kiln_entity_format, kiln_entity_components,
  *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
@@ -191,11 +191,13 @@ int64_t kiln_world_trim(kiln_world *world);
  * capacity 0 sizes the buffer. Order: by archetype, then row. */
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
-/* The current world tick (starts at 1) and its increment. kiln_tick_advance returns the
+/* The current world tick (starts at 1), the times a snapshot restore took it back (books kept
+ * per tick are new when the epoch changes), and its increment. kiln_tick_advance returns the
  * new tick; not from a running system that is not exclusive (systems beside it stamp their
- * writes with the tick): an assertion. 64 bits: a schedule run at 1 MHz runs out in 584,000 years.
- * Advancing may rebase the rows' ticks, a pass every 16,384 ticks (see kiln_row_tick). */
+ * writes with the tick): an assertion. 64 bits: 584,000 years at 1 MHz. Advancing may rebase
+ * the rows' ticks, a pass every 16,384 ticks (see kiln_row_tick). */
 kiln_tick kiln_tick_current(const kiln_world *world);
+uint64_t kiln_tick_epoch(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);
 
 /* ---- Components ------------------------------------------------------------------------- */
@@ -325,8 +327,7 @@ kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
 kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components,
                              int32_t count, int32_t n, kiln_entity *dest);
 
-/* Despawns a live entity: its components' destroy hooks run and its row is swap-removed.
- * A dead entity fails with KILN_ERR_DEAD_ENTITY. */
+/* Despawns a live entity (destroy hooks run, its row swap-removed); dead: KILN_ERR_DEAD_ENTITY. */
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity);
 
 /* True for a live entity; false for null, stale and out-of-range handles. Never an error. */
@@ -423,9 +424,8 @@ static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity
 
 #define KILN_QUERY_MAX_TERMS 16
 
-/* Terms are zero-terminated lists (unused slots stay KILN_NO_COMPONENT, which designated
- * initializers give for free). Column order in an iterator: with[] terms first, then
- * optional[] terms. */
+/* Terms are zero-terminated lists (unused slots stay KILN_NO_COMPONENT, as designated
+ * initializers leave them). Column order in an iterator: with[] terms, then optional[] terms. */
 typedef struct kiln_query_desc {
     kiln_component with[KILN_QUERY_MAX_TERMS];
     kiln_component without[KILN_QUERY_MAX_TERMS];

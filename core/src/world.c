@@ -118,6 +118,11 @@ kiln_tick kiln_tick_current(const kiln_world *world) {
     return world->tick;
 }
 
+uint64_t kiln_tick_epoch(const kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return world->tick_epoch;
+}
+
 /* d -> d - shift, or 0 for the rows older than the new base: a saturating subtract, eight
  * rows at a time so that -O2 makes it one vector instruction (a plain loop stays scalar). */
 static void shift_ticks(kiln_row_tick *ticks, int32_t n, kiln_row_tick shift) {

@@ -218,6 +218,7 @@ typedef struct kl_fini {
 struct kiln_world {
     kl_allocator alloc;
     kiln_tick tick;
+    uint64_t tick_epoch;   /* times the tick was taken back (kiln_tick_epoch) */
     kiln_tick tick_base;   /* rows store tick - tick_base; tick - tick_base stays below
                             * KILN_TICK_REBASE_AT (see kl_ticks_rebase); iterators point here */
     uint64_t structure_version; /* bumped by rows added or removed, columns moved (getters) */

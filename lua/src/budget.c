@@ -157,7 +157,7 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
     /* a mod's system runs share one budget per frame, so many systems cannot add up */
     kw->frame_capped = false;
     if (kw->frame_limit > 0 && kw->current) {
-        kiln_tick tick = kiln_tick_current(kw->world);
+        kiln_tick tick = klua_frame_key(kw->world);
         if (tick != kw->frame_tick) {
             kw->frame_tick = tick;
             kw->frame_used = 0;

@@ -56,11 +56,12 @@ static int w_random(lua_State *L) {
     kiln_random local;
     klua_system *sys = kw->current;
     if (sys) {
-        kiln_tick tick = kiln_tick_current(kw->world);
-        if (sys->random_tick != tick) {
+        /* forked again in a frame run again after a restore: it draws the same numbers */
+        kiln_tick tick = kiln_tick_current(kw->world), key = klua_frame_key(kw->world);
+        if (sys->random_tick != key) {
             local = kiln_random_fork(kw->world, sys->name, tick);
             memcpy(sys->random, local.s, sizeof local.s);
-            sys->random_tick = tick;
+            sys->random_tick = key;
         }
         memcpy(local.s, sys->random, sizeof local.s);
         r = &local;

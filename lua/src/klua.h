@@ -192,7 +192,7 @@ struct klua_world {
     char budget_what[KILN_MAX_NAME + 24]; /* "system 'name'", for the message */
     int64_t frame_limit;       /* a mod's view: instructions all its system runs of one frame
                                 * may take together (0: no such limit) */
-    int64_t frame_used;        /* of the frame at frame_tick */
+    int64_t frame_used;        /* of the frame at frame_tick (a klua_frame_key) */
     kiln_tick frame_tick;
     bool frame_capped;         /* the entry armed now got what was left of the frame's */
     int64_t row_cost;          /* while each-rows of a bounded callback run: charged per row
@@ -565,6 +565,12 @@ KLUA_HIDDEN const char *klua_console_overdue(lua_State *L);
 /* Whether a console statement runs on L's state now (its hook counts, charges and times
  * everything: a budget armed inside it would replace that hook, so none is). */
 KLUA_HIDDEN bool klua_console_active(lua_State *L);
+
+/* What per-frame books are kept by: the tick, made new by each time a snapshot restore took
+ * the tick back (a frame run again after a restore is a new frame: its budget was spent). */
+static inline kiln_tick klua_frame_key(const kiln_world *world) {
+    return kiln_tick_current(world) + (kiln_tick_epoch(world) << 40);
+}
 
 /* ---- budget.c: the instruction budget of one entry into Lua code ----
  * While armed on a state, a count hook charges the instructions of every thread of that

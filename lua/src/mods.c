@@ -594,7 +594,10 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     commit_result committed = ok ? commit_systems(mod) : COMMIT_UNDONE;
     if (!ok || committed != COMMIT_OK) {
         klua_mod_load_undo(mod, world);
-        for (int64_t i = 0; i < mod->load_spawn_count; i++) kiln_despawn(world, mod->load_spawns[i]);
+        /* its own only: host code it called (a granted function restoring a snapshot) may have
+         * given one of those handles to an entity of the host's */
+        for (int64_t i = 0; i < mod->load_spawn_count; i++)
+            if (kiln_has(world, mod->load_spawns[i], mod->tag)) kiln_despawn(world, mod->load_spawns[i]);
         /* the components this attempt registered belong to no mod now: off every entity */
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
             if (mod->declared_first[i] && !mod->declared_event[i] && !klua_host_declared(mods->kw, mod->declared[i]))

@@ -6,7 +6,7 @@
  * ends, so the tag query does not count them yet: they are counted as pending until the tick
  * changes or the world is seen undeferred (a frame is one deferred section, its tick one). */
 int64_t klua_mod_pending_spawns(klua_mod *mod, kiln_world *world) {
-    kiln_tick now = kiln_tick_current(world);
+    kiln_tick now = klua_frame_key(world);
     if (!kiln_is_deferred(world) || mod->pending_tick != now) {
         mod->pending_spawns = mod->pending_bytes = 0;
         mod->pending_tick = now;
@@ -77,7 +77,7 @@ int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
         if (info.size && kiln_resource_has(world, mod->declared[k])) held += (int64_t)info.stride;
     }
     klua_mod_pending_spawns(mod, world); /* (forgets what landed) */
-    kiln_tick now = kiln_tick_current(world);
+    kiln_tick now = klua_frame_key(world);
     if (mod->event_tick != now) {
         mod->event_bytes = 0;
         mod->event_tick = now;
@@ -104,7 +104,7 @@ void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t
 void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
     klua_mods *mods = mod->mods;
     kiln_world *world = mods->kw->world;
-    kiln_tick now = kiln_tick_current(world);
+    kiln_tick now = klua_frame_key(world);
     bool deferred = kiln_is_deferred(world);
     kiln_world_stats st;
     kiln_world_stats_get(world, &st);

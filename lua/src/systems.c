@@ -527,6 +527,11 @@ static int w_progress(lua_State *L) {
     if (kw->closed) luaL_error(L, "attempt to use a closed world");
     if (kw->current || kiln_is_deferred(kw->world))
         klua_fail(L, "world:progress", "cannot run the schedule from inside a system, a query loop or a deferred section");
+    /* host code a mod reaches (a granted function, the log) runs inside that mod's entry: a
+     * frame there ran other mods' systems as part of a loading top level, whose failure took
+     * their changes back */
+    if (kw->guest_depth > 0)
+        klua_fail(L, "world:progress", "cannot run the schedule while a mod's code or a mods call runs");
     kiln_schedule *sched = klua_schedule(L, kw);
     if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* as above */
     lua_settop(L, 1);

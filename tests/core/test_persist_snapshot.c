@@ -128,7 +128,9 @@ KILN_TEST(snapshot, restore_gives_back_handles_values_ticks_resources_and_future
     kiln_entity next_before;
     /* what would be spawned next, seen through a second snapshot taken and restored at once */
     ck_assert_int_eq(kiln_spawn(a.world, &next_before), KILN_OK);
+    ck_assert_uint_eq(kiln_tick_epoch(a.world), 0);
     ck_assert_int_eq(kiln_snapshot_restore(a.world, snap), KILN_OK);
+    ck_assert_uint_eq(kiln_tick_epoch(a.world), 1); /* a tick seen again is a new frame */
     ck_assert_uint_eq(kiln_world_hash(a.world), before);
     /* mess the world up: despawn, spawn, change values, resources and the tick */
     ck_assert_int_eq(kiln_despawn(a.world, a.e[2]), KILN_OK);

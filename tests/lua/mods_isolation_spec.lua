@@ -313,4 +313,21 @@ print(a == math.random(10) and b == math.random(1, 6), pcall(world.random, world
         assert.are.equal(clean, rolled)
         assert.are.same({"true\tfalse\tbad argument #1 to 'world:random' (interval is empty)"}, mods:log("roller"))
     end)
+
+    it("counts the record of each event it emits, an event without fields too", function()
+        -- an event without fields counted nothing, while each emit held a 32-byte record in
+        -- the system's buffer: a mod's systems emitting them in a loop held 220 MB of the
+        -- host's memory a frame under a 1 MiB world_memory
+        local w, mods = M.host{world_memory = 64000}
+        assert(mods:load(M.write(M.folder(), "pinger.lua", [[
+world:event("Tick")
+world:system{name = "pings", run = function()
+    local n = 0
+    local ok, err = pcall(function() while true do world:emit("Tick") n = n + 1 end end)
+    print(n, err)
+end}
+]])))
+        M.frames(w, 1)
+        assert.matches("^2000\t.*world:emit would take 32 more, past its limit of 64000", mods:log("pinger")[1])
+    end)
 end)

@@ -519,6 +519,65 @@ describe("a red-team mod", function()
                          mods:log("namer")[1])
     end)
 
+    it("cannot have the host run a frame inside its top level or its systems", function()
+        -- a granted function calling w:progress ran other mods' systems inside a loading top
+        -- level, whose failure then took their changes back and refused their despawns
+        local dir = M.folder()
+        local w, mods
+        w, mods = M.host{allow = {frame = function() w:progress(0) end}}
+        M.write(dir, "framer.lua", [[
+            print(pcall(frame))
+            world:system{name = "framing", run = function() print(pcall(frame)) end}
+        ]])
+        assert(mods:load(dir .. "/framer.lua"))
+        assert(w:progress(1 / 60))
+        assert.are.same({
+            "false\tthe host: world:progress: cannot run the schedule while a mod's code or a mods call runs",
+            "false\tthe host: world:progress: cannot run the schedule from inside a system, a query loop or a " ..
+                "deferred section",
+        }, mods:log("framer"))
+    end)
+
+    it("runs a frame again after a host's restore with a fresh budget and the same random numbers", function()
+        -- the per-frame books were kept by the tick, which a restore takes back: the frame run
+        -- again inherited the instructions spent the first time and failed, and a system's
+        -- random stream went on instead of starting again
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 200000, frame_instructions = 300000}
+        M.write(dir, "worker.lua", [[
+            for _, name in ipairs{"work1", "work2"} do
+                world:system{name = name, run = function() local x = 0 for i = 1, 60000 do x = x + i end end}
+            end
+        ]])
+        assert(mods:load(dir .. "/worker.lua"))
+        local drawn = {}
+        w:system{name = "roller", run = function(ww) drawn[#drawn + 1] = ww:random(1000000) end}
+        assert(w:progress(1 / 60))
+        local snap = w:snapshot()
+        assert(w:progress(1 / 60))
+        w:restore(snap)
+        local ok, failures = w:progress(1 / 60)
+        assert.is_true(ok, failures and failures[1] and failures[1].message)
+        assert.are.equal(drawn[2], drawn[3])
+    end)
+
+    it("takes back only its own spawns when host code it called gave one's handle to the host", function()
+        -- a failed top level despawned every handle it had spawned: a granted function that
+        -- restored a snapshot and spawned gave the host an entity with one of those handles
+        local dir = M.folder()
+        local w, mods, snap, hosts
+        w, mods = M.host{allow = {rollback = function()
+            w:restore(snap)
+            hosts = w:spawn{Position = {x = 9, y = 9}}
+        end}}
+        snap = w:snapshot()
+        M.write(dir, "undoer.lua", 'local mine = world:spawn{} rollback() error("boom", 0)')
+        local ok, err = mods:load(dir .. "/undoer.lua")
+        assert.is_nil(ok)
+        assert.are.equal("mod 'undoer': boom", err)
+        assert.is_true(w:is_alive(hosts))
+    end)
+
     it("cannot make the table library loop to what a __len metamethod answers", function()
         -- table.insert, remove, sort and concat were charged by the raw length and ran to #t:
         -- a __len answering 2^26 over C metamethods ran 14 s in C, past every hook

@@ -278,6 +278,7 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
             memcpy(kiln_resource_get(world, snap->resources[k].id), snap->resources[k].value, snap->resources[k].size);
     world->structure_version++; /* rows came and went: what was counted before is stale */
     world->tick = snap->tick; /* every row is the snapshot's: its ticks count from its base */
+    world->tick_epoch++;
     world->tick_base = snap->tick_base;
     pz_names_invalidate(world);
     kl_transform_links_invalidate(world);
