@@ -220,8 +220,13 @@ bool klua_budget_watch_report(void *ud, int64_t units) {
     klua_budget_watch *w = ud;
     w->steps += (double)units * w->steps_per_unit;
     double left = klua_budget_left(w->L);
+    const char *overdue = NULL;
     if (left >= 0 && w->steps > left) w->stopped = true;
     else if (klua_budget_late(w->L, w->late, sizeof w->late)) w->stopped = w->timed_out = true;
+    else if ((overdue = klua_console_overdue(w->L))) { /* a console statement's own clock */
+        snprintf(w->late, sizeof w->late, "%s", overdue);
+        w->stopped = w->timed_out = true;
+    }
     return !w->stopped;
 }
 

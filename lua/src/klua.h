@@ -597,7 +597,7 @@ KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
 /* A long C call's watch (a kiln_save_desc.progress) under the budget armed on L's state: it
  * counts steps_per_unit steps a unit reported and stops the call (false) once they would pass
- * what is left of the budget or the entry is past its time limit. It never raises (it runs
+ * what is left of the budget or the entry (or a console statement) is past its time limit. It never raises (it runs
  * inside kiln's code); after the call, klua_budget_watch_end raises why it stopped the call, or
  * charges the steps. With no budget armed it stops nothing and charges nothing. */
 typedef struct klua_budget_watch {
