@@ -550,7 +550,10 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         goto fail;
     }
     if (previous) {
+        /* its entities are the previous version's, counted against its limits from the top
+         * level on (a reload counting only its own spawns could add a whole limit each time) */
         mod->tag = previous->tag;
+        mod->spawned = previous->spawned;
     } else {
         char tag_name[KILN_MAX_NAME + 1];
         snprintf(tag_name, sizeof tag_name, "kiln.mod.%.*s", KLUA_MOD_NAME_MAX, mod->name);
@@ -611,7 +614,6 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     mod->previous = NULL;
     mod->staged_count = 0;
     mod->load_spawn_count = 0;
-    if (previous) mod->spawned = previous->spawned;
     return mod;
 fail:
     snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);

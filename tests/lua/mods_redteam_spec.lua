@@ -578,6 +578,26 @@ describe("a red-team mod", function()
         assert.is_true(w:is_alive(hosts))
     end)
 
+    it("counts what it holds from before against a reload's top level", function()
+        -- a reload's top level counted only its own spawns: each reload, or poll of an edited
+        -- file, added a whole entities and world_memory limit (100 entities under 10)
+        local dir = M.folder()
+        local w, mods = M.host{entities = 10}
+        assert(mods:load(M.write(dir, "greedy.lua", [[
+            local n = 0
+            while pcall(world.spawn, world, {}) do n = n + 1 end
+            print(n)
+        ]])))
+        for _ = 1, 3 do assert(mods:reload("greedy")) end
+        assert.are.same({"10", "0", "0", "0"}, mods:log("greedy"))
+        assert.are.equal(10, M.info(mods, "greedy").entities)
+        -- nor may the host name a component after a mod's tag (the mod's unload took the
+        -- host's entities that carried it)
+        local ok, err = pcall(w.component, w, "kiln.mod.greedy")
+        assert.is_false(ok)
+        assert.matches("names starting 'kiln.mod.' tag the entities of mods", err)
+    end)
+
     it("cannot make the table library loop to what a __len metamethod answers", function()
         -- table.insert, remove, sort and concat were charged by the raw length and ran to #t:
         -- a __len answering 2^26 over C metamethods ran 14 s in C, past every hook
