@@ -338,7 +338,6 @@ describe("a red-team mod", function()
         w:event("Hit", "int32_t n;")
         local a = w:spawn{Position = {x = 1, y = 1}, Health = {hp = 100}}
         local b = w:spawn{Position = {x = 5, y = 5}}
-        local function handle(e) return string.format("%dv%d", e % 4294967296, math.floor(e / 4294967296)) end
         local function mod_text(tail)
             return string.format([[
                 local a, b = %d, %d
@@ -373,10 +372,10 @@ describe("a red-team mod", function()
         M.write(dir, "keeper.lua", mod_text(""))
         assert(mods:load(dir .. "/keeper.lua"))
         assert.are.same({
-            "false\tworld:despawn: a mod's top level may despawn only its own entities (entity " .. handle(a) ..
+            "false\tworld:despawn: a mod's top level may despawn only its own entities (entity " .. kiln.handle(a) ..
                 " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
             "false\tworld:remove: a mod's top level may remove from others' entities only the components it " ..
-                "registers (entity " .. handle(a) .. " is not mod 'keeper''s, and a failed load could not " ..
+                "registers (entity " .. kiln.handle(a) .. " is not mod 'keeper''s, and a failed load could not " ..
                 "put the value back); do it from a system",
         }, mods:log("keeper"))
         assert.are.equal(3, w:get(b, "Health").hp)
@@ -394,7 +393,6 @@ describe("a red-team mod", function()
         local a = w:spawn{Position = {x = 1, y = 1}}
         local b = w:spawn{}
         w:set_parent(b, a) -- a's own child goes down with it
-        local function handle(e) return string.format("%dv%d", e % 4294967296, math.floor(e / 4294967296)) end
         local function mod_text(tail)
             return string.format([[
                 local root = world:spawn{}
@@ -420,7 +418,7 @@ describe("a red-team mod", function()
         assert(mods:load(dir .. "/keeper.lua"))
         assert.are.same({
             "false\tworld:despawn_recursive: a mod's top level may despawn only its own entities (entity " ..
-                handle(a) .. " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
+                kiln.handle(a) .. " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
             "true",
         }, mods:log("keeper"))
         assert.are.equal(count + 2, w:count()) -- root and mid stay, a under them
