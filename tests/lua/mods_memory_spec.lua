@@ -6,6 +6,7 @@
 -- memory and lands none of its structural changes or events (writes made in place stay, as
 -- documented); a run that did not fail landed all of them.
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+local kiln = require "kiln"
 
 local LIMIT = 262144 -- the smallest memory a mod may be given: the padding needed stays small
 
@@ -162,5 +163,49 @@ world:system{name = "rows", writes = {"Seed"}, query = {"Seed"},
         assert.is_true(M.info(mods, "hoard").memory <= LIMIT)
         for _, e in ipairs(M.entities_with(w, "Seed")) do assert.are.equal(100, w:get(e, "Seed").v) end
         assert.are.equal(3000, #M.entities_with(w, "Seed"))
+    end)
+end)
+
+describe("a mod's top level despawning a tree at its memory limit", function()
+    after_each(M.cleanup)
+
+    -- despawn_recursive at a top level first lists the tree (to ask that every entity in it is
+    -- the mod's own) in the mod's memory. Refused there, it must despawn nothing: the tree is
+    -- whole, and the same call with a little more room takes all of it.
+    local TREE = [[
+local root = world:spawn{}
+for i = 1, 3000 do world:set_parent(world:spawn{}, root) end
+local pads = {}
+local function fill(n) pads[#pads + 1] = string.rep("x", n) .. #pads end -- (unique: LuaJIT interns all)
+while pcall(fill, 4000) do end
+while pcall(fill, 40) do end
+for i = 1, %d do pads[#pads] = nil end -- the room left, 40-odd bytes at a time
+collectgarbage()
+local ok, err = pcall(world.despawn_recursive, world, root)
+pads = nil
+collectgarbage()
+local left = world:is_alive(root) and #world:children(root) or 0
+print(tostring(ok), tostring(err), left)
+]]
+
+    it("lands the whole despawn or none of it", function()
+        local dir = M.folder()
+        local seen = {["true"] = 0, ["false"] = 0}
+        for room = 0, 420, 4 do
+            local w = kiln.world{transforms = true}
+            local mods = kiln.mods(w, {memory = 1048576})
+            local count = w:count()
+            assert(mods:load(M.write(dir, "tree.lua", TREE:format(room))))
+            local ok, err, left = mods:log("tree")[1]:match("^(%a+)\t(.-)\t(%d+)$")
+            seen[ok] = seen[ok] + 1
+            if ok == "true" then
+                assert.are.same({"nil", "0", count}, {err, left, w:count()})
+            else
+                assert.are.same({"not enough memory", "3000", count + 3001}, {err, left, w:count()})
+            end
+            mods:close()
+            w:close()
+        end
+        assert.is_true(seen["true"] > 10 and seen["false"] > 10, seen["true"] .. " landed, " .. seen["false"] .. " refused")
     end)
 end)

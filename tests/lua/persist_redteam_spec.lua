@@ -261,4 +261,32 @@ describe("persist red team", function()
             assert.is_truthy(msg:find("truncated", 1, true), n .. " bytes: " .. msg)
         end
     end)
+    -- A host's Lua system under an instruction budget (kiln.world{instructions = N}) pays for
+    -- a JSON save's C work as a mod does: 1024 steps a unit of the writer's progress. The save
+    -- stops part way, returns nothing and writes no file; a binary save, charged nothing, runs.
+    it("a JSON save inside a budgeted host system is charged, and stops with no file left", function()
+        local w = H.world({instructions = 200000})
+        for i = 1, 20000 do w:spawn{Position = {x = i, y = -i}, Health = {hp = i, max = i}} end
+        local path = os.tmpname()
+        os.remove(path)
+        local saved = {}
+        w:system{name = "saver", exclusive = true, run = function(world)
+            saved.binary = #world:save()
+            saved.ok, saved.err = pcall(world.save, world, {format = "json"})
+            saved.file_ok, saved.file_err = pcall(world.save, world, path, {format = "json"})
+        end}
+        local ok, failures = w:progress(0)
+        assert.is_true(ok, failures and failures[1] and failures[1].message)
+        assert.is_true(saved.binary > 20000 * 16)
+        for _, key in ipairs{"", "file_"} do
+            assert.is_false(saved[key .. "ok"])
+            assert.matches("world:save could take [%d.e+]+ steps, past what is left of the budget of system " ..
+                           "'saver'", saved[key .. "err"])
+        end
+        assert.is_nil(io.open(path, "rb"), "a stopped save left a file")
+        local json = w:save{format = "json"} -- outside the system, unbudgeted, it runs whole
+        local w2 = H.world()
+        w2:load(json)
+        assert.are.equal(20000, w2:count())
+    end)
 end)
