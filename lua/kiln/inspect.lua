@@ -34,11 +34,11 @@ local QUOTE_MAX = 200                 -- user text quoted in a message is cut he
 
 -- ---- argument checks, in the binding's words ------------------------------------------
 
--- The type name luaL_typeerror would use: a class's __name, else the Lua type.
+-- The type name luaL_typeerror would use: a class's __name, else the Lua type. Read from the
+-- real metatable: what getmetatable shows may be a view (a script cannot rename a class).
+local class_name = layer.class_name
 local function typename(v)
-  local mt = getmetatable(v)
-  local name = type(mt) == "table" and rawget(mt, "__name") or nil
-  return type(name) == "string" and name or type(v)
+  return class_name(v) or type(v)
 end
 
 -- At most QUOTE_MAX bytes of s, cut before a UTF-8 character, with "..." when cut.

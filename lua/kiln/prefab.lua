@@ -12,6 +12,9 @@ local MAX_DEPTH = 64
 
 local Prefab = {__name = "kiln.Prefab"}
 Prefab.__index = Prefab
+-- getmetatable(prefab) shows a read-only view: no script can change spawn for the others
+Prefab.__metatable = layer.public_meta("kiln.Prefab", Prefab)
+local metatable = layer.metatable
 
 -- Notes the entity fields of one node's value that hold node numbers (1 .. 2^32 - 1: no live
 -- handle is that small, so such a number names a node, as in a C desc or a JSON prefab) in
@@ -72,6 +75,9 @@ local function check_def(w, def, path, depth, state)
   for name, fields in pairs(comps) do
     if type(name) ~= "string" or not w:component_info(name) then
       error(string.format("%s.components: unknown component '%s'", path, bounded(tostring(name))), 0)
+    end
+    if name == "Parent" then -- as the JSON form: a Parent value would move the copies elsewhere
+      error(path .. ".components: component 'Parent' is given by the tree (children, parent), not as a component", 0)
     end
     if w:component_info(name).kind == "data" then fields = copy_fields(fields, 1) end
     copy.components[name] = fields
@@ -157,7 +163,7 @@ end
 
 --- prefab:spawn([count]) -> the root (count nil) or a list of count roots.
 function Prefab:spawn(count)
-  if getmetatable(self) ~= Prefab then
+  if metatable(self) ~= Prefab then
     error(string.format("calling 'prefab:spawn' on bad self (kiln.Prefab expected, got %s)", typename(self)), 2)
   end
   local n = count == nil and 1 or tointeger(count)

@@ -343,6 +343,9 @@ KLUA_HIDDEN void klua_check_keys(lua_State *L, int idx, int arg, const char *fna
  * upvalue KLUA_UPV_META) and the metamethods; leaves nothing on the stack. */
 KLUA_HIDDEN void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
                                  const luaL_Reg *metamethods);
+/* Pushes the table getmetatable shows for class tname, {__name = tname, __index = a read-only
+ * view of the methods table at methods_idx}. */
+KLUA_HIDDEN void klua_push_public_meta(lua_State *L, const char *tname, int methods_idx);
 /* Adds methods to the __index table of the existing class tname (same upvalue rule). */
 KLUA_HIDDEN void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods);
 

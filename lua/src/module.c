@@ -26,6 +26,27 @@ static int layer_is_query(lua_State *L) {
     return 1;
 }
 
+/* layer.class_name(v): the __name of v's real metatable (what getmetatable shows a script
+ * may be a public view), or nil. */
+static int layer_class_name(lua_State *L) {
+    if (!lua_getmetatable(L, 1)) return 0;
+    lua_pushliteral(L, "__name");
+    lua_rawget(L, -2);
+    return lua_type(L, -1) == LUA_TSTRING ? 1 : 0;
+}
+
+/* layer.metatable(v): v's real metatable, or nil (a class in Lua tells its own objects by it). */
+static int layer_metatable(lua_State *L) {
+    return lua_getmetatable(L, 1) ? 1 : 0;
+}
+
+/* layer.public_meta(name, methods): the read-only table a class in Lua sets as __metatable. */
+static int layer_public_meta(lua_State *L) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    klua_push_public_meta(L, luaL_checkstring(L, 1), 2);
+    return 1;
+}
+
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     klua_compat_remember_main(L);
@@ -58,6 +79,12 @@ int luaopen_kiln(lua_State *L) {
     int layer = lua_gettop(L);
     lua_pushcfunction(L, layer_is_query);
     lua_setfield(L, layer, "is_query");
+    lua_pushcfunction(L, layer_class_name);
+    lua_setfield(L, layer, "class_name");
+    lua_pushcfunction(L, layer_metatable);
+    lua_setfield(L, layer, "metatable");
+    lua_pushcfunction(L, layer_public_meta);
+    lua_setfield(L, layer, "public_meta");
     klua_open_session_layer(L, layer); /* layer.run_answer, answer..., for lua/kiln/repl.lua */
     klua_jit_open_views(L, layer); /* LuaJIT only: layer.views, for lua/kiln/ffi.lua */
     klua_jit_open_spawn(L, layer); /* LuaJIT only: layer.spawn, for lua/kiln/ffi_spawn.lua */

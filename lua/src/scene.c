@@ -443,6 +443,8 @@ static int w_export(lua_State *L) {
     const char *fname = "world:export";
     static const char *const keys[] = {"name", NULL};
     if (kw->host) klua_fail(L, fname, "a mod cannot export the host's world");
+    if (kw->current && !kw->current->exclusive) /* (the access guard would abort on the first read) */
+        klua_fail(L, fname, "system '%s' is not exclusive: an export reads every component", kw->current->name);
     /* (arguments 2 and 3 are there, padded: no lua_settop below them, see world:load) */
     kiln_export_desc d = {0};
     if (!lua_isnil(L, 2)) {

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "kiln_persist.h"
 #include "klua.h"
 
 static const struct {
@@ -147,6 +148,46 @@ static void refuse_hiding(lua_State *L, const char *name, const char *fname) {
                   "remove the resource first (world:resource(name, nil))", klua_quote(L, name, strlen(name)));
 }
 
+/* kiln's own components, which world:name and world:seed register on first use. A mod
+ * declaring one the world does not have yet registers kiln's first, so that another layout
+ * fails at the declaration instead of taking the name from the host for good (its
+ * world:seed, world:random and world:name would raise ever after, the mod unloaded or not).
+ * The host's scripts may define such a name as their own; world:name or world:seed then
+ * raise naming the layout. Name carries a check hook no schema gives: the schema of its
+ * layout declares kiln's own (true, *id set). */
+static bool kilns_own(lua_State *L, klua_world *kw, const char *name, const kiln_component_desc *d,
+                      const char *fname, uint32_t *id) {
+    if (!kw->host) return false;
+    bool exists = kiln_component_lookup(kw->world, name) != 0;
+    bool seed = strcmp(name, "RandomSeed") == 0;
+    if (seed || strcmp(name, "RandomState") == 0) {
+        if (!exists && kiln_random_init(kw->world) != KILN_OK) klua_fail_world(L, kw->world, fname);
+        kiln_component_info info;
+        kiln_component_info_get(kw->world, kiln_component_lookup(kw->world, name), &info);
+        if (info.size != (seed ? 8u : 32u) || info.field_count != 1 || info.fields[0].type != KILN_TYPE_UINT64 ||
+            strcmp(info.fields[0].name, seed ? "seed" : "s") != 0)
+            return false; /* the host's own: the usual rules */
+        bool same = d->size == info.size && d->align == info.align && d->field_count == 1 && !d->destroy &&
+                    d->fields[0].type == KILN_TYPE_UINT64 &&
+                    (d->fields[0].count ? d->fields[0].count : 1) == (info.fields[0].count ? info.fields[0].count : 1) &&
+                    strcmp(d->fields[0].name, info.fields[0].name) == 0;
+        if (!same)
+            klua_fail(L, fname, "'%s' is kiln's own component (the generator of world:seed and world:random); "
+                      "declare it as \"%s\" or leave it to world:seed", name, seed ? "uint64_t seed;" : "uint64_t s[4];");
+        return false; /* the register below finds it */
+    }
+    if (strcmp(name, "Name") != 0) return false;
+    bool same = d->size == sizeof(kiln_name) && d->field_count == 1 && !d->destroy &&
+                d->fields[0].type == KILN_TYPE_CHAR && d->fields[0].count == KILN_NAME_MAX + 1 &&
+                strcmp(d->fields[0].name, "text") == 0;
+    if (!same && exists) return false; /* the host's own Name: the usual rules */
+    if (!same)
+        klua_fail(L, fname, "'Name' is kiln's own component (the names of world:name); declare it as "
+                  "\"char text[%d];\" or leave it to world:name", KILN_NAME_MAX + 1);
+    if (kiln_name_init(kw->world, id) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    return true;
+}
+
 uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname) {
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "name");
     size_t name_len;
@@ -188,12 +229,15 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
         d.fields = fields;
         d.field_count = n;
     }
-    uint32_t id;
+    uint32_t id = 0;
     kiln_result r;
+    bool own = !event && kilns_own(L, kw, name, &d, fname, &id);
     bool existed = event ? kiln_event_lookup(kw->world, name).id != 0 : kiln_component_lookup(kw->world, name) != 0;
     if (!event && !lua_valued && !existed) refuse_hiding(L, name, fname);
     if (kw->mod_hooks) kw->mod_hooks->before_declare(L, kw, name, event, existed);
-    if (event) {
+    if (own) {
+        r = KILN_OK;
+    } else if (event) {
         kiln_event_type type = {0};
         r = kiln_event_register(kw->world, &d, &type);
         id = type.id;

@@ -131,25 +131,31 @@ static int readonly_pairs(lua_State *L) {
 /* Pushes what getmetatable(obj) shows scripts: {__name =, __index = a read-only view of the
  * methods}. The real metatable (and its __gc, __close) stays out of reach (setmetatable is
  * refused too), so no script can collect an object early or change a class's methods for
- * everyone; only code holding the debug library sees the real one. */
-static void push_public_meta(lua_State *L, const char *tname, int methods_idx) {
-    methods_idx = lua_absindex(L, methods_idx);
-    lua_createtable(L, 0, 2);
-    lua_pushstring(L, tname);
-    lua_setfield(L, -2, "__name");
-    lua_newtable(L); /* the view: empty, reads and iteration reach the methods */
+ * everyone; only code holding the debug library sees the real one. What the table itself
+ * says (its __name) kiln never reads: it reads the real metatable (layer.class_name). */
+static void push_readonly(lua_State *L, const char *tname, int fields_idx) {
+    fields_idx = lua_absindex(L, fields_idx);
+    lua_newtable(L); /* empty: reads and iteration reach the fields */
     lua_createtable(L, 0, 4);
-    lua_pushvalue(L, methods_idx);
+    lua_pushvalue(L, fields_idx);
     lua_setfield(L, -2, "__index");
     lua_pushstring(L, tname);
     lua_pushcclosure(L, readonly_newindex, 1);
     lua_setfield(L, -2, "__newindex");
-    lua_pushvalue(L, methods_idx);
+    lua_pushvalue(L, fields_idx);
     lua_pushcclosure(L, readonly_pairs, 1);
     lua_setfield(L, -2, "__pairs");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
+}
+
+void klua_push_public_meta(lua_State *L, const char *tname, int methods_idx) {
+    methods_idx = lua_absindex(L, methods_idx);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, tname);
+    lua_setfield(L, -2, "__name");
+    push_readonly(L, tname, methods_idx);
     lua_setfield(L, -2, "__index");
 }
 
@@ -243,7 +249,7 @@ void klua_createmeta(lua_State *L, const char *tname, const luaL_Reg *methods,
     lua_newtable(L);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__index");
-    push_public_meta(L, tname, -1);
+    klua_push_public_meta(L, tname, -1);
     lua_setfield(L, -3, "__metatable");
     lua_pop(L, 2);
     if (methods) klua_addmethods(L, tname, methods);

@@ -519,7 +519,8 @@ static int progress_result(lua_State *L) {
 
 static int w_progress(lua_State *L) {
     klua_world *kw = klua_self_plain(L); /* systems run Lua: the collector keeps running */
-    lua_Number dt = luaL_optnumber(L, 2, 0.0);
+    if (!lua_isnoneornil(L, 2) && !lua_isnumber(L, 2)) klua_typeerror(L, 2, "world:progress", "number");
+    lua_Number dt = lua_isnoneornil(L, 2) ? 0.0 : lua_tonumber(L, 2);
     if (kw->host) klua_fail(L, "world:progress", "a mod cannot run the schedule; the host runs the frames");
     /* Loops no thread can end any more (left suspended in a coroutine) end here. */
     if (!kw->current) klua_query_close_loops(L, kw, NULL, true);

@@ -30,6 +30,7 @@ describe("argument errors", function()
         shape("bad argument #1 to 'world:spawn' %(unknown component 'Nope'%)", function() w:spawn{Nope = {}} end)
         shape("bad argument #1 to 'world:emit' %(unknown event 'Boom'%)", function() w:emit("Boom") end)
         shape("bad argument #1 to 'kiln.world' %(table expected, got string%)", function() kiln.world("x") end)
+        shape("bad argument #1 to 'world:progress' %(number expected, got table%)", function() w:progress({}) end)
         shape("bad argument #1 to 'commands:despawn' %(entity or placeholder expected, got string%)",
               function() kiln.commands():despawn("7") end)
     end)

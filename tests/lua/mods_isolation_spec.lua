@@ -2,6 +2,7 @@
 -- host, other mods) rather than to the host's CPU, found by a second red-team pass. Each case
 -- is a mod that got past a per-frame or per-mod book before its fix.
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+local kiln = require "kiln"
 
 describe("an isolated mod", function()
     after_each(M.cleanup)
@@ -329,5 +330,52 @@ end}
 ]])))
         M.frames(w, 1)
         assert.matches("^2000\t.*world:emit would take 32 more, past its limit of 64000", mods:log("pinger")[1])
+    end)
+end)
+
+describe("kiln's own components, declared by a mod before the host used them", function()
+    after_each(M.cleanup)
+
+    -- Name, RandomSeed and RandomState are registered on the first world:name or world:seed.
+    -- A mod that declared them first with layouts of its own took the names for good: from
+    -- then on the host's world:seed, world:random and world:name raised, even after an unload.
+    it("cannot take their names: another layout is refused, the same one shares kiln's", function()
+        local w, mods = M.host()
+        local e = w:spawn()
+        assert(mods:load(M.write(M.folder(), "squat.lua", [[
+print(pcall(world.component, world, "RandomState", "double s[4];"))
+print(pcall(world.component, world, "RandomSeed", "int64_t seed;"))
+print(pcall(world.component, world, "Name", "char name[64];"))
+print(pcall(world.component, world, "Name", "lua"))
+print(select("#", world:component("RandomState", "uint64_t s[4];")), world:component("Name", "char text[64];") > 0)
+]])))
+        local own = "world:component: '%s' is kiln's own component (%s); declare it as \"%s\" or leave it to %s"
+        local gen = "the generator of world:seed and world:random"
+        assert.are.same({
+            "false\t" .. own:format("RandomState", gen, "uint64_t s[4];", "world:seed"),
+            "false\t" .. own:format("RandomSeed", gen, "uint64_t seed;", "world:seed"),
+            "false\t" .. own:format("Name", "the names of world:name", "char text[64];", "world:name"),
+            "false\tbad argument #2 to 'world:component' (a mod cannot define Lua-valued components (each mod " ..
+                "has its own Lua state); give Name a C schema)",
+            "1\ttrue",
+        }, mods:log("squat"))
+        assert(mods:unload("squat"))
+        w:seed(42)
+        local first = w:random(1000000)
+        w:seed(42)
+        assert.are.equal(first, w:random(1000000))
+        w:name(e, "ship")
+        assert.are.equal(e, w:lookup("ship"))
+        -- the host's own scripts may still give such a name a layout of their own
+        local w2 = kiln.world()
+        w2:component("Name", "char tag[16];")
+        local mods2 = kiln.mods(w2)
+        assert(mods2:load(M.write(M.folder(), "sharer.lua", [[
+print(pcall(world.component, world, "Name", "char text[64];"))
+print(world:component("Name", "char tag[16];") > 0)
+]])))
+        assert.are.same({"false\tworld:component: Name is already registered with a different " ..
+                         "layout or hooks", "true"}, mods2:log("sharer"))
+        mods2:close()
     end)
 end)

@@ -43,6 +43,14 @@ describe("scenes", function()
                  "world:prefab: at children[0].components.Link.target: entity 7 is not in the prefab (1..2, or null)")
         H.raises(function() w:prefab("/no/such/prefab.json") end, "world:prefab: cannot open /no/such/prefab.json")
         H.raises(function() w:prefab(5) end, "bad argument #1 to 'world:prefab'")
+        -- a table def refuses Parent as the JSON form does (it moved every copy under that parent)
+        local count = w:count()
+        for _, def in ipairs{{components = {Position = {}, Parent = {entity = a}}},
+                             {children = {{components = {Parent = {entity = 1}}}}}} do
+            H.raises(function() w:prefab(def) end, "component 'Parent' is given by the tree (children, parent), " ..
+                     "not as a component")
+        end
+        assert.are.equal(count, w:count())
     end)
 
     it("instantiate spawns the scene, its prefabs and links, and returns an instance", function()
@@ -190,6 +198,22 @@ describe("scenes", function()
             assert.truthy(tostring(err):match("^world:instantiate: "), err)
             assert.are.equal(before, w:hash())
         end
+    end)
+
+    -- export reads every component through the core: from a system that did not declare them,
+    -- the access guard aborted the process (a pcall could not catch it)
+    it("export is refused inside a system that is not exclusive, and runs in an exclusive one", function()
+        local w = world()
+        w:instantiate(LEVEL, {prefabs = {ship = w:prefab(SHIP)}})
+        local got = {}
+        w:system{name = "reader", reads = {"Position"}, run = function(world)
+            got.ok, got.err = pcall(world.export, world)
+        end}
+        w:system{name = "whole", exclusive = true, run = function(world) got.text = world:export() end}
+        assert.is_true((w:progress(0)))
+        assert.is_false(got.ok)
+        assert.are.equal("world:export: system 'reader' is not exclusive: an export reads every component", got.err)
+        assert.are.equal(w:export(), got.text)
     end)
 
     it("export writes what instantiate reads, and exporting the copy gives the same text", function()

@@ -32,8 +32,17 @@ describe("kiln.world", function()
         assert.are.equal("function", seen.spawn)
         assert.are.equal("function", seen.query)
         getmetatable(w).__index = {count = function() return -1 end} -- the view, not the class
-        assert.are.equal(0, w:count())
-        assert.are.equal(0, q:count())
+        -- renaming the view renamed the class for kiln's Lua layer (world:prefab then refused
+        -- every world): the layer reads the real metatable
+        getmetatable(w).__name = "evil"
+        local prefab = w:prefab{components = {Position = {}}}
+        getmetatable(prefab).spawn = function() end -- the view, not kiln.Prefab
+        H.raises(function() getmetatable(prefab).__index.spawn = function() end end, "cannot be changed")
+        H.raises(function() setmetatable(prefab, nil) end, "protected metatable")
+        assert.are.equal("kiln.Prefab", getmetatable(prefab).__name)
+        assert.is_true(w:is_alive(prefab:spawn()))
+        assert.are.equal(1, w:count())
+        assert.are.equal(1, q:count())
     end)
 
     it("raises 'attempt to use a closed world' from every method after close", function()

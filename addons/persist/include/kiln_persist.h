@@ -15,8 +15,8 @@ extern "C" {
  *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
  *   kiln_snapshot_bytes,
  *   kiln_world_hash, kiln_name_init, kiln_name_set, kiln_name_get, kiln_name_lookup, kiln_clone,
- *   kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system, kiln_random_next,
- *   kiln_random_double, kiln_random_range,
+ *   kiln_random_init, kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system,
+ *   kiln_random_next, kiln_random_double, kiln_random_range,
  *   kiln_prefab_create, kiln_prefab_load, kiln_prefab_load_file, kiln_prefab_spawn,
  *   kiln_prefab_nodes, kiln_prefab_destroy, kiln_instantiate, kiln_instantiate_file,
  *   kiln_instance_roots, kiln_instance_spawned, kiln_instance_entity, kiln_instance_name,
@@ -274,6 +274,12 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
 typedef struct kiln_random {
     uint64_t s[4];
 } kiln_random;
+
+/* Registers the generator's two resource components, "RandomSeed" and "RandomState"
+ * (idempotent; sets neither resource). The other calls register them on first use; a host
+ * whose scripts may declare components calls this first, so that no other layout can take
+ * those names. Fails when a component of either name has another layout. */
+kiln_result kiln_random_init(kiln_world *world);
 
 /* Seeds the world: its main stream (the "RandomState" resource, so saves, loads, snapshots
  * and the hash carry it) restarts from seed, and every fork depends on it. A world that was

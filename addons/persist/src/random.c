@@ -57,8 +57,11 @@ int64_t kiln_random_range(kiln_random *random, int64_t lo, int64_t hi) {
 static kiln_result ids(kiln_world *world, kiln_component *seed, kiln_component *state, const char *call) {
     static const kiln_field seed_fields[] = {{"seed", KILN_TYPE_UINT64, 0, 0}};
     static const kiln_field state_fields[] = {{"s", KILN_TYPE_UINT64, 0, 4}};
-    kiln_component_desc sd = {.name = "RandomSeed", .size = sizeof(random_seed), .fields = seed_fields, .field_count = 1};
-    kiln_component_desc td = {.name = "RandomState", .size = sizeof(kiln_random), .fields = state_fields, .field_count = 1};
+    /* natural alignment, as a script's schema of the same fields gets: a mod may declare them */
+    kiln_component_desc sd = {.name = "RandomSeed", .size = sizeof(random_seed), .align = _Alignof(random_seed),
+                              .fields = seed_fields, .field_count = 1};
+    kiln_component_desc td = {.name = "RandomState", .size = sizeof(kiln_random), .align = _Alignof(kiln_random),
+                              .fields = state_fields, .field_count = 1};
     kiln_result r = kiln_component_register(world, &sd, seed);
     if (r == KILN_OK) r = kiln_component_register(world, &td, state);
     if (r != KILN_OK) {
@@ -68,6 +71,12 @@ static kiln_result ids(kiln_world *world, kiln_component *seed, kiln_component *
         return kl_fail(world, r, "%s: %s", call, detail ? detail + 2 : msg);
     }
     return KILN_OK;
+}
+
+kiln_result kiln_random_init(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    kiln_component seed_id, state_id;
+    return ids(world, &seed_id, &state_id, "kiln_random_init");
 }
 
 kiln_result kiln_random_seed(kiln_world *world, uint64_t seed) {
