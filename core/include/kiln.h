@@ -432,10 +432,11 @@ typedef struct kiln_query_desc {
     kiln_component optional[KILN_QUERY_MAX_TERMS];
 } kiln_query_desc;
 
-/* Creates a cached query and writes it to dest. It matches the existing archetypes once
- * and then each archetype created later, without rescanning. Fails for unknown or
- * repeated components and for an empty with[] list. Main thread only: a worker system that
- * creates or destroys a query aborts in debug builds (see "Declared access"). */
+/* Creates a cached query and writes it to dest. It matches the existing archetypes once, then
+ * each one made later, and visits them by their component ids, not by when they were made (a
+ * loaded or restored world visits its rows as the original did). Fails for unknown or repeated
+ * components and an empty with[]. Main thread only: a worker system that creates or destroys
+ * a query aborts in debug builds (see "Declared access"). */
 kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc,
                               kiln_query **dest);
 
@@ -577,9 +578,8 @@ kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity);
 kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value);
 
-/* Like kiln_commands_add, with the value's size given, so the component may be registered
- * only before the apply. An apply fails if the world then does not know the component or
- * its size differs. */
+/* Like kiln_commands_add with the value's size given, so the component may be registered
+ * later, before the apply (which fails if the world then lacks it or its size differs). */
 kiln_result kiln_commands_add_sized(kiln_commands *cmd, kiln_entity entity,
                                     kiln_component component, void *value, size_t size);
 

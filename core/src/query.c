@@ -1,7 +1,9 @@
 /* query.c: cached queries and chunk iteration. Invariant: a query's match list holds every
- * archetype of its world that has all with-terms and no without-terms, each exactly once. */
+ * archetype of its world that has all with-terms and no without-terms, each exactly once, in
+ * the canonical order of order_types. */
 #include "query.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "archetype.h"
@@ -35,8 +37,38 @@ static bool matches(const kiln_query *q, const kl_archetype *a) {
     return true;
 }
 
-static void add_match(kiln_query *q, kl_archetype *a) {
-    kl_match *m = &q->matches[q->match_count++];
+/* The canonical order of a query's archetypes: by their sorted component ids (the shorter
+ * list first where one begins the other), not by when they were made. Two worlds holding the
+ * same rows then visit them in the same order though one made an archetype the other never
+ * did: a save loaded into a fresh world makes only those that hold entities, and a restore
+ * keeps the ones made after its snapshot. Ids follow registration order. */
+static int order_types(const kl_archetype *a, const kl_archetype *b) {
+    int32_t n = a->type_count < b->type_count ? a->type_count : b->type_count;
+    for (int32_t i = 0; i < n; i++)
+        if (a->types[i] != b->types[i]) return a->types[i] < b->types[i] ? -1 : 1;
+    return (a->type_count > b->type_count) - (a->type_count < b->type_count);
+}
+
+static int order_matches(const void *a, const void *b) {
+    return order_types(((const kl_match *)a)->arch, ((const kl_match *)b)->arch);
+}
+
+/* Fills m for archetype a; in_order: at its place in the order (archetypes made later than
+ * the query), else at the end (kiln_query_create sorts once after them all). */
+static void add_match(kiln_query *q, kl_archetype *a, bool in_order) {
+    int32_t at = q->match_count;
+    if (in_order) {
+        int32_t lo = 0, hi = q->match_count; /* the first match ordered after a */
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (order_types(q->matches[mid].arch, a) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        at = lo;
+        memmove(&q->matches[at + 1], &q->matches[at], sizeof(kl_match) * (size_t)(q->match_count - at));
+    }
+    q->match_count++;
+    kl_match *m = &q->matches[at];
     m->arch = a;
     int32_t terms = q->with_count + q->optional_count;
     for (int32_t t = 0; t < KL_MAX_COLUMNS; t++) {
@@ -58,7 +90,7 @@ bool kl_queries_reserve(kiln_world *world) {
 void kl_queries_match(kiln_world *world, kl_archetype *arch) {
     for (int32_t i = 0; i < world->query_count; i++) {
         kiln_query *q = world->queries[i];
-        if (matches(q, arch)) add_match(q, arch);
+        if (matches(q, arch)) add_match(q, arch, true);
     }
 }
 
@@ -136,7 +168,8 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_query_create: out of memory");
     }
     for (int32_t a = 0; a < world->archetype_count; a++)
-        if (matches(q, world->archetypes[a])) add_match(q, world->archetypes[a]);
+        if (matches(q, world->archetypes[a])) add_match(q, world->archetypes[a], false);
+    qsort(q->matches, (size_t)q->match_count, sizeof(kl_match), order_matches);
     world->queries[world->query_count++] = q;
     *dest = q;
     return KILN_OK;

@@ -478,3 +478,52 @@ KILN_TEST(ticks, column_tick_of_other_archetypes_is_untouched_by_a_write) {
     ck_assert_int_eq(unchanged_rows, 5);
     kiln_query_destroy(q);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* order                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP(order);
+
+/* The handles a query over A visits in a world that made {A, C} (then emptied it) before
+ * {A, B}, or not: query made before the archetypes (made_late false) or after them. */
+static void visit_order(bool make_ac_first, bool made_late, kiln_entity *got) {
+    kiln_world *world = kiln_world_create(&(kiln_world_desc){0});
+    ck_assert_ptr_nonnull(world);
+    kiln_component a = test_register_tag(world, "A"), b = test_register_tag(world, "B");
+    kiln_component c = test_register_tag(world, "C"), d = test_register_tag(world, "D");
+    kiln_query *q = made_late ? NULL : make_query(world, (kiln_query_desc){.with = {a}});
+    if (make_ac_first) { /* a mispredicted frame, taken back: the archetype stays */
+        kiln_entity x;
+        ck_assert_int_eq(kiln_spawn(world, &x), KILN_OK);
+        ck_assert_int_eq(kiln_add(world, x, a, NULL), KILN_OK);
+        ck_assert_int_eq(kiln_add(world, x, c, NULL), KILN_OK);
+        ck_assert_int_eq(kiln_despawn(world, x), KILN_OK);
+    }
+    kiln_entity e[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(kiln_spawn(world, &e[i]), KILN_OK);
+        ck_assert_int_eq(kiln_add(world, e[i], a, NULL), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_add(world, e[0], d, NULL), KILN_OK); /* {A, D} */
+    ck_assert_int_eq(kiln_add(world, e[1], c, NULL), KILN_OK); /* {A, C} */
+    ck_assert_int_eq(kiln_add(world, e[2], b, NULL), KILN_OK); /* {A, B} */
+    if (made_late) q = make_query(world, (kiln_query_desc){.with = {a}});
+    ck_assert_int_eq(test_query_collect(q, got, 3), 3);
+    for (int i = 0; i < 3; i++) got[i] = kiln_entity_index(got[i]) - kiln_entity_index(e[0]);
+    kiln_query_destroy(q);
+    kiln_world_destroy(world);
+}
+
+/* Archetypes are visited by their component ids, not by when they were made: a world that made
+ * one more (a save loaded afresh makes only those that hold rows, a restore keeps those made
+ * after its snapshot) visits the same rows in the same order. */
+KILN_TEST(order, archetypes_are_visited_by_their_components_not_by_when_they_were_made) {
+    kiln_entity want[3] = {2, 1, 0}; /* {A, B}, {A, C}, {A, D}: ids B < C < D */
+    for (int first = 0; first < 2; first++)
+        for (int late = 0; late < 2; late++) {
+            kiln_entity got[3];
+            visit_order(first, late, got);
+            for (int i = 0; i < 3; i++) ck_assert_uint_eq(got[i], want[i]);
+        }
+}
