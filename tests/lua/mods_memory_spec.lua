@@ -191,7 +191,7 @@ print(tostring(ok), tostring(err), left)
     it("lands the whole despawn or none of it", function()
         local dir = M.folder()
         local seen = {["true"] = 0, ["false"] = 0}
-        for room = 0, 420, 4 do
+        for room = 0, 1000, 10 do
             local w = kiln.world{transforms = true}
             local mods = kiln.mods(w, {memory = 1048576})
             local count = w:count()
