@@ -209,8 +209,10 @@ size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
 
 /* A 64-bit XXH3 hash of the world's logical content: every live entity's handle with its
  * components (by name) and their value bytes, every resource, and the tick. Archetype and row
- * order, component ids and registration order do not change it. Values of components and
- * resources with hooks count by presence only (their bytes are handles to what they own). */
+ * order, component ids and registration order do not change it. Only the bytes a component's
+ * fields cover enter it, never padding; a component registered without fields has no layout to
+ * go by and enters whole, padding included. Values of components and resources with hooks
+ * count by presence only (their bytes are handles to what they own). */
 uint64_t kiln_world_hash(const kiln_world *world);
 
 /* ---- Names ------------------------------------------------------------------------------- */

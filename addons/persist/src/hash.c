@@ -23,44 +23,53 @@ typedef struct hash_column {
     bool entities;         /* has entity fields: references to dead entities hash as null */
     kiln_component_info info;
     int32_t range_count;   /* byte ranges the fields cover (padding never enters a hash) */
-    uint32_t range_at[8], range_len[8];
+    const struct field_range *ranges; /* range_count of them, in offset order */
     uint32_t bytes;        /* bytes of one value that enter the hash */
 } hash_column;
+
+/* One run of bytes some field covers; a value has at most KILN_MAX_FIELDS of them (each field
+ * is one run, and merging only joins runs). */
+typedef struct field_range {
+    uint32_t at, len;
+} field_range;
 
 static int by_name(const void *a, const void *b) {
     return strcmp(((const hash_column *)a)->name, ((const hash_column *)b)->name);
 }
 
-/* The byte ranges of a value its fields cover, merged; the whole value when it has no fields
- * or more than 8 separate ranges. Returns the bytes covered. */
-static uint32_t field_ranges(hash_column *hc) {
+/* Writes to ranges (KILN_MAX_FIELDS of them) the byte ranges of a value its fields cover, in
+ * offset order with overlapping and touching ones merged, and points hc at them; a value without
+ * fields has no layout to go by and is one range, all of it. Returns the bytes covered. */
+static uint32_t field_ranges(hash_column *hc, field_range *ranges) {
     const kiln_component_info *info = &hc->info;
+    hc->ranges = ranges;
     hc->range_count = 1;
-    hc->range_at[0] = 0;
-    hc->range_len[0] = hc->size;
+    ranges[0] = (field_range){0, hc->size};
     if (info->field_count == 0 || hc->size == 0) return hc->size;
-    uint8_t covered[KILN_MAX_FIELDS * 64];
-    if (hc->size > sizeof covered) return hc->size;
-    memset(covered, 0, hc->size);
-    for (int32_t f = 0; f < info->field_count; f++) {
-        const kiln_field *fd = &info->fields[f];
-        memset(covered + fd->offset, 1, kiln_type_size(fd->type) * (fd->count ? fd->count : 1));
-    }
     int32_t n = 0;
-    uint32_t total = 0;
-    for (uint32_t i = 0; i < hc->size;) {
-        if (!covered[i]) { i++; continue; }
-        uint32_t j = i;
-        while (j < hc->size && covered[j]) j++;
-        if (n == 8) { /* too scattered: the whole value */
-            hc->range_count = 1, hc->range_at[0] = 0, hc->range_len[0] = hc->size;
-            return hc->size;
-        }
-        hc->range_at[n] = i, hc->range_len[n] = j - i, n++;
-        total += j - i;
-        i = j;
+    for (int32_t f = 0; f < info->field_count && f < KILN_MAX_FIELDS; f++) {
+        const kiln_field *fd = &info->fields[f];
+        uint64_t at = fd->offset, len = (uint64_t)kiln_type_size(fd->type) * (fd->count ? fd->count : 1);
+        if (at >= hc->size || len == 0) continue; /* registration keeps fields inside the value */
+        if (len > hc->size - at) len = hc->size - at;
+        field_range r = {(uint32_t)at, (uint32_t)len};
+        int32_t k = n++; /* insertion sort: fields are usually declared in offset order already */
+        for (; k > 0 && ranges[k - 1].at > r.at; k--) ranges[k] = ranges[k - 1];
+        ranges[k] = r;
     }
-    hc->range_count = n;
+    if (n == 0) return hc->size; /* no field with bytes: no layout to go by either */
+    int32_t m = 0;
+    uint32_t total = 0;
+    for (int32_t k = 0; k < n; k++) {
+        uint32_t end = ranges[k].at + ranges[k].len;
+        if (m > 0 && ranges[k].at <= ranges[m - 1].at + ranges[m - 1].len) {
+            if (end > ranges[m - 1].at + ranges[m - 1].len) ranges[m - 1].len = end - ranges[m - 1].at;
+        } else {
+            ranges[m++] = ranges[k];
+        }
+    }
+    for (int32_t k = 0; k < m; k++) total += ranges[k].len;
+    hc->range_count = m;
     return total;
 }
 
@@ -176,8 +185,8 @@ static void gather_value(const pz_live *live, const hash_column *hc, const uint8
         v = value;
     }
     for (int32_t k = 0; k < hc->range_count; k++) {
-        memcpy(dst, v + hc->range_at[k], hc->range_len[k]);
-        dst += hc->range_len[k];
+        memcpy(dst, v + hc->ranges[k].at, hc->ranges[k].len);
+        dst += hc->ranges[k].len;
     }
 }
 
@@ -198,7 +207,7 @@ static size_t whole_references(const kiln_component_info *info, size_t at, size_
 static void stream_value(const pz_live *live, XXH3_state_t *st, const hash_column *hc, const uint8_t *v,
                          uint8_t *buf) {
     for (int32_t r = 0; r < hc->range_count; r++) {
-        size_t at = hc->range_at[r], end = at + hc->range_len[r];
+        size_t at = hc->ranges[r].at, end = at + hc->ranges[r].len;
         while (at < end) {
             size_t n = end - at < CHUNK ? end - at : CHUNK;
             if (!hc->entities) {
@@ -299,18 +308,19 @@ static uint64_t hash_archetype(const pz_live *live, const kl_archetype *arch, ha
     }
     qsort(cols, (size_t)n, sizeof *cols, by_name);
     uint64_t signature = 0x6b696c6eull;
-    for (int32_t t = 0; t < n; t++) {
-        signature = XXH3_64bits_withSeed(&cols[t].name_hash, 8, signature);
-        cols[t].bytes = field_ranges(&cols[t]);
-    }
+    for (int32_t t = 0; t < n; t++) signature = XXH3_64bits_withSeed(&cols[t].name_hash, 8, signature);
     row_order order;
     order_open(&order, live, arch);
     XXH3_state_t st;
     XXH3_INITSTATE(&st); /* a seeded reset reads the state's last seed */
     XXH3_64bits_reset_withSeed(&st, signature);
     stream_handles(&st, &order, buf);
-    for (int32_t t = 0; t < n; t++)
-        if (cols[t].size) stream_column(live, &st, &order, &cols[t], buf);
+    field_range ranges[KILN_MAX_FIELDS]; /* one column's at a time */
+    for (int32_t t = 0; t < n; t++) {
+        if (!cols[t].size) continue;
+        cols[t].bytes = field_ranges(&cols[t], ranges);
+        stream_column(live, &st, &order, &cols[t], buf);
+    }
     order_close(&order);
     return XXH3_64bits_digest(&st);
 }
@@ -332,7 +342,8 @@ static uint64_t hash_resources(const pz_live *live) {
         hash_column hc = {.size = c->size};
         kiln_component_info_get(world, id, &hc.info);
         hc.entities = pz_has_entity_fields(&hc.info);
-        hc.bytes = field_ranges(&hc);
+        field_range ranges[KILN_MAX_FIELDS];
+        hc.bytes = field_ranges(&hc, ranges);
         XXH3_state_t st;
         XXH3_INITSTATE(&st);
         XXH3_64bits_reset_withSeed(&st, seed);
