@@ -412,7 +412,7 @@ function Session:command(line)
     return answer(text, w.save, w, rest, {format = rest:match("%.json$") and "json" or "binary"})
   elseif cmd == "hash" then
     if not w then return "error", "no world" end
-    return "ok", string.format("%016x", w:hash())
+    return "ok", w:hash("hex")
   elseif cmd == "load" then
     if rest == "" then return "error", ":load takes a file name" end
     local regular, why = regular_file(rest)

@@ -1,6 +1,8 @@
 /* determinism.c: World methods for runs that replay the same: seed and random (the world's
  * seeded streams, one per Lua system and tick), hash (of the world's logical content), and
  * snapshot / restore (the whole world in memory, the host's only). */
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kiln_persist.h"
@@ -16,20 +18,61 @@ typedef struct klua_snapshot {
     klua_world *kw;
 } klua_snapshot;
 
+/* ---- 64-bit integers on both interpreters ---- */
+
+/* The largest integer every number in its range is exact for under LuaJIT (a double). */
+#define EXACT_MAX ((lua_Integer)1 << 53)
+
+/* Integer argument arg of fname. Under LuaJIT one outside [-2^53, 2^53] may already have lost
+ * its low bits (it came as a double), so it is refused rather than used rounded. */
+static lua_Integer exact_integer(lua_State *L, int arg, const char *fname) {
+    int ok;
+    lua_Integer v = lua_tointegerx(L, arg, &ok);
+    if (!ok) klua_typeerror(L, arg, fname, "integer");
+    if (KLUA_LUAJIT && (v > EXACT_MAX || v < -EXACT_MAX)) {
+        char text[32];
+        snprintf(text, sizeof text, "%" PRId64, (int64_t)v);
+        klua_argerror(L, arg, fname, "%s is outside [-2^53, 2^53], where LuaJIT's numbers hold every integer exactly",
+                      text);
+    }
+    return v;
+}
+
+/* Pushes v as 16 lowercase hex digits: exact, and the same text on either interpreter. */
+static void push_hex(lua_State *L, uint64_t v) {
+    char text[17];
+    snprintf(text, sizeof text, "%016" PRIx64, v);
+    lua_pushlstring(L, text, 16);
+}
+
+/* The form argument arg of fname: true for "hex", false when absent (nil); raises otherwise. */
+static bool hex_form(lua_State *L, int arg, const char *fname) {
+    if (lua_isnoneornil(L, arg)) return false;
+    const char *form = lua_type(L, arg) == LUA_TSTRING ? lua_tostring(L, arg) : NULL;
+    if (!form) klua_typeerror(L, arg, fname, "\"hex\" or nil");
+    if (strcmp(form, "hex") != 0) klua_argerror(L, arg, fname, "form '%s' is not \"hex\"", form);
+    return true;
+}
+
 /* ---- seeded random ---- */
 
 static int w_seed(lua_State *L) {
-    bool setting = lua_gettop(L) >= 2;
+    bool setting = lua_gettop(L) >= 2 && lua_type(L, 2) != LUA_TSTRING;
     klua_world *kw = klua_self(L);
     if (!setting) {
+        bool hex = hex_form(L, 2, "world:seed");
         kiln_component id = kiln_component_lookup(kw->world, "RandomSeed");
-        const uint64_t *seed = id ? kiln_resource_get(kw->world, id) : NULL;
-        lua_pushinteger(L, seed ? (lua_Integer)*seed : 0);
+        const uint64_t *at = id ? kiln_resource_get(kw->world, id) : NULL;
+        uint64_t seed = at ? *at : 0;
+        push_hex(L, seed);
+        if (hex) return 1;
+        if (KLUA_LUAJIT && ((lua_Integer)seed > EXACT_MAX || (lua_Integer)seed < -EXACT_MAX))
+            klua_fail(L, "world:seed", "the seed (hex %s) is outside [-2^53, 2^53], where LuaJIT's numbers hold "
+                      "every integer exactly: read it with world:seed(\"hex\")", lua_tostring(L, -1));
+        lua_pushinteger(L, (lua_Integer)seed);
         return 1;
     }
-    int ok;
-    lua_Integer seed = lua_tointegerx(L, 2, &ok);
-    if (!ok) klua_typeerror(L, 2, "world:seed", "integer");
+    lua_Integer seed = exact_integer(L, 2, "world:seed");
     if (kw->host) klua_fail(L, "world:seed", "the host seeds the world");
     if (kiln_random_seed(kw->world, (uint64_t)seed) != KILN_OK) klua_fail_world(L, kw->world, "world:seed");
     return 0;
@@ -42,13 +85,10 @@ static int w_random(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:random";
     lua_Integer lo = 1, hi = 0;
-    int ok = 1;
-    if (nargs >= 1) hi = lua_tointegerx(L, 2, &ok);
-    if (!ok) klua_typeerror(L, 2, fname, "integer");
+    if (nargs >= 1) hi = exact_integer(L, 2, fname);
     if (nargs >= 2) {
         lo = hi;
-        hi = lua_tointegerx(L, 3, &ok);
-        if (!ok) klua_typeerror(L, 3, fname, "integer");
+        hi = exact_integer(L, 3, fname);
     }
     if (nargs > 2) klua_argerror(L, 4, fname, "at most two arguments expected");
     if (nargs >= 1 && lo > hi) klua_argerror(L, nargs >= 2 ? 3 : 2, fname, "interval is empty");
@@ -82,10 +122,13 @@ static int w_random(lua_State *L) {
  * its time limit). */
 static int w_hash(lua_State *L) {
     klua_world *kw = klua_self(L);
+    bool hex = hex_form(L, 2, "world:hash");
     if (kw->current && !kw->current->exclusive)
         klua_fail(L, "world:hash", "system '%s' is not exclusive: the hash reads every component", kw->current->name);
     klua_budget_charge(L, (double)kiln_entity_count(kw->world) * KLUA_COST_HASH_ENTITY, "world:hash");
-    lua_pushinteger(L, (lua_Integer)kiln_world_hash(kw->world));
+    uint64_t hash = kiln_world_hash(kw->world);
+    if (hex) push_hex(L, hash);
+    else lua_pushinteger(L, (lua_Integer)hash); /* LuaJIT: rounded to a double, see lua-api.md */
     return 1;
 }
 

@@ -290,3 +290,77 @@ end}
         remove_folder(dir)
     end)
 end)
+
+describe("64-bit hashes and seeds", function()
+    local JIT = type(jit) == "table"
+    local TWO_60 = 2 ^ 60
+    local w
+    before_each(function()
+        w = kiln.world()
+        w:component("P", "int32_t v;")
+        w:spawn{P = {v = 1}}
+        w:seed(1)
+    end)
+    after_each(function() w:close() end)
+
+    -- The world of tools' jit_hash reproducer: its hash, 4385189368782896293 under Lua 5.4, came
+    -- out as 4385189368782896128 under LuaJIT (rounded to a double).
+    local HASH_HEX = "3cdb527f471fbca5"
+
+    it("world:hash('hex') gives every bit of the hash, the same text on either interpreter", function()
+        assert.are.equal(HASH_HEX, w:hash("hex"))
+        if not JIT then -- the pinned text is the 5.4 integer, so LuaJIT's text matches it too
+            assert.are.equal(string.format("%016x", w:hash()), w:hash("hex"))
+        end
+        w:spawn{P = {v = 2}}
+        assert.are_not.equal(HASH_HEX, w:hash("hex"))
+        assert.are.equal("bad argument #1 to 'world:hash' (form 'dec' is not \"hex\")", message(w.hash, w, "dec"))
+        assert.are.equal("bad argument #1 to 'world:hash' (\"hex\" or nil expected, got number)",
+            message(w.hash, w, 16))
+    end)
+
+    it("world:seed('hex') reads a seed beyond 2^53 exactly; plain world:seed() raises for it under LuaJIT", function()
+        local data = w:save{format = "json"}
+        local big, n = data:gsub('"seed": 1\n', '"seed": "1152921504606846977"\n') -- 2^60 + 1
+        assert.are.equal(1, n)
+        local v = kiln.world()
+        v:component("P", "int32_t v;")
+        v:load(big)
+        assert.are.equal("1000000000000001", v:seed("hex"))
+        if JIT then
+            assert.are.equal("world:seed: the seed (hex 1000000000000001) is outside [-2^53, 2^53], where " ..
+                "LuaJIT's numbers hold every integer exactly: read it with world:seed(\"hex\")", message(v.seed, v))
+        else
+            assert.are.equal("1000000000000001", string.format("%016x", v:seed()))
+        end
+        v:close()
+        assert.are.equal("0000000000000001", w:seed("hex"))
+        w:seed(-1)
+        assert.are.equal(-1, w:seed())
+        assert.are.equal("ffffffffffffffff", w:seed("hex"))
+    end)
+
+    it("seeds and random bounds beyond 2^53 raise under LuaJIT instead of losing bits", function()
+        w:seed(2 ^ 53)
+        assert.are.equal("0020000000000000", w:seed("hex"))
+        local r = w:random(-2 ^ 53, 2 ^ 53)
+        assert.is_true(r >= -2 ^ 53 and r <= 2 ^ 53 and r == math.floor(r))
+        if JIT then
+            local beyond = "is outside [-2^53, 2^53], where LuaJIT's numbers hold every integer exactly)"
+            assert.are.equal("bad argument #1 to 'world:seed' (1152921504606846976 " .. beyond,
+                message(w.seed, w, TWO_60))
+            assert.are.equal("bad argument #1 to 'world:seed' (-9007199254740994 " .. beyond,
+                message(w.seed, w, -2 ^ 53 - 2))
+            assert.are.equal("bad argument #2 to 'world:random' (1152921504606846976 " .. beyond,
+                message(w.random, w, 1, TWO_60))
+            assert.are.equal("bad argument #1 to 'world:random' (1152921504606846976 " .. beyond,
+                message(w.random, w, TWO_60))
+            assert.are.equal("0020000000000000", w:seed("hex")) -- the refused seed changed nothing
+        else
+            w:seed(TWO_60) -- exact in 5.4: a float with an integer value converts
+            assert.are.equal("1000000000000000", w:seed("hex"))
+            local x = w:random(1, TWO_60)
+            assert.is_true(x >= 1 and x <= TWO_60)
+        end
+    end)
+end)
