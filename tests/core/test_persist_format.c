@@ -39,6 +39,7 @@ static void handmade_save(handmade *h, uint32_t version, uint32_t slots, int cou
     put32(h, 0);                  /* resources */
     put64(h, (uint64_t)count);    /* entities */
     if (version >= 2) put32(h, slots);
+    if (version >= 4) put32(h, 0); /* the free list: empty */
     put8(h, 4);
     put(h, "Link", 4);
     put32(h, 8);                  /* size */
@@ -105,13 +106,13 @@ KILN_TEST(format, a_version_1_save_loads_with_its_handles_and_references_and_sav
     ck_assert_uint_eq(target_of(w, link, e2), KILN_NULL_ENTITY);
     ck_assert_uint_eq(target_of(w, link, e5), e2);
     ck_assert_uint_eq(kiln_tick_current(w), 5);
-    /* saved again: version 3, and the same world when loaded */
+    /* saved again: version 4, and the same world when loaded */
     pf_bytes again = {0};
     ck_assert_int_eq(kiln_save(w, NULL, append, &again), KILN_OK);
     uint32_t version;
     memcpy(&version, again.data + 8, 4);
     ck_assert_uint_eq(version, KILN_PERSIST_VERSION);
-    ck_assert_uint_eq(version, 3);
+    ck_assert_uint_eq(version, 4);
     kiln_world *w2 = link_world(&link);
     ck_assert_msg(kiln_load(w2, again.data, again.size, NULL) == KILN_OK, "%s", kiln_world_error(w2));
     ck_assert_uint_eq(kiln_world_hash(w2), kiln_world_hash(w));
@@ -128,7 +129,7 @@ KILN_TEST(format, a_version_1_save_loads_with_its_handles_and_references_and_sav
     kiln_world_destroy(used);
 }
 
-KILN_TEST(format, version_2_pads_handles_to_8_bytes_a_non_zero_pad_byte_is_refused_and_it_saves_as_version_3) {
+KILN_TEST(format, version_2_pads_handles_to_8_bytes_a_non_zero_pad_byte_is_refused_and_it_saves_as_version_4) {
     kiln_entity handles[2] = {kiln_entity_make(0, 1), kiln_entity_make(1, 1)};
     kiln_entity targets[2] = {handles[1], KILN_NULL_ENTITY};
     handmade v2;
@@ -139,11 +140,11 @@ KILN_TEST(format, version_2_pads_handles_to_8_bytes_a_non_zero_pad_byte_is_refus
     ck_assert_msg(kiln_load(w, v2.data, v2.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
     ck_assert_uint_eq(target_of(w, link, handles[0]), handles[1]);
     ck_assert_uint_eq(kiln_tick_current(w), 5);
-    /* the writer pads the same way, with its 64-bit tick (version 3): the same bytes come back
-     * as a handmade version 3 save, which has no pad byte here (its tick took those 4) */
+    /* the writer pads the same way, with its 64-bit tick and its free list's length (version
+     * 4): the same bytes come back as a handmade version 4 save */
     handmade v3;
-    handmade_save(&v3, 3, 2, 2, handles, targets);
-    ck_assert_uint_eq(v3.pad_at % 8, 0);
+    handmade_save(&v3, 4, 2, 2, handles, targets);
+    ck_assert_uint_eq(v3.pad_at % 8, 4);
     pf_bytes again = {0};
     ck_assert_int_eq(kiln_save(w, NULL, append, &again), KILN_OK);
     ck_assert_uint_eq(again.size, v3.size);
@@ -259,4 +260,100 @@ KILN_TEST(format, every_handle_of_a_large_group_is_checked_wherever_it_lies) {
     ck_assert_int_eq(kiln_entity_count(w), N);
     for (int i = 0; i < N; i += 997) ck_assert_uint_eq(target_of(w, link, handles[i]), handles[(i * 7) % N]);
     kiln_world_destroy(w);
+}
+
+/* A world with a free list out of slot order, a slot reused at a later generation, a trailing
+ * free slot and a retired one (its generations spent): what the next spawns get depends on all. */
+static kiln_world *freelist_world(kiln_component *link) {
+    kiln_world *w = link_world(link);
+    kiln_entity e[12];
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(kiln_spawn(w, &e[i]), KILN_OK);
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(kiln_add(w, e[i], *link, &e[(i + 1) % 12]), KILN_OK);
+    kiln_entity r = e[5];
+    ck_assert_int_eq(kiln_despawn(w, r), KILN_OK);
+    bool reused = true;
+    for (uint32_t g = 2; g <= KILN_ENTITY_GENERATION_MAX; g++) { /* slot 5 until it retires */
+        kiln_spawn(w, &r);
+        reused &= kiln_entity_index(r) == 5 && kiln_despawn(w, r) == KILN_OK;
+    }
+    ck_assert(reused);
+    ck_assert_int_eq(kiln_despawn(w, e[3]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(w, e[8]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(w, e[11]), KILN_OK); /* the last slot */
+    kiln_entity again;
+    ck_assert_int_eq(kiln_spawn(w, &again), KILN_OK); /* slot 11 at generation 2 */
+    ck_assert_int_eq(kiln_despawn(w, again), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(w, e[1]), KILN_OK);
+    return w;
+}
+
+KILN_TEST_LOOP(format, a_save_loaded_into_a_fresh_world_spawns_the_handles_the_saved_world_would_next, 0, 2) {
+    kiln_persist_format format = _i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY;
+    kiln_component link;
+    kiln_world *a = freelist_world(&link);
+    pf_bytes saved;
+    pf_save(a, format, &saved);
+    kiln_world *b = link_world(&link);
+    ck_assert_msg(kiln_load(b, saved.data, saved.size, NULL) == KILN_OK, "%s", kiln_world_error(b));
+    pf_bytes again;
+    pf_save(b, format, &again);
+    ck_assert_msg(again.size == saved.size && memcmp(again.data, saved.data, saved.size) == 0,
+                  "%s: saved again, the bytes differ", _i ? "json" : "binary");
+    for (int k = 0; k < 6; k++) { /* the free list (4 slots) then fresh slots */
+        kiln_entity x, y;
+        ck_assert_int_eq(kiln_spawn(a, &x), KILN_OK);
+        ck_assert_int_eq(kiln_spawn(b, &y), KILN_OK);
+        ck_assert_msg(x == y, "%s: spawn %d got %llx in the saved world, %llx in the loaded one", _i ? "json" : "binary",
+                      k, (unsigned long long)x, (unsigned long long)y);
+        ck_assert_uint_ne(kiln_entity_index(x), 5); /* the retired slot stays retired */
+    }
+    ck_assert(!kiln_is_alive(b, kiln_entity_make(5, KILN_ENTITY_GENERATION_MAX)));
+    ck_assert_uint_eq(kiln_world_hash(a), kiln_world_hash(b));
+    pf_bytes_free(&saved);
+    pf_bytes_free(&again);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}
+
+KILN_TEST(format, a_version_4_free_list_that_names_a_bad_slot_is_refused_into_any_world) {
+    kiln_entity handles[2] = {kiln_entity_make(0, 1), kiln_entity_make(2, 1)};
+    kiln_entity targets[2] = {KILN_NULL_ENTITY, KILN_NULL_ENTITY};
+    handmade v4;
+    handmade_save(&v4, 4, 4, 2, handles, targets);
+    /* a free list of two handles in place of the empty one (its length at byte 48, then it) */
+    static const struct {
+        kiln_entity free[2];
+        const char *message;
+    } bad[] = {
+        {{0x300000001ull, 0x100000003ull}, NULL}, /* a good one: slot 1 at generation 3, then slot 3 */
+        {{0x100000001ull, 0x100000004ull}, "kiln_load: at byte 60: free list entry 1 is not a handle below the slot count"},
+        {{0x000000001ull, 0x100000003ull}, "kiln_load: at byte 52: free list entry 0 is not a handle below the slot count"},
+        {{0x100000001ull, 0x200000001ull}, "kiln_load: slot 1 appears twice in the free list"},
+        {{0x100000001ull, 0x100000002ull}, "kiln_load: slot 2 is on the free list and holds a saved entity"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        for (int used = 0; used < 2; used++) {
+            handmade h;
+            memcpy(h.data, v4.data, 48);
+            h.size = 48;
+            put32(&h, 2);
+            put(&h, bad[k].free, sizeof bad[k].free); /* 16 bytes: the handles' padding stays as it was */
+            put(&h, v4.data + 52, v4.size - 52);
+            kiln_component link;
+            kiln_world *w = link_world(&link);
+            kiln_entity first;
+            if (used) ck_assert_int_eq(kiln_spawn(w, &first), KILN_OK);
+            kiln_result r = kiln_load(w, h.data, h.size, NULL);
+            if (!bad[k].message) {
+                ck_assert_msg(r == KILN_OK, "%s", kiln_world_error(w));
+                kiln_entity next;
+                ck_assert_int_eq(kiln_spawn(w, &next), KILN_OK);
+                if (!used) ck_assert_uint_eq(next, 0x300000001ull);
+            } else {
+                ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+                ck_assert_str_eq(kiln_world_error(w), bad[k].message);
+                ck_assert_int_eq(kiln_entity_count(w), used);
+            }
+            kiln_world_destroy(w);
+        }
 }

@@ -152,19 +152,19 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     target_open(&t);
     unsigned char *copy = malloc(saved.size);
     memcpy(copy, saved.data, saved.size);
-    put32(copy + 8, 4);
+    put32(copy + 8, 5);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 12: version 4 is not supported (this build reads versions 1 to 3)");
+                     "kiln_load: at byte 12: version 5 is not supported (this build reads versions 1 to 4)");
     put32(copy + 8, 0);
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 12: version 0 is not supported (this build reads versions 1 to 3)");
+                     "kiln_load: at byte 12: version 0 is not supported (this build reads versions 1 to 4)");
     memcpy(copy, saved.data, saved.size);
     put64(copy + 36, (uint64_t)1 << 40); /* entities */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 48: the header's counts are larger than the input");
+                     "kiln_load: at byte 52: the header's counts are larger than the input");
     memcpy(copy, saved.data, saved.size);
     put32(copy + 24, 0x7fffffff); /* schemas */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_LIMIT);
@@ -172,7 +172,7 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     put64(copy + 16, KILN_SAVE_TICK_MAX + 1); /* a tick past what Lua numbers hold exactly */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(t.w.world),
-                     "kiln_load: at byte 24: the tick 9007199254740992 is past 2^53 - 1, the most a version 3 save holds");
+                     "kiln_load: at byte 24: the tick 9007199254740992 is past 2^53 - 1, the most a version 4 save holds");
     put64(copy + 16, UINT64_MAX); /* one the world would wrap from at its next tick */
     ck_assert_int_eq(kiln_load(t.w.world, copy, saved.size, NULL), KILN_ERR_INVALID_ARGUMENT);
     /* version 2's header, whose 32-bit tick took no more than 2^31 - 1 */
@@ -199,8 +199,24 @@ KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
 static const struct {
     const char *doc, *message;
 } bad_json[] = {
-    {"{\"kiln\":2,\"tick\":1," POS_SCHEMA ",\"entities\":[]}",
-     "kiln_load: at kiln: version 2 is not supported (this build reads version 1)"},
+    {"{\"kiln\":3,\"tick\":1," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at kiln: version 3 is not supported (this build reads versions 1 and 2)"},
+    {"{\"kiln\":2,\"tick\":1," POS_SCHEMA ",\"entities\":[]}", "kiln_load: at slots: an integer expected, got nothing"},
+    {"{\"kiln\":2,\"tick\":1,\"slots\":2,\"free\":[4294967297,8589934592,1]," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at free: 3 handles, more than the 2 slots"},
+    {"{\"kiln\":2,\"tick\":1,\"slots\":2,\"free\":[4294967298]," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at free[0]: not a handle below the slot count 2"},
+    {"{\"kiln\":2,\"tick\":1,\"slots\":2,\"free\":[1]," POS_SCHEMA ",\"entities\":[]}",
+     "kiln_load: at free[0]: not a handle below the slot count 2"},
+    {"{\"kiln\":2,\"tick\":1,\"slots\":1,\"free\":[4294967296]," POS_SCHEMA
+     ",\"entities\":[{\"id\":4294967297,\"components\":{}}]}",
+     "kiln_load: at entities: 1 entities and 1 free slots are more than the 1 slots"},
+    {"{\"kiln\":2,\"tick\":1,\"slots\":3,\"free\":[4294967297]," POS_SCHEMA
+     ",\"entities\":[{\"id\":4294967297,\"components\":{}}]}",
+     "kiln_load: slot 1 is on the free list and holds a saved entity"},
+    {"{\"kiln\":2,\"tick\":1,\"slots\":3,\"free\":[4294967296,8589934592]," POS_SCHEMA
+     ",\"entities\":[{\"id\":4294967297,\"components\":{}}]}",
+     "kiln_load: slot 0 appears twice in the free list"},
     {"{\"kiln\":1,\"tick\":\"one\"," POS_SCHEMA ",\"entities\":[]}",
      "kiln_load: at tick: an integer expected, got a string"},
     {"{\"kiln\":1,\"tick\":9007199254740992," POS_SCHEMA ",\"entities\":[]}",

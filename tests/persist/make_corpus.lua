@@ -1,7 +1,8 @@
 -- make_corpus.lua: writes the seed corpus of the loader fuzz harnesses (tests/persist/corpus),
 -- saves of small worlds with the components fuzz_load.c registers. Run: make persist-corpus.
--- (binary/v1-seed* and v2-seed* are the same worlds saved in format versions 1 and 2, kept so
--- the fuzzer also starts from the older layouts; this script does not write them.)
+-- (binary/v1-seed* to v3-seed* are the first three worlds saved in format versions 1 to 3, and
+-- json/v1-seed* in JSON version 1, kept so the fuzzer also starts from the older layouts; this
+-- script does not write them.)
 local kiln = require "kiln"
 local dir = assert(arg[1], "usage: make_corpus.lua DIR")
 
@@ -31,6 +32,14 @@ local scenes = {
             if prev then w:set_parent(e, prev) end
             if i % 3 == 0 then w:despawn(e) else prev = e end
         end
+    end,
+    function(w) -- a free list out of slot order, one slot reused at a later generation
+        local es = {}
+        for i = 1, 8 do es[i] = w:spawn{Health = {hp = i, max = 8}} end
+        w:despawn(es[6])
+        w:despawn(es[2])
+        w:despawn(es[8])
+        w:despawn(w:spawn{Frozen = true})
     end,
 }
 

@@ -36,9 +36,9 @@ extern "C" {
  * KILN_ERR_LAYOUT_MISMATCH; counts beyond the format's limits: KILN_ERR_LIMIT.
  */
 
-#define KILN_PERSIST_VERSION 3      /* the binary format's version saves are written with
-                                       (versions 1 and 2 still load) */
-#define KILN_PERSIST_JSON_VERSION 1 /* the JSON format's version (its "kiln" key) */
+#define KILN_PERSIST_VERSION 4      /* the binary format's version saves are written with
+                                       (versions 1 to 3 still load) */
+#define KILN_PERSIST_JSON_VERSION 2 /* the JSON format's version (its "kiln" key; 1 still loads) */
 /* The latest tick a save may hold (2^53 - 1); kiln_load refuses a later one. The world takes
  * its tick from a save: one near 2^64 would wrap a few ticks on (change ticks and the structure
  * ticks propagation trusts would run back), and Lua numbers under LuaJIT are exact to 2^53. */

@@ -114,12 +114,20 @@ static int64_t references(const pz_plan *plan) {
     return n;
 }
 
-/* The highest live slot index + 1 (every live entity is saved): the trailing slots that are
- * not alive are few, so the walk down from the slot count is short. */
-static uint32_t saved_slots(const kiln_world *world) {
-    uint32_t n = kl_slot_count(world);
-    while (n > 0 && !kl_record_alive(kl_record_at(world, n - 1))) n--;
-    return world->alive ? n : 0;
+/* The length of the world's free list. */
+static uint32_t free_length(const kiln_world *world) {
+    uint32_t n = 0;
+    for (uint32_t i = world->free_head; i != KL_NONE; i = kl_record_next(kl_record_at(world, i))) n++;
+    return n;
+}
+
+/* The free list, the handles the next spawns get in order; a dead slot not on it is retired. */
+static void put_free_list(pz_out *out, const kiln_world *world) {
+    for (uint32_t i = world->free_head; i != KL_NONE;) {
+        const kl_record *rec = kl_record_at(world, i);
+        put64(out, kiln_entity_make(i, kl_record_generation(rec)));
+        i = kl_record_next(rec);
+    }
 }
 
 kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const pz_plan *plan,
@@ -132,7 +140,9 @@ kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const 
     put32(out, (uint32_t)plan->group_count);
     put32(out, (uint32_t)plan->resource_count);
     put64(out, (uint64_t)world->alive);
-    put32(out, saved_slots(world));
+    put32(out, kl_slot_count(world)); /* every slot: (versions 2 and 3: the highest live one + 1) */
+    put32(out, free_length(world));
+    put_free_list(out, world);
     for (int32_t i = 0; i < plan->count; i++) put_schema(out, &plan->info[i], plan->codec[i]);
     pz_bytes bytes = {.alloc = &world->alloc};
     kiln_result r = KILN_OK;
@@ -371,7 +381,7 @@ static bool rd_header(reader *rd) {
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "not a kiln save (bad magic)%s%.0lld", "", 0);
     uint32_t version = rd32(rd, "the header");
     if (rd->r == KILN_OK && (version < 1 || version > KILN_PERSIST_VERSION))
-        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "version %s%lld is not supported (this build reads versions 1 to 3)", "", version);
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "version %s%lld is not supported (this build reads versions 1 to 4)", "", version);
     rd->version = version;
     if (rd32(rd, "the header") != ENDIAN_MARK && rd->r == KILN_OK)
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "byte order mark is wrong%s%.0lld", "", 0);
@@ -392,6 +402,10 @@ static bool rd_header(reader *rd) {
         doc->slots = rd32(rd, "the header");
         doc->has_slots = true;
     }
+    if (version >= 4) { /* the free list's length (its handles follow the header) */
+        doc->free_count = rd32(rd, "the header");
+        doc->has_free = true;
+    }
     if (rd->r != KILN_OK) return false;
     /* every schema, group and resource takes at least 4 bytes, every entity 8 */
     uint64_t left = rd->size - rd->pos;
@@ -400,13 +414,35 @@ static bool rd_header(reader *rd) {
         return fail(rd, KILN_ERR_LIMIT, "the header's counts are larger than the input%s%.0lld", "", 0);
     if (doc->has_slots && doc->slots < entities) /* every entity has a slot of its own */
         return fail(rd, KILN_ERR_INVALID_ARGUMENT, "the header's slot count %s%lld is below its entity count", "", doc->slots);
+    if (doc->has_free && doc->free_count > doc->slots - entities) /* free slots hold no entity */
+        return fail(rd, KILN_ERR_INVALID_ARGUMENT, "the free list's length %s%lld is more than the slots no entity holds", "",
+                    doc->free_count);
     doc->entity_count = (int64_t)entities;
     return true;
+}
+
+/* The free list (version 4): each a valid handle below the slot count. */
+static void rd_free_list(reader *rd) {
+    pz_doc *doc = rd->doc;
+    if (!doc->has_free || !need(rd, 8 * (uint64_t)doc->free_count, "the free list")) return;
+    kiln_entity *free = arena(rd, sizeof(kiln_entity) * ((size_t)doc->free_count + 1));
+    for (uint32_t k = 0; k < doc->free_count && free; k++) {
+        kiln_entity e = pz_rd64(rd->data + rd->pos);
+        if (kiln_entity_generation(e) == 0 || (e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0 ||
+            kiln_entity_index(e) >= doc->slots) {
+            fail(rd, KILN_ERR_INVALID_ARGUMENT, "free list entry %s%lld is not a handle below the slot count", "", k);
+            return;
+        }
+        free[k] = e;
+        rd->pos += 8;
+    }
+    doc->free = free;
 }
 
 kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
     reader rd = {world, doc, data, size, 0, KILN_OK, 0, NULL};
     if (!rd_header(&rd)) return rd.r;
+    rd_free_list(&rd);
     doc->schemas = arena(&rd, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
     doc->groups = arena(&rd, sizeof(pz_group) * ((size_t)doc->group_count + 1));
     doc->resources = arena(&rd, sizeof(pz_resource) * ((size_t)doc->resource_count + 1));

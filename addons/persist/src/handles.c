@@ -137,7 +137,10 @@ static int64_t map_block(const kiln_entity *h, int64_t begin, int64_t end, uint3
 }
 
 /* Whether the map is a direct table by slot (the saved indices are dense: the usual case). */
-static bool dense(const pz_doc *doc, uint64_t slots) { return slots <= 2 * (uint64_t)doc->entity_count + 4096; }
+static bool dense(const pz_doc *doc, uint64_t slots) { /* (as pz_slots_can_keep counts) */
+    uint64_t held = (uint64_t)doc->entity_count + (doc->has_free ? doc->free_count : 0);
+    return slots <= 2 * held + 4096;
+}
 
 /* Checks every saved handle (valid, below slots, no slot twice) into the map; place: the
  * loaded entities keep their handles (so the direct map needs no new handles), and each row's

@@ -100,6 +100,20 @@ static json_t *schema_json(kiln_world *world, const kiln_component_info *info, b
 
 /* The units of work an entity of group g is (kiln_save_desc.progress): itself, then each value
  * and each element of its fields (a char array is one). */
+/* The free list: the handles the next spawns get, in order (a dead slot not on it is retired). */
+static json_t *free_json(kiln_world *world, kiln_result *r) {
+    json_t *a = json_array();
+    for (uint32_t i = world->free_head; i != KL_NONE && a;) {
+        const kl_record *rec = kl_record_at(world, i);
+        if (!append(world, a, json_integer((json_int_t)kiln_entity_make(i, kl_record_generation(rec))), r)) {
+            json_decref(a);
+            return NULL;
+        }
+        i = kl_record_next(rec);
+    }
+    return a;
+}
+
 static int64_t entity_units(const pz_plan *plan, int32_t g) {
     const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
     int64_t units = 1;
@@ -119,6 +133,8 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
     /* every put runs, even after one failed: each takes its value, stored or freed */
     put(world, root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION), &r);
     put(world, root, "tick", json_integer((json_int_t)world->tick), &r);
+    put(world, root, "slots", json_integer((json_int_t)kl_slot_count(world)), &r);
+    put(world, root, "free", free_json(world, &r), &r);
     put(world, root, "components", schemas, &r);
     put(world, root, "entities", entities, &r);
     put(world, root, "resources", resources, &r);

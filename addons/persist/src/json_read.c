@@ -347,9 +347,44 @@ static bool resources(jr *j, const json_t *res) {
     return true;
 }
 
+/* Version 2: the slot count and the free list (each a handle below it). */
+static void free_list(jr *j, const json_t *root) {
+    pz_doc *doc = j->doc;
+    json_int_t slots = 0;
+    size_t mark = pz_json_key(&j->js, "slots");
+    pz_json_integer_in(&j->js, json_object_get(root, "slots"), 0, UINT32_MAX, &slots);
+    pz_json_pop(&j->js, mark);
+    const json_t *list = json_object_get(root, "free");
+    mark = pz_json_key(&j->js, "free");
+    if (j->js.r == KILN_OK && pz_json_expect(&j->js, list, json_is_array(list), "an array of handles") &&
+        json_array_size(list) <= (size_t)slots) {
+        doc->free_count = (uint32_t)json_array_size(list);
+        kiln_entity *free = arena(j, sizeof(kiln_entity) * ((size_t)doc->free_count + 1));
+        for (uint32_t k = 0; k < doc->free_count && free && j->js.r == KILN_OK; k++) {
+            size_t m2 = pz_json_index(&j->js, k);
+            json_int_t e = 0;
+            if (pz_json_integer_in(&j->js, json_array_get(list, k), 1, INT64_MAX, &e) &&
+                (kiln_entity_generation((kiln_entity)e) == 0 ||
+                 ((uint64_t)e >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS)) != 0 ||
+                 kiln_entity_index((kiln_entity)e) >= (uint64_t)slots))
+                pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "not a handle below the slot count %lld", (long long)slots);
+            free[k] = (kiln_entity)e;
+            pz_json_pop(&j->js, m2);
+        }
+        doc->free = free;
+        doc->has_free = true;
+        doc->slots = (uint32_t)slots;
+        doc->has_slots = true;
+    } else if (j->js.r == KILN_OK) {
+        pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "%zu handles, more than the %lld slots", json_array_size(list),
+                     (long long)slots);
+    }
+    pz_json_pop(&j->js, mark);
+}
+
 static bool document(jr *j, const json_t *root) {
     pz_doc *doc = j->doc;
-    static const char *const keys[] = {"kiln", "tick", "components", "entities", "resources", "host", NULL};
+    static const char *const keys[] = {"kiln", "tick", "slots", "free", "components", "entities", "resources", "host", NULL};
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)root, key, v) {
@@ -359,9 +394,12 @@ static bool document(jr *j, const json_t *root) {
     }
     json_int_t version = 0, tick = 0;
     size_t mark = pz_json_key(&j->js, "kiln");
-    if (pz_json_integer_in(&j->js, json_object_get(root, "kiln"), 0, INT32_MAX, &version) && version != KILN_PERSIST_JSON_VERSION)
-        pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "version %lld is not supported (this build reads version 1)", (long long)version);
+    if (pz_json_integer_in(&j->js, json_object_get(root, "kiln"), 0, INT32_MAX, &version) &&
+        (version < 1 || version > KILN_PERSIST_JSON_VERSION))
+        pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "version %lld is not supported (this build reads versions 1 and 2)",
+                     (long long)version);
     pz_json_pop(&j->js, mark);
+    if (j->js.r == KILN_OK && version >= 2) free_list(j, root);
     mark = pz_json_key(&j->js, "tick");
     pz_json_integer_in(&j->js, json_object_get(root, "tick"), 0, (json_int_t)KILN_SAVE_TICK_MAX, &tick);
     pz_json_pop(&j->js, mark);
@@ -392,6 +430,9 @@ static bool document(jr *j, const json_t *root) {
         uint32_t *group_of = arena(j, sizeof(uint32_t) * (n + 1));
         uint32_t *scratch = arena(j, sizeof(uint32_t) * 2 * ((size_t)doc->schema_count + 1));
         if (group_of && scratch && plan_groups(j, ents, group_of, scratch)) fill_groups(j, ents, group_of);
+        if (j->js.r == KILN_OK && doc->has_free && (uint64_t)doc->free_count + n > doc->slots) /* a slot each */
+            pz_json_fail(&j->js, KILN_ERR_INVALID_ARGUMENT, "%zu entities and %u free slots are more than the %u slots", n,
+                         (unsigned)doc->free_count, (unsigned)doc->slots);
     }
     pz_json_pop(&j->js, mark);
     const json_t *res = json_object_get(root, "resources");

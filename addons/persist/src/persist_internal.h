@@ -183,6 +183,11 @@ typedef struct pz_doc {
     int64_t entity_count;
     uint32_t slots;             /* with has_slots: every saved handle's index is below it */
     bool has_slots;             /* binary version 2 (else the loader finds the highest index) */
+    /* with has_free (binary version 4, JSON 2): the free list, the handles the next spawns
+     * get in order (each index below slots); a slot neither saved nor on it is retired */
+    const kiln_entity *free;
+    uint32_t free_count;
+    bool has_free;
     pz_blob host;
     bool has_host;
     pz_omitted *omitted;        /* JSON: in file order */
@@ -246,6 +251,10 @@ typedef struct pz_place {
     kl_record *const *pages;
 } pz_place;
 
+/* Checks a document's free list (its handles valid and below the slot count: the readers
+ * checked): no slot twice, none a saved entity holds. KILN_OK without a free list. */
+KL_HIDDEN kiln_result pz_slots_check_free(kiln_world *world, pz_doc *doc);
+
 /* Makes every group's archetype and reserves its rows and the slots (fails naming kiln_load,
  * leaving at most empty archetypes and capacity behind); nothing is alive yet. */
 KL_HIDDEN kiln_result pz_slots_reserve(kiln_world *world, pz_doc *doc, uint64_t slots, pz_place *place);
@@ -279,7 +288,8 @@ static inline int64_t pz_slots_write_block(pz_rows w, const kiln_entity *h, int6
 }
 
 /* Publishes the rows every saved handle was written to (pz_slots_write; saved: non-zero for
- * the slot indices the file holds, slots of them): the other slots become free, the rows' ticks
+ * the slot indices the file holds, slots of them): the other slots become free (the saved free
+ * list when the document has one, its other slots retired), the rows' ticks
  * are stamped, the counts move. Cannot fail. The rows' values are left for the caller. */
 KL_HIDDEN void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slots, const uint32_t *saved,
                               const pz_place *place);

@@ -3,6 +3,7 @@
  * are placed straight at the saved handles. Invariant: everything that can fail (archetypes,
  * slot pages, rows) is reserved first; records and rows written past the slot count and the
  * archetypes' counts are not the world's until pz_slots_place publishes them. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "access.h"
@@ -10,9 +11,37 @@
 #include "persist_internal.h"
 
 bool pz_slots_can_keep(const kiln_world *world, const pz_doc *doc, uint64_t slots) {
-    /* a save with few entities at huge indices would cost memory for nothing */
-    return kl_slot_count(world) == 0 && world->free_head == KL_NONE && doc->entity_count > 0 &&
-           slots <= 2 * (uint64_t)doc->entity_count + 4096;
+    /* a save with few entities at huge indices would cost memory for nothing; the free list
+     * (in the file, so paid for by its size) counts as entities */
+    uint64_t held = (uint64_t)doc->entity_count + (doc->has_free ? doc->free_count : 0);
+    return kl_slot_count(world) == 0 && world->free_head == KL_NONE && held > 0 && slots <= 2 * held + 4096;
+}
+
+static int by_index(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+kiln_result pz_slots_check_free(kiln_world *world, pz_doc *doc) {
+    uint32_t n = doc->has_free ? doc->free_count : 0;
+    if (n == 0) return KILN_OK;
+    /* sorted indices: a repeat lies beside its twin, a saved slot is found by bisection */
+    uint32_t *sorted = pz_alloc(&doc->arena, sizeof(uint32_t) * n);
+    if (!sorted) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    for (uint32_t k = 0; k < n; k++) sorted[k] = kiln_entity_index(doc->free[k]);
+    qsort(sorted, n, sizeof *sorted, by_index);
+    for (uint32_t k = 1; k < n; k++)
+        if (sorted[k] == sorted[k - 1])
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: slot %u appears twice in the free list",
+                           (unsigned)sorted[k]);
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int64_t r = 0; r < doc->groups[g].count; r++) {
+            uint32_t i = kiln_entity_index(doc->groups[g].handles[r]);
+            if (bsearch(&i, sorted, n, sizeof *sorted, by_index))
+                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                               "kiln_load: slot %u is on the free list and holds a saved entity", (unsigned)i);
+        }
+    return KILN_OK;
 }
 
 /* The archetype of a group's resolved components (created when missing), written to dest. */
@@ -78,7 +107,19 @@ void pz_slots_place(kiln_world *world, pz_doc *doc, uint64_t slot_count, const u
      * every slot is saved: the saved handles are distinct); the saved ones are alive. */
     kl_record *const *pages = place->pages;
     world->free_head = KL_NONE;
-    for (uint32_t i = doc->entity_count < (int64_t)slots ? slots : 0; i-- > 0;) {
+    if (doc->has_free) {
+        /* the saved free list in its order; the slots neither saved nor on it stay retired */
+        for (uint32_t i = 0; i < slots && doc->entity_count < (int64_t)slots; i++)
+            if (!saved[i]) kl_record_set_dead(&pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)],
+                                              KILN_ENTITY_GENERATION_MAX, KL_NONE);
+        for (uint32_t k = doc->free_count; k-- > 0;) {
+            uint32_t i = kiln_entity_index(doc->free[k]);
+            kl_record_set_dead(&pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)],
+                               kiln_entity_generation(doc->free[k]), world->free_head);
+            world->free_head = i;
+        }
+    }
+    for (uint32_t i = !doc->has_free && doc->entity_count < (int64_t)slots ? slots : 0; i-- > 0;) {
         if (saved[i]) continue;
         kl_record_set_dead(&pages[i >> KL_PAGE_BITS][i & (KL_PAGE_SIZE - 1)], 1, world->free_head);
         world->free_head = i;

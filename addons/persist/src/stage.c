@@ -638,6 +638,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     pz_place place = {0};
     if (keep) r = pz_slots_reserve(world, doc, slots, &place);
     if (r == KILN_OK) r = pz_map_build(world, doc, slots, keep ? &place : NULL, &map);
+    if (r == KILN_OK) r = pz_slots_check_free(world, doc); /* (into any world: the same file is refused alike) */
     decoded dec = {0};
     if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
     if (r != KILN_OK) return r;
