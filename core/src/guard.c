@@ -4,7 +4,6 @@
 
 #if KILN_ACCESS_CHECKS
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,8 +16,6 @@
 #define KILN_PANIC(msg) (fprintf(stderr, "%s\n", (msg)), fflush(stderr), abort())
 #endif
 
-static uintptr_t self_id(void) { return (uintptr_t)pthread_self(); }
-
 static kl_guard_slot *own_slot(kl_guard_slot *slots, uintptr_t me) {
     for (int32_t i = 0; i < KL_GUARD_SLOTS; i++)
         if (atomic_load_explicit(&slots[i].thread, memory_order_acquire) == me) return &slots[i];
@@ -30,7 +27,7 @@ void kl_guard_enter(const kiln_world *world, const kl_system *sys, kl_guard_fram
     frame->previous = NULL;
     kl_guard_slot *slots = atomic_load_explicit(&((kiln_world *)world)->guard, memory_order_acquire);
     if (!slots) return;
-    uintptr_t me = self_id();
+    uintptr_t me = kl_thread_self();
     kl_guard_slot *slot = own_slot(slots, me);
     if (slot) { /* a job of another system, run while this thread waits */
         frame->previous = slot->system;
@@ -64,7 +61,7 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
                          kiln_component component, kiln_entity entity) {
     kiln_world *world = (kiln_world *)cworld;
     kl_guard_slot *slots = atomic_load_explicit(&world->guard, memory_order_acquire);
-    kl_guard_slot *slot = slots ? own_slot(slots, self_id()) : NULL;
+    kl_guard_slot *slot = slots ? own_slot(slots, kl_thread_self()) : NULL;
     const kl_system *sys = slot ? slot->system : NULL;
     if (!sys || sys->exclusive) return;
     char buf[32], what[128];
@@ -114,9 +111,9 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
                 call, sys->name, what);
         break;
     }
-    KILN_PANIC(world->error);
+    KILN_PANIC(kiln_world_error(world));
 }
 
-void kl_guard_panic(const kiln_world *world) { KILN_PANIC(world->error); }
+void kl_guard_panic(const kiln_world *world) { KILN_PANIC(kiln_world_error(world)); }
 
 #endif

@@ -50,7 +50,39 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
     atomic_flag_clear(&s->lock);
     s->world = world;
     s->jobs = desc ? desc->jobs : NULL;
+    /* One error slot per pool thread, and a few for other threads that help the pool. */
+    int32_t threads = s->jobs ? kiln_jobs_worker_count(s->jobs) : 0;
+    if (threads > 0) {
+        s->errors.count = threads + KL_ERROR_SPARE_SLOTS;
+        s->errors.slots = kl_alloc(&world->alloc, sizeof(kl_error_slot) * (size_t)s->errors.count);
+        if (!s->errors.slots) {
+            kl_free(&world->alloc, s, sizeof *s);
+            kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_schedule_create: out of memory");
+            return NULL;
+        }
+        for (int32_t i = 0; i < s->errors.count; i++) {
+            atomic_init(&s->errors.slots[i].thread, 0);
+            s->errors.slots[i].text[0] = '\0';
+        }
+    }
     return s;
+}
+
+/* Routes the failures of threads other than this one to their own error slots until
+ * errors_unpublish; returns the slots published before (a schedule run from an exclusive
+ * system runs inside another's run). */
+static kl_error_slots *errors_publish(kiln_schedule *s) {
+    if (s->errors.count == 0) return atomic_load(&s->world->error_slots);
+    s->errors.owner = kl_thread_self();
+    return atomic_exchange(&s->world->error_slots, &s->errors);
+}
+
+/* Puts outer back and frees every slot: the threads that claimed one have finished. */
+static void errors_unpublish(kiln_schedule *s, kl_error_slots *outer) {
+    if (s->errors.count == 0) return;
+    atomic_store(&s->world->error_slots, outer);
+    for (int32_t i = 0; i < s->errors.count; i++)
+        atomic_store_explicit(&s->errors.slots[i].thread, 0, memory_order_release);
 }
 
 static void free_record(kiln_schedule *s, kl_system *sys) {
@@ -108,6 +140,7 @@ void kiln_schedule_destroy(kiln_schedule *s) {
     kl_free(a, s->stage_start, sizeof(int32_t) * (size_t)s->stage_cap);
     kl_free(a, s->job_list, sizeof(kiln_job) * (size_t)s->job_cap);
     kl_free(a, s->scratch, s->scratch_size);
+    kl_free(a, s->errors.slots, sizeof(kl_error_slot) * (size_t)s->errors.count);
     kl_free(a, s, sizeof *s);
 }
 
@@ -449,6 +482,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     }
     s->running = true;
     s->run_thread = pthread_self();
+    kl_error_slots *outer_errors = errors_publish(s);
 #if KILN_ACCESS_CHECKS
     kl_guard_slot *outer_guard = atomic_exchange(&world->guard, s->guard_slots);
 #endif
@@ -501,6 +535,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     atomic_store(&world->guard, outer_guard);
     if (!outer_guard) kl_resource_graves_age(world);
 #endif
+    errors_unpublish(s, outer_errors);
     s->running = false;
     if (s->removals > 0) sweep_removed(s);
     kl_world_trim_due(world); /* the frame has landed: room its removals left may go back */

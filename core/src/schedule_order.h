@@ -88,6 +88,7 @@ struct kiln_schedule {
     int64_t stage_cap;
     kiln_job *job_list;
     int64_t job_cap;
+    kl_error_slots errors; /* its pool threads' error messages while it runs (world.h) */
     void *scratch;         /* graph memory of builds and cycle checks, kept for the next one */
     size_t scratch_size;
 #if KILN_ACCESS_CHECKS

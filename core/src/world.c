@@ -16,10 +16,32 @@
 #include "guard.h"
 #include "resource.h"
 
+/* The calling thread's error buffer: world->error outside a schedule run and on the running
+ * thread, else the thread's slot, claimed first when claim is set; NULL for a thread with
+ * none. Only failures and readers of the message come here. */
+static char *error_text(const kiln_world *world, bool claim) {
+    kl_error_slots *errors =
+        atomic_load_explicit(&((kiln_world *)world)->error_slots, memory_order_acquire);
+    uintptr_t me = kl_thread_self();
+    if (!errors || errors->owner == me) return (char *)world->error;
+    for (int32_t i = 0; i < errors->count; i++)
+        if (atomic_load_explicit(&errors->slots[i].thread, memory_order_relaxed) == me)
+            return errors->slots[i].text;
+    for (int32_t i = 0; claim && i < errors->count; i++) {
+        uintptr_t free_id = 0;
+        if (atomic_compare_exchange_strong_explicit(&errors->slots[i].thread, &free_id, me,
+                                                    memory_order_acquire, memory_order_relaxed))
+            return errors->slots[i].text;
+    }
+    return NULL;
+}
+
 kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...) {
+    char *text = error_text(world, true);
+    if (!text) return code; /* more threads than slots: this one's message is lost */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(world->error, sizeof world->error, fmt, ap);
+    vsnprintf(text, KL_ERROR_SIZE, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -105,12 +127,14 @@ void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn) {
 
 const char *kiln_world_error(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return world->error;
+    const char *text = error_text(world, false);
+    return text ? text : "";
 }
 
 void kiln_world_clear_error(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    world->error[0] = '\0';
+    char *text = error_text(world, false);
+    if (text) text[0] = '\0';
 }
 
 kiln_tick kiln_tick_current(const kiln_world *world) {

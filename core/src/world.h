@@ -3,6 +3,7 @@
 #ifndef KILN_WORLD_H
 #define KILN_WORLD_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "hashmap.h"
@@ -209,6 +210,26 @@ typedef struct kl_archetype {
                                * to 2 GiB each pass 32 */
 } kl_archetype;
 
+/* The calling thread's id, as the error slots and guard slots store it (never 0). */
+static inline uintptr_t kl_thread_self(void) { return (uintptr_t)pthread_self(); }
+
+/* One thread's error message while a schedule runs on the world. */
+typedef struct kl_error_slot {
+    _Atomic(uintptr_t) thread; /* the thread that claimed it, 0 when free */
+    char text[KL_ERROR_SIZE];  /* read and written only by that thread */
+} kl_error_slot;
+
+/* The error buffers of a schedule's threads, published in the world while it runs: the
+ * running thread keeps world->error, any other thread claims a slot at its first failure and
+ * reads its own message from it until the run ends (a thread beyond count keeps none). */
+#define KL_ERROR_SPARE_SLOTS 4 /* slots beyond a pool's threads, for other threads helping it */
+
+typedef struct kl_error_slots {
+    uintptr_t owner; /* the thread whose messages go to world->error */
+    int32_t count;
+    kl_error_slot *slots;
+} kl_error_slots;
+
 /* A teardown hook registered with kiln_world_atfini. */
 typedef struct kl_fini {
     kiln_fini_fn fn;
@@ -289,6 +310,10 @@ struct kiln_world {
     /* The thread slots of the schedule running now, for the debug checks of guard.c. */
     _Atomic(struct kl_guard_slot *) guard;
 
+    /* The error buffers of the threads the running schedule runs systems on (NULL: every
+     * message goes to error; see kl_error_slots). */
+    _Atomic(kl_error_slots *) error_slots;
+
     kl_fini *finis;                /* teardown hooks, in registration order */
     int64_t fini_cap;
     int32_t fini_count;
@@ -296,7 +321,8 @@ struct kiln_world {
     char error[KL_ERROR_SIZE];
 };
 
-/* Records a failure: formats the message into world->error and returns code. */
+/* Records a failure: formats the message into the calling thread's error buffer (world->error,
+ * or its slot while a schedule runs it on a worker: see kl_error_slots) and returns code. */
 KL_HIDDEN kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

@@ -1,6 +1,7 @@
 /* random.c: seeded randomness: xoshiro256** streams, seeded through splitmix64, forked from
  * (world seed, stream name, tick). Invariant: the seed and the main stream live in resources,
  * so saving, loading, snapshots and the hash carry them like any other state. */
+#include <stdio.h>
 #include <string.h>
 
 #include "persist_internal.h"
@@ -66,7 +67,7 @@ static kiln_result ids(kiln_world *world, kiln_component *seed, kiln_component *
     if (r == KILN_OK) r = kiln_component_register(world, &td, state);
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
-        memcpy(msg, world->error, sizeof msg);
+        snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
         const char *detail = strstr(msg, ": ");
         return kl_fail(world, r, "%s: %s", call, detail ? detail + 2 : msg);
     }

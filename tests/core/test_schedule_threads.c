@@ -1,0 +1,161 @@
+/* test_schedule_threads.c: Check suite for what the threads of a running schedule share: each
+ * reads back the error message of its own failures. Run it under ThreadSanitizer too. */
+#include <check.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* helpers                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { CALLS = 4000 };
+
+/* What the failing systems share: each fails its own way and compares what it reads back. */
+typedef struct failing {
+    kiln_world *world;
+    kiln_component a, long_name;
+    kiln_entity dead, has_a;
+    char dead_message[256], missing_message[256]; /* what each failure says, read beforehand */
+    atomic_int arrived;   /* systems that reached the rendezvous this run */
+    atomic_int wrong;     /* read-backs that were another system's message (or a mix) */
+    atomic_int read_back; /* read-backs made */
+} failing;
+
+static kiln_component register_sized(kiln_world *w, const char *name, size_t size) {
+    kiln_component c;
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = name, .size = size}, &c),
+                     KILN_OK);
+    return c;
+}
+
+/* Waits (a second at most) for the other failing system, so both fail at the same time. */
+static void rendezvous(failing *f) {
+    atomic_fetch_add(&f->arrived, 1);
+    int64_t start = test_now_ns();
+    while (atomic_load(&f->arrived) < 2 && test_now_ns() - start < 1000000000) {
+    }
+}
+
+static void compare(failing *f, const char *expected) {
+    if (strcmp(kiln_world_error(f->world), expected) != 0) atomic_fetch_add(&f->wrong, 1);
+    atomic_fetch_add(&f->read_back, 1);
+}
+
+/* Writes through a dead handle, again and again, reading the message back each time. */
+static void fail_dead(const kiln_system_ctx *ctx) {
+    failing *f = ctx->user;
+    rendezvous(f);
+    for (int i = 0; i < CALLS; i++)
+        if (kiln_get_mut(ctx->world, f->dead, f->a) == NULL) compare(f, f->dead_message);
+}
+
+/* Writes a component its entity lacks (a longer message), again and again. */
+static void fail_missing(const kiln_system_ctx *ctx) {
+    failing *f = ctx->user;
+    rendezvous(f);
+    for (int i = 0; i < CALLS; i++)
+        if (kiln_get_mut(ctx->world, f->has_a, f->long_name) == NULL) compare(f, f->missing_message);
+}
+
+static void failing_open(failing *f) {
+    memset(f, 0, sizeof *f);
+    f->world = kiln_world_create(NULL);
+    ck_assert_ptr_nonnull(f->world);
+    f->a = register_sized(f->world, "A", 4);
+    f->long_name = register_sized(f->world, "AComponentWithAVeryLongNameSoItsMessageIsLongerThanTheOther", 4);
+    ck_assert_int_eq(kiln_spawn(f->world, &f->dead), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(f->world, f->dead), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(f->world, &f->a, NULL, 1, &f->has_a), KILN_OK);
+    ck_assert_ptr_null(kiln_get_mut(f->world, f->dead, f->a));
+    snprintf(f->dead_message, sizeof f->dead_message, "%s", kiln_world_error(f->world));
+    ck_assert_ptr_null(kiln_get_mut(f->world, f->has_a, f->long_name));
+    snprintf(f->missing_message, sizeof f->missing_message, "%s", kiln_world_error(f->world));
+    ck_assert_str_ne(f->dead_message, f->missing_message);
+    kiln_world_clear_error(f->world);
+}
+
+/* Runs the two failing systems side by side (one on the main thread when main_thread is set)
+ * for frames runs, and checks every read-back named its own system's failure. */
+static void run_failing(bool main_thread, int frames) {
+    static failing f;
+    failing_open(&f);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "dead", .run = fail_dead, .user = &f,
+                                                             .writes = {f.a}, .main_thread = main_thread}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "missing", .run = fail_missing,
+                                                             .user = &f, .writes = {f.long_name}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    for (int frame = 0; frame < frames; frame++) {
+        atomic_store(&f.arrived, 0);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    }
+    int read_back = atomic_load(&f.read_back), wrong = atomic_load(&f.wrong);
+    ck_assert_int_eq(read_back, frames * 2 * CALLS);
+    ck_assert_int_eq(wrong, 0);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(f.world);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(errors, .timeout = 120);
+
+KILN_TEST(errors, two_worker_systems_failing_at_once_each_read_their_own_message) {
+    run_failing(false, 8);
+}
+
+KILN_TEST(errors, a_main_thread_system_reads_its_own_message_while_a_worker_fails) {
+    run_failing(true, 8);
+}
+
+static pthread_t main_thread_id;
+static atomic_bool ran_on_main; /* the pool's waiting main thread took the worker system */
+
+/* Fails, reads its message back, then clears it. */
+static void fail_on_worker(const kiln_system_ctx *ctx) {
+    failing *f = ctx->user;
+    if (pthread_equal(pthread_self(), main_thread_id)) atomic_store(&ran_on_main, true);
+    ck_assert_ptr_null(kiln_get_mut(ctx->world, f->has_a, f->long_name));
+    ck_assert_str_eq(kiln_world_error(ctx->world), f->missing_message);
+    kiln_world_clear_error(ctx->world);
+    ck_assert_str_eq(kiln_world_error(ctx->world), "");
+}
+
+static void noop(const kiln_system_ctx *ctx) { (void)ctx; }
+
+KILN_TEST(errors, after_a_run_the_world_error_is_the_main_threads_own) {
+    static failing f;
+    failing_open(&f);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "w", .run = fail_on_worker, .user = &f,
+                                                             .writes = {f.long_name}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "n", .run = noop, .reads = {f.a}}),
+                     KILN_OK);
+    main_thread_id = pthread_self();
+    atomic_store(&ran_on_main, false);
+    ck_assert_ptr_null(kiln_get_mut(f.world, f.dead, f.a));
+    for (int frame = 0; frame < 4; frame++) ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    /* the worker's failures and its clear stayed its own (on the main thread, they are its) */
+    const char *expected = atomic_load(&ran_on_main) ? "" : f.dead_message;
+    ck_assert_str_eq(kiln_world_error(f.world), expected);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(f.world);
+}
