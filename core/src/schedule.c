@@ -619,6 +619,7 @@ size_t kiln_schedule_describe(kiln_schedule *s, char *buf, size_t size) {
     }
     buf[0] = '\0';
     int32_t stages = kiln_schedule_stage_count(s);
+    lock(s); /* a main-thread system may add one meanwhile, moving the list */
     for (int32_t st = 0; st < stages; st++) {
         for (int32_t k = s->stage_start[st]; k < s->stage_start[st + 1]; k++) {
             const kl_system *sys = s->systems[s->order[k]];
@@ -635,5 +636,6 @@ size_t kiln_schedule_describe(kiln_schedule *s, char *buf, size_t size) {
         int w = snprintf(len < size ? buf + len : dummy, len < size ? size - len : 1, "\n");
         len += (size_t)w;
     }
+    unlock(s);
     return len;
 }

@@ -159,3 +159,60 @@ KILN_TEST(errors, after_a_run_the_world_error_is_the_main_threads_own) {
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(f.world);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* describe                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct growing {
+    kiln_schedule *schedule;
+    atomic_int added;
+    atomic_int bad; /* descriptions that did not list the stage running */
+} growing;
+
+/* Adds disabled systems: the schedule's list grows (and moves) under the describer. */
+static void adder(const kiln_system_ctx *ctx) {
+    growing *g = ctx->user;
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d", atomic_fetch_add(&g->added, 1));
+        ck_assert_int_eq(kiln_schedule_add(g->schedule, &(kiln_system_desc){.name = name, .run = noop,
+                                                                            .disabled = true}),
+                         KILN_OK);
+    }
+}
+
+static void describer(const kiln_system_ctx *ctx) {
+    growing *g = ctx->user;
+    for (int i = 0; i < 200; i++) {
+        char text[256];
+        kiln_schedule_describe(g->schedule, text, sizeof text);
+        if (strncmp(text, "stage 0: ", 9) != 0 || !strstr(text, "describer")) atomic_fetch_add(&g->bad, 1);
+    }
+}
+
+KILN_TEST_GROUP_WITH(describe, .timeout = 120);
+
+KILN_TEST(describe, a_worker_describes_the_schedule_while_a_main_thread_system_adds_systems) {
+    static growing g;
+    memset(&g, 0, sizeof g);
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component a = register_sized(w, "A", 4);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    g.schedule = kiln_schedule_create(w, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(g.schedule, &(kiln_system_desc){.name = "adder", .run = adder, .user = &g,
+                                                                       .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(g.schedule, &(kiln_system_desc){.name = "describer", .run = describer,
+                                                                       .user = &g, .reads = {a}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(g.schedule, &(kiln_system_desc){.name = "other", .run = noop, .reads = {a}}),
+                     KILN_OK);
+    for (int frame = 0; frame < 40; frame++) ck_assert_int_eq(kiln_schedule_run(g.schedule, 0.0), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_system_count(g.schedule), 3 + 40 * 8);
+    int bad = atomic_load(&g.bad);
+    ck_assert_int_eq(bad, 0);
+    kiln_schedule_destroy(g.schedule);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(w);
+}
