@@ -22,15 +22,18 @@ static kl_guard_slot *own_slot(kl_guard_slot *slots, uintptr_t me) {
     return NULL;
 }
 
-void kl_guard_enter(const kiln_world *world, const kl_system *sys, kl_guard_frame *frame) {
+void kl_guard_enter(const kiln_world *world, const kl_system *sys, bool range,
+                    kl_guard_frame *frame) {
     frame->slot = NULL;
     frame->previous = NULL;
+    frame->previous_range = false;
     kl_guard_slot *slots = atomic_load_explicit(&((kiln_world *)world)->guard, memory_order_acquire);
     if (!slots) return;
     uintptr_t me = kl_thread_self();
     kl_guard_slot *slot = own_slot(slots, me);
     if (slot) { /* a job of another system, run while this thread waits */
         frame->previous = slot->system;
+        frame->previous_range = slot->range;
     } else {
         for (int32_t i = 0; i < KL_GUARD_SLOTS && !slot; i++) {
             uintptr_t free_id = 0;
@@ -42,13 +45,21 @@ void kl_guard_enter(const kiln_world *world, const kl_system *sys, kl_guard_fram
         if (!slot) return;
     }
     slot->system = sys;
+    slot->range = range;
     frame->slot = slot;
 }
 
 void kl_guard_leave(const kl_guard_frame *frame) {
     if (!frame->slot) return;
     frame->slot->system = frame->previous;
+    frame->slot->range = frame->previous_range;
     if (!frame->previous) atomic_store_explicit(&frame->slot->thread, 0, memory_order_release);
+}
+
+const kl_system *kl_guard_system(const kiln_world *world) {
+    kl_guard_slot *slots = atomic_load_explicit(&((kiln_world *)world)->guard, memory_order_acquire);
+    kl_guard_slot *slot = slots ? own_slot(slots, kl_thread_self()) : NULL;
+    return slot ? slot->system : NULL;
 }
 
 static bool listed(const kiln_component *list, int32_t count, kiln_component c) {
@@ -63,7 +74,9 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
     kl_guard_slot *slots = atomic_load_explicit(&world->guard, memory_order_acquire);
     kl_guard_slot *slot = slots ? own_slot(slots, kl_thread_self()) : NULL;
     const kl_system *sys = slot ? slot->system : NULL;
-    if (!sys || sys->exclusive) return;
+    bool changes = access != KL_READ && access != KL_WRITE;
+    /* An exclusive system may do anything on its thread; its ranges run on any thread. */
+    if (!sys || (sys->exclusive && !(slot->range && changes))) return;
     char buf[32], what[128];
     const char *name = kl_component_name(world, component, buf, sizeof buf);
     /* An unregistered component holds no values to race on (the call itself reports it), and
@@ -89,7 +102,7 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
     case KL_EMIT:
     case KL_REGISTER:
     case KL_QUERIES:
-        if (sys->main_thread) return;
+        if (sys->main_thread && !slot->range) return;
         if (access == KL_REGISTER) {
             snprintf(what, sizeof what, "a type registered");
         } else if (access == KL_QUERIES) {
@@ -105,10 +118,16 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
         } else {
             snprintf(what, sizeof what, "a spawn");
         }
-        kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                "%s: system '%s' changes the world (%s) from a worker thread; record it into "
-                "ctx->commands",
-                call, sys->name, what);
+        if (slot->range)
+            kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                    "%s: system '%s' changes the world (%s) from a kiln_parallel_for range, "
+                    "which may run on any thread; record it into a command buffer of its own thread",
+                    call, sys->name, what);
+        else
+            kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                    "%s: system '%s' changes the world (%s) from a worker thread; record it "
+                    "into ctx->commands",
+                    call, sys->name, what);
         break;
     }
     KILN_PANIC(kiln_world_error(world));

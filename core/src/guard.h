@@ -18,6 +18,7 @@
 typedef struct kl_guard_slot {
     _Atomic(uintptr_t) thread; /* the thread's id, 0 when the slot is free */
     const struct kl_system *system; /* read and written only by that thread */
+    bool range; /* system's kiln_parallel_for range runs: it may not change the world */
 } kl_guard_slot;
 
 #define KL_GUARD_SLOTS 32
@@ -27,6 +28,7 @@ typedef struct kl_guard_slot {
 typedef struct kl_guard_frame {
     kl_guard_slot *slot;
     const struct kl_system *previous;
+    bool previous_range;
 } kl_guard_frame;
 
 typedef enum kl_access {
@@ -39,16 +41,21 @@ typedef enum kl_access {
 } kl_access;
 
 #if KILN_ACCESS_CHECKS
-/* Marks the calling thread as running sys (of the schedule running on world) until
- * kl_guard_leave; a thread beyond KL_GUARD_SLOTS of them runs unchecked. */
-KL_HIDDEN void kl_guard_enter(const kiln_world *world, const struct kl_system *sys,
+/* Marks the calling thread as running sys (of the schedule running on world), or when range
+ * is set one of the kiln_parallel_for ranges sys started, until kl_guard_leave; a thread
+ * beyond KL_GUARD_SLOTS of them runs unchecked. */
+KL_HIDDEN void kl_guard_enter(const kiln_world *world, const struct kl_system *sys, bool range,
                               kl_guard_frame *frame);
 KL_HIDDEN void kl_guard_leave(const kl_guard_frame *frame);
 
+/* The system the calling thread runs for the schedule running on world, or NULL. */
+KL_HIDDEN const struct kl_system *kl_guard_system(const kiln_world *world);
+
 /* Fails loudly (the message kept as the world error, then KILN_PANIC) naming call, the system
  * and the component when the system the calling thread runs may not make this access of
- * component (0 for none: then entity, or a spawn, is named). Exclusive systems, code outside
- * any system and threads the schedule did not start a system on are not checked. */
+ * component (0 for none: then entity, or a spawn, is named). Exclusive systems (but for the
+ * changes their ranges make), code outside any system and threads the schedule did not start
+ * a system on are not checked. */
 KL_HIDDEN void kl_guard_check_slow(const kiln_world *world, const char *call, kl_access access,
                                    kiln_component component, kiln_entity entity);
 
@@ -63,10 +70,14 @@ static inline void kl_guard_check(const kiln_world *world, const char *call, kl_
 KL_HIDDEN void kl_guard_panic(const kiln_world *world);
 #else
 static inline void kl_guard_enter(const kiln_world *world, const struct kl_system *sys,
-                                  kl_guard_frame *frame) {
-    (void)world, (void)sys, (void)frame;
+                                  bool range, kl_guard_frame *frame) {
+    (void)world, (void)sys, (void)range, (void)frame;
 }
 static inline void kl_guard_leave(const kl_guard_frame *frame) { (void)frame; }
+static inline const struct kl_system *kl_guard_system(const kiln_world *world) {
+    (void)world;
+    return NULL;
+}
 static inline void kl_guard_check(const kiln_world *world, const char *call, kl_access access,
                                   kiln_component component, kiln_entity entity) {
     (void)world, (void)call, (void)access, (void)component, (void)entity;

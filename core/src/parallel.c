@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "defer.h"
+#include "guard.h"
 #include "jobs.h"
 #include "query.h"
 #include "world.h"
@@ -15,14 +16,21 @@ typedef struct range_job {
     int32_t begin, end;
     kiln_chunk_fn fn;
     void *user;
+    const struct kl_system *system; /* the system that called kiln_parallel_for (debug checks) */
 } range_job;
 
+/* Runs as the system that started it, whatever thread takes it (one waiting in another
+ * system's kiln_jobs_wait included), so the debug checks hold the range to that system's
+ * access and refuse changes to the world from it. */
 static void run_range(void *arg) {
     range_job *r = arg;
+    kl_guard_frame frame;
+    kl_guard_enter(r->chunk->world, r->system, true, &frame);
     kiln_iter view;
     kiln_iter_range(r->chunk, r->begin, r->end, &view);
     r->fn(&view, r->user);
     kiln_iter_fini(&view);
+    kl_guard_leave(&frame);
 }
 
 static void run_inline(const kiln_query *query, kiln_chunk_fn fn, void *user) {
@@ -66,6 +74,7 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
      * before the jobs start. */
     kiln_defer_begin(world);
     atomic_fetch_add_explicit(&world->iterating, 1, memory_order_relaxed);
+    const struct kl_system *caller = kl_guard_system(world);
     int32_t n_chunks = 0, n_ranges = 0;
     kiln_iter it;
     kiln_query_iter(query, &it);
@@ -76,7 +85,8 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
         if (k < 1) k = 1;
         for (int64_t j = 0; j < k; j++) {
             int64_t b = it.count * j / k, e = it.count * (j + 1) / k;
-            ranges[n_ranges] = (range_job){&snapshots[n_chunks], (int32_t)b, (int32_t)e, fn, user};
+            ranges[n_ranges] =
+                (range_job){&snapshots[n_chunks], (int32_t)b, (int32_t)e, fn, user, caller};
             list[n_ranges] = (kiln_job){run_range, &ranges[n_ranges]};
             n_ranges++;
         }

@@ -407,7 +407,7 @@ kiln_result kiln_schedule_build(kiln_schedule *s) {
 static void run_system(void *arg) {
     kl_system *sys = arg;
     kl_guard_frame frame;
-    kl_guard_enter(sys->ctx.world, sys, &frame);
+    kl_guard_enter(sys->ctx.world, sys, false, &frame);
     int64_t t0 = now_ns();
     sys->run(&sys->ctx);
     int64_t dt = now_ns() - t0;

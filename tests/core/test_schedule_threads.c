@@ -1,11 +1,15 @@
 /* test_schedule_threads.c: Check suite for what the threads of a running schedule share: each
- * reads back the error message of its own failures. Run it under ThreadSanitizer too. */
+ * reads back the error message of its own failures, the schedule's list is described while it
+ * grows, and kiln_parallel_for ranges are held to the access of the system that started them
+ * on whatever thread runs them. Run it under ThreadSanitizer too. */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln.h"
 #include "test_registry.h"
@@ -215,4 +219,153 @@ KILN_TEST(describe, a_worker_describes_the_schedule_while_a_main_thread_system_a
     kiln_schedule_destroy(g.schedule);
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(w);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ranges                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { RANGE_ROWS = 4000 };
+
+/* Two worker systems, each with its own component and query. Y's ranges read Y's component
+ * through kiln_get; X starts its own ranges once Y's are queued, so the thread waiting in
+ * X's kiln_parallel_for takes Y's ranges first (the queue is first in, first out). */
+typedef struct split {
+    kiln_world *world;
+    kiln_component cx, cy;
+    kiln_query *qx, *qy;
+    kiln_entity probe; /* an entity with cy */
+    atomic_int y_running; /* a range of Y started this frame: the others wait in the queue */
+    atomic_int rows_read;
+} split;
+
+static void spin_rows(kiln_iter *view, void *user) {
+    (void)user;
+    volatile int sum = 0;
+    for (int i = 0; i < view->count * 200; i++) sum += i;
+}
+
+static void read_rows(kiln_iter *view, void *user) {
+    split *sp = user;
+    atomic_store(&sp->y_running, 1);
+    spin_rows(view, NULL); /* ranges that last: the rest stay queued meanwhile */
+    for (int i = 0; i < view->count; i++)
+        if (kiln_get(view->world, sp->probe, sp->cy) != NULL) atomic_fetch_add(&sp->rows_read, 1);
+}
+
+static void run_x(const kiln_system_ctx *ctx) {
+    split *sp = ctx->user;
+    int64_t start = test_now_ns();
+    while (!atomic_load(&sp->y_running) && test_now_ns() - start < 1000000000) {
+    }
+    ck_assert_int_eq(kiln_parallel_for(ctx->jobs, sp->qx, 16, spin_rows, sp), KILN_OK);
+}
+
+static void run_y(const kiln_system_ctx *ctx) {
+    split *sp = ctx->user;
+    ck_assert_int_eq(kiln_parallel_for(ctx->jobs, sp->qy, 16, read_rows, sp), KILN_OK);
+}
+
+static kiln_query *spawn_rows(kiln_world *w, kiln_component c, kiln_entity *last) {
+    for (int i = 0; i < RANGE_ROWS; i++) ck_assert_int_eq(kiln_spawn_with(w, &c, NULL, 1, last), KILN_OK);
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(w, &(kiln_query_desc){.with = {c}}, &q), KILN_OK);
+    return q;
+}
+
+KILN_TEST_GROUP_WITH(ranges, .timeout = 120);
+
+/* A thread waiting in X's kiln_parallel_for helps with Y's ranges: they are Y's reads. */
+KILN_TEST(ranges, a_range_run_while_another_system_waits_is_checked_as_its_own_system) {
+    static split sp;
+    memset(&sp, 0, sizeof sp);
+    sp.world = kiln_world_create(NULL);
+    sp.cx = register_sized(sp.world, "CX", 4);
+    sp.cy = register_sized(sp.world, "CY", 4);
+    kiln_entity last;
+    sp.qx = spawn_rows(sp.world, sp.cx, &last);
+    sp.qy = spawn_rows(sp.world, sp.cy, &sp.probe);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(sp.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "X", .run = run_x, .user = &sp,
+                                                             .writes = {sp.cx}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "Y", .run = run_y, .user = &sp,
+                                                             .writes = {sp.cy}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    enum { FRAMES = 20 };
+    for (int frame = 0; frame < FRAMES; frame++) {
+        atomic_store(&sp.y_running, 0);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    }
+    int rows_read = atomic_load(&sp.rows_read);
+    ck_assert_int_eq(rows_read, FRAMES * RANGE_ROWS);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(sp.world);
+}
+
+/* The abort must carry this message: the SIGABRT handler lets it proceed only when the
+ * aborting thread's error holds it, else the test exits with 3. */
+static const char *abort_expected;
+static kiln_world *abort_world;
+
+static void on_abort(int sig) {
+    (void)sig;
+    if (abort_expected && strstr(kiln_world_error(abort_world), abort_expected)) {
+        signal(SIGABRT, SIG_DFL);
+        return; /* abort raises again, now by default: the test dies of SIGABRT */
+    }
+    static const char msg[] = "abort without the expected message\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(3);
+}
+
+typedef struct tagging {
+    kiln_query *q;
+    kiln_component tag;
+} tagging;
+
+static void tag_rows(kiln_iter *view, void *user) {
+    tagging *t = user;
+    for (int i = 0; i < view->count; i++) kiln_add(view->world, view->entities[i], t->tag, NULL);
+}
+
+static void tag_in_ranges(const kiln_system_ctx *ctx) {
+    tagging *t = ctx->user;
+    kiln_parallel_for(ctx->jobs, t->q, 32, tag_rows, t);
+}
+
+/* Runs a frame in which a system (main-thread or exclusive, so it may change the world on its
+ * own thread) adds a tag to every row from kiln_parallel_for ranges: the debug checks must
+ * abort whichever thread the first range ran on. */
+static void run_tagging_ranges(bool exclusive) {
+    static tagging t;
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component a = register_sized(w, "A", 4);
+    t.tag = register_sized(w, "T", 0);
+    kiln_entity last;
+    t.q = spawn_rows(w, a, &last);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(w, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "tagger", .run = tag_in_ranges, .user = &t,
+                                                             .reads = {a}, .main_thread = !exclusive,
+                                                             .exclusive = exclusive}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "other", .run = noop}), KILN_OK);
+    abort_world = w;
+    abort_expected = "kiln_add: system 'tagger' changes the world (T) from a kiln_parallel_for range";
+    signal(SIGABRT, on_abort);
+    kiln_schedule_run(s, 0.0);
+    ck_abort_msg("the run finished: expected \"%s\"", abort_expected);
+}
+
+KILN_TEST_SIGNAL(ranges, a_main_thread_systems_range_changing_the_world_aborts_naming_it, SIGABRT) {
+    run_tagging_ranges(false);
+}
+
+KILN_TEST_SIGNAL(ranges, an_exclusive_systems_range_changing_the_world_aborts_naming_it, SIGABRT) {
+    run_tagging_ranges(true);
 }
