@@ -1,10 +1,13 @@
 /* test_transform_hierarchy.c: Check suite for the hierarchy (set_parent, children, recursive
- * despawn) and the transform system in a schedule. A parent link never closes a cycle. */
+ * despawn), the access a system using it declares, and the transform system in a schedule. A
+ * parent link never closes a cycle. */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln.h"
 #include "kiln_transform.h"
@@ -253,6 +256,114 @@ KILN_TEST(hierarchy, plain_despawn_of_a_parent_leaves_the_children_alive_as_root
     glm_mat4_mul(c, c, expected);
     for (int i = 0; i < 3; i++) assert_matrix_near(world_matrix(&F, kids[i]), c, "orphaned child");
     assert_matrix_near(world_matrix(&F, grandchild), expected, "grandchild of an orphan");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* declared access                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* What the hierarchy systems work on: a parent and a child, linked or not yet. */
+typedef struct family {
+    kiln_entity parent, child;
+    int32_t children_seen;
+} family;
+
+static void link_them(const kiln_system_ctx *ctx) {
+    family *f = ctx->user;
+    ck_assert_int_eq(kiln_transform_set_parent(ctx->world, f->child, f->parent), KILN_OK);
+}
+
+static void count_children(const kiln_system_ctx *ctx) {
+    family *f = ctx->user;
+    f->children_seen = kiln_transform_children(ctx->world, f->parent, NULL, 0);
+}
+
+static void add_parent_link(const kiln_system_ctx *ctx) {
+    family *f = ctx->user;
+    ck_assert_int_eq(kiln_add(ctx->world, f->child, F.ids.parent, &(kiln_parent){f->parent}), KILN_OK);
+}
+
+static void despawn_tree(const kiln_system_ctx *ctx) {
+    family *f = ctx->user;
+    ck_assert_int_eq(kiln_transform_despawn_recursive(ctx->world, f->parent), KILN_OK);
+}
+
+/* The abort must carry this message: the SIGABRT handler lets it proceed only when the
+ * world's error holds it, else the test exits with 3. */
+static const char *abort_expected;
+
+static void on_abort(int sig) {
+    (void)sig;
+    if (abort_expected && strstr(kiln_world_error(F.world), abort_expected)) {
+        signal(SIGABRT, SIG_DFL);
+        return; /* abort raises again, now by default: the test dies of SIGABRT */
+    }
+    static const char msg[] = "abort without the expected message\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(3);
+}
+
+/* Runs one frame of a schedule holding desc (its user a fresh family: two roots), expecting
+ * none of the debug checks to fail; returns the family. */
+static family run_family(kiln_system_desc desc, bool linked) {
+    static family f;
+    memset(&f, 0, sizeof f);
+    ck_assert_int_eq(kiln_spawn(F.world, &f.parent), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &f.child), KILN_OK);
+    if (linked) ck_assert_int_eq(kiln_transform_set_parent(F.world, f.child, f.parent), KILN_OK);
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    desc.user = &f;
+    ck_assert_int_eq(kiln_schedule_add(s, &desc), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    kiln_schedule_destroy(s);
+    return f;
+}
+
+static void run_expecting_abort(kiln_system_desc desc, bool linked, const char *message) {
+    abort_expected = message;
+    signal(SIGABRT, on_abort);
+    run_family(desc, linked);
+    ck_abort_msg("the run finished: expected \"%s\"", message);
+}
+
+KILN_TEST_GROUP_WITH(declared, .setup = setup, .teardown = teardown, .timeout = 30);
+
+KILN_TEST_SIGNAL(declared, set_parent_from_a_system_not_declaring_parent_aborts_naming_it, SIGABRT) {
+    run_expecting_abort((kiln_system_desc){.name = "linker", .run = link_them, .main_thread = true}, false,
+                        "kiln_transform_set_parent: system 'linker' reads Parent without declaring it");
+}
+
+KILN_TEST_SIGNAL(declared, adding_parent_from_a_system_not_declaring_parent_aborts_naming_it, SIGABRT) {
+    run_expecting_abort((kiln_system_desc){.name = "adder", .run = add_parent_link, .main_thread = true}, false,
+                        "Parent's check: system 'adder' reads Parent without declaring it");
+}
+
+KILN_TEST_SIGNAL(declared, children_from_a_system_not_declaring_parent_aborts_naming_it, SIGABRT) {
+    run_expecting_abort((kiln_system_desc){.name = "counter", .run = count_children}, true,
+                        "kiln_transform_children: system 'counter' reads Parent without declaring it");
+}
+
+KILN_TEST_SIGNAL(declared, despawn_recursive_from_a_system_not_declaring_parent_aborts_naming_it, SIGABRT) {
+    run_expecting_abort((kiln_system_desc){.name = "reaper", .run = despawn_tree, .main_thread = true}, true,
+                        "kiln_transform_despawn_recursive: system 'reaper' reads Parent without declaring it");
+}
+
+KILN_TEST(declared, systems_declaring_parent_link_count_and_despawn_trees) {
+    family f = run_family((kiln_system_desc){.name = "linker", .run = link_them, .main_thread = true,
+                                             .reads = {F.ids.parent}},
+                          false);
+    ck_assert_int_eq(parent_link(&F, f.child), f.parent);
+    f = run_family((kiln_system_desc){.name = "adder", .run = add_parent_link, .main_thread = true,
+                                      .writes = {F.ids.parent}},
+                   false);
+    ck_assert_int_eq(parent_link(&F, f.child), f.parent);
+    f = run_family((kiln_system_desc){.name = "counter", .run = count_children, .reads = {F.ids.parent}}, true);
+    ck_assert_int_eq(f.children_seen, 1);
+    f = run_family((kiln_system_desc){.name = "reaper", .run = despawn_tree, .main_thread = true,
+                                      .reads = {F.ids.parent}},
+                   true);
+    ck_assert(!kiln_is_alive(F.world, f.parent) && !kiln_is_alive(F.world, f.child));
 }
 
 /* ------------------------------------------------------------------------------------------ */

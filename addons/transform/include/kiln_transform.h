@@ -35,7 +35,10 @@ extern "C" {
  * stray high bits, and a handle of a slot or generation the world has not reached (it would come alive
  * as some later spawn). A stale handle stays a dead link; a handle reserved by a deferred
  * spawn is the entity it becomes. Writes through pointers (kiln_get_mut, query columns) are
- * not checked. */
+ * not checked. The check, kiln_transform_set_parent, kiln_transform_children and
+ * kiln_transform_despawn_recursive read the Parent values of other entities, which a worker
+ * system may be writing meanwhile: a system making them declares reads (or writes) Parent, and
+ * debug builds abort naming the system otherwise, as for any undeclared read. */
 typedef struct kiln_parent {
     kiln_entity entity;
 } kiln_parent;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "defer.h"
+#include "guard.h"
 #include "query.h"
 #include "transform_links.h"
 #include "transform_state.h"
@@ -132,6 +133,7 @@ void kl_transform_links_invalidate(kiln_world *world) {
 /* Brings the children index up to date: the rows the linked archetypes took in or had
  * stamped (see kl_follow), and the values set in place since the last catch-up. */
 static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call) {
+    kl_guard_check(world, call, KL_READ, st->ids.parent, 0);
     kl_follow_desc d = {.query = st->linked, .clear = clear_links, .take = take_link, .ctx = st,
                         .rebuild_over = 64 + st->link_count / 2};
     bool ok = kl_follow_catch_up(world, &st->links_follow, &d);

@@ -7,6 +7,7 @@
 
 #include "component.h"
 #include "defer.h"
+#include "guard.h"
 #include "query.h"
 #include "transform_links.h"
 #include "transform_state.h"
@@ -105,6 +106,7 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
         return detail ? refuse_unissued(parent, detail, why, why_size) : KILN_OK;
     }
     if (entity == KILN_NULL_ENTITY) return KILN_OK; /* a spawn: nothing links to it yet */
+    kl_guard_check(world, "Parent's check", KL_READ, st->ids.parent, 0);
     /* Walk up from the new parent: meeting entity means the link would close a cycle. */
     kiln_entity cur = parent;
     for (int32_t depth = 0;; depth++) {
@@ -343,6 +345,8 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "kiln_transform_set_parent: call kiln_transform_init first");
+    /* the walk below reads the Parent values up from parent */
+    kl_guard_check(world, "kiln_transform_set_parent", KL_READ, st->ids.parent, 0);
     char cb[24], pb[24];
     /* Deferred, an entity spawned earlier in the section is reserved, not alive yet: it takes
      * links as kiln_add gives it components (the queue re-checks them when it lands). */
