@@ -368,14 +368,14 @@ static char *links_doc(const int *link, int n) {
 }
 
 /* The first entity the Parent check refuses when the links are checked one by one in file
- * order (a parent chain that holds the entity or has more than 257 nodes), or -1. */
+ * order (a parent chain that holds the entity or has more than 256 nodes), or -1. */
 static int first_refused(const int *link, int n) {
     for (int i = 0; i < n; i++) {
         if (link[i] < 0) continue;
         if (link[i] == i) return i;
         int cur = link[i], depth = 0;
         for (; cur >= 0; depth++, cur = link[cur] == cur ? -1 : link[cur])
-            if (cur == i || depth > 256) return i;
+            if (cur == i || depth >= 256) return i;
     }
     return -1;
 }

@@ -299,6 +299,37 @@ KILN_TEST(links, a_look_up_of_children_lands_nothing_left_queued) {
     ck_assert(kiln_has(F.world, b, late));
 }
 
+/* The Parent check and propagation share one limit: 256 links above an entity are taken
+ * and propagate; the 257th is refused when the link is made, by every way of writing it. */
+KILN_TEST(links, a_chain_256_links_deep_is_taken_and_propagates_and_the_257th_link_is_refused) {
+    kiln_local_transform l = kiln_transform_local_identity();
+    l.position[0] = 1;
+    kiln_entity chain[257], extra;
+    for (int i = 0; i < 257; i++) {
+        ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, (const void *[]){&l}, 1, &chain[i]), KILN_OK);
+        if (i > 0) ck_assert_int_eq(kiln_transform_set_parent(F.world, chain[i], chain[i - 1]), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.ids.local, (const void *[]){&l}, 1, &extra), KILN_OK);
+    propagate_ok(&F, NULL);
+    ck_assert_float_eq_tol(world_matrix(&F, chain[256])[12], 257.0f, 1e-3f);
+    uint64_t hash = kiln_world_hash(F.world), digest = test_world_digest(F.world);
+    char want[160], cb[32], pb[32];
+    snprintf(want, sizeof want, "making %s a child of %s would create a parent chain deeper than 256",
+             test_entity_string(extra, cb), test_entity_string(chain[256], pb));
+    assert_refused(&F, kiln_transform_set_parent(F.world, extra, chain[256]), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_transform_set_parent: ", want);
+    kiln_parent p = {chain[256]};
+    assert_refused(&F, kiln_add(F.world, extra, F.ids.parent, &p), KILN_ERR_INVALID_ARGUMENT, "kiln_add: ", want);
+    kiln_entity spawned = KILN_NULL_ENTITY;
+    assert_refused(&F, kiln_spawn_with(F.world, &F.ids.parent, (const void *[]){&p}, 1, &spawned),
+                   KILN_ERR_INVALID_ARGUMENT, "kiln_spawn_with: ", "parent chain deeper than 256");
+    ck_assert_uint_eq(spawned, KILN_NULL_ENTITY);
+    ck_assert_uint_eq(kiln_world_hash(F.world), hash);
+    ck_assert_uint_eq(test_world_digest(F.world), digest);
+    propagate_ok(&F, NULL);
+    ck_assert_float_eq_tol(world_matrix(&F, chain[256])[12], 257.0f, 1e-3f);
+}
+
 KILN_TEST_GROUP_WITH(deep, .setup = setup, .teardown = teardown, .timeout = 120);
 
 KILN_TEST(deep, a_chain_100000_links_deep_fails_propagation_and_despawns_whole_without_recursing) {

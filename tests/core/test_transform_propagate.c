@@ -274,12 +274,16 @@ KILN_TEST(propagation, a_parent_link_to_itself_makes_the_entity_a_root) {
 }
 
 /* A chain of n entities linked by writing Parent directly. root_first: handles and rows run
- * from the root down; otherwise from the leaf up. Returns the chain root first. */
+ * from the root down; otherwise from the leaf up. Returns the chain root first. The check
+ * refuses a link deeper than 256 when it is made: root first, those go through a pointer. */
 static void build_chain(scene *s, kiln_entity *chain, int n, bool root_first) {
     kiln_local_transform l = kiln_transform_local_identity();
     l.position[0] = 1.0f;
     if (root_first) {
-        for (int i = 0; i < n; i++) chain[i] = spawn_node(s, i ? chain[i - 1] : KILN_NULL_ENTITY, &l);
+        for (int i = 0; i < n; i++) {
+            chain[i] = spawn_node(s, i && i <= 256 ? chain[i - 1] : KILN_NULL_ENTITY, &l);
+            if (i > 256) link_unchecked(s, chain[i], chain[i - 1]);
+        }
     } else {
         for (int i = n - 1; i >= 0; i--) ck_assert_int_eq(kiln_spawn(s->world, &chain[i]), KILN_OK);
         for (int i = n - 1; i >= 0; i--) {

@@ -43,7 +43,7 @@ static bool parent_accepts(fz_model *m, kiln_entity entity, kiln_entity parent) 
     if (parent == entity) return false;
     kiln_entity cur = parent;
     for (int depth = 0; cur != KILN_NULL_ENTITY; depth++) {
-        if (cur == entity || depth > 256) return false;
+        if (cur == entity || depth >= 256) return false;
         fz_ent *ce = model_find(m, cur);
         if (!ce || ce->state != FZ_ALIVE) break;
         cur = model_parent_of(m, ce);

@@ -105,14 +105,15 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
         const char *detail = unissued_parent(world, parent);
         return detail ? refuse_unissued(parent, detail, why, why_size) : KILN_OK;
     }
-    if (entity == KILN_NULL_ENTITY) return KILN_OK; /* a spawn: nothing links to it yet */
     kl_guard_check(world, "Parent's check", KL_READ, st->ids.parent, 0);
-    /* Walk up from the new parent: meeting entity means the link would close a cycle. */
+    /* Walk up from the new parent (cur is depth links above it): meeting entity means the
+     * link would close a cycle; a spawn (entity null: nothing links to it yet) can only make
+     * a chain too deep. */
     kiln_entity cur = parent;
     for (int32_t depth = 0;; depth++) {
-        if (cur == entity || depth > KL_MAX_DEPTH) {
+        if ((cur == entity && entity) || kl_depth_refused(depth)) {
             snprintf(why, why_size, "making %s a child of %s would create a %s",
-                     kiln_entity_format(entity, cb, sizeof cb),
+                     entity ? kiln_entity_format(entity, cb, sizeof cb) : "a new entity",
                      kiln_entity_format(parent, pb, sizeof pb),
                      cur == entity ? "cycle" : "parent chain deeper than 256");
             return KILN_ERR_INVALID_ARGUMENT;
@@ -122,13 +123,15 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
         if (cur == KILN_NULL_ENTITY || !(rec = kl_record_of(world, cur))) break;
     }
     /* a set in place moves no row: the children index reads the entity again */
-    kl_transform_note_relink(kl_transform_state_of(world), entity);
+    if (entity) kl_transform_note_relink(kl_transform_state_of(world), entity);
     return KILN_OK;
 }
 
 /* ---- the Parent check over many stored links at once (bulk loads) ---- */
 
-#define CHAIN_CAP (KL_MAX_DEPTH + 2)     /* a chain this long (or a cycle) is refused */
+/* chain lengths are counted up to this many nodes: a parent with such a chain (or a cycle)
+ * is KL_MAX_DEPTH deep or more, which kl_depth_refused refuses */
+#define CHAIN_CAP (KL_MAX_DEPTH + 1)
 #define MEMO_GENERATION ((1u << KILN_ENTITY_GENERATION_BITS) - 1u)
 #define MEMO_IN_PROGRESS 511u            /* the length part of a slot on the walk now */
 
@@ -220,7 +223,7 @@ static CHAIN_COLD bool dead_refused(const chain_walk *w, kiln_entity parent) {
 
 /* check_parent over stored links: the walk up from each parent is remembered per slot, so
  * every chain is walked once. check_parent refuses a link exactly when the chain from the
- * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH + 1 nodes; a chain through
+ * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH nodes; a chain through
  * the entity is a cycle, so both come down to the chain's length. */
 static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *entities,
                                  const uint8_t *values, size_t stride, int64_t count, void *ctx) {
@@ -249,20 +252,17 @@ static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *ent
         if (parent == last && e != parent && e != KILN_NULL_ENTITY) {
             above = last_length;
         } else {
-            if (parent == KILN_NULL_ENTITY || e == KILN_NULL_ENTITY) {
-                if (parent != KILN_NULL_ENTITY && dead_refused(&w, parent)) break;
-                continue;
-            }
-            if (parent == e) break;
+            if (parent == KILN_NULL_ENTITY) continue;
+            if (parent == e) break; /* (a spawn's null e goes on: its parent may be too deep) */
             /* the usual case: the parent's chain is remembered (it was a row before, or walked) */
             above = memo_of(memo, slots, parent);
             if (above == 0) above = root_length(&w, parent);
             if (above == 0 || above == MEMO_IN_PROGRESS) above = chain_length(&w, parent);
             if (above == 0 && dead_refused(&w, parent)) break;
         }
-        if (above >= CHAIN_CAP) break;
+        if (kl_depth_refused((int64_t)above - 1)) break; /* above nodes: the parent is above - 1 deep */
         /* e (alive: its row is being checked) has a chain one longer: its children stop at it */
-        if (kiln_entity_index(e) < slots) {
+        if (e != KILN_NULL_ENTITY && kiln_entity_index(e) < slots) {
             memo[kiln_entity_index(e)] = memo_make(e, above + 1);
             last = e, last_length = above + 1;
         }
@@ -367,7 +367,7 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
      * link would close a cycle. */
     kiln_entity cur = parent;
     for (int32_t depth = 0; rec; depth++) {
-        if (cur == child || depth > KL_MAX_DEPTH)
+        if (cur == child || kl_depth_refused(depth))
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "kiln_transform_set_parent: making %s a child of %s would create a %s",
                            kiln_entity_format(child, cb, sizeof cb),

@@ -12,7 +12,14 @@
 #include "query.h"
 #include "world.h"
 
+/* The most links above an entity (its depth) that a hierarchy may have: the Parent check
+ * refuses a link that would put any entity deeper (kl_depth_refused), and propagation fails
+ * on a chain deeper than this, so a link the check took always propagates. */
 #define KL_MAX_DEPTH 256
+
+/* Whether a new link under a parent with parent_depth links above it is refused: the entity
+ * linked would be parent_depth + 1 deep. The one test of the limit for every check. */
+static inline bool kl_depth_refused(int64_t parent_depth) { return parent_depth + 1 > KL_MAX_DEPTH; }
 
 /* Per entity slot, valid while epoch matches the state's: the levels build's bookkeeping,
  * never touched by a steady-state propagation. Only the propagation uses it (and the

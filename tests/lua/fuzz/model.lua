@@ -603,7 +603,7 @@ end
 function M:parent_ok(child, parent)
     local cur, depth = parent, 0
     while cur ~= nil and cur ~= 0 do
-        if cur == child or depth > 256 then return false end
+        if cur == child or depth >= 256 then return false end
         local p = self:parent_of(cur)
         -- parent_of: a dead parent or a self link makes cur a root
         if p == nil or p == cur or not self.alive[p] then cur = nil else cur = p end
