@@ -652,3 +652,52 @@ KILN_TEST_SIGNAL(running, applying_a_buffer_from_a_system_beside_others_aborts, 
     ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
     kiln_schedule_run(s, 0.0);
 }
+
+/* A system that returns with a kiln_defer_begin unmatched would keep the world deferred for
+ * good. The run ends what it left open (so what it queued lands), fails naming it, and the
+ * world works after: structural calls are immediate again, and the next run is clean. */
+typedef struct leak_probe {
+    int sections;
+    bool spawn; /* on the main thread: a spawn in the open section */
+    kiln_entity spawned;
+} leak_probe;
+
+static void leave_sections_open(const kiln_system_ctx *ctx) {
+    leak_probe *lp = ctx->user;
+    for (int i = 0; i < lp->sections; i++) kiln_defer_begin(ctx->world);
+    if (lp->spawn && lp->spawned == KILN_NULL_ENTITY) kiln_spawn(ctx->world, &lp->spawned);
+}
+
+KILN_TEST(running, a_system_leaving_a_deferred_section_open_fails_the_run_and_the_world_works_after) {
+    static const struct {
+        bool exclusive, main_thread, pool;
+        int sections;
+    } cases[] = {{false, true, false, 1}, {true, false, false, 2}, {false, false, true, 1}};
+    for (int k = 0; k < 3; k++) {
+        schedule_fixture f;
+        schedule_fixture_setup(&f);
+        kiln_jobs *jobs = cases[k].pool ? kiln_jobs_create(&(kiln_jobs_desc){.workers = 2}) : NULL;
+        kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+        leak_probe lp = {.sections = cases[k].sections, .spawn = !cases[k].pool};
+        add_system(s, (kiln_system_desc){.name = "leaky", .run = leave_sections_open, .user = &lp,
+                                         .exclusive = cases[k].exclusive, .main_thread = cases[k].main_thread});
+        add_system(s, (kiln_system_desc){.name = "beside", .run = spin_300us});
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT);
+        char want[160];
+        snprintf(want, sizeof want, "kiln_schedule_run: system 'leaky' returned with %d deferred section%s left open",
+                 cases[k].sections, cases[k].sections > 1 ? "s" : "");
+        ck_assert_msg(strncmp(kiln_world_error(f.world), want, strlen(want)) == 0, "case %d: %s", k,
+                      kiln_world_error(f.world));
+        ck_assert_msg(!kiln_is_deferred(f.world), "case %d: the world stayed deferred", k);
+        if (lp.spawn) ck_assert(kiln_is_alive(f.world, lp.spawned)); /* what it queued landed */
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn(f.world, &e), KILN_OK);
+        ck_assert(kiln_is_alive(f.world, e));
+        lp.sections = 0;
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert(!kiln_is_deferred(f.world));
+        kiln_schedule_destroy(s);
+        kiln_jobs_destroy(jobs);
+        kiln_world_destroy(f.world);
+    }
+}
