@@ -120,6 +120,9 @@ void kl_commands_detach(kiln_commands *cmd) {
 
 void kiln_commands_destroy(kiln_commands *cmd) {
     if (cmd == NULL) return;
+    /* the apply still walks the buffer: freeing it under the apply is a use after free */
+    KILN_ASSERT(!cmd->applying, "kiln_commands_destroy: the buffer is being applied (called from a "
+                                "hook its apply runs); destroy it after kiln_commands_apply returns");
     destroy_pending(cmd);
     if (cmd->world) unlist(cmd);
     kl_allocator own = cmd->own_alloc;

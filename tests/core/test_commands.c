@@ -2,6 +2,7 @@
  * and failures that a later apply resumes from. The world changes only at apply. */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -670,4 +671,33 @@ KILN_TEST(failures, apply_to_another_world_fails_with_invalid_argument) {
     ck_assert_int_eq(applied, 3);
     ck_assert(kiln_has(F.w, a, F.vel));
     kiln_world_destroy(other);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* misuse                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(misuse, .setup = setup, .teardown = teardown);
+
+/* The buffer a check hook destroys while its apply still walks it. */
+static kiln_commands *doomed;
+
+static kiln_result destroy_the_buffer(const kiln_world *w, kiln_entity e, const void *value, void *ctx,
+                                      char *why, size_t why_size) {
+    (void)w, (void)e, (void)value, (void)ctx, (void)why, (void)why_size;
+    kiln_commands_destroy(doomed);
+    return KILN_OK;
+}
+
+/* Freed under its apply, the buffer would be read after the free: the destroy asserts. */
+KILN_TEST_SIGNAL(misuse, destroying_a_buffer_from_a_hook_its_apply_runs_aborts_naming_the_call, SIGABRT) {
+    kiln_component c;
+    ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = "Doom", .size = sizeof(int),
+                                                                  .check = destroy_the_buffer}, &c));
+    kiln_entity e = spawn_pos(&F, 0, 0);
+    doomed = kiln_commands_create(F.w);
+    ASSERT_OK(kiln_commands_add(doomed, e, c, &(int){1}));
+    ASSERT_OK(kiln_commands_add(doomed, e, c, &(int){2}));
+    test_expect_abort("kiln_commands_destroy: the buffer is being applied");
+    kiln_commands_apply(doomed, F.w, NULL);
 }

@@ -3,11 +3,13 @@
 #include "test_support.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Allocator                                                                                  */
@@ -339,4 +341,51 @@ void test_spin_ns(int64_t ns) {
     int64_t end = test_now_ns() + ns;
     while (test_now_ns() < end) {
     }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Expected aborts                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One expectation per test process (a signal test runs in a process of its own). */
+static char abort_needle[256];
+static int abort_log = -1, abort_stderr = -1;
+
+static void write_all(int fd, const char *s) {
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w <= 0) return;
+        s += w, n -= (size_t)w;
+    }
+}
+
+static void on_abort(int sig) {
+    (void)sig;
+    static char seen[8192];
+    ssize_t n = pread(abort_log, seen, sizeof seen - 1, 0);
+    seen[n > 0 ? n : 0] = '\0';
+    dup2(abort_stderr, STDERR_FILENO);
+    write_all(STDERR_FILENO, seen);
+    int as = SIGABRT;
+    if (!strstr(seen, abort_needle)) {
+        write_all(STDERR_FILENO, "test_expect_abort: the abort did not say: ");
+        write_all(STDERR_FILENO, abort_needle);
+        write_all(STDERR_FILENO, "\n");
+        as = SIGSEGV;
+    }
+    signal(as, SIG_DFL);
+    raise(as);
+}
+
+void test_expect_abort(const char *needle) {
+    snprintf(abort_needle, sizeof abort_needle, "%s", needle);
+    FILE *log = tmpfile();
+    ck_assert_ptr_nonnull(log);
+    fflush(stderr);
+    abort_log = dup(fileno(log));
+    abort_stderr = dup(STDERR_FILENO);
+    ck_assert(abort_log >= 0 && abort_stderr >= 0);
+    dup2(abort_log, STDERR_FILENO);
+    signal(SIGABRT, on_abort);
 }

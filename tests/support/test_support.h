@@ -17,7 +17,8 @@
  *   test_register_position, test_register_velocity, test_register_owned, test_register_tag,
  *   test_owned_make, test_owned_release, test_hook_log_count,
  *   test_entity_string, test_contains, test_query_collect, test_assert_position,
- *   test_assert_velocity, test_assert_names, test_world_digest, test_now_ns, test_spin_ns.
+ *   test_assert_velocity, test_assert_names, test_world_digest, test_now_ns, test_spin_ns,
+ *   test_expect_abort.
  */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -133,5 +134,10 @@ uint64_t test_world_digest(const kiln_world *w);
  * time without sleeping, so the scheduler cannot tell it from work). */
 int64_t test_now_ns(void);
 void test_spin_ns(int64_t ns);
+
+/* For a KILN_TEST_SIGNAL(..., SIGABRT) test of an assertion: from here on stderr goes to a
+ * file, and an abort whose output does not contain needle (a crash of another kind, another
+ * assertion) is turned into SIGSEGV, so the test fails unless the abort is the one meant. */
+void test_expect_abort(const char *needle);
 
 #endif /* KILN_TEST_SUPPORT_H */
