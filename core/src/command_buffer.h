@@ -117,6 +117,7 @@ struct kiln_commands {
                    * spawned_last. Not beside a field a spawn also writes, which GCC would
                    * store with it in one 16-byte move for the add to load back from */
     bool lenient;
+    bool internal; /* a system's buffer or the world's queue: its owner frees it (kl_commands_free) */
     bool complete; /* the last apply consumed everything: the next record starts a batch */
     bool applying; /* an apply runs: a nested one (a hook ending an iteration) leaves it the rest */
     kl_cmd *cmds;

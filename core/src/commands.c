@@ -36,6 +36,7 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
     cmd->alloc = world_accounting ? &world->alloc : &cmd->own_alloc;
     cmd->world = world;
     cmd->lenient = lenient;
+    cmd->internal = true; /* until kiln_commands_create hands it to a user */
     cmd->hold = KL_NO_HOLD;
     return cmd;
 }
@@ -43,6 +44,7 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
 kiln_commands *kiln_commands_create(kiln_world *world) {
     kiln_commands *cmd = kl_commands_create(world, false, false);
     if (!cmd) return NULL;
+    cmd->internal = false;
     /* Listed, so a world destroyed first can detach the buffer instead of leaving it a
      * dangling world pointer. */
     cmd->listed = true;
@@ -119,6 +121,14 @@ void kl_commands_detach(kiln_commands *cmd) {
 }
 
 void kiln_commands_destroy(kiln_commands *cmd) {
+    if (cmd == NULL) return;
+    /* its owner would apply (or free) it again */
+    KILN_ASSERT(!cmd->internal, "kiln_commands_destroy: the buffer is a system's own (ctx->commands), "
+                                "which its schedule destroys");
+    kl_commands_free(cmd);
+}
+
+void kl_commands_free(kiln_commands *cmd) {
     if (cmd == NULL) return;
     /* the apply still walks the buffer: freeing it under the apply is a use after free */
     KILN_ASSERT(!cmd->applying, "kiln_commands_destroy: the buffer is being applied (called from a "

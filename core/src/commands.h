@@ -9,6 +9,10 @@
  * world_accounting: allocate through the world's own accounting (main-thread buffers only). */
 KL_HIDDEN kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_accounting);
 
+/* Destroys a buffer made by kl_commands_create, as kiln_commands_destroy does a user's (which
+ * refuses these: their owner, a schedule or the world, still holds them). NULL: no-op. */
+KL_HIDDEN void kl_commands_free(kiln_commands *cmd);
+
 /* Records op on a real entity (no placeholder check); value is copied bytewise (move false)
  * or moved in through the component's move hook (NULL: none stored, the apply gives the
  * defaults). Fails only when out of memory, with the buffer's error naming call. */

@@ -86,7 +86,7 @@ static void errors_unpublish(kiln_schedule *s, kl_error_slots *outer) {
 }
 
 static void free_record(kiln_schedule *s, kl_system *sys) {
-    kiln_commands_destroy(sys->commands);
+    kl_commands_free(sys->commands);
     kl_free(&s->world->alloc, sys, sizeof *sys);
 }
 
@@ -200,7 +200,7 @@ static kl_system *take_record(kiln_schedule *s, bool *fresh) {
     if (cmd == NULL) return NULL;
     sys = kl_alloc(&s->world->alloc, sizeof *sys);
     if (sys == NULL) {
-        kiln_commands_destroy(cmd);
+        kl_commands_free(cmd);
         return NULL;
     }
     sys->commands = cmd;

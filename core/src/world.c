@@ -91,7 +91,7 @@ void kiln_world_destroy(kiln_world *world) {
     for (int32_t i = world->fini_count - 1; i >= 0; i--)
         world->finis[i].fn(world, world->finis[i].ctx);
     kl_free(&world->alloc, world->finis, sizeof(kl_fini) * (size_t)world->fini_cap);
-    kiln_commands_destroy(world->deferred); /* queued values are destroyed with it */
+    kl_commands_free(world->deferred); /* queued values are destroyed with it */
     while (world->buffers) kl_commands_detach(world->buffers);
     kl_queries_free(world);
     kl_archetypes_free(world);

@@ -701,3 +701,14 @@ KILN_TEST(running, a_system_leaving_a_deferred_section_open_fails_the_run_and_th
         kiln_world_destroy(f.world);
     }
 }
+
+/* A system's buffer belongs to its schedule, which applies it after the system returns: a
+ * destroy from the system would leave the schedule a freed buffer, so it asserts. */
+static void destroy_own_buffer(const kiln_system_ctx *ctx) { kiln_commands_destroy(ctx->commands); }
+
+KILN_TEST_SIGNAL(running, destroying_a_system_buffer_aborts_naming_the_call, SIGABRT) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    add_system(s, (kiln_system_desc){.name = "destroyer", .run = destroy_own_buffer});
+    test_expect_abort("kiln_commands_destroy: the buffer is a system's own (ctx->commands)");
+    kiln_schedule_run(s, 0.0);
+}
