@@ -65,6 +65,7 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
             s->errors.slots[i].text[0] = '\0';
         }
     }
+    world->schedules++; /* kiln_world_destroy asserts none is left */
     return s;
 }
 
@@ -141,6 +142,7 @@ void kiln_schedule_destroy(kiln_schedule *s) {
     kl_free(a, s->job_list, sizeof(kiln_job) * (size_t)s->job_cap);
     kl_free(a, s->scratch, s->scratch_size);
     kl_free(a, s->errors.slots, sizeof(kl_error_slot) * (size_t)s->errors.count);
+    s->world->schedules--;
     kl_free(a, s, sizeof *s);
 }
 
@@ -507,6 +509,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         if (r != KILN_OK) return r;
     }
     s->running = true;
+    world->schedule_runs++; /* kiln_world_destroy asserts on it */
     s->run_thread = pthread_self();
     kl_error_slots *outer_errors = errors_publish(s);
 #if KILN_ACCESS_CHECKS
@@ -569,6 +572,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
 #endif
     errors_unpublish(s, outer_errors);
     s->running = false;
+    world->schedule_runs--;
     if (s->removals > 0) sweep_removed(s);
     kl_world_trim_due(world); /* the frame has landed: room its removals left may go back */
     return result != KILN_OK ? result : r;

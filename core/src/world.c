@@ -86,6 +86,13 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
 
 void kiln_world_destroy(kiln_world *world) {
     if (world == NULL) return;
+    KILN_ASSERT(!world->destroying, "kiln_world_destroy: the world is already being destroyed "
+                                    "(a call from one of its teardown or destroy hooks)");
+    KILN_ASSERT(world->schedule_runs == 0, "kiln_world_destroy: a schedule of the world is running "
+                                           "(a call from a system); destroy it after the run");
+    KILN_ASSERT(world->schedules == 0, "kiln_world_destroy: the world still has schedules; "
+                                       "kiln_schedule_destroy them first");
+    world->destroying = true;
     KILN_ASSERT(world->iterating == 0, "kiln_world_destroy while a query iterates");
     /* Addons first, with the world whole: they may destroy their queries and read values. */
     for (int32_t i = world->fini_count - 1; i >= 0; i--)

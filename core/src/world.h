@@ -306,6 +306,10 @@ struct kiln_world {
     /* 1 while a schedule runs a stage of systems that are not exclusive (they may share the
      * world with workers): the frame's own steps (a schedule run, the event update) wait. */
     atomic_int in_stage;
+    /* Live schedules of the world, and runs of them in progress (nested runs count each), and
+     * whether kiln_world_destroy has begun: a destroy that would free what these use asserts. */
+    int32_t schedules, schedule_runs;
+    bool destroying;
 
     /* The thread slots of the schedule running now, for the debug checks of guard.c. */
     _Atomic(struct kl_guard_slot *) guard;

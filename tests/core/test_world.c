@@ -1,6 +1,7 @@
 /* test_world.c: Check suite for the world: isolation, memory accounting, out-of-memory recovery,
  * allocation-free steady state, stats and result names. Every byte goes through the hook. */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -749,4 +750,53 @@ KILN_TEST(lifetime, teardown_hook_registration_out_of_memory_registers_nothing) 
     kiln_world_destroy(world);
     ck_assert_int_eq(log.count, 0);
     ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* destroying at the wrong time                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Each would free what a caller still uses (a running schedule, a schedule's records, the
+ * teardown under way): kiln_world_destroy asserts, naming what is wrong. */
+KILN_TEST_GROUP(misuse);
+
+static void destroy_the_world(const kiln_system_ctx *ctx) { kiln_world_destroy(ctx->world); }
+
+KILN_TEST_SIGNAL(misuse, destroying_the_world_from_a_running_system_aborts, SIGABRT) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_schedule *s = kiln_schedule_create(w, NULL);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "quit", .run = destroy_the_world,
+                                                               .main_thread = true}), KILN_OK);
+    test_expect_abort("kiln_world_destroy: a schedule of the world is running");
+    kiln_schedule_run(s, 0.0);
+}
+
+KILN_TEST_SIGNAL(misuse, destroying_the_world_before_its_schedules_aborts, SIGABRT) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_schedule *s = kiln_schedule_create(w, NULL);
+    ck_assert_ptr_nonnull(s);
+    test_expect_abort("kiln_world_destroy: the world still has schedules");
+    kiln_world_destroy(w);
+    kiln_schedule_destroy(s);
+}
+
+static void destroy_again(kiln_world *world, void *ctx) {
+    (void)ctx;
+    kiln_world_destroy(world);
+}
+
+KILN_TEST_SIGNAL(misuse, destroying_the_world_from_its_own_teardown_hook_aborts, SIGABRT) {
+    kiln_world *w = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_world_atfini(w, destroy_again, NULL), KILN_OK);
+    test_expect_abort("kiln_world_destroy: the world is already being destroyed");
+    kiln_world_destroy(w);
+}
+
+KILN_TEST(misuse, a_world_whose_schedules_were_destroyed_first_is_destroyed_cleanly) {
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_schedule *a = kiln_schedule_create(w, NULL), *b = kiln_schedule_create(w, NULL);
+    ck_assert_int_eq(kiln_schedule_run(a, 0.0), KILN_OK);
+    kiln_schedule_destroy(b);
+    kiln_schedule_destroy(a);
+    kiln_world_destroy(w);
 }
