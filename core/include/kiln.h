@@ -228,7 +228,9 @@ typedef struct kiln_field {
 
 /* Hooks for components that own resources. ptr points at count consecutive values (stride
  * apart). destroy releases values; move constructs dst from src, after which src is dead
- * and its destroy hook is not run. Without a move hook rows are relocated bytewise. */
+ * and its destroy hook is not run. Without a move hook rows are relocated bytewise. Called
+ * mid-change, they must not change the world: a spawn, despawn, add, remove, set or apply
+ * from one fails with KILN_ERR_INVALID_ARGUMENT (a deferred call queues, to land later). */
 typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
 typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 
@@ -236,12 +238,11 @@ typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
  * returns KILN_OK to accept; anything else refuses, and the calling function fails with that
  * code, the world unchanged and the message "kiln_<function>: <why>" (write why, a
  * NUL-terminated sentence of at most why_size bytes). value is the value given, else the
- * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY when a spawn creates the entity (no entity can refer
- * to it yet). The hook reads the world but must not change it.
- * It runs in kiln_add, kiln_set, kiln_spawn_with, kiln_spawn_batch and kiln_commands_apply
- * (so in deferred sections both when a call is queued and when the queue lands: a queued
- * change refused then is dropped); values written through pointers (kiln_get_mut, query
- * columns) and resources are not checked (kiln_component_check runs it on demand). */
+ * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY for a spawn. The
+ * hook reads the world but must not change it. It runs in kiln_add, kiln_set, kiln_spawn_with,
+ * kiln_spawn_batch and kiln_commands_apply (so in deferred sections when a call is queued and
+ * again when the queue lands, where a change refused is dropped); values written through
+ * pointers (kiln_get_mut, query columns) and resources are not checked (kiln_component_check). */
 typedef kiln_result (*kiln_check_fn)(const kiln_world *world, kiln_entity entity,
                                      const void *value, void *ctx, char *why, size_t why_size);
 
@@ -642,10 +643,10 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  * works inside a loop; the changes land when the outermost iteration (or section) ends. */
 void kiln_defer_begin(kiln_world *world);
 
-/* Ends a section; the outermost end applies the queue. Returns KILN_OK, or
- * KILN_ERR_OUT_OF_MEMORY when the queue could not be fully applied (what was not applied
- * stays queued and is retried at the next outermost end). An end without a begin asserts,
- * also inside a running system that is not exclusive (the schedule's own section). */
+/* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could
+ * not be fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not
+ * applied stays queued for the next outermost end. An end without a begin asserts, also
+ * inside a running system that is not exclusive (the schedule's own section). */
 kiln_result kiln_defer_end(kiln_world *world);
 
 /* True inside a deferred section (or an iteration). */
@@ -760,8 +761,7 @@ typedef struct kiln_schedule_desc {
     kiln_jobs *jobs;        /* NULL: every system runs inline on the caller */
 } kiln_schedule_desc;
 
-/* Creates an empty schedule for world (desc may be NULL). NULL when out of memory. The
- * schedule must be destroyed before its world. */
+/* Creates an empty schedule for world (desc NULL: defaults); NULL when out of memory. */
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);
 /* Runs each fini and frees the schedule; not in a run; NULL: no-op. A fini may use the
  * schedule: it finds no system left, and a system it adds is destroyed in turn. */

@@ -37,6 +37,11 @@ static kiln_result missing(kiln_world *world, const char *call, kiln_entity e,
                    ename(e, eb), c->names);
 }
 
+kiln_result kl_fail_in_hook(kiln_world *world, const char *call) {
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's destroy or move "
+                   "hook while the world changes; record it into a command buffer instead", call);
+}
+
 static kiln_result oom(kiln_world *world, const char *call) {
     return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
 }
@@ -73,8 +78,11 @@ static void replace(kiln_world *world, kl_column *col, int32_t row, void *value,
         kl_column_touch(col, world->tick);
         return;
     }
+    /* row is computed: a hook changing the world would leave it stale (kl_in_hook) */
+    world->in_hook++;
     if (c->destroy) c->destroy(dst, 1, c->hook_ctx);
     kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world), false);
+    world->in_hook--;
 }
 
 /* Where a move along a plain edge starts, read once by plain_edge. */
@@ -326,6 +334,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_add", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return kl_defer_write(world, "kiln_add", KL_OP_ADD, entity, component, value);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_add");
     if (add_plain(world, entity, component, value)) return KILN_OK;
     return add_general(world, "kiln_add", entity, component, (void *)(uintptr_t)value, false);
 }
@@ -345,6 +354,7 @@ kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component co
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_remove", KL_STRUCTURAL, component, 0);
     if (kl_deferred(world)) return remove_deferred(world, entity, component, removed);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_remove");
     if (remove_plain(world, entity, component, removed)) return KILN_OK;
     return remove_general(world, "kiln_remove", entity, component, removed);
 }
@@ -358,6 +368,7 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
         return kl_defer_write(world, "kiln_set", KL_OP_SET, entity, component, value);
     }
     kl_guard_check(world, "kiln_set", KL_WRITE, component, 0);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_set");
     if (set_plain(world, entity, component, value)) return KILN_OK;
     return kl_set_value(world, "kiln_set", entity, component, (void *)(uintptr_t)value, false);
 }

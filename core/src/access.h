@@ -14,6 +14,14 @@
 /* "call: entity 5v1 is not alive" (or "entity is null"); returns KILN_ERR_DEAD_ENTITY. */
 KL_HIDDEN kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e);
 
+/* A component's destroy or move hook runs in the middle of a change (a row computed, a move
+ * half done): an immediate structural call from it would work on a stale picture. Such calls
+ * check this after the deferred test and fail with kl_fail_in_hook; deferred ones queue. */
+static inline bool kl_in_hook(const kiln_world *world) { return KL_UNLIKELY(world->in_hook != 0); }
+
+/* "call: called from a component's destroy or move hook ..."; KILN_ERR_INVALID_ARGUMENT. */
+KL_HIDDEN kiln_result kl_fail_in_hook(kiln_world *world, const char *call);
+
 /* Why rows more rows do not fit in arch: the row limit (KILN_ERR_LIMIT), else memory. */
 KL_HIDDEN kiln_result kl_fail_no_room(kiln_world *world, const char *call,
                                       const kl_archetype *arch, int64_t rows);

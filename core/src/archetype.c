@@ -559,6 +559,7 @@ void kl_archetypes_trim(kiln_world *world) {
 
 void kl_archetypes_free(kiln_world *world) {
     kl_allocator *al = &world->alloc;
+    world->in_hook++; /* the destroy hooks below run while the rows go (kl_in_hook) */
     for (int32_t a = 0; a < world->archetype_count; a++) {
         kl_archetype *arch = world->archetypes[a];
         for (int32_t i = 0; i < arch->column_count; i++) {
@@ -574,5 +575,6 @@ void kl_archetypes_free(kiln_world *world) {
         kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
         kl_free(al, arch, archetype_block_size(arch->type_count, arch->column_count));
     }
+    world->in_hook--;
     kl_free(al, world->archetypes, sizeof(kl_archetype *) * (size_t)world->archetype_cap);
 }

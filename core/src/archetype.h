@@ -523,8 +523,10 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
     int32_t row = kl_archetype_push(world, dst, e);
     int32_t last = src->count - 1;
     size_t at = (size_t)src_row, tail = (size_t)last, to = (size_t)row;
+    world->in_hook++; /* the entity is in both rows while the hooks run (kl_in_hook) */
     if (gone >= 0) kl_archetype_drop_value(src, gone, at, tail);
     kl_archetype_move_hooked(src, dst, added, gone, at, to, tail, world->tick_base);
+    world->in_hook--;
     kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
 }
 

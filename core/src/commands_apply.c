@@ -57,7 +57,11 @@ static kiln_result resolve_command(kiln_commands *cmd, int64_t i, kl_cmd *c,
 static void drop_value(kiln_commands *cmd, kl_cmd *c) {
     if (!c->has_value || !c->hooks_known) return;
     const kl_component *comp = kl_component_get(cmd->world, c->component);
-    if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
+    if (comp && comp->destroy) {
+        cmd->world->in_hook++; /* mid-apply (kl_in_hook) */
+        comp->destroy(cmd_value(c), 1, comp->hook_ctx);
+        cmd->world->in_hook--;
+    }
     c->has_value = 0;
 }
 
@@ -443,6 +447,7 @@ kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *
     /* Not deferred like the plain API: it would change the world under the systems beside */
     KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
                 "kiln_commands_apply from a system that is not exclusive (systems beside it read the world)");
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_commands_apply");
     return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
 }
 

@@ -118,6 +118,8 @@ kiln_result kl_defer_end(kiln_world *world, const char *call) {
                 "kiln_defer_end without kiln_defer_begin in a running system");
     if (depth > 1) return KILN_OK;
     if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
+    /* from a destroy or move hook: the queue waits for the next outermost end */
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, call);
     return kl_commands_apply(world->deferred, world, NULL, call);
 }
 

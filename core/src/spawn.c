@@ -347,8 +347,10 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
 __attribute__((noinline)) static kiln_result despawn_hooked(kiln_world *world, kl_record *rec,
                                                             kiln_entity entity,
                                                             kl_archetype *arch, int32_t row) {
+    world->in_hook++; /* the row is half gone while its hooks run (kl_in_hook) */
     kl_archetype_destroy_row(arch, row);
     kl_archetype_remove_row(world, arch, row);
+    world->in_hook--;
     world->alive--;
     kl_entity_retire(world, rec, entity); /* rec: records never move */
     return KILN_OK;
@@ -384,6 +386,7 @@ static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_co
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, call, KL_STRUCTURAL, 0, 0);
     if (kl_deferred(world)) return kl_defer_spawn(world, call, components, values, count, dest);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, call);
     /* not deferred, so not iterating either (iteration defers the world): the usual spawn
      * lands here without a further call */
     if (KL_LIKELY(spawn_cached(world, components, (void *const *)values, count, false,
@@ -433,6 +436,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
     if (n < 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: n is negative (%d)", call, (int)n);
     if (kl_deferred(world)) return kl_defer_spawn_batch(world, call, components, count, n, dest);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, call);
     kl_assert_not_iterating(world);
     kiln_result r = KILN_OK;
     kl_archetype *arch = archetype_for(world, call, components, count, NULL, &r);
@@ -488,5 +492,6 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_despawn", KL_STRUCTURAL, 0, entity);
     if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_despawn", entity);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_despawn");
     return despawn_now(world, "kiln_despawn", entity);
 }

@@ -246,6 +246,7 @@ struct kiln_world {
     int64_t trim_mark;     /* allocated bytes after the last kiln_world_trim (kl_world_trim_due) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
+    int32_t in_hook;         /* > 0 while a change runs destroy or move hooks (kl_in_hook) */
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
     _Atomic(uint64_t) placeholder_tags; /* batch tags handed out so far (see commands.c) */

@@ -1,0 +1,164 @@
+/* test_access_hooks.c: Check suite for destroy hooks that call the world's structural API. A
+ * hook runs in the middle of a change, so such a call fails and the change completes intact. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+typedef struct owned {
+    int id;
+} owned;
+
+/* What the Own destroy hook does when it destroys the value with id trigger. */
+typedef enum hook_action { DO_NOTHING, REMOVE_POS, DESPAWN_TARGET, SPAWN, APPLY_BUFFER, DEFER_DESPAWN } hook_action;
+
+typedef struct hook_probe {
+    kiln_world *world;
+    kiln_component pos, own;
+    kiln_entity target;
+    kiln_commands *buffer;
+    hook_action action;
+    int trigger;
+    int calls;             /* times the action ran */
+    kiln_result result;    /* what the world call returned */
+    char message[256];     /* the world's message then */
+} hook_probe;
+
+static hook_probe P;
+
+static void act(hook_probe *p) {
+    kiln_entity e;
+    switch (p->action) {
+    case DO_NOTHING: return;
+    case REMOVE_POS: p->result = kiln_remove(p->world, p->target, p->pos, NULL); break;
+    case DESPAWN_TARGET: p->result = kiln_despawn(p->world, p->target); break;
+    case SPAWN: p->result = kiln_spawn(p->world, &e); break;
+    case APPLY_BUFFER: p->result = kiln_commands_apply(p->buffer, p->world, NULL); break;
+    case DEFER_DESPAWN:
+        kiln_defer_begin(p->world);
+        ck_assert_int_eq(kiln_despawn(p->world, p->target), KILN_OK); /* queued */
+        p->result = kiln_defer_end(p->world);
+        break;
+    }
+    p->calls++;
+    snprintf(p->message, sizeof p->message, "%s", kiln_world_error(p->world));
+}
+
+static void destroy_owned(void *ptr, int32_t count, void *ctx) {
+    hook_probe *p = ctx;
+    const owned *o = ptr;
+    for (int32_t i = 0; i < count; i++)
+        if (o[i].id == p->trigger) act(p);
+}
+
+static kiln_entity ents[3];
+
+static void setup(void) {
+    memset(&P, 0, sizeof P);
+    P.world = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_component_register(P.world, &(kiln_component_desc){.name = "Pos", .size = 8}, &P.pos),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_component_register(P.world, &(kiln_component_desc){.name = "Own", .size = sizeof(owned),
+                                                                             .destroy = destroy_owned,
+                                                                             .hook_ctx = &P}, &P.own),
+                     KILN_OK);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(kiln_spawn_with(P.world, (kiln_component[]){P.own, P.pos},
+                                         (const void *[]){&(owned){i + 1}, NULL}, 2, &ents[i]), KILN_OK);
+    P.trigger = 1;
+}
+
+static void teardown(void) {
+    P.action = DO_NOTHING;
+    kiln_world_destroy(P.world);
+}
+
+static int id_of(kiln_entity e) {
+    const owned *o = kiln_get(P.world, e, P.own);
+    ck_assert_ptr_nonnull(o);
+    return o->id;
+}
+
+/* The hook's call failed, naming itself and the hook. */
+static void assert_refused_in_hook(const char *call) {
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(P.result, KILN_ERR_INVALID_ARGUMENT);
+    char want[96];
+    snprintf(want, sizeof want, "%s: called from a component's destroy or move hook", call);
+    ck_assert_msg(strncmp(P.message, want, strlen(want)) == 0, "message \"%s\"", P.message);
+}
+
+KILN_TEST_GROUP_WITH(hooks, .setup = setup, .teardown = teardown);
+
+/* kiln_set computed the row, ran the hook, then wrote: a remove from the hook moved the entity
+ * and the write landed in another entity's row. */
+KILN_TEST(hooks, a_remove_from_the_hook_of_a_replaced_value_fails_and_the_set_lands_on_its_entity) {
+    P.action = REMOVE_POS, P.target = ents[0];
+    ck_assert_int_eq(kiln_set(P.world, ents[0], P.own, &(owned){11}), KILN_OK);
+    assert_refused_in_hook("kiln_remove");
+    ck_assert_int_eq(id_of(ents[0]), 11);
+    ck_assert_int_eq(id_of(ents[1]), 2);
+    ck_assert_int_eq(id_of(ents[2]), 3);
+    ck_assert(kiln_has(P.world, ents[0], P.pos));
+}
+
+/* A hook despawning its own entity recursed without end (each despawn ran the hook again). */
+KILN_TEST(hooks, a_despawn_of_the_entity_from_its_own_hook_fails_instead_of_recursing) {
+    P.action = DESPAWN_TARGET, P.target = ents[0];
+    ck_assert_int_eq(kiln_set(P.world, ents[0], P.own, &(owned){11}), KILN_OK);
+    assert_refused_in_hook("kiln_despawn");
+    ck_assert(kiln_is_alive(P.world, ents[0]));
+    P.calls = 0, P.trigger = 11;
+    ck_assert_int_eq(kiln_despawn(P.world, ents[0]), KILN_OK);
+    assert_refused_in_hook("kiln_despawn");
+    ck_assert(!kiln_is_alive(P.world, ents[0]));
+    ck_assert_int_eq(id_of(ents[1]), 2);
+    ck_assert_int_eq(id_of(ents[2]), 3);
+    ck_assert_int_eq(kiln_entity_count(P.world), 2);
+}
+
+/* kiln_world_destroy runs the hooks of every live value as it frees the rows: a despawn from
+ * one read freed memory. */
+KILN_TEST(hooks, a_despawn_from_a_hook_during_world_destroy_fails) {
+    P.action = DESPAWN_TARGET, P.target = ents[1];
+    kiln_world_destroy(P.world);
+    P.world = NULL;
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(P.result, KILN_ERR_INVALID_ARGUMENT);
+}
+
+/* A remove moves the entity to another archetype; the removed value's hook runs half way. */
+KILN_TEST(hooks, a_spawn_or_an_apply_from_the_hook_of_a_removed_value_fails) {
+    P.action = SPAWN;
+    ck_assert_int_eq(kiln_remove(P.world, ents[0], P.own, NULL), KILN_OK);
+    assert_refused_in_hook("kiln_spawn");
+    ck_assert_int_eq(kiln_entity_count(P.world), 3);
+    ck_assert(kiln_has(P.world, ents[0], P.pos) && !kiln_has(P.world, ents[0], P.own));
+    P.calls = 0, P.trigger = 2, P.action = APPLY_BUFFER;
+    P.buffer = kiln_commands_create(P.world);
+    kiln_entity ph;
+    ck_assert_int_eq(kiln_commands_spawn(P.buffer, &ph), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(P.world, ents[1]), KILN_OK);
+    assert_refused_in_hook("kiln_commands_apply");
+    ck_assert_int_eq(kiln_commands_count(P.buffer), 1); /* kept for a later apply */
+    ck_assert_int_eq(kiln_commands_apply(P.buffer, P.world, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(P.world), 3);
+    kiln_commands_destroy(P.buffer);
+}
+
+/* A section opened in the hook queues; its end does not apply the queue under the hook, and
+ * the next outermost end lands it. */
+KILN_TEST(hooks, a_deferred_despawn_from_a_hook_waits_for_the_next_section_end) {
+    P.action = DEFER_DESPAWN, P.target = ents[2];
+    ck_assert_int_eq(kiln_set(P.world, ents[0], P.own, &(owned){11}), KILN_OK);
+    assert_refused_in_hook("kiln_defer_end");
+    ck_assert(kiln_is_alive(P.world, ents[2]));
+    ck_assert(!kiln_is_deferred(P.world));
+    kiln_defer_begin(P.world);
+    ck_assert_int_eq(kiln_defer_end(P.world), KILN_OK);
+    ck_assert(!kiln_is_alive(P.world, ents[2]));
+    ck_assert_int_eq(id_of(ents[0]), 11);
+}
