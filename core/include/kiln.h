@@ -140,13 +140,12 @@ typedef struct kiln_world_desc {
  * cannot provide the world itself. Worlds share nothing; several may live in one process. */
 kiln_world *kiln_world_create(const kiln_world_desc *desc);
 
-/* Destroys the world. In order: runs the teardown hooks registered with kiln_world_atfini
- * (last registered first, with the world still whole), detaches every command buffer still
- * recorded against it (their pending values are destroyed; the buffers stay valid for
- * kiln_commands_destroy, any other use fails), runs the destroy hook of every resource and
- * live component value, frees every byte the world allocated, and invalidates every query and
- * pointer; resource destroy hooks may then remove resources but not set one. NULL is a no-op.
- * Asserts while a schedule of the world lives (destroy those first) or runs, or from a hook. */
+/* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the
+ * world still whole), detaches every command buffer still recorded against it (their pending
+ * values destroyed; the buffers stay valid for kiln_commands_destroy only), runs the destroy
+ * hook of every resource and live component value, frees every byte the world allocated and
+ * invalidates every query and pointer; resource destroy hooks may then remove resources but not
+ * set one. NULL is a no-op. Asserts while a schedule of the world lives or runs, or from a hook. */
 void kiln_world_destroy(kiln_world *world);
 
 /* A teardown hook: runs once when its world is destroyed, before anything is freed. */
