@@ -33,11 +33,17 @@ local function finalizers() return S.finalizers or 0 end
 
 function ops.hash(m)
     local f = finalizers()
-    local r1 = wcall(m, "hash", chance(0.1) and gen.garbage(extras()) or nil)
-    local r2 = wcall(m, "hash")
-    if expect("world:hash", true, r1) and expect("world:hash", true, r2) and r1[2] ~= r2[2] and
-        f == finalizers() then
-        fail("world:hash changed between two calls with nothing in between")
+    -- the form: none (an integer), "hex" (16 hex digits) or anything else (refused)
+    local form = chance(0.2) and "hex" or chance(0.1) and gen.garbage(extras()) or nil
+    local good = form == nil or form == "hex"
+    local r1 = wcall(m, "hash", form)
+    local r2 = wcall(m, "hash", good and form or nil)
+    if expect("world:hash", good, r1, tostring(form)) and good and expect("world:hash", true, r2) then
+        if form == "hex" and not (type(r1[2]) == "string" and r1[2]:match("^%x+$") and #r1[2] == 16) then
+            fail("world:hash('hex') gave %s", tostring(r1[2]))
+        elseif r1[2] ~= r2[2] and f == finalizers() then
+            fail("world:hash changed between two calls with nothing in between")
+        end
     end
 end
 
