@@ -169,7 +169,7 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
     }
     for (int32_t a = 0; a < world->archetype_count; a++)
         if (matches(q, world->archetypes[a])) add_match(q, world->archetypes[a], false);
-    qsort(q->matches, (size_t)q->match_count, sizeof(kl_match), order_matches);
+    if (q->match_count > 1) qsort(q->matches, (size_t)q->match_count, sizeof(kl_match), order_matches);
     world->queries[world->query_count++] = q;
     *dest = q;
     return KILN_OK;
