@@ -429,15 +429,21 @@ static void burst_system(const kiln_system_ctx *ctx) {
         }
 }
 
+/* A schedule of one system, "burst", recording b's burst (b->big registered here). */
+static kiln_schedule *burst_schedule(burster *b) {
+    ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = "Slab", .size = 1024}, &b->big));
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
+    ck_assert_ptr_nonnull(s);
+    ASSERT_OK(kiln_schedule_add(s, &(kiln_system_desc){.name = "burst", .run = burst_system, .user = b,
+                                                        .writes = {b->big}}));
+    return s;
+}
+
 /* A system that recorded a burst once and nothing since gets no apply: the schedule gives its
  * idle buffer's room back all the same. */
 KILN_TEST(memory, an_idle_system_buffer_gives_a_past_burst_back) {
     burster b = {0};
-    ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = "Slab", .size = 1024}, &b.big));
-    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
-    ck_assert_ptr_nonnull(s);
-    ASSERT_OK(kiln_schedule_add(s, &(kiln_system_desc){.name = "burst", .run = burst_system, .user = &b,
-                                                        .writes = {b.big}}));
+    kiln_schedule *s = burst_schedule(&b);
     int64_t before = F.alloc.live_bytes;
     ASSERT_OK(kiln_schedule_run(s, 0)); /* the burst lands: 8 MB of rows, 8 MB of buffer */
     ck_assert_int_eq(kiln_entity_count(F.w), 8000);
@@ -456,11 +462,7 @@ KILN_TEST(memory, an_idle_system_buffer_gives_a_past_burst_back) {
  * after a frame of field-less emits left 220 MB held). It is given back at the removal. */
 KILN_TEST(memory, a_removed_system_gives_its_buffer_s_burst_back) {
     burster b = {0};
-    ASSERT_OK(kiln_component_register(F.w, &(kiln_component_desc){.name = "Slab", .size = 1024}, &b.big));
-    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
-    ck_assert_ptr_nonnull(s);
-    ASSERT_OK(kiln_schedule_add(s, &(kiln_system_desc){.name = "burst", .run = burst_system, .user = &b,
-                                                        .writes = {b.big}}));
+    kiln_schedule *s = burst_schedule(&b);
     int64_t before = F.alloc.live_bytes;
     ASSERT_OK(kiln_schedule_run(s, 0)); /* the burst lands; the buffer keeps its 8 MB of room */
     static kiln_entity es[8000];

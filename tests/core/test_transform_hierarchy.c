@@ -288,22 +288,6 @@ static void despawn_tree(const kiln_system_ctx *ctx) {
     ck_assert_int_eq(kiln_transform_despawn_recursive(ctx->world, f->parent), KILN_OK);
 }
 
-/* The abort must carry this message: the SIGABRT handler lets it proceed only when the
- * world's error holds it, else the test exits with 3. */
-static const char *abort_expected;
-
-static void on_abort(int sig) {
-    (void)sig;
-    if (abort_expected && strstr(kiln_world_error(F.world), abort_expected)) {
-        signal(SIGABRT, SIG_DFL);
-        return; /* abort raises again, now by default: the test dies of SIGABRT */
-    }
-    static const char msg[] = "abort without the expected message\n";
-    ssize_t ignored = write(2, msg, sizeof msg - 1);
-    (void)ignored;
-    _exit(3);
-}
-
 /* Runs one frame of a schedule holding desc (its user a fresh family: two roots), expecting
  * none of the debug checks to fail; returns the family. */
 static family run_family(kiln_system_desc desc, bool linked) {
@@ -321,8 +305,7 @@ static family run_family(kiln_system_desc desc, bool linked) {
 }
 
 static void run_expecting_abort(kiln_system_desc desc, bool linked, const char *message) {
-    abort_expected = message;
-    signal(SIGABRT, on_abort);
+    test_expect_abort(message); /* an abort saying anything else fails the test */
     run_family(desc, linked);
     ck_abort_msg("the run finished: expected \"%s\"", message);
 }
