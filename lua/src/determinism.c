@@ -48,9 +48,11 @@ static void push_hex(lua_State *L, uint64_t v) {
 /* The form argument arg of fname: true for "hex", false when absent (nil); raises otherwise. */
 static bool hex_form(lua_State *L, int arg, const char *fname) {
     if (lua_isnoneornil(L, arg)) return false;
-    const char *form = lua_type(L, arg) == LUA_TSTRING ? lua_tostring(L, arg) : NULL;
-    if (!form) klua_typeerror(L, arg, fname, "\"hex\" or nil");
-    if (strcmp(form, "hex") != 0) klua_argerror(L, arg, fname, "form '%s' is not \"hex\"", form);
+    if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "\"hex\" or nil");
+    size_t len;
+    const char *form = lua_tolstring(L, arg, &len);
+    if (len != 3 || memcmp(form, "hex", 3) != 0) /* (a script's text quoted only in part) */
+        klua_argerror(L, arg, fname, "form '%s' is not \"hex\"", klua_quote(L, form, len));
     return true;
 }
 

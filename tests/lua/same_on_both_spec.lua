@@ -315,6 +315,9 @@ describe("64-bit hashes and seeds", function()
         w:spawn{P = {v = 2}}
         assert.are_not.equal(HASH_HEX, w:hash("hex"))
         assert.are.equal("bad argument #1 to 'world:hash' (form 'dec' is not \"hex\")", message(w.hash, w, "dec"))
+        -- a form with a NUL after "hex" is not "hex"; a long one is quoted in part
+        assert.are.equal("bad argument #1 to 'world:hash' (form 'hex\\0x' is not \"hex\")", message(w.hash, w, "hex\0x"))
+        assert.is_true(#message(w.hash, w, string.rep("h", 1e6)) < 400)
         assert.are.equal("bad argument #1 to 'world:hash' (\"hex\" or nil expected, got number)",
             message(w.hash, w, 16))
     end)
