@@ -17,7 +17,7 @@ extern "C" {
  *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_world_entities, kiln_result_name,
  *   kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_epoch, kiln_tick_advance, kiln_entity_index,
  *   kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with, kiln_spawn_batch,
- *   kiln_despawn, kiln_is_alive, kiln_entity_count, kiln_entity_format, kiln_entity_components,
+ *   kiln_despawn, kiln_unspawn, kiln_is_alive, kiln_entity_count, kiln_entity_format, kiln_entity_components,
  *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
  *   kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set,
  *   kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check,
@@ -38,15 +38,13 @@ extern "C" {
  *   kiln_events_update, kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
- * (kiln_add, kiln_get). Getters: a function that copies something out of an object ends in
- * _get, whether it returns a borrowed pointer to a stored value (kiln_get, kiln_resource_get,
- * kiln_event_get) or fills a caller's struct (kiln_world_stats_get, kiln_component_info_get,
- * kiln_event_info_get, kiln_schedule_system_info_get); a function that returns a plain
+ * (kiln_add, kiln_get). A function that copies something out of an object ends in _get,
+ * whether it returns a borrowed pointer (kiln_get, kiln_resource_get, kiln_event_get) or fills
+ * a caller's struct (kiln_world_stats_get, kiln_component_info_get); one that returns a plain
  * property is named by it alone (kiln_world_error, kiln_entity_count, kiln_tick_current).
  *
- * Messages: every failing call on a world leaves "kiln_<function>: <detail>" in
- * kiln_world_error, naming the public function called, e.g.
- * "kiln_despawn: entity 0v1 is not alive"; entities print as index v generation ("12v3").
+ * Messages: every failing call on a world leaves "kiln_<function>: <detail>" in kiln_world_error,
+ * e.g. "kiln_despawn: entity 0v1 is not alive"; entities print as index v generation ("12v3").
  */
 
 #define KILN_VERSION_MAJOR 0
@@ -122,11 +120,10 @@ typedef enum kiln_result {
     KILN_ERR_UNKNOWN_EVENT     /* the event type is not registered in this world */
 } kiln_result;
 
-/* The allocator hook, with the contract of lua_Alloc: nsize == 0 frees ptr (which may be
- * NULL) and returns NULL; otherwise it returns a block of nsize bytes (or NULL on failure,
- * leaving ptr untouched) holding the first min(osize, nsize) bytes of ptr. When ptr is NULL,
- * osize carries no information. The world asks for at most max_align_t alignment and
- * aligns column storage to 16 bytes itself. */
+/* The allocator hook, with the contract of lua_Alloc: nsize == 0 frees ptr (which may be NULL)
+ * and returns NULL; otherwise it returns a block of nsize bytes (or NULL on failure, leaving ptr
+ * untouched) holding the first min(osize, nsize) bytes of ptr. When ptr is NULL, osize carries
+ * no information. The world asks for at most max_align_t alignment and aligns columns itself. */
 typedef void *(*kiln_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
 
 /* ---- World ------------------------------------------------------------------------------ */
@@ -330,6 +327,11 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
 /* Despawns a live entity (destroy hooks run, its row swap-removed); dead: KILN_ERR_DEAD_ENTITY. */
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity);
 
+/* kiln_despawn for taking back, latest first, spawns a failed step just made whose handles went
+ * nowhere: the slot goes back as it was (generation, free list, slot count), so the next spawns
+ * get the handles they would have had. Deferred: queued, the slot spent, as kiln_despawn. */
+kiln_result kiln_unspawn(kiln_world *world, kiln_entity entity);
+
 /* True for a live entity; false for null, stale and out-of-range handles. Never an error. */
 bool kiln_is_alive(const kiln_world *world, kiln_entity entity);
 
@@ -449,10 +451,9 @@ int64_t kiln_query_count(const kiln_query *query);
 int64_t kiln_query_bytes(const kiln_query *query);
 int64_t kiln_query_memory(const kiln_query *query);
 
-/* An iterator over one chunk at a time: a run of rows of one archetype. All fields are
- * read-only for users. columns[i] is the base pointer of term i (NULL for an optional term
- * the archetype lacks, and for tags); entities[row] is the row's handle. Pointers are
- * borrowed until the iteration ends. */
+/* An iterator over one chunk at a time: a run of rows of one archetype. All fields are read-only
+ * for users. columns[i] is the base pointer of term i (NULL for an optional term the archetype
+ * lacks, and for tags); entities[row] is the row's handle. Pointers are borrowed until it ends. */
 typedef struct kiln_iter {
     int32_t count;                  /* rows in this chunk */
     int32_t term_count;             /* with + optional terms */
@@ -686,8 +687,7 @@ typedef struct kiln_jobs_desc {
  * cannot be had, or for workers below KILN_JOBS_INLINE or above 256 (nothing is left running). */
 kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc);
 
-/* Stops and joins the workers after the queued jobs have run, then frees the pool. NULL is
- * a no-op. No thread may be waiting on the pool. */
+/* Joins the workers after the queued jobs ran, then frees the pool (NULL: no-op); no thread may wait on it. */
 void kiln_jobs_destroy(kiln_jobs *jobs);
 
 /* Number of worker threads (0 for an inline pool). */

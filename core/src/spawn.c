@@ -379,6 +379,23 @@ kiln_result kl_despawn_entity(kiln_world *world, const char *call, kiln_entity e
     return despawn_now(world, call, entity);
 }
 
+kiln_result kiln_unspawn(kiln_world *world, kiln_entity entity) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    kl_guard_check(world, "kiln_unspawn", KL_STRUCTURAL, 0, entity);
+    if (kl_deferred(world)) return kl_defer_despawn(world, "kiln_unspawn", entity); /* slot spent */
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_unspawn");
+    kiln_result r = despawn_now(world, "kiln_unspawn", entity);
+    if (r != KILN_OK) return r;
+    uint32_t index = kiln_entity_index(entity), generation = kiln_entity_generation(entity);
+    kl_record *rec = kl_record_at(world, index);
+    if (world->free_head == index && kl_record_generation(rec) == generation + 1)
+        world->free_head = kl_record_next(rec); /* the despawn's retire, taken back */
+    else if (generation < KILN_ENTITY_GENERATION_MAX)
+        return KILN_OK; /* (cannot happen: the despawn freed it last) */
+    kl_entity_untake(world, entity);
+    return KILN_OK;
+}
+
 /* ---- public calls ---------------------------------------------------------------------- */
 
 static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_component *components,

@@ -75,7 +75,7 @@ static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
         void *p = klua_mods_alloc(mod->mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity),
                               (size_t)ncap * sizeof(kiln_entity));
         if (!p) {
-            kiln_despawn(kw->world, e);
+            kiln_unspawn(kw->world, e); /* the spawn never returned its handle */
             luaL_error(L, "not enough memory");
         }
         mod->load_spawns = p;

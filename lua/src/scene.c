@@ -505,7 +505,7 @@ static const char *spawn_reason(lua_State *L, int idx) {
  * tail call so that no Lua instruction of the method runs after the spawn (a hook raising
  * there would report a failure for a spawn that stays). Runs fn (the spawns) protected and
  * returns roots[1] (single) or roots. When fn raises, the handles in spawned (read raw, last
- * first; false marks a slot made before its spawn) are despawned here in C before the error
+ * first; false marks a slot made before its spawn) are unspawned here in C before the error
  * goes on as "prefab:spawn: reason": taking them back in Lua could not be relied on, since a
  * hook that raises at every instruction (a spent budget, a console statement's time limit)
  * stops any Lua code, pcall or not. */
@@ -529,7 +529,8 @@ static int layer_spawn_all(lua_State *L) {
         int ok = 0;
         lua_Integer e = lua_tointegerx(L, -1, &ok);
         lua_pop(L, 1);
-        if (ok && e > 0) kiln_despawn(kw->world, (kiln_entity)e); /* refused: already gone */
+        /* the slots go back as they were: only kiln's own Lua code held these handles */
+        if (ok && e > 0) kiln_unspawn(kw->world, (kiln_entity)e); /* refused: already gone */
     }
     /* where prefab:spawn was called: the method's frame is level 1 while this runs under Lua
      * 5.4, which keeps it through a tail call to C; LuaJIT has already dropped it */

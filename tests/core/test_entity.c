@@ -250,6 +250,83 @@ KILN_TEST(generation_wrap, slot_whose_generation_would_wrap_is_retired) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* unspawn                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+KILN_TEST_GROUP_WITH(unspawn, .setup = setup, .teardown = teardown, .timeout = 120);
+
+static int destroyed;
+static void count_destroy(void *ptr, int32_t count, void *ctx) { (void)ptr, (void)ctx, destroyed += count; }
+
+/* Spawns from fresh slots and from freed ones are taken back latest first: the next spawns get
+ * the same handles, in the same order, as if they had never happened. */
+KILN_TEST(unspawn, spawns_taken_back_latest_first_leave_the_next_handles_as_they_were) {
+    kiln_component held;
+    kiln_component_desc d = {.name = "Held", .size = sizeof(int32_t), .destroy = count_destroy};
+    ck_assert_int_eq(kiln_component_register(F.w, &d, &held), KILN_OK);
+    kiln_entity e[6];
+    for (int i = 0; i < 6; i++) e[i] = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e[1]), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.w, e[4]), KILN_OK); /* free list: 4, then 1 */
+    kiln_world_stats before;
+    kiln_world_stats_get(F.w, &before);
+    kiln_entity first[4], again[4];
+    int32_t v = 7;
+    const void *values[] = {&v};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(kiln_spawn_with(F.w, &held, values, 1, &first[i]), KILN_OK);
+    ck_assert_uint_eq(kiln_entity_index(first[0]), kiln_entity_index(e[4])); /* two freed, two fresh */
+    destroyed = 0;
+    for (int i = 4; i-- > 0;) ck_assert_int_eq(kiln_unspawn(F.w, first[i]), KILN_OK);
+    ck_assert_int_eq(destroyed, 4); /* the values' hooks ran, as a despawn's do */
+    for (int i = 0; i < 4; i++) ck_assert(!kiln_is_alive(F.w, first[i]));
+    ck_assert_int_eq(kiln_entity_count(F.w), 4);
+    kiln_world_stats after;
+    kiln_world_stats_get(F.w, &after);
+    ck_assert_int_eq(after.entity_slots, before.entity_slots); /* the fresh slots went back too */
+    for (int i = 0; i < 4; i++) again[i] = spawn_one(F.w);
+    for (int i = 0; i < 4; i++) ck_assert_uint_eq(again[i], first[i]);
+}
+
+KILN_TEST(unspawn, a_dead_handle_is_refused_naming_kiln_unspawn) {
+    kiln_entity e = spawn_one(F.w);
+    ck_assert_int_eq(kiln_despawn(F.w, e), KILN_OK);
+    ck_assert_int_eq(kiln_unspawn(F.w, e), KILN_ERR_DEAD_ENTITY);
+    char buf[24], want[64];
+    snprintf(want, sizeof want, "kiln_unspawn: entity %s is not alive", kiln_entity_format(e, buf, sizeof buf));
+    ck_assert_str_eq(kiln_world_error(F.w), want);
+    kiln_entity next = spawn_one(F.w); /* the refusal gave nothing back: the slot's next generation */
+    ck_assert_uint_eq(kiln_entity_generation(next), kiln_entity_generation(e) + 1);
+}
+
+/* In a deferred section the despawn is queued, as kiln_despawn's is, and the slot is spent. */
+KILN_TEST(unspawn, a_deferred_unspawn_is_a_queued_despawn) {
+    kiln_entity e = spawn_one(F.w);
+    kiln_defer_begin(F.w);
+    ck_assert_int_eq(kiln_unspawn(F.w, e), KILN_OK);
+    ck_assert(kiln_is_alive(F.w, e));
+    kiln_defer_end(F.w);
+    ck_assert(!kiln_is_alive(F.w, e));
+    kiln_entity next = spawn_one(F.w);
+    ck_assert_uint_eq(kiln_entity_index(next), kiln_entity_index(e));
+    ck_assert_uint_eq(kiln_entity_generation(next), kiln_entity_generation(e) + 1);
+}
+
+/* A slot at its last generation would be retired by a despawn; an unspawn puts it back on the
+ * free list at that generation, as it was before the spawn took it. */
+KILN_TEST(unspawn, a_slot_at_its_last_generation_goes_back_unretired) {
+    kiln_entity e = spawn_one(F.w);
+    while (kiln_entity_generation(e) < KILN_ENTITY_GENERATION_MAX) {
+        if (kiln_despawn(F.w, e) != KILN_OK || kiln_spawn(F.w, &e) != KILN_OK) ck_abort_msg("cycling failed");
+    }
+    ck_assert_int_eq(kiln_unspawn(F.w, e), KILN_OK);
+    ck_assert(!kiln_is_alive(F.w, e));
+    kiln_entity again = spawn_one(F.w);
+    ck_assert_uint_eq(again, e);
+    ck_assert_int_eq(kiln_despawn(F.w, again), KILN_OK); /* now retired, as a despawn does */
+    ck_assert_uint_ne(kiln_entity_index(spawn_one(F.w)), kiln_entity_index(e));
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* format                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 

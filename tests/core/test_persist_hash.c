@@ -140,3 +140,116 @@ KILN_TEST(padding, a_value_registered_without_fields_has_no_layout_so_all_its_by
     ck_assert_uint_ne(hash_with(&h, 0x00, 1, false, false), zeros); /* the padding after p[0].c */
     ck_assert_uint_ne(hash_with(&h, 0x00, 1, true, false), hash_with(&h, 0x00, SIZE_MAX, true, false));
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* The slots: the hash covers the slot count and the free list, which decide the next handles. */
+
+typedef struct byte_buf {
+    uint8_t data[1 << 16];
+    size_t size;
+} byte_buf;
+
+static bool to_buf(void *ud, const void *data, size_t size) {
+    byte_buf *b = ud;
+    if (size > sizeof b->data - b->size) return false;
+    memcpy(b->data + b->size, data, size);
+    b->size += size;
+    return true;
+}
+
+static bool refusing; /* the check hook below refuses 13 while this is set */
+
+static kiln_result no_thirteen(const kiln_world *world, kiln_entity entity, const void *value, void *ctx,
+                               char *why, size_t why_size) {
+    (void)world, (void)entity, (void)ctx;
+    if (refusing && value && *(const int32_t *)value == 13) {
+        snprintf(why, why_size, "13 is refused");
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
+    return KILN_OK;
+}
+
+static kiln_component count_component(kiln_world *w) {
+    static const kiln_field fields[] = {{.name = "n", .type = KILN_TYPE_INT32}};
+    kiln_component id;
+    kiln_component_desc d = {.name = "Count", .size = sizeof(int32_t), .fields = fields, .field_count = 1,
+                             .check = no_thirteen};
+    ck_assert_int_eq(kiln_component_register(w, &d, &id), KILN_OK);
+    return id;
+}
+
+/* Spawns count entities holding 1, 2, ..., count, then despawns those listed in order. */
+static void build(kiln_world *w, kiln_component id, int32_t count, const int32_t *dead, int32_t dead_count,
+                  kiln_entity *e) {
+    for (int32_t i = 0; i < count; i++) {
+        int32_t v = i + 1;
+        const void *values[] = {&v};
+        ck_assert_int_eq(kiln_spawn_with(w, &id, values, 1, &e[i]), KILN_OK);
+    }
+    for (int32_t k = 0; k < dead_count; k++) ck_assert_int_eq(kiln_despawn(w, e[dead[k]]), KILN_OK);
+}
+
+KILN_TEST_GROUP(slots);
+
+KILN_TEST(slots, worlds_alike_but_for_their_free_lists_hash_apart_as_their_next_spawns_differ) {
+    kiln_world *a = kiln_world_create(NULL), *b = kiln_world_create(NULL), *c = kiln_world_create(NULL);
+    kiln_entity ea[4], eb[4], ec[4];
+    build(a, count_component(a), 4, (const int32_t[]){0, 1}, 2, ea);
+    build(b, count_component(b), 4, (const int32_t[]){1, 0}, 2, eb);
+    build(c, count_component(c), 4, (const int32_t[]){0, 1}, 2, ec);
+    ck_assert_uint_eq(kiln_world_hash(a), kiln_world_hash(c));
+    ck_assert_uint_ne(kiln_world_hash(a), kiln_world_hash(b)); /* same rows, free list 1,0 against 0,1 */
+    kiln_entity na, nb;
+    ck_assert_int_eq(kiln_spawn(a, &na), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(b, &nb), KILN_OK);
+    ck_assert_uint_ne(na, nb);
+    /* a slot spent and freed again: the same rows and free list order, another generation */
+    kiln_entity again;
+    ck_assert_int_eq(kiln_spawn(c, &again), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(c, again), KILN_OK);
+    kiln_world_destroy(b);
+    b = kiln_world_create(NULL);
+    build(b, count_component(b), 4, (const int32_t[]){0, 1}, 2, eb);
+    ck_assert_uint_ne(kiln_world_hash(b), kiln_world_hash(c));
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+    kiln_world_destroy(c);
+}
+
+/* A load refused after it spawned (a check hook refuses a value) gives every slot back: the
+ * world's next spawns get the handles they would have got, into a fresh world and a used one. */
+KILN_TEST_LOOP(slots, a_load_refused_after_spawning_leaves_the_next_handles_as_they_were, 0, 2) {
+    bool fresh = _i == 0;
+    kiln_world *src = kiln_world_create(NULL);
+    kiln_component sid = count_component(src);
+    kiln_entity e[40];
+    build(src, sid, 40, (const int32_t[]){3, 30, 7}, 3, e); /* holds 13, among others */
+    byte_buf *buf = calloc(1, sizeof *buf);
+    ck_assert_int_eq(kiln_save(src, NULL, to_buf, buf), KILN_OK);
+    kiln_world *w = kiln_world_create(NULL), *twin = kiln_world_create(NULL);
+    kiln_component wid = count_component(w);
+    count_component(twin);
+    kiln_entity we[6], te[6];
+    if (!fresh) {
+        build(w, wid, 6, (const int32_t[]){4, 1}, 2, we);
+        build(twin, wid, 6, (const int32_t[]){4, 1}, 2, te);
+    }
+    uint64_t before = kiln_world_hash(w);
+    refusing = true;
+    ck_assert_int_eq(kiln_load(w, buf->data, buf->size, NULL), KILN_ERR_INVALID_ARGUMENT);
+    refusing = false;
+    ck_assert_msg(strstr(kiln_world_error(w), "13 is refused") != NULL, "%s", kiln_world_error(w));
+    ck_assert_uint_eq(kiln_world_hash(w), before);
+    for (int k = 0; k < 4; k++) {
+        kiln_entity x, y;
+        ck_assert_int_eq(kiln_spawn(w, &x), KILN_OK);
+        ck_assert_int_eq(kiln_spawn(twin, &y), KILN_OK);
+        ck_assert_msg(x == y, "%s world: spawn %d got %llx after the refused load, %llx without it",
+                      fresh ? "a fresh" : "a used", k, (unsigned long long)x, (unsigned long long)y);
+    }
+    ck_assert_int_eq(kiln_load(w, buf->data, buf->size, NULL), KILN_OK); /* and it still loads */
+    free(buf);
+    kiln_world_destroy(src);
+    kiln_world_destroy(w);
+    kiln_world_destroy(twin);
+}

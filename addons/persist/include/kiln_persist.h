@@ -208,7 +208,8 @@ size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
 /* ---- Hash --------------------------------------------------------------------------------- */
 
 /* A 64-bit XXH3 hash of the world's logical content: every live entity's handle with its
- * components (by name) and their value bytes, every resource, and the tick. Archetype and row
+ * components (by name) and their value bytes, every resource, the tick, and the slot count and
+ * free list (with generations), which decide the handles of the next spawns. Archetype and row
  * order, component ids and registration order do not change it. Only the bytes a component's
  * fields cover enter it, never padding; a component registered without fields has no layout to
  * go by and enters whole, padding included. Values of components and resources with hooks

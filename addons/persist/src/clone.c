@@ -192,8 +192,8 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
     if (r == KILN_OK) {
         if (dest) *dest = list[0].copy;
     } else {
-        for (int64_t i = 0; i < spawned && i < n; i++)
-            if (list[i].copy) kiln_despawn(world, list[i].copy);
+        for (int64_t i = spawned < n ? spawned : n; i-- > 0;) /* latest first: slots go back */
+            if (list[i].copy) kiln_unspawn(world, list[i].copy);
     }
     pz_arena_free(&arena);
     return r;

@@ -375,6 +375,25 @@ static int64_t references(const kiln_world *world) {
     return n;
 }
 
+/* The slot count and the free list, in order with each slot's generation: what decides the
+ * handles of the next spawns, so two worlds that hash the same spawn the same handles. */
+static uint64_t hash_slots(const kiln_world *world) {
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    uint32_t head[2] = {kl_slot_count(world), 0};
+    XXH3_64bits_update(&st, head, sizeof head);
+    uint32_t pair[2];
+    for (uint32_t i = world->free_head; i != KL_NONE;) {
+        const kl_record *r = kl_record_at(world, i);
+        pair[0] = i;
+        pair[1] = kl_record_generation(r);
+        XXH3_64bits_update(&st, pair, sizeof pair);
+        i = kl_record_next(r);
+    }
+    return XXH3_64bits_digest(&st);
+}
+
 uint64_t kiln_world_hash(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     int32_t max_types = 1;
@@ -391,7 +410,7 @@ uint64_t kiln_world_hash(const kiln_world *world) {
     for (int32_t a = 0; a < world->archetype_count && cols; a++)
         if (world->archetypes[a]->count > 0) entities += hash_archetype(&live, world->archetypes[a], cols, buf);
     if (cols != small) kl_free(alloc, cols, bytes);
-    uint64_t total[4] = {entities, hash_resources(&live), world->tick, (uint64_t)world->alive};
+    uint64_t total[5] = {entities, hash_resources(&live), world->tick, (uint64_t)world->alive, hash_slots(world)};
     pz_live_close(&live);
     return XXH3_64bits(total, sizeof total);
 }

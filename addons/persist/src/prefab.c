@@ -215,7 +215,7 @@ kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int3
     } else {
         char msg[KL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
-        for (size_t i = (size_t)done * (size_t)tree->count; i-- > 0;) kiln_despawn(world, all[i]);
+        for (size_t i = (size_t)done * (size_t)tree->count; i-- > 0;) kiln_unspawn(world, all[i]);
         kl_fail(world, r, "%s", msg);
     }
     kl_free(&world->alloc, all, bytes);

@@ -687,8 +687,14 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
-        for (uint32_t g = 0; g < spawned_groups; g++)
-            for (int64_t i = 0; i < doc->groups[g].count; i++) kiln_despawn(world, doc->groups[g].spawned[i]);
+        /* latest first, so every slot goes back as it was (a world that never held an entity
+         * is empty again: the saved handles were placed, not taken) */
+        for (uint32_t g = spawned_groups; g-- > 0;)
+            for (int64_t i = doc->groups[g].count; i-- > 0;) kiln_unspawn(world, doc->groups[g].spawned[i]);
+        if (keep && spawned_groups) {
+            world->free_head = KL_NONE;
+            atomic_store_explicit(&world->slot_count, 0, memory_order_release);
+        }
         if (desc->codec && dec.groups) discard_all(doc, desc, &dec);
         for (uint32_t k = 0; k < created_count; k++) kiln_resource_remove(world, created[k], NULL);
         kl_fail(world, r, "%s", msg);

@@ -214,7 +214,7 @@ kiln_result pz_tree_spawn(kiln_world *world, const pz_tree *tree, kiln_entity pa
     failed(world, r, call);
     char msg[KL_ERROR_SIZE];
     snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
-    for (int64_t i = spawned; i-- > 0;) kiln_despawn(world, dest[i]);
+    for (int64_t i = spawned; i-- > 0;) kiln_unspawn(world, dest[i]);
     kl_fail(world, r, "%s", msg);
     return r;
 }
