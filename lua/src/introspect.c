@@ -66,7 +66,10 @@ static int w_components(lua_State *L) {
     }
     kiln_entity e = klua_check_entity(L, 2, "world:components");
     int32_t n = kiln_entity_components(kw->world, e, NULL, 0);
-    if (n < 0) return 0;
+    if (n < 0) {
+        lua_pushnil(L); /* one nil, as documented: not alive */
+        return 1;
+    }
     kiln_component *list = lua_newuserdatauv(L, sizeof(kiln_component) * (size_t)(n ? n : 1), 0);
     kiln_entity_components(kw->world, e, list, n);
     lua_createtable(L, n, 0);
@@ -84,7 +87,10 @@ static int w_component_info(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:component_info", "component name");
     kiln_component c = kiln_component_lookup(kw->world, lua_tostring(L, 2));
-    if (!c || c == kw->shared_type) return 0;
+    if (!c || c == kw->shared_type) {
+        lua_pushnil(L);
+        return 1;
+    }
     push_component(L, kw, c);
     return 1;
 }

@@ -372,6 +372,17 @@ describe("components", function()
         H.unchanged(w, {"Tag"}, function() w:add(e, "Tag", {x = 1}) end, "world:add", "Tag")
         H.unchanged(w, {"Tag"}, function() w:spawn{Position = {}, Tag = "yes"} end, "world:spawn", "Tag")
     end)
+
+    it("components(e) lists a live entity's names and gives one nil for a dead one", function()
+        local w = H.world()
+        local e = w:spawn{Position = {}}
+        assert.are.same({"Position"}, w:components(e))
+        w:despawn(e)
+        assert.are.equal(1, select("#", w:components(e)))
+        assert.is_nil(w:components(e))
+        assert.are.equal(1, select("#", w:component_info("NoSuchComponent")))
+        assert.is_nil(w:component_info("NoSuchComponent"))
+    end)
 end)
 
 describe("lua components", function()
