@@ -85,6 +85,10 @@ static kl_archetype *lookup(const kiln_world *world, const kiln_component *types
     return NULL;
 }
 
+kl_archetype *kl_archetype_find(const kiln_world *world, const kiln_component *types, int32_t count) {
+    return lookup(world, types, count, kl_hash_u32s(types, count));
+}
+
 kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types, int32_t count,
                                   const char *call) {
     uint32_t hash = kl_hash_u32s(types, count);

@@ -12,6 +12,11 @@
 KL_HIDDEN kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types,
                                             int32_t count, const char *call);
 
+/* The archetype with exactly these types (sorted ascending, no duplicates), or NULL when the
+ * world has none yet; creates nothing. */
+KL_HIDDEN kl_archetype *kl_archetype_find(const kiln_world *world, const kiln_component *types,
+                                          int32_t count);
+
 /* Why kl_archetype_ensure or kl_archetype_traverse returned NULL (the world error says it). */
 static inline kiln_result kl_archetype_failure(const kiln_world *world) {
     return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT

@@ -628,6 +628,46 @@ KILN_TEST(export, running_out_of_memory_in_a_prefab_load_spawn_or_export_fails_c
     pf_close(&w);
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
+/* Counts past the row limit fail before the first copy: the world, its entity slots and its
+ * bytes as they were (the count used to be found out 2^27 spawns in, then taken back). */
+KILN_TEST(prefab, a_count_past_the_row_limit_is_refused_before_anything_is_spawned) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_pos at = {1, 2, 3};
+    kiln_component comps[] = {w.pos};
+    const void *vals[] = {&at};
+    kiln_prefab_desc twins[2] = {{.components = comps, .values = vals, .component_count = 1},
+                                 {.components = comps, .values = vals, .component_count = 1}};
+    kiln_prefab_desc one = {.components = comps, .values = vals, .component_count = 1};
+    kiln_prefab_desc pair = {.components = &w.tag, .component_count = 1, .children = twins, .child_count = 2};
+    kiln_prefab *single, *family;
+    ck_assert_int_eq(kiln_prefab_create(w.world, &one, &single), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_create(w.world, &pair, &family), KILN_OK);
+    kiln_entity first;
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, single, 1, &first), KILN_OK);
+    fingerprint f = take(w.world);
+    kiln_world_stats before, after;
+    kiln_world_stats_get(w.world, &before);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, single, INT32_MAX, NULL), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w.world),
+                     "kiln_prefab_spawn: 2147483647 copies put 2147483647 entities in one archetype, which "
+                     "holds 1 and has room for 134217728; nothing was spawned");
+    /* 2^26 + 1 copies fit one per archetype but not the two alike children of each */
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, family, (1 << 26) + 1, NULL), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w.world),
+                     "kiln_prefab_spawn: 67108865 copies put 134217730 entities in one archetype, which "
+                     "holds 0 and has room for 134217728; nothing was spawned");
+    assert_same(w.world, f, "refused counts");
+    kiln_world_stats_get(w.world, &after);
+    ck_assert_int_eq(after.entity_slots, before.entity_slots);
+    ck_assert_msg(after.bytes - before.bytes < (1 << 20), "a refused count allocated %lld bytes",
+                  (long long)(after.bytes - before.bytes));
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, family, 2, NULL), KILN_OK); /* and a count that fits */
+    ck_assert_int_eq(kiln_entity_count(w.world), 1 + 6);
+    kiln_prefab_destroy(single);
+    kiln_prefab_destroy(family);
+    pf_close(&w);
+}
 
 KILN_TEST(scene, instantiate_and_spawn_refuse_a_deferred_world_changing_nothing) {
     pf_world w;

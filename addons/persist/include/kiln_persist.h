@@ -359,8 +359,9 @@ kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, kiln_pref
  * Node references point inside each copy; values pass their check hooks (a Name that another
  * entity holds is refused). All or nothing: on failure every entity spawned by the call is
  * despawned. Registers the transform components when the tree has links. Fails for a prefab
- * made for another world, a negative count or a count whose
- * nodes exceed INT32_MAX (KILN_ERR_LIMIT), while the world is deferred or iterating. */
+ * made for another world, a negative count, while the world is deferred or iterating, and with
+ * KILN_ERR_LIMIT before anything is spawned for a count whose nodes exceed INT32_MAX or the
+ * entity slots left, or that puts more rows in one archetype than its limit (2^27) allows. */
 kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count,
                               kiln_entity *dest);
 

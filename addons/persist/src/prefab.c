@@ -2,8 +2,10 @@
  * spawned any number of times. Invariant: a prefab is checked whole when it is made, so a spawn
  * can fail only on what the world says then (a check hook, memory), and then takes all back. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "entity.h"
 #include "scene_internal.h"
 
 struct kiln_prefab {
@@ -190,6 +192,63 @@ kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, kiln_pref
 
 /* ---- spawning ---- */
 
+/* What decides the archetype a node lands in: its components (sorted) and whether it gets a
+ * Parent. Nodes alike land in one archetype, copy after copy. */
+typedef struct node_shape {
+    kiln_component *types; /* count, then the Parent id when linked */
+    int32_t count;
+    bool linked;
+} node_shape;
+
+static int shape_compare(const void *a, const void *b) {
+    const node_shape *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? -1 : 1;
+    if (x->linked != y->linked) return x->linked ? 1 : -1;
+    for (int32_t i = 0; i < x->count; i++)
+        if (x->types[i] != y->types[i]) return x->types[i] < y->types[i] ? -1 : 1;
+    return 0;
+}
+
+/* Fails when count copies cannot fit before one is spawned: per archetype the copies land in,
+ * the row limit (what it holds already counted), then entity slots (reserved here, so memory
+ * for their records too). Without this a huge count spawned 2^27 entities before failing. */
+static kiln_result check_room(kiln_world *world, const pz_tree *tree, int32_t count, const char *call) {
+    kiln_result r = KILN_OK;
+    size_t values = 0;
+    for (int64_t i = 0; i < tree->count; i++) values += (size_t)tree->nodes[i].count + 1;
+    size_t bytes = sizeof(node_shape) * (size_t)tree->count + sizeof(kiln_component) * values;
+    node_shape *shapes = kl_alloc(&world->alloc, bytes);
+    if (!shapes) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
+    kiln_component parent = kiln_component_lookup(world, "Parent"), *next = (kiln_component *)(shapes + tree->count);
+    for (int64_t i = 0; i < tree->count; i++) {
+        const pz_node *n = &tree->nodes[i];
+        node_shape *sh = &shapes[i];
+        *sh = (node_shape){next, 0, n->parent >= 0};
+        for (int32_t k = 0; k <= n->count; k++) {
+            kiln_component id = k < n->count ? n->values[k].id : (sh->linked ? parent : 0);
+            if (id == 0) continue; /* Parent not registered yet: no archetype has it */
+            int32_t j = sh->count++;
+            while (j > 0 && sh->types[j - 1] > id) sh->types[j] = sh->types[j - 1], j--;
+            sh->types[j] = id;
+        }
+        next += sh->count;
+    }
+    qsort(shapes, (size_t)tree->count, sizeof *shapes, shape_compare);
+    for (int64_t i = 0, run; i < tree->count && r == KILN_OK; i += run) {
+        for (run = 1; i + run < tree->count && shape_compare(&shapes[i], &shapes[i + run]) == 0;) run++;
+        const kl_archetype *arch = kl_archetype_find(world, shapes[i].types, shapes[i].count);
+        int64_t held = arch ? arch->count : 0;
+        if ((int64_t)count * run > (int64_t)KL_ROWS_MAX - held)
+            r = kl_fail(world, KILN_ERR_LIMIT, "%s: %d copies put %lld entities in one archetype, which "
+                        "holds %lld and has room for %u; nothing was spawned", call, (int)count,
+                        (long long)count * run, (long long)held, (unsigned)KL_ROWS_MAX);
+    }
+    kl_free(&world->alloc, shapes, bytes);
+    /* the rows first: slots for a count refused there would cost 8 bytes each for nothing */
+    if (r == KILN_OK) r = kl_entities_reserve(world, (int64_t)count * tree->count, call);
+    return r;
+}
+
 kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_prefab_spawn";
@@ -201,10 +260,13 @@ kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int3
     if ((int64_t)count * tree->count > INT32_MAX)
         return kl_fail(world, KILN_ERR_LIMIT, "%s: %d copies of %lld nodes are too many", call, (int)count,
                        (long long)tree->count);
+    if (kiln_is_deferred(world)) /* before the count is checked: it may be fine later */
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
+    kiln_result r = check_room(world, tree, count, call);
+    if (r != KILN_OK) return r;
     size_t bytes = sizeof(kiln_entity) * (size_t)count * (size_t)tree->count;
     kiln_entity *all = kl_alloc(&world->alloc, bytes);
     if (!all) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
-    kiln_result r = KILN_OK;
     int32_t done = 0;
     for (; done < count; done++) {
         r = pz_tree_spawn(world, tree, KILN_NULL_ENTITY, call, all + (size_t)done * (size_t)tree->count);
