@@ -476,10 +476,10 @@ typedef struct kiln_iter {
 } kiln_iter;
 
 /* Starts iterating. The world is deferred while an iteration is active (kiln_defer_begin):
- * spawn, despawn, add, remove and set inside the loop are queued and land when the outermost
- * iteration ends, so the rows visited never move. Applying a command buffer meanwhile is a
- * programmer error (a debug assertion). Iterate with kiln_query_next until it returns false,
- * or stop early with kiln_iter_fini (an iteration left unfinished keeps the world deferred). */
+ * spawn, despawn, add, remove and set in the loop are queued and land when the outermost
+ * iteration ends, so the rows visited never move; applying a command buffer meanwhile asserts.
+ * Iterate with kiln_query_next until false, or stop early with kiln_iter_fini (one left open
+ * keeps the world deferred; a system's fails its schedule run, which ends it for good). */
 void kiln_query_iter(const kiln_query *query, kiln_iter *it);
 
 /* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */
@@ -792,7 +792,7 @@ kiln_result kiln_schedule_build(kiln_schedule *schedule);
  * each stage's buffers, then systems removed meanwhile leave. Not while a query of the world
  * iterates. KILN_ERR_INVALID_ARGUMENT from one of its own systems or a non-exclusive system of
  * another schedule of the world (an exclusive one may run a whole frame of its own), or when a
- * system returns with a deferred section left open (named in the message; the run ends it). */
+ * system returns with a deferred section or an iteration left open (named, with its query; ended). */
 kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
 
 int32_t kiln_schedule_stage_count(kiln_schedule *schedule);  /* builds when needed; 0 on error */

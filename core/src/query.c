@@ -3,6 +3,7 @@
  * the canonical order of order_types. */
 #include "query.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +188,36 @@ void kiln_query_destroy(kiln_query *query) {
         }
     }
     query_free(world, query);
+}
+
+/* Appends ", "-separated component names of ids to buf, each after label. */
+static size_t describe_terms(const kiln_world *world, const kiln_component *ids, int32_t count,
+                             const char *label, char *buf, size_t size, size_t at) {
+    for (int32_t i = 0; i < count && at < size; i++) {
+        const kl_component *c = kl_component_get(world, ids[i]);
+        int n = snprintf(buf + at, size - at, "%s%s%s", at > 1 ? ", " : "", label, c ? c->names : "?");
+        at = n < 0 ? size : at + (size_t)n;
+    }
+    return at;
+}
+
+int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, size_t what_size) {
+    int open = atomic_load_explicit(&world->iterating, memory_order_relaxed) - keep;
+    if (open <= 0) return 0;
+    atomic_store_explicit(&world->iterating, keep, memory_order_relaxed);
+    snprintf(what, what_size, "a query");
+    bool named = false;
+    for (int32_t i = 0; i < world->query_count && keep == 0; i++) {
+        kiln_query *q = world->queries[i];
+        if (atomic_exchange_explicit(&q->iterating, 0, memory_order_relaxed) == 0 || named) continue;
+        named = true;
+        size_t at = (size_t)snprintf(what, what_size, "[");
+        at = describe_terms(world, q->terms, q->with_count, "", what, what_size, at);
+        at = describe_terms(world, q->terms + q->with_count, q->optional_count, "optional ", what, what_size, at);
+        at = describe_terms(world, q->without, q->without_count, "without ", what, what_size, at);
+        if (at + 1 < what_size) snprintf(what + at, what_size - at, "]");
+    }
+    return open;
 }
 
 int64_t kiln_query_count(const kiln_query *query) {

@@ -33,6 +33,13 @@ KL_HIDDEN int32_t kl_query_match_count(const kiln_query *query);
 KL_HIDDEN kl_archetype *kl_query_match_at(const kiln_query *query, int32_t i, int32_t term,
                                           kl_column **column);
 
+/* Ends, by their counts, the iterations left open above keep (world->iterating when the
+ * caller's section began) by code that can no longer finish them: a system that returned
+ * without kiln_iter_fini, its iterator gone with its stack. Returns how many it ended, and
+ * writes to what the terms of a query left iterating ("[Position, optional Tag, without
+ * Dead]"). With keep 0 (nothing else iterating) the queries' own counts go back to 0 too. */
+KL_HIDDEN int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, size_t what_size);
+
 /* The world a query belongs to. */
 KL_HIDDEN kiln_world *kl_query_world(const kiln_query *query);
 

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "component.h"
 #include "defer.h"
+#include "query.h"
 #include "resource.h"
 #include "schedule_order.h"
 #include "world.h"
@@ -412,9 +413,11 @@ static void run_system(void *arg) {
     kl_guard_enter(sys->ctx.world, sys, false, &frame);
     int64_t t0 = now_ns();
     int depth = atomic_load_explicit(&sys->ctx.world->defer_depth, memory_order_relaxed);
+    int iterating = atomic_load_explicit(&sys->ctx.world->iterating, memory_order_relaxed);
     sys->run(&sys->ctx);
     /* exact when it ran alone; beside others, their iterations may count too */
     sys->defer_left = atomic_load_explicit(&sys->ctx.world->defer_depth, memory_order_relaxed) - depth;
+    sys->iter_left = atomic_load_explicit(&sys->ctx.world->iterating, memory_order_relaxed) - iterating;
     int64_t dt = now_ns() - t0;
 #if KILN_ACCESS_CHECKS
     kl_resource_graves_check(sys->ctx.world, sys->name);
@@ -470,25 +473,33 @@ static void run_shared_stage(kiln_schedule *s, int32_t first, int32_t end, bool 
 
 /* A system must return with the world's deferred sections as it found them: one left open
  * (kiln_defer_begin without its end, an iteration not finished) would keep the world deferred
- * for good, nothing landing again. Ends the sections the systems of [first, end) left above
+ * for good, nothing landing again, and an iteration's count would refuse every later run.
+ * Ends the iterations the systems of [first, end) left above iterating and the sections above
  * depth (what the stage started with; the outermost end applies what was queued) and fails
  * naming the first system seen leaving one (beside others in a parallel stage, a guess). */
-static kiln_result close_left_sections(kiln_schedule *s, int32_t first, int32_t end, int depth) {
+static kiln_result close_left_sections(kiln_schedule *s, int32_t first, int32_t end, int depth,
+                                       int iterating) {
     kiln_world *world = s->world;
+    char what[160];
+    int open = kl_queries_end_open(world, iterating, what, sizeof what); /* before any apply */
     int left = atomic_load_explicit(&world->defer_depth, memory_order_relaxed) - depth;
-    if (left <= 0) return KILN_OK; /* fewer: kl_defer_end asserted */
+    if (left <= 0 && open <= 0) return KILN_OK; /* fewer: kl_defer_end asserted */
     const char *name = NULL;
     for (int32_t k = first; k < end && !name; k++) {
         const kl_system *sys = s->systems[s->order[k]];
-        if (sys->run_now && sys->defer_left > 0) name = sys->name;
+        if (sys->run_now && (open > 0 ? sys->iter_left : sys->defer_left) > 0) name = sys->name;
     }
     for (int i = 0; i < left; i++) kl_defer_end(world, "kiln_schedule_run");
-    if (!name) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_run: a system of stage %d "
-                              "returned with %d deferred section%s left open (ended now)",
-                              (int)s->systems[s->order[first]]->stage, left, left > 1 ? "s" : "");
-    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_run: system '%s' returned with %d "
-                   "deferred section%s left open (kiln_defer_begin without kiln_defer_end, or an "
-                   "iteration not finished); ended now", name, left, left > 1 ? "s" : "");
+    char who[KL_NAME_SIZE + 16];
+    if (name) snprintf(who, sizeof who, "system '%s'", name);
+    else snprintf(who, sizeof who, "a system of stage %d", (int)s->systems[s->order[first]]->stage);
+    if (open > 0)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_run: %s returned with %d "
+                       "iteration%s of %s not finished (kiln_query_next to false, or kiln_iter_fini); "
+                       "ended now", who, open, open > 1 ? "s" : "", what);
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_schedule_run: %s returned with %d deferred "
+                   "section%s left open (kiln_defer_begin without kiln_defer_end); ended now", who,
+                   left, left > 1 ? "s" : "");
 }
 
 kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
@@ -540,17 +551,19 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             if (r != KILN_OK && result == KILN_OK) result = r;
             s->may_add = true;
             int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
+            int iterating = atomic_load_explicit(&world->iterating, memory_order_relaxed);
             run_system(sys);
             s->may_add = false;
-            r = close_left_sections(s, first, end, depth);
+            r = close_left_sections(s, first, end, depth, iterating);
             if (r != KILN_OK && result == KILN_OK) result = r;
             kiln_defer_begin(world);
         } else {
             int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
+            int iterating = atomic_load_explicit(&world->iterating, memory_order_relaxed);
             atomic_store_explicit(&world->in_stage, 1, memory_order_relaxed);
             run_shared_stage(s, first, end, parallel && workers > 0 && enabled > 1);
             atomic_store_explicit(&world->in_stage, 0, memory_order_relaxed);
-            kiln_result r = close_left_sections(s, first, end, depth);
+            kiln_result r = close_left_sections(s, first, end, depth, iterating);
             if (r != KILN_OK && result == KILN_OK) result = r;
         }
         /* Buffers land in declaration order, whatever thread finished first. */

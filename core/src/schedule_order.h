@@ -27,6 +27,7 @@ typedef struct kl_system {
     bool exclusive, main_thread, enabled;
     bool run_now;           /* enabled when its stage started: a toggle mid-stage counts next frame */
     int32_t defer_left;     /* deferred sections its last run left open (see close_left_sections) */
+    int32_t iter_left;      /* iterations its last run left open (the same) */
     atomic_bool removing;   /* removed during a run: skipped, unfindable, gone when the run ends */
     int32_t stage;
     uint32_t reached;       /* the cycle check that reached it last (kiln_schedule.check) */

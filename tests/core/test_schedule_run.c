@@ -702,6 +702,62 @@ KILN_TEST(running, a_system_leaving_a_deferred_section_open_fails_the_run_and_th
     }
 }
 
+/* A system that starts an iteration and returns without finishing it leaves the world's
+ * iteration count raised, its iterator gone with its stack: every later structural call and
+ * run would be refused for good. The run ends it, fails naming the system and the query, and
+ * the world works after. */
+typedef struct open_loop {
+    kiln_query *query;
+    bool leave_open;
+    bool spawn; /* on the main thread: a spawn queued in the open loop */
+    kiln_entity spawned;
+} open_loop;
+
+static void leave_loop_open(const kiln_system_ctx *ctx) {
+    open_loop *ol = ctx->user;
+    kiln_iter it;
+    kiln_query_iter(ol->query, &it);
+    if (ol->spawn && ol->spawned == KILN_NULL_ENTITY) kiln_spawn(ctx->world, &ol->spawned);
+    if (!ol->leave_open) kiln_iter_fini(&it);
+}
+
+KILN_TEST(running, a_system_leaving_an_iteration_open_fails_the_run_naming_the_query_and_the_world_works_after) {
+    static const struct {
+        bool exclusive, main_thread, pool;
+    } cases[] = {{false, true, false}, {true, false, false}, {false, false, true}};
+    for (int k = 0; k < 3; k++) {
+        schedule_fixture f;
+        schedule_fixture_setup(&f);
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(f.world, (kiln_component[]){f.p, f.q}, NULL, 2, &e), KILN_OK);
+        kiln_query *q;
+        ck_assert_int_eq(kiln_query_create(f.world, &(kiln_query_desc){.with = {f.p, f.q}, .without = {f.r}}, &q),
+                         KILN_OK);
+        kiln_jobs *jobs = cases[k].pool ? kiln_jobs_create(&(kiln_jobs_desc){.workers = 2}) : NULL;
+        kiln_schedule *s = kiln_schedule_create(f.world, &(kiln_schedule_desc){.jobs = jobs});
+        open_loop ol = {.query = q, .leave_open = true, .spawn = !cases[k].pool};
+        add_system(s, (kiln_system_desc){.name = "open_loop", .run = leave_loop_open, .user = &ol,
+                                         .reads = {f.p, f.q}, .exclusive = cases[k].exclusive,
+                                         .main_thread = cases[k].main_thread});
+        add_system(s, (kiln_system_desc){.name = "beside", .run = spin_300us});
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT);
+        ck_assert_str_eq(kiln_world_error(f.world),
+                         "kiln_schedule_run: system 'open_loop' returned with 1 iteration of [Position, "
+                         "Velocity, without Rotation] not finished (kiln_query_next to false, or "
+                         "kiln_iter_fini); ended now");
+        ck_assert_msg(!kiln_is_deferred(f.world), "case %d: the world stayed deferred", k);
+        if (ol.spawn) ck_assert(kiln_is_alive(f.world, ol.spawned)); /* what it queued landed */
+        ck_assert_int_eq(kiln_despawn(f.world, e), KILN_OK); /* immediate: not iterating */
+        ck_assert(!kiln_is_alive(f.world, e));
+        ol.leave_open = false;
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        kiln_schedule_destroy(s);
+        kiln_query_destroy(q); /* its own count is back to 0 too */
+        kiln_jobs_destroy(jobs);
+        kiln_world_destroy(f.world);
+    }
+}
+
 /* A system's buffer belongs to its schedule, which applies it after the system returns: a
  * destroy from the system would leave the schedule a freed buffer, so it asserts. */
 static void destroy_own_buffer(const kiln_system_ctx *ctx) { kiln_commands_destroy(ctx->commands); }
