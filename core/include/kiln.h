@@ -123,7 +123,8 @@ typedef enum kiln_result {
 /* The allocator hook, with the contract of lua_Alloc: nsize == 0 frees ptr (which may be NULL)
  * and returns NULL; otherwise it returns a block of nsize bytes (or NULL on failure, leaving ptr
  * untouched) holding the first min(osize, nsize) bytes of ptr. When ptr is NULL, osize carries
- * no information. The world asks for at most max_align_t alignment and aligns columns itself. */
+ * no information. Blocks must be 8-byte aligned, as malloc's are (kiln aligns values to 16
+ * itself): debug builds assert it, and kiln_world_create refuses a misaligned one. */
 typedef void *(*kiln_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
 
 /* ---- World ------------------------------------------------------------------------------ */
@@ -133,8 +134,8 @@ typedef struct kiln_world_desc {
     void *alloc_ud;        /* handed to alloc */
 } kiln_world_desc;
 
-/* Creates a world. desc may be NULL (all defaults). Returns NULL only when the allocator
- * cannot provide the world itself. Worlds share nothing; several may live in one process. */
+/* Creates a world. desc may be NULL (all defaults). Returns NULL only when the allocator cannot
+ * provide the world itself, or misaligns it. Worlds share nothing; several may live in a process. */
 kiln_world *kiln_world_create(const kiln_world_desc *desc);
 
 /* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the
@@ -327,9 +328,8 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
 /* Despawns a live entity (destroy hooks run, its row swap-removed); dead: KILN_ERR_DEAD_ENTITY. */
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity);
 
-/* kiln_despawn for taking back, latest first, spawns a failed step just made whose handles went
- * nowhere: the slot goes back as it was (generation, free list, slot count), so the next spawns
- * get the handles they would have had. Deferred: queued, the slot spent, as kiln_despawn. */
+/* kiln_despawn taking back, latest first, spawns a failed step just made whose handles went nowhere:
+ * the slot goes back as it was, so the next spawns get the same handles. Deferred: as kiln_despawn. */
 kiln_result kiln_unspawn(kiln_world *world, kiln_entity entity);
 
 /* True for a live entity; false for null, stale and out-of-range handles. Never an error. */

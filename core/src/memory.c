@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MISALIGNED                                                                             \
+    "the allocator hook returned a block not aligned to 8 bytes (kiln_alloc_fn: align blocks " \
+    "as malloc does)"
+
 void *kl_default_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     (void)ud;
     (void)osize;
@@ -24,6 +28,7 @@ size_t kl_mul(size_t size, size_t count) {
 void *kl_alloc(kl_allocator *a, size_t size) {
     if (size == 0 || size == SIZE_MAX) return NULL;
     void *p = a->fn(a->ud, NULL, 0, size);
+    KILN_ASSERT(kl_aligned(p), MISALIGNED);
     if (p) {
         atomic_fetch_add_explicit(&a->bytes, (int64_t)size, memory_order_relaxed);
         atomic_fetch_add_explicit(&a->calls, 1, memory_order_relaxed);
@@ -39,6 +44,7 @@ void *kl_realloc(kl_allocator *a, void *ptr, size_t osize, size_t nsize) {
     }
     if (nsize == SIZE_MAX) return NULL;
     void *p = a->fn(a->ud, ptr, osize, nsize);
+    KILN_ASSERT(kl_aligned(p), MISALIGNED);
     if (p) {
         atomic_fetch_add_explicit(&a->bytes, (int64_t)nsize - (int64_t)osize, memory_order_relaxed);
         atomic_fetch_add_explicit(&a->calls, 1, memory_order_relaxed);

@@ -17,10 +17,22 @@ typedef struct kl_allocator {
     _Atomic(int64_t) calls;
 } kl_allocator;
 
+/* What every block from the hook must be aligned to: the widest scalar kiln's own structures
+ * hold (8 bytes on the usual 64-bit targets); values needing 16 are aligned inside blocks. */
+typedef union kl_scalar {
+    int64_t i;
+    double d;
+    void *p;
+} kl_scalar;
+#define KL_ALLOC_ALIGN _Alignof(kl_scalar)
+
+static inline bool kl_aligned(const void *p) { return ((uintptr_t)p & (KL_ALLOC_ALIGN - 1)) == 0; }
+
 /* The default hook: realloc/free from the C library. */
 KL_HIDDEN void *kl_default_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
 
-/* Allocates size bytes (NULL on failure or overflow). */
+/* Allocates size bytes (NULL on failure or overflow). Both assert (debug builds) that the hook
+ * returned a block aligned to KL_ALLOC_ALIGN: a misaligned one is undefined behaviour later. */
 KL_HIDDEN void *kl_alloc(kl_allocator *a, size_t size);
 /* Resizes ptr from osize to nsize bytes; on failure returns NULL and ptr is untouched. */
 KL_HIDDEN void *kl_realloc(kl_allocator *a, void *ptr, size_t osize, size_t nsize);

@@ -69,6 +69,10 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     }
     kiln_world *world = kl_alloc(&alloc, sizeof *world);
     if (!world) return NULL;
+    if (!kl_aligned(world)) { /* builds without assertions: refused, not undefined behaviour */
+        kl_free(&alloc, world, sizeof *world);
+        return NULL;
+    }
     memset(world, 0, sizeof *world);
     world->alloc = alloc;
     world->tick = 1;

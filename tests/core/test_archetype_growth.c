@@ -1,7 +1,8 @@
 /* test_archetype_growth.c: Check suite for an archetype's columns growing and shrinking. Each
  * column's values and ticks grow on their own through the allocator's resize (hook-moved
  * columns through a new block), so a growth that fails part way must leave every row, value,
- * tick and byte count whole, and a block whose alignment changes must slide its rows.
+ * tick and byte count whole, and a block whose alignment changes must slide its rows (a hook
+ * whose blocks are not 8-byte aligned asserts).
  * kiln_world_trim shrinks an archetype under a quarter of its room to twice its rows (an
  * empty one of large rows to none): the rows left keep their values and ticks, a hook-moved
  * column moves through its hook, a trim the allocator refuses changes nothing visible and is
@@ -10,6 +11,7 @@
  * (add/remove back and forth allocates nothing). */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS and MAP_NORESERVE */
 #include <check.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +187,49 @@ KILN_TEST(growth, rows_slide_when_a_resized_block_changes_its_alignment) {
     }
     kiln_world_destroy(w);
     ck_assert_int_eq(a.live, 0);
+}
+
+/* A hook whose blocks are only 4-byte aligned (from its first block, or once the world is
+ * made: misaligned_fn offsets a malloc'd block by 4 once calls reach from) breaks kiln's 8-byte
+ * loads and stores: instead of undefined behaviour, the allocation that returns one asserts
+ * naming the contract (and world creation, in builds without assertions, returns NULL). */
+typedef struct misaligned_alloc {
+    int calls, from;
+} misaligned_alloc;
+
+static void *misaligned_fn(void *ud, void *ptr, size_t osize, size_t nsize) {
+    misaligned_alloc *a = ud;
+    uint8_t *old = NULL;
+    if (ptr) old = (uint8_t *)ptr - (((uintptr_t)ptr & 7) == 4 ? 4 : 0);
+    if (nsize == 0) {
+        free(old);
+        return NULL;
+    }
+    uint8_t *raw = malloc(nsize + 4);
+    if (!raw) return NULL;
+    uint8_t *block = raw + (a->calls++ >= a->from ? 4 : 0);
+    if (ptr) {
+        memcpy(block, ptr, osize < nsize ? osize : nsize);
+        free(old);
+    }
+    return block;
+}
+
+KILN_TEST_SIGNAL(growth, a_hook_returning_4_byte_aligned_blocks_aborts_world_creation_naming_it, SIGABRT) {
+    static misaligned_alloc a = {0, 0};
+    test_expect_abort("the allocator hook returned a block not aligned to 8 bytes");
+    kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = misaligned_fn, .alloc_ud = &a});
+    ck_assert_ptr_null(w); /* not reached with assertions on */
+}
+
+KILN_TEST_SIGNAL(growth, a_hook_misaligning_a_later_block_aborts_at_that_allocation, SIGABRT) {
+    static misaligned_alloc a = {0, INT32_MAX};
+    kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = misaligned_fn, .alloc_ud = &a});
+    ck_assert_ptr_nonnull(w);
+    kiln_component pos = test_register_position(w);
+    a.from = a.calls; /* every block from here on */
+    test_expect_abort("the allocator hook returned a block not aligned to 8 bytes");
+    for (int i = 0; i < 1000; i++) kiln_spawn_with(w, &pos, NULL, 1, NULL);
 }
 
 /* A world destroyed right after growths refused part way (some arrays grown, others not)
