@@ -226,8 +226,9 @@ typedef struct kiln_field {
 /* Hooks for components that own resources. ptr points at count consecutive values (stride
  * apart). destroy releases values; move constructs dst from src, after which src is dead
  * and its destroy hook is not run. Without a move hook rows are relocated bytewise. Called
- * mid-change, they must not change the world: a spawn, despawn, add, remove, set or apply
- * from one fails with KILN_ERR_INVALID_ARGUMENT (a deferred call queues, to land later). */
+ * mid-change, they must not change rows: a spawn, despawn, add, remove, set or apply from one
+ * fails with KILN_ERR_INVALID_ARGUMENT (a deferred call queues, to land later). Resources, which
+ * no change holds, may be set and removed (see the exceptions at kiln_resource_remove). */
 typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
 typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 
@@ -861,24 +862,22 @@ int64_t kiln_event_count(const kiln_world *world, kiln_event_type type);
  * out of range. Borrowed: valid until the next emit of that type or the next update. */
 const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i);
 
-/* Drops the previous buffers of every type and makes the current ones previous. Keeps the
- * memory, so steady-state frames allocate nothing. Not from a running system that is not
- * exclusive (others may be reading events): an assertion. */
+/* Drops the previous buffers of every type and makes the current ones previous, keeping the
+ * memory (steady frames allocate nothing). Not from a non-exclusive running system: asserts. */
 void kiln_events_update(kiln_world *world);
 
 /* ---- Resources -------------------------------------------------------------------------- */
 
-/* Resources are world-wide singletons keyed by a component type, whose layout, reflected
- * fields and hooks they use (register a "Score" component, then set the Score resource).
- * Systems declare resource access in reads/writes with the same component ids, so the
- * schedule orders them like component access. */
+/* Resources: world-wide singletons keyed by a component type, whose layout, fields and hooks
+ * they use (register a "Score" component, set the Score resource). Systems declare them in
+ * reads/writes with the same ids, so the schedule orders them like component access. */
 
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults),
- * destroying an existing value first (its hook runs). Fails for an unknown type, out of memory
- * or from a destroy hook during world destroy; the caller then still owns value, no hook ran.
- * A main-thread system may set one while worker systems run and get others (a first set:
- * unset or whole), and worker systems may set and remove the resources they write at once (a
- * first set or a removal allocates or frees on a worker: the allocator must be thread-safe). */
+ * destroying an existing value first (its hook runs; setting or removing this resource from it
+ * fails). Fails for an unknown type, out of memory or from a destroy hook during world destroy;
+ * the caller then still owns value, no hook ran. A main-thread system may set one while worker
+ * systems run and get others (a first set: unset or whole); worker systems may set and remove
+ * those they write at once (allocating on a worker: the allocator must be thread-safe). */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the
@@ -890,8 +889,9 @@ void *kiln_resource_get(const kiln_world *world, kiln_component type);
 /* True when the resource is set. */
 bool kiln_resource_has(const kiln_world *world, kiln_component type);
 
-/* Removes the resource, running its destroy hook; writes whether it was set to removed
- * (may be NULL). Fails only for an unknown type. */
+/* Removes the resource, running its destroy hook; writes whether it was set to removed (may
+ * be NULL). Fails for an unknown type, from the hook of the value a set replaces, or from the
+ * destroy hooks kiln_snapshot_restore runs (it holds the resources it put in place). */
 kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *removed);
 
 #ifdef __cplusplus

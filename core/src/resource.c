@@ -14,6 +14,10 @@ typedef struct kl_resource {
     _Atomic(uint8_t *) value; /* 16-byte aligned inside block; NULL when not set */
     void *block;
     size_t block_size;
+    /* Its old value's destroy hook runs in place (kiln_resource_set replacing it): a set or
+     * removal of it from the hook would destroy it twice or free it under the write. Written
+     * under the lock (a growth copies entries), read by the thread running the hook. */
+    bool replacing;
 } kl_resource;
 
 static kiln_result unknown(kiln_world *world, const char *call, kiln_component type) {
@@ -48,6 +52,27 @@ static kl_resource *entry(const kiln_world *world, kiln_component type) {
     return (kl_resource *)kl_table_entries(t) + (type - 1);
 }
 
+static void mark_replacing(kiln_world *world, kiln_component type, bool on) {
+    lock(world);
+    entry(world, type)->replacing = on; /* the newest table's entry: a growth copied the flag */
+    unlock(world);
+}
+
+/* KILN_OK, or the failure of a set or removal of type from its own destroy hook while
+ * kiln_resource_set replaces its value, or of a removal while a call holds the resources. */
+static kiln_result refused_from_hook(kiln_world *world, const char *call, const kl_component *c,
+                                     kiln_component type, bool removal) {
+    const kl_resource *r = entry(world, type);
+    if (r && r->replacing)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: resource %s is being replaced (called "
+                       "from the destroy hook of its old value)", call, c->names);
+    if (removal && world->resources_held)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: resource %s is held by %s, whose destroy "
+                       "hooks are running; remove it once it returns", call, c->names,
+                       world->resources_held);
+    return KILN_OK;
+}
+
 /* The set resource of type with its value, or NULL. */
 static kl_resource *slot(const kiln_world *world, kiln_component type, uint8_t **value) {
     kl_resource *r = entry(world, type);
@@ -66,12 +91,18 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
                        "kiln_resource_set: cannot set %s while the world is being destroyed (from "
                        "a destroy hook)",
                        c->names);
+    kiln_result refused = refused_from_hook(world, "kiln_resource_set", c, type, false);
+    if (refused != KILN_OK) return refused;
     uint8_t *current;
     kl_resource *r = slot(world, type, &current);
     if (r) {
         if (c->size == 0) return KILN_OK;
         if (current == value) return KILN_OK;
-        if (c->destroy) c->destroy(current, 1, c->hook_ctx);
+        if (c->destroy) {
+            mark_replacing(world, type, true);
+            c->destroy(current, 1, c->hook_ctx);
+            mark_replacing(world, type, false);
+        }
         write_value(current, c, value, true);
         return KILN_OK;
     }
@@ -239,6 +270,8 @@ kiln_result kiln_resource_remove(kiln_world *world, kiln_component type, bool *r
     kl_guard_check(world, "kiln_resource_remove", KL_WRITE, type, 0);
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_remove", type);
+    kiln_result refused = refused_from_hook(world, "kiln_resource_remove", c, type, true);
+    if (refused != KILN_OK) return refused;
     uint8_t *value;
     bool was_set = slot(world, type, &value) != NULL;
     if (removed) *removed = was_set;

@@ -301,6 +301,9 @@ struct kiln_world {
     /* Set while the world destroys its resources: a destroy hook setting one then is refused
      * (it would outlive the table being emptied). */
     bool resources_closed;
+    /* Set (to its name) while a call runs destroy hooks across which it holds resources it put
+     * in place (kiln_snapshot_restore): a kiln_resource_remove from those hooks fails. */
+    const char *resources_held;
     /* Debug builds (KILN_ACCESS_CHECKS): values of resources removed while a schedule runs,
      * kept poisoned for a while so a write through a stale pointer is caught (resource.c). */
     _Atomic(struct kl_resource_grave *) graves;

@@ -1,5 +1,6 @@
 /* test_access_hooks.c: Check suite for destroy hooks that call the world's structural API. A
- * hook runs in the middle of a change, so such a call fails and the change completes intact. */
+ * hook runs in the middle of a change, so such a call fails and the change completes intact;
+ * resource calls, which touch nothing the change holds, land. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,9 @@ typedef struct owned {
 } owned;
 
 /* What the Own destroy hook does when it destroys the value with id trigger. */
-typedef enum hook_action { DO_NOTHING, REMOVE_POS, DESPAWN_TARGET, SPAWN, APPLY_BUFFER, DEFER_DESPAWN } hook_action;
+typedef enum hook_action {
+    DO_NOTHING, REMOVE_POS, DESPAWN_TARGET, SPAWN, APPLY_BUFFER, DEFER_DESPAWN, SET_RESOURCE, REMOVE_RESOURCE
+} hook_action;
 
 typedef struct hook_probe {
     kiln_world *world;
@@ -42,6 +45,8 @@ static void act(hook_probe *p) {
         ck_assert_int_eq(kiln_despawn(p->world, p->target), KILN_OK); /* queued */
         p->result = kiln_defer_end(p->world);
         break;
+    case SET_RESOURCE: p->result = kiln_resource_set(p->world, p->pos, &(int64_t){42}); break;
+    case REMOVE_RESOURCE: p->result = kiln_resource_remove(p->world, p->pos, NULL); break;
     }
     p->calls++;
     snprintf(p->message, sizeof p->message, "%s", kiln_world_error(p->world));
@@ -161,4 +166,27 @@ KILN_TEST(hooks, a_deferred_despawn_from_a_hook_waits_for_the_next_section_end) 
     ck_assert_int_eq(kiln_defer_end(P.world), KILN_OK);
     ck_assert(!kiln_is_alive(P.world, ents[2]));
     ck_assert_int_eq(id_of(ents[0]), 11);
+}
+
+/* Resources live apart from the archetype tables, and no change holds one across the hooks it
+ * runs: a destroy hook run by a despawn, a remove or a replacing set may set and remove them. */
+KILN_TEST(hooks, resource_calls_from_a_hook_mid_change_land_and_the_change_completes) {
+    P.action = SET_RESOURCE;
+    ck_assert_int_eq(kiln_despawn(P.world, ents[0]), KILN_OK);
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(P.result, KILN_OK);
+    ck_assert_int_eq(*(const int64_t *)kiln_resource_get(P.world, P.pos), 42);
+    P.calls = 0, P.trigger = 2, P.action = REMOVE_RESOURCE;
+    ck_assert_int_eq(kiln_remove(P.world, ents[1], P.own, NULL), KILN_OK);
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(P.result, KILN_OK);
+    ck_assert(!kiln_resource_has(P.world, P.pos));
+    P.calls = 0, P.trigger = 3, P.action = SET_RESOURCE;
+    ck_assert_int_eq(kiln_set(P.world, ents[2], P.own, &(owned){13}), KILN_OK);
+    ck_assert_int_eq(P.result, KILN_OK);
+    ck_assert(kiln_resource_has(P.world, P.pos));
+    ck_assert(!kiln_is_alive(P.world, ents[0]));
+    ck_assert(kiln_has(P.world, ents[1], P.pos) && !kiln_has(P.world, ents[1], P.own));
+    ck_assert_int_eq(id_of(ents[2]), 13);
+    ck_assert_int_eq(kiln_entity_count(P.world), 2);
 }

@@ -344,6 +344,57 @@ KILN_TEST(hooks, a_destroy_hook_changing_resources_while_the_world_dies_leaks_no
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
 
+/* kiln_resource_set replacing a value runs the old value's destroy hook in place, then writes
+ * the new one there: a set of the same resource from that hook destroyed it twice (or recursed),
+ * a removal freed the block the write then went to. Both fail; another resource may change. */
+typedef struct self_meddler {
+    kiln_world *world;
+    kiln_component self, other;
+    int32_t destroyed;
+    kiln_result set_self, remove_self, set_other;
+    char message[256];
+} self_meddler;
+
+static void meddle_with_self(void *ptr, int32_t count, void *ctx) {
+    self_meddler *m = ctx;
+    m->destroyed += count;
+    if (*(const int64_t *)ptr != 1) return; /* only while the first value goes */
+    m->set_self = kiln_resource_set(m->world, m->self, &(int64_t){3});
+    snprintf(m->message, sizeof m->message, "%s", kiln_world_error(m->world));
+    m->remove_self = kiln_resource_remove(m->world, m->self, NULL);
+    m->set_other = kiln_resource_set(m->world, m->other, &(score){5, 5});
+}
+
+KILN_TEST(hooks, a_resource_changed_from_its_own_destroy_hook_while_replaced_is_refused) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    self_meddler m = {.world = world, .set_self = -1, .remove_self = -1, .set_other = -1};
+    m.other = register_score(world);
+    ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "SelfMeddler", .size = 8,
+                                                                           .destroy = meddle_with_self,
+                                                                           .hook_ctx = &m}, &m.self),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(world, m.self, &(int64_t){1}), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(world, m.self, &(int64_t){2}), KILN_OK);
+    ck_assert_int_eq(m.set_self, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(m.message, "kiln_resource_set: resource SelfMeddler is being replaced (called from the "
+                                "destroy hook of its old value)");
+    ck_assert_int_eq(m.remove_self, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(m.set_other, KILN_OK); /* another resource is no part of the replace */
+    ck_assert_int_eq(m.destroyed, 1);
+    ck_assert_int_eq(*(const int64_t *)kiln_resource_get(world, m.self), 2);
+    ck_assert_int_eq(((const score *)kiln_resource_get(world, m.other))->points, 5);
+    /* once the replace is done, the flag is gone: the hook's own resource changes again */
+    ck_assert_int_eq(kiln_resource_set(world, m.self, &(int64_t){4}), KILN_OK);
+    ck_assert_int_eq(m.destroyed, 2);
+    bool removed = false;
+    ck_assert_int_eq(kiln_resource_remove(world, m.self, &removed), KILN_OK);
+    ck_assert(removed && m.destroyed == 3);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_blocks, 0);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* failures                                                                                   */
 /* ------------------------------------------------------------------------------------------ */

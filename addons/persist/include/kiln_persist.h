@@ -34,6 +34,12 @@ extern "C" {
  * KILN_ERR_INVALID_ARGUMENT; a component or field the world does not know:
  * KILN_ERR_UNKNOWN_COMPONENT; a field whose type changed in a way that loses data:
  * KILN_ERR_LAYOUT_MISMATCH; counts beyond the format's limits: KILN_ERR_LIMIT.
+ *
+ * Hooks: a component's destroy or move hook runs in the middle of a change (kiln.h), so a
+ * call that changes or copies the world fails from one with KILN_ERR_INVALID_ARGUMENT
+ * ("kiln_load: called from a component's destroy or move hook ..."): kiln_save, kiln_load,
+ * kiln_snapshot_create, _update and _restore, kiln_clone, kiln_prefab_spawn, kiln_instantiate
+ * and kiln_instance_despawn, the world unchanged.
  */
 
 #define KILN_PERSIST_VERSION 4      /* the binary format's version saves are written with
@@ -196,7 +202,9 @@ kiln_result kiln_snapshot_update(kiln_world *world, kiln_snapshot *snap);
  * without hooks are removed. Archetypes record the restore as a structural change at the tick
  * the world had before it, so incremental caches (transform propagation) recompute. Fails,
  * the world unchanged, when snap comes from another world, or memory runs out (for archetype
- * rows or resources that must be re-created). Not while deferred or iterating. */
+ * rows or resources that must be re-created). Not while deferred or iterating. The destroy
+ * hooks it runs are under that rule too, and a kiln_resource_remove from them fails (the
+ * restore holds the resources it put in place); a kiln_resource_set from them lands. */
 kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap);
 
 /* Frees a snapshot (NULL: no-op). It may outlive its world (its allocator hook must not). */

@@ -158,8 +158,8 @@ static kiln_result remap(kiln_world *world, kiln_entity *copies, source *list, i
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     char buf[24];
-    if (kiln_is_deferred(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_clone: the world is deferred or iterating");
+    kiln_result idle = pz_check_idle(world, "kiln_clone");
+    if (idle != KILN_OK) return idle;
     if (!kiln_is_alive(world, entity))
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_clone: entity %s is not alive",
                        kiln_entity_format(entity, buf, sizeof buf));

@@ -12,18 +12,25 @@
 static const kiln_save_desc default_save;
 static const kiln_load_desc default_load;
 
-static bool busy(kiln_world *world) { return kiln_is_deferred(world); }
+kiln_result pz_check_idle(kiln_world *world, const char *call) {
+    if (world->in_hook) /* access.h's kl_in_hook */
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's destroy or move "
+                       "hook while the world changes; call it once the change is done", call);
+    if (kiln_is_deferred(world))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
+    return KILN_OK;
+}
 
 kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_fn write, void *ud) {
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!desc) desc = &default_save;
     if (!write) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: write is NULL");
-    if (busy(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: the world is deferred or iterating");
+    kiln_result r = pz_check_idle(world, "kiln_save");
+    if (r != KILN_OK) return r;
     if (desc->format != KILN_PERSIST_BINARY && desc->format != KILN_PERSIST_JSON)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: unknown format %d", (int)desc->format);
     pz_plan plan;
-    kiln_result r = pz_plan_build(world, desc, &plan, "kiln_save");
+    r = pz_plan_build(world, desc, &plan, "kiln_save");
     if (r != KILN_OK) return r;
     pz_out *out = kl_alloc(&world->alloc, sizeof *out);
     if (!out) {
@@ -97,8 +104,8 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!desc) desc = &default_load;
     if (!data && size) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: data is NULL");
-    if (busy(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: the world is deferred or iterating");
+    kiln_result idle = pz_check_idle(world, "kiln_load");
+    if (idle != KILN_OK) return idle;
     const uint8_t *p = data;
     size_t lead = 0;
     while (lead < size && (p[lead] == ' ' || p[lead] == '\t' || p[lead] == '\n' || p[lead] == '\r')) lead++;

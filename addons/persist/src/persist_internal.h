@@ -13,6 +13,13 @@
 #define PZ_MAGIC_SIZE 8
 #define PZ_MAX_COUNT ((int64_t)1 << 31) /* schemas, groups, entities per group, resources */
 
+/* ---- persist.c ---- */
+/* What every entry point that changes or copies the world checks first: KILN_OK, else
+ * KILN_ERR_INVALID_ARGUMENT naming call when the world is deferred or iterating, or when call
+ * comes from a component's destroy or move hook mid-change (kl_in_hook: the change holds rows
+ * this call would move, or an entity sits in two rows a copy would take twice). */
+KL_HIDDEN kiln_result pz_check_idle(kiln_world *world, const char *call);
+
 /* ---- arena.c: an arena on the world's allocator, and a buffered writer ---- */
 typedef struct pz_chunk pz_chunk;
 typedef struct pz_arena {

@@ -260,9 +260,8 @@ kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int3
     if ((int64_t)count * tree->count > INT32_MAX)
         return kl_fail(world, KILN_ERR_LIMIT, "%s: %d copies of %lld nodes are too many", call, (int)count,
                        (long long)tree->count);
-    if (kiln_is_deferred(world)) /* before the count is checked: it may be fine later */
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
-    kiln_result r = check_room(world, tree, count, call);
+    kiln_result r = pz_check_idle(world, call); /* before the count: it may fit later */
+    if (r == KILN_OK) r = check_room(world, tree, count, call);
     if (r != KILN_OK) return r;
     size_t bytes = sizeof(kiln_entity) * (size_t)count * (size_t)tree->count;
     kiln_entity *all = kl_alloc(&world->alloc, bytes);

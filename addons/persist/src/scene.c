@@ -64,6 +64,7 @@ const char *kiln_instance_properties(const kiln_instance *instance) { return ins
 kiln_result kiln_instance_despawn(kiln_world *world, kiln_instance *instance) {
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!instance) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_instance_despawn: instance is NULL");
+    if (world->in_hook) return pz_check_idle(world, "kiln_instance_despawn"); /* deferred: queues */
     for (int64_t i = instance->spawned_count; i-- > 0;)
         if (kiln_is_alive(world, instance->spawned[i])) {
             kiln_result r = kiln_despawn(world, instance->spawned[i]);
@@ -286,8 +287,8 @@ kiln_result kiln_instantiate(kiln_world *world, const void *data, size_t size, c
     const char *call = "kiln_instantiate";
     if (!dest) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: dest is NULL", call);
     if (desc && desc->prefab_count < 0) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: prefab_count is negative", call);
-    if (kiln_is_deferred(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
+    kiln_result idle = pz_check_idle(world, call);
+    if (idle != KILN_OK) return idle;
     kiln_instance *inst = instance_new(world);
     if (!inst) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     reading rd = {.j = {.world = world, .call = call}, .desc = desc, .inst = inst};

@@ -136,10 +136,10 @@ static void fill(kiln_world *world, kiln_snapshot *s) {
 
 static kiln_result take(kiln_world *world, kiln_snapshot *s, const char *call) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    if (kiln_is_deferred(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
+    kiln_result r = pz_check_idle(world, call);
+    if (r != KILN_OK) return r;
     size_t need = 0;
-    kiln_result r = measure(world, call, &need);
+    r = measure(world, call, &need);
     if (r != KILN_OK) return r;
     if (need > s->block_size || !s->block) {
         void *block = kl_alloc(&s->alloc, need ? need : 16);
@@ -230,12 +230,15 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
     const char *call = "kiln_snapshot_restore";
     if (snap->world != world)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the snapshot is of another world", call);
-    if (kiln_is_deferred(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
-    kiln_result r = prepare(world, snap);
+    kiln_result r = pz_check_idle(world, call);
+    if (r == KILN_OK) r = prepare(world, snap);
     if (r != KILN_OK) return r;
     kiln_tick now = world->tick;
-    /* Every row goes (their hooks run), then the snapshot's rows come back. */
+    /* Every row goes (their hooks run), then the snapshot's rows come back. The hooks run with
+     * rows half gone, so structural calls from them fail (kl_in_hook), and with the resources
+     * prepared above held: a removal from them fails too (resources_held). */
+    world->in_hook++;
+    world->resources_held = call;
     for (int32_t a = 0; a < world->archetype_count; a++) {
         kl_archetype *arch = world->archetypes[a];
         if (arch->count == 0) continue;
@@ -246,6 +249,8 @@ kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) 
         arch->count = 0;
         arch->structure_tick = now;
     }
+    world->resources_held = NULL;
+    world->in_hook--;
     for (int32_t g = 0; g < snap->group_count; g++) {
         const snap_group *sg = &snap->groups[g];
         kl_archetype *arch = world->archetypes[sg->archetype];

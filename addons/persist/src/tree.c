@@ -176,8 +176,8 @@ static kiln_result point_references(kiln_world *world, const pz_tree *tree, cons
 
 kiln_result pz_tree_spawn(kiln_world *world, const pz_tree *tree, kiln_entity parent, const char *call,
                           kiln_entity *dest) {
-    if (kiln_is_deferred(world))
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
+    kiln_result idle = pz_check_idle(world, call);
+    if (idle != KILN_OK) return idle;
     char buf[24];
     if (parent && !kiln_is_alive(world, parent))
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: parent %s is not alive", call,
