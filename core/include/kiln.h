@@ -304,8 +304,7 @@ int32_t kiln_component_count(const kiln_world *world);
  * do, for code that writes values in place (a binding filling kiln_get_mut's pointer). KILN_OK
  * when the component has no hook or the hook accepts; otherwise the hook's code, with the message
  * "kiln_component_check: <why>". KILN_ERR_UNKNOWN_COMPONENT for an unknown id. Changes nothing. */
-kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_component component,
-                                 const void *value);
+kiln_result kiln_component_check(kiln_world *world, kiln_entity entity, kiln_component component, const void *value);
 
 /* ---- Entities --------------------------------------------------------------------------- */
 
@@ -341,8 +340,7 @@ int64_t kiln_entity_count(const kiln_world *world);
 
 /* Lists the components of a live entity for tooling: writes up to capacity ids (ascending)
  * to dest and returns how many it has, or -1 when the entity is not alive. */
-int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest,
-                               int32_t capacity);
+int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest, int32_t capacity);
 
 /* Formats a handle as "12v3" (index v generation) into buf (24 bytes always enough); returns buf. */
 char *kiln_entity_format(kiln_entity entity, char *buf, size_t size);
@@ -383,12 +381,10 @@ void *kiln_get_mut(kiln_world *world, kiln_entity entity, kiln_component compone
 
 /* Overwrites an existing value (old value destroyed, value bitwise copied; NULL: the
  * component's defaults) and stamps the row changed. Fails with KILN_ERR_MISSING_COMPONENT when the entity lacks it. */
-kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component,
-                     const void *value);
+kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component component, const void *value);
 
 /* The tick at which entity's component was last written, or 0 when absent (see kiln_row_tick). */
-kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
-                            kiln_component component);
+kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity, kiln_component component);
 
 /* A prepared getter (fields private): kiln_getter_get answers kiln_get inline, until the
  * next structural change (debug builds assert). See "Prepared getters" in docs/c-api.md. */
@@ -414,7 +410,11 @@ static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity
 #endif
     uint32_t index = (uint32_t)entity;
     if (index >= getter->slot_count) return NULL;
+#ifdef __GNUC__ /* relaxed atomic: a main-thread system may reserve a slot meanwhile */
+    uint64_t record = __atomic_load_n(&getter->pages[index >> 12][index & 4095u], __ATOMIC_RELAXED);
+#else
     uint64_t record = getter->pages[index >> 12][index & 4095u];
+#endif
     /* place is the archetype when the handle's whole high half is the slot's generation (any
      * other bit puts it at 2^16 or more); dead and reserved slots read beyond the count */
     uint64_t place = (record >> 27) ^ ((entity >> 32) << 16);

@@ -102,10 +102,10 @@ typedef struct plain_move {
 static inline __attribute__((always_inline)) bool
 plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint32_t kind,
            plain_move *dest) {
-    kl_record *r = kl_record_of(world, entity);
+    uint64_t bits;
+    kl_record *r = kl_record_live(world, entity, &bits);
     if (KL_UNLIKELY(!r)) return false;
-    uint64_t bits = r->bits;
-    kl_archetype *a = world->archetypes[kl_record_archetype(r)];
+    kl_archetype *a = world->archetypes[kl_bits_archetype(bits)];
     if (KL_UNLIKELY(component >= a->slot_count || !a->edges_direct)) return false;
     const kl_edge *edge = &a->edges_direct[component];
     uint32_t flags = edge->flags;
@@ -301,15 +301,15 @@ static kl_column *writable(kiln_world *world, const char *call, kiln_entity enti
 static inline __attribute__((always_inline)) bool set_plain(kiln_world *world, kiln_entity entity,
                                                             kiln_component component,
                                                             const void *value) {
-    const kl_record *r = kl_record_of(world, entity);
-    if (KL_UNLIKELY(!r)) return false;
-    kl_archetype *a = world->archetypes[kl_record_archetype(r)];
+    uint64_t bits;
+    if (KL_UNLIKELY(!kl_record_live(world, entity, &bits))) return false;
+    kl_archetype *a = world->archetypes[kl_bits_archetype(bits)];
     if (KL_UNLIKELY(component >= a->slot_count)) return false;
     int32_t c = a->slots[component].column;
     if (c < 0) return false; /* absent or a tag: the general path tells which */
     kl_column *col = &a->columns[c];
     if (!col->plain || col->component->check) return false;
-    kl_column_write(col, (int32_t)kl_record_row(r), (void *)(uintptr_t)value, false, world->tick,
+    kl_column_write(col, (int32_t)kl_bits_row(bits), (void *)(uintptr_t)value, false, world->tick,
                     kl_row_tick_now(world), false);
     return true;
 }
@@ -386,9 +386,9 @@ int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln
 
 bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    const kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return false;
-    return kl_archetype_has(world->archetypes[kl_record_archetype(rec)], component);
+    uint64_t bits;
+    if (!kl_record_live(world, entity, &bits)) return false;
+    return kl_archetype_has(world->archetypes[kl_bits_archetype(bits)], component);
 }
 
 /* kiln_get of a component id beyond arch's direct slots. */
@@ -401,10 +401,10 @@ __attribute__((noinline)) static const void *get_searched(const kl_archetype *ar
 const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_get", KL_READ, component, 0);
-    const kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return NULL;
-    const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];
-    uint32_t row = kl_record_row(rec);
+    uint64_t bits;
+    if (!kl_record_live(world, entity, &bits)) return NULL;
+    const kl_archetype *arch = world->archetypes[kl_bits_archetype(bits)];
+    uint32_t row = kl_bits_row(bits);
     /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
     if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, row, component);
     int32_t c = arch->slots[component].column;
@@ -441,10 +441,10 @@ int32_t kiln_get_many(const kiln_world *world, const kiln_entity *entities, int3
                 __builtin_prefetch(&pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)]);
         }
         for (int32_t i = start; i < end; i++) {
-            const kl_record *rec = kl_record_of(world, entities[i]);
+            uint64_t bits;
             const uint8_t *value = NULL;
-            if (rec) {
-                uint32_t a = kl_record_archetype(rec);
+            if (kl_record_live(world, entities[i], &bits)) {
+                uint32_t a = kl_bits_archetype(bits);
                 if (a != last) {
                     const kl_column *col = kl_archetype_column(world->archetypes[a], component);
                     last = a;
@@ -452,7 +452,7 @@ int32_t kiln_get_many(const kiln_world *world, const kiln_entity *entities, int3
                     stride = col ? col->stride : 0;
                 }
                 if (data) {
-                    value = data + (size_t)kl_record_row(rec) * stride;
+                    value = data + (size_t)kl_bits_row(bits) * stride;
                     __builtin_prefetch(value); /* the caller reads it next */
                     found++;
                 }
@@ -485,9 +485,9 @@ kiln_tick kiln_changed_tick(const kiln_world *world, kiln_entity entity,
                             kiln_component component) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_changed_tick", KL_READ, component, 0);
-    const kl_record *rec = kl_record_of(world, entity);
-    if (!rec) return 0;
-    const kl_column *col = kl_archetype_column(world->archetypes[kl_record_archetype(rec)], component);
+    uint64_t bits;
+    if (!kl_record_live(world, entity, &bits)) return 0;
+    const kl_column *col = kl_archetype_column(world->archetypes[kl_bits_archetype(bits)], component);
     if (!col) return 0;
-    return world->tick_base + col->ticks[kl_record_row(rec)];
+    return world->tick_base + col->ticks[kl_bits_row(bits)];
 }

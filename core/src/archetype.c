@@ -510,7 +510,7 @@ void kl_move_bytes(uint8_t *to, uint8_t *from, const uint8_t *tail, size_t size)
 
 void kl_archetype_move_plain_call(kiln_world *world, kl_archetype *src, kl_record *record,
                                   kl_archetype *dst, const kl_column *added, kl_column *gone) {
-    kl_archetype_move_plain(world, src, record, record->bits, dst, (size_t)dst->count,
+    kl_archetype_move_plain(world, src, record, kl_record_load(record), dst, (size_t)dst->count,
                             world->tick, added, gone, 0);
 }
 

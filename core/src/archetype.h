@@ -454,7 +454,7 @@ kl_move_plain_rows(kiln_world *world, kl_archetype *src, kl_record *record, uint
                    kl_column *gone, size_t at, size_t tail, bool swap, size_t width) {
     kiln_entity *rows = src->entities;
     /* the record first: bits then need not stay live across the rows' work */
-    record->bits = (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to;
+    kl_record_store(record, (bits & ~KL_PLACE_MASK) | (uint64_t)dst->id << KL_ROW_BITS | to);
     dst->entities[to] = rows[at];
     dst->count = (int32_t)to + 1;
     dst->structure_tick = tick;

@@ -362,11 +362,11 @@ static inline __attribute__((always_inline)) kiln_result despawn_now(kiln_world 
                                                                      const char *call,
                                                                      kiln_entity entity) {
     kl_assert_not_iterating(world);
-    kl_record *rec = kl_record_of(world, entity);
+    uint64_t bits;
+    kl_record *rec = kl_record_live(world, entity, &bits);
     if (!rec) return kl_fail_dead(world, call, entity);
-    uint64_t bits = rec->bits;
-    kl_archetype *arch = world->archetypes[(uint32_t)(bits >> KL_ROW_BITS) & 0xFFFFu];
-    size_t row = (size_t)(bits & (KL_ROWS_MAX - 1));
+    kl_archetype *arch = world->archetypes[kl_bits_archetype(bits)];
+    size_t row = kl_bits_row(bits);
     if (KL_UNLIKELY(arch->has_hooks)) return despawn_hooked(world, rec, entity, arch, (int32_t)row);
     /* No hook can look: the slot goes first, so the row's copies keep few registers. */
     world->alive--;
@@ -490,7 +490,7 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
             if (end > fresh) end = fresh;
             uint64_t bits = place + (uint64_t)(row + k), e = kiln_entity_make(index + (uint32_t)k, 1);
             for (; k < end; k++, at++, bits++, e++) {
-                page[at].bits = bits;
+                kl_record_store(&page[at], bits);
                 entities[k] = e;
             }
         }

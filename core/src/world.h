@@ -23,7 +23,7 @@
  * at the generation the slot hands out next. Both states read as archetype ids at or above
  * KL_ARCHETYPES_MAX, beyond any archetype count. */
 typedef struct kl_record {
-    uint64_t bits;
+    _Atomic(uint64_t) bits;
 } kl_record;
 
 #define KL_ROW_BITS 27
@@ -34,22 +34,38 @@ typedef struct kl_record {
 #define KL_PLACE_RESERVED ((uint64_t)KL_ARCHETYPES_MAX << KL_ROW_BITS)
 #define KL_PLACE_DEAD (UINT64_C(0x7FF) << 32)
 
+/* A record is read and written whole, relaxed: the thread that runs the world writes it (a
+ * main-thread system's deferred spawn reserving a slot, say) while worker systems may read it
+ * to check a handle (kiln_get, kiln_is_alive, a prepared getter). Nothing else is published
+ * through a record meanwhile: a slot only becomes alive, or moves, while no other thread reads
+ * the world (a schedule's stage has ended), so no acquire or release is needed. On x86 and
+ * ARM these are plain loads and stores. */
+static inline uint64_t kl_record_load(const kl_record *r) {
+    return atomic_load_explicit(&((kl_record *)r)->bits, memory_order_relaxed);
+}
+
+static inline void kl_record_store(kl_record *r, uint64_t bits) {
+    atomic_store_explicit(&r->bits, bits, memory_order_relaxed);
+}
+
+/* The archetype id and row in record bits (for a slot not alive, an id >= KL_ARCHETYPES_MAX). */
+static inline uint32_t kl_bits_archetype(uint64_t bits) { return (uint32_t)(bits >> KL_ROW_BITS) & 0xFFFFu; }
+static inline uint32_t kl_bits_row(uint64_t bits) { return (uint32_t)bits & (KL_ROWS_MAX - 1); }
+
 static inline uint32_t kl_record_generation(const kl_record *r) {
-    return (uint32_t)(r->bits >> KL_PLACE_BITS);
+    return (uint32_t)(kl_record_load(r) >> KL_PLACE_BITS);
 }
 
 /* The archetype id and row of a live slot (for others, an id >= KL_ARCHETYPES_MAX). */
 static inline uint32_t kl_record_archetype(const kl_record *r) {
-    return (uint32_t)(r->bits >> KL_ROW_BITS) & 0xFFFFu;
+    return kl_bits_archetype(kl_record_load(r));
 }
 
 static inline bool kl_record_alive(const kl_record *r) {
     return kl_record_archetype(r) < KL_ARCHETYPES_MAX;
 }
 
-static inline uint32_t kl_record_row(const kl_record *r) {
-    return (uint32_t)r->bits & (KL_ROWS_MAX - 1);
-}
+static inline uint32_t kl_record_row(const kl_record *r) { return kl_bits_row(kl_record_load(r)); }
 
 /* The record of a live slot at generation, archetype and row. */
 static inline uint64_t kl_record_bits(uint32_t generation, uint32_t archetype, uint32_t row) {
@@ -59,25 +75,25 @@ static inline uint64_t kl_record_bits(uint32_t generation, uint32_t archetype, u
 /* Makes a slot alive at archetype and row, at generation. */
 static inline void kl_record_set_alive(kl_record *r, uint32_t generation, uint32_t archetype,
                                        uint32_t row) {
-    r->bits = kl_record_bits(generation, archetype, row);
+    kl_record_store(r, kl_record_bits(generation, archetype, row));
 }
 
 /* Moves a live or reserved slot to archetype and row, keeping its generation. */
 static inline void kl_record_set_place(kl_record *r, uint32_t archetype, uint32_t row) {
-    r->bits = (r->bits & ~KL_PLACE_MASK) | (uint64_t)archetype << KL_ROW_BITS | row;
+    kl_record_store(r, (kl_record_load(r) & ~KL_PLACE_MASK) | (uint64_t)archetype << KL_ROW_BITS | row);
 }
 
 static inline void kl_record_set_reserved(kl_record *r, uint32_t generation) {
-    r->bits = (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_RESERVED;
+    kl_record_store(r, (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_RESERVED);
 }
 
 /* Marks a slot dead at generation, linking next (KL_NONE: none) on the free list. */
 static inline void kl_record_set_dead(kl_record *r, uint32_t generation, uint32_t next) {
-    r->bits = (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_DEAD | next;
+    kl_record_store(r, (uint64_t)generation << KL_PLACE_BITS | KL_PLACE_DEAD | next);
 }
 
 /* The next free slot after a dead one. */
-static inline uint32_t kl_record_next(const kl_record *r) { return (uint32_t)r->bits; }
+static inline uint32_t kl_record_next(const kl_record *r) { return (uint32_t)kl_record_load(r); }
 
 /* A check hook over many values at once (internal, set by the addon that registered the
  * component, see kl_component_set_check_rows): the values of count entities, stride bytes
@@ -356,7 +372,12 @@ static inline const kl_component *kl_component_get(const kiln_world *world, kiln
 /* The record of slot index (which must be below slot_count). */
 static inline kl_record *kl_record_at(const kiln_world *world, uint32_t index) {
     kl_record **pages = atomic_load_explicit(&((kiln_world *)world)->pages, memory_order_acquire);
-    return &pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
+    kl_record *r = &pages[index >> KL_PAGE_BITS][index & (KL_PAGE_SIZE - 1)];
+    /* A slot below slot_count has a page. Said for the compiler, which cannot tell it from a
+     * relaxed atomic read the way it does from a plain one: callers' NULL tests of a record
+     * found (kl_record_of) then fold away. */
+    if (r == NULL) __builtin_unreachable();
+    return r;
 }
 
 static inline uint32_t kl_slot_count(const kiln_world *world) {
@@ -367,22 +388,29 @@ static inline uint32_t kl_slot_count(const kiln_world *world) {
  * | a row): one store that reads nothing (a live slot's generation is its handle's), for the
  * entity a swap-remove moves into a hole, whose record is elsewhere in memory. */
 static inline void kl_record_put(const kiln_world *world, kiln_entity e, uint64_t place) {
-    kl_record_at(world, kiln_entity_index(e))->bits =
-        (uint64_t)kiln_entity_generation(e) << KL_PLACE_BITS | place;
+    kl_record_store(kl_record_at(world, kiln_entity_index(e)),
+                    (uint64_t)kiln_entity_generation(e) << KL_PLACE_BITS | place);
 }
 
-/* The record of a live entity, or NULL for null, stale and out-of-range handles. */
-static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
+/* The record of a live entity, or NULL for null, stale and out-of-range handles; *bits gets
+ * the record as checked, for a caller that finds the row from the same single read. */
+static inline kl_record *kl_record_live(const kiln_world *world, kiln_entity e, uint64_t *bits) {
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
+    *bits = kl_record_load(r);
     /* The generation and liveness in one compare: the place is the archetype when the handle's
      * whole high half is the slot's generation (any other bit, stray high ones included, puts
      * it at 2^16 or more), and dead or reserved slots read as archetypes at or beyond
      * KL_ARCHETYPES_MAX. */
-    uint64_t place = (r->bits >> KL_ROW_BITS) ^ ((e >> 32) << (KL_PLACE_BITS - KL_ROW_BITS));
+    uint64_t place = (*bits >> KL_ROW_BITS) ^ ((e >> 32) << (KL_PLACE_BITS - KL_ROW_BITS));
     if (place >= KL_ARCHETYPES_MAX) return NULL;
     return r;
+}
+
+static inline kl_record *kl_record_of(const kiln_world *world, kiln_entity e) {
+    uint64_t bits;
+    return kl_record_live(world, e, &bits);
 }
 
 /* The current tick as a row stores it: its distance from the tick base. */
@@ -408,7 +436,8 @@ static inline kl_record *kl_record_reserved(const kiln_world *world, kiln_entity
     uint32_t index = kiln_entity_index(e);
     if (index >= kl_slot_count(world)) return NULL;
     kl_record *r = kl_record_at(world, index);
-    if ((r->bits >> KL_PLACE_BITS) != (e >> 32) || (r->bits & KL_PLACE_MASK) != KL_PLACE_RESERVED)
+    uint64_t bits = kl_record_load(r);
+    if ((bits >> KL_PLACE_BITS) != (e >> 32) || (bits & KL_PLACE_MASK) != KL_PLACE_RESERVED)
         return NULL;
     return r;
 }

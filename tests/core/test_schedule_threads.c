@@ -369,3 +369,85 @@ KILN_TEST_SIGNAL(ranges, a_main_thread_systems_range_changing_the_world_aborts_n
 KILN_TEST_SIGNAL(ranges, an_exclusive_systems_range_changing_the_world_aborts_naming_it, SIGABRT) {
     run_tagging_ranges(true);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* records                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { STALE = 2048 };
+
+/* A main-thread system spawns (each deferred spawn takes a freed slot at once, writing its
+ * record) while a worker system probes the handles those slots held before: the worker reads
+ * the records the main thread writes. */
+typedef struct probing {
+    kiln_world *world;
+    kiln_component a;
+    kiln_entity stale[STALE]; /* despawned: their slots are on the free list */
+    kiln_entity spawned[STALE];
+    kiln_getter getter;
+    atomic_int arrived;
+    atomic_int found; /* stale handles that answered as alive */
+} probing;
+
+/* Waits (a second at most) for the other system, so the two overlap. */
+static void probing_rendezvous(probing *p) {
+    atomic_fetch_add(&p->arrived, 1);
+    int64_t start = test_now_ns();
+    while (atomic_load(&p->arrived) < 2 && test_now_ns() - start < 1000000000) {
+    }
+}
+
+static void spawner(const kiln_system_ctx *ctx) {
+    probing *p = ctx->user;
+    probing_rendezvous(p);
+    for (int i = 0; i < STALE; i++) ck_assert_int_eq(kiln_spawn(ctx->world, &p->spawned[i]), KILN_OK);
+}
+
+static void prober(const kiln_system_ctx *ctx) {
+    probing *p = ctx->user;
+    probing_rendezvous(p);
+    const void *got[64];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < STALE; i++)
+            if (kiln_is_alive(ctx->world, p->stale[i]) || kiln_get(ctx->world, p->stale[i], p->a) ||
+                kiln_getter_get(&p->getter, p->stale[i]))
+                atomic_fetch_add(&p->found, 1);
+        for (int i = 0; i < STALE; i += 64)
+            atomic_fetch_add(&p->found, kiln_get_many(ctx->world, p->stale + i, 64, p->a, got) +
+                                            kiln_getter_get_many(&p->getter, p->stale + i, 64, got));
+    }
+}
+
+KILN_TEST_GROUP_WITH(records, .timeout = 120);
+
+KILN_TEST(records, a_worker_probes_stale_handles_while_a_main_thread_system_spawns_into_their_slots) {
+    static probing p;
+    memset(&p, 0, sizeof p);
+    p.world = kiln_world_create(NULL);
+    p.a = register_sized(p.world, "A", 4);
+    for (int i = 0; i < STALE; i++) ck_assert_int_eq(kiln_spawn_with(p.world, &p.a, NULL, 1, &p.stale[i]), KILN_OK);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(p.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "spawner", .run = spawner, .user = &p,
+                                                             .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "prober", .run = prober, .user = &p,
+                                                             .reads = {p.a}}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    for (int frame = 0; frame < 4; frame++) {
+        /* this frame's stale handles: last frame's spawns (the first frame: the first rows) */
+        if (frame > 0) memcpy(p.stale, p.spawned, sizeof p.stale);
+        for (int i = 0; i < STALE; i++) ck_assert_int_eq(kiln_despawn(p.world, p.stale[i]), KILN_OK);
+        ck_assert_int_eq(kiln_getter_init(p.world, p.a, &p.getter), KILN_OK);
+        atomic_store(&p.arrived, 0);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        kiln_getter_fini(&p.getter);
+        for (int i = 0; i < STALE; i++) ck_assert(kiln_is_alive(p.world, p.spawned[i]));
+    }
+    int found = atomic_load(&p.found);
+    ck_assert_int_eq(found, 0);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(p.world);
+}

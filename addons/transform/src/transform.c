@@ -65,8 +65,9 @@ static const char *unissued_parent(const kiln_world *world, kiln_entity parent) 
     if (kl_record_reserved(world, parent)) return NULL;
     const kl_record *rec = kl_record_at(world, index);
     /* a live or reserved slot holds its generation, a dead one the next it hands out */
-    uint32_t reached = kl_record_generation(rec) + (kl_record_alive(rec) ||
-                                                    (rec->bits & KL_PLACE_MASK) == KL_PLACE_RESERVED);
+    uint64_t bits = kl_record_load(rec);
+    uint32_t reached = (uint32_t)(bits >> KL_PLACE_BITS) +
+                       (kl_bits_archetype(bits) < KL_ARCHETYPES_MAX || (bits & KL_PLACE_MASK) == KL_PLACE_RESERVED);
     return generation >= reached ? "was never spawned in this world" : NULL;
 }
 
@@ -186,14 +187,15 @@ static CHAIN_COLD uint32_t chain_length(const chain_walk *w, kiln_entity x) {
         if (idx >= w->slots) break;
         const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
         /* the whole high half of the handle against the generation: stray bits never match */
-        if ((rec->bits >> KL_PLACE_BITS) != (cur >> 32) || !kl_record_alive(rec)) break;
-        const kl_archetype *arch = w->archetypes[kl_record_archetype(rec)];
+        uint64_t bits = kl_record_load(rec);
+        if ((bits >> KL_PLACE_BITS) != (cur >> 32) || kl_bits_archetype(bits) >= KL_ARCHETYPES_MAX) break;
+        const kl_archetype *arch = w->archetypes[kl_bits_archetype(bits)];
         if (depth == CHAIN_CAP) return CHAIN_CAP; /* too deep */
         memo[idx] = memo_make(cur, MEMO_IN_PROGRESS);
         path[depth++] = idx;
         const kl_column *pc = kl_archetype_column(arch, w->parent);
         if (!pc) break;
-        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)kl_record_row(rec) * pc->stride))->entity;
+        kiln_entity next = ((const kiln_parent *)(pc->data + (size_t)kl_bits_row(bits) * pc->stride))->entity;
         if (next == cur) break;
         cur = next;
     }
@@ -210,8 +212,9 @@ static inline uint32_t root_length(const chain_walk *w, kiln_entity x) {
     uint32_t idx = kiln_entity_index(x);
     if (idx >= w->slots) return 0;
     const kl_record *rec = &w->pages[idx >> KL_PAGE_BITS][idx & (KL_PAGE_SIZE - 1)];
-    if ((rec->bits >> KL_PLACE_BITS) != (x >> 32) || !kl_record_alive(rec)) return 0;
-    if (kl_archetype_slot(w->archetypes[kl_record_archetype(rec)], w->parent) >= 0) return 0;
+    uint64_t bits = kl_record_load(rec);
+    if ((bits >> KL_PLACE_BITS) != (x >> 32) || kl_bits_archetype(bits) >= KL_ARCHETYPES_MAX) return 0;
+    if (kl_archetype_slot(w->archetypes[kl_bits_archetype(bits)], w->parent) >= 0) return 0;
     w->memo[idx] = memo_make(x, 1);
     return 1;
 }
