@@ -11,6 +11,7 @@
 #include "query.h"
 #include "resource.h"
 #include "schedule_order.h"
+#include "spin.h"
 #include "world.h"
 
 static int64_t now_ns(void) {
@@ -20,16 +21,11 @@ static int64_t now_ns(void) {
 }
 
 /* The lock is held only for short walks and edits of the system list: a worker system may
- * remove, enable or find systems while the running thread adds one. */
-static void lock(const kiln_schedule *s) {
-    atomic_flag *flag = (atomic_flag *)&s->lock;
-    while (atomic_flag_test_and_set_explicit(flag, memory_order_acquire)) {
-    }
-}
+ * remove, enable or find systems while the running thread adds one. A waiter spins a little,
+ * then yields (spin.h): with more threads than cores the holder may be off the processor. */
+static void lock(const kiln_schedule *s) { kl_spin_lock((atomic_flag *)&s->lock); }
 
-static void unlock(const kiln_schedule *s) {
-    atomic_flag_clear_explicit((atomic_flag *)&s->lock, memory_order_release);
-}
+static void unlock(const kiln_schedule *s) { kl_spin_unlock((atomic_flag *)&s->lock); }
 
 /* A name for a message: at most KILN_MAX_NAME bytes, then "..." (see quoted()). */
 static int quote_len(const char *name) {

@@ -221,6 +221,54 @@ KILN_TEST(describe, a_worker_describes_the_schedule_while_a_main_thread_system_a
     kiln_world_destroy(w);
 }
 
+/* More threads than cores, all taking the schedule's lock: each finds the others by name and
+ * toggles a disabled system of its own. A waiter whose holder was taken off the processor
+ * gives its slice away rather than spin through it (nothing here is timed: it must finish
+ * with every answer right). */
+enum { CROWD = 8 };
+
+typedef struct crowd {
+    kiln_schedule *schedule;
+    atomic_int wrong;
+} crowd;
+
+static void crowd_member(const kiln_system_ctx *ctx) {
+    crowd *c = ctx->user;
+    char shadow[32];
+    snprintf(shadow, sizeof shadow, "%s_off", ctx->name);
+    for (int i = 0; i < 500; i++) {
+        char other[32];
+        snprintf(other, sizeof other, "c%d", i % CROWD);
+        if (kiln_schedule_find(c->schedule, other) < 0) atomic_fetch_add(&c->wrong, 1);
+        if (kiln_schedule_enable(c->schedule, shadow, i % 2 == 0) != KILN_OK) atomic_fetch_add(&c->wrong, 1);
+    }
+}
+
+KILN_TEST(describe, more_threads_than_cores_share_the_schedules_lock) {
+    static crowd c;
+    memset(&c, 0, sizeof c);
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = CROWD});
+    c.schedule = kiln_schedule_create(w, &(kiln_schedule_desc){.jobs = jobs});
+    for (int i = 0; i < CROWD; i++) {
+        char name[32], off[32];
+        snprintf(name, sizeof name, "c%d", i);
+        snprintf(off, sizeof off, "c%d_off", i);
+        ck_assert_int_eq(kiln_schedule_add(c.schedule, &(kiln_system_desc){.name = name, .run = crowd_member,
+                                                                           .user = &c}),
+                         KILN_OK);
+        ck_assert_int_eq(kiln_schedule_add(c.schedule, &(kiln_system_desc){.name = off, .run = noop,
+                                                                           .disabled = true}),
+                         KILN_OK);
+    }
+    for (int frame = 0; frame < 10; frame++) ck_assert_int_eq(kiln_schedule_run(c.schedule, 0.0), KILN_OK);
+    int wrong = atomic_load(&c.wrong);
+    ck_assert_int_eq(wrong, 0);
+    kiln_schedule_destroy(c.schedule);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(w);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* ranges                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
