@@ -356,8 +356,7 @@ kiln_result kiln_add(kiln_world *world, kiln_entity entity, kiln_component compo
 /* Removes component from entity, running its destroy hook. Writes whether it was there to
  * removed (which may be NULL). Removing an absent component is not an error. Removing the
  * last component leaves the entity alive in the empty archetype. */
-kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component,
-                        bool *removed);
+kiln_result kiln_remove(kiln_world *world, kiln_entity entity, kiln_component component, bool *removed);
 
 /* True when entity is alive and has component. Never an error. */
 bool kiln_has(const kiln_world *world, kiln_entity entity, kiln_component component);
@@ -440,8 +439,7 @@ typedef struct kiln_query_desc {
  * loaded or restored world visits its rows as the original did). Fails for unknown or repeated
  * components and an empty with[]. Main thread only: a worker system that creates or destroys
  * a query aborts in debug builds (see "Declared access"). */
-kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc,
-                              kiln_query **dest);
+kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, kiln_query **dest);
 
 /* Destroys a query. NULL is a no-op. The query must not be iterating (others may be). */
 void kiln_query_destroy(kiln_query *query);
@@ -710,7 +708,9 @@ typedef void (*kiln_chunk_fn)(kiln_iter *view, void *user);
  * ranges are done. jobs NULL runs inline. The world is deferred meanwhile, as in any iteration;
  * fn may run on any thread, so it must not call the world's structural API (record into a
  * command buffer of its own thread instead). Rows marked changed through the views update the
- * columns' latest ticks. Fails only when out of memory (before any row ran). */
+ * columns' latest ticks. Fails only when out of memory (before any row ran). A failing call in fn
+ * reads back its message on its own thread; outside a schedule run, after the join, the world's
+ * message is that of the first range (in row order) in which a call failed, if any did. */
 kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
                               kiln_chunk_fn fn, void *user);
 

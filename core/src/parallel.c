@@ -1,15 +1,28 @@
 /* parallel.c: kiln_parallel_for, a query's rows cut into ranges run as jobs. Invariant: the
  * world stays deferred and marked as iterating from before the first range starts until
  * after the last one ends, so no row moves underneath a job. */
+#include <stdio.h>
 #include <string.h>
 
 #include "defer.h"
 #include "guard.h"
 #include "jobs.h"
 #include "query.h"
+#include "spin.h"
 #include "world.h"
 
 #define KL_DEFAULT_MIN_ROWS 1024
+
+/* The failures of a kiln_parallel_for's ranges outside a schedule run, where no thread has an
+ * error slot of its own: every thread running a range (the caller too) writes into a slot
+ * published for the call, and after the join the caller's world->error gets the message of
+ * the first range, in row order, that failed: the same whatever thread ran what. */
+typedef struct range_errors {
+    kl_error_slots slots;
+    atomic_flag lock;         /* held to compare and copy a failed range's message */
+    int32_t first;            /* the lowest range that failed, INT32_MAX for none */
+    char text[KL_ERROR_SIZE]; /* its message */
+} range_errors;
 
 typedef struct range_job {
     const kiln_iter *chunk;
@@ -17,13 +30,28 @@ typedef struct range_job {
     kiln_chunk_fn fn;
     void *user;
     const struct kl_system *system; /* the system that called kiln_parallel_for (debug checks) */
+    range_errors *errors;           /* NULL in a schedule run: its threads have their slots */
+    int32_t index;                  /* the range's place in row order */
 } range_job;
+
+/* Keeps text, range index's message, when no earlier range's is kept. */
+static void note_failure(range_errors *e, int32_t index, const char *text) {
+    kl_spin_lock(&e->lock);
+    if (index < e->first) {
+        e->first = index;
+        snprintf(e->text, sizeof e->text, "%s", text);
+    }
+    kl_spin_unlock(&e->lock);
+}
 
 /* Runs as the system that started it, whatever thread takes it (one waiting in another
  * system's kiln_jobs_wait included), so the debug checks hold the range to that system's
  * access and refuse changes to the world from it. */
 static void run_range(void *arg) {
     range_job *r = arg;
+    /* this thread's slot, emptied so that a message in it after fn is this range's */
+    char *error = r->errors ? kl_error_text(r->chunk->world, true) : NULL;
+    if (error) error[0] = '\0';
     kl_guard_frame frame;
     kl_guard_enter(r->chunk->world, r->system, true, &frame);
     kiln_iter view;
@@ -31,6 +59,7 @@ static void run_range(void *arg) {
     r->fn(&view, r->user);
     kiln_iter_fini(&view);
     kl_guard_leave(&frame);
+    if (error && error[0]) note_failure(r->errors, r->index, error);
 }
 
 static void run_inline(const kiln_query *query, kiln_chunk_fn fn, void *user) {
@@ -62,13 +91,28 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     int64_t size = (rows + threads * 16 - 1) / (threads * 16);
     if (size < min_rows) size = min_rows;
     int64_t max_ranges = chunks + rows / size + 1;
-    size_t bytes = sizeof(kiln_iter) * (size_t)chunks + (sizeof(range_job) + sizeof(kiln_job)) *
-                                                           (size_t)max_ranges;
+    /* In a schedule run its threads have error slots already; outside one, slots of our own. */
+    bool own_errors = atomic_load_explicit(&world->error_slots, memory_order_acquire) == NULL;
+    int32_t error_slots = own_errors ? (int32_t)threads + KL_ERROR_SPARE_SLOTS : 0;
+    size_t bytes = sizeof(kiln_iter) * (size_t)chunks +
+                   (sizeof(range_job) + sizeof(kiln_job)) * (size_t)max_ranges +
+                   (own_errors ? sizeof(range_errors) + sizeof(kl_error_slot) * (size_t)error_slots : 0);
     uint8_t *scratch = kl_jobs_scratch_acquire(jobs, bytes);
     if (!scratch) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_parallel_for: out of memory");
     kiln_iter *snapshots = (kiln_iter *)scratch;
     range_job *ranges = (range_job *)(snapshots + chunks);
     kiln_job *list = (kiln_job *)(ranges + max_ranges);
+    range_errors *errors = own_errors ? (range_errors *)(list + max_ranges) : NULL;
+    if (errors) {
+        kl_error_slot *slots = (kl_error_slot *)(errors + 1);
+        for (int32_t i = 0; i < error_slots; i++) {
+            atomic_init(&slots[i].thread, 0);
+            slots[i].text[0] = '\0';
+        }
+        errors->slots = (kl_error_slots){0, error_slots, slots}; /* owner 0: the caller too */
+        atomic_flag_clear(&errors->lock);
+        errors->first = INT32_MAX;
+    }
 
     /* Hold the world deferred and iterating across the whole run: the iteration below ends
      * before the jobs start. */
@@ -85,8 +129,8 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
         if (k < 1) k = 1;
         for (int64_t j = 0; j < k; j++) {
             int64_t b = it.count * j / k, e = it.count * (j + 1) / k;
-            ranges[n_ranges] =
-                (range_job){&snapshots[n_chunks], (int32_t)b, (int32_t)e, fn, user, caller};
+            ranges[n_ranges] = (range_job){&snapshots[n_chunks], (int32_t)b, (int32_t)e, fn, user,
+                                           caller, errors, n_ranges};
             list[n_ranges] = (kiln_job){run_range, &ranges[n_ranges]};
             n_ranges++;
         }
@@ -94,9 +138,15 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     }
     kiln_iter_fini(&it);
     kiln_counter counter = {0};
+    if (errors) atomic_store_explicit(&world->error_slots, &errors->slots, memory_order_release);
     kiln_result r = kiln_jobs_submit(jobs, list, n_ranges, &counter);
     if (r == KILN_OK) kiln_jobs_wait(jobs, &counter);
-    else kl_fail(world, r, "kiln_parallel_for: out of memory queueing jobs");
+    if (errors) {
+        /* every range has ended (the wait): the slots go, the first failure stays */
+        atomic_store_explicit(&world->error_slots, NULL, memory_order_release);
+        if (errors->first != INT32_MAX) memcpy(world->error, errors->text, sizeof world->error);
+    }
+    if (r != KILN_OK) kl_fail(world, r, "kiln_parallel_for: out of memory queueing jobs");
     atomic_fetch_sub_explicit(&world->iterating, 1, memory_order_relaxed);
     kl_jobs_scratch_release(jobs, scratch);
     kiln_result end = kl_defer_end(world, "kiln_parallel_for");

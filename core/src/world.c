@@ -16,10 +16,7 @@
 #include "guard.h"
 #include "resource.h"
 
-/* The calling thread's error buffer: world->error outside a schedule run and on the running
- * thread, else the thread's slot, claimed first when claim is set; NULL for a thread with
- * none. Only failures and readers of the message come here. */
-static char *error_text(const kiln_world *world, bool claim) {
+char *kl_error_text(const kiln_world *world, bool claim) {
     kl_error_slots *errors =
         atomic_load_explicit(&((kiln_world *)world)->error_slots, memory_order_acquire);
     uintptr_t me = kl_thread_self();
@@ -37,7 +34,7 @@ static char *error_text(const kiln_world *world, bool claim) {
 }
 
 kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...) {
-    char *text = error_text(world, true);
+    char *text = kl_error_text(world, true);
     if (!text) return code; /* more threads than slots: this one's message is lost */
     va_list ap;
     va_start(ap, fmt);
@@ -138,13 +135,13 @@ void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn) {
 
 const char *kiln_world_error(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    const char *text = error_text(world, false);
+    const char *text = kl_error_text(world, false);
     return text ? text : "";
 }
 
 void kiln_world_clear_error(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    char *text = error_text(world, false);
+    char *text = kl_error_text(world, false);
     if (text) text[0] = '\0';
 }
 

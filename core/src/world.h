@@ -229,7 +229,8 @@ typedef struct kl_archetype {
 /* The calling thread's id, as the error slots and guard slots store it (never 0). */
 static inline uintptr_t kl_thread_self(void) { return (uintptr_t)pthread_self(); }
 
-/* One thread's error message while a schedule runs on the world. */
+/* One thread's error message while a schedule runs on the world (or a kiln_parallel_for
+ * outside one). */
 typedef struct kl_error_slot {
     _Atomic(uintptr_t) thread; /* the thread that claimed it, 0 when free */
     char text[KL_ERROR_SIZE];  /* read and written only by that thread */
@@ -237,11 +238,12 @@ typedef struct kl_error_slot {
 
 /* The error buffers of a schedule's threads, published in the world while it runs: the
  * running thread keeps world->error, any other thread claims a slot at its first failure and
- * reads its own message from it until the run ends (a thread beyond count keeps none). */
+ * reads its own message from it until the run ends (a thread beyond count keeps none). A
+ * kiln_parallel_for outside a run publishes its own with no owner (parallel.c). */
 #define KL_ERROR_SPARE_SLOTS 4 /* slots beyond a pool's threads, for other threads helping it */
 
 typedef struct kl_error_slots {
-    uintptr_t owner; /* the thread whose messages go to world->error */
+    uintptr_t owner; /* the thread whose messages go to world->error (0: none) */
     int32_t count;
     kl_error_slot *slots;
 } kl_error_slots;
@@ -344,6 +346,11 @@ struct kiln_world {
 
     char error[KL_ERROR_SIZE];
 };
+
+/* The calling thread's error buffer: world->error when no slots are published or on their
+ * owner thread, else the thread's slot, claimed first when claim is set; NULL for a thread with
+ * none. Only failures and readers of the message come here. */
+KL_HIDDEN char *kl_error_text(const kiln_world *world, bool claim);
 
 /* Records a failure: formats the message into the calling thread's error buffer (world->error,
  * or its slot while a schedule runs it on a worker: see kl_error_slots) and returns code. */

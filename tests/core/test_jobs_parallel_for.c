@@ -3,6 +3,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -470,4 +471,94 @@ KILN_TEST(parallel_for, parallel_for_allocates_nothing_in_steady_state) {
     kiln_jobs_destroy(jobs);
     ck_assert_int_eq(locked_snapshot(&l).live_bytes, 0);
     locked_fini(&l);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+enum { FAIL_ROWS = 4096, FAIL_CALLS = 1000 };
+
+/* Ranges of a kiln_parallel_for outside any schedule that fail at the same time: the range
+ * holding the first row writes through a dead handle, every other one writes a component the
+ * first row lacks (a longer message). */
+typedef struct failing_ranges {
+    kiln_world *world;
+    kiln_component a, long_name;
+    kiln_entity dead, first; /* first: the query's first row */
+    char dead_message[256], missing_message[256];
+    atomic_int started;
+    atomic_int wrong;     /* read-backs that were another range's message (or a mix) */
+    atomic_int read_back;
+} failing_ranges;
+
+static void fail_in_range(kiln_iter *view, void *user) {
+    failing_ranges *f = user;
+    /* the first two ranges to start wait (a second at most) for each other */
+    if (atomic_fetch_add(&f->started, 1) < 2) {
+        int64_t start = test_now_ns();
+        while (atomic_load(&f->started) < 2 && test_now_ns() - start < 1000000000) {
+        }
+    }
+    bool first = view->entities[0] == f->first;
+    const char *expected = first ? f->dead_message : f->missing_message;
+    for (int i = 0; i < FAIL_CALLS; i++) {
+        void *got = first ? kiln_get_mut(f->world, f->dead, f->a)
+                          : kiln_get_mut(f->world, f->first, f->long_name);
+        if (got != NULL || strcmp(kiln_world_error(f->world), expected) != 0) atomic_fetch_add(&f->wrong, 1);
+        atomic_fetch_add(&f->read_back, 1);
+    }
+}
+
+static void succeed_in_range(kiln_iter *view, void *user) {
+    failing_ranges *f = user;
+    if (kiln_get(f->world, view->entities[0], f->a) == NULL) atomic_fetch_add(&f->wrong, 1);
+}
+
+KILN_TEST_GROUP_WITH(errors, .timeout = 120);
+
+KILN_TEST(errors, ranges_failing_at_once_leave_the_first_ranges_whole_message) {
+    static failing_ranges f;
+    memset(&f, 0, sizeof f);
+    f.world = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_component_register(f.world, &(kiln_component_desc){.name = "A", .size = 4}, &f.a),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_component_register(
+                         f.world,
+                         &(kiln_component_desc){
+                             .name = "AComponentWithAVeryLongNameSoItsMessageIsLongerThanTheOther", .size = 4},
+                         &f.long_name),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_spawn(f.world, &f.dead), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(f.world, f.dead), KILN_OK);
+    for (int i = 0; i < FAIL_ROWS; i++) {
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(f.world, &f.a, NULL, 1, &e), KILN_OK);
+        if (i == 0) f.first = e;
+    }
+    ck_assert_ptr_null(kiln_get_mut(f.world, f.first, f.long_name));
+    snprintf(f.missing_message, sizeof f.missing_message, "%s", kiln_world_error(f.world));
+    ck_assert_ptr_null(kiln_get_mut(f.world, f.dead, f.a));
+    snprintf(f.dead_message, sizeof f.dead_message, "%s", kiln_world_error(f.world));
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(f.world, &(kiln_query_desc){.with = {f.a}}, &q), KILN_OK);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    enum { RUNS = 8 };
+    for (int run = 0; run < RUNS; run++) {
+        kiln_world_clear_error(f.world);
+        atomic_store(&f.started, 0);
+        ck_assert_int_eq(kiln_parallel_for(jobs, q, 256, fail_in_range, &f), KILN_OK);
+        /* whichever thread ran which range, and whichever failed last */
+        ck_assert_str_eq(kiln_world_error(f.world), f.dead_message);
+    }
+    int wrong = atomic_load(&f.wrong), read_back = atomic_load(&f.read_back);
+    ck_assert_int_eq(read_back, RUNS * FAIL_ROWS / 256 * FAIL_CALLS);
+    ck_assert_int_eq(wrong, 0);
+    /* ranges that fail nothing leave the caller's message as it was */
+    ck_assert_ptr_null(kiln_get_mut(f.world, f.first, f.long_name));
+    ck_assert_int_eq(kiln_parallel_for(jobs, q, 256, succeed_in_range, &f), KILN_OK);
+    ck_assert_str_eq(kiln_world_error(f.world), f.missing_message);
+    kiln_jobs_destroy(jobs);
+    kiln_query_destroy(q);
+    kiln_world_destroy(f.world);
 }
