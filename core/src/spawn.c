@@ -366,7 +366,7 @@ static inline __attribute__((always_inline)) kiln_result despawn_now(kiln_world 
     kl_record *rec = kl_record_live(world, entity, &bits);
     if (!rec) return kl_fail_dead(world, call, entity);
     kl_archetype *arch = world->archetypes[kl_bits_archetype(bits)];
-    size_t row = kl_bits_row(bits);
+    size_t row = (size_t)(bits & (KL_ROWS_MAX - 1));
     if (KL_UNLIKELY(arch->has_hooks)) return despawn_hooked(world, rec, entity, arch, (int32_t)row);
     /* No hook can look: the slot goes first, so the row's copies keep few registers. */
     world->alive--;
