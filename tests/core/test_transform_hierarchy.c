@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kiln.h"
+#include "kiln_persist.h"
 #include "kiln_transform.h"
 #include "test_registry.h"
 #include "test_support.h"
@@ -545,5 +546,154 @@ KILN_TEST(hierarchy, a_cycle_that_only_appears_when_a_deferred_queue_lands_is_dr
     ck_assert_uint_eq(((const kiln_parent *)kiln_get(F.world, x, F.ids.parent))->entity, y);
     ck_assert(!kiln_has(F.world, y, F.ids.parent));
     ck_assert_int_eq(kiln_is_deferred(F.world), false);
+    propagate_ok(&F, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the depth limit over a moved subtree                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A chain of n nodes, dest[0] a root and dest[i] the child of dest[i - 1]. */
+static void build_chain(scene *s, kiln_entity *dest, int n) {
+    kiln_local_transform l = kiln_transform_local_identity();
+    l.position[0] = 1;
+    for (int i = 0; i < n; i++) dest[i] = spawn_node(s, i ? dest[i - 1] : KILN_NULL_ENTITY, &l);
+}
+
+/* Every way of linking child (alive, with or without a Parent) under parent refuses with a
+ * message naming the limit, the world (hash and per-row ticks) unchanged. */
+static void assert_every_link_refused(scene *s, kiln_entity child, kiln_entity parent) {
+    uint64_t hash = kiln_world_hash(s->world), digest = test_world_digest(s->world);
+    const char *what = "subtree would end deeper than 256";
+    kiln_parent p = {parent};
+    bool linked = kiln_has(s->world, child, s->ids.parent);
+    assert_refused(s, kiln_transform_set_parent(s->world, child, parent), "kiln_transform_set_parent: ", what);
+    if (linked) assert_refused(s, kiln_set(s->world, child, s->ids.parent, &p), "kiln_set: ", what);
+    else assert_refused(s, kiln_add(s->world, child, s->ids.parent, &p), "kiln_add: ", what);
+    assert_refused(s, kiln_component_check(s->world, child, s->ids.parent, &p), "kiln_component_check: ", what);
+    kiln_defer_begin(s->world); /* refused when called, nothing queued */
+    assert_refused(s, kiln_add(s->world, child, s->ids.parent, &p), "kiln_add: ", what);
+    assert_refused(s, kiln_transform_set_parent(s->world, child, parent), "kiln_transform_set_parent: ", what);
+    ck_assert_int_eq(kiln_defer_end(s->world), KILN_OK);
+    ck_assert_uint_eq(kiln_world_hash(s->world), hash);
+    ck_assert_uint_eq(test_world_digest(s->world), digest);
+}
+
+KILN_TEST(hierarchy, linking_a_chain_under_the_leaf_of_another_is_refused_when_its_leaf_would_pass_256) {
+    static kiln_entity a[200], b[200];
+    build_chain(&F, a, 200);
+    build_chain(&F, b, 200);
+    kiln_entity root = spawn_node(&F, KILN_NULL_ENTITY, NULL);
+    propagate_ok(&F, NULL);
+    /* b[0] alone would be 200 deep: the check above the parent took that; its leaf 399 */
+    assert_every_link_refused(&F, b[0], a[199]);
+    /* moved while linked (a set in place): refused the same, the old link kept */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, b[0], root), KILN_OK);
+    assert_every_link_refused(&F, b[0], a[199]);
+    ck_assert_uint_eq(parent_link(&F, b[0]), root);
+    /* a link somewhere in the middle of b moves a shorter subtree: its leaf decides */
+    assert_every_link_refused(&F, b[100], a[157]); /* b[199]: 157 + 1 + 99 */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, b[100], a[156]), KILN_OK); /* 256 */
+    propagate_ok(&F, NULL);
+    ck_assert(kiln_has(F.world, b[199], F.ids.world));
+    ck_assert_float_eq_tol(world_matrix(&F, b[199])[12], 257.0f, 1e-3f);
+}
+
+KILN_TEST(hierarchy, a_moved_subtree_may_end_exactly_256_deep_and_not_257) {
+    static kiln_entity a[130], b[129];
+    build_chain(&F, a, 130); /* a[k] is k deep */
+    build_chain(&F, b, 129); /* b[128] is 128 below b[0] */
+    kiln_entity spare = spawn_node(&F, KILN_NULL_ENTITY, NULL);
+    assert_every_link_refused(&F, b[0], a[128]); /* 128 + 1 + 128 = 257 */
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, b[0], a[127]), KILN_OK); /* 256 */
+    propagate_ok(&F, NULL);
+    ck_assert_float_eq_tol(world_matrix(&F, b[128])[12], 257.0f, 1e-3f);
+    /* linked, moved one deeper by a set in place: 257 again */
+    assert_every_link_refused(&F, b[0], a[128]);
+    /* a leaf under the 256-deep leaf is refused by the walk above the parent, as before */
+    kiln_parent p = {b[128]};
+    assert_refused(&F, kiln_add(F.world, spare, F.ids.parent, &p), "kiln_add: ", "deeper than 256");
+    ck_assert_uint_eq(parent_link(&F, b[0]), a[127]);
+}
+
+KILN_TEST(hierarchy, a_command_buffer_refuses_a_subtree_past_256_and_continues_once_it_fits) {
+    static kiln_entity a[130], b[129];
+    build_chain(&F, a, 130);
+    build_chain(&F, b, 129);
+    kiln_entity x = spawn_node(&F, KILN_NULL_ENTITY, NULL);
+    kiln_commands *cmd = kiln_commands_create(F.world);
+    ck_assert_ptr_nonnull(cmd);
+    ck_assert_int_eq(kiln_commands_add(cmd, x, F.ids.parent, &(kiln_parent){a[0]}), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, b[0], F.ids.parent, &(kiln_parent){a[128]}), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(cmd, b[1], F.ids.parent, &(kiln_parent){x}), KILN_OK);
+    /* the first lands, the second fails and stays with the one after it */
+    kiln_world *w = F.world;
+    int64_t applied = -1;
+    assert_refused(&F, kiln_commands_apply(cmd, w, &applied), "kiln_commands_apply: ",
+                   "subtree would end deeper than 256");
+    ck_assert_int_eq(applied, 1);
+    ck_assert_int_eq(kiln_commands_count(cmd), 2);
+    ck_assert_uint_eq(parent_link(&F, x), a[0]);
+    ck_assert(!kiln_has(w, b[0], F.ids.parent));
+    ck_assert_uint_eq(parent_link(&F, b[1]), b[0]);
+    uint64_t hash = kiln_world_hash(w), digest = test_world_digest(w);
+    assert_refused(&F, kiln_commands_apply(cmd, w, &applied), "kiln_commands_apply: ",
+                   "subtree would end deeper than 256"); /* again: nothing moved */
+    ck_assert_int_eq(applied, 0);
+    ck_assert_uint_eq(kiln_world_hash(w), hash);
+    ck_assert_uint_eq(test_world_digest(w), digest);
+    /* one link shorter, it fits exactly: the rest of the buffer applies */
+    ck_assert_int_eq(kiln_despawn(w, b[128]), KILN_OK);
+    ck_assert_int_eq(kiln_commands_apply(cmd, w, &applied), KILN_OK);
+    ck_assert_int_eq(applied, 2);
+    ck_assert_int_eq(kiln_commands_count(cmd), 0);
+    ck_assert_uint_eq(parent_link(&F, b[0]), a[128]);
+    ck_assert_uint_eq(parent_link(&F, b[1]), x);
+    kiln_commands_destroy(cmd);
+    propagate_ok(&F, NULL);
+    ck_assert(kiln_has(w, b[127], F.ids.world));
+}
+
+KILN_TEST(hierarchy, without_memory_to_catch_the_children_index_up_the_subtree_check_is_still_exact) {
+    static kiln_entity a[130], b[128];
+    build_chain(&F, a, 130);
+    build_chain(&F, b, 128);
+    kiln_entity root = spawn_node(&F, KILN_NULL_ENTITY, NULL);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, b[0], root), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, b[0], NULL, 0), 1); /* the index caught up */
+    for (int i = 0; i < 300; i++) spawn_node(&F, KILN_NULL_ENTITY, NULL);
+    /* a leaf in a slot past the index's: catching up needs memory */
+    kiln_entity z = spawn_node(&F, b[127], NULL);
+    uint64_t hash = kiln_world_hash(F.world), digest = test_world_digest(F.world);
+    test_allocator_fail_after(&F.alloc, 0);
+    kiln_parent p = {a[128]}; /* z: 128 + 1 + 128 */
+    assert_refused(&F, kiln_set(F.world, b[0], F.ids.parent, &p), "kiln_set: ", "subtree would end deeper than 256");
+    ck_assert_uint_eq(kiln_world_hash(F.world), hash);
+    ck_assert_uint_eq(test_world_digest(F.world), digest);
+    p.entity = a[127];
+    ck_assert_int_eq(kiln_set(F.world, b[0], F.ids.parent, &p), KILN_OK);
+    test_allocator_fail_never(&F.alloc);
+    ck_assert_uint_eq(parent_link(&F, b[0]), a[127]);
+    assert_refused(&F, kiln_set(F.world, b[0], F.ids.parent, &(kiln_parent){a[128]}), "kiln_set: ",
+                   "subtree would end deeper than 256");
+    kiln_entity kids[2];
+    ck_assert_int_eq(kiln_transform_children(F.world, b[127], kids, 2), 1);
+    ck_assert_uint_eq(kids[0], z);
+}
+
+KILN_TEST(hierarchy, a_child_set_in_place_just_before_counts_in_the_subtree_check) {
+    static kiln_entity a[256];
+    build_chain(&F, a, 256); /* a[255] is 255 deep */
+    kiln_entity r = spawn_node(&F, KILN_NULL_ENTITY, NULL), e = spawn_node(&F, KILN_NULL_ENTITY, NULL);
+    kiln_entity c = spawn_node(&F, r, NULL), d = spawn_node(&F, r, NULL);
+    ck_assert_int_eq(kiln_transform_children(F.world, e, NULL, 0), 0); /* the index caught up */
+    /* values set in place, not yet read by the index: c under e, then d under c */
+    ck_assert_int_eq(kiln_set(F.world, c, F.ids.parent, &(kiln_parent){e}), KILN_OK);
+    kiln_parent p = {a[254]}; /* e 255 deep, c 256 */
+    ck_assert_int_eq(kiln_component_check(F.world, e, F.ids.parent, &p), KILN_OK);
+    ck_assert_int_eq(kiln_set(F.world, d, F.ids.parent, &(kiln_parent){c}), KILN_OK);
+    assert_refused(&F, kiln_add(F.world, e, F.ids.parent, &p), "kiln_add: ", "subtree would end deeper than 256");
+    p.entity = a[253];
+    ck_assert_int_eq(kiln_add(F.world, e, F.ids.parent, &p), KILN_OK);
     propagate_ok(&F, NULL);
 }

@@ -163,3 +163,33 @@ describe("hierarchy", function()
         assert.are.same({}, w:children(root))
     end)
 end)
+
+    it("refuses moving a subtree whose leaf would end deeper than 256, through set, add and set_parent", function()
+        local w = kiln.world{transforms = true}
+        local function chain(n)
+            local c = {}
+            for i = 1, n do
+                c[i] = w:spawn{LocalTransform = {position = {x = 1}}}
+                if i > 1 then w:set_parent(c[i], c[i - 1]) end
+            end
+            return c
+        end
+        local a, b = chain(200), chain(200)
+        local root = w:spawn()
+        local names = {"Parent", "LocalTransform"}
+        local what = "subtree would end deeper than 256"
+        -- a[200] is 199 deep, b[200] 199 below b[1]: 399
+        H.unchanged(w, names, function() w:set_parent(b[1], a[200]) end, "world:set_parent", what)
+        H.unchanged(w, names, function() w:add(b[1], "Parent", {entity = a[200]}) end, "world:add", what)
+        w:set_parent(b[1], root)
+        H.unchanged(w, names, function() w:set(b[1], "Parent", {entity = a[200]}) end, "world:set", what,
+                    H.entity_str(b[1]))
+        -- at the limit: b[101]'s subtree is 99 deep; under a[157] (156 deep) its leaf is 256
+        H.unchanged(w, names, function() w:set_parent(b[101], a[158]) end, "world:set_parent", what)
+        w:set(b[101], "Parent", {entity = a[157]})
+        local ok = w:progress(0)
+        assert.is_true(ok)
+        assert.are.equal(257, w:get(b[200], "WorldTransform").matrix[13])
+        assert.are.same({a[158], b[101]}, w:children(a[157]))
+    end)
+

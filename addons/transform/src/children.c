@@ -106,18 +106,38 @@ static bool take_link(void *ctx, const kl_archetype *a, const kl_column *col, in
     return link_child(st->world, st, a->entities[r], ((const kiln_parent *)col->data)[r].entity);
 }
 
-void kl_transform_note_relink(kl_transform_state *st, kiln_entity child) {
+/* Links the entities set in place since the last catch-up under the parents they hold now;
+ * their adopting marks expire. False when out of memory (the caller gives up the index). */
+static bool drain_relinks(kiln_world *world, kl_transform_state *st) {
+    if (st->relink_count > 0 && ++st->relink_round == 0) st->relink_round = 1;
+    for (; st->relink_count > 0; st->relink_count--) {
+        kiln_entity e = st->relink[st->relink_count - 1], parent;
+        if (parent_value(world, st, e, &parent) && !link_child(world, st, e, parent)) return false;
+    }
+    return true;
+}
+
+void kl_transform_note_relink(kl_transform_state *st, kiln_entity child, kiln_entity parent) {
     kl_spin_lock(&st->links_lock);
-    if (!st->links_follow.valid) {
-        /* the next catch-up reads every row */
-    } else if (st->relink_count >= 1024 + st->link_count ||
-               !kl_grow(&st->world->alloc, (void **)&st->relink, &st->relink_cap, st->relink_count + 1,
-                        sizeof(kiln_entity), 16)) {
-        /* many more than the links held (or no memory): reading every row again instead */
+    kiln_world *world = st->world;
+    uint32_t pi = kiln_entity_index(parent);
+    /* Many more than the links held: a world the checks read the index of (see
+     * kl_transform_height) links them now (the values before this one landed, or did not),
+     * sparing the next check a rebuild; a smaller one reads every row at the next look-up. */
+    if (st->links_follow.valid && st->relink_count >= 1024 + st->link_count &&
+        (world->alive < KL_MAX_DEPTH || !drain_relinks(world, st)))
         st->links_follow.valid = false;
+    if (!st->links_follow.valid) {
+        st->relink_count = 0; /* the next catch-up reads every row */
+    } else if ((st->relink_count == st->relink_cap &&
+                !kl_grow(&world->alloc, (void **)&st->relink, &st->relink_cap, st->relink_count + 1,
+                         sizeof(kiln_entity), 16)) ||
+               (parent && (int64_t)pi >= st->link_cap && !links_room(world, st, pi))) {
+        st->links_follow.valid = false; /* no memory: reading every row again instead */
         st->relink_count = 0;
     } else {
         st->relink[st->relink_count++] = child;
+        if (parent) st->links[pi].adopting = st->relink_round;
     }
     kl_spin_unlock(&st->links_lock);
 }
@@ -131,19 +151,21 @@ void kl_transform_links_invalidate(kiln_world *world) {
 }
 
 /* Brings the children index up to date: the rows the linked archetypes took in or had
- * stamped (see kl_follow), and the values set in place since the last catch-up. */
-static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call) {
-    kl_guard_check(world, call, KL_READ, st->ids.parent, 0);
+ * stamped (see kl_follow), and the values set in place since the last catch-up. False when
+ * out of memory, the next catch-up then reading every row. */
+static bool catch_up(kiln_world *world, kl_transform_state *st) {
     kl_follow_desc d = {.query = st->linked, .clear = clear_links, .take = take_link, .ctx = st,
                         .rebuild_over = 64 + st->link_count / 2};
-    bool ok = kl_follow_catch_up(world, &st->links_follow, &d);
-    for (; ok && st->relink_count > 0; st->relink_count--) {
-        kiln_entity e = st->relink[st->relink_count - 1], parent;
-        if (parent_value(world, st, e, &parent)) ok = link_child(world, st, e, parent);
-    }
-    if (ok) return KILN_OK;
+    if (kl_follow_catch_up(world, &st->links_follow, &d) && drain_relinks(world, st)) return true;
     st->links_follow.valid = false;
     st->relink_count = 0;
+    return false;
+}
+
+/* catch_up for call, which reads Parent: the world error names it when out of memory. */
+static kiln_result refresh_children(kiln_world *world, kl_transform_state *st, const char *call) {
+    kl_guard_check(world, call, KL_READ, st->ids.parent, 0);
+    if (catch_up(world, st)) return KILN_OK;
     return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
 }
 
@@ -198,6 +220,77 @@ static int64_t gather(kiln_world *world, kl_transform_state *st, kiln_entity par
                 dest[k] = dest[k - 1], dest[k - 1] = t;
             }
     return n;
+}
+
+/* The first link (slot plus one) in e's list of children, 0: none. */
+static uint32_t first_link(const kl_transform_state *st, kiln_entity e) {
+    uint32_t i = kiln_entity_index(e);
+    return (int64_t)i < st->link_cap && st->links[i].listed == e ? st->links[i].first : 0;
+}
+
+/* How many links below root its deepest descendant is, limit + 1 when more, from the caught
+ * up index. Depth first, keeping the next link to read at each level: no memory but those
+ * limit + 1 slots, and a leaf costs one look at its slot. A child that is root (a cycle
+ * closed by writes through pointers, which root's new link breaks) is not followed; every
+ * other descendant's chain then leads up to root, so each is met once. */
+static int32_t height_below(const kiln_world *world, kl_transform_state *st, kiln_entity root, int32_t limit) {
+    uint32_t next[KL_MAX_DEPTH + 1]; /* next[k]: the next link to read k + 1 links below root */
+    int32_t top = 0, height = 0;
+    if (!(next[0] = first_link(st, root))) return 0;
+    while (top >= 0) {
+        uint32_t i = next[top];
+        if (!i) {
+            top--;
+            continue;
+        }
+        next[top] = st->links[i - 1].next; /* before link_stands may take i out */
+        if (!link_stands(world, st, i)) continue;
+        kiln_entity child = st->links[i - 1].child;
+        if (child == root) continue;
+        if (top + 1 > height && (height = top + 1) > limit) return limit + 1;
+        uint32_t first = first_link(st, child);
+        if (first) next[++top] = first; /* top <= limit < KL_MAX_DEPTH + 1 */
+    }
+    return height;
+}
+
+/* height_below without the index (no memory to catch it up): from every entity with a
+ * Parent, the walk up to root, limit + 1 links at most. Slower, but it needs nothing. */
+static int32_t height_by_walks(const kiln_world *world, kl_transform_state *st, kiln_entity root, int32_t limit) {
+    int32_t height = 0;
+    kl_column *col;
+    for (int32_t m = 0, n = kl_query_match_count(st->linked); m < n; m++) {
+        const kl_archetype *a = kl_query_match_at(st->linked, m, 0, &col);
+        for (int32_t r = 0; r < a->count; r++) {
+            kiln_entity cur = a->entities[r], up;
+            for (int32_t d = 0; d <= limit + 1 && cur != root; d++) {
+                if (!parent_value(world, st, cur, &up) || up == cur || !kl_record_of(world, up)) break;
+                cur = up;
+                if (d + 1 > height && up == root && (height = d + 1) > limit) return limit + 1;
+            }
+        }
+    }
+    return height;
+}
+
+int32_t kl_transform_height(kiln_world *world, kl_transform_state *st, kiln_entity e, int32_t limit) {
+    KILN_ASSERT(limit >= 0 && limit < KL_MAX_DEPTH, "limit out of range");
+    /* An entity n deep ends a chain of n + 1: with e (perhaps reserved, not counted) no more
+     * than the limit past the live ones, no chain can pass it (the usual small world). */
+    if (world->alive < KL_MAX_DEPTH) return 0;
+    kl_spin_lock(&st->links_lock);
+    /* A leaf (the usual case) is known without a catch-up when nothing moved since the last:
+     * its children are listed, or named by a value set in place since (adopting). */
+    uint32_t i = kiln_entity_index(e);
+    const kl_child_node *n = (int64_t)i < st->link_cap ? &st->links[i] : NULL;
+    int32_t height = 0;
+    if (kl_follow_current(world, &st->links_follow) &&
+        (!n || ((n->listed != e || !n->first) && n->adopting != st->relink_round)))
+        height = 0;
+    else if (catch_up(world, st)) height = height_below(world, st, e, limit);
+    else height = height_by_walks(world, st, e, limit);
+    kl_spin_unlock(&st->links_lock);
+    return height;
 }
 
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {

@@ -84,6 +84,26 @@ static kiln_result refuse_unissued(kiln_entity parent, const char *detail, char 
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
+/* Whether linking entity (alive, reserved or null: a spawn) under parent, parent_depth links
+ * deep, would put an entity of entity's subtree deeper than the limit: the walk up from
+ * parent saw only where entity itself lands. Writes why when refused. */
+static kiln_result subtree_refused(const kiln_world *world, kl_transform_state *st, kiln_entity entity,
+                                   kiln_entity parent, int32_t parent_depth, char *why, size_t why_size) {
+    if (!entity || world->alive < KL_MAX_DEPTH || /* (kl_transform_height's bound, before the look-ups) */
+        (!kl_record_of(world, entity) && !kl_record_reserved(world, entity)))
+        return KILN_OK;
+    /* the index catches up for a check: counted, not a change of the world */
+    int32_t height = kl_transform_height((kiln_world *)(uintptr_t)world, st, entity,
+                                         KL_MAX_DEPTH - 1 - parent_depth);
+    if (!kl_depth_refused((int64_t)parent_depth + height)) return KILN_OK;
+    char cb[24], pb[24];
+    snprintf(why, why_size, "making %s a child of %s would put it %d deep, with descendants %d or more "
+             "links below it: its subtree would end deeper than %d",
+             kiln_entity_format(entity, cb, sizeof cb), kiln_entity_format(parent, pb, sizeof pb),
+             parent_depth + 1, height, KL_MAX_DEPTH);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
 /* The Parent check hook: the rules of kiln_transform_set_parent for every way a Parent value
  * is written (kiln_add, kiln_set, spawns, command buffers). A null or dead parent is a root
  * (a parent may still be a handle reserved by a deferred spawn); a parent the world never
@@ -92,7 +112,7 @@ static kiln_result refuse_unissued(kiln_entity parent, const char *detail, char 
 static kiln_result check_parent(const kiln_world *world, kiln_entity entity, const void *value,
                                 void *ctx, char *why, size_t why_size) {
     (void)ctx;
-    const kl_transform_state *st = kl_transform_state_of(world);
+    kl_transform_state *st = kl_transform_state_of(world);
     kiln_entity parent = value ? ((const kiln_parent *)value)->entity : KILN_NULL_ENTITY;
     if (!st || parent == KILN_NULL_ENTITY) return KILN_OK;
     char cb[24], pb[24];
@@ -111,7 +131,8 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
      * link would close a cycle; a spawn (entity null: nothing links to it yet) can only make
      * a chain too deep. */
     kiln_entity cur = parent;
-    for (int32_t depth = 0;; depth++) {
+    int32_t depth = 0;
+    for (;; depth++) {
         if ((cur == entity && entity) || kl_depth_refused(depth)) {
             snprintf(why, why_size, "making %s a child of %s would create a %s",
                      entity ? kiln_entity_format(entity, cb, sizeof cb) : "a new entity",
@@ -123,8 +144,10 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
         cur = kl_transform_parent_of(world, st, cur, rec, &dead);
         if (cur == KILN_NULL_ENTITY || !(rec = kl_record_of(world, cur))) break;
     }
+    kiln_result r = subtree_refused(world, st, entity, parent, depth, why, why_size);
+    if (r != KILN_OK) return r;
     /* a set in place moves no row: the children index reads the entity again */
-    if (entity) kl_transform_note_relink(kl_transform_state_of(world), entity);
+    if (entity) kl_transform_note_relink(st, entity, parent);
     return KILN_OK;
 }
 
@@ -225,9 +248,12 @@ static CHAIN_COLD bool dead_refused(const chain_walk *w, kiln_entity parent) {
 }
 
 /* check_parent over stored links: the walk up from each parent is remembered per slot, so
- * every chain is walked once. check_parent refuses a link exactly when the chain from the
- * parent holds the entity (a cycle) or has more than KL_MAX_DEPTH nodes; a chain through
- * the entity is a cycle, so both come down to the chain's length. */
+ * every chain is walked once. check_parent refuses a link when the chain from the parent
+ * holds the entity (a cycle) or has more than KL_MAX_DEPTH nodes (a chain through the entity
+ * is a cycle, so both come down to the chain's length), or when the entity's subtree would
+ * end too deep. That last needs no look here: the rows checked are stored already, so the
+ * deepest row of such a subtree is itself a row whose chain is too long, refused by both
+ * (a load checks every row it brings, and only it can link under them). */
 static int64_t check_parent_rows(const kiln_world *world, const kiln_entity *entities,
                                  const uint8_t *values, size_t stride, int64_t count, void *ctx) {
     (void)ctx;
@@ -299,6 +325,7 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
     kl_transform_state *st = kl_alloc(&world->alloc, sizeof *st);
     if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_init: out of memory");
     memset(st, 0, sizeof *st);
+    st->relink_round = 1; /* zeroed slots are marked in no round */
     st->world = world;
     atomic_flag_clear(&st->links_lock);
     st->ids = ids;
@@ -369,7 +396,8 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
     /* Walk up from the new parent (a reserved one has no links yet): meeting child means the
      * link would close a cycle. */
     kiln_entity cur = parent;
-    for (int32_t depth = 0; rec; depth++) {
+    int32_t depth = 0;
+    for (; rec; depth++) {
         if (cur == child || kl_depth_refused(depth))
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "kiln_transform_set_parent: making %s a child of %s would create a %s",
@@ -383,6 +411,10 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
     if (cur == child) /* a reserved parent linked to itself */
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_transform_set_parent: entity %s cannot be its own parent",
                        kiln_entity_format(child, cb, sizeof cb));
+    char why[KL_ERROR_SIZE - 64];
+    /* the walk ended one past the parent's depth (a reserved parent: none, a root) */
+    kiln_result r = subtree_refused(world, st, child, parent, depth > 0 ? depth - 1 : 0, why, sizeof why);
+    if (r != KILN_OK) return kl_fail(world, r, "kiln_transform_set_parent: %s", why);
     kiln_parent value = {parent};
     return kiln_add(world, child, st->ids.parent, &value);
 }

@@ -56,6 +56,8 @@ typedef struct kl_child_node {
     kiln_entity listed;  /* the parent whose list starts at first */
     uint32_t next, prev; /* siblings in the parent's list */
     uint32_t first;      /* listed's first child */
+    uint32_t adopting;   /* the relink round in which a value set in place named an entity of
+                          * this slot as parent: it may have children no list shows yet */
 } kl_child_node;
 
 typedef struct kl_transform_state {
@@ -94,6 +96,7 @@ typedef struct kl_transform_state {
     kl_follow links_follow;
     kiln_entity *relink;   /* entities whose Parent was set in place since the last catch-up */
     int64_t relink_count, relink_cap;
+    uint32_t relink_round; /* goes up as each catch-up drains relink (adopting marks expire) */
     atomic_flag links_lock; /* held by whoever reads or changes the index: systems that read
                              * Parent may look children up on several threads at once */
 } kl_transform_state;
@@ -101,12 +104,20 @@ typedef struct kl_transform_state {
 /* The world's transform state, or NULL before kiln_transform_init. */
 KL_HIDDEN kl_transform_state *kl_transform_state_of(const kiln_world *world);
 
+/* The Parent check hook passed a value naming parent for child, to be set in place: the next
+ * catch-up of the children index reads child's Parent again (a value that did not land
+ * changes nothing), and until then parent's slot counts as maybe having children. */
+KL_HIDDEN void kl_transform_note_relink(kl_transform_state *st, kiln_entity child, kiln_entity parent);
+
+/* How many links below e (alive, or reserved by a deferred spawn) the deepest entity linked
+ * under it is, limit + 1 when more (0 <= limit < KL_MAX_DEPTH); 0 as well whenever the world
+ * holds too few entities for any chain to pass the limit. Read from the children
+ * index, caught up first (without memory for that, by walks up from every linked entity):
+ * it never fails. Takes the index's lock; the caller has checked it may read Parent. */
+KL_HIDDEN int32_t kl_transform_height(kiln_world *world, kl_transform_state *st, kiln_entity e, int32_t limit);
+
 /* The live parent of a live entity's record, or null (no Parent, dead parent, self link);
  * *link_dead is set when a Parent exists but does not lead to a live parent. */
-/* The Parent check hook passed a value for child, to be set in place: the next catch-up of
- * the children index reads child's Parent again (a value that did not land changes nothing). */
-KL_HIDDEN void kl_transform_note_relink(kl_transform_state *st, kiln_entity child);
-
 KL_HIDDEN kiln_entity kl_transform_parent_of(const kiln_world *world, const kl_transform_state *st,
                                              kiln_entity e, const kl_record *rec, bool *link_dead);
 
