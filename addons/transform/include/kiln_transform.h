@@ -27,8 +27,12 @@ extern "C" {
 /* "Parent": the entity's parent. A null or dead parent makes the entity a root. Every write
  * of a Parent value (kiln_add, kiln_set, spawns, command buffers) goes through a check hook
  * with kiln_transform_set_parent's rules: a link to itself or one that would close a cycle
- * (or make a chain deeper than 256) is refused with KILN_ERR_INVALID_ARGUMENT, the world
- * unchanged. So is a parent the world never handed out, which would otherwise be stored as
+ * is refused with KILN_ERR_INVALID_ARGUMENT, the world unchanged, and so is one that would
+ * break the depth limit. An entity's depth is the count of Parent links above it (a root is
+ * 0), and no entity may be deeper than 256: a link is refused when the parent's depth + 1
+ * (where the entity lands) is over 256 ("would create a parent chain deeper than 256"), and
+ * when the entity has descendants, when its depth + the links down to its deepest descendant
+ * is ("its subtree would end deeper than 256"). A link exactly at 256 is taken. So is a parent the world never handed out, which would otherwise be stored as
  * is: a placeholder a command buffer could not rewrite (its apply rewrites its own batch's
  * placeholders in a recorded Parent to the entities spawned, so a parent and its children
  * spawn from one buffer; a placeholder written any other way stays no entity), a handle with
@@ -92,8 +96,10 @@ typedef struct kiln_transform_propagate_stats {
  * rewritten) are recomputed (all of them after any entity gains or loses one of these
  * components), and only values that actually changed are written, so WorldTransform change
  * ticks are meaningful. Scratch memory lives in the world and is reused: a steady-state call
- * allocates nothing. A parent chain deeper than 256 (a cycle) fails with
- * KILN_ERR_INVALID_ARGUMENT naming the entity; entities outside it are still updated. Out of
+ * allocates nothing. A parent chain deeper than 256, which only unchecked writes through
+ * pointers can make, or a cycle (the same), fails with KILN_ERR_INVALID_ARGUMENT naming the
+ * entity, the entities past it left without a computed WorldTransform; entities outside it
+ * are still updated. Out of
  * memory (KILN_ERR_OUT_OF_MEMORY) leaves the world as it was: nothing added, queued or
  * written. dest may be NULL. */
 kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest);
@@ -107,7 +113,8 @@ kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs
 
 /* Makes parent the parent of child (adds or sets Parent); KILN_NULL_ENTITY removes the link.
  * Rejects dead entities (KILN_ERR_DEAD_ENTITY), a self link, and a link that would make a
- * cycle or a chain deeper than 256 (KILN_ERR_INVALID_ARGUMENT). Deferred like any add when
+ * cycle or put child or any of its descendants deeper than 256 (KILN_ERR_INVALID_ARGUMENT;
+ * see "Parent" for the limit), changing nothing. Deferred like any add when
  * the world is deferred; there, an entity spawned earlier in the section counts as alive, and
  * a cycle that only the queued links close is dropped when the queue lands. */
 kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
