@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kiln_transform.h"
 #include "klua.h"
 
 #define MAX_ACCESS KILN_SYSTEM_MAX_ACCESS
@@ -140,6 +141,15 @@ static void report_lost_failures(lua_State *L, klua_world *kw, int world_idx) {
                        (long long)kw->lost_failures, kw->lost_failures == 1 ? "" : "s");
     klua_push_failure(L, world_idx, kw->lost_system, msg, (size_t)len, "", false, NULL);
     kw->lost_failures = 0; /* once recorded: a raise above keeps them for the next report */
+}
+
+/* Records a failed run of the C transform system (kiln_transform_system_desc) as a failure of
+ * the world at world_idx: it returns nothing, so its failure (a chain deeper than 256 that
+ * writes through views or bulk made, say) would pass unseen (may raise: outside the core). */
+static void report_transform_failure(lua_State *L, klua_world *kw, int world_idx) {
+    char msg[256];
+    if (kiln_transform_system_result(kw->world, msg, sizeof msg) == KILN_OK) return;
+    klua_push_failure(L, world_idx, "propagate_transforms", msg, strlen(msg), "", false, NULL);
 }
 
 /* A system's function and query are held by its world's state table (KLUA_STATE_RUNS, keyed
@@ -505,6 +515,7 @@ static int w_system(lua_State *L) {
  * the failures recorded since the last report (those that found no memory first). */
 static int progress_result(lua_State *L) {
     report_lost_failures(L, lua_touserdata(L, 2), 1);
+    report_transform_failure(L, lua_touserdata(L, 2), 1);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pushboolean(L, 1);
@@ -557,6 +568,7 @@ static int w_progress(lua_State *L) {
 static int w_failures(lua_State *L) {
     klua_world *kw = klua_self(L);
     report_lost_failures(L, kw, 1);
+    report_transform_failure(L, kw, 1);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_newtable(L);

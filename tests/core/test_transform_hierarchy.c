@@ -697,3 +697,33 @@ KILN_TEST(hierarchy, a_child_set_in_place_just_before_counts_in_the_subtree_chec
     ck_assert_int_eq(kiln_add(F.world, e, F.ids.parent, &p), KILN_OK);
     propagate_ok(&F, NULL);
 }
+
+KILN_TEST(hierarchy, the_transform_system_keeps_a_failed_run_for_its_host_to_read) {
+    static kiln_entity a[300];
+    build_chain(&F, a, 257);
+    kiln_local_transform l = kiln_transform_local_identity();
+    for (int i = 257; i < 300; i++) {
+        a[i] = spawn_node(&F, KILN_NULL_ENTITY, &l);
+        link_unchecked(&F, a[i], a[i - 1]); /* past the limit: only a pointer gets there */
+    }
+    kiln_schedule *sched = kiln_schedule_create(F.world, NULL);
+    ck_assert_ptr_nonnull(sched);
+    kiln_system_desc d;
+    kiln_transform_system_desc(F.world, &d);
+    ck_assert_int_eq(kiln_schedule_add(sched, &d), KILN_OK);
+    char msg[256];
+    ck_assert_int_eq(kiln_transform_system_result(F.world, msg, sizeof msg), KILN_OK);
+    ck_assert_str_eq(msg, "");
+    ck_assert_int_eq(kiln_schedule_run(sched, 0), KILN_OK);
+    ck_assert_int_eq(kiln_transform_system_result(F.world, msg, sizeof msg), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(msg, "deeper than 256") != NULL, "message \"%s\"", msg);
+    ck_assert_int_eq(kiln_transform_system_result(F.world, NULL, 0), KILN_OK); /* read once */
+    ck_assert(kiln_has(F.world, a[256], F.ids.world));
+    ck_assert(!kiln_has(F.world, a[299], F.ids.world));
+    /* fixed, the next run succeeds and says nothing */
+    ck_assert_int_eq(kiln_set(F.world, a[257], F.ids.parent, &(kiln_parent){KILN_NULL_ENTITY}), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(sched, 0), KILN_OK);
+    ck_assert_int_eq(kiln_transform_system_result(F.world, msg, sizeof msg), KILN_OK);
+    ck_assert(kiln_has(F.world, a[299], F.ids.world));
+    kiln_schedule_destroy(sched);
+}

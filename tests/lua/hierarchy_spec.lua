@@ -193,3 +193,36 @@ end)
         assert.are.same({a[158], b[101]}, w:children(a[157]))
     end)
 
+    it("reports a chain past 256 that one bulk call's rows make together as a failed frame", function()
+        local w = kiln.world{transforms = true}
+        local function chain(n, top)
+            local c = {}
+            for i = 1, n do
+                c[i] = w:spawn{LocalTransform = {position = {x = 1}}}
+                if i > 1 or top then w:set_parent(c[i], i > 1 and c[i - 1] or top) end
+            end
+            return c
+        end
+        local a = chain(150)
+        local b, c = chain(100, w:spawn()), chain(100, w:spawn())
+        assert.is_true(w:progress(0))
+        -- each row alone fits (b[100] 249 deep, c[100] 200), together c[100] is 349 deep:
+        -- every row is checked against the world before the call writes any
+        local q = w:query{"Parent"}
+        q:bulk(function(n, ents, p)
+            for i = 1, n do
+                if ents[i] == b[1] then p.entity[i] = a[150] elseif ents[i] == c[1] then p.entity[i] = b[100] end
+            end
+        end)
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.are.equal(1, #failures)
+        assert.are.equal("propagate_transforms", failures[1].system)
+        assert.is_truthy(failures[1].message:find("deeper than 256", 1, true))
+        assert.is_true(w:progress(0) == false) -- still too deep: reported again
+        w:set_parent(c[1], nil)
+        assert.is_true(w:progress(0))
+        assert.are.equal(100, w:get(c[100], "WorldTransform").matrix[13])
+    end)
+
+

@@ -18,7 +18,8 @@ extern "C" {
  * Functions in this header:
  *   kiln_transform_init, kiln_transform_ids_get, kiln_transform_propagate,
  *   kiln_transform_propagate_parallel, kiln_transform_set_parent, kiln_transform_children, kiln_transform_despawn_recursive,
- *   kiln_transform_system_desc, kiln_transform_local_identity, kiln_transform_local_to_mat4,
+ *   kiln_transform_system_desc, kiln_transform_system_result,
+ *   kiln_transform_local_identity, kiln_transform_local_to_mat4,
  *   kiln_transform_world_to_mat4.
  * Components keep plain float arrays (cglm's element order), so their layout never depends
  * on the compiler's SIMD alignment settings.
@@ -148,8 +149,17 @@ kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root
  * kiln_transform_init first. A run out of memory leaves the world error saying so and writes
  * no WorldTransform but finished ones; where the buffer's apply ran out, each missing
  * WorldTransform landed with its computed value or not at all, and the next run completes
- * the propagation. */
+ * the propagation. A run that fails (out of memory, or a chain deeper than 256 that
+ * unchecked writes made) is kept for kiln_transform_system_result. */
 void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest);
+
+/* The first failure of the system kiln_transform_system_desc describes since the last call,
+ * so a schedule's host hears of it (a system returns nothing, and the world error it left
+ * belongs to the thread that ran it): its result, KILN_OK when every run since succeeded (or
+ * before kiln_transform_init), with its message copied to dest ("" for none; dest_size bytes,
+ * truncated, dest may be NULL when dest_size is 0). The read clears it. Call it between
+ * schedule runs, not during one. */
+kiln_result kiln_transform_system_result(kiln_world *world, char *dest, size_t dest_size);
 
 static inline kiln_local_transform kiln_transform_local_identity(void) {
     kiln_local_transform t = {{0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1}};

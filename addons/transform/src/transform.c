@@ -421,7 +421,24 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
 
 static void propagate_system(const kiln_system_ctx *ctx) {
     /* Missing WorldTransforms are queued into this system's own buffer, on any thread. */
-    kl_transform_propagate(ctx->world, ctx->commands, ctx->jobs, NULL);
+    kiln_result r = kl_transform_propagate(ctx->world, ctx->commands, ctx->jobs, NULL);
+    /* A system returns nothing: the failure waits for kiln_transform_system_result (the
+     * world error is this thread's, which the caller of the schedule may not be). One run
+     * at a time: the schedule runs a system once per frame. */
+    kl_transform_state *st = kl_transform_state_of(ctx->world);
+    if (r != KILN_OK && st->system_result == KILN_OK) {
+        st->system_result = r;
+        snprintf(st->system_error, sizeof st->system_error, "%s", kiln_world_error(ctx->world));
+    }
+}
+
+kiln_result kiln_transform_system_result(kiln_world *world, char *dest, size_t dest_size) {
+    KILN_ASSERT(world != NULL && (dest != NULL || dest_size == 0), "world is NULL, or dest with a size");
+    kl_transform_state *st = kl_transform_state_of(world);
+    kiln_result r = st ? st->system_result : KILN_OK;
+    if (dest_size > 0) snprintf(dest, dest_size, "%s", r != KILN_OK ? st->system_error : "");
+    if (st) st->system_result = KILN_OK;
+    return r;
 }
 
 void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest) {

@@ -99,6 +99,9 @@ typedef struct kl_transform_state {
     uint32_t relink_round; /* goes up as each catch-up drains relink (adopting marks expire) */
     atomic_flag links_lock; /* held by whoever reads or changes the index: systems that read
                              * Parent may look children up on several threads at once */
+    /* the first failure of the propagation system since kiln_transform_system_result read it */
+    kiln_result system_result;
+    char system_error[KL_ERROR_SIZE];
 } kl_transform_state;
 
 /* The world's transform state, or NULL before kiln_transform_init. */
