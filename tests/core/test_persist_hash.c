@@ -199,6 +199,7 @@ KILN_TEST(slots, worlds_alike_but_for_their_free_lists_hash_apart_as_their_next_
     build(c, count_component(c), 4, (const int32_t[]){0, 1}, 2, ec);
     ck_assert_uint_eq(kiln_world_hash(a), kiln_world_hash(c));
     ck_assert_uint_ne(kiln_world_hash(a), kiln_world_hash(b)); /* same rows, free list 1,0 against 0,1 */
+    ck_assert_uint_eq(kiln_world_content_hash(a), kiln_world_content_hash(b)); /* the content alone */
     kiln_entity na, nb;
     ck_assert_int_eq(kiln_spawn(a, &na), KILN_OK);
     ck_assert_int_eq(kiln_spawn(b, &nb), KILN_OK);
@@ -211,6 +212,8 @@ KILN_TEST(slots, worlds_alike_but_for_their_free_lists_hash_apart_as_their_next_
     b = kiln_world_create(NULL);
     build(b, count_component(b), 4, (const int32_t[]){0, 1}, 2, eb);
     ck_assert_uint_ne(kiln_world_hash(b), kiln_world_hash(c));
+    ck_assert_uint_eq(kiln_world_content_hash(b), kiln_world_content_hash(c));
+    ck_assert_uint_ne(kiln_world_content_hash(b), kiln_world_content_hash(a)); /* a spawned once more */
     kiln_world_destroy(a);
     kiln_world_destroy(b);
     kiln_world_destroy(c);

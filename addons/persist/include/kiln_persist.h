@@ -14,7 +14,8 @@ extern "C" {
  *   kiln_save, kiln_save_file, kiln_load, kiln_load_file,
  *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
  *   kiln_snapshot_bytes,
- *   kiln_world_hash, kiln_name_init, kiln_name_set, kiln_name_get, kiln_name_lookup, kiln_clone,
+ *   kiln_world_hash, kiln_world_content_hash, kiln_name_init, kiln_name_set, kiln_name_get,
+ *   kiln_name_lookup, kiln_clone,
  *   kiln_random_init, kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system,
  *   kiln_random_next, kiln_random_double, kiln_random_range,
  *   kiln_prefab_create, kiln_prefab_load, kiln_prefab_load_file, kiln_prefab_spawn,
@@ -223,6 +224,11 @@ size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
  * go by and enters whole, padding included. Values of components and resources with hooks
  * count by presence only (their bytes are handles to what they own). */
 uint64_t kiln_world_hash(const kiln_world *world);
+
+/* kiln_world_hash without the slots: the live content alone, so a world that spawned and
+ * despawned an entity hashes as it did (its next handles differ). For "did the content change"
+ * checks, e.g. after a failed mod load, whose spawns are despawned with their slots spent. */
+uint64_t kiln_world_content_hash(const kiln_world *world);
 
 /* ---- Names ------------------------------------------------------------------------------- */
 

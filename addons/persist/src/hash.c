@@ -394,7 +394,7 @@ static uint64_t hash_slots(const kiln_world *world) {
     return XXH3_64bits_digest(&st);
 }
 
-uint64_t kiln_world_hash(const kiln_world *world) {
+static uint64_t hash_world(const kiln_world *world, bool slots) {
     KILN_ASSERT(world != NULL, "world is NULL");
     int32_t max_types = 1;
     for (int32_t a = 0; a < world->archetype_count; a++)
@@ -410,7 +410,12 @@ uint64_t kiln_world_hash(const kiln_world *world) {
     for (int32_t a = 0; a < world->archetype_count && cols; a++)
         if (world->archetypes[a]->count > 0) entities += hash_archetype(&live, world->archetypes[a], cols, buf);
     if (cols != small) kl_free(alloc, cols, bytes);
-    uint64_t total[5] = {entities, hash_resources(&live), world->tick, (uint64_t)world->alive, hash_slots(world)};
+    uint64_t total[5] = {entities, hash_resources(&live), world->tick, (uint64_t)world->alive,
+                         slots ? hash_slots(world) : 0};
     pz_live_close(&live);
     return XXH3_64bits(total, sizeof total);
 }
+
+uint64_t kiln_world_hash(const kiln_world *world) { return hash_world(world, true); }
+
+uint64_t kiln_world_content_hash(const kiln_world *world) { return hash_world(world, false); }
