@@ -121,7 +121,7 @@ static int proxy(lua_State *L) {
         T = klua_mods_host_thread(mods);
     } else {
         for (int i = 0; i < mods->count && !callee; i++)
-            if (mods->list[i]->generation == (uint32_t)gen) callee = mods->list[i];
+            if (mods->list[i]->generation == (uint64_t)gen) callee = mods->list[i];
         if (!callee || !callee->L) return luaL_error(L, "%s is no longer loaded", callee_name);
         if (callee->mem.depth > 0) return luaL_error(L, "cannot call into %s while its own code runs", callee_name);
         T = callee->L;

@@ -563,7 +563,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
             goto fail;
         }
     }
-    mod->generation = ++mods->generations;
+    mod->generation = ++mods->generations; /* 64 bits: never back to 0, the host's */
     mod->L = klua_mod_state(mod);
     if (!mod->L) goto fail;
     mod->kw->mod_hooks = &hooks;

@@ -104,7 +104,7 @@ typedef struct klua_mod {
     kiln_tick reshape_tick;
     int64_t load_spawn_count, load_spawn_cap;
     struct klua_mod *previous; /* while reloading: the version still running */
-    uint32_t generation;       /* proxies into this mod hold it */
+    uint64_t generation;       /* proxies into this mod hold it (never 0, the host's) */
 } klua_mod;
 
 /* A component a loading top level added to an entity that is not its mod's (mod_undo.c). */
@@ -148,7 +148,7 @@ struct klua_mods {
     lua_State *caller;        /* the host thread in a manager call, else NULL */
     klua_mod **list;          /* loaded mods, in load order */
     int count, cap;
-    uint32_t generations;
+    uint64_t generations;     /* loads begun: each takes the next as its generation */
     klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
     int held;                 /* its methods under way (each also counts as a guest of the world) */
     bool closed;
