@@ -106,8 +106,9 @@ plain_edge(kiln_world *world, kiln_entity entity, kiln_component component, uint
     kl_record *r = kl_record_live(world, entity, &bits);
     if (KL_UNLIKELY(!r)) return false;
     kl_archetype *a = world->archetypes[kl_bits_archetype(bits)];
-    if (KL_UNLIKELY(component >= a->slot_count || !a->edges_direct)) return false;
-    const kl_edge *edge = &a->edges_direct[component];
+    uint32_t i = component - a->slot_base;
+    if (KL_UNLIKELY(i >= a->slot_count || !a->edges_direct)) return false;
+    const kl_edge *edge = &a->edges_direct[i];
     uint32_t flags = edge->flags;
     if ((flags & ~KL_EDGE_EIGHT) != (kind | KL_EDGE_PLAIN)) return false;
     int32_t to = edge->to->count;
@@ -304,8 +305,9 @@ static inline __attribute__((always_inline)) bool set_plain(kiln_world *world, k
     uint64_t bits;
     if (KL_UNLIKELY(!kl_record_live(world, entity, &bits))) return false;
     kl_archetype *a = world->archetypes[kl_bits_archetype(bits)];
-    if (KL_UNLIKELY(component >= a->slot_count)) return false;
-    int32_t c = a->slots[component].column;
+    uint32_t i = component - a->slot_base;
+    if (KL_UNLIKELY(i >= a->slot_count)) return false;
+    int32_t c = a->slots[i].column;
     if (c < 0) return false; /* absent or a tag: the general path tells which */
     kl_column *col = &a->columns[c];
     if (!col->plain || col->component->check) return false;
@@ -406,8 +408,9 @@ const void *kiln_get(const kiln_world *world, kiln_entity entity, kiln_component
     const kl_archetype *arch = world->archetypes[kl_bits_archetype(bits)];
     uint32_t row = kl_bits_row(bits);
     /* ids beyond the direct slots leave through a tail call, so this path saves nothing */
-    if (KL_UNLIKELY(component >= arch->slot_count)) return get_searched(arch, row, component);
-    int32_t c = arch->slots[component].column;
+    uint32_t i = component - arch->slot_base;
+    if (KL_UNLIKELY(i >= arch->slot_count)) return get_searched(arch, row, component);
+    int32_t c = arch->slots[i].column;
     if (c < 0) return NULL;
     const kl_column *col = &arch->columns[c];
     return col->data + (size_t)row * col->stride;

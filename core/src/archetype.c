@@ -36,32 +36,53 @@ static kl_edge *new_edges(kl_allocator *al, uint32_t count) {
     return edges;
 }
 
-/* Grows arch's direct slots (and their edge plans, once it has any) to cover component ids
- * below need (at most KL_SLOTS_MAX); new slots are filled from the type list. False when
- * out of memory (arch unchanged). */
-static bool cover_slots(kl_allocator *al, kl_archetype *arch, uint32_t need) {
-    if (need <= arch->slot_count) return true;
-    uint32_t cap = arch->slot_count ? arch->slot_count : 8;
-    while (cap < need) cap *= 2;
-    if (cap > KL_SLOTS_MAX) cap = KL_SLOTS_MAX;
+/* The most ids arch's direct slots may cover (see KL_SLOTS_MIN). */
+static uint32_t slots_most(const kl_archetype *arch) {
+    if ((uint32_t)arch->type_count >= KL_SLOTS_MAX / KL_SLOTS_PER_TYPE) return KL_SLOTS_MAX;
+    uint32_t most = (uint32_t)arch->type_count * KL_SLOTS_PER_TYPE;
+    return most > KL_SLOTS_MIN ? most : KL_SLOTS_MIN;
+}
+
+/* Grows arch's direct slots (and their edge plans, once it has any) to a window over ids
+ * [lo, hi) and those it covers already: a power of two wide (8 at least, slots_most(arch) at
+ * most), from the window's start when it grows up, else ending where it did (reaching down
+ * towards 0); new slots are filled from the type list. False when that passes
+ * slots_most(arch) or memory runs out (arch unchanged). */
+static bool cover_slots(kl_allocator *al, kl_archetype *arch, uint32_t lo, uint32_t hi) {
+    uint32_t base = arch->slot_base, count = arch->slot_count;
+    if (count) {
+        if (lo >= base && hi - base <= count) return true;
+        if (base < lo) lo = base;
+        if (base + count > hi) hi = base + count;
+    }
+    uint32_t most = slots_most(arch), cap = 8;
+    if (hi - lo > most) return false;
+    while (cap < hi - lo) cap *= 2;
+    if (cap > most) cap = most;
+    uint32_t nbase = count && lo == base ? base : hi > cap ? hi - cap : 0;
+    uint32_t shift = count ? base - nbase : 0; /* where the old slots land */
+    kl_slot *slots = kl_alloc(al, sizeof(kl_slot) * cap);
     kl_edge *edges = NULL;
-    if (arch->edges_direct && (edges = new_edges(al, cap)) == NULL) return false;
-    kl_slot *slots = kl_realloc(al, arch->slots, sizeof(kl_slot) * arch->slot_count,
-                                sizeof(kl_slot) * cap);
-    if (!slots) {
-        kl_free(al, edges, sizeof(kl_edge) * cap);
+    if (!slots || (arch->edges_direct && (edges = new_edges(al, cap)) == NULL)) {
+        kl_free(al, slots, sizeof(kl_slot) * cap);
         return false;
     }
+    for (uint32_t c = 0; c < cap; c++) {
+        if (c - shift < count) {
+            slots[c] = arch->slots[c - shift];
+        } else {
+            slots[c].column = kl_archetype_slot_search(arch, nbase + c);
+            slots[c].edge = 0;
+        }
+    }
     if (edges) {
-        memcpy(edges, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
-        kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
+        memcpy(edges + shift, arch->edges_direct, sizeof(kl_edge) * count);
+        kl_free(al, arch->edges_direct, sizeof(kl_edge) * count);
         arch->edges_direct = edges;
     }
-    for (uint32_t c = arch->slot_count; c < cap; c++) {
-        slots[c].column = kl_archetype_slot_search(arch, c);
-        slots[c].edge = 0;
-    }
+    kl_free(al, arch->slots, sizeof(kl_slot) * count);
     arch->slots = slots;
+    arch->slot_base = nbase;
     arch->slot_count = cap;
     return true;
 }
@@ -115,9 +136,6 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         return NULL;
     }
     memset(a, 0, block);
-    /* direct slots for every type it holds (so its remove edges never hash) */
-    uint32_t need = count ? types[count - 1] + 1 : 0;
-    if (need > KL_SLOTS_MAX) need = KL_SLOTS_MAX;
     a->column_count = columns;
     a->type_count = count;
     a->columns = (kl_column *)(a + 1);
@@ -126,7 +144,11 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
     if (count) memcpy(a->types, types, sizeof(kiln_component) * (size_t)count);
     for (int32_t i = 0, c = 0; i < count; i++)
         a->column_of[i] = kl_component_get(world, types[i])->size > 0 ? c++ : -1;
-    if (!cover_slots(&world->alloc, a, need)) {
+    /* direct slots for the types it holds (so its remove edges never hash): all of them when
+     * their ids lie close enough, else the lowest that do */
+    uint32_t lo = count ? types[0] : 0, hi = lo;
+    for (int32_t i = 0; i < count && types[i] - lo < slots_most(a); i++) hi = types[i] + 1;
+    if (hi > lo && !cover_slots(&world->alloc, a, lo, hi)) {
         kl_free(&world->alloc, a, block);
         kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory creating an archetype", call);
         return NULL;
@@ -194,25 +216,26 @@ static kl_edge plan_edge(const kiln_world *world, const kl_archetype *arch,
 }
 
 /* Remembers that arch's neighbour along component is dst (and dst's is arch): in the
- * direct slots for small ids, else in the edge map. Caching is an optimisation: when it
+ * direct slots when its window covers the id or may grow to, else in the edge map. Caching is an optimisation: when it
  * cannot be stored, the next move searches again. */
 static void cache_edge(kiln_world *world, kl_archetype *arch, kiln_component component,
                        kl_archetype *dst) {
-    if (component < KL_SLOTS_MAX && cover_slots(&world->alloc, arch, component + 1)) {
-        arch->slots[component].edge = dst->id + 1;
+    if (cover_slots(&world->alloc, arch, component, component + 1)) {
+        uint32_t i = component - arch->slot_base;
+        arch->slots[i].edge = dst->id + 1;
         /* the plans beside the slots are made with the first edge (the array may fail alone:
          * moves then take the general path) */
         if (!arch->edges_direct) arch->edges_direct = new_edges(&world->alloc, arch->slot_count);
-        if (arch->edges_direct) arch->edges_direct[component] = plan_edge(world, arch, component, dst);
+        if (arch->edges_direct) arch->edges_direct[i] = plan_edge(world, arch, component, dst);
     }
-    else if (component >= KL_SLOTS_MAX && kl_map_get(&arch->edges, component) == 0)
+    else if (kl_map_get(&arch->edges, component) == 0)
         kl_map_put(&world->alloc, &arch->edges, component, dst->id + 1);
 }
 
 kl_archetype *kl_archetype_traverse(kiln_world *world, kl_archetype *arch,
                                     kiln_component component, const char *call) {
-    uint32_t id1 = component < arch->slot_count ? arch->slots[component].edge
-                                                : kl_map_get(&arch->edges, component);
+    uint32_t i = component - arch->slot_base;
+    uint32_t id1 = i < arch->slot_count ? arch->slots[i].edge : kl_map_get(&arch->edges, component);
     if (id1) return world->archetypes[id1 - 1];
 
     bool add = !kl_archetype_has(arch, component);

@@ -30,8 +30,9 @@ KL_HIDDEN kl_archetype *kl_archetype_traverse(kiln_world *world, kl_archetype *a
 
 static inline kl_archetype *kl_archetype_neighbour(kiln_world *world, kl_archetype *arch,
                                                    kiln_component component, const char *call) {
-    if (KL_LIKELY(component < arch->slot_count && arch->slots[component].edge != 0))
-        return world->archetypes[arch->slots[component].edge - 1];
+    uint32_t i = component - arch->slot_base; /* below the window: wraps past slot_count */
+    if (KL_LIKELY(i < arch->slot_count && arch->slots[i].edge != 0))
+        return world->archetypes[arch->slots[i].edge - 1];
     return kl_archetype_traverse(world, arch, component, call);
 }
 
@@ -53,7 +54,8 @@ KL_HIDDEN int32_t kl_archetype_slot_search(const kl_archetype *arch, kiln_compon
 
 /* Where component lives in arch: its column (>= 0), KL_SLOT_TAG or KL_SLOT_ABSENT. */
 static inline int32_t kl_archetype_slot(const kl_archetype *arch, kiln_component component) {
-    if (KL_LIKELY(component < arch->slot_count)) return arch->slots[component].column;
+    uint32_t i = component - arch->slot_base;
+    if (KL_LIKELY(i < arch->slot_count)) return arch->slots[i].column;
     return kl_archetype_slot_search(arch, component);
 }
 

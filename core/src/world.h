@@ -185,26 +185,33 @@ typedef struct kl_edge {
 
 #define KL_SLOT_ABSENT (-1)
 #define KL_SLOT_TAG (-2)
-/* Component ids below this get a direct slot in every archetype that meets them; ids at or
- * above it are found by binary search and their edges in a hash map. */
+/* An archetype's direct slots cover one window of component ids, [slot_base, slot_base +
+ * slot_count), sized by what it holds: at most KL_SLOTS_MIN ids, or KL_SLOTS_PER_TYPE per type
+ * it holds, and never more than KL_SLOTS_MAX (a window over every id up to the highest one met
+ * cost each archetype 32 KiB once ids passed 512). Ids outside it are found by binary search
+ * and their edges in a hash map. */
+#define KL_SLOTS_MIN 64u
+#define KL_SLOTS_PER_TYPE 16u
 #define KL_SLOTS_MAX 1024u
 
 typedef struct kl_archetype {
     uint32_t id;
     uint32_t slot_count;    /* slots[0, slot_count) are valid, slot_count <= KL_SLOTS_MAX */
-    kl_slot *slots;         /* indexed by component id: the hot path of get, add, remove */
+    kl_slot *slots;         /* indexed by component id - slot_base: the hot path of get, add,
+                             * remove */
     kl_edge *edges_direct;  /* beside slots (NULL until an edge is cached): the move plans */
     kl_column *columns;
     kiln_entity *entities;
     int32_t count;
     int32_t capacity;       /* rows every array holds: the least of the arrays' own */
-    int32_t trim_below;     /* fewer rows than this: kiln_world_trim shrinks it (0: never) */
+    uint32_t slot_base;     /* the first component id slots[0] stands for */
     int32_t entity_cap;     /* rows entities holds (arrays grow one by one: see reserve) */
     int32_t column_count;
     int32_t type_count;
     kiln_component *types;  /* sorted ascending; tags included */
     int32_t *column_of;     /* per type: column index, or -1 for a tag */
-    kl_map edges;           /* ids >= KL_SLOTS_MAX: component -> neighbour id + 1 (see kl_slot) */
+    kl_map edges;           /* ids outside the slots: component -> neighbour id + 1 (see kl_slot) */
+    int32_t trim_below;     /* fewer rows than this: kiln_world_trim shrinks it (0: never) */
     /* (structure_tick and removed, both written at every removal, are kept apart: side by
      * side, GCC 12 wrote them as one vector store, 5 instructions instead of 3) */
     kiln_tick structure_tick; /* the last tick a row was added or removed, or columns moved */

@@ -98,6 +98,34 @@ KILN_TEST(slots, a_round_trip_along_one_edge_creates_no_archetype_the_second_tim
     }
 }
 
+/* A long session's late ids: every combination of 8 of them, walked one add or remove at a
+ * time from an entity that holds a higher one (windows grow down and up). Each new archetype
+ * takes memory for what it holds (under 4 KiB), not a slot and an edge per id up to the
+ * highest it meets (32 KiB each once ids passed 512, 2026-12-06). */
+KILN_TEST(slots, archetypes_of_late_ids_cost_what_they_hold_not_the_highest_id) {
+    register_until(1100);
+    kiln_component ids[] = {1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1050};
+    enum { N = sizeof ids / sizeof ids[0] };
+    bool has[N] = {false};
+    kiln_entity e = spawn_one(F.w);
+    ck_assert_int_eq(kiln_add(F.w, e, ids[N - 1], &(int32_t){7}), KILN_OK);
+    has[N - 1] = true;
+    kiln_world_stats before, after;
+    kiln_world_stats_get(F.w, &before);
+    for (unsigned mask = 1; mask < 256; mask++) {
+        unsigned bit = (mask ^ (mask >> 1)) ^ ((mask - 1) ^ ((mask - 1) >> 1)), b = 0;
+        while ((1u << b) != bit) b++;
+        if (has[b]) ck_assert_int_eq(kiln_remove(F.w, e, ids[b], NULL), KILN_OK);
+        else ck_assert_int_eq(kiln_add(F.w, e, ids[b], &(int32_t){7}), KILN_OK);
+        has[b] = !has[b];
+        assert_holds(e, ids, has, N, 7);
+    }
+    kiln_world_stats_get(F.w, &after);
+    int64_t made = after.archetypes - before.archetypes;
+    ck_assert_int_eq(made, 255);
+    ck_assert_int_lt((after.bytes - before.bytes) / made, 4096);
+}
+
 /* The changed column first, in the middle and last among owned (hooked) and plain columns:
  * every other value moves with its tick, and each owned value is destroyed exactly once. */
 static test_hook_log hook_log; /* static: large */
