@@ -113,7 +113,7 @@ function kiln.session(env, opts) end
 ---@field entities? integer Live entities one mod may have spawned (default 1 million).
 ---@field world_memory? integer Bytes one mod may hold in the world: its entities' rows, its components on others, its resources, its events of a frame, its queries (default 256 MiB).
 ---@field queries? integer Live queries one mod may hold (default 256).
----@field archetypes? integer Once the world holds this many archetypes (counting one for each spawn, add or remove mods queued in a frame), mods may not spawn, add or remove components (default 8192).
+---@field archetypes? integer Once mods made this many archetypes (counting one for each spawn, add or remove mods queued in a frame that may make one; the host's do not count), mods may not spawn, add or remove into a new archetype (default 8192).
 ---@field components? integer New components and event types mods may register in the world, all mods together and for good: the world never frees a registration (default 4096).
 ---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
 ---@field allow? table Extra globals granted to every mod: values copied, functions proxied.

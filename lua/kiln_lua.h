@@ -65,8 +65,8 @@ typedef struct kiln_lua_mods_desc {
                              * spawned, its components on others, its resources, its events
                              * of a frame, the queries it holds); 0: 256 MiB */
     int32_t queries;        /* live queries one mod may hold; 0: 256 */
-    int32_t archetypes;     /* while the world holds this many archetypes or more, mods may
-                             * not spawn, add or remove components; 0: 8192 */
+    int32_t archetypes;     /* once mods made this many archetypes, they may not spawn, add or
+                             * remove into a new one (the host's do not count); 0: 8192 */
     int32_t components;     /* new components and event types mods may register in the world,
                              * all together, for good (the world never frees one); 0: 4096 */
     uint64_t seed;          /* seeds each mod's math.random (with its name) */

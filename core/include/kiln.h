@@ -14,28 +14,28 @@ extern "C" {
 /*
  * Functions in this header:
  *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get, kiln_world_error,
- *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_world_entities, kiln_result_name,
- *   kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_epoch, kiln_tick_advance, kiln_entity_index,
- *   kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with, kiln_spawn_batch,
- *   kiln_despawn, kiln_unspawn, kiln_is_alive, kiln_entity_count, kiln_entity_format, kiln_entity_components,
- *   kiln_component_register, kiln_component_lookup, kiln_component_info_get, kiln_component_count,
- *   kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set,
- *   kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check,
- *   kiln_getter_get, kiln_getter_get_many, kiln_query_create, kiln_query_destroy, kiln_query_count,
- *   kiln_query_bytes, kiln_query_memory, kiln_query_iter, kiln_query_next, kiln_iter_fini,
- *   kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows,
- *   kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create,
- *   kiln_commands_destroy, kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn,
- *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove,
- *   kiln_commands_emit, kiln_commands_apply, kiln_commands_clear, kiln_commands_count,
- *   kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end,
- *   kiln_is_deferred, kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit,
- *   kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add,
- *   kiln_schedule_remove, kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run,
- *   kiln_schedule_stage_count, kiln_schedule_system_count, kiln_schedule_system_info_get,
- *   kiln_schedule_find, kiln_schedule_enable, kiln_schedule_describe, kiln_event_register,
- *   kiln_event_lookup, kiln_event_info_get, kiln_event_emit, kiln_event_count, kiln_event_get,
- *   kiln_events_update, kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
+ *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_archetype_exists,
+ *   kiln_world_entities, kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current,
+ *   kiln_tick_epoch, kiln_tick_advance, kiln_entity_index, kiln_entity_generation, kiln_entity_make,
+ *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_unspawn, kiln_is_alive,
+ *   kiln_entity_count, kiln_entity_format, kiln_entity_components, kiln_component_register,
+ *   kiln_component_lookup, kiln_component_info_get, kiln_component_count, kiln_component_check, kiln_add,
+ *   kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick, kiln_get_many,
+ *   kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get, kiln_getter_get_many,
+ *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_bytes, kiln_query_memory,
+ *   kiln_query_iter, kiln_query_next, kiln_iter_fini, kiln_iter_range, kiln_iter_column,
+ *   kiln_iter_mark_changed, kiln_iter_mark_rows, kiln_iter_changed_since, kiln_iter_row_tick,
+ *   kiln_iter_column_tick, kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn,
+ *   kiln_commands_spawn_with, kiln_commands_despawn, kiln_commands_add, kiln_commands_add_sized,
+ *   kiln_commands_set, kiln_commands_remove, kiln_commands_emit, kiln_commands_apply, kiln_commands_clear,
+ *   kiln_commands_count, kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder, kiln_defer_begin,
+ *   kiln_defer_end, kiln_is_deferred, kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count,
+ *   kiln_jobs_submit, kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy,
+ *   kiln_schedule_add, kiln_schedule_remove, kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run,
+ *   kiln_schedule_stage_count, kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find,
+ *   kiln_schedule_enable, kiln_schedule_describe, kiln_event_register, kiln_event_lookup,
+ *   kiln_event_info_get, kiln_event_emit, kiln_event_count, kiln_event_get, kiln_events_update,
+ *   kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
  * (kiln_add, kiln_get). A function that copies something out of an object ends in _get,
@@ -177,6 +177,10 @@ typedef struct kiln_world_stats {
 } kiln_world_stats;
 
 void kiln_world_stats_get(const kiln_world *world, kiln_world_stats *dest);
+
+/* Whether the world holds the archetype of exactly the count components in types (ascending, none
+ * twice): a spawn of just them, or an add or remove that leaves an entity with them, makes none. */
+bool kiln_archetype_exists(const kiln_world *world, const kiln_component *types, int32_t count);
 
 /* Shrinks each archetype holding under a quarter of its room to twice its rows (an empty one of
  * rows over 4 KiB to none) and frees empty event buffers: the bytes freed, 0 while deferred or
@@ -571,11 +575,10 @@ kiln_result kiln_commands_spawn_with(kiln_commands *cmd, const kiln_component *c
 /* Records a despawn of an entity or placeholder. */
 kiln_result kiln_commands_despawn(kiln_commands *cmd, kiln_entity entity);
 
-/* Records an add (or replace) of component with value; NULL value zero-initialises. The
- * buffer takes the value over: it is moved in through the component's move hook when there
- * is one (the caller's object is then moved-from), else copied bytewise; until applied the
- * buffer owns it and clearing or destroying the buffer runs its destroy hook once.
- * Fails for a component the world does not know (use kiln_commands_add_sized). */
+/* Records an add (or replace) of component with value; NULL value zero-initialises. The buffer takes the
+ * value over: it is moved in through the component's move hook when there is one (the caller's object is then
+ * moved-from), else copied bytewise; until applied the buffer owns it and clearing or destroying the buffer
+ * runs its destroy hook once. Fails for a component the world does not know (use kiln_commands_add_sized). */
 kiln_result kiln_commands_add(kiln_commands *cmd, kiln_entity entity, kiln_component component,
                               void *value);
 
@@ -703,14 +706,13 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter);
 /* Called on a view of some rows of one chunk (see kiln_iter_range). */
 typedef void (*kiln_chunk_fn)(kiln_iter *view, void *user);
 
-/* Runs fn over every row the query matches, splitting large archetypes into row ranges of at
- * least min_rows (0: a default of 1024) spread over the pool's threads, and returns when all
- * ranges are done. jobs NULL runs inline. The world is deferred meanwhile, as in any iteration;
- * fn may run on any thread, so it must not call the world's structural API (record into a
- * command buffer of its own thread instead). Rows marked changed through the views update the
- * columns' latest ticks. Fails only when out of memory (before any row ran). A failing call in fn
- * reads back its message on its own thread; outside a schedule run, after the join, the world's
- * message is that of the first range (in row order) in which a call failed, if any did. */
+/* Runs fn over every row the query matches, splitting large archetypes into row ranges of at least
+ * min_rows (0: a default of 1024) spread over the pool's threads, and returns when all are done
+ * (jobs NULL: inline). The world is deferred meanwhile, as in any iteration; fn may run on any
+ * thread, so it must not call the world's structural API (record into a command buffer of its own
+ * thread instead). Rows marked changed through the views update the columns' latest ticks. Fails
+ * only when out of memory (before any row ran). A failing call in fn reads its message on its own
+ * thread; outside a schedule run the world's message is then the first failing range's (row order). */
 kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
                               kiln_chunk_fn fn, void *user);
 
@@ -847,12 +849,11 @@ kiln_event_type kiln_event_lookup(const kiln_world *world, const char *name);
 /* Describes an event type (fields, size); false for an unknown type. */
 bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_component_info *dest);
 
-/* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a
- * main-thread system, the emit goes into that system's command buffer instead and lands at
- * the end of its stage, like its other changes; worker-thread systems emit through
- * kiln_commands_emit on their own buffer. value NULL emits the type's defaults; value may be
- * an event of the same type (from kiln_event_get), even one whose buffer this emit grows.
- * Fails with KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
+/* Copies value (NULL: zeroes) into the current buffer of type. While a schedule runs a main-thread system,
+ * the emit goes into that system's command buffer instead and lands at the end of its stage, like its other
+ * changes; worker-thread systems emit through kiln_commands_emit on their own buffer. value NULL emits the
+ * type's defaults; value may be an event of the same type (from kiln_event_get), even one whose buffer this
+ * emit grows. Fails with KILN_ERR_UNKNOWN_EVENT for an unknown type, or KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void *value);
 
 /* Number of readable events of type (previous buffer plus current); 0 for unknown types. */
@@ -868,9 +869,8 @@ void kiln_events_update(kiln_world *world);
 
 /* ---- Resources -------------------------------------------------------------------------- */
 
-/* Resources: world-wide singletons keyed by a component type, whose layout, fields and hooks
- * they use (register a "Score" component, set the Score resource). Systems declare them in
- * reads/writes with the same ids, so the schedule orders them like component access. */
+/* Resources: world-wide singletons keyed by a component type, with its layout, fields and hooks
+ * ("Score"). Systems declare them in reads/writes by that id: ordered like component access. */
 
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults),
  * destroying an existing value first (its hook runs; setting or removing this resource from it

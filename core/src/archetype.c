@@ -178,6 +178,14 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
     return a;
 }
 
+bool kiln_archetype_exists(const kiln_world *world, const kiln_component *types, int32_t count) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (count < 0 || (count > 0 && types == NULL)) return false;
+    for (int32_t i = 1; i < count; i++)
+        if (types[i] <= types[i - 1]) return false; /* no archetype holds that list */
+    return lookup(world, types, count, kl_hash_u32s(types, count)) != NULL;
+}
+
 /* Builds the sorted type list of arch with component added or removed into buf. */
 static int32_t neighbour_types(const kl_archetype *arch, kiln_component component, bool add,
                                kiln_component *buf) {

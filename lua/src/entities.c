@@ -130,7 +130,7 @@ static int w_spawn(lua_State *L) {
         for (int32_t i = 0; i < n && !kw->mod_hooks; i++) klua_comp_get(L, kw, comps[i]);
     }
     /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
-    kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw, held) : KILN_NO_COMPONENT;
+    kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw, held, comps, n) : KILN_NO_COMPONENT;
     /* Values: converted into the world's scratch, one 16-byte-aligned slot each. */
     uint8_t *base = total ? klua_scratch(L, kw, total) : NULL;
     const void *values[SPAWN_MAX + 1];
@@ -240,7 +240,7 @@ static int w_add(lua_State *L) {
     if (kw->mod_hooks && !kiln_has(kw->world, e, c)) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);
         if (info->size) kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
-        else kw->mod_hooks->before_reshape(L, kw, fname);
+        else kw->mod_hooks->before_reshape(L, kw, e, c, true, fname);
     }
     uint8_t *val = klua_scratch(L, kw, info->size);
     klua_build_value(L, kw, c, 4, val, info, fname, e);
@@ -260,7 +260,7 @@ static int w_remove(lua_State *L) {
     bool removed = false;
     if (kw->mod_hooks && kiln_has(kw->world, e, c)) {
         kw->mod_hooks->before_remove(L, kw, e, c, fname);
-        kw->mod_hooks->before_reshape(L, kw, fname);
+        kw->mod_hooks->before_reshape(L, kw, e, c, false, fname);
     }
     if (kiln_remove(kw->world, e, c, &removed) != KILN_OK) klua_fail_world(L, kw->world, fname);
     lua_pushboolean(L, removed);

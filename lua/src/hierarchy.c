@@ -23,7 +23,7 @@ static int w_set_parent(lua_State *L) {
         bool has = kiln_has(kw->world, child, pc);
         if (!has && parent != KILN_NULL_ENTITY) kw->mod_hooks->before_add(L, kw, child, pc);
         if (has && parent == KILN_NULL_ENTITY) kw->mod_hooks->before_remove(L, kw, child, pc, fname);
-        kw->mod_hooks->before_reshape(L, kw, fname);
+        kw->mod_hooks->before_reshape(L, kw, KILN_NULL_ENTITY, pc, !has, fname); /* the parent's Children too */
     }
     if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;

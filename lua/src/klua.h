@@ -112,9 +112,11 @@ typedef struct klua_world klua_world;
  * class files: the calls go through these pointers, never by name. */
 typedef struct klua_mod_hooks {
     /* Before the view spawns an entity whose values take bytes: raises when the mod may spawn
-     * no more, or hold no more; returns the tag every entity the mod spawns carries.
+     * no more, or hold no more; returns the tag every entity the mod spawns carries (comps:
+     * the count components it spawns with, any order).
      * after_spawn records the new entity. */
-    kiln_component (*before_spawn)(lua_State *L, klua_world *kw, int64_t bytes);
+    kiln_component (*before_spawn)(lua_State *L, klua_world *kw, int64_t bytes, const kiln_component *comps,
+                                   int32_t count);
     void (*after_spawn)(lua_State *L, klua_world *kw, kiln_entity e);
     /* Before the view declares component or event type name (existed: the world has it
      * already): raises when the mod may declare no more, or mods may register no new one. */
@@ -140,10 +142,12 @@ typedef struct klua_mod_hooks {
     /* A query the view just made, not yet counted or linked: raises, after destroying it,
      * when the mod may hold no more queries or no more bytes in the world. */
     void (*query_made)(lua_State *L, klua_world *kw, kiln_query *q, const char *fname);
-    /* Before the view adds a tag to an entity that lacks it or removes a component from one
-     * that has it (either may make an archetype; spawns and other adds ask before_spawn and
-     * before_grow): raises when mods may make no more. */
-    void (*before_reshape)(lua_State *L, klua_world *kw, const char *fname);
+    /* Before the view adds tag c to e, which lacks it (add), or removes component c from e,
+     * which has it (either may make an archetype; spawns and other adds ask before_spawn and
+     * before_grow; e KILN_NULL_ENTITY: a change whose archetype is not known, set_parent):
+     * raises when mods may make no more. */
+    void (*before_reshape)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, bool add,
+                           const char *fname);
     /* Between two instructions of the mod's code, from the budget's count hook (every 1000
      * instructions; not from the row mode's call hook, which only Lua 5.4 uses): may collect.
      * NULL when there is nothing to do there. */

@@ -48,7 +48,8 @@ const char *klua_mods_busy(klua_mods *mods) {
 
 /* ---- what a mod's view of the world asks of the manager ---------------------------------- */
 
-static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes) {
+static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t bytes, const kiln_component *comps,
+                                        int32_t count) {
     klua_mod *mod = kw->mod;
     int64_t live = klua_mod_live(mod, kw->world);
     if (live + klua_mod_pending_spawns(mod, kw->world) >= mod->mods->entities)
@@ -56,7 +57,8 @@ static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t by
     /* its values and ticks, its handle and its record (kiln_query_bytes counts the same) */
     mod->spawn_bytes = bytes + (int64_t)(sizeof(kiln_entity) + sizeof(uint64_t));
     klua_mod_check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
-    klua_mod_check_archetypes(L, mod, "world:spawn"); /* last: a spawn refused otherwise is not counted */
+    klua_mod_check_archetypes(L, mod, !klua_mod_spawn_lands(mod, comps, count),
+                              "world:spawn"); /* last: a spawn refused otherwise is not counted */
     mod->rows.spawn_at = mod->rows.changes; /* counted above (klua_mod_live) */
     return mod->tag;
 }
@@ -333,7 +335,8 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
             luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
     }
     if (payer) klua_mod_check_held(L, payer, world, bytes, fname);
-    klua_mod_check_archetypes(L, mod, fname); /* after: an add refused for its bytes is not counted */
+    klua_mod_check_archetypes(L, mod, !klua_mod_move_lands(mod, e, c, true),
+                              fname); /* after: an add refused for its bytes is not counted */
     if (payer && kiln_is_deferred(world)) payer->pending_bytes += bytes;
 }
 
@@ -362,8 +365,9 @@ static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const c
     }
 }
 
-static void hook_before_reshape(lua_State *L, klua_world *kw, const char *fname) {
-    klua_mod_check_archetypes(L, kw->mod, fname);
+static void hook_before_reshape(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, bool add,
+                                const char *fname) {
+    klua_mod_check_archetypes(L, kw->mod, !klua_mod_move_lands(kw->mod, e, c, add), fname);
 }
 
 static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_before_declare, hook_declared,

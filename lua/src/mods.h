@@ -21,6 +21,9 @@
 #define KLUA_MOD_MAX_FILES 64       /* files watched per mod (entry, manifest, required) */
 #define KLUA_MOD_LOG_LINES 64
 #define KLUA_MOD_LOG_LINE 240
+/* Entities mods reshaped in one deferred section whose later reshapes there are told apart from
+ * others' (twice as many slots): past that, every reshape counts as one that may make an archetype. */
+#define KLUA_MOVED_SLOTS 1024
 #define KLUA_MOD_ERROR 600
 #define KLUA_MOD_MEM_STRIKES 3      /* entries failing for memory in a row before disabling */
 #define KLUA_MOD_NAME_MAX (KILN_MAX_NAME - 9) /* its tag component is "kiln.mod.NAME" */
@@ -133,12 +136,18 @@ struct klua_mods {
     int64_t entities;         /* live entities one mod may have spawned */
     int64_t world_memory;     /* bytes one mod may hold in the world (see held_bytes, mods.c) */
     int32_t queries;          /* live queries one mod may hold */
-    int32_t archetypes;       /* the world's archetypes past which mods may not reshape entities */
+    int32_t archetypes;       /* the archetypes mods may make (their reshapes into new ones) */
     int32_t components;       /* new components and event types mods may register in the world */
-    int64_t reshapes;         /* spawns, adds and removes mods queued in the deferred section of
-                               * tick reshape_tick: each may make an archetype when it lands */
+    int64_t reshapes;         /* spawns, adds and removes of mods that may make an archetype, since
+                               * the world held seen (made now, queued in the deferred section of
+                               * tick reshape_tick) */
     kiln_tick reshape_tick;
-    int32_t reshape_base;     /* the world's archetypes when the first of those was counted */
+    int64_t reshape_base;     /* made when the first of those was counted */
+    int64_t made;             /* archetypes mods' reshapes made (see klua_mod_check_archetypes) */
+    int32_t seen;             /* the world's archetypes when made was brought up to date */
+    int32_t moved_count;      /* entities in moved */
+    kiln_entity moved[KLUA_MOVED_SLOTS]; /* open-addressed, 0 free: the entities mods reshaped in
+                                          * the deferred section of tick reshape_tick */
     int64_t trim_at;          /* world bytes past which a mod's spawn or add trims first */
     uint64_t seed;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
@@ -262,7 +271,11 @@ KLUA_HIDDEN int64_t klua_mod_pending_spawns(klua_mod *mod, kiln_world *world);
 KLUA_HIDDEN void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what);
 /* Raises when a spawn, add or remove by mod could make one archetype past the mods' limit or
  * its share of the room the frame left (see mods_account.c), else counts it. */
-KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what);
+KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const char *what);
+/* Whether a spawn of the count components in comps (and the mod's tag), or an add (add) or
+ * removal of c to or from e, lands in an archetype the world holds, so makes none. */
+KLUA_HIDDEN bool klua_mod_spawn_lands(klua_mod *mod, const kiln_component *comps, int32_t count);
+KLUA_HIDDEN bool klua_mod_move_lands(klua_mod *mod, kiln_entity e, kiln_component c, bool add);
 
 /* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
  * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */

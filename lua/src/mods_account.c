@@ -92,16 +92,66 @@ void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t
                    "(world_memory)", mod->name, (lua_Integer)held, what, (lua_Integer)more, (lua_Integer)limit);
 }
 
+/* Whether e's reshape in this deferred section is mods' first (the world's state then says
+ * where it lands); it is one now. False past KLUA_MOVED_SLOTS / 2 entities. */
+static bool first_move(klua_mods *mods, kiln_entity e) {
+    uint32_t mask = KLUA_MOVED_SLOTS - 1, i = (uint32_t)(e ^ (e >> 29)) * 2654435761u & mask;
+    for (; mods->moved[i] != 0; i = (i + 1) & mask)
+        if (mods->moved[i] == e) return false;
+    if (mods->moved_count >= KLUA_MOVED_SLOTS / 2) return false;
+    mods->moved[i] = e;
+    mods->moved_count++;
+    return true;
+}
+
+bool klua_mod_spawn_lands(klua_mod *mod, const kiln_component *comps, int32_t count) {
+    kiln_component types[65];
+    if (count > 64) return false; /* (a spawn takes at most 64) */
+    int32_t n = 0;
+    for (int32_t i = 0; i <= count; i++) { /* sorted, the tag last in line */
+        kiln_component c = i < count ? comps[i] : mod->tag;
+        int32_t j = n++;
+        for (; j > 0 && types[j - 1] > c; j--) types[j] = types[j - 1];
+        types[j] = c;
+    }
+    return kiln_archetype_exists(mod->mods->kw->world, types, n);
+}
+
+bool klua_mod_move_lands(klua_mod *mod, kiln_entity e, kiln_component c, bool add) {
+    klua_mods *mods = mod->mods;
+    kiln_world *world = mods->kw->world;
+    kiln_component have[64], types[65];
+    int32_t count = e == KILN_NULL_ENTITY ? -1 : kiln_entity_components(world, e, have, 64);
+    if (count < 0 || count > 64) return false; /* reserved (spawned in this section), or unusual */
+    klua_mod_check_archetypes(NULL, mod, false, NULL); /* the section's entities, for first_move */
+    /* queued behind another of its reshapes, it lands where that one leaves it */
+    if (kiln_is_deferred(world) && !first_move(mods, e)) return false;
+    int32_t n = 0;
+    bool placed = !add;
+    for (int32_t i = 0; i < count; i++) {
+        if (!placed && c < have[i]) types[n++] = c, placed = true;
+        if (!add && have[i] == c) continue;
+        types[n++] = have[i];
+    }
+    if (!placed) types[n++] = c;
+    return kiln_archetype_exists(world, types, n);
+}
+
 /* Archetypes are never freed, and the world holds at most 65,472: a mod spawning and
  * despawning entities of every combination of its components made 20,000 (33 MiB) in 16
  * frames, and could leave the host none for its own new combinations. So a mod's spawn, add
- * or remove is refused when the world's archetypes, with one for each such call mods queued
- * in the deferred section under way (it lands later, and may make one), reach
- * opts.archetypes: the world never passes it through mods. The room a frame leaves is shared
- * out: each mod may queue its part of it (the room when the frame's first was counted, over
- * the mods loaded), so one mod reshaping all it could, first in the frame, cannot leave the
- * others none. */
-void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
+ * or remove that may make an archetype (fresh: its archetype is not one the world holds, or
+ * it is queued behind another reshape of the entity) is refused when the archetypes mods'
+ * reshapes made, with one for each such call mods queued in the deferred section under way
+ * (it lands later), reach opts.archetypes; reshapes into archetypes the world holds are never
+ * refused, and archetypes the host made do not count (a host going through 8191 combinations
+ * of buffs refused every mod's spawn for good). What mods made is brought up to date once
+ * their reshapes landed: the world's new archetypes since, as many as those reshapes were, are
+ * theirs. The room a frame leaves is shared out: each mod may queue its part of it (the room
+ * when the frame's first was counted, over the mods loaded), so one mod reshaping all it
+ * could, first in the frame, cannot leave the others none. L NULL: only brings the counts up
+ * to date. */
+void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const char *what) {
     klua_mods *mods = mod->mods;
     kiln_world *world = mods->kw->world;
     kiln_tick now = klua_frame_key(world);
@@ -112,33 +162,40 @@ void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, const char *what) {
      * makes after a frame that grew the world; a mod's top level or export runs between frames,
      * where spawning into one archetype after another could hold room far past world_memory:
      * mods trim once the world grew by world_memory since they last did. */
-    if (!deferred && st.bytes > mods->trim_at) {
+    if (L && !deferred && st.bytes > mods->trim_at) {
         (void)kiln_world_trim(world);
         kiln_world_stats_get(world, &st);
         mods->trim_at = st.bytes + mods->world_memory;
     }
     if (!deferred || mods->reshape_tick != now) {
+        int64_t grew = (int64_t)st.archetypes - mods->seen;
+        mods->made += grew < mods->reshapes ? (grew > 0 ? grew : 0) : mods->reshapes;
+        mods->seen = st.archetypes;
         mods->reshapes = 0;
         mods->reshape_tick = now;
-        mods->reshape_base = st.archetypes;
+        mods->reshape_base = mods->made;
+        if (mods->moved_count) memset(mods->moved, 0, sizeof mods->moved);
+        mods->moved_count = 0;
     }
     if (!deferred || mod->reshape_tick != now) {
         mod->reshapes = 0;
         mod->reshape_tick = now;
     }
-    if (st.archetypes + mods->reshapes >= mods->archetypes)
-        luaL_error(L, "%s: mod '%s' may not reshape entities: the world holds %d archetypes and mods queued %I "
-                   "spawns, adds and removes this frame, the mods' limit is %d (archetypes)",
-                   what, mod->name, (int)st.archetypes, (lua_Integer)mods->reshapes, (int)mods->archetypes);
-    if (!deferred) return;
-    int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
-    int64_t share = ((int64_t)mods->archetypes - mods->reshape_base) / (sharers > 0 ? sharers : 1);
-    if (mod->reshapes >= (share > 1 ? share : 1))
-        luaL_error(L, "%s: mod '%s' may not reshape entities: it queued %I spawns, adds and removes this frame, "
-                   "its part of the %I the mods' limit left room for (archetypes)",
-                   what, mod->name, (lua_Integer)mod->reshapes,
-                   (lua_Integer)((int64_t)mods->archetypes - mods->reshape_base));
+    if (!L || !fresh) return;
+    if (mods->made + mods->reshapes >= mods->archetypes)
+        luaL_error(L, "%s: mod '%s' may not reshape entities into a new archetype: mods made %I archetypes and "
+                   "queued %I spawns, adds and removes that may make one this frame, the mods' limit is %d "
+                   "(archetypes)", what, mod->name, (lua_Integer)mods->made, (lua_Integer)mods->reshapes,
+                   (int)mods->archetypes);
+    if (deferred) {
+        int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
+        int64_t room = (int64_t)mods->archetypes - mods->reshape_base;
+        int64_t share = room / (sharers > 0 ? sharers : 1);
+        if (mod->reshapes >= (share > 1 ? share : 1))
+            luaL_error(L, "%s: mod '%s' may not reshape entities into a new archetype: it queued %I spawns, adds "
+                       "and removes that may make one this frame, its part of the %I the mods' limit left room for "
+                       "(archetypes)", what, mod->name, (lua_Integer)mod->reshapes, (lua_Integer)room);
+    }
     mods->reshapes++;
     mod->reshapes++;
 }
-

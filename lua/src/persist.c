@@ -677,7 +677,7 @@ static int w_name(lua_State *L) {
         if (name && !has) kw->mod_hooks->before_add(L, kw, e, id);
         else if (!name && has) kw->mod_hooks->before_remove(L, kw, e, id, fname);
         if (name && !has) kw->mod_hooks->before_grow(L, kw, e, id, (int64_t)(info.stride + sizeof(kiln_row_tick)), fname);
-        else if (!name && has) kw->mod_hooks->before_reshape(L, kw, fname);
+        else if (!name && has) kw->mod_hooks->before_reshape(L, kw, e, id, false, fname);
     }
     if (kiln_name_set(kw->world, e, name) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;

@@ -126,6 +126,25 @@ KILN_TEST(slots, archetypes_of_late_ids_cost_what_they_hold_not_the_highest_id) 
     ck_assert_int_lt((after.bytes - before.bytes) / made, 4096);
 }
 
+/* kiln_archetype_exists answers for exactly the list asked, ascending, and makes nothing. */
+KILN_TEST(slots, archetype_exists_names_only_held_archetypes_and_makes_none) {
+    register_until(1100);
+    kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
+    ck_assert_int_eq(kiln_add(F.w, e, 1050, &(int32_t){1}), KILN_OK);
+    int32_t seen = archetype_count(F.w);
+    kiln_component held[] = {F.pos < 1050 ? F.pos : 1050, F.pos < 1050 ? 1050 : F.pos};
+    kiln_component reversed[] = {held[1], held[0]}, twice[] = {held[0], held[0]};
+    ck_assert(kiln_archetype_exists(F.w, held, 2));
+    ck_assert(kiln_archetype_exists(F.w, held, 0)); /* the empty one */
+    ck_assert(!kiln_archetype_exists(F.w, reversed, 2));
+    ck_assert(!kiln_archetype_exists(F.w, twice, 2));
+    ck_assert(!kiln_archetype_exists(F.w, (kiln_component[]){1050}, 1));
+    ck_assert(!kiln_archetype_exists(F.w, (kiln_component[]){held[0], held[1], 1099}, 3));
+    ck_assert_int_eq(archetype_count(F.w), seen);
+    ck_assert_int_eq(kiln_remove(F.w, e, F.pos, NULL), KILN_OK);
+    ck_assert(kiln_archetype_exists(F.w, (kiln_component[]){1050}, 1));
+}
+
 /* The changed column first, in the middle and last among owned (hooked) and plain columns:
  * every other value moves with its tick, and each owned value is destroyed exactly once. */
 static test_hook_log hook_log; /* static: large */

@@ -1,7 +1,7 @@
 -- mods_limits_spec.lua: the limits a mod runs into besides instructions and memory (component
 -- and system counts, full collections charged, its source files, the bytes it holds in the
--- world, the archetypes mods make), host functions granted to mods running under the calling
--- system's declared access, and a manager the host dropped mid-frame.
+-- world), host functions granted to mods running under the calling system's declared access,
+-- and a manager the host dropped mid-frame (the archetypes mods make: mods_archetypes_spec.lua).
 local kiln = require "kiln"
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
 
@@ -634,76 +634,6 @@ kept = world:query{"Position"}
         assert.is_false(ok)
         assert.truthy(err:find("world_memory must be an integer of at least 1", 1, true), err)
     end)
-end)
-
-describe("the archetypes mods make", function()
-    after_each(M.cleanup)
-
-    -- Archetypes are never freed and the world holds at most 65,472. 8 components make 256
-    -- combinations; churn(from, to) spawns and despawns one entity of each combination in
-    -- turn and returns where a spawn was refused, with the message.
-    local CHURN = [==[
-local names = {}
-for i = 1, 8 do names[i] = "K" .. i; world:component(names[i], "float x;") end
-world:component("Flag")
-function churn(from, to)
-    for mask = from, to do
-        local init = {}
-        for b = 1, 8 do if math.floor(mask / 2 ^ (b - 1)) % 2 == 1 then init[names[b]] = {x = 1} end end
-        local ok, e = pcall(world.spawn, world, init)
-        if not ok then return mask, e end
-        world:despawn(e)
-    end
-end
-]==]
-
-    it("stop at the mods' limit: no spawn, add of a tag, removal, parenting or name past it", function()
-        local w, mods = M.host({archetypes = 40})
-        assert(mods:load(M.write(M.folder(), "churn.lua", CHURN .. [[
-local a, b = world:spawn{K1 = {x = 1}}, world:spawn{K2 = {x = 2}}
-print(churn(3, 255))
-for _, call in ipairs{{world.add, a, "Flag"}, {world.remove, a, "K1"}, {world.set_parent, a, b},
-                      {world.name, a, "named"}} do
-    local ok, err = pcall(call[1], world, call[2], call[3])
-    print(ok, err)
-end
-world:add(a, "K1", {x = 5}) -- it has K1: a new value reshapes nothing
-print(world:get(a, "K1").x, pcall(world.despawn, world, b))
-]])))
-        local log = mods:log("churn")
-        local refused = "mod 'churn' may not reshape entities: the world holds 40 archetypes and mods queued 0 " ..
-                        "spawns, adds and removes this frame, the mods' limit is 40 (archetypes)"
-        assert.truthy(log[1]:find("^%d+\tworld:spawn: " .. refused:gsub("%p", "%%%0") .. "$"), log[1])
-        assert.are.same({"false\tworld:add: " .. refused, "false\tworld:remove: " .. refused,
-                         "false\tworld:set_parent: " .. refused, "false\tworld:name: " .. refused, "5.0\ttrue"},
-                        {log[2], log[3], log[4], log[5], (log[6]:gsub("^5\t", "5.0\t"))})
-        assert.are.equal(40, w:stats().archetypes)
-        -- the host is not bound by it
-        w:component("HostOnly", "float x;")
-        w:spawn{HostOnly = {x = 1}, Position = {x = 1, y = 1}}
-        assert.are.equal(41, w:stats().archetypes)
-        assert.is_true(w:progress(1 / 60))
-    end)
-
-    it("count what a system queues in a frame, so the world never passes the limit", function()
-        local w, mods = M.host({archetypes = 40})
-        assert(mods:load(M.write(M.folder(), "queue.lua", CHURN .. [[
-local at = 1
-world:system{name = "churner", writes = names, run = function()
-    local stop, err = churn(at, 255)
-    at = (stop or 255) + 1
-    print(stop ~= nil, err and err:match("queued %d+"))
-end}
-]])))
-        local before = w:stats().archetypes
-        M.frames(w, 3)
-        assert.is_true(w:stats().archetypes <= 40, tostring(w:stats().archetypes))
-        local log = mods:log("queue")
-        assert.are.equal("true\tqueued " .. (40 - before), log[1]) -- each queued spawn may make one
-        assert.are.same({"true\tqueued 0", "true\tqueued 0"}, {log[2], log[3]})
-    end)
-
-    it("is an option of at least one", function() M.refuses_below_one("archetypes") end)
 end)
 
 describe("the components and event types mods register", function()
