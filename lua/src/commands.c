@@ -24,11 +24,14 @@ typedef struct klua_commands {
 } klua_commands;
 
 /* A placeholder is -(tag * 2^20 + k) for the k-th spawn (from 1) of a batch. A batch takes its
- * tag when it first spawns, from one counter for a host's state and every mod state its
- * managers made (the host's registry, KLUA_REG_TAGS), so no two batches of any buffers that
- * can hand each other numbers ever share a tag: an old placeholder, another buffer's, a mod's
- * or the host's can only be refused, never taken for a new spawn. Tags run to 2^33 - 1, then
- * spawning is refused; |placeholder| < 2^53: exact as a LuaJIT number. */
+ * tag when it first spawns, from one of two spaces: the host's state takes the odd tags, from
+ * its own counter (KLUA_REG_TAGS in its registry), and every mod state its managers made the
+ * even ones, from one counter they share (KLUA_REG_MOD_TAGS in the host's registry). So a
+ * mod's placeholder is never the host's, nor the host's a mod's, and no mod can spend the
+ * host's tags. A space goes round after its last tag (2^33 - 1 odd, 2^33 - 2 even) instead of
+ * running out: a tag comes back only after 2^32 - 1 batches of that space spawned, so an old
+ * placeholder, another buffer's or another space's can only be refused, never taken for a new
+ * spawn, short of being kept that long. |placeholder| < 2^53: exact as a LuaJIT number. */
 #define BATCH_SHIFT 20
 #define TAG_LIMIT ((lua_Integer)1 << 33)
 static lua_Integer placeholder(lua_Integer tag, lua_Integer k) { return -((tag << BATCH_SHIFT) + k); }
@@ -38,28 +41,31 @@ static lua_Integer batch_of(lua_Integer p) { return (-p) >> BATCH_SHIFT; }
 static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_COMMANDS, "commands"); }
 
 /* Registry key, in a mod state, of the host's main thread (light userdata), whose registry
- * holds the tags of both; mod code cannot reach its registry. */
+ * holds the mods' counter; mod code cannot reach its registry. */
 static const char host_key = 0;
 
-/* A new batch tag for a buffer of thread L. The counter is an integer the host's state got
- * when kiln was opened in it, so setting it allocates nothing; in a mod state it is reached
- * through the host's main thread (alive while the mod's state is: the manager closes it),
- * with two slots of its stack pushed and popped. */
+/* A new batch tag for a buffer of thread L. Each counter holds the last tag its space handed
+ * out (0: none yet), an integer set when kiln was opened in the host's state, so setting it
+ * allocates nothing; a mod state reaches the mods' counter through the host's main thread
+ * (alive while the mod's state is: the manager closes it), with two slots of its stack
+ * pushed and popped. */
 static lua_Integer next_tag(lua_State *L) {
     lua_State *H = L;
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &host_key) == LUA_TLIGHTUSERDATA) H = lua_touserdata(L, -1);
+    bool mod = lua_rawgetp(L, LUA_REGISTRYINDEX, &host_key) == LUA_TLIGHTUSERDATA;
+    if (mod) H = lua_touserdata(L, -1);
     lua_pop(L, 1);
-    if (H != L && !lua_checkstack(H, 2)) klua_fail(L, "commands:spawn", "the host's stack is full");
+    if (mod && !lua_checkstack(H, 2)) klua_fail(L, "commands:spawn", "the host's stack is full");
+    const char *key = mod ? KLUA_REG_MOD_TAGS : KLUA_REG_TAGS;
+    lua_Integer first = mod ? 2 : 1; /* the space's first tag, and its parity */
     int ok = 0;
-    lua_Integer last = lua_getfield(H, LUA_REGISTRYINDEX, KLUA_REG_TAGS) == LUA_TNUMBER ? lua_tointegerx(H, -1, &ok) : 0;
+    lua_Integer last = lua_getfield(H, LUA_REGISTRYINDEX, key) == LUA_TNUMBER ? lua_tointegerx(H, -1, &ok) : 0;
     lua_pop(H, 1);
-    if (!ok || last < 0) klua_fail(L, "commands:spawn", "its placeholder tags were changed through the debug library");
-    if (last >= TAG_LIMIT - 1)
-        klua_fail(L, "commands:spawn", "the placeholder tags of this Lua state and its mods are used up (2^33 - 1 "
-                  "batches spawned)");
-    lua_pushinteger(H, last + 1);
-    lua_setfield(H, LUA_REGISTRYINDEX, KLUA_REG_TAGS); /* the key is there: nothing allocated */
-    return last + 1;
+    if (!ok || last < 0 || last >= TAG_LIMIT || (last != 0 && (last & 1) != (first & 1)))
+        klua_fail(L, "commands:spawn", "its placeholder tags were changed through the debug library");
+    lua_Integer tag = last == 0 || last + 2 >= TAG_LIMIT ? first : last + 2;
+    lua_pushinteger(H, tag);
+    lua_setfield(H, LUA_REGISTRYINDEX, key); /* the key is there: nothing allocated */
+    return tag;
 }
 
 void klua_commands_link(lua_State *L, lua_State *host) {
@@ -646,9 +652,12 @@ static const luaL_Reg commands_meta[] = {
 
 void klua_open_commands(lua_State *L) {
     klua_createmeta(L, KLUA_COMMANDS, commands_methods, commands_meta);
-    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_TAGS) == LUA_TNIL) { /* see next_tag */
-        lua_pushinteger(L, 0);
-        lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_TAGS);
+    static const char *const counters[] = {KLUA_REG_TAGS, KLUA_REG_MOD_TAGS}; /* see next_tag */
+    for (int i = 0; i < 2; i++) {
+        if (lua_getfield(L, LUA_REGISTRYINDEX, counters[i]) == LUA_TNIL) {
+            lua_pushinteger(L, 0);
+            lua_setfield(L, LUA_REGISTRYINDEX, counters[i]);
+        }
+        lua_pop(L, 1);
     }
-    lua_pop(L, 1);
 }

@@ -65,7 +65,8 @@
 #define KLUA_UPV_META 1        /* a World method's upvalue: the World metatable */
 #define KLUA_REG_WORLDS "kiln.worlds" /* registry: weak map klua_world* -> its userdata */
 #define KLUA_REG_STEPS "kiln.steps"   /* registry: generated step source -> its compiled chunk */
-#define KLUA_REG_TAGS "kiln.tags"     /* registry: the last placeholder tag handed out (commands.c) */
+#define KLUA_REG_TAGS "kiln.tags"     /* registry: the last placeholder tag the state handed out (commands.c) */
+#define KLUA_REG_MOD_TAGS "kiln.mod_tags" /* host's registry: the last its mod states handed out */
 #define KLUA_REG_VALUES "kiln.values" /* registry: the metatable of weak boxes {values table} */
 /* registry: C methods a Lua function replaced in their class's method table -> their name */
 #define KLUA_REG_REPLACED "kiln.replaced"
@@ -711,9 +712,10 @@ KLUA_HIDDEN void klua_query_close_loops(lua_State *L, klua_world *kw, klua_syste
                                         bool stuck_only);
 KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
-/* Makes the command buffers of mod state L take their placeholder tags from the host's
- * (host: its main thread, alive while L is), so a mod's placeholders are no host's or other
- * mod's, ever (commands.c). */
+/* Makes the command buffers of mod state L take their placeholder tags from the mods' space
+ * kept in the host's registry (host: its main thread, alive while L is), so a mod's
+ * placeholders are never the host's, nor another mod's short of 2^32 - 1 mod batches
+ * (commands.c). */
 KLUA_HIDDEN void klua_commands_link(lua_State *L, lua_State *host);
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
 /* Frees the systems made through kw that are left: none of them is in a schedule then (a

@@ -102,10 +102,10 @@ describe("kiln.commands placeholders inside values", function()
         local w = tworld()
         local cmd = kiln.commands()
         local probe = cmd:spawn()
-        cmd:clear() -- a new batch: its placeholders are one batch below probe's
-        local c = cmd:spawn{LocalTransform = {}, Parent = {entity = probe - 0x100000 - 1}}
+        cmd:clear() -- a new batch: the state's next tag (odd tags: probe's + 2)
+        local c = cmd:spawn{LocalTransform = {}, Parent = {entity = probe - 0x200000 - 1}}
         local p = cmd:spawn{LocalTransform = {}}
-        assert.are.equal(probe - 0x100000 - 1, p)
+        assert.are.equal(probe - 0x200000 - 1, p)
         local ok, msg, applied = cmd:apply(w)
         assert.is_nil(ok)
         assert.are.equal(0, applied)

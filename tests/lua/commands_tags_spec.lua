@@ -1,13 +1,14 @@
 -- commands_tags_spec.lua: the tags that name a batch's placeholders. A batch takes a tag when
--- it first spawns, from one counter per Lua state (shared with the state's mods), so tags
--- never repeat: a placeholder of any other batch can only be refused. Past the last tag,
--- spawning is refused instead of wrapping.
+-- it first spawns, from its Lua state's counter (the odd tags; its mods share the even ones),
+-- so a tag comes back only after 2^32 - 1 batches: a placeholder of any other batch can only
+-- be refused. Past the last tag the counter goes round instead of refusing to spawn
+-- (mods_tags_spec.lua runs it there).
 local kiln = require "kiln"
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
 local SHIFT = 2 ^ 20
-local LIMIT = 2 ^ 33 -- tags run to LIMIT - 1
-local KEY = "kiln.tags" -- the registry's counter (lua/src/klua.h)
+local LIMIT = 2 ^ 33 -- the state's tags run to LIMIT - 1, odd
+local KEY = "kiln.tags" -- the registry's counter: the last tag handed out (lua/src/klua.h)
 
 local function tag_of(p) return math.floor(-p / SHIFT) end
 local function index_of(p) return -p % SHIFT end
@@ -24,7 +25,7 @@ local function with_counter(value, f)
 end
 
 describe("placeholder tags", function()
-    it("are taken by a batch's first spawn only, one counter for every buffer", function()
+    it("are taken by a batch's first spawn only, one counter for every buffer of the state", function()
         local w = H.world()
         local a, b = kiln.commands(), kiln.commands()
         local e = w:spawn{Position = {}}
@@ -42,13 +43,14 @@ describe("placeholder tags", function()
         assert.are.equal(t, tag_of(p2), "the same batch, the same tag")
         assert.are.equal(2, index_of(p2))
         local q = b:spawn()
-        assert.are.equal(t + 1, tag_of(q))
+        assert.are.equal(1, t % 2, "the host state's tags are odd")
+        assert.are.equal(t + 2, tag_of(q))
         assert.are.equal(2, a:apply(w))
         local p3 = a:spawn() -- a's next batch
-        assert.are.equal(t + 2, tag_of(p3))
+        assert.are.equal(t + 4, tag_of(p3))
         -- kiln.commands() itself takes none
         for _ = 1, 10 do kiln.commands() end
-        assert.are.equal(t + 3, tag_of(kiln.commands():spawn()))
+        assert.are.equal(t + 6, tag_of(kiln.commands():spawn()))
     end)
 
     it("never repeat over many batches of many buffers", function()
@@ -66,30 +68,32 @@ describe("placeholder tags", function()
         end
     end)
 
-    it("refuse spawning past the last tag, recording nothing, and never wrap", function()
+    it("go round past the last tag to the first, old placeholders refused", function()
         local w = H.world()
         local cmd = kiln.commands()
-        with_counter(LIMIT - 2, function()
+        with_counter(LIMIT - 3, function()
             local p = cmd:spawn{Position = {x = 1}}
             assert.are.equal(LIMIT - 1, tag_of(p))
             assert.are.equal(math.floor(p), p)
             assert.are.equal(-(2 ^ 53) + SHIFT - 1, p) -- exact: below 2^53
             assert.are.equal(1, cmd:apply(w))
             assert.is_true(w:is_alive(cmd:resolved(p)))
-            H.raises(function() cmd:spawn() end, "commands:spawn", "placeholder tags", "used up")
-            assert.are.equal(0, cmd:count())
+            local q = cmd:spawn{Position = {x = 2}}
+            assert.are.equal(1, tag_of(q))
+            assert.are.equal(-(SHIFT + 1), q)
+            H.raises(function() cmd:resolved(p) end, "commands:resolved", "is not a placeholder of this batch")
             local other = kiln.commands()
-            H.raises(function() other:spawn{Position = {}} end, "commands:spawn", "used up")
-            assert.are.equal(0, other:count())
-            -- the applied batch's placeholder still resolves; records without spawns still work
-            assert.is_true(w:is_alive(cmd:resolved(p)))
-            other:add(cmd:resolved(p), "Velocity", {x = 2})
+            assert.are.equal(3, tag_of(other:spawn{Position = {}}))
+            H.raises(function() other:despawn(q) end, "is not from this buffer's current batch")
+            assert.are.equal(1, cmd:apply(w))
             assert.are.equal(1, other:apply(w))
+            assert.is_true(w:is_alive(cmd:resolved(q)))
         end)
     end)
 
     it("refuse a counter changed through the debug library", function()
-        for _, bad in ipairs({"seven", -1, 1.5, {}}) do
+        -- not an integer, out of range, or a tag of the mods' space (even)
+        for _, bad in ipairs({"seven", -1, 1.5, {}, LIMIT, LIMIT - 2, 4}) do
             local cmd = kiln.commands()
             with_counter(bad, function()
                 H.raises(function() cmd:spawn() end, "commands:spawn", "changed through the debug library")

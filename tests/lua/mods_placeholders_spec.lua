@@ -108,7 +108,7 @@ cmd:spawn{Target = {also = {q, q - 99}}} -- never handed out
 probe("unknown", cmd.apply, cmd, world)
 cmd:clear()
 local cur = cmd:spawn{Position = {}}
-cmd:spawn{Target = {who = cur - 0x100000}} -- the same spawn of the batch before
+cmd:spawn{Target = {who = cur + 0x200000}} -- the same spawn of the batch before (q's)
 probe("batch", cmd.apply, cmd, world)
 cmd:clear()
 local r = cmd:spawn{}
@@ -165,7 +165,7 @@ probe("value", cmd.apply, cmd, world)
         assert.is_true(w:is_alive(hcmd:resolved(hp)))
     end)
 
-    it("take their tags from the host's one counter: no mod's placeholder is the host's or another mod's", function()
+    it("take their tags from the mods' space: no mod's placeholder is the host's or another mod's", function()
         local tag_of = function(p) return math.floor(-p / 2 ^ 20) end
         local before = tag_of(kiln.commands():spawn())
         local src = [[
@@ -177,16 +177,25 @@ cmd:clear()
         M.cleanup()
         local second = tag_of(tonumber(attack(src).tag.message)) -- another mod state
         local after = tag_of(kiln.commands():spawn())
-        assert.is_true(before < first and first < second and second < after,
-            ("host %d, mod %d, mod %d, host %d"):format(before, first, second, after))
-        -- the counter is the host's: used up there, a mod's spawn is refused too
+        assert.is_true(first < second, ("mod %d, then mod %d"):format(first, second))
+        assert.are.same({1, 0, 0, 1}, {before % 2, first % 2, second % 2, after % 2}, "host odd, mods even")
+        assert.are.equal(before + 2, after, "the mods took none of the host's")
+        -- the mods' counter is the host's registry's, apart from the host's own: at the host's
+        -- last tag a mod's first spawn takes the mods' next; at the mods' last, their first
         local reg = debug.getregistry()
-        local saved = reg["kiln.tags"]
-        reg["kiln.tags"] = 2 ^ 33 - 1
+        local saved, saved_mods = reg["kiln.tags"], reg["kiln.mod_tags"]
+        reg["kiln.tags"], reg["kiln.mod_tags"] = 2 ^ 33 - 1, 40
         local ok, out = pcall(attack, src)
-        reg["kiln.tags"] = saved
+        local ok2, out2
+        if ok then
+            reg["kiln.mod_tags"] = 2 ^ 33 - 2
+            ok2, out2 = pcall(attack, src)
+        end
+        reg["kiln.tags"], reg["kiln.mod_tags"] = saved, saved_mods
         assert(ok, out)
-        refused(out, "tag", "commands:spawn", "placeholder tags", "used up")
+        assert(ok2, out2)
+        assert.are.equal(42, tag_of(tonumber(out.tag.message)))
+        assert.are.equal(2, tag_of(tonumber(out2.tag.message)))
     end)
 
     it("refuse placeholders gone stale after an apply", function()
