@@ -146,8 +146,9 @@ static const struct {
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
 
-static const char KNOWN_KEY = 0; /* registry: the functions known, kept alive (LuaJIT: their
-                                  * identity is their address) */
+static const char KNOWN_KEY = 0; /* registry: the set of functions known (function -> true),
+                                  * kept alive (LuaJIT: their identity is their address); a
+                                  * set, as every console learns them again */
 
 /* The kind of the function whose identity is id, or -1. */
 static int kind_of(const klua_budget *b, const void *id) {
@@ -185,7 +186,8 @@ static void learn(lua_State *L, klua_budget *b) {
             lua_rawsetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY);
         }
         lua_pushvalue(L, -2);
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, -3);
         b->known[k][i] = id;
     }
     lua_settop(L, loaded - 1);

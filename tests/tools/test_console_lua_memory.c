@@ -2,7 +2,8 @@
  * every allocation in turn. kiln_console_poll is called from the game's C code, outside any
  * protected call, so nothing in it may raise: a client signing in and sending a statement
  * gets its answer, an error frame or a closed connection with the reason, and the console
- * serves the next client once memory is back. */
+ * serves the next client once memory is back. Consoles opened and closed without end leave
+ * the state's memory as it was. */
 #include <stdio.h>
 
 #include "console_client.h"
@@ -77,11 +78,71 @@ START_TEST(a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_ser
 }
 END_TEST
 
+/* Entries of the tables the registry holds (one level down), after a full collection: what
+ * the consoles leave behind in the game's state. */
+static int64_t registry_entries(lua_State *L) {
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    int64_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, LUA_REGISTRYINDEX)) {
+        if (lua_istable(L, -1)) {
+            lua_pushnil(L);
+            while (lua_next(L, -2)) {
+                n++;
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
+/* Opens a console on h's state, signs a client in that runs one statement, closes both. */
+static void console_cycle(host *h) {
+    char err[256];
+    kiln_console *c = kiln_console_open(h->L, &(kiln_console_desc){.token = token}, err, sizeof err);
+    ck_assert_msg(c != NULL, "%s", err);
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    char lines[128];
+    snprintf(lines, sizeof lines, "token %s\nx = (x or 0) + 1 return x\n", token);
+    send_text(fd, lines);
+    static frames f;
+    memset(&f, 0, sizeof f);
+    char got[256] = "";
+    int answers = 0;
+    for (int spin = 0; spin < 2000 && answers < 2 && !f.closed; spin++) {
+        kiln_console_poll(c);
+        frames_recv(&f, fd);
+        while (frames_take(&f, got, sizeof got, "|")) answers++;
+        if (answers < 2 && spin > 20) pause_ms(1);
+    }
+    close(fd);
+    ck_assert_msg(answers == 2 && strncmp(got, "ok:|ok:", 7) == 0, "the client got %s", got);
+    kiln_console_close(c);
+}
+
+/* Each console learns the game's C functions its budget charges (console_budget.c): learnt
+ * again by the next console, they must not pile up in the state. */
+START_TEST(consoles_opened_and_closed_again_and_again_leave_the_game_state_as_it_was) {
+    host h;
+    start(&h, "");
+    for (int i = 0; i < 20; i++) console_cycle(&h);
+    int64_t entries = registry_entries(h.L), bytes = h.lua_mem.live;
+    for (int i = 0; i < 500; i++) console_cycle(&h);
+    int64_t more_entries = registry_entries(h.L) - entries, more_bytes = h.lua_mem.live - bytes;
+    ck_assert_msg(more_entries <= 0, "500 consoles left %lld more registry table entries", (long long)more_entries);
+    ck_assert_msg(more_bytes < 16 * 1024, "500 consoles left %lld more bytes of Lua heap", (long long)more_bytes);
+    stop(&h);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("console_lua_memory");
     TCase *tc = tcase_create("memory");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_serves_on);
+    tcase_add_test(tc, consoles_opened_and_closed_again_and_again_leave_the_game_state_as_it_was);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
