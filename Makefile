@@ -475,7 +475,7 @@ test-examples-jit: asteroids-jit
 # built with GC64 and takes the host's allocator.
 JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
 	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
-	    test_console test_console_hold test_console_persist test_console_backpressure \
+	    test_console test_console_hold test_console_persist test_console_backpressure test_jit_views_loops \
 	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes)
 test-jit-tools:
 	$(JIT_BUILD) build-jit/libkiln.a build-jit/libkiln_lua.a

@@ -166,7 +166,9 @@ static int views_begin(lua_State *L) {
     klua_query_begin(L, kq, 1, luaL_optstring(L, 5, "query:each_ffi"));
     kq->ffi_loop = true;
     kq->ffi_end_rows = end_rows;
-    if (++kq->ffi_gen == 0) kq->ffi_gen = 1; /* 0: no loop (views.alive) */
+    /* 0: no loop (views.alive); 2^53 loops take decades, so a kept debug view's number never
+     * comes round to name a later loop */
+    if (++kq->ffi_gen >= (uint64_t)1 << 53) kq->ffi_gen = 1;
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, KLUA_QUERY_UV_FFI);
     lua_Debug ar;
@@ -186,7 +188,7 @@ static int views_begin(lua_State *L) {
         lua_pushboolean(L, kq->writable[t]);
         lua_rawseti(L, 3, t + 1);
     }
-    lua_pushinteger(L, kq->ffi_gen);
+    lua_pushinteger(L, (lua_Integer)kq->ffi_gen);
     if (kw->current) lua_pushstring(L, kw->current->name);
     else lua_pushnil(L);
     /* q:each: its first chunk now, so a loop calls C only here and at each chunk's end */
@@ -306,7 +308,7 @@ static int views_alive(lua_State *L) {
         return 1;
     }
     if (kq->active && kq->ffi_loop) klua_jit_settle_query(L, kq, 1);
-    lua_pushboolean(L, kq->active && kq->ffi_loop && kq->ffi_gen == (uint32_t)loop && !kq->kw->closed);
+    lua_pushboolean(L, kq->active && kq->ffi_loop && loop > 0 && kq->ffi_gen == (uint64_t)loop && !kq->kw->closed);
     return 1;
 }
 

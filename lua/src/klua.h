@@ -317,7 +317,8 @@ typedef struct klua_query {
     /* LuaJIT: set with ffi_loop by jit_views.c, which builds on this layer: empties the FFI
      * loop's row state when the loop ends, however it ends (klua_query_finish calls it) */
     void (*ffi_end_rows)(lua_State *L, int q_idx);
-    uint32_t ffi_gen;   /* LuaJIT: counts FFI loops begun, so a debug view knows its own */
+    uint64_t ffi_gen;   /* LuaJIT: counts FFI loops begun, so a debug view knows its own; from
+                         * 1, round after 2^53 - 1 (exact as a Lua number): never in practice */
     struct klua_query_link *link; /* its entry in kw->queries */
 } klua_query;
 
