@@ -45,8 +45,8 @@ static klua_commands *check_cmds(lua_State *L) { return klua_check_self(L, KLUA_
 static const char host_key = 0;
 
 /* A new batch tag for a buffer of thread L. Each counter holds the last tag its space handed
- * out (0: none yet), an integer set when kiln was opened in the host's state, so setting it
- * allocates nothing; a mod state reaches the mods' counter through the host's main thread
+ * out (0: none yet), an integer the host's state got when kiln was opened in it (the mods'
+ * one: when its first manager was made), so setting it allocates nothing; a mod state reaches the mods' counter through the host's main thread
  * (alive while the mod's state is: the manager closes it), with two slots of its stack
  * pushed and popped. */
 static lua_Integer next_tag(lua_State *L) {
@@ -650,14 +650,19 @@ static const luaL_Reg commands_meta[] = {
     {NULL, NULL},
 };
 
+/* Makes the registry's counter key (0: no tag handed out yet) when it is not there, so that
+ * next_tag only ever changes its value. */
+static void make_counter(lua_State *L, const char *key) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, key) == LUA_TNIL) {
+        lua_pushinteger(L, 0);
+        lua_setfield(L, LUA_REGISTRYINDEX, key);
+    }
+    lua_pop(L, 1);
+}
+
 void klua_open_commands(lua_State *L) {
     klua_createmeta(L, KLUA_COMMANDS, commands_methods, commands_meta);
-    static const char *const counters[] = {KLUA_REG_TAGS, KLUA_REG_MOD_TAGS}; /* see next_tag */
-    for (int i = 0; i < 2; i++) {
-        if (lua_getfield(L, LUA_REGISTRYINDEX, counters[i]) == LUA_TNIL) {
-            lua_pushinteger(L, 0);
-            lua_setfield(L, LUA_REGISTRYINDEX, counters[i]);
-        }
-        lua_pop(L, 1);
-    }
+    make_counter(L, KLUA_REG_TAGS);
 }
+
+void klua_commands_prepare_mods(lua_State *L) { make_counter(L, KLUA_REG_MOD_TAGS); }

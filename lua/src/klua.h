@@ -718,6 +718,9 @@ KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
  * placeholders are never the host's, nor another mod's short of 2^32 - 1 mod batches
  * (commands.c). */
 KLUA_HIDDEN void klua_commands_link(lua_State *L, lua_State *host);
+/* Makes the mods' placeholder tag counter in host state L's registry, when not there: called
+ * as a manager is made, so that no mod's spawn allocates in the host. */
+KLUA_HIDDEN void klua_commands_prepare_mods(lua_State *L);
 KLUA_HIDDEN void klua_open_systems(lua_State *L);
 /* Frees the systems made through kw that are left: none of them is in a schedule then (a
  * World's own were freed by their fini when its schedule went; a mod's view is released

@@ -599,6 +599,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     klua_world *kw = klua_check_world(L, world_idx);
     if (kw->host) luaL_error(L, "kiln.mods: a mod cannot manage mods");
     if (kw->on_release) luaL_error(L, "kiln.mods: the world has a mod manager already");
+    klua_commands_prepare_mods(L);
     world_idx = lua_absindex(L, world_idx);
     klua_mods *mods = klua_newobject(L, sizeof *mods, MODS_UV_COUNT, KLUA_MODS);
     memset(mods, 0, sizeof *mods);
@@ -625,8 +626,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->closed = false;
     kw->on_release = klua_mods_close_all;
     kw->on_release_ud = mods;
-    /* the world keeps its manager: collecting the manager mid-frame would close mod states
-     * whose systems the running schedule still holds */
+    /* the world keeps its manager: collected mid-frame, it would close mod states the schedule holds */
     lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, "mods");
