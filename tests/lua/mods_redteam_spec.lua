@@ -517,6 +517,20 @@ describe("a red-team mod", function()
                          mods:log("namer")[1])
     end)
 
+    it("pays for the free list a hash walks, not only the live entities", function()
+        -- the hash walks the free list: 8 ms a call over a million freed slots, and a world of
+        -- few live entities charged almost nothing for it
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 3000000, milliseconds = 5000}
+        local es = {}
+        for i = 1, 301000 do es[i] = w:spawn{} end
+        for i = 1001, 301000 do w:despawn(es[i]) end
+        assert(mods:load(M.write(dir, "hasher.lua", "print(pcall(world.hash, world))")))
+        assert.matches("^false\t.*world:hash could take 4%.86e%+06 steps, past what is left of the budget of " ..
+                       "the top level of mod 'hasher'", mods:log("hasher")[1])
+        assert.are.equal(1001, w:count())
+    end)
+
     it("cannot have the host run a frame inside its top level or its systems", function()
         -- a granted function calling w:progress ran other mods' systems inside a loading top
         -- level, whose failure then took their changes back and refused their despawns
