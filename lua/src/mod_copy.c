@@ -9,7 +9,35 @@
 #define COPY_DEPTH 32           /* tables nested deeper are refused (cycles end here too) */
 #define COPY_ITEMS 1000000      /* values one copy may make */
 
-static const char proxied_key = 'p'; /* registry of a state: functions proxies call, by ref */
+/* What a state keeps of the functions it hands out as proxies. In the giving state's registry,
+ * table proxied_key: [light(link)] = the link (a full userdata whose user value is the
+ * function) and [function] = light(link): one link per function, however often it is handed
+ * out. Each proxy, in the receiving state, holds a handle (a full userdata with a __gc) that
+ * counts once among its link's holders while it lives. A handle's __gc touches no Lua state
+ * but its own (it may run while the giver runs, or from inside the giver's own call): it only
+ * drops the count and, at zero, puts the link on the giver's book; the giver lets the function
+ * go (settle) when kiln is next in that state between its code: keeping another function,
+ * calling into it, or the manager between frames. Every link without holders is on the book. */
+static const char proxied_key = 'p';
+static const char book_key = 'b';   /* registry of a giving state: its proxy_book */
+static const char handle_key = 'h'; /* registry of a receiving state: the handles' metatable */
+
+typedef struct proxy_link {
+    struct proxy_book *book;
+    struct proxy_link *next; /* on the book */
+    int64_t holders;         /* live handles, in every state */
+    bool queued;             /* on the book */
+} proxy_link;
+
+typedef struct proxy_book {
+    proxy_link *settle; /* links to look at: those that had no holders when put here */
+} proxy_book;
+
+typedef struct proxy_handle {
+    klua_mods *mods;
+    uint64_t generation; /* of the giving mod (0: the host) */
+    proxy_link *link;    /* in the giving state; NULL once let go (or never set) */
+} proxy_handle;
 
 typedef struct copy_ctx {
     lua_State *from, *to;
@@ -29,42 +57,164 @@ typedef struct call_ctx {
     lua_State *caller;
     klua_mods *mods;
     klua_mod *callee;
-    int ref, nargs;
+    proxy_link *link;
+    int nargs;
     int64_t copied;   /* what copying the arguments cost, in steps (so far, when it failed) */
 } call_ctx;
 
 static void copy_value(copy_ctx *c, int idx, int depth);
 
-/* Keeps the function at the top of F in F's registry; returns its ref (protected in F). */
-static int keep_function(lua_State *F) {
+static void put_on_book(proxy_link *link) {
+    if (link->queued) return;
+    link->queued = true;
+    link->next = link->book->settle;
+    link->book->settle = link;
+}
+
+/* Pushes F's table of kept functions, made if missing, and returns its book. */
+static proxy_book *push_kept(lua_State *F) {
+    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key) != LUA_TUSERDATA) {
+        lua_pop(F, 1);
+        proxy_book *book = lua_newuserdatauv(F, sizeof *book, 0);
+        book->settle = NULL;
+        lua_rawsetp(F, LUA_REGISTRYINDEX, &book_key);
+        lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key);
+    }
+    proxy_book *book = lua_touserdata(F, -1);
+    lua_pop(F, 1);
     if (lua_rawgetp(F, LUA_REGISTRYINDEX, &proxied_key) != LUA_TTABLE) {
         lua_pop(F, 1);
         lua_newtable(F);
         lua_pushvalue(F, -1);
         lua_rawsetp(F, LUA_REGISTRYINDEX, &proxied_key);
     }
-    /* the table maps refs to functions and functions to refs: one ref per function, however
-     * often it is handed out */
+    return book;
+}
+
+/* Lets go of the functions of F's links left without holders (the table of kept functions at
+ * t). Only keys that are there are cleared: nothing allocates, nothing raises. */
+static void settle_links(lua_State *F, proxy_book *book, int t) {
+    while (book->settle) {
+        proxy_link *link = book->settle;
+        book->settle = link->next;
+        link->next = NULL;
+        link->queued = false;
+        if (link->holders > 0) continue;
+        if (lua_rawgetp(F, t, link) == LUA_TUSERDATA) {
+            lua_getiuservalue(F, -1, 1); /* the function */
+            lua_pushvalue(F, -1);
+            bool mine = lua_rawget(F, t) == LUA_TLIGHTUSERDATA && lua_touserdata(F, -1) == link;
+            lua_pop(F, 1);
+            if (mine) {
+                lua_pushnil(F);
+                lua_rawset(F, t); /* [function] = nil */
+            } else {
+                lua_pop(F, 1);
+            }
+            lua_pushnil(F);
+            lua_rawsetp(F, t, link); /* the link goes with the collector's next cycle */
+        }
+        lua_pop(F, 1);
+    }
+}
+
+/* Settles F's book, when F has one. Protected: F is between its code, no error unwinds it. */
+static int settle_thunk(lua_State *F) {
+    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key) != LUA_TUSERDATA ||
+        lua_rawgetp(F, LUA_REGISTRYINDEX, &proxied_key) != LUA_TTABLE)
+        return 0;
+    settle_links(F, lua_touserdata(F, -2), lua_gettop(F));
+    return 0;
+}
+
+void klua_mod_settle_proxies(lua_State *F) {
+    if (!lua_checkstack(F, 8)) return;
+    int top = lua_gettop(F);
+    if (klua_pcall_c(F, settle_thunk, 0, 0, 0) != LUA_OK) lua_settop(F, top);
+}
+
+void klua_mods_settle_proxies(klua_mods *mods) {
+    klua_mod_settle_proxies(klua_mods_host_thread(mods));
+    for (int i = 0; i < mods->count && !mods->closed; i++)
+        if (mods->list[i]->L && mods->list[i]->mem.depth == 0) klua_mod_settle_proxies(mods->list[i]->L);
+}
+
+/* Keeps the function at 1 of F (its table's book settled first) and pushes its link as a
+ * light userdata; protected in F. A new link is on the book from the start, until its first
+ * holder counts: whatever fails after it is kept, the next settle lets it go. */
+static int keep_function(lua_State *F) {
+    luaL_checkstack(F, 8, "keeping a function");
+    proxy_book *book = push_kept(F);
+    settle_links(F, book, 2);
     lua_pushvalue(F, 1);
-    if (lua_rawget(F, 2) == LUA_TNUMBER) return 1;
+    if (lua_rawget(F, 2) == LUA_TLIGHTUSERDATA) return 1;
     lua_pop(F, 1);
+    proxy_link *link = lua_newuserdatauv(F, sizeof *link, 1);
+    *link = (proxy_link){book, NULL, 0, false};
     lua_pushvalue(F, 1);
-    int ref = luaL_ref(F, 2);
+    lua_setiuservalue(F, -2, 1);
+    lua_rawsetp(F, 2, link);
+    put_on_book(link);
     lua_pushvalue(F, 1);
-    lua_pushinteger(F, ref);
+    lua_pushlightuserdata(F, link);
     lua_rawset(F, 2);
-    lua_pushinteger(F, ref);
+    lua_pushlightuserdata(F, link);
     return 1;
+}
+
+/* Whether the state that gave a proxy still stands: the host's outlives every mod's state (the
+ * manager closes them all before the host's objects go); a mod's is found by its generation
+ * while the manager is open (closing, the list may hold mods already freed). */
+static bool giver_stands(klua_mods *mods, uint64_t generation) {
+    if (generation == 0) return true;
+    if (mods->closed) return false;
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i]->generation == generation) return mods->list[i]->L != NULL;
+    return mods->loading && mods->loading->generation == generation && mods->loading->L != NULL;
+}
+
+/* A handle's __gc, in the receiving state: its link loses a holder, once. Reachable by the
+ * collector only (no mod gets the handle or its metatable): a second run finds it let go. */
+static int handle_gc(lua_State *L) {
+    proxy_handle *h = lua_touserdata(L, 1);
+    if (!h || lua_rawlen(L, 1) != sizeof *h || !h->link) return 0;
+    proxy_link *link = h->link;
+    h->link = NULL;
+    if (!giver_stands(h->mods, h->generation)) return 0; /* its links went with its state */
+    if (link->holders > 0) link->holders--;
+    if (link->holders == 0) put_on_book(link);
+    return 0;
+}
+
+/* Pushes onto T a handle holding nothing yet (raises in T when out of memory). */
+static proxy_handle *push_handle(lua_State *T, klua_mods *mods, uint64_t generation) {
+    proxy_handle *h = lua_newuserdatauv(T, sizeof *h, 0);
+    *h = (proxy_handle){mods, generation, NULL};
+    if (lua_rawgetp(T, LUA_REGISTRYINDEX, &handle_key) != LUA_TTABLE) {
+        lua_pop(T, 1);
+        lua_createtable(T, 0, 2);
+        lua_pushcfunction(T, handle_gc);
+        lua_setfield(T, -2, "__gc");
+        lua_pushboolean(T, 0);
+        lua_setfield(T, -2, "__metatable");
+        lua_pushvalue(T, -1);
+        lua_rawsetp(T, LUA_REGISTRYINDEX, &handle_key);
+    }
+    lua_setmetatable(T, -2);
+    return h;
 }
 
 /* Runs in the callee's state, protected: the function, the arguments copied in, the call. */
 static int call_thunk(lua_State *T) {
     call_ctx *cc = lua_touserdata(T, 1);
     lua_settop(T, 0);
-    lua_rawgetp(T, LUA_REGISTRYINDEX, &proxied_key);
-    lua_rawgeti(T, -1, cc->ref);
-    lua_remove(T, -2);
-    if (!lua_isfunction(T, -1)) return luaL_error(T, "the exported function is gone");
+    luaL_checkstack(T, 8, "calling a proxy");
+    settle_links(T, push_kept(T), 1); /* the call's own link has a holder: the proxy */
+    if (lua_rawgetp(T, 1, cc->link) != LUA_TUSERDATA) return luaL_error(T, "the exported function is gone");
+    lua_getiuservalue(T, 2, 1);
+    lua_replace(T, 1);
+    lua_settop(T, 1);
+    if (!lua_isfunction(T, 1)) return luaL_error(T, "the exported function is gone");
     copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, 0, false, &cc->copied};
     luaL_checkstack(T, cc->nargs + 4, "too many arguments");
     for (int i = 1; i <= cc->nargs; i++) copy_value(&c, i, 0);
@@ -106,14 +256,16 @@ static void spend(lua_State *L, klua_world *ckw, int64_t steps) {
     if (hook && (lua_gethookmask(L) & LUA_MASKCOUNT)) lua_sethook(L, hook, LUA_MASKCOUNT, 1);
 }
 
-/* The proxy: upvalues the manager, the callee's generation (0: the host), the ref, and the
- * callee's name for messages. Arguments and results are copied; an error comes back as an
- * error of the caller's, naming the callee. */
+/* The proxy: upvalues its handle (the manager, the callee's generation, 0 for the host, and the
+ * link of the function in the callee's state) and the callee's name for messages. Arguments
+ * and results are copied; an error comes back as an error of the caller's, naming the callee. */
 static int proxy(lua_State *L) {
-    klua_mods *mods = lua_touserdata(L, lua_upvalueindex(1));
-    lua_Integer gen = lua_tointeger(L, lua_upvalueindex(2));
-    int ref = (int)lua_tointeger(L, lua_upvalueindex(3));
-    const char *callee_name = lua_tostring(L, lua_upvalueindex(4));
+    const proxy_handle *h = lua_touserdata(L, lua_upvalueindex(1));
+    const char *callee_name = lua_tostring(L, lua_upvalueindex(2));
+    klua_mods *mods = h ? h->mods : NULL;
+    uint64_t gen = h ? h->generation : 0;
+    /* a handle let go belongs to a proxy being collected (called by a finalizer of its state) */
+    if (!h || !h->link) return luaL_error(L, "%s: the proxy was released", callee_name);
     if (!mods || mods->closed) return luaL_error(L, "%s: the mod manager is closed", callee_name);
     klua_mod *callee = NULL;
     lua_State *T;
@@ -121,7 +273,7 @@ static int proxy(lua_State *L) {
         T = klua_mods_host_thread(mods);
     } else {
         for (int i = 0; i < mods->count && !callee; i++)
-            if (mods->list[i]->generation == (uint64_t)gen) callee = mods->list[i];
+            if (mods->list[i]->generation == gen) callee = mods->list[i];
         if (!callee || !callee->L) return luaL_error(L, "%s is no longer loaded", callee_name);
         if (callee->mem.depth > 0) return luaL_error(L, "cannot call into %s while its own code runs", callee_name);
         T = callee->L;
@@ -129,7 +281,7 @@ static int proxy(lua_State *L) {
     if (T == L) return luaL_error(L, "%s: a proxy cannot call into its own state", callee_name);
     int base = lua_gettop(T);
     if (!lua_checkstack(T, 8)) return luaL_error(L, "%s: out of stack", callee_name);
-    call_ctx cc = {L, mods, callee, ref, lua_gettop(L), 0};
+    call_ctx cc = {L, mods, callee, h->link, lua_gettop(L), 0};
     klua_system *borrowed = NULL;
     klua_armed saved;
     /* the callee's code (a mod's, or a host function granted to mods) is checked against the
@@ -203,23 +355,24 @@ static int proxy(lua_State *L) {
     return lua_gettop(L) - top;
 }
 
-/* Pushes into c->to a proxy of the function at idx of c->from. */
+/* Pushes into c->to a proxy of the function at idx of c->from. The handle is made first, so
+ * that the function is kept only once the proxy can hold it (what fails after that is a
+ * handle its collector lets go). */
 static void push_proxy(copy_ctx *c, int idx) {
-    lua_State *F = c->from;
-    if (!lua_checkstack(F, 4)) luaL_error(c->to, "%s: out of stack", c->what);
+    lua_State *F = c->from, *T = c->to;
+    if (!lua_checkstack(F, 4)) luaL_error(T, "%s: out of stack", c->what);
+    proxy_handle *h = push_handle(T, c->mods, c->callee ? c->callee->generation : 0);
     lua_pushvalue(F, idx);
     if (klua_pcall_c(F, keep_function, 1, 1, 0) != LUA_OK) {
         lua_pop(F, 1);
-        luaL_error(c->to, "%s: out of memory keeping a function", c->what);
+        luaL_error(T, "%s: out of memory keeping a function", c->what);
     }
-    int ref = (int)lua_tointeger(F, -1);
+    h->link = lua_touserdata(F, -1);
+    h->link->holders++;
     lua_pop(F, 1);
-    lua_pushlightuserdata(c->to, c->mods);
-    lua_pushinteger(c->to, c->callee ? (lua_Integer)c->callee->generation : 0);
-    lua_pushinteger(c->to, ref);
-    if (c->callee) lua_pushfstring(c->to, "mod '%s'", c->callee->name);
-    else lua_pushliteral(c->to, "the host");
-    lua_pushcclosure(c->to, proxy, 4);
+    if (c->callee) lua_pushfstring(T, "mod '%s'", c->callee->name);
+    else lua_pushliteral(T, "the host");
+    lua_pushcclosure(T, proxy, 2);
 }
 
 /* ---- copying ----------------------------------------------------------------------------- */

@@ -657,6 +657,7 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     release_foreign(mod, NULL);
     list_remove(mods, mod);
     free_mod(mods, mod);
+    klua_mods_settle_proxies(mods); /* what its proxies held in the others' states */
 }
 
 void klua_mods_take_back(klua_mods *mods, klua_mod *mod) {
@@ -671,6 +672,7 @@ void klua_mods_sweep(klua_mods *mods) {
         klua_mod *mod = mods->list[i];
         if (mod->status == KLUA_MOD_DISABLED && mod->L) close_state(mod);
     }
+    klua_mods_settle_proxies(mods);
 }
 
 /* The log of a reloaded mod: the old version's lines, then what the new top level printed. */
@@ -782,3 +784,7 @@ void klua_mods_close_all(void *ud) {
     if (mods->kw->on_release_ud == mods) mods->kw->on_release = NULL;
 }
 
+void klua_mods_close(klua_mods *mods, lua_State *L) {
+    klua_mods_close_all(mods);
+    klua_mod_settle_proxies(L);
+}

@@ -219,6 +219,11 @@ KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
  * pcall of to; raises there with a message naming what cannot be copied. */
 KLUA_HIDDEN void klua_mod_copy(lua_State *from, int idx, lua_State *to, klua_mods *mods,
                                klua_mod *callee, const char *what);
+/* Lets go of the functions state F (the host's or a mod's, between its code) keeps for proxies
+ * in other states that were collected since (a proxy's collection only marks them). */
+KLUA_HIDDEN void klua_mod_settle_proxies(lua_State *F);
+/* The same for the host's state and every mod's not running (the manager, between frames). */
+KLUA_HIDDEN void klua_mods_settle_proxies(klua_mods *mods);
 /* Pushes onto L a copy of the exports of dependency dep, for mod (protected by caller). */
 KLUA_HIDDEN void klua_mod_push_exports(lua_State *L, klua_mod *mod, klua_mod *dep);
 
@@ -319,8 +324,11 @@ KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, siz
 KLUA_HIDDEN bool klua_mod_order_check(klua_mod *mod);
 /* Releases the states of disabled mods whose systems have left. */
 KLUA_HIDDEN void klua_mods_sweep(klua_mods *mods);
-/* Closes every mod's state (the world's on_release, and mods:close). */
+/* Closes every mod's state (the world's on_release, the manager's __gc). */
 KLUA_HIDDEN void klua_mods_close_all(void *mods);
+/* mods:close on the host thread L: as klua_mods_close_all, then the host's state lets go of
+ * what the closed states' proxies held (which a finalizer's close does not touch). */
+KLUA_HIDDEN void klua_mods_close(klua_mods *mods, lua_State *L);
 
 KLUA_HIDDEN void klua_open_mods(lua_State *L); /* adds kiln.mods */
 

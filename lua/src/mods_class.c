@@ -540,7 +540,7 @@ static int md_close(lua_State *L) {
     if (!mods->kw->closed) settle_loops(L);
     const char *why = klua_mods_busy(mods);
     if (why && !mods->kw->closed) klua_fail(L, "mods:close", "%s", why);
-    klua_mods_close_all(mods);
+    klua_mods_close(mods, L);
     luaL_unref(L, LUA_REGISTRYINDEX, mods->allow_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, mods->log_ref);
     mods->allow_ref = mods->log_ref = LUA_NOREF;

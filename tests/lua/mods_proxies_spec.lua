@@ -1,0 +1,176 @@
+-- mods_proxies_spec.lua: what a proxy (a function crossing between Lua states) holds in the
+-- state that gave it, and that it lets go. Every folder made is removed at the end.
+local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+
+-- The host's Lua heap in KiB after full collections.
+local function heap()
+    collectgarbage()
+    collectgarbage()
+    return collectgarbage("count")
+end
+
+-- The keys of a table (a weak one: what its values' holders still hold).
+local function count(t)
+    local n = 0
+    for _ in pairs(t) do n = n + 1 end
+    return n
+end
+
+-- Runs n frames, each of which must succeed.
+local function frames(w, n)
+    for _ = 1, n do
+        local ok, failures = w:progress(1 / 60)
+        assert(ok, failures and failures[1] and failures[1].message)
+    end
+end
+
+describe("a proxy", function()
+    after_each(M.cleanup)
+
+    it("of a fresh closure a granted function returns is let go by the host, and none is left after unload", function()
+        -- every closure handed to a mod was kept in the host's registry for good: an iterator
+        -- factory called 100k times grew the host by 15 MiB, charged to no mod, kept after unload
+        local handed = setmetatable({}, {__mode = "k"})
+        local players = {1, 2, 3}
+        local game = {players = function()
+            local i = 0
+            local f = function()
+                i = i + 1
+                return players[i]
+            end
+            handed[f] = true
+            return f
+        end}
+        local w, mods = M.host{allow = {game = game}}
+        local dir = M.folder()
+        M.write(dir, "walker.lua", [[
+            world:system{name = "walker", run = function()
+                for _ = 1, 2000 do
+                    local n = 0
+                    for _ in game.players() do n = n + 1 end
+                    assert(n == 3)
+                end
+            end}
+        ]])
+        assert(mods:load(dir .. "/walker.lua"))
+        frames(w, 1)
+        local h0 = heap()
+        frames(w, 50) -- 100k calls
+        local grown = heap() - h0
+        assert.is_true(grown < 1024, string.format("the host grew by %.0f KiB", grown))
+        assert(mods:unload("walker"))
+        heap()
+        assert.are.equal(0, count(handed))
+    end)
+
+    it("of a fresh closure another mod exports is let go by that mod, and none is left after unload", function()
+        -- the exporting mod kept every closure it handed out: its caller filled its memory to
+        -- the limit and left it out of memory for good (one mod breaking another)
+        local live
+        local w, mods = M.host_with_folder_mods({
+            {"lib", init = [[
+                local items = {1, 2, 3}
+                local handed = setmetatable({}, {__mode = "k"})
+                mod.exports.each = function()
+                    local i = 0
+                    local f = function()
+                        i = i + 1
+                        return items[i]
+                    end
+                    handed[f] = true
+                    return f
+                end
+                world:system{name = "lib_count", run = function()
+                    collectgarbage()
+                    local n = 0
+                    for _ in pairs(handed) do n = n + 1 end
+                    report(n)
+                end}
+            ]]},
+            {"user", depends = {"lib"}, init = [[
+                local lib = mod.import("lib")
+                world:system{name = "user_walk", run = function()
+                    for _ = 1, 5000 do
+                        local n = 0
+                        for _ in lib.each() do n = n + 1 end
+                        assert(n == 3)
+                    end
+                end}
+            ]]},
+        }, {memory = 16 * 1024 * 1024, allow = {report = function(n) live = n end}})
+        frames(w, 1)
+        local m0 = M.info(mods, "lib").memory
+        frames(w, 20) -- 100k calls
+        local lib = M.info(mods, "lib")
+        assert.are.equal("running", lib.state)
+        assert.is_true(lib.memory - m0 < 1048576, string.format("lib grew by %d bytes", lib.memory - m0))
+        assert.is_true(live < 20000, "lib still holds " .. live .. " closures it handed out")
+        assert(mods:unload("user"))
+        frames(w, 1)
+        assert.are.equal(0, live)
+    end)
+
+    it("of one function handed out again and again holds it while any copy lives, in any mod", function()
+        -- one function handed out many times is kept once, counted: proxies of it collected
+        -- in one mod, or a whole mod unloaded, never let it go under another's live proxy
+        local function ping() return "pong" end
+        local w, mods = M.host{allow = {get = function() return ping end}}
+        local dir = M.folder()
+        local text = [[
+            local keep = get()
+            for _ = 1, 20000 do local p = get() end
+            collectgarbage()
+            for _ = 1, 20000 do assert(get()() == "pong") end
+            collectgarbage()
+            world:system{name = "%s_s", run = function()
+                for _ = 1, 2000 do local p = get() end
+                assert(keep() == "pong")
+            end}
+            -- nothing of what the proxy holds shows
+            assert(getmetatable(keep) == nil)
+            assert(debug == nil)
+            assert(keep() == "pong")
+        ]]
+        M.write(dir, "one.lua", text:format("one"))
+        M.write(dir, "two.lua", text:format("two"))
+        assert(mods:load(dir .. "/one.lua"))
+        assert(mods:load(dir .. "/two.lua"))
+        frames(w, 5)
+        assert(mods:unload("one"))
+        frames(w, 5)
+        assert(mods:unload("two"))
+        assert(mods:load(dir .. "/one.lua"))
+        frames(w, 2)
+    end)
+
+    it("held by a state that reloads, or closes with its manager, lets go of what it held", function()
+        local handed = setmetatable({}, {__mode = "k"})
+        local function make()
+            local f = function() return 1 end
+            handed[f] = true
+            return f
+        end
+        local w, mods = M.host_with_folder_mods({
+            {"lib", init = [[mod.exports.make = function() return function() return 2 end end]]},
+            {"user", depends = {"lib"}, init = [[
+                local lib = mod.import("lib")
+                local held = {}
+                for i = 1, 1000 do held[i], held[-i] = make(), lib.make() end
+                world:system{name = "user_s", run = function()
+                    assert(held[1]() == 1 and held[-1]() == 2)
+                end}
+            ]]},
+        }, {allow = {make = make}})
+        frames(w, 1)
+        assert.are.equal(1000, count(handed))
+        -- a reload of lib reloads user: the old states close with their proxies, the new
+        -- user's hold their own (into the new lib)
+        assert(mods:reload("lib"))
+        frames(w, 2)
+        heap()
+        assert.are.equal(1000, count(handed))
+        mods:close()
+        heap()
+        assert.are.equal(0, count(handed))
+    end)
+end)
