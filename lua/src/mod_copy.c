@@ -2,6 +2,7 @@
  * grants): plain data is copied, functions become proxies that call into their own state
  * under its budget. Invariant: no error ever unwinds a state other than the one raising. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mods.h"
@@ -9,18 +10,22 @@
 #define COPY_DEPTH 32           /* tables nested deeper are refused (cycles end here too) */
 #define COPY_ITEMS 1000000      /* values one copy may make */
 
-/* What a state keeps of the functions it hands out as proxies. In the giving state's registry,
- * table proxied_key: [light(link)] = the link (a full userdata whose user value is the
- * function) and [function] = light(link): one link per function, however often it is handed
- * out. Each proxy, in the receiving state, holds a handle (a full userdata with a __gc) that
- * counts once among its link's holders while it lives. A handle's __gc touches no Lua state
- * but its own (it may run while the giver runs, or from inside the giver's own call): it only
- * drops the count and, at zero, puts the link on the giver's book; the giver lets the function
- * go (settle) when kiln is next in that state between its code: keeping another function,
- * calling into it, or the manager between frames. Every link without holders is on the book. */
-static const char proxied_key = 'p';
-static const char book_key = 'b';   /* registry of a giving state: its proxy_book */
+/* What a state keeps of the functions it hands out as proxies. Its registry holds, at book_key,
+ * an anchor (a full userdata) whose user value is the table of kept functions: [light(link)] =
+ * the function and [function] = light(link), one link per function however often it is handed
+ * out. Links and books are C memory (malloc), not Lua objects: a handle in another state points
+ * at its link, so the link must outlive whatever happens to the giving state's objects (a host
+ * script may replace the registry's entries through debug.getregistry(), and a giving mod's
+ * state closes while the host still holds proxies into it). Each proxy, in the receiving state,
+ * holds a handle (a full userdata with a __gc) that counts once among its link's holders while
+ * it lives. A handle's __gc touches no Lua state (it may run while the giver runs, or from inside
+ * the giver's own call): it drops the count and, at zero, puts the link on its book, or frees it
+ * when the book's anchor is gone; the giver lets the function go (settle) when kiln is next in
+ * that state between its code: keeping another function, calling into it, or the manager
+ * between frames. Every link without holders is on the book while the anchor stands. */
+static const char book_key = 'b';   /* registry of a giving state: its proxy_anchor */
 static const char handle_key = 'h'; /* registry of a receiving state: the handles' metatable */
+static const char anchor_meta_key = 'a'; /* registry: the anchors' metatable */
 
 typedef struct proxy_link {
     struct proxy_book *book;
@@ -31,7 +36,16 @@ typedef struct proxy_link {
 
 typedef struct proxy_book {
     proxy_link *settle; /* links to look at: those that had no holders when put here */
+    int64_t links;      /* links not freed yet */
+    bool anchored;      /* its anchor (and table of kept functions) still stands */
 } proxy_book;
+
+/* The registry's entry: only what push_kept made passes (check ties the bytes to the address
+ * and the book, which no other userdata a script can put there has). */
+typedef struct proxy_anchor {
+    proxy_book *book; /* NULL once collected */
+    uintptr_t check;
+} proxy_anchor;
 
 typedef struct proxy_handle {
     klua_mods *mods;
@@ -71,28 +85,85 @@ static void put_on_book(proxy_link *link) {
     link->book->settle = link;
 }
 
-/* Pushes F's table of kept functions, made if missing, and returns its book. */
+static void free_link(proxy_link *link) {
+    proxy_book *book = link->book;
+    free(link);
+    if (--book->links == 0 && !book->anchored) free(book);
+}
+
+static uintptr_t anchor_check(const proxy_anchor *a) {
+    return (uintptr_t)a ^ (uintptr_t)a->book ^ (uintptr_t)&book_key;
+}
+
+/* The anchor's __gc, in the giving state: its table goes with it, so the links left without
+ * holders are freed, and those still held are freed by their last handle. */
+static int anchor_gc(lua_State *F) {
+    proxy_anchor *a = lua_touserdata(F, 1);
+    if (!a || lua_rawlen(F, 1) != sizeof *a || !a->book || a->check != anchor_check(a)) return 0;
+    proxy_book *book = a->book;
+    a->book = NULL;
+    book->anchored = false;
+    book->links++; /* held while draining */
+    while (book->settle) {
+        proxy_link *link = book->settle;
+        book->settle = link->next;
+        link->next = NULL;
+        link->queued = false;
+        if (link->holders == 0) free_link(link);
+    }
+    if (--book->links == 0) free(book);
+    return 0;
+}
+
+/* The anchor at idx of F, when it is one push_kept made. */
+static proxy_anchor *to_anchor(lua_State *F, int idx) {
+    proxy_anchor *a = lua_type(F, idx) == LUA_TUSERDATA ? lua_touserdata(F, idx) : NULL;
+    if (!a || lua_rawlen(F, idx) != sizeof *a || !a->book || a->check != anchor_check(a)) return NULL;
+    return a;
+}
+
+/* Pushes F's table of kept functions, made (with its anchor and book) if missing or replaced,
+ * and returns its book. Raises in F when out of memory. */
 static proxy_book *push_kept(lua_State *F) {
-    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key) != LUA_TUSERDATA) {
-        lua_pop(F, 1);
-        proxy_book *book = lua_newuserdatauv(F, sizeof *book, 0);
-        book->settle = NULL;
-        lua_rawsetp(F, LUA_REGISTRYINDEX, &book_key);
-        lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key);
+    lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key);
+    proxy_anchor *a = to_anchor(F, -1);
+    if (a && lua_getiuservalue(F, -1, 1) == LUA_TTABLE) {
+        lua_remove(F, -2);
+        return a->book;
     }
-    proxy_book *book = lua_touserdata(F, -1);
+    if (a) lua_pop(F, 1);
     lua_pop(F, 1);
-    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &proxied_key) != LUA_TTABLE) {
+    a = lua_newuserdatauv(F, sizeof *a, 1);
+    a->book = NULL;
+    a->check = 0;
+    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &anchor_meta_key) != LUA_TTABLE) {
         lua_pop(F, 1);
-        lua_newtable(F);
+        lua_createtable(F, 0, 2);
+        lua_pushcfunction(F, anchor_gc);
+        lua_setfield(F, -2, "__gc");
+        lua_pushboolean(F, 0);
+        lua_setfield(F, -2, "__metatable");
         lua_pushvalue(F, -1);
-        lua_rawsetp(F, LUA_REGISTRYINDEX, &proxied_key);
+        lua_rawsetp(F, LUA_REGISTRYINDEX, &anchor_meta_key);
     }
+    lua_setmetatable(F, -2);
+    lua_newtable(F);
+    lua_setiuservalue(F, -2, 1);
+    proxy_book *book = malloc(sizeof *book);
+    if (!book) luaL_error(F, "out of memory keeping a function");
+    *book = (proxy_book){NULL, 0, true};
+    a->book = book;
+    a->check = anchor_check(a);
+    lua_pushvalue(F, -1);
+    lua_rawsetp(F, LUA_REGISTRYINDEX, &book_key); /* the key is there (or this raises: a->book frees) */
+    lua_getiuservalue(F, -1, 1);
+    lua_remove(F, -2);
     return book;
 }
 
 /* Lets go of the functions of F's links left without holders (the table of kept functions at
- * t). Only keys that are there are cleared: nothing allocates, nothing raises. */
+ * t), and frees those links. Only keys that are there are cleared: nothing allocates, nothing
+ * raises. */
 static void settle_links(lua_State *F, proxy_book *book, int t) {
     while (book->settle) {
         proxy_link *link = book->settle;
@@ -100,8 +171,7 @@ static void settle_links(lua_State *F, proxy_book *book, int t) {
         link->next = NULL;
         link->queued = false;
         if (link->holders > 0) continue;
-        if (lua_rawgetp(F, t, link) == LUA_TUSERDATA) {
-            lua_getiuservalue(F, -1, 1); /* the function */
+        if (lua_rawgetp(F, t, link) == LUA_TFUNCTION) {
             lua_pushvalue(F, -1);
             bool mine = lua_rawget(F, t) == LUA_TLIGHTUSERDATA && lua_touserdata(F, -1) == link;
             lua_pop(F, 1);
@@ -112,18 +182,20 @@ static void settle_links(lua_State *F, proxy_book *book, int t) {
                 lua_pop(F, 1);
             }
             lua_pushnil(F);
-            lua_rawsetp(F, t, link); /* the link goes with the collector's next cycle */
+            lua_rawsetp(F, t, link); /* [light(link)] = nil */
+        } else {
+            lua_pop(F, 1);
         }
-        lua_pop(F, 1);
+        free_link(link);
     }
 }
 
 /* Settles F's book, when F has one. Protected: F is between its code, no error unwinds it. */
 static int settle_thunk(lua_State *F) {
-    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key) != LUA_TUSERDATA ||
-        lua_rawgetp(F, LUA_REGISTRYINDEX, &proxied_key) != LUA_TTABLE)
-        return 0;
-    settle_links(F, lua_touserdata(F, -2), lua_gettop(F));
+    lua_rawgetp(F, LUA_REGISTRYINDEX, &book_key);
+    proxy_anchor *a = to_anchor(F, -1);
+    if (!a || lua_getiuservalue(F, -1, 1) != LUA_TTABLE) return 0;
+    settle_links(F, a->book, lua_gettop(F));
     return 0;
 }
 
@@ -141,7 +213,7 @@ void klua_mods_settle_proxies(klua_mods *mods) {
 
 /* Keeps the function at 1 of F (its table's book settled first) and pushes its link as a
  * light userdata; protected in F. A new link is on the book from the start, until its first
- * holder counts: whatever fails after it is kept, the next settle lets it go. */
+ * holder counts: whatever fails after it is made, the next settle lets it go. */
 static int keep_function(lua_State *F) {
     luaL_checkstack(F, 8, "keeping a function");
     proxy_book *book = push_kept(F);
@@ -149,28 +221,18 @@ static int keep_function(lua_State *F) {
     lua_pushvalue(F, 1);
     if (lua_rawget(F, 2) == LUA_TLIGHTUSERDATA) return 1;
     lua_pop(F, 1);
-    proxy_link *link = lua_newuserdatauv(F, sizeof *link, 1);
+    proxy_link *link = malloc(sizeof *link);
+    if (!link) return luaL_error(F, "out of memory keeping a function");
     *link = (proxy_link){book, NULL, 0, false};
-    lua_pushvalue(F, 1);
-    lua_setiuservalue(F, -2, 1);
-    lua_rawsetp(F, 2, link);
+    book->links++;
     put_on_book(link);
     lua_pushvalue(F, 1);
+    lua_rawsetp(F, 2, link); /* [light(link)] = function */
+    lua_pushvalue(F, 1);
     lua_pushlightuserdata(F, link);
-    lua_rawset(F, 2);
+    lua_rawset(F, 2);        /* [function] = light(link) */
     lua_pushlightuserdata(F, link);
     return 1;
-}
-
-/* Whether the state that gave a proxy still stands: the host's outlives every mod's state (the
- * manager closes them all before the host's objects go); a mod's is found by its generation
- * while the manager is open (closing, the list may hold mods already freed). */
-static bool giver_stands(klua_mods *mods, uint64_t generation) {
-    if (generation == 0) return true;
-    if (mods->closed) return false;
-    for (int i = 0; i < mods->count; i++)
-        if (mods->list[i]->generation == generation) return mods->list[i]->L != NULL;
-    return mods->loading && mods->loading->generation == generation && mods->loading->L != NULL;
 }
 
 /* A handle's __gc, in the receiving state: its link loses a holder, once. Reachable by the
@@ -180,9 +242,10 @@ static int handle_gc(lua_State *L) {
     if (!h || lua_rawlen(L, 1) != sizeof *h || !h->link) return 0;
     proxy_link *link = h->link;
     h->link = NULL;
-    if (!giver_stands(h->mods, h->generation)) return 0; /* its links went with its state */
     if (link->holders > 0) link->holders--;
-    if (link->holders == 0) put_on_book(link);
+    if (link->holders > 0) return 0;
+    if (link->book->anchored) put_on_book(link);
+    else if (!link->queued) free_link(link); /* the giver's table is gone (its state closed) */
     return 0;
 }
 
@@ -210,8 +273,7 @@ static int call_thunk(lua_State *T) {
     lua_settop(T, 0);
     luaL_checkstack(T, 8, "calling a proxy");
     settle_links(T, push_kept(T), 1); /* the call's own link has a holder: the proxy */
-    if (lua_rawgetp(T, 1, cc->link) != LUA_TUSERDATA) return luaL_error(T, "the exported function is gone");
-    lua_getiuservalue(T, 2, 1);
+    if (lua_rawgetp(T, 1, cc->link) != LUA_TFUNCTION) return luaL_error(T, "the exported function is gone");
     lua_replace(T, 1);
     lua_settop(T, 1);
     if (!lua_isfunction(T, 1)) return luaL_error(T, "the exported function is gone");

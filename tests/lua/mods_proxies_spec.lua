@@ -173,4 +173,43 @@ describe("a proxy", function()
         heap()
         assert.are.equal(0, count(handed))
     end)
+
+    it("holds on while a host script replaces the registry's entries (debug.getregistry)", function()
+        -- the giving state's book of links was a userdata in the registry, trusted by its type:
+        -- debug_hostile_spec puts io.stdout in place of every bare userdata under a light key,
+        -- and the next settle read stdout's FILE as a link (a SEGV in the next spec's mods:list)
+        local REG = debug.getregistry()
+        local game = {make = function()
+            return function() return 1 end
+        end}
+        for round = 1, 3 do
+            local w, mods = M.host{allow = {game = game}}
+            local dir = M.folder()
+            M.write(dir, "keeper.lua", [[
+                local kept = {}
+                world:system{name = "keeper", run = function()
+                    for i = 1, 20 do kept[i] = game.make() end
+                    for i = 1, 20 do assert(kept[i]() == 1) end
+                end}
+            ]])
+            assert(mods:load(dir .. "/keeper.lua"))
+            frames(w, 2)
+            for k, v in pairs(REG) do
+                if type(k) == "userdata" and type(v) == "userdata" and debug.getmetatable(v) == nil then
+                    REG[k] = io.stdout
+                end
+            end
+            frames(w, 2) -- the proxies made now, and those collected, meet the replaced entries
+            if round == 2 then mods:close() end
+            mods, w = nil, nil
+            collectgarbage()
+            collectgarbage()
+        end
+        local w, mods = M.host{allow = {game = game}}
+        collectgarbage()
+        assert.are.same({}, mods:list())
+        frames(w, 1)
+        mods:close()
+        collectgarbage()
+    end)
 end)
