@@ -320,7 +320,9 @@ static void spend(lua_State *L, klua_world *ckw, int64_t steps) {
 
 /* The proxy: upvalues its handle (the manager, the callee's generation, 0 for the host, and the
  * link of the function in the callee's state) and the callee's name for messages. Arguments
- * and results are copied; an error comes back as an error of the caller's, naming the callee. */
+ * and results are copied; an error comes back as an error of the caller's, naming the callee.
+ * Proxies live in mods' states only (no function is ever copied into the host's: arguments
+ * cannot be functions), which the manager closes before it is freed, so h->mods stands. */
 static int proxy(lua_State *L) {
     const proxy_handle *h = lua_touserdata(L, lua_upvalueindex(1));
     const char *callee_name = lua_tostring(L, lua_upvalueindex(2));

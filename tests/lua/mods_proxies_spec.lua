@@ -53,11 +53,13 @@ describe("a proxy", function()
             end}
         ]])
         assert(mods:load(dir .. "/walker.lua"))
-        frames(w, 1)
+        -- measured from a steady state: what the walker's own collector has not reached yet is
+        -- held in both readings (a few thousand closures, more or less from run to run)
+        frames(w, 50)
         local h0 = heap()
         frames(w, 50) -- 100k calls
         local grown = heap() - h0
-        assert.is_true(grown < 1024, string.format("the host grew by %.0f KiB", grown))
+        assert.is_true(grown < 2048, string.format("the host grew by %.0f KiB", grown))
         assert(mods:unload("walker"))
         heap()
         assert.are.equal(0, count(handed))
@@ -172,6 +174,27 @@ describe("a proxy", function()
         mods:close()
         heap()
         assert.are.equal(0, count(handed))
+    end)
+
+    it("is never made in the host's state: a function passed to a granted function is refused", function()
+        -- proxies hold their manager by a bare pointer, safe only while mods' states (closed
+        -- before their manager is freed) are the only ones holding them
+        local got = {}
+        local game = {take = function(...) got[#got + 1] = select("#", ...) end}
+        local w, mods = M.host{allow = {game = game}}
+        local dir = M.folder()
+        M.write(dir, "giver.lua", [[
+            print(pcall(game.take, function() end))
+            print(pcall(game.take, {f = function() end}))
+            print(pcall(game.take, 1))
+        ]])
+        assert(mods:load(dir .. "/giver.lua"))
+        local log = mods:log("giver")
+        assert.matches("^false\tthe host: an argument is a function, which cannot be passed", log[1])
+        assert.matches("^false\t.*function, which cannot be passed", log[2])
+        assert.are.equal("true", log[3])
+        assert.are.same({1}, got)
+        w:progress(1 / 60)
     end)
 
     it("holds on while a host script replaces the registry's entries (debug.getregistry)", function()
