@@ -12,11 +12,15 @@
 
 /* What a state keeps of the functions it hands out as proxies. Its registry holds, at book_key,
  * an anchor (a full userdata) whose user value is the table of kept functions: [light(link)] =
- * the function and [function] = light(link), one link per function however often it is handed
- * out. Links and books are C memory (malloc), not Lua objects: a handle in another state points
- * at its link, so the link must outlive whatever happens to the giving state's objects (a host
- * script may replace the registry's entries through debug.getregistry(), and a giving mod's
- * state closes while the host still holds proxies into it). Each proxy, in the receiving state,
+ * the function and [function] = the link's slot (its index in the book's slots), one link per
+ * function however often it is handed out. A value read from the table is never taken for a
+ * pointer: a host script reaches the table (debug.getuservalue of the registry's anchor) and
+ * may write anything there, so a slot is looked up in the book, bounds checked, and its link
+ * counts only when the table gives back the same function for it. Links and books are C
+ * memory (malloc), not Lua objects: a handle in another state points at its link, so the link
+ * must outlive whatever happens to the giving state's objects (a host script may replace the
+ * registry's entries through debug.getregistry(), and a giving mod's state closes while other
+ * mods still hold proxies into it). Each proxy, in the receiving state,
  * holds a handle (a full userdata with a __gc) that counts once among its link's holders while
  * it lives. A handle's __gc touches no Lua state (it may run while the giver runs, or from inside
  * the giver's own call): it drops the count and, at zero, puts the link on its book, or frees it
@@ -31,11 +35,15 @@ typedef struct proxy_link {
     struct proxy_book *book;
     struct proxy_link *next; /* on the book */
     int64_t holders;         /* live handles, in every state */
+    int64_t slot;            /* in book->slots: what [function] holds in the table */
     bool queued;             /* on the book */
 } proxy_link;
 
 typedef struct proxy_book {
     proxy_link *settle; /* links to look at: those that had no holders when put here */
+    proxy_link **slots; /* [slot] = its link, NULL when free */
+    int64_t *spare;     /* the free slots below used, a stack */
+    int64_t used, spares, cap; /* slots handed out at least once, free ones, room of both */
     int64_t links;      /* links not freed yet */
     bool anchored;      /* its anchor (and table of kept functions) still stands */
 } proxy_book;
@@ -85,10 +93,37 @@ static void put_on_book(proxy_link *link) {
     link->book->settle = link;
 }
 
+static void free_book(proxy_book *book) {
+    free(book->slots);
+    free(book->spare);
+    free(book);
+}
+
 static void free_link(proxy_link *link) {
     proxy_book *book = link->book;
+    book->slots[link->slot] = NULL;
+    book->spare[book->spares++] = link->slot;
     free(link);
-    if (--book->links == 0 && !book->anchored) free(book);
+    if (--book->links == 0 && !book->anchored) free_book(book);
+}
+
+/* The link of slot s of book, or NULL (s is read from the table: anything may be there). */
+static proxy_link *slot_link(proxy_book *book, lua_Integer s) {
+    return s >= 0 && s < book->used ? book->slots[s] : NULL;
+}
+
+/* Room for one more slot; false when out of memory (nothing changed then). */
+static bool slot_room(proxy_book *book) {
+    if (book->spares > 0 || book->used < book->cap) return true;
+    int64_t cap = book->cap ? 2 * book->cap : 16;
+    proxy_link **slots = realloc(book->slots, (size_t)cap * sizeof *slots);
+    if (!slots) return false;
+    book->slots = slots;
+    int64_t *spare = realloc(book->spare, (size_t)cap * sizeof *spare);
+    if (!spare) return false; /* slots is larger, cap is not: the next try reallocates both */
+    book->spare = spare;
+    book->cap = cap;
+    return true;
 }
 
 static uintptr_t anchor_check(const proxy_anchor *a) {
@@ -111,7 +146,7 @@ static int anchor_gc(lua_State *F) {
         link->queued = false;
         if (link->holders == 0) free_link(link);
     }
-    if (--book->links == 0) free(book);
+    if (--book->links == 0) free_book(book);
     return 0;
 }
 
@@ -151,7 +186,7 @@ static proxy_book *push_kept(lua_State *F) {
     lua_setiuservalue(F, -2, 1);
     proxy_book *book = malloc(sizeof *book);
     if (!book) luaL_error(F, "out of memory keeping a function");
-    *book = (proxy_book){NULL, 0, true};
+    *book = (proxy_book){NULL, NULL, NULL, 0, 0, 0, 0, true};
     a->book = book;
     a->check = anchor_check(a);
     lua_pushvalue(F, -1);
@@ -173,7 +208,7 @@ static void settle_links(lua_State *F, proxy_book *book, int t) {
         if (link->holders > 0) continue;
         if (lua_rawgetp(F, t, link) == LUA_TFUNCTION) {
             lua_pushvalue(F, -1);
-            bool mine = lua_rawget(F, t) == LUA_TLIGHTUSERDATA && lua_touserdata(F, -1) == link;
+            bool mine = lua_rawget(F, t) == LUA_TNUMBER && lua_tointeger(F, -1) == link->slot;
             lua_pop(F, 1);
             if (mine) {
                 lua_pushnil(F);
@@ -219,18 +254,34 @@ static int keep_function(lua_State *F) {
     proxy_book *book = push_kept(F);
     settle_links(F, book, 2);
     lua_pushvalue(F, 1);
-    if (lua_rawget(F, 2) == LUA_TLIGHTUSERDATA) return 1;
-    lua_pop(F, 1);
+    if (lua_rawget(F, 2) == LUA_TNUMBER) {
+        proxy_link *link = slot_link(book, lua_tointeger(F, -1));
+        lua_pop(F, 1);
+        if (link) {
+            lua_rawgetp(F, 2, link);
+            bool same = lua_rawequal(F, -1, 1);
+            lua_pop(F, 1);
+            if (same) {
+                lua_pushlightuserdata(F, link);
+                return 1;
+            }
+        }
+    } else {
+        lua_pop(F, 1);
+    }
+    if (!slot_room(book)) return luaL_error(F, "out of memory keeping a function");
     proxy_link *link = malloc(sizeof *link);
     if (!link) return luaL_error(F, "out of memory keeping a function");
-    *link = (proxy_link){book, NULL, 0, false};
+    int64_t slot = book->spares > 0 ? book->spare[--book->spares] : book->used++;
+    *link = (proxy_link){book, NULL, 0, slot, false};
+    book->slots[slot] = link;
     book->links++;
     put_on_book(link);
     lua_pushvalue(F, 1);
     lua_rawsetp(F, 2, link); /* [light(link)] = function */
     lua_pushvalue(F, 1);
-    lua_pushlightuserdata(F, link);
-    lua_rawset(F, 2);        /* [function] = light(link) */
+    lua_pushinteger(F, (lua_Integer)slot);
+    lua_rawset(F, 2);        /* [function] = slot */
     lua_pushlightuserdata(F, link);
     return 1;
 }

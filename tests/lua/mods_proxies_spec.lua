@@ -235,4 +235,50 @@ describe("a proxy", function()
         mods:close()
         collectgarbage()
     end)
+    it("holds on while a host script rewrites the table of kept functions (debug.getuservalue)", function()
+        -- the table mapped a function to its link by a light userdata, trusted as a pointer: a
+        -- host script put a registry key there (push_proxy counted a holder in read-only
+        -- memory, a SEGV), or moved a function so that its link was freed with the table still
+        -- naming it (a use after free at the next hand-out)
+        local REG = debug.getregistry()
+        local function ping() return "pong" end
+        local function ping2() return "pong2" end
+        local function other() return "other" end
+        local w, mods = M.host{allow = {get = function() return ping end, get2 = function() return ping2 end}}
+        local dir = M.folder()
+        M.write(dir, "holder.lua", [[
+            keep, keep2 = get(), get2()
+            world:system{name = "holder", run = function()
+                keep2 = nil
+                collectgarbage()
+                assert(get()() == "pong" and keep() == "pong")
+            end}
+        ]])
+        assert(mods:load(dir .. "/holder.lua"))
+        local found = 0
+        for k, v in pairs(REG) do
+            if type(k) == "userdata" and type(v) == "userdata" then
+                local kept
+                if debug.getuservalue then
+                    kept = debug.getuservalue(v, 1)
+                else -- LuaJIT: the user value is the first slot of the environment
+                    local env = debug.getfenv(v)
+                    kept = type(env) == "table" and rawget(env, 1) or nil
+                end
+                if type(kept) == "table" and rawget(kept, ping) ~= nil then
+                    found = found + 1
+                    for k2, v2 in pairs(kept) do
+                        if v2 == ping2 then kept[k2] = other end -- ping2's link: not ping2's any more
+                    end
+                    kept[ping] = k -- a light userdata that is no link
+                end
+            end
+        end
+        assert.are.equal(1, found)
+        frames(w, 3) -- ping handed out again; ping2's link let go
+        assert(mods:load(M.write(dir, "again.lua", [[assert(get2()() == "pong2")]])))
+        frames(w, 1)
+        mods:close()
+        collectgarbage()
+    end)
 end)
