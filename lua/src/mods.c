@@ -784,6 +784,16 @@ void klua_mods_close_all(void *ud) {
     if (mods->kw->on_release_ud == mods) mods->kw->on_release = NULL;
 }
 
+/* The collector calls this only when nothing holds the manager (a frame, a mods call or a
+ * mod's code holds it: the world on their stack keeps it), or with the world unreachable too,
+ * whose release closes the mods when this did not. A script calling it early from code those
+ * reach (a granted function, the log) would close mod states under their own C frames (a use
+ * after free when the mod's call returned): it does nothing then. */
+void klua_mods_collect(klua_mods *mods) {
+    if (!mods->closed && (mods->kw->closed || (mods->held == 0 && !klua_mods_busy(mods))))
+        klua_mods_close_all(mods);
+}
+
 void klua_mods_close(klua_mods *mods, lua_State *L) {
     klua_mods_close_all(mods);
     klua_mod_settle_proxies(L);

@@ -326,6 +326,9 @@ KLUA_HIDDEN bool klua_mod_order_check(klua_mod *mod);
 KLUA_HIDDEN void klua_mods_sweep(klua_mods *mods);
 /* Closes every mod's state (the world's on_release, the manager's __gc). */
 KLUA_HIDDEN void klua_mods_close_all(void *mods);
+/* The manager's __gc: klua_mods_close_all unless the manager is held or busy (a script calling
+ * __gc early from code a mod's call reaches). */
+KLUA_HIDDEN void klua_mods_collect(klua_mods *mods);
 /* mods:close on the host thread L: as klua_mods_close_all, then the host's state lets go of
  * what the closed states' proxies held (which a finalizer's close does not touch). */
 KLUA_HIDDEN void klua_mods_close(klua_mods *mods, lua_State *L);

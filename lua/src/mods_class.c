@@ -549,7 +549,7 @@ static int md_close(lua_State *L) {
 
 static int md_gc(lua_State *L) {
     klua_mods *mods = klua_toobject(L, 1, KLUA_MODS); /* debug.getmetatable reaches __gc */
-    if (mods && !mods->closed) klua_mods_close_all(mods);
+    if (mods) klua_mods_collect(mods);
     return 0;
 }
 

@@ -281,4 +281,29 @@ describe("a proxy", function()
         mods:close()
         collectgarbage()
     end)
+    it("closes nothing under a mod's call when the host calls the manager's __gc early", function()
+        -- a granted function reaching md_gc through debug.getmetatable closed every mod state,
+        -- the calling mod's included, under its own call (a use after free when it returned)
+        local mods
+        local said = {}
+        local game = {kill = function()
+            said[#said + 1] = select("#", debug.getmetatable(mods).__gc(mods))
+            return function() return "inner" end
+        end}
+        local w
+        w, mods = M.host{allow = {game = game}}
+        local dir = M.folder()
+        M.write(dir, "victim.lua", [[
+            world:system{name = "victim", run = function()
+                assert(game.kill()() == "inner")
+            end}
+        ]])
+        assert(mods:load(dir .. "/victim.lua"))
+        frames(w, 2)
+        assert.are.same({0, 0}, said)
+        assert.are.equal("running", M.info(mods, "victim").state)
+        debug.getmetatable(mods).__gc(mods) -- between frames: it closes them
+        assert.matches("closed", tostring(mods))
+        frames(w, 1)
+    end)
 end)
