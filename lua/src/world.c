@@ -92,6 +92,10 @@ static int w_gc(lua_State *L) {
     /* a finalizer never raises: debug.setmetatable can hand it any userdata (LuaJIT would
      * raise its error out of the collection step) */
     klua_world *kw = klua_toobject(L, 1, KLUA_WORLD);
+    /* the collector never finds a world in use (a system, a frame or a mod's code holds it on
+     * a stack); a script calling __gc early from there would destroy the schedule under its
+     * own frame: nothing happens then, and the world is released once it is collected */
+    if (kw && (kw->current || kw->run_L || kw->guest_depth > 0)) return 0;
     if (kw) release(L, kw, 1);
     return 0;
 }

@@ -136,6 +136,37 @@ describe("debug.setmetatable on kiln's objects", function()
         collectgarbage()
         collectgarbage()
     end)
+
+    it("leaves a world in use as it is when its __gc is called early from a system or a mod's call", function()
+        -- release destroyed the schedule under the frame running it: the process aborted
+        -- (kiln_schedule_destroy while the schedule runs)
+        local w = movers(2)
+        local calls = 0
+        w:system{name = "early", run = function()
+            calls = calls + 1
+            debug.getmetatable(w).__gc(w)
+        end}
+        local mods = kiln.mods(w, {allow = {game = {kill = function()
+            debug.getmetatable(w).__gc(w)
+            return 1
+        end}}})
+        local base = os.tmpname()
+        os.remove(base)
+        local path = base .. "_caller.lua"
+        local f = assert(io.open(path, "w"))
+        f:write("world:system{name = 'caller', run = function() assert(game.kill() == 1) end}")
+        f:close()
+        assert(mods:load(path))
+        os.remove(path)
+        assert.is_true(w:progress(0))
+        assert.is_true(w:progress(0))
+        assert.are.equal(2, calls)
+        assert.are.equal(2, w:count())
+        assert.are.same({}, w:failures())
+        mods:close()
+        w:close()
+        collectgarbage()
+    end)
 end)
 
 describe("debug.setuservalue on a World", function()
