@@ -324,10 +324,12 @@ static int call_thunk(lua_State *T) {
     lua_settop(T, 0);
     luaL_checkstack(T, 8, "calling a proxy");
     settle_links(T, push_kept(T), 1); /* the call's own link has a holder: the proxy */
-    if (lua_rawgetp(T, 1, cc->link) != LUA_TFUNCTION) return luaL_error(T, "the exported function is gone");
+    /* a held link's function is never let go: only a script replacing the registry's anchor
+     * (debug.getregistry) loses it */
+    if (lua_rawgetp(T, 1, cc->link) != LUA_TFUNCTION)
+        return luaL_error(T, "the function this proxy calls is gone (a script replaced its state's registry entry)");
     lua_replace(T, 1);
     lua_settop(T, 1);
-    if (!lua_isfunction(T, 1)) return luaL_error(T, "the exported function is gone");
     copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, 0, false, &cc->copied};
     luaL_checkstack(T, cc->nargs + 4, "too many arguments");
     for (int i = 1; i <= cc->nargs; i++) copy_value(&c, i, 0);

@@ -197,6 +197,38 @@ describe("a proxy", function()
         w:progress(1 / 60)
     end)
 
+    it("held by a mod whose giver's anchor a host script replaced fails with a message that says so", function()
+        local REG = debug.getregistry()
+        -- the anchor: a userdata whose hidden metatable holds only __gc and __metatable
+        local function is_anchor(v)
+            local mt = type(v) == "userdata" and debug.getmetatable(v)
+            if type(mt) ~= "table" or mt.__metatable ~= false or type(mt.__gc) ~= "function" then return false end
+            return count(mt) == 2
+        end
+        local w, mods = M.host{allow = {get = function() return function() return "pong" end end}}
+        local dir = M.folder()
+        M.write(dir, "holder.lua", [[
+            local keep = get()
+            world:system{name = "holder", run = function() print(pcall(keep)) end}
+        ]])
+        assert(mods:load(dir .. "/holder.lua"))
+        frames(w, 1)
+        local replaced = 0
+        for k, v in pairs(REG) do
+            if is_anchor(v) then
+                REG[k] = io.stdout
+                replaced = replaced + 1
+            end
+        end
+        assert.are.equal(1, replaced)
+        heap()
+        frames(w, 1)
+        local log = mods:log("holder")
+        assert.are.equal("true\tpong", log[1])
+        assert.matches("^false\tthe host: the function this proxy calls is gone %(a script replaced", log[2])
+        mods:close()
+    end)
+
     it("holds on while a host script replaces the registry's entries (debug.getregistry)", function()
         -- the giving state's book of links was a userdata in the registry, trusted by its type:
         -- debug_hostile_spec puts io.stdout in place of every bare userdata under a light key,
