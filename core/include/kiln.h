@@ -228,11 +228,11 @@ typedef struct kiln_field {
 } kiln_field;
 
 /* Hooks for components that own resources. ptr points at count consecutive values (stride
- * apart). destroy releases values; move constructs dst from src, after which src is dead
- * and its destroy hook is not run. Without a move hook rows are relocated bytewise. Called
- * mid-change, they must not change rows: a spawn, despawn, add, remove, set or apply from one
- * fails with KILN_ERR_INVALID_ARGUMENT (a deferred call queues, to land later). Resources, which
- * no change holds, may be set and removed (see the exceptions at kiln_resource_remove). */
+ * apart). destroy releases values; move constructs dst from src, after which src is dead and
+ * its destroy hook is not run. Without a move hook rows are relocated bytewise. Called
+ * mid-change (a moving entity sits in two rows): a spawn, despawn, add, remove, set or apply
+ * (a deferred one queues), or a kiln_persist.h save, export or hash (0), from one fails with
+ * KILN_ERR_INVALID_ARGUMENT; resources may be set and removed (see kiln_resource_remove). */
 typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
 typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 

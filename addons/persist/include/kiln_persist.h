@@ -36,11 +36,12 @@ extern "C" {
  * KILN_ERR_UNKNOWN_COMPONENT; a field whose type changed in a way that loses data:
  * KILN_ERR_LAYOUT_MISMATCH; counts beyond the format's limits: KILN_ERR_LIMIT.
  *
- * Hooks: a component's destroy or move hook runs in the middle of a change (kiln.h), so a
- * call that changes or copies the world fails from one with KILN_ERR_INVALID_ARGUMENT
- * ("kiln_load: called from a component's destroy or move hook ..."): kiln_save, kiln_load,
- * kiln_snapshot_create, _update and _restore, kiln_clone, kiln_prefab_spawn, kiln_instantiate
- * and kiln_instance_despawn, the world unchanged.
+ * Hooks: a component's destroy or move hook runs in the middle of a change (kiln.h), an entity
+ * that moves sitting in two rows, so a call that changes, copies or reads the whole world fails
+ * from one with KILN_ERR_INVALID_ARGUMENT ("kiln_load: called from a component's destroy or
+ * move hook ..."): kiln_save, kiln_load, kiln_snapshot_create, _update and _restore,
+ * kiln_clone, kiln_prefab_spawn, kiln_instantiate, kiln_instance_despawn and kiln_export, the
+ * world unchanged; kiln_world_hash and kiln_world_content_hash return 0 with that message.
  */
 
 #define KILN_PERSIST_VERSION 4      /* the binary format's version saves are written with
@@ -222,12 +223,15 @@ size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
  * order, component ids and registration order do not change it. Only the bytes a component's
  * fields cover enter it, never padding; a component registered without fields has no layout to
  * go by and enters whole, padding included. Values of components and resources with hooks
- * count by presence only (their bytes are handles to what they own). */
+ * count by presence only (their bytes are handles to what they own). Never 0: 0 is the refusal
+ * from a component's destroy or move hook mid-change (a moving entity sits in two rows), with
+ * kiln_world_error saying so. */
 uint64_t kiln_world_hash(const kiln_world *world);
 
 /* kiln_world_hash without the slots: the live content alone, so a world that spawned and
  * despawned an entity hashes as it did (its next handles differ). For "did the content change"
- * checks, e.g. after a failed mod load, whose spawns are despawned with their slots spent. */
+ * checks, e.g. after a failed mod load, whose spawns are despawned with their slots spent.
+ * 0 from a hook mid-change, as kiln_world_hash. */
 uint64_t kiln_world_content_hash(const kiln_world *world);
 
 /* ---- Names ------------------------------------------------------------------------------- */
@@ -459,8 +463,9 @@ typedef struct kiln_export_desc {
  * back. Fails naming the entity and component for a value with hooks or a char array that is
  * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
  * (or under another root), naming an entity of a Parent cycle (written through a pointer)
- * that no root reaches when desc gives no roots, and when write returns false. Chains of any
- * depth are walked without recursion. The world is not changed. desc may be NULL. */
+ * that no root reaches when desc gives no roots, when write returns false, and from a
+ * component's destroy or move hook mid-change. Chains of any depth are walked without
+ * recursion. The world is not changed. desc may be NULL. */
 kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,
                         void *ud);
 

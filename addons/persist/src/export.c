@@ -252,10 +252,12 @@ kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_wr
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!write) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: write is NULL", call);
     if (desc && desc->root_count < 0) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: root_count is negative", call);
+    kiln_result r = pz_check_outside_hook(world, call);
+    if (r != KILN_OK) return r;
     exporter x = {.world = world, .arena = {.alloc = &world->alloc}};
     x.has_tf = kiln_transform_ids_get(world, &x.tf);
     x.name_id = kiln_component_lookup(world, "Name");
-    kiln_result r = grow(&x);
+    r = grow(&x);
     if (r == KILN_OK) r = collect(&x, desc);
     json_t *root = r == KILN_OK ? json_object() : NULL;
     json_t *ents = r == KILN_OK ? json_array() : NULL;

@@ -12,10 +12,16 @@
 static const kiln_save_desc default_save;
 static const kiln_load_desc default_load;
 
-kiln_result pz_check_idle(kiln_world *world, const char *call) {
+kiln_result pz_check_outside_hook(kiln_world *world, const char *call) {
     if (world->in_hook) /* access.h's kl_in_hook */
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's destroy or move "
                        "hook while the world changes; call it once the change is done", call);
+    return KILN_OK;
+}
+
+kiln_result pz_check_idle(kiln_world *world, const char *call) {
+    kiln_result r = pz_check_outside_hook(world, call);
+    if (r != KILN_OK) return r;
     if (kiln_is_deferred(world))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
     return KILN_OK;

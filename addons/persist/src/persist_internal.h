@@ -19,6 +19,9 @@
  * comes from a component's destroy or move hook mid-change (kl_in_hook: the change holds rows
  * this call would move, or an entity sits in two rows a copy would take twice). */
 KL_HIDDEN kiln_result pz_check_idle(kiln_world *world, const char *call);
+/* Its first half, for the calls that only read the world (kiln_export, the hashes), which may
+ * run deferred but not mid-change: an entity moving sits in two rows, one half written. */
+KL_HIDDEN kiln_result pz_check_outside_hook(kiln_world *world, const char *call);
 
 /* ---- arena.c: an arena on the world's allocator, and a buffered writer ---- */
 typedef struct pz_chunk pz_chunk;
