@@ -474,21 +474,22 @@ typedef struct kiln_iter {
     uint64_t marked;                /* terms marked (not a kiln_tick: kept in a register) */
     uint64_t mark_tick;             /* tick again, as a type no per-row tick store can alias
                                        (nor the base): a marking loop loads both once */
-    bool active;
-    bool owns_lock;
+    bool active, owns_lock;
+    uint32_t era;                   /* the world's iteration era at its start (kiln_iter_fini) */
 } kiln_iter;
 
 /* Starts iterating. The world is deferred while an iteration is active (kiln_defer_begin):
  * spawn, despawn, add, remove and set in the loop are queued and land when the outermost
  * iteration ends, so the rows visited never move; applying a command buffer meanwhile asserts.
  * Iterate with kiln_query_next until false, or stop early with kiln_iter_fini (one left open
- * keeps the world deferred; a system's fails its schedule run, which ends it for good). */
+ * keeps the world deferred; a system's fails its schedule run, which ends it for good: next on
+ * it then returns false, and fini does nothing). */
 void kiln_query_iter(const kiln_query *query, kiln_iter *it);
 
 /* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */
 bool kiln_query_next(kiln_iter *it);
 
-/* Finishes an iteration early. Safe to call on a finished iterator. */
+/* Finishes an iteration early. Does nothing on a finished iterator, nor on one a run ended. */
 void kiln_iter_fini(kiln_iter *it);
 
 /* Writes to dest a view of rows [begin, end) of the chunk in it, for splitting one archetype
@@ -621,8 +622,7 @@ int64_t kiln_commands_count(const kiln_commands *cmd);
  * placeholders resolve until the buffer records again after a complete apply, or is cleared. */
 kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placeholder);
 
-/* The message of the buffer's last failed recording call ("" when none), named like world
- * messages ("kiln_commands_add: ..."). */
+/* The message of the buffer's last failed recording ("" when none), e.g. "kiln_commands_add: ...". */
 const char *kiln_commands_error(const kiln_commands *cmd);
 
 /* ---- Deferred world --------------------------------------------------------------------- */

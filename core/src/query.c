@@ -205,6 +205,9 @@ int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, size_t what
     int open = atomic_load_explicit(&world->iterating, memory_order_relaxed) - keep;
     if (open <= 0) return 0;
     atomic_store_explicit(&world->iterating, keep, memory_order_relaxed);
+    /* every iterator that started so far is ended (with keep above 0, which a schedule run never
+     * passes, some are not and none can tell) */
+    if (keep == 0) atomic_fetch_add_explicit(&world->iter_era, 1, memory_order_relaxed);
     snprintf(what, what_size, "a query");
     bool named = false;
     for (int32_t i = 0; i < world->query_count && keep == 0; i++) {
@@ -299,6 +302,7 @@ void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     it->mark_tick = it->tick;
     it->active = true;
     it->owns_lock = true;
+    it->era = atomic_load_explicit(&query->world->iter_era, memory_order_relaxed);
     atomic_fetch_add_explicit(&query->world->iterating, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&((kiln_query *)query)->iterating, 1, memory_order_relaxed);
     kiln_defer_begin(query->world);
@@ -320,9 +324,19 @@ static void flush_marks(kiln_iter *it) {
     it->marked = 0;
 }
 
+/* Whether a schedule run ended the iteration it belongs to (kl_queries_end_open): its counts
+ * were lowered then, and lowering them again would end another iteration or go below zero. */
+static bool ended_by_schedule(const kiln_iter *it) {
+    return it->era != atomic_load_explicit(&it->world->iter_era, memory_order_relaxed);
+}
+
 bool kiln_query_next(kiln_iter *it) {
     KILN_ASSERT(it != NULL, "it is NULL");
     if (!it->active) return false;
+    if (KL_UNLIKELY(ended_by_schedule(it))) {
+        kiln_iter_fini(it);
+        return false;
+    }
     KILN_ASSERT(it->owns_lock, "kiln_query_next on a range view");
     flush_marks(it);
     const kiln_query *q = it->query;
@@ -348,6 +362,13 @@ bool kiln_query_next(kiln_iter *it) {
 void kiln_iter_fini(kiln_iter *it) {
     KILN_ASSERT(it != NULL, "it is NULL");
     if (!it->active) return;
+    if (KL_UNLIKELY(ended_by_schedule(it))) { /* its marks go too: its rows may have moved since */
+        it->active = false;
+        it->archetype = NULL;
+        it->count = 0;
+        it->marked = 0;
+        return;
+    }
     flush_marks(it);
     it->active = false;
     it->archetype = NULL;

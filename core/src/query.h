@@ -37,7 +37,8 @@ KL_HIDDEN kl_archetype *kl_query_match_at(const kiln_query *query, int32_t i, in
  * caller's section began) by code that can no longer finish them: a system that returned
  * without kiln_iter_fini, its iterator gone with its stack. Returns how many it ended, and
  * writes to what the terms of a query left iterating ("[Position, optional Tag, without
- * Dead]"). With keep 0 (nothing else iterating) the queries' own counts go back to 0 too. */
+ * Dead]"). With keep 0 (nothing else iterating) the queries' own counts go back to 0 too,
+ * and the world's iter_era moves on, so the ended iterators can tell (kiln_iter_fini). */
 KL_HIDDEN int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, size_t what_size);
 
 /* The world a query belongs to. */

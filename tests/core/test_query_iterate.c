@@ -78,6 +78,80 @@ KILN_TEST(lifetime, nested_iterations_are_allowed) {
     kiln_query_destroy(outer);
 }
 
+/* A system that leaves an iteration open fails its run, which ends the iteration; the iterator
+ * itself, in the host's memory, still says active. Finishing it again lowered the world's
+ * deferred depth and iteration count a second time: below zero (an assertion at the next end)
+ * or under a fresh iteration, which then no longer deferred the world. */
+typedef struct stale_loop {
+    kiln_query *query;
+    kiln_iter kept;           /* left open by the first run */
+    int runs;
+    bool again_in_run;        /* the second run finishes kept inside a fresh iteration */
+    bool deferred, next;      /* after that: the world still deferred; kiln_query_next on kept */
+    kiln_entity spawned;      /* spawned in the fresh loop after that */
+    bool alive_in_loop;
+} stale_loop;
+
+static void leave_then_finish_again(const kiln_system_ctx *ctx) {
+    stale_loop *sl = ctx->user;
+    if (sl->runs++ == 0) {
+        kiln_query_iter(sl->query, &sl->kept);
+        return;
+    }
+    if (!sl->again_in_run) return;
+    kiln_iter fresh;
+    kiln_query_iter(sl->query, &fresh);
+    kiln_iter_fini(&sl->kept);
+    sl->next = kiln_query_next(&sl->kept);
+    sl->deferred = kiln_is_deferred(ctx->world);
+    kiln_spawn(ctx->world, &sl->spawned);
+    sl->alive_in_loop = kiln_is_alive(ctx->world, sl->spawned);
+    while (kiln_query_next(&fresh)) {
+    }
+}
+
+KILN_TEST(lifetime, an_iteration_a_schedule_ended_is_not_ended_again_by_next_or_fini) {
+    static const struct {
+        bool in_run, exclusive;
+    } cases[] = {{false, false}, {true, true}, {true, false}}; /* host after the run; exclusive; main */
+    for (int k = 0; k < 3; k++) {
+        kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.pos}});
+        kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+        stale_loop sl = {.query = q, .again_in_run = cases[k].in_run};
+        ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "stale", .run = leave_then_finish_again,
+                                                                  .user = &sl, .reads = {F.pos},
+                                                                  .exclusive = cases[k].exclusive,
+                                                                  .main_thread = !cases[k].exclusive}),
+                         KILN_OK);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT); /* left open, ended */
+        ck_assert(sl.kept.active);
+        if (!cases[k].in_run) { /* next first: it would visit rows no count guards, then end it */
+            ck_assert(!kiln_query_next(&sl.kept));
+            ck_assert(!sl.kept.active);
+            kiln_iter_fini(&sl.kept);
+        }
+        ck_assert_msg(!kiln_is_deferred(F.world), "case %d", k);
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        if (cases[k].in_run) {
+            ck_assert_msg(sl.deferred && !sl.next && !sl.alive_in_loop, "case %d: the fresh loop was ended", k);
+            ck_assert(kiln_is_alive(F.world, sl.spawned)); /* landed when the fresh loop ended */
+        }
+        /* the counts are right: structural calls are immediate, and a loop defers again */
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(F.world, &F.pos, NULL, 1, &e), KILN_OK);
+        ck_assert(kiln_is_alive(F.world, e));
+        kiln_iter it;
+        kiln_query_iter(q, &it);
+        ck_assert(kiln_is_deferred(F.world));
+        ck_assert_int_eq(kiln_despawn(F.world, e), KILN_OK);
+        ck_assert(kiln_is_alive(F.world, e));
+        kiln_iter_fini(&it);
+        ck_assert(!kiln_is_deferred(F.world) && !kiln_is_alive(F.world, e));
+        kiln_schedule_destroy(s);
+        kiln_query_destroy(q); /* asserts while its own count is not 0 */
+    }
+}
+
 KILN_TEST_GROUP_WITH(deferred, .setup = setup, .teardown = teardown);
 
 KILN_TEST(deferred, iteration_defers_the_world_until_it_ends) {
