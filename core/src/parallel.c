@@ -13,12 +13,13 @@
 
 #define KL_DEFAULT_MIN_ROWS 1024
 
-/* The failures of a kiln_parallel_for's ranges outside a schedule run, where no thread has an
- * error slot of its own: every thread running a range (the caller too) writes into a slot
- * published for the call, and after the join the caller's world->error gets the message of
- * the first range, in row order, that failed: the same whatever thread ran what. */
+/* The failures of a kiln_parallel_for's ranges. Each thread running a range writes into its own
+ * error buffer: in a schedule run the one the run gave it (world->error for the thread running
+ * the schedule), outside one a slot published for the call (the caller takes one too). After
+ * the join the caller's buffer gets the message of the first range, in row order, that failed:
+ * the same whatever thread ran what, and never left in another thread's buffer. */
 typedef struct range_errors {
-    kl_error_slots slots;
+    kl_error_slots slots;     /* outside a schedule run: the call's own (else unused) */
     atomic_flag lock;         /* held to compare and copy a failed range's message */
     int32_t first;            /* the lowest range that failed, INT32_MAX for none */
     char text[KL_ERROR_SIZE]; /* its message */
@@ -30,7 +31,7 @@ typedef struct range_job {
     kiln_chunk_fn fn;
     void *user;
     const struct kl_system *system; /* the system that called kiln_parallel_for (debug checks) */
-    range_errors *errors;           /* NULL in a schedule run: its threads have their slots */
+    range_errors *errors;           /* where the first failure is kept */
     int32_t index;                  /* the range's place in row order */
 } range_job;
 
@@ -49,9 +50,16 @@ static void note_failure(range_errors *e, int32_t index, const char *text) {
  * access and refuse changes to the world from it. */
 static void run_range(void *arg) {
     range_job *r = arg;
-    /* this thread's slot, emptied so that a message in it after fn is this range's */
-    char *error = r->errors ? kl_error_text(r->chunk->world, true) : NULL;
-    if (error) error[0] = '\0';
+    /* This thread's buffer, emptied so that a message in it after fn is this range's, and put
+     * back after: in a schedule run it holds the message of the system this thread runs (the
+     * caller, or another system waiting for its own jobs). */
+    char *error = kl_error_text(r->chunk->world, true);
+    char kept[KL_ERROR_SIZE];
+    size_t kept_len = error ? strnlen(error, KL_ERROR_SIZE - 1) : 0;
+    if (error) {
+        memcpy(kept, error, kept_len);
+        error[0] = '\0';
+    }
     kl_guard_frame frame;
     kl_guard_enter(r->chunk->world, r->system, true, &frame);
     kiln_iter view;
@@ -59,7 +67,10 @@ static void run_range(void *arg) {
     r->fn(&view, r->user);
     kiln_iter_fini(&view);
     kl_guard_leave(&frame);
-    if (error && error[0]) note_failure(r->errors, r->index, error);
+    if (!error) return; /* a thread beyond the slots: its messages are lost */
+    if (error[0]) note_failure(r->errors, r->index, error);
+    memcpy(error, kept, kept_len);
+    error[kept_len] = '\0';
 }
 
 static void run_inline(const kiln_query *query, kiln_chunk_fn fn, void *user) {
@@ -92,27 +103,25 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     if (size < min_rows) size = min_rows;
     int64_t max_ranges = chunks + rows / size + 1;
     /* In a schedule run its threads have error slots already; outside one, slots of our own. */
-    bool own_errors = atomic_load_explicit(&world->error_slots, memory_order_acquire) == NULL;
-    int32_t error_slots = own_errors ? (int32_t)threads + KL_ERROR_SPARE_SLOTS : 0;
+    bool own_slots = atomic_load_explicit(&world->error_slots, memory_order_acquire) == NULL;
+    int32_t error_slots = own_slots ? (int32_t)threads + KL_ERROR_SPARE_SLOTS : 0;
     size_t bytes = sizeof(kiln_iter) * (size_t)chunks +
-                   (sizeof(range_job) + sizeof(kiln_job)) * (size_t)max_ranges +
-                   (own_errors ? sizeof(range_errors) + sizeof(kl_error_slot) * (size_t)error_slots : 0);
+                   (sizeof(range_job) + sizeof(kiln_job)) * (size_t)max_ranges + sizeof(range_errors) +
+                   sizeof(kl_error_slot) * (size_t)error_slots;
     uint8_t *scratch = kl_jobs_scratch_acquire(jobs, bytes);
     if (!scratch) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_parallel_for: out of memory");
     kiln_iter *snapshots = (kiln_iter *)scratch;
     range_job *ranges = (range_job *)(snapshots + chunks);
     kiln_job *list = (kiln_job *)(ranges + max_ranges);
-    range_errors *errors = own_errors ? (range_errors *)(list + max_ranges) : NULL;
-    if (errors) {
-        kl_error_slot *slots = (kl_error_slot *)(errors + 1);
-        for (int32_t i = 0; i < error_slots; i++) {
-            atomic_init(&slots[i].thread, 0);
-            slots[i].text[0] = '\0';
-        }
-        errors->slots = (kl_error_slots){0, error_slots, slots}; /* owner 0: the caller too */
-        atomic_flag_clear(&errors->lock);
-        errors->first = INT32_MAX;
+    range_errors *errors = (range_errors *)(list + max_ranges);
+    kl_error_slot *slots = (kl_error_slot *)(errors + 1);
+    for (int32_t i = 0; i < error_slots; i++) {
+        atomic_init(&slots[i].thread, 0);
+        slots[i].text[0] = '\0';
     }
+    errors->slots = (kl_error_slots){0, error_slots, slots}; /* owner 0: the caller too */
+    atomic_flag_clear(&errors->lock);
+    errors->first = INT32_MAX;
 
     /* Hold the world deferred and iterating across the whole run: the iteration below ends
      * before the jobs start. */
@@ -138,14 +147,13 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     }
     kiln_iter_fini(&it);
     kiln_counter counter = {0};
-    if (errors) atomic_store_explicit(&world->error_slots, &errors->slots, memory_order_release);
+    if (own_slots) atomic_store_explicit(&world->error_slots, &errors->slots, memory_order_release);
     kiln_result r = kiln_jobs_submit(jobs, list, n_ranges, &counter);
     if (r == KILN_OK) kiln_jobs_wait(jobs, &counter);
-    if (errors) {
-        /* every range has ended (the wait): the slots go, the first failure stays */
-        atomic_store_explicit(&world->error_slots, NULL, memory_order_release);
-        if (errors->first != INT32_MAX) memcpy(world->error, errors->text, sizeof world->error);
-    }
+    /* every range has ended (the wait): our slots go, the first failure stays in the caller's */
+    if (own_slots) atomic_store_explicit(&world->error_slots, NULL, memory_order_release);
+    char *mine = errors->first != INT32_MAX ? kl_error_text(world, true) : NULL;
+    if (mine) memcpy(mine, errors->text, KL_ERROR_SIZE);
     if (r != KILN_OK) kl_fail(world, r, "kiln_parallel_for: out of memory queueing jobs");
     atomic_fetch_sub_explicit(&world->iterating, 1, memory_order_relaxed);
     kl_jobs_scratch_release(jobs, scratch);

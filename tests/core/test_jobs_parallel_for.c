@@ -515,33 +515,40 @@ static void succeed_in_range(kiln_iter *view, void *user) {
     if (kiln_get(f->world, view->entities[0], f->a) == NULL) atomic_fetch_add(&f->wrong, 1);
 }
 
+/* f's world: A on FAIL_ROWS rows (f->first the query's first), a dead handle, a component no
+ * row has, and the messages a write through each gives; returns the query of A. */
+static kiln_query *failing_world(failing_ranges *f) {
+    memset(f, 0, sizeof *f);
+    f->world = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_component_register(f->world, &(kiln_component_desc){.name = "A", .size = 4}, &f->a),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_component_register(
+                         f->world,
+                         &(kiln_component_desc){
+                             .name = "AComponentWithAVeryLongNameSoItsMessageIsLongerThanTheOther", .size = 4},
+                         &f->long_name),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_spawn(f->world, &f->dead), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(f->world, f->dead), KILN_OK);
+    for (int i = 0; i < FAIL_ROWS; i++) {
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(f->world, &f->a, NULL, 1, &e), KILN_OK);
+        if (i == 0) f->first = e;
+    }
+    ck_assert_ptr_null(kiln_get_mut(f->world, f->first, f->long_name));
+    snprintf(f->missing_message, sizeof f->missing_message, "%s", kiln_world_error(f->world));
+    ck_assert_ptr_null(kiln_get_mut(f->world, f->dead, f->a));
+    snprintf(f->dead_message, sizeof f->dead_message, "%s", kiln_world_error(f->world));
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(f->world, &(kiln_query_desc){.with = {f->a}}, &q), KILN_OK);
+    return q;
+}
+
 KILN_TEST_GROUP_WITH(errors, .timeout = 120);
 
 KILN_TEST(errors, ranges_failing_at_once_leave_the_first_ranges_whole_message) {
     static failing_ranges f;
-    memset(&f, 0, sizeof f);
-    f.world = kiln_world_create(NULL);
-    ck_assert_int_eq(kiln_component_register(f.world, &(kiln_component_desc){.name = "A", .size = 4}, &f.a),
-                     KILN_OK);
-    ck_assert_int_eq(kiln_component_register(
-                         f.world,
-                         &(kiln_component_desc){
-                             .name = "AComponentWithAVeryLongNameSoItsMessageIsLongerThanTheOther", .size = 4},
-                         &f.long_name),
-                     KILN_OK);
-    ck_assert_int_eq(kiln_spawn(f.world, &f.dead), KILN_OK);
-    ck_assert_int_eq(kiln_despawn(f.world, f.dead), KILN_OK);
-    for (int i = 0; i < FAIL_ROWS; i++) {
-        kiln_entity e;
-        ck_assert_int_eq(kiln_spawn_with(f.world, &f.a, NULL, 1, &e), KILN_OK);
-        if (i == 0) f.first = e;
-    }
-    ck_assert_ptr_null(kiln_get_mut(f.world, f.first, f.long_name));
-    snprintf(f.missing_message, sizeof f.missing_message, "%s", kiln_world_error(f.world));
-    ck_assert_ptr_null(kiln_get_mut(f.world, f.dead, f.a));
-    snprintf(f.dead_message, sizeof f.dead_message, "%s", kiln_world_error(f.world));
-    kiln_query *q;
-    ck_assert_int_eq(kiln_query_create(f.world, &(kiln_query_desc){.with = {f.a}}, &q), KILN_OK);
+    kiln_query *q = failing_world(&f);
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
     enum { RUNS = 8 };
     for (int run = 0; run < RUNS; run++) {
@@ -561,4 +568,77 @@ KILN_TEST(errors, ranges_failing_at_once_leave_the_first_ranges_whole_message) {
     kiln_jobs_destroy(jobs);
     kiln_query_destroy(q);
     kiln_world_destroy(f.world);
+}
+
+/* A system calling kiln_parallel_for in a schedule run, where every pool thread has an error
+ * slot of its own: only the ranges run on other threads than the system's fail (through the
+ * dead handle), so the system's own slot sees their message only if kiln_parallel_for brings
+ * it back. The system fails a call of its own first (the missing-component message). */
+typedef struct schedule_caller {
+    failing_ranges f;
+    kiln_query *query;
+    pthread_t thread;    /* the system's */
+    bool fail;           /* false: every range succeeds */
+    atomic_int failed;   /* ranges that failed */
+    char before[256];    /* the system's message before kiln_parallel_for, and after it */
+    char after[256];
+    kiln_result result;
+} schedule_caller;
+
+static void fail_off_the_caller(kiln_iter *view, void *user) {
+    (void)view;
+    schedule_caller *c = user;
+    /* the first two ranges wait (five seconds at most) for each other: two threads run them,
+     * so at least one is not the system's */
+    if (atomic_fetch_add(&c->f.started, 1) < 2) {
+        int64_t start = test_now_ns();
+        while (atomic_load(&c->f.started) < 2 && test_now_ns() - start < 5000000000) {
+        }
+    }
+    if (!c->fail || pthread_equal(pthread_self(), c->thread)) return;
+    if (kiln_get_mut(c->f.world, c->f.dead, c->f.a) != NULL ||
+        strcmp(kiln_world_error(c->f.world), c->f.dead_message) != 0)
+        atomic_fetch_add(&c->f.wrong, 1);
+    atomic_fetch_add(&c->failed, 1);
+}
+
+static void call_parallel_for(const kiln_system_ctx *ctx) {
+    schedule_caller *c = ctx->user;
+    c->thread = pthread_self();
+    atomic_store(&c->f.started, 0);
+    if (kiln_get_mut(ctx->world, c->f.first, c->f.long_name) != NULL) atomic_fetch_add(&c->f.wrong, 1);
+    snprintf(c->before, sizeof c->before, "%s", kiln_world_error(ctx->world));
+    c->result = kiln_parallel_for(ctx->jobs, c->query, 256, fail_off_the_caller, c);
+    snprintf(c->after, sizeof c->after, "%s", kiln_world_error(ctx->world));
+}
+
+KILN_TEST(errors, in_a_schedule_run_the_calling_system_gets_a_range_failure_from_another_thread) {
+    static schedule_caller c;
+    c.query = failing_world(&c.f);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    for (int k = 0; k < 2; k++) { /* a main-thread system (world->error), a pool one (a slot) */
+        kiln_schedule *s = kiln_schedule_create(c.f.world, &(kiln_schedule_desc){.jobs = jobs});
+        ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "caller", .run = call_parallel_for,
+                                                                  .user = &c, .main_thread = k == 0,
+                                                                  .writes = {c.f.a, c.f.long_name}}),
+                         KILN_OK);
+        for (int run = 0; run < 8; run++) {
+            c.fail = true;
+            atomic_store(&c.failed, 0);
+            ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+            ck_assert_int_eq(c.result, KILN_OK);
+            ck_assert_int_gt(atomic_load(&c.failed), 0);
+            ck_assert_str_eq(c.before, c.f.missing_message);
+            ck_assert_msg(strcmp(c.after, c.f.dead_message) == 0, "case %d run %d: %s", k, run, c.after);
+        }
+        /* ranges that fail nothing leave the system's message as it was */
+        c.fail = false;
+        ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+        ck_assert_str_eq(c.after, c.f.missing_message);
+        kiln_schedule_destroy(s);
+    }
+    ck_assert_int_eq(atomic_load(&c.f.wrong), 0);
+    kiln_jobs_destroy(jobs);
+    kiln_query_destroy(c.query);
+    kiln_world_destroy(c.f.world);
 }
