@@ -365,32 +365,35 @@ lua_Alloc klua_lasting_allocf(lua_State *L, void **ud) {
 }
 
 /* Runs feed(session, line) with the budget armed; returns the pcall status with the two
- * results (or the message) on top. */
+ * results (or the message) on top. What may raise (out of memory) comes before anything is
+ * armed, so a raise leaves the state's allocator, hook and registered budget as they were. */
 static int run_armed(lua_State *L, klua_budget *b, const char *line, size_t n) {
     /* the budget registered before (another console's statement may be running: this one was
      * polled from it) is registered again after, or that statement would run on unbudgeted */
     lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
     void *before = lua_touserdata(L, -1);
     lua_pop(L, 1);
+    lua_pushvalue(L, ARG_FEED);
+    lua_pushvalue(L, ARG_SESSION);
+    lua_pushlstring(L, line, n);
+    klua_compat_budget_jit_off(L); /* LuaJIT: the JIT off even if the game turned it on */
+    klua_compat_hook_revive(L);    /* LuaJIT: hooks the game's own code left stopped run again */
+    lua_Hook old_hook = lua_gethook(L);
+    int old_mask = lua_gethookmask(L), old_count = lua_gethookcount(L);
+    /* LuaJIT: the state's first count hook adds a registry key (the JIT is off for good), which
+     * may grow the registry and raise; no Lua runs until the call, so no hook fires unarmed */
+    lua_sethook(L, budget_hook, BUDGET_MASK, HOOK_COUNT);
     b->left = b->limit;
     b->spent = false;
     b->deadline = klua_console_now() + b->statement_ms / 1000.0;
     b->active = true;
     lua_pushlightuserdata(L, b);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY); /* the key exists: no allocation */
-    klua_compat_budget_jit_off(L); /* LuaJIT: the JIT off even if the game turned it on */
-    klua_compat_hook_revive(L);    /* LuaJIT: hooks the game's own code left stopped run again */
-    lua_Hook old_hook = lua_gethook(L);
-    int old_mask = lua_gethookmask(L), old_count = lua_gethookcount(L);
-    lua_pushvalue(L, ARG_FEED);
-    lua_pushvalue(L, ARG_SESSION);
-    lua_pushlstring(L, line, n);
     b->alloc = lua_getallocf(L, &b->alloc_ud);
     b->grown = b->floor = 0;
     b->grew_past = false;
     lua_setallocf(L, budget_alloc, b);
-    lua_sethook(L, budget_hook, BUDGET_MASK, HOOK_COUNT);
-    int status = lua_pcall(L, 2, 2, 0);
+    int status = lua_pcall(L, 2, 2, 0); /* raises nothing: every exit passes what follows */
     lua_sethook(L, old_hook, old_mask, old_count);
     lua_setallocf(L, b->alloc, b->alloc_ud);
     b->active = false;

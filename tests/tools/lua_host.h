@@ -18,10 +18,11 @@
 #include "suite_main.h"
 
 /* A lua_Alloc / kiln_alloc_fn counting live bytes that refuses growth once `left` reaches 0
- * (left < 0: never). */
+ * (left < 0: never), and growth to refuse_from bytes or more (0: none). */
 typedef struct budget {
     int64_t left;
     int64_t live, peak;
+    size_t refuse_from;
 } budget;
 
 static inline void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -32,7 +33,7 @@ static inline void *budget_alloc(void *ud, void *ptr, size_t osize, size_t nsize
         free(ptr);
         return NULL;
     }
-    if (nsize > old && b->left == 0) return NULL;
+    if (nsize > old && (b->left == 0 || (b->refuse_from && nsize >= b->refuse_from))) return NULL;
     if (nsize > old && b->left > 0) b->left--;
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;

@@ -52,6 +52,13 @@ START_TEST(a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_ser
         h.lua_mem.left = n;
         serve(c);
         h.lua_mem.left = -1;
+        /* the game runs on outside the statement: on its own allocator, and not taken for a
+         * statement (which makes no mod manager: its mods would run under budgets of their own) */
+        void *ud;
+        ck_assert_msg(lua_getallocf(h.L, &ud) == budget_alloc && ud == &h.lua_mem,
+                      "after %lld grants, the state kept the statement budget's allocator", (long long)n);
+        if (luaL_dostring(h.L, "kiln.mods(w):close()") != LUA_OK)
+            ck_abort_msg("after %lld grants: %s", (long long)n, lua_tostring(h.L, -1));
         char got[4096];
         bool closed = read_frames(fd, got, sizeof got);
         close(fd);
@@ -75,6 +82,66 @@ START_TEST(a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_ser
         if (whole) break;
     }
     ck_assert_int_gt(n, 3);
+}
+END_TEST
+
+/* Polls c until fd got one answer, written to out as "status:text". */
+static void one_answer(kiln_console *c, int fd, char *out, size_t size) {
+    static frames f;
+    memset(&f, 0, sizeof f);
+    out[0] = '\0';
+    for (int spin = 0; spin < 2000 && !f.closed; spin++) {
+        kiln_console_poll(c);
+        frames_recv(&f, fd);
+        if (frames_take(&f, out, size, "")) return;
+        if (spin > 20) pause_ms(1);
+    }
+    ck_abort_msg("no answer came (%s)", f.closed ? "closed" : "timed out");
+}
+
+static char fill_keys[2048]; /* each byte's address is one registry key */
+
+/* A statement adds keys to the registry before it runs: the first of a console, the functions
+ * its budget charges, and under LuaJIT the first count hook of a state, that the JIT is off.
+ * Whichever grows the registry and is refused, the statement is refused with it, and the game
+ * goes on with its own allocator: the statement's counts only while it runs, and is freed with
+ * its console. Keys added by the game, one more each time, bring the registry to the brink of
+ * growing at each of those; growth past 4 KiB is what is refused (the registry's, no statement
+ * this short needs one). */
+START_TEST(a_statement_refused_memory_for_its_registry_keys_leaves_the_game_allocator) {
+    bool refused = false;
+    int fill = 0;
+    for (; fill < (int)sizeof fill_keys && !refused; fill++) {
+        host h;
+        start(&h, "");
+        char err[256], got[4096];
+        kiln_console *c = kiln_console_open(h.L, &(kiln_console_desc){.token = token}, err, sizeof err);
+        ck_assert_msg(c != NULL, "%s", err);
+        int fd = connect_port(kiln_console_port(c));
+        ck_assert_int_ge(fd, 0);
+        char lines[128];
+        snprintf(lines, sizeof lines, "token %s\n", token);
+        send_text(fd, lines);
+        one_answer(c, fd, got, sizeof got);
+        ck_assert_str_eq(got, "ok:");
+        for (int i = 0; i < fill; i++) {
+            lua_pushboolean(h.L, 1);
+            lua_rawsetp(h.L, LUA_REGISTRYINDEX, &fill_keys[i]);
+        }
+        send_text(fd, "return 6 * 7\n");
+        h.lua_mem.refuse_from = 4096;
+        one_answer(c, fd, got, sizeof got);
+        h.lua_mem.refuse_from = 0;
+        void *ud;
+        ck_assert_msg(lua_getallocf(h.L, &ud) == budget_alloc && ud == &h.lua_mem,
+                      "with %d keys added, the state kept the statement budget's allocator (%s)", fill, got);
+        refused = strcmp(got, "ok:42") != 0;
+        ck_assert_msg(!refused || strstr(got, "memory"), "with %d keys added: %s", fill, got);
+        close(fd);
+        kiln_console_close(c);
+        stop(&h);
+    }
+    ck_assert_msg(refused, "no statement was refused: the registry never grew under one");
 }
 END_TEST
 
@@ -143,6 +210,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_console_served_out_of_lua_memory_anywhere_answers_or_closes_and_serves_on);
     tcase_add_test(tc, consoles_opened_and_closed_again_and_again_leave_the_game_state_as_it_was);
+    tcase_add_test(tc, a_statement_refused_memory_for_its_registry_keys_leaves_the_game_allocator);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
