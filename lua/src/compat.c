@@ -340,12 +340,22 @@ static void jit_flush_off(lua_State *L) {
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
 }
 
+static int revive_raise(lua_State *L);
+
 void klua_compat_remember_jit(lua_State *L) {
     lua_pushlightuserdata(L, (void *)&jit_status_key);
     lua_rawget(L, LUA_REGISTRYINDEX);
     bool known = !lua_isnil(L, -1);
     lua_pop(L, 1);
     if (known) return; /* saved by an earlier require of kiln in this state */
+    /* what arming a budget later would add to the registry, made now: the key
+     * klua_compat_sethook turns true at the first count hook, and the C function of
+     * klua_compat_hook_revive (a growth of the registry there could be refused) */
+    lua_pushlightuserdata(L, (void *)&jit_off_key);
+    lua_pushboolean(L, 0);
+    lua_rawset(L, LUA_REGISTRYINDEX);
+    lua_pushcfunction(L, revive_raise);
+    lua_pop(L, 1);
     lua_pushlightuserdata(L, (void *)&jit_status_key);
     lua_pushboolean(L, 0); /* false: this state has no jit library (a mod's) */
     lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");

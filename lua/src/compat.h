@@ -269,7 +269,8 @@ KLUA_COMPAT_HIDDEN void klua_compat_sethook(lua_State *L, lua_Hook f, int mask, 
  * it off, and compiled code calls no hook; when jit.status (as saved at load) says it is on,
  * the compiled traces are flushed and the JIT turned off again. Nothing in a state without
  * the jit library (a mod's). klua_compat_remember_jit saves jit.status at load (so a script
- * replacing it later changes nothing), or false where there is none. */
+ * replacing it later changes nothing), or false where there is none, and makes the registry
+ * key klua_compat_sethook sets (so a budget armed later adds none). */
 KLUA_COMPAT_HIDDEN void klua_compat_budget_jit_off(lua_State *L);
 KLUA_COMPAT_HIDDEN void klua_compat_remember_jit(lua_State *L);
 /* LuaJIT marks its hook active while the hook runs, and an error the hook raises that

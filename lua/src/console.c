@@ -75,6 +75,8 @@ static int setup(lua_State *L) {
     lua_pushcfunction(L, klua_budget_register);
     lua_pushlightuserdata(L, &c->budget);
     lua_call(L, 1, 0);
+    lua_pushcfunction(L, klua_budget_feed); /* LuaJIT: made in the registry now, not by a statement */
+    lua_pop(L, 1);
     luaL_requiref(L, "kiln", luaopen_kiln, 0);
     lua_getfield(L, -1, "session");
     lua_pushvalue(L, -1);

@@ -17,6 +17,9 @@ enum {
 };
 
 static const char BUDGET_KEY = 0; /* registry: light userdata of the klua_budget */
+static const char KNOWN_KEY = 0;  /* registry: the set of functions known (function -> true),
+                                   * kept alive (LuaJIT: their identity is their address); a
+                                   * set, as every console learns them again */
 
 
 double klua_console_now(void) {
@@ -32,8 +35,21 @@ static klua_budget *current(lua_State *L) {
     return b && b->active ? b : NULL;
 }
 
+/* Pushes the set of functions known, made if there is none. */
+static void push_known(lua_State *L) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY) == LUA_TTABLE) return;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY);
+}
+
 int klua_budget_register(lua_State *L) {
     lua_settop(L, 1);
+    /* made with the console, so that no statement adds a key to the registry: a registry
+     * grown inside one may be refused (under LuaJIT that loses the refs of keys it moves) */
+    push_known(L);
+    lua_pop(L, 1);
     /* a console opened from inside another's statement leaves that statement's budget in
      * place (the key exists then, so arming later allocates nothing either way) */
     lua_rawgetp(L, LUA_REGISTRYINDEX, &BUDGET_KEY);
@@ -146,10 +162,6 @@ static const struct {
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");
 
-static const char KNOWN_KEY = 0; /* registry: the set of functions known (function -> true),
-                                  * kept alive (LuaJIT: their identity is their address); a
-                                  * set, as every console learns them again */
-
 /* The kind of the function whose identity is id, or -1. */
 static int kind_of(const klua_budget *b, const void *id) {
     for (int k = 0; k < CHARGED_COUNT; k++)
@@ -178,13 +190,7 @@ static void learn(lua_State *L, klua_budget *b) {
         int i = 0;
         while (i < KLUA_BUDGET_IDS && b->known[k][i] && b->known[k][i] != id) i++;
         if (i == KLUA_BUDGET_IDS || b->known[k][i]) continue;
-        lua_rawgetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY);
-        if (!lua_istable(L, -1)) {
-            lua_pop(L, 1);
-            lua_newtable(L);
-            lua_pushvalue(L, -1);
-            lua_rawsetp(L, LUA_REGISTRYINDEX, &KNOWN_KEY);
-        }
+        push_known(L); /* (made again only if a statement took it out of the registry) */
         lua_pushvalue(L, -2);
         lua_pushboolean(L, 1);
         lua_rawset(L, -3);
