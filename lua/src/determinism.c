@@ -1,6 +1,7 @@
 /* determinism.c: World methods for runs that replay the same: seed and random (the world's
- * seeded streams, one per Lua system and tick), hash (of the world's logical content), and
- * snapshot / restore (the whole world in memory, the host's only). */
+ * seeded streams, one per Lua system and tick), hash and content_hash (of the world's logical
+ * content, with and without its free slots), and snapshot / restore (the whole world in
+ * memory, the host's only). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -122,21 +123,28 @@ static int w_random(lua_State *L) {
  * on workers), and charged to a budget by the entities it walks and sorts (on a fragmented
  * world of a million, 20-90 ns each; uncharged, a mod's loop of them held the host 34 times
  * its time limit), and by the slots not alive, whose free list it walks (a world of few
- * entities and a million freed slots took 8 ms a hash). */
-static int w_hash(lua_State *L) {
+ * entities and a million freed slots took 8 ms a hash). The content hash walks no free list
+ * but is charged the same: it may sweep every slot too (the table of live handles by slot,
+ * or the slot records when memory for a sorted order is refused), and one price for both
+ * leaves a budget nothing to gain by choosing. */
+static int push_hash(lua_State *L, bool slots, const char *fname) {
     klua_world *kw = klua_self(L);
-    bool hex = hex_form(L, 2, "world:hash");
+    bool hex = hex_form(L, 2, fname);
     if (kw->current && !kw->current->exclusive)
-        klua_fail(L, "world:hash", "system '%s' is not exclusive: the hash reads every component", kw->current->name);
+        klua_fail(L, fname, "system '%s' is not exclusive: the hash reads every component", kw->current->name);
     kiln_world_stats st;
     kiln_world_stats_get(kw->world, &st);
     klua_budget_charge(L, (double)st.entities * KLUA_COST_HASH_ENTITY +
-                       (double)(st.entity_slots - st.entities) * KLUA_COST_HASH_SLOT, "world:hash");
-    uint64_t hash = kiln_world_hash(kw->world);
+                       (double)(st.entity_slots - st.entities) * KLUA_COST_HASH_SLOT, fname);
+    uint64_t hash = slots ? kiln_world_hash(kw->world) : kiln_world_content_hash(kw->world);
     if (hex) push_hex(L, hash);
     else lua_pushinteger(L, (lua_Integer)hash); /* LuaJIT: rounded to a double, see lua-api.md */
     return 1;
 }
+
+static int w_hash(lua_State *L) { return push_hash(L, true, "world:hash"); }
+
+static int w_content_hash(lua_State *L) { return push_hash(L, false, "world:content_hash"); }
 
 static int w_snapshot(lua_State *L) {
     klua_world *kw = klua_self(L);
@@ -179,6 +187,7 @@ static const luaL_Reg determinism_methods[] = {
     {"seed", w_seed},
     {"random", w_random},
     {"hash", w_hash},
+    {"content_hash", w_content_hash},
     {"snapshot", w_snapshot},
     {"restore", w_restore},
     {NULL, NULL},

@@ -557,8 +557,8 @@ typedef enum klua_costly {
 } klua_costly;
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
 #define KLUA_COST_JSON_UNIT 1024 /* a JSON save's unit (an entity, a value, an element): 1-1.5 us */
-#define KLUA_COST_HASH_ENTITY 64 /* world:hash, an entity: 20-90 ns */
-#define KLUA_COST_HASH_SLOT 16   /* world:hash, a slot not alive (the free list): 8-30 ns */
+#define KLUA_COST_HASH_ENTITY 64 /* world:hash, content_hash, an entity: 20-90 ns */
+#define KLUA_COST_HASH_SLOT 16   /* world:hash, content_hash, a slot not alive: 8-30 ns */
 #define KLUA_COST_ELEMENT 16     /* an array element converted from Lua: 30-65 ns */
 #define KLUA_SHORT_ARRAY 64      /* arrays up to this long are converted free */
 #define KLUA_EMIT_RECORD_BYTES 32 /* what a queued emit holds besides its value (a mod pays it) */

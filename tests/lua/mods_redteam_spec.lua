@@ -528,6 +528,10 @@ describe("a red-team mod", function()
         assert(mods:load(M.write(dir, "hasher.lua", "print(pcall(world.hash, world))")))
         assert.matches("^false\t.*world:hash could take 4%.86e%+06 steps, past what is left of the budget of " ..
                        "the top level of mod 'hasher'", mods:log("hasher")[1])
+        -- the content hash walks no free list, but may sweep every slot: charged the same
+        assert(mods:load(M.write(dir, "content.lua", "print(pcall(world.content_hash, world))")))
+        assert.matches("^false\t.*world:content_hash could take 4%.86e%+06 steps, past what is left of the " ..
+                       "budget of the top level of mod 'content'", mods:log("content")[1])
         assert.are.equal(1001, w:count())
     end)
 

@@ -113,6 +113,29 @@ describe("kiln.mods", function()
         assert.are.same({}, mods:list())
     end)
 
+    it("a top level that fails leaves the content hash as it was; the hash sees the slots it spent", function()
+        local dir = M.folder()
+        local seen
+        local w, mods = M.host{allow = {report = function(hex) seen = hex end}}
+        local untouched = M.host() -- the same world, never met by the mod
+        local content, hash = w:content_hash("hex"), w:hash("hex")
+        assert.are.equal(untouched:content_hash("hex"), content)
+        assert.are.equal(untouched:hash("hex"), hash)
+        M.write(dir, "spender.lua", [[
+            report(world:content_hash("hex"))
+            for i = 1, 3 do world:spawn{Position = {x = i, y = i}} end
+            error("changed my mind")
+        ]])
+        local ok, err = mods:load(dir .. "/spender.lua")
+        assert.is_nil(ok)
+        assert.matches("changed my mind", err)
+        assert.are.equal(content, seen) -- a mod reads it as the host does
+        assert.are.equal(content, w:content_hash("hex"))
+        assert.are.equal(untouched:content_hash("hex"), w:content_hash("hex"))
+        assert.are_not.equal(hash, w:hash("hex")) -- three generations spent: other next handles
+        assert.are_not.equal(untouched:hash("hex"), w:hash("hex"))
+    end)
+
     it("undoes a top level that fails: what it registered leaves the host's entities and resources", function()
         local dir = M.folder()
         local w, mods = M.host()

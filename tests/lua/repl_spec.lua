@@ -121,6 +121,10 @@ describe("world saves in the session", function()
         assert.truthy(h:match("^" .. string.rep("%x", 16) .. "$"))
         local _, hex = s:feed('world:hash("hex")') -- all 16 digits, the same under LuaJIT
         assert.truthy(hex:find(h, 1, true))
+        local _, content = s:feed('world:content_hash("hex")')
+        assert.are.equal("ok", (s:feed('world:despawn(world:spawn{})')))
+        assert.are.same({"ok", content}, {s:feed('world:content_hash("hex")')})
+        assert.are_not.same({"ok", h}, {s:feed(":hash")})
         for _, name in ipairs{os.tmpname(), os.tmpname() .. ".json"} do
             assert.are.same({"ok", "saved 1 entities to " .. name}, {s:feed(":save " .. name)})
             assert.are.equal("ok", (s:feed("world:despawn(e)")))

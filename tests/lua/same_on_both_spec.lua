@@ -322,6 +322,20 @@ describe("64-bit hashes and seeds", function()
             message(w.hash, w, 16))
     end)
 
+    it("world:content_hash leaves out the free slots world:hash takes in, in the same two forms", function()
+        local content, hash = w:content_hash("hex"), w:hash("hex")
+        assert.truthy(content:match("^" .. string.rep("%x", 16) .. "$"))
+        assert.are_not.equal(hash, content)
+        if not JIT then assert.are.equal(string.format("%016x", w:content_hash()), content) end
+        w:despawn(w:spawn{P = {v = 2}}) -- a generation spent: the next handles differ, the content not
+        assert.are_not.equal(hash, w:hash("hex"))
+        assert.are.equal(content, w:content_hash("hex"))
+        w:spawn{P = {v = 2}}
+        assert.are_not.equal(content, w:content_hash("hex"))
+        assert.are.equal("bad argument #1 to 'world:content_hash' (form 'dec' is not \"hex\")",
+            message(w.content_hash, w, "dec"))
+    end)
+
     it("world:seed('hex') reads a seed beyond 2^53 exactly; plain world:seed() raises for it under LuaJIT", function()
         local data = w:save{format = "json"}
         local big, n = data:gsub('"seed": 1\n', '"seed": "1152921504606846977"\n') -- 2^60 + 1

@@ -126,7 +126,7 @@ function D.run(opts)
                            "system", "progress", "systems", "enable", "set_parent", "children",
                            "despawn_recursive", "event", "emit", "events", "resource", "failures",
                            "max_failures", "components", "component_info", "stats", "inspect", "schema",
-                           "remove_system", "instructions", "save", "load", "hash", "snapshot",
+                           "remove_system", "instructions", "save", "load", "hash", "content_hash", "snapshot",
                            "restore", "name", "lookup", "clone", "seed", "random", "prefab", "instantiate",
                            "export"}) do
         S.known_world_methods[name] = true
