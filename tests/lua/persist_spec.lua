@@ -136,6 +136,26 @@ describe("persist", function()
         assert.are_not.equal(a:hash(), b:hash())
     end)
 
+    it("hash takes in data resources' values, not Lua resources nor the values of Lua components", function()
+        -- a Lua resource lives in a Lua state (a mod's in its own), not in the world, and a
+        -- "lua" component's value is a Lua value the world holds a reference to (by presence)
+        local w = H.world()
+        w:component("Score", "int32_t points;")
+        w:component("Script", "lua")
+        local e = w:spawn{Script = {a = 1}}
+        local function unchanged(change)
+            local hash, content = w:hash("hex"), w:content_hash("hex")
+            change()
+            return hash == w:hash("hex") and content == w:content_hash("hex")
+        end
+        assert.is_false(unchanged(function() w:resource("Score", {points = 1}) end))
+        assert.is_false(unchanged(function() w:resource("Score", {points = 2}) end))
+        assert.is_true(unchanged(function() w:resource("level", {name = "asteroids"}) end))
+        assert.is_true(unchanged(function() w:resource("level", function() end) end))
+        assert.is_true(unchanged(function() w:set(e, "Script", {a = 2}) end))
+        assert.is_false(unchanged(function() w:remove(e, "Script") end))
+    end)
+
     it("restore puts back the same entities, values and tick, and the same next handles", function()
         local w = H.world()
         local es = {}
