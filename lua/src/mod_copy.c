@@ -126,6 +126,22 @@ static bool slot_room(proxy_book *book) {
     return true;
 }
 
+/* Gives the userdata at the top of L the metatable kept in L's registry at key (made if
+ * missing): only gc, and hidden from getmetatable. Raises in L when out of memory. */
+static void set_hidden_meta(lua_State *L, const void *key, lua_CFunction gc) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, 0, 2);
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushboolean(L, 0);
+        lua_setfield(L, -2, "__metatable");
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+    }
+    lua_setmetatable(L, -2);
+}
+
 static uintptr_t anchor_check(const proxy_anchor *a) {
     return (uintptr_t)a ^ (uintptr_t)a->book ^ (uintptr_t)&book_key;
 }
@@ -171,17 +187,7 @@ static proxy_book *push_kept(lua_State *F) {
     a = lua_newuserdatauv(F, sizeof *a, 1);
     a->book = NULL;
     a->check = 0;
-    if (lua_rawgetp(F, LUA_REGISTRYINDEX, &anchor_meta_key) != LUA_TTABLE) {
-        lua_pop(F, 1);
-        lua_createtable(F, 0, 2);
-        lua_pushcfunction(F, anchor_gc);
-        lua_setfield(F, -2, "__gc");
-        lua_pushboolean(F, 0);
-        lua_setfield(F, -2, "__metatable");
-        lua_pushvalue(F, -1);
-        lua_rawsetp(F, LUA_REGISTRYINDEX, &anchor_meta_key);
-    }
-    lua_setmetatable(F, -2);
+    set_hidden_meta(F, &anchor_meta_key, anchor_gc);
     lua_newtable(F);
     lua_setiuservalue(F, -2, 1);
     proxy_book *book = malloc(sizeof *book);
@@ -304,17 +310,7 @@ static int handle_gc(lua_State *L) {
 static proxy_handle *push_handle(lua_State *T, klua_mods *mods, uint64_t generation) {
     proxy_handle *h = lua_newuserdatauv(T, sizeof *h, 0);
     *h = (proxy_handle){mods, generation, NULL};
-    if (lua_rawgetp(T, LUA_REGISTRYINDEX, &handle_key) != LUA_TTABLE) {
-        lua_pop(T, 1);
-        lua_createtable(T, 0, 2);
-        lua_pushcfunction(T, handle_gc);
-        lua_setfield(T, -2, "__gc");
-        lua_pushboolean(T, 0);
-        lua_setfield(T, -2, "__metatable");
-        lua_pushvalue(T, -1);
-        lua_rawsetp(T, LUA_REGISTRYINDEX, &handle_key);
-    }
-    lua_setmetatable(T, -2);
+    set_hidden_meta(T, &handle_key, handle_gc);
     return h;
 }
 
