@@ -138,6 +138,9 @@ void klua_budget_rows_end(lua_State *L, klua_world *kw) {
 }
 
 void klua_budget_prepare(lua_State *L) {
+    int t = lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
+    lua_pop(L, 1);
+    if (t != LUA_TNIL) return; /* made already: it may hold a budget armed now (kiln opened again) */
     lua_pushboolean(L, 0);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
 }

@@ -598,7 +598,8 @@ typedef struct klua_armed {
 KLUA_HIDDEN void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *what,
                                  klua_armed *saved);
 KLUA_HIDDEN void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved);
-/* Makes the registry slot the hook reads (call once, protected, when a state is made). */
+/* Makes the registry slot the hook reads, unless it is there (protected: when kiln opens in a
+ * state, and when a mod's state is made), so that arming a budget never grows the registry. */
 KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 /* Charges steps to the budget armed on L's state (none armed: nothing); raises when they
  * would pass it, naming what the charge is for. */

@@ -51,6 +51,7 @@ int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
     klua_compat_remember_main(L);
     klua_compat_remember_jit(L); /* before any script could replace jit.status */
+    klua_budget_prepare(L);      /* a world's first budgeted run must not grow the registry */
     lua_newtable(L);
     klua_open_world(L); /* the World class first: the others add their methods to it */
     lua_setfield(L, -2, "world");

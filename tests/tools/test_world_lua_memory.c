@@ -148,6 +148,55 @@ START_TEST(a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_
 }
 END_TEST
 
+static char fill_keys[2048]; /* each byte's address is one registry key */
+
+static int add_key(lua_State *L) {
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, lua_touserdata(L, 1));
+    return 0;
+}
+
+/* Adds key to h's registry unless that grows it past 4 KiB: whether it was added. */
+static bool add_key_in_room(host *h, const void *key) {
+    lua_pushcfunction(h->L, add_key); /* (LuaJIT: a closure, made before growth is refused) */
+    lua_pushlightuserdata(h->L, (void *)key);
+    h->lua_mem.refuse_from = 4096;
+    int rc = lua_pcall(h->L, 1, 0, 0);
+    h->lua_mem.refuse_from = 0;
+    if (rc != LUA_OK) lua_pop(h->L, 1);
+    return rc == LUA_OK;
+}
+
+/* The first run of a Lua system under the world's instruction budget arms it in a registry
+ * slot, which was made then: a registry that had to grow for it, refused, raised out of the
+ * C system through the schedule's run (progress raised, the world left inside the system).
+ * kiln makes the slot when it opens. Keys the host adds, one more each time up to the brink
+ * of the registry growing past 4 KiB, refused while the frame runs: every frame runs. */
+START_TEST(a_budgeted_system_first_run_adds_no_registry_key_at_the_brink_of_the_registry_growing) {
+    bool brink = false;
+    for (int fill = 0; !brink; fill++) {
+        ck_assert_msg(fill < (int)sizeof fill_keys, "the registry did not come to the brink of growing");
+        host h;
+        start(&h, "runs = 0 w:system{name = 'sys', run = function() runs = runs + 1 end}");
+        lua_getglobal(h.L, "w");
+        kiln_lua_set_instructions(h.L, -1, 1000000);
+        lua_pop(h.L, 1);
+        run(h.L, "collectgarbage() collectgarbage()");
+        for (int i = 0; i < fill && !brink; i++) brink = !add_key_in_room(&h, &fill_keys[i]);
+        ck_assert_int_eq(luaL_loadstring(h.L, "ok, failures = w:progress(0.1)"), LUA_OK);
+        h.lua_mem.refuse_from = 4096;
+        int rc = lua_pcall(h.L, 0, 0, 0);
+        h.lua_mem.refuse_from = 0;
+        ck_assert_msg(rc == LUA_OK, "with %d keys added%s, progress raised: %s", fill,
+                      brink ? " (the registry at its brink)" : "", lua_tostring(h.L, -1));
+        (void)kiln_world_hash(h.world); /* debug builds abort here while a system seems to run */
+        run(h.L, "assert(ok and failures == nil and runs == 1, failures and failures[1].message)\n"
+                 "assert(w:progress(0.1)) assert(runs == 2)");
+        stop(&h);
+    }
+}
+END_TEST
+
 /* A Lua system the host runs itself (kiln_schedule_run) while the host's main thread has no
  * stack room left: the run fails as out of memory without touching Lua or the world (the
  * core is below it on the C stack), and world:failures() reports it once there is room. */
@@ -261,6 +310,7 @@ int main(void) {
     tcase_add_test(tc, a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_runs_clean);
     tcase_add_test(tc, a_method_raising_anywhere_leaves_the_collector_running);
     tcase_add_test(tc, a_lua_system_run_with_the_host_stack_full_fails_and_is_reported_later);
+    tcase_add_test(tc, a_budgeted_system_first_run_adds_no_registry_key_at_the_brink_of_the_registry_growing);
     tcase_add_test(tc, a_long_char_array_read_out_of_lua_memory_anywhere_raises_and_leaks_nothing);
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT
     tcase_add_test(tc, the_luajit_host_runs_the_ffi_paths);
