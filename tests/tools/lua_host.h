@@ -76,6 +76,24 @@ static inline void stop(host *h) {
     ck_assert_int_eq(h->world_mem.live, 0);
 }
 
+static inline int add_registry_key(lua_State *L) {
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, lua_touserdata(L, 1));
+    return 0;
+}
+
+/* Adds key (any address) to h's registry unless that grows the registry past 4 KiB: whether
+ * it was added. Brink cases add keys one more each time until this refuses. */
+static inline bool add_key_in_room(host *h, const void *key) {
+    lua_pushcfunction(h->L, add_registry_key); /* (LuaJIT: a closure, made before growth is refused) */
+    lua_pushlightuserdata(h->L, (void *)key);
+    h->lua_mem.refuse_from = 4096;
+    int rc = lua_pcall(h->L, 1, 0, 0);
+    h->lua_mem.refuse_from = 0;
+    if (rc != LUA_OK) lua_pop(h->L, 1);
+    return rc == LUA_OK;
+}
+
 /* Runs code with the Lua state refusing after n grants; returns lua_pcall's code, the error
  * left on the stack when it is not LUA_OK. */
 static inline int call_failing_after(host *h, const char *code, int64_t n) {

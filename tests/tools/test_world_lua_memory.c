@@ -148,24 +148,7 @@ START_TEST(a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_
 }
 END_TEST
 
-static char fill_keys[2048]; /* each byte's address is one registry key */
-
-static int add_key(lua_State *L) {
-    lua_pushboolean(L, 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, lua_touserdata(L, 1));
-    return 0;
-}
-
-/* Adds key to h's registry unless that grows it past 4 KiB: whether it was added. */
-static bool add_key_in_room(host *h, const void *key) {
-    lua_pushcfunction(h->L, add_key); /* (LuaJIT: a closure, made before growth is refused) */
-    lua_pushlightuserdata(h->L, (void *)key);
-    h->lua_mem.refuse_from = 4096;
-    int rc = lua_pcall(h->L, 1, 0, 0);
-    h->lua_mem.refuse_from = 0;
-    if (rc != LUA_OK) lua_pop(h->L, 1);
-    return rc == LUA_OK;
-}
+static char fill_keys[2048]; /* each byte's address is one registry key (add_key_in_room) */
 
 /* The first run of a Lua system under the world's instruction budget arms it in a registry
  * slot, which was made then: a registry that had to grow for it, refused, raised out of the
