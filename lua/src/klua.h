@@ -185,7 +185,8 @@ struct klua_world {
     klua_system *current;      /* the Lua system running now, for access checks */
     klua_system *systems;      /* the Lua systems made through this World, not yet freed */
     uint8_t *lua_valued;       /* per component id: 1 when it holds Lua values, | 2 when the
-                                * host's World declared it after a mod registered it */
+                                * host's World declared it after a mod registered it, | 4 when
+                                * a mod registered it */
     int32_t lua_valued_cap;
     int32_t max_failures;      /* disable a system after this many consecutive failures */
     int64_t frame_failures;    /* failed system runs since world:progress began (systems.c) */
@@ -446,6 +447,11 @@ KLUA_HIDDEN void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_compone
  * registered it first): unloading that mod leaves c's values, the host's among them. */
 KLUA_HIDDEN bool klua_host_declared(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN void klua_mark_host_declared(lua_State *L, klua_world *kw, kiln_component c);
+/* Room for c's flags in the host's World kw, with the allocator of L (kw's state): false when
+ * it refuses. Then klua_mark_mod_registered (a mod registered c) cannot fail. */
+KLUA_HIDDEN bool klua_flags_room(lua_State *L, klua_world *kw, kiln_component c);
+KLUA_HIDDEN void klua_mark_mod_registered(klua_world *kw, kiln_component c);
+KLUA_HIDDEN bool klua_mod_registered(const klua_world *kw, kiln_component c);
 
 /* ---- access.c: declared access of the running Lua system ---- */
 /* The name of the Lua system running now, or NULL. */

@@ -9,7 +9,8 @@
 static bool registered_by_load(const klua_mod *mod, kiln_component c) {
     if (!mod->loading || c == KILN_NO_COMPONENT) return false;
     for (int i = mod->previous ? mod->previous->declared_count : 0; i < mod->declared_count; i++)
-        if (mod->declared[i] == c && !mod->declared_event[i] && mod->declared_first[i]) return true;
+        if (mod->declared[i] == c && !mod->declared_event[i] && mod->declared_first[i] && !mod->declared_adopted[i])
+            return true;
     return false;
 }
 

@@ -100,24 +100,44 @@ static void hook_before_declare(lua_State *L, klua_world *kw, const char *name, 
     if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
         luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
                    KLUA_MOD_MAX_COMPONENTS);
-    const klua_world *host = mod->mods->kw;
+    klua_world *host = mod->mods->kw;
     if (!existed && host->mod_types >= mod->mods->components)
         luaL_error(L, "%s: mod '%s' may not register %s '%s': mods have registered %d new components and "
                    "event types in this world, the mods' limit (components)",
                    event ? "world:event" : "world:component", mod->name, event ? "event type" : "component",
                    klua_quote(L, name, strlen(name)), (int)host->mod_types);
+    /* the flag that it is a mod's (hook_declared), made room for while a refusal can still raise */
+    kiln_component next = (kiln_component)kiln_component_count(host->world) + 1;
+    if (!existed && !event && !klua_flags_room(mod->mods->host, host, next)) luaL_error(L, "not enough memory");
+}
+
+/* Whether component id is a mod's that no loaded mod owns (its registrar was unloaded, or
+ * loaded under an earlier manager) and the host did not declare: the mod declaring it takes
+ * it as its own. Left to no one, its values on others' entities counted against no mod's
+ * world_memory and stayed after every unload. */
+static bool orphaned(const klua_mod *mod, uint32_t id) {
+    klua_mods *mods = mod->mods;
+    if (!klua_mod_registered(mods->kw, id) || klua_host_declared(mods->kw, id)) return false;
+    for (int i = 0; i < mods->count; i++) {
+        int k = declared_index(mods->list[i], id, false);
+        if (k >= 0 && mods->list[i]->declared_first[k]) return false;
+    }
+    return true;
 }
 
 static void hook_declared(lua_State *L, klua_world *kw, uint32_t id, bool event, bool existed) {
     klua_mod *mod = kw->mod;
     if (!existed) mod->mods->kw->mod_types++;
+    if (!existed && !event) klua_mark_mod_registered(mod->mods->kw, id);
     if (declared_index(mod, id, event) >= 0) return;
     if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
         luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
                    KLUA_MOD_MAX_COMPONENTS);
+    bool adopted = existed && !event && orphaned(mod, id);
     mod->declared[mod->declared_count] = id;
     mod->declared_event[mod->declared_count] = event;
-    mod->declared_first[mod->declared_count++] = !existed;
+    mod->declared_adopted[mod->declared_count] = adopted;
+    mod->declared_first[mod->declared_count++] = !existed || adopted;
 }
 
 static const char *hook_owner(klua_world *kw, uint32_t id, bool event, char *buf, size_t size) {
@@ -582,6 +602,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         memcpy(mod->declared, previous->declared, sizeof mod->declared);
         memcpy(mod->declared_event, previous->declared_event, sizeof mod->declared_event);
         memcpy(mod->declared_first, previous->declared_first, sizeof mod->declared_first);
+        memcpy(mod->declared_adopted, previous->declared_adopted, sizeof mod->declared_adopted);
         memcpy(mod->foreign, previous->foreign, sizeof mod->foreign);
         mod->declared_count = previous->declared_count;
     }
@@ -607,7 +628,8 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
             if (kiln_has(world, mod->load_spawns[i], mod->tag)) kiln_despawn(world, mod->load_spawns[i]);
         /* the components this attempt registered belong to no mod now: off every entity */
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
-            if (mod->declared_first[i] && !mod->declared_event[i] && !klua_host_declared(mods->kw, mod->declared[i]))
+            if (mod->declared_first[i] && !mod->declared_adopted[i] && !mod->declared_event[i] &&
+                !klua_host_declared(mods->kw, mod->declared[i]))
                 drop_component(world, mod->declared[i]);
         if (committed == COMMIT_BROKEN) {
             previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */

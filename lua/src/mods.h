@@ -69,7 +69,8 @@ typedef struct klua_mod {
     kiln_query *spawned;       /* over tag */
     kiln_component declared[KLUA_MOD_MAX_COMPONENTS];
     bool declared_event[KLUA_MOD_MAX_COMPONENTS];
-    bool declared_first[KLUA_MOD_MAX_COMPONENTS]; /* it registered it (else it was there) */
+    bool declared_first[KLUA_MOD_MAX_COMPONENTS]; /* its own: it registered it (else it was there), */
+    bool declared_adopted[KLUA_MOD_MAX_COMPONENTS]; /* or took it over from a mod gone (mods.c) */
     int declared_count;
     char (*systems)[KILN_MAX_NAME + 1]; /* systems it added (some may have left since) */
     int system_count, system_cap;

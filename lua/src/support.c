@@ -507,6 +507,7 @@ const char *klua_entity_str(kiln_entity e, char *buf) { return kiln_entity_forma
 
 #define FLAG_LUA_VALUED 1
 #define FLAG_HOST_DECLARED 2
+#define FLAG_MOD_REGISTERED 4
 
 static bool own_lua_valued(const klua_world *kw, kiln_component c) {
     return c < (kiln_component)kw->lua_valued_cap && (kw->lua_valued[c] & FLAG_LUA_VALUED);
@@ -514,6 +515,14 @@ static bool own_lua_valued(const klua_world *kw, kiln_component c) {
 
 bool klua_host_declared(const klua_world *kw, kiln_component c) {
     return c < (kiln_component)kw->lua_valued_cap && (kw->lua_valued[c] & FLAG_HOST_DECLARED);
+}
+
+bool klua_mod_registered(const klua_world *kw, kiln_component c) {
+    return c < (kiln_component)kw->lua_valued_cap && (kw->lua_valued[c] & FLAG_MOD_REGISTERED);
+}
+
+void klua_mark_mod_registered(klua_world *kw, kiln_component c) {
+    if (c < (kiln_component)kw->lua_valued_cap) kw->lua_valued[c] |= FLAG_MOD_REGISTERED;
 }
 
 bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
@@ -533,18 +542,24 @@ static void check_reachable(lua_State *L, klua_world *kw, kiln_component c, int 
                       info.name);
 }
 
-static void mark(lua_State *L, klua_world *kw, kiln_component c, uint8_t flag) {
+/* Makes room for c's flags with the allocator of L (kw's state); false when it refuses. */
+bool klua_flags_room(lua_State *L, klua_world *kw, kiln_component c) {
     if (c >= (kiln_component)kw->lua_valued_cap) {
         int32_t ncap = kw->lua_valued_cap ? kw->lua_valued_cap : 64;
         while ((kiln_component)ncap <= c) ncap *= 2;
         void *ud;
         lua_Alloc fa = lua_getallocf(L, &ud);
         uint8_t *p = fa(ud, kw->lua_valued, (size_t)kw->lua_valued_cap, (size_t)ncap);
-        if (!p) luaL_error(L, "not enough memory");
+        if (!p) return false;
         memset(p + kw->lua_valued_cap, 0, (size_t)(ncap - kw->lua_valued_cap));
         kw->lua_valued = p;
         kw->lua_valued_cap = ncap;
     }
+    return true;
+}
+
+static void mark(lua_State *L, klua_world *kw, kiln_component c, uint8_t flag) {
+    if (!klua_flags_room(L, kw, c)) luaL_error(L, "not enough memory");
     kw->lua_valued[c] |= flag;
 }
 

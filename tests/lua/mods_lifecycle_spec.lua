@@ -175,3 +175,77 @@ describe("a world's mod manager", function()
         again:close()
     end)
 end)
+
+describe("a mod loaded again after an unload", function()
+    after_each(M.cleanup)
+
+    -- Its components stayed registered, and a second load declaring them registered nothing,
+    -- so they were no one's: its values on the host's entities counted against no world_memory
+    -- (400 values of 64 KiB under a 1 MiB limit) and stayed after every unload after the first.
+    local HOG = [[
+        world:component("Big", "uint8_t data[65536];")
+        local list = {}
+        for e in world:query{"Position"}:each() do list[#list + 1] = e end
+        local n = 0
+        for _, e in ipairs(list) do
+            if not pcall(world.add, world, e, "Big", {}) then break end
+            n = n + 1
+        end
+        print(n)
+    ]]
+
+    local function host()
+        local kiln = require "kiln"
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        for i = 1, 40 do w:spawn{Position = {x = i}} end
+        local with = function()
+            local n = 0
+            for _ in w:query{"Big"}:each() do n = n + 1 end
+            return n
+        end
+        return w, with
+    end
+
+    it("owns the components it registered before: they count against it and go with its unload", function()
+        local w, with = host()
+        local mods = require("kiln").mods(w, {world_memory = 1048576})
+        local path = M.write(M.folder(), "hog.lua", HOG)
+        for round = 1, 3 do
+            assert(mods:load(path))
+            assert.are.equal("15", mods:log("hog")[1], "round " .. round)
+            assert(mods:unload("hog"))
+            assert.are.equal(0, with(), "round " .. round)
+        end
+        -- a manager made after the first is closed takes the world's mods' components over too
+        assert(mods:load(path))
+        mods:close()
+        local again = require("kiln").mods(w, {world_memory = 1048576})
+        assert(again:load(M.write(M.folder(), "hog.lua", 'world:component("Big", "uint8_t data[65536];")\n'
+                                                            .. 'world:resource("Big", {})\n' .. HOG)))
+        assert(again:unload("hog"))
+        assert.are.equal(0, with())
+        assert.is_nil(w:resource("Big"))
+        again:close()
+    end)
+
+    it("takes back its kept values at the next unload, and never the host's own components", function()
+        local w, with = host()
+        local mods = require("kiln").mods(w, {world_memory = 1048576})
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "hog.lua", HOG)))
+        assert(mods:unload("hog", {keep = true}))
+        assert.are.equal(15, with())
+        -- declaring the host's Position makes it no mod's; a failed top level leaves kept values
+        assert.is_nil(mods:load(M.write(dir, "hog.lua", 'world:component("Big", "uint8_t data[65536];")\n'
+                                        .. 'world:component("Position", "float x, y;") error("no")')))
+        assert.are.equal(15, with())
+        local info, err = mods:load(M.write(dir, "hog.lua", 'world:component("Position", "float x, y;")\n' .. HOG))
+        assert(info, err)
+        assert.are.equal("0", mods:log("hog")[1]) -- the 15 kept values count: no room for more
+        assert(mods:unload("hog"))
+        assert.are.equal(0, with())
+        assert.are.equal(40, w:count())
+        for e in w:query{"Position"}:each() do assert.is_true(w:has(e, "Position")) end
+    end)
+end)
