@@ -6,6 +6,7 @@ local kiln, World, Query, layer = ...
 local tointeger = layer.tointeger
 local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument
 local spawn_all, spawn_into = layer.spawn_all, layer.spawn_into
+local unreachable = layer.unreachable
 local prefab_json = World.prefab -- the C half: JSON text or a path -> a kiln.PrefabTree
 
 local MAX_DEPTH = 64
@@ -76,6 +77,8 @@ local function check_def(w, def, path, depth, state)
     if type(name) ~= "string" or not w:component_info(name) then
       error(string.format("%s.components: unknown component '%s'", path, bounded(tostring(name))), 0)
     end
+    local why = unreachable(w, name) -- in a mod: kiln's own, or the host's Lua-valued
+    if why then error(string.format("%s.components: %s", path, why), 0) end
     if name == "Parent" then -- as the JSON form: a Parent value would move the copies elsewhere
       error(path .. ".components: component 'Parent' is given by the tree (children, parent), not as a component", 0)
     end

@@ -446,6 +446,9 @@ KLUA_HIDDEN void klua_mark_lua_valued(lua_State *L, klua_world *kw, kiln_compone
 /* Whether the host's World kw declared component c when it existed already (a mod may have
  * registered it first): unloading that mod leaves c's values, the host's among them. */
 KLUA_HIDDEN bool klua_host_declared(const klua_world *kw, kiln_component c);
+/* Why a mod's view kw may not name component c (kiln's own, or the host's Lua-valued), pushed
+ * and returned, or NULL (nothing pushed; always for the host's World). */
+KLUA_HIDDEN const char *klua_unreachable(lua_State *L, const klua_world *kw, kiln_component c);
 KLUA_HIDDEN void klua_mark_host_declared(lua_State *L, klua_world *kw, kiln_component c);
 /* Room for c's flags in the host's World kw, with the allocator of L (kw's state): false when
  * it refuses. Then klua_mark_mod_registered (a mod registered c) cannot fail. */

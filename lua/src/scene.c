@@ -560,7 +560,20 @@ static int layer_spawn_into(lua_State *L) {
     return 1;
 }
 
+/* layer.unreachable(world, name) -> why world (a mod's view) may not name the component, or
+ * nil: a prefab made from a table is checked whole when it is made, as a spawn would check it. */
+static int layer_unreachable(lua_State *L) {
+    klua_world *kw = klua_check_world(L, 1);
+    size_t n;
+    const char *s = luaL_checklstring(L, 2, &n);
+    kiln_component c = klua_component_quiet(L, kw, 2, s, n);
+    if (c == KILN_NO_COMPONENT || !klua_unreachable(L, kw, c)) lua_pushnil(L);
+    return 1;
+}
+
 void klua_open_scene_layer(lua_State *L, int layer) {
+    lua_pushcfunction(L, layer_unreachable);
+    lua_setfield(L, layer, "unreachable");
     lua_pushcfunction(L, layer_spawn_all);
     lua_setfield(L, layer, "spawn_all");
     lua_pushcfunction(L, layer_spawn_into);

@@ -530,16 +530,22 @@ bool klua_is_lua_valued(const klua_world *kw, kiln_component c) {
 }
 
 /* What a mod's view may not name: the host's Lua-valued components (their values live in
- * the host's state) and kiln's own bookkeeping components (names starting "kiln."). */
-static void check_reachable(lua_State *L, klua_world *kw, kiln_component c, int arg, const char *fname) {
-    if (!kw->host) return;
+ * the host's state) and kiln's own bookkeeping components (names starting "kiln."). Pushes
+ * and returns why c is one of them for view kw, or returns NULL (pushing nothing). */
+const char *klua_unreachable(lua_State *L, const klua_world *kw, kiln_component c) {
+    if (!kw->host) return NULL;
     kiln_component_info info;
-    if (!kiln_component_info_get(kw->world, c, &info)) return;
+    if (!kiln_component_info_get(kw->world, c, &info)) return NULL;
     if (strncmp(info.name, "kiln.", 5) == 0)
-        klua_argerror(L, arg, fname, "component '%s' is kiln's own; mods cannot use it", info.name);
+        return lua_pushfstring(L, "component '%s' is kiln's own; mods cannot use it", info.name);
     if (own_lua_valued(kw->host, c))
-        klua_argerror(L, arg, fname, "component '%s' holds Lua values of the host, which mods cannot reach",
-                      info.name);
+        return lua_pushfstring(L, "component '%s' holds Lua values of the host, which mods cannot reach", info.name);
+    return NULL;
+}
+
+static void check_reachable(lua_State *L, klua_world *kw, kiln_component c, int arg, const char *fname) {
+    const char *why = klua_unreachable(L, kw, c);
+    if (why) klua_argerror(L, arg, fname, "%s", why);
 }
 
 /* Makes room for c's flags with the allocator of L (kw's state); false when it refuses. */

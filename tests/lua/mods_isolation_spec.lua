@@ -131,6 +131,36 @@ print(world:resource("RandomSeed").seed == world:seed())
     end)
 end)
 
+describe("a mod's world:prefab", function()
+    after_each(M.cleanup)
+
+    -- A prefab from a table is checked whole when it is made: naming what the mod may not
+    -- reach failed only at prefab:spawn, after the mod had kept the prefab and passed it on.
+    it("cannot name kiln's own components or the host's Lua-valued ones", function()
+        local w, mods = M.host()
+        w:component("Script", "lua")
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "other.lua", "world:spawn{Position = {}}")))
+        assert(mods:load(M.write(dir, "prefabber.lua", [[
+for _, comps in ipairs{{["kiln.mod.other"] = true}, {["kiln.mod.prefabber"] = true}, {Script = {}}} do
+    print(pcall(world.prefab, world, {components = {Position = {x = 1}}, children = {{components = comps}}}))
+end
+world:component("Mine", "int32_t v;")
+local p = world:prefab{components = {Mine = {v = 1}}, children = {{components = {Position = {}}}}}
+print(world:is_alive(p:spawn()))
+]])))
+        local log = mods:log("prefabber")
+        assert.are.equal(4, #log)
+        local where = "^false\tworld:prefab: def%.children%[1%]%.components: component '"
+        assert.matches(where .. "kiln%.mod%.other' is kiln's own; mods cannot use it$", log[1])
+        assert.matches(where .. "kiln%.mod%.prefabber' is kiln's own; mods cannot use it$", log[2])
+        assert.matches(where .. "Script' holds Lua values of the host, which mods cannot reach$", log[3])
+        assert.are.equal("true", log[4])
+        assert.are.equal(1, M.info(mods, "other").entities)
+        assert.are.equal(2, M.info(mods, "prefabber").entities)
+    end)
+end)
+
 describe("unloading a mod", function()
     after_each(M.cleanup)
 
