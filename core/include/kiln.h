@@ -187,9 +187,9 @@ bool kiln_archetype_exists(const kiln_world *world, const kiln_component *types,
  * iterating. Structural; kiln_schedule_run calls it after a frame the world grew by half+16 MiB. */
 int64_t kiln_world_trim(kiln_world *world);
 
-/* Lists live entities for tooling: writes up to capacity handles to dest (dest may be NULL
- * when capacity is 0) and returns the number of live entities, so a first call with
- * capacity 0 sizes the buffer. Order: by archetype, then row. */
+/* Lists live entities for tooling: writes up to capacity handles to dest (dest may be NULL when
+ * capacity is 0) and returns the number of live entities, so a first call with capacity 0 sizes
+ * the buffer. Order: by archetype, then row. From a hook mid-move, as kiln_entity_count too. */
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
 /* The current world tick (starts at 1), the times a snapshot restore took it back (books kept
@@ -229,10 +229,10 @@ typedef struct kiln_field {
 
 /* Hooks for components that own resources. ptr points at count consecutive values (stride
  * apart). destroy releases values; move constructs dst from src, after which src is dead and
- * its destroy hook is not run. Without a move hook rows are relocated bytewise. Called
- * mid-change (a moving entity sits in two rows): a spawn, despawn, add, remove, set or apply
- * (a deferred one queues), or a kiln_persist.h save, export or hash (0), from one fails with
- * KILN_ERR_INVALID_ARGUMENT; resources may be set and removed (see kiln_resource_remove). */
+ * its destroy hook is not run; without one rows move bytewise. Called mid-change (a moving entity
+ * sits in two rows; kiln_world_entities, kiln_query_count, _bytes and loops see it once), a spawn,
+ * despawn, add, remove, set or apply (a deferred one queues) or a kiln_persist.h save, export or
+ * hash (0) from one fails with KILN_ERR_INVALID_ARGUMENT; resources may change (kiln_resource_remove). */
 typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
 typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 

@@ -537,6 +537,18 @@ kl_archetype_move(kiln_world *world, kl_archetype *src, int32_t src_row, kl_arch
     kl_archetype_unlink(world, src, at, tail, record, dst->id, row);
 }
 
+/* The rows of arch that hold its entities: count, less its last row while a move's hooks run
+ * and that row is the moving entity's new one (kl_archetype_move pushes it there; the entity's
+ * record names its old row until the hooks are done). What kiln_world_entities, kiln_query_count
+ * and kiln_query_next read, so from a hook the moving entity is counted and visited once. */
+static inline int32_t kl_archetype_rows(const kiln_world *world, const kl_archetype *arch) {
+    int32_t n = arch->count;
+    if (KL_LIKELY(world->in_hook == 0) || n == 0) return n;
+    uint64_t bits;
+    if (!kl_record_live(world, arch->entities[n - 1], &bits)) return n;
+    return kl_bits_archetype(bits) == arch->id && kl_bits_row(bits) == (uint32_t)(n - 1) ? n : n - 1;
+}
+
 /* Frees every archetype, running the destroy hooks of every live value. */
 KL_HIDDEN void kl_archetypes_free(kiln_world *world);
 

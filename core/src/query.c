@@ -226,15 +226,18 @@ int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, size_t what
 int64_t kiln_query_count(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
     int64_t n = 0;
-    for (int32_t i = 0; i < query->match_count; i++) n += query->matches[i].arch->count;
+    for (int32_t i = 0; i < query->match_count; i++) /* a move's hooks: the entity once */
+        n += kl_archetype_rows(query->world, query->matches[i].arch);
     return n;
 }
 
 int64_t kiln_query_bytes(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
     int64_t n = 0;
-    for (int32_t i = 0; i < query->match_count; i++)
-        n += (int64_t)query->matches[i].arch->count * query->matches[i].arch->row_bytes;
+    for (int32_t i = 0; i < query->match_count; i++) {
+        const kl_archetype *a = query->matches[i].arch;
+        n += (int64_t)kl_archetype_rows(query->world, a) * (int64_t)a->row_bytes;
+    }
     return n;
 }
 
@@ -343,9 +346,10 @@ bool kiln_query_next(kiln_iter *it) {
     while (it->next_index < q->match_count) {
         const kl_match *m = &q->matches[it->next_index++];
         kl_archetype *a = m->arch;
-        if (a->count == 0) continue;
+        int32_t rows = kl_archetype_rows(it->world, a);
+        if (rows == 0) continue;
         it->archetype = a;
-        it->count = a->count;
+        it->count = rows;
         it->offset = 0;
         it->entities = a->entities;
         for (int32_t t = 0; t < it->term_count; t++) {

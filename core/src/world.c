@@ -253,7 +253,8 @@ int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t 
     int64_t n = 0;
     for (int32_t a = 0; a < world->archetype_count; a++) {
         const kl_archetype *arch = world->archetypes[a];
-        for (int32_t r = 0; r < arch->count; r++, n++)
+        int32_t rows = kl_archetype_rows(world, arch); /* a move's hooks: the entity once */
+        for (int32_t r = 0; r < rows; r++, n++)
             if (n < capacity) dest[n] = arch->entities[r];
     }
     return n;

@@ -15,7 +15,8 @@ typedef struct owned {
 
 /* What the Own destroy hook does when it destroys the value with id trigger. */
 typedef enum hook_action {
-    DO_NOTHING, REMOVE_POS, DESPAWN_TARGET, SPAWN, APPLY_BUFFER, DEFER_DESPAWN, SET_RESOURCE, REMOVE_RESOURCE
+    DO_NOTHING, REMOVE_POS, DESPAWN_TARGET, SPAWN, APPLY_BUFFER, DEFER_DESPAWN, SET_RESOURCE, REMOVE_RESOURCE,
+    READ_ROWS
 } hook_action;
 
 typedef struct hook_probe {
@@ -28,6 +29,10 @@ typedef struct hook_probe {
     int calls;             /* times the action ran */
     kiln_result result;    /* what the world call returned */
     char message[256];     /* the world's message then */
+    kiln_query *with_pos;  /* READ_ROWS: what kiln_world_entities, kiln_query_count and a loop
+                              over with_pos give from the hook */
+    int64_t listed, queried, visited;
+    kiln_entity list[8];
 } hook_probe;
 
 static hook_probe P;
@@ -47,6 +52,14 @@ static void act(hook_probe *p) {
         break;
     case SET_RESOURCE: p->result = kiln_resource_set(p->world, p->pos, &(int64_t){42}); break;
     case REMOVE_RESOURCE: p->result = kiln_resource_remove(p->world, p->pos, NULL); break;
+    case READ_ROWS: {
+        p->listed = kiln_world_entities(p->world, p->list, 8);
+        p->queried = kiln_query_count(p->with_pos);
+        kiln_iter it;
+        kiln_query_iter(p->with_pos, &it);
+        while (kiln_query_next(&it)) p->visited += it.count;
+        break;
+    }
     }
     p->calls++;
     snprintf(p->message, sizeof p->message, "%s", kiln_world_error(p->world));
@@ -189,4 +202,24 @@ KILN_TEST(hooks, resource_calls_from_a_hook_mid_change_land_and_the_change_compl
     ck_assert(kiln_has(P.world, ents[1], P.pos) && !kiln_has(P.world, ents[1], P.own));
     ck_assert_int_eq(id_of(ents[2]), 13);
     ck_assert_int_eq(kiln_entity_count(P.world), 2);
+}
+
+/* A remove of Own moves the entity to {Pos}, running Own's destroy hook while the entity sits in
+ * its old row and its new one: the calls that read every row counted it twice (4 of 3). */
+KILN_TEST(hooks, calls_reading_every_row_from_a_hook_mid_move_see_the_moving_entity_once) {
+    ck_assert_int_eq(kiln_query_create(P.world, &(kiln_query_desc){.with = {P.pos}}, &P.with_pos), KILN_OK);
+    P.action = READ_ROWS;
+    ck_assert_int_eq(kiln_remove(P.world, ents[0], P.own, NULL), KILN_OK);
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(P.listed, 3);
+    ck_assert_int_eq(P.queried, 3);
+    ck_assert_int_eq(P.visited, 3);
+    int seen[3] = {0};
+    for (int64_t i = 0; i < P.listed && i < 8; i++)
+        for (int k = 0; k < 3; k++) seen[k] += P.list[i] == ents[k];
+    ck_assert(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
+    /* and once the move is done, in its new row */
+    ck_assert_int_eq(kiln_world_entities(P.world, NULL, 0), 3);
+    ck_assert_int_eq(kiln_query_count(P.with_pos), 3);
+    kiln_query_destroy(P.with_pos);
 }
