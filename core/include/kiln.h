@@ -712,7 +712,7 @@ typedef void (*kiln_chunk_fn)(kiln_iter *view, void *user);
  * thread, so it must not call the world's structural API (record into a command buffer of its own
  * thread instead). Rows marked changed through the views update the columns' latest ticks. Fails
  * only when out of memory (before any row ran). A failing call in fn reads its message on its own
- * thread; the caller's thread then reads the first failing range's (row order), in a run or not. */
+ * thread; the caller's thread then reads the first failing range's (row order), pool or not, run or not. */
 kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
                               kiln_chunk_fn fn, void *user);
 

@@ -17,7 +17,8 @@
  * error buffer: in a schedule run the one the run gave it (world->error for the thread running
  * the schedule), outside one a slot published for the call (the caller takes one too). After
  * the join the caller's buffer gets the message of the first range, in row order, that failed:
- * the same whatever thread ran what, and never left in another thread's buffer. */
+ * the same whatever thread ran what, and never left in another thread's buffer. Without a pool
+ * each chunk is a range, run in row order on the caller's thread. */
 typedef struct range_errors {
     kl_error_slots slots;     /* outside a schedule run: the call's own (else unused) */
     atomic_flag lock;         /* held to compare and copy a failed range's message */
@@ -45,43 +46,49 @@ static void note_failure(range_errors *e, int32_t index, const char *text) {
     kl_spin_unlock(&e->lock);
 }
 
+/* Runs fn on rows [begin, end) of chunk and keeps its failure as range index's. The thread's
+ * own message is set aside meanwhile: in a schedule run it is the message of the system this
+ * thread runs (the caller, or another system waiting for its own jobs), and a range that
+ * fails nothing leaves it as it was. */
+static void run_view(const kiln_iter *chunk, int32_t begin, int32_t end, kiln_chunk_fn fn, void *user,
+                     range_errors *errors, int32_t index) {
+    kl_error_kept kept;
+    kl_error_set_aside(chunk->world, &kept);
+    kiln_iter view;
+    kiln_iter_range(chunk, begin, end, &view);
+    fn(&view, user);
+    kiln_iter_fini(&view);
+    if (kept.text && kept.text[0]) note_failure(errors, index, kept.text); /* else: lost */
+    kl_error_put_back(&kept);
+}
+
 /* Runs as the system that started it, whatever thread takes it (one waiting in another
  * system's kiln_jobs_wait included), so the debug checks hold the range to that system's
  * access and refuse changes to the world from it. */
 static void run_range(void *arg) {
     range_job *r = arg;
-    /* This thread's buffer, emptied so that a message in it after fn is this range's, and put
-     * back after: in a schedule run it holds the message of the system this thread runs (the
-     * caller, or another system waiting for its own jobs). */
-    char *error = kl_error_text(r->chunk->world, true);
-    char kept[KL_ERROR_SIZE];
-    size_t kept_len = error ? strnlen(error, KL_ERROR_SIZE - 1) : 0;
-    if (error) {
-        memcpy(kept, error, kept_len);
-        error[0] = '\0';
-    }
     kl_guard_frame frame;
     kl_guard_enter(r->chunk->world, r->system, true, &frame);
-    kiln_iter view;
-    kiln_iter_range(r->chunk, r->begin, r->end, &view);
-    r->fn(&view, r->user);
-    kiln_iter_fini(&view);
+    run_view(r->chunk, r->begin, r->end, r->fn, r->user, r->errors, r->index);
     kl_guard_leave(&frame);
-    if (!error) return; /* a thread beyond the slots: its messages are lost */
-    if (error[0]) note_failure(r->errors, r->index, error);
-    memcpy(error, kept, kept_len);
-    error[kept_len] = '\0';
 }
 
+/* After the last range: the caller's thread reads the first failing range's message. */
+static void report_first(kiln_world *world, const range_errors *errors) {
+    char *mine = errors->first != INT32_MAX ? kl_error_text(world, true) : NULL;
+    if (mine) memcpy(mine, errors->text, KL_ERROR_SIZE);
+}
+
+/* Without a pool: chunk after chunk on the caller's thread, each a range of its own, so the
+ * message is the first failing one's here too (not the last's). */
 static void run_inline(const kiln_query *query, kiln_chunk_fn fn, void *user) {
+    range_errors errors = {.first = INT32_MAX};
+    atomic_flag_clear(&errors.lock);
+    int32_t index = 0;
     kiln_iter it;
     kiln_query_iter(query, &it);
-    while (kiln_query_next(&it)) {
-        kiln_iter view;
-        kiln_iter_range(&it, 0, it.count, &view);
-        fn(&view, user);
-        kiln_iter_fini(&view);
-    }
+    while (kiln_query_next(&it)) run_view(&it, 0, it.count, fn, user, &errors, index++);
+    report_first(kl_query_world(query), &errors);
 }
 
 kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t min_rows,
@@ -152,8 +159,7 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     if (r == KILN_OK) kiln_jobs_wait(jobs, &counter);
     /* every range has ended (the wait): our slots go, the first failure stays in the caller's */
     if (own_slots) atomic_store_explicit(&world->error_slots, NULL, memory_order_release);
-    char *mine = errors->first != INT32_MAX ? kl_error_text(world, true) : NULL;
-    if (mine) memcpy(mine, errors->text, KL_ERROR_SIZE);
+    report_first(world, errors);
     if (r != KILN_OK) kl_fail(world, r, "kiln_parallel_for: out of memory queueing jobs");
     atomic_fetch_sub_explicit(&world->iterating, 1, memory_order_relaxed);
     kl_jobs_scratch_release(jobs, scratch);

@@ -33,6 +33,20 @@ char *kl_error_text(const kiln_world *world, bool claim) {
     return NULL;
 }
 
+void kl_error_set_aside(const kiln_world *world, kl_error_kept *dest) {
+    dest->text = kl_error_text(world, true);
+    dest->len = dest->text ? strnlen(dest->text, KL_ERROR_SIZE - 1) : 0;
+    if (!dest->text) return;
+    memcpy(dest->kept, dest->text, dest->len);
+    dest->text[0] = '\0';
+}
+
+void kl_error_put_back(const kl_error_kept *kept) {
+    if (!kept->text) return;
+    memcpy(kept->text, kept->kept, kept->len);
+    kept->text[kept->len] = '\0';
+}
+
 kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...) {
     char *text = kl_error_text(world, true);
     if (!text) return code; /* more threads than slots: this one's message is lost */

@@ -362,6 +362,18 @@ struct kiln_world {
  * none. Only failures and readers of the message come here. */
 KL_HIDDEN char *kl_error_text(const kiln_world *world, bool claim);
 
+/* The calling thread's message, set aside while it runs code whose failures are not its own
+ * (a range of a kiln_parallel_for, another system's job taken while it waits): set_aside keeps
+ * the text and empties the buffer, so a message in text after the code ran is that code's, and
+ * put_back restores the kept text. text is NULL for a thread with no buffer (beyond the slots). */
+typedef struct kl_error_kept {
+    char *text;
+    size_t len;
+    char kept[KL_ERROR_SIZE];
+} kl_error_kept;
+KL_HIDDEN void kl_error_set_aside(const kiln_world *world, kl_error_kept *dest);
+KL_HIDDEN void kl_error_put_back(const kl_error_kept *kept);
+
 /* Records a failure: formats the message into the calling thread's error buffer (world->error,
  * or its slot while a schedule runs it on a worker: see kl_error_slots) and returns code. */
 KL_HIDDEN kiln_result kl_fail(kiln_world *world, kiln_result code, const char *fmt, ...)

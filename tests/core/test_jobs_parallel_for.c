@@ -570,6 +570,62 @@ KILN_TEST(errors, ranges_failing_at_once_leave_the_first_ranges_whole_message) {
     kiln_world_destroy(f.world);
 }
 
+/* Without a pool (jobs NULL, or an inline pool) the chunks run one after another on the
+ * caller's thread. Each chunk here fails through a dead handle of its own: the caller read the
+ * last chunk's message, where with workers it reads the first failing range's in row order. */
+typedef struct chunk_failures {
+    kiln_world *world;
+    kiln_component a;
+    kiln_entity dead[2];
+    char message[2][256]; /* of a write through each dead handle */
+    int calls;            /* chunks run so far (in row order: one thread) */
+    bool fail;
+} chunk_failures;
+
+static void fail_per_chunk(kiln_iter *view, void *user) {
+    (void)view;
+    chunk_failures *c = user;
+    int k = c->calls++ % 2;
+    if (c->fail) ck_assert_ptr_null(kiln_get_mut(c->world, c->dead[k], c->a));
+}
+
+KILN_TEST(errors, without_a_pool_the_caller_gets_the_first_failing_chunks_message) {
+    chunk_failures c = {.world = kiln_world_create(NULL)};
+    kiln_component b;
+    ck_assert_int_eq(kiln_component_register(c.world, &(kiln_component_desc){.name = "A", .size = 4}, &c.a), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(c.world, &(kiln_component_desc){.name = "B", .size = 4}, &b), KILN_OK);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(kiln_spawn(c.world, &c.dead[k]), KILN_OK);
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(c.world, (kiln_component[]){c.a, b}, NULL, k + 1, &e), KILN_OK);
+    }
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(kiln_despawn(c.world, c.dead[k]), KILN_OK);
+        ck_assert_ptr_null(kiln_get_mut(c.world, c.dead[k], c.a));
+        snprintf(c.message[k], sizeof c.message[k], "%s", kiln_world_error(c.world));
+    }
+    ck_assert_str_ne(c.message[0], c.message[1]);
+    kiln_query *q;
+    ck_assert_int_eq(kiln_query_create(c.world, &(kiln_query_desc){.with = {c.a}}, &q), KILN_OK);
+    kiln_jobs *inline_pool = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
+    kiln_jobs *pools[2] = {NULL, inline_pool};
+    for (int p = 0; p < 2; p++) {
+        c.fail = true, c.calls = 0;
+        kiln_world_clear_error(c.world);
+        ck_assert_int_eq(kiln_parallel_for(pools[p], q, 0, fail_per_chunk, &c), KILN_OK);
+        ck_assert_int_eq(c.calls, 2); /* {A} and {A, B}: two chunks */
+        ck_assert_msg(strcmp(kiln_world_error(c.world), c.message[0]) == 0, "pool %d: %s", p,
+                      kiln_world_error(c.world));
+        /* chunks that fail nothing leave the caller's message as it was */
+        c.fail = false;
+        ck_assert_int_eq(kiln_parallel_for(pools[p], q, 0, fail_per_chunk, &c), KILN_OK);
+        ck_assert_str_eq(kiln_world_error(c.world), c.message[0]);
+    }
+    kiln_jobs_destroy(inline_pool);
+    kiln_query_destroy(q);
+    kiln_world_destroy(c.world);
+}
+
 /* A system calling kiln_parallel_for in a schedule run, where every pool thread has an error
  * slot of its own: only the ranges run on other threads than the system's fail (through the
  * dead handle), so the system's own slot sees their message only if kiln_parallel_for brings
