@@ -159,7 +159,7 @@ kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx);
 void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn);
 
 /* The message of the calling thread's last failed call on this world ("" when none; while a schedule runs,
- * each of its threads has its own). Owned by the world, valid until that thread's next failure or clear. */
+ * each thread and system has its own). Owned by the world, valid until that thread's next failure or clear. */
 const char *kiln_world_error(const kiln_world *world);
 void kiln_world_clear_error(kiln_world *world);
 

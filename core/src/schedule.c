@@ -426,6 +426,18 @@ static void run_system(void *arg) {
                           memory_order_relaxed);
 }
 
+/* A system queued on the pool. Whatever thread takes it may be running another system that
+ * waits for jobs of its own (kiln_parallel_for, kiln_jobs_wait) and has a message of its own in
+ * the thread's buffer: the job sets that message aside, so this system reads only its own
+ * failures and the waiting one finds its message as it left it. */
+static void run_job(void *arg) {
+    kl_system *sys = arg;
+    kl_error_kept kept;
+    kl_error_set_aside(sys->ctx.world, &kept);
+    run_system(sys);
+    kl_error_put_back(&kept);
+}
+
 /* Runs a system on the calling thread with the world's deferred calls going to its buffer. */
 static void run_here(kiln_schedule *s, kl_system *sys) {
     s->world->defer_target = sys->commands;
@@ -452,7 +464,7 @@ static void run_shared_stage(kiln_schedule *s, int32_t first, int32_t end, bool 
     int32_t jobs = 0;
     for (int32_t k = first; k < end; k++) {
         kl_system *sys = s->systems[s->order[k]];
-        if (sys->run_now && !sys->main_thread) s->job_list[jobs++] = (kiln_job){run_system, sys};
+        if (sys->run_now && !sys->main_thread) s->job_list[jobs++] = (kiln_job){run_job, sys};
     }
     kiln_counter counter = {0};
     kiln_result r = kiln_jobs_submit(s->jobs, s->job_list, jobs, &counter);
