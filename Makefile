@@ -37,6 +37,12 @@ BENCH_SRC := $(wildcard bench/*.c)
 DEMO_BIN  := $(BUILD)/examples/core_demo
 
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
+# Flags for host code only (the kiln command, the sample game, the tool suites, mixed_host),
+# never for the binding's own files. The LuaJIT hosts get compat.h in front of their text
+# (JIT_HOST below); in a binding file it would come before the feature-test macros the file
+# sets on its first line (compat.c's _GNU_SOURCE, mod_files.c's _XOPEN_SOURCE), too late for
+# the system headers compat.h includes: pthread_getattr_np and realpath went undeclared.
+LUA_HOST_CFLAGS ?=
 LUA_SRC   := $(wildcard lua/src/*.c)
 LUA_OBJ   := $(LUA_SRC:lua/src/%.c=$(BUILD)/lua/%.o)
 LUA_MOD   := $(BUILD)/lua/kiln.so
@@ -110,7 +116,7 @@ KILN_SRC    := $(wildcard lua/repl/*.c)
 KILN_OBJ    := $(KILN_SRC:lua/repl/%.c=$(BUILD)/repl/%.o)
 $(BUILD)/repl/%.o: lua/repl/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(EDIT_CFLAGS) -Ilua -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) $(EDIT_CFLAGS) -Ilua -MMD -MP -c $< -o $@
 $(KILN_BIN): $(KILN_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $(KILN_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
@@ -131,7 +137,7 @@ ASTEROIDS_BIN := $(BUILD)/examples/asteroids
 ASTEROIDS_SRC := $(wildcard examples/asteroids/*.c)
 $(ASTEROIDS_BIN): $(ASTEROIDS_SRC) $(wildcard examples/asteroids/*.h) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -o $@ $(ASTEROIDS_SRC) $(BUILD)/libkiln_lua.a \
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) -Ilua -o $@ $(ASTEROIDS_SRC) $(BUILD)/libkiln_lua.a \
 	    $(BUILD)/libkiln.a $(LUA_LIBS) $(LDLIBS_ALL)
 asteroids: $(ASTEROIDS_BIN)
 
@@ -231,7 +237,7 @@ TOOL_SRC := $(wildcard tests/tools/test_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
 $(TOOL_BIN): $(BUILD)/tests/%: tests/tools/%.c $(wildcard tests/tools/*.h) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(LUA_CFLAGS) -Ilua -DKILN_BIN_PATH='"$(abspath $(KILN_BIN))"' \
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) -Ilua -DKILN_BIN_PATH='"$(abspath $(KILN_BIN))"' \
 	    -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) -lutil $(LDLIBS_ALL)
 
 test-tools: $(TOOL_BIN)
@@ -329,7 +335,7 @@ bench-jit-build:
 	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" LUA_CFLAGS="$(JIT_CFLAGS)" \
 	    LUA_LIBS="$(JIT_LIBS)" build-bench-jit/lua/kiln.so
 	$(MAKE) --no-print-directory BUILD=build-bench-jit OPT="$(BENCH_OPT)" \
-	    LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" LUA_LIBS="$(JIT_LIBS)" build-bench-jit/bench/mixed_host
+	    LUA_CFLAGS="$(JIT_CFLAGS)" $(JIT_HOST) LUA_LIBS="$(JIT_LIBS)" build-bench-jit/bench/mixed_host
 
 # The plain-C bound under iter2_mark: what storing a per-row tick costs a loop, no kiln code.
 bench-floor: build-bench/bench/tick_floor
@@ -349,7 +355,7 @@ $(BUILD)/bench/core_bench: $(BENCH_SRC) $(wildcard bench/*.h) $(BUILD)/libkiln.a
 
 $(BUILD)/bench/mixed_host: bench/lua/mixed_host.c $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) -Ilua -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
 	    $(LUA_LIBS) $(LDLIBS_ALL)
 
 # Installing: headers, libraries, pkg-config data (kiln.pc for C hosts, kiln-lua.pc for
@@ -443,6 +449,8 @@ clean-persist:
 JIT_CFLAGS := $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1) -fexceptions
 JIT_LIBS   := $(shell pkg-config --libs luajit 2>/dev/null || echo -lluajit-5.1)
 JIT_BUILD  := $(MAKE) --no-print-directory BUILD=build-jit LUA_CFLAGS="$(JIT_CFLAGS)" LUA_LIBS="$(JIT_LIBS)"
+# What a host built against LuaJIT adds: compat.h in front, so its own calls get the 5.4 API.
+JIT_HOST   := LUA_HOST_CFLAGS="-include lua/src/compat.h"
 lua-jit:
 	$(JIT_BUILD) build-jit/lua/kiln.so
 test-jit: lua-jit
@@ -466,7 +474,7 @@ test-jit-asan:
 # The sample game against LuaJIT: main.c is compiled with compat.h in front (the embedding
 # host's own calls get the same 5.4 API); the rules and mods are the same files.
 asteroids-jit:
-	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" build-jit/examples/asteroids
+	+$(JIT_BUILD) $(JIT_HOST) build-jit/examples/asteroids
 test-examples-jit: asteroids-jit
 	@tests/examples/check_game.sh build-jit/examples/asteroids
 # The C host suites (test-tools' Check programs, not the kiln command's REPL, which links Lua
@@ -477,9 +485,11 @@ JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands
 	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
 	    test_console test_console_hold test_console_persist test_console_backpressure test_jit_views_loops \
 	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes)
+# First, tests/scripts/test_jit_host_flags.sh: no binding file is built with a host's flags.
 test-jit-tools:
-	$(JIT_BUILD) build-jit/libkiln.a build-jit/libkiln_lua.a
-	$(JIT_BUILD) LUA_CFLAGS="$(JIT_CFLAGS) -include lua/src/compat.h" $(JIT_TOOL_BIN)
+	@tests/scripts/test_jit_host_flags.sh
+	+$(JIT_BUILD) build-jit/libkiln.a build-jit/libkiln_lua.a
+	+$(JIT_BUILD) $(JIT_HOST) $(JIT_TOOL_BIN)
 	@scripts/run-tests.sh $(JIT_TOOL_BIN)
 # The differential test (tests/diff): random programs of kiln calls, each run under lua5.4
 # (BUILD's module) and luajit (build-jit's); the two transcripts must be equal. The fixed
