@@ -475,7 +475,7 @@ typedef struct kiln_iter {
     uint64_t mark_tick;             /* tick again, as a type no per-row tick store can alias
                                        (nor the base): a marking loop loads both once */
     bool active, owns_lock;
-    uint32_t era;                   /* the world's iteration era at its start (kiln_iter_fini) */
+    uint16_t era_high; uint32_t era; /* the world's iteration era at its start, 48 bits (kiln_iter_fini) */
 } kiln_iter;
 
 /* Starts iterating. The world is deferred while an iteration is active (kiln_defer_begin):

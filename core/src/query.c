@@ -282,6 +282,17 @@ kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term) {
 
 kiln_world *kl_query_world(const kiln_query *query) { return query->world; }
 
+/* The world's iteration era as an iterator keeps it: its low 48 bits (kiln_iter has room for
+ * no more without growing). The era moves on only when a schedule run fails because a system
+ * left an iteration open, so an iterator ended then could read as current again only after
+ * 2^48 such runs: 8.9 years of them at a million a second (at 32 bits, 2^32 runs were 72
+ * minutes at that rate, or 2.3 years at 60 a second, and next on the stale iterator would walk
+ * rows no count guards and lower the counts a second time). */
+static uint64_t iteration_era(const kiln_world *world) {
+    return atomic_load_explicit(&((kiln_world *)world)->iter_era, memory_order_relaxed) &
+           ((UINT64_C(1) << 48) - 1);
+}
+
 void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
     KILN_ASSERT(query != NULL && it != NULL, "query and it are required");
 #if KILN_ACCESS_CHECKS
@@ -305,7 +316,9 @@ void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     it->mark_tick = it->tick;
     it->active = true;
     it->owns_lock = true;
-    it->era = atomic_load_explicit(&query->world->iter_era, memory_order_relaxed);
+    uint64_t era = iteration_era(query->world);
+    it->era = (uint32_t)era;
+    it->era_high = (uint16_t)(era >> 32);
     atomic_fetch_add_explicit(&query->world->iterating, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&((kiln_query *)query)->iterating, 1, memory_order_relaxed);
     kiln_defer_begin(query->world);
@@ -330,7 +343,8 @@ static void flush_marks(kiln_iter *it) {
 /* Whether a schedule run ended the iteration it belongs to (kl_queries_end_open): its counts
  * were lowered then, and lowering them again would end another iteration or go below zero. */
 static bool ended_by_schedule(const kiln_iter *it) {
-    return it->era != atomic_load_explicit(&it->world->iter_era, memory_order_relaxed);
+    uint64_t era = (uint64_t)it->era_high << 32 | it->era;
+    return era != iteration_era(it->world);
 }
 
 bool kiln_query_next(kiln_iter *it) {

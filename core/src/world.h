@@ -271,8 +271,9 @@ struct kiln_world {
     int64_t trim_mark;     /* allocated bytes after the last kiln_world_trim (kl_world_trim_due) */
     atomic_int iterating;  /* active query iterations; structural changes assert on it */
     /* Bumped when a schedule run ends every iteration its systems left open: an iterator that
-     * started in an earlier era was ended, and a later next or fini on it does nothing. */
-    atomic_uint iter_era;
+     * started in an earlier era was ended, and a later next or fini on it does nothing. An
+     * iterator keeps its low 48 bits (iteration_era in query.c says why that is enough). */
+    _Atomic(uint64_t) iter_era;
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     int32_t in_hook;         /* > 0 while a change runs destroy or move hooks (kl_in_hook) */
     kiln_commands *deferred; /* the queue of a deferred world */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/src/world.h" /* iter_era */
 #include "kiln.h"
 #include "query_fixture.h"
 #include "test_registry.h"
@@ -150,6 +151,34 @@ KILN_TEST(lifetime, an_iteration_a_schedule_ended_is_not_ended_again_by_next_or_
         kiln_schedule_destroy(s);
         kiln_query_destroy(q); /* asserts while its own count is not 0 */
     }
+}
+
+/* The world's iteration era moves on at each schedule run that ends open iterations. It was 32
+ * bits: 2^32 such runs after one ended an iteration, the iterator read as current again, and
+ * next walked its rows (no count guarding them) and ended it a second time. The runs between are
+ * stood in for by moving the era on 2^32 at once. */
+KILN_TEST(lifetime, an_ended_iteration_stays_ended_when_the_era_has_moved_on_2_to_the_32_times) {
+    kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.pos}});
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    stale_loop sl = {.query = q};
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "stale", .run = leave_then_finish_again,
+                                                              .user = &sl, .reads = {F.pos}, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT); /* left open, ended */
+    uint64_t era = atomic_load(&F.world->iter_era);
+    atomic_store(&F.world->iter_era, era - 1 + ((uint64_t)1 << 32)); /* kept's era + 2^32 */
+    ck_assert(!kiln_query_next(&sl.kept));
+    kiln_iter_fini(&sl.kept);
+    ck_assert(!kiln_is_deferred(F.world));
+    kiln_iter it; /* the counts are right: a loop defers again, and its end lands what it queued */
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_is_deferred(F.world));
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn(F.world, &e), KILN_OK);
+    kiln_iter_fini(&it);
+    ck_assert(!kiln_is_deferred(F.world) && kiln_is_alive(F.world, e));
+    kiln_schedule_destroy(s);
+    kiln_query_destroy(q); /* asserts while its own count is not 0 */
 }
 
 KILN_TEST_GROUP_WITH(deferred, .setup = setup, .teardown = teardown);
