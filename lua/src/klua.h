@@ -569,6 +569,7 @@ typedef enum klua_costly {
 #define KLUA_COST_HASH_ENTITY 64 /* world:hash, content_hash, an entity: 20-90 ns */
 #define KLUA_COST_HASH_SLOT 16   /* world:hash, content_hash, a slot not alive: 8-30 ns */
 #define KLUA_COST_ELEMENT 16     /* an array element converted from Lua: 30-65 ns */
+#define KLUA_COST_QUERY_ARCHETYPE 128 /* world:query, an archetype of the world: 30-800 ns */
 #define KLUA_SHORT_ARRAY 64      /* arrays up to this long are converted free */
 #define KLUA_EMIT_RECORD_BYTES 32 /* what a queued emit holds besides its value (a mod pays it) */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */

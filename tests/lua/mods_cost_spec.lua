@@ -1,0 +1,39 @@
+-- mods_cost_spec.lua: kiln's own C work a mod's one call makes, charged to its budget by what
+-- the work walks (a red-team pass on cost: each call ran far past what it was charged).
+local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+
+-- A host world holding n + 2 archetypes (the empty one, and Position with each subset of 12 tags up to n).
+local function fragmented(opts, n)
+    local w, mods = M.host(opts)
+    for b = 1, 12 do w:component("Tag" .. b, "") end
+    for i = 1, n do
+        local init = {Position = {x = i, y = 0}}
+        for b = 1, 12 do
+            if math.floor(i / 2 ^ (b - 1)) % 2 == 1 then init["Tag" .. b] = true end
+        end
+        w:spawn(init)
+    end
+    return w, mods
+end
+
+describe("a mod's call into kiln", function()
+    after_each(M.cleanup)
+
+    it("pays for the archetypes a query walks and sorts", function()
+        -- kiln_query_create tests every archetype and sorts those that match: 7 ms a query
+        -- over 20,000, and a mod's loop of them, a few instructions each, held the host 0.2 s
+        -- on a budget of 10,000 instructions
+        local dir = M.folder()
+        local w, mods = fragmented({instructions = 1000000, milliseconds = 60000}, 2046)
+        assert.are.equal(2048, w:stats().archetypes)
+        assert(mods:load(M.write(dir, "asker.lua", [[
+            local qs = {}
+            print(pcall(function() for i = 1, 100 do qs[i] = world:query{"Position"} end end))
+            print(#qs)
+        ]])))
+        -- 2048 archetypes at 128 steps each: three queries fit in the budget, the fourth not
+        assert.matches("^false\t.*world:query could take 2.62e%+05 steps, past what is left of the budget of " ..
+                       "the top level of mod 'asker'", mods:log("asker")[1])
+        assert.are.equal("3", mods:log("asker")[2])
+    end)
+end)
