@@ -138,12 +138,12 @@ typedef struct kiln_world_desc {
  * provide the world itself, or misaligns it. Worlds share nothing; several may live in a process. */
 kiln_world *kiln_world_create(const kiln_world_desc *desc);
 
-/* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the
- * world still whole), detaches every command buffer still recorded against it (their pending
- * values destroyed; the buffers stay valid for kiln_commands_destroy only), runs the destroy
- * hook of every resource and live component value, frees every byte the world allocated and
- * invalidates every query and pointer; resource destroy hooks may then remove resources but not
- * set one. NULL is a no-op. Asserts while a schedule of the world lives or runs, or from a hook. */
+/* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the world
+ * whole), detaches every command buffer still recorded against it (pending values destroyed; the
+ * buffers stay valid for kiln_commands_destroy only), runs the destroy hook of every live and queued
+ * component value, then of every resource, each finding every row and query in place (to read;
+ * resource hooks may remove resources, not set one), then frees all it allocated (every query and
+ * pointer dies). NULL is a no-op. Asserts while a schedule of the world lives or runs, or from a hook. */
 void kiln_world_destroy(kiln_world *world);
 
 /* A teardown hook: runs once when its world is destroyed, before anything is freed. */

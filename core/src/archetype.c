@@ -592,15 +592,24 @@ void kl_archetypes_trim(kiln_world *world) {
             kl_archetype_trim(world, world->archetypes[a]);
 }
 
+void kl_archetypes_destroy_values(kiln_world *world) {
+    world->in_hook++; /* refuses the hooks' changes (kl_in_hook) */
+    for (int32_t a = 0; a < world->archetype_count; a++) {
+        kl_archetype *arch = world->archetypes[a];
+        for (int32_t i = 0; i < arch->column_count && arch->count; i++) {
+            const kl_component *c = arch->columns[i].component;
+            if (c->destroy) c->destroy(arch->columns[i].data, arch->count, c->hook_ctx);
+        }
+    }
+    world->in_hook--;
+}
+
 void kl_archetypes_free(kiln_world *world) {
     kl_allocator *al = &world->alloc;
-    world->in_hook++; /* the destroy hooks below run while the rows go (kl_in_hook) */
     for (int32_t a = 0; a < world->archetype_count; a++) {
         kl_archetype *arch = world->archetypes[a];
         for (int32_t i = 0; i < arch->column_count; i++) {
             kl_column *col = &arch->columns[i];
-            const kl_component *c = col->component;
-            if (c->destroy && arch->count) c->destroy(col->data, arch->count, c->hook_ctx);
             kl_free(al, col_block(col), data_bytes(col, col->data_cap));
             kl_free(al, col->ticks, sizeof(kiln_row_tick) * (size_t)col->tick_cap);
         }
@@ -610,6 +619,7 @@ void kl_archetypes_free(kiln_world *world) {
         kl_free(al, arch->edges_direct, sizeof(kl_edge) * arch->slot_count);
         kl_free(al, arch, archetype_block_size(arch->type_count, arch->column_count));
     }
-    world->in_hook--;
     kl_free(al, world->archetypes, sizeof(kl_archetype *) * (size_t)world->archetype_cap);
+    world->archetypes = NULL;
+    world->archetype_count = world->archetype_cap = 0;
 }

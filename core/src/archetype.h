@@ -549,7 +549,10 @@ static inline int32_t kl_archetype_rows(const kiln_world *world, const kl_archet
     return kl_bits_archetype(bits) == arch->id && kl_bits_row(bits) == (uint32_t)(n - 1) ? n : n - 1;
 }
 
-/* Frees every archetype, running the destroy hooks of every live value. */
+/* Runs the destroy hook of every live value, every archetype and record still whole: a hook
+ * may read the world (list its entities, count or loop a query, get another entity's value). */
+KL_HIDDEN void kl_archetypes_destroy_values(kiln_world *world);
+/* Frees every archetype (its values destroyed by kl_archetypes_destroy_values before). */
 KL_HIDDEN void kl_archetypes_free(kiln_world *world);
 
 #endif

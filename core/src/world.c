@@ -113,12 +113,22 @@ void kiln_world_destroy(kiln_world *world) {
     for (int32_t i = world->fini_count - 1; i >= 0; i--)
         world->finis[i].fn(world, world->finis[i].ctx);
     kl_free(&world->alloc, world->finis, sizeof(kl_fini) * (size_t)world->fini_cap);
-    kl_commands_free(world->deferred); /* queued values are destroyed with it */
     while (world->buffers) kl_commands_detach(world->buffers);
-    kl_queries_free(world);
-    kl_archetypes_free(world);
-    kl_map_free(&world->alloc, &world->archetype_index);
+    /* Values' destroy hooks may read the world (a loop defers it, to the world's queue): every
+     * hook runs before the archetypes, the queries or the queue are freed. The rows' and the
+     * queued values' before the resources': a binding keeps what their hooks need in one. */
+    kl_archetypes_destroy_values(world);
+    world->in_hook++; /* a queued value's hook neither applies the queue nor changes the world */
+    if (world->deferred) kiln_commands_clear(world->deferred); /* destroys the queued values */
+    world->in_hook--;
     kl_resources_free(world);
+    world->in_hook++;
+    kl_commands_free(world->deferred); /* what a resource's hook queued, if anything */
+    world->deferred = NULL;
+    world->in_hook--;
+    kl_archetypes_free(world);
+    kl_queries_free(world);
+    kl_map_free(&world->alloc, &world->archetype_index);
     kl_events_free(world);
     kl_registry_free(world, &world->event_types);
     kl_registry_free(world, &world->components);

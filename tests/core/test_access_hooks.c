@@ -33,6 +33,7 @@ typedef struct hook_probe {
                               over with_pos give from the hook */
     int64_t listed, queried, visited;
     kiln_entity list[8];
+    bool target_read;      /* READ_ROWS: kiln_get of target's Pos gave a value */
 } hook_probe;
 
 static hook_probe P;
@@ -58,6 +59,7 @@ static void act(hook_probe *p) {
         kiln_iter it;
         kiln_query_iter(p->with_pos, &it);
         while (kiln_query_next(&it)) p->visited += it.count;
+        p->target_read = p->target != KILN_NULL_ENTITY && kiln_get(p->world, p->target, p->pos) != NULL;
         break;
     }
     }
@@ -146,6 +148,21 @@ KILN_TEST(hooks, a_despawn_from_a_hook_during_world_destroy_fails) {
     P.world = NULL;
     ck_assert_int_eq(P.calls, 1);
     ck_assert_int_eq(P.result, KILN_ERR_INVALID_ARGUMENT);
+}
+
+/* kiln_world_destroy: a hook of the archetype freed last read the archetypes freed before
+ * its own (their rows, their records), and the queries were gone before any hook ran. */
+KILN_TEST(hooks, a_hook_during_world_destroy_reads_a_whole_world) {
+    ck_assert_int_eq(kiln_query_create(P.world, &(kiln_query_desc){.with = {P.pos}}, &P.with_pos), KILN_OK);
+    ck_assert_int_eq(kiln_remove(P.world, ents[2], P.pos, NULL), KILN_OK); /* {Own}: made last */
+    P.action = READ_ROWS, P.trigger = 3, P.target = ents[0];
+    kiln_world_destroy(P.world);
+    P.world = NULL;
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(P.listed, 3);
+    ck_assert_int_eq(P.queried, 2);
+    ck_assert_int_eq(P.visited, 2);
+    ck_assert(P.target_read);
 }
 
 /* A remove moves the entity to another archetype; the removed value's hook runs half way. */
