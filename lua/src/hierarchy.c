@@ -18,12 +18,18 @@ static int w_set_parent(lua_State *L) {
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
     klua_check_access(L, kw, parent_component(L, kw, fname), true, fname);
-    if (kw->mod_hooks) { /* it adds or removes Parent */
+    if (kw->mod_hooks) { /* a mod's add or removal of Parent, as world:add and world:remove ask */
         kiln_component pc = parent_component(L, kw, fname);
         bool has = kiln_has(kw->world, child, pc);
-        if (!has && parent != KILN_NULL_ENTITY) kw->mod_hooks->before_add(L, kw, child, pc);
-        if (has && parent == KILN_NULL_ENTITY) kw->mod_hooks->before_remove(L, kw, child, pc, fname);
-        kw->mod_hooks->before_reshape(L, kw, KILN_NULL_ENTITY, pc, !has, fname); /* the parent's Children too */
+        if (!has && parent != KILN_NULL_ENTITY) {
+            kiln_component_info info;
+            kiln_component_info_get(kw->world, pc, &info);
+            kw->mod_hooks->before_add(L, kw, child, pc);
+            kw->mod_hooks->before_grow(L, kw, child, pc, (int64_t)(info.stride + sizeof(kiln_row_tick)), fname);
+        } else if (has && parent == KILN_NULL_ENTITY) {
+            kw->mod_hooks->before_remove(L, kw, child, pc, fname);
+            kw->mod_hooks->before_reshape(L, kw, child, pc, false, fname);
+        } /* a new parent for a child that has one is a value set in place: it reshapes nothing */
     }
     if (kiln_transform_set_parent(kw->world, child, parent) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;

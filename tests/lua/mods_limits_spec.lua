@@ -373,6 +373,33 @@ print(pcall(world.name, world, mine[named + 1], "late"), world:lookup("late") ==
         assert.is_true(w:progress(1 / 60))
     end)
 
+    it("counts the Parent links it gives its entities, at its top level and queued in a frame", function()
+        -- set_parent added Parent without asking: the mod ended 790 bytes past its limit
+        local w, mods = budgeted(5000, "linker", [[
+world:component("Dot", "uint8_t v;")
+local mine = {}
+for i = 1, 200 do mine[i] = world:spawn{Dot = {v = 1}} end -- 200 x 19 bytes
+local linked, err = 0, nil
+for i = 2, 200 do
+    local ok, why = pcall(world.set_parent, world, mine[i], mine[1])
+    if not ok then err = why break end
+    linked = linked + 1
+end
+print(linked, err)
+world:set_parent(mine[2], mine[3]) -- a new parent for a linked entity takes no room
+world:set_parent(mine[2], nil)
+world:system{name = "link", writes = {"Parent"}, run = function()
+    print(pcall(world.set_parent, world, mine[2], mine[1]))
+    print(pcall(world.set_parent, world, mine[200], mine[1]))
+end}
+]])
+        local full = "mod 'linker' holds 5000 bytes in the world; world:set_parent would take 10 more, past its " ..
+                     "limit of 5000 (world_memory)"
+        assert.is_true(w:progress(1 / 60))
+        assert.are.same({"120\t" .. full, "true", "false\t" .. full}, mods:log("linker"))
+        assert.are.equal(5000, M.info(mods, "linker").world_bytes)
+    end)
+
     it("counts its components on entities it did not spawn, not the host's", function()
         local w, mods = budgeted(60000, "stick", [[
 world:component("Blob", "char data[1000];")
