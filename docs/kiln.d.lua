@@ -110,6 +110,7 @@ function kiln.session(env, opts) end
 ---@field instructions? integer Instructions per entry into a mod's code (default 10 million).
 ---@field frame_instructions? integer All of one mod's system runs in a frame (default 4 x instructions).
 ---@field milliseconds? integer Wall-clock backstop per entry (default 1000; -1: none).
+---@field frame_milliseconds? integer Wall clock all of one mod's system runs in a frame may take together (default: milliseconds; -1: none).
 ---@field entities? integer Live entities one mod may have spawned (default 1 million).
 ---@field world_memory? integer Bytes one mod may hold in the world: its entities' rows, its components on others, its resources, its events of a frame, its queries (default 256 MiB).
 ---@field queries? integer Live queries one mod may hold (default 256).

@@ -60,6 +60,8 @@ typedef struct kiln_lua_mods_desc {
     int64_t instructions;   /* per entry into a mod's code; 0: 10 million */
     int64_t frame_instructions; /* all of one mod's system runs in one frame; 0: 4 x instructions */
     int32_t milliseconds;   /* wall-clock backstop per entry; 0: 1000; -1: none */
+    int32_t frame_milliseconds; /* wall clock all of one mod's system runs in one frame may
+                                 * take together; 0: milliseconds; -1: none */
     int64_t entities;       /* live entities one mod may have spawned; 0: 1 million */
     int64_t world_memory;   /* bytes one mod may hold in the world (rows of the entities it
                              * spawned, its components on others, its resources, its events
@@ -77,7 +79,8 @@ typedef struct kiln_lua_mods_desc {
 /* Pushes a mod manager (a kiln.Mods, as kiln.mods returns) for the kiln.World at world_idx.
  * Raises a Lua error for a bad world, out of memory, or a desc limit that is neither 0 nor
  * one kiln.mods accepts (memory at least 256 KiB, instruction counts at least 1000,
- * milliseconds -1 or more, the others positive), naming the field. Returns 1. */
+ * milliseconds and frame_milliseconds -1 or more, the others positive), naming the field.
+ * Returns 1. */
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc);
 
 /* The manager's methods from C, each run protected on the kiln.Mods at mods_idx: true when

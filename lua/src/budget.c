@@ -25,12 +25,26 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Why the entry armed now is past its deadline, in one shape for every caller. */
+static void late_message(const klua_world *kw, char *why, size_t size) {
+    if (kw->deadline_from == KLUA_DEADLINE_FRAME)
+        snprintf(why, size, "%s ran past what was left of its mod's %d ms for this frame", kw->budget_what,
+                 (int)kw->frame_time_ms);
+    else if (kw->deadline_from == KLUA_DEADLINE_CALLER)
+        snprintf(why, size, "%s ran past the time its caller had left", kw->budget_what);
+    else
+        snprintf(why, size, "%s ran past its time limit of %d ms", kw->budget_what, (int)kw->time_limit_ms);
+}
+
 static KLUA_NORETURN void spent(lua_State *L, klua_world *kw) {
     bool late = kw->deadline > 0 && now_seconds() > kw->deadline;
     kw->budget_used = kw->budget_limit + 1;
     lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1); /* raise at every instruction from now */
-    if (late)
-        luaL_error(L, "%s ran past its time limit of %d ms", kw->budget_what, (int)kw->time_limit_ms);
+    if (late) {
+        char why[sizeof kw->budget_what + 80];
+        late_message(kw, why, sizeof why);
+        luaL_error(L, "%s", why);
+    }
     if (kw->frame_capped)
         luaL_error(L, "%s ran past what was left of its mod's %I instructions for this frame", kw->budget_what,
                    (lua_Integer)kw->frame_limit);
@@ -153,26 +167,41 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
      * statement's count, clock and charges for the whole run (a statement's own world with a
      * budget of 4e9 held the game for seconds, one of 1e12 for good) */
     saved->armed = limit > 0 && !klua_console_active(L);
-    saved->framed = false;
+    saved->framed = saved->clocked = false;
     if (kw->entry_depth) (*kw->entry_depth)++;
     if (kw->host) kw->host->guest_depth++;
     if (!saved->armed) return;
-    /* a mod's system runs share one budget per frame, so many systems cannot add up */
+    /* a mod's system runs share one budget and one clock per frame, so many systems cannot
+     * add up */
+    saved->framed = kw->frame_limit > 0 && kw->current;
+    saved->clocked = kw->frame_time_ms > 0 && kw->current;
+    if ((saved->framed || saved->clocked) && klua_frame_key(kw->world) != kw->frame_tick) {
+        kw->frame_tick = klua_frame_key(kw->world);
+        kw->frame_used = 0;
+        kw->frame_time_used = 0;
+    }
     kw->frame_capped = false;
-    if (kw->frame_limit > 0 && kw->current) {
-        kiln_tick tick = klua_frame_key(kw->world);
-        if (tick != kw->frame_tick) {
-            kw->frame_tick = tick;
-            kw->frame_used = 0;
-        }
+    if (saved->framed) {
         int64_t left = kw->frame_limit - kw->frame_used;
         if (left < limit) {
             limit = left > 0 ? left : 1;
             kw->frame_capped = true;
         }
     }
-    kw->deadline = kw->time_limit_ms > 0 ? now_seconds() + kw->time_limit_ms / 1000.0 : 0;
-    saved->framed = kw->frame_limit > 0 && kw->current;
+    /* the clock is read once here (and once at disarm when the frame's clock is charged) */
+    double now = kw->time_limit_ms > 0 || saved->clocked ? now_seconds() : 0;
+    kw->deadline = kw->time_limit_ms > 0 ? now + kw->time_limit_ms / 1000.0 : 0;
+    kw->deadline_from = KLUA_DEADLINE_ENTRY;
+    if (saved->clocked) {
+        saved->start = now;
+        double left = kw->frame_time_ms / 1000.0 - kw->frame_time_used;
+        if (kw->deadline <= 0 || now + left < kw->deadline) {
+            /* spent: past already, so the first check stops the run */
+            kw->deadline = left > 0 ? now + left : now - 1;
+            kw->deadline_from = KLUA_DEADLINE_FRAME;
+        }
+        if (left <= 0) limit = 1; /* refused at once: checked after its first instruction */
+    }
     kw->budget_used = 0;
     kw->budget_limit = limit;
     snprintf(kw->budget_what, sizeof kw->budget_what, "%s", what);
@@ -193,6 +222,7 @@ void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
     if (kw->budget_used > kw->budget_limit) klua_compat_hook_revive(L);
     lua_sethook(L, saved->hook, saved->mask, saved->count);
     if (saved->framed) kw->frame_used += kw->budget_used < kw->budget_limit ? kw->budget_used : kw->budget_limit;
+    if (saved->clocked) kw->frame_time_used += now_seconds() - saved->start;
     kw->budget_limit = 0;
     kw->deadline = 0;
     lua_pushboolean(L, 0); /* false, not nil: the slot stays, so arming again allocates nothing */
@@ -241,7 +271,7 @@ void klua_budget_watch_end(klua_budget_watch *w, const char *what) {
 bool klua_budget_late(lua_State *L, char *why, size_t size) {
     klua_world *kw = armed_world(L);
     if (!kw || kw->deadline <= 0 || now_seconds() <= kw->deadline) return false;
-    snprintf(why, size, "%s ran past its time limit of %d ms", kw->budget_what, (int)kw->time_limit_ms);
+    late_message(kw, why, size);
     /* spent as the hook spends it (without raising here): the next instruction raises */
     kw->budget_used = kw->budget_limit + 1;
     lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);

@@ -201,6 +201,10 @@ struct klua_world {
     int64_t frame_used;        /* of the frame at frame_tick (a klua_frame_key) */
     kiln_tick frame_tick;
     bool frame_capped;         /* the entry armed now got what was left of the frame's */
+    int32_t frame_time_ms;     /* a mod's view: wall clock all its system runs of one frame may
+                                * take together (0: no such limit) */
+    double frame_time_used;    /* seconds, of the frame at frame_tick */
+    uint8_t deadline_from;     /* of the entry armed now: a klua_deadline_from, for its message */
     int64_t row_cost;          /* while each-rows of a bounded callback run: charged per row
                                 * (klua_budget_rows_begin), else 0 */
     uint32_t rows_charged;     /* rows charged since the clock was last read */
@@ -596,11 +600,16 @@ static inline kiln_tick klua_frame_key(const kiln_world *world) {
  * While armed on a state, a count hook charges the instructions of every thread of that
  * state to kw; once spent it raises at every instruction until disarmed, so a pcall cannot
  * swallow it. Wrapped library calls charge their worst case with klua_budget_charge. */
+/* What set the deadline of the entry armed now: its own time limit, what was left of its
+ * mod's clock for the frame, or what was left of the caller's time (a call into a mod). */
+typedef enum klua_deadline_from { KLUA_DEADLINE_ENTRY, KLUA_DEADLINE_FRAME, KLUA_DEADLINE_CALLER } klua_deadline_from;
 typedef struct klua_armed {
     lua_Hook hook;
     int mask, count;
     bool armed;
     bool framed; /* charged to the frame's budget of a mod's view */
+    bool clocked; /* its time is charged to the frame's clock of a mod's view */
+    double start; /* monotonic seconds when armed, while clocked */
 } klua_armed;
 /* Arms limit instructions (<= 0: none) for the entry what ("system 'move'", bounded) on
  * L's state; saved receives what to put back. Allocates nothing once the state has been

@@ -596,6 +596,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     mod->kw->instructions = mods->instructions;
     mod->kw->frame_limit = mods->frame_instructions;
     mod->kw->time_limit_ms = mods->milliseconds;
+    mod->kw->frame_time_ms = mods->frame_milliseconds;
     mod->previous = previous;
     if (previous) {
         /* the components it declared stay its own */

@@ -134,6 +134,7 @@ struct klua_mods {
     int64_t instructions;     /* per entry into mod code */
     int64_t frame_instructions; /* per mod, all its system runs of one frame */
     int32_t milliseconds;     /* wall-clock backstop per entry (0: none) */
+    int32_t frame_milliseconds; /* wall clock per mod, all its system runs of one frame (0: none) */
     int64_t entities;         /* live entities one mod may have spawned */
     int64_t world_memory;     /* bytes one mod may hold in the world (see held_bytes, mods.c) */
     int32_t queries;          /* live queries one mod may hold */

@@ -614,6 +614,8 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->frame_instructions = desc->frame_instructions ? desc->frame_instructions
                                : mods->instructions > INT64_MAX / 4 ? INT64_MAX : 4 * mods->instructions;
     mods->milliseconds = desc->milliseconds > 0 ? desc->milliseconds : desc->milliseconds < 0 ? 0 : 1000;
+    int32_t frame_ms = desc->frame_milliseconds; /* by default what one entry gets: 1 s with the defaults */
+    mods->frame_milliseconds = frame_ms > 0 ? frame_ms : frame_ms < 0 ? 0 : mods->milliseconds;
     mods->entities = desc->entities ? desc->entities : DEFAULT_ENTITIES;
     mods->world_memory = desc->world_memory ? desc->world_memory : DEFAULT_WORLD_MEMORY;
     mods->queries = desc->queries ? desc->queries : DEFAULT_QUERIES;
@@ -634,12 +636,13 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     return mods;
 }
 
-static int64_t int_option(lua_State *L, int t, const char *key, int64_t min, const char *fname) {
+static int64_t int_option(lua_State *L, int t, const char *key, int64_t min, int64_t max, const char *fname) {
     int64_t v = 0;
     if (lua_getfield(L, t, key) != LUA_TNIL) {
         int ok = 0;
         lua_Integer n = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : 0;
         if (!ok || n < min) klua_argerror(L, t, fname, "%s must be an integer of at least %I", key, (lua_Integer)min);
+        if (n > max) klua_argerror(L, t, fname, "%s must be at most %I", key, (lua_Integer)max);
         v = n;
     }
     lua_pop(L, 1);
@@ -686,8 +689,7 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
     }
 }
 
-/* kiln.mods(world [, {memory =, instructions =, entities =, world_memory =, queries =,
- * archetypes =, components =, allow =, seed =, log =}]) */
+/* kiln.mods(world [, opts]): opts are the keys below, each described in docs/modding.md */
 static int md_new(lua_State *L) {
     if (klua_console_active(L)) /* its mods would run under budgets of their own */
         return luaL_error(L, "kiln.mods: not available in a console statement");
@@ -696,27 +698,20 @@ static int md_new(lua_State *L) {
     kiln_lua_mods_desc desc = {0};
     if (!lua_isnoneornil(L, 2)) {
         static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
-                                           "entities", "world_memory", "queries", "archetypes", "components",
-                                           "allow", "seed", "log", NULL};
+                                           "frame_milliseconds", "entities", "world_memory", "queries",
+                                           "archetypes", "components", "allow", "seed", "log", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
-        desc.memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, fname);
-        desc.instructions = int_option(L, 2, "instructions", MIN_INSTRUCTIONS, fname);
-        desc.frame_instructions = int_option(L, 2, "frame_instructions", MIN_INSTRUCTIONS, fname);
-        int64_t ms = int_option(L, 2, "milliseconds", -1, fname);
-        if (ms > INT32_MAX) klua_argerror(L, 2, fname, "milliseconds must be at most %d", INT32_MAX);
-        desc.milliseconds = (int32_t)ms;
-        desc.entities = int_option(L, 2, "entities", 1, fname);
-        desc.world_memory = int_option(L, 2, "world_memory", 1, fname);
-        int64_t queries = int_option(L, 2, "queries", 1, fname);
-        if (queries > INT32_MAX) klua_argerror(L, 2, fname, "queries must be at most %d", INT32_MAX);
-        desc.queries = (int32_t)queries;
-        int64_t archetypes = int_option(L, 2, "archetypes", 1, fname);
-        if (archetypes > INT32_MAX) klua_argerror(L, 2, fname, "archetypes must be at most %d", INT32_MAX);
-        desc.archetypes = (int32_t)archetypes;
-        int64_t components = int_option(L, 2, "components", 1, fname);
-        if (components > INT32_MAX) klua_argerror(L, 2, fname, "components must be at most %d", INT32_MAX);
-        desc.components = (int32_t)components;
+        desc.memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, INT64_MAX, fname);
+        desc.instructions = int_option(L, 2, "instructions", MIN_INSTRUCTIONS, INT64_MAX, fname);
+        desc.frame_instructions = int_option(L, 2, "frame_instructions", MIN_INSTRUCTIONS, INT64_MAX, fname);
+        desc.milliseconds = (int32_t)int_option(L, 2, "milliseconds", -1, INT32_MAX, fname);
+        desc.frame_milliseconds = (int32_t)int_option(L, 2, "frame_milliseconds", -1, INT32_MAX, fname);
+        desc.entities = int_option(L, 2, "entities", 1, INT64_MAX, fname);
+        desc.world_memory = int_option(L, 2, "world_memory", 1, INT64_MAX, fname);
+        desc.queries = (int32_t)int_option(L, 2, "queries", 1, INT32_MAX, fname);
+        desc.archetypes = (int32_t)int_option(L, 2, "archetypes", 1, INT32_MAX, fname);
+        desc.components = (int32_t)int_option(L, 2, "components", 1, INT32_MAX, fname);
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
             desc.seed = (uint64_t)lua_tointeger(L, -1);
@@ -763,8 +758,9 @@ static void check_desc(lua_State *L, const kiln_lua_mods_desc *d) {
         luaL_error(L, fmt, "instructions", "at least " MIN_TEXT(MIN_INSTRUCTIONS));
     if (d->frame_instructions && d->frame_instructions < MIN_INSTRUCTIONS)
         luaL_error(L, fmt, "frame_instructions", "at least " MIN_TEXT(MIN_INSTRUCTIONS));
-    if (d->milliseconds < -1)
-        luaL_error(L, "kiln_lua_mods_push: desc.milliseconds must be -1 (none), 0 (the default) or positive");
+    static const char *const clock = "kiln_lua_mods_push: desc.%s must be -1 (none), 0 (the default) or positive";
+    if (d->milliseconds < -1) luaL_error(L, clock, "milliseconds");
+    if (d->frame_milliseconds < -1) luaL_error(L, clock, "frame_milliseconds");
     if (d->entities < 0) luaL_error(L, fmt, "entities", "positive");
     if (d->world_memory < 0) luaL_error(L, fmt, "world_memory", "positive");
     if (d->queries < 0) luaL_error(L, fmt, "queries", "positive");

@@ -1,6 +1,7 @@
 /* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
  * mod system in the host's own kiln_schedule_run, reload, unload, load_dir, teardown, and
- * the desc's limits on a mod's queries, and a desc's bad limits refused. */
+ * the desc's limits on a mod's queries and on its frame's wall clock, and a desc's bad limits
+ * refused. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -127,6 +128,35 @@ START_TEST(a_failing_mod_system_in_the_hosts_own_run_is_reported_to_the_host) {
                       strstr(lua_tostring(h.L, -1), "system 'spin' ran past its budget of 100000 instructions"),
                   "%s", lua_tostring(h.L, -1));
     lua_pop(h.L, 3);
+    stop(&h);
+}
+END_TEST
+
+/* desc.frame_milliseconds is the mod's clock for a whole frame: once its first system spent
+ * it, the second is refused at once, where it took its own 50 ms before. */
+START_TEST(the_desc_bounds_a_mods_whole_frame_by_its_frame_milliseconds) {
+    host h;
+    start(&h, &(kiln_lua_mods_desc){.instructions = 100000000000, .frame_instructions = 10000000000000,
+                                    .milliseconds = 50, .frame_milliseconds = 30});
+    write_file(&h, "spin.lua",
+               "world:system{name = 'one', run = function() while true do end end}\n"
+               "world:system{name = 'two', after = {'one'}, run = function() while true do end end}\n");
+    char err[512];
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "spin.lua"), err, sizeof err), "%s", err);
+    kiln_schedule *s = kiln_lua_schedule(h.L, h.world_idx);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.1), KILN_OK);
+    lua_getfield(h.L, h.world_idx, "failures");
+    lua_pushvalue(h.L, h.world_idx);
+    lua_call(h.L, 1, 1);
+    ck_assert_int_eq((int)lua_rawlen(h.L, -1), 2);
+    for (int i = 1; i <= 2; i++) {
+        lua_rawgeti(h.L, -1, i);
+        lua_getfield(h.L, -1, "message");
+        ck_assert_msg(strstr(lua_tostring(h.L, -1), "ran past what was left of its mod's 30 ms for this frame"), "%s",
+                      lua_tostring(h.L, -1));
+        lua_pop(h.L, 2);
+    }
+    lua_pop(h.L, 1);
     stop(&h);
 }
 END_TEST
@@ -270,6 +300,7 @@ START_TEST(push_refuses_a_desc_limit_below_what_kiln_mods_accepts) {
         {{.instructions = 999}, "desc.instructions must be 0 (the default) or at least 1000"},
         {{.frame_instructions = -5}, "desc.frame_instructions must be 0 (the default) or at least 1000"},
         {{.milliseconds = -2}, "desc.milliseconds must be -1 (none), 0 (the default) or positive"},
+        {{.frame_milliseconds = -2}, "desc.frame_milliseconds must be -1 (none), 0 (the default) or positive"},
         {{.entities = -1}, "desc.entities must be 0 (the default) or positive"},
         {{.world_memory = INT64_MIN}, "desc.world_memory must be 0 (the default) or positive"},
         {{.queries = -3}, "desc.queries must be 0 (the default) or positive"},
@@ -336,6 +367,7 @@ static Suite *mods_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, a_c_host_loads_a_mod_hears_its_prints_and_runs_its_systems);
     tcase_add_test(tc, a_failing_mod_system_in_the_hosts_own_run_is_reported_to_the_host);
+    tcase_add_test(tc, the_desc_bounds_a_mods_whole_frame_by_its_frame_milliseconds);
     tcase_add_test(tc, reload_unload_and_load_dir_report_their_failures_in_err);
     tcase_add_test(tc, a_c_reload_lists_the_dependents_whose_reload_failed);
     tcase_add_test(tc, closing_the_host_state_with_mods_loaded_releases_everything);
