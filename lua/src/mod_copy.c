@@ -419,6 +419,13 @@ static int proxy(lua_State *L) {
         char what[KILN_MAX_NAME + 40];
         snprintf(what, sizeof what, "a call into mod '%s'", callee->name);
         klua_budget_arm(T, callee->kw, limit, what, &saved);
+        /* and before the caller's deadline: the call is on its clock (its own, or its mod's
+         * for the frame), which a fresh time limit a call would multiply */
+        if (saved.armed && ckw && ckw->budget_limit > 0 && ckw->deadline > 0 &&
+            (callee->kw->deadline <= 0 || ckw->deadline < callee->kw->deadline)) {
+            callee->kw->deadline = ckw->deadline;
+            callee->kw->deadline_from = KLUA_DEADLINE_CALLER;
+        }
         /* set after arming: a call is the caller's work, paid from its budget (and frame),
          * never from what the callee's own systems have left this frame */
         callee->kw->current = borrowed;

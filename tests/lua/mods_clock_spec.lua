@@ -1,6 +1,6 @@
 -- mods_clock_spec.lua: a mod's wall clock for a frame (opts.frame_milliseconds), shared by all
--- its system runs, beside the clock of one entry (opts.milliseconds). Every folder made is
--- removed at the end.
+-- its system runs and the calls they make into other mods, beside the clock of one entry
+-- (opts.milliseconds). Every folder made is removed at the end.
 local kiln = require "kiln"
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
 
@@ -76,6 +76,34 @@ describe("a mod's clock for a frame", function()
             if msg:find("ran past its time limit of 50 ms", 1, true) then first = first + 1 end
         end
         assert.is_true(first >= 1, "no system of the second frame had its own 50 ms")
+    end)
+
+    it("counts the calls a system makes into another mod, and bounds them by what it has left", function()
+        -- a call got a fresh time limit: a caller with 1 ms left held the frame for another
+        -- full time limit of the callee
+        local w, mods = M.host_with_folder_mods({
+            {"slow", init = [[
+mod.exports.spin = function() while true do end end
+world:system{name = "own", run = function() print("own ran") end}
+]]},
+            {"caller", depends = {"slow"}, init = [[
+local slow = mod.import("slow")
+world:system{name = "calls", run = function() slow.spin() end}
+world:system{name = "later", after = {"calls"}, run = function() print("later ran") end}
+]]},
+        }, {instructions = 1e11, frame_instructions = 1e13, milliseconds = 1000, frame_milliseconds = 60})
+        local t0 = os.clock()
+        local failures = M.frames(w, 1)
+        assert.is_true(os.clock() - t0 < 0.5, "the call ran " .. (os.clock() - t0) .. " s")
+        local failed = by_system(failures, "caller")
+        assert.truthy(failed.calls:find("a call into mod 'slow' ran past the time its caller had left", 1, true),
+                      failed.calls)
+        assert.truthy(failed.later:find("system 'later' ran past what was left of its mod's 60 ms for this frame", 1,
+                                        true), failed.later)
+        -- the callee's own clock for the frame is not touched
+        assert.are.same({}, by_system(failures, "slow"))
+        assert.are.same({"own ran"}, mods:log("slow"))
+        assert.are.same({}, mods:log("caller"))
     end)
 
     it("leaves a mod's top level to the clock of one entry: loading is not a frame", function()
