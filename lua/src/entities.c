@@ -245,10 +245,13 @@ static int w_add(lua_State *L) {
     uint8_t *val = klua_scratch(L, kw, info->size);
     klua_build_value(L, kw, c, 4, val, info, fname, e);
     if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */
+    int64_t walked = info->has_check ? klua_links_walked(kw) : 0;
     if (kiln_add(kw->world, e, c, info->size ? val : NULL) != KILN_OK) {
         klua_unref_value(L, kw, c, val);
+        if (info->has_check) klua_charge_links(L, kw, walked, fname);
         klua_fail_world(L, kw->world, fname);
     }
+    if (info->has_check) klua_charge_links(L, kw, walked, fname);
     return 0;
 }
 
@@ -356,8 +359,12 @@ static int w_set(lua_State *L) {
     memcpy(val, kiln_get(kw->world, e, c), info.size);
     klua_read_fields(L, 4, &info, val, fname, e);
     /* In-place writes skip the core's check hook: ask it first (Parent refuses cycles). */
-    if (info.has_check && kiln_component_check(kw->world, e, c, val) != KILN_OK)
-        klua_fail_world(L, kw->world, fname);
+    if (info.has_check) {
+        int64_t walked = klua_links_walked(kw);
+        kiln_result r = kiln_component_check(kw->world, e, c, val);
+        klua_charge_links(L, kw, walked, fname);
+        if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
+    }
     write_named_fields(L, 4, &info, val, kiln_get_mut(kw->world, e, c));
     return 0;
 }

@@ -574,6 +574,7 @@ typedef enum klua_costly {
 #define KLUA_COST_HASH_SLOT 16   /* world:hash, content_hash, a slot not alive: 8-30 ns */
 #define KLUA_COST_ELEMENT 16     /* an array element converted from Lua: 30-65 ns */
 #define KLUA_COST_QUERY_ARCHETYPE 128 /* world:query, an archetype of the world: 30-800 ns */
+#define KLUA_COST_LINK 8         /* a Parent link a check of a new link walked: 5-10 ns */
 #define KLUA_SHORT_ARRAY 64      /* arrays up to this long are converted free */
 #define KLUA_EMIT_RECORD_BYTES 32 /* what a queued emit holds besides its value (a mod pays it) */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
@@ -681,6 +682,11 @@ KLUA_HIDDEN void klua_new_world_view(lua_State *L, klua_world *host, const klua_
                                      void *mod, int *entry_depth);
 KLUA_HIDDEN void klua_open_entities(lua_State *L);  /* entities.c */
 KLUA_HIDDEN void klua_open_hierarchy(lua_State *L); /* hierarchy.c */
+/* hierarchy.c: the Parent links the transform checks have walked (0 without transforms), and
+ * the charge to the budget under way for those walked since before (a check of a Parent
+ * write: set_parent, add, set), KLUA_COST_LINK each; raises past the budget. */
+KLUA_HIDDEN int64_t klua_links_walked(const klua_world *kw);
+KLUA_HIDDEN void klua_charge_links(lua_State *L, const klua_world *kw, int64_t before, const char *fname);
 KLUA_HIDDEN void klua_open_events(lua_State *L);    /* events.c */
 KLUA_HIDDEN void klua_open_resources(lua_State *L); /* resources.c */
 KLUA_HIDDEN void klua_open_introspect(lua_State *L);/* introspect.c */

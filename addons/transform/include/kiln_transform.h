@@ -18,6 +18,7 @@ extern "C" {
  * Functions in this header:
  *   kiln_transform_init, kiln_transform_ids_get, kiln_transform_propagate,
  *   kiln_transform_propagate_parallel, kiln_transform_set_parent, kiln_transform_children, kiln_transform_despawn_recursive,
+ *   kiln_transform_links_walked,
  *   kiln_transform_system_desc, kiln_transform_system_result,
  *   kiln_transform_local_identity, kiln_transform_local_to_mat4,
  *   kiln_transform_world_to_mat4.
@@ -142,6 +143,12 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
  * there, an entity spawned earlier in the section is taken too (alone: its links are still
  * queued). KILN_ERR_DEAD_ENTITY for any other root that is not alive. */
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root);
+
+/* How many Parent links the checks of new links have read in this world, ever (0 before
+ * kiln_transform_init). Linking an entity with descendants under a parent checks how deep
+ * they go, which may walk the entity's whole subtree: a host that lets scripts link entities
+ * reads this before and after their calls to charge them for that work. */
+int64_t kiln_transform_links_walked(kiln_world *world);
 
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
  * and LocalTransform, writes WorldTransform, runs kiln_transform_propagate_parallel on the

@@ -244,6 +244,7 @@ static int32_t height_below(const kiln_world *world, kl_transform_state *st, kil
             continue;
         }
         next[top] = st->links[i - 1].next; /* before link_stands may take i out */
+        st->links_walked++;
         if (!link_stands(world, st, i)) continue;
         kiln_entity child = st->links[i - 1].child;
         if (child == root) continue;
@@ -264,6 +265,7 @@ static int32_t height_by_walks(const kiln_world *world, kl_transform_state *st, 
         for (int32_t r = 0; r < a->count; r++) {
             kiln_entity cur = a->entities[r], up;
             for (int32_t d = 0; d <= limit + 1 && cur != root; d++) {
+                st->links_walked++;
                 if (!parent_value(world, st, cur, &up) || up == cur || !kl_record_of(world, up)) break;
                 cur = up;
                 if (d + 1 > height && up == root && (height = d + 1) > limit) return limit + 1;
@@ -291,6 +293,16 @@ int32_t kl_transform_height(kiln_world *world, kl_transform_state *st, kiln_enti
     else height = height_by_walks(world, st, e, limit);
     kl_spin_unlock(&st->links_lock);
     return height;
+}
+
+int64_t kiln_transform_links_walked(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    kl_transform_state *st = kl_transform_state_of(world);
+    if (!st) return 0;
+    kl_spin_lock(&st->links_lock); /* a system's check may be walking on another thread */
+    int64_t n = st->links_walked;
+    kl_spin_unlock(&st->links_lock);
+    return n;
 }
 
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {

@@ -97,6 +97,8 @@ typedef struct kl_transform_state {
     kiln_entity *relink;   /* entities whose Parent was set in place since the last catch-up */
     int64_t relink_count, relink_cap;
     uint32_t relink_round; /* goes up as each catch-up drains relink (adopting marks expire) */
+    int64_t links_walked;  /* links the height checks read walking subtrees (ever): what a
+                            * caller may charge for them (kiln_transform_links_walked) */
     atomic_flag links_lock; /* held by whoever reads or changes the index: systems that read
                              * Parent may look children up on several threads at once */
     /* the first failure of the propagation system since kiln_transform_system_result read it */
