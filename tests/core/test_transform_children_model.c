@@ -484,3 +484,90 @@ KILN_TEST(children_model, links_written_in_place_are_seen_among_appends) {
         scene_close(&s);
     }
 }
+
+/* The depth check of a link knows how tall the entity's subtree is without walking it: at the
+ * root of a wide tree, reparented back and forth plain and deferred, it reads no link; once a
+ * tall branch came and went, the one check that needs the truth walks the tree once, and the
+ * next read what that walk found. */
+KILN_TEST(children_model, a_depth_check_at_a_wide_root_walks_its_subtree_only_when_unknown) {
+    scene s;
+    scene_open(&s);
+    kiln_world *w = s.world;
+    enum { WIDE = 3000 };
+    kiln_entity root = spawn_node(&s, KILN_NULL_ENTITY, NULL), p1 = spawn_node(&s, KILN_NULL_ENTITY, NULL);
+    kiln_entity p2 = spawn_node(&s, KILN_NULL_ENTITY, NULL), leaf = KILN_NULL_ENTITY, deep = p2, tall[61];
+    for (int i = 0; i < WIDE; i++) leaf = spawn_node(&s, root, NULL);
+    for (int i = 0; i < 200; i++) deep = spawn_node(&s, deep, NULL); /* 200 deep */
+    tall[0] = spawn_node(&s, KILN_NULL_ENTITY, NULL);
+    for (int i = 1; i < 61; i++) tall[i] = spawn_node(&s, tall[i - 1], NULL); /* 60 links tall */
+    ck_assert_int_eq(kiln_transform_children(w, root, NULL, 0), WIDE);
+    int64_t walked = kiln_transform_links_walked(w);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(kiln_transform_set_parent(w, root, i % 2 ? p1 : p2), KILN_OK);
+        kiln_defer_begin(w);
+        ck_assert_int_eq(kiln_transform_set_parent(w, root, i % 2 ? p2 : p1), KILN_OK);
+        ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
+    }
+    ck_assert_int_le(kiln_transform_links_walked(w) - walked, 8); /* a walk each: 1.2 million */
+    /* a branch 62 links below root: under deep (200 deep) its subtree would end at 263 */
+    ck_assert_int_eq(kiln_transform_set_parent(w, tall[0], leaf), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(w, root, deep), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(w), "subtree would end deeper than 256"));
+    ck_assert_int_eq(kiln_transform_set_parent(w, tall[0], KILN_NULL_ENTITY), KILN_OK);
+    walked = kiln_transform_links_walked(w);
+    ck_assert_int_eq(kiln_transform_set_parent(w, root, deep), KILN_OK); /* the check walks */
+    ck_assert_int_ge(kiln_transform_links_walked(w) - walked, WIDE);
+    ck_assert_int_le(kiln_transform_links_walked(w) - walked, WIDE + 8);
+    walked = kiln_transform_links_walked(w);
+    ck_assert_int_eq(kiln_transform_set_parent(w, root, p1), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(w, root, deep), KILN_OK);
+    ck_assert_int_eq(kiln_transform_links_walked(w) - walked, 0);
+    scene_close(&s);
+}
+
+/* Random links among a few entities and under a chain 250 deep, plain, deferred and set in
+ * place, each refused exactly when the model says it closes a cycle or ends too deep. */
+KILN_TEST(children_model, the_depth_check_refuses_exactly_what_the_model_does) {
+    enum { N = 24, CHAIN = 250 };
+    scene s;
+    scene_open(&s);
+    kiln_world *w = s.world;
+    static kiln_entity chain[CHAIN];
+    kiln_entity e[N];
+    int up[N]; /* the model: -1 none, 0..N-1 a node, N + k chain[k] (k deep) */
+    chain[0] = spawn_node(&s, KILN_NULL_ENTITY, NULL);
+    for (int k = 1; k < CHAIN; k++) chain[k] = spawn_node(&s, chain[k - 1], NULL);
+    for (int i = 0; i < N; i++) e[i] = spawn_node(&s, KILN_NULL_ENTITY, NULL), up[i] = -1;
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    for (int step = 0; step < 4000; step++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        int a = (int)(rng % N), b = (int)((rng >> 8) % (N + 40)), how = (int)((rng >> 20) % 4);
+        if (b >= N) b = b - N < 20 ? N + (int)((rng >> 32) % CHAIN) : -1; /* deep parents are common */
+        /* the model's verdict: b's depth + 1 + a's height must stay within 256, no cycle */
+        int above = 0, cur = b, height = 0; /* above: the nodes from b up */
+        bool cycle = false;
+        for (; cur >= 0 && cur < N; cur = up[cur], above++) cycle |= cur == a;
+        int depth = cur >= N ? above + cur - N : above - 1;
+        for (int i = 0; i < N; i++) {
+            int h = 0, c = i;
+            while (c >= 0 && c < N && c != a) c = up[c], h++;
+            if (c == a && h > height) height = h;
+        }
+        bool ok = b < 0 || (!cycle && depth + 1 + height <= 256);
+        kiln_entity pe = b < 0 ? KILN_NULL_ENTITY : b < N ? e[b] : chain[b - N];
+        kiln_result r;
+        if (how == 0 && b >= 0 && kiln_has(w, e[a], s.ids.parent)) {
+            r = kiln_set(w, e[a], s.ids.parent, &(kiln_parent){pe});
+        } else if (how == 1) {
+            kiln_defer_begin(w);
+            r = kiln_transform_set_parent(w, e[a], pe);
+            ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
+        } else {
+            r = kiln_transform_set_parent(w, e[a], pe);
+        }
+        ck_assert_msg((r == KILN_OK) == ok, "step %d: %d under %d, depth %d height %d: %s", step, a, b, depth,
+                      height, kiln_world_error(w));
+        if (ok) up[a] = b;
+    }
+    scene_close(&s);
+}

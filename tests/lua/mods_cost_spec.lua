@@ -56,7 +56,8 @@ describe("a mod's Parent writes", function()
             print(pcall(function()
                 for k = 1, 100 do
                     world:set_parent(root, nil)
-                    world:set_parent(tall[1], leaves[k])  -- root's branch 61 links tall
+                    world:set_parent(tall[1], leaves[k])  -- root's branch 61 links tall,
+                    world:children(leaves[k])             -- seen by the index,
                     world:set_parent(tall[1], nil)        -- and gone: the next check walks
                     world:set_parent(root, deep)          -- 201 deep: may its subtree be 56 tall?
                     done = k

@@ -4,7 +4,9 @@
  * archetypes, rows stamped since) and with values set in place (the Parent check hook notes
  * them). A link the index holds may have gone since (a despawn, a Parent removed or changed):
  * the reads that meet it check it against the child's Parent and take it out. Moving between
- * archetypes changes no link: reading a moved row again finds it linked already. */
+ * archetypes changes no link: reading a moved row again finds it linked already. Each listed
+ * entity keeps a bound of its subtree's height, raised up the chain by every link made, so the
+ * depth check of a new link reads it instead of walking the subtree. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,29 @@ static void unlink_child(kl_transform_state *st, uint32_t i) {
     st->link_count--;
 }
 
+/* The height bound of e's subtree (0 when its slot lists no children of e). */
+static int32_t height_of(const kl_transform_state *st, kiln_entity e) {
+    uint32_t i = kiln_entity_index(e);
+    return (int64_t)i < st->link_cap && st->links[i].listed == e ? st->links[i].height : 0;
+}
+
+/* parent's list took a child whose subtree is below links tall: raises the bounds up the chain
+ * from parent so each listed entity's stays one more than each of its children's (capped at
+ * KL_MAX_DEPTH, more than any check's limit). Stops at the first already high enough, so a
+ * leaf linked beside others costs one look; a cycle (links written through pointers) stops
+ * at the cap, and every chain longer than that is one. */
+static void raise_heights(kl_transform_state *st, kiln_entity parent, int32_t below) {
+    for (int32_t step = 0; parent && step <= KL_MAX_DEPTH; step++) {
+        uint32_t pi = kiln_entity_index(parent);
+        if ((int64_t)pi >= st->link_cap) return;
+        kl_child_node *n = &st->links[pi];
+        int32_t want = below < KL_MAX_DEPTH ? below + 1 : KL_MAX_DEPTH;
+        if (n->listed != parent || n->height >= want) return;
+        n->height = below = want;
+        parent = n->child == parent ? n->parent : KILN_NULL_ENTITY;
+    }
+}
+
 /* 2 for a live entity, 1 for a handle reserved by a deferred spawn, else 0. */
 static int handle_rank(const kiln_world *world, kiln_entity e) {
     return !e ? 0 : kl_record_of(world, e) ? 2 : kl_record_reserved(world, e) ? 1 : 0;
@@ -63,10 +88,13 @@ static bool link_child(kiln_world *world, kl_transform_state *st, kiln_entity ch
         if (held > 0 && handle_rank(world, parent) < held) return true;
         h->listed = parent;
         h->first = 0;
+        h->height = 0;
     }
     n->next = h->first;
     if (h->first) st->links[h->first - 1].prev = ci + 1;
     h->first = ci + 1;
+    int32_t below = n->listed == child ? n->height : 0; /* the usual new leaf: 0 */
+    if (h->height <= below) raise_heights(st, parent, below);
     return true;
 }
 
@@ -232,14 +260,24 @@ static uint32_t first_link(const kl_transform_state *st, kiln_entity e) {
  * up index. Depth first, keeping the next link to read at each level: no memory but those
  * limit + 1 slots, and a leaf costs one look at its slot. A child that is root (a cycle
  * closed by writes through pointers, which root's new link breaks) is not followed; every
- * other descendant's chain then leads up to root, so each is met once. */
+ * other descendant's chain then leads up to root, so each is met once. Each entity whose list
+ * the walk reads to its end gets its exact height as its bound (the links that no longer
+ * stand are out of its list by then), unless the walk met a cycle. */
 static int32_t height_below(const kiln_world *world, kl_transform_state *st, kiln_entity root, int32_t limit) {
     uint32_t next[KL_MAX_DEPTH + 1]; /* next[k]: the next link to read k + 1 links below root */
+    uint32_t at[KL_MAX_DEPTH + 1];   /* at[k]: the slot of the entity whose list next[k] reads */
+    int32_t tall[KL_MAX_DEPTH + 1];  /* tall[k]: the height found so far below that entity */
     int32_t top = 0, height = 0;
+    bool cycle = false;
     if (!(next[0] = first_link(st, root))) return 0;
+    at[0] = kiln_entity_index(root);
+    tall[0] = 0;
     while (top >= 0) {
         uint32_t i = next[top];
-        if (!i) {
+        if (!i) { /* at[top]'s list read to its end: its height is known */
+            if (!cycle) st->links[at[top]].height = tall[top];
+            if (top == 0) height = tall[0];
+            else if (tall[top] + 1 > tall[top - 1]) tall[top - 1] = tall[top] + 1;
             top--;
             continue;
         }
@@ -247,10 +285,18 @@ static int32_t height_below(const kiln_world *world, kl_transform_state *st, kil
         st->links_walked++;
         if (!link_stands(world, st, i)) continue;
         kiln_entity child = st->links[i - 1].child;
-        if (child == root) continue;
-        if (top + 1 > height && (height = top + 1) > limit) return limit + 1;
+        if (child == root) {
+            cycle = true;
+            continue;
+        }
+        if (top + 1 > limit) return limit + 1;
+        if (tall[top] < 1) tall[top] = 1;
         uint32_t first = first_link(st, child);
-        if (first) next[++top] = first; /* top <= limit < KL_MAX_DEPTH + 1 */
+        if (first) { /* top + 1 <= limit < KL_MAX_DEPTH + 1 */
+            next[++top] = first;
+            at[top] = kiln_entity_index(child);
+            tall[top] = 0;
+        }
     }
     return height;
 }
@@ -289,8 +335,8 @@ int32_t kl_transform_height(kiln_world *world, kl_transform_state *st, kiln_enti
     if (kl_follow_current(world, &st->links_follow) &&
         (!n || ((n->listed != e || !n->first) && n->adopting != st->relink_round)))
         height = 0;
-    else if (catch_up(world, st)) height = height_below(world, st, e, limit);
-    else height = height_by_walks(world, st, e, limit);
+    else if (!catch_up(world, st)) height = height_by_walks(world, st, e, limit);
+    else if ((height = height_of(st, e)) > limit) height = height_below(world, st, e, limit);
     kl_spin_unlock(&st->links_lock);
     return height;
 }

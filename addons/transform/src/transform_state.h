@@ -58,6 +58,9 @@ typedef struct kl_child_node {
     uint32_t first;      /* listed's first child */
     uint32_t adopting;   /* the relink round in which a value set in place named an entity of
                           * this slot as parent: it may have children no list shows yet */
+    int32_t height;      /* at least the links from listed down to its deepest listed
+                          * descendant (KL_MAX_DEPTH: that many or more): a check that finds
+                          * it within its limit walks nothing (children.c, raise_heights) */
 } kl_child_node;
 
 typedef struct kl_transform_state {
@@ -115,10 +118,12 @@ KL_HIDDEN kl_transform_state *kl_transform_state_of(const kiln_world *world);
 KL_HIDDEN void kl_transform_note_relink(kl_transform_state *st, kiln_entity child, kiln_entity parent);
 
 /* How many links below e (alive, or reserved by a deferred spawn) the deepest entity linked
- * under it is, limit + 1 when more (0 <= limit < KL_MAX_DEPTH); 0 as well whenever the world
- * holds too few entities for any chain to pass the limit. Read from the children
- * index, caught up first (without memory for that, by walks up from every linked entity):
- * it never fails. Takes the index's lock; the caller has checked it may read Parent. */
+ * under it is, limit + 1 when more (0 <= limit < KL_MAX_DEPTH); within the limit it may say
+ * more than there are (a bound the index keeps: a branch taken away leaves it high until a
+ * walk finds the truth), and 0 whenever the world holds too few entities for any chain to
+ * pass the limit. Read from the children index, caught up first (without memory for that,
+ * by walks up from every linked entity): it never fails. Takes the index's lock; the caller
+ * has checked it may read Parent. */
 KL_HIDDEN int32_t kl_transform_height(kiln_world *world, kl_transform_state *st, kiln_entity e, int32_t limit);
 
 /* The live parent of a live entity's record, or null (no Parent, dead parent, self link);
