@@ -249,6 +249,18 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     kw->budget_used += (int64_t)steps;
 }
 
+void klua_budget_spend(lua_State *L, double steps) {
+    klua_world *kw = armed_world(L);
+    if (!kw || steps <= 0) return;
+    if (steps > (double)(kw->budget_limit - kw->budget_used)) {
+        /* spent as the hook spends it (without raising here): the next instruction raises */
+        kw->budget_used = kw->budget_limit + 1;
+        lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
+        return;
+    }
+    kw->budget_used += (int64_t)steps;
+}
+
 bool klua_budget_watch_report(void *ud, int64_t units) {
     klua_budget_watch *w = ud;
     w->steps += (double)units * w->steps_per_unit;

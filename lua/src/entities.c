@@ -248,10 +248,10 @@ static int w_add(lua_State *L) {
     int64_t walked = info->has_check ? klua_links_walked(kw) : 0;
     if (kiln_add(kw->world, e, c, info->size ? val : NULL) != KILN_OK) {
         klua_unref_value(L, kw, c, val);
-        if (info->has_check) klua_charge_links(L, kw, walked, fname);
+        if (info->has_check) klua_charge_links(L, kw, walked);
         klua_fail_world(L, kw->world, fname);
     }
-    if (info->has_check) klua_charge_links(L, kw, walked, fname);
+    if (info->has_check) klua_charge_links(L, kw, walked);
     return 0;
 }
 
@@ -362,7 +362,7 @@ static int w_set(lua_State *L) {
     if (info.has_check) {
         int64_t walked = klua_links_walked(kw);
         kiln_result r = kiln_component_check(kw->world, e, c, val);
-        klua_charge_links(L, kw, walked, fname);
+        klua_charge_links(L, kw, walked);
         if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     }
     write_named_fields(L, 4, &info, val, kiln_get_mut(kw->world, e, c));

@@ -14,11 +14,12 @@ static kiln_component parent_component(lua_State *L, const klua_world *kw, const
 
 int64_t klua_links_walked(const klua_world *kw) { return kiln_transform_links_walked(kw->world); }
 
-void klua_charge_links(lua_State *L, const klua_world *kw, int64_t before, const char *fname) {
+void klua_charge_links(lua_State *L, const klua_world *kw, int64_t before) {
     /* Linking an entity with descendants checks how deep they go, which may walk its whole
-     * subtree (a root of 100k children: 1.6 ms a call); charged after, as the walk is known */
+     * subtree (a root of 100k children: 1.6 ms a call); charged after, as the walk is known,
+     * and without raising: the change may have landed, and a call that raises changed nothing */
     int64_t walked = kiln_transform_links_walked(kw->world) - before;
-    if (walked > 0) klua_budget_charge(L, (double)walked * KLUA_COST_LINK, fname);
+    if (walked > 0) klua_budget_spend(L, (double)walked * KLUA_COST_LINK);
 }
 
 static int w_set_parent(lua_State *L) {
@@ -42,7 +43,7 @@ static int w_set_parent(lua_State *L) {
     }
     int64_t walked = klua_links_walked(kw);
     kiln_result r = kiln_transform_set_parent(kw->world, child, parent);
-    klua_charge_links(L, kw, walked, fname);
+    klua_charge_links(L, kw, walked);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }

@@ -624,6 +624,9 @@ KLUA_HIDDEN void klua_budget_prepare(lua_State *L);
 /* Charges steps to the budget armed on L's state (none armed: nothing); raises when they
  * would pass it, naming what the charge is for. */
 KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what);
+/* Charges steps for work already done (a change that landed): raises nothing here, but past
+ * the budget the next instruction raises, as when the count runs out. */
+KLUA_HIDDEN void klua_budget_spend(lua_State *L, double steps);
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
 /* A long C call's watch (a kiln_save_desc.progress) under the budget armed on L's state: it
@@ -684,9 +687,10 @@ KLUA_HIDDEN void klua_open_entities(lua_State *L);  /* entities.c */
 KLUA_HIDDEN void klua_open_hierarchy(lua_State *L); /* hierarchy.c */
 /* hierarchy.c: the Parent links the transform checks have walked (0 without transforms), and
  * the charge to the budget under way for those walked since before (a check of a Parent
- * write: set_parent, add, set), KLUA_COST_LINK each; raises past the budget. */
+ * write: set_parent, add, set), KLUA_COST_LINK each, spent after the call's change landed:
+ * past the budget the next instruction raises, not the call. */
 KLUA_HIDDEN int64_t klua_links_walked(const klua_world *kw);
-KLUA_HIDDEN void klua_charge_links(lua_State *L, const klua_world *kw, int64_t before, const char *fname);
+KLUA_HIDDEN void klua_charge_links(lua_State *L, const klua_world *kw, int64_t before);
 KLUA_HIDDEN void klua_open_events(lua_State *L);    /* events.c */
 KLUA_HIDDEN void klua_open_resources(lua_State *L); /* resources.c */
 KLUA_HIDDEN void klua_open_introspect(lua_State *L);/* introspect.c */
