@@ -76,7 +76,7 @@ KILN_TEST_LOOP(match, a_narrowing_type_change_is_refused_naming_the_field, 0, 2)
     pf_register(w, "Score", 16, narrow, 2);
     ck_assert_int_eq(kiln_load(w, saved.data, saved.size, NULL), KILN_ERR_LAYOUT_MISMATCH);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load: field 'Score.points' was int64[1] in the file and "
-                                          "is int32[1] now (it would lose data)");
+                                          "is int32[1] now (only a widening that loses nothing is converted)");
     ck_assert_int_eq(kiln_entity_count(w), 0);
     pf_bytes_free(&saved);
     kiln_world_destroy(w);

@@ -116,8 +116,9 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
         uint32_t tcount = t->count ? t->count : 1;
         if (!pz_widens(fd->type, t->type) || fd->count > tcount ||
             (fd->type != t->type && fd->count != tcount && t->type != KILN_TYPE_CHAR)) {
-            char detail[120];
-            snprintf(detail, sizeof detail, "was %s[%u] in the file and is %s[%u] now (it would lose data)",
+            char detail[160];
+            snprintf(detail, sizeof detail,
+                     "was %s[%u] in the file and is %s[%u] now (only a widening that loses nothing is converted)",
                      kiln_type_name(fd->type), (unsigned)fd->count, kiln_type_name(t->type), (unsigned)tcount);
             return fail(world, KILN_ERR_LAYOUT_MISMATCH, "field '%s.%s' %s", s->name, fd->name, detail);
         }
