@@ -90,6 +90,24 @@ KILN_TEST(hierarchy, set_parent_rejects_a_self_link) {
     ck_assert_int_eq(kiln_transform_children(F.world, a, NULL, 0), 0);
 }
 
+/* A self link written through a pointer is a root, as propagation and despawn_recursive take
+ * it: children listed the entity as its own child, and a script walking children looped. */
+KILN_TEST(hierarchy, a_self_link_written_through_a_pointer_lists_no_child) {
+    kiln_entity a, b;
+    ck_assert_int_eq(kiln_spawn(F.world, &a), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &b), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, b), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, b, NULL, 0), 1);
+    kiln_parent *p = kiln_get_mut(F.world, a, F.ids.parent);
+    ck_assert_ptr_nonnull(p);
+    p->entity = a;
+    kiln_tick_advance(F.world);
+    ck_assert_int_eq(kiln_transform_children(F.world, a, NULL, 0), 0);
+    ck_assert_int_eq(kiln_transform_children(F.world, b, NULL, 0), 0);
+    ck_assert_int_eq(kiln_transform_despawn_recursive(F.world, a), KILN_OK);
+    ck_assert(!kiln_is_alive(F.world, a) && kiln_is_alive(F.world, b));
+}
+
 KILN_TEST(hierarchy, set_parent_rejects_a_link_that_would_close_a_cycle) {
     kiln_entity e[5];
     for (int i = 0; i < 5; i++) ck_assert_int_eq(kiln_spawn(F.world, &e[i]), KILN_OK);

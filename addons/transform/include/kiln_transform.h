@@ -121,7 +121,8 @@ kiln_result kiln_transform_propagate_parallel(kiln_world *world, kiln_jobs *jobs
  * a cycle that only the queued links close is dropped when the queue lands. */
 kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln_entity parent);
 
-/* The children of parent (entities whose Parent is parent): writes up to capacity of them to
+/* The children of parent (entities whose Parent is parent; never parent itself: a self link
+ * written through a pointer is a root, as propagation reads it): writes up to capacity of them to
  * dest, the smallest by handle, in order, and returns how many there are (0 for a parent that
  * is not alive). Uses an index kept in the world (a list of children per entity slot), so it
  * does not scan the world: it follows at once every Parent written through its check (spawns,

@@ -74,7 +74,9 @@ static bool link_child(kiln_world *world, kl_transform_state *st, kiln_entity ch
     if (!links_room(world, st, parent && pi > ci ? pi : ci)) return false;
     kl_child_node *n = &st->links[ci];
     if (n->child) unlink_child(st, ci + 1);
-    if (!parent) return true;
+    /* a self link (written through a pointer) is a root, as everything else reads it: listed
+     * as its own child, a walk of children would never end */
+    if (!parent || parent == child) return true;
     kl_child_node *h = &st->links[pi];
     n->child = child;
     n->parent = parent;
