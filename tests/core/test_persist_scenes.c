@@ -458,6 +458,92 @@ KILN_TEST(scene, a_check_hook_refusal_while_spawning_takes_everything_back) {
     pf_close(&w);
 }
 
+/* A scene of count entities in one chain: entity k's parent is k + 1 when reversed (the last
+ * is the root), else k - 1; the first (or last) names prefab 'deep' when prefab is set. */
+static char *chain_scene(int count, bool reversed, bool prefab) {
+    char *doc = malloc((size_t)count * 40 + 64);
+    char *at = doc + sprintf(doc, "{\"version\": 1, \"entities\": [");
+    for (int k = 1; k <= count; k++) {
+        int parent = reversed ? (k < count ? k + 1 : 0) : k - 1;
+        bool tip = prefab && k == (reversed ? 1 : count);
+        at += sprintf(at, "%s{", k > 1 ? ", " : "");
+        if (parent) at += sprintf(at, "\"parent\": %d%s", parent, tip ? ", " : "");
+        at += sprintf(at, "%s}", tip ? "\"prefab\": \"deep\"" : "");
+    }
+    strcpy(at, "]}");
+    return doc;
+}
+
+/* Instantiates chain_scene(count, reversed, prefab) under parent; refused with message (and
+ * the world as it was, its slots too) when message is set, else taken and taken back. */
+static void expect_chain(pf_world *w, const kiln_prefab *deep, int count, bool reversed, kiln_entity parent,
+                         const char *message) {
+    char *doc = chain_scene(count, reversed, deep != NULL);
+    const char *names[] = {"deep"};
+    kiln_instantiate_desc d = {.prefab_names = names, .prefabs = &deep, .prefab_count = deep ? 1 : 0, .parent = parent};
+    fingerprint f = take(w->world);
+    kiln_instance *inst = NULL;
+    kiln_result r = kiln_instantiate(w->world, doc, strlen(doc), &d, &inst);
+    if (message) {
+        ck_assert_msg(r == KILN_ERR_INVALID_ARGUMENT, "%d: %s", (int)r, kiln_world_error(w->world));
+        ck_assert_str_eq(kiln_world_error(w->world), message);
+        ck_assert_ptr_null(inst);
+        assert_same(w->world, f, message);
+    } else {
+        ck_assert_msg(r == KILN_OK, "%d entities: %s", count, kiln_world_error(w->world));
+        ck_assert_int_eq(kiln_instance_despawn(w->world, inst), KILN_OK);
+        kiln_instance_destroy(inst);
+    }
+    free(doc);
+}
+
+KILN_TEST(scene, a_chain_too_deep_is_refused_at_its_scene_entity_before_anything_spawns) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    /* the deepest entity may be 256 deep: 257 in a chain fit, and the root of 300 listed last
+     * leaves entity 43 the first one over (the least deep past the limit) */
+    expect_chain(&w, NULL, 257, false, KILN_NULL_ENTITY, NULL);
+    expect_chain(&w, NULL, 258, false, KILN_NULL_ENTITY,
+                 "kiln_instantiate: at entities[257].parent: entity 258 would be 257 deep: a parent chain deeper than 256");
+    expect_chain(&w, NULL, 300, true, KILN_NULL_ENTITY,
+                 "kiln_instantiate: at entities[42].parent: entity 43 would be 257 deep: a parent chain deeper than 256");
+    /* under a parent 200 deep the scene's roots are 201 deep */
+    kiln_entity holder = w.e[0];
+    for (int i = 0; i < 200; i++) {
+        kiln_entity next;
+        ck_assert_int_eq(kiln_spawn(w.world, &next), KILN_OK);
+        ck_assert_int_eq(kiln_transform_set_parent(w.world, next, holder), KILN_OK);
+        holder = next;
+    }
+    char msg[200], hb[24];
+    kiln_entity_format(holder, hb, sizeof hb);
+    expect_chain(&w, NULL, 56, false, holder, NULL);
+    snprintf(msg, sizeof msg, "kiln_instantiate: at entities[0].parent: entity 1 would be 257 deep (the scene under "
+             "parent %s): a parent chain deeper than 256", hb);
+    expect_chain(&w, NULL, 57, true, holder, msg);
+    /* a prefab's nodes count below the entity that names it */
+    kiln_prefab *deep;
+    static const char deep_json[] = "{\"children\": [{\"children\": [{}]}]}";
+    ck_assert_int_eq(kiln_prefab_load(w.world, deep_json, sizeof deep_json - 1, &deep), KILN_OK);
+    expect_chain(&w, deep, 54, false, holder, NULL);
+    snprintf(msg, sizeof msg, "kiln_instantiate: at entities[54].parent: entity 55 would be 255 deep (the scene under "
+             "parent %s) and its prefab's nodes 257 deep: a parent chain deeper than 256", hb);
+    expect_chain(&w, deep, 55, false, holder, msg);
+    for (int i = 0; i < 56; i++) {
+        kiln_entity next;
+        ck_assert_int_eq(kiln_spawn(w.world, &next), KILN_OK);
+        ck_assert_int_eq(kiln_transform_set_parent(w.world, next, holder), KILN_OK);
+        holder = next;
+    }
+    kiln_entity_format(holder, hb, sizeof hb); /* 256 deep: nothing more fits under it */
+    snprintf(msg, sizeof msg, "kiln_instantiate: at entities[0]: entity 1 would be 257 deep under parent %s: a "
+             "parent chain deeper than 256", hb);
+    expect_chain(&w, NULL, 1, false, holder, msg);
+    kiln_prefab_destroy(deep);
+    pf_close(&w);
+}
+
 KILN_TEST(scene, running_out_of_memory_anywhere_in_instantiate_leaves_the_world_untouched) {
     test_allocator alloc;
     test_allocator_init(&alloc);

@@ -264,6 +264,34 @@ describe("scenes", function()
         assert.are.equal(text, w2:export())
     end)
 
+    it("a parent chain too deep is refused at its scene entity before anything spawns", function()
+        local w = world()
+        local holder = w:spawn()
+        for _ = 1, 250 do
+            local e = w:spawn()
+            w:set_parent(e, holder)
+            holder = e
+        end
+        -- a chain of 7 under a parent 250 deep ends 257 deep: entity 7 is the one over
+        local list = {"{}"}
+        for k = 2, 7 do list[k] = '{"parent": ' .. (k - 1) .. '}' end
+        local doc = '{"version": 1, "entities": [' .. table.concat(list, ", ") .. ']}'
+        local want = "world:instantiate: at entities[6].parent: entity 7 would be 257 deep (the scene under parent "
+        local hash, count = w:hash(), w:count()
+        local path = os.tmpname()
+        local f = assert(io.open(path, "w"))
+        f:write(doc)
+        f:close()
+        for _, scene in ipairs{doc, path} do
+            H.unchanged(w, nil, function() w:instantiate(scene, {parent = holder}) end, want,
+                        "v1): a parent chain deeper than 256")
+            assert.are.equal(hash, w:hash()) -- no slot was taken and given back either
+            assert.are.equal(count, w:count())
+        end
+        os.remove(path)
+        assert.are.equal(7, #w:instantiate(doc).spawned)
+    end)
+
     it("reads scenes and prefabs from files", function()
         local w = world()
         local dir = os.tmpname()

@@ -416,7 +416,8 @@ typedef struct kiln_instantiate_desc {
 /* Spawns the scene in size bytes of JSON and writes its instance to dest. Everything is read
  * and checked before the first spawn: the version, the keys and types of every value,
  * component and field names, prefab names, entity numbers (parent and entity fields name an
- * entity of the scene), parent cycles, the entity limit. Errors say where ("kiln_instantiate:
+ * entity of the scene), parent cycles, parent chains deeper than KILN_TRANSFORM_MAX_DEPTH (those
+ * above desc->parent counted), the entity limit. Errors say where ("kiln_instantiate:
  * at entities[2].parent: entity 7 is not in the scene (1..3)"); codes as kiln_prefab_load, and
  * KILN_ERR_DEAD_ENTITY for a dead desc->parent. All or nothing: a failure while spawning (a
  * check hook, out of memory) takes back every entity, the world as before. Not while deferred or

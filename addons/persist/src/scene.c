@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kiln_transform.h"
 #include "scene_internal.h"
 
 struct kiln_instance {
@@ -85,6 +86,9 @@ typedef struct reading {
     const pz_tree **prefab;      /* per entity: its prefab's tree, or NULL */
     int64_t *base;               /* per entity: its root node's index */
     int64_t *number_to_node;     /* entity number -> node index + 1 (the ref map) */
+    int32_t *height;             /* per entity: links from its root node down to its deepest
+                                  * prefab node (0 without a prefab) */
+    int32_t *prefab_height;      /* per desc prefab: that height, -1 until first used */
     int64_t nodes;
 } reading;
 
@@ -135,13 +139,30 @@ static bool header(reading *rd, const json_t *root) {
     return j->r == KILN_OK;
 }
 
-/* The tree of the prefab given as name; NULL (the error set) when there is none usable. */
-static const pz_tree *find_prefab(reading *rd, const char *name) {
+/* Links from a tree's roots down to its deepest node (parents come before their children,
+ * and a prefab nests at most KILN_PREFAB_MAX_DEPTH deep, so the walks up stay short). */
+static int32_t tree_height(const pz_tree *t) {
+    int32_t height = 0;
+    for (int64_t i = 0; i < t->count; i++) {
+        int32_t depth = 0;
+        for (int64_t at = t->nodes[i].parent; at >= 0; at = t->nodes[at].parent) depth++;
+        if (depth > height) height = depth;
+    }
+    return height;
+}
+
+/* The tree of the prefab given as name, its height in *height; NULL (the error set) when
+ * there is none usable. */
+static const pz_tree *find_prefab(reading *rd, const char *name, int32_t *height) {
     const kiln_instantiate_desc *d = rd->desc;
     for (int32_t i = 0; d && i < d->prefab_count; i++) {
         if (!d->prefab_names || !d->prefab_names[i] || strcmp(d->prefab_names[i], name) != 0) continue;
         const pz_tree *t = d->prefabs ? pz_prefab_tree(d->prefabs[i], rd->j.world) : NULL;
         if (!t) pz_json_fail(&rd->j, KILN_ERR_INVALID_ARGUMENT, "prefab '%.60s' was made for another world (or is NULL)", name);
+        else {
+            if (rd->prefab_height[i] < 0) rd->prefab_height[i] = tree_height(t);
+            *height = rd->prefab_height[i];
+        }
         return t;
     }
     pz_json_fail(&rd->j, KILN_ERR_INVALID_ARGUMENT, "unknown prefab '%.60s'", name);
@@ -184,7 +205,7 @@ static bool entity_keys(reading *rd, int64_t i, const json_t *e) {
     v = json_object_get(e, "prefab");
     mark = pz_json_key(j, "prefab");
     if (v && pz_json_expect(j, v, pz_json_plain(v), "a prefab name (string without NUL bytes)"))
-        rd->prefab[i] = find_prefab(rd, json_string_value(v));
+        rd->prefab[i] = find_prefab(rd, json_string_value(v), &rd->height[i]);
     pz_json_pop(j, mark);
     if (j->r != KILN_OK) return false;
     rd->base[i] = rd->nodes;
@@ -217,6 +238,60 @@ static bool no_cycles(reading *rd) {
         for (at = i; at >= 0 && state[at] == 1; at = rd->parent[at] - 1) state[at] = 2;
     }
     return true;
+}
+
+/* How deep parent is: its Parent links up to a root, as the Parent check counts them (a dead
+ * parent or a self link ends the chain), counted up to KILN_TRANSFORM_MAX_DEPTH (a chain as
+ * long or longer, or a cycle written through a pointer, takes no child). */
+static int64_t world_depth(kiln_world *world, kiln_entity parent) {
+    kiln_transform_ids ids;
+    if (!kiln_transform_ids_get(world, &ids)) return 0; /* no Parent anywhere yet */
+    int64_t depth = 0;
+    for (kiln_entity at = parent; depth < KILN_TRANSFORM_MAX_DEPTH; depth++) {
+        const kiln_parent *p = kiln_get(world, at, ids.parent);
+        if (!p || !p->entity || p->entity == at || !kiln_is_alive(world, p->entity)) break;
+        at = p->entity;
+    }
+    return depth;
+}
+
+/* No spawned entity may sit deeper than the transform addon's limit: each scene entity's
+ * depth is the links above it in the scene (after the links above the desc's parent, plus
+ * one, for a scene under one), and its prefab's nodes reach its height further down. Refuses
+ * naming the entity where a chain first passes the limit (the least deep such, then the first
+ * listed), before anything spawns: the Parent check would catch it only while linking. */
+static bool within_depth(reading *rd) {
+    kiln_world *world = rd->j.world;
+    kiln_entity under = rd->desc ? rd->desc->parent : KILN_NULL_ENTITY;
+    int64_t top = under && kiln_is_alive(world, under) ? world_depth(world, under) + 1 : 0;
+    int64_t *depth = arena(rd, sizeof(int64_t) * ((size_t)rd->count + 1)); /* -1: not known yet */
+    if (!depth) return false;
+    for (int64_t i = 0; i < rd->count; i++) depth[i] = -1;
+    int64_t worst = -1;
+    for (int64_t i = 0; i < rd->count; i++) {
+        int64_t at = i, links = 0; /* no cycles: every walk ends at a root or a known depth */
+        for (; at >= 0 && depth[at] < 0; at = rd->parent[at] - 1) links++;
+        int64_t d = (at >= 0 ? depth[at] + 1 : top) + links - 1;
+        for (at = i; at >= 0 && depth[at] < 0; at = rd->parent[at] - 1) depth[at] = d--;
+        if (depth[i] + rd->height[i] > KILN_TRANSFORM_MAX_DEPTH && (worst < 0 || depth[i] < depth[worst])) worst = i;
+    }
+    if (worst < 0) return true;
+    size_t mark = pz_json_key(&rd->j, "entities");
+    pz_json_index(&rd->j, (size_t)worst);
+    if (rd->parent[worst]) pz_json_key(&rd->j, "parent");
+    char ub[24], pb[48] = "";
+    if (under && !rd->parent[worst]) snprintf(pb, sizeof pb, " under parent %s", kiln_entity_format(under, ub, sizeof ub));
+    else if (under) snprintf(pb, sizeof pb, " (the scene under parent %s)", kiln_entity_format(under, ub, sizeof ub));
+    if (rd->height[worst] && depth[worst] <= KILN_TRANSFORM_MAX_DEPTH)
+        pz_json_fail(&rd->j, KILN_ERR_INVALID_ARGUMENT,
+                     "entity %lld would be %lld deep%s and its prefab's nodes %lld deep: a parent chain deeper than %d",
+                     (long long)(worst + 1), (long long)depth[worst], pb, (long long)(depth[worst] + rd->height[worst]),
+                     KILN_TRANSFORM_MAX_DEPTH);
+    else
+        pz_json_fail(&rd->j, KILN_ERR_INVALID_ARGUMENT, "entity %lld would be %lld deep%s: a parent chain deeper than %d",
+                     (long long)(worst + 1), (long long)depth[worst], pb, KILN_TRANSFORM_MAX_DEPTH);
+    pz_json_pop(&rd->j, mark);
+    return false;
 }
 
 /* The tree: each entity's node (or its prefab's nodes) with its parent and components. */
@@ -256,7 +331,11 @@ static bool prepare(reading *rd, const json_t *root) {
     rd->prefab = arena(rd, sizeof(pz_tree *) * n);
     rd->base = arena(rd, sizeof(int64_t) * n);
     rd->number_to_node = arena(rd, sizeof(int64_t) * n);
+    rd->height = arena(rd, sizeof(int32_t) * n);
+    int32_t prefabs = rd->desc ? rd->desc->prefab_count : 0;
+    rd->prefab_height = arena(rd, sizeof(int32_t) * ((size_t)prefabs + 1));
     if (rd->j.r != KILN_OK) return false;
+    for (int32_t i = 0; i < prefabs; i++) rd->prefab_height[i] = -1;
     for (int64_t i = 0; i < rd->count; i++) {
         size_t mark = pz_json_key(&rd->j, "entities");
         pz_json_index(&rd->j, (size_t)i);
@@ -264,7 +343,7 @@ static bool prepare(reading *rd, const json_t *root) {
         pz_json_pop(&rd->j, mark);
         if (!ok) return false;
     }
-    return no_cycles(rd);
+    return no_cycles(rd) && within_depth(rd);
 }
 
 static kiln_instance *instance_new(kiln_world *world) {

@@ -49,6 +49,9 @@ typedef struct kiln_parent {
     kiln_entity entity;
 } kiln_parent;
 
+/* The deepest an entity may be: the count of Parent links above it (a root is 0). */
+#define KILN_TRANSFORM_MAX_DEPTH 256
+
 /* "LocalTransform": what scripts edit. Relative to the parent (or the world for roots). Its
  * registered defaults are the identity (rotation (0, 0, 0, 1), scale (1, 1, 1)), so a value
  * added without one, or from a partial value a binding fills over the defaults, is sane. */

@@ -15,7 +15,7 @@
 /* The most links above an entity (its depth) that a hierarchy may have: the Parent check
  * refuses a link that would put any entity deeper (kl_depth_refused), and propagation fails
  * on a chain deeper than this, so a link the check took always propagates. */
-#define KL_MAX_DEPTH 256
+#define KL_MAX_DEPTH KILN_TRANSFORM_MAX_DEPTH
 
 /* Whether a new link under a parent with parent_depth links above it is refused: the entity
  * linked would be parent_depth + 1 deep. The one test of the limit for every check. */
