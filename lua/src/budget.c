@@ -36,9 +36,16 @@ static void late_message(const klua_world *kw, char *why, size_t size) {
         snprintf(why, size, "%s ran past its time limit of %d ms", kw->budget_what, (int)kw->time_limit_ms);
 }
 
+/* Spends the budget armed now; a clock that stops it first keeps what the count had reached
+ * (budget_ran), so that the frame's instructions are charged what the run executed. */
+static void spend(klua_world *kw, bool late) {
+    if (late && kw->budget_used <= kw->budget_limit) kw->budget_ran = kw->budget_used;
+    kw->budget_used = kw->budget_limit + 1;
+}
+
 static KLUA_NORETURN void spent(lua_State *L, klua_world *kw) {
     bool late = kw->deadline > 0 && now_seconds() > kw->deadline;
-    kw->budget_used = kw->budget_limit + 1;
+    spend(kw, late);
     lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1); /* raise at every instruction from now */
     if (late) {
         char why[sizeof kw->budget_what + 80];
@@ -65,7 +72,7 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
          * strings, calls with huge argument lists) cost far more than others */
         bool late = kw->deadline > 0 && now_seconds() > kw->deadline;
         if (kw->budget_used <= kw->budget_limit && !late) return;
-        if (late) kw->budget_used = kw->budget_limit + 1;
+        if (late) spend(kw, true);
     }
     spent(L, kw);
 }
@@ -203,6 +210,7 @@ void klua_budget_arm(lua_State *L, klua_world *kw, int64_t limit, const char *wh
         if (left <= 0) limit = 1; /* refused at once: checked after its first instruction */
     }
     kw->budget_used = 0;
+    kw->budget_ran = -1;
     kw->budget_limit = limit;
     snprintf(kw->budget_what, sizeof kw->budget_what, "%s", what);
     lua_pushlightuserdata(L, kw);
@@ -221,7 +229,11 @@ void klua_budget_disarm(lua_State *L, klua_world *kw, const klua_armed *saved) {
      * for good; the run is over, the next ones are counted again */
     if (kw->budget_used > kw->budget_limit) klua_compat_hook_revive(L);
     lua_sethook(L, saved->hook, saved->mask, saved->count);
-    if (saved->framed) kw->frame_used += kw->budget_used < kw->budget_limit ? kw->budget_used : kw->budget_limit;
+    /* a run past its count is charged its whole budget; one the clock stopped, what it ran */
+    if (saved->framed)
+        kw->frame_used += kw->budget_used <= kw->budget_limit ? kw->budget_used
+                          : kw->budget_ran >= 0                ? kw->budget_ran
+                                                               : kw->budget_limit;
     if (saved->clocked) kw->frame_time_used += now_seconds() - saved->start;
     kw->budget_limit = 0;
     kw->deadline = 0;
@@ -285,7 +297,7 @@ bool klua_budget_late(lua_State *L, char *why, size_t size) {
     if (!kw || kw->deadline <= 0 || now_seconds() <= kw->deadline) return false;
     late_message(kw, why, size);
     /* spent as the hook spends it (without raising here): the next instruction raises */
-    kw->budget_used = kw->budget_limit + 1;
+    spend(kw, true);
     lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);
     return true;
 }

@@ -195,6 +195,8 @@ struct klua_world {
     int64_t instructions;      /* budget of one Lua system run (0: none) */
     int64_t budget_used;       /* of the entry armed now (budget.c) */
     int64_t budget_limit;      /* of the entry armed now; 0: none armed */
+    int64_t budget_ran;        /* of the entry armed now: budget_used when a clock spent it,
+                                * else -1 (budget.c) */
     char budget_what[KILN_MAX_NAME + 24]; /* "system 'name'", for the message */
     int64_t frame_limit;       /* a mod's view: instructions all its system runs of one frame
                                 * may take together (0: no such limit) */

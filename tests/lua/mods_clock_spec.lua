@@ -78,6 +78,36 @@ describe("a mod's clock for a frame", function()
         assert.is_true(first >= 1, "no system of the second frame had its own 50 ms")
     end)
 
+    it("charges a run the clock stopped what it ran, not its whole budget, to the frame's instructions", function()
+        -- a run the clock stopped counted its whole budget: the mod's next systems of the frame
+        -- were refused with the instructions message, though the clock was what ran out
+        local dir = M.folder()
+        local w, mods = M.host{instructions = 1e9, frame_instructions = 1e9 + 5e5, milliseconds = 200,
+                               frame_milliseconds = -1}
+        assert(mods:load(M.write(dir, "slow.lua", [[
+world:system{name = "wait", run = function()
+    local t = os.clock() -- a C call a loop turn: 200 ms of it is far fewer than 5e5 instructions
+    while os.clock() - t < 5 do end
+end}
+world:system{name = "work", after = {"wait"}, run = function()
+    local n = 0
+    for i = 1, 3e5 do n = n + i end -- about 1e6 instructions
+    print("work done")
+end}
+world:system{name = "spin", after = {"work"}, run = function() while true do end end}
+]])))
+        local t0 = os.clock()
+        local failed = by_system(M.frames(w, 1), "slow")
+        assert.is_true(os.clock() - t0 < 2, "the frame took " .. (os.clock() - t0) .. " s of CPU")
+        assert.truthy(failed.wait and failed.wait:find("system 'wait' ran past its time limit of 200 ms", 1, true),
+                      failed.wait)
+        assert.is_nil(failed.work, failed.work)
+        assert.are.same({"work done"}, mods:log("slow"))
+        -- the last one still has most of the frame's instructions: its own clock stops it
+        assert.truthy(failed.spin and failed.spin:find("system 'spin' ran past its time limit of 200 ms", 1, true),
+                      failed.spin)
+    end)
+
     it("counts the calls a system makes into another mod, and bounds them by what it has left", function()
         -- a call got a fresh time limit: a caller with 1 ms left held the frame for another
         -- full time limit of the callee
