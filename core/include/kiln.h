@@ -23,19 +23,20 @@ extern "C" {
  *   kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick, kiln_get_many,
  *   kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get, kiln_getter_get_many,
  *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_bytes, kiln_query_memory,
- *   kiln_query_iter, kiln_query_next, kiln_iter_fini, kiln_iter_range, kiln_iter_column,
- *   kiln_iter_mark_changed, kiln_iter_mark_rows, kiln_iter_changed_since, kiln_iter_row_tick,
- *   kiln_iter_column_tick, kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn,
- *   kiln_commands_spawn_with, kiln_commands_despawn, kiln_commands_add, kiln_commands_add_sized,
- *   kiln_commands_set, kiln_commands_remove, kiln_commands_emit, kiln_commands_apply, kiln_commands_clear,
- *   kiln_commands_count, kiln_commands_resolve, kiln_commands_error, kiln_is_placeholder, kiln_defer_begin,
- *   kiln_defer_end, kiln_is_deferred, kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count,
- *   kiln_jobs_submit, kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy,
- *   kiln_schedule_add, kiln_schedule_remove, kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run,
- *   kiln_schedule_stage_count, kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find,
- *   kiln_schedule_enable, kiln_schedule_describe, kiln_event_register, kiln_event_lookup,
- *   kiln_event_info_get, kiln_event_emit, kiln_event_count, kiln_event_get, kiln_events_update,
- *   kiln_resource_set, kiln_resource_get, kiln_resource_has, kiln_resource_remove.
+ *   kiln_query_archetype_count, kiln_query_iter, kiln_query_next, kiln_iter_fini, kiln_iter_range,
+ *   kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows, kiln_iter_changed_since,
+ *   kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create, kiln_commands_destroy,
+ *   kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn, kiln_commands_add,
+ *   kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
+ *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
+ *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
+ *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait,
+ *   kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
+ *   kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count,
+ *   kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable,
+ *   kiln_schedule_describe, kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit,
+ *   kiln_event_count, kiln_event_get, kiln_events_update, kiln_resource_set, kiln_resource_get,
+ *   kiln_resource_has, kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
  * (kiln_add, kiln_get). A function that copies something out of an object ends in _get,
@@ -44,8 +45,7 @@ extern "C" {
  * property is named by it alone (kiln_world_error, kiln_entity_count, kiln_tick_current).
  *
  * Messages: every failing call on a world leaves "kiln_<function>: <detail>" in kiln_world_error,
- * e.g. "kiln_despawn: entity 0v1 is not alive"; entities print as index v generation ("12v3").
- */
+ * e.g. "kiln_despawn: entity 0v1 is not alive"; entities print as index v generation ("12v3"). */
 
 #define KILN_VERSION_MAJOR 0
 #define KILN_VERSION_MINOR 1
@@ -448,11 +448,12 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
 /* Destroys a query. NULL is a no-op. The query must not be iterating (others may be). */
 void kiln_query_destroy(kiln_query *query);
 
-/* Entities the query matches now; the bytes their rows take (values, ticks, handles, records);
- * the bytes the query itself holds, which grow with the archetypes it matches. */
+/* Entities the query matches now; the bytes their rows take (values, ticks, handles, records); the
+ * bytes it holds, which grow with the archetypes it matches; how many those are (O(1), empty ones too). */
 int64_t kiln_query_count(const kiln_query *query);
 int64_t kiln_query_bytes(const kiln_query *query);
 int64_t kiln_query_memory(const kiln_query *query);
+int32_t kiln_query_archetype_count(const kiln_query *query);
 
 /* An iterator over one chunk at a time: a run of rows of one archetype. All fields are read-only
  * for users. columns[i] is the base pointer of term i (NULL for an optional term the archetype
@@ -478,12 +479,11 @@ typedef struct kiln_iter {
     uint16_t era_high; uint32_t era; /* the world's iteration era at its start, 48 bits (kiln_iter_fini) */
 } kiln_iter;
 
-/* Starts iterating. The world is deferred while an iteration is active (kiln_defer_begin):
- * spawn, despawn, add, remove and set in the loop are queued and land when the outermost
- * iteration ends, so the rows visited never move; applying a command buffer meanwhile asserts.
- * Iterate with kiln_query_next until false, or stop early with kiln_iter_fini (one left open
- * keeps the world deferred; a system's fails its schedule run, which ends it for good: next on
- * it then returns false, and fini does nothing). */
+/* Starts iterating. While one is active the world is deferred (kiln_defer_begin): spawn, despawn, add,
+ * remove and set in the loop are queued until the outermost iteration ends, so the rows visited never
+ * move; applying a command buffer meanwhile asserts. Iterate with kiln_query_next until false, or stop
+ * early with kiln_iter_fini (one left open keeps the world deferred; a system's fails its schedule run,
+ * which ends it for good: then next returns false and fini does nothing). */
 void kiln_query_iter(const kiln_query *query, kiln_iter *it);
 
 /* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */

@@ -231,6 +231,11 @@ int64_t kiln_query_count(const kiln_query *query) {
     return n;
 }
 
+int32_t kiln_query_archetype_count(const kiln_query *query) {
+    KILN_ASSERT(query != NULL, "query is NULL");
+    return query->match_count;
+}
+
 int64_t kiln_query_bytes(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
     int64_t n = 0;

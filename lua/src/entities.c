@@ -199,6 +199,9 @@ static int w_count(lua_State *L) {
  * after, and a list made too small is made again. */
 static int w_entities(lua_State *L) {
     klua_world *kw = klua_self_unheld(L);
+    kiln_world_stats st; /* the list walks every archetype of the world */
+    kiln_world_stats_get(kw->world, &st);
+    klua_budget_walk(L, st.archetypes, "world:entities");
     int top = lua_gettop(L);
     int64_t n = kiln_world_entities(kw->world, NULL, 0), got;
     kiln_entity *list;

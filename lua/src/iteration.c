@@ -177,6 +177,8 @@ static bool left_unguarded(lua_State *L, const klua_query *kq, int q_idx) {
 
 void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
     q_idx = lua_absindex(L, q_idx);
+    /* the loop walks every archetype the query matches, rows or none: before anything starts */
+    if (kq->query && !kq->kw->closed) klua_budget_walk(L, kiln_query_archetype_count(kq->query), fname);
     if (kq->active && left_unguarded(L, kq, q_idx)) klua_query_finish(L, kq, q_idx);
     if (kq->active)
         klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");

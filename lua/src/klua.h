@@ -577,6 +577,9 @@ typedef enum klua_costly {
 #define KLUA_COST_ELEMENT 16     /* an array element converted from Lua: 30-65 ns */
 #define KLUA_COST_QUERY_ARCHETYPE 128 /* world:query, an archetype of the world: 30-800 ns */
 #define KLUA_COST_LINK 8         /* a Parent link a check of a new link walked: 5-10 ns */
+#define KLUA_COST_WALK 16        /* an archetype a read walks (q:count, q:each, q:entities,
+                                  * world:entities), most of them empty: 7-15 ns */
+#define KLUA_WALK_FREE 64        /* archetypes a read walks free: queries of a few pay nothing */
 #define KLUA_SHORT_ARRAY 64      /* arrays up to this long are converted free */
 #define KLUA_EMIT_RECORD_BYTES 32 /* what a queued emit holds besides its value (a mod pays it) */
 #define KLUA_COST_RESULT_MAX ((double)(64 << 20)) /* bytes one wrapped call may build */
@@ -629,6 +632,11 @@ KLUA_HIDDEN void klua_budget_charge(lua_State *L, double steps, const char *what
 /* Charges steps for work already done (a change that landed): raises nothing here, but past
  * the budget the next instruction raises, as when the count runs out. */
 KLUA_HIDDEN void klua_budget_spend(lua_State *L, double steps);
+/* Charges a read about to walk n archetypes (KLUA_COST_WALK each past KLUA_WALK_FREE): raises
+ * when that does not fit, before the read starts. One compare when n is small (q:each's path). */
+static inline void klua_budget_walk(lua_State *L, int64_t n, const char *what) {
+    if (n > KLUA_WALK_FREE) klua_budget_charge(L, (double)(n - KLUA_WALK_FREE) * KLUA_COST_WALK, what);
+}
 /* Instructions left to the budget armed on L's state, or -1 when none is armed. */
 KLUA_HIDDEN double klua_budget_left(lua_State *L);
 /* A long C call's watch (a kiln_save_desc.progress) under the budget armed on L's state: it

@@ -473,6 +473,7 @@ void klua_query_abort(lua_State *L, int q_idx) {
 
 static int q_count(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
+    klua_budget_walk(L, kiln_query_archetype_count(kq->query), "query:count");
     lua_pushinteger(L, (lua_Integer)kiln_query_count(kq->query));
     return 1;
 }
@@ -539,6 +540,7 @@ static int q_entities(lua_State *L) {
     }
     /* inside a system, as for q:each: every term declared in reads or writes */
     for (int t = 0; t < kq->term_count; t++) klua_check_access(L, kq->kw, kq->terms[t], false, "query:entities");
+    klua_budget_walk(L, kiln_query_archetype_count(kq->query), "query:entities"); /* counted and listed */
     lua_createtable(L, limit < INT32_MAX ? (int)limit : 0, 0);
     klua_query_check(L, 1); /* making the list may run a finalizer that closed the world */
     int64_t n = 0;

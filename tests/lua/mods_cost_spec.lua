@@ -38,6 +38,40 @@ describe("a mod's call into kiln", function()
     end)
 end)
 
+describe("a mod's read over many archetypes", function()
+    after_each(M.cleanup)
+
+    -- q:count, q:each, q:entities and world:entities walk every archetype they cover, empty
+    -- ones too: 135 to 285 us a call over 20,000 mostly empty, charged a few instructions
+    for _, case in ipairs{
+        {"query:count", "q:count()"},
+        {"query:each", "for _ in q:each() do end"},
+        {"query:entities", "q:entities()"},
+        {"world:entities", "world:entities()"},
+    } do
+        it("pays for each archetype past a few: " .. case[1], function()
+            local dir = M.folder()
+            local w, mods = fragmented({instructions = 1000000, milliseconds = 60000}, 2046)
+            for e in w:query{"Position"}:each() do w:despawn(e) end -- the archetypes stay, empty
+            w:component("Lone", "float x")
+            w:spawn{Lone = {x = 1}}
+            assert(mods:load(M.write(dir, "reader.lua", ([[
+                local q, few, calls = world:query{"Position"}, world:query{"Lone"}, 0
+                for i = 1, 2000 do few:count() for _ in few:each() do end end -- one archetype: free
+                print(pcall(function() for i = 1, 100 do %s calls = i end end))
+                print(calls)
+            ]]):format(case[2]))))
+            local log = mods:log("reader")
+            -- about 2000 archetypes past the 64 free at 16 steps each: some 15 calls fit in what
+            -- making the two queries (128 steps an archetype of the world) left of the budget
+            assert.matches("^false\t.*" .. case[1]:gsub("%p", "%%%0") .. " could take 3%.1%de%+04 steps, past what is " ..
+                           "left of the budget of the top level of mod 'reader'", log[1])
+            local calls = tonumber(log[2])
+            assert.is_true(calls >= 10 and calls <= 30, log[2])
+        end)
+    end
+end)
+
 describe("a mod's Parent writes", function()
     after_each(M.cleanup)
 
