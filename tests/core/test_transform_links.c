@@ -393,6 +393,17 @@ KILN_TEST(deep, a_cycle_written_through_a_pointer_is_refused_by_a_tree_clone_not
     }
     test_allocator_fail_never(&F.alloc);
     ck_assert_uint_eq(kiln_world_hash(F.world), hash);
+    /* a link onto the loop is refused as the loop it is, not as a deep chain */
+    kiln_entity outside = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    hash = kiln_world_hash(F.world);
+    char want[192], ob[32], bb[32];
+    snprintf(want, sizeof want, "making %s a child of %s would create a parent chain that loops (a cycle "
+             "written through a pointer)", test_entity_string(outside, ob), test_entity_string(b, bb));
+    assert_refused(&F, kiln_transform_set_parent(F.world, outside, b), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_transform_set_parent: ", want);
+    assert_refused(&F, kiln_add(F.world, outside, F.ids.parent, &(kiln_parent){b}), KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_add: ", want);
+    ck_assert_uint_eq(kiln_world_hash(F.world), hash);
     /* a self link too: a root with no children (the index lists no self link), so a clone of
      * the leaf, alone or as a tree, points its copy's Parent at the copy, which the Parent
      * check refuses as it refuses any self link, the world as it was */

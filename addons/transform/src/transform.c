@@ -104,6 +104,22 @@ static kiln_result subtree_refused(const kiln_world *world, kl_transform_state *
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
+/* What a walk up that reached KL_MAX_DEPTH links met: a chain that loops (a cycle written
+ * through a pointer: every way kiln writes a link refuses one) or one that is that long. Past
+ * the limit a looping walk is on its loop, so it comes back to where it is within
+ * KL_MAX_DEPTH + 1 more links, unless the loop itself is longer (named a deep chain then,
+ * which it is). Only a refusal's message reads it. */
+static const char *long_chain(const kiln_world *world, const kl_transform_state *st, kiln_entity at) {
+    kiln_entity cur = at;
+    for (int32_t i = 0; i <= KL_MAX_DEPTH; i++) {
+        const kl_record *rec = kl_record_of(world, cur);
+        bool dead;
+        if (!rec || !(cur = kl_transform_parent_of(world, st, cur, rec, &dead))) break;
+        if (cur == at) return "parent chain that loops (a cycle written through a pointer)";
+    }
+    return "parent chain deeper than 256";
+}
+
 /* The Parent check hook: the rules of kiln_transform_set_parent for every way a Parent value
  * is written (kiln_add, kiln_set, spawns, command buffers). A null or dead parent is a root
  * (a parent may still be a handle reserved by a deferred spawn); a parent the world never
@@ -137,7 +153,7 @@ static kiln_result check_parent(const kiln_world *world, kiln_entity entity, con
             snprintf(why, why_size, "making %s a child of %s would create a %s",
                      entity ? kiln_entity_format(entity, cb, sizeof cb) : "a new entity",
                      kiln_entity_format(parent, pb, sizeof pb),
-                     cur == entity ? "cycle" : "parent chain deeper than 256");
+                     cur == entity ? "cycle" : long_chain(world, st, cur));
             return KILN_ERR_INVALID_ARGUMENT;
         }
         bool dead;
@@ -403,7 +419,7 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
                            "kiln_transform_set_parent: making %s a child of %s would create a %s",
                            kiln_entity_format(child, cb, sizeof cb),
                            kiln_entity_format(parent, pb, sizeof pb),
-                           cur == child ? "cycle" : "parent chain deeper than 256");
+                           cur == child ? "cycle" : long_chain(world, st, cur));
         bool dead;
         cur = kl_transform_parent_of(world, st, cur, rec, &dead);
         rec = cur ? kl_record_of(world, cur) : NULL;
