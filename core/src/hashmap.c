@@ -3,6 +3,8 @@
  * schedule's index of system names is cleared whole and put again when systems leave). */
 #include "hashmap.h"
 
+#include <time.h>
+
 static uint32_t mix(uint32_t x) {
     x ^= x >> 16;
     x *= 0x7feb352du;
@@ -21,6 +23,21 @@ uint32_t kl_hash_u32s(const uint32_t *xs, int32_t count) {
     uint32_t h = 0x9e3779b9u ^ (uint32_t)count;
     for (int32_t i = 0; i < count; i++) h = mix(h ^ xs[i]) + 0x9e3779b9u;
     return h ? h : 1u;
+}
+
+uint64_t kl_hash_seed(const void *owner) {
+    struct timespec now = {0, 0};
+    (void)timespec_get(&now, TIME_UTC);
+    uint64_t parts[4] = {(uint64_t)(uintptr_t)owner, (uint64_t)(uintptr_t)&now, (uint64_t)now.tv_sec,
+                         (uint64_t)now.tv_nsec};
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 4; i++) { /* splitmix64's finaliser over each part in turn */
+        h = (h ^ parts[i]) + 0x9e3779b97f4a7c15ull;
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+    }
+    return h;
 }
 
 uint32_t kl_hash_str(const char *s) {

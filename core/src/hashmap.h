@@ -35,4 +35,11 @@ KL_HIDDEN uint32_t kl_hash_u32(uint32_t x);
 KL_HIDDEN uint32_t kl_hash_u32s(const uint32_t *xs, int32_t count);
 KL_HIDDEN uint32_t kl_hash_str(const char *s);
 
+/* A seed for the hash tables keyed by text a mod or a file chooses (entity names, a scene's
+ * names): drawn from where its caller's object and frame sit (address randomisation) and the
+ * clock, so no one outside the process knows it and no input is made to collide on purpose.
+ * Tables seeded with it may lay out differently in every run: none of them may be walked in
+ * slot order into anything the world outputs. */
+KL_HIDDEN uint64_t kl_hash_seed(const void *owner);
+
 #endif

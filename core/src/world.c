@@ -89,6 +89,7 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     world->tick = 1;
     world->free_head = KL_NONE;
     world->spawn_key_count = -1;
+    world->hash_seed = kl_hash_seed(world);
     atomic_flag_clear(&world->resource_lock);
     /* The empty archetype always exists, as id 0, so a bare spawn cannot fail on it later. */
     world->deferred = kl_commands_create(world, true, true);

@@ -310,6 +310,7 @@ struct kiln_world {
     kiln_component spawn_key[KL_SPAWN_CACHE];
     int32_t spawn_column[KL_SPAWN_CACHE]; /* per listed component: column, or -1 for a tag */
     int32_t spawn_key_count;              /* -1: empty cache */
+    uint64_t hash_seed;    /* kl_hash_seed's, for tables keyed by names others choose */
     bool spawn_plain;  /* every listed column plain (no hooks) and as wide as its values */
     kl_archetype *spawn_arch;
     /* The listed components with a column, in list order: the column and the position in the

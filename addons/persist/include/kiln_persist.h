@@ -15,7 +15,7 @@ extern "C" {
  *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
  *   kiln_snapshot_bytes,
  *   kiln_world_hash, kiln_world_content_hash, kiln_name_init, kiln_name_set, kiln_name_get,
- *   kiln_name_lookup, kiln_clone,
+ *   kiln_name_lookup, kiln_name_slots_read, kiln_clone,
  *   kiln_random_init, kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system,
  *   kiln_random_next, kiln_random_double, kiln_random_range,
  *   kiln_prefab_create, kiln_prefab_load, kiln_prefab_load_file, kiln_prefab_spawn,
@@ -266,6 +266,13 @@ const char *kiln_name_get(const kiln_world *world, kiln_entity entity);
  * ticks and rehashes the names stamped this tick (all of them, when most are), as does the
  * first look-up of a tick after Names were written where they were (not spawned). */
 kiln_entity kiln_name_lookup(kiln_world *world, const char *name);
+
+/* How many slots of the name index the look-ups, names set and removed and its rebuilds have
+ * read in this world, ever (0 before kiln_name_init). The index hashes names with a seed drawn
+ * per world, which no script or file can know, so the names it is given cannot be picked to
+ * pile into one run of slots: a look-up reads about two slots, whatever the names. A host
+ * that lets scripts name entities reads this before and after their calls to charge them. */
+int64_t kiln_name_slots_read(kiln_world *world);
 
 /* ---- Clone -------------------------------------------------------------------------------- */
 

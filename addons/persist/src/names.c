@@ -6,6 +6,9 @@
  * were also taken out read by row tick, and (from the next tick on) values written in place. */
 #include <stdio.h>
 #include <string.h>
+/* the header-only form, as hash.c: nothing to link */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "follow.h"
 #include "spin.h"
@@ -23,15 +26,15 @@ typedef struct name_state {
     kiln_query *query;      /* entities with a Name */
     name_slot *slots;
     int64_t cap, used;      /* cap: a power of two, at most half used */
+    int64_t slots_read;     /* by every probe, ever (kiln_name_slots_read) */
     kl_follow follow;       /* what the index last read */
     atomic_flag lock;       /* held by whoever reads or changes the index: systems that read
                              * Name may look names up on several threads at once */
 } name_state;
 
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a, never 0 below */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h | 1;
+/* Seeded per world: a mod naming entities cannot pick names that share a slot (never 0). */
+static uint64_t hash_name(const name_state *st, const char *s) {
+    return XXH3_64bits_withSeed(s, strlen(s), st->world->hash_seed) | 1;
 }
 
 static void names_fini(kiln_world *world, void *ctx) {
@@ -55,7 +58,7 @@ static const char *name_of(const kiln_world *world, const name_state *st, kiln_e
 /* Inserts (hash, e); the table must have room. */
 static void insert(name_state *st, uint64_t h, kiln_entity e) {
     uint64_t i = h & (uint64_t)(st->cap - 1);
-    while (st->slots[i].hash) i = (i + 1) & (uint64_t)(st->cap - 1);
+    for (st->slots_read++; st->slots[i].hash; st->slots_read++) i = (i + 1) & (uint64_t)(st->cap - 1);
     st->slots[i] = (name_slot){h, e};
     st->used++;
 }
@@ -63,7 +66,7 @@ static void insert(name_state *st, uint64_t h, kiln_entity e) {
 /* Inserts (hash, e) unless there; the table must have room. */
 static void insert_new(name_state *st, uint64_t h, kiln_entity e) {
     uint64_t mask = (uint64_t)(st->cap - 1), i = h & mask;
-    for (; st->slots[i].hash; i = (i + 1) & mask)
+    for (st->slots_read++; st->slots[i].hash; i = (i + 1) & mask, st->slots_read++)
         if (st->slots[i].hash == h && st->slots[i].entity == e) return;
     st->slots[i] = (name_slot){h, e};
     st->used++;
@@ -80,9 +83,11 @@ static void text_of(const kiln_name *n, char text[KILN_NAME_MAX + 1]) {
 static void erase(name_state *st, uint64_t h, kiln_entity e) {
     if (!st->cap) return;
     uint64_t mask = (uint64_t)(st->cap - 1), i = h & mask;
-    while (st->slots[i].hash && !(st->slots[i].hash == h && st->slots[i].entity == e)) i = (i + 1) & mask;
+    for (st->slots_read++; st->slots[i].hash && !(st->slots[i].hash == h && st->slots[i].entity == e);
+         st->slots_read++)
+        i = (i + 1) & mask;
     if (!st->slots[i].hash) return;
-    for (uint64_t j = (i + 1) & mask; st->slots[j].hash; j = (j + 1) & mask) {
+    for (uint64_t j = (i + 1) & mask; st->slots[j].hash; j = (j + 1) & mask, st->slots_read++) {
         uint64_t home = st->slots[j].hash & mask;
         /* the entry at j may move to i unless its home lies cyclically in (i, j] */
         bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
@@ -128,8 +133,8 @@ static bool take_name(void *ctx, const kl_archetype *a, const kl_column *col, in
     text_of(&((const kiln_name *)col->data)[r], text);
     if (!text[0]) return true;
     if (!reserve(st, st->used + 1)) return false;
-    if (all) insert(st, hash_name(text), a->entities[r]); /* each entity once, table cleared */
-    else insert_new(st, hash_name(text), a->entities[r]);
+    if (all) insert(st, hash_name(st, text), a->entities[r]); /* each entity once, table cleared */
+    else insert_new(st, hash_name(st, text), a->entities[r]);
     return true;
 }
 
@@ -150,8 +155,9 @@ static bool catch_up(name_state *st) {
 static bool find_locked(kiln_world *world, name_state *st, const char *name, kiln_entity self, kiln_entity *dest) {
     *dest = KILN_NULL_ENTITY;
     if (!catch_up(st)) return false;
-    uint64_t h = hash_name(name);
+    uint64_t h = hash_name(st, name);
     for (uint64_t i = h & (uint64_t)(st->cap - 1); st->cap && st->slots[i].hash; i = (i + 1) & (uint64_t)(st->cap - 1)) {
+        st->slots_read++;
         if (st->slots[i].hash != h || st->slots[i].entity == self) continue;
         const char *have = name_of(world, st, st->slots[i].entity); /* stale entries fail here */
         if (have && strcmp(have, name) == 0) {
@@ -193,7 +199,7 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
          * its row is appended, which the next catch-up reads. A value that does not land
          * leaves a stale entry. */
         kl_spin_lock(&st->lock);
-        if (entity && reserve(st, st->used + 1)) insert_new(st, hash_name(text), entity);
+        if (entity && reserve(st, st->used + 1)) insert_new(st, hash_name(st, text), entity);
         else if (entity) st->follow.valid = false;
         kl_spin_unlock(&st->lock);
         return KILN_OK;
@@ -261,7 +267,7 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
      * entry now rather than leave it for the next rebuild. */
     if (!kiln_is_deferred(world) && old[0] && strcmp(old, name) != 0) {
         kl_spin_lock(&st->lock);
-        erase(st, hash_name(old), entity);
+        erase(st, hash_name(st, old), entity);
         kl_spin_unlock(&st->lock);
     }
     return KILN_OK;
@@ -288,4 +294,14 @@ kiln_entity kiln_name_lookup(kiln_world *world, const char *name) {
     kiln_entity e;
     find(world, st, name, KILN_NULL_ENTITY, &e); /* out of memory: none found */
     return e;
+}
+
+int64_t kiln_name_slots_read(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    name_state *st = state_of(world);
+    if (!st) return 0;
+    kl_spin_lock(&st->lock);
+    int64_t n = st->slots_read;
+    kl_spin_unlock(&st->lock);
+    return n;
 }

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+/* the header-only form, as hash.c: nothing to link */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "kiln_transform.h"
 #include "scene_internal.h"
@@ -18,18 +21,14 @@ struct kiln_instance {
     int64_t name_cap;           /* a power of two, at least twice the names */
     const char **names;         /* open addressing on the name's hash; NULL: empty */
     kiln_entity *named;
+    uint64_t name_seed;         /* the world's: a file cannot pick names that share a slot */
 };
-
-static uint64_t hash_text(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
 
 /* The slot of name in the instance's table: where it is, or the empty slot it would take. */
 static int64_t name_slot(const kiln_instance *inst, const char *name) {
     int64_t mask = inst->name_cap - 1;
-    for (int64_t i = (int64_t)(hash_text(name) & (uint64_t)mask);; i = (i + 1) & mask)
+    uint64_t h = XXH3_64bits_withSeed(name, strlen(name), inst->name_seed);
+    for (int64_t i = (int64_t)(h & (uint64_t)mask);; i = (i + 1) & mask)
         if (!inst->names[i] || strcmp(inst->names[i], name) == 0) return i;
 }
 
@@ -352,6 +351,7 @@ static kiln_instance *instance_new(kiln_world *world) {
     memset(inst, 0, sizeof *inst);
     inst->alloc.fn = world->alloc.fn;
     inst->alloc.ud = world->alloc.ud;
+    inst->name_seed = world->hash_seed;
     atomic_fetch_sub_explicit(&world->alloc.bytes, (int64_t)sizeof *inst, memory_order_relaxed);
     atomic_fetch_add_explicit(&inst->alloc.bytes, (int64_t)sizeof *inst, memory_order_relaxed);
     inst->arena.alloc = &inst->alloc;
