@@ -28,6 +28,7 @@ struct kiln_query {
     kl_match *matches;
     int64_t match_cap;
     int32_t match_count;
+    int64_t order_work; /* match entries written to keep the order (kl_query_order_work) */
 };
 
 static bool matches(const kiln_query *q, const kl_archetype *a) {
@@ -67,6 +68,7 @@ static void add_match(kiln_query *q, kl_archetype *a, bool in_order) {
         }
         at = lo;
         memmove(&q->matches[at + 1], &q->matches[at], sizeof(kl_match) * (size_t)(q->match_count - at));
+        q->order_work += q->match_count - at + 1; /* the moved tail and the new entry */
     }
     q->match_count++;
     kl_match *m = &q->matches[at];
@@ -286,6 +288,8 @@ kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term) {
 }
 
 kiln_world *kl_query_world(const kiln_query *query) { return query->world; }
+
+int64_t kl_query_order_work(const kiln_query *query) { return query->order_work; }
 
 /* The world's iteration era as an iterator keeps it: its low 48 bits (kiln_iter has room for
  * no more without growing). The era moves on only when a schedule run fails because a system

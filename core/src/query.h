@@ -44,4 +44,10 @@ KL_HIDDEN int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, s
 /* The world a query belongs to. */
 KL_HIDDEN kiln_world *kl_query_world(const kiln_query *query);
 
+/* The match entries written so far to keep the query's matches in order (each entry moved, and
+ * each new one placed, by an archetype made after the query): what ordering the matches cost,
+ * counted for the tests that bound it (the entries written at kiln_query_create, in one sort,
+ * are not counted). */
+KL_HIDDEN int64_t kl_query_order_work(const kiln_query *query);
+
 #endif
