@@ -1,6 +1,7 @@
-/* query.c: cached queries and chunk iteration. Invariant: a query's match list holds every
- * archetype of its world that has all with-terms and no without-terms, each exactly once, in
- * the canonical order of order_types. */
+/* query.c: cached queries and chunk iteration. Invariant: a query's match list and its pending
+ * list hold every archetype of its world that has all with-terms and no without-terms, each
+ * exactly once, the match list in the canonical order of order_types; every read settles the
+ * pending ones into their places first. */
 #include "query.h"
 
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "component.h"
 #include "defer.h"
 #include "guard.h"
+#include "spin.h"
 
 #define KL_MAX_COLUMNS (KILN_QUERY_MAX_TERMS * 2)
 
@@ -28,6 +30,14 @@ struct kiln_query {
     kl_match *matches;
     int64_t match_cap;
     int32_t match_count;
+    /* Archetypes made since the last read, not yet in the order: placing each at once moved
+     * the whole tail of matches per archetype (quadratic in a burst of new archetypes); they
+     * wait here until a read merges them in, and the count is published last (release), so a
+     * reader that sees none pending sees the settled list. */
+    kl_match *pending;
+    int64_t pending_cap;
+    atomic_int pending_count;
+    atomic_flag settle_lock; /* readers on several threads may settle the same query */
     int64_t order_work; /* match entries written to keep the order (kl_query_order_work) */
 };
 
@@ -55,23 +65,18 @@ static int order_matches(const void *a, const void *b) {
     return order_types(((const kl_match *)a)->arch, ((const kl_match *)b)->arch);
 }
 
-/* Fills m for archetype a; in_order: at its place in the order (archetypes made later than
- * the query), else at the end (kiln_query_create sorts once after them all). */
-static void add_match(kiln_query *q, kl_archetype *a, bool in_order) {
-    int32_t at = q->match_count;
-    if (in_order) {
-        int32_t lo = 0, hi = q->match_count; /* the first match ordered after a */
-        while (lo < hi) {
-            int32_t mid = lo + (hi - lo) / 2;
-            if (order_types(q->matches[mid].arch, a) < 0) lo = mid + 1;
-            else hi = mid;
-        }
-        at = lo;
-        memmove(&q->matches[at + 1], &q->matches[at], sizeof(kl_match) * (size_t)(q->match_count - at));
-        q->order_work += q->match_count - at + 1; /* the moved tail and the new entry */
+/* Fills a match for archetype a; pending: on the pending list (archetypes made later than the
+ * query, settled in order before the next read), else at the end of matches (kiln_query_create
+ * sorts once after them all). */
+static void add_match(kiln_query *q, kl_archetype *a, bool pending) {
+    kl_match *m;
+    if (pending) {
+        int32_t n = atomic_load_explicit(&q->pending_count, memory_order_relaxed);
+        m = &q->pending[n];
+        atomic_store_explicit(&q->pending_count, n + 1, memory_order_release);
+    } else {
+        m = &q->matches[q->match_count++];
     }
-    q->match_count++;
-    kl_match *m = &q->matches[at];
     m->arch = a;
     int32_t terms = q->with_count + q->optional_count;
     for (int32_t t = 0; t < KL_MAX_COLUMNS; t++) {
@@ -83,8 +88,10 @@ static void add_match(kiln_query *q, kl_archetype *a, bool in_order) {
 bool kl_queries_reserve(kiln_world *world) {
     for (int32_t i = 0; i < world->query_count; i++) {
         kiln_query *q = world->queries[i];
-        if (!kl_grow(&world->alloc, (void **)&q->matches, &q->match_cap, q->match_count + 1,
-                     sizeof(kl_match), 8))
+        int32_t pending = atomic_load_explicit(&q->pending_count, memory_order_relaxed);
+        if (!kl_grow(&world->alloc, (void **)&q->matches, &q->match_cap, q->match_count + pending + 1,
+                     sizeof(kl_match), 8) ||
+            !kl_grow(&world->alloc, (void **)&q->pending, &q->pending_cap, pending + 1, sizeof(kl_match), 8))
             return false;
     }
     return true;
@@ -97,8 +104,31 @@ void kl_queries_match(kiln_world *world, kl_archetype *arch) {
     }
 }
 
+/* Merges the pending matches into their places: sorted among themselves, then merged from the
+ * back (room for them all was reserved with them), so a burst of k new archetypes costs
+ * k log k plus one pass over the matches after the first of them, once. The order is total
+ * (no two archetypes hold the same types), so it is the one placing each at once gave. */
+static void settle(const kiln_query *query) {
+    kiln_query *q = (kiln_query *)(uintptr_t)query; /* the order is the same; only its layout moves */
+    if (atomic_load_explicit(&q->pending_count, memory_order_acquire) == 0) return;
+    kl_spin_lock(&q->settle_lock);
+    int32_t k = atomic_load_explicit(&q->pending_count, memory_order_relaxed);
+    if (k > 0) {
+        if (k > 1) qsort(q->pending, (size_t)k, sizeof(kl_match), order_matches);
+        int32_t i = q->match_count - 1, j = k - 1, out = q->match_count + k - 1;
+        while (j >= 0)
+            q->matches[out--] = i >= 0 && order_types(q->matches[i].arch, q->pending[j].arch) > 0
+                                    ? q->matches[i--] : q->pending[j--];
+        q->order_work += q->match_count + k - 1 - out; /* the merged tail and the pending */
+        q->match_count += k;
+        atomic_store_explicit(&q->pending_count, 0, memory_order_release);
+    }
+    kl_spin_unlock(&q->settle_lock);
+}
+
 static void query_free(kiln_world *world, kiln_query *q) {
     kl_free(&world->alloc, q->matches, sizeof(kl_match) * (size_t)q->match_cap);
+    kl_free(&world->alloc, q->pending, sizeof(kl_match) * (size_t)q->pending_cap);
     kl_free(&world->alloc, q, sizeof *q);
 }
 
@@ -166,6 +196,7 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_query_create: out of memory");
     *q = tmp;
     q->world = world;
+    atomic_flag_clear(&q->settle_lock);
     if (!kl_grow(&world->alloc, (void **)&q->matches, &q->match_cap, found, sizeof(kl_match), 8)) {
         kl_free(&world->alloc, q, sizeof *q);
         return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_query_create: out of memory");
@@ -227,6 +258,7 @@ int32_t kl_queries_end_open(kiln_world *world, int keep, char *what, size_t what
 
 int64_t kiln_query_count(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
+    settle(query);
     int64_t n = 0;
     for (int32_t i = 0; i < query->match_count; i++) /* a move's hooks: the entity once */
         n += kl_archetype_rows(query->world, query->matches[i].arch);
@@ -240,6 +272,7 @@ int32_t kiln_query_archetype_count(const kiln_query *query) {
 
 int64_t kiln_query_bytes(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
+    settle(query);
     int64_t n = 0;
     for (int32_t i = 0; i < query->match_count; i++) {
         const kl_archetype *a = query->matches[i].arch;
@@ -250,25 +283,31 @@ int64_t kiln_query_bytes(const kiln_query *query) {
 
 int64_t kiln_query_memory(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
-    /* its struct, its matches and its place in the world's list of queries */
-    return (int64_t)(sizeof *query + sizeof query) + query->match_cap * (int64_t)sizeof(kl_match);
+    /* its struct, its matches (settled and pending) and its place in the world's list of queries */
+    return (int64_t)(sizeof *query + sizeof query) + (query->match_cap + query->pending_cap) * (int64_t)sizeof(kl_match);
 }
 
 int32_t kl_query_chunk_count(const kiln_query *query) {
+    settle(query);
     int32_t n = 0;
     for (int32_t i = 0; i < query->match_count; i++) n += query->matches[i].arch->count > 0;
     return n;
 }
 
-int32_t kl_query_match_count(const kiln_query *query) { return query->match_count; }
+int32_t kl_query_match_count(const kiln_query *query) {
+    settle(query);
+    return query->match_count;
+}
 
 kl_archetype *kl_query_match_at(const kiln_query *query, int32_t i, int32_t term, kl_column **column) {
+    settle(query);
     const kl_match *m = &query->matches[i];
     *column = m->column[term] >= 0 ? &m->arch->columns[m->column[term]] : NULL;
     return m->arch;
 }
 
 kiln_tick kl_query_structure_tick(const kiln_query *query) {
+    settle(query);
     kiln_tick t = 0;
     for (int32_t i = 0; i < query->match_count; i++)
         if (query->matches[i].arch->structure_tick > t) t = query->matches[i].arch->structure_tick;
@@ -276,6 +315,7 @@ kiln_tick kl_query_structure_tick(const kiln_query *query) {
 }
 
 kiln_tick kl_query_column_tick(const kiln_query *query, int32_t term) {
+    settle(query);
     kiln_tick t = 0;
     for (int32_t i = 0; i < query->match_count; i++) {
         int16_t c = query->matches[i].column[term];
@@ -316,6 +356,7 @@ void kiln_query_iter(const kiln_query *query, kiln_iter *it) {
 
 void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     KILN_ASSERT(query != NULL && it != NULL, "query and it are required");
+    settle(query);
     memset(it, 0, sizeof *it);
     it->world = query->world;
     it->query = query;
