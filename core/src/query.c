@@ -67,22 +67,17 @@ static int order_matches(const void *a, const void *b) {
 
 /* Fills a match for archetype a; pending: on the pending list (archetypes made later than the
  * query, settled in order before the next read), else at the end of matches (kiln_query_create
- * sorts once after them all). */
+ * sorts once after them all). A pending entry is filled before the count that shows it. */
 static void add_match(kiln_query *q, kl_archetype *a, bool pending) {
-    kl_match *m;
-    if (pending) {
-        int32_t n = atomic_load_explicit(&q->pending_count, memory_order_relaxed);
-        m = &q->pending[n];
-        atomic_store_explicit(&q->pending_count, n + 1, memory_order_release);
-    } else {
-        m = &q->matches[q->match_count++];
-    }
+    int32_t n = atomic_load_explicit(&q->pending_count, memory_order_relaxed);
+    kl_match *m = pending ? &q->pending[n] : &q->matches[q->match_count++];
     m->arch = a;
     int32_t terms = q->with_count + q->optional_count;
     for (int32_t t = 0; t < KL_MAX_COLUMNS; t++) {
         int32_t ti = t < terms ? kl_archetype_type_index(a, q->terms[t]) : -1;
         m->column[t] = (int16_t)(ti < 0 ? -1 : a->column_of[ti]);
     }
+    if (pending) atomic_store_explicit(&q->pending_count, n + 1, memory_order_release);
 }
 
 bool kl_queries_reserve(kiln_world *world) {
@@ -107,13 +102,15 @@ void kl_queries_match(kiln_world *world, kl_archetype *arch) {
 /* Merges the pending matches into their places: sorted among themselves, then merged from the
  * back (room for them all was reserved with them), so a burst of k new archetypes costs
  * k log k plus one pass over the matches after the first of them, once. The order is total
- * (no two archetypes hold the same types), so it is the one placing each at once gave. */
-static void settle(const kiln_query *query) {
-    kiln_query *q = (kiln_query *)(uintptr_t)query; /* the order is the same; only its layout moves */
-    if (atomic_load_explicit(&q->pending_count, memory_order_acquire) == 0) return;
+ * (no two archetypes hold the same types), so it is the one placing each at once gave. No
+ * iteration of the query is open here (archetypes are made only while nothing iterates, and an
+ * iteration settles at its start), so no walk sees its matches move. */
+__attribute__((noinline)) static void settle_pending(kiln_query *q) {
     kl_spin_lock(&q->settle_lock);
     int32_t k = atomic_load_explicit(&q->pending_count, memory_order_relaxed);
     if (k > 0) {
+        KILN_ASSERT(atomic_load_explicit(&q->iterating, memory_order_relaxed) == 0,
+                    "a query's matches settle while it iterates");
         if (k > 1) qsort(q->pending, (size_t)k, sizeof(kl_match), order_matches);
         int32_t i = q->match_count - 1, j = k - 1, out = q->match_count + k - 1;
         while (j >= 0)
@@ -124,6 +121,14 @@ static void settle(const kiln_query *query) {
         atomic_store_explicit(&q->pending_count, 0, memory_order_release);
     }
     kl_spin_unlock(&q->settle_lock);
+}
+
+/* Settles before a read of the matches; what the reads pay when nothing is pending (every
+ * iteration start) is one load, the merge stays out of line. */
+static inline void settle(const kiln_query *query) {
+    kiln_query *q = (kiln_query *)(uintptr_t)query; /* the order is the same; only its layout moves */
+    if (KL_UNLIKELY(atomic_load_explicit(&q->pending_count, memory_order_acquire) != 0))
+        settle_pending(q);
 }
 
 static void query_free(kiln_world *world, kiln_query *q) {
@@ -267,6 +272,7 @@ int64_t kiln_query_count(const kiln_query *query) {
 
 int32_t kiln_query_archetype_count(const kiln_query *query) {
     KILN_ASSERT(query != NULL, "query is NULL");
+    settle(query);
     return query->match_count;
 }
 
