@@ -492,9 +492,15 @@ KILN_TEST(ticks, column_tick_of_other_archetypes_is_untouched_by_a_write) {
 
 KILN_TEST_GROUP_WITH(order, .timeout = 60); /* bursts of 2,048 archetypes, also under sanitizers */
 
+/* When visit_order makes its query: before the archetypes (they wait on its pending list and
+ * settle at once at the first read), before them and counted after each add (settled one by
+ * one), or after them (sorted at creation). */
+enum { QUERY_FIRST, QUERY_FIRST_READ_BETWEEN, QUERY_LATE, QUERY_WHENS };
+
 /* The handles a query over A visits in a world that made {A, C} (then emptied it) before
- * {A, B}, or not: query made before the archetypes (made_late false) or after them. */
-static void visit_order(bool make_ac_first, bool made_late, kiln_entity *got) {
+ * {A, B}, or not, the query made when `when` says. */
+static void visit_order(bool make_ac_first, int when, kiln_entity *got) {
+    bool made_late = when == QUERY_LATE;
     kiln_world *world = kiln_world_create(&(kiln_world_desc){0});
     ck_assert_ptr_nonnull(world);
     kiln_component a = test_register_tag(world, "A"), b = test_register_tag(world, "B");
@@ -512,9 +518,11 @@ static void visit_order(bool make_ac_first, bool made_late, kiln_entity *got) {
         ck_assert_int_eq(kiln_spawn(world, &e[i]), KILN_OK);
         ck_assert_int_eq(kiln_add(world, e[i], a, NULL), KILN_OK);
     }
-    ck_assert_int_eq(kiln_add(world, e[0], d, NULL), KILN_OK); /* {A, D} */
-    ck_assert_int_eq(kiln_add(world, e[1], c, NULL), KILN_OK); /* {A, C} */
-    ck_assert_int_eq(kiln_add(world, e[2], b, NULL), KILN_OK); /* {A, B} */
+    kiln_component extra[3] = {d, c, b}; /* {A, D}, {A, C}, {A, B} */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(kiln_add(world, e[i], extra[i], NULL), KILN_OK);
+        if (when == QUERY_FIRST_READ_BETWEEN) ck_assert_int_eq(kiln_query_count(q), 3);
+    }
     if (made_late) q = make_query(world, (kiln_query_desc){.with = {a}});
     ck_assert_int_eq(test_query_collect(q, got, 3), 3);
     for (int i = 0; i < 3; i++) got[i] = kiln_entity_index(got[i]) - kiln_entity_index(e[0]);
@@ -528,9 +536,9 @@ static void visit_order(bool make_ac_first, bool made_late, kiln_entity *got) {
 KILN_TEST(order, archetypes_are_visited_by_their_components_not_by_when_they_were_made) {
     kiln_entity want[3] = {2, 1, 0}; /* {A, B}, {A, C}, {A, D}: ids B < C < D */
     for (int first = 0; first < 2; first++)
-        for (int late = 0; late < 2; late++) {
+        for (int when = 0; when < QUERY_WHENS; when++) {
             kiln_entity got[3];
-            visit_order(first, late, got);
+            visit_order(first, when, got);
             for (int i = 0; i < 3; i++) ck_assert_uint_eq(got[i], want[i]);
         }
 }
