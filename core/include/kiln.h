@@ -266,16 +266,17 @@ typedef struct kiln_component_desc {
                                 none is given (kiln_add or kiln_set with NULL, kiln_spawn_with
                                 without a value, kiln_spawn_batch, command buffers, resources,
                                 events); NULL: zeroes. Bitwise copied, so it must own nothing. */
+    bool owner;              /* an owner mark (a tag saying whose an entity is): see kiln_persist.h */
 } kiln_component_desc;
 
-/* Registers a component type and writes its id to dest. Registering a name again with the
- * same size, alignment, fields, destroy and move hooks and hook_ctx returns the existing id
- * when check and defaults are the registered ones or left NULL (NULL takes what is
- * registered); anything different is KILN_ERR_LAYOUT_MISMATCH. The desc (names and
- * defaults included) is copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an
- * alignment above 16 or not a power of two, a field outside the component, a duplicate
- * field name, or a tag (size 0) with fields, hooks or defaults. A main-thread system may
- * register while worker systems run: they see a new type either unknown or whole. */
+/* Registers a component type and writes its id to dest. Registering a name again with the same
+ * size, alignment, fields, destroy and move hooks, hook_ctx and owner returns the existing id
+ * when check and defaults are the registered ones or left NULL (NULL takes what is registered);
+ * anything different is KILN_ERR_LAYOUT_MISMATCH. The desc (names and defaults included) is
+ * copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above 16 or not a
+ * power of two, a field outside the component, a duplicate field name, a tag (size 0) with
+ * fields, hooks or defaults, or an owner mark with a size. A main-thread system may register
+ * while worker systems run: they see a new type either unknown or whole. */
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest);
 
@@ -290,10 +291,9 @@ typedef struct kiln_component_info {
     size_t stride;           /* size rounded up to align */
     const kiln_field *fields;
     int32_t field_count;
-    bool has_destroy;
-    bool has_move;
-    bool has_check;
+    bool has_destroy, has_move, has_check;
     const void *defaults;    /* size bytes, or NULL when the defaults are zeroes */
+    bool owner;              /* an owner mark (kiln_component_desc) */
 } kiln_component_info;
 
 /* Fills dest with the component's description; pointers in it are owned by the world and

@@ -82,6 +82,9 @@ static kiln_result validate(kiln_world *world, const kiln_component_desc *d, siz
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s field_count %d invalid (0 to %d, with fields)", call, n,
                        (int)d->field_count, KILN_MAX_FIELDS);
+    if (d->owner && d->size)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s is an owner mark and must be a tag (size 0)",
+                       call, n);
     if (d->size == 0 && (d->field_count > 0 || d->destroy || d->move || d->check || d->defaults))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s is a tag (size 0) and cannot have fields, hooks or defaults",
@@ -118,7 +121,8 @@ static kiln_result validate(kiln_world *world, const kiln_component_desc *d, siz
 
 static bool same_layout(const kl_component *c, const kiln_component_desc *d, size_t align) {
     if (c->size != d->size || c->align != align || c->field_count != d->field_count ||
-        c->destroy != d->destroy || c->move != d->move || c->hook_ctx != d->hook_ctx)
+        c->destroy != d->destroy || c->move != d->move || c->hook_ctx != d->hook_ctx ||
+        c->owner != d->owner)
         return false;
     /* A check or defaults left NULL takes what is registered (a binding declaring a layout
      * again knows nothing of an addon's hook); one given must be the same. */
@@ -230,6 +234,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     c->move = desc->move;
     c->check = desc->check;
     c->hook_ctx = desc->hook_ctx;
+    c->owner = desc->owner;
     c->field_count = desc->field_count;
     c->fields = (kiln_field *)(c + 1);
     uint8_t *defaults = (uint8_t *)(((uintptr_t)c + defaults_at + 15) & ~(uintptr_t)15);
@@ -292,6 +297,7 @@ void kl_component_describe(const kl_component *c, kiln_component_info *dest) {
     dest->has_move = c->move != NULL;
     dest->has_check = c->check != NULL;
     dest->defaults = c->defaults;
+    dest->owner = c->owner;
 }
 
 void kl_component_set_check_rows(kiln_world *world, kiln_component id, kl_check_rows_fn fn) {

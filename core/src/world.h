@@ -118,6 +118,7 @@ typedef struct kl_component {
                             * a buffer's apply rewrites placeholders in them; 0 costs nothing */
     uint8_t cmd_known;     /* what a command buffer records of it: 1, | 2 with entity fields */
     bool cmd_inline;       /* no hooks, no entity fields: a small value may sit in a command */
+    bool owner;            /* an owner mark: copies leave it off (kiln_component_desc.owner) */
     uint8_t cmd_small;     /* its size when cmd_inline and of 1..KL_INLINE bytes (a value a
                             * command or a spawn holds: command_buffer.h), else UINT8_MAX */
     kiln_field *fields;  /* field names point into names */

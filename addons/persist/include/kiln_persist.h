@@ -42,6 +42,13 @@ extern "C" {
  * move hook ..."): kiln_save, kiln_load, kiln_snapshot_create, _update and _restore,
  * kiln_clone, kiln_prefab_spawn, kiln_instantiate, kiln_instance_despawn and kiln_export, the
  * world unchanged; kiln_world_hash and kiln_world_content_hash return 0 with that message.
+ *
+ * Owner marks (kiln_component_desc.owner: a tag saying whose an entity is, such as the Lua
+ * binding's kiln.mod.NAME on a mod's entities) are not copied: kiln_clone, kiln_prefab_create,
+ * kiln_prefab_load and kiln_instantiate leave them off (a copy is its maker's), so a copy never
+ * becomes the marked owner's, to be counted or taken away with it. Saves, snapshots and
+ * kiln_export keep them (they say what the world holds); kiln_load gives them back as saved
+ * unless desc.owned drops them or refuses the load.
  */
 
 #define KILN_PERSIST_VERSION 4      /* the binary format's version saves are written with
@@ -138,14 +145,23 @@ typedef bool (*kiln_load_ready_fn)(void *ud, int64_t entity_count, char *why, si
  * which takes most of a large load's time, can then be cut short; the landing itself is not. */
 typedef bool (*kiln_load_continue_fn)(void *ud);
 
+/* Asked once a load is matched, before the host bytes and anything lands, for each owner mark
+ * (kiln_component_desc.owner) the save puts on entities, with how many: returning true loads
+ * them (with *drop set, which starts false, they land without the mark); false (why written)
+ * fails the load with KILN_ERR_LIMIT and "kiln_load: <why>", the world untouched. For a host
+ * whose owners have limits, or whose marks a load must not hand to an owner that is gone. */
+typedef bool (*kiln_load_owned_fn)(void *ud, kiln_component mark, int64_t entities, bool *drop, char *why,
+                                   size_t why_size);
+
 typedef struct kiln_load_desc {
     bool skip_unknown;               /* skip components and fields the world does not know */
     const kiln_persist_codec *codec; /* for components saved through a codec */
     kiln_load_map_fn mapped;         /* optional */
     kiln_load_host_fn host;          /* optional; NULL ignores host bytes */
-    void *ud;                        /* handed to mapped, host, ready and keep_going */
+    void *ud;                        /* handed to mapped, host, ready, keep_going and owned */
     kiln_load_ready_fn ready;        /* optional */
     kiln_load_continue_fn keep_going; /* optional */
+    kiln_load_owned_fn owned;        /* optional; NULL loads owner marks as saved */
 } kiln_load_desc;
 
 /* Loads size bytes at data (either format, told apart by their first bytes) into world,
@@ -283,8 +299,8 @@ typedef struct kiln_clone_desc {
 /* Spawns a copy of entity with copies of its components, under the same parent, and writes it
  * to dest (may be NULL). With tree, every descendant (as kiln_transform_children finds them)
  * is copied under its copied parent, and entity fields in the copies that point inside the
- * copied tree point to the copies. Names
- * are not copied (they are unique). Components with hooks cannot be copied bytewise: fails
+ * copied tree point to the copies. Names and owner marks are not copied (names are unique;
+ * owner marks: see the top). Components with hooks cannot be copied bytewise: fails
  * with KILN_ERR_INVALID_ARGUMENT naming the entity and component, nothing spawned. So does
  * a tree whose root is its own descendant (a Parent cycle written through a pointer). Check
  * hooks see every value: copies spawn with the originals' values, then each value whose
@@ -360,7 +376,7 @@ typedef struct kiln_prefab_desc {
 
 /* Checks desc whole (known components, no duplicates, no values with hooks, no Parent: the tree
  * gives links; at most KILN_PREFAB_MAX_NODES nodes, KILN_PREFAB_MAX_DEPTH deep), copies every
- * value and writes a new prefab to dest. Failures name the node ("kiln_prefab_create: node 3
+ * value but owner marks' (left off: see the top) and writes a new prefab to dest. Failures name the node ("kiln_prefab_create: node 3
  * component 'Script' has hooks ..."); nothing is kept. The prefab owns its memory (the world's
  * allocator hook) and is freed with kiln_prefab_destroy. */
 kiln_result kiln_prefab_create(kiln_world *world, const kiln_prefab_desc *desc, kiln_prefab **dest);

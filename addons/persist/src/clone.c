@@ -63,7 +63,8 @@ static int64_t collect(kiln_world *world, pz_arena *arena, kiln_entity root, boo
     return n;
 }
 
-/* Copies out the components of s (all but Name), refusing values with hooks. */
+/* Copies out the components of s (all but Name and owner marks: a copy is its maker's),
+ * refusing values with hooks. */
 static kiln_result copy_out(kiln_world *world, pz_arena *arena, source *s, kiln_component name) {
     int32_t n = kiln_entity_components(world, s->entity, NULL, 0);
     s->types = pz_alloc(arena, sizeof(kiln_component) * ((size_t)n + 1));
@@ -74,7 +75,7 @@ static kiln_result copy_out(kiln_world *world, pz_arena *arena, source *s, kiln_
     for (int32_t i = 0; i < n; i++) {
         kiln_component_info info;
         kiln_component_info_get(world, s->types[i], &info);
-        if (s->types[i] == name) continue;
+        if (s->types[i] == name || info.owner) continue;
         if (info.size && (info.has_destroy || info.has_move)) {
             char buf[24];
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,

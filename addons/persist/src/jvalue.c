@@ -324,6 +324,8 @@ bool pz_json_read_components(pz_json *j, const json_t *v, pz_tree *tree, pz_node
             ok = pz_json_fail(j, KILN_ERR_UNKNOWN_COMPONENT, "unknown component (not registered in this world)");
         } else if (kiln_component_info_get(j->world, id, &info), (why = pz_tree_refuses(&info)) != NULL) {
             ok = pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "component '%s' %s", info.name, why);
+        } else if (info.owner) { /* checked, left off: what a prefab or scene spawns is its caller's */
+            ok = pz_json_read_value(j, cv, &info, NULL);
         } else {
             pz_value *value = pz_node_value(tree, node, &info);
             ok = value ? pz_json_read_value(j, cv, &info, value->bytes)

@@ -78,6 +78,7 @@ static kiln_result add_desc(builder *b, const kiln_prefab_desc *d, int64_t paren
             if (d->components[k] == d->components[i])
                 return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: node %lld: component '%s' is given twice",
                                call, (long long)number, info.name);
+        if (info.owner) continue; /* left off: what a prefab spawns is its caller's */
         pz_value *v = pz_node_value(tree, &tree->nodes[at], &info);
         if (!v) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
         if (info.size && d->values && d->values[i]) memcpy(v->bytes, d->values[i], info.size);

@@ -170,6 +170,28 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     return KILN_OK;
 }
 
+/* Asks desc->owned about each owner mark the save puts on entities, with how many: one it
+ * drops is skipped as an unknown one would be (its id 0). */
+static kiln_result ask_owned(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
+    if (!desc->owned) return KILN_OK;
+    int64_t *holders = pz_alloc(&doc->arena, sizeof(int64_t) * ((size_t)doc->schema_count + 1));
+    if (!holders) return oom(world);
+    memset(holders, 0, sizeof(int64_t) * ((size_t)doc->schema_count + 1));
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int32_t t = 0; t < doc->groups[g].type_count; t++)
+            holders[doc->groups[g].types[t]] += doc->groups[g].count;
+    for (uint32_t i = 0; i < doc->schema_count; i++) {
+        pz_schema *s = &doc->schemas[i];
+        if (!s->id || !s->info.owner || holders[i] == 0) continue;
+        char why[160] = "";
+        bool drop = false;
+        if (!desc->owned(desc->ud, s->id, holders[i], &drop, why, sizeof why))
+            return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: %s", why[0] ? why : "refused by the caller");
+        if (drop) s->id = 0;
+    }
+    return KILN_OK;
+}
+
 /* ---- codec values ---- */
 
 typedef struct decoded_column {
@@ -633,6 +655,7 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t slots, 
 
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     kiln_result r = resolve(world, doc, desc);
+    if (r == KILN_OK) r = ask_owned(world, doc, desc);
     pz_handle_map map = {0};
     uint64_t slots = r == KILN_OK ? pz_saved_slots(doc) : 0;
     bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, slots); /* (a dense map then) */
