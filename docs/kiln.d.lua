@@ -463,6 +463,7 @@ function Snapshot:bytes() end
 ---@field id integer
 ---@field size integer Bytes.
 ---@field kind "data"|"tag"|"lua"
+---@field owner? true An owner mark (a mod's tag, kiln.mod.NAME): copies leave it off.
 ---@field schema string The normalised schema, e.g. "float x; float y;".
 ---@field fields kiln.FieldInfo[]
 

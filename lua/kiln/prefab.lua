@@ -82,9 +82,13 @@ local function check_def(w, def, path, depth, state)
     if name == "Parent" then -- as the JSON form: a Parent value would move the copies elsewhere
       error(path .. ".components: component 'Parent' is given by the tree (children, parent), not as a component", 0)
     end
-    if w:component_info(name).kind == "data" then fields = copy_fields(fields, 1) end
-    copy.components[name] = fields
-    note_refs(w, node, name, fields, path, state)
+    local info = w:component_info(name)
+    if info.kind == "data" then fields = copy_fields(fields, 1) end
+    -- an owner mark (a mod's tag) is left off, as in a JSON prefab: the copies are the spawner's
+    if not info.owner then
+      copy.components[name] = fields
+      note_refs(w, node, name, fields, path, state)
+    end
   end
   local kids = def.children or {}
   if type(kids) ~= "table" then error(path .. ".children: a list expected, got " .. typename(kids), 0) end

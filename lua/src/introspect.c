@@ -18,6 +18,10 @@ static void push_component(lua_State *L, klua_world *kw, kiln_component c) {
     const char *kind = klua_is_lua_valued(kw, c) ? "lua" : info.size == 0 ? "tag" : "data";
     lua_pushstring(L, kind);
     lua_setfield(L, -2, "kind");
+    if (info.owner) { /* a mod's tag: copies leave it off (kiln_persist.h) */
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "owner");
+    }
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     if (klua_is_lua_valued(kw, c)) luaL_addstring(&b, "lua");

@@ -109,6 +109,10 @@ enum klua_commands_uv {
 typedef struct klua_system klua_system;
 typedef struct klua_world klua_world;
 
+/* The tag on a mod's entities is the owner mark "kiln.mod.NAME" (mods.c registers it; no
+ * script may declare such a name). */
+#define KLUA_MOD_TAG_PREFIX "kiln.mod."
+
 /* What a mod's view of the world asks of the mod manager (mods.c), which lives above the
  * class files: the calls go through these pointers, never by name. */
 typedef struct klua_mod_hooks {
@@ -248,6 +252,10 @@ struct klua_world {
     struct klua_query_link *queries; /* those queries (a mod's budget sums what they hold) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
+    /* The mod manager's, set with on_release: whether mark is the tag of a loaded mod (*mine),
+     * and then whether entities more of them fit its entity limit (false: why written). */
+    bool (*load_owned)(klua_world *kw, kiln_component mark, int64_t entities, bool *mine, char *why,
+                       size_t why_size);
 };
 
 /* A Lua system: what access checks need to know of the one running. C memory from the Lua

@@ -580,8 +580,10 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         mod->spawned = previous->spawned;
     } else {
         char tag_name[KILN_MAX_NAME + 1];
-        snprintf(tag_name, sizeof tag_name, "kiln.mod.%.*s", KLUA_MOD_NAME_MAX, mod->name);
-        if (kiln_component_register(world, &(kiln_component_desc){.name = tag_name}, &mod->tag) != KILN_OK ||
+        snprintf(tag_name, sizeof tag_name, KLUA_MOD_TAG_PREFIX "%.*s", KLUA_MOD_NAME_MAX, mod->name);
+        /* an owner mark: the host's copies of its entities (clones, prefabs, scenes) are the host's */
+        kiln_component_desc tag = {.name = tag_name, .owner = true};
+        if (kiln_component_register(world, &tag, &mod->tag) != KILN_OK ||
             kiln_query_create(world, &(kiln_query_desc){.with = {mod->tag}}, &mod->spawned) != KILN_OK) {
             snprintf(mod->error, sizeof mod->error, "%s", klua_core_detail(kiln_world_error(world)));
             goto fail;
@@ -804,7 +806,7 @@ void klua_mods_close_all(void *ud) {
     klua_mods_alloc(mods, mods->list, (size_t)mods->cap * sizeof *mods->list, 0);
     mods->list = NULL;
     mods->cap = 0;
-    if (mods->kw->on_release_ud == mods) mods->kw->on_release = NULL;
+    if (mods->kw->on_release_ud == mods) mods->kw->on_release = NULL, mods->kw->load_owned = NULL;
 }
 
 /* The collector calls this only when nothing holds the manager (a frame, a mods call or a

@@ -278,6 +278,10 @@ KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fre
  * removal of c to or from e, lands in an archetype the world holds, so makes none. */
 KLUA_HIDDEN bool klua_mod_spawn_lands(klua_mod *mod, const kiln_component *comps, int32_t count);
 KLUA_HIDDEN bool klua_mod_move_lands(klua_mod *mod, kiln_entity e, kiln_component c, bool add);
+/* The host World's load_owned (klua.h): whether mark is the tag of a loaded mod (*mine), and
+ * then whether its limit takes entities more beside its live and queued ones (else false, why). */
+KLUA_HIDDEN bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities, bool *mine,
+                                      char *why, size_t why_size);
 
 /* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
  * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */

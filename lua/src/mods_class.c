@@ -628,6 +628,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->closed = false;
     kw->on_release = klua_mods_close_all;
     kw->on_release_ud = mods;
+    kw->load_owned = klua_mods_load_owned;
     /* the world keeps its manager: collected mid-frame, it would close mod states the schedule holds */
     lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
     lua_pushvalue(L, -2);

@@ -580,6 +580,20 @@ static bool on_ready(void *ud, int64_t entities, char *why, size_t why_size) {
     return true;
 }
 
+/* A mod's tag in a save: the entities are the mod's again only while it is loaded, within its
+ * entity limit (the manager says, or refuses the load); else they land as the host's, which a
+ * mod loaded later under that name must not take (count, and despawn at its unload). Other
+ * owner marks (a C host's) load as saved. Allocates nothing. */
+static bool on_owned(void *ud, kiln_component mark, int64_t entities, bool *drop, char *why, size_t why_size) {
+    klua_world *kw = ((load_ctx *)ud)->kw;
+    bool mine = false;
+    if (kw->load_owned && !kw->load_owned(kw, mark, entities, &mine, why, why_size)) return false;
+    kiln_component_info info;
+    *drop = !mine && kiln_component_info_get(kw->world, mark, &info) &&
+            strncmp(info.name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0;
+    return true;
+}
+
 /* A console statement's time limit holds inside the load's reading too (a large JSON text
  * takes seconds to read). Allocates nothing: it only reads the registry. */
 static bool on_keep_going(void *ud) {
@@ -628,7 +642,7 @@ static int w_load(lua_State *L) {
     codec_ctx cx = {kw, L};
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
-                        .ready = on_ready, .ud = &lc, .keep_going = on_keep_going};
+                        .ready = on_ready, .ud = &lc, .keep_going = on_keep_going, .owned = on_owned};
     kiln_result r = data ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK && lc.overdue) klua_fail(L, fname, "%s", lc.overdue);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);

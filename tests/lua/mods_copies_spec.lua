@@ -1,0 +1,134 @@
+-- mods_copies_spec.lua: whose are the copies of a mod's entities. A mod's entities carry its
+-- tag, kiln.mod.NAME (an owner mark): a copy the host makes (world:clone, a prefab or scene
+-- spawn) is the host's, and a save loaded into the world gives the mark back only to a loaded
+-- mod, within its entity limit (docs/modding.md, "Copies and saves").
+local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
+local H = dofile(here .. "helpers.lua")
+local M = dofile(here .. "mods_helpers.lua")
+
+local MAKER = [[
+world:component("Hp", "int32_t v;")
+local root = world:spawn{Position = {x = 10}, Hp = {v = 3}}
+world:set_parent(world:spawn{Position = {x = 11}, Hp = {v = 4}}, root)
+]]
+
+-- A host with mod 'maker' loaded (2 entities: a root and its child); opts for the manager.
+local function with_maker(opts)
+    local w, mods = M.host(opts)
+    local dir = M.folder()
+    assert(mods:load(M.write(dir, "maker.lua", MAKER)))
+    local mine = M.entities_with(w, "kiln.mod.maker")
+    assert.are.equal(2, #mine)
+    return w, mods, dir, mine
+end
+
+local function count(w) return #w:entities() end
+
+describe("copies of a mod's entities", function()
+    after_each(M.cleanup)
+
+    it("a host's clone is the host's: not counted, and it stays through the mod's unload", function()
+        local w, mods, _, mine = with_maker{entities = 2}
+        local copy = w:clone(mine[1])
+        local tree = w:clone(mine[1], {tree = true})
+        assert.is_false(w:has(copy, "kiln.mod.maker"))
+        assert.is_false(w:has(tree, "kiln.mod.maker"))
+        assert.are.equal(3, w:get(copy, "Hp").v, "the mod's own components are copied")
+        -- three copies of a mod at its limit of 2 leave it at 2
+        assert.are.equal(2, M.info(mods, "maker").entities)
+        assert(mods:unload("maker", {keep = false}))
+        assert.is_true(w:is_alive(copy) and w:is_alive(tree), "the host's copies stay")
+        assert.are.equal(1, #w:children(tree))
+        assert.is_false(w:is_alive(mine[1]) or w:is_alive(mine[2]))
+    end)
+
+    it("a host's prefab or scene spawn of a mod's entities is the host's", function()
+        local w, mods, _, mine = with_maker{entities = 3}
+        local scene = w:export{mine[1]}
+        assert.truthy(scene:find("kiln.mod.maker", 1, true), "the export shows whose they were")
+        local inst = w:instantiate(scene)
+        local prefab = w:prefab([[{"components": {"Hp": {"v": 9}, "kiln.mod.maker": true}}]])
+        local spawned = prefab:spawn(4)
+        local tabled = w:prefab{components = {Hp = {v = 8}, ["kiln.mod.maker"] = true}}:spawn()
+        local copies = {tabled}
+        for _, e in ipairs(inst.spawned) do copies[#copies + 1] = e end
+        for _, e in ipairs(spawned) do copies[#copies + 1] = e end
+        assert.are.equal(7, #copies)
+        for i, e in ipairs(copies) do assert.is_false(w:has(e, "kiln.mod.maker"), "copy " .. i) end
+        assert.is_true(w:component_info("kiln.mod.maker").owner)
+        assert.is_nil(w:component_info("Hp").owner)
+        -- seven copies of a mod at 2 of its 3 would have taken it to 9: it stays at 2
+        assert.are.equal(2, M.info(mods, "maker").entities)
+        assert(mods:unload("maker"))
+        for _, e in ipairs(copies) do assert.is_true(w:is_alive(e)) end
+    end)
+
+    it("a mod's own prefab spawns stay its own, counted against its limit", function()
+        local w, mods = M.host{entities = 3}
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "stamp.lua", [[
+local p = world:prefab{components = {Position = {x = 1}}, children = {{components = {Position = {}}}}}
+p:spawn()
+print(pcall(p.spawn, p))
+]])))
+        assert.are.equal(2, M.info(mods, "stamp").entities)
+        local log = mods:log("stamp")[1]
+        assert.truthy(log:find("^false\t") and log:find("mod 'stamp'", 1, true), log)
+        assert(mods:unload("stamp"))
+        assert.are.equal(1, #M.entities_with(w, "Position"), "the host's alone stays")
+    end)
+end)
+
+describe("a save holding a mod's entities", function()
+    after_each(M.cleanup)
+
+    it("loaded while the mod runs, its entities are the mod's again, within its limit", function()
+        local w, mods, _, mine = with_maker{entities = 3}
+        local data = w:save()
+        -- 2 more would take it to 4 of 3: refused, the world as it was
+        local before, hash = count(w), w:content_hash()
+        H.raises(function() w:load(data) end,
+                 "world:load: the save holds 2 entities of mod 'maker', which has 2 of its limit of 3 (entities)")
+        assert.are.equal(before, count(w))
+        assert.are.equal(hash, w:content_hash())
+        assert.are.equal(2, M.info(mods, "maker").entities)
+        -- with room, they come back as its own: counted, and gone with its unload
+        for _, e in ipairs(mine) do w:despawn(e) end
+        local map = w:load(data)
+        assert.is_true(w:has(map[mine[1]], "kiln.mod.maker"))
+        assert.are.equal(2, M.info(mods, "maker").entities)
+        assert(mods:unload("maker"))
+        assert.is_false(w:is_alive(map[mine[1]]) or w:is_alive(map[mine[2]]))
+    end)
+
+    it("loaded while the mod is not loaded, its entities land as the host's", function()
+        local w, mods, dir, mine = with_maker{entities = 2}
+        local data = w:save()
+        assert(mods:unload("maker"))
+        local map = w:load(data) -- kiln.mod.maker is still registered: it is dropped, not refused
+        local landed = {map[mine[1]], map[mine[2]]}
+        for _, e in ipairs(landed) do
+            assert.is_true(w:is_alive(e))
+            assert.is_false(w:has(e, "kiln.mod.maker"))
+        end
+        assert.are.equal(3, w:get(landed[1], "Hp").v)
+        -- the mod loaded again owns its new spawns only, and its unload leaves the loaded ones
+        assert(mods:load(dir .. "/maker.lua"))
+        assert.are.equal(2, M.info(mods, "maker").entities)
+        assert(mods:unload("maker"))
+        for _, e in ipairs(landed) do assert.is_true(w:is_alive(e)) end
+    end)
+
+    it("loaded into a world that never had the mod, the mark is an unknown component", function()
+        local w = with_maker{entities = 2}
+        local data = w:save()
+        local fresh = H.world()
+        fresh:component("Hp", "int32_t v;")
+        H.raises(function() fresh:load(data) end, "component 'kiln.mod.maker' is not registered in this world")
+        local map = fresh:load(data, {skip_unknown = true})
+        local n = 0
+        for _ in pairs(map) do n = n + 1 end
+        assert.are.equal(count(w), n)
+        H.raises(function() fresh:has(1, "kiln.mod.maker") end, "unknown component 'kiln.mod.maker'")
+    end)
+end)
