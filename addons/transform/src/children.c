@@ -5,8 +5,9 @@
  * them). A link the index holds may have gone since (a despawn, a Parent removed or changed):
  * the reads that meet it check it against the child's Parent and take it out. Moving between
  * archetypes changes no link: reading a moved row again finds it linked already. Each listed
- * entity keeps a bound of its subtree's height, raised up the chain by every link made, so the
- * depth check of a new link reads it instead of walking the subtree. */
+ * entity keeps a bound of its children's subtrees' heights, raised up the chain by every link
+ * of a child with children, so the depth check of a new link reads it instead of walking the
+ * subtree. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,25 +38,34 @@ static void unlink_child(kl_transform_state *st, uint32_t i) {
     st->link_count--;
 }
 
+/* The height bound of the subtree listed at slot node n (one more than its children's). */
+static int32_t listed_height(const kl_child_node *n) { return n->first ? n->child_height + 1 : 0; }
+
 /* The height bound of e's subtree (0 when its slot lists no children of e). */
 static int32_t height_of(const kl_transform_state *st, kiln_entity e) {
     uint32_t i = kiln_entity_index(e);
-    return (int64_t)i < st->link_cap && st->links[i].listed == e ? st->links[i].height : 0;
+    return (int64_t)i < st->link_cap && st->links[i].listed == e ? listed_height(&st->links[i]) : 0;
 }
 
-/* parent's list took a child whose subtree is below links tall: raises the bounds up the chain
- * from parent so each listed entity's stays one more than each of its children's (capped at
- * KL_MAX_DEPTH, more than any check's limit). Stops at the first already high enough, so a
- * leaf linked beside others costs one look; a cycle (links written through pointers) stops
- * at the cap, and every chain longer than that is one. */
+/* A child_height of at least below (capped at KL_MAX_DEPTH - 1: a subtree bound of
+ * KL_MAX_DEPTH, more than any check's limit, means that many or more). */
+static uint16_t capped_height(int32_t below) {
+    return (uint16_t)(below < KL_MAX_DEPTH - 1 ? below : KL_MAX_DEPTH - 1);
+}
+
+/* A child of parent has a subtree grown to below links tall: raises the bounds up the chain
+ * from parent so each listed entity's stays one more than each of its children's. Stops at
+ * the first already high enough; a cycle (links written through pointers) stops at the cap,
+ * and every chain longer than that is one. */
 static void raise_heights(kl_transform_state *st, kiln_entity parent, int32_t below) {
     for (int32_t step = 0; parent && step <= KL_MAX_DEPTH; step++) {
         uint32_t pi = kiln_entity_index(parent);
         if ((int64_t)pi >= st->link_cap) return;
         kl_child_node *n = &st->links[pi];
-        int32_t want = below < KL_MAX_DEPTH ? below + 1 : KL_MAX_DEPTH;
-        if (n->listed != parent || n->height >= want) return;
-        n->height = below = want;
+        uint16_t want = capped_height(below);
+        if (n->listed != parent || n->child_height >= want) return;
+        n->child_height = want;
+        below = want + 1;
         parent = n->child == parent ? n->parent : KILN_NULL_ENTITY;
     }
 }
@@ -90,13 +100,18 @@ static bool link_child(kiln_world *world, kl_transform_state *st, kiln_entity ch
         if (held > 0 && handle_rank(world, parent) < held) return true;
         h->listed = parent;
         h->first = 0;
-        h->height = 0;
+        h->child_height = 0;
     }
+    bool grew = !h->first; /* parent was a leaf: its subtree is one link tall or more now */
     n->next = h->first;
     if (h->first) st->links[h->first - 1].prev = ci + 1;
     h->first = ci + 1;
-    int32_t below = n->listed == child ? n->height : 0; /* the usual new leaf: 0 */
-    if (h->height <= below) raise_heights(st, parent, below);
+    int32_t below = n->listed == child ? listed_height(n) : 0; /* the usual new leaf: 0 */
+    if (below > h->child_height) {
+        h->child_height = capped_height(below);
+        grew = true;
+    }
+    if (grew && h->child == parent) raise_heights(st, h->parent, h->child_height + 1);
     return true;
 }
 
@@ -277,7 +292,7 @@ static int32_t height_below(const kiln_world *world, kl_transform_state *st, kil
     while (top >= 0) {
         uint32_t i = next[top];
         if (!i) { /* at[top]'s list read to its end: its height is known */
-            if (!cycle) st->links[at[top]].height = tall[top];
+            if (!cycle) st->links[at[top]].child_height = (uint16_t)(tall[top] > 0 ? tall[top] - 1 : 0);
             if (top == 0) height = tall[0];
             else if (tall[top] + 1 > tall[top - 1]) tall[top - 1] = tall[top] + 1;
             top--;

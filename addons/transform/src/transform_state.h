@@ -56,12 +56,20 @@ typedef struct kl_child_node {
     kiln_entity listed;  /* the parent whose list starts at first */
     uint32_t next, prev; /* siblings in the parent's list */
     uint32_t first;      /* listed's first child */
-    uint32_t adopting;   /* the relink round in which a value set in place named an entity of
-                          * this slot as parent: it may have children no list shows yet */
-    int32_t height;      /* at least the links from listed down to its deepest listed
-                          * descendant (KL_MAX_DEPTH: that many or more): a check that finds
-                          * it within its limit walks nothing (children.c, raise_heights) */
+    uint16_t adopting;   /* the relink round in which a value set in place named an entity of
+                          * this slot as parent: it may have children no list shows yet (a mark
+                          * 65535 rounds old reads as new: one catch-up more, never a miss) */
+    uint16_t child_height; /* while listed has a first child: at least the links from any of
+                          * its listed children down to that child's deepest listed descendant
+                          * (KL_MAX_DEPTH - 1: that many or more), so listed's subtree is at
+                          * most one more; a check that finds that within its limit walks
+                          * nothing (children.c, raise_heights). A new leaf needs no raise. */
 } kl_child_node;
+
+/* The children index is read on every link made; the height bound fits in the node's padding
+ * (40 bytes: a node more costs tree_spawn instructions and cache lines). */
+_Static_assert(sizeof(kl_child_node) == 40, "kl_child_node grew past 40 bytes");
+_Static_assert(KL_MAX_DEPTH - 1 <= UINT16_MAX, "child_height cannot hold KL_MAX_DEPTH - 1");
 
 typedef struct kl_transform_state {
     kiln_world *world;
@@ -99,7 +107,8 @@ typedef struct kl_transform_state {
     kl_follow links_follow;
     kiln_entity *relink;   /* entities whose Parent was set in place since the last catch-up */
     int64_t relink_count, relink_cap;
-    uint32_t relink_round; /* goes up as each catch-up drains relink (adopting marks expire) */
+    uint16_t relink_round; /* goes up as each catch-up drains relink (adopting marks expire);
+                            * never 0, which zeroed slots hold */
     int64_t links_walked;  /* links the height checks read walking subtrees (ever): what a
                             * caller may charge for them (kiln_transform_links_walked) */
     atomic_flag links_lock; /* held by whoever reads or changes the index: systems that read
