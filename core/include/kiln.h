@@ -30,6 +30,7 @@ extern "C" {
  *   kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
  *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
  *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
+ *   kiln_world_dropped, kiln_world_drop_hook_set,
  *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait,
  *   kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
  *   kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count,
@@ -65,9 +66,7 @@ typedef uint64_t kiln_entity;
 #define KILN_ENTITY_GENERATION_MAX ((uint32_t)((1u << KILN_ENTITY_GENERATION_BITS) - 1u))
 
 /* The slot index of an entity handle (its low 32 bits). */
-static inline uint32_t kiln_entity_index(kiln_entity entity) {
-    return (uint32_t)(entity & 0xffffffffu);
-}
+static inline uint32_t kiln_entity_index(kiln_entity entity) { return (uint32_t)(entity & 0xffffffffu); }
 
 /* The generation of an entity handle (21 bits above the index). */
 static inline uint32_t kiln_entity_generation(kiln_entity entity) {
@@ -86,9 +85,7 @@ typedef uint32_t kiln_component;
 /* An event type: a handle of its own type, so an event type cannot be passed where a
  * component is expected or the other way round (the compiler refuses it). id runs from 1 to
  * the number of registered event types; {0} is never an event type. */
-typedef struct kiln_event_type {
-    uint32_t id;
-} kiln_event_type;
+typedef struct kiln_event_type { uint32_t id; } kiln_event_type;
 
 /* A change tick. The world tick starts at 1; rows written during tick t carry t. 64 bits. */
 typedef uint64_t kiln_tick;
@@ -205,12 +202,10 @@ kiln_tick kiln_tick_advance(kiln_world *world);
 
 /* Field types for reflection. */
 typedef enum kiln_type {
-    KILN_TYPE_NONE = 0,
-    KILN_TYPE_BOOL,
+    KILN_TYPE_NONE = 0, KILN_TYPE_BOOL,
     KILN_TYPE_INT8, KILN_TYPE_INT16, KILN_TYPE_INT32, KILN_TYPE_INT64,
     KILN_TYPE_UINT8, KILN_TYPE_UINT16, KILN_TYPE_UINT32, KILN_TYPE_UINT64,
-    KILN_TYPE_FLOAT, KILN_TYPE_DOUBLE,
-    KILN_TYPE_ENTITY,
+    KILN_TYPE_FLOAT, KILN_TYPE_DOUBLE, KILN_TYPE_ENTITY,
     KILN_TYPE_CHAR,   /* a fixed-size char array: count is its length, NUL included */
     KILN_TYPE_VEC2, KILN_TYPE_VEC3, KILN_TYPE_VEC4, KILN_TYPE_QUAT, KILN_TYPE_MAT4,
     KILN_TYPE_COUNT
@@ -552,9 +547,7 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * system's buffer (and the deferred queue) leaves such a value as recorded instead, where a check
  * hook (Parent's) refuses it and the command is dropped like any refused value. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
-static inline bool kiln_is_placeholder(kiln_entity entity) {
-    return (entity & KILN_PLACEHOLDER_BIT) != 0;
-}
+static inline bool kiln_is_placeholder(kiln_entity entity) { return (entity & KILN_PLACEHOLDER_BIT) != 0; }
 
 /* Creates an empty buffer for world's components. NULL when out of memory. Create and
  * destroy buffers on the thread that owns the world (the world keeps a list of them). */
@@ -641,6 +634,7 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *    component); a queued set whose component is absent when the queue lands is dropped;
  *  - a component's check hook runs when the call is made and again when the queue lands
  *    (the world may have moved on); a value refused then is dropped.
+ * Each change dropped so, or by a system's buffer, is reported (kiln_world_dropped, its hook).
  * Iterating a query defers the world for the duration of the iteration, so the plain API
  * works inside a loop; the changes land when the outermost iteration (or section) ends. */
 void kiln_defer_begin(kiln_world *world);
@@ -653,6 +647,16 @@ kiln_result kiln_defer_end(kiln_world *world);
 
 /* True inside a deferred section (or an iteration). */
 bool kiln_is_deferred(const kiln_world *world);
+
+/* Queued changes the world dropped as they landed (a count and one message, however many): the
+ * count over its life (to count), the last one's code (returned; KILN_OK: none) and message (to
+ * message; "" for none; valid until the next drop): "kiln_schedule_run: system 'ai': command 2
+ * (add Hp) on entity 7v1: entity is not alive; dropped". A drop hook (fn; NULL: none) hears each
+ * as it happens, system naming whose buffer held it (NULL: the world's queue), mid-apply as a
+ * destroy hook is; setting one hands back the one replaced (old_fn, old_ctx) to call on to. */
+kiln_result kiln_world_dropped(const kiln_world *world, int64_t *count, const char **message);
+typedef void (*kiln_drop_fn)(kiln_world *world, const char *system, kiln_result code, const char *message, void *ctx);
+void kiln_world_drop_hook_set(kiln_world *world, kiln_drop_fn fn, void *ctx, kiln_drop_fn *old_fn, void **old_ctx);
 
 /* ---- Job system ------------------------------------------------------------------------- */
 
@@ -669,9 +673,7 @@ typedef struct kiln_job {
 } kiln_job;
 
 /* Counts the unfinished jobs of a batch. Zero-initialise it; the pool updates it atomically. */
-typedef struct kiln_counter {
-    int32_t pending;
-} kiln_counter;
+typedef struct kiln_counter { int32_t pending; } kiln_counter;
 
 /* kiln_jobs_desc.workers: 0 (the default) starts available cores minus one threads;
  * KILN_JOBS_INLINE starts none, so every job runs on the thread that waits. */
@@ -759,9 +761,7 @@ typedef struct kiln_system_desc {
     kiln_fini_fn fini;      /* optional: called (world, user) once it is removed or destroyed */
 } kiln_system_desc;
 
-typedef struct kiln_schedule_desc {
-    kiln_jobs *jobs;        /* NULL: every system runs inline on the caller */
-} kiln_schedule_desc;
+typedef struct kiln_schedule_desc { kiln_jobs *jobs; /* NULL: every system runs inline */ } kiln_schedule_desc;
 
 /* Creates an empty schedule for world (desc NULL: defaults); NULL when out of memory. */
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);

@@ -109,6 +109,8 @@ struct kiln_commands {
     kiln_commands *next, *prev; /* the world's list of user buffers */
     bool listed;            /* in that list (internal queues are not) */
     const char *call;       /* the public function applying the buffer, for messages */
+    const char *owner;      /* a system's buffer: the system's name, for drop messages; else NULL */
+    int64_t landed;         /* commands the apply under way took before the current one (the same) */
     kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
     kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
     uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */

@@ -41,6 +41,8 @@ kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_ac
     return cmd;
 }
 
+void kl_commands_set_owner(kiln_commands *cmd, const char *system) { cmd->owner = system; }
+
 kiln_commands *kiln_commands_create(kiln_world *world) {
     kiln_commands *cmd = kl_commands_create(world, false, false);
     if (!cmd) return NULL;

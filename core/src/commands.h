@@ -9,6 +9,9 @@
  * world_accounting: allocate through the world's own accounting (main-thread buffers only). */
 KL_HIDDEN kiln_commands *kl_commands_create(kiln_world *world, bool lenient, bool world_accounting);
 
+/* Names the system whose buffer cmd is, in the messages of the changes its apply drops. */
+KL_HIDDEN void kl_commands_set_owner(kiln_commands *cmd, const char *system);
+
 /* Destroys a buffer made by kl_commands_create, as kiln_commands_destroy does a user's (which
  * refuses these: their owner, a schedule or the world, still holds them). NULL: no-op. */
 KL_HIDDEN void kl_commands_free(kiln_commands *cmd);

@@ -13,15 +13,22 @@
 
 /* ---- apply ---------------------------------------------------------------------------- */
 
-static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
-                              kiln_entity e, kiln_result code, const char *why) {
+/* "command N (op component) on entity E" for the command c, into buf. */
+static void describe_command(const kiln_commands *cmd, int64_t number, const kl_cmd *c, kiln_entity e,
+                             char *buf, size_t size) {
     char eb[24], cb[32];
     kiln_component id = c->op == KL_OP_SPAWN ? 0 : c->component; /* a spawn names none */
     const kl_component *ev = c->op == KL_OP_EMIT ? kl_registry_get(&cmd->world->event_types, id) : NULL;
     const char *cname = ev ? ev->names : id ? kl_component_name(cmd->world, id, cb, sizeof cb) : "";
-    return kl_fail(cmd->world, code, "%s: command %lld (%s%s%s) on entity %s: %s", cmd->call,
-                   (long long)(index - cmd->head + 1), op_name(c->op), id ? " " : "", cname,
-                   kiln_entity_format(e, eb, sizeof eb), why);
+    snprintf(buf, size, "command %lld (%s%s%s) on entity %s", (long long)number,
+             op_name(c->op), id ? " " : "", cname, kiln_entity_format(e, eb, sizeof eb));
+}
+
+static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
+                              kiln_entity e, kiln_result code, const char *why) {
+    char what[KILN_MAX_NAME + 128];
+    describe_command(cmd, index - cmd->head + 1, c, e, what, sizeof what);
+    return kl_fail(cmd->world, code, "%s: %s: %s", cmd->call, what, why);
 }
 
 /* The entity a command targets now (placeholders resolved), or null; not a spawn's. */
@@ -53,16 +60,41 @@ static kiln_result resolve_command(kiln_commands *cmd, int64_t i, kl_cmd *c,
     return apply_fail(cmd, i, c, target_of(cmd, c), KILN_ERR_INVALID_ARGUMENT, why);
 }
 
-/* Destroys the value of a command that is dropped rather than applied. */
-static void drop_value(kiln_commands *cmd, kl_cmd *c) {
-    if (!c->has_value || !c->hooks_known) return;
-    const kl_component *comp = kl_component_get(cmd->world, c->component);
-    if (comp && comp->destroy) {
-        cmd->world->in_hook++; /* mid-apply (kl_in_hook) */
-        comp->destroy(cmd_value(c), 1, comp->hook_ctx);
-        cmd->world->in_hook--;
+/* Drops the command c, which a lenient buffer's apply refuses (code, why): destroys its
+ * value, and makes the drop known, as the world's count and last message (bounded however
+ * many drop: a count and one message) and through the drop hook, which runs as a hook does
+ * (changes from it fail). Returns the one slot consumed. */
+static int64_t drop_command(kiln_commands *cmd, kl_cmd *c, kiln_entity e, kiln_result code,
+                            const char *why) {
+    kiln_world *world = cmd->world;
+    if (c->has_value && c->hooks_known) {
+        const kl_component *comp = kl_component_get(world, c->component);
+        if (comp && comp->destroy) {
+            world->in_hook++; /* mid-apply (kl_in_hook) */
+            comp->destroy(cmd_value(c), 1, comp->hook_ctx);
+            world->in_hook--;
+        }
     }
     c->has_value = 0;
+    char what[KILN_MAX_NAME + 128];
+    describe_command(cmd, cmd->landed + 1, c, e, what, sizeof what); /* its place in this apply */
+    world->dropped++;
+    world->dropped_code = code;
+    snprintf(world->dropped_error, sizeof world->dropped_error, "%s: %s%s%s%s: %s; dropped", cmd->call,
+             cmd->owner ? "system '" : "", cmd->owner ? cmd->owner : "", cmd->owner ? "': " : "", what, why);
+    if (world->drop_fn) {
+        world->in_hook++;
+        world->drop_fn(world, cmd->owner, code, world->dropped_error, world->drop_ctx);
+        world->in_hook--;
+    }
+    return 1;
+}
+
+/* The reason in the world's message "<call>: <why>" that a failed call of the apply left. */
+static const char *reason_of(const kiln_commands *cmd) {
+    const char *msg = kiln_world_error(cmd->world);
+    size_t n = strlen(cmd->call);
+    return strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : NULL;
 }
 
 /* Spawns (or materialises) the entity of the command at i together with the adds it holds
@@ -331,10 +363,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         return *result == KILN_OK ? 1 : 0;
     }
     if (!alive) {
-        if (cmd->lenient) {
-            drop_value(cmd, c);
-            return 1;
-        }
+        if (cmd->lenient) return drop_command(cmd, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
         *result = apply_fail(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
         return 0;
     }
@@ -345,10 +374,11 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     }
     /* A lenient queue drops a value the component's check refuses now (the world moved on
      * since the call was queued); a buffer reports it. */
+    kiln_result refused;
     if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
-        kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call) != KILN_OK) {
-        drop_value(cmd, c);
-        return 1;
+        (refused = kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call)) != KILN_OK) {
+        const char *why = reason_of(cmd);
+        return drop_command(cmd, c, e, refused, why ? why : "its check refused the value");
     }
     if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
         char why[96];
@@ -366,12 +396,9 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         break;
     case KL_OP_SET:
         if (!kiln_has(world, e, c->component)) {
-            if (cmd->lenient) {
-                drop_value(cmd, c);
-                return 1;
-            }
             char why[96];
             snprintf(why, sizeof why, "entity has no %s", comp->names);
+            if (cmd->lenient) return drop_command(cmd, c, e, KILN_ERR_MISSING_COMPONENT, why);
             *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
             return 0;
         }
@@ -386,11 +413,10 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     if (*result != KILN_OK) {
         /* The world's message ("<call>: <why>", a check hook's refusal say) names the command
          * and its entity too, as every other failure of an apply does. */
-        const char *msg = kiln_world_error(world);
-        size_t n = strlen(cmd->call);
-        if (strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') {
+        const char *reason = reason_of(cmd);
+        if (reason) {
             char why[KL_ERROR_SIZE];
-            snprintf(why, sizeof why, "%s", msg + n + 2);
+            snprintf(why, sizeof why, "%s", reason);
             apply_fail(cmd, i, c, e, *result, why);
         }
         return 0;
@@ -481,6 +507,7 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
             n += run.slots + run.held;
             continue;
         }
+        cmd->landed = n;
         int64_t used = apply_one(cmd, cmd->head, &r);
         if (used == 0) break;
         cmd->head += used;

@@ -240,6 +240,7 @@ static void fill_record(kl_system *sys, const kl_system *tmp, const kiln_system_
     atomic_init(&sys->removing, false);
     sys->stage = -1;
     sys->commands = cmd;
+    kl_commands_set_owner(cmd, sys->name); /* the record's own array: as long as the buffer */
 }
 
 /* Gives back a record that never joined the list. */

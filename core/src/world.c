@@ -170,6 +170,22 @@ void kiln_world_clear_error(kiln_world *world) {
     if (text) text[0] = '\0';
 }
 
+kiln_result kiln_world_dropped(const kiln_world *world, int64_t *count, const char **message) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (count) *count = world->dropped;
+    if (message) *message = world->dropped_error;
+    return world->dropped_code;
+}
+
+void kiln_world_drop_hook_set(kiln_world *world, kiln_drop_fn fn, void *ctx, kiln_drop_fn *old_fn,
+                              void **old_ctx) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (old_fn) *old_fn = world->drop_fn;
+    if (old_ctx) *old_ctx = world->drop_ctx;
+    world->drop_fn = fn;
+    world->drop_ctx = ctx;
+}
+
 kiln_tick kiln_tick_current(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     return world->tick;

@@ -353,6 +353,15 @@ struct kiln_world {
      * message goes to error; see kl_error_slots). */
     _Atomic(kl_error_slots *) error_slots;
 
+    /* Queued changes a lenient apply dropped as they landed (commands_apply.c: drop_command):
+     * how many, the last one's code and message (a count and one message, however many), and
+     * the hook told of each (kiln_world_drop_hook_set). Written on the owner thread only. */
+    int64_t dropped;
+    kiln_result dropped_code;
+    kiln_drop_fn drop_fn;
+    void *drop_ctx;
+    char dropped_error[KL_ERROR_SIZE];
+
     kl_fini *finis;                /* teardown hooks, in registration order */
     int64_t fini_cap;
     int32_t fini_count;
