@@ -168,6 +168,8 @@ typedef struct klua_mod_hooks {
     void (*before_despawn_tree)(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
     void (*before_add)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
     kiln_commands *(*emits)(lua_State *L, klua_world *kw);
+    /* The mod's queued changes the world dropped as they landed, and the last one's message. */
+    int64_t (*dropped)(klua_world *kw, const char **message);
 } klua_mod_hooks;
 
 /* Shared with destroy hooks of Lua-valued components, stored as a world resource so it

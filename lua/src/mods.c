@@ -399,7 +399,7 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
                                      NULL,
 #endif
                                      klua_mod_before_remove, klua_mod_before_despawn_tree, klua_mod_before_add,
-                                     klua_mod_emits};
+                                     klua_mod_emits,         klua_mod_dropped};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
@@ -734,6 +734,7 @@ static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t si
     }
     if (running) {
         mod->failures = old->failures;
+        mod->dropped = old->dropped;
         carry_log(mod, old);
     }
     for (int i = 0; i < mods->count; i++)
@@ -807,6 +808,7 @@ void klua_mods_close_all(void *ud) {
     mods->list = NULL;
     mods->cap = 0;
     if (mods->kw->on_release_ud == mods) mods->kw->on_release = NULL, mods->kw->load_owned = NULL;
+    klua_mods_unwatch_drops(mods);
 }
 
 /* The collector calls this only when nothing holds the manager (a frame, a mods call or a

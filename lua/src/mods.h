@@ -75,6 +75,8 @@ typedef struct klua_mod {
     char (*systems)[KILN_MAX_NAME + 1]; /* systems it added (some may have left since) */
     int system_count, system_cap;
     int64_t failures;          /* system runs that failed, over its life */
+    int64_t dropped;           /* its queued changes the world dropped as they landed (mod_drops.c) */
+    char dropped_error[KLUA_MOD_ERROR]; /* the last one's message ("" for none) */
     int mem_strikes;
     char error[KLUA_MOD_ERROR];
     klua_mod_file files[KLUA_MOD_MAX_FILES];
@@ -156,6 +158,8 @@ struct klua_mods {
     int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */
     kiln_lua_mods_log_fn log_fn; /* a C host's log */
     void *log_user;
+    kiln_drop_fn drop_prev;   /* the world's drop hook before the manager's (mod_drops.c) */
+    void *drop_prev_ctx;
     lua_State *caller;        /* the host thread in a manager call, else NULL */
     klua_mod **list;          /* loaded mods, in load order */
     int count, cap;
@@ -282,6 +286,15 @@ KLUA_HIDDEN bool klua_mod_move_lands(klua_mod *mod, kiln_entity e, kiln_componen
  * then whether its limit takes entities more beside its live and queued ones (else false, why). */
 KLUA_HIDDEN bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities, bool *mine,
                                       char *why, size_t why_size);
+
+/* ---- mod_drops.c: the mods' queued changes the world dropped as they landed ---- */
+/* Sets the manager's drop hook on its world (calling on to the one there), and takes it off. */
+KLUA_HIDDEN void klua_mods_watch_drops(klua_mods *mods);
+KLUA_HIDDEN void klua_mods_unwatch_drops(klua_mods *mods);
+/* The mod view's hook of that name (klua_mod_hooks): its mod's count and last message. */
+KLUA_HIDDEN int64_t klua_mod_dropped(klua_world *kw, const char **message);
+/* Sets the fields dropped and dropped_error (when any) of the mods:list entry at the top. */
+KLUA_HIDDEN void klua_mod_push_drops(lua_State *L, const klua_mod *mod);
 
 /* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
  * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */

@@ -110,6 +110,7 @@ static void push_info(lua_State *L, klua_mod *mod) {
     lua_setfield(L, -2, "query_bytes");
     lua_pushinteger(L, (lua_Integer)mod->failures);
     lua_setfield(L, -2, "failures");
+    klua_mod_push_drops(L, mod);
     lua_newtable(L);
     for (int i = 0; i < mod->depend_count; i++) {
         lua_pushstring(L, mod->depends[i]);
@@ -629,6 +630,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     kw->on_release = klua_mods_close_all;
     kw->on_release_ud = mods;
     kw->load_owned = klua_mods_load_owned;
+    klua_mods_watch_drops(mods);
     /* the world keeps its manager: collected mid-frame, it would close mod states the schedule holds */
     lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
     lua_pushvalue(L, -2);

@@ -701,7 +701,22 @@ static int w_remove_system(lua_State *L) {
     return 0;
 }
 
+/* world:dropped() -> how many queued changes the world dropped as they landed, and the last
+ * one's message (nil: none); on a mod's view, those its mod queued. */
+static int w_dropped(lua_State *L) {
+    klua_world *kw = klua_self(L);
+    int64_t n = 0;
+    const char *message = NULL;
+    if (kw->mod_hooks) n = kw->mod_hooks->dropped(kw, &message);
+    else kiln_world_dropped(kw->world, &n, &message);
+    lua_pushinteger(L, (lua_Integer)n);
+    if (message[0]) lua_pushstring(L, message);
+    else lua_pushnil(L);
+    return 2;
+}
+
 static const luaL_Reg system_methods[] = {
+    {"dropped", w_dropped},
     {"system", w_system},
     {"remove_system", w_remove_system},
     {"instructions", w_instructions},
