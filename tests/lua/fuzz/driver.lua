@@ -39,7 +39,7 @@ local NESTED_OPS = {
     children = 1, despawn_recursive = 1, emit = 2, events = 1, resource = 2, commands = 4,
     systems = 0.3, enable = 0.3, progress = 0.5, confused = 1, other_world = 2, system = 0.2,
     failures = 0.2, max_failures = 0.1, tools = 0.3, close_busy = 0.3, gc_bomb = 1,
-    remove_system = 0.1,
+    remove_system = 0.1, dropped = 0.2,
 }
 
 local function run_nested(m, n)
@@ -74,7 +74,7 @@ local TOP_OPS = {
     events = 1.5, resource = 3, component = 1, commands = 5, confused = 3, tostrings = 0.3,
     tools = 1, failures = 0.3, max_failures = 0.2, new_world = 0.2, coroutine = 1.5, gc_bomb = 2,
     remove_system = 0.4, instructions = 0.2, hash = 0.3, save_load = 0.4, snapshot_restore = 0.4, names_and_clone = 0.3, random_misuse = 0.2, prefab_defs = 0.2,
-    scenes = 0.2, ffi_loops = 0.3,
+    scenes = 0.2, ffi_loops = 0.3, dropped = 0.3,
 }
 
 local function closed_world_round(m)
@@ -128,7 +128,7 @@ function D.run(opts)
                            "max_failures", "components", "component_info", "stats", "inspect", "schema",
                            "remove_system", "instructions", "save", "load", "hash", "content_hash", "snapshot",
                            "restore", "name", "lookup", "clone", "seed", "random", "prefab", "instantiate",
-                           "export"}) do
+                           "export", "dropped"}) do
         S.known_world_methods[name] = true
     end
     -- methods added after this test was written are reported, not called

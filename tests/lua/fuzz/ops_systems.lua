@@ -462,6 +462,19 @@ function ops.failures(m)
     end
 end
 
+-- The world's drops only grow (the model does not predict which queued changes land), and a
+-- message comes with the first.
+function ops.dropped(m)
+    local r = wcall(m, "dropped")
+    if not expect("world:dropped", true, r) then return end
+    local n, message = r[2], r[3]
+    if type(n) ~= "number" or n % 1 ~= 0 or n < (m.dropped or 0) or (n > 0) ~= (type(message) == "string") then
+        fail("dropped() = %s, %s after %d", tostring(n), tostring(message), m.dropped or 0)
+    else
+        m.dropped = n
+    end
+end
+
 function ops.max_failures(m)
     local n = pick({0, 1, 2, 3, -1, 2 ^ 31, 2.0, 1.5, "2", {}, nil})
     local ni = (type(n) == "number" or type(n) == "string") and N.tointeger(n) or nil
