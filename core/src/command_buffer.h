@@ -109,8 +109,6 @@ struct kiln_commands {
     kiln_commands *next, *prev; /* the world's list of user buffers */
     bool listed;            /* in that list (internal queues are not) */
     const char *call;       /* the public function applying the buffer, for messages */
-    const char *owner;      /* a system's buffer: the system's name, for drop messages; else NULL */
-    int64_t landed;         /* commands the apply under way took before the current one (the same) */
     kl_allocator own_alloc; /* accounting of a buffer that may be filled on any thread */
     kl_allocator *alloc;    /* own_alloc, or the world's for its own (main-thread) queue */
     uint64_t tag;           /* the current batch's placeholder tag, 0 until it spawns */
@@ -134,6 +132,9 @@ struct kiln_commands {
     uint32_t ph_count;
     kl_block *first, *current;
     char error[KL_ERROR_SIZE];
+    /* for the messages of dropped commands (after the fields the apply loop reads) */
+    const char *owner;  /* a system's buffer: the system's name; else NULL */
+    int64_t apply_head; /* head when the apply under way began: a dropped slot's place in it */
 };
 
 /* Placeholders: bit 62, a batch tag in bits 24..61 and the spawn's index in the batch in

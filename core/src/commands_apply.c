@@ -60,12 +60,12 @@ static kiln_result resolve_command(kiln_commands *cmd, int64_t i, kl_cmd *c,
     return apply_fail(cmd, i, c, target_of(cmd, c), KILN_ERR_INVALID_ARGUMENT, why);
 }
 
-/* Drops the command c, which a lenient buffer's apply refuses (code, why): destroys its
- * value, and makes the drop known, as the world's count and last message (bounded however
- * many drop: a count and one message) and through the drop hook, which runs as a hook does
- * (changes from it fail). Returns the one slot consumed. */
-static int64_t drop_command(kiln_commands *cmd, kl_cmd *c, kiln_entity e, kiln_result code,
-                            const char *why) {
+/* Drops the command c, the number-th of the apply, which a lenient buffer refuses (code,
+ * why): destroys its value, and makes the drop known, as the world's count and last message
+ * (bounded however many drop: a count and one message) and through the drop hook, run as a
+ * destroy hook is. Out of line, so the apply loop carries none of it. */
+__attribute__((noinline)) static void drop_command(kiln_commands *cmd, int64_t number, kl_cmd *c, kiln_entity e,
+                                                   kiln_result code, const char *why) {
     kiln_world *world = cmd->world;
     if (c->has_value && c->hooks_known) {
         const kl_component *comp = kl_component_get(world, c->component);
@@ -77,7 +77,7 @@ static int64_t drop_command(kiln_commands *cmd, kl_cmd *c, kiln_entity e, kiln_r
     }
     c->has_value = 0;
     char what[KILN_MAX_NAME + 128];
-    describe_command(cmd, cmd->landed + 1, c, e, what, sizeof what); /* its place in this apply */
+    describe_command(cmd, number, c, e, what, sizeof what);
     world->dropped++;
     world->dropped_code = code;
     snprintf(world->dropped_error, sizeof world->dropped_error, "%s: %s%s%s%s: %s; dropped", cmd->call,
@@ -87,7 +87,6 @@ static int64_t drop_command(kiln_commands *cmd, kl_cmd *c, kiln_entity e, kiln_r
         world->drop_fn(world, cmd->owner, code, world->dropped_error, world->drop_ctx);
         world->in_hook--;
     }
-    return 1;
 }
 
 /* The reason in the world's message "<call>: <why>" that a failed call of the apply left. */
@@ -363,7 +362,10 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         return *result == KILN_OK ? 1 : 0;
     }
     if (!alive) {
-        if (cmd->lenient) return drop_command(cmd, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
+        if (cmd->lenient) {
+            drop_command(cmd, i - cmd->apply_head + 1, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
+            return 1;
+        }
         *result = apply_fail(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
         return 0;
     }
@@ -378,7 +380,8 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
         (refused = kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call)) != KILN_OK) {
         const char *why = reason_of(cmd);
-        return drop_command(cmd, c, e, refused, why ? why : "its check refused the value");
+        drop_command(cmd, i - cmd->apply_head + 1, c, e, refused, why ? why : "its check refused the value");
+        return 1;
     }
     if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
         char why[96];
@@ -398,7 +401,10 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         if (!kiln_has(world, e, c->component)) {
             char why[96];
             snprintf(why, sizeof why, "entity has no %s", comp->names);
-            if (cmd->lenient) return drop_command(cmd, c, e, KILN_ERR_MISSING_COMPONENT, why);
+            if (cmd->lenient) {
+                drop_command(cmd, i - cmd->apply_head + 1, c, e, KILN_ERR_MISSING_COMPONENT, why);
+                return 1;
+            }
             *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
             return 0;
         }
@@ -491,6 +497,7 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
     if (cmd->applying) return KILN_OK;
     cmd->applying = true;
     cmd->call = call;
+    cmd->apply_head = cmd->head;
     cmd->hold = KL_NO_HOLD; /* its slot may be applied: the next spawn takes adds again */
     int64_t n = 0;
     kiln_result r = KILN_OK;
@@ -507,7 +514,6 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
             n += run.slots + run.held;
             continue;
         }
-        cmd->landed = n;
         int64_t used = apply_one(cmd, cmd->head, &r);
         if (used == 0) break;
         cmd->head += used;

@@ -360,7 +360,7 @@ struct kiln_world {
     kiln_result dropped_code;
     kiln_drop_fn drop_fn;
     void *drop_ctx;
-    char dropped_error[KL_ERROR_SIZE];
+    char dropped_error[2 * KL_ERROR_SIZE]; /* the command named, then the reason */
 
     kl_fini *finis;                /* teardown hooks, in registration order */
     int64_t fini_cap;
