@@ -31,6 +31,15 @@ local to_f32 = string.pack and function(x) return string.unpack("f", string.pack
     return y
   end
 local QUOTE_MAX = 200                 -- user text quoted in a message is cut here
+-- What one showing of a value (kiln.pretty, world:inspect, query:format) may cost, whatever
+-- the value holds: a string shows its first STRING_SHOW_MAX bytes, a table SHOW_KEYS_MAX
+-- entries; the keys looked at (to pick those entries) and the text made are bounded for the
+-- whole value, so showing a 60 MB string or a table of a million keys costs what is shown.
+local STRING_SHOW_MAX = 256
+local SHOW_KEYS_MAX = 30
+local VISIT_KEYS_MAX = 4096           -- keys looked at in all, over every table shown
+local SHOW_BYTES_MAX = 65536          -- text made, about (past it the rest shows as ...)
+local rawlen = rawlen or function(t) return #t end -- LuaJIT's # on a table calls no __len
 
 -- ---- argument checks, in the binding's words ------------------------------------------
 
@@ -41,13 +50,31 @@ local function typename(v)
   return class_name(v) or type(v)
 end
 
+-- The first bytes of s, at most n (#s > n), cut before a UTF-8 character.
+local function prefix(s, n)
+  local cut = n + 1
+  while cut > 1 and s:byte(cut) >= 0x80 and s:byte(cut) < 0xc0 do cut = cut - 1 end
+  return s:sub(1, cut - 1)
+end
+
 -- At most QUOTE_MAX bytes of s, cut before a UTF-8 character, with "..." when cut.
 local function bounded(s)
   s = tostring(s)
   if #s <= QUOTE_MAX then return s end
-  local cut = QUOTE_MAX + 1
-  while cut > 1 and s:byte(cut) >= 0x80 and s:byte(cut) < 0xc0 do cut = cut - 1 end
-  return s:sub(1, cut - 1) .. "..."
+  return prefix(s, QUOTE_MAX) .. "..."
+end
+
+-- A string as a quoted Lua string; past STRING_SHOW_MAX bytes its start, then its length:
+-- "abc"... (31457280 bytes, cut). Costs what it shows, however long s is.
+local function string_text(s)
+  if #s <= STRING_SHOW_MAX then return string.format("%q", s) end
+  return string.format("%q... (%d bytes, cut)", prefix(s, STRING_SHOW_MAX), #s)
+end
+
+-- Any other text shown as it is (a __tostring's), cut the same way.
+local function cut_text(s)
+  if #s <= STRING_SHOW_MAX then return s end
+  return string.format("%s... (%d bytes, cut)", prefix(s, STRING_SHOW_MAX), #s)
 end
 
 local function bad_argument(n, fname, detail)
@@ -182,7 +209,7 @@ local function field_text(v, kind, world)
     if kind == "entity" then return entity_field_text(v, world) end
     return number_text(v, kind == "f32", true)
   elseif t == "string" then
-    return string.format("%q", v)
+    return string_text(v)
   elseif t == "table" then
     if type(v.x) == "number" then
       local parts = {}
@@ -196,7 +223,7 @@ local function field_text(v, kind, world)
     if #v > 16 then parts[#parts + 1] = "..." end
     return "[" .. table.concat(parts, ", ") .. "]"
   end
-  return tostring(v)
+  return cut_text(tostring(v))
 end
 
 -- A value on one line: numbers as they read back, live entities as handles.
@@ -205,32 +232,69 @@ local function scalar(v, world)
     if is_live(world, v) then return handle_text(v) end
     return number_text(v)
   elseif type(v) == "string" then
-    return string.format("%q", v)
+    return string_text(v)
   end
-  return tostring(v)
+  return cut_text(tostring(v))
 end
 
-local function generic(v, depth, seen, world)
+-- What is left to one showing of a value: keys to look at, bytes of text to make.
+local function show_budget()
+  return {keys = VISIT_KEYS_MAX, bytes = SHOW_BYTES_MAX}
+end
+
+local function key_order(a, b)
+  local ta, tb = type(a), type(b)
+  if ta ~= tb then return ta < tb end
+  if ta == "number" or ta == "string" then return a < b end
+  return tostring(a) < tostring(b)
+end
+
+-- The keys of table t to show, in an order that is the same for the same table: 1, 2, ...
+-- of its sequence (rawlen: no __len runs), then, of the other keys among the first pairs
+-- visits (budget.keys at most, taken from it), the least in key_order. Returns them, how
+-- many keys were left out, and whether pairs had more to give (then that count is a floor).
+-- The cost is the keys looked at, never the table's size: nothing sorts every key.
+local function keys_to_show(t, budget)
+  local len = rawlen(t)
+  local keys = {}
+  for i = 1, math.min(len, SHOW_KEYS_MAX) do keys[i] = i end
+  local others, visited, more = {}, 0, false
+  for k in pairs(t) do
+    if visited >= budget.keys then
+      more = true
+      break
+    end
+    visited = visited + 1
+    if not (math_type(k) == "integer" and k >= 1 and k <= len) then others[#others + 1] = k end
+  end
+  budget.keys = budget.keys - visited
+  table.sort(others, key_order)
+  local array = #keys
+  for i = 1, math.min(#others, SHOW_KEYS_MAX - array) do keys[#keys + 1] = others[i] end
+  return keys, (len - array) + (#others - (#keys - array)), more
+end
+
+local function generic(v, depth, seen, world, budget)
   if type(v) ~= "table" then return scalar(v, world) end
   if seen[v] then return "<cycle>" end
   if depth > 2 then return "{...}" end
   seen[v] = true
-  local keys = {}
-  for k in pairs(v) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    local ta, tb = type(a), type(b)
-    if ta ~= tb then return ta < tb end
-    if ta == "number" or ta == "string" then return a < b end
-    return tostring(a) < tostring(b)
-  end)
-  local parts, n = {}, 0
-  for _, k in ipairs(keys) do
-    n = n + 1
-    if n > 30 then parts[#parts + 1] = "..."; break end
-    local key = (type(k) == "string" and k:match("^[%a_][%w_]*$")) and k or ("[" .. scalar(k, world) .. "]")
+  local keys, left, more = keys_to_show(v, budget)
+  local parts = {}
+  for n, k in ipairs(keys) do
+    if budget.bytes <= 0 then
+      left, more = left + #keys - n + 1, true
+      break
+    end
+    local name = type(k) == "string" and #k <= STRING_SHOW_MAX and k:match("^[%a_][%w_]*$")
+    local key = name and k or ("[" .. scalar(k, world) .. "]")
     if math_type(k) == "integer" and k == n then key = nil end
-    parts[#parts + 1] = (key and (key .. " = ") or "") .. generic(v[k], depth + 1, seen, world)
+    local part = (key and (key .. " = ") or "") .. generic(v[k], depth + 1, seen, world, budget)
+    budget.bytes = budget.bytes - #part - 2
+    parts[#parts + 1] = part
   end
+  if left > 0 then parts[#parts + 1] = string.format("... %s%d more", more and "at least " or "", left)
+  elseif more then parts[#parts + 1] = "..." end
   seen[v] = nil
   return "{" .. table.concat(parts, ", ") .. "}"
 end
@@ -243,10 +307,10 @@ local function field_kind(ftype)
   return nil
 end
 
-local function fields_line(world, name, value)
+local function fields_line(world, name, value, budget)
   local info = world:component_info(name)
   if not info or info.kind == "tag" then return name end
-  if info.kind == "lua" then return name .. " = " .. generic(value, 0, {}, world) end
+  if info.kind == "lua" then return name .. " = " .. generic(value, 0, {}, world, budget) end
   local parts = {}
   for _, f in ipairs(info.fields) do
     parts[#parts + 1] = f.name .. " = " .. field_text(value[f.name], field_kind(f.type), world)
@@ -259,8 +323,9 @@ local function inspect_text(world, id)
   local names = world:components(id)
   table.sort(names)
   local lines = {string.format("entity %s (alive, %d components)", handle_text(id), #names)}
+  local budget = show_budget()
   for _, name in ipairs(names) do
-    lines[#lines + 1] = "  " .. fields_line(world, name, world:get(id, name))
+    lines[#lines + 1] = "  " .. fields_line(world, name, world:get(id, name), budget)
   end
   return table.concat(lines, "\n")
 end
@@ -376,7 +441,7 @@ local function format_text(query, world, limit)
       cols[#cols + 1] = {name}
     end
   end
-  local rows, total = {}, query:count()
+  local rows, total, budget = {}, query:count(), show_budget()
   -- q:entities visits no values: a view loop under LuaJIT would stamp every row it visits
   for _, e in ipairs(query:entities(limit)) do
     if not world:is_alive(e) then error(wrong_world, 0) end
@@ -384,7 +449,7 @@ local function format_text(query, world, limit)
     for _, c in ipairs(cols) do
       local v = world:get(e, c[1])
       if c[2] then v = v and v[c[2]] end
-      row[#row + 1] = v == nil and "-" or (c[2] and field_text(v, c[3], world) or generic(v, 0, {}, world))
+      row[#row + 1] = v == nil and "-" or (c[2] and field_text(v, c[3], world) or generic(v, 0, {}, world, budget))
     end
     rows[#rows + 1] = row
   end
@@ -467,8 +532,9 @@ local function pretty_text(v, world)
     local ok, text = pcall(World.schema, world, v.name)
     if ok then return text end
   end
-  if type(v) == "table" and #v > 0 and not systems_problem(v) then return systems_text(v) end
-  return generic(v, 0, {}, world)
+  -- (a list past a schedule's size is not one: systems_problem would walk all of it)
+  if type(v) == "table" and #v > 0 and rawlen(v) <= 1024 and not systems_problem(v) then return systems_text(v) end
+  return generic(v, 0, {}, world, show_budget())
 end
 
 --- kiln.pretty(value [, world]) -> how the REPL shows a value.
@@ -483,4 +549,5 @@ end
 
 -- Helpers the layer's later files (repl.lua) share instead of repeating.
 layer.typename, layer.bounded, layer.bad_argument, layer.QUOTE_MAX = typename, bounded, bad_argument, QUOTE_MAX
+layer.cut_text = cut_text
 layer.math_type, layer.tointeger = math_type, tointeger -- the same under Lua 5.4 and LuaJIT

@@ -308,4 +308,17 @@ function H.every_stop(fn, check, limit)
     assert(n > 3, "the hook stopped nothing")
 end
 
+-- H.instructions(fn) -> the VM instructions fn() ran (counted by a hook in hundreds: the
+-- work, never the time) and fn's first result.
+function H.instructions(fn)
+    local jit_was = H.luajit and jit.status()
+    if H.luajit then jit.off() end -- compiled code calls no hooks
+    local count = 0
+    debug.sethook(function() count = count + 1 end, "", 100)
+    local result = fn()
+    debug.sethook()
+    if H.luajit and jit_was then jit.on() end
+    return count * 100, result
+end
+
 return H

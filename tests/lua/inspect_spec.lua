@@ -202,6 +202,66 @@ describe("the Lua layer's errors", function()
     end)
 end)
 
+describe("showing a value costs what is shown", function()
+    it("shows the start of a long string, its length and that it was cut", function()
+        local long = string.rep("ab", 500000)
+        local cut = '"' .. string.rep("ab", 128) .. '"... (1000000 bytes, cut)'
+        local shown = {kiln.pretty(long), kiln.pretty({long}), kiln.pretty({[long] = 1})} -- (a name as key too)
+        for _, text in ipairs(shown) do assert.is_true(#text < 300, #text) end
+        assert.are.same({cut, "{" .. cut .. "}", "{[" .. cut .. "] = 1}"}, shown)
+        -- cut before a UTF-8 character: byte 257 continues one, so 255 bytes show
+        assert.are.equal('"a' .. string.rep("\195\169", 127) .. '"... (401 bytes, cut)',
+                         kiln.pretty("a" .. string.rep("\195\169", 200)))
+        assert.are.equal('"' .. string.rep("x", 256) .. '"', kiln.pretty(string.rep("x", 256)))
+        -- a Lua component a tampered save brought: the entity shows, not the whole string
+        local w = H.world()
+        w:component("Note", "lua")
+        local e = w:spawn{Note = {text = long}}
+        assert.is_true(#w:inspect(e) < 400, #w:inspect(e))
+        assert.are.equal("entity " .. H.entity_str(e) .. " (alive, 1 components)\n  Note = {text = " .. cut .. "}",
+                         w:inspect(e))
+    end)
+
+    it("makes a bounded text whatever the value holds", function()
+        local t = {}
+        for i = 1, 30 do
+            t[i] = {}
+            for j = 1, 30 do t[i][j] = string.rep("x", 300) end
+        end
+        local text = kiln.pretty(t) -- 900 strings of 256 shown bytes: 270 KB, were it all shown
+        assert.is_true(#text < 70000, #text)
+        assert.truthy(text:find("more}$"), text:sub(-40))
+    end)
+
+    it("shows a table's sequence first, then its other keys in order, and counts what it left out", function()
+        local seq = {}
+        for i = 1, 100 do seq[i] = i end
+        assert.are.equal("{" .. table.concat(seq, ", ", 1, 30) .. ", ... 70 more}", kiln.pretty(seq))
+        assert.are.equal('{10, 20, 30, [true] = 1, [0] = 5, name = "x"}', -- by type name, then value
+                         kiln.pretty({10, 20, 30, name = "x", [0] = 5, [true] = 1}))
+        local named, want = {}, {}
+        for i = 1, 100 do named[string.format("k%03d", i)] = i end
+        for i = 1, 30 do want[i] = string.format("k%03d = %d", i, i) end
+        assert.are.equal("{" .. table.concat(want, ", ") .. ", ... 70 more}", kiln.pretty(named))
+    end)
+
+    it("looks at a bounded number of keys however big the table", function()
+        local big = {}
+        for i = 1, 100000 do big[i] = i end
+        for i = 1, 100000 do big["k" .. i] = i end
+        -- every key collected and sorted: 22 million instructions before
+        local spent, text = H.instructions(function() return kiln.pretty(big) end)
+        assert.is_true(spent < 500000, spent)
+        assert.truthy(text:find(", 30, %.%.%. at least 99970 more}$"), text:sub(-60))
+        local w = H.world()
+        for _ = 1, 20000 do w:spawn{Frozen = true} end
+        local list = w:entities()
+        spent, text = H.instructions(function() return kiln.pretty(list, w) end)
+        assert.is_true(spent < 500000, spent)
+        assert.truthy(text:find("%.%.%. at least 19970 more}$"), text:sub(-60))
+    end)
+end)
+
 describe("query:format", function()
     it("lays out rows with handles and fields, capped with a more line", function()
         local w = H.world()

@@ -1,7 +1,7 @@
 /* test_console_backpressure.c: what one console client can make the game spend: a client
  * that reads its answers slowly costs a poll the bytes it sends, not its whole queue, a
  * statement cannot grow Lua's memory without bound in the few instructions its budget counts,
- * and connections without the token cannot hold the places the token's holder needs, nor
+ * showing a long string answers its start, and connections without the token cannot hold the places the token's holder needs, nor
  * push out a client whose token came. */
 #include <errno.h>
 #include <stdlib.h>
@@ -88,12 +88,12 @@ START_TEST(a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends) {
     lua_State *L = NULL;
     kiln_console *c = open_console(&L);
     int fd = connect_small(kiln_console_port(c));
-    send_text(fd, "token " TOKEN "\nx = string.rep('a', 15 * 2^20)\nx\n");
+    send_text(fd, "token " TOKEN "\nx = string.rep('a', 15 * 2^20)\nprint(x)\n"); /* (shown, x is cut) */
     char head[64];
     ck_assert_int_eq(take(c, fd, head, 10), 10);
     ck_assert(memcmp(head, "ok 0\nok 0\n", 10) == 0);
-    ck_assert_int_eq(take(c, fd, head, 12), 12); /* "ok 15728642\n" */
-    ck_assert(memcmp(head, "ok 15728642\n", 12) == 0);
+    ck_assert_int_eq(take(c, fd, head, 12), 12); /* "ok 15728640\n" */
+    ck_assert(memcmp(head, "ok 15728640\n", 12) == 0);
     char chunk[4096];
     double spent = 0;
     size_t drained = 0;
@@ -160,6 +160,30 @@ START_TEST(a_statement_cannot_double_a_string_past_the_console_memory_limit) {
      * seen once in a LuaJIT run); four leave 8 */
     for (int i = 0; i < 4; i++) lua_gc(L, LUA_GCCOLLECT, 0);
     ck_assert_int_lt(lua_gc(L, LUA_GCCOUNT, 0), 64 << 10); /* KiB: the GiB string never was */
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* Showing a value costs what is shown: a string of 17 MiB (a Lua component a tampered save
+ * brought, say) was written whole into its answer, past the 16 MiB a client may have waiting,
+ * and the client was dropped. It shows its start and its length, and the client stays. */
+START_TEST(showing_a_long_string_answers_its_start_and_keeps_the_client) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    ck_assert_int_eq(luaL_dostring(L, "long = ('x'):rep(17 * 2^20)"), LUA_OK);
+    kiln_console *c = open_console(&L);
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token " TOKEN "\nlong\nreturn 5\n");
+    char out[1024];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_msg(strncmp(out, "ok:\"xxx", 7) == 0 && strstr(out, "xxx\"... (17825792 bytes, cut)"), "%s", out);
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:5");
     close(fd);
     kiln_console_close(c);
     lua_close(L);
@@ -326,6 +350,7 @@ int main(void) {
     tcase_add_test(tc, a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends);
     tcase_add_test(tc, a_statement_cannot_double_a_string_past_the_console_memory_limit);
     tcase_add_test(tc, statement_bytes_sets_the_limit);
+    tcase_add_test(tc, showing_a_long_string_answers_its_start_and_keeps_the_client);
     tcase_add_test(tc, a_statement_s_garbage_does_not_count_against_the_limit);
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
