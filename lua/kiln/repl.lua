@@ -368,7 +368,13 @@ function Session:command(line)
   if not cmd then return "error", "unknown command (try :help)" end
   if cmd == "help" then return "ok", self.remote and HELP_REMOTE or HELP_LOCAL end
   if cmd == "quit" or cmd == "q" or cmd == "exit" then return "quit", "" end
-  if cmd == "complete" then return "ok", table.concat(self:complete(rest), "\n") end
+  if cmd == "complete" then
+    -- a Tab over a value whose __pairs or __index raises answers an error, never raises: a
+    -- raise would make the driver drop the statement being typed over several lines
+    local ok, list = pcall(self.complete, self, rest)
+    if not ok then return "error", "completion failed: " .. bounded(tostring(list)) end
+    return "ok", table.concat(list, "\n")
+  end
   if cmd == "poll" then
     -- what a console client shows while its prompt waits: new failures, then the watches.
     -- The failures are marked seen last, in C as the tail call: a poll stopped before (a
@@ -462,18 +468,46 @@ local KEYWORDS = {"and", "break", "do", "else", "elseif", "end", "false", "for",
 -- only __pairs iterates, which LuaJIT's pairs does not call.
 local CLASS_METHODS = {["kiln.World"] = World, ["kiln.Query"] = Query}
 
-local function keys_of(v, out, seen)
-  seen = seen or {}
-  if seen[v] then return end
-  seen[v] = true
-  if type(v) == "table" then
-    for k in pairs(v) do if type(k) == "string" then out[k] = true end end
+-- What one completion may look at and answer: a Tab over a table of millions of keys (or an
+-- endless __pairs) costs COMPLETE_VISIT_MAX keys, not the table, and offers at most
+-- COMPLETE_MAX names (the least, sorted, of those it saw).
+local COMPLETE_VISIT_MAX = 10000 -- keys and __index tables looked at, in all
+local COMPLETE_MAX = 200
+
+-- Adds the string keys of table t to out, taking each from budget.left, until pairs ends or
+-- raises (a hostile __pairs: the keys it gave before count) or the budget is spent.
+local function pairs_keys(t, out, budget)
+  for k in pairs(t) do
+    if budget.left <= 0 then break end
+    budget.left = budget.left - 1
+    if type(k) == "string" then out[k] = true end
   end
+end
+
+-- Adds to out the string keys of v and of its __index tables, taking what it looks at from
+-- budget.left (a table counts as one); stops, leaving the rest unseen, when that is spent.
+local function keys_of(v, out, seen, budget)
+  if seen[v] or budget.left <= 0 then return end
+  seen[v] = true
+  budget.left = budget.left - 1
+  if type(v) == "table" then pcall(pairs_keys, v, out, budget) end
   local mt = getmetatable(v)
   if type(mt) == "table" then
     local idx = CLASS_METHODS[rawget(mt, "__name")] or rawget(mt, "__index")
-    if type(idx) == "table" then keys_of(idx, out, seen) end
+    if type(idx) == "table" then keys_of(idx, out, seen, budget) end
   end
+end
+
+-- The keys of keys (a set) that start with partial, each as prefix .. key, sorted, at most
+-- COMPLETE_MAX of them; after a dot or colon (prefix not empty) no metamethod names.
+local function candidates(keys, partial, prefix)
+  local out = {}
+  for k in pairs(keys) do
+    if k:sub(1, #partial) == partial and (prefix == "" or not k:match("^__")) then out[#out + 1] = prefix .. k end
+  end
+  table.sort(out)
+  for i = #out, COMPLETE_MAX + 1, -1 do out[i] = nil end
+  return out
 end
 
 -- Reads line as Lua far enough to say where its end is: the brackets still open (each
@@ -505,6 +539,7 @@ local function matching(names, partial)
     if name:sub(1, #partial) == partial then out[#out + 1] = name end
   end
   table.sort(out)
+  for i = #out, COMPLETE_MAX + 1, -1 do out[i] = nil end
   return out
 end
 
@@ -559,7 +594,6 @@ function Session:complete(line)
     local out = table_key_candidates(w, line, open)
     if out then return out end
   end
-  local out = {}
   -- a.b.c / a:b
   local path, sep, last = line:match("([%w_%.:]-)([%.:])([%w_]*)$")
   if path and path ~= "" then
@@ -570,23 +604,14 @@ function Session:complete(line)
       v = ok and nv or nil
       if v == nil then break end
     end
-    if v ~= nil then
-      local keys = {}
-      keys_of(v, keys)
-      for k in pairs(keys) do
-        if k:sub(1, #last) == last and not k:match("^__") then out[#out + 1] = path .. sep .. k end
-      end
-      table.sort(out)
-    end
-    return out
+    if v == nil then return {} end
+    local keys = {}
+    keys_of(v, keys, {}, {left = COMPLETE_VISIT_MAX})
+    return candidates(keys, last, path .. sep)
   end
   local word = line:match("([%w_]*)$") or ""
   local keys = {}
-  keys_of(self.env, keys)
+  keys_of(self.env, keys, {}, {left = COMPLETE_VISIT_MAX})
   for _, k in ipairs(KEYWORDS) do keys[k] = true end
-  for k in pairs(keys) do
-    if k:sub(1, #word) == word then out[#out + 1] = k end
-  end
-  table.sort(out)
-  return out
+  return candidates(keys, word, "")
 end

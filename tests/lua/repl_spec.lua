@@ -325,6 +325,39 @@ describe("completion", function()
         assert.are.same({"Health", "Heat"}, s:complete("world:get(e, 'He"))
         assert.are.same({"world:spawn"}, s:complete("world:spaw"))
     end)
+
+    it("walks a bounded part of a big table and offers at most 200 names, in order", function()
+        local big = {}
+        for i = 1, 200000 do big[string.format("k%06d", i)] = i end
+        s.env.big = big
+        -- every key walked, every match sorted and offered: 4 million instructions before
+        local spent, got = H.instructions(function() return s:complete("big.k") end)
+        assert.is_true(spent < 1000000, spent)
+        assert.are.equal(200, #got)
+        for i = 2, #got do assert.is_true(got[i - 1] < got[i] and got[i]:find("^big%.k%d+$") ~= nil, got[i]) end
+        if H.luajit then return end -- (LuaJIT's pairs calls no __pairs)
+        local visited = 0
+        s.env.wide = setmetatable({}, {__pairs = function()
+            return function()
+                if visited == 2000000 then return nil end
+                visited = visited + 1
+                return "k" .. visited, true
+            end
+        end})
+        assert.are.equal(200, #s:complete("wide.k"))
+        assert.is_true(visited <= 10000, visited)
+    end)
+
+    it("answers no names for a value whose __pairs or __index raises, and keeps the statement", function()
+        -- completion raised, and a console or the kiln command dropped the statement being typed
+        s.env.a = setmetatable({}, {__pairs = function() error("pairs!") end})
+        s.env.b = setmetatable({}, {__index = function() error("index!") end})
+        assert.are.equal("more", s:feed("for i = 1, 2 do"))
+        assert.are.same({"ok", ""}, {s:feed(":complete a.")})
+        assert.are.same({"ok", ""}, {s:feed(":complete b.x.")})
+        assert.are.same({}, s:complete("a.k"))
+        assert.are.same({"ok", "1\n2"}, {s:feed("print(i) end")})
+    end)
 end)
 
 describe("a session stopped part way through", function()
