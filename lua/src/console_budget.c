@@ -416,6 +416,13 @@ static void push_growth_message(lua_State *L, const klua_budget *b) {
     lua_pushfstring(L, "console: the statement grew Lua's memory past its limit (%s)", bytes);
 }
 
+/* A request a console client makes between the lines of a statement (session:feed hands it
+ * to the command handler whatever the statement holds): a Tab or a watch stopped by the
+ * budget answers an error and leaves the statement being typed as it is. */
+static bool driver_request(const char *line, size_t n) {
+    return (n == 5 && memcmp(line, ":poll", 5) == 0) || (n >= 10 && memcmp(line, ":complete ", 10) == 0);
+}
+
 int klua_budget_feed(lua_State *L) {
     lua_settop(L, ARG_BUDGET);
     klua_budget *b = lua_touserdata(L, ARG_BUDGET);
@@ -445,8 +452,8 @@ int klua_budget_feed(lua_State *L) {
         return 2;
     }
     /* the statement was stopped where it stood: put back the print the session had captured,
-     * and drop what was typed of a statement over several lines (under a fresh budget: the
-     * session's own code may have been changed by the statement) */
+     * and (unless it was the driver's request) drop what was typed of a statement over several
+     * lines (under a fresh budget: the session's own code may have been changed by the statement) */
     /* (LuaJIT: a memory error raised again outside the session's own pcall is a runtime
      * error with the same message, lua_error keeping no memory status) */
     bool grew_past = b->grew_past && (status == LUA_ERRMEM || (KLUA_LUAJIT && status == LUA_ERRRUN &&
@@ -463,8 +470,10 @@ int klua_budget_feed(lua_State *L) {
     lua_pushvalue(L, SLOT_PRINT);
     lua_rawset(L, -3);
     lua_pop(L, 1);
-    if (run_armed(L, b, ":reset", 6) == LUA_OK) lua_pop(L, 2);
-    else lua_pop(L, 1);
+    if (!driver_request(line, n)) {
+        if (run_armed(L, b, ":reset", 6) == LUA_OK) lua_pop(L, 2);
+        else lua_pop(L, 1);
+    }
     lua_pushliteral(L, "error");
     lua_pushvalue(L, message);
     return 2;

@@ -203,6 +203,22 @@ START_TEST(stepping_is_refused_remotely_and_completion_works) {
 }
 END_TEST
 
+/* A Tab or a watch poll comes between the lines of a statement: one the budget stops (an
+ * __index that never returns) answers an error and leaves what was typed, which the next line
+ * ends; it used to drop it, and that line was a syntax error. */
+START_TEST(a_tab_or_a_watch_stopped_by_the_budget_keeps_the_statement_being_typed) {
+    game *g = start_game(100000);
+    int fd = connect_client(g);
+    send_text(fd, "slow = setmetatable({}, {__index = function() while true do end end})\n"
+                  ":watch slow.x\nfor i = 1, 2 do\n:complete slow.x.\n:poll\nprint(i) end\n");
+    char *a = answers(g, fd, 6);
+    const char *tail = strstr(a, "more:|error:");
+    ck_assert_msg(tail && strstr(tail + 6, "|error:") && strcmp(a + strlen(a) - 8, "|ok:1\n2|") == 0, "%s", a);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 START_TEST(help_over_the_console_lists_only_what_works_there) {
     game *g = start_game(0);
     int fd = connect_client(g);
@@ -755,6 +771,7 @@ static Suite *console_suite(void) {
     tcase_add_test(tc, a_line_past_the_longest_that_ends_in_the_same_read_drops_its_client_too);
     tcase_add_test(tc, a_dropped_client_leaves_the_game_and_other_clients_running);
     tcase_add_test(tc, stepping_is_refused_remotely_and_completion_works);
+    tcase_add_test(tc, a_tab_or_a_watch_stopped_by_the_budget_keeps_the_statement_being_typed);
     tcase_add_test(tc, the_kiln_command_attaches_to_the_console);
     tcase_add_test(tc, the_kiln_command_signs_in_from_the_token_file_or_with_token);
     tcase_add_test(tc, help_over_the_console_lists_only_what_works_there);
