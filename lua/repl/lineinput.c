@@ -75,18 +75,12 @@ static bool fill_pending(void) {
 static bool show_watches(void) {
     kcmd_answer a;
     if (!kcmd_session_ask(session, ":poll", &a)) return false;
-    if (strcmp(a.status, "ok") == 0 && a.text[0]) {
-        if (tty) {
-            /* below the prompt and what is typed, which then show again */
-            printf("\r\n");
-            kcmd_put_text(stdout, a.text, true);
-            printf("\n");
-            fflush(stdout);
-            rl_forced_update_display();
-        } else {
-            printf("%s\n", a.text);
-            fflush(stdout);
-        }
+    if (strcmp(a.status, "ok") == 0 && a.len > 0) {
+        if (tty) printf("\r\n"); /* below the prompt and what is typed, which then show again */
+        kcmd_put_text(stdout, a.text, a.len, tty);
+        printf("\n");
+        fflush(stdout);
+        if (tty) rl_forced_update_display();
     }
     free(a.text);
     return true;
@@ -181,6 +175,14 @@ static char *next_candidate(const char *text, int state) {
     return NULL;
 }
 
+/* A candidate goes on the line as typed: none with a byte the terminal would obey or that
+ * kcmd_put_text would show as an escape (C0 and C1 controls, DEL, NUL) or a tab. */
+static bool plain_candidate(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\t' || kcmd_control_length(s + i, n - i) > 0) return false;
+    return true;
+}
+
 /* Asks the session (local or over the console) for ":complete <line up to the cursor>". */
 static char **complete(const char *text, int start, int end) {
     (void)start;
@@ -190,14 +192,12 @@ static char **complete(const char *text, int start, int end) {
     if (!request) return NULL;
     snprintf(request, n, ":complete %.*s", end, rl_line_buffer);
     kcmd_answer a;
-    if (kcmd_session_ask(session, request, &a)) {
-        for (char *line = a.text, *nl; strcmp(a.status, "ok") == 0 && *line; line = nl + 1) {
-            nl = strchr(line, '\n');
-            if (!nl) nl = line + strlen(line);
-            bool plain = true; /* a candidate goes on the line as typed: no control bytes */
-            for (const char *c = line; c < nl; c++) plain &= (unsigned char)*c >= 0x20 && *c != 0x7f;
-            if (nl > line && plain) add_candidate(line, (size_t)(nl - line));
-            if (!*nl) break;
+    if (kcmd_session_ask(session, request, &a) && a.text) {
+        const char *stop = a.text + a.len;
+        for (const char *line = a.text, *nl; strcmp(a.status, "ok") == 0 && line < stop; line = nl + 1) {
+            nl = memchr(line, '\n', (size_t)(stop - line));
+            if (!nl) nl = stop;
+            if (nl > line && plain_candidate(line, (size_t)(nl - line))) add_candidate(line, (size_t)(nl - line));
         }
         free(a.text);
     }

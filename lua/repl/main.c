@@ -96,14 +96,14 @@ static int repl(kcmd_session *session, const char *world_line) {
             rc = 1;
             break;
         }
-        if (a.text[0] && strcmp(a.status, "run") != 0) {
-            kcmd_put_text(stdout, a.text, isatty(STDOUT_FILENO)); /* a mod's or a game's text */
+        if (a.len > 0 && strcmp(a.status, "run") != 0) {
+            kcmd_put_text(stdout, a.text, a.len, isatty(STDOUT_FILENO)); /* a mod's or a game's text */
             printf("\n");
         }
         fflush(stdout);
         more = strcmp(a.status, "more") == 0;
         bool quit = strcmp(a.status, "quit") == 0;
-        if (strcmp(a.status, "run") == 0 && !remote) run_frames(session->L, atof(a.text));
+        if (strcmp(a.status, "run") == 0 && !remote) run_frames(session->L, a.text ? atof(a.text) : 0);
         free(a.text);
         if (quit) break;
     }

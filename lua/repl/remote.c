@@ -64,8 +64,9 @@ static ssize_t recv_or_interrupt(int fd, void *buf, size_t n) {
     }
 }
 
-/* Reads one answer frame "<status> <len>\n<text>"; status and text are malloc'd. */
-static bool read_frame(int fd, char **status, char **text) {
+/* Reads one answer frame "<status> <len>\n<text>"; status and text are malloc'd, text
+ * NUL-terminated after its *text_len bytes (which may hold NUL bytes). */
+static bool read_frame(int fd, char **status, char **text, size_t *text_len) {
     char head[64];
     size_t h = 0;
     while (h < sizeof head - 1) {
@@ -94,17 +95,19 @@ static bool read_frame(int fd, char **status, char **text) {
         return false;
     }
     *text = body;
+    *text_len = len;
     return true;
 }
 
-bool kcmd_remote_ask(int fd, const char *line, char **status, char **text) {
-    return send_all(fd, line, strlen(line)) && send_all(fd, "\n", 1) && read_frame(fd, status, text);
+bool kcmd_remote_ask(int fd, const char *line, char **status, char **text, size_t *text_len) {
+    return send_all(fd, line, strlen(line)) && send_all(fd, "\n", 1) && read_frame(fd, status, text, text_len);
 }
 
 bool kcmd_remote_login(int fd, const char *token, char **why) {
     char *status = NULL, *text = NULL;
+    size_t len;
     bool sent = send_all(fd, "token ", 6) && send_all(fd, token, strlen(token)) && send_all(fd, "\n", 1);
-    if (!sent || !read_frame(fd, &status, &text)) {
+    if (!sent || !read_frame(fd, &status, &text, &len)) {
         *why = strdup("the console closed the connection");
         return false;
     }

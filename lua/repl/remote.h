@@ -20,8 +20,9 @@ bool kcmd_remote_login(int fd, const char *token, char **why);
 char *kcmd_remote_token(const char *spec, const char *given, char *why, size_t size);
 
 /* Sends line and a newline to the console on fd, then reads its answer frame
- * "<status> <len>\n<text>" into *status and *text (both malloc'd). False when the
- * connection is gone or the frame is malformed; nothing is allocated then. */
-bool kcmd_remote_ask(int fd, const char *line, char **status, char **text);
+ * "<status> <len>\n<text>" into *status and *text (both malloc'd; text NUL-terminated after
+ * its *text_len bytes, which may hold NUL bytes). False when the connection is gone or the
+ * frame is malformed; nothing is allocated then. */
+bool kcmd_remote_ask(int fd, const char *line, char **status, char **text, size_t *text_len);
 
 #endif

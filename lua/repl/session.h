@@ -17,12 +17,16 @@ typedef struct kcmd_session {
 /* The answer to one line: status ("ok", "more", "run", ...) and the text the session gave. */
 typedef struct kcmd_answer {
     char status[32];
-    char *text; /* malloc'd, the caller frees it; for "run" the frame rate */
+    char *text; /* malloc'd, the caller frees it; for "run" the frame rate; NUL-terminated,
+                 * and may hold NUL bytes of its own (what a statement printed) */
+    size_t len; /* the bytes of text */
 } kcmd_answer;
 
 /* Sends line to the session and fills out; false when the console connection is gone (out
  * then holds nothing to free). A local Lua error becomes status "error" and resets the
- * statement being continued. Ctrl-C stops local code. */
+ * statement being continued, unless line is a request of the driver's own (":complete ...",
+ * ":poll"), which comes between the lines of a statement and leaves it as it is. Ctrl-C
+ * stops local code. */
 bool kcmd_session_ask(kcmd_session *session, const char *line, kcmd_answer *out);
 
 /* Drops a statement being continued (after Ctrl-C at a ">>" prompt). */

@@ -4,49 +4,52 @@
 
 #include <string.h>
 
-/* The length of a colour sequence at s (ESC [ then digits and semicolons, then m), or 0. */
-static size_t colour_length(const unsigned char *s) {
-    if (s[0] != 0x1b || s[1] != '[') return 0;
-    size_t i = 2;
-    while (i < 2 + 32 && ((s[i] >= '0' && s[i] <= '9') || s[i] == ';')) i++;
-    return s[i] == 'm' ? i + 1 : 0;
+size_t kcmd_control_length(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    if (n == 0) return 0;
+    if ((s[0] < 0x20 && s[0] != '\n' && s[0] != '\t') || s[0] == 0x7f) return 1;
+    if (s[0] == 0xc2 && n >= 2 && s[1] >= 0x80 && s[1] <= 0x9f) return 2;
+    return 0;
 }
 
-static void put_escape(FILE *out, unsigned char c, unsigned char next) {
-    if (next >= '0' && next <= '9') fprintf(out, "\\%03u", (unsigned)c);
+/* The length of a colour sequence at s (ESC [ then digits and semicolons, then m), or 0. */
+static size_t colour_length(const unsigned char *s, size_t n) {
+    if (n < 3 || s[0] != 0x1b || s[1] != '[') return 0;
+    size_t i = 2;
+    while (i < n && i < 2 + 32 && ((s[i] >= '0' && s[i] <= '9') || s[i] == ';')) i++;
+    return i < n && s[i] == 'm' ? i + 1 : 0;
+}
+
+/* Byte c as a Lua escape; three digits when the byte after it (next, n after: 0 for none)
+ * is a digit, so the escape reads back as c alone. */
+static void put_escape(FILE *out, unsigned char c, const unsigned char *next, size_t n) {
+    if (n > 0 && next[0] >= '0' && next[0] <= '9') fprintf(out, "\\%03u", (unsigned)c);
     else fprintf(out, "\\%u", (unsigned)c);
 }
 
-void kcmd_put_text(FILE *out, const char *text, bool tty) {
+void kcmd_put_text(FILE *out, const char *text, size_t len, bool tty) {
     if (!tty) {
-        fputs(text, out);
+        fwrite(text, 1, len, out);
         return;
     }
     const unsigned char *s = (const unsigned char *)text;
-    size_t run = 0; /* bytes at s that pass as they are */
-    for (;;) {
-        unsigned char c = s[run];
-        bool control = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
-        bool c1 = c == 0xc2 && s[run + 1] >= 0x80 && s[run + 1] <= 0x9f;
-        if (c != 0 && !control && !c1) {
-            run++;
+    size_t i = 0, run = 0; /* s[run..i) passes as it is */
+    while (i < len) {
+        size_t control = kcmd_control_length(text + i, len - i);
+        if (!control) {
+            i++;
             continue;
         }
-        fwrite(s, 1, run, out);
-        s += run;
-        run = 0;
-        if (c == 0) return;
-        size_t colour = colour_length(s);
+        fwrite(s + run, 1, i - run, out);
+        size_t colour = colour_length(s + i, len - i);
         if (colour) {
-            fwrite(s, 1, colour, out);
-            s += colour;
-        } else if (c1) {
-            fprintf(out, "\\194");
-            put_escape(out, s[1], s[2]);
-            s += 2;
+            fwrite(s + i, 1, colour, out);
+            i += colour;
         } else {
-            put_escape(out, c, s[1]);
-            s++;
+            for (size_t k = i; k < i + control; k++) put_escape(out, s[k], s + k + 1, len - k - 1);
+            i += control;
         }
+        run = i;
     }
+    fwrite(s + run, 1, len - run, out);
 }

@@ -55,6 +55,8 @@ static pid_t spawn_kiln(const char *const *args, int *to, int *from) {
 
 /* Runs kiln with args, going through steps on its stdin; returns stdout+stderr (static
  * buffer). */
+static size_t run_length; /* the bytes run_steps returned last (they may hold NUL bytes) */
+
 static const char *run_steps(const step *steps, int count, const char *const *args, int *exit_code) {
     static char out[1 << 16];
     int in[2], o[2];
@@ -72,6 +74,7 @@ static const char *run_steps(const step *steps, int count, const char *const *ar
     ssize_t r;
     while ((r = read(o[0], out + have, sizeof out - have - 1)) > 0) have += (size_t)r;
     out[have] = '\0';
+    run_length = have;
     close(o[0]);
     int status;
     waitpid(pid, &status, 0);
@@ -95,6 +98,15 @@ static const char *repl(const char *input) {
 
 START_TEST(expressions_print_their_value_and_statements_print_nothing) {
     ck_assert_str_eq(repl("x = 40 + 2\nx\n'a' .. 'b'\n{1, 2, k = 'v'}\n"), "42\n\"ab\"\n{1, 2, k = \"v\"}\n");
+}
+END_TEST
+
+/* Piped, what a statement prints goes out byte for byte: past a NUL byte too (everything after
+ * one was lost, the values printed after it as well). */
+START_TEST(printed_nul_bytes_and_what_follows_them_go_out_piped) {
+    const char *out = repl("print('before\\0after', 42)\n");
+    static const char want[] = "before\0after\t42\n";
+    ck_assert_msg(run_length == sizeof want - 1 && memcmp(out, want, run_length) == 0, "%zu bytes: %s", run_length, out);
 }
 END_TEST
 
@@ -361,6 +373,30 @@ END_TEST
 /* What a statement prints (or a mod's log, or a console's answer) may hold escape sequences:
  * in a terminal they show as escapes instead of retitling the window, moving the cursor or
  * writing the clipboard; colours pass. */
+/* Completion offers no name that would put a control character on the line: neither a C0
+ * control nor a C1 one (UTF-8 0xC2 0x80-0x9F), which a terminal obeys too. */
+START_TEST(completion_offers_no_name_holding_a_control_character) {
+    int master;
+    pid_t pid = spawn_pty(&master);
+    char seen[1 << 14] = "";
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    type_text(master, "t = {['ok_\\194\\133x'] = 1, ['ok_\\27x'] = 2, ok_plain = 3}\n");
+    ck_assert(expect(master, "> ", seen, sizeof seen));
+    seen[0] = '\0';
+    type_text(master, "t.ok_\t");
+    ck_assert_msg(expect(master, "t.ok_plain", seen, sizeof seen), "not completed to the one plain name: %s", seen);
+    type_text(master, "\n");
+    ck_assert_msg(expect(master, "3\r\n", seen, sizeof seen), "%s", seen);
+    seen[0] = '\0';
+    type_text(master, "print('a\\0b')\n"); /* and a NUL byte shows as an escape, with what follows */
+    ck_assert_msg(expect(master, "a\\0b\r\n", seen, sizeof seen), "%s", seen);
+    type_text(master, ":quit\n");
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+}
+END_TEST
+
 START_TEST(printed_control_characters_show_in_a_terminal_and_colours_pass) {
     int master;
     pid_t pid = spawn_pty(&master);
@@ -600,6 +636,7 @@ static Suite *repl_suite(void) {
     tcase_set_timeout(pipe_case, 30);
     tcase_add_test(pipe_case, expressions_print_their_value_and_statements_print_nothing);
     tcase_add_test(pipe_case, an_entity_prints_with_its_components);
+    tcase_add_test(pipe_case, printed_nul_bytes_and_what_follows_them_go_out_piped);
     tcase_add_test(pipe_case, a_query_prints_as_a_table_capped_with_a_more_line);
     tcase_add_test(pipe_case, a_component_prints_its_schema_and_systems_print_as_a_table);
     tcase_add_test(pipe_case, errors_print_a_message_and_traceback_and_the_repl_goes_on);
@@ -619,6 +656,7 @@ static Suite *repl_suite(void) {
     tcase_set_timeout(tty_case, 30);
     tcase_add_test(tty_case, tab_completes_methods_and_component_names_in_a_terminal);
     tcase_add_test(tty_case, printed_control_characters_show_in_a_terminal_and_colours_pass);
+    tcase_add_test(tty_case, completion_offers_no_name_holding_a_control_character);
     tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
     tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
