@@ -282,8 +282,8 @@ local function generic(v, depth, seen, world, budget)
   local keys, left, more = keys_to_show(v, budget)
   local parts = {}
   for n, k in ipairs(keys) do
-    if budget.bytes <= 0 then
-      left, more = left + #keys - n + 1, true
+    if budget.bytes <= 0 then -- the value's text is long enough: the rest is counted
+      left = left + #keys - n + 1
       break
     end
     local name = type(k) == "string" and #k <= STRING_SHOW_MAX and k:match("^[%a_][%w_]*$")
