@@ -62,8 +62,8 @@ static int w_prefab_json(lua_State *L) {
     const char *s = lua_tolstring(L, 2, &n);
     if (strlen(s) != n) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
     klua_prefab_tree *t = push_tree(L, kw, 1);
-    kiln_result r = looks_like_json(s, n) ? kiln_prefab_load(kw->world, s, n, &t->prefab)
-                                          : kiln_prefab_load_file(kw->world, s, &t->prefab);
+    kiln_result r = looks_like_json(s, n) ? kiln_prefab_load(kw->world, s, n, NULL, &t->prefab)
+                                          : kiln_prefab_load_file(kw->world, s, NULL, &t->prefab);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 1;
 }

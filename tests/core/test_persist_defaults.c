@@ -243,7 +243,7 @@ KILN_TEST(gained, a_prefab_and_a_scene_read_from_json_give_the_fields_they_leave
     kiln_component id = reg(w, "Stats", sizeof(new_stats), new_stats_fields, 5, &stats_defaults);
     static const char prefab_json[] = "{\"components\": {\"Stats\": {\"hp\": 5, \"name\": \"ab\"}}}";
     kiln_prefab *p;
-    ck_assert_int_eq(kiln_prefab_load(w, prefab_json, sizeof prefab_json - 1, &p), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(w, prefab_json, sizeof prefab_json - 1, NULL, &p), KILN_OK);
     kiln_entity e;
     ck_assert_int_eq(kiln_prefab_spawn(w, p, 1, &e), KILN_OK);
     assert_new_stats(kiln_get(w, e, id), 5, "ab");

@@ -64,7 +64,7 @@ KILN_TEST(owner, a_clone_a_prefab_and_a_scene_leave_owner_marks_off) {
     ck_assert_int_eq(kiln_prefab_create(m.world, &(kiln_prefab_desc){.components = both, .component_count = 2}, &made),
                      KILN_OK);
     static const char json[] = "{\"components\": {\"Hp\": {\"v\": 7}, \"Mine\": true}}";
-    ck_assert_int_eq(kiln_prefab_load(m.world, json, sizeof json - 1, &read), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(m.world, json, sizeof json - 1, NULL, &read), KILN_OK);
     kiln_entity spawned[2];
     ck_assert_int_eq(kiln_prefab_spawn(m.world, made, 1, &spawned[0]), KILN_OK);
     ck_assert_int_eq(kiln_prefab_spawn(m.world, read, 1, &spawned[1]), KILN_OK);
@@ -80,7 +80,7 @@ KILN_TEST(owner, a_clone_a_prefab_and_a_scene_leave_owner_marks_off) {
     /* left off, but its value is still checked as a tag's */
     kiln_prefab *bad = NULL;
     static const char wrong[] = "{\"components\": {\"Mine\": 5}}";
-    ck_assert_int_eq(kiln_prefab_load(m.world, wrong, sizeof wrong - 1, &bad), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_load(m.world, wrong, sizeof wrong - 1, NULL, &bad), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kiln_world_error(m.world), "true (a tag)"));
     kiln_instance_destroy(inst);
     kiln_prefab_destroy(made);

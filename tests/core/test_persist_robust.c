@@ -428,7 +428,7 @@ KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) 
     /* /dev/zero never ends: read whole, it would take all memory */
     ck_assert_int_eq(kiln_load_file(w, "/dev/zero", NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(w), "kiln_load_file: /dev/zero is not a regular file");
-    ck_assert_int_eq(kiln_prefab_load_file(w, "/dev/zero", &prefab), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_load_file(w, "/dev/zero", NULL, &prefab), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(w), "kiln_prefab_load_file: /dev/zero is not a regular file");
     ck_assert_int_eq(kiln_instantiate_file(w, "/dev/zero", NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(w), "kiln_instantiate_file: /dev/zero is not a regular file");
@@ -442,7 +442,7 @@ KILN_TEST(hostile, a_file_load_refuses_a_device_or_a_pipe_that_might_never_end) 
     const char *calls[3] = {"kiln_load_file", "kiln_prefab_load_file", "kiln_instantiate_file"};
     for (int k = 0; k < 3; k++) {
         kiln_result r = k == 0   ? kiln_load_file(w, fifo, NULL)
-                        : k == 1 ? kiln_prefab_load_file(w, fifo, &prefab)
+                        : k == 1 ? kiln_prefab_load_file(w, fifo, NULL, &prefab)
                                  : kiln_instantiate_file(w, fifo, NULL, &inst);
         ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
         snprintf(want, sizeof want, "%s: %s is not a regular file", calls[k], fifo);
@@ -473,7 +473,7 @@ KILN_TEST(hostile, a_file_load_refuses_a_file_that_reads_on_past_its_size) {
                                           "it is not a file of fixed size");
     kiln_prefab *prefab = NULL;
     kiln_instance *inst = NULL;
-    ck_assert_int_eq(kiln_prefab_load_file(w, path, &prefab), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_load_file(w, path, NULL, &prefab), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kiln_world_error(w), "kiln_prefab_load_file: /proc/self/pagemap reads on"));
     ck_assert_int_eq(kiln_instantiate_file(w, path, NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(kiln_world_error(w), "kiln_instantiate_file: /proc/self/pagemap reads on"));

@@ -102,7 +102,7 @@ KILN_TEST(prefab, a_json_prefab_reads_fields_by_name_and_node_numbers) {
     pf_world w;
     pf_open(&w, true);
     kiln_prefab *p;
-    ck_assert_msg(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &p) == KILN_OK, "%s",
+    ck_assert_msg(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, NULL, &p) == KILN_OK, "%s",
                   kiln_world_error(w.world));
     ck_assert_int_eq(kiln_prefab_nodes(p), 3);
     kiln_entity a, b;
@@ -155,7 +155,7 @@ KILN_TEST(prefab, json_of_the_wrong_shape_is_refused_naming_the_path) {
     pf_open(&w, false);
     for (size_t i = 0; i < sizeof bad_prefabs / sizeof bad_prefabs[0]; i++) {
         kiln_prefab *p = NULL;
-        kiln_result r = kiln_prefab_load(w.world, bad_prefabs[i].doc, strlen(bad_prefabs[i].doc), &p);
+        kiln_result r = kiln_prefab_load(w.world, bad_prefabs[i].doc, strlen(bad_prefabs[i].doc), NULL, &p);
         ck_assert_msg(r == bad_prefabs[i].code, "document %zu: %s", i, kiln_world_error(w.world));
         ck_assert_str_eq(kiln_world_error(w.world), bad_prefabs[i].message);
         ck_assert_ptr_null(p);
@@ -170,7 +170,7 @@ KILN_TEST(prefab, a_prefab_nested_too_deep_is_refused_with_the_limit) {
     for (int i = 0; i < 70; i++) strcat(doc, "{\"children\":[");
     for (int i = 0; i < 70; i++) strcat(doc, "]}");
     kiln_prefab *p = NULL;
-    ck_assert_int_eq(kiln_prefab_load(w.world, doc, strlen(doc), &p), KILN_ERR_LIMIT);
+    ck_assert_int_eq(kiln_prefab_load(w.world, doc, strlen(doc), NULL, &p), KILN_ERR_LIMIT);
     ck_assert_msg(strstr(kiln_world_error(w.world), "prefabs nest at most 64 deep") != NULL, "%s", kiln_world_error(w.world));
     pf_close(&w);
 }
@@ -180,7 +180,7 @@ KILN_TEST(prefab, a_prefab_cut_at_any_byte_is_refused) {
     pf_open(&w, false);
     for (size_t len = 0; len < sizeof ship_json - 1; len++) {
         kiln_prefab *p = NULL;
-        kiln_result r = kiln_prefab_load(w.world, ship_json, len, &p);
+        kiln_result r = kiln_prefab_load(w.world, ship_json, len, NULL, &p);
         ck_assert_msg(r == KILN_ERR_INVALID_ARGUMENT, "cut at %zu loaded", len);
         ck_assert_msg(strncmp(kiln_world_error(w.world), "kiln_prefab_load: at line", 25) == 0, "cut at %zu: %s", len,
                       kiln_world_error(w.world));
@@ -196,7 +196,7 @@ KILN_TEST(prefab, a_spawn_a_check_hook_refuses_takes_back_every_copy) {
     kiln_component name_id;
     ck_assert_int_eq(kiln_name_init(w.world, &name_id), KILN_OK);
     kiln_prefab *p;
-    ck_assert_int_eq(kiln_prefab_load(w.world, named, sizeof named - 1, &p), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(w.world, named, sizeof named - 1, NULL, &p), KILN_OK);
     fingerprint f = take(w.world);
     kiln_entity roots[2];
     ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 2, roots), KILN_ERR_INVALID_ARGUMENT);
@@ -228,7 +228,7 @@ static const char level_json[] =
 
 static kiln_instance *instantiate_level(pf_world *w, kiln_prefab **ship, kiln_entity parent) {
     if (!*ship)
-        ck_assert_msg(kiln_prefab_load(w->world, ship_json, sizeof ship_json - 1, ship) == KILN_OK, "%s",
+        ck_assert_msg(kiln_prefab_load(w->world, ship_json, sizeof ship_json - 1, NULL, ship) == KILN_OK, "%s",
                       kiln_world_error(w->world));
     const char *names[] = {"ship"};
     const kiln_prefab *prefabs[] = {*ship};
@@ -369,7 +369,7 @@ KILN_TEST(scene, a_scene_cut_at_any_byte_or_with_flipped_bits_never_half_lands) 
     pf_open(&w, false);
     pf_populate(&w);
     kiln_prefab *ship;
-    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &ship), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, NULL, &ship), KILN_OK);
     const char *names[] = {"ship"};
     const kiln_prefab *prefabs[] = {ship};
     kiln_instantiate_desc d = {.prefab_names = names, .prefabs = prefabs, .prefab_count = 1};
@@ -525,7 +525,7 @@ KILN_TEST(scene, a_chain_too_deep_is_refused_at_its_scene_entity_before_anything
     /* a prefab's nodes count below the entity that names it */
     kiln_prefab *deep;
     static const char deep_json[] = "{\"children\": [{\"children\": [{}]}]}";
-    ck_assert_int_eq(kiln_prefab_load(w.world, deep_json, sizeof deep_json - 1, &deep), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(w.world, deep_json, sizeof deep_json - 1, NULL, &deep), KILN_OK);
     expect_chain(&w, deep, 54, false, holder, NULL);
     snprintf(msg, sizeof msg, "kiln_instantiate: at entities[54].parent: entity 55 would be 255 deep (the scene under "
              "parent %s) and its prefab's nodes 257 deep: a parent chain deeper than 256", hb);
@@ -551,7 +551,7 @@ KILN_TEST(scene, running_out_of_memory_anywhere_in_instantiate_leaves_the_world_
     pf_open_on(&w, false, &alloc);
     pf_populate(&w);
     kiln_prefab *ship;
-    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &ship), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, NULL, &ship), KILN_OK);
     const char *names[] = {"ship"};
     const kiln_prefab *prefabs[] = {ship};
     kiln_instantiate_desc d = {.prefab_names = names, .prefabs = prefabs, .prefab_count = 1};
@@ -684,7 +684,7 @@ KILN_TEST(export, running_out_of_memory_in_a_prefab_load_spawn_or_export_fails_c
     int64_t n = 0;
     for (;; n++) {
         test_allocator_fail_after(&alloc, n);
-        kiln_result r = kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &p);
+        kiln_result r = kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, NULL, &p);
         test_allocator_fail_never(&alloc);
         if (r == KILN_OK) break;
         ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
@@ -760,7 +760,7 @@ KILN_TEST(scene, instantiate_and_spawn_refuse_a_deferred_world_changing_nothing)
     pf_open(&w, false);
     pf_populate(&w);
     kiln_prefab *ship;
-    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, &ship), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(w.world, ship_json, sizeof ship_json - 1, NULL, &ship), KILN_OK);
     fingerprint f = take(w.world);
     kiln_defer_begin(w.world);
     static const char doc[] = ENTS("{}");
@@ -779,7 +779,7 @@ KILN_TEST(scene, a_prefab_of_another_world_is_refused_by_name) {
     pf_open(&w, false);
     pf_open(&other, false);
     kiln_prefab *ship;
-    ck_assert_int_eq(kiln_prefab_load(other.world, ship_json, sizeof ship_json - 1, &ship), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_load(other.world, ship_json, sizeof ship_json - 1, NULL, &ship), KILN_OK);
     const char *names[] = {"ship"};
     const kiln_prefab *prefabs[] = {ship};
     kiln_instantiate_desc d = {.prefab_names = names, .prefabs = prefabs, .prefab_count = 1};

@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t count = kiln_entity_count(w);
 #ifdef FUZZ_PREFAB
     kiln_prefab *p = NULL;
-    kiln_result r = kiln_prefab_load(w, data, size, &p);
+    kiln_result r = kiln_prefab_load(w, data, size, NULL, &p);
     if (r != KILN_OK) {
         if (p || strncmp(kiln_world_error(w), "kiln_prefab_load: ", 18) != 0) abort();
     } else {
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 #else
     kiln_prefab *p = NULL;
-    if (kiln_prefab_load(w, ship, sizeof ship - 1, &p) != KILN_OK) abort();
+    if (kiln_prefab_load(w, ship, sizeof ship - 1, NULL, &p) != KILN_OK) abort();
     const char *names[] = {"ship"};
     const kiln_prefab *prefabs[] = {p};
     kiln_instantiate_desc d = {.prefab_names = names, .prefabs = prefabs, .prefab_count = 1};

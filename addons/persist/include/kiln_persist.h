@@ -294,6 +294,12 @@ int64_t kiln_name_slots_read(kiln_world *world);
 
 typedef struct kiln_clone_desc {
     bool tree; /* copy the descendants too (transform Parent links), keeping their shape */
+    /* Optional: asked after every 4096 entities read and every 4096 copies spawned, and once
+     * when every copy is made; false stops the clone with KILN_ERR_LIMIT ("kiln_clone:
+     * stopped by the caller after N of M entities") and takes every copy back, their slots
+     * as they were: the world as before. */
+    kiln_load_continue_fn keep_going;
+    void *ud;                  /* handed to keep_going */
 } kiln_clone_desc;
 
 /* Spawns a copy of entity with copies of its components, under the same parent, and writes it
@@ -390,11 +396,22 @@ kiln_result kiln_prefab_create(kiln_world *world, const kiln_prefab_desc *desc, 
  * ("kiln_prefab_load: at children[0].components.Position.x: a number expected, got a string"):
  * KILN_ERR_INVALID_ARGUMENT for malformed or truncated JSON, wrong types and refs to no node,
  * KILN_ERR_UNKNOWN_COMPONENT for a component or field the world does not know,
- * KILN_ERR_LIMIT beyond the node or depth limits. */
-kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size, kiln_prefab **dest);
+ * KILN_ERR_LIMIT beyond the node or depth limits. desc may be NULL. */
+typedef struct kiln_prefab_load_desc {
+    /* Optional: asked after every 64 KiB of JSON text and every 4096 nodes read (and, from a
+     * file, every MiB read); false stops the load with KILN_ERR_LIMIT ("kiln_prefab_load:
+     * stopped by the caller after N of M bytes", or "... nodes"), nothing made. For a caller
+     * with a time limit (a console statement). */
+    kiln_load_continue_fn keep_going;
+    void *ud;                  /* handed to keep_going */
+} kiln_prefab_load_desc;
+kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size,
+                             const kiln_prefab_load_desc *desc, kiln_prefab **dest);
 
-/* kiln_prefab_load of the file at path ("kiln_prefab_load_file: cannot open ..."). */
-kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, kiln_prefab **dest);
+/* kiln_prefab_load of the file at path ("kiln_prefab_load_file: cannot open ..."). desc may be
+ * NULL. */
+kiln_result kiln_prefab_load_file(kiln_world *world, const char *path,
+                                  const kiln_prefab_load_desc *desc, kiln_prefab **dest);
 
 /* Spawns count copies of the prefab's tree and writes the count roots to dest (may be NULL).
  * Node references point inside each copy; values pass their check hooks (a Name that another
@@ -434,6 +451,15 @@ typedef struct kiln_instantiate_desc {
     const kiln_prefab *const *prefabs;   /* made for this world */
     int32_t prefab_count;
     kiln_entity parent;                  /* not null: the scene's roots become its children */
+    /* Optional: asked while the scene is read: after every 64 KiB of JSON text, every 4096
+     * entities checked and (from a file) every MiB read, once just before the spawns and once
+     * after them. False stops with KILN_ERR_LIMIT ("kiln_instantiate: stopped by the caller
+     * after N of M bytes", or "... entities", or "... entities spawned") and the world as it
+     * was: spawns already made are taken back, their slots as they were. The spawning itself
+     * is not cut short; the last ask lets a caller whose time ran out during it (a console
+     * statement) have it undone rather than kept with no instance to reach it by. */
+    kiln_load_continue_fn keep_going;
+    void *ud;                            /* handed to keep_going */
 } kiln_instantiate_desc;
 
 /* Spawns the scene in size bytes of JSON and writes its instance to dest. Everything is read
@@ -478,6 +504,12 @@ typedef struct kiln_export_desc {
                                   parent, by handle */
     int32_t root_count;
     const char *name;          /* the scene's name; NULL: none */
+    /* Optional, as kiln_save_desc.progress: called with the work about to be done, in units
+     * (one an entity, before every 256 entities; then 0 after every 64 KiB of text written).
+     * Returning false stops the export with KILN_ERR_LIMIT ("kiln_export: stopped by
+     * desc.progress"), maybe a prefix written. */
+    bool (*progress)(void *ud, int64_t units);
+    void *progress_ud;
 } kiln_export_desc;
 
 /* Writes a scene (version KILN_SCENE_VERSION, JSON) of the roots and all their descendants in

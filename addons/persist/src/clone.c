@@ -156,6 +156,16 @@ static kiln_result remap(kiln_world *world, kiln_entity *copies, source *list, i
     return KILN_OK;
 }
 
+/* Whether desc's keep_going (when set) lets the clone go on after done of n entities: asked
+ * every PZ_ASK_ITEMS while reading and while spawning, and once at the end (done == n). */
+static kiln_result ask(kiln_world *world, const kiln_clone_desc *desc, int64_t done, int64_t n) {
+    if ((done < n && done % PZ_ASK_ITEMS != PZ_ASK_ITEMS - 1) || !desc || !desc->keep_going ||
+        desc->keep_going(desc->ud))
+        return KILN_OK;
+    return kl_fail(world, KILN_ERR_LIMIT, "kiln_clone: stopped by the caller after %lld of %lld entities",
+                   (long long)done, (long long)n);
+}
+
 kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_desc *desc, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     char buf[24];
@@ -175,12 +185,16 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
                                       kiln_entity_format(entity, buf, sizeof buf))
                             : KILN_OK;
     kiln_component name = kiln_component_lookup(world, "Name");
-    for (int64_t i = 0; i < n && r == KILN_OK; i++) r = copy_out(world, &arena, &list[i], name);
+    for (int64_t i = 0; i < n && r == KILN_OK; i++) {
+        r = ask(world, desc, i, n);
+        if (r == KILN_OK) r = copy_out(world, &arena, &list[i], name);
+    }
     kiln_entity *copies = r == KILN_OK ? pz_alloc_raw(&arena, sizeof(kiln_entity) * 2 * (size_t)n) : NULL;
     if (r == KILN_OK && !copies) r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_clone: out of memory");
     int64_t spawned = 0;
     for (; r == KILN_OK && spawned < n; spawned++) {
         source *s = &list[spawned];
+        if ((r = ask(world, desc, spawned, n)) != KILN_OK) break;
         r = kiln_spawn_with(world, s->types, (const void *const *)s->values, s->count, &s->copy);
         if (r != KILN_OK) {
             char msg[KL_ERROR_SIZE];
@@ -190,6 +204,7 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
         }
     }
     if (r == KILN_OK) r = remap(world, copies, list, n);
+    if (r == KILN_OK) r = ask(world, desc, n, n); /* past the caller's time: taken back, not lost */
     if (r == KILN_OK) {
         if (dest) *dest = list[0].copy;
     } else {

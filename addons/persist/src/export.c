@@ -239,12 +239,25 @@ static kiln_result entity_json(exporter *x, int64_t n, json_t *out) {
 typedef struct sink {
     kiln_write_fn write;
     void *ud;
-    bool failed;
+    const kiln_export_desc *desc;
+    size_t since_asked;
+    bool failed, stopped;
 } sink;
+
+/* Whether desc.progress (when set) lets the export go on with units more; a stop fails it. */
+static bool keep_going(kiln_world *world, const kiln_export_desc *desc, int64_t units, kiln_result *r) {
+    if (!desc || !desc->progress || desc->progress(desc->progress_ud, units)) return true;
+    *r = kl_fail(world, KILN_ERR_LIMIT, "%s: stopped by desc.progress", call);
+    return false;
+}
 
 static int dump(const char *buffer, size_t size, void *data) {
     sink *s = data;
     if (!s->failed && !s->write(s->ud, buffer, size)) s->failed = true;
+    if (!s->failed && s->desc && s->desc->progress && (s->since_asked += size) >= PZ_ASK_BYTES) {
+        s->since_asked = 0;
+        s->failed = s->stopped = !s->desc->progress(s->desc->progress_ud, 0);
+    }
     return s->failed ? -1 : 0;
 }
 
@@ -265,14 +278,19 @@ kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_wr
     if (r == KILN_OK && (json_object_set_new(root, "version", json_integer(KILN_SCENE_VERSION)) != 0 ||
                          (desc && desc->name && json_object_set_new(root, "name", json_string(desc->name)) != 0)))
         r = oom(&x);
-    for (int64_t n = 0; r == KILN_OK && n < x.count; n++) r = entity_json(&x, n, ents);
+    for (int64_t n = 0; r == KILN_OK && n < x.count; n++) {
+        int64_t batch = x.count - n < 256 ? x.count - n : 256;
+        if (n % 256 == 0 && !keep_going(world, desc, batch, &r)) break;
+        r = entity_json(&x, n, ents);
+    }
     if (r == KILN_OK) {
         json_object_set_new(root, "entities", ents);
         ents = NULL;
-        sink s = {write, ud, false};
+        sink s = {write, ud, desc, 0, false, false};
         if (json_dump_callback(root, dump, &s, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0 || !write(ud, "\n", 1))
-            r = kl_fail(world, s.failed ? KILN_ERR_INVALID_ARGUMENT : KILN_ERR_OUT_OF_MEMORY, "%s: %s", call,
-                        s.failed ? "the writer refused the output" : "out of memory writing JSON");
+            r = s.stopped ? kl_fail(world, KILN_ERR_LIMIT, "%s: stopped by desc.progress", call)
+                          : kl_fail(world, s.failed ? KILN_ERR_INVALID_ARGUMENT : KILN_ERR_OUT_OF_MEMORY, "%s: %s",
+                                    call, s.failed ? "the writer refused the output" : "out of memory writing JSON");
     }
     json_decref(ents);
     json_decref(root);

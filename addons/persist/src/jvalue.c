@@ -84,13 +84,51 @@ bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys) {
     return true;
 }
 
+bool pz_json_ask(pz_json *j, uint64_t done, uint64_t total, const char *what) {
+    if (j->r != KILN_OK) return false;
+    if (!j->keep_going || j->keep_going(j->keep_ud)) return true;
+    j->r = kl_fail(j->world, KILN_ERR_LIMIT, "%s: stopped by the caller after %llu of %llu %s", j->call,
+                   (unsigned long long)done, (unsigned long long)total, what);
+    return false;
+}
+
+/* The text handed to jansson piece by piece, so that keep_going is asked between pieces. */
+typedef struct text_feed {
+    pz_json *j;
+    const char *data;
+    size_t size, at, asked_at;
+} text_feed;
+
+static size_t feed(void *buffer, size_t length, void *ud) {
+    text_feed *f = ud;
+    if (f->at - f->asked_at >= PZ_ASK_BYTES) {
+        f->asked_at = f->at;
+        if (!pz_json_ask(f->j, f->at, f->size, "bytes")) return (size_t)-1; /* jansson's read error */
+    }
+    size_t n = f->size - f->at < length ? f->size - f->at : length;
+    memcpy(buffer, f->data + f->at, n);
+    f->at += n;
+    return n;
+}
+
 json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
     if (!data && size) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "data is NULL");
         return NULL;
     }
     json_error_t err;
-    json_t *root = json_loadb(data ? (const char *)data : "", size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
+    const int flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
+    json_t *root;
+    if (j->keep_going) {
+        text_feed f = {j, data ? (const char *)data : "", size, 0, 0};
+        root = json_load_callback(feed, &f, flags, &err);
+        if (j->r != KILN_OK) { /* stopped */
+            json_decref(root);
+            return NULL;
+        }
+    } else {
+        root = json_loadb(data ? (const char *)data : "", size, flags, &err);
+    }
     if (!root) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at line %d column %d (byte %d): %.120s", err.line,
                      err.column, err.position, err.text);

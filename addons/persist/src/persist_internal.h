@@ -205,6 +205,10 @@ typedef struct pz_doc {
     const kiln_load_desc *desc; /* kiln_load: asked to keep going while the input is read */
 } pz_doc;
 
+/* How often a long call with a caller's keep_going (a scene, a prefab, a clone) asks it: every
+ * PZ_ASK_ITEMS entities or nodes. */
+#define PZ_ASK_ITEMS 4096
+
 /* False, with KILN_ERR_LIMIT and "kiln_load: stopped by the caller after <done> of <total>
  * <what>" set, when the load's caller asks it to stop (kiln_load_desc.keep_going). */
 KL_HIDDEN bool pz_keep_going(kiln_world *world, const pz_doc *doc, uint64_t done, uint64_t total,

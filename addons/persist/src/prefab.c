@@ -133,6 +133,8 @@ static bool count_nodes(pz_json *j, const json_t *v, int depth, int64_t *count) 
 static bool read_nodes(pz_json *j, const json_t *v, pz_tree *tree, int64_t parent) {
     int64_t at = pz_tree_add(tree, parent);
     if (at < 0) return pz_json_fail(j, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    if (tree->count % PZ_ASK_ITEMS == 0 && !pz_json_ask(j, (uint64_t)tree->count, (uint64_t)j->ref_max, "nodes"))
+        return false;
     const json_t *comps = json_object_get(v, "components");
     if (comps) {
         size_t mark = pz_json_key(j, "components");
@@ -151,9 +153,11 @@ static bool read_nodes(pz_json *j, const json_t *v, pz_tree *tree, int64_t paren
     return true;
 }
 
-kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size, kiln_prefab **dest) {
+kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size, const kiln_prefab_load_desc *desc,
+                             kiln_prefab **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    pz_json j = {.world = world, .call = "kiln_prefab_load", .ref_what = "the prefab"};
+    pz_json j = {.world = world, .call = "kiln_prefab_load", .ref_what = "the prefab",
+                 .keep_going = desc ? desc->keep_going : NULL, .keep_ud = desc ? desc->ud : NULL};
     if (!dest) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_prefab_load: dest is NULL");
     json_t *root = pz_json_parse(&j, data, size);
     if (!root) return j.r;
@@ -174,12 +178,14 @@ kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size, k
     return KILN_OK;
 }
 
-kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, kiln_prefab **dest) {
+kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, const kiln_prefab_load_desc *desc,
+                                  kiln_prefab **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_result r = pz_read_file(world, path, "kiln_prefab_load_file", NULL, &bytes);
+    kiln_load_desc asking = {.keep_going = desc ? desc->keep_going : NULL, .ud = desc ? desc->ud : NULL};
+    kiln_result r = pz_read_file(world, path, "kiln_prefab_load_file", &asking, &bytes);
     if (r == KILN_OK) {
-        r = kiln_prefab_load(world, bytes.data, bytes.size, dest);
+        r = kiln_prefab_load(world, bytes.data, bytes.size, desc, dest);
         const char *msg = kiln_world_error(world);
         if (r != KILN_OK && strncmp(msg, "kiln_prefab_load:", 17) == 0) {
             char copy[KL_ERROR_SIZE];

@@ -297,6 +297,8 @@ static bool within_depth(reading *rd) {
 static bool build_tree(reading *rd, pz_tree *tree) {
     pz_json *j = &rd->j;
     for (int64_t i = 0; i < rd->count; i++) {
+        if (i % PZ_ASK_ITEMS == PZ_ASK_ITEMS - 1 && !pz_json_ask(j, (uint64_t)i, (uint64_t)rd->count, "entities"))
+            return false;
         int64_t parent = rd->parent[i] ? rd->base[rd->parent[i] - 1] : -1;
         bool ok = rd->prefab[i] ? pz_tree_append(j->world, tree, rd->prefab[i], parent) : pz_tree_add(tree, parent) >= 0;
         if (!ok) return pz_json_fail(j, KILN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -305,6 +307,8 @@ static bool build_tree(reading *rd, pz_tree *tree) {
     j->ref_what = "the scene";
     j->ref_map = rd->number_to_node;
     for (int64_t i = 0; i < rd->count; i++) {
+        if (i % PZ_ASK_ITEMS == PZ_ASK_ITEMS - 1 && !pz_json_ask(j, (uint64_t)i, (uint64_t)rd->count, "entities"))
+            return false;
         const json_t *comps = json_object_get(json_array_get(rd->list, (size_t)i), "components");
         if (!comps) continue;
         size_t mark = pz_json_key(j, "entities");
@@ -336,6 +340,8 @@ static bool prepare(reading *rd, const json_t *root) {
     if (rd->j.r != KILN_OK) return false;
     for (int32_t i = 0; i < prefabs; i++) rd->prefab_height[i] = -1;
     for (int64_t i = 0; i < rd->count; i++) {
+        if (i % PZ_ASK_ITEMS == PZ_ASK_ITEMS - 1 && !pz_json_ask(&rd->j, (uint64_t)i, (uint64_t)rd->count, "entities"))
+            return false;
         size_t mark = pz_json_key(&rd->j, "entities");
         pz_json_index(&rd->j, (size_t)i);
         bool ok = entity_keys(rd, i, json_array_get(rd->list, (size_t)i));
@@ -370,11 +376,14 @@ kiln_result kiln_instantiate(kiln_world *world, const void *data, size_t size, c
     if (idle != KILN_OK) return idle;
     kiln_instance *inst = instance_new(world);
     if (!inst) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
-    reading rd = {.j = {.world = world, .call = call}, .desc = desc, .inst = inst};
+    reading rd = {.j = {.world = world, .call = call, .keep_going = desc ? desc->keep_going : NULL,
+                        .keep_ud = desc ? desc->ud : NULL},
+                  .desc = desc, .inst = inst};
     pz_arena scratch = {.alloc = &world->alloc};
     pz_tree tree = {.arena = &scratch};
     json_t *root = pz_json_parse(&rd.j, data, size);
-    if (root && prepare(&rd, root)) build_tree(&rd, &tree);
+    if (root && prepare(&rd, root) && build_tree(&rd, &tree))
+        pz_json_ask(&rd.j, (uint64_t)rd.count, (uint64_t)rd.count, "entities"); /* the last word before landing */
     json_decref(root);
     kiln_result r = rd.j.r;
     if (r == KILN_OK) {
@@ -383,6 +392,10 @@ kiln_result kiln_instantiate(kiln_world *world, const void *data, size_t size, c
         if (!inst->spawned || !inst->roots) r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     }
     if (r == KILN_OK) r = pz_tree_spawn(world, &tree, desc ? desc->parent : KILN_NULL_ENTITY, call, inst->spawned);
+    if (r == KILN_OK && !pz_json_ask(&rd.j, (uint64_t)tree.count, (uint64_t)tree.count, "entities spawned")) {
+        for (int64_t i = tree.count; i-- > 0;) kiln_unspawn(world, inst->spawned[i]); /* latest first */
+        r = rd.j.r;
+    }
     if (r == KILN_OK) {
         inst->spawned_count = tree.count;
         for (int64_t i = 0; i < rd.count; i++)
@@ -401,7 +414,8 @@ kiln_result kiln_instantiate_file(kiln_world *world, const char *path, const kil
                                   kiln_instance **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_result r = pz_read_file(world, path, "kiln_instantiate_file", NULL, &bytes);
+    kiln_load_desc asking = {.keep_going = desc ? desc->keep_going : NULL, .ud = desc ? desc->ud : NULL};
+    kiln_result r = pz_read_file(world, path, "kiln_instantiate_file", &asking, &bytes);
     if (r == KILN_OK) {
         r = kiln_instantiate(world, bytes.data, bytes.size, desc, dest);
         const char *msg = kiln_world_error(world);

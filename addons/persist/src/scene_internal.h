@@ -56,8 +56,17 @@ typedef struct pz_json {
     int64_t ref_max;            /* entity fields take 1 .. ref_max (or null / 0) */
     const char *ref_what;       /* "the scene", "the prefab" */
     const int64_t *ref_map;     /* number -> what to store (1..ref_max); NULL: the number */
+    kiln_load_continue_fn keep_going; /* the caller's (optional): asked while reading */
+    void *keep_ud;
     char path[256];
 } pz_json;
+
+/* How often a reader with keep_going asks it: every PZ_ASK_BYTES of JSON text parsed (and
+ * every PZ_ASK_ITEMS entities or nodes read: persist_internal.h). */
+#define PZ_ASK_BYTES ((size_t)64 << 10)
+/* Asks j's keep_going (none: true); false, with KILN_ERR_LIMIT "<call>: stopped by the caller
+ * after done of total what", when it says stop. */
+KL_HIDDEN bool pz_json_ask(pz_json *j, uint64_t done, uint64_t total, const char *what);
 
 KL_HIDDEN bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...)
 #if defined(__GNUC__)

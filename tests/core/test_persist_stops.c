@@ -1,0 +1,219 @@
+/* test_persist_stops.c: Check suite for the caller's word inside long persistence calls:
+ * instantiate, prefab loads, clone (keep_going) and export (progress) stop when asked, with
+ * KILN_ERR_LIMIT and the world exactly as it was, and go on to the end otherwise. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "persist_fixture.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* A keep_going that says yes asks times, then no (stop_at 0: always yes). */
+typedef struct asker {
+    int64_t asks, stop_at;
+} asker;
+
+static bool ask(void *ud) {
+    asker *a = ud;
+    a->asks++;
+    return a->stop_at == 0 || a->asks < a->stop_at;
+}
+
+/* A scene of n entities, each with a Position (text on the heap). */
+static char *scene_of(int64_t n) {
+    size_t cap = (size_t)n * 64 + 64, at = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    at += (size_t)snprintf(s, cap, "{\"version\": 1, \"entities\": [");
+    for (int64_t i = 0; i < n; i++)
+        at += (size_t)snprintf(s + at, cap - at, "%s{\"components\": {\"Position\": {\"x\": %lld}}}", i ? ", " : "",
+                               (long long)i);
+    snprintf(s + at, cap - at, "]}");
+    return s;
+}
+
+/* A prefab of one root with n - 1 children. */
+static char *prefab_of(int64_t n) {
+    size_t cap = (size_t)n * 48 + 64, at = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    at += (size_t)snprintf(s, cap, "{\"components\": {\"Position\": {\"x\": 1}}, \"children\": [");
+    for (int64_t i = 1; i < n; i++)
+        at += (size_t)snprintf(s + at, cap - at, "%s{\"components\": {\"Position\": {\"y\": 2}}}", i > 1 ? ", " : "");
+    snprintf(s + at, cap - at, "]}");
+    return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP_WITH(stops, .timeout = 60);
+
+KILN_TEST(stops, instantiate_asks_while_reading_and_stops_with_the_world_as_it_was) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    char *text = scene_of(20000); /* > 64 KiB of text and > 4096 entities: asked in both */
+    asker count = {0, 0};
+    kiln_instantiate_desc d = {.keep_going = ask, .ud = &count};
+    uint64_t h0 = kiln_world_hash(w.world);
+    kiln_instance *inst = NULL;
+    /* at every ask in turn, including the last, made after the spawns: taken back, slots too */
+    ck_assert_int_eq(kiln_instantiate(w.world, text, strlen(text), &d, &inst), KILN_OK);
+    int64_t asks = count.asks;
+    ck_assert_int_gt(asks, 10);
+    ck_assert_int_eq(kiln_instance_despawn(w.world, inst), KILN_OK);
+    kiln_instance_destroy(inst);
+    pf_close(&w);
+    pf_open(&w, false);
+    pf_populate(&w);
+    h0 = kiln_world_hash(w.world);
+    const int64_t at[] = {1, asks / 2, asks - 1, asks};
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+        asker stop = {0, at[k]};
+        d.ud = &stop;
+        inst = NULL;
+        ck_assert_int_eq(kiln_instantiate(w.world, text, strlen(text), &d, &inst), KILN_ERR_LIMIT);
+        ck_assert_ptr_null(inst);
+        ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_instantiate: stopped by the caller after"),
+                      "%s", kiln_world_error(w.world));
+        ck_assert_msg(kiln_world_hash(w.world) == h0, "ask %lld: the world changed", (long long)at[k]);
+    }
+    ck_assert_msg(strstr(kiln_world_error(w.world), "entities spawned"), "%s", kiln_world_error(w.world));
+    free(text);
+    pf_close(&w);
+}
+
+KILN_TEST(stops, instantiate_file_asks_while_reading_the_file) {
+    pf_world w;
+    pf_open(&w, false);
+    char *text = scene_of(40000); /* over a MiB */
+    char path[] = "/tmp/kiln_stops_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "wb");
+    fputs(text, f);
+    fclose(f);
+    asker stop = {0, 1};
+    kiln_instantiate_desc d = {.keep_going = ask, .ud = &stop};
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_instantiate_file(w.world, path, &d, &inst), KILN_ERR_LIMIT);
+    ck_assert_msg(strstr(kiln_world_error(w.world), "bytes read"), "%s", kiln_world_error(w.world));
+    ck_assert_int_eq(kiln_entity_count(w.world), 0);
+    unlink(path);
+    free(text);
+    pf_close(&w);
+}
+
+KILN_TEST(stops, prefab_load_asks_while_reading_and_makes_nothing_when_stopped) {
+    pf_world w;
+    pf_open(&w, false);
+    char *text = prefab_of(10000);
+    asker count = {0, 0};
+    kiln_prefab_load_desc d = {.keep_going = ask, .ud = &count};
+    kiln_prefab *p = NULL;
+    ck_assert_int_eq(kiln_prefab_load(w.world, text, strlen(text), &d, &p), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_nodes(p), 10000);
+    kiln_prefab_destroy(p);
+    ck_assert_int_gt(count.asks, 2);
+    const int64_t at[] = {1, count.asks};
+    for (size_t k = 0; k < 2; k++) {
+        asker stop = {0, at[k]};
+        d.ud = &stop;
+        p = NULL;
+        ck_assert_int_eq(kiln_prefab_load(w.world, text, strlen(text), &d, &p), KILN_ERR_LIMIT);
+        ck_assert_ptr_null(p);
+        ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_prefab_load: stopped by the caller after"), "%s",
+                      kiln_world_error(w.world));
+    }
+    ck_assert_msg(strstr(kiln_world_error(w.world), "nodes"), "%s", kiln_world_error(w.world));
+    free(text);
+    pf_close(&w);
+}
+
+KILN_TEST(stops, clone_of_a_tree_stopped_takes_every_copy_back) {
+    pf_world w;
+    pf_open(&w, false);
+    kiln_entity root, e;
+    ck_assert_int_eq(kiln_spawn(w.world, &root), KILN_OK);
+    for (int i = 0; i < 9000; i++) {
+        ck_assert_int_eq(kiln_spawn(w.world, &e), KILN_OK);
+        ck_assert_int_eq(kiln_transform_set_parent(w.world, e, root), KILN_OK);
+    }
+    asker count = {0, 0};
+    kiln_clone_desc d = {.tree = true, .keep_going = ask, .ud = &count};
+    uint64_t h0 = kiln_world_hash(w.world);
+    int64_t before = kiln_entity_count(w.world);
+    kiln_entity copy;
+    ck_assert_int_eq(kiln_clone(w.world, root, &d, &copy), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(w.world), before + 9001);
+    ck_assert_int_eq(count.asks, 5); /* two while reading, two while spawning, one at the end */
+    pf_close(&w);
+    pf_open(&w, false);
+    ck_assert_int_eq(kiln_spawn(w.world, &root), KILN_OK);
+    for (int i = 0; i < 9000; i++) {
+        ck_assert_int_eq(kiln_spawn(w.world, &e), KILN_OK);
+        ck_assert_int_eq(kiln_transform_set_parent(w.world, e, root), KILN_OK);
+    }
+    h0 = kiln_world_hash(w.world);
+    for (int64_t at = 1; at <= 5; at++) {
+        asker stop = {0, at};
+        d.ud = &stop;
+        ck_assert_int_eq(kiln_clone(w.world, root, &d, &copy), KILN_ERR_LIMIT);
+        ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_clone: stopped by the caller after"), "%s",
+                      kiln_world_error(w.world));
+        ck_assert_msg(kiln_world_hash(w.world) == h0, "ask %lld: the world changed", (long long)at);
+    }
+    pf_close(&w);
+}
+
+/* A progress that stops once it was told of more than limit units (0: never). */
+typedef struct meter {
+    int64_t units, calls, limit;
+} meter;
+
+static bool measure(void *ud, int64_t units) {
+    meter *m = ud;
+    m->units += units;
+    m->calls++;
+    return m->limit == 0 || m->units <= m->limit;
+}
+
+/* Goes on while the entities are reported, stops at the first report of text written. */
+static bool stop_writing(void *ud, int64_t units) {
+    (void)ud;
+    return units != 0;
+}
+
+KILN_TEST(stops, export_reports_its_entities_and_stops_when_progress_says_so) {
+    pf_world w;
+    pf_open(&w, false);
+    for (int i = 0; i < 3000; i++) {
+        pf_pos p = {(float)i, 0, 0};
+        ck_assert_int_eq(kiln_spawn_with(w.world, &w.pos, (const void *const[]){&p}, 1, NULL), KILN_OK);
+    }
+    uint64_t h0 = kiln_world_hash(w.world);
+    meter all = {0, 0, 0};
+    pf_bytes out = {0};
+    kiln_export_desc d = {.progress = measure, .progress_ud = &all};
+    ck_assert_int_eq(kiln_export(w.world, &d, pf_bytes_write, &out), KILN_OK);
+    ck_assert_int_eq(all.units, 3000); /* one an entity */
+    ck_assert_int_gt(all.calls, 12);   /* every 256 entities, and as the text is written */
+    pf_bytes_free(&out);
+    meter early = {0, 0, 1000};
+    d.progress_ud = &early;
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(kiln_export(w.world, &d, pf_bytes_write, &out), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w.world), "kiln_export: stopped by desc.progress");
+    pf_bytes_free(&out);
+    /* stopped while writing the text (every entity reported by then) */
+    d.progress = stop_writing;
+    memset(&out, 0, sizeof out);
+    ck_assert_int_eq(kiln_export(w.world, &d, pf_bytes_write, &out), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w.world), "kiln_export: stopped by desc.progress");
+    ck_assert_int_gt(out.size, 0); /* a prefix written */
+    pf_bytes_free(&out);
+    ck_assert_msg(kiln_world_hash(w.world) == h0, "the world changed");
+    pf_close(&w);
+}
