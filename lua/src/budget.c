@@ -287,6 +287,8 @@ bool klua_budget_watch_report(void *ud, int64_t units) {
     return !w->stopped;
 }
 
+bool klua_budget_watch_continue(void *watch) { return klua_budget_watch_report(watch, 0); }
+
 void klua_budget_watch_end(klua_budget_watch *w, const char *what) {
     if (w->timed_out) luaL_error(w->L, "%s", w->late);
     klua_budget_charge(w->L, w->steps, what); /* past the budget: raises, naming what */

@@ -661,6 +661,9 @@ typedef struct klua_budget_watch {
     char late[160];
 } klua_budget_watch;
 KLUA_HIDDEN bool klua_budget_watch_report(void *watch, int64_t units);
+/* klua_budget_watch_report of no units: a kiln_load_continue_fn (a C call's keep_going) that
+ * stops it once the entry or console statement is past its time limit. */
+KLUA_HIDDEN bool klua_budget_watch_continue(void *watch);
 KLUA_HIDDEN void klua_budget_watch_end(klua_budget_watch *w, const char *what);
 /* Whether the entry armed on L's state is past its time limit; its message then in why. */
 KLUA_HIDDEN bool klua_budget_late(lua_State *L, char *why, size_t size);

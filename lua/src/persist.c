@@ -728,7 +728,15 @@ static int w_clone(lua_State *L) {
     }
     klua_check_alive(L, kw, e, fname);
     kiln_entity copy;
-    if (kiln_clone(kw->world, e, &d, &copy) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    /* the time limit holds inside a large tree's copy, and copies made past it are taken back
+     * in C rather than lost to the raise at the caller's next instruction */
+    klua_budget_watch watch = {.L = L};
+    d.keep_going = klua_budget_watch_continue;
+    d.ud = &watch;
+    if (kiln_clone(kw->world, e, &d, &copy) != KILN_OK) {
+        if (watch.stopped) klua_budget_watch_end(&watch, fname);
+        klua_fail_world(L, kw->world, fname);
+    }
     lua_pushinteger(L, (lua_Integer)copy);
     return 1;
 }

@@ -62,8 +62,12 @@ static int w_prefab_json(lua_State *L) {
     const char *s = lua_tolstring(L, 2, &n);
     if (strlen(s) != n) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
     klua_prefab_tree *t = push_tree(L, kw, 1);
-    kiln_result r = looks_like_json(s, n) ? kiln_prefab_load(kw->world, s, n, NULL, &t->prefab)
-                                          : kiln_prefab_load_file(kw->world, s, NULL, &t->prefab);
+    /* a console statement's (or an entry's) time limit holds inside the reading */
+    klua_budget_watch watch = {.L = L};
+    kiln_prefab_load_desc d = {.keep_going = klua_budget_watch_continue, .ud = &watch};
+    kiln_result r = looks_like_json(s, n) ? kiln_prefab_load(kw->world, s, n, &d, &t->prefab)
+                                          : kiln_prefab_load_file(kw->world, s, &d, &t->prefab);
+    if (r != KILN_OK && watch.stopped) klua_budget_watch_end(&watch, fname);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 1;
 }
@@ -280,9 +284,16 @@ static int w_instantiate(lua_State *L) {
     d.prefab_names = names;
     d.prefabs = prefabs;
     d.prefab_count = count;
+    /* the time limit holds inside the reading, and a scene whose spawns end past it is taken
+     * back in C: returned past the limit, it would be lost to the raise at the caller's next
+     * instruction with its entities kept */
+    klua_budget_watch watch = {.L = L};
+    d.keep_going = klua_budget_watch_continue;
+    d.ud = &watch;
     klua_instance *ki = push_instance(L, kw);
     kiln_result r = looks_like_json(s, len) ? kiln_instantiate(kw->world, s, len, &d, &ki->instance)
                                             : kiln_instantiate_file(kw->world, s, &d, &ki->instance);
+    if (r != KILN_OK && watch.stopped) klua_budget_watch_end(&watch, fname);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 1;
 }
@@ -473,9 +484,14 @@ static int w_export(lua_State *L) {
         d.name = lua_tostring(L, -1); /* stays on the stack */
     }
     text_sink sink = {L, NULL, 0, 0, false};
+    /* as world:save: JSON's work is charged, and the export stops at the time limit */
+    klua_budget_watch watch = {.L = L, .steps_per_unit = KLUA_COST_JSON_UNIT};
+    d.progress = klua_budget_watch_report;
+    d.progress_ud = &watch;
     if (kiln_export(kw->world, &d, sink_write, &sink) != KILN_OK) {
         sink_free(&sink);
         if (sink.refused) klua_fail(L, fname, "out of memory"); /* (kiln says its writer refused) */
+        if (watch.stopped) klua_budget_watch_end(&watch, fname);
         klua_fail_world(L, kw->world, fname);
     }
     /* a push raising for memory here left the text allocated, never freed */
@@ -483,6 +499,7 @@ static int w_export(lua_State *L) {
     int rc = klua_pcall_c(L, push_text, 1, 1, 0);
     sink_free(&sink);
     if (rc != LUA_OK) klua_fail(L, fname, "out of memory");
+    klua_budget_watch_end(&watch, fname); /* (the text is on the stack: nothing to free) */
     return 1;
 }
 

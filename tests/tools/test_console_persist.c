@@ -1,5 +1,6 @@
-/* test_console_persist.c: crafted saves fed to world:load through a signed-in console client:
- * each refused with a clear message, the game running, its world as it was, the budget kept. */
+/* test_console_persist.c: crafted saves fed to world:load, and long single calls (scenes,
+ * prefabs, clones, exports), through a signed-in console client: each
+ * refused or stopped with a clear message, the game running, its world as it was. */
 #include <stdlib.h>
 
 #include "console_fixture.h"
@@ -266,6 +267,67 @@ START_TEST(a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stoppe
 }
 END_TEST
 
+/* The world's last error, as the game sees it (static). */
+static const char *world_error(game *g) {
+    static char text[256];
+    lua_getglobal(g->L, "world");
+    snprintf(text, sizeof text, "%s", kiln_world_error(kiln_lua_check_world(g->L, -1)));
+    lua_pop(g->L, 1);
+    return text;
+}
+
+/* A game holding a prefab of 200,000 nodes (pf) and one copy of it (root: its root), made
+ * outside any statement. */
+static game *start_big_game(int statement_ms) {
+    game *g = start_game((kiln_console_desc){.statement_ms = statement_ms});
+    ck_assert_int_eq(luaL_dostring(g->L, "local parts = {}\n"
+                                         "for i = 1, 199999 do parts[i] = '{\"components\": {\"Position\": {\"y\": 2}}}' end\n"
+                                         "pf_text = '{\"components\": {\"Position\": {\"x\": 1}}, \"children\": [' .. "
+                                         "table.concat(parts, ', ') .. ']}'\n"
+                                         "pf = world:prefab(pf_text)\n"
+                                         "one = '{\"version\": 1, \"entities\": [{\"prefab\": \"big\"}]}'\n"
+                                         "root = world:instantiate(one, {prefabs = {big = pf}}).roots[1]\n"),
+                     LUA_OK);
+    return g;
+}
+
+static bool stopped(const char *answer) {
+    return strncmp(answer, "error:console: the statement ran past its time limit", 52) == 0;
+}
+
+/* One C call of a scene method stops at the statement's time limit inside the call, the world
+ * as it was; a scene whose spawns end past the limit is taken back rather than kept without
+ * its Instance (the raise at the next instruction lost it). A 10 ms limit: each call here
+ * takes tens of milliseconds or more (no assertion on time). */
+START_TEST(long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was) {
+    game *g = start_big_game(10);
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    /* a scene read in microseconds whose 200,000 spawns take tens of milliseconds */
+    const char *a = run(g, fd, "inst = world:instantiate(one, {prefabs = {big = pf}})");
+    ck_assert_msg(stopped(a), "%s", a);
+    ck_assert_str_eq(world_state(g), before);
+    ck_assert_str_eq(run(g, fd, "return inst"), "ok:nil");
+    /* a prefab's JSON (8 MB), stopped while read */
+    a = run(g, fd, "p2 = world:prefab(pf_text)");
+    ck_assert_msg(stopped(a), "%s", a);
+    ck_assert_msg(strstr(world_error(g), "kiln_prefab_load: stopped by the caller after"), "%s", world_error(g));
+    /* a tree of 200,000 copied */
+    a = run(g, fd, "c = world:clone(root, {tree = true})");
+    ck_assert_msg(stopped(a), "%s", a);
+    ck_assert_msg(strstr(world_error(g), "kiln_clone: stopped by the caller after"), "%s", world_error(g));
+    ck_assert_str_eq(world_state(g), before);
+    /* an export of the 200,005 entities */
+    a = run(g, fd, "x = world:export()");
+    ck_assert_msg(stopped(a), "%s", a);
+    ck_assert_str_eq(world_error(g), "kiln_export: stopped by desc.progress");
+    ck_assert_str_eq(world_state(g), before);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -276,6 +338,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
+    tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);
     suite_add_tcase(s, tc);
     return s;
 }
