@@ -17,7 +17,7 @@
  * are refused. Once spent, the budget stays spent: the hook fires at every instruction and
  * raises until control is back in the console. */
 enum {
-    KLUA_BUDGET_KINDS = 20, /* the library functions the budget knows (console_budget.c) */
+    KLUA_BUDGET_KINDS = 22, /* the library functions the budget knows (console_budget.c) */
     KLUA_BUDGET_IDS = 4,    /* identities learnt of each: the first the libraries held, and
                              * what statements put there since */
 };

@@ -157,7 +157,8 @@ static const struct {
     {"jit", "on", KLUA_COST_JIT_ON}, /* LuaJIT */
     {LUA_GNAME, "load", KLUA_COST_LOAD},          {LUA_GNAME, "newproxy", KLUA_COST_NEWPROXY}, /* LuaJIT */
     {LUA_GNAME, "xpcall", KLUA_COST_XPCALL},      {LUA_COLIBNAME, "create", KLUA_COST_CREATE},
-    {LUA_COLIBNAME, "wrap", KLUA_COST_WRAP},
+    {LUA_COLIBNAME, "wrap", KLUA_COST_WRAP},      {LUA_GNAME, "loadfile", KLUA_COST_LOADFILE},
+    {LUA_GNAME, "dofile", KLUA_COST_DOFILE},
 };
 enum { CHARGED_COUNT = sizeof CHARGED / sizeof CHARGED[0] };
 _Static_assert((int)CHARGED_COUNT == (int)KLUA_BUDGET_KINDS, "console.h sizes the known functions by this table");

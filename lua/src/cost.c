@@ -1,7 +1,11 @@
 /* cost.c: the worst case of the C library calls that can run long on one call (string.rep,
  * the pattern functions, table.concat, sort, move, insert, remove), charged before they run. */
 #include <ctype.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "klua.h"
 
@@ -240,6 +244,41 @@ static double jump_words(const char *s, size_t n) {
     return k;
 }
 
+/* The parse of text: read, and with its jump lists. */
+static double text_steps(const char *s, size_t n) {
+    double k = jump_words(s, n);
+    return (double)n / KLUA_COST_BYTES_PER_STEP + k * k / 4;
+}
+
+/* loadfile's and dofile's parse of the file named at 1, as load's of its text: the file is
+ * read here (at most KLUA_COST_FILE_MAX bytes) to count its jump words. Refused (raises): no
+ * name (standard input, which would wait for the game's terminal), a file that is not regular
+ * (a pipe, /dev/zero: it might never end) or is longer. */
+static double file_steps(lua_State *L, const char *name) {
+    if (lua_type(L, 1) != LUA_TSTRING)
+        luaL_error(L, "console: %s of standard input is not available (it would wait for the game's terminal)", name);
+    const char *path = lua_tostring(L, 1);
+    struct stat st;
+    if (stat(path, &st) != 0) return 0; /* the call itself says why */
+    if (!S_ISREG(st.st_mode)) luaL_error(L, "console: %s of %s refused: not a regular file (it might never end)", name, path);
+    if ((uint64_t)st.st_size > KLUA_COST_FILE_MAX)
+        luaL_error(L, "console: %s of %s refused: longer than %d KiB (its parse would run past the clock); give "
+                      "load its text, which is parsed in pieces: load(io.open(path):read('a'), '@' .. path)",
+                   name, path, (int)(KLUA_COST_FILE_MAX >> 10));
+    /* made before the file is opened: running out of memory leaves no descriptor open */
+    char *text = lua_newuserdata(L, (size_t)st.st_size + 1); /* (the hook's pushes go with it) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* swapped for a pipe since: not waited on */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        return 0;
+    }
+    size_t n = fread(text, 1, (size_t)st.st_size + 1, f);
+    fclose(f);
+    if (n > (size_t)st.st_size) luaL_error(L, "console: %s of %s refused: it grows while read", name, path);
+    return text_steps(text, n);
+}
+
 /* Steps and bytes the call at hand (arguments from 1) may take at worst. */
 void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, double *bytes) {
     *steps = 0;
@@ -315,10 +354,11 @@ void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, doubl
         *steps = raw_len(L, 1) + 1;
         break;
     case KLUA_COST_LOAD: /* a text: read, and parsed with its jump lists (the console's only) */
-        if (s) {
-            double k = jump_words(s, n);
-            *steps = (double)n / KLUA_COST_BYTES_PER_STEP + k * k / 4;
-        }
+        if (s) *steps = text_steps(s, n);
+        break;
+    case KLUA_COST_LOADFILE:
+    case KLUA_COST_DOFILE:
+        *steps = file_steps(L, kind == KLUA_COST_LOADFILE ? "loadfile" : "dofile");
         break;
     default:
         break;

@@ -578,8 +578,12 @@ typedef enum klua_costly {
     KLUA_COST_CONCAT, KLUA_COST_SORT, KLUA_COST_MOVE, KLUA_COST_INSERT, KLUA_COST_REMOVE,
     /* no cost of their own: the console guards them otherwise */
     KLUA_COST_SETHOOK, KLUA_COST_SETMETATABLE, KLUA_COST_DEBUG_SETMETATABLE, KLUA_COST_RESUME, KLUA_COST_JIT_ON,
-    KLUA_COST_LOAD, KLUA_COST_NEWPROXY, KLUA_COST_XPCALL, KLUA_COST_CREATE, KLUA_COST_WRAP
+    KLUA_COST_LOAD, KLUA_COST_NEWPROXY, KLUA_COST_XPCALL, KLUA_COST_CREATE, KLUA_COST_WRAP,
+    KLUA_COST_LOADFILE, KLUA_COST_DOFILE /* charged as load of the file's text, which they read */
 } klua_costly;
+/* Bytes of a file loadfile and dofile may read in the console: the parser runs no hook, and
+ * only load of a string can be handed to it in pieces with the clock read between them. */
+#define KLUA_COST_FILE_MAX ((size_t)1 << 20)
 #define KLUA_COST_BYTES_PER_STEP 8            /* bytes a C loop copies in one instruction's time */
 #define KLUA_COST_JSON_UNIT 1024 /* a JSON save's unit (an entity, a value, an element): 1-1.5 us */
 #define KLUA_COST_HASH_ENTITY 64 /* world:hash, content_hash, an entity: 20-90 ns */

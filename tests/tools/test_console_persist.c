@@ -1,5 +1,5 @@
 /* test_console_persist.c: crafted saves fed to world:load, and long single calls (scenes,
- * prefabs, clones, exports), through a signed-in console client: each
+ * prefabs, clones, exports, loadfile), through a signed-in console client: each
  * refused or stopped with a clear message, the game running, its world as it was. */
 #include <stdlib.h>
 
@@ -328,6 +328,52 @@ START_TEST(long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_
 }
 END_TEST
 
+/* loadfile and dofile read and parse a file in one C call (no hook runs in it): in a statement
+ * a file is charged as load charges its text, and one too long, not regular or standard input
+ * is refused. */
+START_TEST(loadfile_and_dofile_in_a_statement_are_charged_and_bounded) {
+    game *g = start_game((kiln_console_desc){.budget = 1000000, .statement_ms = 20000});
+    int fd = sign_in(g);
+    char small[] = "/tmp/kiln_console_lf_XXXXXX", big[] = "/tmp/kiln_console_lf_XXXXXX";
+    int f1 = mkstemp(small), f2 = mkstemp(big);
+    ck_assert(f1 >= 0 && f2 >= 0);
+    FILE *s = fdopen(f1, "w"), *b = fdopen(f2, "w");
+    fputs("return 40 + 2\n", s);
+    fclose(s);
+    /* 300 KB of an and-chain: its parse is quadratic (charged as load's: past the budget) */
+    fputs("return x", b);
+    for (int i = 0; i < 50000; i++) fputs(" and x", b);
+    fputs("\n", b);
+    fclose(b);
+    char line[256];
+    snprintf(line, sizeof line, "return loadfile('%s')(), dofile('%s')", small, small);
+    ck_assert_str_eq(run(g, fd, line), "ok:42\n42");
+    snprintf(line, sizeof line, "return loadfile('%s')", big);
+    const char *a = run(g, fd, line);
+    ck_assert_msg(strstr(a, "console: _G.loadfile could take") && strstr(a, "past what is left of the statement's "
+                                                                         "instruction budget"),
+                  "%s", a);
+    snprintf(line, sizeof line, "return dofile('%s')", big);
+    a = run(g, fd, line);
+    ck_assert_msg(strstr(a, "console: _G.dofile could take"), "%s", a);
+    a = run(g, fd, "return loadfile('/dev/zero')");
+    ck_assert_msg(strstr(a, "console: loadfile of /dev/zero refused: not a regular file"), "%s", a);
+    a = run(g, fd, "return dofile()");
+    ck_assert_msg(strstr(a, "console: dofile of standard input is not available"), "%s", a);
+    /* past a MiB: refused before it is read */
+    b = fopen(big, "w");
+    for (int i = 0; i < 40000; i++) fputs("local a = 1 -- a line of text to fill the file\n", b);
+    fclose(b);
+    snprintf(line, sizeof line, "return loadfile('%s')", big);
+    a = run(g, fd, line);
+    ck_assert_msg(strstr(a, "refused: longer than 1024 KiB"), "%s", a);
+    unlink(small);
+    unlink(big);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -339,6 +385,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);
+    tcase_add_test(tc, loadfile_and_dofile_in_a_statement_are_charged_and_bounded);
     suite_add_tcase(s, tc);
     return s;
 }
