@@ -271,6 +271,12 @@ static void trampoline(const kiln_system_ctx *ctx) {
     kw->current = NULL;
     if (status == LUA_OK) {
         s->failures = 0;
+    } else if (klua_console_overdue(L)) {
+        /* stopped by its caller's limits (a console statement's time or budget ran out inside
+         * world:progress): not the system's failure, so neither counted toward max_failures
+         * nor recorded (the statement reports the stop); half a run's structural changes are
+         * dropped, as a failed run's */
+        kiln_commands_clear(ctx->commands);
     } else {
         bool disable = count_failure(ctx, s);
         if (kw->mod_hooks) {

@@ -1,5 +1,5 @@
 /* test_console_persist.c: crafted saves fed to world:load, and long single calls (scenes,
- * prefabs, clones, exports, loadfile), through a signed-in console client: each
+ * prefabs, clones, exports, loadfile, world:progress), through a signed-in console client: each
  * refused or stopped with a clear message, the game running, its world as it was. */
 #include <stdlib.h>
 
@@ -374,6 +374,30 @@ START_TEST(loadfile_and_dofile_in_a_statement_are_charged_and_bounded) {
 }
 END_TEST
 
+/* A statement's world:progress stopped by the statement's own limits is the statement's stop,
+ * not the game system's failure: with max_failures 1 it disabled the game's system, and the
+ * failure was recorded nowhere. The run's queued changes are dropped, as a failed run's. */
+START_TEST(a_progress_stopped_by_the_statements_budget_is_no_failure_of_the_games_system) {
+    game *g = start_game((kiln_console_desc){.budget = 1000000, .statement_ms = 20000});
+    ck_assert_int_eq(luaL_dostring(g->L, "world:max_failures(1)\n"
+                                         "spin = false\n"
+                                         "world:system{name = 'mover', run = function(w) w:spawn{} while spin do end end}\n"),
+                     LUA_OK);
+    int fd = sign_in(g);
+    ck_assert_str_eq(run(g, fd, "spin = true return world:count()"), "ok:5");
+    const char *a = run(g, fd, "world:progress(0)");
+    ck_assert_str_eq(a, "error:console: the statement ran past its instruction budget");
+    a = run(g, fd, "return world:systems()[1].enabled, #world:failures(), world:count()");
+    ck_assert_str_eq(a, "ok:true\n0\n5");
+    /* the game's own frames still run it, and its own failure still counts */
+    ck_assert_int_eq(luaL_dostring(g->L, "spin = false world:progress(0) return world:count()"), LUA_OK);
+    ck_assert_int_eq(lua_tointeger(g->L, -1), 6);
+    lua_pop(g->L, 1);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -386,6 +410,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);
     tcase_add_test(tc, loadfile_and_dofile_in_a_statement_are_charged_and_bounded);
+    tcase_add_test(tc, a_progress_stopped_by_the_statements_budget_is_no_failure_of_the_games_system);
     suite_add_tcase(s, tc);
     return s;
 }
