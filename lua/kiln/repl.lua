@@ -433,15 +433,27 @@ function Session:command(line)
     end
     -- load, not loadfile, whose reading and parse run no hook (100 MB of source held the
     -- game 6.3 s): in a console statement the pieces a reader gives are read under the
-    -- statement's clock (LuaJIT's console takes a string, parsed in pieces as well)
+    -- statement's clock (LuaJIT's console refuses a reader: it gets the text, charged as a
+    -- load of it by its length)
     local src, ferr = io.open(rest, "rb")
     if not src then return "error", ferr end
+    -- as loadfile reads a file: a UTF-8 byte-order mark skipped, a first line starting
+    -- with # (#!/usr/bin/env lua) a comment
+    local function opening(piece)
+      if piece and piece:sub(1, 3) == "\239\187\191" then piece = piece:sub(4) end
+      if piece and piece:sub(1, 1) == "#" then piece = "--" .. piece end
+      return piece
+    end
     local fn, err
     if jit then
-      local text = src:read("a")
-      fn, err = load(text or "", "@" .. rest, "t", self.env)
+      fn, err = load(opening(src:read("a")) or "", "@" .. rest, "t", self.env)
     else
-      fn, err = load(function() return src:read(65536) end, "@" .. rest, "t", self.env)
+      local first = true
+      fn, err = load(function()
+        local piece = src:read(65536)
+        if first then first, piece = false, opening(piece) end
+        return piece
+      end, "@" .. rest, "t", self.env)
     end
     src:close()
     if not fn then return "error", err end

@@ -174,6 +174,30 @@ describe("world saves in the session", function()
         end
         os.remove(name)
     end)
+
+    -- :load hands a Lua file to load (in pieces, under a console statement's clock), not to
+    -- loadfile: it still reads the file as loadfile would
+    it(":load of a Lua file skips a #! line and a byte-order mark and names errors after the file", function()
+        local s = session()
+        local name = os.tmpname()
+        local long = ("x = (x or 0) + 1\n"):rep(10000) -- over one piece
+        for _, text in ipairs{"#!/usr/bin/env lua\n" .. long, "\239\187\191" .. long, long} do
+            local f = assert(io.open(name, "wb"))
+            f:write(text)
+            f:close()
+            assert.are.equal("ok", (s:feed("x = 0")))
+            local st, msg = s:feed(":load " .. name)
+            assert.are.same({"ok", ""}, {st, msg})
+            assert.are.same({"ok", "10000"}, {s:feed("x")})
+        end
+        local f = assert(io.open(name, "wb"))
+        f:write("x = 1\nx = = 2\n")
+        f:close()
+        local status, err = s:feed(":load " .. name)
+        assert.are.equal("error", status)
+        assert.truthy(err:find(name .. ":2:", 1, true), err)
+        os.remove(name)
+    end)
 end)
 
 describe("a world command stopped part way through", function()
