@@ -41,7 +41,9 @@ extern "C" {
  * stray high bits, and a handle of a slot or generation the world has not reached (it would come alive
  * as some later spawn). A stale handle stays a dead link; a handle reserved by a deferred
  * spawn is the entity it becomes. Writes through pointers (kiln_get_mut, query columns) are
- * not checked. The check, kiln_transform_set_parent, kiln_transform_children and
+ * not checked, and the subtree part of the check sees them from the next tick on, as
+ * kiln_transform_children does: in the tick of such a write, a checked link above the entities
+ * it moved can end a chain past 256 (propagation then refuses that chain). The check, kiln_transform_set_parent, kiln_transform_children and
  * kiln_transform_despawn_recursive read the Parent values of other entities, which a worker
  * system may be writing meanwhile: a system making them declares reads (or writes) Parent, and
  * debug builds abort naming the system otherwise, as for any undeclared read. */
