@@ -373,3 +373,41 @@ KILN_TEST(random, the_main_stream_travels_with_saves_and_snapshots) {
     kiln_world_destroy(a);
     kiln_world_destroy(b);
 }
+
+/* kiln_name_init registered Name with its state as the check hook's ctx, then freed that state
+ * when making its query or teardown hook ran out of memory: the registration stayed, so the
+ * next Name added read freed memory (ASan: heap-use-after-free in check_name), and every later
+ * kiln_name_init failed ("already registered with a different layout or hooks"). At every
+ * point of failure the init now leaves nothing pointing at freed memory, a Name added before
+ * the retry is refused, and the retry works. */
+KILN_TEST(names, a_name_init_that_ran_out_of_memory_is_retried_and_leaves_no_dangling_hook) {
+    bool done = false;
+    for (int64_t n = 0; !done; n++) {
+        test_allocator alloc;
+        test_allocator_init(&alloc);
+        kiln_world *world = test_world_create(&alloc);
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn(world, &e), KILN_OK);
+        test_allocator_fail_after(&alloc, n);
+        kiln_component id = 0;
+        kiln_result r = kiln_name_init(world, &id);
+        test_allocator_fail_never(&alloc);
+        done = r == KILN_OK;
+        if (!done) {
+            ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+            ck_assert_ptr_null(kiln_name_get(world, e));
+            kiln_component name = kiln_component_lookup(world, "Name");
+            kiln_name value = {.text = "boss"};
+            if (name) ck_assert_int_eq(kiln_add(world, e, name, &value), KILN_ERR_OUT_OF_MEMORY);
+            ck_assert_int_eq(kiln_name_init(world, &id), KILN_OK);
+        }
+        ck_assert_int_eq(kiln_name_set(world, e, "boss"), KILN_OK);
+        ck_assert_uint_eq(kiln_name_lookup(world, "boss"), e);
+        kiln_entity other;
+        ck_assert_int_eq(kiln_spawn(world, &other), KILN_OK);
+        kiln_name taken = {.text = "boss"};
+        ck_assert_int_eq(kiln_add(world, other, id, &taken), KILN_ERR_INVALID_ARGUMENT);
+        kiln_world_destroy(world);
+        ck_assert_int_eq(alloc.live_bytes, 0);
+    }
+}

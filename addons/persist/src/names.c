@@ -45,8 +45,16 @@ static void names_fini(kiln_world *world, void *ctx) {
     kl_free(&world->alloc, st, sizeof *st);
 }
 
-static name_state *state_of(const kiln_world *world) {
+/* The state kiln_name_init left, done or not (see there). */
+static name_state *state_found(const kiln_world *world) {
     return kiln_world_atfini_get(world, names_fini);
+}
+
+/* The state once kiln_name_init has finished (its query made), else NULL: until then the
+ * world has no names. */
+static name_state *state_of(const kiln_world *world) {
+    name_state *st = state_found(world);
+    return st && st->query ? st : NULL;
 }
 
 static const char *name_of(const kiln_world *world, const name_state *st, kiln_entity e) {
@@ -181,6 +189,11 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     kiln_world *world = st->world;
     (void)cworld;
     if (!value) return KILN_OK;
+    if (!st->query) {
+        /* Name was registered by a kiln_name_init that failed after it: no index to ask */
+        snprintf(why, why_size, "out of memory (the name index; kiln_name_init did not finish)");
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
     if (!memchr(((const kiln_name *)value)->text, 0, sizeof ((const kiln_name *)value)->text)) {
         snprintf(why, why_size, "a name has at most 63 bytes (this one has no end)");
         return KILN_ERR_INVALID_ARGUMENT;
@@ -209,29 +222,36 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
+/* All or nothing, and retryable: the state is attached to the world (atfini) before Name
+ * is registered with it as hook_ctx, so no registration ever points at freed memory. A
+ * failure after that leaves the state attached but unfinished (no query): the world has no
+ * names yet, a Name value is refused by check_name, and the next call finishes the work
+ * (registering Name again with the same hooks is a no-op). */
 kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    name_state *st = state_of(world);
-    if (st) {
+    name_state *st = state_found(world);
+    if (st && st->query) {
         if (dest) *dest = st->id;
         return KILN_OK;
     }
-    st = kl_alloc(&world->alloc, sizeof *st);
-    if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_name_init: out of memory");
-    memset(st, 0, sizeof *st);
-    atomic_flag_clear(&st->lock);
-    st->world = world;
+    if (!st) {
+        st = kl_alloc(&world->alloc, sizeof *st);
+        if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_name_init: out of memory");
+        memset(st, 0, sizeof *st);
+        atomic_flag_clear(&st->lock);
+        st->world = world;
+        kiln_result r = kiln_world_atfini(world, names_fini, st);
+        if (r != KILN_OK) {
+            kl_free(&world->alloc, st, sizeof *st);
+            return r;
+        }
+    }
     static const kiln_field fields[] = {{"text", KILN_TYPE_CHAR, 0, KILN_NAME_MAX + 1}};
     kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = fields, .field_count = 1,
                              .check = check_name, .hook_ctx = st};
     kiln_result r = kiln_component_register(world, &d, &st->id);
     if (r == KILN_OK) r = kiln_query_create(world, &(kiln_query_desc){.with = {st->id}}, &st->query);
-    if (r == KILN_OK) r = kiln_world_atfini(world, names_fini, st);
-    if (r != KILN_OK) {
-        kiln_query_destroy(st->query);
-        kl_free(&world->alloc, st, sizeof *st);
-        return r;
-    }
+    if (r != KILN_OK) return r;
     if (dest) *dest = st->id;
     return KILN_OK;
 }
