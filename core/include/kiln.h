@@ -470,7 +470,7 @@ typedef struct kiln_iter {
     uint64_t marked;                /* terms marked (not a kiln_tick: kept in a register) */
     uint64_t mark_tick;             /* tick again, as a type no per-row tick store can alias
                                        (nor the base): a marking loop loads both once */
-    bool active, owns_lock;
+    bool active, owns_lock; kiln_result ended; /* ended: how its end went (kiln_iter_fini) */
     uint16_t era_high; uint32_t era; /* the world's iteration era at its start, 48 bits (kiln_iter_fini) */
 } kiln_iter;
 
@@ -481,11 +481,11 @@ typedef struct kiln_iter {
  * which ends it for good: then next returns false and fini does nothing). */
 void kiln_query_iter(const kiln_query *query, kiln_iter *it);
 
-/* Moves to the next non-empty chunk; returns false (and finishes the iteration) when done. */
+/* Moves to the next non-empty chunk; false when done, the iteration ended. kiln_iter_fini ends one
+ * early (nothing on one a run ended) and returns how its end went, also once next ended it: the
+ * outermost end applies the loop's changes and fails as kiln_defer_end (the rest stays queued). */
 bool kiln_query_next(kiln_iter *it);
-
-/* Finishes an iteration early. Does nothing on a finished iterator, nor on one a run ended. */
-void kiln_iter_fini(kiln_iter *it);
+kiln_result kiln_iter_fini(kiln_iter *it);
 
 /* Writes to dest a view of rows [begin, end) of the chunk in it, for splitting one archetype
  * among threads. The view shares the iteration (no kiln_query_next on it); rows marked through

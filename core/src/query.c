@@ -403,11 +403,34 @@ static bool ended_by_schedule(const kiln_iter *it) {
     return era != iteration_era(it->world);
 }
 
+/* Ends an active iteration and keeps how the end went in it->ended (kiln_iter_fini returns it). */
+static void end_iteration(kiln_iter *it, const char *call) {
+    if (KL_UNLIKELY(ended_by_schedule(it))) { /* its marks go too: its rows may have moved since */
+        it->active = false;
+        it->archetype = NULL;
+        it->count = 0;
+        it->marked = 0;
+        return;
+    }
+    flush_marks(it);
+    it->active = false;
+    it->archetype = NULL;
+    it->count = 0;
+    if (it->owns_lock) {
+        atomic_fetch_sub_explicit(&it->world->iterating, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&((kiln_query *)it->query)->iterating, 1, memory_order_relaxed);
+        /* The changes the loop made land now (when this is the outermost section); what a
+         * failure (out of memory) leaves stays queued for the next outermost end, as with
+         * kiln_defer_end, and the caller learns of it from kiln_iter_fini. */
+        it->ended = kl_defer_end(it->world, call);
+    }
+}
+
 bool kiln_query_next(kiln_iter *it) {
     KILN_ASSERT(it != NULL, "it is NULL");
     if (!it->active) return false;
     if (KL_UNLIKELY(ended_by_schedule(it))) {
-        kiln_iter_fini(it);
+        end_iteration(it, "kiln_query_next");
         return false;
     }
     KILN_ASSERT(it->owns_lock, "kiln_query_next on a range view");
@@ -429,31 +452,14 @@ bool kiln_query_next(kiln_iter *it) {
         }
         return true;
     }
-    kiln_iter_fini(it);
+    end_iteration(it, "kiln_query_next");
     return false;
 }
 
-void kiln_iter_fini(kiln_iter *it) {
+kiln_result kiln_iter_fini(kiln_iter *it) {
     KILN_ASSERT(it != NULL, "it is NULL");
-    if (!it->active) return;
-    if (KL_UNLIKELY(ended_by_schedule(it))) { /* its marks go too: its rows may have moved since */
-        it->active = false;
-        it->archetype = NULL;
-        it->count = 0;
-        it->marked = 0;
-        return;
-    }
-    flush_marks(it);
-    it->active = false;
-    it->archetype = NULL;
-    it->count = 0;
-    if (it->owns_lock) {
-        atomic_fetch_sub_explicit(&it->world->iterating, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&((kiln_query *)it->query)->iterating, 1, memory_order_relaxed);
-        /* The changes the loop made land now (when this is the outermost section); an
-         * out-of-memory failure leaves them queued for the next section's end. */
-        kl_defer_end(it->world, "kiln_iter_fini");
-    }
+    if (it->active) end_iteration(it, "kiln_iter_fini");
+    return it->ended;
 }
 
 void kiln_iter_range(const kiln_iter *it, int32_t begin, int32_t end, kiln_iter *dest) {

@@ -722,6 +722,55 @@ KILN_TEST(out_of_memory, out_of_memory_at_the_end_of_a_section_keeps_the_rest_qu
     ck_assert_int_ge(failures, 1);
 }
 
+/* A loop's end applies what the loop queued, as kiln_defer_end does: kiln_iter_fini dropped
+ * that result, so a loop whose spawns and adds could not all land ended with no word, the
+ * world half changed until some later end. It now returns the failure (also after
+ * kiln_query_next ended the loop) and keeps the rest queued for the next end. _i == 0: the
+ * loop runs to its end; _i == 1: kiln_iter_fini ends it early. */
+KILN_TEST_LOOP(out_of_memory, out_of_memory_at_the_end_of_a_loop_is_returned_and_keeps_the_rest_queued, 0, 2) {
+    int64_t failures = 0;
+    for (int64_t n = 0;; n++) {
+        ck_assert_int_lt(n, 64);
+        test_allocator a;
+        kiln_component pos, vel;
+        kiln_entity live, spawned[4];
+        kiln_world *w = oom_world(&a, &pos, &vel, &live);
+        for (int i = 0; i < 3; i++) ASSERT_OK_IN(w, kiln_spawn_with(w, &pos, NULL, 1, &spawned[i]));
+        kiln_query *q;
+        ASSERT_OK_IN(w, kiln_query_create(w, &(kiln_query_desc){.with = {pos}, .without = {vel}}, &q));
+        kiln_iter it;
+        kiln_query_iter(q, &it);
+        int made = 0;
+        while (kiln_query_next(&it)) {
+            for (int32_t row = 0; row < it.count; row++) {
+                ASSERT_OK_IN(w, kiln_spawn_with(w, &vel, (const void *[]){&(test_velocity){1, 2}}, 1, &spawned[made++ % 4]));
+                ASSERT_OK_IN(w, kiln_add(w, it.entities[row], vel, &(test_velocity){3, 4}));
+            }
+            test_allocator_fail_after(&a, n); /* the one chunk: the next call ends the loop */
+            if (_i == 1) break;
+        }
+        kiln_result r = kiln_iter_fini(&it);
+        test_allocator_fail_never(&a);
+        ck_assert_int_eq(made, 4);
+        ck_assert(!kiln_is_deferred(w));
+        ck_assert_int_eq(kiln_iter_fini(&it), r); /* asked again, the same answer */
+        if (r != KILN_OK) {
+            failures++;
+            ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+            ck_assert_ptr_nonnull(strstr(kiln_world_error(w), _i == 0 ? "kiln_query_next" : "kiln_iter_fini"));
+            ck_assert_int_lt(kiln_entity_count(w), 8);
+            kiln_defer_begin(w); /* the next outermost end lands the rest */
+            ASSERT_OK_IN(w, kiln_defer_end(w));
+        }
+        ck_assert_int_eq(kiln_entity_count(w), 8);
+        ck_assert_int_eq(kiln_query_count(q), 0); /* every one of the loop's rows got Velocity */
+        kiln_query_destroy(q);
+        oom_world_destroy(&a, w);
+        if (r == KILN_OK) break;
+    }
+    ck_assert_int_ge(failures, 1);
+}
+
 KILN_TEST(out_of_memory, values_left_queued_by_a_failed_end_are_destroyed_once_with_the_world) {
     test_hook_log log;
     memset(&log, 0, sizeof log);
