@@ -227,7 +227,8 @@ ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed
 	    build-asan/tests/test_commands_lua_memory build-asan/tests/test_world_lua_memory \
 	    build-asan/tests/test_mods_lua_memory build-asan/tests/test_console_lua_memory \
 	    build-asan/tests/test_console build-asan/tests/test_console_persist \
-	    build-asan/tests/test_console_backpressure build-asan/tests/test_console_escapes
+	    build-asan/tests/test_console_backpressure build-asan/tests/test_console_escapes \
+	    build-asan/tests/test_loops_lua_memory
 test-asan:
 	$(SAN_BUILD) $(ASAN_BIN)
 	@scripts/run-tests.sh $(ASAN_BIN)
@@ -484,7 +485,7 @@ test-examples-jit: asteroids-jit
 JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
 	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
 	    test_console test_console_hold test_console_persist test_console_backpressure test_jit_views_loops \
-	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes)
+	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes test_loops_lua_memory)
 # First, tests/scripts/test_jit_host_flags.sh: no binding file is built with a host's flags.
 test-jit-tools:
 	@tests/scripts/test_jit_host_flags.sh

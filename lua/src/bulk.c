@@ -647,8 +647,9 @@ static int bulk_body(lua_State *L) {
         }
     }
     /* kiln_query_next ended the iteration: the query lets go of it and of this thread (the
-     * world's loops table held it) before anything here can raise */
-    klua_query_finish(L, kq, 1);
+     * world's loops table held it) before anything here can raise (its end, when the loop's
+     * changes could not all land, the first) */
+    klua_query_end(L, kq, 1, "query:bulk");
     lua_pushinteger(L, (lua_Integer)w.written);
     lua_rawseti(L, bulk_idx, BULK_WRITTEN);
     return 0;

@@ -105,15 +105,15 @@ static void track_loop(lua_State *L, int q_idx, bool open) {
     lua_pop(L, 2);
 }
 
-void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
-    if (!kq->active) return;
+kiln_result klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
+    if (!kq->active) return KILN_OK;
     if (kq->ffi_loop && kq->ffi_end_rows) kq->ffi_end_rows(L, q_idx); /* LuaJIT: its step finds no more rows */
     kq->active = false;
     kq->ffi_loop = false;
     kq->row = -1;
     kq->owner = NULL;
     kq->loop_L = NULL;
-    kiln_iter_fini(&kq->it);
+    kiln_result ended = kiln_iter_fini(&kq->it);
     if (kq->lstep) swap_views(L, kq, q_idx, false, NULL); /* a step called later reads no view */
     if (klua_query_uv(L, q_idx, KLUA_QUERY_UV_DATA, NULL)) { /* changed: no view to clear */
         if (klua_query_views(L, kq, -1, NULL)) {
@@ -123,6 +123,14 @@ void klua_query_finish(lua_State *L, klua_query *kq, int q_idx) {
         lua_pop(L, 1);
     }
     track_loop(L, q_idx, false);
+    return ended;
+}
+
+void klua_query_end(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
+    if (klua_query_finish(L, kq, q_idx) == KILN_OK) return;
+    /* kiln_defer_end's contract: what did not land stays queued for the next outermost end */
+    klua_fail(L, fname, "%s (the loop's changes that did not land stay queued)",
+              klua_core_detail(kiln_world_error(kq->kw->world)));
 }
 
 bool klua_query_push_simple(lua_State *L, const klua_query *kq, int t) {
@@ -399,7 +407,7 @@ static bool next_chunk(lua_State *L, klua_query *kq, int q_idx) {
     while (kq->row >= kq->it.count) {
         if (!kiln_query_next(&kq->it)) {
             kq->active = true; /* finish() expects it */
-            klua_query_finish(L, kq, q_idx);
+            klua_query_end(L, kq, q_idx, "query:each");
             return false;
         }
         kq->row = 0;

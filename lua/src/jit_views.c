@@ -229,7 +229,7 @@ static int32_t next_chunk(lua_State *L, klua_query *kq, ffi_rows *rows, bool sta
     if (!kq->active || !kq->ffi_loop || kq->kw->closed) return 0;
     klua_query_check_owner(L, kq);
     if (!kiln_query_next(&kq->it)) {
-        klua_query_finish(L, kq, 1);
+        klua_query_end(L, kq, 1, stamp ? "query:bulk_ffi" : "query:each");
         return 0;
     }
     kiln_iter *it = &kq->it;

@@ -726,9 +726,12 @@ KLUA_HIDDEN void klua_open_bulk(lua_State *L);      /* bulk.c: q:bulk, after klu
 /* The Query at idx (self when idx is 1), raising when it is not one or its world closed. */
 KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
 /* Starts the query's one iteration (access checked, recorded as an open loop) / ends it
- * (views cleared, deferred changes land); q_idx is the Query's stack index. */
+ * (views cleared, deferred changes land; kiln_iter_fini's result); q_idx is the Query's stack
+ * index. klua_query_end is the end of a loop that ran its course (done, or left by break or
+ * return): it raises "fname: ..." when the loop's changes could not all land. */
 KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
-KLUA_HIDDEN void klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
+KLUA_HIDDEN kiln_result klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
+KLUA_HIDDEN void klua_query_end(lua_State *L, klua_query *kq, int q_idx, const char *fname);
 KLUA_HIDDEN int klua_world_query(lua_State *L);     /* world:query, also used by systems */
 /* iteration.c: a Query's user values are in reach of debug.setuservalue, so every read of one checks
  * what it finds: pushes user value uv of the Query at q_idx, a table as kiln made it, and

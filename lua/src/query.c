@@ -432,7 +432,8 @@ static int guard_close(lua_State *L) {
                 return lua_error(L);
             }
         }
-        klua_query_finish(L, kq, q_idx);
+        if (lua_isnoneornil(L, 2)) klua_query_end(L, kq, q_idx, "query:each"); /* raises from the close */
+        else klua_query_finish(L, kq, q_idx); /* the error that left the loop goes on */
     }
     return 0;
 }
