@@ -29,8 +29,8 @@ extern "C" {
  *   kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn, kiln_commands_add,
  *   kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
  *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
- *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_is_deferred,
- *   kiln_world_dropped, kiln_world_drop_hook_set,
+ *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_defer_clear,
+ *   kiln_is_deferred, kiln_world_dropped, kiln_world_drop_hook_set,
  *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait,
  *   kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
  *   kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count,
@@ -620,10 +620,9 @@ const char *kiln_commands_error(const kiln_commands *cmd);
 
 /* ---- Deferred world --------------------------------------------------------------------- */
 
-/* Between kiln_defer_begin and kiln_defer_end, kiln_spawn*, kiln_despawn, kiln_add,
- * kiln_remove and kiln_set are checked at once (a dead entity or unknown component still
- * fails right away) but queued instead of executed; the outermost kiln_defer_end applies the
- * queue in order. Sections nest. While deferred:
+/* Between kiln_defer_begin and kiln_defer_end, kiln_spawn*, kiln_despawn, kiln_add, kiln_remove and
+ * kiln_set are checked at once (a dead entity or unknown component still fails right away) but queued
+ * instead of executed; the outermost kiln_defer_end applies the queue in order. Sections nest. While deferred:
  *  - spawn returns a real handle at once; the entity is reserved, accepts adds, and becomes
  *    alive (kiln_is_alive true) when the section ends;
  *  - reads (kiln_has, kiln_get, kiln_get_mut, kiln_changed_tick) answer the world's current
@@ -635,15 +634,16 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *  - a component's check hook runs when the call is made and again when the queue lands
  *    (the world may have moved on); a value refused then is dropped.
  * Each change dropped so, or by a system's buffer, is reported (kiln_world_dropped, its hook).
- * Iterating a query defers the world for the duration of the iteration, so the plain API
- * works inside a loop; the changes land when the outermost iteration (or section) ends. */
+ * A query's iteration defers the world too (kiln_query_iter): the plain API works in a loop. */
 void kiln_defer_begin(kiln_world *world);
 
 /* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could
  * not be fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not
- * applied stays queued for the next outermost end. An end without a begin asserts, also
- * inside a running system that is not exclusive (the schedule's own section). */
+ * applied stays queued for the next outermost end, unless kiln_defer_clear drops it (values
+ * destroyed, reserved spawns let go; not while deferred), as an undo must. An end without a
+ * begin asserts, also inside a running system that is not exclusive (the schedule's own section). */
 kiln_result kiln_defer_end(kiln_world *world);
+void kiln_defer_clear(kiln_world *world);
 
 /* True inside a deferred section (or an iteration). */
 bool kiln_is_deferred(const kiln_world *world);

@@ -123,6 +123,12 @@ kiln_result kl_defer_end(kiln_world *world, const char *call) {
     return kl_commands_apply(world->deferred, world, NULL, call);
 }
 
+void kiln_defer_clear(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(!kl_deferred(world), "kiln_defer_clear while the world is deferred");
+    kiln_commands_clear(world->deferred);
+}
+
 bool kiln_is_deferred(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     return kl_deferred(world);

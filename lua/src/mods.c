@@ -450,16 +450,18 @@ static void despawn_tagged(kiln_world *world, kiln_query *q) {
 }
 
 /* Takes component c off every entity and its resource out of the world: what a mod that
- * registered c leaves behind when it goes (the registration itself stays for good). */
-static void drop_component(kiln_world *world, kiln_component c) {
+ * registered c leaves behind when it goes (the registration itself stays for good). others
+ * (may be NULL): the mod's query over c on entities not its own, made when it first put c on
+ * one, which a world out of memory for a new query still has. */
+static void drop_component(kiln_world *world, kiln_component c, kiln_query *others) {
     kiln_resource_remove(world, c, NULL);
     kiln_query *q = NULL;
-    if (kiln_query_create(world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK) return;
+    if (kiln_query_create(world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK && !(q = others)) return;
     kiln_iter it;
     kiln_query_iter(q, &it);
     while (kiln_query_next(&it))
         for (int32_t r = 0; r < it.count; r++) kiln_remove(world, it.entities[r], c, NULL);
-    kiln_query_destroy(q);
+    if (q != others) kiln_query_destroy(q);
 }
 
 static int close_loops_thunk(lua_State *L) {
@@ -589,6 +591,14 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
             goto fail;
         }
     }
+    /* What a failed end left queued (kiln_defer_end) is the host's: it lands now, so what the
+     * top level leaves queued is the mod's alone, dropped if the load is refused. */
+    kiln_defer_begin(world);
+    if (kiln_defer_end(world) != KILN_OK) {
+        snprintf(mod->error, sizeof mod->error, "the world's queued changes could not land: %s",
+                 klua_core_detail(kiln_world_error(world)));
+        goto fail;
+    }
     mod->generation = ++mods->generations; /* 64 bits: never back to 0, the host's */
     mod->L = klua_mod_state(mod);
     if (!mod->L) goto fail;
@@ -624,6 +634,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     commit_result committed = ok ? commit_systems(mod) : COMMIT_UNDONE;
     if (!ok || committed != COMMIT_OK) {
+        kiln_defer_clear(world); /* its queued changes (a loop's end that failed) never land */
         klua_mod_load_undo(mod, world);
         /* its own only: host code it called (a granted function restoring a snapshot) may have
          * given one of those handles to an entity of the host's */
@@ -633,7 +644,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
             if (mod->declared_first[i] && !mod->declared_adopted[i] && !mod->declared_event[i] &&
                 !klua_host_declared(mods->kw, mod->declared[i]))
-                drop_component(world, mod->declared[i]);
+                drop_component(world, mod->declared[i], mod->foreign[i]);
         if (committed == COMMIT_BROKEN) {
             previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */
             snprintf(previous->error, sizeof previous->error, "stopped: the reload's %.500s", mod->error);
@@ -675,7 +686,7 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
             bool shared = klua_host_declared(mods->kw, mod->declared[i]);
             for (int k = 0; k < mods->count && !shared; k++)
                 shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
-            if (!shared) drop_component(world, mod->declared[i]);
+            if (!shared) drop_component(world, mod->declared[i], NULL);
         }
     close_state(mod);
     if (mod->spawned) kiln_query_destroy(mod->spawned);

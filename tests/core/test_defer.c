@@ -722,24 +722,20 @@ KILN_TEST(out_of_memory, out_of_memory_at_the_end_of_a_section_keeps_the_rest_qu
     ck_assert_int_ge(failures, 1);
 }
 
-/* A loop's end applies what the loop queued, as kiln_defer_end does: kiln_iter_fini dropped
- * that result, so a loop whose spawns and adds could not all land ended with no word, the
- * world half changed until some later end. It now returns the failure (also after
- * kiln_query_next ended the loop) and keeps the rest queued for the next end. _i == 0: the
- * loop runs to its end; _i == 1: kiln_iter_fini ends it early. */
+/* kiln_iter_fini dropped the loop end's result: a loop whose changes could not all land ended with no
+ * word. It returns the failure (also after kiln_query_next ended the loop), the rest queued for the
+ * next end. _i == 0: the loop runs to its end; _i == 1: kiln_iter_fini ends it early. */
 KILN_TEST_LOOP(out_of_memory, out_of_memory_at_the_end_of_a_loop_is_returned_and_keeps_the_rest_queued, 0, 2) {
     int64_t failures = 0;
     for (int64_t n = 0;; n++) {
         ck_assert_int_lt(n, 64);
         test_allocator a;
-        kiln_component pos, vel;
-        kiln_entity live, spawned[4];
+        kiln_component pos, vel; kiln_entity live, spawned[4];
         kiln_world *w = oom_world(&a, &pos, &vel, &live);
         for (int i = 0; i < 3; i++) ASSERT_OK_IN(w, kiln_spawn_with(w, &pos, NULL, 1, &spawned[i]));
         kiln_query *q;
         ASSERT_OK_IN(w, kiln_query_create(w, &(kiln_query_desc){.with = {pos}, .without = {vel}}, &q));
-        kiln_iter it;
-        kiln_query_iter(q, &it);
+        kiln_iter it; kiln_query_iter(q, &it);
         int made = 0;
         while (kiln_query_next(&it)) {
             for (int32_t row = 0; row < it.count; row++) {
@@ -794,6 +790,27 @@ KILN_TEST(out_of_memory, values_left_queued_by_a_failed_end_are_destroyed_once_w
     ck_assert_int_eq(test_hook_log_count(&log, 2), 1);
     ck_assert_int_eq(log.destroyed, 2);
     ck_assert_int_eq(log.bad_payload, 0);
+}
+
+/* kiln_defer_clear: what a failed end left is dropped, not landed later (a refused mod load). */
+KILN_TEST(out_of_memory, a_queue_a_failed_end_left_is_cleared_values_destroyed_and_spawns_let_go) {
+    test_hook_log log = {0};
+    test_allocator a;
+    kiln_component pos, vel; kiln_entity live, e;
+    kiln_world *w = oom_world(&a, &pos, &vel, &live);
+    kiln_component owned = test_register_owned(w, &log);
+    test_owned v = test_owned_make(1);
+    kiln_defer_begin(w);
+    ASSERT_OK_IN(w, kiln_spawn(w, &e));
+    ASSERT_OK_IN(w, kiln_add(w, live, owned, &v));
+    test_allocator_fail_after(&a, 0);
+    ck_assert_int_eq(kiln_defer_end(w), KILN_ERR_OUT_OF_MEMORY);
+    test_allocator_fail_never(&a);
+    kiln_defer_clear(w);
+    ck_assert_int_eq(test_hook_log_count(&log, 1), 1); /* destroyed by the clear */
+    kiln_defer_begin(w); ASSERT_OK_IN(w, kiln_defer_end(w)); /* nothing left to land */
+    ck_assert(!kiln_is_alive(w, e) && !kiln_has(w, live, owned) && kiln_entity_count(w) == 1);
+    oom_world_destroy(&a, w);
 }
 
 /* ------------------------------------------------------------------------------------------ */
