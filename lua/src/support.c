@@ -370,13 +370,25 @@ static int gc_guard_close(lua_State *L) {
     return 0;
 }
 
-int klua_new_gc_guard(lua_State *L, klua_world *kw) {
-    if (luaL_newmetatable(L, KLUA_GC_GUARD)) {
-        klua_claim_class(L, KLUA_GC_GUARD);
-        lua_pushcfunction(L, gc_guard_close);
-        lua_setfield(L, -2, "__close");
-    }
+/* The guard's metatable, made once per state and published in the registry only when whole:
+ * a metatable left there without __close (memory ran out between) would make every held
+ * method of every world of the state raise "got a non-closable value", for good. */
+static void gc_guard_class(lua_State *L) {
+    lua_getfield(L, LUA_REGISTRYINDEX, KLUA_GC_GUARD);
+    bool made = lua_istable(L, -1);
     lua_pop(L, 1);
+    if (made) return;
+    klua_claim_class(L, KLUA_GC_GUARD); /* may be claimed again: a retry after a refusal */
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, KLUA_GC_GUARD);
+    lua_setfield(L, -2, "__name");
+    lua_pushcfunction(L, gc_guard_close);
+    lua_setfield(L, -2, "__close");
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_GC_GUARD);
+}
+
+int klua_new_gc_guard(lua_State *L, klua_world *kw) {
+    gc_guard_class(L);
     klua_world **guard = klua_newobject(L, sizeof *guard, 0, KLUA_GC_GUARD);
     *guard = kw;
     return luaL_ref(L, LUA_REGISTRYINDEX);
