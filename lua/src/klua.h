@@ -705,6 +705,7 @@ KLUA_HIDDEN int64_t klua_bounded_cost(lua_State *L, int idx);
 
 /* ---- the classes: each opens itself and adds its World methods ---- */
 KLUA_HIDDEN int klua_open_world(lua_State *L);   /* world.c: pushes kiln.world */
+/* Pushes a World for world, the host's; owned: for a world it makes and owns (world NULL). */
 KLUA_HIDDEN int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers);
 /* Pushes a mod's view of the host's World host onto L (another state): the same world and
  * schedule, which the view never closes, runs or reconfigures. */

@@ -148,6 +148,9 @@ static klua_world *new_userdata(lua_State *L) {
 
 int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers) {
     klua_world *kw = new_userdata(L);
+    /* an owned world is made once its userdata, whose __gc destroys it, is there: the Lua
+     * state refusing the userdata or its tables left it made and owned by no one */
+    if (owned && !(world = kiln_world_create(NULL))) luaL_error(L, "not enough memory");
     kw->world = world;
     kw->owned = owned;
     kw->workers = workers;
@@ -171,7 +174,14 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     lua_newtable(L);
     kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     kw->gc_guard_ref = klua_new_gc_guard(L, kw);
-    kiln_transform_init(world, NULL);
+    /* The hierarchy: a host world whose own "Parent" keeps the addon out goes on without it
+     * (hierarchy.c says so), but one that found no memory for it fails here: no later call
+     * sets it up, so every set_parent would fail for good on a world said to be made. */
+    if (kiln_transform_init(world, NULL) == KILN_ERR_OUT_OF_MEMORY) {
+        const char *msg = lua_pushstring(L, klua_core_detail(kiln_world_error(world)));
+        release(L, kw, lua_absindex(L, -2)); /* destroys an owned world; the host keeps its own */
+        klua_fail(L, "kiln.world", "%s", msg);
+    }
     register_weak(L, kw);
     return 1;
 }
@@ -233,10 +243,9 @@ static int w_new(lua_State *L) {
         transforms = lua_toboolean(L, -1);
         lua_pop(L, 4);
     }
-    kiln_world *world = kiln_world_create(NULL);
-    if (!world) return luaL_error(L, "not enough memory");
-    klua_new_world(L, world, true, workers);
+    klua_new_world(L, NULL, true, workers);
     klua_world *kw = lua_touserdata(L, -1);
+    kiln_world *world = kw->world;
     kw->max_failures = max_failures;
     kw->instructions = instructions;
     if (transforms) {

@@ -66,11 +66,52 @@ START_TEST(a_push_out_of_lua_memory_anywhere_raises_and_a_retry_gives_a_usable_w
 }
 END_TEST
 
+/* The transform addon's setup failing for memory was ignored: the push succeeded and every
+ * hierarchy call after raised "the world has no transforms", for good. */
+START_TEST(a_push_out_of_world_memory_anywhere_raises_and_a_retry_gives_a_usable_world) {
+    int64_t n = 0;
+    for (;; n++) {
+        host h;
+        open_unpushed(&h);
+        bool pushed = push_failing_after(&h, &h.world_mem, n);
+        if (!pushed) ck_assert_msg(push_failing_after(&h, &h.world_mem, -1), "the retry failed");
+        run(h.L, usable);
+        stop(&h);
+        if (pushed) break;
+    }
+    ck_assert_int_gt(n, 5);
+}
+END_TEST
+
+/* kiln.world(), its world made on the default allocator: the same two ways to fail, seen
+ * from Lua through the Lua allocator only. */
+START_TEST(kiln_world_out_of_lua_memory_anywhere_raises_and_a_retry_works) {
+    int64_t n = 0;
+    for (;; n++) {
+        host h;
+        open_unpushed(&h);
+        int rc = call_failing_after(&h, "w = kiln.world()", n);
+        if (rc != LUA_OK) {
+            ck_assert_msg(raised_for_memory(h.L, rc), "%s", lua_tostring(h.L, -1));
+            lua_pop(h.L, 1);
+            run(h.L, "w = kiln.world()");
+        }
+        run(h.L, usable);
+        run(h.L, "w:close()");
+        stop(&h);
+        if (rc == LUA_OK) break;
+    }
+    ck_assert_int_gt(n, 10);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("lua_push_memory");
     TCase *tc = tcase_create("memory");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_push_out_of_lua_memory_anywhere_raises_and_a_retry_gives_a_usable_world);
+    tcase_add_test(tc, a_push_out_of_world_memory_anywhere_raises_and_a_retry_gives_a_usable_world);
+    tcase_add_test(tc, kiln_world_out_of_lua_memory_anywhere_raises_and_a_retry_works);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
