@@ -441,14 +441,6 @@ static void release_foreign(klua_mod *mod, const klua_mod *keep) {
     }
 }
 
-/* Despawns every live entity the mod spawned (its tag). */
-static void despawn_tagged(kiln_world *world, kiln_query *q) {
-    kiln_iter it;
-    kiln_query_iter(q, &it);
-    while (kiln_query_next(&it)) /* the world is deferred: despawns land when the loop ends */
-        for (int32_t r = 0; r < it.count; r++) kiln_despawn(world, it.entities[r]);
-}
-
 /* Takes component c off every entity and its resource out of the world: what a mod that
  * registered c leaves behind when it goes (the registration itself stays for good). others
  * (may be NULL): the mod's query over c on entities not its own, made when it first put c on
@@ -673,21 +665,10 @@ static void list_remove(klua_mods *mods, klua_mod *mod) {
         }
 }
 
-/* Unloads mod: its systems leave, its entities go, its components leave every entity and
- * their resources the world (unless keep, or another running mod or the host declared them too), its
- * state closes. */
-void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
-    kiln_world *world = mods->kw->world;
+/* What an unload leaves to do once the world is clear of the mod: its systems leave, its
+ * state closes, it leaves the list. */
+static void forget(klua_mods *mods, klua_mod *mod) {
     remove_systems(mod);
-    if (!keep && mod->spawned) despawn_tagged(world, mod->spawned);
-    if (!keep)
-        for (int i = 0; i < mod->declared_count; i++) {
-            if (mod->declared_event[i] || !mod->declared_first[i]) continue;
-            bool shared = klua_host_declared(mods->kw, mod->declared[i]);
-            for (int k = 0; k < mods->count && !shared; k++)
-                shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
-            if (!shared) drop_component(world, mod->declared[i], NULL);
-        }
     close_state(mod);
     if (mod->spawned) kiln_query_destroy(mod->spawned);
     release_foreign(mod, NULL);
@@ -696,9 +677,30 @@ void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep) {
     klua_mods_settle_proxies(mods); /* what its proxies held in the others' states */
 }
 
+/* Its entities and the components no one else declared (the host, another loaded mod). */
+static bool clear_world(klua_mods *mods, klua_mod *mod, char *err, size_t size) {
+    kiln_component drop[KLUA_MOD_MAX_COMPONENTS];
+    int count = 0;
+    for (int i = 0; i < mod->declared_count; i++) {
+        if (mod->declared_event[i] || !mod->declared_first[i]) continue;
+        bool shared = klua_host_declared(mods->kw, mod->declared[i]);
+        for (int k = 0; k < mods->count && !shared; k++)
+            shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
+        if (!shared) drop[count++] = mod->declared[i];
+    }
+    return klua_mod_clear(mods, mod->spawned, mod->tag, drop, count, err, size);
+}
+
+bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size) {
+    if (!keep && !clear_world(mods, mod, err, size)) return false;
+    forget(mods, mod);
+    return true;
+}
+
 void klua_mods_take_back(klua_mods *mods, klua_mod *mod) {
     klua_mod_load_undo(mod, mods->kw->world);
-    klua_mods_unload(mods, mod, false);
+    clear_world(mods, mod, NULL, 0); /* the load fails anyway: the mod goes whatever is left */
+    forget(mods, mod);
 }
 
 /* Releases the states of disabled mods whose systems have left. */

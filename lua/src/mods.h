@@ -328,12 +328,20 @@ KLUA_HIDDEN const char *klua_mods_busy(klua_mods *mods);
  * takes the load back with klua_mods_take_back. */
 KLUA_HIDDEN klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, char *err,
                                      size_t size);
-/* Its systems leave, its entities go, its components leave every entity (unless keep or
- * another mod uses them), its state closes, it leaves the list. */
-KLUA_HIDDEN void klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep);
+/* Its entities go, its components leave every entity (unless keep or another mod uses them),
+ * then its systems leave, its state closes, it leaves the list. False with err when the world
+ * could not be cleared for memory: the mod stays loaded, and a second call finishes. */
+KLUA_HIDDEN bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size);
 /* Takes back a load its call cannot finish (out of memory after it): its top level's adds to
  * others' entities and its emits (klua_mod_load_undo), then as klua_mods_unload does. */
 KLUA_HIDDEN void klua_mods_take_back(klua_mods *mods, klua_mod *mod);
+/* ---- mod_unload.c: what a going mod takes out of the world ---- */
+/* Takes drop[0..count) off every entity and their resources out of the world, then despawns
+ * the entities of spawned (NULL: none; those with tag keep their components until then). All
+ * it needs is made first: false with err (may be NULL) when that is refused, the world as it
+ * was, or when a removal is (an archetype to make), the despawns not done. */
+KLUA_HIDDEN bool klua_mod_clear(klua_mods *mods, kiln_query *spawned, kiln_component tag,
+                                const kiln_component *drop, int count, char *err, size_t size);
 /* Reloads in place (and the mods depending on it); false with err, the old version on.
  * failed (room for KLUA_MODS_MAX) gets the dependents whose reload failed. */
 KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size, klua_mod **failed,

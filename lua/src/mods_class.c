@@ -362,6 +362,14 @@ static int md_load_dir(lua_State *L) {
     return 2;
 }
 
+/* Returns nil and msg, the message its caller pushed: an expected failure. */
+static int nil_and(lua_State *L, const char *msg) {
+    (void)msg;
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+}
+
 static int md_unload(lua_State *L) {
     const char *fname = "mods:unload";
     klua_mods *mods = check_mods(L, fname);
@@ -376,22 +384,17 @@ static int md_unload(lua_State *L) {
         lua_pop(L, 1);
     }
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "no mod named '%s' is loaded", name);
-        return 2;
-    }
+    if (!mod) return nil_and(L, lua_pushfstring(L, "no mod named '%s' is loaded", name));
     for (int i = 0; i < mods->count; i++)
         for (int d = 0; d < mods->list[i]->depend_count; d++)
-            if (strcmp(mods->list[i]->depends[d], name) == 0) {
-                lua_pushnil(L);
-                lua_pushfstring(L, "mod '%s' depends on '%s'; unload it first", mods->list[i]->name, name);
-                return 2;
-            }
+            if (strcmp(mods->list[i]->depends[d], name) == 0)
+                return nil_and(L, lua_pushfstring(L, "mod '%s' depends on '%s'; unload it first", mods->list[i]->name, name));
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
-    klua_mods_unload(mods, mod, keep);
+    char err[KLUA_MOD_ERROR];
+    bool done = klua_mods_unload(mods, mod, keep, err, sizeof err);
     mods->caller = NULL;
+    if (!done) return nil_and(L, lua_pushfstring(L, "mod '%s' stays loaded: %s; unload it again to finish", name, err));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -401,11 +404,7 @@ static int md_reload(lua_State *L) {
     klua_mods *mods = check_mods(L, fname);
     const char *name = check_name(L, 2, fname);
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) {
-        lua_pushnil(L);
-        lua_pushfstring(L, "no mod named '%s' is loaded", name);
-        return 2;
-    }
+    if (!mod) return nil_and(L, lua_pushfstring(L, "no mod named '%s' is loaded", name));
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];

@@ -244,6 +244,59 @@ START_TEST(a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole)
 }
 END_TEST
 
+/* A mod with entities of its own and its component on the host's, unloaded with the world's
+ * allocator refusing after each number of grants in turn: the unload is done whole (its
+ * entities gone, its component off every host entity), or it says it was not and the mod
+ * stays loaded and running, and a second unload finishes. (A refused despawn record and a
+ * refused query were ignored: true came back with the mod's entities and components there.) */
+START_TEST(an_unload_out_of_world_memory_anywhere_is_done_whole_or_says_so_and_can_be_done_again) {
+    char dir[64], setup[1024];
+    snprintf(dir, sizeof dir, "/tmp/kiln-mods-unload-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(setup, sizeof setup,
+             "w:component('Position', 'float x, y;') w:component('Velocity', 'float x, y;')\n"
+             "hosts = {} for i = 1, 4 do hosts[i] = w:spawn{Position = {x = i}} end w:add(hosts[4], 'Velocity', {})\n"
+             "path = '%s/h.lua' local f = assert(io.open(path, 'w'))\n"
+             "f:write([[world:component('Heat', 'float t;')\n"
+             "for e in world:query{'Position'}:each() do world:add(e, 'Heat', {t = 1}) end\n"
+             "for i = 1, 3 do world:spawn{Heat = {t = 2}} end world:spawn{}\n"
+             "world:system{name = 'heat', writes = {'Heat'}, run = function() end}]]) f:close()\n"
+             "mods = kiln.mods(w) assert(mods:load(path)) assert(w:count() == 8)\n"
+             "function cleared()\n"
+             "  assert(w:count() == 4, w:count() .. ' entities, not 4')\n"
+             "  for i, e in ipairs(hosts) do assert(not w:has(e, 'Heat'), 'host entity ' .. i .. ' kept Heat') end\n"
+             "  assert(#mods:list() == 0)\n"
+             "end",
+             dir);
+    int64_t n = 0, refused = 0;
+    for (bool done = false; !done; n++) {
+        host h;
+        start(&h, setup);
+        h.world_mem.left = n;
+        int rc = luaL_dostring(h.L, "ok, err = mods:unload('h')");
+        h.world_mem.left = -1;
+        ck_assert_msg(rc == LUA_OK, "refused after %lld grants, unload raised: %s", (long long)n, lua_tostring(h.L, -1));
+        run(h.L, "if not ok then\n"
+                 "  assert(err:find(\"mod 'h' stays loaded\", 1, true), err)\n"
+                 "  local m = mods:list()[1] assert(m and m.name == 'h' and m.state == 'running')\n"
+                 "  assert(w:progress(0.1)) assert(mods:unload('h'))\n"
+                 "end\n"
+                 "cleared()");
+        (void)luaL_dostring(h.L, "return ok");
+        done = lua_toboolean(h.L, -1);
+        if (!done) refused++;
+        lua_settop(h.L, 0);
+        run(h.L, "mods:close()");
+        stop(&h);
+    }
+    ck_assert_int_gt(refused, 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/h.lua", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("mods_lua_memory");
     TCase *tc = tcase_create("memory");
@@ -251,6 +304,7 @@ int main(void) {
     tcase_add_loop_test(tc, a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything, 0, CALLS);
     tcase_add_test(tc, a_reload_reordering_its_systems_out_of_world_memory_anywhere_leaves_a_clean_world);
     tcase_add_test(tc, a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole);
+    tcase_add_test(tc, an_unload_out_of_world_memory_anywhere_is_done_whole_or_says_so_and_can_be_done_again);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
