@@ -54,6 +54,7 @@
 #define KLUA_QUERY "kiln.Query"
 #define KLUA_COMMANDS "kiln.Commands"
 #define KLUA_GUARD "kiln.IterGuard"
+#define KLUA_FRAME_END "(frame end)" /* the system a failure to land a frame's changes names */
 #define KLUA_GC_GUARD "kiln.GcGuard" /* a World's collector hold (klua_new_gc_guard) */
 
 #define KLUA_NAME_CACHE 32     /* component names klua_check_component remembers by address */
@@ -198,6 +199,8 @@ struct klua_world {
     int64_t frame_failures;    /* failed system runs since world:progress began (systems.c) */
     int64_t lost_failures;     /* failures of runs whose record found no memory (systems.c) */
     char lost_system[KILN_MAX_NAME + 1]; /* the first such run's system */
+    char landing_failure[256]; /* a frame's end that could not land its changes, not yet
+                                * reported (systems.c): the core's message, or "" */
     int64_t instructions;      /* budget of one Lua system run (0: none) */
     int64_t budget_used;       /* of the entry armed now (budget.c) */
     int64_t budget_limit;      /* of the entry armed now; 0: none armed */

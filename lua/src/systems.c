@@ -152,6 +152,17 @@ static void report_transform_failure(lua_State *L, klua_world *kw, int world_idx
     klua_push_failure(L, world_idx, "propagate_transforms", msg, strlen(msg), "", false, NULL);
 }
 
+/* Records a frame whose end could not land its changes (w_progress kept the core's message)
+ * as a failure of the world at world_idx (may raise: outside the core). */
+static void report_landing_failure(lua_State *L, klua_world *kw, int world_idx) {
+    if (!kw->landing_failure[0]) return;
+    char msg[sizeof kw->landing_failure + 160];
+    int len = snprintf(msg, sizeof msg, "%s (the frame ran; that change and those queued after it wait, in "
+                       "order, and land when the next frame's stages end)", kw->landing_failure);
+    klua_push_failure(L, world_idx, KLUA_FRAME_END, msg, (size_t)len, "", false, NULL);
+    kw->landing_failure[0] = '\0'; /* once recorded: a raise above keeps it for the next report */
+}
+
 /* A system's function and query are held by its world's state table (KLUA_STATE_RUNS, keyed
  * by the system's address), not by the registry: a query leads back to its world, and a
  * registry reference to it kept a world its script dropped alive for good. Slots of an entry: */
@@ -522,6 +533,7 @@ static int w_system(lua_State *L) {
 static int progress_result(lua_State *L) {
     report_lost_failures(L, lua_touserdata(L, 2), 1);
     report_transform_failure(L, lua_touserdata(L, 2), 1);
+    report_landing_failure(L, lua_touserdata(L, 2), 1);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_pushboolean(L, 1);
@@ -556,16 +568,22 @@ static int w_progress(lua_State *L) {
     kw->progress_idx = 1;
     kw->run_L = L;
     kw->frame_failures = 0;
+    kiln_tick tick = kiln_tick_current(kw->world);
     kiln_result r = kiln_schedule_run(sched, dt);
     kw->progress_idx = 0;
     kw->run_L = NULL;
-    if (r != KILN_OK) klua_fail_world(L, kw->world, "world:progress");
+    if (r != KILN_OK && kiln_tick_current(kw->world) == tick) klua_fail_world(L, kw->world, "world:progress");
+    /* The frame ran, but a stage's end could not land all its changes (out of the world's
+     * memory): those before the refused one landed, the rest stay queued. A failure to
+     * report, not to raise: a caller told "no frame" would run it again. */
+    if (r != KILN_OK)
+        snprintf(kw->landing_failure, sizeof kw->landing_failure, "%s", klua_core_detail(kiln_world_error(kw->world)));
     lua_pushvalue(L, 1);
     lua_pushlightuserdata(L, kw);
     if (klua_pcall_c(L, progress_result, 2, LUA_MULTRET, 0) == LUA_OK) return lua_gettop(L) - 1;
     /* No memory for the list: the frame has run, so progress reports rather than raises; the
      * failures stay for world:failures(). */
-    lua_pushboolean(L, kw->frame_failures == 0);
+    lua_pushboolean(L, kw->frame_failures == 0 && r == KILN_OK);
     return 1;
 }
 
@@ -575,6 +593,7 @@ static int w_failures(lua_State *L) {
     klua_world *kw = klua_self(L);
     report_lost_failures(L, kw, 1);
     report_transform_failure(L, kw, 1);
+    report_landing_failure(L, kw, 1);
     lua_getiuservalue(L, 1, KLUA_WORLD_UV_STATE);
     if (lua_getfield(L, -1, KLUA_STATE_FAILURES) == LUA_TNIL) {
         lua_newtable(L);

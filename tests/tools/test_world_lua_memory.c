@@ -148,6 +148,50 @@ START_TEST(a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_
 }
 END_TEST
 
+/* A frame whose stage end finds no world memory to land a system's queue (a spawn's new
+ * archetype, an event's buffer): the frame ran, so progress returns (it raised, and a host
+ * taking that for "no frame" ran it again), reporting a "(frame end)" failure; the changes
+ * left wait in order and land at the next frame's end. */
+START_TEST(a_frame_out_of_world_memory_anywhere_returns_and_reports_what_did_not_land) {
+    int64_t n = 0, landing = 0;
+    for (bool clean = false; !clean; n++) {
+        host h;
+        start(&h, "w:component('Position', 'float x, y;') w:component('Tag', 'int32_t v;') w:event('Hit', 'int32_t n;')\n"
+                  "for i = 1, 3 do w:spawn{Position = {x = i}} end runs = 0 q = w:query{'Position'}\n"
+                  "w:system{name = 'sys', writes = {'Position', 'Tag', 'Parent'}, run = function(w)\n"
+                  "  local a = w:spawn{Position = {x = 9}, Tag = {v = 1}} w:add(w:entities()[2], 'Tag', {v = 2})\n"
+                  "  w:set_parent(a, w:entities()[1]) w:emit('Hit', {n = 1})\n"
+                  "  for _, p in q:each() do p.x = p.x + 1 end runs = runs + 1 end}\n"
+                  "tick0 = w:tick() count0 = w:count()");
+        run(h.L, "collectgarbage() collectgarbage()");
+        h.world_mem.left = n;
+        int rc = luaL_dostring(h.L, "ok, failures = w:progress(0.1)");
+        h.world_mem.left = -1;
+        if (rc != LUA_OK) { /* before the frame (the schedule's build): nothing ran */
+            ck_assert_msg(strstr(lua_tostring(h.L, -1), "out of memory"), "%s", lua_tostring(h.L, -1));
+            lua_pop(h.L, 1);
+            run(h.L, "assert(w:tick() == tick0 and runs == 0, 'progress raised after the frame ran') ok = false");
+        } else
+            run(h.L, "assert(w:tick() == tick0 + 1, 'no frame ran')");
+        run(h.L, "landing = false\n"
+                 "if not ok and w:tick() > tick0 then for _, f in ipairs(failures or w:failures()) do\n"
+                 "  if f.system == '(frame end)' then landing = true\n"
+                 "    assert(f.message:find('the frame ran', 1, true) and f.message:find('memory', 1, true), f.message) end\n"
+                 "end end\n"
+                 "assert(ok or landing or runs == 0 or w:tick() == tick0, 'progress failed with no failure to say why')\n"
+                 "assert(w:progress(0.1)) assert(#w:failures() == 0)");
+        (void)luaL_dostring(h.L, "return landing");
+        landing += lua_toboolean(h.L, -1);
+        lua_settop(h.L, 0);
+        (void)luaL_dostring(h.L, "return ok == true and runs == 2 and w:count() == count0 + 2");
+        clean = lua_toboolean(h.L, -1);
+        lua_settop(h.L, 0);
+        stop(&h);
+    }
+    ck_assert_int_gt(landing, 0);
+}
+END_TEST
+
 static char fill_keys[2048]; /* each byte's address is one registry key (add_key_in_room) */
 
 /* The first run of a Lua system under the world's instruction budget arms it in a registry
@@ -291,6 +335,7 @@ int main(void) {
     tcase_add_loop_test(tc, a_world_method_out_of_lua_memory_anywhere_raises_before_it_changes_the_world, 0,
                         CALLS + COPY_CALLS);
     tcase_add_test(tc, a_frame_out_of_lua_memory_anywhere_reports_its_failures_and_the_next_runs_clean);
+    tcase_add_test(tc, a_frame_out_of_world_memory_anywhere_returns_and_reports_what_did_not_land);
     tcase_add_test(tc, a_method_raising_anywhere_leaves_the_collector_running);
     tcase_add_test(tc, a_lua_system_run_with_the_host_stack_full_fails_and_is_reported_later);
     tcase_add_test(tc, a_budgeted_system_first_run_adds_no_registry_key_at_the_brink_of_the_registry_growing);
