@@ -226,7 +226,7 @@ SAN_BUILD := $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g -fno-omit
 ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed build-asan/tests/test_persist_lua_memory \
 	    build-asan/tests/test_commands_lua_memory build-asan/tests/test_world_lua_memory \
 	    build-asan/tests/test_mods_lua_memory build-asan/tests/test_console_lua_memory \
-	    build-asan/tests/test_lua_push_memory \
+	    build-asan/tests/test_lua_push_memory build-asan/tests/test_session_lua_memory \
 	    build-asan/tests/test_console build-asan/tests/test_console_persist \
 	    build-asan/tests/test_console_backpressure build-asan/tests/test_console_escapes \
 	    build-asan/tests/test_loops_lua_memory

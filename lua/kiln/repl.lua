@@ -135,7 +135,7 @@ function Session:open_world(value)
 end
 
 local run_answer, answer, load_answer = layer.run_answer, layer.answer, layer.load_answer
-local reload_answer, regular_file = layer.reload_answer, layer.regular_file
+local reload_answer, regular_file, step_answer = layer.reload_answer, layer.regular_file, layer.step_answer
 local ran = layer.ran
 -- xpcall's results, packed, with fn run through layer.ran, which marks box once fn ended
 local function run_traced(fn, box, ...)
@@ -253,6 +253,25 @@ local function watch_lines(self, lines)
   return lines
 end
 
+-- session:step's frames and answer; box[1] is set (by layer.ran) once a frame ran. Run by
+-- layer.step_answer, a tail call into C: raising once a frame ran (no memory for the
+-- answer, a frame after it that raised before it ran) answers "ok" and STEP_UNSHOWN.
+local STEP_UNSHOWN = "(a frame or more ran; no memory was left to say more: world:tick() tells how many)"
+local function step_frames(self, w, n, box)
+  local lines = {}
+  for _ = 1, n do
+    local ok, failures = ran(w.progress, box, w, self.dt)
+    if not ok then
+      for _, f in ipairs(failures or {}) do
+        lines[#lines + 1] = string.format("system %s failed: %s", f.system, f.message)
+      end
+    end
+  end
+  watch_lines(self, lines)
+  lines[#lines + 1] = string.format("tick %d, %s", w:tick(), world_summary(w))
+  return "ok", table.concat(lines, "\n")
+end
+
 --- session:step(n) -> status, text: n frames, then failures, watches and the tick.
 function Session:step(n)
   check_self(self, "session:step")
@@ -262,18 +281,7 @@ function Session:step(n)
   end
   local w = world_of(self)
   if not w then return "error", "no world: set the global `world` first" end
-  local lines = {}
-  for _ = 1, n do
-    local ok, failures = w:progress(self.dt)
-    if not ok then
-      for _, f in ipairs(failures) do
-        lines[#lines + 1] = string.format("system %s failed: %s", f.system, f.message)
-      end
-    end
-  end
-  watch_lines(self, lines)
-  lines[#lines + 1] = string.format("tick %d, %s", w:tick(), world_summary(w))
-  return "ok", table.concat(lines, "\n")
+  return step_answer(step_frames, {false}, STEP_UNSHOWN, self, w, n)
 end
 
 -- Bytes in the largest unit that keeps the number at or above 1 (B, KiB, MiB, GiB).

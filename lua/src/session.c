@@ -5,12 +5,63 @@
  * leaves the print capture in place nor answers an error for a call that was made. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "klua.h"
+
+/* An answer made after its change landed must not fail for memory: its fixed parts (the
+ * status, a short text) are pushed before the change, with room on the stack, and the long
+ * text is made protected, the short one answering when that finds no memory. */
+enum { ANSWER_ROOM = 12 }; /* stack slots an answer uses after its change */
+
+/* Pushes the status and the short text (both allocated now, before the change): their
+ * indices at *status_idx and *short_idx. */
+static void prepare_answer(lua_State *L, const char *status, const char *short_text, int *status_idx,
+                           int *short_idx) {
+    luaL_checkstack(L, ANSWER_ROOM, NULL);
+    lua_pushstring(L, status);
+    *status_idx = lua_gettop(L);
+    lua_pushstring(L, short_text);
+    *short_idx = lua_gettop(L);
+}
+
+/* klua_pcall_c of fn, which runs no Lua code, with the state's hook off: a console statement's
+ * spent budget (its hook fires at calls too) would stop the answer of a call that was made. */
+static int pcall_text(lua_State *L, lua_CFunction fn, int nargs, int nresults) {
+    lua_Hook hook = lua_gethook(L);
+    int mask = lua_gethookmask(L), count = lua_gethookcount(L);
+    lua_sethook(L, NULL, 0, 0);
+    int status = klua_pcall_c(L, fn, nargs, nresults, 0);
+    lua_sethook(L, hook, mask, count);
+    return status;
+}
+
+/* The C string at the light userdata 1 as a Lua string (allocates: run protected). */
+static int push_text(lua_State *L) {
+    lua_pushstring(L, lua_touserdata(L, 1));
+    return 1;
+}
+
+/* Answers the status at status_idx and text, or the short text at short_idx when there is no
+ * memory for text (a C string, or NULL: text is on top, made by the caller's protected call
+ * whose result was ok). Allocates nothing. */
+static int landed_answer(lua_State *L, int status_idx, int short_idx, const char *text, bool made) {
+    if (text) {
+        lua_pushlightuserdata(L, (void *)text);
+        made = pcall_text(L, push_text, 1, 1) == LUA_OK;
+    }
+    if (!made) {
+        lua_pop(L, 1); /* the error (the memory error's message: no allocation) */
+        lua_pushvalue(L, short_idx);
+    }
+    lua_pushvalue(L, status_idx);
+    lua_insert(L, -2);
+    return 2;
+}
 
 /* layer.ran(fn, box, ...) -> fn(...): sets box[1] true once fn has returned, before any Lua
  * instruction runs after it (box[1] exists: nothing allocated), unless a budget was spent by
@@ -30,6 +81,30 @@ static int layer_ran(lua_State *L) {
     return lua_gettop(L) - top;
 }
 
+/* The text of a statement whose values or error could not be shown: 1 what it printed (a
+ * list of strings), 2 why, 3 whether it ran. Allocates: run protected. */
+static int unshown_text(lua_State *L) {
+    bool ran = lua_toboolean(L, 3);
+    const char *why = lua_tostring(L, 2) ? lua_tostring(L, 2) : "not a string";
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, 1, i) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            continue;
+        }
+        luaL_addvalue(&b);
+        luaL_addchar(&b, '\n');
+    }
+    luaL_addstring(&b, ran ? "(the statement ran; its values were not shown: "
+                           : "(the statement raised; its error was not shown: ");
+    luaL_addstring(&b, why);
+    luaL_addchar(&b, ')');
+    luaL_pushresult(&b);
+    return 1;
+}
+
 /* layer.run_answer(env, printer, run, describe, session, out, box, fn, ...) -> status, text:
  * a session's statement (lua/kiln/repl.lua), as the tail call that ends session:feed. With
  * env.print (read and set raw) the printer, runs run(fn, box, ...) (xpcall's results, packed,
@@ -46,9 +121,13 @@ static int layer_run_answer(lua_State *L) {
     luaL_checktype(L, 3, LUA_TFUNCTION);
     luaL_checktype(L, 6, LUA_TTABLE);
     luaL_checktype(L, 7, LUA_TTABLE);
-    int top = lua_gettop(L);
+    int top = lua_gettop(L), ok_idx, ran_idx, error_idx, raised_idx;
+    prepare_answer(L, "ok", "(the statement ran; its values were not shown: not enough memory)", &ok_idx, &ran_idx);
+    prepare_answer(L, "error", "(the statement raised; its error was not shown: not enough memory)", &error_idx,
+                   &raised_idx);
     lua_pushliteral(L, "print");
-    lua_rawget(L, 1); /* top + 1: the environment's own print */
+    lua_rawget(L, 1); /* the environment's own print */
+    int print_idx = lua_gettop(L);
     lua_pushliteral(L, "print");
     lua_pushvalue(L, 2);
     lua_rawset(L, 1); /* a memory error here leaves env as it was */
@@ -58,7 +137,7 @@ static int layer_run_answer(lua_State *L) {
     for (int i = 9; i <= top; i++) lua_pushvalue(L, i);
     int status = lua_pcall(L, top - 6, 1, 0);
     lua_pushliteral(L, "print");
-    lua_pushvalue(L, top + 1);
+    lua_pushvalue(L, print_idx);
     lua_rawset(L, 1); /* the key is there: no allocation */
     int results = lua_gettop(L);
     bool ran;
@@ -83,26 +162,11 @@ static int layer_run_answer(lua_State *L) {
         if (!ended) return lua_error(L); /* stopped inside the statement */
         ran = true;
     }
-    const char *why = lua_tostring(L, -1) ? lua_tostring(L, -1) : "not a string";
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_Integer n = (lua_Integer)lua_rawlen(L, 6);
-    for (lua_Integer i = 1; i <= n; i++) {
-        if (lua_rawgeti(L, 6, i) != LUA_TSTRING) {
-            lua_pop(L, 1);
-            continue;
-        }
-        luaL_addvalue(&b);
-        luaL_addchar(&b, '\n');
-    }
-    luaL_addstring(&b, ran ? "(the statement ran; its values were not shown: "
-                           : "(the statement raised; its error was not shown: ");
-    luaL_addstring(&b, why);
-    luaL_addchar(&b, ')');
-    luaL_pushresult(&b);
-    lua_pushstring(L, ran ? "ok" : "error");
+    lua_pushvalue(L, 6);
     lua_insert(L, -2);
-    return 2;
+    lua_pushboolean(L, ran);
+    bool made = pcall_text(L, unshown_text, 3, 1) == LUA_OK;
+    return landed_answer(L, ran ? ok_idx : error_idx, ran ? ran_idx : raised_idx, NULL, made);
 }
 
 /* The answer of a session command whose call failed: "error" and its message. */
@@ -120,9 +184,13 @@ static int error_answer(lua_State *L) {
  * console statement's time limit) cannot report a failure for a call that was made. */
 static int layer_answer(lua_State *L) {
     luaL_checkstring(L, 1);
-    if (lua_pcall(L, lua_gettop(L) - 2, 2, 0) != LUA_OK) return error_answer(L);
+    int args = lua_gettop(L) - 2;
+    luaL_checkstack(L, ANSWER_ROOM, NULL);
+    lua_pushliteral(L, "ok"); /* before the call: nothing allocates after it */
+    lua_insert(L, 2);
+    if (lua_pcall(L, args, 2, 0) != LUA_OK) return error_answer(L);
     if (!lua_toboolean(L, -2) && lua_type(L, -1) == LUA_TSTRING) return error_answer(L); /* nil, why */
-    lua_pushliteral(L, "ok");
+    lua_pushvalue(L, 2);
     lua_pushvalue(L, 1);
     return 2;
 }
@@ -131,18 +199,11 @@ static int compare_names(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* layer.reload_answer(reload, mods, name): as layer.answer for mods:reload(name) (reload),
- * the answer made here: "ok", "reloaded NAME (N systems)", or "error" and why, naming each
- * dependent whose reload failed (its message cut at 300 bytes), by name. */
-static int layer_reload_answer(lua_State *L) {
-    const char *name = luaL_checkstring(L, 3);
-    lua_settop(L, 3);
-    lua_pushvalue(L, 1);
-    lua_pushvalue(L, 2);
-    lua_pushvalue(L, 3);
-    if (lua_pcall(L, 2, 2, 0) != LUA_OK) return error_answer(L);
-    int info = 4, failed = 5;
-    if (!lua_toboolean(L, info)) return error_answer(L);
+/* The answer of a reload made: 1 the name asked for, 2 the info it returned, 3 the table of
+ * dependents whose reload failed (or nil). Allocates: run protected. */
+static int reload_text(lua_State *L) {
+    const char *name = lua_tostring(L, 1);
+    int info = 2, failed = 3;
     const char *who = NULL;
     if (lua_istable(L, info)) {
         lua_getfield(L, info, "name");
@@ -190,11 +251,33 @@ static int layer_reload_answer(lua_State *L) {
     return 2;
 }
 
+/* layer.reload_answer(reload, mods, name): as layer.answer for mods:reload(name) (reload),
+ * the answer made here: "ok", "reloaded NAME (N systems)", or "error" and why, naming each
+ * dependent whose reload failed (its message cut at 300 bytes), by name; with no memory left
+ * for that answer, "ok" and a short one (the reload was made). */
+static int layer_reload_answer(lua_State *L) {
+    luaL_checkstring(L, 3);
+    lua_settop(L, 3);
+    int ok_idx, short_idx;
+    prepare_answer(L, "ok", "reloaded (no memory was left to say more: :mods lists the mods)", &ok_idx, &short_idx);
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    if (lua_pcall(L, 2, 2, 0) != LUA_OK) return error_answer(L);
+    if (!lua_toboolean(L, -2)) return error_answer(L);
+    lua_pushvalue(L, 3);
+    lua_insert(L, -3); /* name, info, failed */
+    if (pcall_text(L, reload_text, 3, 2) == LUA_OK) return 2;
+    return landed_answer(L, ok_idx, short_idx, NULL, false);
+}
+
 /* layer.load_answer(load, world, path) -> "ok", "loaded N entities from path" when
  * load(world, path) (world.load) returned its map of N entities, else "error", its message;
  * as layer.answer, with the count made here. */
 static int layer_load_answer(lua_State *L) {
     const char *path = luaL_checkstring(L, 3);
+    int ok_idx, short_idx;
+    prepare_answer(L, "ok", "loaded (no memory was left to say how many entities)", &ok_idx, &short_idx);
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
@@ -202,8 +285,32 @@ static int layer_load_answer(lua_State *L) {
     int n = 0;
     if (lua_istable(L, -1))
         for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) n++;
+    char text[4200];
+    snprintf(text, sizeof text, "loaded %d entities from %s", n, path);
+    return landed_answer(L, ok_idx, short_idx, text, false);
+}
+
+/* layer.step_answer(body, box, short, ...) -> body(..., box)'s status and text; when it
+ * raises after a frame ran (box[1], set by layer.ran once progress returned), "ok" and short
+ * (made by the caller, before any frame): :step's frames stay, so no error is answered. */
+static int layer_step_answer(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    luaL_checktype(L, 3, LUA_TSTRING);
+    int top = lua_gettop(L);
+    luaL_checkstack(L, ANSWER_ROOM + top, NULL);
     lua_pushliteral(L, "ok");
-    lua_pushfstring(L, "loaded %d entities from %s", n, path);
+    int ok_idx = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    for (int i = 4; i <= top; i++) lua_pushvalue(L, i);
+    lua_pushvalue(L, 2);
+    if (lua_pcall(L, top - 2, 2, 0) == LUA_OK) return 2;
+    lua_rawgeti(L, 2, 1);
+    bool ran = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (!ran) return error_answer(L);
+    lua_pushvalue(L, ok_idx);
+    lua_pushvalue(L, 3);
     return 2;
 }
 
@@ -229,7 +336,8 @@ static int layer_regular_file(lua_State *L) {
 void klua_open_session_layer(lua_State *L, int layer) {
     static const luaL_Reg fns[] = {{"run_answer", layer_run_answer}, {"ran", layer_ran}, {"answer", layer_answer},
                                    {"load_answer", layer_load_answer}, {"reload_answer", layer_reload_answer},
-                                   {"regular_file", layer_regular_file}, {NULL, NULL}};
+                                   {"regular_file", layer_regular_file}, {"step_answer", layer_step_answer},
+                                   {NULL, NULL}};
     for (const luaL_Reg *f = fns; f->name; f++) {
         lua_pushcfunction(L, f->func);
         lua_setfield(L, layer, f->name);
