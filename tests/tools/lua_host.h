@@ -52,9 +52,8 @@ static inline void run(lua_State *L, const char *code) {
     if (luaL_dostring(L, code) != LUA_OK) ck_abort_msg("%s", lua_tostring(L, -1));
 }
 
-/* The Lua state with the kiln module (the global kiln) and the host's world as the global w,
- * then setup run in it. */
-static inline void start(host *h, const char *setup) {
+/* The Lua state with the kiln module (the global kiln) and the host's world, not pushed yet. */
+static inline void open_host(host *h) {
     memset(h, 0, sizeof *h);
     h->lua_mem.left = h->world_mem.left = -1;
     h->world = kiln_world_create(&(kiln_world_desc){.alloc = budget_alloc, .alloc_ud = &h->world_mem});
@@ -64,6 +63,12 @@ static inline void start(host *h, const char *setup) {
     luaL_openlibs(h->L);
     luaL_requiref(h->L, "kiln", luaopen_kiln, 0);
     lua_setglobal(h->L, "kiln");
+}
+
+/* The Lua state with the kiln module (the global kiln) and the host's world as the global w,
+ * then setup run in it. */
+static inline void start(host *h, const char *setup) {
+    open_host(h);
     kiln_lua_push_world(h->L, h->world, 0);
     lua_setglobal(h->L, "w");
     run(h->L, setup);
