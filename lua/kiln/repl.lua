@@ -256,7 +256,8 @@ end
 -- session:step's frames and answer; box[1] is set (by layer.ran) once a frame ran. Run by
 -- layer.step_answer, a tail call into C: raising once a frame ran (no memory for the
 -- answer, a frame after it that raised before it ran) answers "ok" and STEP_UNSHOWN.
-local STEP_UNSHOWN = "(a frame or more ran; no memory was left to say more: world:tick() tells how many)"
+local STEP_UNSHOWN = "(a frame or more ran; no memory was left to say more: world:tick() tells how many, " ..
+  "world:failures() what failed)"
 local function step_frames(self, w, n, box)
   local lines = {}
   for _ = 1, n do
