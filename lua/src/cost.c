@@ -266,17 +266,22 @@ static double file_steps(lua_State *L, const char *name) {
                       "load its text, which is parsed in pieces: load(io.open(path):read('a'), '@' .. path)",
                    name, path, (int)(KLUA_COST_FILE_MAX >> 10));
     /* made before the file is opened: running out of memory leaves no descriptor open */
-    char *text = lua_newuserdata(L, (size_t)st.st_size + 1); /* (the hook's pushes go with it) */
+    /* (popped before returning: under LuaJIT the charge runs in the wrapper whose stack is the
+     * call's own, where a value left above the arguments would become loadfile's mode) */
+    char *text = lua_newuserdata(L, (size_t)st.st_size + 1);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* swapped for a pipe since: not waited on */
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         if (fd >= 0) close(fd);
+        lua_pop(L, 1);
         return 0;
     }
     size_t n = fread(text, 1, (size_t)st.st_size + 1, f);
     fclose(f);
     if (n > (size_t)st.st_size) luaL_error(L, "console: %s of %s refused: it grows while read", name, path);
-    return text_steps(text, n);
+    double steps = text_steps(text, n); /* allocates nothing: text stays put until the pop */
+    lua_pop(L, 1);
+    return steps;
 }
 
 /* Steps and bytes the call at hand (arguments from 1) may take at worst. */

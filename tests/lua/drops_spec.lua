@@ -27,7 +27,7 @@ describe("a queued change dropped as it lands", function()
         assert.is_false(w:is_alive(e))
         n, message = w:dropped()
         assert.are.equal(1, n)
-        assert.truthy(message:find("kiln_iter_fini: command 2 (add Velocity) on entity", 1, true), message)
+        assert.truthy(message:find("kiln_query_next: command 2 (add Velocity) on entity", 1, true), message)
         assert.truthy(message:find("entity is not alive; dropped", 1, true), message)
     end)
 
@@ -90,7 +90,7 @@ describe("a queued change dropped as it lands", function()
         assert(mods:load(path))
         local info = mods:list()[1]
         assert.are.equal(1, info.dropped)
-        assert.truthy(info.dropped_error:find("kiln_iter_fini: command 2 (add Seen)", 1, true), info.dropped_error)
+        assert.truthy(info.dropped_error:find("kiln_query_next: command 2 (add Seen)", 1, true), info.dropped_error)
         assert.are.equal("1\t" .. info.dropped_error, mods:log("looper")[1])
     end)
 
