@@ -161,3 +161,40 @@ KILN_TEST_LOOP(owner, a_load_asks_owned_and_keeps_drops_or_refuses_the_marks, 0,
     pf_bytes_free(&saved);
     kiln_world_destroy(m.world);
 }
+
+static bool not_ready(void *ud, int64_t entities, char *why, size_t why_size) {
+    (void)ud;
+    snprintf(why, why_size, "no room for %lld", (long long)entities);
+    return false;
+}
+
+KILN_TEST_LOOP(owner, a_refused_load_registers_none_of_the_addon_components, 0, 2) {
+    marked m;
+    marked_open(&m);
+    ck_assert_int_eq(kiln_name_set(m.world, m.e[0], "boss"), KILN_OK);
+    ck_assert_int_eq(kiln_random_seed(m.world, 7), KILN_OK);
+    pf_bytes saved;
+    pf_save(m.world, formats[_i], &saved);
+    kiln_world *w = kiln_world_create(NULL);
+    static const kiln_field hp[] = {{"v", KILN_TYPE_INT32, 0, 0}};
+    pf_register(w, "Hp", sizeof(int32_t), hp, 1);
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Mine", .owner = true}, NULL),
+                     KILN_OK);
+    asked a = {.answer = 2};
+    kiln_load_desc refusing[2] = {{.owned = ask, .ud = &a}, {.ready = not_ready}};
+    int32_t components = kiln_component_count(w);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_ne(kiln_load(w, saved.data, saved.size, &refusing[k]), KILN_OK);
+        ck_assert_int_eq(kiln_component_count(w), components);
+        ck_assert_uint_eq(kiln_component_lookup(w, "Name"), 0);
+        ck_assert_uint_eq(kiln_component_lookup(w, "RandomSeed"), 0);
+        ck_assert_int_eq(kiln_entity_count(w), 0);
+    }
+    ck_assert_msg(kiln_load(w, saved.data, saved.size, NULL) == KILN_OK, "%s", kiln_world_error(w));
+    ck_assert_uint_ne(kiln_component_lookup(w, "Name"), 0);
+    ck_assert_uint_ne(kiln_component_lookup(w, "RandomSeed"), 0);
+    ck_assert_uint_eq(kiln_name_lookup(w, "boss"), m.e[0]);
+    kiln_world_destroy(w);
+    pf_bytes_free(&saved);
+    kiln_world_destroy(m.world);
+}

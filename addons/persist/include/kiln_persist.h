@@ -182,7 +182,9 @@ typedef struct kiln_load_desc {
  * All or nothing: on any failure the world holds the same entities, values and resources as
  * before (slots of entities spawned and taken back keep a bumped generation). Not while
  * deferred or iterating. desc may be NULL. The addon's own components (Name, RandomSeed,
- * RandomState) are registered when a save holds them and the world does not know them yet. */
+ * RandomState) are registered when a save holds them and the world does not know them yet,
+ * once desc.owned, host and ready have let the load go on (a load they refuse registers
+ * nothing); one failing after that (out of memory, a bad handle or value) may leave them. */
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 

@@ -148,7 +148,8 @@ typedef struct pz_schema {
     int32_t field_count;
     pz_field *fields;
     /* resolved against the world */
-    kiln_component id;          /* 0: skipped */
+    kiln_component id;          /* 0: skipped (or pending) */
+    bool pending;               /* an addon component the world lacks, registered late (stage.c) */
     kiln_component_info info;
     bool same;                  /* the file's layout is the world's: values copy as they are */
     uint64_t missing;           /* bit f: the world's field f is not in the file and takes the

@@ -131,40 +131,64 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
     return KILN_OK;
 }
 
+/* Checks s (its id found) against the world's component of that name. */
+static kiln_result match_schema(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
+    kiln_component_info_get(world, s->id, &s->info);
+    bool hooks = s->info.size > 0 && (s->info.has_destroy || s->info.has_move);
+    if ((s->size == 0) != (s->info.size == 0))
+        return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' is a tag on one side only%s%s",
+                    s->name, "", "");
+    if (s->size == 0) return KILN_OK;
+    if (s->codec != hooks)
+        return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' %s%s", s->name,
+                    s->codec ? "was saved through a codec and is plain data now"
+                             : "was saved as plain data and owns something now (it has hooks)", "");
+    if (s->codec) {
+        if (!desc->codec)
+            return fail(world, KILN_ERR_INVALID_ARGUMENT,
+                        "component '%s' was saved through a codec and no codec was given%s%s",
+                        s->name, "", "");
+        return KILN_OK;
+    }
+    return resolve_fields(world, s, desc->skip_unknown);
+}
+
+static bool addon_component(const char *name) {
+    return strcmp(name, "Name") == 0 || strcmp(name, "RandomSeed") == 0 || strcmp(name, "RandomState") == 0;
+}
+
+/* Matches every schema the world knows; the addon's own components it lacks are left pending
+ * (id 0) for register_pending, so a load its caller refuses registers nothing. */
 static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     for (uint32_t i = 0; i < doc->schema_count; i++) {
         pz_schema *s = &doc->schemas[i];
         s->id = kiln_component_lookup(world, s->name);
-        /* the addon's own components are registered on demand */
-        if (!s->id && strcmp(s->name, "Name") == 0 && kiln_name_init(world, &s->id) != KILN_OK)
-            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
-        if (!s->id && (strcmp(s->name, "RandomSeed") == 0 || strcmp(s->name, "RandomState") == 0) &&
-            !(s->id = pz_random_register(world, s->name)))
-            return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        s->pending = !s->id && addon_component(s->name);
+        if (s->pending) continue;
         if (!s->id) {
             if (desc->skip_unknown) continue;
             return fail(world, KILN_ERR_UNKNOWN_COMPONENT,
                         "component '%s' is not registered in this world (skip_unknown skips it)%s%s",
                         s->name, "", "");
         }
-        kiln_component_info_get(world, s->id, &s->info);
-        bool hooks = s->info.size > 0 && (s->info.has_destroy || s->info.has_move);
-        if ((s->size == 0) != (s->info.size == 0))
-            return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' is a tag on one side only%s%s",
-                        s->name, "", "");
-        if (s->size == 0) continue;
-        if (s->codec != hooks)
-            return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' %s%s", s->name,
-                        s->codec ? "was saved through a codec and is plain data now"
-                                 : "was saved as plain data and owns something now (it has hooks)", "");
-        if (s->codec) {
-            if (!desc->codec)
-                return fail(world, KILN_ERR_INVALID_ARGUMENT,
-                            "component '%s' was saved through a codec and no codec was given%s%s",
-                            s->name, "", "");
-            continue;
-        }
-        kiln_result r = resolve_fields(world, s, desc->skip_unknown);
+        kiln_result r = match_schema(world, s, desc);
+        if (r != KILN_OK) return r;
+    }
+    return KILN_OK;
+}
+
+/* Registers the addon components resolve left pending, once the caller's callbacks (owned,
+ * host, ready) have accepted the load: a refusal after this (a pending schema of another
+ * layout, out of memory, a bad handle or value) leaves them registered, with no entity. */
+static kiln_result register_pending(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
+    for (uint32_t i = 0; i < doc->schema_count; i++) {
+        pz_schema *s = &doc->schemas[i];
+        if (!s->pending) continue;
+        s->pending = false;
+        if (strcmp(s->name, "Name") == 0 ? kiln_name_init(world, &s->id) != KILN_OK
+                                         : !(s->id = pz_random_register(world, s->name)))
+            return oom(world);
+        kiln_result r = match_schema(world, s, desc);
         if (r != KILN_OK) return r;
     }
     return KILN_OK;
@@ -654,14 +678,10 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t slots, 
 }
 
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
+    /* Whatever asks the caller (owned, host, ready) goes before the addon components are
+     * registered and slots reserved: a refused load leaves even the registry as it was. */
     kiln_result r = resolve(world, doc, desc);
     if (r == KILN_OK) r = ask_owned(world, doc, desc);
-    pz_handle_map map = {0};
-    uint64_t slots = r == KILN_OK ? pz_saved_slots(doc) : 0;
-    bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, slots); /* (a dense map then) */
-    pz_place place = {0};
-    if (keep) r = pz_slots_reserve(world, doc, slots, &place);
-    if (r == KILN_OK) r = pz_map_build(world, doc, slots, keep ? &place : NULL, &map);
     if (r == KILN_OK) r = pz_slots_check_free(world, doc); /* (into any world: the same file is refused alike) */
     decoded dec = {0};
     if (r == KILN_OK) r = decode_all(world, doc, desc, &dec);
@@ -680,10 +700,17 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: %s", why[0] ? why : "refused by the caller");
         }
     }
+    r = register_pending(world, doc, desc);
+    pz_handle_map map = {0};
+    uint64_t slots = r == KILN_OK ? pz_saved_slots(doc) : 0;
+    bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, slots); /* (a dense map then) */
+    pz_place place = {0};
+    if (keep) r = pz_slots_reserve(world, doc, slots, &place);
+    if (r == KILN_OK) r = pz_map_build(world, doc, slots, keep ? &place : NULL, &map);
     /* Resources the world lacks are made first, so setting them later cannot fail. */
     kiln_component *created = pz_alloc(&doc->arena, sizeof(kiln_component) * ((size_t)doc->resource_count + 1));
     uint32_t created_count = 0, spawned_groups = 0;
-    if (!created) r = oom(world);
+    if (!created && r == KILN_OK) r = oom(world);
     for (uint32_t k = 0; k < doc->resource_count && r == KILN_OK; k++) {
         kiln_component id = doc->schemas[doc->resources[k].schema].id;
         if (!id || kiln_resource_has(world, id)) continue;
@@ -694,7 +721,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     uint8_t **staged = NULL;
     if (r == KILN_OK) r = stage_resources(world, doc, &map, &staged);
     if (r == KILN_OK && keep && !pz_slots_can_keep(world, doc, slots)) {
-        /* a host or codec callback spawned meanwhile: fresh slots after all */
+        /* a callback spawned meanwhile: fresh slots after all */
         keep = false;
         map.values = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * map.mask);
         if (!map.values) r = oom(world);
