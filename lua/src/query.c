@@ -552,7 +552,9 @@ static int q_entities(lua_State *L) {
             lua_pushinteger(L, (lua_Integer)it.entities[r]);
             lua_rawseti(L, -2, ++n);
         }
-    kiln_iter_fini(&it);
+    if (kiln_iter_fini(&it) != KILN_OK) /* as a loop's end (klua_query_end): a finalizer's changes */
+        klua_fail(L, "query:entities", "%s (the loop's changes that did not land stay queued)",
+                  klua_core_detail(kiln_world_error(kq->kw->world)));
     return 1;
 }
 

@@ -27,8 +27,8 @@ enum { LOOPS = sizeof loops / sizeof *loops };
 
 /* kiln_iter_fini dropped kiln_defer_end's result, so the binding could not raise: a q:each loop
  * that spawns and adds ended clean with 5 of 8 entities, the rest landing at some later end. A
- * loop's end that cannot land everything now raises "query:each: ... stay queued", and the next
- * loop's end lands the rest. */
+ * loop's end that cannot land everything now raises "query:each: ... stay queued" (q:entities,
+ * whose end may be the one to try again, too), and the next loop's end lands the rest. */
 START_TEST(a_loop_whose_changes_cannot_all_land_raises_at_its_end) {
     const char *code = loops[_i];
     int64_t end_failures = 0;
@@ -53,6 +53,12 @@ START_TEST(a_loop_whose_changes_cannot_all_land_raises_at_its_end) {
             ck_assert_msg(strstr(msg, _i == 1 ? "query:bulk: " : "query:each: ") && strstr(msg, "out of memory"), "%s", msg);
             ck_assert_int_lt(kiln_entity_count(h.world), 8);
             lua_pop(h.L, 1);
+            /* q:entities ends a loop too: with no memory still, the queue cannot land there */
+            h.world_mem.left = 0;
+            run(h.L, "local ok, err = pcall(q.entities, q)\n"
+                     "assert(not ok, 'q:entities ended clean')\n"
+                     "assert(err:find('query:entities: ', 1, true) and err:find('stay queued', 1, true), err)");
+            h.world_mem.left = -1;
             run(h.L, "for _ in q:each() do end assert(w:count() == 8 and q:count() == 0)");
         } else {
             lua_pop(h.L, 1); /* a spawn or add inside the loop ran out of memory: its error */
