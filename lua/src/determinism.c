@@ -158,6 +158,37 @@ static int w_snapshot(lua_State *L) {
     return 1;
 }
 
+/* A mod's tag in a snapshot, as in a save (world:load): the entities are the mod's again
+ * while it is loaded, within its entity limit (the manager says). While it is not, a restore
+ * brings back no more of them than the world holds kept (mods:unload keep): a snapshot taken
+ * before an unload would hand the mod loaded later entities it no longer had, past its limit.
+ * Refused whole, before the world changes. */
+static void check_owned(lua_State *L, klua_world *kw, const kiln_snapshot *snap) {
+    kiln_component count = (kiln_component)kiln_component_count(kw->world);
+    for (kiln_component c = 1; c <= count; c++) {
+        kiln_component_info info;
+        if (!kiln_component_info_get(kw->world, c, &info) || !info.owner ||
+            strncmp(info.name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) != 0)
+            continue;
+        int64_t n = kiln_snapshot_count(kw->world, snap, c);
+        char why[240] = "";
+        bool mine = false;
+        if (n && kw->load_owned && !kw->load_owned(kw, c, n, true, &mine, why, sizeof why))
+            klua_fail(L, "world:restore", "%s", why);
+        if (!n || mine) continue;
+        kiln_query *q;
+        if (kiln_query_create(kw->world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK)
+            klua_fail_world(L, kw->world, "world:restore");
+        int64_t kept = kiln_query_count(q);
+        kiln_query_destroy(q);
+        if (n <= kept) continue;
+        snprintf(why, sizeof why, "the snapshot holds %lld entities of mod '%s', which is not loaded (%lld kept "
+                 "by its unload); load the mod first", (long long)n, info.name + sizeof KLUA_MOD_TAG_PREFIX - 1,
+                 (long long)kept);
+        klua_fail(L, "world:restore", "%s", why);
+    }
+}
+
 static int w_restore(lua_State *L) {
     klua_world *kw = klua_self(L);
     if (kw->host) klua_fail(L, "world:restore", "snapshots of the world are the host's");
@@ -165,6 +196,7 @@ static int w_restore(lua_State *L) {
     if (!ks) klua_typeerror(L, 2, "world:restore", "snapshot");
     if (!ks->snap) klua_argerror(L, 2, "world:restore", "the snapshot was freed");
     if (ks->kw != kw) klua_argerror(L, 2, "world:restore", "the snapshot is of another world");
+    check_owned(L, kw, ks->snap);
     if (kiln_snapshot_restore(kw->world, ks->snap) != KILN_OK) klua_fail_world(L, kw->world, "world:restore");
     return 0;
 }

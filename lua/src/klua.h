@@ -258,9 +258,10 @@ struct klua_world {
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
     /* The mod manager's, set with on_release: whether mark is the tag of a loaded mod (*mine),
-     * and then whether entities more of them fit its entity limit (false: why written). */
-    bool (*load_owned)(klua_world *kw, kiln_component mark, int64_t entities, bool *mine, char *why,
-                       size_t why_size);
+     * and then whether entities more of them (replacing: entities in place of its live ones,
+     * a restore) fit its entity limit (false: why written). */
+    bool (*load_owned)(klua_world *kw, kiln_component mark, int64_t entities, bool replacing, bool *mine,
+                       char *why, size_t why_size);
 };
 
 /* A Lua system: what access checks need to know of the one running. C memory from the Lua

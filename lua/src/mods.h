@@ -283,9 +283,10 @@ KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fre
 KLUA_HIDDEN bool klua_mod_spawn_lands(klua_mod *mod, const kiln_component *comps, int32_t count);
 KLUA_HIDDEN bool klua_mod_move_lands(klua_mod *mod, kiln_entity e, kiln_component c, bool add);
 /* The host World's load_owned (klua.h): whether mark is the tag of a loaded mod (*mine), and
- * then whether its limit takes entities more beside its live and queued ones (else false, why). */
-KLUA_HIDDEN bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities, bool *mine,
-                                      char *why, size_t why_size);
+ * then whether its limit takes entities more beside its live and queued ones (replacing: beside
+ * its queued ones only) (else false, why). */
+KLUA_HIDDEN bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities, bool replacing,
+                                      bool *mine, char *why, size_t why_size);
 
 /* ---- mod_drops.c: the mods' queued changes the world dropped as they landed ---- */
 /* Sets the manager's drop hook on its world (calling on to the one there), and takes it off. */

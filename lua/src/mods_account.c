@@ -200,8 +200,8 @@ void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const ch
     mod->reshapes++;
 }
 
-bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities, bool *mine, char *why,
-                          size_t why_size) {
+bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities, bool replacing, bool *mine,
+                          char *why, size_t why_size) {
     klua_mods *mods = kw->on_release_ud; /* (set with this hook: the manager) */
     klua_mod *mod = NULL;
     for (int i = 0; i < mods->count && !mod; i++)
@@ -209,9 +209,9 @@ bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities,
     *mine = mod != NULL;
     if (!mod) return true;
     /* (the host's world: a disabled mod's state, and its view, may be gone) */
-    int64_t live = klua_mod_live(mod, kw->world) + klua_mod_pending_spawns(mod, kw->world);
+    int64_t live = (replacing ? 0 : klua_mod_live(mod, kw->world)) + klua_mod_pending_spawns(mod, kw->world);
     if (entities <= mods->entities - live) return true;
-    snprintf(why, why_size, "the save holds %lld entities of mod '%s', which has %lld of its limit of %lld (entities)",
-             (long long)entities, mod->name, (long long)live, (long long)mods->entities);
+    snprintf(why, why_size, "the %s holds %lld entities of mod '%s', which has %lld of its limit of %lld (entities)",
+             replacing ? "snapshot" : "save", (long long)entities, mod->name, (long long)live, (long long)mods->entities);
     return false;
 }

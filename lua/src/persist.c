@@ -587,7 +587,7 @@ static bool on_ready(void *ud, int64_t entities, char *why, size_t why_size) {
 static bool on_owned(void *ud, kiln_component mark, int64_t entities, bool *drop, char *why, size_t why_size) {
     klua_world *kw = ((load_ctx *)ud)->kw;
     bool mine = false;
-    if (kw->load_owned && !kw->load_owned(kw, mark, entities, &mine, why, why_size)) return false;
+    if (kw->load_owned && !kw->load_owned(kw, mark, entities, false, &mine, why, why_size)) return false;
     kiln_component_info info;
     *drop = !mine && kiln_component_info_get(kw->world, mark, &info) &&
             strncmp(info.name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0;

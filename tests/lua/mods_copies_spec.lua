@@ -1,7 +1,7 @@
 -- mods_copies_spec.lua: whose are the copies of a mod's entities. A mod's entities carry its
 -- tag, kiln.mod.NAME (an owner mark): a copy the host makes (world:clone, a prefab or scene
--- spawn) is the host's, and a save loaded into the world gives the mark back only to a loaded
--- mod, within its entity limit (docs/modding.md, "Copies and saves").
+-- spawn) is the host's, and a save loaded into the world (or a snapshot restored) gives the
+-- mark back only to a loaded mod, within its entity limit (docs/modding.md, "Copies and saves").
 local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
 local H = dofile(here .. "helpers.lua")
 local M = dofile(here .. "mods_helpers.lua")
@@ -130,5 +130,29 @@ describe("a save holding a mod's entities", function()
         for _ in pairs(map) do n = n + 1 end
         assert.are.equal(count(w), n)
         H.raises(function() fresh:has(1, "kiln.mod.maker") end, "unknown component 'kiln.mod.maker'")
+    end)
+end)
+
+describe("a snapshot holding a mod's entities", function()
+    after_each(M.cleanup)
+
+    it("is refused while the mod is not loaded, unless they are kept; restored once it is", function()
+        local w, mods, dir = with_maker{entities = 2}
+        local snap = w:snapshot()
+        assert(mods:unload("maker"))
+        local hash = w:hash()
+        -- the mod loaded later would take both, and its own two spawns went past its limit
+        H.raises(function() w:restore(snap) end,
+                 "world:restore: the snapshot holds 2 entities of mod 'maker', which is not loaded (0 kept by its unload); load the mod first")
+        assert.are.equal(hash, w:hash(), "the world as it was")
+        assert(mods:load(dir .. "/maker.lua"))
+        w:restore(snap)
+        assert.are.equal(2, M.info(mods, "maker").entities)
+        assert.are.equal(2, #M.entities_with(w, "kiln.mod.maker"))
+        -- kept by an unload, they stay kept through a restore: the mod loaded again takes them
+        assert(mods:unload("maker", {keep = true}))
+        local kept = w:snapshot()
+        w:restore(kept)
+        assert.are.equal(2, #M.entities_with(w, "kiln.mod.maker"))
     end)
 end)

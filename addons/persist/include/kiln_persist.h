@@ -13,7 +13,7 @@ extern "C" {
  * Functions in this header:
  *   kiln_save, kiln_save_file, kiln_load, kiln_load_file,
  *   kiln_snapshot_create, kiln_snapshot_update, kiln_snapshot_restore, kiln_snapshot_destroy,
- *   kiln_snapshot_bytes,
+ *   kiln_snapshot_bytes, kiln_snapshot_count,
  *   kiln_world_hash, kiln_world_content_hash, kiln_name_init, kiln_name_set, kiln_name_get,
  *   kiln_name_lookup, kiln_name_slots_read, kiln_clone,
  *   kiln_random_init, kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system,
@@ -232,6 +232,10 @@ void kiln_snapshot_destroy(kiln_snapshot *snap);
 
 /* Bytes the snapshot holds. */
 size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
+
+/* How many entities of snap have component (a tag too): what a restore brings back with it, so
+ * a host with limits per owner can refuse it first. world is snap's (asserted). */
+int64_t kiln_snapshot_count(const kiln_world *world, const kiln_snapshot *snap, kiln_component component);
 
 /* ---- Hash --------------------------------------------------------------------------------- */
 

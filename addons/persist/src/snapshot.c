@@ -187,6 +187,14 @@ void kiln_snapshot_destroy(kiln_snapshot *snap) {
 
 size_t kiln_snapshot_bytes(const kiln_snapshot *snap) { return snap ? snap->block_size + sizeof *snap : 0; }
 
+int64_t kiln_snapshot_count(const kiln_world *world, const kiln_snapshot *snap, kiln_component component) {
+    KILN_ASSERT(world != NULL && snap != NULL && snap->world == world, "a snapshot of this world");
+    int64_t n = 0;
+    for (int32_t g = 0; g < snap->group_count; g++)
+        if (kl_archetype_has(world->archetypes[snap->groups[g].archetype], component)) n += snap->groups[g].count;
+    return n;
+}
+
 
 /* ---- restoring ---- */
 
