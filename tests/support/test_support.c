@@ -236,6 +236,21 @@ kiln_component test_register_tag(kiln_world *world, const char *name) {
     return register_or_fail(world, &desc);
 }
 
+kiln_result test_spawn_tag_sets(kiln_world *world, const kiln_component *tags, int32_t count, uint32_t *last) {
+    kiln_result r = KILN_OK;
+    uint32_t mask = 1;
+    for (; mask < (1u << count) && r == KILN_OK; mask++) {
+        kiln_component list[31];
+        int32_t n = 0;
+        for (int32_t i = 0; i < count; i++)
+            if (mask & (1u << i)) list[n++] = tags[i];
+        kiln_entity e;
+        r = kiln_spawn_with(world, list, NULL, n, &e);
+    }
+    if (last) *last = mask - 1;
+    return r;
+}
+
 test_owned test_owned_make(int32_t id) {
     test_owned v = {.payload = malloc(sizeof(int32_t)), .id = id};
     ck_assert_ptr_nonnull(v.payload);

@@ -15,6 +15,7 @@
  *   test_world_create, test_world_fixture_setup, test_world_fixture_teardown,
  *   test_position_desc, test_velocity_desc, test_owned_desc,
  *   test_register_position, test_register_velocity, test_register_owned, test_register_tag,
+ *   test_spawn_tag_sets,
  *   test_owned_make, test_owned_release, test_hook_log_count,
  *   test_entity_string, test_contains, test_query_collect, test_assert_position,
  *   test_assert_velocity, test_assert_names, test_world_digest, test_now_ns, test_spin_ns,
@@ -101,6 +102,11 @@ kiln_component test_register_position(kiln_world *world);
 kiln_component test_register_velocity(kiln_world *world);
 kiln_component test_register_owned(kiln_world *world, test_hook_log *log);
 kiln_component test_register_tag(kiln_world *world, const char *name);
+
+/* Spawns one entity per non-empty set of the count (<= 31) tags, by bit mask from 1 up, until a
+ * spawn fails (the archetype limit: 16 tags reach it); returns its result and writes the mask of
+ * the set tried last to last (may be NULL). */
+kiln_result test_spawn_tag_sets(kiln_world *world, const kiln_component *tags, int32_t count, uint32_t *last);
 
 /* An Owned value with a fresh payload holding id (id > 0). */
 test_owned test_owned_make(int32_t id);
