@@ -14,30 +14,29 @@ extern "C" {
 /*
  * Functions in this header:
  *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get, kiln_world_error,
- *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_archetype_exists,
- *   kiln_world_entities, kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current,
- *   kiln_tick_epoch, kiln_tick_advance, kiln_entity_index, kiln_entity_generation, kiln_entity_make,
- *   kiln_spawn, kiln_spawn_with, kiln_spawn_batch, kiln_despawn, kiln_unspawn, kiln_is_alive,
- *   kiln_entity_count, kiln_entity_format, kiln_entity_components, kiln_component_register,
- *   kiln_component_lookup, kiln_component_info_get, kiln_component_count, kiln_component_check, kiln_add,
- *   kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set, kiln_changed_tick, kiln_get_many,
- *   kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get, kiln_getter_get_many,
- *   kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_bytes, kiln_query_memory,
- *   kiln_query_archetype_count, kiln_query_iter, kiln_query_next, kiln_iter_fini, kiln_iter_range,
- *   kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows, kiln_iter_changed_since,
- *   kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create, kiln_commands_destroy,
- *   kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn, kiln_commands_add,
- *   kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
- *   kiln_commands_apply, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
+ *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_archetype_exists, kiln_world_entities,
+ *   kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_epoch, kiln_tick_advance,
+ *   kiln_entity_index, kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with,
+ *   kiln_spawn_batch, kiln_despawn, kiln_unspawn, kiln_is_alive, kiln_entity_count, kiln_entity_format,
+ *   kiln_entity_components, kiln_component_register, kiln_component_lookup, kiln_component_info_get,
+ *   kiln_component_count, kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut,
+ *   kiln_set, kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check,
+ *   kiln_getter_get, kiln_getter_get_many, kiln_query_create, kiln_query_destroy, kiln_query_count,
+ *   kiln_query_bytes, kiln_query_memory, kiln_query_archetype_count, kiln_query_iter, kiln_query_next,
+ *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows,
+ *   kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create,
+ *   kiln_commands_destroy, kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn,
+ *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
+ *   kiln_commands_apply, kiln_commands_skip, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
  *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_defer_clear,
- *   kiln_is_deferred, kiln_world_dropped, kiln_world_drop_hook_set,
- *   kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait,
- *   kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove,
- *   kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count,
- *   kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable,
- *   kiln_schedule_describe, kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit,
- *   kiln_event_count, kiln_event_get, kiln_events_update, kiln_resource_set, kiln_resource_get,
- *   kiln_resource_has, kiln_resource_remove.
+ *   kiln_is_deferred, kiln_world_dropped, kiln_world_drop_hook_set, kiln_jobs_create, kiln_jobs_destroy,
+ *   kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create,
+ *   kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove, kiln_schedule_replace,
+ *   kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
+ *   kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable, kiln_schedule_describe,
+ *   kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit, kiln_event_count,
+ *   kiln_event_get, kiln_events_update, kiln_resource_set, kiln_resource_get, kiln_resource_has,
+ *   kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
  * (kiln_add, kiln_get). A function that copies something out of an object ends in _get,
@@ -543,7 +542,7 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * placeholder whose spawn has not been applied when the command's turn comes (a guessed one: its
  * spawn comes later in the buffer), or of another batch or buffer, fails that command with
  * KILN_ERR_INVALID_ARGUMENT and a message naming the field; the value is left as recorded, and
- * since a buffer never reorders, a later apply stops there again until the buffer is cleared. A
+ * since a buffer never reorders, a later apply stops there again until it is skipped or the buffer cleared. A
  * system's buffer (and the deferred queue) leaves such a value as recorded instead, where a check
  * hook (Parent's) refuses it and the command is dropped like any refused value. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
@@ -592,22 +591,22 @@ kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_co
  * is applied, in order. KILN_ERR_UNKNOWN_EVENT for a type the world does not know. */
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value);
 
-/* Applies the commands in order to world (the buffer's world), stamping written rows with the
- * current tick, and writes how many were applied to applied (may be NULL). A despawn of an
- * entity already dead is skipped silently (and counted); a remove of an absent component is a
- * no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an add of
- * a component the world does not know, a value holding a placeholder that cannot be rewritten
- * (see placeholders above), or a value its component's check hook refuses fails with the world
- * error naming the command, entity and component: the commands before it have taken effect and
- * left the buffer; the failing one and those after it stay, still owning their values, and a
- * later apply continues with them (placeholders already spawned keep their entities). Must not
- * be called while a query of world iterates, nor from a running system that is not exclusive. */
+/* Applies the commands in order to world (the buffer's world), stamping written rows with the current tick;
+ * writes how many were applied to applied (may be NULL). A despawn of a dead entity is skipped silently
+ * (and counted); a remove of an absent component is a no-op. An add, set or remove aimed at a dead entity,
+ * a set of an absent component, an add of a component the world does not know, a value holding a placeholder
+ * that cannot be rewritten or refused by its check hook, a limit or out of memory fails with the world error:
+ * those before it landed and left the buffer; it and those after it stay, owning their values, and a later
+ * apply goes on with them (placeholders spawned keep their entities) unless kiln_commands_skip gives it up.
+ * Not while a query of world iterates, nor from a running system that is not exclusive. */
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
 
-/* Discards every pending command, destroying their values once. */
+/* kiln_commands_clear discards every pending command, destroying their values once. kiln_commands_skip
+ * discards the first (where a failed apply stopped; a spawn with the adds it holds), its value destroyed,
+ * and returns how many went (0: none pending); not mid-apply. Later commands aimed at a skipped spawn's
+ * placeholder fail in turn ("its spawn did not land"). kiln_commands_count: how many are pending. */
 void kiln_commands_clear(kiln_commands *cmd);
-
-/* Number of pending commands. */
+int64_t kiln_commands_skip(kiln_commands *cmd);
 int64_t kiln_commands_count(const kiln_commands *cmd);
 
 /* The entity a placeholder of this buffer became, or KILN_NULL_ENTITY when its spawn has not
@@ -631,16 +630,17 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *    (its value destroyed), as is a despawn of an entity already dead;
  *  - kiln_set does not check presence (an add queued earlier in the section may bring the
  *    component); a queued set whose component is absent when the queue lands is dropped;
- *  - a component's check hook runs when the call is made and again when the queue lands
- *    (the world may have moved on); a value refused then is dropped.
+ *  - a check hook runs when the call is made and again when the queue lands (the world may have moved
+ *    on): a value refused then is dropped, as is a change refused for any reason but out of memory
+ *    (KILN_ERR_LIMIT: a new archetype past the limit), with the changes aimed at a spawn so dropped.
  * Each change dropped so, or by a system's buffer, is reported (kiln_world_dropped, its hook).
  * A query's iteration defers the world too (kiln_query_iter): the plain API works in a loop. */
 void kiln_defer_begin(kiln_world *world);
 
-/* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could
- * not be fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not
- * applied stays queued for the next outermost end, unless kiln_defer_clear drops it (values
- * destroyed, reserved spawns let go; not while deferred), as an undo must. An end without a
+/* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could not be
+ * fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the
+ * change out of memory on) stays queued for the next outermost end, unless kiln_defer_clear drops it
+ * (values destroyed, reserved spawns let go; not while deferred), as an undo must. An end without a
  * begin asserts, also inside a running system that is not exclusive (the schedule's own section). */
 kiln_result kiln_defer_end(kiln_world *world);
 void kiln_defer_clear(kiln_world *world);

@@ -65,19 +65,22 @@ static void unlist(kiln_commands *cmd) {
     cmd->listed = false;
 }
 
-/* Destroys the values of pending commands whose hooks were known when recorded, and gives
- * back the entity slots that pending materialisations reserved. */
+/* Gives up the pending slot c: destroys its value when its hooks were known when recorded,
+ * and gives back the entity slot a materialisation reserved (its generation spent). */
+static void destroy_slot(kiln_commands *cmd, kl_cmd *c) {
+    if (c->op == KL_OP_SPAWN) return; /* its held values have no hooks */
+    if (c->op == KL_OP_MATERIALIZE && kl_record_reserved(cmd->world, c->target))
+        kl_entity_release(cmd->world, c->target);
+    if (!c->has_value || !c->hooks_known) return;
+    const kl_component *comp = kl_component_get(cmd->world, c->component);
+    if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
+    c->has_value = 0;
+}
+
+/* Destroys the values of pending commands and gives back the slots they reserved. */
 static void destroy_pending(kiln_commands *cmd) {
     if (!cmd->world) return; /* detached: nothing is pending any more */
-    for (int64_t i = cmd->head; i < cmd->count; i++) {
-        kl_cmd *c = &cmd->cmds[i];
-        if (c->op == KL_OP_SPAWN) continue; /* its held values have no hooks */
-        if (c->op == KL_OP_MATERIALIZE && kl_record_reserved(cmd->world, c->target))
-            kl_entity_release(cmd->world, c->target);
-        if (!c->has_value || !c->hooks_known) continue;
-        const kl_component *comp = kl_component_get(cmd->world, c->component);
-        if (comp && comp->destroy) comp->destroy(cmd_value(c), 1, comp->hook_ctx);
-    }
+    for (int64_t i = cmd->head; i < cmd->count; i++) destroy_slot(cmd, &cmd->cmds[i]);
 }
 
 
@@ -145,6 +148,19 @@ void kl_commands_free(kiln_commands *cmd) {
 
 /* Recording into a buffer whose world was destroyed fails (the registry is gone). */
 static kiln_result check_world(kiln_commands *cmd, const char *call);
+
+int64_t kiln_commands_skip(kiln_commands *cmd) {
+    KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    KILN_ASSERT(!cmd->applying, "kiln_commands_skip: the buffer is being applied");
+    if (!cmd->world || cmd->head == cmd->count) return 0;
+    kl_cmd *c = &cmd->cmds[cmd->head];
+    int64_t parts = cmd_parts(c);
+    destroy_slot(cmd, c);
+    cmd->held -= parts - 1;
+    if (cmd->hold == cmd->head) cmd->hold = KL_NO_HOLD; /* no later add joins a skipped spawn */
+    cmd->head++;
+    return parts;
+}
 
 int64_t kiln_commands_count(const kiln_commands *cmd) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");

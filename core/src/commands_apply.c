@@ -20,8 +20,11 @@ static void describe_command(const kiln_commands *cmd, int64_t number, const kl_
     kiln_component id = c->op == KL_OP_SPAWN ? 0 : c->component; /* a spawn names none */
     const kl_component *ev = c->op == KL_OP_EMIT ? kl_registry_get(&cmd->world->event_types, id) : NULL;
     const char *cname = ev ? ev->names : id ? kl_component_name(cmd->world, id, cb, sizeof cb) : "";
-    snprintf(buf, size, "command %lld (%s%s%s) on entity %s", (long long)number,
-             op_name(c->op), id ? " " : "", cname, kiln_entity_format(e, eb, sizeof eb));
+    if (kiln_is_placeholder(e)) /* a spawn's that did not land: as links.c names one */
+        snprintf(eb, sizeof eb, "%u", (unsigned)(e & KL_PH_INDEX_MASK));
+    snprintf(buf, size, "command %lld (%s%s%s) on %s %s", (long long)number, op_name(c->op), id ? " " : "",
+             cname, kiln_is_placeholder(e) ? "placeholder" : "entity",
+             kiln_is_placeholder(e) ? eb : kiln_entity_format(e, eb, sizeof eb));
 }
 
 static kiln_result apply_fail(kiln_commands *cmd, int64_t index, const kl_cmd *c,
@@ -89,6 +92,14 @@ __attribute__((noinline)) static void drop_command(kiln_commands *cmd, int64_t n
     }
 }
 
+/* Whether a lenient buffer drops a command refused with code instead of stopping there: any
+ * refusal but out of memory, which may pass (the command then waits for the next apply, with
+ * those after it); an archetype or slot limit, a size that differs, an unknown component
+ * would hold every later command of the buffer back for good. */
+static inline bool drops(const kiln_commands *cmd, kiln_result code) {
+    return cmd->lenient && code != KILN_ERR_OUT_OF_MEMORY;
+}
+
 /* The reason in the world's message "<call>: <why>" that a failed call of the apply left. */
 static const char *reason_of(const kiln_commands *cmd) {
     const char *msg = kiln_world_error(cmd->world);
@@ -96,9 +107,66 @@ static const char *reason_of(const kiln_commands *cmd) {
     return strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : NULL;
 }
 
+/* The command at i cannot land (code, why): a lenient buffer drops it (drops) and the apply
+ * goes on past it (returns 1, *result KILN_OK); otherwise the apply fails there (returns 0,
+ * *result code, the world's message naming the command). Out of line, as the failures are. */
+__attribute__((noinline)) static int64_t refuse(kiln_commands *cmd, int64_t i, kl_cmd *c, kiln_entity e,
+                                                kiln_result code, const char *why, kiln_result *result) {
+    if (drops(cmd, code)) {
+        drop_command(cmd, i - cmd->apply_head + 1, c, e, code, why);
+        *result = KILN_OK;
+        return 1;
+    }
+    *result = apply_fail(cmd, i, c, e, code, why);
+    return 0;
+}
+
+/* The reason of the failure the world's message holds, into why: after "<call>: " when the
+ * message starts so. */
+static const char *failure_reason(const kiln_commands *cmd, char *why, size_t size) {
+    const char *reason = reason_of(cmd);
+    snprintf(why, size, "%s", reason ? reason : kiln_world_error(cmd->world));
+    return why;
+}
+
+/* refuse for the command at i whose own call failed (*result): the world's message ("<call>:
+ * <why>", a check hook's refusal say) then names the command and its entity too, as every
+ * other failure of an apply does. Out of line: the apply loop's fast paths never fail. */
+__attribute__((noinline)) static int64_t refuse_failed(kiln_commands *cmd, int64_t i, kl_cmd *c,
+                                                       kiln_entity e, kiln_result *result) {
+    if (!reason_of(cmd) && !drops(cmd, *result)) return 0; /* a message of another shape stays */
+    char why[KL_ERROR_SIZE];
+    return refuse(cmd, i, c, e, *result, failure_reason(cmd, why, sizeof why), result);
+}
+
+/* A lenient buffer's spawn at i that the world refuses for good (code): dropped whole, each
+ * add it holds too (a hook-free value: nothing to destroy), and a materialisation's reserved
+ * slot let go, its generation spent, so its handle never names a later spawn. The commands
+ * after it naming its placeholder or handle are dropped in turn (not alive). Out of line. */
+__attribute__((noinline)) static void drop_spawn(kiln_commands *cmd, int64_t i, kiln_result code) {
+    char why[KL_ERROR_SIZE];
+    failure_reason(cmd, why, sizeof why);
+    kl_cmd *c = &cmd->cmds[i];
+    int64_t number = i - cmd->apply_head + 1;
+    if (c->op == KL_OP_MATERIALIZE) {
+        if (kl_record_reserved(cmd->world, c->target)) kl_entity_release(cmd->world, c->target);
+        drop_command(cmd, number, c, c->target, code, why);
+        return;
+    }
+    kl_spawn_cmd s = c->spawn;
+    kiln_entity target = spawn_target(cmd, c);
+    kl_cmd spawn = {.op = KL_OP_SPAWN};
+    drop_command(cmd, number, &spawn, target, code, why);
+    for (int32_t k = 0; k < s.adds; k++) {
+        kl_cmd add = {.op = KL_OP_ADD, .component = s.held[k]};
+        drop_command(cmd, number, &add, target, KILN_ERR_DEAD_ENTITY, "its spawn did not land");
+    }
+}
+
 /* Spawns (or materialises) the entity of the command at i together with the adds it holds
  * and those that directly follow it for the same target, in one archetype move. Returns how
- * many slots it consumed (with every add the spawn holds), or 0 with *result set on failure. */
+ * many slots it consumed (with every add the spawn holds), or 0 with *result set on failure;
+ * a lenient buffer drops a spawn refused for good (drop_spawn): 1, its slot alone. */
 static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kl_cmd *c = &cmd->cmds[i];
     kiln_component comps[KL_MAX_COALESCE];
@@ -142,7 +210,12 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
     kiln_entity e;
     *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
-    if (*result != KILN_OK) return 0;
+    if (*result != KILN_OK) {
+        if (!drops(cmd, *result)) return 0;
+        drop_spawn(cmd, i, *result);
+        *result = KILN_OK;
+        return 1;
+    }
     if (c->op == KL_OP_SPAWN) cmd->placeholders[c->spawn.index] = e;
     for (int32_t k = held; k < n; k++) cmd->cmds[i + 1 + k - held].has_value = 0;
     return 1 + n - held;
@@ -339,7 +412,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
             (*result = resolve_command(cmd, i, c, kl_registry_get(&world->event_types, c->component))) != KILN_OK)
             return 0;
         *result = kl_event_push(world, c->component, c->has_value ? cmd_value(c) : NULL, cmd->call);
-        return *result == KILN_OK ? 1 : 0;
+        return *result == KILN_OK ? 1 : 0; /* out of memory only: it waits */
     }
     kiln_entity e = target_of(cmd, c);
     /* An add or remove along a plain edge first: it implies what the checks below ask (a
@@ -359,21 +432,16 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {
         if (alive) *result = kl_despawn_entity(world, cmd->call, e);
-        return *result == KILN_OK ? 1 : 0;
+        return *result == KILN_OK ? 1 : drops(cmd, *result) ? refuse_failed(cmd, i, c, e, result) : 0;
     }
     if (!alive) {
-        if (cmd->lenient) {
-            drop_command(cmd, i - cmd->apply_head + 1, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
-            return 1;
-        }
-        *result = apply_fail(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive");
-        return 0;
+        /* A placeholder still unresolved at its turn: its spawn was dropped or skipped. */
+        if (e == KILN_NULL_ENTITY && kiln_is_placeholder(c->target))
+            return refuse(cmd, i, c, c->target, KILN_ERR_DEAD_ENTITY, "its spawn did not land", result);
+        return refuse(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive", result);
     }
     const kl_component *comp = kl_component_get(world, c->component);
-    if (!comp) {
-        *result = apply_fail(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered");
-        return 0;
-    }
+    if (!comp) return refuse(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered", result);
     /* A lenient queue drops a value the component's check refuses now (the world moved on
      * since the call was queued); a buffer reports it. */
     kiln_result refused;
@@ -387,8 +455,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         char why[96];
         snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
                  (unsigned)cmd_size(c), (unsigned)comp->size);
-        *result = apply_fail(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why);
-        return 0;
+        return refuse(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why, result);
     }
     /* A component registered only after the record: its entity fields are known now. */
     if (!c->hooks_known && (*result = resolve_command(cmd, i, c, comp)) != KILN_OK) return 0;
@@ -401,12 +468,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         if (!kiln_has(world, e, c->component)) {
             char why[96];
             snprintf(why, sizeof why, "entity has no %s", comp->names);
-            if (cmd->lenient) {
-                drop_command(cmd, i - cmd->apply_head + 1, c, e, KILN_ERR_MISSING_COMPONENT, why);
-                return 1;
-            }
-            *result = apply_fail(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why);
-            return 0;
+            return refuse(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why, result);
         }
         *result = kl_set_value(world, cmd->call, e, c->component, value, true);
         break;
@@ -416,17 +478,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     default:
         break;
     }
-    if (*result != KILN_OK) {
-        /* The world's message ("<call>: <why>", a check hook's refusal say) names the command
-         * and its entity too, as every other failure of an apply does. */
-        const char *reason = reason_of(cmd);
-        if (reason) {
-            char why[KL_ERROR_SIZE];
-            snprintf(why, sizeof why, "%s", reason);
-            apply_fail(cmd, i, c, e, *result, why);
-        }
-        return 0;
-    }
+    if (*result != KILN_OK) return refuse_failed(cmd, i, c, e, result);
     c->has_value = 0; /* the world owns it now */
     return 1;
 }
