@@ -45,6 +45,41 @@ describe("a queued change dropped as it lands", function()
         assert.truthy(message:find("cycle; dropped", 1, true), message)
     end)
 
+    it("drops a system's spawn past the archetype limit and lands the system's other changes", function()
+        local w = world()
+        local tags = {}
+        for i = 1, 16 do tags[i] = "T" .. i; w:component(tags[i]) end
+        w:spawn{Position = {}} -- its archetype, before the world holds its last
+        local ok, err = true, nil
+        for mask = 1, 65535 do -- one entity per tag set, until the world holds its last archetype
+            local init, bits = {}, mask
+            for i = 1, 16 do
+                if bits % 2 == 1 then init[tags[i]] = true end
+                bits = math.floor(bits / 2)
+            end
+            ok, err = pcall(w.spawn, w, init)
+            if not ok then break end
+        end
+        assert.truthy(err:find("too many archetypes (limit 65472)", 1, true), err)
+        local all = {}
+        for _, name in ipairs(tags) do all[name] = true end
+        local writes = {"Position"}
+        for _, name in ipairs(tags) do writes[#writes + 1] = name end
+        w:system{name = "spawner", writes = writes, run = function(world)
+            world:spawn{Position = {x = 1}} -- an archetype the world has: lands
+            world:spawn(all)                -- a new archetype past the limit: never can
+            world:spawn{Position = {x = 2}}
+        end}
+        local before = w:count()
+        for frame = 1, 3 do
+            assert.is_true(w:progress(0)) -- before: false, and nothing after the spawn ever landed
+            assert.are.equal(before + 2 * frame, w:count())
+            local n, message = w:dropped()
+            assert.are.equal(17 * frame, n) -- the spawn and the 16 adds it queued for its entity
+            assert.truthy(message:find("kiln_schedule_run: system 'spawner': command ", 1, true), message)
+        end
+    end)
+
     it("of a mod is reported to the host as that mod's, and to the mod alone", function()
         local w = world()
         local mods = kiln.mods(w)
