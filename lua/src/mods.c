@@ -582,6 +582,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
             snprintf(mod->error, sizeof mod->error, "%s", klua_core_detail(kiln_world_error(world)));
             goto fail;
         }
+        if (!klua_mod_kept_fit(mod, world)) goto fail; /* before its code runs: nothing to take back */
     }
     /* What a failed end left queued (kiln_defer_end) is the host's: it lands now, so what the
      * top level leaves queued is the mod's alone, dropped if the load is refused. */

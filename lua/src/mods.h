@@ -268,6 +268,10 @@ KLUA_HIDDEN int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world);
 KLUA_HIDDEN int64_t klua_mod_query_bytes(const klua_mod *mod);
 /* Its live entities (the entities with its tag, counted only when rows moved since). */
 KLUA_HIDDEN int64_t klua_mod_live(klua_mod *mod, kiln_world *world);
+/* Whether a mod loading afresh may take back the entities the world keeps with its tag (an
+ * unload's keep, under this manager or an earlier one): false past opts.entities, with
+ * mod->error set, as world:load and world:restore refuse such entities. */
+KLUA_HIDDEN bool klua_mod_kept_fit(klua_mod *mod, kiln_world *world);
 /* Counts the spawn that just landed (not deferred) as its archetype's row, when nothing else
  * moved since its checks counted the rows (else they are counted again when next asked). */
 KLUA_HIDDEN void klua_mod_count_spawn(klua_mod *mod, kiln_world *world);

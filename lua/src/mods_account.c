@@ -51,6 +51,14 @@ static void count_rows(klua_mod *mod, kiln_world *world) {
     mod->rows.valid = true;
 }
 
+bool klua_mod_kept_fit(klua_mod *mod, kiln_world *world) {
+    int64_t kept = klua_mod_live(mod, world), limit = mod->mods->entities;
+    if (kept <= limit) return true;
+    snprintf(mod->error, sizeof mod->error, "the world keeps %lld entities of it from an unload's keep, past its limit of "
+             "%lld (entities)", (long long)kept, (long long)limit);
+    return false;
+}
+
 void klua_mod_count_spawn(klua_mod *mod, kiln_world *world) {
     /* counted just before (the spawn's checks), and nothing recounted since: one row more */
     if (!mod->rows.valid || mod->rows.changes != mod->rows.spawn_at) return;

@@ -133,6 +133,28 @@ describe("a save holding a mod's entities", function()
     end)
 end)
 
+describe("entities kept by a mod's unload", function()
+    after_each(M.cleanup)
+
+    it("are refused, the world unchanged, by a manager whose limit they pass, as a save is", function()
+        local w, mods, dir = with_maker{entities = 2}
+        assert(mods:unload("maker", {keep = true}))
+        mods:close()
+        local lower = require("kiln").mods(w, {entities = 1})
+        local hash, path = w:hash(), M.write(dir, "maker.lua", "")
+        local info, err = lower:load(path)
+        assert.is_nil(info)
+        assert.are.equal("mod 'maker': the world keeps 2 entities of it from an unload's keep, past its limit of 1 "
+                         .. "(entities)", err)
+        assert.are.equal(hash, w:hash(), "the world as it was")
+        assert.are.same({}, lower:list())
+        lower:close()
+        local enough = require("kiln").mods(w, {entities = 2})
+        assert(enough:load(path))
+        assert.are.equal(2, M.info(enough, "maker").entities)
+    end)
+end)
+
 describe("a snapshot holding a mod's entities", function()
     after_each(M.cleanup)
 
