@@ -333,12 +333,6 @@ static int call_thunk(lua_State *T) {
     return lua_gettop(T);
 }
 
-static int close_thunk(lua_State *T) {
-    klua_world *kw = lua_touserdata(T, 1);
-    klua_query_close_loops(T, kw, kw->current, false);
-    return 0;
-}
-
 typedef struct results_ctx {
     lua_State *from;
     int first, count; /* the results' slots in from */
@@ -435,19 +429,12 @@ static int proxy(lua_State *L) {
     if (callee) {
         klua_budget_disarm(T, callee->kw, &saved);
         if (ckw) spend(L, ckw, callee->kw->budget_used);
-        int top = lua_gettop(T);
-        lua_pushlightuserdata(T, callee->kw);
-        if (klua_pcall_c(T, close_thunk, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
-        lua_settop(T, top);
+        /* loops its code left open end with the call; what they held is its own queuing */
+        klua_mods_end_loops(mods, T, callee->kw, callee);
         callee->kw->current = NULL;
     } else {
         /* loops the host function left open under the borrowed system end with the call */
-        int top = lua_gettop(T);
-        if (borrowed && !mods->kw->closed) {
-            lua_pushlightuserdata(T, mods->kw);
-            if (klua_pcall_c(T, close_thunk, 1, 0, 0) != LUA_OK) lua_pop(T, 1);
-        }
-        lua_settop(T, top);
+        if (borrowed && !mods->kw->closed) klua_mods_end_loops(mods, T, mods->kw, NULL);
         mods->kw->current = host_current;
     }
     /* the host's copy of the arguments is the caller's work (a mod's copy was charged as the

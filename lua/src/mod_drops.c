@@ -4,10 +4,13 @@
 
 #include "mods.h"
 
-/* The mod a dropped change was queued by: the one running the system whose buffer held it, or
- * for the world's queue (a loop's end in a top level, an export, an exclusive system) the one
- * whose code runs now; NULL for the host's. */
+/* The mod a dropped change was queued by: the one running the system whose buffer held it (a
+ * call into another mod's export is the system's work), or for the world's queue the one
+ * whose left-open loops kiln is ending (its code queued what they held, though none of it runs
+ * now), else the one whose code runs now (a loop's end in a top level, an export, an exclusive
+ * system); NULL for the host's. */
 static klua_mod *drop_owner(klua_mods *mods, const char *system) {
+    if (!system && mods->landing) return mods->landing;
     for (int i = 0; i < mods->count; i++) {
         klua_mod *mod = mods->list[i];
         if (system ? klua_mod_runs(mod, system) : mod->mem.depth > 0) return mod;
@@ -38,6 +41,27 @@ void klua_mods_unwatch_drops(klua_mods *mods) {
     kiln_world_drop_hook_set(mods->kw->world, mods->drop_prev, mods->drop_prev_ctx, &fn, &ctx);
     if (fn != hook_drop || ctx != mods) /* set over the manager's: that one stays */
         kiln_world_drop_hook_set(mods->kw->world, fn, ctx, NULL, NULL);
+}
+
+static int end_loops_thunk(lua_State *L) {
+    klua_world *kw = lua_touserdata(L, 1);
+    klua_query_close_loops(L, kw, kw->current, false);
+    return 0;
+}
+
+void klua_mods_end_loops(klua_mods *mods, lua_State *L, klua_world *kw, klua_mod *owner) {
+    int top = lua_gettop(L);
+    klua_mod *was = mods->landing;
+    mods->landing = owner;
+    lua_pushlightuserdata(L, kw);
+    (void)klua_pcall_c(L, end_loops_thunk, 1, 0, 0); /* (its error is let go: callers may not raise) */
+    mods->landing = was;
+    lua_settop(L, top);
+}
+
+void klua_mod_carry_drops(klua_mod *mod, const klua_mod *old) {
+    mod->dropped += old->dropped;
+    if (!mod->dropped_error[0]) memcpy(mod->dropped_error, old->dropped_error, sizeof mod->dropped_error);
 }
 
 int64_t klua_mod_dropped(klua_world *kw, const char **message) {

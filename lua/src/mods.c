@@ -456,12 +456,6 @@ static void drop_component(kiln_world *world, kiln_component c, kiln_query *othe
     if (q != others) kiln_query_destroy(q);
 }
 
-static int close_loops_thunk(lua_State *L) {
-    klua_world *kw = lua_touserdata(L, 1);
-    klua_query_close_loops(L, kw, NULL, false);
-    return 0;
-}
-
 /* Adds the staged systems (replacing the previous version's of the same name in place) and
  * removes the previous version's others. New names go first, so a refusal among them undoes
  * cleanly, and so does a cycle the new order closes (checked whole before any replace); a
@@ -618,9 +612,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     bool ok = klua_mod_run_file(mod, mod->entry);
     mods->loading = NULL;
     mod->loading = false;
-    /* loops its top level left open end here */
-    lua_pushlightuserdata(mod->L, mod->kw);
-    if (klua_pcall_c(mod->L, close_loops_thunk, 1, 0, 0) != LUA_OK) lua_pop(mod->L, 1);
+    klua_mods_end_loops(mods, mod->L, mod->kw, mod); /* loops its top level left open: its changes */
     if (ok && mod->mem.refused > 0 && mod->mem.used > mod->mem.limit) {
         snprintf(mod->error, sizeof mod->error, "its top level ran out of memory");
         ok = false;
@@ -748,7 +740,7 @@ static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t si
     }
     if (running) {
         mod->failures = old->failures;
-        mod->dropped = old->dropped;
+        klua_mod_carry_drops(mod, old); /* (its top level's drops are the new version's) */
         carry_log(mod, old);
     }
     for (int i = 0; i < mods->count; i++)

@@ -165,6 +165,7 @@ struct klua_mods {
     int count, cap;
     uint64_t generations;     /* loads begun: each takes the next as its generation */
     klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
+    klua_mod *landing;        /* the mod whose left-open loops kiln ends now, or NULL (mod_drops.c) */
     int held;                 /* its methods under way (each also counts as a guest of the world) */
     bool closed;
 };
@@ -300,6 +301,12 @@ KLUA_HIDDEN void klua_mods_unwatch_drops(klua_mods *mods);
 KLUA_HIDDEN int64_t klua_mod_dropped(klua_world *kw, const char **message);
 /* Sets the fields dropped and dropped_error (when any) of the mods:list entry at the top. */
 KLUA_HIDDEN void klua_mod_push_drops(lua_State *L, const klua_mod *mod);
+/* Ends, on L (kw's state's thread), the loops kw left open under kw->current; what their ends
+ * land and the world drops counts as owner's (NULL: as drop_owner finds it), owner being the
+ * mod whose code queued it (a top level or an export left them open). Never raises. */
+KLUA_HIDDEN void klua_mods_end_loops(klua_mods *mods, lua_State *L, klua_world *kw, klua_mod *owner);
+/* A reload's books: the new version keeps the old one's drops beside its top level's own. */
+KLUA_HIDDEN void klua_mod_carry_drops(klua_mod *mod, const klua_mod *old);
 
 /* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
  * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */
