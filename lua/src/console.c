@@ -16,6 +16,13 @@
 
 #define OUT_MAX_BYTES (16 << 20) /* answers queued for one client; past it the client goes */
 #define OUT_PAUSE_BYTES (1 << 20) /* a client this far behind reading gets no new answers */
+/* The text one answer queues; past it the rest is cut and counted. A statement runs only while
+ * at most OUT_PAUSE_BYTES wait for its client, so its answer always fits under OUT_MAX_BYTES:
+ * a statement printing more (print(("x"):rep(20 << 20))) no longer drops its client. */
+#define ANSWER_MAX_BYTES (14 << 20)
+#define CUT_NOTE_BYTES 64 /* "\n... (N bytes not shown)" */
+_Static_assert(OUT_PAUSE_BYTES + ANSWER_MAX_BYTES + CUT_NOTE_BYTES + 64 <= OUT_MAX_BYTES,
+               "an answer made while OUT_PAUSE_BYTES wait must fit under OUT_MAX_BYTES");
 #define READ_CHUNK 4096
 #define ACCEPT_PER_POLL 64
 #define LINGER_SECONDS 1.0 /* a closing client's input is drained this long, so it reads why */
@@ -281,12 +288,18 @@ static bool append(client *cl, const char *data, size_t n) {
     return true;
 }
 
-/* Queues one answer frame: "<status> <length>\n<text>". */
+/* Queues one answer frame: "<status> <length>\n<text>", a text past ANSWER_MAX_BYTES cut
+ * there and followed by a line saying how many bytes were not shown. */
 static bool answer(client *cl, const char *status, const char *text, size_t n) {
-    char head[64];
-    int h = snprintf(head, sizeof head, "%s %zu\n", status, n);
-    if (cl->out_len - cl->out_sent + (size_t)h + n > OUT_MAX_BYTES) return false;
-    return append(cl, head, (size_t)h) && append(cl, text, n);
+    char head[64], note[CUT_NOTE_BYTES];
+    size_t shown = n, noted = 0;
+    if (n > ANSWER_MAX_BYTES) {
+        shown = ANSWER_MAX_BYTES;
+        noted = (size_t)snprintf(note, sizeof note, "\n... (%zu bytes not shown)", n - shown);
+    }
+    int h = snprintf(head, sizeof head, "%s %zu\n", status, shown + noted);
+    if (cl->out_len - cl->out_sent + (size_t)h + shown + noted > OUT_MAX_BYTES) return false;
+    return append(cl, head, (size_t)h) && append(cl, text, shown) && append(cl, note, noted);
 }
 
 /* Queues the reason and closes the client once it is sent. */

@@ -81,19 +81,19 @@ static double plain_sends_ms(void) {
     return spent;
 }
 
-/* One answer of 15 MiB queued, read a few KiB a frame, as a client on a slow link (or one
+/* One answer of 14 MiB queued, read a few KiB a frame, as a client on a slow link (or one
  * that means harm) reads it: each poll used to move the whole unsent rest of the queue down
  * after each send, some milliseconds a poll per such client for as long as it reads. */
 START_TEST(a_slow_reader_of_a_large_answer_costs_each_poll_only_what_it_sends) {
     lua_State *L = NULL;
     kiln_console *c = open_console(&L);
     int fd = connect_small(kiln_console_port(c));
-    send_text(fd, "token " TOKEN "\nx = string.rep('a', 15 * 2^20)\nprint(x)\n"); /* (shown, x is cut) */
+    send_text(fd, "token " TOKEN "\nx = string.rep('a', 14 * 2^20)\nprint(x)\n"); /* (shown, x is cut) */
     char head[64];
     ck_assert_int_eq(take(c, fd, head, 10), 10);
     ck_assert(memcmp(head, "ok 0\nok 0\n", 10) == 0);
-    ck_assert_int_eq(take(c, fd, head, 12), 12); /* "ok 15728640\n" */
-    ck_assert(memcmp(head, "ok 15728640\n", 12) == 0);
+    ck_assert_int_eq(take(c, fd, head, 12), 12); /* "ok 14680064\n": the most one answer holds */
+    ck_assert(memcmp(head, "ok 14680064\n", 12) == 0);
     char chunk[4096];
     double spent = 0;
     size_t drained = 0;
@@ -184,6 +184,35 @@ START_TEST(showing_a_long_string_answers_its_start_and_keeps_the_client) {
     ck_assert_msg(strncmp(out, "ok:\"xxx", 7) == 0 && strstr(out, "xxx\"... (17825792 bytes, cut)"), "%s", out);
     answer_of(c, fd, out, sizeof out);
     ck_assert_str_eq(out, "ok:5");
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* What one statement prints costs its client at most one answer's limit: 20 MiB printed (past
+ * the 16 MiB a client may have waiting) dropped the client ("too many answers waiting to be
+ * read"). The answer keeps the first 14 MiB, says how many bytes were cut, and the client's
+ * next statement is answered. */
+START_TEST(a_statement_printing_past_the_answer_limit_is_cut_and_keeps_its_client) {
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
+    int fd = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token " TOKEN "\nfor i = 1, 20 do print(('x'):rep(2^20)) end\nreturn 5\n");
+    size_t size = (size_t)15 << 20;
+    char *out = malloc(size);
+    answer_of(c, fd, out, size);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, size);
+    /* 20 lines of 1 MiB and the 19 newlines between them: 20971539 bytes, 14680064 shown */
+    const char *note = "\n... (6291475 bytes not shown)";
+    size_t len = strlen(out), want = 3 + ((size_t)14 << 20) + strlen(note);
+    ck_assert_msg(len == want && strncmp(out, "ok:xxx", 6) == 0 && strcmp(out + len - strlen(note), note) == 0,
+                  "%zu bytes (%zu wanted), ending %s", len, want, len > 80 ? out + len - 80 : out);
+    answer_of(c, fd, out, size);
+    ck_assert_str_eq(out, "ok:5");
+    free(out);
     close(fd);
     kiln_console_close(c);
     lua_close(L);
@@ -351,6 +380,7 @@ int main(void) {
     tcase_add_test(tc, a_statement_cannot_double_a_string_past_the_console_memory_limit);
     tcase_add_test(tc, statement_bytes_sets_the_limit);
     tcase_add_test(tc, showing_a_long_string_answers_its_start_and_keeps_the_client);
+    tcase_add_test(tc, a_statement_printing_past_the_answer_limit_is_cut_and_keeps_its_client);
     tcase_add_test(tc, a_statement_s_garbage_does_not_count_against_the_limit);
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
