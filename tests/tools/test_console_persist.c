@@ -141,13 +141,18 @@ START_TEST(a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits
     ck_assert_str_eq(run(g, fd, "big = '{\"kiln\": 1, \"tick\": 0, \"components\": [], \"entities\": [' .. "
                                 "('{\"id\": 4294967296, \"components\": {}}, '):rep(30000) .. '{\"id\": 4294967297, \"components\": {}}]}'"),
                      "ok:");
-    double t0 = now_ms();
-    const char *a = run(g, fd, "while true do pcall(world.load, world, big) end");
-    double took = now_ms() - t0;
+    /* the load the limit stops is the last: no instruction runs after its pcall (a limit
+     * each load reported without the statement stopping let the loop go on, every load
+     * refused at its first ask, until the 2 million instructions were spent) */
+    ck_assert_str_eq(run(g, fd, "refused = select(2, pcall(world.load, world, big)) return refused"),
+                     "ok:\"world:load: entity 0v1 appears twice (or shares its slot)\"");
+    const char *a = run(g, fd, "loads, late = 0, 0 while true do loads = loads + 1 local ok, e = "
+                               "pcall(world.load, world, big) if not ok and e ~= refused then late = late + 1 end end");
     ck_assert_msg(strcmp(a, "error:console: the statement ran past its time limit (300 ms)") == 0 ||
                       strcmp(a, "error:console: the statement ran past its instruction budget") == 0,
                   "%s", a);
-    ck_assert_msg(took < 3000, "the statement ran %.0f ms past a 300 ms limit", took);
+    a = run(g, fd, "return loads > 0, late");
+    ck_assert_msg(strcmp(a, "ok:true\n0") == 0, "loads made, loads stopped by the limit that the loop saw: %s", a);
     /* pcall does not catch the spent budget for long, even around a load */
     a = run(g, fd, "while true do pcall(function() while true do pcall(world.load, world, 'KILNSAVE') end end) end");
     ck_assert_msg(strncmp(a, "error:console: the statement ran past its", 41) == 0, "%s", a);
@@ -169,13 +174,11 @@ START_TEST(one_long_load_stops_at_the_statements_time_limit) {
     int fd = sign_in(g);
     char before[128];
     snprintf(before, sizeof before, "%s", world_state(g));
-    double t0 = now_ms();
     const char *a = run(g, fd, "world:load(big)");
-    double took = now_ms() - t0;
     ck_assert_msg(strcmp(a, "error:console: the statement ran past its time limit (300 ms)") == 0, "%s", a);
-    ck_assert_msg(took < 3000, "the statement ran %.0f ms past a 300 ms limit", took);
     ck_assert_str_eq(world_state(g), before);
-    /* the load stopped part way through the text (not after reading it all, then refusing) */
+    /* the load stopped part way through the text (not after reading it all, then refusing):
+     * the limit was seen by an ask inside the load */
     lua_getglobal(g->L, "world");
     const char *e = kiln_world_error(kiln_lua_check_world(g->L, -1));
     unsigned long long read = 0, size = 0;
