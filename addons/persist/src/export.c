@@ -24,6 +24,8 @@ typedef struct exporter {
     int64_t all_count;
     struct link *links;         /* (parent, child) of every live Parent link, sorted */
     int64_t link_count;
+    const kiln_export_desc *desc;
+    int64_t since_asked;        /* entities of work before the first is written, since an ask */
 } exporter;
 
 /* The export's own children index: kiln_transform_children rebuilds the addon's after any
@@ -46,6 +48,57 @@ static int by_link(const void *a, const void *b) {
 static const char *call = "kiln_export";
 
 static kiln_result oom(exporter *x) { return kl_fail(x->world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call); }
+
+/* Counts items of the work before the first entity is written (indexing, sorting, numbering
+ * every entity) and asks desc.progress, with 0 units, after every PZ_ASK_ITEMS of them: on a
+ * million entities that work took a third of a second before the first ask, past a console
+ * statement's time limit. A stop fails the export (the world is only read). */
+static kiln_result worked(exporter *x, int64_t items) {
+    if (!x->desc || !x->desc->progress || (x->since_asked += items) < PZ_ASK_ITEMS) return KILN_OK;
+    x->since_asked = 0;
+    if (x->desc->progress(x->desc->progress_ud, 0)) return KILN_OK;
+    return kl_fail(x->world, KILN_ERR_LIMIT, "%s: stopped by desc.progress", call);
+}
+
+/* Merges the sorted runs src[lo, mid) and src[mid, hi) of size-byte elements into dst. */
+static kiln_result merge(exporter *x, const char *src, char *dst, int64_t lo, int64_t mid, int64_t hi, size_t size,
+                         int (*cmp)(const void *, const void *)) {
+    int64_t i = lo, j = mid;
+    for (int64_t k = lo; k < hi; k++) {
+        const char *from = j >= hi || (i < mid && cmp(src + (size_t)i * size, src + (size_t)j * size) <= 0)
+                               ? src + (size_t)i++ * size
+                               : src + (size_t)j++ * size;
+        memcpy(dst + (size_t)k * size, from, size);
+        kiln_result r = worked(x, 1);
+        if (r != KILN_OK) return r;
+    }
+    return KILN_OK;
+}
+
+/* qsort of n elements that asks as it goes (qsort cannot be stopped): runs of PZ_ASK_ITEMS
+ * sorted by qsort, then merged pairwise, asking through worked. */
+static kiln_result sort(exporter *x, void *base, int64_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    char *src = base;
+    kiln_result r = KILN_OK;
+    for (int64_t lo = 0; lo < n && r == KILN_OK; lo += PZ_ASK_ITEMS) {
+        int64_t run = n - lo < PZ_ASK_ITEMS ? n - lo : PZ_ASK_ITEMS;
+        qsort(src + (size_t)lo * size, (size_t)run, size, cmp);
+        r = worked(x, run);
+    }
+    if (r != KILN_OK || n <= PZ_ASK_ITEMS) return r;
+    char *dst = pz_alloc_raw(&x->arena, size * (size_t)n);
+    if (!dst) return oom(x);
+    for (int64_t width = PZ_ASK_ITEMS; width < n && r == KILN_OK; width *= 2) {
+        for (int64_t lo = 0; lo < n && r == KILN_OK; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            r = merge(x, src, dst, lo, mid, hi, size, cmp);
+        }
+        char *t = src;
+        src = dst, dst = t;
+    }
+    if (r == KILN_OK && src != base) memcpy(base, src, size * (size_t)n);
+    return r;
+}
 
 static int64_t number_of(void *ud, kiln_entity e) {
     const exporter *x = ud;
@@ -106,6 +159,8 @@ static kiln_result add(exporter *x, kiln_entity root, int64_t root_parent, pendi
         while (x->keys[i]) i = (i + 1) & x->mask;
         x->keys[i] = e;
         x->numbers[i] = n + 1;
+        kiln_result r = worked(x, 1);
+        if (r != KILN_OK) return r;
         int64_t lo = 0, hi = x->link_count;
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
@@ -147,13 +202,13 @@ static kiln_result index_world(exporter *x) {
     x->links = pz_alloc(&x->arena, sizeof(link) * ((size_t)n + 1));
     if (!x->all || !x->links) return oom(x);
     x->all_count = kiln_world_entities(x->world, x->all, n);
-    qsort(x->all, (size_t)x->all_count, sizeof(kiln_entity), by_handle);
-    for (int64_t i = 0; x->has_tf && i < x->all_count; i++) {
+    kiln_result r = sort(x, x->all, x->all_count, sizeof(kiln_entity), by_handle);
+    for (int64_t i = 0; r == KILN_OK && x->has_tf && i < x->all_count; i++) {
         const kiln_parent *p = kiln_get(x->world, x->all[i], x->tf.parent);
         if (p && kiln_is_alive(x->world, p->entity)) x->links[x->link_count++] = (link){p->entity, x->all[i]};
+        r = worked(x, 1);
     }
-    qsort(x->links, (size_t)x->link_count, sizeof(link), by_link);
-    return KILN_OK;
+    return r == KILN_OK ? sort(x, x->links, x->link_count, sizeof(link), by_link) : r;
 }
 
 static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
@@ -173,10 +228,10 @@ static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
         return r;
     }
     for (int64_t i = 0; i < x->all_count && r == KILN_OK; i++)
-        if (is_root(x, x->all[i])) r = add(x, x->all[i], 0, stack);
+        if ((r = worked(x, 1)) == KILN_OK && is_root(x, x->all[i])) r = add(x, x->all[i], 0, stack);
     /* every live entity, unless some sit in (or under) a Parent cycle that no root reaches */
     for (int64_t i = 0; r == KILN_OK && x->count < x->all_count && i < x->all_count; i++)
-        if (!number_of(x, x->all[i])) r = unreached(x, x->all[i]);
+        if ((r = worked(x, 1)) == KILN_OK && !number_of(x, x->all[i])) r = unreached(x, x->all[i]);
     return r;
 }
 
@@ -267,7 +322,7 @@ kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_wr
     if (desc && desc->root_count < 0) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: root_count is negative", call);
     kiln_result r = pz_check_outside_hook(world, call);
     if (r != KILN_OK) return r;
-    exporter x = {.world = world, .arena = {.alloc = &world->alloc}};
+    exporter x = {.world = world, .arena = {.alloc = &world->alloc}, .desc = desc};
     x.has_tf = kiln_transform_ids_get(world, &x.tf);
     x.name_id = kiln_component_lookup(world, "Name");
     r = grow(&x);
