@@ -85,7 +85,14 @@ static int tree_spawn(lua_State *L) {
     kiln_entity *roots = lua_newuserdatauv(L, sizeof(kiln_entity) * ((size_t)n + 1), 0);
     /* the list first, its slots made: running out of memory for it cannot follow the spawn */
     lua_createtable(L, (int)n, 0);
-    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, roots) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    /* a console statement's (or an entry's) time limit holds inside the spawns: a stop takes
+     * them all back */
+    klua_budget_watch watch = {.L = L};
+    kiln_prefab_spawn_desc d = {.keep_going = klua_budget_watch_continue, .ud = &watch};
+    if (kiln_prefab_spawn_with(kw->world, t->prefab, (int32_t)n, &d, roots) != KILN_OK) {
+        if (watch.stopped) klua_budget_watch_end(&watch, fname);
+        klua_fail_world(L, kw->world, fname);
+    }
     for (lua_Integer i = 0; i < n; i++) {
         lua_pushinteger(L, (lua_Integer)roots[i]);
         lua_rawseti(L, -2, i + 1);

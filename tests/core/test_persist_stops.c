@@ -266,3 +266,43 @@ KILN_TEST(stops, export_asks_while_it_indexes_and_sorts_before_its_first_entity)
     ck_assert_msg(kiln_world_hash(w.world) == h0, "the world changed");
     pf_close(&w);
 }
+
+/* A prefab's spawn of many copies ran to its end unasked, so a console statement's deadline
+ * could not stop p:spawn(100000). kiln_prefab_spawn_with asks every 4096 entities and after
+ * the last copy; a stop at any ask takes back every copy, slots too. */
+KILN_TEST(stops, prefab_spawn_asks_and_stops_with_the_world_as_it_was) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    char *text = prefab_of(2);
+    kiln_prefab *p = NULL;
+    ck_assert_int_eq(kiln_prefab_load(w.world, text, strlen(text), NULL, &p), KILN_OK);
+    int64_t n0 = kiln_entity_count(w.world);
+    asker count = {0, 0};
+    kiln_prefab_spawn_desc d = {.keep_going = ask, .ud = &count};
+    ck_assert_int_eq(kiln_prefab_spawn_with(w.world, p, 10000, &d, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(w.world), n0 + 20000);
+    int64_t asks = count.asks;
+    ck_assert_int_eq(asks, 20000 / 4096 + 1); /* every 4096 entities (2048 copies), and at the end */
+    kiln_prefab_destroy(p);
+    pf_close(&w);
+    /* at the first ask, one halfway and the last (after every copy was made) */
+    pf_open(&w, false);
+    pf_populate(&w);
+    ck_assert_int_eq(kiln_prefab_load(w.world, text, strlen(text), NULL, &p), KILN_OK);
+    uint64_t h0 = kiln_world_hash(w.world);
+    const int64_t at[] = {1, asks / 2, asks};
+    for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+        asker stop = {0, at[k]};
+        d.ud = &stop;
+        ck_assert_int_eq(kiln_prefab_spawn_with(w.world, p, 10000, &d, NULL), KILN_ERR_LIMIT);
+        ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_prefab_spawn: stopped by the caller after"), "%s",
+                      kiln_world_error(w.world));
+        ck_assert_int_eq(stop.asks, at[k]); /* the stop came at that ask */
+        ck_assert_int_eq(kiln_entity_count(w.world), n0);
+        ck_assert_msg(kiln_world_hash(w.world) == h0, "ask %lld: the world changed", (long long)at[k]);
+    }
+    kiln_prefab_destroy(p);
+    free(text);
+    pf_close(&w);
+}

@@ -298,8 +298,8 @@ static bool stopped(const char *answer) {
     return strncmp(answer, "error:console: the statement ran past its time limit", 52) == 0;
 }
 
-/* One C call of a scene method stops at the statement's time limit inside the call, the world
- * as it was; a scene whose spawns end past the limit is taken back rather than kept without
+/* One C call of a scene method (or a JSON prefab's spawn) stops at the statement's time limit
+ * inside the call, the world as it was; a scene whose spawns end past the limit is taken back rather than kept without
  * its Instance (the raise at the next instruction lost it). A 10 ms limit: each call here
  * takes tens of milliseconds or more (no assertion on time). */
 START_TEST(long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was) {
@@ -321,6 +321,20 @@ START_TEST(long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_
     ck_assert_msg(stopped(a), "%s", a);
     ck_assert_msg(strstr(world_error(g), "kiln_clone: stopped by the caller after"), "%s", world_error(g));
     ck_assert_str_eq(world_state(g), before);
+    /* a JSON prefab's spawns: one copy of 200,000 nodes (taken back at the ask after it), and
+     * a million copies of two (stopped between copies) */
+    a = run(g, fd, "r = pf:spawn(1)");
+    ck_assert_msg(stopped(a), "%s", a);
+    ck_assert_msg(strstr(world_error(g), "kiln_prefab_spawn: stopped by the caller after"), "%s", world_error(g));
+    ck_assert_str_eq(world_state(g), before);
+    ck_assert_str_eq(run(g, fd, "p = world:prefab('{\"components\": {\"Position\": {\"x\": 1}}, "
+                                "\"children\": [{\"components\": {\"Position\": {\"y\": 2}}}]}')"),
+                     "ok:");
+    a = run(g, fd, "r = p:spawn(1000000)");
+    ck_assert_msg(stopped(a), "%s", a);
+    ck_assert_msg(strstr(world_error(g), "kiln_prefab_spawn: stopped by the caller after"), "%s", world_error(g));
+    ck_assert_str_eq(world_state(g), before);
+    ck_assert_str_eq(run(g, fd, "return r"), "ok:nil");
     /* an export of the 200,005 entities */
     a = run(g, fd, "x = world:export()");
     ck_assert_msg(stopped(a), "%s", a);

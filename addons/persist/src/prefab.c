@@ -257,6 +257,23 @@ static kiln_result check_room(kiln_world *world, const pz_tree *tree, int32_t co
 }
 
 kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count, kiln_entity *dest) {
+    return kiln_prefab_spawn_with(world, prefab, count, NULL, dest);
+}
+
+/* Whether desc's keep_going (when set) lets the spawn go on after done copies: asked once
+ * PZ_ASK_ITEMS entities were spawned since the last ask, and after the last copy (so that a
+ * caller whose time ran out during the spawns can have them taken back). */
+static kiln_result spawn_asked(kiln_world *world, const kiln_prefab_spawn_desc *desc, const pz_tree *tree,
+                               int32_t done, int32_t count, int64_t *since) {
+    if (!desc || !desc->keep_going || ((*since += tree->count) < PZ_ASK_ITEMS && done < count)) return KILN_OK;
+    *since = 0;
+    if (desc->keep_going(desc->ud)) return KILN_OK;
+    return kl_fail(world, KILN_ERR_LIMIT, "kiln_prefab_spawn: stopped by the caller after %lld of %lld entities",
+                   (long long)done * tree->count, (long long)count * tree->count);
+}
+
+kiln_result kiln_prefab_spawn_with(kiln_world *world, const kiln_prefab *prefab, int32_t count,
+                                   const kiln_prefab_spawn_desc *desc, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_prefab_spawn";
     const pz_tree *tree = pz_prefab_tree(prefab, world);
@@ -274,9 +291,12 @@ kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int3
     kiln_entity *all = kl_alloc(&world->alloc, bytes);
     if (!all) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", call);
     int32_t done = 0;
-    for (; done < count; done++) {
+    int64_t since = 0;
+    while (done < count) {
         r = pz_tree_spawn(world, tree, KILN_NULL_ENTITY, call, all + (size_t)done * (size_t)tree->count);
         if (r != KILN_OK) break;
+        done++;
+        if ((r = spawn_asked(world, desc, tree, done, count, &since)) != KILN_OK) break;
     }
     if (r == KILN_OK) {
         for (int32_t i = 0; dest && i < count; i++) dest[i] = all[(size_t)i * (size_t)tree->count];
