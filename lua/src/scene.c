@@ -89,7 +89,7 @@ static int tree_spawn(lua_State *L) {
      * them all back */
     klua_budget_watch watch = {.L = L};
     kiln_prefab_spawn_desc d = {.keep_going = klua_budget_watch_continue, .ud = &watch};
-    if (kiln_prefab_spawn_with(kw->world, t->prefab, (int32_t)n, &d, roots) != KILN_OK) {
+    if (kiln_prefab_spawn(kw->world, t->prefab, (int32_t)n, &d, roots) != KILN_OK) {
         if (watch.stopped) klua_budget_watch_end(&watch, fname);
         klua_fail_world(L, kw->world, fname);
     }

@@ -245,7 +245,7 @@ KILN_TEST(gained, a_prefab_and_a_scene_read_from_json_give_the_fields_they_leave
     kiln_prefab *p;
     ck_assert_int_eq(kiln_prefab_load(w, prefab_json, sizeof prefab_json - 1, NULL, &p), KILN_OK);
     kiln_entity e;
-    ck_assert_int_eq(kiln_prefab_spawn(w, p, 1, &e), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(w, p, 1, NULL, &e), KILN_OK);
     assert_new_stats(kiln_get(w, e, id), 5, "ab");
     static const char scene_json[] =
         "{\"version\": 1, \"entities\": [{\"name\": \"a\", \"components\": {\"Stats\": {\"name\": \"x\"}}}]}";

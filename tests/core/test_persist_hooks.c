@@ -56,7 +56,7 @@ static kiln_result try_call(hook_state *h, persist_call c) {
     case CALL_SNAPSHOT_CREATE: r = kiln_snapshot_create(world, &snap); break;
     case CALL_SNAPSHOT_RESTORE: r = kiln_snapshot_restore(world, h->snap); break;
     case CALL_CLONE: r = kiln_clone(world, h->some, NULL, &e); break;
-    case CALL_PREFAB_SPAWN: r = kiln_prefab_spawn(world, h->prefab, 1, &e); break;
+    case CALL_PREFAB_SPAWN: r = kiln_prefab_spawn(world, h->prefab, 1, NULL, &e); break;
     case CALL_INSTANTIATE: r = kiln_instantiate(world, scene, sizeof scene - 1, NULL, &inst); break;
     case CALL_INSTANCE_DESPAWN: r = kiln_instance_despawn(world, h->instance); break;
     case CALL_EXPORT: /* a root without hooks: the export would not refuse it for its values */

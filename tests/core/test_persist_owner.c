@@ -66,8 +66,8 @@ KILN_TEST(owner, a_clone_a_prefab_and_a_scene_leave_owner_marks_off) {
     static const char json[] = "{\"components\": {\"Hp\": {\"v\": 7}, \"Mine\": true}}";
     ck_assert_int_eq(kiln_prefab_load(m.world, json, sizeof json - 1, NULL, &read), KILN_OK);
     kiln_entity spawned[2];
-    ck_assert_int_eq(kiln_prefab_spawn(m.world, made, 1, &spawned[0]), KILN_OK);
-    ck_assert_int_eq(kiln_prefab_spawn(m.world, read, 1, &spawned[1]), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(m.world, made, 1, NULL, &spawned[0]), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(m.world, read, 1, NULL, &spawned[1]), KILN_OK);
     static const char scene[] = "{\"version\": 1, \"entities\": [{\"components\": {\"Hp\": {\"v\": 8}, \"Mine\": true}}]}";
     kiln_instance *inst = NULL;
     ck_assert_msg(kiln_instantiate(m.world, scene, sizeof scene - 1, NULL, &inst) == KILN_OK, "%s",

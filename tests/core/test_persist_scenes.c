@@ -49,7 +49,7 @@ KILN_TEST(prefab, a_desc_prefab_spawns_its_tree_count_times_with_references_insi
     ck_assert_int_eq(kiln_prefab_create(w.world, &root, &p), KILN_OK);
     ck_assert_int_eq(kiln_prefab_nodes(p), 2);
     kiln_entity roots[3];
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 3, roots), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 3, NULL, roots), KILN_OK);
     ck_assert_int_eq(kiln_entity_count(w.world), 1 + 6);
     for (int i = 0; i < 3; i++) {
         kiln_entity kids[2];
@@ -106,8 +106,8 @@ KILN_TEST(prefab, a_json_prefab_reads_fields_by_name_and_node_numbers) {
                   kiln_world_error(w.world));
     ck_assert_int_eq(kiln_prefab_nodes(p), 3);
     kiln_entity a, b;
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 1, &a), KILN_OK);
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 1, &b), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 1, NULL, &a), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 1, NULL, &b), KILN_OK);
     ck_assert_int_eq(kiln_entity_count(w.world), 6);
     ck_assert_str_eq(((const pf_label *)kiln_get(w.world, b, w.label))->text, "ship");
     ck_assert_float_eq(((const pf_pos *)kiln_get(w.world, b, w.pos))->x, 1.5f);
@@ -199,14 +199,14 @@ KILN_TEST(prefab, a_spawn_a_check_hook_refuses_takes_back_every_copy) {
     ck_assert_int_eq(kiln_prefab_load(w.world, named, sizeof named - 1, NULL, &p), KILN_OK);
     fingerprint f = take(w.world);
     kiln_entity roots[2];
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 2, roots), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 2, NULL, roots), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_msg(strncmp(kiln_world_error(w.world), "kiln_prefab_spawn: name 'boss' is taken", 39) == 0, "%s",
                   kiln_world_error(w.world));
     assert_same(w.world, f, "a refused second copy");
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, -1, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, -1, NULL, NULL), KILN_ERR_INVALID_ARGUMENT);
     pf_world other;
     pf_open(&other, false);
-    ck_assert_int_eq(kiln_prefab_spawn(other.world, p, 1, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_spawn(other.world, p, 1, NULL, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(other.world), "kiln_prefab_spawn: the prefab was made for another world");
     pf_close(&other);
     kiln_prefab_destroy(p);
@@ -694,7 +694,7 @@ KILN_TEST(export, running_out_of_memory_in_a_prefab_load_spawn_or_export_fails_c
     for (n = 0;; n++) {
         kiln_entity roots[2];
         test_allocator_fail_after(&alloc, n);
-        kiln_result r = kiln_prefab_spawn(w.world, p, 2, roots);
+        kiln_result r = kiln_prefab_spawn(w.world, p, 2, NULL, roots);
         test_allocator_fail_never(&alloc);
         if (r == KILN_OK) break;
         ck_assert_msg(r == KILN_ERR_OUT_OF_MEMORY, "%s", kiln_world_error(w.world));
@@ -730,16 +730,16 @@ KILN_TEST(prefab, a_count_past_the_row_limit_is_refused_before_anything_is_spawn
     ck_assert_int_eq(kiln_prefab_create(w.world, &one, &single), KILN_OK);
     ck_assert_int_eq(kiln_prefab_create(w.world, &pair, &family), KILN_OK);
     kiln_entity first;
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, single, 1, &first), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, single, 1, NULL, &first), KILN_OK);
     fingerprint f = take(w.world);
     kiln_world_stats before, after;
     kiln_world_stats_get(w.world, &before);
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, single, INT32_MAX, NULL), KILN_ERR_LIMIT);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, single, INT32_MAX, NULL, NULL), KILN_ERR_LIMIT);
     ck_assert_str_eq(kiln_world_error(w.world),
                      "kiln_prefab_spawn: 2147483647 copies put 2147483647 entities in one archetype, which "
                      "holds 1 and has room for 134217728; nothing was spawned");
     /* 2^26 + 1 copies fit one per archetype but not the two alike children of each */
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, family, (1 << 26) + 1, NULL), KILN_ERR_LIMIT);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, family, (1 << 26) + 1, NULL, NULL), KILN_ERR_LIMIT);
     ck_assert_str_eq(kiln_world_error(w.world),
                      "kiln_prefab_spawn: 67108865 copies put 134217730 entities in one archetype, which "
                      "holds 0 and has room for 134217728; nothing was spawned");
@@ -748,7 +748,7 @@ KILN_TEST(prefab, a_count_past_the_row_limit_is_refused_before_anything_is_spawn
     ck_assert_int_eq(after.entity_slots, before.entity_slots);
     ck_assert_msg(after.bytes - before.bytes < (1 << 20), "a refused count allocated %lld bytes",
                   (long long)(after.bytes - before.bytes));
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, family, 2, NULL), KILN_OK); /* and a count that fits */
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, family, 2, NULL, NULL), KILN_OK); /* and a count that fits */
     ck_assert_int_eq(kiln_entity_count(w.world), 1 + 6);
     kiln_prefab_destroy(single);
     kiln_prefab_destroy(family);
@@ -767,7 +767,7 @@ KILN_TEST(scene, instantiate_and_spawn_refuse_a_deferred_world_changing_nothing)
     kiln_instance *inst = NULL;
     ck_assert_int_eq(kiln_instantiate(w.world, doc, sizeof doc - 1, NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(w.world), "kiln_instantiate: the world is deferred or iterating");
-    ck_assert_int_eq(kiln_prefab_spawn(w.world, ship, 1, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, ship, 1, NULL, NULL), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(kiln_defer_end(w.world), KILN_OK);
     assert_same(w.world, f, "deferred");
     kiln_prefab_destroy(ship);

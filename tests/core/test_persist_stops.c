@@ -268,7 +268,7 @@ KILN_TEST(stops, export_asks_while_it_indexes_and_sorts_before_its_first_entity)
 }
 
 /* A prefab's spawn of many copies ran to its end unasked, so a console statement's deadline
- * could not stop p:spawn(100000). kiln_prefab_spawn_with asks every 4096 entities and after
+ * could not stop p:spawn(100000). kiln_prefab_spawn asks every 4096 entities and after
  * the last copy; a stop at any ask takes back every copy, slots too. */
 KILN_TEST(stops, prefab_spawn_asks_and_stops_with_the_world_as_it_was) {
     pf_world w;
@@ -280,7 +280,7 @@ KILN_TEST(stops, prefab_spawn_asks_and_stops_with_the_world_as_it_was) {
     int64_t n0 = kiln_entity_count(w.world);
     asker count = {0, 0};
     kiln_prefab_spawn_desc d = {.keep_going = ask, .ud = &count};
-    ck_assert_int_eq(kiln_prefab_spawn_with(w.world, p, 10000, &d, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 10000, &d, NULL), KILN_OK);
     ck_assert_int_eq(kiln_entity_count(w.world), n0 + 20000);
     int64_t asks = count.asks;
     ck_assert_int_eq(asks, 20000 / 4096 + 1); /* every 4096 entities (2048 copies), and at the end */
@@ -295,7 +295,7 @@ KILN_TEST(stops, prefab_spawn_asks_and_stops_with_the_world_as_it_was) {
     for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
         asker stop = {0, at[k]};
         d.ud = &stop;
-        ck_assert_int_eq(kiln_prefab_spawn_with(w.world, p, 10000, &d, NULL), KILN_ERR_LIMIT);
+        ck_assert_int_eq(kiln_prefab_spawn(w.world, p, 10000, &d, NULL), KILN_ERR_LIMIT);
         ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_prefab_spawn: stopped by the caller after"), "%s",
                       kiln_world_error(w.world));
         ck_assert_int_eq(stop.asks, at[k]); /* the stop came at that ask */

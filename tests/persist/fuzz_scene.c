@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (p || strncmp(kiln_world_error(w), "kiln_prefab_load: ", 18) != 0) abort();
     } else {
         kiln_entity roots[2];
-        if (kiln_prefab_spawn(w, p, 2, roots) == KILN_OK) kiln_transform_propagate(w, NULL);
+        if (kiln_prefab_spawn(w, p, 2, NULL, roots) == KILN_OK) kiln_transform_propagate(w, NULL);
         else if (kiln_world_hash(w) != before || kiln_entity_count(w) != count) abort();
         kiln_prefab_destroy(p);
     }

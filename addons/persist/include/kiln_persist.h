@@ -19,7 +19,6 @@ extern "C" {
  *   kiln_random_init, kiln_random_seed, kiln_random_world, kiln_random_fork, kiln_random_system,
  *   kiln_random_next, kiln_random_double, kiln_random_range,
  *   kiln_prefab_create, kiln_prefab_load, kiln_prefab_load_file, kiln_prefab_spawn,
- *   kiln_prefab_spawn_with,
  *   kiln_prefab_nodes, kiln_prefab_destroy, kiln_instantiate, kiln_instantiate_file,
  *   kiln_instance_roots, kiln_instance_spawned, kiln_instance_entity, kiln_instance_name,
  *   kiln_instance_properties, kiln_instance_despawn, kiln_instance_destroy, kiln_export.
@@ -422,16 +421,6 @@ kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size,
 kiln_result kiln_prefab_load_file(kiln_world *world, const char *path,
                                   const kiln_prefab_load_desc *desc, kiln_prefab **dest);
 
-/* Spawns count copies of the prefab's tree and writes the count roots to dest (may be NULL).
- * Node references point inside each copy; values pass their check hooks (a Name that another
- * entity holds is refused). All or nothing: on failure every entity spawned by the call is
- * despawned. Registers the transform components when the tree has links. Fails for a prefab
- * made for another world, a negative count, while the world is deferred or iterating, and with
- * KILN_ERR_LIMIT before anything is spawned for a count whose nodes exceed INT32_MAX or the
- * entity slots left, or that puts more rows in one archetype than its limit (2^27) allows. */
-kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count,
-                              kiln_entity *dest);
-
 typedef struct kiln_prefab_spawn_desc {
     /* Optional: asked after every 4096 entities spawned (between copies: one copy is not cut)
      * and once after the last copy; false stops the spawn with KILN_ERR_LIMIT
@@ -442,9 +431,16 @@ typedef struct kiln_prefab_spawn_desc {
     void *ud;                  /* handed to keep_going */
 } kiln_prefab_spawn_desc;
 
-/* kiln_prefab_spawn that asks desc's keep_going as it spawns (desc may be NULL). */
-kiln_result kiln_prefab_spawn_with(kiln_world *world, const kiln_prefab *prefab, int32_t count,
-                                   const kiln_prefab_spawn_desc *desc, kiln_entity *dest);
+/* Spawns count copies of the prefab's tree and writes the count roots to dest (may be NULL).
+ * Node references point inside each copy; values pass their check hooks (a Name that another
+ * entity holds is refused). All or nothing: on failure every entity spawned by the call is
+ * despawned. Registers the transform components when the tree has links. Fails for a prefab
+ * made for another world, a negative count, while the world is deferred or iterating, and with
+ * KILN_ERR_LIMIT before anything is spawned for a count whose nodes exceed INT32_MAX or the
+ * entity slots left, or that puts more rows in one archetype than its limit (2^27) allows.
+ * desc may be NULL (nothing asked). */
+kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count,
+                              const kiln_prefab_spawn_desc *desc, kiln_entity *dest);
 
 /* Number of nodes of the prefab (the entities one spawn makes). */
 int64_t kiln_prefab_nodes(const kiln_prefab *prefab);

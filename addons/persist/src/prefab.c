@@ -256,10 +256,6 @@ static kiln_result check_room(kiln_world *world, const pz_tree *tree, int32_t co
     return r;
 }
 
-kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count, kiln_entity *dest) {
-    return kiln_prefab_spawn_with(world, prefab, count, NULL, dest);
-}
-
 /* Whether desc's keep_going (when set) lets the spawn go on after done copies: asked once
  * PZ_ASK_ITEMS entities were spawned since the last ask, and after the last copy (so that a
  * caller whose time ran out during the spawns can have them taken back). */
@@ -272,8 +268,8 @@ static kiln_result spawn_asked(kiln_world *world, const kiln_prefab_spawn_desc *
                    (long long)done * tree->count, (long long)count * tree->count);
 }
 
-kiln_result kiln_prefab_spawn_with(kiln_world *world, const kiln_prefab *prefab, int32_t count,
-                                   const kiln_prefab_spawn_desc *desc, kiln_entity *dest) {
+kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count,
+                              const kiln_prefab_spawn_desc *desc, kiln_entity *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_prefab_spawn";
     const pz_tree *tree = pz_prefab_tree(prefab, world);
