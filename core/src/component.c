@@ -142,7 +142,7 @@ static _Atomic(uint64_t) *name_slots(const kl_table *t) {
     return (_Atomic(uint64_t) *)kl_table_entries(t);
 }
 
-uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
+uint32_t kl_registry_find(const kl_registry *reg, const char *name, int64_t *slots_read) {
     /* a name past the longest is none: not read to its end (a script's 24 MB string was
      * measured and hashed at every call) */
     if (name == NULL || name_length(name) > KILN_MAX_NAME) return 0;
@@ -153,11 +153,17 @@ uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
     /* The index is at most half full, so the walk meets an empty slot. */
     for (uint32_t i = h & mask;; i = (i + 1) & mask) {
         uint64_t slot = atomic_load_explicit(&slots[i], memory_order_acquire);
+        ++*slots_read;
         if (slot == 0) return 0;
         if ((uint32_t)(slot >> 32) != h) continue;
         const kl_component *c = kl_registry_get(reg, (uint32_t)slot);
         if (c && strcmp(c->names, name) == 0) return c->id;
     }
+}
+
+uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
+    int64_t slots_read = 0; /* unread: the count folds away */
+    return kl_registry_find(reg, name, &slots_read);
 }
 
 /* Stores c's name in the index t (which has room); readers may be walking t. */

@@ -63,6 +63,13 @@ uint32_t kl_map_next(const kl_map *map, uint32_t key, uint32_t *cursor) {
     return 0;
 }
 
+uint32_t kl_map_run(const kl_map *map, uint32_t key) {
+    uint32_t mask = map->cap - 1, n = 1;
+    if (map->cap == 0) return 0;
+    while (n <= map->cap && map->slots[(mix(key) + n - 1) & mask] != 0) n++;
+    return n;
+}
+
 uint32_t kl_map_get(const kl_map *map, uint32_t key) {
     uint32_t cursor = 0;
     return kl_map_next(map, key, &cursor);

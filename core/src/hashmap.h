@@ -19,6 +19,10 @@ KL_HIDDEN uint32_t kl_map_get(const kl_map *map, uint32_t key);
 /* Walks every value stored under key: start with *cursor = 0; returns 0 when done. */
 KL_HIDDEN uint32_t kl_map_next(const kl_map *map, uint32_t key, uint32_t *cursor);
 
+/* How many slots a walk of every value under key reads (kl_map_next up to its first empty
+ * slot): the run of occupied slots from key's home, counted for tests of hostile keys. */
+KL_HIDDEN uint32_t kl_map_run(const kl_map *map, uint32_t key);
+
 /* Makes room so that extra more puts cannot fail. False when out of memory. */
 KL_HIDDEN bool kl_map_reserve(kl_allocator *a, kl_map *map, uint32_t extra);
 

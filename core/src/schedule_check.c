@@ -31,6 +31,10 @@ int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t cou
     return -1;
 }
 
+uint32_t kl_schedule_name_slots(const kiln_schedule *s, const char *name) {
+    return kl_map_run(&s->names, kl_hash_str(name));
+}
+
 bool kl_schedule_reserve_afters(kiln_schedule *s, int32_t extra) {
     kl_after_index *x = &s->afters;
     kl_allocator *a = &s->world->alloc;

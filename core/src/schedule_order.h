@@ -102,6 +102,10 @@ struct kiln_schedule {
  * Expected O(1) through names (a candidate stored past system_count is looked at in turn). */
 KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count);
 
+/* The slots of the name index a look-up of name reads (the whole run under its hash): tests
+ * count what names picked to collide cost. */
+KL_HIDDEN uint32_t kl_schedule_name_slots(const kiln_schedule *s, const char *name);
+
 /* Makes room for extra more after names in the schedule's afters index. False when out of
  * memory (nothing changed that matters). */
 KL_HIDDEN bool kl_schedule_reserve_afters(kiln_schedule *s, int32_t extra);
