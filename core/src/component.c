@@ -142,14 +142,19 @@ static _Atomic(uint64_t) *name_slots(const kl_table *t) {
     return (_Atomic(uint64_t) *)kl_table_entries(t);
 }
 
-uint32_t kl_registry_find(const kl_registry *reg, const char *name, int64_t *slots_read) {
+/* The look-up, counting the slots it reads into *slots_read: inlined in both callers, so the
+ * count folds away where nobody reads it. */
+static inline __attribute__((always_inline)) uint32_t find(const kiln_world *world, const kl_registry *reg,
+                                                           const char *name, int64_t *slots_read) {
     /* a name past the longest is none: not read to its end (a script's 24 MB string was
      * measured and hashed at every call) */
-    if (name == NULL || name_length(name) > KILN_MAX_NAME) return 0;
+    size_t len = name ? name_length(name) : KILN_MAX_NAME + 1;
+    if (len > KILN_MAX_NAME) return 0;
     kl_table *t = atomic_load_explicit(&((kl_registry *)reg)->names, memory_order_acquire);
     if (!t) return 0;
     _Atomic(uint64_t) *slots = name_slots(t);
-    uint32_t h = kl_hash_str(name), mask = (uint32_t)t->cap - 1;
+    /* seeded per world: names a mod picked to share a slot under a fixed hash spread */
+    uint32_t h = kl_hash_name(name, len, world->hash_seed), mask = (uint32_t)t->cap - 1;
     /* The index is at most half full, so the walk meets an empty slot. */
     for (uint32_t i = h & mask;; i = (i + 1) & mask) {
         uint64_t slot = atomic_load_explicit(&slots[i], memory_order_acquire);
@@ -161,15 +166,20 @@ uint32_t kl_registry_find(const kl_registry *reg, const char *name, int64_t *slo
     }
 }
 
-uint32_t kl_registry_lookup(const kl_registry *reg, const char *name) {
-    int64_t slots_read = 0; /* unread: the count folds away */
-    return kl_registry_find(reg, name, &slots_read);
+uint32_t kl_registry_find(const kiln_world *world, const kl_registry *reg, const char *name,
+                          int64_t *slots_read) {
+    return find(world, reg, name, slots_read);
+}
+
+uint32_t kl_registry_lookup(const kiln_world *world, const kl_registry *reg, const char *name) {
+    int64_t slots_read = 0;
+    return find(world, reg, name, &slots_read);
 }
 
 /* Stores c's name in the index t (which has room); readers may be walking t. */
 static void index_name(kl_table *t, const kl_component *c) {
     _Atomic(uint64_t) *slots = name_slots(t);
-    uint32_t h = kl_hash_str(c->names), mask = (uint32_t)t->cap - 1, i = h & mask;
+    uint32_t h = c->name_hash, mask = (uint32_t)t->cap - 1, i = h & mask;
     while (atomic_load_explicit(&slots[i], memory_order_relaxed) != 0) i = (i + 1) & mask;
     atomic_store_explicit(&slots[i], (uint64_t)h << 32 | c->id, memory_order_release);
 }
@@ -183,7 +193,7 @@ static void discard(kl_allocator *a, kl_table *t, const kl_table *current, size_
 
 kiln_component kiln_component_lookup(const kiln_world *world, const char *name) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return kl_registry_lookup(&world->components, name);
+    return kl_registry_lookup(world, &world->components, name);
 }
 
 kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_component_desc *desc,
@@ -194,7 +204,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     kiln_result r = validate(world, desc, &align, &names_size, call);
     if (r != KILN_OK) return r;
 
-    uint32_t existing = kl_registry_lookup(reg, desc->name);
+    uint32_t existing = kl_registry_lookup(world, reg, desc->name);
     if (existing) {
         if (!same_layout(kl_registry_get(reg, existing), desc, align))
             return kl_fail(world, KILN_ERR_LAYOUT_MISMATCH,
@@ -252,6 +262,7 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
     char *p = c->names;
     size_t len = strlen(desc->name);
     memcpy(p, desc->name, len + 1);
+    c->name_hash = kl_hash_name(p, len, world->hash_seed);
     p += len + 1;
     for (int32_t i = 0; i < desc->field_count; i++) {
         c->fields[i] = desc->fields[i];

@@ -10,12 +10,14 @@ KL_HIDDEN kiln_result kl_registry_add(kiln_world *world, kl_registry *reg,
                                       const kiln_component_desc *desc, uint32_t *dest,
                                       const char *call);
 
-/* The id registered under name in reg, or 0. */
-KL_HIDDEN uint32_t kl_registry_lookup(const kl_registry *reg, const char *name);
+/* The id registered under name in reg (a registry of world, whose seed hashes its names),
+ * or 0. */
+KL_HIDDEN uint32_t kl_registry_lookup(const kiln_world *world, const kl_registry *reg, const char *name);
 
 /* kl_registry_lookup, adding the slots of the name index it read to *slots_read: tests count
  * what names picked to collide cost (a registration walks the same run). */
-KL_HIDDEN uint32_t kl_registry_find(const kl_registry *reg, const char *name, int64_t *slots_read);
+KL_HIDDEN uint32_t kl_registry_find(const kiln_world *world, const kl_registry *reg, const char *name,
+                                    int64_t *slots_read);
 
 /* Frees every record of reg (at world destroy). */
 KL_HIDDEN void kl_registry_free(kiln_world *world, kl_registry *reg);

@@ -54,7 +54,7 @@ kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *de
 
 kiln_event_type kiln_event_lookup(const kiln_world *world, const char *name) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    return (kiln_event_type){kl_registry_lookup(&world->event_types, name)};
+    return (kiln_event_type){kl_registry_lookup(world, &world->event_types, name)};
 }
 
 bool kiln_event_info_get(const kiln_world *world, kiln_event_type type, kiln_component_info *dest) {

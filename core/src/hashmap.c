@@ -4,6 +4,9 @@
 #include "hashmap.h"
 
 #include <time.h>
+/* the header-only form, as persist's names.c and hash.c: nothing to link */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 static uint32_t mix(uint32_t x) {
     x ^= x >> 16;
@@ -40,11 +43,10 @@ uint64_t kl_hash_seed(const void *owner) {
     return h;
 }
 
-uint32_t kl_hash_str(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-    h = mix(h);
-    return h ? h : 1u;
+uint32_t kl_hash_name(const char *s, size_t len, uint64_t seed) {
+    uint64_t h = XXH3_64bits_withSeed(s, len, seed);
+    uint32_t x = (uint32_t)(h ^ (h >> 32));
+    return x ? x : 1u;
 }
 
 uint32_t kl_map_next(const kl_map *map, uint32_t key, uint32_t *cursor) {

@@ -3,6 +3,7 @@
 #ifndef KILN_HASHMAP_H
 #define KILN_HASHMAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "memory.h"
@@ -37,13 +38,17 @@ KL_HIDDEN void kl_map_free(kl_allocator *a, kl_map *map);
 /* Hashes never return 0, so they can be keys. */
 KL_HIDDEN uint32_t kl_hash_u32(uint32_t x);
 KL_HIDDEN uint32_t kl_hash_u32s(const uint32_t *xs, int32_t count);
-KL_HIDDEN uint32_t kl_hash_str(const char *s);
 
-/* A seed for the hash tables keyed by text a mod or a file chooses (entity names, a scene's
- * names): drawn from where its caller's object and frame sit (address randomisation) and the
+/* A seed for the hash tables keyed by text a mod or a file chooses (entity, component, event,
+ * system and a scene's names): drawn from where its caller's object and frame sit (address randomisation) and the
  * clock, so no one outside the process knows it and no input is made to collide on purpose.
  * Tables seeded with it may lay out differently in every run: none of them may be walked in
  * slot order into anything the world outputs. */
 KL_HIDDEN uint64_t kl_hash_seed(const void *owner);
+
+/* The hash of the len bytes of name s under seed (the world's hash_seed, for component, event
+ * and system names, which a mod chooses): XXH3, so names picked to share a slot under one seed
+ * spread under any other. Never 0. */
+KL_HIDDEN uint32_t kl_hash_name(const char *s, size_t len, uint64_t seed);
 
 #endif

@@ -286,7 +286,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     if (r != KILN_OK) {
         drop_record(s, sys, fresh);
     } else {
-        bool put = kl_map_put(&world->alloc, &s->names, kl_hash_str(sys->name), (uint32_t)s->system_count + 1);
+        bool put = kl_map_put(&world->alloc, &s->names, kl_schedule_key(s, sys->name), (uint32_t)s->system_count + 1);
         KILN_ASSERT(put, "the index was reserved above");
         (void)put;
         kl_schedule_index_afters(s, s->system_count);

@@ -21,7 +21,7 @@ static bool live_named(const kl_system *sys, const char *name) {
  * may share it with its successor until the run ends: every entry under the hash is looked at. */
 int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count) {
     if (name == NULL) return -1;
-    uint32_t key = kl_hash_str(name), cursor = 0, value;
+    uint32_t key = kl_schedule_key(s, name), cursor = 0, value;
     while ((value = kl_map_next(&s->names, key, &cursor)) != 0) {
         int32_t i = (int32_t)value - 1;
         if (i < count && live_named(s->systems[i], name)) return i;
@@ -31,8 +31,12 @@ int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t cou
     return -1;
 }
 
+uint32_t kl_schedule_key(const kiln_schedule *s, const char *name) {
+    return kl_hash_name(name, strlen(name), s->world->hash_seed);
+}
+
 uint32_t kl_schedule_name_slots(const kiln_schedule *s, const char *name) {
-    return kl_map_run(&s->names, kl_hash_str(name));
+    return kl_map_run(&s->names, kl_schedule_key(s, name));
 }
 
 bool kl_schedule_reserve_afters(kiln_schedule *s, int32_t extra) {
@@ -47,7 +51,7 @@ void kl_schedule_index_afters(kiln_schedule *s, int32_t i) {
     kl_after_index *x = &s->afters;
     const kl_system *sys = s->systems[i];
     for (int32_t k = 0; k < sys->after_count; k++) {
-        uint32_t key = kl_hash_str(sys->after[k]), chain = kl_map_get(&x->chains, key);
+        uint32_t key = kl_schedule_key(s, sys->after[k]), chain = kl_map_get(&x->chains, key);
         if (chain == 0) {
             KILN_ASSERT(x->head_count < x->head_cap, "the afters index was reserved");
             x->heads[x->head_count++] = -1;
@@ -69,7 +73,7 @@ void kl_schedule_reindex(kiln_schedule *s) {
     s->constraint_total = 0;
     for (int32_t i = 0; i < s->system_count; i++) {
         const kl_system *sys = s->systems[i];
-        bool put = kl_map_put(&s->world->alloc, &s->names, kl_hash_str(sys->name), (uint32_t)i + 1);
+        bool put = kl_map_put(&s->world->alloc, &s->names, kl_schedule_key(s, sys->name), (uint32_t)i + 1);
         KILN_ASSERT(put, "a cleared index has room for what it held");
         (void)put;
         kl_schedule_index_afters(s, i);
@@ -146,7 +150,7 @@ static void reach_node(search *q, int32_t sys, const char *name, int32_t from) {
         if (s->systems[sys]->reached == s->check) return;
         s->systems[sys]->reached = s->check;
     } else {
-        uint32_t mask = s->waiting_cap - 1, t = kl_hash_str(name) & mask;
+        uint32_t mask = s->waiting_cap - 1, t = kl_schedule_key(s, name) & mask;
         kl_waiting *w = s->waiting;
         while (w[t].check == s->check && strcmp(w[t].name, name) != 0) t = (t + 1) & mask;
         if (w[t].check == s->check) return;
@@ -167,7 +171,7 @@ static void expand(search *q, int32_t h) {
             reach_node(q, x, x >= 0 ? s->systems[x]->name : sys->before[k], h);
         }
     }
-    uint32_t chain = kl_map_get(&s->afters.chains, kl_hash_str(u.name));
+    uint32_t chain = kl_map_get(&s->afters.chains, kl_schedule_key(s, u.name));
     for (int32_t l = chain ? s->afters.heads[chain - 1] : -1; l >= 0; l = s->afters.links[l].next) {
         int32_t j = s->afters.links[l].sys;
         const kl_system *t = j < q->count ? s->systems[j] : NULL;

@@ -48,7 +48,7 @@ typedef struct kl_after_link {
 } kl_after_link;
 
 typedef struct kl_after_index {
-    kl_map chains;        /* kl_hash_str(name) -> index + 1 into heads */
+    kl_map chains;        /* kl_schedule_key(name) -> index + 1 into heads */
     int32_t *heads;       /* a chain's first link */
     int64_t head_cap;
     int32_t head_count;
@@ -70,7 +70,7 @@ struct kiln_schedule {
     kl_system **systems;   /* declaration order */
     int64_t system_cap;
     int32_t system_count;
-    kl_map names;          /* kl_hash_str(name) -> index + 1, one entry per counted system */
+    kl_map names;          /* kl_schedule_key(name) -> index + 1, one entry per counted system */
     kl_after_index afters; /* who names whom in an after list, for the cycle check */
     int64_t constraint_total; /* before and after names of the counted systems */
     uint32_t check;        /* the cycle check under way, or the last (marks reached nodes) */
@@ -101,6 +101,11 @@ struct kiln_schedule {
 /* The index of the live (not removing) system named name among the first count, or -1.
  * Expected O(1) through names (a candidate stored past system_count is looked at in turn). */
 KL_HIDDEN int32_t kl_schedule_lookup(const kiln_schedule *s, const char *name, int32_t count);
+
+/* The key of a system name in the schedule's maps and its table of waiting names: hashed with
+ * the world's seed, so names a mod picked to share a slot under a fixed hash spread. Nothing
+ * walks these tables into an order: systems keep declaration order. Never 0. */
+KL_HIDDEN uint32_t kl_schedule_key(const kiln_schedule *s, const char *name);
 
 /* The slots of the name index a look-up of name reads (the whole run under its hash): tests
  * count what names picked to collide cost. */

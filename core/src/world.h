@@ -121,6 +121,7 @@ typedef struct kl_component {
     bool owner;            /* an owner mark: copies leave it off (kiln_component_desc.owner) */
     uint8_t cmd_small;     /* its size when cmd_inline and of 1..KL_INLINE bytes (a value a
                             * command or a spawn holds: command_buffer.h), else UINT8_MAX */
+    uint32_t name_hash;    /* kl_hash_name of the name under the world's seed (its index key) */
     kiln_field *fields;  /* field names point into names */
     char *names;         /* the component name, then each field name, NUL-separated */
     size_t block_size;   /* bytes of this record's single allocation */
