@@ -1,12 +1,14 @@
 /* test_name_hash.c: Check suite for the hash of component and system names: seeded per world,
- * so names picked to collide cost what any names cost; names of one full hash are still told
- * apart. */
+ * so names picked to collide cost what any names cost, and nothing the world outputs depends on
+ * the seed (stages, errors, saves); names of one full hash are still told apart. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln.h"
+#include "kiln_persist.h"
+#include "persist_fixture.h"
 #include "schedule_fixture.h"
 #include "test_registry.h"
 #include "test_support.h"
@@ -94,6 +96,114 @@ KILN_TEST(collisions, system_names_picked_to_collide_under_a_fixed_hash_read_a_f
     ck_assert_msg(read < 8 * PICKED, "%lld slots read looking up %d names", (long long)read, PICKED);
     kiln_schedule_destroy(s);
     kiln_world_destroy(world);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP_WITH(seeds, .timeout = 30);
+
+static const uint64_t SEEDS[] = {1, 0x9e3779b97f4a7c15u, ~(uint64_t)0};
+enum { SEED_COUNT = 3, KINDS = 24, SYSTEMS = 160 };
+
+static uint64_t next_random(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* In a world of seed: KINDS components and SYSTEMS systems reading and writing them (found by
+ * name) before and after one another's names and names of no system, built; then an add that
+ * would close a cycle. Writes the stages and the refusal into text. */
+static void build_text(uint64_t seed, char *text, size_t size) {
+    kiln_world *world = seeded_world(seed);
+    char name[32];
+    for (int k = 0; k < KINDS; k++) {
+        snprintf(name, sizeof name, "Kind%d", k);
+        ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = name, .size = 4}, NULL),
+                         KILN_OK);
+    }
+    kiln_schedule *s = kiln_schedule_create(world, NULL);
+    static char names[SYSTEMS][4][24]; /* per system: its name, two after names, a before name */
+    uint64_t x = 0x2545f4914f6cdd1du;
+    for (int i = 0; i < SYSTEMS; i++) {
+        kiln_system_desc d = {.name = names[i][0], .run = noop};
+        snprintf(names[i][0], sizeof names[i][0], "sys%d", i);
+        snprintf(name, sizeof name, "Kind%d", (int)(next_random(&x) % KINDS));
+        d.reads[0] = kiln_component_lookup(world, name);
+        snprintf(name, sizeof name, "Kind%d", (int)(next_random(&x) % KINDS));
+        if (next_random(&x) % 3 == 0) d.writes[0] = kiln_component_lookup(world, name);
+        for (int k = 1; k <= 2 && i > 0; k++) { /* after earlier systems, or after names that wait */
+            int to = (int)(next_random(&x) % (uint64_t)i);
+            snprintf(names[i][k], sizeof names[i][k], next_random(&x) % 5 ? "sys%d" : "later%d", to);
+            d.after[k - 1] = names[i][k];
+        }
+        snprintf(names[i][3], sizeof names[i][3], "sys%d", i + 1 + (int)(next_random(&x) % 8));
+        d.before[0] = names[i][3];
+        ck_assert_msg(kiln_schedule_add(s, &d) == KILN_OK, "%s", kiln_world_error(world));
+    }
+    ck_assert_int_eq(kiln_schedule_build(s), KILN_OK);
+    size_t n = kiln_schedule_describe(s, text, size);
+    ck_assert_uint_lt(n, size);
+    /* sys0 runs before sys1 .. sys8: one of them named before sys0 closes a cycle */
+    kiln_system_desc closing = {.name = "closing", .run = noop, .after = {"sys0"}, .before = {"sys0"}};
+    ck_assert_int_eq(kiln_schedule_add(s, &closing), KILN_ERR_INVALID_ARGUMENT);
+    snprintf(text + n, size - n, "%s\n", kiln_world_error(world));
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(world);
+}
+
+KILN_TEST(seeds, stages_and_a_cycle_refusal_are_the_same_under_every_seed) {
+    static char first[1 << 14], other[1 << 14];
+    build_text(SEEDS[0], first, sizeof first);
+    ck_assert_ptr_nonnull(strstr(first, "stage 3: ")); /* constraints chain systems over stages */
+    ck_assert_ptr_nonnull(strstr(first, "would form a cycle"));
+    for (int k = 1; k < SEED_COUNT; k++) {
+        build_text(SEEDS[k], other, sizeof other);
+        ck_assert_str_eq(other, first);
+    }
+}
+
+/* Saves, in format, a world of seed: 300 named entities over 40 components with fields, so the
+ * component index and the name index lay out differently under every seed. */
+static void save_seeded(uint64_t seed, kiln_persist_format format, pf_bytes *dest, uint64_t *hash) {
+    kiln_world *world = seeded_world(seed);
+    kiln_component name_id, ids[40];
+    ck_assert_int_eq(kiln_name_init(world, &name_id), KILN_OK);
+    kiln_field f[] = {{.name = "v", .type = KILN_TYPE_INT32, .offset = 0}};
+    char name[32];
+    for (int k = 0; k < 40; k++) {
+        snprintf(name, sizeof name, "Part%d", k);
+        ids[k] = pf_register(world, name, sizeof(int32_t), f, 1);
+    }
+    for (int i = 0; i < 300; i++) {
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn(world, &e), KILN_OK);
+        for (int k = i % 7; k < 40; k += 5 + i % 3) {
+            int32_t v = i * 41 + k;
+            ck_assert_int_eq(kiln_add(world, e, ids[k], &v), KILN_OK);
+        }
+        snprintf(name, sizeof name, "unit%d", i);
+        ck_assert_int_eq(kiln_name_set(world, e, name), KILN_OK);
+    }
+    pf_save(world, format, dest);
+    *hash = kiln_world_hash(world);
+    kiln_world_destroy(world);
+}
+
+KILN_TEST(seeds, saves_and_world_hashes_are_byte_identical_under_every_seed) {
+    for (kiln_persist_format format = KILN_PERSIST_BINARY; format <= KILN_PERSIST_JSON; format++) {
+        pf_bytes first, other;
+        uint64_t first_hash, other_hash;
+        save_seeded(SEEDS[0], format, &first, &first_hash);
+        for (int k = 1; k < SEED_COUNT; k++) {
+            save_seeded(SEEDS[k], format, &other, &other_hash);
+            ck_assert_uint_eq(other.size, first.size);
+            ck_assert_msg(memcmp(other.data, first.data, first.size) == 0, "format %d, seed %d", (int)format, k);
+            ck_assert_uint_eq(other_hash, first_hash);
+            pf_bytes_free(&other);
+        }
+        pf_bytes_free(&first);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
