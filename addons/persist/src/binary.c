@@ -448,7 +448,7 @@ kiln_result pz_parse_binary(kiln_world *world, const uint8_t *data, size_t size,
     doc->resources = arena(&rd, sizeof(pz_resource) * ((size_t)doc->resource_count + 1));
     pz_schema_names names;
     rd.listed = arena(&rd, sizeof(uint64_t) * ((size_t)doc->schema_count / 64 + 1));
-    if (rd.r == KILN_OK && !pz_schema_names_init(&names, doc))
+    if (rd.r == KILN_OK && !pz_schema_names_init(&names, doc, world))
         rd.r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     for (uint32_t i = 0; i < doc->schema_count && rd.r == KILN_OK; i++) {
         if (!rd_schema(&rd, &doc->schemas[i])) break;

@@ -409,7 +409,7 @@ static bool document(jr *j, const json_t *root) {
     if (pz_json_expect(&j->js, comps, json_is_array(comps), "an array of components")) {
         doc->schema_count = (uint32_t)json_array_size(comps);
         doc->schemas = arena(j, sizeof(pz_schema) * ((size_t)doc->schema_count + 1));
-        if (doc->schemas && !pz_schema_names_init(&j->names, doc))
+        if (doc->schemas && !pz_schema_names_init(&j->names, doc, j->js.world))
             j->js.r = kl_fail(j->js.world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
         for (uint32_t i = 0; i < doc->schema_count && doc->schemas && j->js.r == KILN_OK; i++) {
             size_t m2 = pz_json_index(&j->js, i);

@@ -220,15 +220,18 @@ typedef struct pz_schema_names {
     const pz_doc *doc;
     uint32_t *slots;            /* schema index + 1, or 0 (empty) */
     uint32_t mask;
+    uint64_t seed;              /* the world's hash_seed */
+    int64_t slots_read;         /* by adds and finds, for tests of hostile names */
 } pz_schema_names;
 
-/* Room for doc->schema_count names, on doc's arena; false when out of memory. */
-KL_HIDDEN bool pz_schema_names_init(pz_schema_names *names, pz_doc *doc);
+/* Room for doc->schema_count names, on doc's arena, hashed with world's seed; false when out
+ * of memory. */
+KL_HIDDEN bool pz_schema_names_init(pz_schema_names *names, pz_doc *doc, const kiln_world *world);
 /* Adds doc->schemas[schema] (its name set); returns the index of an earlier schema of that
  * name (it is not added), or -1. */
 KL_HIDDEN int32_t pz_schema_names_add(pz_schema_names *names, uint32_t schema);
 /* The index of the schema named name, or -1. */
-KL_HIDDEN int32_t pz_schema_names_find(const pz_schema_names *names, const char *name);
+KL_HIDDEN int32_t pz_schema_names_find(pz_schema_names *names, const char *name);
 
 /* ---- binary.c / json.c: the two formats ---- */
 KL_HIDDEN kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc,
