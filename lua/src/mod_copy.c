@@ -424,6 +424,9 @@ static int proxy(lua_State *L) {
          * never from what the callee's own systems have left this frame */
         callee->kw->current = borrowed;
     }
+    /* whatever a loading top level spawned so far, the callee may see (its arguments, the
+     * world's queries) and keep: a failed load cannot give those slots back (mod_undo.c) */
+    if (mods->loading) mods->loading->load_shown = mods->loading->load_spawn_count;
     lua_pushlightuserdata(T, &cc);
     int status = klua_pcall_c(T, call_thunk, 1, LUA_MULTRET, 0);
     if (callee) {

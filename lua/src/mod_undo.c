@@ -1,7 +1,10 @@
-/* mod_undo.c: what a mod's failed top level takes back besides its spawns and registrations
- * (mods.c): the components it added to others' entities, and its emits, which wait until it
- * succeeds. Invariant: what it could not take back (despawns and removals on others') is
- * refused while a top level runs, so a failed load leaves the world's entities as they were. */
+/* mod_undo.c: what a mod's failed top level takes back besides its registrations (mods.c): the
+ * components it added to others' entities, its emits, which wait until it succeeds, and its
+ * spawns, their slots as they were where the handles went nowhere. Invariant: what it could not
+ * take back (despawns and removals on others') is refused while a top level runs, so a failed
+ * load leaves the world's entities as they were. */
+#include <stdlib.h>
+
 #include "kiln_transform.h"
 #include "mods.h"
 
@@ -105,6 +108,95 @@ void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
     }
     free_adds(mod);
     if (mod->load_emits) kiln_commands_clear(mod->load_emits);
+}
+
+/* ---- a failed top level's spawns ---- */
+
+/* A spawn of the top level, and its place in load_spawns. */
+typedef struct spawn_place {
+    kiln_entity entity;
+    int64_t at;
+} spawn_place;
+
+static int by_entity(const void *a, const void *b) {
+    kiln_entity x = ((const spawn_place *)a)->entity, y = ((const spawn_place *)b)->entity;
+    return (x > y) - (x < y);
+}
+
+/* The place of e among the n sorted spawns, or -1. */
+static int64_t place_of(const spawn_place *sorted, int64_t n, kiln_entity e) {
+    const spawn_place key = {e, 0}, *p = e ? bsearch(&key, sorted, (size_t)n, sizeof key, by_entity) : NULL;
+    return p ? p->at : -1;
+}
+
+/* Raises *held past every spawn an entity field of rows values (info's layout) names; rows of
+ * the spawns themselves (owners, NULL for a resource) go with them and are passed over. */
+static void note_held(const kiln_component_info *info, const uint8_t *values, int32_t rows,
+                      const kiln_entity *owners, const spawn_place *sorted, int64_t n, int64_t *held) {
+    for (int32_t r = 0; r < rows; r++) {
+        if (owners && place_of(sorted, n, owners[r]) >= 0) continue;
+        const uint8_t *row = values + (size_t)r * info->stride;
+        for (int32_t f = 0; f < info->field_count; f++) {
+            if (info->fields[f].type != KILN_TYPE_ENTITY) continue;
+            for (uint32_t k = 0; k < info->fields[f].count; k++) {
+                kiln_entity e;
+                memcpy(&e, row + info->fields[f].offset + k * sizeof e, sizeof e);
+                int64_t at = place_of(sorted, n, e);
+                if (at >= *held) *held = at + 1;
+            }
+        }
+    }
+}
+
+static bool has_entity_fields(const kiln_component_info *info) {
+    for (int32_t f = 0; f < info->field_count; f++)
+        if (info->fields[f].type == KILN_TYPE_ENTITY) return true;
+    return false;
+}
+
+/* How many of the top level's spawns, from the first, may have left the mod: those before its
+ * latest call out of it, and those up to the latest an entity field of the world (a row of
+ * another entity, a resource) still holds. Out of memory to look: all of them. */
+static int64_t spawns_held(klua_mod *mod, kiln_world *world) {
+    int64_t n = mod->load_spawn_count, held = mod->load_shown;
+    if (held >= n) return n;
+    spawn_place *sorted = klua_mods_alloc(mod->mods, NULL, 0, sizeof *sorted * (size_t)n);
+    if (!sorted) return n;
+    for (int64_t i = 0; i < n; i++) sorted[i] = (spawn_place){mod->load_spawns[i], i};
+    qsort(sorted, (size_t)n, sizeof *sorted, by_entity);
+    for (kiln_component c = 1; c <= (kiln_component)kiln_component_count(world) && held < n; c++) {
+        kiln_component_info info;
+        if (!kiln_component_info_get(world, c, &info) || info.size == 0 || !has_entity_fields(&info)) continue;
+        if (kiln_resource_has(world, c)) note_held(&info, kiln_resource_get(world, c), 1, NULL, sorted, n, &held);
+        kiln_query *q;
+        if (kiln_query_create(world, &(kiln_query_desc){.with = {c}}, &q) != KILN_OK) {
+            held = n;
+            break;
+        }
+        kiln_iter it;
+        kiln_query_iter(q, &it);
+        while (kiln_query_next(&it))
+            note_held(&info, kiln_iter_column(&it, 0), it.count, it.entities, sorted, n, &held);
+        kiln_query_destroy(q);
+    }
+    klua_mods_alloc(mod->mods, sorted, sizeof *sorted * (size_t)n, 0);
+    return held;
+}
+
+void klua_mod_load_unspawn(klua_mod *mod, kiln_world *world) {
+    int64_t held = spawns_held(mod, world);
+    bool back = true; /* each taken back so far: the slots are as before the next latest spawn */
+    for (int64_t i = mod->load_spawn_count; i-- > 0;) {
+        kiln_entity e = mod->load_spawns[i];
+        /* its own only: one it despawned spent its slot; host code it called (a granted function
+         * restoring a snapshot) may have given the handle to an entity of the host's */
+        if (!kiln_has(world, e, mod->tag)) {
+            back = false;
+            continue;
+        }
+        back = back && i >= held && kiln_unspawn(world, e) == KILN_OK;
+        if (!back) kiln_despawn(world, e);
+    }
 }
 
 void klua_mod_load_keep(klua_mod *mod, kiln_world *world) {

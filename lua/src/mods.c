@@ -621,15 +621,13 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     if (!ok || committed != COMMIT_OK) {
         kiln_defer_clear(world); /* its queued changes (a loop's end that failed) never land */
         klua_mod_load_undo(mod, world);
-        /* its own only: host code it called (a granted function restoring a snapshot) may have
-         * given one of those handles to an entity of the host's */
-        for (int64_t i = 0; i < mod->load_spawn_count; i++)
-            if (kiln_has(world, mod->load_spawns[i], mod->tag)) kiln_despawn(world, mod->load_spawns[i]);
-        /* the components this attempt registered belong to no mod now: off every entity */
+        /* the components this attempt registered belong to no mod now: off every entity, first,
+         * so a handle of its spawns they held keeps no slot spent */
         for (int i = previous ? previous->declared_count : 0; i < mod->declared_count; i++)
             if (mod->declared_first[i] && !mod->declared_adopted[i] && !mod->declared_event[i] &&
                 !klua_host_declared(mods->kw, mod->declared[i]))
                 drop_component(world, mod->declared[i], mod->foreign[i]);
+        klua_mod_load_unspawn(mod, world);
         if (committed == COMMIT_BROKEN) {
             previous->status = KLUA_MOD_DISABLED; /* its state goes at the next sweep */
             snprintf(previous->error, sizeof previous->error, "stopped: the reload's %.500s", mod->error);
@@ -638,7 +636,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     mod->previous = NULL;
     mod->staged_count = 0;
-    mod->load_spawn_count = 0;
+    mod->load_spawn_count = mod->load_shown = 0;
     return mod;
 fail:
     snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);

@@ -88,7 +88,7 @@ typedef struct klua_mod {
     bool loading;
     struct klua_mod_staged *staged;
     int staged_count, staged_cap;
-    kiln_entity *load_spawns;  /* entities spawned by the top level (despawned if it fails) */
+    kiln_entity *load_spawns;  /* entities spawned by the top level (taken back if it fails) */
     struct klua_mod_added *load_adds; /* components the top level added to others' entities */
     int64_t load_add_count, load_add_cap;
     kiln_commands *load_emits; /* the top level's emits, landing when it succeeds */
@@ -109,6 +109,7 @@ typedef struct klua_mod {
     int64_t reshapes;          /* its own of mods->reshapes (counted at tick reshape_tick) */
     kiln_tick reshape_tick;
     int64_t load_spawn_count, load_spawn_cap;
+    int64_t load_shown;        /* load_spawns before its latest call out of it (a proxy) */
     struct klua_mod *previous; /* while reloading: the version still running */
     uint64_t generation;       /* proxies into this mod hold it (never 0, the host's) */
 } klua_mod;
@@ -318,6 +319,11 @@ KLUA_HIDDEN kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw);
 /* The top level of mod (loading) failed, or the call that loaded it takes it back: takes its
  * adds to others' entities off again, the latest first, and drops its emits. */
 KLUA_HIDDEN void klua_mod_load_undo(klua_mod *mod, kiln_world *world);
+/* The top level of mod failed: takes its spawns back, the latest first, each with its slot as
+ * it was (kiln_unspawn) down to the latest whose handle may have left the mod (shown to code
+ * outside it, held by an entity field of the world); from there on they are despawned, their
+ * generations spent, so a handle kept somewhere never names another entity. */
+KLUA_HIDDEN void klua_mod_load_unspawn(klua_mod *mod, kiln_world *world);
 /* The top level of mod succeeded and the call that loaded it keeps it: its emits land, in
  * order (out of memory: the rest are dropped, as a frame's would be). */
 KLUA_HIDDEN void klua_mod_load_keep(klua_mod *mod, kiln_world *world);

@@ -252,7 +252,7 @@ uint64_t kiln_world_hash(const kiln_world *world);
 
 /* kiln_world_hash without the slots: the live content alone, so a world that spawned and
  * despawned an entity hashes as it did (its next handles differ). For "did the content change"
- * checks, e.g. after a failed mod load, whose spawns are despawned with their slots spent.
+ * checks, e.g. after a failed mod load that handed handles out (those slots stay spent).
  * 0 from a hook mid-change, as kiln_world_hash. */
 uint64_t kiln_world_content_hash(const kiln_world *world);
 
