@@ -39,6 +39,23 @@ static void scene(kiln_persist_format f, pf_bytes *dest) {
     pf_close(&a);
 }
 
+/* Name's schema and an entity named text, for hand-written JSON saves. */
+#define NAME_SCHEMA "{\"name\":\"Name\",\"size\":64,\"fields\":[{\"name\":\"text\",\"type\":\"char\",\"offset\":0,\"count\":64}]}"
+#define NAMED(id, text) "{\"id\":" #id ",\"components\":{\"Name\":{\"text\":\"" text "\"}}}"
+
+/* scene's save with the addon's own components too (Name values, the RandomSeed and
+ * RandomState resources), for worlds that have never registered them. */
+static void named_scene(kiln_persist_format f, pf_bytes *dest) {
+    pf_world a;
+    pf_open(&a, false);
+    pf_populate(&a);
+    ck_assert_int_eq(kiln_name_set(a.world, a.e[0], "hero"), KILN_OK);
+    ck_assert_int_eq(kiln_name_set(a.world, a.e[3], "sidekick"), KILN_OK);
+    ck_assert_int_eq(kiln_random_seed(a.world, 7), KILN_OK);
+    pf_save(a.world, f, dest);
+    pf_close(&a);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 KILN_TEST_GROUP_WITH(hostile, .timeout = 60);
 
@@ -284,14 +301,18 @@ KILN_TEST(hostile, a_parent_cycle_in_the_file_is_refused_by_the_parent_check) {
     pf_close(&t.w);
 }
 
-KILN_TEST_LOOP(hostile, running_out_of_memory_anywhere_in_a_load_leaves_the_world_untouched, 0, 2) {
+/* Odd loops load JSON; the last two a save with names and the random resources, which the
+ * load registers, into a world whose free list has an order of its own. */
+KILN_TEST_LOOP(hostile, running_out_of_memory_anywhere_in_a_load_leaves_the_world_untouched, 0, 4) {
+    bool named = _i >= 2;
     pf_bytes saved;
-    scene(_i ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    (named ? named_scene : scene)(_i % 2 ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
     test_allocator alloc;
     test_allocator_init(&alloc);
     target t;
     pf_open_on(&t.w, true, &alloc);
     pf_populate(&t.w);
+    if (named) ck_assert_int_eq(kiln_despawn(t.w.world, t.w.e[2]), KILN_OK);
     t.hash = kiln_world_hash(t.w.world);
     t.count = kiln_entity_count(t.w.world);
     int64_t n = 0;
@@ -302,9 +323,11 @@ KILN_TEST_LOOP(hostile, running_out_of_memory_anywhere_in_a_load_leaves_the_worl
         if (r == KILN_OK) break;
         ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
         assert_untouched(&t, kiln_world_error(t.w.world));
+        ck_assert_int_eq(kiln_name_lookup(t.w.world, "hero"), KILN_NULL_ENTITY);
     }
     ck_assert_int_gt(n, 3);
     ck_assert_int_eq(kiln_entity_count(t.w.world), t.count + 7);
+    if (named) ck_assert_int_ne(kiln_name_lookup(t.w.world, "sidekick"), KILN_NULL_ENTITY);
     pf_bytes_free(&saved);
     pf_close(&t.w);
     ck_assert_int_eq(alloc.live_bytes, 0);
@@ -349,6 +372,43 @@ KILN_TEST_LOOP(hostile, running_out_of_memory_in_a_load_into_a_fresh_world_leave
     pf_bytes_free(&saved);
     pf_close(&w);
     ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
+KILN_TEST(hostile, an_addon_component_saved_with_another_layout_is_refused_before_it_is_registered) {
+    static const char *const docs[] = {
+        "{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"Name\",\"size\":4,\"fields\":[{\"name\":\"text\","
+        "\"type\":\"int32\",\"offset\":0,\"count\":1}]}],\"entities\":[{\"id\":4294967296,\"components\":"
+        "{\"Name\":{\"text\":5}}}]}",
+        "{\"kiln\":1,\"tick\":1,\"components\":[{\"name\":\"RandomSeed\",\"size\":8,\"fields\":[{\"name\":\"seed\","
+        "\"type\":\"double\",\"offset\":0,\"count\":1}]}],\"entities\":[],\"resources\":{\"RandomSeed\":{\"seed\":1}}}",
+    };
+    static const char *const fields[] = {"field 'Name.text'", "field 'RandomSeed.seed'"};
+    for (int i = 0; i < 2; i++) {
+        target t;
+        target_open(&t);
+        int32_t components = kiln_component_count(t.w.world);
+        ck_assert_int_eq(kiln_load(t.w.world, docs[i], strlen(docs[i]), NULL), KILN_ERR_LAYOUT_MISMATCH);
+        ck_assert_msg(strstr(kiln_world_error(t.w.world), fields[i]) != NULL, "%s", kiln_world_error(t.w.world));
+        assert_untouched(&t, docs[i]);
+        ck_assert_int_eq(kiln_component_count(t.w.world), components); /* neither Name nor the random pair */
+        ck_assert_int_eq(kiln_component_lookup(t.w.world, "Name"), 0);
+        ck_assert_int_eq(kiln_component_lookup(t.w.world, "RandomSeed"), 0);
+        pf_close(&t.w);
+    }
+}
+
+/* Refused after the addon's components were registered (a name the file gives twice): the
+ * slots, entities and values are as they were, and the world has no names. */
+KILN_TEST(hostile, a_load_refused_after_registering_name_leaves_the_hash_and_no_name) {
+    static const char doc[] = "{\"kiln\":1,\"tick\":1,\"components\":[" NAME_SCHEMA "],\"entities\":["
+                              NAMED(4294967296, "twin") "," NAMED(4294967297, "solo") "," NAMED(4294967298, "twin") "]}";
+    target t;
+    target_open(&t);
+    ck_assert_int_eq(kiln_load(t.w.world, doc, sizeof doc - 1, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kiln_world_error(t.w.world), "'twin'") != NULL, "%s", kiln_world_error(t.w.world));
+    assert_untouched(&t, "twin names");
+    ck_assert_int_eq(kiln_name_lookup(t.w.world, "solo"), KILN_NULL_ENTITY);
+    pf_close(&t.w);
 }
 
 /* A JSON save of n entities whose only component is Parent: entity i (slot i) links to

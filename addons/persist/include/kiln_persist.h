@@ -180,11 +180,15 @@ typedef struct kiln_load_desc {
  * replace the world's. The world tick becomes the saved tick (at most KILN_SAVE_TICK_MAX) when that is later. Values
  * then pass their components' check hooks (the transform addon refuses Parent cycles).
  * All or nothing: on any failure the world holds the same entities, values and resources as
- * before (slots of entities spawned and taken back keep a bumped generation). Not while
- * deferred or iterating. desc may be NULL. The addon's own components (Name, RandomSeed,
- * RandomState) are registered when a save holds them and the world does not know them yet,
- * once desc.owned, host and ready have let the load go on (a load they refuse registers
- * nothing); one failing after that (out of memory, a bad handle or value) may leave them. */
+ * before, and every slot the load took goes back as it was (kiln_unspawn), so kiln_world_hash
+ * is unchanged and the next spawns get the same handles. Not while deferred or iterating.
+ * desc may be NULL. The addon's own components (Name, RandomSeed, RandomState) are registered
+ * when a save holds them and the world does not know them yet, once their saved layouts match
+ * kiln's (another is refused first) and desc.owned, host and ready have let the load go on
+ * (a load they refuse registers nothing): the spawns need their ids. A load failing after that
+ * (out of memory, a bad handle or value) leaves them registered, with no entity or value (the
+ * hash does not see them): the core never takes a registration back, as the archetypes made
+ * for it stay in the graph naming its id and other threads read the registry without a lock. */
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 

@@ -222,6 +222,13 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
+static const kiln_field name_fields[] = {{"text", KILN_TYPE_CHAR, 0, KILN_NAME_MAX + 1}};
+
+void pz_names_layout(kiln_component_info *dest) {
+    *dest = (kiln_component_info){.name = "Name", .size = sizeof(kiln_name), .fields = name_fields,
+                                  .field_count = 1, .has_check = true};
+}
+
 /* All or nothing, and retryable: the state is attached to the world (atfini) before Name
  * is registered with it as hook_ctx, so no registration ever points at freed memory. A
  * failure after that leaves the state attached but unfinished (no query): the world has no
@@ -246,8 +253,7 @@ kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
             return r;
         }
     }
-    static const kiln_field fields[] = {{"text", KILN_TYPE_CHAR, 0, KILN_NAME_MAX + 1}};
-    kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = fields, .field_count = 1,
+    kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = name_fields, .field_count = 1,
                              .check = check_name, .hook_ctx = st};
     kiln_result r = kiln_component_register(world, &d, &st->id);
     if (r == KILN_OK) r = kiln_query_create(world, &(kiln_query_desc){.with = {st->id}}, &st->query);

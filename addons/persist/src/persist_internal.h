@@ -252,9 +252,14 @@ KL_HIDDEN void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint
 
 /* names.c: the name index must be rebuilt (a load or a restore changed Names). */
 KL_HIDDEN void pz_names_invalidate(kiln_world *world);
+/* The layout kiln_name_init registers Name with (size, fields, a check hook), to match a save
+ * against before registering anything. */
+KL_HIDDEN void pz_names_layout(kiln_component_info *dest);
 
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
+/* The layout pz_random_register gives RandomSeed, or else RandomState (size, fields). */
+KL_HIDDEN void pz_random_layout(const char *name, kiln_component_info *dest);
 /* False when value (of component c) is the addon's RandomState and all zero. */
 KL_HIDDEN bool pz_random_valid(const kiln_world *world, kiln_component c, const void *value);
 

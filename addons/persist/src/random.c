@@ -54,10 +54,18 @@ int64_t kiln_random_range(kiln_random *random, int64_t lo, int64_t hi) {
     return (int64_t)((uint64_t)lo + x % n);
 }
 
+static const kiln_field seed_fields[] = {{"seed", KILN_TYPE_UINT64, 0, 0}};
+static const kiln_field state_fields[] = {{"s", KILN_TYPE_UINT64, 0, 4}};
+
+void pz_random_layout(const char *name, kiln_component_info *dest) {
+    bool seed = strcmp(name, "RandomSeed") == 0;
+    *dest = (kiln_component_info){.name = seed ? "RandomSeed" : "RandomState",
+                                  .size = seed ? sizeof(random_seed) : sizeof(kiln_random),
+                                  .fields = seed ? seed_fields : state_fields, .field_count = 1};
+}
+
 /* The two resources, registered on first use. */
 static kiln_result ids(kiln_world *world, kiln_component *seed, kiln_component *state, const char *call) {
-    static const kiln_field seed_fields[] = {{"seed", KILN_TYPE_UINT64, 0, 0}};
-    static const kiln_field state_fields[] = {{"s", KILN_TYPE_UINT64, 0, 4}};
     /* natural alignment, as a script's schema of the same fields gets: a mod may declare them */
     kiln_component_desc sd = {.name = "RandomSeed", .size = sizeof(random_seed), .align = _Alignof(random_seed),
                               .fields = seed_fields, .field_count = 1};

@@ -131,9 +131,9 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
     return KILN_OK;
 }
 
-/* Checks s (its id found) against the world's component of that name. */
-static kiln_result match_schema(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
-    kiln_component_info_get(world, s->id, &s->info);
+/* Checks s against s->info: the world's component of that name, or the layout the addon
+ * would register it with. */
+static kiln_result match_info(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
     bool hooks = s->info.size > 0 && (s->info.has_destroy || s->info.has_move);
     if ((s->size == 0) != (s->info.size == 0))
         return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' is a tag on one side only%s%s",
@@ -153,18 +153,37 @@ static kiln_result match_schema(kiln_world *world, pz_schema *s, const kiln_load
     return resolve_fields(world, s, desc->skip_unknown);
 }
 
+/* Checks s (its id found) against the world's component of that name. */
+static kiln_result match_schema(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
+    kiln_component_info_get(world, s->id, &s->info);
+    return match_info(world, s, desc);
+}
+
 static bool addon_component(const char *name) {
     return strcmp(name, "Name") == 0 || strcmp(name, "RandomSeed") == 0 || strcmp(name, "RandomState") == 0;
 }
 
-/* Matches every schema the world knows; the addon's own components it lacks are left pending
- * (id 0) for register_pending, so a load its caller refuses registers nothing. */
+/* Checks an addon component the world lacks against the layout it would be registered with,
+ * so a save of another layout is refused with nothing registered. */
+static kiln_result match_pending(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
+    if (strcmp(s->name, "Name") == 0) pz_names_layout(&s->info);
+    else pz_random_layout(s->name, &s->info);
+    return match_info(world, s, desc);
+}
+
+/* Matches every schema the world knows; the addon's own components it lacks are matched against
+ * the layouts they would get and left pending (id 0) for register_pending, so a load its caller
+ * refuses, or of another layout, registers nothing. */
 static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     for (uint32_t i = 0; i < doc->schema_count; i++) {
         pz_schema *s = &doc->schemas[i];
         s->id = kiln_component_lookup(world, s->name);
         s->pending = !s->id && addon_component(s->name);
-        if (s->pending) continue;
+        if (s->pending) {
+            kiln_result r = match_pending(world, s, desc);
+            if (r != KILN_OK) return r;
+            continue;
+        }
         if (!s->id) {
             if (desc->skip_unknown) continue;
             return fail(world, KILN_ERR_UNKNOWN_COMPONENT,
@@ -177,9 +196,11 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     return KILN_OK;
 }
 
-/* Registers the addon components resolve left pending, once the caller's callbacks (owned,
- * host, ready) have accepted the load: a refusal after this (a pending schema of another
- * layout, out of memory, a bad handle or value) leaves them registered, with no entity. */
+/* Registers the addon components resolve left pending (their layouts matched), once the
+ * caller's callbacks (owned, host, ready) have accepted the load: the spawns need their ids.
+ * A failure after this (out of memory, a bad handle or value) leaves them registered, with no
+ * entity and no value: the core never takes a registration back (archetypes made for it stay
+ * in the graph naming its id, and other threads read the registry without a lock). */
 static kiln_result register_pending(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
     for (uint32_t i = 0; i < doc->schema_count; i++) {
         pz_schema *s = &doc->schemas[i];
