@@ -426,6 +426,7 @@ static int proxy(lua_State *L) {
     }
     /* whatever a loading top level spawned so far, the callee may see (its arguments, the
      * world's queries) and keep: a failed load cannot give those slots back (mod_undo.c) */
+    mods->calls++;
     if (mods->loading) mods->loading->load_shown = mods->loading->load_spawn_count;
     lua_pushlightuserdata(T, &cc);
     int status = klua_pcall_c(T, call_thunk, 1, LUA_MULTRET, 0);

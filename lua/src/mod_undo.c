@@ -112,27 +112,26 @@ void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
 
 /* ---- a failed top level's spawns ---- */
 
-/* A spawn of the top level, and its place in load_spawns. */
-typedef struct spawn_place {
-    kiln_entity entity;
-    int64_t at;
-} spawn_place;
-
 static int by_entity(const void *a, const void *b) {
-    kiln_entity x = ((const spawn_place *)a)->entity, y = ((const spawn_place *)b)->entity;
+    kiln_entity x = ((const klua_mod_spawn *)a)->entity, y = ((const klua_mod_spawn *)b)->entity;
+    return (x > y) - (x < y);
+}
+
+static int by_place(const void *a, const void *b) {
+    int64_t x = ((const klua_mod_spawn *)a)->at, y = ((const klua_mod_spawn *)b)->at;
     return (x > y) - (x < y);
 }
 
 /* The place of e among the n sorted spawns, or -1. */
-static int64_t place_of(const spawn_place *sorted, int64_t n, kiln_entity e) {
-    const spawn_place key = {e, 0}, *p = e ? bsearch(&key, sorted, (size_t)n, sizeof key, by_entity) : NULL;
+static int64_t place_of(const klua_mod_spawn *sorted, int64_t n, kiln_entity e) {
+    const klua_mod_spawn key = {e, 0}, *p = e ? bsearch(&key, sorted, (size_t)n, sizeof key, by_entity) : NULL;
     return p ? p->at : -1;
 }
 
 /* Raises *held past every spawn an entity field of rows values (info's layout) names; rows of
  * the spawns themselves (owners, NULL for a resource) go with them and are passed over. */
 static void note_held(const kiln_component_info *info, const uint8_t *values, int32_t rows,
-                      const kiln_entity *owners, const spawn_place *sorted, int64_t n, int64_t *held) {
+                      const kiln_entity *owners, const klua_mod_spawn *sorted, int64_t n, int64_t *held) {
     for (int32_t r = 0; r < rows; r++) {
         if (owners && place_of(sorted, n, owners[r]) >= 0) continue;
         const uint8_t *row = values + (size_t)r * info->stride;
@@ -156,13 +155,14 @@ static bool has_entity_fields(const kiln_component_info *info) {
 
 /* How many of the top level's spawns, from the first, may have left the mod: those before its
  * latest call out of it, and those up to the latest an entity field of the world (a row of
- * another entity, a resource) still holds. Out of memory to look: all of them. */
+ * another entity, a resource) still holds. Out of memory to look: all of them. The spawns are
+ * sorted by entity to look up meanwhile (no memory to take: a load may be taken back because
+ * the host's ran out), then put back in order. */
 static int64_t spawns_held(klua_mod *mod, kiln_world *world) {
     int64_t n = mod->load_spawn_count, held = mod->load_shown;
-    if (held >= n) return n;
-    spawn_place *sorted = klua_mods_alloc(mod->mods, NULL, 0, sizeof *sorted * (size_t)n);
-    if (!sorted) return n;
-    for (int64_t i = 0; i < n; i++) sorted[i] = (spawn_place){mod->load_spawns[i], i};
+    /* a call out since its top level ended (a mod load_dir loaded after it): all may be seen */
+    if (held >= n || mod->mods->calls != mod->load_calls) return n;
+    klua_mod_spawn *sorted = mod->load_spawns;
     qsort(sorted, (size_t)n, sizeof *sorted, by_entity);
     for (kiln_component c = 1; c <= (kiln_component)kiln_component_count(world) && held < n; c++) {
         kiln_component_info info;
@@ -179,7 +179,7 @@ static int64_t spawns_held(klua_mod *mod, kiln_world *world) {
             note_held(&info, kiln_iter_column(&it, 0), it.count, it.entities, sorted, n, &held);
         kiln_query_destroy(q);
     }
-    klua_mods_alloc(mod->mods, sorted, sizeof *sorted * (size_t)n, 0);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_place);
     return held;
 }
 
@@ -187,7 +187,7 @@ void klua_mod_load_unspawn(klua_mod *mod, kiln_world *world) {
     int64_t held = spawns_held(mod, world);
     bool back = true; /* each taken back so far: the slots are as before the next latest spawn */
     for (int64_t i = mod->load_spawn_count; i-- > 0;) {
-        kiln_entity e = mod->load_spawns[i];
+        kiln_entity e = mod->load_spawns[i].entity;
         /* its own only: one it despawned spent its slot; host code it called (a granted function
          * restoring a snapshot) may have given the handle to an entity of the host's */
         if (!kiln_has(world, e, mod->tag)) {
@@ -201,6 +201,7 @@ void klua_mod_load_unspawn(klua_mod *mod, kiln_world *world) {
 
 void klua_mod_load_keep(klua_mod *mod, kiln_world *world) {
     free_adds(mod);
+    mod->load_spawn_count = mod->load_shown = 0;
     if (!mod->load_emits || kiln_commands_count(mod->load_emits) == 0) return;
     /* an emit fails only for memory: the rest of them are dropped then, as a frame's would be */
     if (kiln_commands_apply(mod->load_emits, world, NULL) != KILN_OK) kiln_commands_clear(mod->load_emits);

@@ -74,8 +74,8 @@ static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
     if (!mod->loading) return;
     if (mod->load_spawn_count == mod->load_spawn_cap) {
         int64_t ncap = mod->load_spawn_cap ? mod->load_spawn_cap * 2 : 64;
-        void *p = klua_mods_alloc(mod->mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity),
-                              (size_t)ncap * sizeof(kiln_entity));
+        void *p = klua_mods_alloc(mod->mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof *mod->load_spawns,
+                                  (size_t)ncap * sizeof *mod->load_spawns);
         if (!p) {
             kiln_unspawn(kw->world, e); /* the spawn never returned its handle */
             luaL_error(L, "not enough memory");
@@ -83,7 +83,8 @@ static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
         mod->load_spawns = p;
         mod->load_spawn_cap = ncap;
     }
-    mod->load_spawns[mod->load_spawn_count++] = e;
+    mod->load_spawns[mod->load_spawn_count] = (klua_mod_spawn){e, mod->load_spawn_count};
+    mod->load_spawn_count++;
 }
 
 static int declared_index(const klua_mod *mod, uint32_t id, bool event) {
@@ -426,7 +427,7 @@ static bool close_state(klua_mod *mod) {
 
 static void free_mod(klua_mods *mods, klua_mod *mod) {
     klua_mods_alloc(mods, mod->staged, (size_t)mod->staged_cap * sizeof *mod->staged, 0);
-    klua_mods_alloc(mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof(kiln_entity), 0);
+    klua_mods_alloc(mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof *mod->load_spawns, 0);
     klua_mod_load_free(mod);
     klua_mods_alloc(mods, mod->systems, (size_t)mod->system_cap * sizeof *mod->systems, 0);
     klua_mods_alloc(mods, mod, sizeof *mod, 0);
@@ -612,6 +613,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     bool ok = klua_mod_run_file(mod, mod->entry);
     mods->loading = NULL;
     mod->loading = false;
+    mod->load_calls = mods->calls;
     klua_mods_end_loops(mods, mod->L, mod->kw, mod); /* loops its top level left open: its changes */
     if (ok && mod->mem.refused > 0 && mod->mem.used > mod->mem.limit) {
         snprintf(mod->error, sizeof mod->error, "its top level ran out of memory");
@@ -636,8 +638,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     mod->previous = NULL;
     mod->staged_count = 0;
-    mod->load_spawn_count = mod->load_shown = 0;
-    return mod;
+    return mod; /* its spawns stay listed until the caller keeps the load */
 fail:
     snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);
     if (mod->L) lua_close(mod->L); /* none of its systems is in the schedule */
@@ -690,6 +691,7 @@ bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size
 
 void klua_mods_take_back(klua_mods *mods, klua_mod *mod) {
     klua_mod_load_undo(mod, mods->kw->world);
+    klua_mod_load_unspawn(mod, mods->kw->world);
     clear_world(mods, mod, NULL, 0); /* the load fails anyway: the mod goes whatever is left */
     forget(mods, mod);
 }

@@ -88,7 +88,7 @@ typedef struct klua_mod {
     bool loading;
     struct klua_mod_staged *staged;
     int staged_count, staged_cap;
-    kiln_entity *load_spawns;  /* entities spawned by the top level (taken back if it fails) */
+    struct klua_mod_spawn *load_spawns; /* entities spawned by the top level (taken back if it fails) */
     struct klua_mod_added *load_adds; /* components the top level added to others' entities */
     int64_t load_add_count, load_add_cap;
     kiln_commands *load_emits; /* the top level's emits, landing when it succeeds */
@@ -110,9 +110,17 @@ typedef struct klua_mod {
     kiln_tick reshape_tick;
     int64_t load_spawn_count, load_spawn_cap;
     int64_t load_shown;        /* load_spawns before its latest call out of it (a proxy) */
+    uint64_t load_calls;       /* mods->calls when its top level ended */
     struct klua_mod *previous; /* while reloading: the version still running */
     uint64_t generation;       /* proxies into this mod hold it (never 0, the host's) */
 } klua_mod;
+
+/* A spawn of a loading top level and its place among them (sorted by entity a while when the
+ * load is taken back, mod_undo.c). */
+typedef struct klua_mod_spawn {
+    kiln_entity entity;
+    int64_t at;
+} klua_mod_spawn;
 
 /* A component a loading top level added to an entity that is not its mod's (mod_undo.c). */
 typedef struct klua_mod_added {
@@ -165,6 +173,7 @@ struct klua_mods {
     klua_mod **list;          /* loaded mods, in load order */
     int count, cap;
     uint64_t generations;     /* loads begun: each takes the next as its generation */
+    uint64_t calls;           /* proxy calls made (mod_copy.c): whoever they reached saw the world */
     klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
     klua_mod *landing;        /* the mod whose left-open loops kiln ends now, or NULL (mod_drops.c) */
     int held;                 /* its methods under way (each also counts as a guest of the world) */
@@ -325,7 +334,7 @@ KLUA_HIDDEN void klua_mod_load_undo(klua_mod *mod, kiln_world *world);
  * generations spent, so a handle kept somewhere never names another entity. */
 KLUA_HIDDEN void klua_mod_load_unspawn(klua_mod *mod, kiln_world *world);
 /* The top level of mod succeeded and the call that loaded it keeps it: its emits land, in
- * order (out of memory: the rest are dropped, as a frame's would be). */
+ * order (out of memory: the rest are dropped, as a frame's would be), its spawns are its own. */
 KLUA_HIDDEN void klua_mod_load_keep(klua_mod *mod, kiln_world *world);
 /* Frees what the two above keep. */
 KLUA_HIDDEN void klua_mod_load_free(klua_mod *mod);
@@ -351,7 +360,8 @@ KLUA_HIDDEN klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod
  * could not be cleared for memory: the mod stays loaded, and a second call finishes. */
 KLUA_HIDDEN bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size);
 /* Takes back a load its call cannot finish (out of memory after it): its top level's adds to
- * others' entities and its emits (klua_mod_load_undo), then as klua_mods_unload does. */
+ * others' entities and its emits (klua_mod_load_undo), its spawns (klua_mod_load_unspawn; all
+ * count as shown after a call out since its top level ended), then as klua_mods_unload does. */
 KLUA_HIDDEN void klua_mods_take_back(klua_mods *mods, klua_mod *mod);
 /* ---- mod_unload.c: what a going mod takes out of the world ---- */
 /* Takes drop[0..count) off every entity and their resources out of the world, then despawns
