@@ -34,7 +34,6 @@ typedef struct client {
     bool eof;         /* the client shut its side: answer what came, then close */
     bool closing;     /* answer queued last; close once it is sent */
     bool shut;        /* our side is shut: draining until the client closes */
-    bool fresh;       /* accepted in this poll: no room is made from it before it was read */
     double last_line; /* when it connected or sent its last complete line */
     double closing_at;
     char *in;
@@ -108,6 +107,11 @@ static kiln_console *fail(char *err, size_t size, const char *fmt, ...) {
     return NULL;
 }
 
+/* Connections the kernel holds for the console between polls; a poll takes ACCEPT_PER_POLL of
+ * them, so a burst of connections that never sign in is taken, and pushed out, before the
+ * connection behind it (the system's somaxconn may cap it lower). */
+#define LISTEN_BACKLOG 128
+
 static int listen_on(const kiln_console_desc *d, struct sockaddr_in *addr, char *err, size_t size) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -116,7 +120,7 @@ static int listen_on(const kiln_console_desc *d, struct sockaddr_in *addr, char 
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, 16) != 0 ||
+    if (bind(fd, (struct sockaddr *)addr, sizeof *addr) != 0 || listen(fd, LISTEN_BACKLOG) != 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
         fail(err, size, "cannot listen on %s:%d: %s", d->bind_address, d->port, strerror(errno));
         close(fd);
@@ -493,35 +497,34 @@ static void take_waiting_token(kiln_console *c, client *cl) {
     if (!cl->closing) take_line(c, cl, &evaluated);
 }
 
-/* Makes room for a new client when every place is taken: of the clients accepted in earlier
- * polls, the one that has gone longest without sending its token goes (else places held by
- * connections that never sign in, which anyone who can reach the port can open, would lock
- * out the token's holder for good). First, once a poll (*read), each of them has its waiting
- * input read: one whose token came signs in instead of going, so a storm of connections
- * cannot push out a client before its first line was read. False when none can go. */
-static bool make_room(kiln_console *c, bool *read) {
-    if (!*read) {
-        *read = true;
-        for (int i = 0; i < c->client_count; i++)
-            if (!c->clients[i].authed && !c->clients[i].fresh) take_waiting_token(c, &c->clients[i]);
+/* Makes room for a new client when every place is taken: the client without a token that
+ * came first goes, whatever poll accepted it (else places held by connections that never
+ * sign in, which anyone who can reach the port can open, would lock out the token's holder,
+ * for good or for a whole burst). Before it goes, what it sent is read: one whose token came
+ * signs in instead, and the next comes up, so a storm of connections cannot push out a client
+ * whose token came. Each read either signs a client in or ends in its going, so a poll reads
+ * at most once per client it accepts or signs in. False when every client has signed in. */
+static bool make_room(kiln_console *c) {
+    for (;;) {
+        int oldest = -1;
+        for (int i = 0; i < c->client_count; i++) {
+            const client *cl = &c->clients[i];
+            if (!cl->authed && (oldest < 0 || cl->last_line < c->clients[oldest].last_line)) oldest = i;
+        }
+        if (oldest < 0) return false;
+        client *cl = &c->clients[oldest];
+        take_waiting_token(c, cl);
+        if (cl->authed) continue;
+        char reason[96];
+        snprintf(reason, sizeof reason, "console: too many clients (%d): one without a token made room", c->max_clients);
+        send_reason(cl->fd, reason);
+        report(c, "console: %s: dropped without a token: a new client needed its place", cl->peer);
+        drop(c, oldest);
+        return true;
     }
-    int oldest = -1;
-    for (int i = 0; i < c->client_count; i++) {
-        const client *cl = &c->clients[i];
-        if (!cl->authed && !cl->fresh && (oldest < 0 || cl->last_line < c->clients[oldest].last_line)) oldest = i;
-    }
-    if (oldest < 0) return false;
-    char reason[96];
-    snprintf(reason, sizeof reason, "console: too many clients (%d): one without a token made room", c->max_clients);
-    send_reason(c->clients[oldest].fd, reason);
-    report(c, "console: %s: dropped without a token: a new client needed its place", c->clients[oldest].peer);
-    drop(c, oldest);
-    return true;
 }
 
 static void accept_clients(kiln_console *c) {
-    bool read = false;
-    for (int i = 0; i < c->client_count; i++) c->clients[i].fresh = false;
     for (int k = 0; k < ACCEPT_PER_POLL; k++) {
         struct sockaddr_in peer;
         socklen_t plen = sizeof peer;
@@ -534,7 +537,7 @@ static void accept_clients(kiln_console *c) {
         char name[64], ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
         snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));
-        if (c->client_count == c->max_clients && !make_room(c, &read)) {
+        if (c->client_count == c->max_clients && !make_room(c)) {
             char reason[80];
             snprintf(reason, sizeof reason, "console: too many clients (%d)", c->max_clients);
             send_reason(fd, reason);
@@ -546,7 +549,6 @@ static void accept_clients(kiln_console *c) {
         memset(cl, 0, sizeof *cl);
         cl->fd = fd;
         cl->session_ref = LUA_NOREF;
-        cl->fresh = true;
         cl->last_line = klua_console_now();
         snprintf(cl->peer, sizeof cl->peer, "%s", name);
     }

@@ -135,6 +135,15 @@ static void answer_of(kiln_console *c, int fd, char *out, size_t size) {
     out[(size_t)o + len] = '\0';
 }
 
+/* The token line and a statement answering 42 that fd sent are answered: it signed in. */
+static void signs_in_and_answers_42(kiln_console *c, int fd) {
+    char out[256];
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:42");
+}
+
 /* One concatenation is one instruction however long its strings: doubling a string in a loop
  * of 30 builds a GiB in about a hundred counted instructions, and the copies and page faults
  * of the last few held the game for many times the statement's time limit (27 s for the
@@ -324,10 +333,7 @@ START_TEST(connections_without_the_token_cannot_hold_every_place) {
     ck_assert_int_ge(fd, 0);
     send_text(fd, "token " TOKEN "\nreturn 40 + 2\n");
     char out[256];
-    answer_of(c, fd, out, sizeof out);
-    ck_assert_str_eq(out, "ok:");
-    answer_of(c, fd, out, sizeof out);
-    ck_assert_str_eq(out, "ok:42");
+    signs_in_and_answers_42(c, fd);
     answer_of(c, idle[0], out, sizeof out); /* the oldest made room, and was told why */
     ck_assert_str_eq(out, "error:console: too many clients (8): one without a token made room");
     for (int i = 0; i < 8; i++) close(idle[i]);
@@ -340,7 +346,7 @@ END_TEST
 /* A storm of new connections made room by pushing out the client without a token silent
  * longest: one that had connected and sent its token went before its line was read, for as
  * long as the storm lasted. Now a waiting token is read before room is made from its client,
- * and no room is made from a client accepted in the same poll: both sign in. */
+ * whatever poll accepted it: both sign in, and the storm makes room from itself. */
 START_TEST(a_storm_of_connections_cannot_push_out_a_client_whose_token_came) {
     lua_State *L = NULL;
     kiln_console *c = open_console(&L);
@@ -353,23 +359,42 @@ START_TEST(a_storm_of_connections_cannot_push_out_a_client_whose_token_came) {
     int late = connect_port(port); /* accepted in the storm's poll, its token already sent */
     ck_assert_int_ge(late, 0);
     send_text(late, "token " TOKEN "\nreturn 6 * 7\n");
-    int storm[12]; /* (the listening queue holds 16) */
+    int storm[12]; /* (the listening queue holds them all before the poll) */
     for (int i = 0; i < 12; i++) ck_assert_int_ge(storm[i] = connect_port(port), 0);
     pause_ms(5);
     char out[256];
-    answer_of(c, early, out, sizeof out);
-    ck_assert_str_eq(out, "ok:");
-    answer_of(c, early, out, sizeof out);
-    ck_assert_str_eq(out, "ok:42");
-    answer_of(c, late, out, sizeof out);
-    ck_assert_str_eq(out, "ok:");
-    answer_of(c, late, out, sizeof out);
-    ck_assert_str_eq(out, "ok:42");
-    answer_of(c, storm[11], out, sizeof out); /* 6 of the storm took the places left */
-    ck_assert_str_eq(out, "error:console: too many clients (8)");
+    signs_in_and_answers_42(c, early);
+    signs_in_and_answers_42(c, late);
+    answer_of(c, storm[0], out, sizeof out); /* the last 6 of the storm hold the places left */
+    ck_assert_str_eq(out, "error:console: too many clients (8): one without a token made room");
     for (int i = 0; i < 12; i++) close(storm[i]);
     close(early);
     close(late);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* Fourteen connections that never sign in, opened before one poll, took the eight places in
+ * the poll that accepted them; no room was made from a client in that poll, so the token's
+ * holder, accepted next, was refused though nobody had signed in. Now the client without a
+ * token that came first gives up its place, whatever poll accepted it. */
+START_TEST(connections_accepted_in_one_poll_cannot_lock_out_the_token_holder) {
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
+    int port = kiln_console_port(c);
+    int idle[14]; /* (the listening queue holds them all before the poll) */
+    for (int i = 0; i < 14; i++) ck_assert_int_ge(idle[i] = connect_port(port), 0);
+    int fd = connect_port(port);
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token " TOKEN "\nreturn 40 + 2\n");
+    pause_ms(5);
+    char out[256];
+    signs_in_and_answers_42(c, fd);
+    answer_of(c, idle[0], out, sizeof out); /* the first to come went first, told why */
+    ck_assert_str_eq(out, "error:console: too many clients (8): one without a token made room");
+    for (int i = 0; i < 14; i++) close(idle[i]);
+    close(fd);
     kiln_console_close(c);
     lua_close(L);
 }
@@ -388,6 +413,7 @@ int main(void) {
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
     tcase_add_test(tc, a_storm_of_connections_cannot_push_out_a_client_whose_token_came);
+    tcase_add_test(tc, connections_accepted_in_one_poll_cannot_lock_out_the_token_holder);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
