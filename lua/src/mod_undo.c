@@ -1,8 +1,9 @@
 /* mod_undo.c: what a mod's failed top level takes back besides its registrations (mods.c): the
- * components it added to others' entities, its emits, which wait until it succeeds, and its
- * spawns, their slots as they were where the handles went nowhere. Invariant: what it could not
- * take back (despawns and removals on others') is refused while a top level runs, so a failed
- * load leaves the world's entities as they were. */
+ * components it added to entities there before it ran, its emits, which wait until it succeeds,
+ * and its spawns, their slots as they were where the handles went nowhere. Invariant: what it
+ * could not take back (despawns and removals on any entity there before it ran, the previous
+ * version's and kept ones too) is refused while a top level runs, so a failed load leaves the
+ * world's entities as they were. */
 #include <stdlib.h>
 
 #include "kiln_transform.h"
@@ -23,18 +24,86 @@ static klua_mod *loading_for(const klua_world *kw) {
     return ((const klua_mod *)kw->mod)->mods->loading;
 }
 
+void klua_mod_load_begin(klua_mod *mod) {
+    mod->load_others = kiln_query_count(mod->spawned) > 0;
+    mod->loading = true;
+    mod->mods->loading = mod;
+}
+
+/* The set's slot to look at first for e: splitmix64's finaliser, so that handles that differ
+ * in a few bits (neighbouring slots, generations) spread over the whole table. */
+static int64_t first_slot(kiln_entity e, int64_t cap) {
+    uint64_t h = e;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9u;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebu;
+    return (int64_t)((h ^ (h >> 31)) & (uint64_t)(cap - 1));
+}
+
+static void set_put(kiln_entity *set, int64_t cap, kiln_entity e) {
+    int64_t i = first_slot(e, cap);
+    while (set[i] && set[i] != e) i = (i + 1) & (cap - 1);
+    set[i] = e;
+}
+
+/* Puts e into the set, doubling it first to stay at most half full; false when out of memory
+ * (the loading mod's: a top level making many spawns pays for the set as for its tables). */
+static bool set_add(klua_mod *mod, kiln_entity e) {
+    if ((mod->load_set_count + 1) * 2 > mod->load_set_cap) {
+        int64_t ncap = mod->load_set_cap ? mod->load_set_cap * 2 : 64;
+        kiln_entity *grown = klua_mod_mem_alloc(&mod->mem, NULL, 0, (size_t)ncap * sizeof *grown);
+        if (!grown) return false;
+        memset(grown, 0, (size_t)ncap * sizeof *grown);
+        for (int64_t i = 0; i < mod->load_set_cap; i++)
+            if (mod->load_set[i]) set_put(grown, ncap, mod->load_set[i]);
+        klua_mod_mem_alloc(&mod->mem, mod->load_set, (size_t)mod->load_set_cap * sizeof *grown, 0);
+        mod->load_set = grown;
+        mod->load_set_cap = ncap;
+    }
+    set_put(mod->load_set, mod->load_set_cap, e);
+    mod->load_set_count++;
+    return true;
+}
+
+/* Puts the load's spawns the set lacks into it (each once, whatever the checks). */
+static void fill_set(lua_State *L, klua_mod *mod) {
+    for (; mod->load_set_from < mod->load_spawn_count; mod->load_set_from++)
+        if (!set_add(mod, mod->load_spawns[mod->load_set_from].entity)) luaL_error(L, "not enough memory");
+}
+
+void klua_mod_note_guest_spawn(lua_State *L, klua_mod *loading, kiln_world *world, kiln_entity e) {
+    if (!kiln_is_alive(world, e) || set_add(loading, e)) return; /* (queued: nothing touches it until it lands) */
+    kiln_unspawn(world, e); /* the spawn never returned its handle */
+    luaL_error(L, "not enough memory");
+}
+
+/* Whether e (alive) was spawned while the top level of loading ran: by it (which a failed load
+ * takes back) or by code of another mod it called (which stays). Its tag alone does not tell:
+ * the previous version's entities and those an unload kept carry it too. Each spawn goes into
+ * the set once, so a top level checking each of n spawns pays O(n), not a walk per check. */
+static bool spawned_while_loading(lua_State *L, klua_world *kw, klua_mod *loading, kiln_entity e) {
+    if (kiln_has(kw->world, e, loading->tag)) {
+        if (!loading->load_others) return true; /* no entity had its tag before its top level */
+        fill_set(L, loading);
+    }
+    if (!loading->load_set) return false; /* no spawn in it yet */
+    for (int64_t i = first_slot(e, loading->load_set_cap); loading->load_set[i];
+         i = (i + 1) & (loading->load_set_cap - 1))
+        if (loading->load_set[i] == e) return true;
+    return false;
+}
+
 void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname) {
-    klua_mod *mod = kw->mod;
-    if (!loading_for(kw) || registered_by_load(mod, c)) return;
-    if (!kiln_is_alive(kw->world, e) || kiln_has(kw->world, e, mod->tag)) return; /* (the call's own error) */
+    klua_mod *loading = loading_for(kw);
+    if (!loading || registered_by_load(loading, c)) return;
+    if (!kiln_is_alive(kw->world, e) || spawned_while_loading(L, kw, loading, e)) return; /* (the call's own error) */
     char eb[24];
     klua_entity_str(e, eb);
     if (c == KILN_NO_COMPONENT)
-        luaL_error(L, "%s: a mod's top level may despawn only its own entities (entity %s is not mod '%s''s, and a "
-                      "failed load could not bring it back); do it from a system", fname, eb, mod->name);
-    luaL_error(L, "%s: a mod's top level may remove from others' entities only the components it registers "
-                  "(entity %s is not mod '%s''s, and a failed load could not put the value back); do it from a "
-                  "system", fname, eb, mod->name);
+        luaL_error(L, "%s: a mod's top level may despawn only the entities spawned while it runs (entity %s was "
+                      "there before, and a failed load of mod '%s' could not bring it back); do it from a system",
+                   fname, eb, loading->name);
+    luaL_error(L, "%s: a mod's top level may remove from the entities there before it ran only the components it "
+                  "registers (entity %s is one, and a failed load of mod '%s' could not put the value back); do it from a system", fname, eb, loading->name);
 }
 
 void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
@@ -69,8 +138,9 @@ void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root
 }
 
 void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c) {
-    klua_mod *mod = kw->mod, *loading = loading_for(kw);
-    if (!loading || registered_by_load(mod, c) || !kiln_is_alive(kw->world, e) || kiln_has(kw->world, e, mod->tag))
+    klua_mod *loading = loading_for(kw);
+    if (!loading || registered_by_load(loading, c) || !kiln_is_alive(kw->world, e) ||
+        spawned_while_loading(L, kw, loading, e))
         return;
     if (loading->load_add_count == loading->load_add_cap) { /* the loading mod's memory */
         int64_t ncap = loading->load_add_cap ? loading->load_add_cap * 2 : 32;
@@ -97,6 +167,9 @@ static void free_adds(klua_mod *mod) {
     klua_mod_mem_alloc(&mod->mem, mod->load_adds, (size_t)mod->load_add_cap * sizeof *mod->load_adds, 0);
     mod->load_adds = NULL;
     mod->load_add_cap = mod->load_add_count = 0;
+    klua_mod_mem_alloc(&mod->mem, mod->load_set, (size_t)mod->load_set_cap * sizeof *mod->load_set, 0);
+    mod->load_set = NULL;
+    mod->load_set_cap = mod->load_set_count = mod->load_set_from = 0;
 }
 
 void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {

@@ -71,7 +71,10 @@ static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
     } else {
         klua_mod_count_spawn(mod, kw->world);
     }
-    if (!mod->loading) return;
+    if (!mod->loading) { /* code of another mod's that a top level called (an export) */
+        if (mod->mods->loading) klua_mod_note_guest_spawn(L, mod->mods->loading, kw->world, e);
+        return;
+    }
     if (mod->load_spawn_count == mod->load_spawn_cap) {
         int64_t ncap = mod->load_spawn_cap ? mod->load_spawn_cap * 2 : 64;
         void *p = klua_mods_alloc(mod->mods, mod->load_spawns, (size_t)mod->load_spawn_cap * sizeof *mod->load_spawns,
@@ -608,8 +611,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
         mod->declared_count = previous->declared_count;
     }
     klua_mod_watch(mod, mod->entry);
-    mod->loading = true;
-    mods->loading = mod;
+    klua_mod_load_begin(mod);
     bool ok = klua_mod_run_file(mod, mod->entry);
     mods->loading = NULL;
     mod->loading = false;

@@ -89,7 +89,14 @@ typedef struct klua_mod {
     struct klua_mod_staged *staged;
     int staged_count, staged_cap;
     struct klua_mod_spawn *load_spawns; /* entities spawned by the top level (taken back if it fails) */
-    struct klua_mod_added *load_adds; /* components the top level added to others' entities */
+    struct klua_mod_added *load_adds; /* components the top level added to entities it did not spawn */
+    /* whether entities with its tag were there when its top level began (the previous
+     * version's, those an unload kept); then its spawns, each put in from load_spawns when a
+     * check next asks, are in a hash set with those of other mods' code it called (mod_undo.c),
+     * in its memory (empty slots 0) */
+    bool load_others;
+    kiln_entity *load_set;
+    int64_t load_set_cap, load_set_count, load_set_from;
     int64_t load_add_count, load_add_cap;
     kiln_commands *load_emits; /* the top level's emits, landing when it succeeds */
     int64_t pending_spawns;    /* spawned in the deferred section of tick pending_tick, not landed */
@@ -122,7 +129,7 @@ typedef struct klua_mod_spawn {
     int64_t at;
 } klua_mod_spawn;
 
-/* A component a loading top level added to an entity that is not its mod's (mod_undo.c). */
+/* A component a loading top level added to an entity it did not spawn (mod_undo.c). */
 typedef struct klua_mod_added {
     kiln_entity entity;
     kiln_component component;
@@ -319,14 +326,21 @@ KLUA_HIDDEN void klua_mods_end_loops(klua_mods *mods, lua_State *L, klua_world *
 KLUA_HIDDEN void klua_mod_carry_drops(klua_mod *mod, const klua_mod *old);
 
 /* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
- * The mod view's hooks of the same names (klua_mod_hooks in klua.h). */
+ * Its top level begins: notes whether entities with its tag are there already (those a failed
+ * load cannot take back), then marks it the manager's loading mod. */
+KLUA_HIDDEN void klua_mod_load_begin(klua_mod *mod);
+/* Code of another mod's that the top level of loading called spawned e: a top level may despawn
+ * and reshape it as one of its own (a failed load leaves it, as it leaves what the code did).
+ * Raises for memory, e unspawned. */
+KLUA_HIDDEN void klua_mod_note_guest_spawn(lua_State *L, klua_mod *loading, kiln_world *world, kiln_entity e);
+/* The mod view's hooks of the same names (klua_mod_hooks in klua.h). */
 KLUA_HIDDEN void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c,
                                         const char *fname);
 KLUA_HIDDEN void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
 KLUA_HIDDEN void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
 KLUA_HIDDEN kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw);
 /* The top level of mod (loading) failed, or the call that loaded it takes it back: takes its
- * adds to others' entities off again, the latest first, and drops its emits. */
+ * adds to entities there before it ran off again, the latest first, and drops its emits. */
 KLUA_HIDDEN void klua_mod_load_undo(klua_mod *mod, kiln_world *world);
 /* The top level of mod failed: takes its spawns back, the latest first, each with its slot as
  * it was (kiln_unspawn) down to the latest whose handle may have left the mod (shown to code

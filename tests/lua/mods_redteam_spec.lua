@@ -372,11 +372,12 @@ describe("a red-team mod", function()
         M.write(dir, "keeper.lua", mod_text(""))
         assert(mods:load(dir .. "/keeper.lua"))
         assert.are.same({
-            "false\tworld:despawn: a mod's top level may despawn only its own entities (entity " .. kiln.handle(a) ..
-                " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
-            "false\tworld:remove: a mod's top level may remove from others' entities only the components it " ..
-                "registers (entity " .. kiln.handle(a) .. " is not mod 'keeper''s, and a failed load could not " ..
-                "put the value back); do it from a system",
+            "false\tworld:despawn: a mod's top level may despawn only the entities spawned while it runs (entity " ..
+                kiln.handle(a) .. " was there before, and a failed load of mod 'keeper' could not bring it back); " ..
+                "do it from a system",
+            "false\tworld:remove: a mod's top level may remove from the entities there before it ran only the " ..
+                "components it registers (entity " .. kiln.handle(a) .. " is one, and a failed load of mod " ..
+                "'keeper' could not put the value back); do it from a system",
         }, mods:log("keeper"))
         assert.are.equal(3, w:get(b, "Health").hp)
         assert.are.equal("renamed", w:name(b))
@@ -417,8 +418,9 @@ describe("a red-team mod", function()
         M.write(dir, "keeper.lua", mod_text(""))
         assert(mods:load(dir .. "/keeper.lua"))
         assert.are.same({
-            "false\tworld:despawn_recursive: a mod's top level may despawn only its own entities (entity " ..
-                kiln.handle(a) .. " is not mod 'keeper''s, and a failed load could not bring it back); do it from a system",
+            "false\tworld:despawn_recursive: a mod's top level may despawn only the entities spawned while it " ..
+                "runs (entity " .. kiln.handle(a) .. " was there before, and a failed load of mod 'keeper' could " ..
+                "not bring it back); do it from a system",
             "true",
         }, mods:log("keeper"))
         assert.are.equal(count + 2, w:count()) -- root and mid stay, a under them

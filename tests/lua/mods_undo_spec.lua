@@ -3,6 +3,7 @@
 -- left the mod (a call out of it, an entity field of the world) stay spent.
 local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
 local M = dofile(here .. "mods_helpers.lua")
+local kiln = require "kiln"
 
 -- Loads src as mod name into w's manager; it must fail with a message holding want.
 local function fails(mods, dir, name, src, want)
@@ -144,5 +145,126 @@ describe("a failed mod reload", function()
         assert.are.equal(hash, w:hash("hex"))
         assert.are.equal(4, mods:list()[1].entities)
         assert.are.same({}, M.frames(w, 1))
+    end)
+end)
+
+-- The mod's tag is on the previous version's entities and on those an unload kept, but a failed
+-- load cannot bring those back: its top level may despawn, and remove from, only what this load
+-- spawned, and what it adds to the others comes off again.
+describe("a mod's top level, on its mod's entities this load did not spawn", function()
+    after_each(M.cleanup)
+
+    -- A world with Position and Velocity, and mod m loaded from dir with three entities of its
+    -- own, each with a Position and its Hp. Returns world, mods, dir, the three entities.
+    local function loaded()
+        local dir = M.folder()
+        local w, mods = M.host()
+        w:component("Velocity", "float x, y;")
+        M.write(dir, "m.lua", [[
+            world:component("Hp", "int32_t hp")
+            for i = 1, 3 do world:spawn{Hp = {hp = i}, Position = {x = i, y = 0}} end
+        ]])
+        assert(mods:load(dir .. "/m.lua"))
+        return w, mods, dir, M.entities_with(w, "Hp")
+    end
+
+    -- What a failed load must leave as it was.
+    local function state(w)
+        return {w:hash("hex"), w:content_hash(), w:count(), w:query{"Position"}:count(), w:query{"Velocity"}:count()}
+    end
+
+    it("cannot despawn, or remove from, the previous version's: a failed reload leaves them", function()
+        local w, mods, dir, old = loaded()
+        local before = state(w)
+        M.write(dir, "m.lua", [[
+            world:component("Hp", "int32_t hp")
+            local mine = {}
+            for e in world:query{"Hp"}:each() do mine[#mine + 1] = e end
+            print(pcall(world.despawn, world, mine[2]))
+            print(pcall(world.despawn, world, mine[3]))
+            world:remove(mine[1], "Position")
+            error("the new version fails")
+        ]])
+        local ok, err = mods:reload("m")
+        assert.is_nil(ok)
+        assert.matches("world:remove: a mod's top level may remove from the entities there before it ran only " ..
+            "the components it registers (entity " .. kiln.handle(old[1]) .. " is one, and a failed load of mod " ..
+            "'m' could not put the value back); do it from a system", err, 1, true)
+        assert.are.same(before, state(w))
+        assert.are.equal(3, M.info(mods, "m").entities)
+        assert.are.equal("running", M.info(mods, "m").state)
+        for _, e in ipairs(old) do assert.is_true(w:has(e, "Position")) end
+    end)
+
+    it("takes its adds to the previous version's entities off again when the reload fails", function()
+        local w, mods, dir = loaded()
+        local before = state(w)
+        M.write(dir, "m.lua", [[
+            world:component("Hp", "int32_t hp")
+            for e in world:query{"Hp"}:each() do world:add(e, "Velocity", {x = 9, y = 0}) end
+            error("fails")
+        ]])
+        assert.is_nil(mods:reload("m"))
+        assert.are.same(before, state(w))
+    end)
+
+    it("cannot despawn the entities an unload kept: a failed load leaves them", function()
+        local w, mods, dir, kept = loaded()
+        assert(mods:unload("m", {keep = true}))
+        local before = state(w)
+        M.write(dir, "m.lua", [[
+            world:component("Hp", "int32_t hp")
+            local kept = {}
+            for e in world:query{"Hp"}:each() do kept[#kept + 1] = e end
+            for _, e in ipairs(kept) do world:despawn(e) end
+            error("fails")
+        ]])
+        local ok, err = mods:load(dir .. "/m.lua")
+        assert.is_nil(ok)
+        assert.matches("world:despawn: a mod's top level may despawn only the entities spawned while it runs " ..
+            "(entity " .. kiln.handle(kept[1]) .. " was there before, and a failed load of mod 'm' could not " ..
+            "bring it back); do it from a system", err, 1, true)
+        assert.are.same(before, state(w))
+        -- loaded without the error, they are its own again
+        M.write(dir, "m.lua", "")
+        assert(mods:load(dir .. "/m.lua"))
+        assert.are.equal(3, M.info(mods, "m").entities)
+    end)
+
+    it("cannot despawn through another mod's export what that mod spawned before, only what it spawns now", function()
+        local w, mods, dir = M.host_with_folder_mods{{"lib", init = [[
+            local mine = world:spawn{Position = {x = 5, y = 5}}
+            mod.exports.drop = function() world:despawn(mine) end
+            mod.exports.make = function() return world:spawn{Position = {x = 6, y = 6}} end
+        ]]}}
+        local before = {w:content_hash(), w:count()}
+        local path = M.folder_mod(dir, "user", {name = "user", version = "1", depends = {"lib"}}, {["init.lua"] = [[
+            local lib = mod.import("lib")
+            world:despawn(lib.make()) -- spawned while the top level runs
+            lib.drop()
+            error("fails")
+        ]]})
+        local ok, err = mods:load(path)
+        assert.is_nil(ok)
+        assert.matches("world:despawn: a mod's top level may despawn only the entities spawned while it runs", err,
+            1, true)
+        assert.matches("was there before, and a failed load of mod 'user' could not", err, 1, true)
+        assert.are.same(before, {w:content_hash(), w:count()})
+    end)
+
+    it("may still despawn and reshape what this reload spawned, and add to the old ones", function()
+        local w, mods, dir, old = loaded()
+        M.write(dir, "m.lua", [[
+            world:component("Hp", "int32_t hp")
+            local made = {}
+            for i = 1, 200 do made[i] = world:spawn{Hp = {hp = 10 + i}, Position = {x = i, y = 0}} end
+            for i = 1, 200, 2 do world:despawn(made[i]) end
+            for i = 2, 200, 2 do world:remove(made[i], "Position"); world:add(made[i], "Velocity", {x = i, y = 0}) end
+            for e in world:query{"Hp", without = {"Velocity"}}:each() do world:add(e, "Velocity", {x = 0, y = 0}) end
+        ]])
+        assert(mods:reload("m"))
+        assert.are.equal(103, M.info(mods, "m").entities)
+        assert.are.equal(103, w:query{"Velocity"}:count())
+        for _, e in ipairs(old) do assert.is_true(w:has(e, "Position") and w:has(e, "Velocity")) end
     end)
 end)
