@@ -672,7 +672,8 @@ static void forget(klua_mods *mods, klua_mod *mod) {
 }
 
 /* Its entities and the components no one else declared (the host, another loaded mod). */
-static bool clear_world(klua_mods *mods, klua_mod *mod, char *err, size_t size) {
+/* Takes mod's components off the world and despawns the entities of spawned (NULL: none). */
+static bool clear_world(klua_mods *mods, klua_mod *mod, kiln_query *spawned, char *err, size_t size) {
     kiln_component drop[KLUA_MOD_MAX_COMPONENTS];
     int count = 0;
     for (int i = 0; i < mod->declared_count; i++) {
@@ -682,11 +683,11 @@ static bool clear_world(klua_mods *mods, klua_mod *mod, char *err, size_t size) 
             shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
         if (!shared) drop[count++] = mod->declared[i];
     }
-    return klua_mod_clear(mods, mod->spawned, mod->tag, drop, count, err, size);
+    return klua_mod_clear(mods, spawned, mod->tag, drop, count, err, size);
 }
 
 bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size) {
-    if (!keep && !clear_world(mods, mod, err, size)) return false;
+    if (!keep && !clear_world(mods, mod, mod->spawned, err, size)) return false;
     forget(mods, mod);
     return true;
 }
@@ -694,7 +695,9 @@ bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size
 void klua_mods_take_back(klua_mods *mods, klua_mod *mod) {
     klua_mod_load_undo(mod, mods->kw->world);
     klua_mod_load_unspawn(mod, mods->kw->world);
-    clear_world(mods, mod, NULL, 0); /* the load fails anyway: the mod goes whatever is left */
+    /* the load fails anyway: the mod goes whatever is left, but entities an unload kept of it
+     * before this load stay kept (its own spawns went above) */
+    clear_world(mods, mod, mod->load_others ? NULL : mod->spawned, NULL, 0);
     forget(mods, mod);
 }
 

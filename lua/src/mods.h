@@ -375,7 +375,8 @@ KLUA_HIDDEN klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod
 KLUA_HIDDEN bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size);
 /* Takes back a load its call cannot finish (out of memory after it): its top level's adds to
  * others' entities and its emits (klua_mod_load_undo), its spawns (klua_mod_load_unspawn; all
- * count as shown after a call out since its top level ended), then as klua_mods_unload does. */
+ * count as shown after a call out since its top level ended), then as klua_mods_unload does,
+ * but entities an unload kept of it before this load stay, kept as they were. */
 KLUA_HIDDEN void klua_mods_take_back(klua_mods *mods, klua_mod *mod);
 /* ---- mod_unload.c: what a going mod takes out of the world ---- */
 /* Takes drop[0..count) off every entity and their resources out of the world, then despawns

@@ -47,19 +47,22 @@ static const struct {
     int loaded;
     bool allocates; /* unloading allocates nothing: a host out of memory can still unload */
     bool edited;
+    bool kept; /* m.lua loaded and unloaded with keep first: the world keeps its entity */
 } calls[] = {
-    {"ok, err = mods:load(path) assert(ok, err)", 0, true, false},
+    {"ok, err = mods:load(path) assert(ok, err)", 0, true, false, false},
+    /* taken back, the load leaves the entity kept before it as it was (not despawned) */
+    {"ok, err = mods:load(path) assert(ok, err)", 0, true, false, true},
     /* the new version runs and its info found no memory: the call says so with true alone;
      * the sweep goes on until the info comes back too */
-    {"ok, err = mods:reload('m') assert(ok, err) partial = ok == true", 1, true, false},
-    {"ok, err = mods:unload('m') assert(ok, err)", 1, false, false},
+    {"ok, err = mods:reload('m') assert(ok, err) partial = ok == true", 1, true, false, false},
+    {"ok, err = mods:unload('m') assert(ok, err)", 1, false, false, false},
     /* a reload that failed in the mod's own state is a failure poll returns, not a raise */
-    {"local done, failed = mods:poll() partial = #done < 1 last_failed = failed", 1, true, true},
+    {"local done, failed = mods:poll() partial = #done < 1 last_failed = failed", 1, true, true, false},
     /* both edited: poll's lists must hold both before either reloads */
-    {"local done, failed = mods:poll() partial = #done < 2 last_failed = failed", 2, true, true},
+    {"local done, failed = mods:poll() partial = #done < 2 last_failed = failed", 2, true, true, false},
     /* a mod whose own state ran out of memory is a failure it returns, not a raise: the
      * call is tried again until both load */
-    {"local ok = mods:load_dir(dir) partial = #ok < 2", 0, true, false},
+    {"local ok = mods:load_dir(dir) partial = #ok < 2", 0, true, false, false},
 };
 enum { CALLS = sizeof calls / sizeof *calls };
 
@@ -91,11 +94,12 @@ START_TEST(a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_an
     snprintf(setup, sizeof setup,
              "dir = '%s' path = dir .. '/m.lua' mods = kiln.mods(w, {memory = 1048576}) partial = false\n"
              "last_failed = false fallbacks = 0\n"
+             "if %s then assert(mods:load(path)) assert(mods:unload('m', {keep = true})) end\n"
              "want = %d if want >= 1 then assert(mods:load(path)) end\n"
              "if want >= 2 then assert(mods:load(dir .. '/n.lua')) end\n"
              "if %s then for _, f in ipairs{'m', 'n'} do\n"
              "  local file = assert(io.open(dir .. '/' .. f .. '.lua', 'a')) file:write('-- edited\\n') file:close() end end",
-             dir, calls[_i].loaded, calls[_i].edited ? "true" : "false");
+             dir, calls[_i].kept ? "true" : "false", calls[_i].loaded, calls[_i].edited ? "true" : "false");
     int64_t n = 0, partial = 0, fallbacks = 0;
     for (;; n++) {
         host h;
