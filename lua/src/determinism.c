@@ -210,7 +210,7 @@ static int snapshot_gc(lua_State *L) {
 }
 
 static int snapshot_bytes(lua_State *L) {
-    klua_snapshot *ks = luaL_checkudata(L, 1, KLUA_SNAPSHOT);
+    klua_snapshot *ks = klua_check_self(L, KLUA_SNAPSHOT, "snapshot");
     lua_pushinteger(L, (lua_Integer)kiln_snapshot_bytes(ks->snap));
     return 1;
 }

@@ -355,8 +355,16 @@ static int push_properties(lua_State *L) {
     return 1;
 }
 
+/* The Instance a method was called on, or raises "calling 'instance:entity' on bad self (...)"
+ * as every method does: klua_check_self cannot name these, which __index (a function) gives. */
+static klua_instance *check_instance(lua_State *L, const char *fname) {
+    klua_instance *ki = luaL_testudata(L, 1, KLUA_INSTANCE);
+    if (!ki) klua_typeerror(L, 1, fname, KLUA_INSTANCE);
+    return ki;
+}
+
 static int instance_entity(lua_State *L) {
-    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    klua_instance *ki = check_instance(L, "instance:entity");
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "instance:entity", "string");
     size_t n;
     const char *name = lua_tolstring(L, 2, &n); /* no scene name holds a NUL (C reads up to one) */
@@ -367,7 +375,7 @@ static int instance_entity(lua_State *L) {
 }
 
 static int instance_despawn(lua_State *L) {
-    klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    klua_instance *ki = check_instance(L, "instance:despawn");
     klua_world *kw = owner_world(L, 1, "instance:despawn");
     if (kiln_instance_despawn(kw->world, ki->instance) != KILN_OK) klua_fail_world(L, kw->world, "instance:despawn");
     return 0;

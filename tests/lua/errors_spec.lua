@@ -43,6 +43,12 @@ describe("argument errors", function()
         shape("calling 'query:count' on bad self %(kiln.Query expected, got kiln.World%)", function() q.count(w) end)
         local c = kiln.commands()
         shape("calling 'commands:apply' on bad self %(kiln.Commands expected, got number%)", function() c.apply(1, w) end)
+        -- these three named no method ("bad argument #1 to '?'", or the caller's local)
+        local snap, inst = w:snapshot(), w:instantiate(w:export())
+        shape("calling 'snapshot:bytes' on bad self %(kiln.Snapshot expected, got number%)", function() snap.bytes(5) end)
+        shape("calling 'instance:entity' on bad self %(kiln.Instance expected, got kiln.World%)",
+              function() inst.entity(w, "x") end)
+        shape("calling 'instance:despawn' on bad self %(kiln.Instance expected, got number%)", function() inst.despawn(5) end)
     end)
 
     it("reject unknown keys in descriptors instead of ignoring them", function()
