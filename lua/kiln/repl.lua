@@ -373,8 +373,11 @@ end
 function Session:command(line)
   check_self(self, "session:command")
   check_string(line, 1, "session:command")
-  local cmd, rest = line:match("^%s*:(%a+)%s*(.-)%s*$")
+  -- (not "%s*(.-)%s*$": from each byte of a long run of spaces the %s*$ would run to its end)
+  local cmd, from = line:match("^%s*:(%a+)%s*()")
   if not cmd then return "error", "unknown command (try :help)" end
+  local last = line:find("%S%s*$", from)
+  local rest = last and line:sub(from, last) or ""
   if cmd == "help" then return "ok", self.remote and HELP_REMOTE or HELP_LOCAL end
   if cmd == "quit" or cmd == "q" or cmd == "exit" then return "quit", "" end
   if cmd == "complete" then
@@ -544,11 +547,17 @@ local function candidates(keys, partial, prefix)
 end
 
 -- Reads line as Lua far enough to say where its end is: the brackets still open (each
--- {char=, at=}) and, when the end is inside a string, where that string starts.
+-- {char=, at=}) and, when the end is inside a string, where that string starts. It jumps
+-- from one character that matters to the next (find), so the Lua it runs is per bracket and
+-- quote, not per byte; a line nesting deeper than Lua's parser takes (OPEN_MAX) is not Lua,
+-- and completes nothing, as a comment does.
+local OPEN_MAX = 200
+local OUTSIDE = "[\"'%-{}()%[%]]"
+local INSIDE = {['"'] = '[\\"]', ["'"] = "[\\']"}
 local function scan(line)
   local open, quote, quote_at = {}, nil, nil
-  local i, n = 1, #line
-  while i <= n do
+  local i = line:find(OUTSIDE)
+  while i do
     local c = line:sub(i, i)
     if quote then
       if c == "\\" then i = i + 1 elseif c == quote then quote = nil end
@@ -557,13 +566,30 @@ local function scan(line)
     elseif c == "-" and line:sub(i + 1, i + 1) == "-" then
       return open, nil, true -- a comment: nothing to complete
     elseif c == "{" or c == "(" or c == "[" then
+      if #open == OPEN_MAX then return open, nil, true end
       open[#open + 1] = {char = c, at = i}
     elseif c == "}" or c == ")" or c == "]" then
       open[#open] = nil
     end
-    i = i + 1
+    i = line:find(quote and INSIDE[quote] or OUTSIDE, i + 1)
   end
   return open, quote and quote_at or nil, false
+end
+
+-- The text before position at (at most COMPLETE_TAIL bytes of it) and, at the end of line,
+-- the name path (a.b:c) completion works on, or nil when that path is longer than
+-- COMPLETE_TAIL. The patterns matched against the end of a line are anchored only there, so
+-- Lua retries them from every byte: given a whole line they cost the square of its length
+-- (a Tab over a 1 MiB line ran for minutes), given a bounded tail a bounded amount.
+local COMPLETE_TAIL = 256
+local function tail(line, at)
+  return line:sub(math.max(1, at - COMPLETE_TAIL), at - 1)
+end
+local function last_path(line)
+  local t = tail(line, #line + 2) -- one byte more than a path may hold
+  local from = t:find("[%w_%.:]*$")
+  if from == 1 and #t > COMPLETE_TAIL then return nil end
+  return t:sub(from)
 end
 
 local function matching(names, partial)
@@ -595,14 +621,15 @@ end
 local function table_key_candidates(w, line, open)
   local inner = open[#open]
   if not inner or inner.char ~= "{" then return nil end
+  -- (the second pattern is tried only from a comma or semicolon: a pass over the line)
   local partial = line:sub(inner.at + 1):match("^%s*([%w_]*)$") or line:sub(inner.at + 1):match("[,;]%s*([%w_]*)$")
   if not partial then return nil end
-  local before = line:sub(1, inner.at - 1)
+  local before = tail(line, inner.at)
   if before:match("spawn%s*%(?%s*$") then return matching(component_names(w), partial) end
   local quoted = before:match("[\"']([%w_]+)[\"']%s*,%s*$")
   local key = before:match("([%a_][%w_]*)%s*=%s*$")
   local outer = open[#open - 1]
-  if not quoted and key and outer and outer.char == "{" and line:sub(1, outer.at - 1):match("spawn%s*%(?%s*$") then
+  if not quoted and key and outer and outer.char == "{" and tail(line, outer.at):match("spawn%s*%(?%s*$") then
     quoted = key
   end
   if not quoted then return nil end
@@ -627,8 +654,10 @@ function Session:complete(line)
     local out = table_key_candidates(w, line, open)
     if out then return out end
   end
+  local name = last_path(line)
+  if not name then return {} end
   -- a.b.c / a:b
-  local path, sep, last = line:match("([%w_%.:]-)([%.:])([%w_]*)$")
+  local path, sep, last = name:match("^([%w_%.:]-)([%.:])([%w_]*)$")
   if path and path ~= "" then
     local v = self.env
     for name in path:gmatch("[^%.:]+") do
@@ -642,7 +671,7 @@ function Session:complete(line)
     keys_of(v, keys, {}, {left = COMPLETE_VISIT_MAX})
     return candidates(keys, last, path .. sep)
   end
-  local word = line:match("([%w_]*)$") or ""
+  local word = name:match("[%w_]*$")
   local keys = {}
   keys_of(self.env, keys, {}, {left = COMPLETE_VISIT_MAX})
   for _, k in ipairs(KEYWORDS) do keys[k] = true end

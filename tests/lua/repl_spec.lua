@@ -372,6 +372,36 @@ describe("completion", function()
         assert.is_true(visited <= 10000, visited)
     end)
 
+    it("costs about what a short line costs on a 1 MiB line", function()
+        -- the end of the line was matched from every byte of it and the line read a byte at
+        -- a time in Lua: 16,000 bytes took 4 s, a 1 MiB line ran for more than 10 minutes.
+        -- The hook stops a completion past the bound (old: past it in the byte loop).
+        local long = string.rep("b", 1048576)
+        local function within(fn)
+            local count = 0
+            if H.luajit then jit.off() end -- compiled code calls no hooks
+            debug.sethook(function()
+                count = count + 1
+                if count == 301 then error("more than 30,000 instructions", 0) end
+            end, "", 100)
+            local ok, a, b = pcall(fn)
+            debug.sethook()
+            if H.luajit then jit.on() end
+            assert(ok, a)
+            return a, b
+        end
+        assert.are.same({}, within(function() return s:complete(long) end))
+        assert.are.same({"world:spawn"}, within(function() return s:complete(long .. " = world:spaw") end))
+        assert.are.same({}, within(function() return s:complete("world:" .. long) end))
+        assert.are.same({"Health", "Heat"}, within(function() return s:complete(long .. " = world:spawn{He") end))
+        assert.are.same({"x"}, within(function() return s:complete("world:spawn{Position = {" .. long .. ", x") end))
+        assert.are.same({}, within(function() return s:complete(string.rep("(", 1048576) .. "world:spaw") end))
+        -- and through the console's command, whose line had its spaces trimmed from every byte
+        assert.are.same({"ok", "world:spawn"},
+                        {within(function() return s:command(":complete " .. long .. string.rep(" ", 1048576) .. "world:spaw   ") end)})
+        assert.are.same({"ok", "world:spawn"}, {within(function() return s:command(":complete world:spaw   ") end)})
+    end)
+
     it("answers no names for a value whose __pairs or __index raises, and keeps the statement", function()
         -- completion raised, and a console or the kiln command dropped the statement being typed
         s.env.a = setmetatable({}, {__pairs = function() error("pairs!") end})
