@@ -16,6 +16,16 @@ Prefab.__index = Prefab
 -- getmetatable(prefab) shows a read-only view: no script can change spawn for the others
 Prefab.__metatable = layer.public_meta("kiln.Prefab", Prefab)
 local metatable = layer.metatable
+-- A prefab is an empty table of class kiln.Prefab; what it spawns (world, and native: a C
+-- tree, or def, refs, held) is kept here, by prefab (weak keys), where no script reaches it
+-- to change it: world:instantiate (lua/src/scene.c) reads it through the registry.
+local parts = layer.prefabs
+
+local function new_prefab(p)
+  local prefab = setmetatable({}, Prefab)
+  parts[prefab] = p
+  return prefab
+end
 
 -- Notes the entity fields of one node's value that hold node numbers (1 .. 2^32 - 1: no live
 -- handle is that small, so such a number names a node, as in a C desc or a JSON prefab) in
@@ -109,7 +119,7 @@ function World:prefab(def)
   if type(def) == "string" then
     local ok, tree = pcall(prefab_json, self, def)
     if not ok then error(tree, 2) end
-    return setmetatable({world = self, native = tree}, Prefab)
+    return new_prefab{world = self, native = tree}
   end
   if type(def) ~= "table" then
     error(bad_argument(1, "world:prefab", "table, JSON text or path expected, got " .. typename(def)), 2)
@@ -129,7 +139,7 @@ function World:prefab(def)
     held[ref[1]] = held[ref[1]] or {}
     held[ref[1]][ref[2]] = state.values[ref[1]][ref[2]]
   end
-  return setmetatable({world = self, def = checked, refs = state.refs, held = held}, Prefab)
+  return new_prefab{world = self, def = checked, refs = state.refs, held = held}
 end
 
 -- Spawns def's tree under parent; every entity goes to spawned, and to nodes in pre-order.
@@ -170,26 +180,28 @@ end
 
 --- prefab:spawn([count]) -> the root (count nil) or a list of count roots.
 function Prefab:spawn(count)
-  if metatable(self) ~= Prefab then
+  local p = metatable(self) == Prefab and parts[self]
+  if not p then
     error(string.format("calling 'prefab:spawn' on bad self (kiln.Prefab expected, got %s)", typename(self)), 2)
   end
   local n = count == nil and 1 or tointeger(count)
   if not n or n < 0 then error(bad_argument(1, "prefab:spawn", "a count of 0 or more expected"), 2) end
   -- as the C half's: a call spawns at most 2^31 - 1 entities (a larger count is a mistake,
   -- which the loop below would take hours to find out)
-  local most = self.def and math.floor(2147483647 / self.def.nodes)
+  local most = p.def and math.floor(2147483647 / p.def.nodes)
   if most and n > most then
     error(bad_argument(1, "prefab:spawn", string.format("a count from 0 to %d expected", most)), 2)
   end
-  if self.native then return self.native:spawn(n, count == nil) end -- all in C, and a tail call
+  if p.native then return p.native:spawn(n, count == nil) end -- all in C, and a tail call
+  local w, def, refs, held = p.world, p.def, p.refs, p.held
   local roots, spawned = {}, {}
   -- a tail call: on a raise spawn_all (C) takes back what was spawned before any Lua code
   -- runs again, and once the spawn is done no instruction of this method runs
-  return spawn_all(self.world, function()
+  return spawn_all(w, function()
     for i = 1, n do
       local nodes = {}
-      roots[i] = spawn_tree(self.world, self.def, nil, spawned, nodes)
-      point_refs(self.world, self.refs, self.held, nodes)
+      roots[i] = spawn_tree(w, def, nil, spawned, nodes)
+      point_refs(w, refs, held, nodes)
     end
   end, spawned, roots, count == nil)
 end

@@ -72,6 +72,8 @@
 /* registry: C methods a Lua function replaced in their class's method table -> their name */
 #define KLUA_REG_REPLACED "kiln.replaced"
 #define KLUA_REG_CLASSES "kiln.classes" /* registry: a class tag's 8 name bytes -> class name */
+/* registry: weak map kiln.Prefab (its public table) -> its parts {world, native | def, refs, held} */
+#define KLUA_REG_PREFABS "kiln.prefabs"
 
 /* User values of a kiln.World. */
 enum klua_world_uv { KLUA_WORLD_UV_STATE = 1, KLUA_WORLD_UV_COUNT = KLUA_WORLD_UV_STATE };

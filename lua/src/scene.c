@@ -127,7 +127,7 @@ static void *anchored(def_builder *b, size_t size) {
 }
 
 /* Pushes def[key] (at idx), read raw: a table, or an empty one for nil. The def is
- * prefab.lua's checked copy, but a script reaches it as prefab.def and may change it. */
+ * prefab.lua's checked copy, which no script reaches; checked all the same. */
 static int def_part(def_builder *b, int idx, const char *key, const char *pname) {
     lua_pushstring(b->L, key);
     int t = lua_rawget(b->L, idx);
@@ -184,30 +184,34 @@ static void def_desc(def_builder *b, int idx, kiln_prefab_desc *d, const char *p
                             .children = children, .child_count = k};
 }
 
-/* The C prefab of the kiln.Prefab at idx (named pname in the options); a table-made one is
- * converted into a kiln.PrefabTree left on the stack (the collector frees it). */
+/* The C prefab of the kiln.Prefab at idx (named pname in the options): its parts are kept
+ * in the registry's KLUA_REG_PREFABS (prefab.lua's private table, out of a script's reach),
+ * so a table that only looks like a prefab has none. A table-made one is converted into a
+ * kiln.PrefabTree; either is left on the stack, held for the call (the collector frees it). */
 static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const char *pname, const char *fname) {
     idx = lua_absindex(L, idx);
-    bool is_prefab = false;
-    if (lua_istable(L, idx) && lua_getmetatable(L, idx)) { /* (its fields are read raw below) */
-        lua_pushliteral(L, "__name");
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_PREFABS) == LUA_TTABLE) {
+        lua_pushvalue(L, idx);
         lua_rawget(L, -2);
-        is_prefab = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "kiln.Prefab") == 0;
-        lua_pop(L, 2);
+        lua_remove(L, -2);
     }
-    if (!is_prefab) klua_argerror(L, 3, fname, "prefabs.%s: kiln.Prefab expected, got %s", pname, luaL_typename(L, idx));
+    int parts = lua_gettop(L); /* (the registry is the host's: checked, not assumed) */
+    if (!lua_istable(L, parts)) klua_argerror(L, 3, fname, "prefabs.%s: kiln.Prefab expected, got %s", pname, luaL_typename(L, idx));
     lua_pushliteral(L, "world");
-    lua_rawget(L, idx);
+    lua_rawget(L, parts);
     bool same = lua_rawequal(L, -1, 1);
     lua_pop(L, 1);
     if (!same) klua_argerror(L, 3, fname, "prefabs.%s: the prefab was made for another world", pname);
     lua_pushliteral(L, "native");
-    lua_rawget(L, idx);
+    lua_rawget(L, parts);
     klua_prefab_tree *t = luaL_testudata(L, -1, KLUA_PREFAB_TREE);
-    if (t) return t->prefab; /* left on the stack: held for the call */
+    if (t) {
+        lua_replace(L, parts); /* held for the call where the parts were */
+        return t->prefab;
+    }
     lua_pop(L, 1);
     lua_pushliteral(L, "def");
-    lua_rawget(L, idx);
+    lua_rawget(L, parts);
     int def = lua_gettop(L);
     lua_newtable(L);
     def_builder b = {L, kw, lua_gettop(L), 0, fname};
@@ -215,8 +219,8 @@ static const kiln_prefab *prefab_of(lua_State *L, klua_world *kw, int idx, const
     def_desc(&b, def, &root, pname, 1);
     t = push_tree(L, kw, 1);
     if (kiln_prefab_create(kw->world, &root, &t->prefab) != KILN_OK) klua_fail_world(L, kw->world, fname);
-    lua_replace(L, def); /* the tree stays where the def was; the buffers may go */
-    lua_settop(L, def);
+    lua_replace(L, parts); /* the tree stays where the parts were; the def and buffers may go */
+    lua_settop(L, parts);
     return t->prefab;
 }
 
@@ -604,6 +608,16 @@ static int layer_unreachable(lua_State *L) {
 }
 
 void klua_open_scene_layer(lua_State *L, int layer) {
+    /* layer.prefabs: a kiln.Prefab's parts by prefab (weak keys: they go with it), shared
+     * with prefab_of above through the registry */
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, KLUA_REG_PREFABS);
+    lua_setfield(L, layer, "prefabs");
     lua_pushcfunction(L, layer_unreachable);
     lua_setfield(L, layer, "unreachable");
     lua_pushcfunction(L, layer_spawn_all);

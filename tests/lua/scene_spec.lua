@@ -170,6 +170,30 @@ describe("scenes", function()
         assert.is_true(closed_mid_spawn > 5, "no close came between the spawns")
     end)
 
+    it("a prefab keeps what it spawns out of a script's reach", function()
+        -- a prefab was a table holding world, def, refs, held and native as fields: a script
+        -- could swap them after world:prefab checked the def (an unchecked Parent, another
+        -- world, a native of its own spawn called)
+        for _, def in ipairs{{components = {Position = {x = 1}}, children = {{components = {Link = {target = 1}}}}},
+                             SHIP} do
+            local w = world()
+            local p = w:prefab(def)
+            assert.is_nil(next(p))
+            for _, k in ipairs{"world", "def", "refs", "held", "native"} do assert.is_nil(p[k], k) end
+            local other = world()
+            p.world, p.native, p.refs, p.held = other, {spawn = function() return "fake" end}, {{5, "Link", "target", nil, 1}}, {}
+            p.def = {components = {Parent = {parent = w:spawn()}}, children = {}, nodes = 0}
+            local before = w:count()
+            local roots = p:spawn(2)
+            assert.are.equal(2, #roots)
+            assert.are.equal(before + 4, w:count())
+            assert.are.equal(0, other:count())
+            local child = w:children(roots[2])[1]
+            assert.are.equal(roots[2], w:get(child, "Link").target)
+            assert.is_nil(w:get(roots[2], "Parent"))
+        end
+    end)
+
     local hostile = {
         {'{"version": 3, "entities": []}', "world:instantiate: at version: version 3 is not supported (this build reads version 1)"},
         {'{"version": 1, "entities": [{"prefab": "nope"}]}', "world:instantiate: at entities[0].prefab: unknown prefab 'nope'"},
