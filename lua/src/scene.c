@@ -546,6 +546,10 @@ static const char *spawn_reason(lua_State *L, int idx) {
  * hook that raises at every instruction (a spent budget, a console statement's time limit)
  * stops any Lua code, pcall or not. */
 static int layer_spawn_all(lua_State *L) {
+    /* named as a JSON prefab's spawn names it: klua_check_world's luaL_error would name the
+     * line of prefab.lua that called this */
+    klua_world *open = luaL_testudata(L, 1, KLUA_WORLD);
+    if (open && open->closed) klua_fail(L, "prefab:spawn", "the world is closed");
     klua_check_world(L, 1);
     luaL_checktype(L, 2, LUA_TFUNCTION);
     luaL_checktype(L, 3, LUA_TTABLE);

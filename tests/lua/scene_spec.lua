@@ -170,6 +170,21 @@ describe("scenes", function()
         assert.is_true(closed_mid_spawn > 5, "no close came between the spawns")
     end)
 
+    it("a prefab's spawn on a closed world names the method, not kiln's source", function()
+        -- a table-made prefab raised "lua/kiln/prefab.lua:188: attempt to use a closed world"
+        local w = world()
+        local made = w:prefab{components = {Position = {x = 1}}}
+        local read = w:prefab(SHIP)
+        w:close()
+        for _, p in ipairs{made, read} do
+            for _, n in ipairs{0, 3} do
+                local ok, err = pcall(p.spawn, p, n)
+                assert.is_false(ok)
+                assert.are.equal("prefab:spawn: the world is closed", err)
+            end
+        end
+    end)
+
     it("a prefab keeps what it spawns out of a script's reach", function()
         -- a prefab was a table holding world, def, refs, held and native as fields: a script
         -- could swap them after world:prefab checked the def (an unchecked Parent, another
