@@ -250,22 +250,27 @@ local function key_order(a, b)
 end
 
 -- The keys of table t to show, in an order that is the same for the same table: 1, 2, ...
--- of its sequence (rawlen: no __len runs), then, of the other keys among the first pairs
+-- of its sequence (rawlen: no __len runs), then, of the other keys among the first next
 -- visits (budget.keys at most, taken from it), the least in key_order. Returns them, how
--- many keys were left out, and whether pairs had more to give (then that count is a floor).
+-- many keys were left out, and whether next had more to give (then that count is a floor).
 -- The cost is the keys looked at, never the table's size: nothing sorts every key.
+-- A table shows its own contents, read raw as the binding reads tables (no __pairs or
+-- __index runs: one returning a number made kiln's own loop fail, "attempt to call a number
+-- value"), and the same under LuaJIT, whose pairs calls no __pairs.
 local function keys_to_show(t, budget)
   local len = rawlen(t)
   local keys = {}
   for i = 1, math.min(len, SHOW_KEYS_MAX) do keys[i] = i end
   local others, visited, more = {}, 0, false
-  for k in pairs(t) do
+  local k = next(t)
+  while k ~= nil do
     if visited >= budget.keys then
       more = true
       break
     end
     visited = visited + 1
     if not (math_type(k) == "integer" and k >= 1 and k <= len) then others[#others + 1] = k end
+    k = next(t, k)
   end
   budget.keys = budget.keys - visited
   table.sort(others, key_order)
@@ -289,7 +294,7 @@ local function generic(v, depth, seen, world, budget)
     local name = type(k) == "string" and #k <= STRING_SHOW_MAX and k:match("^[%a_][%w_]*$")
     local key = name and k or ("[" .. scalar(k, world) .. "]")
     if math_type(k) == "integer" and k == n then key = nil end
-    local part = (key and (key .. " = ") or "") .. generic(v[k], depth + 1, seen, world, budget)
+    local part = (key and (key .. " = ") or "") .. generic(rawget(v, k), depth + 1, seen, world, budget)
     budget.bytes = budget.bytes - #part - 2
     parts[#parts + 1] = part
   end
@@ -533,7 +538,7 @@ local function pretty_text(v, world)
     if ok then return text end
   end
   -- (a list past a schedule's size is not one: systems_problem would walk all of it)
-  if type(v) == "table" and #v > 0 and rawlen(v) <= 1024 and not systems_problem(v) then return systems_text(v) end
+  if type(v) == "table" and rawlen(v) > 0 and rawlen(v) <= 1024 and not systems_problem(v) then return systems_text(v) end
   return generic(v, 0, {}, world, show_budget())
 end
 

@@ -72,7 +72,9 @@ local function check_def(w, def, path, depth, state)
     error(string.format("%s: a table expected, got %s", path, typename(def)), 0)
   end
   if depth > MAX_DEPTH then error(path .. ": prefabs nest at most 64 deep", 0) end
-  for k in pairs(def) do
+  -- the def's tables are read raw, as the C binding reads a spawn's (no __pairs, __index or
+  -- __len runs: a __pairs returning a number made kiln's own loop fail)
+  for k in next, def do
     if k ~= "components" and k ~= "children" then
       error(string.format("%s: unknown key '%s' (expected components, children)", path, bounded(tostring(k))), 0)
     end
@@ -81,9 +83,9 @@ local function check_def(w, def, path, depth, state)
   state.count = state.count + 1
   local node = state.count
   state.values[node] = copy.components
-  local comps = def.components or {}
+  local comps = rawget(def, "components") or {}
   if type(comps) ~= "table" then error(path .. ".components: a table expected, got " .. typename(comps), 0) end
-  for name, fields in pairs(comps) do
+  for name, fields in next, comps do
     if type(name) ~= "string" or not w:component_info(name) then
       error(string.format("%s.components: unknown component '%s'", path, bounded(tostring(name))), 0)
     end
@@ -100,12 +102,15 @@ local function check_def(w, def, path, depth, state)
       note_refs(w, node, name, fields, path, state)
     end
   end
-  local kids = def.children or {}
+  local kids = rawget(def, "children") or {}
   if type(kids) ~= "table" then error(path .. ".children: a list expected, got " .. typename(kids), 0) end
   copy.nodes = 1
-  for i, child in ipairs(kids) do
+  local i, child = 1, rawget(kids, 1)
+  while child ~= nil do
     copy.children[i] = check_def(w, child, string.format("%s.children[%d]", path, i), depth + 1, state)
     copy.nodes = copy.nodes + copy.children[i].nodes
+    i = i + 1
+    child = rawget(kids, i)
   end
   return copy
 end

@@ -262,6 +262,18 @@ describe("showing a value costs what is shown", function()
     end)
 end)
 
+describe("a table shown by kiln.pretty", function()
+    it("shows its own contents: no __pairs, __index or __len runs", function()
+        -- a __pairs returning a number reached kiln's own loop: "kiln.pretty: attempt to call
+        -- a number value"; a __len returning a table failed a comparison in kiln's code
+        local t = setmetatable({1, 2, x = 3}, {__pairs = function() return 1, 2, 3 end,
+            __index = function() error("index") end, __len = function() return {} end})
+        assert.are.equal("{1, 2, x = 3}", kiln.pretty(t))
+        local raising = setmetatable({}, {__pairs = function() error("pairs") end})
+        assert.are.equal("{a = {}}", kiln.pretty({a = raising}))
+    end)
+end)
+
 describe("query:format", function()
     it("lays out rows with handles and fields, capped with a more line", function()
         local w = H.world()

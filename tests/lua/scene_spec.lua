@@ -185,6 +185,21 @@ describe("scenes", function()
         end
     end)
 
+    it("a prefab made from a table reads it raw: no __pairs, __index or __len runs", function()
+        -- a __pairs returning a number reached kiln's own loop ("world:prefab:
+        -- lua/kiln/prefab.lua:65: attempt to call a number value")
+        local w = world()
+        local odd = {__pairs = function() return 1, 2, 3 end, __index = function() error("index") end,
+                     __len = function() return 5 end}
+        local def = setmetatable({components = setmetatable({Position = {x = 4}}, odd),
+                                  children = setmetatable({{components = {Frozen = true}}}, odd)}, odd)
+        local root = w:prefab(def):spawn()
+        assert.are.equal(4, w:get(root, "Position").x)
+        assert.are.equal(1, #w:children(root))
+        H.raises(function() w:prefab(setmetatable({components = {Nope = {}}}, odd)) end,
+                 "world:prefab: def.components: unknown component 'Nope'")
+    end)
+
     it("a prefab keeps what it spawns out of a script's reach", function()
         -- a prefab was a table holding world, def, refs, held and native as fields: a script
         -- could swap them after world:prefab checked the def (an unchecked Parent, another
