@@ -477,9 +477,27 @@ end
 
 -- ---- system lists --------------------------------------------------------------------
 
--- nil when list looks like world:systems(), else what is wrong with it.
+-- A copy of list (a table) and of its entries' fields, each read once and raw: checked and
+-- formatted from the copy, an entry cannot change between the two (an __index answering a
+-- table to the check and a number to the formatting reached kiln's own code).
+local SYSTEM_FIELDS = {"name", "kind", "stage", "runs", "enabled", "last_ms", "avg_ms"}
+local function systems_copy(list)
+  local copy, i = {}, 1
+  local s = rawget(list, 1)
+  while s ~= nil do
+    if type(s) == "table" then
+      local c = {}
+      for _, k in ipairs(SYSTEM_FIELDS) do c[k] = rawget(s, k) end
+      s = c
+    end
+    copy[i], i = s, i + 1
+    s = rawget(list, i)
+  end
+  return copy
+end
+
+-- nil when list (a systems_copy) looks like world:systems(), else what is wrong with it.
 local function systems_problem(list)
-  if type(list) ~= "table" then return "table expected, got " .. typename(list) end
   for i, s in ipairs(list) do
     if type(s) ~= "table" then return string.format("entry %d: table expected, got %s", i, typename(s)) end
     if type(s.name) ~= "string" or type(s.kind) ~= "string" or math_type(s.stage) ~= "integer"
@@ -506,6 +524,8 @@ end
 
 --- kiln.systems_text(list) -> a world:systems() list as a table.
 function kiln.systems_text(list)
+  if type(list) ~= "table" then error(bad_argument(1, "kiln.systems_text", "table expected, got " .. typename(list)), 2) end
+  list = systems_copy(list)
   local problem = systems_problem(list)
   if problem then error(bad_argument(1, "kiln.systems_text", problem), 2) end
   return systems_text(list)
@@ -538,7 +558,10 @@ local function pretty_text(v, world)
     if ok then return text end
   end
   -- (a list past a schedule's size is not one: systems_problem would walk all of it)
-  if type(v) == "table" and rawlen(v) > 0 and rawlen(v) <= 1024 and not systems_problem(v) then return systems_text(v) end
+  if type(v) == "table" and rawlen(v) > 0 and rawlen(v) <= 1024 then
+    local list = systems_copy(v)
+    if not systems_problem(list) then return systems_text(list) end
+  end
   return generic(v, 0, {}, world, show_budget())
 end
 

@@ -274,6 +274,29 @@ describe("a table shown by kiln.pretty", function()
     end)
 end)
 
+describe("kiln.systems_text", function()
+    it("reads each entry once, so what it checked is what it formats", function()
+        -- the check and the formatting read the list through __index apart: an entry fine
+        -- the first time and a number the second reached kiln's own code ("attempt to index
+        -- a number value (local 's')")
+        local w = H.world()
+        w:system{name = "a", run = function() end}
+        local entry = w:systems()[1]
+        local reads = 0
+        local sneaky = setmetatable({}, {__index = function(_, i)
+            if i ~= 1 then return nil end
+            reads = reads + 1
+            return reads == 1 and entry or 42
+        end})
+        local ok, text = pcall(kiln.systems_text, sneaky)
+        assert.is_true(ok, text)
+        assert.is_nil(text:find("\na ", 1, true), text) -- the list's own contents: none
+        local listed = kiln.systems_text(setmetatable({entry}, {__index = function(_, i) if i == 2 then return 7 end end}))
+        assert.truthy(listed:find("\na ", 1, true), listed)
+        assert.are.equal(kiln.systems_text({entry}), kiln.pretty({entry}))
+    end)
+end)
+
 describe("query:format", function()
     it("lays out rows with handles and fields, capped with a more line", function()
         local w = H.world()
