@@ -756,6 +756,11 @@ lua_State *klua_mod_state(klua_mod *mod) {
         lua_close(L);
         return NULL;
     }
+    /* the module's load leaves its parsing's garbage, which LuaJIT's collector keeps until
+     * the heap doubles: collected now, a mod starts from kiln's live size (145 KB under
+     * LuaJIT) rather than from 230 KB of a 256 KiB limit, where each KB the Lua layer grew
+     * was taken from the mod's room */
+    lua_gc(L, LUA_GCCOLLECT, 0);
     return L;
 }
 
