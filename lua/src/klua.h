@@ -166,10 +166,13 @@ typedef struct klua_mod_hooks {
      * asks before_remove of root and every entity under it (world:despawn_recursive);
      * before_add records e, which lacks c, to take c off again should the load fail (raises
      * out of memory); emits gives the buffer a top level's emits wait in until it succeeds
-     * (NULL: emit at once). */
+     * (NULL: emit at once). before_resource, before the view sets resource c which the world
+     * lacks (set) or removes it, which the world has: records the set to take back, or raises
+     * for a removal a failed load could not take back. */
     void (*before_remove)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname);
     void (*before_despawn_tree)(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
     void (*before_add)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
+    void (*before_resource)(lua_State *L, klua_world *kw, kiln_component c, bool set, const char *fname);
     kiln_commands *(*emits)(lua_State *L, klua_world *kw);
     /* The mod's queued changes the world dropped as they landed, and the last one's message. */
     int64_t (*dropped)(klua_world *kw, const char **message);

@@ -1,9 +1,10 @@
 /* mod_undo.c: what a mod's failed top level takes back besides its registrations (mods.c): the
- * components it added to entities there before it ran, its emits, which wait until it succeeds,
- * and its spawns, their slots as they were where the handles went nowhere. Invariant: what it
- * could not take back (despawns and removals on any entity there before it ran, the previous
- * version's and kept ones too) is refused while a top level runs, so a failed load leaves the
- * world's entities as they were. */
+ * components it added to entities there before it ran, the resources it set where there were
+ * none, its emits, which wait until it succeeds, and its spawns, their slots as they were where
+ * the handles went nowhere. Invariant: what it could not take back (despawns and removals on any
+ * entity there before it ran, the previous version's and kept ones too, and removals of the
+ * resources there before it ran) is refused while a top level runs, so a failed load leaves the
+ * world's entities and resources as they were. */
 #include <stdlib.h>
 
 #include "kiln_transform.h"
@@ -154,6 +155,38 @@ void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_compo
     loading->load_adds[loading->load_add_count++] = (klua_mod_added){e, c};
 }
 
+/* Whether the top level of loading set resource c where there was none (by its code or by code
+ * of another mod's it called): one it may remove again, as it may despawn its spawns. */
+static bool made_while_loading(const klua_mod *loading, kiln_component c) {
+    for (int i = 0; i < loading->load_resource_count; i++)
+        if (loading->load_resources[i] == c) return true;
+    return false;
+}
+
+void klua_mod_before_resource(lua_State *L, klua_world *kw, kiln_component c, bool set, const char *fname) {
+    klua_mod *loading = loading_for(kw);
+    if (!loading || made_while_loading(loading, c)) return;
+    if (!set && registered_by_load(loading, c)) return; /* (set: recorded all the same, whoever declares it) */
+    if (!set) {
+        kiln_component_info info;
+        kiln_component_info_get(kw->world, c, &info);
+        luaL_error(L, "%s: a mod's top level may remove only the resources set while it runs and those of the "
+                      "components it registers (resource %s was there before, and a failed load of mod '%s' could "
+                      "not put the value back); do it from a system", fname, info.name, loading->name);
+    }
+    /* each component once: the record stays under the world's count of components */
+    if (loading->load_resource_count == loading->load_resource_cap) { /* the loading mod's memory */
+        int ncap = loading->load_resource_cap ? loading->load_resource_cap * 2 : 8;
+        size_t one = sizeof *loading->load_resources;
+        void *p = klua_mod_mem_alloc(&loading->mem, loading->load_resources,
+                                     (size_t)loading->load_resource_cap * one, (size_t)ncap * one);
+        if (!p) luaL_error(L, "not enough memory");
+        loading->load_resources = p;
+        loading->load_resource_cap = ncap;
+    }
+    loading->load_resources[loading->load_resource_count++] = c;
+}
+
 kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw) {
     klua_mod *loading = loading_for(kw);
     if (!loading) return NULL;
@@ -170,6 +203,9 @@ static void free_adds(klua_mod *mod) {
     klua_mod_mem_alloc(&mod->mem, mod->load_set, (size_t)mod->load_set_cap * sizeof *mod->load_set, 0);
     mod->load_set = NULL;
     mod->load_set_cap = mod->load_set_count = mod->load_set_from = 0;
+    klua_mod_mem_alloc(&mod->mem, mod->load_resources, (size_t)mod->load_resource_cap * sizeof *mod->load_resources, 0);
+    mod->load_resources = NULL;
+    mod->load_resource_cap = mod->load_resource_count = 0;
 }
 
 void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
@@ -179,6 +215,8 @@ void klua_mod_load_undo(klua_mod *mod, kiln_world *world) {
         if (kiln_is_alive(world, a.entity) && kiln_has(world, a.entity, a.component))
             kiln_remove(world, a.entity, a.component, NULL);
     }
+    /* before its spawns go: a resource it made holds no handle of theirs then */
+    for (int i = 0; i < mod->load_resource_count; i++) kiln_resource_remove(world, mod->load_resources[i], NULL);
     free_adds(mod);
     if (mod->load_emits) kiln_commands_clear(mod->load_emits);
 }

@@ -98,6 +98,8 @@ typedef struct klua_mod {
     kiln_entity *load_set;
     int64_t load_set_cap, load_set_count, load_set_from;
     int64_t load_add_count, load_add_cap;
+    kiln_component *load_resources; /* resources the top level set where there were none, */
+    int load_resource_count, load_resource_cap; /* each once, in its memory (mod_undo.c) */
     kiln_commands *load_emits; /* the top level's emits, landing when it succeeds */
     int64_t pending_spawns;    /* spawned in the deferred section of tick pending_tick, not landed */
     int64_t pending_bytes;     /* what those spawns and the adds queued with them will hold */
@@ -338,9 +340,12 @@ KLUA_HIDDEN void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entit
                                         const char *fname);
 KLUA_HIDDEN void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
 KLUA_HIDDEN void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
+KLUA_HIDDEN void klua_mod_before_resource(lua_State *L, klua_world *kw, kiln_component c, bool set,
+                                          const char *fname);
 KLUA_HIDDEN kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw);
 /* The top level of mod (loading) failed, or the call that loaded it takes it back: takes its
- * adds to entities there before it ran off again, the latest first, and drops its emits. */
+ * adds to entities there before it ran off again, the latest first, and the resources it made
+ * out of the world, and drops its emits. */
 KLUA_HIDDEN void klua_mod_load_undo(klua_mod *mod, kiln_world *world);
 /* The top level of mod failed: takes its spawns back, the latest first, each with its slot as
  * it was (kiln_unspawn) down to the latest whose handle may have left the mod (shown to code

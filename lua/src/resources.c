@@ -23,7 +23,9 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
         klua_push_value(L, kw, c, kiln_resource_get(kw->world, c));
         return 1;
     }
+    bool has = kiln_resource_has(kw->world, c);
     if (lua_isnil(L, 3)) {
+        if (kw->mod_hooks && has) kw->mod_hooks->before_resource(L, kw, c, false, fname); /* may refuse */
         kiln_resource_remove(kw->world, c, NULL);
         return 0;
     }
@@ -32,7 +34,7 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
     if (info.size == 0 && !(lua_isboolean(L, 3) && lua_toboolean(L, 3)))
         klua_argerror(L, 3, fname, "%s is a tag: give true or nil, not %s", info.name,
                       lua_isboolean(L, 3) ? "false" : luaL_typename(L, 3));
-    if (kw->mod_hooks && info.size && !kiln_resource_has(kw->world, c)) /* raises past the mod's budget */
+    if (kw->mod_hooks && info.size && !has) /* raises past the mod's budget */
         kw->mod_hooks->before_grow(L, kw, KILN_NULL_ENTITY, c, (int64_t)info.stride, fname);
     uint8_t *val = klua_scratch(L, kw, info.size);
     const void *cur = kiln_resource_get(kw->world, c);
@@ -40,7 +42,9 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
     else klua_default_value(&info, val);
     if (info.size) klua_read_fields(L, 3, &info, val, fname, 0);
     if (cur) memcpy((void *)cur, val, info.size); /* in place, as world:set does */
-    else if (kiln_resource_set(kw->world, c, val) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (has) return 0;
+    if (kw->mod_hooks) kw->mod_hooks->before_resource(L, kw, c, true, fname); /* a top level's: recorded */
+    if (kiln_resource_set(kw->world, c, val) != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
 

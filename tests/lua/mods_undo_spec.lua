@@ -268,3 +268,112 @@ describe("a mod's top level, on its mod's entities this load did not spawn", fun
         for _, e in ipairs(old) do assert.is_true(w:has(e, "Position") and w:has(e, "Velocity")) end
     end)
 end)
+
+-- A failed load cannot put back a resource's value either: its top level may remove only the
+-- resources set while it runs (or of the components it registers), and those it set where there
+-- were none go again.
+describe("a mod's top level, on the world's resources", function()
+    after_each(M.cleanup)
+
+    local refused = "world:resource: a mod's top level may remove only the resources set while it runs and those " ..
+        "of the components it registers (resource %s was there before, and a failed load of mod 'm' could not " ..
+        "put the value back); do it from a system"
+
+    -- A host with Cfg (set to v = 7) and Flag, a tag, both unset unless set says so.
+    local function host(set)
+        local w, mods = M.host()
+        w:component("Cfg", "int32_t v;")
+        w:component("Flag")
+        if set then
+            w:resource("Cfg", {v = 7})
+            w:resource("Flag", true)
+        end
+        return w, mods, M.folder()
+    end
+
+    it("cannot remove one the host set: a failed load leaves it, its value and the hash", function()
+        local w, mods, dir = host(true)
+        local hash = w:hash("hex")
+        fails(mods, dir, "m", [[
+            world:component("Cfg", "int32_t v;")
+            world:resource("Cfg", nil)
+            error("not reached")
+        ]], refused:format("Cfg"))
+        fails(mods, dir, "m", [[ -- the refusal caught, then the load fails
+            world:component("Flag")
+            assert(not pcall(world.resource, world, "Flag", nil))
+            error("fails")
+        ]], "fails")
+        assert.are.equal(7, w:resource("Cfg").v)
+        assert.is_true(w:resource("Flag"))
+        assert.are.equal(hash, w:hash("hex"))
+    end)
+
+    it("takes back the ones it set where there were none when the load fails", function()
+        local w, mods, dir = host(false)
+        local hash = w:hash("hex")
+        fails(mods, dir, "m", [[
+            world:component("Cfg", "int32_t v;")
+            world:component("Flag")
+            world:resource("Cfg", {v = 9})
+            world:resource("Flag", true)
+            world:resource("Cfg", nil) -- its own: it may remove it, and set it again
+            world:resource("Cfg", {v = 10})
+            error("fails")
+        ]], "fails")
+        assert.is_nil(w:resource("Cfg"))
+        assert.is_nil(w:resource("Flag"))
+        assert.are.equal(hash, w:hash("hex"))
+    end)
+
+    it("cannot remove the previous version's, and takes back what a failed reload set", function()
+        local w, mods, dir = host(false)
+        M.write(dir, "m.lua", [[
+            world:component("R", "int32_t v;")
+            world:component("S", "int32_t v;")
+            world:resource("R", {v = 1})
+        ]])
+        assert(mods:load(dir .. "/m.lua"))
+        local hash = w:hash("hex")
+        M.write(dir, "m.lua", [[
+            world:component("R", "int32_t v;")
+            world:component("S", "int32_t v;")
+            world:resource("S", {v = 2})
+            world:resource("R", nil)
+        ]])
+        local ok, err = mods:reload("m")
+        assert.is_nil(ok)
+        assert.matches(refused:format("R"), err, 1, true)
+        assert.are.equal(1, w:resource("R").v)
+        assert.is_nil(w:resource("S"))
+        assert.are.equal(hash, w:hash("hex"))
+    end)
+
+    it("may set, remove and write resources in a load that succeeds", function()
+        local w, mods, dir = host(false)
+        w:component("Other", "int32_t v;")
+        w:resource("Other", {v = 1})
+        M.write(dir, "m.lua", [[
+            world:component("Cfg", "int32_t v;")
+            world:component("Mine", "int32_t v;")
+            world:component("Other", "int32_t v;")
+            world:resource("Cfg", {v = 9})
+            world:resource("Mine", {v = 3})
+            world:resource("Mine", nil) -- of a component it registers
+            world:resource("Mine", {v = 4})
+            world:resource("Other", {v = 5}) -- in place
+        ]])
+        assert(mods:load(dir .. "/m.lua"))
+        assert.are.equal(9, w:resource("Cfg").v)
+        assert.are.equal(4, w:resource("Mine").v)
+        assert.are.equal(5, w:resource("Other").v)
+        -- what a load that succeeded set was there before a later load: its top level may not remove it
+        M.write(dir, "n.lua", [[
+            world:component("Cfg", "int32_t v;")
+            world:resource("Cfg", nil)
+        ]])
+        local ok, err = mods:load(dir .. "/n.lua")
+        assert.is_nil(ok)
+        assert.matches(refused:gsub("mod 'm'", "mod 'n'"):format("Cfg"), err, 1, true)
+    end)
+end)
