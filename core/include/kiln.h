@@ -539,12 +539,12 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * field (arrays too) of the component's or event type's reflection that holds a placeholder of the
  * current batch to the entity its spawn became, before the check hook sees the value; so a Parent
  * naming the parent's placeholder links the two. Fields not reflected are copied as recorded. A
- * placeholder whose spawn has not been applied when the command's turn comes (a guessed one: its
- * spawn comes later in the buffer), or of another batch or buffer, fails that command with
- * KILN_ERR_INVALID_ARGUMENT and a message naming the field; the value is left as recorded, and
- * since a buffer never reorders, a later apply stops there again until it is skipped or the buffer cleared. A
- * system's buffer (and the deferred queue) leaves such a value as recorded instead, where a check
- * hook (Parent's) refuses it and the command is dropped like any refused value. */
+ * placeholder that cannot be rewritten at the command's turn (guessed: its spawn comes later in the buffer;
+ * its spawn dropped or skipped; of another batch or buffer) fails that command with KILN_ERR_INVALID_ARGUMENT
+ * and a message naming the field, the value left as recorded: a later apply stops there again until it is
+ * skipped or the buffer cleared. A system's buffer and the deferred queue drop it instead (a placeholder's
+ * bits never land), and drop a spawn whole, with the adds directly following it for its placeholder, when
+ * one of those cannot land (so, an unknown component or size, its check's refusal); then its later commands. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) { return (entity & KILN_PLACEHOLDER_BIT) != 0; }
 
@@ -630,10 +630,11 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *    (its value destroyed), as is a despawn of an entity already dead;
  *  - kiln_set does not check presence (an add queued earlier in the section may bring the
  *    component); a queued set whose component is absent when the queue lands is dropped;
- *  - a check hook runs when the call is made and again when the queue lands (the world may have moved
- *    on): a value refused then is dropped, as is a change refused for any reason but out of memory
- *    (KILN_ERR_LIMIT: a new archetype past the limit), with the changes aimed at a spawn so dropped.
- * Each change dropped so, or by a system's buffer, is reported (kiln_world_dropped, its hook).
+ *  - a check hook runs when the call is made and again when the queue lands (the world may have moved on):
+ *    a value refused then is dropped, as is a change refused for any reason but out of memory (KILN_ERR_LIMIT:
+ *    a new archetype past the limit), a spawn whole when an add right after it is (see Placeholders), then
+ *    the changes aimed at it. Each drop, here or by a system's buffer, is reported (kiln_world_dropped, its
+ *    hook) once a command: a spawn_with of n components dropped counts 1 + n, as kiln_commands_count does.
  * A query's iteration defers the world too (kiln_query_iter): the plain API works in a loop. */
 void kiln_defer_begin(kiln_world *world);
 
@@ -648,12 +649,11 @@ void kiln_defer_clear(kiln_world *world);
 /* True inside a deferred section (or an iteration). */
 bool kiln_is_deferred(const kiln_world *world);
 
-/* Queued changes the world dropped as they landed (a count and one message, however many): the
- * count over its life (to count), the last one's code (returned; KILN_OK: none) and message (to
- * message; "" for none; valid until the next drop): "kiln_schedule_run: system 'ai': command 2
- * (add Hp) on entity 7v1: entity is not alive; dropped". A drop hook (fn; NULL: none) hears each
- * as it happens, system naming whose buffer held it (NULL: the world's queue), mid-apply as a
- * destroy hook is; setting one hands back the one replaced (old_fn, old_ctx) to call on to. */
+/* Queued changes the world dropped as they landed (a count and one message, however many): the count over
+ * its life (to count), the last one's code (returned; KILN_OK: none) and message (to message; "" for none;
+ * valid until the next drop): "kiln_schedule_run: system 'ai': command 2 (add Hp) on entity 7v1: entity is
+ * not alive; dropped". A drop hook (fn; NULL: none) hears each as it happens, system naming whose buffer held
+ * it (NULL: the world's queue), mid-apply as a destroy hook is; setting one hands back the one replaced. */
 kiln_result kiln_world_dropped(const kiln_world *world, int64_t *count, const char **message);
 typedef void (*kiln_drop_fn)(kiln_world *world, const char *system, kiln_result code, const char *message, void *ctx);
 void kiln_world_drop_hook_set(kiln_world *world, kiln_drop_fn fn, void *ctx, kiln_drop_fn *old_fn, void **old_ctx);

@@ -125,7 +125,8 @@ struct kiln_commands {
     int64_t held;     /* adds held in pending spawn slots: pending commands are
                        * count - head + held */
     int64_t held_end; /* every slot holding adds lies before it (past the latest spawn) */
-    kiln_entity *placeholders; /* per placeholder index: its entity once spawned, else 0 */
+    kiln_entity *placeholders; /* per placeholder index: its entity once spawned, the
+                                * placeholder when gone (spawn_gone), else 0 */
     kiln_entity spawned_last;  /* the latest spawn's placeholder while its batch goes on (the
                                 * buffer attached, no apply completed since), else 0 */
     int64_t ph_cap;
@@ -148,6 +149,13 @@ struct kiln_commands {
 /* The placeholder a pending spawn command stands for. */
 static inline kiln_entity spawn_target(const kiln_commands *cmd, const kl_cmd *c) {
     return KILN_PLACEHOLDER_BIT | (cmd->tag << KL_PH_INDEX_BITS) | c->spawn.index;
+}
+
+/* Marks the placeholder of the spawn c, passed without landing (dropped, skipped), as gone:
+ * its entry holds the placeholder itself, which is no live entity (target_of then finds
+ * none) and tells it from a spawn not applied yet (0). */
+static inline void spawn_gone(kiln_commands *cmd, const kl_cmd *c) {
+    cmd->placeholders[c->spawn.index] = spawn_target(cmd, c);
 }
 
 /* Whether e is a placeholder of the batch cmd holds now (applied or not). */

@@ -155,6 +155,7 @@ int64_t kiln_commands_skip(kiln_commands *cmd) {
     if (!cmd->world || cmd->head == cmd->count) return 0;
     kl_cmd *c = &cmd->cmds[cmd->head];
     int64_t parts = cmd_parts(c);
+    if (c->op == KL_OP_SPAWN) spawn_gone(cmd, c); /* values naming it are refused, not left raw */
     destroy_slot(cmd, c);
     cmd->held -= parts - 1;
     if (cmd->hold == cmd->head) cmd->hold = KL_NO_HOLD; /* no later add joins a skipped spawn */
@@ -682,6 +683,7 @@ kiln_entity kiln_commands_resolve(const kiln_commands *cmd, kiln_entity placehol
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
     if (!kiln_is_placeholder(placeholder)) return KILN_NULL_ENTITY;
     if (!is_current(cmd, placeholder)) return KILN_NULL_ENTITY;
-    return cmd->placeholders[placeholder & KL_PH_INDEX_MASK];
+    kiln_entity e = cmd->placeholders[placeholder & KL_PH_INDEX_MASK];
+    return kiln_is_placeholder(e) ? KILN_NULL_ENTITY : e; /* spawn_gone */
 }
 

@@ -41,26 +41,29 @@ static kiln_entity target_of(const kiln_commands *cmd, const kl_cmd *c) {
 }
 
 /* kl_link_fn over a buffer: what a placeholder of its current batch became. */
-static kiln_entity find_spawned(const void *ctx, kiln_entity e, bool *pending) {
+static kiln_entity find_spawned(const void *ctx, kiln_entity e, kl_link_state *state) {
     const kiln_commands *cmd = ctx;
     if (!is_current(cmd, e)) return KILN_NULL_ENTITY;
     kiln_entity to = cmd->placeholders[e & KL_PH_INDEX_MASK];
-    *pending = to == KILN_NULL_ENTITY;
-    return to;
+    if (to == KILN_NULL_ENTITY) *state = KL_LINK_PENDING;
+    if (!kiln_is_placeholder(to)) return to;
+    *state = KL_LINK_GONE; /* spawn_gone */
+    return KILN_NULL_ENTITY;
 }
 
-/* kl_links_resolve for the command at i when its value may hold placeholders; on refusal
- * fails the apply there. A lenient buffer (a system's, the deferred queue) leaves a value it
- * cannot resolve as recorded instead: the component's check (Parent's) then refuses it and
- * the command is dropped like any refused value, as before buffers resolved values. */
-static kiln_result resolve_command(kiln_commands *cmd, int64_t i, kl_cmd *c,
-                                   const kl_component *comp) {
-    if (!c->has_value || !comp || comp->entity_slots == 0 || comp->size != cmd_size(c))
-        return KILN_OK;
-    char why[KILN_MAX_NAME + 128];
-    if (kl_links_resolve(comp, cmd_value(c), find_spawned, cmd, why, sizeof why) || cmd->lenient)
-        return KILN_OK;
-    return apply_fail(cmd, i, c, target_of(cmd, c), KILN_ERR_INVALID_ARGUMENT, why);
+/* find_spawned for an add merged into the spawn of own (apply_spawn): own stands for itself,
+ * noted in *own_seen, as the value is rewritten after the spawn (apply_one). */
+typedef struct spawn_links {
+    const kiln_commands *cmd;
+    kiln_entity own;
+    bool *own_seen;
+} spawn_links;
+
+static kiln_entity find_for_spawn(const void *ctx, kiln_entity e, kl_link_state *state) {
+    const spawn_links *links = ctx;
+    if (e != links->own) return find_spawned(links->cmd, e, state);
+    *links->own_seen = true;
+    return e;
 }
 
 /* Drops the command c, the number-th of the apply, which a lenient buffer refuses (code,
@@ -121,6 +124,19 @@ __attribute__((noinline)) static int64_t refuse(kiln_commands *cmd, int64_t i, k
     return 0;
 }
 
+/* Rewrites the placeholders in the value of the command at i (comp: its component or event
+ * type). True when none is left; else the command is refused (refuse): a lenient buffer drops
+ * it (*used 1), so a placeholder never lands as raw bits, and a buffer's apply fails there
+ * (*used 0), the value left as recorded. */
+static bool resolved(kiln_commands *cmd, int64_t i, kl_cmd *c, const kl_component *comp, int64_t *used,
+                     kiln_result *result) {
+    if (!c->has_value || !comp || comp->entity_slots == 0 || comp->size != cmd_size(c)) return true;
+    char why[KILN_MAX_NAME + 128];
+    if (kl_links_resolve(comp, cmd_value(c), find_spawned, cmd, why, sizeof why)) return true;
+    *used = refuse(cmd, i, c, target_of(cmd, c), KILN_ERR_INVALID_ARGUMENT, why, result);
+    return false;
+}
+
 /* The reason of the failure the world's message holds, into why: after "<call>: " when the
  * message starts so. */
 static const char *failure_reason(const kiln_commands *cmd, char *why, size_t size) {
@@ -139,13 +155,15 @@ __attribute__((noinline)) static int64_t refuse_failed(kiln_commands *cmd, int64
     return refuse(cmd, i, c, e, *result, failure_reason(cmd, why, sizeof why), result);
 }
 
-/* A lenient buffer's spawn at i that the world refuses for good (code): dropped whole, each
- * add it holds too (a hook-free value: nothing to destroy), and a materialisation's reserved
- * slot let go, its generation spent, so its handle never names a later spawn. The commands
- * after it naming its placeholder or handle are dropped in turn (not alive). Out of line. */
-__attribute__((noinline)) static void drop_spawn(kiln_commands *cmd, int64_t i, kiln_result code) {
-    char why[KL_ERROR_SIZE];
-    failure_reason(cmd, why, sizeof why);
+/* A lenient buffer's spawn at i that cannot land (code, why; NULL: the world's failure
+ * message): dropped whole, each add it holds too (a hook-free value: nothing to destroy), and
+ * a materialisation's reserved slot let go, its generation spent, so its handle never names a
+ * later spawn. Its placeholder is marked gone (spawn_gone): the commands after it naming it,
+ * as their entity or in a value, are dropped in turn. Out of line. */
+__attribute__((noinline)) static void drop_spawn(kiln_commands *cmd, int64_t i, kiln_result code,
+                                                 const char *why) {
+    char failure[KL_ERROR_SIZE];
+    if (!why) why = failure_reason(cmd, failure, sizeof failure);
     kl_cmd *c = &cmd->cmds[i];
     int64_t number = i - cmd->apply_head + 1;
     if (c->op == KL_OP_MATERIALIZE) {
@@ -155,12 +173,57 @@ __attribute__((noinline)) static void drop_spawn(kiln_commands *cmd, int64_t i, 
     }
     kl_spawn_cmd s = c->spawn;
     kiln_entity target = spawn_target(cmd, c);
+    spawn_gone(cmd, c);
     kl_cmd spawn = {.op = KL_OP_SPAWN};
     drop_command(cmd, number, &spawn, target, code, why);
     for (int32_t k = 0; k < s.adds; k++) {
         kl_cmd add = {.op = KL_OP_ADD, .component = s.held[k]};
         drop_command(cmd, number, &add, target, KILN_ERR_DEAD_ENTITY, "its spawn did not land");
     }
+}
+
+/* Why the command c of comp (NULL: not registered) cannot land with its recorded size, into
+ * why; KILN_OK when it can. */
+static kiln_result size_refusal(const kl_cmd *c, const kl_component *comp, char *why, size_t size) {
+    if (!comp) {
+        snprintf(why, size, "component is not registered");
+        return KILN_ERR_UNKNOWN_COMPONENT;
+    }
+    if (c->op == KL_OP_REMOVE || comp->size == cmd_size(c)) return KILN_OK;
+    snprintf(why, size, "recorded with %u bytes, registered with %u bytes", (unsigned)cmd_size(c),
+             (unsigned)comp->size);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+/* A lenient buffer's spawn at i whose add at j, which directly follows it for its entity,
+ * cannot land (an unknown component or another size, a value naming a placeholder that cannot
+ * be rewritten, a value its check refuses): the spawn is dropped whole (drop_spawn) rather
+ * than landing without it, and that add and the others aimed at it are dropped after it as
+ * aimed at a spawn that did not land. Returns 1, the spawn's slot. Out of line. */
+__attribute__((noinline)) static int64_t drop_unfit(kiln_commands *cmd, int64_t i, int64_t j,
+                                                    kiln_result *result) {
+    kiln_world *world = cmd->world;
+    kl_cmd *c = &cmd->cmds[i], *a = &cmd->cmds[j];
+    const kl_component *comp = kl_component_get(world, a->component);
+    char reason[KL_ERROR_SIZE] = "", why[2 * KL_ERROR_SIZE], name[32];
+    kiln_result code = size_refusal(a, comp, reason, sizeof reason);
+    bool own = false;
+    kiln_entity target = c->op == KL_OP_SPAWN ? spawn_target(cmd, c) : c->target;
+    if (code == KILN_OK && comp->entity_slots && a->has_value &&
+        !kl_links_resolve(comp, cmd_value(a), find_for_spawn, &(spawn_links){cmd, target, &own}, reason,
+                          sizeof reason))
+        code = KILN_ERR_INVALID_ARGUMENT;
+    if (code == KILN_OK && comp->check) { /* then its check refused it: asked again for the reason */
+        code = comp->check(world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
+                           a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx, reason, sizeof reason);
+        if (!reason[0]) snprintf(reason, sizeof reason, "its check refused the value");
+    }
+    if (code == KILN_OK) code = KILN_ERR_INVALID_ARGUMENT; /* a check that changed its mind */
+    snprintf(why, sizeof why, "its add of %s cannot land: %s", kl_component_name(world, a->component, name, sizeof name),
+             reason);
+    drop_spawn(cmd, i, code, why);
+    *result = KILN_OK;
+    return 1;
 }
 
 /* Spawns (or materialises) the entity of the command at i together with the adds it holds
@@ -184,21 +247,24 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         n = held;
         target = spawn_target(cmd, c);
     }
-    for (int64_t j = i + 1; j < cmd->count && n < KL_MAX_COALESCE; j++) {
+    bool unfit = false; /* an add at j that cannot land: a lenient buffer drops the spawn */
+    int64_t j = i + 1;
+    for (; j < cmd->count && n < KL_MAX_COALESCE; j++) {
         kl_cmd *a = &cmd->cmds[j];
         if (a->op != KL_OP_ADD || a->target != target) break;
         const kl_component *comp = kl_component_get(cmd->world, a->component);
-        if (!comp || comp->size != cmd_size(a)) break;
-        /* A value naming a placeholder not spawned yet (this spawn's own, say) is left to
-         * apply_one, after this spawn. */
+        if ((unfit = !comp || comp->size != cmd_size(a))) break;
+        /* A value naming this spawn's own placeholder is rewritten after it, by apply_one. */
+        bool own = false;
         if (comp->entity_slots && a->has_value &&
-            !kl_links_resolve(comp, cmd_value(a), find_spawned, cmd, NULL, 0))
+            (unfit = !kl_links_resolve(comp, cmd_value(a), find_for_spawn, &(spawn_links){cmd, target, &own},
+                                       NULL, 0)))
             break;
-        /* A value the component refuses is left to apply_one, which reports or drops it. */
+        if (own) break;
         char why[2];
-        if (comp->check && comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
-                                       why, sizeof why) != KILN_OK)
+        if (comp->check && (unfit = comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
+                                                a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
+                                                why, sizeof why) != KILN_OK))
             break;
         bool repeat = false;
         for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
@@ -207,12 +273,14 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         values[n] = a->has_value ? cmd_value(a) : NULL;
         n++;
     }
+    /* A buffer's apply lands the spawn and then fails at that add (apply_one). */
+    if (KL_UNLIKELY(unfit) && cmd->lenient) return drop_unfit(cmd, i, j, result);
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
     kiln_entity e;
     *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);
     if (*result != KILN_OK) {
         if (!drops(cmd, *result)) return 0;
-        drop_spawn(cmd, i, *result);
+        drop_spawn(cmd, i, *result, NULL);
         *result = KILN_OK;
         return 1;
     }
@@ -408,9 +476,8 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     *result = KILN_OK;
     if (c->op == KL_OP_SPAWN || c->op == KL_OP_MATERIALIZE) return apply_spawn(cmd, i, result);
     if (c->op == KL_OP_EMIT) {
-        if (c->has_value &&
-            (*result = resolve_command(cmd, i, c, kl_registry_get(&world->event_types, c->component))) != KILN_OK)
-            return 0;
+        int64_t used;
+        if (!resolved(cmd, i, c, kl_registry_get(&world->event_types, c->component), &used, result)) return used;
         *result = kl_event_push(world, c->component, c->has_value ? cmd_value(c) : NULL, cmd->call);
         return *result == KILN_OK ? 1 : 0; /* out of memory only: it waits */
     }
@@ -426,9 +493,6 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         return 1;
     }
     if (c->op == KL_OP_REMOVE && kl_remove_plain(world, e, c->component)) return 1;
-    if (KL_UNLIKELY(c->hooks_known & KL_LINKS) &&
-        (*result = resolve_command(cmd, i, c, kl_component_get(world, c->component))) != KILN_OK)
-        return 0;
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {
         if (alive) *result = kl_despawn_entity(world, cmd->call, e);
@@ -436,29 +500,29 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     }
     if (!alive) {
         /* A placeholder still unresolved at its turn: its spawn was dropped or skipped. */
-        if (e == KILN_NULL_ENTITY && kiln_is_placeholder(c->target))
+        if (kiln_is_placeholder(c->target) && (e == KILN_NULL_ENTITY || kiln_is_placeholder(e)))
             return refuse(cmd, i, c, c->target, KILN_ERR_DEAD_ENTITY, "its spawn did not land", result);
         return refuse(cmd, i, c, e, KILN_ERR_DEAD_ENTITY, "entity is not alive", result);
     }
+    /* Its value's placeholders after its entity: one aimed at a dropped spawn says so. */
     const kl_component *comp = kl_component_get(world, c->component);
-    if (!comp) return refuse(cmd, i, c, e, KILN_ERR_UNKNOWN_COMPONENT, "component is not registered", result);
+    int64_t used;
+    if (KL_UNLIKELY(c->hooks_known & KL_LINKS) && !resolved(cmd, i, c, comp, &used, result)) return used;
+    char why[96];
+    kiln_result unsized = size_refusal(c, comp, why, sizeof why);
+    if (unsized == KILN_ERR_UNKNOWN_COMPONENT) return refuse(cmd, i, c, e, unsized, why, result);
     /* A lenient queue drops a value the component's check refuses now (the world moved on
      * since the call was queued); a buffer reports it. */
     kiln_result refused;
     if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
         (refused = kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call)) != KILN_OK) {
-        const char *why = reason_of(cmd);
-        drop_command(cmd, i - cmd->apply_head + 1, c, e, refused, why ? why : "its check refused the value");
+        const char *reason = reason_of(cmd);
+        drop_command(cmd, i - cmd->apply_head + 1, c, e, refused, reason ? reason : "its check refused the value");
         return 1;
     }
-    if (c->op != KL_OP_REMOVE && comp->size != cmd_size(c)) {
-        char why[96];
-        snprintf(why, sizeof why, "recorded with %u bytes, registered with %u bytes",
-                 (unsigned)cmd_size(c), (unsigned)comp->size);
-        return refuse(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why, result);
-    }
+    if (unsized != KILN_OK) return refuse(cmd, i, c, e, unsized, why, result);
     /* A component registered only after the record: its entity fields are known now. */
-    if (!c->hooks_known && (*result = resolve_command(cmd, i, c, comp)) != KILN_OK) return 0;
+    if (!c->hooks_known && !resolved(cmd, i, c, comp, &used, result)) return used;
     void *value = c->has_value ? cmd_value(c) : NULL;
     switch (c->op) {
     case KL_OP_ADD:
@@ -466,7 +530,6 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
         break;
     case KL_OP_SET:
         if (!kiln_has(world, e, c->component)) {
-            char why[96];
             snprintf(why, sizeof why, "entity has no %s", comp->names);
             return refuse(cmd, i, c, e, KILN_ERR_MISSING_COMPONENT, why, result);
         }

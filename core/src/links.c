@@ -17,8 +17,8 @@ bool kl_links_resolve(const kl_component *comp, void *value, kl_link_fn find, co
                 kiln_entity e;
                 memcpy(&e, slot, sizeof e);
                 if (!kiln_is_placeholder(e)) continue;
-                bool pending = false;
-                kiln_entity to = find(ctx, e, &pending);
+                kl_link_state state = KL_LINK_FOREIGN;
+                kiln_entity to = find(ctx, e, &state);
                 if (pass == 1) {
                     memcpy(slot, &to, sizeof to);
                     continue;
@@ -29,9 +29,12 @@ bool kl_links_resolve(const kl_component *comp, void *value, kl_link_fn find, co
                 if (field->count > 1) snprintf(name, sizeof name, "%s[%u]", field->name, (unsigned)k);
                 else snprintf(name, sizeof name, "%s", field->name);
                 unsigned index = (unsigned)(e & ((UINT64_C(1) << 24) - 1));
-                if (pending)
+                if (state == KL_LINK_PENDING)
                     snprintf(why, why_size,
                              "field '%s' holds placeholder %u whose spawn comes later in the buffer",
+                             name, index);
+                else if (state == KL_LINK_GONE)
+                    snprintf(why, why_size, "field '%s' holds placeholder %u, whose spawn did not land",
                              name, index);
                 else
                     snprintf(why, why_size,

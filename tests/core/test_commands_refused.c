@@ -1,6 +1,7 @@
 /* test_commands_refused.c: Check suite for commands the world refuses for good (a spawn past the
  * archetype limit): a lenient queue drops them and lands the rest, a buffer keeps them until skipped. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,18 +11,26 @@
 
 enum { TAGS = 16 };
 
+/* An entity field: Link (no hooks) and OwnedLink (an Owned value beside it, destroyed through
+ * Owned's hook, so a value dropped twice or never shows in the log). */
+typedef struct owned_link {
+    test_owned owned;
+    kiln_entity target;
+} owned_link;
+
 /* A world on the counting allocator holding every archetype it may (65,472: one entity per tag
  * set but the last ones), so a spawn with all TAGS tags needs one past the limit; target has a
- * Position. Teardown checks every byte came back and no Owned value died twice. */
+ * Position, linked a Link (to nothing); no OwnedLink archetype. Teardown checks every byte came back and no Owned value died twice. */
 typedef struct fixture {
     test_allocator alloc;
     kiln_world *w;
-    kiln_component tags[TAGS], pos, vel, owned;
-    kiln_entity target;
+    kiln_component tags[TAGS], pos, vel, owned, link, olink;
+    kiln_entity target, linked; /* linked: a Link alone */
     test_hook_log log;
     int64_t drops; /* drop hook calls */
     kiln_result first_code; /* the first drop's code and message */
     char first[256];
+    char heard[64][256]; /* the first 64 drops' messages */
     bool fail_after_recording; /* the system refuses the allocator every request once it recorded */
 } fixture;
 
@@ -29,9 +38,26 @@ static fixture F;
 
 static void hear(kiln_world *world, const char *system, kiln_result code, const char *message, void *ctx) {
     (void)world, (void)system, (void)ctx;
+    if (F.drops < 64) snprintf(F.heard[F.drops], sizeof F.heard[0], "%s", message);
     if (F.drops++ > 0) return;
     F.first_code = code;
     snprintf(F.first, sizeof F.first, "%s", message);
+}
+
+static void olink_destroy(void *values, int32_t count, void *ctx) {
+    kiln_component_desc owned = test_owned_desc(ctx);
+    for (int32_t i = 0; i < count; i++) owned.destroy(&((owned_link *)values)[i].owned, 1, ctx);
+}
+
+static void register_links(void) {
+    static const kiln_field link_fields[] = {{"target", KILN_TYPE_ENTITY, 0, 0}};
+    static const kiln_field olink_fields[] = {{"target", KILN_TYPE_ENTITY, offsetof(owned_link, target), 0}};
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Link", .size = sizeof(kiln_entity),
+                         .fields = link_fields, .field_count = 1}, &F.link), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "OwnedLink",
+                         .size = sizeof(owned_link), .align = _Alignof(owned_link), .fields = olink_fields,
+                         .field_count = 1, .destroy = olink_destroy, .hook_ctx = &F.log}, &F.olink), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(F.w, &F.link, NULL, 1, &F.linked), KILN_OK);
 }
 
 static void setup_world(bool full) {
@@ -46,6 +72,7 @@ static void setup_world(bool full) {
     F.pos = test_register_position(F.w);
     F.vel = test_register_velocity(F.w);
     F.owned = test_register_owned(F.w, &F.log);
+    register_links();
     ck_assert_int_eq(kiln_spawn_with(F.w, &F.pos, (const void *[]){&(test_position){0, 0}}, 1, &F.target),
                      KILN_OK);
     if (full) ck_assert_int_eq(test_spawn_tag_sets(F.w, F.tags, TAGS, NULL), KILN_ERR_LIMIT);
@@ -176,6 +203,134 @@ KILN_TEST(lenient, a_deferred_spawn_past_the_limit_is_dropped_and_its_handle_sta
 
 /* ------------------------------------------------------------------------------------------ */
 
+/* A system running once whatever records is set to. */
+static void (*records)(kiln_commands *buf);
+
+static void recorder(const kiln_system_ctx *ctx) { records(ctx->commands); }
+
+static void run_once(void (*fn)(kiln_commands *buf)) {
+    records = fn;
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "linker", .run = recorder,
+                                                               .main_thread = true}), KILN_OK);
+    ck_assert_msg(kiln_schedule_run(s, 0.0) == KILN_OK, "%s", kiln_world_error(F.w));
+    kiln_schedule_destroy(s);
+}
+
+/* Every Link in the world names null or a live entity: never a placeholder's bits. */
+static int64_t links_checked(void) {
+    kiln_query *q = NULL;
+    ck_assert_int_eq(kiln_query_create(F.w, &(kiln_query_desc){.with = {F.link}}, &q), KILN_OK);
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    int64_t n = 0;
+    while (kiln_query_next(&it)) {
+        const kiln_entity *to = kiln_iter_column(&it, 0);
+        for (int32_t r = 0; r < it.count; r++, n++)
+            ck_assert_msg(to[r] == KILN_NULL_ENTITY || kiln_is_alive(F.w, to[r]), "Link to %llx",
+                          (unsigned long long)to[r]);
+    }
+    kiln_query_destroy(q);
+    return n;
+}
+
+/* Whether a drop heard (of the first 64) says what. */
+static bool heard(const char *what) {
+    for (int64_t i = 0; i < F.drops && i < 64; i++)
+        if (strstr(F.heard[i], what)) return true;
+    return false;
+}
+
+static kiln_entity spawn_tags(kiln_commands *buf) {
+    kiln_entity p;
+    ck_assert_int_eq(kiln_commands_spawn_with(buf, F.tags, NULL, TAGS, &p), KILN_OK);
+    return p;
+}
+
+/* A spawn past the limit (p), a spawn of a Link to p and a set of linked's Link to p. */
+static void link_to_dropped(kiln_commands *buf) {
+    kiln_entity p = spawn_tags(buf), q;
+    ck_assert_int_eq(kiln_commands_spawn_with(buf, &F.link, (void *[]){&p}, 1, &q), KILN_OK);
+    ck_assert_int_eq(kiln_commands_set(buf, F.linked, F.link, &p), KILN_OK);
+}
+
+/* A spawn past the limit (p) and a spawn of an OwnedLink (id 7) to p, whose archetype the full
+ * world lacks. */
+static void owned_link_to_dropped(kiln_commands *buf) {
+    kiln_entity p = spawn_tags(buf), q;
+    owned_link v = {test_owned_make(7), p};
+    ck_assert_int_eq(kiln_commands_spawn_with(buf, &F.olink, (void *[]){&v}, 1, &q), KILN_OK);
+}
+
+KILN_TEST_GROUP_WITH(placeholders, .setup = setup_full, .teardown = teardown, .timeout = 300);
+
+/* Before, the spawn and the set landed with the placeholder's raw bits in Link (a handle of no
+ * entity, which a system copying Links spread): a value naming a dropped spawn is dropped. */
+KILN_TEST(placeholders, a_value_naming_a_dropped_spawn_is_dropped_not_landed_raw) {
+    int64_t entities = kiln_entity_count(F.w);
+    run_once(link_to_dropped);
+    ck_assert_int_eq(kiln_entity_count(F.w), entities);
+    ck_assert_int_eq(links_checked(), 1); /* linked alone */
+    ck_assert(*(const kiln_entity *)kiln_get(F.w, F.linked, F.link) == KILN_NULL_ENTITY);
+    ck_assert_int_eq(dropped(), 1 + TAGS + 2 + 1);
+    ck_assert(heard("(spawn) on placeholder 1: its add of Link cannot land: field 'target' holds placeholder 0, "
+                    "whose spawn did not land; dropped"));
+    const char *msg = NULL;
+    ck_assert_int_eq(kiln_world_dropped(F.w, NULL, &msg), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(msg, "(set Link) on entity "), "%s", msg);
+    ck_assert_msg(strstr(msg, ": field 'target' holds placeholder 0, whose spawn did not land; dropped"), "%s", msg);
+}
+
+/* Before, the spawn landed as an empty entity and its add alone was dropped (no OwnedLink
+ * archetype past the limit): a spawn whose value cannot land is dropped whole, the value
+ * destroyed once. */
+KILN_TEST(placeholders, a_spawn_with_a_value_naming_a_dropped_spawn_is_dropped_whole) {
+    int64_t entities = kiln_entity_count(F.w);
+    run_once(owned_link_to_dropped);
+    ck_assert_int_eq(kiln_entity_count(F.w), entities);
+    ck_assert_int_eq(test_hook_log_count(&F.log, 7), 1);
+    ck_assert_int_eq(dropped(), 1 + TAGS + 2); /* each command counts: the spawn and its add */
+    const char *msg = NULL;
+    ck_assert_int_eq(kiln_world_dropped(F.w, NULL, &msg), KILN_ERR_DEAD_ENTITY);
+    ck_assert_msg(strstr(msg, "(add OwnedLink) on placeholder 1: its spawn did not land"), "%s", msg);
+    ck_assert(heard("(spawn) on placeholder 1: its add of OwnedLink cannot land: field 'target' holds "
+                    "placeholder 0, whose spawn did not land; dropped"));
+}
+
+/* A guessed placeholder (its spawn comes later) and one of an earlier batch cannot be rewritten
+ * at their turn either: their spawns are dropped whole; one naming its own spawn lands. */
+static kiln_entity earlier; /* a placeholder of the previous frame's batch */
+
+static void link_guessed(kiln_commands *buf) {
+    kiln_entity own, guess, old, later;
+    ck_assert_int_eq(kiln_commands_spawn(buf, &own), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(buf, own, F.link, &own), KILN_OK);
+    ck_assert_int_eq(kiln_commands_spawn(buf, &guess), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(buf, guess, F.link, &(kiln_entity){guess + 1}), KILN_OK);
+    ck_assert_int_eq(kiln_commands_spawn_with(buf, &F.link, (void *[]){&earlier}, 1, &old), KILN_OK);
+    ck_assert_int_eq(kiln_commands_spawn(buf, &later), KILN_OK);
+    earlier = own;
+}
+
+KILN_TEST(placeholders, a_spawn_with_a_guessed_or_stale_placeholder_is_dropped_whole) {
+    earlier = KILN_NULL_ENTITY;
+    int64_t entities = kiln_entity_count(F.w);
+    run_once(link_guessed); /* own, old (a Link to null) and later land */
+    ck_assert_int_eq(kiln_entity_count(F.w), entities + 3);
+    ck_assert_int_eq(dropped(), 2); /* guess: the spawn and its add */
+    ck_assert(heard("command 3 (spawn) on placeholder 1: its add of Link cannot land: field 'target' holds "
+                    "placeholder 2 whose spawn comes later in the buffer; dropped"));
+    run_once(link_guessed); /* now earlier is the first frame's own */
+    ck_assert_int_eq(kiln_entity_count(F.w), entities + 3 + 2);
+    ck_assert_int_eq(links_checked(), 1 + 2 + 1); /* linked, each frame's own, the first old */
+    ck_assert_int_eq(dropped(), 2 + 4);
+    ck_assert(heard("command 5 (spawn) on placeholder 2: its add of Link cannot land: field 'target' holds "
+                    "placeholder 0, which is not from this buffer's current batch; dropped"));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
 KILN_TEST_GROUP_WITH(memory, .setup = setup_small, .teardown = teardown, .timeout = 60);
 
 /* Out of memory may pass: the refused spawn and what follows it wait, in order, and land at the
@@ -248,4 +403,69 @@ KILN_TEST(strict, skipping_a_refused_add_destroys_its_value_once_and_the_rest_la
     ck_assert_int_eq(target_x(), 3);
     ck_assert_int_eq(test_hook_log_count(&F.log, 6), 1);
     kiln_commands_destroy(buf);
+}
+
+/* A host's buffer with a value naming a skipped spawn's placeholder: its apply fails there
+ * saying so (before: "whose spawn comes later in the buffer"), the value as recorded. */
+KILN_TEST(strict, a_value_naming_a_skipped_spawn_fails_saying_it_did_not_land) {
+    kiln_commands *buf = kiln_commands_create(F.w);
+    ck_assert_ptr_nonnull(buf);
+    kiln_entity p = spawn_tags(buf);
+    ck_assert_int_eq(kiln_commands_set(buf, F.linked, F.link, &p), KILN_OK);
+    ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_ERR_LIMIT);
+    kiln_result r;
+    do kiln_commands_skip(buf); /* the spawn, then each of its tags */
+    while ((r = kiln_commands_apply(buf, F.w, NULL)) == KILN_ERR_DEAD_ENTITY);
+    ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kiln_world_error(F.w), "(set Link) on entity ") &&
+                      strstr(kiln_world_error(F.w), ": field 'target' holds placeholder 0, whose spawn did not land"),
+                  "%s", kiln_world_error(F.w));
+    ck_assert_int_eq(kiln_commands_count(buf), 1);
+    ck_assert_int_eq(kiln_commands_skip(buf), 1);
+    ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_OK);
+    ck_assert(*(const kiln_entity *)kiln_get(F.w, F.linked, F.link) == KILN_NULL_ENTITY);
+    ck_assert_int_eq(dropped(), 0);
+    kiln_commands_destroy(buf);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* Gate: a value its check refuses while gate_closed (the world moved on after the call). */
+static bool gate_closed;
+
+static kiln_result gate_check(const kiln_world *world, kiln_entity entity, const void *value, void *ctx,
+                              char *why, size_t why_size) {
+    (void)world, (void)entity, (void)value, (void)ctx;
+    if (!gate_closed) return KILN_OK;
+    snprintf(why, why_size, "the gate is closed");
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+KILN_TEST_GROUP_WITH(whole, .setup = setup_small, .teardown = teardown, .timeout = 60);
+
+/* Before, the deferred spawn landed with its OwnedLink and without its Gate, which the queue
+ * dropped alone: the spawn goes whole, its handle dead, the OwnedLink destroyed once. */
+KILN_TEST(whole, a_deferred_spawn_whose_add_its_check_now_refuses_is_dropped_whole) {
+    kiln_component gate;
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Gate", .size = sizeof(int32_t),
+                                                                         .check = gate_check}, &gate), KILN_OK);
+    gate_closed = false;
+    int64_t entities = kiln_entity_count(F.w);
+    kiln_entity e;
+    kiln_defer_begin(F.w);
+    ck_assert_int_eq(kiln_spawn(F.w, &e), KILN_OK);
+    owned_link v = {test_owned_make(8), F.target};
+    ck_assert_int_eq(kiln_add(F.w, e, F.olink, &v), KILN_OK);
+    ck_assert_int_eq(kiln_add(F.w, e, gate, &(int32_t){1}), KILN_OK);
+    ck_assert_int_eq(kiln_set(F.w, F.target, F.pos, &(test_position){4, 4}), KILN_OK);
+    gate_closed = true;
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+    ck_assert(!kiln_is_alive(F.w, e));
+    ck_assert_int_eq(kiln_entity_count(F.w), entities);
+    ck_assert_int_eq(test_hook_log_count(&F.log, 8), 1);
+    ck_assert_int_eq(target_x(), 4);
+    ck_assert_int_eq(dropped(), 3); /* the spawn and its two adds */
+    ck_assert_msg(heard("kiln_defer_end: command 1 (spawn) on entity ") &&
+                      heard(": its add of Gate cannot land: the gate is closed; dropped"), "%s", F.first);
+    gate_closed = false;
 }
