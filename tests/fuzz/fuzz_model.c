@@ -165,21 +165,6 @@ static kiln_result apply_one(fz_ctx *c, fz_buf *buf, fz_cmd *cmd) {
         push_event(c, cmd);
         return KILN_OK;
     }
-    /* A Parent holding a placeholder: this batch's, once spawned, becomes its entity; any
-     * other fails the command (before its target is looked at); the deferred queue (lenient)
-     * never records one. */
-    if (cmd->comp == FZ_PARENT && cmd->has_value && (cmd->op == OP_ADD || cmd->op == OP_SET)) {
-        kiln_parent p;
-        memcpy(&p, cmd->value, sizeof p);
-        if (kiln_is_placeholder(p.entity)) {
-            kiln_entity to = KILN_NULL_ENTITY;
-            for (int32_t i = 0; i < buf->ph_count; i++)
-                if (buf->ph[i].handle == p.entity) to = buf->ph[i].resolved;
-            if (to == KILN_NULL_ENTITY) return KILN_ERR_INVALID_ARGUMENT;
-            p.entity = to;
-            memcpy(cmd->value, &p, sizeof p);
-        }
-    }
     fz_ent *e = target_of(c, buf, cmd);
     if (cmd->op == OP_MATERIALIZE) {
         if (!e || e->state != FZ_RESERVED) fuzz_fail(c, "harness: materialising a non-reserved entity");
@@ -192,6 +177,21 @@ static kiln_result apply_one(fz_ctx *c, fz_buf *buf, fz_cmd *cmd) {
         return KILN_OK;
     }
     if (!alive) return buf->lenient ? KILN_OK : KILN_ERR_DEAD_ENTITY;
+    /* A Parent holding a placeholder, after the target is found alive: this batch's, once
+     * spawned, becomes its entity; any other fails the command (a lenient queue drops it; the
+     * deferred queue never records one). */
+    if (cmd->comp == FZ_PARENT && cmd->has_value && (cmd->op == OP_ADD || cmd->op == OP_SET)) {
+        kiln_parent p;
+        memcpy(&p, cmd->value, sizeof p);
+        if (kiln_is_placeholder(p.entity)) {
+            kiln_entity to = KILN_NULL_ENTITY;
+            for (int32_t i = 0; i < buf->ph_count; i++)
+                if (buf->ph[i].handle == p.entity) to = buf->ph[i].resolved;
+            if (to == KILN_NULL_ENTITY) return buf->lenient ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
+            p.entity = to;
+            memcpy(cmd->value, &p, sizeof p);
+        }
+    }
     if (cmd->comp >= FZ_NC) return KILN_ERR_UNKNOWN_COMPONENT; /* recorded with its size only */
     unsigned char value[FZ_VAL];
     if (cmd->has_value) memcpy(value, cmd->value, FZ_VAL);
