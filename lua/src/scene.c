@@ -416,10 +416,14 @@ static int instance_gc(lua_State *L) {
     return 0;
 }
 
+/* "kiln.Instance (moon, 4 entities)"; a scene without a name prints none (it printed
+ * "kiln.Instance (, 1 entities)"). */
 static int instance_tostring(lua_State *L) {
     klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
-    lua_pushfstring(L, "kiln.Instance (%s, %d entities)", kiln_instance_name(ki->instance),
-                    (int)kiln_instance_spawned(ki->instance, NULL, 0));
+    const char *name = kiln_instance_name(ki->instance);
+    int spawned = (int)kiln_instance_spawned(ki->instance, NULL, 0);
+    if (name && *name) lua_pushfstring(L, "kiln.Instance (%s, %d entities)", name, spawned);
+    else lua_pushfstring(L, "kiln.Instance (%d entities)", spawned);
     return 1;
 }
 

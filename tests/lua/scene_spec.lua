@@ -80,6 +80,13 @@ describe("scenes", function()
         assert.truthy(tostring(again):match("^kiln.Instance %(moon, 4 entities%)"))
     end)
 
+    it("an instance of a scene without a name prints its count alone", function()
+        local w = world()
+        local inst = w:instantiate('{"version": 1, "entities": [{"name": "t"}]}')
+        assert.are.equal("", inst.name)
+        assert.are.equal("kiln.Instance (1 entities)", tostring(inst))
+    end)
+
     it("a prefab made from a table serves a scene too, unless it holds Lua values", function()
         local w = world()
         local tower = w:prefab{components = {Position = {x = 3}}, children = {{components = {Frozen = true}}}}
