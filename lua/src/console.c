@@ -61,6 +61,8 @@ struct kiln_console {
     int next_first; /* the client served first in the next poll (round robin) */
     bool polling;       /* a poll runs (a statement may call back into the host) */
     bool close_pending; /* closed from inside that poll: it closes when the poll ends */
+    size_t moved;       /* bytes moved down within answer queues: a slow reader must not cost
+                         * a copy of its queue per send (klua_console_moved) */
 };
 
 static void report(kiln_console *c, const char *fmt, ...) {
@@ -273,9 +275,12 @@ void kiln_console_close(kiln_console *c) {
 
 /* ---- answers ------------------------------------------------------------------------------ */
 
-static bool append(client *cl, const char *data, size_t n) {
+size_t klua_console_moved(const kiln_console *c) { return c->moved; }
+
+static bool append(kiln_console *c, client *cl, const char *data, size_t n) {
     if (cl->out_sent && cl->out_len + n > cl->out_cap) { /* the room sent bytes left */
         memmove(cl->out, cl->out + cl->out_sent, cl->out_len - cl->out_sent);
+        c->moved += cl->out_len - cl->out_sent;
         cl->out_len -= cl->out_sent;
         cl->out_sent = 0;
     }
@@ -294,7 +299,7 @@ static bool append(client *cl, const char *data, size_t n) {
 
 /* Queues one answer frame: "<status> <length>\n<text>", a text past ANSWER_MAX_BYTES cut
  * there and followed by a line saying how many bytes were not shown. */
-static bool answer(client *cl, const char *status, const char *text, size_t n) {
+static bool answer(kiln_console *c, client *cl, const char *status, const char *text, size_t n) {
     char head[64], note[CUT_NOTE_BYTES];
     size_t shown = n, noted = 0;
     if (n > ANSWER_MAX_BYTES) {
@@ -303,12 +308,12 @@ static bool answer(client *cl, const char *status, const char *text, size_t n) {
     }
     int h = snprintf(head, sizeof head, "%s %zu\n", status, shown + noted);
     if (cl->out_len - cl->out_sent + (size_t)h + shown + noted > OUT_MAX_BYTES) return false;
-    return append(cl, head, (size_t)h) && append(cl, text, shown) && append(cl, note, noted);
+    return append(c, cl, head, (size_t)h) && append(c, cl, text, shown) && append(c, cl, note, noted);
 }
 
 /* Queues the reason and closes the client once it is sent. */
 static void close_with(kiln_console *c, client *cl, const char *reason) {
-    answer(cl, "error", reason, strlen(reason));
+    answer(c, cl, "error", reason, strlen(reason));
     const char *why = strncmp(reason, "console: ", 9) == 0 ? reason + 9 : reason;
     report(c, "console: %s: %s; closed", cl->peer, why);
     cl->closing = true;
@@ -374,7 +379,7 @@ static void authenticate(kiln_console *c, client *cl, const char *line, size_t n
     lua_pop(L, 1);
     cl->authed = true;
     report(c, "console: %s: signed in", cl->peer);
-    answer(cl, "ok", "", 0);
+    answer(c, cl, "ok", "", 0);
 }
 
 /* A status word fit for a frame header, or "error". */
@@ -397,12 +402,12 @@ static bool evaluate(kiln_console *c, client *cl, const char *line, size_t n) {
     bool ok;
     if (klua_pcall_c(L, klua_budget_feed, 5, 2, 0) != LUA_OK) {
         const char *msg = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "console: error";
-        ok = answer(cl, "error", msg, strlen(msg));
+        ok = answer(c, cl, "error", msg, strlen(msg));
     } else {
         size_t sn, tn;
         const char *st = lua_tolstring(L, -2, &sn);
         const char *text = lua_tolstring(L, -1, &tn);
-        ok = answer(cl, frame_status(st, sn), text ? text : "", text ? tn : 0);
+        ok = answer(c, cl, frame_status(st, sn), text ? text : "", text ? tn : 0);
     }
     lua_settop(L, top);
     return ok;

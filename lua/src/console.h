@@ -1,5 +1,5 @@
-/* console.h: what the console's files share: the statement budget (console_budget.c) and
- * the token (console_token.c). Invariant: nothing here prints or calls Lua unprotected. */
+/* console.h: what the console's files share: the statement budget (console_budget.c), the
+ * token (console_token.c), a count for tests (console.c). Invariant: nothing here prints or calls Lua unprotected. */
 #ifndef KLUA_CONSOLE_H
 #define KLUA_CONSOLE_H
 
@@ -57,6 +57,13 @@ KLUA_HIDDEN int klua_budget_unregister(lua_State *L);
 
 /* Monotonic seconds. */
 KLUA_HIDDEN double klua_console_now(void);
+
+/* ---- console.c -------------------------------------------------------------------------- */
+
+/* Bytes the console has moved down within its clients' answer queues since it opened (the
+ * room sent bytes left, reused by a later answer). What a slow reader costs is counted here,
+ * not timed: a test bounds it. */
+KLUA_HIDDEN size_t klua_console_moved(const kiln_console *c);
 
 /* ---- console_token.c: the console's secret ---------------------------------------------- */
 
