@@ -4,6 +4,7 @@
 local kiln, World, Query, layer = ...
 local math_type, tointeger = layer.math_type, layer.tointeger
 local pack = table.pack or function(...) return {n = select("#", ...), ...} end -- LuaJIT has none
+local concat, sub = table.concat, string.sub
 
 local Session = {}
 Session.__index = Session
@@ -68,6 +69,8 @@ end
 --- kiln.session([env [, opts]]) -> a REPL session evaluating in env (default _G).
 -- opts.remote: the session serves a console client (the host runs the frames).
 -- opts.dt: the dt of :step (default 1/60).
+-- opts.answer_bytes: the most bytes of a statement's answer kept (default: no limit); past
+-- them the rest is counted, never built, and the text ends "\n... (N bytes not shown)".
 function kiln.session(env, opts)
   if env ~= nil and type(env) ~= "table" then
     error(bad_argument(1, "kiln.session", "table expected, got " .. typename(env)), 2)
@@ -77,7 +80,7 @@ function kiln.session(env, opts)
   end
   opts = opts or {}
   for k in pairs(opts) do
-    if k ~= "remote" and k ~= "dt" then
+    if k ~= "remote" and k ~= "dt" and k ~= "answer_bytes" then
       error(bad_argument(2, "kiln.session", string.format("unknown option '%s'", bounded(k))), 2)
     end
   end
@@ -86,8 +89,13 @@ function kiln.session(env, opts)
     error(bad_argument(2, "kiln.session", "dt: a finite number >= 0 expected, got " ..
       (type(dt) == "number" and tostring(dt) or typename(dt))), 2)
   end
+  local limit = opts.answer_bytes
+  if limit ~= nil and (math_type(limit) ~= "integer" or limit < 1) then
+    error(bad_argument(2, "kiln.session", "answer_bytes: an integer >= 1 expected, got " ..
+      (type(limit) == "number" and tostring(limit) or typename(limit))), 2)
+  end
   return setmetatable({env = env or _G, buffer = nil, watches = {}, remote = opts.remote and true or false,
-    dt = dt or 1 / 60}, Session)
+    dt = dt or 1 / 60, answer_bytes = limit or math.huge}, Session)
 end
 
 local function world_of(self)
@@ -142,6 +150,44 @@ local function run_traced(fn, box, ...)
   return pack(xpcall(ran, debug.traceback, fn, box, ...))
 end
 
+-- A statement's answer as it is made: its lines (out[1..]), joined by newlines at the end.
+-- At most out.limit bytes of that text are kept (out.bytes); past them a line is counted in
+-- out.cut and never built, so a statement printing far past the limit costs the limit.
+local function answer_lines(limit)
+  return {bytes = 0, cut = 0, limit = limit}
+end
+
+-- Adds the line parts[1..n] joined by tabs (strings) to out: whole while it fits, else the
+-- start that fits, the rest counted.
+local function keep_line(out, parts, n)
+  local len = n > 0 and n - 1 or 0
+  for i = 1, n do len = len + #parts[i] end
+  local sep = (#out > 0 or out.cut > 0) and 1 or 0
+  local room = out.limit - out.bytes - sep
+  if out.cut > 0 or room < 0 then
+    out.cut = out.cut + sep + len
+  elseif len <= room then
+    out[#out + 1] = concat(parts, "\t", 1, n)
+    out.bytes = out.bytes + sep + len
+  else
+    local kept, left = {}, room
+    for i = 1, n do
+      local p = parts[i]
+      if #p >= left then kept[i] = sub(p, 1, left) break end
+      kept[i], left = p, left - #p - 1
+    end
+    out[#out + 1] = concat(kept, "\t")
+    out.bytes, out.cut = out.limit, len - room
+  end
+end
+
+-- The answer's text: its kept lines, and how many bytes were not, when some were not (one
+-- join: the kept text is copied once).
+local function answer_text(out)
+  if out.cut > 0 then out[#out + 1] = string.format("... (%d bytes not shown)", out.cut) end
+  return concat(out, "\n")
+end
+
 -- The answer to a call that ran (results: xpcall's, packed): what it printed (out), then its
 -- values shown by kiln.pretty, or its error's traceback.
 local function describe(self, results, out)
@@ -149,15 +195,15 @@ local function describe(self, results, out)
     -- The traceback down to the statement (cut at layer.ran's frame, the one above xpcall's);
     -- the REPL's own frames say nothing useful.
     local text = tostring(results[2]):gsub("\n[^\n]*\n%s*%[C%]: in function 'xpcall'.*$", "")
-    out[#out + 1] = text
-    return "error", table.concat(out, "\n")
+    keep_line(out, {text}, 1)
+    return "error", answer_text(out)
   end
   local w = world_of(self)
   for i = 2, results.n do
     local ok, text = pcall(kiln.pretty, results[i], w)
-    out[#out + 1] = ok and text or tostring(results[i])
+    keep_line(out, {ok and text or tostring(results[i])}, 1)
   end
-  return "ok", table.concat(out, "\n")
+  return "ok", answer_text(out)
 end
 
 -- Runs fn with print captured; returns "ok" or "error" and the text. A tail call into C
@@ -165,11 +211,11 @@ end
 -- spent budget) can neither leave the capture in place nor, once fn has ended, answer an
 -- error for a call that ran.
 local function run(self, fn, ...)
-  local out = {}
+  local out = answer_lines(self.answer_bytes)
   return run_answer(self.env, function(...)
     local parts = pack(...)
     for i = 1, parts.n do parts[i] = tostring(parts[i]) end
-    out[#out + 1] = table.concat(parts, "\t", 1, parts.n)
+    keep_line(out, parts, parts.n)
   end, run_traced, describe, self, out, {false}, fn, ...)
 end
 

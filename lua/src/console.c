@@ -18,7 +18,9 @@
 #define OUT_PAUSE_BYTES (1 << 20) /* a client this far behind reading gets no new answers */
 /* The text one answer queues; past it the rest is cut and counted. A statement runs only while
  * at most OUT_PAUSE_BYTES wait for its client, so its answer always fits under OUT_MAX_BYTES:
- * a statement printing more (print(("x"):rep(20 << 20))) no longer drops its client. */
+ * a statement printing more (print(("x"):rep(20 << 20))) no longer drops its client. The
+ * session cuts a statement's answer itself (its answer_bytes), so what is printed past the
+ * cut is counted, never built; the cut here is for the rest. */
 #define ANSWER_MAX_BYTES (14 << 20)
 #define CUT_NOTE_BYTES 64 /* "\n... (N bytes not shown)" */
 _Static_assert(OUT_PAUSE_BYTES + ANSWER_MAX_BYTES + CUT_NOTE_BYTES + 64 <= OUT_MAX_BYTES,
@@ -298,11 +300,12 @@ static bool append(kiln_console *c, client *cl, const char *data, size_t n) {
 }
 
 /* Queues one answer frame: "<status> <length>\n<text>", a text past ANSWER_MAX_BYTES cut
- * there and followed by a line saying how many bytes were not shown. */
+ * there and followed by a line saying how many bytes were not shown. A text the session cut
+ * at ANSWER_MAX_BYTES and noted so (no longer than CUT_NOTE_BYTES more) goes as it is. */
 static bool answer(kiln_console *c, client *cl, const char *status, const char *text, size_t n) {
     char head[64], note[CUT_NOTE_BYTES];
     size_t shown = n, noted = 0;
-    if (n > ANSWER_MAX_BYTES) {
+    if (n > ANSWER_MAX_BYTES + CUT_NOTE_BYTES) {
         shown = ANSWER_MAX_BYTES;
         noted = (size_t)snprintf(note, sizeof note, "\n... (%zu bytes not shown)", n - shown);
     }
@@ -351,9 +354,11 @@ static int new_session(lua_State *L) {
     kiln_console *c = lua_touserdata(L, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->session_fn_ref);
     lua_pushglobaltable(L);
-    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 2);
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "remote");
+    lua_pushinteger(L, ANSWER_MAX_BYTES);
+    lua_setfield(L, -2, "answer_bytes");
     lua_call(L, 2, 1);
     lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
     return 1;

@@ -432,6 +432,40 @@ describe("a session stopped part way through", function()
     it("for good (a spent budget) leaves the environment's print in place", function() captured(H.every_stop) end)
 end)
 
+describe("a session's answer_bytes", function()
+    it("keeps the answer's first bytes and counts the rest", function()
+        local s = session{answer_bytes = 10}
+        assert.are.same({"ok", "abc\tdefgh"}, {s:feed("print('abc', 'defgh')")})
+        assert.are.same({"ok", "abcdef\nghi\n... (2 bytes not shown)"}, {s:feed("print('abcdef') print('ghijk')")})
+        assert.are.same({"ok", "abc\tdefghi\n... (3 bytes not shown)"}, {s:feed("print('abc', 'defghijkl')")})
+        assert.are.same({"ok", "0123456789\n... (2 bytes not shown)"}, {s:feed("print('0123456789') print('x')")})
+        -- values and an error's traceback past the cut are counted as well
+        assert.are.same({"ok", "yyyyyyyyyy\n... (16 bytes not shown)"}, {s:feed("print(('y'):rep(20)) return 12345")})
+        local status, text = s:feed("print(('y'):rep(20)) error('boom')")
+        assert.are.equal("error", status)
+        assert.truthy(text:match("^yyyyyyyyyy\n%.%.%. %(%d+ bytes not shown%)$"), text)
+    end)
+
+    it("cuts the text an unlimited session answers, at every limit", function()
+        local code = "print('ab', 1, 'c') print('') print('defg', 'h') return 'ij', 42"
+        local _, full = session():feed(code)
+        assert.are.equal("ab\t1\tc\n\ndefg\th\n\"ij\"\n42", full)
+        for limit = 1, #full + 1 do
+            local want = full
+            if #full > limit then want = full:sub(1, limit) .. "\n... (" .. (#full - limit) .. " bytes not shown)" end
+            assert.are.same({"ok", want}, {session{answer_bytes = limit}:feed(code)}, "limit " .. limit)
+        end
+    end)
+
+    it("must be an integer >= 1", function()
+        for _, v in ipairs{0, -1, 1.5, "10", true} do
+            local err = message(kiln.session, {}, {answer_bytes = v})
+            assert.truthy(err:find("bad argument #2 to 'kiln.session' (answer_bytes: an integer >= 1 expected, got ",
+                                   1, true), err)
+        end
+    end)
+end)
+
 describe("the session functions", function()
     it("raise argument errors that name the function", function()
         local s = session()

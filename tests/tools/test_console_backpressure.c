@@ -166,23 +166,22 @@ START_TEST(showing_a_long_string_answers_its_start_and_keeps_the_client) {
 }
 END_TEST
 
-/* What one statement prints costs its client at most one answer's limit: 20 MiB printed (past
- * the 16 MiB a client may have waiting) dropped the client ("too many answers waiting to be
- * read"). The answer keeps the first 14 MiB, says how many bytes were cut, and the client's
- * next statement is answered. */
-START_TEST(a_statement_printing_past_the_answer_limit_is_cut_and_keeps_its_client) {
+/* Signs in under statement_bytes (0: the default), sends statement and "return 5": the
+ * statement's answer must be its first 14 MiB of x and note, and the client's next
+ * statement must be answered. */
+static void answer_is_cut(int64_t statement_bytes, const char *statement, const char *note) {
     lua_State *L = NULL;
-    kiln_console *c = open_console(&L);
+    kiln_console *c = open_console_bytes(&L, statement_bytes);
     int fd = connect_port(kiln_console_port(c));
     ck_assert_int_ge(fd, 0);
-    send_text(fd, "token " TOKEN "\nfor i = 1, 20 do print(('x'):rep(2^20)) end\nreturn 5\n");
+    send_text(fd, "token " TOKEN "\n");
+    send_text(fd, statement);
+    send_text(fd, "\nreturn 5\n");
     size_t size = (size_t)15 << 20;
     char *out = malloc(size);
     answer_of(c, fd, out, size);
     ck_assert_str_eq(out, "ok:");
     answer_of(c, fd, out, size);
-    /* 20 lines of 1 MiB and the 19 newlines between them: 20971539 bytes, 14680064 shown */
-    const char *note = "\n... (6291475 bytes not shown)";
     size_t len = strlen(out), want = 3 + ((size_t)14 << 20) + strlen(note);
     ck_assert_msg(len == want && strncmp(out, "ok:xxx", 6) == 0 && strcmp(out + len - strlen(note), note) == 0,
                   "%zu bytes (%zu wanted), ending %s", len, want, len > 80 ? out + len - 80 : out);
@@ -192,6 +191,29 @@ START_TEST(a_statement_printing_past_the_answer_limit_is_cut_and_keeps_its_clien
     close(fd);
     kiln_console_close(c);
     lua_close(L);
+}
+
+/* What one statement prints costs its client at most one answer's limit: 20 MiB printed (past
+ * the 16 MiB a client may have waiting) dropped the client ("too many answers waiting to be
+ * read"). The answer keeps the first 14 MiB, says how many bytes were cut, and the client's
+ * next statement is answered. */
+START_TEST(a_statement_printing_past_the_answer_limit_is_cut_and_keeps_its_client) {
+    /* 20 lines of 1 MiB and the 19 newlines between them: 20971539 bytes, 14680064 shown */
+    answer_is_cut(0, "for i = 1, 20 do print(('x'):rep(2^20)) end", "\n... (6291475 bytes not shown)");
+}
+END_TEST
+
+/* What is printed past the answer's limit is counted, not kept: a statement printing 400 MiB
+ * (two hundred lines of 2 MiB, each garbage once printed) had every line kept until the
+ * answer was joined, and the answer built whole before it was cut, so the game held it all;
+ * under a memory limit of 64 MiB the statement ran out of memory ("its error was not shown:
+ * not enough memory"). It is answered the first 14 MiB and the count of the rest, within
+ * that limit. */
+START_TEST(a_statement_printing_far_past_the_answer_limit_keeps_only_what_is_shown) {
+    /* 200 lines of 2 MiB and a digit, the 199 newlines between them: 419430799 bytes, 14680064
+     * shown */
+    answer_is_cut(64 << 20, "local s = ('x'):rep(2^21) for i = 1, 200 do print(s .. i % 10) end",
+                  "\n... (404750735 bytes not shown)");
 }
 END_TEST
 
@@ -373,6 +395,7 @@ int main(void) {
     tcase_add_test(tc, statement_bytes_sets_the_limit);
     tcase_add_test(tc, showing_a_long_string_answers_its_start_and_keeps_the_client);
     tcase_add_test(tc, a_statement_printing_past_the_answer_limit_is_cut_and_keeps_its_client);
+    tcase_add_test(tc, a_statement_printing_far_past_the_answer_limit_keeps_only_what_is_shown);
     tcase_add_test(tc, a_statement_s_garbage_does_not_count_against_the_limit);
     tcase_add_test(tc, a_system_a_statement_adds_outlives_the_console);
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
