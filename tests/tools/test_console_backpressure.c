@@ -386,6 +386,40 @@ START_TEST(connections_accepted_in_one_poll_cannot_lock_out_the_token_holder) {
 }
 END_TEST
 
+/* Room is made only from clients without a token: a client that signed in keeps its place
+ * and its session however many connections come after it, in one poll or over many (more
+ * than the seven other places; checked when the last session was asked whether storms could
+ * push out a client whose token came late, and they could not). */
+START_TEST(connections_without_the_token_never_push_out_a_signed_in_client) {
+    lua_State *L = NULL;
+    kiln_console *c = open_console(&L);
+    int port = kiln_console_port(c);
+    int fd = connect_port(port);
+    ck_assert_int_ge(fd, 0);
+    send_text(fd, "token " TOKEN "\nkept = 40 return kept + 2\n");
+    signs_in_and_answers_42(c, fd);
+    int storm[40];
+    for (int i = 0; i < 20; i++) ck_assert_int_ge(storm[i] = connect_port(port), 0); /* one poll */
+    pause_ms(5);
+    kiln_console_poll(c);
+    for (int i = 20; i < 40; i++) { /* one a poll */
+        ck_assert_int_ge(storm[i] = connect_port(port), 0);
+        pause_ms(2);
+        kiln_console_poll(c);
+    }
+    char out[256];
+    answer_of(c, storm[0], out, sizeof out); /* the storm made room from itself */
+    ck_assert_str_eq(out, "error:console: too many clients (8): one without a token made room");
+    send_text(fd, "return kept + 2\n");
+    answer_of(c, fd, out, sizeof out);
+    ck_assert_str_eq(out, "ok:42");
+    for (int i = 0; i < 40; i++) close(storm[i]);
+    close(fd);
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("console_backpressure");
     TCase *tc = tcase_create("costs");
@@ -401,6 +435,7 @@ int main(void) {
     tcase_add_test(tc, connections_without_the_token_cannot_hold_every_place);
     tcase_add_test(tc, a_storm_of_connections_cannot_push_out_a_client_whose_token_came);
     tcase_add_test(tc, connections_accepted_in_one_poll_cannot_lock_out_the_token_holder);
+    tcase_add_test(tc, connections_without_the_token_never_push_out_a_signed_in_client);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
