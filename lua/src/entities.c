@@ -240,7 +240,8 @@ static int w_add(lua_State *L) {
     const klua_comp *cc = klua_comp_ready(kw, c);
     if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
-    if (kw->mod_hooks && !kiln_has(kw->world, e, c)) { /* raises past the mod's budgets */
+    bool had = kiln_has(kw->world, e, c);
+    if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);
         if (info->size) kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
         else kw->mod_hooks->before_reshape(L, kw, e, c, true, fname);
@@ -248,6 +249,7 @@ static int w_add(lua_State *L) {
     uint8_t *val = klua_scratch(L, kw, info->size);
     klua_build_value(L, kw, c, 4, val, info, fname, e);
     if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */
+    if (kw->mod_hooks && had) kw->mod_hooks->before_change(L, kw, e, c, val, fname); /* (no Lua value to let go) */
     int64_t walked = info->has_check ? klua_links_walked(kw) : 0;
     if (kiln_add(kw->world, e, c, info->size ? val : NULL) != KILN_OK) {
         klua_unref_value(L, kw, c, val);
@@ -361,6 +363,7 @@ static int w_set(lua_State *L) {
     uint8_t *val = klua_scratch(L, kw, info.size);
     memcpy(val, kiln_get(kw->world, e, c), info.size);
     klua_read_fields(L, 4, &info, val, fname, e);
+    if (kw->mod_hooks) kw->mod_hooks->before_change(L, kw, e, c, val, fname);
     /* In-place writes skip the core's check hook: ask it first (Parent refuses cycles). */
     if (info.has_check) {
         int64_t walked = klua_links_walked(kw);

@@ -39,7 +39,9 @@ static int w_set_parent(lua_State *L) {
         } else if (has && parent == KILN_NULL_ENTITY) {
             kw->mod_hooks->before_remove(L, kw, child, pc, fname);
             kw->mod_hooks->before_reshape(L, kw, child, pc, false, fname);
-        } /* a new parent for a child that has one is a value set in place: it reshapes nothing */
+        } else if (has) { /* a new parent for a child that has one is a value set in place: it reshapes nothing */
+            kw->mod_hooks->before_change(L, kw, child, pc, &(kiln_parent){parent}, fname);
+        }
     }
     int64_t walked = klua_links_walked(kw);
     kiln_result r = kiln_transform_set_parent(kw->world, child, parent);

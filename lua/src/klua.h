@@ -168,11 +168,16 @@ typedef struct klua_mod_hooks {
      * out of memory); emits gives the buffer a top level's emits wait in until it succeeds
      * (NULL: emit at once). before_resource, before the view sets resource c which the world
      * lacks (set) or removes it, which the world has: records the set to take back, or raises
-     * for a removal a failed load could not take back. */
+     * for a removal a failed load could not take back. before_change, before the view writes value
+     * (NULL: one that differs) over c on e, which has it: raises when c is Name or Parent, which
+     * the world indexes, and e was there before the top level (a failed load could not give the
+     * old name or link back: another may hold the name by then). */
     void (*before_remove)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname);
     void (*before_despawn_tree)(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
     void (*before_add)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
     void (*before_resource)(lua_State *L, klua_world *kw, kiln_component c, bool set, const char *fname);
+    void (*before_change)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const void *value,
+                          const char *fname);
     kiln_commands *(*emits)(lua_State *L, klua_world *kw);
     /* The mod's queued changes the world dropped as they landed, and the last one's message. */
     int64_t (*dropped)(klua_world *kw, const char **message);

@@ -1,10 +1,10 @@
 /* mod_undo.c: what a mod's failed top level takes back besides its registrations (mods.c): the
  * components it added to entities there before it ran, the resources it set where there were
  * none, its emits, which wait until it succeeds, and its spawns, their slots as they were where
- * the handles went nowhere. Invariant: what it could not take back (despawns and removals on any
- * entity there before it ran, the previous version's and kept ones too, and removals of the
- * resources there before it ran) is refused while a top level runs, so a failed load leaves the
- * world's entities and resources as they were. */
+ * the handles went nowhere. Invariant: what it could not take back (despawns, removals, renames
+ * and new parents on any entity there before it ran, the previous version's and kept ones too,
+ * and removals of the resources there before it ran) is refused while a top level runs, so a
+ * failed load leaves the world's entities and resources as they were. */
 #include <stdlib.h>
 
 #include "kiln_transform.h"
@@ -153,6 +153,24 @@ void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_compo
         loading->load_add_cap = ncap;
     }
     loading->load_adds[loading->load_add_count++] = (klua_mod_added){e, c};
+}
+
+void klua_mod_before_change(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const void *value,
+                            const char *fname) {
+    klua_mod *loading = loading_for(kw);
+    if (!loading || !kiln_is_alive(kw->world, e) || !kiln_has(kw->world, e, c)) return;
+    kiln_transform_ids ids;
+    bool link = kiln_transform_ids_get(kw->world, &ids) && c == ids.parent;
+    if (!link && c != kiln_component_lookup(kw->world, "Name")) return; /* in place: stays, as a system's */
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    if (value && memcmp(value, kiln_get(kw->world, e, c), info.size) == 0) return; /* the same: no change */
+    if (spawned_while_loading(L, kw, loading, e)) return;
+    char eb[24];
+    klua_entity_str(e, eb);
+    luaL_error(L, "%s: a mod's top level may change the %s of only the entities spawned while it runs (entity %s "
+                  "had one before, and a failed load of mod '%s' could not give it back); do it from a system",
+               fname, link ? "parent" : "name", eb, loading->name);
 }
 
 /* Whether the top level of loading set resource c where there was none (by its code or by code

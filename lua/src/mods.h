@@ -342,6 +342,8 @@ KLUA_HIDDEN void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln
 KLUA_HIDDEN void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
 KLUA_HIDDEN void klua_mod_before_resource(lua_State *L, klua_world *kw, kiln_component c, bool set,
                                           const char *fname);
+KLUA_HIDDEN void klua_mod_before_change(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c,
+                                        const void *value, const char *fname);
 KLUA_HIDDEN kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw);
 /* The top level of mod (loading) failed, or the call that loaded it takes it back: takes its
  * adds to entities there before it ran off again, the latest first, and the resources it made

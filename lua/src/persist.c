@@ -690,6 +690,8 @@ static int w_name(lua_State *L) {
         kiln_component_info_get(kw->world, id, &info);
         if (name && !has) kw->mod_hooks->before_add(L, kw, e, id);
         else if (!name && has) kw->mod_hooks->before_remove(L, kw, e, id, fname);
+        else if (name && strcmp(name, kiln_name_get(kw->world, e)) != 0) /* a rename */
+            kw->mod_hooks->before_change(L, kw, e, id, NULL, fname);
         if (name && !has) kw->mod_hooks->before_grow(L, kw, e, id, (int64_t)(info.stride + sizeof(kiln_row_tick)), fname);
         else if (!name && has) kw->mod_hooks->before_reshape(L, kw, e, id, false, fname);
     }

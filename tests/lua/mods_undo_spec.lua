@@ -377,3 +377,53 @@ describe("a mod's top level, on the world's resources", function()
         assert.matches(refused:gsub("mod 'm'", "mod 'n'"):format("Cfg"), err, 1, true)
     end)
 end)
+
+-- A name is unique and the world indexes names and links: a failed load could not give an old
+-- name back (another may hold it by then), so a top level may change the name or the parent of
+-- only what was spawned while it runs, as it may despawn only that. A first name or parent is an
+-- add, taken back when the load fails.
+describe("a mod's top level, on the names and parents of entities there before it", function()
+    after_each(M.cleanup)
+
+    it("cannot rename or reparent them, by any call: a failed load or reload leaves the hash", function()
+        local dir = M.folder()
+        local w = kiln.world{transforms = true}
+        local mods = kiln.mods(w)
+        local a, b, c = w:spawn{}, w:spawn{}, w:spawn{}
+        w:name(a, "hero")
+        w:set_parent(c, a)
+        M.write(dir, "m.lua", "own = world:spawn{} world:name(own, 'own') world:set_parent(own, " .. a .. ")")
+        assert(mods:load(dir .. "/m.lua"))
+        local own = w:lookup("own")
+        local function refused(what, e)
+            return "a mod's top level may change the " .. what .. " of only the entities spawned while it " ..
+                "runs (entity " .. kiln.handle(e) .. " had one before, and a failed load of mod 'm' could not " ..
+                "give it back); do it from a system"
+        end
+        local calls = {
+            {"world:name(%d, 'villain')", a, "world:name: " .. refused("name", a)},
+            {"world:set(%d, 'Name', {text = 'villain'})", a, "world:set: " .. refused("name", a)},
+            {"world:add(%d, 'Name', {text = 'villain'})", own, "world:add: " .. refused("name", own)},
+            {"world:set_parent(%d, " .. b .. ")", c, "world:set_parent: " .. refused("parent", c)},
+            {"world:set(%d, 'Parent', {entity = " .. b .. "})", own, "world:set: " .. refused("parent", own)},
+            {"world:add(%d, 'Parent', {entity = " .. b .. "})", c, "world:add: " .. refused("parent", c)},
+        }
+        for _, call in ipairs(calls) do
+            local before = w:hash("hex")
+            M.write(dir, "m.lua", "local e = world:spawn{} world:name(e, 'fresh') world:set_parent(e, " .. b ..
+                ") world:name(e, 'fresher') world:set_parent(e, " .. c .. ") world:name(" .. a .. ", 'hero') " ..
+                call[1]:format(call[2]) .. " error('unreached')")
+            local ok, err = mods:reload("m")
+            assert.is_nil(ok)
+            assert.matches(call[3], err, 1, true)
+            assert.are.equal(before, w:hash("hex"))
+        end
+        assert.are.equal(a, w:lookup("hero"))
+        assert.are.equal(own, w:lookup("own"))
+        -- a system may: a frame's writes stay, as every system's
+        M.write(dir, "m.lua", "world:system{name = 'rename', writes = {'Name'}, run = function(w) w:name(" .. a .. ", 'villain') end}")
+        assert(mods:reload("m"))
+        assert.is_true(w:progress(1 / 60))
+        assert.are.equal(a, w:lookup("villain"))
+    end)
+end)
