@@ -59,9 +59,10 @@ void klua_mods_end_loops(klua_mods *mods, lua_State *L, klua_world *kw, klua_mod
     lua_settop(L, top);
 }
 
-void klua_mod_carry_drops(klua_mod *mod, const klua_mod *old) {
-    mod->dropped += old->dropped;
-    if (!mod->dropped_error[0]) memcpy(mod->dropped_error, old->dropped_error, sizeof mod->dropped_error);
+void klua_mod_carry_drops(klua_mod *to, const klua_mod *from, bool later) {
+    to->dropped += from->dropped;
+    if (from->dropped_error[0] && (later || !to->dropped_error[0]))
+        memcpy(to->dropped_error, from->dropped_error, sizeof to->dropped_error);
 }
 
 int64_t klua_mod_dropped(klua_world *kw, const char **message) {

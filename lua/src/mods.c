@@ -643,6 +643,7 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     mod->staged_count = 0;
     return mod; /* its spawns stay listed until the caller keeps the load */
 fail:
+    if (previous) klua_mod_carry_drops(previous, mod, true); /* its top level's drops: the old version's */
     snprintf(err, size, "mod '%s': %s", mod->name[0] ? mod->name : previous ? previous->name : path, mod->error);
     if (mod->L) lua_close(mod->L); /* none of its systems is in the schedule */
     if (!previous && mod->spawned) kiln_query_destroy(mod->spawned);
@@ -746,7 +747,7 @@ static klua_mod *reload_one(klua_mods *mods, klua_mod *old, char *err, size_t si
     }
     if (running) {
         mod->failures = old->failures;
-        klua_mod_carry_drops(mod, old); /* (its top level's drops are the new version's) */
+        klua_mod_carry_drops(mod, old, false); /* (its top level's drops are the new version's) */
         carry_log(mod, old);
     }
     for (int i = 0; i < mods->count; i++)

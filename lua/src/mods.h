@@ -324,8 +324,10 @@ KLUA_HIDDEN void klua_mod_push_drops(lua_State *L, const klua_mod *mod);
  * land and the world drops counts as owner's (NULL: as drop_owner finds it), owner being the
  * mod whose code queued it (a top level or an export left them open). Never raises. */
 KLUA_HIDDEN void klua_mods_end_loops(klua_mods *mods, lua_State *L, klua_world *kw, klua_mod *owner);
-/* A reload's books: the new version keeps the old one's drops beside its top level's own. */
-KLUA_HIDDEN void klua_mod_carry_drops(klua_mod *mod, const klua_mod *old);
+/* A reload's books: to adds from's drops to its own, and takes from's last message when from's
+ * came later (a failed reload's top level gives its drops to the old version, which runs on;
+ * a reload that succeeds keeps the old version's beside its top level's own). */
+KLUA_HIDDEN void klua_mod_carry_drops(klua_mod *to, const klua_mod *from, bool later);
 
 /* ---- mod_undo.c: what a failed top level takes back beyond its spawns and registrations ----
  * Its top level begins: notes whether entities with its tag are there already (those a failed

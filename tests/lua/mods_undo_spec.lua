@@ -146,6 +146,31 @@ describe("a failed mod reload", function()
         assert.are.equal(4, mods:list()[1].entities)
         assert.are.same({}, M.frames(w, 1))
     end)
+
+    it("adds its top level's drops to the old version's, as a reload that succeeds does", function()
+        local dir = M.folder()
+        local w, mods = M.host()
+        w:component("Velocity", "float x, y;")
+        -- a loop queuing an add after a despawn of the same entity: the add drops as it lands
+        -- (under LuaJIT the break leaves the loop open, for kiln to end after the top level)
+        local drops = [[
+            local e = world:spawn{Position = {x = 7, y = 0}}
+            for _ in world:query{"Position"}:each() do
+                world:despawn(e); world:add(e, "Velocity", {x = 1, y = 1}); break
+            end
+        ]]
+        M.write(dir, "dropper.lua", drops)
+        assert(mods:load(dir .. "/dropper.lua"))
+        local first = M.info(mods, "dropper")
+        assert.are.equal(1, first.dropped)
+        M.write(dir, "dropper.lua", drops .. "error('version two is broken')")
+        assert.is_nil(mods:reload("dropper"))
+        assert.are.equal(2, (w:dropped()))
+        local info = M.info(mods, "dropper")
+        assert.are.equal(2, info.dropped)
+        assert.matches("command 2 (add Velocity)", info.dropped_error, 1, true)
+        assert.are_not.equal(first.dropped_error, info.dropped_error) -- the latest: the failed top level's
+    end)
 end)
 
 -- The mod's tag is on the previous version's entities and on those an unload kept, but a failed
