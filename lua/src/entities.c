@@ -71,7 +71,7 @@ static bool spawn_fast(lua_State *L, klua_world *kw, const char *fname, kiln_ent
         kiln_component c = klua_check_component(L, kw, -2, 2, fname);
         if (kw->current) klua_check_access(L, kw, c, true, fname);
         const klua_comp *cc = klua_comp_ready(kw, c);
-        if (!cc || klua_is_lua_valued(kw, c)) break;
+        if (!cc || cc->info.owner || klua_is_lua_valued(kw, c)) break; /* (an owner mark: see below) */
         size_t off = total;
         total += (cc->info.size + 15) & ~(size_t)15;
         /* the Lua allocator: runs no collector */
@@ -121,6 +121,7 @@ static int w_spawn(lua_State *L) {
             comps[n] = klua_check_component(L, kw, -2, 2, fname);
             klua_check_access(L, kw, comps[n], true, fname);
             kiln_component_info_get(kw->world, comps[n], &infos[n]);
+            if (klua_is_mod_tag(&infos[n])) klua_argerror(L, 2, fname, KLUA_MOD_TAG_REFUSED, infos[n].name);
             total += (infos[n].size + 15) & ~(size_t)15;
             if (infos[n].size) held += (int64_t)(infos[n].stride + sizeof(kiln_row_tick));
             n++;
@@ -240,6 +241,7 @@ static int w_add(lua_State *L) {
     const klua_comp *cc = klua_comp_ready(kw, c);
     if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
+    if (klua_is_mod_tag(info)) klua_argerror(L, 3, fname, KLUA_MOD_TAG_REFUSED, info->name);
     bool had = kiln_has(kw->world, e, c);
     if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);

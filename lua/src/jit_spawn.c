@@ -71,7 +71,7 @@ static int spawn_describe(lua_State *L) {
     if (!kw || kw->closed || kw->host || lua_type(L, 2) != LUA_TSTRING || !klua_name_ok(name, len)) return 0;
     kiln_component c = kiln_component_lookup(kw->world, name);
     kiln_component_info info;
-    if (!c || c == kw->shared_type || !kiln_component_info_get(kw->world, c, &info)) return 0;
+    if (!c || c == kw->shared_type || !kiln_component_info_get(kw->world, c, &info) || klua_is_mod_tag(&info)) return 0;
     lua_createtable(L, 0, 6);
     if (kw->closed) return 0; /* by a finalizer making the table ran: the C path raises */
     lua_pushinteger(L, c);

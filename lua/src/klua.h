@@ -115,6 +115,12 @@ typedef struct klua_world klua_world;
 /* The tag on a mod's entities is the owner mark "kiln.mod.NAME" (mods.c registers it; no
  * script may declare such a name). */
 #define KLUA_MOD_TAG_PREFIX "kiln.mod."
+/* Whether info is such a tag: only the manager puts one on an entity (world:spawn and
+ * world:add refuse it, the host's too: its entity would be the mod's, and go with its unload). */
+static inline bool klua_is_mod_tag(const kiln_component_info *info) {
+    return info->owner && strncmp(info->name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0;
+}
+#define KLUA_MOD_TAG_REFUSED "'%s' is a mod's tag, which only its mod manager puts on the mod's entities"
 
 /* What a mod's view of the world asks of the mod manager (mods.c), which lives above the
  * class files: the calls go through these pointers, never by name. */

@@ -5,6 +5,7 @@
 local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
 local H = dofile(here .. "helpers.lua")
 local M = dofile(here .. "mods_helpers.lua")
+local kiln = require "kiln"
 
 local MAKER = [[
 world:component("Hp", "int32_t v;")
@@ -176,5 +177,39 @@ describe("a snapshot holding a mod's entities", function()
         local kept = w:snapshot()
         w:restore(kept)
         assert.are.equal(2, #M.entities_with(w, "kiln.mod.maker"))
+    end)
+end)
+
+-- The tag says whose an entity is, and a mod's unload despawns what carries it: the host's
+-- world:spawn and world:add put it on the host's own entities, which the mod then counted and
+-- its unload despawned. Only the manager puts it on an entity; reading it stays open.
+describe("a mod's tag", function()
+    after_each(M.cleanup)
+
+    it("cannot be put on an entity by the host: the mod's unload leaves the host's entities", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        local mods = kiln.mods(w)
+        assert(mods:load(M.write(M.folder(), "m.lua", "world:spawn{Position = {x = 9, y = 9}}")))
+        local a = w:spawn{Position = {x = 1, y = 2}}
+        local refused = "('kiln.mod.m' is a mod's tag, which only its mod manager puts on the mod's entities)"
+        local ok, err = pcall(w.add, w, a, "kiln.mod.m")
+        assert.is_false(ok)
+        assert.matches("bad argument #2 to 'world:add' " .. refused, err, 1, true)
+        for _, init in ipairs{{Position = {x = 3, y = 4}, ["kiln.mod.m"] = true}, {["kiln.mod.m"] = true}} do
+            ok, err = pcall(w.spawn, w, init)
+            assert.is_false(ok)
+            assert.matches("bad argument #1 to 'world:spawn' " .. refused, err, 1, true)
+        end
+        local c = kiln.commands()
+        c:add(a, "kiln.mod.m")
+        local applied, why = c:apply(w)
+        assert.is_nil(applied)
+        assert.matches(refused, why, 1, true)
+        assert.are.equal(1, w:query{"kiln.mod.m"}:count()) -- the mod's own, read by the host
+        assert.are.equal(1, M.info(mods, "m").entities)
+        assert(mods:unload("m"))
+        assert.is_true(w:is_alive(a))
+        assert.are.equal(1, w:count())
     end)
 end)
