@@ -248,6 +248,62 @@ START_TEST(a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole)
 }
 END_TEST
 
+/* mods:load_dir loading a.lua (two spawns) and then b.lua, whose top level hands a's first
+ * spawn to a granted host function, with the host's Lua refusing after each number of grants
+ * in turn. When the call raises after b's call out, a's load is taken back with every spawn
+ * of it counting as shown (mod_undo.c: a call out since its top level ended): despawned, its
+ * slot spent, so the handle the host kept never names another entity. Given back as it was,
+ * the next spawn took the kept handle. */
+START_TEST(a_load_dir_taken_back_after_a_later_mod_called_out_keeps_the_first_mods_handles_spent) {
+    char dir[64], setup[1024];
+    snprintf(dir, sizeof dir, "/tmp/kiln-mods-shown-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(setup, sizeof setup,
+             "dir = '%s' local function put(name, text)\n"
+             "  local f = assert(io.open(dir .. '/' .. name, 'w')) f:write(text) f:close() end\n"
+             "put('a.lua', [[world:component('Junk', 'int32_t v;') for i = 1, 2 do world:spawn{Junk = {v = i}} end]])\n"
+             "put('b.lua', [[world:component('Junk', 'int32_t v;')\n"
+             "  for e, j in world:query{'Junk'}:each() do if j.v == 1 then keep(e) end end]])\n"
+             "kept = nil mods = kiln.mods(w, {allow = {keep = function(e) kept = e end}})",
+             dir);
+    int64_t n = 0, shown = 0;
+    for (bool whole = false; !whole; n++) {
+        host h;
+        start(&h, setup);
+        run(h.L, "collectgarbage() collectgarbage()");
+        uint64_t content = kiln_world_content_hash(h.world);
+        int64_t count = kiln_entity_count(h.world);
+        int rc = call_failing_after(&h, "local got = mods:load_dir(dir) whole = #got == 2", n);
+        if (rc != LUA_OK) {
+            lua_pop(h.L, 1);
+            ck_assert_msg(kiln_world_content_hash(h.world) == content && kiln_entity_count(h.world) == count,
+                          "refused after %lld grants, the world changed", (long long)n);
+            run(h.L, "assert(#mods:list() == 0)");
+            (void)luaL_dostring(h.L, "return kept ~= nil");
+            if (lua_toboolean(h.L, -1)) {
+                shown++;
+                run(h.L, "assert(not w:is_alive(kept), 'the kept handle names a live entity')\n"
+                         "assert(w:spawn{} ~= kept, 'the next spawn took the handle the host kept')");
+            }
+            lua_settop(h.L, 0);
+        } else {
+            (void)luaL_dostring(h.L, "return whole");
+            whole = lua_toboolean(h.L, -1);
+            lua_settop(h.L, 0);
+        }
+        run(h.L, "mods:close()");
+        stop(&h);
+    }
+    ck_assert_int_gt(shown, 0); /* the raise after b's call out was met, not only before it */
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.lua", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/b.lua", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* A mod with entities of its own and its component on the host's, unloaded with the world's
  * allocator refusing after each number of grants in turn: the unload is done whole (its
  * entities gone, its component off every host entity), or it says it was not and the mod
@@ -308,6 +364,7 @@ int main(void) {
     tcase_add_loop_test(tc, a_manager_call_out_of_lua_memory_anywhere_raises_before_it_changes_anything, 0, CALLS);
     tcase_add_test(tc, a_reload_reordering_its_systems_out_of_world_memory_anywhere_leaves_a_clean_world);
     tcase_add_test(tc, a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole);
+    tcase_add_test(tc, a_load_dir_taken_back_after_a_later_mod_called_out_keeps_the_first_mods_handles_spent);
     tcase_add_test(tc, an_unload_out_of_world_memory_anywhere_is_done_whole_or_says_so_and_can_be_done_again);
     suite_add_tcase(s, tc);
     return run_suite(s);
