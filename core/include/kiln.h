@@ -601,12 +601,12 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
  * Not while a query of world iterates, nor from a running system that is not exclusive. */
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
 
-/* kiln_commands_clear discards every pending command, destroying their values once. kiln_commands_skip
- * discards the first (where a failed apply stopped; a spawn with the adds it holds), its value destroyed,
- * and returns how many went (0: none pending); not mid-apply. Later commands aimed at a skipped spawn's
- * placeholder fail in turn ("its spawn did not land"). kiln_commands_count: how many are pending. */
+/* kiln_commands_clear discards every pending command, destroying their values once. kiln_commands_skip discards the
+ * first (where a failed apply stopped; a spawn with the adds it holds), its value destroyed, writing how many went
+ * to skipped (may be NULL; 0: none pending); from a hook its apply runs it skips none: KILN_ERR_INVALID_ARGUMENT.
+ * Commands aimed at a skipped spawn's placeholder then fail ("its spawn did not land"). kiln_commands_count: pending. */
 void kiln_commands_clear(kiln_commands *cmd);
-int64_t kiln_commands_skip(kiln_commands *cmd);
+kiln_result kiln_commands_skip(kiln_commands *cmd, int64_t *skipped);
 int64_t kiln_commands_count(const kiln_commands *cmd);
 
 /* The entity a placeholder of this buffer became, or KILN_NULL_ENTITY when its spawn has not

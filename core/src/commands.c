@@ -149,10 +149,16 @@ void kl_commands_free(kiln_commands *cmd) {
 /* Recording into a buffer whose world was destroyed fails (the registry is gone). */
 static kiln_result check_world(kiln_commands *cmd, const char *call);
 
-int64_t kiln_commands_skip(kiln_commands *cmd) {
+kiln_result kiln_commands_skip(kiln_commands *cmd, int64_t *skipped) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
-    KILN_ASSERT(!cmd->applying, "kiln_commands_skip: the buffer is being applied");
-    if (!cmd->world || cmd->head == cmd->count) return 0;
+    if (skipped) *skipped = 0;
+    /* A hook its apply runs: the apply still walks the slot at head, and would apply past
+     * the skipped one or read a freed value (a refusal in every build, not an assertion). */
+    if (cmd->applying)
+        return kl_fail(cmd->world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_commands_skip: the buffer is being applied (called from a hook its apply "
+                       "runs); skip after kiln_commands_apply returns");
+    if (!cmd->world || cmd->head == cmd->count) return KILN_OK;
     kl_cmd *c = &cmd->cmds[cmd->head];
     int64_t parts = cmd_parts(c);
     if (c->op == KL_OP_SPAWN) spawn_gone(cmd, c); /* values naming it are refused, not left raw */
@@ -160,7 +166,8 @@ int64_t kiln_commands_skip(kiln_commands *cmd) {
     cmd->held -= parts - 1;
     if (cmd->hold == cmd->head) cmd->hold = KL_NO_HOLD; /* no later add joins a skipped spawn */
     cmd->head++;
-    return parts;
+    if (skipped) *skipped = parts;
+    return KILN_OK;
 }
 
 int64_t kiln_commands_count(const kiln_commands *cmd) {

@@ -97,6 +97,13 @@ static float target_x(void) {
     return p->x;
 }
 
+/* kiln_commands_skip's count, the skip asserted to succeed. */
+static int64_t skip(kiln_commands *buf) {
+    int64_t n = -1;
+    ck_assert_int_eq(kiln_commands_skip(buf, &n), KILN_OK);
+    return n;
+}
+
 static int64_t dropped(void) {
     int64_t n = -1;
     kiln_world_dropped(F.w, &n, NULL);
@@ -370,19 +377,19 @@ KILN_TEST(strict, a_buffer_keeps_a_spawn_past_the_limit_until_skipped) {
         ck_assert_int_eq(applied, 0);
         ck_assert_int_eq(kiln_commands_count(buf), pending);
     }
-    ck_assert_int_eq(kiln_commands_skip(buf), 3); /* the spawn and the two adds it holds */
+    ck_assert_int_eq(skip(buf), 3); /* the spawn and the two adds it holds */
     ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_ERR_DEAD_ENTITY);
     ck_assert_str_eq(kiln_world_error(F.w),
                      "kiln_commands_apply: command 1 (add T0) on placeholder 0: its spawn did not land");
     int64_t skipped = 3;
     kiln_result r;
-    while ((r = kiln_commands_apply(buf, F.w, NULL)) == KILN_ERR_DEAD_ENTITY) skipped += kiln_commands_skip(buf);
+    while ((r = kiln_commands_apply(buf, F.w, NULL)) == KILN_ERR_DEAD_ENTITY) skipped += skip(buf);
     ck_assert_msg(r == KILN_OK, "%s", kiln_world_error(F.w));
     ck_assert_int_eq(skipped, 3 + TAGS + 2); /* the despawn of the never spawned is no failure */
     ck_assert_int_eq(test_hook_log_count(&F.log, 4), 1);
     ck_assert_int_eq(target_x(), 8);
     ck_assert_int_eq(dropped(), 0); /* a host's buffer drops nothing by itself */
-    ck_assert_int_eq(kiln_commands_skip(buf), 0);
+    ck_assert_int_eq(skip(buf), 0);
     kiln_commands_destroy(buf);
 }
 
@@ -396,7 +403,7 @@ KILN_TEST(strict, skipping_a_refused_add_destroys_its_value_once_and_the_rest_la
     ck_assert_int_eq(kiln_commands_set(buf, F.target, F.pos, &(test_position){3, 3}), KILN_OK);
     ck_assert_int_eq(kiln_despawn(F.w, gone), KILN_OK);
     ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_ERR_DEAD_ENTITY);
-    ck_assert_int_eq(kiln_commands_skip(buf), 1);
+    ck_assert_int_eq(skip(buf), 1);
     ck_assert_int_eq(test_hook_log_count(&F.log, 6), 1);
     ck_assert_int_eq(kiln_commands_count(buf), 1);
     ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_OK);
@@ -414,14 +421,14 @@ KILN_TEST(strict, a_value_naming_a_skipped_spawn_fails_saying_it_did_not_land) {
     ck_assert_int_eq(kiln_commands_set(buf, F.linked, F.link, &p), KILN_OK);
     ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_ERR_LIMIT);
     kiln_result r;
-    do kiln_commands_skip(buf); /* the spawn, then each of its tags */
+    do skip(buf); /* the spawn, then each of its tags */
     while ((r = kiln_commands_apply(buf, F.w, NULL)) == KILN_ERR_DEAD_ENTITY);
     ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(kiln_world_error(F.w), "(set Link) on entity ") &&
                       strstr(kiln_world_error(F.w), ": field 'target' holds placeholder 0, whose spawn did not land"),
                   "%s", kiln_world_error(F.w));
     ck_assert_int_eq(kiln_commands_count(buf), 1);
-    ck_assert_int_eq(kiln_commands_skip(buf), 1);
+    ck_assert_int_eq(skip(buf), 1);
     ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_OK);
     ck_assert(*(const kiln_entity *)kiln_get(F.w, F.linked, F.link) == KILN_NULL_ENTITY);
     ck_assert_int_eq(dropped(), 0);
@@ -468,4 +475,43 @@ KILN_TEST(whole, a_deferred_spawn_whose_add_its_check_now_refuses_is_dropped_who
     ck_assert_msg(heard("kiln_defer_end: command 1 (spawn) on entity ") &&
                       heard(": its add of Gate cannot land: the gate is closed; dropped"), "%s", F.first);
     gate_closed = false;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* Spy: its check skips spy_buf's first command while the apply runs, noting what it got. */
+static kiln_commands *spy_buf;
+static kiln_result spy_code;
+static int64_t spy_skipped;
+static char spy_error[256];
+
+static kiln_result spy_check(const kiln_world *world, kiln_entity entity, const void *value, void *ctx, char *why,
+                             size_t why_size) {
+    (void)entity, (void)value, (void)ctx, (void)why, (void)why_size;
+    spy_code = kiln_commands_skip(spy_buf, &spy_skipped);
+    snprintf(spy_error, sizeof spy_error, "%s", kiln_world_error(world));
+    return KILN_OK;
+}
+
+KILN_TEST_GROUP_WITH(midapply, .setup = setup_small, .teardown = teardown, .timeout = 60);
+
+/* Before, it asserted (and with NDEBUG skipped the slot the apply stood on). */
+KILN_TEST(midapply, kiln_commands_skip_from_a_hook_of_the_apply_is_refused_and_skips_nothing) {
+    kiln_component spy;
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Spy", .size = sizeof(int32_t),
+                                                                         .check = spy_check}, &spy), KILN_OK);
+    spy_buf = kiln_commands_create(F.w);
+    ck_assert_ptr_nonnull(spy_buf);
+    ck_assert_int_eq(kiln_commands_add(spy_buf, F.target, spy, &(int32_t){1}), KILN_OK);
+    ck_assert_int_eq(kiln_commands_set(spy_buf, F.target, F.pos, &(test_position){6, 6}), KILN_OK);
+    spy_code = KILN_OK;
+    spy_skipped = -1;
+    ck_assert_int_eq(kiln_commands_apply(spy_buf, F.w, NULL), KILN_OK);
+    ck_assert_int_eq(spy_code, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(spy_skipped, 0);
+    ck_assert_msg(strstr(spy_error, "kiln_commands_skip: the buffer is being applied"), "%s", spy_error);
+    ck_assert(kiln_has(F.w, F.target, spy)); /* nothing was skipped: both landed */
+    ck_assert_int_eq(target_x(), 6);
+    ck_assert_int_eq(kiln_commands_count(spy_buf), 0);
+    kiln_commands_destroy(spy_buf);
 }
