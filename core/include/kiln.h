@@ -532,19 +532,19 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
  * with its own accounting. It keeps its memory across applies (reused alike, it allocates
  * nothing); room past 4x a batch's use goes back at its next complete apply or idle frame. */
 
-/* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62 is
- * set, far above any handle), and only the batch that made them accepts them: its tag is never
- * reused in the world (2^38 tags, then KILN_ERR_LIMIT; 2^24 spawns per batch). A placeholder may
- * also be recorded inside a value (add, set, emit): the apply rewrites every KILN_TYPE_ENTITY
- * field (arrays too) of the component's or event type's reflection that holds a placeholder of the
- * current batch to the entity its spawn became, before the check hook sees the value; so a Parent
- * naming the parent's placeholder links the two. Fields not reflected are copied as recorded. A
- * placeholder that cannot be rewritten at the command's turn (guessed: its spawn comes later in the buffer;
- * its spawn dropped or skipped; of another batch or buffer) fails that command with KILN_ERR_INVALID_ARGUMENT
- * and a message naming the field, the value left as recorded: a later apply stops there again until it is
- * skipped or the buffer cleared. A system's buffer and the deferred queue drop it instead (a placeholder's
- * bits never land), and drop a spawn whole, with the adds directly following it for its placeholder, when
- * one of those cannot land (so, an unknown component or size, its check's refusal); then its later commands. */
+/* Placeholders stand for entities a buffer will spawn. They are never valid entities (bit 62 is set, far above any
+ * handle), and only the batch that made them accepts them: its tag is never reused in the world (2^38 tags, then
+ * KILN_ERR_LIMIT; 2^24 spawns per batch). A placeholder may also be recorded inside a value (add, set, emit): the
+ * apply rewrites every KILN_TYPE_ENTITY field (arrays too) of the component's or event type's reflection that holds
+ * a placeholder of the current batch to the entity its spawn became, before the check hook sees the value; so a
+ * Parent naming the parent's placeholder links the two. Fields not reflected are copied as recorded. A placeholder
+ * that cannot be rewritten at the command's turn (guessed: its spawn comes later in the buffer; its spawn dropped or
+ * skipped; of another batch or buffer) fails that command with KILN_ERR_INVALID_ARGUMENT and a message naming the
+ * field, the value left as recorded: a later apply stops there again until it is skipped or the buffer cleared. A
+ * system's buffer and the deferred queue drop it instead (a placeholder's bits never land), and drop a spawn whole,
+ * with the adds directly following it for its placeholder (any number: up to 256 land with it in one move), when one
+ * of those cannot land (an unknown component or size, its check's refusal, a limit its move meets), then the
+ * commands aimed at it later; one of those refused once the spawn landed is dropped alone. */
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) { return (entity & KILN_PLACEHOLDER_BIT) != 0; }
 

@@ -12,7 +12,6 @@
 #include "component.h"
 
 #define KL_BLOCK_SIZE (64 * 1024)
-#define KL_MAX_COALESCE 64
 #define KL_RUN_CHUNK 256 /* spawns a batch takes at most (see apply_spawn_run) */
 
 /* A command: 32 bytes. A value of at most KL_INLINE bytes of a component with no hooks is

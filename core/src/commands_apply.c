@@ -195,45 +195,68 @@ static kiln_result size_refusal(const kl_cmd *c, const kl_component *comp, char 
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
-/* A lenient buffer's spawn at i whose add at j, which directly follows it for its entity,
- * cannot land (an unknown component or another size, a value naming a placeholder that cannot
- * be rewritten, a value its check refuses): the spawn is dropped whole (drop_spawn) rather
- * than landing without it, and that add and the others aimed at it are dropped after it as
- * aimed at a spawn that did not land. Returns 1, the spawn's slot. Out of line. */
-__attribute__((noinline)) static int64_t drop_unfit(kiln_commands *cmd, int64_t i, int64_t j,
-                                                    kiln_result *result) {
-    kiln_world *world = cmd->world;
-    kl_cmd *c = &cmd->cmds[i], *a = &cmd->cmds[j];
-    const kl_component *comp = kl_component_get(world, a->component);
-    char reason[KL_ERROR_SIZE] = "", why[2 * KL_ERROR_SIZE], name[32];
-    kiln_result code = size_refusal(a, comp, reason, sizeof reason);
-    bool own = false;
-    kiln_entity target = c->op == KL_OP_SPAWN ? spawn_target(cmd, c) : c->target;
-    if (code == KILN_OK && comp->entity_slots && a->has_value &&
-        !kl_links_resolve(comp, cmd_value(a), find_for_spawn, &(spawn_links){cmd, target, &own}, reason,
-                          sizeof reason))
-        code = KILN_ERR_INVALID_ARGUMENT;
-    if (code == KILN_OK && comp->check) { /* then its check refused it: asked again for the reason */
-        code = comp->check(world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                           a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx, reason, sizeof reason);
-        if (!reason[0]) snprintf(reason, sizeof reason, "its check refused the value");
+/* Why the add a, directly after the spawn c for its target, cannot land with it, into why:
+ * an unknown component or another size, a value naming a placeholder that cannot be rewritten
+ * (the spawn's own stands for itself: *own, the value rewritten after the spawn by apply_one, so
+ * its check runs then), its check's refusal (asked once, here); KILN_OK when it can. */
+static inline kiln_result add_unfit(kiln_commands *cmd, const kl_cmd *c, kl_cmd *a, kiln_entity target,
+                                    bool *own, char *why, size_t size) {
+    const kl_component *comp = kl_component_get(cmd->world, a->component);
+    kiln_result code = size_refusal(a, comp, why, size);
+    if (code != KILN_OK) return code;
+    if (comp->entity_slots && a->has_value &&
+        !kl_links_resolve(comp, cmd_value(a), find_for_spawn, &(spawn_links){cmd, target, own}, why, size))
+        return KILN_ERR_INVALID_ARGUMENT;
+    if (*own || !comp->check) return KILN_OK;
+    why[0] = '\0';
+    code = comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
+                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx, why, size);
+    if (code != KILN_OK && !why[0]) snprintf(why, size, "its check refused the value");
+    return code;
+}
+
+/* For a lenient buffer's spawn c, whose merge into one move stopped at *j (KL_SPAWN_MAX
+ * adds, a repeated component, a value naming its own placeholder) while adds for its target
+ * still follow: the first of those that cannot land (add_unfit; *j moves to it), so that the
+ * spawn is dropped whole rather than landing without it, else KILN_OK. Out of line. */
+__attribute__((noinline)) static kiln_result rest_unfit(kiln_commands *cmd, const kl_cmd *c, int64_t *j,
+                                                        kiln_entity target, char *why, size_t size) {
+    for (int64_t k = *j; k < cmd->count; k++) {
+        kl_cmd *a = &cmd->cmds[k];
+        if (a->op != KL_OP_ADD || a->target != target) break;
+        bool own = false;
+        kiln_result code = add_unfit(cmd, c, a, target, &own, why, size);
+        if (code == KILN_OK) continue;
+        *j = k;
+        return code;
     }
-    if (code == KILN_OK) code = KILN_ERR_INVALID_ARGUMENT; /* a check that changed its mind */
-    snprintf(why, sizeof why, "its add of %s cannot land: %s", kl_component_name(world, a->component, name, sizeof name),
-             reason);
+    return KILN_OK;
+}
+
+/* A lenient buffer's spawn at i whose add at j, which directly follows it for its entity,
+ * cannot land (code, why: add_unfit): the spawn is dropped whole (drop_spawn) rather than
+ * landing without it, and that add and the others aimed at it are dropped after it as aimed
+ * at a spawn that did not land. Returns 1, the spawn's slot. Out of line. */
+__attribute__((noinline)) static int64_t drop_unfit(kiln_commands *cmd, int64_t i, int64_t j, kiln_result code,
+                                                    const char *reason, kiln_result *result) {
+    char why[2 * KL_ERROR_SIZE], name[32];
+    snprintf(why, sizeof why, "its add of %s cannot land: %s",
+             kl_component_name(cmd->world, cmd->cmds[j].component, name, sizeof name), reason);
     drop_spawn(cmd, i, code, why);
     *result = KILN_OK;
     return 1;
 }
 
 /* Spawns (or materialises) the entity of the command at i together with the adds it holds
- * and those that directly follow it for the same target, in one archetype move. Returns how
- * many slots it consumed (with every add the spawn holds), or 0 with *result set on failure;
- * a lenient buffer drops a spawn refused for good (drop_spawn): 1, its slot alone. */
+ * and those that directly follow it for the same target (up to KL_SPAWN_MAX), in one
+ * archetype move. Returns how many slots it consumed (with every add the spawn holds), or 0
+ * with *result set on failure; a lenient buffer drops a spawn refused for good (drop_spawn):
+ * 1, its slot alone, and so a spawn one of whose directly following adds cannot land, those
+ * past the move too (rest_unfit). */
 static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kl_cmd *c = &cmd->cmds[i];
-    kiln_component comps[KL_MAX_COALESCE];
-    void *values[KL_MAX_COALESCE];
+    kiln_component comps[KL_SPAWN_MAX];
+    void *values[KL_SPAWN_MAX];
     int32_t n = 0, held = 0;
     kiln_entity target = c->target;
     if (c->op == KL_OP_SPAWN) {
@@ -247,34 +270,26 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         n = held;
         target = spawn_target(cmd, c);
     }
-    bool unfit = false; /* an add at j that cannot land: a lenient buffer drops the spawn */
+    kiln_result unfit = KILN_OK; /* an add at j that cannot land: a lenient buffer drops the spawn */
+    char why[KL_ERROR_SIZE];
     int64_t j = i + 1;
-    for (; j < cmd->count && n < KL_MAX_COALESCE; j++) {
+    for (; j < cmd->count && n < KL_SPAWN_MAX; j++) {
         kl_cmd *a = &cmd->cmds[j];
         if (a->op != KL_OP_ADD || a->target != target) break;
-        const kl_component *comp = kl_component_get(cmd->world, a->component);
-        if ((unfit = !comp || comp->size != cmd_size(a))) break;
-        /* A value naming this spawn's own placeholder is rewritten after it, by apply_one. */
-        bool own = false;
-        if (comp->entity_slots && a->has_value &&
-            (unfit = !kl_links_resolve(comp, cmd_value(a), find_for_spawn, &(spawn_links){cmd, target, &own},
-                                       NULL, 0)))
-            break;
-        if (own) break;
-        char why[2];
-        if (comp->check && (unfit = comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                                                a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx,
-                                                why, sizeof why) != KILN_OK))
-            break;
-        bool repeat = false;
+        bool repeat = false; /* a replace, applied after the spawn (rest_unfit looks at it first) */
         for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
         if (repeat) break;
+        bool own = false; /* a value naming this spawn's own placeholder: applied after it */
+        if ((unfit = add_unfit(cmd, c, a, target, &own, why, sizeof why)) != KILN_OK || own) break;
         comps[n] = a->component;
         values[n] = a->has_value ? cmd_value(a) : NULL;
         n++;
     }
+    if (KL_UNLIKELY(unfit == KILN_OK && cmd->lenient && j < cmd->count && cmd->cmds[j].op == KL_OP_ADD &&
+                    cmd->cmds[j].target == target))
+        unfit = rest_unfit(cmd, c, &j, target, why, sizeof why);
     /* A buffer's apply lands the spawn and then fails at that add (apply_one). */
-    if (KL_UNLIKELY(unfit) && cmd->lenient) return drop_unfit(cmd, i, j, result);
+    if (KL_UNLIKELY(unfit != KILN_OK) && cmd->lenient) return drop_unfit(cmd, i, j, unfit, why, result);
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;
     kiln_entity e;
     *result = kl_spawn_values(cmd->world, cmd->call, comps, values, n, true, reserved, &e);

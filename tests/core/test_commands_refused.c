@@ -440,22 +440,31 @@ KILN_TEST(strict, a_value_naming_a_skipped_spawn_fails_saying_it_did_not_land) {
 /* Gate: a value its check refuses while gate_closed (the world moved on after the call). */
 static bool gate_closed;
 
+static int64_t gate_asked; /* gate_check's calls */
+
 static kiln_result gate_check(const kiln_world *world, kiln_entity entity, const void *value, void *ctx,
                               char *why, size_t why_size) {
     (void)world, (void)entity, (void)value, (void)ctx;
+    gate_asked++;
     if (!gate_closed) return KILN_OK;
     snprintf(why, why_size, "the gate is closed");
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
-KILN_TEST_GROUP_WITH(whole, .setup = setup_small, .teardown = teardown, .timeout = 60);
+static kiln_component register_gate(void) {
+    kiln_component gate;
+    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Gate", .size = sizeof(int32_t),
+                                                                         .check = gate_check}, &gate), KILN_OK);
+    gate_asked = 0;
+    return gate;
+}
+
+KILN_TEST_GROUP_WITH(whole, .setup = setup_small, .teardown = teardown, .timeout = 300);
 
 /* Before, the deferred spawn landed with its OwnedLink and without its Gate, which the queue
  * dropped alone: the spawn goes whole, its handle dead, the OwnedLink destroyed once. */
 KILN_TEST(whole, a_deferred_spawn_whose_add_its_check_now_refuses_is_dropped_whole) {
-    kiln_component gate;
-    ck_assert_int_eq(kiln_component_register(F.w, &(kiln_component_desc){.name = "Gate", .size = sizeof(int32_t),
-                                                                         .check = gate_check}, &gate), KILN_OK);
+    kiln_component gate = register_gate();
     gate_closed = false;
     int64_t entities = kiln_entity_count(F.w);
     kiln_entity e;
@@ -475,6 +484,133 @@ KILN_TEST(whole, a_deferred_spawn_whose_add_its_check_now_refuses_is_dropped_who
     ck_assert_msg(heard("kiln_defer_end: command 1 (spawn) on entity ") &&
                       heard(": its add of Gate cannot land: the gate is closed; dropped"), "%s", F.first);
     gate_closed = false;
+}
+
+enum { MANY = 64 }; /* the adds the apply merged into a spawn at most */
+static kiln_component many[MANY + 1]; /* MANY tags and one more component */
+
+static void register_many(void) {
+    char name[16];
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "B%d", i);
+        many[i] = test_register_tag(F.w, name);
+    }
+}
+
+/* Before, the apply merged at most 64 adds into a spawn and applied the 65th alone: the spawn
+ * landed with 64 tags and without the Gate its check now refuses. All 65 go in one move. */
+KILN_TEST(whole, a_deferred_spawn_of_65_components_whose_last_is_refused_is_dropped_whole) {
+    register_many();
+    kiln_component *comps = many;
+    comps[MANY] = register_gate();
+    gate_closed = false;
+    int64_t entities = kiln_entity_count(F.w);
+    kiln_entity e;
+    kiln_defer_begin(F.w);
+    ck_assert_int_eq(kiln_spawn_with(F.w, comps, NULL, MANY + 1, &e), KILN_OK);
+    gate_closed = true;
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+    gate_closed = false;
+    ck_assert(!kiln_is_alive(F.w, e));
+    ck_assert_int_eq(kiln_entity_count(F.w), entities);
+    ck_assert_int_eq(dropped(), 1 + MANY + 1); /* as kiln_commands_count counts them */
+    ck_assert_msg(heard(": its add of Gate cannot land: the gate is closed; dropped"), "%s", F.first);
+}
+
+static void spawn_many(kiln_commands *buf) {
+    kiln_entity p;
+    ck_assert_int_eq(kiln_commands_spawn_with(buf, many, NULL, MANY + 1, &p), KILN_OK);
+}
+
+/* Before, the first 64 landed in their archetype (made beforehand) and the 65th, a tag needing
+ * an archetype past the limit, was dropped alone; the 65 need one archetype, past the limit. */
+KILN_TEST(whole, a_systems_spawn_of_65_components_past_the_archetype_limit_is_dropped_whole) {
+    register_many();
+    many[MANY] = F.tags[0];
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(F.w, many, NULL, MANY, &e), KILN_OK);
+    ck_assert_int_eq(test_spawn_tag_sets(F.w, F.tags, TAGS, NULL), KILN_ERR_LIMIT);
+    int64_t entities = kiln_entity_count(F.w);
+    run_once(spawn_many);
+    ck_assert_int_eq(kiln_entity_count(F.w), entities);
+    ck_assert_int_eq(dropped(), 1 + MANY + 1);
+    ck_assert_int_eq(F.first_code, KILN_ERR_LIMIT);
+}
+
+/* A spawn p, an add of a Link naming p (applied after p lands, rewritten) and a Gate. */
+static kiln_component gate_after_own;
+
+static void gate_after_link_to_itself(kiln_commands *buf) {
+    kiln_entity p;
+    ck_assert_int_eq(kiln_commands_spawn(buf, &p), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(buf, p, F.link, &p), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(buf, p, gate_after_own, &(int32_t){1}), KILN_OK);
+}
+
+/* Before, the add naming p stopped the merge, and the Gate after it, applied alone, was
+ * dropped alone: p landed with its Link and without its Gate. */
+KILN_TEST(whole, a_spawn_whose_add_after_one_naming_it_is_refused_is_dropped_whole) {
+    gate_after_own = register_gate();
+    gate_closed = true;
+    int64_t entities = kiln_entity_count(F.w);
+    run_once(gate_after_link_to_itself);
+    gate_closed = false;
+    ck_assert_int_eq(kiln_entity_count(F.w), entities);
+    ck_assert_int_eq(links_checked(), 1); /* linked alone */
+    ck_assert_int_eq(dropped(), 3);
+    ck_assert(heard("command 1 (spawn) on placeholder 0: its add of Gate cannot land: the gate is closed; dropped"));
+}
+
+/* A spawn and its Gate, which the check refuses at the apply. */
+static void spawn_gated(kiln_commands *buf) {
+    kiln_entity p;
+    ck_assert_int_eq(kiln_commands_spawn(buf, &p), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(buf, p, gate_after_own, &(int32_t){1}), KILN_OK);
+}
+
+/* Before, the check was asked again for its reason once it had refused. */
+KILN_TEST(whole, a_spawns_add_refused_by_its_check_asks_the_check_once) {
+    gate_after_own = register_gate();
+    gate_closed = true;
+    run_once(spawn_gated);
+    gate_closed = false;
+    ck_assert_int_eq(gate_asked, 1);
+    ck_assert_int_eq(dropped(), 2);
+    ck_assert(heard("its add of Gate cannot land: the gate is closed; dropped"));
+}
+
+/* A spawn p of a Position, a spawn between, then an add of a Gate to p: not directly after p. */
+static void gate_later(kiln_commands *buf) {
+    kiln_entity p, q;
+    ck_assert_int_eq(kiln_commands_spawn_with(buf, &F.pos, (void *[]){&(test_position){2, 2}}, 1, &p), KILN_OK);
+    ck_assert_int_eq(kiln_commands_spawn(buf, &q), KILN_OK);
+    ck_assert_int_eq(kiln_commands_add(buf, p, gate_after_own, &(int32_t){1}), KILN_OK);
+}
+
+static int64_t count_with(kiln_component c) {
+    kiln_query *q = NULL;
+    ck_assert_int_eq(kiln_query_create(F.w, &(kiln_query_desc){.with = {c}}, &q), KILN_OK);
+    int64_t n = kiln_query_count(q);
+    kiln_query_destroy(q);
+    return n;
+}
+
+/* The rule (kiln.h, Placeholders): only the adds directly following a spawn go with it; a later
+ * command is a change of the entity the spawn became, refused alone like any other. */
+KILN_TEST(whole, a_refused_add_not_directly_after_its_landed_spawn_is_dropped_alone) {
+    gate_after_own = register_gate();
+    gate_closed = true;
+    int64_t entities = kiln_entity_count(F.w);
+    run_once(gate_later);
+    gate_closed = false;
+    ck_assert_int_eq(kiln_entity_count(F.w), entities + 2);
+    ck_assert_int_eq(count_with(F.pos), 2); /* target and p */
+    ck_assert_int_eq(count_with(gate_after_own), 0);
+    ck_assert_int_eq(dropped(), 1);
+    const char *msg = NULL;
+    ck_assert_int_eq(kiln_world_dropped(F.w, NULL, &msg), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(msg, "command 3 (add Gate) on entity ") && strstr(msg, ": the gate is closed; dropped"), "%s",
+                  msg);
 }
 
 /* ------------------------------------------------------------------------------------------ */
