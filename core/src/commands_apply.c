@@ -22,8 +22,9 @@ static void describe_command(const kiln_commands *cmd, int64_t number, const kl_
     const char *cname = ev ? ev->names : id ? kl_component_name(cmd->world, id, cb, sizeof cb) : "";
     if (kiln_is_placeholder(e)) /* a spawn's that did not land: as links.c names one */
         snprintf(eb, sizeof eb, "%u", (unsigned)(e & KL_PH_INDEX_MASK));
-    snprintf(buf, size, "command %lld (%s%s%s) on %s %s", (long long)number, op_name(c->op), id ? " " : "",
-             cname, kiln_is_placeholder(e) ? "placeholder" : "entity",
+    int at = snprintf(buf, size, "command %lld (%s%s%s)", (long long)number, op_name(c->op), id ? " " : "", cname);
+    if (c->op == KL_OP_EMIT || at < 0 || (size_t)at >= size) return; /* an emit is aimed at no entity */
+    snprintf(buf + at, size - (size_t)at, " on %s %s", kiln_is_placeholder(e) ? "placeholder" : "entity",
              kiln_is_placeholder(e) ? eb : kiln_entity_format(e, eb, sizeof eb));
 }
 

@@ -336,6 +336,60 @@ KILN_TEST(placeholders, a_spawn_with_a_guessed_or_stale_placeholder_is_dropped_w
                     "placeholder 0, which is not from this buffer's current batch; dropped"));
 }
 
+/* Hit: an event with an entity field. */
+static kiln_event_type hit;
+
+static void register_hit(void) {
+    static const kiln_field fields[] = {{"target", KILN_TYPE_ENTITY, 0, 0}};
+    ck_assert_int_eq(kiln_event_register(F.w, &(kiln_component_desc){.name = "Hit", .size = sizeof(kiln_entity),
+                                                                     .fields = fields, .field_count = 1}, &hit),
+                     KILN_OK);
+}
+
+/* A spawn past the limit (p), an emit of a Hit on p, then one on target. */
+static void hit_dropped(kiln_commands *buf) {
+    kiln_entity p = spawn_tags(buf);
+    ck_assert_int_eq(kiln_commands_emit(buf, hit, &p), KILN_OK);
+    ck_assert_int_eq(kiln_commands_emit(buf, hit, &F.target), KILN_OK);
+}
+
+/* An emit's value is rewritten as an add's is: one naming a dropped spawn is dropped, never
+ * emitted with the placeholder's raw bits; the next emit lands. */
+KILN_TEST(placeholders, an_emit_naming_a_dropped_spawn_is_dropped_not_emitted_raw) {
+    register_hit();
+    run_once(hit_dropped);
+    ck_assert_int_eq(kiln_event_count(F.w, hit), 1);
+    ck_assert(*(const kiln_entity *)kiln_event_get(F.w, hit, 0) == F.target);
+    ck_assert_int_eq(dropped(), 1 + TAGS + 1);
+    const char *msg = NULL;
+    ck_assert_int_eq(kiln_world_dropped(F.w, NULL, &msg), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(msg, "system 'linker': command 18 (emit Hit): field 'target' holds placeholder 0, whose spawn "
+                             "did not land; dropped"), "%s", msg); /* before: "(emit Hit) on entity 0v0" */
+}
+
+/* A host's buffer fails at an emit naming a later spawn, emitting nothing, until it is skipped. */
+KILN_TEST(placeholders, an_emit_naming_a_later_spawn_fails_a_buffers_apply_until_skipped) {
+    register_hit();
+    kiln_commands *buf = kiln_commands_create(F.w);
+    ck_assert_ptr_nonnull(buf);
+    kiln_entity p, later;
+    ck_assert_int_eq(kiln_commands_spawn(buf, &p), KILN_OK);
+    kiln_entity guess = p + 1;
+    ck_assert_int_eq(kiln_commands_emit(buf, hit, &guess), KILN_OK);
+    ck_assert_int_eq(kiln_commands_spawn(buf, &later), KILN_OK);
+    ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(F.w), "kiln_commands_apply: command 1 (emit Hit): field 'target' holds "
+                                            "placeholder 1 whose spawn comes later in the buffer");
+    ck_assert_int_eq(kiln_event_count(F.w, hit), 0);
+    ck_assert_int_eq(kiln_commands_count(buf), 2);
+    ck_assert_int_eq(skip(buf), 1);
+    ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_event_count(F.w, hit), 0);
+    ck_assert(kiln_is_alive(F.w, kiln_commands_resolve(buf, later)));
+    ck_assert_int_eq(dropped(), 0);
+    kiln_commands_destroy(buf);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 KILN_TEST_GROUP_WITH(memory, .setup = setup_small, .teardown = teardown, .timeout = 60);
