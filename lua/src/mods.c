@@ -101,7 +101,9 @@ static int declared_index(const klua_mod *mod, uint32_t id, bool event) {
  * a new manager over the same world does not start afresh). */
 static void hook_before_declare(lua_State *L, klua_world *kw, const char *name, bool event, bool existed) {
     klua_mod *mod = kw->mod;
-    if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
+    /* one it declared already takes no new place (a mod at its limit was never reloaded) */
+    uint32_t id = event ? kiln_event_lookup(kw->world, name).id : kiln_component_lookup(kw->world, name);
+    if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS && declared_index(mod, id, event) < 0)
         luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
                    KLUA_MOD_MAX_COMPONENTS);
     klua_world *host = mod->mods->kw;

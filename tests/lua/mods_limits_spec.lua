@@ -19,6 +19,22 @@ describe("a mod's limits", function()
         assert.are.equal(256 + 1, #w:components() - before) -- and its tag, kiln.mod.hoarder
     end)
 
+    it("let a mod at its limit of components declare its own again, so it can be reloaded", function()
+        -- the limit was checked before the name was looked up: a mod holding 256 components
+        -- raised "declares more than 256" at its first declaration again, and so could never
+        -- be reloaded, not even unchanged
+        local dir = M.folder()
+        local w, mods = M.host()
+        local path = M.write(dir, "full.lua", "for i = 1, 256 do world:component('C' .. i, 'int32_t v') end\n" ..
+            "assert(world:component('C1', 'int32_t v') == world:component('C1', 'int32_t v'))\n")
+        assert(mods:load(path))
+        assert.are.equal("full", assert(mods:reload("full")).name)
+        M.write(dir, "full.lua", "world:component('C257', 'int32_t v')\n") -- a new one is still refused
+        local info, err = mods:reload("full")
+        assert.is_nil(info)
+        assert.truthy(err:find("declares more than 256 components and event types", 1, true), err)
+    end)
+
     it("stop a mod adding system after system", function()
         local dir = M.folder()
         local w, mods = M.host()
