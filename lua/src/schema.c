@@ -188,6 +188,18 @@ static bool kilns_own(lua_State *L, klua_world *kw, const char *name, const kiln
     return true;
 }
 
+/* A type C registered may be aligned more strictly than its fields need (the transform addon's
+ * LocalTransform at 8 and WorldTransform at 16, or any C type whose align was left 0, which
+ * takes the size's): its schema, as world:schema prints it, declares it all the same (it was
+ * refused as "a different layout"), so the declaration takes the alignment registered, which
+ * the values it describes already have. */
+static void registered_alignment(kiln_world *world, const char *name, bool event, kiln_component_desc *d) {
+    kiln_component_info info = {0};
+    if (event) kiln_event_info_get(world, kiln_event_lookup(world, name), &info);
+    else kiln_component_info_get(world, kiln_component_lookup(world, name), &info);
+    if (d->size && info.size == d->size && info.align > d->align) d->align = info.align;
+}
+
 uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname) {
     if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, fname, "name");
     size_t name_len;
@@ -228,6 +240,7 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
         d.align = size ? align : 0;
         d.fields = fields;
         d.field_count = n;
+        registered_alignment(kw->world, name, event, &d);
     }
     uint32_t id = 0;
     kiln_result r;

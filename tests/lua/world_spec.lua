@@ -276,6 +276,19 @@ describe("components", function()
         assert.are_not.equal(id, w:component("Velocity", "float x, y;"))
     end)
 
+    it("declares a C type by the schema world:schema prints, though C aligned it more strictly", function()
+        -- LocalTransform (40 bytes) is aligned to 8 and WorldTransform (64) to 16, more than
+        -- their floats need: declaring them with their own schema raised "already registered
+        -- with a different layout", as a mod naming the host's types to be explicit did
+        local w = kiln.world()
+        for name, schema in pairs{LocalTransform = "vec3 position; quat rotation; vec3 scale;",
+                                  WorldTransform = "mat4 matrix;"} do
+            assert.truthy(w:schema(name):find(schema, 1, true))
+            assert.are.equal(w:component_info(name).id, w:component(name, schema))
+        end
+        H.raises(function() w:component("WorldTransform", "float m[15]; float last;") end, "different layout")
+    end)
+
     it("a different schema for a defined name raises naming the component and changes nothing", function()
         local w = H.world()
         local e = w:spawn{Position = {x = 1, y = 2}}

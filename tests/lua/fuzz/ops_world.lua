@@ -587,6 +587,11 @@ function ops.component(m)
         end
         local old = m.comps[nm]
         if ok and old then
+            -- a declaration of the size registered takes a stricter alignment registered (schema.c)
+            local was = old.layout
+            if layout and was and layout.size > 0 and layout.size == was.size and was.align > layout.align then
+                sig = M.signature({fields = layout.fields, size = layout.size, align = was.align})
+            end
             if old.internal then ok = false else ok = old.sig == sig end
         end
     end
