@@ -266,11 +266,11 @@ typedef struct kiln_component_desc {
 /* Registers a component type and writes its id to dest. Registering a name again with the same
  * size, alignment, fields, destroy and move hooks, hook_ctx and owner returns the existing id
  * when check and defaults are the registered ones or left NULL (NULL takes what is registered);
- * anything different is KILN_ERR_LAYOUT_MISMATCH. The desc (names and defaults included) is
- * copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above 16 or not a
- * power of two, a field outside the component, a duplicate field name, a tag (size 0) with
- * fields, hooks or defaults, or an owner mark with a size. A main-thread system may register
- * while worker systems run: they see a new type either unknown or whole. */
+ * else KILN_ERR_LAYOUT_MISMATCH, naming the first difference. The desc (names and defaults
+ * included) is copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above
+ * 16 or not a power of two, a field outside the component, a duplicate field name, a tag (size
+ * 0) with fields, hooks or defaults, or an owner mark with a size. A main-thread system may
+ * register while worker systems run: they see a new type either unknown or whole. */
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
                                     kiln_component *dest);
 

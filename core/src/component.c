@@ -3,6 +3,7 @@
 #include "component.h"
 
 #include <stdio.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "command_buffer.h"
@@ -119,23 +120,49 @@ static kiln_result validate(kiln_world *world, const kiln_component_desc *d, siz
     return KILN_OK;
 }
 
-static bool same_layout(const kl_component *c, const kiln_component_desc *d, size_t align) {
-    if (c->size != d->size || c->align != align || c->field_count != d->field_count ||
-        c->destroy != d->destroy || c->move != d->move || c->hook_ctx != d->hook_ctx ||
-        c->owner != d->owner)
-        return false;
-    /* A check or defaults left NULL takes what is registered (a binding declaring a layout
-     * again knows nothing of an addon's hook); one given must be the same. */
-    if (d->check && c->check != d->check) return false;
-    if (d->defaults && (!c->defaults || memcmp(c->defaults, d->defaults, c->size) != 0))
-        return false;
-    for (int32_t i = 0; i < d->field_count; i++) {
+/* Writes why a registration again differs (false, for same_layout to return). */
+static bool differs(char *why, size_t size, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static bool differs(char *why, size_t size, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(why, size, format, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Whether d (aligned to align) registers c again; if not, why names the first difference, so a
+ * mod or host whose type changed in an update learns what changed, not only that something did. */
+static bool same_layout(const kl_component *c, const kiln_component_desc *d, size_t align, char *why,
+                        size_t size) {
+    for (int32_t i = 0; i < d->field_count && i < c->field_count; i++) {
         const kiln_field *a = &c->fields[i], *b = &d->fields[i];
-        if (strcmp(a->name, b->name) != 0 || a->type != b->type || a->offset != b->offset ||
-            a->count != (b->count ? b->count : 1))
-            return false;
+        uint32_t count = b->count ? b->count : 1;
+        if (strcmp(a->name, b->name) != 0 || a->type != b->type || a->offset != b->offset || a->count != count)
+            return differs(why, size, "field %d is '%s' %s[%u] at offset %u, given '%s' %s[%u] at offset %u",
+                           (int)i, a->name, kiln_type_name(a->type), (unsigned)a->count, (unsigned)a->offset,
+                           b->name, kiln_type_name(b->type), (unsigned)count, (unsigned)b->offset);
     }
-    return true;
+    if ((c->size == 0) != (d->size == 0))
+        return c->size ? differs(why, size, "registered with %u bytes, given a tag", (unsigned)c->size)
+                       : differs(why, size, "registered as a tag, given %zu bytes", d->size);
+    if (c->field_count != d->field_count)
+        return differs(why, size, "registered with %d field%s, given %d", (int)c->field_count,
+                       c->field_count == 1 ? "" : "s", (int)d->field_count);
+    if (c->size != d->size)
+        return differs(why, size, "registered with %u bytes, given %zu", (unsigned)c->size, d->size);
+    if (c->align != align)
+        return differs(why, size, "registered aligned to %u, given %zu", (unsigned)c->align, align);
+    if (c->owner != d->owner)
+        return differs(why, size, c->owner ? "registered as an owner mark, given as a plain tag"
+                                           : "registered as a plain tag, given as an owner mark");
+    const char *hook = c->destroy != d->destroy ? "destroy hook" : c->move != d->move ? "move hook"
+                       : c->hook_ctx != d->hook_ctx ? "hook_ctx"
+                       /* a check or defaults left NULL takes what is registered (a binding declaring a
+                        * layout again knows nothing of an addon's hook); one given must be the same */
+                       : d->check && c->check != d->check ? "check hook"
+                       : d->defaults && (!c->defaults || memcmp(c->defaults, d->defaults, c->size) != 0) ? "defaults"
+                       : NULL;
+    return hook ? differs(why, size, "given another %s than registered", hook) : true;
 }
 
 static _Atomic(uint64_t) *name_slots(const kl_table *t) {
@@ -206,10 +233,11 @@ kiln_result kl_registry_add(kiln_world *world, kl_registry *reg, const kiln_comp
 
     uint32_t existing = kl_registry_lookup(world, reg, desc->name);
     if (existing) {
-        if (!same_layout(kl_registry_get(reg, existing), desc, align))
+        char why[KILN_MAX_NAME * 2 + 192];
+        if (!same_layout(kl_registry_get(reg, existing), desc, align, why, sizeof why))
             return kl_fail(world, KILN_ERR_LAYOUT_MISMATCH,
-                           "%s: %s is already registered with a different layout or hooks",
-                           call, desc->name);
+                           "%s: %s is already registered with a different layout or hooks (%s)",
+                           call, desc->name, why);
         if (dest) *dest = existing;
         return KILN_OK;
     }

@@ -261,10 +261,11 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
         /* the same name with another schema: say whose it is */
         char owner[KILN_MAX_NAME + 16], self[KILN_MAX_NAME + 16];
         uint32_t other = event ? kiln_event_lookup(kw->world, name).id : kiln_component_lookup(kw->world, name);
-        klua_fail(L, fname, "%s '%s' is defined by %s with another schema; %s cannot redefine it",
+        const char *why = strstr(kiln_world_error(kw->world), " hooks ("); /* the core's: what differs */
+        klua_fail(L, fname, "%s '%s' is defined by %s with another schema; %s cannot redefine it%s",
                   event ? "event type" : "component", klua_quote(L, name, strlen(name)),
                   kw->mod_hooks->owner(kw, other, event, owner, sizeof owner),
-                  kw->mod_hooks->owner(kw, 0, event, self, sizeof self));
+                  kw->mod_hooks->owner(kw, 0, event, self, sizeof self), why ? why + 6 : "");
     }
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     if (lua_valued) klua_mark_lua_valued(L, kw, id);

@@ -184,7 +184,8 @@ KILN_TEST(register, identical_fields_match_by_content_not_by_pointer) {
     ck_assert_uint_eq(again, pos);
 }
 
-static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
+/* Registers desc again, expecting a layout mismatch whose message names desc and says why. */
+static void expect_mismatch(kiln_world *w, kiln_component_desc desc, const char *why) {
     kiln_component_info before, after;
     kiln_component existing = kiln_component_lookup(w, desc.name);
     ck_assert(kiln_component_info_get(w, existing, &before));
@@ -194,6 +195,7 @@ static void expect_mismatch(kiln_world *w, kiln_component_desc desc) {
                   desc.name);
     ck_assert_msg(contains_ignoring_case(msg, "layout") || contains_ignoring_case(msg, "mismatch"),
                   "message \"%s\" does not say the layout differs", msg);
+    ck_assert_msg(strstr(msg, why) != NULL, "message \"%s\" does not say \"%s\"", msg, why);
     ck_assert_uint_eq(kiln_component_lookup(w, desc.name), existing);
     ck_assert(kiln_component_info_get(w, existing, &after));
     ck_assert_uint_eq(after.size, before.size);
@@ -209,20 +211,20 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
 
     kiln_component_desc d = test_position_desc();
     d.size = 12;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "registered with 8 bytes, given 12");
 
     d = test_position_desc();
     d.align = 8;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "registered aligned to 4, given 8");
 
     d = test_position_desc();
     d.field_count = 1;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "registered with 2 fields, given 1");
 
     d = test_position_desc();
     d.fields = NULL;
     d.field_count = 0;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "registered with 2 fields, given 0");
 
     kiln_field swapped[2] = {
         {.name = "y", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -230,7 +232,7 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
     };
     d = test_position_desc();
     d.fields = swapped;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "field 0 is 'x' float[1] at offset 0, given 'y' float[1] at offset 0");
 
     kiln_field ints[2] = {
         {.name = "x", .type = KILN_TYPE_INT32, .offset = 0},
@@ -238,7 +240,7 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
     };
     d = test_position_desc();
     d.fields = ints;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "field 0 is 'x' float[1] at offset 0, given 'x' int32[1] at offset 0");
 
     kiln_field renamed[2] = {
         {.name = "x", .type = KILN_TYPE_FLOAT, .offset = 0},
@@ -246,15 +248,15 @@ KILN_TEST(register, registering_a_name_with_another_layout_is_a_layout_mismatch)
     };
     d = test_position_desc();
     d.fields = renamed;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "field 1 is 'y' float[1] at offset 4, given 'z' float[1] at offset 4");
 
     d = test_owned_desc(&log);
     d.move = NULL;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "given another move hook than registered");
 
     d = test_owned_desc(&log);
     d.destroy = NULL;
-    expect_mismatch(F.w, d);
+    expect_mismatch(F.w, d, "given another destroy hook than registered");
 
     ck_assert_int_eq(kiln_component_count(F.w), 2);
 }
@@ -263,7 +265,7 @@ KILN_TEST(register, a_tag_registered_again_with_a_size_is_a_layout_mismatch) {
     test_register_tag(F.w, "Frozen");
     kiln_component id;
     ck_assert_int_eq(register_desc(F.w, (kiln_component_desc){.name = "Frozen"}, &id), KILN_OK);
-    expect_mismatch(F.w, (kiln_component_desc){.name = "Frozen", .size = 4});
+    expect_mismatch(F.w, (kiln_component_desc){.name = "Frozen", .size = 4}, "registered as a tag, given 4 bytes");
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -405,7 +405,8 @@ print(pcall(world.component, world, "Name", "char text[64];"))
 print(world:component("Name", "char tag[16];") > 0)
 ]])))
         assert.are.same({"false\tworld:component: Name is already registered with a different " ..
-                         "layout or hooks", "true"}, mods2:log("sharer"))
+                         "layout or hooks (field 0 is 'tag' char[16] at offset 0, given 'text' char[64] at offset 0)",
+                         "true"}, mods2:log("sharer"))
         mods2:close()
     end)
 end)

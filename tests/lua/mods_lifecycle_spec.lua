@@ -249,3 +249,30 @@ describe("a mod loaded again after an unload", function()
         for e in w:query{"Position"}:each() do assert.is_true(w:has(e, "Position")) end
     end)
 end)
+
+describe("a reload whose new version changes a component's schema", function()
+    after_each(M.cleanup)
+
+    it("is refused naming what differs, the old version running and the world as it was", function()
+        -- the refusal said only "defined by mod 'm' with another schema": a mod author whose
+        -- update added, renamed or retyped a field learned nothing of which one
+        local w, mods, dir = M.host_with_folder_mods({{"m", init = [[
+            world:component("Shield", "int32_t hp; float regen;")
+            world:spawn{Shield = {hp = 5, regen = 1.5}}
+        ]]}})
+        local hash = w:hash()
+        for schema, why in pairs{["int32_t hp; float regen; int32_t armor;"] = "(registered with 2 fields, given 3)",
+                                 ["int32_t hp; float regen_rate;"] =
+                                     "(field 1 is 'regen' float[1] at offset 4, given 'regen_rate' float[1] at offset 4)",
+                                 ["int64_t hp; float regen;"] =
+                                     "(field 0 is 'hp' int32[1] at offset 0, given 'hp' int64[1] at offset 0)"} do
+            M.write(dir, "m/init.lua", string.format("world:component('Shield', %q)", schema))
+            local info, err = mods:reload("m")
+            assert.is_nil(info)
+            assert.truthy(err:find("component 'Shield' is defined by mod 'm' with another schema; mod 'm' cannot redefine it "
+                                   .. why, 1, true), err)
+            assert.are.equal(hash, w:hash())
+        end
+        assert.are.equal("running", mods:list()[1].state)
+    end)
+end)
