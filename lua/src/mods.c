@@ -148,20 +148,18 @@ static void hook_declared(lua_State *L, klua_world *kw, uint32_t id, bool event,
 
 static const char *hook_owner(klua_world *kw, uint32_t id, bool event, char *buf, size_t size) {
     klua_mod *self = kw->mod;
-    if (id == 0) {
-        snprintf(buf, size, "mod '%s'", self->name);
-        return buf;
-    }
+    const klua_mod *owner = id == 0 ? self : NULL;
     klua_mods *mods = self->mods;
-    for (int i = 0; i < mods->count; i++) {
-        klua_mod *m = mods->list[i];
-        int k = declared_index(m, id, event);
-        if (k >= 0 && m->declared_first[k]) {
-            snprintf(buf, size, "mod '%s'", m->name);
-            return buf;
-        }
+    for (int i = 0; i < mods->count && !owner; i++) {
+        int k = declared_index(mods->list[i], id, event);
+        if (k >= 0 && mods->list[i]->declared_first[k]) owner = mods->list[i];
     }
-    snprintf(buf, size, "the host");
+    /* none loaded: a component a mod registered stays registered after it, and is not the host's
+     * (it was named so); who registered an event type is not kept */
+    if (owner) snprintf(buf, size, "mod '%s'", owner->name);
+    else snprintf(buf, size, "%s", event ? "the host or a mod no longer loaded"
+                  : klua_mod_registered(mods->kw, id) && !klua_host_declared(mods->kw, id) ? "a mod no longer loaded"
+                  : "the host");
     return buf;
 }
 

@@ -275,4 +275,19 @@ describe("a reload whose new version changes a component's schema", function()
         end
         assert.are.equal("running", mods:list()[1].state)
     end)
+
+    it("names a mod no longer loaded as the one that defined it, not the host", function()
+        -- after an unload the refusal said "defined by the host", which never declared it
+        local w, mods, dir = M.host_with_folder_mods({{"m", init = 'world:component("Shield", "int32_t hp;")'}})
+        assert(mods:unload("m", {keep = true}))
+        local hash = w:hash()
+        M.write(dir, "m/init.lua", 'world:component("Shield", "int32_t hp; int32_t armor;")')
+        local info, err = mods:load(dir .. "/m")
+        assert.is_nil(info)
+        assert.truthy(err:find("component 'Shield' is defined by a mod no longer loaded with another schema", 1, true), err)
+        assert.are.equal(hash, w:hash())
+        w:component("Shield", "int32_t hp;") -- the host's own now
+        info, err = mods:load(dir .. "/m")
+        assert.truthy(err:find("component 'Shield' is defined by the host with another schema", 1, true), err)
+    end)
 end)
