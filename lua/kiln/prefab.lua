@@ -64,6 +64,21 @@ local function copy_fields(v, depth)
   return c
 end
 
+-- Checks that the value of data component info is a table naming only its fields, as a JSON
+-- prefab is checked when it is read (a tag's is true): a def naming a field the component no
+-- longer has (renamed in a mod's update) was taken, and each spawn raised, far from the def and
+-- without its path. The values' types and ranges are still the spawn's to refuse.
+local function check_fields(info, fields, path)
+  if type(fields) ~= "table" then error(string.format("%s: a table of fields expected, got %s", path, typename(fields)), 0) end
+  local k = next(fields)
+  while k ~= nil do
+    local known = false
+    for _, f in ipairs(info.fields) do known = known or f.name == k end
+    if not known then error(string.format("%s: %s has no field '%s'", path, info.name, bounded(tostring(k))), 0) end
+    k = next(fields, k)
+  end
+end
+
 -- Checks def (at path) against world w; returns a copy the caller cannot change afterwards
 -- (a "lua" component's value is kept, as world:spawn keeps it).
 -- state numbers the nodes in pre-order (the root is 1) and collects their node references.
@@ -95,7 +110,12 @@ local function check_def(w, def, path, depth, state)
       error(path .. ".components: component 'Parent' is given by the tree (children, parent), not as a component", 0)
     end
     local info = w:component_info(name)
-    if info.kind == "data" then fields = copy_fields(fields, 1) end
+    if info.kind == "data" then
+      check_fields(info, fields, string.format("%s.components.%s", path, name))
+      fields = copy_fields(fields, 1)
+    elseif info.kind == "tag" and fields ~= true then
+      error(string.format("%s.components.%s: %s is a tag: give true, not %s", path, name, name, typename(fields)), 0)
+    end
     -- an owner mark (a mod's tag) is left off, as in a JSON prefab: the copies are the spawner's
     if not info.owner then
       copy.components[name] = fields

@@ -271,6 +271,13 @@ describe("persist", function()
         assert.are.equal(12, w:count())
         H.raises(function() w:prefab{components = {Nope = {}}} end, "world:prefab: def.components: unknown component 'Nope'")
         H.raises(function() w:prefab{children = {{comps = {}}}} end, "world:prefab: def.children[1]: unknown key 'comps'")
+        -- a field the component lacks (renamed by an update) was taken, and raised at each spawn only
+        H.raises(function() w:prefab{children = {{components = {Health = {health = 5}}}}} end,
+                 "world:prefab: def.children[1].components.Health: Health has no field 'health'")
+        H.raises(function() w:prefab{components = {Health = 5}} end,
+                 "world:prefab: def.components.Health: a table of fields expected, got number")
+        H.raises(function() w:prefab{components = {Frozen = {}}} end,
+                 "world:prefab: def.components.Frozen: Frozen is a tag: give true, not table")
         H.raises(function() w:prefab(3) end, "bad argument #1 to 'world:prefab'")
         local bad = w:prefab{components = {Position = {}}, children = {{components = {Health = {hp = "x"}}}}}
         local before = w:count()
