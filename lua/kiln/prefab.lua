@@ -74,7 +74,10 @@ local function check_fields(info, fields, path)
   while k ~= nil do
     local known = false
     for _, f in ipairs(info.fields) do known = known or f.name == k end
-    if not known then error(string.format("%s: %s has no field '%s'", path, info.name, bounded(tostring(k))), 0) end
+    if not known then -- (a key's own tostring is not called: the def may be a mod's)
+      local key = type(k) == "string" and "'" .. bounded(k) .. "'" or "of type " .. typename(k)
+      error(string.format("%s: %s has no field %s", path, info.name, key), 0)
+    end
     k = next(fields, k)
   end
 end

@@ -274,6 +274,9 @@ describe("persist", function()
         -- a field the component lacks (renamed by an update) was taken, and raised at each spawn only
         H.raises(function() w:prefab{children = {{components = {Health = {health = 5}}}}} end,
                  "world:prefab: def.children[1].components.Health: Health has no field 'health'")
+        local key = setmetatable({}, {__tostring = function() error("the key's tostring ran") end})
+        H.raises(function() w:prefab{components = {Health = {[key] = 1}}} end,
+                 "world:prefab: def.components.Health: Health has no field of type table")
         H.raises(function() w:prefab{components = {Health = 5}} end,
                  "world:prefab: def.components.Health: a table of fields expected, got number")
         H.raises(function() w:prefab{components = {Frozen = {}}} end,
