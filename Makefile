@@ -86,7 +86,7 @@ $(BUILD)/tests/%: tests/core/%.c $(TEST_SUPPORT) $(BUILD)/libkiln.a
 	    $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
 # White-box suites that include an addon's internal header, whose own includes name core/src's.
-$(BUILD)/tests/test_persist_schema_names: CFLAGS_ALL += -Icore/src
+$(BUILD)/tests/test_persist_schema_names $(BUILD)/tests/test_persist_names: CFLAGS_ALL += -Icore/src
 
 $(DEMO_BIN): examples/core_demo.c $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)

@@ -48,6 +48,7 @@ static read_result read_archetype(kiln_world *world, kl_follow *f, const kl_foll
     for (; r < a->count; r = r + 1 < from ? next_stamped(col->ticks, r + 1, from, since) : r + 1) {
         /* most rows stamped since (all written this tick, say): a rebuild costs less */
         if (r < from && ++stamped > d->rebuild_over) return READ_REBUILD;
+        f->rows_read++;
         if (!d->take(d->ctx, a, col, r, all)) return READ_FAILED;
     }
     *s = kl_rows_read(a);

@@ -20,6 +20,8 @@ typedef struct kl_follow {
     kiln_tick caught;
     uint64_t caught_version;
     bool valid;           /* false: the next catch-up reads every row, from scratch */
+    int64_t rows_read;    /* rows taken since the index began: what its catch-ups cost, which a
+                           * test bounds (counted, not timed) */
 } kl_follow;
 
 typedef struct kl_follow_desc {

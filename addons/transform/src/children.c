@@ -195,6 +195,15 @@ void kl_transform_links_invalidate(kiln_world *world) {
     kl_spin_unlock(&st->links_lock);
 }
 
+int64_t kl_transform_links_read(kiln_world *world) {
+    kl_transform_state *st = kl_transform_state_of(world);
+    if (!st) return 0;
+    kl_spin_lock(&st->links_lock);
+    int64_t n = st->links_follow.rows_read;
+    kl_spin_unlock(&st->links_lock);
+    return n;
+}
+
 /* Brings the children index up to date: the rows the linked archetypes took in or had
  * stamped (see kl_follow), and the values set in place since the last catch-up. False when
  * out of memory, the next catch-up then reading every row. */
