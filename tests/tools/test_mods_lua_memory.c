@@ -357,6 +357,47 @@ START_TEST(an_unload_out_of_world_memory_anywhere_is_done_whole_or_says_so_and_c
 }
 END_TEST
 
+/* A mod adding and removing systems by fresh names, 300 a frame: what the host holds for it
+ * (its list of names is the host state's memory) is the same at frame 50 as at frame 10. The
+ * list kept every name a mod ever added and scanned them all at each add, each frame slower
+ * than the last: counted in bytes here, not timed. */
+START_TEST(a_mod_churning_systems_by_fresh_names_holds_no_more_host_memory_frame_after_frame) {
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/tmp/kiln-mods-churn-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/churn.lua", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("local n, f = 0, function() end\n"
+          "world:system{name = 'churn', run = function()\n"
+          "  for _ = 1, 300 do\n"
+          "    n = n + 1\n"
+          "    if not pcall(world.system, world, {name = 'c' .. n, run = f}) then break end\n"
+          "    world:remove_system('c' .. n)\n"
+          "  end\n"
+          "end}\n", f);
+    fclose(f);
+    host h;
+    start(&h, "mods = kiln.mods(w)\n"
+              "function frames(k)\n"
+              "  for _ = 1, k do assert(w:progress(1 / 60)) end\n"
+              "  collectgarbage() collectgarbage()\n"
+              "end");
+    lua_pushstring(h.L, path);
+    lua_setglobal(h.L, "path");
+    run(h.L, "assert(mods:load(path)) frames(10)");
+    int64_t first = h.lua_mem.live;
+    run(h.L, "frames(40)");
+    int64_t last = h.lua_mem.live;
+    ck_assert_msg(last - first < 1024, "the host held %lld bytes at frame 10, %lld at frame 50", (long long)first,
+                  (long long)last);
+    run(h.L, "mods:close()");
+    stop(&h);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("mods_lua_memory");
     TCase *tc = tcase_create("memory");
@@ -366,6 +407,7 @@ int main(void) {
     tcase_add_test(tc, a_top_level_out_of_memory_anywhere_is_taken_back_whole_or_kept_whole);
     tcase_add_test(tc, a_load_dir_taken_back_after_a_later_mod_called_out_keeps_the_first_mods_handles_spent);
     tcase_add_test(tc, an_unload_out_of_world_memory_anywhere_is_done_whole_or_says_so_and_can_be_done_again);
+    tcase_add_test(tc, a_mod_churning_systems_by_fresh_names_holds_no_more_host_memory_frame_after_frame);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
