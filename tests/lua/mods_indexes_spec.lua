@@ -4,8 +4,6 @@
 local kiln = require "kiln"
 local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
 
-local SLOW = 10 -- seconds the attack may take at worst, even under ASan
-
 describe("a hostile mod cannot stall the world's indexes", function()
     after_each(M.cleanup)
 
@@ -13,7 +11,8 @@ describe("a hostile mod cannot stall the world's indexes", function()
     -- at once, in an endless loop: a look-up catches the children and name indexes up on
     -- what changed (an index rebuilt per look-up made the loop's C work, which the budget
     -- does not count, take minutes), so the loop ends at the budget, and the host's own
-    -- links and names read as before.
+    -- links and names read as before. (What the look-ups read of the indexes is counted, not
+    -- timed, in tests/tools/test_mods_indexes.c, which can read the counters.)
     local CHURN = [[
 local r1, r2, c = world:spawn{}, world:spawn{}, world:spawn{}
 world:set_parent(c, r1)
@@ -47,9 +46,7 @@ end
         local w, root, mods = host()
         local dir = M.folder()
         M.write(dir, "churn.lua", CHURN:format("local i = 0\nwhile true do i = i + 1; churn(world, i) end"))
-        local t0 = os.clock()
         local ok, err = mods:load(dir .. "/churn.lua")
-        assert.is_true(os.clock() - t0 < SLOW)
         assert.is_nil(ok)
         -- its instruction budget stops it; on a loaded machine the wall clock may come first
         assert.is_truthy(err:match("^mod 'churn'.*budget") or err:match("^mod 'churn'.*time limit"), err)
@@ -68,9 +65,7 @@ local i = 0
 while true do i = i + 1; churn(w, i) end
 end}]=]))
         assert(mods:load(dir .. "/churn.lua"))
-        local t0 = os.clock()
         local failures = M.frames(w, 3)
-        assert.is_true(os.clock() - t0 < SLOW)
         assert.are.equal(3, #failures)
         for _, f in ipairs(failures) do -- the budget, or first the queued relinks' count
             assert.matches("mod 'churn'", f.message, 1, true)
