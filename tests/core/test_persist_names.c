@@ -10,7 +10,7 @@
 #include "test_support.h"
 
 /* ------------------------------------------------------------------------------------------ */
-KILN_TEST_GROUP(names);
+KILN_TEST_GROUP_WITH(names, .timeout = 60); /* picked names, 0.6 s of CPU: room for a loaded machine and ASan */
 
 KILN_TEST(names, a_name_is_found_in_constant_time_and_follows_renames_and_despawns) {
     pf_world w;
@@ -167,7 +167,7 @@ KILN_TEST(names, a_restore_brings_names_back_to_the_index) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-KILN_TEST_GROUP(clone);
+KILN_TEST_GROUP_WITH(clone, .timeout = 60); /* a 20k-entity tree */
 
 KILN_TEST(clone, a_tree_clone_copies_values_and_points_inner_references_at_the_copies) {
     pf_world w;
