@@ -29,7 +29,10 @@ int luaopen_kiln(lua_State *L);
  * after closing Lua (or after world:close()). Components the host registered are visible
  * to Lua by name, with their reflected fields. workers sizes the job pool the world's
  * schedule runs C systems on (0: inline). Returns 1 (the world on the stack), or raises a
- * Lua error when out of memory. Loads the kiln module if it was not loaded. */
+ * Lua error when out of memory. Loads the kiln module if it was not loaded. One Lua state
+ * holds a world at a time: pushed again into the same state, it is the same kiln.World
+ * (workers ignored); into another while one holds it, it raises "kiln_lua_push_world: the
+ * world is held by another Lua state (...)". */
 int kiln_lua_push_world(lua_State *L, kiln_world *world, int32_t workers);
 
 /* The kiln_world of the kiln.World at index idx; raises a Lua error for another value or a

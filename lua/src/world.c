@@ -26,8 +26,9 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
     klua_free_systems(kw); /* those left never joined: the others' fini freed them */
     if (kw->owned) {
         kiln_world_destroy(kw->world); /* Lua-valued hooks still see L here */
-    } else if (kw->shared) {
-        kw->shared->L = NULL; /* the host keeps the world; its Lua values die with us */
+    } else if (kw->shared && kw->shared->values_ref == kw->values_box_ref) {
+        kw->shared->L = NULL; /* the host keeps the world; its Lua values die with us (unless
+                               * a World pushed since took the block over) */
     }
     if (kw->shared) klua_values_drop(L, kw, world_idx);
     kiln_jobs_destroy(kw->jobs);
@@ -146,7 +147,35 @@ static klua_world *new_userdata(lua_State *L) {
     return kw;
 }
 
+/* A host's world that Lua already holds: one World per world, since the world's shared block
+ * names one state and one values table, which a second World would take over (the first's
+ * script-only values then read and released through the second's). Pushes the World this
+ * state holds and returns true; raises when another state holds it; false when none does. */
+static bool push_held(lua_State *L, kiln_world *world) {
+    kiln_component t = kiln_component_lookup(world, "kiln.lua");
+    const klua_shared *sh = t ? kiln_resource_get(world, t) : NULL;
+    if (!sh || !sh->L) return false;
+    if (sh->L != klua_main_thread(L))
+        luaL_error(L, "kiln_lua_push_world: the world is held by another Lua state (one state at a time: "
+                      "close that one first)");
+    if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS) == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            const klua_world *kw = luaL_testudata(L, -1, KLUA_WORLD);
+            if (kw && !kw->closed && !kw->host && kw->world == world) {
+                lua_replace(L, -3); /* the World where the table was, the key popped */
+                lua_pop(L, 1);
+                return true;
+            }
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    return false; /* its World is being collected: a new one takes the block over */
+}
+
 int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers) {
+    if (!owned && push_held(L, world)) return 1;
     klua_world *kw = new_userdata(L);
     /* an owned world is made once its userdata, whose __gc destroys it, is there: the Lua
      * state refusing the userdata or its tables left it made and owned by no one */

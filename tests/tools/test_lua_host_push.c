@@ -1,0 +1,98 @@
+/* test_lua_host_push.c: a host's world pushed more than once: into one Lua state it is the same
+ * World, and another state is refused while one holds it, so no state's script-only values are
+ * read or released through another World's table. */
+#include <check.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln.h"
+#include "kiln_lua.h"
+#include "suite_main.h"
+
+static int push(lua_State *L) {
+    return kiln_lua_push_world(L, lua_touserdata(L, 1), 0);
+}
+
+/* Pushes world as global name; the error message ("" when pushed) goes to dest. */
+static void push_as(lua_State *L, kiln_world *world, const char *name, char *dest, size_t size) {
+    lua_pushcfunction(L, push);
+    lua_pushlightuserdata(L, world);
+    int rc = lua_pcall(L, 1, 1, 0);
+    snprintf(dest, size, "%s", rc == LUA_OK ? "" : lua_tostring(L, -1));
+    if (rc == LUA_OK) lua_setglobal(L, name);
+    else lua_pop(L, 1);
+}
+
+/* Runs chunk; what it returned, as a string, goes to dest. */
+static void run(lua_State *L, const char *chunk, char *dest, size_t size) {
+    ck_assert_msg(luaL_dostring(L, chunk) == LUA_OK, "%s", lua_tostring(L, -1));
+    const char *s = lua_tostring(L, -1);
+    snprintf(dest, size, "%s", s ? s : "(nil)");
+    lua_settop(L, 0);
+}
+
+static lua_State *new_state(void) {
+    lua_State *L = luaL_newstate();
+    ck_assert_ptr_nonnull(L);
+    luaL_openlibs(L);
+    return L;
+}
+
+/* Pushed twice, the second World took the world's values table over: the first World's
+ * values read as the second's, and despawning through one released the other's. */
+START_TEST(a_world_pushed_twice_into_one_state_is_the_same_world_and_keeps_its_values) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L = new_state();
+    char err[256], out[256];
+    push_as(L, world, "w1", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w1:component('Brain', 'lua') a = w1:spawn{Brain = {who = 'one'}} return 'ok'", out, sizeof out);
+    push_as(L, world, "w2", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "b = w2:spawn{Brain = {who = 'two'}} c = w2:spawn{Brain = {who = 'three'}}\n"
+           "return tostring(rawequal(w1, w2)) .. ' ' .. w1:get(a, 'Brain').who", out, sizeof out);
+    ck_assert_str_eq(out, "true one");
+    run(L, "w1:despawn(a) collectgarbage() local v = w2:get(b, 'Brain') return type(v) == 'table' and v.who",
+        out, sizeof out);
+    ck_assert_str_eq(out, "two");
+    lua_close(L);
+    kiln_world_destroy(world);
+}
+END_TEST
+
+/* Another state took the world's values table and state over: despawning in the first
+ * released slots of the second's table, whose values then read as numbers. */
+START_TEST(a_world_held_by_one_state_is_refused_to_another_until_that_one_closes) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L1 = new_state(), *L2 = new_state();
+    char err[256], out[256];
+    push_as(L1, world, "w", err, sizeof err);
+    run(L1, "w:component('Brain', 'lua') a = w:spawn{Brain = {who = 'one'}} return 'ok'", out, sizeof out);
+    push_as(L2, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "kiln_lua_push_world: the world is held by another Lua state (one state at a time: "
+                          "close that one first)");
+    run(L1, "w:despawn(a) b = w:spawn{Brain = {who = 'still one'}} return w:get(b, 'Brain').who", out, sizeof out);
+    ck_assert_str_eq(out, "still one");
+    lua_close(L1);
+    push_as(L2, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L2, "w:component('Brain', 'lua') local e = w:spawn{Brain = {who = 'two'}} return w:get(e, 'Brain').who",
+        out, sizeof out);
+    ck_assert_str_eq(out, "two");
+    lua_close(L2);
+    kiln_world_destroy(world);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("lua_host_push");
+    TCase *tc = tcase_create("push");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, a_world_pushed_twice_into_one_state_is_the_same_world_and_keeps_its_values);
+    tcase_add_test(tc, a_world_held_by_one_state_is_refused_to_another_until_that_one_closes);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
