@@ -137,6 +137,8 @@ static void push_record(lua_State *L, klua_commands *c, int op, lua_Integer targ
     lua_pop(L, 1);
     if (fresh) {
         lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_WORLD);
         c->spawns = 0;
         c->batch = 0; /* no tag until it spawns */
         c->complete = false;
@@ -508,6 +510,19 @@ static int apply_records(lua_State *L) {
     int linked_fn = lua_gettop(L);
     lua_pushcfunction(L, apply_one);
     int plain_fn = lua_gettop(L);
+    /* the batch's placeholders resolved to entities of the world its spawns landed in: in
+     * another, the records naming them would land on whatever entity has those handles */
+    if (c->head < c->count && lua_getiuservalue(L, 1, KLUA_COMMANDS_UV_WORLD) == LUA_TUSERDATA) {
+        const klua_world *was = luaL_testudata(L, -1, KLUA_WORLD);
+        if (!was || was->closed || was->world != kw->world) {
+            lua_pushnil(L);
+            lua_pushliteral(L, "commands:apply: the batch spawned into another world, whose entities its "
+                               "placeholders name: apply the rest there, or clear the buffer");
+            lua_pushinteger(L, 0);
+            return 3;
+        }
+    }
+    lua_pop(L, 1);
     if (kw->mod_hooks && c->head < c->count) {
         int refused = check_pending(L, c, kw, records, linked_fn);
         if (refused) return refused;
@@ -566,8 +581,11 @@ static int apply_records(lua_State *L) {
             lua_pushinteger(L, applied);
             return 3;
         }
-        if (op == OP_SPAWN) lua_rawseti(L, resolved, spawn_number(target));
-        else lua_pop(L, 1);
+        if (op == OP_SPAWN) {
+            lua_rawseti(L, resolved, spawn_number(target));
+            lua_pushvalue(L, 2); /* a user value: set without allocating, the entity landed */
+            lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_WORLD);
+        } else lua_pop(L, 1);
         /* release the record's values */
         for (int k = 3; k <= 4; k++) {
             lua_pushnil(L);
@@ -607,6 +625,8 @@ static int c_clear(lua_State *L) {
     lua_newtable(L);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RESOLVED);
     lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_RECORDS);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, KLUA_COMMANDS_UV_WORLD);
     c->head = c->count = 0;
     c->spawns = 0;
     c->batch = 0; /* no tag until it spawns */

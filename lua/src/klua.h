@@ -106,7 +106,8 @@ enum klua_guard_uv { KLUA_GUARD_UV_QUERY = 1, KLUA_GUARD_UV_COUNT = KLUA_GUARD_U
 enum klua_commands_uv {
     KLUA_COMMANDS_UV_RECORDS = 1, /* flat array of pending records */
     KLUA_COMMANDS_UV_RESOLVED,    /* entities by placeholder number */
-    KLUA_COMMANDS_UV_COUNT = KLUA_COMMANDS_UV_RESOLVED
+    KLUA_COMMANDS_UV_WORLD,       /* the World the batch's spawns landed in (nil: none yet) */
+    KLUA_COMMANDS_UV_COUNT = KLUA_COMMANDS_UV_WORLD
 };
 
 typedef struct klua_system klua_system;

@@ -297,4 +297,33 @@ describe("kiln.commands", function()
         assert.are.equal(1, a:count())
         assert.are.equal(1, b:count())
     end)
+
+    -- resumed on b, the add aimed at the placeholder landed on b's unrelated 0v1
+    it("a batch that spawned into one world resumes only there, leaving another as it was", function()
+        local a, b = H.world(), H.world()
+        b:component("Shield", "int32_t strength;")
+        b:component("Follow", "entity leader;")
+        local victim = b:spawn{Position = {x = 42}}
+        local before = H.snapshot(b, {"Position", "Shield", "Follow"})
+        local cmd = kiln.commands()
+        local ship = cmd:spawn{Position = {x = 3}}
+        cmd:add(ship, "Shield", {strength = 3})
+        cmd:spawn{Position = {}, Follow = {leader = ship}}
+        assert.is_nil((cmd:apply(a)))
+        local ok, msg, applied = cmd:apply(b)
+        assert.is_nil(ok)
+        assert.are.equal("commands:apply: the batch spawned into another world, whose entities its "
+            .. "placeholders name: apply the rest there, or clear the buffer", msg)
+        assert.are.equal(0, applied)
+        assert.are.same(before, H.snapshot(b, {"Position", "Shield", "Follow"}))
+        assert.is_false(b:has(victim, "Shield"))
+        assert.are.equal(2, cmd:count())
+        a:component("Shield", "int32_t strength;")
+        a:component("Follow", "entity leader;")
+        assert.are.equal(2, cmd:apply(a))
+        assert.are.same({strength = 3}, a:get(cmd:resolved(ship), "Shield"))
+        cmd:spawn{Position = {}} -- a new batch goes anywhere
+        assert.are.equal(1, cmd:apply(b))
+        assert.are.equal(2, b:count())
+    end)
 end)
