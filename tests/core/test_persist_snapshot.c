@@ -214,6 +214,61 @@ KILN_TEST(snapshot, a_snapshot_of_another_world_is_refused_and_changes_nothing) 
     pf_close(&b);
 }
 
+/* An allocator that hands a freed block out again for the next request of its size, as
+ * malloc often does: a world made after another was destroyed sits at its address. */
+typedef struct reuse_pool { void *blocks[256]; size_t sizes[256]; int n; } reuse_pool;
+
+static void *reuse_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    reuse_pool *p = ud;
+    if (nsize == 0) {
+        if (p->n < 256) p->blocks[p->n] = ptr, p->sizes[p->n++] = osize;
+        else free(ptr);
+        return NULL;
+    }
+    if (!ptr)
+        for (int i = p->n; i-- > 0;)
+            if (p->sizes[i] == nsize) {
+                void *b = p->blocks[i];
+                p->blocks[i] = p->blocks[--p->n], p->sizes[i] = p->sizes[p->n];
+                return b;
+            }
+    return realloc(ptr, nsize);
+}
+
+/* The address check alone took the new world for the snapshot's: the restore wrote rows of
+ * another layout over its columns and records past its pages (heap corruption). */
+KILN_TEST(snapshot, a_snapshot_outliving_its_world_is_refused_by_a_world_made_at_its_address) {
+    reuse_pool pool = {.n = 0};
+    kiln_world_desc desc = {.alloc = reuse_alloc, .alloc_ud = &pool};
+    kiln_world *a = kiln_world_create(&desc);
+    kiln_component big, tag;
+    ck_assert_int_eq(kiln_component_register(a, &(kiln_component_desc){.name = "Big", .size = 64}, &big), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(a, &(kiln_component_desc){.name = "Tag"}, &tag), KILN_OK);
+    for (int i = 0; i < 100; i++) {
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(a, (kiln_component[]){big, tag}, NULL, 2, &e), KILN_OK);
+    }
+    kiln_snapshot *snap = NULL;
+    ck_assert_int_eq(kiln_snapshot_create(a, &snap), KILN_OK);
+    void *was = a;
+    kiln_world_destroy(a);
+    kiln_world *b = kiln_world_create(&desc);
+    ck_assert_ptr_eq(b, was);
+    kiln_component small;
+    ck_assert_int_eq(kiln_component_register(b, &(kiln_component_desc){.name = "Small", .size = 1}, &small), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(b, &(kiln_component_desc){.name = "Tag"}, &tag), KILN_OK);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(b, (kiln_component[]){small, tag}, NULL, 2, &e), KILN_OK);
+    uint64_t h = kiln_world_hash(b);
+    ck_assert_int_eq(kiln_snapshot_restore(b, snap), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(b), "kiln_snapshot_restore: the snapshot is of another world");
+    ck_assert_int_eq(kiln_snapshot_update(b, snap), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_uint_eq(kiln_world_hash(b), h);
+    kiln_snapshot_destroy(snap);
+    kiln_world_destroy(b);
+    while (pool.n) free(pool.blocks[--pool.n]);
+}
+
 KILN_TEST(snapshot, update_reuses_the_block_and_restores_the_newer_state) {
     pf_world a;
     pf_open(&a, false);

@@ -231,7 +231,8 @@ kiln_result kiln_snapshot_update(kiln_world *world, kiln_snapshot *snap);
  * restore holds the resources it put in place); a kiln_resource_set from them lands. */
 kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap);
 
-/* Frees a snapshot (NULL: no-op). It may outlive its world (its allocator hook must not). */
+/* Frees a snapshot (NULL: no-op). It may outlive its world (its allocator hook must not); a
+ * world made later refuses it as another world's, even one at the destroyed world's address. */
 void kiln_snapshot_destroy(kiln_snapshot *snap);
 
 /* Bytes the snapshot holds. */

@@ -31,6 +31,7 @@ typedef struct snap_resource {
 struct kiln_snapshot {
     kl_allocator alloc;     /* a copy of the world's hook, so the snapshot may outlive it */
     const kiln_world *world;
+    uint64_t world_seed;    /* its hash_seed: a world made later at the same address differs */
     void *block;
     size_t block_size, used;
     kiln_tick tick, tick_base; /* the world's, restored together with the rows */
@@ -82,9 +83,16 @@ static void *carve(kiln_snapshot *s, size_t size) {
     return p;
 }
 
+/* Whether snap was taken of world: the address alone would take a world made where a
+ * destroyed one was (a snapshot may outlive its world) for it, archetype ids and strides too. */
+static bool of_world(const kiln_snapshot *snap, const kiln_world *world) {
+    return snap->world == world && snap->world_seed == world->hash_seed;
+}
+
 static void fill(kiln_world *world, kiln_snapshot *s) {
     s->used = 0;
     s->world = world;
+    s->world_seed = world->hash_seed;
     s->tick = world->tick;
     s->tick_base = world->tick_base;
     s->slot_count = kl_slot_count(world);
@@ -173,7 +181,7 @@ kiln_result kiln_snapshot_create(kiln_world *world, kiln_snapshot **dest) {
 
 kiln_result kiln_snapshot_update(kiln_world *world, kiln_snapshot *snap) {
     KILN_ASSERT(snap != NULL, "snap is NULL");
-    if (snap->world != world)
+    if (!of_world(snap, world))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_snapshot_update: the snapshot is of another world");
     return take(world, snap, "kiln_snapshot_update");
 }
@@ -188,7 +196,7 @@ void kiln_snapshot_destroy(kiln_snapshot *snap) {
 size_t kiln_snapshot_bytes(const kiln_snapshot *snap) { return snap ? snap->block_size + sizeof *snap : 0; }
 
 int64_t kiln_snapshot_count(const kiln_world *world, const kiln_snapshot *snap, kiln_component component) {
-    KILN_ASSERT(world != NULL && snap != NULL && snap->world == world, "a snapshot of this world");
+    KILN_ASSERT(world != NULL && snap != NULL && of_world(snap, world), "a snapshot of this world");
     int64_t n = 0;
     for (int32_t g = 0; g < snap->group_count; g++)
         if (kl_archetype_has(world->archetypes[snap->groups[g].archetype], component)) n += snap->groups[g].count;
@@ -236,7 +244,7 @@ static kiln_result prepare(kiln_world *world, const kiln_snapshot *s) {
 kiln_result kiln_snapshot_restore(kiln_world *world, const kiln_snapshot *snap) {
     KILN_ASSERT(world != NULL && snap != NULL, "world and snap are required");
     const char *call = "kiln_snapshot_restore";
-    if (snap->world != world)
+    if (!of_world(snap, world))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the snapshot is of another world", call);
     kiln_result r = pz_check_idle(world, call);
     if (r == KILN_OK) r = prepare(world, snap);
