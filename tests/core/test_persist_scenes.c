@@ -278,6 +278,27 @@ KILN_TEST(scene, instantiate_spawns_prefabs_links_parents_and_remaps_entity_numb
     pf_close(&w);
 }
 
+/* It despawned b's entities that had the handles a's instance spawned, and said KILN_OK. */
+KILN_TEST(scene, an_instance_despawned_with_another_world_is_refused_and_that_world_kept) {
+    pf_world a, b;
+    pf_open(&a, false);
+    pf_open(&b, false);
+    const char *scene = "{\"version\": 1, \"entities\": [{\"name\": \"x\"}, {\"name\": \"y\"}]}";
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_instantiate(a.world, scene, strlen(scene), NULL, &inst), KILN_OK);
+    pf_populate(&b);
+    int64_t count = kiln_entity_count(b.world);
+    ck_assert(kiln_is_alive(b.world, kiln_instance_entity(inst, "x"))); /* the same handles */
+    ck_assert_int_eq(kiln_instance_despawn(b.world, inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(b.world), "kiln_instance_despawn: the instance is of another world");
+    ck_assert_int_eq(kiln_entity_count(b.world), count);
+    ck_assert_int_eq(kiln_instance_despawn(a.world, inst), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(a.world), 0);
+    kiln_instance_destroy(inst);
+    pf_close(&a);
+    pf_close(&b);
+}
+
 KILN_TEST(scene, instances_coexist_under_a_parent_and_each_despawns_only_its_own) {
     pf_world w;
     pf_open(&w, false);

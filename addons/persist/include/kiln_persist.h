@@ -517,7 +517,8 @@ const char *kiln_instance_name(const kiln_instance *instance);
 const char *kiln_instance_properties(const kiln_instance *instance);
 
 /* Despawns the instance's entities that are still alive (not others parented to them since).
- * Not while deferred. */
+ * Not while deferred. KILN_ERR_INVALID_ARGUMENT, nothing despawned, for world not the one
+ * the instance was spawned in. */
 kiln_result kiln_instance_despawn(kiln_world *world, kiln_instance *instance);
 
 /* Frees an instance (NULL: no-op); its entities stay. */

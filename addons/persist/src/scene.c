@@ -22,6 +22,7 @@ struct kiln_instance {
     const char **names;         /* open addressing on the name's hash; NULL: empty */
     kiln_entity *named;
     uint64_t name_seed;         /* the world's: a file cannot pick names that share a slot */
+    const kiln_world *world;    /* with name_seed, tells its world from one made at its address */
 };
 
 /* The slot of name in the instance's table: where it is, or the empty slot it would take. */
@@ -64,6 +65,8 @@ const char *kiln_instance_properties(const kiln_instance *instance) { return ins
 kiln_result kiln_instance_despawn(kiln_world *world, kiln_instance *instance) {
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!instance) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_instance_despawn: instance is NULL");
+    if (instance->world != world || instance->name_seed != world->hash_seed) /* its handles name others here */
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_instance_despawn: the instance is of another world");
     if (world->in_hook) return pz_check_idle(world, "kiln_instance_despawn"); /* deferred: queues */
     for (int64_t i = instance->spawned_count; i-- > 0;)
         if (kiln_is_alive(world, instance->spawned[i])) {
@@ -358,6 +361,7 @@ static kiln_instance *instance_new(kiln_world *world) {
     inst->alloc.fn = world->alloc.fn;
     inst->alloc.ud = world->alloc.ud;
     inst->name_seed = world->hash_seed;
+    inst->world = world;
     atomic_fetch_sub_explicit(&world->alloc.bytes, (int64_t)sizeof *inst, memory_order_relaxed);
     atomic_fetch_add_explicit(&inst->alloc.bytes, (int64_t)sizeof *inst, memory_order_relaxed);
     inst->arena.alloc = &inst->alloc;
