@@ -47,13 +47,18 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
     dest->world = world;
     dest->component = component;
     dest->version = world->structure_version;
+    /* the block is the getter's from now on, freed through a copy of the hook: a getter
+     * finished after its world's destroy (a holder's teardown order) reads no freed world */
+    atomic_fetch_sub_explicit(&world->alloc.bytes, (int64_t)block_size((uint64_t)n), memory_order_relaxed);
+    dest->alloc = world->alloc.fn;
+    dest->alloc_ud = world->alloc.ud;
     return KILN_OK;
 }
 
 void kiln_getter_fini(kiln_getter *getter) {
     KILN_ASSERT(getter != NULL, "getter is NULL");
-    if (getter->world)
-        kl_free(&getter->world->alloc, (void *)getter->data, block_size(getter->archetype_count));
+    if (getter->alloc && getter->data)
+        getter->alloc(getter->alloc_ud, (void *)getter->data, block_size(getter->archetype_count), 0);
     memset(getter, 0, sizeof *getter);
 }
 
