@@ -467,6 +467,10 @@ function Query:format(world, limit)
   if not is_world(world) then
     error(bad_argument(1, "query:format", "kiln.World expected, got " .. typename(world)), 2)
   end
+  -- another world with the same names and handles would show its own rows as the query's
+  if not layer.is_query(self, world) then
+    error(bad_argument(1, "query:format", "the world of the query expected"), 2)
+  end
   if limit ~= nil and (math_type(limit) ~= "integer" or limit < 0) then
     local got = type(limit) == "number" and number_text(limit) or typename(limit)
     error(bad_argument(2, "query:format", "row limit (integer >= 0) expected, got " .. got), 2)

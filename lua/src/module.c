@@ -20,9 +20,11 @@ static const char *read_lines(lua_State *L, void *data, size_t *size) {
     return line;
 }
 
-/* layer.is_query(v): whether v is a kiln.Query (lua/kiln/ffi.lua checks self with it). */
+/* layer.is_query(v [, world]): whether v is a kiln.Query (lua/kiln/ffi.lua checks self with
+ * it), made by the kiln.World world when that is given (query:format reads world's rows). */
 static int layer_is_query(lua_State *L) {
-    lua_pushboolean(L, luaL_testudata(L, 1, KLUA_QUERY) != NULL);
+    const klua_query *kq = luaL_testudata(L, 1, KLUA_QUERY);
+    lua_pushboolean(L, kq && (lua_isnoneornil(L, 2) || (const void *)kq->kw == lua_touserdata(L, 2)));
     return 1;
 }
 

@@ -306,6 +306,19 @@ describe("query:format", function()
                          "0v1     1          10\n1v1     2          10\n... 3 more", text)
         assert.are.equal(w:query{"Health"}:format(w), kiln.pretty(w:query{"Health"}, w))
     end)
+
+    -- the names and the handle matched, so it showed b's row as the query's
+    it("refuses another world, even one with the same names and handles", function()
+        local a, b = H.world(), H.world()
+        a:spawn{Health = {hp = 1, max = 2}}
+        b:spawn{Health = {hp = 99, max = 99}}
+        local q = a:query{"Health"}
+        local ok, err = pcall(q.format, q, b)
+        assert.is_false(ok)
+        assert.truthy(err:find("bad argument #1 to 'query:format' (the world of the query expected)", 1, true), err)
+        assert.are.equal(tostring(q), kiln.pretty(q, b))
+        assert.truthy(q:format(a):find("0v1     1          2", 1, true))
+    end)
 end)
 
 describe("kiln.table_text", function()
