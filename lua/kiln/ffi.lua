@@ -85,10 +85,17 @@ local function check_fn(fn)
   end
 end
 
+-- q:each(fn) visited nothing and said nothing: the loops take no argument (as the C q:each).
+local function no_argument(fname, extra)
+  error(format("bad argument #1 to '%s' (no argument expected, got %s: a function run per row is an " ..
+    "each system's, or q:bulk(fn)'s)", fname, type(extra)), 3)
+end
+
 local each = Query.each
 if not views then -- Lua 5.4, or a state without the ffi library (a mod's): table views
-  function Query:each_ffi()
+  function Query:each_ffi(extra)
     check_query(self, "query:each_ffi")
+    if extra ~= nil then no_argument("query:each_ffi", extra) end
     -- LuaJIT (a mod's state): a tail call, so q:each notes the caller's frame as the one its
     -- loop runs in (jit_methods.c); its errors then name q:each
     if LUA51 then return each(self) end
@@ -580,8 +587,9 @@ local function start(q, s, level, fname, stamp, site)
 end
 
 -- q:each_ffi(): for e, a, b in q:each_ffi() do ... end, the views pointing into the columns.
-function Query:each_ffi()
+function Query:each_ffi(extra)
   if not pairs_of[self] then check_query(self, "query:each_ffi") end
+  if extra ~= nil then no_argument("query:each_ffi", extra) end
   local s = state_of(self, false, "query:each_ffi")
   local step, loop = start(self, s, 2, nil, nil, true)
   -- a world with a budget: the table path (a tail call, so q:each notes the caller's frame
@@ -592,8 +600,9 @@ end
 
 -- q:each(): FFI views where every term reads as its table view does (SAME_AS_TABLE), else
 -- the table views.
-function Query:each()
+function Query:each(extra)
   if not pairs_of[self] then check_query(self, "query:each") end
+  if extra ~= nil then no_argument("query:each", extra) end
   local s = state_of(self, true)
   local step, loop
   if s then step, loop = start(self, s, 2, "query:each", nil, true) end

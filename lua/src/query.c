@@ -398,6 +398,9 @@ static int guarded_write_back(lua_State *L) {
 
 static int q_each(lua_State *L) {
     klua_query *kq = klua_query_check(L, 1);
+    if (!lua_isnoneornil(L, 2)) /* q:each(fn) visited nothing and said nothing */
+        klua_argerror(L, 2, "query:each", "no argument expected, got %s: a function run per row is an "
+                      "each system's, or q:bulk(fn)'s", luaL_typename(L, 2));
     if (!kq->step_made && !kq->active) { /* on first use: queries never looped this way pay nothing */
         klua_query_make_step(L, kq, 1);
         kq->step_made = true;

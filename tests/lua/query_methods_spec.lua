@@ -49,6 +49,21 @@ describe("Query methods", function()
         end
         assert.is_true(H.not_deferred(w))
     end)
+
+    it("refuse an argument to the loops, which visited nothing given q:each(fn)", function()
+        local w = movers(2)
+        local q = w:query{"Position"}
+        for _, m in ipairs{"each", "each_ffi"} do
+            local want = "bad argument #1 to 'query:" .. m .. "' (no argument expected, got function: " ..
+                "a function run per row is an each system's, or q:bulk(fn)'s)"
+            H.raises(function() q[m](q, function() end) end, want)
+            H.raises(function() for _ in q[m](q, 5) do end end, "bad argument #1 to 'query:" .. m .. "'")
+            local n = 0
+            for _ in q[m](q, nil) do n = n + 1 end -- nil is no argument
+            assert.are.equal(2, n)
+        end
+        assert.is_true(H.not_deferred(w))
+    end)
 end)
 
 describe("World methods", function()
