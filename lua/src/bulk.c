@@ -364,7 +364,7 @@ static void bulk_check_terms(lua_State *L, klua_query *kq, int bulk_idx, const b
 }
 
 /* Converts the value at idx for field fd into the staged row (was: the row's snapshot);
- * returns NULL or a pushed message. Unchanged text keeps its bytes. */
+ * returns NULL or a pushed message. Unchanged text and integers keep their bytes. */
 static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, const uint8_t *was,
                                 uint8_t *row) {
     if (fd->type == KILN_TYPE_CHAR && lua_type(L, idx) == LUA_TSTRING) {
@@ -373,7 +373,7 @@ static const char *bulk_convert(lua_State *L, int idx, const kiln_field *fd, con
         size_t old = strnlen((const char *)was + fd->offset, fd->count);
         if (len == old && memcmp(str, was + fd->offset, len) == 0) return NULL;
     }
-    return klua_to_field(L, idx, fd, row);
+    return klua_restage_field(L, idx, fd, row);
 }
 
 /* ---- The write-back of float-only terms: straight into the column, undone on a bad value ----

@@ -346,7 +346,7 @@ static bool stage_term(lua_State *L, klua_query *kq, int t, int first) {
             size_t was = strnlen((const char *)snap + fd->offset, fd->count);
             if (len == was && memcmp(str, snap + fd->offset, len) == 0) continue;
         }
-        const char *err = klua_to_field(L, idx, fd, buf);
+        const char *err = klua_restage_field(L, idx, fd, buf);
         if (err) field_error(L, kq, t, fd, err);
         lua_settop(L, top); /* what the conversion pushed */
     }

@@ -31,18 +31,25 @@ const kiln_field *klua_field_named(lua_State *L, const kiln_component_info *info
     return len <= KILN_MAX_NAME && strlen(name) == len ? klua_find_field(info, name) : NULL;
 }
 
+/* The integer an integer field's bytes at p read as in Lua (a uint64 past 2^63 - 1 as negative). */
+static lua_Integer stored_integer(kiln_type t, const uint8_t *p) {
+    switch (t) {
+    case KILN_TYPE_INT8: return *(const int8_t *)p;
+    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case KILN_TYPE_UINT8: return *p;
+    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return (lua_Integer)v; } /* int64, uint64, entity */
+    }
+}
+
 static void push_scalar(lua_State *L, kiln_type t, const uint8_t *p) {
     switch (t) {
     case KILN_TYPE_BOOL: lua_pushboolean(L, *(const bool *)p); break;
-    case KILN_TYPE_INT8: lua_pushinteger(L, *(const int8_t *)p); break;
-    case KILN_TYPE_INT16: { int16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
-    case KILN_TYPE_INT32: { int32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
-    case KILN_TYPE_INT64: { int64_t v; memcpy(&v, p, 8); lua_pushinteger(L, (lua_Integer)v); break; }
-    case KILN_TYPE_UINT8: lua_pushinteger(L, *p); break;
-    case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, p, 2); lua_pushinteger(L, v); break; }
-    case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, p, 4); lua_pushinteger(L, v); break; }
-    case KILN_TYPE_UINT64:
-    case KILN_TYPE_ENTITY: { uint64_t v; memcpy(&v, p, 8); lua_pushinteger(L, (lua_Integer)v); break; }
+    case KILN_TYPE_INT8: case KILN_TYPE_INT16: case KILN_TYPE_INT32: case KILN_TYPE_INT64:
+    case KILN_TYPE_UINT8: case KILN_TYPE_UINT16: case KILN_TYPE_UINT32: case KILN_TYPE_UINT64:
+    case KILN_TYPE_ENTITY: lua_pushinteger(L, stored_integer(t, p)); break;
     case KILN_TYPE_FLOAT: { float v; memcpy(&v, p, 4); lua_pushnumber(L, v); break; }
     case KILN_TYPE_DOUBLE: { double v; memcpy(&v, p, 8); lua_pushnumber(L, v); break; }
     default: lua_pushnil(L); break;
@@ -71,8 +78,20 @@ const char *klua_to_float(lua_State *L, lua_Number n, float *dest) {
     return NULL;
 }
 
-/* Converts the value at idx to a scalar of type t into p; NULL or a pushed message. */
-static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p) {
+/* Whether the number at idx is what the integer field bytes at p were read as: a view or a
+ * bulk array filled from them and handed back. Such a value keeps the bytes, even when they
+ * read as a number the field refuses (a uint64 past 2^63 - 1) or one LuaJIT rounded (past 2^53). */
+static bool reads_as_stored(lua_State *L, int idx, kiln_type t, const uint8_t *p) {
+    lua_Integer was = stored_integer(t, p);
+    if (KLUA_LUAJIT) return lua_tonumber(L, idx) == (lua_Number)was;
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    return ok && v == was;
+}
+
+/* Converts the value at idx to a scalar of type t into p; NULL or a pushed message. With kept,
+ * p holds the bytes the value was read from, and an integer still equal to them keeps them. */
+static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p, bool kept) {
     switch (t) {
     case KILN_TYPE_BOOL:
         if (!lua_isboolean(L, idx))
@@ -95,6 +114,7 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p) {
         return NULL;
     }
     default: {
+        if (kept && lua_type(L, idx) == LUA_TNUMBER && reads_as_stored(L, idx, t, p)) return NULL;
         int ok = 0;
         lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
         lua_Integer lo, hi;
@@ -229,9 +249,9 @@ static const char *element_fault(lua_State *L, int idx, kiln_type t, int w) {
     return NULL;
 }
 
-static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p) {
+static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p, bool kept) {
     int w = vec_width(t);
-    if (w == 0) return to_scalar(L, idx, t, p);
+    if (w == 0) return to_scalar(L, idx, t, p, kept);
     if (!lua_istable(L, idx))
         return lua_pushfstring(L, "expected a table for %s, got %s", kiln_type_name(t),
                                luaL_typename(L, idx));
@@ -290,7 +310,7 @@ static bool array_key_before(lua_State *L, int a, int b) {
     return key_before(L, a, b);
 }
 
-const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base) {
+static const char *to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base, bool kept) {
     uint8_t *p = base + f->offset;
     idx = lua_absindex(L, idx);
     if (f->type == KILN_TYPE_CHAR) {
@@ -304,7 +324,7 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
         memcpy(p, s, n);
         return NULL;
     }
-    if (f->count <= 1) return to_element(L, idx, f->type, p);
+    if (f->count <= 1) return to_element(L, idx, f->type, p, kept);
     if (!lua_istable(L, idx))
         return lua_pushfstring(L, "expected an array of %d, got %s", (int)f->count, luaL_typename(L, idx));
     size_t size = kiln_type_size(f->type);
@@ -349,7 +369,7 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
                 uint8_t one[64]; /* the largest element: a mat4 */
                 uint8_t *dest = pass == 0 ? one : work + size * i;
                 if (pass == 0) memcpy(one, p + size * i, size);
-                const char *err = to_element(L, -1, f->type, dest);
+                const char *err = to_element(L, -1, f->type, dest, kept);
                 if (err) return lua_pushfstring(L, "element %d: %s", (int)i + 1, err); /* caller raises */
             }
             lua_pop(L, 1);
@@ -357,6 +377,14 @@ const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *b
     }
     if (small) memcpy(p, tmp, size * f->count);
     return NULL;
+}
+
+const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base) {
+    return to_field(L, idx, f, base, false);
+}
+
+const char *klua_restage_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base) {
+    return to_field(L, idx, f, base, true);
 }
 
 /* Whether key a of a table of fields is reported before key b: keys that are not strings

@@ -201,3 +201,51 @@ describe("q:bulk's write-back of a block", function()
         sees_world(w, q)
     end)
 end)
+
+describe("a write-back of 64-bit integer fields", function()
+    -- Values a Lua number cannot hand back as they are: a uint64 past 2^63 - 1 (it reads as
+    -- negative, and a write refuses it) and an int64 past 2^53 (LuaJIT reads it rounded). A
+    -- loop that leaves them alone must leave their bits and stamps alone.
+    local schema = "uint64_t u; int64_t i; int64_t a[2]; float x"
+    local function loaded(values)
+        local w = H.world()
+        w:component("Big", schema)
+        w:spawn{Big = {}}
+        local text = w:save(nil, {format = "json"})
+        for field, value in pairs(values) do -- a zero, or an array of zeros, replaced
+            local zero = value:sub(1, 1) == "[" and "%[[%s0,]*%]" or "0"
+            text = text:gsub('("' .. field .. '": )' .. zero, "%1" .. value, 1)
+        end
+        local loaded_world = H.world()
+        loaded_world:component("Big", schema)
+        loaded_world:load(text)
+        loaded_world:advance_tick()
+        return loaded_world, loaded_world:query{"Big"}:entities()[1]
+    end
+    local function bits(w) return w:save(nil, {format = "json"}):match('"Big": %b{}') end
+
+    -- Loops that change nothing, then loops that change x only: the other fields stay as loaded.
+    local function loops_keep(w, e, wanted)
+        local want = bits(w)
+        for _, text in ipairs(wanted) do assert.truthy(want:find(text, 1, true), want) end
+        local q = w:query{"Big"}
+        for _ in q:each() do end
+        for _, b in q:each() do local _ = b.u + b.i + b.a[1] end
+        q:bulk(function() end)
+        assert.are.equal(want, bits(w))
+        assert.are.equal(1, w:changed_tick(e, "Big"), "a loop that changed nothing stamped the row")
+        for _, b in q:each() do b.x = 2 end
+        q:bulk(function(_, _, b) b.x[1] = b.x[1] + 1 end)
+        assert.are.equal(want:gsub('"x": [%d.]+', '"x": 3.0'), bits(w))
+    end
+
+    it("keeps a uint64 past 2^63 - 1 that q:each() and q:bulk were filled with", function()
+        local w, e = loaded{u = '"18446744073709551615"'}
+        loops_keep(w, e, {'"u": "18446744073709551615"'})
+    end)
+
+    it("keeps an int64 past 2^53 that q:each() and q:bulk were filled with", function()
+        local w, e = loaded{i = "9007199254740993", a = "[-9007199254740995, 1]"}
+        loops_keep(w, e, {'"i": 9007199254740993', "-9007199254740995"})
+    end)
+end)
