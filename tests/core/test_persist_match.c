@@ -63,6 +63,39 @@ KILN_TEST_LOOP(match, fields_match_by_name_widen_losslessly_and_missing_ones_are
     kiln_world_destroy(w);
 }
 
+/* A float NaN widened to a double keeps its sign, its payload and whether it is signalling:
+ * the payload moves to the double's high mantissa bits, as a quiet NaN's does in hardware. */
+KILN_TEST_LOOP(match, a_float_nan_widened_to_a_double_keeps_every_bit, 0, 2) {
+    static const uint32_t floats[] = {0x7f800001u, 0xff812345u, 0x7fc00001u, 0xffc00000u, 0x7f800000u, 0x80000001u};
+    static const uint64_t doubles[] = {UINT64_C(0x7ff0000020000000), UINT64_C(0xfff02468a0000000),
+                                       UINT64_C(0x7ff8000020000000), UINT64_C(0xfff8000000000000),
+                                       UINT64_C(0x7ff0000000000000), UINT64_C(0xb6a0000000000000)};
+    enum { N = sizeof floats / sizeof floats[0] };
+    kiln_world *a = kiln_world_create(NULL);
+    static const kiln_field narrow[] = {{"v", KILN_TYPE_FLOAT, 0, 0}};
+    kiln_component fa = pf_register(a, "Bits", 4, narrow, 1);
+    kiln_entity e[N];
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(kiln_spawn(a, &e[i]), KILN_OK);
+        ck_assert_int_eq(kiln_add(a, e[i], fa, &floats[i]), KILN_OK);
+    }
+    pf_bytes saved;
+    pf_save(a, formats[_i], &saved);
+    kiln_world *b = kiln_world_create(NULL);
+    static const kiln_field wide[] = {{"v", KILN_TYPE_DOUBLE, 0, 0}};
+    kiln_component fb = pf_register(b, "Bits", 8, wide, 1);
+    ck_assert_msg(kiln_load(b, saved.data, saved.size, NULL) == KILN_OK, "%s", kiln_world_error(b));
+    for (int i = 0; i < N; i++) {
+        uint64_t got;
+        memcpy(&got, kiln_get(b, e[i], fb), 8);
+        ck_assert_msg(got == doubles[i], "float 0x%08x became 0x%016llx, not 0x%016llx", (unsigned)floats[i],
+                      (unsigned long long)got, (unsigned long long)doubles[i]);
+    }
+    pf_bytes_free(&saved);
+    kiln_world_destroy(a);
+    kiln_world_destroy(b);
+}
+
 KILN_TEST_LOOP(match, a_narrowing_type_change_is_refused_naming_the_field, 0, 2) {
     pf_bytes saved;
     kiln_entity e[8];

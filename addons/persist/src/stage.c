@@ -65,7 +65,20 @@ void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint8_t *dst) 
     case KILN_TYPE_UINT16: { uint16_t v; memcpy(&v, src, 2); u = v; is_unsigned = true; break; }
     case KILN_TYPE_UINT32: { uint32_t v; memcpy(&v, src, 4); u = v; is_unsigned = true; break; }
     case KILN_TYPE_UINT64: memcpy(&u, src, 8); is_unsigned = true; break;
-    case KILN_TYPE_FLOAT: { float v; memcpy(&v, src, 4); d = v; is_float = true; break; }
+    case KILN_TYPE_FLOAT: {
+        uint32_t b;
+        memcpy(&b, src, 4);
+        if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x7fffffu)) { /* a NaN: its bits, not a conversion */
+            uint64_t wide = (uint64_t)(b >> 31) << 63 | UINT64_C(0x7ff) << 52 | (uint64_t)(b & 0x7fffffu) << 29;
+            memcpy(dst, &wide, 8); /* the only widening of a float is to a double */
+            return;
+        }
+        float v;
+        memcpy(&v, &b, 4);
+        d = v;
+        is_float = true;
+        break;
+    }
     default: memcpy(dst, src, kiln_type_size(from)); return; /* same type */
     }
     if (!is_float) d = is_unsigned ? (double)u : (double)i;
