@@ -28,6 +28,26 @@ describe("resources", function()
         assert.are.same({hp = 3, max = 4}, w:resource("Health"))
     end)
 
+    -- From an all-zero state xoshiro256** draws 0 forever, and a load refuses such a save: a
+    -- script must not be able to write one, so that every save the world makes loads.
+    it("the generator's state is never set all zero, so the world's saves keep loading", function()
+        local w = H.world()
+        w:seed(7)
+        local state = w:resource("RandomState")
+        for _, zero in ipairs{{s = {0, 0, 0, 0}}, {s = {[1] = 0, [2] = 0, [3] = 0, [4] = 0}}} do
+            H.raises(function() w:resource("RandomState", zero) end, "world:resource", "RandomState is all zero")
+            assert.are.same(state, w:resource("RandomState"))
+        end
+        local fresh = H.world()
+        fresh:component("RandomState", "uint64_t s[4];")
+        H.raises(function() fresh:resource("RandomState", {}) end, "world:resource", "RandomState is all zero")
+        assert.is_nil(fresh:resource("RandomState"))
+        w:resource("RandomState", {s = {0, 0, 0, 1}})
+        local again = H.world()
+        again:load(w:save())
+        assert.are.same({s = {0, 0, 0, 1}}, again:resource("RandomState"))
+    end)
+
     it("any other name holds a Lua value; nil removes it", function()
         local w = H.world()
         local config = {difficulty = "hard"}
