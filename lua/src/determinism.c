@@ -81,8 +81,39 @@ static int w_seed(lua_State *L) {
     return 0;
 }
 
-/* math.random's contract over the world's streams: inside a Lua system, a stream forked from
- * (seed, system, tick); elsewhere the world's main stream. */
+/* The stream world:random draws from now: inside a Lua system, the system's, forked from
+ * (seed, system, tick) and copied to *local (stream_done keeps what was drawn); elsewhere the
+ * world's main stream. */
+static kiln_random *stream(lua_State *L, klua_world *kw, kiln_random *local, const char *fname) {
+    klua_system *sys = kw->current;
+    if (!sys) {
+        kiln_random *r = kiln_random_world(kw->world);
+        if (!r) klua_fail_world(L, kw->world, fname);
+        return r;
+    }
+    /* forked again in a frame run again after a restore: it draws the same numbers */
+    kiln_tick tick = kiln_tick_current(kw->world), key = klua_frame_key(kw->world);
+    if (sys->random_tick != key) {
+        *local = kiln_random_fork(kw->world, sys->name, tick);
+        memcpy(sys->random, local->s, sizeof local->s);
+        sys->random_tick = key;
+    }
+    memcpy(local->s, sys->random, sizeof local->s);
+    return local;
+}
+
+static void stream_done(klua_world *kw, const kiln_random *local) {
+    if (kw->current) memcpy(kw->current->random, local->s, sizeof local->s);
+}
+
+uint64_t klua_random_bits(lua_State *L, klua_world *kw, const char *fname) {
+    kiln_random local;
+    uint64_t bits = kiln_random_next(stream(L, kw, &local, fname));
+    stream_done(kw, &local);
+    return bits;
+}
+
+/* math.random's contract over the world's streams (see stream). */
 static int w_random(lua_State *L) {
     int nargs = lua_gettop(L) - 1; /* counted before klua_self pads the arguments */
     klua_world *kw = klua_self(L);
@@ -95,25 +126,11 @@ static int w_random(lua_State *L) {
     }
     if (nargs > 2) klua_argerror(L, 4, fname, "at most two arguments expected");
     if (nargs >= 1 && lo > hi) klua_argerror(L, nargs >= 2 ? 3 : 2, fname, "interval is empty");
-    kiln_random *r;
     kiln_random local;
-    klua_system *sys = kw->current;
-    if (sys) {
-        /* forked again in a frame run again after a restore: it draws the same numbers */
-        kiln_tick tick = kiln_tick_current(kw->world), key = klua_frame_key(kw->world);
-        if (sys->random_tick != key) {
-            local = kiln_random_fork(kw->world, sys->name, tick);
-            memcpy(sys->random, local.s, sizeof local.s);
-            sys->random_tick = key;
-        }
-        memcpy(local.s, sys->random, sizeof local.s);
-        r = &local;
-    } else if (!(r = kiln_random_world(kw->world))) {
-        klua_fail_world(L, kw->world, fname);
-    }
+    kiln_random *r = stream(L, kw, &local, fname);
     if (nargs == 0) lua_pushnumber(L, kiln_random_double(r));
     else lua_pushinteger(L, (lua_Integer)kiln_random_range(r, lo, hi));
-    if (sys) memcpy(sys->random, local.s, sizeof local.s);
+    stream_done(kw, &local);
     return 1;
 }
 

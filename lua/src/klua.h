@@ -502,6 +502,11 @@ KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write,
                                    const char *fname);
 
+/* ---- determinism.c ---- */
+/* 64 bits of the stream world:random draws from now (a Lua system's fork inside one, else the
+ * world's main stream): math.random(0) in a mod's system. */
+KLUA_HIDDEN uint64_t klua_random_bits(lua_State *L, klua_world *kw, const char *fname);
+
 /* ---- values.c: Lua values <-> component bytes ---- */
 /* Whether the number n read back from a view is the float was it was filled with: equal with
  * the same sign (-0.0 is a change from 0.0), or both NaN. Writes that change nothing are

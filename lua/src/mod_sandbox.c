@@ -105,17 +105,19 @@ static int m_random(lua_State *L) {
         lua_call(L, n + 1, 1);
         return 1;
     }
-    if (mod->kw && mod->kw->current) { /* math.random(m): world:random(m), and (0): all bits */
+    if (mod->kw && mod->kw->current) { /* math.random(m): world:random(m), and (0): all its bits */
         lua_Integer m = luaL_checkinteger(L, 1);
-        if (m != 0) {
-            luaL_getmetatable(L, KLUA_WORLD);
-            lua_getfield(L, -1, "__index");
-            lua_getfield(L, -1, "random");
-            klua_push_self(L, mod->kw);
-            lua_pushinteger(L, m);
-            lua_call(L, 2, 1);
+        if (m == 0) {
+            lua_pushinteger(L, (lua_Integer)klua_random_bits(L, mod->kw, "math.random"));
             return 1;
         }
+        luaL_getmetatable(L, KLUA_WORLD);
+        lua_getfield(L, -1, "__index");
+        lua_getfield(L, -1, "random");
+        klua_push_self(L, mod->kw);
+        lua_pushinteger(L, m);
+        lua_call(L, 2, 1);
+        return 1;
     }
     lua_Integer low, up;
     switch (lua_gettop(L)) {
