@@ -87,8 +87,9 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
                 c.p++;
                 skip_space(&c);
                 if (!isdigit((unsigned char)*c.p)) return fail(L, schema, &c, "expected an array length");
-                unsigned long len = 0;
-                while (isdigit((unsigned char)*c.p) && len < 1000000) len = len * 10 + (unsigned long)(*c.p++ - '0');
+                unsigned long len = 0; /* every digit read, the value held at 1000000 (past any length) */
+                for (; isdigit((unsigned char)*c.p); c.p++)
+                    if (len < 1000000) len = len * 10 + (unsigned long)(*c.p - '0');
                 skip_space(&c);
                 if (*c.p != ']') return fail(L, schema, &c, "expected ']'");
                 c.p++;

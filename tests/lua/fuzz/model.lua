@@ -84,14 +84,12 @@ function M.parse_schema(s)
                 skip()
                 local digits = s:match("^%d+", pos)
                 if not digits then return nil, "expected an array length" end
-                -- schema.c stops reading digits once the length reaches 1000000
-                local len, used = 0, 0
+                -- schema.c reads every digit, holding the length at 1000000 once it gets there
+                local len = 0
                 for d in digits:gmatch("%d") do
-                    if len >= 1000000 then break end
-                    len = len * 10 + tonumber(d)
-                    used = used + 1
+                    if len < 1000000 then len = len * 10 + tonumber(d) end
                 end
-                pos = pos + used
+                pos = pos + #digits
                 skip()
                 if s:sub(pos, pos) ~= "]" then return nil, "expected ']'" end
                 pos = pos + 1
