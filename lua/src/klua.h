@@ -546,9 +546,10 @@ KLUA_HIDDEN void klua_push_field(lua_State *L, const kiln_field *f, const uint8_
 /* Converts the Lua value at idx into the field's bytes at base; returns NULL on success or
  * a message (pushed on the stack) describing what is wrong. */
 KLUA_HIDDEN const char *klua_to_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base);
-/* klua_to_field for a write-back: base holds the bytes the value was read from, and an integer
+/* klua_to_field for a write-back: base holds the bytes the value was read from, and a number
  * element still equal to what they read as keeps them (a uint64 past 2^63 - 1, which a write
- * refuses, or an int64 past 2^53, which LuaJIT reads rounded, left alone is left as it was). */
+ * refuses, an int64 past 2^53, which LuaJIT reads rounded, a NaN, whose payload a read may
+ * lose: each left alone is left as it was). */
 KLUA_HIDDEN const char *klua_restage_field(lua_State *L, int idx, const kiln_field *f, uint8_t *base);
 /* A float field's value from a Lua number: NULL, or a pushed message when out of range. */
 KLUA_HIDDEN const char *klua_to_float(lua_State *L, lua_Number n, float *dest);

@@ -89,8 +89,22 @@ static bool reads_as_stored(lua_State *L, int idx, kiln_type t, const uint8_t *p
     return ok && v == was;
 }
 
+/* Whether n is what the float or double bytes at p were read as: the same number, -0 apart
+ * from 0, or a NaN over a NaN (whose payload a read quiets, and LuaJIT drops). */
+static bool reads_as_stored_real(lua_Number n, kiln_type t, const uint8_t *p) {
+    if (t == KILN_TYPE_FLOAT) {
+        float was;
+        memcpy(&was, p, 4);
+        return klua_same_float(n, was);
+    }
+    double was;
+    memcpy(&was, p, 8);
+    if (n == was) return n != 0 || signbit(n) == signbit(was);
+    return n != n && was != was;
+}
+
 /* Converts the value at idx to a scalar of type t into p; NULL or a pushed message. With kept,
- * p holds the bytes the value was read from, and an integer still equal to them keeps them. */
+ * p holds the bytes the value was read from, and a number still equal to them keeps them. */
 static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p, bool kept) {
     switch (t) {
     case KILN_TYPE_BOOL:
@@ -103,6 +117,7 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p, boo
         if (lua_type(L, idx) != LUA_TNUMBER)
             return lua_pushfstring(L, "expected a number, got %s", luaL_typename(L, idx));
         lua_Number v = lua_tonumber(L, idx);
+        if (kept && reads_as_stored_real(v, t, p)) return NULL;
         if (t == KILN_TYPE_FLOAT) {
             float f = 0;
             const char *err = klua_to_float(L, v, &f);
@@ -265,7 +280,8 @@ static const char *to_element(lua_State *L, int idx, kiln_type t, uint8_t *p, bo
     while (lua_next(L, idx)) {
         int i = element_index(L, -2, t, w);
         if (i < 0 || seen[i] || lua_type(L, -1) != LUA_TNUMBER ||
-            klua_to_float(L, lua_tonumber(L, -1), &tmp[i])) {
+            (!(kept && klua_same_float(lua_tonumber(L, -1), tmp[i])) &&
+             klua_to_float(L, lua_tonumber(L, -1), &tmp[i]))) {
             lua_settop(L, top);
             const char *err = element_fault(L, idx, t, w);
             return err ? err : lua_pushfstring(L, "bad %s", kiln_type_name(t)); /* not reached */

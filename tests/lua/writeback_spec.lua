@@ -204,16 +204,17 @@ end)
 
 describe("a write-back of 64-bit integer fields", function()
     -- Values a Lua number cannot hand back as they are: a uint64 past 2^63 - 1 (it reads as
-    -- negative, and a write refuses it) and an int64 past 2^53 (LuaJIT reads it rounded). A
-    -- loop that leaves them alone must leave their bits and stamps alone.
-    local schema = "uint64_t u; int64_t i; int64_t a[2]; float x"
+    -- negative, and a write refuses it), an int64 past 2^53 (LuaJIT reads it rounded) and a
+    -- NaN's payload (a read quiets a float's, LuaJIT drops any). A loop that leaves them alone
+    -- must leave their bits and stamps alone.
+    local schema = "uint64_t u; int64_t i; int64_t a[2]; float x; vec3 v; float f[2]; double d"
     local function loaded(values)
         local w = H.world()
         w:component("Big", schema)
         w:spawn{Big = {}}
         local text = w:save(nil, {format = "json"})
         for field, value in pairs(values) do -- a zero, or an array of zeros, replaced
-            local zero = value:sub(1, 1) == "[" and "%[[%s0,]*%]" or "0"
+            local zero = value:sub(1, 1) == "[" and "%[[%s0.,]*%]" or "0[.0]*"
             text = text:gsub('("' .. field .. '": )' .. zero, "%1" .. value, 1)
         end
         local loaded_world = H.world()
@@ -247,5 +248,11 @@ describe("a write-back of 64-bit integer fields", function()
     it("keeps an int64 past 2^53 that q:each() and q:bulk were filled with", function()
         local w, e = loaded{i = "9007199254740993", a = "[-9007199254740995, 1]"}
         loops_keep(w, e, {'"i": 9007199254740993', "-9007199254740995"})
+    end)
+
+    it("keeps the NaN payloads of vector, array and double fields, signalling ones too", function()
+        local w, e = loaded{v = '["nan(0x1)", "-nan(0x7fffff)", 0.0]', f = '["-nan(0x2)", "nan(0x400003)"]',
+                            d = '"nan(0x4)"'}
+        loops_keep(w, e, {'"nan(0x1)"', '"-nan(0x7fffff)"', '"-nan(0x2)"', '"nan(0x400003)"', '"d": "nan(0x4)"'})
     end)
 end)
