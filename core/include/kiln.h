@@ -340,7 +340,7 @@ int64_t kiln_entity_count(const kiln_world *world);
  * to dest and returns how many it has, or -1 when the entity is not alive. */
 int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest, int32_t capacity);
 
-/* Formats a handle as "12v3" (index v generation) into buf (24 bytes always enough); returns buf. */
+/* Writes a handle as "12v3" (index v generation; a number from 2^53 up, in decimal) to buf (24 bytes); returns buf. */
 char *kiln_entity_format(kiln_entity entity, char *buf, size_t size);
 
 /* ---- Component access ------------------------------------------------------------------- */

@@ -307,9 +307,9 @@ int64_t kiln_entity_count(const kiln_world *world) {
 }
 
 char *kiln_entity_format(kiln_entity entity, char *buf, size_t size) {
-    if (buf && size) {
-        snprintf(buf, size, "%uv%u", (unsigned)kiln_entity_index(entity),
-                 (unsigned)kiln_entity_generation(entity));
-    }
+    if (buf && size && entity >> (KILN_ENTITY_INDEX_BITS + KILN_ENTITY_GENERATION_BITS))
+        snprintf(buf, size, "%llu", (unsigned long long)entity); /* no handle: "IvG" would name another */
+    else if (buf && size)
+        snprintf(buf, size, "%uv%u", (unsigned)kiln_entity_index(entity), (unsigned)kiln_entity_generation(entity));
     return buf;
 }

@@ -86,6 +86,19 @@ describe("runtime failures", function()
         named_once(msg, "world:set")
     end)
 
+    -- a number past every handle (they are below 2^53) was named by its low bits: world:get of
+    -- 2^53 + e read "entity 0v1 is not alive" while 0v1 was alive
+    it("name a number that is no handle as that number, not as the entity of its low bits", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1}}
+        assert.are.equal("0v1", kiln.handle(e))
+        for _, call in ipairs{function(n) return w:get(n, "Position") end, function(n) w:despawn(n) end,
+                              function(n) w:set(n, "Position", {x = 2}) end} do
+            shape("world:%a+: entity 9007203549708288 is not alive", function() call(e + 2 ^ 53) end)
+        end
+        assert.is_true(w:is_alive(e) and w:get(e, "Position").x == 1)
+    end)
+
     it("name the query method, the component and the field in loops", function()
         local w = H.world()
         w:spawn{Position = {x = 1}}
