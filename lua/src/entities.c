@@ -232,16 +232,23 @@ static kiln_component entity_component(lua_State *L, klua_world *kw, const char 
     return c;
 }
 
+/* c's schema cache entry, for world:add and world:remove: raises (argument 3) when c is a mod's
+ * tag, which only its manager puts on or takes off. Makes strings the first time. */
+static const klua_comp *comp_not_tag(lua_State *L, klua_world *kw, kiln_component c, const char *fname) {
+    const klua_comp *cc = klua_comp_ready(kw, c);
+    if (!cc) cc = klua_comp_get(L, kw, c);
+    if (klua_is_mod_tag(&cc->info)) klua_argerror(L, 3, fname, KLUA_MOD_TAG_REFUSED, cc->info.name);
+    return cc;
+}
+
 static int w_add(lua_State *L) {
     klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:add";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
-    const klua_comp *cc = klua_comp_ready(kw, c);
-    if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before the scratch is taken */
+    const klua_comp *cc = comp_not_tag(L, kw, c, fname); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
-    if (klua_is_mod_tag(info)) klua_argerror(L, 3, fname, KLUA_MOD_TAG_REFUSED, info->name);
     bool had = kiln_has(kw->world, e, c);
     if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);
@@ -267,6 +274,7 @@ static int w_remove(lua_State *L) {
     const char *fname = "world:remove";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
+    comp_not_tag(L, kw, c, fname);
     bool removed = false;
     if (kw->mod_hooks && kiln_has(kw->world, e, c)) {
         kw->mod_hooks->before_remove(L, kw, e, c, fname);

@@ -212,4 +212,32 @@ describe("a mod's tag", function()
         assert.is_true(w:is_alive(a))
         assert.are.equal(1, w:count())
     end)
+
+    -- Taking the tag off made the mod's entity the host's: out of the mod's count, kept past
+    -- its unload. Only the manager takes it off (through C, as its unload does).
+    it("cannot be taken off the mod's entities by the host: the mod's unload still takes them", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        local mods = kiln.mods(w)
+        assert(mods:load(M.write(M.folder(), "m.lua", "world:spawn{Position = {x = 9, y = 9}}")))
+        local mine = M.entities_with(w, "kiln.mod.m")[1]
+        local refused = "('kiln.mod.m' is a mod's tag, which only its mod manager puts on the mod's entities)"
+        for _, name in ipairs{"kiln.mod.m", w:component_info("kiln.mod.m").id} do
+            local ok, err = pcall(w.remove, w, mine, name)
+            assert.is_false(ok)
+            assert.matches("bad argument #2 to 'world:remove' " .. refused, err, 1, true)
+        end
+        local c = kiln.commands()
+        local ok, err = pcall(function()
+            c:remove(mine, "kiln.mod.m")
+            assert(c:apply(w))
+        end)
+        assert.is_false(ok)
+        assert.matches(refused, err, 1, true)
+        assert.is_true(w:has(mine, "kiln.mod.m"))
+        assert.are.equal(1, M.info(mods, "m").entities)
+        assert(mods:unload("m"))
+        assert.is_false(w:is_alive(mine))
+        assert.are.equal(0, w:count())
+    end)
 end)
