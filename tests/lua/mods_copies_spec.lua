@@ -240,3 +240,61 @@ describe("a mod's tag", function()
         assert.are.equal(0, w:count())
     end)
 end)
+
+-- A mod's view refuses every kiln.* name (kiln's own): a mod can neither adopt entities (put
+-- its own or another mod's tag on one) nor disown its own (take its tag off), by name or id,
+-- directly or through a command buffer.
+describe("a mod naming a mod's tag", function()
+    after_each(M.cleanup)
+
+    it("is refused: it cannot adopt or disown entities", function()
+        local w = kiln.world()
+        w:component("Position", "float x, y;")
+        local mods = kiln.mods(w)
+        local dir = M.folder()
+        assert(mods:load(M.write(dir, "a.lua", "world:spawn{Position = {x = 1, y = 1}}")))
+        assert(mods:load(M.write(dir, "b.lua", "world:spawn{Position = {x = 2, y = 2}}")))
+        local a_e, b_e = M.entities_with(w, "kiln.mod.a")[1], M.entities_with(w, "kiln.mod.b")[1]
+        local host_e = w:spawn{Position = {x = 3, y = 3}}
+        local code = string.format([[
+local a_e, b_e, host_e = %d, %d, %d
+local out = {}
+for _, tag in ipairs{"kiln.mod.a", "kiln.mod.b", %d, %d} do
+    for _, call in ipairs{
+        function() world:remove(b_e, tag) end, -- disown its own
+        function() world:remove(a_e, tag) end,
+        function() world:add(host_e, tag) end, -- adopt the host's
+        function() world:add(b_e, tag) end,
+        function() world:spawn{[tag] = true, Position = {x = 4}} end,
+        type(tag) == "string" and function()
+            local c = kiln.commands()
+            c:remove(b_e, tag)
+            assert(c:apply(world))
+        end,
+        type(tag) == "string" and function()
+            local c = kiln.commands()
+            c:add(host_e, tag)
+            assert(c:apply(world))
+        end,
+    } do -- (a buffer records names only)
+        if call then
+            local ok, err = pcall(call)
+            out[#out + 1] = ok and "ALLOWED" or (tostring(err):find("kiln's own", 1, true) or
+                tostring(err):find("a mod's tag", 1, true)) and "refused" or tostring(err)
+        end
+    end
+end
+print(table.concat(out, " "))
+]], a_e, b_e, host_e, w:component_info("kiln.mod.a").id, w:component_info("kiln.mod.b").id)
+        local before = w:hash()
+        M.write(dir, "b.lua", code)
+        assert(mods:reload("b")) -- its entity stays: the new top level runs over it
+        assert.are.equal(("refused "):rep(24):sub(1, -2), mods:log("b")[1])
+        assert.are.equal(before, w:hash())
+        assert.are.equal(1, M.info(mods, "a").entities)
+        assert.are.equal(1, M.info(mods, "b").entities)
+        assert(mods:unload("b"))
+        assert.is_false(w:is_alive(b_e))
+        assert.is_true(w:is_alive(host_e) and w:is_alive(a_e))
+    end)
+end)
