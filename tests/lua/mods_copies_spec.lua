@@ -183,13 +183,18 @@ end)
 -- The tag says whose an entity is, and a mod's unload despawns what carries it: the host's
 -- world:spawn and world:add put it on the host's own entities, which the mod then counted and
 -- its unload despawned. Only the manager puts it on an entity; reading it stays open.
+-- A world with only Position and a manager of default limits.
+local function plain_host()
+    local w = kiln.world()
+    w:component("Position", "float x, y;")
+    return w, kiln.mods(w)
+end
+
 describe("a mod's tag", function()
     after_each(M.cleanup)
 
     it("cannot be put on an entity by the host: the mod's unload leaves the host's entities", function()
-        local w = kiln.world()
-        w:component("Position", "float x, y;")
-        local mods = kiln.mods(w)
+        local w, mods = plain_host()
         assert(mods:load(M.write(M.folder(), "m.lua", "world:spawn{Position = {x = 9, y = 9}}")))
         local a = w:spawn{Position = {x = 1, y = 2}}
         local refused = "('kiln.mod.m' is a mod's tag, which only its mod manager puts on the mod's entities)"
@@ -217,9 +222,7 @@ describe("a mod's tag", function()
     -- Taking the tag off made the mod's entity the host's: out of the mod's count, kept past
     -- its unload. Only the manager takes it off (through C, as its unload does).
     it("cannot be taken off the mod's entities by the host: the mod's unload still takes them", function()
-        local w = kiln.world()
-        w:component("Position", "float x, y;")
-        local mods = kiln.mods(w)
+        local w, mods = plain_host()
         assert(mods:load(M.write(M.folder(), "m.lua", "world:spawn{Position = {x = 9, y = 9}}")))
         local mine = M.entities_with(w, "kiln.mod.m")[1]
         local refused = "('kiln.mod.m' is a mod's tag, which only its mod manager puts on the mod's entities)"
@@ -248,9 +251,7 @@ describe("a mod naming a mod's tag", function()
     after_each(M.cleanup)
 
     it("is refused: it cannot adopt or disown entities", function()
-        local w = kiln.world()
-        w:component("Position", "float x, y;")
-        local mods = kiln.mods(w)
+        local w, mods = plain_host()
         local dir = M.folder()
         assert(mods:load(M.write(dir, "a.lua", "world:spawn{Position = {x = 1, y = 1}}")))
         assert(mods:load(M.write(dir, "b.lua", "world:spawn{Position = {x = 2, y = 2}}")))
