@@ -37,6 +37,7 @@ local function new_batch(c)
     c.spawns = 0
     c.complete = false
     c.resolved = {}
+    c.home = nil -- the model of the world the batch's spawns landed in
 end
 
 -- The first spawn of a batch returned p: its number becomes the batch's.
@@ -204,8 +205,18 @@ function ops.commands(m)
         if chance(0.05) then world = pick({S.closed_world, gen.garbage(), m.queries[1] and m.queries[1].q}) end
         local valid = world == target_m.world and not target_m.closed
         local r = call("commands:apply", S.CM.apply, buf, world)
+        -- a batch whose spawns landed in one world resumes only there: its placeholders name
+        -- that world's entities (nil, a message and 0 elsewhere, or once that one is closed)
+        local away = c.home ~= nil and #c.records > 0 and (c.home ~= target_m or c.home.closed)
         if not valid then
             expect("commands:apply", false, r, "not an open world")
+        elseif away then
+            if expect("commands:apply", true, r) and (r[2] ~= nil or r[4] ~= 0
+                or not tostring(r[3]):find("the batch spawned into another world", 1, true)) then
+                fail("commands:apply of a batch that spawned elsewhere returned %s, %s, %s", tostring(r[2]),
+                     tostring(r[3]), tostring(r[4]))
+            end
+            note("commands:apply refuses a batch that spawned into another world")
         elseif expect("commands:apply", true, r) then
             local n = r[2] == nil and r[4] or r[2]
             n = N.tointeger(n) or -1
@@ -231,6 +242,7 @@ function ops.commands(m)
                     local rr = call("commands:resolved", S.CM.resolved, buf, rec.target)
                     if rr[1] and N.mtype(rr[2]) == "integer" then
                         c.resolved[spawn_number(rec.target)] = rr[2]
+                        c.home = target_m
                         commit(rr[2])
                     else
                         fail("resolved(%d) = %s after its spawn was applied", rec.target, tostring(rr[2]))
