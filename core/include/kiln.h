@@ -188,11 +188,11 @@ int64_t kiln_world_trim(kiln_world *world);
  * the buffer. Order: by archetype, then row. From a hook mid-move, as kiln_entity_count too. */
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
-/* The current world tick (starts at 1), the times a snapshot restore took it back (books kept
- * per tick are new when the epoch changes), and its increment. kiln_tick_advance returns the
- * new tick; not from a running system that is not exclusive (systems beside it stamp their
- * writes with the tick): an assertion. 64 bits: 584,000 years at 1 MHz. Advancing may rebase
- * the rows' ticks, a pass every 16,384 ticks (see kiln_row_tick). */
+/* The current world tick (starts at 1), the times a snapshot restore took it back (books kept per
+ * tick are new when the epoch changes), and its increment. kiln_tick_advance returns the new tick,
+ * not from a running system that is not exclusive (an assertion); at KILN_TICK_MAX (2^53 - 1, the
+ * most a save holds) it fails: 0 and the world error. May rebase row ticks (see kiln_row_tick). */
+#define KILN_TICK_MAX 0x1fffffffffffffull
 kiln_tick kiln_tick_current(const kiln_world *world);
 uint64_t kiln_tick_epoch(const kiln_world *world);
 kiln_tick kiln_tick_advance(kiln_world *world);

@@ -241,8 +241,12 @@ kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
                 "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
-    /* past the last one, change ticks and structure ticks would run backwards */
-    KILN_ASSERT(world->tick != UINT64_MAX, "the world tick has run out (2^64 - 1 ticks)");
+    /* A save holds at most KILN_TICK_MAX (exact in a LuaJIT number): a later tick would be
+     * written to a save no load accepts. */
+    if (world->tick >= KILN_TICK_MAX) {
+        kl_fail(world, KILN_ERR_LIMIT, "kiln_tick_advance: the world tick is at its last, 2^53 - 1");
+        return 0;
+    }
     ++world->tick;
     rebase_when_due(world);
     return world->tick;

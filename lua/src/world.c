@@ -309,7 +309,9 @@ static int w_advance_tick(lua_State *L) {
     if (kw->current && !kw->current->exclusive)
         klua_fail(L, "world:advance_tick", "system '%s' is not exclusive; only an exclusive system may advance the tick",
                   kw->current->name);
-    lua_pushinteger(L, kiln_tick_advance(kw->world));
+    kiln_tick tick = kiln_tick_advance(kw->world);
+    if (tick == 0) klua_fail_world(L, kw->world, "world:advance_tick"); /* at KILN_TICK_MAX */
+    lua_pushinteger(L, (lua_Integer)tick);
     return 1;
 }
 

@@ -162,6 +162,29 @@ KILN_TEST_LOOP(hostile, flipped_bits_load_or_are_refused_leaving_the_world_untou
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
+/* A save at the last tick loads; advancing from it would write a save no load accepts. */
+KILN_TEST(hostile, a_world_loaded_at_the_last_tick_refuses_to_advance_and_saves_a_loadable_tick) {
+    pf_bytes saved, again;
+    scene(KILN_PERSIST_BINARY, &saved);
+    put64(saved.data + 16, KILN_SAVE_TICK_MAX);
+    target t;
+    target_open(&t);
+    ck_assert_int_eq(kiln_load(t.w.world, saved.data, saved.size, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_tick_current(t.w.world), KILN_TICK_MAX);
+    ck_assert_uint_eq(kiln_tick_advance(t.w.world), 0);
+    ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_tick_advance: the world tick is at its last, 2^53 - 1");
+    ck_assert_uint_eq(kiln_tick_current(t.w.world), KILN_TICK_MAX);
+    pf_save(t.w.world, KILN_PERSIST_BINARY, &again);
+    pf_world fresh;
+    pf_open(&fresh, false);
+    ck_assert_int_eq(kiln_load(fresh.world, again.data, again.size, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_tick_current(fresh.world), KILN_TICK_MAX);
+    pf_close(&fresh);
+    pf_bytes_free(&again);
+    pf_bytes_free(&saved);
+    pf_close(&t.w);
+}
+
 KILN_TEST(hostile, a_wrong_version_or_absurd_counts_are_refused_with_the_byte) {
     pf_bytes saved;
     scene(KILN_PERSIST_BINARY, &saved);

@@ -156,6 +156,19 @@ describe("persist", function()
         assert.is_false(unchanged(function() w:remove(e, "Script") end))
     end)
 
+    it("a world loaded at the last tick a save holds refuses to advance, and saves a loadable tick", function()
+        local w = H.world()
+        local last = '{"kiln": 2, "tick": 9007199254740991, "slots": 0, "free": [], "components": [], ' ..
+                     '"entities": [], "resources": {}}'
+        w:load(last)
+        H.raises(function() w:advance_tick() end,
+                 "world:advance_tick: the world tick is at its last, 2^53 - 1")
+        assert.are.equal(9007199254740991, w:tick())
+        local again = H.world()
+        again:load(w:save())
+        assert.are.equal(9007199254740991, again:tick())
+    end)
+
     it("restore puts back the same entities, values and tick, and the same next handles", function()
         local w = H.world()
         local es = {}

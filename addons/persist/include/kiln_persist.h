@@ -57,7 +57,7 @@ extern "C" {
 /* The latest tick a save may hold (2^53 - 1); kiln_load refuses a later one. The world takes
  * its tick from a save: one near 2^64 would wrap a few ticks on (change ticks and the structure
  * ticks propagation trusts would run back), and Lua numbers under LuaJIT are exact to 2^53. */
-#define KILN_SAVE_TICK_MAX 0x1fffffffffffffull
+#define KILN_SAVE_TICK_MAX KILN_TICK_MAX /* kiln_tick_advance goes no further */
 
 /* A JSON save keeps every byte a binary one keeps (a world hashes the same after either round
  * trip): non-finite floats are strings, "inf", "-inf", "nan" and "-nan" (the quiet NaN of that
