@@ -208,6 +208,11 @@ KILN_TEST(snapshot, a_snapshot_of_another_world_is_refused_and_changes_nothing) 
     uint64_t h = kiln_world_hash(b.world);
     ck_assert_int_eq(kiln_snapshot_restore(b.world, snap), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(b.world), "kiln_snapshot_restore: the snapshot is of another world");
+    ck_assert_int_eq(kiln_snapshot_update(b.world, snap), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(b.world), "kiln_snapshot_update: the snapshot is of another world");
+    /* a real refusal, not an assertion: under NDEBUG it read a's archetype indexes in b */
+    ck_assert_int_eq(kiln_snapshot_count(b.world, snap, b.pos), -1);
+    ck_assert_str_eq(kiln_world_error(b.world), "kiln_snapshot_count: the snapshot is of another world");
     ck_assert_uint_eq(kiln_world_hash(b.world), h);
     kiln_snapshot_destroy(snap);
     pf_close(&a);
@@ -263,6 +268,8 @@ KILN_TEST(snapshot, a_snapshot_outliving_its_world_is_refused_by_a_world_made_at
     ck_assert_int_eq(kiln_snapshot_restore(b, snap), KILN_ERR_INVALID_ARGUMENT);
     ck_assert_str_eq(kiln_world_error(b), "kiln_snapshot_restore: the snapshot is of another world");
     ck_assert_int_eq(kiln_snapshot_update(b, snap), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_snapshot_count(b, snap, tag), -1); /* not a's, though at its address */
+    ck_assert_str_eq(kiln_world_error(b), "kiln_snapshot_count: the snapshot is of another world");
     ck_assert_uint_eq(kiln_world_hash(b), h);
     kiln_snapshot_destroy(snap);
     kiln_world_destroy(b);

@@ -239,7 +239,8 @@ void kiln_snapshot_destroy(kiln_snapshot *snap);
 size_t kiln_snapshot_bytes(const kiln_snapshot *snap);
 
 /* How many entities of snap have component (a tag too): what a restore brings back with it, so
- * a host with limits per owner can refuse it first. world is snap's (asserted). */
+ * a host with limits per owner can refuse it first. -1 when snap is another world's, with the
+ * world error set (KILN_ERR_INVALID_ARGUMENT's), in every build. */
 int64_t kiln_snapshot_count(const kiln_world *world, const kiln_snapshot *snap, kiln_component component);
 
 /* ---- Hash --------------------------------------------------------------------------------- */
