@@ -82,7 +82,9 @@ static int layer_ran(lua_State *L) {
 }
 
 /* The text of a statement whose values or error could not be shown: 1 what it printed (a
- * list of strings), 2 why, 3 whether it ran. Allocates: run protected. */
+ * list of strings, out.cut the bytes past the answer's limit), 2 why, 3 whether it ran. The
+ * kept lines and the count end as answer_text (lua/kiln/repl.lua) ends them. Allocates: run
+ * protected. */
 static int unshown_text(lua_State *L) {
     bool ran = lua_toboolean(L, 3);
     const char *why = lua_tostring(L, 2) ? lua_tostring(L, 2) : "not a string";
@@ -96,6 +98,15 @@ static int unshown_text(lua_State *L) {
         }
         luaL_addvalue(&b);
         luaL_addchar(&b, '\n');
+    }
+    lua_pushliteral(L, "cut");
+    lua_rawget(L, 1);
+    lua_Integer cut = lua_tointeger(L, -1); /* 0 when absent or not an integer */
+    lua_pop(L, 1);
+    if (cut > 0) {
+        char note[64];
+        snprintf(note, sizeof note, "... (%lld bytes not shown)\n", (long long)cut);
+        luaL_addstring(&b, note);
     }
     luaL_addstring(&b, ran ? "(the statement ran; its values were not shown: "
                            : "(the statement raised; its error was not shown: ");

@@ -446,6 +446,18 @@ describe("a session's answer_bytes", function()
         assert.truthy(text:match("^yyyyyyyyyy\n%.%.%. %(%d+ bytes not shown%)$"), text)
     end)
 
+    it("counts the bytes not shown when the statement's values cannot be shown either", function()
+        -- kiln.pretty (reading v.name) and tostring both raise for this value: the answer is
+        -- then made in C (session.c unshown_text)
+        local s = session{answer_bytes = 10}
+        local shy = "setmetatable({}, {__index = function() error('boom', 0) end, " ..
+                    "__tostring = function() error('boom', 0) end})"
+        assert.are.same({"ok", "yyyyyyyyyy\n... (10 bytes not shown)\n(the statement ran; its values were not shown: boom)"},
+                        {s:feed("print(('y'):rep(20)) return " .. shy)})
+        assert.are.same({"ok", "abc\n(the statement ran; its values were not shown: boom)"},
+                        {s:feed("print('abc') return " .. shy)})
+    end)
+
     it("cuts the text an unlimited session answers, at every limit", function()
         local code = "print('ab', 1, 'c') print('') print('defg', 'h') return 'ij', 42"
         local _, full = session():feed(code)
