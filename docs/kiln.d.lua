@@ -220,7 +220,7 @@ function World:set(e, name, fields) end
 ---@return integer
 function World:tick() end
 
----Advances the world tick; returns the new tick.
+---Advances the world tick; returns the new tick. Raises at 2^53 - 1, the last tick a save holds.
 ---@return integer
 function World:advance_tick() end
 
