@@ -126,7 +126,9 @@ world:system{
         local broken = {}
         local points, destroyed = 0, 0
         for hit in world:events("Collision") do
-            if hit.tick == tick and not broken[hit.asteroid] and world:is_alive(hit.ship) then
+            -- a mod's system between collide and here may have despawned either one
+            if hit.tick == tick and not broken[hit.asteroid] and world:is_alive(hit.ship)
+               and world:is_alive(hit.asteroid) then
                 broken[hit.asteroid] = true
                 local rock = world:get(hit.asteroid, "Asteroid")
                 local ship = world:get(hit.ship, "Ship")

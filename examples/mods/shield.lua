@@ -31,9 +31,10 @@ world:system{
         -- each ship once, since impacts already summed its hits into incoming.
         local tick, seen = world:tick(), {}
         for hit in world:events("Collision") do
-            if hit.tick == tick and not seen[hit.ship] then
+            -- world:is_alive: another mod may have despawned the ship since collide
+            if hit.tick == tick and not seen[hit.ship] and world:is_alive(hit.ship) then
                 seen[hit.ship] = true
-                local shield = world:get(hit.ship, "Shield") -- nil: gone, or fitted this frame
+                local shield = world:get(hit.ship, "Shield") -- nil: fitted this frame, or removed
                 local ship = world:get(hit.ship, "Ship")
                 local taken = shield and math.min(ship.incoming, shield.charge) or 0
                 if taken > 0 then
