@@ -88,7 +88,7 @@ static void usage(FILE *out) {
             "usage: asteroids [options]\n"
             "  --frames N      run N frames of 1/%d s (default 600; 0: until --seconds or Ctrl-C)\n"
             "  --seconds S     stop after S seconds of wall-clock time\n"
-            "  --seed N        seed of the field and the waves (default 1)\n"
+            "  --seed N        seed of the field and the waves, below 2^53 (default 1)\n"
             "  --asteroids N   asteroids in the field (default 100000)\n"
             "  --moons N       moons orbiting the first large asteroids (default 300)\n"
             "  --workers N     worker threads for C systems (default 1; 0: all inline)\n"
@@ -158,7 +158,9 @@ static options parse_options(int argc, char **argv, char *rules_buf, size_t rule
         } else if (strcmp(a, "--seconds") == 0) {
             o.seconds = (double)int_arg(argc, argv, i++, 1, 86400);
         } else if (strcmp(a, "--seed") == 0) {
-            o.seed = (uint64_t)int_arg(argc, argv, i++, 0, INT64_MAX);
+            /* below 2^53: LuaJIT holds game.seed as a double, and the rules' generator
+             * splits it exactly only below 2^53 (above, the two VMs' waves differed) */
+            o.seed = (uint64_t)int_arg(argc, argv, i++, 0, ((int64_t)1 << 53) - 1);
         } else if (strcmp(a, "--asteroids") == 0) {
             o.asteroids = (int32_t)int_arg(argc, argv, i++, 0, 10000000);
         } else if (strcmp(a, "--moons") == 0) {

@@ -259,6 +259,13 @@ if [ "$(rc determinism)" = 0 ] &&
 else fail "--check-determinism: serial and 2 workers agree on the world hash every frame" \
   "exit status $(rc determinism)" "$(tail -n 3 "$TMP/determinism.out")" "$(head -n 5 "$TMP/determinism.err")"; fi
 
+# The seed reaches Lua as game.seed: LuaJIT holds it as a double and the rules' generator
+# splits it exactly only below 2^53; a larger seed played other waves under LuaJIT.
+run bigseed --frames 1 --asteroids 10 --seed 9007199254740992
+if [ "$(rc bigseed)" = 2 ] && grep -q -- "--seed needs an integer from 0 to 9007199254740991" "$TMP/bigseed.err"; then
+  pass "a seed from 2^53 on is refused"
+else fail "a seed from 2^53 on is refused" "exit status $(rc bigseed)" "$(head -n 3 "$TMP/bigseed.err")"; fi
+
 run badopt --frobnicate
 if [ "$(rc badopt)" = 2 ] && grep -q "unknown option '--frobnicate'" "$TMP/badopt.err"; then
   pass "an unknown option exits 2 with usage"
