@@ -29,21 +29,26 @@ local function limbs(n) -- n below 2^53 (a seed)
     end
     return out
 end
-local state = limbs(game.seed)
-local function random()
-    local s, carry, new = state, 0, {}
+local function next_random(state) -- steps state (four limbs) in place
+    local carry, new = 0, {}
     for i = 1, 4 do
         local sum = carry + C[i]
-        for j = 1, i do sum = sum + s[j] * A[i - j + 1] end -- below 2^35: exact
+        for j = 1, i do sum = sum + state[j] * A[i - j + 1] end -- below 2^35: exact
         new[i] = sum % LIMB
         carry = (sum - new[i]) / LIMB
     end
     new[4] = new[4] % (LIMB / 2) -- mod 2^63
-    state = new
+    for i = 1, 4 do state[i] = new[i] end
     -- the state's top 52 bits (state >> 11), scaled to [0, 1)
     local top = ((new[4] * LIMB + new[3]) * LIMB + new[2]) * 32 + math.floor(new[1] / 2048)
     return top / 4503599627370496
 end
+
+-- The waves' frame count and the generator's state live in the world, in a data resource,
+-- not in locals of this file: a save (world:save) holds them and world:hash covers them, so
+-- a game that loads a save plays on with the waves the saved game would have played.
+world:component("Waves", "int32_t frame; int32_t rng[4];")
+world:resource("Waves", {frame = 0, rng = limbs(game.seed)})
 
 local FIELD = game.field_size
 local RADIUS = game.asteroid_radius
@@ -62,14 +67,17 @@ local function add_score(changes)
 end
 
 -- Waves: every two seconds a larger wave of ships warps in at random places.
-local frame = 0
 world:system{
     name = "waves",
     after = {"collide"},
-    writes = {"Position", "Velocity", "Ship", "Score"},
+    writes = {"Position", "Velocity", "Ship", "Score", "Waves"},
     run = function(world)
-        frame = frame + 1
-        if frame % WAVE_EVERY ~= 1 then return end
+        local clock = world:resource("Waves")
+        clock.frame = clock.frame + 1
+        world:resource("Waves", {frame = clock.frame})
+        if clock.frame % WAVE_EVERY ~= 1 then return end
+        local rng = clock.rng
+        local function random() return next_random(rng) end
         local wave = world:resource("Score").wave + 1
         local count = 20 + 10 * wave
         for _ = 1, count do
@@ -82,6 +90,7 @@ world:system{
                 Ship = {radius = SHIP_RADIUS, hull = HULL, incoming = 0, wave = wave},
             }
         end
+        world:resource("Waves", {rng = rng})
         add_score{wave = 1, launched = count}
     end,
 }
