@@ -135,17 +135,19 @@ world:system{
         local broken = {}
         local points, destroyed = 0, 0
         for hit in world:events("Collision") do
-            -- a mod's system between collide and here may have despawned either one
-            if hit.tick == tick and not broken[hit.asteroid] and world:is_alive(hit.ship)
-               and world:is_alive(hit.asteroid) then
+            -- A mod's system between collide and here may have despawned either one, taken a
+            -- component off or written a size of its own: such a collision is skipped.
+            local rock = hit.tick == tick and not broken[hit.asteroid] and
+                         world:is_alive(hit.asteroid) and world:get(hit.asteroid, "Asteroid")
+            local ship = rock and POINTS[rock.size] and world:is_alive(hit.ship) and
+                         world:get(hit.ship, "Ship")
+            if ship then
                 broken[hit.asteroid] = true
-                local rock = world:get(hit.asteroid, "Asteroid")
-                local ship = world:get(hit.ship, "Ship")
                 world:set(hit.ship, "Ship", {incoming = ship.incoming + DAMAGE[rock.size]})
-                if rock.size > 1 then
-                    spawn_fragments(world, world:get(hit.ship, "Position"),
-                                    world:get(hit.asteroid, "Position"),
-                                    world:get(hit.asteroid, "Velocity"), rock.size - 1)
+                local at, from = world:get(hit.ship, "Position"), world:get(hit.asteroid, "Position")
+                local velocity = world:get(hit.asteroid, "Velocity")
+                if rock.size > 1 and at and from and velocity then
+                    spawn_fragments(world, at, from, velocity, rock.size - 1)
                 end
                 world:despawn_recursive(hit.asteroid) -- deferred, like the spawns above
                 points = points + POINTS[rock.size]

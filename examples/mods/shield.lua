@@ -36,7 +36,7 @@ world:system{
                 seen[hit.ship] = true
                 local shield = world:get(hit.ship, "Shield") -- nil: fitted this frame, or removed
                 local ship = world:get(hit.ship, "Ship")
-                local taken = shield and math.min(ship.incoming, shield.charge) or 0
+                local taken = shield and ship and math.min(ship.incoming, shield.charge) or 0
                 if taken > 0 then
                     world:set(hit.ship, "Ship", {incoming = ship.incoming - taken})
                     world:set(hit.ship, "Shield", {charge = shield.charge - taken})

@@ -112,9 +112,10 @@ if [ "$(rc broken)" = 0 ] && grep -q "Lua system 'broken' failed: .*boom" "$TMP/
   pass "a failing mod system is reported once, disabled, and the game goes on"
 else fail "a failing mod system is reported once, disabled, and the game goes on" "exit status $(rc broken)" "$(head -n 10 "$TMP/broken.err")"; fi
 
-# A mod that despawns what collides, between collide and the rules' impacts (and shields):
-# impacts raised for the gone asteroid (world:get of a dead entity) and was disabled for the
-# rest of the game, shields likewise for a gone ship; they skip such a collision now.
+# A mod that despawns what collides, between collide and the rules' impacts (and shields),
+# takes a component off it or writes an asteroid size of its own: impacts raised (world:get
+# of a dead entity, indexing a nil) and was disabled for the rest of the game, shields
+# likewise; they skip such a collision now.
 cat >"$TMP/sweeper.lua" <<'EOF2'
 local n = 0
 world:system{name = "sweeper", after = {"collide"}, before = {"impacts"}, reads = {"Parent"},
@@ -122,15 +123,18 @@ world:system{name = "sweeper", after = {"collide"}, before = {"impacts"}, reads 
     for hit in w:events("Collision") do
       if hit.tick == w:tick() and w:is_alive(hit.ship) and w:is_alive(hit.asteroid) then
         n = n + 1
-        if n % 3 == 1 then w:despawn_recursive(hit.asteroid) elseif n % 3 == 2 then w:despawn(hit.ship) end
+        local k = n % 8
+        if k == 1 then w:despawn_recursive(hit.asteroid) elseif k == 2 then w:despawn(hit.ship)
+        elseif k == 3 then w:remove(hit.asteroid, "Asteroid") elseif k == 4 then w:remove(hit.ship, "Ship")
+        elseif k == 5 then w:remove(hit.ship, "Position") elseif k == 6 then w:set(hit.asteroid, "Asteroid", {size = 9}) end
       end
     end
   end}
 EOF2
-run sweeper --frames 150 --asteroids 3000 --mod $MOD --mod "$TMP/sweeper.lua"
+run sweeper --frames 300 --asteroids 3000 --mod $MOD --mod "$TMP/sweeper.lua"
 if [ "$(rc sweeper)" = 0 ] && [ ! -s "$TMP/sweeper.err" ] && [ "$(final_number sweeper score)" -gt 0 ]; then
-  pass "the rules and the shield mod skip collisions whose entities a mod despawned"
-else fail "the rules and the shield mod skip collisions whose entities a mod despawned" "exit status $(rc sweeper), score '$(final_number sweeper score)'" "$(head -n 6 "$TMP/sweeper.err")"; fi
+  pass "the rules and the shield mod skip collisions a mod despawned or changed"
+else fail "the rules and the shield mod skip collisions a mod despawned or changed" "exit status $(rc sweeper), score '$(final_number sweeper score)'" "$(head -n 6 "$TMP/sweeper.err")"; fi
 
 echo 'world:system{name = ' >"$TMP/syntax.lua"
 run syntax --frames 10 --asteroids 100 --mod "$TMP/syntax.lua"
