@@ -81,6 +81,31 @@ static void die(const char *fmt, ...) {
     exit(1);
 }
 
+/* Writes printf-formatted text that holds what a mod made (its prints, names, errors) with
+ * control characters shown as escapes (ESC as \27; C1 controls, UTF-8 C2 80 to C2 9F, as
+ * \u{80}): a mod must not retitle the player's terminal, move its cursor or write its
+ * clipboard. Newlines and tabs pass, and so does other UTF-8 text. */
+static void say(FILE *out, const char *fmt, ...) {
+    char small[512], *text = small;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n >= sizeof small && (text = malloc((size_t)n + 1))) {
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!text) text = small; /* out of memory: the first 511 bytes */
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if (c[0] == 0xC2 && c[1] >= 0x80 && c[1] <= 0x9F) fprintf(out, "\\u{%X}", *++c);
+        else if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7F) fprintf(out, "\\%d", *c);
+        else fputc(*c, out);
+    }
+    if (text != small) free(text);
+}
+
 /* ---- arguments -------------------------------------------------------------------------- */
 
 static void usage(FILE *out) {
@@ -278,27 +303,30 @@ static void load_mods(game *g) {
         if (lua_istable(L, -2)) {
             lua_getfield(L, -2, "systems");
             lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-            printf("mod: %s (%d system%s)\n", path, (int)n, n == 1 ? "" : "s");
+            say(stdout, "mod: %s (%d system%s)\n", path, (int)n, n == 1 ? "" : "s");
             lua_pop(L, 1);
         } else {
-            fprintf(stderr, "asteroids: cannot load mod %s: %s\n", path, lua_tostring(L, -1));
+            say(stderr, "asteroids: cannot load mod %s: %s\n", path, lua_tostring(L, -1));
             fprintf(stderr, "asteroids: playing on without mod %s\n", path);
         }
         lua_pop(L, 2);
     }
     if (!g->opt.mods_dir) return;
     mods_call(g, "load_dir", g->opt.mods_dir);
-    if (lua_isnil(L, -2)) die("--mods %s: %s", g->opt.mods_dir, lua_tostring(L, -1));
+    if (lua_isnil(L, -2)) {
+        say(stderr, "asteroids: --mods %s: %s\n", g->opt.mods_dir, lua_tostring(L, -1));
+        exit(1);
+    }
     lua_Integer n = (lua_Integer)lua_rawlen(L, -2);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -2, i);
-        printf("mod: %s (from %s)\n", lua_tostring(L, -1), g->opt.mods_dir);
+        say(stdout, "mod: %s (from %s)\n", lua_tostring(L, -1), g->opt.mods_dir);
         lua_pop(L, 1);
     }
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-        fprintf(stderr, "asteroids: cannot load mod %s: %s\n", lua_tostring(L, -2), lua_tostring(L, -1));
-        fprintf(stderr, "asteroids: playing on without mod %s\n", lua_tostring(L, -2));
+        say(stderr, "asteroids: cannot load mod %s: %s\n", lua_tostring(L, -2), lua_tostring(L, -1));
+        say(stderr, "asteroids: playing on without mod %s\n", lua_tostring(L, -2));
         lua_pop(L, 1);
     }
     lua_pop(L, 2);
@@ -313,12 +341,12 @@ static void poll_mods(game *g) {
         lua_Integer n = (lua_Integer)lua_rawlen(L, -2);
         for (lua_Integer i = 1; i <= n; i++) {
             lua_rawgeti(L, -2, i);
-            printf("mod: reloaded %s\n", lua_tostring(L, -1));
+            say(stdout, "mod: reloaded %s\n", lua_tostring(L, -1));
             lua_pop(L, 1);
         }
         lua_pushnil(L);
         while (lua_next(L, -2)) {
-            fprintf(stderr, "asteroids: reloading mod %s failed, the old version plays on: %s\n",
+            say(stderr, "asteroids: reloading mod %s failed, the old version plays on: %s\n",
                     lua_tostring(L, -2), lua_tostring(L, -1));
             lua_pop(L, 1);
         }
@@ -328,7 +356,7 @@ static void poll_mods(game *g) {
 
 /* What mods print goes to stdout, line by line. */
 static int print_mod_line(lua_State *L) {
-    printf("%s\n", luaL_checkstring(L, 2));
+    say(stdout, "%s\n", luaL_checkstring(L, 2));
     return 0;
 }
 
@@ -434,7 +462,7 @@ static bool step(game *g, int64_t frame) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, g->world_ref);
     lua_pushnumber(L, 1.0 / FRAME_RATE);
     if (lua_pcall(L, 2, 2, -4) != LUA_OK) {
-        fprintf(stderr, "asteroids: frame %lld: %s\n", (long long)frame, lua_tostring(L, -1));
+        say(stderr, "asteroids: frame %lld: %s\n", (long long)frame, lua_tostring(L, -1));
         lua_pop(L, 2);
         return false;
     }
@@ -446,14 +474,14 @@ static bool step(game *g, int64_t frame) {
             lua_getfield(L, -2, "message");
             lua_getfield(L, -3, "traceback");
             const char *name = lua_tostring(L, -3);
-            fprintf(stderr, "asteroids: frame %lld: Lua system '%s' failed: %s\n%s\n",
+            say(stderr, "asteroids: frame %lld: Lua system '%s' failed: %s\n%s\n",
                     (long long)frame, name, lua_tostring(L, -2), lua_tostring(L, -1));
             char text[600];
             snprintf(text, sizeof text, "frame %lld: Lua system '%s' failed: %s", (long long)frame, name,
                      lua_tostring(L, -2));
             log_failure(g, text);
             if (kiln_schedule_enable(g->schedule, name, false) == KILN_OK)
-                fprintf(stderr, "asteroids: system '%s' disabled\n", name);
+                say(stderr, "asteroids: system '%s' disabled\n", name);
             lua_pop(L, 4);
         }
     }

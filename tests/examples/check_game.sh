@@ -136,6 +136,19 @@ if [ "$(rc sweeper)" = 0 ] && [ ! -s "$TMP/sweeper.err" ] && [ "$(final_number s
   pass "the rules and the shield mod skip collisions a mod despawned or changed"
 else fail "the rules and the shield mod skip collisions a mod despawned or changed" "exit status $(rc sweeper), score '$(final_number sweeper score)'" "$(head -n 6 "$TMP/sweeper.err")"; fi
 
+# What a mod prints or raises reaches the player's terminal with its control characters
+# escaped: it went out raw, so a mod could retitle the terminal or clear it.
+cat >"$TMP/esc.lua" <<'EOF2'
+print("[esc] title\27]0;pwned\7 c1\194\155 done")
+world:system{name = "esc", run = function() error("\27[2Jwiped") end}
+EOF2
+run esc --frames 5 --asteroids 50 --mod "$TMP/esc.lua"
+if [ "$(rc esc)" = 0 ] && ! grep -q $'\x1b' "$TMP/esc.out" "$TMP/esc.err" &&
+   grep -qF '[esc] title\27]0;pwned\7 c1\u{9B} done' "$TMP/esc.out" && grep -qF 'esc.lua:2: \27[2Jwiped' "$TMP/esc.err"; then
+  pass "a mod's prints and errors reach the terminal with control characters escaped"
+else fail "a mod's prints and errors reach the terminal with control characters escaped" "exit status $(rc esc)" \
+  "$(grep -a esc "$TMP/esc.out" | od -c | head -n 3)" "$(head -n 2 "$TMP/esc.err" | od -c | head -n 3)"; fi
+
 echo 'world:system{name = ' >"$TMP/syntax.lua"
 run syntax --frames 10 --asteroids 100 --mod "$TMP/syntax.lua"
 if [ "$(rc syntax)" = 0 ] && grep -q "cannot load mod $TMP/syntax.lua" "$TMP/syntax.err" &&
