@@ -198,9 +198,14 @@ static void orbit_system(const kiln_system_ctx *ctx) {
 
 /* ---- collide ---------------------------------------------------------------------------- */
 
+/* The grid cell of a coordinate. Positions are the world's data, which a mod or a console may
+ * write as any float: NaN and values outside the field go to the edge cells, since
+ * converting them to int is undefined. */
 static int32_t cell_of(const game_systems *gs, float v) {
+    if (!(v >= 0.0f)) return 0;
+    if (v >= FIELD_SIZE) return gs->side - 1;
     int32_t c = (int32_t)(v / CELL_SIZE);
-    return c < 0 ? 0 : c >= gs->side ? gs->side - 1 : c;
+    return c >= gs->side ? gs->side - 1 : c;
 }
 
 /* The shortest difference a - b across the wrapped edges. */
