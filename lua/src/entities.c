@@ -234,7 +234,7 @@ static kiln_component entity_component(lua_State *L, klua_world *kw, const char 
 
 /* c's schema cache entry, for world:add and world:remove: raises (argument 3) when c is a mod's
  * tag, which only its manager puts on or takes off. Makes strings the first time. */
-static const klua_comp *comp_not_tag(lua_State *L, klua_world *kw, kiln_component c, const char *fname) {
+static inline const klua_comp *comp_not_tag(lua_State *L, klua_world *kw, kiln_component c, const char *fname) {
     const klua_comp *cc = klua_comp_ready(kw, c);
     if (!cc) cc = klua_comp_get(L, kw, c);
     if (klua_is_mod_tag(&cc->info)) klua_argerror(L, 3, fname, KLUA_MOD_TAG_REFUSED, cc->info.name);
@@ -249,7 +249,7 @@ static int w_add(lua_State *L) {
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
     const klua_comp *cc = comp_not_tag(L, kw, c, fname); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
-    bool had = kiln_has(kw->world, e, c);
+    bool had = kw->mod_hooks && kiln_has(kw->world, e, c); /* (only a mod's view asks) */
     if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);
         if (info->size) kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
