@@ -528,6 +528,10 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         kiln_result r = kiln_schedule_build(s);
         if (r != KILN_OK) return r;
     }
+    /* a frame at the last tick would stamp its changes with the previous frame's tick, and
+     * systems would not see them as changed (only an edited save gets a world there) */
+    if (world->tick >= KILN_TICK_MAX)
+        return kl_fail(world, KILN_ERR_LIMIT, "kiln_schedule_run: the world tick is at its last, 2^53 - 1");
     s->running = true;
     world->schedule_runs++; /* kiln_world_destroy asserts on it */
     s->run_thread = pthread_self();

@@ -162,7 +162,10 @@ KILN_TEST_LOOP(hostile, flipped_bits_load_or_are_refused_leaving_the_world_untou
 static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
-/* A save at the last tick loads; advancing from it would write a save no load accepts. */
+static void count_run(const kiln_system_ctx *ctx) { ++*(int *)ctx->user; }
+
+/* A save at the last tick loads; advancing from it would write a save no load accepts, and a
+ * frame run there would stamp its changes with the tick before. */
 KILN_TEST(hostile, a_world_loaded_at_the_last_tick_refuses_to_advance_and_saves_a_loadable_tick) {
     pf_bytes saved, again;
     scene(KILN_PERSIST_BINARY, &saved);
@@ -174,6 +177,16 @@ KILN_TEST(hostile, a_world_loaded_at_the_last_tick_refuses_to_advance_and_saves_
     ck_assert_uint_eq(kiln_tick_advance(t.w.world), 0);
     ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_tick_advance: the world tick is at its last, 2^53 - 1");
     ck_assert_uint_eq(kiln_tick_current(t.w.world), KILN_TICK_MAX);
+    int runs = 0;
+    kiln_schedule *frame = kiln_schedule_create(t.w.world, NULL);
+    ck_assert_ptr_nonnull(frame);
+    ck_assert_int_eq(kiln_schedule_add(frame, &(kiln_system_desc){.name = "count", .run = count_run, .user = &runs}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(frame, 1.0 / 60), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(t.w.world), "kiln_schedule_run: the world tick is at its last, 2^53 - 1");
+    ck_assert_int_eq(runs, 0);
+    ck_assert_uint_eq(kiln_tick_current(t.w.world), KILN_TICK_MAX);
+    kiln_schedule_destroy(frame);
     pf_save(t.w.world, KILN_PERSIST_BINARY, &again);
     pf_world fresh;
     pf_open(&fresh, false);

@@ -163,6 +163,10 @@ describe("persist", function()
         w:load(last)
         H.raises(function() w:advance_tick() end,
                  "world:advance_tick: the world tick is at its last, 2^53 - 1")
+        local ran = 0
+        w:system{name = "count", run = function() ran = ran + 1 end}
+        H.raises(function() w:progress(1 / 60) end, "world:progress: the world tick is at its last, 2^53 - 1")
+        assert.are.equal(0, ran)
         assert.are.equal(9007199254740991, w:tick())
         local again = H.world()
         again:load(w:save())
