@@ -112,8 +112,8 @@ int kiln_lua_mods_poll(lua_State *L, int mods_idx, char *err, size_t size);
  * "STATUS LENGTH\n" followed by LENGTH bytes of text; STATUS is ok, more (the statement
  * goes on over the next line), error or quit. An answer's text holds at most 14 MiB: what
  * a statement printed (or showed) past that is counted, never kept (the game holds at most
- * those 14 MiB of it), and the text ends with a line "... (N bytes not shown)". A client with more than 1 MiB of answers waiting gets no line
- * run until it reads them (it cannot be dropped for its answers, and a client that never
+ * those 14 MiB of it), and the text ends with a line "... (N bytes not shown)". A client
+ * with more than 1 MiB of answers waiting gets no line run until it reads them (it cannot be dropped for its answers, and a client that never
  * reads is dropped once idle_ms pass without a line run). A line that looks like HTTP (a
  * request line or a browser header) closes the connection unrun. The console closes a
  * client with an error frame naming the reason (too many clients, line too long, idle, bad

@@ -69,7 +69,9 @@ end
 -- longer has (renamed in a mod's update) was taken, and each spawn raised, far from the def and
 -- without its path. The values' types and ranges are still the spawn's to refuse.
 local function check_fields(info, fields, path)
-  if type(fields) ~= "table" then error(string.format("%s: a table of fields expected, got %s", path, typename(fields)), 0) end
+  if type(fields) ~= "table" then
+    error(string.format("%s: a table of fields expected, got %s", path, typename(fields)), 0)
+  end
   local k = next(fields)
   while k ~= nil do
     local known = false
