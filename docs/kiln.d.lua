@@ -63,6 +63,12 @@ function kiln.world(options) end
 ---@return kiln.Commands
 function kiln.commands() end
 
+---How many entities `world:spawn` made on `world` through LuaJIT's FFI path (0 under Lua 5.4
+---and in mods).
+---@param world kiln.World
+---@return integer
+function kiln.ffi_spawns(world) end
+
 ---Formats an entity as "index v generation", e.g. "12v3".
 ---@param e entity
 ---@return string
@@ -300,6 +306,12 @@ function World:remove_system(name) end
 ---@return kiln.Failure[]
 function World:failures() end
 
+---How many queued changes the world dropped as they landed, and the last one's message
+---(nil when none); on a mod's view, its mod's only.
+---@return integer count
+---@return string|nil message
+function World:dropped() end
+
 ---Disables a Lua system after `n` consecutive failures (0: never).
 ---@param n integer
 function World:max_failures(n) end
@@ -368,6 +380,12 @@ function World:load(path_or_data, options) end
 ---A 64-bit XXH3 hash of the world's content, independent of storage order.
 ---@return integer
 function World:hash() end
+
+---`world:hash()` without the free slots: the live content alone, so spawning and despawning
+---an entity leaves it as it was. "hex" gives 16 lowercase hex digits.
+---@param format? "hex"
+---@return integer|string
+function World:content_hash(format) end
 
 ---Copies the whole world in memory (no "lua"-valued component values allowed).
 ---@return kiln.Snapshot
@@ -527,6 +545,27 @@ function Query:each() end
 ---@param ... any Extra arguments passed to fn after the terms.
 function Query:bulk(fn, ...) end
 
+---Like `q:each()`, with FFI views for every field type under LuaJIT (arrays from 0, `char`
+---arrays and 64-bit integers as cdata); raises where a term cannot be mapped. Under Lua 5.4,
+---in mods and under budgets it is `q:each()`.
+---@return fun(...): entity, ... iterator
+---@return any state
+---@return nil control
+---@return any closing
+function Query:each_ffi() end
+
+---Calls fn(n, entities, col1, ..., ...) once per chunk with FFI pointers to the columns, rows
+---0 to n-1, under LuaJIT (elsewhere: once per row, n = 1).
+---@param fn fun(n: integer, entities: any, ...: any)
+---@param ... any Extra arguments passed to fn after the columns.
+function Query:bulk_ffi(fn, ...) end
+
+---The matched entities in iteration order, at most `limit` of them (default all). Reads no
+---component values and stamps nothing changed.
+---@param limit? integer
+---@return entity[]
+function Query:entities(limit) end
+
 ---The number of entities the query matches now.
 ---@return integer
 function Query:count() end
@@ -641,6 +680,13 @@ function Session:command(line) end
 ---@return boolean ok
 ---@return string text
 function Session:call(fn, ...) end
+
+---Picks the session's world, as the `kiln` command does after a script: a `world` global
+---holding an open world, else `value` when it is a world, else the one global holding a
+---world, else a new one; sets `world` and returns a line saying which.
+---@param value? any
+---@return string text
+function Session:open_world(value) end
 
 -- ---------------------------------------------------------------------------------------
 -- kiln.Mods
