@@ -103,6 +103,7 @@ function kiln.systems_text(list) end
 ---@class kiln.SessionOptions
 ---@field remote? boolean The session serves a console client: `:step` and `:run` are refused.
 ---@field dt? number The dt `:step` passes to `world:progress` (default 1/60).
+---@field answer_bytes? integer The most bytes of a statement's answer kept (default: no limit); the rest is counted, never built.
 
 ---Creates a REPL session evaluating in `env` (default `_G`); its world is `env.world`.
 ---@param env? table

@@ -81,7 +81,9 @@ function kiln.session(env, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if k ~= "remote" and k ~= "dt" and k ~= "answer_bytes" then
-      error(bad_argument(2, "kiln.session", string.format("unknown option '%s'", bounded(k))), 2)
+      local given = type(k) == "string" and string.format("key '%s'", bounded(k))
+        or type(k) == "number" and string.format("key [%s]", tostring(k)) or typename(k) .. " key"
+      error(bad_argument(2, "kiln.session", "unknown " .. given .. " (expected remote, dt, answer_bytes)"), 2)
     end
   end
   local dt = opts.dt

@@ -37,6 +37,22 @@ local function declared(text)
     return out
 end
 
+-- The sorted field names "---@field" lines give class kiln.NAME in text.
+local function fields(text, class)
+    local list, inside = {}, false
+    for line in text:gmatch("[^\n]+") do
+        if line:match("^%-%-%-@class ") then
+            inside = line:match("^%-%-%-@class kiln%.(%u%w*)%s*$") == class
+        elseif inside and line:match("^%-%-%-@field ") then
+            list[#list + 1] = line:match("^%-%-%-@field ([%w_]+)")
+        elseif not line:match("^%-%-%-") then
+            inside = false
+        end
+    end
+    table.sort(list)
+    return list
+end
+
 -- One object of every class the module hands out, each made the documented way.
 local function objects()
     local w = kiln.world()
@@ -140,6 +156,26 @@ describe("the documented Lua API", function()
         if type(jit) == "table" then return end -- the Lua 5.4 run checks that direction
         for class, value in pairs(objs) do
             if class ~= "Instance" then assert.is_table(methods_of(value), class) end
+        end
+    end)
+
+    it("declares the keys every options table accepts", function()
+        local cases = {
+            WorldOptions = function(bad) return kiln.world(bad) end,
+            ModsOptions = function(bad) return kiln.mods(kiln.world(), bad) end,
+            SessionOptions = function(bad) return kiln.session({}, bad) end,
+            SystemDesc = function(bad) return kiln.world():system(bad) end,
+        }
+        local text = read("docs/kiln.d.lua")
+        for class, call in pairs(cases) do
+            local ok, err = pcall(call, {["?"] = 1})
+            assert.is_false(ok, class)
+            local accepted = {}
+            for key in assert(tostring(err):match("%(expected ([^)]*)%)"), err):gmatch("[%w_]+") do
+                accepted[#accepted + 1] = key
+            end
+            table.sort(accepted)
+            assert.are.same(accepted, fields(text, class), "kiln." .. class .. "'s fields")
         end
     end)
 

@@ -484,7 +484,12 @@ describe("the session functions", function()
         local cases = {
             {"bad argument #1 to 'kiln.session' (table expected, got number)", kiln.session, 5},
             {"bad argument #2 to 'kiln.session' (table expected, got string)", kiln.session, {}, "remote"},
-            {"bad argument #2 to 'kiln.session' (unknown option 'remtoe')", kiln.session, {}, {remtoe = true}},
+            {"bad argument #2 to 'kiln.session' (unknown key 'remtoe' (expected remote, dt, answer_bytes))",
+             kiln.session, {}, {remtoe = true}},
+            {"bad argument #2 to 'kiln.session' (unknown key [1] (expected remote, dt, answer_bytes))",
+             kiln.session, {}, {true}},
+            {"bad argument #2 to 'kiln.session' (unknown table key (expected remote, dt, answer_bytes))",
+             kiln.session, {}, {[{}] = true}},
             {"bad argument #2 to 'kiln.session' (dt: a finite number >= 0 expected, got string)",
              kiln.session, {}, {dt = "fast"}},
             {"bad argument #1 to 'session:feed' (string expected, got nil)", s.feed, s},
