@@ -45,7 +45,9 @@ KL_HIDDEN kiln_result kl_spawn_check(kiln_world *world, const char *call,
                                      int32_t count, kiln_entity entity);
 
 /* Spawns an entity with count components; reserved, when not null, is a handle handed out
- * by a deferred spawn that becomes alive here instead of a fresh slot. */
+ * by a deferred spawn that becomes alive here instead of a fresh slot. The caller has asked
+ * every value's check hook (a command apply does as it merges a spawn's adds): they are not
+ * asked again. */
 KL_HIDDEN kiln_result kl_spawn_values(kiln_world *world, const char *call,
                                       const kiln_component *components, void *const *values,
                                       int32_t count, bool move, kiln_entity reserved,

@@ -144,13 +144,16 @@ static inline void write_value(kiln_world *world, kl_column *col, int32_t row, v
     kl_column_write(col, row, value, move, world->tick, kl_row_tick_now(world), true);
 }
 
+/* checked: the caller asked each value's check hook already (a command apply, as it merges
+ * a spawn's adds), so the archetype's checks are not asked again. */
 static kiln_result spawn_values(kiln_world *world, const char *call, const kiln_component *components,
-                                void *const *values, int32_t count, bool move, kiln_entity reserved,
-                                kiln_entity *dest, int32_t *column, void **vals) {
+                                void *const *values, int32_t count, bool move, bool checked,
+                                kiln_entity reserved, kiln_entity *dest, int32_t *column, void **vals) {
     kiln_result r = KILN_OK;
     kl_archetype *arch = archetype_for(world, call, components, count, column, &r);
     if (!arch) return r;
-    if (arch->has_check && (r = check_values(world, call, components, values, count, reserved)) != KILN_OK)
+    if (arch->has_check && !checked &&
+        (r = check_values(world, call, components, values, count, reserved)) != KILN_OK)
         return r;
     if (reserved == KILN_NULL_ENTITY) {
         r = kl_entities_reserve(world, 1, call);
@@ -321,16 +324,16 @@ static inline __attribute__((always_inline)) bool spawn_cached(kiln_world *world
 __attribute__((noinline)) static kiln_result spawn_general(kiln_world *world, const char *call,
                                                            const kiln_component *components,
                                                            void *const *values, int32_t count,
-                                                           bool move, kiln_entity reserved,
+                                                           bool move, bool checked, kiln_entity reserved,
                                                            kiln_entity *dest) {
     if (count >= 0 && count <= KL_SPAWN_CACHE) { /* small frames for the usual spawn */
         int32_t column[KL_SPAWN_CACHE];
         void *vals[KL_SPAWN_CACHE];
-        return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
+        return spawn_values(world, call, components, values, count, move, checked, reserved, dest, column, vals);
     }
     int32_t column[KL_SPAWN_MAX];
     void *vals[KL_SPAWN_MAX];
-    return spawn_values(world, call, components, values, count, move, reserved, dest, column, vals);
+    return spawn_values(world, call, components, values, count, move, checked, reserved, dest, column, vals);
 }
 
 kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_component *components,
@@ -339,7 +342,7 @@ kiln_result kl_spawn_values(kiln_world *world, const char *call, const kiln_comp
     kl_assert_not_iterating(world);
     if (KL_LIKELY(spawn_cached(world, components, values, count, move, reserved, dest)))
         return KILN_OK;
-    return spawn_general(world, call, components, values, count, move, reserved, dest);
+    return spawn_general(world, call, components, values, count, move, true, reserved, dest);
 }
 
 /* The despawn of an entity whose row has hooks to run: out of line, so the plain despawn
@@ -409,7 +412,7 @@ static kiln_result spawn_with(kiln_world *world, const char *call, const kiln_co
     if (KL_LIKELY(spawn_cached(world, components, (void *const *)values, count, false,
                                KILN_NULL_ENTITY, dest)))
         return KILN_OK;
-    return spawn_general(world, call, components, (void *const *)values, count, false,
+    return spawn_general(world, call, components, (void *const *)values, count, false, false,
                          KILN_NULL_ENTITY, dest);
 }
 

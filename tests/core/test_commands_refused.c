@@ -633,6 +633,27 @@ KILN_TEST(whole, a_spawns_add_refused_by_its_check_asks_the_check_once) {
     ck_assert(heard("its add of Gate cannot land: the gate is closed; dropped"));
 }
 
+static int64_t count_with(kiln_component c);
+
+/* Before, the check was asked as the add was merged into its spawn and again as the spawn
+ * landed in the Gate's archetype: once is what the value needs, from a system's buffer and
+ * from a host's (strict) one alike. */
+KILN_TEST(whole, a_spawns_add_its_check_lets_through_asks_the_check_once) {
+    gate_after_own = register_gate();
+    gate_closed = false;
+    run_once(spawn_gated);
+    ck_assert_int_eq(gate_asked, 1);
+    ck_assert_int_eq(count_with(gate_after_own), 1);
+    kiln_commands *buf = kiln_commands_create(F.w);
+    ck_assert_ptr_nonnull(buf);
+    spawn_gated(buf);
+    ck_assert_int_eq(kiln_commands_apply(buf, F.w, NULL), KILN_OK);
+    kiln_commands_destroy(buf);
+    ck_assert_int_eq(gate_asked, 2);
+    ck_assert_int_eq(count_with(gate_after_own), 2);
+    ck_assert_int_eq(dropped(), 0);
+}
+
 /* A spawn p of a Position, a spawn between, then an add of a Gate to p: not directly after p. */
 static void gate_later(kiln_commands *buf) {
     kiln_entity p, q;
