@@ -49,6 +49,7 @@ typedef struct game {
     kiln_schedule *schedule;
     int32_t c_systems;        /* systems [0, c_systems) are C; the rest were added from Lua */
     kiln_console *console;
+    char poll_error[300];     /* the last failure of mods:poll reported, "" after one that worked */
 } game;
 
 static volatile sig_atomic_t interrupted = 0;
@@ -332,6 +333,23 @@ static void load_mods(game *g) {
     lua_pop(L, 2);
 }
 
+/* Appends a line to the failures log attached consoles show (the last 100 are kept). */
+static void log_failure(game *g, const char *text) {
+    lua_State *L = g->L;
+    if (!lua_checkstack(L, 4)) return;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->failures_ref);
+    lua_getfield(L, -1, "n");
+    lua_Integer n = lua_tointeger(L, -1) + 1;
+    lua_pop(L, 1);
+    lua_pushstring(L, text);
+    lua_rawseti(L, -2, n);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, n - 100);
+    lua_pushinteger(L, n);
+    lua_setfield(L, -2, "n");
+    lua_pop(L, 1);
+}
+
 /* Once a second: mods whose files changed are reloaded (for development), disabled mods'
  * states are released. */
 static void poll_mods(game *g) {
@@ -350,7 +368,22 @@ static void poll_mods(game *g) {
                     lua_tostring(L, -2), lua_tostring(L, -1));
             lua_pop(L, 1);
         }
+    } else {
+        /* nil and a message (or a raised error): the manager could not poll this time (out
+         * of memory, closed from the console); the mods loaded play on as they are and the
+         * next poll tries again. The same message again is not repeated every second. */
+        const char *why = lua_tostring(L, -1);
+        char text[300];
+        snprintf(text, sizeof text, "polling the mods failed, they play on unchanged: %s", why ? why : "(no message)");
+        if (strcmp(text, g->poll_error) != 0) {
+            say(stderr, "asteroids: %s\n", text);
+            log_failure(g, text);
+            memcpy(g->poll_error, text, sizeof text);
+        }
+        lua_pop(L, 2);
+        return;
     }
+    g->poll_error[0] = '\0';
     lua_pop(L, 2);
 }
 
@@ -425,23 +458,6 @@ static int setup_lua(lua_State *L) {
                          "math.randomseed = function() error('math.randomseed: the game seeds (--seed)', 2) end"))
         return lua_error(L);
     return 0;
-}
-
-/* Appends a line to the failures log attached consoles show (the last 100 are kept). */
-static void log_failure(game *g, const char *text) {
-    lua_State *L = g->L;
-    if (!lua_checkstack(L, 4)) return;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, g->failures_ref);
-    lua_getfield(L, -1, "n");
-    lua_Integer n = lua_tointeger(L, -1) + 1;
-    lua_pop(L, 1);
-    lua_pushstring(L, text);
-    lua_rawseti(L, -2, n);
-    lua_pushnil(L);
-    lua_rawseti(L, -2, n - 100);
-    lua_pushinteger(L, n);
-    lua_setfield(L, -2, "n");
-    lua_pop(L, 1);
 }
 
 /* Runs one frame through world:progress (so Lua systems have their world at hand). Lua

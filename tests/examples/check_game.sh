@@ -250,6 +250,18 @@ if [ "$(rc trap)" = 0 ] && grep -q "cannot load mod $TMP/trap.lua: mod 'trap': .
 else fail "a mod ordering itself between the game's systems so as to reorder them is refused" "exit status $(rc trap)" \
   "$(head -n 5 "$TMP/trap.err")" "$(stages trap)"; fi
 
+# mods:poll failing (here the rules closed the manager; out of memory does the same) returned
+# nil and a message, which the game dropped; it says so now, once, and plays on.
+cat >"$TMP/poll_rules.lua" <<'EOF2'
+dofile("examples/asteroids/rules.lua")
+mods:close()
+EOF2
+run poll --frames 200 --asteroids 200 --rules "$TMP/poll_rules.lua"
+if [ "$(rc poll)" = 0 ] && [ "$(grep -c 'asteroids: polling the mods failed, they play on unchanged: mods:poll: the mod manager is closed' "$TMP/poll.err")" = 1 ] &&
+   grep -q '^final: frame 200,' "$TMP/poll.out"; then
+  pass "a failing mods:poll is reported once and the game plays on"
+else fail "a failing mods:poll is reported once and the game plays on" "exit status $(rc poll)" "$(head -n 5 "$TMP/poll.err")"; fi
+
 # ---- every mod of examples/mods, through the mod manager ------------------------------------
 run mods --frames 200 --asteroids 3000 --mods examples/mods
 if [ "$(rc mods)" = 0 ] && [ ! -s "$TMP/mods.err" ] &&
