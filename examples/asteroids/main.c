@@ -19,6 +19,7 @@
 
 #define MAX_MODS 16
 #define DEFAULT_RULES "examples/asteroids/rules.lua"
+#define DEFAULT_MAX_SHIPS 1000 /* ships alive at most: waves launch no more past it */
 
 typedef struct options {
     int64_t frames;     /* 0: until --seconds or Ctrl-C */
@@ -31,6 +32,7 @@ typedef struct options {
     const char *mods_dir; /* --mods DIR */
     int console_port;   /* -1: no console */
     int64_t budget;     /* instructions per Lua system run; 0: none */
+    int32_t max_ships;  /* the population cap the rules keep to (game.max_ships) */
     bool realtime;
     bool check_determinism; /* run serially and on workers side by side, comparing hashes */
 } options;
@@ -122,6 +124,8 @@ static void usage(FILE *out) {
             "  --mod PATH      load a mod (a NAME.lua file or a folder with manifest.lua)\n"
             "                  after the rules, in a sandbox of its own (repeatable)\n"
             "  --mods DIR      load every mod in DIR, in the order their depends ask\n"
+            "  --max-ships N   ships alive at most; waves launch no more past it\n"
+            "                  (default %d)\n"
             "  --budget N      instructions one Lua system run (or a mod's top level) may\n"
             "                  take before it fails\n"
             "                  (default 50000000; 0: no budget)\n"
@@ -130,7 +134,7 @@ static void usage(FILE *out) {
             "  --realtime      pace frames to %d per second instead of running flat out\n"
             "  --check-determinism  run the same seed serially and on --workers workers (at\n"
             "                  least 1) side by side, comparing the world hash every frame\n",
-            FRAME_RATE, FRAME_RATE);
+            FRAME_RATE, DEFAULT_MAX_SHIPS, FRAME_RATE);
 }
 
 /* The integer value of option argv[i + 1] in [lo, hi]; exits with a message otherwise. */
@@ -174,7 +178,7 @@ static const char *find_rules(const char *argv0, char *buf, size_t size) {
 
 static options parse_options(int argc, char **argv, char *rules_buf, size_t rules_size) {
     options o = {.frames = 600, .seed = 1, .asteroids = 100000, .moons = 300, .workers = 1,
-                 .console_port = -1, .budget = 50000000};
+                 .console_port = -1, .budget = 50000000, .max_ships = DEFAULT_MAX_SHIPS};
     bool frames_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -193,6 +197,8 @@ static options parse_options(int argc, char **argv, char *rules_buf, size_t rule
             o.moons = (int32_t)int_arg(argc, argv, i++, 0, 1000000);
         } else if (strcmp(a, "--workers") == 0) {
             o.workers = (int32_t)int_arg(argc, argv, i++, 0, 64);
+        } else if (strcmp(a, "--max-ships") == 0) {
+            o.max_ships = (int32_t)int_arg(argc, argv, i++, 0, 1000000);
         } else if (strcmp(a, "--budget") == 0) {
             o.budget = int_arg(argc, argv, i++, 0, INT64_MAX);
         } else if (strcmp(a, "--rules") == 0) {
@@ -406,11 +412,13 @@ static int setup_lua(lua_State *L) {
     g->world_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 
     /* `game`: the constants the rules share with C. */
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushinteger(L, (lua_Integer)g->opt.seed);
     lua_setfield(L, -2, "seed");
     lua_pushinteger(L, FRAME_RATE);
     lua_setfield(L, -2, "rate");
+    lua_pushinteger(L, g->opt.max_ships);
+    lua_setfield(L, -2, "max_ships");
     lua_pushnumber(L, FIELD_SIZE);
     lua_setfield(L, -2, "field_size");
     lua_createtable(L, 3, 0);

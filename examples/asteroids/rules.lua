@@ -5,7 +5,7 @@
 --   world  the kiln.World; the C systems move, orbit, propagate_transforms and collide
 --          are already in its schedule
 --   game   constants shared with C: seed, rate (frames per second), field_size,
---          asteroid_radius[size]
+--          asteroid_radius[size], max_ships (the population cap, --max-ships)
 -- Frame order: move, then orbit and collide (which emits Collision events),
 -- propagate_transforms and waves, impacts, hull. Each system declares what it runs after:
 -- left to declaration order, a mod's before/after could turn it around (a mod system after
@@ -59,6 +59,11 @@ local SHIP_RADIUS = 2
 local SHIP_SPEED = 45
 local WAVE_EVERY = 2 * game.rate -- frames between waves
 local FRAGMENT_SPEED = 12
+-- The population cap: a wave launches only as many ships as keep those alive at max_ships
+-- (without it, waves of 20 + 10 * wave ships grew the fleet without bound: 42,750 ships and
+-- 7 fps after 12,000 frames). Asteroids need none: a break spawns two of the next size down,
+-- so a field never holds more than four times the asteroids it started with.
+local MAX_SHIPS = game.max_ships
 
 local function add_score(changes)
     local score = world:resource("Score")
@@ -66,7 +71,8 @@ local function add_score(changes)
     world:resource("Score", score)
 end
 
--- Waves: every two seconds a larger wave of ships warps in at random places.
+-- Waves: every two seconds a larger wave of ships warps in at random places, up to the cap.
+local ships = world:query{"Ship"}
 world:system{
     name = "waves",
     after = {"collide"},
@@ -79,7 +85,7 @@ world:system{
         local rng = clock.rng
         local function random() return next_random(rng) end
         local wave = world:resource("Score").wave + 1
-        local count = 20 + 10 * wave
+        local count = math.max(0, math.min(20 + 10 * wave, MAX_SHIPS - ships:count()))
         for _ = 1, count do
             local heading = 2 * math.pi * random()
             -- world:spawn inside a system returns the entity now; it comes alive when the
@@ -159,7 +165,6 @@ world:system{
 }
 
 -- Hull: incoming damage comes off the hull; a ship at zero is a wreck and leaves the field.
-local ships = world:query{"Ship"}
 world:system{
     name = "hull",
     after = {"impacts"},

@@ -262,6 +262,24 @@ if [ "$(rc poll)" = 0 ] && [ "$(grep -c 'asteroids: polling the mods failed, the
   pass "a failing mods:poll is reported once and the game plays on"
 else fail "a failing mods:poll is reported once and the game plays on" "exit status $(rc poll)" "$(head -n 5 "$TMP/poll.err")"; fi
 
+# The population cap (--max-ships, default 1000): waves of 20 + 10 * wave ships grew the fleet
+# without bound (42,750 ships and 7 fps after 12,000 frames). Counted, not timed: every
+# summary line and the final count stay at or under the cap, and the cap is reached.
+run cap --frames 6000 --asteroids 2000 --seed 3
+ships=$(grep -oE ' ships +[0-9]+ ' "$TMP/cap.out" | grep -oE '[0-9]+' | sort -n | tail -n 1)
+final_ships=$(grep '^final: frame' "$TMP/cap.out" | grep -oE 'ships [0-9]+' | grep -oE '[0-9]+')
+rocks=$(grep '^final: frame' "$TMP/cap.out" | grep -oE 'asteroids [0-9]+' | grep -oE '[0-9]+')
+if [ "$(rc cap)" = 0 ] && [ "$(grep -c '^\[' "$TMP/cap.out")" = 100 ] && [ "${ships:-0}" = 1000 ] &&
+   [ "${final_ships:-0}" -le 1000 ] && [ "${rocks:-99999}" -le 8000 ]; then
+  pass "6000 frames: the ships alive reach the cap of 1000 and stay there"
+else fail "6000 frames: the ships alive reach the cap of 1000 and stay there" "exit status $(rc cap)" \
+  "most ships in a summary '$ships', at the end '$final_ships', asteroids '$rocks'" "$(head -n 3 "$TMP/cap.err")"; fi
+run cap_small --frames 1500 --asteroids 500 --max-ships 100
+ships=$(grep -oE ' ships +[0-9]+ ' "$TMP/cap_small.out" | grep -oE '[0-9]+' | sort -n | tail -n 1)
+if [ "$(rc cap_small)" = 0 ] && [ "${ships:-0}" = 100 ]; then
+  pass "--max-ships sets the cap"
+else fail "--max-ships sets the cap" "exit status $(rc cap_small), most ships '$ships'" "$(head -n 3 "$TMP/cap_small.err")"; fi
+
 # ---- every mod of examples/mods, through the mod manager ------------------------------------
 run mods --frames 200 --asteroids 3000 --mods examples/mods
 if [ "$(rc mods)" = 0 ] && [ ! -s "$TMP/mods.err" ] &&
