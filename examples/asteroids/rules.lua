@@ -64,10 +64,20 @@ local FRAGMENT_SPEED = 12
 -- 7 fps after 12,000 frames). Asteroids need none: a break spawns two of the next size down,
 -- so a field never holds more than four times the asteroids it started with.
 local MAX_SHIPS = game.max_ships
+local INT32_MAX = 2147483647
+local SCORE_MAX = {points = 2 ^ 53, damage = math.huge} -- the int32 counts: INT32_MAX
 
+-- Mods may write Score and Waves (remove them, or write values the rules never make): the
+-- rules then skip what they cannot do rather than fail (a failing system is disabled for the
+-- rest of the game), and the host puts the value back after the frame and says so.
 local function add_score(changes)
     local score = world:resource("Score")
-    for k, v in pairs(changes) do score[k] = score[k] + v end
+    if not score then return end
+    for k, v in pairs(changes) do
+        local sum = score[k] + v
+        if not (sum >= 0 and sum <= (SCORE_MAX[k] or INT32_MAX)) then return end
+        score[k] = sum
+    end
     world:resource("Score", score)
 end
 
@@ -79,12 +89,15 @@ world:system{
     writes = {"Position", "Velocity", "Ship", "Score", "Waves"},
     run = function(world)
         local clock = world:resource("Waves")
+        if not clock or not (clock.frame >= 0 and clock.frame < INT32_MAX) then return end
         clock.frame = clock.frame + 1
         world:resource("Waves", {frame = clock.frame})
         if clock.frame % WAVE_EVERY ~= 1 then return end
         local rng = clock.rng
         local function random() return next_random(rng) end
-        local wave = world:resource("Score").wave + 1
+        local score = world:resource("Score")
+        if not score or not (score.wave >= 0 and score.wave < INT32_MAX) then return end
+        local wave = score.wave + 1
         local count = math.max(0, math.min(20 + 10 * wave, MAX_SHIPS - ships:count()))
         for _ = 1, count do
             local heading = 2 * math.pi * random()

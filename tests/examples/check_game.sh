@@ -250,6 +250,54 @@ if [ "$(rc trap)" = 0 ] && grep -q "cannot load mod $TMP/trap.lua: mod 'trap': .
 else fail "a mod ordering itself between the game's systems so as to reorder them is refused" "exit status $(rc trap)" \
   "$(head -n 5 "$TMP/trap.err")" "$(stages trap)"; fi
 
+# A mod system that declares it writes Score and Waves (the host's and the rules' resources)
+# removes them or writes values the rules never make, before the rules' waves: the rules
+# raised on them (indexing a nil Score, a wave of 2^31 ships) and were disabled for good. The
+# rules skip such a value now, and the host puts its last good value back after the frame and
+# says what happened. Score and Waves are resources: no entity holds them to despawn.
+cat >"$TMP/vandal.lua" <<'EOF2'
+local holders, n, launches = world:query{"Score"}, 0, 0
+world:system{name = "vandal", after = {"collide"}, before = {"waves"}, writes = {"Score", "Waves"}, run = function(w)
+  n = n + 1
+  local clock = w:resource("Waves")
+  if n == 2 then w:resource("Score", nil)
+  elseif n == 3 then
+    local gone = 0
+    for e in holders:each() do w:despawn(e); gone = gone + 1 end
+    print("[vandal] entities holding Score: " .. gone)
+  elseif n == 4 then w:resource("Score", {wave = -5})
+  elseif n == 5 then w:resource("Score", {damage = 0/0})
+  elseif n == 6 then w:resource("Score", {points = 2^62})
+  elseif n == 7 then w:resource("Score", {launched = 2147483647, lost = 2147483647})
+  elseif n == 8 then w:resource("Waves", nil)
+  elseif n == 9 then w:resource("Waves", {frame = -100})
+  elseif n == 10 then w:resource("Waves", {rng = {-1, 70000, 0, 0}})
+  elseif n == 11 then print("[vandal] NaN frame: " .. tostring(pcall(w.resource, w, "Waves", {frame = 0/0})))
+  elseif n == 12 then print("[vandal] huge frame: " .. tostring(pcall(w.resource, w, "Waves", {frame = 2^40})))
+  elseif n > 12 and clock and clock.frame % 120 == 0 then -- the rules' waves launch one this frame
+    launches = launches + 1
+    if launches == 1 then w:resource("Score", {wave = 2147483647})
+    elseif launches == 2 then w:resource("Score", nil) end
+  end
+end}
+EOF2
+run vandal --frames 400 --asteroids 1000 --mod "$TMP/vandal.lua"
+expected=("frame 2: Score was removed;" "frame 4: Score was out of range (a count went down);"
+  "frame 5: Score was out of range (damage is not a finite count that grows);"
+  "frame 6: Score was out of range (more points than the asteroids destroyed are worth);"
+  "frame 7: Score was out of range (more ships launched than the cap);" "frame 8: Waves was removed;"
+  "frame 9: Waves was out of range (its frame count jumped);" "frame 10: Waves was out of range (its generator left its range);"
+  "Score was out of range (more than one wave in a frame);")
+missing=()
+for line in "${expected[@]}"; do grep -qF "$line the host put back its last good value" "$TMP/vandal.err" || missing+=("$line"); done
+if [ "$(rc vandal)" = 0 ] && [ ${#missing[@]} = 0 ] && [ "$(grep -c 'Score was removed' "$TMP/vandal.err")" = 2 ] &&
+   ! grep -qE 'failed|disabled' "$TMP/vandal.err" && grep -q '^\[vandal\] entities holding Score: 0$' "$TMP/vandal.out" &&
+   grep -q '^\[vandal\] NaN frame: false$' "$TMP/vandal.out" && grep -q '^\[vandal\] huge frame: false$' "$TMP/vandal.out" &&
+   [ "$(final_number vandal waves)" -ge 2 ] && [ "$(final_number vandal score)" -gt 0 ]; then
+  pass "a mod removing or corrupting Score and Waves is reported and undone; the rules play on"
+else fail "a mod removing or corrupting Score and Waves is reported and undone; the rules play on" "exit status $(rc vandal)" \
+  "not reported: ${missing[*]}" "$(head -n 14 "$TMP/vandal.err")" "$(grep -E '^(final|\[vandal\])' "$TMP/vandal.out")"; fi
+
 # mods:poll failing (here the rules closed the manager; out of memory does the same) returned
 # nil and a message, which the game dropped; it says so now, once, and plays on.
 cat >"$TMP/poll_rules.lua" <<'EOF2'
