@@ -148,7 +148,16 @@ asteroids: $(ASTEROIDS_BIN)
 run: $(ASTEROIDS_BIN)
 	$(ASTEROIDS_BIN) --seconds 5
 
-test-examples: $(ASTEROIDS_BIN)
+# The collide system out of memory (tests/examples/test_asteroids_collide.c): its own allocator.
+ASTEROIDS_COLLIDE_TEST := $(BUILD)/tests/test_asteroids_collide
+$(ASTEROIDS_COLLIDE_TEST): tests/examples/test_asteroids_collide.c examples/asteroids/systems.c \
+	    examples/asteroids/components.c $(wildcard examples/asteroids/*.h) $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Iexamples/asteroids -o $@ $< examples/asteroids/systems.c \
+	    examples/asteroids/components.c $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
+
+test-examples: $(ASTEROIDS_BIN) $(ASTEROIDS_COLLIDE_TEST)
+	@$(ASTEROIDS_COLLIDE_TEST)
 	@tests/examples/check_game.sh $(ASTEROIDS_BIN)
 
 # Runs every suite plainly, then the same suites built with AddressSanitizer and

@@ -58,6 +58,7 @@ typedef struct game {
     Score good_score;
     Waves good_waves;
     int64_t good_asteroids;   /* asteroids alive then: at most as many can break in a frame */
+    int64_t dropped_seen;     /* collide's dropped passes already reported */
     char poll_error[300];     /* the last failure of mods:poll reported, "" after one that worked */
 } game;
 
@@ -534,7 +535,7 @@ static void trust_state(game *g) {
 }
 
 /* Checks the state after mod code ran (when: "frame N", "polling mods"), puts back what
- * fails, and takes the result as good. */
+ * fails, and takes the result as good. Also reports collide's dropped passes. */
 static void check_state(game *g, const char *when) {
     const Score *s = kiln_resource_get(g->world, g->ids.score);
     const char *why = s ? score_wrong(g, s, &g->good_score) : "removed";
@@ -551,6 +552,15 @@ static void check_state(game *g, const char *when) {
             if (kiln_resource_set(g->world, g->waves, &g->good_waves) != KILN_OK)
                 say(stderr, "asteroids: %s: %s\n", when, kiln_world_error(g->world));
         }
+    }
+    int64_t dropped = game_systems_dropped(g->systems);
+    if (dropped > g->dropped_seen) {
+        char text[200];
+        snprintf(text, sizeof text, "%s: collide ran out of memory and dropped the collisions of %lld frame%s",
+                 when, (long long)(dropped - g->dropped_seen), dropped - g->dropped_seen == 1 ? "" : "s");
+        say(stderr, "asteroids: %s\n", text);
+        log_failure(g, text);
+        g->dropped_seen = dropped;
     }
     trust_state(g);
 }
@@ -694,7 +704,7 @@ static void game_open(game *g) {
     if (kiln_random_seed(g->world, g->opt.seed) != KILN_OK ||
         game_components_register(g->world, &g->ids) != KILN_OK ||
         game_field_populate(g->world, &g->ids, g->opt.seed, g->opt.asteroids, g->opt.moons) != KILN_OK ||
-        !(g->systems = game_systems_create(g->world, &g->ids)))
+        !(g->systems = game_systems_create(g->world, &g->ids, NULL, NULL)))
         die("%s", kiln_world_error(g->world));
     g->count_asteroids = count_query(g, g->ids.asteroid);
     g->count_moons = count_query(g, g->ids.orbit);

@@ -103,17 +103,36 @@ struct game_systems {
     Collision *hits;    /* filled by the sweep from any thread; sorted before emitting */
     int32_t hit_cap;
     atomic_int hit_count;
+
+    kiln_alloc_fn alloc; /* the grid's and the hits' memory */
+    void *alloc_ud;
+    int64_t dropped;     /* collide passes that dropped their collisions for want of memory */
 };
 
-game_systems *game_systems_create(kiln_world *world, const game_ids *ids) {
-    game_systems *gs = calloc(1, sizeof *gs);
+static void *default_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+game_systems *game_systems_create(kiln_world *world, const game_ids *ids, kiln_alloc_fn alloc,
+                                  void *alloc_ud) {
+    if (!alloc) alloc = default_alloc;
+    game_systems *gs = alloc(alloc_ud, NULL, 0, sizeof *gs);
     if (!gs) return NULL;
+    memset(gs, 0, sizeof *gs);
+    gs->alloc = alloc;
+    gs->alloc_ud = alloc_ud;
     gs->world = world;
     gs->ids = *ids;
     gs->side = (int32_t)(FIELD_SIZE / CELL_SIZE);
-    gs->heads = malloc(sizeof *gs->heads * (size_t)gs->side * (size_t)gs->side);
-    gs->hit_cap = 1024;
-    gs->hits = malloc(sizeof *gs->hits * (size_t)gs->hit_cap);
+    gs->heads = alloc(alloc_ud, NULL, 0, sizeof *gs->heads * (size_t)gs->side * (size_t)gs->side);
+    gs->hits = alloc(alloc_ud, NULL, 0, sizeof *gs->hits * 1024);
+    if (gs->hits) gs->hit_cap = 1024;
     kiln_result r = KILN_ERR_OUT_OF_MEMORY;
     if (gs->heads && gs->hits &&
         (r = kiln_query_create(world, &(kiln_query_desc){.with = {ids->position, ids->velocity},
@@ -136,11 +155,13 @@ void game_systems_destroy(game_systems *gs) {
     kiln_query_destroy(gs->moons);
     kiln_query_destroy(gs->rocks);
     kiln_query_destroy(gs->ships);
-    free(gs->heads);
-    free(gs->grid);
-    free(gs->hits);
-    free(gs);
+    gs->alloc(gs->alloc_ud, gs->heads, sizeof *gs->heads * (size_t)gs->side * (size_t)gs->side, 0);
+    gs->alloc(gs->alloc_ud, gs->grid, sizeof *gs->grid * (size_t)gs->grid_cap, 0);
+    gs->alloc(gs->alloc_ud, gs->hits, sizeof *gs->hits * (size_t)gs->hit_cap, 0);
+    gs->alloc(gs->alloc_ud, gs, sizeof *gs, 0);
 }
+
+int64_t game_systems_dropped(const game_systems *gs) { return gs->dropped; }
 
 /* ---- move ------------------------------------------------------------------------------- */
 
@@ -222,7 +243,7 @@ static bool grid_build(game_systems *gs) {
     gs->grid_count = 0;
     int64_t n = kiln_query_count(gs->ships);
     if (n > gs->grid_cap) {
-        grid_ship *g = realloc(gs->grid, sizeof *g * (size_t)n);
+        grid_ship *g = gs->alloc(gs->alloc_ud, gs->grid, sizeof *g * (size_t)gs->grid_cap, sizeof *g * (size_t)n);
         if (!g) return false;
         gs->grid = g;
         gs->grid_cap = (int32_t)n;
@@ -274,16 +295,30 @@ static int compare_hits(const void *a, const void *b) {
     return (x->asteroid > y->asteroid) - (x->asteroid < y->asteroid);
 }
 
+/* Out of memory for the grid, the sweep's jobs or the hits, collide emits nothing that frame
+ * (the rules see no collisions, the ships fly through) and counts the pass as dropped, so the
+ * host can say so; the next frame tries again. */
 static void collide_system(const kiln_system_ctx *ctx) {
     game_systems *gs = ctx->user;
-    if (!grid_build(gs) || gs->grid_count == 0) return;
+    if (!grid_build(gs)) {
+        gs->dropped++;
+        return;
+    }
+    if (gs->grid_count == 0) return;
     for (;;) {
         atomic_store_explicit(&gs->hit_count, 0, memory_order_relaxed);
-        if (kiln_parallel_for(ctx->jobs, gs->rocks, 4096, sweep_rows, gs) != KILN_OK) return;
+        if (kiln_parallel_for(ctx->jobs, gs->rocks, 4096, sweep_rows, gs) != KILN_OK) {
+            gs->dropped++;
+            return;
+        }
         int n = atomic_load_explicit(&gs->hit_count, memory_order_relaxed);
         if (n <= gs->hit_cap) break;
-        Collision *more = realloc(gs->hits, sizeof *more * (size_t)n * 2);
-        if (!more) return;
+        Collision *more = n <= INT32_MAX / 2 ? gs->alloc(gs->alloc_ud, gs->hits, sizeof *more * (size_t)gs->hit_cap,
+                                                        sizeof *more * (size_t)n * 2) : NULL;
+        if (!more) {
+            gs->dropped++;
+            return;
+        }
         gs->hits = more;
         gs->hit_cap = n * 2;
     }

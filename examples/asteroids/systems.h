@@ -17,8 +17,15 @@ kiln_result game_field_populate(kiln_world *world, const game_ids *ids, uint64_t
 /* The state of the C systems (their queries and the collision grid). */
 typedef struct game_systems game_systems;
 
-/* Creates the systems' state; NULL with the world error set when a query cannot be made. */
-game_systems *game_systems_create(kiln_world *world, const game_ids *ids);
+/* Creates the systems' state; NULL with the world error set when a query cannot be made.
+ * alloc (NULL: realloc/free; called from the collide system's thread) takes the state's own
+ * memory: the collision grid and the hit list, which grow with the ships and the hits. */
+game_systems *game_systems_create(kiln_world *world, const game_ids *ids, kiln_alloc_fn alloc,
+                                  void *alloc_ud);
+
+/* How many times collide found no memory for its grid or its hits and dropped that frame's
+ * collisions (none are emitted then; the next frame tries again). The host reports a rise. */
+int64_t game_systems_dropped(const game_systems *systems);
 
 /* Adds move, orbit, propagate_transforms and collide to schedule, in that order. */
 kiln_result game_systems_add(game_systems *systems, kiln_schedule *schedule);
