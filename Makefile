@@ -56,7 +56,7 @@ ifeq ($(VERSION_MAJOR),)
 $(error cannot read KILN_VERSION_MAJOR from core/include/kiln.h)
 endif
 
-.PHONY: test-jit-valgrind test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind bench-floor all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
+.PHONY: test-cxx test-jit-valgrind test-layout FORCE docs test-install test-premake bench-median bench-jit-build bench-quick bench-callgrind bench-floor all lib lua repl asteroids test-examples test-tools test test-plain test-asan test-tsan test-lua test-lua-asan bench demo run install clean
 all: lib demo lua repl asteroids
 
 lib: $(BUILD)/libkiln.a $(BUILD)/libkiln.so
@@ -167,7 +167,7 @@ test:
 	@scripts/test-all.sh $(TEST_GROUPS)
 
 TEST_GROUPS := test-layout test-runner test-plain test-tools test-lua test-docs test-examples test-install \
-               test-premake test-asan test-lua-asan test-tsan
+               test-premake test-cxx test-asan test-lua-asan test-tsan
 
 # ---- Fuzzing (tests/fuzz): the whole core C API driven against a reference model ----------
 # test_fuzz_corpus joins the C suites (so test-plain and test-asan replay the seed corpus and
@@ -277,6 +277,25 @@ test-docs: lib lua $(BUILD)/libkiln_lua.a
 # PATH or at ../shared/tools/premake5); PREMAKE5=path picks one.
 test-premake:
 	@scripts/test-premake.sh $(PREMAKE5)
+
+# C++ hosts (tests/cxx): the public headers included, and the libraries linked, by a C++ engine.
+# test_cxx_host is built as C++11 and as C++20 (designated initialisers; g++ 12 warns for each
+# field they leave out, hence -Wno-missing-field-initializers there); test_cxx_lua_linkage links
+# against LuaJIT, whose lua.h declares no C linkage. Skipped when $(CXX) is not installed.
+CXX_TEST_FLAGS := -Wall -Wextra -Wpedantic -Werror -g -Icore/include -Iaddons/transform/include \
+                  -Iaddons/persist/include -Ilua $(CHECK_CFLAGS)
+CXX_BIN := $(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20 $(BUILD)/tests/test_cxx_lua_linkage
+$(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20: tests/cxx/test_cxx_host.cpp $(API_HEADERS) \
+                                                            $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CXX) $(if $(filter %20,$@),-std=c++20 -Wno-missing-field-initializers,-std=c++11) $(CXX_TEST_FLAGS) \
+	    $(LUA_CFLAGS) -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) $(LDLIBS_ALL)
+$(BUILD)/tests/test_cxx_lua_linkage: tests/cxx/test_cxx_lua_linkage.cpp $(API_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++11 $(CXX_TEST_FLAGS) $(JIT_CFLAGS) -o $@ $< $(JIT_LIBS) $(CHECK_LIBS)
+test-cxx:
+	@if command -v $(CXX) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(CXX_BIN) && \
+	    scripts/run-tests.sh $(CXX_BIN); else echo "skipped: no C++ compiler ($(CXX))"; fi
 
 # Lua specs (busted) against the module, run by the stock lua5.4 interpreter.
 BUSTED := lua5.4 /usr/bin/busted

@@ -3,13 +3,16 @@
 #ifndef KILN_LUA_H
 #define KILN_LUA_H
 
-#include <lua.h>
-
 #include "kiln.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Included with C linkage: neither upstream's lua.h nor LuaJIT's declares it, so a C++ host
+ * including this header before lua.hpp would call the Lua API by C++ names a C-built Lua lacks.
+ * A host whose Lua is built as C++ includes lua.h itself, before this header. */
+#include <lua.h>
 
 /*
  * Functions in this header:

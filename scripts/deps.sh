@@ -4,8 +4,9 @@
 set -eu
 # clang and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) serve the fuzz groups only.
 # luajit and libluajit-5.1-dev serve the LuaJIT build of the binding (make lua-jit, test-jit);
-# valgrind serves test-jit-valgrind (memory errors inside libluajit, which ASan cannot see).
-PACKAGES="make gcc libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev luajit libluajit-5.1-dev valgrind"
+# valgrind serves test-jit-valgrind (memory errors inside libluajit, which ASan cannot see);
+# g++ serves test-cxx (the public headers compiled, and the libraries linked, by a C++ host).
+PACKAGES="make gcc g++ libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev luajit libluajit-5.1-dev valgrind"
 missing=""
 for p in $PACKAGES; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
