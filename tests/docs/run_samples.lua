@@ -1,6 +1,7 @@
--- run_samples.lua: runs every ```c and ```lua code block of the given Markdown files.
--- A ```c block is a complete program (compiled against the build, run, must exit 0); a
--- ```lua block runs under lua5.4 with the built module on LUA_CPATH and must exit 0.
+-- run_samples.lua: runs every ```c, ```cpp and ```lua code block of the given Markdown files.
+-- A ```c block is a complete program (compiled against the build, run, must exit 0), and so
+-- is a ```cpp block (a C++11 host, compiled by c++); a ```lua block runs under lua5.4 with the
+-- built module on LUA_CPATH and must exit 0.
 --
 -- Usage (from the repository root):
 --   lua5.4 tests/docs/run_samples.lua BUILD_DIR docs/*.md README.md
@@ -109,12 +110,14 @@ local lib_kiln = build .. "/libkiln.a"
 local lib_lua = build .. "/libkiln_lua.a"
 local module = build .. "/lua/kiln.so"
 
-local function run_c(code, id)
-  local src = string.format("%s/sample%d.c", tmpdir, id)
+local compilers = {c = "cc -std=c11 -D_POSIX_C_SOURCE=200809L", cpp = "c++ -std=c++11 -Wextra -Wpedantic"}
+
+local function run_c(code, id, tag)
+  local src = string.format("%s/sample%d.%s", tmpdir, id, tag)
   local exe = string.format("%s/sample%d", tmpdir, id)
   write_file(src, code)
   local cmd = table.concat({
-    "cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Werror",
+    compilers[tag], "-Wall -Werror",
     "-I" .. quote(root .. "/core/include"), "-I" .. quote(root .. "/addons/transform/include"),
     "-I" .. quote(root .. "/addons/persist/include"), "-I" .. quote(root .. "/lua"), lua_cflags,
     quote(src), quote(lib_lua), quote(lib_kiln), "-llua5.4 -ljansson -lm -lpthread", "-o", quote(exe),
@@ -157,7 +160,7 @@ for i = 2, #arg do
     report(path, false, "cannot read: " .. tostring(err))
   else
     for _, b in ipairs(blocks) do
-      if b.tag == "c" or b.tag == "lua" then
+      if b.tag == "c" or b.tag == "cpp" or b.tag == "lua" then
         id = id + 1
         local where = string.format("%s:%d", path, b.line)
         if b.unterminated then
@@ -165,8 +168,8 @@ for i = 2, #arg do
         elseif #missing > 0 then
           report(where, false, "not built: " .. table.concat(missing, ", ")
             .. " (make lib lua " .. build .. "/libkiln_lua.a)")
-        elseif b.tag == "c" then
-          report(where, run_c(b.code, id))
+        elseif b.tag ~= "lua" then
+          report(where, run_c(b.code, id, b.tag))
         else
           report(where, run_lua(b.code, id))
         end
