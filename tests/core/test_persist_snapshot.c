@@ -276,6 +276,48 @@ KILN_TEST(snapshot, a_snapshot_outliving_its_world_is_refused_by_a_world_made_at
     while (pool.n) free(pool.blocks[--pool.n]);
 }
 
+/* The address check alone took the new world for the prefab's: its component ids name other
+ * components there, of the same size, and the spawn wrote the old values into them. A scene
+ * handed the prefab and an instance of the dead world are refused alike. */
+KILN_TEST(snapshot, a_prefab_or_instance_outliving_its_world_is_refused_by_a_world_made_at_its_address) {
+    reuse_pool pool = {.n = 0};
+    kiln_world_desc desc = {.alloc = reuse_alloc, .alloc_ud = &pool};
+    kiln_world *a = kiln_world_create(&desc);
+    kiln_component health;
+    ck_assert_int_eq(kiln_component_register(a, &(kiln_component_desc){.name = "Health", .size = 4}, &health), KILN_OK);
+    kiln_prefab *p = NULL;
+    int32_t full = 100;
+    ck_assert_int_eq(kiln_prefab_create(a, &(kiln_prefab_desc){.components = &health, .values = (const void *[]){&full},
+                                                               .component_count = 1}, &p), KILN_OK);
+    static const char scene[] = "{\"version\": 1, \"entities\": [{\"prefab\": \"unit\"}]}";
+    const char *names[] = {"unit"};
+    kiln_instantiate_desc with = {.prefab_names = names, .prefabs = (const kiln_prefab *[]){p}, .prefab_count = 1};
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_instantiate(a, scene, sizeof scene - 1, &with, &inst), KILN_OK);
+    void *was = a;
+    kiln_world_destroy(a);
+    kiln_world *b = kiln_world_create(&desc);
+    ck_assert_ptr_eq(b, was);
+    kiln_component poison;
+    ck_assert_int_eq(kiln_component_register(b, &(kiln_component_desc){.name = "Poison", .size = 4}, &poison), KILN_OK);
+    ck_assert_int_eq(poison, health);
+    uint64_t h = kiln_world_hash(b);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_prefab_spawn(b, p, 1, NULL, &e), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(b), "kiln_prefab_spawn: the prefab was made for another world");
+    kiln_instance *other = NULL;
+    ck_assert_int_eq(kiln_instantiate(b, scene, sizeof scene - 1, &with, &other), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kiln_world_error(b), "prefab 'unit' was made for another world"), "%s", kiln_world_error(b));
+    ck_assert_int_eq(kiln_instance_despawn(b, inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(b), "kiln_instance_despawn: the instance is of another world");
+    ck_assert_uint_eq(kiln_world_hash(b), h);
+    ck_assert_int_eq(kiln_entity_count(b), 0);
+    kiln_instance_destroy(inst);
+    kiln_prefab_destroy(p);
+    kiln_world_destroy(b);
+    while (pool.n) free(pool.blocks[--pool.n]);
+}
+
 KILN_TEST(snapshot, update_reuses_the_block_and_restores_the_newer_state) {
     pf_world a;
     pf_open(&a, false);

@@ -11,6 +11,7 @@
 struct kiln_prefab {
     kl_allocator alloc;         /* a copy of the world's hook, so the prefab may outlive it */
     const kiln_world *world;
+    uint64_t world_seed;        /* its hash_seed: a world made later at the same address differs */
     pz_arena arena;
     pz_tree tree;
 };
@@ -25,6 +26,7 @@ static kiln_prefab *prefab_new(kiln_world *world) {
     atomic_fetch_sub_explicit(&world->alloc.bytes, (int64_t)sizeof *p, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->alloc.bytes, (int64_t)sizeof *p, memory_order_relaxed);
     p->world = world;
+    p->world_seed = world->hash_seed;
     p->arena.alloc = &p->alloc;
     p->tree.arena = &p->arena;
     return p;
@@ -39,8 +41,10 @@ void kiln_prefab_destroy(kiln_prefab *prefab) {
 
 int64_t kiln_prefab_nodes(const kiln_prefab *prefab) { return prefab ? prefab->tree.count : 0; }
 
+/* The address alone would take a world made where the prefab's dead world was for it: its
+ * component ids name other components there (of the same sizes, the spawn's check passes). */
 const pz_tree *pz_prefab_tree(const kiln_prefab *prefab, const kiln_world *world) {
-    return prefab && prefab->world == world ? &prefab->tree : NULL;
+    return prefab && prefab->world == world && prefab->world_seed == world->hash_seed ? &prefab->tree : NULL;
 }
 
 /* ---- from a desc ---- */
