@@ -467,7 +467,11 @@ static int w_save(lua_State *L) {
     /* Lua-valued resources go along as host data, encoded first (nothing written yet). */
     byte_sink host = {L, NULL, 0, 0, false};
     char why[200];
-    klua_push_state(L, 1, KLUA_STATE_RESOURCES); /* state.resources (nil where the host changed the state) */
+    /* (a state changed through the debug library has no table of them: refused, not saved
+     * without them, as world:resource refuses to reach them) */
+    if (!klua_push_state(L, 1, KLUA_STATE_RESOURCES))
+        klua_fail(L, fname, "the world's state was changed through the debug library: its Lua resources "
+                  "cannot be saved");
     lua_work w = {.kw = kw, .write = sink_write, .write_ud = &host, .why = why, .why_size = sizeof why};
     if (protect(L, encode_work, &w, 1, 0) != LUA_OK || !w.ok) {
         sink_free(&host);

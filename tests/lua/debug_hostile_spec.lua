@@ -216,6 +216,23 @@ describe("debug.setuservalue on a World", function()
         w:close()
     end)
 
+    it("with its Lua resources replaced by junk: world:save raises rather than save without them", function()
+        local w = kiln.world()
+        w:resource("level", {name = "caves"})
+        state(w).resources = 2
+        local ok, err = pcall(w.save, w)
+        assert.is_false(ok)
+        assert.matches("world:save: the world's state was changed through the debug library: its Lua "
+                       .. "resources cannot be saved", err, 1, true)
+        state(w).resources = {level = {name = "caves"}}
+        local saved = w:save()
+        local other = kiln.world()
+        other:load(saved)
+        assert.are.equal("caves", other:resource("level").name)
+        w:close()
+        other:close()
+    end)
+
     it("keeps a system alive when its entries are replaced by junk", function()
         local w = movers(2)
         w:system{name = "spin", writes = {"Position"}, query = {"Position"}, each = function(_, p) p.x = 0 end}
