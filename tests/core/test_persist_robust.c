@@ -43,19 +43,6 @@ static void scene(kiln_persist_format f, pf_bytes *dest) {
 #define NAME_SCHEMA "{\"name\":\"Name\",\"size\":64,\"fields\":[{\"name\":\"text\",\"type\":\"char\",\"offset\":0,\"count\":64}]}"
 #define NAMED(id, text) "{\"id\":" #id ",\"components\":{\"Name\":{\"text\":\"" text "\"}}}"
 
-/* scene's save with the addon's own components too (Name values, the RandomSeed and
- * RandomState resources), for worlds that have never registered them. */
-static void named_scene(kiln_persist_format f, pf_bytes *dest) {
-    pf_world a;
-    pf_open(&a, false);
-    pf_populate(&a);
-    ck_assert_int_eq(kiln_name_set(a.world, a.e[0], "hero"), KILN_OK);
-    ck_assert_int_eq(kiln_name_set(a.world, a.e[3], "sidekick"), KILN_OK);
-    ck_assert_int_eq(kiln_random_seed(a.world, 7), KILN_OK);
-    pf_save(a.world, f, dest);
-    pf_close(&a);
-}
-
 /* ------------------------------------------------------------------------------------------ */
 KILN_TEST_GROUP_WITH(hostile, .timeout = 60);
 
@@ -342,7 +329,7 @@ KILN_TEST(hostile, a_parent_cycle_in_the_file_is_refused_by_the_parent_check) {
 KILN_TEST_LOOP(hostile, running_out_of_memory_anywhere_in_a_load_leaves_the_world_untouched, 0, 4) {
     bool named = _i >= 2;
     pf_bytes saved;
-    (named ? named_scene : scene)(_i % 2 ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
+    (named ? pf_save_named : scene)(_i % 2 ? KILN_PERSIST_JSON : KILN_PERSIST_BINARY, &saved);
     test_allocator alloc;
     test_allocator_init(&alloc);
     target t;
@@ -433,9 +420,9 @@ KILN_TEST(hostile, an_addon_component_saved_with_another_layout_is_refused_befor
     }
 }
 
-/* Refused after the addon's components were registered (a name the file gives twice): the
- * slots, entities and values are as they were, and the world has no names. */
-KILN_TEST(hostile, a_load_refused_after_registering_name_leaves_the_hash_and_no_name) {
+/* A name the file gives twice: the slots, entities and values are as they were, and the world
+ * has no names, nor Name (registered only once everything else passed). */
+KILN_TEST(hostile, a_load_refused_for_a_name_given_twice_leaves_the_hash_and_registers_no_name) {
     static const char doc[] = "{\"kiln\":1,\"tick\":1,\"components\":[" NAME_SCHEMA "],\"entities\":["
                               NAMED(4294967296, "twin") "," NAMED(4294967297, "solo") "," NAMED(4294967298, "twin") "]}";
     target t;
@@ -444,6 +431,7 @@ KILN_TEST(hostile, a_load_refused_after_registering_name_leaves_the_hash_and_no_
     ck_assert_msg(strstr(kiln_world_error(t.w.world), "'twin'") != NULL, "%s", kiln_world_error(t.w.world));
     assert_untouched(&t, "twin names");
     ck_assert_int_eq(kiln_name_lookup(t.w.world, "solo"), KILN_NULL_ENTITY);
+    ck_assert_int_eq(kiln_component_lookup(t.w.world, "Name"), 0);
     pf_close(&t.w);
 }
 

@@ -127,3 +127,14 @@ kiln_component pf_register(kiln_world *w, const char *name, size_t size, const k
 kiln_result pf_load_text(kiln_world *w, const char *text) {
     return kiln_load(w, text, strlen(text), NULL);
 }
+
+void pf_save_named(kiln_persist_format format, pf_bytes *dest) {
+    pf_world a;
+    pf_open(&a, false);
+    pf_populate(&a);
+    ck_assert_int_eq(kiln_name_set(a.world, a.e[0], "hero"), KILN_OK);
+    ck_assert_int_eq(kiln_name_set(a.world, a.e[3], "sidekick"), KILN_OK);
+    ck_assert_int_eq(kiln_random_seed(a.world, 7), KILN_OK);
+    pf_save(a.world, format, dest);
+    pf_close(&a);
+}

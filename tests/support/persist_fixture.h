@@ -10,7 +10,7 @@
 
 /*
  * Functions in this header:
- *   pf_open, pf_open_on, pf_close, pf_populate, pf_save, pf_bytes_free, pf_bytes_write.
+ *   pf_open, pf_open_on, pf_close, pf_populate, pf_save, pf_save_named, pf_bytes_free, pf_bytes_write.
  */
 
 typedef struct pf_pos { float x, y, z; } pf_pos;
@@ -43,6 +43,10 @@ typedef struct pf_bytes {
 
 /* Saves w in format into dest (asserting success). */
 void pf_save(kiln_world *world, kiln_persist_format format, pf_bytes *dest);
+/* Saves pf_populate's scene with the addon's own components too (entities 0 and 3 named "hero"
+ * and "sidekick", the RandomSeed and RandomState resources), for worlds that have never
+ * registered them. */
+void pf_save_named(kiln_persist_format format, pf_bytes *dest);
 void pf_bytes_free(pf_bytes *b);
 /* A kiln_write_fn appending to a pf_bytes. */
 bool pf_bytes_write(void *ud, const void *data, size_t size);

@@ -184,11 +184,12 @@ typedef struct kiln_load_desc {
  * is unchanged and the next spawns get the same handles. Not while deferred or iterating.
  * desc may be NULL. The addon's own components (Name, RandomSeed, RandomState) are registered
  * when a save holds them and the world does not know them yet, once their saved layouts match
- * kiln's (another is refused first) and desc.owned, host and ready have let the load go on
- * (a load they refuse registers nothing): the spawns need their ids. A load failing after that
- * (out of memory, a bad handle or value) leaves them registered, with no entity or value (the
- * hash does not see them): the core never takes a registration back, as the archetypes made
- * for it stay in the graph naming its id and other threads read the registry without a lock. */
+ * kiln's (another is refused first), as the load's last step: after every other check has
+ * passed (their own values checked first: a name with no end or given twice, a RandomState of
+ * all zero), so a load refused for its input registers nothing. Out of memory in that step
+ * leaves them registered, with no entity or value (the hash does not see them): the core never
+ * takes a registration back, as the archetypes made for it stay in the graph naming its id and
+ * other threads read the registry without a lock. */
 kiln_result kiln_load(kiln_world *world, const void *data, size_t size,
                       const kiln_load_desc *desc);
 

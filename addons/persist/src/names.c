@@ -299,6 +299,57 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
     return KILN_OK;
 }
 
+/* The file's Name values (schema, pending: the world has no Name, so none is taken yet) as
+ * check_name would take them one by one, each text in the world's layout; their entities have
+ * landed (gr->spawned), without the Name. */
+kiln_result pz_names_check_file(kiln_world *world, pz_doc *doc, uint32_t schema) {
+    const pz_schema *s = &doc->schemas[schema];
+    int64_t rows = 0;
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int32_t t = 0; t < doc->groups[g].type_count; t++)
+            rows += doc->groups[g].types[t] == schema ? doc->groups[g].count : 0;
+    uint64_t cap = 16;
+    while (cap < 2 * (uint64_t)rows) cap *= 2;
+    const kiln_name **texts = pz_alloc(&doc->arena, sizeof(kiln_name *) * cap);
+    kiln_entity *holders = pz_alloc_raw(&doc->arena, sizeof(kiln_entity) * cap);
+    if (!texts || !holders) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+    for (uint32_t g = 0; g < doc->group_count; g++)
+        for (int32_t t = 0; t < doc->groups[g].type_count; t++) {
+            const pz_group *gr = &doc->groups[g];
+            if (gr->types[t] != schema) continue;
+            for (int64_t r = 0; r < gr->count; r++) {
+                const kiln_name *n = (const kiln_name *)(gr->values[t] + (size_t)r * s->size);
+                if (!s->same) {
+                    kiln_name *copy = pz_alloc_raw(&doc->arena, sizeof *copy);
+                    if (!copy) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+                    pz_convert_row(s, (const uint8_t *)n, (uint8_t *)copy);
+                    n = copy;
+                }
+                char buf[24], saved[24], why[KILN_NAME_MAX + 64] = "";
+                uint64_t i = 0;
+                if (!memchr(n->text, 0, sizeof n->text)) {
+                    snprintf(why, sizeof why, "a name has at most 63 bytes (this one has no end)");
+                } else if (n->text[0]) {
+                    i = XXH3_64bits_withSeed(n->text, strlen(n->text), world->hash_seed) & (cap - 1);
+                    for (; texts[i] && !why[0]; i = (i + 1) & (cap - 1))
+                        if (strcmp(texts[i]->text, n->text) == 0)
+                            snprintf(why, sizeof why, "name '%s' is taken by entity %s", n->text,
+                                     kiln_entity_format(holders[i], buf, sizeof buf));
+                } else {
+                    continue;
+                }
+                if (why[0]) /* (check_values' words: the hook's own, once the entity has landed) */
+                    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                                   "kiln_load: entity %s (%s in the file) component 'Name': %s",
+                                   kiln_entity_format(gr->spawned[r], buf, sizeof buf),
+                                   kiln_entity_format(gr->handles[r], saved, sizeof saved), why);
+                texts[i] = n;
+                holders[i] = gr->spawned[r];
+            }
+        }
+    return KILN_OK;
+}
+
 void pz_names_invalidate(kiln_world *world) {
     name_state *st = state_of(world);
     if (!st) return;

@@ -250,11 +250,34 @@ KL_HIDDEN bool pz_widens(kiln_type from, kiln_type to);
 /* Reads element i of a field of type at base as a double / int64 / uint64 (for conversion). */
 KL_HIDDEN void pz_convert(kiln_type from, const uint8_t *src, kiln_type to, uint8_t *dst);
 
+/* Checks s against s->info (the world's component of that name, or the layout the addon would
+ * register it with). */
+KL_HIDDEN kiln_result pz_match_info(kiln_world *world, pz_schema *s, const kiln_load_desc *desc);
+
+/* ---- pending.c: the addon's own components a load registers ---- */
+/* Whether name is one of them (Name, RandomSeed, RandomState). */
+KL_HIDDEN bool pz_addon_component(const char *name);
+/* Checks s (pending: the world lacks it) against the layout it would be registered with. */
+KL_HIDDEN kiln_result pz_pending_match(kiln_world *world, pz_schema *s, const kiln_load_desc *desc);
+/* The last step of a commit: registers the pending components, makes their resources (noted
+ * in created) and adds their values to the loaded entities; fails only for want of memory
+ * once they are registered. */
+KL_HIDDEN kiln_result pz_pending_land(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc,
+                                      kiln_component *created, uint32_t *created_count);
+
 /* names.c: the name index must be rebuilt (a load or a restore changed Names). */
 KL_HIDDEN void pz_names_invalidate(kiln_world *world);
 /* The layout kiln_name_init registers Name with (size, fields, a check hook), to match a save
  * against before registering anything. */
 KL_HIDDEN void pz_names_layout(kiln_component_info *dest);
+
+/* A load's checks of the file's Name values (doc->schemas[schema], pending) before Name is
+ * registered: fails naming the first a Name check would refuse (a text with no end, a name
+ * two entities of the file hold). */
+KL_HIDDEN kiln_result pz_names_check_file(kiln_world *world, pz_doc *doc, uint32_t schema);
+/* stage.c: a value of s in the file's layout (src) in the world's (s->info) to dst, the fields
+ * the file lacks zero. */
+KL_HIDDEN void pz_convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst);
 
 /* random.c: registers RandomSeed and RandomState; returns the one named name (0 on failure). */
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);

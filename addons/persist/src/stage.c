@@ -146,7 +146,7 @@ static kiln_result resolve_fields(kiln_world *world, pz_schema *s, bool skip) {
 
 /* Checks s against s->info: the world's component of that name, or the layout the addon
  * would register it with. */
-static kiln_result match_info(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
+kiln_result pz_match_info(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
     bool hooks = s->info.size > 0 && (s->info.has_destroy || s->info.has_move);
     if ((s->size == 0) != (s->info.size == 0))
         return fail(world, KILN_ERR_LAYOUT_MISMATCH, "component '%s' is a tag on one side only%s%s",
@@ -169,19 +169,7 @@ static kiln_result match_info(kiln_world *world, pz_schema *s, const kiln_load_d
 /* Checks s (its id found) against the world's component of that name. */
 static kiln_result match_schema(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
     kiln_component_info_get(world, s->id, &s->info);
-    return match_info(world, s, desc);
-}
-
-static bool addon_component(const char *name) {
-    return strcmp(name, "Name") == 0 || strcmp(name, "RandomSeed") == 0 || strcmp(name, "RandomState") == 0;
-}
-
-/* Checks an addon component the world lacks against the layout it would be registered with,
- * so a save of another layout is refused with nothing registered. */
-static kiln_result match_pending(kiln_world *world, pz_schema *s, const kiln_load_desc *desc) {
-    if (strcmp(s->name, "Name") == 0) pz_names_layout(&s->info);
-    else pz_random_layout(s->name, &s->info);
-    return match_info(world, s, desc);
+    return pz_match_info(world, s, desc);
 }
 
 /* Matches every schema the world knows; the addon's own components it lacks are matched against
@@ -191,9 +179,9 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
     for (uint32_t i = 0; i < doc->schema_count; i++) {
         pz_schema *s = &doc->schemas[i];
         s->id = kiln_component_lookup(world, s->name);
-        s->pending = !s->id && addon_component(s->name);
+        s->pending = !s->id && pz_addon_component(s->name);
         if (s->pending) {
-            kiln_result r = match_pending(world, s, desc);
+            kiln_result r = pz_pending_match(world, s, desc);
             if (r != KILN_OK) return r;
             continue;
         }
@@ -203,25 +191,6 @@ static kiln_result resolve(kiln_world *world, pz_doc *doc, const kiln_load_desc 
                         "component '%s' is not registered in this world (skip_unknown skips it)%s%s",
                         s->name, "", "");
         }
-        kiln_result r = match_schema(world, s, desc);
-        if (r != KILN_OK) return r;
-    }
-    return KILN_OK;
-}
-
-/* Registers the addon components resolve left pending (their layouts matched), once the
- * caller's callbacks (owned, host, ready) have accepted the load: the spawns need their ids.
- * A failure after this (out of memory, a bad handle or value) leaves them registered, with no
- * entity and no value: the core never takes a registration back (archetypes made for it stay
- * in the graph naming its id, and other threads read the registry without a lock). */
-static kiln_result register_pending(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
-    for (uint32_t i = 0; i < doc->schema_count; i++) {
-        pz_schema *s = &doc->schemas[i];
-        if (!s->pending) continue;
-        s->pending = false;
-        if (strcmp(s->name, "Name") == 0 ? kiln_name_init(world, &s->id) != KILN_OK
-                                         : !(s->id = pz_random_register(world, s->name)))
-            return oom(world);
         kiln_result r = match_schema(world, s, desc);
         if (r != KILN_OK) return r;
     }
@@ -331,7 +300,7 @@ static kiln_result decode_all(kiln_world *world, pz_doc *doc, const kiln_load_de
 
 /* ---- committing ---- */
 
-static void convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
+void pz_convert_row(const pz_schema *s, const uint8_t *src, uint8_t *dst) {
     memset(dst, 0, s->info.size);
     for (int32_t f = 0; f < s->field_count; f++) {
         const pz_field *fd = &s->fields[f];
@@ -490,7 +459,7 @@ static kiln_result name_outside(kiln_world *world, pz_doc *doc, const pz_handle_
             for (int64_t r = 0; r < gr->count; r++) {
                 const uint8_t *src = gr->values[t] + (size_t)r * s->size;
                 if (s->same) memcpy(value, src, s->info.size);
-                else convert_row(s, src, value);
+                else pz_convert_row(s, src, value);
                 char field[KILN_MAX_NAME + 16], eb[24], rb[24];
                 kiln_entity e = first_outside(&s->info, m, value, field, sizeof field);
                 if (e == KILN_NULL_ENTITY) continue;
@@ -542,7 +511,7 @@ static bool write_column(const pz_schema *s, const pz_group *gr, int32_t t, kl_c
         }
     else
         for (size_t r = 0; r < count; r++) {
-            convert_row(s, src + r * s->size, base + r * col->stride);
+            pz_convert_row(s, src + r * s->size, base + r * col->stride);
             memset(base + r * col->stride + size, 0, col->stride - size);
         }
     bool outside = refs && remap_rows(&s->info, m, base, col->stride, count);
@@ -588,6 +557,12 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     return KILN_OK;
 }
 
+static bool all_zero(const uint8_t *v, size_t size) {
+    for (size_t i = 0; i < size; i++)
+        if (v[i]) return false;
+    return true;
+}
+
 /* Every plain resource's value in the world's layout, made before anything lands (its entity
  * fields are remapped when the new handles are known): setting them then cannot fail halfway,
  * with some replaced and the rest not. Writes the array to dest. Refuses a RandomState of all
@@ -597,11 +572,12 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, const pz_hand
     if (!staged) return oom(world);
     for (uint32_t k = 0; k < doc->resource_count; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
-        if (!s->id || s->size == 0 || s->codec) continue;
+        /* (pending: registered last, s->info is the layout it will get) */
+        if ((!s->id && !s->pending) || s->size == 0 || s->codec) continue;
         uint8_t *v = staged[k] = pz_alloc(&doc->arena, s->info.size);
         if (!v) return oom(world);
         if (s->same) memcpy(v, doc->resources[k].value, s->info.size);
-        else convert_row(s, doc->resources[k].value, v);
+        else pz_convert_row(s, doc->resources[k].value, v);
         char field[KILN_MAX_NAME + 16], rb[24];
         kiln_entity e = first_outside(&s->info, m, v, field, sizeof field); /* (before the defaults) */
         if (e != KILN_NULL_ENTITY)
@@ -610,7 +586,8 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, const pz_hand
                            "(a save writes null there)", s->name, field, reference_text(e, rb, sizeof rb));
         uint64_t fields = defaulted(s, doc->resources[k].omitted);
         if (fields) fill_defaults(s, fields, v, 0, 1);
-        if (strcmp(s->name, "RandomState") == 0 && !pz_random_valid(world, s->id, v))
+        if (strcmp(s->name, "RandomState") == 0 &&
+            (s->pending ? all_zero(v, s->info.size) : !pz_random_valid(world, s->id, v)))
             return fail(world, KILN_ERR_INVALID_ARGUMENT,
                         "resource '%s' is all zero (xoshiro256** would give 0 forever)%s%s", s->name, "", "");
     }
@@ -712,8 +689,9 @@ static kiln_result place_groups(kiln_world *world, pz_doc *doc, uint64_t slots, 
 }
 
 kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc) {
-    /* Whatever asks the caller (owned, host, ready) goes before the addon components are
-     * registered and slots reserved: a refused load leaves even the registry as it was. */
+    /* Whatever asks the caller (owned, host, ready) goes before slots are reserved, and the
+     * addon's components are registered last (pz_pending_land): a refused load leaves even the
+     * registry as it was. */
     kiln_result r = resolve(world, doc, desc);
     if (r == KILN_OK) r = ask_owned(world, doc, desc);
     if (r == KILN_OK) r = pz_slots_check_free(world, doc); /* (into any world: the same file is refused alike) */
@@ -734,9 +712,8 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: %s", why[0] ? why : "refused by the caller");
         }
     }
-    r = register_pending(world, doc, desc);
     pz_handle_map map = {0};
-    uint64_t slots = r == KILN_OK ? pz_saved_slots(doc) : 0;
+    uint64_t slots = pz_saved_slots(doc);
     bool keep = r == KILN_OK && pz_slots_can_keep(world, doc, slots); /* (a dense map then) */
     pz_place place = {0};
     if (keep) r = pz_slots_reserve(world, doc, slots, &place);
@@ -769,6 +746,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             r = check_values(world, doc);
         }
     }
+    if (r == KILN_OK) r = pz_pending_land(world, doc, desc, created, &created_count);
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
         snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
