@@ -126,6 +126,7 @@ function kiln.session(env, opts) end
 ---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
 ---@field allow? table Extra globals granted to every mod: values copied, functions proxied.
 ---@field log? fun(mod: string, line: string) Receives every line a mod prints.
+---@field readonly? string[] Components and resources every mod may read but none may write, add, remove, set, clear or despawn an entity holding (at most 64, each registered already).
 
 ---Creates the mod manager of a world (one per world). See docs/modding.md.
 ---@param world kiln.World

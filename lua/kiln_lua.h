@@ -80,12 +80,16 @@ typedef struct kiln_lua_mods_desc {
     uint64_t seed;          /* seeds each mod's math.random (with its name) */
     kiln_lua_mods_log_fn log; /* NULL: lines are kept in each mod's log only */
     void *log_user;
+    const char *const *readonly; /* NULL-terminated names of components (and resources) every mod
+                                  * may read but none write, add, remove or despawn an entity
+                                  * holding; each must be registered already (at most 64); NULL: none */
 } kiln_lua_mods_desc;
 
 /* Pushes a mod manager (a kiln.Mods, as kiln.mods returns) for the kiln.World at world_idx.
  * Raises a Lua error for a bad world, out of memory, or a desc limit that is neither 0 nor
  * one kiln.mods accepts (memory at least 256 KiB, instruction counts at least 1000,
- * milliseconds and frame_milliseconds -1 or more, the others positive), naming the field.
+ * milliseconds and frame_milliseconds -1 or more, the others positive), naming the field, or
+ * a readonly name the world has no component of.
  * Returns 1. */
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc);
 

@@ -1,6 +1,6 @@
 /* access.c: the declared access of the Lua system running now. A system may read what it
  * lists in reads or writes and write what it lists in writes; exclusive systems and code
- * outside any system may do anything. */
+ * outside any system may do anything, but a mod's code never writes what is read-only to mods. */
 #include "klua.h"
 
 static bool listed(const kiln_component *list, int n, kiln_component c) {
@@ -13,11 +13,17 @@ const char *klua_system_name(const klua_world *kw) { return kw->current ? kw->cu
 
 bool klua_system_writes(const klua_world *kw, kiln_component c) {
     const klua_system *s = kw->current;
+    if (kw->host && klua_mod_readonly(kw, c)) return false;
     return !s || s->exclusive || listed(s->writes, s->write_count, c);
 }
 
 void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname) {
     const klua_system *s = kw->current;
+    if (write && kw->host && klua_mod_readonly(kw, c)) { /* whoever runs: a system, exclusive or not, a top level */
+        kiln_component_info info;
+        kiln_component_info_get(kw->world, c, &info);
+        klua_fail(L, fname, "%s is read-only to mods (the host lists it in kiln.mods' readonly)", info.name);
+    }
     if (!s || s->exclusive) return;
     if (write ? listed(s->writes, s->write_count, c)
               : listed(s->reads, s->read_count, c) || listed(s->writes, s->write_count, c))

@@ -223,12 +223,13 @@ static int w_entities(lua_State *L) {
 }
 
 /* Arguments 2 and 3 of a method on one entity's component: the entity and the component,
- * with the running system's access to it checked (write or read). */
+ * with the running system's access to it checked (write or read), and a mod's write anywhere
+ * (what is read-only to mods); the host's code outside systems checks nothing. */
 static kiln_component entity_component(lua_State *L, klua_world *kw, const char *fname, bool write,
                                        kiln_entity *e) {
     *e = arg_entity(L, 2, fname);
     kiln_component c = klua_check_component(L, kw, 3, 3, fname);
-    if (kw->current) klua_check_access(L, kw, c, write, fname);
+    if (kw->current || (write && kw->host)) klua_check_access(L, kw, c, write, fname);
     return c;
 }
 

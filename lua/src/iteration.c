@@ -192,7 +192,7 @@ void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname
         klua_fail(L, fname, "this query is already being iterated (use a second query for a nested loop)");
     for (int t = 0; t < kq->term_count; t++) {
         klua_check_access(L, kq->kw, kq->terms[t], false, fname);
-        kq->writable[t] = kq->kw->current == NULL || klua_system_writes(kq->kw, kq->terms[t]);
+        kq->writable[t] = klua_system_writes(kq->kw, kq->terms[t]); /* (mods: not what is read-only to them) */
     }
     track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
     /* what the caller made first (q:each's step) may have run a finalizer that closed the world */

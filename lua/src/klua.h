@@ -175,8 +175,9 @@ typedef struct klua_mod_hooks {
     void (*step)(lua_State *L, klua_world *kw);
     /* While a mod's top level runs (what a failed load takes back, mod_undo.c): before_remove
      * raises before the view despawns e (c KILN_NO_COMPONENT) or removes c from it, unless e
-     * is the view's mod's own or c a component this load registered; before_despawn_tree
-     * asks before_remove of root and every entity under it (world:despawn_recursive);
+     * is the view's mod's own or c a component this load registered (and at any time, before
+     * a despawn of an e holding what is read-only to mods); before_despawn_tree asks
+     * before_remove of root and every entity under it (world:despawn_recursive);
      * before_add records e, which lacks c, to take c off again should the load fail (raises
      * out of memory); emits gives the buffer a top level's emits wait in until it succeeds
      * (NULL: emit at once). before_resource, before the view sets resource c which the world
@@ -502,9 +503,10 @@ KLUA_HIDDEN bool klua_mod_registered(const klua_world *kw, kiln_component c);
 /* ---- access.c: declared access of the running Lua system ---- */
 /* The name of the Lua system running now, or NULL. */
 KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
-/* True unless a system runs that did not declare c in writes. */
+/* True unless a system runs that did not declare c in writes, or a mod's view kw may not write c. */
 KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
-/* Raises unless the running system (if any) declared access to c (write: in writes). */
+KLUA_HIDDEN bool klua_mod_readonly(const klua_world *kw, kiln_component c); /* kw a mod's view (mod_readonly.c) */
+/* Raises unless the running system (if any) declared c (write: in writes), or for a mod's write of it when read-only to mods. */
 KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write,
                                    const char *fname);
 

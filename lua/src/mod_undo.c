@@ -94,6 +94,7 @@ static bool spawned_while_loading(lua_State *L, klua_world *kw, klua_mod *loadin
 }
 
 void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname) {
+    if (c == KILN_NO_COMPONENT && kiln_is_alive(kw->world, e)) klua_mod_check_despawn(L, kw, e, fname); /* any time */
     klua_mod *loading = loading_for(kw);
     if (!loading || registered_by_load(loading, c)) return;
     if (!kiln_is_alive(kw->world, e) || spawned_while_loading(L, kw, loading, e)) return; /* (the call's own error) */
@@ -110,7 +111,9 @@ void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_co
 void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
     klua_mod_before_remove(L, kw, root, KILN_NO_COMPONENT, fname);
     kiln_transform_ids ids;
-    if (!loading_for(kw) || !kiln_is_alive(kw->world, root) || !kiln_transform_ids_get(kw->world, &ids)) return;
+    if ((!loading_for(kw) && !klua_mods_any_readonly(kw)) || !kiln_is_alive(kw->world, root) ||
+        !kiln_transform_ids_get(kw->world, &ids))
+        return;
     /* breadth first through the index the despawn walks. An entity has one parent, so only
      * the root can come round again (links written through a pointer may close a cycle);
      * the live count bounds the walk all the same. The list is the mod's memory. */

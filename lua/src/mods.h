@@ -16,6 +16,7 @@
 #define KLUA_MOD_PATH 1024         /* longest path a mod may live at */
 #define KLUA_MOD_MAX_DEPS 16
 #define KLUA_MODS_MAX 256           /* mods one manager may hold */
+#define KLUA_MODS_MAX_READONLY 64   /* names kiln.mods' readonly may list */
 #define KLUA_MOD_MAX_COMPONENTS 256 /* components and event types one mod may declare */
 #define KLUA_MOD_MAX_SYSTEMS 256    /* systems one mod may have in the schedule */
 #define KLUA_MOD_MAX_FILES 64       /* files watched per mod (entry, manifest, required) */
@@ -172,6 +173,8 @@ struct klua_mods {
                                           * the deferred section of tick reshape_tick */
     int64_t trim_at;          /* world bytes past which a mod's spawn or add trims first */
     uint64_t seed;
+    kiln_component readonly[KLUA_MODS_MAX_READONLY]; /* read-only to mods (mod_readonly.c) */
+    int32_t readonly_count;
     int allow_ref;            /* host registry: the table of granted globals, or LUA_NOREF */
     int log_ref;              /* host registry: log(mod, line), or LUA_NOREF */
     kiln_lua_mods_log_fn log_fn; /* a C host's log */
@@ -236,6 +239,20 @@ KLUA_HIDDEN void *klua_mod_mem_alloc(void *ud, void *ptr, size_t osize, size_t n
 KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
 /* Appends a line to the mod's log and hands it to the host's log. */
 KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
+
+/* ---- mod_readonly.c: what the host keeps read-only to mods (klua_mod_readonly: klua.h) ---- */
+/* Reads kiln.mods' opts.readonly (opts at index opts) into names (KLUA_MODS_MAX_READONLY + 1),
+ * NULL-terminated and anchored by opts; NULL when absent. Raises for a value not a list of names. */
+KLUA_HIDDEN const char *const *klua_mods_readonly_option(lua_State *L, int opts, const char **names,
+                                                         const char *fname);
+/* The ids of names (NULL-terminated, or NULL) into dest (KLUA_MODS_MAX_READONLY); returns how
+ * many. Raises for a name the world has no component of, or past the most. */
+KLUA_HIDDEN int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *const *names,
+                                               kiln_component *dest);
+/* Whether the manager of mod view kw keeps anything read-only. */
+KLUA_HIDDEN bool klua_mods_any_readonly(const klua_world *kw);
+/* Raises before mod view kw despawns e when e holds a component read-only to mods. */
+KLUA_HIDDEN void klua_mod_check_despawn(lua_State *L, klua_world *kw, kiln_entity e, const char *fname);
 
 /* ---- mod_copy.c: values between states ---- */
 

@@ -622,6 +622,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->archetypes = desc->archetypes ? desc->archetypes : DEFAULT_ARCHETYPES;
     mods->components = desc->components ? desc->components : DEFAULT_COMPONENTS;
     mods->seed = desc->seed;
+    mods->readonly_count = klua_mods_readonly_resolve(L, kw, desc->readonly, mods->readonly); /* may raise: closed */
     mods->log_fn = desc->log;
     mods->log_user = desc->log_user;
     klua_schedule(L, kw);
@@ -698,10 +699,11 @@ static int md_new(lua_State *L) {
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};
+    const char *readonly[KLUA_MODS_MAX_READONLY + 1];
     if (!lua_isnoneornil(L, 2)) {
         static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
                                            "frame_milliseconds", "entities", "world_memory", "queries",
-                                           "archetypes", "components", "allow", "seed", "log", NULL};
+                                           "archetypes", "components", "allow", "seed", "log", "readonly", NULL};
         if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
         klua_check_keys(L, 2, 2, fname, keys, false);
         desc.memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, INT64_MAX, fname);
@@ -714,6 +716,7 @@ static int md_new(lua_State *L) {
         desc.queries = (int32_t)int_option(L, 2, "queries", 1, INT32_MAX, fname);
         desc.archetypes = (int32_t)int_option(L, 2, "archetypes", 1, INT32_MAX, fname);
         desc.components = (int32_t)int_option(L, 2, "components", 1, INT32_MAX, fname);
+        desc.readonly = klua_mods_readonly_option(L, 2, readonly, fname);
         if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
             if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
             desc.seed = (uint64_t)lua_tointeger(L, -1);
@@ -733,9 +736,7 @@ static int md_new(lua_State *L) {
             klua_argerror(L, 2, fname, "log must be a function(mod, line)");
     } else {
         lua_settop(L, 1);
-        lua_pushnil(L);
-        lua_pushnil(L);
-        lua_pushnil(L);
+        lua_settop(L, 4); /* nil for opts, allow and log */
     }
     /* stack: world, opts, allow, log */
     klua_mods *mods = new_mods(L, 1, &desc);

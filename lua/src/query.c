@@ -98,6 +98,8 @@ static int view_readonly(lua_State *L) {
     klua_query *kq = view_query(L, &t);
     if (!kq || !kq->active || kq->kw->closed)
         return view_error(L, "a %s view was used after its loop ended", view_name(L));
+    if (kq->kw->host && klua_mod_readonly(kq->kw, kq->terms[t]))
+        return view_error(L, "%s is read-only to mods (the host lists it in kiln.mods' readonly)", view_name(L));
     const char *sys = klua_system_name(kq->kw);
     if (sys)
         return view_error(L, "system '%s' cannot write %s: it is read-only (declared only in reads)", sys, view_name(L));

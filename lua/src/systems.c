@@ -374,6 +374,13 @@ static void read_system_desc(lua_State *L, klua_world *kw, kiln_system_desc *d, 
     lua_pop(L, 1);
     *nr = access_list(L, kw, 2, "reads", d->reads);
     *nw = access_list(L, kw, 2, "writes", d->writes);
+    for (int i = 0; kw->host && i < *nw; i++) /* a mod's: refused now rather than at its first write */
+        if (klua_mod_readonly(kw, d->writes[i])) {
+            kiln_component_info info;
+            kiln_component_info_get(kw->world, d->writes[i], &info);
+            klua_argerror(L, 2, FNAME, "writes lists %s, which is read-only to mods (the host lists it in "
+                          "kiln.mods' readonly); mods may list it in reads", info.name);
+        }
     order_list(L, 2, "before", d->before);
     order_list(L, 2, "after", d->after);
 }

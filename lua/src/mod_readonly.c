@@ -1,0 +1,65 @@
+/* mod_readonly.c: the components and resources a host keeps read-only to mods (kiln.mods'
+ * readonly): every mod reads them, none writes, adds, removes, sets or despawns what holds one.
+ * Invariant: only a mod's view (kw->host set) asks, so the host's own paths never look. */
+#include "mods.h"
+
+/* Reads opts.readonly (the table at opts) into names, NULL-terminated: a list of strings,
+ * anchored by that table while the caller holds it. Returns names, or NULL without the key. */
+const char *const *klua_mods_readonly_option(lua_State *L, int opts, const char **names, const char *fname) {
+    int t = lua_getfield(L, opts, "readonly");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (t != LUA_TTABLE) klua_argerror(L, opts, fname, "readonly must be a list of component names");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n > KLUA_MODS_MAX_READONLY) klua_argerror(L, opts, fname, "readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
+    lua_Integer keys = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) { /* a list and nothing else: a key past it, or a hole, would be overlooked */
+        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n || lua_type(L, -1) != LUA_TSTRING)
+            klua_argerror(L, opts, fname, "readonly must be a list of component names");
+        names[lua_tointeger(L, -2) - 1] = lua_tostring(L, -1);
+        keys++;
+        lua_pop(L, 1);
+    }
+    if (keys != n) klua_argerror(L, opts, fname, "readonly must be a list of component names");
+    names[n] = NULL;
+    lua_pop(L, 1); /* (the strings stay: opts holds the list) */
+    return names;
+}
+
+int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *const *names, kiln_component *dest) {
+    int32_t n = 0;
+    for (; names && names[n]; n++) {
+        if (n == KLUA_MODS_MAX_READONLY) luaL_error(L, "kiln.mods: readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
+        size_t len = strlen(names[n]);
+        dest[n] = klua_name_ok(names[n], len) ? kiln_component_lookup(kw->world, names[n]) : KILN_NO_COMPONENT;
+        /* decided now, once: a name registered later (by a mod) would be the mod's before it was the host's */
+        if (dest[n] == KILN_NO_COMPONENT || dest[n] == kw->shared_type)
+            luaL_error(L, "kiln.mods: readonly names '%s', which is not a component of the world; register it "
+                          "before the mod manager opens", klua_quote(L, names[n], len));
+    }
+    return n;
+}
+
+bool klua_mod_readonly(const klua_world *kw, kiln_component c) {
+    const klua_mods *mods = ((const klua_mod *)kw->mod)->mods;
+    for (int32_t i = 0; i < mods->readonly_count; i++)
+        if (mods->readonly[i] == c) return true;
+    return false;
+}
+
+bool klua_mods_any_readonly(const klua_world *kw) { return ((const klua_mod *)kw->mod)->mods->readonly_count > 0; }
+
+void klua_mod_check_despawn(lua_State *L, klua_world *kw, kiln_entity e, const char *fname) {
+    const klua_mods *mods = ((const klua_mod *)kw->mod)->mods;
+    for (int32_t i = 0; i < mods->readonly_count; i++) {
+        if (!kiln_has(kw->world, e, mods->readonly[i])) continue;
+        kiln_component_info info;
+        kiln_component_info_get(kw->world, mods->readonly[i], &info);
+        char eb[24];
+        klua_fail(L, fname, "entity %s holds %s, which is read-only to mods (the host lists it in kiln.mods' "
+                  "readonly): no mod may despawn it", klua_entity_str(e, eb), info.name);
+    }
+}

@@ -1,0 +1,212 @@
+-- mods_readonly_spec.lua: kiln.mods' readonly. What the host lists there every mod may read but
+-- none may write, add, remove, set or clear, nor despawn an entity holding it, by any path (its
+-- top level, its systems exclusive or not, views, command buffers, prefabs, exports); each
+-- attempt is refused and the world's hash stays what it was.
+local kiln = require "kiln"
+local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
+local M = dofile(here .. "mods_helpers.lua")
+
+local READONLY = {"Score", "Waves", "Hull"}
+
+-- The host: resources Score and Waves, a ship with a Hull under a root without one, a rock
+-- without one. A manager over it with opts (default: READONLY read-only); no manager for false.
+local function host(opts)
+    local w = kiln.world{transforms = true}
+    w:component("Score", "int32_t points;")
+    w:component("Waves", "int32_t wave; float timer;")
+    w:component("Hull", "float hp;")
+    w:component("Position", "float x, y;")
+    w:resource("Score", {points = 7})
+    w:resource("Waves", {wave = 3, timer = 0.5})
+    local root = w:spawn{Position = {x = 0, y = 0}}
+    local ship = w:spawn{Hull = {hp = 10}, Position = {x = 1, y = 1}}
+    local rock = w:spawn{Position = {x = 2, y = 2}}
+    w:set_parent(ship, root)
+    local mods
+    if opts ~= false then mods = kiln.mods(w, opts or {readonly = READONLY}) end
+    return w, mods, {root = root, ship = ship, rock = rock}
+end
+
+-- Mod code: try(what, fn, ...) runs fn protected and prints "refused what: message" or
+-- "done what"; a method answering nil, message (commands:apply) is refused too.
+local PRELUDE = [[
+local ROOT, SHIP, ROCK = %d, %d, %d
+local function try(what, fn, ...)
+    local ok, r, msg = pcall(fn, ...)
+    if not ok then print("refused " .. what .. ": " .. tostring(r))
+    elseif r == nil and msg then print("refused " .. what .. ": " .. tostring(msg))
+    else print("done " .. what) end
+end
+local function reads(w)
+    local q = w:query{"Hull"}
+    local seen = 0
+    for _, h in q:each() do seen = seen + h.hp end
+    print(("read %%d %%d %%g %%g"):format(w:resource("Score").points, w:resource("Waves").wave,
+                                       w:get(SHIP, "Hull").hp, seen))
+end
+]]
+
+local function prelude(ids) return PRELUDE:format(ids.root, ids.ship, ids.rock) end
+
+-- Every line of mod name's log that starts with "done" or "refused", and its "read" lines.
+local function outcomes(mods, name)
+    local tried, read = {}, {}
+    for _, line in ipairs(mods:log(name)) do
+        local verdict, what, rest = line:match("^(%a+) ([%w_ ]+)(.*)$")
+        if verdict == "done" or verdict == "refused" then tried[#tried + 1] = {verdict, what, rest}
+        elseif verdict == "read" then read[#read + 1] = line end
+    end
+    return tried, read
+end
+
+-- Asserts that mod name logged n attempts, each refused with the option's message, and that
+-- each read line saw the host's values.
+local function all_refused(mods, name, n)
+    local tried, read = outcomes(mods, name)
+    assert.are.equal(n, #tried, "attempts logged")
+    for _, t in ipairs(tried) do
+        assert.are.equal("refused", t[1], t[2] .. " was let through")
+        assert.truthy(t[3]:find("read-only to mods (the host lists it in kiln.mods' readonly)", 1, true),
+                      t[2] .. ": " .. t[3])
+    end
+    assert.is_true(#read > 0, "the mod read")
+    for _, line in ipairs(read) do assert.are.equal("read 7 3 10 10", line) end
+end
+
+describe("kiln.mods readonly", function()
+    after_each(M.cleanup)
+
+    it("refuses a value that is not a list of registered component names, and opens no manager", function()
+        local w = host(false)
+        local cases = {
+            {"Score", "readonly must be a list of component names"},
+            {{"Score", 3}, "readonly must be a list of component names"},
+            {{"Score", x = "Hull"}, "readonly must be a list of component names"},
+            {{"Score", nil, "Hull"}, "readonly must be a list of component names"},
+            {{"Nope"}, "readonly names 'Nope', which is not a component of the world; register it before the mod manager opens"},
+        }
+        local many = {}
+        for i = 1, 65 do many[i] = "Score" end
+        cases[#cases + 1] = {many, "readonly lists more than 64 names"}
+        for _, case in ipairs(cases) do
+            local ok, err = pcall(kiln.mods, w, {readonly = case[1]})
+            assert.is_false(ok)
+            assert.truthy(err:find(case[2], 1, true), err)
+        end
+        local mods = kiln.mods(w, {readonly = {"Score"}}) -- none of those was left open
+        mods:close()
+    end)
+
+    it("refuses a mod system that lists one in writes, naming it and the option", function()
+        local w, mods, ids = host()
+        local dir = M.folder()
+        local hash = w:hash()
+        M.write(dir, "greedy.lua", "world:system{name = 'greedy', reads = {'Score'}, writes = {'Waves'}, run = function() end}")
+        local ok, err = mods:load(dir .. "/greedy.lua")
+        assert.is_nil(ok)
+        assert.truthy(err:find("writes lists Waves, which is read-only to mods (the host lists it in kiln.mods' readonly)",
+                               1, true), err)
+        assert.are.equal(hash, w:hash())
+        -- reads are fine, exclusive or not
+        M.write(dir, "reader.lua", prelude(ids) .. [[
+world:system{name = "reader", reads = {"Score", "Waves", "Hull"}, run = reads}
+world:system{name = "reader_x", exclusive = true, run = reads}
+]])
+        assert(mods:load(dir .. "/reader.lua"))
+        assert.are.same({}, M.frames(w, 2))
+        local _, read = outcomes(mods, "reader")
+        assert.are.same({"read 7 3 10 10", "read 7 3 10 10", "read 7 3 10 10", "read 7 3 10 10"}, read)
+    end)
+
+    it("refuses every write of a mod's top level; the mod still reads, and the world stays as it was", function()
+        local w, mods, ids = host()
+        local dir = M.folder()
+        -- another mod's export that writes: called by the hostile one, it runs as its own code
+        M.write(dir, "poker.lua", "mod.exports.poke = function() world:resource('Score', {points = 1}) return true end")
+        assert(mods:load(dir .. "/poker.lua"))
+        local hash = w:hash()
+        M.folder_mod(dir, "hostile", {name = "hostile", version = "1", depends = {"poker"}}, {["init.lua"] = prelude(ids) .. [[
+try("set", world.set, world, SHIP, "Hull", {hp = 0})
+try("add", world.add, world, ROCK, "Hull", {hp = 1})
+try("remove", world.remove, world, SHIP, "Hull")
+try("resource set", world.resource, world, "Score", {points = 1000000})
+try("resource clear", world.resource, world, "Score", nil)
+try("resource waves", world.resource, world, "Waves", {wave = 99})
+try("spawn hull", world.spawn, world, {Hull = {hp = 1}})
+try("spawn score", world.spawn, world, {Position = {x = 5}, Score = {points = 1}})
+try("despawn", world.despawn, world, SHIP)
+try("system writes", world.system, world, {name = "w1", writes = {"Score"}, run = function() end})
+try("exclusive writes", world.system, world, {name = "w2", exclusive = true, writes = {"Hull"}, run = function() end})
+try("each system", world.system, world, {name = "w3", query = {"Hull"}, writes = {"Hull"}, each = function() end})
+local q = world:query{"Hull"}
+try("each view", function() for _, h in q:each() do h.hp = 0 end end)
+try("each_ffi view", function() for _, h in q:each_ffi() do h.hp = 0 end end)
+-- q:bulk hands out copies of what it may not write back: the host's value must stay
+pcall(q.bulk, q, function(n, _, h) for i = 1, n do h.hp[i] = 0 end end)
+pcall(q.bulk_ffi, q, function(n, _, h) for i = 0, n - 1 do h[i].hp = 0 end end)
+for _, op in ipairs{"set", "add", "remove", "despawn"} do
+    local c = kiln.commands()
+    if op == "despawn" then c:despawn(SHIP)
+    elseif op == "remove" then c:remove(SHIP, "Hull")
+    else c[op](c, op == "add" and ROCK or SHIP, "Hull", {hp = 0}) end
+    try("commands " .. op, c.apply, c, world)
+end
+try("prefab", function() world:prefab{components = {Hull = {hp = 3}}}:spawn() end)
+local poker = mod.import("poker")
+try("export", poker.poke)
+reads(world)
+]]})
+        assert(mods:load(dir .. "/hostile"))
+        all_refused(mods, "hostile", 20)
+        assert.are.equal(hash, w:hash())
+        assert.are.equal(10, w:get(ids.ship, "Hull").hp)
+    end)
+
+    it("refuses every write of a mod's systems, exclusive ones too, frame after frame", function()
+        local w, mods, ids = host()
+        local twin = host() -- the same frames without the mod
+        local dir = M.folder()
+        M.write(dir, "hostile.lua", prelude(ids) .. [[
+local q = world:query{"Hull"}
+local function attack(w, tag)
+    try(tag .. " set", w.set, w, SHIP, "Hull", {hp = 0})
+    try(tag .. " add", w.add, w, ROCK, "Hull", {hp = 1})
+    try(tag .. " remove", w.remove, w, SHIP, "Hull")
+    try(tag .. " resource", w.resource, w, "Waves", {wave = 0})
+    try(tag .. " clear", w.resource, w, "Score", nil)
+    try(tag .. " spawn", w.spawn, w, {Hull = {hp = 1}})
+    try(tag .. " despawn", w.despawn, w, SHIP)
+    try(tag .. " view", function() for _, h in q:each() do h.hp = 0 end end)
+    local c = kiln.commands()
+    c:set(SHIP, "Hull", {hp = 0})
+    try(tag .. " commands", c.apply, c, w)
+    reads(w)
+end
+world:system{name = "plain", reads = {"Score", "Waves", "Hull"}, writes = {"Position"},
+             run = function(w) attack(w, "plain") end}
+world:system{name = "alone", exclusive = true, run = function(w)
+    attack(w, "alone")
+    try("alone despawn_recursive", w.despawn_recursive, w, ROOT)
+end}
+]])
+        assert(mods:load(dir .. "/hostile.lua"))
+        assert.are.same({}, M.frames(w, 2))
+        M.frames(twin, 2)
+        all_refused(mods, "hostile", 2 * 19)
+        assert.are.equal(twin:hash(), w:hash())
+    end)
+
+    it("leaves the host free to write them, and mods free to write the rest", function()
+        local w, mods, ids = host()
+        local dir = M.folder()
+        M.write(dir, "mover.lua", ("world:set(%d, 'Position', {x = 9, y = 9})"):format(ids.ship))
+        assert(mods:load(dir .. "/mover.lua"))
+        assert.are.equal(9, w:get(ids.ship, "Position").x)
+        w:resource("Score", {points = 8})
+        w:set(ids.ship, "Hull", {hp = 4})
+        w:system{name = "scorer", writes = {"Score"}, run = function(ww) ww:resource("Score", {points = 9}) end}
+        assert.are.same({}, M.frames(w, 1))
+        assert.are.equal(9, w:resource("Score").points)
+        w:despawn(ids.ship)
+    end)
+end)
