@@ -50,6 +50,13 @@ bool klua_mod_readonly(const klua_world *kw, kiln_component c) {
     return false;
 }
 
+void klua_mod_check_write(lua_State *L, klua_world *kw, kiln_component c, const char *fname) {
+    if (!klua_mod_readonly(kw, c)) return;
+    kiln_component_info info;
+    kiln_component_info_get(kw->world, c, &info);
+    klua_fail(L, fname, "%s is read-only to mods (the host lists it in kiln.mods' readonly)", info.name);
+}
+
 bool klua_mods_any_readonly(const klua_world *kw) { return ((const klua_mod *)kw->mod)->mods->readonly_count > 0; }
 
 void klua_mod_check_despawn(lua_State *L, klua_world *kw, kiln_entity e, const char *fname) {
