@@ -1,7 +1,7 @@
 /* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
  * mod system in the host's own kiln_schedule_run, reload, unload, load_dir, teardown, and
- * the desc's limits on a mod's queries and on its frame's wall clock, and a desc's bad limits
- * refused. */
+ * the desc's limits on a mod's queries and on its frame's wall clock, its readonly names, and
+ * a desc's bad limits refused. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -332,6 +332,55 @@ START_TEST(push_refuses_a_desc_limit_below_what_kiln_mods_accepts) {
 }
 END_TEST
 
+/* desc.readonly: a C host's component every mod reads but none writes, by any path tried here;
+ * a name the world has no component of is refused, and no manager is left. */
+START_TEST(a_c_hosts_desc_readonly_keeps_its_component_from_every_mod) {
+    static const char *const readonly[] = {"Health", NULL};
+    host h;
+    start(&h, &(kiln_lua_mods_desc){.readonly = readonly});
+    kiln_component hp = kiln_component_lookup(h.world, "Health");
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(h.world, &hp, (const void *[]){&(int32_t){50}}, 1, &e), KILN_OK);
+    char src[512], err[512];
+    snprintf(src, sizeof src,
+             "print(pcall(world.set, world, %llu, 'Health', {hp = 0}))\n"
+             "print(pcall(world.despawn, world, %llu))\n"
+             "print('reads', world:get(%llu, 'Health').hp)\n",
+             (unsigned long long)e, (unsigned long long)e, (unsigned long long)e);
+    write_file(&h, "thief.lua", src);
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "thief.lua"), err, sizeof err), "%s", err);
+    ck_assert_msg(strstr(h.log, "thief: false\tworld:set: Health is read-only to mods") &&
+                      strstr(h.log, "thief: false\tworld:despawn: entity") && strstr(h.log, "thief: reads\t50\n"),
+                  "log: %s", h.log);
+    write_file(&h, "greedy.lua", "world:system{name = 'greedy', writes = {'Health'}, run = function() end}\n");
+    ck_assert(!kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "greedy.lua"), err, sizeof err));
+    ck_assert_msg(strstr(err, "writes lists Health, which is read-only to mods"), "%s", err);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(h.world, e, hp), 50);
+    stop(&h);
+
+    static const char *const unknown[] = {"Health", "Mana", NULL};
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    kiln_world *world = kiln_world_create(NULL);
+    kiln_lua_push_world(L, world, 0);
+    kiln_lua_mods_desc desc = {.readonly = unknown};
+    lua_pushlightuserdata(L, &desc);
+    lua_pushcclosure(L, push_with_desc, 1);
+    lua_pushvalue(L, 1);
+    ck_assert_int_ne(lua_pcall(L, 1, 1, 0), LUA_OK);
+    ck_assert_msg(strstr(lua_tostring(L, -1), "readonly names 'Health', which is not a component of the world"),
+                  "%s", lua_tostring(L, -1));
+    lua_settop(L, 1);
+    desc.readonly = NULL;
+    lua_pushlightuserdata(L, &desc);
+    lua_pushcclosure(L, push_with_desc, 1);
+    lua_pushvalue(L, 1);
+    ck_assert_msg(lua_pcall(L, 1, 1, 0) == LUA_OK, "%s", lua_tostring(L, -1));
+    lua_close(L);
+    kiln_world_destroy(world);
+}
+END_TEST
+
 /* A reload whose dependent fails to reload: the named mod reloaded (true), and err names the
  * dependent and why (it was empty: the host saw the failure only as the dependent's system
  * failing at the next frame). */
@@ -375,6 +424,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, a_mod_buffer_spawn_is_refused_while_the_host_main_thread_stack_is_full);
     tcase_add_test(tc, the_desc_bounds_a_mods_queries_by_count_and_by_the_bytes_they_hold);
     tcase_add_test(tc, push_refuses_a_desc_limit_below_what_kiln_mods_accepts);
+    tcase_add_test(tc, a_c_hosts_desc_readonly_keeps_its_component_from_every_mod);
     suite_add_tcase(s, tc);
     return s;
 }
