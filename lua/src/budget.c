@@ -252,7 +252,8 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     if (!kw) return;
     if (kw->budget_used > kw->budget_limit) spent(L, kw);
     double left = (double)(kw->budget_limit - kw->budget_used);
-    if (steps > left) { /* lua_pushfstring knows no %g: format here */
+    /* a NaN is refused, and so is 2^63 (left rounds up to it): neither converts to an int64_t */
+    if (!(steps <= left && steps < 9223372036854775808.0)) { /* lua_pushfstring knows no %g: format here */
         char msg[200];
         snprintf(msg, sizeof msg, "%.40s could take %.3g steps, past what is left of the budget of %s", what, steps,
                  kw->budget_what);
@@ -264,7 +265,7 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
 void klua_budget_spend(lua_State *L, double steps) {
     klua_world *kw = armed_world(L);
     if (!kw || steps <= 0) return;
-    if (steps > (double)(kw->budget_limit - kw->budget_used)) {
+    if (!(steps <= (double)(kw->budget_limit - kw->budget_used) && steps < 9223372036854775808.0)) {
         /* spent as the hook spends it (without raising here): the next instruction raises */
         kw->budget_used = kw->budget_limit + 1;
         lua_sethook(L, lua_gethook(L), LUA_MASKCOUNT, 1);

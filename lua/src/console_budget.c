@@ -312,7 +312,7 @@ static void charge(lua_State *L, klua_budget *b, charged kind) {
         luaL_error(L, "%s", why);
     }
     double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
-    if (cost > (double)b->left) {
+    if (!(cost <= (double)b->left && cost < 9223372036854775808.0)) { /* a NaN, or 2^63: no int64_t */
         snprintf(why, sizeof why, "console: %s.%s could take %.3g steps, past what is left of the "
                  "statement's instruction budget", lib, name, cost);
         luaL_error(L, "%s", why);

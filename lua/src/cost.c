@@ -2,6 +2,7 @@
  * the pattern functions, table.concat, sort, move, insert, remove), charged before they run. */
 #include <ctype.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -368,4 +369,9 @@ void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, doubl
     default:
         break;
     }
+    /* infinite arguments give an infinity less an infinity (table.move(t, math.huge,
+     * math.huge, 1)) or an infinity times 0 (string.rep("", math.huge)): a NaN passes every
+     * comparison with a budget and converts to no integer, so it is charged as unbounded */
+    if (isnan(*steps)) *steps = INFINITY;
+    if (isnan(*bytes)) *bytes = INFINITY;
 }

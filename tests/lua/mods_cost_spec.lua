@@ -101,3 +101,29 @@ describe("a mod's Parent writes", function()
         assert.are.equal(1, w:count()) -- taken back whole: the host's own entity
     end)
 end)
+
+describe("a mod's library call with infinite arguments", function()
+    after_each(M.cleanup)
+
+    -- math.huge - math.huge + 1 and math.huge * 0 made a NaN charge: it passed the budget's
+    -- comparisons and, converted to an integer, took the budget far below zero, so the loop
+    -- after it ran on until the wall clock stopped it (or forever with no time limit)
+    for _, case in ipairs{
+        {"string.rep", 'string.rep, "", math.huge', "could build inf bytes"},
+        {"table.move", "table.move, {}, math.huge, math.huge, 1", "could take inf steps"},
+        {"table.concat", 'table.concat, {}, "", math.huge, math.huge', "could take inf steps"},
+    } do
+        it("is refused, and the budget still holds: " .. case[1], function()
+            local dir = M.folder()
+            local w, mods = M.host({instructions = 200000, milliseconds = 60000})
+            local info, err = mods:load(M.write(dir, "huge.lua", ([[
+                local ok, e = pcall(%s)
+                if ok or not e:find("%s %s", 1, true) then error("not refused: " .. tostring(e)) end
+                for i = 1, 1e9 do end
+            ]]):format(case[2], case[1], case[3])))
+            assert.is_nil(info)
+            assert.truthy(err:find("the top level of mod 'huge' ran past its budget of 200000 instructions", 1, true),
+                          err)
+        end)
+    end
+end)

@@ -520,12 +520,14 @@ START_TEST(c_functions_are_charged_their_worst_case) {
         {"return (('a'):rep(20000)):find('%f[' .. ('b'):rep(20000) .. ']')", "string.find could take"},
         {"return ('x'):rep(1e9)", "string.rep could build 1e+09 bytes"},
         {"return #('x'):rep('1e10')", "string.rep could build 1e+10 bytes"}, /* a count given as text */
+        {"return (''):rep(math.huge)", "string.rep could build inf bytes"}, /* inf * 0: no NaN charge */
         {"s = ('y'):rep(1e6) t = {} for i = 1, 100 do t[i] = s end return #table.concat(t)", "table.concat could build"},
         {"t = {} for i = 1, 1e5 do t[i] = -i end table.sort(t)", "table.sort could take"},
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT /* LuaJIT's table.move is Lua code: the hook counts it */
         {"table.move({}, 1, 1e12, 2)", "the statement ran past its instruction budget"},
 #else
         {"table.move({}, 1, 1e12, 2)", "table.move could take"},
+        {"table.move({}, math.huge, math.huge, 1)", "table.move could take inf steps"},
 #endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
