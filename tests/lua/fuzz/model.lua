@@ -43,7 +43,10 @@ for k in pairs(M.types) do M.type_names[#M.type_names + 1] = k end
 table.sort(M.type_names)
 
 local f32 = N.f32
-local function tofloat(v) return N.mtype(v) == "integer" and v + 0.0 or v end
+-- A Lua 5.4 integer as the float it converts to; any other number as it is. Only the real
+-- math.type asks: LuaJIT's numbers are floats already, and N.mtype calls -0.0 an integer
+-- there, which -0.0 + 0.0 would turn into +0.0 (a double field written -0.0 is stamped).
+local function tofloat(v) return math.type and math.type(v) == "integer" and v + 0.0 or v end
 M.f32 = f32
 
 ---------------------------------------------------------------------------------------------
