@@ -234,11 +234,11 @@ typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
  * returns KILN_OK to accept; anything else refuses, and the calling function fails with that
  * code, the world unchanged and the message "kiln_<function>: <why>" (write why, a
  * NUL-terminated sentence of at most why_size bytes). value is the value given, else the
- * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY for a spawn. The
- * hook reads the world but must not change it. It runs in kiln_add, kiln_set, kiln_spawn_with,
- * kiln_spawn_batch and kiln_commands_apply (so in deferred sections when a call is queued and
- * again when the queue lands, where a change refused is dropped); values written through
- * pointers (kiln_get_mut, query columns) and resources are not checked (kiln_component_check). */
+ * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY for a spawn or a
+ * resource. The hook reads the world but must not change it. It runs in kiln_add, kiln_set,
+ * kiln_spawn_with, kiln_spawn_batch, kiln_resource_set, kiln_load and kiln_commands_apply (in
+ * deferred sections when a call is queued and again when it lands, a refused change dropped);
+ * writes through pointers (kiln_get_mut, kiln_resource_get, columns) are not checked (kiln_component_check). */
 typedef kiln_result (*kiln_check_fn)(const kiln_world *world, kiln_entity entity,
                                      const void *value, void *ctx, char *why, size_t why_size);
 
@@ -874,10 +874,10 @@ void kiln_events_update(kiln_world *world);
 
 /* Sets the resource of type to a bitwise copy of value (NULL: the component's defaults),
  * destroying an existing value first (its hook runs; setting or removing this resource from it
- * fails). Fails for an unknown type, out of memory or from a destroy hook during world destroy;
- * the caller then still owns value, no hook ran. A main-thread system may set one while worker
- * systems run and get others (a first set: unset or whole); worker systems may set and remove
- * those they write at once (allocating on a worker: the allocator must be thread-safe). */
+ * fails). Fails for an unknown type, a value its check hook refuses (kiln_check_fn), out of memory
+ * or from a destroy hook during world destroy; the caller then still owns value, no hook ran. A
+ * main-thread system may set one while worker systems run and get others (a first set: unset or whole);
+ * worker systems may set and remove those they write at once (on a worker: a thread-safe allocator). */
 kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value);
 
 /* The resource's value, or NULL when it is not set (or is a tag). Borrowed: valid until the

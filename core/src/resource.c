@@ -81,11 +81,15 @@ static kl_resource *slot(const kiln_world *world, kiln_component type, uint8_t *
     return *value ? r : NULL;
 }
 
-kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value) {
-    KILN_ASSERT(world != NULL, "world is NULL");
+/* kiln_resource_set, running the type's check hook on value when checked. */
+static kiln_result resource_set(kiln_world *world, kiln_component type, const void *value, bool checked) {
     kl_guard_check(world, "kiln_resource_set", KL_WRITE, type, 0);
     const kl_component *c = kl_component_get(world, type);
     if (!c) return unknown(world, "kiln_resource_set", type);
+    if (checked) {
+        kiln_result refused = kl_component_check(world, c, KILN_NULL_ENTITY, value, "kiln_resource_set");
+        if (refused != KILN_OK) return refused;
+    }
     if (world->resources_closed)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_resource_set: cannot set %s while the world is being destroyed (from "
@@ -127,6 +131,15 @@ kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void
     atomic_store_explicit(&r->value, dst, memory_order_release);
     unlock(world);
     return KILN_OK;
+}
+
+kiln_result kiln_resource_set(kiln_world *world, kiln_component type, const void *value) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    return resource_set(world, type, value, true);
+}
+
+kiln_result kl_resource_put(kiln_world *world, kiln_component type, const void *value) {
+    return resource_set(world, type, value, false);
 }
 
 void *kiln_resource_get(const kiln_world *world, kiln_component type) {

@@ -12,6 +12,10 @@ KL_HIDDEN void kl_resources_free(kiln_world *world);
  * bookkeeping on a system's behalf (the random seed), which the system never declares. */
 KL_HIDDEN void *kl_resource_peek(const kiln_world *world, kiln_component type);
 
+/* kiln_resource_set without the check hook: for a load or a snapshot restore putting back
+ * values it checked itself, or the world held (a placeholder a load overwrites before it returns). */
+KL_HIDDEN kiln_result kl_resource_put(kiln_world *world, kiln_component type, const void *value);
+
 /* Debug builds (KILN_ACCESS_CHECKS) keep the value of a resource removed while a schedule
  * runs, filled with a poison byte, until the end of the outermost run after the one that
  * removed it, so a write through a pointer kiln_resource_get handed out before the removal

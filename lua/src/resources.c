@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kiln_persist.h"
 #include "klua.h"
 
 /* Sets or reads the core resource c (a data component or a tag). */
@@ -42,9 +41,9 @@ static int core_resource(lua_State *L, klua_world *kw, kiln_component c, bool se
     if (cur) memcpy(val, cur, info.size);
     else klua_default_value(&info, val);
     if (info.size) klua_read_fields(L, 3, &info, val, fname, 0);
-    static const kiln_random zero; /* the one state a load refuses: the generator's, all zero */
-    if (info.size == sizeof zero && strcmp(info.name, "RandomState") == 0 && memcmp(val, &zero, sizeof zero) == 0)
-        klua_argerror(L, 3, fname, "RandomState is all zero (xoshiro256** would give 0 forever)");
+    /* the in-place write skips kiln_resource_set's check hook (RandomState refuses all zero): ask it */
+    if (info.has_check && kiln_component_check(kw->world, KILN_NULL_ENTITY, c, val) != KILN_OK)
+        klua_fail_world(L, kw->world, fname);
     if (cur) memcpy((void *)cur, val, info.size); /* in place, as world:set does */
     if (has) return 0;
     if (kw->mod_hooks) kw->mod_hooks->before_resource(L, kw, c, true, fname); /* a top level's: recorded */

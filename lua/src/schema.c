@@ -153,16 +153,23 @@ static void refuse_hiding(lua_State *L, const char *name, const char *fname) {
  * declaring one the world does not have yet registers kiln's first, so that another layout
  * fails at the declaration instead of taking the name from the host for good (its
  * world:seed, world:random and world:name would raise ever after, the mod unloaded or not).
- * The host's scripts may define such a name as their own; world:name or world:seed then
- * raise naming the layout. Name carries a check hook no schema gives: the schema of its
- * layout declares kiln's own (true, *id set). */
+ * The host's scripts may define such a name as their own (another layout); world:name or
+ * world:seed then raise naming the layout. Name and RandomState carry check hooks no schema
+ * gives: the host declaring the generator's layout first registers kiln's too, so RandomState
+ * refuses all zero whoever declared it; for a mod, the schema of Name's layout declares
+ * kiln's own (true, *id set). */
 static bool kilns_own(lua_State *L, klua_world *kw, const char *name, const kiln_component_desc *d,
                       const char *fname, uint32_t *id) {
-    if (!kw->host) return false;
     bool exists = kiln_component_lookup(kw->world, name) != 0;
     bool seed = strcmp(name, "RandomSeed") == 0;
     if (seed || strcmp(name, "RandomState") == 0) {
-        if (!exists && kiln_random_init(kw->world) != KILN_OK) klua_fail_world(L, kw->world, fname);
+        bool generators = d->size == (seed ? 8u : 32u) && d->align == 8 && d->field_count == 1 && !d->destroy &&
+                          d->fields[0].type == KILN_TYPE_UINT64 &&
+                          (d->fields[0].count ? d->fields[0].count : 1) == (seed ? 1 : 4) &&
+                          strcmp(d->fields[0].name, seed ? "seed" : "s") == 0;
+        if (!exists && (kw->host || generators) && kiln_random_init(kw->world) != KILN_OK)
+            klua_fail_world(L, kw->world, fname);
+        if (!kw->host) return false; /* the register below finds kiln's, or refuses another layout */
         kiln_component_info info;
         kiln_component_info_get(kw->world, kiln_component_lookup(kw->world, name), &info);
         if (info.size != (seed ? 8u : 32u) || info.field_count != 1 || info.fields[0].type != KILN_TYPE_UINT64 ||
@@ -177,7 +184,7 @@ static bool kilns_own(lua_State *L, klua_world *kw, const char *name, const kiln
                       "declare it as \"%s\" or leave it to world:seed", name, seed ? "uint64_t seed;" : "uint64_t s[4];");
         return false; /* the register below finds it */
     }
-    if (strcmp(name, "Name") != 0) return false;
+    if (!kw->host || strcmp(name, "Name") != 0) return false;
     bool same = d->size == sizeof(kiln_name) && d->field_count == 1 && !d->destroy &&
                 d->fields[0].type == KILN_TYPE_CHAR && d->fields[0].count == KILN_NAME_MAX + 1 &&
                 strcmp(d->fields[0].name, "text") == 0;
@@ -245,9 +252,10 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     }
     uint32_t id = 0;
     kiln_result r;
-    bool own = !event && kilns_own(L, kw, name, &d, fname, &id);
     bool existed = event ? kiln_event_lookup(kw->world, name).id != 0 : kiln_component_lookup(kw->world, name) != 0;
-    if (!event && !lua_valued && !existed) refuse_hiding(L, name, fname);
+    if (!event && !lua_valued && !existed) refuse_hiding(L, name, fname); /* before kilns_own registers */
+    bool own = !event && kilns_own(L, kw, name, &d, fname, &id);
+    if (!existed && !event) existed = kiln_component_lookup(kw->world, name) != 0; /* kiln's, registered first */
     if (kw->mod_hooks) kw->mod_hooks->before_declare(L, kw, name, event, existed);
     if (own) {
         r = KILN_OK;

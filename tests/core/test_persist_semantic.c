@@ -194,6 +194,31 @@ KILN_TEST(values, a_json_save_out_of_memory_anywhere_fails_instead_of_leaving_va
     ck_assert_int_eq(alloc.live_bytes, 0);
 }
 
+/* The rule lives in RandomState's check hook, so a C host's kiln_resource_set is refused like a
+ * script's world:resource and a load: the world's next save still loads. */
+KILN_TEST(values, a_c_host_cannot_set_the_random_state_all_zero) {
+    kiln_world *a = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_random_seed(a, 42), KILN_OK);
+    kiln_component state = kiln_component_lookup(a, "RandomState");
+    kiln_random before = *kiln_random_world(a), zero = {{0}};
+    ck_assert_int_eq(kiln_resource_set(a, state, &zero), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(a), "kiln_resource_set: RandomState is all zero (xoshiro256** would give 0 forever)");
+    ck_assert_int_eq(kiln_resource_set(a, state, NULL), KILN_ERR_INVALID_ARGUMENT); /* NULL: zeroes */
+    ck_assert_mem_eq(kiln_random_world(a), &before, sizeof before);
+    ck_assert_int_eq(kiln_resource_remove(a, state, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(a, state, &zero), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert(!kiln_resource_has(a, state));
+    ck_assert_int_eq(kiln_resource_set(a, state, &before), KILN_OK);
+    pf_bytes saved;
+    pf_save(a, KILN_PERSIST_JSON, &saved);
+    kiln_world *b = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
+    ck_assert_mem_eq(kiln_random_world(b), &before, sizeof before);
+    pf_bytes_free(&saved);
+    kiln_world_destroy(b);
+    kiln_world_destroy(a);
+}
+
 KILN_TEST(values, a_random_state_of_all_zeros_is_refused_as_it_would_draw_0_forever) {
     kiln_world *a = kiln_world_create(NULL);
     ck_assert_int_eq(kiln_random_seed(a, 42), KILN_OK);
@@ -215,8 +240,7 @@ KILN_TEST(values, a_random_state_of_all_zeros_is_refused_as_it_would_draw_0_fore
     uint64_t before = kiln_world_hash(b);
     kiln_load_desc skip = {.skip_unknown = true};
     ck_assert_int_eq(kiln_load(b, text, strlen(text), &skip), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(kiln_world_error(b), "kiln_load: resource 'RandomState' is all zero (xoshiro256** would "
-                                          "give 0 forever)");
+    ck_assert_str_eq(kiln_world_error(b), "kiln_load: RandomState is all zero (xoshiro256** would give 0 forever)");
     ck_assert_uint_eq(kiln_world_hash(b), before);
     ck_assert_int_eq(kiln_load(b, saved.data, saved.size, NULL), KILN_OK);
     kiln_random *r = kiln_random_world(b);

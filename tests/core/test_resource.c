@@ -530,6 +530,38 @@ static void read_score(const kiln_system_ctx *ctx) {
     (void)ctx;
 }
 
+/* A resource's check hook: refuses negative points, naming them. */
+static kiln_result check_points(const kiln_world *world, kiln_entity entity, const void *value, void *ctx,
+                                char *why, size_t why_size) {
+    (void)world, (void)ctx;
+    ck_assert_uint_eq(entity, KILN_NULL_ENTITY);
+    const score *s = value;
+    if (!s || s->points >= 0) return KILN_OK;
+    snprintf(why, why_size, "Score refuses %lld points", (long long)s->points);
+    return KILN_ERR_INVALID_ARGUMENT;
+}
+
+KILN_TEST(failures, resource_set_runs_the_check_hook_and_a_refusal_changes_nothing) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    kiln_component type;
+    ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "Score", .size = sizeof(score),
+                                                                           .check = check_points},
+                                             &type),
+                     KILN_OK);
+    int64_t bytes = alloc.live_bytes;
+    ck_assert_int_eq(kiln_resource_set(world, type, &(score){-1, 1}), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(world), "kiln_resource_set: Score refuses -1 points");
+    ck_assert(!kiln_resource_has(world, type)); /* a first set refused: nothing allocated */
+    ck_assert_int_eq(alloc.live_bytes, bytes);
+    ck_assert_int_eq(kiln_resource_set(world, type, &(score){5, 1}), KILN_OK);
+    ck_assert_int_eq(kiln_resource_set(world, type, &(score){-2, 1}), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(((const score *)kiln_resource_get(world, type))->points, 5); /* a replace refused */
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
 KILN_TEST_GROUP_WITH(schedule, .setup = setup, .teardown = teardown);
 
 KILN_TEST(schedule, systems_declaring_resource_access_are_staged_like_component_access) {

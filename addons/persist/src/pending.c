@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "persist_internal.h"
+#include "resource.h"
 
 bool pz_addon_component(const char *name) {
     return strcmp(name, "Name") == 0 || strcmp(name, "RandomSeed") == 0 || strcmp(name, "RandomState") == 0;
@@ -56,7 +57,8 @@ kiln_result pz_pending_land(kiln_world *world, pz_doc *doc, const kiln_load_desc
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
         if (!s->pending || kiln_resource_has(world, s->id)) continue;
         kiln_component id = s->id;
-        if ((r = kiln_resource_set(world, id, NULL)) == KILN_OK) created[(*created_count)++] = id;
+        /* a placeholder the file's value replaces (set_resources): unchecked */
+        if ((r = kl_resource_put(world, id, NULL)) == KILN_OK) created[(*created_count)++] = id;
         else r = kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
     }
     for (uint32_t g = 0; g < doc->group_count && r == KILN_OK; g++) {

@@ -283,8 +283,9 @@ KL_HIDDEN void pz_convert_row(const pz_schema *s, const uint8_t *src, uint8_t *d
 KL_HIDDEN kiln_component pz_random_register(kiln_world *world, const char *name);
 /* The layout pz_random_register gives RandomSeed, or else RandomState (size, fields). */
 KL_HIDDEN void pz_random_layout(const char *name, kiln_component_info *dest);
-/* False when value (of component c) is the addon's RandomState and all zero. */
-KL_HIDDEN bool pz_random_valid(const kiln_world *world, kiln_component c, const void *value);
+/* RandomState's rule (its check hook's): KILN_OK, or KILN_ERR_INVALID_ARGUMENT with why
+ * written for a state of all zeros (or NULL), from which xoshiro256** draws 0 forever. */
+KL_HIDDEN kiln_result pz_random_state_check(const void *value, char *why, size_t why_size);
 
 /* slots.c: a world that never held entities gets the saved handles (slots: the slot count
  * they need, every saved index is below it). */

@@ -61,7 +61,23 @@ void pz_random_layout(const char *name, kiln_component_info *dest) {
     bool seed = strcmp(name, "RandomSeed") == 0;
     *dest = (kiln_component_info){.name = seed ? "RandomSeed" : "RandomState",
                                   .size = seed ? sizeof(random_seed) : sizeof(kiln_random),
-                                  .fields = seed ? seed_fields : state_fields, .field_count = 1};
+                                  .fields = seed ? seed_fields : state_fields, .field_count = 1, .has_check = !seed};
+}
+
+/* RandomState's check hook: the one state refused, all zero, from which xoshiro256** draws 0
+ * forever (so a save holding it would not load). kiln_resource_set, kiln_load and world:resource
+ * all ask it. */
+static kiln_result check_state(const kiln_world *world, kiln_entity entity, const void *value, void *ctx,
+                               char *why, size_t why_size) {
+    (void)world, (void)entity, (void)ctx;
+    return pz_random_state_check(value, why, why_size);
+}
+
+kiln_result pz_random_state_check(const void *value, char *why, size_t why_size) {
+    static const kiln_random zero;
+    if (value && memcmp(value, &zero, sizeof zero) != 0) return KILN_OK;
+    snprintf(why, why_size, "RandomState is all zero (xoshiro256** would give 0 forever)");
+    return KILN_ERR_INVALID_ARGUMENT;
 }
 
 /* The two resources, registered on first use. */
@@ -70,7 +86,7 @@ static kiln_result ids(kiln_world *world, kiln_component *seed, kiln_component *
     kiln_component_desc sd = {.name = "RandomSeed", .size = sizeof(random_seed), .align = _Alignof(random_seed),
                               .fields = seed_fields, .field_count = 1};
     kiln_component_desc td = {.name = "RandomState", .size = sizeof(kiln_random), .align = _Alignof(kiln_random),
-                              .fields = state_fields, .field_count = 1};
+                              .fields = state_fields, .field_count = 1, .check = check_state};
     kiln_result r = kiln_component_register(world, &sd, seed);
     if (r == KILN_OK) r = kiln_component_register(world, &td, state);
     if (r != KILN_OK) {
@@ -138,13 +154,4 @@ kiln_component pz_random_register(kiln_world *world, const char *name) {
     kiln_component seed_id, state_id;
     if (ids(world, &seed_id, &state_id, "kiln_load") != KILN_OK) return KILN_NO_COMPONENT;
     return strcmp(name, "RandomSeed") == 0 ? seed_id : state_id;
-}
-
-bool pz_random_valid(const kiln_world *world, kiln_component c, const void *value) {
-    kiln_component_info info; /* (another layout under that name is not the generator's) */
-    if (c != kiln_component_lookup(world, "RandomState") || !kiln_component_info_get(world, c, &info) ||
-        info.size != sizeof(kiln_random))
-        return true;
-    static const kiln_random zero;
-    return memcmp(value, &zero, sizeof zero) != 0;
 }

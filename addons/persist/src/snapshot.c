@@ -6,6 +6,7 @@
 
 #include "../../transform/src/transform_links.h" /* rows that came back: the children index */
 #include "persist_internal.h"
+#include "resource.h"
 
 typedef struct snap_column {
     kiln_component id;
@@ -236,7 +237,7 @@ static kiln_result prepare(kiln_world *world, const kiln_snapshot *s) {
         const snap_resource *r = &s->resources[k];
         if (kiln_resource_has(world, r->id)) continue;
         bool full = made == 64;
-        if (full || kiln_resource_set(world, r->id, r->size ? r->value : NULL) != KILN_OK) {
+        if (full || kl_resource_put(world, r->id, r->size ? r->value : NULL) != KILN_OK) { /* the world held it */
             for (int32_t i = 0; i < made; i++) kiln_resource_remove(world, made_ids[i], NULL);
             if (full)
                 return kl_fail(world, KILN_ERR_LIMIT, "%s: more than 64 resources were removed since the "

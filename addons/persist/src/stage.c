@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "../../transform/src/transform_links.h" /* rows that came back: the children index */
+#include "component.h"
 #include "persist_internal.h"
+#include "resource.h"
 
 static kiln_result fail(kiln_world *world, kiln_result code, const char *fmt, const char *a,
                         const char *b, const char *c) {
@@ -557,16 +559,9 @@ static kiln_result check_values(kiln_world *world, pz_doc *doc) {
     return KILN_OK;
 }
 
-static bool all_zero(const uint8_t *v, size_t size) {
-    for (size_t i = 0; i < size; i++)
-        if (v[i]) return false;
-    return true;
-}
-
 /* Every plain resource's value in the world's layout, made before anything lands (its entity
  * fields are remapped when the new handles are known): setting them then cannot fail halfway,
- * with some replaced and the rest not. Writes the array to dest. Refuses a RandomState of all
- * zeros, from which xoshiro256** gives 0 forever (a field renamed since the save, skipped). */
+ * with some replaced and the rest not. Writes the array to dest. */
 static kiln_result stage_resources(kiln_world *world, pz_doc *doc, const pz_handle_map *m, uint8_t ***dest) {
     uint8_t **staged = pz_alloc(&doc->arena, sizeof(uint8_t *) * ((size_t)doc->resource_count + 1));
     if (!staged) return oom(world);
@@ -586,30 +581,43 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, const pz_hand
                            "(a save writes null there)", s->name, field, reference_text(e, rb, sizeof rb));
         uint64_t fields = defaulted(s, doc->resources[k].omitted);
         if (fields) fill_defaults(s, fields, v, 0, 1);
-        if (strcmp(s->name, "RandomState") == 0 &&
-            (s->pending ? all_zero(v, s->info.size) : !pz_random_valid(world, s->id, v)))
-            return fail(world, KILN_ERR_INVALID_ARGUMENT,
-                        "resource '%s' is all zero (xoshiro256** would give 0 forever)%s%s", s->name, "", "");
+        /* a pending RandomState is registered last (pz_pending_land), so its check hook cannot
+         * be asked yet: its rule is, here (the registered ones: check_resources) */
+        char why[128];
+        if (s->pending && strcmp(s->name, "RandomState") == 0 && pz_random_state_check(v, why, sizeof why) != KILN_OK)
+            return fail(world, KILN_ERR_INVALID_ARGUMENT, "%s%s%s", why, "", "");
     }
     *dest = staged;
     return KILN_OK;
 }
 
-/* Sets every resource of the file (they exist: made first, so nothing here fails). */
-static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged, const pz_handle_map *m) {
+/* Re-points every staged resource's entity fields at the spawned entities, then asks each
+ * resource's check hook (kiln_resource_set's rule: RandomState refuses all zero), while the
+ * load can still be undone. */
+static kiln_result check_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged,
+                                   const pz_handle_map *m) {
     for (uint32_t k = 0; k < doc->resource_count; k++) {
         const pz_schema *s = &doc->schemas[doc->resources[k].schema];
         if (!s->id || s->size == 0) continue;
-        if (s->codec) {
-            kiln_resource_set(world, s->id, dec->resources[k].values);
-            dec->resources[k].rows = 0;
-            continue;
+        const void *v = s->codec ? dec->resources[k].values : staged[k];
+        if (!s->codec) {
+            remap_rows(&s->info, m, staged[k], 0, 1);
+            uint64_t fields = defaulted(s, doc->resources[k].omitted);
+            if (fields) fill_defaults(s, fields, staged[k], 0, 1); /* again: the remap saw default entity fields */
         }
-        uint8_t *v = staged[k];
-        remap_rows(&s->info, m, v, 0, 1);
-        uint64_t fields = defaulted(s, doc->resources[k].omitted);
-        if (fields) fill_defaults(s, fields, v, 0, 1); /* again: the remap saw default entity fields */
-        kiln_resource_set(world, s->id, v);
+        kiln_result r = kl_component_check(world, kl_component_get(world, s->id), KILN_NULL_ENTITY, v, "kiln_load");
+        if (r != KILN_OK) return r;
+    }
+    return KILN_OK;
+}
+
+/* Sets every resource of the file (they exist: made first, and checked, so nothing here fails). */
+static void set_resources(kiln_world *world, pz_doc *doc, decoded *dec, uint8_t **staged) {
+    for (uint32_t k = 0; k < doc->resource_count; k++) {
+        const pz_schema *s = &doc->schemas[doc->resources[k].schema];
+        if (!s->id || s->size == 0) continue;
+        kl_resource_put(world, s->id, s->codec ? dec->resources[k].values : staged[k]);
+        if (s->codec) dec->resources[k].rows = 0;
     }
 }
 
@@ -725,7 +733,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
     for (uint32_t k = 0; k < doc->resource_count && r == KILN_OK; k++) {
         kiln_component id = doc->schemas[doc->resources[k].schema].id;
         if (!id || kiln_resource_has(world, id)) continue;
-        r = kiln_resource_set(world, id, NULL);
+        r = kl_resource_put(world, id, NULL); /* a placeholder the file's value replaces: unchecked */
         if (r == KILN_OK) created[created_count++] = id;
         else r = oom(world);
     }
@@ -746,6 +754,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             r = check_values(world, doc);
         }
     }
+    if (r == KILN_OK) r = check_resources(world, doc, &dec, staged, &map);
     if (r == KILN_OK) r = pz_pending_land(world, doc, desc, created, &created_count);
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
@@ -763,7 +772,7 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
         kl_fail(world, r, "%s", msg);
         return r;
     }
-    set_resources(world, doc, &dec, staged, &map);
+    set_resources(world, doc, &dec, staged);
     kl_tick_forward(world, doc->tick); /* rebases when the jump leaves rows too far behind */
     pz_names_invalidate(world);
     kl_transform_links_invalidate(world);

@@ -525,6 +525,8 @@ function ops.resource(m)
         if ok and setting and comp.kind == "tag" and value ~= nil and value ~= true then ok = false end
         if ok and setting and value ~= nil and comp.kind == "data" then
             ok, v = M.read_fields(comp, value, m.comp_resources[nm] or M.zero_value(comp))
+            -- kiln_resource_set runs the component's check hook, with no entity (as a spawn's)
+            if ok then ok = m:value_ok(nil, comp, v) end
         elseif setting and value ~= nil then
             v = true
         end
