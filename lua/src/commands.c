@@ -174,19 +174,10 @@ static void check_name(lua_State *L, int arg, const char *fname) {
     if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "component name");
 }
 
-/* An add or removal of a mod's tag is refused as it is recorded, as world:add and world:remove
- * refuse it, so the error points at the caller rather than at a later apply. By name: the
- * buffer knows no world yet, and no script may declare such a name. */
-static void check_not_tag(lua_State *L, int arg, const char *fname) {
-    const char *name = lua_tostring(L, arg);
-    if (klua_is_mod_tag_name(name)) klua_argerror(L, arg, fname, KLUA_MOD_TAG_REFUSED, name);
-}
-
 static int c_add(lua_State *L) {
     klua_commands *c = check_cmds(L);
     lua_Integer t = check_target(L, c, 2, "commands:add");
     check_name(L, 3, "commands:add");
-    check_not_tag(L, 3, "commands:add");
     push_record(L, c, OP_ADD, t, 3, lua_isnone(L, 4) ? 0 : 4);
     return 0;
 }
@@ -203,7 +194,6 @@ static int c_remove(lua_State *L) {
     klua_commands *c = check_cmds(L);
     lua_Integer t = check_target(L, c, 2, "commands:remove");
     check_name(L, 3, "commands:remove");
-    check_not_tag(L, 3, "commands:remove");
     push_record(L, c, OP_REMOVE, t, 3, 0);
     return 0;
 }

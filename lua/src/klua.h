@@ -116,14 +116,15 @@ typedef struct klua_world klua_world;
 /* The tag on a mod's entities is the owner mark "kiln.mod.NAME" (mods.c registers it; no
  * script may declare such a name). */
 #define KLUA_MOD_TAG_PREFIX "kiln.mod."
-/* Whether a component name is such a tag's (a command buffer, which knows no world, checks
- * names when it records). */
+/* Whether a component name is such a tag's: no script may declare one; whether a component
+ * is a mod's tag is klua_is_mod_tag's question. */
 static inline bool klua_is_mod_tag_name(const char *name) {
     return strncmp(name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0;
 }
 /* Whether info is such a tag: only the manager puts one on an entity or takes it off (world:spawn,
- * world:add and world:remove refuse it, the host's too: added, its entity would be the mod's, and
- * go with its unload; removed, the mod's entity would be the host's, outside the mod's books). */
+ * world:add and world:remove refuse it, the host's too, and so command buffers, which land through
+ * them: added, its entity would be the mod's, and go with its unload; removed, the mod's entity
+ * would be the host's, outside the mod's books). The owner flag first: one byte on every add. */
 static inline bool klua_is_mod_tag(const kiln_component_info *info) {
     return info->owner && klua_is_mod_tag_name(info->name);
 }
