@@ -184,9 +184,7 @@ static void check_owned(lua_State *L, klua_world *kw, const kiln_snapshot *snap)
     kiln_component count = (kiln_component)kiln_component_count(kw->world);
     for (kiln_component c = 1; c <= count; c++) {
         kiln_component_info info;
-        if (!kiln_component_info_get(kw->world, c, &info) || !info.owner ||
-            strncmp(info.name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) != 0)
-            continue;
+        if (!kiln_component_info_get(kw->world, c, &info) || !klua_is_mod_tag(&info)) continue;
         int64_t n = kiln_snapshot_count(kw->world, snap, c);
         char why[240] = "";
         bool mine = false;
@@ -200,7 +198,7 @@ static void check_owned(lua_State *L, klua_world *kw, const kiln_snapshot *snap)
         kiln_query_destroy(q);
         if (n <= kept) continue;
         snprintf(why, sizeof why, "the snapshot holds %lld entities of mod '%s', which is not loaded (%lld kept "
-                 "by its unload); load the mod first", (long long)n, info.name + sizeof KLUA_MOD_TAG_PREFIX - 1,
+                 "by its unload); load the mod first", (long long)n, info.name + KLUA_MOD_TAG_PREFIX_LEN,
                  (long long)kept);
         klua_fail(L, "world:restore", "%s", why);
     }

@@ -118,8 +118,9 @@ typedef struct klua_world klua_world;
 #define KLUA_MOD_TAG_PREFIX "kiln.mod."
 /* Whether a component name is such a tag's: no script may declare one; whether a component
  * is a mod's tag is klua_is_mod_tag's question. */
+#define KLUA_MOD_TAG_PREFIX_LEN (sizeof KLUA_MOD_TAG_PREFIX - 1)
 static inline bool klua_is_mod_tag_name(const char *name) {
-    return strncmp(name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0;
+    return strncmp(name, KLUA_MOD_TAG_PREFIX, KLUA_MOD_TAG_PREFIX_LEN) == 0;
 }
 /* Whether info is such a tag: only the manager puts one on an entity or takes it off (world:spawn,
  * world:add and world:remove refuse it, the host's too, and so command buffers, which land through

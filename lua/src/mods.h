@@ -27,7 +27,7 @@
 #define KLUA_MOVED_SLOTS 1024
 #define KLUA_MOD_ERROR 600
 #define KLUA_MOD_MEM_STRIKES 3      /* entries failing for memory in a row before disabling */
-#define KLUA_MOD_NAME_MAX (KILN_MAX_NAME - 9) /* its tag component is "kiln.mod.NAME" */
+#define KLUA_MOD_NAME_MAX (KILN_MAX_NAME - (int)KLUA_MOD_TAG_PREFIX_LEN) /* its tag component is "kiln.mod.NAME" */
 
 typedef enum klua_mod_status {
     KLUA_MOD_RUNNING,  /* loaded, its systems in the schedule */

@@ -593,8 +593,7 @@ static bool on_owned(void *ud, kiln_component mark, int64_t entities, bool *drop
     bool mine = false;
     if (kw->load_owned && !kw->load_owned(kw, mark, entities, false, &mine, why, why_size)) return false;
     kiln_component_info info;
-    *drop = !mine && kiln_component_info_get(kw->world, mark, &info) &&
-            strncmp(info.name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0;
+    *drop = !mine && kiln_component_info_get(kw->world, mark, &info) && klua_is_mod_tag(&info);
     return true;
 }
 

@@ -230,7 +230,7 @@ uint32_t klua_define(lua_State *L, klua_world *kw, bool event, const char *fname
     if (kw->host && strncmp(name, "kiln.", 5) == 0)
         klua_argerror(L, 2, fname, "names starting 'kiln.' are kiln's own");
     /* a mod manager tags a mod's entities with it, and its unload despawns them all */
-    if (strncmp(name, KLUA_MOD_TAG_PREFIX, sizeof KLUA_MOD_TAG_PREFIX - 1) == 0)
+    if (klua_is_mod_tag_name(name))
         klua_argerror(L, 2, fname, "names starting 'kiln.mod.' tag the entities of mods (an unload despawns them)");
     if (lua_valued) {
         if (event) klua_argerror(L, 3, fname, "event %s cannot hold Lua values; give it a C schema", klua_quote(L, name, strlen(name)));
