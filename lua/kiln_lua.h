@@ -35,7 +35,10 @@ int luaopen_kiln(lua_State *L);
  * Lua error when out of memory. Loads the kiln module if it was not loaded. One Lua state
  * holds a world at a time: pushed again into the same state, it is the same kiln.World
  * (workers ignored); into another while one holds it, it raises "kiln_lua_push_world: the
- * world is held by another Lua state (...)". */
+ * world is held by another Lua state (...)", the world and that state unchanged. It raises as
+ * lua_* functions do: call it from a C function run by lua_pcall to get the error back; called
+ * outside any protected call, Lua hands the message to the state's panic function (lua_atpanic)
+ * and then aborts, unless that function jumps to the host's recovery point. */
 int kiln_lua_push_world(lua_State *L, kiln_world *world, int32_t workers);
 
 /* The kiln_world of the kiln.World at index idx; raises a Lua error for another value or a

@@ -4,12 +4,14 @@
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln.h"
 #include "kiln_lua.h"
+#include "kiln_persist.h"
 #include "suite_main.h"
 
 static int push(lua_State *L) {
@@ -87,12 +89,51 @@ START_TEST(a_world_held_by_one_state_is_refused_to_another_until_that_one_closes
 }
 END_TEST
 
+static jmp_buf recovery;
+static char panic_message[256];
+
+/* A host's panic function: keeps the message and jumps back to the host's recovery point. */
+static int on_panic(lua_State *L) {
+    const char *msg = lua_tostring(L, -1);
+    snprintf(panic_message, sizeof panic_message, "%s", msg ? msg : "(not a string)");
+    longjmp(recovery, 1);
+}
+
+/* kiln_lua_push_world raises a Lua error, as lua_* functions do: called outside any protected
+ * call, the refusal reaches the host's panic function (lua_atpanic) with the message, and the
+ * world and the state holding it are as they were. */
+START_TEST(a_held_world_pushed_unprotected_reaches_the_panic_function_with_the_message) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L1 = new_state(), *L2 = new_state();
+    char err[256], out[256];
+    push_as(L1, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L1, "w:component('Brain', 'lua') a = w:spawn{Brain = {who = 'one'}} return 'ok'", out, sizeof out);
+    uint64_t before = kiln_world_hash(world);
+    lua_atpanic(L2, on_panic);
+    panic_message[0] = '\0';
+    if (setjmp(recovery) == 0) {
+        kiln_lua_push_world(L2, world, 0); /* no lua_pcall around it */
+        ck_abort_msg("pushed into a second state");
+    }
+    ck_assert_str_eq(panic_message, "kiln_lua_push_world: the world is held by another Lua state (one state at a "
+                                    "time: close that one first)");
+    ck_assert_uint_eq(kiln_world_hash(world), before);
+    run(L1, "return w:get(a, 'Brain').who", out, sizeof out);
+    ck_assert_str_eq(out, "one");
+    lua_close(L2);
+    lua_close(L1);
+    kiln_world_destroy(world);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("lua_host_push");
     TCase *tc = tcase_create("push");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, a_world_pushed_twice_into_one_state_is_the_same_world_and_keeps_its_values);
     tcase_add_test(tc, a_world_held_by_one_state_is_refused_to_another_until_that_one_closes);
+    tcase_add_test(tc, a_held_world_pushed_unprotected_reaches_the_panic_function_with_the_message);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
