@@ -167,7 +167,7 @@ typedef struct kiln_world_stats {
     int64_t entity_slots;  /* slots ever used (live + free + retired) */
     int32_t archetypes;    /* archetypes created, the empty one included */
     int32_t components, queries; /* registered component types, live queries */
-    int64_t bytes;         /* bytes currently allocated through the allocator hook */
+    int64_t bytes;         /* bytes the world holds through the hook (see "Allocator": not its holders' objects) */
     int64_t allocations;   /* calls to the allocator hook that allocated or resized */
     uint64_t changes;      /* grows with each row added or removed: a count taken at one value holds */
 } kiln_world_stats;

@@ -116,6 +116,27 @@ KILN_TEST(getter, a_getter_finished_after_its_world_was_destroyed_frees_its_bloc
     kiln_getter_fini(&g); /* finished: a no-op */
 }
 
+/* kiln_world_stats.bytes counts what the world holds ("Allocator" in c-api.md): a getter's
+ * block is its holder's, like a snapshot's or a command buffer's, so the world's count stays
+ * put while the hook's own count goes up by the block and back when the getter is finished. */
+KILN_TEST(getter, a_getters_block_goes_through_the_hook_and_stays_out_of_the_worlds_bytes) {
+    for (int i = 0; i < 3; i++) spawn_at(F.w, F.pos, (float)i, 0);
+    kiln_world_stats before, made, finished;
+    kiln_world_stats_get(F.w, &before);
+    int64_t hook = F.alloc.live_bytes;
+    kiln_getter g;
+    ck_assert_int_eq(kiln_getter_init(F.w, F.pos, &g), KILN_OK);
+    kiln_world_stats_get(F.w, &made);
+    ck_assert_int_eq(F.alloc.live_bytes - hook,
+                     (int64_t)((sizeof(void *) + sizeof(size_t)) * (size_t)made.archetypes)); /* the block */
+    ck_assert_int_eq(made.bytes, before.bytes);
+    kiln_getter_fini(&g);
+    kiln_world_stats_get(F.w, &finished);
+    ck_assert_int_eq(F.alloc.live_bytes, hook);
+    ck_assert_int_eq(finished.bytes, before.bytes);
+    ck_assert_int_eq(finished.bytes, F.alloc.live_bytes); /* the world's count is the hook's again */
+}
+
 /* Assertions are on in the test builds: a getter read after the world changed is caught. */
 KILN_TEST_SIGNAL(getter, reading_through_a_getter_after_a_structural_change_aborts, SIGABRT) {
     kiln_entity e = spawn_at(F.w, F.pos, 1, 2);
