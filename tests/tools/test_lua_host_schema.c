@@ -2,14 +2,10 @@
  * world:schema prints for them. The declaration takes C's stricter alignment, for events as for
  * components, since the values already have it. */
 #include <check.h>
-#include <lauxlib.h>
-#include <lualib.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kiln.h"
-#include "kiln_lua.h"
-#include "suite_main.h"
+#include "lua_host.h"
 
 static const kiln_field quad_fields[] = {
     {"x", KILN_TYPE_FLOAT, 0, 0}, {"y", KILN_TYPE_FLOAT, 4, 0},
@@ -20,7 +16,9 @@ static const kiln_field quad_fields[] = {
  * the schema "float x; float y; float z; float w;" asks for 4: the event was refused as "a
  * different layout" unless the declaration takes the alignment registered. */
 START_TEST(an_event_c_registered_with_a_stricter_alignment_is_declared_by_its_schema) {
-    kiln_world *world = kiln_world_create(NULL);
+    host h;
+    open_host(&h);
+    kiln_world *world = h.world;
     kiln_event_type impact, aligned8;
     ck_assert_int_eq(kiln_event_register(world, &(kiln_component_desc){.name = "Impact", .size = 16,
                                                                        .fields = quad_fields, .field_count = 4},
@@ -33,10 +31,7 @@ START_TEST(an_event_c_registered_with_a_stricter_alignment_is_declared_by_its_sc
     kiln_component_info info;
     ck_assert(kiln_event_info_get(world, impact, &info));
     ck_assert_uint_eq(info.align, 16);
-    lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "kiln", luaopen_kiln, 0);
-    lua_setglobal(L, "kiln");
+    lua_State *L = h.L;
     ck_assert_int_eq(kiln_lua_push_world(L, world, 0), 1);
     lua_setglobal(L, "w");
     const char *chunk =
@@ -50,10 +45,9 @@ START_TEST(an_event_c_registered_with_a_stricter_alignment_is_declared_by_its_sc
     char want[64];
     snprintf(want, sizeof want, "%u %u 3", (unsigned)impact.id, (unsigned)aligned8.id);
     ck_assert_str_eq(lua_tostring(L, -1), want);
-    lua_close(L);
     ck_assert(kiln_event_info_get(world, impact, &info));
     ck_assert_uint_eq(info.align, 16); /* still C's */
-    kiln_world_destroy(world);
+    stop(&h);
 }
 END_TEST
 

@@ -1,14 +1,10 @@
 /* test_lua_host_tags.c: a C host's components named like a mod's tag. world:add, world:remove and
  * a command buffer's add and remove use one rule: an owner mark named "kiln.mod.*" is a mod's tag. */
 #include <check.h>
-#include <lauxlib.h>
-#include <lualib.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kiln.h"
-#include "kiln_lua.h"
-#include "suite_main.h"
+#include "lua_host.h"
 
 #define REFUSED "is a mod's tag, which only its mod manager puts on the mod's entities"
 
@@ -53,7 +49,9 @@ static void both_paths(lua_State *L, const char *tag, char *dest, size_t size) {
  * the component's owner flag: a C host's plain "kiln.mod.plain" was taken by one and refused by
  * the other. */
 START_TEST(a_name_like_a_mods_tag_is_judged_by_the_same_rule_on_every_path) {
-    kiln_world *world = kiln_world_create(NULL);
+    host h;
+    open_host(&h);
+    kiln_world *world = h.world;
     kiln_component plain, mark, team;
     ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "kiln.mod.plain"}, &plain),
                      KILN_OK);
@@ -61,10 +59,7 @@ START_TEST(a_name_like_a_mods_tag_is_judged_by_the_same_rule_on_every_path) {
                      KILN_OK);
     ck_assert_int_eq(kiln_component_register(world, &(kiln_component_desc){.name = "Team", .owner = true}, &team),
                      KILN_OK);
-    lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "kiln", luaopen_kiln, 0);
-    lua_setglobal(L, "kiln");
+    lua_State *L = h.L;
     ck_assert_int_eq(kiln_lua_push_world(L, world, 0), 1);
     lua_setglobal(L, "w");
     char out[1024];
@@ -84,8 +79,7 @@ START_TEST(a_name_like_a_mods_tag_is_judged_by_the_same_rule_on_every_path) {
                           "'world:add' ('kiln.mod.m' " REFUSED ")|"
                           "commands:apply: command 1 (remove kiln.mod.m) on entity 4v1: bad argument #2 to "
                           "'world:remove' ('kiln.mod.m' " REFUSED ")");
-    lua_close(L);
-    kiln_world_destroy(world);
+    stop(&h);
 }
 END_TEST
 
