@@ -114,10 +114,8 @@ typedef struct klua_system klua_system;
 typedef struct klua_world klua_world;
 
 /* The tag on a mod's entities is the owner mark "kiln.mod.NAME" (mods.c registers it; no
- * script may declare such a name). */
+ * script may declare such a name: klua_is_mod_tag_name; whether a component is one: klua_is_mod_tag). */
 #define KLUA_MOD_TAG_PREFIX "kiln.mod."
-/* Whether a component name is such a tag's: no script may declare one; whether a component
- * is a mod's tag is klua_is_mod_tag's question. */
 #define KLUA_MOD_TAG_PREFIX_LEN (sizeof KLUA_MOD_TAG_PREFIX - 1)
 static inline bool klua_is_mod_tag_name(const char *name) {
     return strncmp(name, KLUA_MOD_TAG_PREFIX, KLUA_MOD_TAG_PREFIX_LEN) == 0;
