@@ -240,6 +240,15 @@ KLUA_HIDDEN bool klua_mod_run_file(klua_mod *mod, const char *path);
 /* Appends a line to the mod's log and hands it to the host's log. */
 KLUA_HIDDEN void klua_mod_log(klua_mod *mod, const char *line, size_t len);
 
+/* ---- mods_options.c: kiln.mods' options and a C host's desc ---- */
+/* Reads kiln.mods' opts (a table at 2; raises naming the option otherwise) into desc, the
+ * readonly names into readonly (KLUA_MODS_MAX_READONLY + 1); leaves opts.allow and opts.log
+ * pushed, in that order. */
+KLUA_HIDDEN void klua_mods_read_options(lua_State *L, kiln_lua_mods_desc *desc, const char **readonly,
+                                        const char *fname);
+/* Raises unless each limit of a C host's desc is 0 (its default) or one kiln.mods accepts. */
+KLUA_HIDDEN void klua_mods_check_desc(lua_State *L, const kiln_lua_mods_desc *d);
+
 /* ---- mod_readonly.c: what the host keeps read-only to mods (klua_mod_readonly: klua.h) ---- */
 /* Reads kiln.mods' opts.readonly (opts at index opts) into names (KLUA_MODS_MAX_READONLY + 1),
  * NULL-terminated and anchored by opts; NULL when absent. Raises for a value not a list of names. */
