@@ -758,4 +758,13 @@ function Mods:log(name, n) end
 ---Closes every mod's state (their systems leave; entities and data stay).
 function Mods:close() end
 
+---Makes more components and resources read-only to every mod, as opts.readonly, from now on
+---(between frames; each the host's, registered already). Nothing changes when one fails:
+---nil and a message naming the loaded mod's system that lists one in writes.
+---@param name string
+---@param ... string
+---@return true|nil ok
+---@return string? message
+function Mods:readonly(name, ...) end
+
 return kiln

@@ -19,7 +19,7 @@ extern "C" {
  *   luaopen_kiln, kiln_lua_push_world, kiln_lua_check_world, kiln_lua_schedule,
  *   kiln_lua_set_instructions,
  *   kiln_lua_mods_push, kiln_lua_mods_load, kiln_lua_mods_load_dir, kiln_lua_mods_unload,
- *   kiln_lua_mods_reload, kiln_lua_mods_poll,
+ *   kiln_lua_mods_reload, kiln_lua_mods_poll, kiln_lua_mods_readonly,
  *   kiln_console_open, kiln_console_poll, kiln_console_port, kiln_console_token,
  *   kiln_console_token_path, kiln_console_default_token_path, kiln_console_close.
  */
@@ -108,6 +108,11 @@ bool kiln_lua_mods_reload(lua_State *L, int mods_idx, const char *name, char *er
 /* Reloads the mods whose files changed and releases disabled mods' states; returns the
  * number reloaded, or -1 with err set when a reload failed (the old version runs on). */
 int kiln_lua_mods_poll(lua_State *L, int mods_idx, char *err, size_t size);
+/* Makes the component (or resource) name read-only to every mod from now on, as desc.readonly
+ * does: between frames, for a component the host registered. False with the reason in err
+ * when a loaded mod's system lists it in writes (naming the system and the mod: unload the
+ * mod first), or for a name the world lacks or a mod registered; nothing changes then. */
+bool kiln_lua_mods_readonly(lua_State *L, int mods_idx, const char *name, char *err, size_t size);
 
 /* ---- console: attach a REPL to a running game ------------------------------------------ */
 

@@ -1,6 +1,8 @@
 /* mod_readonly.c: the components and resources a host keeps read-only to mods (kiln.mods'
  * readonly): every mod reads them, none writes, adds, removes, sets or despawns what holds one.
  * Invariant: only a mod's view (kw->host set) asks, so the host's own paths never look. */
+#include <string.h>
+
 #include "mods.h"
 
 /* Reads opts.readonly (the table at opts) into names, NULL-terminated: a list of strings,
@@ -29,18 +31,76 @@ const char *const *klua_mods_readonly_option(lua_State *L, int opts, const char 
     return names;
 }
 
+/* The host's component name (len bytes), or KILN_NO_COMPONENT: none of that name, or kiln's. */
+static kiln_component lookup(const klua_world *kw, const char *name, size_t len) {
+    kiln_component c = klua_name_ok(name, len) ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
+    return c == kw->shared_type ? KILN_NO_COMPONENT : c;
+}
+
 int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *const *names, kiln_component *dest) {
     int32_t n = 0;
     for (; names && names[n]; n++) {
         if (n == KLUA_MODS_MAX_READONLY) luaL_error(L, "kiln.mods: readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
         size_t len = strlen(names[n]);
-        dest[n] = klua_name_ok(names[n], len) ? kiln_component_lookup(kw->world, names[n]) : KILN_NO_COMPONENT;
+        dest[n] = lookup(kw, names[n], len);
         /* decided now, once: a name registered later (by a mod) would be the mod's before it was the host's */
-        if (dest[n] == KILN_NO_COMPONENT || dest[n] == kw->shared_type)
+        if (dest[n] == KILN_NO_COMPONENT)
             luaL_error(L, "kiln.mods: readonly names '%s', which is not a component of the world; register it "
                           "before the mod manager opens", klua_quote(L, names[n], len));
     }
     return n;
+}
+
+/* Pushes why c cannot be read-only to mods now: a running mod's system lists it in writes
+ * (the first found); returns false when none does. */
+static bool declared_by_mod(lua_State *L, klua_mods *mods, kiln_component c, const char *cname) {
+    for (int i = 0; i < mods->count; i++) {
+        klua_mod *mod = mods->list[i];
+        if (mod->status != KLUA_MOD_RUNNING || !mod->L || !mod->kw) continue;
+        for (const klua_system *s = mod->kw->systems; s; s = s->next)
+            for (int k = 0; k < s->write_count; k++)
+                if (s->writes[k] == c) {
+                    lua_pushfstring(L, "system '%s' of mod '%s' lists %s in writes; unload the mod, or make %s "
+                                    "read-only before loading it (nothing was made read-only)", s->name, mod->name,
+                                    cname, cname);
+                    return true;
+                }
+    }
+    return false;
+}
+
+int klua_mods_readonly_add(lua_State *L, klua_mods *mods, const char *fname) {
+    klua_world *kw = mods->kw;
+    int last = lua_gettop(L);
+    if (last < 2) klua_typeerror(L, 2, fname, "string");
+    kiln_component list[KLUA_MODS_MAX_READONLY];
+    int32_t n = mods->readonly_count;
+    memcpy(list, mods->readonly, sizeof(kiln_component) * (size_t)n);
+    for (int arg = 2; arg <= last; arg++) { /* every name checked before any is added */
+        if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "string");
+        size_t len;
+        const char *name = lua_tolstring(L, arg, &len);
+        kiln_component c = lookup(kw, name, len);
+        if (c == KILN_NO_COMPONENT)
+            klua_argerror(L, arg, fname, "'%s' is not a component of the world", klua_quote(L, name, len));
+        if (klua_mod_registered(kw, c) && !klua_host_declared(kw, c)) /* its schema is a mod's */
+            klua_argerror(L, arg, fname, "%s was registered by a mod, not the host", name);
+        bool listed = false;
+        for (int32_t i = 0; i < n && !listed; i++) listed = list[i] == c;
+        if (listed) continue;
+        if (n == KLUA_MODS_MAX_READONLY)
+            klua_argerror(L, arg, fname, "more than %d names would be read-only to mods", KLUA_MODS_MAX_READONLY);
+        if (declared_by_mod(L, mods, c, name)) { /* a loaded mod's: the host decides, nothing changes */
+            lua_pushnil(L);
+            lua_insert(L, -2);
+            return 2;
+        }
+        list[n++] = c;
+    }
+    memcpy(mods->readonly, list, sizeof(kiln_component) * (size_t)n);
+    mods->readonly_count = n;
+    lua_pushboolean(L, 1);
+    return 1;
 }
 
 bool klua_mod_readonly(const klua_world *kw, kiln_component c) {

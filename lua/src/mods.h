@@ -258,6 +258,11 @@ KLUA_HIDDEN const char *const *klua_mods_readonly_option(lua_State *L, int opts,
  * many. Raises for a name the world has no component of, or past the most. */
 KLUA_HIDDEN int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *const *names,
                                                kiln_component *dest);
+/* mods:readonly(name, ...) (the manager between frames): adds the names at 2.. to mods' list.
+ * Raises for a name that is not the host's component or past the most; returns true, or nil
+ * and a message naming the system and mod when a running mod's system lists one in writes
+ * (nothing added). */
+KLUA_HIDDEN int klua_mods_readonly_add(lua_State *L, klua_mods *mods, const char *fname);
 /* Whether the manager of mod view kw keeps anything read-only. */
 KLUA_HIDDEN bool klua_mods_any_readonly(const klua_world *kw);
 /* Raises before mod view kw despawns e when e holds a component read-only to mods. */

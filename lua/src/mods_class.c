@@ -356,6 +356,16 @@ static int md_load_dir(lua_State *L) {
     return 2;
 }
 
+/* mods:readonly(name, ...): more names no mod may change (mod_readonly.c). Between frames and
+ * never from a mod's code, as a load. */
+static int md_readonly(lua_State *L) {
+    const char *fname = "mods:readonly";
+    klua_mods *mods = check_mods(L, fname);
+    const char *why = klua_mods_busy(mods);
+    if (why) klua_fail(L, fname, "%s", why);
+    return klua_mods_readonly_add(L, mods, fname);
+}
+
 /* Returns nil and msg, the message its caller pushed: an expected failure. */
 static int nil_and(lua_State *L, const char *msg) {
     (void)msg;
@@ -701,11 +711,12 @@ HELD(md_list)
 HELD(md_poll)
 HELD(md_log)
 HELD(md_close)
+HELD(md_readonly)
 
 static const luaL_Reg mods_methods[] = {
     {"load", md_load_held}, {"load_dir", md_load_dir_held}, {"unload", md_unload_held}, {"reload", md_reload_held},
     {"list", md_list_held}, {"poll", md_poll_held},         {"log", md_log_held},       {"close", md_close_held},
-    {NULL, NULL},
+    {"readonly", md_readonly_held}, {NULL, NULL},
 };
 
 static const luaL_Reg mods_meta[] = {
@@ -720,7 +731,7 @@ void klua_open_mods(lua_State *L) {
     /* LuaJIT makes a C function object on its first push in a state: the bodies are made
      * now, so a held call allocates nothing of its own (a host out of memory can unload) */
     static const lua_CFunction bodies[] = {md_load, md_load_dir, md_unload, md_reload,
-                                           md_list, md_poll,     md_log,    md_close};
+                                           md_list, md_poll,     md_log,    md_close, md_readonly};
     for (size_t i = 0; KLUA_LUAJIT && i < sizeof bodies / sizeof *bodies; i++) {
         lua_pushcfunction(L, bodies[i]);
         lua_pop(L, 1);

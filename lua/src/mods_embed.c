@@ -76,6 +76,10 @@ bool kiln_lua_mods_reload(lua_State *L, int mods_idx, const char *name, char *er
     return call_method(L, mods_idx, "reload", name, 0, err, size);
 }
 
+bool kiln_lua_mods_readonly(lua_State *L, int mods_idx, const char *name, char *err, size_t size) {
+    return call_method(L, mods_idx, "readonly", name, 0, err, size);
+}
+
 int kiln_lua_mods_poll(lua_State *L, int mods_idx, char *err, size_t size) {
     mods_idx = lua_absindex(L, mods_idx);
     int top = lua_gettop(L);

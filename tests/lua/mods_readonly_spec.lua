@@ -7,6 +7,7 @@ local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
 local M = dofile(here .. "mods_helpers.lua")
 
 local READONLY = {"Score", "Waves", "Hull"}
+local unpack = table.unpack or unpack -- (LuaJIT)
 
 -- The host: resources Score and Waves, a ship with a Hull under a root without one, a rock
 -- without one. A manager over it with opts (default: READONLY read-only); no manager for false.
@@ -208,5 +209,118 @@ end}
         assert.are.same({}, M.frames(w, 1))
         assert.are.equal(9, w:resource("Score").points)
         w:despawn(ids.ship)
+    end)
+    -- mods:readonly adds names once the manager is open (a host whose rules register them
+    -- after kiln.mods, as the sample game's do); a mod loaded before is bound from then on.
+    it("mods:readonly binds the mods already loaded from the call on", function()
+        local w, mods, ids = host{}
+        local dir = M.folder()
+        M.write(dir, "poker.lua", "mod.exports.poke = function() world:resource('Score', {points = 1}) return true end")
+        M.folder_mod(dir, "early", {name = "early", version = "1", depends = {"poker"}}, {["init.lua"] = prelude(ids) .. [[
+local poker = mod.import("poker")
+local n = 0
+world:system{name = "early", exclusive = true, run = function(w)
+    n = n + 1
+    try("resource " .. n, w.resource, w, "Score", {points = 7 + n})
+    try("set " .. n, w.set, w, SHIP, "Hull", {hp = 10 + n})
+    if n > 1 then try("export " .. n, poker.poke) try("despawn " .. n, w.despawn, w, SHIP) end
+end}
+]]})
+        assert(mods:load(dir .. "/poker.lua"))
+        assert(mods:load(dir .. "/early"))
+        assert.are.same({}, M.frames(w, 1))
+        assert.are.equal(8, w:resource("Score").points) -- not read-only yet: the mod wrote
+        w:resource("Score", {points = 7})
+        w:set(ids.ship, "Hull", {hp = 10})
+        assert.is_true(mods:readonly("Score", "Hull"))
+        assert.is_true(mods:readonly("Score")) -- listed already: nothing more
+        assert.are.same({}, M.frames(w, 1))
+        assert.are.equal(7, w:resource("Score").points)
+        assert.are.equal(10, w:get(ids.ship, "Hull").hp)
+        local tried = outcomes(mods, "early")
+        assert.are.same({{"done", "resource 1", ""}, {"done", "set 1", ""}}, {tried[1], tried[2]})
+        assert.are.equal(6, #tried)
+        for i = 3, 6 do
+            assert.are.equal("refused", tried[i][1], tried[i][2] .. " was let through")
+            assert.truthy(tried[i][3]:find("read-only to mods (the host lists it in kiln.mods' readonly)", 1, true),
+                          tried[i][3])
+        end
+        -- a mod loaded after the call is refused its writes as with the option
+        M.write(dir, "late.lua", "world:system{name = 'late', writes = {'Hull'}, run = function() end}")
+        local ok, err = mods:load(dir .. "/late.lua")
+        assert.is_nil(ok)
+        assert.truthy(err:find("writes lists Hull, which is read-only to mods", 1, true), err)
+    end)
+
+    it("mods:readonly refuses a name a loaded mod's system writes, naming both, and adds none", function()
+        local w, mods, ids = host{}
+        local dir = M.folder()
+        M.write(dir, "greedy.lua", "world:system{name = 'greed', reads = {'Score'}, writes = {'Waves'}, run = function() end}")
+        assert(mods:load(dir .. "/greedy.lua"))
+        local ok, err = mods:readonly("Score", "Waves")
+        assert.is_nil(ok)
+        assert.are.equal("system 'greed' of mod 'greedy' lists Waves in writes; unload the mod, or make Waves "
+                         .. "read-only before loading it (nothing was made read-only)", err)
+        -- nothing was added: Score, named before Waves, is still the mods' to write
+        M.write(dir, "writer.lua", "world:resource('Score', {points = 1})")
+        assert(mods:load(dir .. "/writer.lua"))
+        assert.are.equal(1, w:resource("Score").points)
+        assert(mods:unload("greedy"))
+        assert.is_true(mods:readonly("Waves"))
+        ok, err = mods:load(dir .. "/greedy.lua")
+        assert.is_nil(ok)
+        assert.truthy(err:find("writes lists Waves, which is read-only to mods", 1, true), err)
+        assert.is_truthy(ids)
+    end)
+
+    it("mods:readonly refuses a bad name, and adds none of the call's", function()
+        local w, mods = host{}
+        local dir = M.folder()
+        M.write(dir, "owner.lua", "world:component('Loot', 'int32_t n;')")
+        assert(mods:load(dir .. "/owner.lua"))
+        local many = {}
+        for i = 1, 64 do many[i] = "Score" end
+        local cases = {
+            {{}, "bad argument #1 to 'mods:readonly' (string expected, got no value)"},
+            {{"Score", 3}, "bad argument #2 to 'mods:readonly' (string expected, got number)"},
+            {{"Score", "Nope"}, "bad argument #2 to 'mods:readonly' ('Nope' is not a component of the world)"},
+            {{"Score", "Loot"}, "bad argument #2 to 'mods:readonly' (Loot was registered by a mod, not the host)"},
+        }
+        for _, case in ipairs(cases) do
+            local ok, err = pcall(mods.readonly, mods, unpack(case[1]))
+            assert.is_false(ok)
+            assert.truthy(err:find(case[2], 1, true), err)
+        end
+        M.write(dir, "writer.lua", "world:resource('Score', {points = 2})")
+        assert(mods:load(dir .. "/writer.lua"))
+        assert.are.equal(2, w:resource("Score").points)
+        -- past the most: 64 names at most, counted without repeats
+        for i = 1, 61 do w:component("C" .. i, "int32_t v;") many[i] = "C" .. i end
+        many[62], many[63], many[64] = "Score", "Waves", "Hull"
+        assert.is_true(mods:readonly(unpack(many)))
+        assert.is_true(mods:readonly("Score"))
+        w:component("C65", "int32_t v;")
+        local ok, err = pcall(mods.readonly, mods, "C65")
+        assert.is_false(ok)
+        assert.truthy(err:find("more than 64 names would be read-only to mods", 1, true), err)
+    end)
+
+    it("mods:readonly is refused from a mod's code and during a frame", function()
+        local w = host(false)
+        local mods
+        mods = kiln.mods(w, {allow = {protect = function() return mods:readonly("Score") end}})
+        local dir = M.folder()
+        M.write(dir, "asker.lua", "print(pcall(protect))")
+        assert(mods:load(dir .. "/asker.lua"))
+        assert.truthy(mods:log("asker")[1]:find("mods:readonly: not while a mod's code runs", 1, true),
+                      mods:log("asker")[1])
+        local during
+        w:system{name = "host", run = function() during = {pcall(mods.readonly, mods, "Score")} end}
+        assert.are.same({}, M.frames(w, 1))
+        assert.is_false(during[1])
+        assert.truthy(during[2]:find("mods:readonly: not during a frame", 1, true), during[2])
+        M.write(dir, "writer.lua", "world:resource('Score', {points = 3})")
+        assert(mods:load(dir .. "/writer.lua"))
+        assert.are.equal(3, w:resource("Score").points)
     end)
 end)

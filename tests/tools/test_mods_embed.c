@@ -1,7 +1,7 @@
 /* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
  * mod system in the host's own kiln_schedule_run, reload, unload, load_dir, teardown, and
- * the desc's limits on a mod's queries and on its frame's wall clock, its readonly names, and
- * a desc's bad limits refused. */
+ * the desc's limits on a mod's queries and on its frame's wall clock, its readonly names (and
+ * kiln_lua_mods_readonly's), and a desc's bad limits refused. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -381,6 +381,40 @@ START_TEST(a_c_hosts_desc_readonly_keeps_its_component_from_every_mod) {
 }
 END_TEST
 
+/* kiln_lua_mods_readonly: a name added once mods are loaded binds them from then on; a loaded
+ * mod's system writing it fails the call, naming both, with nothing changed. */
+START_TEST(kiln_lua_mods_readonly_binds_the_loaded_mods_or_names_the_system_in_the_way) {
+    host h;
+    start(&h, NULL);
+    kiln_component hp = kiln_component_lookup(h.world, "Health");
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(h.world, &hp, (const void *[]){&(int32_t){50}}, 1, &e), KILN_OK);
+    char src[256], err[512];
+    snprintf(src, sizeof src, "world:system{name = 'drain', exclusive = true, run = function(w)\n"
+                              "  print(pcall(w.set, w, %llu, 'Health', {hp = 0})) end}\n", (unsigned long long)e);
+    write_file(&h, "drain.lua", src);
+    write_file(&h, "healer.lua", "world:system{name = 'heal', writes = {'Health'}, run = function() end}\n");
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "drain.lua"), err, sizeof err), "%s", err);
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "healer.lua"), err, sizeof err), "%s", err);
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, "Health", err, sizeof err));
+    ck_assert_str_eq(err, "system 'heal' of mod 'healer' lists Health in writes; unload the mod, or make Health "
+                          "read-only before loading it (nothing was made read-only)");
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, "Mana", err, sizeof err));
+    ck_assert_msg(strstr(err, "'Mana' is not a component of the world"), "%s", err);
+    kiln_schedule *s = kiln_lua_schedule(h.L, h.world_idx);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.1), KILN_OK); /* not read-only yet: drain writes */
+    ck_assert_int_eq(*(const int32_t *)kiln_get(h.world, e, hp), 0);
+    ck_assert_msg(kiln_lua_mods_unload(h.L, h.mods_idx, "healer", false, err, sizeof err), "%s", err);
+    ck_assert_msg(kiln_lua_mods_readonly(h.L, h.mods_idx, "Health", err, sizeof err), "%s", err);
+    ck_assert_int_eq(kiln_set(h.world, e, hp, &(int32_t){50}), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.1), KILN_OK);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(h.world, e, hp), 50);
+    ck_assert_msg(strstr(h.log, "drain: false\tworld:set: Health is read-only to mods"), "log: %s", h.log);
+    ck_assert_int_eq(lua_gettop(h.L), h.mods_idx);
+    stop(&h);
+}
+END_TEST
+
 /* A reload whose dependent fails to reload: the named mod reloaded (true), and err names the
  * dependent and why (it was empty: the host saw the failure only as the dependent's system
  * failing at the next frame). */
@@ -425,6 +459,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, the_desc_bounds_a_mods_queries_by_count_and_by_the_bytes_they_hold);
     tcase_add_test(tc, push_refuses_a_desc_limit_below_what_kiln_mods_accepts);
     tcase_add_test(tc, a_c_hosts_desc_readonly_keeps_its_component_from_every_mod);
+    tcase_add_test(tc, kiln_lua_mods_readonly_binds_the_loaded_mods_or_names_the_system_in_the_way);
     suite_add_tcase(s, tc);
     return s;
 }
