@@ -47,14 +47,6 @@ typedef struct Score {
     int32_t wave;       /* waves launched */
 } Score;
 
-/* "Waves": the rules' clock, a resource declared by rules.lua ("int32_t frame; int32_t
- * rng[4];"): frames the waves system ran, and its generator's state in four limbs of 16 bits
- * (the top one 15). The host reads it by name to check it (main.c, check_state). */
-typedef struct Waves {
-    int32_t frame;
-    int32_t rng[4];
-} Waves;
-
 /* "Collision": an event emitted by the C collide system, read by the Lua rules. tick is the
  * world tick of the frame that found it: events stay readable for two frames, so readers
  * that run after the emitter handle only the events of the current tick. */

@@ -1,7 +1,6 @@
 /* main.c: the asteroid game's host: world, C systems, Lua rules and mods, the frame loop.
  * Invariant: for a given seed all it prints is deterministic except wall-clock timings. */
 #include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,12 +51,6 @@ typedef struct game {
     kiln_schedule *schedule;
     int32_t c_systems;        /* systems [0, c_systems) are C; the rest were added from Lua */
     kiln_console *console;
-    /* The host's state as it was at the last check (after the rules loaded, after each frame,
-     * after the console ran): what a frame found otherwise is put back (check_state). */
-    kiln_component waves;     /* the rules' Waves, or KILN_NO_COMPONENT */
-    Score good_score;
-    Waves good_waves;
-    int64_t good_asteroids;   /* asteroids alive then: at most as many can break in a frame */
     int64_t dropped_seen;     /* collide's dropped passes already reported */
     char poll_error[300];     /* the last failure of mods:poll reported, "" after one that worked */
 } game;
@@ -439,13 +432,14 @@ static int setup_lua(lua_State *L) {
     lua_setglobal(L, "game");
 
     /* The mod manager: each mod in a sandbox of its own, granted a copy of `game`, under the
-     * same budget as the rules' systems; the global `mods` lets consoles see and reload. */
+     * same budget as the rules' systems, Score read-only to it; the global `mods` lets
+     * consoles see and reload, and the rules make their Waves read-only too. */
     lua_getglobal(L, "require");
     lua_pushliteral(L, "kiln");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "mods");
     lua_rawgeti(L, LUA_REGISTRYINDEX, g->world_ref);
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushinteger(L, g->opt.budget > 0 ? (lua_Integer)g->opt.budget : (lua_Integer)1 << 60);
     lua_setfield(L, -2, "instructions");
     lua_pushinteger(L, (lua_Integer)g->opt.seed);
@@ -456,6 +450,10 @@ static int setup_lua(lua_State *L) {
     lua_setfield(L, -2, "allow");
     lua_pushcfunction(L, print_mod_line);
     lua_setfield(L, -2, "log");
+    lua_createtable(L, 1, 0); /* the host's Score: mods read it, never change it (rules.lua adds Waves) */
+    lua_pushliteral(L, "Score");
+    lua_rawseti(L, -2, 1);
+    lua_setfield(L, -2, "readonly");
     lua_call(L, 2, 1);
     lua_pushvalue(L, -1);
     lua_setglobal(L, "mods");
@@ -476,93 +474,19 @@ static int setup_lua(lua_State *L) {
     return 0;
 }
 
-/* ---- the host's state ------------------------------------------------------------------ */
+/* ---- collide's dropped passes ------------------------------------------------------------ */
 
-/* Mods may write Score and Waves (a mod system that declares them in writes; kiln protects
- * only its own resources and the random seed), so the host checks them between frames
- * against what it saw last: Score's counts only grow, each by what one frame can bring, and
- * Waves advances by a frame at most with its limbs in range. A value that fails is put back
- * as it was, and the game says so on stderr and in the failures log. The rules skip a use of
- * a value they cannot use (rules.lua), so they never fail, and this check puts it right. */
-
-/* Why s, the Score after one frame from good, is not one the rules make; NULL when it is. */
-static const char *score_wrong(const game *g, const Score *s, const Score *good) {
-    if (s->points < good->points || s->destroyed < good->destroyed || s->launched < good->launched ||
-        s->lost < good->lost || s->wave < good->wave)
-        return "a count went down";
-    if (!(s->damage >= good->damage) || !isfinite(s->damage)) return "damage is not a finite count that grows";
-    if (s->wave > good->wave + 1) return "more than one wave in a frame";
-    if ((int64_t)s->launched - good->launched > g->opt.max_ships) return "more ships launched than the cap";
-    if ((int64_t)s->lost - good->lost > (int64_t)s->launched) return "more ships lost than launched";
-    if ((int64_t)s->destroyed - good->destroyed > g->good_asteroids)
-        return "more asteroids destroyed than there were";
-    if ((s->points - good->points) / 100 > (int64_t)s->destroyed - good->destroyed)
-        return "more points than the asteroids destroyed are worth";
-    return NULL;
-}
-
-static const char *waves_wrong(const Waves *w, const Waves *good) {
-    if (w->frame < good->frame || w->frame > good->frame + 1) return "its frame count jumped";
-    for (int i = 0; i < 4; i++)
-        if (w->rng[i] < 0 || w->rng[i] >= (i == 3 ? 32768 : 65536)) return "its generator left its range";
-    return NULL;
-}
-
-static void report_state(game *g, const char *when, const char *what, const char *why) {
-    char text[300];
-    if (strcmp(why, "removed") == 0)
-        snprintf(text, sizeof text, "%s: %s was removed; the host put back its last good value", when, what);
-    else
-        snprintf(text, sizeof text, "%s: %s was out of range (%s); the host put back its last good value", when,
-                 what, why);
+/* Reports the frames whose collisions collide dropped for want of memory since the last report.
+ * (Score and Waves need no check: mods cannot change them, see setup_lua and rules.lua.) */
+static void report_dropped(game *g, const char *when) {
+    int64_t dropped = game_systems_dropped(g->systems);
+    if (dropped <= g->dropped_seen) return;
+    char text[200];
+    snprintf(text, sizeof text, "%s: collide ran out of memory and dropped the collisions of %lld frame%s", when,
+             (long long)(dropped - g->dropped_seen), dropped - g->dropped_seen == 1 ? "" : "s");
     say(stderr, "asteroids: %s\n", text);
     log_failure(g, text);
-}
-
-/* Takes the state as good without checking it: after the rules' top level and the console. */
-static void trust_state(game *g) {
-    const Score *s = kiln_resource_get(g->world, g->ids.score);
-    if (s) g->good_score = *s;
-    g->good_asteroids = kiln_query_count(g->count_asteroids);
-    kiln_component_info info;
-    g->waves = kiln_component_lookup(g->world, "Waves");
-    if (g->waves != KILN_NO_COMPONENT &&
-        (!kiln_component_info_get(g->world, g->waves, &info) || info.size != sizeof(Waves)))
-        g->waves = KILN_NO_COMPONENT; /* rules of another shape: not ours to check */
-    const Waves *w = g->waves != KILN_NO_COMPONENT ? kiln_resource_get(g->world, g->waves) : NULL;
-    if (w) g->good_waves = *w;
-    else g->waves = KILN_NO_COMPONENT;
-}
-
-/* Checks the state after mod code ran (when: "frame N", "polling mods"), puts back what
- * fails, and takes the result as good. Also reports collide's dropped passes. */
-static void check_state(game *g, const char *when) {
-    const Score *s = kiln_resource_get(g->world, g->ids.score);
-    const char *why = s ? score_wrong(g, s, &g->good_score) : "removed";
-    if (why) {
-        report_state(g, when, "Score", why);
-        if (kiln_resource_set(g->world, g->ids.score, &g->good_score) != KILN_OK)
-            say(stderr, "asteroids: %s: %s\n", when, kiln_world_error(g->world));
-    }
-    if (g->waves != KILN_NO_COMPONENT) {
-        const Waves *w = kiln_resource_get(g->world, g->waves);
-        why = w ? waves_wrong(w, &g->good_waves) : "removed";
-        if (why) {
-            report_state(g, when, "Waves", why);
-            if (kiln_resource_set(g->world, g->waves, &g->good_waves) != KILN_OK)
-                say(stderr, "asteroids: %s: %s\n", when, kiln_world_error(g->world));
-        }
-    }
-    int64_t dropped = game_systems_dropped(g->systems);
-    if (dropped > g->dropped_seen) {
-        char text[200];
-        snprintf(text, sizeof text, "%s: collide ran out of memory and dropped the collisions of %lld frame%s",
-                 when, (long long)(dropped - g->dropped_seen), dropped - g->dropped_seen == 1 ? "" : "s");
-        say(stderr, "asteroids: %s\n", text);
-        log_failure(g, text);
-        g->dropped_seen = dropped;
-    }
-    trust_state(g);
+    g->dropped_seen = dropped;
 }
 
 /* Runs one frame through world:progress (so Lua systems have their world at hand). Lua
@@ -609,7 +533,7 @@ static bool step(game *g, int64_t frame) {
     lua_pop(L, 3);
     char when[32];
     snprintf(when, sizeof when, "frame %lld", (long long)frame);
-    check_state(g, when);
+    report_dropped(g, when);
     return true;
 }
 
@@ -721,9 +645,7 @@ static void game_open(game *g) {
 
 static void game_load_scripts(game *g) {
     run_rules(g, g->opt.rules);
-    trust_state(g);
     load_mods(g);
-    check_state(g, "loading mods");
     if (kiln_schedule_build(g->schedule) != KILN_OK) die("%s", kiln_world_error(g->world));
 }
 
@@ -814,15 +736,9 @@ int main(int argc, char **argv) {
         }
         frame++;
         frame_seconds += now_seconds() - t0;
-        if (g.console) {
-            kiln_console_poll(g.console);
-            trust_state(&g); /* the player's own changes */
-        }
+        if (g.console) kiln_console_poll(g.console);
         if (frame % FRAME_RATE == 0) {
             poll_mods(&g);
-            check_state(&g, "polling mods");
-        }
-        if (frame % FRAME_RATE == 0) {
             double t = now_seconds();
             print_summary(&g, frame, FRAME_RATE / (t - mark));
             mark = t;

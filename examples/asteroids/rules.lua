@@ -1,9 +1,10 @@
 -- rules.lua: the asteroid game's rules as Lua systems: waves of mining ships, collision
 -- damage, scoring and wrecks. Changes a system makes land at the end of its stage, in order.
 --
--- The host (main.c) defines two globals before running this file:
+-- The host (main.c) defines these globals before running this file:
 --   world  the kiln.World; the C systems move, orbit, propagate_transforms and collide
 --          are already in its schedule
+--   mods   the mod manager (kiln.Mods); mods load after this file has run
 --   game   constants shared with C: seed, rate (frames per second), field_size,
 --          asteroid_radius[size], max_ships (the population cap, --max-ships)
 -- Frame order: move, then orbit and collide (which emits Collision events),
@@ -49,6 +50,7 @@ end
 -- a game that loads a save plays on with the waves the saved game would have played.
 world:component("Waves", "int32_t frame; int32_t rng[4];")
 world:resource("Waves", {frame = 0, rng = limbs(game.seed)})
+mods:readonly("Waves") -- mods read it, never change it (the host made Score so)
 
 local FIELD = game.field_size
 local RADIUS = game.asteroid_radius
@@ -67,9 +69,9 @@ local MAX_SHIPS = game.max_ships
 local INT32_MAX = 2147483647
 local SCORE_MAX = {points = 2 ^ 53, damage = math.huge} -- the int32 counts: INT32_MAX
 
--- Mods may write Score and Waves (remove them, or write values the rules never make): the
--- rules then skip what they cannot do rather than fail (a failing system is disabled for the
--- rest of the game), and the host puts the value back after the frame and says so.
+-- Mods cannot change Score and Waves, but the player can from a console (remove them, or
+-- write values the rules never make): the rules then skip what they cannot do rather than
+-- fail (a failing system is disabled for the rest of the game).
 local function add_score(changes)
     local score = world:resource("Score")
     if not score then return end
