@@ -49,7 +49,7 @@ local function system_enter(m, s)
     s.runs = s.runs + 1
     s.raised_in_body = false
     s.pending = nil
-    s.state = {seen = {}}
+    s.state = {seen = {}, chunks = {}}
     m.cur_sys = s
     if s.exclusive then m.defer_depth = m.defer_depth - 1 end
     -- an each-system's own iteration defers the world too (which matters when exclusive)
@@ -173,6 +173,14 @@ local function ffi_views(views, n)
     return false
 end
 
+-- The archetype of a model entity: its component names, sorted.
+local function archetype_key(rec)
+    local names = {}
+    for name in pairs(rec.comps) do names[#names + 1] = name end
+    table.sort(names)
+    return table.concat(names, "\0")
+end
+
 local function make_each(m, s)
     return function(e, ...)
         local args = N.pack(...)
@@ -188,13 +196,23 @@ local function make_each(m, s)
         for t, comp in ipairs(s.entry.terms) do writable[t] = s.exclusive or s.writes_set[comp.name] == true end
         local depth = S.depth
         if ffi_views(views, #s.entry.terms) then
-            -- FFI views (LuaJIT): each chunk's rows were stamped before they ran, for every
-            -- term the system writes; the views are only read here, and the callback does not
-            -- raise (the rows of its chunk after it would be stamped but not visited)
+            -- FFI views (LuaJIT): each chunk (an archetype's rows: structural changes wait
+            -- while the system runs) was stamped before its first row ran, for every term the
+            -- system writes, so a nested call sees the rows not visited yet stamped too; the
+            -- views are only read here, and the callback does not raise (the rows of its chunk
+            -- after it would be stamped but not visited)
             local rec = m.alive[e]
-            for t, comp in ipairs(s.entry.terms) do
-                if type(views[t]) == "cdata" and writable[t] and rec and rec.comps[comp.name] ~= nil then
-                    rec.ticks[comp.name] = m.tick
+            local key = rec and archetype_key(rec)
+            if key and not s.state.chunks[key] then
+                s.state.chunks[key] = true
+                for e2, rec2 in pairs(m.alive) do
+                    if archetype_key(rec2) == key and Lp.matches(m, s.entry, e2) then
+                        for t, comp in ipairs(s.entry.terms) do
+                            if type(views[t]) == "cdata" and writable[t] and rec2.comps[comp.name] ~= nil then
+                                rec2.ticks[comp.name] = m.tick
+                            end
+                        end
+                    end
                 end
             end
             if s.state.seen[e] then fail("each system %s visits %s twice", s.name, tostring(e)) end
