@@ -156,9 +156,11 @@ $(ASTEROIDS_COLLIDE_TEST): tests/examples/test_asteroids_collide.c examples/aste
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Iexamples/asteroids -o $@ $< examples/asteroids/systems.c \
 	    examples/asteroids/components.c $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
+# Then the bits of propagation (and the game's floats) however another build compiles them.
 test-examples: $(ASTEROIDS_BIN) $(ASTEROIDS_COLLIDE_TEST)
 	@$(ASTEROIDS_COLLIDE_TEST)
 	@tests/examples/check_game.sh $(ASTEROIDS_BIN)
+	@tests/scripts/test_fp_builds.sh $(BUILD)
 
 # Runs every suite plainly, then the same suites built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the threaded suites under ThreadSanitizer, each in a

@@ -11,6 +11,17 @@
 #include "defer.h"
 #include "transform_state.h"
 
+/* Every product here is rounded before it is added, as the SSE2 path's separate multiplies and
+ * adds round it, whatever the compiler would contract: a fused a * b + c rounds once and gives
+ * other bits, so a build that fuses (clang's default on FMA targets such as aarch64, which
+ * takes the portable path; gcc in GNU C mode, a host's own build, with -mfma) propagated other
+ * WorldTransforms and hashed apart from every other build. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 /* The small per-matrix helpers (load, compare, store, multiply) inline into their loops. */
 #if defined(__GNUC__)
 #define KL_KERNEL static inline __attribute__((always_inline))
