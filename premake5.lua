@@ -59,6 +59,8 @@ workspace "kiln"
     language "C"
     cdialect "C11"
     warnings "Extra"
+    -- as the Makefile's FP: no fused multiply-add, so FMA builds hash as the others do
+    buildoptions { "-ffp-contract=off" }
     buildoptions { "-Wpedantic", "-Wshadow", "-Wstrict-prototypes", "-Wmissing-prototypes",
         "-Wno-unused-parameter" }
     if os.getenv("CI") == "true" then buildoptions { "-Werror" } end -- as the Makefile in CI

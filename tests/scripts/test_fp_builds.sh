@@ -2,7 +2,9 @@
 # test_fp_builds.sh: propagation gives the same bits however it is compiled. Builds
 # test_transform_bits against BUILD's libkiln.a with propagate.c compiled as other builds compile
 # it (a host's GNU C mode with FMA, the portable path aarch64 takes, under gcc and clang, which
-# fuse a * b + c by default) and runs it: its known hash must hold in each.
+# fuse a * b + c by default) and runs it: its known hash must hold in each. Then the sample
+# game's C systems, built with the Makefile's flags by clang for an FMA target, must hold no
+# fused instruction.
 # Usage: tests/scripts/test_fp_builds.sh [BUILD] (default build).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,4 +32,15 @@ variant "gcc GNU C with FMA" gcc -std=gnu11 -mfma
 variant "gcc GNU C with FMA, portable path" gcc -std=gnu11 -mfma -U__SSE2__
 variant "clang with FMA, portable path" clang -std=c11 -mfma -U__SSE2__
 
+# The game's systems (a host's code, with kiln's build flags): make's own command, by clang.
+if command -v clang >/dev/null; then
+    cmd=$(make -n -B --no-print-directory BUILD="$tmp/game" CC=clang "$tmp/game/examples/asteroids" 2>/dev/null |
+          grep -E 'examples/asteroids/[a-z_]+\.c' | tail -n 1)
+    flags=$(sed -E 's/^clang (.*) -o .*/\1/' <<<"$cmd")
+    if [ -z "$cmd" ] || ! eval "clang $flags -mfma -c examples/asteroids/systems.c -o $tmp/systems.o" 2>"$tmp/err"; then
+        status=1; echo "FAILED: the game's systems do not build with the Makefile's flags:"; head -n 5 "$tmp/err"
+    elif n=$(objdump -d "$tmp/systems.o" | grep -cE 'vfn?m(add|sub)'); [ "$n" != 0 ]; then
+        status=1; echo "FAILED: clang fused $n multiply-adds in the game's systems (kiln's flags allow contraction)"
+    else echo "ok: the Makefile's flags keep clang from fusing the game's multiply-adds"; fi
+fi
 exit $status
