@@ -507,7 +507,7 @@ KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
 KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN bool klua_mod_readonly(const klua_world *kw, kiln_component c); /* kw a mod's view (mod_readonly.c) */
 KLUA_HIDDEN void klua_mod_check_write(lua_State *L, klua_world *kw, kiln_component c, const char *fname); /* raises */
-/* Raises unless the running system (if any) declared c (write: in writes), or for a mod's write of what mods only read. */
+/* Raises unless the running system (if any) declared c (write: in writes); a mod's write of what mods only read. */
 KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname);
 
 /* ---- determinism.c ---- */

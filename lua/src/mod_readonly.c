@@ -15,13 +15,15 @@ const char *const *klua_mods_readonly_option(lua_State *L, int opts, const char 
     }
     if (t != LUA_TTABLE) klua_argerror(L, opts, fname, "readonly must be a list of component names");
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-    if (n > KLUA_MODS_MAX_READONLY) klua_argerror(L, opts, fname, "readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
+    if (n > KLUA_MODS_MAX_READONLY)
+        klua_argerror(L, opts, fname, "readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
     lua_Integer keys = 0;
     lua_pushnil(L);
     while (lua_next(L, -2)) { /* a list and nothing else: a key past it, or a hole, would be overlooked */
-        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n || lua_type(L, -1) != LUA_TSTRING)
+        lua_Integer i = lua_isinteger(L, -2) ? lua_tointeger(L, -2) : 0;
+        if (i < 1 || i > n || lua_type(L, -1) != LUA_TSTRING)
             klua_argerror(L, opts, fname, "readonly must be a list of component names");
-        names[lua_tointeger(L, -2) - 1] = lua_tostring(L, -1);
+        names[i - 1] = lua_tostring(L, -1);
         keys++;
         lua_pop(L, 1);
     }
@@ -40,7 +42,8 @@ static kiln_component lookup(const klua_world *kw, const char *name, size_t len)
 int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *const *names, kiln_component *dest) {
     int32_t n = 0;
     for (; names && names[n]; n++) {
-        if (n == KLUA_MODS_MAX_READONLY) luaL_error(L, "kiln.mods: readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
+        if (n == KLUA_MODS_MAX_READONLY)
+            luaL_error(L, "kiln.mods: readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
         size_t len = strlen(names[n]);
         dest[n] = lookup(kw, names[n], len);
         /* decided now, once: a name registered later (by a mod) would be the mod's before it was the host's */

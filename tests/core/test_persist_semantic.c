@@ -202,7 +202,8 @@ KILN_TEST(values, a_c_host_cannot_set_the_random_state_all_zero) {
     kiln_component state = kiln_component_lookup(a, "RandomState");
     kiln_random before = *kiln_random_world(a), zero = {{0}};
     ck_assert_int_eq(kiln_resource_set(a, state, &zero), KILN_ERR_INVALID_ARGUMENT);
-    ck_assert_str_eq(kiln_world_error(a), "kiln_resource_set: RandomState is all zero (xoshiro256** would give 0 forever)");
+    ck_assert_str_eq(kiln_world_error(a),
+                     "kiln_resource_set: RandomState is all zero (xoshiro256** would give 0 forever)");
     ck_assert_int_eq(kiln_resource_set(a, state, NULL), KILN_ERR_INVALID_ARGUMENT); /* NULL: zeroes */
     ck_assert_mem_eq(kiln_random_world(a), &before, sizeof before);
     ck_assert_int_eq(kiln_resource_remove(a, state, NULL), KILN_OK);

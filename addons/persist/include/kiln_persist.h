@@ -444,9 +444,10 @@ typedef struct kiln_prefab_spawn_desc {
  * Node references point inside each copy; values pass their check hooks (a Name that another
  * entity holds is refused). All or nothing: on failure every entity spawned by the call is
  * despawned. Registers the transform components when the tree has links. Fails for a prefab
- * made for another world (one made later at its destroyed world's address too), a negative count, while the world is deferred or iterating, and with
- * KILN_ERR_LIMIT before anything is spawned for a count whose nodes exceed INT32_MAX or the
- * entity slots left, or that puts more rows in one archetype than its limit (2^27) allows.
+ * made for another world (one made later at its destroyed world's address too), a negative
+ * count, while the world is deferred or iterating, and with KILN_ERR_LIMIT before anything
+ * is spawned for a count whose nodes exceed INT32_MAX or the entity slots left, or that puts
+ * more rows in one archetype than its limit (2^27) allows.
  * desc may be NULL (nothing asked). */
 kiln_result kiln_prefab_spawn(kiln_world *world, const kiln_prefab *prefab, int32_t count,
                               const kiln_prefab_spawn_desc *desc, kiln_entity *dest);
