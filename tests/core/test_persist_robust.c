@@ -435,6 +435,34 @@ KILN_TEST(hostile, a_load_refused_for_a_name_given_twice_leaves_the_hash_and_reg
     pf_close(&t.w);
 }
 
+/* A Name resource is asked Name's check as any resource is asked its hook: whether the world has
+ * Name or the load registers it, a text with no end (64 bytes) and a name an entity of the file
+ * holds are refused alike, and a refused load registers no Name. */
+KILN_TEST(hostile, a_name_resource_is_refused_alike_whether_or_not_the_world_has_name) {
+    static const char *const docs[] = {
+        "{\"kiln\":1,\"tick\":1,\"components\":[" NAME_SCHEMA "],\"entities\":[" NAMED(4294967296, "bob")
+        "],\"resources\":{\"Name\":{\"text\":\"bob\"}}}",
+        "{\"kiln\":1,\"tick\":1,\"components\":[" NAME_SCHEMA "],\"entities\":[],\"resources\":{\"Name\":"
+        "{\"text\":\"0123456789012345678901234567890123456789012345678901234567890123\"}}}",
+    };
+    static const char *const why[] = {"name 'bob' is taken by entity", "this one has no end"};
+    for (int i = 0; i < 2; i++)
+        for (int named = 0; named < 2; named++) {
+            target t;
+            target_open(&t);
+            if (named) {
+                ck_assert_int_eq(kiln_name_init(t.w.world, NULL), KILN_OK);
+                t.hash = kiln_world_hash(t.w.world);
+            }
+            ck_assert_int_eq(kiln_load(t.w.world, docs[i], strlen(docs[i]), NULL), KILN_ERR_INVALID_ARGUMENT);
+            ck_assert_msg(strstr(kiln_world_error(t.w.world), why[i]) != NULL, "doc %d, %s: %s", i,
+                          named ? "with Name" : "without", kiln_world_error(t.w.world));
+            assert_untouched(&t, why[i]);
+            if (!named) ck_assert_int_eq(kiln_component_lookup(t.w.world, "Name"), 0);
+            pf_close(&t.w);
+        }
+}
+
 /* A JSON save of n entities whose only component is Parent: entity i (slot i) links to
  * link[i] (-1: no parent). */
 static char *links_doc(const int *link, int n) {

@@ -299,9 +299,36 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
     return KILN_OK;
 }
 
+/* Why check_name would refuse text n beside the file's names in texts (cap slots, open
+ * addressing), into why (empty: taken); *slot is where n goes, or cap for an empty text. */
+static void file_name_refused(const kiln_world *world, const kiln_name *const *texts, const kiln_entity *holders,
+                              uint64_t cap, const kiln_name *n, uint64_t *slot, char *why, size_t why_size) {
+    char buf[24];
+    uint64_t i = cap;
+    if (!memchr(n->text, 0, sizeof n->text)) {
+        snprintf(why, why_size, "a name has at most 63 bytes (this one has no end)");
+    } else if (n->text[0]) {
+        i = XXH3_64bits_withSeed(n->text, strlen(n->text), world->hash_seed) & (cap - 1);
+        for (; texts[i] && !why[0]; i = (i + 1) & (cap - 1))
+            if (strcmp(texts[i]->text, n->text) == 0)
+                snprintf(why, why_size, "name '%s' is taken by entity %s", n->text,
+                         kiln_entity_format(holders[i], buf, sizeof buf));
+    }
+    *slot = i;
+}
+
+/* The file's value of s at src in the world's layout: src itself, or a copy; NULL: out of memory. */
+static const kiln_name *file_name(pz_doc *doc, const pz_schema *s, const uint8_t *src) {
+    if (s->same) return (const kiln_name *)src;
+    kiln_name *copy = pz_alloc_raw(&doc->arena, sizeof *copy);
+    if (copy) pz_convert_row(s, src, (uint8_t *)copy);
+    return copy;
+}
+
 /* The file's Name values (schema, pending: the world has no Name, so none is taken yet) as
  * check_name would take them one by one, each text in the world's layout; their entities have
- * landed (gr->spawned), without the Name. */
+ * landed (gr->spawned), without the Name. Then a Name resource, as kiln_load asks a resource's
+ * check once the entities landed (check_resources): beside every entity's name. */
 kiln_result pz_names_check_file(kiln_world *world, pz_doc *doc, uint32_t schema) {
     const pz_schema *s = &doc->schemas[schema];
     int64_t rows = 0;
@@ -318,35 +345,30 @@ kiln_result pz_names_check_file(kiln_world *world, pz_doc *doc, uint32_t schema)
             const pz_group *gr = &doc->groups[g];
             if (gr->types[t] != schema) continue;
             for (int64_t r = 0; r < gr->count; r++) {
-                const kiln_name *n = (const kiln_name *)(gr->values[t] + (size_t)r * s->size);
-                if (!s->same) {
-                    kiln_name *copy = pz_alloc_raw(&doc->arena, sizeof *copy);
-                    if (!copy) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
-                    pz_convert_row(s, (const uint8_t *)n, (uint8_t *)copy);
-                    n = copy;
-                }
+                const kiln_name *n = file_name(doc, s, gr->values[t] + (size_t)r * s->size);
+                if (!n) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
                 char buf[24], saved[24], why[KILN_NAME_MAX + 64] = "";
-                uint64_t i = 0;
-                if (!memchr(n->text, 0, sizeof n->text)) {
-                    snprintf(why, sizeof why, "a name has at most 63 bytes (this one has no end)");
-                } else if (n->text[0]) {
-                    i = XXH3_64bits_withSeed(n->text, strlen(n->text), world->hash_seed) & (cap - 1);
-                    for (; texts[i] && !why[0]; i = (i + 1) & (cap - 1))
-                        if (strcmp(texts[i]->text, n->text) == 0)
-                            snprintf(why, sizeof why, "name '%s' is taken by entity %s", n->text,
-                                     kiln_entity_format(holders[i], buf, sizeof buf));
-                } else {
-                    continue;
-                }
+                uint64_t i;
+                file_name_refused(world, texts, holders, cap, n, &i, why, sizeof why);
                 if (why[0]) /* (check_values' words: the hook's own, once the entity has landed) */
                     return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                                    "kiln_load: entity %s (%s in the file) component 'Name': %s",
                                    kiln_entity_format(gr->spawned[r], buf, sizeof buf),
                                    kiln_entity_format(gr->handles[r], saved, sizeof saved), why);
+                if (i == cap) continue; /* no name */
                 texts[i] = n;
                 holders[i] = gr->spawned[r];
             }
         }
+    for (uint32_t k = 0; k < doc->resource_count; k++) {
+        if (doc->resources[k].schema != schema || !doc->resources[k].value) continue;
+        const kiln_name *n = file_name(doc, s, doc->resources[k].value);
+        if (!n) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_load: out of memory");
+        char why[KILN_NAME_MAX + 64] = "";
+        uint64_t i;
+        file_name_refused(world, texts, holders, cap, n, &i, why, sizeof why);
+        if (why[0]) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: %s", why); /* (check_resources' words) */
+    }
     return KILN_OK;
 }
 
