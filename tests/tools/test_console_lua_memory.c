@@ -127,6 +127,16 @@ START_TEST(a_statement_adds_no_registry_key_and_runs_at_the_brink_of_the_registr
         one_answer(c, fd, got, sizeof got);
         ck_assert_str_eq(got, "ok:");
         for (int i = 0; i < fill && !brink; i++) brink = !add_key_in_room(&h, &fill_keys[i]);
+        if (brink && fill > 1) {
+            /* The last run had the registry full (one more key needs growth); this insert was
+             * refused, and under LuaJIT a refused growth that had grown the array part already
+             * leaves integer keys of the hash part (luaL_ref's) unseen: its registry is no
+             * longer one a game would have, so the statement ran at the brink last time. */
+            close(fd);
+            kiln_console_close(c);
+            stop(&h);
+            break;
+        }
         send_text(fd, "return 6 * 7\n");
         h.lua_mem.refuse_from = 4096;
         one_answer(c, fd, got, sizeof got);
