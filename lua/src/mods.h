@@ -284,6 +284,11 @@ KLUA_HIDDEN void klua_mods_settle_proxies(klua_mods *mods);
 /* Pushes onto L a copy of the exports of dependency dep, for mod (protected by caller). */
 KLUA_HIDDEN void klua_mod_push_exports(lua_State *L, klua_mod *mod, klua_mod *dep);
 
+/* ---- c_stack.c: the C stack calls between states nest on ---- */
+/* True when less than reserve bytes of the running thread's C stack are left (a quarter of
+ * a stack under 4 MiB at most); false where the stack cannot be measured (not glibc). */
+KLUA_HIDDEN bool klua_c_stack_short(size_t reserve);
+
 /* ---- mod_files.c: manifests, folders, order, stamps ---- */
 /* Reads what path is (a folder with mod.lua, or a single name.lua) into mod's name,
  * version, depends, dir and entry; false with mod->error set. */
