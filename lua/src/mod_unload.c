@@ -68,3 +68,23 @@ bool klua_mod_clear(klua_mods *mods, kiln_query *spawned, kiln_component tag, co
             }
     return true;
 }
+
+/* Left to no one, such a component's values on the host's entities (or a third mod's) counted
+ * against no mod's world_memory and stayed through every later unload, the heir's included. */
+void klua_mod_hand_over(klua_mods *mods, const klua_mod *mod) {
+    for (int i = 0; i < mod->declared_count; i++) {
+        kiln_component c = mod->declared[i];
+        if (mod->declared_event[i] || !mod->declared_first[i] || klua_host_declared(mods->kw, c)) continue;
+        for (int k = 0; k < mods->count; k++) {
+            klua_mod *heir = mods->list[k];
+            int j = 0;
+            while (heir != mod && j < heir->declared_count && (heir->declared[j] != c || heir->declared_event[j])) j++;
+            if (heir == mod || j == heir->declared_count) continue;
+            heir->declared_first[j] = heir->declared_adopted[j] = true; /* a failed reload keeps it */
+            /* its values on entities not the heir's count from now (refused: from its next add) */
+            kiln_query_desc others = {.with = {c}, .without = {heir->tag}};
+            if (!heir->foreign[j]) (void)kiln_query_create(mods->kw->world, &others, &heir->foreign[j]);
+            break;
+        }
+    }
+}

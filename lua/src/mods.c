@@ -117,10 +117,9 @@ static void hook_before_declare(lua_State *L, klua_world *kw, const char *name, 
     if (!existed && !event && !klua_flags_room(mod->mods->host, host, next)) luaL_error(L, "not enough memory");
 }
 
-/* Whether component id is a mod's that no loaded mod owns (its registrar was unloaded, or
- * loaded under an earlier manager) and the host did not declare: the mod declaring it takes
- * it as its own. Left to no one, its values on others' entities counted against no mod's
- * world_memory and stayed after every unload. */
+/* Whether component id is a mod's that no loaded mod owns (its registrar was unloaded, or loaded under an earlier
+ * manager) and the host did not declare: the mod declaring it takes it as its own. Left to no one, its values on
+ * others' entities counted against no mod's world_memory and stayed after every unload. */
 static bool orphaned(const klua_mod *mod, uint32_t id) {
     klua_mods *mods = mod->mods;
     if (!klua_mod_registered(mods->kw, id) || klua_host_declared(mods->kw, id)) return false;
@@ -661,8 +660,7 @@ static void list_remove(klua_mods *mods, klua_mod *mod) {
         }
 }
 
-/* What an unload leaves to do once the world is clear of the mod: its systems leave, its
- * state closes, it leaves the list. */
+/* What an unload does once the world is clear of the mod: its systems leave, its state closes, it leaves the list. */
 static void forget(klua_mods *mods, klua_mod *mod) {
     remove_systems(mod);
     close_state(mod);
@@ -673,8 +671,8 @@ static void forget(klua_mods *mods, klua_mod *mod) {
     klua_mods_settle_proxies(mods); /* what its proxies held in the others' states */
 }
 
-/* Its entities and the components no one else declared (the host, another loaded mod). */
-/* Takes mod's components off the world and despawns the entities of spawned (NULL: none). */
+/* Takes mod's components no one else declared (the host, another loaded mod) off the world
+ * and despawns the entities of spawned (NULL: none). */
 static bool clear_world(klua_mods *mods, klua_mod *mod, kiln_query *spawned, char *err, size_t size) {
     kiln_component drop[KLUA_MOD_MAX_COMPONENTS];
     int count = 0;
@@ -685,7 +683,9 @@ static bool clear_world(klua_mods *mods, klua_mod *mod, kiln_query *spawned, cha
             shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
         if (!shared) drop[count++] = mod->declared[i];
     }
-    return klua_mod_clear(mods, spawned, mod->tag, drop, count, err, size);
+    if (!klua_mod_clear(mods, spawned, mod->tag, drop, count, err, size)) return false;
+    klua_mod_hand_over(mods, mod); /* what another loaded mod declared too is that mod's now */
+    return true;
 }
 
 bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size) {

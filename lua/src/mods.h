@@ -430,6 +430,9 @@ KLUA_HIDDEN void klua_mods_take_back(klua_mods *mods, klua_mod *mod);
  * was, or when a removal is (an archetype to make), the despawns not done. */
 KLUA_HIDDEN bool klua_mod_clear(klua_mods *mods, kiln_query *spawned, kiln_component tag,
                                 const kiln_component *drop, int count, char *err, size_t size);
+/* Hands the components mod owns that another loaded mod declared too (so the unload left them)
+ * to the first such mod in load order, as if it had registered them; the host's stay its own. */
+KLUA_HIDDEN void klua_mod_hand_over(klua_mods *mods, const klua_mod *mod);
 /* Reloads in place (and the mods depending on it); false with err, the old version on.
  * failed (room for KLUA_MODS_MAX) gets the dependents whose reload failed. */
 KLUA_HIDDEN bool klua_mods_reload(klua_mods *mods, klua_mod *old, char *err, size_t size, klua_mod **failed,

@@ -27,6 +27,54 @@ end
 describe("mods together", function()
     after_each(M.cleanup)
 
+    it("sharing a component: the registrar's unload hands it to the other, whose unload takes it off", function()
+        local w, mods = M.host()
+        local host = w:spawn{Position = {x = 0, y = 0}}
+        local dir = M.folder()
+        local a = M.folder_mod(dir, "a", {name = "a", version = "1"},
+                               {["init.lua"] = 'world:component("Shield", "int32_t hp;")'})
+        local b = M.folder_mod(dir, "b", {name = "b", version = "1"}, {["init.lua"] = string.format([[
+world:component("Shield", "int32_t hp;")
+world:add(%d, "Shield", {hp = 7})
+world:spawn{Shield = {hp = 2}}
+]], host)})
+        assert(mods:load(a))
+        assert(mods:load(b))
+        local function bytes(name)
+            for _, m in ipairs(mods:list()) do if m.name == name then return m.world_bytes end end
+        end
+        local own = bytes("b")
+        -- a goes: the Shield b uses stays, and is b's now (its value on the host's entity
+        -- counts against b's world_memory)
+        assert(mods:unload("a"))
+        assert.are.equal(7, w:get(host, "Shield").hp)
+        assert.is_true(bytes("b") > own)
+        -- a failed reload of b keeps it as it was
+        M.write(dir, "b/init.lua", "error('broken')")
+        assert.is_nil((mods:reload("b")))
+        assert.are.equal(7, w:get(host, "Shield").hp)
+        -- b goes: nothing of it stays (before, the value stayed on the host's entity for good,
+        -- counted against no mod, since neither unload took it as its own)
+        assert(mods:unload("b"))
+        assert.is_false(w:has(host, "Shield"))
+        assert.are.equal(0, w:query{"Shield"}:count())
+        assert.are.equal(2, w:count())
+    end)
+
+    it("sharing a component the host declared too: the host's values stay through both unloads", function()
+        local w, mods = M.host()
+        local dir = M.folder()
+        local text = 'world:component("Shield", "int32_t hp;")\nworld:spawn{Shield = {hp = 1}}'
+        assert(mods:load(M.folder_mod(dir, "a", {name = "a", version = "1"}, {["init.lua"] = text})))
+        w:component("Shield", "int32_t hp;")
+        local mine = w:spawn{Shield = {hp = 9}}
+        assert(mods:load(M.folder_mod(dir, "b", {name = "b", version = "1"}, {["init.lua"] = text})))
+        assert(mods:unload("a"))
+        assert(mods:unload("b"))
+        assert.are.equal(9, w:get(mine, "Shield").hp)
+        assert.are.equal(1, w:query{"Shield"}:count())
+    end)
+
     it("calling down a chain of 60 mods, each nesting C calls, fail with a message instead of crashing", function()
         local w, mods = M.host()
         local dir = M.folder()
