@@ -394,9 +394,20 @@ static void poll_mods(game *g) {
     lua_pop(L, 2);
 }
 
-/* What mods print goes to stdout, line by line. */
+/* What mods print goes to stdout, each line of it after "mod NAME: " (a mod name has no space
+ * or colon): printed as it came, a mod's "final: score 999999" or "[ 12s] frame ...", a
+ * newline first or not, passed for the game's own lines, and its "[shield] ..." for another
+ * mod's. */
 static int print_mod_line(lua_State *L) {
-    say(stdout, "%s\n", luaL_checkstring(L, 2));
+    const char *name = luaL_checkstring(L, 1);
+    size_t len;
+    const char *line = luaL_checklstring(L, 2, &len), *end = line + len;
+    do {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *stop = nl ? nl : end;
+        say(stdout, "mod %s: %.*s\n", name, (int)(stop - line), line);
+        line = nl ? nl + 1 : end;
+    } while (line < end);
     return 0;
 }
 

@@ -33,7 +33,7 @@ run() {
 }
 rc() { cat "$TMP/$1.rc"; }
 # The deterministic part of a run: summary lines without their fps, final lines, mod lines.
-deterministic() { grep -E '^(\[|final:)' "$TMP/$1.out" | sed 's/ |.*//'; }
+deterministic() { grep -E '^(\[|final:|mod [A-Za-z0-9_-]+: )' "$TMP/$1.out" | sed 's/ |.*//'; }
 # final_number NAME KEY: the number after KEY in the run's "final:" lines.
 final_number() { grep '^final:' "$TMP/$1.out" | grep -oE "$2 [0-9]+" | head -n 1 | grep -oE '[0-9]+$'; }
 # expect_line NAME CHECK REGEX: the run printed a line matching REGEX.
@@ -88,12 +88,12 @@ run mod --frames $FRAMES --mod $MOD
 if [ "$(rc mod)" = 0 ] && [ ! -s "$TMP/mod.err" ]; then pass "the game runs with the shield mod"
 else fail "the game runs with the shield mod" "exit status $(rc mod)" "$(head -n 20 "$TMP/mod.err")"; fi
 expect_line mod "the mod is loaded with its one system" "^mod: $MOD \(1 system\)$"
-expect_line mod "the mod announces itself" '^\[shield\] loaded: '
+expect_line mod "the mod announces itself" '^mod shield: \[shield\] loaded: '
 if grep -qE '^stage [0-9]+: impacts$' "$TMP/mod.out" &&
    [ "$(grep -E '^stage [0-9]+: (impacts|shields|hull)$' "$TMP/mod.out" | sed 's/.*: //' | paste -sd' ')" = "impacts shields hull" ]; then
   pass "the mod's system runs between impacts and hull"
 else fail "the mod's system runs between impacts and hull" "$(grep -E '^stage' "$TMP/mod.out")"; fi
-absorbed=$(grep -E '^\[shield\] 2s: ' "$TMP/mod.out" | grep -oE '[0-9]+ hits absorbed' | grep -oE '^[0-9]+')
+absorbed=$(grep -E '^mod shield: \[shield\] 2s: ' "$TMP/mod.out" | grep -oE '[0-9]+ hits absorbed' | grep -oE '^[0-9]+')
 if [ "${absorbed:-0}" -gt 0 ]; then pass "shields absorb hits from Collision events"
 else fail "shields absorb hits from Collision events" "no '[shield] 2s: N hits absorbed' line with N > 0"; fi
 plain_damage=$(final_number plain damage); mod_damage=$(final_number mod damage)
@@ -200,7 +200,7 @@ EOF2
 run stuck --frames 60 --asteroids 500 --budget 2000000 --mod "$TMP/stuck.lua"
 if [ "$(rc stuck)" = 0 ] && grep -q "Lua system 'stuck' failed: .*ran past its budget of 2000000 instructions" "$TMP/stuck.err" &&
    grep -q "system 'stuck' disabled" "$TMP/stuck.err" && grep -q '^final: score' "$TMP/stuck.out" &&
-   grep -q "^lift:	false	world:instructions: the host sets the budget of its world" "$TMP/stuck.out"; then
+   grep -q "^mod stuck: lift:	false	world:instructions: the host sets the budget of its world" "$TMP/stuck.out"; then
   pass "a mod system stuck in a loop fails against its instruction budget and the game goes on"
 else fail "a mod system stuck in a loop fails against its instruction budget and the game goes on" \
   "exit status $(rc stuck)" "$(head -n 5 "$TMP/stuck.err")"; fi
@@ -214,8 +214,8 @@ print("replace:", pcall(function() mt.__index.progress = function() error("hijac
 mt.__index = {progress = function() error("hijacked") end} -- the public view only
 EOF2
 run tamper --frames 60 --asteroids 500 --mod "$TMP/tamper.lua"
-if [ "$(rc tamper)" = 0 ] && grep -q "^close:	false	world:close: a mod cannot close the world" "$TMP/tamper.out" &&
-   grep -q "^gc:	nil	nil" "$TMP/tamper.out" && grep -q "^replace:	false	.*cannot be changed" "$TMP/tamper.out" &&
+if [ "$(rc tamper)" = 0 ] && grep -q "^mod tamper: close:	false	world:close: a mod cannot close the world" "$TMP/tamper.out" &&
+   grep -q "^mod tamper: gc:	nil	nil" "$TMP/tamper.out" && grep -q "^mod tamper: replace:	false	.*cannot be changed" "$TMP/tamper.out" &&
    grep -q '^final: score' "$TMP/tamper.out" && ! grep -q hijacked "$TMP/tamper.err"; then
   pass "a mod cannot close the host's world, reach __gc or replace its methods"
 else fail "a mod cannot close the host's world, reach __gc or replace its methods" "exit status $(rc tamper)" \
@@ -276,11 +276,11 @@ run vandal --frames $FRAMES --mod "$TMP/greedy.lua" --mod "$TMP/vandal.lua"
 readonly_msg="is read-only to mods (the host lists it in kiln.mods' readonly)"
 if [ "$(rc vandal)" = 0 ] &&
    grep -qF "cannot load mod $TMP/greedy.lua: mod 'greedy': bad argument #1 to 'world:system' (writes lists Score, which $readonly_msg" "$TMP/vandal.err" &&
-   [ "$(grep -E '^\[vandal\] [1-3]\.[1-4] world:resource: (Score|Waves) ' "$TMP/vandal.out" | grep -cF "$readonly_msg")" = 12 ] &&
-   [ "$(grep -c '^\[vandal\]' "$TMP/vandal.out")" = 12 ] &&
+   [ "$(grep -E '^mod vandal: \[vandal\] [1-3]\.[1-4] world:resource: (Score|Waves) ' "$TMP/vandal.out" | grep -cF "$readonly_msg")" = 12 ] &&
+   [ "$(grep -c '^mod vandal: \[vandal\]' "$TMP/vandal.out")" = 12 ] &&
    grep -qF "frame 4: Lua system 'vandal' failed: mod 'vandal': world:resource: Score $readonly_msg" "$TMP/vandal.err" &&
    grep -qF "system 'vandal' disabled" "$TMP/vandal.err" &&
-   [ "$(deterministic vandal | grep -v '^\[vandal\]')" = "$(deterministic plain)" ]; then
+   [ "$(deterministic vandal | grep -v '^mod vandal: ')" = "$(deterministic plain)" ]; then
   pass "a mod writing Score or Waves is refused; the game plays on as without it"
 else fail "a mod writing Score or Waves is refused; the game plays on as without it" "exit status $(rc vandal)" \
   "$(head -n 6 "$TMP/vandal.err")" "$(grep -E '^(final|\[vandal\])' "$TMP/vandal.out" | head -n 16)"; fi
@@ -322,8 +322,8 @@ if [ "$(rc mods)" = 0 ] && [ ! -s "$TMP/mods.err" ] &&
   pass "--mods loads every example mod, each after the mods it depends on"
 else fail "--mods loads every example mod, each after the mods it depends on" "exit status $(rc mods)" \
   "$(grep -E '^mod:' "$TMP/mods.out")" "$(head -n 5 "$TMP/mods.err")"; fi
-expect_line mods "a mod calls the exports of the mod it depends on" '^\[shield_hud\] 3s: [0-9]+ hits absorbed, [0-9]+ damage'
-expect_line mods "a mod spawns entities of its own" '^\[beacons\] loaded: 24 beacons$'
+expect_line mods "a mod calls the exports of the mod it depends on" '^mod shield_hud: \[shield_hud\] 3s: [0-9]+ hits absorbed, [0-9]+ damage'
+expect_line mods "a mod spawns entities of its own" '^mod beacons: \[beacons\] loaded: 24 beacons$'
 if grep -qE '^stage [0-9]+: .*beacons_pulse' "$TMP/mods.out" && grep -qE '^stage [0-9]+: .*shield_hud' "$TMP/mods.out"; then
   pass "mod systems join the one schedule"
 else fail "mod systems join the one schedule" "$(grep -E '^stage' "$TMP/mods.out")"; fi
@@ -342,6 +342,18 @@ if [ "$(rc hog)" = 0 ] && grep -q "Lua system 'hog' failed: mod 'hog': .*not eno
   pass "a mod that runs out of its memory fails, and the game plays on"
 else fail "a mod that runs out of its memory fails, and the game plays on" "exit status $(rc hog)" "$(head -n 5 "$TMP/hog.err")"; fi
 
+# A mod's lines go out under its name, each of them: printed as they came, a mod passed its
+# lines for the game's own (the final score a script reads) or for another mod's.
+cat >"$TMP/forge.lua" <<'EOF2'
+print("final: score 999999 forged\n[shield] loaded: forged")
+EOF2
+run forge --frames 5 --asteroids 50 --mod "$TMP/forge.lua"
+if [ "$(rc forge)" = 0 ] && [ "$(grep -c 'forged' "$TMP/forge.out")" = 2 ] &&
+   [ "$(grep -c '^mod forge: .*forged$' "$TMP/forge.out")" = 2 ]; then
+  pass "a mod's printed lines each go out under its name, never as the game's or another mod's"
+else fail "a mod's printed lines each go out under its name, never as the game's or another mod's" \
+  "exit status $(rc forge)" "$(grep -a forged "$TMP/forge.out" | head -n 3)"; fi
+
 # A mod's math.random draws from the world's seeded streams: the same seed rolls the same.
 cat > "$TMP/dice.lua" <<'LUA'
 world:system{name = "dice", run = function(w) assert(math.random(6) <= 6) end}
@@ -350,7 +362,8 @@ LUA
 run dice1 --frames 10 --asteroids 100 --seed 7 --mod "$TMP/dice.lua"
 run dice2 --frames 10 --asteroids 100 --seed 7 --mod "$TMP/dice.lua"
 run dice3 --frames 10 --asteroids 100 --seed 8 --mod "$TMP/dice.lua"
-r1=$(grep '^\[dice\]' "$TMP/dice1.out"); r2=$(grep '^\[dice\]' "$TMP/dice2.out"); r3=$(grep '^\[dice\]' "$TMP/dice3.out")
+r1=$(grep '^mod dice: \[dice\]' "$TMP/dice1.out"); r2=$(grep '^mod dice: \[dice\]' "$TMP/dice2.out")
+r3=$(grep '^mod dice: \[dice\]' "$TMP/dice3.out")
 if [ "$(rc dice1)$(rc dice2)$(rc dice3)" = 000 ] && [ -n "$r1" ] && [ "$r1" = "$r2" ] && [ "$r1" != "$r3" ]; then
   pass "a mod's math.random follows the game seed"
 else fail "a mod's math.random follows the game seed" "seed 7: '$r1' / '$r2', seed 8: '$r3'" \
