@@ -362,6 +362,20 @@ static void spend(lua_State *L, klua_world *ckw, int64_t steps) {
     if (hook && (lua_gethookmask(L) & LUA_MASKCOUNT)) lua_sethook(L, hook, LUA_MASKCOUNT, 1);
 }
 
+/* A call's arguments, copied into the callee, are garbage once it returns, made outside the
+ * callee's code: a caller passing 10 MB to an export each frame made the callee's own next
+ * string.rep fail for memory, under Lua 5.4 too (a luaL_Buffer's allocation gets no emergency
+ * collection). So the callee is collected, before a call and after it, once it grew halfway
+ * from the least it held to its limit, as the budget's hook does between instructions under
+ * LuaJIT. */
+static void settle_callee(klua_mod *callee) {
+    klua_mod_mem *m = &callee->mem;
+    size_t room = m->limit > m->floor ? m->limit - m->floor : 0;
+    if (!callee->L || m->depth > 0 || m->used <= m->floor + room / 2) return;
+    lua_gc(callee->L, LUA_GCCOLLECT, 0);
+    m->floor = m->used;
+}
+
 /* The proxy: upvalues its handle (the manager, the callee's generation, 0 for the host, and the
  * link of the function in the callee's state) and the callee's name for messages. Arguments
  * and results are copied; an error comes back as an error of the caller's, naming the callee.
@@ -404,6 +418,7 @@ static int proxy(lua_State *L) {
     klua_system *host_current = mods->kw->current;
     if (!callee) mods->kw->current = borrowed;
     if (callee) {
+        settle_callee(callee); /* its garbage (an earlier call's copies, under LuaJIT its own) */
         /* the callee runs on what is left of the caller's budget, and its instructions are
          * charged back: a caller looping over pcall(proxy) cannot buy a fresh budget a call */
         int64_t limit = mods->instructions;
@@ -454,6 +469,7 @@ static int proxy(lua_State *L) {
         const char *m = lua_tostring(T, -1);
         snprintf(msg, sizeof msg, "%s", m ? m : "(error object is not a string)");
         lua_settop(T, base);
+        if (callee) settle_callee(callee);
         return luaL_error(L, "%s: %s", callee_name, msg);
     }
     /* the results are copied under a protected call of the caller's, so that a copy that
@@ -467,6 +483,7 @@ static int proxy(lua_State *L) {
     lua_pushlightuserdata(L, &rc);
     status = klua_pcall_c(L, copy_results, 1, LUA_MULTRET, 0);
     lua_settop(T, base);
+    if (callee) settle_callee(callee);
     if (status != LUA_OK) return lua_error(L);
     return lua_gettop(L) - top;
 }

@@ -27,6 +27,29 @@ end
 describe("mods together", function()
     after_each(M.cleanup)
 
+    it("calling an export with big arguments each frame leaves the exporting mod room for its own work", function()
+        -- b passes 10 MB to a's export before a's system runs; the copies are garbage in a's
+        -- state once the call returns, and a's string.rep (a luaL_Buffer, which no emergency
+        -- collection serves under Lua 5.4; LuaJIT makes none) failed for memory over them
+        local w, mods = M.host_with_folder_mods({
+            {"a", init = [[
+mod.exports.size = function(t) return #t end
+world:system{name = "a_work", run = function() return #string.rep("y", 5 * 1024 * 1024) end}
+]]},
+            {"b", depends = {"a"}, init = [[
+local size = mod.import("a").size
+local big = {}
+for i = 1, 100 do big[i] = string.rep(string.char(65 + i % 26), 100000) .. i end
+world:system{name = "b_feed", before = {"a_work"}, run = function() assert(size(big) == 100) end}
+]]},
+        }, {memory = 16 * 1024 * 1024})
+        for _ = 1, 4 do
+            local ok, failures = w:progress(1 / 60)
+            assert.is_true(ok, failures and failures[1] and failures[1].message)
+        end
+        for _, m in ipairs(mods:list()) do assert.are.equal("running", m.state) end
+    end)
+
     it("sharing a component: the registrar's unload hands it to the other, whose unload takes it off", function()
         local w, mods = M.host()
         local host = w:spawn{Position = {x = 0, y = 0}}
