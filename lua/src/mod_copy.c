@@ -403,7 +403,7 @@ static int proxy(lua_State *L) {
     if (T == L) return luaL_error(L, "%s: a proxy cannot call into its own state", callee_name);
     /* each state stops its own C calls at its own limit, never the sum: 70 mods each calling
      * the next one's export from 180 nested pcalls ran the host's 8 MiB stack out */
-    if (klua_c_stack_short(CROSS_RESERVE))
+    if (klua_c_stack_short(&mods->stack, CROSS_RESERVE))
         return luaL_error(L, "%s: calls between mods nest too deep (the C stack is nearly spent)", callee_name);
     int base = lua_gettop(T);
     if (!lua_checkstack(T, 8)) return luaL_error(L, "%s: out of stack", callee_name);

@@ -4,6 +4,7 @@
 #define KLUA_MODS_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -148,6 +149,14 @@ typedef struct klua_mod_staged {
     bool bare;    /* in the schedule without its constraints and fini (a reload's commit, between passes) */
 } klua_mod_staged;
 
+/* The C stack of the thread that last crossed between states (c_stack.c). */
+typedef struct klua_c_stack {
+    pthread_t thread;
+    bool measured;
+    char *low;                /* its lowest address */
+    size_t size;              /* its size, 0 unknown */
+} klua_c_stack;
+
 struct klua_mods {
     klua_world *kw;           /* the host's world */
     lua_State *host;          /* the host's main thread */
@@ -186,6 +195,7 @@ struct klua_mods {
     int count, cap;
     uint64_t generations;     /* loads begun: each takes the next as its generation */
     uint64_t calls;           /* proxy calls made (mod_copy.c): whoever they reached saw the world */
+    klua_c_stack stack;       /* the C stack calls between mods nest on (c_stack.c) */
     klua_mod *loading;        /* the mod whose top level runs now (not listed yet), or NULL */
     klua_mod *landing;        /* the mod whose left-open loops kiln ends now, or NULL (mod_drops.c) */
     int held;                 /* its methods under way (each also counts as a guest of the world) */
@@ -286,8 +296,9 @@ KLUA_HIDDEN void klua_mod_push_exports(lua_State *L, klua_mod *mod, klua_mod *de
 
 /* ---- c_stack.c: the C stack calls between states nest on ---- */
 /* True when less than reserve bytes of the running thread's C stack are left (a quarter of
- * a stack under 4 MiB at most); false where the stack cannot be measured (not glibc). */
-KLUA_HIDDEN bool klua_c_stack_short(size_t reserve);
+ * a stack under 4 MiB at most); false where the stack cannot be measured (not glibc). The
+ * thread's bounds are measured once into stack, again when another thread asks. */
+KLUA_HIDDEN bool klua_c_stack_short(klua_c_stack *stack, size_t reserve);
 
 /* ---- mod_files.c: manifests, folders, order, stamps ---- */
 /* Reads what path is (a folder with mod.lua, or a single name.lua) into mod's name,
