@@ -16,27 +16,25 @@ extern "C" {
  *   kiln_world_create, kiln_world_destroy, kiln_world_atfini, kiln_world_atfini_get, kiln_world_error,
  *   kiln_world_clear_error, kiln_world_stats_get, kiln_world_trim, kiln_archetype_exists, kiln_world_entities,
  *   kiln_result_name, kiln_type_name, kiln_type_size, kiln_tick_current, kiln_tick_epoch, kiln_tick_advance,
- *   kiln_entity_index, kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with,
- *   kiln_spawn_batch, kiln_despawn, kiln_unspawn, kiln_is_alive, kiln_entity_count, kiln_entity_format,
+ *   kiln_entity_index, kiln_entity_generation, kiln_entity_make, kiln_spawn, kiln_spawn_with, kiln_spawn_batch,
+ *   kiln_despawn, kiln_despawn_unless, kiln_unspawn, kiln_is_alive, kiln_entity_count, kiln_entity_format,
  *   kiln_entity_components, kiln_component_register, kiln_component_lookup, kiln_component_info_get,
- *   kiln_component_count, kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut,
- *   kiln_set, kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check,
- *   kiln_getter_get, kiln_getter_get_many, kiln_query_create, kiln_query_destroy, kiln_query_count,
- *   kiln_query_bytes, kiln_query_memory, kiln_query_archetype_count, kiln_query_iter, kiln_query_next,
- *   kiln_iter_fini, kiln_iter_range, kiln_iter_column, kiln_iter_mark_changed, kiln_iter_mark_rows,
- *   kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick, kiln_commands_create,
- *   kiln_commands_destroy, kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn,
+ *   kiln_component_count, kiln_component_check, kiln_add, kiln_remove, kiln_has, kiln_get, kiln_get_mut, kiln_set,
+ *   kiln_changed_tick, kiln_get_many, kiln_getter_init, kiln_getter_fini, kiln_getter_check, kiln_getter_get,
+ *   kiln_getter_get_many, kiln_query_create, kiln_query_destroy, kiln_query_count, kiln_query_bytes, kiln_query_memory,
+ *   kiln_query_archetype_count, kiln_query_iter, kiln_query_next, kiln_iter_fini, kiln_iter_range, kiln_iter_column,
+ *   kiln_iter_mark_changed, kiln_iter_mark_rows, kiln_iter_changed_since, kiln_iter_row_tick, kiln_iter_column_tick,
+ *   kiln_commands_create, kiln_commands_destroy, kiln_commands_spawn, kiln_commands_spawn_with, kiln_commands_despawn,
  *   kiln_commands_add, kiln_commands_add_sized, kiln_commands_set, kiln_commands_remove, kiln_commands_emit,
  *   kiln_commands_apply, kiln_commands_skip, kiln_commands_clear, kiln_commands_count, kiln_commands_resolve,
- *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_defer_clear,
- *   kiln_is_deferred, kiln_world_dropped, kiln_world_drop_hook_set, kiln_jobs_create, kiln_jobs_destroy,
- *   kiln_jobs_worker_count, kiln_jobs_submit, kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create,
- *   kiln_schedule_destroy, kiln_schedule_add, kiln_schedule_remove, kiln_schedule_replace,
- *   kiln_schedule_build, kiln_schedule_run, kiln_schedule_stage_count, kiln_schedule_system_count,
- *   kiln_schedule_system_info_get, kiln_schedule_find, kiln_schedule_enable, kiln_schedule_describe,
- *   kiln_event_register, kiln_event_lookup, kiln_event_info_get, kiln_event_emit, kiln_event_count,
- *   kiln_event_get, kiln_events_update, kiln_resource_set, kiln_resource_get, kiln_resource_has,
- *   kiln_resource_remove.
+ *   kiln_commands_error, kiln_is_placeholder, kiln_defer_begin, kiln_defer_end, kiln_defer_clear, kiln_is_deferred,
+ *   kiln_world_dropped, kiln_world_drop_hook_set, kiln_jobs_create, kiln_jobs_destroy, kiln_jobs_worker_count,
+ *   kiln_jobs_submit, kiln_jobs_wait, kiln_parallel_for, kiln_schedule_create, kiln_schedule_destroy,
+ *   kiln_schedule_add, kiln_schedule_remove, kiln_schedule_replace, kiln_schedule_build, kiln_schedule_run,
+ *   kiln_schedule_stage_count, kiln_schedule_system_count, kiln_schedule_system_info_get, kiln_schedule_find,
+ *   kiln_schedule_enable, kiln_schedule_describe, kiln_event_register, kiln_event_lookup, kiln_event_info_get,
+ *   kiln_event_emit, kiln_event_count, kiln_event_get, kiln_events_update, kiln_resource_set, kiln_resource_get,
+ *   kiln_resource_has, kiln_resource_remove.
  *
  * Naming: kiln_<object>_<verb> (kiln_query_create); the object is left out for entities
  * (kiln_add, kiln_get). A function that copies something out of an object ends in _get,
@@ -271,8 +269,7 @@ typedef struct kiln_component_desc {
  * 16 or not a power of two, a field outside the component, a duplicate field name, a tag (size
  * 0) with fields, hooks or defaults, or an owner mark with a size. A main-thread system may
  * register while worker systems run: they see a new type either unknown or whole. */
-kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc,
-                                    kiln_component *dest);
+kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc, kiln_component *dest);
 
 /* The id registered under name, or KILN_NO_COMPONENT. */
 kiln_component kiln_component_lookup(const kiln_world *world, const char *name);
@@ -323,8 +320,11 @@ kiln_result kiln_spawn_with(kiln_world *world, const kiln_component *components,
 kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components,
                              int32_t count, int32_t n, kiln_entity *dest);
 
-/* Despawns a live entity (destroy hooks run, its row swap-removed); dead: KILN_ERR_DEAD_ENTITY. */
+/* Despawns a live entity (destroy hooks run, its row swap-removed); dead: KILN_ERR_DEAD_ENTITY. _unless: refused
+ * while it holds one of keep (count, copied; 0: none): KILN_ERR_INVALID_ARGUMENT "entity 5v1 holds Hull"; deferred,
+ * checked again as it lands (an add queued before it may bring one), a refusal dropped then (kiln_world_dropped). */
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity);
+kiln_result kiln_despawn_unless(kiln_world *world, kiln_entity entity, const kiln_component *keep, int32_t count);
 
 /* kiln_despawn taking back, latest first, spawns a failed step just made whose handles went nowhere:
  * the slot goes back as it was, so the next spawns get the same handles. Deferred: as kiln_despawn. */

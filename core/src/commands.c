@@ -266,7 +266,8 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
         kl_copy_value(c->v.bytes, value, size);
         c->inline_size = (uint8_t)size;
         c->has_value = 1;
-    } else if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT) && size > 0 && value) {
+    } else if ((op == KL_OP_ADD || op == KL_OP_SET || op == KL_OP_EMIT || op == KL_OP_DESPAWN) && size > 0 &&
+               value) { /* a despawn's: the components its kiln_despawn_unless keeps */
         void *room = value_room(cmd, size);
         if (!room)
             return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for a value", call);
@@ -295,6 +296,12 @@ kiln_result kl_commands_record(kiln_commands *cmd, const char *call, kl_op op, k
                                kiln_component component, const void *value, bool move) {
     const kl_component *comp = component ? kl_component_get(cmd->world, component) : NULL;
     return push(cmd, call, op, target, component, value, comp ? comp->size : 0, move, comp);
+}
+
+kiln_result kl_commands_record_keep(kiln_commands *cmd, const char *call, kiln_entity target,
+                                    const kiln_component *keep, int32_t count) {
+    return push_slow(cmd, call, KL_OP_DESPAWN, target, KILN_NO_COMPONENT, keep, sizeof *keep * (size_t)count, false,
+                     NULL);
 }
 
 static kiln_result check_world(kiln_commands *cmd, const char *call) {

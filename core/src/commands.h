@@ -33,6 +33,11 @@ KL_HIDDEN kiln_result kl_commands_record(kiln_commands *cmd, const char *call, k
                                          kiln_entity target, kiln_component component,
                                          const void *value, bool move);
 
+/* Records a despawn of target that lands only while target holds none of keep (count > 0,
+ * copied into the buffer's values: kiln_despawn_unless deferred). */
+KL_HIDDEN kiln_result kl_commands_record_keep(kiln_commands *cmd, const char *call, kiln_entity target,
+                                              const kiln_component *keep, int32_t count);
+
 /* kiln_commands_apply with call naming the public function in messages. */
 KL_HIDDEN kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied,
                                         const char *call);

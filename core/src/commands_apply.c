@@ -111,6 +111,11 @@ static const char *reason_of(const kiln_commands *cmd) {
     return strncmp(msg, cmd->call, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : NULL;
 }
 
+/* kiln_despawn_unless's despawn at i, of e (alive), as it lands: refused (refuse) while e holds one of the
+ * components its value lists, which an add queued before it may have brought since the call. */
+__attribute__((noinline)) static int64_t despawn_kept(kiln_commands *cmd, int64_t i, kl_cmd *c, kiln_entity e,
+                                                      kiln_result *result);
+
 /* The command at i cannot land (code, why): a lenient buffer drops it (drops) and the apply
  * goes on past it (returns 1, *result KILN_OK); otherwise the apply fails there (returns 0,
  * *result code, the world's message naming the command). Out of line, as the failures are. */
@@ -154,6 +159,19 @@ __attribute__((noinline)) static int64_t refuse_failed(kiln_commands *cmd, int64
     if (!reason_of(cmd) && !drops(cmd, *result)) return 0; /* a message of another shape stays */
     char why[KL_ERROR_SIZE];
     return refuse(cmd, i, c, e, *result, failure_reason(cmd, why, sizeof why), result);
+}
+
+static int64_t despawn_kept(kiln_commands *cmd, int64_t i, kl_cmd *c, kiln_entity e, kiln_result *result) {
+    const kiln_component *keep = cmd_value(c);
+    for (uint32_t k = 0, n = cmd_size(c) / (uint32_t)sizeof *keep; k < n; k++) {
+        if (!kiln_has(cmd->world, e, keep[k])) continue;
+        char why[KILN_MAX_NAME + 64], cb[32];
+        snprintf(why, sizeof why, "entity holds %s, which this despawn must keep",
+                 kl_component_name(cmd->world, keep[k], cb, sizeof cb));
+        return refuse(cmd, i, c, e, KILN_ERR_INVALID_ARGUMENT, why, result);
+    }
+    *result = kl_despawn_entity(cmd->world, cmd->call, e);
+    return *result == KILN_OK ? 1 : drops(cmd, *result) ? refuse_failed(cmd, i, c, e, result) : 0;
 }
 
 /* A lenient buffer's spawn at i that cannot land (code, why; NULL: the world's failure
@@ -511,6 +529,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     if (c->op == KL_OP_REMOVE && kl_remove_plain(world, e, c->component)) return 1;
     bool alive = kl_record_of(world, e) != NULL;
     if (c->op == KL_OP_DESPAWN) {
+        if (KL_UNLIKELY(alive && c->has_value)) return despawn_kept(cmd, i, c, e, result);
         if (alive) *result = kl_despawn_entity(world, cmd->call, e);
         return *result == KILN_OK ? 1 : drops(cmd, *result) ? refuse_failed(cmd, i, c, e, result) : 0;
     }

@@ -73,6 +73,16 @@ kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln_entity e)
     return record(world, call, queue_of(world), KL_OP_DESPAWN, e, 0, NULL);
 }
 
+kiln_result kl_defer_despawn_unless(kiln_world *world, const char *call, kiln_entity e,
+                                    const kiln_component *keep, int32_t count) {
+    if (count == 0) return kl_defer_despawn(world, call, e);
+    kiln_result r = check_target(world, call, e);
+    if (r != KILN_OK) return r;
+    r = kl_commands_record_keep(queue_of(world), call, e, keep, count);
+    if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(queue_of(world)));
+    return r;
+}
+
 kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_entity e,
                            kiln_component c, const void *value) {
     kiln_result r = check_target(world, call, e);

@@ -25,8 +25,11 @@ KL_HIDDEN kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
 /* kiln_defer_end with call naming the public function in messages. */
 KL_HIDDEN kiln_result kl_defer_end(kiln_world *world, const char *call);
 
-/* Queues a despawn of a live or reserved entity. */
+/* Queues a despawn of a live or reserved entity; with keep (count > 0, copied), one that
+ * kiln_despawn_unless refuses as it lands while the entity holds one of them. */
 KL_HIDDEN kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln_entity e);
+KL_HIDDEN kiln_result kl_defer_despawn_unless(kiln_world *world, const char *call, kiln_entity e,
+                                              const kiln_component *keep, int32_t count);
 
 /* Queues an add, set or remove (op) on a live or reserved entity; add and set run the
  * component's check hook on value now (and again when the queue lands). */

@@ -515,3 +515,19 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
     if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_despawn");
     return despawn_now(world, "kiln_despawn", entity);
 }
+
+kiln_result kiln_despawn_unless(kiln_world *world, kiln_entity entity, const kiln_component *keep, int32_t count) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(count >= 0 && (keep != NULL || count == 0), "kiln_despawn_unless: keep is NULL or count negative");
+    const char *call = "kiln_despawn_unless";
+    kl_guard_check(world, call, KL_STRUCTURAL, 0, entity);
+    for (int32_t k = 0; k < count; k++) {
+        if (!kiln_has(world, entity, keep[k])) continue; /* (dead, or reserved: checked as it lands) */
+        char eb[24], cb[32];
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s holds %s", call,
+                       kiln_entity_format(entity, eb, sizeof eb), kl_component_name(world, keep[k], cb, sizeof cb));
+    }
+    if (kl_deferred(world)) return kl_defer_despawn_unless(world, call, entity, keep, count);
+    if (kl_in_hook(world)) return kl_fail_in_hook(world, call);
+    return despawn_now(world, call, entity);
+}

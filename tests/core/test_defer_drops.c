@@ -1,5 +1,6 @@
 /* test_defer_drops.c: Check suite for queued changes dropped as they land (a deferred section,
- * a loop, a system's buffer): each is counted, its reason kept and its hook told, in bounded memory. */
+ * a loop, a system's buffer; a kiln_despawn_unless whose entity gained a kept component): each
+ * is counted, its reason kept and its hook told, in bounded memory. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,6 +119,38 @@ KILN_TEST(drops, a_queued_set_of_an_absent_component_and_a_value_refused_when_it
     ck_assert(!kiln_has(F.w, e, F.gated));
     const char *refused[] = {"kiln_defer_end: command 1 (add Gated)", "the gate is closed; dropped", NULL};
     ck_assert_int_eq(dropped_with(KILN_ERR_INVALID_ARGUMENT, refused), 2);
+}
+
+/* kiln_despawn_unless: refused at once while the entity holds a kept component; queued, it
+ * is checked again as it lands, after an add queued before it brought one (its list copied). */
+KILN_TEST(drops, a_despawn_unless_is_refused_now_and_again_as_it_lands) {
+    kiln_entity e = spawn_pos();
+    kiln_component keep[2] = {F.gated, F.vel};
+    ck_assert_int_eq(kiln_despawn_unless(F.w, e, keep, 2), KILN_OK); /* holds neither: gone */
+    ck_assert(!kiln_is_alive(F.w, e));
+    e = spawn_pos();
+    ck_assert_int_eq(kiln_add(F.w, e, F.vel, &(test_velocity){1, 1}), KILN_OK);
+    ck_assert_int_eq(kiln_despawn_unless(F.w, e, keep, 2), KILN_ERR_INVALID_ARGUMENT);
+    char eb[24];
+    char want[96];
+    snprintf(want, sizeof want, "kiln_despawn_unless: entity %s holds Velocity", kiln_entity_format(e, eb, sizeof eb));
+    ck_assert_str_eq(kiln_world_error(F.w), want);
+    ck_assert(kiln_is_alive(F.w, e));
+    ck_assert_int_eq(kiln_remove(F.w, e, F.vel, NULL), KILN_OK);
+    kiln_defer_begin(F.w);
+    ck_assert_int_eq(kiln_add(F.w, e, F.gated, &(int32_t){1}), KILN_OK);
+    ck_assert_int_eq(kiln_despawn_unless(F.w, e, keep, 2), KILN_OK); /* Gated is still queued */
+    keep[0] = keep[1] = F.pos; /* the queued despawn copied the list */
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+    ck_assert(kiln_is_alive(F.w, e));
+    ck_assert(kiln_has(F.w, e, F.gated));
+    const char *parts[] = {"kiln_defer_end: command 2 (despawn) on entity ", eb,
+                           "entity holds Gated, which this despawn must keep; dropped", NULL};
+    ck_assert_int_eq(dropped_with(KILN_ERR_INVALID_ARGUMENT, parts), 1);
+    kiln_defer_begin(F.w); /* an empty list: a plain despawn */
+    ck_assert_int_eq(kiln_despawn_unless(F.w, e, NULL, 0), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+    ck_assert(!kiln_is_alive(F.w, e));
 }
 
 /* ---- a system's buffer, and the hook ------------------------------------------------------ */

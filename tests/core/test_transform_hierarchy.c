@@ -256,6 +256,32 @@ KILN_TEST(hierarchy, set_parent_and_despawn_recursive_are_deferred_inside_a_defe
     ck_assert(kiln_is_alive(F.world, other));
 }
 
+/* The _unless form: a kept component anywhere in the subtree refuses the call whole; queued,
+ * each despawn is checked as it lands, after an add queued before it. */
+KILN_TEST(hierarchy, despawn_recursive_unless_keeps_a_subtree_holding_a_kept_component) {
+    kiln_entity p, c, g;
+    ck_assert_int_eq(kiln_spawn(F.world, &p), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &c), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &g), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, c, p), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, g, c), KILN_OK);
+    kiln_component kept = F.ids.local;
+    ck_assert_int_eq(kiln_add(F.world, g, kept, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_transform_despawn_recursive_unless(F.world, p, &kept, 1), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(kiln_world_error(F.world), "holds LocalTransform"), "%s", kiln_world_error(F.world));
+    ck_assert(kiln_is_alive(F.world, p) && kiln_is_alive(F.world, c) && kiln_is_alive(F.world, g));
+    ck_assert_int_eq(kiln_remove(F.world, g, kept, NULL), KILN_OK);
+    kiln_defer_begin(F.world);
+    ck_assert_int_eq(kiln_add(F.world, c, kept, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_transform_despawn_recursive_unless(F.world, p, &kept, 1), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert(kiln_is_alive(F.world, c)); /* its despawn was dropped as it landed */
+    ck_assert(!kiln_is_alive(F.world, p) && !kiln_is_alive(F.world, g));
+    int64_t dropped = 0;
+    kiln_world_dropped(F.world, &dropped, NULL);
+    ck_assert_int_eq(dropped, 1);
+}
+
 KILN_TEST(hierarchy, plain_despawn_of_a_parent_leaves_the_children_alive_as_roots) {
     kiln_local_transform pl = sample_local(1), cl = sample_local(2);
     kiln_entity p = spawn_node(&F, KILN_NULL_ENTITY, &pl);

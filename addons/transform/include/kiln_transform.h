@@ -18,7 +18,7 @@ extern "C" {
  * Functions in this header:
  *   kiln_transform_init, kiln_transform_ids_get, kiln_transform_propagate,
  *   kiln_transform_propagate_parallel, kiln_transform_set_parent, kiln_transform_children, kiln_transform_despawn_recursive,
- *   kiln_transform_links_walked,
+ *   kiln_transform_despawn_recursive_unless, kiln_transform_links_walked,
  *   kiln_transform_system_desc, kiln_transform_system_result,
  *   kiln_transform_local_identity, kiln_transform_local_to_mat4,
  *   kiln_transform_world_to_mat4.
@@ -149,6 +149,11 @@ int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_enti
  * there, an entity spawned earlier in the section is taken too (alone: its links are still
  * queued). KILN_ERR_DEAD_ENTITY for any other root that is not alive. */
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root);
+
+/* kiln_transform_despawn_recursive through kiln_despawn_unless(keep, count): refused whole (nothing despawned)
+ * while one of the entities holds one of keep; deferred, each despawn is checked again as it lands. */
+kiln_result kiln_transform_despawn_recursive_unless(kiln_world *world, kiln_entity root, const kiln_component *keep,
+                                                    int32_t count);
 
 /* How many Parent links the checks of new links have read in this world, ever (0 before
  * kiln_transform_init). Linking an entity with descendants under a parent checks how deep

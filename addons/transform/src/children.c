@@ -417,31 +417,46 @@ static int64_t subtree(kiln_world *world, kl_transform_state *st, kiln_entity ro
 }
 
 kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
+    return kiln_transform_despawn_recursive_unless(world, root, NULL, 0);
+}
+
+/* The refusal of kiln_despawn_unless for the first of list (n) that holds one of keep (count). */
+static kiln_result kept(kiln_world *world, const kiln_entity *list, int64_t n, const kiln_component *keep,
+                        int32_t count) {
+    for (int64_t i = 0; i < n; i++)
+        for (int32_t k = 0; k < count; k++)
+            if (kiln_has(world, list[i], keep[k])) return kiln_despawn_unless(world, list[i], keep, count);
+    return KILN_OK;
+}
+
+kiln_result kiln_transform_despawn_recursive_unless(kiln_world *world, kiln_entity root, const kiln_component *keep,
+                                                    int32_t count) {
     KILN_ASSERT(world != NULL, "world is NULL");
+    KILN_ASSERT(count >= 0 && (keep != NULL || count == 0), "keep is NULL or count negative");
     kl_transform_state *st = kl_transform_state_of(world);
     /* spawned earlier in this deferred section: nothing links to it yet but queued links */
     if (!kl_record_of(world, root) && kiln_is_deferred(world) && kl_record_reserved(world, root))
-        return kl_defer_despawn(world, "kiln_transform_despawn_recursive", root);
+        return kl_defer_despawn_unless(world, "kiln_transform_despawn_recursive", root, keep, count);
     if (!kl_record_of(world, root)) {
         char eb[24];
         return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_despawn_recursive: entity %s is not alive",
                        kiln_entity_format(root, eb, sizeof eb));
     }
-    if (!st) return kiln_despawn(world, root);
+    if (!st) return kiln_despawn_unless(world, root, keep, count);
     kiln_entity *list;
     size_t bytes;
     kl_spin_lock(&st->links_lock);
     int64_t n = subtree(world, st, root, &list, &bytes);
     kl_spin_unlock(&st->links_lock);
     if (n < 0) return KILN_ERR_OUT_OF_MEMORY; /* the world error says so */
-    kiln_result r = KILN_OK;
+    kiln_result r = kept(world, list, n, keep, count);
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
      * Deferred, the despawns are queued: one that runs out of memory takes back those queued
      * before it, so the call leaves nothing behind. */
     bool deferred = kiln_is_deferred(world);
     int64_t mark = deferred ? kl_defer_mark(world) : 0;
     for (int64_t i = n - 1; i >= 0 && r == KILN_OK; i--) {
-        r = deferred ? kl_defer_despawn(world, "kiln_transform_despawn_recursive", list[i])
+        r = deferred ? kl_defer_despawn_unless(world, "kiln_transform_despawn_recursive", list[i], keep, count)
                      : kiln_despawn(world, list[i]);
         if (r != KILN_OK && deferred) kl_defer_rollback(world, mark);
     }
