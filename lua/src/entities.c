@@ -176,7 +176,8 @@ static int w_despawn(lua_State *L) {
     klua_world *kw = self_args(L, 2);
     kiln_entity e = arg_entity(L, 2, "world:despawn");
     if (kw->mod_hooks) kw->mod_hooks->before_remove(L, kw, e, KILN_NO_COMPONENT, "world:despawn");
-    if (kiln_despawn(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
+    kiln_result r = kw->host ? klua_mod_despawn(kw, e, false) : kiln_despawn(kw->world, e); /* a mod's: as it lands too */
+    if (r != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
     return 0;
 }
 

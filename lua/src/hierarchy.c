@@ -78,7 +78,8 @@ static int w_despawn_recursive(lua_State *L) {
     /* the walk reads every Parent link: a system declares it, as children asks */
     klua_check_access(L, kw, parent_component(L, kw, fname), false, fname);
     if (kw->mod_hooks) kw->mod_hooks->before_despawn_tree(L, kw, e, fname);
-    if (kiln_transform_despawn_recursive(kw->world, e) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    kiln_result r = kw->host ? klua_mod_despawn(kw, e, true) : kiln_transform_despawn_recursive(kw->world, e);
+    if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
 }
 

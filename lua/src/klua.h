@@ -501,12 +501,12 @@ KLUA_HIDDEN void klua_mark_mod_registered(klua_world *kw, kiln_component c);
 KLUA_HIDDEN bool klua_mod_registered(const klua_world *kw, kiln_component c);
 
 /* ---- access.c: declared access of the running Lua system ---- */
-/* The name of the Lua system running now, or NULL. */
-KLUA_HIDDEN const char *klua_system_name(const klua_world *kw);
+KLUA_HIDDEN const char *klua_system_name(const klua_world *kw); /* the Lua system running now, or NULL */
 /* True unless a system runs that did not declare c in writes, or a mod's view kw may not write c. */
 KLUA_HIDDEN bool klua_system_writes(const klua_world *kw, kiln_component c);
 KLUA_HIDDEN bool klua_mod_readonly(const klua_world *kw, kiln_component c); /* kw a mod's view (mod_readonly.c) */
 KLUA_HIDDEN void klua_mod_check_write(lua_State *L, klua_world *kw, kiln_component c, const char *fname); /* raises */
+KLUA_HIDDEN kiln_result klua_mod_despawn(const klua_world *kw, kiln_entity e, bool tree); /* mod_readonly.c */
 /* Raises unless the running system (if any) declared c (write: in writes); a mod's write of what mods only read. */
 KLUA_HIDDEN void klua_check_access(lua_State *L, klua_world *kw, kiln_component c, bool write, const char *fname);
 

@@ -3,6 +3,7 @@
  * Invariant: only a mod's view (kw->host set) asks, so the host's own paths never look. */
 #include <string.h>
 
+#include "kiln_transform.h"
 #include "mods.h"
 
 /* Reads opts.readonly (the table at opts) into names, NULL-terminated: a list of strings,
@@ -118,6 +119,16 @@ void klua_mod_check_write(lua_State *L, klua_world *kw, kiln_component c, const 
     kiln_component_info info;
     kiln_component_info_get(kw->world, c, &info);
     klua_fail(L, fname, "%s is read-only to mods (the host lists it in kiln.mods' readonly)", info.name);
+}
+
+/* kiln_despawn (tree: kiln_transform_despawn_recursive) in a mod's view kw: refused while the entity
+ * holds what is read-only to mods, now and, queued, again as it lands (a host's add queued before
+ * it in the frame may bring one). */
+kiln_result klua_mod_despawn(const klua_world *kw, kiln_entity e, bool tree) {
+    const klua_mods *mods = ((const klua_mod *)kw->mod)->mods;
+    /* the list is copied into a queued despawn: mods:readonly or a closed manager changes none */
+    if (tree) return kiln_transform_despawn_recursive_unless(kw->world, e, mods->readonly, mods->readonly_count);
+    return kiln_despawn_unless(kw->world, e, mods->readonly, mods->readonly_count);
 }
 
 bool klua_mods_any_readonly(const klua_world *kw) { return ((const klua_mod *)kw->mod)->mods->readonly_count > 0; }

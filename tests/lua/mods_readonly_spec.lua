@@ -197,6 +197,40 @@ end}
         assert.are.equal(twin:hash(), w:hash())
     end)
 
+    -- a mod's despawn in a frame is queued: checked when made and again as it lands, after the
+    -- host's changes queued before it (here a host system earlier in the frame adds a Hull)
+    it("drops a mod's queued despawn whose entity gained one before it landed", function()
+        local w, mods, ids = host()
+        local kid = w:spawn{Position = {x = 3, y = 3}}
+        w:set_parent(kid, ids.rock)
+        local loner = w:spawn{Position = {x = 4, y = 4}}
+        w:system{name = "armer", writes = {"Hull"}, run = function(ww)
+            for _, e in ipairs{kid, loner} do
+                if ww:is_alive(e) and not ww:has(e, "Hull") then ww:add(e, "Hull", {hp = 2}) end
+            end
+        end}
+        local dir = M.folder()
+        M.write(dir, "killer.lua", prelude(ids) .. ([[
+world:system{name = "killer", reads = {"Parent"}, writes = {"Position"}, run = function(w)
+    try("despawn", w.despawn, w, %d)
+    try("despawn tree", w.despawn_recursive, w, ROCK)
+end}
+]]):format(loner))
+        assert(mods:load(dir .. "/killer.lua"))
+        assert.are.same({}, M.frames(w, 1))
+        local tried = outcomes(mods, "killer")
+        assert.are.same({{"done", "despawn", ""}, {"done", "despawn tree", ""}}, tried) -- queued
+        assert.is_true(w:is_alive(loner))
+        assert.are.equal(2, w:get(loner, "Hull").hp)
+        assert.is_true(w:is_alive(kid))
+        assert.are.equal(2, w:get(kid, "Hull").hp)
+        assert.is_false(w:is_alive(ids.rock)) -- it held none: its own despawn landed
+        local info = M.info(mods, "killer")
+        assert.are.equal(2, info.dropped)
+        assert.truthy(info.dropped_error:find("system 'killer': command %d+ %(despawn%) on entity .*: entity holds "
+                                              .. "Hull, which this despawn must keep; dropped"), info.dropped_error)
+    end)
+
     it("leaves the host free to write them, and mods free to write the rest", function()
         local w, mods, ids = host()
         local dir = M.folder()
