@@ -34,10 +34,17 @@ const char *const *klua_mods_readonly_option(lua_State *L, int opts, const char 
     return names;
 }
 
-/* The host's component name (len bytes), or KILN_NO_COMPONENT: none of that name, or kiln's. */
-static kiln_component lookup(const klua_world *kw, const char *name, size_t len) {
+/* The host's component name (len bytes) in *dest; returns NULL, or why it cannot be read-only
+ * to mods (*dest KILN_NO_COMPONENT): the world has none of that name (or it is kiln's), or a mod
+ * registered it, under this manager or an earlier one, and the host never declared it (its
+ * schema is the mod's). */
+static const char *refusal(const klua_world *kw, const char *name, size_t len, kiln_component *dest) {
     kiln_component c = klua_name_ok(name, len) ? kiln_component_lookup(kw->world, name) : KILN_NO_COMPONENT;
-    return c == kw->shared_type ? KILN_NO_COMPONENT : c;
+    *dest = KILN_NO_COMPONENT;
+    if (c == KILN_NO_COMPONENT || c == kw->shared_type) return "is not a component of the world";
+    if (klua_mod_registered(kw, c) && !klua_host_declared(kw, c)) return "was registered by a mod, not the host";
+    *dest = c;
+    return NULL;
 }
 
 int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *const *names, kiln_component *dest) {
@@ -46,11 +53,11 @@ int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *con
         if (n == KLUA_MODS_MAX_READONLY)
             luaL_error(L, "kiln.mods: readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
         size_t len = strlen(names[n]);
-        dest[n] = lookup(kw, names[n], len);
         /* decided now, once: a name registered later (by a mod) would be the mod's before it was the host's */
-        if (dest[n] == KILN_NO_COMPONENT)
-            luaL_error(L, "kiln.mods: readonly names '%s', which is not a component of the world; register it "
-                          "before the mod manager opens", klua_quote(L, names[n], len));
+        const char *why = refusal(kw, names[n], len, &dest[n]);
+        if (why)
+            luaL_error(L, "kiln.mods: readonly names '%s', which %s; register it before the mod manager opens",
+                       klua_quote(L, names[n], len), why);
     }
     return n;
 }
@@ -84,11 +91,9 @@ int klua_mods_readonly_add(lua_State *L, klua_mods *mods, const char *fname) {
         if (lua_type(L, arg) != LUA_TSTRING) klua_typeerror(L, arg, fname, "string");
         size_t len;
         const char *name = lua_tolstring(L, arg, &len);
-        kiln_component c = lookup(kw, name, len);
-        if (c == KILN_NO_COMPONENT)
-            klua_argerror(L, arg, fname, "'%s' is not a component of the world", klua_quote(L, name, len));
-        if (klua_mod_registered(kw, c) && !klua_host_declared(kw, c)) /* its schema is a mod's */
-            klua_argerror(L, arg, fname, "%s was registered by a mod, not the host", name);
+        kiln_component c;
+        const char *why = refusal(kw, name, len, &c);
+        if (why) klua_argerror(L, arg, fname, "'%s' %s", klua_quote(L, name, len), why);
         bool listed = false;
         for (int32_t i = 0; i < n && !listed; i++) listed = list[i] == c;
         if (listed) continue;

@@ -98,6 +98,26 @@ describe("kiln.mods readonly", function()
         mods:close()
     end)
 
+    -- a name a mod of an earlier manager registered is the mod's schema, as under mods:readonly:
+    -- the option refuses it until the host declares it itself
+    it("refuses a name a mod of a closed manager registered, until the host declares it", function()
+        local w, mods = host{}
+        local dir = M.folder()
+        M.write(dir, "owner.lua", "world:component('Loot', 'int32_t n;')")
+        assert(mods:load(dir .. "/owner.lua"))
+        mods:close()
+        local ok, err = pcall(kiln.mods, w, {readonly = {"Score", "Loot"}})
+        assert.is_false(ok)
+        assert.truthy(err:find("kiln.mods: readonly names 'Loot', which was registered by a mod, not the host", 1,
+                               true), err)
+        w:component("Loot", "int32_t n;") -- the host's now
+        mods = kiln.mods(w, {readonly = {"Score", "Loot"}})
+        M.write(dir, "looter.lua", "print(pcall(world.resource, world, 'Loot', {n = 1}))")
+        assert(mods:load(dir .. "/looter.lua"))
+        assert.truthy(mods:log("looter")[1]:find("Loot is read-only to mods", 1, true), mods:log("looter")[1])
+        assert.is_nil(w:resource("Loot"))
+    end)
+
     it("refuses a mod system that lists one in writes, naming it and the option", function()
         local w, mods, ids = host()
         local dir = M.folder()
@@ -318,7 +338,7 @@ end}
             {{}, "bad argument #1 to 'mods:readonly' (string expected, got no value)"},
             {{"Score", 3}, "bad argument #2 to 'mods:readonly' (string expected, got number)"},
             {{"Score", "Nope"}, "bad argument #2 to 'mods:readonly' ('Nope' is not a component of the world)"},
-            {{"Score", "Loot"}, "bad argument #2 to 'mods:readonly' (Loot was registered by a mod, not the host)"},
+            {{"Score", "Loot"}, "bad argument #2 to 'mods:readonly' ('Loot' was registered by a mod, not the host)"},
         }
         for _, case in ipairs(cases) do
             local ok, err = pcall(mods.readonly, mods, unpack(case[1]))
