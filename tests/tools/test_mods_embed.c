@@ -1,7 +1,7 @@
 /* test_mods_embed.c: the mod manager from a C host (lua/kiln_lua.h): load, log, a failing
  * mod system in the host's own kiln_schedule_run, reload, unload, load_dir, teardown, and
  * the desc's limits on a mod's queries and on its frame's wall clock, its readonly names (and
- * kiln_lua_mods_readonly's), and a desc's bad limits refused. */
+ * kiln_lua_mods_readonly's, misused too), and a desc's bad limits refused. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -415,6 +415,41 @@ START_TEST(kiln_lua_mods_readonly_binds_the_loaded_mods_or_names_the_system_in_t
 }
 END_TEST
 
+/* kiln_lua_mods_readonly misused from C: a NULL name, what is not a manager, a closed manager,
+ * no room for the message; each refused with the stack as it was and nothing made read-only. */
+START_TEST(kiln_lua_mods_readonly_refuses_a_null_name_and_what_is_not_an_open_manager) {
+    host h;
+    start(&h, NULL);
+    char err[256];
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, NULL, err, sizeof err));
+    ck_assert_str_eq(err, "bad argument #1 to 'mods:readonly' (string expected, got nil)");
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, NULL, NULL, 0)); /* no buffer: nothing written */
+    err[0] = 'x';
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, "Mana", err, 1));
+    ck_assert_str_eq(err, "");
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.world_idx, "Health", err, sizeof err));
+    ck_assert_str_eq(err, "kiln.Mods expected");
+    ck_assert_int_eq(lua_gettop(h.L), h.mods_idx);
+    /* none of those made Health read-only: a mod still writes it */
+    kiln_component hp = kiln_component_lookup(h.world, "Health");
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn_with(h.world, &hp, (const void *[]){&(int32_t){50}}, 1, &e), KILN_OK);
+    char src[128];
+    snprintf(src, sizeof src, "world:set(%llu, 'Health', {hp = 7})\n", (unsigned long long)e);
+    write_file(&h, "writer.lua", src);
+    ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "writer.lua"), err, sizeof err), "%s", err);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(h.world, e, hp), 7);
+    /* a closed manager */
+    lua_getfield(h.L, h.mods_idx, "close");
+    lua_pushvalue(h.L, h.mods_idx);
+    ck_assert_int_eq(lua_pcall(h.L, 1, 0, 0), LUA_OK);
+    ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, "Health", err, sizeof err));
+    ck_assert_msg(strstr(err, "mods:readonly") && strstr(err, "closed"), "%s", err);
+    ck_assert_int_eq(lua_gettop(h.L), h.mods_idx);
+    stop(&h);
+}
+END_TEST
+
 /* A reload whose dependent fails to reload: the named mod reloaded (true), and err names the
  * dependent and why (it was empty: the host saw the failure only as the dependent's system
  * failing at the next frame). */
@@ -460,6 +495,7 @@ static Suite *mods_suite(void) {
     tcase_add_test(tc, push_refuses_a_desc_limit_below_what_kiln_mods_accepts);
     tcase_add_test(tc, a_c_hosts_desc_readonly_keeps_its_component_from_every_mod);
     tcase_add_test(tc, kiln_lua_mods_readonly_binds_the_loaded_mods_or_names_the_system_in_the_way);
+    tcase_add_test(tc, kiln_lua_mods_readonly_refuses_a_null_name_and_what_is_not_an_open_manager);
     suite_add_tcase(s, tc);
     return s;
 }
