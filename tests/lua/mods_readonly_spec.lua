@@ -218,35 +218,46 @@ end}
     end)
 
     -- a mod's despawn in a frame is queued: checked when made and again as it lands, after the
-    -- host's changes queued before it (here a host system earlier in the frame adds a Hull)
+    -- host's changes queued before it (here a host system earlier in the frame adds a Hull, and
+    -- spawns one whose handle the mod guessed)
     it("drops a mod's queued despawn whose entity gained one before it landed", function()
         local w, mods, ids = host()
         local kid = w:spawn{Position = {x = 3, y = 3}}
         w:set_parent(kid, ids.rock)
         local loner = w:spawn{Position = {x = 4, y = 4}}
+        -- the handle the host's next spawn takes (a slot comes back a generation on), which a
+        -- mod can guess: reserved by the host's queued spawn, it is alive to a despawn
+        local spent = w:spawn{}
+        w:despawn(spent)
+        local guess, made = spent + 2 ^ 32, nil
         w:system{name = "armer", writes = {"Hull"}, run = function(ww)
             for _, e in ipairs{kid, loner} do
                 if ww:is_alive(e) and not ww:has(e, "Hull") then ww:add(e, "Hull", {hp = 2}) end
             end
+            made = made or ww:spawn{Hull = {hp = 3}}
         end}
         local dir = M.folder()
         M.write(dir, "killer.lua", prelude(ids) .. ([[
 world:system{name = "killer", reads = {"Parent"}, writes = {"Position"}, run = function(w)
     try("despawn", w.despawn, w, %d)
     try("despawn tree", w.despawn_recursive, w, ROCK)
+    try("despawn guessed", w.despawn, w, %.0f)
 end}
-]]):format(loner))
+]]):format(loner, guess))
         assert(mods:load(dir .. "/killer.lua"))
         assert.are.same({}, M.frames(w, 1))
+        assert.are.equal(guess, made)
+        assert.is_true(w:is_alive(made))
         local tried = outcomes(mods, "killer")
-        assert.are.same({{"done", "despawn", ""}, {"done", "despawn tree", ""}}, tried) -- queued
+        assert.are.same({{"done", "despawn", ""}, {"done", "despawn tree", ""}, {"done", "despawn guessed", ""}},
+                        tried) -- queued
         assert.is_true(w:is_alive(loner))
         assert.are.equal(2, w:get(loner, "Hull").hp)
         assert.is_true(w:is_alive(kid))
         assert.are.equal(2, w:get(kid, "Hull").hp)
         assert.is_false(w:is_alive(ids.rock)) -- it held none: its own despawn landed
         local info = M.info(mods, "killer")
-        assert.are.equal(2, info.dropped)
+        assert.are.equal(3, info.dropped)
         assert.truthy(info.dropped_error:find("system 'killer': command %d+ %(despawn%) on entity .*: entity holds "
                                               .. "Hull, which this despawn must keep; dropped"), info.dropped_error)
     end)
