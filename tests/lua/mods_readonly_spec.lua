@@ -262,6 +262,38 @@ end}
                                               .. "Hull, which this despawn must keep; dropped"), info.dropped_error)
     end)
 
+    -- paths the lists above leave out: a coroutine's body (in a system, resumed frame after
+    -- frame), a value that raises while converted, an error raised inside a pcall'd write
+    it("refuses writes from a mod's coroutines and its erroring values alike", function()
+        local w, mods, ids = host()
+        local twin = host()
+        local dir = M.folder()
+        M.write(dir, "sly.lua", prelude(ids) .. [[
+local bad = setmetatable({}, {__index = function() error("mid-conversion") end})
+local co = coroutine.wrap(function(w)
+    while true do
+        try("co set", w.set, w, SHIP, "Hull", {hp = 0})
+        try("co despawn", w.despawn, w, SHIP)
+        w = coroutine.yield()
+    end
+end)
+world:system{name = "sly", reads = {"Score", "Waves", "Hull"}, writes = {"Position"}, run = function(w)
+    co(w)
+    try("bad value", w.set, w, SHIP, "Hull", bad)
+    try("nested", function() -- swallowed inside, the refusal passed on: nothing was written
+        local ok, err = pcall(w.resource, w, "Score", {points = 0})
+        if not ok then error(err, 0) end
+    end)
+    reads(w)
+end}
+]])
+        assert(mods:load(dir .. "/sly.lua"))
+        assert.are.same({}, M.frames(w, 2))
+        M.frames(twin, 2)
+        all_refused(mods, "sly", 2 * 4)
+        assert.are.equal(twin:hash(), w:hash())
+    end)
+
     it("leaves the host free to write them, and mods free to write the rest", function()
         local w, mods, ids = host()
         local dir = M.folder()
