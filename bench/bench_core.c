@@ -7,6 +7,7 @@
 #include "bench_transform.h"
 #include "bench_children.h"
 #include "bench_names.h"
+#include "bench_named_load.h"
 #include "bench_persist.h"
 
 #include "bench_fixture.h"
@@ -637,6 +638,9 @@ static const bench_case cases[] = {
     {"name_spawn", BENCH_NS_PER_ENTITY, 2.0, false,
      "a frame of 1000 spawns with a Name among 100k named vs unchecked spawns, each name entered "
      "in a plain hash set first", run_name_spawn},
+    {"load_named_first", BENCH_NS_PER_ENTITY, 1.5, false,
+     "kiln_load of 100k named entities (binary) into a world without Name vs the same load into one "
+     "with Name", run_load_named_first},
     {"tree_spawn", BENCH_NS_PER_ENTITY, 2.0, false,
      "a frame of 250 trees (a root, 3 children) spawned among 100k in trees, each root's children "
      "looked up at once, vs unchecked links and a plain array of each root's children", run_tree_spawn},

@@ -592,6 +592,49 @@ void kl_archetypes_trim(kiln_world *world) {
             kl_archetype_trim(world, world->archetypes[a]);
 }
 
+/* The values and ticks of count rows of column s from row at to row to of column d (the same
+ * component); the latest tick moved raises d's. */
+static void move_block(kiln_world *world, kl_column *s, kl_column *d, int32_t at, int32_t to, int32_t count) {
+    relocate(s->component, d->data + (size_t)to * d->stride, s->data + (size_t)at * s->stride, count);
+    memmove(d->ticks + to, s->ticks + at, sizeof(kiln_row_tick) * (size_t)count);
+    kiln_row_tick latest = 0;
+    for (int32_t r = 0; r < count; r++) latest = d->ticks[to + r] > latest ? d->ticks[to + r] : latest;
+    kl_column_touch_appended(d, world->tick_base + latest);
+}
+
+int32_t kl_archetype_move_rows(kiln_world *world, kl_archetype *src, int32_t first, int32_t count,
+                               kl_archetype *dst) {
+    KILN_ASSERT(first >= 0 && count >= 0 && first + count <= src->count, "moving rows src holds");
+    KILN_ASSERT(dst->capacity - dst->count >= count, "rows reserved before the move");
+    int32_t to = dst->count, end = first + count;
+    /* the rows after the block, as many as fit in its hole, from src's end (never overlapping it) */
+    int32_t fill = src->count - end < count ? src->count - end : count, tail = src->count - fill;
+    world->in_hook++; /* rows are in two places while the move hooks run (kl_in_hook) */
+    for (int32_t i = 0; i < src->column_count && count; i++) {
+        kl_column *s = &src->columns[i], *d = kl_archetype_column(dst, s->id);
+        KILN_ASSERT(d != NULL, "dst holds every column of src");
+        move_block(world, s, d, first, to, count);
+        if (fill) move_block(world, s, s, tail, first, fill);
+    }
+    world->in_hook--;
+    for (int32_t r = 0; r < count; r++) {
+        kiln_entity e = src->entities[first + r];
+        dst->entities[to + r] = e;
+        kl_record_set_place(kl_record_at(world, kiln_entity_index(e)), dst->id, (uint32_t)(to + r));
+    }
+    for (int32_t r = 0; r < fill; r++) {
+        kiln_entity e = src->entities[tail + r];
+        src->entities[first + r] = e;
+        kl_record_set_place(kl_record_at(world, kiln_entity_index(e)), src->id, (uint32_t)(first + r));
+    }
+    for (int32_t r = end; r-- > first;) kl_rows_taken(src, (size_t)r);
+    src->count -= count;
+    dst->count = to + count;
+    src->structure_tick = dst->structure_tick = world->tick;
+    world->structure_version++;
+    return to;
+}
+
 void kl_archetypes_destroy_values(kiln_world *world) {
     world->in_hook++; /* refuses the hooks' changes (kl_in_hook) */
     for (int32_t a = 0; a < world->archetype_count; a++) {

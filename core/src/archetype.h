@@ -183,6 +183,15 @@ static inline int32_t kl_archetype_push(kiln_world *world, kl_archetype *arch, k
     return row;
 }
 
+/* Moves rows [first, first + count) of src to count new rows of dst (room reserved), whose
+ * types are src's and more: each of src's columns moves in one run (through its component's
+ * move hook when it has one, the world in a hook meanwhile) with its ticks, the entities'
+ * records follow, and dst's other columns are left unwritten for the caller to fill; src's last
+ * rows fill the hole. What a load does to give many entities a component at once instead of
+ * one kiln_add each. Returns dst's first new row; cannot fail. */
+KL_HIDDEN int32_t kl_archetype_move_rows(kiln_world *world, kl_archetype *src, int32_t first,
+                                         int32_t count, kl_archetype *dst);
+
 /* Runs the destroy hooks of every value in row. */
 KL_HIDDEN void kl_archetype_destroy_row(kl_archetype *arch, int32_t row);
 
