@@ -55,6 +55,11 @@ KLUA_HIDDEN int klua_budget_register(lua_State *L);
  * (a console closing leaves another console's alone). Call with lua_pcall. */
 KLUA_HIDDEN int klua_budget_unregister(lua_State *L);
 
+/* What a console statement running on L may still grow Lua's memory by (its statement_bytes
+ * less what it grew so far), or -1 when no statement runs (world:load charges what it makes
+ * outside Lua's allocator against it). */
+KLUA_HIDDEN int64_t klua_console_memory_left(lua_State *L);
+
 /* Monotonic seconds. */
 KLUA_HIDDEN double klua_console_now(void);
 

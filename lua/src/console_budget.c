@@ -125,6 +125,12 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 
 bool klua_console_active(lua_State *L) { return current(L) != NULL; }
 
+int64_t klua_console_memory_left(lua_State *L) {
+    const klua_budget *b = current(L);
+    if (!b) return -1;
+    return b->growth_max > b->grown ? b->growth_max - b->grown : 0;
+}
+
 const char *klua_console_overdue(lua_State *L) {
     klua_budget *b = current(L);
     if (!b) return NULL;

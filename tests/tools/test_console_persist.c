@@ -71,8 +71,9 @@ static const char *world_state(game *g) {
 }
 
 START_TEST(crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was) {
-    /* time enough for a sanitizer build to make and parse megabytes in one statement */
-    game *g = start_game((kiln_console_desc){.budget = 0, .statement_ms = 20000});
+    /* time enough for a sanitizer build to make and parse megabytes in one statement, memory
+     * enough for the parse of the 3.8 MB text */
+    game *g = start_game((kiln_console_desc){.budget = 0, .statement_ms = 20000, .statement_bytes = 1 << 30});
     int fd = sign_in(g);
     ck_assert_str_eq(run(g, fd, "good = world:save()"), "ok:");
     ck_assert_str_eq(run(g, fd, "goodj = world:save{format = 'json'}"), "ok:");
@@ -166,7 +167,8 @@ END_TEST
 /* One world:load of tens of megabytes of JSON (seconds of reading) stops at the statement's
  * time limit inside the load, not after it: the load asks as it reads. */
 START_TEST(one_long_load_stops_at_the_statements_time_limit) {
-    game *g = start_game((kiln_console_desc){.statement_ms = 300});
+    /* (memory enough for the text's parse tree: the time limit is what this case meets) */
+    game *g = start_game((kiln_console_desc){.statement_ms = 300, .statement_bytes = (int64_t)4 << 30});
     ck_assert_int_eq(luaL_dostring(g->L, "big = '{\"kiln\": 1, \"tick\": 0, \"components\": [], \"entities\": [' .. "
                                          "('{\"id\": 4294967296, \"components\": {}}, '):rep(1000000) .. "
                                          "'{\"id\": 4294967297, \"components\": {}}]}'"),
@@ -190,6 +192,48 @@ START_TEST(one_long_load_stops_at_the_statements_time_limit) {
     ck_assert_msg(strstr(lua_tostring(g->L, -1), "appears twice"), "%s", lua_tostring(g->L, -1));
     lua_pop(g->L, 1);
     ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+/* The tree jansson parses a JSON text into is made outside Lua's memory (about 80 bytes a
+ * byte of text at worst): a console statement is charged it before the load reads anything,
+ * and a text (or a file) past what the statement may still grow memory by is refused by name,
+ * the world as it was. A binary save, parsed in place, is not. */
+START_TEST(a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_refused) {
+    game *g = start_game((kiln_console_desc){.statement_bytes = 8 << 20, .statement_ms = 20000});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    ck_assert_str_eq(run(g, fd, "goodj, good = world:save{format = 'json'}, world:save()"), "ok:");
+    /* white space after the document: 8 MiB / 80 is 104857 bytes of text */
+    ck_assert_str_eq(run(g, fd, "pad = (' '):rep(110000)"), "ok:");
+    const char *a = run(g, fd, "world:load(goodj .. pad)");
+    ck_assert_msg(strncmp(a, "error:world:load: a JSON text of ", 33) == 0 &&
+                      strstr(a, " bytes to read, past what the console statement may still grow memory by (") &&
+                      strstr(a, " bytes, of its statement_bytes)"),
+                  "%s", a);
+    ck_assert_str_eq(world_state(g), before);
+    char path[] = "/tmp/kiln-console-json-XXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    char line[256];
+    snprintf(line, sizeof line, "local f = io.open('%s', 'wb') f:write(goodj, pad) f:close()", path);
+    ck_assert_str_eq(run(g, fd, line), "ok:");
+    snprintf(line, sizeof line, "world:load('%s')", path);
+    a = run(g, fd, line);
+    ck_assert_msg(strncmp(a, "error:world:load: a JSON text of ", 33) == 0, "%s", a);
+    ck_assert_str_eq(world_state(g), before);
+    unlink(path);
+    /* a text that fits loads (its 5 entities beside the world's), as does a binary save */
+    ck_assert_str_eq(run(g, fd, "world:load(goodj .. (' '):rep(1000)) return world:count()"), "ok:10");
+    ck_assert_str_eq(run(g, fd, "world:load(good) return world:count()"), "ok:15");
+    /* outside a statement nothing is charged */
+    ck_assert_int_eq(luaL_dostring(g->L, "world:load(goodj .. pad) return world:count()"), LUA_OK);
+    ck_assert_int_eq(lua_tointeger(g->L, -1), 20);
+    lua_pop(g->L, 1);
     close(fd);
     stop_game(g);
 }
@@ -422,6 +466,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was);
     tcase_add_test(tc, a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits);
     tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
+    tcase_add_test(tc, a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_refused);
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
