@@ -55,10 +55,18 @@ KLUA_HIDDEN int klua_budget_register(lua_State *L);
  * (a console closing leaves another console's alone). Call with lua_pcall. */
 KLUA_HIDDEN int klua_budget_unregister(lua_State *L);
 
-/* What a console statement running on L may still grow Lua's memory by (its statement_bytes
- * less what it grew so far), or -1 when no statement runs (world:load charges what it makes
- * outside Lua's allocator against it). */
-KLUA_HIDDEN int64_t klua_console_memory_left(lua_State *L);
+/* In a console statement running on L, charges what a read of s makes outside Lua's memory
+ * (jansson's parse tree of a JSON text, KLUA_JSON_TREE_BYTES a byte; the copy of a file
+ * kiln's *_file calls read) against what the statement may still grow memory by, and raises
+ * naming fname when it does not fit, before anything is read. s: the text (n bytes), or, with
+ * path, a file's path (opened as kiln opens it; one it cannot open is left to the read). With
+ * saves, a text or file starting with kiln's binary magic is a binary save, read in place (a
+ * text is not charged, a file its size). Outside a statement it does nothing. */
+KLUA_HIDDEN void klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path,
+                                          bool saves);
+/* The most bytes jansson's parse tree takes per byte of JSON text (78.2 for `[{},{},...]`, with
+ * jansson 2.14 and glibc's malloc, counting 8 bytes a block). */
+#define KLUA_JSON_TREE_BYTES 80
 
 /* Monotonic seconds. */
 KLUA_HIDDEN double klua_console_now(void);

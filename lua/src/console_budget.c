@@ -3,9 +3,12 @@
  * statement's budget is spent, every instruction it runs raises until the console has it back. */
 #include <lualib.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "console.h"
 
@@ -125,10 +128,34 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 
 bool klua_console_active(lua_State *L) { return current(L) != NULL; }
 
-int64_t klua_console_memory_left(lua_State *L) {
+void klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path, bool saves) {
     const klua_budget *b = current(L);
-    if (!b) return -1;
-    return b->growth_max > b->grown ? b->growth_max - b->grown : 0;
+    if (!b) return;
+    int64_t left = b->growth_max > b->grown ? b->growth_max - b->grown : 0;
+    uint64_t size = n;
+    const char *head = s;
+    char first[8];
+    if (path) { /* opened as kiln opens it: a pipe would block, only a regular file is read */
+        int fd = open(s, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0) return;
+        ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, first, sizeof first) : -1;
+        close(fd);
+        if (got < 0) return;
+        n = (size_t)got;
+        size = (uint64_t)st.st_size;
+        head = first;
+    }
+    bool binary = saves && n > 0 && memcmp(head, "KILNSAVE", n < 8 ? n : 8) == 0;
+    if (binary && !path) return;
+    uint64_t per = binary ? 1 : KLUA_JSON_TREE_BYTES + path;
+    uint64_t need = size > UINT64_MAX / per ? UINT64_MAX : size * per;
+    if (need <= (uint64_t)left) return;
+    char why[200]; /* (lua_pushfstring knows no 64-bit formats) */
+    snprintf(why, sizeof why, "%s of %llu bytes may take %llu bytes to read, past what the console statement may "
+             "still grow memory by (%lld bytes, of its statement_bytes)", binary ? "a file" : "a JSON text",
+             (unsigned long long)size, (unsigned long long)need, (long long)left);
+    klua_fail(L, fname, "%s", why);
 }
 
 const char *klua_console_overdue(lua_State *L) {

@@ -1,14 +1,10 @@
 /* persist.c: World methods over the persistence addon: save, load, name, lookup, clone.
  * "lua"-valued components and resources travel as plain data (nil, booleans, numbers, strings,
  * tables of those without cycles) in a tagged byte form; anything else fails naming it. */
-#include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "kiln_persist.h"
-#include "console.h" /* klua_console_memory_left */
+#include "console.h" /* klua_console_charge_read */
 #include "klua.h"
 
 #define MAX_DEPTH 100
@@ -617,45 +613,6 @@ static bool looks_like_data(const char *s, size_t n) { /* a save cut inside its 
     return i < n && s[i] == '{';
 }
 
-/* The most bytes jansson's parse tree takes per byte of JSON text (78.2 for `[{},{},...]`, with
- * jansson 2.14 and glibc's malloc, counting 8 bytes a block). */
-enum { JSON_TREE_BYTES = 80 };
-
-/* A JSON text's parse tree is made by jansson's own malloc, outside Lua's allocator and so
- * outside a console statement's memory limit, as is the copy of a file kiln_load_file reads: in
- * a console statement they are charged before anything is read (JSON_TREE_BYTES a byte of
- * JSON, the most the tree takes, and the file's size), and a load that does not fit what the
- * statement may still grow memory by is refused, the world as it was. A file is told binary by
- * its first bytes, as kiln_load does. */
-static void check_load_room(lua_State *L, const char *fname, const char *s, size_t n, bool data) {
-    int64_t left = klua_console_memory_left(L);
-    if (left < 0) return;
-    uint64_t size = n, need;
-    const char *head = s;
-    char first[8];
-    if (!data) { /* opened as kiln_load_file opens it: a pipe would block, only a file is read */
-        int fd = open(s, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0) return; /* (the load says why) */
-        ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, first, sizeof first) : -1;
-        close(fd);
-        if (got < 0) return;
-        n = (size_t)got;
-        size = (uint64_t)st.st_size;
-        head = first;
-    }
-    bool binary = n > 0 && memcmp(head, "KILNSAVE", n < 8 ? n : 8) == 0;
-    if (binary && data) return;
-    need = binary ? size : size > UINT64_MAX / (JSON_TREE_BYTES + 1) ? UINT64_MAX
-                                                                        : size * (JSON_TREE_BYTES + !data);
-    if (need <= (uint64_t)left) return;
-    char why[200]; /* (lua_pushfstring knows no 64-bit formats) */
-    snprintf(why, sizeof why, "%s of %llu bytes may take %llu bytes to read, past what the console statement may "
-             "still grow memory by (%lld bytes, of its statement_bytes)", binary ? "a file" : "a JSON text",
-             (unsigned long long)size, (unsigned long long)need, (long long)left);
-    klua_fail(L, fname, "%s", why);
-}
-
 static int w_load(lua_State *L) {
     klua_world *kw = klua_self(L);
     const char *fname = "world:load";
@@ -676,7 +633,7 @@ static int w_load(lua_State *L) {
     const char *s = lua_tolstring(L, 2, &n);
     bool data = looks_like_data(s, n);
     if (!data && strlen(s) != n) klua_argerror(L, 2, fname, "a path without NUL bytes expected"); /* (another file) */
-    check_load_room(L, fname, s, n, data);
+    klua_console_charge_read(L, fname, s, n, !data, true);
     /* Slots 4..6 (padded nils, or extra arguments) become the load's. No lua_settop below
      * them: klua_self's collector guard sits above the arguments, and closing it from
      * lua_settop runs its __close where Lua 5.4.4 can leave the stack top pointing into a

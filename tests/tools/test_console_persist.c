@@ -198,9 +198,9 @@ START_TEST(one_long_load_stops_at_the_statements_time_limit) {
 END_TEST
 
 /* The tree jansson parses a JSON text into is made outside Lua's memory (about 80 bytes a
- * byte of text at worst): a console statement is charged it before the load reads anything,
- * and a text (or a file) past what the statement may still grow memory by is refused by name,
- * the world as it was. A binary save, parsed in place, is not. */
+ * byte of text at worst): a console statement is charged it before a load, a scene or a prefab
+ * reads anything, and a text (or a file) past what the statement may still grow memory by is
+ * refused by name, the world as it was. A binary save, parsed in place, is not. */
 START_TEST(a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_refused) {
     game *g = start_game((kiln_console_desc){.statement_bytes = 8 << 20, .statement_ms = 20000});
     int fd = sign_in(g);
@@ -226,7 +226,26 @@ START_TEST(a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_ref
     a = run(g, fd, line);
     ck_assert_msg(strncmp(a, "error:world:load: a JSON text of ", 33) == 0, "%s", a);
     ck_assert_str_eq(world_state(g), before);
+    /* a scene's and a prefab's JSON, text or file, alike */
+    snprintf(line, sizeof line, "local f = io.open('%s', 'wb') f:write('{\"version\": 1, \"entities\": []}', pad) "
+             "f:close()", path);
+    ck_assert_str_eq(run(g, fd, line), "ok:");
+    const char *more[] = {"world:instantiate('{\"version\": 1, \"entities\": [{}]}' .. pad)",
+                          "world:prefab('{\"components\": {}}' .. pad)", NULL, NULL};
+    char by_path[2][256];
+    snprintf(by_path[0], sizeof by_path[0], "world:instantiate('%s')", path);
+    snprintf(by_path[1], sizeof by_path[1], "world:prefab('%s')", path);
+    more[2] = by_path[0], more[3] = by_path[1];
+    for (int i = 0; i < 4; i++) {
+        a = run(g, fd, more[i]);
+        const char *want = i % 2 ? "error:world:prefab: a JSON text of " : "error:world:instantiate: a JSON text of ";
+        ck_assert_msg(strncmp(a, want, strlen(want)) == 0, "%s: %s", more[i], a);
+        ck_assert_str_eq(world_state(g), before);
+    }
     unlink(path);
+    ck_assert_str_eq(run(g, fd, "return #world:instantiate('{\"version\": 1, \"entities\": [{}]}').roots"),
+                     "ok:1");
+    ck_assert_str_eq(run(g, fd, "world:despawn(world:entities()[6]) return world:count()"), "ok:5");
     /* a text that fits loads (its 5 entities beside the world's), as does a binary save */
     ck_assert_str_eq(run(g, fd, "world:load(goodj .. (' '):rep(1000)) return world:count()"), "ok:10");
     ck_assert_str_eq(run(g, fd, "world:load(good) return world:count()"), "ok:15");
@@ -326,7 +345,8 @@ static const char *world_error(game *g) {
 /* A game holding a prefab of 200,000 nodes (pf) and one copy of it (root: its root), made
  * outside any statement. */
 static game *start_big_game(int statement_ms) {
-    game *g = start_game((kiln_console_desc){.statement_ms = statement_ms});
+    /* (memory enough for the 8 MB prefab text's parse tree: the time limit is what it meets) */
+    game *g = start_game((kiln_console_desc){.statement_ms = statement_ms, .statement_bytes = (int64_t)4 << 30});
     ck_assert_int_eq(luaL_dostring(g->L, "local parts = {}\n"
                                          "for i = 1, 199999 do parts[i] = '{\"components\": {\"Position\": {\"y\": 2}}}' end\n"
                                          "pf_text = '{\"components\": {\"Position\": {\"x\": 1}}, \"children\": [' .. "
