@@ -155,12 +155,13 @@ KILN_TEST(unsigned64, a_uint64_past_int64_max_goes_to_json_as_digits_and_loads_b
     free(text);
     pf_bytes_free(&saved);
     /* past 2^64 - 1 or negative: refused, naming the element; a bare number past INT64_MAX is
-     * refused by the JSON parser (such a value is written as a string of digits) */
+     * refused by the JSON parser, the message saying how such a value is written */
     static const struct { const char *u0, *error; } bad[] = {
         {"\"18446744073709551616\"", "an unsigned integer (at most 64 bits) expected"},
         {"\"-1\"", "an unsigned integer expected"},
         {"-1", "-1 is out of range"},
-        {"9223372036854775808", "too big integer near '9223372036854775808'"},
+        {"9223372036854775808", "too big integer near '9223372036854775808' (no number past 9223372036854775807 "
+                                "parses: a uint64 field takes one as a string of digits)"},
     };
     uint64_t before = kiln_world_hash(b);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

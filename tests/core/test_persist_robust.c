@@ -262,7 +262,8 @@ static const struct {
     {"{\"kiln\":1,\"tick\":9007199254740992," POS_SCHEMA ",\"entities\":[]}",
      "kiln_load: at tick: 9007199254740992 is out of range"},
     {"{\"kiln\":1,\"tick\":18446744073709551615," POS_SCHEMA ",\"entities\":[]}",
-     "kiln_load: at line 1 column 37 (byte 37): too big integer near '18446744073709551615'"},
+     "kiln_load: at line 1 column 37 (byte 37): too big integer near '18446744073709551615' (no number past "
+     "9223372036854775807 parses: a uint64 field takes one as a string of digits)"},
     {"{\"kiln\":1,\"tick\":1,\"components\":{},\"entities\":[]}",
      "kiln_load: at components: an array of components expected, got an object"},
     {"{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,\"components\":{\"Position\":{\"x\":\"fast\"}}}]}",

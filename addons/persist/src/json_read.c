@@ -489,8 +489,8 @@ kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, p
         root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     }
     if (!root)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at line %d column %d (byte %d): %.120s",
-                       err.line, err.column, err.position, err.text);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at line %d column %d (byte %d): %.120s%s",
+                       err.line, err.column, err.position, err.text, pz_json_error_hint(&err));
     jr j = {.js = {.world = world, .call = "kiln_load"}, .doc = doc};
     if (!json_is_object(root)) {
         snprintf(j.js.path, sizeof j.js.path, "the top level");

@@ -111,6 +111,12 @@ static size_t feed(void *buffer, size_t length, void *ud) {
     return n;
 }
 
+const char *pz_json_error_hint(const json_error_t *err) {
+    return strncmp(err->text, "too big integer", 15) == 0
+               ? " (no number past 9223372036854775807 parses: a uint64 field takes one as a string of digits)"
+               : "";
+}
+
 json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
     if (!data && size) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "data is NULL");
@@ -130,8 +136,8 @@ json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
         root = json_loadb(data ? (const char *)data : "", size, flags, &err);
     }
     if (!root) {
-        pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at line %d column %d (byte %d): %.120s", err.line,
-                     err.column, err.position, err.text);
+        pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at line %d column %d (byte %d): %.120s%s", err.line,
+                     err.column, err.position, err.text, pz_json_error_hint(&err));
         return NULL;
     }
     if (!json_is_object(root)) {

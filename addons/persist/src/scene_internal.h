@@ -93,6 +93,9 @@ KL_HIDDEN bool pz_json_integer_in(pz_json *j, const json_t *v, json_int_t lo, js
 /* A number, or a non-finite one as a string: "inf", "-inf", "nan", "-nan", "nan(0xM)". */
 KL_HIDDEN bool pz_json_number(pz_json *j, const json_t *v, double *dest);
 KL_HIDDEN bool pz_json_keys(pz_json *j, const json_t *v, const char *const *keys);
+/* What a parse error of jansson's adds to its own text: for a number too big for an int64 (a
+ * uint64 past INT64_MAX written by hand as a number), how a uint64 field takes one; else "". */
+KL_HIDDEN const char *pz_json_error_hint(const json_error_t *err);
 /* Parses text (syntax errors say line, column and byte); NULL with the error set. */
 KL_HIDDEN json_t *pz_json_parse(pz_json *j, const void *data, size_t size);
 /* Reads the value of a component (an object of fields, true for a tag, a hex string for a
