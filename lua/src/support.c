@@ -600,6 +600,14 @@ void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *f
 
 #define NAME_SLOT(p) ((unsigned)(((uintptr_t)(p) >> 4) ^ ((uintptr_t)(p) >> 10)) % KLUA_NAME_CACHE)
 
+/* Whether idx holds a component id: an integer, or a float with an integral value (5.0), as
+ * entities are taken and as LuaJIT, whose numbers are all floats, takes them; never a string. */
+static bool component_number(lua_State *L, int idx, lua_Integer *v) {
+    int ok = 0;
+    *v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
+    return ok != 0;
+}
+
 kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const char *s, size_t n) {
     if (s) {
         unsigned slot = NAME_SLOT(s);
@@ -607,8 +615,8 @@ kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const
         kiln_component c = klua_name_ok(s, n) ? kiln_component_lookup(kw->world, s) : KILN_NO_COMPONENT;
         return c == kw->shared_type ? KILN_NO_COMPONENT : c;
     }
-    if (!lua_isinteger(L, idx)) return KILN_NO_COMPONENT;
-    lua_Integer v = lua_tointeger(L, idx);
+    lua_Integer v;
+    if (!component_number(L, idx, &v)) return KILN_NO_COMPONENT;
     if (v <= 0 || v > kiln_component_count(kw->world) || (kiln_component)v == kw->shared_type)
         return KILN_NO_COMPONENT;
     return (kiln_component)v;
@@ -616,6 +624,7 @@ kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const
 
 kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg, const char *fname) {
     kiln_component c = KILN_NO_COMPONENT;
+    lua_Integer v;
     idx = lua_absindex(L, idx);
     if (lua_type(L, idx) == LUA_TSTRING) {
         /* A short string is interned: its bytes' address names it while it lives, and once
@@ -648,8 +657,7 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
             kw->name_ptr[slot] = str;
             kw->name_id[slot] = c;
         }
-    } else if (lua_isinteger(L, idx)) {
-        lua_Integer v = lua_tointeger(L, idx);
+    } else if (component_number(L, idx, &v)) {
         if (v <= 0 || v > kiln_component_count(kw->world) || (kiln_component)v == kw->shared_type)
             klua_argerror(L, arg, fname, "unknown component #%I", v);
         c = (kiln_component)v;

@@ -1,0 +1,168 @@
+-- api_consistency_spec.lua: rules that hold across every method the API declares, checked
+-- table-driven from docs/kiln.d.lua, so a method added later that breaks one fails here.
+local kiln = require "kiln"
+local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
+
+local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../"
+
+local function read(path)
+    local f = assert(io.open(root .. path, "rb"))
+    local text = f:read("*a")
+    f:close()
+    return text
+end
+
+-- {{class = "world", method = "get", params = {"e", "name", "into"}}, ...}: every method the
+-- annotations declare ("---@class kiln.World" then "local World = {}" ties a local to a class).
+local function declared_methods()
+    local list, class_of, current = {}, {}, nil
+    for line in read("docs/kiln.d.lua"):gmatch("[^\n]+") do
+        current = line:match("^%-%-%-@class kiln%.(%u%w*)%s*$") or current
+        local name = line:match("^local (%u%w*) = {}")
+        if name then class_of[name] = current end
+        local owner, method, args = line:match("^function (%u%w*):([%w_]+)%(([^)]*)%)")
+        if owner then
+            local params = {}
+            for p in args:gmatch("[%w_]+") do params[#params + 1] = p end
+            list[#list + 1] = {class = class_of[owner]:lower(), method = method, params = params}
+        end
+    end
+    return list
+end
+
+-- One object of every class, made the documented way, each in a world of its own.
+local function object(class)
+    local w = H.world()
+    w:spawn{Position = {x = 1, y = 2}}
+    local make = {
+        world = function() return w end,
+        query = function() return w:query{"Position"} end,
+        commands = function() return kiln.commands() end,
+        snapshot = function() return w:snapshot() end,
+        prefab = function() return w:prefab{components = {Position = {x = 2}}} end,
+        instance = function() return w:instantiate(w:export()) end,
+        session = function() return kiln.session{world = w} end,
+        mods = function() return kiln.mods(w) end,
+    }
+    return assert(make[class], "no maker for class " .. class)()
+end
+
+-- The message of fn(...), which must raise.
+local function raises(fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "expected an error, but the call returned normally")
+    return tostring(err)
+end
+
+-- Methods whose first argument may be any value, each with the document that says so.
+local takes_anything = {
+    ["world:is_alive"] = "lua-api.md: false for non-integer values, never raises",
+    ["session:open_world"] = "lua-api.md: picks the session's world from any value, and says which",
+}
+
+describe("every declared method", function()
+    local methods = declared_methods()
+
+    it("is declared in enough numbers for the rules below to mean something", function()
+        assert.is_true(#methods > 80, "only " .. #methods .. " methods parsed from kiln.d.lua")
+    end)
+
+    it("raises naming itself when self is not its object", function()
+        for _, m in ipairs(methods) do
+            local obj = object(m.class)
+            local call = m.class .. ":" .. m.method
+            local msg = raises(obj[m.method], 5)
+            assert.is_truthy(msg:find("calling '" .. call .. "' on bad self", 1, true),
+                             string.format("%s: %q", call, msg))
+        end
+    end)
+
+    it("raises naming itself and argument #1 for a value no method takes there", function()
+        local odd = coroutine.create(function() end)
+        for _, m in ipairs(methods) do
+            local call = m.class .. ":" .. m.method
+            if takes_anything[call] then
+                local obj = object(m.class)
+                assert.is_true(pcall(obj[m.method], obj, odd), call .. " no longer takes anything")
+            elseif #m.params > 0 then
+                local obj = object(m.class)
+                local msg = raises(obj[m.method], obj, odd)
+                assert.is_truthy(msg:find("bad argument #1 to '" .. call .. "'", 1, true),
+                                 string.format("%s: %q", call, msg))
+            end
+        end
+    end)
+end)
+
+describe("a component argument", function()
+    -- Every world method that takes a component, called with c in the place of a name.
+    local function calls(w, e)
+        return {
+            get = function(c) return w:get(e, c) end,
+            has = function(c) return w:has(e, c) end,
+            set = function(c) return w:set(e, c, {x = 3}) end,
+            add = function(c) return w:add(e, c, {x = 4}) end,
+            changed_tick = function(c) return w:changed_tick(e, c) end,
+            remove = function(c) return w:remove(e, c) end,
+            getter = function(c) return w:getter(c, "x")(e) end,
+            query = function(c) return w:query{c}:count() end,
+            system = function(c) return w:system{name = "s" .. tostring(c), reads = {c}, run = function() end} end,
+            spawn = function(c) return w:spawn{[c] = {x = 5}} end,
+        }
+    end
+
+    it("is taken as a name, an integer id or a float holding that id alike", function()
+        local w = H.world()
+        local id = w:component("Position", "float x, y;")
+        for name in pairs(calls(w, w:spawn{Position = {}})) do
+            for _, c in ipairs({"Position", id, id + 0.0}) do
+                local w2 = H.world()
+                local e = w2:spawn{Position = {x = 1, y = 2}}
+                local ok, err = pcall(calls(w2, e)[name], c)
+                assert.is_true(ok, string.format("world:%s with %s (%s): %s", name, tostring(c), type(c), tostring(err)))
+            end
+        end
+    end)
+
+    it("that is a number but no id is refused naming the method", function()
+        local w = H.world()
+        local e = w:spawn{Position = {x = 1, y = 2}}
+        for name, call in pairs(calls(w, e)) do
+            local msg = raises(call, 999)
+            assert.is_truthy(msg:find("world:" .. name, 1, true), string.format("world:%s: %q", name, msg))
+            assert.is_truthy(msg:find("999", 1, true), string.format("world:%s: %q", name, msg))
+        end
+    end)
+end)
+
+describe("an entity argument", function()
+    it("is taken as an integer or a float holding it, and refused as text naming the method", function()
+        local cases = {
+            get = function(w, e) return w:get(e, "Position") end,
+            set = function(w, e) return w:set(e, "Position", {x = 9}) end,
+            add = function(w, e) return w:add(e, "Velocity", {}) end,
+            remove = function(w, e) return w:remove(e, "Position") end,
+            changed_tick = function(w, e) return w:changed_tick(e, "Position") end,
+            components = function(w, e) return w:components(e) end,
+            inspect = function(w, e) return w:inspect(e) end,
+            children = function(w, e) return w:children(e) end,
+            set_parent = function(w, e) return w:set_parent(e, nil) end,
+            name = function(w, e) return w:name(e, "hero") end,
+            clone = function(w, e) return w:clone(e) end,
+            despawn = function(w, e) return w:despawn(e) end,
+            despawn_recursive = function(w, e) return w:despawn_recursive(e) end,
+        }
+        for name, call in pairs(cases) do
+            for _, form in ipairs({"integer", "float"}) do
+                local w = H.world()
+                local e = w:spawn{Position = {x = 1, y = 2}}
+                local ok, err = pcall(call, w, form == "float" and e + 0.0 or e)
+                assert.is_true(ok, string.format("world:%s with a %s entity: %s", name, form, tostring(err)))
+            end
+            local w = H.world()
+            local msg = raises(call, w, tostring(w:spawn{Position = {}}))
+            assert.is_truthy(msg:find("bad argument #1 to 'world:" .. name .. "' (entity expected", 1, true),
+                             string.format("world:%s: %q", name, msg))
+        end
+    end)
+end)
