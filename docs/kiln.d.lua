@@ -493,13 +493,13 @@ function Snapshot:bytes() end
 ---@return kiln.ComponentInfo[]|string[]|nil
 function World:components(e) end
 
----Describes a component, or nil for an unknown name.
----@param name string
+---Describes a component, or nil for an unknown name or id.
+---@param name kiln.component
 ---@return kiln.ComponentInfo|nil
 function World:component_info(name) end
 
----"component Position (8 bytes): float x; float y;"; raises for an unknown name.
----@param name string
+---"component Position (8 bytes): float x; float y;"; raises for an unknown name or id.
+---@param name kiln.component
 ---@return string
 function World:schema(name) end
 

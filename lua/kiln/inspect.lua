@@ -350,10 +350,13 @@ end
 --- world:schema(name) -> "component Position (8 bytes): float x; float y;"
 function World:schema(name)
   if not is_world(self) then error(bad_self("world:schema", "kiln.World", self), 2) end
-  if type(name) ~= "string" then
+  if type(name) ~= "string" and type(name) ~= "number" then
     error(bad_argument(1, "world:schema", "component name expected, got " .. typename(name)), 2)
   end
   local info = calling("world:schema", World.component_info, self, name)
+  if not info and type(name) == "number" then
+    error(string.format("world:schema: unknown component #%s", number_text(name)), 2)
+  end
   if not info then error(string.format("world:schema: unknown component '%s'", bounded(name)), 2) end
   if info.kind == "tag" then return string.format("component %s (tag)", info.name) end
   if info.kind == "lua" then return string.format("component %s (Lua values)", info.name) end

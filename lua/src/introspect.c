@@ -86,12 +86,15 @@ static int w_components(lua_State *L) {
     return 1;
 }
 
-/* world:component_info(name) -> the table push_component makes, or nil. */
+/* world:component_info(name or id) -> the table push_component makes, or nil. */
 static int w_component_info(lua_State *L) {
     klua_world *kw = klua_self(L);
-    if (lua_type(L, 2) != LUA_TSTRING) klua_typeerror(L, 2, "world:component_info", "component name");
-    kiln_component c = kiln_component_lookup(kw->world, lua_tostring(L, 2));
-    if (!c || c == kw->shared_type) {
+    int type = lua_type(L, 2);
+    if (type != LUA_TSTRING && type != LUA_TNUMBER) klua_typeerror(L, 2, "world:component_info", "component name");
+    size_t n = 0;
+    const char *s = type == LUA_TSTRING ? lua_tolstring(L, 2, &n) : NULL;
+    kiln_component c = klua_component_quiet(L, kw, 2, s, n); /* an id, or a float holding one */
+    if (!c) {
         lua_pushnil(L);
         return 1;
     }
