@@ -13,10 +13,13 @@ local math_type = math.type or function(v)
   if v == math.floor(v) and v > -ENTITY_LIMIT and v < ENTITY_LIMIT then return "integer" end
   return "float"
 end
-local tointeger = math.tointeger or function(v)
-  if math_type(v) == "integer" then return v end
-  return nil
-end
+-- A number with an integral value as an integer, else nil: 2.0 counts, "2" does not (Lua
+-- 5.4's math.tointeger converts strings too; LuaJIT's numbers have no such function).
+local tointeger = math.tointeger and function(v) return type(v) == "number" and math.tointeger(v) or nil end
+  or function(v)
+    if math_type(v) == "integer" then return v end
+    return nil
+  end
 -- x rounded to the nearest float (f32), for the texts of float fields.
 local to_f32 = string.pack and function(x) return string.unpack("f", string.pack("f", x)) end
   or function(x)
@@ -381,9 +384,10 @@ local function table_text(header, rows, more, fname)
   if type(rows) ~= "table" then
     return nil, bad_argument(2, fname, "table expected, got " .. typename(rows))
   end
-  if more ~= nil and math_type(more) ~= "integer" then
+  if more ~= nil and not tointeger(more) then
     return nil, bad_argument(3, fname, "integer expected, got " .. typename(more))
   end
+  more = more and tointeger(more)
   local head = {}
   for i, h in ipairs(header) do
     head[i] = cell_text(h)
@@ -474,11 +478,11 @@ function Query:format(world, limit)
   if not layer.is_query(self, world) then
     error(bad_argument(1, "query:format", "the world of the query expected"), 2)
   end
-  if limit ~= nil and (math_type(limit) ~= "integer" or limit < 0) then
+  if limit ~= nil and (not tointeger(limit) or limit < 0) then
     local got = type(limit) == "number" and number_text(limit) or typename(limit)
     error(bad_argument(2, "query:format", "row limit (integer >= 0) expected, got " .. got), 2)
   end
-  local text = calling("query:format", format_text, self, world, limit or 20)
+  local text = calling("query:format", format_text, self, world, limit and tointeger(limit) or 20)
   return text
 end
 

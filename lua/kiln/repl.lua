@@ -92,12 +92,12 @@ function kiln.session(env, opts)
       (type(dt) == "number" and tostring(dt) or typename(dt))), 2)
   end
   local limit = opts.answer_bytes
-  if limit ~= nil and (math_type(limit) ~= "integer" or limit < 1) then
+  if limit ~= nil and (not tointeger(limit) or limit < 1) then
     error(bad_argument(2, "kiln.session", "answer_bytes: an integer >= 1 expected, got " ..
       (type(limit) == "number" and tostring(limit) or typename(limit))), 2)
   end
   return setmetatable({env = env or _G, buffer = nil, watches = {}, remote = opts.remote and true or false,
-    dt = dt or 1 / 60, answer_bytes = limit or math.huge}, Session)
+    dt = dt or 1 / 60, answer_bytes = limit and tointeger(limit) or math.huge}, Session)
 end
 
 local function world_of(self)
@@ -324,10 +324,11 @@ end
 --- session:step(n) -> status, text: n frames, then failures, watches and the tick.
 function Session:step(n)
   check_self(self, "session:step")
-  if math_type(n) ~= "integer" or n < 1 then
+  if not tointeger(n) or n < 1 then
     error(bad_argument(1, "session:step", "frame count (integer >= 1) expected, got " ..
       (type(n) == "number" and tostring(n) or typename(n))), 2)
   end
+  n = tointeger(n)
   local w = world_of(self)
   if not w then return "error", "no world: set the global `world` first" end
   return step_answer(step_frames, {false}, STEP_UNSHOWN, self, w, n)

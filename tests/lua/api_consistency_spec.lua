@@ -172,3 +172,47 @@ describe("an entity argument", function()
         end
     end)
 end)
+
+describe("an integer argument", function()
+    -- Every count, limit or budget a call takes, given v; each returns something to compare.
+    local function calls()
+        local w = H.world()
+        for i = 1, 3 do w:spawn{Position = {x = i, y = 0}} end
+        local q = w:query{"Position"}
+        return {
+            ["kiln.world workers"] = function(v) return kiln.world{workers = v} ~= nil end,
+            ["kiln.world max_failures"] = function(v) return kiln.world{max_failures = v} ~= nil end,
+            ["kiln.world instructions"] = function(v) return kiln.world{instructions = v} ~= nil end,
+            ["world:max_failures"] = function(v) w:max_failures(v) return true end,
+            ["world:instructions"] = function(v) return w:instructions(v) end,
+            ["world:random"] = function(v) w:seed(1) return w:random(v) end,
+            ["query:entities"] = function(v) return #q:entities(v) end,
+            ["query:format"] = function(v) return q:format(w, v) end,
+            ["prefab:spawn"] = function(v) return #w:prefab{components = {Position = {}}}:spawn(v) end,
+            ["kiln.table_text"] = function(v) return kiln.table_text({"a"}, {{"b"}}, v) end,
+            ["session:step"] = function(v) return (select(2, kiln.session{world = kiln.world()}:step(v))) end,
+            ["kiln.session answer_bytes"] = function(v)
+                local s = kiln.session({world = w}, {answer_bytes = v})
+                return (select(2, s:feed("return ('x'):rep(100)")))
+            end,
+        }
+    end
+
+    it("is taken as a float holding it too, the same answer under Lua 5.4 and LuaJIT", function()
+        for name in pairs(calls()) do
+            local ok, as_integer = pcall(calls()[name], 2)
+            assert.is_true(ok, name .. " with 2: " .. tostring(as_integer))
+            local ok_float, as_float = pcall(calls()[name], 2.0)
+            assert.is_true(ok_float, name .. " with 2.0: " .. tostring(as_float))
+            assert.are.equal(as_integer, as_float, name)
+        end
+    end)
+
+    it("is refused as text by the calls written in Lua, as under LuaJIT", function()
+        for _, name in ipairs({"prefab:spawn", "query:format", "kiln.table_text", "session:step",
+                               "kiln.session answer_bytes"}) do
+            local msg = raises(calls()[name], "2")
+            assert.is_truthy(msg:find("bad argument", 1, true), name .. ": " .. msg)
+        end
+    end)
+end)
