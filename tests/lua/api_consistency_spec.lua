@@ -216,3 +216,17 @@ describe("an integer argument", function()
         end
     end)
 end)
+
+describe("the mod manager given a name no loaded mod has", function()
+    it("answers reload and unload with nil and a message, and raises from log, as modding.md says", function()
+        local mods = kiln.mods(H.world())
+        for _, call in ipairs({"reload", "unload"}) do
+            local ok, err = mods[call](mods, "ghost")
+            assert.is_nil(ok, call)
+            assert.are.equal("no mod named 'ghost' is loaded", err, call)
+        end
+        raises(mods.log, mods, "ghost")
+        local msg = raises(mods.load_dir, mods, "/nonexistent/kiln-mods")
+        assert.is_truthy(msg:find("mods:load_dir: cannot open folder /nonexistent/kiln-mods", 1, true), msg)
+    end)
+end)
