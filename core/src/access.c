@@ -15,11 +15,15 @@
 
 static const char *ename(kiln_entity e, char *buf) { return kiln_entity_format(e, buf, 24); }
 
-kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e) {
+kiln_result kl_fail_dead_as(kiln_world *world, const char *call, const char *role, kiln_entity e) {
     char eb[24];
     if (e == KILN_NULL_ENTITY)
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: entity is null", call);
-    return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: entity %s is not alive", call, ename(e, eb));
+        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: %s is null", call, role);
+    return kl_fail(world, KILN_ERR_DEAD_ENTITY, "%s: %s %s is not alive", call, role, ename(e, eb));
+}
+
+kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e) {
+    return kl_fail_dead_as(world, call, "entity", e);
 }
 
 kiln_result kl_fail_unknown_on(kiln_world *world, const char *call, kiln_entity e,

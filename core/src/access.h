@@ -11,8 +11,10 @@
 /* The most components one spawn may list. */
 #define KL_SPAWN_MAX 256
 
-/* "call: entity 5v1 is not alive" (or "entity is null"); returns KILN_ERR_DEAD_ENTITY. */
+/* "call: entity 5v1 is not alive" (or "entity is null"); returns KILN_ERR_DEAD_ENTITY. _as names
+ * the argument's role instead ("child 5v1 is not alive", "root is null"), for addons too. */
 KL_HIDDEN kiln_result kl_fail_dead(kiln_world *world, const char *call, kiln_entity e);
+KL_HIDDEN kiln_result kl_fail_dead_as(kiln_world *world, const char *call, const char *role, kiln_entity e);
 
 /* A component's destroy or move hook runs in the middle of a change (a row computed, a move
  * half done): an immediate structural call from it would work on a stale picture. Such calls

@@ -595,6 +595,7 @@ kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname) {
 
 void klua_check_alive(lua_State *L, klua_world *kw, kiln_entity e, const char *fname) {
     char eb[24];
+    if (e == KILN_NULL_ENTITY) klua_fail(L, fname, "entity is null"); /* as the core says it */
     if (!kiln_is_alive(kw->world, e)) klua_fail(L, fname, "entity %s is not alive", klua_entity_str(e, eb));
 }
 

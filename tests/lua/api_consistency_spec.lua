@@ -171,6 +171,27 @@ describe("an entity argument", function()
                              string.format("world:%s: %q", name, msg))
         end
     end)
+
+    it("that is the null handle is refused as null by every method that refuses a dead one", function()
+        local cases = {
+            get = function(w) return w:get(0, "Position") end,
+            set = function(w) return w:set(0, "Position", {x = 9}) end,
+            add = function(w) return w:add(0, "Velocity", {}) end,
+            remove = function(w) return w:remove(0, "Position") end,
+            changed_tick = function(w) return w:changed_tick(0, "Position") end,
+            children = function(w) return w:children(0) end,
+            name = function(w) return w:name(0, "hero") end,
+            clone = function(w) return w:clone(0) end,
+            despawn = function(w) return w:despawn(0) end,
+            despawn_recursive = function(w) return w:despawn_recursive(0) end,
+            set_parent = function(w) return w:set_parent(0, nil) end,
+        }
+        for name, call in pairs(cases) do
+            local w = H.world()
+            local role = name == "set_parent" and "child" or "entity"
+            assert.are.equal("world:" .. name .. ": " .. role .. " is null", raises(call, w))
+        end
+    end)
 end)
 
 describe("an integer argument", function()

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "kiln_transform.h"
 #include "persist_internal.h"
 
@@ -171,9 +172,7 @@ kiln_result kiln_clone(kiln_world *world, kiln_entity entity, const kiln_clone_d
     char buf[24];
     kiln_result idle = pz_check_idle(world, "kiln_clone");
     if (idle != KILN_OK) return idle;
-    if (!kiln_is_alive(world, entity))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_clone: entity %s is not alive",
-                       kiln_entity_format(entity, buf, sizeof buf));
+    if (!kiln_is_alive(world, entity)) return kl_fail_dead(world, "kiln_clone", entity);
     pz_arena arena = {.alloc = &world->alloc};
     source *list = NULL;
     kiln_transform_ids ids;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "kiln_transform.h"
 #include "scene_internal.h"
 
@@ -212,7 +213,6 @@ static kiln_result index_world(exporter *x) {
 }
 
 static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
-    char buf[24];
     kiln_result r = index_world(x);
     if (r != KILN_OK) return r;
     pending *stack = pz_alloc(&x->arena, sizeof(pending) * ((size_t)x->link_count + 1));
@@ -221,8 +221,7 @@ static kiln_result collect(exporter *x, const kiln_export_desc *desc) {
         if (!desc->roots) return kl_fail(x->world, KILN_ERR_INVALID_ARGUMENT, "%s: roots is NULL", call);
         for (int32_t i = 0; i < desc->root_count && r == KILN_OK; i++) {
             if (!kiln_is_alive(x->world, desc->roots[i]))
-                return kl_fail(x->world, KILN_ERR_DEAD_ENTITY, "%s: root %s is not alive", call,
-                               kiln_entity_format(desc->roots[i], buf, sizeof buf));
+                return kl_fail_dead_as(x->world, call, "root", desc->roots[i]);
             r = add(x, desc->roots[i], 0, stack);
         }
         return r;

@@ -10,6 +10,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "access.h"
 #include "follow.h"
 #include "spin.h"
 #include "persist_internal.h"
@@ -267,10 +268,7 @@ kiln_result kiln_name_set(kiln_world *world, kiln_entity entity, const char *nam
     kiln_result r = kiln_name_init(world, NULL);
     if (r != KILN_OK) return r;
     name_state *st = state_of(world);
-    char buf[24];
-    if (!kiln_is_alive(world, entity))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_name_set: entity %s is not alive",
-                       kiln_entity_format(entity, buf, sizeof buf));
+    if (!kiln_is_alive(world, entity)) return kl_fail_dead(world, "kiln_name_set", entity);
     if (!name || !name[0]) return kiln_remove(world, entity, st->id, NULL);
     size_t n = strlen(name);
     if (n > KILN_NAME_MAX)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "defer.h"
 #include "guard.h"
 #include "query.h"
@@ -437,11 +438,7 @@ kiln_result kiln_transform_despawn_recursive_unless(kiln_world *world, kiln_enti
     /* spawned earlier in this deferred section: nothing links to it yet but queued links */
     if (!kl_record_of(world, root) && kiln_is_deferred(world) && kl_record_reserved(world, root))
         return kl_defer_despawn_unless(world, "kiln_transform_despawn_recursive", root, keep, count);
-    if (!kl_record_of(world, root)) {
-        char eb[24];
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_despawn_recursive: entity %s is not alive",
-                       kiln_entity_format(root, eb, sizeof eb));
-    }
+    if (!kl_record_of(world, root)) return kl_fail_dead(world, "kiln_transform_despawn_recursive", root);
     if (!st) return kiln_despawn_unless(world, root, keep, count);
     kiln_entity *list;
     size_t bytes;

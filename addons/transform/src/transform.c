@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "component.h"
 #include "defer.h"
 #include "guard.h"
@@ -398,8 +399,7 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
      * links as kiln_add gives it components (the queue re-checks them when it lands). */
     bool deferred = kiln_is_deferred(world);
     if (!kl_record_of(world, child) && !(deferred && kl_record_reserved(world, child)))
-        return kl_fail(world, KILN_ERR_DEAD_ENTITY, "kiln_transform_set_parent: child %s is not alive",
-                       kiln_entity_format(child, cb, sizeof cb));
+        return kl_fail_dead_as(world, "kiln_transform_set_parent", "child", child);
     if (parent == KILN_NULL_ENTITY) return kiln_remove(world, child, st->ids.parent, NULL);
     const kl_record *rec = kl_record_of(world, parent);
     if (!rec && !(deferred && kl_record_reserved(world, parent))) {
