@@ -8,6 +8,9 @@ local worlds = setmetatable({}, {__mode = "k"}) -- World -> {kw, comps = {name -
 -- where there is none: Lua 5.4, a mod's state). For tests and profiling.
 function kiln.ffi_spawns(w)
     local wc = worlds[w]
+    if not wc and layer.typename(w) ~= "kiln.World" then -- (inspect.lua, loaded later, sets it)
+        error(layer.bad_argument(1, "kiln.ffi_spawns", "kiln.World expected, got " .. layer.typename(w)), 2)
+    end
     return wc and wc.spawns or 0
 end
 if not S then return end -- Lua 5.4, or a state without the ffi library: the C path only

@@ -94,6 +94,21 @@ describe("every declared method", function()
     end)
 end)
 
+describe("every function of the kiln table", function()
+    local any = {pretty = "renders any value", commands = "takes no argument"}
+
+    it("raises naming itself and argument #1 for a value none takes there", function()
+        local odd = coroutine.create(function() end)
+        for name, fn in pairs(kiln) do
+            if type(fn) == "function" and not any[name] then
+                local msg = raises(fn, odd)
+                assert.is_truthy(msg:find("bad argument #1 to 'kiln." .. name .. "'", 1, true),
+                                 string.format("kiln.%s: %q", name, msg))
+            end
+        end
+    end)
+end)
+
 describe("a component argument", function()
     -- Every world method that takes a component, called with c in the place of a name.
     local function calls(w, e)
