@@ -548,7 +548,7 @@ kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 #define KILN_PLACEHOLDER_BIT ((uint64_t)1 << 62)
 static inline bool kiln_is_placeholder(kiln_entity entity) { return (entity & KILN_PLACEHOLDER_BIT) != 0; }
 
-/* Creates an empty buffer for world's components. NULL when out of memory. Create and
+/* Creates an empty buffer for world's components. NULL (and the world error) when out of memory. Create and
  * destroy buffers on the thread that owns the world (the world keeps a list of them). */
 kiln_commands *kiln_commands_create(kiln_world *world);
 

@@ -45,7 +45,10 @@ void kl_commands_set_owner(kiln_commands *cmd, const char *system) { cmd->owner 
 
 kiln_commands *kiln_commands_create(kiln_world *world) {
     kiln_commands *cmd = kl_commands_create(world, false, false);
-    if (!cmd) return NULL;
+    if (!cmd) { /* a NULL says why as a failed result does */
+        kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_commands_create: out of memory");
+        return NULL;
+    }
     cmd->internal = false;
     /* Listed, so a world destroyed first can detach the buffer instead of leaving it a
      * dangling world pointer. */

@@ -2,6 +2,7 @@
  * component keeps, table-driven: a stale or null handle, or an unknown component, fails with its
  * code, leaves "kiln_<call>: ..." naming it, and changes nothing. A new call joins the table. */
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln.h"
@@ -16,9 +17,20 @@ typedef struct fixture {
 } fixture;
 
 static fixture F;
+static bool refuse; /* the allocator hook refuses every allocation while set */
+
+static void *alloc_hook(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud, (void)osize;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return refuse ? NULL : realloc(ptr, nsize);
+}
 
 static void setup(void) {
-    F.w = kiln_world_create(NULL);
+    refuse = false;
+    F.w = kiln_world_create(&(kiln_world_desc){.alloc = alloc_hook});
     ck_assert_ptr_nonnull(F.w);
     kiln_component_desc d = {.name = "Position", .size = 8};
     ck_assert_int_eq(kiln_component_register(F.w, &d, &F.pos), KILN_OK);
@@ -29,7 +41,10 @@ static void setup(void) {
     ck_assert_int_eq(kiln_spawn_with(F.w, &F.pos, NULL, 1, &F.live), KILN_OK);
 }
 
-static void teardown(void) { kiln_world_destroy(F.w); }
+static void teardown(void) {
+    refuse = false;
+    kiln_world_destroy(F.w);
+}
 
 KILN_TEST_GROUP_WITH(api_messages, .setup = setup, .teardown = teardown);
 
@@ -170,4 +185,26 @@ KILN_TEST(api_messages, a_success_leaves_the_last_failure_message_in_place) {
     ck_assert_int_eq(kiln_add(F.w, F.live, F.pos, value), KILN_OK);
     ck_assert_int_eq(kiln_transform_despawn_recursive(F.w, F.live), KILN_OK);
     ck_assert_str_eq(kiln_world_error(F.w), kept);
+}
+
+/* What a creator that answers NULL for out of memory left as the world error. */
+static const char *message_of_null(const char *name) {
+    kiln_world_clear_error(F.w);
+    refuse = true;
+    void *made = NULL;
+    if (strcmp(name, "kiln_commands_create") == 0) made = kiln_commands_create(F.w);
+    else if (strcmp(name, "kiln_schedule_create") == 0) made = kiln_schedule_create(F.w, NULL);
+    else if (strcmp(name, "kiln_random_world") == 0) made = kiln_random_world(F.w);
+    refuse = false;
+    ck_assert_msg(made == NULL, "%s made something with no memory to make it from", name);
+    return kiln_world_error(F.w);
+}
+
+KILN_TEST(api_messages, a_creator_answering_null_for_out_of_memory_says_so_as_a_result_would) {
+    static const char *const creators[] = {"kiln_commands_create", "kiln_schedule_create", "kiln_random_world"};
+    for (size_t i = 0; i < sizeof creators / sizeof creators[0]; i++) {
+        const char *msg = message_of_null(creators[i]);
+        ck_assert_msg(strncmp(msg, creators[i], strlen(creators[i])) == 0 && strstr(msg, "out of memory"),
+                      "%s left \"%s\"", creators[i], msg);
+    }
 }
