@@ -136,7 +136,8 @@ describe("a component argument", function()
                 local w2 = H.world()
                 local e = w2:spawn{Position = {x = 1, y = 2}}
                 local ok, err = pcall(calls(w2, e)[name], c)
-                assert.is_true(ok, string.format("world:%s with %s (%s): %s", name, tostring(c), type(c), tostring(err)))
+                assert.is_true(ok, string.format("world:%s with %s (%s): %s", name, tostring(c), type(c),
+                                                  tostring(err)))
             end
         end
     end)
