@@ -27,6 +27,8 @@ describe("argument errors", function()
         shape("bad argument #2 to 'world:get' %(unknown component 'Velocityy'%)", function() w:get(w:spawn(), "Velocityy") end)
         shape("bad argument #2 to 'world:get' %(component name expected, got boolean%)", function() w:get(w:spawn(), true) end)
         shape("bad argument #1 to 'world:query' %(table expected, got number%)", function() w:query(5) end)
+        shape("bad argument #1 to 'world:query' %(Position appears twice in the terms%)",
+              function() w:query{"Position", without = {"Position"}} end)
         shape("bad argument #1 to 'world:spawn' %(unknown component 'Nope'%)", function() w:spawn{Nope = {}} end)
         shape("bad argument #1 to 'world:emit' %(unknown event 'Boom'%)", function() w:emit("Boom") end)
         shape("bad argument #1 to 'kiln.world' %(table expected, got string%)", function() kiln.world("x") end)
