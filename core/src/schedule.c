@@ -165,7 +165,7 @@ static kiln_result copy_access(kiln_world *world, const char *fn, const char *sy
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ACCESS && src[i] != KILN_NO_COMPONENT; i++) {
         if (!kl_component_get(world, src[i]))
             return kl_fail(world, KILN_ERR_UNKNOWN_COMPONENT,
-                           "%s: system %s %s component #%u is not registered", fn, sys, list,
+                           "%s: system '%s' %s component #%u, which is not registered", fn, sys, list,
                            (unsigned)src[i]);
         dst[n++] = src[i];
     }
@@ -179,7 +179,7 @@ static kiln_result copy_names(kiln_world *world, const char *fn, const char *sys
     for (int32_t i = 0; i < KILN_SYSTEM_MAX_ORDER && src[i] != NULL; i++) {
         if (!valid_name(src[i]))
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                           "%s: system %s %s[%d] must be a name of 1 to %d bytes", fn, sys, list,
+                           "%s: system '%s' %s[%d] must be a name of 1 to %d bytes", fn, sys, list,
                            (int)i, KILN_MAX_NAME);
         strcpy(dst[n++], src[i]);
     }
@@ -214,7 +214,7 @@ static kiln_result check_desc(kiln_schedule *s, const kiln_system_desc *desc, co
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: a system needs a name of 1 to %d bytes", fn,
                        KILN_MAX_NAME);
     if (desc->run == NULL)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: system %s has no run callback", fn, desc->name);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: system '%s' has no run callback", fn, desc->name);
     memset(tmp, 0, sizeof *tmp);
     tmp->known_components = (uint32_t)kl_registry_count(&world->components);
     kiln_result r;
@@ -266,7 +266,7 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
     if (r != KILN_OK) return r;
     if (kiln_schedule_find(s, desc->name) >= 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                       "kiln_schedule_add: a system named %s already exists", desc->name);
+                       "kiln_schedule_add: a system named '%s' already exists", desc->name);
 
     lock(s);
     kl_system *sys = NULL;

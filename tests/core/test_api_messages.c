@@ -208,3 +208,30 @@ KILN_TEST(api_messages, a_creator_answering_null_for_out_of_memory_says_so_as_a_
                       "%s left \"%s\"", creators[i], msg);
     }
 }
+
+static void run_nothing(const kiln_system_ctx *ctx) { (void)ctx; }
+
+KILN_TEST(api_messages, a_refused_system_is_named_quoted_as_every_schedule_message_names_one) {
+    kiln_schedule *s = kiln_schedule_create(F.w, NULL);
+    ck_assert_ptr_nonnull(s);
+    static const struct {
+        kiln_system_desc desc;
+        const char *want;
+    } cases[] = {
+        {{.name = "a", .run = run_nothing, .reads = {99}},
+         "kiln_schedule_add: system 'a' reads component #99, which is not registered"},
+        {{.name = "b"}, "kiln_schedule_add: system 'b' has no run callback"},
+        {{.name = "c", .run = run_nothing, .after = {""}},
+         "kiln_schedule_add: system 'c' after[0] must be a name of 1 to 63 bytes"},
+        {{.name = "ok", .run = run_nothing}, ""},
+        {{.name = "ok", .run = run_nothing}, "kiln_schedule_add: a system named 'ok' already exists"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_world_clear_error(F.w);
+        kiln_schedule_add(s, &cases[i].desc);
+        ck_assert_str_eq(kiln_world_error(F.w), cases[i].want);
+    }
+    ck_assert_str_eq(kiln_schedule_remove(s, "ghost") == KILN_OK ? "" : kiln_world_error(F.w),
+                     "kiln_schedule_remove: no system named 'ghost'");
+    kiln_schedule_destroy(s);
+}
