@@ -3,20 +3,11 @@
 local kiln = require "kiln"
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
-local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../"
-
-local function read(path)
-    local f = assert(io.open(root .. path, "rb"))
-    local text = f:read("*a")
-    f:close()
-    return text
-end
-
 -- {{class = "world", method = "get", params = {"e", "name", "into"}}, ...}: every method the
 -- annotations declare ("---@class kiln.World" then "local World = {}" ties a local to a class).
 local function declared_methods()
     local list, class_of, current = {}, {}, nil
-    for line in read("docs/kiln.d.lua"):gmatch("[^\n]+") do
+    for line in H.read_repo_file("docs/kiln.d.lua"):gmatch("[^\n]+") do
         current = line:match("^%-%-%-@class kiln%.(%u%w*)%s*$") or current
         local name = line:match("^local (%u%w*) = {}")
         if name then class_of[name] = current end

@@ -56,6 +56,15 @@ end
 -- True under LuaJIT, whose numbers are all floats (docs/lua-api.md, LuaJIT).
 H.luajit = type(jit) == "table"
 
+-- The text of a file of the repository, path relative to its root (docs/kiln.d.lua).
+function H.read_repo_file(path)
+    local root = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "../../"
+    local f = assert(io.open(root .. path, "rb"))
+    local text = f:read("*a")
+    f:close()
+    return text
+end
+
 -- math.type where there is one; under LuaJIT an integral number below 2^53 is an integer.
 function H.number_type(v)
     if math.type then return math.type(v) end
