@@ -81,6 +81,12 @@ static kiln_result run_despawn_recursive(kiln_entity e, kiln_component c) {
     (void)c;
     return kiln_transform_despawn_recursive(F.w, e);
 }
+static kiln_result run_despawn_unless(kiln_entity e, kiln_component c) {
+    return kiln_despawn_unless(F.w, e, &c, 1);
+}
+static kiln_result run_despawn_recursive_unless(kiln_entity e, kiln_component c) {
+    return kiln_transform_despawn_recursive_unless(F.w, e, &c, 1);
+}
 static bool write_nothing(void *ud, const void *data, size_t size) {
     (void)ud, (void)data, (void)size;
     return true;
@@ -103,6 +109,8 @@ static const entity_call calls[] = {
     {"kiln_transform_set_parent", "child", run_set_parent_child, false},
     {"kiln_transform_set_parent", "parent", run_set_parent_parent, false},
     {"kiln_transform_despawn_recursive", "entity", run_despawn_recursive, false},
+    {"kiln_despawn_unless", "entity", run_despawn_unless, false},
+    {"kiln_transform_despawn_recursive_unless", "entity", run_despawn_recursive_unless, false},
     {"kiln_export", "root", run_export, false},
 };
 #define CALL_COUNT ((int)(sizeof calls / sizeof calls[0]))

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "access.h"
+#include "component.h"
 #include "defer.h"
 #include "guard.h"
 #include "query.h"
@@ -417,46 +418,59 @@ static int64_t subtree(kiln_world *world, kl_transform_state *st, kiln_entity ro
     return n;
 }
 
-kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
-    return kiln_transform_despawn_recursive_unless(world, root, NULL, 0);
-}
-
-/* The refusal of kiln_despawn_unless for the first of list (n) that holds one of keep (count). */
-static kiln_result kept(kiln_world *world, const kiln_entity *list, int64_t n, const kiln_component *keep,
-                        int32_t count) {
+/* The refusal, naming call, for the first of list (n) that holds one of keep (count). */
+static kiln_result kept(kiln_world *world, const char *call, const kiln_entity *list, int64_t n,
+                        const kiln_component *keep, int32_t count) {
     for (int64_t i = 0; i < n; i++)
         for (int32_t k = 0; k < count; k++)
-            if (kiln_has(world, list[i], keep[k])) return kiln_despawn_unless(world, list[i], keep, count);
+            if (kiln_has(world, list[i], keep[k])) {
+                char eb[24], cb[32];
+                return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: entity %s holds %s", call,
+                               kiln_entity_format(list[i], eb, sizeof eb),
+                               kl_component_name(world, keep[k], cb, sizeof cb));
+            }
     return KILN_OK;
 }
 
-kiln_result kiln_transform_despawn_recursive_unless(kiln_world *world, kiln_entity root, const kiln_component *keep,
-                                                    int32_t count) {
+/* Both despawn_recursive calls, named call in messages. */
+static kiln_result despawn_tree(kiln_world *world, const char *call, kiln_entity root, const kiln_component *keep,
+                                int32_t count) {
     KILN_ASSERT(world != NULL, "world is NULL");
     KILN_ASSERT(count >= 0 && (keep != NULL || count == 0), "keep is NULL or count negative");
     kl_transform_state *st = kl_transform_state_of(world);
     /* spawned earlier in this deferred section: nothing links to it yet but queued links */
     if (!kl_record_of(world, root) && kiln_is_deferred(world) && kl_record_reserved(world, root))
-        return kl_defer_despawn_unless(world, "kiln_transform_despawn_recursive", root, keep, count);
-    if (!kl_record_of(world, root)) return kl_fail_dead(world, "kiln_transform_despawn_recursive", root);
-    if (!st) return kiln_despawn_unless(world, root, keep, count);
+        return kl_defer_despawn_unless(world, call, root, keep, count);
+    if (!kl_record_of(world, root)) return kl_fail_dead(world, call, root);
+    if (!st) {
+        kiln_result r = kept(world, call, &root, 1, keep, count);
+        return r != KILN_OK ? r : kiln_despawn_unless(world, root, keep, count);
+    }
     kiln_entity *list;
     size_t bytes;
     kl_spin_lock(&st->links_lock);
     int64_t n = subtree(world, st, root, &list, &bytes);
     kl_spin_unlock(&st->links_lock);
     if (n < 0) return KILN_ERR_OUT_OF_MEMORY; /* the world error says so */
-    kiln_result r = kept(world, list, n, keep, count);
+    kiln_result r = kept(world, call, list, n, keep, count);
     /* Deepest first, so no child ever sees a dead parent while its subtree is still alive.
      * Deferred, the despawns are queued: one that runs out of memory takes back those queued
      * before it, so the call leaves nothing behind. */
     bool deferred = kiln_is_deferred(world);
     int64_t mark = deferred ? kl_defer_mark(world) : 0;
     for (int64_t i = n - 1; i >= 0 && r == KILN_OK; i--) {
-        r = deferred ? kl_defer_despawn_unless(world, "kiln_transform_despawn_recursive", list[i], keep, count)
-                     : kiln_despawn(world, list[i]);
+        r = deferred ? kl_defer_despawn_unless(world, call, list[i], keep, count) : kiln_despawn(world, list[i]);
         if (r != KILN_OK && deferred) kl_defer_rollback(world, mark);
     }
     kl_free(&world->alloc, list, bytes);
     return r;
+}
+
+kiln_result kiln_transform_despawn_recursive(kiln_world *world, kiln_entity root) {
+    return despawn_tree(world, "kiln_transform_despawn_recursive", root, NULL, 0);
+}
+
+kiln_result kiln_transform_despawn_recursive_unless(kiln_world *world, kiln_entity root, const kiln_component *keep,
+                                                    int32_t count) {
+    return despawn_tree(world, "kiln_transform_despawn_recursive_unless", root, keep, count);
 }
