@@ -330,7 +330,7 @@ test-trim-stress:
 .PHONY: test-trim-stress
 
 TSAN_SUITES := test_jobs test_jobs_parallel_for test_schedule_build test_schedule_run test_schedule_determinism test_commands test_commands_values test_schedule_remove test_threads_registration test_transform_parallel \
-               test_schedule_sweep test_commands_links test_index_threads test_schedule_threads test_query_threads
+               test_schedule_sweep test_commands_links test_index_threads test_schedule_threads test_query_threads test_hooks_threads
 test-tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
 	    EXTRA_CFLAGS="-fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" \

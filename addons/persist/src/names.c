@@ -12,6 +12,7 @@
 
 #include "access.h"
 #include "follow.h"
+#include "guard.h"
 #include "spin.h"
 #include "persist_internal.h"
 #include "query.h"
@@ -202,6 +203,9 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     char text[KILN_NAME_MAX + 1];
     text_of(value, text);
     if (!text[0]) return KILN_OK;
+    /* The index catches up by reading the Name column: a system (a main-thread one queuing an
+     * add needs no declaration for the add itself) must declare Name, or run beside its writers. */
+    kl_guard_check(world, "Name's check", KL_READ, st->id, 0);
     kiln_entity other;
     if (!find(world, st, text, entity, &other)) {
         snprintf(why, why_size, "out of memory (the name index)");
@@ -388,6 +392,7 @@ kiln_entity kiln_name_lookup(kiln_world *world, const char *name) {
     KILN_ASSERT(world != NULL, "world is NULL");
     name_state *st = state_of(world);
     if (!st || !name || !name[0] || strlen(name) > KILN_NAME_MAX) return KILN_NULL_ENTITY;
+    kl_guard_check(world, "kiln_name_lookup", KL_READ, st->id, 0); /* catching up reads the column */
     kiln_entity e;
     find(world, st, name, KILN_NULL_ENTITY, &e); /* out of memory: none found */
     return e;
