@@ -3,6 +3,8 @@
  * behind; the outermost end applies the queue in order. */
 #include "defer.h"
 
+#include <stdio.h>
+
 #include "access.h"
 #include "component.h"
 #include "entity.h"
@@ -20,6 +22,26 @@ static kiln_result record(kiln_world *world, const char *call, kiln_commands *q,
     return r;
 }
 
+kiln_result kl_fail_off_stage(kiln_world *world, const char *call, kiln_entity e, kiln_component c,
+                              bool event) {
+    char what[128], cb[32], eb[24];
+    if (event) {
+        const kl_component *ev = kl_registry_get(&world->event_types, c);
+        snprintf(what, sizeof what, "event %s", ev ? ev->names : "(unknown)");
+    } else if (c) {
+        snprintf(what, sizeof what, "%s on entity %s", kl_component_name(world, c, cb, sizeof cb),
+                 kiln_entity_format(e, eb, sizeof eb));
+    } else if (e) {
+        snprintf(what, sizeof what, "entity %s", kiln_entity_format(e, eb, sizeof eb));
+    } else {
+        snprintf(what, sizeof what, "a spawn");
+    }
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                   "%s: called on a worker thread while a schedule runs a stage (%s); nothing was "
+                   "changed: record it into ctx->commands, or a command buffer of the thread's own",
+                   call, what);
+}
+
 /* A deferred call's entity must be alive, or reserved by a deferred spawn. */
 static kiln_result check_target(kiln_world *world, const char *call, kiln_entity e) {
     if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;
@@ -28,6 +50,7 @@ static kiln_result check_target(kiln_world *world, const char *call, kiln_entity
 
 kiln_result kl_defer_spawn(kiln_world *world, const char *call, const kiln_component *components,
                            const void *const *values, int32_t count, kiln_entity *dest) {
+    if (kl_off_stage_thread(world)) return kl_fail_off_stage(world, call, KILN_NULL_ENTITY, 0, false);
     kiln_result r = kl_spawn_check(world, call, components, values, count, KILN_NULL_ENTITY);
     if (r != KILN_OK) return r;
     r = kl_entities_reserve(world, 1, call);
@@ -52,6 +75,7 @@ kiln_result kl_defer_spawn(kiln_world *world, const char *call, const kiln_compo
 kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
                                  const kiln_component *components, int32_t count, int32_t n,
                                  kiln_entity *dest) {
+    if (kl_off_stage_thread(world)) return kl_fail_off_stage(world, call, KILN_NULL_ENTITY, 0, false);
     /* Nothing to queue, but the list is checked as the immediate call checks it. */
     if (n == 0) return kl_spawn_check(world, call, components, NULL, count, KILN_NULL_ENTITY);
     kiln_commands *q = queue_of(world);
@@ -68,6 +92,7 @@ kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
 }
 
 kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln_entity e) {
+    if (kl_off_stage_thread(world)) return kl_fail_off_stage(world, call, e, 0, false);
     kiln_result r = check_target(world, call, e);
     if (r != KILN_OK) return r;
     return record(world, call, queue_of(world), KL_OP_DESPAWN, e, 0, NULL);
@@ -85,6 +110,7 @@ kiln_result kl_defer_despawn_unless(kiln_world *world, const char *call, kiln_en
 
 kiln_result kl_defer_write(kiln_world *world, const char *call, kl_op op, kiln_entity e,
                            kiln_component c, const void *value) {
+    if (kl_off_stage_thread(world)) return kl_fail_off_stage(world, call, e, c, false);
     kiln_result r = check_target(world, call, e);
     if (r != KILN_OK) return r;
     const kl_component *comp = kl_component_get(world, c);

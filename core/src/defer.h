@@ -11,6 +11,20 @@ static inline bool kl_deferred(const kiln_world *world) {
     return atomic_load_explicit(&((kiln_world *)world)->defer_depth, memory_order_relaxed) > 0;
 }
 
+/* True on a thread other than the one running a schedule's shared stage on world (a worker): a
+ * deferred call there would append to a queue, or take an entity slot, while that thread and
+ * other workers do the same (queue_of reads a target the stage thread rewrites). One load and
+ * a branch, paid by deferred calls only: an immediate call never runs during such a stage. */
+static inline bool kl_off_stage_thread(const kiln_world *world) {
+    return atomic_load_explicit(&((kiln_world *)world)->in_stage, memory_order_relaxed) &&
+           !pthread_equal(pthread_self(), world->stage_thread);
+}
+
+/* Fails with KILN_ERR_INVALID_ARGUMENT for call made on such a thread, naming the component c (0:
+ * none) and entity e (KILN_NULL_ENTITY: a spawn), or the event type when event is set. */
+KL_HIDDEN kiln_result kl_fail_off_stage(kiln_world *world, const char *call, kiln_entity e,
+                                        kiln_component c, bool event);
+
 /* Queues a spawn: checks the list and values, reserves a handle (written to dest, may be
  * NULL) that becomes alive when the queue lands. */
 KL_HIDDEN kiln_result kl_defer_spawn(kiln_world *world, const char *call,

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "component.h"
+#include "defer.h"
 #include "guard.h"
 
 typedef struct kl_event_buffer {
@@ -106,6 +107,7 @@ kiln_result kiln_event_emit(kiln_world *world, kiln_event_type type, const void 
     if (!kl_registry_get(&world->event_types, type.id))
         return kl_fail(world, KILN_ERR_UNKNOWN_EVENT, "kiln_event_emit: event type #%u is not registered",
                        (unsigned)type.id);
+    if (kl_off_stage_thread(world)) return kl_fail_off_stage(world, "kiln_event_emit", 0, type.id, true);
     if (world->defer_target) {
         kiln_result r = kiln_commands_emit(world->defer_target, type, value);
         if (r != KILN_OK) kl_fail(world, r, "%s", kiln_commands_error(world->defer_target));

@@ -573,6 +573,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         } else {
             int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
             int iterating = atomic_load_explicit(&world->iterating, memory_order_relaxed);
+            world->stage_thread = pthread_self(); /* before the jobs that may read it are queued */
             atomic_store_explicit(&world->in_stage, 1, memory_order_relaxed);
             run_shared_stage(s, first, end, parallel && workers > 0 && enabled > 1);
             atomic_store_explicit(&world->in_stage, 0, memory_order_relaxed);

@@ -342,6 +342,9 @@ struct kiln_world {
     /* 1 while a schedule runs a stage of systems that are not exclusive (they may share the
      * world with workers): the frame's own steps (a schedule run, the event update) wait. */
     atomic_int in_stage;
+    /* The thread running that stage (written before in_stage is set): on any other, a deferred
+     * call is refused (kl_off_stage_thread), as it would queue beside that thread. */
+    pthread_t stage_thread;
     /* Live schedules of the world, and runs of them in progress (nested runs count each), and
      * whether kiln_world_destroy has begun: a destroy that would free what these use asserts. */
     int32_t schedules, schedule_runs;

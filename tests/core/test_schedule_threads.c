@@ -566,3 +566,84 @@ KILN_TEST(records, a_worker_probes_stale_handles_while_a_main_thread_system_spaw
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(p.world);
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* structural calls from a thread that is not the stage's                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A system's own helper thread (no system runs there, so the debug checks see none; release
+ * builds check no thread at all) changing the world while a stage runs: each call would queue
+ * into a buffer, or take an entity slot, beside the stage's thread. Each is refused, naming the
+ * call and what it would change, and the world stays as it was. */
+typedef struct stranger {
+    kiln_world *world;
+    kiln_component a;
+    kiln_event_type ev;
+    kiln_entity e;
+    kiln_result got[8];
+    char spawn_message[256], add_message[256], despawn_message[256], emit_message[256];
+} stranger;
+
+static void *stranger_calls(void *arg) {
+    stranger *t = arg;
+    int32_t v = 5;
+    kiln_entity spawned = KILN_NULL_ENTITY, batch[2];
+    t->got[0] = kiln_spawn(t->world, &spawned);
+    snprintf(t->spawn_message, sizeof t->spawn_message, "%s", kiln_world_error(t->world));
+    t->got[1] = kiln_spawn_with(t->world, &t->a, (const void *[]){&v}, 1, NULL);
+    t->got[2] = kiln_spawn_batch(t->world, &t->a, 1, 2, batch);
+    t->got[3] = kiln_add(t->world, t->e, t->a, &v);
+    snprintf(t->add_message, sizeof t->add_message, "%s", kiln_world_error(t->world));
+    t->got[4] = kiln_set(t->world, t->e, t->a, &v);
+    t->got[5] = kiln_remove(t->world, t->e, t->a, NULL);
+    t->got[6] = kiln_despawn(t->world, t->e);
+    snprintf(t->despawn_message, sizeof t->despawn_message, "%s", kiln_world_error(t->world));
+    t->got[7] = kiln_event_emit(t->world, t->ev, &v);
+    snprintf(t->emit_message, sizeof t->emit_message, "%s", kiln_world_error(t->world));
+    return NULL;
+}
+
+static void start_stranger(const kiln_system_ctx *ctx) {
+    pthread_t thread;
+    ck_assert_int_eq(pthread_create(&thread, NULL, stranger_calls, ctx->user), 0);
+    ck_assert_int_eq(pthread_join(thread, NULL), 0);
+}
+
+static void idle(const kiln_system_ctx *ctx) { (void)ctx; }
+
+KILN_TEST_GROUP_WITH(strangers, .timeout = 60);
+
+KILN_TEST(strangers, structural_calls_from_a_thread_other_than_the_stages_are_refused_changing_nothing) {
+    static stranger t;
+    memset(&t, 0, sizeof t);
+    t.world = kiln_world_create(NULL);
+    t.a = register_sized(t.world, "A", 4);
+    ck_assert_int_eq(kiln_event_register(t.world, &(kiln_component_desc){.name = "Hit", .size = 4}, &t.ev), KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(t.world, &t.a, (const void *[]){&(int32_t){1}}, 1, &t.e), KILN_OK);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *s = kiln_schedule_create(t.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "host", .run = start_stranger, .user = &t}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "idle", .run = idle}), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    for (int i = 0; i < 8; i++) ck_assert_msg(t.got[i] == KILN_ERR_INVALID_ARGUMENT, "call %d gave %d", i, t.got[i]);
+    const char *tail = "while a schedule runs a stage";
+    ck_assert_str_eq(t.spawn_message, "kiln_spawn: called on a worker thread while a schedule runs a stage (a "
+                                      "spawn); nothing was changed: record it into ctx->commands, or a command "
+                                      "buffer of the thread's own");
+    ck_assert_ptr_nonnull(strstr(t.add_message, "kiln_add: called on a worker thread"));
+    ck_assert_msg(strstr(t.add_message, "(A on entity 0v1)"), "%s", t.add_message);
+    ck_assert_ptr_nonnull(strstr(t.despawn_message, "(entity 0v1)"));
+    ck_assert_ptr_nonnull(strstr(t.despawn_message, tail));
+    ck_assert_ptr_nonnull(strstr(t.emit_message, "kiln_event_emit: called on a worker thread"));
+    ck_assert_ptr_nonnull(strstr(t.emit_message, "(event Hit)"));
+    ck_assert_int_eq(kiln_entity_count(t.world), 1);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(t.world, t.e, t.a), 1);
+    ck_assert_int_eq(kiln_event_count(t.world, t.ev), 0);
+    int64_t dropped = -1;
+    kiln_world_dropped(t.world, &dropped, NULL);
+    ck_assert_int_eq(dropped, 0);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(t.world);
+}
