@@ -233,10 +233,10 @@ typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
  * code, the world unchanged and the message "kiln_<function>: <why>" (write why, a
  * NUL-terminated sentence of at most why_size bytes). value is the value given, else the
  * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY for a spawn or a
- * resource. The hook reads the world but must not change it. It runs in kiln_add, kiln_set,
- * kiln_spawn_with, kiln_spawn_batch, kiln_resource_set, kiln_load and kiln_commands_apply (in
- * deferred sections when a call is queued and again when it lands, a refused change dropped);
- * writes through pointers (kiln_get_mut, kiln_resource_get, columns) are not checked (kiln_component_check). */
+ * resource. The hook reads the world but must not change it; it runs on the caller's thread, so a system
+ * calling declares what it reads ("Declared access"). It runs in kiln_add, kiln_set, kiln_spawn_with,
+ * kiln_spawn_batch, kiln_resource_set, kiln_load and kiln_commands_apply (in deferred sections when a call is
+ * queued and again when it lands, a refused change dropped); pointer writes are not checked (kiln_component_check). */
 typedef kiln_result (*kiln_check_fn)(const kiln_world *world, kiln_entity entity,
                                      const void *value, void *ctx, char *why, size_t why_size);
 
@@ -730,7 +730,7 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
  * world not deferred. Each system records structural changes into its own buffer, applied at
  * the end of its stage in declaration order, so the world does not depend on thread timing.
  * Debug builds abort when a system reads or writes a component it did not declare, or
- * changes the world from a worker thread (see "Declared access" in docs/c-api.md). */
+ * changes the world from a worker thread, which release builds refuse (see "Declared access" in docs/c-api.md). */
 typedef struct kiln_schedule kiln_schedule;
 
 typedef struct kiln_system_ctx {
