@@ -37,8 +37,9 @@ kiln_result kl_fail_off_stage(kiln_world *world, const char *call, kiln_entity e
         snprintf(what, sizeof what, "a spawn");
     }
     return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                   "%s: called on a worker thread while a schedule runs a stage (%s); nothing was "
-                   "changed: record it into ctx->commands, or a command buffer of the thread's own",
+                   "%s: called from a worker system, job or thread while a schedule runs a stage (%s); "
+                   "nothing was changed: record it into ctx->commands, or a command buffer of the "
+                   "thread's own",
                    call, what);
 }
 

@@ -11,13 +11,15 @@ static inline bool kl_deferred(const kiln_world *world) {
     return atomic_load_explicit(&((kiln_world *)world)->defer_depth, memory_order_relaxed) > 0;
 }
 
-/* True on a thread other than the one running a schedule's shared stage on world (a worker): a
- * deferred call there would append to a queue, or take an entity slot, while that thread and
- * other workers do the same (queue_of reads a target the stage thread rewrites). One load and
- * a branch, paid by deferred calls only: an immediate call never runs during such a stage. */
+/* True, while a schedule runs a shared stage on world, on a thread other than the stage's (a
+ * worker), where a deferred call would append to a queue, or take an entity slot, while that
+ * thread and other workers do the same (queue_of reads a target the stage thread rewrites); and
+ * on the stage's thread outside a system given a buffer there (a worker system's job it took
+ * up while waiting), so a worker system is refused whichever thread runs it. One load and a
+ * branch, paid by deferred calls only: an immediate call never runs during such a stage. */
 static inline bool kl_off_stage_thread(const kiln_world *world) {
     return atomic_load_explicit(&((kiln_world *)world)->in_stage, memory_order_relaxed) &&
-           !pthread_equal(pthread_self(), world->stage_thread);
+           (!pthread_equal(pthread_self(), world->stage_thread) || !world->defer_target);
 }
 
 /* Fails with KILN_ERR_INVALID_ARGUMENT for call made on such a thread, naming the component c (0:

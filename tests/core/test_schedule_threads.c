@@ -628,14 +628,14 @@ KILN_TEST(strangers, structural_calls_from_a_thread_other_than_the_stages_are_re
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     for (int i = 0; i < 8; i++) ck_assert_msg(t.got[i] == KILN_ERR_INVALID_ARGUMENT, "call %d gave %d", i, t.got[i]);
     const char *tail = "while a schedule runs a stage";
-    ck_assert_str_eq(t.spawn_message, "kiln_spawn: called on a worker thread while a schedule runs a stage (a "
-                                      "spawn); nothing was changed: record it into ctx->commands, or a command "
-                                      "buffer of the thread's own");
-    ck_assert_ptr_nonnull(strstr(t.add_message, "kiln_add: called on a worker thread"));
+    ck_assert_str_eq(t.spawn_message, "kiln_spawn: called from a worker system, job or thread while a schedule "
+                                      "runs a stage (a spawn); nothing was changed: record it into ctx->commands, "
+                                      "or a command buffer of the thread's own");
+    ck_assert_ptr_nonnull(strstr(t.add_message, "kiln_add: called from a worker system, job or thread"));
     ck_assert_msg(strstr(t.add_message, "(A on entity 0v1)"), "%s", t.add_message);
     ck_assert_ptr_nonnull(strstr(t.despawn_message, "(entity 0v1)"));
     ck_assert_ptr_nonnull(strstr(t.despawn_message, tail));
-    ck_assert_ptr_nonnull(strstr(t.emit_message, "kiln_event_emit: called on a worker thread"));
+    ck_assert_ptr_nonnull(strstr(t.emit_message, "kiln_event_emit: called from a worker system, job or thread"));
     ck_assert_ptr_nonnull(strstr(t.emit_message, "(event Hit)"));
     ck_assert_int_eq(kiln_entity_count(t.world), 1);
     ck_assert_int_eq(*(const int32_t *)kiln_get(t.world, t.e, t.a), 1);
@@ -646,4 +646,60 @@ KILN_TEST(strangers, structural_calls_from_a_thread_other_than_the_stages_are_re
     kiln_schedule_destroy(s);
     kiln_jobs_destroy(jobs);
     kiln_world_destroy(t.world);
+}
+
+/* A job a worker system queued on the pool (no system runs it, so no debug check sees it) and the
+ * stage's own thread took up while waiting for the stage: refused as on a worker thread, so a
+ * worker system's calls are refused whichever thread runs them. The pool's one worker is held by
+ * the system until the job ran, and the main-thread system waits for it to start, so the job can
+ * only run on the stage's thread. */
+typedef struct queued {
+    kiln_world *world;
+    pthread_t stage;
+    atomic_bool held, ran;
+    bool on_stage_thread;
+    kiln_result got;
+} queued;
+
+static void queued_spawn(void *arg) {
+    queued *q = arg;
+    q->on_stage_thread = pthread_equal(pthread_self(), q->stage);
+    q->got = kiln_spawn(q->world, NULL);
+    atomic_store(&q->ran, true);
+}
+
+static void submit_and_hold(const kiln_system_ctx *ctx) {
+    queued *q = ctx->user;
+    kiln_counter counter = {0};
+    atomic_store(&q->held, true);
+    ck_assert_int_eq(kiln_jobs_submit(ctx->jobs, &(kiln_job){queued_spawn, q}, 1, &counter), KILN_OK);
+    ck_assert(wait_flag(&q->ran));
+    kiln_jobs_wait(ctx->jobs, &counter);
+}
+
+static void wait_for_holder(const kiln_system_ctx *ctx) {
+    queued *q = ctx->user;
+    q->stage = pthread_self();
+    ck_assert(wait_flag(&q->held));
+}
+
+KILN_TEST(strangers, a_job_a_worker_system_queued_is_refused_on_the_stages_own_thread) {
+    static queued q;
+    memset(&q, 0, sizeof q);
+    q.world = kiln_world_create(NULL);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    kiln_schedule *s = kiln_schedule_create(q.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "holder", .run = submit_and_hold, .user = &q}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "waiter", .run = wait_for_holder, .user = &q,
+                                                             .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert(atomic_load(&q.ran));
+    ck_assert(q.on_stage_thread);
+    ck_assert_int_eq(q.got, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_entity_count(q.world), 0);
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(q.world);
 }
