@@ -102,6 +102,7 @@ kiln_result kl_defer_despawn(kiln_world *world, const char *call, kiln_entity e)
 kiln_result kl_defer_despawn_unless(kiln_world *world, const char *call, kiln_entity e,
                                     const kiln_component *keep, int32_t count) {
     if (count == 0) return kl_defer_despawn(world, call, e);
+    if (kl_off_stage_thread(world)) return kl_fail_off_stage(world, call, e, 0, false);
     kiln_result r = check_target(world, call, e);
     if (r != KILN_OK) return r;
     r = kl_commands_record_keep(queue_of(world), call, e, keep, count);

@@ -577,11 +577,11 @@ KILN_TEST(records, a_worker_probes_stale_handles_while_a_main_thread_system_spaw
  * call and what it would change, and the world stays as it was. */
 typedef struct stranger {
     kiln_world *world;
-    kiln_component a;
+    kiln_component a, kept;
     kiln_event_type ev;
     kiln_entity e;
-    kiln_result got[8];
-    char spawn_message[256], add_message[256], despawn_message[256], emit_message[256];
+    kiln_result got[9];
+    char spawn_message[256], add_message[256], despawn_message[256], emit_message[256], unless_message[256];
 } stranger;
 
 static void *stranger_calls(void *arg) {
@@ -600,6 +600,8 @@ static void *stranger_calls(void *arg) {
     snprintf(t->despawn_message, sizeof t->despawn_message, "%s", kiln_world_error(t->world));
     t->got[7] = kiln_event_emit(t->world, t->ev, &v);
     snprintf(t->emit_message, sizeof t->emit_message, "%s", kiln_world_error(t->world));
+    t->got[8] = kiln_despawn_unless(t->world, t->e, &t->kept, 1); /* a kept list goes its own way */
+    snprintf(t->unless_message, sizeof t->unless_message, "%s", kiln_world_error(t->world));
     return NULL;
 }
 
@@ -618,6 +620,7 @@ KILN_TEST(strangers, structural_calls_from_a_thread_other_than_the_stages_are_re
     memset(&t, 0, sizeof t);
     t.world = kiln_world_create(NULL);
     t.a = register_sized(t.world, "A", 4);
+    t.kept = register_sized(t.world, "Kept", 4);
     ck_assert_int_eq(kiln_event_register(t.world, &(kiln_component_desc){.name = "Hit", .size = 4}, &t.ev), KILN_OK);
     ck_assert_int_eq(kiln_spawn_with(t.world, &t.a, (const void *[]){&(int32_t){1}}, 1, &t.e), KILN_OK);
     kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
@@ -626,7 +629,7 @@ KILN_TEST(strangers, structural_calls_from_a_thread_other_than_the_stages_are_re
                      KILN_OK);
     ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "idle", .run = idle}), KILN_OK);
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
-    for (int i = 0; i < 8; i++) ck_assert_msg(t.got[i] == KILN_ERR_INVALID_ARGUMENT, "call %d gave %d", i, t.got[i]);
+    for (int i = 0; i < 9; i++) ck_assert_msg(t.got[i] == KILN_ERR_INVALID_ARGUMENT, "call %d gave %d", i, t.got[i]);
     const char *tail = "while a schedule runs a stage";
     ck_assert_str_eq(t.spawn_message, "kiln_spawn: called from a worker system, job or thread while a schedule "
                                       "runs a stage (a spawn); nothing was changed: record it into ctx->commands, "
@@ -637,6 +640,7 @@ KILN_TEST(strangers, structural_calls_from_a_thread_other_than_the_stages_are_re
     ck_assert_ptr_nonnull(strstr(t.despawn_message, tail));
     ck_assert_ptr_nonnull(strstr(t.emit_message, "kiln_event_emit: called from a worker system, job or thread"));
     ck_assert_ptr_nonnull(strstr(t.emit_message, "(event Hit)"));
+    ck_assert_msg(strstr(t.unless_message, "kiln_despawn_unless: called from a worker system"), "%s", t.unless_message);
     ck_assert_int_eq(kiln_entity_count(t.world), 1);
     ck_assert_int_eq(*(const int32_t *)kiln_get(t.world, t.e, t.a), 1);
     ck_assert_int_eq(kiln_event_count(t.world, t.ev), 0);
