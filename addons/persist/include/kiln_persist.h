@@ -111,7 +111,11 @@ typedef struct kiln_save_desc {
 /* Writes the world through write(ud, ...), in one or more pieces. desc may be NULL (binary).
  * The world is not changed. Fails, having written a prefix, when a value cannot be saved
  * (hooks without a codec, a refusing codec) or write returns false. Not while the world is
- * deferred or iterating (KILN_ERR_INVALID_ARGUMENT). */
+ * deferred or iterating (KILN_ERR_INVALID_ARGUMENT). While it runs the world counts as iterating,
+ * as in a loop: a spawn, despawn, add, remove or set from write, progress or the codec is queued
+ * and lands as the save returns (its result then, when the save itself succeeded), so the file
+ * holds the world as it was called; kiln_commands_apply from them asserts; a planned resource
+ * they remove fails the save ("kiln_save: resource 'Score' was removed while the save ran ..."). */
 kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_fn write,
                       void *ud);
 
@@ -553,7 +557,8 @@ typedef struct kiln_export_desc {
  * (or under another root), naming an entity of a Parent cycle (written through a pointer)
  * that no root reaches when desc gives no roots, when write returns false, and from a
  * component's destroy or move hook mid-change. Chains of any depth are walked without
- * recursion. The world is not changed. desc may be NULL. */
+ * recursion. The world is not changed. desc may be NULL. As in kiln_save, the world counts as
+ * iterating meanwhile: what progress or write changes lands as the export returns. */
 kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,
                         void *ud);
 

@@ -154,6 +154,10 @@ kiln_result pz_save_binary(kiln_world *world, const kiln_save_desc *desc, const 
     for (int32_t k = 0; k < plan->resource_count && r == KILN_OK; k++) {
         int32_t i = plan->resources[k];
         const kiln_component_info *info = &plan->info[i];
+        if (!kiln_resource_has(world, info->id)) {
+            r = pz_resource_gone(world, info->name);
+            break;
+        }
         put32(out, (uint32_t)i);
         const void *value = kiln_resource_get(world, info->id);
         if (info->size == 0) continue;

@@ -322,6 +322,7 @@ kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_wr
     kiln_result r = pz_check_outside_hook(world, call);
     if (r != KILN_OK) return r;
     exporter x = {.world = world, .arena = {.alloc = &world->alloc}, .desc = desc};
+    pz_hold(world); /* progress and write may change the world: not under the entities listed */
     x.has_tf = kiln_transform_ids_get(world, &x.tf);
     x.name_id = kiln_component_lookup(world, "Name");
     r = grow(&x);
@@ -349,5 +350,5 @@ kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_wr
     json_decref(ents);
     json_decref(root);
     pz_arena_free(&x.arena);
-    return r;
+    return pz_release(world, call, r);
 }

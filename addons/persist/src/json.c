@@ -170,6 +170,10 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
     }
     for (int32_t k = 0; k < plan->resource_count && r == KILN_OK; k++) {
         const kiln_component_info *info = &plan->info[plan->resources[k]];
+        if (!kiln_resource_has(world, info->id)) {
+            r = pz_resource_gone(world, info->name);
+            break;
+        }
         put(world, resources, info->name,
             value_json(world, desc, info, plan->codec[plan->resources[k]], KILN_NULL_ENTITY,
                        kiln_resource_get(world, info->id), bytes, &r), &r);

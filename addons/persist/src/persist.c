@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "defer.h"
 #include "persist_internal.h"
 #include "scene_internal.h"
 
@@ -25,6 +26,26 @@ kiln_result pz_check_idle(kiln_world *world, const char *call) {
     if (kiln_is_deferred(world))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);
     return KILN_OK;
+}
+
+void pz_hold(kiln_world *world) {
+    atomic_fetch_add_explicit(&world->iterating, 1, memory_order_relaxed);
+    kiln_defer_begin(world);
+}
+
+kiln_result pz_release(kiln_world *world, const char *call, kiln_result r) {
+    char msg[KL_ERROR_SIZE];
+    if (r != KILN_OK) snprintf(msg, sizeof msg, "%s", kiln_world_error(world));
+    atomic_fetch_sub_explicit(&world->iterating, 1, memory_order_relaxed);
+    kiln_result landed = kl_defer_end(world, call);
+    if (r == KILN_OK) return landed;
+    if (landed != KILN_OK) kl_fail(world, r, "%s", msg); /* the call's own failure is the one told */
+    return r;
+}
+
+kiln_result pz_resource_gone(kiln_world *world, const char *name) {
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                   "kiln_save: resource '%s' was removed while the save ran (by one of its callbacks)", name);
 }
 
 kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_fn write, void *ud) {
@@ -48,10 +69,12 @@ kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_
     out->failed = false;
     out->used = 0;
     out->offset = 0;
+    pz_hold(world);
     r = desc->format == KILN_PERSIST_JSON ? pz_save_json(world, desc, &plan, out)
                                           : pz_save_binary(world, desc, &plan, out);
     if (r == KILN_OK && !pz_flush(out))
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save: the writer refused the data");
+    r = pz_release(world, "kiln_save", r);
     kl_free(&world->alloc, out, sizeof *out);
     pz_plan_free(&plan);
     return r;

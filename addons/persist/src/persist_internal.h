@@ -22,6 +22,14 @@ KL_HIDDEN kiln_result pz_check_idle(kiln_world *world, const char *call);
 /* Its first half, for the calls that only read the world (kiln_export, the hashes), which may
  * run deferred but not mid-change: an entity moving sits in two rows, one half written. */
 KL_HIDDEN kiln_result pz_check_outside_hook(kiln_world *world, const char *call);
+/* A call that walks the rows while it calls out (write, progress, a codec) holds the world as a
+ * loop does from pz_hold to pz_release: it counts as iterating, so a callback's spawn, despawn,
+ * add, remove or set is queued and lands at pz_release (a callback cannot move the rows being
+ * read); pz_release returns r, else how the landing went (named call). */
+KL_HIDDEN void pz_hold(kiln_world *world);
+KL_HIDDEN kiln_result pz_release(kiln_world *world, const char *call, kiln_result r);
+/* KILN_ERR_INVALID_ARGUMENT for the resource a save planned and a callback removed since. */
+KL_HIDDEN kiln_result pz_resource_gone(kiln_world *world, const char *name);
 
 /* ---- arena.c: an arena on the world's allocator, and a buffered writer ---- */
 typedef struct pz_chunk pz_chunk;
