@@ -132,21 +132,21 @@ typedef struct kiln_world_desc {
  * provide the world itself, or misaligns it. Worlds share nothing; several may live in a process. */
 kiln_world *kiln_world_create(const kiln_world_desc *desc);
 
-/* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the world
- * whole), detaches every command buffer still recorded against it (pending values destroyed; the
- * buffers stay valid for kiln_commands_destroy only), runs the destroy hook of every live and queued
- * component value, then of every resource, each finding every row and query in place (to read;
- * resource hooks may remove resources, not set one), then frees all it allocated (every query and
- * pointer dies). NULL is a no-op. Asserts while a schedule of the world lives or runs, or from a hook. */
+/* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the world whole; one a hook
+ * registers runs too; one that ran is gone for kiln_world_atfini_get, so later hooks find its addon uninitialised),
+ * detaches every command buffer still recorded against it (pending values destroyed; the buffers stay valid for
+ * kiln_commands_destroy only), runs the destroy hook of every live and queued component value, then of every
+ * resource, each finding every row and query in place (to read; resource hooks may remove resources, not set one),
+ * then frees all (every query and pointer dies). NULL: no-op. Asserts while a schedule lives or runs, from a hook. */
 void kiln_world_destroy(kiln_world *world);
 
 /* A teardown hook: runs once when its world is destroyed, before anything is freed. */
 typedef void (*kiln_fini_fn)(kiln_world *world, void *ctx);
 
-/* Registers fn to run with ctx when world is destroyed (as flecs' ecs_atfini). Optional
- * layers (addons) own their teardown this way, so the core never names them: an addon keeps
- * its per-world state as ctx and finds it again with kiln_world_atfini_get. Registering the
- * same fn twice is KILN_ERR_INVALID_ARGUMENT; out of memory is KILN_ERR_OUT_OF_MEMORY. */
+/* Registers fn to run with ctx when world is destroyed (as flecs' ecs_atfini). Optional layers (addons) own their
+ * teardown this way, so the core never names them: an addon keeps its per-world state as ctx and finds it again with
+ * kiln_world_atfini_get. Registering the same fn twice, or once the destroy ran the hooks (from a value's destroy
+ * hook), is KILN_ERR_INVALID_ARGUMENT; out of memory is KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx);
 
 /* The ctx registered with fn, or NULL when fn is not registered on world. */

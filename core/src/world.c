@@ -100,6 +100,16 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     return world;
 }
 
+/* Takes fn's entry out of the teardown table, keeping the others' order. */
+static void drop_fini(kiln_world *world, kiln_fini_fn fn) {
+    for (int32_t i = world->fini_count - 1; i >= 0; i--)
+        if (world->finis[i].fn == fn) {
+            memmove(&world->finis[i], &world->finis[i + 1], sizeof(kl_fini) * (size_t)(world->fini_count - i - 1));
+            world->fini_count--;
+            return;
+        }
+}
+
 void kiln_world_destroy(kiln_world *world) {
     if (world == NULL) return;
     KILN_ASSERT(!world->destroying, "kiln_world_destroy: the world is already being destroyed "
@@ -110,10 +120,19 @@ void kiln_world_destroy(kiln_world *world) {
                                        "kiln_schedule_destroy them first");
     world->destroying = true;
     KILN_ASSERT(world->iterating == 0, "kiln_world_destroy while a query iterates");
-    /* Addons first, with the world whole: they may destroy their queries and read values. */
-    for (int32_t i = world->fini_count - 1; i >= 0; i--)
-        world->finis[i].fn(world, world->finis[i].ctx);
+    /* Addons first, with the world whole: they may destroy their queries and read values. Each
+     * hook leaves the table once it ran, so what runs after it (an earlier hook, a value's
+     * destroy hook) no longer finds the state it freed (kiln_world_atfini_get); one a hook
+     * registers (an addon it initialises) runs in turn. */
+    while (world->fini_count > 0) {
+        kl_fini f = world->finis[world->fini_count - 1];
+        f.fn(world, f.ctx);
+        drop_fini(world, f.fn);
+    }
     kl_free(&world->alloc, world->finis, sizeof(kl_fini) * (size_t)world->fini_cap);
+    world->finis = NULL;
+    world->fini_cap = 0;
+    world->finis_run = true;
     while (world->buffers) kl_commands_detach(world->buffers);
     /* Values' destroy hooks may read the world (a loop defers it, to the world's queue): every
      * hook runs before the archetypes, the queries or the queue are freed. The rows' and the
@@ -140,6 +159,9 @@ void kiln_world_destroy(kiln_world *world) {
 
 kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx) {
     KILN_ASSERT(world != NULL && fn != NULL, "world and fn are required");
+    if (world->finis_run)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_world_atfini: the world is being destroyed and "
+                       "its teardown hooks have run (a call from a value's destroy hook)");
     for (int32_t i = 0; i < world->fini_count; i++)
         if (world->finis[i].fn == fn)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,

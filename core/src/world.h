@@ -349,6 +349,7 @@ struct kiln_world {
      * whether kiln_world_destroy has begun: a destroy that would free what these use asserts. */
     int32_t schedules, schedule_runs;
     bool destroying;
+    bool finis_run; /* the destroy ran the teardown hooks: none may be registered now */
 
     /* The thread slots of the schedule running now, for the debug checks of guard.c. */
     _Atomic(struct kl_guard_slot *) guard;
