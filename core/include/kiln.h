@@ -765,8 +765,8 @@ typedef struct kiln_schedule_desc { kiln_jobs *jobs; /* NULL: every system runs 
 
 /* Creates an empty schedule for world (desc NULL: defaults); NULL when out of memory. */
 kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc *desc);
-/* Runs each fini and frees the schedule; not in a run; NULL: no-op. A fini may use the
- * schedule: it finds no system left, and a system it adds is destroyed in turn. */
+/* Runs each fini and frees the schedule; not in a run nor from a fini (any of its systems', here or from remove or
+ * replace: asserts); NULL: no-op. A fini may use the schedule: it finds no system left; one it adds goes in turn. */
 void kiln_schedule_destroy(kiln_schedule *schedule);
 
 /* Adds a system at the end of declaration order (desc and strings copied). Fails, changing

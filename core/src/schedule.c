@@ -88,10 +88,18 @@ static void free_record(kiln_schedule *s, kl_system *sys) {
     kl_free(&s->world->alloc, sys, sizeof *sys);
 }
 
+/* Runs sys's fini, counted, so a kiln_schedule_destroy from it is caught (in_fini). */
+static void run_fini(kiln_schedule *s, kl_system *sys) {
+    if (!sys->fini) return;
+    s->in_fini++;
+    sys->fini(s->world, sys->user);
+    s->in_fini--;
+}
+
 /* A system has left the list: its fini runs (outside the lock, so it may use the schedule),
  * then its record and emptied buffer wait for the next add. */
 static void release(kiln_schedule *s, kl_system *sys) {
-    if (sys->fini) sys->fini(s->world, sys->user);
+    run_fini(s, sys);
     kiln_commands_clear(sys->commands);
     kl_commands_give_back(sys->commands); /* a spare keeps no burst's room until it is reused */
     lock(s);
@@ -103,6 +111,10 @@ static void release(kiln_schedule *s, kl_system *sys) {
 void kiln_schedule_destroy(kiln_schedule *s) {
     if (s == NULL) return;
     KILN_ASSERT(!s->running, "kiln_schedule_destroy while the schedule runs");
+    /* from a fini of its own: the remove, replace or destroy that runs it goes on using the schedule */
+    KILN_ASSERT(s->in_fini == 0, "kiln_schedule_destroy from a fini of one of its systems (the schedule is "
+                                 "releasing that system); destroy it once the call that ran the fini returns");
+    if (s->in_fini) return; /* (release builds: refused, the schedule stays) */
     kl_allocator *a = &s->world->alloc;
     /* A fini may use the schedule (remove, find or add systems): the list leaves the schedule
      * before the finis run, so none meets a freed record; systems a fini adds go next round. */
@@ -118,7 +130,7 @@ void kiln_schedule_destroy(kiln_schedule *s) {
         s->afters.head_count = s->afters.link_count = 0;
         s->constraint_total = 0;
         for (int32_t i = 0; i < count; i++) {
-            if (list[i]->fini) list[i]->fini(s->world, list[i]->user);
+            run_fini(s, list[i]);
             free_record(s, list[i]);
         }
         kl_free(a, list, sizeof(kl_system *) * (size_t)cap);

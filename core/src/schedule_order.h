@@ -79,6 +79,7 @@ struct kiln_schedule {
     kl_system *spares;     /* removed records (with their empty buffers), reused by add */
     atomic_flag lock;      /* guards systems against calls from worker systems during a run */
     bool running;          /* inside kiln_schedule_run */
+    int32_t in_fini;       /* > 0 while a system's fini runs: kiln_schedule_destroy then asserts */
     pthread_t run_thread;  /* the thread running it, while running */
     bool may_add;          /* a main_thread or exclusive system runs on run_thread */
     int32_t removals;      /* systems marked removing during this run */

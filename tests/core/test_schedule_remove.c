@@ -1,6 +1,7 @@
 /* test_schedule_remove.c: Check suite for removing systems (at once, or deferred when a run is
  * under way), before/after names that wait for their system, and cycles refused at add. */
 #include <check.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -787,4 +788,30 @@ KILN_TEST(ordering, a_replace_that_is_unknown_or_closes_a_cycle_changes_nothing)
     ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
     ck_assert_str_eq(log.text, "ab"); /* the old b still runs */
     kiln_schedule_destroy(s);
+}
+
+/* A fini destroying its own schedule freed it under the remove, replace, run or destroy that ran
+ * the fini, which then went on through the freed records: now it aborts, naming the fini. */
+static kiln_schedule *finis_schedule;
+
+static void destroy_the_schedule(kiln_world *world, void *user) { kiln_schedule_destroy(finis_schedule); }
+
+KILN_TEST_GROUP(fini_misuse);
+
+KILN_TEST_SIGNAL(fini_misuse, a_fini_destroying_its_schedule_from_a_remove_aborts, SIGABRT) {
+    kiln_world *w = kiln_world_create(NULL);
+    finis_schedule = kiln_schedule_create(w, NULL);
+    ck_assert_int_eq(kiln_schedule_add(finis_schedule, &(kiln_system_desc){.name = "a", .run = noop,
+                                                                            .fini = destroy_the_schedule}), KILN_OK);
+    test_expect_abort("kiln_schedule_destroy from a fini of one of its systems");
+    kiln_schedule_remove(finis_schedule, "a");
+}
+
+KILN_TEST_SIGNAL(fini_misuse, a_fini_destroying_its_schedule_from_its_destroy_aborts, SIGABRT) {
+    kiln_world *w = kiln_world_create(NULL);
+    finis_schedule = kiln_schedule_create(w, NULL);
+    ck_assert_int_eq(kiln_schedule_add(finis_schedule, &(kiln_system_desc){.name = "a", .run = noop,
+                                                                            .fini = destroy_the_schedule}), KILN_OK);
+    test_expect_abort("kiln_schedule_destroy from a fini of one of its systems");
+    kiln_schedule_destroy(finis_schedule);
 }
