@@ -133,6 +133,8 @@ void kiln_world_destroy(kiln_world *world) {
     world->finis = NULL;
     world->fini_cap = 0;
     world->finis_run = true;
+    KILN_ASSERT(world->schedules == 0, "kiln_world_destroy: a teardown hook created a schedule of the world, "
+                                       "which would outlive it");
     while (world->buffers) kl_commands_detach(world->buffers);
     /* Values' destroy hooks may read the world (a loop defers it, to the world's queue): every
      * hook runs before the archetypes, the queries or the queue are freed. The rows' and the

@@ -1,6 +1,7 @@
 /* test_world_teardown.c: Check suite for the calls back into the world that kiln_world_destroy's
  * teardown and destroy hooks make: an addon's state is gone once its teardown hook ran, never freed. */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -94,4 +95,14 @@ KILN_TEST(teardown, a_teardown_hook_running_after_an_addons_finds_its_names_gone
     kiln_world_destroy(world);
     ck_assert(T.hook_ran);
     ck_assert(!T.named);
+}
+
+static void scheduling_fini(kiln_world *world, void *ctx) { (void)kiln_schedule_create(world, NULL); }
+
+/* A schedule a teardown hook created was left pointing at the freed world. */
+KILN_TEST_SIGNAL(teardown, a_teardown_hook_creating_a_schedule_aborts_the_destroy, SIGABRT) {
+    kiln_world *world = kiln_world_create(NULL);
+    ck_assert_int_eq(kiln_world_atfini(world, scheduling_fini, NULL), KILN_OK);
+    test_expect_abort("kiln_world_destroy: a teardown hook created a schedule of the world");
+    kiln_world_destroy(world);
 }
