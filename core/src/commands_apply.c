@@ -217,9 +217,9 @@ static kiln_result size_refusal(const kl_cmd *c, const kl_component *comp, char 
 /* Why the add a, directly after the spawn c for its target, cannot land with it, into why:
  * an unknown component or another size, a value naming a placeholder that cannot be rewritten
  * (the spawn's own stands for itself: *own, the value rewritten after the spawn by apply_one, so
- * its check runs then), its check's refusal (asked once, here); KILN_OK when it can. */
+ * its check runs then), its check's refusal (asked once, here: *checked); KILN_OK when it can. */
 static inline kiln_result add_unfit(kiln_commands *cmd, const kl_cmd *c, kl_cmd *a, kiln_entity target,
-                                    bool *own, char *why, size_t size) {
+                                    bool *own, bool *checked, char *why, size_t size) {
     const kl_component *comp = kl_component_get(cmd->world, a->component);
     kiln_result code = size_refusal(a, comp, why, size);
     if (code != KILN_OK) return code;
@@ -228,6 +228,7 @@ static inline kiln_result add_unfit(kiln_commands *cmd, const kl_cmd *c, kl_cmd 
         return KILN_ERR_INVALID_ARGUMENT;
     if (*own || !comp->check) return KILN_OK;
     why[0] = '\0';
+    *checked = true;
     code = comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
                        a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx, why, size);
     if (code != KILN_OK && !why[0]) snprintf(why, size, "its check refused the value");
@@ -243,8 +244,8 @@ __attribute__((noinline)) static kiln_result rest_unfit(kiln_commands *cmd, cons
     for (int64_t k = *j; k < cmd->count; k++) {
         kl_cmd *a = &cmd->cmds[k];
         if (a->op != KL_OP_ADD || a->target != target) break;
-        bool own = false;
-        kiln_result code = add_unfit(cmd, c, a, target, &own, why, size);
+        bool own = false, checked = false;
+        kiln_result code = add_unfit(cmd, c, a, target, &own, &checked, why, size);
         if (code == KILN_OK) continue;
         *j = k;
         return code;
@@ -271,7 +272,8 @@ __attribute__((noinline)) static int64_t drop_unfit(kiln_commands *cmd, int64_t 
  * archetype move. Returns how many slots it consumed (with every add the spawn holds), or 0
  * with *result set on failure; a lenient buffer drops a spawn refused for good (drop_spawn):
  * 1, its slot alone, and so a spawn one of whose directly following adds cannot land, those
- * past the move too (rest_unfit). */
+ * past the move too (rest_unfit). A buffer's spawn that landed short of an add its check
+ * refused returns what it consumed with *result set: the apply stops at that add. */
 static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     kl_cmd *c = &cmd->cmds[i];
     kiln_component comps[KL_SPAWN_MAX];
@@ -290,6 +292,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         target = spawn_target(cmd, c);
     }
     kiln_result unfit = KILN_OK; /* an add at j that cannot land: a lenient buffer drops the spawn */
+    bool checked = false;        /* unfit is its check's refusal */
     char why[KL_ERROR_SIZE];
     int64_t j = i + 1;
     for (; j < cmd->count && n < KL_SPAWN_MAX; j++) {
@@ -299,7 +302,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
         for (int32_t k = 0; k < n; k++) repeat |= comps[k] == a->component;
         if (repeat) break;
         bool own = false; /* a value naming this spawn's own placeholder: applied after it */
-        if ((unfit = add_unfit(cmd, c, a, target, &own, why, sizeof why)) != KILN_OK || own) break;
+        if ((unfit = add_unfit(cmd, c, a, target, &own, &checked, why, sizeof why)) != KILN_OK || own) break;
         comps[n] = a->component;
         values[n] = a->has_value ? cmd_value(a) : NULL;
         n++;
@@ -320,6 +323,10 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     }
     if (c->op == KL_OP_SPAWN) cmd->placeholders[c->spawn.index] = e;
     for (int32_t k = held; k < n; k++) cmd->cmds[i + 1 + k - held].has_value = 0;
+    /* A buffer's apply fails at the add its check refused, without asking the check again (as
+     * applying it alone would): numbered 1, from where the apply stops (cmd->head moves to it). */
+    if (KL_UNLIKELY(unfit != KILN_OK) && checked)
+        *result = apply_fail(cmd, cmd->head, &cmd->cmds[j], e, unfit, why);
     return 1 + n - held;
 }
 
@@ -662,12 +669,14 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
             cmd->head += run.slots;
             cmd->held -= run.held;
             n += run.slots + run.held;
+            if (r != KILN_OK) break; /* landed, and stopped at the add after it (apply_spawn) */
             continue;
         }
         int64_t used = apply_one(cmd, cmd->head, &r);
         if (used == 0) break;
         cmd->head += used;
         n += used;
+        if (r != KILN_OK) break;
     }
     cmd->applying = false;
     if (applied) *applied = n;

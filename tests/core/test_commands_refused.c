@@ -635,6 +635,26 @@ KILN_TEST(whole, a_spawns_add_refused_by_its_check_asks_the_check_once) {
 
 static int64_t count_with(kiln_component c);
 
+/* A host's (strict) buffer lands a spawn and stops at its add the check refuses, reporting it:
+ * the check is asked once for that apply, not once to merge the add and again to land it. */
+KILN_TEST(whole, a_strict_buffers_refused_add_asks_the_check_once_per_apply) {
+    gate_after_own = register_gate();
+    gate_closed = true;
+    int64_t entities = kiln_entity_count(F.w);
+    kiln_commands *buf = kiln_commands_create(F.w);
+    ck_assert_ptr_nonnull(buf);
+    spawn_gated(buf);
+    ck_assert_int_ne(kiln_commands_apply(buf, F.w, NULL), KILN_OK);
+    ck_assert_int_eq(gate_asked, 1);
+    ck_assert_int_eq(kiln_entity_count(F.w), entities + 1); /* the spawn landed, without its Gate */
+    ck_assert_int_eq(count_with(gate_after_own), 0);
+    ck_assert_msg(strstr(kiln_world_error(F.w), "command 1 (add Gate) on entity ") &&
+                      strstr(kiln_world_error(F.w), ": the gate is closed"), "%s", kiln_world_error(F.w));
+    ck_assert_int_eq(kiln_commands_skip(buf, NULL), KILN_OK);
+    kiln_commands_destroy(buf);
+    gate_closed = false;
+}
+
 /* Before, the check was asked as the add was merged into its spawn and again as the spawn
  * landed in the Gate's archetype: once is what the value needs, from a system's buffer and
  * from a host's (strict) one alike. */
