@@ -31,7 +31,8 @@ const kiln_field *klua_field_named(lua_State *L, const kiln_component_info *info
     return len <= KILN_MAX_NAME && strlen(name) == len ? klua_find_field(info, name) : NULL;
 }
 
-/* The integer an integer field's bytes at p read as in Lua (a uint64 past 2^63 - 1 as negative). */
+/* The integer an integer field's bytes at p read as in Lua: a uint64 past 2^63 - 1 as the
+ * negative integer of the same 64 bits (math.ult compares them as unsigned), as set takes it. */
 static lua_Integer stored_integer(kiln_type t, const uint8_t *p) {
     switch (t) {
     case KILN_TYPE_INT8: return *(const int8_t *)p;
@@ -65,7 +66,6 @@ static void int_range(kiln_type t, lua_Integer *lo, lua_Integer *hi) {
     case KILN_TYPE_UINT8: *lo = 0; *hi = UINT8_MAX; break;
     case KILN_TYPE_UINT16: *lo = 0; *hi = UINT16_MAX; break;
     case KILN_TYPE_UINT32: *lo = 0; *hi = UINT32_MAX; break;
-    case KILN_TYPE_UINT64:
     case KILN_TYPE_ENTITY: *lo = 0; *hi = LUA_MAXINTEGER; break;
     default: *lo = LUA_MININTEGER; *hi = LUA_MAXINTEGER; break;
     }
@@ -134,6 +134,14 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p, boo
         lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
         lua_Integer lo, hi;
         int_range(t, &lo, &hi);
+        if (!ok && t == KILN_TYPE_UINT64 && lua_type(L, idx) == LUA_TNUMBER) { /* 2^63 .. 2^64 - 1 as a float */
+            lua_Number n = lua_tonumber(L, idx);
+            if (n == floor(n) && n >= 9223372036854775808.0 && n < 18446744073709551616.0) {
+                uint64_t x = (uint64_t)n;
+                memcpy(p, &x, 8);
+                return NULL;
+            }
+        }
         if (!ok) {
             if (lua_type(L, idx) == LUA_TNUMBER)
                 return lua_pushfstring(L, "expected an integer, got %f", lua_tonumber(L, idx));
@@ -150,7 +158,7 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p, boo
         case KILN_TYPE_UINT8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
         case KILN_TYPE_UINT16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
         case KILN_TYPE_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-        default: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
+        default: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; } /* a negative uint64: its bits */
         }
         return NULL;
     }

@@ -682,7 +682,7 @@ describe("field values", function()
                                         {-2^31 - 1, "-2147483649"}, {0.5, "integer"}, {{}, "table"}}},
         {"u32", "uint32_t", 4294967295, {{2^32, "4294967296"}, {-1, "-1"}}},
         {"i64", "int64_t", math.maxinteger, {{2^63, "integer"}, {1e300, "integer"}, {false, "boolean"}}},
-        {"u64", "uint64_t", math.maxinteger, {{-1, "-1"}}},
+        {"u64", "uint64_t", math.maxinteger, {{1.5, "integer"}, {2^64, "integer"}, {"1", "string"}}},
         {"ent", "entity", 1099511627776, {{-1, "-1"}, {"e", "string"}}},
         {"f", "float", 1.5, {{1e39, "float"}, {-1e39, "float"}, {"1.5", "string"}, {true, "boolean"}}},
         {"d", "double", 1e300, {{"0", "string"}, {{}, "table"}}},

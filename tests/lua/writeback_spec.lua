@@ -204,7 +204,7 @@ end)
 
 describe("a write-back of 64-bit integer fields", function()
     -- Values a Lua number cannot hand back as they are: a uint64 past 2^63 - 1 (it reads as
-    -- negative, and a write refuses it), an int64 past 2^53 (LuaJIT reads it rounded) and a
+    -- negative, as set takes it), an int64 past 2^53 (LuaJIT reads it rounded) and a
     -- NaN's payload (a read quiets a float's, LuaJIT drops any). A loop that leaves them alone
     -- must leave their bits and stamps alone.
     local schema = "uint64_t u; int64_t i; int64_t a[2]; float x; vec3 v; float f[2]; double d"
