@@ -585,7 +585,7 @@ static kiln_result stage_resources(kiln_world *world, pz_doc *doc, const pz_hand
          * be asked yet: its rule is, here (the registered ones: check_resources) */
         char why[128];
         if (s->pending && strcmp(s->name, "RandomState") == 0 && pz_random_state_check(v, why, sizeof why) != KILN_OK)
-            return fail(world, KILN_ERR_INVALID_ARGUMENT, "%s%s%s", why, "", "");
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: %s", why);
     }
     *dest = staged;
     return KILN_OK;
