@@ -9,6 +9,8 @@
 #include "world.h"
 
 kiln_result kl_schedule_scratch(kiln_schedule *s, size_t bytes, void **mem, const char *call) {
+    /* Never NULL, even for an empty schedule: callers offset into it (NULL + 0 is undefined). */
+    if (bytes < sizeof(uint64_t)) bytes = sizeof(uint64_t);
     if (bytes > s->scratch_size) {
         kl_free(&s->world->alloc, s->scratch, s->scratch_size);
         s->scratch_size = 0;

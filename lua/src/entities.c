@@ -141,7 +141,7 @@ static int w_spawn(lua_State *L) {
     int32_t order[SPAWN_MAX];
     size_t off = 0;
     for (int32_t i = 0; i < n; i++) {
-        values[i] = base + off;
+        values[i] = base ? base + off : NULL; /* no scratch when every term is a tag */
         off += (infos[i].size + 15) & ~(size_t)15;
         int32_t j = i;
         for (; j > 0 && comps[order[j - 1]] > comps[i]; j--) order[j] = order[j - 1];
