@@ -28,19 +28,29 @@ uint32_t kl_hash_u32s(const uint32_t *xs, int32_t count) {
     return h ? h : 1u;
 }
 
-uint64_t kl_hash_seed(const void *owner) {
+/* splitmix64's finaliser: a bijection of 64 bits, so distinct inputs give distinct outputs. */
+static uint64_t finalise(uint64_t h) {
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+/* The monotonic clock in nanoseconds, read only once it has moved past the reading returned:
+ * a later call in this process (on any thread) reads a larger number. */
+static uint64_t clock_once(void) {
     struct timespec now = {0, 0};
-    (void)timespec_get(&now, TIME_UTC);
-    uint64_t parts[4] = {(uint64_t)(uintptr_t)owner, (uint64_t)(uintptr_t)&now, (uint64_t)now.tv_sec,
-                         (uint64_t)now.tv_nsec};
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < 4; i++) { /* splitmix64's finaliser over each part in turn */
-        h = (h ^ parts[i]) + 0x9e3779b97f4a7c15ull;
-        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-        h ^= h >> 31;
-    }
-    return h;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) return 0;
+    uint64_t ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec, later = ns;
+    while (later == ns && clock_gettime(CLOCK_MONOTONIC, &now) == 0) /* at most one tick */
+        later = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    return ns;
+}
+
+/* The owner's address and a clock reading no other call gets: for one address, two seeds made
+ * one after the other differ (the finaliser is a bijection of the clock's part), so an object
+ * made later at the address of a dead one never takes its seed. */
+uint64_t kl_hash_seed(const void *owner) {
+    return finalise(finalise((uint64_t)(uintptr_t)owner ^ 0x9e3779b97f4a7c15ull) + clock_once());
 }
 
 uint32_t kl_hash_name(const char *s, size_t len, uint64_t seed) {

@@ -40,8 +40,10 @@ KL_HIDDEN uint32_t kl_hash_u32(uint32_t x);
 KL_HIDDEN uint32_t kl_hash_u32s(const uint32_t *xs, int32_t count);
 
 /* A seed for the hash tables keyed by text a mod or a file chooses (entity, component, event,
- * system and a scene's names): drawn from where its caller's object and frame sit (address randomisation) and the
- * clock, so no one outside the process knows it and no input is made to collide on purpose.
+ * system and a scene's names): drawn from where its caller's object sits (address randomisation)
+ * and the monotonic clock, so no one outside the process knows it and no input is made to
+ * collide on purpose. Two objects made one after the other at one address get different seeds
+ * (each call waits for the clock to pass its reading: at most one tick).
  * Tables seeded with it may lay out differently in every run: none of them may be walked in
  * slot order into anything the world outputs. */
 KL_HIDDEN uint64_t kl_hash_seed(const void *owner);
