@@ -291,7 +291,8 @@ test-premake:
 # against LuaJIT, whose lua.h declares no C linkage. Skipped when $(CXX) is not installed.
 CXX_TEST_FLAGS := -Wall -Wextra -Wpedantic -Werror -g -Icore/include -Iaddons/transform/include \
                   -Iaddons/persist/include -Ilua $(CHECK_CFLAGS)
-CXX_BIN := $(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20 $(BUILD)/tests/test_cxx_lua_linkage
+CXX_BIN := $(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20 $(BUILD)/tests/test_cxx_lua_linkage \
+           $(BUILD)/tests/test_cxx_support
 $(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20: tests/cxx/test_cxx_host.cpp $(API_HEADERS) \
                                                             $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
@@ -300,6 +301,13 @@ $(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20: tests/cxx/test_cxx_
 $(BUILD)/tests/test_cxx_lua_linkage: tests/cxx/test_cxx_lua_linkage.cpp $(API_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++11 $(CXX_TEST_FLAGS) $(JIT_CFLAGS) -o $@ $< $(JIT_LIBS) $(CHECK_LIBS)
+# The C suites' fixtures, compiled as C, used from C++ through test_support.h's C linkage.
+$(BUILD)/tests/test_cxx_support.o: tests/support/test_support.c tests/support/test_support.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests/support -c $< -o $@
+$(BUILD)/tests/test_cxx_support: tests/cxx/test_cxx_support.cpp $(BUILD)/tests/test_cxx_support.o $(BUILD)/libkiln.a
+	$(CXX) -std=c++11 $(CXX_TEST_FLAGS) -Itests/support -o $@ $< $(BUILD)/tests/test_cxx_support.o \
+	    $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
 test-cxx:
 	@if command -v $(CXX) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(CXX_BIN) && \
 	    scripts/run-tests.sh $(CXX_BIN); else echo "skipped: no C++ compiler ($(CXX))"; fi

@@ -9,6 +9,10 @@
 
 #include "kiln.h"
 
+#ifdef __cplusplus
+extern "C" { /* C++ suites (tests/cxx) link the C fixtures */
+#endif
+
 /*
  * Functions in this header:
  *   test_allocator_init, test_allocator_fn, test_allocator_fail_after, test_allocator_fail_never,
@@ -145,5 +149,9 @@ void test_spin_ns(int64_t ns);
  * file, and an abort whose output does not contain needle (a crash of another kind, another
  * assertion) is turned into SIGSEGV, so the test fails unless the abort is the one meant. */
 void test_expect_abort(const char *needle);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_TEST_SUPPORT_H */

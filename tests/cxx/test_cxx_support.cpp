@@ -1,0 +1,34 @@
+// test_cxx_support.cpp: a C++ suite using the C suites' fixtures (tests/support/test_support.h),
+// whose functions, compiled as C, a C++ file reaches only through the header's C linkage.
+#include "test_support.h"
+
+#include <check.h>
+
+#include <cstring>
+
+START_TEST(a_world_on_the_counting_allocator_gives_every_byte_back) {
+    test_allocator a;
+    test_allocator_init(&a);
+    kiln_world *world = test_world_create(&a);
+    kiln_component position = test_register_position(world);
+    kiln_entity e = KILN_NULL_ENTITY;
+    ck_assert_int_eq(kiln_spawn(world, &e), KILN_OK);
+    ck_assert_int_eq(kiln_add(world, e, position, NULL), KILN_OK);
+    char text[32];
+    ck_assert_str_eq(test_entity_string(e, text), "0v1");
+    kiln_world_destroy(world);
+    ck_assert_int_eq(a.live_bytes, 0);
+}
+END_TEST
+
+int main() {
+    Suite *suite = suite_create("cxx_support");
+    TCase *tc = tcase_create("fixtures");
+    tcase_add_test(tc, a_world_on_the_counting_allocator_gives_every_byte_back);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? 0 : 1;
+}
