@@ -125,6 +125,17 @@ for _, file in ipairs(os.matchfiles(root .. "/tests/core/test_*.c")) do
         links(concat({ "kiln" }, check_links, { "m", "pthread", "jansson" }))
 end
 
+-- The C++ suite using the C suites' fixtures (test_support.c compiled as C), as test-cxx.
+project "test_cxx_support"
+    kind "ConsoleApp"
+    language "C++"
+    cppdialect "C++11"
+    files { root .. "/tests/cxx/test_cxx_support.cpp", root .. "/tests/support/test_support.c" }
+    includedirs { root .. "/tests/support" }
+    -- the workspace's C-only warnings, which g++ warns of (the C suites build that file with them)
+    removebuildoptions { "-Wstrict-prototypes", "-Wmissing-prototypes" }
+    links(concat({ "kiln" }, check_links, { "m", "pthread", "jansson" }))
+
 -- The Lua layer (lua/kiln/*.lua) compiled into the binding as C strings. tools/embed.lua
 -- rewrites the header only when its text changes, so a rebuild recompiles nothing.
 local function quoted(list)

@@ -46,6 +46,7 @@ for src in "$root"/tests/core/test_*.c "$root"/tests/tools/test_*.c; do
   name=$(basename "$src" .c)
   suites+=("$bin/$name")
 done
+suites+=("$bin/test_cxx_support") # the C++ suite premake5.lua builds (tests/cxx)
 c_out=$("$root/scripts/run-tests.sh" "${suites[@]}" 2>&1); c_rc=$?
 printf '%s\n' "$c_out"
 c_line=$(printf '%s\n' "$c_out" | tail -n 1)
