@@ -320,13 +320,29 @@ int klua_compat_gc(lua_State *L, int what, ...) {
 
 /* ---- the main thread ---------------------------------------------------------------------- */
 
+/* kiln reads the thread under a light-userdata key: LuaJIT loses integer keys of a table
+ * whose growth is refused midway (refs.h), and the slot LUA_RIDX_MAINTHREAD (for hosts that
+ * read it through compat.h) is one. */
+static const char main_key = 0;
+
 void klua_compat_remember_main(lua_State *L) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &main_key) != LUA_TTHREAD) {
+        lua_pushthread(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &main_key);
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     int known = lua_type(L, -1) == LUA_TTHREAD;
-    lua_pop(L, 1);
+    lua_pop(L, 2);
     if (known) return;
-    lua_pushthread(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &main_key);
     lua_rawseti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+}
+
+lua_State *klua_compat_main_thread(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &main_key);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    return main;
 }
 
 /* ---- count hooks -------------------------------------------------------------------------- */

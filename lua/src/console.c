@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "console.h"
+#include "refs.h"
 
 #define OUT_MAX_BYTES (16 << 20) /* answers queued for one client; past it the client goes */
 #define OUT_PAUSE_BYTES (1 << 20) /* a client this far behind reading gets no new answers */
@@ -94,9 +95,9 @@ static int setup(lua_State *L) {
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "feed");
     luaL_checktype(L, -1, LUA_TFUNCTION);
-    c->feed_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->feed_ref = klua_ref(L, LUA_REGISTRYINDEX);
     lua_pop(L, 1);
-    c->session_fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    c->session_fn_ref = klua_ref(L, LUA_REGISTRYINDEX);
     return 0;
 }
 
@@ -239,7 +240,7 @@ void kiln_console_default_token_path(int port, char *dest, size_t size) {
 static void drop(kiln_console *c, int i) {
     client *cl = &c->clients[i];
     close(cl->fd);
-    luaL_unref(c->L, LUA_REGISTRYINDEX, cl->session_ref); /* existing keys: cannot raise */
+    klua_unref(c->L, LUA_REGISTRYINDEX, cl->session_ref); /* cannot raise */
     free(cl->in);
     free(cl->out);
     c->clients[i] = c->clients[--c->client_count];
@@ -250,8 +251,8 @@ static void close_now(kiln_console *c) {
     while (c->client_count > 0) drop(c, c->client_count - 1);
     if (c->fd >= 0) close(c->fd);
     if (c->L) {
-        luaL_unref(c->L, LUA_REGISTRYINDEX, c->session_fn_ref);
-        luaL_unref(c->L, LUA_REGISTRYINDEX, c->feed_ref);
+        klua_unref(c->L, LUA_REGISTRYINDEX, c->session_fn_ref);
+        klua_unref(c->L, LUA_REGISTRYINDEX, c->feed_ref);
         /* no budget: hooks left in coroutines remove themselves (unless the budget registered
          * is another console's, whose statement may be running: this is called from it) */
         lua_pushlightuserdata(c->L, &c->budget);
@@ -352,7 +353,7 @@ static bool looks_like_http(const char *s, size_t n) {
 /* Protected: a new session for an authenticated client; returns its registry reference. */
 static int new_session(lua_State *L) {
     kiln_console *c = lua_touserdata(L, 1);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c->session_fn_ref);
+    klua_getref(L, LUA_REGISTRYINDEX, c->session_fn_ref);
     lua_pushglobaltable(L);
     lua_createtable(L, 0, 2);
     lua_pushboolean(L, 1);
@@ -360,7 +361,7 @@ static int new_session(lua_State *L) {
     lua_pushinteger(L, ANSWER_MAX_BYTES);
     lua_setfield(L, -2, "answer_bytes");
     lua_call(L, 2, 1);
-    lua_pushinteger(L, luaL_ref(L, LUA_REGISTRYINDEX));
+    lua_pushinteger(L, klua_ref(L, LUA_REGISTRYINDEX));
     return 1;
 }
 
@@ -399,8 +400,8 @@ static const char *frame_status(const char *s, size_t n) {
 static bool evaluate(kiln_console *c, client *cl, const char *line, size_t n) {
     lua_State *L = c->L;
     int top = lua_gettop(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c->feed_ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, cl->session_ref);
+    klua_getref(L, LUA_REGISTRYINDEX, c->feed_ref);
+    klua_getref(L, LUA_REGISTRYINDEX, cl->session_ref);
     lua_pushlightuserdata(L, (void *)line);
     lua_pushinteger(L, (lua_Integer)n);
     lua_pushlightuserdata(L, &c->budget);

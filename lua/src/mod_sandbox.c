@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mods.h"
+#include "refs.h"
 
 static const char self_key = 's';   /* registry: light userdata of the klua_mod */
 static const char loaded_key = 'l'; /* registry: modules its require loaded, by name */
@@ -714,7 +715,7 @@ static int build_globals(lua_State *L) {
     if (mods->allow_ref != LUA_NOREF) {
         lua_State *H = mods->host;
         if (!lua_checkstack(H, 4)) return luaL_error(L, "out of stack");
-        lua_rawgeti(H, LUA_REGISTRYINDEX, mods->allow_ref);
+        klua_getref(H, LUA_REGISTRYINDEX, mods->allow_ref);
         int t = lua_gettop(H);
         lua_pushglobaltable(L);
         lua_pushnil(H);

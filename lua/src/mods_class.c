@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "mods.h"
+#include "refs.h"
 
 #define DEFAULT_MEMORY ((size_t)64 << 20)
 #define DEFAULT_INSTRUCTIONS 10000000
@@ -545,8 +546,8 @@ static int md_close(lua_State *L) {
     const char *why = klua_mods_busy(mods);
     if (why && !mods->kw->closed) klua_fail(L, "mods:close", "%s", why);
     klua_mods_close(mods, L);
-    luaL_unref(L, LUA_REGISTRYINDEX, mods->allow_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, mods->log_ref);
+    klua_unref(L, LUA_REGISTRYINDEX, mods->allow_ref);
+    klua_unref(L, LUA_REGISTRYINDEX, mods->log_ref);
     mods->allow_ref = mods->log_ref = LUA_NOREF;
     return 0;
 }
@@ -568,7 +569,7 @@ typedef struct log_args { klua_mods *mods; const char *mod, *line; } log_args;
 
 static int call_log(lua_State *H) {
     log_args *a = lua_touserdata(H, 1);
-    lua_rawgeti(H, LUA_REGISTRYINDEX, a->mods->log_ref);
+    klua_getref(H, LUA_REGISTRYINDEX, a->mods->log_ref);
     lua_pushstring(H, a->mod);
     lua_pushstring(H, a->line);
     lua_call(H, 2, 0);
@@ -661,13 +662,13 @@ static int md_new(lua_State *L) {
     klua_mods *mods = new_mods(L, 1, &desc);
     if (!lua_isnil(L, 4)) {
         lua_pushvalue(L, 4);
-        mods->log_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        mods->log_ref = klua_ref(L, LUA_REGISTRYINDEX);
         mods->log_fn = lua_log;
         mods->log_user = mods;
     }
     if (!lua_isnil(L, 3)) {
         lua_pushvalue(L, 3);
-        mods->allow_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        mods->allow_ref = klua_ref(L, LUA_REGISTRYINDEX);
     }
     return 1;
 }

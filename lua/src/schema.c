@@ -7,6 +7,7 @@
 
 #include "kiln_persist.h"
 #include "klua.h"
+#include "refs.h"
 
 static const struct {
     const char *name;
@@ -319,7 +320,7 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
     /* The slots are reserved first: a finalizer run by a push below may make another entry
      * (or close the world, which frees the cache). */
     kw->keys_count = key0 + info.field_count;
-    if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
+    if (klua_getref(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
     bool floats = true, links = false;
     for (int32_t i = 0; i < info.field_count; i++) {
         const kiln_field *f = &info.fields[i];

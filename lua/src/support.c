@@ -6,6 +6,7 @@
 
 #define KLUA_SUPPORT_C /* the checks below call the real luaL_testudata */
 #include "klua.h"
+#include "refs.h"
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -266,11 +267,14 @@ void klua_addmethods(lua_State *L, const char *tname, const luaL_Reg *methods) {
 /* ---- the World behind a method --------------------------------------------------------- */
 
 lua_State *klua_main_thread(lua_State *L) {
-    /* under LuaJIT, the slot luaopen_kiln filled (compat.h) */
+#if KLUA_LUAJIT
+    return klua_compat_main_thread(L); /* the thread luaopen_kiln remembered (compat.h) */
+#else
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
     return main;
+#endif
 }
 
 klua_world *klua_check_world(lua_State *L, int idx) {
@@ -391,7 +395,7 @@ int klua_new_gc_guard(lua_State *L, klua_world *kw) {
     gc_guard_class(L);
     klua_world **guard = klua_newobject(L, sizeof *guard, 0, KLUA_GC_GUARD);
     *guard = kw;
-    return luaL_ref(L, LUA_REGISTRYINDEX);
+    return klua_ref(L, LUA_REGISTRYINDEX);
 }
 
 void klua_names_changed(lua_State *L) {
@@ -420,7 +424,7 @@ void klua_hold_gc(lua_State *L, klua_world *kw) {
         lua_gc(L, LUA_GCRESTART);
         lua_error(L);
     }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    klua_getref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     lua_toclose(L, -1);
 #endif
     kw->gc_held = true;
@@ -635,7 +639,7 @@ kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int a
         unsigned slot = NAME_SLOT(str);
         if (kw->name_ptr[slot] == str) return kw->name_id[slot];
         /* interned name -> id, cached per world (ids never change) */
-        if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
+        if (klua_getref(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L);
         lua_pushvalue(L, idx);
         if (lua_rawget(L, -2) == LUA_TNUMBER) {
             c = (kiln_component)lua_tointeger(L, -1);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "klua.h"
+#include "refs.h"
 
 static const char *const vec_keys[4] = {"x", "y", "z", "w"};
 
@@ -585,7 +586,7 @@ void klua_fill_keyed(lua_State *L, klua_world *kw, const klua_comp *cc, int idx,
     /* After a call that creates an object, a finalizer may have closed the world, freeing
      * cc and the fields it points to: checked before they are read again. */
     if (kw->closed) luaL_error(L, "attempt to use a closed world");
-    if (lua_rawgeti(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L); /* the ready keys */
+    if (klua_getref(L, LUA_REGISTRYINDEX, kw->names_ref) != LUA_TTABLE) klua_names_changed(L); /* the ready keys */
     int keys = lua_gettop(L);
     for (int32_t i = 0; i < n; i++) {
         const kiln_field *f = &cc->info.fields[i];
@@ -651,7 +652,7 @@ void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx, v
 /* Pushes the values table of shared, or nil once it is gone: its World was found unreachable
  * (its destroy hooks then release nothing, the table goes with the world). */
 static int push_values(lua_State *L, const klua_shared *shared) {
-    if (lua_rawgeti(L, LUA_REGISTRYINDEX, shared->values_ref) != LUA_TTABLE) return lua_type(L, -1);
+    if (klua_getref(L, LUA_REGISTRYINDEX, shared->values_ref) != LUA_TTABLE) return lua_type(L, -1);
     lua_rawgeti(L, -1, 1);
     lua_replace(L, -2); /* (lua_remove rotates: a call more) */
     return lua_type(L, -1);
@@ -671,7 +672,7 @@ void klua_values_new(lua_State *L, klua_world *kw, int world_idx) {
     lua_setfield(L, -2, KLUA_STATE_VALUES);
     lua_pop(L, 1);
     lua_rawseti(L, -2, 1);
-    kw->values_box_ref = kw->shared->values_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    kw->values_box_ref = kw->shared->values_ref = klua_ref(L, LUA_REGISTRYINDEX);
 }
 
 void klua_values_drop(lua_State *L, klua_world *kw, int world_idx) {
@@ -686,7 +687,7 @@ void klua_values_drop(lua_State *L, klua_world *kw, int world_idx) {
     /* (an owned world's block is gone with it; a host's world pushed again has another World,
      * and box, on the same block) */
     if (!kw->owned && kw->shared->values_ref == kw->values_box_ref) kw->shared->values_ref = LUA_NOREF;
-    luaL_unref(L, LUA_REGISTRYINDEX, kw->values_box_ref);
+    klua_unref(L, LUA_REGISTRYINDEX, kw->values_box_ref);
     kw->values_box_ref = LUA_NOREF;
 }
 
@@ -694,7 +695,7 @@ void klua_unref_value(lua_State *L, klua_world *kw, kiln_component c, const void
     if (!klua_is_lua_valued(kw, c)) return;
     int32_t ref;
     memcpy(&ref, buf, sizeof ref);
-    if (push_values(L, kw->shared) == LUA_TTABLE) luaL_unref(L, -1, ref);
+    if (push_values(L, kw->shared) == LUA_TTABLE) klua_unref(L, -1, ref);
     lua_pop(L, 1);
 }
 
@@ -705,7 +706,7 @@ int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
     if (push_values(L, kw->shared) != LUA_TTABLE)
         luaL_error(L, "the world's state was changed through the debug library");
     lua_pushvalue(L, idx);
-    int ref = luaL_ref(L, -2);
+    int ref = klua_ref(L, -2);
     lua_pop(L, 1);
     return ref;
 }
@@ -716,7 +717,7 @@ void klua_value_push(lua_State *L, klua_world *kw, int ref) {
         lua_pushnil(L);
         return;
     }
-    lua_rawgeti(L, -1, ref);
+    klua_getref(L, -1, ref);
     lua_replace(L, -2);
 }
 
@@ -728,7 +729,7 @@ void klua_value_hook(void *ptr, int32_t count, void *ctx) {
         for (int32_t i = 0; i < count; i++) {
             int32_t ref;
             memcpy(&ref, (uint8_t *)ptr + 4 * (size_t)i, sizeof ref);
-            if (ref > 0) luaL_unref(L, -1, ref);
+            if (ref > 0) klua_unref(L, -1, ref);
         }
     }
     lua_pop(L, 1);

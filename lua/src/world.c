@@ -5,6 +5,7 @@
 
 #include "kiln_transform.h"
 #include "klua.h"
+#include "refs.h"
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
@@ -50,16 +51,16 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
         kw->scratch = NULL;
         kw->scratch_size = 0;
     }
-    luaL_unref(L, LUA_REGISTRYINDEX, kw->names_ref);
+    klua_unref(L, LUA_REGISTRYINDEX, kw->names_ref);
     kw->names_ref = LUA_NOREF;
     memset(kw->name_ptr, 0, sizeof kw->name_ptr); /* the names may go now */
     klua_comp_free(L, kw);                         /* and the field keys with them */
     /* the guard may still sit in a closing slot: it must not point at a dead world */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    klua_getref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     klua_world **guard = klua_toobject(L, -1, KLUA_GC_GUARD); /* the registry is the host's to change */
     if (guard) *guard = NULL;
     lua_pop(L, 1);
-    luaL_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
+    klua_unref(L, LUA_REGISTRYINDEX, kw->gc_guard_ref);
     kw->gc_guard_ref = LUA_NOREF;
     if (kw->gc_held) { /* no step here: the world is being released */
         kw->gc_held = false;
@@ -201,7 +202,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     klua_values_new(L, kw, -1);
     kw->shared->L = klua_main_thread(L); /* a coroutine that made the world may die first */
     lua_newtable(L);
-    kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    kw->names_ref = klua_ref(L, LUA_REGISTRYINDEX);
     kw->gc_guard_ref = klua_new_gc_guard(L, kw);
     /* The hierarchy: a host world whose own "Parent" keeps the addon out goes on without it
      * (hierarchy.c says so), but one that found no memory for it fails here: no later call
@@ -229,7 +230,7 @@ void klua_new_world_view(lua_State *L, klua_world *host, const klua_mod_hooks *h
     kw->schedule = klua_schedule(L, host);
     kw->max_failures = host->max_failures;
     lua_newtable(L);
-    kw->names_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    kw->names_ref = klua_ref(L, LUA_REGISTRYINDEX);
     kw->gc_guard_ref = klua_new_gc_guard(L, kw);
     register_weak(L, kw);
 }
