@@ -27,7 +27,8 @@ M.types = {
     uint8_t = int_type("u8", 1, 0, 255), uint8 = int_type("u8", 1, 0, 255),
     uint16_t = int_type("u16", 2, 0, 65535), uint16 = int_type("u16", 2, 0, 65535),
     uint32_t = int_type("u32", 4, 0, 4294967295), uint32 = int_type("u32", 4, 0, 4294967295),
-    uint64_t = int_type("u64", 8, 0, N.maxinteger), uint64 = int_type("u64", 8, 0, N.maxinteger),
+    -- a uint64 takes any integer (a negative one as its bits: what get reads past 2^63 - 1)
+    uint64_t = int_type("u64", 8, N.mininteger, N.maxinteger), uint64 = int_type("u64", 8, N.mininteger, N.maxinteger),
     entity = int_type("entity", 8, 0, N.maxinteger),
     float = {kind = "f32", enum = "f32", size = 4, align = 4},
     double = {kind = "f64", enum = "f64", size = 8, align = 8},
@@ -187,6 +188,9 @@ local function convert_element(t, v, old)
     elseif kind == "int" then
         -- numbers only (a float with an exact integer value counts), never strings
         local i = type(v) == "number" and N.tointeger(v) or nil
+        -- a whole float past 2^63 - 1 in a uint64: its bits, read back negative
+        local u64 = i == nil and t.enum == "u64" and type(v) == "number" and v == math.floor(v)
+        if u64 and v >= 2 ^ 63 and v < 2 ^ 64 then return true, N.tointeger(v - 2 ^ 64) end
         if i == nil or i < t.lo or i > t.hi then return false end
         return true, i
     elseif kind == "vec" or kind == "mat" then
