@@ -305,4 +305,28 @@ describe("persist", function()
         assert.are.equal(before, w:count())
         H.raises(function() ship:spawn(-1) end, "bad argument #1 to 'prefab:spawn'")
     end)
+    -- A Lua system shares its stage with C worker systems that may write any column: a save,
+    -- snapshot or restore there said only "the world is deferred or iterating".
+    it("saves and snapshots from an exclusive system only, the save being the one between frames", function()
+        local w = H.world()
+        local first = w:spawn{Position = {x = 0}}
+        for i = 1, 4 do w:spawn{Position = {x = i}} end
+        local snap = w:snapshot()
+        local refusal = "called while a schedule runs systems that are not exclusive (they may write any column"
+        local inside
+        w:system{name = "plain", writes = {"Position"}, run = function(world)
+            for _, call in ipairs{"save", "snapshot"} do
+                H.raises(function() world[call](world) end, "world:" .. call .. ": " .. refusal)
+            end
+            H.raises(function() world:restore(snap) end, "world:restore: " .. refusal)
+            H.raises(function() world:hash() end, "world:hash: system 'plain' is not exclusive")
+            world:set(first, "Position", {x = 42})
+        end}
+        w:system{name = "autosave", exclusive = true, after = {"plain"}, run = function(world)
+            inside = world:save{format = "json"}
+        end}
+        w:progress(0.016)
+        assert.are.equal(w:save{format = "json"}, inside)
+        assert.are.equal(42, w:get(first, "Position").x)
+    end)
 end)

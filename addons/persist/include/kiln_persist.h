@@ -111,7 +111,8 @@ typedef struct kiln_save_desc {
 /* Writes the world through write(ud, ...), in one or more pieces. desc may be NULL (binary).
  * The world is not changed. Fails, having written a prefix, when a value cannot be saved
  * (hooks without a codec, a refusing codec) or write returns false. Not while the world is
- * deferred or iterating (KILN_ERR_INVALID_ARGUMENT). While it runs the world counts as iterating,
+ * deferred or iterating, nor while a schedule runs systems that are not exclusive (an
+ * exclusive system may save: see persistence.md) (KILN_ERR_INVALID_ARGUMENT). While it runs the world counts as iterating,
  * as in a loop: a spawn, despawn, add, remove or set from write, progress or the codec is queued
  * and lands as the save returns (its result then, when the save itself succeeded), so the file
  * holds the world as it was called; kiln_commands_apply from them asserts; a planned resource
@@ -257,14 +258,16 @@ int64_t kiln_snapshot_count(const kiln_world *world, const kiln_snapshot *snap, 
  * fields cover enter it, never padding; a component registered without fields has no layout to
  * go by and enters whole, padding included. Values of components and resources with hooks
  * count by presence only (their bytes are handles to what they own). Never 0: 0 is the refusal
- * from a component's destroy or move hook mid-change (a moving entity sits in two rows), with
- * kiln_world_error saying so. */
+ * from a component's destroy or move hook mid-change (a moving entity sits in two rows), and
+ * while a schedule runs systems that are not exclusive (on any thread: they may write any
+ * column as it is read; hash from an exclusive system, which sees what a hash between frames
+ * would), with kiln_world_error saying so. */
 uint64_t kiln_world_hash(const kiln_world *world);
 
 /* kiln_world_hash without the slots: the live content alone, so a world that spawned and
  * despawned an entity hashes as it did (its next handles differ). For "did the content change"
  * checks, e.g. after a failed mod load that handed handles out (those slots stay spent).
- * 0 from a hook mid-change, as kiln_world_hash. */
+ * 0 from a hook mid-change or beside running systems, as kiln_world_hash. */
 uint64_t kiln_world_content_hash(const kiln_world *world);
 
 /* ---- Names ------------------------------------------------------------------------------- */
@@ -555,8 +558,9 @@ typedef struct kiln_export_desc {
  * back. Fails naming the entity and component for a value with hooks or a char array that is
  * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
  * (or under another root), naming an entity of a Parent cycle (written through a pointer)
- * that no root reaches when desc gives no roots, when write returns false, and from a
- * component's destroy or move hook mid-change. Chains of any depth are walked without
+ * that no root reaches when desc gives no roots, when write returns false, from a component's
+ * destroy or move hook mid-change, and while a schedule runs systems that are not exclusive
+ * (on any thread; an exclusive system may export). Chains of any depth are walked without
  * recursion. The world is not changed. desc may be NULL. As in kiln_save, the world counts as
  * iterating meanwhile: what progress or write changes lands as the export returns. */
 kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_write_fn write,

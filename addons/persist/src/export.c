@@ -319,7 +319,7 @@ kiln_result kiln_export(kiln_world *world, const kiln_export_desc *desc, kiln_wr
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!write) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: write is NULL", call);
     if (desc && desc->root_count < 0) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: root_count is negative", call);
-    kiln_result r = pz_check_outside_hook(world, call);
+    kiln_result r = pz_check_readable(world, call);
     if (r != KILN_OK) return r;
     exporter x = {.world = world, .arena = {.alloc = &world->alloc}, .desc = desc};
     pz_hold(world); /* progress and write may change the world: not under the entities listed */

@@ -396,9 +396,10 @@ static uint64_t hash_slots(const kiln_world *world) {
 
 static uint64_t hash_world(const kiln_world *world, bool slots, const char *call) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    /* Mid-change an entity sits in two rows, one half written: refused with 0, which no world
-     * hashes to (the message names call; it is no change to the world). */
-    if (pz_check_outside_hook((kiln_world *)(uintptr_t)world, call) != KILN_OK) return 0;
+    /* Mid-change an entity sits in two rows, one half written, and beside a running stage's
+     * systems a column may be written as it is read: refused with 0, which no world hashes to
+     * (the message names call; it is no change to the world). */
+    if (pz_check_readable((kiln_world *)(uintptr_t)world, call) != KILN_OK) return 0;
     int32_t max_types = 1;
     for (int32_t a = 0; a < world->archetype_count; a++)
         if (world->archetypes[a]->type_count > max_types) max_types = world->archetypes[a]->type_count;

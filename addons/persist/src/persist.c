@@ -13,7 +13,13 @@
 static const kiln_save_desc default_save;
 static const kiln_load_desc default_load;
 
-kiln_result pz_check_outside_hook(kiln_world *world, const char *call) {
+kiln_result pz_check_readable(kiln_world *world, const char *call) {
+    /* A worker system may write any column meanwhile (one it declares), and the caller declares
+     * none: a read of every column would race with it, and a file or hash would be torn. */
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called while a schedule runs systems that "
+                       "are not exclusive (they may write any column meanwhile); call it from an "
+                       "exclusive system or between runs", call);
     if (world->in_hook) /* access.h's kl_in_hook */
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's destroy or move "
                        "hook while the world changes; call it once the change is done", call);
@@ -21,7 +27,7 @@ kiln_result pz_check_outside_hook(kiln_world *world, const char *call) {
 }
 
 kiln_result pz_check_idle(kiln_world *world, const char *call) {
-    kiln_result r = pz_check_outside_hook(world, call);
+    kiln_result r = pz_check_readable(world, call);
     if (r != KILN_OK) return r;
     if (kiln_is_deferred(world))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: the world is deferred or iterating", call);

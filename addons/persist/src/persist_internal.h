@@ -20,8 +20,10 @@
  * this call would move, or an entity sits in two rows a copy would take twice). */
 KL_HIDDEN kiln_result pz_check_idle(kiln_world *world, const char *call);
 /* Its first half, for the calls that only read the world (kiln_export, the hashes), which may
- * run deferred but not mid-change: an entity moving sits in two rows, one half written. */
-KL_HIDDEN kiln_result pz_check_outside_hook(kiln_world *world, const char *call);
+ * run deferred but not mid-change: an entity moving sits in two rows, one half written. Both
+ * fail while a schedule runs a stage of systems that are not exclusive, on any thread: the
+ * call reads every column while systems beside it may write them. */
+KL_HIDDEN kiln_result pz_check_readable(kiln_world *world, const char *call);
 /* A call that walks the rows while it calls out (write, progress, a codec) holds the world as a
  * loop does from pz_hold to pz_release: it counts as iterating, so a callback's spawn, despawn,
  * add, remove or set is queued and lands at pz_release (a callback cannot move the rows being
