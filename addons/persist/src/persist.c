@@ -126,6 +126,11 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
                        strerror(e));
     }
     kiln_result r = renamed(world, kiln_save(world, desc, file_write, f), "kiln_save", "kiln_save_file");
+    /* The bytes reach the disk before the name does: renamed first, a crash or power loss could
+     * leave path naming a file the disk holds part of (or none of), and the older save gone. */
+    if (r == KILN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed: %s", tmp,
+                    strerror(errno));
     if (fclose(f) != 0 && r == KILN_OK)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed", tmp);
     if (r == KILN_OK && rename(tmp, path) != 0)
