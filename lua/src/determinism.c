@@ -154,6 +154,9 @@ static int push_hash(lua_State *L, bool slots, const char *fname) {
     klua_budget_charge(L, (double)st.entities * KLUA_COST_HASH_ENTITY +
                        (double)(st.entity_slots - st.entities) * KLUA_COST_HASH_SLOT, fname);
     uint64_t hash = slots ? kiln_world_hash(kw->world) : kiln_world_content_hash(kw->world);
+    /* 0 is the core's refusal (no world hashes to it): from a hook mid-change, or beside running
+     * systems, as Lua called from a host's C system is (no Lua system is current there) */
+    if (hash == 0) klua_fail_world(L, kw->world, fname);
     if (hex) push_hex(L, hash);
     else lua_pushinteger(L, (lua_Integer)hash); /* LuaJIT: rounded to a double, see lua-api.md */
     return 1;
