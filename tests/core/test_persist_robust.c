@@ -650,6 +650,51 @@ KILN_TEST(hostile, a_file_save_writes_through_no_link_and_waits_on_no_pipe_at_it
     pf_close(&t);
 }
 
+/* Another save to the same path, simulated from desc.progress: it unlinks path.tmp and starts
+ * its own file there. The first save renamed that file, half written, over path and returned
+ * KILN_OK: path no longer loaded, and the older save was gone. */
+static const char *other_tmp;
+static bool another_save_starts(void *ud, int64_t units) {
+    (void)ud, (void)units;
+    if (!other_tmp) return true;
+    ck_assert_int_eq(unlink(other_tmp), 0);
+    FILE *f = fopen(other_tmp, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("KILN", f); /* the first bytes of another save, still being written */
+    fclose(f);
+    other_tmp = NULL;
+    return true;
+}
+
+KILN_TEST(hostile, a_file_save_whose_temporary_file_another_save_took_fails_and_leaves_path_whole) {
+    pf_world t;
+    pf_open(&t, false);
+    pf_populate(&t);
+    uint64_t hash = kiln_world_hash(t.world);
+    char dir[] = "/tmp/kiln-save-XXXXXX", path[64], tmp[72], text[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/world.bin", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert_int_eq(kiln_save_file(t.world, path, NULL), KILN_OK);
+    other_tmp = tmp;
+    ck_assert_int_eq(kiln_save_file(t.world, path, &(kiln_save_desc){.progress = another_save_starts}),
+                     KILN_ERR_INVALID_ARGUMENT);
+    char want[256];
+    snprintf(want, sizeof want, "kiln_save_file: %s was replaced while the save ran (another save to the same "
+             "path?); %s is left as it was", tmp, path);
+    ck_assert_str_eq(kiln_world_error(t.world), want);
+    ck_assert_int_eq(slurp(tmp, text, sizeof text), 4); /* the other save's file, left to it */
+    pf_world back;
+    pf_open(&back, false);
+    ck_assert_int_eq(kiln_load_file(back.world, path, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_world_hash(back.world), hash);
+    pf_close(&back);
+    ck_assert_int_eq(unlink(tmp), 0);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+    pf_close(&t);
+}
+
 /* ---- a caller that may stop a load (kiln_load_desc.keep_going) ---------------------------- */
 
 /* A save of n entities with a position each (a JSON text past 64 KiB for n in the thousands). */

@@ -123,7 +123,11 @@ kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_
 /* kiln_save into the file at path (written to path.tmp, flushed to the disk with fsync, then
  * renamed over path, so a failed save, or a crash or power loss at any point, leaves path
  * holding the older file or the new one, whole; the fsync may take milliseconds, which an
- * autosave from a system spends in its frame). path.tmp is made new: whatever had that name (a stale
+ * autosave from a system spends in its frame). A save whose path.tmp another save to the
+ * same path replaced meanwhile fails ("kiln_save_file: <path>.tmp was replaced while the save
+ * ran ...") and renames nothing, so of two saves at once to one path one lands whole and the
+ * other fails; the check and the rename are two calls, so keep one saver per path to be sure.
+ * path.tmp is made new: whatever had that name (a stale
  * file, a link, a pipe) is unlinked first, so a save never writes through a link into
  * another file nor waits on a pipe. */
 kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_desc *desc);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "defer.h"
@@ -131,12 +132,21 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
     if (r == KILN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed: %s", tmp,
                     strerror(errno));
+    struct stat mine, now;
+    bool known = fstat(fileno(f), &mine) == 0;
     if (fclose(f) != 0 && r == KILN_OK)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed", tmp);
+    /* Another save to the same path unlinks tmp and makes its own there: renamed now, path would
+     * name that save's file while it is being written. The name is checked to still be this
+     * file's, so the one the other save took fails instead, and tmp is left to its owner. */
+    bool ours = known && lstat(tmp, &now) == 0 && now.st_dev == mine.st_dev && now.st_ino == mine.st_ino;
+    if (r == KILN_OK && !ours)
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: %.200s was replaced while the save "
+                    "ran (another save to the same path?); %.200s is left as it was", tmp, path);
     if (r == KILN_OK && rename(tmp, path) != 0)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot rename to %.200s: %s", path,
                     strerror(errno));
-    if (r != KILN_OK) unlink(tmp);
+    if (r != KILN_OK && ours) unlink(tmp);
     return r;
 }
 
