@@ -193,8 +193,9 @@ print(tostring(ok), tostring(err), left)
     it("lands the whole despawn or none of it", function()
         local dir = M.folder()
         local seen = {["true"] = 0, ["false"] = 0}
-        -- the room a despawn of 3000 needs is about 20 pads under LuaJIT and 200 under Lua 5.4:
-        -- every room up to 40, then coarser, refuses and lands more than 10 times under both
+        -- the room a despawn of 3000 needs is 8 to 50 pads under LuaJIT (it moved with the
+        -- module's Lua code loaded into the mod's state) and about 200 under Lua 5.4: every room
+        -- up to 40, then coarser, refuses and lands at least 5 times under both
         local rooms = {}
         for room = 0, 40 do rooms[#rooms + 1] = room end
         for room = 50, 500, 15 do rooms[#rooms + 1] = room end
@@ -213,6 +214,6 @@ print(tostring(ok), tostring(err), left)
             mods:close()
             w:close()
         end
-        assert.is_true(seen["true"] > 10 and seen["false"] > 10, seen["true"] .. " landed, " .. seen["false"] .. " refused")
+        assert.is_true(seen["true"] >= 5 and seen["false"] >= 5, seen["true"] .. " landed, " .. seen["false"] .. " refused")
     end)
 end)
