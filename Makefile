@@ -350,7 +350,7 @@ test-ubsan-clang:
 .PHONY: test-ubsan-clang
 
 TSAN_SUITES := test_jobs test_persist_in_schedule test_jobs_parallel_for test_schedule_build test_schedule_run test_schedule_determinism test_commands test_commands_values test_schedule_remove test_threads_registration test_transform_parallel \
-               test_schedule_sweep test_commands_links test_index_threads test_schedule_threads test_query_threads test_hooks_threads
+               test_schedule_sweep test_commands_links test_index_threads test_schedule_threads test_query_threads test_hooks_threads test_atfini_threads
 test-tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
 	    EXTRA_CFLAGS="-fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" \

@@ -143,13 +143,13 @@ void kiln_world_destroy(kiln_world *world);
 /* A teardown hook: runs once when its world is destroyed, before anything is freed. */
 typedef void (*kiln_fini_fn)(kiln_world *world, void *ctx);
 
-/* Registers fn to run with ctx when world is destroyed (as flecs' ecs_atfini). Optional layers (addons) own their
- * teardown this way, so the core never names them: an addon keeps its per-world state as ctx and finds it again with
- * kiln_world_atfini_get. Registering the same fn twice, or once the destroy ran the hooks (from a value's destroy
- * hook), is KILN_ERR_INVALID_ARGUMENT; out of memory is KILN_ERR_OUT_OF_MEMORY. */
+/* Registers fn to run with ctx when world is destroyed (as flecs' ecs_atfini): an addon keeps its state as ctx and
+ * finds it with kiln_world_atfini_get, so the core never names it. A main-thread system may register mid-stage. Same
+ * fn twice, once the destroy ran the hooks (from a value's destroy hook), or from a worker system, job or thread while
+ * a stage runs: KILN_ERR_INVALID_ARGUMENT, nothing registered; out of memory: KILN_ERR_OUT_OF_MEMORY. */
 kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx);
 
-/* The ctx registered with fn, or NULL when fn is not registered on world. */
+/* The ctx registered with fn, or NULL. Any thread, no lock: one registered meanwhile is absent or whole (ctx too). */
 void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn);
 
 /* The message of the calling thread's last failed call on this world ("" when none; while a schedule runs,

@@ -43,6 +43,12 @@ kiln_result kl_fail_off_stage(kiln_world *world, const char *call, kiln_entity e
                    call, what);
 }
 
+kiln_result kl_fail_atfini_off_stage(kiln_world *world, const char *call) {
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                   "%s: called from a worker system, job or thread while a schedule runs a stage; nothing was "
+                   "registered: initialise addons before the run or from a main_thread system", call);
+}
+
 /* A deferred call's entity must be alive, or reserved by a deferred spawn. */
 static kiln_result check_target(kiln_world *world, const char *call, kiln_entity e) {
     if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;

@@ -27,6 +27,10 @@ static inline bool kl_off_stage_thread(const kiln_world *world) {
 KL_HIDDEN kiln_result kl_fail_off_stage(kiln_world *world, const char *call, kiln_entity e,
                                         kiln_component c, bool event);
 
+/* Fails with KILN_ERR_INVALID_ARGUMENT for call, which registers a teardown hook (kiln_world_atfini,
+ * an addon's init), made on such a thread: the hook table has one writer, the stage's thread. */
+KL_HIDDEN kiln_result kl_fail_atfini_off_stage(kiln_world *world, const char *call);
+
 /* Queues a spawn: checks the list and values, reserves a handle (written to dest, may be
  * NULL) that becomes alive when the queue lands. */
 KL_HIDDEN kiln_result kl_defer_spawn(kiln_world *world, const char *call,

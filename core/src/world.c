@@ -100,12 +100,22 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     return world;
 }
 
-/* Takes fn's entry out of the teardown table, keeping the others' order. */
+/* The teardown table's entries, as published (acquire: each one below the count read before is
+ * whole), or NULL when none was ever registered. */
+static kl_fini *fini_entries(const kiln_world *world) {
+    kl_table *t = atomic_load_explicit(&((kiln_world *)world)->finis, memory_order_acquire);
+    return t ? kl_table_entries(t) : NULL;
+}
+
+/* Takes fn's entry out of the teardown table, keeping the others' order. Only the destroy does,
+ * when no schedule runs: no reader can hold the table. */
 static void drop_fini(kiln_world *world, kiln_fini_fn fn) {
-    for (int32_t i = world->fini_count - 1; i >= 0; i--)
-        if (world->finis[i].fn == fn) {
-            memmove(&world->finis[i], &world->finis[i + 1], sizeof(kl_fini) * (size_t)(world->fini_count - i - 1));
-            world->fini_count--;
+    kl_fini *finis = fini_entries(world);
+    int32_t count = atomic_load_explicit(&world->fini_count, memory_order_relaxed);
+    for (int32_t i = count - 1; i >= 0; i--)
+        if (finis[i].fn == fn) {
+            memmove(&finis[i], &finis[i + 1], sizeof(kl_fini) * (size_t)(count - i - 1));
+            atomic_store_explicit(&world->fini_count, count - 1, memory_order_relaxed);
             return;
         }
 }
@@ -124,14 +134,14 @@ void kiln_world_destroy(kiln_world *world) {
      * hook leaves the table once it ran, so what runs after it (an earlier hook, a value's
      * destroy hook) no longer finds the state it freed (kiln_world_atfini_get); one a hook
      * registers (an addon it initialises) runs in turn. */
-    while (world->fini_count > 0) {
-        kl_fini f = world->finis[world->fini_count - 1];
+    int32_t left;
+    while ((left = atomic_load_explicit(&world->fini_count, memory_order_relaxed)) > 0) {
+        kl_fini f = fini_entries(world)[left - 1];
         f.fn(world, f.ctx);
         drop_fini(world, f.fn);
     }
-    kl_free(&world->alloc, world->finis, sizeof(kl_fini) * (size_t)world->fini_cap);
-    world->finis = NULL;
-    world->fini_cap = 0;
+    kl_table_free(&world->alloc, atomic_load_explicit(&world->finis, memory_order_relaxed), sizeof(kl_fini));
+    atomic_store_explicit(&world->finis, NULL, memory_order_relaxed);
     world->finis_run = true;
     KILN_ASSERT(world->schedules == 0, "kiln_world_destroy: a teardown hook created a schedule of the world, "
                                        "which would outlive it");
@@ -164,21 +174,34 @@ kiln_result kiln_world_atfini(kiln_world *world, kiln_fini_fn fn, void *ctx) {
     if (world->finis_run)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_world_atfini: the world is being destroyed and "
                        "its teardown hooks have run (a call from a value's destroy hook)");
-    for (int32_t i = 0; i < world->fini_count; i++)
-        if (world->finis[i].fn == fn)
+    /* One writer: the table is read without a lock, never written beside another writer. */
+    if (kl_off_stage_thread(world)) return kl_fail_atfini_off_stage(world, "kiln_world_atfini");
+    int32_t count = atomic_load_explicit(&world->fini_count, memory_order_relaxed);
+    kl_fini *finis = fini_entries(world);
+    for (int32_t i = 0; i < count; i++)
+        if (finis[i].fn == fn)
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "kiln_world_atfini: this teardown hook is already registered");
-    if (!kl_grow(&world->alloc, (void **)&world->finis, &world->fini_cap, world->fini_count + 1,
-                 sizeof(kl_fini), 4))
-        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_world_atfini: out of memory");
-    world->finis[world->fini_count++] = (kl_fini){fn, ctx};
+    kl_table *old = atomic_load_explicit(&world->finis, memory_order_relaxed);
+    kl_table *t = kl_table_reserve(&world->alloc, old, count + 1, sizeof(kl_fini), 4);
+    if (!t) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_world_atfini: out of memory");
+    /* The entry past the count is read by no one yet; then the table, then the count. */
+    ((kl_fini *)kl_table_entries(t))[count] = (kl_fini){fn, ctx};
+    if (t != old) atomic_store_explicit(&world->finis, t, memory_order_release);
+    atomic_store_explicit(&world->fini_count, count + 1, memory_order_release);
     return KILN_OK;
 }
 
 void *kiln_world_atfini_get(const kiln_world *world, kiln_fini_fn fn) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    for (int32_t i = 0; i < world->fini_count; i++)
-        if (world->finis[i].fn == fn) return world->finis[i].ctx;
+    int32_t count = atomic_load_explicit(&((kiln_world *)world)->fini_count, memory_order_acquire);
+    if (count <= 0) return NULL;
+    /* a count above 0 was published after its table: no NULL to test */
+    const kl_fini *f = kl_table_entries(atomic_load_explicit(&((kiln_world *)world)->finis, memory_order_acquire));
+    const kl_fini *end = f + count;
+    do
+        if (f->fn == fn) return f->ctx;
+    while (++f < end);
     return NULL;
 }
 

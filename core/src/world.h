@@ -367,9 +367,11 @@ struct kiln_world {
     void *drop_ctx;
     char dropped_error[2 * KL_ERROR_SIZE]; /* the command named, then the reason */
 
-    kl_fini *finis;                /* teardown hooks, in registration order */
-    int64_t fini_cap;
-    int32_t fini_count;
+    /* Teardown hooks (kl_fini entries), in registration order. A main-thread system may register
+     * one while worker systems look addon state up (kiln_world_atfini_get): as the registry, an
+     * entry is whole before its table is published (release) and the count after both. */
+    _Atomic(kl_table *) finis;
+    _Atomic(int32_t) fini_count;
 
     char error[KL_ERROR_SIZE];
 };

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "access.h"
+#include "defer.h"
 #include "follow.h"
 #include "guard.h"
 #include "spin.h"
@@ -246,6 +247,8 @@ kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
         if (dest) *dest = st->id;
         return KILN_OK;
     }
+    /* a retry too: it would register Name and make the query beside the stage's thread */
+    if (kl_off_stage_thread(world)) return kl_fail_atfini_off_stage(world, "kiln_name_init");
     if (!st) {
         st = kl_alloc(&world->alloc, sizeof *st);
         if (!st) return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_name_init: out of memory");

@@ -78,7 +78,9 @@ typedef struct kiln_transform_ids {
 /* Registers Parent (with its check hook), LocalTransform (with identity defaults) and
  * WorldTransform, all with reflected fields, and keeps the propagation state as the context
  * of a teardown hook registered with kiln_world_atfini (freed with the world). Idempotent;
- * writes the ids to dest (may be NULL). */
+ * writes the ids to dest (may be NULL). A main-thread system may call it while worker systems
+ * run (they see no transforms, or all); from a worker system, job or thread while a stage runs
+ * it is KILN_ERR_INVALID_ARGUMENT, nothing registered. */
 kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest);
 
 /* The ids, or false when kiln_transform_init has not run on world. */

@@ -324,6 +324,7 @@ kiln_result kiln_transform_init(kiln_world *world, kiln_transform_ids *dest) {
         if (dest) *dest = found->ids;
         return KILN_OK;
     }
+    if (kl_off_stage_thread(world)) return kl_fail_atfini_off_stage(world, "kiln_transform_init");
     kiln_transform_ids ids;
     kiln_result r;
     static const kiln_local_transform identity_local = {{0, 0, 0}, {0, 0, 0, 1}, {1, 1, 1}};
