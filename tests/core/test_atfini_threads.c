@@ -139,6 +139,62 @@ KILN_TEST(atfini_threads, workers_read_addon_state_whole_while_a_main_thread_sys
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* kiln_name_init, retried after running out of memory, finishes while workers name things    */
+/* ------------------------------------------------------------------------------------------ */
+
+static kiln_component name_id;
+
+/* Sets the Name resource (Name's check runs here, reading whether the index exists) and looks
+ * names up. */
+static void name_round(kiln_world *w, int rounds) {
+    kiln_name town;
+    memset(&town, 0, sizeof town);
+    snprintf(town.text, sizeof town.text, "town");
+    kiln_result r = kiln_resource_set(w, name_id, &town); /* refused until the index is made */
+    if (r != KILN_OK && r != KILN_ERR_OUT_OF_MEMORY) atomic_fetch_add(&F.wrong, 1);
+    if (kiln_name_lookup(w, "nobody") != KILN_NULL_ENTITY) atomic_fetch_add(&F.wrong, 1);
+    if (kiln_name_get(w, F.children[rounds % CHILDREN]) != NULL) atomic_fetch_add(&F.wrong, 1);
+}
+
+/* Worker: name_round for as long as the main-thread system finishes kiln_name_init. */
+static void name_things(const kiln_system_ctx *ctx) { read_rounds(ctx->world, name_round); }
+
+static void finish_names(const kiln_system_ctx *ctx) {
+    wait_for_reader();
+    if (kiln_name_init(ctx->world, NULL) != KILN_OK) atomic_fetch_add(&F.wrong, 1);
+    atomic_store(&F.done, 1);
+}
+
+KILN_TEST(atfini_threads, a_name_init_retried_by_a_main_thread_system_reaches_workers_whole) {
+    /* Out of memory after Name is registered: the state is attached, its index not made (each
+     * try on a fresh world, as a retry keeps what the last one did). */
+    kiln_result r;
+    for (int64_t n = 0;; n++) {
+        ck_assert_msg(n < 64, "kiln_name_init never stopped between Name and its index");
+        test_allocator_fail_after(&F.s.alloc, n);
+        r = kiln_name_init(F.s.world, NULL);
+        test_allocator_fail_never(&F.s.alloc);
+        if (r != KILN_OK && kiln_component_lookup(F.s.world, "Name")) break;
+        ck_assert_msg(r != KILN_OK, "kiln_name_init finished with %d allocations", (int)n);
+        teardown();
+        setup();
+    }
+    kiln_world *w = F.s.world;
+    ck_assert_int_eq(r, KILN_ERR_OUT_OF_MEMORY);
+    name_id = kiln_component_lookup(w, "Name");
+    ck_assert_uint_ne(name_id, 0);
+    ck_assert_int_eq(kiln_name_lookup(w, "nobody"), KILN_NULL_ENTITY);
+
+    run_frames(name_things, finish_names, &name_id);
+    ck_assert_int_eq(atomic_load(&F.wrong), 0);
+    const kiln_name *n = kiln_resource_get(w, name_id);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_str_eq(n->text, "town");
+    ck_assert_int_eq(kiln_name_set(w, F.plain, "hero"), KILN_OK);
+    ck_assert_int_eq(kiln_name_lookup(w, "hero"), F.plain);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* a worker system may not register one                                                       */
 /* ------------------------------------------------------------------------------------------ */
 

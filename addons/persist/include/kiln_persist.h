@@ -288,9 +288,9 @@ typedef struct kiln_name {
 /* Registers Name (idempotent) and the name index, kept as the context of a teardown hook;
  * writes the component to dest (may be NULL). KILN_ERR_OUT_OF_MEMORY leaves the world without
  * names (Name may be registered, but a Name value is refused until a call succeeds); calling
- * again finishes the work. A main-thread system may call it while worker systems run: they
- * see no names, or the whole index. From a worker system, job or thread while a stage runs it
- * is KILN_ERR_INVALID_ARGUMENT, nothing registered. */
+ * again finishes the work. A main-thread system may call it (a retry too) while worker systems
+ * run: they see no names, or the whole index. From a worker system, job or thread while a
+ * stage runs it is KILN_ERR_INVALID_ARGUMENT, nothing registered. */
 kiln_result kiln_name_init(kiln_world *world, kiln_component *dest);
 
 /* Names entity (adds or sets its Name); NULL or "" removes the name. Fails with

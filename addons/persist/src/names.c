@@ -26,7 +26,10 @@ typedef struct name_slot {
 typedef struct name_state {
     kiln_world *world;
     kiln_component id;
-    kiln_query *query;      /* entities with a Name */
+    /* Entities with a Name; set (release) last by kiln_name_init, when the state is whole: a
+     * worker system reading it (acquire) beside a main-thread system finishing a retried init
+     * sees either no index yet or all of it. */
+    _Atomic(kiln_query *) query;
     name_slot *slots;
     int64_t cap, used;      /* cap: a power of two, at most half used */
     int64_t slots_read;     /* by every probe, ever (kiln_name_slots_read) */
@@ -42,10 +45,15 @@ static uint64_t hash_name(const name_state *st, const char *s) {
 
 static void names_fini(kiln_world *world, void *ctx) {
     name_state *st = ctx;
-    kiln_query_destroy(st->query);
+    kiln_query_destroy(atomic_load_explicit(&st->query, memory_order_relaxed));
     kl_free(&world->alloc, st->slots, sizeof(name_slot) * (size_t)st->cap);
     kl_follow_fini(world, &st->follow);
     kl_free(&world->alloc, st, sizeof *st);
+}
+
+/* The index's query, or NULL while kiln_name_init has not finished. */
+static kiln_query *names_query(const name_state *st) {
+    return atomic_load_explicit(&((name_state *)st)->query, memory_order_acquire);
 }
 
 /* The state kiln_name_init left, done or not (see there). */
@@ -57,7 +65,7 @@ static name_state *state_found(const kiln_world *world) {
  * world has no names. */
 static name_state *state_of(const kiln_world *world) {
     name_state *st = state_found(world);
-    return st && st->query ? st : NULL;
+    return st && names_query(st) ? st : NULL;
 }
 
 static const char *name_of(const kiln_world *world, const name_state *st, kiln_entity e) {
@@ -131,7 +139,7 @@ static bool reserve(name_state *st, int64_t need) {
 /* kl_follow's clear: empties the table, sized for every named entity. */
 static bool clear_names(void *ctx) {
     name_state *st = ctx;
-    if (!reserve(st, kiln_query_count(st->query) + 1)) return false;
+    if (!reserve(st, kiln_query_count(names_query(st)) + 1)) return false;
     if (st->cap) memset(st->slots, 0, sizeof(name_slot) * (size_t)st->cap);
     st->used = 0;
     return true;
@@ -155,9 +163,9 @@ static bool take_name(void *ctx, const kl_archetype *a, const kl_column *col, in
 static bool catch_up(name_state *st) {
     kiln_world *world = st->world;
     if (kl_follow_current(world, &st->follow)) return true;
-    kl_follow_desc d = {.query = st->query, .clear = clear_names, .take = take_name,
+    kl_follow_desc d = {.query = names_query(st), .clear = clear_names, .take = take_name,
                         .rebuild_over = 64 + st->used / 2, .ctx = st,
-                        .all = st->used > 2 * kiln_query_count(st->query) + 64};
+                        .all = st->used > 2 * kiln_query_count(names_query(st)) + 64};
     return kl_follow_catch_up(world, &st->follow, &d);
 }
 
@@ -192,7 +200,7 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     kiln_world *world = st->world;
     (void)cworld;
     if (!value) return KILN_OK;
-    if (!st->query) {
+    if (!names_query(st)) {
         /* Name was registered by a kiln_name_init that failed after it: no index to ask */
         snprintf(why, why_size, "out of memory (the name index; kiln_name_init did not finish)");
         return KILN_ERR_OUT_OF_MEMORY;
@@ -243,7 +251,7 @@ void pz_names_layout(kiln_component_info *dest) {
 kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     name_state *st = state_found(world);
-    if (st && st->query) {
+    if (st && names_query(st)) {
         if (dest) *dest = st->id;
         return KILN_OK;
     }
@@ -264,8 +272,10 @@ kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
     kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = name_fields, .field_count = 1,
                              .check = check_name, .hook_ctx = st};
     kiln_result r = kiln_component_register(world, &d, &st->id);
-    if (r == KILN_OK) r = kiln_query_create(world, &(kiln_query_desc){.with = {st->id}}, &st->query);
+    kiln_query *query = NULL;
+    if (r == KILN_OK) r = kiln_query_create(world, &(kiln_query_desc){.with = {st->id}}, &query);
     if (r != KILN_OK) return r;
+    atomic_store_explicit(&st->query, query, memory_order_release);
     if (dest) *dest = st->id;
     return KILN_OK;
 }
