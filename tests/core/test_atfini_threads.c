@@ -230,3 +230,32 @@ KILN_TEST(atfini_threads, a_worker_system_registering_a_teardown_hook_is_refused
     ck_assert_int_eq(kiln_name_set(F.s.world, F.plain, "hero"), KILN_OK);
     ck_assert_int_eq(kiln_name_lookup(F.s.world, "hero"), F.plain);
 }
+
+/* Worker: the transform addon's first init, refused before it registers Parent or the others. */
+static void init_transforms_from_worker(const kiln_system_ctx *ctx) {
+    worker_result[0] = kiln_transform_init(ctx->world, NULL);
+    snprintf(worker_error[0], sizeof worker_error[0], "%s", kiln_world_error(ctx->world));
+}
+
+KILN_TEST(atfini_threads, a_worker_system_initialising_transforms_is_refused_before_registering_a_type) {
+    kiln_world *w = kiln_world_create(NULL);
+    ck_assert_ptr_nonnull(w);
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    kiln_schedule *sched = kiln_schedule_create(w, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(sched, &(kiln_system_desc){.name = "mod", .run = init_transforms_from_worker}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(sched, &(kiln_system_desc){.name = "host", .run = idle, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(sched, 0.0), KILN_OK);
+    kiln_schedule_destroy(sched);
+    kiln_jobs_destroy(jobs);
+    ck_assert_int_eq(worker_result[0], KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(worker_error[0], "kiln_transform_init: called from a worker system, job or thread while a schedule "
+                                      "runs a stage; nothing was registered: initialise addons before the run or from "
+                                      "a main_thread system");
+    ck_assert_int_eq(kiln_component_count(w), 0);
+    kiln_transform_ids ids;
+    ck_assert(!kiln_transform_ids_get(w, &ids));
+    ck_assert_int_eq(kiln_transform_init(w, &ids), KILN_OK);
+    kiln_world_destroy(w);
+}
