@@ -4,6 +4,7 @@
 #define KILN_DEFER_H
 
 #include "commands.h"
+#include "jobs.h"
 #include "world.h"
 
 /* True inside a deferred section or an iteration. */
@@ -14,12 +15,15 @@ static inline bool kl_deferred(const kiln_world *world) {
 /* True, while a schedule runs a shared stage on world, on a thread other than the stage's (a
  * worker), where a deferred call would append to a queue, or take an entity slot, while that
  * thread and other workers do the same (queue_of reads a target the stage thread rewrites); and
- * on the stage's thread outside a system given a buffer there (a worker system's job it took
- * up while waiting), so a worker system is refused whichever thread runs it. One load and a
- * branch, paid by deferred calls only: an immediate call never runs during such a stage. */
+ * on the stage's thread unless a main_thread system runs there, itself: not a worker system run
+ * there (a stage of one, no room on the pool), nor a job of the pool that thread took up while
+ * waiting (for its stage, or in a main_thread system's kiln_jobs_wait or kiln_parallel_for), so
+ * a worker system or a job is refused whichever thread runs it. One load and a branch, paid by
+ * deferred calls only: an immediate call never runs during such a stage. */
 static inline bool kl_off_stage_thread(const kiln_world *world) {
     return atomic_load_explicit(&((kiln_world *)world)->in_stage, memory_order_relaxed) &&
-           (!pthread_equal(pthread_self(), world->stage_thread) || !world->defer_target);
+           (!pthread_equal(pthread_self(), world->stage_thread) || !world->stage_main ||
+            (world->stage_jobs && kl_jobs_running_inline(world->stage_jobs)));
 }
 
 /* Fails with KILN_ERR_INVALID_ARGUMENT for call made on such a thread, naming the component c (0:

@@ -34,6 +34,11 @@ struct kiln_jobs {
     int32_t thread_cap;     /* entries allocated in threads */
     pthread_t *threads;
     kl_scratch *free_scratch;
+    /* kl_jobs_watch: the thread watched (set under lock), and the jobs it runs in kiln_jobs_wait
+     * now (written and read by that thread only). */
+    bool watching;
+    pthread_t watched;
+    int32_t watched_inline;
 };
 
 #define KL_MAX_WORKERS 256
@@ -217,8 +222,11 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     while (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) > 0) {
         if (jobs->count > 0) {
             kl_queued q = pop(jobs);
+            bool watched = jobs->watching && pthread_equal(pthread_self(), jobs->watched);
             pthread_mutex_unlock(&jobs->lock);
+            jobs->watched_inline += watched;
             q.job.fn(q.job.arg);
+            jobs->watched_inline -= watched;
             finish(jobs, q.counter);
             pthread_mutex_lock(&jobs->lock);
         } else if (!spun) {
@@ -233,6 +241,17 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     }
     pthread_mutex_unlock(&jobs->lock);
 }
+
+void kl_jobs_watch(kiln_jobs *jobs, bool on) {
+    pthread_mutex_lock(&jobs->lock);
+    if (on || pthread_equal(pthread_self(), jobs->watched)) { /* another world's stage may watch it now */
+        jobs->watching = on;
+        jobs->watched = pthread_self();
+    }
+    pthread_mutex_unlock(&jobs->lock);
+}
+
+bool kl_jobs_running_inline(const kiln_jobs *jobs) { return jobs->watched_inline > 0; }
 
 void *kl_jobs_scratch_acquire(kiln_jobs *jobs, size_t size) {
     kl_scratch *s = NULL;

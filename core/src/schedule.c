@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "component.h"
 #include "defer.h"
+#include "jobs.h"
 #include "query.h"
 #include "resource.h"
 #include "schedule_order.h"
@@ -454,9 +455,11 @@ static void run_job(void *arg) {
 /* Runs a system on the calling thread with the world's deferred calls going to its buffer. */
 static void run_here(kiln_schedule *s, kl_system *sys) {
     s->world->defer_target = sys->commands;
+    s->world->stage_main = sys->main_thread; /* a worker system run here is refused as on a worker */
     s->may_add = sys->main_thread;
     run_system(sys);
     s->may_add = false;
+    s->world->stage_main = false;
     s->world->defer_target = NULL;
 }
 
@@ -586,9 +589,13 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
             int iterating = atomic_load_explicit(&world->iterating, memory_order_relaxed);
             world->stage_thread = pthread_self(); /* before the jobs that may read it are queued */
+            world->stage_jobs = s->jobs;
+            if (s->jobs) kl_jobs_watch(s->jobs, true);
             atomic_store_explicit(&world->in_stage, 1, memory_order_relaxed);
             run_shared_stage(s, first, end, parallel && workers > 0 && enabled > 1);
             atomic_store_explicit(&world->in_stage, 0, memory_order_relaxed);
+            if (s->jobs) kl_jobs_watch(s->jobs, false);
+            world->stage_jobs = NULL;
             kiln_result r = close_left_sections(s, first, end, depth, iterating);
             if (r != KILN_OK && result == KILN_OK) result = r;
         }

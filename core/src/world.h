@@ -345,6 +345,10 @@ struct kiln_world {
     /* The thread running that stage (written before in_stage is set): on any other, a deferred
      * call is refused (kl_off_stage_thread), as it would queue beside that thread. */
     pthread_t stage_thread;
+    /* On that thread: whether a main_thread system runs there now (the only caller let through),
+     * and the schedule's pool, whose jobs that thread takes up while waiting are refused too. */
+    bool stage_main;
+    kiln_jobs *stage_jobs;
     /* Live schedules of the world, and runs of them in progress (nested runs count each), and
      * whether kiln_world_destroy has begun: a destroy that would free what these use asserts. */
     int32_t schedules, schedule_runs;
