@@ -4,10 +4,15 @@
 #include "mods.h"
 
 #if defined(__GLIBC__)
-/* Each state counts only its own nested C calls (Lua 5.4 stops one at 200, some 200 KiB of C
- * stack at worst), so calls nesting states add up what no state sees. The reserve is what the
- * callee may use; on a thread of under 4 MiB, a quarter of its stack. The bounds are kept by
- * the manager (measuring the main thread reads /proc/self/maps), per the thread that asked. */
+/* Each state counts only its own nested C calls (Lua 5.4 stops one at 200: 190 __tostring calls
+ * through string.format took some 330 KiB), so calls nesting states add up what no state sees.
+ * The reserve is what the callee may use; on a thread of under 4 MiB, a quarter of its stack
+ * but never under STATE_C_STACK (a quarter of 512 KiB let the third of a chain of such mods run
+ * the process out of stack), so a thread of 512 KiB or less refuses every crossing. The bounds
+ * are kept by the manager (measuring the main thread reads /proc/self/maps), per the thread. */
+#define STATE_C_STACK ((size_t)512 << 10)
+
+
 bool klua_c_stack_short(klua_c_stack *stack, size_t reserve) {
     if (!stack->measured || !pthread_equal(stack->thread, pthread_self())) {
         pthread_attr_t attr;
@@ -24,7 +29,8 @@ bool klua_c_stack_short(klua_c_stack *stack, size_t reserve) {
     }
     if (stack->size == 0) return false;
     size_t size = stack->size;
-    if (size < ((size_t)4 << 20) && reserve > size / 4) reserve = size / 4;
+    size_t most = size / 4 > STATE_C_STACK ? size / 4 : STATE_C_STACK;
+    if (reserve > most) reserve = most;
     char here;
     return (size_t)(&here - stack->low) < reserve;
 }

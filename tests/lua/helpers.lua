@@ -237,15 +237,17 @@ end
 
 -- Runs a chunk in a separate interpreter (same module path, same environment, so the
 -- sanitizer preload carries over). Returns whether it exited with status 0, and its output.
--- For behaviour that may abort, crash or hang the process (seconds: killed after that long).
-function H.run_isolated(code, seconds)
+-- For behaviour that may abort, crash or hang the process (seconds: killed after that long;
+-- stack_kib: the C stack of its main thread, in KiB, as `ulimit -s` sets it).
+function H.run_isolated(code, seconds, stack_kib)
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
     f:write(string.format("package.cpath = %q\n", package.cpath), code)
     f:close()
     local lua = os.getenv("KILN_LUA") or "lua5.4"
     local limit = seconds and string.format("timeout %d ", seconds) or ""
-    local p = io.popen(limit .. lua .. " " .. path .. " 2>&1")
+    local stack = stack_kib and string.format("ulimit -s %d && ", stack_kib) or ""
+    local p = io.popen(stack .. limit .. lua .. " " .. path .. " 2>&1")
     local out = p:read("a")
     local ok = p:close()
     os.remove(path)

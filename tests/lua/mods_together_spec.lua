@@ -1,6 +1,8 @@
 -- mods_together_spec.lua: many mods loaded at once that call and use one another: a chain of
 -- them must not take the host down together where none of them could alone.
-local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+local here = (debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./")
+local M = dofile(here .. "mods_helpers.lua")
+local H = dofile(here .. "helpers.lua")
 
 -- The text of mod i of a chain: its export nests `nest` string.gsub callbacks (C calls of its
 -- state, under Lua 5.4 and LuaJIT alike) and then calls mod i-1's export. A failure anywhere comes back as "DEEP" when it says
@@ -122,5 +124,43 @@ world:spawn{Shield = {hp = 2}}
         assert(mods:load(short))
         assert.are.equal("3", mods:log("short")[1])
         assert.is_true(w:progress(1 / 60))
+    end)
+
+    it("on a stack of 512 KiB, 3 mods each nesting 190 string.format calls are refused, not a crash", function()
+        -- one state's own nesting (190 __tostring calls through string.format, short of its limit of C calls) takes
+        -- some 200 to 330 KiB of C stack: a call into a state must find that much left whatever the thread's size;
+        -- a quarter of the stack (128 KiB) was let through and the process ran out of stack
+        local dir = M.folder()
+        local paths = {}
+        for i = 1, 3 do
+            local prev = i > 1 and string.format('mod.import("f%d").f', i - 1) or "function() return 0 end"
+            paths[i] = M.folder_mod(dir, "f" .. i, {name = "f" .. i, version = "1",
+                                                    depends = i > 1 and {"f" .. (i - 1)} or nil},
+                                    {["init.lua"] = string.format([[
+local prev = %s
+local mt = {}
+mt.__tostring = function(t)
+    if t.n > 0 then return string.format("%%s", setmetatable({n = t.n - 1}, mt)) end
+    local ok, v = pcall(prev)
+    if ok then return tostring(v + 1) end
+    error(v:find("nest too deep", 1, true) and "DEEP" or v, 0)
+end
+mod.exports.f = function() return tonumber(tostring(setmetatable({n = 190}, mt))) end
+]], prev)})
+        end
+        local top = M.folder_mod(dir, "top", {name = "top", version = "1", depends = {"f3"}},
+                                 {["init.lua"] = 'local ok, v = pcall(mod.import("f3").f)\n' ..
+                                                 'print(tostring(ok) .. " " .. tostring(v))'})
+        paths[4] = top
+        local code = string.format([[
+local kiln = require "kiln"
+local mods = kiln.mods(kiln.world())
+for _, path in ipairs({%q, %q, %q, %q}) do assert(mods:load(path)) end
+print("top: " .. mods:log("top")[1])
+]], paths[1], paths[2], paths[3], paths[4])
+        local ok, out = H.run_isolated(code, 60, 512)
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("top: false mod 'f3': ", 1, true), out)
+        assert.is_truthy(out:find("DEEP", 1, true) or out:find("nest too deep", 1, true), out)
     end)
 end)
