@@ -224,9 +224,9 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
             kl_queued q = pop(jobs);
             bool watched = jobs->watching && pthread_equal(pthread_self(), jobs->watched);
             pthread_mutex_unlock(&jobs->lock);
-            jobs->watched_inline += watched;
+            if (watched) jobs->watched_inline++; /* (other threads never touch it) */
             q.job.fn(q.job.arg);
-            jobs->watched_inline -= watched;
+            if (watched) jobs->watched_inline--;
             finish(jobs, q.counter);
             pthread_mutex_lock(&jobs->lock);
         } else if (!spun) {
