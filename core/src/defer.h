@@ -4,7 +4,6 @@
 #define KILN_DEFER_H
 
 #include "commands.h"
-#include "jobs.h"
 #include "world.h"
 
 /* True inside a deferred section or an iteration. */
@@ -23,7 +22,7 @@ static inline bool kl_deferred(const kiln_world *world) {
 static inline bool kl_off_stage_thread(const kiln_world *world) {
     return atomic_load_explicit(&((kiln_world *)world)->in_stage, memory_order_relaxed) &&
            (!pthread_equal(pthread_self(), world->stage_thread) || !world->stage_main ||
-            (world->stage_jobs && kl_jobs_running_inline(world->stage_jobs)));
+            world->stage_watch.inline_jobs > 0);
 }
 
 /* Fails with KILN_ERR_INVALID_ARGUMENT for call made on such a thread, naming the component c (0:

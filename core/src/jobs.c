@@ -34,11 +34,7 @@ struct kiln_jobs {
     int32_t thread_cap;     /* entries allocated in threads */
     pthread_t *threads;
     kl_scratch *free_scratch;
-    /* kl_jobs_watch: the thread watched (set under lock), and the jobs it runs in kiln_jobs_wait
-     * now (written and read by that thread only). */
-    bool watching;
-    pthread_t watched;
-    int32_t watched_inline;
+    kl_jobs_watcher *watchers; /* kl_jobs_watch's, linked under the lock */
 };
 
 #define KL_MAX_WORKERS 256
@@ -214,6 +210,13 @@ static bool spin_until_done(kiln_counter *counter) {
     }
 }
 
+/* A job the calling thread takes up (by 1) or finished (-1) in kiln_jobs_wait, counted for each
+ * stage it watches (kl_jobs_watch); the lock is held. */
+static void count_inline(kiln_jobs *jobs, int32_t by) {
+    for (kl_jobs_watcher *w = jobs->watchers; w; w = w->next)
+        if (pthread_equal(w->thread, pthread_self())) w->inline_jobs += by;
+}
+
 void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     KILN_ASSERT(jobs != NULL && counter != NULL, "jobs and counter are required");
     if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0) return;
@@ -222,13 +225,12 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     while (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) > 0) {
         if (jobs->count > 0) {
             kl_queued q = pop(jobs);
-            bool watched = jobs->watching && pthread_equal(pthread_self(), jobs->watched);
+            count_inline(jobs, 1);
             pthread_mutex_unlock(&jobs->lock);
-            if (watched) jobs->watched_inline++; /* (other threads never touch it) */
             q.job.fn(q.job.arg);
-            if (watched) jobs->watched_inline--;
             finish(jobs, q.counter);
             pthread_mutex_lock(&jobs->lock);
+            count_inline(jobs, -1); /* the same watchers: a stage the job ran unwatched as it ended */
         } else if (!spun) {
             spun = true;
             pthread_mutex_unlock(&jobs->lock);
@@ -242,16 +244,20 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     pthread_mutex_unlock(&jobs->lock);
 }
 
-void kl_jobs_watch(kiln_jobs *jobs, bool on) {
+void kl_jobs_watch(kiln_jobs *jobs, kl_jobs_watcher *w) {
     pthread_mutex_lock(&jobs->lock);
-    if (on || pthread_equal(pthread_self(), jobs->watched)) { /* another world's stage may watch it now */
-        jobs->watching = on;
-        jobs->watched = pthread_self();
-    }
+    *w = (kl_jobs_watcher){pthread_self(), 0, jobs->watchers};
+    jobs->watchers = w;
     pthread_mutex_unlock(&jobs->lock);
 }
 
-bool kl_jobs_running_inline(const kiln_jobs *jobs) { return jobs->watched_inline > 0; }
+void kl_jobs_unwatch(kiln_jobs *jobs, kl_jobs_watcher *w) {
+    pthread_mutex_lock(&jobs->lock);
+    kl_jobs_watcher **at = &jobs->watchers;
+    while (*at && *at != w) at = &(*at)->next;
+    if (*at) *at = w->next;
+    pthread_mutex_unlock(&jobs->lock);
+}
 
 void *kl_jobs_scratch_acquire(kiln_jobs *jobs, size_t size) {
     kl_scratch *s = NULL;

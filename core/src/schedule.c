@@ -8,7 +8,6 @@
 #include "commands.h"
 #include "component.h"
 #include "defer.h"
-#include "jobs.h"
 #include "query.h"
 #include "resource.h"
 #include "schedule_order.h"
@@ -589,13 +588,12 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
             int iterating = atomic_load_explicit(&world->iterating, memory_order_relaxed);
             world->stage_thread = pthread_self(); /* before the jobs that may read it are queued */
-            world->stage_jobs = s->jobs;
-            if (s->jobs) kl_jobs_watch(s->jobs, true);
+            world->stage_watch.inline_jobs = 0;
+            if (s->jobs) kl_jobs_watch(s->jobs, &world->stage_watch);
             atomic_store_explicit(&world->in_stage, 1, memory_order_relaxed);
             run_shared_stage(s, first, end, parallel && workers > 0 && enabled > 1);
             atomic_store_explicit(&world->in_stage, 0, memory_order_relaxed);
-            if (s->jobs) kl_jobs_watch(s->jobs, false);
-            world->stage_jobs = NULL;
+            if (s->jobs) kl_jobs_unwatch(s->jobs, &world->stage_watch);
             kiln_result r = close_left_sections(s, first, end, depth, iterating);
             if (r != KILN_OK && result == KILN_OK) result = r;
         }

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "hashmap.h"
+#include "jobs.h"
 #include "memory.h"
 
 #define KL_NONE UINT32_MAX
@@ -346,9 +347,9 @@ struct kiln_world {
      * call is refused (kl_off_stage_thread), as it would queue beside that thread. */
     pthread_t stage_thread;
     /* On that thread: whether a main_thread system runs there now (the only caller let through),
-     * and the schedule's pool, whose jobs that thread takes up while waiting are refused too. */
+     * and the jobs of the schedule's pool it runs meanwhile (taken up waiting: refused too). */
     bool stage_main;
-    kiln_jobs *stage_jobs;
+    kl_jobs_watcher stage_watch;
     /* Live schedules of the world, and runs of them in progress (nested runs count each), and
      * whether kiln_world_destroy has begun: a destroy that would free what these use asserts. */
     int32_t schedules, schedule_runs;

@@ -735,3 +735,25 @@ static void submit_once_held(const kiln_system_ctx *ctx) {
 KILN_TEST(strangers, a_job_a_main_thread_system_waits_for_is_refused_on_the_stages_own_thread) {
     run_pair(hold_until_ran, submit_once_held);
 }
+
+/* As above, after the main-thread system ran a schedule of another world on the same pool first
+ * (its own stage on this thread, watched and unwatched meanwhile): the outer stage still counts
+ * the job its thread takes up, and refuses it. */
+static void nothing_here(const kiln_system_ctx *ctx) { (void)ctx; }
+
+static void run_other_world_then_submit(const kiln_system_ctx *ctx) {
+    kiln_world *other = kiln_world_create(NULL);
+    kiln_schedule *s = kiln_schedule_create(other, &(kiln_schedule_desc){.jobs = ctx->jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "a", .run = nothing_here, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "b", .run = nothing_here, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    kiln_schedule_destroy(s);
+    kiln_world_destroy(other);
+    submit_once_held(ctx);
+}
+
+KILN_TEST(strangers, a_job_taken_up_after_another_worlds_schedule_ran_on_the_pool_is_refused_too) {
+    run_pair(hold_until_ran, run_other_world_then_submit);
+}
