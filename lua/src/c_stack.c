@@ -12,7 +12,6 @@
  * are kept by the manager (measuring the main thread reads /proc/self/maps), per the thread. */
 #define STATE_C_STACK ((size_t)512 << 10)
 
-
 bool klua_c_stack_short(klua_c_stack *stack, size_t reserve) {
     if (!stack->measured || !pthread_equal(stack->thread, pthread_self())) {
         pthread_attr_t attr;
