@@ -473,7 +473,7 @@ KILN_TEST(first_load, named_entities_loaded_into_a_world_without_name_move_there
         kiln_component nb = kiln_component_lookup(b, "Name");
         int64_t named = 0;
         for (int i = 0; i < NAMED + PLAIN; i++) {
-            char text[16];
+            char text[24]; /* "unit-" and any int (-Wformat-truncation under -O1) */
             snprintf(text, sizeof text, "unit-%d", i);
             kiln_entity got = kiln_name_lookup(b, text);
             ck_assert((got != KILN_NULL_ENTITY) == (i < NAMED));
