@@ -293,19 +293,21 @@ CXX_TEST_FLAGS := -Wall -Wextra -Wpedantic -Werror -g -Icore/include -Iaddons/tr
                   -Iaddons/persist/include -Ilua $(CHECK_CFLAGS)
 CXX_BIN := $(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20 $(BUILD)/tests/test_cxx_lua_linkage \
            $(BUILD)/tests/test_cxx_support
-$(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20: tests/cxx/test_cxx_host.cpp $(API_HEADERS) \
+$(BUILD)/tests/test_cxx_host $(BUILD)/tests/test_cxx_host20: tests/cxx/test_cxx_host.cpp tests/cxx/cxx_suite.h \
+                                                            $(API_HEADERS) \
                                                             $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CXX) $(if $(filter %20,$@),-std=c++20 -Wno-missing-field-initializers,-std=c++11) $(CXX_TEST_FLAGS) \
 	    $(LUA_CFLAGS) -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) $(LDLIBS_ALL)
-$(BUILD)/tests/test_cxx_lua_linkage: tests/cxx/test_cxx_lua_linkage.cpp $(API_HEADERS)
+$(BUILD)/tests/test_cxx_lua_linkage: tests/cxx/test_cxx_lua_linkage.cpp tests/cxx/cxx_suite.h $(API_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++11 $(CXX_TEST_FLAGS) $(JIT_CFLAGS) -o $@ $< $(JIT_LIBS) $(CHECK_LIBS)
 # The C suites' fixtures, compiled as C, used from C++ through test_support.h's C linkage.
 $(BUILD)/tests/test_cxx_support.o: tests/support/test_support.c tests/support/test_support.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests/support -c $< -o $@
-$(BUILD)/tests/test_cxx_support: tests/cxx/test_cxx_support.cpp $(BUILD)/tests/test_cxx_support.o $(BUILD)/libkiln.a
+$(BUILD)/tests/test_cxx_support: tests/cxx/test_cxx_support.cpp tests/cxx/cxx_suite.h $(BUILD)/tests/test_cxx_support.o \
+                                 $(BUILD)/libkiln.a
 	$(CXX) -std=c++11 $(CXX_TEST_FLAGS) -Itests/support -o $@ $< $(BUILD)/tests/test_cxx_support.o \
 	    $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
 test-cxx:

@@ -6,6 +6,8 @@
 #include "kiln_transform.h"
 
 #include <check.h>
+
+#include "cxx_suite.h"
 #include <lua.hpp>
 
 #include <cstddef>
@@ -177,16 +179,11 @@ START_TEST(the_lua_binding_runs_from_a_cxx_host) {
 END_TEST
 
 int main() {
-    Suite *s = suite_create("cxx_host");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, inline_helpers_compile_as_cxx_and_agree_with_the_library);
-    tcase_add_test(tc, an_exception_in_a_loop_body_leaves_the_world_undeferred);
-    tcase_add_test(tc, a_system_that_catches_its_exceptions_keeps_the_schedule_usable);
-    tcase_add_test(tc, the_lua_binding_runs_from_a_cxx_host);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    const TTest *const tests[] = {
+        inline_helpers_compile_as_cxx_and_agree_with_the_library,
+        an_exception_in_a_loop_body_leaves_the_world_undeferred,
+        a_system_that_catches_its_exceptions_keeps_the_schedule_usable,
+        the_lua_binding_runs_from_a_cxx_host,
+    };
+    return cxx_run_suite("cxx_host", tests, sizeof tests / sizeof *tests);
 }

@@ -3,6 +3,8 @@
 #include "kiln_lua.h"
 
 #include <check.h>
+
+#include "cxx_suite.h"
 #include <lua.hpp>
 
 START_TEST(lua_h_declared_by_kiln_lua_h_links_against_a_c_lua) {
@@ -16,13 +18,8 @@ START_TEST(lua_h_declared_by_kiln_lua_h_links_against_a_c_lua) {
 END_TEST
 
 int main() {
-    Suite *s = suite_create("cxx_lua_linkage");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, lua_h_declared_by_kiln_lua_h_links_against_a_c_lua);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    const TTest *const tests[] = {
+        lua_h_declared_by_kiln_lua_h_links_against_a_c_lua,
+    };
+    return cxx_run_suite("cxx_lua_linkage", tests, sizeof tests / sizeof *tests);
 }

@@ -4,6 +4,8 @@
 
 #include <check.h>
 
+#include "cxx_suite.h"
+
 #include <cstring>
 
 START_TEST(a_world_on_the_counting_allocator_gives_every_byte_back) {
@@ -22,13 +24,8 @@ START_TEST(a_world_on_the_counting_allocator_gives_every_byte_back) {
 END_TEST
 
 int main() {
-    Suite *suite = suite_create("cxx_support");
-    TCase *tc = tcase_create("fixtures");
-    tcase_add_test(tc, a_world_on_the_counting_allocator_gives_every_byte_back);
-    suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? 0 : 1;
+    const TTest *const tests[] = {
+        a_world_on_the_counting_allocator_gives_every_byte_back,
+    };
+    return cxx_run_suite("cxx_support", tests, sizeof tests / sizeof *tests);
 }
