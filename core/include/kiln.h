@@ -391,8 +391,8 @@ typedef struct kiln_getter { /* pages: the world's slot records, 4096 a page, ea
     const uint64_t *const *pages; uint64_t archetype_count; /* 64 bits: compared as is */
     const uint8_t *const *data; const size_t *strides; uint32_t slot_count;
     kiln_component component; kiln_world *world; uint64_t version; kiln_alloc_fn alloc; void *alloc_ud; } kiln_getter;
-/* Init fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no fini); fini
- * (before or after the world's destroy) on a zeroed or finished one is a no-op; check asserts it is not stale. */
+/* Init fails with KILN_ERR_UNKNOWN_COMPONENT or KILN_ERR_OUT_OF_MEMORY (dest then needs no fini); fini (before
+ * or after the world's destroy) on NULL, a zeroed or a finished one is a no-op; check asserts it is not stale. */
 kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_getter *dest);
 void kiln_getter_fini(kiln_getter *getter);
 void kiln_getter_check(const kiln_getter *getter);

@@ -56,7 +56,7 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
 }
 
 void kiln_getter_fini(kiln_getter *getter) {
-    KILN_ASSERT(getter != NULL, "getter is NULL");
+    if (getter == NULL) return;
     if (getter->alloc && getter->data)
         getter->alloc(getter->alloc_ud, (void *)getter->data, block_size(getter->archetype_count), 0);
     memset(getter, 0, sizeof *getter);
