@@ -19,7 +19,7 @@ static bool listed(const kiln_component *list, int n, kiln_component c) {
 #define FNAME "world:system"
 static const char *const no_keys[] = {NULL};
 
-/* Reads a list of component names at key into dest. */
+/* Reads a list of component names at key into dest, each at most once. */
 static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, kiln_component *dest) {
     lua_pushstring(L, key);
     lua_rawget(L, idx); /* raw: no metamethod runs mid-call */
@@ -31,7 +31,14 @@ static int access_list(lua_State *L, klua_world *kw, int idx, const char *key, k
         if (len > MAX_ACCESS) klua_argerror(L, idx, FNAME, "at most %d components in %s", MAX_ACCESS, key);
         for (int i = 1; i <= len; i++) {
             lua_rawgeti(L, -1, i);
-            dest[n++] = klua_check_component(L, kw, -1, idx, FNAME);
+            dest[n] = klua_check_component(L, kw, -1, idx, FNAME);
+            for (int j = 0; j < n; j++) /* as a query refuses a repeated term */
+                if (dest[j] == dest[n]) {
+                    kiln_component_info info;
+                    kiln_component_info_get(kw->world, dest[n], &info);
+                    klua_argerror(L, idx, FNAME, "%s lists %s twice", key, info.name);
+                }
+            n++;
             lua_pop(L, 1);
         }
     }
