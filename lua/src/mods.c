@@ -660,8 +660,10 @@ static void list_remove(klua_mods *mods, klua_mod *mod) {
         }
 }
 
-/* What an unload does once the world is clear of the mod: its systems leave, its state closes, it leaves the list. */
+/* What an unload does once the world is clear of the mod (or keeps its data): what another loaded mod declared
+ * too is that mod's now, keep or not; its systems leave, its state closes, it leaves the list. */
 static void forget(klua_mods *mods, klua_mod *mod) {
+    klua_mod_hand_over(mods, mod);
     remove_systems(mod);
     close_state(mod);
     if (mod->spawned) kiln_query_destroy(mod->spawned);
@@ -683,9 +685,7 @@ static bool clear_world(klua_mods *mods, klua_mod *mod, kiln_query *spawned, cha
             shared = mods->list[k] != mod && declared_index(mods->list[k], mod->declared[i], false) >= 0;
         if (!shared) drop[count++] = mod->declared[i];
     }
-    if (!klua_mod_clear(mods, spawned, mod->tag, drop, count, err, size)) return false;
-    klua_mod_hand_over(mods, mod); /* what another loaded mod declared too is that mod's now */
-    return true;
+    return klua_mod_clear(mods, spawned, mod->tag, drop, count, err, size);
 }
 
 bool klua_mods_unload(klua_mods *mods, klua_mod *mod, bool keep, char *err, size_t size) {

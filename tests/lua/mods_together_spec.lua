@@ -26,6 +26,11 @@ mod.exports.f = function() return down(%d) end
 ]], prev, nest)
 end
 
+-- The world_bytes mods:list() gives the mod of that name.
+local function world_bytes(mods, name)
+    for _, m in ipairs(mods:list()) do if m.name == name then return m.world_bytes end end
+end
+
 describe("mods together", function()
     after_each(M.cleanup)
 
@@ -65,15 +70,12 @@ world:spawn{Shield = {hp = 2}}
 ]], host)})
         assert(mods:load(a))
         assert(mods:load(b))
-        local function bytes(name)
-            for _, m in ipairs(mods:list()) do if m.name == name then return m.world_bytes end end
-        end
-        local own = bytes("b")
+        local own = world_bytes(mods, "b")
         -- a goes: the Shield b uses stays, and is b's now (its value on the host's entity
         -- counts against b's world_memory)
         assert(mods:unload("a"))
         assert.are.equal(7, w:get(host, "Shield").hp)
-        assert.is_true(bytes("b") > own)
+        assert.is_true(world_bytes(mods, "b") > own)
         -- a failed reload of b keeps it as it was
         M.write(dir, "b/init.lua", "error('broken')")
         assert.is_nil((mods:reload("b")))
@@ -84,6 +86,36 @@ world:spawn{Shield = {hp = 2}}
         assert.is_false(w:has(host, "Shield"))
         assert.are.equal(0, w:query{"Shield"}:count())
         assert.are.equal(2, w:count())
+    end)
+
+    it("sharing a component: an unload keeping the registrar's entities hands it on all the same", function()
+        local w, mods = M.host()
+        local host = w:spawn{Position = {x = 0, y = 0}}
+        local dir = M.folder()
+        local a = M.folder_mod(dir, "a", {name = "a", version = "1"}, {["init.lua"] = [[
+world:component("Shield", "int32_t hp;")
+world:component("Mark", "int32_t n;")
+world:spawn{Shield = {hp = 3}, Mark = {n = 1}}
+]]})
+        local b = M.folder_mod(dir, "b", {name = "b", version = "1"}, {["init.lua"] = string.format([[
+world:component("Shield", "int32_t hp;")
+world:add(%d, "Shield", {hp = 7})
+]], host)})
+        assert(mods:load(a))
+        assert(mods:load(b))
+        local own = world_bytes(mods, "b")
+        -- a goes keeping its entity: Shield is b's now, its values on the host's entity and on
+        -- a's kept one count against b's world_memory (before, against no mod's)
+        assert(mods:unload("a", {keep = true}))
+        assert.are.equal(7, w:get(host, "Shield").hp)
+        assert.are.equal(2, w:query{"Shield"}:count())
+        assert.is_true(world_bytes(mods, "b") > own)
+        -- b goes: Shield goes with it, off a's kept entity too; a's own Mark stays there
+        assert(mods:unload("b"))
+        assert.is_false(w:has(host, "Shield"))
+        assert.are.equal(0, w:query{"Shield"}:count())
+        assert.are.equal(1, w:query{"Mark"}:count())
+        assert.are.equal(3, w:count())
     end)
 
     it("sharing a component the host declared too: the host's values stay through both unloads", function()
