@@ -401,7 +401,7 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
 #else
                                      NULL,
 #endif
-                                     klua_mod_before_remove, klua_mod_before_despawn_tree, klua_mod_before_add,
+                                     klua_mod_queue_remove,  klua_mod_queue_despawn_tree,  klua_mod_before_add,
                                      klua_mod_before_resource, klua_mod_before_change,     klua_mod_emits,
                                      klua_mod_dropped};
 

@@ -108,6 +108,8 @@ typedef struct klua_mod {
     int64_t spawn_bytes;       /* the spawn under way (before_spawn to after_spawn) */
     int64_t event_bytes;       /* emitted during tick event_tick */
     kiln_tick event_tick;
+    int64_t queued_bytes;      /* the despawn and removal records it queued during tick queued_tick */
+    kiln_tick queued_tick;
     /* by declared index: its component's values on entities it did not spawn, made at its
      * first add of that component to one (NULL until then) */
     kiln_query *foreign[KLUA_MOD_MAX_COMPONENTS];
@@ -346,6 +348,11 @@ KLUA_HIDDEN void klua_mod_count_spawn(klua_mod *mod, kiln_world *world);
 KLUA_HIDDEN int64_t klua_mod_pending_spawns(klua_mod *mod, kiln_world *world);
 /* Raises when more bytes would take mod past its world_memory (what names the call). */
 KLUA_HIDDEN void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what);
+/* The view's before_remove and before_despawn_tree hooks: klua_mod_before_remove's and
+ * klua_mod_before_despawn_tree's checks, then, the world deferred, the record the call queues
+ * counted with the frame's others against world_memory (raises past it). */
+KLUA_HIDDEN void klua_mod_queue_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname);
+KLUA_HIDDEN void klua_mod_queue_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
 /* Raises when a spawn, add or remove by mod could make one archetype past the mods' limit or
  * its share of the room the frame left (see mods_account.c), else counts it. */
 KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const char *what);

@@ -223,3 +223,32 @@ bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities,
              replacing ? "snapshot" : "save", (long long)entities, mod->name, (long long)live, (long long)mods->entities);
     return false;
 }
+
+enum { QUEUED_RECORD_BYTES = 32 }; /* a queued change's record in the world's queue, as KLUA_EMIT_RECORD_BYTES */
+
+/* A despawn or removal queued (a frame, a query loop) holds its record, and a despawn its copy
+ * of the read-only list, until it lands. Those of a tick count against world_memory on their
+ * own, so a mod queuing millions (each dropped as it lands, say) meets its limit instead of
+ * taking the host's memory, while one holding its limit in rows may still despawn them. */
+static void charge_queued(lua_State *L, klua_world *kw, bool despawn, const char *fname) {
+    klua_mod *mod = kw->mod;
+    if (!kiln_is_deferred(kw->world)) return;
+    kiln_tick now = klua_frame_key(kw->world);
+    if (mod->queued_tick != now) mod->queued_bytes = 0, mod->queued_tick = now;
+    int64_t bytes = QUEUED_RECORD_BYTES + (despawn ? mod->mods->readonly_count * (int64_t)sizeof(kiln_component) : 0);
+    if (bytes > mod->mods->world_memory - mod->queued_bytes)
+        luaL_error(L, "%s: mod '%s' queued %I bytes of despawns and removals this frame; another would take %I more, "
+                   "past its limit of %I (world_memory)", fname, mod->name, (lua_Integer)mod->queued_bytes,
+                   (lua_Integer)bytes, (lua_Integer)mod->mods->world_memory);
+    mod->queued_bytes += bytes;
+}
+
+void klua_mod_queue_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname) {
+    klua_mod_before_remove(L, kw, e, c, fname);
+    charge_queued(L, kw, c == KILN_NO_COMPONENT, fname);
+}
+
+void klua_mod_queue_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
+    klua_mod_before_despawn_tree(L, kw, root, fname);
+    charge_queued(L, kw, true, fname);
+}

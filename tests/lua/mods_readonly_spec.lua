@@ -264,6 +264,41 @@ end}
 
     -- paths the lists above leave out: a coroutine's body (in a system, resumed frame after
     -- frame), a value that raises while converted, an error raised inside a pcall'd write
+    it("counts a frame's queued despawns against world_memory, however many drop as they land", function()
+        local w = kiln.world()
+        w:component("Hull", "float hp;")
+        w:component("Position", "float x, y;")
+        local targets = {}
+        for i = 1, 3 do targets[i] = w:spawn{Position = {x = i, y = 0}} end
+        local frame = 0
+        w:system{name = "armer", writes = {"Hull"}, run = function(ww)
+            frame = frame + 1
+            ww:add(targets[frame], "Hull", {hp = 1}) -- lands after the flood is queued
+        end}
+        -- 36 bytes a despawn (its record and the read-only list): 1000 fit in 64 KiB, 3000 do not
+        local mods = kiln.mods(w, {readonly = {"Hull"}, world_memory = 65536})
+        local dir = M.folder()
+        M.write(dir, "flood.lua", string.format([[
+local targets, counts, frame = {%d, %d, %d}, {1000, 3000, 1000}, 0
+world:system{name = "flood", writes = {"Position"}, run = function(w)
+    frame = frame + 1
+    for _ = 1, counts[frame] do w:despawn(targets[frame]) end
+end}
+]], targets[1], targets[2], targets[3]))
+        assert(mods:load(dir .. "/flood.lua"))
+        assert.are.same({}, M.frames(w, 1))
+        assert.are.equal(1000, M.info(mods, "flood").dropped)
+        local failures = M.frames(w, 1)
+        assert.are.equal(1, #failures)
+        assert.truthy(failures[1].message:find("world:despawn: mod 'flood' queued 65520 bytes of despawns and "
+                                             .. "removals this frame; another would take 36 more, past its limit "
+                                             .. "of 65536 (world_memory)", 1, true), failures[1].message)
+        -- the next frame counts from nothing again
+        assert.are.same({}, M.frames(w, 1))
+        assert.are.equal(2000, M.info(mods, "flood").dropped)
+        for i = 1, 3 do assert.is_true(w:is_alive(targets[i])) end
+    end)
+
     it("refuses writes from a mod's coroutines and its erroring values alike", function()
         local w, mods, ids = host()
         local twin = host()
