@@ -197,11 +197,11 @@ typedef struct klua_mod_hooks {
     int64_t (*dropped)(klua_world *kw, const char **message);
 } klua_mod_hooks;
 
-/* Shared with destroy hooks of Lua-valued components, stored as a world resource so it
- * lives exactly as long as the world, even when the world outlives its Lua state. */
+/* Shared with Lua-valued components' destroy hooks; a world resource: it lives as long as the world, past Lua. */
 typedef struct klua_shared {
     lua_State *L;   /* NULL once Lua let go of the world */
     int values_ref; /* registry ref of a weak box whose [1] is the World's values table */
+    int ref_high;   /* the highest value ref handed out on this world (klua_values_new) */
 } klua_shared;
 
 struct klua_world {

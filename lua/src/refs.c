@@ -55,6 +55,13 @@ int klua_ref(lua_State *L, int t) {
     return (int)(n + 1);
 }
 
+void klua_ref_start(lua_State *L, int t, int after) {
+    t = lua_absindex(L, t);
+    make_counters(L, t);
+    lua_pushinteger(L, after > 0 ? after : 0);
+    lua_rawsetp(L, t, &count_key); /* the key exists: no allocation */
+}
+
 void klua_unref(lua_State *L, int t, int ref) {
     if (ref <= 0) return;
     t = lua_absindex(L, t);

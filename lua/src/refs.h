@@ -19,5 +19,8 @@
 KLUA_HIDDEN int klua_ref(lua_State *L, int t);
 KLUA_HIDDEN void klua_unref(lua_State *L, int t, int ref);
 KLUA_HIDDEN int klua_getref(lua_State *L, int t, int ref);
+/* Makes t's refs start after `after` (t holds none yet): the refs up to it read nil and free
+ * nothing. May raise out of memory, t then as it was. */
+KLUA_HIDDEN void klua_ref_start(lua_State *L, int t, int after);
 
 #endif

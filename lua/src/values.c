@@ -667,6 +667,11 @@ void klua_values_new(lua_State *L, klua_world *kw, int world_idx) {
     }
     lua_setmetatable(L, -2);
     lua_newtable(L);
+    /* Rows may hold refs into the table of a World gone before (the state that held the world
+     * closed, or this state's World was collected): their values went with it. Starting past
+     * every ref handed out on the world, those read nil and free nothing here, and never name
+     * a value of this table (a set took the next ref, then freed it as the row's old one). */
+    if (kw->shared->ref_high > 0) klua_ref_start(L, -1, kw->shared->ref_high);
     lua_getiuservalue(L, world_idx, KLUA_WORLD_UV_STATE);
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, KLUA_STATE_VALUES);
@@ -708,6 +713,7 @@ int klua_value_ref(lua_State *L, klua_world *kw, int idx) {
     lua_pushvalue(L, idx);
     int ref = klua_ref(L, -2);
     lua_pop(L, 1);
+    if (ref > kw->shared->ref_high) kw->shared->ref_high = ref;
     return ref;
 }
 

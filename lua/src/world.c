@@ -191,7 +191,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
                               .destroy = shared_destroy};
     kiln_result r = kiln_component_register(world, &sd, &kw->shared_type);
     if (r == KILN_OK && !kiln_resource_has(world, kw->shared_type))
-        r = kiln_resource_set(world, kw->shared_type, &(klua_shared){NULL, LUA_NOREF});
+        r = kiln_resource_set(world, kw->shared_type, &(klua_shared){NULL, LUA_NOREF, 0});
     if (r != KILN_OK) {
         if (owned) kiln_world_destroy(world);
         kw->closed = true;

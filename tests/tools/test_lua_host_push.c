@@ -89,6 +89,56 @@ START_TEST(a_world_held_by_one_state_is_refused_to_another_until_that_one_closes
 }
 END_TEST
 
+/* The state that held the world closed and took its rows' script-only values with it; the rows
+ * keep their refs. The next state's values table starts past them: those rows read nil, and
+ * setting one or spawning anew names no other row's value (they took the next refs, so a set
+ * freed its own new value and two rows then shared one). */
+START_TEST(script_only_values_a_closed_state_left_read_nil_in_the_next_and_share_nothing) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L1 = new_state();
+    char err[256], out[256], chunk[512];
+    push_as(L1, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L1, "w:component('Brain', 'lua') local a = w:spawn{Brain = {who = 'one'}}\n"
+            "local b = w:spawn{Brain = {who = 'two'}} return a .. ', ' .. b", out, sizeof out);
+    lua_close(L1);
+    lua_State *L2 = new_state();
+    push_as(L2, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    snprintf(chunk, sizeof chunk, "a, b = %s w:component('Brain', 'lua') return 'ok'", out);
+    run(L2, chunk, out, sizeof out);
+    run(L2, "local before = tostring(w:get(a, 'Brain')) w:set(a, 'Brain', {who = 'new a'})\n"
+            "e = w:spawn{Brain = {who = 'e'}}\n"
+            "return before .. ' ' .. w:get(a, 'Brain').who .. ' ' .. tostring(w:get(b, 'Brain')) .. ' ' ..\n"
+            "  w:get(e, 'Brain').who", out, sizeof out);
+    ck_assert_str_eq(out, "nil new a nil e");
+    run(L2, "w:despawn(b) w:despawn(a) collectgarbage() f = w:spawn{Brain = {who = 'f'}}\n"
+            "return w:get(e, 'Brain').who .. ' ' .. w:get(f, 'Brain').who", out, sizeof out);
+    ck_assert_str_eq(out, "e f");
+    lua_close(L2);
+    kiln_world_destroy(world);
+}
+END_TEST
+
+/* The same within one state: its World collected, the world pushed again gets a new values
+ * table, which starts past the refs the old one handed out. */
+START_TEST(script_only_values_of_a_collected_world_read_nil_through_the_world_pushed_again) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L = new_state();
+    char err[256], out[256];
+    push_as(L, world, "w", err, sizeof err);
+    run(L, "w:component('Brain', 'lua') a = w:spawn{Brain = {who = 'one'}} w = nil collectgarbage()\n"
+           "return 'ok'", out, sizeof out);
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w:component('Brain', 'lua') local e = w:spawn{Brain = {who = 'two'}}\n"
+           "return tostring(w:get(a, 'Brain')) .. ' ' .. w:get(e, 'Brain').who", out, sizeof out);
+    ck_assert_str_eq(out, "nil two");
+    lua_close(L);
+    kiln_world_destroy(world);
+}
+END_TEST
+
 static jmp_buf recovery;
 static char panic_message[256];
 
@@ -134,6 +184,8 @@ int main(void) {
     tcase_add_test(tc, a_world_pushed_twice_into_one_state_is_the_same_world_and_keeps_its_values);
     tcase_add_test(tc, a_world_held_by_one_state_is_refused_to_another_until_that_one_closes);
     tcase_add_test(tc, a_held_world_pushed_unprotected_reaches_the_panic_function_with_the_message);
+    tcase_add_test(tc, script_only_values_a_closed_state_left_read_nil_in_the_next_and_share_nothing);
+    tcase_add_test(tc, script_only_values_of_a_collected_world_read_nil_through_the_world_pushed_again);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
