@@ -791,11 +791,11 @@ kiln_result kiln_schedule_replace(kiln_schedule *schedule, const kiln_system_des
  * (the previous stages stay) or during a run (KILN_ERR_INVALID_ARGUMENT). */
 kiln_result kiln_schedule_build(kiln_schedule *schedule);
 
-/* Runs one frame: advances the world tick (KILN_ERR_LIMIT, nothing run, at KILN_TICK_MAX), swaps the
- * event buffers, runs the stages and applies each stage's buffers, then systems removed meanwhile
- * leave. Not while a query of the world iterates. KILN_ERR_INVALID_ARGUMENT from one of its own systems
- * or a non-exclusive system of another schedule of the world (an exclusive one may run a whole frame of
- * its own), or when a system returns with a deferred section or an iteration left open (named; ended). */
+/* Runs one frame: advances the world tick (KILN_ERR_LIMIT, nothing run, at KILN_TICK_MAX), swaps the event
+ * buffers, runs the stages and applies each stage's buffers, then systems removed meanwhile leave.
+ * KILN_ERR_INVALID_ARGUMENT, nothing run, from its own systems, a non-exclusive system of another schedule
+ * of the world (an exclusive one may run a frame of its own) or while a query of the world iterates; also
+ * when a system returns with a deferred section or an iteration left open (named; ended). */
 kiln_result kiln_schedule_run(kiln_schedule *schedule, double dt);
 
 int32_t kiln_schedule_stage_count(kiln_schedule *schedule);  /* builds when needed; 0 on error */

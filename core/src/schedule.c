@@ -528,7 +528,6 @@ static kiln_result close_left_sections(kiln_schedule *s, int32_t first, int32_t 
 kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     KILN_ASSERT(s != NULL, "schedule is NULL");
     kiln_world *world = s->world;
-    KILN_ASSERT(atomic_load(&world->iterating) == 0, "schedule_run while a query iterates");
     if (s->running)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_run: the schedule is already running (called from one of its systems)");
@@ -538,6 +537,11 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_run: called from a system of a schedule running on this "
                        "world; only an exclusive system may run another schedule");
+    /* A loop a host's code or a script left open (one suspended in a coroutine): the frame's
+     * changes would land under its rows. Refused, not asserted: a script can leave one. */
+    if (atomic_load(&world->iterating) != 0)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "kiln_schedule_run: a query of the world iterates (a loop left open); end it first");
     if (!s->built) {
         kiln_result r = kiln_schedule_build(s);
         if (r != KILN_OK) return r;

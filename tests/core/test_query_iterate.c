@@ -463,6 +463,35 @@ KILN_TEST(deferred, set_get_mut_and_add_inside_a_loop_keep_call_order) {
     kiln_query_destroy(q);
 }
 
+/* A loop left open (a script's, suspended in a coroutine) is no reason to die: a frame asked
+ * for meanwhile fails naming it, with nothing run and the tick as it was, and runs once the
+ * loop ended. The assertion this replaced killed a host for a script's loop. */
+static void count_frames(const kiln_system_ctx *ctx) { ++*(int *)ctx->user; }
+
+KILN_TEST(deferred, a_schedule_run_inside_a_loop_fails_naming_it_and_runs_after) {
+    kiln_world *w = F.world;
+    int frames = 0;
+    kiln_schedule *s = kiln_schedule_create(w, NULL);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "count", .run = count_frames,
+                                                               .user = &frames}), KILN_OK);
+    kiln_query *q = make_query(w, (kiln_query_desc){.with = {F.pos}});
+    kiln_iter it;
+    kiln_query_iter(q, &it);
+    ck_assert(kiln_query_next(&it));
+    kiln_tick tick = kiln_tick_current(w);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_schedule_run: a query of the world iterates (a loop left open); "
+                                          "end it first");
+    ck_assert_int_eq(frames, 0);
+    ck_assert_uint_eq(kiln_tick_current(w), tick);
+    ck_assert_int_eq(kiln_iter_fini(&it), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(frames, 1);
+    kiln_schedule_destroy(s);
+    kiln_query_destroy(q);
+}
+
 /* What stays a programmer error during iteration dies of SIGABRT (assertions are on in test
  * builds). */
 
