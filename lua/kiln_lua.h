@@ -38,7 +38,8 @@ int luaopen_kiln(lua_State *L);
  * world is held by another Lua state (...)", the world and that state unchanged. It raises as
  * lua_* functions do: call it from a C function run by lua_pcall to get the error back; called
  * outside any protected call, Lua hands the message to the state's panic function (lua_atpanic)
- * and then aborts, unless that function jumps to the host's recovery point. */
+ * and then aborts, unless that function jumps to the host's recovery point. The state keeps
+ * the World until lua_close, whether or not the host or a script keeps a reference to it. */
 int kiln_lua_push_world(lua_State *L, kiln_world *world, int32_t workers);
 
 /* The kiln_world of the kiln.World at index idx; raises a Lua error for another value or a
@@ -48,7 +49,9 @@ kiln_world *kiln_lua_check_world(lua_State *L, int idx);
 /* The schedule Lua systems of the kiln.World at idx run in (created on first use). C
  * systems added here with kiln_schedule_add run in the same frames as Lua systems, on the
  * world's job pool, by world:progress(dt) or by the host's own kiln_schedule_run (then the
- * failures of Lua systems are read with world:failures()). Raises when out of memory. */
+ * failures of Lua systems are read with world:failures()). Raises when out of memory. For a
+ * host's world it lives until lua_close of the state, which destroys it (running the fini of
+ * the C systems in it): run it only before that. */
 kiln_schedule *kiln_lua_schedule(lua_State *L, int idx);
 
 /* Sets the instruction budget of one Lua system run (0: none) of the kiln.World at idx. For

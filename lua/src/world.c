@@ -130,6 +130,25 @@ static void register_weak(lua_State *L, klua_world *kw) {
     lua_pop(L, 1);
 }
 
+/* A host's World at idx lives until lua_close: the schedule the host reached with
+ * kiln_lua_schedule (its C systems in it) is destroyed with the World, so neither the host
+ * popping it nor a script dropping its last reference may let the collector take it. May
+ * raise out of memory (the first time for kw only). */
+static const char host_worlds_key = 0; /* registry[&key]: kw (light userdata) -> its World */
+
+static void anchor_host_world(lua_State *L, klua_world *kw, int idx) {
+    idx = lua_absindex(L, idx);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &host_worlds_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &host_worlds_key);
+    }
+    lua_pushvalue(L, idx);
+    lua_rawsetp(L, -2, kw);
+    lua_pop(L, 1);
+}
+
 /* A zeroed kiln.World userdata with its state table. */
 static klua_world *new_userdata(lua_State *L) {
     klua_world *kw = klua_newobject(L, sizeof *kw, KLUA_WORLD_UV_COUNT, KLUA_WORLD);
@@ -162,10 +181,11 @@ static bool push_held(lua_State *L, kiln_world *world) {
     if (lua_getfield(L, LUA_REGISTRYINDEX, KLUA_REG_WORLDS) == LUA_TTABLE) {
         lua_pushnil(L);
         while (lua_next(L, -2)) {
-            const klua_world *kw = luaL_testudata(L, -1, KLUA_WORLD);
+            klua_world *kw = luaL_testudata(L, -1, KLUA_WORLD);
             if (kw && !kw->closed && !kw->host && kw->world == world) {
                 lua_replace(L, -3); /* the World where the table was, the key popped */
                 lua_pop(L, 1);
+                if (!kw->owned) anchor_host_world(L, kw, -1); /* a push that raised left it bare */
                 return true;
             }
             lua_pop(L, 1);
@@ -213,6 +233,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
         klua_fail(L, "kiln.world", "%s", msg);
     }
     register_weak(L, kw);
+    if (!owned) anchor_host_world(L, kw, -1);
     return 1;
 }
 
