@@ -49,8 +49,22 @@ static int layer_public_meta(lua_State *L) {
     return 1;
 }
 
+/* The Lua layer (lua/kiln/*.lua) takes string, table and math from the globals as it loads: a
+ * host state opened without one got "lua/kiln/ffi.lua:9: attempt to index a nil value". */
+static void check_libraries(lua_State *L) {
+    static const char *const needed[] = {"string", "table", "math", NULL};
+    for (int i = 0; needed[i]; i++) {
+        int type = lua_getglobal(L, needed[i]);
+        lua_pop(L, 1);
+        if (type != LUA_TTABLE)
+            luaL_error(L, "kiln: the standard library '%s' is missing (kiln needs string, table and math as "
+                          "globals: open them before loading kiln, as luaL_openlibs does)", needed[i]);
+    }
+}
+
 int luaopen_kiln(lua_State *L) {
     luaL_checkversion(L);
+    check_libraries(L); /* before anything is registered */
     klua_compat_remember_main(L);
     klua_compat_remember_jit(L); /* before any script could replace jit.status */
     klua_budget_prepare(L);      /* a world's first budgeted run must not grow the registry */

@@ -162,6 +162,32 @@ START_TEST(a_host_world_dropped_by_host_and_script_keeps_its_schedule_until_lua_
 }
 END_TEST
 
+/* A host state opened without a library the module needs: the push says which, not "attempt
+ * to index a nil value" from inside the module's Lua layer; opened, the push works. */
+START_TEST(a_state_without_a_needed_standard_library_is_told_which_when_the_world_is_pushed) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L = luaL_newstate();
+    ck_assert_ptr_nonnull(L);
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    lua_settop(L, 0);
+    char err[256], out[256];
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "kiln: the standard library 'string' is missing (kiln needs string, table and math as "
+                          "globals: open them before loading kiln, as luaL_openlibs does)");
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    lua_settop(L, 0);
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w:component('Pos', 'float x;') return tostring(w:get(w:spawn{Pos = {x = 2}}, 'Pos').x == 2)", out,
+        sizeof out);
+    ck_assert_str_eq(out, "true");
+    lua_close(L);
+    kiln_world_destroy(world);
+}
+END_TEST
+
 static jmp_buf recovery;
 static char panic_message[256];
 
@@ -209,6 +235,7 @@ int main(void) {
     tcase_add_test(tc, a_held_world_pushed_unprotected_reaches_the_panic_function_with_the_message);
     tcase_add_test(tc, script_only_values_a_closed_state_left_read_nil_in_the_next_and_share_nothing);
     tcase_add_test(tc, a_host_world_dropped_by_host_and_script_keeps_its_schedule_until_lua_close);
+    tcase_add_test(tc, a_state_without_a_needed_standard_library_is_told_which_when_the_world_is_pushed);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
