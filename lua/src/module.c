@@ -49,7 +49,7 @@ static int layer_public_meta(lua_State *L) {
     return 1;
 }
 
-/* The Lua layer (lua/kiln/*.lua) takes string, table and math from the globals as it loads: a
+/* The Lua layer (the files in lua/kiln) takes string, table and math from the globals as it loads: a
  * host state opened without one got "lua/kiln/ffi.lua:9: attempt to index a nil value". */
 static void check_libraries(lua_State *L) {
     static const char *const needed[] = {"string", "table", "math", NULL};
