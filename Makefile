@@ -90,6 +90,8 @@ $(BUILD)/tests/%: tests/core/%.c $(TEST_SUPPORT) $(BUILD)/libkiln.a
 
 # White-box suites that include an addon's internal header, whose own includes name core/src's.
 $(BUILD)/tests/test_persist_schema_names $(BUILD)/tests/test_persist_names: CFLAGS_ALL += -Icore/src
+# kiln_save_file's failures: the suite wraps fsync and fstat to make them fail and to see them called.
+%/tests/test_persist_save_file: LDLIBS_ALL += -Wl,--wrap=fsync -Wl,--wrap=fstat
 
 $(DEMO_BIN): examples/core_demo.c $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)

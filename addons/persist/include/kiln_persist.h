@@ -129,7 +129,12 @@ kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_
  * other fails; the check and the rename are two calls, so keep one saver per path to be sure.
  * path.tmp is made new: whatever had that name (a stale
  * file, a link, a pipe) is unlinked first, so a save never writes through a link into
- * another file nor waits on a pipe. */
+ * another file nor waits on a pipe. The folder of path is opened once, at the call (it must
+ * be readable), and the file made, checked and renamed in it, so a link on the way swapped
+ * meanwhile does not move the save; after the rename the folder is synced too, and a failed
+ * folder sync fails the call ("kiln_save_file: <path> is written, but syncing its folder
+ * failed: ..."; path then holds the new file, which a power loss may undo). Every failure
+ * names the file; before the rename, path is left as it was. */
 kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_desc *desc);
 
 /* Called after a successful load, once per loaded entity: its handle in the file and its new

@@ -103,26 +103,55 @@ static bool file_write(void *ud, const void *data, size_t size) {
     return fwrite(data, 1, size, (FILE *)ud) == size;
 }
 
+/* Opens the folder path names its file in (for the calls below, made relative to it: a link
+ * on the way swapped meanwhile does not move the save elsewhere) and points *name at the
+ * file's name. Returns the folder's descriptor, or -1 with the world's message set. */
+static int open_folder(kiln_world *world, const char *path, const char **name) {
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (**name == '\0') {
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: %.200s names a folder, not a file", path);
+        return -1;
+    }
+    char folder[4096];
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    if (n == 0) snprintf(folder, sizeof folder, "%s", slash ? "/" : ".");
+    else snprintf(folder, sizeof folder, "%.*s", (int)n, path);
+    int dir = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot open the folder of %.200s: %s", path,
+                strerror(errno));
+    return dir;
+}
+
 kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_desc *desc) {
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!path) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: path is NULL");
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: path is too long");
+    const char *name;
+    int dir = open_folder(world, path, &name);
+    if (dir < 0) return KILN_ERR_INVALID_ARGUMENT;
+    const char *tmp_name = tmp + (name - path);
     /* The temporary file is made new: whatever had its name (a stale one, or a link or a pipe
      * someone put there) is unlinked first, and O_EXCL refuses to follow a link made since,
      * so the save never writes through a link into another file, nor waits on a pipe. */
-    if (unlink(tmp) != 0 && errno != ENOENT)
-        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot write %.200s: %s", tmp,
-                       strerror(errno));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (unlinkat(dir, tmp_name, 0) != 0 && errno != ENOENT) {
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot write %.200s: %s", tmp, strerror(errno));
+        close(dir);
+        return KILN_ERR_INVALID_ARGUMENT;
+    }
+    int fd = openat(dir, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
+    struct stat mine, now;
+    FILE *f = fd >= 0 && fstat(fd, &mine) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         int e = errno;
         if (fd >= 0) {
             close(fd);
-            unlink(tmp);
+            unlinkat(dir, tmp_name, 0);
         }
+        close(dir);
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot write %.200s: %s", tmp,
                        strerror(e));
     }
@@ -132,21 +161,28 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
     if (r == KILN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed: %s", tmp,
                     strerror(errno));
-    struct stat mine, now;
-    bool known = fstat(fileno(f), &mine) == 0;
     if (fclose(f) != 0 && r == KILN_OK)
-        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed", tmp);
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: writing %.200s failed: %s", tmp,
+                    strerror(errno));
     /* Another save to the same path unlinks tmp and makes its own there: renamed now, path would
      * name that save's file while it is being written. The name is checked to still be this
      * file's, so the one the other save took fails instead, and tmp is left to its owner. */
-    bool ours = known && lstat(tmp, &now) == 0 && now.st_dev == mine.st_dev && now.st_ino == mine.st_ino;
+    bool ours = fstatat(dir, tmp_name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == mine.st_dev &&
+                now.st_ino == mine.st_ino;
     if (r == KILN_OK && !ours)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: %.200s was replaced while the save "
                     "ran (another save to the same path?); %.200s is left as it was", tmp, path);
-    if (r == KILN_OK && rename(tmp, path) != 0)
+    if (r == KILN_OK && renameat(dir, tmp_name, dir, name) != 0)
         r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: cannot rename to %.200s: %s", path,
                     strerror(errno));
-    if (r != KILN_OK && ours) unlink(tmp);
+    if (r != KILN_OK && ours) unlinkat(dir, tmp_name, 0);
+    /* The rename is the folder's change: until the folder reaches the disk too, a power loss may
+     * bring the older file back (or, for a first save, no file). A file system that cannot sync
+     * a folder says EINVAL; it keeps its folders by other means. */
+    if (r == KILN_OK && fsync(dir) != 0 && errno != EINVAL)
+        r = kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: %.200s is written, but syncing its folder "
+                    "failed: %s (a power loss may bring the older file back)", path, strerror(errno));
+    close(dir);
     return r;
 }
 
