@@ -2,6 +2,7 @@
  * prefabs, clones, exports, loadfile, world:progress), through a signed-in console client: each
  * refused or stopped with a clear message, the game running, its world as it was. */
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "console_fixture.h"
 
@@ -483,6 +484,57 @@ START_TEST(a_progress_stopped_by_the_statements_budget_is_no_failure_of_the_game
 }
 END_TEST
 
+/* A file whose size fstat reports as 0 but that reads on (a pipe, a FIFO, a /proc file such as
+ * pagemap, hundreds of GiB long): the console charges a read for the file's size, so each
+ * reader must read no more than that. world:load, world:prefab, world:instantiate and
+ * loadfile refuse each by name, reading nothing from the pipe, the statement's limits never
+ * reached and the world as it was. */
+START_TEST(a_statement_reading_a_pipe_a_fifo_or_a_proc_file_is_refused_having_read_nothing) {
+    game *g = start_game((kiln_console_desc){.statement_bytes = 1 << 20, .statement_ms = 20000});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    int pipefd[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
+    ck_assert_int_eq(write(pipefd[1], "{\"version\"", 10), 10);
+    char dir[] = "/tmp/kiln-console-fifo-XXXXXX", fifo[64], piped[32];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(piped, sizeof piped, "/proc/self/fd/%d", pipefd[0]);
+    const char *paths[] = {piped, fifo, "/proc/self/pagemap", "/proc/self/maps"};
+    const char *calls[] = {"world:load", "world:prefab", "world:instantiate"};
+    for (int p = 0; p < 4; p++) {
+        bool regular = p >= 2;
+        for (int c = 0; c < 3; c++) {
+            char line[256], want[256];
+            snprintf(line, sizeof line, "%s('%s')", calls[c], paths[p]);
+            const char *a = run(g, fd, line);
+            snprintf(want, sizeof want, "error:%s: %s %s\n", calls[c], paths[p],
+                     regular ? "reads on past its size (0 bytes): it is not a file of fixed size"
+                             : "is not a regular file");
+            ck_assert_msg(strncmp(a, want, strlen(want)) == 0, "%s: %s", line, a);
+            ck_assert_str_eq(world_state(g), before);
+        }
+        char line[256], want[256];
+        snprintf(line, sizeof line, "return loadfile('%s')", paths[p]);
+        snprintf(want, sizeof want, "console: loadfile of %s refused: %s", paths[p],
+                 regular ? "it grows while read" : "not a regular file (it might never end)");
+        const char *a = run(g, fd, line);
+        ck_assert_msg(strstr(a, want), "%s: %s", line, a);
+    }
+    char left[16];
+    ck_assert_int_eq(read(pipefd[0], left, sizeof left), 10); /* the pipe's bytes, all still there */
+    ck_assert_str_eq(run(g, fd, "return world:count()"), "ok:5");
+    close(pipefd[0]);
+    close(pipefd[1]);
+    ck_assert_int_eq(unlink(fifo), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
@@ -497,6 +549,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);
     tcase_add_test(tc, loadfile_and_dofile_in_a_statement_are_charged_and_bounded);
     tcase_add_test(tc, a_progress_stopped_by_the_statements_budget_is_no_failure_of_the_games_system);
+    tcase_add_test(tc, a_statement_reading_a_pipe_a_fifo_or_a_proc_file_is_refused_having_read_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
