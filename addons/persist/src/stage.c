@@ -751,10 +751,14 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             r = name_outside(world, doc, &map);
         } else {
             write_omitted(world, doc);
+            world->in_hook++; /* a check hook changing the world would move rows it walks: refused (kl_in_hook) */
             r = check_values(world, doc);
+            world->in_hook--;
         }
     }
+    world->in_hook++;
     if (r == KILN_OK) r = check_resources(world, doc, &dec, staged, &map);
+    world->in_hook--;
     if (r == KILN_OK) r = pz_pending_land(world, doc, desc, created, &created_count);
     if (r != KILN_OK) {
         char msg[KL_ERROR_SIZE];
