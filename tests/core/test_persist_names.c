@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "component.h" /* kl_component_set_check_rows */
 #include "persist_fixture.h"
 #include "../../addons/transform/src/transform_links.h" /* kl_transform_links_read */
 #include "test_registry.h"
@@ -149,6 +150,64 @@ KILN_TEST(names, names_are_saved_loaded_and_a_load_that_would_repeat_one_is_refu
     pf_bytes_free(&saved);
     pf_close(&a);
     pf_close(&b);
+}
+
+/* A target world with Name and a few names of its own; unbatched, Name's check runs one
+ * entity at a time (the reference the batched check must match). */
+static kiln_component named_target(pf_world *w, bool unbatched, const char *taken) {
+    kiln_component name;
+    pf_open(w, false);
+    ck_assert_int_eq(kiln_name_init(w->world, &name), KILN_OK);
+    if (unbatched) kl_component_set_check_rows(w->world, name, NULL);
+    pf_populate(w);
+    ck_assert_int_eq(kiln_name_set(w->world, w->e[1], "keeper"), KILN_OK);
+    if (taken) ck_assert_int_eq(kiln_name_set(w->world, w->e[2], taken), KILN_OK);
+    return name;
+}
+
+/* A load into a world with Name checks the loaded names all at once (one catch-up of the
+ * index): it refuses exactly what the one-by-one check refuses, with its message, and lands
+ * the same world. Variants: no clash, a clash with the world's name at the first, a middle
+ * and the last named row, two loaded entities of one name, a name without an end. */
+KILN_TEST_LOOP(names, a_load_checks_its_names_at_once_as_one_by_one, 0, 6) {
+    static const char *const taken[] = {NULL, "unit-1", "unit-150", "unit-299", NULL, NULL};
+    pf_world src;
+    kiln_component name;
+    pf_open(&src, false);
+    ck_assert_int_eq(kiln_name_init(src.world, &name), KILN_OK);
+    for (int i = 0; i < 300; i++) {
+        kiln_name n = {{0}};
+        if (i % 7) snprintf(n.text, sizeof n.text, "unit-%d", i);
+        pf_pos p = {(float)i, 0, 0};
+        kiln_component ids[2] = {name, src.pos};
+        kiln_entity e;
+        ck_assert_int_eq(kiln_spawn_with(src.world, ids, (const void *const[]){&n, &p}, i % 2 ? 2 : 1, &e), KILN_OK);
+        kiln_name *raw = kiln_get_mut(src.world, e, name); /* pointer writes are not checked */
+        if (_i == 4 && i == 200) snprintf(raw->text, sizeof raw->text, "unit-50");
+        if (_i == 5 && i == 120) memset(raw->text, 'x', sizeof raw->text);
+    }
+    pf_bytes saved;
+    pf_save(src.world, KILN_PERSIST_BINARY, &saved);
+    pf_world batched, one_by_one;
+    named_target(&batched, false, taken[_i]);
+    named_target(&one_by_one, true, taken[_i]);
+    kiln_result rb = kiln_load(batched.world, saved.data, saved.size, NULL);
+    kiln_result ro = kiln_load(one_by_one.world, saved.data, saved.size, NULL);
+    ck_assert_int_eq(rb, ro);
+    ck_assert_int_eq(rb, _i == 0 ? KILN_OK : KILN_ERR_INVALID_ARGUMENT);
+    if (rb != KILN_OK) ck_assert_str_eq(kiln_world_error(batched.world), kiln_world_error(one_by_one.world));
+    ck_assert_uint_eq(kiln_world_hash(batched.world), kiln_world_hash(one_by_one.world));
+    ck_assert_int_eq(kiln_entity_count(batched.world), kiln_entity_count(one_by_one.world));
+    for (int i = 1; i < 300; i += 37) {
+        char text[16];
+        snprintf(text, sizeof text, "unit-%d", i);
+        ck_assert_uint_eq(kiln_name_lookup(batched.world, text), kiln_name_lookup(one_by_one.world, text));
+    }
+    ck_assert_uint_eq(kiln_name_lookup(batched.world, "keeper"), batched.e[1]);
+    pf_bytes_free(&saved);
+    pf_close(&src);
+    pf_close(&batched);
+    pf_close(&one_by_one);
 }
 
 KILN_TEST(names, a_restore_brings_names_back_to_the_index) {

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "access.h"
+#include "component.h" /* kl_component_set_check_rows */
 #include "defer.h"
 #include "follow.h"
 #include "guard.h"
@@ -169,21 +170,24 @@ static bool catch_up(name_state *st) {
     return kl_follow_catch_up(world, &st->follow, &d);
 }
 
+/* The live entity other than self named name (of hash h) in the index as it is, or
+ * KILN_NULL_ENTITY. */
+static kiln_entity holder_of(kiln_world *world, name_state *st, const char *name, uint64_t h, kiln_entity self) {
+    for (uint64_t i = h & (uint64_t)(st->cap - 1); st->cap && st->slots[i].hash; i = (i + 1) & (uint64_t)(st->cap - 1)) {
+        st->slots_read++;
+        if (st->slots[i].hash != h || st->slots[i].entity == self) continue;
+        const char *have = name_of(world, st, st->slots[i].entity); /* stale entries fail here */
+        if (have && strcmp(have, name) == 0) return st->slots[i].entity;
+    }
+    return KILN_NULL_ENTITY;
+}
+
 /* The live entity other than self named name, or KILN_NULL_ENTITY; false when the index
  * could not catch up (out of memory). */
 static bool find_locked(kiln_world *world, name_state *st, const char *name, kiln_entity self, kiln_entity *dest) {
     *dest = KILN_NULL_ENTITY;
     if (!catch_up(st)) return false;
-    uint64_t h = hash_name(st, name);
-    for (uint64_t i = h & (uint64_t)(st->cap - 1); st->cap && st->slots[i].hash; i = (i + 1) & (uint64_t)(st->cap - 1)) {
-        st->slots_read++;
-        if (st->slots[i].hash != h || st->slots[i].entity == self) continue;
-        const char *have = name_of(world, st, st->slots[i].entity); /* stale entries fail here */
-        if (have && strcmp(have, name) == 0) {
-            *dest = st->slots[i].entity;
-            break;
-        }
-    }
+    *dest = holder_of(world, st, name, hash_name(st, name), self);
     return true;
 }
 
@@ -236,6 +240,36 @@ static kiln_result check_name(const kiln_world *cworld, kiln_entity entity, cons
     return KILN_ERR_INVALID_ARGUMENT;
 }
 
+/* check_name over count stored values at once, for a load (kl_check_rows_fn): the index caught
+ * up once, under one hold of its lock, each row then refused as check_name refuses it and
+ * entered as check_name enters it. Returns the first refused row, for check_name to word the
+ * refusal; -1 (out of memory) leaves the rows to check_name one by one. */
+static int64_t check_name_rows(const kiln_world *cworld, const kiln_entity *entities, const uint8_t *values,
+                               size_t stride, int64_t count, void *ctx) {
+    name_state *st = ctx;
+    kiln_world *world = st->world;
+    (void)cworld;
+    if (!names_query(st)) return 0;
+    kl_guard_check(world, "Name's check", KL_READ, st->id, 0);
+    kl_spin_lock(&st->lock);
+    int64_t i = catch_up(st) ? 0 : -1;
+    for (; i >= 0 && i < count; i++) {
+        const char *text = ((const kiln_name *)(values + (size_t)i * stride))->text;
+        if (!memchr(text, 0, KILN_NAME_MAX + 1)) break;
+        if (!text[0]) continue;
+        uint64_t h = hash_name(st, text);
+        if (holder_of(world, st, text, h, entities[i])) break;
+        if (!reserve(st, st->used + 1)) {
+            st->follow.valid = false;
+            i = -1;
+            break;
+        }
+        insert_new(st, h, entities[i]);
+    }
+    kl_spin_unlock(&st->lock);
+    return i;
+}
+
 static const kiln_field name_fields[] = {{"text", KILN_TYPE_CHAR, 0, KILN_NAME_MAX + 1}};
 
 void pz_names_layout(kiln_component_info *dest) {
@@ -272,6 +306,7 @@ kiln_result kiln_name_init(kiln_world *world, kiln_component *dest) {
     kiln_component_desc d = {.name = "Name", .size = sizeof(kiln_name), .fields = name_fields, .field_count = 1,
                              .check = check_name, .hook_ctx = st};
     kiln_result r = kiln_component_register(world, &d, &st->id);
+    if (r == KILN_OK) kl_component_set_check_rows(world, st->id, check_name_rows);
     kiln_query *query = NULL;
     if (r == KILN_OK) r = kiln_query_create(world, &(kiln_query_desc){.with = {st->id}}, &query);
     if (r != KILN_OK) return r;
