@@ -608,12 +608,15 @@ START_TEST(tampering_with_sessions_cannot_stop_the_game) {
 }
 END_TEST
 
-/* A `kiln --connect` client fed by steps: each waits (while the game runs frames), then
- * signals the client and/or writes its input. */
+/* A `kiln --connect` client fed by steps: each waits (while the game runs frames) until its
+ * text is in the client's output (none: at once), then wait_ms more, then signals the client
+ * and/or writes its input. (A step timed from the start alone raced the client's own start:
+ * under ASan on a loaded machine it was not yet at its prompt after 600 ms.) */
 typedef struct client_step {
     int wait_ms;
     int signal;
     const char *input;
+    const char *after;
 } client_step;
 
 /* Starts `kiln --connect` on the game's console: in[1] writes its input, out[0] reads its
@@ -653,24 +656,24 @@ static const char *attach(game *g, const client_step *steps, int count) {
     size_t have = 0;
     int status = 0, next = 0;
     bool exited = false;
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    int due = count ? steps[0].wait_ms : 0;
+    double since = -1; /* when the next step's text showed (-1: not yet) */
+    text[0] = '\0';
     for (int spin = 0; spin < 20000 && !exited; spin++) {
         frame(g);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int elapsed = (int)((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
-        while (next < count && elapsed >= due) {
+        while (next < count) {
+            if (since < 0 && (!steps[next].after || strstr(text, steps[next].after))) since = now_ms();
+            if (since < 0 || now_ms() < since + steps[next].wait_ms) break;
             if (steps[next].signal) kill(pid, steps[next].signal);
             if (steps[next].input) {
                 size_t n = strlen(steps[next].input);
                 ck_assert_int_eq(write(in[1], steps[next].input, n), (ssize_t)n);
             }
+            since = -1;
             if (++next == count) close(in[1]);
-            else due += steps[next].wait_ms;
         }
         ssize_t r = read(out[0], text + have, sizeof text - have - 1);
         if (r > 0) have += (size_t)r;
+        text[have] = '\0';
         if (waitpid(pid, &status, WNOHANG) == pid) {
             exited = true;
             while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
@@ -685,7 +688,9 @@ static const char *attach(game *g, const client_step *steps, int count) {
 
 START_TEST(watches_print_while_the_attached_prompt_waits) {
     game *g = start_game(0);
-    client_step steps[] = {{0, 0, ":watch frames > 0\n:watch world:count()\n"}, {1600, 0, ":quit\n"}};
+    /* :quit once both watches printed: the client shows them from its prompt's idle waits */
+    client_step steps[] = {{0, 0, ":watch frames > 0\n:watch world:count()\n", NULL},
+                           {0, 0, ":quit\n", "[2] world:count() = 5\n"}};
     const char *out = attach(g, steps, 2);
     ck_assert_ptr_nonnull(strstr(out, "watching [1] frames > 0\nwatching [2] world:count()\n"));
     ck_assert_msg(strstr(out, "[1] frames > 0 = true\n[2] world:count() = 5\n") != NULL, "no watches: %s", out);
@@ -695,8 +700,12 @@ END_TEST
 
 START_TEST(ctrl_c_in_an_attached_prompt_drops_the_statement_being_continued) {
     game *g = start_game(0);
-    client_step steps[] = {{0, 0, "for i = 1, 2 do\n"}, {600, SIGINT, NULL}, {600, 0, "print('fresh')\n:quit\n"}};
-    ck_assert_str_eq(attach(g, steps, 3), "fresh\n");
+    /* Ctrl-C once the client is running (it printed "ready") and the next line has had time to
+     * be answered "more" (a round trip on the loopback) */
+    client_step steps[] = {{0, 0, "print('ready')\nfor i = 1, 2 do\n", NULL},
+                           {600, SIGINT, NULL, "ready\n"},
+                           {600, 0, "print('fresh')\n:quit\n", NULL}};
+    ck_assert_str_eq(attach(g, steps, 3), "ready\nfresh\n");
     stop_game(g);
 }
 END_TEST
