@@ -598,8 +598,9 @@ end
     end
 
     it("cannot hold room past it by filling one archetype after another, between frames", function()
-        -- (a generous wall clock: under ASan the 1200 spawns of 64 KiB take most of a second)
-        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 10000})
+        -- (a generous wall clock: under ASan the 1200 spawns of 64 KiB take most of a second of
+        -- CPU, and on a loaded machine more than 10 s of the wall)
+        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 60000})
         local before = w:stats().bytes
         assert(mods:load(M.write(M.folder(), "rooms.lua", CHURN_ROOM .. [[
 local total = 0
@@ -613,7 +614,7 @@ print(total)
     end)
 
     it("cannot hold room past it by filling one archetype after another, frame after frame", function()
-        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 10000})
+        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 60000})
         local before = w:stats().bytes
         assert(mods:load(M.write(M.folder(), "rooms.lua", CHURN_ROOM .. [[
 local k, names = 0, {"Slab"}
@@ -631,7 +632,7 @@ end}
     it("cannot hold room past it by emitting into one event type after another", function()
         -- each frame fills a fresh event type's buffer to the limit (room for 8 MiB); the
         -- buffers keep it once empty until a trim: 30 frames held 220 MiB without one
-        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 10000})
+        local w, mods = M.host({world_memory = ROOM_LIMIT, milliseconds = 60000})
         local before = w:stats().bytes
         assert(mods:load(M.write(M.folder(), "bursts.lua", [[
 for k = 1, 30 do world:event("Burst" .. k, "char data[60000];") end
