@@ -72,9 +72,9 @@ static const char *world_state(game *g) {
 }
 
 START_TEST(crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was) {
-    /* time enough for a sanitizer build to make and parse megabytes in one statement, memory
-     * enough for the parse of the 3.8 MB text */
-    game *g = start_game((kiln_console_desc){.budget = 0, .statement_ms = 20000, .statement_bytes = 1 << 30});
+    /* time enough for a sanitizer build to make and parse megabytes in one statement (the 3.8 MB
+     * text's refusal took 10.6 s under ASan on a loaded machine), memory enough for its parse */
+    game *g = start_game((kiln_console_desc){.budget = 0, .statement_ms = 60000, .statement_bytes = 1 << 30});
     int fd = sign_in(g);
     ck_assert_str_eq(run(g, fd, "good = world:save()"), "ok:");
     ck_assert_str_eq(run(g, fd, "goodj = world:save{format = 'json'}"), "ok:");
@@ -267,7 +267,9 @@ END_TEST
  * instruction, and what the call spawned is still taken back (in C), so that a statement
  * stopped part way through leaves no part of a tree behind. */
 START_TEST(a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree) {
-    game *g = start_game((kiln_console_desc){.budget = 2000000, .statement_ms = 5000});
+    /* (the budget is the subject: the stopped spawn of a million trees took over 5 s under ASan
+     * on a loaded machine, so the time limit only bounds a runaway) */
+    game *g = start_game((kiln_console_desc){.budget = 2000000, .statement_ms = 60000});
     int fd = sign_in(g);
     char before[128];
     snprintf(before, sizeof before, "%s", world_state(g));
@@ -380,7 +382,9 @@ START_TEST(long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_
     const char *a = run(g, fd, "inst = world:instantiate(one, {prefabs = {big = pf}})");
     ck_assert_msg(stopped(a), "%s", a);
     ck_assert_str_eq(world_state(g), before);
-    ck_assert_str_eq(run(g, fd, "return inst"), "ok:nil");
+    /* (what is looked at or made between the long calls is done by the game, outside any
+     * statement: a statement of one line ran past the 10 ms under ASan on a loaded machine) */
+    ck_assert_str_eq(game_eval(g->L, "inst"), "nil");
     /* a prefab's JSON (8 MB), stopped while read */
     a = run(g, fd, "p2 = world:prefab(pf_text)");
     ck_assert_msg(stopped(a), "%s", a);
@@ -396,14 +400,14 @@ START_TEST(long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_
     ck_assert_msg(stopped(a), "%s", a);
     ck_assert_msg(strstr(world_error(g), "kiln_prefab_spawn: stopped by the caller after"), "%s", world_error(g));
     ck_assert_str_eq(world_state(g), before);
-    ck_assert_str_eq(run(g, fd, "p = world:prefab('{\"components\": {\"Position\": {\"x\": 1}}, "
-                                "\"children\": [{\"components\": {\"Position\": {\"y\": 2}}}]}')"),
-                     "ok:");
+    ck_assert_int_eq(luaL_dostring(g->L, "p = world:prefab('{\"components\": {\"Position\": {\"x\": 1}}, "
+                                         "\"children\": [{\"components\": {\"Position\": {\"y\": 2}}}]}')"),
+                     LUA_OK);
     a = run(g, fd, "r = p:spawn(1000000)");
     ck_assert_msg(stopped(a), "%s", a);
     ck_assert_msg(strstr(world_error(g), "kiln_prefab_spawn: stopped by the caller after"), "%s", world_error(g));
     ck_assert_str_eq(world_state(g), before);
-    ck_assert_str_eq(run(g, fd, "return r"), "ok:nil");
+    ck_assert_str_eq(game_eval(g->L, "r"), "nil");
     /* an export of the 200,005 entities */
     a = run(g, fd, "x = world:export()");
     ck_assert_msg(stopped(a), "%s", a);
@@ -538,7 +542,9 @@ END_TEST
 static Suite *console_persist_suite(void) {
     Suite *s = suite_create("console_persist");
     TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
+    /* (a bound on legitimate work: the long load's read to its end outside a statement is 8 s
+     * of CPU under ASan, and a loaded machine stretched that case past 120 s of the wall) */
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, crafted_saves_through_the_console_are_refused_and_the_world_stays_as_it_was);
     tcase_add_test(tc, a_statement_loading_crafted_saves_in_a_loop_still_stops_at_its_limits);
     tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
