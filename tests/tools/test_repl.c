@@ -18,11 +18,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* One step of a timed transcript: wait, then signal and/or write input. */
+/* One step of a timed transcript: wait for after in the output (NULL: none), then wait_ms,
+ * then signal and/or write input. (A Ctrl-C timed from the start alone raced kiln's own start
+ * on a loaded machine: before it caught SIGINT, the signal ended it.) */
 typedef struct step {
     int wait_ms;
     int signal; /* sent before the input, 0 for none */
     const char *input;
+    const char *after;
 } step;
 
 static void sleep_ms(int ms) {
@@ -61,7 +64,15 @@ static const char *run_steps(const step *steps, int count, const char *const *ar
     static char out[1 << 16];
     int in[2], o[2];
     pid_t pid = spawn_kiln(args, &in[1], &o[0]);
+    size_t have = 0;
+    out[0] = '\0';
     for (int i = 0; i < count; i++) {
+        ssize_t got;
+        while (steps[i].after && !strstr(out, steps[i].after) &&
+               (got = read(o[0], out + have, sizeof out - have - 1)) > 0) {
+            have += (size_t)got;
+            out[have] = '\0';
+        }
         sleep_ms(steps[i].wait_ms);
         if (steps[i].signal) kill(pid, steps[i].signal);
         if (steps[i].input) {
@@ -70,7 +81,6 @@ static const char *run_steps(const step *steps, int count, const char *const *ar
         }
     }
     close(in[1]);
-    size_t have = 0;
     ssize_t r;
     while ((r = read(o[0], out + have, sizeof out - have - 1)) > 0) have += (size_t)r;
     out[have] = '\0';
@@ -84,7 +94,7 @@ static const char *run_steps(const step *steps, int count, const char *const *ar
 
 /* Runs kiln with args, feeding input on stdin; returns stdout+stderr (static buffer). */
 static const char *run(const char *input, const char *const *args, int *exit_code) {
-    step one = {0, 0, input};
+    step one = {0, 0, input, NULL};
     return run_steps(&one, 1, args, exit_code);
 }
 
@@ -289,7 +299,7 @@ END_TEST
 START_TEST(run_steps_at_the_rate_it_is_given) {
     int exit_code;
     const char *args[] = {"kiln", NULL};
-    step steps[] = {{0, 0, ":run 20\n"}, {1000, 0, "\nworld:tick()\n"}};
+    step steps[] = {{0, 0, ":run 20\n", NULL}, {1000, 0, "\nworld:tick()\n", NULL}};
     const char *out = run_steps(steps, 2, args, &exit_code);
     ck_assert_ptr_nonnull(strstr(out, "running at 20 frames per second"));
     const char *after = strstr(out, "paused\n");
@@ -304,10 +314,12 @@ END_TEST
 START_TEST(ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on) {
     int exit_code;
     const char *args[] = {"kiln", NULL};
-    step steps[] = {{0, 0, "for i = 1, 2 do\n"}, {300, SIGINT, NULL}, {300, 0, "print('fresh')\n"}};
+    /* Ctrl-C once kiln runs (it printed "ready") and has had time to read the next line */
+    step steps[] = {{0, 0, "print('ready')\nfor i = 1, 2 do\n", NULL}, {300, SIGINT, NULL, "ready\n"},
+                    {300, 0, "print('fresh')\n", NULL}};
     const char *out = run_steps(steps, 3, args, &exit_code);
     ck_assert_int_eq(exit_code, 0);
-    ck_assert_str_eq(out, "fresh\n");
+    ck_assert_str_eq(out, "ready\nfresh\n");
 }
 END_TEST
 
