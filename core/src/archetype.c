@@ -171,6 +171,8 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
         a->row_bytes += (uint64_t)comp->stride + sizeof(kiln_row_tick);
         c++;
     }
+    a->eight = columns > 0 && !a->has_hooks;
+    for (int32_t i = 0; i < columns; i++) a->eight &= a->columns[i].stride == 8;
     a->row_bytes += sizeof(kiln_entity) + sizeof(kl_record);
     world->archetypes[world->archetype_count++] = a;
     kl_map_put(&world->alloc, &world->archetype_index, hash, a->id + 1);

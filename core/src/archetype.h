@@ -226,6 +226,13 @@ static inline __attribute__((always_inline)) bool kl_column_copy_row_sized(kl_co
     return true;
 }
 
+/* kl_column_copy_row_sized for a column known to be 8 bytes wide. */
+static inline __attribute__((always_inline)) void kl_column_copy_row_8(kl_column *col, size_t to,
+                                                                       size_t from) {
+    memcpy(col->data + to * 8, col->data + from * 8, 8);
+    col->ticks[to] = col->ticks[from];
+}
+
 /* kl_archetype_remove_row for an archetype without hooks (every value moves bytewise),
  * inline for despawn, of the row at place (the record bits' archetype and row, which the last
  * row's entity takes): the bookkeeping first, from values loaded before any copy (a byte copy
@@ -246,6 +253,13 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t pl
     kiln_entity moved = arch->entities[last];
     arch->entities[row] = moved;
     kl_record_put(world, moved, place);
+    if (KL_LIKELY(arch->eight)) { /* the usual rows: no stride to dispatch on, no loop */
+        kl_column_copy_row_8(col, row, last);
+        if (++col == end) return;
+        kl_column_copy_row_8(col, row, last);
+        if (++col == end) return;
+        goto rest;
+    }
     if (col == end) return;
     if (!kl_column_copy_row_sized(col, row, last)) goto rest;
     if (++col == end) return;

@@ -230,6 +230,8 @@ typedef struct kl_archetype {
     bool has_destroy;         /* some column has a destroy hook */
     bool has_hooks;           /* some column has a destroy or move hook (not all plain) */
     bool has_check;           /* some type has a check hook */
+    bool eight;               /* no hooks, one column or more, every one 8 bytes wide: a
+                               * swap-remove copies each row in one fixed move */
     bool grow_down;           /* the next growth takes the arrays last to first (reserve) */
     uint64_t row_bytes;       /* what one row takes: every value with its tick, the handle and
                                * its record (kiln_query_bytes); 64 bits, as two values of up

@@ -192,3 +192,63 @@ KILN_TEST(layouts, a_value_added_as_null_along_a_cached_edge_takes_the_defaults)
     ck_assert_int_eq(*(const int32_t *)kiln_get(w, e[2], health), 100);
     kiln_world_destroy(w);
 }
+
+KILN_TEST(layouts, a_despawn_fills_its_hole_with_the_last_row_in_every_layout) {
+    static const int order[ENTITIES] = {1, 4, 0, 3, 2}; /* middle rows, the last, the first */
+    for (unsigned mask = 0; mask < 1u << KINDS; mask++) {
+        layout_model m;
+        layout_setup(&m, mask);
+        for (int k = 0; k < ENTITIES; k++) {
+            int i = order[k];
+            kiln_tick_advance(m.w);
+            ck_assert_int_eq(kiln_despawn(m.w, m.e[i]), KILN_OK);
+            ck_assert(!kiln_is_alive(m.w, m.e[i]));
+            memset(m.has[i], 0, sizeof m.has[i]);
+            check_entities(&m);
+        }
+        check_column_ticks(&m);
+        kiln_world_destroy(m.w);
+    }
+}
+
+KILN_TEST(layouts, a_despawn_moves_every_column_of_a_row_of_many_eight_byte_values) {
+    enum { COLUMNS = 5, ROWS = 6 };
+    kiln_world *w = kiln_world_create(NULL);
+    kiln_component ids[COLUMNS];
+    for (int c = 0; c < COLUMNS; c++) {
+        char name[16];
+        snprintf(name, sizeof name, "Wide%d", c);
+        ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = name, .size = 8},
+                                                 &ids[c]),
+                         KILN_OK);
+    }
+    kiln_entity e[ROWS];
+    uint64_t value[ROWS][COLUMNS];
+    kiln_tick tick[ROWS];
+    for (int i = 0; i < ROWS; i++) {
+        const void *values[COLUMNS];
+        tick[i] = kiln_tick_advance(w);
+        for (int c = 0; c < COLUMNS; c++) {
+            value[i][c] = (uint64_t)(i + 1) * 0x0101010101010101u + (uint64_t)c;
+            values[c] = &value[i][c];
+        }
+        ck_assert_int_eq(kiln_spawn_with(w, ids, values, COLUMNS, &e[i]), KILN_OK);
+    }
+    bool alive[ROWS] = {true, true, true, true, true, true};
+    static const int order[ROWS] = {0, 2, 5, 1, 4, 3};
+    for (int k = 0; k < ROWS; k++) {
+        kiln_tick_advance(w);
+        ck_assert_int_eq(kiln_despawn(w, e[order[k]]), KILN_OK);
+        alive[order[k]] = false;
+        for (int i = 0; i < ROWS; i++) {
+            ck_assert_int_eq(kiln_is_alive(w, e[i]), alive[i]);
+            for (int c = 0; alive[i] && c < COLUMNS; c++) {
+                const uint64_t *got = kiln_get(w, e[i], ids[c]);
+                ck_assert_ptr_nonnull(got);
+                ck_assert_uint_eq(*got, value[i][c]);
+                ck_assert_uint_eq(kiln_changed_tick(w, e[i], ids[c]), tick[i]);
+            }
+        }
+    }
+    kiln_world_destroy(w);
+}
