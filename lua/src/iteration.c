@@ -529,7 +529,7 @@ static int lua_step_floats(lua_State *L) {
     } else {
         swap_views(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY), true, "query:each"); /* a loop's first row */
     }
-    int base = lua_gettop(L); /* the results go above the arguments */
+    /* the results go above the arguments: the entity, then one number per field */
     if (++kq->row >= kq->it.count && !next_chunk(L, kq, lua_upvalueindex(LSTEP_UPV_QUERY))) return 0;
     int32_t row = kq->row;
     lua_pushinteger(L, (lua_Integer)kq->it.entities[row]);
@@ -545,7 +545,7 @@ static int lua_step_floats(lua_State *L) {
             lua_pushnumber(L, v);
         }
     }
-    return lua_gettop(L) - base;
+    return 1 + kq->data_fields; /* every term is data (lua_step_fits counts their fields) */
 }
 
 /* True when a field name can stand in generated code as a quoted key. */
