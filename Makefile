@@ -106,8 +106,12 @@ $(BUILD)/lua/%.o: lua/src/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) -Ilua -I$(BUILD)/gen -MMD -MP -c $< -o $@
 
+# -z nodelete: the module stays mapped after its interpreter lets it go. LuaJIT's lua_close runs
+# the package library's finalizer, which unloads C modules, before finalizers of objects made
+# earlier (or made by a finalizer while closing), and one of those calling kiln (a World's
+# method, kiln's own __gc) jumped into unmapped code.
 $(LUA_MOD): $(LUA_OBJ) $(BUILD)/libkiln.a
-	$(CC) -shared -o $@ $(LUA_OBJ) $(BUILD)/libkiln.a $(LDLIBS_ALL)
+	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(BUILD)/libkiln.a $(LDLIBS_ALL)
 
 # The binding as a static library, for hosts that embed Lua (the kiln command, the sample
 # game): link it with libkiln.a and -llua5.4.

@@ -180,6 +180,7 @@ project "kiln_module"
     includedirs { root .. "/lua", gen }
     externalincludedirs(lua_includes)
     links { "kiln", "m", "pthread", "jansson" }
+    linkoptions { "-Wl,-z,nodelete" } -- never unmapped under a late finalizer (see the Makefile)
 
 -- The kiln command: scripts, the REPL (libedit), the console client.
 project "kiln_cmd"

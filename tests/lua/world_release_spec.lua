@@ -126,3 +126,33 @@ for name, use in pairs(USES) do
         end
     end)
 end
+
+describe("the interpreter closing", function()
+    it("a finalizer that calls kiln as the state closes gets an error, not a jump into an unloaded module", function()
+        -- LuaJIT's lua_close finalizes the package library's handle of kiln.so before objects
+        -- made earlier, and finalizes what finalizers make while it closes: the module stays loaded
+        local ok, out = H.run_isolated([[
+io.stdout:setvbuf("no")
+local function finalizer(fn)
+    if newproxy then
+        local u = newproxy(true)
+        getmetatable(u).__gc = fn
+        return u
+    end
+    return setmetatable({}, {__gc = fn})
+end
+local keeper = finalizer(function() print("keeper", pcall(function() return W:count() end)) end)
+local kiln = require "kiln"
+W = kiln.world()
+W:component("Position", "float x, y;")
+Q = W:query{"Position"}
+local maker = finalizer(function()
+    LATE = finalizer(function() print("late", pcall(function() return Q:count() end)) end)
+end)
+print("ran")
+]], 60)
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("ran\n", 1, true), out)
+        assert.is_truthy(out:find("keeper\tfalse\t[^\n]*attempt to use a closed world"), out)
+    end)
+end)
