@@ -183,6 +183,16 @@ static bool left_unguarded(lua_State *L, const klua_query *kq, int q_idx) {
 #endif
 }
 
+void klua_query_gone(lua_State *L, const klua_query *kq) {
+    /* a query its own __gc released while its world lives on: a finalizer kept it (resurrected
+     * it) past that __gc, or a host script called the __gc early (debug.getmetatable) */
+    if (!kq->kw->closed)
+        luaL_error(L, "attempt to use a query that was released (its finalizer ran; make a new one)");
+    luaL_error(L, "attempt to use a query of a closed world");
+    for (;;) {
+    }
+}
+
 void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname) {
     q_idx = lua_absindex(L, q_idx);
     /* the loop walks every archetype the query matches, rows or none: before anything starts */
@@ -196,7 +206,7 @@ void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname
     }
     track_loop(L, q_idx, true); /* may raise (memory): before the iteration starts */
     /* what the caller made first (q:each's step) may have run a finalizer that closed the world */
-    if (!kq->query || kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world");
+    if (!kq->query || kq->kw->closed) klua_query_gone(L, kq);
     kiln_query_iter(kq->query, &kq->it);
     kq->active = true;
     kq->row = -1;

@@ -763,12 +763,12 @@ KLUA_HIDDEN void klua_open_resources(lua_State *L); /* resources.c */
 KLUA_HIDDEN void klua_open_introspect(lua_State *L);/* introspect.c */
 KLUA_HIDDEN void klua_open_query(lua_State *L);     /* query.c */
 KLUA_HIDDEN void klua_open_bulk(lua_State *L);      /* bulk.c: q:bulk, after klua_open_query */
-/* The Query at idx (self when idx is 1), raising when it is not one or its world closed. */
+/* The Query at idx (self when idx is 1); raises (klua_query_gone) for a closed world or a released query. */
 KLUA_HIDDEN klua_query *klua_query_check(lua_State *L, int idx);
-/* Starts the query's one iteration (access checked, recorded as an open loop) / ends it
- * (views cleared, deferred changes land; kiln_iter_fini's result); q_idx is the Query's stack
- * index. klua_query_end is the end of a loop that ran its course (done, or left by break or
- * return): it raises "fname: ..." when the loop's changes could not all land. */
+KLUA_HIDDEN KLUA_NORETURN void klua_query_gone(lua_State *L, const klua_query *kq); /* iteration.c */
+/* Starts the query's one iteration (access checked, recorded as an open loop) / ends it (views cleared, deferred
+ * changes land; kiln_iter_fini's result); q_idx is the Query's stack index. klua_query_end, the end of a loop
+ * that ran its course (done, left by break or return), raises "fname: ..." when its changes could not all land. */
 KLUA_HIDDEN void klua_query_begin(lua_State *L, klua_query *kq, int q_idx, const char *fname);
 KLUA_HIDDEN kiln_result klua_query_finish(lua_State *L, klua_query *kq, int q_idx);
 KLUA_HIDDEN void klua_query_end(lua_State *L, klua_query *kq, int q_idx, const char *fname);

@@ -37,7 +37,7 @@ static int each_step(lua_State *L);
 klua_query *klua_query_check(lua_State *L, int idx) {
     klua_query *kq = idx == 1 ? klua_check_self(L, KLUA_QUERY, "query") : luaL_testudata(L, idx, KLUA_QUERY);
     if (!kq) luaL_typeerror(L, idx, KLUA_QUERY);
-    if (!kq->query || kq->kw->closed) luaL_error(L, "attempt to use a query of a closed world");
+    if (!kq->query || kq->kw->closed) klua_query_gone(L, kq);
     return kq;
 }
 
@@ -525,7 +525,7 @@ static int q_gc(lua_State *L) {
 static int q_tostring(lua_State *L) {
     klua_query *kq = luaL_checkudata(L, 1, KLUA_QUERY);
     if (!kq->query || kq->kw->closed) {
-        lua_pushstring(L, "kiln.Query (closed)");
+        lua_pushstring(L, kq->kw->closed ? "kiln.Query (closed)" : "kiln.Query (released)");
         return 1;
     }
     /* The names (the world's) are copied before any Lua object is made: making one may run a
