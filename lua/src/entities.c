@@ -130,6 +130,9 @@ static int w_spawn(lua_State *L) {
         /* the schema cache the fast path needs, made now that nothing is held (rule 3a) */
         for (int32_t i = 0; i < n && !kw->mod_hooks; i++) klua_comp_get(L, kw, comps[i]);
     }
+    /* infos point into the world: converting makes messages (and strings, from numbers) whose
+     * collector step could run a finalizer that closes it (the slow path only: held) */
+    klua_hold_gc(L, kw);
     /* A mod's entities carry its tag (the hook raises when the mod may spawn no more). */
     kiln_component tag = kw->mod_hooks ? kw->mod_hooks->before_spawn(L, kw, held, comps, n) : KILN_NO_COMPONENT;
     /* Values: converted into the world's scratch, one 16-byte-aligned slot each. */
@@ -250,6 +253,7 @@ static int w_add(lua_State *L) {
     kiln_component c = entity_component(L, kw, fname, true, &e);
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
     const klua_comp *cc = comp_not_tag(L, kw, c, fname); /* makes strings: before the scratch is taken */
+    klua_hold_gc(L, kw); /* info is the world's: no finalizer may close it while the value converts */
     const kiln_component_info *info = &cc->info;
     bool had = kw->mod_hooks && kiln_has(kw->world, e, c); /* (only a mod's view asks) */
     if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
@@ -371,7 +375,9 @@ static int w_set(lua_State *L) {
     }
     if (info.size == 0) return 0;
     if (info.field_count == 0) klua_fail(L, fname, "%s has no reflected fields to set from Lua", info.name);
-    /* Convert into a copy (every field checked), then write only the fields named. */
+    /* Convert into a copy (every field checked), then write only the fields named. info's
+     * fields are the world's: held, so no finalizer the conversion's messages run closes it. */
+    klua_hold_gc(L, kw);
     uint8_t *val = klua_scratch(L, kw, info.size);
     memcpy(val, kiln_get(kw->world, e, c), info.size);
     klua_read_fields(L, 4, &info, val, fname, e);

@@ -184,3 +184,43 @@ describe("a query kept past its finalizer", function()
         assert.are.equal("kiln.Query (closed)", tostring(q))
     end)
 end)
+
+describe("a finalizer that closes the world", function()
+    it("waits for world:spawn, add and set to convert a bad value (under ASan: no read of freed memory)", function()
+        -- the message a bad value makes is an allocation: its collector step ran a finalizer that
+        -- closed the world while the conversion still read the component's fields. A small heap
+        -- of its own, where a collection cycle ends often, so the finalizers land inside calls.
+        local ok, out = H.run_isolated([[
+local kiln = require "kiln"
+collectgarbage("setpause", 0)
+collectgarbage("setstepmul", 10000)
+local closed, odd = 0, nil
+for round = 1, 100 do
+    local w = kiln.world()
+    w:component("P", "float x, y;")
+    w:component("N", "char s[16]; int32_t k;")
+    local trigger, count = round % 60 + 1, 0
+    local function arm() -- re-armed until its trigger-th run, which closes the world
+        local u = newproxy and newproxy(true) or setmetatable({}, {})
+        local function fin()
+            count = count + 1
+            if count < trigger then return arm() end
+            if pcall(w.close, w) then closed = closed + 1 end
+        end
+        if newproxy then getmetatable(u).__gc = fin else setmetatable(u, {__gc = fin}) end
+    end
+    arm()
+    for i = 1, 300 do
+        local ok, err = pcall(w.spawn, w, {P = {x = i, y = {}}, N = {s = "name" .. i, k = i}})
+        if ok or not (err:find("field 'y' of P", 1, true) or err:find("closed world", 1, true)) then odd = err end
+        ok, err = pcall(w.add, w, i, "P", {x = i, y = {}})
+        ok, err = pcall(w.set, w, i, "P", {x = i, y = {}})
+        ok, err = pcall(w.spawn, w, {P = {x = i}, N = {s = "n", k = i}})
+    end
+end
+print("closed", closed > 0, "odd", odd)
+]], 300)
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("closed\ttrue\todd\tnil", 1, true), out)
+    end)
+end)
