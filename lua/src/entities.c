@@ -253,8 +253,11 @@ static int w_add(lua_State *L) {
     kiln_component c = entity_component(L, kw, fname, true, &e);
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
     const klua_comp *cc = comp_not_tag(L, kw, c, fname); /* makes strings: before the scratch is taken */
-    klua_hold_gc(L, kw); /* info is the world's: no finalizer may close it while the value converts */
     const kiln_component_info *info = &cc->info;
+    /* info is the world's: no finalizer may close it while a value converts (a tag's converts
+     * nothing, a Lua value's reads no info once it allocates: neither holds, and a tag's add,
+     * the usual add, stays as cheap as before) */
+    if (info->size > 0 && !klua_is_lua_valued(kw, c)) klua_hold_gc(L, kw);
     bool had = kw->mod_hooks && kiln_has(kw->world, e, c); /* (only a mod's view asks) */
     if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);

@@ -632,9 +632,12 @@ void klua_build_value(lua_State *L, klua_world *kw, kiln_component c, int idx, v
     }
     klua_default_value(info, buf);
     if (info->size == 0) {
-        if (!lua_isnoneornil(L, idx) && !(lua_isboolean(L, idx) && lua_toboolean(L, idx)))
-            klua_fail(L, fname, "%s is a tag: give true or nothing, not %s", info->name,
+        if (!lua_isnoneornil(L, idx) && !(lua_isboolean(L, idx) && lua_toboolean(L, idx))) {
+            char name[KILN_MAX_NAME + 1]; /* copied: making the message may run a finalizer closing the world */
+            snprintf(name, sizeof name, "%s", info->name);
+            klua_fail(L, fname, "%s is a tag: give true or nothing, not %s", name,
                       lua_isboolean(L, idx) ? "false" : luaL_typename(L, idx));
+        }
         return;
     }
     if (lua_isnoneornil(L, idx)) return;
