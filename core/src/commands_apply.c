@@ -633,9 +633,15 @@ void kl_commands_give_back(kiln_commands *cmd) {
 
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied) {
     KILN_ASSERT(cmd != NULL && world != NULL, "cmd and world are required");
-    /* Not deferred like the plain API: it would change the world under the systems beside */
-    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
-                "kiln_commands_apply from a system that is not exclusive (systems beside it read the world)");
+    /* Refused in every build. Not deferred like the plain API: it would change the world under
+     * the systems beside, or move rows under a loop. */
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_commands_apply: called from a running system "
+                       "that is not exclusive (systems beside it read the world); nothing was applied: record "
+                       "into ctx->commands");
+    if (atomic_load(&world->iterating) != 0 && !cmd->lenient)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_commands_apply: a query of the world is "
+                       "iterating (its rows would move under it); nothing was applied: apply after the loop");
     if (kl_in_hook(world)) return kl_fail_in_hook(world, "kiln_commands_apply");
     return kl_commands_apply(cmd, world, applied, "kiln_commands_apply");
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "command_buffer.h"
+#include "defer.h"
 #include "guard.h"
 
 static const struct {
@@ -327,6 +328,7 @@ kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc
                                     kiln_component *dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_guard_check(world, "kiln_component_register", KL_REGISTER, 0, 0);
+    if (kl_off_stage_thread(world)) return kl_fail_register_off_stage(world, "kiln_component_register");
     return kl_registry_add(world, &world->components, desc, dest, "kiln_component_register");
 }
 

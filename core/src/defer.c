@@ -49,6 +49,13 @@ kiln_result kl_fail_atfini_off_stage(kiln_world *world, const char *call) {
                    "registered: initialise addons before the run or from a main_thread system", call);
 }
 
+kiln_result kl_fail_register_off_stage(kiln_world *world, const char *call) {
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                   "%s: called from a worker system, job or thread while a schedule runs a stage; nothing was "
+                   "changed: register types and make or destroy queries before the run or from a main_thread "
+                   "system", call);
+}
+
 /* A deferred call's entity must be alive, or reserved by a deferred spawn. */
 static kiln_result check_target(kiln_world *world, const char *call, kiln_entity e) {
     if (kl_record_of(world, e) || kl_record_reserved(world, e)) return KILN_OK;
@@ -153,13 +160,29 @@ kiln_result kiln_defer_end(kiln_world *world) {
     return kl_defer_end(world, "kiln_defer_end");
 }
 
+/* Why kl_defer_end refuses an end that finds depth sections open; off the hot path. */
+__attribute__((cold, noinline)) static kiln_result refuse_end(kiln_world *world, const char *call, int depth) {
+    if (depth <= 0)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "%s: no deferred section is open (an end without kiln_defer_begin); nothing was changed",
+                       call);
+    return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                   "%s: called without kiln_defer_begin from a running system that is not exclusive (the open "
+                   "section is the schedule's); nothing was changed", call);
+}
+
 kiln_result kl_defer_end(kiln_world *world, const char *call) {
-    int depth = atomic_fetch_sub_explicit(&world->defer_depth, 1, memory_order_relaxed);
-    KILN_ASSERT(depth > 0, "kiln_defer_end without kiln_defer_begin");
-    /* The last end of a running stage's section belongs to the schedule: a system's unmatched
-     * end would apply the world's queue while other systems run. */
-    KILN_ASSERT(depth > 1 || !atomic_load_explicit(&world->in_stage, memory_order_relaxed),
-                "kiln_defer_end without kiln_defer_begin in a running system");
+    /* Checked in every build before the count moves: more ends than begins would leave it
+     * below zero (a later begin defers nothing), and the last end of a running stage's section
+     * belongs to the schedule (a system's unmatched end would apply the world's queue while
+     * other systems run, and let workers change the world at once). */
+    int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
+    do {
+        if (KL_UNLIKELY(depth <= 1) &&
+            (depth <= 0 || atomic_load_explicit(&world->in_stage, memory_order_relaxed)))
+            return refuse_end(world, call, depth);
+    } while (!atomic_compare_exchange_weak_explicit(&world->defer_depth, &depth, depth - 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
     if (depth > 1) return KILN_OK;
     if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
     /* from a destroy or move hook: the queue waits for the next outermost end */
@@ -169,7 +192,14 @@ kiln_result kl_defer_end(kiln_world *world, const char *call) {
 
 void kiln_defer_clear(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(!kl_deferred(world), "kiln_defer_clear while the world is deferred");
+    /* Checked in every build: while deferred the queue holds changes other calls (a loop, the
+     * systems of a running stage) still count on. */
+    if (kl_deferred(world)) {
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                "kiln_defer_clear: the world is deferred (a section, an iteration or a running stage is "
+                "open); nothing was dropped");
+        return;
+    }
     kiln_commands_clear(world->deferred);
 }
 

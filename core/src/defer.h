@@ -34,6 +34,11 @@ KL_HIDDEN kiln_result kl_fail_off_stage(kiln_world *world, const char *call, kil
  * an addon's init), made on such a thread: the hook table has one writer, the stage's thread. */
 KL_HIDDEN kiln_result kl_fail_atfini_off_stage(kiln_world *world, const char *call);
 
+/* Fails with KILN_ERR_INVALID_ARGUMENT for call, which registers a component or event type or
+ * makes or destroys a query, made on such a thread: those registries, read by every thread
+ * without a lock, have one writer, the stage's thread. Checked in every build. */
+KL_HIDDEN kiln_result kl_fail_register_off_stage(kiln_world *world, const char *call);
+
 /* Queues a spawn: checks the list and values, reserves a handle (written to dest, may be
  * NULL) that becomes alive when the queue lands. */
 KL_HIDDEN kiln_result kl_defer_spawn(kiln_world *world, const char *call,

@@ -35,6 +35,7 @@ kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *de
     KILN_ASSERT(world != NULL, "world is NULL");
     const char *call = "kiln_event_register";
     kl_guard_check(world, call, KL_REGISTER, 0, 0);
+    if (kl_off_stage_thread(world)) return kl_fail_register_off_stage(world, call);
     if (desc && (desc->destroy || desc->move || desc->check))
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: %s: events are plain data and take no hooks", call,
@@ -138,8 +139,11 @@ const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_
 
 void kiln_events_update(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
-                "kiln_events_update from a system that is not exclusive (workers may read events)");
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed)) { /* workers may read events */
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_events_update: called from a running system that is "
+                "not exclusive (systems beside it read events); nothing was changed");
+        return;
+    }
     int32_t types = kl_registry_count(&world->event_types);
     for (int32_t t = 1; t <= types; t++) {
         kl_event_queue *q = queue(world, (uint32_t)t);

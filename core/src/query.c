@@ -174,6 +174,7 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
     if (desc == NULL)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_query_create: desc is NULL");
     kl_guard_check(world, "kiln_query_create", KL_QUERIES, 0, 0);
+    if (kl_off_stage_thread(world)) return kl_fail_register_off_stage(world, "kiln_query_create");
     kiln_query tmp;
     memset(&tmp, 0, sizeof tmp);
     kiln_component all[KL_MAX_COLUMNS + KILN_QUERY_MAX_TERMS] = {0};
@@ -217,8 +218,19 @@ kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, ki
 void kiln_query_destroy(kiln_query *query) {
     if (query == NULL) return;
     kiln_world *world = query->world;
-    KILN_ASSERT(atomic_load(&query->iterating) == 0, "query_destroy while the query iterates");
+    /* Refused in every build: its iteration would read freed memory, a worker's look-up the
+     * world's list of queries as it shrinks. */
+    if (atomic_load(&query->iterating) != 0) {
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                "kiln_query_destroy: the query is iterating (finish the loop, or kiln_iter_fini, first); "
+                "nothing was destroyed");
+        return;
+    }
     kl_guard_check(world, "kiln_query_destroy", KL_QUERIES, 0, 0);
+    if (kl_off_stage_thread(world)) {
+        kl_fail_register_off_stage(world, "kiln_query_destroy");
+        return;
+    }
     for (int32_t i = 0; i < world->query_count; i++) {
         if (world->queries[i] == query) {
             world->queries[i] = world->queries[--world->query_count];

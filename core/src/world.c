@@ -286,8 +286,11 @@ void kl_tick_forward(kiln_world *world, kiln_tick tick) {
 
 kiln_tick kiln_tick_advance(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(!atomic_load_explicit(&world->in_stage, memory_order_relaxed),
-                "kiln_tick_advance from a system that is not exclusive (workers stamp with the tick)");
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed)) { /* workers stamp with the tick */
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_tick_advance: called from a running system that is not "
+                "exclusive (systems beside it stamp their writes with the tick); the tick stays");
+        return 0;
+    }
     /* A save holds at most KILN_TICK_MAX (exact in a LuaJIT number): a later tick would be
      * written to a save no load accepts. */
     if (world->tick >= KILN_TICK_MAX) {

@@ -1,7 +1,6 @@
 /* test_defer.c: Check suite for the deferred world: sections and query loops queue structural
  * calls, check them at once and apply them in order at the end; failures reserve nothing. */
 #include <check.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -811,30 +810,6 @@ KILN_TEST(out_of_memory, a_queue_a_failed_end_left_is_cleared_values_destroyed_a
     kiln_defer_begin(w); ASSERT_OK_IN(w, kiln_defer_end(w)); /* nothing left to land */
     ck_assert(!kiln_is_alive(w, e) && !kiln_has(w, live, owned) && kiln_entity_count(w) == 1);
     oom_world_destroy(&a, w);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* misuse                                                                                     */
-/* ------------------------------------------------------------------------------------------ */
-
-KILN_TEST_GROUP_WITH(misuse, .setup = setup, .teardown = teardown);
-
-/* The deferred world covers the plain API in a loop; applying a raw buffer there is still a
- * programmer error, caught by the debug assertion (tests build with assertions on). */
-KILN_TEST_SIGNAL(misuse, applying_a_buffer_while_a_query_iterates_aborts, SIGABRT) {
-    spawn_pos(0, 0);
-    kiln_query *q = make_query((kiln_query_desc){.with = {F.pos}});
-    kiln_commands *cmd = kiln_commands_create(F.w);
-    ck_assert_ptr_nonnull(cmd);
-    kiln_entity p;
-    ck_assert_int_eq(kiln_commands_spawn(cmd, &p), KILN_OK);
-    kiln_iter it;
-    kiln_query_iter(q, &it);
-    ck_assert(kiln_query_next(&it));
-    kiln_commands_apply(cmd, F.w, NULL);
-    kiln_iter_fini(&it);
-    kiln_commands_destroy(cmd);
-    kiln_query_destroy(q);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -505,23 +505,7 @@ static void start_iterating(kiln_iter *it) {
  * would die of the same signal, passing a test whose own call failed to abort. */
 KILN_TEST_GROUP_WITH(misuse, .setup = setup);
 
-KILN_TEST_SIGNAL(misuse, applying_a_command_buffer_during_iteration_aborts, SIGABRT) {
-    kiln_iter it;
-    kiln_commands *cmd = kiln_commands_create(F.world);
-    ck_assert_ptr_nonnull(cmd);
-    kiln_entity placeholder;
-    ck_assert_int_eq(kiln_commands_spawn(cmd, &placeholder), KILN_OK);
-    kiln_query *q = make_query(F.world, (kiln_query_desc){.with = {F.pos}});
-    kiln_query_iter(q, &it);
-    ck_assert(kiln_query_next(&it));
-    kiln_commands_apply(cmd, F.world, NULL);
-}
-
-KILN_TEST_SIGNAL(misuse, destroying_the_query_during_iteration_aborts, SIGABRT) {
-    kiln_iter it;
-    start_iterating(&it);
-    kiln_query_destroy((kiln_query *)it.query);
-}
+/* Applying a buffer, or destroying the query, mid-loop is refused instead: test_stage_refusals.c. */
 
 KILN_TEST_SIGNAL(misuse, marking_rows_past_the_chunk_aborts, SIGABRT) {
     kiln_iter it;

@@ -254,17 +254,8 @@ KILN_TEST(nested_runs, an_exclusive_system_may_run_another_schedule_which_runs_w
     ck_assert(!kiln_is_deferred(F.world));
 }
 
-/* The event update is the frame's own step: from a shared stage it would swap the buffers
- * under systems reading them (debug builds assert). */
+/* The event update is the frame's own step: from a shared stage it is refused (test_stage_refusals.c). */
 static void update_events(const kiln_system_ctx *ctx) { kiln_events_update(ctx->world); }
-
-KILN_TEST_SIGNAL(nested_runs, updating_events_from_a_system_that_is_not_exclusive_asserts,
-                 SIGABRT) {
-    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
-    add_system(s, (kiln_system_desc){.name = "swap", .run = update_events, .main_thread = true});
-    kiln_schedule_run(s, 0.0);
-    ck_abort_msg("kiln_events_update from a main-thread system did not assert");
-}
 
 KILN_TEST(nested_runs, an_exclusive_system_may_update_events) {
     kiln_event_type hit;
@@ -673,32 +664,7 @@ KILN_TEST(many, three_hundred_systems_on_a_pool_keep_every_order_and_conflict) {
     kiln_jobs_destroy(jobs);
 }
 
-/* A system's unmatched kiln_defer_end would end the schedule's own deferred section and
- * apply the world's queue mid-stage: it asserts at the call (the frame's end asserted late). */
-static volatile sig_atomic_t returned_from_end;
-
-static void on_abort_at_the_call(int sig) {
-    (void)sig;
-    if (!returned_from_end) {
-        signal(SIGABRT, SIG_DFL);
-        return;
-    }
-    _exit(3);
-}
-
-static void unmatched_defer_end(const kiln_system_ctx *ctx) {
-    kiln_defer_end(ctx->world);
-    returned_from_end = 1;
-}
-
-KILN_TEST_SIGNAL(nested_runs, an_unmatched_defer_end_in_a_system_asserts_at_the_call, SIGABRT) {
-    signal(SIGABRT, on_abort_at_the_call);
-    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
-    add_system(s, (kiln_system_desc){.name = "ender", .run = unmatched_defer_end,
-                                     .main_thread = true});
-    kiln_schedule_run(s, 0.0);
-    ck_abort_msg("an unmatched kiln_defer_end in a system did not assert");
-}
+/* A system's unmatched kiln_defer_end is refused at the call: see test_stage_refusals.c. */
 
 /* ------------------------------------------------------------------------------------------ */
 /* a schedule destroyed while its systems' finis use it                                       */
@@ -801,16 +767,8 @@ KILN_TEST(many, a_main_thread_system_may_read_the_info_of_systems_running_beside
     kiln_jobs_destroy(jobs);
 }
 
-/* The tick is the frame's own too: workers beside a shared stage stamp their writes with it. */
+/* The tick is the frame's own too: advancing it from a shared stage is refused (test_stage_refusals.c). */
 static void advance(const kiln_system_ctx *ctx) { kiln_tick_advance(ctx->world); }
-
-KILN_TEST_SIGNAL(nested_runs, advancing_the_tick_from_a_system_that_is_not_exclusive_asserts,
-                 SIGABRT) {
-    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
-    add_system(s, (kiln_system_desc){.name = "ticker", .run = advance, .main_thread = true});
-    kiln_schedule_run(s, 0.0);
-    ck_abort_msg("kiln_tick_advance from a main-thread system did not assert");
-}
 
 KILN_TEST(nested_runs, an_exclusive_system_may_advance_the_tick) {
     kiln_schedule *s = kiln_schedule_create(F.world, NULL);
