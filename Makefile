@@ -88,6 +88,24 @@ $(BUILD)/tests/%: tests/core/%.c $(TEST_SUPPORT) $(BUILD)/libkiln.a
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests/support -o $@ $< $(TEST_SUPPORT) \
 	    $(BUILD)/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
 
+# The library as a release build compiles it (NDEBUG: no KILN_ASSERT, no declared-access checks), for
+# the suite of what such a build refuses where a debug build aborts first (test_release_refusals).
+REL_OBJ := $(CORE_OBJ:$(BUILD)/%=$(BUILD)/release/%)
+$(BUILD)/release/core/%.o: core/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DNDEBUG -MMD -MP -c $< -o $@
+$(BUILD)/release/addons/%.o: addons/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DNDEBUG -Icore/src -MMD -MP -c $< -o $@
+$(BUILD)/release/libkiln.a: $(REL_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+-include $(REL_OBJ:.o=.d)
+$(BUILD)/tests/test_release_refusals: tests/core/test_release_refusals.c $(TEST_SUPPORT) $(BUILD)/release/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) -Itests/support -o $@ $< $(TEST_SUPPORT) \
+	    $(BUILD)/release/libkiln.a $(CHECK_LIBS) $(LDLIBS_ALL)
+
 # White-box suites that include an addon's internal header, whose own includes name core/src's.
 $(BUILD)/tests/test_persist_schema_names $(BUILD)/tests/test_persist_names: CFLAGS_ALL += -Icore/src
 # kiln_save_file's failures: the suite wraps fsync and fstat to make them fail and to see them called.
@@ -358,7 +376,8 @@ test-ubsan-clang:
 .PHONY: test-ubsan-clang
 
 TSAN_SUITES := test_jobs test_persist_in_schedule test_jobs_parallel_for test_schedule_build test_schedule_run test_schedule_determinism test_commands test_commands_values test_schedule_remove test_threads_registration test_transform_parallel \
-               test_schedule_sweep test_commands_links test_index_threads test_schedule_threads test_query_threads test_hooks_threads test_atfini_threads
+               test_schedule_sweep test_commands_links test_index_threads test_schedule_threads test_query_threads test_hooks_threads test_atfini_threads \
+               test_stage_refusals test_release_refusals
 test-tsan:
 	$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
 	    EXTRA_CFLAGS="-fsanitize=thread" EXTRA_LDFLAGS="-fsanitize=thread" \
