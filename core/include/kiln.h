@@ -187,8 +187,8 @@ int64_t kiln_world_trim(kiln_world *world);
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
 /* The current world tick (starts at 1), the times a snapshot restore took it back (books kept per
- * tick are new when the epoch changes), and its increment. kiln_tick_advance returns the new tick,
- * not from a running system that is not exclusive (an assertion); at KILN_TICK_MAX (2^53 - 1, the
+ * tick are new when the epoch changes), and its increment. kiln_tick_advance returns the new tick; from a
+ * running system that is not exclusive it is refused (0, the world error); at KILN_TICK_MAX (2^53 - 1, the
  * most a save holds) it fails: 0 and the world error. May rebase row ticks (see kiln_row_tick). */
 #define KILN_TICK_MAX 0x1fffffffffffffull
 kiln_tick kiln_tick_current(const kiln_world *world);
@@ -267,8 +267,8 @@ typedef struct kiln_component_desc {
  * else KILN_ERR_LAYOUT_MISMATCH, naming the first difference. The desc (names and defaults
  * included) is copied. Fails with KILN_ERR_INVALID_ARGUMENT for a bad name, an alignment above
  * 16 or not a power of two, a field outside the component, a duplicate field name, a tag (size
- * 0) with fields, hooks or defaults, or an owner mark with a size. A main-thread system may
- * register while worker systems run: they see a new type either unknown or whole. */
+ * 0) with fields, hooks or defaults, or an owner mark with a size. A main-thread system may register while worker
+ * systems run (they see a new type unknown or whole); a worker system, job or thread is refused, nothing changed. */
 kiln_result kiln_component_register(kiln_world *world, const kiln_component_desc *desc, kiln_component *dest);
 
 /* The id registered under name, or KILN_NO_COMPONENT. */
@@ -435,11 +435,11 @@ typedef struct kiln_query_desc {
 /* Creates a cached query and writes it to dest. It matches the existing archetypes once, then
  * each one made later, and visits them by their component ids, not by when they were made (a
  * loaded or restored world visits its rows as the original did). Fails for unknown or repeated
- * components and an empty with[]. Main thread only: a worker system that creates or destroys
- * a query aborts in debug builds (see "Declared access"). */
+ * components and an empty with[]. Main thread only: a worker system, job or thread is refused while a stage
+ * runs, creating or destroying (a worker system aborts first in debug builds, see "Declared access"). */
 kiln_result kiln_query_create(kiln_world *world, const kiln_query_desc *desc, kiln_query **dest);
 
-/* Destroys a query. NULL is a no-op. The query must not be iterating (others may be). */
+/* Destroys a query. NULL is a no-op. While it iterates (others may), refused: kept, with the world error. */
 void kiln_query_destroy(kiln_query *query);
 
 /* Entities the query matches now; the bytes their rows take (values, ticks, handles, records); the
@@ -598,7 +598,7 @@ kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const v
  * that cannot be rewritten or refused by its check hook, a limit or out of memory fails with the world error:
  * those before it landed and left the buffer; it and those after it stay, owning their values, and a later
  * apply goes on with them (placeholders spawned keep their entities) unless kiln_commands_skip gives it up.
- * Not while a query of world iterates, nor from a running system that is not exclusive. */
+ * Refused while a query of world iterates or from a running system that is not exclusive: nothing applied. */
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
 
 /* kiln_commands_clear discards every pending command, destroying their values once. kiln_commands_skip discards the
@@ -641,8 +641,8 @@ void kiln_defer_begin(kiln_world *world);
 /* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could not be
  * fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the
  * change out of memory on) stays queued for the next outermost end, unless kiln_defer_clear drops it
- * (values destroyed, reserved spawns let go; not while deferred), as an undo must. An end without a
- * begin asserts, also inside a running system that is not exclusive (the schedule's own section). */
+ * (values destroyed, reserved spawns let go; refused while deferred), as an undo must. An end without a begin
+ * is refused, changing nothing, also inside a running system that is not exclusive (the schedule's section). */
 kiln_result kiln_defer_end(kiln_world *world);
 void kiln_defer_clear(kiln_world *world);
 
@@ -838,8 +838,8 @@ size_t kiln_schedule_describe(kiln_schedule *schedule, char *buf, size_t size);
 
 /* Registers an event type from the same desc as a component (name, size, alignment,
  * reflected fields, defaults; hooks are not allowed: events are plain data). Event names have their
- * own namespace. Same rules for re-registration as components. A main-thread system may
- * register while worker systems run and read events (they see a new type unknown or whole). */
+ * own namespace. Same rules for re-registration as components. A main-thread system may register while worker
+ * systems run and read events (they see a new type unknown or whole); from a worker: refused, as components. */
 kiln_result kiln_event_register(kiln_world *world, const kiln_component_desc *desc,
                                 kiln_event_type *dest);
 
@@ -864,7 +864,7 @@ int64_t kiln_event_count(const kiln_world *world, kiln_event_type type);
 const void *kiln_event_get(const kiln_world *world, kiln_event_type type, int64_t i);
 
 /* Drops the previous buffers of every type and makes the current ones previous, keeping the
- * memory (steady frames allocate nothing). Not from a non-exclusive running system: asserts. */
+ * memory (steady frames allocate nothing). From a running system that is not exclusive: refused, nothing changed. */
 void kiln_events_update(kiln_world *world);
 
 /* ---- Resources -------------------------------------------------------------------------- */

@@ -365,7 +365,8 @@ typedef struct kiln_random {
  * whose scripts may declare components calls this first, so that no other layout can take
  * those names. Fails when a component of either name has another layout. RandomState's check
  * hook refuses a state of all zeros, from which xoshiro256** draws 0 forever: kiln_resource_set
- * and kiln_load fail with KILN_ERR_INVALID_ARGUMENT ("... RandomState is all zero ..."). */
+ * and kiln_load fail with KILN_ERR_INVALID_ARGUMENT ("... RandomState is all zero ..."). It registers: from a
+ * worker system, job or thread while a stage runs it is refused like kiln_component_register. */
 kiln_result kiln_random_init(kiln_world *world);
 
 /* Seeds the world: its main stream (the "RandomState" resource, so saves, loads, snapshots
