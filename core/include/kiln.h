@@ -554,7 +554,7 @@ kiln_commands *kiln_commands_create(kiln_world *world);
 
 /* Destroys the buffer; values still in it are destroyed (their destroy hooks run once).
  * NULL is a no-op. Either order of destruction is safe: a buffer destroyed after its world
- * (which detached it) only frees itself. Asserts while the buffer is being applied (a call
+ * (which detached it) only frees itself. Asserts (release: refused, kept) while the buffer is being applied (a call
  * from a hook its apply runs), and for a system's ctx->commands (its schedule owns it). */
 void kiln_commands_destroy(kiln_commands *cmd);
 

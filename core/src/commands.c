@@ -133,6 +133,15 @@ void kiln_commands_destroy(kiln_commands *cmd) {
     /* its owner would apply (or free) it again */
     KILN_ASSERT(!cmd->internal, "kiln_commands_destroy: the buffer is a system's own (ctx->commands), "
                                 "which its schedule destroys");
+    KILN_ASSERT(!cmd->applying, "kiln_commands_destroy: the buffer is being applied (called from a "
+                                "hook its apply runs); destroy it after kiln_commands_apply returns");
+    if (cmd->internal || cmd->applying) { /* release builds: refused, the buffer stays */
+        if (cmd->world)
+            kl_fail(cmd->world, KILN_ERR_INVALID_ARGUMENT, "kiln_commands_destroy: %s; nothing was destroyed",
+                    cmd->internal ? "the buffer is a system's own (ctx->commands), which its schedule destroys"
+                                  : "the buffer is being applied (called from a hook its apply runs)");
+        return;
+    }
     kl_commands_free(cmd);
 }
 

@@ -111,6 +111,11 @@ static void release(kiln_schedule *s, kl_system *sys) {
 void kiln_schedule_destroy(kiln_schedule *s) {
     if (s == NULL) return;
     KILN_ASSERT(!s->running, "kiln_schedule_destroy while the schedule runs");
+    if (s->running) { /* (release builds: refused, the schedule stays: the run goes on with it) */
+        kl_fail(s->world, KILN_ERR_INVALID_ARGUMENT,
+                "kiln_schedule_destroy: the schedule is running (a call from one of its systems); nothing was destroyed");
+        return;
+    }
     /* from a fini of its own: the remove, replace or destroy that runs it goes on using the schedule */
     KILN_ASSERT(s->in_fini == 0, "kiln_schedule_destroy from a fini of one of its systems (the schedule is "
                                  "releasing that system); destroy it once the call that ran the fini returns");

@@ -128,8 +128,18 @@ void kiln_world_destroy(kiln_world *world) {
                                            "(a call from a system); destroy it after the run");
     KILN_ASSERT(world->schedules == 0, "kiln_world_destroy: the world still has schedules; "
                                        "kiln_schedule_destroy them first");
-    world->destroying = true;
     KILN_ASSERT(world->iterating == 0, "kiln_world_destroy while a query iterates");
+    /* Release builds refuse each (the world stays): what runs, iterates or holds the world
+     * would go on using freed memory. */
+    if (world->destroying) return;
+    if (world->schedule_runs != 0 || world->schedules != 0 || atomic_load(&world->iterating) != 0) {
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_world_destroy: %s; nothing was destroyed",
+                world->schedule_runs ? "a schedule of the world is running (a call from a system)"
+                : world->schedules   ? "the world still has schedules (kiln_schedule_destroy them first)"
+                                     : "a query of the world iterates");
+        return;
+    }
+    world->destroying = true;
     /* Addons first, with the world whole: they may destroy their queries and read values. Each
      * hook leaves the table once it ran, so what runs after it (an earlier hook, a value's
      * destroy hook) no longer finds the state it freed (kiln_world_atfini_get); one a hook

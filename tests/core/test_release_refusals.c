@@ -1,37 +1,19 @@
 /* test_release_refusals.c: Check suite linked with the library built as a release build builds it (NDEBUG):
- * a worker system's misuse a debug build aborts on (declared access) is refused there, changing nothing. */
+ * misuse a debug build aborts on (declared access, destroying what is in use) is refused there, changing nothing. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kiln.h"
 #include "kiln_persist.h"
+#include "refusal_fixture.h"
 #include "test_registry.h"
 #include "test_support.h"
 
-typedef struct fixture {
-    kiln_world *world;
-    kiln_component a;
-    kiln_query *query;
-    kiln_entity e;
-} fixture;
+static refusal_fixture F;
 
-static fixture F;
-
-static void setup(void) {
-    memset(&F, 0, sizeof F);
-    F.world = kiln_world_create(NULL);
-    ck_assert_ptr_nonnull(F.world);
-    ck_assert_int_eq(kiln_component_register(F.world, &(kiln_component_desc){.name = "A", .size = 4}, &F.a),
-                     KILN_OK);
-    ck_assert_int_eq(kiln_query_create(F.world, &(kiln_query_desc){.with = {F.a}}, &F.query), KILN_OK);
-    ck_assert_int_eq(kiln_spawn_with(F.world, &F.a, (const void *[]){&(int32_t){7}}, 1, &F.e), KILN_OK);
-}
-
-static void teardown(void) {
-    kiln_query_destroy(F.query);
-    kiln_world_destroy(F.world);
-}
+static void setup(void) { refusal_fixture_setup(&F); }
+static void teardown(void) { refusal_fixture_teardown(&F); }
 
 static void idle(const kiln_system_ctx *ctx) { (void)ctx; }
 
@@ -84,21 +66,65 @@ KILN_TEST(release, a_worker_system_registering_or_changing_the_world_is_refused_
         ck_assert_msg(got[i] == KILN_ERR_INVALID_ARGUMENT, "%s gave %d", calls[i], got[i]);
         ck_assert_msg(strncmp(messages[i], want, strlen(want)) == 0, "%s", messages[i]);
     }
-    ck_assert_int_eq(kiln_component_count(F.world), 1);
-    ck_assert_uint_eq(kiln_event_lookup(F.world, "Late").id, 0);
-    ck_assert_int_eq(kiln_query_count(F.query), 1);
-    ck_assert_int_eq(kiln_entity_count(F.world), 1);
-    ck_assert_int_eq(*(const int32_t *)kiln_get(F.world, F.e, F.a), 7);
+    refusal_fixture_unchanged(&F);
 }
 
-/* The same library without a schedule: what a release build does with asserted misuse outside a run. */
-KILN_TEST(release, an_unbalanced_defer_end_is_refused_leaving_the_depth_at_zero) {
-    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_INVALID_ARGUMENT);
-    kiln_defer_begin(F.world);
-    ck_assert(kiln_is_deferred(F.world));
-    kiln_entity e;
-    ck_assert_int_eq(kiln_spawn(F.world, &e), KILN_OK);
-    ck_assert(!kiln_is_alive(F.world, e));
-    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
-    ck_assert(kiln_is_alive(F.world, e));
+/* ------------------------------------------------------------------------------------------ */
+/* destroying what is still in use (a debug build asserts)                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct destroyer {
+    kiln_schedule *schedule;
+    char messages[3][256];
+} destroyer;
+
+/* A system destroying its own buffer, its schedule and its world mid-run: each refused, so the
+ * run goes on with them (the buffer lands at the end of the stage). */
+static void destroy_everything(const kiln_system_ctx *ctx) {
+    destroyer *d = ctx->user;
+    kiln_entity placeholder;
+    ck_assert_int_eq(kiln_commands_spawn(ctx->commands, &placeholder), KILN_OK);
+    kiln_commands_destroy(ctx->commands);
+    snprintf(d->messages[0], sizeof d->messages[0], "%s", kiln_world_error(ctx->world));
+    kiln_schedule_destroy(d->schedule);
+    snprintf(d->messages[1], sizeof d->messages[1], "%s", kiln_world_error(ctx->world));
+    kiln_world_destroy(ctx->world);
+    snprintf(d->messages[2], sizeof d->messages[2], "%s", kiln_world_error(ctx->world));
+}
+
+KILN_TEST(release, a_system_destroying_its_buffer_schedule_or_world_is_refused_and_the_run_goes_on) {
+    static destroyer d;
+    memset(&d, 0, sizeof d);
+    d.schedule = kiln_schedule_create(F.world, NULL);
+    ck_assert_int_eq(kiln_schedule_add(d.schedule, &(kiln_system_desc){.name = "wrecker", .run = destroy_everything,
+                                                                       .user = &d, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(d.schedule, 0.0), KILN_OK);
+    ck_assert_str_eq(d.messages[0], "kiln_commands_destroy: the buffer is a system's own (ctx->commands), which its "
+                                    "schedule destroys; nothing was destroyed");
+    ck_assert_str_eq(d.messages[1], "kiln_schedule_destroy: the schedule is running (a call from one of its "
+                                    "systems); nothing was destroyed");
+    ck_assert_str_eq(d.messages[2], "kiln_world_destroy: a schedule of the world is running (a call from a system); "
+                                    "nothing was destroyed");
+    ck_assert_int_eq(kiln_entity_count(F.world), 2);
+    ck_assert_int_eq(kiln_schedule_run(d.schedule, 0.0), KILN_OK); /* all still whole */
+    ck_assert_int_eq(kiln_entity_count(F.world), 3);
+    kiln_schedule_destroy(d.schedule);
+}
+
+KILN_TEST(release, destroying_a_world_that_has_a_schedule_or_a_loop_is_refused_keeping_it) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    ck_assert_ptr_nonnull(s);
+    kiln_world_destroy(F.world);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_world_destroy: the world still has schedules "
+                                                "(kiln_schedule_destroy them first); nothing was destroyed");
+    kiln_schedule_destroy(s);
+    kiln_iter it;
+    kiln_query_iter(F.query, &it);
+    ck_assert(kiln_query_next(&it));
+    kiln_world_destroy(F.world);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_world_destroy: a query of the world iterates; nothing was "
+                                                "destroyed");
+    ck_assert(!kiln_query_next(&it));
+    ck_assert_int_eq(*(const int32_t *)kiln_get(F.world, F.e, F.a), 7); /* teardown destroys it */
 }

@@ -7,35 +7,14 @@
 
 #include "kiln.h"
 #include "kiln_persist.h"
+#include "refusal_fixture.h"
 #include "test_registry.h"
 #include "test_support.h"
 
-typedef struct fixture {
-    kiln_world *world;
-    kiln_component a;
-    kiln_event_type hit;
-    kiln_query *query;
-    kiln_entity e;
-} fixture;
+static refusal_fixture F;
 
-static fixture F;
-
-static void setup(void) {
-    memset(&F, 0, sizeof F);
-    F.world = kiln_world_create(NULL);
-    ck_assert_ptr_nonnull(F.world);
-    ck_assert_int_eq(kiln_component_register(F.world, &(kiln_component_desc){.name = "A", .size = 4}, &F.a),
-                     KILN_OK);
-    ck_assert_int_eq(kiln_event_register(F.world, &(kiln_component_desc){.name = "Hit", .size = 4}, &F.hit),
-                     KILN_OK);
-    ck_assert_int_eq(kiln_query_create(F.world, &(kiln_query_desc){.with = {F.a}}, &F.query), KILN_OK);
-    ck_assert_int_eq(kiln_spawn_with(F.world, &F.a, (const void *[]){&(int32_t){7}}, 1, &F.e), KILN_OK);
-}
-
-static void teardown(void) {
-    kiln_query_destroy(F.query);
-    kiln_world_destroy(F.world);
-}
+static void setup(void) { refusal_fixture_setup(&F); }
+static void teardown(void) { refusal_fixture_teardown(&F); }
 
 static void idle(const kiln_system_ctx *ctx) { (void)ctx; }
 
@@ -54,15 +33,6 @@ static kiln_result run_stage(kiln_system_fn fn, bool main_thread) {
     kiln_schedule_destroy(s);
     kiln_jobs_destroy(jobs);
     return r;
-}
-
-/* The world as setup left it: one type, one event type, the query still finds the entity. */
-static void assert_world_unchanged(void) {
-    ck_assert_int_eq(kiln_component_count(F.world), 1);
-    ck_assert_uint_eq(kiln_event_lookup(F.world, "Late").id, 0);
-    ck_assert_int_eq(kiln_query_count(F.query), 1);
-    ck_assert_int_eq(kiln_entity_count(F.world), 1);
-    ck_assert_int_eq(*(const int32_t *)kiln_get(F.world, F.e, F.a), 7);
 }
 
 KILN_TEST_GROUP_WITH(registration, .setup = setup, .teardown = teardown, .timeout = 60);
@@ -105,7 +75,7 @@ static void assert_all_refused(void) {
         ck_assert_msg(got[i] == KILN_ERR_INVALID_ARGUMENT, "%s gave %d", calls[i], got[i]);
         ck_assert_str_eq(messages[i], want);
     }
-    assert_world_unchanged();
+    refusal_fixture_unchanged(&F);
 }
 
 static void *register_on_thread(void *arg) {
@@ -232,7 +202,7 @@ KILN_TEST(frame_steps, applying_a_buffer_from_a_running_system_is_refused_applyi
     ck_assert_str_eq(step_message, "kiln_commands_apply: called from a running system that is not exclusive "
                                    "(systems beside it read the world); nothing was applied: record into "
                                    "ctx->commands");
-    assert_world_unchanged();
+    refusal_fixture_unchanged(&F);
 }
 
 /* A system's unmatched end would close the schedule's own section: workers would then change
@@ -311,7 +281,7 @@ KILN_TEST(sections, applying_a_buffer_while_a_query_iterates_is_refused_applying
     ck_assert_str_eq(kiln_world_error(F.world), "kiln_commands_apply: a query of the world is iterating (its rows "
                                                 "would move under it); nothing was applied: apply after the loop");
     ck_assert_int_eq(kiln_commands_count(cmd), 2);
-    assert_world_unchanged();
+    refusal_fixture_unchanged(&F);
     ck_assert_int_eq(kiln_commands_apply(cmd, F.world, NULL), KILN_OK);
     ck_assert_int_eq(kiln_query_count(F.query), 2);
     kiln_commands_destroy(cmd);
