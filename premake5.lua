@@ -108,6 +108,14 @@ project "kiln_shared"
     linkoptions { "-Wl,-soname,libkiln.so." .. major }
     links { "m", "pthread", "jansson" }
 
+-- ... and as a release build compiles it (NDEBUG: no assertions), for the suite of what such a
+-- build refuses where the others abort first (test_release_refusals), as the Makefile does.
+project "kiln_ndebug"
+    kind "StaticLib"
+    files(core_files)
+    includedirs { root .. "/core/src" }
+    defines { "NDEBUG" }
+
 project "core_demo"
     kind "ConsoleApp"
     files { root .. "/examples/core_demo.c" }
@@ -126,7 +134,8 @@ for _, file in ipairs(os.matchfiles(root .. "/tests/core/test_*.c")) do
         if path.getbasename(file) == "test_persist_save_file" then
             linkoptions { "-Wl,--wrap=fsync", "-Wl,--wrap=fstat" }
         end
-        links(concat({ "kiln" }, check_links, { "m", "pthread", "jansson" }))
+        local lib = path.getbasename(file) == "test_release_refusals" and "kiln_ndebug" or "kiln"
+        links(concat({ lib }, check_links, { "m", "pthread", "jansson" }))
 end
 
 -- The C++ suite using the C suites' fixtures (test_support.c compiled as C), as test-cxx.
