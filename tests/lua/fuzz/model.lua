@@ -636,11 +636,31 @@ function M:deferred_target_ok(e)
     return self.alive[e] ~= nil or self.reserved[e] ~= nil or self.zombies[e] ~= nil
 end
 
+-- Whether comp's value v holds, in an entity field, a handle with a placeholder's bit (2^62):
+-- a system's buffer or the deferred queue drops such a change as it lands (kiln.h, placeholders).
+function M.holds_placeholder(comp, v)
+    if type(v) ~= "table" or not comp or not comp.fields then return false end
+    for _, f in ipairs(comp.fields) do
+        if f.type.enum == "entity" then
+            local x = v[f.name]
+            for _, y in ipairs(type(x) == "table" and x or {x}) do
+                local i = N.tointeger(y)
+                if i and i >= 4611686018427387904 then return true end
+            end
+        end
+    end
+    return false
+end
+
 function M:apply_queue(q)
     for _, op in ipairs(q) do
         local k = op.op
         if k == "spawn" then
-            if self.reserved[op.e] then
+            local dropped = false -- a spawn whole, with a value a placeholder's bit drops
+            for name, v in pairs(op.comps) do dropped = dropped or M.holds_placeholder(self.comps[name], v) end
+            if dropped then
+                self.reserved[op.e] = nil
+            elseif self.reserved[op.e] then
                 self:make_alive(op.e, nil)
                 for name, v in pairs(op.comps) do self:set_value(op.e, name, v, true) end
             end
@@ -648,14 +668,15 @@ function M:apply_queue(q)
             if self.alive[op.e] then self:kill(op.e) end
         elseif k == "add" then
             -- the check hook runs again when the queue lands: a refused value is dropped
-            if self.alive[op.e] and self:value_ok(op.e, self.comps[op.name], op.value) then
+            if self.alive[op.e] and self:value_ok(op.e, self.comps[op.name], op.value)
+                and not M.holds_placeholder(self.comps[op.name], op.value) then
                 self:set_value(op.e, op.name, op.value, true)
             end
         elseif k == "remove" then
             if self.alive[op.e] then self:remove_value(op.e, op.name) end
         elseif k == "emit" then
             local ev = self.events[op.name]
-            ev.cur[#ev.cur + 1] = op.value
+            if not M.holds_placeholder(ev, op.value) then ev.cur[#ev.cur + 1] = op.value end
         end
     end
 end

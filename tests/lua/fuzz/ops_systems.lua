@@ -289,9 +289,10 @@ function ops.system(m)
         if type(list) ~= "table" then
             ok = false
         else
+            local seen = {} -- a component listed twice in one list is refused
             for _, c in ipairs(list) do
                 local comp = m:resolve(c)
-                if not comp then ok = false else out[#out + 1] = comp end
+                if not comp or seen[comp] then ok = false else out[#out + 1], seen[comp] = comp, true end
             end
         end
     end
