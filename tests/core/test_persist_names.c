@@ -199,7 +199,7 @@ KILN_TEST_LOOP(names, a_load_checks_its_names_at_once_as_one_by_one, 0, 6) {
     ck_assert_uint_eq(kiln_world_hash(batched.world), kiln_world_hash(one_by_one.world));
     ck_assert_int_eq(kiln_entity_count(batched.world), kiln_entity_count(one_by_one.world));
     for (int i = 1; i < 300; i += 37) {
-        char text[16];
+        char text[24]; /* room for any int */
         snprintf(text, sizeof text, "unit-%d", i);
         ck_assert_uint_eq(kiln_name_lookup(batched.world, text), kiln_name_lookup(one_by_one.world, text));
     }
