@@ -276,9 +276,9 @@ struct klua_world {
     int *entry_depth;          /* counts entries into the mod's code (budget.c) */
     int guest_depth;           /* of a host's World: entries into mods' code under way */
     int32_t query_count;       /* live queries made through this World (mods:list shows a mod's) */
-    int32_t mod_types;         /* of a host's World: components and event types mods registered
-                                * new in it, under any manager (registrations are never freed) */
+    int32_t mod_types;         /* of a host's World: component and event types mods registered new (never freed) */
     struct klua_query_link *queries; /* those queries (a mod's budget sums what they hold) */
+    struct klua_host_link *host_link; /* a host's world: what its teardown hook finds (world.c) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
     /* The mod manager's, set with on_release: whether mark is the tag of a loaded mod (*mine),

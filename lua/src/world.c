@@ -1,6 +1,7 @@
 /* world.c: the kiln.World class itself: creating one (kiln.world, or a host's world pushed
  * with kiln_lua_push_world), closing it, defining components, ticks. The other World methods
  * are added by the file of their concept (entities.c, query.c, systems.c, ...). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln_transform.h"
@@ -8,6 +9,18 @@
 #include "refs.h"
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
+
+/* A host's world destroyed while Lua holds its World (which the docs forbid, but a careless
+ * host does): its teardown hook releases the World first, so later methods raise "attempt to
+ * use a closed world" and lua_close frees only Lua's own. The core keeps a hook until the
+ * world goes, so the hook's ctx is this block, never the userdata: one per world, owned by
+ * the hook (which frees it), naming the World that holds the world now (NULL: none). */
+struct klua_host_link {
+    klua_world *kw;
+    lua_State *L; /* kw's main state */
+};
+
+static const char host_worlds_key = 0; /* registry[&key]: kw (light userdata) -> its World */
 
 /* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
 static void release(lua_State *L, klua_world *kw, int world_idx) {
@@ -66,9 +79,58 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
         kw->gc_held = false;
         lua_gc(L, LUA_GCRESTART);
     }
+    if (kw->host_link && kw->host_link->kw == kw) kw->host_link->kw = NULL; /* the hook goes inert */
+    kw->host_link = NULL;
     kw->world = NULL;
     kw->closed = true;
     if (collecting) lua_gc(L, LUA_GCRESTART);
+}
+
+static int release_from_hook(lua_State *L) {
+    klua_world *kw = lua_touserdata(L, 1);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &host_worlds_key);
+    lua_rawgetp(L, -1, kw);
+    release(L, kw, lua_gettop(L));
+    return 0;
+}
+
+static void host_world_fini(kiln_world *world, void *ctx) {
+    (void)world;
+    struct klua_host_link *link = ctx;
+    klua_world *kw = link->kw;
+    lua_State *L = link->L;
+    free(link);
+    if (!kw || kw->closed) return;
+    kw->host_link = NULL;
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, release_from_hook);
+    lua_pushlightuserdata(L, kw);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK || !kw->closed) {
+        /* no memory to release it whole: what Lua holds leaks until lua_close, but no method
+         * reaches the freed world (the Lua values' hooks find no state) */
+        if (kw->shared) kw->shared->L = NULL;
+        kw->world = NULL;
+        kw->closed = true;
+    }
+    lua_settop(L, top);
+}
+
+/* Points the world's teardown hook at kw, registering it the first time Lua holds the world.
+ * Raises (nothing changed) when it cannot be registered. */
+static void link_host_world(lua_State *L, klua_world *kw, kiln_world *world) {
+    struct klua_host_link *link = kiln_world_atfini_get(world, host_world_fini);
+    if (!link) {
+        link = malloc(sizeof *link);
+        if (!link) luaL_error(L, "not enough memory");
+        *link = (struct klua_host_link){NULL, NULL};
+        if (kiln_world_atfini(world, host_world_fini, link) != KILN_OK) {
+            free(link);
+            klua_fail_world(L, world, "kiln_lua_push_world");
+        }
+    }
+    link->kw = kw; /* a World being collected, if any, no longer names it (release) */
+    link->L = klua_main_thread(L);
+    kw->host_link = link;
 }
 
 static klua_world *to_world(lua_State *L, int idx) {
@@ -134,8 +196,6 @@ static void register_weak(lua_State *L, klua_world *kw) {
  * kiln_lua_schedule (its C systems in it) is destroyed with the World, so neither the host
  * popping it nor a script dropping its last reference may let the collector take it. May
  * raise out of memory (the first time for kw only). */
-static const char host_worlds_key = 0; /* registry[&key]: kw (light userdata) -> its World */
-
 static void anchor_host_world(lua_State *L, klua_world *kw, int idx) {
     idx = lua_absindex(L, idx);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &host_worlds_key) != LUA_TTABLE) {
@@ -185,7 +245,10 @@ static bool push_held(lua_State *L, kiln_world *world) {
             if (kw && !kw->closed && !kw->host && kw->world == world) {
                 lua_replace(L, -3); /* the World where the table was, the key popped */
                 lua_pop(L, 1);
-                if (!kw->owned) anchor_host_world(L, kw, -1); /* a push that raised left it bare */
+                if (!kw->owned) { /* a push that raised left it bare */
+                    if (!kw->host_link) link_host_world(L, kw, world);
+                    anchor_host_world(L, kw, -1);
+                }
                 return true;
             }
             lua_pop(L, 1);
@@ -233,7 +296,10 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
         klua_fail(L, "kiln.world", "%s", msg);
     }
     register_weak(L, kw);
-    if (!owned) anchor_host_world(L, kw, -1);
+    if (!owned) {
+        link_host_world(L, kw, world); /* first: an anchored World is always linked */
+        anchor_host_world(L, kw, -1);
+    }
     return 1;
 }
 

@@ -1,6 +1,5 @@
-/* test_lua_host_push.c: a host's world pushed more than once: into one Lua state it is the same
- * World, and another state is refused while one holds it, so no state's script-only values are
- * read or released through another World's table. */
+/* test_lua_host_push.c: a host's world pushed into Lua: into one state it is the same World, another
+ * state is refused while one holds it, and a world the host destroys under Lua closes its World. */
 #include <check.h>
 #include <lauxlib.h>
 #include <lualib.h>
@@ -188,6 +187,75 @@ START_TEST(a_state_without_a_needed_standard_library_is_told_which_when_the_worl
 }
 END_TEST
 
+/* A host that destroys its world while Lua still holds the World (the docs forbid it, but a
+ * careless host does it): the World is closed with the world, so a method raises instead of
+ * reading freed memory, and the Lua values and the query the script kept go with Lua. */
+START_TEST(a_world_the_host_destroys_under_lua_is_closed_and_its_methods_raise) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L = new_state();
+    char err[256], out[256];
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w:component('Brain', 'lua') w:component('Pos', 'float x;')\n"
+           "a = w:spawn{Brain = {who = 'one'}, Pos = {x = 1}} q = w:query{'Pos'} return q:count()",
+        out, sizeof out);
+    ck_assert_str_eq(out, "1");
+    kiln_world_destroy(world);
+    run(L, "local ok, e = pcall(w.spawn, w, {}) return tostring(ok) .. ' ' .. e", out, sizeof out);
+    ck_assert_str_eq(out, "false attempt to use a closed world");
+    run(L, "local ok, e = pcall(w.get, w, a, 'Brain') return tostring(ok) .. ' ' .. e", out, sizeof out);
+    ck_assert_str_eq(out, "false attempt to use a closed world");
+    run(L, "return tostring(w)", out, sizeof out);
+    ck_assert_str_eq(out, "kiln.World (closed)");
+    run(L, "local ok = pcall(q.count, q) q = nil w = nil collectgarbage() collectgarbage() return tostring(ok)", out,
+        sizeof out);
+    ck_assert_str_eq(out, "false");
+    lua_close(L);
+}
+END_TEST
+
+/* Destroyed under Lua, then lua_close: the close frees only Lua's own (the World, its values). */
+START_TEST(a_world_the_host_destroys_before_lua_close_leaves_lua_close_nothing_of_it) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L = new_state();
+    char err[256], out[256];
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w:component('Brain', 'lua') for i = 1, 10 do w:spawn{Brain = {n = i}} end return 'ok'", out,
+        sizeof out);
+    kiln_world_destroy(world);
+    lua_close(L);
+}
+END_TEST
+
+/* Lua lets go first, then the host destroys the world: the teardown hook left behind names no
+ * World; a world pushed into one state after another is closed with the state that holds it. */
+START_TEST(a_world_lua_let_go_of_first_is_destroyed_by_the_host_with_no_hook_left_on_lua) {
+    kiln_world *world = kiln_world_create(NULL);
+    char err[256], out[256];
+    lua_State *L = new_state();
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w:component('Brain', 'lua') w:spawn{Brain = {who = 'one'}} return 'ok'", out, sizeof out);
+    lua_close(L);
+    L = new_state();
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    run(L, "w:component('Mind', 'lua') b = w:spawn{Mind = {who = 'two'}} return w:get(b, 'Mind').who", out, sizeof out);
+    ck_assert_str_eq(out, "two");
+    kiln_world_destroy(world);
+    run(L, "return select(2, pcall(w.get, w, b, 'Mind'))", out, sizeof out);
+    ck_assert_str_eq(out, "attempt to use a closed world");
+    lua_close(L);
+    world = kiln_world_create(NULL);
+    L = new_state();
+    push_as(L, world, "w", err, sizeof err);
+    ck_assert_str_eq(err, "");
+    lua_close(L);
+    kiln_world_destroy(world);
+}
+END_TEST
+
 static jmp_buf recovery;
 static char panic_message[256];
 
@@ -236,6 +304,9 @@ int main(void) {
     tcase_add_test(tc, script_only_values_a_closed_state_left_read_nil_in_the_next_and_share_nothing);
     tcase_add_test(tc, a_host_world_dropped_by_host_and_script_keeps_its_schedule_until_lua_close);
     tcase_add_test(tc, a_state_without_a_needed_standard_library_is_told_which_when_the_world_is_pushed);
+    tcase_add_test(tc, a_world_the_host_destroys_under_lua_is_closed_and_its_methods_raise);
+    tcase_add_test(tc, a_world_the_host_destroys_before_lua_close_leaves_lua_close_nothing_of_it);
+    tcase_add_test(tc, a_world_lua_let_go_of_first_is_destroyed_by_the_host_with_no_hook_left_on_lua);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
