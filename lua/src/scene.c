@@ -362,11 +362,19 @@ static int push_properties(lua_State *L) {
     return 1;
 }
 
+/* An Instance its own __gc released (a finalizer kept it past that __gc, or a host script
+ * called the __gc early) has no list left: it raises, not reads as an empty scene. */
+static void instance_alive(lua_State *L, const klua_instance *ki) {
+    if (!ki->instance)
+        luaL_error(L, "attempt to use a scene instance that was released (its finalizer ran)");
+}
+
 /* The Instance a method was called on, or raises "calling 'instance:entity' on bad self (...)"
  * as every method does: klua_check_self cannot name these, which __index (a function) gives. */
 static klua_instance *check_instance(lua_State *L, const char *fname) {
     klua_instance *ki = luaL_testudata(L, 1, KLUA_INSTANCE);
     if (!ki) klua_typeerror(L, 1, fname, KLUA_INSTANCE);
+    instance_alive(L, ki);
     return ki;
 }
 
@@ -392,6 +400,7 @@ static int instance_index(lua_State *L) {
     klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
     const char *key = lua_tostring(L, 2);
     if (!key) return 0;
+    instance_alive(L, ki);
     if (strcmp(key, "roots") == 0) push_entities(L, ki->instance, true);
     else if (strcmp(key, "spawned") == 0) push_entities(L, ki->instance, false);
     else if (strcmp(key, "name") == 0) lua_pushstring(L, kiln_instance_name(ki->instance));
@@ -423,6 +432,10 @@ static int instance_gc(lua_State *L) {
  * "kiln.Instance (, 1 entities)"). */
 static int instance_tostring(lua_State *L) {
     klua_instance *ki = luaL_checkudata(L, 1, KLUA_INSTANCE);
+    if (!ki->instance) {
+        lua_pushstring(L, "kiln.Instance (released)");
+        return 1;
+    }
     const char *name = kiln_instance_name(ki->instance);
     int spawned = (int)kiln_instance_spawned(ki->instance, NULL, 0);
     if (name && *name) lua_pushfstring(L, "kiln.Instance (%s, %d entities)", name, spawned);
