@@ -39,7 +39,13 @@ int luaopen_kiln(lua_State *L);
  * lua_* functions do: call it from a C function run by lua_pcall to get the error back; called
  * outside any protected call, Lua hands the message to the state's panic function (lua_atpanic)
  * and then aborts, unless that function jumps to the host's recovery point. The state keeps
- * the World until lua_close, whether or not the host or a script keeps a reference to it. */
+ * the World until lua_close, whether or not the host or a script keeps a reference to it.
+ * A host that destroys the world while Lua still holds it (which it should not do) closes the
+ * World with it: later World methods raise "attempt to use a closed world", the script-only values
+ * go with the Lua state, and lua_close frees only Lua's own. While the World has a schedule (a
+ * Lua system, or kiln_lua_schedule), kiln_world_destroy refuses, as for any world with a
+ * schedule: it asserts, or in a release (NDEBUG) build leaves the world whole with the reason in
+ * kiln_world_error; close Lua first. */
 int kiln_lua_push_world(lua_State *L, kiln_world *world, int32_t workers);
 
 /* The kiln_world of the kiln.World at index idx; raises a Lua error for another value or a
