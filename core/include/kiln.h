@@ -181,8 +181,8 @@ bool kiln_archetype_exists(const kiln_world *world, const kiln_component *types,
  * iterating. Structural; kiln_schedule_run calls it after a frame the world grew by half+16 MiB. */
 int64_t kiln_world_trim(kiln_world *world);
 
-/* Lists live entities for tooling: writes up to capacity handles to dest (dest may be NULL when
- * capacity is 0) and returns the number of live entities, so a first call with capacity 0 sizes
+/* Lists live entities for tooling: writes up to capacity handles to dest (dest NULL with capacity
+ * > 0: -1, the world error) and returns the number of live entities, so a first call with capacity 0 sizes
  * the buffer. Order: by archetype, then row. From a hook mid-move, as kiln_entity_count too. */
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity);
 
@@ -321,8 +321,8 @@ kiln_result kiln_spawn_batch(kiln_world *world, const kiln_component *components
                              int32_t count, int32_t n, kiln_entity *dest);
 
 /* Despawns a live entity (destroy hooks run, its row swap-removed); dead: KILN_ERR_DEAD_ENTITY. _unless: refused
- * while it holds one of keep (count, copied; 0: none): KILN_ERR_INVALID_ARGUMENT "entity 5v1 holds Hull"; deferred,
- * checked again as it lands (an add queued before it may bring one), a refusal dropped then (kiln_world_dropped). */
+ * while it holds one of keep (count, copied; 0: none; < 0, or keep NULL: refused too): KILN_ERR_INVALID_ARGUMENT
+ * "entity 5v1 holds Hull"; deferred, checked again as it lands, a refusal dropped then (kiln_world_dropped). */
 kiln_result kiln_despawn(kiln_world *world, kiln_entity entity);
 kiln_result kiln_despawn_unless(kiln_world *world, kiln_entity entity, const kiln_component *keep, int32_t count);
 
@@ -336,8 +336,8 @@ bool kiln_is_alive(const kiln_world *world, kiln_entity entity);
 /* Number of live entities. */
 int64_t kiln_entity_count(const kiln_world *world);
 
-/* Lists the components of a live entity for tooling: writes up to capacity ids (ascending)
- * to dest and returns how many it has, or -1 when the entity is not alive. */
+/* Lists the components of a live entity for tooling: writes up to capacity ids (ascending) to dest
+ * and returns how many it has; -1 when not alive, or dest NULL with capacity > 0 (the world error). */
 int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest, int32_t capacity);
 
 /* Writes a handle as "12v3" (index v generation; a number from 2^53 up, in decimal) to buf (24 bytes); returns buf. */
@@ -397,8 +397,8 @@ kiln_result kiln_getter_init(kiln_world *world, kiln_component component, kiln_g
 void kiln_getter_fini(kiln_getter *getter);
 void kiln_getter_check(const kiln_getter *getter);
 /* kiln_get_many through a getter: dest[i] = kiln_getter_get(getter, entities[i]), records
- * requested a block ahead; returns how many are not NULL (count < 0 asserts). The pointers,
- * like the getter, are valid until the world's next structural change. */
+ * requested a block ahead; returns how many are not NULL (count < 0 asserts; a stale getter: debug
+ * asserts, release gives 0, dest all NULL, the world error). Pointers valid as the getter's. */
 int32_t kiln_getter_get_many(const kiln_getter *getter, const kiln_entity *entities, int32_t count, const void **dest);
 /* What kiln_get(world, entity, component) answers (tags: NULL). */
 static inline const void *kiln_getter_get(const kiln_getter *getter, kiln_entity entity) {
@@ -487,8 +487,8 @@ bool kiln_query_next(kiln_iter *it);
 kiln_result kiln_iter_fini(kiln_iter *it);
 
 /* Writes to dest a view of rows [begin, end) of the chunk in it, for splitting one archetype
- * among threads. The view shares the iteration (no kiln_query_next on it); rows marked through
- * it update the column's latest tick at its kiln_iter_fini (which ends nothing else). */
+ * among threads (rows outside the chunk, or none current: an empty view, the world error). It shares the
+ * iteration (kiln_query_next on it: a contract, debug asserts); rows it marks land at its kiln_iter_fini. */
 void kiln_iter_range(const kiln_iter *it, int32_t begin, int32_t end, kiln_iter *dest);
 
 /* Base pointer of term's column in the current chunk, or NULL. */
@@ -503,8 +503,8 @@ static inline void kiln_iter_mark_changed(kiln_iter *it, int32_t term, int32_t r
     it->marked |= (uint64_t)1 << term;
 }
 
-/* kiln_iter_mark_changed for rows [begin, end) of term, in vector stores: for a loop that
- * writes every row of the chunk, one call after it instead of one a row. */
+/* kiln_iter_mark_changed for rows [begin, end) of term, in vector stores: one call after a loop writing
+ * the chunk. Contract (unchecked in release, for speed; debug asserts): rows in it, a term with a column. */
 void kiln_iter_mark_rows(kiln_iter *it, int32_t term, int32_t begin, int32_t end);
 
 /* The tick at which row of term was last written (see kiln_row_tick), 0 without ticks. */
@@ -518,8 +518,8 @@ static inline bool kiln_iter_changed_since(const kiln_iter *it, int32_t term, in
     return it->ticks[term] != NULL && (kiln_tick)(*it->tick_base + it->ticks[term][row]) > tick;
 }
 
-/* The latest tick written anywhere in term's column of the current chunk (0 when the term
- * is absent), so a system can skip an unchanged chunk without reading its rows. */
+/* The latest tick written anywhere in term's column of the current chunk (0 when the term is absent; and
+ * for a term outside the query, the world error), so a system can skip an unchanged chunk unread. */
 kiln_tick kiln_iter_column_tick(const kiln_iter *it, int32_t term);
 
 /* ---- Command buffers -------------------------------------------------------------------- */
@@ -697,8 +697,8 @@ void kiln_jobs_destroy(kiln_jobs *jobs);
 /* Number of worker threads (0 for an inline pool). */
 int32_t kiln_jobs_worker_count(const kiln_jobs *jobs);
 
-/* Queues count jobs and adds count to counter. Fails (nothing queued) when out of memory. The
- * queue keeps its memory, so steady-state submission allocates nothing. */
+/* Queues count jobs and adds count to counter. Fails (nothing queued) when out of memory, and with
+ * KILN_ERR_INVALID_ARGUMENT for count < 0 or a NULL list. Steady-state submission allocates nothing. */
 kiln_result kiln_jobs_submit(kiln_jobs *jobs, const kiln_job *list, int32_t count,
                              kiln_counter *counter);
 

@@ -382,7 +382,10 @@ kiln_result kiln_set(kiln_world *world, kiln_entity entity, kiln_component compo
 int32_t kiln_entity_components(const kiln_world *world, kiln_entity entity, kiln_component *dest,
                                int32_t capacity) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
+    if (KL_UNLIKELY(dest == NULL && capacity > 0)) {
+        kl_refuse_dest(world, "kiln_entity_components", capacity);
+        return -1;
+    }
     const kl_record *rec = kl_record_of(world, entity);
     if (!rec) return -1;
     const kl_archetype *arch = world->archetypes[kl_record_archetype(rec)];

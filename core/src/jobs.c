@@ -172,7 +172,8 @@ static bool ring_reserve(kiln_jobs *jobs, int64_t need) {
 kiln_result kiln_jobs_submit(kiln_jobs *jobs, const kiln_job *list, int32_t count,
                              kiln_counter *counter) {
     KILN_ASSERT(jobs != NULL && counter != NULL, "jobs and counter are required");
-    KILN_ASSERT(count >= 0 && (count == 0 || list != NULL), "a list of count jobs");
+    /* no world to name it in: the code alone says it (the queue and counter unchanged) */
+    if (count < 0 || (count > 0 && list == NULL)) return KILN_ERR_INVALID_ARGUMENT;
     if (count == 0) return KILN_OK;
     pthread_mutex_lock(&jobs->lock);
     if (!ring_reserve(jobs, jobs->count + count)) {

@@ -518,8 +518,10 @@ kiln_result kiln_despawn(kiln_world *world, kiln_entity entity) {
 
 kiln_result kiln_despawn_unless(kiln_world *world, kiln_entity entity, const kiln_component *keep, int32_t count) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(count >= 0 && (keep != NULL || count == 0), "kiln_despawn_unless: keep is NULL or count negative");
     const char *call = "kiln_despawn_unless";
+    if (count < 0 || (keep == NULL && count > 0))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, count < 0 ? "%s: count %d is negative" :
+                       "%s: keep is NULL with count %d", call, (int)count);
     kl_guard_check(world, call, KL_STRUCTURAL, 0, entity);
     for (int32_t k = 0; k < count; k++) {
         if (!kiln_has(world, entity, keep[k])) continue; /* (dead, or reserved: checked as it lands) */

@@ -352,9 +352,18 @@ void kl_world_trim_due(kiln_world *world) {
 #endif
 }
 
+void kl_refuse_dest(const kiln_world *world, const char *call, int64_t capacity) {
+    /* the error buffer is the calling thread's, written as by any const call that fails */
+    kl_fail((kiln_world *)world, KILN_ERR_INVALID_ARGUMENT, "%s: dest is NULL with capacity %lld; nothing was written",
+            call, (long long)capacity);
+}
+
 int64_t kiln_world_entities(const kiln_world *world, kiln_entity *dest, int64_t capacity) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
+    if (KL_UNLIKELY(dest == NULL && capacity > 0)) {
+        kl_refuse_dest(world, "kiln_world_entities", capacity);
+        return -1;
+    }
     int64_t n = 0;
     for (int32_t a = 0; a < world->archetype_count; a++) {
         const kl_archetype *arch = world->archetypes[a];

@@ -408,6 +408,9 @@ KL_HIDDEN kiln_result kl_fail(kiln_world *world, kiln_result code, const char *f
 #endif
     ;
 
+/* Refuses a list call given a NULL dest with a capacity above 0: the world error names call. */
+KL_HIDDEN void kl_refuse_dest(const kiln_world *world, const char *call, int64_t capacity);
+
 /* Number of types registered in reg; safe on any thread. */
 static inline int32_t kl_registry_count(const kl_registry *reg) {
     return atomic_load_explicit(&((kl_registry *)reg)->count, memory_order_acquire);

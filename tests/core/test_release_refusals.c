@@ -128,3 +128,76 @@ KILN_TEST(release, destroying_a_world_that_has_a_schedule_or_a_loop_is_refused_k
     ck_assert(!kiln_query_next(&it));
     ck_assert_int_eq(*(const int32_t *)kiln_get(F.world, F.e, F.a), 7); /* teardown destroys it */
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* arguments out of bounds (a debug build asserts on most; every build refuses them now)      */
+/* ------------------------------------------------------------------------------------------ */
+
+static void error_is(const char *want) { ck_assert_str_eq(kiln_world_error(F.world), want); }
+
+KILN_TEST(release, a_range_or_column_tick_outside_the_chunk_or_query_is_refused_changing_nothing) {
+    kiln_tick before = kiln_changed_tick(F.world, F.e, F.a);
+    kiln_iter it, view;
+    kiln_query_iter(F.query, &it);
+    ck_assert(kiln_query_next(&it));
+    kiln_iter_range(&it, 0, 5000, &view);
+    error_is("kiln_iter_range: rows [0, 5000) are not within the chunk (1 rows)");
+    ck_assert_int_eq(view.count, 0);
+    kiln_iter_range(&it, -1, 1, &view);
+    error_is("kiln_iter_range: rows [-1, 1) are not within the chunk (1 rows)");
+    ck_assert_int_eq(view.count, 0);
+    ck_assert_uint_eq(kiln_iter_column_tick(&it, -1000), 0);
+    error_is("kiln_iter_column_tick: term -1000 is not within the query's 1");
+    ck_assert_int_eq(kiln_iter_fini(&it), KILN_OK);
+    kiln_iter_range(&it, 0, 1, &view);
+    error_is("kiln_iter_range: it has no current chunk");
+    ck_assert_int_eq(view.count, 0);
+    ck_assert_uint_eq(kiln_changed_tick(F.world, F.e, F.a), before);
+    refusal_fixture_unchanged(&F);
+}
+
+KILN_TEST(release, despawn_unless_with_a_negative_count_or_no_keep_list_is_refused_despawning_nothing) {
+    ck_assert_int_eq(kiln_despawn_unless(F.world, F.e, &F.a, -100000), KILN_ERR_INVALID_ARGUMENT);
+    error_is("kiln_despawn_unless: count -100000 is negative");
+    kiln_defer_begin(F.world);
+    ck_assert_int_eq(kiln_despawn_unless(F.world, F.e, NULL, 2), KILN_ERR_INVALID_ARGUMENT);
+    error_is("kiln_despawn_unless: keep is NULL with count 2");
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    refusal_fixture_unchanged(&F);
+}
+
+KILN_TEST(release, a_null_dest_with_a_capacity_is_refused_writing_nothing) {
+    ck_assert_int_eq(kiln_entity_components(F.world, F.e, NULL, 4), -1);
+    error_is("kiln_entity_components: dest is NULL with capacity 4; nothing was written");
+    ck_assert_int_eq(kiln_world_entities(F.world, NULL, 3), -1);
+    error_is("kiln_world_entities: dest is NULL with capacity 3; nothing was written");
+    ck_assert_int_eq(kiln_entity_components(F.world, F.e, NULL, 0), 1); /* sizing stays allowed */
+    ck_assert_int_eq(kiln_world_entities(F.world, NULL, 0), 1);
+    refusal_fixture_unchanged(&F);
+}
+
+KILN_TEST(release, submitting_a_negative_count_of_jobs_is_refused_leaving_the_counter) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = KILN_JOBS_INLINE});
+    ck_assert_ptr_nonnull(jobs);
+    kiln_counter counter = {0};
+    ck_assert_int_eq(kiln_jobs_submit(jobs, NULL, -2, &counter), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(kiln_jobs_submit(jobs, NULL, 3, &counter), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(counter.pending, 0);
+    kiln_jobs_destroy(jobs);
+}
+
+KILN_TEST(release, get_many_through_a_stale_getter_is_refused_writing_nulls) {
+    kiln_getter g;
+    ck_assert_int_eq(kiln_getter_init(F.world, F.a, &g), KILN_OK);
+    kiln_entity other;
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.a, (const void *[]){&(int32_t){1}}, 1, &other), KILN_OK);
+    ck_assert_int_eq(kiln_despawn(F.world, other), KILN_OK);
+    const void *dest[2] = {&g, &g};
+    ck_assert_int_eq(kiln_getter_get_many(&g, (kiln_entity[]){F.e, F.e}, 2, dest), 0);
+    ck_assert_ptr_null(dest[0]);
+    ck_assert_ptr_null(dest[1]);
+    error_is("kiln_getter_get_many: the getter is stale (its world changed structure since kiln_getter_init); "
+             "every dest is NULL");
+    kiln_getter_fini(&g);
+    refusal_fixture_unchanged(&F);
+}

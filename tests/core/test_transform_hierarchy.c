@@ -108,6 +108,23 @@ KILN_TEST(hierarchy, a_self_link_written_through_a_pointer_lists_no_child) {
     ck_assert(!kiln_is_alive(F.world, a) && kiln_is_alive(F.world, b));
 }
 
+/* Release builds wrote through the NULL (a debug build asserted): now every build refuses. */
+KILN_TEST(hierarchy, children_or_the_system_result_into_a_null_dest_with_a_capacity_are_refused) {
+    kiln_entity a, b;
+    ck_assert_int_eq(kiln_spawn(F.world, &a), KILN_OK);
+    ck_assert_int_eq(kiln_spawn(F.world, &b), KILN_OK);
+    ck_assert_int_eq(kiln_transform_set_parent(F.world, a, b), KILN_OK);
+    ck_assert_int_eq(kiln_transform_children(F.world, b, NULL, 8), -1);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_transform_children: dest is NULL with capacity 8; nothing was "
+                                                "written");
+    ck_assert_int_eq(kiln_transform_children(F.world, b, NULL, 0), 1);
+    ck_assert_int_eq(kiln_transform_system_result(F.world, NULL, 16), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_transform_system_result: dest is NULL with dest_size 16; the "
+                                                "result stays for a later call");
+    char msg[8];
+    ck_assert_int_eq(kiln_transform_system_result(F.world, msg, sizeof msg), KILN_OK);
+}
+
 KILN_TEST(hierarchy, set_parent_rejects_a_link_that_would_close_a_cycle) {
     kiln_entity e[5];
     for (int i = 0; i < 5; i++) ck_assert_int_eq(kiln_spawn(F.world, &e[i]), KILN_OK);

@@ -140,7 +140,8 @@ kiln_result kiln_transform_set_parent(kiln_world *world, kiln_entity child, kiln
  * archetype reads that archetype's row ticks and relinks the rows stamped this tick (all of
  * them, when most are), as does the first call of a tick after Parents were written through
  * a pointer. -1 when catching up runs out of memory (the world error says so, dest untouched;
- * the next call reads every link), never a count that looks like no children. */
+ * the next call reads every link), never a count that looks like no children; -1 too for dest NULL
+ * with capacity > 0. */
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity);
 
 /* Despawns root and all its descendants (each once, even where links written through a
@@ -177,7 +178,8 @@ void kiln_transform_system_desc(const kiln_world *world, kiln_system_desc *dest)
  * so a schedule's host hears of it (a system returns nothing, and the world error it left
  * belongs to the thread that ran it): its result, KILN_OK when every run since succeeded (or
  * before kiln_transform_init), with its message copied to dest ("" for none; dest_size bytes,
- * truncated, dest may be NULL when dest_size is 0). The read clears it. Call it between
+ * truncated; dest NULL with dest_size > 0: KILN_ERR_INVALID_ARGUMENT, the result kept for a later
+ * call). The read clears it. Call it between
  * schedule runs, not during one. */
 kiln_result kiln_transform_system_result(kiln_world *world, char *dest, size_t dest_size);
 

@@ -381,7 +381,10 @@ int64_t kiln_transform_links_walked(kiln_world *world) {
 
 int32_t kiln_transform_children(kiln_world *world, kiln_entity parent, kiln_entity *dest, int32_t capacity) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    KILN_ASSERT(capacity == 0 || dest != NULL, "dest is required when capacity > 0");
+    if (KL_UNLIKELY(dest == NULL && capacity > 0)) {
+        kl_refuse_dest(world, "kiln_transform_children", capacity);
+        return -1;
+    }
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st || !kl_record_of(world, parent)) return 0;
     kl_spin_lock(&st->links_lock);

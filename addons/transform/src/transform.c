@@ -450,7 +450,10 @@ static void propagate_system(const kiln_system_ctx *ctx) {
 }
 
 kiln_result kiln_transform_system_result(kiln_world *world, char *dest, size_t dest_size) {
-    KILN_ASSERT(world != NULL && (dest != NULL || dest_size == 0), "world is NULL, or dest with a size");
+    KILN_ASSERT(world != NULL, "world is NULL");
+    if (KL_UNLIKELY(dest == NULL && dest_size > 0))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_transform_system_result: dest is NULL with dest_size "
+                       "%zu; the result stays for a later call", dest_size);
     kl_transform_state *st = kl_transform_state_of(world);
     kiln_result r = st ? st->system_result : KILN_OK;
     if (dest_size > 0) snprintf(dest, dest_size, "%s", r != KILN_OK ? st->system_error : "");
