@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln.h"
 #include "kiln_persist.h"
@@ -356,24 +357,41 @@ static void *at_one_address(void *ud, void *ptr, size_t osize, size_t nsize) {
     return realloc(ptr, nsize);
 }
 
+/* A coarse monotonic clock, switched on by a test: it moves on once every COARSE_READS reads, as
+ * a clock of coarse resolution would between worlds made back to back (Linux's never does). */
+int __real_clock_gettime(clockid_t clock, struct timespec *now);
+int __wrap_clock_gettime(clockid_t clock, struct timespec *now);
+enum { COARSE_READS = 16 };
+static bool coarse_clock;
+static unsigned coarse_reads;
+
+int __wrap_clock_gettime(clockid_t clock, struct timespec *now) {
+    if (!coarse_clock || clock != CLOCK_MONOTONIC) return __real_clock_gettime(clock, now);
+    *now = (struct timespec){.tv_sec = 1, .tv_nsec = (long)(coarse_reads++ / COARSE_READS)};
+    return 0;
+}
+
 static int by_value(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return (a > b) - (a < b);
 }
 
 /* The seed tells a world from a dead one at its address (prefabs, snapshots, scene instances
- * made for it): worlds made back to back at one address, faster than a coarse clock ticks,
- * never share one. */
+ * made for it): worlds made back to back at one address, faster than a coarse clock ticks (the
+ * wrapped clock above), never share one. */
 KILN_TEST(reuse, worlds_made_back_to_back_at_one_address_get_different_seeds) {
     static one_address a;
     enum { ROUNDS = 4000 };
     static uint64_t seeds[ROUNDS];
+    coarse_clock = true;
     for (int i = 0; i < ROUNDS; i++) {
         kiln_world *w = kiln_world_create(&(kiln_world_desc){.alloc = at_one_address, .alloc_ud = &a});
         ck_assert_ptr_eq(w, (void *)a.block);
         seeds[i] = w->hash_seed;
         kiln_world_destroy(w);
     }
+    coarse_clock = false;
+    ck_assert_uint_ge(coarse_reads, ROUNDS); /* the seed read the clock that did not tick */
     qsort(seeds, ROUNDS, sizeof seeds[0], by_value);
     for (int i = 1; i < ROUNDS; i++) ck_assert_msg(seeds[i] != seeds[i - 1], "two worlds share the seed %llx",
                                                    (unsigned long long)seeds[i]);
