@@ -52,10 +52,9 @@ extern "C" {
 
 /* ---- Basic types ------------------------------------------------------------------------ */
 
-/* An entity handle: the low 32 bits are the slot index, the 21 bits above them the slot's
- * generation (1 .. 2^21-1). Handles are below 2^53, so Lua numbers and doubles carry them
- * exactly. 0 (KILN_NULL_ENTITY) is never alive. A slot whose generation would wrap is
- * retired for good, so a stale handle can never come back to life. */
+/* An entity handle: the low 32 bits are the slot index, the 21 bits above them the slot's generation (1 .. 2^21-1).
+ * Handles are below 2^53, so Lua numbers and doubles carry them exactly. 0 (KILN_NULL_ENTITY) is never alive. A slot
+ * whose generation would wrap is retired for good, so a stale handle can never come back to life. */
 typedef uint64_t kiln_entity;
 #define KILN_NULL_ENTITY ((kiln_entity)0)
 #define KILN_ENTITY_INDEX_BITS 32
@@ -135,9 +134,10 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc);
 /* Destroys the world. In order: runs the kiln_world_atfini hooks (last registered first, the world whole; one a hook
  * registers runs too; one that ran is gone for kiln_world_atfini_get, so later hooks find its addon uninitialised),
  * detaches every command buffer still recorded against it (pending values destroyed; the buffers stay valid for
- * kiln_commands_destroy only), runs the destroy hook of every live and queued component value, then of every
- * resource, each finding every row and query in place (to read; resource hooks may remove resources, not set one),
- * then frees all (every query and pointer dies). NULL: no-op. Asserts while a schedule lives or runs, from a hook. */
+ * kiln_commands_destroy only), runs the destroy hook of every live and queued value, then of every resource, each
+ * finding every row and query in place (to read; resource hooks may remove resources, not set one), then frees all.
+ * NULL: no-op. Asserts while a schedule lives or runs, a loop iterates, from its own hook; release builds refuse
+ * each, doing nothing, the reason in kiln_world_error (a hook can read it). Every query and pointer dies. */
 void kiln_world_destroy(kiln_world *world);
 
 /* A teardown hook: runs once when its world is destroyed, before anything is freed. */
@@ -638,11 +638,11 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  * A query's iteration defers the world too (kiln_query_iter): the plain API works in a loop. */
 void kiln_defer_begin(kiln_world *world);
 
-/* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could not be
- * fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the
- * change out of memory on) stays queued for the next outermost end, unless kiln_defer_clear drops it
- * (values destroyed, reserved spawns let go; refused while deferred), as an undo must. An end without a begin
- * is refused, changing nothing, also inside a running system that is not exclusive (the schedule's section). */
+/* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could not be fully applied,
+ * KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the change out of memory on) stays
+ * queued for the next outermost end, unless kiln_defer_clear drops it (values destroyed, reserved spawns let go;
+ * refused while deferred), as an undo must. An end on a thread with no kiln_defer_begin of its own open (another
+ * thread's section, a loop's) is refused, changing nothing, also inside a running system that is not exclusive. */
 kiln_result kiln_defer_end(kiln_world *world);
 void kiln_defer_clear(kiln_world *world);
 

@@ -150,28 +150,61 @@ void kl_defer_rollback(kiln_world *world, int64_t mark) {
 
 /* ---- sections ------------------------------------------------------------------------- */
 
+/* The calling thread's slot, or NULL; with claim, a free one is taken when it has none. Only the
+ * slots ever claimed are searched for its own: one thread, one slot to look at. */
+static kl_defer_slot *own_slot(kiln_world *world, bool claim) {
+    uintptr_t self = kl_thread_self();
+    int used = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed), free_at = used;
+    for (int i = 0; i < used; i++) {
+        uintptr_t t = atomic_load_explicit(&world->defer_slots[i].thread, memory_order_acquire);
+        if (t == self) return &world->defer_slots[i];
+        if (t == 0 && free_at == used) free_at = i;
+    }
+    for (int i = free_at; claim && i < KL_DEFER_SLOTS; i++) {
+        uintptr_t none = 0;
+        if (!atomic_compare_exchange_strong_explicit(&world->defer_slots[i].thread, &none, self,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        int seen = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed);
+        while (seen <= i && !atomic_compare_exchange_weak_explicit(&world->defer_slots_used, &seen, i + 1,
+                                                                   memory_order_relaxed, memory_order_relaxed)) {
+        }
+        return &world->defer_slots[i];
+    }
+    return NULL;
+}
+
+/* One of the calling thread's sections ended (or forgotten): its slot goes when none is left. */
+static void unown(kl_defer_slot *slot) {
+    if (--slot->depth == 0) atomic_store_explicit(&slot->thread, 0, memory_order_release);
+}
+
 void kiln_defer_begin(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    atomic_fetch_add_explicit(&world->defer_depth, 1, memory_order_relaxed);
+    kl_defer_slot *slot = own_slot(world, true);
+    if (slot) slot->depth++;
+    else atomic_fetch_add_explicit(&world->defer_unowned, 1, memory_order_relaxed);
+    kl_defer_open(world);
 }
 
-kiln_result kiln_defer_end(kiln_world *world) {
-    KILN_ASSERT(world != NULL, "world is NULL");
-    return kl_defer_end(world, "kiln_defer_end");
-}
-
-/* Why kl_defer_end refuses an end that finds depth sections open; off the hot path. */
+/* Why an end finding depth sections open is refused; off the hot path. */
 __attribute__((cold, noinline)) static kiln_result refuse_end(kiln_world *world, const char *call, int depth) {
     if (depth <= 0)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "%s: no deferred section is open (an end without kiln_defer_begin); nothing was changed",
                        call);
+    if (atomic_load_explicit(&world->in_stage, memory_order_relaxed))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
+                       "%s: called without kiln_defer_begin from a running system that is not exclusive (the "
+                       "open section is the schedule's); nothing was changed", call);
     return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
-                   "%s: called without kiln_defer_begin from a running system that is not exclusive (the open "
-                   "section is the schedule's); nothing was changed", call);
+                   "%s: the calling thread has no deferred section open (an end without its kiln_defer_begin; "
+                   "the open one is another thread's, or a loop's); nothing was changed", call);
 }
 
-kiln_result kl_defer_end(kiln_world *world, const char *call) {
+/* Ends a section: one off the count, unless refused; then slot (when set) loses one, or one
+ * slotless section goes when unowned is set; the outermost end applies the queue. */
+static kiln_result end_section(kiln_world *world, const char *call, kl_defer_slot *slot, bool unowned) {
     /* Checked in every build before the count moves: more ends than begins would leave it
      * below zero (a later begin defers nothing), and the last end of a running stage's section
      * belongs to the schedule (a system's unmatched end would apply the world's queue while
@@ -183,11 +216,36 @@ kiln_result kl_defer_end(kiln_world *world, const char *call) {
             return refuse_end(world, call, depth);
     } while (!atomic_compare_exchange_weak_explicit(&world->defer_depth, &depth, depth - 1,
                                                     memory_order_relaxed, memory_order_relaxed));
+    if (slot) unown(slot);
+    if (unowned) atomic_fetch_sub_explicit(&world->defer_unowned, 1, memory_order_relaxed);
     if (depth > 1) return KILN_OK;
     if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
     /* from a destroy or move hook: the queue waits for the next outermost end */
     if (kl_in_hook(world)) return kl_fail_in_hook(world, call);
     return kl_commands_apply(world->deferred, world, NULL, call);
+}
+
+kiln_result kiln_defer_end(kiln_world *world) {
+    KILN_ASSERT(world != NULL, "world is NULL");
+    /* Checked in every build: a thread ends only the sections it began. Another thread's end
+     * would land the queue under that thread's section, whose own end would then be refused. */
+    kl_defer_slot *slot = own_slot(world, false);
+    if (slot) return end_section(world, "kiln_defer_end", slot, false);
+    if (atomic_load_explicit(&world->defer_unowned, memory_order_relaxed) > 0) /* beyond the slots */
+        return end_section(world, "kiln_defer_end", NULL, true);
+    return refuse_end(world, "kiln_defer_end", atomic_load_explicit(&world->defer_depth, memory_order_relaxed));
+}
+
+kiln_result kl_defer_end(kiln_world *world, const char *call) { return end_section(world, call, NULL, false); }
+
+int32_t kl_defer_owned(const kiln_world *world) {
+    kl_defer_slot *slot = own_slot((kiln_world *)world, false);
+    return slot ? slot->depth : 0;
+}
+
+void kl_defer_disown(kiln_world *world, int32_t keep) {
+    kl_defer_slot *slot = own_slot(world, false);
+    while (slot && slot->depth > keep) unown(slot);
 }
 
 void kiln_defer_clear(kiln_world *world) {

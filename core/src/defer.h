@@ -50,8 +50,20 @@ KL_HIDDEN kiln_result kl_defer_spawn_batch(kiln_world *world, const char *call,
                                            const kiln_component *components, int32_t count,
                                            int32_t n, kiln_entity *dest);
 
-/* kiln_defer_end with call naming the public function in messages. */
+/* Opens a section no thread owns, for a caller that ends it itself with kl_defer_end (a loop, a
+ * schedule run, a save): unlike kiln_defer_begin, no kiln_defer_end of the thread may end it. */
+static inline void kl_defer_open(kiln_world *world) {
+    atomic_fetch_add_explicit(&world->defer_depth, 1, memory_order_relaxed);
+}
+
+/* Ends a section kl_defer_open opened (or one a system left open), with call naming the public
+ * function in messages: kiln_defer_end without the check of whose section it is. */
 KL_HIDDEN kiln_result kl_defer_end(kiln_world *world, const char *call);
+
+/* How many kiln_defer_begin sections of the calling thread are open on world (slotless: 0), and
+ * forgetting those above keep: a schedule ends what a system left open, on its own thread. */
+KL_HIDDEN int32_t kl_defer_owned(const kiln_world *world);
+KL_HIDDEN void kl_defer_disown(kiln_world *world, int32_t keep);
 
 /* Queues a despawn of a live or reserved entity; with keep (count > 0, copied), one that
  * kiln_despawn_unless refuses as it lands while the entity holds one of them. */

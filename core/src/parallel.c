@@ -132,7 +132,7 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
 
     /* Hold the world deferred and iterating across the whole run: the iteration below ends
      * before the jobs start. */
-    kiln_defer_begin(world);
+    kl_defer_open(world);
     atomic_fetch_add_explicit(&world->iterating, 1, memory_order_relaxed);
     const struct kl_system *caller = kl_guard_system(world);
     int32_t n_chunks = 0, n_ranges = 0;

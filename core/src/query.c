@@ -389,7 +389,7 @@ void kl_query_iter_unchecked(const kiln_query *query, kiln_iter *it) {
     it->era_high = (uint16_t)(era >> 32);
     atomic_fetch_add_explicit(&query->world->iterating, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&((kiln_query *)query)->iterating, 1, memory_order_relaxed);
-    kiln_defer_begin(query->world);
+    kl_defer_open(query->world);
 }
 
 /* Publishes the latest tick of every column the chunk marked. */

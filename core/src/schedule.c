@@ -428,7 +428,10 @@ static void run_system(void *arg) {
     int64_t t0 = now_ns();
     int depth = atomic_load_explicit(&sys->ctx.world->defer_depth, memory_order_relaxed);
     int iterating = atomic_load_explicit(&sys->ctx.world->iterating, memory_order_relaxed);
+    int32_t owned = kl_defer_owned(sys->ctx.world);
     sys->run(&sys->ctx);
+    /* what it left open the schedule ends (close_left_sections): no later end of this thread may */
+    kl_defer_disown(sys->ctx.world, owned);
     /* exact when it ran alone; beside others, their iterations may count too */
     sys->defer_left = atomic_load_explicit(&sys->ctx.world->defer_depth, memory_order_relaxed) - depth;
     sys->iter_left = atomic_load_explicit(&sys->ctx.world->iterating, memory_order_relaxed) - iterating;
@@ -566,7 +569,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
     kiln_events_update(world);
     kiln_result result = KILN_OK;
     bool parallel = s->jobs != NULL && kiln_jobs_worker_count(s->jobs) > 0;
-    kiln_defer_begin(world);
+    kl_defer_open(world);
     for (int32_t st = 0; st < s->stage_count; st++) {
         int32_t first = s->stage_start[st], end = s->stage_start[st + 1];
         int32_t workers = 0, enabled = 0;
@@ -592,7 +595,7 @@ kiln_result kiln_schedule_run(kiln_schedule *s, double dt) {
             s->may_add = false;
             r = close_left_sections(s, first, end, depth, iterating);
             if (r != KILN_OK && result == KILN_OK) result = r;
-            kiln_defer_begin(world);
+            kl_defer_open(world);
         } else {
             int depth = atomic_load_explicit(&world->defer_depth, memory_order_relaxed);
             int iterating = atomic_load_explicit(&world->iterating, memory_order_relaxed);

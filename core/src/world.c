@@ -131,7 +131,11 @@ void kiln_world_destroy(kiln_world *world) {
     KILN_ASSERT(world->iterating == 0, "kiln_world_destroy while a query iterates");
     /* Release builds refuse each (the world stays): what runs, iterates or holds the world
      * would go on using freed memory. */
-    if (world->destroying) return;
+    if (world->destroying) {
+        kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_world_destroy: the world is already being destroyed (a call "
+                "from one of its teardown or destroy hooks); this call did nothing, the destroy under way goes on");
+        return;
+    }
     if (world->schedule_runs != 0 || world->schedules != 0 || atomic_load(&world->iterating) != 0) {
         kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_world_destroy: %s; nothing was destroyed",
                 world->schedule_runs ? "a schedule of the world is running (a call from a system)"

@@ -260,6 +260,15 @@ typedef struct kl_error_slots {
     kl_error_slot *slots;
 } kl_error_slots;
 
+/* One thread's kiln_defer_begin sections still open on a world: an end is that thread's to make
+ * (defer.c). A thread beyond KL_DEFER_SLOTS of them counts in defer_unowned, unchecked. */
+#define KL_DEFER_SLOTS 32
+
+typedef struct kl_defer_slot {
+    _Atomic(uintptr_t) thread; /* the thread that claimed it, 0 when free */
+    int32_t depth;             /* read and written only by that thread */
+} kl_defer_slot;
+
 /* A teardown hook registered with kiln_world_atfini. */
 typedef struct kl_fini {
     kiln_fini_fn fn;
@@ -280,6 +289,9 @@ struct kiln_world {
      * iterator keeps its low 48 bits (iteration_era in query.c says why that is enough). */
     _Atomic(uint64_t) iter_era;
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
+    kl_defer_slot defer_slots[KL_DEFER_SLOTS]; /* whose kiln_defer_begin sections are open */
+    atomic_int defer_slots_used; /* slots below it were ever claimed: a thread's own is there */
+    atomic_int defer_unowned; /* those of threads that found no free slot */
     int32_t in_hook;         /* > 0 while a change runs destroy or move hooks (kl_in_hook) */
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */

@@ -1,6 +1,7 @@
 /* test_release_refusals.c: Check suite linked with the library built as a release build builds it (NDEBUG):
  * misuse a debug build aborts on (declared access, destroying what is in use) is refused there, changing nothing. */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,6 +70,63 @@ KILN_TEST(release, a_worker_system_registering_or_changing_the_world_is_refused_
     refusal_fixture_unchanged(&F);
 }
 
+/* What another thread's kiln_defer_end calls gave, with the messages, and its own section's. */
+typedef struct stray_ender {
+    kiln_result stray, own_begin_end;
+    bool deferred_after;
+    char message[320];
+} stray_ender;
+
+static void *end_from_another_thread(void *arg) {
+    stray_ender *s = arg;
+    s->stray = kiln_defer_end(F.world);
+    snprintf(s->message, sizeof s->message, "%s", kiln_world_error(F.world));
+    kiln_defer_begin(F.world); /* its own section nests in the other's: its end lands nothing */
+    s->own_begin_end = kiln_defer_end(F.world);
+    s->deferred_after = kiln_is_deferred(F.world);
+    return NULL;
+}
+
+KILN_TEST(release, a_deferred_end_from_a_thread_that_began_no_section_is_refused_leaving_the_others_open) {
+    kiln_defer_begin(F.world);
+    kiln_defer_begin(F.world); /* nested: the stray end must not take the inner one either */
+    kiln_entity queued;
+    ck_assert_int_eq(kiln_spawn_with(F.world, &F.a, (const void *[]){&(int32_t){3}}, 1, &queued), KILN_OK);
+    stray_ender s = {0};
+    pthread_t other;
+    ck_assert_int_eq(pthread_create(&other, NULL, end_from_another_thread, &s), 0);
+    ck_assert_int_eq(pthread_join(other, NULL), 0);
+    ck_assert_int_eq(s.stray, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(s.message, "kiln_defer_end: the calling thread has no deferred section open (an end without "
+                                "its kiln_defer_begin; the open one is another thread's, or a loop's); nothing was "
+                                "changed");
+    ck_assert_int_eq(s.own_begin_end, KILN_OK);
+    ck_assert(s.deferred_after);
+    ck_assert(!kiln_is_alive(F.world, queued));
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK); /* both of this thread's ends are its own */
+    ck_assert(kiln_is_deferred(F.world));
+    ck_assert(!kiln_is_alive(F.world, queued));
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    ck_assert(!kiln_is_deferred(F.world));
+    ck_assert_int_eq(*(const int32_t *)kiln_get(F.world, queued, F.a), 3);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_INVALID_ARGUMENT); /* one too many */
+    ck_assert_int_eq(kiln_despawn(F.world, queued), KILN_OK);
+    refusal_fixture_unchanged(&F);
+}
+
+/* A loop's section is its own: a kiln_defer_end inside it would land the queue under the loop. */
+KILN_TEST(release, a_deferred_end_inside_a_loop_without_its_begin_is_refused) {
+    kiln_iter it;
+    kiln_query_iter(F.query, &it);
+    ck_assert(kiln_query_next(&it));
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert(kiln_is_deferred(F.world));
+    ck_assert(!kiln_query_next(&it));
+    ck_assert_int_eq(kiln_iter_fini(&it), KILN_OK);
+    ck_assert(!kiln_is_deferred(F.world));
+    refusal_fixture_unchanged(&F);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* destroying what is still in use (a debug build asserts)                                    */
 /* ------------------------------------------------------------------------------------------ */
@@ -110,6 +168,50 @@ KILN_TEST(release, a_system_destroying_its_buffer_schedule_or_world_is_refused_a
     ck_assert_int_eq(kiln_schedule_run(d.schedule, 0.0), KILN_OK); /* all still whole */
     ck_assert_int_eq(kiln_entity_count(F.world), 3);
     kiln_schedule_destroy(d.schedule);
+}
+
+/* A world's teardown hook and a value's destroy hook each destroying the world again. */
+typedef struct redestroyer {
+    kiln_world *world;
+    char messages[2][256];
+    int destroyed;
+} redestroyer;
+
+static void destroy_again(redestroyer *r, int i) {
+    kiln_world_clear_error(r->world);
+    kiln_world_destroy(r->world);
+    snprintf(r->messages[i], sizeof r->messages[i], "%s", kiln_world_error(r->world));
+}
+
+static void destroy_from_fini(kiln_world *world, void *ctx) {
+    (void)world;
+    destroy_again(ctx, 0);
+}
+
+static void destroy_from_value(void *ptr, int32_t count, void *ctx) {
+    (void)ptr;
+    redestroyer *r = ctx;
+    r->destroyed += count;
+    destroy_again(r, 1);
+}
+
+KILN_TEST(release, destroying_a_world_from_its_own_teardown_or_destroy_hook_is_refused_with_a_message) {
+    static redestroyer r;
+    memset(&r, 0, sizeof r);
+    r.world = kiln_world_create(NULL);
+    ck_assert_ptr_nonnull(r.world);
+    kiln_component held;
+    ck_assert_int_eq(kiln_component_register(r.world, &(kiln_component_desc){.name = "Held", .size = 4,
+                                                 .destroy = destroy_from_value, .hook_ctx = &r}, &held),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_spawn_with(r.world, &held, (const void *[]){&(int32_t){1}}, 1, NULL), KILN_OK);
+    ck_assert_int_eq(kiln_world_atfini(r.world, destroy_from_fini, &r), KILN_OK);
+    kiln_world_destroy(r.world); /* one destroy, whole: the value's hook ran once */
+    const char *want = "kiln_world_destroy: the world is already being destroyed (a call from one of its teardown "
+                       "or destroy hooks); this call did nothing, the destroy under way goes on";
+    ck_assert_str_eq(r.messages[0], want);
+    ck_assert_str_eq(r.messages[1], want);
+    ck_assert_int_eq(r.destroyed, 1);
 }
 
 KILN_TEST(release, destroying_a_world_that_has_a_schedule_or_a_loop_is_refused_keeping_it) {

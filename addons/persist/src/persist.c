@@ -37,7 +37,7 @@ kiln_result pz_check_idle(kiln_world *world, const char *call) {
 
 void pz_hold(kiln_world *world) {
     atomic_fetch_add_explicit(&world->iterating, 1, memory_order_relaxed);
-    kiln_defer_begin(world);
+    kl_defer_open(world);
 }
 
 kiln_result pz_release(kiln_world *world, const char *call, kiln_result r) {
