@@ -29,7 +29,7 @@ typedef struct klua_budget {
     int64_t growth_max; /* bytes a statement may grow Lua's memory by */
     bool active;      /* a statement is running under this budget */
     bool spent;
-    char reason[160]; /* why it was spent: every raise after the first repeats it */
+    char reason[200]; /* why it was spent: every raise after the first repeats it */
     lua_Alloc alloc;  /* while a statement runs: the state's allocator, which budget_alloc */
     void *alloc_ud;   /* calls, counting what the statement grows Lua's memory by */
     int64_t grown;    /* bytes Lua's memory grew since the statement started (net) */

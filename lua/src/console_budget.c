@@ -250,19 +250,45 @@ static int statement_handler(lua_State *L) {
 
 #if !KLUA_LUAJIT
 #define LONG_TEXT 65536 /* bytes past which load parses a text without a name in pieces too */
+enum { PIECE = 512, UP_TEXT = 1, UP_AT, UP_JUMPS };
 
-/* load's reader in place of a text with a name (the session's own compile): the text in
- * 512-byte pieces, so that the call hook reads the clock between them (the parser runs no
- * hook, and an and-chain of 100k terms took it 18 s). Upvalues: the text, the offset. */
+/* Whether the load about to run (arguments from 1) is handed its text in pieces: a text with
+ * a name (the session's own compile), or a long one. */
+static bool load_in_pieces(lua_State *L) {
+    return lua_type(L, 1) == LUA_TSTRING &&
+           ((lua_gettop(L) >= 2 && !lua_isnil(L, 2)) || lua_rawlen(L, 1) > LONG_TEXT);
+}
+
+static bool word_byte(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+/* load's reader in place of such a text: the text in pieces of about 512 bytes (a word whole
+ * in one), so that the call hook reads the clock between them (the parser runs no hook, and an
+ * and-chain of 100k terms took it 18 s). Each piece's jump words are charged as it is handed
+ * over, what they add to the parse (k * k / 4 for k so far): counted over the whole text before
+ * the call, 16 MB took 0.33 s (5 s under ASan) past a 100 ms limit that no hook could read.
+ * Upvalues (UP_): the text, the offset, the jump words so far. */
 static int text_pieces(lua_State *L) {
     size_t n;
-    const char *s = lua_tolstring(L, lua_upvalueindex(1), &n);
-    size_t at = (size_t)lua_tointeger(L, lua_upvalueindex(2));
+    const char *s = lua_tolstring(L, lua_upvalueindex(UP_TEXT), &n);
+    size_t at = (size_t)lua_tointeger(L, lua_upvalueindex(UP_AT));
     if (!s || at >= n) return 0;
-    size_t piece = n - at < 512 ? n - at : 512;
-    lua_pushinteger(L, (lua_Integer)(at + piece));
-    lua_replace(L, lua_upvalueindex(2));
-    lua_pushlstring(L, s + at, piece);
+    size_t end = at + (n - at < PIECE ? n - at : PIECE);
+    while (end < n && word_byte(s[end - 1]) && word_byte(s[end])) end++;
+    double before = lua_tonumber(L, lua_upvalueindex(UP_JUMPS)), k = before + klua_jump_words(s + at, end - at);
+    klua_budget *b = current(L);
+    double cost = (k * k - before * before) / 4;
+    if (b && !(cost <= (double)b->left)) { /* spent: load would catch a plain error, the statement go on */
+        char why[200]; /* lua_pushfstring knows no %g precision */
+        snprintf(why, sizeof why, "console: %s.load could take %.3g steps (its jump lists read to byte %zu of %zu), "
+                 "past what is left of the statement's instruction budget", LUA_GNAME, k * k / 4, end, n);
+        exhaust(L, b, why);
+    }
+    if (b) b->left -= (int64_t)cost;
+    lua_pushinteger(L, (lua_Integer)end);
+    lua_replace(L, lua_upvalueindex(UP_AT));
+    lua_pushnumber(L, k);
+    lua_replace(L, lua_upvalueindex(UP_JUMPS));
+    lua_pushlstring(L, s + at, end - at);
     return 1;
 }
 #endif
@@ -296,11 +322,11 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
      * without a name (named "=(load)" then, not after itself): the charge by its length
      * assumed a parse 4 times as fast as plain statements take (60 MB held the game 3.8 s).
      * A short one keeps its own name, its parse bounded by the charge */
-    if (kind == KLUA_COST_LOAD && lua_type(L, 1) == LUA_TSTRING &&
-        ((lua_gettop(L) >= 2 && !lua_isnil(L, 2)) || lua_rawlen(L, 1) > LONG_TEXT)) {
+    if (kind == KLUA_COST_LOAD && load_in_pieces(L)) {
         lua_pushvalue(L, 1);
         lua_pushinteger(L, 0);
-        lua_pushcclosure(L, text_pieces, 2);
+        lua_pushnumber(L, 0);
+        lua_pushcclosure(L, text_pieces, UP_JUMPS);
         lua_replace(L, 1);
     }
     /* a coroutine's body runs protected, so that the budget stopping it leaves its hooks on
@@ -332,11 +358,17 @@ static void guard(lua_State *L, klua_budget *b, charged kind) {
 /* Charges the call of kind about to run (its arguments from index 1) its worst case, or
  * raises when that does not fit. */
 static void charge(lua_State *L, klua_budget *b, charged kind) {
-    /* a text is charged as it is (its jump lists refuse a quadratic parse at once), before
-     * the guard hands load its pieces */
+    /* a short text is charged as it is (its jump lists refuse a quadratic parse at once); one
+     * the guard hands over in pieces, its length (its jump lists as each piece is read) */
     if (kind != KLUA_COST_LOAD) guard(L, b, kind);
     double steps, bytes;
-    klua_cost(L, kind, (double)b->left, &steps, &bytes);
+#if !KLUA_LUAJIT
+    if (kind == KLUA_COST_LOAD && load_in_pieces(L)) { /* read: the parse is charged piece by piece */
+        steps = (double)lua_rawlen(L, 1) / KLUA_COST_BYTES_PER_STEP;
+        bytes = 0;
+    } else
+#endif
+        klua_cost(L, kind, (double)b->left, &steps, &bytes);
     const char *name = CHARGED[kind].name, *lib = CHARGED[kind].lib;
     char why[160]; /* lua_pushfstring knows no %g precision */
     if (bytes > KLUA_COST_RESULT_MAX) {

@@ -229,8 +229,7 @@ static void refuse_len_metamethod(lua_State *L, const char *name) {
 /* The words of s that make the parser join a jump list (and, or, elseif, break, goto): it
  * walks the list at each, so a chain of k costs about k * k / 2 list steps (100k took Lua
  * 5.4 18 s). Counted in strings and comments too: an upper bound. */
-static double jump_words(const char *s, size_t n) {
-    static const char *const words[] = {"and", "or", "elseif", "break", "goto"};
+double klua_jump_words(const char *s, size_t n) {
     double k = 0;
     for (size_t i = 0; i < n;) {
         if (!(isalnum((unsigned char)s[i]) || s[i] == '_')) {
@@ -239,15 +238,22 @@ static double jump_words(const char *s, size_t n) {
         }
         size_t start = i;
         while (i < n && (isalnum((unsigned char)s[i]) || s[i] == '_')) i++;
-        for (size_t w = 0; w < sizeof words / sizeof *words; w++)
-            if (i - start == strlen(words[w]) && memcmp(s + start, words[w], i - start) == 0) k++;
+        const char *w = s + start;
+        switch (i - start) { /* by length: the scan reads each byte once, no word list */
+        case 2: k += memcmp(w, "or", 2) == 0; break;
+        case 3: k += memcmp(w, "and", 3) == 0; break;
+        case 4: k += memcmp(w, "goto", 4) == 0; break;
+        case 5: k += memcmp(w, "break", 5) == 0; break;
+        case 6: k += memcmp(w, "elseif", 6) == 0; break;
+        default: break;
+        }
     }
     return k;
 }
 
 /* The parse of text: read, and with its jump lists. */
 static double text_steps(const char *s, size_t n) {
-    double k = jump_words(s, n);
+    double k = klua_jump_words(s, n);
     return (double)n / KLUA_COST_BYTES_PER_STEP + k * k / 4;
 }
 

@@ -431,10 +431,9 @@ KLUA_HIDDEN void *klua_check_self(lua_State *L, const char *tname, const char *c
  * (lua/kiln) took its place in the method table and calls it (LuaJIT's world:spawn). */
 KLUA_HIDDEN void klua_name_replaced(lua_State *L, int fn_idx, const char *name);
 KLUA_HIDDEN klua_world *klua_check_world(lua_State *L, int idx); /* raises when closed */
-/* The World a method was called on (argument 1), checked against the metatable the method
- * holds as upvalue KLUA_UPV_META. Raises when closed. Also holds the collector until the
- * method returns or raises (rule 3), so no __gc finalizer can change the world while the
- * method holds pointers into it or its scratch. */
+/* The World a method was called on (argument 1), checked against the metatable the method holds as upvalue
+ * KLUA_UPV_META. Raises when closed. Also holds the collector until the method returns or raises (rule 3), so no
+ * __gc finalizer can change the world while the method holds pointers into it or its scratch. */
 KLUA_HIDDEN klua_world *klua_self(lua_State *L);
 /* klua_self without holding the collector, arguments padded: for hot methods (rule 3a). */
 KLUA_HIDDEN klua_world *klua_self_unheld(lua_State *L);
@@ -450,10 +449,9 @@ KLUA_HIDDEN void klua_hold_gc(lua_State *L, klua_world *kw);
  * replaced it through debug.getregistry(); every read of it checks its type first). */
 KLUA_HIDDEN KLUA_NORETURN void klua_names_changed(lua_State *L);
 KLUA_HIDDEN void klua_release_gc(lua_State *L, klua_world *kw);
-/* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call.
- * Growing it keeps its first bytes (what a caller converted before asking for more); the
- * pointer is valid until the next call that asks for scratch. Conversions into it run no
- * Lua code. */
+/* A 16-byte-aligned buffer of at least size bytes owned by the world, reused call to call. Growing it keeps its
+ * first bytes (what a caller converted before asking for more); the pointer is valid until the next call that asks
+ * for scratch. Conversions into it run no Lua code. */
 KLUA_HIDDEN uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size);
 /* Pushes the kiln.World userdata of kw (also outside world:progress). */
 KLUA_HIDDEN void klua_push_self(lua_State *L, klua_world *kw);
@@ -639,6 +637,8 @@ typedef enum klua_costly {
 /* The steps and bytes the call of kind at hand (its arguments from stack index 1) may take
  * at worst; left is what the caller's budget has left (a long concat is refused early). */
 KLUA_HIDDEN void klua_cost(lua_State *L, klua_costly kind, double left, double *steps, double *bytes);
+/* The words of s[0, n) joining a parser jump list (and, or, elseif, break, goto): k take k * k / 4 steps. */
+KLUA_HIDDEN double klua_jump_words(const char *s, size_t n);
 
 /* ---- console_budget.c, seen from the world's methods ----
  * The reason a console statement running on L is out of time (its budget then spent: the
