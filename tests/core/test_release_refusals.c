@@ -114,6 +114,46 @@ KILN_TEST(release, a_deferred_end_from_a_thread_that_began_no_section_is_refused
     refusal_fixture_unchanged(&F);
 }
 
+static void leave_open(const kiln_system_ctx *ctx) { kiln_defer_begin(ctx->world); }
+
+typedef struct section_holder {
+    pthread_barrier_t opened, ended;
+} section_holder;
+
+static void *hold_a_section(void *arg) {
+    section_holder *h = arg;
+    kiln_defer_begin(F.world);
+    pthread_barrier_wait(&h->opened);
+    pthread_barrier_wait(&h->ended);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_OK);
+    return NULL;
+}
+
+/* The section a system left open is ended by its schedule: no later end of the thread it ran
+ * on may count it as its own, as the end of another thread's section. */
+KILN_TEST(release, a_section_a_system_left_open_is_no_later_end_s_own) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "leaky", .run = leave_open,
+                                                              .main_thread = true}), KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_ERR_INVALID_ARGUMENT); /* ended, named */
+    kiln_schedule_destroy(s);
+    ck_assert(!kiln_is_deferred(F.world));
+    section_holder h;
+    pthread_barrier_init(&h.opened, NULL, 2);
+    pthread_barrier_init(&h.ended, NULL, 2);
+    pthread_t other;
+    ck_assert_int_eq(pthread_create(&other, NULL, hold_a_section, &h), 0);
+    pthread_barrier_wait(&h.opened);
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert(kiln_is_deferred(F.world));
+    pthread_barrier_wait(&h.ended);
+    ck_assert_int_eq(pthread_join(other, NULL), 0);
+    pthread_barrier_destroy(&h.opened);
+    pthread_barrier_destroy(&h.ended);
+    ck_assert(!kiln_is_deferred(F.world));
+    refusal_fixture_unchanged(&F);
+}
+
 /* A loop's section is its own: a kiln_defer_end inside it would land the queue under the loop. */
 KILN_TEST(release, a_deferred_end_inside_a_loop_without_its_begin_is_refused) {
     kiln_iter it;
