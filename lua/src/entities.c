@@ -23,14 +23,12 @@ static kiln_entity arg_entity(lua_State *L, int arg, const char *fname) {
     return id >= 0 ? (kiln_entity)id : klua_check_entity(L, arg, fname);
 }
 
-/* Converts the value at (absolute) idx for data component cc (a table of fields, or true for a tag)
- * into buf without raising: false when anything is off (a bad field, a value that needs a
- * message), so the general path runs and raises as it always did. Creates nothing. */
-static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, uint8_t *buf) {
+/* Converts the fields named in the table at (absolute) idx into buf, over what buf holds,
+ * without raising or creating anything (rule 3a): false at the first field the general
+ * conversion would refuse (it makes a message) or, with charged, charge a budget for (a long
+ * array), so that it runs instead, held, and names it. */
+static bool fields_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, uint8_t *buf, bool charged) {
     const kiln_component_info *info = &cc->info;
-    if (info->size == 0) return lua_isboolean(L, idx) && lua_toboolean(L, idx);
-    if (!lua_istable(L, idx) || info->field_count == 0) return false;
-    klua_default_value(info, buf);
     lua_pushnil(L);
     const char *const *keys = kw->key_ptrs + cc->key0;
     while (lua_next(L, idx)) {
@@ -46,12 +44,24 @@ static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int 
             if (isfinite(v) && fabs(v) > 3.4028234663852886e38) return false;
             float x = (float)v;
             memcpy(buf + f->offset, &x, 4);
-        } else if (klua_to_field(L, -1, f, buf)) {
+        } else if ((charged && f->count > KLUA_SHORT_ARRAY && f->type != KILN_TYPE_CHAR) ||
+                   klua_to_field(L, -1, f, buf)) {
             return false;
         }
         lua_pop(L, 1);
     }
     return true;
+}
+
+/* Converts the value at (absolute) idx for data component cc (a table of fields, or true for a tag)
+ * into buf without raising: false when anything is off (a bad field, a value that needs a
+ * message), so the general path runs and raises as it always did. Creates nothing. */
+static bool convert_fast(lua_State *L, klua_world *kw, const klua_comp *cc, int idx, uint8_t *buf) {
+    const kiln_component_info *info = &cc->info;
+    if (info->size == 0) return lua_isboolean(L, idx) && lua_toboolean(L, idx);
+    if (!lua_istable(L, idx) || info->field_count == 0) return false;
+    klua_default_value(info, buf);
+    return fields_fast(L, kw, cc, idx, buf, false);
 }
 
 /* world:spawn's common case: no mod, every component a data component or tag (no Lua values)
@@ -246,6 +256,25 @@ static inline const klua_comp *comp_not_tag(lua_State *L, klua_world *kw, kiln_c
     return cc;
 }
 
+/* After a fast conversion gave up: the message a fault makes may have run a finalizer that
+ * closed the world, grew its scratch or despawned the entity. Raises for a closed world, holds
+ * the collector (the general conversion reads the world's fields while it makes messages) and
+ * returns the scratch afresh; the caller checks the entity again. */
+static uint8_t *hold_for_general(lua_State *L, klua_world *kw, size_t size) {
+    if (kw->closed) luaL_error(L, "attempt to use a closed world");
+    klua_hold_gc(L, kw);
+    return klua_scratch(L, kw, size);
+}
+
+/* world:add's data value (argument 4) into buf, creating nothing: nil (the defaults) or a table
+ * fields_fast takes. False sends it to klua_build_value, held, which converts or names the fault. */
+static bool add_fast(lua_State *L, klua_world *kw, const klua_comp *cc, uint8_t *buf) {
+    bool nil = lua_isnil(L, 4);
+    if (!nil && (!lua_istable(L, 4) || cc->info.field_count == 0)) return false;
+    klua_default_value(&cc->info, buf);
+    return nil || fields_fast(L, kw, cc, 4, buf, true);
+}
+
 static int w_add(lua_State *L) {
     klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:add";
@@ -254,18 +283,24 @@ static int w_add(lua_State *L) {
     if (!kiln_is_alive(kw->world, e) && !kiln_is_deferred(kw->world)) klua_check_alive(L, kw, e, fname);
     const klua_comp *cc = comp_not_tag(L, kw, c, fname); /* makes strings: before the scratch is taken */
     const kiln_component_info *info = &cc->info;
-    /* info is the world's: no finalizer may close it while a value converts (a tag's converts
-     * nothing, a Lua value's reads no info once it allocates: neither holds, and a tag's add,
-     * the usual add, stays as cheap as before) */
-    if (info->size > 0 && !klua_is_lua_valued(kw, c)) klua_hold_gc(L, kw);
+    /* info is the world's: no finalizer may close it while a value converts. A tag's converts
+     * nothing and a Lua value's reads no info once it allocates; a data value is converted
+     * creating nothing first, and held only for the general conversion, which makes the
+     * messages (a mod's hooks hold it from here, as they run Lua-facing accounting). */
+    size_t size = info->size; /* (info is read again only once the world is known open) */
+    bool data = size > 0 && !klua_is_lua_valued(kw, c);
+    if (data && kw->mod_hooks) klua_hold_gc(L, kw);
     bool had = kw->mod_hooks && kiln_has(kw->world, e, c); /* (only a mod's view asks) */
     if (kw->mod_hooks && !had) { /* raises past the mod's budgets */
         kw->mod_hooks->before_add(L, kw, e, c);
         if (info->size) kw->mod_hooks->before_grow(L, kw, e, c, (int64_t)(info->stride + sizeof(kiln_row_tick)), fname);
         else kw->mod_hooks->before_reshape(L, kw, e, c, true, fname);
     }
-    uint8_t *val = klua_scratch(L, kw, info->size);
-    klua_build_value(L, kw, c, 4, val, info, fname, e);
+    uint8_t *val = klua_scratch(L, kw, size);
+    if (!data || kw->mod_hooks || !add_fast(L, kw, cc, val)) {
+        if (data && !kw->mod_hooks) val = hold_for_general(L, kw, size); /* (kiln_add checks e) */
+        klua_build_value(L, kw, c, 4, val, info, fname, e);
+    }
     if (kw->closed) luaL_error(L, "attempt to use a closed world"); /* by a finalizer of a Lua value's ref */
     if (kw->mod_hooks && had) kw->mod_hooks->before_change(L, kw, e, c, val, fname); /* (no Lua value to let go) */
     int64_t walked = info->has_check ? klua_links_walked(kw) : 0;
@@ -357,16 +392,24 @@ static void write_named_fields(lua_State *L, int idx, const kiln_component_info 
     }
 }
 
+/* The bytes of e's component c, for world:set: raises when e is not alive or has no c. */
+static const void *set_target(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *name,
+                              const char *fname) {
+    klua_check_alive(L, kw, e, fname);
+    char eb[24];
+    if (!kiln_has(kw->world, e, c)) klua_fail(L, fname, "entity %s has no %s", klua_entity_str(e, eb), name);
+    return kiln_get(kw->world, e, c);
+}
+
 static int w_set(lua_State *L) {
     klua_world *kw = self_args(L, 4); /* an absent value reads as nil */
     const char *fname = "world:set";
     kiln_entity e;
     kiln_component c = entity_component(L, kw, fname, true, &e);
-    klua_check_alive(L, kw, e, fname);
-    kiln_component_info info;
-    kiln_component_info_get(kw->world, c, &info);
-    char eb[24];
-    if (!kiln_has(kw->world, e, c)) klua_fail(L, fname, "entity %s has no %s", klua_entity_str(e, eb), info.name);
+    const klua_comp *cc = klua_comp_ready(kw, c);
+    if (!cc) cc = klua_comp_get(L, kw, c); /* makes strings: before anything is read */
+    const kiln_component_info *info = &cc->info;
+    set_target(L, kw, e, c, info->name, fname);
     if (klua_is_lua_valued(kw, c)) {
         /* Replace the Lua value: a new ref, then the old one released. */
         int32_t *slot = kiln_get_mut(kw->world, e, c);
@@ -376,23 +419,29 @@ static int w_set(lua_State *L) {
         klua_unref_value(L, kw, c, &old);
         return 0;
     }
-    if (info.size == 0) return 0;
-    if (info.field_count == 0) klua_fail(L, fname, "%s has no reflected fields to set from Lua", info.name);
+    if (info->size == 0) return 0;
+    if (info->field_count == 0) klua_fail(L, fname, "%s has no reflected fields to set from Lua", info->name);
     /* Convert into a copy (every field checked), then write only the fields named. info's
-     * fields are the world's: held, so no finalizer the conversion's messages run closes it. */
-    klua_hold_gc(L, kw);
-    uint8_t *val = klua_scratch(L, kw, info.size);
-    memcpy(val, kiln_get(kw->world, e, c), info.size);
-    klua_read_fields(L, 4, &info, val, fname, e);
+     * fields are the world's: converted creating nothing first; the general conversion, which
+     * makes messages (whose collector step could run a finalizer that closes the world), holds. */
+    size_t size = info->size; /* (info is read again only once the world is known open) */
+    uint8_t *val = klua_scratch(L, kw, size);
+    memcpy(val, kiln_get(kw->world, e, c), size);
+    if (kw->mod_hooks || !lua_istable(L, 4) || !fields_fast(L, kw, cc, 4, val, true)) {
+        val = hold_for_general(L, kw, size);
+        /* what the fast pass wrote goes */
+        memcpy(val, set_target(L, kw, e, c, info->name, fname), size);
+        klua_read_fields(L, 4, info, val, fname, e);
+    }
     if (kw->mod_hooks) kw->mod_hooks->before_change(L, kw, e, c, val, fname);
     /* In-place writes skip the core's check hook: ask it first (Parent refuses cycles). */
-    if (info.has_check) {
+    if (info->has_check) {
         int64_t walked = klua_links_walked(kw);
         kiln_result r = kiln_component_check(kw->world, e, c, val);
         klua_charge_links(L, kw, walked);
         if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     }
-    write_named_fields(L, 4, &info, val, kiln_get_mut(kw->world, e, c));
+    write_named_fields(L, 4, info, val, kiln_get_mut(kw->world, e, c));
     return 0;
 }
 

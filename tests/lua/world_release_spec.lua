@@ -258,3 +258,82 @@ print("closed", closed > 0, "odd", odd)
         assert.is_truthy(out:find("closed\ttrue\todd\tnil", 1, true), out)
     end)
 end)
+
+describe("a finalizer run while world:add or world:set works", function()
+    it("runs at no point of a good value, and at any point of a fault's message without harm", function()
+        -- A good value converts creating nothing, so no finalizer runs inside it; a fault's
+        -- messages allocate, and the conversion that makes them holds the collector. Each fault
+        -- meets a finalizer due at its k-th allocation that closes the world, or grows the
+        -- world's scratch and despawns the entity: under ASan, no read of freed memory. (Lua 5.4
+        -- collects the young, and runs their finalizers, after nearly every allocation so.)
+        local ok, out = H.run_isolated([[
+local kiln = require "kiln"
+collectgarbage("setpause", 0)
+collectgarbage("setstepmul", 10000)
+local bad = { {x = 1, y = {}}, {x = 1e39}, {[1] = 2}, {z = 1}, {v = {x = "a"}}, {v = {9, 9, 9, 9}},
+    {s = "far too long a name"}, {a = {1, 2, 3, 4, 5}}, {a = {x = 1}}, {big = {"no"}}, {big = {[81] = 1}},
+    {k = 2^40}, {k = 1.5}, 5, {[true] = 1}, {x = 1, y = 2, z = 3, v = {w = 1}} }
+local good = { {x = 1, y = 2}, {big = {[70] = 7}}, {v = {1, 2, 3}}, {s = "ok", a = {1, 2}} }
+local due, act, acted, odd = 0, nil, 0, nil
+local function arm() -- a finalizer that runs again each cycle; the due-th run acts
+    local u = newproxy and newproxy(true) or setmetatable({}, {})
+    local function fin()
+        if act then
+            due = due - 1
+            if due == 0 then
+                local a = act
+                act = nil
+                acted = acted + 1
+                a()
+            end
+        end
+        arm()
+    end
+    if newproxy then getmetatable(u).__gc = fin else setmetatable(u, {__gc = fin}) end
+end
+arm()
+local function world()
+    local w = kiln.world()
+    w:component("P", "float x, y; vec3 v; char s[8]; int32_t a[4]; int32_t k; int16_t big[80];")
+    w:component("Huge", "float m[4000];")
+    local e = w:spawn{}
+    w:add(e, "P", {}) -- (the component's cache is made: that allocates)
+    return w, e
+end
+for _, m in ipairs({"add", "set"}) do
+    for vi, v in ipairs(bad) do
+        for k = 1, 6 do
+            for a = 1, 2 do
+                local w, e = world()
+                local actions = {function() w:close() end,
+                    function() w:spawn{Huge = {}}; w:despawn(e) end}
+                due, act = k, actions[a]
+                collectgarbage("restart") -- (no debt: the call's first allocation runs a step)
+                local ok, err = pcall(w[m], w, e, "P", v)
+                act = nil
+                if ok or not (err:find("world:" .. m, 1, true) or err:find("closed world", 1, true)) then
+                    odd = m .. " bad " .. vi .. ": " .. tostring(err)
+                end
+                pcall(w.close, w)
+            end
+        end
+    end
+    for vi, v in ipairs(good) do
+        local w, e = world()
+        due, act = 1, function() w:close() end
+        collectgarbage("restart")
+        local ok, err = pcall(w[m], w, e, "P", v)
+        act = nil
+        local got, p = pcall(w.get, w, e, "P") -- (raises when the world was closed)
+        if not ok or not got or v.big and p.big[70] ~= 7 or v.s and p.s ~= "ok" or v.y and p.y ~= 2 then
+            odd = m .. " good " .. vi .. ": " .. tostring(err)
+        end
+        w:close()
+    end
+end
+print("acted", acted > 0, "odd", odd)
+]], 300)
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("acted\ttrue\todd\tnil", 1, true), out)
+    end)
+end)
