@@ -264,8 +264,9 @@ describe("a finalizer run while world:add or world:set works", function()
         -- A good value converts creating nothing, so no finalizer runs inside it; a fault's
         -- messages allocate, and the conversion that makes them holds the collector. Each fault
         -- meets a finalizer due at its k-th allocation that closes the world, or grows the
-        -- world's scratch and despawns the entity: under ASan, no read of freed memory. (Lua 5.4
-        -- collects the young, and runs their finalizers, after nearly every allocation so.)
+        -- world's scratch and despawns the entity: under ASan, no read of freed memory. (With no
+        -- pause and the collector restarted just before the call, so with no debt, a whole cycle
+        -- and its finalizers run at the call's first allocations.)
         local ok, out = H.run_isolated([[
 local kiln = require "kiln"
 collectgarbage("setpause", 0)
