@@ -115,6 +115,19 @@ local function usable(w) return is_world(w) and pcall(World.count, w) end
 
 -- ---- numbers -------------------------------------------------------------------------
 
+-- string.format(spec, x) of one number, with "." as the decimal point whatever the C locale
+-- says: Lua 5.4 formats through the C library, so in a host that called setlocale(LC_ALL, "")
+-- in a decimal-comma locale (de_DE, fr_FR) 1.5 would print as "1,5", which reads back as two
+-- values. The locale's point is asked each time (the host may change it at any moment).
+local function number_format(spec, x)
+  local s = string.format(spec, x)
+  local point = string.format("%.1f", 0.5):sub(2, -2)
+  if point == "." then return s end
+  local at, last = s:find(point, 1, true)
+  if not at then return s end
+  return s:sub(1, at - 1) .. "." .. s:sub(last + 1)
+end
+
 -- The shortest "%.Ng" text of x that reads back as x; with f32, that reads back into a
 -- float field as the same float. Integral floats keep a ".0" unless as_field, so 2.0
 -- prints as 2.0 in a value and as 2 in a float field (whose type already says float).
@@ -126,7 +139,7 @@ local function float_text(x, f32, as_field)
   local first, last = 15, 17
   if f32 then first, last = 6, 9 end
   for digits = first, last do
-    local s = string.format("%." .. digits .. "g", x)
+    local s = number_format("%." .. digits .. "g", x)
     local back = tonumber(s)
     if f32 then back = to_f32(back) end
     if back == x then
@@ -134,7 +147,7 @@ local function float_text(x, f32, as_field)
       break
     end
   end
-  text = text or string.format("%.17g", x)
+  text = text or number_format("%.17g", x)
   if not as_field and text:match("^%-?%d+$") then text = text .. ".0" end
   return text
 end
@@ -528,7 +541,7 @@ local function systems_text(list)
   local rows = {}
   for _, s in ipairs(list) do
     rows[#rows + 1] = {s.name, tostring(s.stage), s.kind, s.enabled and "yes" or "no", tostring(s.runs),
-      string.format("%.3f", s.last_ms or 0), string.format("%.3f", s.avg_ms or 0)}
+      number_format("%.3f", s.last_ms or 0), number_format("%.3f", s.avg_ms or 0)}
   end
   return (table_text({"system", "stage", "kind", "enabled", "runs", "last ms", "avg ms"}, rows))
 end
@@ -589,4 +602,5 @@ end
 -- Helpers the layer's later files (repl.lua) share instead of repeating.
 layer.typename, layer.bounded, layer.bad_argument, layer.QUOTE_MAX = typename, bounded, bad_argument, QUOTE_MAX
 layer.cut_text = cut_text
+layer.number_format = number_format
 layer.math_type, layer.tointeger = math_type, tointeger -- the same under Lua 5.4 and LuaJIT

@@ -48,6 +48,7 @@ Values: entities print with their components; queries print as tables.]]
 -- ---- argument checks -------------------------------------------------------------------
 
 local typename, bounded, bad_argument = layer.typename, layer.bounded, layer.bad_argument -- inspect.lua
+local number_format = layer.number_format -- string.format of a number, "." its point in any locale
 
 -- Raises (at the caller of the method) unless self is a session.
 local function check_self(self, fname)
@@ -340,7 +341,7 @@ local function bytes_text(n)
   local units = {"KiB", "MiB", "GiB", "TiB"}
   local v, i = n / 1024, 1
   while v >= 1023.95 and i < #units do v, i = v / 1024, i + 1 end
-  return string.format("%.1f %s", v, units[i])
+  return number_format("%.1f", v) .. " " .. units[i]
 end
 
 local function stats_text(w)
@@ -351,8 +352,9 @@ local function stats_text(w)
     if s.kind == "lua" then lua_ms = lua_ms + (s.last_ms or 0) end
   end
   return string.format(
-    "entities   %d\narchetypes %d\ncomponents %d\nqueries    %d\nmemory     %s\ntick       %d\nframe      %.3f ms (Lua %.3f ms)",
-    st.entities, st.archetypes, st.components, st.queries, bytes_text(st.bytes), st.tick, frame, lua_ms)
+    "entities   %d\narchetypes %d\ncomponents %d\nqueries    %d\nmemory     %s\ntick       %d\nframe      %s ms (Lua %s ms)",
+    st.entities, st.archetypes, st.components, st.queries, bytes_text(st.bytes), st.tick, number_format("%.3f", frame),
+    number_format("%.3f", lua_ms))
 end
 
 local function not_here(cmd)

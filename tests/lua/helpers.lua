@@ -332,4 +332,31 @@ function H.instructions(fn)
     return count * 100, result
 end
 
+
+-- H.in_comma_locale(fn) runs fn with LC_NUMERIC set to an installed locale whose C library
+-- writes 1.5 as "1,5" (as a host that called setlocale(LC_ALL, "") on a German or French machine has
+-- it), puts the locale back and raises what fn raised; false when no such locale is
+-- installed (the caller marks its test pending), else true.
+local COMMA_LOCALES = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "de_DE", "fr_FR"}
+H.COMMA_LOCALE_MISSING = "no decimal-comma locale is installed (as root: localedef -i de_DE -f UTF-8 de_DE.UTF-8)"
+function H.in_comma_locale(fn)
+    local was = os.setlocale(nil, "numeric")
+    local got
+    for _, name in ipairs(COMMA_LOCALES) do
+        -- LuaJIT formats numbers itself: its "0.5" says nothing of the C library's locale
+        if os.setlocale(name, "numeric") and (H.luajit or string.format("%.1f", 0.5) == "0,5") then
+            got = name
+            break
+        end
+    end
+    if not got then
+        os.setlocale(was, "numeric")
+        return false
+    end
+    local ok, err = pcall(fn)
+    os.setlocale(was, "numeric")
+    if not ok then error(err, 0) end
+    return true
+end
+
 return H

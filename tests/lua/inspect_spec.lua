@@ -327,3 +327,30 @@ describe("kiln.table_text", function()
                          kiln.table_text({"a", "b"}, {{1, 2.5}, {"xyz"}}, 4))
     end)
 end)
+
+-- A host (a game, a tool) may have called setlocale(LC_ALL, "") on a player's machine whose
+-- locale writes 1.5 as "1,5"; Lua 5.4 formats numbers through the C library, LuaJIT by itself.
+describe("numbers shown in a decimal-comma locale", function()
+    it("still print with a point and read back as the same value", function()
+        local w = H.world()
+        w:component("P", "float x, y; double d;")
+        local e = w:spawn{P = {x = 1.5, y = -2.25, d = 0.1}}
+        w:system{name = "a", run = function() end}
+        w:progress(0)
+        local ran = H.in_comma_locale(function()
+            assert.are.equal("1.5", kiln.pretty(1.5))
+            assert.are.equal("{0.25, -3.5, 0.125}", kiln.pretty({0.25, -3.5, 0.125}))
+            for _, x in ipairs{0.1 + 0.2, 1 / 3, 1e300, 5e-324, -1.5e-7} do
+                local text = kiln.pretty(x)
+                assert.is_nil(text:find(",", 1, true), text)
+                assert.are.equal(x, load("return " .. text)(), text)
+            end
+            local shown = w:inspect(e)
+            assert.truthy(shown:find("P { x = 1.5, y = -2.25, d = 0.1 }", 1, true), shown)
+            local listed = kiln.systems_text(w:systems())
+            assert.truthy(listed:find("%d%.%d%d%d"), listed)
+            assert.is_nil(listed:find("%d,%d"), listed)
+        end)
+        if not ran then pending(H.COMMA_LOCALE_MISSING) end
+    end)
+end)

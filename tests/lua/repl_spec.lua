@@ -51,6 +51,16 @@ describe("a session", function()
         assert.truthy(text:find("\nmemory     %d+%.%d MiB\n"), text)
     end)
 
+    it("prints :stats with a point in a decimal-comma locale too", function()
+        local s = session()
+        local ran = H.in_comma_locale(function()
+            local _, text = s:feed(":stats")
+            assert.truthy(text:find("\nmemory     %d+%.%d KiB\n"), text)
+            assert.truthy(text:find("\nframe      %d+%.%d%d%d ms %(Lua %d+%.%d%d%d ms%)"), text)
+        end)
+        if not ran then pending(H.COMMA_LOCALE_MISSING) end
+    end)
+
     it("drops a statement being continued on :reset, and answers :poll and :complete between its lines", function()
         local s = session()
         assert.are.equal("more", s:feed("for i = 1, 2 do"))
