@@ -2,7 +2,6 @@
  * fields laid out by C's rules (natural alignment, size rounded to the largest alignment),
  * so C code can read a Lua-defined component as the matching struct; and the per-world schema
  * cache the hot methods read (a component's description and its field names as ready keys). */
-#include <ctype.h>
 #include <string.h>
 
 #include "kiln_persist.h"
@@ -34,17 +33,27 @@ typedef struct cursor {
     const char *p;
 } cursor;
 
+/* The characters of C's own syntax, never the C locale's: <ctype.h> follows LC_CTYPE, and in
+ * a host that called setlocale(LC_ALL, "") with a Latin-1 locale, isalpha(0xE4) and
+ * isspace(0xA0) are true, so a schema would be accepted on one player's machine (with a
+ * field name that is no C name nor UTF-8) and refused on the next. */
+static bool ascii_space(char ch) {
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+}
+static bool ascii_digit(char ch) { return ch >= '0' && ch <= '9'; }
+static bool ascii_name_start(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_'; }
+
 static void skip_space(cursor *c) {
-    while (isspace((unsigned char)*c->p)) c->p++;
+    while (ascii_space(*c->p)) c->p++;
 }
 
 /* Reads an identifier into buf (at most size - 1 bytes); false when none is there. */
 static bool read_ident(cursor *c, char *buf, size_t size) {
     skip_space(c);
     const char *s = c->p;
-    if (!(isalpha((unsigned char)*s) || *s == '_')) return false;
+    if (!ascii_name_start(*s)) return false;
     size_t n = 0;
-    while (isalnum((unsigned char)s[n]) || s[n] == '_') n++;
+    while (ascii_name_start(s[n]) || ascii_digit(s[n])) n++;
     if (n >= size) return false;
     memcpy(buf, s, n);
     buf[n] = '\0';
@@ -87,9 +96,9 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
             if (*c.p == '[') {
                 c.p++;
                 skip_space(&c);
-                if (!isdigit((unsigned char)*c.p)) return fail(L, schema, &c, "expected an array length");
+                if (!ascii_digit(*c.p)) return fail(L, schema, &c, "expected an array length");
                 unsigned long len = 0; /* every digit read, the value held at 1000000 (past any length) */
-                for (; isdigit((unsigned char)*c.p); c.p++)
+                for (; ascii_digit(*c.p); c.p++)
                     if (len < 1000000) len = len * 10 + (unsigned long)(*c.p - '0');
                 skip_space(&c);
                 if (*c.p != ']') return fail(L, schema, &c, "expected ']'");

@@ -333,30 +333,42 @@ function H.instructions(fn)
 end
 
 
--- H.in_comma_locale(fn) runs fn with LC_NUMERIC set to an installed locale whose C library
--- writes 1.5 as "1,5" (as a host that called setlocale(LC_ALL, "") on a German or French machine has
--- it), puts the locale back and raises what fn raised; false when no such locale is
--- installed (the caller marks its test pending), else true.
-local COMMA_LOCALES = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "de_DE", "fr_FR"}
-H.COMMA_LOCALE_MISSING = "no decimal-comma locale is installed (as root: localedef -i de_DE -f UTF-8 de_DE.UTF-8)"
-function H.in_comma_locale(fn)
-    local was = os.setlocale(nil, "numeric")
+-- H.in_locale(category, names, probe, fn) runs fn with the C locale's category ("numeric",
+-- "ctype") set to the first of names that is installed and passes probe() (as a host that
+-- called setlocale(LC_ALL, "") on a player's machine has it), puts the locale back and
+-- raises what fn raised; false when none is installed (the caller marks its test pending).
+-- LuaJIT formats numbers and matches patterns by itself, so there probe is not asked.
+local function in_locale(category, names, probe, fn)
+    local was = os.setlocale(nil, category)
     local got
-    for _, name in ipairs(COMMA_LOCALES) do
-        -- LuaJIT formats numbers itself: its "0.5" says nothing of the C library's locale
-        if os.setlocale(name, "numeric") and (H.luajit or string.format("%.1f", 0.5) == "0,5") then
+    for _, name in ipairs(names) do
+        if os.setlocale(name, category) and (H.luajit or probe()) then
             got = name
             break
         end
     end
     if not got then
-        os.setlocale(was, "numeric")
+        os.setlocale(was, category)
         return false
     end
     local ok, err = pcall(fn)
-    os.setlocale(was, "numeric")
+    os.setlocale(was, category)
     if not ok then error(err, 0) end
     return true
+end
+
+-- H.in_comma_locale(fn): fn where the C library writes 1.5 as "1,5" (de_DE, fr_FR).
+H.COMMA_LOCALE_MISSING = "no decimal-comma locale is installed (as root: localedef -i de_DE -f UTF-8 de_DE.UTF-8)"
+function H.in_comma_locale(fn)
+    return in_locale("numeric", {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "de_DE", "fr_FR"},
+        function() return string.format("%.1f", 0.5) == "0,5" end, fn)
+end
+
+-- H.in_latin1_locale(fn): fn where the C library's isalpha(0xE4) is true (a Latin-1 locale).
+H.LATIN1_LOCALE_MISSING = "no Latin-1 locale is installed (as root: localedef -i de_DE -f ISO-8859-1 de_DE.ISO-8859-1)"
+function H.in_latin1_locale(fn)
+    return in_locale("ctype", {"de_DE.ISO-8859-1", "de_DE.iso88591", "fr_FR.ISO-8859-1", "fr_FR.iso88591"},
+        function() return ("\228"):find("%a") ~= nil end, fn)
 end
 
 return H
