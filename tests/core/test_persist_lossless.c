@@ -228,6 +228,50 @@ KILN_TEST(text, a_char_array_keeps_every_byte_after_a_nul_through_json_and_hashe
     kiln_world_destroy(b);
 }
 
+/* Names are bytes to the core; JSON holds UTF-8 only, so a name that is not (a Latin-1 host's
+ * text) fails the JSON save or export saying so, not as if memory ran out, and leaves the
+ * binary save to work. */
+static kiln_result json_save(kiln_world *w, bool export) {
+    pf_bytes out = {0};
+    kiln_result r = export ? kiln_export(w, NULL, pf_bytes_write, &out)
+                           : kiln_save(w, &(kiln_save_desc){.format = KILN_PERSIST_JSON}, pf_bytes_write, &out);
+    pf_bytes_free(&out);
+    return r;
+}
+
+KILN_TEST(text, a_name_that_is_not_utf8_fails_a_json_save_and_export_by_name) {
+    static const kiln_field good[] = {{"v", KILN_TYPE_INT32, 0, 1}}, bad[] = {{"w\xe9", KILN_TYPE_INT32, 0, 1}};
+    static const int32_t one = 1;
+    struct { const char *name; const kiln_field *fields; bool resource; const char *says; } cases[] = {
+        {"Gr\xfcn", good, false, "component 'Gr\xfcn' is named in bytes that are not UTF-8"},
+        {"Ok", bad, false, "component 'Ok' field 'w\xe9' is named in bytes that are not UTF-8"},
+        {"Sc\xf6re", good, true, "resource 'Sc\xf6re' is named in bytes that are not UTF-8"},
+        {"\xed\xa0\x80", good, false, "component '\xed\xa0\x80' is named"}, /* a surrogate */
+        {"\xc0\xaf", good, false, "component '\xc0\xaf' is named"},             /* an overlong '/' */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_world *w = kiln_world_create(NULL);
+        kiln_component id = pf_register(w, cases[i].name, sizeof one, cases[i].fields, 1);
+        if (cases[i].resource) ck_assert_int_eq(kiln_resource_set(w, id, &one), KILN_OK);
+        else ck_assert_int_eq(kiln_spawn_with(w, &id, (const void *[]){&one}, 1, NULL), KILN_OK);
+        for (int export = 0; export <= !cases[i].resource; export++) {
+            ck_assert_int_eq(json_save(w, export), KILN_ERR_INVALID_ARGUMENT);
+            ck_assert_msg(strstr(kiln_world_error(w), cases[i].says) &&
+                              strstr(kiln_world_error(w), export ? "kiln_export: " : "kiln_save: "),
+                          "%s", kiln_world_error(w));
+        }
+        pf_bytes saved = {0};
+        ck_assert_int_eq(kiln_save(w, NULL, pf_bytes_write, &saved), KILN_OK);
+        pf_bytes_free(&saved);
+        kiln_world_destroy(w);
+    }
+    kiln_world *w = kiln_world_create(NULL); /* two-, three- and four-byte UTF-8 pass */
+    kiln_component id = pf_register(w, "Gr\xc3\xbcn\xe2\x82\xac\xf0\x9f\x94\xa5", sizeof one, good, 1);
+    ck_assert_int_eq(kiln_spawn_with(w, &id, (const void *[]){&one}, 1, NULL), KILN_OK);
+    ck_assert_msg(json_save(w, false) == KILN_OK && json_save(w, true) == KILN_OK, "%s", kiln_world_error(w));
+    kiln_world_destroy(w);
+}
+
 KILN_TEST(text, a_hand_written_string_with_nuls_loads_and_one_too_long_is_refused) {
     kiln_world *w = kiln_world_create(NULL);
     kiln_component id = pf_register(w, "Label", sizeof(label), label_fields, 1);

@@ -64,7 +64,8 @@ extern "C" {
  * sign) and any other NaN as "nan(0xM)" / "-nan(0xM)", M the whole mantissa field in hex (0x1
  * to 0x7fffff for a float, 0xfffffffffffff for a double), read back to the same bits; a char
  * array is a string of its bytes up to the last non-NUL one (a NUL inside as \u0000, the bytes
- * after it kept), and must be UTF-8 text (else the JSON save fails naming the field). */
+ * after it kept), and must be UTF-8 text (else the JSON save fails naming the field), as must
+ * the names of the components, resources and fields saved (else it fails naming the name). */
 #define KILN_PERSIST_MAX_EXCLUDE 8
 
 typedef enum kiln_persist_format {
@@ -570,7 +571,8 @@ typedef struct kiln_export_desc {
  * from Name components (as "name" and the Name component), every other component with its
  * fields; entity fields that point outside the scene become null. kiln_instantiate reads it
  * back. Fails naming the entity and component for a value with hooks or a char array that is
- * not UTF-8 text (JSON holds nothing else), naming the root for a dead root or one given twice
+ * not UTF-8 text (JSON holds nothing else), naming a component or field whose name is not
+ * UTF-8, naming the root for a dead root or one given twice
  * (or under another root), naming an entity of a Parent cycle (written through a pointer)
  * that no root reaches when desc gives no roots, when write returns false, from a component's
  * destroy or move hook mid-change, and while a schedule runs systems that are not exclusive

@@ -255,6 +255,8 @@ static kiln_result entity_json(exporter *x, int64_t n, json_t *out) {
             return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                            "%s: entity %s component '%s' has hooks (it owns something) and cannot be exported", call,
                            kiln_entity_format(e, buf, sizeof buf), infos[kept].name);
+        kiln_result named = pz_json_names(world, &infos[kept], true, "component", call);
+        if (named != KILN_OK) return named;
         kept++;
     }
     qsort(infos, (size_t)kept, sizeof *infos, by_name);

@@ -130,6 +130,12 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
                          json_t *root, pz_bytes *bytes) {
     kiln_result r = KILN_OK;
     json_t *schemas = json_array(), *entities = json_array(), *resources = json_object();
+    /* names first: one that is not UTF-8 would fail its put as if memory ran out */
+    for (int32_t i = 0; i < plan->count && r == KILN_OK; i++) {
+        bool resource = false;
+        for (int32_t k = 0; k < plan->resource_count; k++) resource = resource || plan->resources[k] == i;
+        r = pz_json_names(world, &plan->info[i], !plan->codec[i], resource ? "resource" : "component", "kiln_save");
+    }
     /* every put runs, even after one failed: each takes its value, stored or freed */
     put(world, root, "kiln", json_integer(KILN_PERSIST_JSON_VERSION), &r);
     put(world, root, "tick", json_integer((json_int_t)world->tick), &r);

@@ -388,6 +388,38 @@ json_t *pz_json_chars(const uint8_t *p, size_t count) {
     return json_stringn((const char *)p, count);
 }
 
+/* Whether s is UTF-8 as jansson takes it: no overlong form, no surrogate, nothing past U+10FFFF. */
+static bool utf8_text(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, n = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2
+                           : c >= 0xF0 && c <= 0xF4 ? 3 : 4;
+        if (n == 4) return false;
+        uint32_t cp = n ? c & (0x3Fu >> n) : c;
+        for (unsigned i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) return false;
+            cp = cp << 6 | (p[i] & 0x3Fu);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+kiln_result pz_json_names(kiln_world *world, const kiln_component_info *info, bool fields, const char *kind,
+                          const char *call) {
+    if (!utf8_text(info->name))
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s '%.100s' is named in bytes that are not UTF-8 "
+                       "(JSON holds nothing else; save in binary)", call, kind, info->name);
+    for (int32_t f = 0; fields && f < info->field_count; f++)
+        if (!utf8_text(info->fields[f].name))
+            return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %s '%s' field '%.100s' is named in bytes that are "
+                           "not UTF-8 (JSON holds nothing else; save in binary)", call, kind, info->name,
+                           info->fields[f].name);
+    return KILN_OK;
+}
+
 json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size) {
     static const char digits[] = "0123456789abcdef";
     char *s = kl_alloc(&world->alloc, size * 2 + 1);

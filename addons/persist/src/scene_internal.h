@@ -119,6 +119,11 @@ KL_HIDDEN json_t *pz_json_write_element(kiln_type type, const uint8_t *p, pz_num
  * (NULs inside kept, as \u0000; the trailing ones read back as the zeros they were). NULL
  * when those bytes are not UTF-8 (or out of memory). */
 KL_HIDDEN json_t *pz_json_chars(const uint8_t *p, size_t count);
+/* KILN_OK when the name of info (kind: "component" or "resource") and, with fields, its
+ * fields' names are UTF-8, which is all JSON text may be; else fails naming call and the name
+ * ("kiln_save: component 'X' field 'Y' is named in bytes that are not UTF-8 ..."). */
+KL_HIDDEN kiln_result pz_json_names(kiln_world *world, const kiln_component_info *info, bool fields,
+                                    const char *kind, const char *call);
 /* size bytes as a string of lowercase hex digits (a value without fields, a codec's bytes). */
 KL_HIDDEN json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t size);
 
