@@ -1,5 +1,6 @@
 /* histfile.c: the REPL's history: a list of entries, oldest first, no two equal, mirrored in
  * libedit's list and in the file; an accepted line reaches the file before it runs. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "histfile.h"
 
 #include <stdbool.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <history.h>
 
@@ -69,14 +71,33 @@ static void unescape_octal(char *s) {
     *out = '\0';
 }
 
-/* Rewrites the file as the list (a regular file only: never replace /dev/null). */
+/* Rewrites the file as the list (a regular file only: never replace /dev/null). Written to a
+ * new file beside it (beside the file a link names, so the link stays) and renamed over it:
+ * truncated in place, a write that failed (a full disk, a file size limit, a kill) left the
+ * history cut short or empty. The new file gets the old one's mode. */
 static void history_rewrite(void) {
     struct stat st;
-    if (!hist.path || stat(hist.path, &st) != 0 || !S_ISREG(st.st_mode)) return;
-    FILE *f = fopen(hist.path, "w");
-    if (!f) return;
-    for (size_t i = 0; i < hist.count; i++) fprintf(f, "%s\n", hist.lines[i]);
-    fclose(f);
+    char *target = hist.path ? realpath(hist.path, NULL) : NULL;
+    if (!target || stat(target, &st) != 0 || !S_ISREG(st.st_mode)) {
+        free(target);
+        return;
+    }
+    size_t n = strlen(target) + sizeof ".XXXXXX";
+    char *tmp = malloc(n);
+    int fd = -1;
+    if (tmp) {
+        snprintf(tmp, n, "%s.XXXXXX", target);
+        fd = mkstemp(tmp);
+    }
+    FILE *f = fd >= 0 && fchmod(fd, st.st_mode & 07777) == 0 ? fdopen(fd, "w") : NULL;
+    bool ok = f != NULL;
+    for (size_t i = 0; ok && i < hist.count; i++) ok = fprintf(f, "%s\n", hist.lines[i]) >= 0;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    else if (fd >= 0) close(fd);
+    if (fd >= 0 && !(ok && rename(tmp, target) == 0)) unlink(tmp);
+    free(tmp);
+    free(target);
 }
 
 static void libedit_reload(void) {

@@ -3,6 +3,7 @@
  * pseudo-terminal, and the token file `--connect` reads. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -325,16 +327,24 @@ END_TEST
 
 /* ---- through a pseudo-terminal ------------------------------------------------------- */
 
-static pid_t spawn_pty_history(int *master, const char *history) {
+/* A kiln in a terminal with the history file given; with file_limit, under that file size
+ * limit (ulimit -f) and with SIGXFSZ ignored, so a write past it fails (EFBIG). */
+static pid_t spawn_pty_limited(int *master, const char *history, rlim_t file_limit) {
     pid_t pid = forkpty(master, NULL, NULL, NULL);
     if (pid == 0) {
         setenv("KILN_HISTORY", history, 1);
         setenv("TERM", "dumb", 1);
+        if (file_limit) {
+            signal(SIGXFSZ, SIG_IGN);
+            if (setrlimit(RLIMIT_FSIZE, &(struct rlimit){file_limit, file_limit}) != 0) _exit(126);
+        }
         execl(KILN_BIN_PATH, "kiln", (char *)NULL);
         _exit(127);
     }
     return pid;
 }
+
+static pid_t spawn_pty_history(int *master, const char *history) { return spawn_pty_limited(master, history, 0); }
 
 static pid_t spawn_pty(int *master) { return spawn_pty_history(master, "/dev/null"); }
 
@@ -541,6 +551,41 @@ START_TEST(history_keeps_each_entry_once_even_after_a_killed_session) {
 }
 END_TEST
 
+/* The history is rewritten whole when the REPL opens (dropping repeats) and closes: a rewrite
+ * that cannot finish (a full disk, a file size limit) leaves the file as it was, not cut at
+ * the point the writes failed, and leaves no temporary file behind. */
+START_TEST(a_history_rewrite_that_cannot_finish_leaves_the_file_whole) {
+    char dir[] = "/tmp/kiln-history-XXXXXX", path[64], text[4096] = "";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/history", dir);
+    for (int i = 1; i <= 100; i++) /* 3.5 KiB, past the 1 KiB limit */
+        snprintf(text + strlen(text), sizeof text - strlen(text), "print(%d) -- history line %d\n", i, i);
+    FILE *f = fopen(path, "w");
+    ck_assert(f && fputs(text, f) >= 0 && fclose(f) == 0);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    int master;
+    pid_t pid = spawn_pty_limited(&master, path, 1024);
+    char seen[1 << 14] = "";
+    ck_assert_msg(expect(master, "> ", seen, sizeof seen), "no prompt: %s", seen);
+    type_text(master, ":quit\n");
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    ck_assert_str_eq(file_text(path), text);
+    struct stat st;
+    ck_assert(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int entries = 0;
+    for (struct dirent *de; (de = readdir(d));) entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(d);
+    ck_assert_msg(entries == 1, "%d files in %s: a temporary one was left", entries, dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* `kiln --connect` without --token reads the game's token file, which may lie in /tmp where
  * anyone can put something at its name first: a pipe (waiting on it would hang the client),
  * a link, a file open to others or of another user is refused at once, with the reason. */
@@ -673,6 +718,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
     tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
+    tcase_add_test(tty_case, a_history_rewrite_that_cannot_finish_leaves_the_file_whole);
     suite_add_tcase(s, tty_case);
     return s;
 }
