@@ -186,6 +186,30 @@ KILN_TEST(save_file, a_full_disk_fails_the_save_and_leaves_the_older_file) {
     assert_refused(&s, r, "kiln_save_file: writing %s failed: %s", EFBIG);
 }
 
+/* A save over a file keeps that file's permission bits, whatever the umask: a save the player
+ * made private stays private, one made shared stays shared; a first save follows the umask. */
+KILN_TEST(save_file, a_save_over_a_file_keeps_its_mode_and_a_first_save_follows_the_umask) {
+    saved_dir s;
+    saved_open(&s);
+    mode_t was = umask(022);
+    static const mode_t modes[] = {0600, 0640, 0664, 0400};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        ck_assert_int_eq(chmod(s.path, modes[i]), 0);
+        ck_assert_msg(kiln_save_file(s.w.world, s.path, NULL) == KILN_OK, "%s", kiln_world_error(s.w.world));
+        struct stat st;
+        ck_assert_int_eq(stat(s.path, &st), 0);
+        ck_assert_int_eq(st.st_mode & 07777, modes[i]);
+    }
+    ck_assert_int_eq(unlink(s.path), 0);
+    umask(077);
+    ck_assert_int_eq(kiln_save_file(s.w.world, s.path, NULL), KILN_OK);
+    struct stat first;
+    ck_assert_int_eq(stat(s.path, &first), 0);
+    ck_assert_int_eq(first.st_mode & 07777, 0600);
+    umask(was);
+    saved_close(&s);
+}
+
 /* A folder no one may make files in (root included): the save says which file it could not
  * make. */
 KILN_TEST(save_file, a_save_into_a_folder_that_takes_no_files_is_refused_naming_the_file) {

@@ -142,7 +142,14 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
         close(dir);
         return KILN_ERR_INVALID_ARGUMENT;
     }
-    int fd = openat(dir, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
+    /* A file path names keeps its permission bits: made anew under the umask, a save the
+     * player had made private (0600) would come back readable by everyone on the machine.
+     * Made 0600 first, so it is never more open meanwhile (nor after, where a file system
+     * keeps no modes and fchmod fails). */
+    struct stat older;
+    bool keep_mode = fstatat(dir, name, &older, 0) == 0 && S_ISREG(older.st_mode);
+    int fd = openat(dir, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, keep_mode ? 0600 : 0666);
+    if (fd >= 0 && keep_mode) (void)fchmod(fd, older.st_mode & 07777);
     struct stat mine, now;
     FILE *f = fd >= 0 && fstat(fd, &mine) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
