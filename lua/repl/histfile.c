@@ -132,12 +132,14 @@ static void history_load(const char *path) {
     libedit_reload();
 }
 
-/* KILN_HISTORY, else ~/.kiln_history; NULL without HOME (then nothing is written). */
+/* KILN_HISTORY, else ~/.kiln_history; NULL without HOME (then nothing is written). A HOME
+ * that is empty or relative counts as none: it would put the file at /.kiln_history, or in
+ * whatever folder the REPL was started from. */
 static char *history_path(void) {
     const char *env = getenv("KILN_HISTORY");
     if (env) return strdup(env);
     const char *home = getenv("HOME");
-    if (!home) return NULL;
+    if (!home || home[0] != '/') return NULL;
     size_t n = strlen(home) + 32;
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s/.kiln_history", home);

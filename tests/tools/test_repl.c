@@ -551,6 +551,17 @@ START_TEST(history_keeps_each_entry_once_even_after_a_killed_session) {
 }
 END_TEST
 
+/* Waits for the prompt, types text (which ends the session) and checks kiln exited with 0. */
+static void type_and_quit(int master, pid_t pid, const char *text) {
+    char seen[1 << 14] = "";
+    ck_assert_msg(expect(master, "> ", seen, sizeof seen), "no prompt: %s", seen);
+    type_text(master, text);
+    int status;
+    waitpid(pid, &status, 0);
+    close(master);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+}
+
 /* The history is rewritten whole when the REPL opens (dropping repeats) and closes: a rewrite
  * that cannot finish (a full disk, a file size limit) leaves the file as it was, not cut at
  * the point the writes failed, and leaves no temporary file behind. */
@@ -565,13 +576,7 @@ START_TEST(a_history_rewrite_that_cannot_finish_leaves_the_file_whole) {
     ck_assert_int_eq(chmod(path, 0600), 0);
     int master;
     pid_t pid = spawn_pty_limited(&master, path, 1024);
-    char seen[1 << 14] = "";
-    ck_assert_msg(expect(master, "> ", seen, sizeof seen), "no prompt: %s", seen);
-    type_text(master, ":quit\n");
-    int status;
-    waitpid(pid, &status, 0);
-    close(master);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    type_and_quit(master, pid, ":quit\n");
     ck_assert_str_eq(file_text(path), text);
     struct stat st;
     ck_assert(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
@@ -583,6 +588,38 @@ START_TEST(a_history_rewrite_that_cannot_finish_leaves_the_file_whole) {
     ck_assert_msg(entries == 1, "%d files in %s: a temporary one was left", entries, dir);
     unlink(path);
     rmdir(dir);
+}
+END_TEST
+
+/* A HOME that is empty or relative is no home: the history is kept nowhere, not in / (where
+ * root may write) nor in the folder the REPL started in. */
+START_TEST(an_empty_or_relative_home_keeps_no_history_file) {
+    char dir[] = "/tmp/kiln-home-XXXXXX", path[96];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/rel/.kiln_history", dir);
+    bool root_checks = geteuid() == 0 && access("/.kiln_history", F_OK) != 0;
+    for (int empty = 0; empty <= root_checks; empty++) {
+        int master;
+        pid_t pid = forkpty(&master, NULL, NULL, NULL);
+        if (pid == 0) {
+            unsetenv("KILN_HISTORY");
+            setenv("HOME", empty ? "" : "rel", 1);
+            setenv("TERM", "dumb", 1);
+            if (chdir(dir) != 0 || mkdir("rel", 0700) != 0) _exit(126);
+            execl(KILN_BIN_PATH, "kiln", (char *)NULL);
+            _exit(127);
+        }
+        type_and_quit(master, pid, "x = 1\n:quit\n");
+        bool made = access(empty ? "/.kiln_history" : path, F_OK) == 0;
+        if (empty && made) unlink("/.kiln_history");
+        unlink(path);
+        char rel[64];
+        snprintf(rel, sizeof rel, "%s/rel", dir);
+        rmdir(rel);
+        ck_assert_msg(!made, "HOME=\"%s\" kept a history file", empty ? "" : "rel");
+    }
+    rmdir(dir);
+    if (!root_checks) printf("an empty HOME: not checked (it needs root, and no /.kiln_history beforehand)\n");
 }
 END_TEST
 
@@ -719,6 +756,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
     tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
     tcase_add_test(tty_case, a_history_rewrite_that_cannot_finish_leaves_the_file_whole);
+    tcase_add_test(tty_case, an_empty_or_relative_home_keeps_no_history_file);
     suite_add_tcase(s, tty_case);
     return s;
 }
