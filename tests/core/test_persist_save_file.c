@@ -1,5 +1,6 @@
 /* test_persist_save_file.c: Check suite for kiln_save_file's failures: each is told, naming the
  * file, and leaves the older save whole. fsync and fstat are wrapped at link time (-Wl,--wrap). */
+#define _XOPEN_SOURCE 700 /* mknod, S_IFCHR */
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "persist_fixture.h"
@@ -207,6 +209,39 @@ KILN_TEST(save_file, a_save_over_a_file_keeps_its_mode_and_a_first_save_follows_
     ck_assert_int_eq(stat(s.path, &first), 0);
     ck_assert_int_eq(first.st_mode & 07777, 0600);
     umask(was);
+    saved_close(&s);
+}
+
+/* A pipe, a device or a link to one at path is refused and left in place: a save to
+ * /dev/null by a game run as root used to put a file there. A device needs root to make. */
+KILN_TEST(save_file, a_save_over_a_pipe_or_a_device_is_refused_and_leaves_it_in_place) {
+    saved_dir s;
+    saved_open(&s);
+    char special[80], link_path[80], want[256];
+    snprintf(link_path, sizeof link_path, "%s/link", s.dir);
+    for (int kind = 0; kind < 2; kind++) {
+        snprintf(special, sizeof special, "%s/%s", s.dir, kind ? "null" : "fifo");
+        if (kind && mknod(special, S_IFCHR | 0666, makedev(1, 3)) != 0) {
+            printf("a device at the path: not checked (making one needs root: %s)\n", strerror(errno));
+            break;
+        }
+        if (!kind) ck_assert_int_eq(mkfifo(special, 0600), 0);
+        ck_assert_int_eq(symlink(special, link_path), 0);
+        for (int through_link = 0; through_link < 2; through_link++) {
+            const char *path = through_link ? link_path : special;
+            ck_assert_int_eq(kiln_save_file(s.w.world, path, NULL), KILN_ERR_INVALID_ARGUMENT);
+            snprintf(want, sizeof want, "kiln_save_file: %s is not a regular file (a device, a pipe or a socket is "
+                     "never replaced)", path);
+            assert_error(s.w.world, want);
+        }
+        struct stat st, link_st;
+        ck_assert_int_eq(lstat(special, &st), 0);
+        ck_assert(kind ? S_ISCHR(st.st_mode) : S_ISFIFO(st.st_mode));
+        ck_assert(lstat(link_path, &link_st) == 0 && S_ISLNK(link_st.st_mode));
+        ck_assert_int_eq(unlink(link_path), 0);
+        ck_assert_int_eq(unlink(special), 0);
+    }
+    assert_older_whole(&s);
     saved_close(&s);
 }
 

@@ -134,6 +134,16 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
     int dir = open_folder(world, path, &name);
     if (dir < 0) return KILN_ERR_INVALID_ARGUMENT;
     const char *tmp_name = tmp + (name - path);
+    /* A device, a pipe or a socket at path (or a link to one) is never replaced by the save: a
+     * game run as root saving to /dev/null would have put a file in its place, for every
+     * program on the machine. (A folder there fails at the rename, naming it.) */
+    struct stat older;
+    bool exists = fstatat(dir, name, &older, 0) == 0;
+    if (exists && !S_ISREG(older.st_mode) && !S_ISDIR(older.st_mode)) {
+        close(dir);
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_save_file: %.200s is not a regular file (a device, a "
+                       "pipe or a socket is never replaced)", path);
+    }
     /* The temporary file is made new: whatever had its name (a stale one, or a link or a pipe
      * someone put there) is unlinked first, and O_EXCL refuses to follow a link made since,
      * so the save never writes through a link into another file, nor waits on a pipe. */
@@ -146,8 +156,7 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
      * player had made private (0600) would come back readable by everyone on the machine.
      * Made 0600 first, so it is never more open meanwhile (nor after, where a file system
      * keeps no modes and fchmod fails). */
-    struct stat older;
-    bool keep_mode = fstatat(dir, name, &older, 0) == 0 && S_ISREG(older.st_mode);
+    bool keep_mode = exists && S_ISREG(older.st_mode);
     int fd = openat(dir, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, keep_mode ? 0600 : 0666);
     if (fd >= 0 && keep_mode) (void)fchmod(fd, older.st_mode & 07777);
     struct stat mine, now;
