@@ -117,8 +117,21 @@ static kiln_console *fail(char *err, size_t size, const char *fmt, ...) {
  * connection behind it (the system's somaxconn may cap it lower). */
 #define LISTEN_BACKLOG 128
 
+/* fd moved above 0, 1 and 2, or -1 (fd closed) when it cannot be. A game started with stdout
+ * or stderr closed (by a launcher, a daemon wrapper) has those numbers free, and a socket given
+ * one took the game's printing: into the listener, a write failed with EPIPE and SIGPIPE ended
+ * the game; into a client, the game's output went to whoever connected, signed in or not. */
+static int above_stdio(int fd) {
+    if (fd < 0 || fd > STDERR_FILENO) return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return moved;
+}
+
 static int listen_on(const kiln_console_desc *d, struct sockaddr_in *addr, char *err, size_t size) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = above_stdio(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (fd < 0) {
         fail(err, size, "cannot open a socket: %s", strerror(errno));
         return -1;
@@ -541,6 +554,7 @@ static void accept_clients(kiln_console *c) {
         socklen_t plen = sizeof peer;
         int fd = accept(c->fd, (struct sockaddr *)&peer, &plen);
         if (fd < 0) return;
+        if ((fd = above_stdio(fd)) < 0) continue;
         if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
             close(fd);
             continue;

@@ -1,0 +1,63 @@
+/* test_console_stdio.c: a console in a game started with stdout and stderr closed (by a
+ * launcher or a daemon wrapper): its sockets never take descriptors 0 to 2, which the game's
+ * printing still writes to. */
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include "console_fixture.h"
+
+#define TOKEN "0123456789abcdef0123"
+
+static bool free_fd(int fd) { return fcntl(fd, F_GETFD) == -1 && errno == EBADF; }
+
+/* The game, in a child with 1 and 2 closed; its exit code says what went wrong (0: nothing). */
+static int closed_stdio_game(void) {
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
+    lua_State *L = game_state("x = 41");
+    char err[256];
+    kiln_console *c = kiln_console_open(L, &(kiln_console_desc){.token = TOKEN}, err, sizeof err);
+    if (!c) return 10;
+    if (!free_fd(STDOUT_FILENO) || !free_fd(STDERR_FILENO)) return 11; /* the listener took one */
+    int client = connect_port(kiln_console_port(c)); /* takes 1, the lowest free */
+    if (client < 0) return 12;
+    send_text(client, "token " TOKEN "\nreturn x + 1\n");
+    char got[256] = "";
+    size_t have = 0;
+    for (int spin = 0; spin < 2000 && !strstr(got, "42"); spin++) {
+        kiln_console_poll(c);
+        if (!free_fd(STDERR_FILENO)) return 13; /* the client's connection took stderr */
+        ssize_t n = recv(client, got + have, sizeof got - have - 1, MSG_DONTWAIT);
+        if (n > 0) got[have += (size_t)n] = '\0';
+        else pause_ms(1);
+    }
+    if (!strstr(got, "42")) return 14;
+    close(client);
+    kiln_console_close(c);
+    lua_close(L);
+    return 0;
+}
+
+START_TEST(sockets_stay_off_a_closed_stdout_and_stderr) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(closed_stdio_game());
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    static const char *const why[] = {"", "", "", "", "", "", "", "", "", "", "the console did not open",
+                                      "the listener took stdout or stderr", "no connection",
+                                      "the client's connection took stderr", "no answer"};
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    ck_assert_msg(code == 0, "%s (status %d)", code > 0 && code < 15 ? why[code] : "the game died", status);
+}
+END_TEST
+
+static Suite *stdio_suite(void) {
+    Suite *s = suite_create("console_stdio");
+    TCase *tc = tcase_create("closed");
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, sockets_stay_off_a_closed_stdout_and_stderr);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return run_suite(stdio_suite()); }
