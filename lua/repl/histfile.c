@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "histfile.h"
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,12 @@ static void libedit_reload(void) {
 /* Loads the file, dropping repeats (a killed session leaves its entries appended). */
 static void history_load(const char *path) {
     hist.path = path ? strdup(path) : NULL;
-    FILE *f = hist.path ? fopen(hist.path, "r") : NULL;
+    /* opened without waiting, and read only when a file: opening a pipe (KILN_HISTORY naming
+     * one) waited for a writer before the first prompt, for good */
+    int fd = hist.path ? open(hist.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+    struct stat st;
+    FILE *f = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (f) {
         char *line = NULL;
         size_t cap = 0;
@@ -162,7 +168,10 @@ void kcmd_history_accept(const char *line) {
         return;
     }
     add_history(line);
-    FILE *f = hist.path ? fopen(hist.path, "a") : NULL;
+    /* without waiting: a pipe no one reads is refused (ENXIO) instead of hanging the line */
+    int fd = hist.path ? open(hist.path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (!f && fd >= 0) close(fd);
     if (f) {
         fprintf(f, "%s\n", line);
         fclose(f);

@@ -591,6 +591,21 @@ START_TEST(a_history_rewrite_that_cannot_finish_leaves_the_file_whole) {
 }
 END_TEST
 
+/* KILN_HISTORY naming a pipe: the REPL neither waits for a writer before its first prompt nor
+ * for a reader after each line. */
+START_TEST(a_history_path_naming_a_pipe_never_blocks_the_repl) {
+    char dir[] = "/tmp/kiln-history-XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/pipe", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    int master;
+    pid_t pid = spawn_pty_history(&master, path);
+    type_and_quit(master, pid, "x = 1\n:quit\n");
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* A HOME that is empty or relative is no home: the history is kept nowhere, not in / (where
  * root may write) nor in the folder the REPL started in. */
 START_TEST(an_empty_or_relative_home_keeps_no_history_file) {
@@ -757,6 +772,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
     tcase_add_test(tty_case, a_history_rewrite_that_cannot_finish_leaves_the_file_whole);
     tcase_add_test(tty_case, an_empty_or_relative_home_keeps_no_history_file);
+    tcase_add_test(tty_case, a_history_path_naming_a_pipe_never_blocks_the_repl);
     suite_add_tcase(s, tty_case);
     return s;
 }
