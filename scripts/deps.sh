@@ -6,7 +6,8 @@ set -eu
 # luajit and libluajit-5.1-dev serve the LuaJIT build of the binding (make lua-jit, test-jit);
 # valgrind serves test-jit-valgrind (memory errors inside libluajit, which ASan cannot see);
 # g++ serves test-cxx (the public headers compiled, and the libraries linked, by a C++ host).
-PACKAGES="make gcc g++ libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev luajit libluajit-5.1-dev valgrind"
+# locales serves the specs of a host in a decimal-comma or Latin-1 C locale (generated below).
+PACKAGES="make gcc g++ libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev luajit libluajit-5.1-dev valgrind locales"
 missing=""
 for p in $PACKAGES; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
@@ -15,11 +16,23 @@ for p in $PACKAGES; do
     *) missing="$missing $p" ;;
   esac
 done
-[ -z "$missing" ] && exit 0
-echo "kiln: installing missing Debian packages:$missing"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ -n "$missing" ]; then
+  echo "kiln: installing missing Debian packages:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+# The locales a player's machine may have (tests/lua/helpers.lua's H.in_comma_locale and
+# H.in_latin1_locale): without them those specs are pending, not run.
+have=$(locale -a 2>/dev/null | tr 'A-Z' 'a-z' | tr -d '-')
+for want in "de_DE UTF-8 de_DE.UTF-8" "de_DE ISO-8859-1 de_DE.ISO-8859-1"; do
+  set -- $want
+  case "$have" in
+    *"$(printf '%s' "$3" | tr 'A-Z' 'a-z' | tr -d '-')"*) ;;
+    *) echo "kiln: generating the $3 locale"
+       $SUDO localedef -i "$1" -f "$2" "$3" || echo "kiln: could not generate $3 (its specs stay pending)" ;;
+  esac
+done
