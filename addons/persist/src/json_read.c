@@ -476,6 +476,10 @@ static size_t feed(void *buffer, size_t length, void *ud) {
 }
 
 kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
+    size_t deep = pz_json_too_deep(data, size);
+    if (deep < size)
+        return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at byte %llu: arrays and objects nest more "
+                       "than %d deep", (unsigned long long)deep, PZ_JSON_MAX_DEPTH);
     json_error_t err;
     json_t *root;
     text_feed f = {world, doc, data, size, 0, 0, false};

@@ -117,9 +117,35 @@ const char *pz_json_error_hint(const json_error_t *err) {
                : "";
 }
 
+size_t pz_json_too_deep(const void *data, size_t size) {
+    const unsigned char *p = data;
+    int depth = 0;
+    bool quoted = false;
+    for (size_t i = 0; i < size; i++) {
+        unsigned char c = p[i];
+        if (quoted) {
+            if (c == '\\') i++; /* the escaped byte is no quote */
+            else if (c == '"') quoted = false;
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > PZ_JSON_MAX_DEPTH) return i;
+        } else if (c == ']' || c == '}') {
+            depth--; /* (below 0 only in text jansson refuses anyway) */
+        }
+    }
+    return size;
+}
+
 json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
     if (!data && size) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "data is NULL");
+        return NULL;
+    }
+    size_t deep = pz_json_too_deep(data, size);
+    if (deep < size) {
+        pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at byte %llu: arrays and objects nest more than %d deep",
+                     (unsigned long long)deep, PZ_JSON_MAX_DEPTH);
         return NULL;
     }
     json_error_t err;

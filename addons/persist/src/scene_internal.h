@@ -68,6 +68,15 @@ typedef struct pz_json {
  * after done of total what", when it says stop. */
 KL_HIDDEN bool pz_json_ask(pz_json *j, uint64_t done, uint64_t total, const char *what);
 
+/* How deep arrays and objects may nest in any JSON text kiln reads (a save, a prefab, a scene):
+ * past the deepest a valid one nests (scene properties 200 deep in the Lua binding, prefabs 64
+ * children deep), short of what a small thread stack holds while jansson parses and frees a
+ * tree (it recurses per level: 2,048 levels overflowed a 100 KiB stack). */
+#define PZ_JSON_MAX_DEPTH 256
+/* The byte of data at which its arrays and objects (outside strings) first nest past
+ * PZ_JSON_MAX_DEPTH, or size when they never do: checked before jansson parses the text. */
+KL_HIDDEN size_t pz_json_too_deep(const void *data, size_t size);
+
 KL_HIDDEN bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

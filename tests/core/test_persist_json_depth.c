@@ -1,0 +1,92 @@
+/* test_persist_json_depth.c: Check suite for how deep JSON text may nest: saves, prefabs and
+ * scenes nested past PZ_JSON_MAX_DEPTH (256) are refused before jansson parses them (its
+ * recursion overflowed a small thread stack), naming the byte; valid deep text still reads. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_persist.h"
+#include "persist_fixture.h"
+#include "test_registry.h"
+#include "test_support.h"
+
+/* head, then n '[' (each after a quoted "[" that is no nesting), a 1, n ']', then tail. */
+static char *nested(const char *head, int n, const char *tail) {
+    size_t size = strlen(head) + (size_t)n * 6 + strlen(tail) + 2;
+    char *s = malloc(size), *p = s;
+    ck_assert_ptr_nonnull(s);
+    p += sprintf(p, "%s", head);
+    for (int i = 0; i < n; i++) p += sprintf(p, i ? "[\"[\"," : "[");
+    p += sprintf(p, "1");
+    for (int i = 0; i < n; i++) *p++ = ']';
+    sprintf(p, "%s", tail);
+    return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+KILN_TEST_GROUP(depth);
+
+KILN_TEST(depth, a_save_nested_past_256_is_refused_at_the_byte_and_the_world_is_untouched) {
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    uint64_t hash = kiln_world_hash(w.world);
+    char *doc = nested("{\"kiln\":1,\"tick\":1,\"a\":", 300, "}");
+    ck_assert_int_eq(kiln_load(w.world, doc, strlen(doc), NULL), KILN_ERR_INVALID_ARGUMENT);
+    const char *at = strstr(doc, "[");
+    /* under the top object, "a"'s arrays: its i-th (from 0) opens 1 + (i - 1) * 5 bytes after the
+     * first; the one at i = 255 is the 257th level */
+    size_t byte = (size_t)(at - doc) + 1 + 254 * 5;
+    char want[128];
+    snprintf(want, sizeof want, "kiln_load: at byte %zu: arrays and objects nest more than 256 deep", byte);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    ck_assert_uint_eq(kiln_world_hash(w.world), hash);
+    free(doc);
+    /* 255 arrays under the top object: as deep as allowed, refused for its shape instead */
+    doc = nested("{\"kiln\":1,\"tick\":1,\"a\":", 255, "}");
+    ck_assert_int_ne(kiln_load(w.world, doc, strlen(doc), NULL), KILN_OK);
+    ck_assert_ptr_null(strstr(kiln_world_error(w.world), "nest more than"));
+    ck_assert_uint_eq(kiln_world_hash(w.world), hash);
+    free(doc);
+    pf_close(&w);
+}
+
+KILN_TEST(depth, a_prefab_or_a_scene_nested_past_256_is_refused_naming_the_call) {
+    pf_world w;
+    pf_open(&w, false);
+    uint64_t hash = kiln_world_hash(w.world);
+    char *doc = nested("{\"components\":{},\"x\":", 400, "}");
+    kiln_prefab *prefab = NULL;
+    ck_assert_int_eq(kiln_prefab_load(w.world, doc, strlen(doc), NULL, &prefab), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(prefab);
+    ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_prefab_load") &&
+                      strstr(kiln_world_error(w.world), "nest more than 256 deep"),
+                  "%s", kiln_world_error(w.world));
+    free(doc);
+    doc = nested("{\"version\":1,\"entities\":[],\"properties\":{\"p\":", 400, "}}");
+    kiln_instance *inst = NULL;
+    ck_assert_int_eq(kiln_instantiate(w.world, doc, strlen(doc), NULL, &inst), KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(inst);
+    ck_assert_msg(strstr(kiln_world_error(w.world), "kiln_instantiate") &&
+                      strstr(kiln_world_error(w.world), "nest more than 256 deep"),
+                  "%s", kiln_world_error(w.world));
+    ck_assert_uint_eq(kiln_world_hash(w.world), hash);
+    free(doc);
+    pf_close(&w);
+}
+
+KILN_TEST(depth, scene_properties_200_deep_still_instantiate) {
+    pf_world w;
+    pf_open(&w, false);
+    char *doc = nested("{\"version\":1,\"entities\":[],\"properties\":{\"p\":", 200, "}}");
+    kiln_instance *inst = NULL;
+    ck_assert_msg(kiln_instantiate(w.world, doc, strlen(doc), NULL, &inst) == KILN_OK, "%s",
+                  kiln_world_error(w.world));
+    char *props = nested("{\"p\":", 200, "}"); /* as kept: compact JSON */
+    ck_assert_str_eq(kiln_instance_properties(inst), props);
+    free(props);
+    kiln_instance_destroy(inst);
+    free(doc);
+    pf_close(&w);
+}
