@@ -21,7 +21,8 @@ KL_HIDDEN kiln_result kl_fail_dead_as(kiln_world *world, const char *call, const
  * check this after the deferred test and fail with kl_fail_in_hook; deferred ones queue. */
 static inline bool kl_in_hook(const kiln_world *world) { return KL_UNLIKELY(world->in_hook != 0); }
 
-/* "call: called from a component's destroy or move hook ..."; KILN_ERR_INVALID_ARGUMENT. */
+/* "call: called from a component's destroy or move hook ..." (or, with world->in_check_of set,
+ * "... from a component's check hook while kiln_load checks ..."); KILN_ERR_INVALID_ARGUMENT. */
 KL_HIDDEN kiln_result kl_fail_in_hook(kiln_world *world, const char *call);
 
 /* Why rows more rows do not fit in arch: the row limit (KILN_ERR_LIMIT), else memory. */

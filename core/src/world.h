@@ -293,6 +293,9 @@ struct kiln_world {
     atomic_int defer_slots_used; /* slots below it were ever claimed: a thread's own is there */
     atomic_int defer_unowned; /* those of threads that found no free slot */
     int32_t in_hook;         /* > 0 while a change runs destroy or move hooks (kl_in_hook) */
+    /* Set (to the caller, "kiln_load") while in_hook holds for check hooks a caller runs over
+     * values it is checking rather than for a change's destroy or move hooks: messages name it. */
+    const char *in_check_of;
     kiln_commands *deferred; /* the queue of a deferred world */
     kiln_commands *defer_target; /* when set (a main-thread system runs), queue here instead */
     _Atomic(uint64_t) placeholder_tags; /* batch tags handed out so far (see commands.c) */

@@ -15,6 +15,7 @@ typedef struct mover_ctx {
     int32_t asked, refused, resource_refused;
     int64_t sum; /* of the values the hook was asked about */
     kiln_result last;
+    char add_error[256], resource_error[256], hash_error[256]; /* the refusals' messages */
 } mover_ctx;
 
 /* A check hook that breaks its contract: it adds a tag to the entity it is asked about,
@@ -30,12 +31,15 @@ static kiln_result move_on_check(const kiln_world *cworld, kiln_entity e, const 
     if (!e && !value) return KILN_OK; /* kiln_spawn_batch's check of the defaults (core's own contract) */
     if (!e) { /* the resource's check */
         if (kiln_spawn_with(world, &m->other, NULL, 1, &spawned) != KILN_OK) m->resource_refused++;
+        snprintf(m->resource_error, sizeof m->resource_error, "%s", kiln_world_error(world));
         return KILN_OK;
     }
     m->asked++;
     m->sum += ((const mover *)value)->v;
     m->last = kiln_add(world, e, m->tag, NULL);
     if (m->last != KILN_OK) m->refused++;
+    snprintf(m->add_error, sizeof m->add_error, "%s", kiln_world_error(world));
+    if (kiln_world_hash(world) == 0) snprintf(m->hash_error, sizeof m->hash_error, "%s", kiln_world_error(world));
     /* into the archetype of the rows the load checks: grown, its columns move */
     if (kiln_spawn_with(world, &m->mover, NULL, 1, &spawned) != KILN_OK) m->refused++;
     return KILN_OK;
@@ -93,6 +97,15 @@ KILN_TEST_LOOP(check_moves, a_check_hook_that_changes_the_world_mid_load_is_refu
     ck_assert_int_eq(hm.refused, 600); /* every add and every spawn */
     ck_assert_int_eq(hm.last, KILN_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(hm.resource_refused, 1);
+    /* each refusal names the hook that made the call: a check hook, not a destroy or move hook */
+    const char *tail = " while kiln_load checks the values it loads; a check hook reads the world and must not change it";
+    char want[3][256];
+    snprintf(want[0], sizeof want[0], "kiln_add: called from a component's check hook%s", tail);
+    snprintf(want[1], sizeof want[1], "kiln_spawn_with: called from a component's check hook%s", tail);
+    snprintf(want[2], sizeof want[2], "kiln_world_hash: called from a component's check hook%s", tail);
+    ck_assert_str_eq(hm.add_error, want[0]);
+    ck_assert_str_eq(hm.resource_error, want[1]);
+    ck_assert_str_eq(hm.hash_error, want[2]);
     pf_bytes_free(&saved);
     pf_close(&src);
     pf_close(&ref);

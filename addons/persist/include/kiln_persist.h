@@ -197,7 +197,9 @@ typedef struct kiln_load_desc {
  * in the file; "resource 'Link' field ..." for a resource). In a
  * world that never held an entity, entities keep their saved handles. Resources in the file
  * replace the world's. The world tick becomes the saved tick (at most KILN_SAVE_TICK_MAX) when that is later. Values
- * then pass their components' check hooks (the transform addon refuses Parent cycles).
+ * then pass their components' check hooks (the transform addon refuses Parent cycles); a
+ * structural or whole-world call from one fails ("kiln_add: called from a component's check
+ * hook while kiln_load checks the values it loads; ...").
  * All or nothing: on any failure the world holds the same entities, values and resources as
  * before, and every slot the load took goes back as it was (kiln_unspawn), so kiln_world_hash
  * is unchanged and the next spawns get the same handles. Not while deferred or iterating.

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access.h" /* kl_fail_in_hook */
 #include "defer.h"
 #include "persist_internal.h"
 #include "scene_internal.h"
@@ -21,6 +22,7 @@ kiln_result pz_check_readable(kiln_world *world, const char *call) {
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called while a schedule runs systems that "
                        "are not exclusive (they may write any column meanwhile); call it from an "
                        "exclusive system or between runs", call);
+    if (world->in_hook && world->in_check_of) return kl_fail_in_hook(world, call); /* a load's check hook */
     if (world->in_hook) /* access.h's kl_in_hook */
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's destroy or move "
                        "hook while the world changes; call it once the change is done", call);

@@ -751,13 +751,18 @@ kiln_result pz_commit(kiln_world *world, pz_doc *doc, const kiln_load_desc *desc
             r = name_outside(world, doc, &map);
         } else {
             write_omitted(world, doc);
-            world->in_hook++; /* a check hook changing the world would move rows it walks: refused (kl_in_hook) */
+            /* a check hook changing the world would move rows it walks: refused (kl_in_hook) */
+            world->in_hook++;
+            world->in_check_of = "kiln_load";
             r = check_values(world, doc);
+            world->in_check_of = NULL;
             world->in_hook--;
         }
     }
     world->in_hook++;
+    world->in_check_of = "kiln_load";
     if (r == KILN_OK) r = check_resources(world, doc, &dec, staged, &map);
+    world->in_check_of = NULL;
     world->in_hook--;
     if (r == KILN_OK) r = pz_pending_land(world, doc, desc, created, &created_count);
     if (r != KILN_OK) {
