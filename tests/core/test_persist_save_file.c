@@ -1,9 +1,11 @@
 /* test_persist_save_file.c: Check suite for kiln_save_file's failures: each is told, naming the
- * file, and leaves the older save whole. fsync and fstat are wrapped at link time (-Wl,--wrap). */
+ * file, and leaves the older save whole. fsync, fstat and open are wrapped at link time (-Wl,--wrap). */
 #define _XOPEN_SOURCE 700 /* mknod, S_IFCHR */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +24,13 @@ int __real_fsync(int fd);
 int __real_fstat(int fd, struct stat *st);
 int __wrap_fsync(int fd);
 int __wrap_fstat(int fd, struct stat *st);
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...);
 
 static int fail_fsync_of_folder, fail_fsync_of_file; /* an errno to fail with, or 0 */
 static int fail_fstat;
+static int fail_open_of_folder; /* an errno for an open of a folder to fail with, or 0 */
+static int folder_opens;        /* opens of a folder so far */
 static char syncs[8]; /* 'f' a file, 'd' a folder, in order */
 static size_t nsyncs;
 
@@ -34,6 +40,26 @@ int __wrap_fstat(int fd, struct stat *st) {
         return -1;
     }
     return __real_fstat(fd, st);
+}
+
+/* (a folder for reading, as kiln_save_file opens the one it saves in: root may open any, so
+ * permissions cannot make it fail in CI) */
+int __wrap_open(const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    if (flags & O_DIRECTORY) {
+        folder_opens++;
+        if (fail_open_of_folder) {
+            errno = fail_open_of_folder;
+            return -1;
+        }
+    }
+    return __real_open(path, flags, mode);
 }
 
 int __wrap_fsync(int fd) {
@@ -71,7 +97,7 @@ static bool read_all(const char *path, pf_bytes *dest) {
 /* A world with a scene, and an older save of it (before one more entity) at dir/world.bin. */
 static void saved_open(saved_dir *s) {
     memset(s, 0, sizeof *s);
-    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = 0;
+    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = fail_open_of_folder = 0;
     nsyncs = 0;
     memset(syncs, 0, sizeof syncs);
     snprintf(s->dir, sizeof s->dir, "/tmp/kiln-savefile-XXXXXX");
@@ -102,7 +128,7 @@ static void assert_error(kiln_world *world, const char *want) {
 }
 
 static void saved_close(saved_dir *s) {
-    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = 0;
+    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = fail_open_of_folder = 0;
     unlink(s->path);
     unlink(s->tmp);
     ck_assert_int_eq(rmdir(s->dir), 0);
@@ -172,6 +198,31 @@ KILN_TEST(save_file, a_failed_fstat_fails_the_save_naming_the_file_and_leaves_no
     kiln_result r = kiln_save_file(s.w.world, s.path, NULL);
     fail_fstat = 0;
     assert_refused(&s, r, "kiln_save_file: cannot write %s: %s", EIO);
+}
+
+/* The folder the file goes in cannot be opened for reading (EACCES, as a folder with no read
+ * permission gives anyone but root): the save is refused naming the file, having written
+ * nothing, no temporary file left, and synced nothing. */
+KILN_TEST(save_file, a_folder_that_cannot_be_opened_fails_the_save_naming_the_file) {
+    saved_dir s;
+    saved_open(&s);
+    folder_opens = 0;
+    memset(syncs, 0, sizeof syncs);
+    fail_open_of_folder = EACCES;
+    kiln_result r = kiln_save_file(s.w.world, s.path, NULL);
+    fail_open_of_folder = 0;
+    ck_assert_int_eq(folder_opens, 1); /* (the wrap saw the save's open) */
+    ck_assert_str_eq(syncs, "");
+    ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+    char want[256];
+    snprintf(want, sizeof want, "kiln_save_file: cannot open the folder of %s: %s", s.path, strerror(EACCES));
+    assert_error(s.w.world, want);
+    assert_older_whole(&s);
+    /* the next save, the folder open again, lands */
+    nsyncs = 0;
+    ck_assert_int_eq(kiln_save_file(s.w.world, s.path, NULL), KILN_OK);
+    ck_assert_str_eq(syncs, "fd");
+    saved_close(&s);
 }
 
 /* A full disk, made by a file size limit of a few bytes (EFBIG where ENOSPC would be). */
