@@ -61,8 +61,11 @@ KLUA_HIDDEN int klua_budget_unregister(lua_State *L);
  * naming fname when it does not fit, before anything is read. s: the text (n bytes), or, with
  * path, a file's path (opened as kiln opens it; one it cannot open is left to the read). With
  * saves, a text or file starting with kiln's binary magic is a binary save, read in place (a
- * text is not charged, a file its size). Outside a statement it does nothing. */
-KLUA_HIDDEN void klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path,
+ * text is not charged, a file its size). Outside a statement it does nothing. Returns the most
+ * bytes the read may then take from the file (its size as charged; 1 when it could not be
+ * charged, not being a regular file yet: no save), for the loader's max_bytes, so a file grown
+ * since is refused; 0 (no limit) for a text or outside a statement. */
+KLUA_HIDDEN uint64_t klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path,
                                           bool saves);
 /* The most bytes jansson's parse tree takes per byte of JSON text (78.2 for `[{},{},...]`, with
  * jansson 2.14 and glibc's malloc, counting 8 bytes a block). */

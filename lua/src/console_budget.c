@@ -128,9 +128,10 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 
 bool klua_console_active(lua_State *L) { return current(L) != NULL; }
 
-void klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path, bool saves) {
+uint64_t klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path,
+                                  bool saves) {
     const klua_budget *b = current(L);
-    if (!b) return;
+    if (!b) return 0;
     int64_t left = b->growth_max > b->grown ? b->growth_max - b->grown : 0;
     uint64_t size = n;
     const char *head = s;
@@ -138,19 +139,19 @@ void klua_console_charge_read(lua_State *L, const char *fname, const char *s, si
     if (path) { /* opened as kiln opens it: a pipe would block, only a regular file is read */
         int fd = open(s, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         struct stat st;
-        if (fd < 0) return;
+        if (fd < 0) return 1; /* (the read refuses it, unless it appears meanwhile: then too) */
         ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, first, sizeof first) : -1;
         close(fd);
-        if (got < 0) return;
+        if (got < 0) return 1;
         n = (size_t)got;
         size = (uint64_t)st.st_size;
         head = first;
     }
     bool binary = saves && n > 0 && memcmp(head, "KILNSAVE", n < 8 ? n : 8) == 0;
-    if (binary && !path) return;
+    if (binary && !path) return 0;
     uint64_t per = binary ? 1 : KLUA_JSON_TREE_BYTES + path;
     uint64_t need = size > UINT64_MAX / per ? UINT64_MAX : size * per;
-    if (need <= (uint64_t)left) return;
+    if (need <= (uint64_t)left) return !path ? 0 : size ? size : 1;
     char why[200]; /* (lua_pushfstring knows no 64-bit formats) */
     snprintf(why, sizeof why, "%s of %llu bytes may take %llu bytes to read, past what the console statement may "
              "still grow memory by (%lld bytes, of its statement_bytes)", binary ? "a file" : "a JSON text",

@@ -62,11 +62,12 @@ static int w_prefab_json(lua_State *L) {
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
     if (strlen(s) != n) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
-    klua_console_charge_read(L, fname, s, n, !looks_like_json(s, n), false);
+    uint64_t charged = klua_console_charge_read(L, fname, s, n, !looks_like_json(s, n), false);
     klua_prefab_tree *t = push_tree(L, kw, 1);
-    /* a console statement's (or an entry's) time limit holds inside the reading */
+    /* a console statement's (or an entry's) time limit holds inside the reading, and a file is
+     * read no further than what was charged */
     klua_budget_watch watch = {.L = L};
-    kiln_prefab_load_desc d = {.keep_going = klua_budget_watch_continue, .ud = &watch};
+    kiln_prefab_load_desc d = {.keep_going = klua_budget_watch_continue, .ud = &watch, .max_bytes = charged};
     kiln_result r = looks_like_json(s, n) ? kiln_prefab_load(kw->world, s, n, &d, &t->prefab)
                                           : kiln_prefab_load_file(kw->world, s, &d, &t->prefab);
     if (r != KILN_OK && watch.stopped) klua_budget_watch_end(&watch, fname);
@@ -303,7 +304,7 @@ static int w_instantiate(lua_State *L) {
     klua_budget_watch watch = {.L = L};
     d.keep_going = klua_budget_watch_continue;
     d.ud = &watch;
-    klua_console_charge_read(L, fname, s, len, !looks_like_json(s, len), false);
+    d.max_bytes = klua_console_charge_read(L, fname, s, len, !looks_like_json(s, len), false);
     klua_instance *ki = push_instance(L, kw);
     kiln_result r = looks_like_json(s, len) ? kiln_instantiate(kw->world, s, len, &d, &ki->instance)
                                             : kiln_instantiate_file(kw->world, s, &d, &ki->instance);

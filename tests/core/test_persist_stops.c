@@ -1,6 +1,7 @@
 /* test_persist_stops.c: Check suite for the caller's word inside long persistence calls:
  * instantiate, prefab loads, clone (keep_going) and export (progress) stop when asked, with
- * KILN_ERR_LIMIT and the world exactly as it was, and go on to the end otherwise. */
+ * KILN_ERR_LIMIT and the world exactly as it was, and go on to the end otherwise; a load past
+ * the caller's max_bytes is refused unread. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,45 @@ KILN_TEST(stops, instantiate_file_asks_while_reading_the_file) {
     ck_assert_int_eq(kiln_entity_count(w.world), 0);
     unlink(path);
     free(text);
+    pf_close(&w);
+}
+
+/* max_bytes: a save or file larger is refused before it is read, one of that size loads. */
+KILN_TEST(stops, a_load_larger_than_max_bytes_is_refused_unread_and_one_that_fits_loads) {
+    pf_world src, w;
+    pf_open(&src, false);
+    pf_populate(&src);
+    pf_open(&w, false);
+    pf_bytes saved;
+    pf_save(src.world, KILN_PERSIST_JSON, &saved);
+    char path[] = "/tmp/kiln_stops_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, saved.data, saved.size), (ssize_t)saved.size);
+    close(fd);
+    uint64_t hash = kiln_world_hash(w.world);
+    kiln_load_desc d = {.max_bytes = saved.size - 1};
+    char want[256];
+    ck_assert_int_eq(kiln_load(w.world, saved.data, saved.size, &d), KILN_ERR_LIMIT);
+    snprintf(want, sizeof want, "kiln_load: the save is larger than %zu bytes (%zu bytes)", saved.size - 1,
+             saved.size);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    ck_assert_int_eq(kiln_load_file(w.world, path, &d), KILN_ERR_LIMIT);
+    snprintf(want, sizeof want, "kiln_load_file: the save at %s is larger than %zu bytes (%zu bytes)", path,
+             saved.size - 1, saved.size);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    kiln_prefab *prefab = NULL;
+    ck_assert_int_eq(kiln_prefab_load_file(w.world, path, &(kiln_prefab_load_desc){.max_bytes = 1}, &prefab),
+                     KILN_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(kiln_world_error(w.world), ": the file at "));
+    ck_assert_ptr_null(prefab);
+    ck_assert_uint_eq(kiln_world_hash(w.world), hash);
+    d.max_bytes = saved.size;
+    ck_assert_int_eq(kiln_load_file(w.world, path, &d), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(w.world), kiln_entity_count(src.world));
+    unlink(path);
+    pf_bytes_free(&saved);
+    pf_close(&src);
     pf_close(&w);
 }
 

@@ -1,8 +1,10 @@
 /* test_console_persist.c: crafted saves fed to world:load, and long single calls (scenes,
  * prefabs, clones, exports, loadfile, world:progress), through a signed-in console client: each
  * refused or stopped with a clear message, the game running, its world as it was. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "console_fixture.h"
 
@@ -10,6 +12,42 @@ typedef struct game {
     lua_State *L;
     kiln_console *console;
 } game;
+
+/* fstat is wrapped at link time (-Wl,--wrap): the fstat of the file armed below grows it by
+ * grow_by bytes of white space once it returned, as another process appending to it between a
+ * statement's charge for the file (which stats it) and the read would. */
+int __real_fstat(int fd, struct stat *st);
+int __wrap_fstat(int fd, struct stat *st);
+static struct {
+    bool armed;
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+    int grow_by;
+    int grown; /* times it grew */
+} grow;
+
+int __wrap_fstat(int fd, struct stat *st) {
+    int r = __real_fstat(fd, st);
+    if (r != 0 || !grow.armed || st->st_dev != grow.dev || st->st_ino != grow.ino) return r;
+    grow.armed = false;
+    int out = open(grow.path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    ck_assert_int_ge(out, 0);
+    char pad[256];
+    memset(pad, ' ', sizeof pad);
+    for (int left = grow.grow_by; left > 0; left -= (int)sizeof pad)
+        ck_assert_int_gt(write(out, pad, left < (int)sizeof pad ? (size_t)left : sizeof pad), 0);
+    close(out);
+    grow.grown++;
+    return r;
+}
+
+static void grow_at_next_fstat(const char *path, int by) {
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    grow.dev = st.st_dev, grow.ino = st.st_ino, grow.path = path, grow.grow_by = by;
+    grow.armed = true;
+}
 
 /* A game whose world holds 5 entities: positions, and links from each to the first (some
  * entity fields for a tampered file to point elsewhere). */
@@ -258,6 +296,46 @@ START_TEST(a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_ref
     ck_assert_int_eq(luaL_dostring(g->L, "world:load(goodj .. pad) return world:count()"), LUA_OK);
     ck_assert_int_eq(lua_tointeger(g->L, -1), 20);
     lua_pop(g->L, 1);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
+/* A statement is charged a file's size before the read; a file that grows in between (another
+ * process appending to it) was read whole, past what was charged (up to the statement's memory
+ * limit times the growth). The read now stops at the charged size: refused, the world as it was.
+ * The file here grows by white space, which loads without complaint when not refused. */
+START_TEST(a_file_that_grows_between_the_charge_and_the_read_is_refused) {
+    game *g = start_game((kiln_console_desc){.statement_bytes = 64 << 20, .statement_ms = 20000});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    char path[] = "/tmp/kiln-console-grow-XXXXXX";
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    const char *writes[] = {"world:save{format = 'json'}", "world:save()",
+                            "'{\"version\": 1, \"entities\": [{}]}'", "'{\"components\": {}}'"};
+    const char *calls[] = {"world:load", "world:load", "world:instantiate", "world:prefab"};
+    const char *nouns[] = {"save", "save", "file", "file"};
+    for (int i = 0; i < 4; i++) {
+        char line[512];
+        snprintf(line, sizeof line, "local s = %s local f = io.open('%s', 'wb') f:write(s) f:close() return #s",
+                 writes[i], path);
+        const char *a = run(g, fd, line);
+        ck_assert_msg(strncmp(a, "ok:", 3) == 0, "%s", a);
+        long long size = atoll(a + 3);
+        grow_at_next_fstat(path, 4096);
+        snprintf(line, sizeof line, "%s('%s')", calls[i], path);
+        a = run(g, fd, line);
+        ck_assert_int_eq(grow.grown, i + 1);
+        char want[512];
+        snprintf(want, sizeof want, "error:%s: the %s at %s is larger than %lld bytes (%lld bytes)", calls[i],
+                 nouns[i], path, size, size + 4096);
+        ck_assert_msg(strncmp(a, want, strlen(want)) == 0 && strchr("\n", a[strlen(want)]), "%s", a);
+        ck_assert_str_eq(world_state(g), before);
+    }
+    unlink(path);
     close(fd);
     stop_game(g);
 }
@@ -550,6 +628,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, one_long_load_stops_at_the_statements_time_limit);
     tcase_add_test(tc, a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_refused);
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
+    tcase_add_test(tc, a_file_that_grows_between_the_charge_and_the_read_is_refused);
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);

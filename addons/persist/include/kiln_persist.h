@@ -181,6 +181,11 @@ typedef struct kiln_load_desc {
     kiln_load_ready_fn ready;        /* optional */
     kiln_load_continue_fn keep_going; /* optional */
     kiln_load_owned_fn owned;        /* optional; NULL loads owner marks as saved */
+    /* Optional, 0: any size. The most bytes the save may have: a larger one is refused with
+     * KILN_ERR_LIMIT before it is read ("kiln_load: the save is larger than 4096 bytes (5000
+     * bytes)"; kiln_load_file names the file). For a caller that charged a file's size against a
+     * budget before the call: a file grown since is not read past what was charged. */
+    uint64_t max_bytes;
 } kiln_load_desc;
 
 /* Loads size bytes at data (either format, told apart by their first bytes) into world,
@@ -447,6 +452,7 @@ typedef struct kiln_prefab_load_desc {
      * with a time limit (a console statement). */
     kiln_load_continue_fn keep_going;
     void *ud;                  /* handed to keep_going */
+    uint64_t max_bytes;        /* optional, 0: any size; a larger file is refused (kiln_load_desc's) */
 } kiln_prefab_load_desc;
 kiln_result kiln_prefab_load(kiln_world *world, const void *data, size_t size,
                              const kiln_prefab_load_desc *desc, kiln_prefab **dest);
@@ -515,6 +521,7 @@ typedef struct kiln_instantiate_desc {
      * statement) have it undone rather than kept with no instance to reach it by. */
     kiln_load_continue_fn keep_going;
     void *ud;                            /* handed to keep_going */
+    uint64_t max_bytes; /* optional, 0: any size; a larger file is refused (kiln_load_desc's) */
 } kiln_instantiate_desc;
 
 /* Spawns the scene in size bytes of JSON and writes its instance to dest. Everything is read

@@ -577,6 +577,12 @@ kiln_result pz_read_file(kiln_world *world, const char *path, const char *call,
         close(fd);
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: %.200s is not a regular file", call, path);
     }
+    if (desc && desc->max_bytes && (uint64_t)st.st_size > desc->max_bytes) {
+        close(fd);
+        return kl_fail(world, KILN_ERR_LIMIT, "%s: the %s at %.200s is larger than %llu bytes (%llu bytes)", call,
+                       strcmp(call, "kiln_load_file") == 0 ? "save" : "file", path,
+                       (unsigned long long)desc->max_bytes, (unsigned long long)st.st_size);
+    }
     FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         int e = errno;

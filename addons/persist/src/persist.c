@@ -208,6 +208,9 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
     KILN_ASSERT(world != NULL, "world is NULL");
     if (!desc) desc = &default_load;
     if (!data && size) return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: data is NULL");
+    if (desc->max_bytes && (uint64_t)size > desc->max_bytes)
+        return kl_fail(world, KILN_ERR_LIMIT, "kiln_load: the save is larger than %llu bytes (%llu bytes)",
+                       (unsigned long long)desc->max_bytes, (unsigned long long)size);
     kiln_result idle = pz_check_idle(world, "kiln_load");
     if (idle != KILN_OK) return idle;
     const uint8_t *p = data;

@@ -186,7 +186,8 @@ kiln_result kiln_prefab_load_file(kiln_world *world, const char *path, const kil
                                   kiln_prefab **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_load_desc asking = {.keep_going = desc ? desc->keep_going : NULL, .ud = desc ? desc->ud : NULL};
+    kiln_load_desc asking = {.keep_going = desc ? desc->keep_going : NULL, .ud = desc ? desc->ud : NULL,
+                             .max_bytes = desc ? desc->max_bytes : 0};
     kiln_result r = pz_read_file(world, path, "kiln_prefab_load_file", &asking, &bytes);
     if (r == KILN_OK) {
         r = kiln_prefab_load(world, bytes.data, bytes.size, desc, dest);

@@ -418,7 +418,8 @@ kiln_result kiln_instantiate_file(kiln_world *world, const char *path, const kil
                                   kiln_instance **dest) {
     KILN_ASSERT(world != NULL, "world is NULL");
     pz_bytes bytes = {.alloc = &world->alloc};
-    kiln_load_desc asking = {.keep_going = desc ? desc->keep_going : NULL, .ud = desc ? desc->ud : NULL};
+    kiln_load_desc asking = {.keep_going = desc ? desc->keep_going : NULL, .ud = desc ? desc->ud : NULL,
+                             .max_bytes = desc ? desc->max_bytes : 0};
     kiln_result r = pz_read_file(world, path, "kiln_instantiate_file", &asking, &bytes);
     if (r == KILN_OK) {
         r = kiln_instantiate(world, bytes.data, bytes.size, desc, dest);

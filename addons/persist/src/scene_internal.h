@@ -138,7 +138,7 @@ KL_HIDDEN json_t *pz_json_hex(kiln_world *world, const uint8_t *data, size_t siz
 
 /* Reads the whole file at path into bytes (on the world's allocator); fails naming call. With a
  * desc whose keep_going is set, asks it after every PZ_READ_ASK bytes read (KILN_ERR_LIMIT
- * when it answers false). */
+ * when it answers false); a file larger than desc->max_bytes (when set) is refused unread. */
 #define PZ_READ_ASK ((uint64_t)1 << 20)
 KL_HIDDEN kiln_result pz_read_file(kiln_world *world, const char *path, const char *call,
                                    const kiln_load_desc *desc, pz_bytes *bytes);
