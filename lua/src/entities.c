@@ -191,6 +191,7 @@ static int w_despawn(lua_State *L) {
     if (kw->mod_hooks) kw->mod_hooks->before_remove(L, kw, e, KILN_NO_COMPONENT, "world:despawn");
     kiln_result r = kw->host ? klua_mod_despawn(kw, e, false) : kiln_despawn(kw->world, e); /* a mod's: as it lands too */
     if (r != KILN_OK) klua_fail_world(L, kw->world, "world:despawn");
+    if (kw->mod_hooks) kw->mod_hooks->queued(kw);
     return 0;
 }
 
@@ -323,8 +324,11 @@ static int w_remove(lua_State *L) {
     if (kw->mod_hooks && kiln_has(kw->world, e, c)) {
         kw->mod_hooks->before_remove(L, kw, e, c, fname);
         kw->mod_hooks->before_reshape(L, kw, e, c, false, fname);
+    } else if (kw->mod_hooks) { /* deferred, queued all the same */
+        kw->mod_hooks->before_queue_remove(L, kw, fname);
     }
     if (kiln_remove(kw->world, e, c, &removed) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (kw->mod_hooks) kw->mod_hooks->queued(kw);
     lua_pushboolean(L, removed);
     return 1;
 }

@@ -28,6 +28,7 @@ static int w_set_parent(lua_State *L) {
     kiln_entity child = klua_check_entity(L, 2, fname);
     kiln_entity parent = lua_isnoneornil(L, 3) ? KILN_NULL_ENTITY : klua_check_entity(L, 3, fname);
     klua_check_access(L, kw, parent_component(L, kw, fname), true, fname);
+    bool removing = false;
     if (kw->mod_hooks) { /* a mod's add or removal of Parent, as world:add and world:remove ask */
         kiln_component pc = parent_component(L, kw, fname);
         bool has = kiln_has(kw->world, child, pc);
@@ -39,12 +40,14 @@ static int w_set_parent(lua_State *L) {
         } else if (has && parent == KILN_NULL_ENTITY) {
             kw->mod_hooks->before_remove(L, kw, child, pc, fname);
             kw->mod_hooks->before_reshape(L, kw, child, pc, false, fname);
+            removing = true; /* (counted in the frame's queue once it is queued) */
         } else if (has) { /* a new parent for a child that has one is a value set in place: it reshapes nothing */
             kw->mod_hooks->before_change(L, kw, child, pc, &(kiln_parent){parent}, fname);
         }
     }
     int64_t walked = klua_links_walked(kw);
     kiln_result r = kiln_transform_set_parent(kw->world, child, parent);
+    if (r == KILN_OK && removing) kw->mod_hooks->queued(kw);
     klua_charge_links(L, kw, walked);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
     return 0;
@@ -80,6 +83,7 @@ static int w_despawn_recursive(lua_State *L) {
     if (kw->mod_hooks) kw->mod_hooks->before_despawn_tree(L, kw, e, fname);
     kiln_result r = kw->host ? klua_mod_despawn(kw, e, true) : kiln_transform_despawn_recursive(kw->world, e);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (kw->mod_hooks) kw->mod_hooks->queued(kw);
     return 0;
 }
 

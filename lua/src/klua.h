@@ -158,8 +158,7 @@ typedef struct klua_mod_hooks {
     /* Before the view adds component c (bytes a value) to e, which lacks it, sets resource c
      * which the world lacks (e KILN_NULL_ENTITY), or emits an event of bytes (both null):
      * raises when the mod would hold more bytes in the world than it may. */
-    void (*before_grow)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, int64_t bytes,
-                        const char *fname);
+    void (*before_grow)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, int64_t bytes, const char *fname);
     /* A query the view just made, not yet counted or linked: raises, after destroying it,
      * when the mod may hold no more queries or no more bytes in the world. */
     void (*query_made)(lua_State *L, klua_world *kw, kiln_query *q, const char *fname);
@@ -167,11 +166,9 @@ typedef struct klua_mod_hooks {
      * which has it (either may make an archetype; spawns and other adds ask before_spawn and
      * before_grow; e KILN_NULL_ENTITY: a change whose archetype is not known, set_parent):
      * raises when mods may make no more. */
-    void (*before_reshape)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, bool add,
-                           const char *fname);
-    /* Between two instructions of the mod's code, from the budget's count hook (every 1000
-     * instructions; not from the row mode's call hook, which only Lua 5.4 uses): may collect.
-     * NULL when there is nothing to do there. */
+    void (*before_reshape)(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, bool add, const char *fname);
+    /* Between two instructions of the mod's code, from the budget's count hook (every 1000 instructions; not
+     * from the row mode's call hook, which only Lua 5.4 uses): may collect. NULL when there is nothing to do. */
     void (*step)(lua_State *L, klua_world *kw);
     /* While a mod's top level runs (what a failed load takes back, mod_undo.c): before_remove
      * raises before the view despawns e (c KILN_NO_COMPONENT) or removes c from it, unless e
@@ -195,6 +192,9 @@ typedef struct klua_mod_hooks {
     kiln_commands *(*emits)(lua_State *L, klua_world *kw);
     /* The mod's queued changes the world dropped as they landed, and the last one's message. */
     int64_t (*dropped)(klua_world *kw, const char **message);
+    /* A removal before_remove did not ask about, and a call's queuing done: mods.h's klua_mod_queue_plain_remove */
+    void (*before_queue_remove)(lua_State *L, klua_world *kw, const char *fname);
+    void (*queued)(klua_world *kw);
 } klua_mod_hooks;
 
 /* Shared with Lua-valued components' destroy hooks; a world resource: it lives as long as the world, past Lua. */

@@ -108,12 +108,13 @@ void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_co
                   "registers (entity %s is one, and a failed load of mod '%s' could not put the value back); do it from a system", fname, eb, loading->name);
 }
 
-void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
+int64_t klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
     klua_mod_before_remove(L, kw, root, KILN_NO_COMPONENT, fname);
     kiln_transform_ids ids;
-    if ((!loading_for(kw) && !klua_mods_any_readonly(kw)) || !kiln_is_alive(kw->world, root) ||
-        !kiln_transform_ids_get(kw->world, &ids))
-        return;
+    /* (deferred, the despawn queues one record an entity: the walk counts them) */
+    if ((!loading_for(kw) && !klua_mods_any_readonly(kw) && !kiln_is_deferred(kw->world)) ||
+        !kiln_is_alive(kw->world, root) || !kiln_transform_ids_get(kw->world, &ids))
+        return 1;
     /* breadth first through the index the despawn walks. An entity has one parent, so only
      * the root can come round again (links written through a pointer may close a cycle);
      * the live count bounds the walk all the same. The list is the mod's memory. */
@@ -139,6 +140,7 @@ void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root
         }
     }
     lua_pop(L, 1);
+    return n + 1;
 }
 
 void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c) {

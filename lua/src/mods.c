@@ -403,7 +403,7 @@ static const klua_mod_hooks hooks = {hook_before_spawn, hook_after_spawn, hook_b
 #endif
                                      klua_mod_queue_remove,  klua_mod_queue_despawn_tree,  klua_mod_before_add,
                                      klua_mod_before_resource, klua_mod_before_change,     klua_mod_emits,
-                                     klua_mod_dropped};
+                                     klua_mod_dropped,         klua_mod_queue_plain_remove, klua_mod_queued};
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 

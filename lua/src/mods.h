@@ -110,6 +110,7 @@ typedef struct klua_mod {
     kiln_tick event_tick;
     int64_t queued_bytes;      /* the despawn and removal records it queued during tick queued_tick */
     kiln_tick queued_tick;
+    int64_t queued_asked;      /* what the call under way would queue: counted once it did */
     /* by declared index: its component's values on entities it did not spawn, made at its
      * first add of that component to one (NULL until then) */
     kiln_query *foreign[KLUA_MOD_MAX_COMPONENTS];
@@ -348,11 +349,17 @@ KLUA_HIDDEN void klua_mod_count_spawn(klua_mod *mod, kiln_world *world);
 KLUA_HIDDEN int64_t klua_mod_pending_spawns(klua_mod *mod, kiln_world *world);
 /* Raises when more bytes would take mod past its world_memory (what names the call). */
 KLUA_HIDDEN void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what);
-/* The view's before_remove and before_despawn_tree hooks: klua_mod_before_remove's and
- * klua_mod_before_despawn_tree's checks, then, the world deferred, the record the call queues
- * counted with the frame's others against world_memory (raises past it). */
+/* The view's before_remove, before_despawn_tree and before_queue_remove hooks (this one for a
+ * removal before_remove does not ask about: e lacks c now, and a change queued before may give
+ * it c by the time it lands):
+ * klua_mod_before_remove's and klua_mod_before_despawn_tree's checks, then, the world
+ * deferred, the records the call queues (one a despawn of each entity of a tree) checked with
+ * the frame's others against world_memory (raises past it); klua_mod_queued (the queued hook)
+ * counts them once the call queued them (one that failed counts nothing). */
 KLUA_HIDDEN void klua_mod_queue_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname);
 KLUA_HIDDEN void klua_mod_queue_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
+KLUA_HIDDEN void klua_mod_queue_plain_remove(lua_State *L, klua_world *kw, const char *fname);
+KLUA_HIDDEN void klua_mod_queued(klua_world *kw);
 /* Raises when a spawn, add or remove by mod could make one archetype past the mods' limit or
  * its share of the room the frame left (see mods_account.c), else counts it. */
 KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const char *what);
@@ -394,7 +401,9 @@ KLUA_HIDDEN void klua_mod_note_guest_spawn(lua_State *L, klua_mod *loading, kiln
 /* The mod view's hooks of the same names (klua_mod_hooks in klua.h). */
 KLUA_HIDDEN void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c,
                                         const char *fname);
-KLUA_HIDDEN void klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
+/* (before_despawn_tree's also returns how many entities the tree holds, root included, when
+ * it walked it: the world deferred, a mod loading or anything read-only; else 1) */
+KLUA_HIDDEN int64_t klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname);
 KLUA_HIDDEN void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c);
 KLUA_HIDDEN void klua_mod_before_resource(lua_State *L, klua_world *kw, kiln_component c, bool set,
                                           const char *fname);

@@ -224,31 +224,50 @@ bool klua_mods_load_owned(klua_world *kw, kiln_component mark, int64_t entities,
     return false;
 }
 
-enum { QUEUED_RECORD_BYTES = 32 }; /* a queued change's record in the world's queue, as KLUA_EMIT_RECORD_BYTES */
+/* What the core keeps for a queued change (core/src/commands.c): a 32-byte record, and for a
+ * despawn its own copy of the read-only list (kiln_despawn_unless), in blocks of 16 bytes.
+ * A tree's despawn (kiln_transform_despawn_recursive_unless) queues one such despawn an
+ * entity of the tree, deepest first. */
+enum { QUEUED_RECORD_BYTES = 32, QUEUED_VALUE_ALIGN = 16 };
 
 /* A despawn or removal queued (a frame, a query loop) holds its record, and a despawn its copy
  * of the read-only list, until it lands. Those of a tick count against world_memory on their
  * own, so a mod queuing millions (each dropped as it lands, say) meets its limit instead of
- * taking the host's memory, while one holding its limit in rows may still despawn them. */
-static void charge_queued(lua_State *L, klua_world *kw, bool despawn, const char *fname) {
+ * taking the host's memory, while one holding its limit in rows may still despawn them. The
+ * check is made before the call queues anything; the count once it did (klua_mod_queued), so
+ * a call that fails after it counts nothing. */
+static void charge_queued(lua_State *L, klua_world *kw, int64_t records, bool despawn, const char *fname) {
     klua_mod *mod = kw->mod;
+    mod->queued_asked = 0;
     if (!kiln_is_deferred(kw->world)) return;
     kiln_tick now = klua_frame_key(kw->world);
     if (mod->queued_tick != now) mod->queued_bytes = 0, mod->queued_tick = now;
-    int64_t bytes = QUEUED_RECORD_BYTES + (despawn ? mod->mods->readonly_count * (int64_t)sizeof(kiln_component) : 0);
-    if (bytes > mod->mods->world_memory - mod->queued_bytes)
+    int64_t keep = despawn ? mod->mods->readonly_count * (int64_t)sizeof(kiln_component) : 0;
+    int64_t each = QUEUED_RECORD_BYTES + (keep + QUEUED_VALUE_ALIGN - 1) / QUEUED_VALUE_ALIGN * QUEUED_VALUE_ALIGN;
+    int64_t left = mod->mods->world_memory - mod->queued_bytes;
+    if (records > left / each) /* (records times each may not fit in 64 bits: a count of live entities does) */
         luaL_error(L, "%s: mod '%s' queued %I bytes of despawns and removals this frame; another would take %I more, "
                    "past its limit of %I (world_memory)", fname, mod->name, (lua_Integer)mod->queued_bytes,
-                   (lua_Integer)bytes, (lua_Integer)mod->mods->world_memory);
-    mod->queued_bytes += bytes;
+                   (lua_Integer)(records * each), (lua_Integer)mod->mods->world_memory);
+    mod->queued_asked = records * each;
+}
+
+void klua_mod_queued(klua_world *kw) {
+    klua_mod *mod = kw->mod;
+    if (mod->queued_tick == klua_frame_key(kw->world)) mod->queued_bytes += mod->queued_asked;
+    mod->queued_asked = 0;
 }
 
 void klua_mod_queue_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_component c, const char *fname) {
     klua_mod_before_remove(L, kw, e, c, fname);
-    charge_queued(L, kw, c == KILN_NO_COMPONENT, fname);
+    charge_queued(L, kw, 1, c == KILN_NO_COMPONENT, fname);
 }
 
 void klua_mod_queue_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
-    klua_mod_before_despawn_tree(L, kw, root, fname);
-    charge_queued(L, kw, true, fname);
+    int64_t entities = klua_mod_before_despawn_tree(L, kw, root, fname);
+    charge_queued(L, kw, entities, true, fname);
+}
+
+void klua_mod_queue_plain_remove(lua_State *L, klua_world *kw, const char *fname) {
+    charge_queued(L, kw, 1, false, fname);
 }

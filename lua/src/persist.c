@@ -690,18 +690,20 @@ static int w_name(lua_State *L) {
     kiln_component id;
     if (kiln_name_init(kw->world, &id) != KILN_OK) klua_fail_world(L, kw->world, fname);
     klua_check_access(L, kw, id, true, fname);
+    bool removing = false;
     if (kw->mod_hooks && kiln_is_alive(kw->world, e)) { /* a name is a component: a mod's add or removal */
         bool has = kiln_has(kw->world, e, id);
         kiln_component_info info;
         kiln_component_info_get(kw->world, id, &info);
         if (name && !has) kw->mod_hooks->before_add(L, kw, e, id);
-        else if (!name && has) kw->mod_hooks->before_remove(L, kw, e, id, fname);
+        else if (!name && has) kw->mod_hooks->before_remove(L, kw, e, id, fname), removing = true;
         else if (name && strcmp(name, kiln_name_get(kw->world, e)) != 0) /* a rename */
             kw->mod_hooks->before_change(L, kw, e, id, NULL, fname);
         if (name && !has) kw->mod_hooks->before_grow(L, kw, e, id, (int64_t)(info.stride + sizeof(kiln_row_tick)), fname);
         else if (!name && has) kw->mod_hooks->before_reshape(L, kw, e, id, false, fname);
     }
     if (kiln_name_set(kw->world, e, name) != KILN_OK) klua_fail_world(L, kw->world, fname);
+    if (removing) kw->mod_hooks->queued(kw); /* (counted in the frame's queue once it is queued) */
     return 0;
 }
 

@@ -275,7 +275,7 @@ end}
             frame = frame + 1
             ww:add(targets[frame], "Hull", {hp = 1}) -- lands after the flood is queued
         end}
-        -- 36 bytes a despawn (its record and the read-only list): 1000 fit in 64 KiB, 3000 do not
+        -- 48 bytes a despawn (its record, the read-only list in 16): 1000 fit in 64 KiB, 3000 do not
         local mods = kiln.mods(w, {readonly = {"Hull"}, world_memory = 65536})
         local dir = M.folder()
         M.write(dir, "flood.lua", string.format([[
@@ -291,7 +291,7 @@ end}
         local failures = M.frames(w, 1)
         assert.are.equal(1, #failures)
         assert.truthy(failures[1].message:find("world:despawn: mod 'flood' queued 65520 bytes of despawns and "
-                                             .. "removals this frame; another would take 36 more, past its limit "
+                                             .. "removals this frame; another would take 48 more, past its limit "
                                              .. "of 65536 (world_memory)", 1, true), failures[1].message)
         -- the next frame counts from nothing again
         assert.are.same({}, M.frames(w, 1))
