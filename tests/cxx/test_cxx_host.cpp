@@ -178,12 +178,31 @@ START_TEST(the_lua_binding_runs_from_a_cxx_host) {
 }
 END_TEST
 
+// The read-only calls take a const world, so a C++ host holding one calls them without a cast
+// (a non-const parameter there would not compile: C++ refuses to drop the qualifier).
+START_TEST(read_only_calls_take_a_const_world) {
+    Fixture f;
+    kiln_entity e = f.spawn(3);
+    ck_assert_int_eq(kiln_name_init(f.world, nullptr), KILN_OK);
+    kiln_transform_ids ids;
+    ck_assert_int_eq(kiln_transform_init(f.world, &ids), KILN_OK);
+    const kiln_world *world = f.world;
+    ck_assert(kiln_is_alive(world, e) && kiln_has(world, e, f.pos));
+    ck_assert_int_eq(kiln_entity_count(world), 1);
+    ck_assert_int_eq(kiln_name_slots_read(world), 0);
+    ck_assert_int_eq(kiln_transform_links_walked(world), 0);
+    ck_assert_ptr_null(kiln_name_get(world, e));
+    ck_assert_uint_ne(kiln_world_hash(world), 0);
+}
+END_TEST
+
 int main() {
     const TTest *const tests[] = {
         inline_helpers_compile_as_cxx_and_agree_with_the_library,
         an_exception_in_a_loop_body_leaves_the_world_undeferred,
         a_system_that_catches_its_exceptions_keeps_the_schedule_usable,
         the_lua_binding_runs_from_a_cxx_host,
+        read_only_calls_take_a_const_world,
     };
     return cxx_run_suite("cxx_host", tests, sizeof tests / sizeof *tests);
 }

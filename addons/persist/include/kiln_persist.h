@@ -333,7 +333,7 @@ kiln_entity kiln_name_lookup(kiln_world *world, const char *name);
  * per world, which no script or file can know, so the names it is given cannot be picked to
  * pile into one run of slots: a look-up reads about two slots, whatever the names. A host
  * that lets scripts name entities reads this before and after their calls to charge them. */
-int64_t kiln_name_slots_read(kiln_world *world);
+int64_t kiln_name_slots_read(const kiln_world *world);
 
 /* ---- Clone -------------------------------------------------------------------------------- */
 

@@ -446,7 +446,7 @@ kiln_entity kiln_name_lookup(kiln_world *world, const char *name) {
     return e;
 }
 
-int64_t kiln_name_slots_read(kiln_world *world) {
+int64_t kiln_name_slots_read(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     name_state *st = state_of(world);
     if (!st) return 0;

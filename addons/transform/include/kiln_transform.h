@@ -162,7 +162,7 @@ kiln_result kiln_transform_despawn_recursive_unless(kiln_world *world, kiln_enti
  * kiln_transform_init). Linking an entity with descendants under a parent checks how deep
  * they go, which may walk the entity's whole subtree: a host that lets scripts link entities
  * reads this before and after their calls to charge them for that work. */
-int64_t kiln_transform_links_walked(kiln_world *world);
+int64_t kiln_transform_links_walked(const kiln_world *world);
 
 /* Fills dest with a ready system for a schedule: name "propagate_transforms", reads Parent
  * and LocalTransform, writes WorldTransform, runs kiln_transform_propagate_parallel on the

@@ -369,7 +369,7 @@ int32_t kl_transform_height(kiln_world *world, kl_transform_state *st, kiln_enti
     return height;
 }
 
-int64_t kiln_transform_links_walked(kiln_world *world) {
+int64_t kiln_transform_links_walked(const kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     kl_transform_state *st = kl_transform_state_of(world);
     if (!st) return 0;
