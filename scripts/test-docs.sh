@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test-docs.sh: the docs group of `make test`: the C API page is current with the headers, the
-# tests of tools/apidoc.lua, and every doc sample; ends with one "N passed, N failed" line.
+# tests of tools/apidoc.lua, the callbacks' user pointers as the page's conventions say, and every
+# doc sample; ends with one "N passed, N failed" line.
 # usage: scripts/test-docs.sh BUILD PAGE HEADER...   (from the repository root)
 set -u
 build=$1; shift
@@ -20,6 +21,7 @@ else
   printf '%s\n' "$out"; failed=$((failed + 1))
 fi
 out=$(lua5.4 tests/docs/apidoc_test.lua 2>&1); printf '%s\n' "$out"; count "$out"
+out=$(lua5.4 tests/docs/callbacks_test.lua "$@" 2>&1); printf '%s\n' "$out"; count "$out"
 out=$(lua5.4 tests/docs/run_samples.lua "$build" README.md docs/*.md 2>&1); printf '%s\n' "$out"; count "$out"
 
 echo "$passed passed, $failed failed"
