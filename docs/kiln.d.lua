@@ -724,8 +724,8 @@ function Mods:load(path) end
 
 ---Loads every mod of a folder in dependency order.
 ---@param dir string
----@return string[] loaded Names, in load order.
----@return table<string, string> failures Messages by mod name.
+---@return string[]|nil loaded Names, in load order; nil for a folder it cannot read.
+---@return table<string, string>|string failures Messages by mod name, or why the folder was not read.
 function Mods:load_dir(dir) end
 
 ---Reloads a mod in place (and the mods depending on it); the old version runs on if the new fails.
@@ -752,7 +752,8 @@ function Mods:poll() end
 ---The last lines a mod printed.
 ---@param name string
 ---@param n? integer
----@return string[]
+---@return string[]|nil lines nil for a name no loaded mod has.
+---@return string? message
 function Mods:log(name, n) end
 
 ---Closes every mod's state (their systems leave; entities and data stay).

@@ -413,7 +413,8 @@ local function mods_command(self, cmd, rest)
   end
   local ok, a = pcall(function()
     if cmd == "mods" then return mods_text(mods:list()) end
-    local lines = mods:log(name)
+    local lines, why = mods:log(name)
+    if not lines then error(why, 0) end
     return #lines > 0 and table.concat(lines, "\n") or "(nothing printed)"
   end)
   if not ok then return "error", tostring(a) end

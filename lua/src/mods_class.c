@@ -145,6 +145,20 @@ static int record_failed(lua_State *L) {
     return 1;
 }
 
+/* Returns nil and msg, the message its caller pushed: an expected failure (the files
+ * or which mods are loaded decide it), where misuse raises. */
+static int nil_and(lua_State *L, const char *msg) {
+    (void)msg;
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+}
+
+/* nil and "no mod named 'NAME' is loaded", the name cut as every quoted name is. */
+static int no_mod(lua_State *L, const char *name) {
+    return nil_and(L, lua_pushfstring(L, "no mod named '%s' is loaded", klua_quote(L, name, strlen(name))));
+}
+
 /* Runs a lifecycle operation with the caller as the host thread. */
 static const char *begin(lua_State *L, klua_mods *mods) {
     const char *why = klua_mods_busy(mods);
@@ -291,7 +305,7 @@ static int md_load_dir(lua_State *L) {
     lua_newtable(L);
     int names = lua_gettop(L);
     dir_scan scan = {opendir(dir), 0, false};
-    if (!scan.d) klua_fail(L, fname, "cannot open folder %s", klua_quote(L, dir, strlen(dir)));
+    if (!scan.d) return nil_and(L, lua_pushfstring(L, "cannot open folder %s", klua_quote(L, dir, strlen(dir))));
     lua_pushlightuserdata(L, &scan);
     lua_pushvalue(L, names);
     int status = klua_pcall_c(L, scan_dir, 2, 0, 0);
@@ -300,8 +314,8 @@ static int md_load_dir(lua_State *L) {
     int n = scan.n;
     bool more = scan.more;
     if (more)
-        klua_fail(L, fname, "%s holds more than %d entries; keep mods in a folder of their own",
-                  klua_quote(L, dir, strlen(dir)), MAX_DIR_ENTRIES);
+        return nil_and(L, lua_pushfstring(L, "%s holds more than %d entries; keep mods in a folder of their own",
+                                          klua_quote(L, dir, strlen(dir)), MAX_DIR_ENTRIES));
     found *list = lua_newuserdatauv(L, sizeof(found) * (size_t)(n ? n : 1), 0);
     memset(list, 0, sizeof(found) * (size_t)(n ? n : 1));
     const char **sorted = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n ? n : 1), 0);
@@ -367,14 +381,6 @@ static int md_readonly(lua_State *L) {
     return klua_mods_readonly_add(L, mods, fname);
 }
 
-/* Returns nil and msg, the message its caller pushed: an expected failure. */
-static int nil_and(lua_State *L, const char *msg) {
-    (void)msg;
-    lua_pushnil(L);
-    lua_insert(L, -2);
-    return 2;
-}
-
 static int md_unload(lua_State *L) {
     const char *fname = "mods:unload";
     klua_mods *mods = check_mods(L, fname);
@@ -389,7 +395,7 @@ static int md_unload(lua_State *L) {
         lua_pop(L, 1);
     }
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) return nil_and(L, lua_pushfstring(L, "no mod named '%s' is loaded", name));
+    if (!mod) return no_mod(L, name);
     for (int i = 0; i < mods->count; i++)
         for (int d = 0; d < mods->list[i]->depend_count; d++)
             if (strcmp(mods->list[i]->depends[d], name) == 0)
@@ -409,7 +415,7 @@ static int md_reload(lua_State *L) {
     klua_mods *mods = check_mods(L, fname);
     const char *name = check_name(L, 2, fname);
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) return nil_and(L, lua_pushfstring(L, "no mod named '%s' is loaded", name));
+    if (!mod) return no_mod(L, name);
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];
@@ -521,15 +527,17 @@ static int md_log(lua_State *L) {
     const char *fname = "mods:log";
     klua_mods *mods = check_mods(L, fname);
     const char *name = check_name(L, 2, fname);
-    klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) klua_argerror(L, 2, fname, "no mod named '%s' is loaded", klua_quote(L, name, strlen(name)));
-    int64_t kept = mod->log_total < KLUA_MOD_LOG_LINES ? mod->log_total : KLUA_MOD_LOG_LINES;
-    int64_t want = kept;
+    lua_Integer n = -1; /* all kept */
     if (!lua_isnoneornil(L, 3)) {
-        lua_Integer n = luaL_checkinteger(L, 3);
+        int ok = 0;
+        n = lua_tointegerx(L, 3, &ok);
+        if (!ok) klua_typeerror(L, 3, fname, "integer");
         if (n < 0) klua_argerror(L, 3, fname, "n must not be negative");
-        if (n < want) want = n;
     }
+    klua_mod *mod = klua_mods_find(mods, name);
+    if (!mod) return no_mod(L, name);
+    int64_t kept = mod->log_total < KLUA_MOD_LOG_LINES ? mod->log_total : KLUA_MOD_LOG_LINES;
+    int64_t want = n >= 0 && n < kept ? n : kept;
     lua_createtable(L, (int)want, 0);
     for (int64_t i = 0; i < want; i++) {
         int slot = (int)((mod->log_next - want + i + 2 * KLUA_MOD_LOG_LINES) % KLUA_MOD_LOG_LINES);

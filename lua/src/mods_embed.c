@@ -48,7 +48,7 @@ static bool call_method(lua_State *L, int mods_idx, const char *method, const ch
     bool ok = false;
     if (lua_pcall(L, nargs, 2, 0) != LUA_OK) {
         if (err && size) snprintf(err, size, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error");
-    } else if (strcmp(method, "load_dir") == 0) {
+    } else if (strcmp(method, "load_dir") == 0 && !lua_isnil(L, -2)) { /* nil: a folder it cannot read */
         ok = list_failures(L, err, size);
     } else if (lua_toboolean(L, -2)) {
         ok = true;

@@ -176,6 +176,8 @@ START_TEST(reload_unload_and_load_dir_report_their_failures_in_err) {
     ck_assert_int_ge(kiln_schedule_find(s, "a_sys"), 0); /* the old version runs on */
     ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.mods_idx, err, sizeof err), -1); /* the change is seen... */
     ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.mods_idx, err, sizeof err), 0);  /* ...and not retried */
+    ck_assert(!kiln_lua_mods_load_dir(h.L, h.mods_idx, path_of(&h, "no-such-folder"), err, sizeof err));
+    ck_assert_msg(strstr(err, "cannot open folder ") == err, "%s", err);
     ck_assert(!kiln_lua_mods_unload(h.L, h.mods_idx, "nobody", false, err, sizeof err));
     ck_assert_str_eq(err, "no mod named 'nobody' is loaded");
     ck_assert_msg(kiln_lua_mods_unload(h.L, h.mods_idx, "a", true, err, sizeof err), "%s", err);
