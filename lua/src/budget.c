@@ -50,14 +50,12 @@ static KLUA_NORETURN void spent(lua_State *L, klua_world *kw) {
     if (late) {
         char why[sizeof kw->budget_what + 80];
         late_message(kw, why, sizeof why);
-        luaL_error(L, "%s", why);
+        klua_raise(L, "%s", why);
     }
     if (kw->frame_capped)
-        luaL_error(L, "%s ran past what was left of its mod's %I instructions for this frame", kw->budget_what,
+        klua_raise(L, "%s ran past what was left of its mod's %I instructions for this frame", kw->budget_what,
                    (lua_Integer)kw->frame_limit);
-    luaL_error(L, "%s ran past its budget of %I instructions", kw->budget_what, (lua_Integer)kw->budget_limit);
-    for (;;) {
-    }
+    klua_raise(L, "%s ran past its budget of %I instructions", kw->budget_what, (lua_Integer)kw->budget_limit);
 }
 
 /* Coroutines the entry creates inherit the hook, so their instructions are charged too. */

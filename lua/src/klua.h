@@ -369,13 +369,13 @@ typedef struct klua_query {
 
 /* ---- support.c: errors, classes, the World behind a method, shared look-ups ---- */
 /* Raises "bad argument #N to 'fname' (detail)"; arg is the stack index (methods: self is 1). */
-KLUA_HIDDEN KLUA_NORETURN void klua_argerror(lua_State *L, int arg, const char *fname,
-                                             const char *fmt, ...);
+KLUA_HIDDEN KLUA_NORETURN void klua_argerror(lua_State *L, int arg, const char *fname, const char *fmt, ...);
 /* Raises "bad argument ... (expected expected, got <type>)". */
-KLUA_HIDDEN KLUA_NORETURN void klua_typeerror(lua_State *L, int arg, const char *fname,
-                                              const char *expected);
+KLUA_HIDDEN KLUA_NORETURN void klua_typeerror(lua_State *L, int arg, const char *fname, const char *expected);
 /* Raises "fname: detail". */
 KLUA_HIDDEN KLUA_NORETURN void klua_fail(lua_State *L, const char *fname, const char *fmt, ...);
+/* Raises the message alone, without luaL_error's "chunk:line:": for a hook's stop (a spent budget). */
+KLUA_HIDDEN KLUA_NORETURN void klua_raise(lua_State *L, const char *fmt, ...);
 /* Raises "fname: <the world's last error, without the core's call-name prefix>". */
 KLUA_HIDDEN KLUA_NORETURN void klua_fail_world(lua_State *L, const kiln_world *world, const char *fname);
 /* The detail of a core message: msg without its leading "kiln_xxx: ". */

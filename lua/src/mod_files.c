@@ -145,7 +145,7 @@ static void *small_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 static void manifest_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lua_sethook(L, manifest_hook, LUA_MASKCOUNT, 1);
-    luaL_error(L, "the manifest ran past %d instructions", MANIFEST_INSTRUCTIONS);
+    klua_raise(L, "the manifest ran past %d instructions", MANIFEST_INSTRUCTIONS);
 }
 
 /* Reads the manifest's table (at the top) into mod; runs protected in the manifest's state. */

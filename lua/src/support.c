@@ -39,6 +39,15 @@ void klua_fail(lua_State *L, const char *fname, const char *fmt, ...) {
     for (;;) {}
 }
 
+void klua_raise(lua_State *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_error(L);
+    for (;;) {}
+}
+
 const char *klua_core_detail(const char *msg) {
     if (strncmp(msg, "kiln_", 5) != 0) return msg;
     const char *p = msg + 5;

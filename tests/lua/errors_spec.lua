@@ -208,3 +208,34 @@ describe("exact input rules", function()
         assert.is_true(H.not_deferred(w))
     end)
 end)
+
+describe("a stop raised by a budget", function()
+    it("names no line of the script, however deep the loop it stopped runs", function()
+        local w = H.world({instructions = 100000})
+        local function spin() while true do end end
+        w:system{name = "flat", run = function() while true do end end}
+        w:system{name = "deep", run = function() local function inner() spin() end inner() end}
+        local ok, failures = w:progress(0)
+        assert.is_false(ok)
+        assert.are.equal(2, #failures)
+        for _, f in ipairs(failures) do
+            assert.are.equal("system '" .. f.system .. "' ran past its budget of 100000 instructions", f.message)
+        end
+    end)
+
+    it("names no line of a mod's manifest either", function()
+        local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+        local dir = M.folder()
+        for name, body in pairs({flat = "while true do end",
+                                 deep = "local function s() while true do end end local function f() s() end f()"}) do
+            M.write(dir, name .. "/manifest.lua", body)
+            M.write(dir, name .. "/init.lua", "\n")
+            local _, mods = M.host()
+            local info, err = mods:load(dir .. "/" .. name)
+            assert.is_nil(info)
+            assert.truthy(err:find(": bad manifest: the manifest ran past 100000 instructions$"), err)
+            assert.falsy(err:find("manifest.lua:", 1, true), err)
+        end
+        M.cleanup()
+    end)
+end)
