@@ -153,7 +153,10 @@ typedef struct kiln_console_desc {
     const char *bind_address; /* NULL: "127.0.0.1"; an address outside 127/8 needs a token */
     int max_clients;          /* 0: 8; when all are taken, the client longest without its
                                * token gives up its place to a new one */
-    int64_t budget;           /* instructions one statement may run; 0: 100 million */
+    union {                   /* instructions one statement may run; 0: 100 million */
+        int64_t instructions; /* as kiln_lua_mods_desc and kiln.world{} name a budget */
+        int64_t budget;       /* its older name: the same field, still accepted */
+    };
     int statement_ms;         /* wall-clock limit of one statement; 0: 1000 */
     int64_t statement_bytes;  /* what one statement may grow Lua's memory by (one string
                                * concatenation is one instruction of the budget); 0: 256 MiB */

@@ -127,8 +127,8 @@ static void usage(FILE *out) {
             "  --mods DIR      load every mod in DIR, in the order their depends ask\n"
             "  --max-ships N   ships alive at most; waves launch no more past it\n"
             "                  (default %d)\n"
-            "  --budget N      instructions one Lua system run (or a mod's top level) may\n"
-            "                  take before it fails\n"
+            "  --instructions N  instructions one Lua system run (or a mod's top level)\n"
+            "                  may take before it fails (--budget N: the same)\n"
             "                  (default 50000000; 0: no budget)\n"
             "  --console PORT  accept `kiln --connect 127.0.0.1:PORT` (0: any free port);\n"
             "                  implies --realtime\n"
@@ -200,7 +200,7 @@ static options parse_options(int argc, char **argv, char *rules_buf, size_t rule
             o.workers = (int32_t)int_arg(argc, argv, i++, 0, 64);
         } else if (strcmp(a, "--max-ships") == 0) {
             o.max_ships = (int32_t)int_arg(argc, argv, i++, 0, 1000000);
-        } else if (strcmp(a, "--budget") == 0) {
+        } else if (strcmp(a, "--instructions") == 0 || strcmp(a, "--budget") == 0) { /* --budget: its older name */
             o.budget = int_arg(argc, argv, i++, 0, INT64_MAX);
         } else if (strcmp(a, "--rules") == 0) {
             o.rules = str_arg(argc, argv, i++);
@@ -237,7 +237,7 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
-/* The instruction budget of the rules' top level: the same --budget as systems. Once spent
+/* The instruction budget of the rules' top level: the same --instructions as systems. Once spent
  * it raises at every instruction, so a pcall in the file cannot hide it. */
 static const char load_budget_key = 'l'; /* registry key (its address): the game loading */
 

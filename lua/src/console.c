@@ -180,7 +180,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     kiln_console_desc d = desc ? *desc : (kiln_console_desc){0};
     if (!d.bind_address) d.bind_address = "127.0.0.1";
     if (d.max_clients <= 0) d.max_clients = 8;
-    if (d.budget <= 0) d.budget = 100000000;
+    if (d.instructions <= 0) d.instructions = 100000000;
     if (d.statement_ms <= 0) d.statement_ms = 1000;
     if (d.statement_bytes <= 0) d.statement_bytes = (int64_t)256 << 20;
     if (d.frame_bytes <= 0) d.frame_bytes = 65536;
@@ -224,7 +224,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
     c->auth_ms = d.auth_ms;
     c->log = d.log;
     c->log_user = d.log_user;
-    c->budget.limit = d.budget;
+    c->budget.limit = d.instructions;
     c->budget.statement_ms = d.statement_ms;
     c->budget.growth_max = d.statement_bytes;
     c->clients = clients;

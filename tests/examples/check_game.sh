@@ -197,7 +197,7 @@ cat >"$TMP/stuck.lua" <<'EOF2'
 print("lift:", pcall(world.instructions, world, 0))
 world:system{name = "stuck", run = function() while true do pcall(function() while true do end end) end end}
 EOF2
-run stuck --frames 60 --asteroids 500 --budget 2000000 --mod "$TMP/stuck.lua"
+run stuck --frames 60 --asteroids 500 --instructions 2000000 --mod "$TMP/stuck.lua"
 if [ "$(rc stuck)" = 0 ] && grep -q "Lua system 'stuck' failed: .*ran past its budget of 2000000 instructions" "$TMP/stuck.err" &&
    grep -q "system 'stuck' disabled" "$TMP/stuck.err" && grep -q '^final: score' "$TMP/stuck.out" &&
    grep -q "^mod stuck: lift:	false	world:instructions: the host sets the budget of its world" "$TMP/stuck.out"; then

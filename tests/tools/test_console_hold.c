@@ -95,6 +95,29 @@ static int sign_in(game *g, kiln_console *c) {
     return fd;
 }
 
+/* The statement budget is kiln_console_desc.instructions, as every other budget is named;
+ * budget, its older name, is the same field, so a host written against it keeps working. */
+START_TEST(the_statement_budget_is_set_by_instructions_or_its_older_name_budget) {
+    for (int k = 0; k < 3; k++) {
+        game *g = start_game(false);
+        kiln_console_close(g->console);
+        kiln_console_desc d = {0};
+        if (k == 0) d.instructions = 100000;
+        if (k == 1) d.budget = 100000; /* k == 2: the default, 100 million */
+        g->console = must_open_console(g->L, d);
+        int fd = sign_in(g, g->console);
+        send_text(fd, "local n = 0 for i = 1, 200000 do n = n + 1 end return n\n");
+        const char *a = answers(g, fd, 1);
+        if (k < 2)
+            ck_assert_msg(strstr(a, "error:console: the statement ran past its instruction budget") == a, "%d: %s", k, a);
+        else
+            ck_assert_str_eq(a, "ok:200000|");
+        close(fd);
+        stop_game(g);
+    }
+}
+END_TEST
+
 START_TEST(a_statement_polling_its_own_console_serves_nothing_inside) {
     game *g = start_game(false);
     int fd = sign_in(g, g->console);
@@ -170,6 +193,7 @@ static Suite *hold_suite(void) {
     Suite *s = suite_create("console_hold");
     TCase *tc = tcase_create("callbacks");
     tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, the_statement_budget_is_set_by_instructions_or_its_older_name_budget);
     tcase_add_test(tc, a_statement_polling_its_own_console_serves_nothing_inside);
     tcase_add_test(tc, a_statement_closing_its_console_ends_the_poll_then_the_console);
     tcase_add_test(tc, a_statement_polling_another_console_keeps_its_own_budget);
