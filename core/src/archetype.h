@@ -438,13 +438,16 @@ static inline __attribute__((always_inline)) void
 kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl_column *added,
                       const kl_column *gone, size_t at, size_t to, size_t tail, kiln_tick base,
                       bool swap, size_t width) {
-    kl_column *s = src->columns, *end = s + src->column_count, *d = dst->columns;
+    kl_column *s = src->columns, *d = dst->columns;
     /* the shorter list: dst's when a column is gone, else src's (equal when a tag moves) */
     int32_t shared = gone ? dst->column_count : src->column_count;
     if (shared <= KL_MOVE_UNROLLED) {
         /* the next shared column from p on: p, or the one after when p is the changed one
-         * (only ever stepped to a column that exists) */
-#define KL_SHARED(p, changed) ((p) + ((p) == (changed)))
+         * (only ever stepped to a column that exists); a changed column that is a constant
+         * NULL (an add's gone, a remove's added) folds away, where p == NULL would not (GCC
+         * cannot tell that columns are never NULL): 2.5 to 3 instructions a move (2026-12-07) */
+#define KL_SHARED(p, changed) \
+        (__builtin_constant_p((changed) == NULL) && (changed) == NULL ? (p) : (p) + ((p) == (changed)))
         if (shared == 2) {
             kl_column *s0 = KL_SHARED(s, gone), *d0 = KL_SHARED(d, added);
             kl_move_plain_column(s0, d0, at, to, tail, base, swap, width);
@@ -464,6 +467,8 @@ kl_move_plain_columns(const kl_archetype *src, const kl_archetype *dst, const kl
 #undef KL_SHARED
         return;
     }
+    /* past the written-out forms only: computed before the branch, GCC kept it across them */
+    kl_column *end = s + src->column_count;
     for (; s < end; s++, d++) {
         if (s == gone && ++s == end) break;
         if (d == added) d++;
