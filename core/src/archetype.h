@@ -244,7 +244,10 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t pl
     KILN_ASSERT(place >> KL_ROW_BITS == arch->id, "place is in arch");
     size_t row = (size_t)(place & (KL_ROWS_MAX - 1));
     size_t last = (size_t)arch->count - 1;
-    kl_column *col = arch->columns, *end = col + arch->column_count;
+    /* the written-out columns test the count, not an end pointer (which cost three
+     * instructions to make before the first copy): the end is made only for the rest */
+    kl_column *col = arch->columns;
+    int32_t columns = arch->column_count;
     arch->count = (int32_t)last;
     kl_rows_taken(arch, row);
     arch->structure_tick = world->tick;
@@ -254,19 +257,21 @@ kl_archetype_remove_row_plain(kiln_world *world, kl_archetype *arch, uint64_t pl
     arch->entities[row] = moved;
     kl_record_put(world, moved, place);
     if (KL_LIKELY(arch->eight)) { /* the usual rows: no stride to dispatch on, no loop */
-        kl_column_copy_row_8(col, row, last);
-        if (++col == end) return;
-        kl_column_copy_row_8(col, row, last);
-        if (++col == end) return;
+        kl_column_copy_row_8(col, row, last); /* eight: at least one column */
+        if (columns == 1) return;
+        kl_column_copy_row_8(col + 1, row, last);
+        if (columns == 2) return;
+        col += 2;
         goto rest;
     }
-    if (col == end) return;
+    if (columns == 0) return;
     if (!kl_column_copy_row_sized(col, row, last)) goto rest;
-    if (++col == end) return;
-    if (!kl_column_copy_row_sized(col, row, last)) goto rest;
-    if (++col == end) return;
+    if (columns == 1) return;
+    if (!kl_column_copy_row_sized(++col, row, last)) goto rest;
+    if (columns == 2) return;
+    col++;
 rest:
-    kl_columns_copy_row(col, end, row, last);
+    kl_columns_copy_row(col, arch->columns + columns, row, last);
 }
 
 /* Writes value (or zeroes when NULL) into column at row, destroying nothing; stamps the row
