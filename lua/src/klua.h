@@ -202,6 +202,7 @@ typedef struct klua_shared {
     lua_State *L;   /* NULL once Lua let go of the world */
     int values_ref; /* registry ref of a weak box whose [1] is the World's values table */
     int ref_high;   /* the highest value ref handed out on this world (klua_values_new) */
+    klua_world *host_kw; /* the host's World holding it, which its teardown hook releases (world.c) */
 } klua_shared;
 
 struct klua_world {
@@ -278,7 +279,6 @@ struct klua_world {
     int32_t query_count;       /* live queries made through this World (mods:list shows a mod's) */
     int32_t mod_types;         /* of a host's World: component and event types mods registered new (never freed) */
     struct klua_query_link *queries; /* those queries (a mod's budget sums what they hold) */
-    struct klua_host_link *host_link; /* a host's world: what its teardown hook finds (world.c) */
     void (*on_release)(void *); /* called first when the world is released (mod manager) */
     void *on_release_ud;
     /* The mod manager's, set with on_release: whether mark is the tag of a loaded mod (*mine),

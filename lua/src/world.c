@@ -1,7 +1,6 @@
 /* world.c: the kiln.World class itself: creating one (kiln.world, or a host's world pushed
  * with kiln_lua_push_world), closing it, defining components, ticks. The other World methods
  * are added by the file of their concept (entities.c, query.c, systems.c, ...). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "kiln_transform.h"
@@ -13,13 +12,9 @@
 /* A host's world destroyed while Lua holds its World (which the docs forbid, but a careless
  * host does): its teardown hook releases the World first, so later methods raise "attempt to
  * use a closed world" and lua_close frees only Lua's own. The core keeps a hook until the
- * world goes, so the hook's ctx is this block, never the userdata: one per world, owned by
- * the hook (which frees it), naming the World that holds the world now (NULL: none). */
-struct klua_host_link {
-    klua_world *kw;
-    lua_State *L; /* kw's main state */
-};
-
+ * world goes, so the hook's ctx is the world's shared block (a resource: freed after the hooks
+ * ran, from the world's allocator), never the userdata; its host_kw names the World that
+ * holds the world now (NULL: none). */
 static const char host_worlds_key = 0; /* registry[&key]: kw (light userdata) -> its World */
 
 /* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
@@ -79,8 +74,7 @@ static void release(lua_State *L, klua_world *kw, int world_idx) {
         kw->gc_held = false;
         lua_gc(L, LUA_GCRESTART);
     }
-    if (kw->host_link && kw->host_link->kw == kw) kw->host_link->kw = NULL; /* the hook goes inert */
-    kw->host_link = NULL;
+    if (!kw->owned && kw->shared && kw->shared->host_kw == kw) kw->shared->host_kw = NULL; /* the hook goes inert */
     kw->world = NULL;
     kw->closed = true;
     if (collecting) lua_gc(L, LUA_GCRESTART);
@@ -96,41 +90,33 @@ static int release_from_hook(lua_State *L) {
 
 static void host_world_fini(kiln_world *world, void *ctx) {
     (void)world;
-    struct klua_host_link *link = ctx;
-    klua_world *kw = link->kw;
-    lua_State *L = link->L;
-    free(link);
+    klua_shared *sh = ctx;
+    klua_world *kw = sh->host_kw;
+    lua_State *L = sh->L;
+    sh->host_kw = NULL;
     if (!kw || kw->closed) return;
-    kw->host_link = NULL;
-    int top = lua_gettop(L);
-    lua_pushcfunction(L, release_from_hook);
-    lua_pushlightuserdata(L, kw);
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK || !kw->closed) {
+    int top = L ? lua_gettop(L) : 0;
+    if (L) {
+        lua_pushcfunction(L, release_from_hook);
+        lua_pushlightuserdata(L, kw);
+    }
+    if (!L || lua_pcall(L, 1, 0, 0) != LUA_OK || !kw->closed) {
         /* no memory to release it whole: what Lua holds leaks until lua_close, but no method
          * reaches the freed world (the Lua values' hooks find no state) */
-        if (kw->shared) kw->shared->L = NULL;
+        sh->L = NULL;
         kw->world = NULL;
         kw->closed = true;
     }
-    lua_settop(L, top);
+    if (L) lua_settop(L, top);
 }
 
 /* Points the world's teardown hook at kw, registering it the first time Lua holds the world.
  * Raises (nothing changed) when it cannot be registered. */
 static void link_host_world(lua_State *L, klua_world *kw, kiln_world *world) {
-    struct klua_host_link *link = kiln_world_atfini_get(world, host_world_fini);
-    if (!link) {
-        link = malloc(sizeof *link);
-        if (!link) luaL_error(L, "not enough memory");
-        *link = (struct klua_host_link){NULL, NULL};
-        if (kiln_world_atfini(world, host_world_fini, link) != KILN_OK) {
-            free(link);
-            klua_fail_world(L, world, "kiln_lua_push_world");
-        }
-    }
-    link->kw = kw; /* a World being collected, if any, no longer names it (release) */
-    link->L = klua_main_thread(L);
-    kw->host_link = link;
+    if (!kiln_world_atfini_get(world, host_world_fini) &&
+        kiln_world_atfini(world, host_world_fini, kw->shared) != KILN_OK)
+        klua_fail_world(L, world, "kiln_lua_push_world");
+    kw->shared->host_kw = kw; /* a World being collected, if any, no longer names it (release) */
 }
 
 static klua_world *to_world(lua_State *L, int idx) {
@@ -246,7 +232,7 @@ static bool push_held(lua_State *L, kiln_world *world) {
                 lua_replace(L, -3); /* the World where the table was, the key popped */
                 lua_pop(L, 1);
                 if (!kw->owned) { /* a push that raised left it bare */
-                    if (!kw->host_link) link_host_world(L, kw, world);
+                    if (kw->shared->host_kw != kw) link_host_world(L, kw, world);
                     anchor_host_world(L, kw, -1);
                 }
                 return true;
@@ -274,7 +260,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
                               .destroy = shared_destroy};
     kiln_result r = kiln_component_register(world, &sd, &kw->shared_type);
     if (r == KILN_OK && !kiln_resource_has(world, kw->shared_type))
-        r = kiln_resource_set(world, kw->shared_type, &(klua_shared){NULL, LUA_NOREF, 0});
+        r = kiln_resource_set(world, kw->shared_type, &(klua_shared){.L = NULL, .values_ref = LUA_NOREF});
     if (r != KILN_OK) {
         if (owned) kiln_world_destroy(world);
         kw->closed = true;
