@@ -208,7 +208,7 @@ typedef struct klua_shared {
 struct klua_world {
     kiln_world *world;
     bool owned;                /* Lua destroys the world on close/collect */
-    bool closed;
+    bool closed, release_owed; /* owed: its world's teardown hook closed it, its release to finish */
     klua_shared *shared;
     kiln_component shared_type;
     kiln_jobs *jobs;

@@ -19,7 +19,8 @@ static const char host_worlds_key = 0; /* registry[&key]: kw (light userdata) ->
 
 /* Releases the World kw at world_idx (its userdata: the argument of close and of __gc). */
 static void release(lua_State *L, klua_world *kw, int world_idx) {
-    if (kw->closed) return;
+    if (kw->closed && !kw->release_owed) return;
+    kw->release_owed = false; /* (the teardown hook's: its world is gone, kw->world NULL) */
     /* No collector step until the world is marked closed: a finalizer run in between (a
      * dropped query's, or a script's calling a method) found it freed but not closed. (Inside
      * a finalizer, w_gc's own, the collector takes no step and lua_gc answers -1.) */
@@ -95,19 +96,24 @@ static void host_world_fini(kiln_world *world, void *ctx) {
     lua_State *L = sh->L;
     sh->host_kw = NULL;
     if (!kw || kw->closed) return;
-    int top = L ? lua_gettop(L) : 0;
-    if (L) {
-        lua_pushcfunction(L, release_from_hook);
+    /* Nothing here may raise: the host's kiln_world_destroy is on the C stack, mid-teardown.
+     * (lua_checkstack and klua_pcall_c return their memory errors.) */
+    bool released = false;
+    if (L && lua_checkstack(L, 2)) {
+        int top = lua_gettop(L);
         lua_pushlightuserdata(L, kw);
+        released = klua_pcall_c(L, release_from_hook, 1, 0, 0) == LUA_OK && kw->closed;
+        lua_settop(L, top);
     }
-    if (!L || lua_pcall(L, 1, 0, 0) != LUA_OK || !kw->closed) {
-        /* no memory to release it whole: what Lua holds leaks until lua_close, but no method
-         * reaches the freed world (the Lua values' hooks find no state) */
+    if (!released) {
+        /* no memory to release it now: no method reaches the freed world (nor do the Lua
+         * values' hooks, which find no state), and its __gc, at the latest by lua_close,
+         * frees what it still holds */
         sh->L = NULL;
+        kw->shared = NULL;
         kw->world = NULL;
-        kw->closed = true;
+        kw->closed = kw->release_owed = true;
     }
-    if (L) lua_settop(L, top);
 }
 
 /* Points the world's teardown hook at kw, registering it the first time Lua holds the world.

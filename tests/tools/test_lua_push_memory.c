@@ -80,12 +80,43 @@ START_TEST(kiln_world_out_of_lua_memory_anywhere_raises_and_a_retry_works) {
 }
 END_TEST
 
+/* Destroys the host's world (argument 1: the host) from a C function whose stack is full to
+ * its last slot, with Lua's allocator refusing: the teardown hook finds no room to release the
+ * World through a protected call. */
+static int destroy_on_a_full_stack(lua_State *L) {
+    host *h = lua_touserdata(L, 1);
+    h->lua_mem.left = 0;
+    while (lua_checkstack(L, 1)) lua_pushboolean(L, 1);
+    kiln_world_destroy(h->world);
+    h->lua_mem.left = -1;
+    return 0;
+}
+
+/* The hook's fallback: the World is closed anyway, so its methods and its query's raise instead
+ * of reading the freed world, and its collection at lua_close frees what it held (its scratch,
+ * schema cache and query links had leaked), so both allocators get every byte back. */
+START_TEST(a_world_destroyed_under_lua_with_no_lua_memory_is_closed_and_gives_back_every_byte) {
+    host h;
+    start(&h, "w:component('Brain', 'lua') w:component('Pos', 'float x;')\n"
+              "for i = 1, 20 do w:spawn{Brain = {n = i}, Pos = {x = i}} end q = w:query{'Pos'}");
+    lua_pushcfunction(h.L, destroy_on_a_full_stack);
+    lua_pushlightuserdata(h.L, &h);
+    ck_assert_int_eq(lua_pcall(h.L, 1, 0, 0), LUA_OK);
+    ck_assert_int_eq(h.world_mem.live, 0);
+    run(h.L, "local ok, e = pcall(w.spawn, w, {}) assert(not ok and e == 'attempt to use a closed world', e)\n"
+             "assert(not pcall(q.count, q)) assert(tostring(w) == 'kiln.World (closed)')");
+    lua_close(h.L);
+    ck_assert_int_eq(h.lua_mem.live, 0);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("lua_push_memory");
     TCase *tc = tcase_create("memory");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, a_push_out_of_memory_anywhere_raises_and_a_retry_gives_a_usable_world, 0, 2);
     tcase_add_test(tc, kiln_world_out_of_lua_memory_anywhere_raises_and_a_retry_works);
+    tcase_add_test(tc, a_world_destroyed_under_lua_with_no_lua_memory_is_closed_and_gives_back_every_byte);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
