@@ -89,6 +89,25 @@ static int release_from_hook(lua_State *L) {
     return 0;
 }
 
+/* Releases kw on L under protection; false when it could not. Nothing here may raise: the
+ * host's kiln_world_destroy is on the C stack, mid-teardown. 5.4's lua_checkstack returns its
+ * memory error; LuaJIT's raises it, as making a C closure does, so there lua_cpcall makes the
+ * whole call under protection (its two slots are in the stack's reserve). */
+static bool release_protected(lua_State *L, klua_world *kw) {
+    int top = lua_gettop(L);
+#if KLUA_LUAJIT
+    bool ok = lua_cpcall(L, release_from_hook, kw) == 0;
+#else
+    bool ok = lua_checkstack(L, 2);
+    if (ok) {
+        lua_pushlightuserdata(L, kw);
+        ok = klua_pcall_c(L, release_from_hook, 1, 0, 0) == LUA_OK;
+    }
+#endif
+    lua_settop(L, top);
+    return ok && kw->closed;
+}
+
 static void host_world_fini(kiln_world *world, void *ctx) {
     (void)world;
     klua_shared *sh = ctx;
@@ -96,16 +115,7 @@ static void host_world_fini(kiln_world *world, void *ctx) {
     lua_State *L = sh->L;
     sh->host_kw = NULL;
     if (!kw || kw->closed) return;
-    /* Nothing here may raise: the host's kiln_world_destroy is on the C stack, mid-teardown.
-     * (lua_checkstack and klua_pcall_c return their memory errors.) */
-    bool released = false;
-    if (L && lua_checkstack(L, 2)) {
-        int top = lua_gettop(L);
-        lua_pushlightuserdata(L, kw);
-        released = klua_pcall_c(L, release_from_hook, 1, 0, 0) == LUA_OK && kw->closed;
-        lua_settop(L, top);
-    }
-    if (!released) {
+    if (!L || !release_protected(L, kw)) {
         /* no memory to release it now: no method reaches the freed world (nor do the Lua
          * values' hooks, which find no state), and its __gc, at the latest by lua_close,
          * frees what it still holds */
