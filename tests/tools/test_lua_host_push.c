@@ -256,6 +256,48 @@ START_TEST(a_world_lua_let_go_of_first_is_destroyed_by_the_host_with_no_hook_lef
 }
 END_TEST
 
+/* The C functions a coroutine calls: push (upvalue 1: the world) and destroy the world. */
+static int push_here(lua_State *L) {
+    return kiln_lua_push_world(L, lua_touserdata(L, lua_upvalueindex(1)), 0);
+}
+
+static int destroy_here(lua_State *L) {
+    kiln_world_destroy(lua_touserdata(L, lua_upvalueindex(1)));
+    return 0;
+}
+
+/* A coroutine pushed the world and then, from a C function it called, the host destroyed it:
+ * the teardown hook releases the World on the main thread, which waits in the resume below the
+ * coroutine. The coroutine goes on with the World closed, and the main thread's stack is as it
+ * was (the values under the call still there); under ASan nothing is read out of bounds. */
+START_TEST(a_world_destroyed_from_a_coroutine_that_pushed_it_is_closed_and_both_threads_go_on) {
+    kiln_world *world = kiln_world_create(NULL);
+    lua_State *L = new_state();
+    char out[256];
+    lua_pushlightuserdata(L, world);
+    lua_pushcclosure(L, push_here, 1);
+    lua_setglobal(L, "push");
+    lua_pushlightuserdata(L, world);
+    lua_pushcclosure(L, destroy_here, 1);
+    lua_setglobal(L, "destroy");
+    run(L, "local before = 'kept'\n"
+           "local co = coroutine.wrap(function()\n"
+           "  local w = push() w:component('Brain', 'lua') local e = w:spawn{Brain = {who = 'one'}}\n"
+           "  q = w:query{'Brain'} coroutine.yield(w:get(e, 'Brain').who)\n"
+           "  destroy()\n"
+           "  local ok, err = pcall(w.get, w, e, 'Brain')\n"
+           "  return tostring(ok) .. ' ' .. err .. ' ' .. tostring(pcall(q.count, q))\n"
+           "end)\n"
+           "local first = co()\n"
+           "local second = co()\n"
+           "collectgarbage() collectgarbage()\n"
+           "return first .. ' ' .. second .. ' ' .. before",
+        out, sizeof out);
+    ck_assert_str_eq(out, "one false attempt to use a closed world false kept");
+    lua_close(L);
+}
+END_TEST
+
 static jmp_buf recovery;
 static char panic_message[256];
 
@@ -307,6 +349,7 @@ int main(void) {
     tcase_add_test(tc, a_world_the_host_destroys_under_lua_is_closed_and_its_methods_raise);
     tcase_add_test(tc, a_world_the_host_destroys_before_lua_close_leaves_lua_close_nothing_of_it);
     tcase_add_test(tc, a_world_lua_let_go_of_first_is_destroyed_by_the_host_with_no_hook_left_on_lua);
+    tcase_add_test(tc, a_world_destroyed_from_a_coroutine_that_pushed_it_is_closed_and_both_threads_go_on);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
