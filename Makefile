@@ -274,7 +274,7 @@ ASAN_BIN := $(TEST_BIN:$(BUILD)/%=build-asan/%) build-asan/tests/test_mods_embed
 	    build-asan/tests/test_lua_push_memory build-asan/tests/test_session_lua_memory \
 	    build-asan/tests/test_console build-asan/tests/test_console_persist \
 	    build-asan/tests/test_console_backpressure build-asan/tests/test_console_escapes \
-	    build-asan/tests/test_loops_lua_memory
+	    build-asan/tests/test_loops_lua_memory build-asan/tests/test_lua_release_refusals
 test-asan:
 	$(SAN_BUILD) $(ASAN_BIN)
 	@scripts/run-tests.sh $(ASAN_BIN)
@@ -282,10 +282,15 @@ test-asan:
 # Tool suites (console, REPL): Check programs linked with the binding and Lua.
 TOOL_SRC := $(wildcard tests/tools/test_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tests/%)
+TOOL_CORE = $(BUILD)/libkiln.a
 $(TOOL_BIN): $(BUILD)/tests/%: tests/tools/%.c $(wildcard tests/tools/*.h) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(KILN_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(CHECK_CFLAGS) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) -Ilua -DKILN_BIN_PATH='"$(abspath $(KILN_BIN))"' \
-	    -o $@ $< $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(CHECK_LIBS) -lutil $(LDLIBS_ALL)
+	    -o $@ $< $(BUILD)/libkiln_lua.a $(TOOL_CORE) $(LUA_LIBS) $(CHECK_LIBS) -lutil $(LDLIBS_ALL)
+# The binding (as built: it calls the public API only, whose ABI NDEBUG leaves alone) over the
+# release library: what a release build refuses a host whose world Lua holds (no binding copy).
+$(BUILD)/tests/test_lua_release_refusals: TOOL_CORE = $(BUILD)/release/libkiln.a
+$(BUILD)/tests/test_lua_release_refusals: $(BUILD)/release/libkiln.a
 
 # A file grown between a console statement's charge for it and its read: the suite wraps fstat.
 # (private: the kiln command it depends on is linked without it)
