@@ -42,10 +42,12 @@ int luaopen_kiln(lua_State *L);
  * the World until lua_close, whether or not the host or a script keeps a reference to it.
  * A host that destroys the world while Lua still holds it (which it should not do) closes the
  * World with it: later World methods raise "attempt to use a closed world", the script-only values
- * go with the Lua state, and lua_close frees only Lua's own. While the World has a schedule (a
- * Lua system, or kiln_lua_schedule), kiln_world_destroy refuses, as for any world with a
- * schedule: it asserts, or in a release (NDEBUG) build leaves the world whole with the reason in
- * kiln_world_error; close Lua first. */
+ * go with the Lua state, and lua_close frees only Lua's own. That holds from any C function Lua
+ * runs (a coroutine's too), and with no Lua memory left (the World is closed all the same; what
+ * it held is freed by lua_close). While the World has a schedule (a Lua system, a mod manager,
+ * or kiln_lua_schedule), kiln_world_destroy refuses, as for any world with a schedule: it
+ * asserts, or in a release (NDEBUG) build leaves the world (mods included) whole with the reason
+ * in kiln_world_error; close Lua first. */
 int kiln_lua_push_world(lua_State *L, kiln_world *world, int32_t workers);
 
 /* The kiln_world of the kiln.World at index idx; raises a Lua error for another value or a
