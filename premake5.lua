@@ -223,7 +223,9 @@ for _, file in ipairs(os.matchfiles(root .. "/tests/tools/test_*.c")) do
         if path.getbasename(file) == "test_console_persist" then linkoptions { "-Wl,--wrap=fstat" } end
         externalincludedirs(lua_includes)
         defines { 'KILN_BIN_PATH="' .. out .. '/%{cfg.buildcfg}/kiln"' }
-        links(concat({ "kiln_lua_static", "kiln" }, lua_links, check_links, { "util", "m", "pthread", "jansson" }))
+        -- the binding over the NDEBUG library: what a release build refuses a host (the Makefile's TOOL_CORE)
+        local lib = path.getbasename(file) == "test_lua_release_refusals" and "kiln_ndebug" or "kiln"
+        links(concat({ "kiln_lua_static", lib }, lua_links, check_links, { "util", "m", "pthread", "jansson" }))
 end
 
 project "core_bench"
