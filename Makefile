@@ -586,7 +586,7 @@ JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands
 	    test_console test_console_hold test_console_persist test_console_backpressure test_jit_views_loops \
 	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes test_loops_lua_memory \
 	    test_lua_push_memory test_session_lua_memory test_mods_indexes test_lua_host_push test_lua_host_tags \
-	    test_lua_host_schema test_lua_host_systems test_console_stdio)
+	    test_lua_host_schema test_lua_host_systems test_console_stdio test_lua_release_refusals)
 # First, tests/scripts/test_jit_host_flags.sh: no binding file is built with a host's flags.
 test-jit-tools:
 	@tests/scripts/test_jit_host_flags.sh
