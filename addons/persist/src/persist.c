@@ -157,10 +157,12 @@ kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_
     /* A file path names keeps its permission bits: made anew under the umask, a save the
      * player had made private (0600) would come back readable by everyone on the machine.
      * Made 0600 first, so it is never more open meanwhile (nor after, where a file system
-     * keeps no modes and fchmod fails). */
+     * keeps no modes and fchmod fails). The read, write and run bits only: a set-user-ID,
+     * set-group-ID or sticky bit on the old file (its owner's to set) is never given to a
+     * file this process makes, which may run as another user (a game run as root). */
     bool keep_mode = exists && S_ISREG(older.st_mode);
     int fd = openat(dir, tmp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, keep_mode ? 0600 : 0666);
-    if (fd >= 0 && keep_mode) (void)fchmod(fd, older.st_mode & 07777);
+    if (fd >= 0 && keep_mode) (void)fchmod(fd, older.st_mode & 0777);
     struct stat mine, now;
     FILE *f = fd >= 0 && fstat(fd, &mine) == 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
