@@ -64,6 +64,7 @@ struct kiln_console {
     int next_first; /* the client served first in the next poll (round robin) */
     bool polling;       /* a poll runs (a statement may call back into the host) */
     bool close_pending; /* closed from inside that poll: it closes when the poll ends */
+    bool at_fd_limit;   /* accept failed for want of descriptors, reported once until one comes */
     size_t moved;       /* bytes moved down within answer queues: a slow reader must not cost
                          * a copy of its queue per send (klua_console_moved) */
 };
@@ -553,7 +554,17 @@ static void accept_clients(kiln_console *c) {
         struct sockaddr_in peer;
         socklen_t plen = sizeof peer;
         int fd = accept(c->fd, (struct sockaddr *)&peer, &plen);
-        if (fd < 0) return;
+        if (fd < 0) {
+            /* out of descriptors the client stays queued and the next poll tries again (no
+             * retry here: that would spin); the host hears of it once a burst, not every poll */
+            bool limit = errno == EMFILE || errno == ENFILE;
+            if (limit && !c->at_fd_limit)
+                report(c, "console: cannot accept a client: %s; it waits in the listen queue",
+                       errno == EMFILE ? "the process has its most open files" : "the system has its most open files");
+            if (errno != EINTR && errno != ECONNABORTED) c->at_fd_limit = limit;
+            return;
+        }
+        c->at_fd_limit = false;
         if ((fd = above_stdio(fd)) < 0) continue;
         if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
             close(fd);

@@ -1,6 +1,8 @@
 /* test_console_hold.c: a console the host closes or polls again from inside one of its
  * statements, and two consoles on one state whose statements call into each other. */
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "console_fixture.h"
 
@@ -189,6 +191,37 @@ START_TEST(a_console_opened_inside_a_statement_keeps_that_statements_budget) {
 }
 END_TEST
 
+static void count_fd_limit_reports(void *user, const char *message) {
+    if (strstr(message, "cannot accept a client") && strstr(message, "most open files")) ++*(int *)user;
+}
+
+/* Out of descriptors, accept fails and the client waits in the listen queue: the host hears
+ * of it once for the burst (not once a poll), and the client gets in once a descriptor frees. */
+START_TEST(a_console_out_of_descriptors_reports_it_once_and_accepts_when_one_frees) {
+    int reports = 0;
+    game *g = calloc(1, sizeof *g);
+    g->L = game_state("world = kiln.world()");
+    g->console = must_open_console(g->L, (kiln_console_desc){.log = count_fd_limit_reports, .log_user = &reports});
+    int fd = connect_with_token(g->console); /* queued by the kernel: nothing accepted it yet */
+    struct rlimit old;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    struct rlimit low = old;
+    low.rlim_cur = 256;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fill[256], filled = 0;
+    for (int d; filled < 256 && (d = dup(0)) >= 0; filled++) fill[filled] = d;
+    ck_assert_int_eq(errno, EMFILE);
+    for (int k = 0; k < 5; k++) kiln_console_poll(g->console);
+    ck_assert_int_eq(reports, 1);
+    for (int i = 0; i < filled; i++) close(fill[i]);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    ck_assert_str_eq(answers(g, fd, 1), "ok:|");
+    ck_assert_int_eq(reports, 1);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 static Suite *hold_suite(void) {
     Suite *s = suite_create("console_hold");
     TCase *tc = tcase_create("callbacks");
@@ -199,6 +232,7 @@ static Suite *hold_suite(void) {
     tcase_add_test(tc, a_statement_polling_another_console_keeps_its_own_budget);
     tcase_add_test(tc, a_statement_closing_another_console_keeps_its_own_budget);
     tcase_add_test(tc, a_console_opened_inside_a_statement_keeps_that_statements_budget);
+    tcase_add_test(tc, a_console_out_of_descriptors_reports_it_once_and_accepts_when_one_frees);
     suite_add_tcase(s, tc);
     return s;
 }
