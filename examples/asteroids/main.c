@@ -250,7 +250,10 @@ static void load_budget_hook(lua_State *L, lua_Debug *ar) {
     g->load_used += lua_gethookcount(L);
     if (g->load_used <= g->opt.budget) return;
     lua_sethook(L, load_budget_hook, LUA_MASKCOUNT, 1);
-    luaL_error(L, "its top level ran past the budget of %I instructions", (lua_Integer)g->opt.budget);
+    /* lua_error, not luaL_error: from a hook luaL_error's position is the caller of the running
+     * function, so the message would gain a file:line: only when the loop sits in a function */
+    lua_pushfstring(L, "its top level ran past the budget of %I instructions", (lua_Integer)g->opt.budget);
+    lua_error(L);
 }
 
 /* Runs the rules file with the globals `world` and `game` in place; rules that fail stop

@@ -192,6 +192,16 @@ if [ "$(rc half)" = 0 ] && grep -q "cannot load mod $TMP/half.lua: mod 'half': .
 else fail "a mod failing or looping at its top level leaves, with the systems it added, and the game plays on" \
   "exit status $(rc half)" "$(head -n 8 "$TMP/half.err")"; fi
 
+# Rules looping at their top level stop against the budget with the same message wherever the
+# loop sits (a function's loop once gained a "file:line:" from the hook's raise).
+printf 'local function spin()\n  while true do end\nend\nspin()\n' >"$TMP/spin_rules.lua"
+run spin --frames 10 --asteroids 10 --instructions 100000 --rules "$TMP/spin_rules.lua"
+if [ "$(rc spin)" != 0 ] && grep -qx "asteroids: cannot load rules $TMP/spin_rules.lua:" "$TMP/spin.err" &&
+   grep -qx "its top level ran past the budget of 100000 instructions" "$TMP/spin.err"; then
+  pass "rules looping in a function stop against the budget with a message free of positions"
+else fail "rules looping in a function stop against the budget with a message free of positions" \
+  "exit status $(rc spin)" "$(head -n 4 "$TMP/spin.err")"; fi
+
 # A mod system stuck in an endless loop (pcall cannot hide it) fails against its budget.
 cat >"$TMP/stuck.lua" <<'EOF2'
 print("lift:", pcall(world.instructions, world, 0))
