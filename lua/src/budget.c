@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "klua.h"
+#include "number_text.h"
 
 #define BUDGET_STEP 1000 /* instructions between two charges */
 static const char budget_key = 'b'; /* registry key (its address): the world being charged */
@@ -252,9 +253,9 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     double left = (double)(kw->budget_limit - kw->budget_used);
     /* a NaN is refused, and so is 2^63 (left rounds up to it): neither converts to an int64_t */
     if (!(steps <= left && steps < 9223372036854775808.0)) { /* lua_pushfstring knows no %g: format here */
-        char msg[200];
-        snprintf(msg, sizeof msg, "%.40s could take %.3g steps, past what is left of the budget of %s", what, steps,
-                 kw->budget_what);
+        char msg[256], num[32];
+        snprintf(msg, sizeof msg, "%.40s could take %s steps, past what is left of the budget of %s", what,
+                 klua_number_text(num, sizeof num, "%.3g", steps), kw->budget_what);
         luaL_error(L, "%s", msg);
     }
     kw->budget_used += (int64_t)steps;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "console.h"
+#include "number_text.h"
 
 enum {
     HOOK_COUNT = 100,             /* instructions between two checks of the budget */
@@ -279,9 +280,10 @@ static int text_pieces(lua_State *L) {
     klua_budget *b = current(L);
     double cost = (k * k - before * before) / 4;
     if (b && !(cost <= (double)b->left)) { /* spent: load would catch a plain error, the statement go on */
-        char why[200]; /* lua_pushfstring knows no %g precision */
-        snprintf(why, sizeof why, "console: %s.load could take %.3g steps (its jump lists read to byte %zu of %zu), "
-                 "past what is left of the statement's instruction budget", LUA_GNAME, k * k / 4, end, n);
+        char why[200], num[32]; /* lua_pushfstring knows no %g precision */
+        snprintf(why, sizeof why, "console: %s.load could take %s steps (its jump lists read to byte %zu of %zu), "
+                 "past what is left of the statement's instruction budget", LUA_GNAME,
+                 klua_number_text(num, sizeof num, "%.3g", k * k / 4), end, n);
         exhaust(L, b, why);
     }
     if (b) b->left -= (int64_t)cost;
@@ -371,16 +373,16 @@ static void charge(lua_State *L, klua_budget *b, charged kind) {
 #endif
         klua_cost(L, kind, (double)b->left, &steps, &bytes);
     const char *name = CHARGED[kind].name, *lib = CHARGED[kind].lib;
-    char why[160]; /* lua_pushfstring knows no %g precision */
+    char why[160], num[32]; /* lua_pushfstring knows no %g precision */
     if (bytes > KLUA_COST_RESULT_MAX) {
-        snprintf(why, sizeof why, "console: %s.%s could build %.3g bytes, more than one call may in the "
-                 "console (%.0f)", lib, name, bytes, KLUA_COST_RESULT_MAX);
+        snprintf(why, sizeof why, "console: %s.%s could build %s bytes, more than one call may in the "
+                 "console (%.0f)", lib, name, klua_number_text(num, sizeof num, "%.3g", bytes), KLUA_COST_RESULT_MAX);
         luaL_error(L, "%s", why);
     }
     double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
     if (!(cost <= (double)b->left && cost < 9223372036854775808.0)) { /* a NaN, or 2^63: no int64_t */
-        snprintf(why, sizeof why, "console: %s.%s could take %.3g steps, past what is left of the "
-                 "statement's instruction budget", lib, name, cost);
+        snprintf(why, sizeof why, "console: %s.%s could take %s steps, past what is left of the "
+                 "statement's instruction budget", lib, name, klua_number_text(num, sizeof num, "%.3g", cost));
         luaL_error(L, "%s", why);
     }
     b->left -= (int64_t)cost;

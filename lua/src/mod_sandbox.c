@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "mods.h"
+#include "number_text.h"
 #include "refs.h"
 
 static const char self_key = 's';   /* registry: light userdata of the klua_mod */
@@ -242,9 +243,9 @@ static int costly(lua_State *L) {
     double steps, bytes, left = klua_budget_left(L);
     klua_cost(L, kind, left < 0 ? 1e7 : left, &steps, &bytes);
     if (bytes > KLUA_COST_RESULT_MAX) { /* lua_pushfstring knows no %g: format here */
-        char msg[160];
-        snprintf(msg, sizeof msg, "%.40s could build %.3g bytes, more than one call may in a mod (%.0f)", name,
-                 bytes, (double)KLUA_COST_RESULT_MAX);
+        char msg[160], num[32];
+        snprintf(msg, sizeof msg, "%.40s could build %s bytes, more than one call may in a mod (%.0f)", name,
+                 klua_number_text(num, sizeof num, "%.3g", bytes), (double)KLUA_COST_RESULT_MAX);
         return luaL_error(L, "%s", msg);
     }
     klua_budget_charge(L, steps + bytes / KLUA_COST_BYTES_PER_STEP, name);

@@ -197,6 +197,17 @@ describe("exact input rules", function()
         assert.are.equal(math.huge, w:get(e, "P").x)
     end)
 
+    it("write the numbers in their messages with a '.' whatever the host's decimal comma", function()
+        local w = world()
+        w:component("N", "int32_t i; float f;")
+        local e = w:spawn{N = {i = 1, f = 1}}
+        local ran = H.in_comma_locale(function()
+            H.unchanged(w, {"N"}, function() w:set(e, "N", {i = 1.5}) end, "expected an integer, got 1.5")
+            H.unchanged(w, {"N"}, function() w:set(e, "N", {f = 3.5e38}) end, "number 3.5e+38 is out of range")
+        end)
+        if not ran then pending(H.COMMA_LOCALE_MISSING) end
+    end)
+
     it("raise in views and bulk term tables for keys that are not fields", function()
         local w = world()
         w:component("P", "float x, y;")
