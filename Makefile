@@ -45,7 +45,11 @@ LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 # (JIT_HOST below); in a binding file it would come before the feature-test macros the file
 # sets on its first line (compat.c's _GNU_SOURCE, mod_files.c's _XOPEN_SOURCE), too late for
 # the system headers compat.h includes: pthread_getattr_np and realpath went undeclared.
+# The same holds for a host file that makes no Lua call (the REPL's history file): of the
+# kiln command's and the game's files, only those calling a lua_/luaL_ function get them.
 LUA_HOST_CFLAGS ?=
+LUA_CALL_RE := \<luaL?_[a-z]+ *[(]
+host_cflags = $(if $(shell grep -lE '$(LUA_CALL_RE)' $(1)),$(LUA_HOST_CFLAGS))
 LUA_SRC   := $(wildcard lua/src/*.c)
 LUA_OBJ   := $(LUA_SRC:lua/src/%.c=$(BUILD)/lua/%.o)
 LUA_MOD   := $(BUILD)/lua/kiln.so
@@ -148,7 +152,7 @@ KILN_SRC    := $(wildcard lua/repl/*.c)
 KILN_OBJ    := $(KILN_SRC:lua/repl/%.c=$(BUILD)/repl/%.o)
 $(BUILD)/repl/%.o: lua/repl/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) $(EDIT_CFLAGS) -Ilua -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(call host_cflags,$<) $(EDIT_CFLAGS) -Ilua -MMD -MP -c $< -o $@
 $(KILN_BIN): $(KILN_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $(KILN_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a \
@@ -167,10 +171,14 @@ $(BUILD)/lua/module.o: $(BUILD)/gen/kiln_scripts.h
 # The sample game: C systems in examples/asteroids, Lua rules beside them, mods in examples/mods.
 ASTEROIDS_BIN := $(BUILD)/examples/asteroids
 ASTEROIDS_SRC := $(wildcard examples/asteroids/*.c)
-$(ASTEROIDS_BIN): $(ASTEROIDS_SRC) $(wildcard examples/asteroids/*.h) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+ASTEROIDS_OBJ := $(ASTEROIDS_SRC:examples/asteroids/%.c=$(BUILD)/examples/asteroids_obj/%.o)
+$(BUILD)/examples/asteroids_obj/%.o: examples/asteroids/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(LUA_HOST_CFLAGS) -Ilua -o $@ $(ASTEROIDS_SRC) $(BUILD)/libkiln_lua.a \
-	    $(BUILD)/libkiln.a $(LUA_LIBS) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) $(LUA_CFLAGS) $(call host_cflags,$<) -Ilua -MMD -MP -c $< -o $@
+$(ASTEROIDS_BIN): $(ASTEROIDS_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $(ASTEROIDS_OBJ) $(BUILD)/libkiln_lua.a $(BUILD)/libkiln.a $(LUA_LIBS) $(LDLIBS_ALL)
+-include $(ASTEROIDS_OBJ:.o=.d)
 asteroids: $(ASTEROIDS_BIN)
 
 # The README's first command: build and run the sample game for a few seconds.

@@ -13,11 +13,6 @@
 
 #include <history.h>
 
-/* POSIX's (XSI) realpath, declared here too: a host build against LuaJIT puts compat.h ahead
- * of this file (-include), whose headers fix the C library's feature macros before the
- * _XOPEN_SOURCE above is seen, and stdlib.h then declares no realpath. */
-char *realpath(const char *restrict path, char *restrict resolved);
-
 #define HISTORY_MAX 1000 /* entries kept in the history file */
 
 /* The entries, oldest first, no two equal: what libedit's list holds, and the file after

@@ -35,8 +35,8 @@ variant "clang with FMA, portable path" clang -std=c11 -mfma -U__SSE2__
 # The game's systems (a host's code, with kiln's build flags): make's own command, by clang.
 if command -v clang >/dev/null; then
     cmd=$(make -n -B --no-print-directory BUILD="$tmp/game" CC=clang "$tmp/game/examples/asteroids" 2>/dev/null |
-          grep -E 'examples/asteroids/[a-z_]+\.c' | tail -n 1)
-    flags=$(sed -E 's/^clang (.*) -o .*/\1/' <<<"$cmd")
+          grep -E ' -c examples/asteroids/systems\.c( |$)' | tail -n 1)
+    flags=$(sed -E -e 's/^clang //' -e 's/ -MMD -MP//' -e 's/ -c [^ ]+//' -e 's/ -o [^ ]+//' <<<"$cmd")
     if [ -z "$cmd" ] || ! eval "clang $flags -mfma -c examples/asteroids/systems.c -o $tmp/systems.o" 2>"$tmp/err"; then
         status=1; echo "FAILED: the game's systems do not build with the Makefile's flags:"; head -n 5 "$tmp/err"
     elif n=$(objdump -d "$tmp/systems.o" | grep -cE 'vfn?m(add|sub)'); [ "$n" != 0 ]; then
