@@ -2,6 +2,7 @@
  * byte, bit flips, absurd counts, wrong versions and JSON of the wrong types, out of memory.
  * Every refused load leaves the world exactly as it was and says where the input is bad. */
 #include <check.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,28 @@ KILN_TEST(hostile, json_of_the_wrong_shape_is_refused_naming_the_path) {
         ck_assert_str_eq(kiln_world_error(t.w.world), bad_json[i].message);
         assert_untouched(&t, bad_json[i].doc);
     }
+    pf_close(&t.w);
+}
+
+/* snprintf writes 1.5e39 as "1,5e+39" under a decimal-comma LC_NUMERIC; the message must not. */
+KILN_TEST(hostile, a_number_in_a_refusal_has_a_decimal_point_in_a_comma_locale) {
+    static const char doc[] = "{\"kiln\":1,\"tick\":1," POS_SCHEMA ",\"entities\":[{\"id\":4294967296,"
+                              "\"components\":{\"Position\":{\"x\":1.5e39}}}]}";
+    if (!setlocale(LC_NUMERIC, "de_DE.UTF-8")) {
+        fprintf(stderr, "skipped: no de_DE.UTF-8 locale (scripts/deps.sh installs it)\n");
+        return;
+    }
+    char shown[32], message[160];
+    snprintf(shown, sizeof shown, "%g", 1.5e39);
+    target t;
+    target_open(&t);
+    kiln_result r = kiln_load(t.w.world, doc, sizeof doc - 1, NULL);
+    snprintf(message, sizeof message, "%s", kiln_world_error(t.w.world));
+    setlocale(LC_NUMERIC, "C");
+    ck_assert_str_eq(shown, "1,5e+39"); /* the locale is in force */
+    ck_assert_int_eq(r, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(message, "kiln_load: at entities[0].components.Position.x: 1.5e+39 is out of range for a float");
+    assert_untouched(&t, "comma locale");
     pf_close(&t.w);
 }
 
