@@ -21,12 +21,8 @@ local function check(ok, what, detail)
     end
 end
 
-local function read(path)
-    local f = assert(io.open(path, "rb"))
-    local s = f:read("a")
-    f:close()
-    return s
-end
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/?.lua;" .. package.path
+local read = require("textfile").read
 
 -- Files under dir whose names end with one of the suffixes (sorted, recursive).
 local function files(dir, suffixes)

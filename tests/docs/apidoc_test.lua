@@ -22,12 +22,8 @@ local function write(name, text)
   f:close()
   return dir .. "/" .. name
 end
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+package.path = root .. "/tools/?.lua;" .. package.path
+local read = require("textfile").read
 local function apidoc(...)
   local args = { "lua5.4", shell_quote(tool) }
   for _, a in ipairs({ ... }) do args[#args + 1] = shell_quote(a) end

@@ -3,12 +3,8 @@
 -- usage: lua5.4 tests/docs/callbacks_test.lua PAGE HEADER...   (ends with "N passed, N failed")
 
 local page, headers = arg[1], { table.unpack(arg, 2) }
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+package.path = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/../../tools/?.lua;" .. package.path
+local read = require("textfile").read
 
 -- The names a user pointer parameter goes by in the headers.
 local USER_NAMES = { ud = true, user = true, ctx = true, arg = true }
