@@ -92,3 +92,64 @@ KILN_TEST(depth, scene_properties_200_deep_still_instantiate) {
     free(doc);
     pf_close(&w);
 }
+
+/* A keep_going that counts its questions and says yes to the first yes_for of them. */
+typedef struct asker {
+    int asks, yes_for;
+} asker;
+
+static bool ask(void *ud) {
+    asker *a = ud;
+    return ++a->asks <= a->yes_for;
+}
+
+/* The depth scan reads the whole text before jansson does: over megabytes of it a caller with a
+ * time limit (the console) is asked every 64 KiB there too, and its no stops the scan. */
+KILN_TEST(depth, the_depth_scan_asks_keep_going_every_64_kib_and_stops_when_told) {
+    enum { PAD = 4 << 20, PIECE = 64 << 10 };
+    char *head = malloc(PAD + 64);
+    ck_assert_ptr_nonnull(head);
+    int at = sprintf(head, "{\"kiln\":1,\"tick\":1,\"a\":");
+    memset(head + at, ' ', PAD);
+    head[at + PAD] = '\0';
+    char *doc = nested(head, 300, "}");
+    size_t size = strlen(doc), deep = (size_t)at + PAD + 1 + 255 * 5; /* the 257th '[' */
+    pf_world w;
+    pf_open(&w, false);
+    pf_populate(&w);
+    uint64_t hash = kiln_world_hash(w.world);
+    asker yes = {0, 1 << 30};
+    kiln_load_desc d = {.keep_going = ask, .ud = &yes};
+    ck_assert_int_eq(kiln_load(w.world, doc, size, &d), KILN_ERR_INVALID_ARGUMENT);
+    assert_too_deep(w.world, "kiln_load");
+    ck_assert_int_eq(yes.asks, (int)(deep / PIECE)); /* one at the start of every piece past the first */
+    char want[128];
+    asker no = {0, 0};
+    d.ud = &no;
+    ck_assert_int_eq(kiln_load(w.world, doc, size, &d), KILN_ERR_LIMIT);
+    snprintf(want, sizeof want, "kiln_load: stopped by the caller after %d of %zu bytes", PIECE, size);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    ck_assert_int_eq(no.asks, 1);
+    /* a prefab's text (the reader prefabs and scenes share) alike */
+    memcpy(head, "{\"x\":", 5);
+    memset(head + 5, ' ', (size_t)at - 5);
+    free(doc);
+    doc = nested(head, 300, "}");
+    kiln_prefab_load_desc pd = {.keep_going = ask, .ud = &yes};
+    kiln_prefab *prefab = NULL;
+    yes.asks = 0;
+    ck_assert_int_eq(kiln_prefab_load(w.world, doc, size, &pd, &prefab), KILN_ERR_INVALID_ARGUMENT);
+    assert_too_deep(w.world, "kiln_prefab_load");
+    ck_assert_int_eq(yes.asks, (int)(deep / PIECE));
+    no.asks = 0;
+    pd.ud = &no;
+    ck_assert_int_eq(kiln_prefab_load(w.world, doc, size, &pd, &prefab), KILN_ERR_LIMIT);
+    ck_assert_ptr_null(prefab);
+    snprintf(want, sizeof want, "kiln_prefab_load: stopped by the caller after %d of %zu bytes", PIECE, size);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    ck_assert_int_eq(no.asks, 1);
+    ck_assert_uint_eq(kiln_world_hash(w.world), hash);
+    free(doc);
+    free(head);
+    pf_close(&w);
+}

@@ -475,15 +475,22 @@ static size_t feed(void *buffer, size_t length, void *ud) {
     return n;
 }
 
+static bool scan_ask(void *ud, size_t done) {
+    const text_feed *f = ud;
+    return pz_keep_going(f->world, f->doc, done, f->size, "bytes");
+}
+
 kiln_result pz_parse_json(kiln_world *world, const uint8_t *data, size_t size, pz_doc *doc) {
-    size_t deep = pz_json_too_deep(data, size);
+    text_feed f = {world, doc, data, size, 0, 0, false};
+    bool asking = doc->desc && doc->desc->keep_going;
+    size_t deep = pz_json_too_deep(data, size, asking ? scan_ask : NULL, &f);
+    if (deep == SIZE_MAX) return KILN_ERR_LIMIT; /* stopped: pz_keep_going set the message */
     if (deep < size)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "kiln_load: at byte %llu: arrays and objects nest more "
                        "than %d deep", (unsigned long long)deep, PZ_JSON_MAX_DEPTH);
     json_error_t err;
     json_t *root;
-    text_feed f = {world, doc, data, size, 0, 0, false};
-    if (doc->desc && doc->desc->keep_going) {
+    if (asking) {
         root = json_load_callback(feed, &f, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
         if (f.stopped) {
             json_decref(root);

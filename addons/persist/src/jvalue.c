@@ -117,24 +117,34 @@ const char *pz_json_error_hint(const json_error_t *err) {
                : "";
 }
 
-size_t pz_json_too_deep(const void *data, size_t size) {
+size_t pz_json_too_deep(const void *data, size_t size, pz_scan_ask_fn ask, void *ud) {
     const unsigned char *p = data;
     int depth = 0;
     bool quoted = false;
-    for (size_t i = 0; i < size; i++) {
-        unsigned char c = p[i];
-        if (quoted) {
-            if (c == '\\') i++; /* the escaped byte is no quote */
-            else if (c == '"') quoted = false;
-        } else if (c == '"') {
-            quoted = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > PZ_JSON_MAX_DEPTH) return i;
-        } else if (c == ']' || c == '}') {
-            depth--; /* (below 0 only in text jansson refuses anyway) */
+    size_t i = 0;
+    while (i < size) { /* a piece of PZ_ASK_BYTES at a time, asking between pieces */
+        if (i > 0 && ask && !ask(ud, i)) return SIZE_MAX;
+        size_t end = size - i > PZ_ASK_BYTES ? i + PZ_ASK_BYTES : size;
+        for (; i < end; i++) {
+            unsigned char c = p[i];
+            if (quoted) {
+                if (c == '\\') i++; /* the escaped byte is no quote */
+                else if (c == '"') quoted = false;
+            } else if (c == '"') {
+                quoted = true;
+            } else if (c == '[' || c == '{') {
+                if (++depth > PZ_JSON_MAX_DEPTH) return i;
+            } else if (c == ']' || c == '}') {
+                depth--; /* (below 0 only in text jansson refuses anyway) */
+            }
         }
     }
     return size;
+}
+
+static bool scan_ask(void *ud, size_t done) {
+    const text_feed *f = ud;
+    return pz_json_ask(f->j, done, f->size, "bytes");
 }
 
 json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
@@ -142,7 +152,9 @@ json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "data is NULL");
         return NULL;
     }
-    size_t deep = pz_json_too_deep(data, size);
+    text_feed f = {j, data ? (const char *)data : "", size, 0, 0};
+    size_t deep = pz_json_too_deep(data, size, j->keep_going ? scan_ask : NULL, &f);
+    if (deep == SIZE_MAX) return NULL; /* stopped: j->r and the message are set */
     if (deep < size) {
         pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "at byte %llu: arrays and objects nest more than %d deep",
                      (unsigned long long)deep, PZ_JSON_MAX_DEPTH);
@@ -152,7 +164,6 @@ json_t *pz_json_parse(pz_json *j, const void *data, size_t size) {
     const int flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL;
     json_t *root;
     if (j->keep_going) {
-        text_feed f = {j, data ? (const char *)data : "", size, 0, 0};
         root = json_load_callback(feed, &f, flags, &err);
         if (j->r != KILN_OK) { /* stopped */
             json_decref(root);

@@ -74,8 +74,11 @@ KL_HIDDEN bool pz_json_ask(pz_json *j, uint64_t done, uint64_t total, const char
  * tree (it recurses per level: 2,048 levels overflowed a 100 KiB stack). */
 #define PZ_JSON_MAX_DEPTH 256
 /* The byte of data at which its arrays and objects (outside strings) first nest past
- * PZ_JSON_MAX_DEPTH, or size when they never do: checked before jansson parses the text. */
-KL_HIDDEN size_t pz_json_too_deep(const void *data, size_t size);
+ * PZ_JSON_MAX_DEPTH, or size when they never do: checked before jansson parses the text. With
+ * ask set, asks it after every PZ_ASK_BYTES scanned (done: the bytes scanned), as the parse
+ * asks keep_going, and returns SIZE_MAX as soon as it answers false. */
+typedef bool (*pz_scan_ask_fn)(void *ud, size_t done);
+KL_HIDDEN size_t pz_json_too_deep(const void *data, size_t size, pz_scan_ask_fn ask, void *ud);
 
 KL_HIDDEN bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...)
 #if defined(__GNUC__)
