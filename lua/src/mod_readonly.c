@@ -51,29 +51,29 @@ int32_t klua_mods_readonly_resolve(lua_State *L, klua_world *kw, const char *con
     int32_t n = 0;
     for (; names && names[n]; n++) {
         if (n == KLUA_MODS_MAX_READONLY)
-            luaL_error(L, "kiln.mods: readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
+            klua_fail(L, "kiln.mods", "readonly lists more than %d names", KLUA_MODS_MAX_READONLY);
         size_t len = strlen(names[n]);
         /* decided now, once: a name registered later (by a mod) would be the mod's before it was the host's */
         const char *why = refusal(kw, names[n], len, &dest[n]);
         if (why)
-            luaL_error(L, "kiln.mods: readonly names '%s', which %s; register it before the mod manager opens",
-                       klua_quote(L, names[n], len), why);
+            klua_fail(L, "kiln.mods", "readonly names '%s', which %s; register it before the mod manager opens",
+                      klua_quote(L, names[n], len), why);
     }
     return n;
 }
 
 /* Pushes why c cannot be read-only to mods now: a running mod's system lists it in writes
  * (the first found); returns false when none does. */
-static bool declared_by_mod(lua_State *L, klua_mods *mods, kiln_component c, const char *cname) {
+static bool declared_by_mod(lua_State *L, klua_mods *mods, kiln_component c, const char *cname, const char *fname) {
     for (int i = 0; i < mods->count; i++) {
         klua_mod *mod = mods->list[i];
         if (mod->status != KLUA_MOD_RUNNING || !mod->L || !mod->kw) continue;
         for (const klua_system *s = mod->kw->systems; s; s = s->next)
             for (int k = 0; k < s->write_count; k++)
                 if (s->writes[k] == c) {
-                    lua_pushfstring(L, "system '%s' of mod '%s' lists %s in writes; unload the mod, or make %s "
-                                    "read-only before loading it (nothing was made read-only)", s->name, mod->name,
-                                    cname, cname);
+                    lua_pushfstring(L, "%s: system '%s' of mod '%s' lists %s in writes; unload the mod, or make %s "
+                                    "read-only before loading it (nothing was made read-only)", fname, s->name,
+                                    mod->name, cname, cname);
                     return true;
                 }
     }
@@ -99,7 +99,7 @@ int klua_mods_readonly_add(lua_State *L, klua_mods *mods, const char *fname) {
         if (listed) continue;
         if (n == KLUA_MODS_MAX_READONLY)
             klua_argerror(L, arg, fname, "more than %d names would be read-only to mods", KLUA_MODS_MAX_READONLY);
-        if (declared_by_mod(L, mods, c, name)) { /* a loaded mod's: the host decides, nothing changes */
+        if (declared_by_mod(L, mods, c, name, fname)) { /* a loaded mod's: the host decides, nothing changes */
             lua_pushnil(L);
             lua_insert(L, -2);
             return 2;

@@ -145,18 +145,17 @@ static int record_failed(lua_State *L) {
     return 1;
 }
 
-/* Returns nil and msg, the message its caller pushed: an expected failure (the files
- * or which mods are loaded decide it), where misuse raises. */
-static int nil_and(lua_State *L, const char *msg) {
-    (void)msg;
+/* Returns nil and "fname: msg", msg the message its caller pushed: an expected failure (the
+ * files or which mods are loaded decide it), where misuse raises; both name the call. */
+static int nil_and(lua_State *L, const char *fname, const char *msg) {
     lua_pushnil(L);
-    lua_insert(L, -2);
+    lua_pushfstring(L, "%s: %s", fname, msg);
     return 2;
 }
 
-/* nil and "no mod named 'NAME' is loaded", the name cut as every quoted name is. */
-static int no_mod(lua_State *L, const char *name) {
-    return nil_and(L, lua_pushfstring(L, "no mod named '%s' is loaded", klua_quote(L, name, strlen(name))));
+/* nil and "fname: no mod named 'NAME' is loaded", the name cut as every quoted name is. */
+static int no_mod(lua_State *L, const char *fname, const char *name) {
+    return nil_and(L, fname, lua_pushfstring(L, "no mod named '%s' is loaded", klua_quote(L, name, strlen(name))));
 }
 
 /* Runs a lifecycle operation with the caller as the host thread. */
@@ -178,9 +177,7 @@ static int md_load(lua_State *L) {
     klua_mod *mod = klua_mods_load(mods, path, NULL, err, sizeof err);
     if (!mod) {
         mods->caller = NULL;
-        lua_pushnil(L);
-        lua_pushstring(L, err);
-        return 2;
+        return nil_and(L, fname, err);
     }
     mods->list[mods->count++] = mod;
     if (push_info_protected(L, mod) != LUA_OK) {
@@ -305,7 +302,7 @@ static int md_load_dir(lua_State *L) {
     lua_newtable(L);
     int names = lua_gettop(L);
     dir_scan scan = {opendir(dir), 0, false};
-    if (!scan.d) return nil_and(L, lua_pushfstring(L, "cannot open folder %s", klua_quote(L, dir, strlen(dir))));
+    if (!scan.d) return nil_and(L, fname, lua_pushfstring(L, "cannot open folder %s", klua_quote(L, dir, strlen(dir))));
     lua_pushlightuserdata(L, &scan);
     lua_pushvalue(L, names);
     int status = klua_pcall_c(L, scan_dir, 2, 0, 0);
@@ -314,7 +311,7 @@ static int md_load_dir(lua_State *L) {
     int n = scan.n;
     bool more = scan.more;
     if (more)
-        return nil_and(L, lua_pushfstring(L, "%s holds more than %d entries; keep mods in a folder of their own",
+        return nil_and(L, fname, lua_pushfstring(L, "%s holds more than %d entries; keep mods in a folder of their own",
                                           klua_quote(L, dir, strlen(dir)), MAX_DIR_ENTRIES));
     found *list = lua_newuserdatauv(L, sizeof(found) * (size_t)(n ? n : 1), 0);
     memset(list, 0, sizeof(found) * (size_t)(n ? n : 1));
@@ -395,17 +392,19 @@ static int md_unload(lua_State *L) {
         lua_pop(L, 1);
     }
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) return no_mod(L, name);
+    if (!mod) return no_mod(L, fname, name);
     for (int i = 0; i < mods->count; i++)
         for (int d = 0; d < mods->list[i]->depend_count; d++)
             if (strcmp(mods->list[i]->depends[d], name) == 0)
-                return nil_and(L, lua_pushfstring(L, "mod '%s' depends on '%s'; unload it first", mods->list[i]->name, name));
+                return nil_and(L, fname, lua_pushfstring(L, "mod '%s' depends on '%s'; unload it first",
+                                                         mods->list[i]->name, name));
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR];
     bool done = klua_mods_unload(mods, mod, keep, err, sizeof err);
     mods->caller = NULL;
-    if (!done) return nil_and(L, lua_pushfstring(L, "mod '%s' stays loaded: %s; unload it again to finish", name, err));
+    if (!done)
+        return nil_and(L, fname, lua_pushfstring(L, "mod '%s' stays loaded: %s; unload it again to finish", name, err));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -415,7 +414,7 @@ static int md_reload(lua_State *L) {
     klua_mods *mods = check_mods(L, fname);
     const char *name = check_name(L, 2, fname);
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) return no_mod(L, name);
+    if (!mod) return no_mod(L, fname, name);
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];
@@ -423,11 +422,7 @@ static int md_reload(lua_State *L) {
     int nfailed;
     bool ok = klua_mods_reload(mods, mod, err, sizeof err, failed, &nfailed);
     mods->caller = NULL;
-    if (!ok) {
-        lua_pushnil(L);
-        lua_pushstring(L, err);
-        return 2;
-    }
+    if (!ok) return nil_and(L, fname, err);
     /* the new version runs now: without memory for its info, the call says so with true */
     if (push_info_protected(L, klua_mods_find(mods, name)) != LUA_OK) lua_pushboolean(L, 1);
     if (nfailed == 0) return 1;
@@ -535,7 +530,7 @@ static int md_log(lua_State *L) {
         if (n < 0) klua_argerror(L, 3, fname, "n must not be negative");
     }
     klua_mod *mod = klua_mods_find(mods, name);
-    if (!mod) return no_mod(L, name);
+    if (!mod) return no_mod(L, fname, name);
     int64_t kept = mod->log_total < KLUA_MOD_LOG_LINES ? mod->log_total : KLUA_MOD_LOG_LINES;
     int64_t want = n >= 0 && n < kept ? n : kept;
     lua_createtable(L, (int)want, 0);
@@ -610,8 +605,8 @@ static void lua_log(void *user, const char *mod, const char *line) {
 
 static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc) {
     klua_world *kw = klua_check_world(L, world_idx);
-    if (kw->host) luaL_error(L, "kiln.mods: a mod cannot manage mods");
-    if (kw->on_release) luaL_error(L, "kiln.mods: the world has a mod manager already");
+    if (kw->host) klua_fail(L, "kiln.mods", "a mod cannot manage mods");
+    if (kw->on_release) klua_fail(L, "kiln.mods", "the world has a mod manager already");
     klua_commands_prepare_mods(L);
     world_idx = lua_absindex(L, world_idx);
     klua_mods *mods = klua_newobject(L, sizeof *mods, MODS_UV_COUNT, KLUA_MODS);
@@ -655,7 +650,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
 /* kiln.mods(world [, opts]): opts are the keys below, each described in docs/modding.md */
 static int md_new(lua_State *L) {
     if (klua_console_active(L)) /* its mods would run under budgets of their own */
-        return luaL_error(L, "kiln.mods: not available in a console statement");
+        klua_fail(L, "kiln.mods", "not available in a console statement");
     const char *fname = "kiln.mods";
     if (!luaL_testudata(L, 1, KLUA_WORLD)) klua_typeerror(L, 1, fname, KLUA_WORLD);
     kiln_lua_mods_desc desc = {0};

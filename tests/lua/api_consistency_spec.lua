@@ -251,18 +251,18 @@ describe("the mod manager given what its files or its loaded mods decide", funct
         for _, call in ipairs({"reload", "unload", "log"}) do
             local ok, err = mods[call](mods, "ghost")
             assert.is_nil(ok, call)
-            assert.are.equal("no mod named 'ghost' is loaded", err, call)
+            assert.are.equal("mods:" .. call .. ": no mod named 'ghost' is loaded", err, call)
         end
         local long = ("g"):rep(300)
         local _, err = mods:log(long)
-        assert.are.equal("no mod named '" .. long:sub(1, 64) .. "...' is loaded", err)
+        assert.are.equal("mods:log: no mod named '" .. long:sub(1, 64) .. "...' is loaded", err)
     end)
 
     it("answers load and load_dir for a path it cannot open with nil and a message, as modding.md says", function()
         local mods = kiln.mods(H.world())
         local ok, err = mods:load_dir("/nonexistent/kiln-mods")
         assert.is_nil(ok)
-        assert.are.equal("cannot open folder /nonexistent/kiln-mods", err)
+        assert.are.equal("mods:load_dir: cannot open folder /nonexistent/kiln-mods", err)
         ok, err = mods:load("/nonexistent/kiln-mods/m.lua")
         assert.is_nil(ok)
         assert.is_truthy(err:find("cannot open", 1, true), err)

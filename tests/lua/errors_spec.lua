@@ -250,3 +250,34 @@ describe("a stop raised by a budget", function()
         M.cleanup()
     end)
 end)
+
+-- docs/lua-api.md ("Errors have two shapes"): where a message starts, for each kind of raise.
+-- Each call is made from a Lua function, so a message that carries the caller's chunk:line:
+-- shows it (pcall calling a C function directly would hide it).
+describe("where a message starts", function()
+    local M = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "mods_helpers.lua")
+    local function starts(prefix, fn)
+        local msg = H.raises(fn)
+        assert.are.equal(prefix, msg:sub(1, #prefix), msg)
+        return msg
+    end
+
+    it("is the mod manager's call, for what it returns and what it raises, with no chunk:line:", function()
+        local w, mods = M.host()
+        for _, call in ipairs({"reload", "unload", "log"}) do
+            local ok, err = mods[call](mods, "ghost")
+            assert.is_nil(ok, call)
+            assert.are.equal("mods:" .. call .. ": no mod named 'ghost' is loaded", err)
+        end
+        local _, err = mods:load_dir("/nonexistent/kiln-mods")
+        assert.are.equal("mods:load_dir: cannot open folder /nonexistent/kiln-mods", err)
+        local dir = M.folder()
+        _, err = mods:load(M.write(dir, "failer.lua", "error('boom', 0)"))
+        assert.are.equal("mods:load: mod 'failer': boom", err)
+        starts("kiln.mods: the world has a mod manager already", function() return kiln.mods(w) end)
+        starts("bad argument #1 to 'mods:log' (mod name expected, got number)", function() return mods:log(7) end)
+        mods:close()
+        starts("mods:list: the mod manager is closed", function() return mods:list() end)
+        M.cleanup()
+    end)
+end)

@@ -145,8 +145,8 @@ describe("entities kept by a mod's unload", function()
         local hash, path = w:hash(), M.write(dir, "maker.lua", "")
         local info, err = lower:load(path)
         assert.is_nil(info)
-        assert.are.equal("mod 'maker': the world keeps 2 entities of it from an unload's keep, past its limit of 1 "
-                         .. "(entities)", err)
+        assert.are.equal("mods:load: mod 'maker': the world keeps 2 entities of it from an unload's keep, past its "
+                         .. "limit of 1 (entities)", err)
         assert.are.equal(hash, w:hash(), "the world as it was")
         assert.are.same({}, lower:list())
         lower:close()

@@ -40,7 +40,7 @@ describe("the example mods", function()
         assert.are.equal("[shield_hud] 3s: 0 hits absorbed, 0 damage (0.0 full shields)", hud)
         local ok, err = mods:unload("shield")
         assert.is_nil(ok)
-        assert.are.equal("mod 'shield_hud' depends on 'shield'; unload it first", err)
+        assert.are.equal("mods:unload: mod 'shield_hud' depends on 'shield'; unload it first", err)
     end)
 
     it("let beacons be reloaded in place and unloaded with its entities", function()

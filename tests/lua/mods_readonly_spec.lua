@@ -391,8 +391,8 @@ end}
         assert(mods:load(dir .. "/greedy.lua"))
         local ok, err = mods:readonly("Score", "Waves")
         assert.is_nil(ok)
-        assert.are.equal("system 'greed' of mod 'greedy' lists Waves in writes; unload the mod, or make Waves "
-                         .. "read-only before loading it (nothing was made read-only)", err)
+        assert.are.equal("mods:readonly: system 'greed' of mod 'greedy' lists Waves in writes; unload the mod, or make "
+                         .. "Waves read-only before loading it (nothing was made read-only)", err)
         -- nothing was added: Score, named before Waves, is still the mods' to write
         M.write(dir, "writer.lua", "world:resource('Score', {points = 1})")
         assert(mods:load(dir .. "/writer.lua"))

@@ -232,7 +232,7 @@ describe("persist red team", function()
                 error(ok and "saved" or err, 0)
             ]], pad))
             local _, err = mods:load(dir .. "/saver.lua")
-            local msg = err:gsub("^mod 'saver': ", "")
+            local msg = err:gsub("^mods:load: mod 'saver': ", "")
             seen[msg] = true
             if msg == "world:save: out of memory" then failed = failed + 1 end
         end

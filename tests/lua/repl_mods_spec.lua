@@ -63,8 +63,8 @@ world:system{name = "keep", writes = {"Kept"}, query = {"Kept"}, each = function
     end)
 
     it("say what went wrong", function()
-        assert.are.same({"error", "no mod named 'ghost' is loaded"}, {s:feed(":reload ghost")})
-        assert.are.same({"error", "no mod named 'ghost' is loaded"}, {s:feed(":log ghost")})
+        assert.are.same({"error", "mods:reload: no mod named 'ghost' is loaded"}, {s:feed(":reload ghost")})
+        assert.are.same({"error", "mods:log: no mod named 'ghost' is loaded"}, {s:feed(":log ghost")})
         assert.are.same({"error", ":unload takes a mod name and, optionally, keep"}, {s:feed(":unload ghost please")})
         assert.are.same({"error", ":log takes a mod name"}, {s:feed(":log")})
         write(dir .. "/broken.lua", "world:system{name = 'b', run = function() end}\n")

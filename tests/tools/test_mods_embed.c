@@ -177,9 +177,9 @@ START_TEST(reload_unload_and_load_dir_report_their_failures_in_err) {
     ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.mods_idx, err, sizeof err), -1); /* the change is seen... */
     ck_assert_int_eq(kiln_lua_mods_poll(h.L, h.mods_idx, err, sizeof err), 0);  /* ...and not retried */
     ck_assert(!kiln_lua_mods_load_dir(h.L, h.mods_idx, path_of(&h, "no-such-folder"), err, sizeof err));
-    ck_assert_msg(strstr(err, "cannot open folder ") == err, "%s", err);
+    ck_assert_msg(strstr(err, "mods:load_dir: cannot open folder ") == err, "%s", err);
     ck_assert(!kiln_lua_mods_unload(h.L, h.mods_idx, "nobody", false, err, sizeof err));
-    ck_assert_str_eq(err, "no mod named 'nobody' is loaded");
+    ck_assert_str_eq(err, "mods:unload: no mod named 'nobody' is loaded");
     ck_assert_msg(kiln_lua_mods_unload(h.L, h.mods_idx, "a", true, err, sizeof err), "%s", err);
     /* load_dir: b depends on a missing mod, the others load */
     write_file(&h, "a.lua", "mod.exports.n = 7\n");
@@ -399,8 +399,8 @@ START_TEST(kiln_lua_mods_readonly_binds_the_loaded_mods_or_names_the_system_in_t
     ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "drain.lua"), err, sizeof err), "%s", err);
     ck_assert_msg(kiln_lua_mods_load(h.L, h.mods_idx, path_of(&h, "healer.lua"), err, sizeof err), "%s", err);
     ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, "Health", err, sizeof err));
-    ck_assert_str_eq(err, "system 'heal' of mod 'healer' lists Health in writes; unload the mod, or make Health "
-                          "read-only before loading it (nothing was made read-only)");
+    ck_assert_str_eq(err, "mods:readonly: system 'heal' of mod 'healer' lists Health in writes; unload the mod, or "
+                          "make Health read-only before loading it (nothing was made read-only)");
     ck_assert(!kiln_lua_mods_readonly(h.L, h.mods_idx, "Mana", err, sizeof err));
     ck_assert_msg(strstr(err, "'Mana' is not a component of the world"), "%s", err);
     kiln_schedule *s = kiln_lua_schedule(h.L, h.world_idx);
