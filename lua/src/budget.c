@@ -256,7 +256,7 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
         char msg[256], num[32];
         snprintf(msg, sizeof msg, "%.40s could take %s steps, past what is left of the budget of %s", what,
                  klua_number_text(num, sizeof num, "%.3g", steps), kw->budget_what);
-        luaL_error(L, "%s", msg);
+        klua_raise(L, "%s", msg); /* a budget's stop: no chunk:line: (docs/lua-api.md) */
     }
     kw->budget_used += (int64_t)steps;
 }
@@ -290,7 +290,7 @@ bool klua_budget_watch_report(void *ud, int64_t units) {
 bool klua_budget_watch_continue(void *watch) { return klua_budget_watch_report(watch, 0); }
 
 void klua_budget_watch_end(klua_budget_watch *w, const char *what) {
-    if (w->timed_out) luaL_error(w->L, "%s", w->late);
+    if (w->timed_out) klua_raise(w->L, "%s", w->late);
     klua_budget_charge(w->L, w->steps, what); /* past the budget: raises, naming what */
 }
 

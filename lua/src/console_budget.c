@@ -377,13 +377,13 @@ static void charge(lua_State *L, klua_budget *b, charged kind) {
     if (bytes > KLUA_COST_RESULT_MAX) {
         snprintf(why, sizeof why, "console: %s.%s could build %s bytes, more than one call may in the "
                  "console (%.0f)", lib, name, klua_number_text(num, sizeof num, "%.3g", bytes), KLUA_COST_RESULT_MAX);
-        luaL_error(L, "%s", why);
+        klua_raise(L, "%s", why); /* a budget's stop: no chunk:line: */
     }
     double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
     if (!(cost <= (double)b->left && cost < 9223372036854775808.0)) { /* a NaN, or 2^63: no int64_t */
         snprintf(why, sizeof why, "console: %s.%s could take %s steps, past what is left of the "
                  "statement's instruction budget", lib, name, klua_number_text(num, sizeof num, "%.3g", cost));
-        luaL_error(L, "%s", why);
+        klua_raise(L, "%s", why); /* a budget's stop: no chunk:line: */
     }
     b->left -= (int64_t)cost;
     if (kind == KLUA_COST_LOAD) guard(L, b, kind);

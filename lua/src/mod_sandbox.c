@@ -246,7 +246,7 @@ static int costly(lua_State *L) {
         char msg[160], num[32];
         snprintf(msg, sizeof msg, "%.40s could build %s bytes, more than one call may in a mod (%.0f)", name,
                  klua_number_text(num, sizeof num, "%.3g", bytes), (double)KLUA_COST_RESULT_MAX);
-        return luaL_error(L, "%s", msg);
+        klua_raise(L, "%s", msg); /* a limit's stop: no chunk:line: (docs/lua-api.md) */
     }
     klua_budget_charge(L, steps + bytes / KLUA_COST_BYTES_PER_STEP, name);
     lua_pushvalue(L, lua_upvalueindex(1));
