@@ -101,11 +101,12 @@ void klua_mod_before_remove(lua_State *L, klua_world *kw, kiln_entity e, kiln_co
     char eb[24];
     klua_entity_str(e, eb);
     if (c == KILN_NO_COMPONENT)
-        luaL_error(L, "%s: a mod's top level may despawn only the entities spawned while it runs (entity %s was "
-                      "there before, and a failed load of mod '%s' could not bring it back); do it from a system",
-                   fname, eb, loading->name);
-    luaL_error(L, "%s: a mod's top level may remove from the entities there before it ran only the components it "
-                  "registers (entity %s is one, and a failed load of mod '%s' could not put the value back); do it from a system", fname, eb, loading->name);
+        klua_fail(L, fname, "a mod's top level may despawn only the entities spawned while it runs (entity %s was "
+                  "there before, and a failed load of mod '%s' could not bring it back); do it from a system",
+                  eb, loading->name);
+    klua_fail(L, fname, "a mod's top level may remove from the entities there before it ran only the components it "
+              "registers (entity %s is one, and a failed load of mod '%s' could not put the value back); do it from "
+              "a system", eb, loading->name);
 }
 
 int64_t klua_mod_before_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root, const char *fname) {
@@ -173,9 +174,9 @@ void klua_mod_before_change(lua_State *L, klua_world *kw, kiln_entity e, kiln_co
     if (spawned_while_loading(L, kw, loading, e)) return;
     char eb[24];
     klua_entity_str(e, eb);
-    luaL_error(L, "%s: a mod's top level may change the %s of only the entities spawned while it runs (entity %s "
-                  "had one before, and a failed load of mod '%s' could not give it back); do it from a system",
-               fname, link ? "parent" : "name", eb, loading->name);
+    klua_fail(L, fname, "a mod's top level may change the %s of only the entities spawned while it runs (entity %s "
+              "had one before, and a failed load of mod '%s' could not give it back); do it from a system",
+              link ? "parent" : "name", eb, loading->name);
 }
 
 /* Whether the top level of loading set resource c where there was none (by its code or by code
@@ -193,9 +194,9 @@ void klua_mod_before_resource(lua_State *L, klua_world *kw, kiln_component c, bo
     if (!set) {
         kiln_component_info info;
         kiln_component_info_get(kw->world, c, &info);
-        luaL_error(L, "%s: a mod's top level may remove only the resources set while it runs and those of the "
+        klua_fail(L, fname, "a mod's top level may remove only the resources set while it runs and those of the "
                       "components it registers (resource %s was there before, and a failed load of mod '%s' could "
-                      "not put the value back); do it from a system", fname, info.name, loading->name);
+                      "not put the value back); do it from a system", info.name, loading->name);
     }
     /* each component once: the record stays under the world's count of components */
     if (loading->load_resource_count == loading->load_resource_cap) { /* the loading mod's memory */

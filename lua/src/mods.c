@@ -53,7 +53,7 @@ static kiln_component hook_before_spawn(lua_State *L, klua_world *kw, int64_t by
     klua_mod *mod = kw->mod;
     int64_t live = klua_mod_live(mod, kw->world);
     if (live + klua_mod_pending_spawns(mod, kw->world) >= mod->mods->entities)
-        luaL_error(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
+        klua_raise(L, "mod '%s' has %I live entities, its limit", mod->name, (lua_Integer)mod->mods->entities);
     /* its values and ticks, its handle and its record (kiln_query_bytes counts the same) */
     mod->spawn_bytes = bytes + (int64_t)(sizeof(kiln_entity) + sizeof(uint64_t));
     klua_mod_check_held(L, mod, kw->world, mod->spawn_bytes, "a spawn");
@@ -104,14 +104,14 @@ static void hook_before_declare(lua_State *L, klua_world *kw, const char *name, 
     /* one it declared already takes no new place (a mod at its limit was never reloaded) */
     uint32_t id = event ? kiln_event_lookup(kw->world, name).id : kiln_component_lookup(kw->world, name);
     if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS && declared_index(mod, id, event) < 0)
-        luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
+        klua_raise(L, "mod '%s' declares more than %d components and event types", mod->name,
                    KLUA_MOD_MAX_COMPONENTS);
     klua_world *host = mod->mods->kw;
     if (!existed && host->mod_types >= mod->mods->components)
-        luaL_error(L, "%s: mod '%s' may not register %s '%s': mods have registered %d new components and "
-                   "event types in this world, the mods' limit (components)",
-                   event ? "world:event" : "world:component", mod->name, event ? "event type" : "component",
-                   klua_quote(L, name, strlen(name)), (int)host->mod_types);
+        klua_fail(L, event ? "world:event" : "world:component", "mod '%s' may not register %s '%s': mods have "
+                  "registered %d new components and event types in this world, the mods' limit (components)",
+                  mod->name, event ? "event type" : "component", klua_quote(L, name, strlen(name)),
+                  (int)host->mod_types);
     /* the flag that it is a mod's (hook_declared), made room for while a refusal can still raise */
     kiln_component next = (kiln_component)kiln_component_count(host->world) + 1;
     if (!existed && !event && !klua_flags_room(mod->mods->host, host, next)) luaL_error(L, "not enough memory");
@@ -136,7 +136,7 @@ static void hook_declared(lua_State *L, klua_world *kw, uint32_t id, bool event,
     if (!existed && !event) klua_mark_mod_registered(mod->mods->kw, id);
     if (declared_index(mod, id, event) >= 0) return;
     if (mod->declared_count == KLUA_MOD_MAX_COMPONENTS)
-        luaL_error(L, "mod '%s' declares more than %d components and event types", mod->name,
+        klua_raise(L, "mod '%s' declares more than %d components and event types", mod->name,
                    KLUA_MOD_MAX_COMPONENTS);
     bool adopted = existed && !event && orphaned(mod, id);
     mod->declared[mod->declared_count] = id;
@@ -355,7 +355,7 @@ static void hook_before_grow(lua_State *L, klua_world *kw, kiln_entity e, kiln_c
         if (payer && kiln_has(world, e, payer->tag)) payer = NULL; /* its own row counts it */
         kiln_query_desc others = {.with = {c}, .without = {payer ? payer->tag : 0}};
         if (payer && !payer->foreign[k] && kiln_query_create(world, &others, &payer->foreign[k]) != KILN_OK)
-            luaL_error(L, "%s: %s", fname, klua_core_detail(kiln_world_error(world)));
+            klua_fail(L, fname, "%s", klua_core_detail(kiln_world_error(world)));
     }
     if (payer) klua_mod_check_held(L, payer, world, bytes, fname);
     klua_mod_check_archetypes(L, mod, !klua_mod_move_lands(mod, e, c, true),
@@ -379,7 +379,7 @@ static void hook_query_made(lua_State *L, klua_world *kw, kiln_query *q, const c
     }
     if (kw->query_count >= mod->mods->queries) {
         kiln_query_destroy(q);
-        luaL_error(L, "%s: mod '%s' holds %d live queries, its limit (queries)", fname, mod->name,
+        klua_fail(L, fname, "mod '%s' holds %d live queries, its limit (queries)", mod->name,
                    (int)kw->query_count);
     }
     if (bytes > limit - klua_mod_held_bytes(mod, kw->world)) {

@@ -96,7 +96,7 @@ int64_t klua_mod_held_bytes(klua_mod *mod, kiln_world *world) {
 void klua_mod_check_held(lua_State *L, klua_mod *mod, kiln_world *world, int64_t more, const char *what) {
     int64_t held = klua_mod_held_bytes(mod, world), limit = mod->mods->world_memory;
     if (more > limit - held)
-        luaL_error(L, "mod '%s' holds %I bytes in the world; %s would take %I more, past its limit of %I "
+        klua_raise(L, "mod '%s' holds %I bytes in the world; %s would take %I more, past its limit of %I "
                    "(world_memory)", mod->name, (lua_Integer)held, what, (lua_Integer)more, (lua_Integer)limit);
 }
 
@@ -191,18 +191,18 @@ void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const ch
     }
     if (!L || !fresh) return;
     if (mods->made + mods->reshapes >= mods->archetypes)
-        luaL_error(L, "%s: mod '%s' may not reshape entities into a new archetype: mods made %I archetypes and "
+        klua_fail(L, what, "mod '%s' may not reshape entities into a new archetype: mods made %I archetypes and "
                    "queued %I spawns, adds and removes that may make one this frame, the mods' limit is %d "
-                   "(archetypes)", what, mod->name, (lua_Integer)mods->made, (lua_Integer)mods->reshapes,
+                   "(archetypes)", mod->name, (lua_Integer)mods->made, (lua_Integer)mods->reshapes,
                    (int)mods->archetypes);
     if (deferred) {
         int64_t sharers = mods->count + (mods->loading ? 1 : 0); /* a top level's query loop defers */
         int64_t room = (int64_t)mods->archetypes - mods->reshape_base;
         int64_t share = room / (sharers > 0 ? sharers : 1);
         if (mod->reshapes >= (share > 1 ? share : 1))
-            luaL_error(L, "%s: mod '%s' may not reshape entities into a new archetype: it queued %I spawns, adds "
+            klua_fail(L, what, "mod '%s' may not reshape entities into a new archetype: it queued %I spawns, adds "
                        "and removes that may make one this frame, its part of the %I the mods' limit left room for "
-                       "(archetypes)", what, mod->name, (lua_Integer)mod->reshapes, (lua_Integer)room);
+                       "(archetypes)", mod->name, (lua_Integer)mod->reshapes, (lua_Integer)room);
     }
     mods->reshapes++;
     mod->reshapes++;
@@ -246,8 +246,8 @@ static void charge_queued(lua_State *L, klua_world *kw, int64_t records, bool de
     int64_t each = QUEUED_RECORD_BYTES + (keep + QUEUED_VALUE_ALIGN - 1) / QUEUED_VALUE_ALIGN * QUEUED_VALUE_ALIGN;
     int64_t left = mod->mods->world_memory - mod->queued_bytes;
     if (records > left / each) /* (records times each may not fit in 64 bits: a count of live entities does) */
-        luaL_error(L, "%s: mod '%s' queued %I bytes of despawns and removals this frame; another would take %I more, "
-                   "past its limit of %I (world_memory)", fname, mod->name, (lua_Integer)mod->queued_bytes,
+        klua_fail(L, fname, "mod '%s' queued %I bytes of despawns and removals this frame; another would take %I more, "
+                   "past its limit of %I (world_memory)", mod->name, (lua_Integer)mod->queued_bytes,
                    (lua_Integer)(records * each), (lua_Integer)mod->mods->world_memory);
     mod->queued_asked = records * each;
 }

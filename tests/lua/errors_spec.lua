@@ -293,6 +293,18 @@ describe("where a message starts", function()
         M.cleanup()
     end)
 
+    it("is the limit, or the call then the limit, when a mod's limit refuses a call, with no chunk:line:", function()
+        local w, mods = M.host{entities = 1, queries = 1}
+        w:component("Position", "float x, y;")
+        local dir = M.folder()
+        local _, err = mods:load(M.write(dir, "many.lua", "world:spawn{} local function f() world:spawn{} end f()"))
+        assert.are.equal("mods:load: mod 'many': mod 'many' has 1 live entities, its limit", err)
+        _, err = mods:load(M.write(dir, "qs.lua", "local a = world:query{'Position'}\n"
+                                                  .. "local function f() local q = world:query{'Position'} end f()"))
+        assert.are.equal("mods:load: mod 'qs': world:query: mod 'qs' holds 1 live queries, its limit (queries)", err)
+        M.cleanup()
+    end)
+
     it("is the caller's chunk:line: for a closed world, and the call for other failures", function()
         local w = H.world()
         local e = w:spawn()
