@@ -305,6 +305,16 @@ describe("where a message starts", function()
         M.cleanup()
     end)
 
+    it("is the mod's chunk:line: for what stands in for one of Lua's own functions, as Lua's would", function()
+        local _, mods = M.host()
+        local dir = M.folder()
+        local path = M.write(dir, "rq.lua", "\nrequire('nope')")
+        local _, err = mods:load(path)
+        assert.are.equal("mods:load: mod 'rq': " .. path .. ":2: require 'nope': a single-file mod has no folder to "
+                         .. "require from", err)
+        M.cleanup()
+    end)
+
     it("is the caller's chunk:line: for a closed world, and the call for other failures", function()
         local w = H.world()
         local e = w:spawn()
