@@ -108,8 +108,8 @@ typedef enum kiln_result {
     KILN_ERR_UNKNOWN_COMPONENT,/* the id is not a component of this world */
     KILN_ERR_LAYOUT_MISMATCH,  /* a name registered again with another layout */
     KILN_ERR_OUT_OF_MEMORY,    /* the allocator hook returned NULL */
-    KILN_ERR_LIMIT,            /* a hard limit is reached: 2^32-1 entity slots, 65,472
-                                  archetypes, 2^27 (134,217,728) entities in one archetype */
+    KILN_ERR_LIMIT,            /* a hard limit is reached: 2^32-1 entity slots, 65,472 archetypes, 2^27
+                                  (134,217,728) entities in one archetype, 256 components on one entity */
     KILN_ERR_UNKNOWN_EVENT     /* the event type is not registered in this world */
 } kiln_result;
 

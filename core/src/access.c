@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) kiln_result add_value(kiln_world *w
     }
     kl_assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
-    if (!dst) return kl_archetype_failure(world);
+    if (!dst) return kl_archetype_failure(world, arch->type_count + 1);
     if (dst->count == dst->capacity && !kl_archetype_reserve_rebase(world, dst, 1, &value, 1))
         return kl_fail_no_room(world, call, dst, 1);
     int32_t added = kl_archetype_slot(dst, component);
@@ -248,7 +248,7 @@ static inline __attribute__((always_inline)) kiln_result remove_component(kiln_w
     }
     kl_assert_not_iterating(world);
     kl_archetype *dst = kl_archetype_neighbour(world, arch, component, call);
-    if (!dst) return kl_archetype_failure(world);
+    if (!dst) return kl_archetype_failure(world, arch->type_count - 1);
     if (dst->count == dst->capacity && !kl_archetype_reserve(world, dst, 1))
         return kl_fail_no_room(world, call, dst, 1);
     kl_archetype_move(world, arch, (int32_t)kl_record_row(rec), dst, -1, slot >= 0 ? slot : -1,

@@ -8,8 +8,8 @@
 
 #include "world.h"
 
-/* The most components one spawn may list. */
-#define KL_SPAWN_MAX 256
+/* The most components one spawn may list: all an entity may hold. */
+#define KL_SPAWN_MAX KL_TYPES_MAX
 
 /* "call: entity 5v1 is not alive" (or "entity is null"); returns KILN_ERR_DEAD_ENTITY. _as names
  * the argument's role instead ("child 5v1 is not alive", "root is null"), for addons too. */

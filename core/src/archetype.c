@@ -121,6 +121,12 @@ kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types
                 (unsigned)KL_ARCHETYPES_MAX);
         return NULL;
     }
+    /* Past it, what holds an entity's components in one array (a save, a load, a clone) would
+     * refuse it or overrun: an entity then could be made, but not saved and loaded back. */
+    if (count > KL_TYPES_MAX) {
+        kl_fail(world, KILN_ERR_LIMIT, "%s: an entity holds at most %d components", call, KL_TYPES_MAX);
+        return NULL;
+    }
     int32_t columns = 0;
     for (int32_t i = 0; i < count; i++)
         if (kl_component_get(world, types[i])->size > 0) columns++;

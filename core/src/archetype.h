@@ -8,7 +8,8 @@
 #include "world.h"
 
 /* The archetype with exactly these types (sorted ascending, no duplicates), created when
- * missing. Returns NULL with the world error set when out of memory. */
+ * missing. Returns NULL with the world error set when out of memory or past a limit
+ * (KL_ARCHETYPES_MAX archetypes, KL_TYPES_MAX types). */
 KL_HIDDEN kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_component *types,
                                             int32_t count, const char *call);
 
@@ -17,10 +18,11 @@ KL_HIDDEN kl_archetype *kl_archetype_ensure(kiln_world *world, const kiln_compon
 KL_HIDDEN kl_archetype *kl_archetype_find(const kiln_world *world, const kiln_component *types,
                                           int32_t count);
 
-/* Why kl_archetype_ensure or kl_archetype_traverse returned NULL (the world error says it). */
-static inline kiln_result kl_archetype_failure(const kiln_world *world) {
-    return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX ? KILN_ERR_LIMIT
-                                                                 : KILN_ERR_OUT_OF_MEMORY;
+/* Why kl_archetype_ensure or kl_archetype_traverse returned NULL for an archetype of types
+ * types (the world error says it). */
+static inline kiln_result kl_archetype_failure(const kiln_world *world, int32_t types) {
+    return (uint32_t)world->archetype_count >= KL_ARCHETYPES_MAX || types > KL_TYPES_MAX ? KILN_ERR_LIMIT
+                                                                                        : KILN_ERR_OUT_OF_MEMORY;
 }
 
 /* The neighbour of arch with component added (absent from arch) / removed (present),

@@ -82,7 +82,7 @@ __attribute__((noinline)) static kl_archetype *archetype_lookup(kiln_world *worl
     for (int32_t i = 0; i < count; i++) types[i] = terms[i].id;
     kl_archetype *arch = kl_archetype_ensure(world, types, count, call);
     if (!arch) {
-        *result = kl_archetype_failure(world);
+        *result = kl_archetype_failure(world, count);
         return NULL;
     }
     int32_t cols[KL_SPAWN_MAX];

@@ -30,6 +30,7 @@ typedef struct kl_record {
 #define KL_ROW_BITS 27
 #define KL_ROWS_MAX (1u << KL_ROW_BITS)   /* rows per archetype: 134,217,728 */
 #define KL_ARCHETYPES_MAX 0xFFC0u         /* archetypes per world: 65,472 */
+#define KL_TYPES_MAX 256                  /* components per archetype, so per entity (a spawn lists as many) */
 #define KL_PLACE_BITS 43
 #define KL_PLACE_MASK ((UINT64_C(1) << KL_PLACE_BITS) - 1)
 #define KL_PLACE_RESERVED ((uint64_t)KL_ARCHETYPES_MAX << KL_ROW_BITS)

@@ -7,6 +7,7 @@
 
 #include "access_fixture.h"
 #include "kiln.h"
+#include "persist_fixture.h"
 #include "test_registry.h"
 #include "test_support.h"
 
@@ -499,5 +500,51 @@ KILN_TEST(limits, a_batch_past_the_rows_of_one_archetype_fails_and_spawns_nothin
     ck_assert_int_eq(after.bytes, before.bytes);
     ck_assert_int_eq(kiln_entity_count(w), 1);
     ck_assert(kiln_is_alive(w, e));
+    kiln_world_destroy(w);
+}
+
+/* A spawn lists at most 256 components, and so does a load or a clone read an entity's: an
+ * entity given a 257th by an add would save (a JSON save overran its stack array for it) but
+ * never load back. So the 257th is refused like any limit, the entity left as it was. */
+KILN_TEST(limits, an_entity_holds_at_most_256_components_and_one_holding_256_saves_and_loads_back) {
+    enum { WIDE = 256 };
+    kiln_world *w = kiln_world_create(NULL), *back = kiln_world_create(NULL);
+    kiln_component ids[WIDE + 1];
+    char name[16];
+    for (int i = 0; i <= WIDE; i++) {
+        snprintf(name, sizeof name, "Wide%d", i);
+        ids[i] = pf_register(w, name, sizeof(int32_t), NULL, 0);
+        pf_register(back, name, sizeof(int32_t), NULL, 0);
+    }
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn(w, &e), KILN_OK);
+    for (int32_t i = 0; i < WIDE; i++) ck_assert_int_eq(kiln_add(w, e, ids[i], &i), KILN_OK);
+    kiln_world_stats before, after;
+    kiln_world_stats_get(w, &before);
+    int32_t past = WIDE;
+    ck_assert_int_eq(kiln_add(w, e, ids[WIDE], &past), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_add: an entity holds at most 256 components");
+    kiln_world_stats_get(w, &after);
+    ck_assert_int_eq(after.archetypes, before.archetypes);
+    ck_assert_int_eq(kiln_entity_components(w, e, NULL, 0), WIDE);
+    ck_assert(!kiln_has(w, e, ids[WIDE]) && *(const int32_t *)kiln_get(w, e, ids[WIDE - 1]) == WIDE - 1);
+    kiln_commands *cmd = kiln_commands_create(w); /* a buffer's add meets the same limit */
+    ck_assert_int_eq(kiln_commands_add(cmd, e, ids[WIDE], &past), KILN_OK);
+    ck_assert_int_eq(kiln_commands_apply(cmd, w, NULL), KILN_ERR_LIMIT);
+    ck_assert(!kiln_has(w, e, ids[WIDE]));
+    kiln_commands_destroy(cmd);
+    for (int f = KILN_PERSIST_BINARY; f <= KILN_PERSIST_JSON; f++) {
+        pf_bytes saved = {0};
+        pf_save(w, (kiln_persist_format)f, &saved);
+        ck_assert_int_eq(kiln_load(back, saved.data, saved.size, NULL), KILN_OK);
+        pf_bytes_free(&saved);
+    }
+    kiln_entity loaded[2];
+    ck_assert_int_eq(kiln_world_entities(back, loaded, 2), 2);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(kiln_entity_components(back, loaded[k], NULL, 0), WIDE);
+        for (int32_t i = 0; i < WIDE; i++) ck_assert_int_eq(*(const int32_t *)kiln_get(back, loaded[k], ids[i]), i);
+    }
+    kiln_world_destroy(back);
     kiln_world_destroy(w);
 }

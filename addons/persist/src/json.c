@@ -150,9 +150,9 @@ static kiln_result build(kiln_world *world, const kiln_save_desc *desc, const pz
     for (int32_t g = 0; g < plan->group_count && r == KILN_OK; g++) {
         const kl_archetype *arch = plan->groups[g];
         const int32_t *types = plan->group_types + (size_t)g * (size_t)plan->max_types;
-        const kl_column *cols[KILN_MAX_FIELDS * 4];
+        const kl_column *cols[KL_TYPES_MAX]; /* an archetype holds no more */
         int32_t tc = plan->group_type_count[g];
-        for (int32_t t = 0; t < tc && t < KILN_MAX_FIELDS * 4; t++)
+        for (int32_t t = 0; t < tc; t++)
             cols[t] = plan->info[types[t]].size ? kl_archetype_column(arch, plan->info[types[t]].id) : NULL;
         int64_t units = entity_units(plan, g);
         for (int32_t row = 0; row < arch->count && r == KILN_OK; row++) {

@@ -90,7 +90,7 @@ static kiln_result land_group(kiln_world *world, pz_doc *doc, const pz_group *gr
         types[at] = id;
     }
     kl_archetype *dst = kl_archetype_ensure(world, types, n, "kiln_load");
-    if (!dst) return kl_archetype_failure(world);
+    if (!dst) return kl_archetype_failure(world, n);
     if (!kl_archetype_reserve(world, dst, count)) return kl_fail_no_room(world, "kiln_load", dst, count);
     int32_t row = kl_archetype_move_rows(world, src, first, count, dst);
     kiln_row_tick stamp = kl_row_tick_now(world);
