@@ -185,6 +185,21 @@ KILN_TEST(propagation, missing_world_transforms_are_added_and_counted) {
     ck_assert_int_eq(stats.added, 0);
 }
 
+/* An entity whose WorldTransform would be its 257th component cannot get it: the call fails
+ * with the limit's code and message (it said out of memory), adding to no entity. */
+KILN_TEST(propagation, a_world_transform_past_an_entitys_last_component_fails_with_the_limit) {
+    kiln_local_transform l = sample_local(1);
+    kiln_entity other = spawn_node(&F, KILN_NULL_ENTITY, &l), full = spawn_node(&F, KILN_NULL_ENTITY, &l);
+    char name[16];
+    for (int i = 0; kiln_entity_components(F.world, full, NULL, 0) < 256; i++) {
+        snprintf(name, sizeof name, "Mark%d", i);
+        ck_assert_int_eq(kiln_add(F.world, full, test_register_tag(F.world, name), NULL), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_transform_propagate(F.world, NULL), KILN_ERR_LIMIT);
+    ck_assert_str_eq(kiln_world_error(F.world), "kiln_transform_propagate: an entity holds at most 256 components");
+    ck_assert(!kiln_has(F.world, full, F.ids.world) && !kiln_has(F.world, other, F.ids.world));
+}
+
 KILN_TEST(propagation, spawn_order_and_archetype_order_do_not_change_the_matrices) {
     static node nodes[150];
     kiln_entity ref_h[150], h[150];

@@ -109,7 +109,8 @@ typedef struct kiln_transform_propagate_stats {
  * pointers can make, or a cycle (the same), fails with KILN_ERR_INVALID_ARGUMENT naming the
  * entity, the entities past it left without a computed WorldTransform; entities outside it
  * are still updated. Out of
- * memory (KILN_ERR_OUT_OF_MEMORY) leaves the world as it was: nothing added, queued or
+ * memory (KILN_ERR_OUT_OF_MEMORY) or a WorldTransform past a limit (KILN_ERR_LIMIT: a 257th
+ * component, a 65,473rd archetype) leaves the world as it was: nothing added, queued or
  * written. dest may be NULL. */
 kiln_result kiln_transform_propagate(kiln_world *world, kiln_transform_propagate_stats *dest);
 

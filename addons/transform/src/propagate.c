@@ -547,7 +547,8 @@ static kiln_result add_missing(kiln_world *world, kl_transform_state *st, int64_
         if (arch == last) continue;
         last = arch;
         kl_archetype *dst = kl_archetype_traverse(world, arch, st->ids.world, "kiln_transform_propagate");
-        if (!dst || !kl_archetype_reserve(world, dst, arch->count))
+        if (!dst) return kl_archetype_failure(world, arch->type_count + 1); /* (the message says why) */
+        if (!kl_archetype_reserve(world, dst, arch->count))
             return kl_fail(world, KILN_ERR_OUT_OF_MEMORY, "kiln_transform_propagate: out of memory");
     }
     for (int64_t i = 0; i < n; i++) {
