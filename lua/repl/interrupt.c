@@ -15,17 +15,25 @@ static volatile sig_atomic_t interrupted;
 static volatile sig_atomic_t lua_running; /* Ctrl-C stops Lua code rather than the line */
 static lua_State *volatile running_state;  /* the state to stop while lua_running */
 
+/* Raises at every instruction until the interrupted call returns (kcmd_interrupt_pcall takes
+ * it off): removed at its first error, a pcall in a loop swallowed that one and ran on with no
+ * hook at all, not even a world's instruction budget, whose hook this one had replaced. Left
+ * in a coroutine made meanwhile, it removes itself once that call is over. */
 static void stop_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
-    lua_sethook(L, NULL, 0, 0);
+    if (!interrupted || !lua_running) {
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
     luaL_error(L, "interrupted");
 }
 
 static void on_sigint(int sig) {
     (void)sig;
     interrupted = 1;
-    if (lua_running && running_state)
-        lua_sethook(running_state, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    /* at calls and instructions, not returns: the shape of a console statement's spent budget,
+     * which the binding's C code that calls Lua is made to meet at every one of them */
+    if (lua_running && running_state) lua_sethook(running_state, stop_hook, LUA_MASKCALL | LUA_MASKCOUNT, 1);
 }
 
 /* No SA_RESTART: a wait at the prompt returns EINTR, so Ctrl-C is seen at once. */

@@ -739,6 +739,43 @@ START_TEST(ctrl_c_while_an_attached_console_never_answers_ends_the_wait) {
 }
 END_TEST
 
+/* A world's instruction budget bounds a system whatever it runs, a pcall in a loop included,
+ * and Ctrl-C must not take that away: its hook replaced the budget's and removed itself at its
+ * one error, which the pcall swallowed, so the loop ran on with no hook at all, for good. */
+START_TEST(ctrl_c_in_a_budgeted_system_that_swallows_errors_still_ends_it) {
+    const char *path = script("local w = kiln.world{instructions = 4000000000}\n"
+                              "w:system{name = 'spin', run = function()\n"
+                              "  while true do\n"
+                              "    pcall(function() print('ready'); io.stdout:flush(); while true do end end)\n"
+                              "  end\n"
+                              "end}\n"
+                              "local ok, failures = w:progress()\n"
+                              "print('ended', ok, failures[1].message)\n");
+    int in, from;
+    const char *args[] = {"kiln", path, NULL};
+    pid_t pid = spawn_kiln(args, &in, &from);
+    char out[4096] = "";
+    size_t have = 0;
+    ssize_t r;
+    while (!strstr(out, "ready\n") && (r = read(from, out + have, sizeof out - have - 1)) > 0)
+        out[have += (size_t)r] = '\0';
+    kill(pid, SIGINT);
+    int status = 0;
+    pid_t done = 0;
+    for (int waited = 0; waited < 10000 && (done = waitpid(pid, &status, WNOHANG)) == 0; waited += 20) sleep_ms(20);
+    if (done == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    while ((r = read(from, out + have, sizeof out - have - 1)) > 0) out[have += (size_t)r] = '\0';
+    close(in);
+    close(from);
+    unlink(path);
+    ck_assert_msg(done == pid, "the system still ran 10 s after Ctrl-C, its budget gone: %s", out);
+    ck_assert_msg(strstr(out, "ended\tfalse\t") && strstr(out, "interrupted"), "not interrupted: %s", out);
+}
+END_TEST
+
 static Suite *repl_suite(void) {
     Suite *s = suite_create("repl");
     TCase *pipe_case = tcase_create("transcripts");
@@ -760,6 +797,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(pipe_case, ctrl_c_while_waiting_for_input_drops_the_statement_and_the_repl_goes_on);
     tcase_add_test(pipe_case, connect_refuses_a_token_file_that_is_not_the_users_own_private_file);
     tcase_add_test(pipe_case, ctrl_c_while_an_attached_console_never_answers_ends_the_wait);
+    tcase_add_test(pipe_case, ctrl_c_in_a_budgeted_system_that_swallows_errors_still_ends_it);
     suite_add_tcase(s, pipe_case);
     TCase *tty_case = tcase_create("terminal");
     tcase_set_timeout(tty_case, 30);
