@@ -35,6 +35,7 @@ struct kiln_jobs {
     pthread_t *threads;
     kl_scratch *free_scratch;
     kl_jobs_watcher *watchers; /* kl_jobs_watch's, linked under the lock */
+    pid_t owner;               /* the process the workers are threads of (not a child forked since) */
 };
 
 #define KL_MAX_WORKERS 256
@@ -95,6 +96,7 @@ kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc) {
     if (!jobs) return NULL;
     memset(jobs, 0, sizeof *jobs);
     jobs->alloc = alloc;
+    jobs->owner = getpid();
     if (pthread_mutex_init(&jobs->lock, NULL) != 0) goto fail_mutex;
     if (pthread_cond_init(&jobs->work, NULL) != 0) goto fail_work;
     if (pthread_cond_init(&jobs->done, NULL) != 0) goto fail_done;
@@ -125,11 +127,15 @@ fail_mutex:
 
 void kiln_jobs_destroy(kiln_jobs *jobs) {
     if (jobs == NULL) return;
+    /* A child forked since (a game's crash reporter or helper) has none of the workers, which
+     * are its parent's threads: joining them, or destroying the condition they wait on (which
+     * waits for its waiters), blocked the child for good. It runs what is queued itself. */
+    bool forked = getpid() != jobs->owner;
     pthread_mutex_lock(&jobs->lock);
     jobs->stopping = true;
     pthread_cond_broadcast(&jobs->work);
     pthread_mutex_unlock(&jobs->lock);
-    for (int32_t i = 0; i < jobs->worker_count; i++) pthread_join(jobs->threads[i], NULL);
+    for (int32_t i = 0; i < jobs->worker_count && !forked; i++) pthread_join(jobs->threads[i], NULL);
     /* An inline pool may still hold jobs nobody waited for: run them, as a worker would. */
     while (jobs->count > 0) {
         kl_queued q = pop(jobs);
@@ -143,9 +149,11 @@ void kiln_jobs_destroy(kiln_jobs *jobs) {
     }
     kl_free(&alloc, jobs->threads, sizeof(pthread_t) * (size_t)jobs->thread_cap);
     kl_free(&alloc, jobs->ring, sizeof(kl_queued) * (size_t)jobs->cap);
-    pthread_cond_destroy(&jobs->done);
-    pthread_cond_destroy(&jobs->work);
-    pthread_mutex_destroy(&jobs->lock);
+    if (!forked) {
+        pthread_cond_destroy(&jobs->done);
+        pthread_cond_destroy(&jobs->work);
+        pthread_mutex_destroy(&jobs->lock);
+    }
     kl_free(&alloc, jobs, sizeof *jobs);
 }
 

@@ -4,9 +4,11 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -200,6 +202,42 @@ KILN_TEST(lifetime, destroy_runs_the_jobs_still_queued) {
         ck_assert_int_eq(slots_not_run_once(slots, 64), 0);
         ck_assert_int_eq(__atomic_load_n(&counter.pending, __ATOMIC_ACQUIRE), 0);
     }
+}
+
+/* The child's part of the test below: 0 when its jobs ran once each, waited for or not. */
+static int forked_child_runs_and_destroys(kiln_jobs *jobs) {
+    signal(SIGALRM, SIG_DFL); /* (Check's own handler would end the whole test) */
+    alarm(5);                 /* a hang ends the child by SIGALRM, which its parent sees */
+    atomic_int total = 0;
+    job_slot slots[64];
+    kiln_job list[64];
+    fill_slots(slots, list, 64, 0, &total);
+    kiln_counter counter = {0};
+    if (kiln_jobs_submit(jobs, list, 32, &counter) != KILN_OK) return 1;
+    kiln_jobs_wait(jobs, &counter); /* no worker here: the waiter runs them */
+    if (kiln_jobs_submit(jobs, list + 32, 32, &counter) != KILN_OK) return 2;
+    kiln_jobs_destroy(jobs); /* nobody waited for these */
+    return slots_not_run_once(slots, 64) == 0 ? 0 : 3;
+}
+
+/* A game forks a helper (a crash reporter) that tidies up before it exits: the workers are
+ * threads of the parent, which the child has none of, and joining them waited for good. */
+KILN_TEST(lifetime, a_forked_child_runs_its_jobs_and_destroys_the_pool_without_the_parents_workers) {
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 2});
+    ck_assert_ptr_nonnull(jobs);
+    /* the workers asleep on their condition when the fork comes, as in a game between frames
+     * (the case that blocked: the child waited for those sleepers to wake) */
+    struct timespec nap = {0, 50000000};
+    nanosleep(&nap, NULL);
+    pid_t pid = fork();
+    if (pid == 0) _exit(forked_child_runs_and_destroys(jobs));
+    ck_assert_int_gt(pid, 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    kiln_jobs_destroy(jobs);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
+                  WIFEXITED(status) ? "exited with" : "was ended by signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
 /* ------------------------------------------------------------------------------------------ */
