@@ -208,7 +208,8 @@ const char *kiln_console_token_path(const kiln_console *console);
  * user's, else /tmp/kiln-console-PORT-UID.token. Clients (kiln --connect) read it there. */
 void kiln_console_default_token_path(int port, char *dest, size_t size);
 
-/* Closes every client and the listening socket and removes the token file; call it before
+/* Closes every client and the listening socket and removes the token file (a child forked
+ * since leaves the file to the console it forked from, which still serves); call it before
  * lua_close of the console's state. NULL is a no-op. Called from inside one of its own
  * statements, it stops the running poll, which closes the console when it returns. */
 void kiln_console_close(kiln_console *console);

@@ -59,6 +59,7 @@ struct kiln_console {
     int session_fn_ref, feed_ref;
     char token[KLUA_TOKEN_MAX + 1];
     char *token_path; /* NULL when the host gave the token */
+    pid_t owner;      /* the process that wrote it: a child forked since leaves it be */
     client *clients;
     int client_count;
     int next_first; /* the client served first in the next poll (round robin) */
@@ -217,6 +218,7 @@ kiln_console *kiln_console_open(lua_State *L, const kiln_console_desc *desc, cha
         return NULL;
     }
     c->L = L;
+    c->owner = getpid();
     c->max_clients = d.max_clients;
     c->frame_bytes = d.frame_bytes;
     c->frame_us = d.frame_us;
@@ -272,7 +274,9 @@ static void close_now(kiln_console *c) {
         lua_pushlightuserdata(c->L, &c->budget);
         if (klua_pcall_c(c->L, klua_budget_unregister, 1, 0, 0) != LUA_OK) lua_pop(c->L, 1);
     }
-    if (c->token_path) unlink(c->token_path);
+    /* a forked helper (a crash reporter) tidying up as the game does would have taken the file
+     * from under the game's console, which still serves: clients read it to sign in */
+    if (c->token_path && getpid() == c->owner) unlink(c->token_path);
     free(c->token_path);
     memset(c->token, 0, sizeof c->token);
     free(c->clients);

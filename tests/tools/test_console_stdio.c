@@ -1,6 +1,6 @@
-/* test_console_stdio.c: a console in a game started with stdout and stderr closed (by a
- * launcher or a daemon wrapper): its sockets never take descriptors 0 to 2, which the game's
- * printing still writes to. */
+/* test_console_stdio.c: a console in the process a game runs in: one started with stdout and
+ * stderr closed (by a launcher or a daemon wrapper), whose sockets never take descriptors 0
+ * to 2, which the game's printing still writes to; and one that forks a helper. */
 #include <fcntl.h>
 #include <sys/wait.h>
 
@@ -51,12 +51,45 @@ START_TEST(sockets_stay_off_a_closed_stdout_and_stderr) {
 }
 END_TEST
 
+/* A game forks a helper (a crash reporter) that tidies up as the game does before it exits:
+ * the token file is the parent's, whose console still serves; removed by the child, clients
+ * that read it (kiln --connect) could no longer sign in. */
+START_TEST(a_forked_child_closing_the_console_leaves_the_token_file_to_its_parent) {
+    char dir[] = "/tmp/kiln_fork_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/token", dir);
+    lua_State *L = game_state(NULL);
+    kiln_console *c = must_open_console(L, (kiln_console_desc){.token_path = path});
+    pid_t pid = fork();
+    if (pid == 0) {
+        kiln_console_close(c);
+        lua_close(L);
+        _exit(0);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    bool kept = access(path, F_OK) == 0;
+    kiln_console_close(c);
+    bool removed = access(path, F_OK) != 0;
+    lua_close(L);
+    unlink(path);
+    rmdir(dir);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %d", status);
+    ck_assert_msg(kept, "the child's close removed the token file of the parent's console");
+    ck_assert_msg(removed, "the parent's close left its token file");
+}
+END_TEST
+
 static Suite *stdio_suite(void) {
     Suite *s = suite_create("console_stdio");
     TCase *tc = tcase_create("closed");
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, sockets_stay_off_a_closed_stdout_and_stderr);
     suite_add_tcase(s, tc);
+    TCase *forked = tcase_create("forked");
+    tcase_set_timeout(forked, 20);
+    tcase_add_test(forked, a_forked_child_closing_the_console_leaves_the_token_file_to_its_parent);
+    suite_add_tcase(s, forked);
     return s;
 }
 
