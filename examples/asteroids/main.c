@@ -713,7 +713,11 @@ static int check_determinism(const options *opt) {
 int main(int argc, char **argv) {
     char rules_buf[4096];
     game g = {.opt = parse_options(argc, argv, rules_buf, sizeof rules_buf)};
+    /* a launcher, a service manager or a container stop sends SIGTERM, a closed terminal
+     * SIGHUP: ended by either, the game left its console's token file (the secret) behind */
     signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+    signal(SIGHUP, on_interrupt);
     if (g.opt.check_determinism) return check_determinism(&g.opt);
 
     game_open(&g);

@@ -467,5 +467,28 @@ else fail "the console's token file is the user's alone, and a client without th
 if [ $game_rc = 0 ] && grep -q '^final: score' "$TMP/console.out"; then pass "Ctrl-C ends the game with its final stats"
 else fail "Ctrl-C ends the game with its final stats" "exit status $game_rc"; fi
 
+
+# A launcher, a service manager or a container stop ends the game with SIGTERM (a closed
+# terminal with SIGHUP): it must close as Ctrl-C does, final stats and all, and take its
+# console's token file (the secret) with it instead of leaving it behind for good.
+for sig in TERM HUP; do
+  "$BIN" --frames 0 --asteroids 200 --console 0 >"$TMP/$sig.out" 2>"$TMP/$sig.err" &
+  game=$!
+  sig_token=
+  for _ in $(seq 100); do
+    sig_token=$(sed -n 's/^console: token in \([^ ]*\) .*/\1/p' "$TMP/$sig.out")
+    [ -n "$sig_token" ] && break
+    kill -0 $game 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -$sig $game 2>/dev/null
+  wait $game; sig_rc=$?
+  if [ -n "$sig_token" ] && [ $sig_rc = 0 ] && grep -q '^final: score' "$TMP/$sig.out" && [ ! -e "$sig_token" ]; then
+    pass "SIG$sig ends the game with its final stats and removes the console's token file"
+  else fail "SIG$sig ends the game with its final stats and removes the console's token file" \
+    "exit status $sig_rc, token file '$sig_token' $([ -e "$sig_token" ] && echo left || echo gone)"; rm -f "$sig_token"
+  fi
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
