@@ -1,6 +1,7 @@
 /* console.c: a REPL console inside a running game: non-blocking TCP clients that prove the
  * token, then have their lines evaluated by kiln.session between frames. Invariant: a poll
  * never blocks and never serves past its bytes and time; every call into Lua is protected. */
+#define _GNU_SOURCE /* accept4 */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -557,7 +558,9 @@ static void accept_clients(kiln_console *c) {
     for (int k = 0; k < ACCEPT_PER_POLL; k++) {
         struct sockaddr_in peer;
         socklen_t plen = sizeof peer;
-        int fd = accept(c->fd, (struct sockaddr *)&peer, &plen);
+        /* close-on-exec as it is made: set after, a fork and exec by another thread of the game
+         * (a shader compiler started) meanwhile kept the client connected in that program */
+        int fd = accept4(c->fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             /* out of descriptors the client stays queued and the next poll tries again (no
              * retry here: that would spin); the host hears of it once a burst, not every poll */
@@ -570,10 +573,6 @@ static void accept_clients(kiln_console *c) {
         }
         c->at_fd_limit = false;
         if ((fd = above_stdio(fd)) < 0) continue;
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
-            close(fd);
-            continue;
-        }
         char name[64], ip[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
         snprintf(name, sizeof name, "%s:%d", ip, ntohs(peer.sin_port));

@@ -1,8 +1,12 @@
 /* test_console_stdio.c: a console in the process a game runs in: one started with stdout and
  * stderr closed (by a launcher or a daemon wrapper), whose sockets never take descriptors 0
  * to 2, which the game's printing still writes to; and one that forks a helper. */
+#define _DEFAULT_SOURCE /* syscall (not _GNU_SOURCE: that makes accept take a union) */
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "console_fixture.h"
 
@@ -80,6 +84,50 @@ START_TEST(a_forked_child_closing_the_console_leaves_the_token_file_to_its_paren
 }
 END_TEST
 
+/* The console's accept seen from inside (these stand in for the C library's): how many
+ * descriptors it got, and how many of them were not close-on-exec from the moment they
+ * existed, which a fork and exec by another thread of the game (a shader compiler started,
+ * a crash reporter) took at that moment: the client stayed connected in that program after
+ * the console dropped it. */
+static int accepted, accepted_open_to_exec;
+
+long syscall(long number, ...); /* declared here too: a LuaJIT host build includes unistd.h first */
+
+static int note_accepted(int fd) {
+    if (fd >= 0) {
+        accepted++;
+        if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC)) accepted_open_to_exec++;
+    }
+    return fd;
+}
+
+int accept(int fd, struct sockaddr *restrict addr, socklen_t *restrict len) {
+    return note_accepted((int)syscall(SYS_accept4, fd, addr, len, 0));
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags); /* (a GNU extension) */
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
+    return note_accepted((int)syscall(SYS_accept4, fd, addr, len, flags));
+}
+
+START_TEST(a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted) {
+    lua_State *L = game_state("x = 41");
+    kiln_console *c = must_open_console(L, (kiln_console_desc){.token = TOKEN});
+    int client = connect_port(kiln_console_port(c));
+    ck_assert_int_ge(client, 0);
+    accepted = accepted_open_to_exec = 0;
+    for (int spin = 0; spin < 2000 && accepted == 0; spin++) {
+        kiln_console_poll(c);
+        if (accepted == 0) pause_ms(1);
+    }
+    close(client);
+    kiln_console_close(c);
+    lua_close(L);
+    ck_assert_int_eq(accepted, 1);
+    ck_assert_msg(accepted_open_to_exec == 0, "the connection was open to exec until the console set its flag");
+}
+END_TEST
+
 static Suite *stdio_suite(void) {
     Suite *s = suite_create("console_stdio");
     TCase *tc = tcase_create("closed");
@@ -89,6 +137,7 @@ static Suite *stdio_suite(void) {
     TCase *forked = tcase_create("forked");
     tcase_set_timeout(forked, 20);
     tcase_add_test(forked, a_forked_child_closing_the_console_leaves_the_token_file_to_its_parent);
+    tcase_add_test(forked, a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted);
     suite_add_tcase(s, forked);
     return s;
 }
