@@ -622,8 +622,7 @@ const char *kiln_commands_error(const kiln_commands *cmd);
 /* Between kiln_defer_begin and kiln_defer_end, kiln_spawn*, kiln_despawn, kiln_add, kiln_remove and
  * kiln_set are checked at once (a dead entity or unknown component still fails right away) but queued
  * instead of executed; the outermost kiln_defer_end applies the queue in order. Sections nest. While deferred:
- *  - spawn returns a real handle at once; the entity is reserved, accepts adds, and becomes
- *    alive (kiln_is_alive true) when the section ends;
+ *  - spawn returns a real handle at once; the entity is reserved, accepts adds, and is alive when the section ends;
  *  - reads (kiln_has, kiln_get, kiln_get_mut, kiln_changed_tick) answer the world's current
  *    state, without the queued changes; kiln_remove reports whether the component is there;
  *  - a queued add, set or remove whose entity died before the queue is applied is dropped
@@ -635,8 +634,9 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  *    a new archetype past the limit), a spawn whole when an add right after it is (see Placeholders), then
  *    the changes aimed at it. Each drop, here or by a system's buffer, is reported (kiln_world_dropped, its
  *    hook) once a command: a spawn_with of n components dropped counts 1 + n, as kiln_commands_count does.
- * A query's iteration defers the world too (kiln_query_iter): the plain API works in a loop. */
-void kiln_defer_begin(kiln_world *world);
+ * A query's iteration defers the world too (kiln_query_iter): the plain API works in a loop. KILN_ERR_OUT_OF_MEMORY:
+ * no section opened (past the first 32 threads with sections open at once, each takes memory for its count). */
+kiln_result kiln_defer_begin(kiln_world *world);
 
 /* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could not be fully applied,
  * KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the change out of memory on) stays

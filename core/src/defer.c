@@ -4,10 +4,12 @@
 #include "defer.h"
 
 #include <stdio.h>
+#include <time.h>
 
 #include "access.h"
 #include "component.h"
 #include "entity.h"
+#include "spin.h"
 
 /* Where deferred calls are queued: the running main-thread system's buffer, or the world's. */
 static kiln_commands *queue_of(const kiln_world *world) {
@@ -150,21 +152,66 @@ void kl_defer_rollback(kiln_world *world, int64_t mark) {
 
 /* ---- sections ------------------------------------------------------------------------- */
 
-/* The calling thread's slot, or NULL; with claim, a free one is taken when it has none. Only the
- * slots ever claimed are searched for its own: one thread, one slot to look at. */
-static kl_defer_slot *own_slot(kiln_world *world, bool claim) {
-    uintptr_t self = kl_thread_self();
+/* The calling thread's token, taken at its first claim (0 until then), and by its address the
+ * thread itself (no two live threads share it; cheaper than pthread_self, a call). A slot keeps
+ * both: an exited thread's address goes to the next thread given its stack (glibc keeps them),
+ * with a token of its own, so a section an exited thread left open is no later thread's. */
+static _Thread_local uint64_t thread_token;
+
+static inline uintptr_t thread_self(void) { return (uintptr_t)&thread_token; }
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A token above that of every thread that ended before this one started: the monotonic clock's
+ * reading, handed out once the clock has moved past it, so any thread started later reads more.
+ * Two live threads may share one; their addresses differ. Once a thread: a tick at most, most
+ * often nothing (1 ns steps). Plus one: never 0. */
+__attribute__((cold, noinline)) static uint64_t take_token(void) {
+    uint64_t first = monotonic_ns();
+    while (monotonic_ns() <= first) kl_spin_pause();
+    return thread_token = first + 1;
+}
+
+static inline bool is_own(const kl_defer_slot *slot, uintptr_t thread, uintptr_t self, uint64_t token) {
+    return thread == self && atomic_load_explicit(&slot->token, memory_order_relaxed) == token;
+}
+
+/* The calling thread's slot, or NULL. Only the slots ever claimed are searched. */
+static kl_defer_slot *own_slot(kiln_world *world) {
+    uintptr_t self = thread_self();
+    uint64_t token = thread_token;
+    int used = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed);
+    for (int i = 0; i < used; i++) {
+        kl_defer_slot *slot = &world->defer_slots[i];
+        if (is_own(slot, atomic_load_explicit(&slot->thread, memory_order_acquire), self, token)) return slot;
+    }
+    return NULL;
+}
+
+/* The calling thread's slot, else a free one it takes (with its token, taken at its first
+ * claim), else NULL. A thread whose sections went to the table while the slots were full may
+ * hold a slot as well: its ends take from either, its count is the sum. */
+static kl_defer_slot *claim_slot(kiln_world *world) {
+    uintptr_t self = thread_self();
+    uint64_t token = thread_token;
     int used = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed), free_at = used;
     for (int i = 0; i < used; i++) {
-        uintptr_t t = atomic_load_explicit(&world->defer_slots[i].thread, memory_order_acquire);
-        if (t == self) return &world->defer_slots[i];
+        kl_defer_slot *slot = &world->defer_slots[i];
+        uintptr_t t = atomic_load_explicit(&slot->thread, memory_order_acquire);
+        if (is_own(slot, t, self, token)) return slot;
         if (t == 0 && free_at == used) free_at = i;
     }
-    for (int i = free_at; claim && i < KL_DEFER_SLOTS; i++) {
+    if (KL_UNLIKELY(token == 0)) token = take_token();
+    for (int i = free_at; i < KL_DEFER_SLOTS; i++) {
         uintptr_t none = 0;
         if (!atomic_compare_exchange_strong_explicit(&world->defer_slots[i].thread, &none, self,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
+        atomic_store_explicit(&world->defer_slots[i].token, token, memory_order_relaxed);
         int seen = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed);
         while (seen <= i && !atomic_compare_exchange_weak_explicit(&world->defer_slots_used, &seen, i + 1,
                                                                    memory_order_relaxed, memory_order_relaxed)) {
@@ -179,12 +226,82 @@ static void unown(kl_defer_slot *slot) {
     if (--slot->depth == 0) atomic_store_explicit(&slot->thread, 0, memory_order_release);
 }
 
-void kiln_defer_begin(kiln_world *world) {
+/* ---- past the fast slots: a table grown with the world's allocator, searched under its lock */
+
+/* The index of the calling thread's entry in the table, or -1: one load while none is held. */
+static int32_t own_entry(kiln_world *world) {
+    if (atomic_load_explicit(&world->defer_more_used, memory_order_relaxed) == 0) return -1;
+    uintptr_t self = thread_self();
+    uint64_t token = thread_token;
+    int32_t found = -1;
+    kl_spin_lock(&world->defer_lock);
+    for (int64_t i = 0; i < world->defer_more_cap && found < 0; i++) {
+        const kl_defer_slot *e = &world->defer_more[i];
+        if (is_own(e, atomic_load_explicit(&e->thread, memory_order_relaxed), self, token)) found = (int32_t)i;
+    }
+    kl_spin_unlock(&world->defer_lock);
+    return found;
+}
+
+/* Adds by (0: none) to the depth of the calling thread's entry i and returns it; the entry is
+ * free again at 0. Under the lock: another thread growing the table moves it. */
+static int32_t entry_add(kiln_world *world, int32_t i, int32_t by) {
+    kl_spin_lock(&world->defer_lock);
+    kl_defer_slot *e = &world->defer_more[i];
+    int32_t depth = e->depth += by;
+    if (depth == 0 && by != 0) {
+        atomic_store_explicit(&e->thread, 0, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&world->defer_more_used, 1, memory_order_relaxed);
+    }
+    kl_spin_unlock(&world->defer_lock);
+    return depth;
+}
+
+/* A section of a thread that found no fast slot: one more on its entry, taking a free one or
+ * growing the table; out of memory, refused with nothing changed. */
+__attribute__((cold, noinline)) static kiln_result begin_in_table(kiln_world *world) {
+    int32_t i = own_entry(world);
+    if (i >= 0) {
+        entry_add(world, i, 1);
+        return KILN_OK;
+    }
+    kl_spin_lock(&world->defer_lock);
+    int64_t at = 0, cap = world->defer_more_cap;
+    while (at < cap && atomic_load_explicit(&world->defer_more[at].thread, memory_order_relaxed) != 0) at++;
+    if (at == cap && !kl_grow_zeroed(&world->alloc, (void **)&world->defer_more, &world->defer_more_cap, cap + 1,
+                                     sizeof *world->defer_more, KL_DEFER_SLOTS)) {
+        kl_spin_unlock(&world->defer_lock);
+        return kl_fail(world, KILN_ERR_OUT_OF_MEMORY,
+                       "kiln_defer_begin: out of memory for the calling thread's entry (%d threads beyond the "
+                       "first %d hold sections); nothing was changed, no section opened",
+                       atomic_load_explicit(&world->defer_more_used, memory_order_relaxed), KL_DEFER_SLOTS);
+    }
+    kl_defer_slot *e = &world->defer_more[at];
+    atomic_store_explicit(&e->thread, thread_self(), memory_order_relaxed);
+    atomic_store_explicit(&e->token, thread_token, memory_order_relaxed);
+    e->depth = 1;
+    atomic_fetch_add_explicit(&world->defer_more_used, 1, memory_order_relaxed);
+    kl_spin_unlock(&world->defer_lock);
+    return KILN_OK;
+}
+
+void kl_defer_free(kiln_world *world) {
+    kl_free(&world->alloc, world->defer_more, kl_mul(sizeof *world->defer_more, (size_t)world->defer_more_cap));
+    world->defer_more = NULL;
+    world->defer_more_cap = 0;
+}
+
+kiln_result kiln_defer_begin(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
-    kl_defer_slot *slot = own_slot(world, true);
-    if (slot) slot->depth++;
-    else atomic_fetch_add_explicit(&world->defer_unowned, 1, memory_order_relaxed);
+    kl_defer_slot *slot = claim_slot(world);
+    if (slot) {
+        slot->depth++;
+    } else {
+        kiln_result r = begin_in_table(world);
+        if (r != KILN_OK) return r;
+    }
     kl_defer_open(world);
+    return KILN_OK;
 }
 
 /* Why an end finding depth sections open is refused; off the hot path. */
@@ -202,9 +319,9 @@ __attribute__((cold, noinline)) static kiln_result refuse_end(kiln_world *world,
                    "the open one is another thread's, or a loop's); nothing was changed", call);
 }
 
-/* Ends a section: one off the count, unless refused; then slot (when set) loses one, or one
- * slotless section goes when unowned is set; the outermost end applies the queue. */
-static kiln_result end_section(kiln_world *world, const char *call, kl_defer_slot *slot, bool unowned) {
+/* Ends a section: one off the count, unless refused; then slot (when set) or the thread's table
+ * entry (entry >= 0) loses one; the outermost end applies the queue. */
+static kiln_result end_section(kiln_world *world, const char *call, kl_defer_slot *slot, int32_t entry) {
     /* Checked in every build before the count moves: more ends than begins would leave it
      * below zero (a later begin defers nothing), and the last end of a running stage's section
      * belongs to the schedule (a system's unmatched end would apply the world's queue while
@@ -217,7 +334,7 @@ static kiln_result end_section(kiln_world *world, const char *call, kl_defer_slo
     } while (!atomic_compare_exchange_weak_explicit(&world->defer_depth, &depth, depth - 1,
                                                     memory_order_relaxed, memory_order_relaxed));
     if (slot) unown(slot);
-    if (unowned) atomic_fetch_sub_explicit(&world->defer_unowned, 1, memory_order_relaxed);
+    if (entry >= 0) entry_add(world, entry, -1);
     if (depth > 1) return KILN_OK;
     if (kiln_commands_count(world->deferred) == 0) return KILN_OK;
     /* from a destroy or move hook: the queue waits for the next outermost end */
@@ -229,23 +346,30 @@ kiln_result kiln_defer_end(kiln_world *world) {
     KILN_ASSERT(world != NULL, "world is NULL");
     /* Checked in every build: a thread ends only the sections it began. Another thread's end
      * would land the queue under that thread's section, whose own end would then be refused. */
-    kl_defer_slot *slot = own_slot(world, false);
-    if (slot) return end_section(world, "kiln_defer_end", slot, false);
-    if (atomic_load_explicit(&world->defer_unowned, memory_order_relaxed) > 0) /* beyond the slots */
-        return end_section(world, "kiln_defer_end", NULL, true);
+    kl_defer_slot *slot = own_slot(world);
+    if (slot) return end_section(world, "kiln_defer_end", slot, -1);
+    int32_t entry = own_entry(world);
+    if (entry >= 0) return end_section(world, "kiln_defer_end", NULL, entry);
     return refuse_end(world, "kiln_defer_end", atomic_load_explicit(&world->defer_depth, memory_order_relaxed));
 }
 
-kiln_result kl_defer_end(kiln_world *world, const char *call) { return end_section(world, call, NULL, false); }
+kiln_result kl_defer_end(kiln_world *world, const char *call) { return end_section(world, call, NULL, -1); }
 
 int32_t kl_defer_owned(const kiln_world *world) {
-    kl_defer_slot *slot = own_slot((kiln_world *)world, false);
-    return slot ? slot->depth : 0;
+    kl_defer_slot *slot = own_slot((kiln_world *)world);
+    int32_t entry = own_entry((kiln_world *)world);
+    return (slot ? slot->depth : 0) + (entry >= 0 ? entry_add((kiln_world *)world, entry, 0) : 0);
 }
 
 void kl_defer_disown(kiln_world *world, int32_t keep) {
-    kl_defer_slot *slot = own_slot(world, false);
-    while (slot && slot->depth > keep) unown(slot);
+    kl_defer_slot *slot = own_slot(world);
+    int32_t entry = own_entry(world), drop = kl_defer_owned(world) - keep;
+    if (entry >= 0 && drop > 0) {
+        int32_t in_entry = entry_add(world, entry, 0), taken = in_entry < drop ? in_entry : drop;
+        entry_add(world, entry, -taken);
+        drop -= taken;
+    }
+    while (slot && drop-- > 0) unown(slot);
 }
 
 void kiln_defer_clear(kiln_world *world) {

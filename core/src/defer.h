@@ -60,6 +60,9 @@ static inline void kl_defer_open(kiln_world *world) {
  * function in messages: kiln_defer_end without the check of whose section it is. */
 KL_HIDDEN kiln_result kl_defer_end(kiln_world *world, const char *call);
 
+/* Frees the table of the threads beyond the fast slots (world destroy). */
+KL_HIDDEN void kl_defer_free(kiln_world *world);
+
 /* How many kiln_defer_begin sections of the calling thread are open on world (slotless: 0), and
  * forgetting those above keep: a schedule ends what a system left open, on its own thread. */
 KL_HIDDEN int32_t kl_defer_owned(const kiln_world *world);

@@ -91,6 +91,7 @@ kiln_world *kiln_world_create(const kiln_world_desc *desc) {
     world->spawn_key_count = -1;
     world->hash_seed = kl_hash_seed(world);
     atomic_flag_clear(&world->resource_lock);
+    atomic_flag_clear(&world->defer_lock);
     /* The empty archetype always exists, as id 0, so a bare spawn cannot fail on it later. */
     world->deferred = kl_commands_create(world, true, true);
     if (!world->deferred || !kl_archetype_ensure(world, NULL, 0, "kiln_world_create")) {
@@ -179,6 +180,7 @@ void kiln_world_destroy(kiln_world *world) {
     kl_registry_free(world, &world->event_types);
     kl_registry_free(world, &world->components);
     kl_entities_free(world);
+    kl_defer_free(world);
     kl_allocator alloc = world->alloc;
     kl_free(&alloc, world, sizeof *world);
 }

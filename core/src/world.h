@@ -262,11 +262,12 @@ typedef struct kl_error_slots {
 } kl_error_slots;
 
 /* One thread's kiln_defer_begin sections still open on a world: an end is that thread's to make
- * (defer.c). A thread beyond KL_DEFER_SLOTS of them counts in defer_unowned, unchecked. */
+ * (defer.c). Threads beyond KL_DEFER_SLOTS of them take an entry in a table under a lock. */
 #define KL_DEFER_SLOTS 32
 
 typedef struct kl_defer_slot {
     _Atomic(uintptr_t) thread; /* the thread that claimed it, 0 when free */
+    _Atomic(uint64_t) token;   /* its token (defer.c): a later thread given the same id has another */
     int32_t depth;             /* read and written only by that thread */
 } kl_defer_slot;
 
@@ -292,7 +293,12 @@ struct kiln_world {
     atomic_int defer_depth;  /* nesting of defer_begin; > 0 queues structural calls */
     kl_defer_slot defer_slots[KL_DEFER_SLOTS]; /* whose kiln_defer_begin sections are open */
     atomic_int defer_slots_used; /* slots below it were ever claimed: a thread's own is there */
-    atomic_int defer_unowned; /* those of threads that found no free slot */
+    /* Entries of the threads that found no free slot (grown, read and written under defer_lock;
+     * an entry's depth changes only on its thread) and how many are held (read without it). */
+    kl_defer_slot *defer_more;
+    int64_t defer_more_cap;
+    atomic_int defer_more_used;
+    atomic_flag defer_lock;
     int32_t in_hook;         /* > 0 while a change runs destroy or move hooks (kl_in_hook) */
     /* Set (to the caller, "kiln_load") while in_hook holds for check hooks a caller runs over
      * values it is checking rather than for a change's destroy or move hooks: messages name it. */

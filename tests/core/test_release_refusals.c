@@ -154,6 +154,173 @@ KILN_TEST(release, a_section_a_system_left_open_is_no_later_end_s_own) {
     refusal_fixture_unchanged(&F);
 }
 
+/* ---- deferred sections of many threads, and of threads that exit -------------------------- */
+
+enum { HOLDERS = 64 }; /* twice the 32 slots a world keeps for threads' sections without a lock */
+
+typedef struct holder {
+    struct holders *all;
+    pthread_t thread;
+    kiln_result begin, own_end, second_end;
+} holder;
+
+/* Threads that each open a section, wait, then end it and try once more, one at a time (a
+ * refusal writes the world's one message). */
+typedef struct holders {
+    kiln_world *world;
+    int count;
+    pthread_barrier_t opened, go;
+    pthread_mutex_t turn;
+    holder each[HOLDERS];
+} holders;
+
+static void *hold_then_end(void *arg) {
+    holder *me = arg;
+    holders *h = me->all;
+    me->begin = kiln_defer_begin(h->world);
+    pthread_barrier_wait(&h->opened);
+    pthread_barrier_wait(&h->go);
+    pthread_mutex_lock(&h->turn);
+    me->own_end = kiln_defer_end(h->world);
+    me->second_end = kiln_defer_end(h->world);
+    pthread_mutex_unlock(&h->turn);
+    return NULL;
+}
+
+/* Starts count holders on world and returns once every one has its section open. */
+static void holders_open(holders *h, kiln_world *world, int count) {
+    memset(h, 0, sizeof *h);
+    h->world = world;
+    h->count = count;
+    pthread_barrier_init(&h->opened, NULL, (unsigned)count + 1);
+    pthread_barrier_init(&h->go, NULL, (unsigned)count + 1);
+    pthread_mutex_init(&h->turn, NULL);
+    for (int i = 0; i < count; i++) {
+        h->each[i].all = h;
+        ck_assert_int_eq(pthread_create(&h->each[i].thread, NULL, hold_then_end, &h->each[i]), 0);
+    }
+    pthread_barrier_wait(&h->opened);
+    for (int i = 0; i < count; i++) ck_assert_int_eq(h->each[i].begin, KILN_OK);
+}
+
+/* Lets the holders end their sections; each own end is accepted, each second end refused. */
+static void holders_end(holders *h) {
+    pthread_barrier_wait(&h->go);
+    for (int i = 0; i < h->count; i++) ck_assert_int_eq(pthread_join(h->each[i].thread, NULL), 0);
+    for (int i = 0; i < h->count; i++) {
+        ck_assert_msg(h->each[i].own_end == KILN_OK, "holder %d: own end gave %d", i, h->each[i].own_end);
+        ck_assert_int_eq(h->each[i].second_end, KILN_ERR_INVALID_ARGUMENT);
+    }
+    pthread_barrier_destroy(&h->opened);
+    pthread_barrier_destroy(&h->go);
+    pthread_mutex_destroy(&h->turn);
+    ck_assert(!kiln_is_deferred(h->world));
+}
+
+typedef struct stray_end {
+    kiln_world *world;
+    kiln_result got;
+    char message[320];
+} stray_end;
+
+static void *end_stray(void *arg) {
+    stray_end *s = arg;
+    s->got = kiln_defer_end(s->world);
+    snprintf(s->message, sizeof s->message, "%s", kiln_world_error(s->world));
+    return NULL;
+}
+
+static const char *const no_section_of_its_own =
+    "kiln_defer_end: the calling thread has no deferred section open (an end without its kiln_defer_begin; the "
+    "open one is another thread's, or a loop's); nothing was changed";
+
+KILN_TEST(release, past_the_fast_slots_each_thread_ends_only_its_own_section) {
+    static holders h;
+    holders_open(&h, F.world, HOLDERS);
+    kiln_entity queued;
+    ck_assert_int_eq(kiln_spawn(F.world, &queued), KILN_OK); /* lands with the last holder's end */
+    for (int i = 0; i < HOLDERS; i++) { /* one at a time: a refusal writes the world's one message */
+        stray_end s = {.world = F.world};
+        pthread_t stray;
+        ck_assert_int_eq(pthread_create(&stray, NULL, end_stray, &s), 0);
+        ck_assert_int_eq(pthread_join(stray, NULL), 0);
+        ck_assert_msg(s.got == KILN_ERR_INVALID_ARGUMENT, "stray end %d gave %d", i, s.got);
+        ck_assert_str_eq(s.message, no_section_of_its_own);
+    }
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_INVALID_ARGUMENT); /* this thread has none either */
+    ck_assert(kiln_is_deferred(F.world));
+    ck_assert(!kiln_is_alive(F.world, queued));
+    holders_end(&h);
+    ck_assert(kiln_is_alive(F.world, queued));
+    ck_assert_int_eq(kiln_despawn(F.world, queued), KILN_OK);
+    refusal_fixture_unchanged(&F);
+}
+
+KILN_TEST(release, a_thread_past_the_slots_whose_entry_cannot_grow_has_its_begin_refused_changing_nothing) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *w = test_world_create(&alloc);
+    static holders h;
+    holders_open(&h, w, HOLDERS); /* the 32 slots and a table of 32 entries, all held */
+    test_allocator_fail_after(&alloc, 0);
+    ck_assert_int_eq(kiln_defer_begin(w), KILN_ERR_OUT_OF_MEMORY);
+    ck_assert_str_eq(kiln_world_error(w), "kiln_defer_begin: out of memory for the calling thread's entry (32 "
+                                          "threads beyond the first 32 hold sections); nothing was changed, no "
+                                          "section opened");
+    ck_assert_int_eq(alloc.failures, 1);
+    ck_assert_int_eq(kiln_defer_end(w), KILN_ERR_INVALID_ARGUMENT); /* no section of its own was opened */
+    test_allocator_fail_never(&alloc);
+    ck_assert_int_eq(kiln_defer_begin(w), KILN_OK); /* the table grows now */
+    ck_assert_int_eq(kiln_defer_end(w), KILN_OK);
+    holders_end(&h); /* every entry kept through the refused growth */
+    kiln_world_destroy(w);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
+typedef struct reused_id {
+    pthread_t self;
+    kiln_result stray, own_begin, own_end;
+    bool deferred_after;
+    char message[320];
+} reused_id;
+
+static void *begin_and_exit(void *arg) {
+    *(pthread_t *)arg = pthread_self();
+    kiln_defer_begin(F.world);
+    return NULL;
+}
+
+static void *end_on_a_reused_id(void *arg) {
+    reused_id *r = arg;
+    r->self = pthread_self();
+    r->stray = kiln_defer_end(F.world);
+    snprintf(r->message, sizeof r->message, "%s", kiln_world_error(F.world));
+    r->own_begin = kiln_defer_begin(F.world);
+    r->own_end = kiln_defer_end(F.world);
+    r->deferred_after = kiln_is_deferred(F.world);
+    return NULL;
+}
+
+/* glibc gives a joined thread's id to the next thread it starts: that thread's end is a stray
+ * one, the exited thread's section stays open (the world deferred) rather than being its. */
+KILN_TEST(release, a_section_of_a_thread_that_exited_is_no_end_s_own_of_the_next_thread_given_its_id) {
+    pthread_t first, t;
+    ck_assert_int_eq(pthread_create(&t, NULL, begin_and_exit, &first), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    reused_id r = {0};
+    ck_assert_int_eq(pthread_create(&t, NULL, end_on_a_reused_id, &r), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(pthread_equal(r.self, first), "the second thread was given another id: nothing to check");
+    ck_assert_int_eq(r.stray, KILN_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(r.message, no_section_of_its_own);
+    ck_assert_int_eq(r.own_begin, KILN_OK);
+    ck_assert_int_eq(r.own_end, KILN_OK);
+    ck_assert(r.deferred_after);
+    ck_assert(kiln_is_deferred(F.world)); /* for good: the exited thread's section has no owner left */
+    ck_assert_int_eq(kiln_defer_end(F.world), KILN_ERR_INVALID_ARGUMENT);
+    refusal_fixture_unchanged(&F);
+}
+
 /* A loop's section is its own: a kiln_defer_end inside it would land the queue under the loop. */
 KILN_TEST(release, a_deferred_end_inside_a_loop_without_its_begin_is_refused) {
     kiln_iter it;
