@@ -112,8 +112,8 @@ $(BUILD)/tests/test_release_refusals: tests/core/test_release_refusals.c $(TEST_
 
 # White-box suites that include an addon's internal header, whose own includes name core/src's.
 $(BUILD)/tests/test_persist_schema_names $(BUILD)/tests/test_persist_names: CFLAGS_ALL += -Icore/src
-# kiln_save_file's failures: the suite wraps fsync, fstat and open to make them fail and to see them called.
-%/tests/test_persist_save_file: LDLIBS_ALL += -Wl,--wrap=fsync -Wl,--wrap=fstat -Wl,--wrap=open
+# kiln_save_file's failures: the suite wraps fsync, fstat, open and fchmod to make them fail and see them called.
+%/tests/test_persist_save_file: LDLIBS_ALL += -Wl,--wrap=fsync -Wl,--wrap=fstat -Wl,--wrap=open -Wl,--wrap=fchmod
 # The world hash seed under a coarse clock: the suite wraps clock_gettime.
 %/tests/test_name_hash: LDLIBS_ALL += -Wl,--wrap=clock_gettime
 

@@ -130,9 +130,9 @@ for _, file in ipairs(os.matchfiles(root .. "/tests/core/test_*.c")) do
         -- white-box suites that include an addon's internal header (it names core/src's)
         local white_box = { test_persist_schema_names = true, test_persist_names = true }
         if white_box[path.getbasename(file)] then includedirs { root .. "/core/src" } end
-        -- kiln_save_file's failures: fsync, fstat and open wrapped, to make them fail and see them called
+        -- kiln_save_file's failures: fsync, fstat, open and fchmod wrapped, to make them fail and see them called
         if path.getbasename(file) == "test_persist_save_file" then
-            linkoptions { "-Wl,--wrap=fsync", "-Wl,--wrap=fstat", "-Wl,--wrap=open" }
+            linkoptions { "-Wl,--wrap=fsync", "-Wl,--wrap=fstat", "-Wl,--wrap=open", "-Wl,--wrap=fchmod" }
         end
         -- the world hash seed under a coarse clock: clock_gettime wrapped
         if path.getbasename(file) == "test_name_hash" then linkoptions { "-Wl,--wrap=clock_gettime" } end

@@ -1,5 +1,6 @@
 /* test_persist_save_file.c: Check suite for kiln_save_file's failures: each is told, naming the
- * file, and leaves the older save whole. fsync, fstat and open are wrapped at link time (-Wl,--wrap). */
+ * file, and leaves the older save whole. fsync, fstat, open and fchmod are wrapped at link time
+ * (-Wl,--wrap). */
 #define _XOPEN_SOURCE 700 /* mknod, S_IFCHR */
 #include <check.h>
 #include <errno.h>
@@ -26,10 +27,14 @@ int __wrap_fsync(int fd);
 int __wrap_fstat(int fd, struct stat *st);
 int __real_open(const char *path, int flags, ...);
 int __wrap_open(const char *path, int flags, ...);
+int __real_fchmod(int fd, mode_t mode);
+int __wrap_fchmod(int fd, mode_t mode);
 
 static int fail_fsync_of_folder, fail_fsync_of_file; /* an errno to fail with, or 0 */
 static int fail_fstat;
 static int fail_open_of_folder; /* an errno for an open of a folder to fail with, or 0 */
+static int fail_fchmod;         /* an errno for fchmod to fail with, or 0 */
+static int fchmods;             /* fchmod calls so far */
 static int folder_opens;        /* opens of a folder so far */
 static char syncs[8]; /* 'f' a file, 'd' a folder, in order */
 static size_t nsyncs;
@@ -40,6 +45,16 @@ int __wrap_fstat(int fd, struct stat *st) {
         return -1;
     }
     return __real_fstat(fd, st);
+}
+
+/* (as on a file system that keeps no modes: vfat, some FUSE mounts, which say EPERM) */
+int __wrap_fchmod(int fd, mode_t mode) {
+    fchmods++;
+    if (fail_fchmod) {
+        errno = fail_fchmod;
+        return -1;
+    }
+    return __real_fchmod(fd, mode);
 }
 
 /* (a folder for reading, as kiln_save_file opens the one it saves in: root may open any, so
@@ -97,7 +112,7 @@ static bool read_all(const char *path, pf_bytes *dest) {
 /* A world with a scene, and an older save of it (before one more entity) at dir/world.bin. */
 static void saved_open(saved_dir *s) {
     memset(s, 0, sizeof *s);
-    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = fail_open_of_folder = 0;
+    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = fail_open_of_folder = fail_fchmod = 0;
     nsyncs = 0;
     memset(syncs, 0, sizeof syncs);
     snprintf(s->dir, sizeof s->dir, "/tmp/kiln-savefile-XXXXXX");
@@ -128,7 +143,7 @@ static void assert_error(kiln_world *world, const char *want) {
 }
 
 static void saved_close(saved_dir *s) {
-    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = fail_open_of_folder = 0;
+    fail_fsync_of_folder = fail_fsync_of_file = fail_fstat = fail_open_of_folder = fail_fchmod = 0;
     unlink(s->path);
     unlink(s->tmp);
     ck_assert_int_eq(rmdir(s->dir), 0);
@@ -261,6 +276,33 @@ KILN_TEST(save_file, a_save_over_a_file_keeps_its_mode_and_a_first_save_follows_
     ck_assert_int_eq(stat(s.path, &first), 0);
     ck_assert_int_eq(first.st_mode & 07777, 0600);
     umask(was);
+    saved_close(&s);
+}
+
+/* On a file system that keeps no modes fchmod fails (EPERM): the save still lands, whole, and
+ * the new file keeps the 0600 it was made with, never more open than the old one was. */
+KILN_TEST(save_file, a_save_where_fchmod_fails_lands_and_leaves_the_file_private) {
+    saved_dir s;
+    saved_open(&s);
+    mode_t was = umask(0);
+    ck_assert_int_eq(chmod(s.path, 0644), 0);
+    fchmods = 0;
+    fail_fchmod = EPERM;
+    kiln_result r = kiln_save_file(s.w.world, s.path, NULL);
+    fail_fchmod = 0;
+    umask(was);
+    ck_assert_msg(r == KILN_OK, "%s", kiln_world_error(s.w.world));
+    ck_assert_int_eq(fchmods, 1); /* (the wrap saw the save's fchmod) */
+    ck_assert_str_eq(syncs, "fd");
+    struct stat st;
+    ck_assert_int_eq(stat(s.path, &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0600);
+    ck_assert_int_eq(access(s.tmp, F_OK), -1);
+    pf_world back;
+    pf_open(&back, false);
+    ck_assert_int_eq(kiln_load_file(back.world, s.path, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_world_hash(back.world), kiln_world_hash(s.w.world));
+    pf_close(&back);
     saved_close(&s);
 }
 

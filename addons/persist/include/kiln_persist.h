@@ -136,8 +136,9 @@ kiln_result kiln_save(kiln_world *world, const kiln_save_desc *desc, kiln_write_
  * folder sync fails the call ("kiln_save_file: <path> is written, but syncing its folder
  * failed: ..."; path then holds the new file, which a power loss may undo). The new file keeps
  * the permission bits (rwx, never a set-ID or sticky bit) of the file path named (a first save
- * follows the umask); a device, a pipe or a socket at path (or a link to one) is refused, never
- * replaced. Every failure names the file; before the rename, path is left as it was. */
+ * follows the umask; where they cannot be set, as on vfat, the save lands and stays 0600); a
+ * device, a pipe or a socket at path (or a link to one) is refused, never replaced. Every
+ * failure names the file; before the rename, path is left as it was. */
 kiln_result kiln_save_file(kiln_world *world, const char *path, const kiln_save_desc *desc);
 
 /* Called after a successful load, once per loaded entity: its handle in the file and its new
