@@ -15,14 +15,16 @@ typedef struct game {
 
 /* fstat is wrapped at link time (-Wl,--wrap): the fstat of the file armed below grows it by
  * grow_by bytes of white space once it returned, as another process appending to it between a
- * statement's charge for the file (which stats it) and the read would. */
+ * statement's charge for the file (which stats it) and the read would; or, with swap_from,
+ * renames that file over it, as another save to the path would (the charge reads on from the
+ * file it opened, the read opens the new one). */
 int __real_fstat(int fd, struct stat *st);
 int __wrap_fstat(int fd, struct stat *st);
 static struct {
     bool armed;
     dev_t dev;
     ino_t ino;
-    const char *path;
+    const char *path, *swap_from;
     int grow_by;
     int grown; /* times it grew */
 } grow;
@@ -31,6 +33,11 @@ int __wrap_fstat(int fd, struct stat *st) {
     int r = __real_fstat(fd, st);
     if (r != 0 || !grow.armed || st->st_dev != grow.dev || st->st_ino != grow.ino) return r;
     grow.armed = false;
+    grow.grown++;
+    if (grow.swap_from) {
+        ck_assert_int_eq(rename(grow.swap_from, grow.path), 0);
+        return r;
+    }
     int out = open(grow.path, O_WRONLY | O_APPEND | O_CLOEXEC);
     ck_assert_int_ge(out, 0);
     char pad[256];
@@ -38,15 +45,19 @@ int __wrap_fstat(int fd, struct stat *st) {
     for (int left = grow.grow_by; left > 0; left -= (int)sizeof pad)
         ck_assert_int_gt(write(out, pad, left < (int)sizeof pad ? (size_t)left : sizeof pad), 0);
     close(out);
-    grow.grown++;
     return r;
 }
 
 static void grow_at_next_fstat(const char *path, int by) {
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
-    grow.dev = st.st_dev, grow.ino = st.st_ino, grow.path = path, grow.grow_by = by;
+    grow.dev = st.st_dev, grow.ino = st.st_ino, grow.path = path, grow.grow_by = by, grow.swap_from = NULL;
     grow.armed = true;
+}
+
+static void swap_at_next_fstat(const char *path, const char *from) {
+    grow_at_next_fstat(path, 0);
+    grow.swap_from = from;
 }
 
 /* A game whose world holds 5 entities: positions, and links from each to the first (some
@@ -341,6 +352,54 @@ START_TEST(a_file_that_grows_between_the_charge_and_the_read_is_refused) {
 }
 END_TEST
 
+/* A file charged in one format and replaced by another save (renamed over it) before the read:
+ * a binary save by a larger JSON one, a JSON one by a larger binary one, a prefab or a scene by
+ * a larger binary save. The read never passes the charged size, whatever the format: refused,
+ * naming the file and both sizes, the world as it was. */
+START_TEST(a_file_swapped_for_another_format_between_the_charge_and_the_read_is_refused) {
+    game *g = start_game((kiln_console_desc){.statement_bytes = 64 << 20, .statement_ms = 20000});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    char path[] = "/tmp/kiln-console-swap-XXXXXX", next[64];
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    snprintf(next, sizeof next, "%s.next", path);
+    static const struct {
+        const char *first, *then, *call, *noun;
+    } cases[] = {
+        {"world:save()", "world:save{format = 'json'} .. (' '):rep(4096)", "world:load", "save"},
+        {"'{}'", "world:save()", "world:load", "save"},
+        {"'{\"version\": 1, \"entities\": [{}]}'", "world:save()", "world:instantiate", "file"},
+        {"'{\"components\": {}}'", "world:save()", "world:prefab", "file"},
+    };
+    for (int i = 0; i < 4; i++) {
+        char line[512];
+        snprintf(line, sizeof line, "local a, b = %s, %s for p, s in pairs{['%s'] = a, ['%s'] = b} do "
+                 "local f = io.open(p, 'wb') f:write(s) f:close() end return #a, #b",
+                 cases[i].first, cases[i].then, path, next);
+        const char *a = run(g, fd, line);
+        long long size, bigger;
+        ck_assert_msg(sscanf(a, "ok:%lld\n%lld", &size, &bigger) == 2 && bigger > size, "%s", a);
+        swap_at_next_fstat(path, next);
+        snprintf(line, sizeof line, "%s('%s')", cases[i].call, path);
+        a = run(g, fd, line);
+        ck_assert_int_eq(grow.grown, i + 1);
+        ck_assert_int_eq(access(next, F_OK), -1); /* (the swap was made) */
+        char want[512];
+        snprintf(want, sizeof want, "error:%s: the %s at %s is larger than %lld bytes (%lld bytes)", cases[i].call,
+                 cases[i].noun, path, size, bigger);
+        ck_assert_msg(strncmp(a, want, strlen(want)) == 0 && strchr("\n", a[strlen(want)]), "%s", a);
+        ck_assert_str_eq(world_state(g), before);
+    }
+    grow.grown = 0;
+    unlink(path);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 /* A table-made prefab's spawn is Lua code: a budget spent inside it raises at every
  * instruction, and what the call spawned is still taken back (in C), so that a statement
  * stopped part way through leaves no part of a tree behind. */
@@ -629,6 +688,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, a_json_load_whose_parse_would_pass_the_statements_memory_limit_is_refused);
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
     tcase_add_test(tc, a_file_that_grows_between_the_charge_and_the_read_is_refused);
+    tcase_add_test(tc, a_file_swapped_for_another_format_between_the_charge_and_the_read_is_refused);
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);
