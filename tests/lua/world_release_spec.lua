@@ -337,4 +337,115 @@ print("acted", acted > 0, "odd", odd)
         assert.is_true(ok, out)
         assert.is_truthy(out:find("acted\ttrue\todd\tnil", 1, true), out)
     end)
+
+    it("lets a finalizer register, spawn and despawn, or reload and unload a mod, at any point", function()
+        -- As above, each fault meets a finalizer due at its k-th allocation, which now changes
+        -- the world without closing it: registers 40 components (the schema cache, the names
+        -- table and the core's component table grow), spawns 300 entities over two new
+        -- archetypes (the tables move) or despawns the entity, or reloads or unloads a mod that
+        -- registered a component and spawned entities of it (the manager despawns them and takes
+        -- the component off every entity). Each action runs at least once; a fault is still
+        -- told, naming the method; a good value (which allocates nothing) lands whole.
+        local ok, out = H.run_isolated([=[
+local kiln = require "kiln"
+collectgarbage("setpause", 0)
+collectgarbage("setstepmul", 10000)
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p '" .. dir .. "'"))
+local f = assert(io.open(dir .. "/m.lua", "w"))
+f:write("world:component('M', 'float m[16];') for i = 1, 50 do world:spawn{M = {}} end")
+f:close()
+local bad = { {x = 1, y = {}}, {x = 1e39}, {[1] = 2}, {z = 1}, {v = {x = "a"}}, {v = {9, 9, 9, 9}},
+    {s = "far too long a name"}, {a = {1, 2, 3, 4, 5}}, {a = {x = 1}}, {big = {"no"}}, {big = {[81] = 1}},
+    {k = 2^40}, {k = 1.5}, 5, {[true] = 1}, {x = 1, y = 2, z = 3, v = {w = 1}} }
+local good = { {x = 1, y = 2}, {big = {[70] = 7}}, {v = {1, 2, 3}}, {s = "ok", a = {1, 2}} }
+local due, act, odd = 0, nil, nil
+local acted = {}
+local function arm() -- a finalizer that runs again each cycle; the due-th run acts
+    local u = newproxy and newproxy(true) or setmetatable({}, {})
+    local function fin()
+        if act then
+            due = due - 1
+            if due == 0 then
+                local a = act
+                act = nil
+                local done, err = pcall(a)
+                if not done then odd = "action: " .. tostring(err) end
+            end
+        end
+        arm()
+    end
+    if newproxy then getmetatable(u).__gc = fin else setmetatable(u, {__gc = fin}) end
+end
+arm()
+local registered = 0
+local function world(with_mods)
+    local w = kiln.world()
+    w:component("P", "float x, y; vec3 v; char s[8]; int32_t a[4]; int32_t k; int16_t big[80];")
+    w:component("Huge", "float m[4000];")
+    local e = w:spawn{}
+    w:add(e, "P", {}) -- (the component's cache is made: that allocates)
+    local mods = with_mods and kiln.mods(w) or nil
+    if mods then assert(mods:load(dir .. "/m.lua")) end
+    return w, e, mods
+end
+local names = {"register", "spawn", "despawn", "reload", "unload"}
+local function action(a, w, e, mods)
+    local function did() acted[names[a]] = (acted[names[a]] or 0) + 1 end
+    return ({
+        function() did() for _ = 1, 40 do registered = registered + 1
+            w:component("R" .. registered, "float r[3]; int32_t n;") end end,
+        function() did() for i = 1, 150 do w:spawn{Huge = {}}; w:spawn{P = {x = i}, Huge = {}} end end,
+        function() did() w:spawn{Huge = {}}; w:despawn(e) end,
+        function() did() assert(mods:reload("m")) end,
+        function() did() assert(mods:unload("m")) end,
+    })[a]
+end
+local function finish(w, mods)
+    if mods then pcall(mods.close, mods) end
+    pcall(w.close, w)
+end
+for _, m in ipairs({"add", "set"}) do
+    for vi, v in ipairs(bad) do
+        for k = 1, 6 do
+            for a = 1, #names do
+                local w, e, mods = world(a >= 4)
+                due, act = k, action(a, w, e, mods)
+                collectgarbage("restart") -- (no debt: the call's first allocation runs a step)
+                local ok, err = pcall(w[m], w, e, "P", v)
+                act = nil
+                if ok or not err:find("world:" .. m, 1, true) then
+                    odd = odd or (m .. " bad " .. vi .. " " .. names[a] .. ": " .. tostring(err))
+                end
+                finish(w, mods)
+            end
+        end
+    end
+    for vi, v in ipairs(good) do
+        for a = 1, #names do
+            if a ~= 3 then
+                local w, e, mods = world(a >= 4)
+                due, act = 1, action(a, w, e, mods)
+                collectgarbage("restart")
+                local ok, err = pcall(w[m], w, e, "P", v)
+                act = nil
+                local p = w:get(e, "P")
+                if not ok or v.big and p.big[70] ~= 7 or v.s and p.s ~= "ok" or v.y and p.y ~= 2 then
+                    odd = odd or (m .. " good " .. vi .. " " .. names[a] .. ": " .. tostring(err))
+                end
+                finish(w, mods)
+            end
+        end
+    end
+end
+os.execute("rm -rf '" .. dir .. "'")
+local list = {}
+for _, n in ipairs(names) do list[#list + 1] = n .. "=" .. tostring((acted[n] or 0) > 0) end
+print("acted " .. table.concat(list, " "), "odd", odd)
+]=], 600)
+        assert.is_true(ok, out)
+        assert.is_truthy(out:find("acted register=true spawn=true despawn=true reload=true unload=true\todd\tnil",
+            1, true), out)
+    end)
 end)
