@@ -64,9 +64,11 @@ KLUA_HIDDEN int klua_budget_unregister(lua_State *L);
  * text is not charged, a file its size). Outside a statement it does nothing. Returns the most
  * bytes the read may then take from the file (its size as charged; 1 when it could not be
  * charged, not being a regular file yet: no save), for the loader's max_bytes, so a file grown
- * since is refused; 0 (no limit) for a text or outside a statement. */
+ * since is refused; 0 (no limit) for a text or outside a statement. json_max (or NULL): for a
+ * file charged as a binary save, the most bytes a JSON one in its place may have to fit (the
+ * loader's max_json_bytes: a save swapped for a JSON one since is charged as JSON), else 0. */
 KLUA_HIDDEN uint64_t klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path,
-                                          bool saves);
+                                          bool saves, uint64_t *json_max);
 /* The most bytes jansson's parse tree takes per byte of JSON text (78.2 for `[{},{},...]`, with
  * jansson 2.14 and glibc's malloc, counting 8 bytes a block). */
 #define KLUA_JSON_TREE_BYTES 80

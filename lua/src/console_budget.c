@@ -130,8 +130,9 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 bool klua_console_active(lua_State *L) { return current(L) != NULL; }
 
 uint64_t klua_console_charge_read(lua_State *L, const char *fname, const char *s, size_t n, bool path,
-                                  bool saves) {
+                                  bool saves, uint64_t *json_max) {
     const klua_budget *b = current(L);
+    if (json_max) *json_max = 0;
     if (!b) return 0;
     int64_t left = b->growth_max > b->grown ? b->growth_max - b->grown : 0;
     uint64_t size = n;
@@ -152,6 +153,10 @@ uint64_t klua_console_charge_read(lua_State *L, const char *fname, const char *s
     if (binary && !path) return 0;
     uint64_t per = binary ? 1 : KLUA_JSON_TREE_BYTES + path;
     uint64_t need = size > UINT64_MAX / per ? UINT64_MAX : size * per;
+    if (need <= (uint64_t)left && binary && json_max) { /* (0 would be no limit: 1 refuses every JSON save) */
+        uint64_t fits = (uint64_t)left / (KLUA_JSON_TREE_BYTES + 1);
+        *json_max = fits ? fits : 1;
+    }
     if (need <= (uint64_t)left) return !path ? 0 : size ? size : 1;
     char why[200]; /* (lua_pushfstring knows no 64-bit formats) */
     snprintf(why, sizeof why, "%s of %llu bytes may take %llu bytes to read, past what the console statement may "

@@ -633,7 +633,8 @@ static int w_load(lua_State *L) {
     const char *s = lua_tolstring(L, 2, &n);
     bool data = looks_like_data(s, n);
     if (!data && strlen(s) != n) klua_argerror(L, 2, fname, "a path without NUL bytes expected"); /* (another file) */
-    uint64_t charged = klua_console_charge_read(L, fname, s, n, !data, true); /* (a file is read no further) */
+    uint64_t json_max; /* (a file is read no further than charged, nor parsed as JSON past what fits) */
+    uint64_t charged = klua_console_charge_read(L, fname, s, n, !data, true, &json_max);
     /* Slots 4..6 (padded nils, or extra arguments) become the load's. No lua_settop below
      * them: klua_self's collector guard sits above the arguments, and closing it from
      * lua_settop runs its __close where Lua 5.4.4 can leave the stack top pointing into a
@@ -648,7 +649,7 @@ static int w_load(lua_State *L) {
     kiln_persist_codec codec = {codec_encode, codec_decode, codec_discard, &cx};
     kiln_load_desc d = {.skip_unknown = skip, .codec = &codec, .mapped = on_mapped, .host = on_host,
                         .ready = on_ready, .ud = &lc, .keep_going = on_keep_going, .owned = on_owned,
-                        .max_bytes = charged};
+                        .max_bytes = charged, .max_json_bytes = json_max};
     kiln_result r = data ? kiln_load(kw->world, s, n, &d) : kiln_load_file(kw->world, s, &d);
     if (r != KILN_OK && lc.overdue) klua_fail(L, fname, "%s", lc.overdue);
     if (r != KILN_OK) klua_fail_world(L, kw->world, fname);

@@ -62,7 +62,7 @@ static int w_prefab_json(lua_State *L) {
     size_t n;
     const char *s = lua_tolstring(L, 2, &n);
     if (strlen(s) != n) klua_argerror(L, 2, fname, "a string without NUL bytes expected");
-    uint64_t charged = klua_console_charge_read(L, fname, s, n, !looks_like_json(s, n), false);
+    uint64_t charged = klua_console_charge_read(L, fname, s, n, !looks_like_json(s, n), false, NULL);
     klua_prefab_tree *t = push_tree(L, kw, 1);
     /* a console statement's (or an entry's) time limit holds inside the reading, and a file is
      * read no further than what was charged */
@@ -304,7 +304,7 @@ static int w_instantiate(lua_State *L) {
     klua_budget_watch watch = {.L = L};
     d.keep_going = klua_budget_watch_continue;
     d.ud = &watch;
-    d.max_bytes = klua_console_charge_read(L, fname, s, len, !looks_like_json(s, len), false);
+    d.max_bytes = klua_console_charge_read(L, fname, s, len, !looks_like_json(s, len), false, NULL);
     klua_instance *ki = push_instance(L, kw);
     kiln_result r = looks_like_json(s, len) ? kiln_instantiate(kw->world, s, len, &d, &ki->instance)
                                             : kiln_instantiate_file(kw->world, s, &d, &ki->instance);

@@ -144,6 +144,35 @@ KILN_TEST(stops, a_load_larger_than_max_bytes_is_refused_unread_and_one_that_fit
     pf_close(&w);
 }
 
+/* max_json_bytes: a JSON save larger is refused before its parse, the world as it was; a binary
+ * save of any size (up to max_bytes) and a JSON one that fits load. */
+KILN_TEST(stops, a_json_load_larger_than_max_json_bytes_is_refused_and_a_binary_one_loads) {
+    pf_world src, w;
+    pf_open(&src, false);
+    pf_populate(&src);
+    pf_open(&w, false);
+    pf_bytes json, binary;
+    pf_save(src.world, KILN_PERSIST_JSON, &json);
+    pf_save(src.world, KILN_PERSIST_BINARY, &binary);
+    uint64_t hash = kiln_world_hash(w.world);
+    kiln_load_desc d = {.max_json_bytes = json.size - 1};
+    ck_assert_int_eq(kiln_load(w.world, json.data, json.size, &d), KILN_ERR_LIMIT);
+    char want[256];
+    snprintf(want, sizeof want, "kiln_load: the JSON save is larger than %zu bytes (%zu bytes)", json.size - 1,
+             json.size);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    ck_assert_uint_eq(kiln_world_hash(w.world), hash);
+    d.max_json_bytes = 1;
+    ck_assert_int_eq(kiln_load(w.world, binary.data, binary.size, &d), KILN_OK);
+    d.max_json_bytes = json.size;
+    ck_assert_int_eq(kiln_load(w.world, json.data, json.size, &d), KILN_OK);
+    ck_assert_int_eq(kiln_entity_count(w.world), 2 * kiln_entity_count(src.world));
+    pf_bytes_free(&json);
+    pf_bytes_free(&binary);
+    pf_close(&src);
+    pf_close(&w);
+}
+
 KILN_TEST(stops, prefab_load_asks_while_reading_and_makes_nothing_when_stopped) {
     pf_world w;
     pf_open(&w, false);

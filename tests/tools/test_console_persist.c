@@ -400,6 +400,44 @@ START_TEST(a_file_swapped_for_another_format_between_the_charge_and_the_read_is_
 }
 END_TEST
 
+/* A binary save is charged its size, a JSON one 81 times its size (its parse tree): a binary
+ * save swapped for a JSON one no larger after the charge passed the size check, and its parse
+ * (10 MB of tree for 120 KB of `{}`s) ran uncharged past the statement's 2 MiB. Refused now as
+ * the JSON text would have been, the world as it was. */
+START_TEST(a_binary_save_swapped_for_a_json_one_no_larger_is_charged_as_json) {
+    game *g = start_game((kiln_console_desc){.statement_bytes = 2 << 20, .statement_ms = 20000});
+    int fd = sign_in(g);
+    char before[128];
+    snprintf(before, sizeof before, "%s", world_state(g));
+    char path[] = "/tmp/kiln-console-json-XXXXXX", next[64], line[1024];
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    snprintf(next, sizeof next, "%s.next", path);
+    snprintf(line, sizeof line, "local w = kiln.world() w:component('B', 'float b[4000];') "
+             "for i = 1, 8 do w:spawn{B = {}} end local a = w:save() w:close() "
+             "local b = '{\"version\": 1, \"entities\": [' .. ('{},'):rep(40000) .. '{}]}' "
+             "for p, s in pairs{['%s'] = a, ['%s'] = b} do "
+             "local f = io.open(p, 'wb') f:write(s) f:close() end return #a, #b", path, next);
+    const char *a = run(g, fd, line);
+    long long size, json;
+    ck_assert_msg(sscanf(a, "ok:%lld\n%lld", &size, &json) == 2 && json <= size, "%s", a);
+    swap_at_next_fstat(path, next);
+    snprintf(line, sizeof line, "world:load('%s')", path);
+    a = run(g, fd, line);
+    ck_assert_int_eq(grow.grown, 1);
+    char want[512];
+    snprintf(want, sizeof want, "error:world:load: the JSON save is larger than ");
+    ck_assert_msg(strncmp(a, want, strlen(want)) == 0, "%s", a);
+    snprintf(want, sizeof want, "bytes (%lld bytes)", json);
+    ck_assert_msg(strstr(a, want), "%s", a);
+    ck_assert_str_eq(world_state(g), before);
+    unlink(path);
+    close(fd);
+    stop_game(g);
+}
+END_TEST
+
 /* A table-made prefab's spawn is Lua code: a budget spent inside it raises at every
  * instruction, and what the call spawned is still taken back (in C), so that a statement
  * stopped part way through leaves no part of a tree behind. */
@@ -689,6 +727,7 @@ static Suite *console_persist_suite(void) {
     tcase_add_test(tc, a_prefab_spawn_stopped_by_the_budget_leaves_no_part_of_a_tree);
     tcase_add_test(tc, a_file_that_grows_between_the_charge_and_the_read_is_refused);
     tcase_add_test(tc, a_file_swapped_for_another_format_between_the_charge_and_the_read_is_refused);
+    tcase_add_test(tc, a_binary_save_swapped_for_a_json_one_no_larger_is_charged_as_json);
     tcase_add_test(tc, a_load_command_answers_ok_for_a_load_that_landed);
     tcase_add_test(tc, a_statement_that_ran_is_answered_ok_when_showing_its_values_is_stopped);
     tcase_add_test(tc, long_scene_calls_stop_at_the_statements_time_limit_with_the_world_as_it_was);

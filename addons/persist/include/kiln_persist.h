@@ -187,6 +187,11 @@ typedef struct kiln_load_desc {
      * bytes)"; kiln_load_file names the file). For a caller that charged a file's size against a
      * budget before the call: a file grown since is not read past what was charged. */
     uint64_t max_bytes;
+    /* Optional, 0: no limit past max_bytes. The most bytes a JSON save may have, checked before
+     * its parse (KILN_ERR_LIMIT, "kiln_load: the JSON save is larger than 4096 bytes (5000
+     * bytes)"): for a caller that charged a binary file its size, where a JSON one replacing it
+     * meanwhile would cost many times its size to parse. */
+    uint64_t max_json_bytes;
 } kiln_load_desc;
 
 /* Loads size bytes at data (either format, told apart by their first bytes) into world,

@@ -227,6 +227,9 @@ kiln_result kiln_load(kiln_world *world, const void *data, size_t size, const ki
     size_t magic = size < PZ_MAGIC_SIZE ? size : PZ_MAGIC_SIZE;
     if (size > 0 && memcmp(p, PZ_MAGIC, magic) == 0)
         r = pz_parse_binary(world, p, size, &doc);
+    else if (lead < size && p[lead] == '{' && desc->max_json_bytes && (uint64_t)size > desc->max_json_bytes)
+        r = kl_fail(world, KILN_ERR_LIMIT, "kiln_load: the JSON save is larger than %llu bytes (%llu bytes)",
+                    (unsigned long long)desc->max_json_bytes, (unsigned long long)size);
     else if (lead < size && p[lead] == '{')
         r = pz_parse_json(world, p, size, &doc);
     else
