@@ -138,6 +138,15 @@ static void assert_older_whole(const saved_dir *s) {
     ck_assert_int_eq(access(s->tmp, F_OK), -1);
 }
 
+/* path holds the save of s's world as it is now: it loads back to the same hash. */
+static void assert_path_holds_the_world(const saved_dir *s) {
+    pf_world back;
+    pf_open(&back, false);
+    ck_assert_int_eq(kiln_load_file(back.world, s->path, NULL), KILN_OK);
+    ck_assert_uint_eq(kiln_world_hash(back.world), kiln_world_hash(s->w.world));
+    pf_close(&back);
+}
+
 static void assert_error(kiln_world *world, const char *want) {
     ck_assert_str_eq(kiln_world_error(world), want);
 }
@@ -172,11 +181,7 @@ KILN_TEST(save_file, a_file_save_syncs_the_file_then_its_folder) {
     saved_open(&s);
     ck_assert_int_eq(kiln_save_file(s.w.world, s.path, NULL), KILN_OK);
     ck_assert_str_eq(syncs, "fd");
-    pf_world back;
-    pf_open(&back, false);
-    ck_assert_int_eq(kiln_load_file(back.world, s.path, NULL), KILN_OK);
-    ck_assert_uint_eq(kiln_world_hash(back.world), kiln_world_hash(s.w.world));
-    pf_close(&back);
+    assert_path_holds_the_world(&s);
     saved_close(&s);
 }
 
@@ -298,11 +303,7 @@ KILN_TEST(save_file, a_save_where_fchmod_fails_lands_and_leaves_the_file_private
     ck_assert_int_eq(stat(s.path, &st), 0);
     ck_assert_int_eq(st.st_mode & 07777, 0600);
     ck_assert_int_eq(access(s.tmp, F_OK), -1);
-    pf_world back;
-    pf_open(&back, false);
-    ck_assert_int_eq(kiln_load_file(back.world, s.path, NULL), KILN_OK);
-    ck_assert_uint_eq(kiln_world_hash(back.world), kiln_world_hash(s.w.world));
-    pf_close(&back);
+    assert_path_holds_the_world(&s);
     saved_close(&s);
 }
 
@@ -415,11 +416,7 @@ KILN_TEST(save_file, a_link_on_the_path_swapped_during_the_save_does_not_move_it
     swap_to = other;
     ck_assert_int_eq(kiln_save_file(s.w.world, via, &(kiln_save_desc){.progress = swap_folders}), KILN_OK);
     ck_assert_ptr_null(swap_link); /* the swap was made */
-    pf_world back;
-    pf_open(&back, false);
-    ck_assert_int_eq(kiln_load_file(back.world, s.path, NULL), KILN_OK);
-    ck_assert_uint_eq(kiln_world_hash(back.world), kiln_world_hash(s.w.world));
-    pf_close(&back);
+    assert_path_holds_the_world(&s);
     ck_assert_int_eq(access(s.tmp, F_OK), -1);
     pf_bytes theirs;
     ck_assert(read_all(others, &theirs));

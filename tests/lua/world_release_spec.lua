@@ -259,6 +259,36 @@ print("closed", closed > 0, "odd", odd)
     end)
 end)
 
+-- The start of a script in which world:add and world:set meet a finalizer: faulty and good
+-- values of P, and a finalizer that runs again each cycle, whose due-th run hands act to the
+-- script's global run_act.
+local FINALIZER_SCRIPT = [[
+local kiln = require "kiln"
+collectgarbage("setpause", 0)
+collectgarbage("setstepmul", 10000)
+local bad = { {x = 1, y = {}}, {x = 1e39}, {[1] = 2}, {z = 1}, {v = {x = "a"}}, {v = {9, 9, 9, 9}},
+    {s = "far too long a name"}, {a = {1, 2, 3, 4, 5}}, {a = {x = 1}}, {big = {"no"}}, {big = {[81] = 1}},
+    {k = 2^40}, {k = 1.5}, 5, {[true] = 1}, {x = 1, y = 2, z = 3, v = {w = 1}} }
+local good = { {x = 1, y = 2}, {big = {[70] = 7}}, {v = {1, 2, 3}}, {s = "ok", a = {1, 2}} }
+local due, act = 0, nil
+local function arm()
+    local u = newproxy and newproxy(true) or setmetatable({}, {})
+    local function fin()
+        if act then
+            due = due - 1
+            if due == 0 then
+                local a = act
+                act = nil
+                run_act(a)
+            end
+        end
+        arm()
+    end
+    if newproxy then getmetatable(u).__gc = fin else setmetatable(u, {__gc = fin}) end
+end
+arm()
+]]
+
 describe("a finalizer run while world:add or world:set works", function()
     it("runs at no point of a good value, and at any point of a fault's message without harm", function()
         -- A good value converts creating nothing, so no finalizer runs inside it; a fault's
@@ -267,32 +297,12 @@ describe("a finalizer run while world:add or world:set works", function()
         -- world's scratch and despawns the entity: under ASan, no read of freed memory. (With no
         -- pause and the collector restarted just before the call, so with no debt, a whole cycle
         -- and its finalizers run at the call's first allocations.)
-        local ok, out = H.run_isolated([[
-local kiln = require "kiln"
-collectgarbage("setpause", 0)
-collectgarbage("setstepmul", 10000)
-local bad = { {x = 1, y = {}}, {x = 1e39}, {[1] = 2}, {z = 1}, {v = {x = "a"}}, {v = {9, 9, 9, 9}},
-    {s = "far too long a name"}, {a = {1, 2, 3, 4, 5}}, {a = {x = 1}}, {big = {"no"}}, {big = {[81] = 1}},
-    {k = 2^40}, {k = 1.5}, 5, {[true] = 1}, {x = 1, y = 2, z = 3, v = {w = 1}} }
-local good = { {x = 1, y = 2}, {big = {[70] = 7}}, {v = {1, 2, 3}}, {s = "ok", a = {1, 2}} }
-local due, act, acted, odd = 0, nil, 0, nil
-local function arm() -- a finalizer that runs again each cycle; the due-th run acts
-    local u = newproxy and newproxy(true) or setmetatable({}, {})
-    local function fin()
-        if act then
-            due = due - 1
-            if due == 0 then
-                local a = act
-                act = nil
-                acted = acted + 1
-                a()
-            end
-        end
-        arm()
-    end
-    if newproxy then getmetatable(u).__gc = fin else setmetatable(u, {__gc = fin}) end
+        local ok, out = H.run_isolated(FINALIZER_SCRIPT .. [[
+local acted, odd = 0, nil
+function run_act(a)
+    acted = acted + 1
+    a()
 end
-arm()
 local function world()
     local w = kiln.world()
     w:component("P", "float x, y; vec3 v; char s[8]; int32_t a[4]; int32_t k; int16_t big[80];")
@@ -346,39 +356,19 @@ print("acted", acted > 0, "odd", odd)
         -- registered a component and spawned entities of it (the manager despawns them and takes
         -- the component off every entity). Each action runs at least once; a fault is still
         -- told, naming the method; a good value (which allocates nothing) lands whole.
-        local ok, out = H.run_isolated([=[
-local kiln = require "kiln"
-collectgarbage("setpause", 0)
-collectgarbage("setstepmul", 10000)
+        local ok, out = H.run_isolated(FINALIZER_SCRIPT .. [=[
 local dir = os.tmpname()
 os.remove(dir)
 assert(os.execute("mkdir -p '" .. dir .. "'"))
 local f = assert(io.open(dir .. "/m.lua", "w"))
 f:write("world:component('M', 'float m[16];') for i = 1, 50 do world:spawn{M = {}} end")
 f:close()
-local bad = { {x = 1, y = {}}, {x = 1e39}, {[1] = 2}, {z = 1}, {v = {x = "a"}}, {v = {9, 9, 9, 9}},
-    {s = "far too long a name"}, {a = {1, 2, 3, 4, 5}}, {a = {x = 1}}, {big = {"no"}}, {big = {[81] = 1}},
-    {k = 2^40}, {k = 1.5}, 5, {[true] = 1}, {x = 1, y = 2, z = 3, v = {w = 1}} }
-local good = { {x = 1, y = 2}, {big = {[70] = 7}}, {v = {1, 2, 3}}, {s = "ok", a = {1, 2}} }
-local due, act, odd = 0, nil, nil
+local odd = nil
 local acted = {}
-local function arm() -- a finalizer that runs again each cycle; the due-th run acts
-    local u = newproxy and newproxy(true) or setmetatable({}, {})
-    local function fin()
-        if act then
-            due = due - 1
-            if due == 0 then
-                local a = act
-                act = nil
-                local done, err = pcall(a)
-                if not done then odd = "action: " .. tostring(err) end
-            end
-        end
-        arm()
-    end
-    if newproxy then getmetatable(u).__gc = fin else setmetatable(u, {__gc = fin}) end
+function run_act(a)
+    local done, err = pcall(a)
+    if not done then odd = "action: " .. tostring(err) end
 end
-arm()
 local registered = 0
 local function world(with_mods)
     local w = kiln.world()

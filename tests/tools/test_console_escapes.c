@@ -11,11 +11,16 @@ typedef struct game {
     kiln_console *console;
 } game;
 
-static game *start_game(void) {
+/* A game whose state ran the Lua text state, its console opened with desc. */
+static game *start_game_with(const char *state, kiln_console_desc desc) {
     game *g = calloc(1, sizeof *g);
-    g->L = game_state("world = kiln.world()");
-    g->console = must_open_console(g->L, (kiln_console_desc){.budget = 1000000});
+    g->L = game_state(state);
+    g->console = must_open_console(g->L, desc);
     return g;
+}
+
+static game *start_game(void) {
+    return start_game_with("world = kiln.world()", (kiln_console_desc){.budget = 1000000});
 }
 
 static void stop_game(game *g) {
@@ -123,14 +128,21 @@ START_TEST(a_slow_parse_stops_at_the_statement_s_limits) {
 END_TEST
 
 #if !defined(KLUA_LUAJIT) || !KLUA_LUAJIT /* (LuaJIT's load is charged its whole text: below) */
+/* The load refused left no f, and the session answers the next statement; then closes it. */
+static void end_session(game *g, int fd) {
+    ck_assert_str_eq(game_eval(g->L, "f == nil"), "true");
+    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
+    close(fd);
+    stop_game(g);
+}
+
 /* A long text's jump lists are charged as load reads it, a piece at a time, the clock read
  * between pieces: counted whole before the call, the scan of 16 MB ran 0.33 s (5 s under
  * ASan) past a 100 ms limit, no hook reading the clock. The budget stops the read at the piece
  * that spends it (2 * sqrt(what is left) words in), not at the end of the text. */
 START_TEST(a_long_text_is_charged_as_load_reads_it_stopping_at_the_piece_that_spends_the_budget) {
-    game *g = calloc(1, sizeof *g);
-    g->L = game_state("world = kiln.world() text = 'return ' .. ('a and '):rep(1000000) .. 'a'");
-    g->console = must_open_console(g->L, (kiln_console_desc){.budget = 4000000, .statement_ms = 60000});
+    game *g = start_game_with("world = kiln.world() text = 'return ' .. ('a and '):rep(1000000) .. 'a'",
+                              (kiln_console_desc){.budget = 4000000, .statement_ms = 60000});
     int fd = sign_in(g);
     const char *a = run(g, fd, "f = load(text) return 1");
     size_t at = 0, n = 0;
@@ -142,10 +154,7 @@ START_TEST(a_long_text_is_charged_as_load_reads_it_stopping_at_the_piece_that_sp
     /* the read charged first (a step per 8 bytes: 750,000), 2 * sqrt(what is left, about
      * 3.25e6) = 3,600 words of 6 bytes, then at most the rest of the piece it was found in */
     ck_assert_msg(at > 6 * 3500 && at <= 7 + 6 * 3700 + 512, "%s", a);
-    ck_assert_str_eq(game_eval(g->L, "f == nil"), "true");
-    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
-    close(fd);
-    stop_game(g);
+    end_session(g, fd);
 }
 END_TEST
 #endif
@@ -158,10 +167,9 @@ END_TEST
  * refusal, the budget spent before the parse, names them). Cut at the marks, the first text
  * counted a 73rd "and" and the second 71. */
 START_TEST(a_text_read_in_pieces_is_charged_its_words_as_read_whole) {
-    game *g = calloc(1, sizeof *g);
-    g->L = game_state("long_word = 'return ' .. ('b'):rep(1529) .. 'and' .. (' and a'):rep(72) "
-                      "split_word = 'return ' .. ('1+'):rep(250) .. 'aa and a' .. (' and a'):rep(71)");
-    g->console = must_open_console(g->L, (kiln_console_desc){.budget = 1100, .statement_ms = 60000});
+    game *g = start_game_with("long_word = 'return ' .. ('b'):rep(1529) .. 'and' .. (' and a'):rep(72) "
+                              "split_word = 'return ' .. ('1+'):rep(250) .. 'aa and a' .. (' and a'):rep(71)",
+                              (kiln_console_desc){.budget = 1100, .statement_ms = 60000});
     int fd = sign_in(g);
     ck_assert_str_eq(game_eval(g->L, "long_word:find('and', 1, true) - 1 .. ' ' .. #long_word"), "1536 1971");
     ck_assert_str_eq(game_eval(g->L, "split_word:find('and', 1, true) - 1 .. ' ' .. #split_word"), "510 941");
@@ -175,9 +183,7 @@ START_TEST(a_text_read_in_pieces_is_charged_its_words_as_read_whole) {
         ck_assert_msg(strncmp(a, want, strlen(want)) == 0, "%s: %s", texts[i], a);
         ck_assert_str_eq(game_eval(g->L, "f == nil"), "true");
     }
-    ck_assert_str_eq(run(g, fd, "return 5"), "ok:5");
-    close(fd);
-    stop_game(g);
+    end_session(g, fd);
 }
 END_TEST
 #endif

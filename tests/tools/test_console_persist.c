@@ -352,6 +352,25 @@ START_TEST(a_file_that_grows_between_the_charge_and_the_read_is_refused) {
 }
 END_TEST
 
+/* Makes the file path (from a mkstemp template) and names next beside it ("path.next"). */
+static void swap_paths(char *path, char *next, size_t next_size) {
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    snprintf(next, next_size, "%s.next", path);
+}
+
+/* One statement: after prelude, writes the value of Lua expression first to path and of then
+ * to next; sizes gets their lengths. */
+static void write_two(game *g, int fd, const char *prelude, const char *first, const char *then, const char *path,
+                      const char *next, long long sizes[2]) {
+    char line[1024];
+    snprintf(line, sizeof line, "%s local a, b = %s, %s for p, s in pairs{['%s'] = a, ['%s'] = b} do "
+             "local f = io.open(p, 'wb') f:write(s) f:close() end return #a, #b", prelude, first, then, path, next);
+    const char *a = run(g, fd, line);
+    ck_assert_msg(sscanf(a, "ok:%lld\n%lld", &sizes[0], &sizes[1]) == 2, "%s", a);
+}
+
 /* A file charged in one format and replaced by another save (renamed over it) before the read:
  * a binary save by a larger JSON one, a JSON one by a larger binary one, a prefab or a scene by
  * a larger binary save. The read never passes the charged size, whatever the format: refused,
@@ -362,10 +381,7 @@ START_TEST(a_file_swapped_for_another_format_between_the_charge_and_the_read_is_
     char before[128];
     snprintf(before, sizeof before, "%s", world_state(g));
     char path[] = "/tmp/kiln-console-swap-XXXXXX", next[64];
-    int tmp = mkstemp(path);
-    ck_assert_int_ge(tmp, 0);
-    close(tmp);
-    snprintf(next, sizeof next, "%s.next", path);
+    swap_paths(path, next, sizeof next);
     static const struct {
         const char *first, *then, *call, *noun;
     } cases[] = {
@@ -375,16 +391,14 @@ START_TEST(a_file_swapped_for_another_format_between_the_charge_and_the_read_is_
         {"'{\"components\": {}}'", "world:save()", "world:prefab", "file"},
     };
     for (int i = 0; i < 4; i++) {
-        char line[512];
-        snprintf(line, sizeof line, "local a, b = %s, %s for p, s in pairs{['%s'] = a, ['%s'] = b} do "
-                 "local f = io.open(p, 'wb') f:write(s) f:close() end return #a, #b",
-                 cases[i].first, cases[i].then, path, next);
-        const char *a = run(g, fd, line);
-        long long size, bigger;
-        ck_assert_msg(sscanf(a, "ok:%lld\n%lld", &size, &bigger) == 2 && bigger > size, "%s", a);
+        long long sizes[2];
+        write_two(g, fd, "", cases[i].first, cases[i].then, path, next, sizes);
+        long long size = sizes[0], bigger = sizes[1];
+        ck_assert_int_gt(bigger, size);
         swap_at_next_fstat(path, next);
+        char line[512];
         snprintf(line, sizeof line, "%s('%s')", cases[i].call, path);
-        a = run(g, fd, line);
+        const char *a = run(g, fd, line);
         ck_assert_int_eq(grow.grown, i + 1);
         ck_assert_int_eq(access(next, F_OK), -1); /* (the swap was made) */
         char want[512];
@@ -409,22 +423,17 @@ START_TEST(a_binary_save_swapped_for_a_json_one_no_larger_is_charged_as_json) {
     int fd = sign_in(g);
     char before[128];
     snprintf(before, sizeof before, "%s", world_state(g));
-    char path[] = "/tmp/kiln-console-json-XXXXXX", next[64], line[1024];
-    int tmp = mkstemp(path);
-    ck_assert_int_ge(tmp, 0);
-    close(tmp);
-    snprintf(next, sizeof next, "%s.next", path);
-    snprintf(line, sizeof line, "local w = kiln.world() w:component('B', 'float b[4000];') "
-             "for i = 1, 8 do w:spawn{B = {}} end local a = w:save() w:close() "
-             "local b = '{\"version\": 1, \"entities\": [' .. ('{},'):rep(40000) .. '{}]}' "
-             "for p, s in pairs{['%s'] = a, ['%s'] = b} do "
-             "local f = io.open(p, 'wb') f:write(s) f:close() end return #a, #b", path, next);
-    const char *a = run(g, fd, line);
-    long long size, json;
-    ck_assert_msg(sscanf(a, "ok:%lld\n%lld", &size, &json) == 2 && json <= size, "%s", a);
+    char path[] = "/tmp/kiln-console-json-XXXXXX", next[64], line[512];
+    swap_paths(path, next, sizeof next);
+    long long sizes[2];
+    write_two(g, fd, "local w = kiln.world() w:component('B', 'float b[4000];') "
+              "for i = 1, 8 do w:spawn{B = {}} end local saved = w:save() w:close()",
+              "saved", "'{\"version\": 1, \"entities\": [' .. ('{},'):rep(40000) .. '{}]}'", path, next, sizes);
+    long long json = sizes[1];
+    ck_assert_int_le(json, sizes[0]);
     swap_at_next_fstat(path, next);
     snprintf(line, sizeof line, "world:load('%s')", path);
-    a = run(g, fd, line);
+    const char *a = run(g, fd, line);
     ck_assert_int_eq(grow.grown, 1);
     char want[512];
     snprintf(want, sizeof want, "error:world:load: the JSON save is larger than ");
