@@ -9,6 +9,13 @@
 #include <time.h>
 
 #include <lauxlib.h>
+#if LUA_VERSION_NUM == 501
+#include <luajit.h>
+#endif
+/* LuaJIT: compat.h, put in front of this file, maps lua_sethook to the binding's, which first
+ * reads and writes the registry (and flushes traces): from a signal handler, in the middle of
+ * an instruction, that crashed the command. LuaJIT's own only stores the hook, as 5.4's does. */
+#undef lua_sethook
 
 /* All the handler touches: a signal handler gets no user pointer, so this is file state. */
 static volatile sig_atomic_t interrupted;
@@ -45,7 +52,20 @@ void kcmd_interrupt_catch(bool on) {
     sigaction(SIGINT, &sa, NULL);
 }
 
+/* LuaJIT: compiled code calls no hook, so a loop compiled before Ctrl-C (`while true do end`
+ * is, within a few dozen rounds) could never be stopped. Each call starts with the traces
+ * dropped and the compiler off, as a world's budget does; a jit.on() lasts until the next. */
+static void jit_off(lua_State *L) {
+#if LUA_VERSION_NUM == 501
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_FLUSH);
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+#else
+    (void)L;
+#endif
+}
+
 int kcmd_interrupt_pcall(lua_State *L, int nargs, int nresults, int msgh) {
+    jit_off(L);
     interrupted = 0;
     running_state = L; /* before lua_running: the handler never sees a stale state */
     lua_running = 1;
