@@ -585,16 +585,17 @@ asteroids-jit:
 	+$(JIT_BUILD) $(JIT_HOST) build-jit/examples/asteroids
 test-examples-jit: asteroids-jit
 	@tests/examples/check_game.sh build-jit/examples/asteroids
-# The C host suites (test-tools' Check programs, not the kiln command's REPL, which links Lua
-# 5.4 only) against the LuaJIT build: the binding out of Lua memory at every allocation, a
-# full host stack, the mod manager (and its index churn, counted) and the console embedded in
-# a game. Debian's LuaJIT is built with GC64 and takes the host's allocator.
+# The C host suites (test-tools' Check programs) against the LuaJIT build: the binding out of
+# Lua memory at every allocation, a full host stack, the mod manager (and its index churn,
+# counted), the console embedded in a game and the kiln command (test_repl: its LuaJIT build,
+# where its answers differ as LuaJIT's own do). Debian's LuaJIT is built with GC64 and takes
+# the host's allocator.
 JIT_TOOL_BIN := $(addprefix build-jit/tests/,test_world_lua_memory test_commands_lua_memory \
 	    test_mods_lua_memory test_persist_lua_memory test_console_lua_memory test_mods_embed \
 	    test_console test_console_hold test_console_persist test_console_backpressure test_jit_views_loops \
 	    test_lua_host_hierarchy test_persist_redteam_lua_memory test_console_escapes test_loops_lua_memory \
 	    test_lua_push_memory test_session_lua_memory test_mods_indexes test_lua_host_push test_lua_host_tags \
-	    test_lua_host_schema test_lua_host_systems test_console_stdio test_lua_release_refusals)
+	    test_lua_host_schema test_lua_host_systems test_console_stdio test_lua_release_refusals test_repl)
 # First, tests/scripts/test_jit_host_flags.sh: no binding file is built with a host's flags.
 test-jit-tools:
 	@tests/scripts/test_jit_host_flags.sh

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "suite_main.h"
+
 /* One step of a timed transcript: wait for after in the output (NULL: none), then wait_ms,
  * then signal and/or write input. (A Ctrl-C timed from the start alone raced kiln's own start
  * on a loaded machine: before it caught SIGINT, the signal ended it.) */
@@ -108,6 +110,14 @@ static const char *repl(const char *input) {
     return out;
 }
 
+/* Whether the kiln command runs LuaJIT (test-jit-tools builds it so): where LuaJIT's own answers
+ * differ, the command's do, and a case states both (docs/lua-api.md, LuaJIT). */
+static bool kiln_runs_luajit(void) {
+    int code;
+    const char *args[] = {"kiln", "-e", "io.write(_VERSION)", NULL};
+    return strcmp(run(NULL, args, &code), "Lua 5.1") == 0 && code == 0;
+}
+
 START_TEST(expressions_print_their_value_and_statements_print_nothing) {
     ck_assert_str_eq(repl("x = 40 + 2\nx\n'a' .. 'b'\n{1, 2, k = 'v'}\n"), "42\n\"ab\"\n{1, 2, k = \"v\"}\n");
 }
@@ -133,10 +143,14 @@ START_TEST(an_entity_prints_with_its_components) {
 }
 END_TEST
 
+/* LuaJIT has no integer subtype (10 / 2 is the number 5, read back so) and no math.mininteger. */
 START_TEST(numbers_print_so_they_read_back_exactly) {
+    bool jit = kiln_runs_luajit(); /* first: it runs kiln, whose output takes the one buffer */
     ck_assert_str_eq(repl("12345.678\n2^53\n0.1 + 0.2\n10 / 2\n1 / 0\n-1 / 0\nmath.mininteger\n5000000000\n"),
-                     "12345.678\n9007199254740992.0\n0.30000000000000004\n5.0\n"
-                     "math.huge\n-math.huge\nmath.mininteger\n5000000000\n");
+                     jit ? "12345.678\n9007199254740992.0\n0.30000000000000004\n5\n"
+                           "math.huge\n-math.huge\nnil\n5000000000\n"
+                         : "12345.678\n9007199254740992.0\n0.30000000000000004\n5.0\n"
+                           "math.huge\n-math.huge\nmath.mininteger\n5000000000\n");
 }
 END_TEST
 
@@ -174,8 +188,13 @@ START_TEST(a_component_prints_its_schema_and_systems_print_as_a_table) {
 END_TEST
 
 START_TEST(errors_print_a_message_and_traceback_and_the_repl_goes_on) {
-    const char *out = repl("error('boom')\nnil + 1\n1 +\n2\nprint('still here')\n");
-    ck_assert_ptr_nonnull(strstr(out, "stdin:1: boom\nstack traceback:"));
+    bool jit = kiln_runs_luajit();
+    const char *out = repl("error('boom')\ndo error('bang') end\nnil + 1\n1 +\n2\nprint('still here')\n");
+    /* an expression runs as `return error('boom')`, a tail call: Lua 5.4 keeps the chunk's frame
+     * for one into C, LuaJIT drops it, and with it the position and the traceback's main chunk */
+    const char *first = jit ? "boom\nstack traceback:\n" : "stdin:1: boom\nstack traceback:\n";
+    ck_assert_msg(strncmp(out, first, strlen(first)) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "stdin:1: bang\nstack traceback:\n\t[C]: in function 'error'\n\tstdin:1: in "));
     ck_assert_ptr_nonnull(strstr(out, "attempt to perform arithmetic on a nil value"));
     ck_assert_ptr_nonnull(strstr(out, "\n3\nstill here\n"));
 }
@@ -269,8 +288,10 @@ START_TEST(a_binary_chunk_is_refused_as_a_script) {
     run(NULL, a1, &exit_code);
     ck_assert_int_eq(exit_code, 0);
     const char *a2[] = {"kiln", dumped, NULL};
+    bool jit = kiln_runs_luajit(); /* refused alike, in the loader's own words */
     const char *out = run(NULL, a2, &exit_code);
-    ck_assert_ptr_nonnull(strstr(out, "attempt to load a binary chunk"));
+    ck_assert_ptr_nonnull(strstr(out, jit ? "kiln: attempt to load chunk with wrong mode"
+                                          : "kiln: attempt to load a binary chunk (mode is 't')"));
     ck_assert_ptr_null(strstr(out, "ran"));
     ck_assert_int_eq(exit_code, 1);
     unlink(dumped);
@@ -815,11 +836,4 @@ static Suite *repl_suite(void) {
     return s;
 }
 
-int main(void) {
-    signal(SIGPIPE, SIG_IGN); /* a kiln that died must fail a check, not end the suite */
-    SRunner *sr = srunner_create(repl_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+int main(void) { return run_suite(repl_suite()); } /* SIGPIPE ignored: a kiln that died fails a check */
