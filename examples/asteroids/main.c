@@ -160,7 +160,7 @@ static const char *str_arg(int argc, char **argv, int i) {
 }
 
 static bool readable(const char *path) {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (f) fclose(f);
     return f != NULL;
 }

@@ -1,6 +1,6 @@
 /* histfile.c: the REPL's history: a list of entries, oldest first, no two equal, mirrored in
  * libedit's list and in the file; an accepted line reaches the file before it runs. */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _GNU_SOURCE /* realpath, mkostemp */
 #include "histfile.h"
 
 #include <fcntl.h>
@@ -88,7 +88,7 @@ static void history_rewrite(void) {
     int fd = -1;
     if (tmp) {
         snprintf(tmp, n, "%s.XXXXXX", target);
-        fd = mkstemp(tmp);
+        fd = mkostemp(tmp, O_CLOEXEC);
     }
     FILE *f = fd >= 0 && fchmod(fd, st.st_mode & 07777) == 0 ? fdopen(fd, "w") : NULL;
     bool ok = f != NULL;

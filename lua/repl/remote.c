@@ -28,7 +28,7 @@ int kcmd_remote_connect(const char *spec) {
     if (getaddrinfo(host, colon + 1, &hints, &res) != 0) return -1;
     int fd = -1;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) continue;
         if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
         close(fd);

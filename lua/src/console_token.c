@@ -1,6 +1,7 @@
 /* console_token.c: the console's secret: made from the system's randomness, written to a file
  * only the user can read, compared in constant time. Invariant: a token file is never opened
  * for writing in place: a fresh 0600 file is renamed over the path. */
+#define _GNU_SOURCE /* mkostemp */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -64,7 +65,7 @@ int klua_token_write(const char *path, const char *token) {
     if (!tmp) return ENOMEM;
     memcpy(tmp, path, n);
     memcpy(tmp + n, ".XXXXXX", 8);
-    int fd = mkstemp(tmp); /* O_EXCL, mode 0600 */
+    int fd = mkostemp(tmp, O_CLOEXEC); /* O_EXCL, mode 0600; no program a fork runs inherits it */
     if (fd < 0) {
         int e = errno;
         free(tmp);

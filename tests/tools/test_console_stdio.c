@@ -1,9 +1,13 @@
 /* test_console_stdio.c: a console in the process a game runs in: one started with stdout and
  * stderr closed (by a launcher or a daemon wrapper), whose sockets never take descriptors 0
- * to 2, which the game's printing still writes to; and one that forks a helper. */
+ * to 2, which the game's printing still writes to; and one that forks a helper, which inherits
+ * none of its descriptors (nor of `kiln --connect`'s) when it runs another program. */
 #define _DEFAULT_SOURCE /* syscall (not _GNU_SOURCE: that makes accept take a union) */
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,6 +132,80 @@ START_TEST(a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted) 
 }
 END_TEST
 
+/* The token file's fresh descriptor, seen at the fchmod that follows its making: open to exec,
+ * a program another thread started then held the game's secret file open. */
+static int chmodded, chmodded_open_to_exec;
+
+int fchmod(int fd, mode_t mode) {
+    chmodded++;
+    if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC)) chmodded_open_to_exec++;
+    return (int)syscall(SYS_fchmod, fd, mode);
+}
+
+START_TEST(the_token_file_is_close_on_exec_from_the_moment_it_is_made) {
+    char dir[] = "/tmp/kiln_cloexec_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/token", dir);
+    lua_State *L = game_state(NULL);
+    chmodded = chmodded_open_to_exec = 0;
+    kiln_console *c = must_open_console(L, (kiln_console_desc){.token_path = path});
+    kiln_console_close(c);
+    lua_close(L);
+    rmdir(dir);
+    ck_assert_int_eq(chmodded, 1);
+    ck_assert_msg(chmodded_open_to_exec == 0, "the token file was open to exec when it was made");
+}
+END_TEST
+
+/* How many of pid's sockets a program it ran would inherit, read from /proc (-1: it has none). */
+static int sockets_open_to_exec(pid_t pid) {
+    int found = 0, open_to_exec = 0;
+    for (int fd = 3; fd < 64; fd++) {
+        char p[64], link[32] = "", info[256] = "";
+        snprintf(p, sizeof p, "/proc/%d/fd/%d", (int)pid, fd);
+        if (readlink(p, link, sizeof link - 1) < 7 || strncmp(link, "socket:", 7) != 0) continue;
+        snprintf(p, sizeof p, "/proc/%d/fdinfo/%d", (int)pid, fd);
+        FILE *f = fopen(p, "r");
+        const char *flags = f && fread(info, 1, sizeof info - 1, f) > 0 ? strstr(info, "flags:") : NULL;
+        if (f) fclose(f);
+        found++;
+        open_to_exec += !flags || !(strtoul(flags + 6, NULL, 8) & O_CLOEXEC);
+    }
+    return found ? open_to_exec : -1;
+}
+
+/* `kiln --connect`, once the console accepted it (and while it waits for a line on a pipe that
+ * stays open): its connection would stay open in a program it ran (a :shell, an editor). */
+START_TEST(kiln_connect_holds_its_connection_close_on_exec) {
+    lua_State *L = game_state(NULL);
+    kiln_console *c = must_open_console(L, (kiln_console_desc){.token = TOKEN});
+    char spec[32];
+    snprintf(spec, sizeof spec, "127.0.0.1:%d", kiln_console_port(c));
+    int in[2];
+    ck_assert_int_eq(pipe(in), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], STDIN_FILENO);
+        execl(KILN_BIN_PATH, "kiln", "--connect", spec, "--token", TOKEN, (char *)NULL);
+        _exit(127);
+    }
+    accepted = 0;
+    for (int spin = 0; spin < 5000 && accepted == 0; spin++) {
+        kiln_console_poll(c);
+        if (accepted == 0) pause_ms(1);
+    }
+    int open_to_exec = sockets_open_to_exec(pid);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(in[0]);
+    close(in[1]);
+    kiln_console_close(c);
+    lua_close(L);
+    ck_assert_int_eq(accepted, 1);
+    ck_assert_msg(open_to_exec == 0, "kiln --connect: %d socket(s) open to exec (-1: none found)", open_to_exec);
+}
+END_TEST
+
 static Suite *stdio_suite(void) {
     Suite *s = suite_create("console_stdio");
     TCase *tc = tcase_create("closed");
@@ -138,6 +216,8 @@ static Suite *stdio_suite(void) {
     tcase_set_timeout(forked, 20);
     tcase_add_test(forked, a_forked_child_closing_the_console_leaves_the_token_file_to_its_parent);
     tcase_add_test(forked, a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted);
+    tcase_add_test(forked, the_token_file_is_close_on_exec_from_the_moment_it_is_made);
+    tcase_add_test(forked, kiln_connect_holds_its_connection_close_on_exec);
     suite_add_tcase(s, forked);
     return s;
 }
