@@ -627,11 +627,12 @@ static kiln_query *count_query(game *g, kiln_component c) {
     return q;
 }
 
+/* Sleeps until t on now_seconds' clock. A handled signal (a profiler's SIGALRM) cuts a sleep
+ * short: it goes on to the same deadline (a relative sleep cut short let the frame come early);
+ * Ctrl-C ends it. A deadline already past returns at once. */
 static void sleep_until(double t) {
-    double left = t - now_seconds();
-    if (left <= 0) return;
-    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-    nanosleep(&ts, NULL);
+    struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !interrupted) continue;
 }
 
 /* Builds a game: the world and its field, the C systems, Lua with the rules and mods, the

@@ -490,5 +490,23 @@ for sig in TERM HUP; do
   fi
 done
 
+# A handled signal (a profiler's SIGALRM) cuts the frame's sleep short: the sleep must go on to
+# the same deadline, or the frame comes early. strace makes every second sleep fail with EINTR
+# (no signal, no clock): each failed sleep must be followed by one to the same absolute time.
+NAME="a sleep cut short by a signal resumes toward the same frame deadline"
+if ! command -v strace >/dev/null || ! strace -qq -e trace=none true 2>/dev/null; then
+  echo "skip  $NAME (no strace, or tracing is not allowed here)"
+else
+  strace -f -qq -o "$TMP/sleeps" -e trace=clock_nanosleep,nanosleep -e inject=clock_nanosleep:error=EINTR:when=2+2 \
+    "$BIN" --frames 8 --realtime >/dev/null 2>&1
+  read -r resumed lost < <(awk '{ pid = $1; call = $0  # strace -f -o: each line starts with its thread id
+      sub(/ = .*/, "", call); sub(/^[0-9]+ +/, "", call)
+      if (pid in want) { if (call == want[pid]) ok++; else bad++; delete want[pid] }
+      if ($0 ~ /\(INJECTED\)/) want[pid] = call }
+    END { for (p in want) bad++; print ok + 0, bad + 0 }' "$TMP/sleeps")
+  if [ "$resumed" -ge 1 ] && [ "$lost" = 0 ]; then pass "$NAME"
+  else fail "$NAME" "$resumed resumed, $lost not:" "$(grep -A1 INJECTED "$TMP/sleeps" | head -n 6)"; fi
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
