@@ -746,6 +746,7 @@ typedef void (*kiln_system_fn)(const kiln_system_ctx *ctx);
 
 #define KILN_SYSTEM_MAX_ACCESS 32
 #define KILN_SYSTEM_MAX_ORDER 8
+#define KILN_SCHEDULE_MAX_SYSTEMS 4096 /* systems in one schedule (its build grows as their cube) */
 
 typedef struct kiln_system_desc {
     const char *name;       /* required, unique in the schedule, 1..63 bytes */
@@ -769,11 +770,10 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
  * replace: asserts); NULL: no-op. A fini may use the schedule: it finds no system left; one it adds goes in turn. */
 void kiln_schedule_destroy(kiln_schedule *schedule);
 
-/* Adds a system at the end of declaration order (desc and strings copied). Fails, changing
- * nothing, for a missing or repeated name, no callback, an unknown component, out of memory,
- * or a before/after closing a cycle, also through names no system holds yet (x -> y: x runs
- * before y): "kiln_schedule_add: 'a' -> 'b' -> 'a' would form a cycle". In a run, only
- * main_thread or exclusive systems may add; the new system runs from the next frame. */
+/* Adds a system at the end of declaration order (desc and strings copied). Fails, changing nothing, for a missing or
+ * repeated name, no callback, an unknown component, out of memory, a full schedule (KILN_ERR_LIMIT) or a before/after
+ * closing a cycle, also through names no system holds yet (x -> y: x runs before y): "kiln_schedule_add: 'a' -> 'b'
+ * -> 'a' would form a cycle". In a run, only main_thread or exclusive systems may add; it runs from the next frame. */
 kiln_result kiln_schedule_add(kiln_schedule *schedule, const kiln_system_desc *desc);
 
 /* Removes the named system; others' before/after naming it wait for a new one. Between runs

@@ -285,6 +285,9 @@ kiln_result kiln_schedule_add(kiln_schedule *s, const kiln_system_desc *desc) {
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT,
                        "kiln_schedule_add: a system named '%s' already exists", desc->name);
 
+    if (s->system_count >= KILN_SCHEDULE_MAX_SYSTEMS) /* only the adding thread changes the count */
+        return kl_fail(world, KILN_ERR_LIMIT, "kiln_schedule_add: the schedule holds %d systems, its limit "
+                       "(KILN_SCHEDULE_MAX_SYSTEMS); '%s' is not added", KILN_SCHEDULE_MAX_SYSTEMS, desc->name);
     lock(s);
     kl_system *sys = NULL;
     bool fresh = false;

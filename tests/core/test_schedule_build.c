@@ -472,6 +472,34 @@ KILN_TEST(listing, a_listing_of_thousands_of_systems_describes_each_one) {
     kiln_schedule_destroy(s);
 }
 
+/* A schedule's build grows as the cube of its systems (16,000 writers of 64 components took about
+ * a minute): kiln_schedule_add takes KILN_SCHEDULE_MAX_SYSTEMS and refuses one more, changing
+ * nothing; a place a removal frees takes one again. */
+KILN_TEST(listing, a_schedule_takes_its_limit_of_systems_and_refuses_one_more) {
+    kiln_schedule *s = kiln_schedule_create(F.world, NULL);
+    char name[24];
+    for (int i = 0; i < KILN_SCHEDULE_MAX_SYSTEMS; i++) {
+        snprintf(name, sizeof name, "s%d", i);
+        ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = name, .run = noop}), KILN_OK);
+    }
+    ck_assert_int_eq(kiln_schedule_system_count(s), 4096);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1);
+    kiln_result r = kiln_schedule_add(s, &(kiln_system_desc){.name = "one_more", .run = noop, .writes = {F.p}});
+    ck_assert_int_eq(r, KILN_ERR_LIMIT);
+    const char *message = kiln_world_error(F.world);
+    ck_assert_msg(strstr(message, "4096") && strstr(message, "KILN_SCHEDULE_MAX_SYSTEMS") &&
+                  strstr(message, "one_more"), "%s", message);
+    ck_assert_int_eq(kiln_schedule_system_count(s), 4096);
+    ck_assert_int_eq(kiln_schedule_find(s, "one_more"), -1);
+    ck_assert_int_eq(kiln_schedule_stage_count(s), 1); /* the writer of p would have made a stage */
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_int_eq(runs_of(s, "s4095"), 1);
+    ck_assert_int_eq(kiln_schedule_remove(s, "s0"), KILN_OK);
+    add_system(s, (kiln_system_desc){.name = "one_more", .run = noop});
+    ck_assert_int_eq(kiln_schedule_system_count(s), 4096);
+    kiln_schedule_destroy(s);
+}
+
 KILN_TEST(staging, destroying_null_is_a_noop) {
     kiln_schedule_destroy(NULL);
 }

@@ -35,6 +35,19 @@ describe("a refused world:system", function()
         assert.is_true(w:progress(0)) -- and the world goes on
     end)
 
+    it("names the schedule's limit of systems when it is full, and leaves the world as it was", function()
+        local w = kiln.world()
+        local runs = 0
+        for i = 1, 4096 do w:system{name = "s" .. i, run = function() runs = runs + 1 end} end
+        local err, weak = refuse(w, {name = "extra"})
+        assert.truthy(err:find("world:system: the schedule holds 4096 systems, its limit " ..
+            "(KILN_SCHEDULE_MAX_SYSTEMS); 'extra' is not added", 1, true), err)
+        assert.is_false(kept(weak))
+        assert.are.equal(4096, #w:systems())
+        assert.is_true(w:progress(0))
+        assert.are.equal(4096, runs)
+    end)
+
     it("lets the world drop an each-system's function and query when refused", function()
         local w = kiln.world()
         w:component("P", "float x;")
