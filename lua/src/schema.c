@@ -90,7 +90,9 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
         }
         for (;;) {
             char name[KILN_MAX_NAME + 1];
-            if (!read_ident(&c, name, sizeof name)) return fail(L, schema, &c, "expected a field name");
+            if (!read_ident(&c, name, sizeof name)) /* it stopped at the name's start when too long */
+                return fail(L, schema, &c,
+                            ascii_name_start(*c.p) ? "field name too long (1 to 63 bytes)" : "expected a field name");
             uint32_t count = 1;
             skip_space(&c);
             if (*c.p == '[') {

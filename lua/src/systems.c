@@ -485,17 +485,22 @@ static int w_system(lua_State *L) {
         lua_getfield(L, query_idx, "terms");
         lua_pushvalue(L, query_idx);
         lua_call(L, 1, 1);
-        int len = (int)lua_rawlen(L, -1);
+        int len = (int)lua_rawlen(L, -1), declared = nr, past = 0;
         for (int i = 1; i <= len; i++) {
             lua_rawgeti(L, -1, i);
             kiln_component c = klua_check_component(L, kw, -1, 2, fname);
             lua_pop(L, 1);
             if (!listed(d.reads, nr, c) && !listed(d.writes, nw, c)) {
-                if (nr == MAX_ACCESS) klua_argerror(L, 2, fname, "too many components");
-                d.reads[nr++] = c;
+                if (nr < MAX_ACCESS) d.reads[nr++] = c;
+                else past++;
             }
         }
         lua_pop(L, 1);
+        if (past)
+            klua_argerror(L, 2, fname,
+                          "at most %d components in reads, which lists %d and gets %d more from the query's terms "
+                          "(a term counts as a read unless reads or writes lists it)",
+                          MAX_ACCESS, declared, nr + past - declared);
     }
     int64_t each_cost = has_each ? klua_bounded_cost(L, fn_idx) : -1;
     /* The entry of the system (push_run), made before the schedule can run it. */

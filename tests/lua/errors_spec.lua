@@ -121,6 +121,15 @@ describe("runtime failures", function()
         assert.is_true(H.not_deferred(w))
     end)
 
+    it("say a schema's field name is too long, not missing", function()
+        local w = H.world()
+        H.unchanged(w, nil, function() w:component("Long", "float " .. string.rep("n", 64) .. ";") end,
+                    "world:component", "Long: field name too long (1 to 63 bytes) at position 7")
+        H.unchanged(w, nil, function() w:component("None", "float ;") end, "None: expected a field name at position 7")
+        w:component("Longest", "float " .. string.rep("n", 63) .. ";")
+        assert.are.equal(4, w:component_info("Longest").size)
+    end)
+
     it("are bounded when they quote what the caller gave", function()
         local w = H.world()
         local huge = string.rep("f", 10 * 1024 * 1024)

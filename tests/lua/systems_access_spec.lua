@@ -1,5 +1,5 @@
 -- systems_access_spec.lua: what world:system's reads and writes lists take: each component at
--- most once a list, and one in both lists as written.
+-- most once a list, one in both lists as written, and at most 32 reads with the query's terms.
 local H = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "helpers.lua")
 
 describe("world:system's reads and writes", function()
@@ -13,6 +13,26 @@ describe("world:system's reads and writes", function()
         H.raises(function() w:system{name = "x", run = f, writes = {"Velocity", "Position", pos}} end,
                  "bad argument #1 to 'world:system' (writes lists Position twice)")
         assert.are.equal(count, #w:systems())
+    end)
+
+    it("names reads as the list the query's terms overflow, since the terms count as reads", function()
+        local w = H.world()
+        local reads = {}
+        for i = 1, 30 do
+            w:component("K" .. i, "float x;")
+            reads[i] = "K" .. i
+        end
+        local count = #w:systems()
+        -- K1 is in reads already and Position in writes: two terms of five add nothing
+        local desc = {name = "x", each = function() end, reads = reads, writes = {"Position"},
+                      query = {"K1", "Position", "Velocity", "Health", "Frozen"}}
+        H.raises(function() w:system(desc) end, "bad argument #1 to 'world:system' (at most 32 components in "
+                 .. "reads, which lists 30 and gets 3 more from the query's terms (a term counts as a read "
+                 .. "unless reads or writes lists it))")
+        assert.are.equal(count, #w:systems())
+        desc.query = {"K1", "Position", "Velocity", "Health"} -- 32: taken
+        w:system(desc)
+        assert.are.equal(count + 1, #w:systems())
     end)
 
     it("takes a component in both reads and writes as written, writing implies reading", function()

@@ -67,7 +67,7 @@ function M.parse_schema(s)
     local function ident()
         skip()
         local word = s:match("^[%a_][%w_]*", pos)
-        if not word or #word >= 64 then return nil end
+        if not word or #word >= 64 then return nil, word ~= nil end -- nil, true: a name too long
         pos = pos + #word
         return word
     end
@@ -79,7 +79,8 @@ function M.parse_schema(s)
         local t = M.types[tname]
         if not t then return nil, "unknown type" end
         while true do
-            local name = ident()
+            local name, too_long = ident()
+            if too_long then return nil, "field name too long (1 to 63 bytes)" end
             if not name then return nil, "expected a field name" end
             local count = 1
             skip()
