@@ -1,9 +1,10 @@
 /* test_console_stdio.c: a console in the process a game runs in: one started with stdout and
  * stderr closed (by a launcher or a daemon wrapper), whose sockets never take descriptors 0
  * to 2, which the game's printing still writes to; and one that forks a helper, which inherits
- * none of its descriptors (nor of `kiln --connect`'s) when it runs another program. */
+ * none of its descriptors (nor of `kiln --connect`'s or its history's) when it runs another program. */
 #define _DEFAULT_SOURCE /* syscall (not _GNU_SOURCE: that makes accept take a union) */
 #include <fcntl.h>
+#include <pty.h>
 #include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -206,6 +207,58 @@ START_TEST(kiln_connect_holds_its_connection_close_on_exec) {
 }
 END_TEST
 
+/* kiln in a terminal rewrites its history file through a fresh file renamed over it, at start and
+ * at the end: made open to exec, a program another thread ran then held it. Seen by strace (the
+ * open's flags), so skipped without strace or where tracing is not allowed. */
+START_TEST(the_repl_history_rewrite_opens_its_new_file_close_on_exec) {
+    if (system("strace -qq -e trace=none true >/dev/null 2>&1") != 0) {
+        printf("the history's new file: not checked (no strace, or tracing is not allowed here)\n");
+        return;
+    }
+    char dir[] = "/tmp/kiln_cloexec_XXXXXX", path[64], trace[64], line[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/history", dir);
+    snprintf(trace, sizeof trace, "%s/trace", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("print(1)\nprint(1)\n", f); /* a repeat: the start rewrites */
+    fclose(f);
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    if (pid == 0) {
+        setenv("KILN_HISTORY", path, 1);
+        setenv("TERM", "dumb", 1);
+        setenv("LSAN_OPTIONS", "detect_leaks=0", 1); /* a sanitizer build's leak check cannot run traced */
+        execlp("strace", "strace", "-f", "-qq", "-o", trace, "-e", "trace=openat,open", KILN_BIN_PATH, (char *)NULL);
+        _exit(127);
+    }
+    char seen[4096] = "";
+    size_t have = 0;
+    ssize_t n;
+    while (!strstr(seen, "> ") && have < sizeof seen - 1 && (n = read(master, seen + have, sizeof seen - 1 - have)) > 0)
+        seen[have += (size_t)n] = '\0'; /* the prompt: a line typed before it could be flushed */
+    ck_assert_int_eq(write(master, ":quit\n", 6), 6);
+    while (read(master, line, sizeof line) > 0) continue; /* until kiln closes the terminal */
+    int status, made = 0, made_open_to_exec = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    close(master);
+    f = fopen(trace, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "/history.") && strstr(line, "O_EXCL")) {
+            made++;
+            made_open_to_exec += !strstr(line, "O_CLOEXEC");
+        }
+    fclose(f);
+    unlink(trace);
+    unlink(path);
+    ck_assert_int_eq(rmdir(dir), 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln under strace ended with status %d", status);
+    ck_assert_msg(made >= 1, "no new history file was made");
+    ck_assert_msg(made_open_to_exec == 0, "%d of %d new history files were made open to exec", made_open_to_exec, made);
+}
+END_TEST
+
 static Suite *stdio_suite(void) {
     Suite *s = suite_create("console_stdio");
     TCase *tc = tcase_create("closed");
@@ -218,6 +271,7 @@ static Suite *stdio_suite(void) {
     tcase_add_test(forked, a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted);
     tcase_add_test(forked, the_token_file_is_close_on_exec_from_the_moment_it_is_made);
     tcase_add_test(forked, kiln_connect_holds_its_connection_close_on_exec);
+    tcase_add_test(forked, the_repl_history_rewrite_opens_its_new_file_close_on_exec);
     suite_add_tcase(s, forked);
     return s;
 }
