@@ -7,7 +7,8 @@ set -eu
 # valgrind serves test-jit-valgrind (memory errors inside libluajit, which ASan cannot see);
 # g++ serves test-cxx (the public headers compiled, and the libraries linked, by a C++ host).
 # locales serves the specs of a host in a decimal-comma or Latin-1 C locale (generated below).
-PACKAGES="make gcc g++ libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev luajit libluajit-5.1-dev valgrind locales"
+# strace serves the tool checks that see which flags kiln opens files with and how the game sleeps.
+PACKAGES="make gcc g++ libc6-dev pkg-config liblua5.4-dev lua5.4 libcglm-dev check lua-busted libedit-dev libjansson-dev libxxhash-dev clang libclang-rt-14-dev luajit libluajit-5.1-dev valgrind locales strace"
 missing=""
 for p in $PACKAGES; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
