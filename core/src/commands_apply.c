@@ -235,17 +235,35 @@ static inline kiln_result add_unfit(kiln_commands *cmd, const kl_cmd *c, kl_cmd 
     return code;
 }
 
-/* For a lenient buffer's spawn c, whose merge into one move stopped at *j (KL_SPAWN_MAX
- * adds, a repeated component, a value naming its own placeholder) while adds for its target
- * still follow: the first of those that cannot land (add_unfit; *j moves to it), so that the
- * spawn is dropped whole rather than landing without it, else KILN_OK. Out of line. */
+static bool lists(const kiln_component *ids, int32_t n, kiln_component id) {
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] == id) return true;
+    return false;
+}
+
+/* For a lenient buffer's spawn c, whose merge into one move of the n components comps stopped
+ * at *j (KL_SPAWN_MAX adds, a repeated component, a value naming its own placeholder) while
+ * adds for its target still follow: the first of those that cannot land (add_unfit, or one
+ * more component than an entity holds; *j moves to it), so that the spawn is dropped whole
+ * rather than landing without it, else KILN_OK. Out of line. */
 __attribute__((noinline)) static kiln_result rest_unfit(kiln_commands *cmd, const kl_cmd *c, int64_t *j,
-                                                        kiln_entity target, char *why, size_t size) {
+                                                        kiln_entity target, const kiln_component *comps,
+                                                        int32_t n, char *why, size_t size) {
+    kiln_component more[KL_TYPES_MAX]; /* those past the move: n + extra stays at most KL_TYPES_MAX */
+    int32_t extra = 0;
     for (int64_t k = *j; k < cmd->count; k++) {
         kl_cmd *a = &cmd->cmds[k];
         if (a->op != KL_OP_ADD || a->target != target) break;
         bool own = false, checked = false;
         kiln_result code = add_unfit(cmd, c, a, target, &own, &checked, why, size);
+        if (code == KILN_OK && !lists(comps, n, a->component) && !lists(more, extra, a->component)) {
+            if (n + extra < KL_TYPES_MAX) {
+                more[extra++] = a->component;
+                continue;
+            }
+            snprintf(why, size, "an entity holds at most %d components", KL_TYPES_MAX);
+            code = KILN_ERR_LIMIT;
+        }
         if (code == KILN_OK) continue;
         *j = k;
         return code;
@@ -309,7 +327,7 @@ static int64_t apply_spawn(kiln_commands *cmd, int64_t i, kiln_result *result) {
     }
     if (KL_UNLIKELY(unfit == KILN_OK && cmd->lenient && j < cmd->count && cmd->cmds[j].op == KL_OP_ADD &&
                     cmd->cmds[j].target == target))
-        unfit = rest_unfit(cmd, c, &j, target, why, sizeof why);
+        unfit = rest_unfit(cmd, c, &j, target, comps, n, why, sizeof why);
     /* A buffer's apply lands the spawn and then fails at that add (apply_one). */
     if (KL_UNLIKELY(unfit != KILN_OK) && cmd->lenient) return drop_unfit(cmd, i, j, unfit, why, result);
     kiln_entity reserved = c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY;

@@ -244,3 +244,46 @@ KILN_TEST(drops, a_flood_of_100k_refused_changes_is_counted_in_flat_memory) {
     /* a count and one message: the rounds after the first held no more than it did */
     ck_assert_int_eq(after.bytes, before.bytes);
 }
+
+/* A spawn whose directly following adds cannot all land is dropped whole, the 257th component
+ * (past what an entity holds) too: the move takes 256 at most, and the add after them, applied
+ * alone, was dropped by itself, landing the entity short of it. */
+static struct {
+    kiln_result code;
+    char message[512];
+} first_drop;
+
+static void keep_first_drop(kiln_world *world, const char *system, kiln_result code, const char *message, void *ctx) {
+    (void)world, (void)system, (void)ctx;
+    if (first_drop.code != KILN_OK) return;
+    first_drop.code = code;
+    snprintf(first_drop.message, sizeof first_drop.message, "%s", message);
+}
+
+KILN_TEST(drops, a_queued_spawn_with_adds_past_256_components_is_dropped_whole) {
+    memset(&first_drop, 0, sizeof first_drop);
+    kiln_world_drop_hook_set(F.w, keep_first_drop, NULL, NULL, NULL);
+    enum { WIDE = 257 };
+    kiln_component ids[WIDE];
+    char name[16];
+    for (int i = 0; i < WIDE; i++) {
+        snprintf(name, sizeof name, "Wide%d", i);
+        kiln_component_desc d = {.name = name, .size = sizeof(int32_t)};
+        ck_assert_int_eq(kiln_component_register(F.w, &d, &ids[i]), KILN_OK);
+    }
+    kiln_world_stats before, after;
+    kiln_world_stats_get(F.w, &before);
+    ck_assert_int_eq(kiln_defer_begin(F.w), KILN_OK);
+    kiln_entity e;
+    ck_assert_int_eq(kiln_spawn(F.w, &e), KILN_OK);
+    for (int32_t i = 0; i < WIDE; i++) ck_assert_int_eq(kiln_add(F.w, e, ids[i], &i), KILN_OK);
+    ck_assert_int_eq(kiln_defer_end(F.w), KILN_OK);
+    ck_assert(!kiln_is_alive(F.w, e));
+    kiln_world_stats_get(F.w, &after);
+    ck_assert_int_eq(after.entities, before.entities);
+    ck_assert_int_eq(first_drop.code, KILN_ERR_LIMIT);
+    ck_assert_msg(strstr(first_drop.message, "its add of Wide256 cannot land: an entity holds at most 256 components"),
+                  "%s", first_drop.message);
+    const char *parts[] = {"(add Wide256)", "entity is not alive; dropped", NULL}; /* then its adds, each */
+    ck_assert_int_eq(dropped_with(KILN_ERR_DEAD_ENTITY, parts), 1 + WIDE);
+}
