@@ -129,12 +129,15 @@ void kiln_jobs_destroy(kiln_jobs *jobs) {
     if (jobs == NULL) return;
     /* A child forked since (a game's crash reporter or helper) has none of the workers, which
      * are its parent's threads: joining them, or destroying the condition they wait on (which
-     * waits for its waiters), blocked the child for good. It runs what is queued itself. */
+     * waits for its waiters), blocked the child for good. It runs what is queued itself, and
+     * takes no lock: one the parent's other threads held at the fork is released by none here. */
     bool forked = getpid() != jobs->owner;
-    pthread_mutex_lock(&jobs->lock);
-    jobs->stopping = true;
-    pthread_cond_broadcast(&jobs->work);
-    pthread_mutex_unlock(&jobs->lock);
+    if (!forked) {
+        pthread_mutex_lock(&jobs->lock);
+        jobs->stopping = true;
+        pthread_cond_broadcast(&jobs->work);
+        pthread_mutex_unlock(&jobs->lock);
+    }
     for (int32_t i = 0; i < jobs->worker_count && !forked; i++) pthread_join(jobs->threads[i], NULL);
     /* An inline pool may still hold jobs nobody waited for: run them, as a worker would. */
     while (jobs->count > 0) {

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -232,6 +233,69 @@ KILN_TEST(lifetime, a_forked_child_runs_its_jobs_and_destroys_the_pool_without_t
     pid_t pid = fork();
     if (pid == 0) _exit(forked_child_runs_and_destroys(jobs));
     ck_assert_int_gt(pid, 0);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    kiln_jobs_destroy(jobs);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
+                  WIFEXITED(status) ? "exited with" : "was ended by signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+/* An allocator that, once armed, holds the first allocation made by a thread other than the
+ * test's (the pool's ring growing, under the pool's lock) until released. */
+typedef struct held_alloc {
+    atomic_int armed, inside, release;
+    pid_t parent;
+} held_alloc;
+
+static void *holding_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    held_alloc *h = ud;
+    (void)osize;
+    if (nsize > 0 && getpid() == h->parent && atomic_exchange(&h->armed, 0)) {
+        atomic_store(&h->inside, 1);
+        while (!atomic_load(&h->release)) sched_yield();
+    }
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+static void *submit_many(void *arg) {
+    kiln_jobs *jobs = arg;
+    static job_slot slots[100];
+    static kiln_job list[100];
+    static atomic_int total;
+    static kiln_counter counter;
+    fill_slots(slots, list, 100, 0, &total);
+    kiln_jobs_submit(jobs, list, 100, &counter); /* the ring grows: the allocator holds the lock */
+    kiln_jobs_wait(jobs, &counter);
+    return NULL;
+}
+
+/* A fork while another thread of the game holds the pool's lock (submitting, a worker taking a
+ * job) gives the child a lock nobody will release: its destroy took it, and hung. */
+KILN_TEST(lifetime, a_forked_child_destroys_a_pool_whose_lock_another_thread_held_at_the_fork) {
+    static held_alloc h;
+    memset(&h, 0, sizeof h);
+    h.parent = getpid();
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1, .alloc = holding_alloc, .alloc_ud = &h});
+    ck_assert_ptr_nonnull(jobs);
+    atomic_store(&h.armed, 1);
+    pthread_t submitter;
+    ck_assert_int_eq(pthread_create(&submitter, NULL, submit_many, jobs), 0);
+    while (!atomic_load(&h.inside)) sched_yield();
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGALRM, SIG_DFL);
+        alarm(5); /* a hang ends the child by SIGALRM, which its parent sees */
+        kiln_jobs_destroy(jobs);
+        _exit(0);
+    }
+    ck_assert_int_gt(pid, 0);
+    atomic_store(&h.release, 1);
+    ck_assert_int_eq(pthread_join(submitter, NULL), 0);
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     kiln_jobs_destroy(jobs);
