@@ -27,11 +27,14 @@ static lua_State *volatile running_state;  /* the state to stop while lua_runnin
  * hook at all, not even a world's instruction budget, whose hook this one had replaced. Left
  * in a coroutine made meanwhile, it removes itself once that call is over. */
 static void stop_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
     if (!interrupted || !lua_running) {
         lua_sethook(L, NULL, 0, 0);
         return;
     }
+    /* A C function runs: as the error unwinds, a loop's closing value (the binding's, in C)
+     * ends its iteration, which left unended kept the world deferred; and the message handler
+     * writes its traceback. Lua code it calls meets the hook at its first instruction. */
+    if (ar->event == LUA_HOOKCALL && lua_getinfo(L, "S", ar) && ar->what[0] == 'C') return;
     luaL_error(L, "interrupted");
 }
 

@@ -457,26 +457,40 @@ START_TEST(printed_control_characters_show_in_a_terminal_and_colours_pass) {
 }
 END_TEST
 
-START_TEST(ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl) {
+/* Sends statement to a REPL in a terminal, Ctrl-C once it runs, then after, whose output must
+ * show want: the REPL goes on, and what the interrupted statement left is as it should be. */
+static void interrupt_then(const char *statement, const char *after, const char *want) {
     int master;
     pid_t pid = spawn_pty(&master);
     char seen[1 << 14] = "";
     ck_assert(expect(master, "> ", seen, sizeof seen));
-    const char *loop = "while true do end\n";
-    ck_assert_int_eq(write(master, loop, strlen(loop)), (ssize_t)strlen(loop));
+    ck_assert_int_eq(write(master, statement, strlen(statement)), (ssize_t)strlen(statement));
     struct timespec ts = {0, 200000000};
     nanosleep(&ts, NULL);
     kill(pid, SIGINT);
     ck_assert_msg(expect(master, "interrupted", seen, sizeof seen), "not interrupted: %s", seen);
     seen[0] = '\0';
-    const char *after = "print('alive' .. 1)\n";
     ck_assert_int_eq(write(master, after, strlen(after)), (ssize_t)strlen(after));
-    ck_assert_msg(expect(master, "alive1", seen, sizeof seen), "REPL gone: %s", seen);
+    ck_assert_msg(expect(master, want, seen, sizeof seen), "no '%s': %s", want, seen);
     ck_assert_int_eq(write(master, ":quit\n", 6), 6);
     int status;
     waitpid(pid, &status, 0);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(master);
+}
+
+START_TEST(ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl) {
+    interrupt_then("while true do end\n", "print('alive' .. 1)\n", "alive1");
+}
+END_TEST
+
+/* The loop's closing value (C) must end its iteration as the error unwinds, or the world stays
+ * deferred and a later spawn only queues: the hook raising at every call stopped it unrun. */
+START_TEST(ctrl_c_in_a_query_loop_still_ends_the_loop_and_the_world_is_not_left_deferred) {
+    interrupt_then("w = kiln.world(); w:component('P', 'float x;'); w:spawn{P = {x = 1}}; "
+                   "for e in w:query{'P'}:each() do while true do end end\n",
+                   "print('alive ' .. tostring(w:is_alive(w:spawn{P = {x = 2}})) .. ' ' .. w:count())\n",
+                   "alive true 2");
 }
 END_TEST
 
@@ -826,6 +840,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(tty_case, printed_control_characters_show_in_a_terminal_and_colours_pass);
     tcase_add_test(tty_case, completion_offers_no_name_holding_a_control_character);
     tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
+    tcase_add_test(tty_case, ctrl_c_in_a_query_loop_still_ends_the_loop_and_the_world_is_not_left_deferred);
     tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
     tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
