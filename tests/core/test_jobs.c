@@ -221,6 +221,16 @@ static int forked_child_runs_and_destroys(kiln_jobs *jobs) {
     return slots_not_run_once(slots, 64) == 0 ? 0 : 3;
 }
 
+/* Waits for the forked child pid, destroys the parent's pool, and checks the child exited 0. */
+static void reap_then_destroy(pid_t pid, kiln_jobs *jobs) {
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    kiln_jobs_destroy(jobs);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
+                  WIFEXITED(status) ? "exited with" : "was ended by signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
 /* A game forks a helper (a crash reporter) that tidies up before it exits: the workers are
  * threads of the parent, which the child has none of, and joining them waited for good. */
 KILN_TEST(lifetime, a_forked_child_runs_its_jobs_and_destroys_the_pool_without_the_parents_workers) {
@@ -233,12 +243,7 @@ KILN_TEST(lifetime, a_forked_child_runs_its_jobs_and_destroys_the_pool_without_t
     pid_t pid = fork();
     if (pid == 0) _exit(forked_child_runs_and_destroys(jobs));
     ck_assert_int_gt(pid, 0);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    kiln_jobs_destroy(jobs);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
-                  WIFEXITED(status) ? "exited with" : "was ended by signal",
-                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    reap_then_destroy(pid, jobs);
 }
 
 /* An allocator that, once armed, holds the first allocation made by a thread other than the
@@ -296,12 +301,7 @@ KILN_TEST(lifetime, a_forked_child_destroys_a_pool_whose_lock_another_thread_hel
     ck_assert_int_gt(pid, 0);
     atomic_store(&h.release, 1);
     ck_assert_int_eq(pthread_join(submitter, NULL), 0);
-    int status;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    kiln_jobs_destroy(jobs);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child %s %d",
-                  WIFEXITED(status) ? "exited with" : "was ended by signal",
-                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    reap_then_destroy(pid, jobs);
 }
 
 /* ------------------------------------------------------------------------------------------ */
