@@ -432,13 +432,19 @@ else fail "an unknown option exits 2 with usage" "exit status $(rc badopt)"; fi
 # ---- the console -------------------------------------------------------------------------------
 "$BIN" --frames 0 --asteroids 2000 --console 0 >"$TMP/console.out" 2>"$TMP/console.err" &
 game=$!
-port=
-for _ in $(seq 100); do
-  port=$(sed -n 's/^console: listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$TMP/console.out")
-  [ -n "$port" ] && break
-  kill -0 $game 2>/dev/null || break
-  sleep 0.1
-done
+# await FILE SED: what SED prints from FILE once it prints something (10 s at most), or nothing
+# when the game ends first.
+await() {
+  local got
+  for _ in $(seq 100); do
+    got=$(sed -n "$2" "$1")
+    [ -n "$got" ] && break
+    kill -0 $game 2>/dev/null || break
+    sleep 0.1
+  done
+  printf '%s' "$got"
+}
+port=$(await "$TMP/console.out" 's/^console: listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p')
 token_file=$(sed -n 's/^console: token in \([^ ]*\) .*/\1/p' "$TMP/console.out")
 mode=$(stat -c %a "$token_file" 2>/dev/null)
 # An answer is "<status> <length>\n<text>"; the first line a client sends is "token HEX".
@@ -474,13 +480,7 @@ else fail "Ctrl-C ends the game with its final stats" "exit status $game_rc"; fi
 for sig in TERM HUP; do
   "$BIN" --frames 0 --asteroids 200 --console 0 >"$TMP/$sig.out" 2>"$TMP/$sig.err" &
   game=$!
-  sig_token=
-  for _ in $(seq 100); do
-    sig_token=$(sed -n 's/^console: token in \([^ ]*\) .*/\1/p' "$TMP/$sig.out")
-    [ -n "$sig_token" ] && break
-    kill -0 $game 2>/dev/null || break
-    sleep 0.1
-  done
+  sig_token=$(await "$TMP/$sig.out" 's/^console: token in \([^ ]*\) .*/\1/p')
   kill -$sig $game 2>/dev/null
   wait $game; sig_rc=$?
   if [ -n "$sig_token" ] && [ $sig_rc = 0 ] && grep -q '^final: score' "$TMP/$sig.out" && [ ! -e "$sig_token" ]; then
