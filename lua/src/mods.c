@@ -584,9 +584,10 @@ klua_mod *klua_mods_load(klua_mods *mods, const char *path, klua_mod *previous, 
     }
     /* What a failed end left queued (kiln_defer_end) is the host's: it lands now, so what the
      * top level leaves queued is the mod's alone, dropped if the load is refused. */
-    if (kiln_defer_begin(world) != KILN_OK || kiln_defer_end(world) != KILN_OK) {
-        snprintf(mod->error, sizeof mod->error, "the world's queued changes could not land: %s",
-                 klua_core_detail(kiln_world_error(world)));
+    bool begun = kiln_defer_begin(world) == KILN_OK; /* out of memory past 32 threads' sections */
+    if (!begun || kiln_defer_end(world) != KILN_OK) {
+        snprintf(mod->error, sizeof mod->error, "%s: %s", begun ? "the world's queued changes could not land"
+                 : "the world could not open a deferred section", klua_core_detail(kiln_world_error(world)));
         goto fail;
     }
     mod->generation = ++mods->generations; /* 64 bits: never back to 0, the host's */

@@ -3,6 +3,7 @@
  * allocator and limit: what runs out is what the call does in the host's state, its records,
  * lists, systems and failures). A call that raises has changed nothing: no mod half loaded,
  * none stopped by a reload that failed, the world as it was. */
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +39,19 @@ static void remove_mod(const char *dir) {
     snprintf(path, sizeof path, "%s/n.lua", dir);
     unlink(path);
     rmdir(dir);
+}
+
+/* Makes a fresh folder from template dir (dir_size bytes, ending XXXXXX) holding the one file
+ * name with text; its path goes to path. */
+static void write_one(char *dir, size_t dir_size, const char *template, char *path, size_t path_size,
+                      const char *name, const char *text) {
+    snprintf(dir, dir_size, "%s", template);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, path_size, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
 }
 
 /* The calls, each from a manager with m.lua loaded (want = 1), it and n.lua
@@ -366,20 +380,15 @@ END_TEST
  * than the last: counted in bytes here, not timed. */
 START_TEST(a_mod_churning_systems_by_fresh_names_holds_no_more_host_memory_frame_after_frame) {
     char dir[64], path[128];
-    snprintf(dir, sizeof dir, "/tmp/kiln-mods-churn-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/churn.lua", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("local n, f = 0, function() end\n"
-          "world:system{name = 'churn', run = function()\n"
-          "  for _ = 1, 300 do\n"
-          "    n = n + 1\n"
-          "    if not pcall(world.system, world, {name = 'c' .. n, run = f}) then break end\n"
-          "    world:remove_system('c' .. n)\n"
-          "  end\n"
-          "end}\n", f);
-    fclose(f);
+    write_one(dir, sizeof dir, "/tmp/kiln-mods-churn-XXXXXX", path, sizeof path, "churn.lua",
+              "local n, f = 0, function() end\n"
+              "world:system{name = 'churn', run = function()\n"
+              "  for _ = 1, 300 do\n"
+              "    n = n + 1\n"
+              "    if not pcall(world.system, world, {name = 'c' .. n, run = f}) then break end\n"
+              "    world:remove_system('c' .. n)\n"
+              "  end\n"
+              "end}\n");
     host h;
     start(&h, "mods = kiln.mods(w)\n"
               "function frames(k)\n"
@@ -401,6 +410,105 @@ START_TEST(a_mod_churning_systems_by_fresh_names_holds_no_more_host_memory_frame
 }
 END_TEST
 
+/* ---- a load whose deferred section cannot open ------------------------------------------- */
+
+enum { HOLDERS = 64 }; /* the 32 fast slots a world keeps for threads' sections and a table of 32 */
+
+/* Threads that each open a deferred section on world and hold it until go. */
+typedef struct holders {
+    kiln_world *world;
+    pthread_t thread[HOLDERS];
+    pthread_barrier_t opened, go;
+    pthread_mutex_t lock;
+    int refused; /* begins and ends refused (checked on the test's thread) */
+} holders;
+
+static void *hold_section(void *arg) {
+    holders *h = arg;
+    bool began = kiln_defer_begin(h->world) == KILN_OK;
+    pthread_barrier_wait(&h->opened);
+    pthread_barrier_wait(&h->go);
+    bool ended = began && kiln_defer_end(h->world) == KILN_OK;
+    pthread_mutex_lock(&h->lock);
+    h->refused += !began + !ended;
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* The host's Lua allocator while armed: at the first request of 64 KiB or more (the mod's
+ * record, klua_mods_load's first), HOLDERS threads open sections and the world's allocator
+ * then refuses, so the load's own kiln_defer_begin finds no slot and no memory for one. */
+typedef struct section_trap {
+    host *h;
+    holders hold;
+    bool armed, sprung;
+} section_trap;
+
+static void *trap_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    section_trap *t = ud;
+    if (t->armed && nsize >= 65536) {
+        t->armed = false;
+        t->sprung = true;
+        t->hold.world = t->h->world;
+        pthread_barrier_init(&t->hold.opened, NULL, HOLDERS + 1);
+        pthread_barrier_init(&t->hold.go, NULL, HOLDERS + 1);
+        pthread_mutex_init(&t->hold.lock, NULL);
+        for (int i = 0; i < HOLDERS; i++)
+            ck_assert_int_eq(pthread_create(&t->hold.thread[i], NULL, hold_section, &t->hold), 0);
+        pthread_barrier_wait(&t->hold.opened);
+        t->h->world_mem.left = 0;
+    }
+    return budget_alloc(&t->h->lua_mem, ptr, osize, nsize);
+}
+
+/* A reload (its tag and query made by the first load: the first thing of the world's it asks
+ * for is the section) whose kiln_defer_begin is refused for memory says that no section could
+ * be opened, where it said the world's queued changes could not land; the old version runs on,
+ * and a reload once the threads' sections end goes through. */
+START_TEST(a_load_whose_deferred_section_cannot_open_says_so_and_changes_nothing) {
+    char dir[64], path[256], setup[512];
+    write_one(dir, sizeof dir, "/tmp/kiln-mods-defer-XXXXXX", path, sizeof path, "d.lua",
+              "world:component('Tick', 'int32_t n;') world:spawn{Tick = {n = 0}}\n"
+              "world:system{name = 'tick', writes = {'Tick'}, query = {'Tick'},\n"
+              "             each = function(_, t) t.n = t.n + 1 end}\n");
+    snprintf(setup, sizeof setup, "mods = kiln.mods(w) assert(mods:load('%s'))", path);
+    host h;
+    start(&h, setup);
+    uint64_t hash = kiln_world_hash(h.world);
+    static section_trap trap;
+    memset(&trap, 0, sizeof trap);
+    trap.h = &h;
+    lua_setallocf(h.L, trap_alloc, &trap);
+    trap.armed = true;
+    ck_assert_int_eq(luaL_dostring(h.L, "return select(2, mods:reload('d'))"), LUA_OK);
+    trap.armed = false;
+    h.world_mem.left = -1;
+    ck_assert(trap.sprung);
+    const char *err = lua_tostring(h.L, -1);
+    ck_assert_msg(err && strstr(err, "mods:reload: mod 'd': the world could not open a deferred section: out of "
+                                     "memory for the calling thread's entry"), "%s", err ? err : "(nil)");
+    ck_assert_msg(!strstr(err, "could not land"), "%s", err);
+    lua_settop(h.L, 0);
+    pthread_barrier_wait(&trap.hold.go);
+    for (int i = 0; i < HOLDERS; i++) ck_assert_int_eq(pthread_join(trap.hold.thread[i], NULL), 0);
+    pthread_barrier_destroy(&trap.hold.opened);
+    pthread_barrier_destroy(&trap.hold.go);
+    pthread_mutex_destroy(&trap.hold.lock);
+    ck_assert_int_eq(trap.hold.refused, 0);
+    ck_assert(!kiln_is_deferred(h.world));
+    ck_assert(kiln_world_hash(h.world) == hash);
+    lua_setallocf(h.L, budget_alloc, &h.lua_mem);
+    run(h.L, "local m = mods:list()[1] assert(m.state == 'running', m.state)\n"
+             "assert(m.error:find('reload failed, the old version runs on', 1, true), m.error)\n"
+             "assert(w:progress(1 / 60)) assert(mods:reload('d')) assert(w:progress(1 / 60))\n"
+             "local n = 0 for _, t in w:query{'Tick'}:each() do n = math.max(n, t.n) end assert(n == 2, n)");
+    run(h.L, "mods:close()");
+    stop(&h);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("mods_lua_memory");
     TCase *tc = tcase_create("memory");
@@ -411,6 +519,7 @@ int main(void) {
     tcase_add_test(tc, a_load_dir_taken_back_after_a_later_mod_called_out_keeps_the_first_mods_handles_spent);
     tcase_add_test(tc, an_unload_out_of_world_memory_anywhere_is_done_whole_or_says_so_and_can_be_done_again);
     tcase_add_test(tc, a_mod_churning_systems_by_fresh_names_holds_no_more_host_memory_frame_after_frame);
+    tcase_add_test(tc, a_load_whose_deferred_section_cannot_open_says_so_and_changes_nothing);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
